@@ -1,0 +1,36 @@
+# Two entry points a person needs: `make run` and `make test`. Everything else is their plumbing.
+PY    ?= python3
+VENV  ?= .venv
+BIN   := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test services bench clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	# torch first, pinned to the CPU build on disk; the project's range (<2.15) then adds nothing
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## install, then run the daemon on the embedded simulated cluster (Ctrl-C stops it)
+run: install
+	$(BIN)/gpu-autoscaler run --sim
+
+## the Debian servers the integration tests start on 127.0.0.1
+services:
+	bash scripts/install-services.sh
+
+## install everything, then the whole test suite
+test: install services
+	$(BIN)/python -m pytest
+
+bench: install
+	$(BIN)/python bench/forecast_bench.py
+	$(BIN)/python bench/policy_bench.py
+	$(BIN)/python bench/replay_bench.py
+
+clean:
+	rm -rf $(VENV) state .pytest_cache

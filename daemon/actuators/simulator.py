@@ -1,0 +1,57 @@
+"""Applies plans to the embedded simulated cluster (the 'real system' of `run --sim` and of the replay)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from daemon.actuators.base import ActionReport
+from daemon.policy.types import Notification, Plan
+from daemon.simcluster import SimCluster
+
+
+def _sim_id(job_id: str) -> int | None:
+    try:
+        return int(str(job_id).removeprefix("sim-"))
+    except ValueError:
+        return None
+
+
+class SimulatorActuator:
+    name = "simulator"
+
+    def __init__(self, cluster: SimCluster, tenants: tuple[str, ...], dry_run: bool = False) -> None:
+        self.cluster = cluster
+        self.index = {t: i for i, t in enumerate(tenants)}
+        self.dry_run = dry_run
+        self.notified: list[Notification] = []
+
+    def apply(self, plan: Plan) -> ActionReport:
+        rep = ActionReport(self.name, self.dry_run)
+        res = np.zeros(self.cluster.n, dtype=np.int64)
+        for t, r in plan.reservations.items():
+            i = self.index.get(t)
+            if i is not None:
+                res[i] = r
+        normal_cap = min(plan.quotas.values()) if plan.quotas else None
+        ids = [i for i in (_sim_id(p.job_id) for p in plan.preemptions) if i is not None]
+        rep.actions.append(f"hold {int(res.sum())} GPUs for {int((res > 0).sum())} tenants")
+        if ids:
+            rep.actions.append(f"preempt {len(ids)} jobs")
+        if not self.dry_run:
+            self.cluster.set_reservations(res, normal_cap)
+            if ids:
+                done, _ = self.cluster.preempt(np.array(ids))
+                if done < len(ids):
+                    rep.actions.append(f"{len(ids) - done} jobs had already left the running set")
+        return rep
+
+    def requeue(self, job_ids: list[str], reason: str) -> ActionReport:
+        rep = ActionReport(self.name, self.dry_run, [f"requeue {j}: {reason}" for j in job_ids])
+        ids = [i for i in (_sim_id(j) for j in job_ids) if i is not None]
+        if ids and not self.dry_run:
+            self.cluster.preempt(np.array(ids))
+        return rep
+
+    def notify(self, notes: list[Notification]) -> ActionReport:
+        self.notified.extend(notes)
+        return ActionReport(self.name, self.dry_run, [f"notify {n.tenant}" for n in notes])

@@ -1,0 +1,121 @@
+"""gpu-autoscaler command line."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from daemon.config import Config, ConfigError, load_config
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+
+
+def _load(ctx: click.Context, sim: bool = False, interval: float | None = None) -> Config:
+    try:
+        cfg = load_config(ctx.obj["config"])
+    except ConfigError as exc:
+        click.echo(f"gpu-autoscaler: config error: {exc}", err=True)
+        sys.exit(2)
+    if sim:
+        cfg = cfg.model_copy(update={"source": cfg.source.model_copy(update={"kind": "simulator"})})
+    if interval is not None:
+        cfg = cfg.model_copy(update={"cycle": cfg.cycle.model_copy(update={"interval_s": interval})})
+    return cfg
+
+
+def _fail(msg: str, code: int = 2) -> None:
+    click.echo(f"gpu-autoscaler: {msg}", err=True)
+    sys.exit(code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", "-c", "config", type=click.Path(dir_okay=False, path_type=Path), envvar="GPU_AUTOSCALER_CONFIG",
+              default=None, help="TOML config file (default: the embedded simulated cluster).")
+@click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"]))
+@click.pass_context
+def cli(ctx: click.Context, config: Path | None, log_level: str) -> None:
+    """Forecast-driven capacity daemon for shared GPU clusters."""
+    _setup_logging(log_level)
+    ctx.ensure_object(dict)
+    ctx.obj["config"] = config
+
+
+@cli.command()
+@click.option("--sim", is_flag=True, help="Use the embedded simulated cluster whatever the config says.")
+@click.option("--cycles", type=click.IntRange(min=1), default=None, help="Stop after N cycles (default: run until stopped).")
+@click.option("--interval", type=click.FloatRange(min=0.01), default=None, help="Seconds between cycles (overrides config).")
+@click.option("--no-http", is_flag=True, help="Do not serve /metrics, /healthz and /alerts.")
+@click.option("--port", type=click.IntRange(0, 65535), default=None, help="HTTP port (overrides config).")
+@click.pass_context
+def run(ctx: click.Context, sim: bool, cycles: int | None, interval: float | None, no_http: bool,
+        port: int | None) -> None:
+    """Run the daemon: collect -> forecast -> plan -> act every cycle."""
+    cfg = _load(ctx, sim)
+    if interval is None and cfg.source.kind == "simulator" and ctx.obj["config"] is None:
+        interval = 2.0  # the embedded demo: one simulated minute every 2 s
+    if interval is not None:
+        cfg = cfg.model_copy(update={"cycle": cfg.cycle.model_copy(update={"interval_s": interval})})
+    if port is not None:
+        cfg = cfg.model_copy(update={"server": cfg.server.model_copy(update={"port": port})})
+    from daemon.runtime import build_runtime
+    from daemon.service import Daemon, summary_line
+
+    try:
+        rt = build_runtime(cfg)
+    except ConfigError as exc:
+        _fail(f"config error: {exc}")
+    except Exception as exc:
+        _fail(f"cannot start: {exc}", 1)
+    click.echo(f"gpu-autoscaler: source={cfg.source.kind} actuators={[a.name for a in rt.actuators]} "
+               f"dry_run={cfg.actuators.dry_run} {rt.forecaster_note} interval={cfg.cycle.interval_s:g}s", err=True)
+    d = Daemon(rt, on_cycle=lambda r: click.echo(summary_line(r)), max_cycles=cycles,
+               serve_http=False if no_http else None)
+    d.run_forever()
+
+
+@cli.command()
+@click.option("--sim", is_flag=True, help="Use the embedded simulated cluster whatever the config says.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole plan as JSON.")
+@click.pass_context
+def plan(ctx: click.Context, sim: bool, as_json: bool) -> None:
+    """Run one cycle with dry-run actuators and print the plan."""
+    cfg = _load(ctx, sim)
+    cfg = cfg.model_copy(update={"actuators": cfg.actuators.model_copy(update={"dry_run": True})})
+    from daemon.runtime import build_runtime
+
+    try:
+        rt = build_runtime(cfg, with_store=False)
+    except ConfigError as exc:
+        _fail(f"config error: {exc}")
+    res = rt.runner.run_once()
+    if res.plan is None:
+        _fail(f"no plan: {res.error}", 1)
+    if as_json:
+        click.echo(json.dumps(res.plan.to_dict(), indent=2, sort_keys=True, default=str))
+        return
+    p = res.plan
+    click.echo(json.dumps(p.summary(), indent=2))
+    if p.reservations:
+        click.echo("reservations:")
+        for t, r in sorted(p.reservations.items(), key=lambda kv: -kv[1])[:20]:
+            click.echo(f"  {t:<24} {r:>7} GPUs")
+    for pre in p.preemptions[:20]:
+        click.echo(f"preempt {pre.job_id} ({pre.tenant}, {pre.gpus} GPUs): {pre.reason}")
+    if res.outcome != "ok":
+        sys.exit(1)
+
+
+def main() -> None:
+    cli(obj={})
+
+
+if __name__ == "__main__":
+    main()

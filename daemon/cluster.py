@@ -1,0 +1,73 @@
+"""What a source reports about the cluster at one instant.
+
+Jobs are held column-wise (numpy arrays) because the policy must scan tens of
+thousands of them within a few milliseconds; a list of objects would not do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from daemon.config import Tier
+
+PRIORITY = {"low": 0, "normal": 1, "high": 2}
+PRIORITY_NAME = {v: k for k, v in PRIORITY.items()}
+
+
+@dataclass(frozen=True)
+class Jobs:
+    ids: np.ndarray          # str job ids (Slurm job id, pod ns/name, simulator id)
+    tenant: np.ndarray       # int index into ClusterState.tenants
+    gpus: np.ndarray         # int GPUs held or asked for
+    priority: np.ndarray     # int8, see PRIORITY
+    running: np.ndarray      # bool; False = pending in the queue
+    runtime_s: np.ndarray    # float seconds since (re)start; 0 for pending
+    wait_s: np.ndarray       # float seconds spent pending so far
+    node: np.ndarray         # str node name ("" when pending)
+
+    @staticmethod
+    def empty() -> "Jobs":
+        return Jobs(np.array([], dtype=object), np.array([], dtype=np.int64), np.array([], dtype=np.int64),
+                    np.array([], dtype=np.int8), np.array([], dtype=bool), np.array([], dtype=float),
+                    np.array([], dtype=float), np.array([], dtype=object))
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    def select(self, mask: np.ndarray) -> "Jobs":
+        return Jobs(*(getattr(self, f)[mask] for f in ("ids", "tenant", "gpus", "priority", "running",
+                                                          "runtime_s", "wait_s", "node")))
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    at: pd.Timestamp
+    tenants: tuple[str, ...]
+    tiers: tuple[Tier, ...]
+    capacity: int                  # healthy, schedulable GPUs
+    used: np.ndarray               # GPUs in use per tenant (NaN = unknown)
+    pending: np.ndarray            # GPUs asked for but queued, per tenant (NaN = unknown)
+    jobs: Jobs = field(default_factory=Jobs.empty)
+    draining: int = 0              # GPUs being released by earlier preemptions
+    staleness_s: float = 0.0       # age of the newest sample behind this snapshot
+    missing: tuple[str, ...] = ()  # tenants with no fresh sample
+    failed_nodes: tuple[str, ...] = ()
+    request_rate: np.ndarray | None = None  # req/s per tenant, when the source knows it
+
+    def tier_array(self) -> np.ndarray:
+        return np.array([PRIORITY[t] for t in self.tiers], dtype=np.int8)
+
+    @property
+    def demand(self) -> np.ndarray:
+        """GPUs each tenant wants right now (running + queued)."""
+        return self.used + self.pending
+
+    def load(self) -> float:
+        """Share of healthy GPUs in use; NaN when usage is unknown."""
+        if self.capacity <= 0:
+            return float("nan")
+        used = np.nansum(self.used) if np.isfinite(self.used).any() else float("nan")
+        return float(used) / self.capacity

@@ -1,0 +1,262 @@
+"""The one configuration object, validated once at start-up.
+
+Every knob lives here so that a typo in a TOML file fails loudly before the
+daemon touches a cluster: unknown keys are rejected (``extra="forbid"``) and
+every error names the dotted key that is wrong.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+Tier = Literal["high", "normal", "low"]
+TIERS: tuple[Tier, ...] = ("high", "normal", "low")
+
+
+class ConfigError(Exception):
+    """A config problem a human must fix; the CLI prints it on one line and exits 2."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ClusterConfig(_Strict):
+    name: str = "default"
+    gpus: int = Field(1024, gt=0, description="GPUs in the cluster (simulator, or a fallback when the source cannot tell)")
+    gpus_per_node: int = Field(8, gt=0)
+
+
+class TenantConfig(_Strict):
+    name: str = Field(min_length=1)
+    tier: Tier = "normal"
+    slurm_account: str | None = None
+    k8s_namespace: str | None = None
+    rate_override: float | None = Field(None, gt=0, description="fixed req/s for this tenant, ignores load levels")
+
+
+class CycleConfig(_Strict):
+    interval_s: float = Field(30.0, gt=0)
+    resolution_s: int = Field(60, gt=0, description="step of the demand series and of the forecast")
+    history_steps: int = Field(2880, ge=60, description="how much history the forecaster reads each cycle")
+    horizon_steps: int = Field(60, ge=1)
+    stale_after_s: float = Field(180.0, gt=0, description="data older than this is stale: no new preemptions")
+    max_missing_share: float = Field(0.2, ge=0, le=1, description="share of tenants without a fresh sample that makes the snapshot stale")
+
+
+class PolicyConfig(_Strict):
+    reserve_share: float = Field(0.2, ge=0, le=1, description="guaranteed pool for the high tier")
+    lead_time_steps: int = Field(10, ge=0, description="how far ahead capacity is cleared (job start-up + drain)")
+    quantile: float = Field(0.9, gt=0, lt=1, description="forecast quantile that is reserved for")
+    headroom: float = Field(0.05, ge=0, le=1)
+    preempt_budget_share: float = Field(0.02, ge=0, le=1, description="GPUs preempted per cycle, share of cluster")
+    preempt_budget_jobs: int = Field(500, ge=0)
+    hysteresis: float = Field(0.05, ge=0, lt=1, description="relative band before a reservation grows or shrinks")
+    max_wait_steps: int = Field(120, ge=1, description="low-priority wait after which a tenant is protected (aging)")
+    min_preempt_gpus: int = Field(1, ge=1, description="deficits smaller than this are not worth a preemption")
+
+
+class RateLevel(_Strict):
+    load: float = Field(ge=0, le=1.5, description="cluster load at which this level starts")
+    high: float = Field(gt=0)
+    normal: float = Field(gt=0)
+    low: float = Field(gt=0)
+
+    def rate(self, tier: Tier) -> float:
+        return float(getattr(self, tier))
+
+
+def _default_levels() -> list[RateLevel]:
+    return [
+        RateLevel(load=0.0, high=1000, normal=100, low=100),
+        RateLevel(load=0.8, high=200, normal=50, low=100),
+        RateLevel(load=0.9, high=200, normal=50, low=50),
+    ]
+
+
+class RateLimitConfig(_Strict):
+    levels: list[RateLevel] = Field(default_factory=_default_levels)
+    hysteresis: float = Field(0.05, ge=0, lt=0.5, description="load must fall this far below a level to loosen")
+    burst_seconds: float = Field(2.0, gt=0, description="bucket size as seconds of rate")
+
+    @field_validator("levels")
+    @classmethod
+    def _sorted_from_zero(cls, v: list[RateLevel]) -> list[RateLevel]:
+        if not v:
+            raise ValueError("at least one level is needed")
+        loads = [lvl.load for lvl in v]
+        if loads != sorted(loads) or len(set(loads)) != len(loads):
+            raise ValueError("levels must have strictly increasing load")
+        if loads[0] != 0.0:
+            raise ValueError("the first level must start at load 0.0")
+        return v
+
+
+class SimulatorConfig(_Strict):
+    seed: int = 42
+    tenants: int = Field(40, gt=0)
+    high_share: float = Field(0.1, ge=0, le=1)
+    low_priority_share: float = Field(0.5, ge=0, le=1, description="share of normal-tier demand that is preemptible")
+    target_load: float = Field(0.85, gt=0, le=2, description="mean demand as a share of GPUs")
+    peak_share: float = Field(0.3, ge=0, le=1, description="tenants with a daily 14:00 peak")
+    drain_steps: int = Field(2, ge=0, description="steps a preempted job holds its GPUs while it checkpoints")
+    checkpoint_steps: int = Field(30, ge=1)
+    start_time: str = "2026-01-04T13:30:00Z"  # the first cycle lands at 13:30, before the 14:00 peak
+    warmup_steps: int = Field(2880, ge=0, description="history generated before the first cycle")
+
+
+class PrometheusConfig(_Strict):
+    url: str = "http://127.0.0.1:9090"
+    timeout_s: float = Field(5.0, gt=0)
+    retries: int = Field(2, ge=0)
+    tenant_label: str = "namespace"
+    node_label: str = "Hostname"
+    disable_ssl: bool = False
+    headers: dict[str, str] = Field(default_factory=dict)
+    # Demand of a tenant = GPUs in use. DCGM exporter labels every GPU with the pod's namespace.
+    demand_query: str = 'count by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""} > 0)'
+    util_query: str = 'avg by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""})'
+    capacity_query: str = "count(DCGM_FI_DEV_GPU_UTIL)"
+    nodes_query: str = "count by (Hostname) (DCGM_FI_DEV_GPU_UTIL)"
+
+
+class SourceConfig(_Strict):
+    kind: Literal["simulator", "prometheus"] = "simulator"
+    simulator: SimulatorConfig = Field(default_factory=SimulatorConfig)
+    prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)
+
+
+class ForecasterConfig(_Strict):
+    kind: Literal["auto", "lstm", "seasonal_naive", "ets"] = "auto"
+    model_dir: Path = Path("models")
+    quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)
+    season_steps: int = Field(1440, ge=2, description="steps in one season (a day at 1-min resolution)")
+
+    @field_validator("quantiles")
+    @classmethod
+    def _quantiles_ok(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        if not v or any(not 0 < q < 1 for q in v) or list(v) != sorted(set(v)):
+            raise ValueError("quantiles must be increasing values strictly between 0 and 1")
+        return v
+
+
+class RedisActuatorConfig(_Strict):
+    url: str = "redis://127.0.0.1:6379/0"
+    prefix: str = "gpuas"
+
+
+class SlurmActuatorConfig(_Strict):
+    mode: Literal["requeue", "suspend"] = "requeue"
+    bin_dir: Path = Path("/usr/bin")
+    timeout_s: float = Field(10.0, gt=0)
+    qos_by_priority: dict[str, str] = Field(default_factory=lambda: {"high": "high", "normal": "normal", "low": "low"})
+
+
+class KubernetesActuatorConfig(_Strict):
+    in_cluster: bool = False
+    kubeconfig: Path | None = None
+    gpu_resource: str = "nvidia.com/gpu"
+    quota_name: str = "gpu-autoscaler"
+    grace_period_s: int = Field(30, ge=0)
+
+
+class ActuatorsConfig(_Strict):
+    dry_run: bool = True
+    enabled: list[Literal["log", "redis", "slurm", "kubernetes", "simulator"]] = Field(default_factory=lambda: ["log"])
+    redis: RedisActuatorConfig = Field(default_factory=RedisActuatorConfig)
+    slurm: SlurmActuatorConfig = Field(default_factory=SlurmActuatorConfig)
+    kubernetes: KubernetesActuatorConfig = Field(default_factory=KubernetesActuatorConfig)
+
+
+class ServerConfig(_Strict):
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = Field(9105, ge=0, le=65535)
+    webhook_token: str | None = None
+    webhook_token_file: Path | None = None
+    max_body_bytes: int = Field(1_048_576, gt=0)
+
+    def token(self) -> str | None:
+        if self.webhook_token_file is not None:
+            try:
+                return self.webhook_token_file.read_text().strip() or None
+            except OSError as exc:
+                raise ConfigError(f"server.webhook_token_file: cannot read {self.webhook_token_file}: {exc}") from exc
+        return self.webhook_token
+
+
+class StateConfig(_Strict):
+    path: Path = Path("state/gpu-autoscaler.sqlite")
+
+
+class RetrainConfig(_Strict):
+    enabled: bool = False
+    cron: str = "17 3 * * *"
+    epochs: int = Field(8, ge=1)
+    min_improvement: float = Field(0.0, ge=0, lt=1, description="required relative gain over the best baseline")
+
+
+class Config(_Strict):
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    tenants: list[TenantConfig] = Field(default_factory=list)
+    cycle: CycleConfig = Field(default_factory=CycleConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    ratelimits: RateLimitConfig = Field(default_factory=RateLimitConfig)
+    source: SourceConfig = Field(default_factory=SourceConfig)
+    forecaster: ForecasterConfig = Field(default_factory=ForecasterConfig)
+    actuators: ActuatorsConfig = Field(default_factory=ActuatorsConfig)
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    state: StateConfig = Field(default_factory=StateConfig)
+    retrain: RetrainConfig = Field(default_factory=RetrainConfig)
+
+    @model_validator(mode="after")
+    def _unique_tenants(self) -> "Config":
+        names = [t.name for t in self.tenants]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"duplicate tenant names: {sorted(dup)}")
+        return self
+
+    def tier_of(self, tenant: str) -> Tier:
+        for t in self.tenants:
+            if t.name == tenant:
+                return t.tier
+        return "normal"
+
+
+def _format_error(exc: ValidationError, origin: str) -> str:
+    parts = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "<root>"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        parts.append(f"{key}: {msg}")
+    return f"{origin}: " + "; ".join(parts)
+
+
+def parse_config(data: dict, origin: str = "config") -> Config:
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_error(exc, origin)) from None
+
+
+def load_config(path: Path | str | None) -> Config:
+    """Load and validate a TOML file; ``None`` gives the embedded simulated-cluster default."""
+    if path is None:
+        return Config()
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    return parse_config(data, str(path))

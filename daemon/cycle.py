@@ -1,0 +1,120 @@
+"""One cycle: collect -> forecast -> plan -> act, with every failure mode turned into 'keep the last plan'."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from daemon import policy
+from daemon.actuators.base import ActionReport, Actuator
+from daemon.config import Config
+from daemon.forecasting import WithFallback, baseline
+from daemon.policy.types import Plan, PolicyMemory
+from daemon.sources.base import Collected, Source, SourceError
+from daemon.store import StateStore
+from daemon.telemetry import DaemonMetrics
+from forecaster.baselines import Forecaster
+from forecaster.types import Forecast
+
+log = logging.getLogger("gpu_autoscaler.cycle")
+
+
+@dataclass
+class CycleResult:
+    plan: Plan | None
+    outcome: str                       # ok | stale | source_error | error
+    seconds: float
+    forecast: Forecast | None = None
+    collected: Collected | None = None
+    reports: list[ActionReport] = field(default_factory=list)
+    error: str | None = None
+
+
+class CycleRunner:
+    """Owns the cross-cycle memory; a lock keeps alert-triggered and scheduled cycles from overlapping."""
+
+    def __init__(self, cfg: Config, source: Source, forecaster: Forecaster, actuators: list[Actuator],
+                 store: StateStore | None = None, metrics: DaemonMetrics | None = None) -> None:
+        self.cfg = cfg
+        self.source = source
+        self.forecaster = forecaster
+        self.fallback = baseline(cfg)
+        self.actuators = actuators
+        self.store = store
+        self.metrics = metrics or DaemonMetrics()
+        self.lock = threading.Lock()
+        self.memory: PolicyMemory = store.load_memory() if store else PolicyMemory()
+        self.last_plan: Plan | None = store.load_plan() if store else None
+        self.last_state = None
+        self.cycles = 0
+        if self.last_plan is not None:
+            log.info("restored last good plan from %s (%d reservations, rate level %d)", self.last_plan.at,
+                     len(self.last_plan.reservations), self.memory.rate_level)
+
+    def _forecast(self, history: pd.DataFrame) -> tuple[Forecast | None, bool]:
+        h = self.cfg.cycle.horizon_steps
+        try:
+            fc = self.forecaster.predict(history, h)
+            fell_back = isinstance(self.forecaster, WithFallback) and self.forecaster.last_error is not None
+            return fc, fell_back
+        except Exception as exc:
+            log.warning("forecast failed (%s); using %s", exc, self.fallback.name)
+            try:
+                return self.fallback.predict(history, h), True
+            except Exception as exc2:
+                log.error("baseline forecast failed too (%s): planning on current demand only", exc2)
+                return None, True
+
+    def run_once(self) -> CycleResult:
+        with self.lock:
+            return self._run()
+
+    def _run(self) -> CycleResult:
+        t0 = time.perf_counter()
+        m = self.metrics
+        self.cycles += 1
+        try:
+            collected = self.source.collect(self.cfg.cycle.history_steps)
+        except SourceError as exc:
+            m.source_up.set(0)
+            m.plan_stale.set(1)
+            m.cycles.labels("source_error").inc()
+            held = f"keeping last good plan from {self.last_plan.at}" if self.last_plan else "no plan yet"
+            log.error("source unavailable: %s; %s, no new preemptions", exc, held)
+            return CycleResult(self.last_plan, "source_error", time.perf_counter() - t0, error=str(exc))
+        m.source_up.set(1)
+        state = collected.state
+        self.last_state = state
+        m.staleness.set(state.staleness_s)
+        fc, fell_back = self._forecast(collected.history)
+        plan = policy.plan(fc, state, self.memory, self.cfg, self.last_plan)
+        reports: list[ActionReport] = []
+        if plan.stale:
+            log.warning("%s", "; ".join(plan.notes))
+        for act in self.actuators:
+            try:
+                rep = act.apply(plan)
+                if plan.notifications:
+                    act.notify(list(plan.notifications))
+            except Exception as exc:  # one broken actuator must not stop the others
+                rep = ActionReport(getattr(act, "name", "?"), getattr(act, "dry_run", True), errors=[str(exc)])
+            if rep.errors:
+                m.actuator_errors.labels(rep.actuator).inc(len(rep.errors))
+                log.error("actuator %s: %s", rep.actuator, "; ".join(rep.errors))
+            reports.append(rep)
+        outcome = "stale" if plan.stale else "ok"
+        if not plan.stale:
+            self.memory = plan.memory
+            self.last_plan = plan
+            if self.store is not None:
+                self.store.save_cycle(plan, fc.model if fc else "none")
+            m.last_good.set(pd.Timestamp(plan.at).timestamp())
+        m.observe_plan(plan, fc, self.cfg.policy.lead_time_steps, fell_back)
+        dt = time.perf_counter() - t0
+        m.cycle_seconds.observe(dt)
+        m.cycles.labels(outcome).inc()
+        return CycleResult(plan, outcome, dt, fc, collected, reports)

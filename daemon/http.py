@@ -1,0 +1,88 @@
+"""The daemon's HTTP surface: /metrics, /healthz, /plan and the Alertmanager webhook at /alerts."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from daemon import alerts
+
+if TYPE_CHECKING:
+    from daemon.service import Daemon
+
+log = logging.getLogger("gpu_autoscaler.http")
+
+
+async def _read_capped(request: Request, cap: int) -> bytes | None:
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            if int(declared) > cap:
+                return None
+        except ValueError:
+            return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body.extend(chunk)
+        if len(body) > cap:
+            return None
+    return bytes(body)
+
+
+def build_app(daemon: "Daemon") -> Starlette:
+    cfg = daemon.cfg.server
+    token = cfg.token()
+    metrics = daemon.runtime.metrics
+    if token is None:
+        log.warning("webhook has no bearer token configured: any local client can post alerts")
+
+    async def metrics_ep(_: Request) -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    async def healthz(_: Request) -> Response:
+        h = daemon.health()
+        return JSONResponse(h, status_code=200 if h["status"] == "ok" else 503)
+
+    async def plan_ep(_: Request) -> Response:
+        p = daemon.runtime.runner.last_plan
+        return JSONResponse(p.summary() if p else {"plan": None})
+
+    async def alerts_ep(request: Request) -> Response:
+        received = time.perf_counter()
+        if token is not None:
+            auth = request.headers.get("authorization", "")
+            if not (auth.startswith("Bearer ") and hmac.compare_digest(auth[7:].strip().encode(), token.encode())):
+                metrics.webhook_rejected.labels("unauthorized").inc()
+                log.warning("webhook: refused post without a valid bearer token from %s", request.client)
+                return JSONResponse({"error": "unauthorized"}, status_code=401,
+                                    headers={"WWW-Authenticate": "Bearer"})
+        body = await _read_capped(request, cfg.max_body_bytes)
+        if body is None:
+            metrics.webhook_rejected.labels("too_large").inc()
+            log.warning("webhook: body over %d bytes refused", cfg.max_body_bytes)
+            return JSONResponse({"error": f"body over {cfg.max_body_bytes} bytes"}, status_code=413)
+        try:
+            payload = alerts.parse(body)
+        except alerts.PayloadError as exc:
+            metrics.webhook_rejected.labels("malformed").inc()
+            log.warning("webhook: %s (first bytes: %r)", exc, body[:120])
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        done = daemon.handle_alerts(payload, received)
+        return JSONResponse({"accepted": len(payload.alerts), "actions": done})
+
+    routes = [Route("/metrics", metrics_ep), Route("/healthz", healthz), Route("/plan", plan_ep),
+              Route("/alerts", alerts_ep, methods=["POST"]), Route("/api/v1/alerts", alerts_ep, methods=["POST"])]
+    return Starlette(routes=routes)
+
+
+def dumps(obj: object) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True, default=str)

@@ -1,0 +1,140 @@
+"""plan(): forecast + cluster state + memory + config in, Plan out. No I/O, no clock, no randomness."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from daemon.cluster import PRIORITY, ClusterState
+from daemon.config import Config
+from daemon.policy import preemption, reservation
+from daemon.policy.ratelimits import rate_level, tenant_limits
+from daemon.policy.types import Notification, Plan, PolicyMemory, Preemption
+from forecaster.types import Forecast
+
+
+def staleness_reason(state: ClusterState, cfg: Config) -> str | None:
+    """Why this snapshot must not drive new preemptions, or None when it is fit to act on."""
+    n = max(len(state.tenants), 1)
+    if state.capacity <= 0:
+        return "source reports no healthy GPUs"
+    if state.staleness_s > cfg.cycle.stale_after_s:
+        return f"newest sample is {state.staleness_s:.0f}s old (> {cfg.cycle.stale_after_s:.0f}s)"
+    if len(state.missing) / n > cfg.cycle.max_missing_share:
+        return f"{len(state.missing)} of {n} tenants have no fresh sample"
+    if not math.isfinite(state.load()):
+        return "GPU usage unknown"
+    return None
+
+
+def _stale_plan(state: ClusterState, memory: PolicyMemory, last: Plan | None, why: str, cfg: Config) -> Plan:
+    note = f"stale data ({why}): keeping last good plan, no new preemptions"
+    if last is not None:
+        return Plan(at=state.at.isoformat(), capacity=last.capacity, load=last.load, high_pool=last.high_pool,
+                    reservations=dict(last.reservations), quotas=dict(last.quotas), limits=dict(last.limits),
+                    preemptions=(), notifications=(), stale=True, forecast_model=last.forecast_model,
+                    notes=(note, f"last good plan from {last.at}"), memory=memory)
+    limits = tenant_limits(state.tenants, state.tiers, memory.rate_level, float("nan"), cfg.ratelimits,
+                           {t.name: t for t in cfg.tenants})
+    return Plan(at=state.at.isoformat(), capacity=max(state.capacity, 0), load=float("nan"),
+                high_pool=reservation.high_pool(max(state.capacity, 0), cfg.policy.reserve_share),
+                reservations=dict(memory.reservations), quotas={}, limits=limits, preemptions=(),
+                notifications=(), stale=True, forecast_model="none", notes=(note, "no good plan yet"),
+                memory=memory)
+
+
+def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, cfg: Config,
+         last: Plan | None = None) -> Plan:
+    why = staleness_reason(state, cfg)
+    if why is not None:
+        return _stale_plan(state, memory, last, why, cfg)
+
+    pc = cfg.policy
+    step_s = cfg.cycle.resolution_s
+    tenants = state.tenants
+    n = len(tenants)
+    tier = state.tier_array()
+    high = tier == PRIORITY["high"]
+    capacity = int(state.capacity)
+    used = np.nan_to_num(state.used.astype(float), nan=0.0)
+    demand = state.demand.astype(float)
+    notes: list[str] = []
+
+    # --- anti-starvation: tenants whose low-priority work waited too long become protected
+    jobs = state.jobs
+    waited = np.zeros(n)
+    aged_gpus = np.zeros(n)
+    if len(jobs):
+        pend_low = ~jobs.running & (jobs.priority == PRIORITY["low"])
+        if pend_low.any():
+            np.maximum.at(waited, jobs.tenant[pend_low], jobs.wait_s[pend_low])
+            over = pend_low & (jobs.wait_s >= pc.max_wait_steps * step_s)
+            aged_gpus = np.bincount(jobs.tenant[over], weights=jobs.gpus[over], minlength=n)
+    aged = (aged_gpus > 0) & ~high
+    aged_since = {t: memory.aged_since.get(t, state.at.isoformat()) for t in np.asarray(tenants)[aged]}
+
+    # --- reservations for the high tier (forecast peak over the lead time) and aged tenants
+    prev = np.array([memory.reservations.get(t, 0) for t in tenants], dtype=float)
+    if forecast is not None:
+        peak_all = forecast.for_tenants(tenants)
+        qidx = min(int(np.searchsorted(np.asarray(forecast.quantiles), pc.quantile - 1e-9)), len(forecast.quantiles) - 1)
+        steps = max(1, min(pc.lead_time_steps, forecast.horizon))
+        with np.errstate(all="ignore"):
+            peak = np.nanmax(peak_all[:, :steps, qidx], axis=1) if n else np.zeros(0)
+        model = forecast.model
+    else:
+        peak = np.full(n, np.nan)
+        model = "none"
+        notes.append("no forecast: reserving for current demand only")
+    tgt = reservation.targets(peak, demand, prev, pc.headroom)
+    res = reservation.with_hysteresis(tgt, prev, pc.hysteresis)
+    res = np.where(high, res, 0.0)
+    res = np.where(aged, used + aged_gpus, res)
+    pool = reservation.high_pool(capacity, pc.reserve_share)
+    res = reservation.fit_to_capacity(res, high, capacity)
+
+    # --- preemption: clear what protected tenants will need and free GPUs cannot cover
+    protected = high | aged
+    need = int(np.maximum(res - used, 0)[protected].sum())
+    free = capacity - int(used.sum()) - int(state.draining)
+    shortfall = need - max(free, 0)
+    budget_gpus = int(math.floor(pc.preempt_budget_share * capacity))
+    chosen = np.empty(0, dtype=np.int64)
+    if shortfall >= pc.min_preempt_gpus:
+        chosen = preemption.choose(jobs, shortfall, protected, budget_gpus, pc.preempt_budget_jobs)
+        got = int(jobs.gpus[chosen].sum()) if chosen.size else 0
+        if got < shortfall:
+            notes.append(f"preemption budget or candidates short: {got} of {shortfall} GPUs cleared")
+    preempts: list[Preemption] = []
+    notifs: list[Notification] = []
+    who_needs = ", ".join(np.asarray(tenants)[protected & (res > used)][:5])
+    for i in chosen:
+        t = tenants[int(jobs.tenant[i])]
+        reason = (f"low-priority job preempted to clear {shortfall} GPUs ahead of forecast peak "
+                  f"(p{int(pc.quantile * 100)} within {pc.lead_time_steps} steps) for {who_needs}")
+        preempts.append(Preemption(str(jobs.ids[i]), t, int(jobs.gpus[i]), str(jobs.node[i]), reason))
+        notifs.append(Notification(t, "preempted", f"job {jobs.ids[i]} preempted and requeued: {reason}"))
+    for t in aged_since:
+        if t not in memory.aged_since:
+            notifs.append(Notification(t, "protected", f"waited over {pc.max_wait_steps} steps: jobs now protected from preemption"))
+
+    # --- rate limits follow load with hysteresis
+    load = float(used.sum()) / capacity
+    level = rate_level(load, memory.rate_level, cfg.ratelimits)
+    limits = tenant_limits(tenants, state.tiers, level, load, cfg.ratelimits, {t.name: t for t in cfg.tenants})
+    if level != memory.rate_level:
+        kind = "throttled" if level > memory.rate_level else "relaxed"
+        notes.append(f"rate level {memory.rate_level} -> {level} at load {load:.0%}")
+        for t, lim in limits.items():
+            notifs.append(Notification(t, kind, lim.reason))
+
+    reserved = {t: int(r) for t, r in zip(tenants, res) if r > 0}
+    # non-preemptible work outside the high tier may not eat into the high tier's guarantee;
+    # low-priority work may still borrow idle GPUs because it can be preempted
+    shared_cap = max(capacity - max(pool, int(res[high].sum())) - int(res[aged].sum()), 0)
+    quotas = {t: int(shared_cap + res[i]) for i, t in enumerate(tenants) if not high[i]}
+    mem = PolicyMemory(reservations=reserved, rate_level=level, aged_since=aged_since)
+    return Plan(at=state.at.isoformat(), capacity=capacity, load=load, high_pool=pool, reservations=reserved,
+                quotas=quotas, limits=limits, preemptions=tuple(preempts), notifications=tuple(notifs),
+                stale=False, forecast_model=model, notes=tuple(notes), memory=mem)

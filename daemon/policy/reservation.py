@@ -1,0 +1,47 @@
+"""How many GPUs to hold for each protected tenant, and the high tier's guaranteed pool."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def targets(peak: np.ndarray, demand: np.ndarray, previous: np.ndarray, headroom: float) -> np.ndarray:
+    """What each tenant should hold by the end of the lead time.
+
+    The forecast's peak is never allowed to undercut what the tenant asks for
+    right now (running + queued): a forecast can add capacity, not take away a
+    live request. A tenant with neither a forecast nor a reading keeps its
+    previous reservation, because missing data is not zero demand.
+    """
+    known_demand = np.isfinite(demand)
+    base = np.where(np.isfinite(peak), peak, np.where(known_demand, demand, np.nan))
+    base = np.where(known_demand, np.fmax(base, demand), base)
+    want = np.ceil(base * (1.0 + headroom) - 1e-9)
+    return np.where(np.isfinite(want), want, previous)
+
+
+def with_hysteresis(target: np.ndarray, previous: np.ndarray, band: float) -> np.ndarray:
+    """Grow at once (safety first); shrink only when the target is `band` below what is held."""
+    shrink = target < previous * (1.0 - band)
+    return np.where(target >= previous, target, np.where(shrink, target, previous))
+
+
+def fit_to_capacity(res: np.ndarray, first: np.ndarray, capacity: int) -> np.ndarray:
+    """Scale reservations so they fit: tenants in `first` are served before the others.
+
+    Proportional flooring keeps the sum at or below capacity in both groups.
+    """
+    res = np.maximum(res, 0).astype(np.int64)
+    out = res.copy()
+    for group, room in ((first, capacity), (~first, None)):
+        if room is None:
+            room = capacity - int(out[first].sum())
+        total = int(res[group].sum())
+        if total > room:
+            scale = max(room, 0) / total
+            out[group] = np.floor(res[group] * scale).astype(np.int64)
+    return out
+
+
+def high_pool(capacity: int, reserve_share: float) -> int:
+    return int(np.floor(capacity * reserve_share))

@@ -1,0 +1,104 @@
+"""The plan the policy hands to actuators, and the small memory it carries between cycles."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    rate: float       # tokens (requests) per second
+    burst: float      # bucket size
+    level: int        # index into the configured load levels
+    reason: str       # told to the user with every 429
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Preemption:
+    job_id: str
+    tenant: str
+    gpus: int
+    node: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Notification:
+    tenant: str
+    kind: str          # "preempted" | "throttled" | "relaxed" | "node_failed" | "protected"
+    message: str
+
+
+@dataclass(frozen=True)
+class PolicyMemory:
+    """What the policy must remember: it is persisted so a restart does not reset hysteresis or aging."""
+
+    reservations: dict[str, int] = field(default_factory=dict)
+    rate_level: int = 0
+    aged_since: dict[str, str] = field(default_factory=dict)  # tenant -> ISO time it became protected
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"reservations": dict(self.reservations), "rate_level": self.rate_level,
+                "aged_since": dict(self.aged_since)}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "PolicyMemory":
+        return PolicyMemory({str(k): int(v) for k, v in d.get("reservations", {}).items()},
+                            int(d.get("rate_level", 0)),
+                            {str(k): str(v) for k, v in d.get("aged_since", {}).items()})
+
+
+@dataclass(frozen=True)
+class Plan:
+    at: str                                   # ISO time of the snapshot the plan was made from
+    capacity: int
+    load: float
+    high_pool: int                            # GPUs guaranteed to the high tier
+    reservations: dict[str, int]              # GPUs held for a tenant (high tier and aged tenants)
+    quotas: dict[str, int]                    # GPU cap for tenants outside the high tier
+    limits: dict[str, RateLimit]
+    preemptions: tuple[Preemption, ...]
+    notifications: tuple[Notification, ...]
+    stale: bool
+    forecast_model: str
+    notes: tuple[str, ...]
+    memory: PolicyMemory
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "at": self.at, "capacity": self.capacity, "load": round(self.load, 4) if self.load == self.load else None,
+            "high_pool": self.high_pool, "reserved": int(sum(self.reservations.values())),
+            "reserved_tenants": len(self.reservations), "preemptions": len(self.preemptions),
+            "preempted_gpus": int(sum(p.gpus for p in self.preemptions)),
+            "rate_level": self.memory.rate_level, "stale": self.stale, "model": self.forecast_model,
+            "notes": list(self.notes),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "at": self.at, "capacity": self.capacity, "load": self.load, "high_pool": self.high_pool,
+            "reservations": dict(self.reservations), "quotas": dict(self.quotas),
+            "limits": {k: v.to_dict() for k, v in self.limits.items()},
+            "preemptions": [asdict(p) for p in self.preemptions],
+            "notifications": [asdict(n) for n in self.notifications],
+            "stale": self.stale, "forecast_model": self.forecast_model, "notes": list(self.notes),
+            "memory": self.memory.to_dict(),
+        }
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "Plan":
+        return Plan(
+            at=str(d["at"]), capacity=int(d["capacity"]), load=float(d["load"]) if d["load"] is not None else float("nan"),
+            high_pool=int(d["high_pool"]),
+            reservations={str(k): int(v) for k, v in d["reservations"].items()},
+            quotas={str(k): int(v) for k, v in d.get("quotas", {}).items()},
+            limits={str(k): RateLimit(**v) for k, v in d["limits"].items()},
+            preemptions=tuple(Preemption(**p) for p in d.get("preemptions", [])),
+            notifications=tuple(Notification(**n) for n in d.get("notifications", [])),
+            stale=bool(d["stale"]), forecast_model=str(d.get("forecast_model", "")),
+            notes=tuple(d.get("notes", [])), memory=PolicyMemory.from_dict(d.get("memory", {})),
+        )

@@ -1,0 +1,103 @@
+"""Wiring: turn a validated Config into a source, a forecaster, actuators, a store and a cycle runner."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from daemon.actuators.base import Actuator
+from daemon.actuators.log import LogActuator
+from daemon.config import Config, ConfigError
+from daemon.cycle import CycleRunner
+from daemon.forecasting import build as build_forecaster
+from daemon.sources.base import Source
+from daemon.store import StateStore
+from daemon.telemetry import DaemonMetrics
+
+log = logging.getLogger("gpu_autoscaler.runtime")
+
+
+@dataclass
+class Runtime:
+    cfg: Config
+    source: Source
+    actuators: list[Actuator]
+    runner: CycleRunner
+    metrics: DaemonMetrics
+    store: StateStore | None
+    forecaster_note: str
+    sim: object | None = None  # SimulatedCluster when the source is the embedded simulator
+
+    def jobs_on_node(self, node: str) -> list[tuple[str, str]]:
+        """(job id, tenant) of the jobs placed on `node`, asked of whoever knows best."""
+        for act in self.actuators:
+            finder = getattr(act, "jobs_on_node", None)
+            if finder is not None and not act.dry_run:
+                return finder(node)
+        if self.sim is not None:
+            idx = self.sim.node_index(node)
+            if idx is None:
+                return []
+            c = self.sim.cluster
+            on = np.flatnonzero((c.j_node[: c.size] == idx) & (c.j_state[: c.size] == 2))
+            return [(f"sim-{c.j_id[p]}", self.sim.tenants[c.j_tenant[p]]) for p in on]
+        st = self.runner.last_state
+        if st is None:
+            return []
+        mask = st.jobs.running & (st.jobs.node == node)
+        return [(str(j), st.tenants[int(t)]) for j, t in zip(st.jobs.ids[mask], st.jobs.tenant[mask])]
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+
+
+def _actuators(cfg: Config, sim) -> list[Actuator]:
+    out: list[Actuator] = []
+    a = cfg.actuators
+    for name in a.enabled:
+        if name == "log":
+            out.append(LogActuator())
+        elif name == "simulator":
+            if sim is None:
+                raise ConfigError("actuators.enabled: 'simulator' needs source.kind = 'simulator'")
+        elif name == "redis":
+            from daemon.actuators.redis_limits import RedisLimitsActuator
+
+            out.append(RedisLimitsActuator(a.redis.url, a.redis.prefix, dry_run=a.dry_run))
+        elif name == "slurm":
+            from daemon.actuators.slurm import SlurmActuator
+
+            out.append(SlurmActuator(a.slurm, cfg.tenants, dry_run=a.dry_run))
+        elif name == "kubernetes":
+            from daemon.actuators.kubernetes import KubernetesActuator
+
+            out.append(KubernetesActuator.from_config(a.kubernetes, cfg.tenants, dry_run=a.dry_run))
+    if sim is not None:
+        from daemon.actuators.simulator import SimulatorActuator
+
+        # the simulated cluster is the system being driven: it always obeys the plan
+        out.insert(0, SimulatorActuator(sim.cluster, sim.tenants))
+    return out
+
+
+def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetrics | None = None) -> Runtime:
+    sim = None
+    if cfg.source.kind == "simulator":
+        from daemon.sources.simulator import SimulatedCluster
+
+        sim = SimulatedCluster(cfg)
+        source: Source = sim
+    else:
+        from daemon.sources.prometheus import PrometheusSource
+
+        source = PrometheusSource(cfg)
+    forecaster, note = build_forecaster(cfg)
+    log.info("%s", note)
+    store = StateStore(cfg.state.path) if with_store else None
+    metrics = metrics or DaemonMetrics()
+    actuators = _actuators(cfg, sim)
+    runner = CycleRunner(cfg, source, forecaster, actuators, store, metrics)
+    return Runtime(cfg, source, actuators, runner, metrics, store, note, sim)

@@ -1,0 +1,208 @@
+"""The long-running daemon: APScheduler runs the cycle and the retrain, uvicorn serves HTTP, systemd is told.
+
+Cycles never overlap (``max_instances=1`` plus the runner's lock, since an
+alert can also start one), a late cycle is coalesced rather than run twice,
+and the systemd watchdog is only fed while cycles actually complete.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import signal
+import threading
+import time
+from typing import Callable
+
+import sdnotify
+import uvicorn
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
+
+from daemon import alerts
+from daemon.cycle import CycleResult
+from daemon.policy.types import Notification
+from daemon.runtime import Runtime
+
+log = logging.getLogger("gpu_autoscaler.service")
+
+
+def summary_line(res: CycleResult) -> str:
+    """One line per cycle for a person watching the terminal or the journal."""
+    p = res.plan
+    if p is None:
+        return f"cycle {res.outcome}: {res.error or 'no plan'}"
+    s = p.summary()
+    load = f"{s['load']:.1%}" if s["load"] is not None else "?"
+    head = "STALE " if res.outcome != "ok" else ""
+    return (f"{head}{p.at} load={load} cap={p.capacity} reserved={s['reserved']} "
+            f"({s['reserved_tenants']} tenants) preempt={s['preemptions']}/{s['preempted_gpus']}gpu "
+            f"level={s['rate_level']} model={p.forecast_model} {res.seconds * 1000:.0f}ms"
+            + (f" | {'; '.join(p.notes)}" if p.notes else ""))
+
+
+class Daemon:
+    def __init__(self, runtime: Runtime, *, on_cycle: Callable[[CycleResult], None] | None = None,
+                 max_cycles: int | None = None, serve_http: bool | None = None) -> None:
+        self.runtime = runtime
+        self.cfg = runtime.cfg
+        self.on_cycle = on_cycle
+        self.max_cycles = max_cycles
+        self.serve_http = self.cfg.server.enabled if serve_http is None else serve_http
+        self.notifier = sdnotify.SystemdNotifier()
+        self.scheduler = BackgroundScheduler(timezone=dt.timezone.utc)
+        self.stopped = threading.Event()
+        self.server: uvicorn.Server | None = None
+        self.last_ok_cycle: float | None = None
+        self.last_result: CycleResult | None = None
+        self.cycles_done = 0
+        self.ready = False
+
+    # ---- jobs --------------------------------------------------------------------------------
+    def cycle(self) -> None:
+        try:
+            res = self.runtime.runner.run_once()
+        except Exception:
+            log.exception("cycle crashed; keeping the last good plan")
+            self.runtime.metrics.cycles.labels("error").inc()
+            return
+        self.last_result = res
+        self.cycles_done += 1
+        if res.outcome in ("ok", "stale"):
+            self.last_ok_cycle = time.monotonic()
+            self.notifier.notify("WATCHDOG=1")
+        if not self.ready:
+            self.ready = True
+            self.notifier.notify("READY=1")
+        self.notifier.notify(f"STATUS={summary_line(res)[:200]}")
+        if self.on_cycle:
+            self.on_cycle(res)
+        if self.max_cycles is not None and self.cycles_done >= self.max_cycles:
+            self.stopped.set()
+
+    def retrain(self) -> None:
+        from daemon.retrain import retrain_from_config
+
+        try:
+            out = retrain_from_config(self.cfg, source=self.runtime.source, progress=False)
+            log.info("scheduled retrain: %s", out.message)
+            if out.promoted:
+                from daemon.forecasting import build
+
+                self.runtime.runner.forecaster, note = build(self.cfg)
+                log.info("now using %s", note)
+        except Exception:
+            log.exception("scheduled retrain failed; the current model stays")
+
+    def trigger_cycle(self) -> None:
+        """Run a cycle now (an alert asked for it); coalesces with a scheduled one."""
+        try:
+            self.scheduler.modify_job("cycle", next_run_time=dt.datetime.now(dt.timezone.utc))
+        except Exception:
+            threading.Thread(target=self.cycle, daemon=True).start()
+
+    # ---- alerts ------------------------------------------------------------------------------
+    def handle_node_down(self, node: str, received: float, alertname: str) -> dict:
+        rt = self.runtime
+        jobs = rt.jobs_on_node(node)
+        reason = f"node {node} failed ({alertname}): job requeued on healthy nodes"
+        ids = [j for j, _ in jobs]
+        errors = []
+        for act in rt.actuators:
+            try:
+                rep = act.requeue(ids, reason) if ids else None
+                if rep is not None and rep.errors:
+                    errors.extend(rep.errors)
+                tenants = sorted({t for _, t in jobs})
+                act.notify([Notification(t, "node_failed", f"{sum(1 for _, x in jobs if x == t)} job(s) of yours on "
+                                                            f"{node} were requeued: {reason}") for t in tenants])
+            except Exception as exc:
+                errors.append(f"{getattr(act, 'name', '?')}: {exc}")
+        took = time.perf_counter() - received
+        rt.metrics.failover_seconds.observe(took)
+        if rt.store is not None:
+            rt.store.log_event(dt.datetime.now(dt.timezone.utc).isoformat(), "node_down",
+                               {"node": node, "jobs": ids, "seconds": took, "errors": errors})
+        log.warning("node %s down: %d jobs requeued in %.3fs%s", node, len(ids), took,
+                    f" (errors: {errors})" if errors else "")
+        return {"node": node, "requeued": ids, "seconds": round(took, 4), "errors": errors}
+
+    def handle_alerts(self, payload: alerts.WebhookPayload, received: float) -> list[dict]:
+        done: list[dict] = []
+        want_cycle = False
+        for act in alerts.actions(payload):
+            self.runtime.metrics.alerts.labels(act.alertname or "unnamed", act.kind).inc()
+            if act.kind == "node_down" and act.node:
+                done.append({"action": "node_down", **self.handle_node_down(act.node, received, act.alertname)})
+                want_cycle = True
+            elif act.kind == "cycle_now":
+                done.append({"action": "cycle_now", "alert": act.alertname})
+                want_cycle = True
+            else:
+                done.append({"action": act.kind, "alert": act.alertname, "node": act.node})
+        if want_cycle:
+            self.trigger_cycle()
+        return done
+
+    # ---- health ------------------------------------------------------------------------------
+    def health(self) -> dict:
+        interval = self.cfg.cycle.interval_s
+        age = None if self.last_ok_cycle is None else time.monotonic() - self.last_ok_cycle
+        plan = self.runtime.runner.last_plan
+        stale = bool(self.last_result and self.last_result.outcome != "ok")
+        healthy = age is not None and age < max(3 * interval, 10)
+        return {"status": "ok" if healthy else "unhealthy", "last_cycle_age_s": age, "plan_stale": stale,
+                "plan_at": plan.at if plan else None, "cycles": self.cycles_done,
+                "forecaster": self.runtime.forecaster_note}
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def _start_http(self) -> None:
+        from daemon.http import build_app
+
+        s = self.cfg.server
+        config = uvicorn.Config(build_app(self), host=s.host, port=s.port, log_level="warning", access_log=False,
+                                lifespan="off")
+        self.server = uvicorn.Server(config)
+        self.server.install_signal_handlers = lambda: None  # signals belong to the main thread's handler
+        threading.Thread(target=self.server.run, name="http", daemon=True).start()
+        for _ in range(100):
+            if self.server.started:
+                break
+            time.sleep(0.05)
+        log.info("serving /metrics, /healthz, /alerts on http://%s:%d", s.host, s.port)
+
+    def start(self) -> None:
+        interval = self.cfg.cycle.interval_s
+        self.scheduler.add_job(self.cycle, "interval", seconds=interval, id="cycle", max_instances=1, coalesce=True,
+                               misfire_grace_time=max(1, int(interval)), next_run_time=dt.datetime.now(dt.timezone.utc))
+        if self.cfg.retrain.enabled:
+            self.scheduler.add_job(self.retrain, CronTrigger.from_crontab(self.cfg.retrain.cron, timezone="UTC"),
+                                   id="retrain", max_instances=1, coalesce=True, misfire_grace_time=3600)
+        if self.serve_http:
+            self._start_http()
+        self.scheduler.start()
+
+    def stop(self) -> None:
+        self.notifier.notify("STOPPING=1")
+        self.stopped.set()
+        try:
+            self.scheduler.shutdown(wait=True)
+        except Exception:
+            pass
+        if self.server is not None:
+            self.server.should_exit = True
+        self.runtime.close()
+
+    def run_forever(self) -> None:
+        def _sig(signum, _frame):
+            log.info("signal %d: stopping after the cycle in flight", signum)
+            self.stopped.set()
+
+        signal.signal(signal.SIGTERM, _sig)
+        signal.signal(signal.SIGINT, _sig)
+        self.start()
+        try:
+            while not self.stopped.wait(0.5):
+                pass
+        finally:
+            self.stop()

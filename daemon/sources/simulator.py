@@ -1,0 +1,95 @@
+"""The embedded simulated cluster: a source and an actuator in one, so `run --sim` needs no servers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from daemon.cluster import PRIORITY, ClusterState, Jobs
+from daemon.config import Config
+from daemon.simcluster import QUEUED, RUNNING, SimCluster
+from daemon.sources.base import Collected
+from daemon.sources.synthetic import generate
+
+
+class SimulatedCluster:
+    """Generates demand ahead of time and advances one step per collect().
+
+    ``warmup_steps`` of history exist before the first cycle so the forecaster
+    has a day or two to look at, as it would on a real cluster.
+    """
+
+    def __init__(self, cfg: Config, extra_steps: int = 7 * 1440) -> None:
+        sc = cfg.source.simulator
+        self.cfg = cfg
+        self.step_s = cfg.cycle.resolution_s
+        self.warmup = sc.warmup_steps
+        total = self.warmup + extra_steps
+        self.work = generate(sc.tenants, total, cfg.cluster.gpus, seed=sc.seed, step_s=self.step_s,
+                             high_share=sc.high_share, low_share=sc.low_priority_share,
+                             target_load=sc.target_load, peak_share=sc.peak_share, start=sc.start_time)
+        self.tenants = tuple(self.work.demand.columns)
+        prio = np.array([PRIORITY[t] for t in self.work.tiers], dtype=np.int8)
+        self.cluster = SimCluster(list(self.tenants), prio, cfg.cluster.gpus, self.work.job_gpus,
+                                  gpus_per_node=cfg.cluster.gpus_per_node, drain_steps=sc.drain_steps,
+                                  checkpoint_steps=sc.checkpoint_steps, max_wait_steps=cfg.policy.max_wait_steps)
+        self.values = self.work.demand.to_numpy()
+        self.pos = self.warmup  # index of the next step to play
+        # bring the cluster to a steady state over the last hours of warm-up
+        for k in range(max(0, self.warmup - 240), self.warmup):
+            self.cluster.step(self.values[k])
+        self.blackout = False  # tests flip this to simulate an unreachable source
+
+    @property
+    def now(self) -> pd.Timestamp:
+        return self.work.demand.index[self.pos - 1]
+
+    def node_name(self, node: int) -> str:
+        return f"sim-node-{node:04d}"
+
+    def node_index(self, name: str) -> int | None:
+        if name.startswith("sim-node-"):
+            try:
+                i = int(name.rsplit("-", 1)[1])
+            except ValueError:
+                return None
+            return i if 0 <= i < self.cluster.n_nodes else None
+        return None
+
+    def advance(self) -> None:
+        if self.pos >= len(self.values):
+            raise RuntimeError("simulated trace exhausted")
+        self.cluster.step(self.values[self.pos])
+        self.pos += 1
+
+    def collect(self, history_steps: int) -> Collected:
+        from daemon.sources.base import SourceError
+
+        self.advance()
+        if self.blackout:
+            raise SourceError("simulated source blackout")
+        lo = max(0, self.pos - history_steps)
+        history = self.work.demand.iloc[lo:self.pos]
+        return Collected(history, self.snapshot())
+
+    def snapshot(self) -> ClusterState:
+        c = self.cluster
+        n = c.size
+        st = c.j_state[:n]
+        live = np.flatnonzero((st == QUEUED) | (st == RUNNING))
+        running = st[live] == RUNNING
+        prio = c.prio_of_tenant[c.j_tenant[live]]
+        jobs = Jobs(
+            ids=np.array([f"sim-{j}" for j in c.j_id[live]], dtype=object),
+            tenant=c.j_tenant[live].copy(), gpus=c.j_gpus[live].copy(), priority=prio.astype(np.int8),
+            running=running,
+            runtime_s=np.where(running, (c.step_no - c.j_started_at[live]) * self.step_s, 0.0).astype(float),
+            wait_s=np.where(~running, (c.step_no - c.j_queued_at[live]) * self.step_s, 0.0).astype(float),
+            node=np.array([self.node_name(x) if x >= 0 else "" for x in c.j_node[live]], dtype=object),
+        )
+        return ClusterState(
+            at=self.now, tenants=self.tenants, tiers=self.work.tiers, capacity=c.capacity,
+            used=c.running_per_tenant().astype(float), pending=c.queued_per_tenant().astype(float), jobs=jobs,
+            draining=c.draining_gpus(), staleness_s=0.0,
+            failed_nodes=tuple(self.node_name(i) for i in np.flatnonzero(~c.node_ok)),
+        )

@@ -1,0 +1,91 @@
+"""State that must survive a restart, in SQLite: the policy's memory, the last good plan, the model in use.
+
+Each save is one transaction (WAL, synchronous=FULL), so a kill -9 at any
+moment leaves either the previous committed state or the new one, never a mix.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+from daemon.policy.types import Plan, PolicyMemory
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL, updated TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS plans (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, stale INTEGER NOT NULL,
+                                  summary TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, kind TEXT NOT NULL,
+                                   detail TEXT NOT NULL);
+"""
+
+
+class StateStore:
+    def __init__(self, path: Path | str, keep_plans: int = 2000) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.keep_plans = keep_plans
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _get(self, key: str) -> Any | None:
+        row = self._db.execute("SELECT value FROM kv WHERE key=?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def save_cycle(self, plan: Plan, model: str) -> None:
+        """Commit the plan, the memory it carries and the model in use as one transaction."""
+        now = plan.at
+        with self._lock:
+            cur = self._db.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                for key, value in (("last_plan", plan.to_dict()), ("memory", plan.memory.to_dict()),
+                                   ("model", model)):
+                    cur.execute("INSERT INTO kv(key, value, updated) VALUES(?,?,?) "
+                                "ON CONFLICT(key) DO UPDATE SET value=excluded.value, updated=excluded.updated",
+                                (key, json.dumps(value, allow_nan=True), now))
+                cur.execute("INSERT INTO plans(at, stale, summary) VALUES(?,?,?)",
+                            (now, int(plan.stale), json.dumps(plan.summary())))
+                cur.execute("DELETE FROM plans WHERE id <= (SELECT MAX(id) FROM plans) - ?", (self.keep_plans,))
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+
+    def log_event(self, at: str, kind: str, detail: dict) -> None:
+        with self._lock:
+            self._db.execute("INSERT INTO events(at, kind, detail) VALUES(?,?,?)", (at, kind, json.dumps(detail)))
+
+    def events(self, kind: str | None = None) -> list[dict]:
+        with self._lock:
+            q = "SELECT at, kind, detail FROM events" + (" WHERE kind=?" if kind else "") + " ORDER BY id"
+            rows = self._db.execute(q, (kind,) if kind else ()).fetchall()
+        return [{"at": a, "kind": k, **json.loads(d)} for a, k, d in rows]
+
+    def load_plan(self) -> Plan | None:
+        with self._lock:
+            d = self._get("last_plan")
+        return Plan.from_dict(d) if d else None
+
+    def load_memory(self) -> PolicyMemory:
+        with self._lock:
+            d = self._get("memory")
+        return PolicyMemory.from_dict(d) if d else PolicyMemory()
+
+    def load_model(self) -> str | None:
+        with self._lock:
+            return self._get("model")
+
+    def plan_count(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM plans").fetchone()[0])

@@ -1,0 +1,61 @@
+"""The daemon's own Prometheus metrics: what it forecast, reserved, limited and preempted, and its health."""
+
+from __future__ import annotations
+
+import math
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from daemon.policy.types import Plan
+from forecaster.types import Forecast
+
+
+class DaemonMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        r = self.registry = registry or CollectorRegistry()
+        self.cycle_seconds = Histogram("gpuas_cycle_duration_seconds", "Wall time of one collect-forecast-plan-act cycle",
+                                       registry=r, buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30))
+        self.cycles = Counter("gpuas_cycles", "Cycles by outcome (ok, stale, source_error, error)", ["outcome"], registry=r)
+        self.staleness = Gauge("gpuas_data_staleness_seconds", "Age of the newest sample behind the last snapshot", registry=r)
+        self.source_up = Gauge("gpuas_source_up", "1 when the last collect succeeded", registry=r)
+        self.plan_stale = Gauge("gpuas_plan_stale", "1 while the daemon is holding its last good plan", registry=r)
+        self.last_good = Gauge("gpuas_last_good_plan_timestamp_seconds", "When the plan in force was made", registry=r)
+        self.load = Gauge("gpuas_cluster_load_ratio", "GPUs in use / healthy GPUs", registry=r)
+        self.capacity = Gauge("gpuas_cluster_capacity_gpus", "Healthy GPUs", registry=r)
+        self.rate_level = Gauge("gpuas_rate_level", "Index of the load level in force", registry=r)
+        self.fallback = Gauge("gpuas_forecaster_fallback", "1 when a baseline stands in for the model", registry=r)
+        self.forecast = Gauge("gpuas_forecast_peak_gpus", "Peak forecast over the lead time", ["tenant", "quantile"], registry=r)
+        self.reservation = Gauge("gpuas_reservation_gpus", "GPUs held for a tenant", ["tenant"], registry=r)
+        self.limit = Gauge("gpuas_rate_limit_rps", "Token-bucket rate per tenant", ["tenant"], registry=r)
+        self.preemptions = Counter("gpuas_preemptions", "Jobs preempted", ["tenant"], registry=r)
+        self.actuator_errors = Counter("gpuas_actuator_errors", "Actuator failures", ["actuator"], registry=r)
+        self.alerts = Counter("gpuas_alerts", "Alertmanager alerts received", ["alertname", "outcome"], registry=r)
+        self.webhook_rejected = Counter("gpuas_webhook_rejected", "Webhook posts refused", ["reason"], registry=r)
+        self.failover_seconds = Histogram("gpuas_node_failover_seconds", "Alert receipt to jobs requeued", registry=r,
+                                          buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10))
+        self._tenants: set[str] = set()
+
+    def observe_plan(self, plan: Plan, forecast: Forecast | None, lead: int, fallback: bool) -> None:
+        self.plan_stale.set(1 if plan.stale else 0)
+        self.fallback.set(1 if fallback else 0)
+        if plan.stale:
+            return
+        if math.isfinite(plan.load):
+            self.load.set(plan.load)
+        self.capacity.set(plan.capacity)
+        self.rate_level.set(plan.memory.rate_level)
+        for t in self._tenants - set(plan.reservations):
+            self.reservation.labels(t).set(0)
+        for t, r in plan.reservations.items():
+            self.reservation.labels(t).set(r)
+        self._tenants = set(plan.reservations)
+        for t, lim in plan.limits.items():
+            self.limit.labels(t).set(lim.rate)
+        for p in plan.preemptions:
+            self.preemptions.labels(p.tenant).inc()
+        if forecast is not None:
+            for qi, q in enumerate(forecast.quantiles):
+                peaks = forecast.values[:, : max(1, lead), qi].max(axis=1)
+                for t, v in zip(forecast.tenants, peaks):
+                    if math.isfinite(v):
+                        self.forecast.labels(t, f"{q:g}").set(float(v))

@@ -1,0 +1,147 @@
+"""A global quantile LSTM: one small network for every tenant's series.
+
+Why global: 1,000 tenants each with a few days of data is too little for
+per-tenant models, but plenty for one shared model once every series is put on
+the same scale (divided by its own recent mean). The encoder reads the last
+`context` steps; the head also sees what happened one season ago over the
+horizon (the seasonal-naive forecast), so the network only has to learn how
+today differs from yesterday, and it emits every quantile at once with
+non-crossing outputs (a base plus cumulative softplus increments).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from forecaster.series import calendar_features
+from forecaster.types import Forecast
+
+N_CAL = 4
+
+
+@dataclass(frozen=True)
+class LSTMSpec:
+    context: int = 120
+    horizon: int = 60
+    season: int = 1440
+    hidden: int = 64
+    quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)
+    step_s: int = 60
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["quantiles"] = list(self.quantiles)
+        return d
+
+    @staticmethod
+    def from_dict(d: dict) -> "LSTMSpec":
+        d = dict(d)
+        d["quantiles"] = tuple(d["quantiles"])
+        return LSTMSpec(**d)
+
+
+class QuantileLSTM(nn.Module):
+    def __init__(self, spec: LSTMSpec) -> None:
+        super().__init__()
+        self.spec = spec
+        q = len(spec.quantiles)
+        self.encoder = nn.LSTM(input_size=2 + N_CAL, hidden_size=spec.hidden, batch_first=True)
+        head_in = spec.hidden + spec.horizon + N_CAL + 1
+        self.head = nn.Sequential(nn.Linear(head_in, 2 * spec.hidden), nn.ReLU(),
+                                  nn.Linear(2 * spec.hidden, spec.horizon * q))
+
+    def forward(self, x: torch.Tensor, lag: torch.Tensor, cal0: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
+        """x [B, L, 2+cal], lag [B, H] (scaled season-ago values), cal0 [B, cal], last [B, 1] -> [B, H, Q]."""
+        _, (h, _) = self.encoder(x)
+        z = torch.cat([h[-1], lag, cal0, last], dim=1)
+        out = self.head(z).view(-1, self.spec.horizon, len(self.spec.quantiles))
+        base = lag + out[:, :, 0]  # median as a correction of the seasonal-naive value
+        rest = torch.nn.functional.softplus(out[:, :, 1:]).cumsum(dim=2)
+        return torch.cat([base.unsqueeze(2), base.unsqueeze(2) + rest], dim=2)
+
+
+def pinball(pred: torch.Tensor, target: torch.Tensor, quantiles: torch.Tensor) -> torch.Tensor:
+    """Mean pinball loss over quantiles, ignoring NaN targets (missing data carries no signal)."""
+    mask = ~torch.isnan(target)
+    t = torch.nan_to_num(target).unsqueeze(2)
+    diff = t - pred
+    loss = torch.maximum(quantiles * diff, (quantiles - 1) * diff)
+    loss = loss * mask.unsqueeze(2)
+    return loss.sum() / (mask.sum() * pred.shape[2]).clamp(min=1)
+
+
+def make_windows(values: np.ndarray, cal: np.ndarray, origins: np.ndarray, tenants: np.ndarray,
+                 spec: LSTMSpec) -> tuple[np.ndarray, ...]:
+    """Model inputs for (origin, tenant) pairs; `values` is [T, N] with NaN for missing.
+
+    The origin is the index of the last observed step. The scale is the mean of
+    the season before the origin, so training and inference scale identically.
+    """
+    L, H, S = spec.context, spec.horizon, spec.season
+    o = origins[:, None]
+    ctx_idx = o - L + 1 + np.arange(L)[None, :]                   # [B, L]
+    lag_idx = o + 1 + np.arange(H)[None, :] - S                     # [B, H]
+    lag_idx = np.where(lag_idx > o, lag_idx - S * ((lag_idx - o - 1) // S + 1), lag_idx)
+    scale_idx = o - S + 1 + np.arange(S)[None, :]
+    ti = tenants[:, None]
+    ctx = values[ctx_idx, ti]
+    with np.errstate(all="ignore"):
+        scale = np.nanmean(values[np.clip(scale_idx, 0, None), ti], axis=1)
+    scale = np.where(np.isfinite(scale), np.maximum(scale, 1.0), 1.0)
+    ctx_s = ctx / scale[:, None]
+    miss = np.isnan(ctx_s)
+    # carry the last seen value through gaps inside the window; the flag tells the model it did
+    ctx_f = pd.DataFrame(ctx_s.T).ffill().bfill().to_numpy().T
+    ctx_f = np.nan_to_num(ctx_f, nan=0.0)
+    last = ctx_f[:, -1:]
+    lag = values[np.clip(lag_idx, 0, None), ti] / scale[:, None]
+    lag = np.where(np.isnan(lag), last, lag)
+    x = np.concatenate([ctx_f[:, :, None], miss[:, :, None].astype(np.float32), cal[ctx_idx]], axis=2)
+    cal0 = cal[np.minimum(origins + 1, cal.shape[0] - 1)]
+    return (x.astype(np.float32), lag.astype(np.float32), cal0.astype(np.float32), last.astype(np.float32),
+            scale.astype(np.float32))
+
+
+class LSTMForecaster:
+    """Wraps a trained QuantileLSTM behind the Forecaster interface."""
+
+    def __init__(self, model: QuantileLSTM, version: str = "unversioned") -> None:
+        self.model = model.eval()
+        self.spec = model.spec
+        self.version = version
+        self.name = f"lstm:{version}"
+
+    @property
+    def min_history(self) -> int:
+        return self.spec.season + 1
+
+    @torch.no_grad()
+    def predict(self, history: pd.DataFrame, horizon: int) -> Forecast:
+        spec = self.spec
+        if horizon > spec.horizon:
+            raise ValueError(f"model forecasts {spec.horizon} steps, {horizon} asked")
+        if len(history) < self.min_history:
+            raise ValueError(f"need {self.min_history} steps of history, got {len(history)}")
+        step = int((history.index[1] - history.index[0]).total_seconds())
+        if step != spec.step_s:
+            raise ValueError(f"model trained at {spec.step_s}s steps, history is at {step}s")
+        values = history.to_numpy(dtype=float)
+        ext_index = history.index.append(pd.date_range(history.index[-1] + pd.Timedelta(seconds=step),
+                                                       periods=spec.horizon, freq=pd.Timedelta(seconds=step)))
+        cal = calendar_features(ext_index)
+        n = values.shape[1]
+        origins = np.full(n, values.shape[0] - 1)
+        x, lag, cal0, last, scale = make_windows(values, cal, origins, np.arange(n), spec)
+        out = self.model(torch.from_numpy(x), torch.from_numpy(lag), torch.from_numpy(cal0), torch.from_numpy(last))
+        vals = out.numpy()[:, :horizon, :] * scale[:, None, None]
+        vals = np.maximum(vals, 0.0)
+        # a tenant with no recent sample at all gets no forecast, not a made-up one
+        dead = np.isnan(values[-spec.context:]).all(axis=0)
+        vals[dead] = np.nan
+        return Forecast(tuple(map(str, history.columns)), spec.quantiles, vals.astype(float), history.index[-1],
+                        step, self.name)

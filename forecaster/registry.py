@@ -1,0 +1,149 @@
+"""Versioned model artifacts: weights + metadata + checksum, and a manifest naming the current one.
+
+A model is only ever loaded after its checksum and shapes check out; anything
+else is a ModelError, which the daemon answers by falling back to a baseline.
+Files are written to a temporary name and renamed, so a crash mid-write never
+leaves a half-written manifest.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from forecaster.lstm import LSTMForecaster, LSTMSpec, QuantileLSTM
+
+FORMAT = 1
+MANIFEST = "manifest.json"
+
+
+class ModelError(Exception):
+    """A model that cannot be used: missing, corrupt, or not matching this code."""
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_manifest(model_dir: Path) -> dict[str, Any]:
+    p = Path(model_dir) / MANIFEST
+    if not p.exists():
+        return {"format": FORMAT, "current": None, "versions": []}
+    try:
+        m = json.loads(p.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ModelError(f"{p}: unreadable manifest: {exc}") from None
+    if not isinstance(m, dict) or m.get("format") != FORMAT or not isinstance(m.get("versions"), list):
+        raise ModelError(f"{p}: not a format-{FORMAT} manifest")
+    return m
+
+
+def _write_manifest(model_dir: Path, m: dict[str, Any]) -> None:
+    _atomic_write(Path(model_dir) / MANIFEST, (json.dumps(m, indent=2, sort_keys=True) + "\n").encode())
+
+
+def code_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("gpu-autoscaler")
+    except Exception:
+        return "unknown"
+
+
+def save_version(model_dir: Path, model: QuantileLSTM, meta: dict[str, Any], version: str | None = None) -> str:
+    """Write weights and metadata as a new version (not yet current)."""
+    model_dir = Path(model_dir)
+    now = dt.datetime.now(dt.timezone.utc)
+    version = version or now.strftime("v%Y%m%dT%H%M%SZ")
+    vdir = model_dir / version
+    if vdir.exists():
+        raise ModelError(f"{vdir} already exists")
+    buf = io.BytesIO()
+    torch.save(model.state_dict(), buf)
+    weights = buf.getvalue()
+    full = {"format": FORMAT, "version": version, "created": now.isoformat(), "spec": model.spec.to_dict(),
+            "sha256": hashlib.sha256(weights).hexdigest(), "code_version": code_version(), **meta}
+    _atomic_write(vdir / "model.pt", weights)
+    _atomic_write(vdir / "meta.json", (json.dumps(full, indent=2, sort_keys=True) + "\n").encode())
+    m = read_manifest(model_dir)
+    m["versions"].append({"version": version, "created": full["created"], "promoted": False,
+                          "metrics": meta.get("metrics", {})})
+    _write_manifest(model_dir, m)
+    return version
+
+
+def promote(model_dir: Path, version: str, reason: str) -> None:
+    model_dir = Path(model_dir)
+    load_version(model_dir, version)  # never promote something that does not load
+    m = read_manifest(model_dir)
+    for v in m["versions"]:
+        if v["version"] == version:
+            v["promoted"] = True
+            v["reason"] = reason
+    m["previous"] = m.get("current")
+    m["current"] = version
+    _write_manifest(model_dir, m)
+
+
+def record_rejection(model_dir: Path, version: str, reason: str) -> None:
+    m = read_manifest(model_dir)
+    for v in m["versions"]:
+        if v["version"] == version:
+            v["reason"] = reason
+    _write_manifest(model_dir, m)
+
+
+def load_version(model_dir: Path, version: str) -> LSTMForecaster:
+    vdir = Path(model_dir) / version
+    try:
+        meta = json.loads((vdir / "meta.json").read_text())
+        weights = (vdir / "model.pt").read_bytes()
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ModelError(f"model {version}: cannot read artifact: {exc}") from None
+    if meta.get("format") != FORMAT:
+        raise ModelError(f"model {version}: format {meta.get('format')!r}, this code reads {FORMAT}")
+    digest = hashlib.sha256(weights).hexdigest()
+    if digest != meta.get("sha256"):
+        raise ModelError(f"model {version}: checksum mismatch (file {digest[:12]}, metadata {str(meta.get('sha256'))[:12]}):"
+                         " the weights file is corrupt or was replaced")
+    try:
+        spec = LSTMSpec.from_dict(meta["spec"])
+        model = QuantileLSTM(spec)
+        state = torch.load(io.BytesIO(weights), map_location="cpu", weights_only=True)
+        model.load_state_dict(state, strict=True)
+    except Exception as exc:
+        raise ModelError(f"model {version}: does not match this code's network: {exc}") from None
+    return LSTMForecaster(model, version)
+
+
+def load_current(model_dir: Path) -> LSTMForecaster:
+    m = read_manifest(Path(model_dir))
+    cur = m.get("current")
+    if not cur:
+        raise ModelError(f"{model_dir}: no current model")
+    return load_version(Path(model_dir), cur)
+
+
+def current_meta(model_dir: Path) -> dict[str, Any] | None:
+    m = read_manifest(Path(model_dir))
+    cur = m.get("current")
+    if not cur:
+        return None
+    try:
+        return json.loads((Path(model_dir) / cur / "meta.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None

@@ -1,0 +1,52 @@
+"""The forecast handed from the forecaster to the policy.
+
+One array, tenants x horizon x quantiles, so the policy can take a peak over
+the lead time for every tenant with one numpy call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class Forecast:
+    tenants: tuple[str, ...]
+    quantiles: tuple[float, ...]
+    values: np.ndarray  # [tenant, horizon step, quantile], same unit as the input series
+    issued_at: pd.Timestamp  # time of the last observation the forecast was built from
+    step_s: int
+    model: str
+
+    def __post_init__(self) -> None:
+        if self.values.shape[0] != len(self.tenants) or self.values.shape[2] != len(self.quantiles):
+            raise ValueError(f"forecast shape {self.values.shape} does not match tenants/quantiles")
+
+    @property
+    def horizon(self) -> int:
+        return int(self.values.shape[1])
+
+    def quantile(self, q: float) -> np.ndarray:
+        """[tenant, horizon] at quantile q; the nearest quantile above q is used if q is not stored."""
+        qs = np.asarray(self.quantiles)
+        idx = int(np.searchsorted(qs, q - 1e-9))
+        idx = min(idx, len(qs) - 1)
+        return self.values[:, :, idx]
+
+    def peak(self, q: float, steps: int) -> np.ndarray:
+        """Highest quantile-q value over the first `steps` horizon steps (at least one)."""
+        steps = max(1, min(int(steps), self.horizon))
+        return self.quantile(q)[:, :steps].max(axis=1)
+
+    def for_tenants(self, tenants: tuple[str, ...] | list[str]) -> np.ndarray:
+        """Values re-ordered to `tenants`; tenants the forecast lacks get NaN."""
+        index = {t: i for i, t in enumerate(self.tenants)}
+        out = np.full((len(tenants), self.horizon, len(self.quantiles)), np.nan)
+        for j, t in enumerate(tenants):
+            i = index.get(t)
+            if i is not None:
+                out[j] = self.values[i]
+        return out

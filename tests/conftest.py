@@ -1,0 +1,37 @@
+import os
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = Path(os.environ.get("GPU_AUTOSCALER_DATA", REPO.parent / "shared" / "data"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def need_binary(name: str) -> str:
+    """Service tests are real: in CI the binaries are installed by `make services`; a missing one fails."""
+    path = shutil.which(name)
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{name} not installed: `make services` should have installed it")
+        pytest.skip(f"{name} not installed (run `make services`)")
+    return path
+
+
+@pytest.fixture
+def tmp_cfg(tmp_path):
+    """A config writer: tmp_cfg('''toml''') -> Path."""
+
+    def write(text: str) -> Path:
+        p = tmp_path / "config.toml"
+        p.write_text(text)
+        return p
+
+    return write

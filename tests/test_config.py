@@ -1,0 +1,77 @@
+import subprocess
+import sys
+
+import pytest
+
+from daemon.config import Config, ConfigError, load_config
+
+
+def test_default_is_the_simulated_cluster():
+    cfg = load_config(None)
+    assert cfg.source.kind == "simulator"
+    assert cfg.policy.reserve_share == 0.2
+    assert [lvl.load for lvl in cfg.ratelimits.levels] == [0.0, 0.8, 0.9]
+    assert cfg.ratelimits.levels[1].normal == 50 and cfg.ratelimits.levels[1].high == 200
+    assert cfg.ratelimits.levels[2].low == 50 and cfg.ratelimits.levels[1].low == 100
+
+
+def test_full_file_round_trip(tmp_cfg):
+    p = tmp_cfg("""
+[cluster]
+gpus = 4096
+[[tenants]]
+name = "llm-serving"
+tier = "high"
+[[tenants]]
+name = "research"
+tier = "low"
+[policy]
+reserve_share = 0.3
+[source]
+kind = "prometheus"
+[source.prometheus]
+url = "http://127.0.0.1:9999"
+""")
+    cfg = load_config(p)
+    assert cfg.cluster.gpus == 4096
+    assert cfg.tier_of("llm-serving") == "high" and cfg.tier_of("unknown") == "normal"
+    assert cfg.source.prometheus.url.endswith("9999")
+
+
+@pytest.mark.parametrize("text, key", [
+    ("[policy]\nreserve_shar = 0.2\n", "policy.reserve_shar: unknown key"),
+    ("[policy]\nreserve_share = 1.5\n", "policy.reserve_share"),
+    ("[cycle]\ninterval_s = -1\n", "cycle.interval_s"),
+    ("[source]\nkind = 'graphite'\n", "source.kind"),
+    ("[[tenants]]\nname='a'\ntier='gold'\n", "tenants.0.tier"),
+    ("[ratelimits]\nlevels = [{load=0.5, high=1, normal=1, low=1}]\n", "ratelimits.levels"),
+    ("[[tenants]]\nname='a'\n[[tenants]]\nname='a'\n", "duplicate tenant names"),
+])
+def test_errors_name_the_key(tmp_cfg, text, key):
+    with pytest.raises(ConfigError) as e:
+        load_config(tmp_cfg(text))
+    assert key in str(e.value)
+
+
+def test_not_toml(tmp_cfg):
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(tmp_cfg("[policy\nx=1"))
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_cli_config_error_is_one_line_exit_2(tmp_cfg):
+    p = tmp_cfg("[policy]\nreserve_share = 'lots'\n")
+    r = subprocess.run([sys.executable, "-m", "daemon.cli", "--config", str(p), "plan"], capture_output=True, text=True)
+    assert r.returncode == 2
+    lines = [ln for ln in r.stderr.splitlines() if "config error" in ln]
+    assert len(lines) == 1 and "policy.reserve_share" in lines[0]
+
+
+def test_config_is_frozen():
+    cfg = Config()
+    with pytest.raises(Exception):
+        cfg.policy.reserve_share = 0.5  # type: ignore[misc]
