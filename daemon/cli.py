@@ -113,6 +113,93 @@ def plan(ctx: click.Context, sim: bool, as_json: bool) -> None:
         sys.exit(1)
 
 
+def _history_opts(f):
+    f = click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+                     help="History file (CSV/parquet, wide or long time,tenant,value).")(f)
+    f = click.option("--trace", type=click.Choice(["alibaba", "azure"]), default=None,
+                     help="Build history from a real public trace in the data dir.")(f)
+    f = click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                     help="Where the public traces lie (default ../shared/data or $GPU_AUTOSCALER_DATA).")(f)
+    f = click.option("--days", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+                     help="Days of history from the configured source.")(f)
+    return f
+
+
+@cli.command()
+@_history_opts
+@click.option("--epochs", type=click.IntRange(min=1), default=None, help="Training epochs (default: config).")
+@click.option("--model-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("reports"),
+              show_default=True, help="Backtest JSON + PNG go here.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.pass_context
+def retrain(ctx, data, trace, data_dir, days, epochs, model_dir, report_dir, quiet) -> None:
+    """Train a new LSTM, backtest it against the baselines, promote it only if it beats them."""
+    cfg = _load(ctx)
+    from daemon.retrain import DataError, retrain_from_config
+    from daemon.sources.base import SourceError
+    from forecaster.registry import ModelError
+
+    try:
+        out = retrain_from_config(cfg, data=data, trace=trace, data_dir=data_dir, days=days, progress=not quiet,
+                                  out_dir=report_dir, epochs=epochs, model_dir=model_dir)
+    except (DataError, SourceError, ModelError, ValueError) as exc:
+        _fail(f"retrain: {exc}", 1)
+    click.echo(out.table)
+    click.echo(out.message)
+
+
+@cli.command(name="backtest")
+@_history_opts
+@click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("reports"), show_default=True)
+@click.option("--tenants", type=click.IntRange(min=1), default=40, show_default=True, help="Tenants scored (sampled).")
+@click.pass_context
+def backtest_cmd(ctx, data, trace, data_dir, days, report_dir, tenants) -> None:
+    """Score the current model and the baselines on the most recent history (rolling origin)."""
+    cfg = _load(ctx)
+    import numpy as np
+
+    from daemon.retrain import DataError, read_history_file, simulator_history, spec_for, trace_history
+    from forecaster import backtest, registry
+    from forecaster.baselines import HoltWinters, SeasonalNaive
+
+    step_s = cfg.cycle.resolution_s
+    try:
+        if data is not None:
+            frame = read_history_file(data, step_s)
+        elif trace is not None:
+            frame, step_s = trace_history(trace, data_dir)
+        elif cfg.source.kind == "simulator":
+            frame = simulator_history(cfg, days)
+        else:
+            from daemon.sources.prometheus import PrometheusSource
+
+            import pandas as pd
+
+            frame = PrometheusSource(cfg).history_range(pd.Timedelta(days=days))
+    except DataError as exc:
+        _fail(str(exc), 1)
+    spec = spec_for(frame, step_s, cfg)
+    cols = list(frame.columns)
+    if len(cols) > tenants:
+        cols = sorted(np.random.default_rng(0).choice(cols, tenants, replace=False).tolist())
+    qs = tuple(cfg.forecaster.quantiles)
+    models = {"seasonal_naive_daily": SeasonalNaive(spec.season, qs),
+              "holt_winters": HoltWinters(spec.season, qs, agg=max(1, spec.season // 96))}
+    try:
+        cur = registry.load_current(cfg.forecaster.model_dir)
+        if cur.spec.step_s == step_s:
+            models["lstm"] = cur
+    except registry.ModelError as exc:
+        click.echo(f"no LSTM scored: {exc}", err=True)
+    holdout = min(spec.season, max(spec.horizon * 4, len(frame) // 5))
+    res = backtest.run(frame[cols], models, start=len(frame) - holdout, horizon=spec.horizon, stride=spec.horizon,
+                       history_steps=spec.season * 8, quantiles=qs, season=spec.season, max_origins=24)
+    j, p = backtest.write_report(res, report_dir, "backtest")
+    click.echo(backtest.table(res.report))
+    click.echo(f"report: {j}  plot: {p}")
+
+
 def main() -> None:
     cli(obj={})
 

@@ -91,15 +91,21 @@ class HoltWinters:
     is spread back to the native step.
     """
 
+    _PARAMS = ("smoothing_level", "smoothing_trend", "smoothing_seasonal", "damping_trend")
+
     def __init__(self, season: int, quantiles: tuple[float, ...] = (0.5, 0.9, 0.99), agg: int = 15,
-                 fit_window_seasons: int = 7) -> None:
+                 fit_window_seasons: int = 7, refit_every: int = 24) -> None:
         self.season = int(season)
         self.quantiles = tuple(quantiles)
         self.agg = max(1, int(agg))
         self.fit_window_seasons = fit_window_seasons
+        self.refit_every = refit_every
         self.name = "holt_winters"
+        # smoothing parameters per tenant: optimising them is 15x the cost of filtering with them,
+        # so they are re-estimated only every `refit_every` forecasts
+        self._params: dict[str, tuple[dict, int]] = {}
 
-    def _one(self, y: np.ndarray, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+    def _one(self, y: np.ndarray, horizon: int, key: str = "") -> tuple[np.ndarray, np.ndarray]:
         from statsmodels.tsa.holtwinters import ExponentialSmoothing
 
         a = self.agg
@@ -115,8 +121,14 @@ class HoltWinters:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model = ExponentialSmoothing(coarse, trend="add", damped_trend=True, seasonal="add",
-                                         seasonal_periods=sp, initialization_method="estimated")
-            fit = model.fit(optimized=True)
+                                         seasonal_periods=sp, initialization_method="heuristic")
+            cached = self._params.get(key)
+            if cached is not None and cached[1] < self.refit_every:
+                fit = model.fit(optimized=False, **cached[0])
+                self._params[key] = (cached[0], cached[1] + 1)
+            else:
+                fit = model.fit(optimized=True)
+                self._params[key] = ({k: float(fit.params[k]) for k in self._PARAMS}, 1)
         fc = np.repeat(np.asarray(fit.forecast(steps)), a)[:horizon]
         resid = np.asarray(fit.resid)
         return fc, resid[-7 * sp:] * np.sqrt(a)  # coarse residuals understate minute-level noise
@@ -127,8 +139,9 @@ class HoltWinters:
         vals = vals[:, -window:]
         n = vals.shape[0]
         out = np.zeros((n, horizon, len(self.quantiles)))
+        names = [str(c) for c in history.columns]
         for i in range(n):
-            fc, resid = self._one(vals[i], horizon)
+            fc, resid = self._one(vals[i], horizon, names[i])
             rq = np.nan_to_num(np.nanquantile(resid, self.quantiles), nan=0.0) if resid.size else np.zeros(len(self.quantiles))
             out[i] = fc[:, None] + rq[None, :]
         out = np.maximum.accumulate(np.maximum(out, 0.0), axis=2)

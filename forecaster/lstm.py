@@ -26,7 +26,7 @@ N_CAL = 4
 
 @dataclass(frozen=True)
 class LSTMSpec:
-    context: int = 120
+    context: int = 60
     horizon: int = 60
     season: int = 1440
     hidden: int = 64
@@ -75,6 +75,19 @@ def pinball(pred: torch.Tensor, target: torch.Tensor, quantiles: torch.Tensor) -
     return loss.sum() / (mask.sum() * pred.shape[2]).clamp(min=1)
 
 
+def _ffill_rows(a: np.ndarray) -> np.ndarray:
+    """Forward-fill NaN along rows; leading NaN take the row's first value (0 if none)."""
+    miss = np.isnan(a)
+    if not miss.any():
+        return a
+    idx = np.where(~miss, np.arange(a.shape[1])[None, :], 0)
+    np.maximum.accumulate(idx, axis=1, out=idx)
+    out = a[np.arange(a.shape[0])[:, None], idx]
+    first = np.argmax(~miss, axis=1)
+    first_val = np.where((~miss).any(axis=1), a[np.arange(a.shape[0]), first], 0.0)
+    return np.where(np.isnan(out), first_val[:, None], out)
+
+
 def make_windows(values: np.ndarray, cal: np.ndarray, origins: np.ndarray, tenants: np.ndarray,
                  spec: LSTMSpec) -> tuple[np.ndarray, ...]:
     """Model inputs for (origin, tenant) pairs; `values` is [T, N] with NaN for missing.
@@ -96,8 +109,7 @@ def make_windows(values: np.ndarray, cal: np.ndarray, origins: np.ndarray, tenan
     ctx_s = ctx / scale[:, None]
     miss = np.isnan(ctx_s)
     # carry the last seen value through gaps inside the window; the flag tells the model it did
-    ctx_f = pd.DataFrame(ctx_s.T).ffill().bfill().to_numpy().T
-    ctx_f = np.nan_to_num(ctx_f, nan=0.0)
+    ctx_f = _ffill_rows(ctx_s)
     last = ctx_f[:, -1:]
     lag = values[np.clip(lag_idx, 0, None), ti] / scale[:, None]
     lag = np.where(np.isnan(lag), last, lag)

@@ -80,8 +80,8 @@ def train(frame: pd.DataFrame, spec: LSTMSpec, *, epochs: int = 8, batch_size: i
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
-            total += float(loss)
-            bar.set_postfix(loss=f"{float(loss):.4f}")
+            total += loss.item()
+            bar.set_postfix(loss=f"{loss.item():.4f}")
         model.eval()
         with torch.no_grad():
             vl = float(pinball(model(*val[:4]), val[4], qs))

@@ -1,0 +1,126 @@
+"""Rolling-origin backtest: every model forecasts from the same origins and is scored on the same actuals."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from forecaster.baselines import Forecaster
+from forecaster.metrics import coverage, mase, weighted_quantile_loss
+
+BUCKETS = ((1, 15), (16, 30), (31, 60), (61, 10_000))
+
+
+@dataclass
+class BacktestResult:
+    report: dict
+    predictions: dict[str, np.ndarray]   # model -> [origin, tenant, h, q]
+    actuals: np.ndarray                  # [origin, tenant, h]
+    origins: list[pd.Timestamp]
+    tenants: tuple[str, ...]
+
+    def best_baseline(self, baselines: list[str]) -> tuple[str, float]:
+        scores = {m: self.report["models"][m]["wql"] for m in baselines if m in self.report["models"]}
+        name = min(scores, key=lambda m: scores[m])
+        return name, scores[name]
+
+
+def seasonal_scale(frame: pd.DataFrame, season: int) -> np.ndarray:
+    """In-sample MAE of the seasonal-naive forecast per tenant: MASE's denominator."""
+    v = frame.to_numpy(dtype=float)
+    if v.shape[0] <= season:
+        season = 1
+    with np.errstate(all="ignore"):
+        s = np.nanmean(np.abs(v[season:] - v[:-season]), axis=0)
+    return np.where(np.isfinite(s) & (s > 0), s, np.nan)
+
+
+def run(frame: pd.DataFrame, models: dict[str, Forecaster], *, start: int, horizon: int, stride: int,
+        history_steps: int, quantiles: tuple[float, ...], season: int, max_origins: int = 48) -> BacktestResult:
+    """Origins run from `start` (index into frame) to the end, `stride` apart."""
+    last = len(frame) - horizon
+    origins = list(range(start, last + 1, stride))
+    if len(origins) > max_origins:
+        pick = np.linspace(0, len(origins) - 1, max_origins).round().astype(int)
+        origins = [origins[i] for i in pick]
+    if not origins:
+        raise ValueError(f"no backtest origin: {len(frame)} steps, start {start}, horizon {horizon}")
+    actual = np.stack([frame.iloc[o:o + horizon].to_numpy(dtype=float).T for o in origins])
+    preds: dict[str, np.ndarray] = {}
+    seconds: dict[str, float] = {}
+    for name, m in models.items():
+        out = []
+        t0 = time.perf_counter()
+        for o in origins:
+            hist = frame.iloc[max(0, o - history_steps):o]
+            fc = m.predict(hist, horizon)
+            out.append(fc.values)
+        seconds[name] = (time.perf_counter() - t0) / len(origins)
+        preds[name] = np.stack(out)
+    scale = seasonal_scale(frame.iloc[:start], season)
+    qs = tuple(quantiles)
+    i50 = int(np.argmin(np.abs(np.asarray(qs) - 0.5)))
+    i90 = int(np.argmin(np.abs(np.asarray(qs) - 0.9)))
+    report: dict = {"origins": len(origins), "horizon": horizon, "tenants": int(frame.shape[1]),
+                    "first_origin": str(frame.index[origins[0]]), "last_origin": str(frame.index[origins[-1]]),
+                    "quantiles": list(qs), "models": {}}
+    for name, p in preds.items():
+        per_h = {}
+        for lo, hi in BUCKETS:
+            if lo > horizon:
+                continue
+            sl = slice(lo - 1, min(hi, horizon))
+            per_h[f"h{lo}-{min(hi, horizon)}"] = weighted_quantile_loss(p[:, :, sl], actual[:, :, sl], qs)
+        report["models"][name] = {
+            "wql": weighted_quantile_loss(p, actual, qs),
+            "wql_by_horizon": per_h,
+            "mase": mase(p[..., i50], actual, scale[None, :] * np.ones((len(origins), 1))),
+            "coverage_p90": coverage(p[..., i90], actual),
+            "seconds_per_forecast": seconds[name],
+        }
+    return BacktestResult(report, preds, actual, [frame.index[o] for o in origins], tuple(map(str, frame.columns)))
+
+
+def write_report(result: BacktestResult, out_dir: Path, name: str = "backtest", plot_tenants: int = 4) -> tuple[Path, Path]:
+    """JSON report plus a PNG of forecast vs actual for a few tenants at the last origin."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    jpath = out_dir / f"{name}.json"
+    jpath.write_text(json.dumps(result.report, indent=2, sort_keys=True, default=float) + "\n")
+    k = min(plot_tenants, len(result.tenants))
+    # the tenants with the most demand are the interesting ones
+    order = np.argsort(-np.nan_to_num(result.actuals.mean(axis=(0, 2))))[:k]
+    fig, axes = plt.subplots(k, 1, figsize=(9, 2.4 * k), squeeze=False)
+    o = len(result.origins) - 1
+    for ax, ti in zip(axes[:, 0], order):
+        h = np.arange(1, result.actuals.shape[2] + 1)
+        ax.plot(h, result.actuals[o, ti], color="black", lw=1.5, label="actual")
+        for mname, p in result.predictions.items():
+            ln = ax.plot(h, p[o, ti, :, 0], lw=1, label=f"{mname} p50")
+            ax.fill_between(h, p[o, ti, :, 0], p[o, ti, :, -1], color=ln[0].get_color(), alpha=0.12)
+        ax.set_title(f"{result.tenants[ti]} from {result.origins[o]}", fontsize=9)
+        ax.set_xlabel("steps ahead")
+    axes[0, 0].legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    ppath = out_dir / f"{name}.png"
+    fig.savefig(ppath, dpi=90)
+    plt.close(fig)
+    return jpath, ppath
+
+
+def table(report: dict) -> str:
+    rows = [f"{'model':<28} {'wQL':>8} {'MASE':>7} {'p90 cov':>8} {'ms/fc':>8}"]
+    for name, m in sorted(report["models"].items(), key=lambda kv: kv[1]["wql"]):
+        rows.append(f"{name:<28} {m['wql']:>8.4f} {m['mase']:>7.3f} {m['coverage_p90']:>8.3f} "
+                    f"{m['seconds_per_forecast'] * 1000:>8.1f}")
+    return "\n".join(rows)

@@ -1,0 +1,81 @@
+"""Real public traces (../shared/data) turned into tenant x time demand frames.
+
+The data files are read from where they lie (or a path given); they are never
+copied into the package.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ALIBABA_EPOCH = pd.Timestamp("2023-01-01T00:00:00Z")  # the trace's times are relative; any fixed origin works
+QOS_TIER = {"LS": "high", "Guaranteed": "high", "Burstable": "normal", "BE": "low"}
+
+
+def alibaba_pods(data_dir: Path) -> pd.DataFrame:
+    p = Path(data_dir) / "alibaba-gpu-2023" / "openb_pod_list_default.csv"
+    pods = pd.read_csv(p)
+    # a GPU-sharing pod asks for gpu_milli thousandths of one GPU
+    share = np.where(pods["num_gpu"] == 1, pods["gpu_milli"].fillna(1000) / 1000.0, 1.0)
+    pods["gpus"] = np.where(pods["num_gpu"] > 0, pods["num_gpu"] * share, 0.0)
+    return pods
+
+
+def alibaba_capacity(data_dir: Path) -> int:
+    nodes = pd.read_csv(Path(data_dir) / "alibaba-gpu-2023" / "openb_node_list_gpu_node.csv")
+    return int(nodes["gpu"].sum())
+
+
+def alibaba_demand(data_dir: Path, step_s: int = 300, last_days: float | None = 50.0,
+                   by: str = "qos") -> tuple[pd.DataFrame, dict[str, str]]:
+    """GPUs alive per step from pod create/delete times, one column per QoS class (LS ~ high, BE ~ low).
+
+    A pod counts from creation (its demand starts then, whether or not it was
+    scheduled) until deletion.
+    """
+    pods = alibaba_pods(data_dir)
+    pods = pods[pods["gpus"] > 0]
+    end = int(pods["deletion_time"].max() // step_s) + 1
+    groups = sorted(pods[by].unique())
+    out = np.zeros((end + 1, len(groups)))
+    for j, g in enumerate(groups):
+        sub = pods[pods[by] == g]
+        s = (sub["creation_time"] // step_s).astype(int).to_numpy()
+        e = (sub["deletion_time"] // step_s).astype(int).to_numpy()
+        delta = np.zeros(end + 2)
+        np.add.at(delta, s, sub["gpus"].to_numpy())
+        np.add.at(delta, np.maximum(e, s + 1), -sub["gpus"].to_numpy())
+        out[:, j] = np.cumsum(delta)[: end + 1]
+    idx = pd.date_range(ALIBABA_EPOCH, periods=end + 1, freq=pd.Timedelta(seconds=step_s), name="time")
+    names = [f"alibaba-{g}" for g in groups]
+    frame = pd.DataFrame(np.round(np.maximum(out, 0), 3), index=idx, columns=pd.Index(names, name="tenant"))
+    if last_days is not None:
+        frame = frame[frame.index >= frame.index[-1] - pd.Timedelta(days=last_days)]
+    tiers = {f"alibaba-{g}": QOS_TIER.get(g, "normal") for g in groups}
+    return frame, tiers
+
+
+def azure_requests(data_dir: Path, step_s: int = 10) -> pd.DataFrame:
+    """Requests per step for the two Azure LLM services ('code', 'conv'), as two tenants."""
+    cols = {}
+    for name in ("code", "conv"):
+        df = pd.read_csv(Path(data_dir) / "azure-llm-2023" / f"{name}.csv")
+        t = pd.to_datetime(df["TIMESTAMP"], format="%Y-%m-%d %H:%M:%S.%f", utc=True)
+        cols[f"azure-{name}"] = t.dt.floor(pd.Timedelta(seconds=step_s)).value_counts().sort_index()
+    frame = pd.DataFrame(cols)
+    full = pd.date_range(frame.index.min(), frame.index.max(), freq=pd.Timedelta(seconds=step_s), name="time")
+    # inside the trace's span, a step with no request is a real zero (the log is complete), not a gap
+    frame = frame.reindex(full).fillna(0.0)
+    frame.columns.name = "tenant"
+    return frame
+
+
+def azure_arrivals(data_dir: Path, service: str) -> np.ndarray:
+    """Request arrival times in seconds from the start of the trace, for token-bucket replays."""
+    df = pd.read_csv(Path(data_dir) / "azure-llm-2023" / f"{service}.csv")
+    t = pd.to_datetime(df["TIMESTAMP"], format="%Y-%m-%d %H:%M:%S.%f", utc=True)
+    s = (t - t.min()).dt.total_seconds().to_numpy()
+    return np.sort(s)
