@@ -150,10 +150,14 @@ class RedisActuatorConfig(_Strict):
 
 
 class SlurmActuatorConfig(_Strict):
-    mode: Literal["requeue", "suspend"] = "requeue"
+    mode: Literal["requeue", "suspend"] = Field("requeue", description="suspend keeps GPUs allocated; requeue frees them")
     bin_dir: Path = Path("/usr/bin")
+    slurm_conf: Path | None = Field(None, description="SLURM_CONF for scontrol/squeue (default: Slurm's own)")
     timeout_s: float = Field(10.0, gt=0)
-    qos_by_priority: dict[str, str] = Field(default_factory=lambda: {"high": "high", "normal": "normal", "low": "low"})
+    # a job's priority class comes from its QOS if mapped, else from its partition, else "normal"
+    priority_by_qos: dict[str, Tier] = Field(default_factory=lambda: {"high": "high", "low": "low", "preemptible": "low"})
+    priority_by_partition: dict[str, Tier] = Field(default_factory=lambda: {"high": "high", "low": "low"})
+    drain_failed_nodes: bool = Field(True, description="drain a node reported down so nothing new lands on it")
 
 
 class KubernetesActuatorConfig(_Strict):

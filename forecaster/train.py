@@ -70,7 +70,7 @@ def train(frame: pd.DataFrame, spec: LSTMSpec, *, epochs: int = 8, batch_size: i
         model.train()
         total = 0.0
         it = range(steps_per_epoch)
-        bar = tqdm(it, desc=f"epoch {epoch + 1}/{epochs}", leave=False, disable=not progress)
+        bar = tqdm(it, desc=f"epoch {epoch + 1}/{epochs}", leave=False, disable=None if progress else True)
         for _ in bar:
             o = rng.integers(lo, split - spec.horizon + 1, batch_size)
             t = rng.integers(0, n_ten, batch_size)

@@ -1,0 +1,84 @@
+"""Publishes per-tenant token-bucket parameters and notifications to Redis for the gateways."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import redis
+
+from daemon.actuators.base import ActionReport
+from daemon.gateway import limit_key
+from daemon.policy.types import Notification, Plan
+
+
+class RedisLimitsActuator:
+    name = "redis"
+
+    def __init__(self, url: str, prefix: str = "gpuas", dry_run: bool = True,
+                 client: redis.Redis | None = None, stream_maxlen: int = 10_000) -> None:
+        self.client = client or redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+        self.prefix = prefix
+        self.dry_run = dry_run
+        self.stream_maxlen = stream_maxlen
+        self._published: dict[str, tuple[float, float, str]] = {}
+
+    def _current(self) -> dict[str, tuple[float, float, str]]:
+        """What Redis holds now, so a restarted daemon (or a flushed Redis) is reconciled, not assumed."""
+        out = {}
+        keys = list(self.client.scan_iter(match=f"{self.prefix}:limit:*", count=1000))
+        if not keys:
+            return out
+        pipe = self.client.pipeline(transaction=False)
+        for k in keys:
+            pipe.hmget(k, "rate", "burst", "reason")
+        for k, (r, b, why) in zip(keys, pipe.execute()):
+            if r is not None and b is not None:
+                tenant = k.decode().split(":limit:", 1)[1]
+                out[tenant] = (float(r), float(b), (why or b"").decode())
+        return out
+
+    def apply(self, plan: Plan) -> ActionReport:
+        rep = ActionReport(self.name, self.dry_run)
+        try:
+            if not self._published:
+                self._published = self._current()
+            changed = {t: lim for t, lim in plan.limits.items()
+                       if self._published.get(t) != (lim.rate, lim.burst, lim.reason)}
+            for t, lim in sorted(changed.items()):
+                rep.actions.append(f"set {limit_key(self.prefix, t)} rate={lim.rate:g} burst={lim.burst:g}")
+            if self.dry_run or not changed:
+                return rep
+            now = time.time()
+            pipe = self.client.pipeline(transaction=True)
+            for t, lim in changed.items():
+                pipe.hset(limit_key(self.prefix, t), mapping={"rate": lim.rate, "burst": lim.burst, "level": lim.level,
+                                                              "reason": lim.reason, "updated": now})
+            pipe.hset(f"{self.prefix}:reservations", mapping={t: r for t, r in plan.reservations.items()} or {"_": 0})
+            pipe.incr(f"{self.prefix}:limits:version")
+            pipe.publish(f"{self.prefix}:limits", json.dumps({"at": plan.at, "changed": sorted(changed)}))
+            pipe.execute()
+            for t, lim in changed.items():
+                self._published[t] = (lim.rate, lim.burst, lim.reason)
+        except redis.RedisError as exc:
+            self._published = {}  # unknown state: re-read next time
+            rep.errors.append(f"redis: {exc}")
+        return rep
+
+    def requeue(self, job_ids: list[str], reason: str) -> ActionReport:
+        return ActionReport(self.name, self.dry_run)  # Redis holds no jobs
+
+    def notify(self, notes: list[Notification]) -> ActionReport:
+        rep = ActionReport(self.name, self.dry_run, [f"notify {n.tenant} [{n.kind}]" for n in notes])
+        if self.dry_run or not notes:
+            return rep
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            for n in notes:
+                pipe.xadd(f"{self.prefix}:notifications", {"tenant": n.tenant, "kind": n.kind, "message": n.message},
+                          maxlen=self.stream_maxlen, approximate=True)
+                pipe.set(f"{self.prefix}:notice:{n.tenant}", json.dumps({"kind": n.kind, "message": n.message}), ex=3600)
+            pipe.execute()
+        except redis.RedisError as exc:
+            rep.errors.append(f"redis: {exc}")
+        return rep

@@ -1,0 +1,35 @@
+-- Atomic token bucket shared by every gateway replica.
+-- KEYS[1] = limit hash published by the daemon (rate, burst, reason)
+-- KEYS[2] = bucket state hash (tokens, ts)
+-- ARGV[1] = cost in tokens, ARGV[2] = default rate, ARGV[3] = default burst (no limit published yet)
+-- Returns {allowed 0/1, tokens left, retry-after seconds, rate, reason}; numbers as strings
+-- because Redis would truncate Lua floats to integers.
+local lim = redis.call('HMGET', KEYS[1], 'rate', 'burst', 'reason')
+local rate = tonumber(lim[1]) or tonumber(ARGV[2])
+local burst = tonumber(lim[2]) or tonumber(ARGV[3])
+local reason = lim[3] or 'default limit'
+local cost = tonumber(ARGV[1])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local b = redis.call('HMGET', KEYS[2], 'tokens', 'ts')
+local tokens = tonumber(b[1]) or burst
+local ts = tonumber(b[2]) or now
+if now > ts then
+  tokens = tokens + (now - ts) * rate
+end
+if tokens > burst then
+  tokens = burst
+end
+local allowed = 0
+local retry = 0
+if tokens >= cost then
+  tokens = tokens - cost
+  allowed = 1
+elseif rate > 0 then
+  retry = (cost - tokens) / rate
+else
+  retry = -1
+end
+redis.call('HSET', KEYS[2], 'tokens', tostring(tokens), 'ts', tostring(now))
+redis.call('PEXPIRE', KEYS[2], math.ceil(burst / math.max(rate, 0.001) * 1000) + 60000)
+return {allowed, tostring(tokens), tostring(retry), tostring(rate), reason}

@@ -1,0 +1,196 @@
+"""Start real servers (Debian packages) on 127.0.0.1 for the duration of a test, and stop them after."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.conftest import free_port, need_binary
+
+
+def wait_for(check, timeout=30.0, interval=0.1, what="service"):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except Exception as exc:  # not up yet
+            last = exc
+        time.sleep(interval)
+    raise TimeoutError(f"{what} not ready after {timeout}s (last error: {last})")
+
+
+def stop(proc: subprocess.Popen, timeout=10):
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextlib.contextmanager
+def redis_server(tmp: Path):
+    exe = need_binary("redis-server")
+    port = free_port()
+    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             "--dir", str(tmp), "--daemonize", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    import redis
+
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        wait_for(lambda: redis.Redis.from_url(url).ping(), what="redis")
+        yield url, proc
+    finally:
+        stop(proc)
+
+
+@contextlib.contextmanager
+def prometheus_server(tmp: Path, config: str, data_dir: Path | None = None, rules: dict[str, str] | None = None,
+                      extra: list[str] | None = None):
+    exe = need_binary("prometheus")
+    port = free_port()
+    cfg = tmp / "prometheus.yml"
+    for name, text in (rules or {}).items():
+        (tmp / name).write_text(text)
+    cfg.write_text(config)
+    data = data_dir or (tmp / "tsdb")
+    data.mkdir(exist_ok=True)
+    log = open(tmp / "prometheus.log", "w")
+    proc = subprocess.Popen([exe, f"--config.file={cfg}", f"--storage.tsdb.path={data}",
+                             f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=3650d",
+                             *(extra or [])], stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: httpx.get(f"{url}/-/ready", timeout=1).status_code == 200, what="prometheus", timeout=60)
+        yield url, proc
+    finally:
+        stop(proc)
+        log.close()
+
+
+@contextlib.contextmanager
+def alertmanager_server(tmp: Path, config: str):
+    exe = need_binary("prometheus-alertmanager")
+    port = free_port()
+    cluster_port = free_port()
+    cfg = tmp / "alertmanager.yml"
+    cfg.write_text(config)
+    (tmp / "am-data").mkdir(exist_ok=True)
+    log = open(tmp / "alertmanager.log", "w")
+    proc = subprocess.Popen([exe, f"--config.file={cfg}", f"--storage.path={tmp / 'am-data'}",
+                             f"--web.listen-address=127.0.0.1:{port}",
+                             f"--cluster.listen-address=127.0.0.1:{cluster_port}", "--cluster.peer-timeout=1s"],
+                            stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: httpx.get(f"{url}/-/ready", timeout=1).status_code == 200, what="alertmanager", timeout=60)
+        yield url, proc
+    finally:
+        stop(proc)
+        log.close()
+
+
+def env_with_path() -> dict:
+    env = dict(os.environ)
+    env["PATH"] = env.get("PATH", "") + ":/usr/sbin:/sbin"
+    return env
+
+
+SLURM_CONF = """ClusterName=gpuas-test
+SlurmctldHost=localhost(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort={ctld_port}
+SlurmdPort={d_port}
+AuthType=auth/munge
+AuthInfo=socket={d}/munge.sock
+CredType=cred/munge
+StateSaveLocation={d}/state
+SlurmdSpoolDir={d}/spool
+SlurmctldPidFile={d}/slurmctld.pid
+SlurmdPidFile={d}/slurmd.pid
+SlurmctldLogFile={d}/slurmctld.log
+SlurmdLogFile={d}/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+GresTypes=gpu
+JobRequeue=1
+ReturnToService=2
+MpiDefault=none
+SwitchType=switch/none
+SchedulerType=sched/backfill
+SchedulerParameters=defer_batch
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+JobAcctGatherType=jobacct_gather/none
+SlurmdParameters=config_overrides
+MailProg=/bin/true
+NodeName={node} NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=16 Gres=gpu:8 RealMemory=1000 State=UNKNOWN
+PartitionName=high Nodes={node} PriorityTier=10 MaxTime=INFINITE State=UP
+PartitionName=normal Nodes={node} PriorityTier=5 Default=YES MaxTime=INFINITE State=UP
+PartitionName=low Nodes={node} PriorityTier=1 MaxTime=INFINITE State=UP
+"""
+
+
+@contextlib.contextmanager
+def slurm_cluster(node: str = "gpunode1"):
+    """munged + slurmctld + slurmd on 127.0.0.1, one node with 8 GPUs (empty device files as GRES)."""
+    import shutil as _sh
+    import tempfile
+
+    os.environ["PATH"] = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
+    for b in ("munged", "slurmctld", "slurmd", "scontrol", "sbatch", "squeue"):
+        need_binary(b)
+    d = Path(tempfile.mkdtemp(prefix="gpuas-slurm-", dir="/tmp"))  # unix socket paths must stay short
+    for sub in ("state", "spool", "dev"):
+        (d / sub).mkdir()
+    for i in range(8):
+        (d / "dev" / f"gpu{i}").touch()
+    key = d / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o400)
+    conf = d / "slurm.conf"
+    conf.write_text(SLURM_CONF.format(ctld_port=free_port(), d_port=free_port(), d=d, node=node))
+    (d / "gres.conf").write_text(f"NodeName={node} Name=gpu File={d}/dev/gpu[0-7]\n")
+    env = env_with_path()
+    env["SLURM_CONF"] = str(conf)
+    procs = []
+    try:
+        subprocess.run(["munged", "--force", f"--socket={d}/munge.sock", f"--key-file={key}",
+                        f"--pid-file={d}/munged.pid", f"--log-file={d}/munged.log", f"--seed-file={d}/munged.seed"],
+                       check=True, env=env, capture_output=True)
+        procs.append(subprocess.Popen(["slurmctld", "-D", "-i"], env=env, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.STDOUT))
+        wait_for(lambda: subprocess.run(["scontrol", "ping"], env=env, capture_output=True, text=True).stdout.count("UP") > 0,
+                 what="slurmctld", timeout=30)
+        procs.append(subprocess.Popen(["slurmd", "-D", "-N", node], env=env, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.STDOUT))
+
+        def node_idle():
+            out = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], env=env, capture_output=True, text=True).stdout
+            return "idle" in out
+
+        wait_for(node_idle, what="slurm node idle", timeout=60)
+        yield {"conf": conf, "env": env, "dir": d, "node": node}
+    finally:
+        subprocess.run(["scancel", "--full", "-u", "root"], env=env, capture_output=True)
+        for p in reversed(procs):
+            stop(p)
+        pid = d / "munged.pid"
+        if pid.exists():
+            try:
+                os.kill(int(pid.read_text().strip()), signal.SIGTERM)
+            except (ProcessLookupError, ValueError):
+                pass
+        _sh.rmtree(d, ignore_errors=True)

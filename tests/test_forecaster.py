@@ -1,0 +1,168 @@
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from daemon.config import Config
+from daemon.forecasting import build
+from forecaster import backtest, registry
+from forecaster.baselines import HoltWinters, SeasonalNaive
+from forecaster.lstm import LSTMForecaster, LSTMSpec, QuantileLSTM
+from forecaster.metrics import coverage, weighted_quantile_loss
+from forecaster.series import fill_short_gaps, to_frame
+from forecaster.train import train
+
+SPEC = LSTMSpec(context=24, horizon=12, season=48, hidden=16, step_s=60)
+
+
+def periodic_frame(n_tenants=6, steps=48 * 12, seed=0, noise=0.1):
+    rng = np.random.default_rng(seed)
+    t = np.arange(steps)
+    idx = pd.date_range("2026-01-01", periods=steps, freq="min", tz="UTC", name="time")
+    cols = {}
+    for i in range(n_tenants):
+        level = 10 * (i + 1)
+        day = np.sin(2 * np.pi * t / 48 + i)
+        ar = np.zeros(steps)
+        e = rng.normal(0, noise * level, steps)
+        for k in range(1, steps):
+            ar[k] = 0.95 * ar[k - 1] + e[k]
+        cols[f"t{i}"] = np.maximum(level * (1 + 0.5 * day) + ar, 0)
+    return pd.DataFrame(cols, index=idx).rename_axis(columns="tenant")
+
+
+def test_to_frame_keeps_missing_as_nan_not_zero():
+    s = pd.DataFrame({"time": pd.to_datetime(["2026-01-01T00:00Z", "2026-01-01T00:01Z", "2026-01-01T00:05Z"]),
+                      "tenant": ["a", "a", "a"], "value": [4.0, 6.0, 8.0]})
+    f = to_frame(s, 60)
+    assert len(f) == 6
+    assert f["a"].isna().sum() == 3 and (f["a"].fillna(-1) != 0).all()
+
+
+def test_fill_short_gaps_bridges_only_short_ones():
+    idx = pd.date_range("2026-01-01", periods=12, freq="min", tz="UTC")
+    v = [1, np.nan, 3, np.nan, np.nan, np.nan, np.nan, np.nan, 9, 10, np.nan, 12]
+    out = fill_short_gaps(pd.DataFrame({"a": v}, index=idx), max_gap_steps=2)["a"].to_numpy()
+    assert out[1] == 1 and out[10] == 10
+    assert np.isnan(out[3:8]).all()
+    assert not (out[np.isfinite(out)] == 0).any()
+
+
+def test_seasonal_naive_repeats_last_season_and_orders_quantiles():
+    f = periodic_frame(noise=0.0)
+    fc = SeasonalNaive(48).predict(f, 12)
+    expect = f.to_numpy()[-48:-36].T
+    assert np.allclose(fc.quantile(0.5), expect, atol=1e-9)
+    assert (np.diff(fc.values, axis=2) >= 0).all()
+
+
+def test_seasonal_naive_unknown_tenant_stays_unknown():
+    f = periodic_frame()
+    f["dark"] = np.nan
+    fc = SeasonalNaive(48).predict(f, 12)
+    assert np.isnan(fc.values[-1]).all()
+    assert np.isfinite(fc.values[:-1]).all()
+
+
+def test_holt_winters_tracks_a_seasonal_series():
+    f = periodic_frame(n_tenants=2, noise=0.01)
+    hw = HoltWinters(48, agg=4, fit_window_seasons=8)
+    fc = hw.predict(f.iloc[:-12], 12)
+    wql = weighted_quantile_loss(fc.values, f.iloc[-12:].to_numpy().T, fc.quantiles)
+    assert wql < 0.1
+
+
+def test_metrics():
+    a = np.array([[1.0, 2.0, np.nan]])
+    perfect = np.repeat(a[..., None], 3, axis=2)
+    assert weighted_quantile_loss(np.nan_to_num(perfect), a, (0.1, 0.5, 0.9)) == 0.0
+    assert weighted_quantile_loss(np.zeros((1, 3, 1)), a, (0.5,)) > 0
+    assert coverage(np.array([[1.0, 1.0, 5.0]]), a) == 0.5
+
+
+def test_training_is_deterministic_with_a_seed():
+    f = periodic_frame()
+    a = train(f, SPEC, epochs=2, samples_per_epoch=512, batch_size=64, seed=3, progress=False)
+    b = train(f, SPEC, epochs=2, samples_per_epoch=512, batch_size=64, seed=3, progress=False)
+    for (ka, va), (kb, vb) in zip(a.model.state_dict().items(), b.model.state_dict().items()):
+        assert ka == kb and torch.equal(va, vb)
+
+
+def test_lstm_beats_seasonal_naive_on_held_out_data():
+    f = periodic_frame(n_tenants=8, steps=48 * 20, seed=1, noise=0.15)
+    cut = 48 * 16
+    res = train(f.iloc[:cut], SPEC, epochs=12, samples_per_epoch=4096, batch_size=128, seed=0, progress=False,
+                patience=3)
+    models = {"lstm": LSTMForecaster(res.model), "snaive": SeasonalNaive(48, SPEC.quantiles)}
+    bt = backtest.run(f, models, start=cut, horizon=12, stride=6, history_steps=48 * 4, quantiles=SPEC.quantiles,
+                      season=48)
+    m = bt.report["models"]
+    assert m["lstm"]["wql"] < m["snaive"]["wql"]
+
+
+def test_lstm_forecast_shape_and_missing_tenant():
+    model = LSTMForecaster(QuantileLSTM(SPEC))
+    f = periodic_frame()
+    f.iloc[-30:, 0] = np.nan
+    fc = model.predict(f, 12)
+    assert fc.values.shape == (6, 12, 3)
+    assert np.isnan(fc.values[0]).all()          # no recent sample: no forecast
+    assert np.isfinite(fc.values[1:]).all()
+    assert (np.diff(fc.values[1:], axis=2) >= 0).all()
+    with pytest.raises(ValueError, match="history"):
+        model.predict(f.iloc[:20], 12)
+
+
+def _saved(tmp_path):
+    res = train(periodic_frame(), SPEC, epochs=1, samples_per_epoch=256, batch_size=64, progress=False)
+    v = registry.save_version(tmp_path, res.model, {"metrics": {"wql": 1.0}}, version="v1")
+    registry.promote(tmp_path, v, "test")
+    return v
+
+
+def test_registry_round_trip(tmp_path):
+    v = _saved(tmp_path)
+    m = registry.load_current(tmp_path)
+    assert m.version == v and m.spec == SPEC
+    meta = json.loads((tmp_path / v / "meta.json").read_text())
+    assert len(meta["sha256"]) == 64 and meta["spec"]["season"] == 48
+
+
+def test_corrupt_model_is_refused_and_daemon_falls_back(tmp_path, caplog):
+    v = _saved(tmp_path)
+    p = tmp_path / v / "model.pt"
+    data = bytearray(p.read_bytes())
+    data[200] ^= 0xFF
+    p.write_bytes(bytes(data))
+    with pytest.raises(registry.ModelError, match="checksum mismatch"):
+        registry.load_current(tmp_path)
+    cfg = Config(forecaster={"model_dir": tmp_path})
+    fc, note = build(cfg)
+    assert fc.name.startswith("seasonal_naive") and "checksum mismatch" in note
+    with pytest.raises(registry.ModelError):
+        build(Config(forecaster={"model_dir": tmp_path, "kind": "lstm"}))
+
+
+def test_mismatched_model_is_refused(tmp_path):
+    v = _saved(tmp_path)
+    meta_p = tmp_path / v / "meta.json"
+    meta = json.loads(meta_p.read_text())
+    meta["spec"]["hidden"] = 32
+    meta_p.write_text(json.dumps(meta))
+    with pytest.raises(registry.ModelError, match="does not match"):
+        registry.load_current(tmp_path)
+    (tmp_path / "manifest.json").write_text("{not json")
+    with pytest.raises(registry.ModelError, match="unreadable manifest"):
+        registry.load_current(tmp_path)
+
+
+def test_backtest_writes_json_and_png(tmp_path):
+    f = periodic_frame()
+    bt = backtest.run(f, {"snaive": SeasonalNaive(48)}, start=48 * 10, horizon=12, stride=12, history_steps=200,
+                      quantiles=(0.5, 0.9, 0.99), season=48)
+    j, p = backtest.write_report(bt, tmp_path)
+    rep = json.loads(j.read_text())
+    assert rep["origins"] == 8 and "h1-12" in rep["models"]["snaive"]["wql_by_horizon"]
+    assert p.read_bytes()[:4] == b"\x89PNG"

@@ -1,0 +1,136 @@
+import asyncio
+import threading
+import time
+
+import httpx
+import pytest
+import redis
+import redis.asyncio as aredis
+from starlette.applications import Starlette
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+from daemon.actuators.redis_limits import RedisLimitsActuator
+from daemon.gateway import AsyncTokenBucket, RateLimitMiddleware, TokenBucket, limit_key
+from daemon.policy.types import Notification, Plan, PolicyMemory, RateLimit
+from tests.services import redis_server
+
+pytestmark = pytest.mark.services
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    with redis_server(tmp_path_factory.mktemp("redis")) as (url, _):
+        yield url
+
+
+@pytest.fixture
+def r(redis_url):
+    c = redis.Redis.from_url(redis_url)
+    c.flushdb()
+    return c
+
+
+def make_plan(limits, notes=()):
+    return Plan(at="2026-01-01T00:00:00+00:00", capacity=100, load=0.5, high_pool=20, reservations={"a": 3},
+                quotas={}, limits=limits, preemptions=(), notifications=tuple(notes), stale=False,
+                forecast_model="x", notes=(), memory=PolicyMemory())
+
+
+def test_publishes_limits_idempotently(r, redis_url):
+    act = RedisLimitsActuator(redis_url, dry_run=False)
+    plan = make_plan({"a": RateLimit(50, 100, 1, "load 85%"), "b": RateLimit(200, 400, 1, "load 85%")})
+    rep = act.apply(plan)
+    assert rep.ok and len(rep.actions) == 2
+    assert float(r.hget(limit_key("gpuas", "a"), "rate")) == 50
+    assert r.hget(limit_key("gpuas", "b"), "reason") == b"load 85%"
+    assert act.apply(plan).actions == []                  # nothing changed: nothing written
+    fresh = RedisLimitsActuator(redis_url, dry_run=False)  # a restarted daemon reads what is there
+    assert fresh.apply(plan).actions == []
+    r.delete(limit_key("gpuas", "a"))
+    assert len(RedisLimitsActuator(redis_url, dry_run=False).apply(plan).actions) == 1
+
+
+def test_dry_run_writes_nothing(r, redis_url):
+    act = RedisLimitsActuator(redis_url, dry_run=True)
+    rep = act.apply(make_plan({"a": RateLimit(50, 100, 1, "x")}))
+    assert rep.dry_run and rep.actions and not r.exists(limit_key("gpuas", "a"))
+    act.notify([Notification("a", "throttled", "hi")])
+    assert not r.exists("gpuas:notifications")
+
+
+def test_notifications_reach_the_stream(r, redis_url):
+    act = RedisLimitsActuator(redis_url, dry_run=False)
+    act.notify([Notification("a", "preempted", "job 1 preempted: peak ahead")])
+    entries = r.xrange("gpuas:notifications")
+    assert len(entries) == 1 and entries[0][1][b"tenant"] == b"a"
+    assert b"peak ahead" in r.get("gpuas:notice:a")
+
+
+def test_token_bucket_rate_and_retry_after(r, redis_url):
+    RedisLimitsActuator(redis_url, dry_run=False).apply(make_plan({"a": RateLimit(10, 5, 1, "tight")}))
+    tb = TokenBucket(r)
+    got = [tb.acquire("a") for _ in range(6)]
+    assert [d.allowed for d in got] == [True] * 5 + [False]
+    assert 0.05 < got[-1].retry_after_s <= 0.1 + 1e-6 and got[-1].reason == "tight"
+    time.sleep(0.25)
+    assert sum(tb.acquire("a").allowed for _ in range(5)) == 2   # refilled at 10/s: 2 tokens in 0.25s
+
+
+def test_token_bucket_is_atomic_across_replicas(r, redis_url):
+    RedisLimitsActuator(redis_url, dry_run=False).apply(make_plan({"a": RateLimit(0.001, 20, 1, "x")}))
+    allowed = []
+
+    def replica():
+        tb = TokenBucket(redis.Redis.from_url(redis_url))
+        allowed.append(sum(tb.acquire("a").allowed for _ in range(50)))
+
+    threads = [threading.Thread(target=replica) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(allowed) == 20
+
+
+def test_middleware_returns_429_with_reason(r, redis_url):
+    RedisLimitsActuator(redis_url, dry_run=False).apply(
+        make_plan({"a": RateLimit(1, 2, 1, "cluster load 85% (level 1): normal tier limited to 50 req/s")}))
+
+    async def hello(_):
+        return PlainTextResponse("ok")
+
+    async def go():
+        app = RateLimitMiddleware(Starlette(routes=[Route("/", hello)]), AsyncTokenBucket(aredis.Redis.from_url(redis_url)))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+            codes = [await c.get("/", headers={"X-Tenant": "a"}) for _ in range(3)]
+            missing = await c.get("/")
+        return codes, missing
+
+    codes, missing = asyncio.run(go())
+    assert [x.status_code for x in codes] == [200, 200, 429]
+    deny = codes[-1]
+    assert int(deny.headers["retry-after"]) >= 1
+    assert "normal tier limited" in deny.headers["x-ratelimit-reason"]
+    assert deny.json()["reason"].startswith("cluster load")
+    assert codes[0].headers["x-ratelimit-limit"] == "1"
+    assert missing.status_code == 400
+
+
+def test_middleware_fails_open_when_redis_is_down():
+    async def hello(_):
+        return PlainTextResponse("ok")
+
+    async def go():
+        dead = aredis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+        app = RateLimitMiddleware(Starlette(routes=[Route("/", hello)]), AsyncTokenBucket(dead))
+        closed = RateLimitMiddleware(Starlette(routes=[Route("/", hello)]), AsyncTokenBucket(dead), fail_open=False)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+            a = await c.get("/", headers={"X-Tenant": "a"})
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=closed), base_url="http://gw") as c:
+            b = await c.get("/", headers={"X-Tenant": "a"})
+        return a, b
+
+    a, b = asyncio.run(go())
+    assert a.status_code == 200 and a.headers["x-ratelimit-degraded"] == "1"
+    assert b.status_code == 503
