@@ -113,6 +113,9 @@ class Daemon:
                 rep = act.requeue(ids, reason) if ids else None
                 if rep is not None and rep.errors:
                     errors.extend(rep.errors)
+                fence = getattr(act, "fence_node", None)
+                if fence is not None:
+                    errors.extend(fence(node, f"{alertname} alert").errors)
                 tenants = sorted({t for _, t in jobs})
                 act.notify([Notification(t, "node_failed", f"{sum(1 for _, x in jobs if x == t)} job(s) of yours on "
                                                             f"{node} were requeued: {reason}") for t in tenants])

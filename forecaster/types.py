@@ -43,10 +43,11 @@ class Forecast:
 
     def for_tenants(self, tenants: tuple[str, ...] | list[str]) -> np.ndarray:
         """Values re-ordered to `tenants`; tenants the forecast lacks get NaN."""
+        if tuple(tenants) == self.tenants:
+            return self.values
         index = {t: i for i, t in enumerate(self.tenants)}
+        pos = np.array([index.get(t, -1) for t in tenants], dtype=np.int64)
         out = np.full((len(tenants), self.horizon, len(self.quantiles)), np.nan)
-        for j, t in enumerate(tenants):
-            i = index.get(t)
-            if i is not None:
-                out[j] = self.values[i]
+        ok = pos >= 0
+        out[ok] = self.values[pos[ok]]
         return out

@@ -72,7 +72,8 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
             over = pend_low & (jobs.wait_s >= pc.max_wait_steps * step_s)
             aged_gpus = np.bincount(jobs.tenant[over], weights=jobs.gpus[over], minlength=n)
     aged = (aged_gpus > 0) & ~high
-    aged_since = {t: memory.aged_since.get(t, state.at.isoformat()) for t in np.asarray(tenants)[aged]}
+    now_iso = state.at.isoformat()
+    aged_since = {tenants[i]: memory.aged_since.get(tenants[i], now_iso) for i in np.flatnonzero(aged)}
 
     # --- reservations for the high tier (forecast peak over the lead time) and aged tenants
     prev = np.array([memory.reservations.get(t, 0) for t in tenants], dtype=float)
@@ -80,8 +81,7 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
         peak_all = forecast.for_tenants(tenants)
         qidx = min(int(np.searchsorted(np.asarray(forecast.quantiles), pc.quantile - 1e-9)), len(forecast.quantiles) - 1)
         steps = max(1, min(pc.lead_time_steps, forecast.horizon))
-        with np.errstate(all="ignore"):
-            peak = np.nanmax(peak_all[:, :steps, qidx], axis=1) if n else np.zeros(0)
+        peak = np.fmax.reduce(peak_all[:, :steps, qidx], axis=1) if n else np.zeros(0)  # NaN only if all NaN
         model = forecast.model
     else:
         peak = np.full(n, np.nan)
@@ -108,13 +108,15 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
             notes.append(f"preemption budget or candidates short: {got} of {shortfall} GPUs cleared")
     preempts: list[Preemption] = []
     notifs: list[Notification] = []
-    who_needs = ", ".join(np.asarray(tenants)[protected & (res > used)][:5])
-    for i in chosen:
-        t = tenants[int(jobs.tenant[i])]
+    if chosen.size:
+        who_needs = ", ".join(tenants[i] for i in np.flatnonzero(protected & (res > used))[:5])
         reason = (f"low-priority job preempted to clear {shortfall} GPUs ahead of forecast peak "
                   f"(p{int(pc.quantile * 100)} within {pc.lead_time_steps} steps) for {who_needs}")
-        preempts.append(Preemption(str(jobs.ids[i]), t, int(jobs.gpus[i]), str(jobs.node[i]), reason))
-        notifs.append(Notification(t, "preempted", f"job {jobs.ids[i]} preempted and requeued: {reason}"))
+        for jid, ti, g, node in zip(jobs.ids[chosen].tolist(), jobs.tenant[chosen].tolist(),
+                                    jobs.gpus[chosen].tolist(), jobs.node[chosen].tolist()):
+            t = tenants[ti]
+            preempts.append(Preemption(str(jid), t, int(g), str(node), reason))
+            notifs.append(Notification(t, "preempted", f"job {jid} preempted and requeued: {reason}"))
     for t in aged_since:
         if t not in memory.aged_since:
             notifs.append(Notification(t, "protected", f"waited over {pc.max_wait_steps} steps: jobs now protected from preemption"))
@@ -129,11 +131,12 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
         for t, lim in limits.items():
             notifs.append(Notification(t, kind, lim.reason))
 
-    reserved = {t: int(r) for t, r in zip(tenants, res) if r > 0}
+    res_list = res.tolist()
+    reserved = {tenants[i]: res_list[i] for i in np.flatnonzero(res > 0)}
     # non-preemptible work outside the high tier may not eat into the high tier's guarantee;
     # low-priority work may still borrow idle GPUs because it can be preempted
     shared_cap = max(capacity - max(pool, int(res[high].sum())) - int(res[aged].sum()), 0)
-    quotas = {t: int(shared_cap + res[i]) for i, t in enumerate(tenants) if not high[i]}
+    quotas = {tenants[i]: shared_cap + res_list[i] for i in np.flatnonzero(~high)}
     mem = PolicyMemory(reservations=reserved, rate_level=level, aged_since=aged_since)
     return Plan(at=state.at.isoformat(), capacity=capacity, load=load, high_pool=pool, reservations=reserved,
                 quotas=quotas, limits=limits, preemptions=tuple(preempts), notifications=tuple(notifs),

@@ -1,0 +1,192 @@
+"""Kubernetes through the official client: PriorityClasses per tier, a GPU ResourceQuota per namespace,
+evictions for preemption, and cordon + pod removal for a failed node.
+
+Tenants map to namespaces (``tenants[].k8s_namespace``, default: the tenant's
+name); a job id is ``namespace/pod``. Evictions go through the Eviction API so
+PodDisruptionBudgets are honoured; only pods of the low PriorityClass are
+evicted, whatever the plan says.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from daemon.actuators.base import ActionReport
+from daemon.config import KubernetesActuatorConfig, TenantConfig
+from daemon.policy.types import Notification, Plan
+
+log = logging.getLogger("gpu_autoscaler.actuator.kubernetes")
+
+PRIORITY_CLASSES = {
+    "high": (1_000_000, "PreemptLowerPriority", "gpu-autoscaler: high tier, never preempted by the daemon"),
+    "normal": (10_000, "PreemptLowerPriority", "gpu-autoscaler: normal tier"),
+    "low": (0, "Never", "gpu-autoscaler: preemptible batch work"),
+}
+
+
+def priority_class_name(tier: str) -> str:
+    return f"gpu-autoscaler-{tier}"
+
+
+class KubernetesActuator:
+    name = "kubernetes"
+
+    def __init__(self, api_client: k8s.ApiClient, cfg: KubernetesActuatorConfig, tenants: list[TenantConfig],
+                 dry_run: bool = True) -> None:
+        self.core = k8s.CoreV1Api(api_client)
+        self.scheduling = k8s.SchedulingV1Api(api_client)
+        self.cfg = cfg
+        self.dry_run = dry_run
+        self.ns_of = {t.name: (t.k8s_namespace or t.name) for t in tenants}
+        self.tenant_of = {ns: t for t, ns in self.ns_of.items()}
+        self._quotas: dict[str, int] = {}
+        self._classes_ok = False
+
+    @staticmethod
+    def from_config(cfg: KubernetesActuatorConfig, tenants: list[TenantConfig], dry_run: bool = True) -> "KubernetesActuator":
+        from kubernetes import config as kcfg
+
+        if cfg.in_cluster:
+            kcfg.load_incluster_config()
+        else:
+            kcfg.load_kube_config(config_file=str(cfg.kubeconfig) if cfg.kubeconfig else None)
+        return KubernetesActuator(k8s.ApiClient(), cfg, tenants, dry_run)
+
+    def namespace(self, tenant: str) -> str:
+        return self.ns_of.get(tenant, tenant)
+
+    # ---- pieces -----------------------------------------------------------------------------
+    def ensure_priority_classes(self, rep: ActionReport) -> None:
+        if self._classes_ok:
+            return
+        for tier, (value, policy, desc) in PRIORITY_CLASSES.items():
+            body = k8s.V1PriorityClass(metadata=k8s.V1ObjectMeta(name=priority_class_name(tier),
+                                                                 labels={"app.kubernetes.io/managed-by": "gpu-autoscaler"}),
+                                       value=value, preemption_policy=policy, global_default=False, description=desc)
+            rep.actions.append(f"ensure PriorityClass {body.metadata.name} value={value}")
+            if self.dry_run:
+                continue
+            try:
+                self.scheduling.create_priority_class(body)
+            except ApiException as exc:
+                if exc.status != 409:  # 409: exists already
+                    rep.errors.append(f"PriorityClass {body.metadata.name}: {exc.status} {exc.reason}")
+                    return
+        self._classes_ok = not self.dry_run
+
+    def quota_body(self, namespace: str, gpus: int) -> k8s.V1ResourceQuota:
+        return k8s.V1ResourceQuota(
+            metadata=k8s.V1ObjectMeta(name=self.cfg.quota_name, namespace=namespace,
+                                      labels={"app.kubernetes.io/managed-by": "gpu-autoscaler"}),
+            spec=k8s.V1ResourceQuotaSpec(hard={f"requests.{self.cfg.gpu_resource}": str(int(gpus))}))
+
+    def set_quota(self, rep: ActionReport, tenant: str, gpus: int) -> None:
+        ns = self.namespace(tenant)
+        if self._quotas.get(ns) == gpus:
+            return
+        body = self.quota_body(ns, gpus)
+        rep.actions.append(f"ResourceQuota {ns}/{self.cfg.quota_name} requests.{self.cfg.gpu_resource}={gpus}")
+        if self.dry_run:
+            return
+        try:
+            try:
+                self.core.replace_namespaced_resource_quota(self.cfg.quota_name, ns, body)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                self.core.create_namespaced_resource_quota(ns, body)
+            self._quotas[ns] = gpus
+        except ApiException as exc:
+            rep.errors.append(f"ResourceQuota {ns}: {exc.status} {exc.reason}")
+
+    def evict(self, rep: ActionReport, job_id: str, reason: str) -> None:
+        ns, _, pod = job_id.partition("/")
+        if not pod:
+            rep.errors.append(f"job id {job_id!r} is not namespace/pod")
+            return
+        try:
+            live = self.core.read_namespaced_pod(pod, ns)
+        except ApiException as exc:
+            if exc.status == 404:
+                rep.actions.append(f"skip {job_id}: gone")
+                return
+            rep.errors.append(f"read pod {job_id}: {exc.status} {exc.reason}")
+            return
+        if live.spec.priority_class_name != priority_class_name("low"):
+            rep.errors.append(f"refused to evict {job_id}: PriorityClass {live.spec.priority_class_name!r} is not preemptible")
+            return
+        if live.status.phase != "Running":
+            rep.actions.append(f"skip {job_id}: {live.status.phase}")
+            return
+        body = k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name=pod, namespace=ns,
+                                                         annotations={"gpu-autoscaler/reason": reason[:250]}),
+                              delete_options=k8s.V1DeleteOptions(grace_period_seconds=self.cfg.grace_period_s))
+        rep.actions.append(f"evict {job_id}")
+        if self.dry_run:
+            return
+        try:
+            self.core.create_namespaced_pod_eviction(pod, ns, body)
+        except ApiException as exc:
+            # 429: a PodDisruptionBudget says not now; the next cycle will try again
+            rep.errors.append(f"evict {job_id}: {exc.status} {exc.reason}")
+
+    # ---- actuator interface -------------------------------------------------------------------
+    def apply(self, plan: Plan) -> ActionReport:
+        rep = ActionReport(self.name, self.dry_run)
+        self.ensure_priority_classes(rep)
+        for tenant, gpus in sorted(plan.quotas.items()):
+            self.set_quota(rep, tenant, gpus)
+        for p in plan.preemptions:
+            self.evict(rep, p.job_id, p.reason)
+        return rep
+
+    def jobs_on_node(self, node: str) -> list[tuple[str, str]]:
+        pods = self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")
+        return [(f"{p.metadata.namespace}/{p.metadata.name}", self.tenant_of.get(p.metadata.namespace, p.metadata.namespace))
+                for p in pods.items if p.status.phase in ("Running", "Pending")]
+
+    def fence_node(self, node: str, reason: str) -> ActionReport:
+        rep = ActionReport(self.name, self.dry_run, [f"cordon {node}"])
+        if not self.dry_run:
+            try:
+                self.core.patch_node(node, {"spec": {"unschedulable": True}})
+            except ApiException as exc:
+                rep.errors.append(f"cordon {node}: {exc.status} {exc.reason}")
+        return rep
+
+    def requeue(self, job_ids: list[str], reason: str) -> ActionReport:
+        """Pods on a dead node: delete them now (grace 0) so their controllers recreate them elsewhere."""
+        rep = ActionReport(self.name, self.dry_run)
+        for jid in job_ids:
+            ns, _, pod = jid.partition("/")
+            rep.actions.append(f"delete pod {jid} (grace 0)")
+            if self.dry_run:
+                continue
+            try:
+                self.core.delete_namespaced_pod(pod, ns, body=k8s.V1DeleteOptions(grace_period_seconds=0))
+            except ApiException as exc:
+                if exc.status != 404:
+                    rep.errors.append(f"delete {jid}: {exc.status} {exc.reason}")
+        return rep
+
+    def notify(self, notes: list[Notification]) -> ActionReport:
+        """One Kubernetes Event per notification in the tenant's namespace, so `kubectl get events` says why."""
+        rep = ActionReport(self.name, self.dry_run)
+        for i, n in enumerate(notes[:200]):
+            ns = self.namespace(n.tenant)
+            ev = k8s.CoreV1Event(
+                metadata=k8s.V1ObjectMeta(generate_name="gpu-autoscaler-", namespace=ns),
+                involved_object=k8s.V1ObjectReference(kind="Namespace", name=ns, api_version="v1"),
+                reason="".join(w.capitalize() for w in n.kind.split("_")), message=n.message[:1000], type="Warning" if n.kind != "relaxed" else "Normal",
+                source=k8s.V1EventSource(component="gpu-autoscaler"))
+            rep.actions.append(f"event {ns}: {n.kind}")
+            if self.dry_run:
+                continue
+            try:
+                self.core.create_namespaced_event(ns, ev)
+            except ApiException as exc:
+                rep.errors.append(f"event {ns}: {exc.status} {exc.reason}")
+        return rep

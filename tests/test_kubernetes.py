@@ -1,0 +1,142 @@
+"""No Kubernetes API server can run here. These tests drive the official `kubernetes` client for real and
+capture the exact HTTP requests it sends (method, path, JSON body) at its urllib3 layer, answering with
+canned API responses. What is checked is what a real API server would receive."""
+
+import json
+import re
+
+import pytest
+import urllib3
+from kubernetes import client as k8s
+
+from daemon.actuators.kubernetes import KubernetesActuator, priority_class_name
+from daemon.config import KubernetesActuatorConfig, TenantConfig
+from daemon.policy.types import Notification, Plan, PolicyMemory, Preemption
+
+
+class RecordingPool:
+    def __init__(self, routes):
+        self.routes = routes
+        self.sent = []
+
+    def request(self, method, url, body=None, headers=None, **kw):
+        path = urllib3.util.parse_url(url).path
+        query = urllib3.util.parse_url(url).query
+        self.sent.append({"method": method, "path": path, "query": query,
+                          "body": json.loads(body) if body else None, "headers": headers})
+        for (m, pattern), answer in self.routes.items():
+            if m == method and re.fullmatch(pattern, path):
+                status, payload = answer(path, json.loads(body) if body else None) if callable(answer) else answer
+                return urllib3.HTTPResponse(body=json.dumps(payload).encode(), status=status,
+                                            headers={"Content-Type": "application/json"}, preload_content=False)
+        return urllib3.HTTPResponse(body=b'{"kind":"Status","code":404}', status=404,
+                                    headers={"Content-Type": "application/json"}, preload_content=False)
+
+
+def pod(ns, name, pclass, phase="Running"):
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+            "spec": {"containers": [{"name": "c"}], "priorityClassName": pclass, "nodeName": "gpu-node-7"},
+            "status": {"phase": phase}}
+
+
+def actuator(routes, dry_run=False):
+    cfg = k8s.Configuration(host="https://k8s.invalid:6443")
+    api = k8s.ApiClient(cfg)
+    pool = RecordingPool(routes)
+    api.rest_client.pool_manager = pool
+    tenants = [TenantConfig(name="team-low", tier="low", k8s_namespace="batch"),
+               TenantConfig(name="team-high", tier="high", k8s_namespace="serving")]
+    return KubernetesActuator(api, KubernetesActuatorConfig(grace_period_s=20), tenants, dry_run), pool
+
+
+def plan(preemptions=(), quotas=None):
+    return Plan(at="2026-01-01T00:00:00+00:00", capacity=64, load=0.9, high_pool=12, reservations={"team-high": 12},
+                quotas=quotas if quotas is not None else {"team-low": 40}, limits={}, preemptions=tuple(preemptions),
+                notifications=(), stale=False, forecast_model="x", notes=(), memory=PolicyMemory())
+
+
+BASE = {
+    ("POST", r"/apis/scheduling.k8s.io/v1/priorityclasses"): (201, {}),
+    ("PUT", r"/api/v1/namespaces/batch/resourcequotas/gpu-autoscaler"): (404, {"kind": "Status", "code": 404}),
+    ("POST", r"/api/v1/namespaces/batch/resourcequotas"): (201, {}),
+    ("GET", r"/api/v1/namespaces/batch/pods/train-1"): (200, pod("batch", "train-1", "gpu-autoscaler-low")),
+    ("GET", r"/api/v1/namespaces/serving/pods/infer-1"): (200, pod("serving", "infer-1", "gpu-autoscaler-high")),
+    ("POST", r"/api/v1/namespaces/batch/pods/train-1/eviction"): (201, {}),
+}
+
+
+def test_apply_sends_priority_classes_quota_and_eviction():
+    act, pool = actuator(BASE)
+    rep = act.apply(plan([Preemption("batch/train-1", "team-low", 8, "gpu-node-7", "peak ahead for team-high"),
+                          Preemption("serving/infer-1", "team-high", 8, "gpu-node-7", "must be refused")]))
+    pcs = [r for r in pool.sent if r["path"].endswith("/priorityclasses")]
+    assert [r["body"]["metadata"]["name"] for r in pcs] == [priority_class_name(t) for t in ("high", "normal", "low")]
+    low = pcs[2]["body"]
+    assert low["value"] == 0 and low["preemptionPolicy"] == "Never" and low["globalDefault"] is False
+    quota = [r for r in pool.sent if r["method"] == "POST" and r["path"].endswith("/resourcequotas")][0]["body"]
+    assert quota["kind"] == "ResourceQuota" if "kind" in quota else True
+    assert quota["metadata"] == {"name": "gpu-autoscaler", "namespace": "batch",
+                                 "labels": {"app.kubernetes.io/managed-by": "gpu-autoscaler"}}
+    assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "40"}
+    ev = [r for r in pool.sent if r["path"].endswith("/eviction")]
+    assert len(ev) == 1 and ev[0]["path"] == "/api/v1/namespaces/batch/pods/train-1/eviction"
+    body = ev[0]["body"]
+    assert body["metadata"]["name"] == "train-1" and body["deleteOptions"]["gracePeriodSeconds"] == 20
+    assert body["metadata"]["annotations"]["gpu-autoscaler/reason"] == "peak ahead for team-high"
+    assert any("refused to evict serving/infer-1" in e for e in rep.errors)
+    assert not any(r["path"].startswith("/api/v1/namespaces/serving/pods/infer-1/eviction") for r in pool.sent)
+
+
+def test_quota_is_not_resent_when_unchanged_and_existing_classes_are_fine():
+    routes = dict(BASE)
+    routes[("POST", r"/apis/scheduling.k8s.io/v1/priorityclasses")] = (409, {"kind": "Status", "code": 409})
+    routes[("PUT", r"/api/v1/namespaces/batch/resourcequotas/gpu-autoscaler")] = (200, {})
+    act, pool = actuator(routes)
+    assert act.apply(plan()).ok
+    n = len(pool.sent)
+    assert act.apply(plan()).ok
+    assert len(pool.sent) == n                       # idempotent: nothing new sent
+    act.apply(plan(quotas={"team-low": 32}))
+    puts = [r for r in pool.sent if r["method"] == "PUT"]
+    assert puts[-1]["body"]["spec"]["hard"]["requests.nvidia.com/gpu"] == "32"
+
+
+def test_dry_run_sends_nothing_that_writes():
+    act, pool = actuator(BASE, dry_run=True)
+    rep = act.apply(plan([Preemption("batch/train-1", "team-low", 8, "", "x")]))
+    assert rep.dry_run and any(a.startswith("evict") for a in rep.actions)
+    assert all(r["method"] == "GET" for r in pool.sent)
+
+
+def test_pdb_refusal_is_reported_not_raised():
+    routes = dict(BASE)
+    routes[("POST", r"/api/v1/namespaces/batch/pods/train-1/eviction")] = (429, {"kind": "Status", "code": 429})
+    act, _ = actuator(routes)
+    rep = act.apply(plan([Preemption("batch/train-1", "team-low", 8, "", "x")]))
+    assert any("evict batch/train-1: 429" in e for e in rep.errors)
+
+
+def test_node_failure_cordons_and_deletes_pods_on_the_node():
+    routes = {
+        ("GET", r"/api/v1/pods"): (200, {"apiVersion": "v1", "kind": "PodList", "metadata": {},
+                                         "items": [pod("batch", "train-1", "gpu-autoscaler-low"),
+                                                   pod("serving", "infer-1", "gpu-autoscaler-high")]}),
+        ("PATCH", r"/api/v1/nodes/gpu-node-7"): (200, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-7"}}),
+        ("DELETE", r"/api/v1/namespaces/.+/pods/.+"): (200, {}),
+        ("POST", r"/api/v1/namespaces/.+/events"): lambda path, body: (201, {**body, "metadata": {"name": "e1", **body["metadata"]}}),
+    }
+    act, pool = actuator(routes)
+    jobs = act.jobs_on_node("gpu-node-7")
+    assert pool.sent[0]["query"] == "fieldSelector=spec.nodeName%3Dgpu-node-7"
+    assert jobs == [("batch/train-1", "team-low"), ("serving/infer-1", "team-high")]
+    assert act.fence_node("gpu-node-7", "down").ok
+    patch = [r for r in pool.sent if r["method"] == "PATCH"][0]
+    assert patch["body"] == {"spec": {"unschedulable": True}}
+    assert act.requeue([j for j, _ in jobs], "node down").ok
+    dels = [r for r in pool.sent if r["method"] == "DELETE"]
+    assert [d["path"] for d in dels] == ["/api/v1/namespaces/batch/pods/train-1", "/api/v1/namespaces/serving/pods/infer-1"]
+    assert all(d["body"]["gracePeriodSeconds"] == 0 for d in dels)
+    act.notify([Notification("team-low", "node_failed", "1 job requeued")])
+    ev = [r for r in pool.sent if r["path"].endswith("/events")][0]
+    assert ev["path"] == "/api/v1/namespaces/batch/events" and ev["body"]["reason"] == "NodeFailed"
+    assert ev["body"]["source"]["component"] == "gpu-autoscaler"
