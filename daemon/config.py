@@ -122,6 +122,7 @@ class PrometheusConfig(_Strict):
     util_query: str = 'avg by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""})'
     capacity_query: str = "count(DCGM_FI_DEV_GPU_UTIL)"
     nodes_query: str = "count by (Hostname) (DCGM_FI_DEV_GPU_UTIL)"
+    freshness_query: str = "max(timestamp(DCGM_FI_DEV_GPU_UTIL))"
 
 
 class SourceConfig(_Strict):

@@ -89,15 +89,18 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
         from daemon.sources.simulator import SimulatedCluster
 
         sim = SimulatedCluster(cfg)
+    actuators = _actuators(cfg, sim)
+    if sim is not None:
         source: Source = sim
     else:
         from daemon.sources.prometheus import PrometheusSource
 
-        source = PrometheusSource(cfg)
+        # the scheduler knows the jobs and the queue; Prometheus knows the GPUs
+        jobs_from = next((getattr(a, "cluster_jobs") for a in actuators if hasattr(a, "cluster_jobs")), None)
+        source = PrometheusSource(cfg, jobs_provider=jobs_from)
     forecaster, note = build_forecaster(cfg)
     log.info("%s", note)
     store = StateStore(cfg.state.path) if with_store else None
     metrics = metrics or DaemonMetrics()
-    actuators = _actuators(cfg, sim)
     runner = CycleRunner(cfg, source, forecaster, actuators, store, metrics)
     return Runtime(cfg, source, actuators, runner, metrics, store, note, sim)

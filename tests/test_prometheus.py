@@ -1,0 +1,149 @@
+"""A real Prometheus 2.x on 127.0.0.1, backfilled with known DCGM-style history by promtool."""
+
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from daemon.config import Config, PrometheusConfig, SourceConfig
+from daemon.cycle import CycleRunner
+from daemon.forecasting import baseline
+from daemon.policy import staleness_reason
+from daemon.sources.base import SourceError
+from daemon.sources.prometheus import PrometheusSource
+from tests.conftest import free_port, need_binary
+from tests.services import prometheus_server
+
+pytestmark = pytest.mark.services
+
+MINUTES = 180
+T0 = (int(time.time()) // 3600 - 8) * 3600        # 8 hours ago, on the hour
+GPUS = {"team-a": ("node1", 8), "team-b": ("node2", 8), "team-c": ("node3", 4)}
+GAP = range(100, 130)                              # team-c's exporter is silent here
+
+
+def busy(tenant, m):
+    if tenant == "team-a":
+        return 2 + m % 7
+    if tenant == "team-b":
+        return 8 if 60 <= m < 120 else 3
+    return 1 + m % 3
+
+
+def expected():
+    out = {}
+    for t in GPUS:
+        out[t] = np.array([np.nan if (t == "team-c" and m in GAP) else busy(t, m) for m in range(MINUTES)], dtype=float)
+    return out
+
+
+def openmetrics() -> str:
+    lines = ["# TYPE DCGM_FI_DEV_GPU_UTIL gauge"]
+    for m in range(MINUTES):
+        ts = T0 + 60 * m
+        for t, (node, n) in GPUS.items():
+            if t == "team-c" and m in GAP:
+                continue
+            for g in range(n):
+                v = 50 + m % 40 if g < busy(t, m) else 0
+                lines.append(f'DCGM_FI_DEV_GPU_UTIL{{Hostname="{node}",gpu="{g}",namespace="{t}"}} {v} {ts}')
+    lines.append("# EOF")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def prom(tmp_path_factory):
+    need_binary("promtool")
+    tmp = tmp_path_factory.mktemp("prom")
+    (tmp / "data.om").write_text(openmetrics())
+    tsdb = tmp / "tsdb"
+    subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(tmp / "data.om"), str(tsdb)],
+                   check=True, capture_output=True)
+    cfg = "global:\n  scrape_interval: 1h\nscrape_configs: []\n"
+    with prometheus_server(tmp, cfg, data_dir=tsdb, extra=["--query.lookback-delta=30s"]) as (url, proc):
+        yield url, proc
+
+
+def cfg_for(url, **over):
+    return Config(source=SourceConfig(kind="prometheus", prometheus=PrometheusConfig(url=url, timeout_s=2, retries=0)),
+                  cycle={"history_steps": MINUTES, "stale_after_s": 120, **over},
+                  tenants=[{"name": "team-a", "tier": "high"}, {"name": "team-b"}, {"name": "team-c", "tier": "low"}])
+
+
+def clock_at(minute, extra=1.0):
+    return lambda: T0 + 60 * minute + extra
+
+
+def test_reads_exactly_the_backfilled_history(prom):
+    url, _ = prom
+    src = PrometheusSource(cfg_for(url), clock=clock_at(MINUTES - 1))
+    got = src.collect(MINUTES)
+    exp = expected()
+    assert list(got.history.columns) == ["team-a", "team-b", "team-c"]
+    assert len(got.history) == MINUTES
+    assert got.history.index[0].timestamp() == T0
+    for t in GPUS:
+        np.testing.assert_array_equal(got.history[t].to_numpy(), exp[t])   # NaN in the gap, not 0
+    st = got.state
+    assert st.capacity == 20
+    assert list(st.used) == [busy(t, MINUTES - 1) for t in ("team-a", "team-b", "team-c")]
+    assert st.tiers == ("high", "normal", "low")
+    assert st.staleness_s == pytest.approx(1.0) and st.missing == ()
+
+
+def test_gap_now_is_reported_as_missing_not_zero(prom):
+    url, _ = prom
+    st = PrometheusSource(cfg_for(url), clock=clock_at(110)).collect(60).state
+    assert st.missing == ("team-c",)
+    assert np.isnan(st.used[2]) and st.used[0] == busy("team-a", 110)
+
+
+def test_old_data_is_stale(prom):
+    url, _ = prom
+    cfg = cfg_for(url)
+    st = PrometheusSource(cfg, clock=lambda: T0 + 60 * (MINUTES - 1) + 3600).collect(60).state
+    assert st.capacity == 0 and st.staleness_s == float("inf")       # nothing scraped in the last hour
+    assert set(st.missing) == set(GPUS)
+    assert staleness_reason(st, cfg) is not None
+
+
+def test_history_range_chunks_long_spans(prom):
+    url, _ = prom
+    src = PrometheusSource(cfg_for(url), clock=clock_at(MINUTES - 1))
+    src.step_s = 1  # 10,800 one-second points: more than one query_range may return
+    import pandas as pd
+
+    f = src.history_range(pd.Timedelta(minutes=MINUTES - 1))
+    assert len(f) == (MINUTES - 1) * 60 + 1
+    assert f["team-a"].iloc[-1] == busy("team-a", MINUTES - 1)
+
+
+def test_prometheus_down_is_a_source_error():
+    src = PrometheusSource(cfg_for(f"http://127.0.0.1:{free_port()}"))
+    t0 = time.perf_counter()
+    with pytest.raises(SourceError, match="prometheus"):
+        src.collect(60)
+    assert time.perf_counter() - t0 < 10
+
+
+def test_cycle_keeps_last_good_plan_when_prometheus_goes_away(tmp_path):
+    need_binary("promtool")
+    tmp = tmp_path
+    (tmp / "data.om").write_text(openmetrics())
+    subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(tmp / "data.om"), str(tmp / "tsdb")],
+                   check=True, capture_output=True)
+    with prometheus_server(tmp, "global:\n  scrape_interval: 1h\n", data_dir=tmp / "tsdb",
+                           extra=["--query.lookback-delta=30s"]) as (url, proc):
+        cfg = cfg_for(url, horizon_steps=10)
+        src = PrometheusSource(cfg, clock=clock_at(MINUTES - 1))
+        runner = CycleRunner(cfg, src, baseline(cfg), [])
+        first = runner.run_once()
+        assert first.outcome == "ok" and first.plan.capacity == 20
+        assert first.plan.reservations["team-a"] >= busy("team-a", MINUTES - 1)
+        proc.terminate()
+        proc.wait()
+        second = runner.run_once()
+        assert second.outcome == "source_error" and second.plan is first.plan
+        assert second.plan.preemptions == first.plan.preemptions
+        assert runner.metrics.source_up._value.get() == 0
