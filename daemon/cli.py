@@ -54,9 +54,11 @@ def cli(ctx: click.Context, config: Path | None, log_level: str) -> None:
 @click.option("--interval", type=click.FloatRange(min=0.01), default=None, help="Seconds between cycles (overrides config).")
 @click.option("--no-http", is_flag=True, help="Do not serve /metrics, /healthz and /alerts.")
 @click.option("--port", type=click.IntRange(0, 65535), default=None, help="HTTP port (overrides config).")
+@click.option("--fail-node", "fail_node", multiple=True, metavar="CYCLE:NODE",
+              help="Simulator only: fail NODE (e.g. sim-node-0003) before cycle CYCLE; repeatable.")
 @click.pass_context
 def run(ctx: click.Context, sim: bool, cycles: int | None, interval: float | None, no_http: bool,
-        port: int | None) -> None:
+        port: int | None, fail_node: tuple[str, ...]) -> None:
     """Run the daemon: collect -> forecast -> plan -> act every cycle."""
     cfg = _load(ctx, sim)
     if interval is None and cfg.source.kind == "simulator" and ctx.obj["config"] is None:
@@ -78,6 +80,13 @@ def run(ctx: click.Context, sim: bool, cycles: int | None, interval: float | Non
                f"dry_run={cfg.actuators.dry_run} {rt.forecaster_note} interval={cfg.cycle.interval_s:g}s", err=True)
     d = Daemon(rt, on_cycle=lambda r: click.echo(summary_line(r)), max_cycles=cycles,
                serve_http=False if no_http else None)
+    for spec in fail_node:
+        at, _, node = spec.partition(":")
+        if not at.isdigit() or not node:
+            _fail(f"--fail-node wants CYCLE:NODE, got {spec!r}")
+        if rt.sim is None or rt.sim.node_index(node) is None:
+            _fail(f"--fail-node: {node!r} is not a node of the simulated cluster (sim-node-0000...)")
+        d.fail_nodes[int(at)] = node
     d.run_forever()
 
 
@@ -198,6 +207,35 @@ def backtest_cmd(ctx, data, trace, data_dir, days, report_dir, tenants) -> None:
     j, p = backtest.write_report(res, report_dir, "backtest")
     click.echo(backtest.table(res.report))
     click.echo(f"report: {j}  plot: {p}")
+
+
+@cli.command(name="node-exporter")
+@click.option("--host", default="0.0.0.0", show_default=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=9445, show_default=True)
+@click.option("--once", is_flag=True, help="Print the metrics once and exit (no server).")
+def node_exporter(host: str, port: int, once: bool) -> None:
+    """Serve per-GPU utilisation, memory and process->tenant from NVML (pynvml)."""
+    from prometheus_client import generate_latest, start_http_server
+
+    from daemon.nvml_exporter import registry
+
+    reg, col = registry()
+    if col.error:
+        click.echo(f"gpu-autoscaler node-exporter: {col.error}; serving gpuas_node_nvml_up 0", err=True)
+    else:
+        click.echo(f"gpu-autoscaler node-exporter: {col.count} GPUs, driver {col.driver}", err=True)
+    if once:
+        click.echo(generate_latest(reg).decode())
+        return
+    start_http_server(port, addr=host, registry=reg)
+    click.echo(f"serving http://{host}:{port}/metrics", err=True)
+    import signal
+    import threading
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop.wait()
 
 
 def main() -> None:

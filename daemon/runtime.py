@@ -79,7 +79,7 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
         from daemon.actuators.simulator import SimulatorActuator
 
         # the simulated cluster is the system being driven: it always obeys the plan
-        out.insert(0, SimulatorActuator(sim.cluster, sim.tenants))
+        out.insert(0, SimulatorActuator(sim.cluster, sim.tenants, node_index=sim.node_index))
     return out
 
 

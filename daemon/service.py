@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import signal
 import threading
 import time
@@ -57,9 +58,51 @@ class Daemon:
         self.last_result: CycleResult | None = None
         self.cycles_done = 0
         self.ready = False
+        self._manifest_mtime: float | None = None
+        self.fail_nodes: dict[int, str] = {}
+
+    def _simulate_node_failure(self, node: str) -> None:
+        """Embedded simulator only: a node dies and the daemon reacts as if Alertmanager had said so."""
+        sim = self.runtime.sim
+        idx = sim.node_index(node) if sim is not None else None
+        if idx is None:
+            log.error("cannot fail %s: not a simulated node", node)
+            return
+        sim.cluster.fail_node(idx, requeue=False)
+        log.warning("simulated failure of %s", node)
+        self.handle_node_down(node, time.perf_counter(), "SimulatedNodeDown")
+
+    def watchdog(self) -> None:
+        """Between cycles: feed systemd's watchdog only while cycles keep completing."""
+        if self.health()["status"] == "ok":
+            self.notifier.notify("WATCHDOG=1")
 
     # ---- jobs --------------------------------------------------------------------------------
+    def _reload_model_if_changed(self) -> None:
+        """A retrain (timer or command) promotes by rewriting the manifest; pick the new model up."""
+        manifest = self.cfg.forecaster.model_dir / "manifest.json"
+        try:
+            mtime = manifest.stat().st_mtime
+        except OSError:
+            return
+        if self._manifest_mtime is None:
+            self._manifest_mtime = mtime
+            return
+        if mtime != self._manifest_mtime:
+            self._manifest_mtime = mtime
+            from daemon.forecasting import build
+
+            try:
+                self.runtime.runner.forecaster, note = build(self.cfg)
+                self.runtime.forecaster_note = note
+                log.info("model manifest changed: now using %s", note)
+            except Exception as exc:
+                log.error("model manifest changed but the new model cannot be used (%s); keeping the old one", exc)
+
     def cycle(self) -> None:
+        self._reload_model_if_changed()
+        if self.cycles_done in self.fail_nodes:
+            self._simulate_node_failure(self.fail_nodes[self.cycles_done])
         try:
             res = self.runtime.runner.run_once()
         except Exception:
@@ -178,6 +221,10 @@ class Daemon:
         interval = self.cfg.cycle.interval_s
         self.scheduler.add_job(self.cycle, "interval", seconds=interval, id="cycle", max_instances=1, coalesce=True,
                                misfire_grace_time=max(1, int(interval)), next_run_time=dt.datetime.now(dt.timezone.utc))
+        wd_usec = os.environ.get("WATCHDOG_USEC")
+        if wd_usec and wd_usec.isdigit():
+            self.scheduler.add_job(self.watchdog, "interval", seconds=max(1.0, int(wd_usec) / 2e6), id="watchdog",
+                                   max_instances=1, coalesce=True)
         if self.cfg.retrain.enabled:
             self.scheduler.add_job(self.retrain, CronTrigger.from_crontab(self.cfg.retrain.cron, timezone="UTC"),
                                    id="retrain", max_instances=1, coalesce=True, misfire_grace_time=3600)

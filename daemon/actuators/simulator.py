@@ -19,8 +19,10 @@ def _sim_id(job_id: str) -> int | None:
 class SimulatorActuator:
     name = "simulator"
 
-    def __init__(self, cluster: SimCluster, tenants: tuple[str, ...], dry_run: bool = False) -> None:
+    def __init__(self, cluster: SimCluster, tenants: tuple[str, ...], dry_run: bool = False,
+                 node_index=None) -> None:
         self.cluster = cluster
+        self.node_index = node_index or (lambda name: None)
         self.index = {t: i for i, t in enumerate(tenants)}
         self.dry_run = dry_run
         self.notified: list[Notification] = []
@@ -50,6 +52,14 @@ class SimulatorActuator:
         ids = [i for i in (_sim_id(j) for j in job_ids) if i is not None]
         if ids and not self.dry_run:
             self.cluster.preempt(np.array(ids))
+        return rep
+
+    def fence_node(self, node: str, reason: str) -> ActionReport:
+        """The node is gone: make sure the simulated cluster schedules nothing more on it."""
+        rep = ActionReport(self.name, self.dry_run, [f"fence {node}"])
+        idx = self.node_index(node)
+        if idx is not None and not self.dry_run and self.cluster.node_ok[idx]:
+            self.cluster.fail_node(idx, requeue=True)
         return rep
 
     def notify(self, notes: list[Notification]) -> ActionReport:
