@@ -209,6 +209,58 @@ def backtest_cmd(ctx, data, trace, data_dir, days, report_dir, tenants) -> None:
     click.echo(f"report: {j}  plot: {p}")
 
 
+@cli.command()
+@click.option("--trace", type=click.Choice(["synthetic", "alibaba"]), default="synthetic", show_default=True)
+@click.option("--tenants", type=click.IntRange(min=2), default=40, show_default=True, help="synthetic only")
+@click.option("--gpus", type=click.IntRange(min=8), default=1024, show_default=True, help="synthetic only")
+@click.option("--days", type=click.FloatRange(min=0.05), default=1.0, show_default=True)
+@click.option("--seed", type=int, default=7, show_default=True, help="synthetic only")
+@click.option("--strategies", default="static,reactive,predictive,oracle", show_default=True)
+@click.option("--forecast-every", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Run the forecaster every N steps (shift the horizon in between).")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/replay"),
+              show_default=True)
+@click.pass_context
+def simulate(ctx, trace, tenants, gpus, days, seed, strategies, forecast_every, data_dir, out) -> None:
+    """Replay a trace through static, reactive, predictive and oracle strategies side by side."""
+    cfg = _load(ctx)
+    from daemon.replay import report, workloads
+    from daemon.replay.engine import STRATEGIES, run_replay
+    from daemon.retrain import default_data_dir
+    from forecaster.baselines import SeasonalNaive
+    from forecaster.registry import ModelError, load_current
+
+    chosen = tuple(s.strip() for s in strategies.split(",") if s.strip())
+    bad = [s for s in chosen if s not in STRATEGIES]
+    if bad:
+        _fail(f"--strategies: unknown {bad}; choose from {list(STRATEGIES)}")
+    if trace == "synthetic":
+        w = workloads.synthetic(tenants, gpus, days, seed=seed)
+    else:
+        try:
+            w = workloads.alibaba(data_dir or default_data_dir(), days=days)
+        except OSError as exc:
+            _fail(f"cannot read the Alibaba trace: {exc}", 1)
+    model = None
+    if "predictive" in chosen:
+        try:
+            model = load_current(cfg.forecaster.model_dir)
+            click.echo(f"predictive uses {model.name}", err=True)
+        except ModelError as exc:
+            model = SeasonalNaive(cfg.forecaster.season_steps, cfg.forecaster.quantiles)
+            click.echo(f"predictive uses {model.name} ({exc})", err=True)
+    steps = int(days * 1440)
+    res = run_replay(w, cfg, model, steps=min(steps, len(w.demand) - w.start - 1), strategies=chosen,
+                     forecast_every=forecast_every, progress=True)
+    meta = {"workload": w.name, "tenants": len(w.tiers), "capacity": w.capacity, "steps": steps,
+            "forecaster": getattr(model, "name", None)}
+    report.to_json(res, meta, out / f"{w.name}.json")
+    report.figure(res, out / f"{w.name}.png", f"{w.name}: {len(w.tiers)} tenants, {w.capacity} GPUs, {days:g} days")
+    click.echo(report.table(res))
+    click.echo(f"wrote {out / (w.name + '.json')} and {out / (w.name + '.png')}")
+
+
 @cli.command(name="node-exporter")
 @click.option("--host", default="0.0.0.0", show_default=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=9445, show_default=True)

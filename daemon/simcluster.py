@@ -291,19 +291,29 @@ class SimCluster:
         else:
             free_after_a, held_left = free, 0
         general = max(free_after_a - held_left, 0)
-        # phase B: the rest, in class order, strict prefix; normal work capped by its quota
+        # phase B: the rest, in class order: a strict prefix, then up to two backfill passes for jobs that
+        # fit in what is left; non-preemptible normal work is capped by its quota
         rest = np.flatnonzero(~placed)
         if rest.size and general > 0:
             g = gpus[rest]
-            eligible = np.ones(rest.size, dtype=bool)
+            is_norm = self.prio_of_tenant[ten[rest]] == PRIORITY["normal"]
+            norm_room = None
             if self.normal_cap is not None:
-                is_norm = self.prio_of_tenant[ten[rest]] == PRIORITY["normal"]
-                norm_run = int(run[self.prio_of_tenant == PRIORITY["normal"]].sum())
-                ncs = np.cumsum(np.where(is_norm, g, 0))
-                eligible &= ~is_norm | (ncs <= self.normal_cap - norm_run)
-            cs = np.cumsum(np.where(eligible, g, 0))
-            ok = eligible & (cs <= general)
-            placed[rest[ok]] = True
+                norm_room = self.normal_cap - int(run[self.prio_of_tenant == PRIORITY["normal"]].sum())
+            left = general
+            for _ in range(3):
+                cand = ~placed[rest] & (g <= left)
+                if norm_room is not None:
+                    cand &= ~is_norm | (np.cumsum(np.where(cand & is_norm, g, 0)) <= norm_room)
+                if not cand.any():
+                    break
+                ok = cand & (np.cumsum(np.where(cand, g, 0)) <= left)
+                placed[rest[ok]] = True
+                left -= int(g[ok].sum())
+                if norm_room is not None:
+                    norm_room -= int(g[ok & is_norm].sum())
+                if left <= 0:
+                    break
         idx = q[placed]
         if idx.size == 0:
             return np.empty((0, 2))

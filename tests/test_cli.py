@@ -30,5 +30,26 @@ def test_plan_json(tmp_path):
 def test_help_lists_only_real_commands():
     r = run_cli("--help")
     assert r.returncode == 0
-    assert "run" in r.stdout and "plan" in r.stdout
+    for cmd in ("run", "plan", "retrain", "backtest", "simulate", "node-exporter"):
+        assert cmd in r.stdout
     assert "TODO" not in r.stdout
+
+
+def test_simulate_command_writes_report(tmp_path):
+    r = run_cli("simulate", "--tenants", "8", "--gpus", "64", "--days", "0.05", "--out", str(tmp_path), cwd=tmp_path,
+                timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "predictive" in r.stdout and "oracle" in r.stdout
+    assert (tmp_path / "synthetic-8x64.json").exists() and (tmp_path / "synthetic-8x64.png").exists()
+
+
+def test_simulate_rejects_unknown_strategy(tmp_path):
+    r = run_cli("simulate", "--strategies", "static,psychic", cwd=tmp_path)
+    assert r.returncode == 2 and "psychic" in r.stderr
+
+
+def test_retrain_on_a_bad_file_is_a_clear_error(tmp_path):
+    bad = tmp_path / "h.csv"
+    bad.write_text("when,value\n1,2\n")
+    r = run_cli("retrain", "--data", str(bad), "--model-dir", str(tmp_path / "m"), cwd=tmp_path)
+    assert r.returncode == 1 and "needs a 'time' column" in r.stderr

@@ -91,6 +91,11 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     res = reservation.with_hysteresis(tgt, prev, pc.hysteresis)
     res = np.where(high, res, 0.0)
     res = np.where(aged, used + aged_gpus, res)
+    # reservations come in whole jobs: holding 6 GPUs for a tenant whose jobs take 8 holds nothing usable
+    if len(jobs):
+        quantum = np.ones(n)
+        np.maximum.at(quantum, jobs.tenant, jobs.gpus)
+        res = np.ceil(res / quantum - 1e-9) * quantum
     pool = reservation.high_pool(capacity, pc.reserve_share)
     res = reservation.fit_to_capacity(res, high, capacity)
 
