@@ -62,6 +62,14 @@ def test_reads_jobs_as_tenants_and_priorities(slurm, jobs):
     assert len(js) == 3 and js.running.all() and (js.gpus == 2).all()
     by_id = dict(zip(js.ids, js.priority))
     assert by_id[jobs["high"]] == 2 and by_id[jobs["low1"]] == 0
+    waiting = sbatch(slurm, "low", "acct-low", gpus=8)      # 6 of 8 GPUs are taken: this one queues
+    try:
+        time.sleep(2)
+        js = a.cluster_jobs(("team-high", "team-low"))
+        i = list(js.ids).index(waiting)
+        assert not js.running[i] and js.gpus[i] == 8 and 1 <= js.wait_s[i] < 120
+    finally:
+        subprocess.run(["scancel", waiting], env=slurm["env"], capture_output=True)
 
 
 def test_preempt_requeues_low_and_refuses_high(slurm, jobs):

@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import subprocess
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +23,7 @@ from daemon.config import SlurmActuatorConfig, TenantConfig, Tier
 from daemon.policy.types import Notification, Plan
 
 log = logging.getLogger("gpu_autoscaler.actuator.slurm")
-SQUEUE_FMT = "%i|%a|%P|%q|%T|%N|%M|%b|%r"
+SQUEUE_FMT = "%i|%a|%P|%q|%T|%N|%M|%b|%r|%V"
 
 
 class SlurmError(Exception):
@@ -40,6 +41,7 @@ class SlurmJob:
     elapsed_s: float
     gpus: int
     reason: str
+    submitted: float = float("nan")  # epoch seconds (squeue prints the controller's local time)
 
 
 def parse_elapsed(text: str) -> float:
@@ -68,6 +70,13 @@ def parse_gpus(tres: str) -> int:
     return total
 
 
+def parse_submit(text: str) -> float:
+    try:
+        return time.mktime(time.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return float("nan")
+
+
 def parse_squeue(out: str) -> list[SlurmJob]:
     jobs = []
     for line in out.splitlines():
@@ -75,7 +84,8 @@ def parse_squeue(out: str) -> list[SlurmJob]:
         if len(f) < 9:
             continue
         jobs.append(SlurmJob(f[0].strip(), f[1].strip(), f[2].strip(), f[3].strip(), f[4].strip(), f[5].strip(),
-                             parse_elapsed(f[6]), parse_gpus(f[7]), f[8].strip()))
+                             parse_elapsed(f[6]), parse_gpus(f[7]), f[8].strip(),
+                             parse_submit(f[9]) if len(f) > 9 else float("nan")))
     return jobs
 
 
@@ -133,6 +143,7 @@ class SlurmActuator:
     def cluster_jobs(self, tenants: tuple[str, ...]) -> Jobs:
         """All pending and running jobs as the policy's columnar Jobs (unknown tenants are dropped)."""
         index = {t: i for i, t in enumerate(tenants)}
+        now = time.time()
         rows = [j for j in self.jobs() if j.state in ("RUNNING", "PENDING") and self.tenant(j) in index]
         run = np.array([j.state == "RUNNING" for j in rows], dtype=bool)
         return Jobs(ids=np.array([j.job_id for j in rows], dtype=object),
@@ -140,7 +151,10 @@ class SlurmActuator:
                     gpus=np.array([j.gpus for j in rows], dtype=np.int64),
                     priority=np.array([PRIORITY[self.priority(j)] for j in rows], dtype=np.int8),
                     running=run, runtime_s=np.array([j.elapsed_s if r else 0.0 for j, r in zip(rows, run)]),
-                    wait_s=np.zeros(len(rows)), node=np.array([j.nodes for j in rows], dtype=object))
+                    # pending time drives anti-starvation; a requeued job's clock restarts at its requeue
+                    wait_s=np.array([0.0 if r or not np.isfinite(j.submitted) else max(0.0, now - j.submitted)
+                                     for j, r in zip(rows, run)]),
+                    node=np.array([j.nodes for j in rows], dtype=object))
 
     def jobs_on_node(self, node: str) -> list[tuple[str, str]]:
         return [(j.job_id, self.tenant(j)) for j in self.jobs(node=node) if j.state in ("RUNNING", "SUSPENDED")]
