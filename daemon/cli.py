@@ -168,25 +168,14 @@ def backtest_cmd(ctx, data, trace, data_dir, days, report_dir, tenants) -> None:
     cfg = _load(ctx)
     import numpy as np
 
-    from daemon.retrain import DataError, read_history_file, simulator_history, spec_for, trace_history
+    from daemon.retrain import DataError, load_history, spec_for
+    from daemon.sources.base import SourceError
     from forecaster import backtest, registry
     from forecaster.baselines import HoltWinters, SeasonalNaive
 
-    step_s = cfg.cycle.resolution_s
     try:
-        if data is not None:
-            frame = read_history_file(data, step_s)
-        elif trace is not None:
-            frame, step_s = trace_history(trace, data_dir)
-        elif cfg.source.kind == "simulator":
-            frame = simulator_history(cfg, days)
-        else:
-            from daemon.sources.prometheus import PrometheusSource
-
-            import pandas as pd
-
-            frame = PrometheusSource(cfg).history_range(pd.Timedelta(days=days))
-    except DataError as exc:
+        frame, step_s = load_history(cfg, data=data, trace=trace, data_dir=data_dir, days=days)
+    except (DataError, SourceError) as exc:
         _fail(str(exc), 1)
     spec = spec_for(frame, step_s, cfg)
     cols = list(frame.columns)

@@ -164,10 +164,9 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
     return RetrainOutcome(version, promoted, msg, report, backtest.table(report))
 
 
-def retrain_from_config(cfg: Config, *, source=None, data: Path | None = None, trace: str | None = None,
-                        data_dir: Path | None = None, days: float = 10.0, progress: bool = True,
-                        out_dir: Path | None = None, epochs: int | None = None, model_dir: Path | None = None,
-                        samples_per_epoch: int = 16384) -> RetrainOutcome:
+def load_history(cfg: Config, *, data: Path | None = None, trace: str | None = None, data_dir: Path | None = None,
+                 days: float = 10.0, source=None) -> tuple[pd.DataFrame, int]:
+    """History to train or score on, and its step: a file, a public trace, or the configured source."""
     step_s = cfg.cycle.resolution_s
     if data is not None:
         frame = read_history_file(data, step_s)
@@ -182,5 +181,13 @@ def retrain_from_config(cfg: Config, *, source=None, data: Path | None = None, t
         frame = src.history_range(pd.Timedelta(days=days))
     if frame.empty or frame.shape[1] == 0:
         raise DataError("no history to train on")
+    return frame, step_s
+
+
+def retrain_from_config(cfg: Config, *, source=None, data: Path | None = None, trace: str | None = None,
+                        data_dir: Path | None = None, days: float = 10.0, progress: bool = True,
+                        out_dir: Path | None = None, epochs: int | None = None, model_dir: Path | None = None,
+                        samples_per_epoch: int = 16384) -> RetrainOutcome:
+    frame, step_s = load_history(cfg, data=data, trace=trace, data_dir=data_dir, days=days, source=source)
     return retrain_on(frame, cfg, model_dir=model_dir or cfg.forecaster.model_dir, step_s=step_s,
                       epochs=epochs, progress=progress, out_dir=out_dir, samples_per_epoch=samples_per_epoch)

@@ -53,3 +53,15 @@ def test_retrain_on_a_bad_file_is_a_clear_error(tmp_path):
     bad.write_text("when,value\n1,2\n")
     r = run_cli("retrain", "--data", str(bad), "--model-dir", str(tmp_path / "m"), cwd=tmp_path)
     assert r.returncode == 1 and "needs a 'time' column" in r.stderr
+
+
+def test_backtest_command_scores_baselines_and_the_shipped_model(tmp_path):
+    from daemon.sources.synthetic import generate
+
+    f = generate(3, 4 * 1440, 64, seed=5).demand
+    p = tmp_path / "hist.csv"
+    f.reset_index().to_csv(p, index=False)
+    r = run_cli("backtest", "--data", str(p), "--report-dir", str(tmp_path / "rep"), timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "seasonal_naive_daily" in r.stdout and "holt_winters" in r.stdout and "lstm" in r.stdout
+    assert (tmp_path / "rep" / "backtest.json").exists()
