@@ -58,7 +58,7 @@ class Daemon:
         self.last_result: CycleResult | None = None
         self.cycles_done = 0
         self.ready = False
-        self._manifest_mtime: float | None = None
+        self._manifest_mtime: float | None = self._manifest_stamp()
         self.fail_nodes: dict[int, str] = {}
 
     def _simulate_node_failure(self, node: str) -> None:
@@ -78,26 +78,28 @@ class Daemon:
             self.notifier.notify("WATCHDOG=1")
 
     # ---- jobs --------------------------------------------------------------------------------
+    def _manifest_stamp(self) -> float | None:
+        try:
+            return (self.cfg.forecaster.model_dir / "manifest.json").stat().st_mtime
+        except OSError:
+            return None
+
     def _reload_model_if_changed(self) -> None:
         """A retrain (timer or command) promotes by rewriting the manifest; pick the new model up."""
-        manifest = self.cfg.forecaster.model_dir / "manifest.json"
-        try:
-            mtime = manifest.stat().st_mtime
-        except OSError:
+        stamp = self._manifest_stamp()
+        if stamp == self._manifest_mtime:
             return
-        if self._manifest_mtime is None:
-            self._manifest_mtime = mtime
+        self._manifest_mtime = stamp
+        if stamp is None:
             return
-        if mtime != self._manifest_mtime:
-            self._manifest_mtime = mtime
-            from daemon.forecasting import build
+        from daemon.forecasting import build
 
-            try:
-                self.runtime.runner.forecaster, note = build(self.cfg)
-                self.runtime.forecaster_note = note
-                log.info("model manifest changed: now using %s", note)
-            except Exception as exc:
-                log.error("model manifest changed but the new model cannot be used (%s); keeping the old one", exc)
+        try:
+            self.runtime.runner.forecaster, note = build(self.cfg)
+            self.runtime.forecaster_note = note
+            log.info("model manifest changed: now using %s", note)
+        except Exception as exc:
+            log.error("model manifest changed but the new model cannot be used (%s); keeping the old one", exc)
 
     def cycle(self) -> None:
         self._reload_model_if_changed()
@@ -128,12 +130,7 @@ class Daemon:
 
         try:
             out = retrain_from_config(self.cfg, source=self.runtime.source, progress=False)
-            log.info("scheduled retrain: %s", out.message)
-            if out.promoted:
-                from daemon.forecasting import build
-
-                self.runtime.runner.forecaster, note = build(self.cfg)
-                log.info("now using %s", note)
+            log.info("scheduled retrain: %s", out.message)  # a promotion is picked up by the next cycle
         except Exception:
             log.exception("scheduled retrain failed; the current model stays")
 

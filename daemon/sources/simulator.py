@@ -8,7 +8,7 @@ import pandas as pd
 from daemon.cluster import PRIORITY, ClusterState, Jobs
 from daemon.config import Config
 from daemon.simcluster import QUEUED, RUNNING, SimCluster
-from daemon.sources.base import Collected
+from daemon.sources.base import Collected, SourceError
 from daemon.sources.synthetic import generate
 
 
@@ -63,8 +63,6 @@ class SimulatedCluster:
         self.pos += 1
 
     def collect(self, history_steps: int) -> Collected:
-        from daemon.sources.base import SourceError
-
         self.advance()
         if self.blackout:
             raise SourceError("simulated source blackout")

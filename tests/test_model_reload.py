@@ -1,0 +1,22 @@
+import shutil
+
+from daemon.config import Config, SimulatorConfig, SourceConfig
+from daemon.runtime import build_runtime
+from daemon.service import Daemon
+from tests.conftest import REPO
+
+
+def test_daemon_picks_up_a_promoted_model_at_the_next_cycle(tmp_path):
+    models = tmp_path / "models"
+    cfg = Config(cluster={"gpus": 128}, source=SourceConfig(simulator=SimulatorConfig(tenants=8, warmup_steps=1500)),
+                 state={"path": tmp_path / "s.sqlite"}, forecaster={"model_dir": models})
+    d = Daemon(build_runtime(cfg), serve_http=False)
+    d.cycle()
+    assert d.last_result.forecast.model.startswith("seasonal_naive")
+    d.cycle()
+    assert d.last_result.forecast.model.startswith("seasonal_naive")
+    shutil.copytree(REPO / "models", models)           # a retrain elsewhere promoted a model
+    d.cycle()
+    assert d.last_result.forecast.model.startswith("lstm:")
+    assert "lstm" in d.runtime.forecaster_note
+    d.runtime.close()
