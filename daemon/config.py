@@ -50,7 +50,8 @@ class CycleConfig(_Strict):
 
 class PolicyConfig(_Strict):
     reserve_share: float = Field(0.2, ge=0, le=1, description="guaranteed pool for the high tier")
-    lead_time_steps: int = Field(10, ge=0, description="how far ahead capacity is cleared (job start-up + drain)")
+    lead_time_steps: int = Field(10, ge=0, description="how far ahead capacity is held for a predicted peak")
+    preempt_lead_steps: int = Field(3, ge=1, description="how far ahead jobs are preempted (>= checkpoint drain)")
     quantile: float = Field(0.9, gt=0, lt=1, description="forecast quantile that is reserved for")
     headroom: float = Field(0.05, ge=0, le=1)
     preempt_budget_share: float = Field(0.02, ge=0, le=1, description="GPUs preempted per cycle, share of cluster")

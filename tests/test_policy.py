@@ -184,3 +184,21 @@ def test_plan_invariants(sc):
         want = sum(s.demand[i] for i in high)
         got = sum(p.reservations.get(f"t{i}", 0) for i in high)
         assert got >= min(want, p.high_pool)
+
+
+def test_capacity_is_held_ahead_but_jobs_are_preempted_just_in_time():
+    tiers = ["high", "low"]
+    jobs = [(0, 10, "high", True, 100, 0)] + [(1, 10, "low", True, 100 + i, 0) for i in range(6)]
+    s = make_state(tiers, jobs, capacity=70)
+    cfg = Config(policy={"preempt_budget_share": 1.0, "headroom": 0.0, "lead_time_steps": 10, "preempt_lead_steps": 3})
+
+    def peak_at(step):
+        v = np.full((2, 60, 3), 10.0)
+        v[1] = 60.0
+        v[0, step:step + 5] = 40.0                     # the high tenant will need 40 GPUs around `step`
+        return Forecast(s.tenants, (0.5, 0.9, 0.99), v, AT, 60, "test")
+
+    far = plan(peak_at(7), s, PolicyMemory(), cfg)
+    assert far.reservations["t0"] == 40 and far.preemptions == ()          # held, nobody preempted yet
+    near = plan(peak_at(2), s, far.memory, cfg)
+    assert sum(p.gpus for p in near.preemptions) == 30                     # now it is inside the drain window

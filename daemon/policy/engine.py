@@ -82,26 +82,34 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
         qidx = min(int(np.searchsorted(np.asarray(forecast.quantiles), pc.quantile - 1e-9)), len(forecast.quantiles) - 1)
         steps = max(1, min(pc.lead_time_steps, forecast.horizon))
         peak = np.fmax.reduce(peak_all[:, :steps, qidx], axis=1) if n else np.zeros(0)  # NaN only if all NaN
+        soon_steps = max(1, min(pc.preempt_lead_steps, steps))
+        peak_soon = np.fmax.reduce(peak_all[:, :soon_steps, qidx], axis=1) if n else np.zeros(0)
         model = forecast.model
     else:
-        peak = np.full(n, np.nan)
+        peak = peak_soon = np.full(n, np.nan)
         model = "none"
         notes.append("no forecast: reserving for current demand only")
     tgt = reservation.targets(peak, demand, prev, pc.headroom)
     res = reservation.with_hysteresis(tgt, prev, pc.hysteresis)
     res = np.where(high, res, 0.0)
     res = np.where(aged, used + aged_gpus, res)
+    # what must be free by the time a preemption started now has drained: preempting for the rest of
+    # the lead time would only lose work for a peak the next forecasts may take back
+    soon = np.minimum(res, reservation.targets(peak_soon, demand, prev, pc.headroom))
+    soon = np.where(aged, res, soon)
     # reservations come in whole jobs: holding 6 GPUs for a tenant whose jobs take 8 holds nothing usable
     if len(jobs):
         quantum = np.ones(n)
         np.maximum.at(quantum, jobs.tenant, jobs.gpus)
         res = np.ceil(res / quantum - 1e-9) * quantum
+        soon = np.ceil(soon / quantum - 1e-9) * quantum
     pool = reservation.high_pool(capacity, pc.reserve_share)
     res = reservation.fit_to_capacity(res, high, capacity)
+    soon = np.minimum(soon, res)
 
-    # --- preemption: clear what protected tenants will need and free GPUs cannot cover
+    # --- preemption: clear, just in time, what protected tenants will need and free GPUs cannot cover
     protected = high | aged
-    need = int(np.maximum(res - used, 0)[protected].sum())
+    need = int(np.maximum(soon - used, 0)[protected].sum())
     free = capacity - int(used.sum()) - int(state.draining)
     shortfall = need - max(free, 0)
     budget_gpus = int(math.floor(pc.preempt_budget_share * capacity))
