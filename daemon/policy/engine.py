@@ -63,12 +63,10 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
 
     # --- anti-starvation: tenants whose low-priority work waited too long become protected
     jobs = state.jobs
-    waited = np.zeros(n)
     aged_gpus = np.zeros(n)
     if len(jobs):
         pend_low = ~jobs.running & (jobs.priority == PRIORITY["low"])
         if pend_low.any():
-            np.maximum.at(waited, jobs.tenant[pend_low], jobs.wait_s[pend_low])
             over = pend_low & (jobs.wait_s >= pc.max_wait_steps * step_s)
             aged_gpus = np.bincount(jobs.tenant[over], weights=jobs.gpus[over], minlength=n)
     aged = (aged_gpus > 0) & ~high
@@ -100,7 +98,13 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     # reservations come in whole jobs: holding 6 GPUs for a tenant whose jobs take 8 holds nothing usable
     if len(jobs):
         quantum = np.ones(n)
-        np.maximum.at(quantum, jobs.tenant, jobs.gpus)
+        mine = (high | aged)[jobs.tenant]  # only protected tenants hold reservations
+        t, g = jobs.tenant[mine], jobs.gpus[mine]
+        if t.size:  # largest job per tenant (a sort is far quicker than np.maximum.at here)
+            order = np.lexsort((g, t))
+            ts = t[order]
+            last = np.r_[ts[1:] != ts[:-1], True]
+            quantum[ts[last]] = g[order][last]
         res = np.ceil(res / quantum - 1e-9) * quantum
         soon = np.ceil(soon / quantum - 1e-9) * quantum
     pool = reservation.high_pool(capacity, pc.reserve_share)
