@@ -34,14 +34,20 @@ class LogActuator:
                 self._last_limits[t] = key
         for p in plan.preemptions:
             rep.actions.append(f"preempt {p.job_id} of {p.tenant} ({p.gpus} GPUs on {p.node or '-'}): {p.reason}")
-        for a in rep.actions if self.verbose else [a for a in rep.actions if a.startswith("preempt")]:
-            log.info("[dry-run] %s", a)
+        if self.verbose:
+            for a in rep.actions:
+                log.info("decision: %s", a)
+        elif plan.preemptions:
+            # one line per cycle: which jobs, and the reason they share
+            jobs = ", ".join(f"{p.job_id} ({p.tenant}, {p.gpus} GPUs)" for p in plan.preemptions[:8])
+            more = f" and {len(plan.preemptions) - 8} more" if len(plan.preemptions) > 8 else ""
+            log.info("decision: preempt %d jobs: %s%s; %s", len(plan.preemptions), jobs, more, plan.preemptions[0].reason)
         return rep
 
     def requeue(self, job_ids: list[str], reason: str) -> ActionReport:
         rep = ActionReport(self.name, True, [f"requeue {j}: {reason}" for j in job_ids])
         for a in rep.actions:
-            log.info("[dry-run] %s", a)
+            log.info("decision: %s", a)
         return rep
 
     def notify(self, notes: list[Notification]) -> ActionReport:

@@ -128,7 +128,7 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     if chosen.size:
         who_needs = ", ".join(tenants[i] for i in np.flatnonzero(protected & (res > used))[:5])
         reason = (f"low-priority job preempted to clear {shortfall} GPUs ahead of forecast peak "
-                  f"(p{int(pc.quantile * 100)} within {pc.lead_time_steps} steps) for {who_needs}")
+                  f"(p{int(pc.quantile * 100)} within {pc.preempt_lead_steps} steps) for {who_needs}")
         for jid, ti, g, node in zip(jobs.ids[chosen].tolist(), jobs.tenant[chosen].tolist(),
                                     jobs.gpus[chosen].tolist(), jobs.node[chosen].tolist()):
             t = tenants[ti]
