@@ -54,49 +54,41 @@ def redis_server(tmp: Path):
 
 
 @contextlib.contextmanager
-def prometheus_server(tmp: Path, config: str, data_dir: Path | None = None, rules: dict[str, str] | None = None,
-                      extra: list[str] | None = None):
+def _http_server(tmp: Path, name: str, argv: list[str], port: int):
+    """Start a server that answers GET /-/ready (Prometheus, Alertmanager); its log goes to tmp/NAME.log."""
+    log = open(tmp / f"{name}.log", "w")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: httpx.get(f"{url}/-/ready", timeout=1).status_code == 200, what=name, timeout=60)
+        yield url, proc
+    finally:
+        stop(proc)
+        log.close()
+
+
+def prometheus_server(tmp: Path, config: str, data_dir: Path | None = None, extra: list[str] | None = None):
     exe = need_binary("prometheus")
     port = free_port()
     cfg = tmp / "prometheus.yml"
-    for name, text in (rules or {}).items():
-        (tmp / name).write_text(text)
     cfg.write_text(config)
     data = data_dir or (tmp / "tsdb")
     data.mkdir(exist_ok=True)
-    log = open(tmp / "prometheus.log", "w")
-    proc = subprocess.Popen([exe, f"--config.file={cfg}", f"--storage.tsdb.path={data}",
-                             f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=3650d",
-                             *(extra or [])], stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(lambda: httpx.get(f"{url}/-/ready", timeout=1).status_code == 200, what="prometheus", timeout=60)
-        yield url, proc
-    finally:
-        stop(proc)
-        log.close()
+    return _http_server(tmp, "prometheus", [exe, f"--config.file={cfg}", f"--storage.tsdb.path={data}",
+                                            f"--web.listen-address=127.0.0.1:{port}",
+                                            "--storage.tsdb.retention.time=3650d", *(extra or [])], port)
 
 
-@contextlib.contextmanager
 def alertmanager_server(tmp: Path, config: str):
     exe = need_binary("prometheus-alertmanager")
     port = free_port()
-    cluster_port = free_port()
     cfg = tmp / "alertmanager.yml"
     cfg.write_text(config)
     (tmp / "am-data").mkdir(exist_ok=True)
-    log = open(tmp / "alertmanager.log", "w")
-    proc = subprocess.Popen([exe, f"--config.file={cfg}", f"--storage.path={tmp / 'am-data'}",
-                             f"--web.listen-address=127.0.0.1:{port}",
-                             f"--cluster.listen-address=127.0.0.1:{cluster_port}", "--cluster.peer-timeout=1s"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(lambda: httpx.get(f"{url}/-/ready", timeout=1).status_code == 200, what="alertmanager", timeout=60)
-        yield url, proc
-    finally:
-        stop(proc)
-        log.close()
+    return _http_server(tmp, "alertmanager", [exe, f"--config.file={cfg}", f"--storage.path={tmp / 'am-data'}",
+                                              f"--web.listen-address=127.0.0.1:{port}",
+                                              f"--cluster.listen-address=127.0.0.1:{free_port()}",
+                                              "--cluster.peer-timeout=1s"], port)
 
 
 def env_with_path() -> dict:
