@@ -93,6 +93,19 @@ def test_missing_forecast_is_not_zero_demand():
     assert p2.reservations["t0"] >= 20 and "no forecast" in p2.notes[0]
 
 
+def test_a_silent_high_tenant_does_not_trigger_preemption():
+    tiers = ["high", "high"] + ["low"] * 8
+    jobs = [(0, 10, "high", True, 100, 0)] + [(2 + i, 10, "low", True, 100, 0) for i in range(8)]
+    s = make_state(tiers, jobs, capacity=90)
+    mem = PolicyMemory(reservations={"t1": 30})
+    silent = ClusterState(s.at, s.tenants, s.tiers, s.capacity, np.where(np.arange(10) == 1, np.nan, s.used),
+                          s.pending, s.jobs)                      # t1's exporter is silent: 1 of 10 missing
+    cfg = Config(policy={"preempt_budget_share": 1.0, "headroom": 0.0})
+    p = plan(flat_forecast(s.tenants, [8] + [np.nan] + [10] * 8), silent, mem, cfg)
+    assert not p.stale and p.reservations["t1"] == 30              # its reservation is kept, not zeroed
+    assert p.preemptions == ()                                     # and its "0 in use" does not preempt anyone
+
+
 def test_reservation_hysteresis():
     tiers = ["high", "low"]
     s = make_state(tiers, [], capacity=1000)

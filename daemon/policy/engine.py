@@ -113,7 +113,9 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
 
     # --- preemption: clear, just in time, what protected tenants will need and free GPUs cannot cover
     protected = high | aged
-    need = int(np.maximum(soon - used, 0)[protected].sum())
+    # a tenant with no fresh reading is not a tenant using nothing: it drives no preemption
+    known = np.isfinite(state.used.astype(float))
+    need = int(np.maximum(soon - used, 0)[protected & known].sum())
     free = capacity - int(used.sum()) - int(state.draining)
     shortfall = need - max(free, 0)
     budget_gpus = int(math.floor(pc.preempt_budget_share * capacity))
