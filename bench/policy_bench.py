@@ -124,7 +124,7 @@ def bench_redis(seconds=2.0, threads=4) -> dict:
                 counts = [0] * n
                 stop = time.perf_counter() + seconds
 
-                def work(k):
+                def work(k, make=make, stop=stop, counts=counts):
                     f = make()
                     i = 0
                     while time.perf_counter() < stop:

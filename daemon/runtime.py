@@ -96,7 +96,7 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
         from daemon.sources.prometheus import PrometheusSource
 
         # the scheduler knows the jobs and the queue; Prometheus knows the GPUs
-        jobs_from = next((getattr(a, "cluster_jobs") for a in actuators if hasattr(a, "cluster_jobs")), None)
+        jobs_from = next((a.cluster_jobs for a in actuators if hasattr(a, "cluster_jobs")), None)
         source = PrometheusSource(cfg, jobs_provider=jobs_from)
     forecaster, note = build_forecaster(cfg)
     log.info("%s", note)

@@ -136,14 +136,3 @@ def load_current(model_dir: Path) -> LSTMForecaster:
     if not cur:
         raise ModelError(f"{model_dir}: no current model")
     return load_version(Path(model_dir), cur)
-
-
-def current_meta(model_dir: Path) -> dict[str, Any] | None:
-    m = read_manifest(Path(model_dir))
-    cur = m.get("current")
-    if not cur:
-        return None
-    try:
-        return json.loads((Path(model_dir) / cur / "meta.json").read_text())
-    except (OSError, json.JSONDecodeError):
-        return None

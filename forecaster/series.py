@@ -51,24 +51,9 @@ def fill_short_gaps(frame: pd.DataFrame, max_gap_steps: int = 3) -> pd.DataFrame
     return out
 
 
-def missing_share(frame: pd.DataFrame, last_steps: int = 1) -> pd.Series:
-    """Share of the last `last_steps` samples that are missing, per tenant."""
-    if frame.empty:
-        return pd.Series(dtype=float)
-    return frame.tail(last_steps).isna().mean()
-
-
 def calendar_features(index: pd.DatetimeIndex) -> np.ndarray:
     """Hour-of-day and day-of-week as sin/cos pairs: [len(index), 4]."""
     minutes = index.hour.to_numpy() * 60 + index.minute.to_numpy()
     day = 2 * np.pi * minutes / 1440.0
     week = 2 * np.pi * (index.day_of_week.to_numpy() * 1440 + minutes) / (7 * 1440.0)
     return np.stack([np.sin(day), np.cos(day), np.sin(week), np.cos(week)], axis=1).astype(np.float32)
-
-
-def tenant_scale(values: np.ndarray) -> np.ndarray:
-    """Per-tenant scale (mean of the observed history, at least 1) so one global model fits all sizes."""
-    with np.errstate(all="ignore"):
-        m = np.nanmean(values, axis=1)
-    m = np.where(np.isfinite(m), m, 1.0)
-    return np.maximum(m, 1.0)

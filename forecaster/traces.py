@@ -24,11 +24,6 @@ def alibaba_pods(data_dir: Path) -> pd.DataFrame:
     return pods
 
 
-def alibaba_capacity(data_dir: Path) -> int:
-    nodes = pd.read_csv(Path(data_dir) / "alibaba-gpu-2023" / "openb_node_list_gpu_node.csv")
-    return int(nodes["gpu"].sum())
-
-
 def alibaba_demand(data_dir: Path, step_s: int = 300, last_days: float | None = 50.0,
                    by: str = "qos") -> tuple[pd.DataFrame, dict[str, str]]:
     """GPUs alive per step from pod create/delete times, one column per QoS class (LS ~ high, BE ~ low).
@@ -71,11 +66,3 @@ def azure_requests(data_dir: Path, step_s: int = 10) -> pd.DataFrame:
     frame = frame.reindex(full).fillna(0.0)
     frame.columns.name = "tenant"
     return frame
-
-
-def azure_arrivals(data_dir: Path, service: str) -> np.ndarray:
-    """Request arrival times in seconds from the start of the trace, for token-bucket replays."""
-    df = pd.read_csv(Path(data_dir) / "azure-llm-2023" / f"{service}.csv")
-    t = pd.to_datetime(df["TIMESTAMP"], format="%Y-%m-%d %H:%M:%S.%f", utc=True)
-    s = (t - t.min()).dt.total_seconds().to_numpy()
-    return np.sort(s)

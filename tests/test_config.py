@@ -2,6 +2,7 @@ import subprocess
 import sys
 
 import pytest
+from pydantic import ValidationError
 
 from daemon.config import Config, ConfigError, load_config
 
@@ -73,5 +74,5 @@ def test_cli_config_error_is_one_line_exit_2(tmp_cfg):
 
 def test_config_is_frozen():
     cfg = Config()
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="frozen"):
         cfg.policy.reserve_share = 0.5  # type: ignore[misc]

@@ -5,7 +5,6 @@ canned API responses. What is checked is what a real API server would receive.""
 import json
 import re
 
-import pytest
 import urllib3
 from kubernetes import client as k8s
 

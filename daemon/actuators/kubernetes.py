@@ -175,7 +175,7 @@ class KubernetesActuator:
     def notify(self, notes: list[Notification]) -> ActionReport:
         """One Kubernetes Event per notification in the tenant's namespace, so `kubectl get events` says why."""
         rep = ActionReport(self.name, self.dry_run)
-        for i, n in enumerate(notes[:200]):
+        for n in notes[:200]:
             ns = self.namespace(n.tenant)
             ev = k8s.CoreV1Event(
                 metadata=k8s.V1ObjectMeta(generate_name="gpu-autoscaler-", namespace=ns),

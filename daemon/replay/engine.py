@@ -234,7 +234,7 @@ def run_replay(w: Workload, cfg: Config, model: Forecaster | None, *, steps: int
 
             bar = tqdm(total=steps, desc=f"{w.name}/{s}", leave=False, disable=None)
         out[s] = run_strategy(s, w, cfg, model if s == "predictive" else None, steps=steps,
-                              forecast_every=forecast_every, progress=(lambda _i: bar.update(1)) if bar else None,
+                              forecast_every=forecast_every, progress=(lambda _i, b=bar: b.update(1)) if bar else None,
                               check_books=check_books)
         if bar:
             bar.close()
