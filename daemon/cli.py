@@ -71,6 +71,8 @@ def run(ctx: click.Context, sim: bool, cycles: int | None, interval: float | Non
     from daemon.service import Daemon, summary_line
 
     try:
+        if cfg.server.enabled and not no_http:
+            cfg.server.token()  # an unreadable token file must stop the start, not the first webhook
         rt = build_runtime(cfg)
     except ConfigError as exc:
         _fail(f"config error: {exc}")
@@ -88,6 +90,29 @@ def run(ctx: click.Context, sim: bool, cycles: int | None, interval: float | Non
             _fail(f"--fail-node: {node!r} is not a node of the simulated cluster (sim-node-0000...)")
         d.fail_nodes[int(at)] = node
     d.run_forever()
+
+
+@cli.command(name="check-config")
+@click.pass_context
+def check_config(ctx: click.Context) -> None:
+    """Validate the config (and the model it points at) without touching any system; exit 2 if it is wrong."""
+    cfg = _load(ctx)
+    from daemon.forecasting import build
+    from forecaster.registry import ModelError
+
+    try:
+        _, note = build(cfg)
+    except ModelError as exc:
+        _fail(f"config error: forecaster.kind = 'lstm' but {exc}")
+    if cfg.source.kind != "simulator" and "simulator" in cfg.actuators.enabled:
+        _fail("config error: actuators.enabled: 'simulator' needs source.kind = 'simulator'")
+    try:
+        if cfg.server.enabled:
+            cfg.server.token()  # a token file that cannot be read is a config error
+    except ConfigError as exc:
+        _fail(f"config error: {exc}")
+    click.echo(f"ok: source={cfg.source.kind} actuators={list(cfg.actuators.enabled)} dry_run={cfg.actuators.dry_run} "
+               f"tenants={len(cfg.tenants)} interval={cfg.cycle.interval_s:g}s {note}")
 
 
 @cli.command()

@@ -65,3 +65,16 @@ def test_backtest_command_scores_baselines_and_the_shipped_model(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "seasonal_naive_daily" in r.stdout and "holt_winters" in r.stdout and "lstm" in r.stdout
     assert (tmp_path / "rep" / "backtest.json").exists()
+
+
+def test_check_config(tmp_path):
+    ok = run_cli("--config", str(REPO / "deploy" / "config.example.toml"), "check-config", cwd=tmp_path)
+    assert ok.returncode == 2 and "webhook_token_file" in ok.stderr     # /etc/gpu-autoscaler/webhook-token is absent here
+    good = tmp_path / "c.toml"
+    good.write_text('[source]\nkind = "prometheus"\n[actuators]\nenabled = ["log", "redis"]\n')
+    r = run_cli("--config", str(good), "check-config", cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.startswith("ok: source=prometheus")
+    bad = tmp_path / "b.toml"
+    bad.write_text('[source]\nkind = "prometheus"\n[actuators]\nenabled = ["simulator"]\n')
+    r = run_cli("--config", str(bad), "check-config", cwd=tmp_path)
+    assert r.returncode == 2 and "needs source.kind" in r.stderr
