@@ -143,6 +143,11 @@ class Daemon:
 
     # ---- alerts ------------------------------------------------------------------------------
     def handle_node_down(self, node: str, received: float, alertname: str) -> dict:
+        # serialised with cycles: a cycle in flight finishes first (tens of ms to ~1 s), then the failover
+        with self.runtime.runner.lock:
+            return self._node_down(node, received, alertname)
+
+    def _node_down(self, node: str, received: float, alertname: str) -> dict:
         rt = self.runtime
         jobs = rt.jobs_on_node(node)
         reason = f"node {node} failed ({alertname}): job requeued on healthy nodes"
