@@ -256,6 +256,10 @@ def simulate(ctx, trace, tenants, gpus, days, seed, strategies, forecast_every, 
             w = workloads.alibaba(data_dir or default_data_dir(), days=days)
         except OSError as exc:
             _fail(f"cannot read the Alibaba trace: {exc}", 1)
+    try:  # request volume for the throttling account follows the Azure LLM trace's minute-by-minute shape
+        w.request_shape = workloads.azure_shape(data_dir or default_data_dir())
+    except OSError:
+        click.echo("Azure trace not found: request volume is flat", err=True)
     model = None
     if "predictive" in chosen:
         try:
