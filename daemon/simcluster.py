@@ -13,10 +13,11 @@ of them per step.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
-from daemon.cluster import PRIORITY
+from daemon.cluster import PRIORITY, ClusterState, Jobs
 
 QUEUED, RUNNING, DONE = 1, 2, 3
 
@@ -342,6 +343,26 @@ class SimCluster:
             ok_jobs.append(p)
         self.node_free = np.where(self.node_ok, free, self.node_free)
         return np.asarray(ok_jobs, dtype=np.int64)
+
+    def state(self, tenants: tuple[str, ...], tiers: tuple, at, step_s: int,
+              job_id: Callable[[np.ndarray], np.ndarray] | None = None,
+              node_name: Callable[[np.ndarray], np.ndarray] | None = None) -> ClusterState:
+        """The cluster as the daemon would see it. Ids and node names stay integers unless formatters are
+        given (the replay at 50,000 jobs cannot afford strings every step; the live demo wants names)."""
+        st = self.j_state[: self.size]
+        live = np.flatnonzero((st == QUEUED) | (st == RUNNING))
+        running = st[live] == RUNNING
+        ids, nodes = self.j_id[live], self.j_node[live]
+        jobs = Jobs(ids=job_id(ids) if job_id else ids, tenant=self.j_tenant[live], gpus=self.j_gpus[live],
+                    priority=self.prio_of_tenant[self.j_tenant[live]], running=running,
+                    runtime_s=np.where(running, (self.step_no - self.j_started_at[live]) * step_s, 0.0),
+                    wait_s=np.where(~running, (self.step_no - self.j_queued_at[live]) * step_s, 0.0),
+                    node=node_name(nodes) if node_name else nodes)
+        failed = np.flatnonzero(~self.node_ok)
+        return ClusterState(at=at, tenants=tenants, tiers=tiers, capacity=self.capacity,
+                            used=self.running_per_tenant().astype(float), pending=self.queued_per_tenant().astype(float),
+                            jobs=jobs, draining=self.draining_gpus(),
+                            failed_nodes=tuple(node_name(failed)) if node_name is not None else ())
 
     def check_conservation(self) -> None:
         """Every healthy GPU is running a job, draining, or free; raises if the books do not balance."""

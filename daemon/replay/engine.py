@@ -20,11 +20,11 @@ import numpy as np
 import pandas as pd
 
 from daemon.actuators.simulator import SimulatorActuator
-from daemon.cluster import PRIORITY, ClusterState, Jobs
+from daemon.cluster import PRIORITY, ClusterState
 from daemon.config import Config, Tier
 from daemon.policy import Plan, PolicyMemory, plan
 from daemon.policy.ratelimits import tenant_limits
-from daemon.simcluster import QUEUED, RUNNING, SimCluster
+from daemon.simcluster import QUEUED, SimCluster
 from forecaster.baselines import Forecaster
 from forecaster.types import Forecast
 
@@ -80,22 +80,6 @@ class StrategyResult:
             "decision_ms_mean": float(np.mean(self.decision_s) * 1000) if self.decision_s else 0.0,
             "decision_ms_p99": float(np.percentile(self.decision_s, 99) * 1000) if self.decision_s else 0.0,
         }
-
-
-def snapshot(c: SimCluster, tenants: tuple[str, ...], tiers: tuple[Tier, ...], at: pd.Timestamp,
-             step_s: int) -> ClusterState:
-    """The cluster as the daemon would see it (ids as integers: no strings at replay scale)."""
-    st = c.j_state[: c.size]
-    live = np.flatnonzero((st == QUEUED) | (st == RUNNING))
-    running = st[live] == RUNNING
-    jobs = Jobs(ids=c.j_id[live], tenant=c.j_tenant[live], gpus=c.j_gpus[live],
-                priority=c.prio_of_tenant[c.j_tenant[live]], running=running,
-                runtime_s=np.where(running, (c.step_no - c.j_started_at[live]) * step_s, 0.0),
-                wait_s=np.where(~running, (c.step_no - c.j_queued_at[live]) * step_s, 0.0), node=c.j_node[live])
-    used = np.bincount(c.j_tenant[live[running]], weights=c.j_gpus[live[running]], minlength=c.n)
-    pend = np.bincount(c.j_tenant[live[~running]], weights=c.j_gpus[live[~running]], minlength=c.n)
-    return ClusterState(at=at, tenants=tenants, tiers=tiers, capacity=c.capacity, used=used.astype(float),
-                        pending=pend.astype(float), jobs=jobs, draining=c.draining_gpus())
 
 
 def static_plan(state: ClusterState, cfg: Config, high_share: np.ndarray) -> Plan:
@@ -180,7 +164,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, model: Forecaster | None, 
             for arr in stats.started_waits:
                 if arr.size:
                     res.waits_low.append(arr[arr[:, 1] == PRIORITY["low"], 0])
-        state = snapshot(c, tenants, w.tiers, w.demand.index[k], step_s)
+        state = c.state(tenants, w.tiers, w.demand.index[k], step_s)
         t0 = time.perf_counter()
         if name == "static":
             p = static_plan(state, cfg, high_share)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from daemon.cluster import PRIORITY, ClusterState, Jobs
+from daemon.cluster import PRIORITY, ClusterState
 from daemon.config import Config
-from daemon.simcluster import QUEUED, RUNNING, SimCluster
+from daemon.simcluster import SimCluster
 from daemon.sources.base import Collected, SourceError
 from daemon.sources.synthetic import generate
 
@@ -71,23 +71,7 @@ class SimulatedCluster:
         return Collected(history, self.snapshot())
 
     def snapshot(self) -> ClusterState:
-        c = self.cluster
-        n = c.size
-        st = c.j_state[:n]
-        live = np.flatnonzero((st == QUEUED) | (st == RUNNING))
-        running = st[live] == RUNNING
-        prio = c.prio_of_tenant[c.j_tenant[live]]
-        jobs = Jobs(
-            ids=np.array([f"sim-{j}" for j in c.j_id[live]], dtype=object),
-            tenant=c.j_tenant[live].copy(), gpus=c.j_gpus[live].copy(), priority=prio.astype(np.int8),
-            running=running,
-            runtime_s=np.where(running, (c.step_no - c.j_started_at[live]) * self.step_s, 0.0).astype(float),
-            wait_s=np.where(~running, (c.step_no - c.j_queued_at[live]) * self.step_s, 0.0).astype(float),
-            node=np.array([self.node_name(x) if x >= 0 else "" for x in c.j_node[live]], dtype=object),
-        )
-        return ClusterState(
-            at=self.now, tenants=self.tenants, tiers=self.work.tiers, capacity=c.capacity,
-            used=c.running_per_tenant().astype(float), pending=c.queued_per_tenant().astype(float), jobs=jobs,
-            draining=c.draining_gpus(), staleness_s=0.0,
-            failed_nodes=tuple(self.node_name(i) for i in np.flatnonzero(~c.node_ok)),
-        )
+        names = np.vectorize(lambda x: self.node_name(x) if x >= 0 else "", otypes=[object])
+        return self.cluster.state(self.tenants, self.work.tiers, self.now, self.step_s,
+                                  job_id=lambda ids: np.array([f"sim-{j}" for j in ids], dtype=object),
+                                  node_name=lambda nodes: names(nodes) if len(nodes) else np.array([], dtype=object))
