@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-import numpy as np
 
 from daemon.actuators.base import Actuator
 from daemon.actuators.log import LogActuator
@@ -41,8 +40,7 @@ class Runtime:
             if idx is None:
                 return []
             c = self.sim.cluster
-            on = np.flatnonzero((c.j_node[: c.size] == idx) & (c.j_state[: c.size] == 2))
-            return [(f"sim-{c.j_id[p]}", self.sim.tenants[c.j_tenant[p]]) for p in on]
+            return [(f"sim-{c.j_id[p]}", self.sim.tenants[c.j_tenant[p]]) for p in c.running_on(idx)]
         st = self.runner.last_state
         if st is None:
             return []

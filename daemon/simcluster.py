@@ -143,6 +143,10 @@ class SimCluster:
         self.total_lost += lost
         return int(pos.size), lost
 
+    def running_on(self, node: int) -> np.ndarray:
+        """Positions of the jobs running (or stranded) on `node`."""
+        return np.flatnonzero((self.j_node[: self.size] == node) & (self.j_state[: self.size] == RUNNING))
+
     def fail_node(self, node: int, requeue: bool = True) -> list[int]:
         """Mark a node down and return the ids of the jobs that were on it.
 
@@ -151,7 +155,7 @@ class SimCluster:
         the daemon's node-failure handler then requeues them.
         """
         self.node_ok[node] = False
-        on = np.flatnonzero((self.j_node[: self.size] == node) & (self.j_state[: self.size] == RUNNING))
+        on = self.running_on(node)
         if requeue:
             for p in on:
                 self.j_state[p] = QUEUED
@@ -359,8 +363,10 @@ class SimCluster:
                     wait_s=np.where(~running, (self.step_no - self.j_queued_at[live]) * step_s, 0.0),
                     node=node_name(nodes) if node_name else nodes)
         failed = np.flatnonzero(~self.node_ok)
+        used = np.bincount(jobs.tenant[running], weights=jobs.gpus[running], minlength=self.n)
+        pending = np.bincount(jobs.tenant[~running], weights=jobs.gpus[~running], minlength=self.n)
         return ClusterState(at=at, tenants=tenants, tiers=tiers, capacity=self.capacity,
-                            used=self.running_per_tenant().astype(float), pending=self.queued_per_tenant().astype(float),
+                            used=used.astype(float), pending=pending.astype(float),
                             jobs=jobs, draining=self.draining_gpus(),
                             failed_nodes=tuple(node_name(failed)) if node_name is not None else ())
 

@@ -29,17 +29,13 @@ class Forecast:
     def horizon(self) -> int:
         return int(self.values.shape[1])
 
+    def quantile_index(self, q: float) -> int:
+        """Index of quantile q, or of the nearest stored quantile above it (the last one at most)."""
+        return min(int(np.searchsorted(np.asarray(self.quantiles), q - 1e-9)), len(self.quantiles) - 1)
+
     def quantile(self, q: float) -> np.ndarray:
         """[tenant, horizon] at quantile q; the nearest quantile above q is used if q is not stored."""
-        qs = np.asarray(self.quantiles)
-        idx = int(np.searchsorted(qs, q - 1e-9))
-        idx = min(idx, len(qs) - 1)
-        return self.values[:, :, idx]
-
-    def peak(self, q: float, steps: int) -> np.ndarray:
-        """Highest quantile-q value over the first `steps` horizon steps (at least one)."""
-        steps = max(1, min(int(steps), self.horizon))
-        return self.quantile(q)[:, :steps].max(axis=1)
+        return self.values[:, :, self.quantile_index(q)]
 
     def for_tenants(self, tenants: tuple[str, ...] | list[str]) -> np.ndarray:
         """Values re-ordered to `tenants`; tenants the forecast lacks get NaN."""

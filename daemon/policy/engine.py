@@ -77,7 +77,7 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     prev = np.array([memory.reservations.get(t, 0) for t in tenants], dtype=float)
     if forecast is not None:
         peak_all = forecast.for_tenants(tenants)
-        qidx = min(int(np.searchsorted(np.asarray(forecast.quantiles), pc.quantile - 1e-9)), len(forecast.quantiles) - 1)
+        qidx = forecast.quantile_index(pc.quantile)
         steps = max(1, min(pc.lead_time_steps, forecast.horizon))
         peak = np.fmax.reduce(peak_all[:, :steps, qidx], axis=1) if n else np.zeros(0)  # NaN only if all NaN
         soon_steps = max(1, min(pc.preempt_lead_steps, steps))
