@@ -118,6 +118,8 @@ class PrometheusConfig(_Strict):
     node_label: str = "Hostname"
     disable_ssl: bool = False
     headers: dict[str, str] = Field(default_factory=dict)
+    max_response_mb: float = Field(64.0, gt=0, description="a bigger answer is a SourceError (read in chunks)")
+    chunk_steps: int = Field(720, ge=1, description="steps per query_range request (bounds each answer's size)")
     # Demand of a tenant = GPUs in use. DCGM exporter labels every GPU with the pod's namespace.
     demand_query: str = 'count by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""} > 0)'
     util_query: str = 'avg by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""})'
