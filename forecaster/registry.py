@@ -68,7 +68,12 @@ def save_version(model_dir: Path, model: QuantileLSTM, meta: dict[str, Any], ver
     """Write weights and metadata as a new version (not yet current)."""
     model_dir = Path(model_dir)
     now = dt.datetime.now(dt.timezone.utc)
-    version = version or now.strftime("v%Y%m%dT%H%M%SZ")
+    if version is None:
+        # Two retrains within one second (tests, a retry after a crash) must not collide: add a suffix.
+        base = now.strftime("v%Y%m%dT%H%M%SZ")
+        version, n = base, 1
+        while (model_dir / version).exists():
+            version, n = f"{base}-{n}", n + 1
     vdir = model_dir / version
     if vdir.exists():
         raise ModelError(f"{vdir} already exists")

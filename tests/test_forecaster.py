@@ -166,3 +166,10 @@ def test_backtest_writes_json_and_png(tmp_path):
     rep = json.loads(j.read_text())
     assert rep["origins"] == 8 and "h1-12" in rep["models"]["snaive"]["wql_by_horizon"]
     assert p.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_two_versions_saved_in_one_second_get_distinct_names(tmp_path):
+    res = train(periodic_frame(), SPEC, epochs=1, samples_per_epoch=64, batch_size=64, progress=False)
+    a = registry.save_version(tmp_path, res.model, {})
+    b = registry.save_version(tmp_path, res.model, {})
+    assert a != b and (tmp_path / a).is_dir() and (tmp_path / b).is_dir()
