@@ -170,7 +170,8 @@ class Daemon:
         rt.metrics.failover_seconds.observe(took)
         if rt.store is not None:
             rt.store.log_event(dt.datetime.now(dt.timezone.utc).isoformat(), "node_down",
-                               {"node": node, "jobs": ids, "seconds": took, "errors": errors})
+                               {"node": node, "jobs": ids, "tenants": sorted({t for _, t in jobs}), "seconds": took,
+                                "errors": errors})
         log.warning("node %s down: %d jobs requeued in %.3fs%s", node, len(ids), took,
                     f" (errors: {errors})" if errors else "")
         return {"node": node, "requeued": ids, "seconds": round(took, 4), "errors": errors}
