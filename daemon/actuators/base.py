@@ -8,7 +8,7 @@ has a dry-run mode that reports the same actions without performing them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from daemon.policy.types import Notification, Plan
 
@@ -39,4 +39,12 @@ class Actuator(Protocol):
 
     def notify(self, notes: list[Notification]) -> ActionReport:
         """Tell tenants why (throttled, preempted, node failed)."""
+        ...
+
+
+@runtime_checkable
+class NodeDirectory(Protocol):
+    """Knows the cluster's node names (a scheduler, or a source): alerts may only name one of these."""
+
+    def node_names(self) -> set[str]:
         ...
