@@ -67,12 +67,24 @@ def run(ctx: click.Context, sim: bool, cycles: int | None, interval: float | Non
         cfg = cfg.model_copy(update={"cycle": cfg.cycle.model_copy(update={"interval_s": interval})})
     if port is not None:
         cfg = cfg.model_copy(update={"server": cfg.server.model_copy(update={"port": port})})
+    demo_token = None
+    if ctx.obj["config"] is None and not cfg.access.tokens:
+        # the embedded demo: a fresh operator token for this run, so the console and API can be tried
+        import secrets
+
+        from daemon.config import AccessConfig, AccessToken
+
+        demo_token = secrets.token_urlsafe(24)
+        cfg = cfg.model_copy(update={"access": AccessConfig(tokens=[AccessToken(name="demo-operator", role="operator",
+                                                                                token=demo_token)])})
+    from daemon.api.auth import Access
     from daemon.runtime import build_runtime
     from daemon.service import Daemon, summary_line
 
     try:
         if cfg.server.enabled and not no_http:
             cfg.server.token()  # an unreadable token file must stop the start, not the first webhook
+            Access(cfg.access)
         rt = build_runtime(cfg)
     except ConfigError as exc:
         _fail(f"config error: {exc}")
@@ -80,6 +92,9 @@ def run(ctx: click.Context, sim: bool, cycles: int | None, interval: float | Non
         _fail(f"cannot start: {exc}", 1)
     click.echo(f"gpu-autoscaler: source={cfg.source.kind} actuators={[a.name for a in rt.actuators]} "
                f"dry_run={cfg.actuators.dry_run} {rt.forecaster_note} interval={cfg.cycle.interval_s:g}s", err=True)
+    if demo_token is not None and cfg.server.enabled and not no_http:
+        click.echo(f"gpu-autoscaler: console http://{cfg.server.host}:{cfg.server.port}/ui/ and /api/v1, "
+                   f"operator token for this run: {demo_token}", err=True)
     d = Daemon(rt, on_cycle=lambda r: click.echo(summary_line(r)), max_cycles=cycles,
                serve_http=False if no_http else None)
     for spec in fail_node:
@@ -97,6 +112,7 @@ def run(ctx: click.Context, sim: bool, cycles: int | None, interval: float | Non
 def check_config(ctx: click.Context) -> None:
     """Validate the config (and the model it points at) without touching any system; exit 2 if it is wrong."""
     cfg = _load(ctx)
+    from daemon.api.auth import Access
     from daemon.forecasting import build
     from forecaster.registry import ModelError
 
@@ -109,6 +125,7 @@ def check_config(ctx: click.Context) -> None:
     try:
         if cfg.server.enabled:
             cfg.server.token()  # a token file that cannot be read is a config error
+            Access(cfg.access)
     except ConfigError as exc:
         _fail(f"config error: {exc}")
     click.echo(f"ok: source={cfg.source.kind} actuators={list(cfg.actuators.enabled)} dry_run={cfg.actuators.dry_run} "

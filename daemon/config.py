@@ -118,6 +118,8 @@ class PrometheusConfig(_Strict):
     node_label: str = "Hostname"
     disable_ssl: bool = False
     headers: dict[str, str] = Field(default_factory=dict)
+    max_response_mb: float = Field(64.0, gt=0, description="a bigger answer is a SourceError (read in chunks)")
+    chunk_steps: int = Field(720, ge=1, description="steps per query_range request (bounds each answer's size)")
     # Demand of a tenant = GPUs in use. DCGM exporter labels every GPU with the pod's namespace.
     demand_query: str = 'count by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""} > 0)'
     util_query: str = 'avg by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""})'
@@ -195,6 +197,52 @@ class ServerConfig(_Strict):
         return self.webhook_token
 
 
+class AccessToken(_Strict):
+    """One bearer token for the console and the API: an operator sees and changes everything, a tenant
+    token sees only its own tenant."""
+
+    name: str = Field(min_length=1, description="who holds the token; written to the audit log")
+    role: Literal["operator", "tenant"]
+    tenant: str | None = Field(None, description="the tenant a tenant token may see (role = tenant only)")
+    token: str | None = Field(None, min_length=16)
+    token_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "AccessToken":
+        if (self.token is None) == (self.token_file is None):
+            raise ValueError("give exactly one of token or token_file")
+        if self.role == "tenant" and not self.tenant:
+            raise ValueError("a tenant token needs tenant = NAME")
+        if self.role == "operator" and self.tenant:
+            raise ValueError("an operator token sees every tenant: drop tenant")
+        return self
+
+    def secret(self) -> str:
+        if self.token_file is not None:
+            try:
+                value = self.token_file.read_text().strip()
+            except OSError as exc:
+                raise ConfigError(f"access.tokens.{self.name}.token_file: cannot read {self.token_file}: {exc}") from exc
+            if len(value) < 16:
+                raise ConfigError(f"access.tokens.{self.name}.token_file: token shorter than 16 characters")
+            return value
+        return self.token or ""
+
+
+class AccessConfig(_Strict):
+    tokens: list[AccessToken] = Field(default_factory=list)
+    cookie_secure: bool = Field(False, description="mark the console's login cookie Secure (behind HTTPS)")
+
+    @field_validator("tokens")
+    @classmethod
+    def _unique_names(cls, v: list[AccessToken]) -> list[AccessToken]:
+        names = [t.name for t in v]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"duplicate token names: {dup}")
+        return v
+
+
 class StateConfig(_Strict):
     path: Path = Path("state/gpu-autoscaler.sqlite")
 
@@ -216,6 +264,7 @@ class Config(_Strict):
     forecaster: ForecasterConfig = Field(default_factory=ForecasterConfig)
     actuators: ActuatorsConfig = Field(default_factory=ActuatorsConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
+    access: AccessConfig = Field(default_factory=AccessConfig)
     state: StateConfig = Field(default_factory=StateConfig)
     retrain: RetrainConfig = Field(default_factory=RetrainConfig)
 

@@ -13,6 +13,7 @@ from daemon import policy
 from daemon.actuators.base import ActionReport, Actuator
 from daemon.config import Config
 from daemon.forecasting import WithFallback, baseline
+from daemon.plan_events import plan_events
 from daemon.policy.types import Plan, PolicyMemory
 from daemon.sources.base import Collected, Source, SourceError
 from daemon.store import StateStore
@@ -50,6 +51,8 @@ class CycleRunner:
         self.memory: PolicyMemory = store.load_memory() if store else PolicyMemory()
         self.last_plan: Plan | None = store.load_plan() if store else None
         self.last_state = None
+        self.last_forecast: Forecast | None = None
+        self.last_history: pd.DataFrame | None = None
         self.cycles = 0
         if self.last_plan is not None:
             log.info("restored last good plan from %s (%d reservations, rate level %d)", self.last_plan.at,
@@ -91,6 +94,7 @@ class CycleRunner:
         self.last_state = state
         m.staleness.set(state.staleness_s)
         fc, fell_back = self._forecast(collected.history)
+        self.last_forecast, self.last_history = fc, collected.history
         plan = policy.plan(fc, state, self.memory, self.cfg, self.last_plan)
         reports: list[ActionReport] = []
         if plan.stale:
@@ -101,17 +105,19 @@ class CycleRunner:
                 if plan.notifications:
                     act.notify(list(plan.notifications))
             except Exception as exc:  # one broken actuator must not stop the others
-                rep = ActionReport(getattr(act, "name", "?"), getattr(act, "dry_run", True), errors=[str(exc)])
+                rep = ActionReport(act.name, act.dry_run, errors=[str(exc)])
             if rep.errors:
                 m.actuator_errors.labels(rep.actuator).inc(len(rep.errors))
                 log.error("actuator %s: %s", rep.actuator, "; ".join(rep.errors))
             reports.append(rep)
         outcome = "stale" if plan.stale else "ok"
         if not plan.stale:
+            previous = self.last_plan
             self.memory = plan.memory
             self.last_plan = plan
             if self.store is not None:
                 self.store.save_cycle(plan, fc.model if fc else "none")
+                self.store.log_events(plan.at, plan_events(previous, plan))
             m.last_good.set(pd.Timestamp(plan.at).timestamp())
         m.observe_plan(plan, fc, self.cfg.policy.lead_time_steps, fell_back)
         dt = time.perf_counter() - t0

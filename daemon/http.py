@@ -1,4 +1,8 @@
-"""The daemon's HTTP surface: /metrics, /healthz, /plan and the Alertmanager webhook at /alerts."""
+"""The daemon's HTTP surface: /metrics, /healthz, /plan, the Alertmanager webhook at /alerts, and /api/v1.
+
+Without a token only /healthz and /metrics answer; /alerts has its own webhook token; /plan and /api/v1
+take the tokens in `[[access.tokens]]` (daemon/api/auth.py).
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from daemon import alerts
+from daemon.api import routes as api
+from daemon.api.routes import AccessHolder
 
 if TYPE_CHECKING:
     from daemon.service import Daemon
@@ -52,9 +58,16 @@ def build_app(daemon: "Daemon") -> Starlette:
         h = daemon.health()
         return JSONResponse(h, status_code=200 if h["status"] == "ok" else 503)
 
-    async def plan_ep(_: Request) -> Response:
+    holder = AccessHolder(daemon)
+    if holder.get().empty:
+        log.warning("no [[access.tokens]] configured: /plan, /api/v1 and the console refuse every request")
+    api_routes, guarded = api.build(daemon, holder)
+
+    async def _plan(_: Request, __) -> Response:
         p = daemon.runtime.runner.last_plan
         return JSONResponse(p.summary() if p else {"plan": None})
+
+    plan_ep = guarded(_plan, operator=True)
 
     async def alerts_ep(request: Request) -> Response:
         received = time.perf_counter()
@@ -80,7 +93,8 @@ def build_app(daemon: "Daemon") -> Starlette:
         return JSONResponse({"accepted": len(payload.alerts), "actions": done})
 
     routes = [Route("/metrics", metrics_ep), Route("/healthz", healthz), Route("/plan", plan_ep),
-              Route("/alerts", alerts_ep, methods=["POST"]), Route("/api/v1/alerts", alerts_ep, methods=["POST"])]
+              Route("/alerts", alerts_ep, methods=["POST"]), Route("/api/v1/alerts", alerts_ep, methods=["POST"]),
+              *api_routes]
     return Starlette(routes=routes)
 
 

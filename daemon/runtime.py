@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass
 
 
-from daemon.actuators.base import Actuator
+from daemon.actuators.base import Actuator, ListsClusterJobs, ListsNodeJobs
 from daemon.actuators.log import LogActuator
 from daemon.config import Config, ConfigError
 from daemon.cycle import CycleRunner
@@ -32,9 +32,8 @@ class Runtime:
     def jobs_on_node(self, node: str) -> list[tuple[str, str]]:
         """(job id, tenant) of the jobs placed on `node`, asked of whoever knows best."""
         for act in self.actuators:
-            finder = getattr(act, "jobs_on_node", None)
-            if finder is not None and not act.dry_run:
-                return finder(node)
+            if isinstance(act, ListsNodeJobs) and not act.dry_run:
+                return act.jobs_on_node(node)
         if self.sim is not None:
             idx = self.sim.node_index(node)
             if idx is None:
@@ -94,7 +93,7 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
         from daemon.sources.prometheus import PrometheusSource
 
         # the scheduler knows the jobs and the queue; Prometheus knows the GPUs
-        jobs_from = next((a.cluster_jobs for a in actuators if hasattr(a, "cluster_jobs")), None)
+        jobs_from = next((a.cluster_jobs for a in actuators if isinstance(a, ListsClusterJobs)), None)
         source = PrometheusSource(cfg, jobs_provider=jobs_from)
     forecaster, note = build_forecaster(cfg)
     log.info("%s", note)

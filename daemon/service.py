@@ -21,6 +21,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 
 from daemon import alerts
+from daemon.actuators.base import FencesNodes
 from daemon.cycle import CycleResult
 from daemon.policy.types import Notification
 from daemon.runtime import Runtime
@@ -158,19 +159,19 @@ class Daemon:
                 rep = act.requeue(ids, reason) if ids else None
                 if rep is not None and rep.errors:
                     errors.extend(rep.errors)
-                fence = getattr(act, "fence_node", None)
-                if fence is not None:
-                    errors.extend(fence(node, f"{alertname} alert").errors)
+                if isinstance(act, FencesNodes):
+                    errors.extend(act.fence_node(node, f"{alertname} alert").errors)
                 tenants = sorted({t for _, t in jobs})
                 act.notify([Notification(t, "node_failed", f"{sum(1 for _, x in jobs if x == t)} job(s) of yours on "
                                                             f"{node} were requeued: {reason}") for t in tenants])
             except Exception as exc:
-                errors.append(f"{getattr(act, 'name', '?')}: {exc}")
+                errors.append(f"{act.name}: {exc}")
         took = time.perf_counter() - received
         rt.metrics.failover_seconds.observe(took)
         if rt.store is not None:
             rt.store.log_event(dt.datetime.now(dt.timezone.utc).isoformat(), "node_down",
-                               {"node": node, "jobs": ids, "seconds": took, "errors": errors})
+                               {"node": node, "jobs": ids, "tenants": sorted({t for _, t in jobs}), "seconds": took,
+                                "errors": errors})
         log.warning("node %s down: %d jobs requeued in %.3fs%s", node, len(ids), took,
                     f" (errors: {errors})" if errors else "")
         return {"node": node, "requeued": ids, "seconds": round(took, 4), "errors": errors}

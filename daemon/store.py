@@ -66,11 +66,52 @@ class StateStore:
         with self._lock:
             self._db.execute("INSERT INTO events(at, kind, detail) VALUES(?,?,?)", (at, kind, json.dumps(detail)))
 
+    def log_events(self, at: str, items: list[tuple[str, dict]]) -> None:
+        """Several events in one transaction (one fsync)."""
+        if not items:
+            return
+        with self._lock:
+            cur = self._db.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                cur.executemany("INSERT INTO events(at, kind, detail) VALUES(?,?,?)",
+                                [(at, k, json.dumps(d)) for k, d in items])
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+
     def events(self, kind: str | None = None) -> list[dict]:
         with self._lock:
             q = "SELECT at, kind, detail FROM events" + (" WHERE kind=?" if kind else "") + " ORDER BY id"
             rows = self._db.execute(q, (kind,) if kind else ()).fetchall()
         return [{"at": a, "kind": k, **json.loads(d)} for a, k, d in rows]
+
+    def recent_events(self, limit: int = 100, kind: str | None = None, tenant: str | None = None,
+                      before: int | None = None) -> list[dict]:
+        """Newest first, with the row id; `tenant` keeps events whose detail names that tenant."""
+        where, args = [], []
+        if kind:
+            where.append("kind=?")
+            args.append(kind)
+        if tenant:
+            where.append("(json_extract(detail, '$.tenant') = ? OR EXISTS "
+                         "(SELECT 1 FROM json_each(detail, '$.tenants') WHERE value = ?))")
+            args += [tenant, tenant]
+        if before is not None:
+            where.append("id < ?")
+            args.append(before)
+        q = ("SELECT id, at, kind, detail FROM events" + (" WHERE " + " AND ".join(where) if where else "")
+             + " ORDER BY id DESC LIMIT ?")
+        with self._lock:
+            rows = self._db.execute(q, (*args, limit)).fetchall()
+        return [{"id": i, "at": a, "kind": k, **json.loads(d)} for i, a, k, d in rows]
+
+    def plan_history(self, limit: int = 240) -> list[dict]:
+        """Summaries of the last `limit` good plans, oldest first (the console's cluster chart)."""
+        with self._lock:
+            rows = self._db.execute("SELECT summary FROM plans ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+        return [json.loads(r[0]) for r in reversed(rows)]
 
     def load_plan(self) -> Plan | None:
         with self._lock:

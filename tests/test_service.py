@@ -19,13 +19,15 @@ from tests.conftest import REPO, free_port
 from tests.services import alertmanager_server, wait_for
 
 TOKEN = "s3cret-token"
+OPERATOR = "operator-token-0123456789"
 
 
 def sim_cfg(tmp_path, port, **server):
     return Config(cluster={"gpus": 256}, cycle={"interval_s": 0.5},
                   source=SourceConfig(simulator=SimulatorConfig(seed=3, tenants=16, warmup_steps=1500)),
                   state={"path": tmp_path / "state.sqlite"}, forecaster={"model_dir": tmp_path / "models"},
-                  server=ServerConfig(port=port, webhook_token=TOKEN, max_body_bytes=4096, **server))
+                  server=ServerConfig(port=port, webhook_token=TOKEN, max_body_bytes=4096, **server),
+                  access={"tokens": [{"name": "ops", "role": "operator", "token": OPERATOR}]})
 
 
 @pytest.fixture
@@ -60,7 +62,9 @@ def test_metrics_and_health(daemon):
         assert name in m, name
     h = httpx.get(f"{base}/healthz").json()
     assert h["status"] == "ok" and h["cycles"] >= 1 and h["plan_stale"] is False
-    assert httpx.get(f"{base}/plan").json()["capacity"] == 256
+    assert httpx.get(f"{base}/plan").status_code == 401           # /plan needs an operator token
+    op = {"Authorization": f"Bearer {OPERATOR}"}
+    assert httpx.get(f"{base}/plan", headers=op).json()["capacity"] == 256
 
 
 def test_webhook_rejects_bad_posts(daemon):

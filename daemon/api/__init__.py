@@ -1,0 +1,1 @@
+"""The JSON API (/api/v1) and the access control the console shares with it."""

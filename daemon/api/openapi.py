@@ -1,0 +1,92 @@
+"""The OpenAPI 3.1 description of /api/v1, served at /api/v1/openapi.json."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_ERR = {"description": "error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+_AUTH_ERRORS = {"401": {**_ERR, "description": "no valid token"},
+                "403": {**_ERR, "description": "the token may not see this"}}
+_TENANT_PARAM = {"name": "tenant", "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def _json(schema: dict, description: str = "ok") -> dict:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _get(summary: str, schema: dict, *, params: list | None = None, extra: dict | None = None,
+         operator: bool = False) -> dict:
+    op: dict[str, Any] = {"summary": summary + (" (operator token)" if operator else ""),
+                          "responses": {"200": _json(schema), **_AUTH_ERRORS, **(extra or {})}}
+    if params:
+        op["parameters"] = params
+    return {"get": op}
+
+
+def spec(extra_paths: dict | None = None) -> dict:
+    obj = {"type": "object"}
+    paths: dict[str, Any] = {
+        "/api/v1/plan": _get("The plan in force: held capacity, quotas, limits with reasons, preemptions",
+                             {"$ref": "#/components/schemas/Plan"}, operator=True),
+        "/api/v1/tenants": _get("Tenants the token may see, one summary each",
+                                {"type": "object", "properties": {"tenants": {"type": "array", "items": {
+                                    "$ref": "#/components/schemas/TenantSummary"}}}}),
+        "/api/v1/tenants/{tenant}": _get(
+            "One tenant: usage and forecast band, held capacity and quota, the limit in force and its reason, "
+            "preemptions and notifications, queue position", {"$ref": "#/components/schemas/Tenant"},
+            params=[_TENANT_PARAM], extra={"404": {**_ERR, "description": "unknown tenant"},
+                                           "400": {**_ERR, "description": "malformed tenant name"}}),
+        "/api/v1/events": _get(
+            "Failovers, preemptions, notifications, plan changes and operator changes, newest first "
+            "(a tenant token sees its own tenant's)", {"type": "object", "properties": {"events": {
+                "type": "array", "items": {"$ref": "#/components/schemas/Event"}}}},
+            params=[{"name": "kind", "in": "query", "schema": {"type": "string", "enum": [
+                        "node_down", "preemption", "notification", "plan_change", "operator_change"]}},
+                    {"name": "tenant", "in": "query", "schema": {"type": "string"}},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000,
+                                                                 "default": 100}},
+                    {"name": "before", "in": "query", "schema": {"type": "integer", "minimum": 1},
+                     "description": "only events with a smaller id (paging)"}],
+            extra={"400": {**_ERR, "description": "bad query parameter; `field` names it"}}),
+        "/api/v1/openapi.json": _get("This description", obj),
+    }
+    paths.update(extra_paths or {})
+    nullable_num = {"type": ["number", "null"]}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "gpu-autoscaler", "version": "1",
+                 "description": "Read what the daemon planned and why; operators change tenants at runtime."},
+        "paths": paths,
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"},
+                                "cookie": {"type": "apiKey", "in": "cookie", "name": "gpuas_token"}},
+            "schemas": {
+                "Error": {"type": "object", "required": ["error"],
+                          "properties": {"error": {"type": "string"}, "field": {"type": "string"}}},
+                "Limit": {"type": "object", "properties": {"rate": nullable_num, "burst": nullable_num,
+                                                           "level": {"type": "integer"}, "reason": {"type": "string"},
+                                                           "throttled": {"type": "boolean"}}},
+                "Plan": {"type": "object", "properties": {
+                    "at": {"type": ["string", "null"]}, "capacity": {"type": "integer"}, "load": nullable_num,
+                    "high_pool": {"type": "integer"}, "reservations": obj, "quotas": obj,
+                    "limits": {"type": "object", "additionalProperties": {"$ref": "#/components/schemas/Limit"}},
+                    "preemptions": {"type": "array"}, "notifications": {"type": "array"},
+                    "stale": {"type": "boolean"}, "forecast_model": {"type": "string"},
+                    "rate_level": {"type": "integer"}}},
+                "TenantSummary": {"type": "object", "properties": {
+                    "tenant": {"type": "string"}, "tier": {"type": "string"}, "used": nullable_num,
+                    "held": {"type": ["integer", "null"]}, "quota": {"type": ["integer", "null"]},
+                    "rate": nullable_num, "throttled": {"type": ["boolean", "null"]}}},
+                "Tenant": {"allOf": [{"$ref": "#/components/schemas/TenantSummary"}, {"type": "object", "properties": {
+                    "pending": nullable_num, "limit": {"$ref": "#/components/schemas/Limit"},
+                    "preemptions": {"type": "array"}, "notifications": {"type": "array"},
+                    "recent_events": {"type": "array", "items": {"$ref": "#/components/schemas/Event"}},
+                    "queue": {"type": ["object", "null"]}, "forecast": {"type": ["object", "null"]},
+                    "usage": {"type": ["object", "null"]}, "override": {"type": ["object", "null"]}}}]},
+                "Event": {"type": "object", "required": ["id", "at", "kind"], "properties": {
+                    "id": {"type": "integer"}, "at": {"type": "string"}, "kind": {"type": "string"},
+                    "tenant": {"type": "string"}}, "additionalProperties": True},
+            },
+        },
+        "security": [{"bearer": []}, {"cookie": []}],
+    }
