@@ -114,7 +114,7 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
 
             out.append(KubernetesActuator.from_config(a.kubernetes, cfg.tenants, dry_run=a.dry_run))
     if sim is not None:
-        from daemon.actuators.simulator import SimulatorActuator
+        from daemon.sim.actuator import SimulatorActuator
 
         # the simulated cluster is the system being driven: it always obeys the plan
         out.insert(0, SimulatorActuator(sim.cluster, sim.tenants, node_index=sim.node_index))
@@ -124,7 +124,7 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
 def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetrics | None = None) -> Runtime:
     sim = None
     if cfg.source.kind == "simulator":
-        from daemon.sources.simulator import SimulatedCluster
+        from daemon.sim.source import SimulatedCluster
 
         sim = SimulatedCluster(cfg)
     actuators = _actuators(cfg, sim)

@@ -7,9 +7,9 @@ import pandas as pd
 
 from daemon.cluster import PRIORITY, ClusterState
 from daemon.config import Config
-from daemon.simcluster import SimCluster
+from daemon.sim.cluster import SimCluster
 from daemon.sources.base import Collected, SourceError
-from daemon.sources.synthetic import generate
+from daemon.sim.workloads import generate
 
 
 class SimulatedCluster:
