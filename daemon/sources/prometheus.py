@@ -254,3 +254,8 @@ class PrometheusSource:
         if missing:
             log.warning("no fresh sample for %d tenants: %s", len(missing), ", ".join(missing[:10]))
         return Collected(history, state)
+
+    def node_names(self) -> set[str]:
+        """Nodes that reported GPUs within a day (``known_nodes_query``, grouped by ``node_label``)."""
+        return {n for s in self._instant(self.pc.known_nodes_query, self.clock())
+                if (n := s.get("metric", {}).get(self.pc.node_label))}
