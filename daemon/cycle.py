@@ -108,7 +108,7 @@ class CycleRunner:
                 if plan.notifications:
                     act.notify(list(plan.notifications))
             except Exception as exc:  # one broken actuator must not stop the others
-                rep = ActionReport(getattr(act, "name", "?"), getattr(act, "dry_run", True), errors=[str(exc)])
+                rep = ActionReport(act.name, act.dry_run, errors=[str(exc)])
             if rep.errors:
                 m.actuator_errors.labels(rep.actuator).inc(len(rep.errors))
                 log.error("actuator %s: %s", rep.actuator, "; ".join(rep.errors))

@@ -38,6 +38,8 @@ class DaemonMetrics:
         self.config_reload_ok = Gauge("gpuas_config_reload_ok", "0 while the last reload failed (running config kept)",
                                       registry=r)
         self.config_reload_ok.set(1)
+        self.breaker_open = Gauge("gpuas_failover_breaker_open",
+                                  "1 while mass node-down reports keep failover off (monitoring problem?)", registry=r)
         self._tenants: set[str] = set()
 
     def observe_plan(self, plan: Plan, forecast: Forecast | None, lead: int, fallback: bool) -> None:

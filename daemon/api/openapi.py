@@ -42,8 +42,9 @@ def spec(extra_paths: dict | None = None) -> dict:
             "Failovers, preemptions, notifications, plan changes and operator changes, newest first "
             "(a tenant token sees its own tenant's)", {"type": "object", "properties": {"events": {
                 "type": "array", "items": {"$ref": "#/components/schemas/Event"}}}},
-            params=[{"name": "kind", "in": "query", "schema": {"type": "string", "enum": [
-                        "node_down", "preemption", "notification", "plan_change", "operator_change"]}},
+            params=[{"name": "kind", "in": "query", "schema": {"type": "string", "examples": [
+                        "node_down", "mass_node_failure", "preemption", "notification", "plan_change",
+                        "operator_change"]}},
                     {"name": "tenant", "in": "query", "schema": {"type": "string"}},
                     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000,
                                                                  "default": 100}},

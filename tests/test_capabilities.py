@@ -1,0 +1,35 @@
+"""Actuator capabilities are explicit Protocols; the daemon asks them, never probes attribute names."""
+
+from kubernetes import client as k8s
+
+from daemon.actuators.base import Actuator, FencesNodes, ListsClusterJobs, ListsNodeJobs, capable
+from daemon.actuators.kubernetes import KubernetesActuator
+from daemon.actuators.log import LogActuator
+from daemon.actuators.slurm import SlurmActuator
+from daemon.config import KubernetesActuatorConfig, SlurmActuatorConfig, TenantConfig
+
+TENANTS = [TenantConfig(name="a", tier="high")]
+
+
+def test_each_actuator_declares_what_it_can_do():
+    slurm = SlurmActuator(SlurmActuatorConfig(), TENANTS)
+    kube = KubernetesActuator(k8s.ApiClient(k8s.Configuration(host="https://k8s.invalid")), KubernetesActuatorConfig(),
+                              TENANTS)
+    log = LogActuator()
+    for a in (slurm, kube, log):
+        assert isinstance(a, Actuator)
+    assert capable([log, slurm, kube], FencesNodes) == [slurm, kube]
+    assert capable([log, slurm, kube], ListsNodeJobs) == [slurm, kube]
+    assert capable([log, slurm, kube], ListsClusterJobs) == [slurm]
+
+
+def test_a_forwarding_wrapper_has_exactly_the_wrapped_capabilities():
+    class Fenced:  # the shape a leader-fencing layer can take
+        def __init__(self, inner):
+            self._inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self._inner, name)
+
+    assert isinstance(Fenced(SlurmActuator(SlurmActuatorConfig(), TENANTS)), ListsClusterJobs)
+    assert not isinstance(Fenced(LogActuator()), FencesNodes)
