@@ -120,8 +120,13 @@ class PrometheusConfig(_Strict):
     headers: dict[str, str] = Field(default_factory=dict)
     max_response_mb: float = Field(64.0, gt=0, description="a bigger answer is a SourceError (read in chunks)")
     chunk_steps: int = Field(720, ge=1, description="steps per query_range request (bounds each answer's size)")
-    # Demand of a tenant = GPUs in use. DCGM exporter labels every GPU with the pod's namespace.
-    demand_query: str = 'count by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""} > 0)'
+    # Demand of a tenant = GPUs allocated to it, busy or idle. DCGM exporter labels a GPU with the namespace
+    # of the pod it is allocated to (empty when free).
+    demand_query: str = 'count by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""})'
+    # Tenants with a GPU seen in the last 15m whose series is not fresh now (its node's scrape failed, so
+    # Prometheus marked it stale, or the exporter dropped it): missing, not idle.
+    missing_query: str = ('count by (namespace) (last_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!=""}[15m])'
+                          ' unless on (Hostname, gpu) DCGM_FI_DEV_GPU_UTIL)')
     util_query: str = 'avg by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""})'
     capacity_query: str = "count(DCGM_FI_DEV_GPU_UTIL)"
     nodes_query: str = "count by (Hostname) (DCGM_FI_DEV_GPU_UTIL)"
