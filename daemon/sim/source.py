@@ -56,6 +56,9 @@ class SimulatedCluster:
             return i if 0 <= i < self.cluster.n_nodes else None
         return None
 
+    def node_names(self) -> set[str]:
+        return {self.node_name(i) for i in range(self.cluster.n_nodes)}
+
     def advance(self) -> None:
         if self.pos >= len(self.values):
             raise RuntimeError("simulated trace exhausted")
