@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from daemon.config import Config  # noqa: E402
 from daemon.retrain import default_data_dir, retrain_on, trace_history  # noqa: E402
-from daemon.sources.synthetic import generate  # noqa: E402
+from daemon.sim.workloads import generate  # noqa: E402
 from forecaster import backtest  # noqa: E402
 from forecaster.baselines import HoltWinters, SeasonalNaive  # noqa: E402
 from forecaster.lstm import LSTMForecaster, LSTMSpec  # noqa: E402

@@ -256,8 +256,8 @@ def backtest_cmd(ctx, data, trace, data_dir, days, report_dir, tenants) -> None:
 def simulate(ctx, trace, tenants, gpus, days, seed, strategies, forecast_every, data_dir, out) -> None:
     """Replay a trace through static, reactive, predictive and oracle strategies side by side."""
     cfg = _load(ctx)
-    from daemon.replay import report, workloads
-    from daemon.replay.engine import STRATEGIES, run_replay
+    from daemon.sim import report, workloads
+    from daemon.sim.replay import STRATEGIES, run_replay
     from daemon.retrain import default_data_dir
     from forecaster.baselines import SeasonalNaive
     from forecaster.registry import ModelError, load_current

@@ -118,11 +118,20 @@ class PrometheusConfig(_Strict):
     node_label: str = "Hostname"
     disable_ssl: bool = False
     headers: dict[str, str] = Field(default_factory=dict)
-    # Demand of a tenant = GPUs in use. DCGM exporter labels every GPU with the pod's namespace.
-    demand_query: str = 'count by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""} > 0)'
+    max_response_mb: float = Field(64.0, gt=0, description="a bigger answer is a SourceError (read in chunks)")
+    chunk_steps: int = Field(720, ge=1, description="steps per query_range request (bounds each answer's size)")
+    # Demand of a tenant = GPUs allocated to it, busy or idle. DCGM exporter labels a GPU with the namespace
+    # of the pod it is allocated to (empty when free).
+    demand_query: str = 'count by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""})'
+    # Tenants with a GPU seen in the last 15m whose series is not fresh now (its node's scrape failed, so
+    # Prometheus marked it stale, or the exporter dropped it): missing, not idle.
+    missing_query: str = ('count by (namespace) (last_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!=""}[15m])'
+                          ' unless on (Hostname, gpu) DCGM_FI_DEV_GPU_UTIL)')
     util_query: str = 'avg by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""})'
     capacity_query: str = "count(DCGM_FI_DEV_GPU_UTIL)"
     nodes_query: str = "count by (Hostname) (DCGM_FI_DEV_GPU_UTIL)"
+    # nodes seen within a day: a node that just died is still known (alerts may only name known nodes)
+    known_nodes_query: str = "count by (Hostname) (max_over_time(DCGM_FI_DEV_GPU_UTIL[1d]))"
     freshness_query: str = "max(timestamp(DCGM_FI_DEV_GPU_UTIL))"
 
 
@@ -192,6 +201,7 @@ class ServerConfig(_Strict):
     webhook_token: str | None = None
     webhook_token_file: Path | None = None
     max_body_bytes: int = Field(1_048_576, gt=0)
+    allow_unauthenticated_webhook: bool = Field(False, description="accept webhook posts without a token (refused otherwise)")
 
     def token(self) -> str | None:
         if self.webhook_token_file is not None:
@@ -200,6 +210,21 @@ class ServerConfig(_Strict):
             except OSError as exc:
                 raise ConfigError(f"server.webhook_token_file: cannot read {self.webhook_token_file}: {exc}") from exc
         return self.webhook_token
+
+
+class FailoverConfig(_Strict):
+    """Which alerts may fence a node, and the circuit breaker that stops a bad alert from draining the cluster."""
+
+    node_down_alerts: list[str] = Field(default_factory=lambda: ["GPUNodeDown"],
+                                        description="alert names that mean 'this node is gone'")
+    cycle_alerts: list[str] = Field(default_factory=lambda: ["GPUClusterLoadHigh", "GPUTenantLoadSpike"],
+                                    description="alert names that run a cycle now")
+    node_labels: list[str] = Field(default_factory=lambda: ["node", "Hostname", "hostname", "kubernetes_node"],
+                                   description="labels read, in order, for the node name")
+    breaker_max_nodes: int = Field(3, ge=1, description="more nodes than this reported down within the window: no failover")
+    breaker_max_share: float = Field(0.1, gt=0, le=1, description="or more than this share of the nodes")
+    breaker_window_s: float = Field(600.0, gt=0)
+    node_cache_s: float = Field(30.0, ge=0, description="how long the scheduler's node list is reused")
 
 
 class AccessToken(_Strict):
@@ -271,6 +296,7 @@ class Config(_Strict):
     server: ServerConfig = Field(default_factory=ServerConfig)
     access: AccessConfig = Field(default_factory=AccessConfig)
     state: StateConfig = Field(default_factory=StateConfig)
+    failover: FailoverConfig = Field(default_factory=FailoverConfig)
     retrain: RetrainConfig = Field(default_factory=RetrainConfig)
 
     @model_validator(mode="after")

@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from daemon import alerts
+from daemon.runtime import NodeListError
 from daemon.api import routes as api
 from daemon.api.routes import AccessHolder
 
@@ -48,8 +50,12 @@ def build_app(daemon: "Daemon") -> Starlette:
     cfg = daemon.cfg.server
     token = cfg.token()
     metrics = daemon.runtime.metrics
-    if token is None:
-        log.warning("webhook has no bearer token configured: any local client can post alerts")
+    open_webhook = token is None and cfg.allow_unauthenticated_webhook
+    if token is None and not open_webhook:
+        log.error("webhook refuses every post: no bearer token configured (set server.webhook_token_file, or "
+                  "server.allow_unauthenticated_webhook = true to accept unauthenticated posts)")
+    elif open_webhook:
+        log.warning("webhook accepts unauthenticated posts (server.allow_unauthenticated_webhook = true)")
 
     async def metrics_ep(_: Request) -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
@@ -71,6 +77,10 @@ def build_app(daemon: "Daemon") -> Starlette:
 
     async def alerts_ep(request: Request) -> Response:
         received = time.perf_counter()
+        if token is None and not open_webhook:
+            metrics.webhook_rejected.labels("no_token_configured").inc()
+            return JSONResponse({"error": "webhook disabled: no token configured (server.webhook_token_file), and "
+                                          "server.allow_unauthenticated_webhook is not true"}, status_code=403)
         if token is not None:
             auth = request.headers.get("authorization", "")
             if not (auth.startswith("Bearer ") and hmac.compare_digest(auth[7:].strip().encode(), token.encode())):
@@ -89,7 +99,17 @@ def build_app(daemon: "Daemon") -> Starlette:
             metrics.webhook_rejected.labels("malformed").inc()
             log.warning("webhook: %s (first bytes: %r)", exc, body[:120])
             return JSONResponse({"error": str(exc)}, status_code=400)
-        done = daemon.handle_alerts(payload, received)
+        try:
+            # node lists and failover run off the event loop: /healthz and /metrics keep answering
+            done = await run_in_threadpool(daemon.handle_alerts, payload, received)
+        except alerts.PayloadError as exc:
+            metrics.webhook_rejected.labels("bad_node").inc()
+            log.warning("webhook: %s", exc)
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        except NodeListError as exc:
+            metrics.webhook_rejected.labels("nodes_unknown").inc()
+            log.error("webhook: %s; alert not acted on (Alertmanager retries)", exc)
+            return JSONResponse({"error": str(exc)}, status_code=503)
         return JSONResponse({"accepted": len(payload.alerts), "actions": done})
 
     routes = [Route("/metrics", metrics_ep), Route("/healthz", healthz), Route("/plan", plan_ep),

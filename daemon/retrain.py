@@ -72,7 +72,7 @@ def trace_history(name: str, data_dir: Path | None) -> tuple[pd.DataFrame, int]:
 
 
 def simulator_history(cfg: Config, days: float) -> pd.DataFrame:
-    from daemon.sources.synthetic import generate
+    from daemon.sim.workloads import generate
 
     sc = cfg.source.simulator
     steps = int(days * 86400 / cfg.cycle.resolution_s)

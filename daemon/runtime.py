@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import threading
+import time
+from dataclasses import dataclass, field
 
 
-from daemon.actuators.base import Actuator, ListsClusterJobs, ListsNodeJobs
+from daemon.actuators.base import Actuator, ListsClusterJobs, ListsNodeJobs, NodeDirectory
 from daemon.actuators.log import LogActuator
 from daemon.config import Config, ConfigError
 from daemon.cycle import CycleRunner
@@ -16,6 +18,10 @@ from daemon.store import StateStore
 from daemon.telemetry import DaemonMetrics
 
 log = logging.getLogger("gpu_autoscaler.runtime")
+
+
+class NodeListError(Exception):
+    """No scheduler or source could list the nodes right now."""
 
 
 @dataclass
@@ -28,6 +34,41 @@ class Runtime:
     store: StateStore | None
     forecaster_note: str
     sim: object | None = None  # SimulatedCluster when the source is the embedded simulator
+    _nodes: tuple[float, frozenset[str]] | None = field(default=None, repr=False)
+    _nodes_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def node_directories(self) -> list[NodeDirectory]:
+        """Who can list the cluster's nodes, best first: live schedulers, the simulator, the metrics source."""
+        live = [a for a in self.actuators if isinstance(a, NodeDirectory) and not a.dry_run]
+        rest = [x for x in (self.sim, self.source) if isinstance(x, NodeDirectory)]
+        return live + rest + [a for a in self.actuators if isinstance(a, NodeDirectory) and a.dry_run]
+
+    def known_nodes(self, refresh: bool = False) -> frozenset[str]:
+        """The node names the scheduler (or source) knows, cached for ``failover.node_cache_s``.
+
+        Raises NodeListError when nobody can say: then no alert can be checked, so none is acted on.
+        """
+        with self._nodes_lock:
+            now = time.monotonic()
+            if self._nodes is not None:
+                age = now - self._nodes[0]
+                if age < self.cfg.failover.node_cache_s and not (refresh and age > 2.0):  # refresh at most every 2 s
+                    return self._nodes[1]
+            errors = []
+            for d in self.node_directories():
+                try:
+                    names = frozenset(d.node_names())
+                except Exception as exc:
+                    errors.append(f"{getattr(d, 'name', type(d).__name__)}: {exc}")
+                    continue
+                self._nodes = (now, names)
+                return names
+            raise NodeListError("cannot list the cluster's nodes: " + ("; ".join(errors) or "no scheduler or source knows them"))
+
+    def node_known(self, node: str) -> bool:
+        if node in self.known_nodes():
+            return True
+        return node in self.known_nodes(refresh=True)  # a node added since the last look
 
     def jobs_on_node(self, node: str) -> list[tuple[str, str]]:
         """(job id, tenant) of the jobs placed on `node`, asked of whoever knows best."""
@@ -73,7 +114,7 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
 
             out.append(KubernetesActuator.from_config(a.kubernetes, cfg.tenants, dry_run=a.dry_run))
     if sim is not None:
-        from daemon.actuators.simulator import SimulatorActuator
+        from daemon.sim.actuator import SimulatorActuator
 
         # the simulated cluster is the system being driven: it always obeys the plan
         out.insert(0, SimulatorActuator(sim.cluster, sim.tenants, node_index=sim.node_index))
@@ -83,7 +124,7 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
 def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetrics | None = None) -> Runtime:
     sim = None
     if cfg.source.kind == "simulator":
-        from daemon.sources.simulator import SimulatedCluster
+        from daemon.sim.source import SimulatedCluster
 
         sim = SimulatedCluster(cfg)
     actuators = _actuators(cfg, sim)

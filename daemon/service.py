@@ -61,6 +61,12 @@ class Daemon:
         self.ready = False
         self._manifest_mtime: float | None = self._manifest_stamp()
         self.fail_nodes: dict[int, str] = {}
+        self.breaker = alerts.Breaker(self.cfg.failover)
+
+    def may_act(self) -> bool:
+        """Whether this replica may change the cluster (the leader lease hooks in here). Checked first on the
+        node-down path: a replica that may not act fences nothing and requeues nothing."""
+        return True
 
     def _simulate_node_failure(self, node: str) -> None:
         """Embedded simulator only: a node dies and the daemon reacts as if Alertmanager had said so."""
@@ -120,6 +126,7 @@ class Daemon:
         if not self.ready:
             self.ready = True
             self.notifier.notify("READY=1")
+        self.runtime.metrics.breaker_open.set(1 if self.breaker.is_open(time.monotonic()) else 0)
         self.notifier.notify(f"STATUS={summary_line(res)[:200]}")
         if self.on_cycle:
             self.on_cycle(res)
@@ -144,6 +151,9 @@ class Daemon:
 
     # ---- alerts ------------------------------------------------------------------------------
     def handle_node_down(self, node: str, received: float, alertname: str) -> dict:
+        if not self.may_act():
+            log.warning("node %s down (%s): not acting, this replica may not act", node, alertname)
+            return {"node": node, "requeued": [], "seconds": 0.0, "errors": [], "skipped": "replica may not act"}
         # serialised with cycles: a cycle in flight finishes first (tens of ms to ~1 s), then the failover
         with self.runtime.runner.lock:
             return self._node_down(node, received, alertname)
@@ -177,11 +187,32 @@ class Daemon:
         return {"node": node, "requeued": ids, "seconds": round(took, 4), "errors": errors}
 
     def handle_alerts(self, payload: alerts.WebhookPayload, received: float) -> list[dict]:
+        """Check every alert first (alerts.PayloadError: nothing is done), then act.
+
+        Node-down alerts pass the circuit breaker: too many nodes reported down at once is a monitoring
+        problem, not a reason to drain the cluster, so it is alerted on and nothing is fenced.
+        """
+        acts = alerts.actions(payload, self.cfg.failover, self.runtime.node_known)
+        down = [a.node for a in acts if a.kind == "node_down" and a.node]
+        tripped = None
+        if down:
+            ok, count, lim = self.breaker.admit(down, time.monotonic(), len(self.runtime.known_nodes()))
+            self.runtime.metrics.breaker_open.set(0 if ok else 1)
+            if not ok:
+                tripped = (f"mass node failure reported: monitoring problem? {count} nodes reported down within "
+                           f"{self.cfg.failover.breaker_window_s:g}s (limit {lim}); no failover until it clears")
+                log.error("%s (this post: %s)", tripped, ", ".join(down[:10]))
+                if self.runtime.store is not None:
+                    self.runtime.store.log_event(dt.datetime.now(dt.timezone.utc).isoformat(), "mass_node_failure",
+                                                 {"nodes": down, "count": count, "limit": lim})
         done: list[dict] = []
         want_cycle = False
-        for act in alerts.actions(payload):
-            self.runtime.metrics.alerts.labels(act.alertname or "unnamed", act.kind).inc()
-            if act.kind == "node_down" and act.node:
+        for act in acts:
+            kind = "breaker" if act.kind == "node_down" and tripped else act.kind
+            self.runtime.metrics.alerts.labels(act.alertname or "unnamed", kind).inc()
+            if kind == "breaker":
+                done.append({"action": "refused", "alert": act.alertname, "node": act.node, "reason": tripped})
+            elif act.kind == "node_down" and act.node:
                 done.append({"action": "node_down", **self.handle_node_down(act.node, received, act.alertname)})
                 want_cycle = True
             elif act.kind == "cycle_now":

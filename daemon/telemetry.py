@@ -33,6 +33,8 @@ class DaemonMetrics:
         self.webhook_rejected = Counter("gpuas_webhook_rejected", "Webhook posts refused", ["reason"], registry=r)
         self.failover_seconds = Histogram("gpuas_node_failover_seconds", "Alert receipt to jobs requeued", registry=r,
                                           buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10))
+        self.breaker_open = Gauge("gpuas_failover_breaker_open",
+                                  "1 while mass node-down reports keep failover off (monitoring problem?)", registry=r)
         self._tenants: set[str] = set()
 
     def observe_plan(self, plan: Plan, forecast: Forecast | None, lead: int, fallback: bool) -> None:

@@ -56,7 +56,7 @@ def test_retrain_on_a_bad_file_is_a_clear_error(tmp_path):
 
 
 def test_backtest_command_scores_baselines_and_the_shipped_model(tmp_path):
-    from daemon.sources.synthetic import generate
+    from daemon.sim.workloads import generate
 
     f = generate(3, 4 * 1440, 64, seed=5).demand
     p = tmp_path / "hist.csv"

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from daemon.config import Config
-from daemon.replay import report
-from daemon.replay.engine import Workload, per_step_config, run_replay, run_strategy
-from daemon.replay.workloads import alibaba, synthetic
+from daemon.sim import report
+from daemon.sim.replay import per_step_config, run_replay, run_strategy
+from daemon.sim.workloads import Workload, alibaba, synthetic
 from forecaster.baselines import SeasonalNaive
 from tests.conftest import SHARED_DATA
 

@@ -3,9 +3,9 @@ import pandas as pd
 
 from daemon.cluster import PRIORITY
 from daemon.config import Config, SimulatorConfig, SourceConfig
-from daemon.simcluster import QUEUED, RUNNING, SimCluster
-from daemon.sources.simulator import SimulatedCluster
-from daemon.sources.synthetic import generate
+from daemon.sim.cluster import QUEUED, RUNNING, SimCluster
+from daemon.sim.source import SimulatedCluster
+from daemon.sim.workloads import generate
 
 
 def small_cfg(seed=7, tenants=12, gpus=128):

@@ -112,3 +112,15 @@ def test_node_failure_requeues_everything_on_it_within_seconds(slurm, jobs):
              timeout=5 - took)
     took = time.perf_counter() - t0
     assert took < 5
+
+
+def test_node_names_are_single_nodes_and_a_range_is_refused(slurm):
+    from daemon import alerts
+    from daemon.config import FailoverConfig
+
+    names = act(slurm).node_names()
+    assert names == {slurm["node"]}
+    p = alerts.parse(('{"version":"4","status":"firing","receiver":"r","groupKey":"k","alerts":[{"status":"firing",'
+                      '"labels":{"alertname":"GPUNodeDown","node":"gpunode[1-9]"},"startsAt":"x"}]}').encode())
+    with pytest.raises(alerts.PayloadError, match="alerts.0.labels.node"):
+        alerts.actions(p, FailoverConfig(), names.__contains__)

@@ -91,3 +91,10 @@ class HoldsCapacity(Protocol):
 def capable(actuators: list, capability: type) -> list:
     """The actuators that have `capability` (one of the Protocols above), in order."""
     return [a for a in actuators if isinstance(a, capability)]
+
+
+@runtime_checkable
+class NodeDirectory(Protocol):
+    """Knows the cluster's node names (a scheduler, or a source): alerts may only name one of these."""
+
+    def node_names(self) -> set[str]: ...

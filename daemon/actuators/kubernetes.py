@@ -143,6 +143,9 @@ class KubernetesActuator:
             self.evict(rep, p.job_id, p.reason)
         return rep
 
+    def node_names(self) -> set[str]:
+        return {n.metadata.name for n in self.core.list_node().items}
+
     def jobs_on_node(self, node: str) -> list[tuple[str, str]]:
         pods = self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")
         return [(f"{p.metadata.namespace}/{p.metadata.name}", self.tenant_of.get(p.metadata.namespace, p.metadata.namespace))

@@ -171,6 +171,13 @@ class SlurmActuator:
                                      for j, r in zip(rows, run)]),
                     node=np.array([j.nodes for j in rows], dtype=object))
 
+    def node_names(self) -> set[str]:
+        """Every node slurmctld knows, one name each (sinfo -N never prints a range)."""
+        r = self._run("sinfo", "-h", "-N", "-o", "%N")
+        if r.returncode != 0:
+            raise SlurmError(f"sinfo: {r.stderr.strip()}")
+        return {line.strip() for line in r.stdout.splitlines() if line.strip()}
+
     def jobs_on_node(self, node: str) -> list[tuple[str, str]]:
         return [(j.job_id, self.tenant(j)) for j in self.jobs(node=node) if j.state in ("RUNNING", "SUSPENDED")]
 

@@ -7,9 +7,9 @@ import pandas as pd
 
 from daemon.cluster import PRIORITY, ClusterState
 from daemon.config import Config
-from daemon.simcluster import SimCluster
+from daemon.sim.cluster import SimCluster
 from daemon.sources.base import Collected, SourceError
-from daemon.sources.synthetic import generate
+from daemon.sim.workloads import generate
 
 
 class SimulatedCluster:
@@ -55,6 +55,9 @@ class SimulatedCluster:
                 return None
             return i if 0 <= i < self.cluster.n_nodes else None
         return None
+
+    def node_names(self) -> set[str]:
+        return {self.node_name(i) for i in range(self.cluster.n_nodes)}
 
     def advance(self) -> None:
         if self.pos >= len(self.values):

@@ -19,28 +19,17 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from daemon.actuators.simulator import SimulatorActuator
 from daemon.cluster import PRIORITY, ClusterState
-from daemon.config import Config, Tier
+from daemon.config import Config
 from daemon.policy import Plan, PolicyMemory, plan
 from daemon.policy.ratelimits import tenant_limits
-from daemon.simcluster import QUEUED, SimCluster
+from daemon.sim.actuator import SimulatorActuator
+from daemon.sim.cluster import QUEUED, SimCluster
+from daemon.sim.workloads import Workload
 from forecaster.baselines import Forecaster
 from forecaster.types import Forecast
 
 STRATEGIES = ("static", "reactive", "predictive", "oracle")
-
-
-@dataclass
-class Workload:
-    name: str
-    demand: pd.DataFrame          # time x tenant, GPUs wanted
-    tiers: tuple[Tier, ...]
-    job_gpus: np.ndarray
-    capacity: int
-    start: int                    # first step that is measured (earlier steps are history/warm-up)
-    requests_per_gpu_s: float = 0.5  # request volume per GPU in use, for the throttling account
-    request_shape: np.ndarray | None = None  # per-minute multiplier (e.g. from the Azure trace), tiled
 
 
 @dataclass

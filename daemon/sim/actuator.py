@@ -6,7 +6,7 @@ import numpy as np
 
 from daemon.actuators.base import ActionReport
 from daemon.policy.types import Notification, Plan
-from daemon.simcluster import SimCluster
+from daemon.sim.cluster import SimCluster
 
 
 def _sim_id(job_id: str) -> int | None:

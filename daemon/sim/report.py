@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from daemon.replay.engine import StrategyResult
+from daemon.sim.replay import StrategyResult
 
 
 def table(results: dict[str, StrategyResult]) -> str:

@@ -1,0 +1,186 @@
+"""Garbage in, SourceError out: a local HTTP server answers the Prometheus API with crafted bodies.
+
+The real-Prometheus tests (test_prometheus.py) show what a correct answer reads as; these show that
+every malformed one (NaN, infinities, negative counts, missing fields, wrong types, an HTML page,
+an oversized body) stops the read with a SourceError that says what was wrong, never a guess.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from daemon.config import Config, PrometheusConfig, SourceConfig
+from daemon.sources.base import SourceError
+from daemon.sources.prometheus import PrometheusSource
+
+NOW = 1_764_806_400  # on the minute
+
+
+def ok(result, kind="vector"):
+    return json.dumps({"status": "success", "data": {"resultType": kind, "result": result}})
+
+
+def good_instant(query: str):
+    if "unless" in query:                      # missing_query: nobody's GPUs went stale
+        return ok([])
+    if query.startswith("count(") or query.startswith("max("):
+        v = str(NOW) if query.startswith("max(") else "16"
+        return ok([{"metric": {}, "value": [NOW, v]}])
+    return ok([{"metric": {"namespace": "team-a"}, "value": [NOW, "3"]}])
+
+
+def good_range(query: str):
+    if "unless" in query:
+        return ok([], "matrix")
+    if query.startswith("count("):             # capacity: scraped at both steps
+        return ok([{"metric": {}, "values": [[NOW - 60, "16"], [NOW, "16"]]}], "matrix")
+    return ok([{"metric": {"namespace": "team-a"}, "values": [[NOW - 60, "2"], [NOW, "3"]]}], "matrix")
+
+
+class Crafted:
+    """What the fake Prometheus answers: (status, content type, body, send Content-Length)."""
+
+    def __init__(self):
+        self.instant = lambda q: (200, "application/json", good_instant(q), True)
+        self.range = lambda q: (200, "application/json", good_range(q), True)
+
+
+@pytest.fixture
+def fake():
+    crafted = Crafted()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"   # without Content-Length the body ends when the connection closes
+
+        def do_GET(self):
+            u = urlparse(self.path)
+            q = parse_qs(u.query).get("query", [""])[0]
+            status, ctype, body, with_length = (crafted.range if u.path.endswith("query_range") else crafted.instant)(q)
+            data = body.encode() if isinstance(body, str) else body
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            if with_length:
+                self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            try:
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):  # the client stopped reading at its cap
+                pass
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    th = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    th.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}", crafted
+    srv.shutdown()
+    srv.server_close()
+
+
+def source(url, **pc):
+    cfg = Config(source=SourceConfig(kind="prometheus",
+                                     prometheus=PrometheusConfig(url=url, timeout_s=2, retries=0, **pc)),
+                 cycle={"history_steps": 60}, tenants=[{"name": "team-a"}])
+    return PrometheusSource(cfg, clock=lambda: NOW + 1.0)
+
+
+def test_a_well_formed_answer_reads(fake):
+    url, _ = fake
+    got = source(url).collect(60)
+    assert got.state.capacity == 16 and list(got.state.used) == [3.0]
+    assert got.history["team-a"].iloc[-2:].tolist() == [2.0, 3.0]
+
+
+def demand_value(v):
+    return lambda q: (200, "application/json", good_instant(q) if q.startswith(("count(", "max(")) else
+                      ok([{"metric": {"namespace": "team-a"}, "value": [NOW, v]}]), True)
+
+
+@pytest.mark.parametrize("value", ["NaN", "+Inf", "-Inf", "-1", "3e400"])
+def test_nan_infinite_or_negative_value_is_refused(fake, value):
+    url, crafted = fake
+    crafted.instant = demand_value(value)
+    with pytest.raises(SourceError, match="NaN, infinite or negative .*first: '[-+0-9a-zA-Z.]+'"):
+        source(url).collect(60)
+
+
+def test_nan_inside_history_is_refused(fake):
+    url, crafted = fake
+    crafted.range = lambda q: (200, "application/json", ok([{"metric": {"namespace": "team-a"},
+                                                            "values": [[NOW - 60, "2"], [NOW, "NaN"]]}], "matrix"), True)
+    with pytest.raises(SourceError, match="1 sample\\(s\\) NaN"):
+        source(url).collect(60)
+
+
+def test_text_that_is_not_a_number_is_refused(fake):
+    url, crafted = fake
+    crafted.instant = demand_value("three")
+    with pytest.raises(SourceError, match="non-numeric sample value"):
+        source(url).collect(60)
+
+
+@pytest.mark.parametrize("item, where", [
+    ({"metric": {"namespace": "team-a"}}, "result.0.value"),                          # no value field
+    ({"value": [NOW, "3"]}, "result.0.metric"),                                       # no metric field
+    ({"metric": {"namespace": 7}, "value": [NOW, "3"]}, "result.0.metric.namespace"), # label not a string
+    ({"metric": {"namespace": "team-a"}, "value": [NOW, 3]}, "result.0.value.1"),     # value not a string
+    ({"metric": {"namespace": "team-a"}, "value": [str(NOW), "3"]}, "result.0.value.0"),  # time as text
+    ({"metric": {"namespace": "team-a"}, "value": [NOW]}, "result.0.value"),          # half a sample
+    ({"metric": {"namespace": "team-a"}, "value": "3"}, "result.0.value"),
+])
+def test_missing_fields_and_wrong_types_are_refused(fake, item, where):
+    url, crafted = fake
+    crafted.instant = lambda q: (200, "application/json", good_instant(q) if q.startswith(("count(", "max(")) else
+                                 ok([item]), True)
+    with pytest.raises(SourceError, match=f"malformed instant vector at {where.replace('.', '[.]')}"):
+        source(url).collect(60)
+
+
+def test_a_scalar_where_a_vector_belongs_is_refused(fake):
+    url, crafted = fake
+    crafted.instant = lambda q: (200, "application/json", json.dumps(
+        {"status": "success", "data": {"resultType": "scalar", "result": [NOW, "3"]}}), True)
+    with pytest.raises(SourceError, match="malformed instant vector"):
+        source(url).collect(60)
+
+
+@pytest.mark.parametrize("body", ['{"status": "success"}', '{"status": "success", "data": {}}', "[1, 2, 3]",
+                                  '{"data": null}'])
+def test_answer_without_data_result_is_refused(fake, body):
+    url, crafted = fake
+    crafted.range = lambda q: (200, "application/json", body, True)
+    with pytest.raises(SourceError, match="no data.result"):
+        source(url).collect(60)
+
+
+def test_html_error_page_is_refused(fake):
+    url, crafted = fake
+    page = "<html><head><title>Sign in</title></head><body>proxy login</body></html>"
+    crafted.range = lambda q: (200, "text/html", page, True)
+    with pytest.raises(SourceError, match="not JSON \\(an HTML error page"):
+        source(url).collect(60)
+
+
+def test_html_error_status_is_refused_with_a_short_message(fake):
+    url, crafted = fake
+    page = "<html><body>" + "Bad gateway " * 1000 + "</body></html>"
+    crafted.range = lambda q: (502, "text/html", page, True)
+    with pytest.raises(SourceError, match="502") as err:
+        source(url).collect(60)
+    assert len(str(err.value)) < 500
+
+
+@pytest.mark.parametrize("with_length", [True, False])
+def test_huge_answer_is_cut_at_the_cap(fake, with_length):
+    url, crafted = fake
+    item = {"metric": {"namespace": "team-a"}, "values": [[NOW - 60 * i, "1"] for i in range(60)]}
+    big = ok([item] * 2000, "matrix")   # about 2.2 MB
+    crafted.range = lambda q: (200, "application/json", big, with_length)
+    with pytest.raises(SourceError, match="over the 1048576-byte cap"):
+        source(url, max_response_mb=1).collect(60)
