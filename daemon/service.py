@@ -61,6 +61,8 @@ class Daemon:
         self.ready = False
         self._manifest_mtime: float | None = self._manifest_stamp()
         self.fail_nodes: dict[int, str] = {}
+        self.config_path = None  # the file SIGHUP re-reads (set by the CLI)
+        self._reload_wanted = threading.Event()
         self.breaker = alerts.Breaker(self.cfg.failover)
 
     def may_act(self) -> bool:
@@ -235,6 +237,16 @@ class Daemon:
                 "plan_at": plan.at if plan else None, "cycles": self.cycles_done,
                 "forecaster": self.runtime.forecaster_note}
 
+    def reload(self) -> bool:
+        """Re-read the config file; a bad one keeps the running config (daemon/reload.py)."""
+        from daemon.reload import reload_config
+
+        self.notifier.notify("RELOADING=1")
+        try:
+            return reload_config(self, self.config_path)
+        finally:
+            self.notifier.notify("READY=1")
+
     # ---- lifecycle ---------------------------------------------------------------------------
     def _start_http(self) -> None:
         from daemon.http import build_app
@@ -301,9 +313,12 @@ class Daemon:
 
         signal.signal(signal.SIGTERM, _sig)
         signal.signal(signal.SIGINT, _sig)
+        signal.signal(signal.SIGHUP, lambda *_: self._reload_wanted.set())
         self.start()
         try:
             while not self.stopped.wait(0.5):
-                pass
+                if self._reload_wanted.is_set():
+                    self._reload_wanted.clear()
+                    self.reload()
         finally:
             self.stop()

@@ -110,6 +110,11 @@ def test_gap_now_is_reported_as_missing_not_zero(prom):
     assert np.isnan(st.used[2]) and st.used[0] == alloc("team-a", 105) and st.used[3] == 0
 
 
+def test_node_names_are_the_nodes_that_reported(prom):
+    url, _ = prom
+    assert PrometheusSource(cfg_for(url), clock=clock_at(MINUTES - 1)).node_names() == {"node1", "node2", "node3", "node4"}
+
+
 def test_idle_tenant_in_a_fresh_scrape_is_zero_not_missing(prom):
     url, _ = prom
     got = PrometheusSource(cfg_for(url), clock=clock_at(35)).collect(60)

@@ -257,5 +257,5 @@ class PrometheusSource:
 
     def node_names(self) -> set[str]:
         """Nodes that reported GPUs within a day (``known_nodes_query``, grouped by ``node_label``)."""
-        return {n for s in self._instant(self.pc.known_nodes_query, self.clock())
-                if (n := s.get("metric", {}).get(self.pc.node_label))}
+        return {n for labels, _ in self._instant(self.pc.known_nodes_query, self.clock())
+                if (n := labels.get(self.pc.node_label))}
