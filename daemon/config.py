@@ -171,6 +171,12 @@ class SlurmActuatorConfig(_Strict):
     priority_by_qos: dict[str, Tier] = Field(default_factory=lambda: {"high": "high", "low": "low", "preemptible": "low"})
     priority_by_partition: dict[str, Tier] = Field(default_factory=lambda: {"high": "high", "low": "low"})
     drain_failed_nodes: bool = Field(True, description="drain a node reported down so nothing new lands on it")
+    # holds: whole-node reservations (Flags=IGNORE_JOBS,MAGNETIC) for the accounts of these tiers, sized by the plan
+    holds: bool = Field(True, description="hold the plan's reserved GPUs with a Slurm reservation")
+    hold_tiers: list[Tier] = Field(default_factory=lambda: ["high"], description="tiers whose accounts the hold admits")
+    hold_name_prefix: str = Field("gpuas-hold", pattern=r"^[A-Za-z0-9_.-]+$",
+                                  description="reservations named so are the daemon's own; no other is touched")
+    hold_shrink_delay_s: float = Field(300.0, ge=0, description="a hold shrinks only after wanting fewer nodes this long")
 
 
 class KubernetesActuatorConfig(_Strict):
@@ -184,6 +190,7 @@ class KubernetesActuatorConfig(_Strict):
 class ActuatorsConfig(_Strict):
     dry_run: bool = True
     enabled: list[Literal["log", "redis", "slurm", "kubernetes", "simulator"]] = Field(default_factory=lambda: ["log"])
+    release_holds_on_stop: bool = Field(True, description="delete scheduler holds (Slurm reservations) on stop")
     redis: RedisActuatorConfig = Field(default_factory=RedisActuatorConfig)
     slurm: SlurmActuatorConfig = Field(default_factory=SlurmActuatorConfig)
     kubernetes: KubernetesActuatorConfig = Field(default_factory=KubernetesActuatorConfig)
