@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from daemon.gateway import ApiKey
+
 Tier = Literal["high", "normal", "low"]
 TIERS: tuple[Tier, ...] = ("high", "normal", "low")
 
@@ -195,6 +197,12 @@ class SlurmActuatorConfig(_Strict):
     priority_by_qos: dict[str, Tier] = Field(default_factory=lambda: {"high": "high", "low": "low", "preemptible": "low"})
     priority_by_partition: dict[str, Tier] = Field(default_factory=lambda: {"high": "high", "low": "low"})
     drain_failed_nodes: bool = Field(True, description="drain a node reported down so nothing new lands on it")
+    # holds: whole-node reservations (Flags=IGNORE_JOBS,MAGNETIC) for the accounts of these tiers, sized by the plan
+    holds: bool = Field(True, description="hold the plan's reserved GPUs with a Slurm reservation")
+    hold_tiers: list[Tier] = Field(default_factory=lambda: ["high"], description="tiers whose accounts the hold admits")
+    hold_name_prefix: str = Field("gpuas-hold", pattern=r"^[A-Za-z0-9_.-]+$",
+                                  description="reservations named so are the daemon's own; no other is touched")
+    hold_shrink_delay_s: float = Field(300.0, ge=0, description="a hold shrinks only after wanting fewer nodes this long")
 
 
 class KubernetesActuatorConfig(_Strict):
@@ -208,6 +216,7 @@ class KubernetesActuatorConfig(_Strict):
 class ActuatorsConfig(_Strict):
     dry_run: bool = True
     enabled: list[Literal["log", "redis", "slurm", "kubernetes", "simulator"]] = Field(default_factory=lambda: ["log"])
+    release_holds_on_stop: bool = Field(True, description="delete scheduler holds (Slurm reservations) on stop")
     redis: RedisActuatorConfig = Field(default_factory=RedisActuatorConfig)
     slurm: SlurmActuatorConfig = Field(default_factory=SlurmActuatorConfig)
     kubernetes: KubernetesActuatorConfig = Field(default_factory=KubernetesActuatorConfig)
@@ -292,6 +301,13 @@ class AccessConfig(_Strict):
         return v
 
 
+class GatewayKeysConfig(_Strict):
+    """API keys the daemon publishes to Redis (`<prefix>:apikeys`, SHA-256 digest -> tenant) for the gateways;
+    needs the redis actuator. Empty: the daemon publishes nothing and leaves Redis' map alone."""
+
+    keys: list[ApiKey] = Field(default_factory=list)
+
+
 class StateConfig(_Strict):
     path: Path = Path("state/gpu-autoscaler.sqlite")
 
@@ -315,6 +331,7 @@ class Config(_Strict):
     actuators: ActuatorsConfig = Field(default_factory=ActuatorsConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
     access: AccessConfig = Field(default_factory=AccessConfig)
+    gateway: GatewayKeysConfig = Field(default_factory=GatewayKeysConfig)
     state: StateConfig = Field(default_factory=StateConfig)
     failover: FailoverConfig = Field(default_factory=FailoverConfig)
     retrain: RetrainConfig = Field(default_factory=RetrainConfig)

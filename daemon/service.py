@@ -21,7 +21,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 
 from daemon import alerts
-from daemon.actuators.base import FencesNodes
+from daemon.actuators.base import FencesNodes, HoldsCapacity
 from daemon.cycle import CycleResult
 from daemon.policy.types import Notification
 from daemon.runtime import Runtime
@@ -287,7 +287,24 @@ class Daemon:
             pass
         if self.server is not None:
             self.server.should_exit = True
+        if self.cfg.actuators.release_holds_on_stop:
+            self.release_holds()
         self.runtime.close()
+
+    def release_holds(self) -> None:
+        """Stopping: holds on the scheduler go with the daemon (the jobs in them keep running)."""
+        for act in self.runtime.actuators:
+            if not isinstance(act, HoldsCapacity):
+                continue
+            try:
+                rep = act.release_holds()
+            except Exception as exc:
+                log.error("releasing holds of %s failed: %s", act.name, exc)
+                continue
+            for a in rep.actions:
+                log.info("%s: %s", act.name, a)
+            if rep.errors:
+                log.error("releasing holds of %s: %s", act.name, "; ".join(rep.errors))
 
     def run_forever(self) -> None:
         def _sig(signum, _frame):
