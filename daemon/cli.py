@@ -97,6 +97,7 @@ def run(ctx: click.Context, sim: bool, cycles: int | None, interval: float | Non
                    f"operator token for this run: {demo_token}", err=True)
     d = Daemon(rt, on_cycle=lambda r: click.echo(summary_line(r)), max_cycles=cycles,
                serve_http=False if no_http else None)
+    d.config_path = ctx.obj["config"]
     for spec in fail_node:
         at, _, node = spec.partition(":")
         if not at.isdigit() or not node:

@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from daemon.gateway import ApiKey
+
 Tier = Literal["high", "normal", "low"]
 TIERS: tuple[Tier, ...] = ("high", "normal", "low")
 
@@ -120,8 +122,13 @@ class PrometheusConfig(_Strict):
     headers: dict[str, str] = Field(default_factory=dict)
     max_response_mb: float = Field(64.0, gt=0, description="a bigger answer is a SourceError (read in chunks)")
     chunk_steps: int = Field(720, ge=1, description="steps per query_range request (bounds each answer's size)")
-    # Demand of a tenant = GPUs in use. DCGM exporter labels every GPU with the pod's namespace.
-    demand_query: str = 'count by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""} > 0)'
+    # Demand of a tenant = GPUs allocated to it, busy or idle. DCGM exporter labels a GPU with the namespace
+    # of the pod it is allocated to (empty when free).
+    demand_query: str = 'count by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""})'
+    # Tenants with a GPU seen in the last 15m whose series is not fresh now (its node's scrape failed, so
+    # Prometheus marked it stale, or the exporter dropped it): missing, not idle.
+    missing_query: str = ('count by (namespace) (last_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!=""}[15m])'
+                          ' unless on (Hostname, gpu) DCGM_FI_DEV_GPU_UTIL)')
     util_query: str = 'avg by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""})'
     capacity_query: str = "count(DCGM_FI_DEV_GPU_UTIL)"
     nodes_query: str = "count by (Hostname) (DCGM_FI_DEV_GPU_UTIL)"
@@ -164,6 +171,12 @@ class SlurmActuatorConfig(_Strict):
     priority_by_qos: dict[str, Tier] = Field(default_factory=lambda: {"high": "high", "low": "low", "preemptible": "low"})
     priority_by_partition: dict[str, Tier] = Field(default_factory=lambda: {"high": "high", "low": "low"})
     drain_failed_nodes: bool = Field(True, description="drain a node reported down so nothing new lands on it")
+    # holds: whole-node reservations (Flags=IGNORE_JOBS,MAGNETIC) for the accounts of these tiers, sized by the plan
+    holds: bool = Field(True, description="hold the plan's reserved GPUs with a Slurm reservation")
+    hold_tiers: list[Tier] = Field(default_factory=lambda: ["high"], description="tiers whose accounts the hold admits")
+    hold_name_prefix: str = Field("gpuas-hold", pattern=r"^[A-Za-z0-9_.-]+$",
+                                  description="reservations named so are the daemon's own; no other is touched")
+    hold_shrink_delay_s: float = Field(300.0, ge=0, description="a hold shrinks only after wanting fewer nodes this long")
 
 
 class KubernetesActuatorConfig(_Strict):
@@ -177,6 +190,7 @@ class KubernetesActuatorConfig(_Strict):
 class ActuatorsConfig(_Strict):
     dry_run: bool = True
     enabled: list[Literal["log", "redis", "slurm", "kubernetes", "simulator"]] = Field(default_factory=lambda: ["log"])
+    release_holds_on_stop: bool = Field(True, description="delete scheduler holds (Slurm reservations) on stop")
     redis: RedisActuatorConfig = Field(default_factory=RedisActuatorConfig)
     slurm: SlurmActuatorConfig = Field(default_factory=SlurmActuatorConfig)
     kubernetes: KubernetesActuatorConfig = Field(default_factory=KubernetesActuatorConfig)
@@ -261,6 +275,13 @@ class AccessConfig(_Strict):
         return v
 
 
+class GatewayKeysConfig(_Strict):
+    """API keys the daemon publishes to Redis (`<prefix>:apikeys`, SHA-256 digest -> tenant) for the gateways;
+    needs the redis actuator. Empty: the daemon publishes nothing and leaves Redis' map alone."""
+
+    keys: list[ApiKey] = Field(default_factory=list)
+
+
 class StateConfig(_Strict):
     path: Path = Path("state/gpu-autoscaler.sqlite")
 
@@ -283,6 +304,7 @@ class Config(_Strict):
     actuators: ActuatorsConfig = Field(default_factory=ActuatorsConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
     access: AccessConfig = Field(default_factory=AccessConfig)
+    gateway: GatewayKeysConfig = Field(default_factory=GatewayKeysConfig)
     state: StateConfig = Field(default_factory=StateConfig)
     failover: FailoverConfig = Field(default_factory=FailoverConfig)
     retrain: RetrainConfig = Field(default_factory=RetrainConfig)

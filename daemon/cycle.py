@@ -6,6 +6,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import pandas as pd
 
@@ -14,7 +15,7 @@ from daemon.actuators.base import ActionReport, Actuator
 from daemon.config import Config
 from daemon.forecasting import WithFallback, baseline
 from daemon.plan_events import plan_events
-from daemon.policy.types import Plan, PolicyMemory
+from daemon.policy.types import OperatorInputs, Plan, PolicyMemory
 from daemon.sources.base import Collected, Source, SourceError
 from daemon.store import StateStore
 from daemon.telemetry import DaemonMetrics
@@ -53,6 +54,7 @@ class CycleRunner:
         self.last_state = None
         self.last_forecast: Forecast | None = None
         self.last_history: pd.DataFrame | None = None
+        self.operator_inputs: Callable[[], OperatorInputs] | None = None  # daemon/overrides.py
         self.cycles = 0
         if self.last_plan is not None:
             log.info("restored last good plan from %s (%d reservations, rate level %d)", self.last_plan.at,
@@ -95,7 +97,8 @@ class CycleRunner:
         m.staleness.set(state.staleness_s)
         fc, fell_back = self._forecast(collected.history)
         self.last_forecast, self.last_history = fc, collected.history
-        plan = policy.plan(fc, state, self.memory, self.cfg, self.last_plan)
+        ops = self.operator_inputs() if self.operator_inputs is not None else None
+        plan = policy.plan(fc, state, self.memory, self.cfg, self.last_plan, ops)
         reports: list[ActionReport] = []
         if plan.stale:
             log.warning("%s", "; ".join(plan.notes))

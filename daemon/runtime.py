@@ -13,6 +13,7 @@ from daemon.actuators.log import LogActuator
 from daemon.config import Config, ConfigError
 from daemon.cycle import CycleRunner
 from daemon.forecasting import build as build_forecaster
+from daemon.overrides import Overrides
 from daemon.sources.base import Source
 from daemon.store import StateStore
 from daemon.telemetry import DaemonMetrics
@@ -34,6 +35,7 @@ class Runtime:
     store: StateStore | None
     forecaster_note: str
     sim: object | None = None  # SimulatedCluster when the source is the embedded simulator
+    overrides: Overrides | None = None  # operator changes at runtime, applied at the next cycle
     _nodes: tuple[float, frozenset[str]] | None = field(default=None, repr=False)
     _nodes_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -100,7 +102,13 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
         elif name == "redis":
             from daemon.actuators.redis_limits import RedisLimitsActuator
 
-            out.append(RedisLimitsActuator(a.redis.url, a.redis.prefix, dry_run=a.dry_run))
+            from daemon.gateway import GatewayConfigError, digest_map
+
+            try:
+                keys = digest_map(cfg.gateway.keys, "gateway.keys")
+            except GatewayConfigError as exc:
+                raise ConfigError(str(exc)) from None
+            out.append(RedisLimitsActuator(a.redis.url, a.redis.prefix, dry_run=a.dry_run, api_keys=keys or None))
         elif name == "slurm":
             from daemon.actuators.slurm import SlurmActuator
 
@@ -137,4 +145,6 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
     store = StateStore(cfg.state.path) if with_store else None
     metrics = metrics or DaemonMetrics()
     runner = CycleRunner(cfg, source, forecaster, actuators, store, metrics)
-    return Runtime(cfg, source, actuators, runner, metrics, store, note, sim)
+    overrides = Overrides(store)
+    runner.operator_inputs = overrides.inputs
+    return Runtime(cfg, source, actuators, runner, metrics, store, note, sim, overrides)

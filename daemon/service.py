@@ -23,7 +23,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 
 from daemon import alerts
-from daemon.actuators.base import FencesNodes
+from daemon.actuators.base import FencesNodes, HoldsCapacity
 from daemon.cycle import CycleResult
 from daemon.policy.types import Notification
 from daemon.runtime import Runtime
@@ -63,6 +63,8 @@ class Daemon:
         self.ready = False
         self._manifest_mtime: float | None = self._manifest_stamp()
         self.fail_nodes: dict[int, str] = {}
+        self.config_path = None  # the file SIGHUP re-reads (set by the CLI)
+        self._reload_wanted = threading.Event()
         self.breaker = alerts.Breaker(self.cfg.failover)
         # failover runs in its own worker under its own lock: it never waits for a cycle (nor blocks HTTP)
         self.failover_lock = threading.Lock()
@@ -246,6 +248,16 @@ class Daemon:
                 "plan_at": plan.at if plan else None, "cycles": self.cycles_done,
                 "forecaster": self.runtime.forecaster_note}
 
+    def reload(self) -> bool:
+        """Re-read the config file; a bad one keeps the running config (daemon/reload.py)."""
+        from daemon.reload import reload_config
+
+        self.notifier.notify("RELOADING=1")
+        try:
+            return reload_config(self, self.config_path)
+        finally:
+            self.notifier.notify("READY=1")
+
     # ---- lifecycle ---------------------------------------------------------------------------
     def _start_http(self) -> None:
         from daemon.http import build_app
@@ -286,8 +298,28 @@ class Daemon:
             pass
         if self.server is not None:
             self.server.should_exit = True
+<<<<<<< HEAD
         self.failover_worker.shutdown(wait=True)
+=======
+        if self.cfg.actuators.release_holds_on_stop:
+            self.release_holds()
+>>>>>>> main
         self.runtime.close()
+
+    def release_holds(self) -> None:
+        """Stopping: holds on the scheduler go with the daemon (the jobs in them keep running)."""
+        for act in self.runtime.actuators:
+            if not isinstance(act, HoldsCapacity):
+                continue
+            try:
+                rep = act.release_holds()
+            except Exception as exc:
+                log.error("releasing holds of %s failed: %s", act.name, exc)
+                continue
+            for a in rep.actions:
+                log.info("%s: %s", act.name, a)
+            if rep.errors:
+                log.error("releasing holds of %s: %s", act.name, "; ".join(rep.errors))
 
     def run_forever(self) -> None:
         def _sig(signum, _frame):
@@ -296,9 +328,12 @@ class Daemon:
 
         signal.signal(signal.SIGTERM, _sig)
         signal.signal(signal.SIGINT, _sig)
+        signal.signal(signal.SIGHUP, lambda *_: self._reload_wanted.set())
         self.start()
         try:
             while not self.stopped.wait(0.5):
-                pass
+                if self._reload_wanted.is_set():
+                    self._reload_wanted.clear()
+                    self.reload()
         finally:
             self.stop()

@@ -66,6 +66,26 @@ class StateStore:
         with self._lock:
             self._db.execute("INSERT INTO events(at, kind, detail) VALUES(?,?,?)", (at, kind, json.dumps(detail)))
 
+    def get_value(self, key: str) -> Any | None:
+        with self._lock:
+            return self._get(key)
+
+    def put_value(self, key: str, value: Any, at: str, event: tuple[str, dict] | None = None) -> None:
+        """Write one value and, in the same transaction, the event that records who changed it."""
+        with self._lock:
+            cur = self._db.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                cur.execute("INSERT INTO kv(key, value, updated) VALUES(?,?,?) "
+                            "ON CONFLICT(key) DO UPDATE SET value=excluded.value, updated=excluded.updated",
+                            (key, json.dumps(value), at))
+                if event is not None:
+                    cur.execute("INSERT INTO events(at, kind, detail) VALUES(?,?,?)", (at, event[0], json.dumps(event[1])))
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+
     def log_events(self, at: str, items: list[tuple[str, dict]]) -> None:
         """Several events in one transaction (one fsync)."""
         if not items:

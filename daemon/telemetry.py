@@ -33,6 +33,11 @@ class DaemonMetrics:
         self.webhook_rejected = Counter("gpuas_webhook_rejected", "Webhook posts refused", ["reason"], registry=r)
         self.failover_seconds = Histogram("gpuas_node_failover_seconds", "Alert receipt to jobs requeued", registry=r,
                                           buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10))
+        self.config_reloads = Counter("gpuas_config_reloads", "Config reloads (SIGHUP) by outcome (ok, error)",
+                                      ["outcome"], registry=r)
+        self.config_reload_ok = Gauge("gpuas_config_reload_ok", "0 while the last reload failed (running config kept)",
+                                      registry=r)
+        self.config_reload_ok.set(1)
         self.breaker_open = Gauge("gpuas_failover_breaker_open",
                                   "1 while mass node-down reports keep failover off (monitoring problem?)", registry=r)
         self._tenants: set[str] = set()

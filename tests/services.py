@@ -102,16 +102,15 @@ SlurmctldHost=localhost(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 SlurmctldPort={ctld_port}
-SlurmdPort={d_port}
 AuthType=auth/munge
 AuthInfo=socket={d}/munge.sock
 CredType=cred/munge
 StateSaveLocation={d}/state
-SlurmdSpoolDir={d}/spool
+SlurmdSpoolDir={d}/spool/%n
 SlurmctldPidFile={d}/slurmctld.pid
-SlurmdPidFile={d}/slurmd.pid
+SlurmdPidFile={d}/slurmd-%n.pid
 SlurmctldLogFile={d}/slurmctld.log
-SlurmdLogFile={d}/slurmd.log
+SlurmdLogFile={d}/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -128,33 +127,41 @@ JobCompType=jobcomp/none
 JobAcctGatherType=jobacct_gather/none
 SlurmdParameters=config_overrides
 MailProg=/bin/true
-NodeName={node} NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=16 Gres=gpu:8 RealMemory=1000 State=UNKNOWN
-PartitionName=high Nodes={node} PriorityTier=10 MaxTime=INFINITE State=UP
-PartitionName=normal Nodes={node} PriorityTier=5 Default=YES MaxTime=INFINITE State=UP
-PartitionName=low Nodes={node} PriorityTier=1 MaxTime=INFINITE State=UP
+{node_lines}PartitionName=high Nodes={nodes} PriorityTier=10 MaxTime=INFINITE State=UP
+PartitionName=normal Nodes={nodes} PriorityTier=5 Default=YES MaxTime=INFINITE State=UP
+PartitionName=low Nodes={nodes} PriorityTier=1 MaxTime=INFINITE State=UP
 """
+# several slurmd on one host: each NodeName has its own Port; `slurmd -N name` picks its line
 
 
 @contextlib.contextmanager
-def slurm_cluster(node: str = "gpunode1"):
-    """munged + slurmctld + slurmd on 127.0.0.1, one node with 8 GPUs (empty device files as GRES)."""
+def slurm_cluster(node: str = "gpunode1", nodes: tuple[str, ...] | None = None, gpus: int = 8):
+    """munged + slurmctld + one slurmd per node on 127.0.0.1; each node has `gpus` GPUs (empty device files
+    as GRES). Yields conf, env, dir, node (the first) and nodes."""
     import shutil as _sh
     import tempfile
 
+    names = tuple(nodes or (node,))
     os.environ["PATH"] = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
     for b in ("munged", "slurmctld", "slurmd", "scontrol", "sbatch", "squeue"):
         need_binary(b)
     d = Path(tempfile.mkdtemp(prefix="gpuas-slurm-", dir="/tmp"))  # unix socket paths must stay short
     for sub in ("state", "spool", "dev"):
         (d / sub).mkdir()
-    for i in range(8):
-        (d / "dev" / f"gpu{i}").touch()
+    gres = ""
+    for n in names:
+        (d / "spool" / n).mkdir()
+        for i in range(gpus):
+            (d / "dev" / f"{n}-gpu{i}").touch()
+        gres += f"NodeName={n} Name=gpu File={d}/dev/{n}-gpu[0-{gpus - 1}]\n"
     key = d / "munge.key"
     key.write_bytes(os.urandom(1024))
     key.chmod(0o400)
     conf = d / "slurm.conf"
-    conf.write_text(SLURM_CONF.format(ctld_port=free_port(), d_port=free_port(), d=d, node=node))
-    (d / "gres.conf").write_text(f"NodeName={node} Name=gpu File={d}/dev/gpu[0-7]\n")
+    lines = "".join(f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={free_port()} CPUs=16 "
+                    f"Gres=gpu:{gpus} RealMemory=1000 State=UNKNOWN\n" for n in names)
+    conf.write_text(SLURM_CONF.format(ctld_port=free_port(), d=d, node_lines=lines, nodes=",".join(names)))
+    (d / "gres.conf").write_text(gres)
     env = env_with_path()
     env["SLURM_CONF"] = str(conf)
     procs = []
@@ -166,15 +173,17 @@ def slurm_cluster(node: str = "gpunode1"):
                                       stderr=subprocess.STDOUT))
         wait_for(lambda: subprocess.run(["scontrol", "ping"], env=env, capture_output=True, text=True).stdout.count("UP") > 0,
                  what="slurmctld", timeout=30)
-        procs.append(subprocess.Popen(["slurmd", "-D", "-N", node], env=env, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.STDOUT))
+        for n in names:
+            procs.append(subprocess.Popen(["slurmd", "-D", "-N", n], env=env, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.STDOUT))
 
-        def node_idle():
-            out = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], env=env, capture_output=True, text=True).stdout
-            return "idle" in out
+        def nodes_idle():
+            out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], env=env, capture_output=True, text=True).stdout
+            idle = {ln.split()[0] for ln in out.splitlines() if ln.split()[1:] == ["idle"]}
+            return idle >= set(names)
 
-        wait_for(node_idle, what="slurm node idle", timeout=60)
-        yield {"conf": conf, "env": env, "dir": d, "node": node}
+        wait_for(nodes_idle, what="slurm nodes idle", timeout=60)
+        yield {"conf": conf, "env": env, "dir": d, "node": names[0], "nodes": names}
     finally:
         subprocess.run(["scancel", "--full", "-u", "root"], env=env, capture_output=True)
         for p in reversed(procs):

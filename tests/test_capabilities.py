@@ -33,3 +33,26 @@ def test_a_forwarding_wrapper_has_exactly_the_wrapped_capabilities():
 
     assert isinstance(Fenced(SlurmActuator(SlurmActuatorConfig(), TENANTS)), ListsClusterJobs)
     assert not isinstance(Fenced(LogActuator()), FencesNodes)
+
+
+def test_stopping_daemon_releases_holds(tmp_path):
+    from daemon.actuators.base import ActionReport, HoldsCapacity
+    from daemon.config import Config, SimulatorConfig, SourceConfig
+    from daemon.runtime import build_runtime
+    from daemon.service import Daemon
+
+    class Holder(LogActuator):
+        released = 0
+
+        def release_holds(self):
+            self.released += 1
+            return ActionReport("holder", False, ["release hold x"])
+
+    cfg = Config(cluster={"gpus": 64}, source=SourceConfig(simulator=SimulatorConfig(seed=1, tenants=4, warmup_steps=50)),
+                 state={"path": tmp_path / "s.sqlite"}, forecaster={"model_dir": tmp_path / "m"})
+    holder = Holder()
+    assert isinstance(holder, HoldsCapacity) and not isinstance(LogActuator(), HoldsCapacity)
+    d = Daemon(build_runtime(cfg), serve_http=False)
+    d.runtime.actuators.append(holder)
+    d.stop()
+    assert holder.released == 1

@@ -4,6 +4,7 @@ import subprocess
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from daemon.config import Config, PrometheusConfig, SourceConfig
@@ -19,35 +20,44 @@ pytestmark = pytest.mark.services
 
 MINUTES = 180
 T0 = (int(time.time()) // 3600 - 8) * 3600        # 8 hours ago, on the hour
-GPUS = {"team-a": ("node1", 8), "team-b": ("node2", 8), "team-c": ("node3", 4)}
-GAP = range(100, 130)                              # team-c's exporter is silent here
+GPUS = {"team-a": ("node1", 8), "team-b": ("node2", 8), "team-c": ("node3", 4), "team-d": ("node4", 4)}
+GAP = range(100, 110)                              # team-c's exporter (node3) is silent here
+IDLE = range(30, 40)                               # team-a has no GPU allocated here
 
 
-def busy(tenant, m):
+def alloc(tenant, m):
+    """GPUs allocated to the tenant at minute m (busy or idle); team-d never has one."""
     if tenant == "team-a":
-        return 2 + m % 7
+        return 0 if m in IDLE else 2 + m % 7
     if tenant == "team-b":
         return 8 if 60 <= m < 120 else 3
-    return 1 + m % 3
+    if tenant == "team-c":
+        return 1 + m % 3
+    return 0
 
 
 def expected():
     out = {}
     for t in GPUS:
-        out[t] = np.array([np.nan if (t == "team-c" and m in GAP) else busy(t, m) for m in range(MINUTES)], dtype=float)
+        out[t] = np.array([np.nan if (t == "team-c" and m in GAP) else alloc(t, m) for m in range(MINUTES)], dtype=float)
     return out
 
 
 def openmetrics() -> str:
+    """DCGM-style: a GPU carries its pod's namespace while allocated; one allocated GPU idles at 0%."""
     lines = ["# TYPE DCGM_FI_DEV_GPU_UTIL gauge"]
     for m in range(MINUTES):
         ts = T0 + 60 * m
         for t, (node, n) in GPUS.items():
             if t == "team-c" and m in GAP:
                 continue
+            a = alloc(t, m)
             for g in range(n):
-                v = 50 + m % 40 if g < busy(t, m) else 0
-                lines.append(f'DCGM_FI_DEV_GPU_UTIL{{Hostname="{node}",gpu="{g}",namespace="{t}"}} {v} {ts}')
+                if g < a:
+                    v = 50 + m % 40 if g < a - 1 else 0       # allocated, the last one idle
+                    lines.append(f'DCGM_FI_DEV_GPU_UTIL{{Hostname="{node}",gpu="{g}",namespace="{t}"}} {v} {ts}')
+                else:
+                    lines.append(f'DCGM_FI_DEV_GPU_UTIL{{Hostname="{node}",gpu="{g}"}} 0 {ts}')
     lines.append("# EOF")
     return "\n".join(lines) + "\n"
 
@@ -68,7 +78,8 @@ def prom(tmp_path_factory):
 def cfg_for(url, **over):
     return Config(source=SourceConfig(kind="prometheus", prometheus=PrometheusConfig(url=url, timeout_s=2, retries=0)),
                   cycle={"history_steps": MINUTES, "stale_after_s": 120, **over},
-                  tenants=[{"name": "team-a", "tier": "high"}, {"name": "team-b"}, {"name": "team-c", "tier": "low"}])
+                  tenants=[{"name": "team-a", "tier": "high"}, {"name": "team-b"}, {"name": "team-c", "tier": "low"},
+                           {"name": "team-d"}])
 
 
 def clock_at(minute, extra=1.0):
@@ -80,23 +91,40 @@ def test_reads_exactly_the_backfilled_history(prom):
     src = PrometheusSource(cfg_for(url), clock=clock_at(MINUTES - 1))
     got = src.collect(MINUTES)
     exp = expected()
-    assert list(got.history.columns) == ["team-a", "team-b", "team-c"]
+    assert list(got.history.columns) == ["team-a", "team-b", "team-c", "team-d"]
     assert len(got.history) == MINUTES
     assert got.history.index[0].timestamp() == T0
     for t in GPUS:
-        np.testing.assert_array_equal(got.history[t].to_numpy(), exp[t])   # NaN in the gap, not 0
+        np.testing.assert_array_equal(got.history[t].to_numpy(), exp[t])   # NaN in the gap, 0 when idle
     st = got.state
-    assert st.capacity == 20
-    assert list(st.used) == [busy(t, MINUTES - 1) for t in ("team-a", "team-b", "team-c")]
-    assert st.tiers == ("high", "normal", "low")
+    assert st.capacity == 24
+    assert list(st.used) == [alloc(t, MINUTES - 1) for t in GPUS]
+    assert st.tiers == ("high", "normal", "low", "normal")
     assert st.staleness_s == pytest.approx(1.0) and st.missing == ()
 
 
 def test_gap_now_is_reported_as_missing_not_zero(prom):
     url, _ = prom
-    st = PrometheusSource(cfg_for(url), clock=clock_at(110)).collect(60).state
+    st = PrometheusSource(cfg_for(url), clock=clock_at(105)).collect(60).state
     assert st.missing == ("team-c",)
-    assert np.isnan(st.used[2]) and st.used[0] == busy("team-a", 110)
+    assert np.isnan(st.used[2]) and st.used[0] == alloc("team-a", 105) and st.used[3] == 0
+
+
+def test_node_names_are_the_nodes_that_reported(prom):
+    url, _ = prom
+    assert PrometheusSource(cfg_for(url), clock=clock_at(MINUTES - 1)).node_names() == {"node1", "node2", "node3", "node4"}
+
+
+def test_idle_tenant_in_a_fresh_scrape_is_zero_not_missing(prom):
+    url, _ = prom
+    got = PrometheusSource(cfg_for(url), clock=clock_at(35)).collect(60)
+    st = got.state
+    assert st.missing == ()
+    assert st.used[0] == 0 and st.used[3] == 0                      # team-a idle now, team-d never allocated
+    assert (got.history["team-a"].iloc[-6:] == 0).all()             # idle minutes are 0 in history too
+    scraped = got.history.index >= pd.Timestamp(T0, unit="s", tz="UTC")
+    assert (got.history["team-d"][scraped] == 0).all()               # fresh and idle: 0
+    assert got.history[~scraped].isna().all().all()                  # before the first scrape: unknown
 
 
 def test_old_data_is_stale(prom):
@@ -116,7 +144,7 @@ def test_history_range_chunks_long_spans(prom):
 
     f = src.history_range(pd.Timedelta(minutes=MINUTES - 1))
     assert len(f) == (MINUTES - 1) * 60 + 1
-    assert f["team-a"].iloc[-1] == busy("team-a", MINUTES - 1)
+    assert f["team-a"].iloc[-1] == alloc("team-a", MINUTES - 1)
 
 
 def test_prometheus_down_is_a_source_error():
@@ -139,8 +167,8 @@ def test_cycle_keeps_last_good_plan_when_prometheus_goes_away(tmp_path):
         src = PrometheusSource(cfg, clock=clock_at(MINUTES - 1))
         runner = CycleRunner(cfg, src, baseline(cfg), [])
         first = runner.run_once()
-        assert first.outcome == "ok" and first.plan.capacity == 20
-        assert first.plan.reservations["team-a"] >= busy("team-a", MINUTES - 1)
+        assert first.outcome == "ok" and first.plan.capacity == 24
+        assert first.plan.reservations["team-a"] >= alloc("team-a", MINUTES - 1)
         proc.terminate()
         proc.wait()
         second = runner.run_once()

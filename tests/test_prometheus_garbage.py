@@ -26,6 +26,8 @@ def ok(result, kind="vector"):
 
 
 def good_instant(query: str):
+    if "unless" in query:                      # missing_query: nobody's GPUs went stale
+        return ok([])
     if query.startswith("count(") or query.startswith("max("):
         v = str(NOW) if query.startswith("max(") else "16"
         return ok([{"metric": {}, "value": [NOW, v]}])
@@ -33,6 +35,10 @@ def good_instant(query: str):
 
 
 def good_range(query: str):
+    if "unless" in query:
+        return ok([], "matrix")
+    if query.startswith("count("):             # capacity: scraped at both steps
+        return ok([{"metric": {}, "values": [[NOW - 60, "16"], [NOW, "16"]]}], "matrix")
     return ok([{"metric": {"namespace": "team-a"}, "values": [[NOW - 60, "2"], [NOW, "3"]]}], "matrix")
 
 

@@ -1,9 +1,12 @@
-"""Slurm: preempt by requeue (or suspend) with scontrol, read jobs with squeue, fence failed nodes.
+"""Slurm: hold capacity with a reservation, preempt by requeue (or suspend), read jobs with squeue, fence nodes.
 
 Tenants map to Slurm accounts (``tenants[].slurm_account``, default: the
 tenant's name); a job's priority class comes from its QOS or partition. The
 actuator re-checks every job before touching it: only running low-priority
-jobs are preempted, whatever the plan says.
+jobs are preempted, whatever the plan says. The plan's reserved GPUs are held as a
+whole-node reservation for the protected tiers' accounts (see slurm_holds.py),
+applied before any preemption so the GPUs a preemption frees cannot be backfilled
+by low-priority work.
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from daemon.actuators.base import ActionReport
+from daemon.actuators.slurm_holds import RunningJob, SlurmHolds, expand_hostlist
 from daemon.cluster import PRIORITY, Jobs
 from daemon.config import SlurmActuatorConfig, TenantConfig, Tier
 from daemon.policy.types import Notification, Plan
 
 log = logging.getLogger("gpu_autoscaler.actuator.slurm")
-SQUEUE_FMT = "%i|%a|%P|%q|%T|%N|%M|%b|%r|%V"
+SQUEUE_FMT = "%i|%a|%P|%q|%T|%N|%M|%b|%r|%V|%v"
 
 
 class SlurmError(Exception):
@@ -42,6 +46,7 @@ class SlurmJob:
     gpus: int
     reason: str
     submitted: float = float("nan")  # epoch seconds (squeue prints the controller's local time)
+    reservation: str = ""
 
 
 def parse_elapsed(text: str) -> float:
@@ -85,7 +90,8 @@ def parse_squeue(out: str) -> list[SlurmJob]:
             continue
         jobs.append(SlurmJob(f[0].strip(), f[1].strip(), f[2].strip(), f[3].strip(), f[4].strip(), f[5].strip(),
                              parse_elapsed(f[6]), parse_gpus(f[7]), f[8].strip(),
-                             parse_submit(f[9]) if len(f) > 9 else float("nan")))
+                             parse_submit(f[9]) if len(f) > 9 else float("nan"),
+                             f[10].strip() if len(f) > 10 and f[10].strip() != "(null)" else ""))
     return jobs
 
 
@@ -97,6 +103,9 @@ class SlurmActuator:
         self.dry_run = dry_run
         self.account_of = {t.name: (t.slurm_account or t.name) for t in tenants}
         self.tenant_of = {acct: t for t, acct in self.account_of.items()}
+        self.holds = SlurmHolds(read=self._read, scontrol=self._scontrol, accounts=self.account_of,
+                                tier_of={t.name: t.tier for t in tenants}, tiers=cfg.hold_tiers,
+                                prefix=cfg.hold_name_prefix, shrink_delay_s=cfg.hold_shrink_delay_s) if cfg.holds else None
         self.env = dict(os.environ)
         if cfg.slurm_conf is not None:
             self.env["SLURM_CONF"] = str(cfg.slurm_conf)
@@ -109,6 +118,12 @@ class SlurmActuator:
                                   env=self.env)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise SlurmError(f"{args[0]}: {exc}") from None
+
+    def _read(self, *args: str) -> str:
+        r = self._run(*args)
+        if r.returncode != 0:
+            raise SlurmError(f"{' '.join(args)}: {(r.stderr or r.stdout).strip()}")
+        return r.stdout
 
     def _scontrol(self, rep: ActionReport, *args: str) -> bool:
         rep.actions.append("scontrol " + " ".join(args))
@@ -166,9 +181,18 @@ class SlurmActuator:
     def jobs_on_node(self, node: str) -> list[tuple[str, str]]:
         return [(j.job_id, self.tenant(j)) for j in self.jobs(node=node) if j.state in ("RUNNING", "SUSPENDED")]
 
+    def _hold_jobs(self) -> list[RunningJob]:
+        return [RunningJob(j.job_id, j.account, tuple(expand_hostlist(j.nodes)), j.gpus, j.reservation,
+                           j.state == "RUNNING") for j in self.jobs() if j.state in ("RUNNING", "PENDING", "SUSPENDED")]
+
     # ---- actuator interface -------------------------------------------------------------------
     def apply(self, plan: Plan) -> ActionReport:
         rep = ActionReport(self.name, self.dry_run)
+        if self.holds is not None:  # first: freed GPUs must already be held when the preemptions free them
+            try:
+                self.holds.apply(plan, rep, self._hold_jobs())
+            except SlurmError as exc:
+                rep.errors.append(f"hold: {exc}")
         if not plan.preemptions:
             return rep
         wanted = {p.job_id: p for p in plan.preemptions}
@@ -202,6 +226,16 @@ class SlurmActuator:
         for jid in job_ids:
             self._scontrol(rep, "update", f"JobId={jid}", f"Comment={comment}")
         self._scontrol(rep, "requeue", ",".join(job_ids))
+        return rep
+
+    def release_holds(self) -> ActionReport:
+        """Delete this daemon's reservations (jobs in them keep running)."""
+        rep = ActionReport(self.name, self.dry_run)
+        if self.holds is not None:
+            try:
+                self.holds.release(rep, self._hold_jobs())
+            except SlurmError as exc:
+                rep.errors.append(f"release holds: {exc}")
         return rep
 
     def fence_node(self, node: str, reason: str) -> ActionReport:

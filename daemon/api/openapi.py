@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from daemon.overrides import GlobalChange, TenantChange
+
 _ERR = {"description": "error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 _AUTH_ERRORS = {"401": {**_ERR, "description": "no valid token"},
                 "403": {**_ERR, "description": "the token may not see this"}}
@@ -40,8 +42,9 @@ def spec(extra_paths: dict | None = None) -> dict:
             "Failovers, preemptions, notifications, plan changes and operator changes, newest first "
             "(a tenant token sees its own tenant's)", {"type": "object", "properties": {"events": {
                 "type": "array", "items": {"$ref": "#/components/schemas/Event"}}}},
-            params=[{"name": "kind", "in": "query", "schema": {"type": "string", "enum": [
-                        "node_down", "preemption", "notification", "plan_change", "operator_change"]}},
+            params=[{"name": "kind", "in": "query", "schema": {"type": "string", "examples": [
+                        "node_down", "mass_node_failure", "preemption", "notification", "plan_change",
+                        "operator_change"]}},
                     {"name": "tenant", "in": "query", "schema": {"type": "string"}},
                     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000,
                                                                  "default": 100}},
@@ -50,6 +53,21 @@ def spec(extra_paths: dict | None = None) -> dict:
             extra={"400": {**_ERR, "description": "bad query parameter; `field` names it"}}),
         "/api/v1/openapi.json": _get("This description", obj),
     }
+    change_errors = {**_AUTH_ERRORS, "400": {**_ERR, "description": "bad change; `field` names it"}}
+    paths["/api/v1/tenants/{tenant}"]["patch"] = {
+        "summary": "Change a tenant at runtime (operator token): tier, rate override, floor on held capacity, "
+                   "pause of its preemptions; null restores the config's value; persisted, audited, applied at "
+                   "the next cycle",
+        "parameters": [_TENANT_PARAM],
+        "requestBody": {"required": True, "content": {"application/json": {"schema": {
+            "$ref": "#/components/schemas/TenantChange"}}}},
+        "responses": {"200": _json(obj), **change_errors, "404": {**_ERR, "description": "unknown tenant"}}}
+    paths["/api/v1/overrides"] = {
+        "get": {"summary": "Operator changes in force (operator token)", "responses": {"200": _json(obj), **_AUTH_ERRORS}},
+        "patch": {"summary": "Pause or resume preemptions cluster-wide (operator token)",
+                  "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                      "$ref": "#/components/schemas/GlobalChange"}}}},
+                  "responses": {"200": _json(obj), **change_errors}}}
     paths.update(extra_paths or {})
     nullable_num = {"type": ["number", "null"]}
     return {
@@ -83,6 +101,8 @@ def spec(extra_paths: dict | None = None) -> dict:
                     "recent_events": {"type": "array", "items": {"$ref": "#/components/schemas/Event"}},
                     "queue": {"type": ["object", "null"]}, "forecast": {"type": ["object", "null"]},
                     "usage": {"type": ["object", "null"]}, "override": {"type": ["object", "null"]}}}]},
+                "TenantChange": TenantChange.model_json_schema(),
+                "GlobalChange": GlobalChange.model_json_schema(),
                 "Event": {"type": "object", "required": ["id", "at", "kind"], "properties": {
                     "id": {"type": "integer"}, "at": {"type": "string"}, "kind": {"type": "string"},
                     "tenant": {"type": "string"}}, "additionalProperties": True},

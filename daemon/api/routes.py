@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import TYPE_CHECKING, Callable
 
@@ -12,10 +13,12 @@ from starlette.routing import Route
 from daemon.api import views
 from daemon.api.auth import Access, Principal
 from daemon.api.openapi import spec
+from daemon.overrides import BadChange, Overrides
 
 if TYPE_CHECKING:
     from daemon.service import Daemon
 
+KIND_RE = re.compile(r"^[a-z][a-z_]{0,39}$")
 TENANT_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 
 
@@ -61,6 +64,18 @@ def int_param(request: Request, name: str, default: int | None, lo: int, hi: int
     return v
 
 
+async def json_body(request: Request, cap: int = 65536) -> object:
+    body = bytearray()
+    async for chunk in request.stream():
+        body.extend(chunk)
+        if len(body) > cap:
+            raise BadInput("body", f"over {cap} bytes")
+    try:
+        return json.loads(bytes(body) or b"null")
+    except ValueError as exc:
+        raise BadInput("body", f"not JSON: {exc}") from None
+
+
 def build(daemon: "Daemon", holder: AccessHolder) -> tuple[list[Route], Callable]:
     def who(request: Request) -> Principal | None:
         return holder.get().from_request(request)
@@ -96,17 +111,39 @@ def build(daemon: "Daemon", holder: AccessHolder) -> tuple[list[Route], Callable
 
     async def tenant(request: Request, p: Principal) -> Response:
         t = request.path_params["tenant"]
+        if request.method == "PATCH" and not p.operator:
+            return error(403, f"{p.name}: operator token required to change a tenant")
         bad = check_tenant(p, t)
         if bad is not None:
             return bad
+        if request.method == "PATCH":
+            try:
+                return JSONResponse(overrides().change_tenant(p.name, t, await json_body(request)))
+            except BadChange as exc:
+                raise BadInput(exc.field, str(exc).split(": ", 1)[1]) from None
         return JSONResponse(views.tenant_view(daemon, t))
+
+    async def overrides_ep(request: Request, p: Principal) -> Response:
+        if request.method == "PATCH":
+            try:
+                return JSONResponse(overrides().change_global(p.name, await json_body(request)))
+            except BadChange as exc:
+                raise BadInput(exc.field, str(exc).split(": ", 1)[1]) from None
+        return JSONResponse(overrides().all())
+
+    def overrides() -> Overrides:
+        ov = daemon.runtime.overrides
+        if ov is None:  # a runtime built without one (tests of the cycle alone): keep changes in memory
+            ov = daemon.runtime.overrides = Overrides(daemon.runtime.store)
+            daemon.runtime.runner.operator_inputs = ov.inputs
+        return ov
 
     async def events(request: Request, p: Principal) -> Response:
         limit = int_param(request, "limit", 100, 1, 1000)
         before = int_param(request, "before", None, 1, 2**62)
         kind = request.query_params.get("kind") or None
-        if kind is not None and kind not in views.EVENT_KINDS:
-            raise BadInput("kind", f"must be one of {list(views.EVENT_KINDS)}, got {kind[:64]!r}")
+        if kind is not None and not KIND_RE.match(kind):
+            raise BadInput("kind", f"must be an event kind such as {list(views.EVENT_KINDS)}, got {kind[:64]!r}")
         tenant = request.query_params.get("tenant") or None
         if tenant is not None:
             bad = check_tenant(p, tenant)
@@ -124,7 +161,8 @@ def build(daemon: "Daemon", holder: AccessHolder) -> tuple[list[Route], Callable
     routes = [
         Route("/api/v1/plan", guarded(plan, operator=True)),
         Route("/api/v1/tenants", guarded(tenants)),
-        Route("/api/v1/tenants/{tenant}", guarded(tenant)),
+        Route("/api/v1/tenants/{tenant}", guarded(tenant), methods=["GET", "PATCH"]),
+        Route("/api/v1/overrides", guarded(overrides_ep, operator=True), methods=["GET", "PATCH"]),
         Route("/api/v1/events", guarded(events)),
         Route("/api/v1/openapi.json", guarded(openapi)),
     ]

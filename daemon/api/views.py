@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from daemon.service import Daemon
 
 HISTORY_STEPS = 240  # four hours at the default 1-minute resolution
-EVENT_KINDS = ("node_down", "preemption", "notification", "plan_change", "operator_change")
+EVENT_KINDS = ("node_down", "mass_node_failure", "preemption", "notification", "plan_change", "operator_change")
 
 
 def num(x: Any) -> float | int | None:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
 from daemon.cluster import PRIORITY, ClusterState
-from daemon.config import Config
+from daemon.config import Config, TenantConfig
 from daemon.policy import preemption, reservation
 from daemon.policy.ratelimits import rate_level, tenant_limits
-from daemon.policy.types import Notification, Plan, PolicyMemory, Preemption
+from daemon.policy.types import Notification, OperatorInputs, Plan, PolicyMemory, Preemption
 from forecaster.types import Forecast
 
 
@@ -44,8 +45,20 @@ def _stale_plan(state: ClusterState, memory: PolicyMemory, last: Plan | None, wh
                 memory=memory)
 
 
+def _rate_overrides(cfg: Config, ops: OperatorInputs) -> dict[str, TenantConfig]:
+    out = {t.name: t for t in cfg.tenants}
+    for name, rate in ops.rates.items():
+        base = out.get(name) or TenantConfig(name=name)
+        out[name] = base.model_copy(update={"rate_override": float(rate)})
+    return out
+
+
 def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, cfg: Config,
-         last: Plan | None = None) -> Plan:
+         last: Plan | None = None, ops: OperatorInputs | None = None) -> Plan:
+    ops = ops or OperatorInputs()
+    if ops.tiers:
+        state = dataclasses.replace(state, tiers=tuple(ops.tiers.get(t, tier)  # type: ignore[misc]
+                                                       for t, tier in zip(state.tenants, state.tiers)))
     why = staleness_reason(state, cfg)
     if why is not None:
         return _stale_plan(state, memory, last, why, cfg)
@@ -107,12 +120,18 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
             quantum[ts[last]] = g[order][last]
         res = np.ceil(res / quantum - 1e-9) * quantum
         soon = np.ceil(soon / quantum - 1e-9) * quantum
+    # an operator's floor: held at least this much, needed now (not only at the forecast peak)
+    floor = np.array([ops.floors.get(t, 0) for t in tenants], dtype=float) if ops.floors else np.zeros(n)
+    floored = (floor > 0) & ~high
+    res = np.maximum(res, floor)
+    soon = np.maximum(soon, floor)
     pool = reservation.high_pool(capacity, pc.reserve_share)
     res = reservation.fit_to_capacity(res, high, capacity)
     soon = np.minimum(soon, res)
 
     # --- preemption: clear, just in time, what protected tenants will need and free GPUs cannot cover
-    protected = high | aged
+    protected = high | aged | floored
+    paused = np.array([t in ops.paused for t in tenants], dtype=bool) if ops.paused else np.zeros(n, dtype=bool)
     # a tenant with no fresh reading is not a tenant using nothing: it drives no preemption
     known = np.isfinite(state.used.astype(float))
     need = int(np.maximum(soon - used, 0)[protected & known].sum())
@@ -120,8 +139,10 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     shortfall = need - max(free, 0)
     budget_gpus = int(math.floor(pc.preempt_budget_share * capacity))
     chosen = np.empty(0, dtype=np.int64)
-    if shortfall >= pc.min_preempt_gpus:
-        chosen = preemption.choose(jobs, shortfall, protected, budget_gpus, pc.preempt_budget_jobs)
+    if ops.paused_all and shortfall >= pc.min_preempt_gpus:
+        notes.append(f"preemptions paused by an operator: {shortfall} GPUs not cleared")
+    elif shortfall >= pc.min_preempt_gpus:
+        chosen = preemption.choose(jobs, shortfall, protected | paused, budget_gpus, pc.preempt_budget_jobs)
         got = int(jobs.gpus[chosen].sum()) if chosen.size else 0
         if got < shortfall:
             notes.append(f"preemption budget or candidates short: {got} of {shortfall} GPUs cleared")
@@ -143,7 +164,7 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     # --- rate limits follow load with hysteresis
     load = float(used.sum()) / capacity
     level = rate_level(load, memory.rate_level, cfg.ratelimits)
-    limits = tenant_limits(tenants, state.tiers, level, load, cfg.ratelimits, {t.name: t for t in cfg.tenants})
+    limits = tenant_limits(tenants, state.tiers, level, load, cfg.ratelimits, _rate_overrides(cfg, ops))
     if level != memory.rate_level:
         kind = "throttled" if level > memory.rate_level else "relaxed"
         notes.append(f"rate level {memory.rate_level} -> {level} at load {load:.0%}")
@@ -154,7 +175,7 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     reserved = {tenants[i]: res_list[i] for i in np.flatnonzero(res > 0)}
     # non-preemptible work outside the high tier may not eat into the high tier's guarantee;
     # low-priority work may still borrow idle GPUs because it can be preempted
-    shared_cap = max(capacity - max(pool, int(res[high].sum())) - int(res[aged].sum()), 0)
+    shared_cap = max(capacity - max(pool, int(res[high].sum())) - int(res[aged | floored].sum()), 0)
     quotas = {tenants[i]: shared_cap + res_list[i] for i in np.flatnonzero(~high)}
     mem = PolicyMemory(reservations=reserved, rate_level=level, aged_since=aged_since)
     return Plan(at=state.at.isoformat(), capacity=capacity, load=load, high_pool=pool, reservations=reserved,

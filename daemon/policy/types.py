@@ -102,3 +102,14 @@ class Plan:
             stale=bool(d["stale"]), forecast_model=str(d.get("forecast_model", "")),
             notes=tuple(d.get("notes", [])), memory=PolicyMemory.from_dict(d.get("memory", {})),
         )
+
+
+@dataclass(frozen=True)
+class OperatorInputs:
+    """Changes an operator made at runtime (daemon/overrides.py), handed to plan() as plain data."""
+
+    tiers: dict[str, str] = field(default_factory=dict)         # tenant -> high | normal | low
+    rates: dict[str, float] = field(default_factory=dict)       # tenant -> fixed req/s
+    floors: dict[str, int] = field(default_factory=dict)        # tenant -> GPUs held at least
+    paused: frozenset[str] = frozenset()                        # tenants whose jobs are not preempted
+    paused_all: bool = False                                    # no preemptions at all

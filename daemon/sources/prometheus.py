@@ -1,9 +1,10 @@
 """Prometheus source: per-tenant GPU demand from DCGM-exporter metrics, through prometheus-api-client.
 
-Every PromQL expression is configurable. Gaps are reported as gaps: a tenant
-that has no sample at an instant is NaN there (and listed as missing), never 0.
+Every PromQL expression is configurable. Demand is the GPUs allocated to a tenant, busy or idle.
+Idle is zero, missing is missing: in a fresh scrape a tenant without GPUs is 0; a tenant whose GPU
+series went stale (its node's scrape failed) is NaN there and listed as missing, never 0.
 The scheduler's view (jobs, queue) comes from a job provider when one is
-configured (the Slurm actuator); without one, demand is the GPUs in use.
+configured (the Slurm actuator).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from urllib3.util.retry import Retry
 from daemon.cluster import ClusterState, Jobs
 from daemon.config import Config
 from daemon.sources.base import Collected, SourceError
-from forecaster.series import to_frame
 
 log = logging.getLogger("gpu_autoscaler.source.prometheus")
 MAX_POINTS = 10_000  # Prometheus refuses more than 11,000 points per series in one query_range
@@ -170,50 +170,84 @@ class PrometheusSource:
     def _label(self, labels: dict[str, str]) -> str | None:
         return labels.get(self.pc.tenant_label)
 
-    def _range_frame(self, start: float, end: float) -> pd.DataFrame:
-        parts = [(ts, np.full(len(ts), tenant, dtype=object), v) for labels, ts, v in
-                 self._range(self.pc.demand_query, start, end) if (tenant := self._label(labels)) is not None]
-        samples = pd.DataFrame({"time": np.concatenate([p[0] for p in parts]) if parts else np.zeros(0),
-                                "tenant": np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, dtype=object),
-                                "value": np.concatenate([p[2] for p in parts]) if parts else np.zeros(0)})
-        samples["time"] = pd.to_datetime(samples["time"], unit="s", utc=True)
-        lo = pd.Timestamp(start, unit="s", tz="UTC")
-        hi = pd.Timestamp(end, unit="s", tz="UTC")
-        frame = to_frame(samples, self.step_s, start=lo, end=hi)
-        for t in self.known:  # configured tenants with no data at all are columns of NaN, not absent
-            if t not in frame.columns:
-                frame[t] = np.nan
-        return frame
+    def _grid(self, query: str, start: float, end: float, n: int) -> dict[str | None, np.ndarray]:
+        """query_range on the step grid: one row of n values per tenant label (None: no tenant label).
+
+        Series that share a tenant are summed; a step with no sample stays NaN.
+        """
+        out: dict[str | None, np.ndarray] = {}
+        for labels, ts, v in self._range(query, start, end):
+            row = out.setdefault(self._label(labels), np.full(n, np.nan))
+            i = np.rint((ts - start) / self.step_s).astype(np.int64)
+            ok = (i >= 0) & (i < n)
+            i, v = i[ok], v[ok]
+            row[i] = np.where(np.isnan(row[i]), v, row[i] + v)
+        return out
+
+    def window(self, start: float, end: float) -> pd.DataFrame:
+        """Allocated GPUs per tenant on the step grid from start to end (inclusive).
+
+        Idle is zero, missing is missing: at a step where the cluster was scraped (capacity_query has a
+        value) a tenant without allocated GPUs is 0; a tenant with a GPU whose series went stale
+        (missing_query: its node's scrape failed or the exporter dropped it) is NaN, and so is every
+        tenant at a step with no scrape at all.
+        """
+        n = int(round((end - start) / self.step_s)) + 1
+        demand = self._grid(self.pc.demand_query, start, end, n)
+        fresh_rows = list(self._grid(self.pc.capacity_query, start, end, n).values())
+        fresh = np.zeros(n, dtype=bool)
+        for row in fresh_rows:
+            fresh |= np.nan_to_num(row) > 0
+        missing = self._grid(self.pc.missing_query, start, end, n)
+        tenants = sorted((set(demand) | set(missing) | set(self.known)) - {None})
+        values = np.zeros((n, len(tenants)))
+        for j, t in enumerate(tenants):
+            row = demand.get(t)
+            if row is not None:
+                values[:, j] = np.nan_to_num(row, nan=0.0)
+            gone = missing.get(t)
+            if gone is not None:
+                values[np.nan_to_num(gone) > 0, j] = np.nan
+        values[~fresh, :] = np.nan
+        idx = pd.date_range(pd.Timestamp(start, unit="s", tz="UTC"), periods=n, freq=f"{self.step_s}s", name="time")
+        return pd.DataFrame(values, index=idx, columns=pd.Index(tenants, name="tenant"))
 
     def history_range(self, span: pd.Timedelta) -> pd.DataFrame:
         end = self._aligned(self.clock())
-        return self._range_frame(end - span.total_seconds(), end)
+        return self.window(end - span.total_seconds(), end)
 
     def _aligned(self, t: float) -> float:
         return float(np.floor(t / self.step_s) * self.step_s)
 
+    def _now(self, now: float, tenants: tuple[str, ...]) -> tuple[np.ndarray, tuple[str, ...], int, float]:
+        """The live snapshot: allocated GPUs per tenant (0 when idle, NaN when missing), capacity, staleness."""
+        current: dict[str, float] = {}
+        for lb, v in self._instant(self.pc.demand_query, now):
+            if (t := self._label(lb)) is not None:
+                current[t] = current.get(t, 0.0) + v
+        gone = {t for lb, v in self._instant(self.pc.missing_query, now) if v > 0 and (t := self._label(lb))}
+        cap = self._instant(self.pc.capacity_query, now)
+        capacity = int(sum(v for _, v in cap))
+        fresh = self._instant(self.pc.freshness_query, now)
+        newest = max((v for _, v in fresh), default=float("-inf"))
+        staleness = max(0.0, self.clock() - newest) if np.isfinite(newest) else float("inf")
+        scraped = capacity > 0 and staleness <= self.cfg.cycle.stale_after_s
+        used = np.array([np.nan if (not scraped or t in gone) else current.get(t, 0.0) for t in tenants])
+        missing = tuple(t for t, u in zip(tenants, used) if not np.isfinite(u))
+        return used, missing, capacity, staleness
+
     # ---- Source interface ---------------------------------------------------------------------
     def collect(self, history_steps: int) -> Collected:
         now = self._aligned(self.clock())
-        history = self._range_frame(now - (history_steps - 1) * self.step_s, now)
-        tenants = tuple(sorted(set(history.columns) | set(self.known)))
-        history = history.reindex(columns=list(tenants))
-        current = {self._label(lb): v for lb, v in self._instant(self.pc.demand_query, now)
-                   if self._label(lb) is not None}
-        used = np.array([current.get(t, np.nan) for t in tenants], dtype=float)
-        missing = tuple(t for t, u in zip(tenants, used) if not np.isfinite(u))
-        cap = self._instant(self.pc.capacity_query, now)
-        capacity = int(cap[0][1]) if cap else 0
-        fresh = self._instant(self.pc.freshness_query, now)
-        newest = fresh[0][1] if fresh else float("-inf")
-        staleness = max(0.0, self.clock() - newest) if np.isfinite(newest) else float("inf")
+        history = self.window(now - (history_steps - 1) * self.step_s, now)
+        tenants = tuple(history.columns)
+        used, missing, capacity, staleness = self._now(now, tenants)
         jobs = self.jobs_provider(tenants) if self.jobs_provider else Jobs.empty()
         pending = np.zeros(len(tenants))
         if len(jobs):
             q = ~jobs.running
             pending = np.bincount(jobs.tenant[q], weights=jobs.gpus[q], minlength=len(tenants)).astype(float)
         tiers = tuple(self.tiers.get(t, "normal") for t in tenants)
-        # a tenant that is only missing now is NaN now: the policy treats unknown as unknown
         state = ClusterState(at=pd.Timestamp(now, unit="s", tz="UTC"), tenants=tenants, tiers=tiers,
                              capacity=capacity, used=used, pending=pending, jobs=jobs, staleness_s=staleness,
                              missing=missing)
@@ -223,5 +257,5 @@ class PrometheusSource:
 
     def node_names(self) -> set[str]:
         """Nodes that reported GPUs within a day (``known_nodes_query``, grouped by ``node_label``)."""
-        return {n for s in self._instant(self.pc.known_nodes_query, self.clock())
-                if (n := s.get("metric", {}).get(self.pc.node_label))}
+        return {n for labels, _ in self._instant(self.pc.known_nodes_query, self.clock())
+                if (n := labels.get(self.pc.node_label))}

@@ -1,0 +1,264 @@
+"""Slurm holds: the plan's reserved GPUs become a whole-node Slurm reservation for the protected accounts.
+
+Why whole nodes: Slurm 22.05 reservations can reserve nodes, cores, licenses and
+burst buffers (``scontrol create reservation TRES=`` accepts cpu, node, license
+and bb only), not a GRES/GPU count. So the hold is ``ceil`` of the reserved GPUs
+in whole nodes, named explicitly (``Nodes=``) so the daemon decides which:
+
+    scontrol create reservation ReservationName=gpuas-hold-high StartTime=now Duration=UNLIMITED
+        Accounts=acct-a,acct-b Nodes=n1,n2 Flags=IGNORE_JOBS,MAGNETIC
+
+- ``IGNORE_JOBS``: the nodes can be reserved while jobs run on them; those jobs keep running.
+- ``MAGNETIC``: jobs of the listed accounts use the reservation without asking for it.
+- Jobs of other accounts cannot start on reserved nodes, so GPUs freed by a preemption are
+  not backfilled by low-priority work.
+
+Release never kills a job: a reservation that still has jobs cannot be deleted
+("Requested reservation is in use"), and letting it end would kill them unless
+the site set ResvOverRun=UNLIMITED. So the jobs are first detached from it
+(``scontrol update JobId=.. ReservationName=``; they keep running where they
+are) and then it is deleted. The same detach is done for jobs on nodes a
+shrinking hold gives back.
+
+Only reservations whose name starts with the configured prefix are ever touched;
+they are read back from Slurm every cycle, so a hold left by a crash, a failed
+command or an old config is reconciled against the current plan (kept, resized
+or deleted).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from daemon.actuators.base import ActionReport
+from daemon.policy.types import Plan
+
+BAD_NODE_STATES = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "POWER", "FUTURE", "INVAL", "REBOOT", "MAINT")
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm hostlist 'gn[1-3,05],login1' -> ['gn1', 'gn2', 'gn3', 'gn05', 'login1'] (one bracket per name)."""
+    out: list[str] = []
+    for m in re.finditer(r"([^,\[]+)(?:\[([^\]]+)\])?([^,]*)", text.strip()):
+        prefix, ranges, suffix = m.group(1), m.group(2), m.group(3)
+        if not prefix and not ranges:
+            continue
+        if prefix in ("(null)", "N/A"):
+            continue
+        if ranges is None:
+            out.append(prefix + suffix)
+            continue
+        for part in ranges.split(","):
+            lo, _, hi = part.partition("-")
+            if not hi:
+                out.append(prefix + lo + suffix)
+                continue
+            width = len(lo) if lo.startswith("0") else 0
+            out.extend(f"{prefix}{i:0{width}d}{suffix}" for i in range(int(lo), int(hi) + 1))
+    return out
+
+
+def parse_kv_line(line: str) -> dict[str, str]:
+    """One line of `scontrol -o show ...`: Key=Value tokens separated by spaces."""
+    return {k: v for k, v in re.findall(r"(\w+)=(\S*)", line)}
+
+
+@dataclass(frozen=True)
+class Reservation:
+    name: str
+    nodes: tuple[str, ...]
+    accounts: tuple[str, ...]
+    flags: frozenset[str]
+
+
+def parse_reservations(out: str) -> list[Reservation]:
+    res = []
+    for line in out.splitlines():
+        kv = parse_kv_line(line)
+        if "ReservationName" not in kv:
+            continue
+        accts = kv.get("Accounts", "")
+        res.append(Reservation(kv["ReservationName"], tuple(expand_hostlist(kv.get("Nodes", ""))),
+                               tuple(a for a in accts.split(",") if a and a != "(null)"),
+                               frozenset(f for f in kv.get("Flags", "").split(",") if f)))
+    return res
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    state: str
+    gpus: int
+    gpus_used: int
+
+    @property
+    def healthy(self) -> bool:
+        return not any(b in self.state.upper() for b in BAD_NODE_STATES) and not self.state.endswith("*")
+
+
+def _gres_gpus(text: str) -> int:
+    """'gpu:4', 'gpu:a100:4(S:0-1)', 'gpu:2(IDX:0-1)' -> 4, 4, 2."""
+    total = 0
+    for part in re.split(r",(?![^()]*\))", text):
+        m = re.match(r"gpu(?::[A-Za-z0-9_.-]+)?:(\d+)", part.strip())
+        if m:
+            total += int(m.group(1))
+    return total
+
+
+def parse_nodes(out: str) -> list[Node]:
+    """`scontrol -d -o show nodes`: Gres (configured) and GresUsed (allocated) per node."""
+    nodes = []
+    for line in out.splitlines():
+        kv = parse_kv_line(line)
+        if "NodeName" in kv:
+            nodes.append(Node(kv["NodeName"], kv.get("State", ""), _gres_gpus(kv.get("Gres", "")),
+                              _gres_gpus(kv.get("GresUsed", ""))))
+    return nodes
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    """What node choice needs to know about one job: whose, where, how many GPUs per node, in which reservation."""
+    job_id: str
+    account: str
+    nodes: tuple[str, ...]
+    gpus: int
+    reservation: str
+    running: bool
+
+
+class SlurmHolds:
+    """Keeps one reservation, ``<prefix>-<tier>``, matched to the plan; see the module docstring."""
+
+    def __init__(self, *, read: Callable[..., str], scontrol: Callable[..., bool], accounts: dict[str, str],
+                 tier_of: dict[str, str], tiers: list[str], prefix: str, shrink_delay_s: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.read = read                  # read("scontrol", "-o", "show", "res") -> stdout, raises on failure
+        self.scontrol = scontrol          # scontrol(rep, *args) -> ok; records the action (and obeys dry run)
+        self.account_of = accounts        # tenant -> Slurm account
+        self.tier_of = tier_of            # tenant -> tier
+        self.tiers = list(tiers)
+        self.prefix = prefix
+        self.name = f"{prefix}-{'-'.join(self.tiers) or 'none'}"
+        self.shrink_delay_s = shrink_delay_s
+        self.clock = clock
+        self._fewer_since: float | None = None
+
+    # ---- what the plan asks for ----------------------------------------------------------------
+    def wanted(self, plan: Plan) -> tuple[int, tuple[str, ...]]:
+        """(GPUs to hold, accounts admitted): every account of the hold tiers, the GPUs the plan reserves for them."""
+        tenants = [t for t, tier in self.tier_of.items() if tier in self.tiers]
+        gpus = sum(int(plan.reservations.get(t, 0)) for t in tenants)
+        return gpus, tuple(sorted({self.account_of[t] for t in tenants}))
+
+    def ours(self, all_res: list[Reservation]) -> list[Reservation]:
+        return [r for r in all_res if r.name == self.prefix or r.name.startswith(self.prefix + "-")]
+
+    def choose(self, nodes: list[Node], jobs: list[RunningJob], current: tuple[str, ...], gpus: int,
+               accounts: tuple[str, ...], freed: dict[str, int], others: set[str], keep: bool) -> list[str]:
+        """Whole nodes covering `gpus`: the current ones first (no churn; all of them when `keep`), then
+        where the held accounts already run, GPUs are free or the plan's preemptions free them. Never a
+        node in someone else's reservation, never a down or drained one."""
+        held_here: dict[str, int] = {}
+        for j in jobs:
+            if j.running and j.account in accounts:
+                for n in j.nodes:
+                    held_here[n] = held_here.get(n, 0) + j.gpus
+        usable = [n for n in nodes if n.healthy and n.gpus > 0 and n.name not in others]
+        score = {n.name: held_here.get(n.name, 0) + (n.gpus - n.gpus_used) + freed.get(n.name, 0) for n in usable}
+        order = sorted(usable, key=lambda n: (n.name not in current, -score[n.name], n.name))
+        picked = [n.name for n in order if keep and n.name in current]
+        have = sum(n.gpus for n in usable if n.name in picked)
+        for n in order:
+            if have >= gpus:
+                break
+            if n.name not in picked:
+                picked.append(n.name)
+                have += n.gpus
+        return sorted(picked)
+
+    # ---- doing it --------------------------------------------------------------------------------
+    def apply(self, plan: Plan, rep: ActionReport, jobs: list[RunningJob]) -> None:
+        gpus, accounts = self.wanted(plan)
+        try:
+            all_res = parse_reservations(self.read("scontrol", "-o", "show", "reservation"))
+            nodes = parse_nodes(self.read("scontrol", "-d", "-o", "show", "nodes"))
+        except Exception as exc:  # the next cycle reads again; nothing was changed
+            rep.errors.append(f"hold: cannot read reservations/nodes: {exc}")
+            return
+        ours = self.ours(all_res)
+        for stray in [r for r in ours if r.name != self.name]:
+            self._delete(rep, stray, jobs, "no plan asks for it")
+        mine = next((r for r in ours if r.name == self.name), None)
+        current = mine.nodes if mine else ()
+        others = {n for r in all_res if r not in ours for n in r.nodes}
+        freed: dict[str, int] = {}
+        for p in plan.preemptions:
+            if p.node:
+                for n in expand_hostlist(p.node):
+                    freed[n] = freed.get(n, 0) + p.gpus
+        size = {n.name: n.gpus for n in nodes}
+        need_nodes = self.choose(nodes, jobs, current, gpus, accounts, freed, others, keep=False)
+        now = self.clock()
+        fewer = gpus <= 0 or sum(size.get(n, 0) for n in need_nodes) < sum(size.get(n, 0) for n in current)
+        if fewer and current:
+            if self._fewer_since is None:
+                self._fewer_since = now
+            may_shrink = now - self._fewer_since >= self.shrink_delay_s
+            if may_shrink:
+                self._fewer_since = None  # shrinking now; a later wish for fewer waits its own delay
+        else:
+            self._fewer_since = None
+            may_shrink = True
+        target = need_nodes if may_shrink else self.choose(nodes, jobs, current, gpus, accounts, freed, others,
+                                                           keep=True)
+        if not target:
+            if mine is not None:
+                if may_shrink:
+                    self._delete(rep, mine, jobs, "the plan holds no GPUs for it now")
+            return
+        if gpus > sum(size.get(n, 0) for n in target):
+            rep.actions.append(f"hold {self.name}: only {len(target)} usable nodes for {gpus} GPUs")
+        if mine is None:
+            rep.actions.append(f"hold {gpus} GPUs as {len(target)} whole nodes for {','.join(accounts)}")
+            self.scontrol(rep, "create", "reservation", f"ReservationName={self.name}", "StartTime=now",
+                          "Duration=UNLIMITED", f"Accounts={','.join(accounts)}", f"Nodes={','.join(target)}",
+                          "Flags=IGNORE_JOBS,MAGNETIC")
+            return
+        args = []
+        if tuple(sorted(mine.accounts)) != accounts:
+            args.append(f"Accounts={','.join(accounts)}")
+        if sorted(mine.nodes) != sorted(target):
+            dropped = set(mine.nodes) - set(target)
+            self._detach(rep, [j for j in jobs if j.reservation == self.name and set(j.nodes) & dropped])
+            args.append(f"Nodes={','.join(target)}")
+        if "MAGNETIC" not in mine.flags:
+            args.append("Flags+=MAGNETIC")
+        if args:
+            rep.actions.append(f"resize hold {self.name}: {len(mine.nodes)} -> {len(target)} nodes for {gpus} GPUs")
+            self.scontrol(rep, "update", f"ReservationName={self.name}", *args)
+
+    def release(self, rep: ActionReport, jobs: list[RunningJob]) -> None:
+        """Delete every hold this daemon made (by name prefix); no job is stopped."""
+        try:
+            ours = self.ours(parse_reservations(self.read("scontrol", "-o", "show", "reservation")))
+        except Exception as exc:
+            rep.errors.append(f"hold: cannot read reservations: {exc}")
+            return
+        for r in ours:
+            self._delete(rep, r, jobs, "the daemon stops")
+        self._fewer_since = None
+
+    def _detach(self, rep: ActionReport, jobs: list[RunningJob]) -> None:
+        for j in jobs:
+            self.scontrol(rep, "update", f"JobId={j.job_id}", "ReservationName=")
+
+    def _delete(self, rep: ActionReport, r: Reservation, jobs: list[RunningJob], why: str) -> None:
+        rep.actions.append(f"release hold {r.name} ({len(r.nodes)} nodes): {why}")
+        self._detach(rep, [j for j in jobs if j.reservation == r.name])
+        self.scontrol(rep, "delete", f"ReservationName={r.name}")
+

@@ -1,0 +1,184 @@
+"""Slurm holds on a real slurmctld with three slurmd (3 nodes x 4 GPUs): whole-node reservations."""
+
+import subprocess
+import time
+
+import pytest
+
+from daemon.actuators.slurm import SlurmActuator
+from daemon.actuators.slurm_holds import Node, RunningJob, SlurmHolds, expand_hostlist, parse_nodes, parse_reservations
+from daemon.config import SlurmActuatorConfig, TenantConfig
+from daemon.policy.types import Plan, PolicyMemory, Preemption
+from tests.services import slurm_cluster, wait_for
+
+NODES = ("gn1", "gn2", "gn3")
+TENANTS = [TenantConfig(name="team-high", tier="high", slurm_account="acct-high"),
+           TenantConfig(name="team-low", tier="low", slurm_account="acct-low")]
+
+
+def plan(reserve=0, *pre):
+    return Plan(at="2026-01-01T00:00:00+00:00", capacity=12, load=1.0, high_pool=2,
+                reservations={"team-high": reserve} if reserve else {}, quotas={}, limits={}, preemptions=tuple(pre),
+                notifications=(), stale=False, forecast_model="x", notes=(), memory=PolicyMemory())
+
+
+# ---- pure parts -------------------------------------------------------------------------------
+def test_hostlists_and_scontrol_output():
+    assert expand_hostlist("gn[1-3,05],login1") == ["gn1", "gn2", "gn3", "gn05", "login1"]
+    assert expand_hostlist("(null)") == [] and expand_hostlist("") == []
+    res = parse_reservations("ReservationName=gpuas-hold-high StartTime=2026-12-04T01:08:15 Nodes=gn[1-2] NodeCnt=2 "
+                             "Flags=IGNORE_JOBS,SPEC_NODES,MAGNETIC TRES=cpu=16 Users=(null) Accounts=a,b State=ACTIVE")
+    assert res[0].nodes == ("gn1", "gn2") and res[0].accounts == ("a", "b") and "MAGNETIC" in res[0].flags
+    nodes = parse_nodes("NodeName=gn1 Arch=x86_64 Gres=gpu:a100:4(S:0) GresUsed=gpu:a100:2(IDX:0-1) State=MIXED\n"
+                        "NodeName=gn2 Gres=gpu:4 GresUsed=gpu:0 State=IDLE+DRAIN")
+    assert (nodes[0].gpus, nodes[0].gpus_used, nodes[0].healthy) == (4, 2, True) and not nodes[1].healthy
+
+
+def holds(delay=0.0, clock=None):
+    return SlurmHolds(read=None, scontrol=None, accounts={"h": "acct-high"}, tier_of={"h": "high"}, tiers=["high"],
+                      prefix="gpuas-hold", shrink_delay_s=delay, clock=clock or time.monotonic)
+
+
+def test_node_choice_whole_nodes_prefers_current_then_useful():
+    h = holds()
+    nodes = [Node("a", "MIXED", 4, 4), Node("b", "IDLE", 4, 0), Node("c", "MIXED", 4, 4), Node("d", "DOWN*", 4, 0)]
+    jobs = [RunningJob("1", "acct-high", ("c",), 2, "", True)]
+    # 5 GPUs need two whole nodes: the idle one and the one the high tier already runs on; never the down one
+    assert h.choose(nodes, jobs, (), 5, ("acct-high",), {}, set(), keep=False) == ["b", "c"]
+    # GPUs this plan's preemptions free count too; a node in someone else's reservation is never taken
+    assert h.choose(nodes, [], (), 4, ("acct-high",), {"a": 4}, {"b"}, keep=False) == ["a"]
+    # the current node stays while it still covers the need (no churn)
+    assert h.choose(nodes, jobs, ("a",), 4, ("acct-high",), {}, set(), keep=False) == ["a"]
+    # keep=True (inside the shrink delay): every current node stays
+    assert h.choose(nodes, jobs, ("a", "b"), 1, ("acct-high",), {}, set(), keep=True) == ["a", "b"]
+
+
+# ---- real slurmctld ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def slurm():
+    with slurm_cluster(nodes=NODES, gpus=4) as s:
+        yield s
+
+
+def sh(slurm, *args, check=True):
+    return subprocess.run(list(args), env=slurm["env"], capture_output=True, text=True, check=check).stdout
+
+
+def sbatch(slurm, partition, account, gpus=2):
+    return sh(slurm, "sbatch", "--parsable", f"--partition={partition}", f"--account={account}", f"--gres=gpu:{gpus}",
+              "--requeue", "-o", "/dev/null", "--wrap", "sleep 600").strip().split(";")[0]
+
+
+def jobs(slurm):
+    """job id -> (state, node, reservation)."""
+    out = sh(slurm, "squeue", "-h", "-o", "%i|%T|%N|%v")
+    return {f[0]: (f[1], f[2], f[3]) for f in (ln.split("|") for ln in out.splitlines())}
+
+
+def our_res(slurm):
+    return [r for r in parse_reservations(sh(slurm, "scontrol", "-o", "show", "reservation"))
+            if r.name.startswith("gpuas-hold")]
+
+
+def actuator(slurm, delay=0.0, dry_run=False, clock=None):
+    a = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir="/usr/bin", hold_shrink_delay_s=delay),
+                      TENANTS, dry_run=dry_run)
+    if clock is not None:
+        a.holds.clock = clock
+    return a
+
+
+@pytest.fixture
+def full(slurm):
+    """Six low-priority 2-GPU jobs fill the 12 GPUs."""
+    ids = [sbatch(slurm, "low", "acct-low") for _ in range(6)]
+    wait_for(lambda: all(jobs(slurm).get(j, ("",))[0] == "RUNNING" for j in ids), what="low jobs running", timeout=60)
+    yield ids
+    sh(slurm, "scancel", "-u", "root", check=False)
+    for r in parse_reservations(sh(slurm, "scontrol", "-o", "show", "reservation")):
+        sh(slurm, "scontrol", "delete", f"ReservationName={r.name}", check=False)
+    wait_for(lambda: not jobs(slurm), what="queue empty", timeout=60)
+
+
+@pytest.mark.services
+def test_hold_keeps_low_jobs_off_and_lets_the_high_tier_on(slurm, full):
+    a = actuator(slurm)
+    j = jobs(slurm)
+    target = j[full[0]][1]
+    on_target = [x for x in full if j[x][1] == target]
+    assert len(on_target) == 2
+    # the plan: hold 4 GPUs for team-high and preempt the two low jobs on one node
+    rep = a.apply(plan(4, *(Preemption(x, "team-low", 2, target, "peak ahead for team-high") for x in on_target)))
+    assert rep.ok, rep.errors
+    (res,) = our_res(slurm)
+    assert res.nodes == (target,) and res.accounts == ("acct-high",)
+    assert {"IGNORE_JOBS", "MAGNETIC"} <= res.flags
+    wait_for(lambda: all(jobs(slurm)[x][0] == "PENDING" for x in on_target), what="requeued", timeout=20)
+    low = sbatch(slurm, "low", "acct-low")
+    time.sleep(4)
+    j = jobs(slurm)
+    assert j[low][0] == "PENDING"                       # 4 GPUs are free on the held node, yet it does not start
+    assert all(j[x][0] == "PENDING" for x in on_target)  # nor do the requeued ones
+    high = sbatch(slurm, "high", "acct-high")
+    wait_for(lambda: jobs(slurm)[high][0] == "RUNNING", what="high job running", timeout=30)
+    j = jobs(slurm)
+    assert j[high][1] == target and j[high][2] == res.name  # MAGNETIC: it used the hold without asking for it
+    assert not any(j[x][1] == target for x in [low, *on_target] if j[x][0] == "RUNNING")
+    assert a.apply(plan(4)).actions == []                   # same plan again: nothing to do
+    # the forecast recedes: the hold goes, the high job keeps running, low work may use the node again
+    rep = a.apply(plan(0))
+    assert rep.ok, rep.errors
+    assert our_res(slurm) == []
+    assert jobs(slurm)[high][:2] == ("RUNNING", target)
+    wait_for(lambda: any(v[:2] == ("RUNNING", target) for k, v in jobs(slurm).items() if k != high),
+             what="low job on the released node", timeout=30)
+
+
+@pytest.mark.services
+def test_hold_grows_at_once_and_shrinks_after_the_delay(slurm, full):
+    now = [1000.0]
+    a = actuator(slurm, delay=300, clock=lambda: now[0])
+    assert a.apply(plan(6)).ok
+    assert len(our_res(slurm)[0].nodes) == 2            # 6 GPUs = two whole 4-GPU nodes
+    assert a.apply(plan(10)).ok
+    assert len(our_res(slurm)[0].nodes) == 3            # grows at once
+    now[0] += 100
+    assert a.apply(plan(3)).ok
+    assert len(our_res(slurm)[0].nodes) == 3            # wants fewer, but not for long enough
+    now[0] += 299
+    assert a.apply(plan(3)).ok
+    assert len(our_res(slurm)[0].nodes) == 3            # 299 s of wanting fewer: still held
+    now[0] += 1
+    rep = a.apply(plan(3))
+    assert rep.ok and len(our_res(slurm)[0].nodes) == 1  # 300 s: shrinks to the one node 3 GPUs need
+    now[0] += 10
+    a.apply(plan(0))
+    assert len(our_res(slurm)) == 1                      # release waits for the delay too
+    now[0] += 301
+    a.apply(plan(0))
+    assert our_res(slurm) == []
+
+
+@pytest.mark.services
+def test_reconcile_at_start_touches_only_our_reservations_and_release_stops_no_job(slurm, full):
+    sh(slurm, "scontrol", "create", "reservation", "ReservationName=gpuas-hold-old", "StartTime=now",
+       "Duration=UNLIMITED", "Accounts=acct-x", "Nodes=gn1", "Flags=IGNORE_JOBS")
+    sh(slurm, "scontrol", "create", "reservation", "ReservationName=maint-window", "StartTime=now",
+       "Duration=60", "Users=root", "Nodes=gn3", "Flags=IGNORE_JOBS")
+    assert actuator(slurm, dry_run=True).apply(plan(4)).actions  # dry run: says what it would do ...
+    assert [r.name for r in our_res(slurm)] == ["gpuas-hold-old"]  # ... and does nothing
+    a = actuator(slurm)
+    rep = a.apply(plan(4))
+    assert rep.ok, rep.errors
+    names = {r.name: r for r in parse_reservations(sh(slurm, "scontrol", "-o", "show", "reservation"))}
+    assert "gpuas-hold-old" not in names and "maint-window" in names
+    assert names["gpuas-hold-high"].nodes != ("gn3",)   # never a node in someone else's reservation
+    high = sbatch(slurm, "high", "acct-high")
+    held = names["gpuas-hold-high"].nodes[0]
+    low_there = [k for k, v in jobs(slurm).items() if v[1] == held]
+    sh(slurm, "scontrol", "requeue", low_there[0])
+    wait_for(lambda: jobs(slurm)[high][2] == "gpuas-hold-high", what="high job in the hold", timeout=30)
+    rep = a.release_holds()                               # the daemon stops
+    assert rep.ok, rep.errors
+    assert our_res(slurm) == []
+    assert jobs(slurm)[high][0] == "RUNNING"
