@@ -298,12 +298,9 @@ class Daemon:
             pass
         if self.server is not None:
             self.server.should_exit = True
-<<<<<<< HEAD
         self.failover_worker.shutdown(wait=True)
-=======
         if self.cfg.actuators.release_holds_on_stop:
             self.release_holds()
->>>>>>> main
         self.runtime.close()
 
     def release_holds(self) -> None:
