@@ -1,21 +1,44 @@
-"""What a gateway replica needs: an atomic Redis token-bucket check and an ASGI middleware around it.
+"""What a gateway replica needs: who is asking, an atomic Redis token-bucket check, and an ASGI middleware.
 
 The daemon only publishes bucket parameters; the decision is made inside
 Redis by one Lua script, so any number of replicas share one bucket per
 tenant without races. A throttled user gets 429 with Retry-After and the
 reason the daemon wrote (for example the cluster load level in force).
+
+The tenant comes from a credential, never from what the client claims: an
+API key (``Authorization: Bearer KEY`` or ``X-API-Key: KEY``) is hashed
+(SHA-256) and compared, in constant time, with every known key digest; the
+digest -> tenant map comes from the gateway's config and/or from Redis, where
+the daemon publishes it. ``X-Tenant`` counts only from addresses listed in
+``trusted_proxies`` (an explicit opt-in for an authenticating proxy in front),
+and only for a tenant that has a key. Anything else is 401: there is no
+default bucket for an unknown caller.
+
+This module needs only the base install (redis, starlette, pydantic); it must
+not import the daemon's heavy dependencies.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import ipaddress
 import json
+import logging
 import math
+import time
+import tomllib
 from dataclasses import dataclass
 from importlib import resources
-from typing import Awaitable, Callable
+from pathlib import Path
+from typing import Awaitable, Callable, Iterable
 
+import httpx
 import redis
 import redis.asyncio as aredis
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+log = logging.getLogger("gpu_autoscaler.gateway")
 
 LUA = resources.files("daemon.actuators").joinpath("token_bucket.lua").read_text()
 
@@ -26,6 +49,225 @@ def limit_key(prefix: str, tenant: str) -> str:
 
 def bucket_key(prefix: str, tenant: str) -> str:
     return f"{prefix}:bucket:{tenant}"
+
+
+def keys_key(prefix: str) -> str:
+    """Redis hash the daemon publishes: SHA-256 hex digest of an API key -> tenant."""
+    return f"{prefix}:apikeys"
+
+
+def key_digest(key: str) -> str:
+    return hashlib.sha256(key.strip().encode("utf-8")).hexdigest()
+
+
+class GatewayConfigError(Exception):
+    """A gateway config problem a human must fix; one line naming the dotted key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ApiKey(_Strict):
+    """One tenant credential: the key itself, a file holding it, or only its SHA-256 digest."""
+
+    tenant: str = Field(min_length=1)
+    key: str | None = Field(None, min_length=16)
+    key_file: Path | None = None
+    key_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ApiKey":
+        if sum(x is not None for x in (self.key, self.key_file, self.key_sha256)) != 1:
+            raise ValueError("give exactly one of key, key_file or key_sha256")
+        return self
+
+    def digest(self, where: str = "keys") -> str:
+        if self.key_sha256 is not None:
+            return self.key_sha256
+        if self.key_file is not None:
+            try:
+                value = self.key_file.read_text().strip()
+            except OSError as exc:
+                raise GatewayConfigError(f"{where}.key_file: cannot read {self.key_file}: {exc.strerror or exc}") from None
+            if len(value) < 16:
+                raise GatewayConfigError(f"{where}.key_file: key in {self.key_file} is shorter than 16 characters")
+            return key_digest(value)
+        return key_digest(self.key or "")
+
+
+def digest_map(keys: Iterable[ApiKey], where: str = "keys") -> dict[str, str]:
+    """digest -> tenant; one key may not name two tenants."""
+    out: dict[str, str] = {}
+    for i, k in enumerate(keys):
+        d = k.digest(f"{where}.{i}")
+        if d in out and out[d] != k.tenant:
+            raise GatewayConfigError(f"{where}.{i}: the same key is given to tenants {out[d]!r} and {k.tenant!r}")
+        out[d] = k.tenant
+    return out
+
+
+class GatewayRedis(_Strict):
+    url: str = "redis://127.0.0.1:6379/0"
+    prefix: str = "gpuas"
+
+
+class DegradeConfig(_Strict):
+    """What an over-limit request gets instead of a bare 429. Off by default."""
+
+    cache: bool = Field(False, description="answer from a cached response of an identical idempotent request")
+    cache_ttl_s: float = Field(300.0, gt=0, description="how long a response stays usable as a fallback")
+    cache_max_bytes: int = Field(1_048_576, gt=0, description="larger responses (or request bodies) are not cached")
+    cheaper_upstream: str | None = Field(None, description="route over-limit requests here (URL) when no cached answer")
+
+    @property
+    def enabled(self) -> bool:
+        return self.cache or self.cheaper_upstream is not None
+
+
+class GatewayConfig(_Strict):
+    """The gateway's own file (gateway.toml); independent of the daemon's config."""
+
+    redis: GatewayRedis = Field(default_factory=GatewayRedis)
+    keys: list[ApiKey] = Field(default_factory=list, description="API keys known to this gateway")
+    keys_from_redis: bool = Field(True, description="also accept the keys the daemon publishes to Redis")
+    keys_refresh_s: float = Field(5.0, gt=0, description="how often the published keys are re-read")
+    trusted_proxies: list[str] = Field(default_factory=list,
+                                       description="addresses/CIDRs whose X-Tenant header is believed (opt-in)")
+    fail_open: bool = Field(True, description="let requests through (marked) when Redis is down")
+    upstream: str | None = Field(None, description="stand-alone gateway: where allowed requests go")
+    degrade: DegradeConfig = Field(default_factory=DegradeConfig)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies_parse(cls, v: list[str]) -> list[str]:
+        for p in v:
+            try:
+                ipaddress.ip_network(p, strict=False)
+            except ValueError:
+                raise ValueError(f"{p!r} is not an address or CIDR") from None
+        return v
+
+
+def parse_gateway_config(data: dict, origin: str = "gateway config") -> GatewayConfig:
+    try:
+        cfg = GatewayConfig.model_validate(data)
+    except ValidationError as exc:
+        parts = []
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"]) or "<root>"
+            parts.append(f"{key}: {'unknown key' if err['type'] == 'extra_forbidden' else err['msg']}")
+        raise GatewayConfigError(f"{origin}: " + "; ".join(parts)) from None
+    digest_map(cfg.keys)  # unreadable key files and shared keys fail now, not at the first request
+    return cfg
+
+
+def load_gateway_config(path: Path | str) -> GatewayConfig:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise GatewayConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise GatewayConfigError(f"{path}: not valid TOML: {exc}") from None
+    return parse_gateway_config(data, str(path))
+
+
+@dataclass(frozen=True)
+class Caller:
+    tenant: str | None           # None: refused
+    via: str                     # "api-key" | "trusted-proxy" | why it was refused
+
+
+def _header(scope: dict, name: bytes) -> str | None:
+    for k, v in scope.get("headers", []):
+        if k == name:
+            return v.decode("latin-1")
+    return None
+
+
+class Identity:
+    """API key -> tenant, from config and (optionally) the map the daemon publishes to Redis.
+
+    Keys are held as SHA-256 digests; a presented key's digest is compared with
+    every known digest using ``hmac.compare_digest`` (no early exit), so the
+    answer time does not depend on which key, or how much of one, matched.
+    """
+
+    def __init__(self, keys: dict[str, str] | None = None, *, client: aredis.Redis | None = None,
+                 prefix: str = "gpuas", refresh_s: float = 5.0, trusted_proxies: Iterable[str] = ()) -> None:
+        self.local = dict(keys or {})
+        self.client = client
+        self.prefix = prefix
+        self.refresh_s = refresh_s
+        self.trusted = [ipaddress.ip_network(p, strict=False) for p in trusted_proxies]
+        self._published: dict[str, str] = {}
+        self._loaded_at = -math.inf
+        self._entries = self._build()
+
+    @classmethod
+    def from_config(cls, cfg: GatewayConfig, client: aredis.Redis | None = None) -> "Identity":
+        return cls(digest_map(cfg.keys), client=client if cfg.keys_from_redis else None, prefix=cfg.redis.prefix,
+                   refresh_s=cfg.keys_refresh_s, trusted_proxies=cfg.trusted_proxies)
+
+    def _build(self) -> list[tuple[bytes, str]]:
+        merged = {**self._published, **self.local}
+        return [(bytes.fromhex(d), t) for d, t in merged.items()]
+
+    async def _refresh(self) -> None:
+        if self.client is None or time.monotonic() - self._loaded_at < self.refresh_s:
+            return
+        try:
+            raw = await self.client.hgetall(keys_key(self.prefix))
+        except (redis.RedisError, OSError) as exc:
+            log.warning("gateway: cannot read published API keys (%s); keeping %d known", exc, len(self._published))
+            self._loaded_at = time.monotonic()  # do not hammer a dead Redis on every request
+            return
+        pub = {}
+        for d, t in raw.items():
+            d = d.decode() if isinstance(d, bytes) else d
+            if len(d) == 64:
+                pub[d] = t.decode() if isinstance(t, bytes) else t
+        self._published = pub
+        self._loaded_at = time.monotonic()
+        self._entries = self._build()
+
+    def tenant_for_key(self, presented: str) -> str | None:
+        given = bytes.fromhex(key_digest(presented))
+        found = None
+        for digest, tenant in self._entries:
+            if hmac.compare_digest(digest, given):
+                found = tenant
+        return found
+
+    def known_tenant(self, tenant: str) -> bool:
+        return any(t == tenant for _, t in self._entries)
+
+    def _trusted(self, scope: dict) -> bool:
+        client = scope.get("client")
+        if not self.trusted or not client:
+            return False
+        try:
+            addr = ipaddress.ip_address(client[0])
+        except ValueError:
+            return False
+        return any(addr in net for net in self.trusted)
+
+    async def caller(self, scope: dict) -> Caller:
+        await self._refresh()
+        auth = _header(scope, b"authorization") or ""
+        key = auth[7:].strip() if auth[:7].lower() == "bearer " else (_header(scope, b"x-api-key") or "").strip()
+        if key:
+            tenant = self.tenant_for_key(key)
+            return Caller(tenant, "api-key" if tenant else "unknown API key")
+        claimed = _header(scope, b"x-tenant")
+        if claimed is not None:
+            if not self._trusted(scope):
+                return Caller(None, "X-Tenant is not trusted from this address; send an API key")
+            if not self.known_tenant(claimed):
+                return Caller(None, "unknown tenant in X-Tenant")
+            return Caller(claimed, "trusted-proxy")
+        return Caller(None, "no credential (Authorization: Bearer KEY or X-API-Key)")
 
 
 @dataclass(frozen=True)
@@ -73,36 +315,162 @@ class AsyncTokenBucket:
         return Decision.from_reply(reply)
 
 
-def tenant_from_header(scope: dict) -> str | None:
-    for k, v in scope.get("headers", []):
-        if k == b"x-tenant":
-            return v.decode("latin-1") or None
-    return None
+def _with_tenant(scope: dict, tenant: str) -> dict:
+    """The app behind sees the authenticated tenant in X-Tenant (a client's own X-Tenant is dropped)."""
+    headers = [(k, v) for k, v in scope.get("headers", []) if k != b"x-tenant"]
+    headers.append((b"x-tenant", tenant.encode("latin-1", "replace")))
+    return {**scope, "headers": headers, "state": {**scope.get("state", {}), "tenant": tenant}}
+
+
+HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"te", b"trailer", b"upgrade",
+              b"proxy-authenticate", b"proxy-authorization", b"content-length", b"set-cookie"}
+SAFE_METHODS = ("GET", "HEAD")
+
+
+@dataclass(frozen=True)
+class Cached:
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+    age_s: float
+
+
+class ResponseCache:
+    """Responses of idempotent requests, per tenant, in Redis: the fallback for an over-limit request.
+
+    Identical means: same tenant, method, path, query and Accept header; a POST counts only when it carries
+    an ``Idempotency-Key`` header, and then the key and the body's SHA-256 are part of the identity.
+    Only 200 answers without ``Cache-Control: no-store`` are kept, up to ``max_bytes``, for ``ttl_s``.
+    """
+
+    def __init__(self, client: aredis.Redis, prefix: str = "gpuas", ttl_s: float = 300.0,
+                 max_bytes: int = 1_048_576) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.ttl_s = ttl_s
+        self.max_bytes = max_bytes
+
+    def key_for(self, tenant: str, scope: dict, body: bytes | None) -> str | None:
+        method = scope.get("method", "GET")
+        parts = [tenant, method, scope.get("path", ""), scope.get("query_string", b"").decode("latin-1"),
+                 _header(scope, b"accept") or ""]
+        if method == "POST":
+            idem = _header(scope, b"idempotency-key")
+            if not idem or body is None:
+                return None
+            parts += [idem, hashlib.sha256(body).hexdigest()]
+        elif method not in SAFE_METHODS:
+            return None
+        return f"{self.prefix}:cache:" + hashlib.sha256("\x00".join(parts).encode("utf-8", "replace")).hexdigest()
+
+    async def get(self, key: str) -> Cached | None:
+        raw = await self.client.hgetall(key)
+        if not raw or b"body" not in raw:
+            return None
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in json.loads(raw[b"headers"])]
+        return Cached(int(raw[b"status"]), headers, raw[b"body"], max(0.0, time.time() - float(raw[b"at"])))
+
+    async def put(self, key: str, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> bool:
+        cc = b",".join(v for k, v in headers if k.lower() == b"cache-control").lower()
+        if status != 200 or b"no-store" in cc or len(body) > self.max_bytes:
+            return False
+        keep = [[k.decode("latin-1"), v.decode("latin-1")] for k, v in headers
+                if k.lower() not in HOP_BY_HOP and not k.lower().startswith(b"x-ratelimit")]
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hset(key, mapping={"status": status, "headers": json.dumps(keep), "body": body, "at": time.time()})
+        pipe.pexpire(key, int(self.ttl_s * 1000))
+        await pipe.execute()
+        return True
+
+
+class ProxyApp:
+    """A minimal ASGI reverse proxy (httpx): the stand-alone gateway's upstream and the cheaper fallback."""
+
+    def __init__(self, url: str, timeout_s: float = 30.0, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.client = httpx.AsyncClient(timeout=timeout_s, transport=transport)
+
+    async def __call__(self, scope: dict, receive: Callable[[], Awaitable], send: Callable) -> None:
+        if scope["type"] != "http":
+            return
+        body = await _read_body(receive, None)
+        headers = [(k, v) for k, v in scope.get("headers", []) if k not in HOP_BY_HOP and k != b"host"]
+        url = self.url + scope.get("path", "/")
+        if scope.get("query_string"):
+            url += "?" + scope["query_string"].decode("latin-1")
+        try:
+            resp = await self.client.request(scope.get("method", "GET"), url, headers=headers, content=body)
+        except httpx.HTTPError as exc:
+            await RateLimitMiddleware._reply(send, 502, {"error": f"upstream {self.url} failed: {exc}"}, [])
+            return
+        out = [(k, v) for k, v in resp.headers.raw if k.lower() not in HOP_BY_HOP]
+        out.append((b"content-length", str(len(resp.content)).encode()))
+        await send({"type": "http.response.start", "status": resp.status_code, "headers": out})
+        await send({"type": "http.response.body", "body": resp.content})
+
+
+async def _read_body(receive: Callable[[], Awaitable], limit: int | None) -> bytes | None:
+    """The whole request body; None if it is over `limit` (then what was read is lost: use with care)."""
+    chunks, size = [], 0
+    while True:
+        msg = await receive()
+        if msg["type"] != "http.request":
+            break
+        chunks.append(msg.get("body", b""))
+        size += len(chunks[-1])
+        if not msg.get("more_body"):
+            break
+    body = b"".join(chunks)
+    return None if limit is not None and size > limit else body
+
+
+def _replay(body: bytes) -> Callable[[], Awaitable]:
+    sent = False
+
+    async def receive():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return {"type": "http.disconnect"}
+
+    return receive
 
 
 class RateLimitMiddleware:
-    """ASGI middleware: 429 + Retry-After + X-RateLimit-Reason when the tenant's bucket is empty.
+    """ASGI middleware: 401 for an unknown caller; 429 + Retry-After + X-RateLimit-Reason when the
+    tenant's bucket is empty.
 
     If Redis cannot be reached the request is let through (``fail_open``) and
     marked with ``X-RateLimit-Degraded``: a limiter outage should not become a
     gateway outage. Set ``fail_open=False`` to refuse instead.
+
+    Degrade path (off unless ``cache`` or ``fallback`` is given): an over-limit
+    request is answered from ``cache`` (the same tenant's earlier answer to an
+    identical idempotent request), else by the ``fallback`` app (a cheaper
+    upstream), marked ``X-Degraded: cache`` / ``X-Degraded: cheaper-upstream``;
+    only when neither can answer does it get the 429.
     """
 
-    def __init__(self, app: Callable, bucket: AsyncTokenBucket,
-                 tenant_of: Callable[[dict], str | None] = tenant_from_header, fail_open: bool = True) -> None:
+    def __init__(self, app: Callable, bucket: AsyncTokenBucket, identity: Identity, fail_open: bool = True,
+                 cache: ResponseCache | None = None, fallback: Callable | None = None) -> None:
         self.app = app
         self.bucket = bucket
-        self.tenant_of = tenant_of
+        self.identity = identity
         self.fail_open = fail_open
+        self.cache = cache
+        self.fallback = fallback
 
     async def __call__(self, scope: dict, receive: Callable[[], Awaitable], send: Callable) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        tenant = self.tenant_of(scope)
-        if tenant is None:
-            await self._reply(send, 400, {"error": "no tenant given (X-Tenant header)"}, [])
+        who = await self.identity.caller(scope)
+        if who.tenant is None:
+            await self._reply(send, 401, {"error": who.via}, [(b"www-authenticate", b'Bearer realm="gpu-autoscaler"')])
             return
+        tenant = who.tenant
+        scope = _with_tenant(scope, tenant)
         try:
             d = await self.bucket.acquire(tenant)
         except (redis.RedisError, OSError) as exc:
@@ -119,19 +487,69 @@ class RateLimitMiddleware:
             return
         headers = [(b"x-ratelimit-limit", f"{d.rate:g}".encode()),
                    (b"x-ratelimit-remaining", str(max(0, math.floor(d.remaining))).encode())]
+        cache_key = None
+        if self.cache is not None:
+            body = None
+            if scope.get("method") == "POST" and _header(scope, b"idempotency-key"):
+                body = await _read_body(receive, None)
+                receive = _replay(body)
+                if len(body) > self.cache.max_bytes:
+                    body = None
+            cache_key = self.cache.key_for(tenant, scope, body)
         if not d.allowed:
             retry = max(1, math.ceil(d.retry_after_s)) if d.retry_after_s >= 0 else 60
             headers += [(b"retry-after", str(retry).encode()), (b"x-ratelimit-reason", d.reason.encode("utf-8", "replace"))]
+            if await self._degraded(scope, receive, send, tenant, cache_key, headers):
+                return
             await self._reply(send, 429, {"error": "rate limited", "tenant": tenant, "reason": d.reason,
                                           "retry_after_s": round(d.retry_after_s, 3)}, headers)
             return
 
+        captured: dict = {"body": []}
+
         async def send_with_headers(msg):
             if msg["type"] == "http.response.start":
+                captured["status"], captured["headers"] = msg["status"], list(msg.get("headers", []))
                 msg = {**msg, "headers": list(msg.get("headers", [])) + headers}
+            elif msg["type"] == "http.response.body" and cache_key is not None:
+                captured["body"].append(msg.get("body", b""))
             await send(msg)
 
         await self.app(scope, receive, send_with_headers)
+        if cache_key is not None and scope.get("method") != "HEAD" and "status" in captured:
+            try:
+                await self.cache.put(cache_key, captured["status"], captured["headers"], b"".join(captured["body"]))
+            except (redis.RedisError, OSError) as exc:
+                log.warning("gateway: response not cached (%s)", exc)
+
+    async def _degraded(self, scope: dict, receive: Callable, send: Callable, tenant: str, cache_key: str | None,
+                        headers: list) -> bool:
+        """Answer an over-limit request from the cache or the cheaper upstream; False if neither can."""
+        if cache_key is not None:
+            try:
+                hit = await self.cache.get(cache_key)
+            except (redis.RedisError, OSError) as exc:
+                log.warning("gateway: response cache unavailable (%s)", exc)
+                hit = None
+            if hit is not None:
+                body = b"" if scope.get("method") == "HEAD" else hit.body
+                out = [*hit.headers, (b"content-length", str(len(hit.body)).encode()), *headers,
+                       (b"x-degraded", b"cache"), (b"age", str(int(hit.age_s)).encode())]
+                await send({"type": "http.response.start", "status": hit.status, "headers": out})
+                await send({"type": "http.response.body", "body": body})
+                log.info("gateway: %s over limit, answered from cache", tenant)
+                return True
+        if self.fallback is not None:
+            async def send_marked(msg):
+                if msg["type"] == "http.response.start":
+                    msg = {**msg, "headers": list(msg.get("headers", [])) + headers
+                           + [(b"x-degraded", b"cheaper-upstream")]}
+                await send(msg)
+
+            await self.fallback(scope, receive, send_marked)
+            log.info("gateway: %s over limit, routed to the cheaper upstream", tenant)
+            return True
+        return False
 
     @staticmethod
     async def _reply(send: Callable, status: int, body: dict, headers: list) -> None:
@@ -140,3 +558,45 @@ class RateLimitMiddleware:
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
                                 *headers]})
         await send({"type": "http.response.body", "body": data})
+
+
+def build_app(cfg: GatewayConfig, app: Callable | None = None) -> RateLimitMiddleware:
+    """The gateway as configured: `app` (or a proxy to `upstream`) behind identity, limits and the degrade path."""
+    if app is None:
+        if cfg.upstream is None:
+            raise GatewayConfigError("upstream: the stand-alone gateway needs upstream = URL")
+        app = ProxyApp(cfg.upstream)
+    client = aredis.Redis.from_url(cfg.redis.url, socket_timeout=2, socket_connect_timeout=2)
+    dg = cfg.degrade
+    cache = ResponseCache(client, cfg.redis.prefix, dg.cache_ttl_s, dg.cache_max_bytes) if dg.cache else None
+    fallback = ProxyApp(dg.cheaper_upstream) if dg.cheaper_upstream else None
+    return RateLimitMiddleware(app, AsyncTokenBucket(client, cfg.redis.prefix), Identity.from_config(cfg, client),
+                               fail_open=cfg.fail_open, cache=cache, fallback=fallback)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`gpu-autoscaler-gateway --config gateway.toml`: a stand-alone rate-limiting reverse proxy (needs uvicorn)."""
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog="gpu-autoscaler-gateway", description=main.__doc__)
+    ap.add_argument("--config", "-c", required=True, help="gateway TOML file")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8080)
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        app = build_app(load_gateway_config(args.config))
+    except GatewayConfigError as exc:
+        sys.stderr.write(f"gpu-autoscaler-gateway: config error: {exc}\n")
+        sys.exit(2)
+    try:
+        import uvicorn
+    except ImportError:
+        sys.stderr.write("gpu-autoscaler-gateway: needs an ASGI server: pip install 'gpu-autoscaler[gateway]'\n")
+        sys.exit(2)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
