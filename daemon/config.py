@@ -59,6 +59,8 @@ class PolicyConfig(_Strict):
     hysteresis: float = Field(0.05, ge=0, lt=1, description="relative band before a reservation grows or shrinks")
     max_wait_steps: int = Field(120, ge=1, description="low-priority wait after which a tenant is protected (aging)")
     min_preempt_gpus: int = Field(1, ge=1, description="deficits smaller than this are not worth a preemption")
+    preempt_min_runtime_s: float = Field(0.0, ge=0, description="a job younger than this is never preempted "
+                                         "(like Slurm's PreemptExemptTime); the Slurm actuator re-checks it")
 
 
 class RateLevel(_Strict):
@@ -169,6 +171,8 @@ class SlurmActuatorConfig(_Strict):
     priority_by_qos: dict[str, Tier] = Field(default_factory=lambda: {"high": "high", "low": "low", "preemptible": "low"})
     priority_by_partition: dict[str, Tier] = Field(default_factory=lambda: {"high": "high", "low": "low"})
     drain_failed_nodes: bool = Field(True, description="drain a node reported down so nothing new lands on it")
+    warn_signal: str = Field("USR1", pattern=r"^[A-Z0-9]+$", description="sent to the batch script before a preemption")
+    warn_lead_s: float = Field(60.0, ge=0, description="time between the warning and the requeue (0: no warning)")
     # holds: whole-node reservations (Flags=IGNORE_JOBS,MAGNETIC) for the accounts of these tiers, sized by the plan
     holds: bool = Field(True, description="hold the plan's reserved GPUs with a Slurm reservation")
     hold_tiers: list[Tier] = Field(default_factory=lambda: ["high"], description="tiers whose accounts the hold admits")

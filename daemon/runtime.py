@@ -110,7 +110,8 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
         elif name == "slurm":
             from daemon.actuators.slurm import SlurmActuator
 
-            out.append(SlurmActuator(a.slurm, cfg.tenants, dry_run=a.dry_run))
+            out.append(SlurmActuator(a.slurm, cfg.tenants, dry_run=a.dry_run,
+                                     min_runtime_s=cfg.policy.preempt_min_runtime_s))
         elif name == "kubernetes":
             from daemon.actuators.kubernetes import KubernetesActuator
 

@@ -142,7 +142,14 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     if ops.paused_all and shortfall >= pc.min_preempt_gpus:
         notes.append(f"preemptions paused by an operator: {shortfall} GPUs not cleared")
     elif shortfall >= pc.min_preempt_gpus:
-        chosen = preemption.choose(jobs, shortfall, protected | paused, budget_gpus, pc.preempt_budget_jobs)
+        # a job that started less than preempt_min_runtime_s ago is exempt (Slurm's PreemptExemptTime)
+        exempt = jobs.running & (jobs.runtime_s < pc.preempt_min_runtime_s)
+        if exempt.any():
+            keep = np.flatnonzero(~exempt)
+            chosen = keep[preemption.choose(jobs.select(~exempt), shortfall, protected | paused, budget_gpus,
+                                            pc.preempt_budget_jobs)]
+        else:
+            chosen = preemption.choose(jobs, shortfall, protected | paused, budget_gpus, pc.preempt_budget_jobs)
         got = int(jobs.gpus[chosen].sum()) if chosen.size else 0
         if got < shortfall:
             notes.append(f"preemption budget or candidates short: {got} of {shortfall} GPUs cleared")
