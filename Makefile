@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	# torch first, pinned to the CPU build on disk; the project's range (<2.15) then adds nothing
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[daemon,dev]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -43,6 +43,27 @@ class Jobs:
 
 
 @dataclass(frozen=True)
+class Nodes:
+    """Where GPUs are: one entry per node, so decisions can be placement-aware (a preemption that frees
+    one GPU on each of eight nodes does not make room for an 8-GPU job)."""
+
+    names: np.ndarray        # node names as the jobs' `node` column spells them
+    gpus: np.ndarray         # int healthy GPUs per node (0 = down)
+    free: np.ndarray         # int GPUs free now
+    draining: np.ndarray     # int GPUs released by earlier preemptions, free once they drain
+    held_by: np.ndarray      # int tenant index holding the node (reservation), -1 = none
+
+    def __len__(self) -> int:
+        return int(self.names.shape[0])
+
+    def index_of(self, job_nodes: np.ndarray) -> np.ndarray:
+        """Node index of each job's node name (-1 when pending or unknown)."""
+        if len(job_nodes) == 0:
+            return np.zeros(0, dtype=np.int64)
+        return pd.Index(self.names).get_indexer(np.asarray(job_nodes)).astype(np.int64)
+
+
+@dataclass(frozen=True)
 class ClusterState:
     at: pd.Timestamp
     tenants: tuple[str, ...]
@@ -56,6 +77,7 @@ class ClusterState:
     missing: tuple[str, ...] = ()  # tenants with no fresh sample
     failed_nodes: tuple[str, ...] = ()
     request_rate: np.ndarray | None = None  # req/s per tenant, when the source knows it
+    nodes: Nodes | None = None     # per-node view, when the source knows placement
 
     def tier_array(self) -> np.ndarray:
         return np.array([PRIORITY[t] for t in self.tiers], dtype=np.int8)

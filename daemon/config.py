@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from daemon.gateway import ApiKey
+
 Tier = Literal["high", "normal", "low"]
 TIERS: tuple[Tier, ...] = ("high", "normal", "low")
 
@@ -277,6 +279,13 @@ class AccessConfig(_Strict):
         return v
 
 
+class GatewayKeysConfig(_Strict):
+    """API keys the daemon publishes to Redis (`<prefix>:apikeys`, SHA-256 digest -> tenant) for the gateways;
+    needs the redis actuator. Empty: the daemon publishes nothing and leaves Redis' map alone."""
+
+    keys: list[ApiKey] = Field(default_factory=list)
+
+
 class StateConfig(_Strict):
     path: Path = Path("state/gpu-autoscaler.sqlite")
 
@@ -299,6 +308,7 @@ class Config(_Strict):
     actuators: ActuatorsConfig = Field(default_factory=ActuatorsConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
     access: AccessConfig = Field(default_factory=AccessConfig)
+    gateway: GatewayKeysConfig = Field(default_factory=GatewayKeysConfig)
     state: StateConfig = Field(default_factory=StateConfig)
     failover: FailoverConfig = Field(default_factory=FailoverConfig)
     retrain: RetrainConfig = Field(default_factory=RetrainConfig)

@@ -1,21 +1,43 @@
-"""What a gateway replica needs: an atomic Redis token-bucket check and an ASGI middleware around it.
+"""What a gateway replica needs: who is asking, an atomic Redis token-bucket check, and an ASGI middleware.
 
 The daemon only publishes bucket parameters; the decision is made inside
 Redis by one Lua script, so any number of replicas share one bucket per
 tenant without races. A throttled user gets 429 with Retry-After and the
 reason the daemon wrote (for example the cluster load level in force).
+
+The tenant comes from a credential, never from what the client claims: an
+API key (``Authorization: Bearer KEY`` or ``X-API-Key: KEY``) is hashed
+(SHA-256) and compared, in constant time, with every known key digest; the
+digest -> tenant map comes from the gateway's config and/or from Redis, where
+the daemon publishes it. ``X-Tenant`` counts only from addresses listed in
+``trusted_proxies`` (an explicit opt-in for an authenticating proxy in front),
+and only for a tenant that has a key. Anything else is 401: there is no
+default bucket for an unknown caller.
+
+This module needs only the base install (redis, starlette, pydantic); it must
+not import the daemon's heavy dependencies.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import ipaddress
 import json
+import logging
 import math
+import time
+import tomllib
 from dataclasses import dataclass
 from importlib import resources
-from typing import Awaitable, Callable
+from pathlib import Path
+from typing import Awaitable, Callable, Iterable
 
 import redis
 import redis.asyncio as aredis
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+log = logging.getLogger("gpu_autoscaler.gateway")
 
 LUA = resources.files("daemon.actuators").joinpath("token_bucket.lua").read_text()
 
@@ -26,6 +48,211 @@ def limit_key(prefix: str, tenant: str) -> str:
 
 def bucket_key(prefix: str, tenant: str) -> str:
     return f"{prefix}:bucket:{tenant}"
+
+
+def keys_key(prefix: str) -> str:
+    """Redis hash the daemon publishes: SHA-256 hex digest of an API key -> tenant."""
+    return f"{prefix}:apikeys"
+
+
+def key_digest(key: str) -> str:
+    return hashlib.sha256(key.strip().encode("utf-8")).hexdigest()
+
+
+class GatewayConfigError(Exception):
+    """A gateway config problem a human must fix; one line naming the dotted key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ApiKey(_Strict):
+    """One tenant credential: the key itself, a file holding it, or only its SHA-256 digest."""
+
+    tenant: str = Field(min_length=1)
+    key: str | None = Field(None, min_length=16)
+    key_file: Path | None = None
+    key_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ApiKey":
+        if sum(x is not None for x in (self.key, self.key_file, self.key_sha256)) != 1:
+            raise ValueError("give exactly one of key, key_file or key_sha256")
+        return self
+
+    def digest(self, where: str = "keys") -> str:
+        if self.key_sha256 is not None:
+            return self.key_sha256
+        if self.key_file is not None:
+            try:
+                value = self.key_file.read_text().strip()
+            except OSError as exc:
+                raise GatewayConfigError(f"{where}.key_file: cannot read {self.key_file}: {exc.strerror or exc}") from None
+            if len(value) < 16:
+                raise GatewayConfigError(f"{where}.key_file: key in {self.key_file} is shorter than 16 characters")
+            return key_digest(value)
+        return key_digest(self.key or "")
+
+
+def digest_map(keys: Iterable[ApiKey], where: str = "keys") -> dict[str, str]:
+    """digest -> tenant; one key may not name two tenants."""
+    out: dict[str, str] = {}
+    for i, k in enumerate(keys):
+        d = k.digest(f"{where}.{i}")
+        if d in out and out[d] != k.tenant:
+            raise GatewayConfigError(f"{where}.{i}: the same key is given to tenants {out[d]!r} and {k.tenant!r}")
+        out[d] = k.tenant
+    return out
+
+
+class GatewayRedis(_Strict):
+    url: str = "redis://127.0.0.1:6379/0"
+    prefix: str = "gpuas"
+
+
+class GatewayConfig(_Strict):
+    """The gateway's own file (gateway.toml); independent of the daemon's config."""
+
+    redis: GatewayRedis = Field(default_factory=GatewayRedis)
+    keys: list[ApiKey] = Field(default_factory=list, description="API keys known to this gateway")
+    keys_from_redis: bool = Field(True, description="also accept the keys the daemon publishes to Redis")
+    keys_refresh_s: float = Field(5.0, gt=0, description="how often the published keys are re-read")
+    trusted_proxies: list[str] = Field(default_factory=list,
+                                       description="addresses/CIDRs whose X-Tenant header is believed (opt-in)")
+    fail_open: bool = Field(True, description="let requests through (marked) when Redis is down")
+    upstream: str | None = Field(None, description="stand-alone gateway: where allowed requests go")
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies_parse(cls, v: list[str]) -> list[str]:
+        for p in v:
+            try:
+                ipaddress.ip_network(p, strict=False)
+            except ValueError:
+                raise ValueError(f"{p!r} is not an address or CIDR") from None
+        return v
+
+
+def parse_gateway_config(data: dict, origin: str = "gateway config") -> GatewayConfig:
+    try:
+        cfg = GatewayConfig.model_validate(data)
+    except ValidationError as exc:
+        parts = []
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"]) or "<root>"
+            parts.append(f"{key}: {'unknown key' if err['type'] == 'extra_forbidden' else err['msg']}")
+        raise GatewayConfigError(f"{origin}: " + "; ".join(parts)) from None
+    digest_map(cfg.keys)  # unreadable key files and shared keys fail now, not at the first request
+    return cfg
+
+
+def load_gateway_config(path: Path | str) -> GatewayConfig:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise GatewayConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise GatewayConfigError(f"{path}: not valid TOML: {exc}") from None
+    return parse_gateway_config(data, str(path))
+
+
+@dataclass(frozen=True)
+class Caller:
+    tenant: str | None           # None: refused
+    via: str                     # "api-key" | "trusted-proxy" | why it was refused
+
+
+def _header(scope: dict, name: bytes) -> str | None:
+    for k, v in scope.get("headers", []):
+        if k == name:
+            return v.decode("latin-1")
+    return None
+
+
+class Identity:
+    """API key -> tenant, from config and (optionally) the map the daemon publishes to Redis.
+
+    Keys are held as SHA-256 digests; a presented key's digest is compared with
+    every known digest using ``hmac.compare_digest`` (no early exit), so the
+    answer time does not depend on which key, or how much of one, matched.
+    """
+
+    def __init__(self, keys: dict[str, str] | None = None, *, client: aredis.Redis | None = None,
+                 prefix: str = "gpuas", refresh_s: float = 5.0, trusted_proxies: Iterable[str] = ()) -> None:
+        self.local = dict(keys or {})
+        self.client = client
+        self.prefix = prefix
+        self.refresh_s = refresh_s
+        self.trusted = [ipaddress.ip_network(p, strict=False) for p in trusted_proxies]
+        self._published: dict[str, str] = {}
+        self._loaded_at = -math.inf
+        self._entries = self._build()
+
+    @classmethod
+    def from_config(cls, cfg: GatewayConfig, client: aredis.Redis | None = None) -> "Identity":
+        return cls(digest_map(cfg.keys), client=client if cfg.keys_from_redis else None, prefix=cfg.redis.prefix,
+                   refresh_s=cfg.keys_refresh_s, trusted_proxies=cfg.trusted_proxies)
+
+    def _build(self) -> list[tuple[bytes, str]]:
+        merged = {**self._published, **self.local}
+        return [(bytes.fromhex(d), t) for d, t in merged.items()]
+
+    async def _refresh(self) -> None:
+        if self.client is None or time.monotonic() - self._loaded_at < self.refresh_s:
+            return
+        try:
+            raw = await self.client.hgetall(keys_key(self.prefix))
+        except (redis.RedisError, OSError) as exc:
+            log.warning("gateway: cannot read published API keys (%s); keeping %d known", exc, len(self._published))
+            self._loaded_at = time.monotonic()  # do not hammer a dead Redis on every request
+            return
+        pub = {}
+        for d, t in raw.items():
+            d = d.decode() if isinstance(d, bytes) else d
+            if len(d) == 64:
+                pub[d] = t.decode() if isinstance(t, bytes) else t
+        self._published = pub
+        self._loaded_at = time.monotonic()
+        self._entries = self._build()
+
+    def tenant_for_key(self, presented: str) -> str | None:
+        given = bytes.fromhex(key_digest(presented))
+        found = None
+        for digest, tenant in self._entries:
+            if hmac.compare_digest(digest, given):
+                found = tenant
+        return found
+
+    def known_tenant(self, tenant: str) -> bool:
+        return any(t == tenant for _, t in self._entries)
+
+    def _trusted(self, scope: dict) -> bool:
+        client = scope.get("client")
+        if not self.trusted or not client:
+            return False
+        try:
+            addr = ipaddress.ip_address(client[0])
+        except ValueError:
+            return False
+        return any(addr in net for net in self.trusted)
+
+    async def caller(self, scope: dict) -> Caller:
+        await self._refresh()
+        auth = _header(scope, b"authorization") or ""
+        key = auth[7:].strip() if auth[:7].lower() == "bearer " else (_header(scope, b"x-api-key") or "").strip()
+        if key:
+            tenant = self.tenant_for_key(key)
+            return Caller(tenant, "api-key" if tenant else "unknown API key")
+        claimed = _header(scope, b"x-tenant")
+        if claimed is not None:
+            if not self._trusted(scope):
+                return Caller(None, "X-Tenant is not trusted from this address; send an API key")
+            if not self.known_tenant(claimed):
+                return Caller(None, "unknown tenant in X-Tenant")
+            return Caller(claimed, "trusted-proxy")
+        return Caller(None, "no credential (Authorization: Bearer KEY or X-API-Key)")
 
 
 @dataclass(frozen=True)
@@ -73,36 +300,38 @@ class AsyncTokenBucket:
         return Decision.from_reply(reply)
 
 
-def tenant_from_header(scope: dict) -> str | None:
-    for k, v in scope.get("headers", []):
-        if k == b"x-tenant":
-            return v.decode("latin-1") or None
-    return None
+def _with_tenant(scope: dict, tenant: str) -> dict:
+    """The app behind sees the authenticated tenant in X-Tenant (a client's own X-Tenant is dropped)."""
+    headers = [(k, v) for k, v in scope.get("headers", []) if k != b"x-tenant"]
+    headers.append((b"x-tenant", tenant.encode("latin-1", "replace")))
+    return {**scope, "headers": headers, "state": {**scope.get("state", {}), "tenant": tenant}}
 
 
 class RateLimitMiddleware:
-    """ASGI middleware: 429 + Retry-After + X-RateLimit-Reason when the tenant's bucket is empty.
+    """ASGI middleware: 401 for an unknown caller; 429 + Retry-After + X-RateLimit-Reason when the
+    tenant's bucket is empty.
 
     If Redis cannot be reached the request is let through (``fail_open``) and
     marked with ``X-RateLimit-Degraded``: a limiter outage should not become a
     gateway outage. Set ``fail_open=False`` to refuse instead.
     """
 
-    def __init__(self, app: Callable, bucket: AsyncTokenBucket,
-                 tenant_of: Callable[[dict], str | None] = tenant_from_header, fail_open: bool = True) -> None:
+    def __init__(self, app: Callable, bucket: AsyncTokenBucket, identity: Identity, fail_open: bool = True) -> None:
         self.app = app
         self.bucket = bucket
-        self.tenant_of = tenant_of
+        self.identity = identity
         self.fail_open = fail_open
 
     async def __call__(self, scope: dict, receive: Callable[[], Awaitable], send: Callable) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        tenant = self.tenant_of(scope)
-        if tenant is None:
-            await self._reply(send, 400, {"error": "no tenant given (X-Tenant header)"}, [])
+        who = await self.identity.caller(scope)
+        if who.tenant is None:
+            await self._reply(send, 401, {"error": who.via}, [(b"www-authenticate", b'Bearer realm="gpu-autoscaler"')])
             return
+        tenant = who.tenant
+        scope = _with_tenant(scope, tenant)
         try:
             d = await self.bucket.acquire(tenant)
         except (redis.RedisError, OSError) as exc:

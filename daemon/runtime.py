@@ -106,7 +106,13 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
         elif name == "redis":
             from daemon.actuators.redis_limits import RedisLimitsActuator
 
-            out.append(RedisLimitsActuator(a.redis.url, a.redis.prefix, dry_run=a.dry_run))
+            from daemon.gateway import GatewayConfigError, digest_map
+
+            try:
+                keys = digest_map(cfg.gateway.keys, "gateway.keys")
+            except GatewayConfigError as exc:
+                raise ConfigError(str(exc)) from None
+            out.append(RedisLimitsActuator(a.redis.url, a.redis.prefix, dry_run=a.dry_run, api_keys=keys or None))
         elif name == "slurm":
             from daemon.actuators.slurm import SlurmActuator
 

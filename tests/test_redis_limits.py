@@ -11,11 +11,12 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from daemon.actuators.redis_limits import RedisLimitsActuator
-from daemon.gateway import AsyncTokenBucket, RateLimitMiddleware, TokenBucket, limit_key
+from daemon.gateway import AsyncTokenBucket, Identity, RateLimitMiddleware, TokenBucket, key_digest, limit_key
 from daemon.policy.types import Notification, Plan, PolicyMemory, RateLimit
 from tests.services import redis_server
 
 pytestmark = pytest.mark.services
+KEY_A = "key-of-tenant-a-0123456789"
 
 
 @pytest.fixture(scope="module")
@@ -101,9 +102,10 @@ def test_middleware_returns_429_with_reason(r, redis_url):
         return PlainTextResponse("ok")
 
     async def go():
-        app = RateLimitMiddleware(Starlette(routes=[Route("/", hello)]), AsyncTokenBucket(aredis.Redis.from_url(redis_url)))
+        app = RateLimitMiddleware(Starlette(routes=[Route("/", hello)]), AsyncTokenBucket(aredis.Redis.from_url(redis_url)),
+                                  Identity({key_digest(KEY_A): "a"}))
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
-            codes = [await c.get("/", headers={"X-Tenant": "a"}) for _ in range(3)]
+            codes = [await c.get("/", headers={"Authorization": f"Bearer {KEY_A}"}) for _ in range(3)]
             missing = await c.get("/")
         return codes, missing
 
@@ -114,7 +116,7 @@ def test_middleware_returns_429_with_reason(r, redis_url):
     assert "normal tier limited" in deny.headers["x-ratelimit-reason"]
     assert deny.json()["reason"].startswith("cluster load")
     assert codes[0].headers["x-ratelimit-limit"] == "1"
-    assert missing.status_code == 400
+    assert missing.status_code == 401
 
 
 def test_middleware_fails_open_when_redis_is_down():
@@ -123,12 +125,13 @@ def test_middleware_fails_open_when_redis_is_down():
 
     async def go():
         dead = aredis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
-        app = RateLimitMiddleware(Starlette(routes=[Route("/", hello)]), AsyncTokenBucket(dead))
-        closed = RateLimitMiddleware(Starlette(routes=[Route("/", hello)]), AsyncTokenBucket(dead), fail_open=False)
+        ident = Identity({key_digest(KEY_A): "a"})
+        app = RateLimitMiddleware(Starlette(routes=[Route("/", hello)]), AsyncTokenBucket(dead), ident)
+        closed = RateLimitMiddleware(Starlette(routes=[Route("/", hello)]), AsyncTokenBucket(dead), ident, fail_open=False)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
-            a = await c.get("/", headers={"X-Tenant": "a"})
+            a = await c.get("/", headers={"X-API-Key": KEY_A})
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=closed), base_url="http://gw") as c:
-            b = await c.get("/", headers={"X-Tenant": "a"})
+            b = await c.get("/", headers={"X-API-Key": KEY_A})
         return a, b
 
     a, b = asyncio.run(go())

@@ -8,7 +8,7 @@ import time
 import redis
 
 from daemon.actuators.base import ActionReport
-from daemon.gateway import limit_key
+from daemon.gateway import keys_key, limit_key
 from daemon.policy.types import Notification, Plan
 
 
@@ -16,12 +16,34 @@ class RedisLimitsActuator:
     name = "redis"
 
     def __init__(self, url: str, prefix: str = "gpuas", dry_run: bool = True,
-                 client: redis.Redis | None = None, stream_maxlen: int = 10_000) -> None:
+                 client: redis.Redis | None = None, stream_maxlen: int = 10_000,
+                 api_keys: dict[str, str] | None = None) -> None:
         self.client = client or redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
         self.prefix = prefix
         self.dry_run = dry_run
         self.stream_maxlen = stream_maxlen
         self._published: dict[str, tuple[float, float, str]] = {}
+        self.api_keys = api_keys  # SHA-256 digest -> tenant, published for the gateways (None: leave alone)
+        self._keys_in_redis: dict[str, str] | None = None
+
+    def _publish_keys(self, rep: ActionReport) -> None:
+        """Make `<prefix>:apikeys` equal the configured map (one MULTI: gateways never see half of it)."""
+        if self.api_keys is None:
+            return
+        if self._keys_in_redis is None:
+            raw = self.client.hgetall(keys_key(self.prefix))
+            self._keys_in_redis = {k.decode(): v.decode() for k, v in raw.items()}
+        if self._keys_in_redis == self.api_keys:
+            return
+        rep.actions.append(f"publish {len(self.api_keys)} API key digests to {keys_key(self.prefix)}")
+        if self.dry_run:
+            return
+        pipe = self.client.pipeline(transaction=True)
+        pipe.delete(keys_key(self.prefix))
+        if self.api_keys:
+            pipe.hset(keys_key(self.prefix), mapping=self.api_keys)
+        pipe.execute()
+        self._keys_in_redis = dict(self.api_keys)
 
     def _current(self) -> dict[str, tuple[float, float, str]]:
         """What Redis holds now, so a restarted daemon (or a flushed Redis) is reconciled, not assumed."""
@@ -41,6 +63,7 @@ class RedisLimitsActuator:
     def apply(self, plan: Plan) -> ActionReport:
         rep = ActionReport(self.name, self.dry_run)
         try:
+            self._publish_keys(rep)
             if not self._published:
                 self._published = self._current()
             changed = {t: lim for t, lim in plan.limits.items()
@@ -62,6 +85,7 @@ class RedisLimitsActuator:
                 self._published[t] = (lim.rate, lim.burst, lim.reason)
         except redis.RedisError as exc:
             self._published = {}  # unknown state: re-read next time
+            self._keys_in_redis = None
             rep.errors.append(f"redis: {exc}")
         return rep
 

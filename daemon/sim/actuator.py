@@ -36,15 +36,18 @@ class SimulatorActuator:
                 res[i] = r
         normal_cap = min(plan.quotas.values()) if plan.quotas else None
         ids = [i for i in (_sim_id(p.job_id) for p in plan.preemptions) if i is not None]
-        rep.actions.append(f"hold {int(res.sum())} GPUs for {int((res > 0).sum())} tenants")
+        gpn = self.cluster.gpus_per_node
+        rep.actions.append(f"hold {int((-(-res // gpn)).sum())} whole nodes ({int(res.sum())} GPUs asked) for "
+                           f"{int((res > 0).sum())} tenants")
         if ids:
             rep.actions.append(f"preempt {len(ids)} jobs")
         if not self.dry_run:
-            self.cluster.set_reservations(res, normal_cap)
+            # preempt first: the holds then prefer the nodes the preemptions are draining
             if ids:
                 done, _ = self.cluster.preempt(np.array(ids))
                 if done < len(ids):
                     rep.actions.append(f"{len(ids) - done} jobs had already left the running set")
+            self.cluster.set_reservations(res, normal_cap)
         return rep
 
     def requeue(self, job_ids: list[str], reason: str) -> ActionReport:

@@ -1,79 +1,96 @@
-"""A job-level model of a GPU cluster, driven by a per-tenant demand trace.
+"""A job-level model of a GPU cluster with node placement, driven by a per-tenant demand trace.
 
-It is the one cluster model behind both the embedded simulated source (``run
---sim``) and the replay benchmark, so the daemon and the benchmark see the same
-physics: jobs queue, start on free GPUs, finish when demand falls, are requeued
-when preempted (their GPUs stay busy for ``drain_steps`` while they checkpoint,
-and work since the last checkpoint is lost), and die with a failed node.
+It is the one cluster model behind the embedded simulated source (``run --sim``), ``simulate`` and every
+replay bench, so they all see the same physics:
 
-Jobs live in numpy arrays because the replay scale case has tens of thousands
-of them per step.
+- the cluster is a set of nodes (``gpus_per_node`` GPUs each); a job runs on one node, so a job that fits on
+  no node waits even when the cluster has enough free GPUs in total (fragmentation is real);
+- jobs queue, start on free GPUs, finish when demand falls, are requeued when preempted (their GPUs stay busy
+  for ``drain_steps`` while they checkpoint, and work since the last checkpoint is lost), and die with a node;
+- holds are whole-node reservations, as a Slurm reservation (IGNORE_JOBS, MAGNETIC) or a Kueue quota on
+  labelled nodes enforces them: only the holder's jobs may start on a held node (jobs already running there
+  keep running), and the holder's jobs try its held nodes first. A hold is either one tenant's or one pool
+  shared by a set of tenants (the static baseline's tier-wide pool);
+- nothing is ever placed on GPUs that are not free: every start goes through a node's free count.
+
+Jobs live in numpy arrays because the replay scale case has tens of thousands of them per step.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-from daemon.cluster import PRIORITY, ClusterState, Jobs
+from daemon.cluster import PRIORITY, ClusterState, Jobs, Nodes
 
 QUEUED, RUNNING, DONE = 1, 2, 3
+UNHELD = -1
+_COLS = ("j_id", "j_tenant", "j_gpus", "j_state", "j_queued_at", "j_started_at", "j_node", "j_wait")
 
 
 @dataclass
 class StepStats:
-    """What one step did; the replay sums these into its report."""
+    """What one step did; the replay's meter sums these into its report."""
 
-    running_gpus: int = 0
-    draining_gpus: int = 0
-    capacity: int = 0
-    served: np.ndarray | None = None          # GPUs running per tenant
-    wanted: np.ndarray | None = None          # GPUs each tenant asked for this step
-    started_waits: list[np.ndarray] = field(default_factory=list)  # (wait steps, priority) of jobs that started
-    preempted_jobs: int = 0
-    lost_gpu_steps: float = 0.0
+    running_gpus: int
+    draining_gpus: int
+    capacity: int
+    free_gpus: int                # healthy GPUs neither running nor draining (held or not)
+    served: np.ndarray            # GPUs running per tenant
+    wanted: np.ndarray            # GPUs each tenant asked for this step
+    queued: np.ndarray            # GPUs queued per tenant after scheduling
+    started: np.ndarray           # (k, 3): steps this stint waited, steps waited in all stints, priority
 
 
 class SimCluster:
     def __init__(self, tenants: list[str], tier_priority: np.ndarray, capacity: int, job_gpus: np.ndarray,
                  *, gpus_per_node: int = 8, drain_steps: int = 2, checkpoint_steps: int = 30,
-                 max_wait_steps: int = 120, track_nodes: bool = True) -> None:
+                 max_wait_steps: int = 120) -> None:
         self.tenants = list(tenants)
         self.n = len(self.tenants)
         self.prio_of_tenant = np.asarray(tier_priority, dtype=np.int8)
-        self.job_size = np.maximum(np.asarray(job_gpus, dtype=np.int64), 1)
+        self.gpus_per_node = int(gpus_per_node)
+        gpn = self.gpus_per_node
+        self.job_size = np.asarray(job_gpus, dtype=np.int64)
+        if (self.job_size > gpn).any():
+            raise ValueError(f"a job asks for more GPUs ({int(self.job_size.max())}) than a node has ({gpn})")
+        self.job_size = np.maximum(self.job_size, 1)
         self.total_capacity = int(capacity)
-        # without node tracking the cluster is one big pool (replay at scale); placement is then vectorised
-        self.gpus_per_node = int(gpus_per_node) if track_nodes else int(capacity)
-        gpus_per_node = self.gpus_per_node
-        self.n_nodes = int(np.ceil(capacity / gpus_per_node))
-        self.node_cap = np.full(self.n_nodes, gpus_per_node, dtype=np.int64)
-        self.node_cap[-1] = capacity - gpus_per_node * (self.n_nodes - 1)
+        self.n_nodes = int(np.ceil(capacity / gpn))
+        self.node_cap = np.full(self.n_nodes, gpn, dtype=np.int64)
+        self.node_cap[-1] = capacity - gpn * (self.n_nodes - 1)
         self.node_free = self.node_cap.copy()
         self.node_ok = np.ones(self.n_nodes, dtype=bool)
+        self.node_holder = np.full(self.n_nodes, UNHELD, dtype=np.int64)  # tenant index, n = the shared pool
+        self.node_pre = np.zeros(self.n_nodes, dtype=np.int64)  # free GPUs freed by a preemption, not reused yet
         self.drain_steps = int(drain_steps)
         self.checkpoint_steps = int(checkpoint_steps)
         self.max_wait_steps = int(max_wait_steps)
-        self.track_nodes = track_nodes
         self.step_no = 0
         self.next_id = 0
         cap = 1024
-        self.j_id = np.zeros(cap, dtype=np.int64)
-        self.j_tenant = np.zeros(cap, dtype=np.int64)
-        self.j_gpus = np.zeros(cap, dtype=np.int64)
-        self.j_state = np.zeros(cap, dtype=np.int8)  # 0 = empty slot
-        self.j_queued_at = np.zeros(cap, dtype=np.int64)
-        self.j_started_at = np.zeros(cap, dtype=np.int64)
-        self.j_node = np.full(cap, -1, dtype=np.int64)
+        for name in _COLS:
+            setattr(self, name, np.full(cap, -1 if name == "j_node" else 0,
+                                        dtype=np.int8 if name == "j_state" else np.int64))
         self.size = 0
-        # draining holds: (release step, node, gpus)
-        self.drains: list[tuple[int, int, int]] = []
+        # draining GPUs of preempted jobs: release step, node, GPUs
+        self.d_until = np.zeros(0, dtype=np.int64)
+        self.d_node = np.zeros(0, dtype=np.int64)
+        self.d_gpus = np.zeros(0, dtype=np.int64)
         self.reservations = np.zeros(self.n, dtype=np.int64)
+        self.pool_members = np.zeros(self.n, dtype=bool)
+        self.pool_gpus = 0
         self.normal_cap: int | None = None
+        # meters
         self.total_preemptions = 0
         self.total_lost = 0.0
+        self.preempted_per_tenant = np.zeros(self.n, dtype=np.int64)
+        self.lost_per_tenant = np.zeros(self.n)               # GPU-steps of work lost
+        self.starve_max = np.zeros(3, dtype=np.int64)          # longest cumulative wait per priority, steps
+        self.preempted_idle = 0                                # GPU-steps freed by preemption and left idle
+        self.preempted_retaken = 0                             # GPUs freed by preemption then taken by unprotected work
 
     # ---- bookkeeping -------------------------------------------------------------------------
     def _grow(self, extra: int) -> None:
@@ -86,17 +103,16 @@ class SimCluster:
             if self.size + extra <= cap:
                 return
         new = max(need, cap * 2)
-        for name in ("j_id", "j_tenant", "j_gpus", "j_state", "j_queued_at", "j_started_at", "j_node"):
+        for name in _COLS:
             arr = getattr(self, name)
-            fill = -1 if name == "j_node" else 0
-            grown = np.full(new, fill, dtype=arr.dtype)
+            grown = np.full(new, -1 if name == "j_node" else 0, dtype=arr.dtype)
             grown[:cap] = arr
             setattr(self, name, grown)
 
     def _compact(self) -> None:
         keep = np.flatnonzero(self.j_state[: self.size] != DONE)
         k = keep.size
-        for name in ("j_id", "j_tenant", "j_gpus", "j_state", "j_queued_at", "j_started_at", "j_node"):
+        for name in _COLS:
             arr = getattr(self, name)
             arr[:k] = arr[keep]
             arr[k: self.size] = -1 if name == "j_node" else 0
@@ -106,8 +122,11 @@ class SimCluster:
     def capacity(self) -> int:
         return int(self.node_cap[self.node_ok].sum())
 
+    def node_draining(self) -> np.ndarray:
+        return np.bincount(self.d_node, weights=self.d_gpus, minlength=self.n_nodes).astype(np.int64)
+
     def draining_gpus(self) -> int:
-        return int(sum(g for _, node, g in self.drains if node < 0 or self.node_ok[node]))
+        return int(self.d_gpus.sum())
 
     def active(self) -> np.ndarray:
         st = self.j_state[: self.size]
@@ -115,32 +134,86 @@ class SimCluster:
 
     def running_per_tenant(self) -> np.ndarray:
         r = np.flatnonzero(self.j_state[: self.size] == RUNNING)
+        r = r[self.node_ok[self.j_node[r]]]  # stranded jobs on a dead node serve nothing
         return np.bincount(self.j_tenant[r], weights=self.j_gpus[r], minlength=self.n).astype(np.int64)
 
     def queued_per_tenant(self) -> np.ndarray:
         q = np.flatnonzero(self.j_state[: self.size] == QUEUED)
         return np.bincount(self.j_tenant[q], weights=self.j_gpus[q], minlength=self.n).astype(np.int64)
 
-    # ---- actions ----------------------------------------------------------------------------
-    def set_reservations(self, reservations: np.ndarray, normal_cap: int | None = None) -> None:
+    def held_gpus(self) -> np.ndarray:
+        """GPUs on healthy nodes held per holder (tenant index; index n = the shared pool)."""
+        h = self.node_ok & (self.node_holder >= 0)
+        return np.bincount(self.node_holder[h], weights=self.node_cap[h], minlength=self.n + 1).astype(np.int64)
+
+    # ---- holds -------------------------------------------------------------------------------
+    def set_reservations(self, reservations: np.ndarray, normal_cap: int | None = None,
+                         pool: tuple[np.ndarray, int] | None = None) -> None:
+        """Hold whole nodes: ceil(GPUs / gpus_per_node) per tenant, and optionally one pool of nodes for a set
+        of tenants (``pool = (member mask, GPUs)``, held as floor(GPUs / gpus_per_node) nodes). Nodes already
+        held are kept while still wanted; new ones are those where the holder runs or that are free soonest."""
         self.reservations = np.maximum(np.asarray(reservations, dtype=np.int64), 0)
         self.normal_cap = normal_cap
+        if pool is not None:
+            self.pool_members = np.asarray(pool[0], dtype=bool)
+            self.pool_gpus = int(pool[1])
+        gpn = self.gpus_per_node
+        want = np.zeros(self.n + 1, dtype=np.int64)
+        want[: self.n] = -(-self.reservations // gpn)
+        want[self.n] = self.pool_gpus // gpn if self.pool_members.any() else 0
+        self.node_holder[~self.node_ok] = UNHELD
+        have = np.bincount(self.node_holder[self.node_holder >= 0], minlength=self.n + 1)
+        changed = np.flatnonzero(want != have)
+        if changed.size == 0:
+            return
+        run = np.flatnonzero(self.j_state[: self.size] == RUNNING)
+        r_ten, r_node, r_g = self.j_tenant[run], self.j_node[run], self.j_gpus[run]
+        soon = self.node_free + self.node_draining()
 
+        def own(h: int) -> np.ndarray:
+            m = self.pool_members[r_ten] if h == self.n else r_ten == h
+            return np.bincount(r_node[m], weights=r_g[m], minlength=self.n_nodes)
+
+        for h in changed[want[changed] < have[changed]]:  # release first, so others can take the nodes
+            mine = np.flatnonzero(self.node_holder == h)
+            drop = mine[np.argsort(own(h)[mine], kind="stable")[: have[h] - want[h]]]
+            self.node_holder[drop] = UNHELD
+        for h in changed[want[changed] > have[changed]]:
+            cand = np.flatnonzero((self.node_holder == UNHELD) & self.node_ok)
+            k = min(int(want[h] - have[h]), cand.size)
+            if k <= 0:
+                continue
+            score = own(h)[cand] + soon[cand]
+            take = cand[np.argsort(-score, kind="stable")[:k]]
+            self.node_holder[take] = h
+
+    # ---- actions -----------------------------------------------------------------------------
     def preempt(self, job_ids: np.ndarray) -> tuple[int, float]:
         """Requeue running jobs: their GPUs drain for `drain_steps`, progress since checkpoint is lost."""
         if len(job_ids) == 0:
             return 0, 0.0
         ids = np.asarray(job_ids, dtype=np.int64)
         pos = np.flatnonzero(np.isin(self.j_id[: self.size], ids) & (self.j_state[: self.size] == RUNNING))
-        lost = 0.0
-        for p in pos:
-            ran = self.step_no - self.j_started_at[p]
-            lost += float(self.j_gpus[p] * (ran % self.checkpoint_steps))
-            self._release(p, drain=True)
-            self.j_state[p] = QUEUED
-            self.j_queued_at[p] = self.step_no
+        if pos.size == 0:
+            return 0, 0.0
+        g, node, ten = self.j_gpus[pos], self.j_node[pos], self.j_tenant[pos]
+        lost_each = g * ((self.step_no - self.j_started_at[pos]) % self.checkpoint_steps)
+        lost = float(lost_each.sum())
+        alive = self.node_ok[node]
+        if self.drain_steps > 0:
+            self.d_until = np.r_[self.d_until, np.full(int(alive.sum()), self.step_no + self.drain_steps)]
+            self.d_node = np.r_[self.d_node, node[alive]]
+            self.d_gpus = np.r_[self.d_gpus, g[alive]]
+        else:
+            np.add.at(self.node_free, node[alive], g[alive])
+            np.add.at(self.node_pre, node[alive], g[alive])
+        self.j_state[pos] = QUEUED
+        self.j_queued_at[pos] = self.step_no
+        self.j_node[pos] = -1
         self.total_preemptions += int(pos.size)
         self.total_lost += lost
+        self.preempted_per_tenant += np.bincount(ten, minlength=self.n)
+        self.lost_per_tenant += np.bincount(ten, weights=lost_each, minlength=self.n)
         return int(pos.size), lost
 
     def running_on(self, node: int) -> np.ndarray:
@@ -157,51 +230,38 @@ class SimCluster:
         self.node_ok[node] = False
         on = self.running_on(node)
         if requeue:
-            for p in on:
-                self.j_state[p] = QUEUED
-                self.j_queued_at[p] = self.step_no
-                self.j_node[p] = -1
+            self.j_state[on] = QUEUED
+            self.j_queued_at[on] = self.step_no
+            self.j_node[on] = -1
         self.node_free[node] = 0
-        self.drains = [d for d in self.drains if d[1] != node]
+        self.node_pre[node] = 0
+        self.node_holder[node] = UNHELD
+        keep = self.d_node != node
+        self.d_until, self.d_node, self.d_gpus = self.d_until[keep], self.d_node[keep], self.d_gpus[keep]
         return [int(self.j_id[p]) for p in on]
 
     def stranded(self) -> np.ndarray:
         """Positions of jobs 'running' on a node that is down."""
         run = np.flatnonzero(self.j_state[: self.size] == RUNNING)
-        nodes = self.j_node[run]
-        return run[(nodes >= 0) & ~self.node_ok[np.maximum(nodes, 0)]]
+        return run[~self.node_ok[self.j_node[run]]]
 
     def restore_node(self, node: int) -> None:
         if not self.node_ok[node]:
             self.node_ok[node] = True
             self.node_free[node] = self.node_cap[node]
 
-    def _release(self, p: int, drain: bool) -> None:
-        g = int(self.j_gpus[p])
-        node = int(self.j_node[p])
-        if node >= 0 and not self.node_ok[node]:
-            pass  # the node is gone: nothing to free or drain
-        elif drain and self.drain_steps > 0:
-            self.drains.append((self.step_no + self.drain_steps, node, g))
-        elif node >= 0 and self.node_ok[node]:
-            self.node_free[node] += g
-        self.j_node[p] = -1
-
-    # ---- one step ---------------------------------------------------------------------------
+    # ---- one step ----------------------------------------------------------------------------
     def step(self, wanted_gpus: np.ndarray) -> StepStats:
         """Advance one step: drains finish, demand is reconciled into jobs, the queue is scheduled."""
         self.step_no += 1
-        stats = StepStats()
-        # 1. drained GPUs come back
-        if self.drains:
-            keep = []
-            for until, node, g in self.drains:
-                if until <= self.step_no:
-                    if node >= 0 and self.node_ok[node]:
-                        self.node_free[node] += g
-                else:
-                    keep.append((until, node, g))
-            self.drains = keep
+        # 1. drained GPUs come back (failed nodes' drains were dropped when the node failed)
+        if self.d_until.size:
+            done = self.d_until <= self.step_no
+            if done.any():
+                np.add.at(self.node_free, self.d_node[done], self.d_gpus[done])
+                np.add.at(self.node_pre, self.d_node[done], self.d_gpus[done])
+                keep = ~done
+                self.d_until, self.d_node, self.d_gpus = self.d_until[keep], self.d_node[keep], self.d_gpus[keep]
         # 2. demand -> jobs (NaN demand = no change: a gap in the trace is not a drop to zero)
         wanted = np.asarray(wanted_gpus, dtype=float)
         want_jobs = np.where(np.isfinite(wanted), np.ceil(np.maximum(wanted, 0) / self.job_size), -1).astype(np.int64)
@@ -216,14 +276,12 @@ class SimCluster:
             self._submit(add)
         # 3. schedule
         started = self._schedule()
-        stats.started_waits.append(started)
+        self.preempted_idle += int(self.node_pre[self.node_ok].sum())
         run = self.running_per_tenant()
-        stats.served = run
-        stats.wanted = np.where(np.isfinite(wanted), wanted, run)
-        stats.running_gpus = int(run.sum())
-        stats.draining_gpus = self.draining_gpus()
-        stats.capacity = self.capacity
-        return stats
+        free = int(self.node_free[self.node_ok].sum())
+        return StepStats(running_gpus=int(run.sum()), draining_gpus=self.draining_gpus(), capacity=self.capacity,
+                         free_gpus=free, served=run, wanted=np.where(np.isfinite(wanted), wanted, run),
+                         queued=self.queued_per_tenant(), started=started)
 
     def _submit(self, add: np.ndarray) -> None:
         tenants = np.repeat(np.arange(self.n), add)
@@ -238,6 +296,7 @@ class SimCluster:
         self.j_queued_at[s] = self.step_no
         self.j_started_at[s] = 0
         self.j_node[s] = -1
+        self.j_wait[s] = 0
         self.size += k
 
     def _finish(self, act: np.ndarray, drop: np.ndarray) -> None:
@@ -253,100 +312,134 @@ class SimCluster:
         first = np.r_[0, np.flatnonzero(np.diff(ten)) + 1]
         rank = np.arange(sel.size) - np.repeat(first, np.diff(np.r_[first, sel.size]))
         gone = sel[rank < drop[ten]]
-        for p in gone[self.j_state[gone] == RUNNING]:
-            self._release(int(p), drain=False)
+        q = gone[self.j_state[gone] == QUEUED]
+        if q.size:  # a job withdrawn while queued still waited: it counts towards starvation
+            self._note_starvation(q, self.j_wait[q] + self.step_no - self.j_queued_at[q])
+        r = gone[self.j_state[gone] == RUNNING]
+        if r.size:
+            nodes = self.j_node[r]
+            ok = self.node_ok[nodes]
+            np.add.at(self.node_free, nodes[ok], self.j_gpus[r][ok])
+        self.j_node[gone] = -1
         self.j_state[gone] = DONE
 
+    def _note_starvation(self, pos: np.ndarray, waited: np.ndarray) -> None:
+        prio = self.prio_of_tenant[self.j_tenant[pos]]
+        for p in range(3):
+            m = prio == p
+            if m.any():
+                self.starve_max[p] = max(self.starve_max[p], int(waited[m].max()))
+
+    def starvation(self) -> np.ndarray:
+        """Longest cumulative wait (all queue stints of a job) per priority so far, in steps."""
+        q = np.flatnonzero(self.j_state[: self.size] == QUEUED)
+        out = self.starve_max.copy()
+        if q.size:
+            waited = self.j_wait[q] + self.step_no - self.j_queued_at[q]
+            prio = self.prio_of_tenant[self.j_tenant[q]]
+            for p in range(3):
+                m = prio == p
+                if m.any():
+                    out[p] = max(out[p], int(waited[m].max()))
+        return out
+
     def _schedule(self) -> np.ndarray:
+        empty = np.empty((0, 3))
         q = np.flatnonzero(self.j_state[: self.size] == QUEUED)
         if q.size == 0:
-            return np.empty((0, 2))
-        free = int(self.node_free[self.node_ok].sum())
-        if free <= 0:
-            return np.empty((0, 2))
-        prio = self.prio_of_tenant[self.j_tenant[q]]
+            return empty
+        free = np.where(self.node_ok, self.node_free, 0)
+        if not free.any():
+            return empty
+        ten = self.j_tenant[q]
+        prio = self.prio_of_tenant[ten]
         wait = self.step_no - self.j_queued_at[q]
         # class 0 first: high, then normal and aged low work, then low
-        cls = np.where(prio == PRIORITY["high"], 0, np.where((prio == PRIORITY["normal"]) | (wait >= self.max_wait_steps), 1, 2))
+        cls = np.where(prio == PRIORITY["high"], 0,
+                       np.where((prio == PRIORITY["normal"]) | (wait >= self.max_wait_steps), 1, 2))
         order = np.lexsort((self.j_queued_at[q], cls))
-        q = q[order]
+        q, ten, prio, cls = q[order], ten[order], prio[order], cls[order]
         gpus = self.j_gpus[q]
-        ten = self.j_tenant[q]
-        run = self.running_per_tenant()
-        held = np.maximum(self.reservations - run, 0)
-        placed = np.zeros(q.size, dtype=bool)
-        # phase A: each tenant fills its own held GPUs
-        if held.any():
-            has_hold = held[ten] > 0
-            if has_hold.any():
-                idx = np.flatnonzero(has_hold)
-                o = idx[np.argsort(ten[idx], kind="stable")]
-                t_o = ten[o]
-                cs = np.cumsum(gpus[o])
-                first = np.r_[0, np.flatnonzero(np.diff(t_o)) + 1]
-                base = np.repeat(np.r_[0, cs[first[1:] - 1]] if first.size else [], np.diff(np.r_[first, o.size]))
-                within = cs - base
-                ok = within <= held[t_o]
-                placed[o[ok]] = True
-                used_hold = np.bincount(t_o[ok], weights=gpus[o[ok]], minlength=self.n)
-                free_after_a = free - int(used_hold.sum())
-                held_left = int(np.maximum(held - used_hold, 0).sum())
-            else:
-                free_after_a, held_left = free, int(held.sum())
-        else:
-            free_after_a, held_left = free, 0
-        general = max(free_after_a - held_left, 0)
-        # phase B: the rest, in class order: a strict prefix, then up to two backfill passes for jobs that
-        # fit in what is left; non-preemptible normal work is capped by its quota
-        rest = np.flatnonzero(~placed)
-        if rest.size and general > 0:
-            g = gpus[rest]
-            is_norm = self.prio_of_tenant[ten[rest]] == PRIORITY["normal"]
-            norm_room = None
+        node_of = np.full(q.size, -1, dtype=np.int64)
+        holder = self.node_holder
+        # phase A: each holder's jobs go to its held nodes first (MAGNETIC)
+        held_free = self.node_ok & (holder >= 0) & (free > 0)
+        if held_free.any():
+            for h in np.unique(holder[held_free]):
+                mine = (self.pool_members[ten] if h == self.n else ten == h) & (node_of < 0)
+                if mine.any():
+                    nodes = np.flatnonzero(held_free & (holder == h))
+                    jobs = np.flatnonzero(mine)
+                    node_of[jobs] = self._fit(gpus[jobs], cls[jobs], nodes, free)
+        # phase B: everything else on unheld nodes, in class order; non-preemptible normal work is capped
+        rest = np.flatnonzero(node_of < 0)
+        open_nodes = np.flatnonzero(self.node_ok & (holder == UNHELD) & (free > 0))
+        if rest.size and open_nodes.size:
             if self.normal_cap is not None:
-                norm_room = self.normal_cap - int(run[self.prio_of_tenant == PRIORITY["normal"]].sum())
-            left = general
-            for _ in range(3):
-                cand = ~placed[rest] & (g <= left)
-                if norm_room is not None:
-                    cand &= ~is_norm | (np.cumsum(np.where(cand & is_norm, g, 0)) <= norm_room)
-                if not cand.any():
-                    break
-                ok = cand & (np.cumsum(np.where(cand, g, 0)) <= left)
-                placed[rest[ok]] = True
-                left -= int(g[ok].sum())
-                if norm_room is not None:
-                    norm_room -= int(g[ok & is_norm].sum())
-                if left <= 0:
-                    break
-        idx = q[placed]
-        if idx.size == 0:
-            return np.empty((0, 2))
-        if self.track_nodes:
-            idx = self._place_on_nodes(idx)
-        else:
-            self.j_node[idx] = 0
-            self.node_free[0] -= int(self.j_gpus[idx].sum())
+                run = self.running_per_tenant()
+                room = self.normal_cap - int(run[self.prio_of_tenant == PRIORITY["normal"]].sum())
+                is_norm = prio[rest] == PRIORITY["normal"]
+                over = is_norm & (np.cumsum(np.where(is_norm, gpus[rest], 0)) > room)
+                rest = rest[~over]
+            if rest.size:
+                node_of[rest] = self._fit(gpus[rest], cls[rest], open_nodes, free)
+        placed = node_of >= 0
+        if not placed.any():
+            return empty
+        idx, nodes = q[placed], node_of[placed]
+        self.node_free = np.where(self.node_ok, free, self.node_free)
+        if self.node_pre.any():  # GPUs freed by preemption: used by protected work, or retaken by others
+            g = gpus[placed]
+            protected = (cls[placed] == 0) | ((cls[placed] == 1) & (prio[placed] == PRIORITY["low"]))
+            by_prot = np.bincount(nodes[protected], weights=g[protected], minlength=self.n_nodes).astype(np.int64)
+            by_other = np.bincount(nodes[~protected], weights=g[~protected], minlength=self.n_nodes).astype(np.int64)
+            used = np.minimum(self.node_pre, by_prot)
+            self.node_pre -= used
+            retaken = np.minimum(self.node_pre, by_other)
+            self.node_pre -= retaken
+            self.preempted_retaken += int(retaken.sum())
+            self.node_pre = np.minimum(self.node_pre, self.node_free)
+        self.j_node[idx] = nodes
         self.j_state[idx] = RUNNING
         self.j_started_at[idx] = self.step_no
-        waits = self.step_no - self.j_queued_at[idx]
-        return np.stack([waits, self.prio_of_tenant[self.j_tenant[idx]]], axis=1).astype(float)
+        stint = self.step_no - self.j_queued_at[idx]
+        self.j_wait[idx] += stint
+        self._note_starvation(idx, self.j_wait[idx])
+        return np.stack([stint, self.j_wait[idx], self.prio_of_tenant[self.j_tenant[idx]]], axis=1).astype(float)
 
-    def _place_on_nodes(self, idx: np.ndarray) -> np.ndarray:
-        """First-fit onto healthy nodes; a job that fits nowhere stays queued (fragmentation is real)."""
-        ok_jobs = []
-        free = np.where(self.node_ok, self.node_free, 0)
-        for p in idx:
-            g = self.j_gpus[p]
-            fits = np.flatnonzero(free >= g)
-            if fits.size == 0:
-                continue
-            node = int(fits[0])
-            free[node] -= g
-            self.j_node[p] = node
-            ok_jobs.append(p)
-        self.node_free = np.where(self.node_ok, free, self.node_free)
-        return np.asarray(ok_jobs, dtype=np.int64)
+    @staticmethod
+    def _fit(gpus: np.ndarray, cls: np.ndarray, nodes: np.ndarray, free: np.ndarray) -> np.ndarray:
+        """Place jobs (already in queue order) on `nodes`, updating `free` in place; -1 = did not fit.
+
+        Class by class; within a class, largest jobs first, each size best-fit (fullest node that still
+        fits) so whole nodes stay free for whole-node jobs. Vectorised per (class, size)."""
+        out = np.full(gpus.size, -1, dtype=np.int64)
+        for c in np.unique(cls):
+            in_c = cls == c
+            for g in np.unique(gpus[in_c])[::-1]:
+                jobs = np.flatnonzero(in_c & (gpus == g))
+                f = free[nodes]
+                slots = f // g
+                ok = slots > 0
+                if not ok.any():
+                    continue
+                cand = nodes[ok]
+                o = np.argsort(f[ok], kind="stable")
+                cand, slots = cand[o], slots[ok][o]
+                cum = np.cumsum(slots)
+                k = min(jobs.size, int(cum[-1]))
+                where = cand[np.searchsorted(cum, np.arange(k), side="right")]
+                out[jobs[:k]] = where
+                np.subtract.at(free, where, g)
+        return out
+
+    # ---- views -------------------------------------------------------------------------------
+    def nodes_view(self, node_name: Callable[[np.ndarray], np.ndarray] | None = None) -> Nodes:
+        idx = np.arange(self.n_nodes)
+        holder = np.where(self.node_holder == self.n, UNHELD, self.node_holder)  # a shared pool has no one tenant
+        return Nodes(names=node_name(idx) if node_name else idx, gpus=np.where(self.node_ok, self.node_cap, 0),
+                     free=np.where(self.node_ok, self.node_free, 0),
+                     draining=np.where(self.node_ok, self.node_draining(), 0), held_by=holder)
 
     def state(self, tenants: tuple[str, ...], tiers: tuple, at, step_s: int,
               job_id: Callable[[np.ndarray], np.ndarray] | None = None,
@@ -368,17 +461,42 @@ class SimCluster:
         return ClusterState(at=at, tenants=tenants, tiers=tiers, capacity=self.capacity,
                             used=used.astype(float), pending=pending.astype(float),
                             jobs=jobs, draining=self.draining_gpus(),
-                            failed_nodes=tuple(node_name(failed)) if node_name is not None else ())
+                            failed_nodes=tuple(node_name(failed)) if node_name is not None else (),
+                            nodes=self.nodes_view(node_name))
 
-    def check_conservation(self) -> None:
-        """Every healthy GPU is running a job, draining, or free; raises if the books do not balance."""
-        run = np.flatnonzero(self.j_state[: self.size] == RUNNING)
-        run = np.setdiff1d(run, self.stranded())
-        running = int(self.j_gpus[run].sum())
-        free = int(self.node_free[self.node_ok].sum())
-        if running + self.draining_gpus() + free != self.capacity:
-            raise AssertionError(f"GPU books off: running {running} + draining {self.draining_gpus()} + free {free}"
-                                 f" != capacity {self.capacity}")
-        ids = self.j_id[: self.size][self.j_state[: self.size] != 0]
+    # ---- invariants --------------------------------------------------------------------------
+    def check_invariants(self) -> None:
+        """Raise AssertionError unless: every healthy node's GPUs are running, draining or free (never
+        over-filled, never negative); running + draining <= healthy capacity; every job is in exactly one
+        state (running <=> placed on a node); no job is counted twice; holds sit on healthy nodes."""
+        st = self.j_state[: self.size]
+        node = self.j_node[: self.size]
+        if not np.isin(st, (QUEUED, RUNNING, DONE)).all():
+            raise AssertionError("a job slot is in no state")
+        if ((st == RUNNING) != (node >= 0)).any():
+            raise AssertionError("a job is running without a node, or placed without running")
+        ids = self.j_id[: self.size]
         if np.unique(ids).size != ids.size:
             raise AssertionError("a job is counted twice")
+        run = np.flatnonzero(st == RUNNING)
+        on = np.bincount(node[run], weights=self.j_gpus[run], minlength=self.n_nodes).astype(np.int64)
+        drain = self.node_draining()
+        ok = self.node_ok
+        if (self.node_free < 0).any():
+            raise AssertionError(f"negative free GPUs on nodes {np.flatnonzero(self.node_free < 0)[:5].tolist()}")
+        books = on + drain + self.node_free
+        bad = ok & (books != self.node_cap)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise AssertionError(f"node {i} books off: running {on[i]} + draining {drain[i]} + free "
+                                 f"{self.node_free[i]} != {self.node_cap[i]}")
+        if (self.node_free[~ok] != 0).any() or (drain[~ok] != 0).any():
+            raise AssertionError("a failed node has free or draining GPUs")
+        if int(on[ok].sum()) + int(drain[ok].sum()) > self.capacity:
+            raise AssertionError("running + draining exceed healthy capacity")
+        if (self.node_holder[~ok] != UNHELD).any():
+            raise AssertionError("a hold sits on a failed node")
+        if (self.node_pre > self.node_free).any():
+            raise AssertionError("more preempted-idle GPUs than free GPUs on a node")
+
+    check_conservation = check_invariants

@@ -71,15 +71,14 @@ class StrategyResult:
         }
 
 
-def static_plan(state: ClusterState, cfg: Config, high_share: np.ndarray) -> Plan:
-    """The seed's fixed setup, expressed as a Plan so it goes through the same actuator."""
+def static_plan(state: ClusterState, cfg: Config) -> Plan:
+    """The seed's fixed setup: one pool of `reserve_share` of the GPUs for the whole high tier (held as whole
+    nodes by the simulated actuator, like one Slurm reservation for all high-tier accounts), no preemption."""
     pool = int(np.floor(cfg.policy.reserve_share * state.capacity))
-    res = np.floor(pool * high_share).astype(int)
-    reserved = {t: int(r) for t, r in zip(state.tenants, res) if r > 0}
     limits = tenant_limits(state.tenants, state.tiers, 0, state.load(), cfg.ratelimits, {})
     return Plan(at=state.at.isoformat(), capacity=state.capacity, load=state.load(), high_pool=pool,
-                reservations=reserved, quotas={}, limits=limits, preemptions=(), notifications=(), stale=False,
-                forecast_model="static", notes=(), memory=PolicyMemory(reservations=reserved))
+                reservations={}, quotas={}, limits=limits, preemptions=(), notifications=(), stale=False,
+                forecast_model="static", notes=(), memory=PolicyMemory())
 
 
 class _ForecastCache:
@@ -123,15 +122,14 @@ def run_strategy(name: str, w: Workload, cfg: Config, model: Forecaster | None, 
     tenants = tuple(map(str, w.demand.columns))
     prio = np.array([PRIORITY[t] for t in w.tiers], dtype=np.int8)
     sc = cfg.source.simulator
-    c = SimCluster(list(tenants), prio, w.capacity, w.job_gpus, drain_steps=sc.drain_steps,
-                   checkpoint_steps=sc.checkpoint_steps, max_wait_steps=cfg.policy.max_wait_steps, track_nodes=False)
+    c = SimCluster(list(tenants), prio, w.capacity, w.job_gpus, gpus_per_node=w.gpus_per_node,
+                   drain_steps=sc.drain_steps, checkpoint_steps=sc.checkpoint_steps,
+                   max_wait_steps=cfg.policy.max_wait_steps)
     act = SimulatorActuator(c, tenants)
     H = cfg.cycle.horizon_steps
     hist_n = history_steps or cfg.cycle.history_steps
     high = prio == PRIORITY["high"]
     low = prio == PRIORITY["low"]
-    mean_high = demand[: w.start, :].mean(axis=0) * high
-    high_share = mean_high / mean_high.sum() if mean_high.sum() > 0 else high / max(high.sum(), 1)
     cache = _ForecastCache(model, forecast_every, H) if model is not None else None
     mem = PolicyMemory()
     last: Plan | None = None
@@ -143,20 +141,20 @@ def run_strategy(name: str, w: Workload, cfg: Config, model: Forecaster | None, 
         stats = c.step(demand[k])
         measured = k >= w.start
         if check_books:
-            c.check_conservation()
+            c.check_invariants()
         if measured:
             res.util.append(stats.running_gpus / max(stats.capacity, 1))
             wanted = stats.wanted
             res.high_wanted.append(float(wanted[high].sum()))
             res.high_served.append(float(np.minimum(stats.served, wanted)[high].sum()))
             res.unmet_high.append(float(np.maximum(wanted - stats.served, 0)[high].sum()))
-            for arr in stats.started_waits:
-                if arr.size:
-                    res.waits_low.append(arr[arr[:, 1] == PRIORITY["low"], 0])
+            arr = stats.started
+            if arr.size:
+                res.waits_low.append(arr[arr[:, 2] == PRIORITY["low"], 0])
         state = c.state(tenants, w.tiers, w.demand.index[k], step_s)
         t0 = time.perf_counter()
         if name == "static":
-            p = static_plan(state, cfg, high_share)
+            p = static_plan(state, cfg)
         elif name == "reactive":
             p = plan(None, state, mem, cfg, last)
         elif name == "oracle":
@@ -171,6 +169,8 @@ def run_strategy(name: str, w: Workload, cfg: Config, model: Forecaster | None, 
         dt = time.perf_counter() - t0
         before_pre, before_lost = c.total_preemptions, c.total_lost
         act.apply(p)
+        if name == "static":
+            c.set_reservations(np.zeros(len(tenants), dtype=np.int64), None, pool=(high, p.high_pool))
         mem, last = p.memory, p
         if measured:
             res.decision_s.append(dt)
@@ -188,11 +188,8 @@ def run_strategy(name: str, w: Workload, cfg: Config, model: Forecaster | None, 
                 res.throttled[tier] += float(thr[m].sum())
         if progress and measured:
             progress(k - w.start)
-    # starvation: the longest any low-priority job waited, finished or still queued
-    q = np.flatnonzero((c.j_state[: c.size] == QUEUED) & low[c.j_tenant[: c.size]])
-    still = (c.step_no - c.j_queued_at[q]).max() if q.size else 0
-    done = max((a.max() for a in res.waits_low if a.size), default=0)
-    res.longest_wait = float(max(still, done) * step_s / 60.0)
+    # starvation: the longest any low-priority job waited over all its queue stints, finished or still queued
+    res.longest_wait = float(c.starvation()[PRIORITY["low"]] * step_s / 60.0)
     res.waits_low = [a * step_s / 60.0 for a in res.waits_low]
     return res
 

@@ -92,6 +92,7 @@ class Workload:
     start: int                    # first step that is measured (earlier steps are history/warm-up)
     requests_per_gpu_s: float = 0.5  # request volume per GPU in use, for the throttling account
     request_shape: np.ndarray | None = None  # per-minute multiplier (e.g. from the Azure trace), tiled
+    gpus_per_node: int = 8                   # node size of the replayed cluster (every job fits on one node)
 
 
 

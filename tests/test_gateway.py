@@ -1,0 +1,225 @@
+"""Gateway identity (API key -> tenant, trusted proxies) and packaging, against a real redis-server."""
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from importlib import metadata
+
+import httpx
+import pytest
+import redis
+import redis.asyncio as aredis
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from daemon.actuators.redis_limits import RedisLimitsActuator
+from daemon.config import ConfigError, parse_config
+from daemon.gateway import (AsyncTokenBucket, GatewayConfigError, Identity, RateLimitMiddleware, key_digest, keys_key,
+                            parse_gateway_config)
+from daemon.policy.types import Plan, PolicyMemory, RateLimit
+from tests.conftest import REPO
+from tests.services import redis_server
+
+KEY_A = "a-key-for-tenant-a-000001"
+KEY_B = "b-key-for-tenant-b-000002"
+HEAVY = {"torch", "statsmodels", "kubernetes", "numpy", "pandas", "matplotlib", "apscheduler"}
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    with redis_server(tmp_path_factory.mktemp("redis")) as (url, _):
+        yield url
+
+
+@pytest.fixture
+def r(redis_url):
+    c = redis.Redis.from_url(redis_url)
+    c.flushdb()
+    return c
+
+
+async def _echo(request):
+    return JSONResponse({"tenant": request.headers.get("x-tenant"), "state": request.scope["state"].get("tenant")})
+
+
+def gateway(redis_url, identity, **kw):
+    return RateLimitMiddleware(Starlette(routes=[Route("/", _echo)]), AsyncTokenBucket(aredis.Redis.from_url(redis_url)),
+                               identity, **kw)
+
+
+def calls(app, requests, client=("203.0.113.9", 4711)):
+    """Run (headers) requests through the app as if from address `client`; the responses in order."""
+
+    async def go():
+        transport = httpx.ASGITransport(app=app, client=client)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as c:
+            return [await c.get("/", headers=h) for h in requests]
+
+    return asyncio.run(go())
+
+
+def make_plan(limits):
+    return Plan(at="2026-01-01T00:00:00+00:00", capacity=100, load=0.5, high_pool=20, reservations={},
+                quotas={}, limits=limits, preemptions=(), notifications=(), stale=False,
+                forecast_model="x", notes=(), memory=PolicyMemory())
+
+
+@pytest.mark.services
+def test_api_key_names_the_tenant_and_unknown_callers_get_401(r, redis_url):
+    app = gateway(redis_url, Identity({key_digest(KEY_A): "a", key_digest(KEY_B): "b"}))
+    ok_bearer, ok_header, spoof, wrong, claim_only, none = calls(app, [
+        {"Authorization": f"Bearer {KEY_A}"},
+        {"X-API-Key": KEY_B},
+        {"Authorization": f"Bearer {KEY_A}", "X-Tenant": "b"},    # a key for a, claiming b
+        {"Authorization": "Bearer not-a-key-of-anyone-0000"},
+        {"X-Tenant": "a"},                                         # a claim without a credential
+        {},
+    ])
+    assert ok_bearer.status_code == 200 and ok_bearer.json() == {"tenant": "a", "state": "a"}
+    assert ok_header.json()["tenant"] == "b"
+    assert spoof.status_code == 200 and spoof.json()["tenant"] == "a"   # the app behind sees the key's tenant
+    for resp, why in ((wrong, "unknown API key"), (claim_only, "not trusted"), (none, "no credential")):
+        assert resp.status_code == 401 and why in resp.json()["error"]
+        assert resp.headers["www-authenticate"].startswith("Bearer")
+    # refused callers never reach Redis: rotating names or keys creates no bucket
+    assert sorted(k.decode() for k in r.scan_iter("gpuas:bucket:*")) == ["gpuas:bucket:a", "gpuas:bucket:b"]
+
+
+@pytest.mark.services
+def test_x_tenant_only_from_trusted_proxies_and_only_for_known_tenants(r, redis_url):
+    ident = Identity({key_digest(KEY_A): "a"}, trusted_proxies=["10.1.0.0/16", "127.0.0.1"])
+    app = gateway(redis_url, ident)
+    via_proxy, unknown = calls(app, [{"X-Tenant": "a"}, {"X-Tenant": "zz-rotated"}], client=("10.1.2.3", 5000))
+    assert via_proxy.status_code == 200 and via_proxy.json()["tenant"] == "a"
+    assert unknown.status_code == 401 and "unknown tenant" in unknown.json()["error"]
+    [outside] = calls(app, [{"X-Tenant": "a"}], client=("10.2.0.1", 5000))
+    assert outside.status_code == 401
+    [no_opt_in] = calls(gateway(redis_url, Identity({key_digest(KEY_A): "a"})), [{"X-Tenant": "a"}], client=("127.0.0.1", 1))
+    assert no_opt_in.status_code == 401
+
+
+@pytest.mark.services
+def test_keys_published_by_the_daemon_are_used_and_revocation_takes_effect(r, redis_url):
+    cfg = parse_config({"actuators": {"enabled": ["redis"], "dry_run": False, "redis": {"url": redis_url}},
+                        "gateway": {"keys": [{"tenant": "a", "key": KEY_A},
+                                             {"tenant": "b", "key_sha256": key_digest(KEY_B)}]}})
+    from daemon.runtime import _actuators
+
+    [act] = _actuators(cfg, None)
+    rep = act.apply(make_plan({"a": RateLimit(100, 100, 0, "x")}))
+    assert rep.ok and any("API key digests" in a for a in rep.actions)
+    stored = {k.decode(): v.decode() for k, v in r.hgetall(keys_key("gpuas")).items()}
+    assert stored == {key_digest(KEY_A): "a", key_digest(KEY_B): "b"}
+    assert KEY_A.encode() not in b"".join(r.hkeys(keys_key("gpuas")))  # only digests leave the daemon
+    assert not any("API key" in a for a in act.apply(make_plan({})).actions)  # unchanged: nothing written
+
+    gw_cfg = parse_gateway_config({"redis": {"url": redis_url}, "keys_refresh_s": 0.01})
+
+    async def go():
+        app = gateway(redis_url, Identity.from_config(gw_cfg, aredis.Redis.from_url(redis_url)))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+            before = [await c.get("/", headers={"X-API-Key": k}) for k in (KEY_A, KEY_B)]
+            # the daemon's config now lists only b's key: a is revoked at the gateway's next refresh
+            RedisLimitsActuator(redis_url, dry_run=False, api_keys={key_digest(KEY_B): "b"}).apply(make_plan({}))
+            await asyncio.sleep(0.05)
+            after = [await c.get("/", headers={"X-API-Key": k}) for k in (KEY_A, KEY_B)]
+        return before, after
+
+    (a, b), (a2, b2) = asyncio.run(go())
+    assert (a.status_code, a.json()["tenant"], b.status_code, b.json()["tenant"]) == (200, "a", 200, "b")
+    assert a2.status_code == 401 and b2.status_code == 200
+
+
+def test_config_errors_name_the_key(tmp_path):
+    with pytest.raises(GatewayConfigError, match=r"trusted_proxies: .*not an address"):
+        parse_gateway_config({"trusted_proxies": ["10.0.0.0/33"]})
+    with pytest.raises(GatewayConfigError, match=r"keys.0.key: .*at least 16"):
+        parse_gateway_config({"keys": [{"tenant": "a", "key": "short"}]})
+    with pytest.raises(GatewayConfigError, match=r"keys.0: .*exactly one of key"):
+        parse_gateway_config({"keys": [{"tenant": "a", "key": KEY_A, "key_sha256": key_digest(KEY_A)}]})
+    with pytest.raises(GatewayConfigError, match=r"keys.1: the same key is given to tenants 'a' and 'b'"):
+        parse_gateway_config({"keys": [{"tenant": "a", "key": KEY_A}, {"tenant": "b", "key": KEY_A}]})
+    with pytest.raises(GatewayConfigError, match=r"keys.0.key_file: cannot read"):
+        parse_gateway_config({"keys": [{"tenant": "a", "key_file": str(tmp_path / "nope")}]})
+    with pytest.raises(GatewayConfigError, match=r"fail_opn: unknown key"):
+        parse_gateway_config({"fail_opn": True})
+    with pytest.raises(ConfigError, match=r"gateway.keys.0.key_sha256"):
+        parse_config({"gateway": {"keys": [{"tenant": "a", "key_sha256": "xyz"}]}})
+    (tmp_path / "k").write_text(KEY_A + "\n")
+    cfg = parse_gateway_config({"keys": [{"tenant": "a", "key_file": str(tmp_path / "k")}]})
+    assert Identity.from_config(cfg).tenant_for_key(KEY_A) == "a"
+
+
+# ---- packaging: the gateway is installable without the daemon's heavy dependencies ----------------------------
+
+def _closure(extras: set[str]) -> set[str]:
+    """Distributions `gpu-autoscaler[extras]` pulls in, from pyproject and the installed packages' metadata."""
+    import tomllib
+
+    proj = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    todo = [Requirement(x) for x in proj["dependencies"]]
+    for e in extras:
+        todo += [Requirement(x) for x in proj["optional-dependencies"].get(e, [])]
+    seen: set[str] = set()
+    env = default_environment()
+    while todo:
+        req = todo.pop()
+        name = req.name.lower().replace("_", "-")
+        if req.marker is not None and not req.marker.evaluate({**env, "extra": ""}):
+            continue
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            reqs = metadata.requires(req.name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for sub in map(Requirement, reqs):
+            if sub.marker is None or any(sub.marker.evaluate({**env, "extra": x}) for x in [""] + sorted(req.extras)):
+                todo.append(sub)
+    return seen
+
+
+def test_gateway_extra_pulls_no_heavy_dependency():
+    gw = _closure({"gateway"})
+    assert {"redis", "starlette", "pydantic", "uvicorn"} <= gw
+    assert not (gw & HEAVY), gw & HEAVY
+    assert {"torch", "statsmodels", "kubernetes"} <= _closure({"daemon"})
+
+
+def test_fresh_venv_resolution_of_the_gateway_extra(tmp_path):
+    """pip's own resolver, in a fresh venv, dry run: what `pip install .[gateway]` would install."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)  # ensurepip: no network needed
+    report = tmp_path / "report.json"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    res = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--dry-run", "--quiet", "--report",
+                          str(report), f"{REPO}[gateway]"], env=env, capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, res.stderr[-2000:]
+    names = {i["metadata"]["name"].lower().replace("_", "-") for i in json.loads(report.read_text())["install"]}
+    assert {"redis", "starlette", "uvicorn", "gpu-autoscaler"} <= names
+    assert not (names & HEAVY), names & HEAVY
+
+
+def test_gateway_module_imports_nothing_heavy():
+    code = ("import sys, daemon.gateway; "
+            f"bad = sorted(m for m in {sorted(HEAVY)!r} if m in sys.modules); print(bad); sys.exit(1 if bad else 0)")
+    res = subprocess.run([sys.executable, "-c", code], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_cli_without_the_daemon_extra_says_what_to_install(monkeypatch, capsys):
+    import daemon.entry as entry
+
+    monkeypatch.setattr(entry, "find_spec", lambda m: None if m in ("torch", "statsmodels") else object())
+    with pytest.raises(SystemExit) as ex:
+        entry.main()
+    assert ex.value.code == 2
+    err = capsys.readouterr().err
+    assert "missing: torch, statsmodels" in err and "pip install 'gpu-autoscaler[daemon]'" in err

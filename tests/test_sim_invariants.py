@@ -1,0 +1,114 @@
+"""The simulator's physics, checked at every step on random workloads (hypothesis) and on hand-made cases."""
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from daemon.cluster import PRIORITY
+from daemon.sim.cluster import QUEUED, RUNNING, SimCluster
+
+TIERS = [PRIORITY["high"], PRIORITY["normal"], PRIORITY["low"]]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 7), nodes=st.integers(1, 6),
+       gpn=st.sampled_from([2, 4, 8]), drain=st.integers(0, 3))
+def test_invariants_hold_at_every_step_on_random_workloads(seed, n, nodes, gpn, drain):
+    rng = np.random.default_rng(seed)
+    prio = rng.choice(TIERS, n)
+    job = rng.choice([1, 2, 4, 8], n)
+    job = np.minimum(job, gpn)
+    cap = nodes * gpn - int(rng.integers(0, gpn))  # the last node may be smaller
+    c = SimCluster([f"t{i}" for i in range(n)], prio, cap, job, gpus_per_node=gpn, drain_steps=drain,
+                   checkpoint_steps=5, max_wait_steps=10)
+    demand_total = wanted_total = 0.0
+    for s in range(120):
+        wanted = rng.integers(0, cap + gpn, n).astype(float)
+        if rng.uniform() < 0.05:
+            wanted[rng.integers(n)] = np.nan               # a gap in the trace: no change
+        st_ = c.step(wanted)
+        c.check_invariants()
+        assert st_.running_gpus + st_.draining_gpus <= st_.capacity
+        assert st_.running_gpus + st_.draining_gpus + st_.free_gpus == st_.capacity
+        # GPU-minutes conserved: what was asked is served or unmet, per tenant, every step
+        served = np.minimum(st_.served, st_.wanted)
+        unmet = np.maximum(st_.wanted - st_.served, 0)
+        assert np.allclose(served + unmet, np.maximum(st_.wanted, st_.served) - np.maximum(st_.served - st_.wanted, 0))
+        demand_total += float(st_.wanted.sum())
+        wanted_total += float(served.sum() + unmet.sum())
+        # every job in exactly one state; queued and running add up to what the tenants have
+        live = c.j_state[: c.size]
+        assert ((live == QUEUED) | (live == RUNNING) | (live == 3)).all()
+        r = rng.uniform()
+        if r < 0.3:  # the policy's kinds of actions, at random
+            c.set_reservations(rng.integers(0, cap, n) * (prio == PRIORITY["high"]),
+                               int(rng.integers(0, cap)) if rng.uniform() < 0.5 else None)
+        elif r < 0.4:
+            c.set_reservations(np.zeros(n, dtype=np.int64), None, pool=(prio == PRIORITY["high"], cap // 2))
+        elif r < 0.55:
+            run = np.flatnonzero(c.j_state[: c.size] == RUNNING)
+            c.preempt(c.j_id[rng.choice(run, size=min(run.size, 3), replace=False)] if run.size else [])
+        elif r < 0.58:
+            c.fail_node(int(rng.integers(c.n_nodes)), requeue=bool(rng.integers(2)))
+        elif r < 0.62:
+            for node in np.flatnonzero(~c.node_ok):
+                c.preempt(c.j_id[c.running_on(node)])
+                c.restore_node(int(node))
+        c.check_invariants()
+    assert demand_total == wanted_total
+
+
+def test_held_gpus_are_never_filled_beyond_what_is_free():
+    # the over-commit seen before: a 16-GPU cluster full of low work, then a 16-GPU hold for a tenant that
+    # asks for 22: nothing may start until GPUs are really free
+    c = SimCluster(["hi", "lo"], np.array([PRIORITY["high"], PRIORITY["low"]]), 16, np.array([1, 1]),
+                   gpus_per_node=8, drain_steps=0)
+    c.step(np.array([0.0, 16.0]))
+    assert c.running_per_tenant().tolist() == [0, 16]
+    c.set_reservations(np.array([16, 0]))
+    for _ in range(5):
+        st_ = c.step(np.array([22.0, 16.0]))
+        c.check_invariants()
+        assert st_.running_gpus <= 16 and st_.served[0] == 0
+    # the low work leaves one node: the high tenant gets exactly that node
+    st_ = c.step(np.array([22.0, 8.0]))
+    assert st_.served.tolist() == [8, 8] and st_.running_gpus == 16
+
+
+def test_holds_are_whole_nodes_and_only_the_holder_starts_there():
+    c = SimCluster(["hi", "lo"], np.array([PRIORITY["high"], PRIORITY["low"]]), 32, np.array([1, 1]),
+                   gpus_per_node=8)
+    c.set_reservations(np.array([3, 0]))                  # 3 GPUs asked: one whole node held
+    assert c.held_gpus()[0] == 8
+    st_ = c.step(np.array([2.0, 40.0]))
+    assert st_.served.tolist() == [2, 24]                 # the low tenant gets the 3 other nodes, not the held one
+    held = np.flatnonzero(c.node_holder == 0)
+    assert c.node_free[held].sum() == 6                  # the hold's idle GPUs stay idle (nobody borrows)
+
+
+def test_an_8_gpu_job_needs_a_whole_free_node():
+    c = SimCluster(["big", "small"], np.array([PRIORITY["high"], PRIORITY["low"]]), 16, np.array([8, 1]),
+                   gpus_per_node=8)
+    c.step(np.array([0.0, 2.0]))                          # best fit packs the two 1-GPU jobs on one node
+    assert (c.node_free == 8).sum() == 1
+    st_ = c.step(np.array([8.0, 2.0]))
+    assert st_.served.tolist() == [8, 2]
+    # one 1-GPU job on each node (a hold steers the second one): 14 GPUs free, yet no whole node
+    c2 = SimCluster(["big", "s1", "s2"], np.array([PRIORITY["high"], PRIORITY["low"], PRIORITY["low"]]), 16,
+                    np.array([8, 1, 1]), gpus_per_node=8)
+    c2.set_reservations(np.array([0, 1, 1]))                # s1 and s2 each hold one node
+    c2.step(np.array([0.0, 1.0, 1.0]))
+    c2.set_reservations(np.array([0, 0, 0]))
+    st_ = c2.step(np.array([8.0, 1.0, 1.0]))
+    c2.check_invariants()
+    assert st_.free_gpus == 14 and st_.served[0] == 0 and c2.queued_per_tenant()[0] == 8
+
+
+def test_a_shared_pool_serves_whichever_member_peaks():
+    prio = np.array([PRIORITY["high"], PRIORITY["high"], PRIORITY["low"]])
+    c = SimCluster(["a", "b", "lo"], prio, 32, np.array([1, 1, 1]), gpus_per_node=8)
+    c.set_reservations(np.zeros(3, dtype=np.int64), None, pool=(prio == PRIORITY["high"], 16))
+    st_ = c.step(np.array([16.0, 0.0, 32.0]))
+    assert st_.served.tolist() == [16, 0, 16]
+    st_ = c.step(np.array([0.0, 16.0, 32.0]))
+    assert st_.served.tolist() == [0, 16, 16]             # b takes the pool a just left
