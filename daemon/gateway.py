@@ -33,6 +33,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Awaitable, Callable, Iterable
 
+import httpx
 import redis
 import redis.asyncio as aredis
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -111,6 +112,19 @@ class GatewayRedis(_Strict):
     prefix: str = "gpuas"
 
 
+class DegradeConfig(_Strict):
+    """What an over-limit request gets instead of a bare 429. Off by default."""
+
+    cache: bool = Field(False, description="answer from a cached response of an identical idempotent request")
+    cache_ttl_s: float = Field(300.0, gt=0, description="how long a response stays usable as a fallback")
+    cache_max_bytes: int = Field(1_048_576, gt=0, description="larger responses (or request bodies) are not cached")
+    cheaper_upstream: str | None = Field(None, description="route over-limit requests here (URL) when no cached answer")
+
+    @property
+    def enabled(self) -> bool:
+        return self.cache or self.cheaper_upstream is not None
+
+
 class GatewayConfig(_Strict):
     """The gateway's own file (gateway.toml); independent of the daemon's config."""
 
@@ -122,6 +136,7 @@ class GatewayConfig(_Strict):
                                        description="addresses/CIDRs whose X-Tenant header is believed (opt-in)")
     fail_open: bool = Field(True, description="let requests through (marked) when Redis is down")
     upstream: str | None = Field(None, description="stand-alone gateway: where allowed requests go")
+    degrade: DegradeConfig = Field(default_factory=DegradeConfig)
 
     @field_validator("trusted_proxies")
     @classmethod
@@ -307,6 +322,121 @@ def _with_tenant(scope: dict, tenant: str) -> dict:
     return {**scope, "headers": headers, "state": {**scope.get("state", {}), "tenant": tenant}}
 
 
+HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"te", b"trailer", b"upgrade",
+              b"proxy-authenticate", b"proxy-authorization", b"content-length", b"set-cookie"}
+SAFE_METHODS = ("GET", "HEAD")
+
+
+@dataclass(frozen=True)
+class Cached:
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+    age_s: float
+
+
+class ResponseCache:
+    """Responses of idempotent requests, per tenant, in Redis: the fallback for an over-limit request.
+
+    Identical means: same tenant, method, path, query and Accept header; a POST counts only when it carries
+    an ``Idempotency-Key`` header, and then the key and the body's SHA-256 are part of the identity.
+    Only 200 answers without ``Cache-Control: no-store`` are kept, up to ``max_bytes``, for ``ttl_s``.
+    """
+
+    def __init__(self, client: aredis.Redis, prefix: str = "gpuas", ttl_s: float = 300.0,
+                 max_bytes: int = 1_048_576) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.ttl_s = ttl_s
+        self.max_bytes = max_bytes
+
+    def key_for(self, tenant: str, scope: dict, body: bytes | None) -> str | None:
+        method = scope.get("method", "GET")
+        parts = [tenant, method, scope.get("path", ""), scope.get("query_string", b"").decode("latin-1"),
+                 _header(scope, b"accept") or ""]
+        if method == "POST":
+            idem = _header(scope, b"idempotency-key")
+            if not idem or body is None:
+                return None
+            parts += [idem, hashlib.sha256(body).hexdigest()]
+        elif method not in SAFE_METHODS:
+            return None
+        return f"{self.prefix}:cache:" + hashlib.sha256("\x00".join(parts).encode("utf-8", "replace")).hexdigest()
+
+    async def get(self, key: str) -> Cached | None:
+        raw = await self.client.hgetall(key)
+        if not raw or b"body" not in raw:
+            return None
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in json.loads(raw[b"headers"])]
+        return Cached(int(raw[b"status"]), headers, raw[b"body"], max(0.0, time.time() - float(raw[b"at"])))
+
+    async def put(self, key: str, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> bool:
+        cc = b",".join(v for k, v in headers if k.lower() == b"cache-control").lower()
+        if status != 200 or b"no-store" in cc or len(body) > self.max_bytes:
+            return False
+        keep = [[k.decode("latin-1"), v.decode("latin-1")] for k, v in headers
+                if k.lower() not in HOP_BY_HOP and not k.lower().startswith(b"x-ratelimit")]
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hset(key, mapping={"status": status, "headers": json.dumps(keep), "body": body, "at": time.time()})
+        pipe.pexpire(key, int(self.ttl_s * 1000))
+        await pipe.execute()
+        return True
+
+
+class ProxyApp:
+    """A minimal ASGI reverse proxy (httpx): the stand-alone gateway's upstream and the cheaper fallback."""
+
+    def __init__(self, url: str, timeout_s: float = 30.0, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.client = httpx.AsyncClient(timeout=timeout_s, transport=transport)
+
+    async def __call__(self, scope: dict, receive: Callable[[], Awaitable], send: Callable) -> None:
+        if scope["type"] != "http":
+            return
+        body = await _read_body(receive, None)
+        headers = [(k, v) for k, v in scope.get("headers", []) if k not in HOP_BY_HOP and k != b"host"]
+        url = self.url + scope.get("path", "/")
+        if scope.get("query_string"):
+            url += "?" + scope["query_string"].decode("latin-1")
+        try:
+            resp = await self.client.request(scope.get("method", "GET"), url, headers=headers, content=body)
+        except httpx.HTTPError as exc:
+            await RateLimitMiddleware._reply(send, 502, {"error": f"upstream {self.url} failed: {exc}"}, [])
+            return
+        out = [(k, v) for k, v in resp.headers.raw if k.lower() not in HOP_BY_HOP]
+        out.append((b"content-length", str(len(resp.content)).encode()))
+        await send({"type": "http.response.start", "status": resp.status_code, "headers": out})
+        await send({"type": "http.response.body", "body": resp.content})
+
+
+async def _read_body(receive: Callable[[], Awaitable], limit: int | None) -> bytes | None:
+    """The whole request body; None if it is over `limit` (then what was read is lost: use with care)."""
+    chunks, size = [], 0
+    while True:
+        msg = await receive()
+        if msg["type"] != "http.request":
+            break
+        chunks.append(msg.get("body", b""))
+        size += len(chunks[-1])
+        if not msg.get("more_body"):
+            break
+    body = b"".join(chunks)
+    return None if limit is not None and size > limit else body
+
+
+def _replay(body: bytes) -> Callable[[], Awaitable]:
+    sent = False
+
+    async def receive():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
 class RateLimitMiddleware:
     """ASGI middleware: 401 for an unknown caller; 429 + Retry-After + X-RateLimit-Reason when the
     tenant's bucket is empty.
@@ -314,13 +444,22 @@ class RateLimitMiddleware:
     If Redis cannot be reached the request is let through (``fail_open``) and
     marked with ``X-RateLimit-Degraded``: a limiter outage should not become a
     gateway outage. Set ``fail_open=False`` to refuse instead.
+
+    Degrade path (off unless ``cache`` or ``fallback`` is given): an over-limit
+    request is answered from ``cache`` (the same tenant's earlier answer to an
+    identical idempotent request), else by the ``fallback`` app (a cheaper
+    upstream), marked ``X-Degraded: cache`` / ``X-Degraded: cheaper-upstream``;
+    only when neither can answer does it get the 429.
     """
 
-    def __init__(self, app: Callable, bucket: AsyncTokenBucket, identity: Identity, fail_open: bool = True) -> None:
+    def __init__(self, app: Callable, bucket: AsyncTokenBucket, identity: Identity, fail_open: bool = True,
+                 cache: ResponseCache | None = None, fallback: Callable | None = None) -> None:
         self.app = app
         self.bucket = bucket
         self.identity = identity
         self.fail_open = fail_open
+        self.cache = cache
+        self.fallback = fallback
 
     async def __call__(self, scope: dict, receive: Callable[[], Awaitable], send: Callable) -> None:
         if scope["type"] != "http":
@@ -348,19 +487,69 @@ class RateLimitMiddleware:
             return
         headers = [(b"x-ratelimit-limit", f"{d.rate:g}".encode()),
                    (b"x-ratelimit-remaining", str(max(0, math.floor(d.remaining))).encode())]
+        cache_key = None
+        if self.cache is not None:
+            body = None
+            if scope.get("method") == "POST" and _header(scope, b"idempotency-key"):
+                body = await _read_body(receive, None)
+                receive = _replay(body)
+                if len(body) > self.cache.max_bytes:
+                    body = None
+            cache_key = self.cache.key_for(tenant, scope, body)
         if not d.allowed:
             retry = max(1, math.ceil(d.retry_after_s)) if d.retry_after_s >= 0 else 60
             headers += [(b"retry-after", str(retry).encode()), (b"x-ratelimit-reason", d.reason.encode("utf-8", "replace"))]
+            if await self._degraded(scope, receive, send, tenant, cache_key, headers):
+                return
             await self._reply(send, 429, {"error": "rate limited", "tenant": tenant, "reason": d.reason,
                                           "retry_after_s": round(d.retry_after_s, 3)}, headers)
             return
 
+        captured: dict = {"body": []}
+
         async def send_with_headers(msg):
             if msg["type"] == "http.response.start":
+                captured["status"], captured["headers"] = msg["status"], list(msg.get("headers", []))
                 msg = {**msg, "headers": list(msg.get("headers", [])) + headers}
+            elif msg["type"] == "http.response.body" and cache_key is not None:
+                captured["body"].append(msg.get("body", b""))
             await send(msg)
 
         await self.app(scope, receive, send_with_headers)
+        if cache_key is not None and scope.get("method") != "HEAD" and "status" in captured:
+            try:
+                await self.cache.put(cache_key, captured["status"], captured["headers"], b"".join(captured["body"]))
+            except (redis.RedisError, OSError) as exc:
+                log.warning("gateway: response not cached (%s)", exc)
+
+    async def _degraded(self, scope: dict, receive: Callable, send: Callable, tenant: str, cache_key: str | None,
+                        headers: list) -> bool:
+        """Answer an over-limit request from the cache or the cheaper upstream; False if neither can."""
+        if cache_key is not None:
+            try:
+                hit = await self.cache.get(cache_key)
+            except (redis.RedisError, OSError) as exc:
+                log.warning("gateway: response cache unavailable (%s)", exc)
+                hit = None
+            if hit is not None:
+                body = b"" if scope.get("method") == "HEAD" else hit.body
+                out = [*hit.headers, (b"content-length", str(len(hit.body)).encode()), *headers,
+                       (b"x-degraded", b"cache"), (b"age", str(int(hit.age_s)).encode())]
+                await send({"type": "http.response.start", "status": hit.status, "headers": out})
+                await send({"type": "http.response.body", "body": body})
+                log.info("gateway: %s over limit, answered from cache", tenant)
+                return True
+        if self.fallback is not None:
+            async def send_marked(msg):
+                if msg["type"] == "http.response.start":
+                    msg = {**msg, "headers": list(msg.get("headers", [])) + headers
+                           + [(b"x-degraded", b"cheaper-upstream")]}
+                await send(msg)
+
+            await self.fallback(scope, receive, send_marked)
+            log.info("gateway: %s over limit, routed to the cheaper upstream", tenant)
+            return True
+        return False
 
     @staticmethod
     async def _reply(send: Callable, status: int, body: dict, headers: list) -> None:
@@ -369,3 +558,45 @@ class RateLimitMiddleware:
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
                                 *headers]})
         await send({"type": "http.response.body", "body": data})
+
+
+def build_app(cfg: GatewayConfig, app: Callable | None = None) -> RateLimitMiddleware:
+    """The gateway as configured: `app` (or a proxy to `upstream`) behind identity, limits and the degrade path."""
+    if app is None:
+        if cfg.upstream is None:
+            raise GatewayConfigError("upstream: the stand-alone gateway needs upstream = URL")
+        app = ProxyApp(cfg.upstream)
+    client = aredis.Redis.from_url(cfg.redis.url, socket_timeout=2, socket_connect_timeout=2)
+    dg = cfg.degrade
+    cache = ResponseCache(client, cfg.redis.prefix, dg.cache_ttl_s, dg.cache_max_bytes) if dg.cache else None
+    fallback = ProxyApp(dg.cheaper_upstream) if dg.cheaper_upstream else None
+    return RateLimitMiddleware(app, AsyncTokenBucket(client, cfg.redis.prefix), Identity.from_config(cfg, client),
+                               fail_open=cfg.fail_open, cache=cache, fallback=fallback)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`gpu-autoscaler-gateway --config gateway.toml`: a stand-alone rate-limiting reverse proxy (needs uvicorn)."""
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog="gpu-autoscaler-gateway", description=main.__doc__)
+    ap.add_argument("--config", "-c", required=True, help="gateway TOML file")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8080)
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        app = build_app(load_gateway_config(args.config))
+    except GatewayConfigError as exc:
+        sys.stderr.write(f"gpu-autoscaler-gateway: config error: {exc}\n")
+        sys.exit(2)
+    try:
+        import uvicorn
+    except ImportError:
+        sys.stderr.write("gpu-autoscaler-gateway: needs an ASGI server: pip install 'gpu-autoscaler[gateway]'\n")
+        sys.exit(2)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

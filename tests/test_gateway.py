@@ -223,3 +223,164 @@ def test_cli_without_the_daemon_extra_says_what_to_install(monkeypatch, capsys):
     assert ex.value.code == 2
     err = capsys.readouterr().err
     assert "missing: torch, statsmodels" in err and "pip install 'gpu-autoscaler[daemon]'" in err
+
+
+# ---- degrade path (#14.5): a cached answer or a cheaper upstream instead of a bare 429 ----------------------
+
+def _tight(r, *tenants):
+    """One request per tenant, then over limit (the bucket refills in ~1000 s)."""
+    for t in tenants:
+        r.hset(f"gpuas:limit:{t}", mapping={"rate": 0.001, "burst": 1, "reason": "cluster load 91%: test limit"})
+
+
+def _degrade_gateway(redis_url, **degrade):
+    counter = {"n": 0}
+
+    async def model(request):
+        counter["n"] += 1
+        body = (await request.body()).decode()
+        headers = {"cache-control": "no-store"} if request.url.path == "/private" else {}
+        return JSONResponse({"answer": f"{request.url.path}#{counter['n']}", "echo": body}, headers=headers)
+
+    app = Starlette(routes=[Route("/{p:path}", model, methods=["GET", "HEAD", "POST"])])
+    cfg = parse_gateway_config({"redis": {"url": redis_url}, "keys": [{"tenant": "a", "key": KEY_A},
+                                                                      {"tenant": "b", "key": KEY_B}],
+                                "keys_from_redis": False, "degrade": degrade})
+    from daemon.gateway import build_app
+
+    return (lambda: build_app(cfg, app)), counter
+
+
+def _run(make_app, reqs):
+    """The requests, in order, through a gateway built inside this event loop (its Redis client is bound to it)."""
+
+    async def go():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=make_app()), base_url="http://gw") as c:
+            return [await c.request(m, u, headers=h, content=b) for m, u, h, b in reqs]
+
+    return asyncio.run(go())
+
+
+A = {"X-API-Key": KEY_A}
+B = {"X-API-Key": KEY_B}
+
+
+@pytest.mark.services
+def test_degrade_is_off_by_default(r, redis_url):
+    _tight(r, "a")
+    app, _ = _degrade_gateway(redis_url)
+    first, second = _run(app, [("GET", "/q?x=1", A, None)] * 2)
+    assert first.status_code == 200 and second.status_code == 429 and "x-degraded" not in second.headers
+
+
+@pytest.mark.services
+def test_over_limit_answered_from_the_cache_of_an_identical_idempotent_request(r, redis_url):
+    _tight(r, "a", "b")
+    app, counter = _degrade_gateway(redis_url, cache=True)
+    fresh, cached, other_path, other_tenant_first, other_tenant = _run(app, [
+        ("GET", "/q?x=1", A, None),
+        ("GET", "/q?x=1", A, None),     # over limit: the same answer, from the cache
+        ("GET", "/q?x=2", A, None),     # over limit, never seen: 429
+        ("GET", "/other", B, None),     # b's one allowed request
+        ("GET", "/q?x=1", B, None),     # over limit: a's cached answer is not b's
+    ])
+    assert fresh.status_code == 200 and "x-degraded" not in fresh.headers
+    assert cached.status_code == 200 and cached.headers["x-degraded"] == "cache"
+    assert cached.json() == fresh.json() and counter["n"] == 2            # the model was not asked again
+    assert "test limit" in cached.headers["x-ratelimit-reason"] and int(cached.headers["age"]) >= 0
+    assert other_path.status_code == 429 and other_tenant_first.status_code == 200
+    assert other_tenant.status_code == 429
+
+    r.delete("gpuas:bucket:a")  # a fresh bucket: one more allowed request
+    private = _run(app, [("GET", "/private", A, None)] * 2)                              # no-store: never cached
+    assert [x.status_code for x in private] == [200, 429]
+    r.delete("gpuas:bucket:a")
+    posts = _run(app, [
+        ("POST", "/gen", {**A, "Idempotency-Key": "k1"}, b"prompt"),
+        ("POST", "/gen", {**A, "Idempotency-Key": "k1"}, b"prompt"),                    # identical: cached
+        ("POST", "/gen", {**A, "Idempotency-Key": "k1"}, b"other prompt"),              # other body: 429
+        ("POST", "/gen", A, b"prompt"),                                                 # no key: not idempotent
+    ])
+    assert [x.status_code for x in posts] == [200, 200, 429, 429]
+    assert posts[1].headers["x-degraded"] == "cache" and "x-degraded" not in posts[0].headers
+    assert posts[1].json() == posts[0].json() == {"answer": f"/gen#{counter['n']}", "echo": "prompt"}
+
+
+class _Upstream:
+    """A real HTTP server on 127.0.0.1 (a thread) that names itself in each answer and echoes the body."""
+
+    def __init__(self, name):
+        import http.server
+        import threading
+
+        outer = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def _answer(self):
+                n = int(self.headers.get("content-length") or 0)
+                body = json.dumps({"upstream": name, "path": self.path, "echo": self.rfile.read(n).decode(),
+                                   "tenant": self.headers.get("x-tenant")}).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                outer.hits += 1
+
+            do_GET = do_POST = _answer
+
+            def log_message(self, *a):
+                pass
+
+        self.hits = 0
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.services
+def test_standalone_gateway_routes_over_limit_requests_to_the_cheaper_upstream(r, redis_url, tmp_path):
+    from tests.conftest import free_port
+    from tests.services import stop, wait_for
+
+    main_up, cheap_up = _Upstream("main"), _Upstream("cheap")
+    port = free_port()
+    cfg = tmp_path / "gateway.toml"
+    cfg.write_text(f'upstream = "{main_up.url}"\nkeys_from_redis = false\n[redis]\nurl = "{redis_url}"\n'
+                   f'[[keys]]\ntenant = "a"\nkey = "{KEY_A}"\n[degrade]\ncheaper_upstream = "{cheap_up.url}"\n')
+    _tight(r, "a")
+    proc = subprocess.Popen([sys.executable, "-m", "daemon.gateway", "--config", str(cfg), "--port", str(port)],
+                            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_for(lambda: httpx.get(base + "/", timeout=1).status_code == 401, what="gateway")
+        first = httpx.post(base + "/v1/gen?m=1", headers=A, content=b"hello")
+        second = httpx.post(base + "/v1/gen?m=1", headers=A, content=b"hello again")
+        spoofed = httpx.get(base + "/", headers={"X-Tenant": "a"})
+    finally:
+        stop(proc)
+        main_up.close()
+        cheap_up.close()
+    log = proc.stdout.read().decode()
+    assert first.status_code == 200 and first.json() == {"upstream": "main", "path": "/v1/gen?m=1", "echo": "hello",
+                                                         "tenant": "a"}
+    assert "x-degraded" not in first.headers
+    assert second.status_code == 200 and second.headers["x-degraded"] == "cheaper-upstream"
+    assert second.json()["upstream"] == "cheap" and second.json()["echo"] == "hello again"
+    assert "test limit" in second.headers["x-ratelimit-reason"]
+    assert spoofed.status_code == 401 and (main_up.hits, cheap_up.hits) == (1, 1)
+    assert "a over limit, routed to the cheaper upstream" in log
+
+
+def test_standalone_gateway_config_error_is_one_line(tmp_path):
+    cfg = tmp_path / "gateway.toml"
+    cfg.write_text('[degrade]\ncache = "yes please"\n')
+    res = subprocess.run([sys.executable, "-m", "daemon.gateway", "--config", str(cfg)], cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True)
+    assert res.returncode == 2
+    assert res.stderr.strip().count("\n") == 0 and "degrade.cache" in res.stderr
