@@ -217,13 +217,24 @@ class KubernetesActuatorConfig(_Strict):
     grace_period_s: int = Field(30, ge=0)
 
 
+class KueueActuatorConfig(_Strict):
+    """Kueue mode: ClusterQueues per tier in one cohort (connection: actuators.kubernetes)."""
+    cohort: str = Field("gpu-autoscaler", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    flavor: str = Field("default-flavor", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", description="ResourceFlavor name")
+    queue_prefix: str = Field("gpuas", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                              description="ClusterQueues <prefix>-<tier>, LocalQueues <prefix> and <prefix>-low")
+    gpu_resource: str = "nvidia.com/gpu"
+
+
 class ActuatorsConfig(_Strict):
     dry_run: bool = True
-    enabled: list[Literal["log", "redis", "slurm", "kubernetes", "simulator"]] = Field(default_factory=lambda: ["log"])
+    enabled: list[Literal["log", "redis", "slurm", "kubernetes", "kueue", "simulator"]] = Field(
+        default_factory=lambda: ["log"])
     release_holds_on_stop: bool = Field(True, description="delete scheduler holds (Slurm reservations) on stop")
     redis: RedisActuatorConfig = Field(default_factory=RedisActuatorConfig)
     slurm: SlurmActuatorConfig = Field(default_factory=SlurmActuatorConfig)
     kubernetes: KubernetesActuatorConfig = Field(default_factory=KubernetesActuatorConfig)
+    kueue: KueueActuatorConfig = Field(default_factory=KueueActuatorConfig)
 
 
 class ServerConfig(_Strict):

@@ -121,7 +121,13 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
         elif name == "kubernetes":
             from daemon.actuators.kubernetes import KubernetesActuator
 
-            out.append(KubernetesActuator.from_config(a.kubernetes, cfg.tenants, dry_run=a.dry_run))
+            # beside Kueue, quotas and reclaim are Kueue's: this one keeps failover, PriorityClasses and Events
+            out.append(KubernetesActuator.from_config(a.kubernetes, cfg.tenants, dry_run=a.dry_run,
+                                                      enforce_plan="kueue" not in a.enabled))
+        elif name == "kueue":
+            from daemon.actuators.kueue import KueueActuator
+
+            out.append(KueueActuator.from_config(a.kubernetes, a.kueue, cfg.tenants, dry_run=a.dry_run))
     if sim is not None:
         from daemon.sim.actuator import SimulatorActuator
 
