@@ -28,6 +28,10 @@ def default_data_dir() -> Path:
     return Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 
 
+MAX_ETS_TENANTS = 100  # above this many tenants Holt-Winters is scored but never put in use (per-tenant fits)
+TRAINED_DIR = Path("trained")  # retrains on a file or a public trace land here (gitignored), not in models/
+
+
 @dataclass
 class RetrainOutcome:
     version: str | None
@@ -35,6 +39,7 @@ class RetrainOutcome:
     message: str
     report: dict
     table: str
+    in_use: dict | None = None
 
 
 class DataError(Exception):
@@ -97,7 +102,8 @@ def spec_for(frame: pd.DataFrame, step_s: int, cfg: Config, horizon: int | None 
 def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int, epochs: int | None = None,
                samples_per_epoch: int = 16384, seed: int = 0, progress: bool = True, backtest_tenants: int = 40,
                out_dir: Path | None = None, name: str = "retrain", horizon: int | None = None,
-               season: int | None = None, promote: bool = True, with_ets: bool = True) -> RetrainOutcome:
+               season: int | None = None, promote: bool = True, with_ets: bool = True,
+               scored_on: str = "unknown") -> RetrainOutcome:
     frame = fill_short_gaps(frame.sort_index(), 3)
     spec = spec_for(frame, step_s, cfg, horizon, season)
     n = len(frame)
@@ -117,47 +123,91 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
         cols = sorted(rng.choice(cols, backtest_tenants, replace=False).tolist())
     bt_frame = frame[cols]
     qs = spec.quantiles
-    hist_steps = max(spec.season * 9, 2 * spec.season + spec.context)
+    # score on the history the daemon will give the model each cycle (a file or trace at another step: 9 seasons)
+    daemon_steps = cfg.cycle.history_steps if step_s == cfg.cycle.resolution_s else spec.season * 9
+    hist_steps = max(daemon_steps, spec.season + spec.context + 1)
     models = {"lstm": candidate, **standard_baselines(spec.season, qs, min(n - holdout, hist_steps), with_ets=with_ets)}
-    current = None
+    skipped: dict[str, str] = {}
+    current_entry = None
     try:
-        current = registry.load_current(model_dir)
-        if current.spec.step_s == spec.step_s and current.spec.horizon >= spec.horizon:
-            models["current"] = current
+        current_entry = registry.read_in_use(model_dir)
+        if current_entry is None or current_entry.get("kind") == "lstm":
+            version = current_entry["version"] if current_entry else registry.read_manifest(model_dir).get("current")
+            if version:
+                current = registry.load_version(model_dir, version)
+                if current.spec.step_s != spec.step_s:
+                    skipped["current"] = f"{current.name} forecasts at {current.spec.step_s} s steps, this history is {spec.step_s} s"
+                elif current.spec.horizon < spec.horizon:
+                    skipped["current"] = f"{current.name} forecasts {current.spec.horizon} steps, {spec.horizon} needed"
+                else:
+                    models["current"] = current
     except registry.ModelError as exc:
-        log.info("no current model to compare with: %s", exc)
+        skipped["current"] = str(exc)
+    for k, why in skipped.items():
+        log.warning("not scored: %s: %s", k, why)
     result = backtest.run(bt_frame, models, start=n - holdout, horizon=spec.horizon, stride=spec.horizon,
                           history_steps=hist_steps, quantiles=qs, season=spec.season, max_origins=24)
+    scores = {k: float(v["wql"]) for k, v in result.report["models"].items()}
     baselines = [m for m in models if m not in ("lstm", "current")]
-    best_name, best_wql = result.best_baseline(baselines)
-    lstm_wql = result.report["models"]["lstm"]["wql"]
+    # Holt-Winters fits one model per tenant: scored always, but too slow to run every cycle on a big cluster
+    eligible = [m for m in baselines if m != "holt_winters" or frame.shape[1] <= MAX_ETS_TENANTS]
+    best_name = min(eligible, key=lambda m: scores[m])
+    best_wql = scores[best_name]
+    fallback = min((m for m in baselines if m != "holt_winters"), key=lambda m: scores[m])  # cheap, every cycle
+    lstm_wql = scores["lstm"]
     gain = 1 - lstm_wql / best_wql if best_wql > 0 else 0.0
+    # the winner: the best baseline, unless the new LSTM beats it by the required margin, or the current model
+    # (already scored on this data) does better than both
+    contenders = {best_name: best_wql}
+    if lstm_wql <= best_wql * (1 - cfg.retrain.min_improvement):
+        contenders["lstm"] = lstm_wql
+    if "current" in scores:
+        contenders["current"] = scores["current"]
+    winner = min(contenders, key=lambda k: (contenders[k], k != "current"))
+    runnable_why = None
+    if step_s != cfg.cycle.resolution_s:
+        runnable_why = f"this history is at {step_s} s steps, the daemon runs cycle.resolution_s = {cfg.cycle.resolution_s} s"
+    elif spec.horizon < cfg.cycle.horizon_steps:
+        runnable_why = f"the horizon is {spec.horizon} steps, the daemon needs cycle.horizon_steps = {cfg.cycle.horizon_steps}"
     report = {**result.report, "train": {"seconds": res.seconds, "epochs": res.epochs_run,
                                          "best_val_loss": res.best_val_loss, "curve": res.curve,
                                          "tenants": int(frame.shape[1]), "steps": int(len(train_frame))},
-              "best_baseline": best_name, "gain_vs_best_baseline": gain}
+              "best_baseline": best_name, "gain_vs_best_baseline": gain, "winner": winner, "scored_on": scored_on,
+              "not_scored": skipped}
     if out_dir is not None:
         backtest.write_report(result, out_dir, name)
-    beats_baselines = lstm_wql <= best_wql * (1 - cfg.retrain.min_improvement)
-    beats_current = "current" not in models or lstm_wql <= result.report["models"]["current"]["wql"]
     meta = {"data_window": [str(frame.index[0]), str(frame.index[-1])], "tenants": int(frame.shape[1]),
+            "scored_on": scored_on,
             "metrics": {"wql": lstm_wql, "best_baseline": best_name, "best_baseline_wql": best_wql,
                         "gain_vs_best_baseline": gain}, "train_seconds": res.seconds, "epochs": res.epochs_run}
     version = registry.save_version(model_dir, res.model, meta)
+    ranked = ", ".join(f"{k} {v:.4f}" for k, v in sorted(scores.items(), key=lambda kv: kv[1]))
+    why = f"{winner} scored best on {scored_on} (last {holdout} steps, wQL: {ranked})"
+    if winner != "lstm" and "lstm" not in contenders:
+        why += f"; the new LSTM did not beat {best_name} by {cfg.retrain.min_improvement:.0%}"
+    entry = {"scored_on": scored_on, "step_s": int(step_s), "horizon": int(spec.horizon), "season": int(spec.season),
+             "quantiles": list(qs), "wql": contenders[winner], "scores": scores, "fallback": fallback, "why": why,
+             "at": pd.Timestamp.now(tz="UTC").isoformat()}
+    if winner == "lstm":
+        entry.update(kind="lstm", name=f"lstm:{version}", version=version)
+    elif winner == "current":
+        entry.update(kind="lstm", name=models["current"].name, version=models["current"].version)
+    else:
+        entry.update(kind="baseline", name=best_name)
     promoted = False
     if not promote:
-        msg = f"saved {version} (not promoted: promotion disabled); LSTM wQL {lstm_wql:.4f} vs {best_name} {best_wql:.4f}"
-    elif beats_baselines and beats_current:
-        registry.promote(model_dir, version, f"wQL {lstm_wql:.4f} beats {best_name} {best_wql:.4f} ({gain:+.1%})")
-        promoted = True
-        msg = f"promoted {version}: LSTM wQL {lstm_wql:.4f} vs best baseline {best_name} {best_wql:.4f} ({gain:+.1%})"
+        msg = f"saved {version}, nothing promoted (promotion disabled); winner {winner}: {why}"
+    elif runnable_why is not None:
+        registry.record_rejection(model_dir, version, f"not runnable by the daemon: {runnable_why}")
+        msg = f"saved {version}, nothing promoted: {runnable_why}; winner here would be {entry['name']} ({why})"
     else:
-        why = (f"LSTM wQL {lstm_wql:.4f} does not beat {best_name} {best_wql:.4f} by {cfg.retrain.min_improvement:.0%}"
-               if not beats_baselines else
-               f"LSTM wQL {lstm_wql:.4f} is worse than the current model's {result.report['models']['current']['wql']:.4f}")
-        registry.record_rejection(model_dir, version, why)
-        msg = f"kept the current model; {version} saved but not promoted: {why}"
-    return RetrainOutcome(version, promoted, msg, report, backtest.table(report))
+        registry.set_in_use(model_dir, entry)
+        promoted = winner == "lstm"
+        if not promoted:
+            registry.record_rejection(model_dir, version, why)
+        msg = (f"promoted {version}: {why}" if promoted else
+               f"in use: {entry['name']} ({why}); {version} saved but not promoted")
+    return RetrainOutcome(version, promoted, msg, report, backtest.table(report), entry)
 
 
 def load_history(cfg: Config, *, data: Path | None = None, trace: str | None = None, data_dir: Path | None = None,
@@ -183,7 +233,22 @@ def load_history(cfg: Config, *, data: Path | None = None, trace: str | None = N
 def retrain_from_config(cfg: Config, *, source=None, data: Path | None = None, trace: str | None = None,
                         data_dir: Path | None = None, days: float = 10.0, progress: bool = True,
                         out_dir: Path | None = None, epochs: int | None = None, model_dir: Path | None = None,
-                        samples_per_epoch: int = 16384) -> RetrainOutcome:
+                        samples_per_epoch: int = 16384, this_cluster: bool = False) -> RetrainOutcome:
+    """Retrain on the configured source (into forecaster.model_dir) or on a file/trace (into `trained/`).
+
+    A file or a public trace is not this cluster: its models go to a separate directory unless `model_dir`
+    says otherwise, so a retrain on a trace can never replace the production model.
+    """
     frame, step_s = load_history(cfg, data=data, trace=trace, data_dir=data_dir, days=days, source=source)
-    return retrain_on(frame, cfg, model_dir=model_dir or cfg.forecaster.model_dir, step_s=step_s,
+    if trace is not None:
+        scored_on = f"trace:{trace}"
+    elif data is not None and not this_cluster:
+        scored_on = f"file:{Path(data).name}"
+    else:
+        from daemon.forecasting import cluster_id
+
+        scored_on = cluster_id(cfg)
+    if model_dir is None:
+        model_dir = TRAINED_DIR if (trace is not None or (data is not None and not this_cluster)) else cfg.forecaster.model_dir
+    return retrain_on(frame, cfg, model_dir=model_dir, step_s=step_s, scored_on=scored_on,
                       epochs=epochs, progress=progress, out_dir=out_dir, samples_per_epoch=samples_per_epoch)

@@ -12,6 +12,7 @@ from forecaster.baselines import HoltWinters, SeasonalNaive
 from forecaster.lstm import LSTMForecaster, LSTMSpec, QuantileLSTM
 from forecaster.metrics import coverage, weighted_quantile_loss
 from forecaster.series import fill_short_gaps, to_frame
+from forecaster.selection import StartupSelection
 from forecaster.train import train
 
 SPEC = LSTMSpec(context=24, horizon=12, season=48, hidden=16, step_s=60)
@@ -132,6 +133,8 @@ def test_registry_round_trip(tmp_path):
 
 def test_corrupt_model_is_refused_and_daemon_falls_back(tmp_path, caplog):
     v = _saved(tmp_path)
+    registry.set_in_use(tmp_path, {"kind": "lstm", "name": f"lstm:{v}", "version": v, "scored_on": "simulator:default",
+                                   "step_s": 60, "horizon": 60, "season": 48})
     p = tmp_path / v / "model.pt"
     data = bytearray(p.read_bytes())
     data[200] ^= 0xFF
@@ -140,7 +143,7 @@ def test_corrupt_model_is_refused_and_daemon_falls_back(tmp_path, caplog):
         registry.load_current(tmp_path)
     cfg = Config(forecaster={"model_dir": tmp_path})
     fc, note = build(cfg)
-    assert fc.name.startswith("seasonal_naive") and "checksum mismatch" in note
+    assert isinstance(fc, StartupSelection) and "checksum mismatch" in note
     with pytest.raises(registry.ModelError):
         build(Config(forecaster={"model_dir": tmp_path, "kind": "lstm"}))
 
