@@ -11,27 +11,18 @@ import sys
 import httpx
 import pytest
 
-from daemon.runtime import build_runtime
-from daemon.service import Daemon
 from daemon.ui.charts import Band, Chart, Line
 from tests.browser import chromium
 from tests.conftest import REPO, free_port
 from tests.services import stop, wait_for
-from tests.test_api import OP, T1, api_cfg
+from tests.test_api import OP, T1, api  # noqa: F401  (api: the fixture)
 
 pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture(scope="module")
-def ui(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("ui")
-    port = free_port()
-    d = Daemon(build_runtime(api_cfg(tmp, port)))
-    d.start()
-    base = f"http://127.0.0.1:{port}"
-    wait_for(lambda: d.cycles_done >= 2, what="two cycles", timeout=60)
-    yield d, base
-    d.stop()
+def ui(api):  # a daemon on the embedded simulator with operator and tenant tokens (tests/test_api.py)
+    return api
 
 
 def login(base, token):
@@ -263,3 +254,24 @@ def test_browser_tenant_token_cannot_open_another_tenants_page(sim_daemon):
         page.goto(f"{base}/ui/tenants/tenant-0001")
         assert page.eval("location.pathname") == "/ui/login"
     assert (ARTEFACTS / "tenant-forbidden.png").stat().st_size > 5_000
+
+
+def test_pages_before_the_first_cycle(tmp_path):
+    """A daemon that has not planned yet (HTTP up, no cycle run): pages render and say so; no number is made up."""
+    from daemon.runtime import build_runtime
+    from daemon.service import Daemon
+    from tests.test_api import api_cfg
+
+    port = free_port()
+    d = Daemon(build_runtime(api_cfg(tmp_path, port)))
+    d._start_http()  # the HTTP server only: the scheduler (and so the cycle) is not started
+    try:
+        c = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {OP}"})
+        r = c.get("/ui/")
+        assert r.status_code == 200 and "none yet" in r.text and 'id="load-chart"' in r.text
+        assert c.get("/api/v1/plan").json() == {"plan": None}
+        assert c.get("/api/v1/tenants").json() == {"tenants": []}
+        assert c.get("/ui/tenants/tenant-0001").status_code == 404
+        assert c.get("/ui/events").status_code == 200
+    finally:
+        d.stop()
