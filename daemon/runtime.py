@@ -80,11 +80,7 @@ class Runtime:
             if isinstance(act, ListsNodeJobs) and not act.dry_run:
                 return act.jobs_on_node(node)
         if self.sim is not None:
-            idx = self.sim.node_index(node)
-            if idx is None:
-                return []
-            c = self.sim.cluster
-            return [(f"sim-{c.j_id[p]}", self.sim.tenants[c.j_tenant[p]]) for p in c.running_on(idx)]
+            return self.sim.jobs_on_node(node)
         st = self.runner.last_state
         if st is None:
             return []
@@ -129,7 +125,7 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
         from daemon.sim.actuator import SimulatorActuator
 
         # the simulated cluster is the system being driven: it always obeys the plan
-        out.insert(0, SimulatorActuator(sim.cluster, sim.tenants, node_index=sim.node_index))
+        out.insert(0, SimulatorActuator(sim.cluster, sim.tenants, node_index=sim.node_index, lock=sim.lock))
     return out
 
 

@@ -2,7 +2,8 @@
 
 Cycles never overlap (``max_instances=1`` plus the runner's lock, since an
 alert can also start one), a late cycle is coalesced rather than run twice,
-and the systemd watchdog is only fed while cycles actually complete.
+and the systemd watchdog is only fed while cycles actually complete. Node failover runs in its own
+worker under its own lock and never waits for a cycle.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import signal
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
 
 import sdnotify
@@ -64,6 +66,9 @@ class Daemon:
         self.config_path = None  # the file SIGHUP re-reads (set by the CLI)
         self._reload_wanted = threading.Event()
         self.breaker = alerts.Breaker(self.cfg.failover)
+        # failover runs in its own worker under its own lock: it never waits for a cycle (nor blocks HTTP)
+        self.failover_lock = threading.Lock()
+        self.failover_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="failover")
 
     def may_act(self) -> bool:
         """Whether this replica may change the cluster (the leader lease hooks in here). Checked first on the
@@ -77,7 +82,8 @@ class Daemon:
         if idx is None:
             log.error("cannot fail %s: not a simulated node", node)
             return
-        sim.cluster.fail_node(idx, requeue=False)
+        with sim.lock:
+            sim.cluster.fail_node(idx, requeue=False)
         log.warning("simulated failure of %s", node)
         self.handle_node_down(node, time.perf_counter(), "SimulatedNodeDown")
 
@@ -156,8 +162,9 @@ class Daemon:
         if not self.may_act():
             log.warning("node %s down (%s): not acting, this replica may not act", node, alertname)
             return {"node": node, "requeued": [], "seconds": 0.0, "errors": [], "skipped": "replica may not act"}
-        # serialised with cycles: a cycle in flight finishes first (tens of ms to ~1 s), then the failover
-        with self.runtime.runner.lock:
+        # not the cycle's lock: a cycle in flight (even one with hundreds of preemptions) is not waited for;
+        # failovers are serialised with each other, and the simulated cluster guards its own arrays
+        with self.failover_lock:
             return self._node_down(node, received, alertname)
 
     def _node_down(self, node: str, received: float, alertname: str) -> dict:
@@ -187,6 +194,10 @@ class Daemon:
         log.warning("node %s down: %d jobs requeued in %.3fs%s", node, len(ids), took,
                     f" (errors: {errors})" if errors else "")
         return {"node": node, "requeued": ids, "seconds": round(took, 4), "errors": errors}
+
+    def submit_alerts(self, payload: alerts.WebhookPayload, received: float) -> Future:
+        """Hand a webhook post to the failover worker; the HTTP handler awaits the future without blocking."""
+        return self.failover_worker.submit(self.handle_alerts, payload, received)
 
     def handle_alerts(self, payload: alerts.WebhookPayload, received: float) -> list[dict]:
         """Check every alert first (alerts.PayloadError: nothing is done), then act.
@@ -287,6 +298,7 @@ class Daemon:
             pass
         if self.server is not None:
             self.server.should_exit = True
+        self.failover_worker.shutdown(wait=True)
         if self.cfg.actuators.release_holds_on_stop:
             self.release_holds()
         self.runtime.close()
