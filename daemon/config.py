@@ -174,6 +174,8 @@ class ForecasterConfig(_Strict):
     model_dir: Path = Path("models")
     quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)
     season_steps: int = Field(1440, ge=2, description="steps in one season (a day at 1-min resolution)")
+    torch_threads: int = Field(1, ge=1, description="torch intra-op threads for the cycle's forecast "
+                                                    "(1: fastest on a small or shared machine, bench/cycle_bench.py)")
 
     @field_validator("quantiles")
     @classmethod
