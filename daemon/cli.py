@@ -214,7 +214,7 @@ def backtest_cmd(ctx, data, trace, data_dir, days, report_dir, tenants) -> None:
     from daemon.retrain import DataError, load_history, spec_for
     from daemon.sources.base import SourceError
     from forecaster import backtest, registry
-    from forecaster.baselines import HoltWinters, SeasonalNaive
+    from forecaster.baselines import standard_baselines
 
     try:
         frame, step_s = load_history(cfg, data=data, trace=trace, data_dir=data_dir, days=days)
@@ -225,8 +225,7 @@ def backtest_cmd(ctx, data, trace, data_dir, days, report_dir, tenants) -> None:
     if len(cols) > tenants:
         cols = sorted(np.random.default_rng(0).choice(cols, tenants, replace=False).tolist())
     qs = tuple(cfg.forecaster.quantiles)
-    models = {"seasonal_naive_daily": SeasonalNaive(spec.season, qs),
-              "holt_winters": HoltWinters(spec.season, qs, agg=max(1, spec.season // 96))}
+    models = standard_baselines(spec.season, qs, min(len(frame), spec.season * 9))
     try:
         cur = registry.load_current(cfg.forecaster.model_dir)
         if cur.spec.step_s == step_s:
@@ -235,7 +234,7 @@ def backtest_cmd(ctx, data, trace, data_dir, days, report_dir, tenants) -> None:
         click.echo(f"no LSTM scored: {exc}", err=True)
     holdout = min(spec.season, max(spec.horizon * 4, len(frame) // 5))
     res = backtest.run(frame[cols], models, start=len(frame) - holdout, horizon=spec.horizon, stride=spec.horizon,
-                       history_steps=spec.season * 8, quantiles=qs, season=spec.season, max_origins=24)
+                       history_steps=spec.season * 9, quantiles=qs, season=spec.season, max_origins=24)
     j, p = backtest.write_report(res, report_dir, "backtest")
     click.echo(backtest.table(res.report))
     click.echo(f"report: {j}  plot: {p}")
