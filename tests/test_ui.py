@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
@@ -224,12 +225,24 @@ def test_browser_operator_sees_the_throttled_tenant_and_its_forecast(sim_daemon)
         assert box["p50"]["x"] > box["usage"]["x"] + box["usage"]["w"] - 5   # forecast starts where usage ends
         page.screenshot(ARTEFACTS / "tenant-throttled.png")
 
+        # an operator throttles another tenant through the form; the next cycle's plan carries it, with its reason
+        assert page.goto(f"{base}/ui/tenants/tenant-0002") == 200
+        assert page.submit("#override-form", {"rate_override": "5"}) == 200
+        assert page.eval("document.querySelector('#notice').textContent") == "Change saved; it applies at the next cycle."
+        deadline = time.monotonic() + 30
+        while page.eval("document.querySelector('#reason-text').textContent") != "fixed limit for tenant-0002: 5 req/s":
+            assert time.monotonic() < deadline, "override not applied within 30 s"
+            time.sleep(0.5)
+            page.goto(f"{base}/ui/tenants/tenant-0002")
+        page.screenshot(ARTEFACTS / "tenant-overridden.png")
+
         assert page.goto(f"{base}/ui/events") == 200
         assert page.eval("document.querySelectorAll('#events tr').length") > 1
+        assert page.eval("document.querySelector('#events tr.ev-operator_change') !== null")
         page.screenshot(ARTEFACTS / "events.png")
         outside = [u for u in page.requested_urls() if not u.startswith(base) and not u.startswith("about:")]
         assert outside == []                                     # nothing fetched from anywhere else
-    for name in ("cluster.png", "tenant-throttled.png", "events.png"):
+    for name in ("cluster.png", "tenant-throttled.png", "tenant-overridden.png", "events.png"):
         assert (ARTEFACTS / name).stat().st_size > 10_000, name
 
 
