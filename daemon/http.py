@@ -23,6 +23,7 @@ from daemon import alerts
 from daemon.runtime import NodeListError
 from daemon.api import routes as api
 from daemon.api.routes import AccessHolder
+from daemon.ui import routes as ui
 
 if TYPE_CHECKING:
     from daemon.service import Daemon
@@ -114,7 +115,7 @@ def build_app(daemon: "Daemon") -> Starlette:
 
     routes = [Route("/metrics", metrics_ep), Route("/healthz", healthz), Route("/plan", plan_ep),
               Route("/alerts", alerts_ep, methods=["POST"]), Route("/api/v1/alerts", alerts_ep, methods=["POST"]),
-              *api_routes]
+              *api_routes, *ui.build(daemon, holder)]
     return Starlette(routes=routes)
 
 
