@@ -116,11 +116,18 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
         elif name == "slurm":
             from daemon.actuators.slurm import SlurmActuator
 
-            out.append(SlurmActuator(a.slurm, cfg.tenants, dry_run=a.dry_run))
+            out.append(SlurmActuator(a.slurm, cfg.tenants, dry_run=a.dry_run,
+                                     min_runtime_s=cfg.policy.preempt_min_runtime_s))
         elif name == "kubernetes":
             from daemon.actuators.kubernetes import KubernetesActuator
 
-            out.append(KubernetesActuator.from_config(a.kubernetes, cfg.tenants, dry_run=a.dry_run))
+            # beside Kueue, quotas and reclaim are Kueue's: this one keeps failover, PriorityClasses and Events
+            out.append(KubernetesActuator.from_config(a.kubernetes, cfg.tenants, dry_run=a.dry_run,
+                                                      enforce_plan="kueue" not in a.enabled))
+        elif name == "kueue":
+            from daemon.actuators.kueue import KueueActuator
+
+            out.append(KueueActuator.from_config(a.kubernetes, a.kueue, cfg.tenants, dry_run=a.dry_run))
     if sim is not None:
         from daemon.sim.actuator import SimulatorActuator
 

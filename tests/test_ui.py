@@ -3,7 +3,10 @@
 The same pages in a real browser (headless Chromium) are in tests/browser.py.
 """
 
+import os
 import re
+import subprocess
+import sys
 
 import httpx
 import pytest
@@ -11,8 +14,9 @@ import pytest
 from daemon.runtime import build_runtime
 from daemon.service import Daemon
 from daemon.ui.charts import Band, Chart, Line
-from tests.conftest import free_port
-from tests.services import wait_for
+from tests.browser import chromium
+from tests.conftest import REPO, free_port
+from tests.services import stop, wait_for
 from tests.test_api import OP, T1, api_cfg
 
 pytestmark = pytest.mark.timeout(180)
@@ -138,3 +142,124 @@ def test_chart_breaks_lines_at_missing_values_and_draws_the_band():
     assert svg.count('<polygon class="b-p90"') == 1 and ">now<" in svg
     empty = str(Chart("e", "nothing").svg())
     assert "<svg" in empty and "polyline" not in empty
+
+
+# ---- in a real browser: headless Chromium against `run --sim` --------------------------------------------------
+
+ARTEFACTS = REPO / "reports" / "browser"
+T2 = "tenant-two-token-0123456789"
+
+
+@pytest.fixture(scope="module")
+def sim_daemon(tmp_path_factory):
+    """`gpu-autoscaler run --sim` as a process; rate levels that throttle from 30% load, so tenants are throttled."""
+    tmp = tmp_path_factory.mktemp("browser")
+    port = free_port()
+    cfg = tmp / "config.toml"
+    cfg.write_text(f"""
+[cluster]
+gpus = 256
+[cycle]
+interval_s = 1.0
+[source.simulator]
+seed = 3
+tenants = 16
+warmup_steps = 600
+[forecaster]
+kind = "seasonal_naive"
+[server]
+port = {port}
+[state]
+path = "{tmp / 'state.sqlite'}"
+[ratelimits]
+levels = [{{load = 0.0, high = 1000, normal = 100, low = 100}}, {{load = 0.3, high = 200, normal = 50, low = 25}}]
+[[access.tokens]]
+name = "ops"
+role = "operator"
+token = "{OP}"
+[[access.tokens]]
+name = "alice"
+role = "tenant"
+tenant = "tenant-0001"
+token = "{T1}"
+[[access.tokens]]
+name = "bob"
+role = "tenant"
+tenant = "tenant-0002"
+token = "{T2}"
+""")
+    log = open(tmp / "daemon.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "--config", str(cfg), "run", "--sim"], cwd=tmp,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+
+    def throttled() -> bool:
+        r = httpx.get(f"{base}/api/v1/tenants/tenant-0001", headers={"Authorization": f"Bearer {OP}"})
+        return r.status_code == 200 and r.json()["limit"]["throttled"] and r.json()["forecast"] is not None
+
+    try:
+        wait_for(throttled, what="daemon with a throttled tenant", timeout=120)
+        yield base
+    finally:
+        stop(proc)
+        log.close()
+
+
+def test_browser_operator_sees_the_throttled_tenant_and_its_forecast(sim_daemon):
+    base = sim_daemon
+    with chromium() as new_page:
+        page = new_page()
+        assert page.goto(f"{base}/ui/") == 200                  # redirected to the login form
+        assert page.eval("location.pathname") == "/ui/login"
+        assert page.submit("form[action='/ui/login']", {"token": OP}) == 200
+        assert page.eval("location.pathname") == "/ui/"
+        assert page.eval("document.querySelectorAll('#load-chart polyline, #load-chart circle').length") >= 2
+        assert page.eval("document.querySelector('#cluster-forecast-chart polygon.b-p90').getBBox().width") > 100
+        assert page.eval("document.querySelector('#rate-level').textContent.trim()") == "1"
+        page.screenshot(ARTEFACTS / "cluster.png")
+
+        assert page.goto(f"{base}/ui/tenants/tenant-0001") == 200
+        reason = page.eval("document.querySelector('#reason-text').textContent")
+        assert re.fullmatch(r"cluster load \d+% \(level 1, >= 30%\): high tier limited to 200 req/s", reason), reason
+        assert page.eval("document.querySelector('#limit-reason').classList.contains('throttled')")
+        assert "— throttled" in page.eval("document.querySelector('#limit-reason').innerText")
+        # the forecast chart is drawn: a p50 line and a p50-p90 band right of "now", the usage line left of it
+        box = page.eval("""(() => { const s = document.querySelector('#forecast-chart');
+            const b = (q) => { const e = q ? s.querySelector(q) : s; if (!e) return null;
+                               const r = e.getBoundingClientRect(); return {x: r.x, w: r.width, h: r.height}; };
+            return {svg: b(null), band: b('polygon.b-p90'), p50: b('polyline.s-p50'), usage: b('polyline.s-used')}; })()""")
+        assert box["svg"]["w"] > 600 and box["svg"]["h"] > 150
+        assert box["band"] and box["p50"]["w"] > 50 and box["usage"]["w"] > 300
+        assert box["p50"]["x"] > box["usage"]["x"] + box["usage"]["w"] - 5   # forecast starts where usage ends
+        page.screenshot(ARTEFACTS / "tenant-throttled.png")
+
+        assert page.goto(f"{base}/ui/events") == 200
+        assert page.eval("document.querySelectorAll('#events tr').length") > 1
+        page.screenshot(ARTEFACTS / "events.png")
+        outside = [u for u in page.requested_urls() if not u.startswith(base) and not u.startswith("about:")]
+        assert outside == []                                     # nothing fetched from anywhere else
+    for name in ("cluster.png", "tenant-throttled.png", "events.png"):
+        assert (ARTEFACTS / name).stat().st_size > 10_000, name
+
+
+def test_browser_tenant_token_cannot_open_another_tenants_page(sim_daemon):
+    base = sim_daemon
+    with chromium() as new_page:
+        page = new_page()
+        page.goto(f"{base}/ui/login")
+        assert page.submit("form[action='/ui/login']", {"token": T1}) == 200
+        assert page.eval("location.pathname") == "/ui/tenants/tenant-0001"   # sent to its own tenant
+        assert page.eval("document.querySelector('#forecast-chart') !== null")
+        assert page.goto(f"{base}/ui/tenants/tenant-0002") == 403
+        assert page.eval("document.querySelector('#problem').textContent") == "Not your tenant"
+        assert page.eval("document.querySelector('#forecast-chart') === null")
+        assert page.eval("document.body.innerText.includes('alice may only see tenant tenant-0001')")
+        page.screenshot(ARTEFACTS / "tenant-forbidden.png")
+        assert page.goto(f"{base}/ui/") == 200 and page.eval("location.pathname") == "/ui/tenants/tenant-0001"
+        assert page.goto(f"{base}/api/v1/tenants/tenant-0002") == 403           # the API says the same
+        # after logging out nothing but the login form answers
+        assert page.goto(f"{base}/ui/tenants/tenant-0001") == 200
+        assert page.submit("header form", {}) == 200 and page.eval("location.pathname") == "/ui/login"
+        page.goto(f"{base}/ui/tenants/tenant-0001")
+        assert page.eval("location.pathname") == "/ui/login"
+    assert (ARTEFACTS / "tenant-forbidden.png").stat().st_size > 5_000

@@ -139,18 +139,24 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     chosen = np.empty(0, dtype=np.int64)
     placed_view = state.nodes is not None and len(state.nodes) > 0
     shortfall = int(need_gpus.sum()) - max(capacity - int(used.sum()) - int(state.draining), 0)
+    # a job that started less than preempt_min_runtime_s ago is exempt (Slurm's PreemptExemptTime)
+    exempt = jobs.running & (jobs.runtime_s < pc.preempt_min_runtime_s)
+    cand_jobs, cand_index = (jobs.select(~exempt), np.flatnonzero(~exempt)) if exempt.any() else \
+        (jobs, np.arange(len(jobs)))
     if ops.paused_all and shortfall >= pc.min_preempt_gpus:
         notes.append(f"preemptions paused by an operator: {shortfall} GPUs not cleared")
     elif placed_view:
         # placement-aware: preempt only what makes room, on one node, for a whole job of a protected tenant
         need_jobs = np.ceil(need_gpus / quantum - 1e-9).astype(np.int64)
-        chosen, _, unplaced = preemption.choose_placed(jobs, state.nodes, need_jobs, quantum.astype(np.int64),
+        chosen, _, unplaced = preemption.choose_placed(cand_jobs, state.nodes, need_jobs, quantum.astype(np.int64),
                                                        protected | paused, budget_gpus, pc.preempt_budget_jobs,
                                                        pc.min_preempt_gpus)
+        chosen = cand_index[chosen]
         if unplaced:
             notes.append(f"{unplaced} protected jobs have no place yet (budget, candidates or topology)")
     elif shortfall >= pc.min_preempt_gpus:  # no per-node view from this source: GPU counts only
-        chosen = preemption.choose(jobs, shortfall, protected | paused, budget_gpus, pc.preempt_budget_jobs)
+        chosen = cand_index[preemption.choose(cand_jobs, shortfall, protected | paused, budget_gpus,
+                                              pc.preempt_budget_jobs)]
         got = int(jobs.gpus[chosen].sum()) if chosen.size else 0
         if got < shortfall:
             notes.append(f"preemption budget or candidates short: {got} of {shortfall} GPUs cleared")
