@@ -126,6 +126,22 @@ def test_operator_form_changes_a_tenant(ui):
     assert "ops changed tenant-0004" in c.get("/ui/events?kind=operator_change").text
 
 
+def test_pages_say_when_the_source_is_down(ui):
+    d, base = ui
+    c, _ = login(base, OP)
+    d.runtime.sim.blackout = True
+    try:
+        wait_for(lambda: d.last_result.outcome == "source_error", what="a cycle without source", timeout=30)
+        r = c.get("/ui/")
+        assert re.search(r'id="health-reason">Degraded: source unavailable: simulated source blackout', r.text)
+        t = c.get("/ui/tenants/tenant-0001")
+        assert 'id="stale">The daemon is holding its last good plan' in t.text and 'id="reason-text"' in t.text
+    finally:
+        d.runtime.sim.blackout = False
+    wait_for(lambda: d.last_result.outcome == "ok", what="source back", timeout=30)
+    assert 'id="health-reason"' not in c.get("/ui/").text
+
+
 def test_chart_breaks_lines_at_missing_values_and_draws_the_band():
     ch = Chart("c", "t", [Line("usage", [-3, -2, -1, 0], [1.0, None, 2.0, 3.0], "s-used")],
                [Band("p50–p90", [1, 2], [1.0, 2.0], [2.0, 4.0], "b-p90")])
