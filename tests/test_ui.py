@@ -101,6 +101,12 @@ def test_operator_pages_and_errors(ui):
     assert c.get("/ui/tenants/nobody").status_code == 404
     assert c.get("/ui/tenants/bad%20name").status_code == 400
     assert c.get("/ui/events?kind=Bad!").status_code == 400
+    # whatever an event carries is text, never markup
+    d.runtime.store.log_event("2026-01-04T13:00:00+00:00", "notification",
+                              {"tenant": "tenant-0003", "type": "x", "message": "<img src=x onerror=alert(1)>"})
+    page = c.get("/ui/events?kind=notification").text
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page and "<img src=x" not in page
+    assert "&lt;img" in c.get("/ui/tenants/tenant-0003").text
     # a bearer header works as well as the cookie
     assert httpx.get(f"{base}/ui/events", headers={"Authorization": f"Bearer {OP}"}).status_code == 200
 
