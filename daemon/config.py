@@ -173,11 +173,20 @@ class SourceConfig(_Strict):
     prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)
 
 
+class ForecastQualityConfig(_Strict):
+    window: int = Field(60, ge=1, description="scored forecasts the live quality is computed over")
+    coverage_min: float = Field(0.8, gt=0, lt=1, description="p90 coverage below this is degraded")
+    coverage_max: float = Field(0.98, gt=0, le=1, description="p90 coverage above this is degraded (too wide)")
+    fallback_after_cycles: int = Field(10, ge=1, description="cycles out of bounds before the best baseline takes over")
+    min_scored: int = Field(10, ge=1, description="scored forecasts needed before quality is judged")
+
+
 class ForecasterConfig(_Strict):
     kind: Literal["auto", "lstm", "seasonal_naive", "ets"] = "auto"
     model_dir: Path = Path("models")
     quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)
     season_steps: int = Field(1440, ge=2, description="steps in one season (a day at 1-min resolution)")
+    quality: ForecastQualityConfig = Field(default_factory=ForecastQualityConfig)
     torch_threads: int = Field(1, ge=1, description="torch intra-op threads for the cycle's forecast "
                                                     "(1: fastest on a small or shared machine, bench/cycle_bench.py)")
 

@@ -111,6 +111,7 @@ class Daemon:
 
         try:
             self.runtime.runner.forecaster, note = build(self.cfg)
+            self.runtime.runner.quality.reset(keep_fallback=False)  # a new model is scored from scratch
             self.runtime.forecaster_note = note
             log.info("model manifest changed: now using %s", note)
         except Exception as exc:
