@@ -168,7 +168,7 @@ def plan(ctx: click.Context, sim: bool, as_json: bool) -> None:
 def _history_opts(f):
     f = click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
                      help="History file (CSV/parquet, wide or long time,tenant,value).")(f)
-    f = click.option("--trace", type=click.Choice(["alibaba", "azure"]), default=None,
+    f = click.option("--trace", type=click.Choice(["alibaba", "azure", "helios", "servegen"]), default=None,
                      help="Build history from a real public trace in the data dir.")(f)
     f = click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
                      help="Where the public traces lie (default ../shared/data or $GPU_AUTOSCALER_DATA).")(f)

@@ -14,7 +14,7 @@ import torch
 from daemon.config import Config
 from forecaster import backtest, registry
 from forecaster.baselines import standard_baselines
-from forecaster.lstm import LSTMSpec
+from forecaster.lstm import Conformal, LSTMSpec
 from forecaster.series import fill_short_gaps, to_frame
 from forecaster.train import train
 
@@ -73,7 +73,14 @@ def trace_history(name: str, data_dir: Path | None) -> tuple[pd.DataFrame, int]:
         return frame, 300
     if name == "azure":
         return traces.azure_requests(d, step_s=10), 10
-    raise DataError(f"unknown trace {name!r} (alibaba, azure)")
+    if name == "helios":
+        return traces.helios_demand(d, step_s=300), 300
+    if name == "servegen":
+        return traces.servegen_rates(d), 600
+    raise DataError(f"unknown trace {name!r} ({', '.join(TRACES)})")
+
+
+TRACES = ("alibaba", "azure", "helios", "servegen")
 
 
 def simulator_history(cfg: Config, days: float) -> pd.DataFrame:
@@ -95,8 +102,13 @@ def spec_for(frame: pd.DataFrame, step_s: int, cfg: Config, horizon: int | None 
     if len(frame) < 3 * season:  # short traces (Azure: one hour) have no daily season to lean on
         season = max(horizon, min(season, len(frame) // 6))
     context = min(60, season)
+    # per-series scaling divides by the last season's mean, floored: 1 for GPU counts, lower for request rates
+    # well under 1/s (ServeGen clients), so small series are not flattened to zero
+    with np.errstate(all="ignore"):
+        level = float(np.nanmedian(frame.mean().to_numpy(dtype=float))) if frame.shape[1] else 1.0
+    floor = 1.0 if not np.isfinite(level) or level >= 10 else float(max(1e-3, 0.1 * level))
     return LSTMSpec(context=context, horizon=min(horizon, season), season=season,
-                    quantiles=tuple(cfg.forecaster.quantiles), step_s=step_s)
+                    quantiles=tuple(cfg.forecaster.quantiles), step_s=step_s, scale_floor=floor)
 
 
 def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int, epochs: int | None = None,
@@ -126,21 +138,22 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
     # score on the history the daemon will give the model each cycle (a file or trace at another step: 9 seasons)
     daemon_steps = cfg.cycle.history_steps if step_s == cfg.cycle.resolution_s else spec.season * 9
     hist_steps = max(daemon_steps, spec.season + spec.context + 1)
-    models = {"lstm": candidate, **standard_baselines(spec.season, qs, min(n - holdout, hist_steps), with_ets=with_ets)}
+    models = {"lstm": candidate, "lstm_conformal": Conformal(candidate),
+              **standard_baselines(spec.season, qs, min(n - holdout, hist_steps), with_ets=with_ets)}
     skipped: dict[str, str] = {}
-    current_entry = None
+    current_entry, cur_version = None, None
     try:
         current_entry = registry.read_in_use(model_dir)
         if current_entry is None or current_entry.get("kind") == "lstm":
-            version = current_entry["version"] if current_entry else registry.read_manifest(model_dir).get("current")
-            if version:
-                current = registry.load_version(model_dir, version)
+            cur_version = current_entry["version"] if current_entry else registry.read_manifest(model_dir).get("current")
+            if cur_version:
+                current = registry.load_version(model_dir, cur_version)
                 if current.spec.step_s != spec.step_s:
                     skipped["current"] = f"{current.name} forecasts at {current.spec.step_s} s steps, this history is {spec.step_s} s"
                 elif current.spec.horizon < spec.horizon:
                     skipped["current"] = f"{current.name} forecasts {current.spec.horizon} steps, {spec.horizon} needed"
                 else:
-                    models["current"] = current
+                    models["current"] = Conformal(current) if (current_entry or {}).get("conformal") else current
     except registry.ModelError as exc:
         skipped["current"] = str(exc)
     for k, why in skipped.items():
@@ -148,19 +161,20 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
     result = backtest.run(bt_frame, models, start=n - holdout, horizon=spec.horizon, stride=spec.horizon,
                           history_steps=hist_steps, quantiles=qs, season=spec.season, max_origins=24)
     scores = {k: float(v["wql"]) for k, v in result.report["models"].items()}
-    baselines = [m for m in models if m not in ("lstm", "current")]
+    baselines = [m for m in models if m not in ("lstm", "lstm_conformal", "current")]
     # Holt-Winters fits one model per tenant: scored always, but too slow to run every cycle on a big cluster
     eligible = [m for m in baselines if m != "holt_winters" or frame.shape[1] <= MAX_ETS_TENANTS]
     best_name = min(eligible, key=lambda m: scores[m])
     best_wql = scores[best_name]
     fallback = min((m for m in baselines if m != "holt_winters"), key=lambda m: scores[m])  # cheap, every cycle
-    lstm_wql = scores["lstm"]
+    lstm_name = min(("lstm", "lstm_conformal"), key=lambda m: scores[m])  # recalibrated or not, as it scored
+    lstm_wql = scores[lstm_name]
     gain = 1 - lstm_wql / best_wql if best_wql > 0 else 0.0
     # the winner: the best baseline, unless the new LSTM beats it by the required margin, or the current model
     # (already scored on this data) does better than both
     contenders = {best_name: best_wql}
     if lstm_wql <= best_wql * (1 - cfg.retrain.min_improvement):
-        contenders["lstm"] = lstm_wql
+        contenders[lstm_name] = lstm_wql
     if "current" in scores:
         contenders["current"] = scores["current"]
     winner = min(contenders, key=lambda k: (contenders[k], k != "current"))
@@ -172,7 +186,7 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
     report = {**result.report, "train": {"seconds": res.seconds, "epochs": res.epochs_run,
                                          "best_val_loss": res.best_val_loss, "curve": res.curve,
                                          "tenants": int(frame.shape[1]), "steps": int(len(train_frame))},
-              "best_baseline": best_name, "gain_vs_best_baseline": gain, "winner": winner, "scored_on": scored_on,
+              "best_baseline": best_name, "gain_vs_best_baseline": gain, "lstm_variant": lstm_name, "winner": winner, "scored_on": scored_on,
               "not_scored": skipped}
     if out_dir is not None:
         backtest.write_report(result, out_dir, name)
@@ -183,15 +197,16 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
     version = registry.save_version(model_dir, res.model, meta)
     ranked = ", ".join(f"{k} {v:.4f}" for k, v in sorted(scores.items(), key=lambda kv: kv[1]))
     why = f"{winner} scored best on {scored_on} (last {holdout} steps, wQL: {ranked})"
-    if winner != "lstm" and "lstm" not in contenders:
+    if not winner.startswith("lstm") and lstm_name not in contenders:
         why += f"; the new LSTM did not beat {best_name} by {cfg.retrain.min_improvement:.0%}"
     entry = {"scored_on": scored_on, "step_s": int(step_s), "horizon": int(spec.horizon), "season": int(spec.season),
              "quantiles": list(qs), "wql": contenders[winner], "scores": scores, "fallback": fallback, "why": why,
              "at": pd.Timestamp.now(tz="UTC").isoformat()}
-    if winner == "lstm":
-        entry.update(kind="lstm", name=f"lstm:{version}", version=version)
+    if winner.startswith("lstm"):
+        entry.update(kind="lstm", name=f"lstm:{version}", version=version, conformal=winner == "lstm_conformal")
     elif winner == "current":
-        entry.update(kind="lstm", name=models["current"].name, version=models["current"].version)
+        entry.update(kind="lstm", name=f"lstm:{cur_version}", version=cur_version,
+                     conformal=bool((current_entry or {}).get("conformal")))
     else:
         entry.update(kind="baseline", name=best_name)
     promoted = False
@@ -202,7 +217,7 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
         msg = f"saved {version}, nothing promoted: {runnable_why}; winner here would be {entry['name']} ({why})"
     else:
         registry.set_in_use(model_dir, entry)
-        promoted = winner == "lstm"
+        promoted = winner.startswith("lstm")
         if not promoted:
             registry.record_rejection(model_dir, version, why)
         msg = (f"promoted {version}: {why}" if promoted else

@@ -17,6 +17,7 @@ import pandas as pd
 
 from forecaster import backtest
 from forecaster.baselines import Forecaster, HoltWinters, Naive, SeasonalNaive, SeasonalNaiveDW
+from forecaster.lstm import Conformal
 from forecaster.registry import ModelError, load_version
 from forecaster.types import Forecast
 
@@ -51,7 +52,9 @@ def check_runnable(entry: dict, step_s: int, horizon: int) -> None:
 def resolve(entry: dict, model_dir: Path, quantiles: tuple[float, ...]) -> Forecaster:
     """The forecaster an `in_use` entry names (an LSTM version from `model_dir`, or a baseline)."""
     if entry.get("kind") == "lstm":
-        return load_version(Path(model_dir), entry["version"])
+        model = load_version(Path(model_dir), entry["version"])
+        # recalibrated from its own recent errors if that is how it won; shifts refreshed every 10 forecasts
+        return Conformal(model, refresh=10) if entry.get("conformal") else model
     return make_baseline(entry["name"], int(entry["season"]), tuple(entry.get("quantiles", quantiles)))
 
 

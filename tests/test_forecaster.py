@@ -262,3 +262,24 @@ def test_conformal_shift_restores_nominal_coverage():
     fixed = pred + shift[None, :, None, :]
     cov90 = (actual <= fixed[..., 1]).mean()
     assert abs(cov90 - 0.9) < 0.01 and (actual <= pred[..., 1]).mean() < 0.7
+
+
+def test_conformal_recalibration_brings_p90_coverage_near_nominal():
+    from forecaster.lstm import Conformal
+
+    f = periodic_frame(n_tenants=6, steps=48 * 16, seed=4, noise=0.15)
+    res = train(f.iloc[: 48 * 10], SPEC, epochs=1, samples_per_epoch=256, batch_size=64, progress=False, seed=1)
+    raw = LSTMForecaster(res.model, "raw")
+    models = {"raw": raw, "conformal": Conformal(raw, origins=24)}
+    bt = backtest.run(f, models, start=48 * 12, horizon=12, stride=4, history_steps=48 * 4,
+                      quantiles=SPEC.quantiles, season=48, max_origins=40)
+    m = bt.report["models"]
+    assert abs(m["conformal"]["coverage_p90"] - 0.9) < abs(m["raw"]["coverage_p90"] - 0.9)
+    assert 0.8 <= m["conformal"]["coverage_p90"] <= 0.97, m["conformal"]["coverage_p90"]
+    assert 0 <= m["conformal"]["peak_coverage_p90"] <= 1
+
+
+def test_old_specs_keep_their_scale_floor():
+    d = SPEC.to_dict()
+    d.pop("scale_floor")
+    assert LSTMSpec.from_dict(d).scale_floor == 1.0

@@ -157,3 +157,11 @@ def test_retrain_on_a_file_writes_to_trained_not_models(tmp_path, monkeypatch):
 
         r = CliRunner().invoke(cli, ["retrain", "--this-cluster"], catch_exceptions=False)
         raise RuntimeError(r.output)
+
+
+def test_helios_and_servegen_traces_load_as_tenant_frames():
+    h = traces.helios_demand(SHARED_DATA, step_s=300)
+    assert h.shape == (8928, 16) and not h.isna().any().any() and (h.to_numpy() >= 0).all()
+    s = traces.servegen_rates(SHARED_DATA)
+    assert s.shape == (2016, 43) and not s.isna().any().any()
+    assert ((s == 0).to_numpy().mean()) > 0.3                 # idle windows are real zeros, not gaps
