@@ -34,6 +34,7 @@ class CycleResult:
     collected: Collected | None = None
     reports: list[ActionReport] = field(default_factory=list)
     error: str | None = None
+    acted: bool = True                 # False on a standby replica: planned, not applied
 
 
 class CycleRunner:
@@ -55,6 +56,7 @@ class CycleRunner:
         self.last_forecast: Forecast | None = None
         self.last_history: pd.DataFrame | None = None
         self.operator_inputs: Callable[[], OperatorInputs] | None = None  # daemon/overrides.py
+        self.may_act: Callable[[], bool] | None = None  # the leader lease (daemon/leader.py); None: always
         self.cycles = 0
         if self.last_plan is not None:
             log.info("restored last good plan from %s (%d reservations, rate level %d)", self.last_plan.at,
@@ -102,7 +104,9 @@ class CycleRunner:
         reports: list[ActionReport] = []
         if plan.stale:
             log.warning("%s", "; ".join(plan.notes))
-        for act in self.actuators:
+        acting = self.may_act is None or self.may_act()
+        m.leader.set(1 if acting else 0)
+        for act in (self.actuators if acting else ()):  # a standby plans (and stays warm) but never acts
             try:
                 rep = act.apply(plan)
                 if plan.notifications:
@@ -126,4 +130,4 @@ class CycleRunner:
         dt = time.perf_counter() - t0
         m.cycle_seconds.observe(dt)
         m.cycles.labels(outcome).inc()
-        return CycleResult(plan, outcome, dt, fc, collected, reports)
+        return CycleResult(plan, outcome, dt, fc, collected, reports, acted=acting)

@@ -36,6 +36,7 @@ class Runtime:
     forecaster_note: str
     sim: object | None = None  # SimulatedCluster when the source is the embedded simulator
     overrides: Overrides | None = None  # operator changes at runtime, applied at the next cycle
+    lease: object | None = None  # daemon.leader.RedisLease when ha.enabled: only its holder acts
     _nodes: tuple[float, frozenset[str]] | None = field(default=None, repr=False)
     _nodes_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -136,6 +137,18 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
 
         sim = SimulatedCluster(cfg)
     actuators = _actuators(cfg, sim)
+    metrics = metrics or DaemonMetrics()
+    lease = None
+    if cfg.ha.enabled:
+        import redis
+
+        from daemon.actuators.fenced import fence_all
+        from daemon.leader import RedisLease
+
+        h = cfg.ha
+        client = redis.Redis.from_url(h.redis_url or cfg.actuators.redis.url, socket_timeout=2, socket_connect_timeout=2)
+        lease = RedisLease(client, h.prefix, h.replica_id, h.lease_ttl_s, h.renew_every_s, h.safety_margin)
+        actuators = fence_all(actuators, lease, on_refused=metrics.fenced.inc)
     if sim is not None:
         source: Source = sim
     else:
@@ -147,8 +160,9 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
     forecaster, note = build_forecaster(cfg)
     log.info("%s", note)
     store = StateStore(cfg.state.path) if with_store else None
-    metrics = metrics or DaemonMetrics()
     runner = CycleRunner(cfg, source, forecaster, actuators, store, metrics)
+    if lease is not None:
+        runner.may_act = lease.is_leader
     overrides = Overrides(store)
     runner.operator_inputs = overrides.inputs
-    return Runtime(cfg, source, actuators, runner, metrics, store, note, sim, overrides)
+    return Runtime(cfg, source, actuators, runner, metrics, store, note, sim, overrides, lease=lease)

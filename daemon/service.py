@@ -36,7 +36,7 @@ def summary_line(res: CycleResult) -> str:
         return f"cycle {res.outcome}: {res.error or 'no plan'}"
     s = p.summary()
     load = f"{s['load']:.1%}" if s["load"] is not None else "?"
-    head = "STALE " if res.outcome != "ok" else ""
+    head = ("STALE " if res.outcome != "ok" else "") + ("STANDBY " if not res.acted else "")
     return (f"{head}{p.at} load={load} cap={p.capacity} reserved={s['reserved']} "
             f"({s['reserved_tenants']} tenants) preempt={s['preemptions']}/{s['preempted_gpus']}gpu "
             f"level={s['rate_level']} model={p.forecast_model} {res.seconds * 1000:.0f}ms"
@@ -68,7 +68,8 @@ class Daemon:
     def may_act(self) -> bool:
         """Whether this replica may change the cluster (the leader lease hooks in here). Checked first on the
         node-down path: a replica that may not act fences nothing and requeues nothing."""
-        return True
+        lease = self.runtime.lease
+        return lease is None or lease.is_leader()
 
     def _simulate_node_failure(self, node: str) -> None:
         """Embedded simulator only: a node dies and the daemon reacts as if Alertmanager had said so."""
@@ -235,7 +236,12 @@ class Daemon:
         healthy = age is not None and age < max(3 * interval, 10)
         return {"status": "ok" if healthy else "unhealthy", "last_cycle_age_s": age, "plan_stale": stale,
                 "plan_at": plan.at if plan else None, "cycles": self.cycles_done,
-                "forecaster": self.runtime.forecaster_note}
+                "forecaster": self.runtime.forecaster_note, "role": self.role()}
+
+    def role(self) -> str:
+        """single (no HA), leader (holds the lease: acts) or standby (plans, never acts or fails over)."""
+        lease = self.runtime.lease
+        return "single" if lease is None else ("leader" if lease.is_leader() else "standby")
 
     def reload(self) -> bool:
         """Re-read the config file; a bad one keeps the running config (daemon/reload.py)."""
@@ -276,6 +282,11 @@ class Daemon:
                                    id="retrain", max_instances=1, coalesce=True, misfire_grace_time=3600)
         if self.serve_http:
             self._start_http()
+        lease = self.runtime.lease
+        if lease is not None:
+            lease.on_elected = lambda token: self.trigger_cycle()  # act at once, not at the next interval
+            lease.tick()  # know the role before the first cycle
+            lease.run()
         self.scheduler.start()
 
     def stop(self) -> None:
@@ -287,8 +298,10 @@ class Daemon:
             pass
         if self.server is not None:
             self.server.should_exit = True
-        if self.cfg.actuators.release_holds_on_stop:
-            self.release_holds()
+        if self.cfg.actuators.release_holds_on_stop and self.may_act():
+            self.release_holds()  # a standby's holds are the leader's: never released here
+        if self.runtime.lease is not None:
+            self.runtime.lease.stop(release=True)  # a clean stop hands over at once, not after a TTL
         self.runtime.close()
 
     def release_holds(self) -> None:

@@ -40,6 +40,11 @@ class DaemonMetrics:
         self.config_reload_ok.set(1)
         self.breaker_open = Gauge("gpuas_failover_breaker_open",
                                   "1 while mass node-down reports keep failover off (monitoring problem?)", registry=r)
+        self.leader = Gauge("gpuas_leader", "1 while this replica may act (the leader, or the only replica); "
+                            "0 on a standby", registry=r)
+        self.leader.set(1)
+        self.fenced = Counter("gpuas_fenced_refusals", "Actions refused because this replica's fencing token was "
+                              "stale", registry=r)
         self._tenants: set[str] = set()
 
     def observe_plan(self, plan: Plan, forecast: Forecast | None, lead: int, fallback: bool) -> None:
