@@ -135,6 +135,32 @@ class PrometheusConfig(_Strict):
     # nodes seen within a day: a node that just died is still known (alerts may only name known nodes)
     known_nodes_query: str = "count by (Hostname) (max_over_time(DCGM_FI_DEV_GPU_UTIL[1d]))"
     freshness_query: str = "max(timestamp(DCGM_FI_DEV_GPU_UTIL))"
+    # true when deploy/prometheus/gpu-autoscaler-recording.yml is loaded: the queries that are not set
+    # explicitly read its pre-aggregated series instead of every GPU's raw series
+    recording_rules: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _recorded_defaults(cls, data):
+        if isinstance(data, dict) and data.get("recording_rules") is True:
+            data = {**RECORDED_QUERIES, **data}
+        return data
+
+
+# What the daemon reads when recording_rules = true (the series deploy/prometheus/gpu-autoscaler-recording.yml records).
+RECORDED_QUERIES = {
+    "demand_query": "namespace:gpuas_gpus_allocated:count",
+    "missing_query": "namespace:gpuas_gpus_stale:count",
+    "capacity_query": "cluster:gpuas_gpus:count",
+}
+
+
+class HistoryConfig(_Strict):
+    """The daemon's own rolling history of the Prometheus demand series (daemon/history.py)."""
+    incremental: bool = Field(True, description="false: re-read the whole history window every cycle")
+    path: Path | None = Field(None, description="SQLite file; default: next to state.path, '<stem>-history.sqlite'")
+    overlap_steps: int = Field(1, ge=1, description="already-read steps read again each cycle (late samples)")
+    backfill_chunk_steps: int = Field(720, ge=1, description="steps per request while backfilling")
 
 
 class SourceConfig(_Strict):
@@ -319,6 +345,7 @@ class Config(_Strict):
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     ratelimits: RateLimitConfig = Field(default_factory=RateLimitConfig)
     source: SourceConfig = Field(default_factory=SourceConfig)
+    history: HistoryConfig = Field(default_factory=HistoryConfig)
     forecaster: ForecasterConfig = Field(default_factory=ForecasterConfig)
     actuators: ActuatorsConfig = Field(default_factory=ActuatorsConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)

@@ -13,6 +13,7 @@ from daemon.actuators.log import LogActuator
 from daemon.config import Config, ConfigError
 from daemon.cycle import CycleRunner
 from daemon.forecasting import build as build_forecaster
+from daemon.history import History
 from daemon.overrides import Overrides
 from daemon.sources.base import Source
 from daemon.store import StateStore
@@ -36,6 +37,7 @@ class Runtime:
     forecaster_note: str
     sim: object | None = None  # SimulatedCluster when the source is the embedded simulator
     overrides: Overrides | None = None  # operator changes at runtime, applied at the next cycle
+    history: History | None = None  # the Prometheus source's rolling demand history (read API: read(), tenants())
     lease: object | None = None  # daemon.leader.RedisLease when ha.enabled: only its holder acts
     _nodes: tuple[float, frozenset[str]] | None = field(default=None, repr=False)
     _nodes_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -93,6 +95,8 @@ class Runtime:
     def close(self) -> None:
         if self.store is not None:
             self.store.close()
+        if self.history is not None:
+            self.history.close()
 
 
 def _actuators(cfg: Config, sim) -> list[Actuator]:
@@ -132,6 +136,7 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
 
 def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetrics | None = None) -> Runtime:
     sim = None
+    history: History | None = None
     if cfg.source.kind == "simulator":
         from daemon.sim.source import SimulatedCluster
 
@@ -156,7 +161,14 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
 
         # the scheduler knows the jobs and the queue; Prometheus knows the GPUs
         jobs_from = next((a.cluster_jobs for a in actuators if isinstance(a, ListsClusterJobs)), None)
-        source = PrometheusSource(cfg, jobs_provider=jobs_from)
+        hc = cfg.history
+        if hc.incremental:
+            path = None
+            if with_store:
+                path = hc.path or cfg.state.path.with_name(f"{cfg.state.path.stem}-history.sqlite")
+            history = History(cfg.cycle.resolution_s, cfg.cycle.history_steps, path,
+                              overlap_steps=hc.overlap_steps, chunk_steps=hc.backfill_chunk_steps)
+        source = PrometheusSource(cfg, jobs_provider=jobs_from, history=history)
     forecaster, note = build_forecaster(cfg)
     log.info("%s", note)
     store = StateStore(cfg.state.path) if with_store else None
@@ -165,4 +177,4 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
         runner.may_act = lease.is_leader
     overrides = Overrides(store)
     runner.operator_inputs = overrides.inputs
-    return Runtime(cfg, source, actuators, runner, metrics, store, note, sim, overrides, lease=lease)
+    return Runtime(cfg, source, actuators, runner, metrics, store, note, sim, overrides, history, lease=lease)

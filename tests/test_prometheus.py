@@ -10,6 +10,7 @@ import pytest
 from daemon.config import Config, PrometheusConfig, SourceConfig
 from daemon.cycle import CycleRunner
 from daemon.forecasting import baseline
+from daemon.history import History
 from daemon.policy import staleness_reason
 from daemon.sources.base import SourceError
 from daemon.sources.prometheus import PrometheusSource
@@ -108,6 +109,37 @@ def test_gap_now_is_reported_as_missing_not_zero(prom):
     st = PrometheusSource(cfg_for(url), clock=clock_at(105)).collect(60).state
     assert st.missing == ("team-c",)
     assert np.isnan(st.used[2]) and st.used[0] == alloc("team-a", 105) and st.used[3] == 0
+
+
+def test_each_cycle_reads_only_the_new_steps(prom, tmp_path):
+    """Backfill once, then a new step costs two steps of each tenant (the new one and the last one again)."""
+    url, _ = prom
+    minute = [MINUTES - 20]
+    cfg = cfg_for(url)
+    history = History(60, cfg.cycle.history_steps, tmp_path / "h.sqlite")
+    src = PrometheusSource(cfg, clock=lambda: T0 + 60 * minute[0] + 1.0, history=history)
+    src.collect(MINUTES)
+    backfill = src.samples
+    assert backfill >= 3 * (MINUTES - 40)                        # team-a, b, c over the window; team-d idle
+    for _ in range(5):
+        minute[0] += 1
+        before = src.samples
+        got = src.collect(MINUTES)
+        assert src.samples - before <= 2 * len(GPUS) + 2 + 1 + 2   # demand, capacity (range + now), freshness, stale
+    full = PrometheusSource(cfg, clock=src.clock).window(got.history.index[0].timestamp(), T0 + 60 * minute[0])
+    pd.testing.assert_frame_equal(got.history, full, check_freq=False)   # incremental = a full re-read
+    assert list(got.state.used) == [alloc(t, minute[0]) for t in GPUS]
+    history.close()
+    again = History(60, cfg.cycle.history_steps, tmp_path / "h.sqlite")   # a restart reads only what it missed
+    src2 = PrometheusSource(cfg, clock=lambda: T0 + 60 * (minute[0] + 3) + 1.0, history=again)
+    got = src2.collect(MINUTES)
+    assert src2.samples <= 4 * len(GPUS) + 4 + 1 + 4
+    m2 = minute[0] + 3
+    scraped = got.history.index >= pd.Timestamp(T0, unit="s", tz="UTC")
+    assert got.history.index[-1] == pd.Timestamp(T0 + 60 * m2, unit="s", tz="UTC")
+    for t, want in expected().items():
+        np.testing.assert_array_equal(got.history[t][scraped].to_numpy(), want[: m2 + 1])
+    assert got.history[~scraped].isna().all().all()
 
 
 def test_node_names_are_the_nodes_that_reported(prom):

@@ -97,15 +97,15 @@ def test_a_well_formed_answer_reads(fake):
     assert got.history["team-a"].iloc[-2:].tolist() == [2.0, 3.0]
 
 
-def demand_value(v):
-    return lambda q: (200, "application/json", good_instant(q) if q.startswith(("count(", "max(")) else
-                      ok([{"metric": {"namespace": "team-a"}, "value": [NOW, v]}]), True)
+def instant_value(v):
+    """Every instant query (capacity, freshness) answers one sample with value v."""
+    return lambda q: (200, "application/json", ok([{"metric": {"namespace": "team-a"}, "value": [NOW, v]}]), True)
 
 
 @pytest.mark.parametrize("value", ["NaN", "+Inf", "-Inf", "-1", "3e400"])
 def test_nan_infinite_or_negative_value_is_refused(fake, value):
     url, crafted = fake
-    crafted.instant = demand_value(value)
+    crafted.instant = instant_value(value)
     with pytest.raises(SourceError, match="NaN, infinite or negative .*first: '[-+0-9a-zA-Z.]+'"):
         source(url).collect(60)
 
@@ -120,7 +120,7 @@ def test_nan_inside_history_is_refused(fake):
 
 def test_text_that_is_not_a_number_is_refused(fake):
     url, crafted = fake
-    crafted.instant = demand_value("three")
+    crafted.instant = instant_value("three")
     with pytest.raises(SourceError, match="non-numeric sample value"):
         source(url).collect(60)
 
@@ -136,8 +136,7 @@ def test_text_that_is_not_a_number_is_refused(fake):
 ])
 def test_missing_fields_and_wrong_types_are_refused(fake, item, where):
     url, crafted = fake
-    crafted.instant = lambda q: (200, "application/json", good_instant(q) if q.startswith(("count(", "max(")) else
-                                 ok([item]), True)
+    crafted.instant = lambda q: (200, "application/json", ok([item]), True)
     with pytest.raises(SourceError, match=f"malformed instant vector at {where.replace('.', '[.]')}"):
         source(url).collect(60)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from typing import Callable
+from typing import Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -24,6 +24,7 @@ from urllib3.util.retry import Retry
 
 from daemon.cluster import ClusterState, Jobs
 from daemon.config import Config
+from daemon.history import History
 from daemon.sources.base import Collected, SourceError
 
 log = logging.getLogger("gpu_autoscaler.source.prometheus")
@@ -105,7 +106,8 @@ def _numbers(raw: list[str], query: str) -> np.ndarray:
 
 class PrometheusSource:
     def __init__(self, cfg: Config, clock: Callable[[], float] = time.time,
-                 jobs_provider: Callable[[tuple[str, ...]], Jobs] | None = None) -> None:
+                 jobs_provider: Callable[[tuple[str, ...]], Jobs] | None = None,
+                 history: History | None = None) -> None:
         self.cfg = cfg
         pc = cfg.source.prometheus
         self.pc = pc
@@ -120,6 +122,13 @@ class PrometheusSource:
         self.step_s = cfg.cycle.resolution_s
         self.tiers = {t.name: t.tier for t in cfg.tenants}
         self.known: list[str] = [t.name for t in cfg.tenants]
+        hc = cfg.history
+        if history is None and hc.incremental:   # in memory only; the runtime passes one persisted on disk
+            history = History(self.step_s, cfg.cycle.history_steps, overlap_steps=hc.overlap_steps,
+                              chunk_steps=hc.backfill_chunk_steps)
+        self.history = history
+        self.samples = 0        # samples read from Prometheus so far (bench, metrics)
+        self.requests = 0
 
     # ---- queries ----------------------------------------------------------------------------
     def _call(self, fn, query: str, *args, **kwargs) -> object:
@@ -139,11 +148,13 @@ class PrometheusSource:
     def _instant(self, query: str, at: float) -> list[tuple[dict[str, str], float]]:
         """An instant vector, checked: labels are strings, every value a finite count >= 0."""
         raw = self._call(self.prom.custom_query, query, params={"time": f"{at:.3f}"})
+        self.requests += 1
         try:
             items = _VECTOR.validate_python(raw)
         except ValidationError as exc:
             raise SourceError(f"prometheus {self.pc.url}: {_shape_error(exc, 'instant vector')} [query {query!r}]") from None
         values = _numbers([it["value"][1] for it in items], query)
+        self.samples += len(values)
         return [(it["metric"], float(v)) for it, v in zip(items, values)]
 
     def _range(self, query: str, start: float, end: float) -> list[tuple[dict[str, str], np.ndarray, np.ndarray]]:
@@ -155,6 +166,7 @@ class PrometheusSource:
             hi = min(end, t + chunk - self.step_s)
             raw = self._call(self.prom.custom_query_range, query, dt.datetime.fromtimestamp(t, dt.timezone.utc),
                              dt.datetime.fromtimestamp(hi, dt.timezone.utc), f"{self.step_s}s")
+            self.requests += 1
             try:
                 items = _MATRIX.validate_python(raw)
             except ValidationError as exc:
@@ -163,6 +175,7 @@ class PrometheusSource:
             for it in items:
                 vals = it["values"]
                 ts = np.fromiter((p[0] for p in vals), dtype=float, count=len(vals))
+                self.samples += len(vals)
                 out.append((it["metric"], ts, _numbers([p[1] for p in vals], query)))
             t = hi + self.step_s
         return out
@@ -184,7 +197,7 @@ class PrometheusSource:
             row[i] = np.where(np.isnan(row[i]), v, row[i] + v)
         return out
 
-    def window(self, start: float, end: float) -> pd.DataFrame:
+    def window(self, start: float, end: float, tenants: Iterable[str] = ()) -> pd.DataFrame:
         """Allocated GPUs per tenant on the step grid from start to end (inclusive).
 
         Idle is zero, missing is missing: at a step where the cluster was scraped (capacity_query has a
@@ -199,7 +212,7 @@ class PrometheusSource:
         for row in fresh_rows:
             fresh |= np.nan_to_num(row) > 0
         missing = self._grid(self.pc.missing_query, start, end, n)
-        tenants = sorted((set(demand) | set(missing) | set(self.known)) - {None})
+        tenants = sorted((set(demand) | set(missing) | set(self.known) | set(tenants)) - {None})
         values = np.zeros((n, len(tenants)))
         for j, t in enumerate(tenants):
             row = demand.get(t)
@@ -219,29 +232,32 @@ class PrometheusSource:
     def _aligned(self, t: float) -> float:
         return float(np.floor(t / self.step_s) * self.step_s)
 
-    def _now(self, now: float, tenants: tuple[str, ...]) -> tuple[np.ndarray, tuple[str, ...], int, float]:
-        """The live snapshot: allocated GPUs per tenant (0 when idle, NaN when missing), capacity, staleness."""
-        current: dict[str, float] = {}
-        for lb, v in self._instant(self.pc.demand_query, now):
-            if (t := self._label(lb)) is not None:
-                current[t] = current.get(t, 0.0) + v
-        gone = {t for lb, v in self._instant(self.pc.missing_query, now) if v > 0 and (t := self._label(lb))}
+    # ---- Source interface ---------------------------------------------------------------------
+    def collect(self, history_steps: int) -> Collected:
+        """History (incremental when a History is kept) and the live state.
+
+        The live allocation is the newest history step (the same evaluation as an instant query at
+        `now`), so a cycle reads each tenant's demand once; capacity and freshness are two instant queries.
+        """
+        now = self._aligned(self.clock())
+        if self.history is not None:
+            self.history.update(self.window, now, self.known)
+            history = self.history.frame(history_steps)
+        else:
+            history = self.window(now - (history_steps - 1) * self.step_s, now)
+        tenants = tuple(history.columns)
         cap = self._instant(self.pc.capacity_query, now)
         capacity = int(sum(v for _, v in cap))
         fresh = self._instant(self.pc.freshness_query, now)
         newest = max((v for _, v in fresh), default=float("-inf"))
         staleness = max(0.0, self.clock() - newest) if np.isfinite(newest) else float("inf")
         scraped = capacity > 0 and staleness <= self.cfg.cycle.stale_after_s
-        used = np.array([np.nan if (not scraped or t in gone) else current.get(t, 0.0) for t in tenants])
+        last_is_now = len(history) > 0 and history.index[-1].timestamp() == now
+        if scraped and last_is_now:
+            used = history.iloc[-1].to_numpy(dtype=float, copy=True)
+        else:
+            used = np.full(len(tenants), np.nan)
         missing = tuple(t for t, u in zip(tenants, used) if not np.isfinite(u))
-        return used, missing, capacity, staleness
-
-    # ---- Source interface ---------------------------------------------------------------------
-    def collect(self, history_steps: int) -> Collected:
-        now = self._aligned(self.clock())
-        history = self.window(now - (history_steps - 1) * self.step_s, now)
-        tenants = tuple(history.columns)
-        used, missing, capacity, staleness = self._now(now, tenants)
         jobs = self.jobs_provider(tenants) if self.jobs_provider else Jobs.empty()
         pending = np.zeros(len(tenants))
         if len(jobs):

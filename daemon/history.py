@@ -1,0 +1,213 @@
+"""Rolling per-tenant demand history: held in memory, persisted in SQLite, read from the source incrementally.
+
+The first update after a start backfills the whole window once, in chunks of ``chunk_steps``. Every
+later update asks the source only for the steps that are new since the last read plus ``overlap_steps``
+already-read steps again (late samples land there). After a restart the rows on disk are loaded and
+only the steps missed while the daemon was down are read. A step the source had no data for stays NaN
+(a gap is a gap); the window slides, older rows are dropped from memory and from disk.
+
+On disk: one SQLite row per step (a float32 blob, one value per tenant in column order) and a tenants
+table that only grows, so a row written before a tenant appeared is shorter and reads as NaN there.
+The console reads it through ``read()`` / ``tenants()`` (a copy, under the same lock as updates).
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+log = logging.getLogger("gpu_autoscaler.history")
+
+# fetch(start_s, end_s, tenants) -> frame on the step grid from start_s to end_s inclusive, one column per
+# tenant (at least `tenants`), NaN where the source has no data.
+Fetch = Callable[[float, float, Sequence[str]], pd.DataFrame]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tenants (col INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS steps (step INTEGER PRIMARY KEY, vals BLOB NOT NULL);
+"""
+
+
+@dataclass(frozen=True)
+class UpdateStats:
+    first_step: int     # first step (unix seconds // step_s) read from the source this update
+    steps_read: int     # steps read (new + overlap), 0 when nothing was due
+    requests: int       # fetch calls (chunks)
+    backfill: bool      # the window was (re)filled from scratch
+
+
+class History:
+    def __init__(self, step_s: int, steps: int, path: Path | str | None = None, *, overlap_steps: int = 1,
+                 chunk_steps: int = 720) -> None:
+        if overlap_steps < 1:
+            raise ValueError("overlap_steps must be >= 1 (the last step is read again)")
+        self.step_s = int(step_s)
+        self.steps = int(steps)
+        self.overlap = int(overlap_steps)
+        self.chunk = int(chunk_steps)
+        self._lock = threading.RLock()
+        self._names: list[str] = []
+        self._col: dict[str, int] = {}
+        self._vals = np.full((0, 0), np.nan)     # rows [_off, _off + _n) hold steps _first .. _first + _n - 1
+        self._off = 0
+        self._n = 0
+        self._first = 0
+        self.fetched_until: int | None = None   # last step read from the source
+        self._db: sqlite3.Connection | None = None
+        if path is not None:
+            p = Path(path)
+            p.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(p, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.executescript(SCHEMA)
+            self._load()
+
+    # ---- persistence ------------------------------------------------------------------------
+    def _load(self) -> None:
+        db = self._db
+        assert db is not None
+        meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        if meta.get("step_s") not in (None, str(self.step_s)):
+            log.warning("history on disk has step %ss, not %ss: starting over", meta["step_s"], self.step_s)
+            db.executescript("DELETE FROM steps; DELETE FROM tenants; DELETE FROM meta;")
+            meta = {}
+        names = [n for _, n in db.execute("SELECT col, name FROM tenants ORDER BY col")]
+        rows = db.execute("SELECT step, vals FROM steps ORDER BY step").fetchall()
+        self._names = names
+        self._col = {n: i for i, n in enumerate(names)}
+        if not rows or "fetched_until" not in meta:
+            return
+        first, last = rows[0][0], rows[-1][0]
+        vals = np.full((last - first + 1 + self._slack(), len(names)), np.nan)
+        for step, blob in rows:
+            v = np.frombuffer(blob, dtype=np.float32)
+            vals[step - first, :len(v)] = v
+        self._vals, self._first, self._n, self._off = vals, first, last - first + 1, 0
+        self.fetched_until = int(meta["fetched_until"])
+        log.info("history: %d steps x %d tenants loaded from disk, read up to %s", self._n, len(names),
+                 pd.Timestamp(self.fetched_until * self.step_s, unit="s", tz="UTC"))
+
+    def _persist(self, lo: int, hi: int, new_names: list[str], keep_from: int) -> None:
+        if self._db is None:
+            return
+        db = self._db
+        rows = [(s, self._vals[self._off + s - self._first].astype(np.float32).tobytes()) for s in range(lo, hi + 1)]
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.executemany("INSERT INTO tenants(col, name) VALUES(?, ?)",
+                           [(self._col[n], n) for n in new_names])
+            db.executemany("INSERT OR REPLACE INTO steps(step, vals) VALUES(?, ?)", rows)
+            db.execute("DELETE FROM steps WHERE step < ?", (keep_from,))
+            db.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)",
+                           [("step_s", str(self.step_s)), ("fetched_until", str(hi))])
+            db.execute("COMMIT")
+        except Exception:
+            db.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    # ---- in memory --------------------------------------------------------------------------
+    def _slack(self) -> int:
+        return max(16, self.steps // 4)
+
+    def _ensure(self, names: Iterable[str]) -> list[str]:
+        new = [n for n in names if n not in self._col]
+        for n in new:
+            self._col[n] = len(self._names)
+            self._names.append(n)
+        if self._vals.shape[1] < len(self._names):
+            extra = np.full((self._vals.shape[0], len(self._names) - self._vals.shape[1]), np.nan)
+            self._vals = np.hstack([self._vals, extra])
+        return new
+
+    def _place(self, lo: int, hi: int) -> None:
+        """Make rows for steps lo..hi exist (NaN until written), dropping rows before hi - steps + 1.
+
+        Rows live in _vals[_off : _off + _n]; sliding only moves _off, and a full array is copied into a
+        new one (never in place), so a frame handed out earlier keeps its values.
+        """
+        keep_from = hi - self.steps + 1
+        if self._n == 0 or lo < self._first or keep_from >= self._first + self._n:
+            self._vals = np.full((self.steps + self._slack(), len(self._names)), np.nan)
+            self._first, self._n, self._off = max(lo, keep_from), 0, 0
+        if keep_from > self._first:
+            drop = keep_from - self._first
+            self._off, self._first, self._n = self._off + drop, keep_from, self._n - drop
+        need = hi - self._first + 1
+        if self._off + need > self._vals.shape[0]:
+            fresh = np.full((max(need, self.steps) + self._slack(), len(self._names)), np.nan)
+            fresh[: self._n] = self._vals[self._off: self._off + self._n]
+            self._vals, self._off = fresh, 0
+        if need > self._n:
+            self._vals[self._off + self._n: self._off + need] = np.nan
+            self._n = need
+
+    def update(self, fetch: Fetch, now_s: float, tenants: Sequence[str] = ()) -> UpdateStats:
+        """Read what is due from the source (backfill, the missed steps, or new steps + overlap)."""
+        with self._lock:
+            now = int(now_s // self.step_s)
+            first_wanted = now - self.steps + 1
+            backfill = (self.fetched_until is None or self.fetched_until < first_wanted
+                        or self._n == 0 or self._first > first_wanted)
+            lo = first_wanted if backfill else min(self.fetched_until, now) - self.overlap + 1
+            lo = max(lo, first_wanted)
+            new_names = self._ensure(tenants)
+            requests = 0
+            for c_lo in range(lo, now + 1, self.chunk):
+                c_hi = min(now, c_lo + self.chunk - 1)
+                frame = fetch(c_lo * self.step_s, c_hi * self.step_s, list(self._names))
+                requests += 1
+                new_names += self._ensure(frame.columns)
+                self._place(c_lo, c_hi)
+                steps = pd.DatetimeIndex(frame.index).as_unit("s").asi8 // self.step_s
+                ok = (steps >= self._first) & (steps < self._first + self._n)
+                rows = self._off + (steps[ok] - self._first)
+                cols = np.array([self._col[n] for n in frame.columns], dtype=np.int64)
+                self._vals[rows, :] = np.nan          # a re-read row is replaced whole, gaps included
+                self._vals[np.ix_(rows, cols)] = frame.to_numpy(dtype=float)[ok]
+            self._persist(lo, now, new_names, first_wanted)
+            self.fetched_until = now
+            if backfill:
+                log.info("history: backfilled %d steps x %d tenants in %d requests", now - lo + 1,
+                         len(self._names), requests)
+            return UpdateStats(lo, now - lo + 1, requests, backfill)
+
+    # ---- reading ----------------------------------------------------------------------------
+    def tenants(self) -> list[str]:
+        with self._lock:
+            return list(self._names)
+
+    def frame(self, steps: int | None = None, copy: bool = False) -> pd.DataFrame:
+        """The newest ``steps`` rows (default: the whole window) as a time x tenant frame.
+
+        Without ``copy`` the frame shares memory with the history: the cycle reads it before the next
+        update, which is the only writer.
+        """
+        with self._lock:
+            n = self._n if steps is None else min(int(steps), self._n)
+            vals = self._vals[self._off + self._n - n: self._off + self._n, : len(self._names)]
+            idx = pd.date_range(pd.Timestamp((self._first + self._n - n) * self.step_s, unit="s", tz="UTC"),
+                                periods=n, freq=f"{self.step_s}s", name="time")
+            return pd.DataFrame(vals.copy() if copy else vals, index=idx,
+                                columns=pd.Index(list(self._names), name="tenant"), copy=False)
+
+    def read(self, tenants: Sequence[str] | None = None, start: pd.Timestamp | None = None,
+             end: pd.Timestamp | None = None) -> pd.DataFrame:
+        """For the console and API: a copy of some tenants between start and end (inclusive); NaN = gap."""
+        f = self.frame(copy=False)
+        if tenants is not None:
+            f = f.reindex(columns=list(tenants))
+        return f.loc[start:end].copy()
