@@ -315,7 +315,7 @@ class HAConfig(_Strict):
     backend: Literal["redis"] = "redis"
     redis_url: str | None = Field(None, description="the lease's Redis (default: actuators.redis.url)")
     prefix: str = "gpuas"
-    replica_id: str | None = Field(None, pattern=r"^[^|]+$", description="default: hostname:pid")
+    replica_id: str | None = Field(None, pattern=r"^[^|#]+$", description="default: hostname:pid")
     lease_ttl_s: float = Field(15.0, gt=0, description="a dead leader's lease expires after this")
     renew_every_s: float | None = Field(None, gt=0, description="default: lease_ttl_s / 3")
     safety_margin: float = Field(0.3, ge=0, lt=1, description="share of the TTL that must be left to act")

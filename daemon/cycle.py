@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
@@ -123,8 +124,13 @@ class CycleRunner:
             self.memory = plan.memory
             self.last_plan = plan
             if self.store is not None:
-                self.store.save_cycle(plan, fc.model if fc else "none")
-                self.store.log_events(plan.at, plan_events(previous, plan))
+                try:
+                    self.store.save_cycle(plan, fc.model if fc else "none")
+                    self.store.log_events(plan.at, plan_events(previous, plan))
+                except sqlite3.Error as exc:  # a full or failing disk must not stop the loop
+                    m.state_write_errors.inc()
+                    log.error("state not saved (%s): the plan is applied and kept in memory; the last saved plan "
+                              "stays on disk", exc)
             m.last_good.set(pd.Timestamp(plan.at).timestamp())
         m.observe_plan(plan, fc, self.cfg.policy.lead_time_steps, fell_back)
         dt = time.perf_counter() - t0

@@ -1,7 +1,9 @@
 """One acting replica: a leader lease in Redis with a monotonically increasing fencing token.
 
 Every replica runs cycles; only the lease holder acts. The lease is one Redis key
-``<prefix>:leader`` = ``"<replica id>|<token>"`` with a TTL. Acquiring it (Lua, atomic) only
+``<prefix>:leader`` = ``"<replica id>#<nonce>|<token>"`` with a TTL (the nonce is new in every
+process, so two processes can never hold equal values, even with one configured id or after a
+Redis restart that lost the token counter). Acquiring it (Lua, atomic) only
 succeeds when the key is absent (``SET NX PX``) and takes the next value of the counter
 ``<prefix>:leader:token``, so every new term has a larger token than all before it. The holder
 renews with a compare-and-PEXPIRE (Lua); a holder that misses renewals for a TTL loses the key,
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import socket
 import threading
 import time
@@ -54,7 +57,8 @@ end
 return 0
 """
 
-# The fence: KEYS[1] lease, KEYS[2] ledger; ARGV = value "<id>|<token>", min TTL ms left, what, jobs, maxlen.
+# The fence: KEYS[1] lease, KEYS[2] ledger; ARGV = value "<id>#<nonce>|<token>", min TTL ms left, what, jobs,
+# ledger maxlen, replica id.
 # 1 = go ahead (and the act is in the ledger), 0 = refused (stale or expiring token), nothing written.
 FENCE = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
@@ -65,7 +69,7 @@ if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
 end
 local sep = string.find(ARGV[1], '|', 1, true)
 local t = redis.call('TIME')
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'holder', string.sub(ARGV[1], 1, sep - 1),
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'holder', ARGV[6],
            'token', string.sub(ARGV[1], sep + 1), 'what', ARGV[3], 'jobs', ARGV[4],
            'at', t[1] .. '.' .. string.format('%06d', tonumber(t[2])))
 return 1
@@ -83,13 +87,14 @@ class RedisLease:
                  ttl_s: float = 15.0, renew_every_s: float | None = None, safety_margin: float = 0.3,
                  on_elected: Callable[[int], None] | None = None, on_lost: Callable[[int], None] | None = None,
                  ledger_maxlen: int = 100_000) -> None:
-        if "|" in (replica_id or ""):
-            raise ValueError("replica id may not contain '|'")
+        if any(c in (replica_id or "") for c in "|#"):
+            raise ValueError("replica id may not contain '|' or '#'")
         self.client = client
         self.key = f"{prefix}:leader"
         self.token_key = f"{prefix}:leader:token"
         self.ledger_key = f"{prefix}:leader:ledger"
         self.replica_id = replica_id or default_replica_id()
+        self.holder = f"{self.replica_id}#{secrets.token_hex(4)}"
         self.ttl_ms = int(ttl_s * 1000)
         self.renew_every_s = renew_every_s if renew_every_s is not None else ttl_s / 3
         self.min_left_ms = int(self.ttl_ms * safety_margin)
@@ -109,7 +114,7 @@ class RedisLease:
     # ---- state ---------------------------------------------------------------------------------
     @property
     def value(self) -> str | None:
-        return None if self.token is None else f"{self.replica_id}|{self.token}"
+        return None if self.token is None else f"{self.holder}|{self.token}"
 
     def is_leader(self) -> bool:
         with self._lock:
@@ -129,7 +134,7 @@ class RedisLease:
                     else:
                         lost, self.token = self.token, None
             else:
-                tok = int(self._acquire(keys=[self.key, self.token_key], args=[self.replica_id, self.ttl_ms]))
+                tok = int(self._acquire(keys=[self.key, self.token_key], args=[self.holder, self.ttl_ms]))
                 if tok > 0:
                     with self._lock:
                         self.token = tok
@@ -181,7 +186,8 @@ class RedisLease:
             return False, f"not the leader (replica {self.replica_id})"
         try:
             ok = int(self._fence(keys=[self.key, self.ledger_key],
-                                 args=[value, self.min_left_ms, what, ",".join(jobs), self.ledger_maxlen]))
+                                 args=[value, self.min_left_ms, what, ",".join(jobs), self.ledger_maxlen,
+                                       self.replica_id]))
         except (redis.RedisError, OSError) as exc:
             return False, f"cannot check the fencing token in Redis: {exc}"
         if not ok:

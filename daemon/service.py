@@ -1,8 +1,10 @@
-"""The long-running daemon: APScheduler runs the cycle and the retrain, uvicorn serves HTTP, systemd is told.
+"""The long-running daemon: one thread paces the cycles, APScheduler runs the retrain and the watchdog,
+uvicorn serves HTTP, systemd is told.
 
-Cycles never overlap (``max_instances=1`` plus the runner's lock, since an
-alert can also start one), a late cycle is coalesced rather than run twice,
-and the systemd watchdog is only fed while cycles actually complete.
+Cycles never overlap (one cycle thread plus the runner's lock, since an alert
+can also start one) and are paced on the monotonic clock, so a wall-clock step
+neither stalls nor bunches them; a late cycle is coalesced rather than run
+twice, and the systemd watchdog is only fed while cycles actually complete.
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ class Daemon:
         self.config_path = None  # the file SIGHUP re-reads (set by the CLI)
         self._reload_wanted = threading.Event()
         self.breaker = alerts.Breaker(self.cfg.failover)
+        self._cycle_now = threading.Event()
+        self._cycle_thread: threading.Thread | None = None
 
     def may_act(self) -> bool:
         """Whether this replica may change the cluster (the leader lease hooks in here). Checked first on the
@@ -147,10 +151,29 @@ class Daemon:
 
     def trigger_cycle(self) -> None:
         """Run a cycle now (an alert asked for it); coalesces with a scheduled one."""
-        try:
-            self.scheduler.modify_job("cycle", next_run_time=dt.datetime.now(dt.timezone.utc))
-        except Exception:
+        if self._cycle_thread is not None and self._cycle_thread.is_alive():
+            self._cycle_now.set()
+        else:
             threading.Thread(target=self.cycle, daemon=True).start()
+
+    def _cycle_loop(self) -> None:
+        """Cycles paced on the monotonic clock, one at a time: a wall-clock step (NTP, a resumed VM) neither
+        stalls them (a wall-clock scheduler waits out a step back) nor bunches them; a late cycle is coalesced."""
+        interval = self.cfg.cycle.interval_s
+        next_at = time.monotonic()
+        while not self.stopped.is_set():
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                self._cycle_now.wait(delay)
+            if self.stopped.is_set():
+                break
+            self._cycle_now.clear()
+            started = time.monotonic()
+            try:
+                self.cycle()
+            except Exception:
+                log.exception("cycle loop: unexpected error; the loop goes on")
+            next_at = started + interval
 
     # ---- alerts ------------------------------------------------------------------------------
     def handle_node_down(self, node: str, received: float, alertname: str) -> dict:
@@ -270,9 +293,6 @@ class Daemon:
         log.info("serving /metrics, /healthz, /alerts on http://%s:%d", s.host, s.port)
 
     def start(self) -> None:
-        interval = self.cfg.cycle.interval_s
-        self.scheduler.add_job(self.cycle, "interval", seconds=interval, id="cycle", max_instances=1, coalesce=True,
-                               misfire_grace_time=max(1, int(interval)), next_run_time=dt.datetime.now(dt.timezone.utc))
         wd_usec = os.environ.get("WATCHDOG_USEC")
         if wd_usec and wd_usec.isdigit():
             self.scheduler.add_job(self.watchdog, "interval", seconds=max(1.0, int(wd_usec) / 2e6), id="watchdog",
@@ -288,10 +308,15 @@ class Daemon:
             lease.tick()  # know the role before the first cycle
             lease.run()
         self.scheduler.start()
+        self._cycle_thread = threading.Thread(target=self._cycle_loop, name="cycles", daemon=True)
+        self._cycle_thread.start()
 
     def stop(self) -> None:
         self.notifier.notify("STOPPING=1")
         self.stopped.set()
+        self._cycle_now.set()
+        if self._cycle_thread is not None and self._cycle_thread is not threading.current_thread():
+            self._cycle_thread.join()  # the cycle in flight finishes
         try:
             self.scheduler.shutdown(wait=True)
         except Exception:

@@ -45,6 +45,8 @@ class DaemonMetrics:
         self.leader.set(1)
         self.fenced = Counter("gpuas_fenced_refusals", "Actions refused because this replica's fencing token was "
                               "stale", registry=r)
+        self.state_write_errors = Counter("gpuas_state_write_errors", "Cycles whose plan could not be saved "
+                                          "(disk full, I/O error)", registry=r)
         self._tenants: set[str] = set()
 
     def observe_plan(self, plan: Plan, forecast: Forecast | None, lead: int, fallback: bool) -> None:

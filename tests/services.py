@@ -183,7 +183,8 @@ def slurm_cluster(node: str = "gpunode1", nodes: tuple[str, ...] | None = None, 
             return idle >= set(names)
 
         wait_for(nodes_idle, what="slurm nodes idle", timeout=60)
-        yield {"conf": conf, "env": env, "dir": d, "node": names[0], "nodes": names}
+        # procs[0] is slurmctld: a test may kill it and put its restarted process there (stopped at the end)
+        yield {"conf": conf, "env": env, "dir": d, "node": names[0], "nodes": names, "procs": procs}
     finally:
         subprocess.run(["scancel", "--full", "-u", "root"], env=env, capture_output=True)
         for p in reversed(procs):

@@ -129,7 +129,11 @@ class SlurmActuator:
         rep.actions.append("scontrol " + " ".join(args))
         if self.dry_run:
             return True
-        r = self._run("scontrol", *args)
+        try:
+            r = self._run("scontrol", *args)
+        except SlurmError as exc:  # slurmctld down or hung: say so in the report, never raise out of an act
+            rep.errors.append(str(exc))
+            return False
         if r.returncode != 0:
             rep.errors.append(f"scontrol {' '.join(args)}: {(r.stderr or r.stdout).strip()}")
             return False
