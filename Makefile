@@ -31,6 +31,7 @@ bench: install
 	$(BIN)/python bench/forecast_bench.py
 	$(BIN)/python bench/policy_bench.py
 	$(BIN)/python bench/replay_bench.py
+	$(BIN)/python bench/failover_bench.py
 
 clean:
 	rm -rf $(VENV) state .pytest_cache

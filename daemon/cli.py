@@ -214,7 +214,7 @@ def backtest_cmd(ctx, data, trace, data_dir, days, report_dir, tenants) -> None:
     from daemon.retrain import DataError, load_history, spec_for
     from daemon.sources.base import SourceError
     from forecaster import backtest, registry
-    from forecaster.baselines import HoltWinters, SeasonalNaive
+    from forecaster.baselines import standard_baselines
 
     try:
         frame, step_s = load_history(cfg, data=data, trace=trace, data_dir=data_dir, days=days)
@@ -225,8 +225,7 @@ def backtest_cmd(ctx, data, trace, data_dir, days, report_dir, tenants) -> None:
     if len(cols) > tenants:
         cols = sorted(np.random.default_rng(0).choice(cols, tenants, replace=False).tolist())
     qs = tuple(cfg.forecaster.quantiles)
-    models = {"seasonal_naive_daily": SeasonalNaive(spec.season, qs),
-              "holt_winters": HoltWinters(spec.season, qs, agg=max(1, spec.season // 96))}
+    models = standard_baselines(spec.season, qs, min(len(frame), spec.season * 9))
     try:
         cur = registry.load_current(cfg.forecaster.model_dir)
         if cur.spec.step_s == step_s:
@@ -235,31 +234,32 @@ def backtest_cmd(ctx, data, trace, data_dir, days, report_dir, tenants) -> None:
         click.echo(f"no LSTM scored: {exc}", err=True)
     holdout = min(spec.season, max(spec.horizon * 4, len(frame) // 5))
     res = backtest.run(frame[cols], models, start=len(frame) - holdout, horizon=spec.horizon, stride=spec.horizon,
-                       history_steps=spec.season * 8, quantiles=qs, season=spec.season, max_origins=24)
+                       history_steps=spec.season * 9, quantiles=qs, season=spec.season, max_origins=24)
     j, p = backtest.write_report(res, report_dir, "backtest")
     click.echo(backtest.table(res.report))
     click.echo(f"report: {j}  plot: {p}")
 
 
 @cli.command()
-@click.option("--trace", type=click.Choice(["synthetic", "alibaba"]), default="synthetic", show_default=True)
+@click.option("--trace", type=click.Choice(["synthetic", "helios", "alibaba"]), default="synthetic", show_default=True)
 @click.option("--tenants", type=click.IntRange(min=2), default=40, show_default=True, help="synthetic only")
 @click.option("--gpus", type=click.IntRange(min=8), default=1024, show_default=True, help="synthetic only")
 @click.option("--days", type=click.FloatRange(min=0.05), default=1.0, show_default=True)
 @click.option("--seed", type=int, default=7, show_default=True, help="synthetic only")
-@click.option("--strategies", default="static,reactive,predictive,oracle", show_default=True)
+@click.option("--strategies", default="static,reactive,predictive,perfect", show_default=True)
+@click.option("--sweep", is_flag=True, help="Run each strategy over its own knob and compare Pareto frontiers.")
 @click.option("--forecast-every", type=click.IntRange(min=1), default=1, show_default=True,
               help="Run the forecaster every N steps (shift the horizon in between).")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/replay"),
               show_default=True)
 @click.pass_context
-def simulate(ctx, trace, tenants, gpus, days, seed, strategies, forecast_every, data_dir, out) -> None:
-    """Replay a trace through static, reactive, predictive and oracle strategies side by side."""
+def simulate(ctx, trace, tenants, gpus, days, seed, strategies, sweep, forecast_every, data_dir, out) -> None:
+    """Replay a trace through static, reactive, predictive and perfect-forecast strategies on the same physics."""
     cfg = _load(ctx)
-    from daemon.sim import report, workloads
-    from daemon.sim.replay import STRATEGIES, run_replay
     from daemon.retrain import default_data_dir
+    from daemon.sim import report, workloads
+    from daemon.sim.replay import STRATEGIES, default_sweep, run_replay
     from forecaster.baselines import SeasonalNaive
     from forecaster.registry import ModelError, load_current
 
@@ -267,15 +267,16 @@ def simulate(ctx, trace, tenants, gpus, days, seed, strategies, forecast_every, 
     bad = [s for s in chosen if s not in STRATEGIES]
     if bad:
         _fail(f"--strategies: unknown {bad}; choose from {list(STRATEGIES)}")
+    data = data_dir or default_data_dir()
     if trace == "synthetic":
         w = workloads.synthetic(tenants, gpus, days, seed=seed)
     else:
         try:
-            w = workloads.alibaba(data_dir or default_data_dir(), days=days)
+            w = workloads.helios(data, days=days) if trace == "helios" else workloads.alibaba(data, days=days)
         except OSError as exc:
-            _fail(f"cannot read the Alibaba trace: {exc}", 1)
+            _fail(f"cannot read the {trace} trace: {exc}", 1)
     try:  # request volume for the throttling account follows the Azure LLM trace's minute-by-minute shape
-        w.request_shape = workloads.azure_shape(data_dir or default_data_dir())
+        w.request_shape = workloads.azure_shape(data)
     except OSError:
         click.echo("Azure trace not found: request volume is flat", err=True)
     model = None
@@ -286,14 +287,16 @@ def simulate(ctx, trace, tenants, gpus, days, seed, strategies, forecast_every, 
         except ModelError as exc:
             model = SeasonalNaive(cfg.forecaster.season_steps, cfg.forecaster.quantiles)
             click.echo(f"predictive uses {model.name} ({exc})", err=True)
-    steps = int(days * 1440)
-    res = run_replay(w, cfg, model, steps=min(steps, len(w.demand) - w.start - 1), strategies=chosen,
-                     forecast_every=forecast_every, progress=True)
-    meta = {"workload": w.name, "tenants": len(w.tiers), "capacity": w.capacity, "steps": steps,
-            "forecaster": getattr(model, "name", None)}
-    report.to_json(res, meta, out / f"{w.name}.json")
-    report.figure(res, out / f"{w.name}.png", f"{w.name}: {len(w.tiers)} tenants, {w.capacity} GPUs, {days:g} days")
-    click.echo(report.table(res))
+    steps = min(int(days * 1440), len(w.demand) - w.start - 1)
+    runs = run_replay(w, cfg, model, steps=steps, strategies=chosen,
+                      settings=default_sweep(chosen) if sweep else None, forecast_every=forecast_every,
+                      progress=True)
+    meta = {"workload": w.name, "tenants": len(w.tiers), "capacity": w.capacity, "gpus_per_node": w.gpus_per_node,
+            "steps": steps, "forecaster": getattr(model, "name", None)}
+    report.to_json(runs, meta, out / f"{w.name}.json")
+    report.pareto_figure(runs, out / f"{w.name}.png", f"{w.name}: {len(w.tiers)} tenants, {w.capacity} GPUs, "
+                                                     f"{steps / 1440:g} days")
+    click.echo(report.table(runs))
     click.echo(f"wrote {out / (w.name + '.json')} and {out / (w.name + '.png')}")
 
 

@@ -61,6 +61,8 @@ class PolicyConfig(_Strict):
     hysteresis: float = Field(0.05, ge=0, lt=1, description="relative band before a reservation grows or shrinks")
     max_wait_steps: int = Field(120, ge=1, description="low-priority wait after which a tenant is protected (aging)")
     min_preempt_gpus: int = Field(1, ge=1, description="deficits smaller than this are not worth a preemption")
+    preempt_min_runtime_s: float = Field(0.0, ge=0, description="a job younger than this is never preempted "
+                                         "(like Slurm's PreemptExemptTime); the Slurm actuator re-checks it")
 
 
 class RateLevel(_Strict):
@@ -197,6 +199,8 @@ class SlurmActuatorConfig(_Strict):
     priority_by_qos: dict[str, Tier] = Field(default_factory=lambda: {"high": "high", "low": "low", "preemptible": "low"})
     priority_by_partition: dict[str, Tier] = Field(default_factory=lambda: {"high": "high", "low": "low"})
     drain_failed_nodes: bool = Field(True, description="drain a node reported down so nothing new lands on it")
+    warn_signal: str = Field("USR1", pattern=r"^[A-Z0-9]+$", description="sent to the batch script before a preemption")
+    warn_lead_s: float = Field(60.0, ge=0, description="time between the warning and the requeue (0: no warning)")
     # holds: whole-node reservations (Flags=IGNORE_JOBS,MAGNETIC) for the accounts of these tiers, sized by the plan
     holds: bool = Field(True, description="hold the plan's reserved GPUs with a Slurm reservation")
     hold_tiers: list[Tier] = Field(default_factory=lambda: ["high"], description="tiers whose accounts the hold admits")
@@ -213,13 +217,24 @@ class KubernetesActuatorConfig(_Strict):
     grace_period_s: int = Field(30, ge=0)
 
 
+class KueueActuatorConfig(_Strict):
+    """Kueue mode: ClusterQueues per tier in one cohort (connection: actuators.kubernetes)."""
+    cohort: str = Field("gpu-autoscaler", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    flavor: str = Field("default-flavor", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", description="ResourceFlavor name")
+    queue_prefix: str = Field("gpuas", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                              description="ClusterQueues <prefix>-<tier>, LocalQueues <prefix> and <prefix>-low")
+    gpu_resource: str = "nvidia.com/gpu"
+
+
 class ActuatorsConfig(_Strict):
     dry_run: bool = True
-    enabled: list[Literal["log", "redis", "slurm", "kubernetes", "simulator"]] = Field(default_factory=lambda: ["log"])
+    enabled: list[Literal["log", "redis", "slurm", "kubernetes", "kueue", "simulator"]] = Field(
+        default_factory=lambda: ["log"])
     release_holds_on_stop: bool = Field(True, description="delete scheduler holds (Slurm reservations) on stop")
     redis: RedisActuatorConfig = Field(default_factory=RedisActuatorConfig)
     slurm: SlurmActuatorConfig = Field(default_factory=SlurmActuatorConfig)
     kubernetes: KubernetesActuatorConfig = Field(default_factory=KubernetesActuatorConfig)
+    kueue: KueueActuatorConfig = Field(default_factory=KueueActuatorConfig)
 
 
 class ServerConfig(_Strict):

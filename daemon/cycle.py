@@ -118,6 +118,14 @@ class CycleRunner:
                 m.actuator_errors.labels(rep.actuator).inc(len(rep.errors))
                 log.error("actuator %s: %s", rep.actuator, "; ".join(rep.errors))
             reports.append(rep)
+        # what an actuator itself tells tenants (a Slurm preemption warning) goes out on every channel
+        told = [n for r in reports for n in r.notifications]
+        if told:
+            for act in self.actuators:
+                try:
+                    act.notify(told)
+                except Exception as exc:
+                    log.error("actuator %s: notify: %s", act.name, exc)
         outcome = "stale" if plan.stale else "ok"
         if not plan.stale:
             previous = self.last_plan

@@ -6,6 +6,7 @@ take the tokens in `[[access.tokens]]` (daemon/api/auth.py).
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
@@ -14,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -23,6 +23,7 @@ from daemon import alerts
 from daemon.runtime import NodeListError
 from daemon.api import routes as api
 from daemon.api.routes import AccessHolder
+from daemon.ui import routes as ui
 
 if TYPE_CHECKING:
     from daemon.service import Daemon
@@ -100,8 +101,8 @@ def build_app(daemon: "Daemon") -> Starlette:
             log.warning("webhook: %s (first bytes: %r)", exc, body[:120])
             return JSONResponse({"error": str(exc)}, status_code=400)
         try:
-            # node lists and failover run off the event loop: /healthz and /metrics keep answering
-            done = await run_in_threadpool(daemon.handle_alerts, payload, received)
+            # node lists and failover run in the failover worker: /healthz and /metrics keep answering
+            done = await asyncio.wrap_future(daemon.submit_alerts(payload, received))
         except alerts.PayloadError as exc:
             metrics.webhook_rejected.labels("bad_node").inc()
             log.warning("webhook: %s", exc)
@@ -114,7 +115,7 @@ def build_app(daemon: "Daemon") -> Starlette:
 
     routes = [Route("/metrics", metrics_ep), Route("/healthz", healthz), Route("/plan", plan_ep),
               Route("/alerts", alerts_ep, methods=["POST"]), Route("/api/v1/alerts", alerts_ep, methods=["POST"]),
-              *api_routes]
+              *api_routes, *ui.build(daemon, holder)]
     return Starlette(routes=routes)
 
 

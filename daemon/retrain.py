@@ -13,7 +13,7 @@ import torch
 
 from daemon.config import Config
 from forecaster import backtest, registry
-from forecaster.baselines import HoltWinters, SeasonalNaive
+from forecaster.baselines import standard_baselines
 from forecaster.lstm import LSTMSpec
 from forecaster.series import fill_short_gaps, to_frame
 from forecaster.train import train
@@ -117,12 +117,8 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
         cols = sorted(rng.choice(cols, backtest_tenants, replace=False).tolist())
     bt_frame = frame[cols]
     qs = spec.quantiles
-    models = {"lstm": candidate, "seasonal_naive_daily": SeasonalNaive(spec.season, qs)}
-    hist_steps = max(spec.season * 8, 2 * spec.season + spec.context)
-    if n - holdout >= 8 * spec.season and spec.season * 7 * step_s <= 8 * 86400:
-        models["seasonal_naive_weekly"] = SeasonalNaive(7 * spec.season, qs)
-    if with_ets:
-        models["holt_winters"] = HoltWinters(spec.season, qs, agg=max(1, spec.season // 96))
+    hist_steps = max(spec.season * 9, 2 * spec.season + spec.context)
+    models = {"lstm": candidate, **standard_baselines(spec.season, qs, min(n - holdout, hist_steps), with_ets=with_ets)}
     current = None
     try:
         current = registry.load_current(model_dir)

@@ -81,11 +81,7 @@ class Runtime:
             if isinstance(act, ListsNodeJobs) and not act.dry_run:
                 return act.jobs_on_node(node)
         if self.sim is not None:
-            idx = self.sim.node_index(node)
-            if idx is None:
-                return []
-            c = self.sim.cluster
-            return [(f"sim-{c.j_id[p]}", self.sim.tenants[c.j_tenant[p]]) for p in c.running_on(idx)]
+            return self.sim.jobs_on_node(node)
         st = self.runner.last_state
         if st is None:
             return []
@@ -121,16 +117,23 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
         elif name == "slurm":
             from daemon.actuators.slurm import SlurmActuator
 
-            out.append(SlurmActuator(a.slurm, cfg.tenants, dry_run=a.dry_run))
+            out.append(SlurmActuator(a.slurm, cfg.tenants, dry_run=a.dry_run,
+                                     min_runtime_s=cfg.policy.preempt_min_runtime_s))
         elif name == "kubernetes":
             from daemon.actuators.kubernetes import KubernetesActuator
 
-            out.append(KubernetesActuator.from_config(a.kubernetes, cfg.tenants, dry_run=a.dry_run))
+            # beside Kueue, quotas and reclaim are Kueue's: this one keeps failover, PriorityClasses and Events
+            out.append(KubernetesActuator.from_config(a.kubernetes, cfg.tenants, dry_run=a.dry_run,
+                                                      enforce_plan="kueue" not in a.enabled))
+        elif name == "kueue":
+            from daemon.actuators.kueue import KueueActuator
+
+            out.append(KueueActuator.from_config(a.kubernetes, a.kueue, cfg.tenants, dry_run=a.dry_run))
     if sim is not None:
         from daemon.sim.actuator import SimulatorActuator
 
         # the simulated cluster is the system being driven: it always obeys the plan
-        out.insert(0, SimulatorActuator(sim.cluster, sim.tenants, node_index=sim.node_index))
+        out.insert(0, SimulatorActuator(sim.cluster, sim.tenants, node_index=sim.node_index, lock=sim.lock))
     return out
 
 

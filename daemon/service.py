@@ -5,6 +5,7 @@ Cycles never overlap (one cycle thread plus the runner's lock, since an alert
 can also start one) and are paced on the monotonic clock, so a wall-clock step
 neither stalls nor bunches them; a late cycle is coalesced rather than run
 twice, and the systemd watchdog is only fed while cycles actually complete.
+Node failover runs in its own worker under its own lock and never waits for a cycle.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import signal
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
 
 import sdnotify
@@ -68,6 +70,9 @@ class Daemon:
         self.breaker = alerts.Breaker(self.cfg.failover)
         self._cycle_now = threading.Event()
         self._cycle_thread: threading.Thread | None = None
+        # failover runs in its own worker under its own lock: it never waits for a cycle (nor blocks HTTP)
+        self.failover_lock = threading.Lock()
+        self.failover_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="failover")
 
     def may_act(self) -> bool:
         """Whether this replica may change the cluster (the leader lease hooks in here). Checked first on the
@@ -82,7 +87,8 @@ class Daemon:
         if idx is None:
             log.error("cannot fail %s: not a simulated node", node)
             return
-        sim.cluster.fail_node(idx, requeue=False)
+        with sim.lock:
+            sim.cluster.fail_node(idx, requeue=False)
         log.warning("simulated failure of %s", node)
         self.handle_node_down(node, time.perf_counter(), "SimulatedNodeDown")
 
@@ -180,8 +186,9 @@ class Daemon:
         if not self.may_act():
             log.warning("node %s down (%s): not acting, this replica may not act", node, alertname)
             return {"node": node, "requeued": [], "seconds": 0.0, "errors": [], "skipped": "replica may not act"}
-        # serialised with cycles: a cycle in flight finishes first (tens of ms to ~1 s), then the failover
-        with self.runtime.runner.lock:
+        # not the cycle's lock: a cycle in flight (even one with hundreds of preemptions) is not waited for;
+        # failovers are serialised with each other, and the simulated cluster guards its own arrays
+        with self.failover_lock:
             return self._node_down(node, received, alertname)
 
     def _node_down(self, node: str, received: float, alertname: str) -> dict:
@@ -211,6 +218,10 @@ class Daemon:
         log.warning("node %s down: %d jobs requeued in %.3fs%s", node, len(ids), took,
                     f" (errors: {errors})" if errors else "")
         return {"node": node, "requeued": ids, "seconds": round(took, 4), "errors": errors}
+
+    def submit_alerts(self, payload: alerts.WebhookPayload, received: float) -> Future:
+        """Hand a webhook post to the failover worker; the HTTP handler awaits the future without blocking."""
+        return self.failover_worker.submit(self.handle_alerts, payload, received)
 
     def handle_alerts(self, payload: alerts.WebhookPayload, received: float) -> list[dict]:
         """Check every alert first (alerts.PayloadError: nothing is done), then act.
@@ -323,6 +334,7 @@ class Daemon:
             pass
         if self.server is not None:
             self.server.should_exit = True
+        self.failover_worker.shutdown(wait=True)
         if self.cfg.actuators.release_holds_on_stop and self.may_act():
             self.release_holds()  # a standby's holds are the leader's: never released here
         if self.runtime.lease is not None:

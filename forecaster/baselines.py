@@ -1,8 +1,13 @@
 """Statistical baselines: the yardstick the LSTM must beat and the fallback when it cannot be used.
 
-Seasonal naive is vectorised over all tenants (cheap enough for every cycle);
-ETS/Holt-Winters fits one statsmodels model per tenant and is meant for
-backtests and small tenant counts.
+Every baseline's quantiles come from its own empirical h-step-ahead errors, per
+horizon step, over a recent window (forecaster/calibration.py): the point
+forecast is made from many recent origins, and the spread added to today's
+forecast at step h is what those forecasts missed by at step h.
+
+Naive, seasonal naive and daily+weekly seasonal naive are vectorised over all
+tenants (cheap enough for every cycle); Holt-Winters fits one statsmodels model
+per tenant and is meant for backtests and small tenant counts.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
+from forecaster.calibration import errors_at, recent_origins, with_error_quantiles
 from forecaster.types import Forecast
 
 
@@ -22,21 +28,16 @@ class Forecaster(Protocol):
     def predict(self, history: pd.DataFrame, horizon: int) -> Forecast: ...
 
 
-def _last_valid(values: np.ndarray) -> np.ndarray:
-    """Last non-NaN value per row (NaN if the row has none)."""
-    mask = ~np.isnan(values)
-    has = mask.any(axis=1)
-    last_idx = values.shape[1] - 1 - np.argmax(mask[:, ::-1], axis=1)
-    out = values[np.arange(values.shape[0]), last_idx]
-    return np.where(has, out, np.nan)
-
-
-def _residual_quantiles(resid: np.ndarray, quantiles: tuple[float, ...]) -> np.ndarray:
-    """[tenant, q] empirical residual quantiles; zero spread where no residual is known."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        qv = np.nanquantile(resid, quantiles, axis=1).T if resid.shape[1] else np.zeros((resid.shape[0], len(quantiles)))
-    return np.nan_to_num(qv, nan=0.0)
+def ffill(values: np.ndarray) -> np.ndarray:
+    """Forward-fill NaN along the last axis of [tenant, time]; leading NaN stay NaN (nothing seen yet)."""
+    miss = np.isnan(values)
+    if not miss.any():
+        return values
+    idx = np.where(~miss, np.arange(values.shape[1])[None, :], 0)
+    np.maximum.accumulate(idx, axis=1, out=idx)
+    out = values[np.arange(values.shape[0])[:, None], idx]
+    seen = np.maximum.accumulate(~miss, axis=1)
+    return np.where(seen, out, np.nan)
 
 
 def _step_s(history: pd.DataFrame) -> int:
@@ -45,79 +46,182 @@ def _step_s(history: pd.DataFrame) -> int:
     return 60
 
 
-class SeasonalNaive:
-    """y[t+h] = y[t+h-season]; quantiles from the empirical seasonal-difference residuals.
+def _issued(history: pd.DataFrame) -> pd.Timestamp:
+    return history.index[-1] if len(history) else pd.Timestamp.now(tz="UTC")
 
-    With less than one season of history it degrades to the last observed value,
-    so a young cluster still gets a (wide) forecast instead of none.
-    """
 
-    def __init__(self, season: int, quantiles: tuple[float, ...] = (0.5, 0.9, 0.99),
-                 resid_window: int | None = None) -> None:
-        self.season = int(season)
-        self.quantiles = tuple(quantiles)
-        self.resid_window = resid_window
-        self.name = f"seasonal_naive_{self.season}"
+class _Vectorised:
+    """A point rule applied at many origins at once; quantiles from its own errors at those origins."""
+
+    name = "baseline"
+    quantiles: tuple[float, ...]
+    error_window: int | None
+    max_origins: int
+
+    def _first_origin(self) -> int:
+        return 1
+
+    def _point(self, vals: np.ndarray, ff: np.ndarray, ends: np.ndarray, horizon: int) -> np.ndarray:
+        """[origin, tenant, h] point forecasts from the histories vals[:, :end] for each end in `ends`."""
+        raise NotImplementedError
+
+    def _usable(self, n_steps: int) -> bool:
+        return n_steps >= self._first_origin()
 
     def predict(self, history: pd.DataFrame, horizon: int) -> Forecast:
         vals = history.to_numpy(dtype=float).T  # [tenant, time]
         n, t = vals.shape
-        last = _last_valid(vals) if t else np.full(n, np.nan)
-        s = self.season
-        if t >= s:
-            # value one season before each horizon step (wrap inside the last season)
-            idx = t - s + (np.arange(horizon) % s)
-            point = vals[:, idx]
-            point = np.where(np.isnan(point), last[:, None], point)
-            w = self.resid_window or min(t - s, 7 * s)
-            lo = max(s, t - w)
-            resid = vals[:, lo:] - vals[:, lo - s:t - s] if t > lo else np.empty((n, 0))
+        if not self._usable(t):
+            return self._short(history, horizon)
+        ff = ffill(vals)
+        point = self._point(vals, ff, np.array([t]), horizon)[0]
+        window = self.error_window or max(8 * horizon, 7 * getattr(self, "season", horizon))
+        ends = recent_origins(t, horizon, first=self._first_origin(), window=window, max_origins=self.max_origins)
+        if ends.size:
+            errors = errors_at(vals, ends, self._point(vals, ff, ends, horizon))
         else:
-            point = np.repeat(last[:, None], horizon, axis=1)
-            resid = np.diff(vals, axis=1) if t > 1 else np.empty((n, 0))
-        rq = _residual_quantiles(resid, self.quantiles)  # [tenant, q]
-        values = point[:, :, None] + rq[:, None, :]
-        values = np.maximum(values, 0.0)
-        values = np.maximum.accumulate(values, axis=2)  # quantiles never cross
-        issued = history.index[-1] if t else pd.Timestamp.now(tz="UTC")
-        return Forecast(tuple(map(str, history.columns)), self.quantiles, values, issued, _step_s(history), self.name)
+            errors = np.full((1, n, horizon), np.nan)
+        values = with_error_quantiles(point, errors, self.quantiles)
+        return Forecast(tuple(map(str, history.columns)), self.quantiles, values, _issued(history),
+                        _step_s(history), self.name)
+
+    def _short(self, history: pd.DataFrame, horizon: int) -> Forecast:
+        fc = Naive(self.quantiles, self.error_window, self.max_origins).predict(history, horizon)
+        return Forecast(fc.tenants, fc.quantiles, fc.values, fc.issued_at, fc.step_s, self.name)
+
+
+class Naive(_Vectorised):
+    """y[t+h] = y[t] (the last value seen): strong at short lead times on step-like series."""
+
+    def __init__(self, quantiles: tuple[float, ...] = (0.5, 0.9, 0.99), error_window: int | None = None,
+                 max_origins: int = 256) -> None:
+        self.quantiles = tuple(quantiles)
+        self.error_window = error_window
+        self.max_origins = max_origins
+        self.name = "naive"
+
+    def _point(self, vals, ff, ends, horizon):
+        last = ff[:, ends - 1]  # [N, O]
+        return np.repeat(last.T[:, :, None], horizon, axis=2)
+
+    def _short(self, history, horizon):  # no history at all: nothing to say, not zero
+        values = np.full((history.shape[1], horizon, len(self.quantiles)), np.nan)
+        return Forecast(tuple(map(str, history.columns)), self.quantiles, values, _issued(history),
+                        _step_s(history), self.name)
+
+
+class SeasonalNaive(_Vectorised):
+    """y[t+h] = y[t+h-season]; with less than one season of history, the last value (a young cluster still
+    gets a forecast, with the naive forecast's own errors)."""
+
+    def __init__(self, season: int, quantiles: tuple[float, ...] = (0.5, 0.9, 0.99), error_window: int | None = None,
+                 max_origins: int = 256) -> None:
+        self.season = int(season)
+        self.quantiles = tuple(quantiles)
+        self.error_window = error_window
+        self.max_origins = max_origins
+        self.name = f"seasonal_naive_{self.season}"
+
+    def _first_origin(self) -> int:
+        return self.season
+
+    def _lagged(self, vals, ff, ends, horizon, lag):
+        idx = ends[:, None] - lag + (np.arange(horizon)[None, :] % lag)   # [O, H], always < end
+        p = vals[:, idx].transpose(1, 0, 2)                                # [O, N, H]
+        last = ff[:, ends - 1].T[:, :, None]
+        return np.where(np.isnan(p), last, p)
+
+    def _point(self, vals, ff, ends, horizon):
+        return self._lagged(vals, ff, ends, horizon, self.season)
+
+
+class SeasonalNaiveDW(SeasonalNaive):
+    """Daily and weekly seasonality: the mean of the values one day and one week before each step.
+
+    Needs a week of history plus room to score its own errors; with less it is the daily seasonal naive.
+    """
+
+    def __init__(self, season: int, quantiles: tuple[float, ...] = (0.5, 0.9, 0.99), error_window: int | None = None,
+                 max_origins: int = 256) -> None:
+        super().__init__(season, quantiles, error_window, max_origins)
+        self.name = f"seasonal_naive_dw_{self.season}"
+
+    def _first_origin(self) -> int:
+        return 7 * self.season
+
+    def _usable(self, n_steps: int) -> bool:
+        return n_steps >= 7 * self.season + self.season  # a day of origins to learn its errors from
+
+    def _short(self, history, horizon):
+        fc = SeasonalNaive(self.season, self.quantiles, self.error_window, self.max_origins).predict(history, horizon)
+        return Forecast(fc.tenants, fc.quantiles, fc.values, fc.issued_at, fc.step_s, self.name)
+
+    def _point(self, vals, ff, ends, horizon):
+        d = self._lagged(vals, ff, ends, horizon, self.season)
+        w = self._lagged(vals, ff, ends, horizon, 7 * self.season)
+        return 0.5 * (d + w)
+
+
+def hw_forecasts(level: np.ndarray, trend: np.ndarray, season: np.ndarray, phi: float, period: int,
+                 ends: np.ndarray, steps: int) -> np.ndarray:
+    """[origin, step] additive damped Holt-Winters forecasts from the filtered states at coarse index end-1.
+
+    The textbook recursion l_t + (phi + ... + phi^j) b_t + s_{t+j-m(k+1)}, k = (j-1)//m. It equals
+    statsmodels' `forecast()` at every step but multiples of m, where statsmodels reuses the season of one cycle
+    earlier (tests/test_forecaster.py checks both).
+    """
+    t = ends - 1
+    j = np.arange(1, steps + 1)
+    cum = np.cumsum(phi ** j)
+    sidx = t[:, None] + j[None, :] - period * ((j[None, :] - 1) // period + 1)
+    return level[t][:, None] + cum[None, :] * trend[t][:, None] + season[sidx]
 
 
 class HoltWinters:
-    """Per-tenant additive Holt-Winters (statsmodels), fitted on a downsampled series.
+    """Per-tenant additive damped Holt-Winters (statsmodels), fitted on a downsampled series.
 
-    Minute data with a 1,440-step season is too slow to fit per tenant, so the
-    series is averaged into `agg` steps first (15 min by default) and the forecast
-    is spread back to the native step.
+    Minute data with a 1,440-step season is too slow to fit per tenant, so the series is averaged into `agg`
+    steps first (15 min by default). Forecasts are made from every recent coarse origin with the fitted
+    states (multi-step, not one-step), and the errors against the native-step actuals, per horizon step, give
+    the quantiles.
     """
 
     _PARAMS = ("smoothing_level", "smoothing_trend", "smoothing_seasonal", "damping_trend")
 
     def __init__(self, season: int, quantiles: tuple[float, ...] = (0.5, 0.9, 0.99), agg: int = 15,
-                 fit_window_seasons: int = 7, refit_every: int = 24) -> None:
+                 fit_window_seasons: int = 7, refit_every: int = 24, error_seasons: float = 2.0,
+                 max_origins: int = 256) -> None:
         self.season = int(season)
         self.quantiles = tuple(quantiles)
         self.agg = max(1, int(agg))
         self.fit_window_seasons = fit_window_seasons
         self.refit_every = refit_every
+        self.error_seasons = error_seasons
+        self.max_origins = max_origins
         self.name = "holt_winters"
         # smoothing parameters per tenant: optimising them is 15x the cost of filtering with them,
         # so they are re-estimated only every `refit_every` forecasts
         self._params: dict[str, tuple[dict, int]] = {}
 
     def _one(self, y: np.ndarray, horizon: int, key: str = "") -> tuple[np.ndarray, np.ndarray]:
+        """Point forecast [horizon] and errors [origin, horizon] for one tenant."""
         from statsmodels.tsa.holtwinters import ExponentialSmoothing
 
         a = self.agg
         keep = (len(y) // a) * a
         y = y[len(y) - keep:]
-        coarse = np.nanmean(y.reshape(-1, a), axis=1) if keep else y
+        no_err = np.full((1, horizon), np.nan)
+        if keep == 0 or np.isnan(y).all():
+            return np.full(horizon, np.nan), no_err
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            coarse = np.nanmean(y.reshape(-1, a), axis=1)
         coarse = pd.Series(coarse).interpolate(limit_direction="both").to_numpy()
         sp = max(2, self.season // a)
         steps = int(np.ceil(horizon / a))
-        if len(coarse) < 2 * sp + 2 or np.isnan(coarse).all():
-            last = coarse[~np.isnan(coarse)][-1] if (~np.isnan(coarse)).any() else np.nan
-            return np.full(horizon, last), np.zeros(1)
+        if len(coarse) < 2 * sp + 2 or np.ptp(coarse) == 0:
+            # too short for a season, or flat (the optimiser has nothing to fit): the last value
+            return np.full(horizon, coarse[-1]), no_err
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model = ExponentialSmoothing(coarse, trend="add", damped_trend=True, seasonal="add",
@@ -129,20 +233,47 @@ class HoltWinters:
             else:
                 fit = model.fit(optimized=True)
                 self._params[key] = ({k: float(fit.params[k]) for k in self._PARAMS}, 1)
-        fc = np.repeat(np.asarray(fit.forecast(steps)), a)[:horizon]
-        resid = np.asarray(fit.resid)
-        return fc, resid[-7 * sp:] * np.sqrt(a)  # coarse residuals understate minute-level noise
+        lvl, tr, se = (np.asarray(x, dtype=float) for x in (fit.level, fit.trend, fit.season))
+        phi = float(fit.params["damping_trend"])
+        nc = len(coarse)
+        point = np.repeat(hw_forecasts(lvl, tr, se, phi, sp, np.array([nc]), steps)[0], a)[:horizon]
+        # coarse origins whose native horizon is fully observed, after the first season (initialisation)
+        last = (keep - horizon) // a
+        lo = max(sp + 1, last - int(self.error_seasons * sp))
+        if last < lo:
+            return point, no_err
+        ends = np.arange(lo, last + 1)
+        if len(ends) > self.max_origins:
+            ends = ends[np.linspace(0, len(ends) - 1, self.max_origins).round().astype(np.int64)]
+        fc = np.repeat(hw_forecasts(lvl, tr, se, phi, sp, ends, steps), a, axis=1)[:, :horizon]
+        actual = y[(ends * a)[:, None] + np.arange(horizon)[None, :]]
+        return point, actual - fc
 
     def predict(self, history: pd.DataFrame, horizon: int) -> Forecast:
         vals = history.to_numpy(dtype=float).T
-        window = self.fit_window_seasons * self.season
-        vals = vals[:, -window:]
+        vals = vals[:, -self.fit_window_seasons * self.season:]
         n = vals.shape[0]
-        out = np.zeros((n, horizon, len(self.quantiles)))
         names = [str(c) for c in history.columns]
+        points = np.full((n, horizon), np.nan)
+        errs: list[np.ndarray] = []
         for i in range(n):
-            fc, resid = self._one(vals[i], horizon, names[i])
-            rq = np.nan_to_num(np.nanquantile(resid, self.quantiles), nan=0.0) if resid.size else np.zeros(len(self.quantiles))
-            out[i] = fc[:, None] + rq[None, :]
-        out = np.maximum.accumulate(np.maximum(out, 0.0), axis=2)
-        return Forecast(tuple(map(str, history.columns)), self.quantiles, out, history.index[-1], _step_s(history), self.name)
+            points[i], e = self._one(vals[i], horizon, names[i])
+            errs.append(e)
+        o = max(e.shape[0] for e in errs) if errs else 1
+        errors = np.full((o, n, horizon), np.nan)
+        for i, e in enumerate(errs):
+            errors[: e.shape[0], i] = e
+        values = with_error_quantiles(points, errors, self.quantiles)
+        return Forecast(tuple(map(str, history.columns)), self.quantiles, values, _issued(history),
+                        _step_s(history), self.name)
+
+
+def standard_baselines(season: int, quantiles: tuple[float, ...], n_steps: int, *, with_ets: bool = True,
+                       ets_agg: int | None = None) -> dict:
+    """The baselines a cluster's history allows, by name: naive, seasonal naive (daily), daily+weekly, ETS."""
+    out: dict = {"naive": Naive(quantiles), "seasonal_naive_daily": SeasonalNaive(season, quantiles)}
+    if n_steps >= 8 * season:
+        out["seasonal_naive_dw"] = SeasonalNaiveDW(season, quantiles)
+    if with_ets:
+        out["holt_winters"] = HoltWinters(season, quantiles, agg=ets_agg or max(1, season // 96))
+    return out

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the real servers the integration tests start on 127.0.0.1 (Debian packages).
+# Installs the real servers the integration tests start on 127.0.0.1, and the browser that loads the console
+# (Debian packages).
 # Idempotent: does nothing when they are all present. Needs root (CI runs as root).
 set -euo pipefail
 need=()
@@ -12,6 +13,7 @@ command -v slurmd >/dev/null || need+=(slurmd)
 command -v scontrol >/dev/null || need+=(slurm-client)
 command -v munged >/dev/null || need+=(munge)
 command -v systemd-analyze >/dev/null || need+=(systemd)
+command -v chromium >/dev/null || need+=(chromium)   # the console's browser tests (headless, DevTools protocol)
 if [ ${#need[@]} -eq 0 ]; then
   echo "services: all present"
   exit 0

@@ -56,3 +56,34 @@ def test_stopping_daemon_releases_holds(tmp_path):
     d.runtime.actuators.append(holder)
     d.stop()
     assert holder.released == 1
+
+
+def test_an_actuators_own_warnings_reach_every_channel(tmp_path):
+    from daemon.actuators.base import ActionReport
+    from daemon.config import Config, SimulatorConfig, SourceConfig
+    from daemon.policy.types import Notification
+    from daemon.runtime import build_runtime
+
+    warning = Notification("t1", "preempt_warning", "job 7 will be requeued in 60 s")
+
+    class Warner(LogActuator):
+        def apply(self, plan):
+            return ActionReport("warner", False, notifications=[warning])
+
+    class Channel(LogActuator):
+        def __init__(self):
+            super().__init__()
+            self.told = []
+
+        def notify(self, notes):
+            self.told.extend(notes)
+            return super().notify(notes)
+
+    cfg = Config(cluster={"gpus": 64}, source=SourceConfig(simulator=SimulatorConfig(seed=1, tenants=4, warmup_steps=50)),
+                 state={"path": tmp_path / "s.sqlite"}, forecaster={"model_dir": tmp_path / "m"})
+    rt = build_runtime(cfg)
+    channel = Channel()
+    rt.runner.actuators += [Warner(), channel]
+    rt.runner.run_once()
+    assert warning in channel.told
+    rt.close()

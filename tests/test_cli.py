@@ -39,7 +39,7 @@ def test_simulate_command_writes_report(tmp_path):
     r = run_cli("simulate", "--tenants", "8", "--gpus", "64", "--days", "0.05", "--out", str(tmp_path), cwd=tmp_path,
                 timeout=300)
     assert r.returncode == 0, r.stderr
-    assert "predictive" in r.stdout and "oracle" in r.stdout
+    assert "predictive" in r.stdout and "perfect" in r.stdout and "oracle" not in r.stdout
     assert (tmp_path / "synthetic-8x64.json").exists() and (tmp_path / "synthetic-8x64.png").exists()
 
 

@@ -144,3 +144,16 @@ def test_node_list_unreadable_means_503_and_nothing_done(daemon, monkeypatch):
                    headers=AUTH)
     assert r.status_code == 503 and "cannot list the cluster's nodes" in r.json()["error"]
     assert d.runtime.sim.cluster.node_ok[1] and not d.runtime.store.events("node_down")
+
+
+def test_failover_does_not_wait_for_a_cycle_in_flight(daemon):
+    d, base = daemon
+    node = running_nodes(d)[0]
+    with d.runtime.runner.lock:                      # a cycle is in flight (and stays so during the failover)
+        h = httpx.get(f"{base}/healthz", timeout=5)
+        r = httpx.post(f"{base}/alerts", json=payload([alert("GPUNodeDown", node=d.runtime.sim.node_name(node))]),
+                       headers=AUTH, timeout=10)
+        assert r.status_code == 200 and r.json()["actions"][0]["action"] == "node_down"
+        assert not d.runtime.sim.cluster.node_ok[node] and len(d.runtime.sim.cluster.stranded()) == 0
+        assert d.runtime.runner.lock.locked()        # done before the cycle let go
+    assert h.status_code == 200

@@ -173,3 +173,89 @@ def test_two_versions_saved_in_one_second_get_distinct_names(tmp_path):
     a = registry.save_version(tmp_path, res.model, {})
     b = registry.save_version(tmp_path, res.model, {})
     assert a != b and (tmp_path / a).is_dir() and (tmp_path / b).is_dir()
+
+
+# --- fair baselines: quantiles from each baseline's own h-step errors (forecaster/calibration.py) ---
+
+from forecaster.baselines import Naive, SeasonalNaiveDW, hw_forecasts, standard_baselines  # noqa: E402
+from forecaster.calibration import conformal_shift, nan_quantiles  # noqa: E402
+
+
+def test_nan_quantiles_match_numpy():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(50, 7, 5))
+    x[rng.random(x.shape) < 0.3] = np.nan
+    x[:, 0, 0] = np.nan
+    got, n = nan_quantiles(x, (0.1, 0.5, 0.9, 0.99), axis=0)
+    with np.errstate(all="ignore"), __import__("warnings").catch_warnings():
+        __import__("warnings").simplefilter("ignore")
+        want = np.moveaxis(np.nanquantile(x, (0.1, 0.5, 0.9, 0.99), axis=0), 0, -1)
+    assert np.allclose(got, want, equal_nan=True) and n[0, 0] == 0
+
+
+@pytest.mark.parametrize("name", ["naive", "seasonal_naive_daily", "holt_winters"])
+def test_baseline_p90_coverage_is_near_nominal(name):
+    # AR(1) noise around a daily shape: h-step errors grow with h, one-step residuals would understate them
+    f = periodic_frame(n_tenants=6, steps=48 * 24, seed=2, noise=0.1)
+    m = standard_baselines(48, (0.5, 0.9, 0.99), len(f), ets_agg=4)[name]
+    bt = backtest.run(f, {name: m}, start=48 * 12, horizon=12, stride=5, history_steps=48 * 8,
+                      quantiles=(0.5, 0.9, 0.99), season=48, max_origins=80)
+    cov = bt.report["models"][name]["coverage_p90"]
+    assert 0.84 <= cov <= 0.95, cov
+
+
+def test_quantiles_widen_with_the_horizon_step():
+    # a random walk: the naive forecast's error after h steps has spread ~ sqrt(h)
+    rng = np.random.default_rng(0)
+    idx = pd.date_range("2026-01-01", periods=3000, freq="min", tz="UTC")
+    f = pd.DataFrame({"rw": 1000 + np.cumsum(rng.normal(0, 1, 3000))}, index=idx)
+    fc = Naive((0.05, 0.5, 0.95), error_window=2500).predict(f, 25)
+    width = fc.values[0, :, 2] - fc.values[0, :, 0]
+    assert width[-1] > 3 * width[0]
+    assert 3.0 < width[0] < 4.0           # 2 x 1.645 sigma at one step
+
+
+def test_holt_winters_multi_step_recursion_matches_statsmodels():
+    from statsmodels.tsa.holtwinters import ExponentialSmoothing
+
+    rng = np.random.default_rng(0)
+    t = np.arange(400)
+    y = 10 + 3 * np.sin(2 * np.pi * t / 24) + rng.normal(0, 0.3, 400) + 0.01 * t
+    fit = ExponentialSmoothing(y, trend="add", damped_trend=True, seasonal="add", seasonal_periods=24,
+                               initialization_method="heuristic").fit()
+    lvl, tr, se = (np.asarray(a) for a in (fit.level, fit.trend, fit.season))
+    phi = float(fit.params["damping_trend"])
+    ours = hw_forecasts(lvl, tr, se, phi, 24, np.array([400]), 50)[0]
+    theirs = np.asarray(fit.forecast(50))
+    steps = np.arange(1, 51)
+    assert np.allclose(ours[steps % 24 != 0], theirs[steps % 24 != 0])
+    # an earlier origin: one step ahead is statsmodels' own fitted value
+    ends = np.arange(30, 399)
+    assert np.allclose(hw_forecasts(lvl, tr, se, phi, 24, ends, 1)[:, 0], np.asarray(fit.fittedvalues)[ends])
+
+
+def test_daily_weekly_naive_uses_both_seasons():
+    idx = pd.date_range("2026-01-05", periods=48 * 7 * 3, freq="min", tz="UTC")
+    t = np.arange(len(idx))
+    week = np.where((t // 48) % 7 >= 5, 0.3, 1.0)        # "weekends" are quiet
+    f = pd.DataFrame({"a": 100 * week * (1 + 0.5 * np.sin(2 * np.pi * t / 48))}, index=idx)
+    h = 48 * 11 + 40                                     # a Friday evening: tomorrow is a quiet day
+    cut = f.iloc[:h]
+    dw = SeasonalNaiveDW(48).predict(cut, 48)
+    d = SeasonalNaive(48).predict(cut, 48)
+    actual = f.iloc[h:h + 48].to_numpy().T
+    err_dw = np.abs(dw.quantile(0.5) - actual).mean()
+    err_d = np.abs(d.quantile(0.5) - actual).mean()
+    assert err_dw < err_d
+    assert "seasonal_naive_dw" in standard_baselines(48, (0.5, 0.9), 48 * 8)
+    assert "seasonal_naive_dw" not in standard_baselines(48, (0.5, 0.9), 48 * 6)
+
+
+def test_conformal_shift_restores_nominal_coverage():
+    rng = np.random.default_rng(1)
+    actual = rng.normal(10, 2, size=(40, 3, 12))
+    pred = np.broadcast_to(np.array([10.0, 10.5, 11.0])[None, None, None, :], (40, 3, 12, 3)).copy()
+    shift = conformal_shift(pred, actual, (0.5, 0.9, 0.99))
+    fixed = pred + shift[None, :, None, :]
+    cov90 = (actual <= fixed[..., 1]).mean()
+    assert abs(cov90 - 0.9) < 0.01 and (actual <= pred[..., 1]).mean() < 0.7

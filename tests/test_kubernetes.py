@@ -44,7 +44,8 @@ def actuator(routes, dry_run=False):
     pool = RecordingPool(routes)
     api.rest_client.pool_manager = pool
     tenants = [TenantConfig(name="team-low", tier="low", k8s_namespace="batch"),
-               TenantConfig(name="team-high", tier="high", k8s_namespace="serving")]
+               TenantConfig(name="team-high", tier="high", k8s_namespace="serving"),
+               TenantConfig(name="ops", tier="normal", k8s_namespace="kube-system")]  # never touched
     return KubernetesActuator(api, KubernetesActuatorConfig(grace_period_s=20), tenants, dry_run), pool
 
 
@@ -115,27 +116,72 @@ def test_pdb_refusal_is_reported_not_raised():
     assert any("evict batch/train-1: 429" in e for e in rep.errors)
 
 
-def test_node_failure_cordons_and_deletes_pods_on_the_node():
+def test_node_failure_cordons_and_evicts_with_grace_never_deletes():
+    ds = pod("batch", "dcgm-exporter-x", "")
+    ds["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "dcgm", "uid": "u1"}]
+    mirror = pod("batch", "static-1", "")
+    mirror["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "abc"}
+    pods = {"train-1": pod("batch", "train-1", "gpu-autoscaler-low"), "infer-1": pod("serving", "infer-1", "gpu-autoscaler-high")}
     routes = {
         ("GET", r"/api/v1/pods"): (200, {"apiVersion": "v1", "kind": "PodList", "metadata": {},
-                                         "items": [pod("batch", "train-1", "gpu-autoscaler-low"),
-                                                   pod("serving", "infer-1", "gpu-autoscaler-high")]}),
+                                         "items": [pods["train-1"], pods["infer-1"], ds, mirror,
+                                                   pod("kube-system", "coredns-1", "system-cluster-critical")]}),
+        ("POST", r"/apis/scheduling.k8s.io/v1/priorityclasses"): (201, {}),
+        ("GET", r"/api/v1/namespaces/batch/pods/train-1"): (200, pods["train-1"]),
+        ("GET", r"/api/v1/namespaces/serving/pods/infer-1"): (200, pods["infer-1"]),
         ("PATCH", r"/api/v1/nodes/gpu-node-7"): (200, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-7"}}),
-        ("DELETE", r"/api/v1/namespaces/.+/pods/.+"): (200, {}),
+        ("POST", r"/api/v1/namespaces/batch/pods/train-1/eviction"): (201, {}),
+        # a PodDisruptionBudget says not now
+        ("POST", r"/api/v1/namespaces/serving/pods/infer-1/eviction"): (429, {"kind": "Status", "code": 429}),
         ("POST", r"/api/v1/namespaces/.+/events"): lambda path, body: (201, {**body, "metadata": {"name": "e1", **body["metadata"]}}),
     }
     act, pool = actuator(routes)
     jobs = act.jobs_on_node("gpu-node-7")
     assert pool.sent[0]["query"] == "fieldSelector=spec.nodeName%3Dgpu-node-7"
+    # DaemonSet and mirror pods are not jobs to move; kube-system is not a tenant's
     assert jobs == [("batch/train-1", "team-low"), ("serving/infer-1", "team-high")]
     assert act.fence_node("gpu-node-7", "down").ok
     patch = [r for r in pool.sent if r["method"] == "PATCH"][0]
     assert patch["body"] == {"spec": {"unschedulable": True}}
-    assert act.requeue([j for j, _ in jobs], "node down").ok
-    dels = [r for r in pool.sent if r["method"] == "DELETE"]
-    assert [d["path"] for d in dels] == ["/api/v1/namespaces/batch/pods/train-1", "/api/v1/namespaces/serving/pods/infer-1"]
-    assert all(d["body"]["gracePeriodSeconds"] == 0 for d in dels)
+    rep = act.requeue([j for j, _ in jobs], "node down")
+    assert not any(r["method"] == "DELETE" for r in pool.sent)          # never a delete, never grace 0
+    ev = [r for r in pool.sent if r["path"].endswith("/eviction")]
+    assert [e["path"] for e in ev] == ["/api/v1/namespaces/batch/pods/train-1/eviction",
+                                       "/api/v1/namespaces/serving/pods/infer-1/eviction"]
+    assert all(e["body"]["deleteOptions"]["gracePeriodSeconds"] == 20 for e in ev)
+    assert any("evict serving/infer-1: 429" in e for e in rep.errors)    # reported ...
+    routes[("POST", r"/api/v1/namespaces/serving/pods/infer-1/eviction")] = (201, {})
+    assert act.apply(plan(quotas={})).ok                                  # ... and retried on the next cycle
+    ev = [r for r in pool.sent if r["path"].endswith("/eviction")]
+    assert ev[-1]["path"] == "/api/v1/namespaces/serving/pods/infer-1/eviction"
+    n = len(ev)
+    act.apply(plan(quotas={}))
+    assert len([r for r in pool.sent if r["path"].endswith("/eviction")]) == n  # done: not sent again
     act.notify([Notification("team-low", "node_failed", "1 job requeued")])
-    ev = [r for r in pool.sent if r["path"].endswith("/events")][0]
-    assert ev["path"] == "/api/v1/namespaces/batch/events" and ev["body"]["reason"] == "NodeFailed"
-    assert ev["body"]["source"]["component"] == "gpu-autoscaler"
+    evt = [r for r in pool.sent if r["path"].endswith("/events")][0]
+    assert evt["path"] == "/api/v1/namespaces/batch/events" and evt["body"]["reason"] == "NodeFailed"
+    assert evt["body"]["source"]["component"] == "gpu-autoscaler"
+
+
+def test_daemonset_pods_and_foreign_namespaces_are_never_evicted():
+    ds = pod("batch", "dcgm-exporter-x", "gpu-autoscaler-low")
+    ds["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "dcgm", "uid": "u1"}]
+    routes = dict(BASE)
+    routes[("GET", r"/api/v1/namespaces/batch/pods/dcgm-exporter-x")] = (200, ds)
+    act, pool = actuator(routes)
+    rep = act.apply(plan([Preemption("batch/dcgm-exporter-x", "team-low", 1, "", "x"),
+                          Preemption("kube-system/coredns-1", "kube-system", 1, "", "x")]))
+    assert any("refused to evict kube-system/coredns-1" in e for e in rep.errors)
+    assert not any(r["path"].endswith("/eviction") for r in pool.sent)
+    assert not any("kube-system" in r["path"] for r in pool.sent)
+
+
+def test_quota_caps_only_non_preemptible_pods_in_tenant_namespaces_only():
+    act, pool = actuator(BASE)
+    # a tenant seen in metrics but not configured, and kube-system, get no quota
+    assert act.apply(plan(quotas={"team-low": 40, "unknown-team": 4, "kube-system": 2})).ok
+    posts = [r for r in pool.sent if r["method"] in ("POST", "PUT") and "resourcequotas" in r["path"]]
+    assert {r["path"].split("/")[4] for r in posts} == {"batch"}
+    spec = [r for r in posts if r["method"] == "POST"][0]["body"]["spec"]
+    assert spec["scopeSelector"] == {"matchExpressions": [
+        {"scopeName": "PriorityClass", "operator": "NotIn", "values": ["gpu-autoscaler-low"]}]}

@@ -55,6 +55,18 @@ def test_preempts_cheapest_low_jobs_ahead_of_a_high_peak():
     assert any(n.kind == "preempted" and n.tenant == "t2" for n in p.notifications)
 
 
+def test_min_runtime_exempts_young_jobs_like_preempt_exempt_time():
+    tiers = ["high", "low", "low"]
+    jobs = [(0, 10, "high", True, 3600, 0)] + [(1, 10, "low", True, 600 * (i + 1), 0) for i in range(5)] \
+        + [(2, 10, "low", True, 60, 0)]
+    s = make_state(tiers, jobs, capacity=70)
+    fc = flat_forecast(s.tenants, [30, 50, 10])
+    cfg = Config(policy={"preempt_budget_share": 1.0, "headroom": 0.0, "preempt_min_runtime_s": 900})
+    ids = [x.job_id for x in plan(fc, s, PolicyMemory(), cfg).preemptions]
+    # j6 (60 s) and j1 (600 s) ran under 900 s: the next cheapest are taken instead
+    assert ids == ["j2", "j3", "j4"]
+
+
 def test_budget_caps_preemptions_per_cycle():
     tiers = ["high", "low"]
     jobs = [(1, 1, "low", True, 100 + i, 0) for i in range(100)]

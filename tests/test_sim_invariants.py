@@ -112,3 +112,17 @@ def test_a_shared_pool_serves_whichever_member_peaks():
     assert st_.served.tolist() == [16, 0, 16]
     st_ = c.step(np.array([0.0, 16.0, 32.0]))
     assert st_.served.tolist() == [0, 16, 16]             # b takes the pool a just left
+
+
+def test_starvation_adds_up_every_queue_stint_of_a_job():
+    c = SimCluster(["hi", "lo"], np.array([PRIORITY["high"], PRIORITY["low"]]), 8, np.array([8, 8]),
+                   gpus_per_node=8, drain_steps=0, max_wait_steps=1000)
+    c.step(np.array([8.0, 8.0]))                   # hi runs, lo waits
+    for _ in range(4):
+        c.step(np.array([8.0, 8.0]))
+    st_ = c.step(np.array([0.0, 8.0]))             # hi leaves: lo starts after 5 steps queued
+    assert st_.started[:, :2].tolist() == [[5, 5]]
+    c.preempt(c.j_id[c.running_on(0)])             # requeued
+    for _ in range(3):
+        c.step(np.array([8.0, 8.0]))               # hi back: lo waits 3 more steps
+    assert c.starvation()[PRIORITY["low"]] == 5 + 3

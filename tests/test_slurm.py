@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from daemon.actuators.slurm import SlurmActuator, parse_elapsed, parse_gpus
+from daemon.actuators.slurm import SlurmActuator, admin_comment_of, parse_elapsed, parse_gpus
 from daemon.config import SlurmActuatorConfig, TenantConfig
 from daemon.policy.types import Plan, PolicyMemory, Preemption
 from tests.services import slurm_cluster, wait_for
@@ -17,9 +17,10 @@ def slurm():
         yield s
 
 
-def sbatch(slurm, partition, account, gpus=2):
+def sbatch(slurm, partition, account, gpus=2, comment=None, wrap="sleep 600"):
+    extra = [f"--comment={comment}"] if comment else []
     r = subprocess.run(["sbatch", "--parsable", f"--partition={partition}", f"--account={account}", f"--gres=gpu:{gpus}",
-                        "--requeue", "-o", "/dev/null", "--wrap", "sleep 600"], env=slurm["env"], capture_output=True,
+                        "--requeue", "-o", "/dev/null", *extra, "--wrap", wrap], env=slurm["env"], capture_output=True,
                        text=True, check=True)
     return r.stdout.strip().split(";")[0]
 
@@ -29,10 +30,16 @@ def state(slurm, jid):
     return r.stdout.strip()
 
 
-def act(slurm, dry_run=False, mode="requeue"):
-    cfg = SlurmActuatorConfig(slurm_conf=slurm["conf"], mode=mode, bin_dir="/usr/bin")
+def admin_comment(slurm, jid):
+    out = subprocess.run(["scontrol", "-o", "show", "job", jid], env=slurm["env"], capture_output=True, text=True).stdout
+    return admin_comment_of(out)
+
+
+def act(slurm, dry_run=False, mode="requeue", lead=0.0, min_runtime_s=0.0, clock=time.monotonic):
+    cfg = SlurmActuatorConfig(slurm_conf=slurm["conf"], mode=mode, bin_dir="/usr/bin", warn_lead_s=lead)
     return SlurmActuator(cfg, [TenantConfig(name="team-high", tier="high", slurm_account="acct-high"),
-                               TenantConfig(name="team-low", tier="low", slurm_account="acct-low")], dry_run=dry_run)
+                               TenantConfig(name="team-low", tier="low", slurm_account="acct-low")], dry_run=dry_run,
+                         min_runtime_s=min_runtime_s, clock=clock)
 
 
 def plan_for(*pre):
@@ -79,7 +86,7 @@ def test_preempt_requeues_low_and_refuses_high(slurm, jobs):
     rep = a.apply(plan)
     assert any("refused to preempt" in e and jobs["high"] in e for e in rep.errors)
     wait_for(lambda: state(slurm, jobs["low1"]).startswith("PENDING"), what="requeued", timeout=20)
-    assert "peak ahead for team-high" in state(slurm, jobs["low1"])
+    assert admin_comment(slurm, jobs["low1"]) == "gpu-autoscaler: peak ahead for team-high"
     assert state(slurm, jobs["high"]).startswith("RUNNING")
     assert state(slurm, jobs["low2"]).startswith("RUNNING")
     again = a.apply(plan_for(plan.preemptions[0]))      # idempotent: the job is already pending
@@ -124,3 +131,67 @@ def test_node_names_are_single_nodes_and_a_range_is_refused(slurm):
                       '"labels":{"alertname":"GPUNodeDown","node":"gpunode[1-9]"},"startsAt":"x"}]}').encode())
     with pytest.raises(alerts.PayloadError, match="alerts.0.labels.node"):
         alerts.actions(p, FailoverConfig(), names.__contains__)
+
+
+def test_warns_first_then_requeues_after_the_lead(slurm, tmp_path):
+    flag = tmp_path / "usr1"
+    # the batch script checkpoints on SIGUSR1 (here: writes a file) and keeps running
+    script = f"trap 'echo checkpoint > {flag}' USR1; while true; do sleep 1; done"
+    j1, j2 = sbatch(slurm, "low", "acct-low", wrap=script), sbatch(slurm, "low", "acct-low", wrap=script)
+    try:
+        wait_for(lambda: all(state(slurm, j).startswith("RUNNING") for j in (j1, j2)), what="running", timeout=60)
+        now = [100.0]
+        a = act(slurm, lead=30, clock=lambda: now[0])
+        p = Preemption(j1, "team-low", 2, slurm["node"], "peak ahead for team-high")
+        rep = a.apply(plan_for(p))
+        assert rep.ok, rep.errors
+        assert f"scancel --signal=USR1 --batch {j1}" in rep.actions
+        (note,) = rep.notifications
+        assert note.tenant == "team-low" and note.kind == "preempt_warning" and "in 30 s" in note.message
+        wait_for(flag.exists, what="SIGUSR1 trapped by the batch script", timeout=10)
+        assert state(slurm, j1).startswith("RUNNING")
+        now[0] += 29
+        # the next plan picks the other job: the warned one already covers the 2 GPUs, nobody else is warned
+        rep = a.apply(plan_for(Preemption(j2, "team-low", 2, slurm["node"], "peak ahead for team-high")))
+        assert not any("scancel" in x or "requeue" in x for x in rep.actions), rep.actions
+        assert state(slurm, j1).startswith("RUNNING")
+        now[0] += 1
+        rep = a.apply(plan_for(p))                    # lead over: requeued now
+        assert rep.ok and f"scontrol requeue {j1}" in rep.actions
+        wait_for(lambda: state(slurm, j1).startswith("PENDING"), what="requeued after the lead", timeout=20)
+        assert state(slurm, j2).startswith("RUNNING")
+    finally:
+        subprocess.run(["scancel", j1, j2], env=slurm["env"], capture_output=True)
+
+
+def test_user_comment_is_never_overwritten(slurm):
+    j = sbatch(slurm, "low", "acct-low", comment="my run: lr=3e-4")
+    try:
+        wait_for(lambda: state(slurm, j).startswith("RUNNING"), what="running", timeout=60)
+        subprocess.run(["scontrol", "update", f"JobId={j}", "AdminComment=site: billing ok"], env=slurm["env"],
+                       check=True)
+        rep = act(slurm).apply(plan_for(Preemption(j, "team-low", 2, slurm["node"], "peak ahead")))
+        assert rep.ok, rep.errors
+        wait_for(lambda: state(slurm, j).startswith("PENDING"), what="requeued", timeout=20)
+        assert state(slurm, j) == "PENDING|my run: lr=3e-4"
+        assert admin_comment(slurm, j) == "site: billing ok | gpu-autoscaler: peak ahead"
+        act(slurm).requeue([j], "node gpunode1 failed")   # ours is replaced, the site's kept
+        assert admin_comment(slurm, j) == "site: billing ok | gpu-autoscaler: node gpunode1 failed"
+    finally:
+        subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)
+
+
+def test_min_runtime_protects_a_job_that_just_started(slurm):
+    j = sbatch(slurm, "low", "acct-low")
+    try:
+        wait_for(lambda: state(slurm, j).startswith("RUNNING"), what="running", timeout=60)
+        p = Preemption(j, "team-low", 2, slurm["node"], "x")
+        rep = act(slurm, min_runtime_s=3600).apply(plan_for(p))
+        assert rep.ok and any("policy.preempt_min_runtime_s" in x for x in rep.actions)
+        time.sleep(2)
+        assert state(slurm, j).startswith("RUNNING")
+        time.sleep(1)  # squeue's elapsed time is whole seconds
+        assert act(slurm, min_runtime_s=1).apply(plan_for(p)).ok
+        wait_for(lambda: state(slurm, j).startswith("PENDING"), what="requeued once old enough", timeout=20)
+    finally:
+        subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)

@@ -81,7 +81,8 @@ def our_res(slurm):
 
 
 def actuator(slurm, delay=0.0, dry_run=False, clock=None):
-    a = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir="/usr/bin", hold_shrink_delay_s=delay),
+    a = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir="/usr/bin", hold_shrink_delay_s=delay,
+                                          warn_lead_s=0),
                       TENANTS, dry_run=dry_run)
     if clock is not None:
         a.holds.clock = clock

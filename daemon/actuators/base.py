@@ -30,6 +30,8 @@ class ActionReport:
     dry_run: bool
     actions: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # what the actuator itself has to tell tenants (a preemption warning); the cycle sends it on every channel
+    notifications: list[Notification] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

@@ -1,10 +1,15 @@
-"""Kubernetes through the official client: PriorityClasses per tier, a GPU ResourceQuota per namespace,
-evictions for preemption, and cordon + pod removal for a failed node.
+"""Kubernetes through the official client (plain-namespace mode): PriorityClasses per tier, a GPU
+ResourceQuota per tenant namespace that caps only non-preemptible pods, evictions for preemption, and
+cordon + eviction for a failed node.
 
 Tenants map to namespaces (``tenants[].k8s_namespace``, default: the tenant's
-name); a job id is ``namespace/pod``. Evictions go through the Eviction API so
-PodDisruptionBudgets are honoured; only pods of the low PriorityClass are
-evicted, whatever the plan says.
+name); a job id is ``namespace/pod``. Only namespaces mapped to a configured
+tenant are touched, never ``kube-*``. Every pod removal goes through the
+Eviction API with a grace period, so PodDisruptionBudgets are honoured; a PDB
+refusal (429) is reported and retried on a later cycle, never escalated to a
+delete. DaemonSet pods and mirror (static) pods are never evicted. For
+preemption only pods of the low PriorityClass are evicted, whatever the plan says.
+With Kueue, see kueue.py: quotas become ClusterQueues and Kueue reclaims.
 """
 
 from __future__ import annotations
@@ -27,36 +32,63 @@ PRIORITY_CLASSES = {
 }
 
 
+def tenant_namespaces(tenants: list[TenantConfig]) -> dict[str, str]:
+    """tenant -> namespace, for configured tenants only; kube-* namespaces are never a tenant's."""
+    out = {}
+    for t in tenants:
+        ns = t.k8s_namespace or t.name
+        if not ns.startswith("kube-"):
+            out[t.name] = ns
+    return out
+
+
+def api_client(cfg: KubernetesActuatorConfig) -> k8s.ApiClient:
+    """An API client from the in-cluster service account or a kubeconfig (actuators.kubernetes)."""
+    from kubernetes import config as kcfg
+
+    if cfg.in_cluster:
+        kcfg.load_incluster_config()
+    else:
+        kcfg.load_kube_config(config_file=str(cfg.kubeconfig) if cfg.kubeconfig else None)
+    return k8s.ApiClient()
+
+
 def priority_class_name(tier: str) -> str:
     return f"gpu-autoscaler-{tier}"
+
+
+def evictable(pod) -> bool:
+    """Not a DaemonSet's pod (it would come straight back on the same node) nor a mirror/static pod."""
+    meta = pod.metadata
+    if (meta.annotations or {}).get("kubernetes.io/config.mirror"):
+        return False
+    return not any(o.kind == "DaemonSet" for o in (meta.owner_references or []))
 
 
 class KubernetesActuator:
     name = "kubernetes"
 
     def __init__(self, api_client: k8s.ApiClient, cfg: KubernetesActuatorConfig, tenants: list[TenantConfig],
-                 dry_run: bool = True) -> None:
+                 dry_run: bool = True, enforce_plan: bool = True) -> None:
         self.core = k8s.CoreV1Api(api_client)
         self.scheduling = k8s.SchedulingV1Api(api_client)
         self.cfg = cfg
         self.dry_run = dry_run
-        self.ns_of = {t.name: (t.k8s_namespace or t.name) for t in tenants}
+        self.ns_of = tenant_namespaces(tenants)
         self.tenant_of = {ns: t for t, ns in self.ns_of.items()}
+        self.enforce_plan = enforce_plan  # False beside Kueue: quotas and reclaim are Kueue's, failover stays here
+        self._retry: dict[str, str] = {}  # job id -> reason: failed-node evictions a PDB refused, retried each cycle
         self._quotas: dict[str, int] = {}
         self._classes_ok = False
 
     @staticmethod
-    def from_config(cfg: KubernetesActuatorConfig, tenants: list[TenantConfig], dry_run: bool = True) -> "KubernetesActuator":
-        from kubernetes import config as kcfg
+    def from_config(cfg: KubernetesActuatorConfig, tenants: list[TenantConfig], dry_run: bool = True,
+                    enforce_plan: bool = True) -> "KubernetesActuator":
+        return KubernetesActuator(api_client(cfg), cfg, tenants, dry_run, enforce_plan)
 
-        if cfg.in_cluster:
-            kcfg.load_incluster_config()
-        else:
-            kcfg.load_kube_config(config_file=str(cfg.kubeconfig) if cfg.kubeconfig else None)
-        return KubernetesActuator(k8s.ApiClient(), cfg, tenants, dry_run)
-
-    def namespace(self, tenant: str) -> str:
-        return self.ns_of.get(tenant, tenant)
+    def namespace(self, tenant: str) -> str | None:
+        """The tenant's namespace, or None for a tenant that is not configured (never touched)."""
+        return self.ns_of.get(tenant)
 
     # ---- pieces -----------------------------------------------------------------------------
     def ensure_priority_classes(self, rep: ActionReport) -> None:
@@ -81,10 +113,16 @@ class KubernetesActuator:
         return k8s.V1ResourceQuota(
             metadata=k8s.V1ObjectMeta(name=self.cfg.quota_name, namespace=namespace,
                                       labels={"app.kubernetes.io/managed-by": "gpu-autoscaler"}),
-            spec=k8s.V1ResourceQuotaSpec(hard={f"requests.{self.cfg.gpu_resource}": str(int(gpus))}))
+            # only non-preemptible pods count: low-priority pods may borrow idle GPUs (they can be evicted)
+            spec=k8s.V1ResourceQuotaSpec(
+                hard={f"requests.{self.cfg.gpu_resource}": str(int(gpus))},
+                scope_selector=k8s.V1ScopeSelector(match_expressions=[k8s.V1ScopedResourceSelectorRequirement(
+                    scope_name="PriorityClass", operator="NotIn", values=[priority_class_name("low")])])))
 
     def set_quota(self, rep: ActionReport, tenant: str, gpus: int) -> None:
         ns = self.namespace(tenant)
+        if ns is None:
+            return  # not a configured tenant: its namespace is not ours to cap
         if self._quotas.get(ns) == gpus:
             return
         body = self.quota_body(ns, gpus)
@@ -102,18 +140,50 @@ class KubernetesActuator:
         except ApiException as exc:
             rep.errors.append(f"ResourceQuota {ns}: {exc.status} {exc.reason}")
 
-    def evict(self, rep: ActionReport, job_id: str, reason: str) -> None:
+    def _pod(self, rep: ActionReport, job_id: str):
+        """The live pod behind `job_id` if this daemon may evict it at all, else None (reason reported)."""
         ns, _, pod = job_id.partition("/")
         if not pod:
             rep.errors.append(f"job id {job_id!r} is not namespace/pod")
-            return
+            return None
+        if ns not in self.tenant_of:
+            rep.errors.append(f"refused to evict {job_id}: namespace {ns!r} is not a tenant's")
+            return None
         try:
             live = self.core.read_namespaced_pod(pod, ns)
         except ApiException as exc:
             if exc.status == 404:
                 rep.actions.append(f"skip {job_id}: gone")
-                return
-            rep.errors.append(f"read pod {job_id}: {exc.status} {exc.reason}")
+            else:
+                rep.errors.append(f"read pod {job_id}: {exc.status} {exc.reason}")
+            return None
+        if not evictable(live):
+            rep.actions.append(f"skip {job_id}: DaemonSet or mirror pod")
+            return None
+        return live
+
+    def _evict(self, rep: ActionReport, job_id: str, reason: str) -> bool:
+        """Eviction API with the configured grace period; False when refused (a PDB answers 429)."""
+        ns, _, pod = job_id.partition("/")
+        body = k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name=pod, namespace=ns,
+                                                         annotations={"gpu-autoscaler/reason": reason[:250]}),
+                              delete_options=k8s.V1DeleteOptions(grace_period_seconds=self.cfg.grace_period_s))
+        rep.actions.append(f"evict {job_id} (grace {self.cfg.grace_period_s} s)")
+        if self.dry_run:
+            return True
+        try:
+            self.core.create_namespaced_pod_eviction(pod, ns, body)
+            return True
+        except ApiException as exc:
+            if exc.status == 404:
+                return True
+            why = "a PodDisruptionBudget refused it, retried next cycle" if exc.status == 429 else exc.reason
+            rep.errors.append(f"evict {job_id}: {exc.status} {why}")
+            return False
+
+    def evict(self, rep: ActionReport, job_id: str, reason: str) -> None:
+        live = self._pod(rep, job_id)
+        if live is None:
             return
         if live.spec.priority_class_name != priority_class_name("low"):
             rep.errors.append(f"refused to evict {job_id}: PriorityClass {live.spec.priority_class_name!r} is not preemptible")
@@ -121,22 +191,17 @@ class KubernetesActuator:
         if live.status.phase != "Running":
             rep.actions.append(f"skip {job_id}: {live.status.phase}")
             return
-        body = k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name=pod, namespace=ns,
-                                                         annotations={"gpu-autoscaler/reason": reason[:250]}),
-                              delete_options=k8s.V1DeleteOptions(grace_period_seconds=self.cfg.grace_period_s))
-        rep.actions.append(f"evict {job_id}")
-        if self.dry_run:
-            return
-        try:
-            self.core.create_namespaced_pod_eviction(pod, ns, body)
-        except ApiException as exc:
-            # 429: a PodDisruptionBudget says not now; the next cycle will try again
-            rep.errors.append(f"evict {job_id}: {exc.status} {exc.reason}")
+        self._evict(rep, job_id, reason)
 
     # ---- actuator interface -------------------------------------------------------------------
     def apply(self, plan: Plan) -> ActionReport:
         rep = ActionReport(self.name, self.dry_run)
-        self.ensure_priority_classes(rep)
+        self.ensure_priority_classes(rep)  # Kueue takes workload priority from these too
+        for jid, reason in list(self._retry.items()):  # failed-node pods a PDB held back
+            if self._pod(rep, jid) is None or self._evict(rep, jid, reason):
+                del self._retry[jid]
+        if not self.enforce_plan:
+            return rep
         for tenant, gpus in sorted(plan.quotas.items()):
             self.set_quota(rep, tenant, gpus)
         for p in plan.preemptions:
@@ -148,8 +213,9 @@ class KubernetesActuator:
 
     def jobs_on_node(self, node: str) -> list[tuple[str, str]]:
         pods = self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")
-        return [(f"{p.metadata.namespace}/{p.metadata.name}", self.tenant_of.get(p.metadata.namespace, p.metadata.namespace))
-                for p in pods.items if p.status.phase in ("Running", "Pending")]
+        return [(f"{p.metadata.namespace}/{p.metadata.name}", self.tenant_of[p.metadata.namespace])
+                for p in pods.items if p.status.phase in ("Running", "Pending") and p.metadata.namespace in self.tenant_of
+                and evictable(p)]
 
     def fence_node(self, node: str, reason: str) -> ActionReport:
         rep = ActionReport(self.name, self.dry_run, [f"cordon {node}"])
@@ -161,18 +227,12 @@ class KubernetesActuator:
         return rep
 
     def requeue(self, job_ids: list[str], reason: str) -> ActionReport:
-        """Pods on a dead node: delete them now (grace 0) so their controllers recreate them elsewhere."""
+        """Pods on a dead node: evicted through the Eviction API with the grace period (never a grace-0
+        delete), so their controllers recreate them elsewhere; a PDB refusal is retried each cycle."""
         rep = ActionReport(self.name, self.dry_run)
         for jid in job_ids:
-            ns, _, pod = jid.partition("/")
-            rep.actions.append(f"delete pod {jid} (grace 0)")
-            if self.dry_run:
-                continue
-            try:
-                self.core.delete_namespaced_pod(pod, ns, body=k8s.V1DeleteOptions(grace_period_seconds=0))
-            except ApiException as exc:
-                if exc.status != 404:
-                    rep.errors.append(f"delete {jid}: {exc.status} {exc.reason}")
+            if self._pod(rep, jid) is not None and not self._evict(rep, jid, reason):
+                self._retry[jid] = reason
         return rep
 
     def notify(self, notes: list[Notification]) -> ActionReport:
@@ -180,6 +240,8 @@ class KubernetesActuator:
         rep = ActionReport(self.name, self.dry_run)
         for n in notes[:200]:
             ns = self.namespace(n.tenant)
+            if ns is None:
+                continue
             ev = k8s.CoreV1Event(
                 metadata=k8s.V1ObjectMeta(generate_name="gpu-autoscaler-", namespace=ns),
                 involved_object=k8s.V1ObjectReference(kind="Namespace", name=ns, api_version="v1"),

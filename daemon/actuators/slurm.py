@@ -24,9 +24,10 @@ from daemon.actuators.base import ActionReport
 from daemon.actuators.slurm_holds import RunningJob, SlurmHolds, expand_hostlist
 from daemon.cluster import PRIORITY, Jobs
 from daemon.config import SlurmActuatorConfig, TenantConfig, Tier
-from daemon.policy.types import Notification, Plan
+from daemon.policy.types import Notification, Plan, Preemption
 
 log = logging.getLogger("gpu_autoscaler.actuator.slurm")
+COMMENT_TAG = "gpu-autoscaler:"
 SQUEUE_FMT = "%i|%a|%P|%q|%T|%N|%M|%b|%r|%V|%v"
 
 
@@ -82,6 +83,13 @@ def parse_submit(text: str) -> float:
         return float("nan")
 
 
+def admin_comment_of(show_job: str) -> str:
+    """AdminComment from `scontrol -o show job ID` (free text: it runs up to the next ' Key=')."""
+    m = re.search(r"\bAdminComment=(.*?)(?:\s+(?=[A-Z][A-Za-z_:/]*=)|\s*$)", show_job)
+    text = m.group(1).strip() if m else ""
+    return "" if text == "(null)" else text
+
+
 def parse_squeue(out: str) -> list[SlurmJob]:
     jobs = []
     for line in out.splitlines():
@@ -98,9 +106,13 @@ def parse_squeue(out: str) -> list[SlurmJob]:
 class SlurmActuator:
     name = "slurm"
 
-    def __init__(self, cfg: SlurmActuatorConfig, tenants: list[TenantConfig], dry_run: bool = True) -> None:
+    def __init__(self, cfg: SlurmActuatorConfig, tenants: list[TenantConfig], dry_run: bool = True,
+                 min_runtime_s: float = 0.0, clock=time.monotonic) -> None:
         self.cfg = cfg
         self.dry_run = dry_run
+        self.min_runtime_s = min_runtime_s  # policy.preempt_min_runtime_s, re-checked on the live job
+        self.clock = clock
+        self._warned: dict[str, tuple[float, str]] = {}  # job id -> (when warned, reason)
         self.account_of = {t.name: (t.slurm_account or t.name) for t in tenants}
         self.tenant_of = {acct: t for t, acct in self.account_of.items()}
         self.holds = SlurmHolds(read=self._read, scontrol=self._scontrol, accounts=self.account_of,
@@ -125,19 +137,23 @@ class SlurmActuator:
             raise SlurmError(f"{' '.join(args)}: {(r.stderr or r.stdout).strip()}")
         return r.stdout
 
-    def _scontrol(self, rep: ActionReport, *args: str) -> bool:
-        rep.actions.append("scontrol " + " ".join(args))
+    def _cmd(self, rep: ActionReport, *args: str) -> bool:
+        """One changing command: recorded as an action, skipped in dry run, a failure reported per action."""
+        rep.actions.append(" ".join(args))
         if self.dry_run:
             return True
         try:
-            r = self._run("scontrol", *args)
-        except SlurmError as exc:  # slurmctld down or hung: say so in the report, never raise out of an act
+            r = self._run(*args)
+        except SlurmError as exc:
             rep.errors.append(str(exc))
             return False
         if r.returncode != 0:
-            rep.errors.append(f"scontrol {' '.join(args)}: {(r.stderr or r.stdout).strip()}")
+            rep.errors.append(f"{' '.join(args)}: {(r.stderr or r.stdout).strip()}")
             return False
         return True
+
+    def _scontrol(self, rep: ActionReport, *args: str) -> bool:
+        return self._cmd(rep, "scontrol", *args)
 
     def priority(self, job: SlurmJob) -> Tier:
         return self.cfg.priority_by_qos.get(job.qos) or self.cfg.priority_by_partition.get(job.partition) or "normal"
@@ -197,38 +213,106 @@ class SlurmActuator:
                 self.holds.apply(plan, rep, self._hold_jobs())
             except SlurmError as exc:
                 rep.errors.append(f"hold: {exc}")
-        if not plan.preemptions:
-            return rep
         wanted = {p.job_id: p for p in plan.preemptions}
+        if not wanted:
+            if self._warned:
+                rep.actions.append(f"forget {len(self._warned)} warnings: the plan preempts nothing now")
+                self._warned.clear()
+            return rep
         try:
-            live = {j.job_id: j for j in self.jobs(list(wanted))}
+            live = {j.job_id: j for j in self.jobs(sorted(set(wanted) | set(self._warned)))}
         except SlurmError as exc:
             rep.errors.append(str(exc))
             return rep
+        self._preempt_warned(rep, wanted, live)
+        return rep
+
+    def _preempt_warned(self, rep: ActionReport, wanted: dict[str, Preemption], live: dict[str, SlurmJob]) -> None:
+        """Warn first, preempt after the lead: a job the plan names is signalled (warn_signal) and its tenant
+        told; once warn_lead_s has passed it is requeued (or suspended). While warned jobs cover the GPUs the
+        plan asks for, no new job is warned, so a plan that picks other jobs next cycle does not warn them all."""
+        now = self.clock()
+        lead = self.cfg.warn_lead_s
+        for jid in [j for j in self._warned if j not in live or live[j].state != "RUNNING"]:
+            del self._warned[jid]  # finished, cancelled or requeued by someone else
+        need = sum(p.gpus for p in wanted.values())
+        done = 0
+        for jid, (since, reason) in sorted(self._warned.items(), key=lambda kv: kv[1][0]):
+            if now - since < lead:
+                continue
+            del self._warned[jid]
+            if done >= need:
+                rep.actions.append(f"forget warning of {jid}: the plan needs no more GPUs")
+                continue
+            if self._preemptible(rep, live[jid], wanted.get(jid)):
+                self._preempt(rep, live[jid], reason)
+                done += live[jid].gpus
+        cover = done + sum(live[j].gpus for j in self._warned)
         for jid, p in wanted.items():
             job = live.get(jid)
             if job is None:
                 rep.actions.append(f"skip {jid}: no longer in the queue")
                 continue
-            if job.state != "RUNNING":
-                rep.actions.append(f"skip {jid}: {job.state.lower()}, not running")  # already done: idempotent
+            if jid in self._warned:
+                rep.actions.append(f"wait {jid}: warned {now - self._warned[jid][0]:.0f} s ago, lead {lead:g} s")
                 continue
-            if self.priority(job) != "low":
-                rep.errors.append(f"refused to preempt {jid}: priority {self.priority(job)} is not preemptible")
+            if not self._preemptible(rep, job, p):
                 continue
-            comment = f"gpu-autoscaler: {p.reason}"[:250].replace('"', "'")
-            self._scontrol(rep, "update", f"JobId={jid}", f"Comment={comment}")
-            self._scontrol(rep, self.cfg.mode, jid)
-        return rep
+            if lead <= 0:
+                self._preempt(rep, job, p.reason)
+            elif cover < need:
+                self._warn(rep, job, p.reason)
+                cover += job.gpus
+            else:
+                rep.actions.append(f"skip {jid}: jobs already warned cover the {need} GPUs the plan clears")
+
+    def _preemptible(self, rep: ActionReport, job: SlurmJob, p: Preemption | None) -> bool:
+        if job.state != "RUNNING":
+            rep.actions.append(f"skip {job.job_id}: {job.state.lower()}, not running")  # already done: idempotent
+            return False
+        if self.priority(job) != "low":
+            rep.errors.append(f"refused to preempt {job.job_id}: priority {self.priority(job)} is not preemptible")
+            return False
+        if job.elapsed_s < self.min_runtime_s:
+            rep.actions.append(f"skip {job.job_id}: ran {job.elapsed_s:.0f} s, under "
+                               f"policy.preempt_min_runtime_s = {self.min_runtime_s:g}")
+            return False
+        return True
+
+    def _warn(self, rep: ActionReport, job: SlurmJob, reason: str) -> None:
+        ok = self._cmd(rep, "scancel", f"--signal={self.cfg.warn_signal}", "--batch", job.job_id)
+        if not ok:
+            return  # reported; the next cycle tries again
+        self._warned[job.job_id] = (self.clock(), reason)
+        verb = "requeued" if self.cfg.mode == "requeue" else "suspended"
+        rep.notifications.append(Notification(
+            self.tenant(job), "preempt_warning",
+            f"job {job.job_id} will be {verb} in {self.cfg.warn_lead_s:g} s (SIG{self.cfg.warn_signal} sent to its "
+            f"batch script: checkpoint now): {reason}"))
+
+    def _preempt(self, rep: ActionReport, job: SlurmJob, reason: str) -> None:
+        self._annotate(rep, job.job_id, reason)
+        self._scontrol(rep, self.cfg.mode, job.job_id)
+
+    def _annotate(self, rep: ActionReport, jid: str, reason: str) -> None:
+        """Say why in the job's AdminComment; the user's Comment is never touched. An AdminComment someone
+        else wrote is kept, ours is appended (replacing an earlier one of ours)."""
+        ours = f"{COMMENT_TAG} {reason}".replace('"', "'")
+        prev = ""
+        if not self.dry_run:
+            r = self._run("scontrol", "-o", "show", "job", jid)
+            prev = admin_comment_of(r.stdout) if r.returncode == 0 else ""
+        prev = prev.split(COMMENT_TAG)[0].rstrip(" |")
+        text = f"{prev} | {ours}" if prev else ours
+        self._scontrol(rep, "update", f"JobId={jid}", f"AdminComment={text[:900]}")
 
     def requeue(self, job_ids: list[str], reason: str) -> ActionReport:
         """Node failure: every job on the node is requeued, whatever its priority (it is not running anyway)."""
         rep = ActionReport(self.name, self.dry_run)
         if not job_ids:
             return rep
-        comment = f"gpu-autoscaler: {reason}"[:250].replace('"', "'")
         for jid in job_ids:
-            self._scontrol(rep, "update", f"JobId={jid}", f"Comment={comment}")
+            self._annotate(rep, jid, reason)
         self._scontrol(rep, "requeue", ",".join(job_ids))
         return rep
 

@@ -109,8 +109,8 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     soon = np.minimum(res, reservation.targets(peak_soon, demand, prev, pc.headroom))
     soon = np.where(aged, res, soon)
     # reservations come in whole jobs: holding 6 GPUs for a tenant whose jobs take 8 holds nothing usable
+    quantum = np.ones(n)
     if len(jobs):
-        quantum = np.ones(n)
         mine = (high | aged)[jobs.tenant]  # only protected tenants hold reservations
         t, g = jobs.tenant[mine], jobs.gpus[mine]
         if t.size:  # largest job per tenant (a sort is far quicker than np.maximum.at here)
@@ -134,15 +134,29 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     paused = np.array([t in ops.paused for t in tenants], dtype=bool) if ops.paused else np.zeros(n, dtype=bool)
     # a tenant with no fresh reading is not a tenant using nothing: it drives no preemption
     known = np.isfinite(state.used.astype(float))
-    need = int(np.maximum(soon - used, 0)[protected & known].sum())
-    free = capacity - int(used.sum()) - int(state.draining)
-    shortfall = need - max(free, 0)
+    need_gpus = np.where(protected & known, np.maximum(soon - used, 0), 0.0)
     budget_gpus = int(math.floor(pc.preempt_budget_share * capacity))
     chosen = np.empty(0, dtype=np.int64)
+    placed_view = state.nodes is not None and len(state.nodes) > 0
+    shortfall = int(need_gpus.sum()) - max(capacity - int(used.sum()) - int(state.draining), 0)
+    # a job that started less than preempt_min_runtime_s ago is exempt (Slurm's PreemptExemptTime)
+    exempt = jobs.running & (jobs.runtime_s < pc.preempt_min_runtime_s)
+    cand_jobs, cand_index = (jobs.select(~exempt), np.flatnonzero(~exempt)) if exempt.any() else \
+        (jobs, np.arange(len(jobs)))
     if ops.paused_all and shortfall >= pc.min_preempt_gpus:
         notes.append(f"preemptions paused by an operator: {shortfall} GPUs not cleared")
-    elif shortfall >= pc.min_preempt_gpus:
-        chosen = preemption.choose(jobs, shortfall, protected | paused, budget_gpus, pc.preempt_budget_jobs)
+    elif placed_view:
+        # placement-aware: preempt only what makes room, on one node, for a whole job of a protected tenant
+        need_jobs = np.ceil(need_gpus / quantum - 1e-9).astype(np.int64)
+        chosen, _, unplaced = preemption.choose_placed(cand_jobs, state.nodes, need_jobs, quantum.astype(np.int64),
+                                                       protected | paused, budget_gpus, pc.preempt_budget_jobs,
+                                                       pc.min_preempt_gpus)
+        chosen = cand_index[chosen]
+        if unplaced:
+            notes.append(f"{unplaced} protected jobs have no place yet (budget, candidates or topology)")
+    elif shortfall >= pc.min_preempt_gpus:  # no per-node view from this source: GPU counts only
+        chosen = cand_index[preemption.choose(cand_jobs, shortfall, protected | paused, budget_gpus,
+                                              pc.preempt_budget_jobs)]
         got = int(jobs.gpus[chosen].sum()) if chosen.size else 0
         if got < shortfall:
             notes.append(f"preemption budget or candidates short: {got} of {shortfall} GPUs cleared")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from daemon.actuators.base import ActionReport
@@ -20,8 +22,9 @@ class SimulatorActuator:
     name = "simulator"
 
     def __init__(self, cluster: SimCluster, tenants: tuple[str, ...], dry_run: bool = False,
-                 node_index=None) -> None:
+                 node_index=None, lock=None) -> None:
         self.cluster = cluster
+        self.lock = lock or contextlib.nullcontext()  # shared with the simulated source when one drives it
         self.node_index = node_index or (lambda name: None)
         self.index = {t: i for i, t in enumerate(tenants)}
         self.dry_run = dry_run
@@ -43,26 +46,29 @@ class SimulatorActuator:
             rep.actions.append(f"preempt {len(ids)} jobs")
         if not self.dry_run:
             # preempt first: the holds then prefer the nodes the preemptions are draining
-            if ids:
-                done, _ = self.cluster.preempt(np.array(ids))
-                if done < len(ids):
-                    rep.actions.append(f"{len(ids) - done} jobs had already left the running set")
-            self.cluster.set_reservations(res, normal_cap)
+            with self.lock:
+                done, _ = self.cluster.preempt(np.array(ids)) if ids else (0, 0.0)
+                self.cluster.set_reservations(res, normal_cap)
+            if done < len(ids):
+                rep.actions.append(f"{len(ids) - done} jobs had already left the running set")
         return rep
 
     def requeue(self, job_ids: list[str], reason: str) -> ActionReport:
         rep = ActionReport(self.name, self.dry_run, [f"requeue {j}: {reason}" for j in job_ids])
         ids = [i for i in (_sim_id(j) for j in job_ids) if i is not None]
         if ids and not self.dry_run:
-            self.cluster.preempt(np.array(ids))
+            with self.lock:
+                self.cluster.preempt(np.array(ids))
         return rep
 
     def fence_node(self, node: str, reason: str) -> ActionReport:
         """The node is gone: make sure the simulated cluster schedules nothing more on it."""
         rep = ActionReport(self.name, self.dry_run, [f"fence {node}"])
         idx = self.node_index(node)
-        if idx is not None and not self.dry_run and self.cluster.node_ok[idx]:
-            self.cluster.fail_node(idx, requeue=True)
+        if idx is not None and not self.dry_run:
+            with self.lock:
+                if self.cluster.node_ok[idx]:
+                    self.cluster.fail_node(idx, requeue=True)
         return rep
 
     def notify(self, notes: list[Notification]) -> ActionReport:

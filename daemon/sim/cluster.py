@@ -151,41 +151,74 @@ class SimCluster:
                          pool: tuple[np.ndarray, int] | None = None) -> None:
         """Hold whole nodes: ceil(GPUs / gpus_per_node) per tenant, and optionally one pool of nodes for a set
         of tenants (``pool = (member mask, GPUs)``, held as floor(GPUs / gpus_per_node) nodes). Nodes already
-        held are kept while still wanted; new ones are those where the holder runs or that are free soonest."""
+        held are kept while still wanted (those where the holder runs least are let go first); new ones are
+        those where the holder already runs most, then those free soonest. Vectorised over holders."""
         self.reservations = np.maximum(np.asarray(reservations, dtype=np.int64), 0)
         self.normal_cap = normal_cap
         if pool is not None:
             self.pool_members = np.asarray(pool[0], dtype=bool)
             self.pool_gpus = int(pool[1])
-        gpn = self.gpus_per_node
-        want = np.zeros(self.n + 1, dtype=np.int64)
-        want[: self.n] = -(-self.reservations // gpn)
-        want[self.n] = self.pool_gpus // gpn if self.pool_members.any() else 0
-        self.node_holder[~self.node_ok] = UNHELD
-        have = np.bincount(self.node_holder[self.node_holder >= 0], minlength=self.n + 1)
-        changed = np.flatnonzero(want != have)
-        if changed.size == 0:
+        gpn, n, N = self.gpus_per_node, self.n, self.n_nodes
+        want = np.zeros(n + 1, dtype=np.int64)
+        want[:n] = -(-self.reservations // gpn)
+        want[n] = self.pool_gpus // gpn if self.pool_members.any() else 0
+        holder = self.node_holder
+        holder[~self.node_ok] = UNHELD
+        have = np.bincount(holder[holder >= 0], minlength=n + 1)
+        if (want == have).all():
             return
         run = np.flatnonzero(self.j_state[: self.size] == RUNNING)
         r_ten, r_node, r_g = self.j_tenant[run], self.j_node[run], self.j_gpus[run]
-        soon = self.node_free + self.node_draining()
-
-        def own(h: int) -> np.ndarray:
-            m = self.pool_members[r_ten] if h == self.n else r_ten == h
-            return np.bincount(r_node[m], weights=r_g[m], minlength=self.n_nodes)
-
-        for h in changed[want[changed] < have[changed]]:  # release first, so others can take the nodes
-            mine = np.flatnonzero(self.node_holder == h)
-            drop = mine[np.argsort(own(h)[mine], kind="stable")[: have[h] - want[h]]]
-            self.node_holder[drop] = UNHELD
-        for h in changed[want[changed] > have[changed]]:
-            cand = np.flatnonzero((self.node_holder == UNHELD) & self.node_ok)
-            k = min(int(want[h] - have[h]), cand.size)
-            if k <= 0:
-                continue
-            score = own(h)[cand] + soon[cand]
-            take = cand[np.argsort(-score, kind="stable")[:k]]
-            self.node_holder[take] = h
+        alive = self.node_ok[r_node]
+        r_ten, r_node, r_g = r_ten[alive], r_node[alive], r_g[alive]
+        # release: per shrinking holder, the held nodes where it runs least
+        shrink = want < have
+        if shrink.any():
+            h_of_job = holder[r_node]
+            mine = (h_of_job == r_ten) | ((h_of_job == n) & self.pool_members[r_ten])
+            own_node = np.bincount(r_node[mine], weights=r_g[mine], minlength=N)
+            cand = np.flatnonzero((holder >= 0) & shrink[np.maximum(holder, 0)])
+            o = np.lexsort((own_node[cand], holder[cand]))
+            cand = cand[o]
+            hc = holder[cand]
+            first = np.r_[0, np.flatnonzero(np.diff(hc)) + 1]
+            rank = np.arange(cand.size) - np.repeat(first, np.diff(np.r_[first, cand.size]))
+            holder[cand[rank < (have - want)[hc]]] = UNHELD
+            have = np.bincount(holder[holder >= 0], minlength=n + 1)
+        need = np.maximum(want - have, 0)
+        if not need.any():
+            return
+        free_nodes = (holder == UNHELD) & self.node_ok
+        # acquire (1): unheld nodes where a growing holder already runs, most of its GPUs first
+        grow_t = need[:n] > 0
+        jm = grow_t[r_ten] & free_nodes[r_node]
+        keys = [r_ten[jm] * N + r_node[jm]]
+        w = [r_g[jm]]
+        if need[n] > 0:
+            pm = self.pool_members[r_ten] & free_nodes[r_node]
+            keys.append(n * N + r_node[pm])
+            w.append(r_g[pm])
+        key = np.concatenate(keys)
+        if key.size:
+            uk, inv = np.unique(key, return_inverse=True)
+            own = np.bincount(inv, weights=np.concatenate(w))
+            ph, pn = uk // N, uk % N
+            o = np.lexsort((-own, ph))
+            ph, pn = ph[o], pn[o]
+            first = np.r_[0, np.flatnonzero(np.diff(ph)) + 1]
+            rank = np.arange(ph.size) - np.repeat(first, np.diff(np.r_[first, ph.size]))
+            take = rank < need[ph]
+            ph, pn = ph[take], pn[take]
+            _, keep = np.unique(pn, return_index=True)   # a node shared by two growing holders goes to one
+            holder[pn[keep]] = ph[keep]
+            need = np.maximum(want - np.bincount(holder[holder >= 0], minlength=n + 1), 0)
+        # acquire (2): the rest from the unheld nodes that are free soonest
+        if need.any():
+            cand = np.flatnonzero((holder == UNHELD) & self.node_ok)
+            soon = (self.node_free + self.node_draining())[cand]
+            cand = cand[np.argsort(-soon, kind="stable")]
+            hs = np.repeat(np.arange(n + 1), need)[: cand.size]
+            holder[cand[: hs.size]] = hs
 
     # ---- actions -----------------------------------------------------------------------------
     def preempt(self, job_ids: np.ndarray) -> tuple[int, float]:
@@ -362,15 +395,38 @@ class SimCluster:
         gpus = self.j_gpus[q]
         node_of = np.full(q.size, -1, dtype=np.int64)
         holder = self.node_holder
-        # phase A: each holder's jobs go to its held nodes first (MAGNETIC)
+        # phase A: each holder's jobs go to its held nodes first (MAGNETIC). One tenant per hold and one job
+        # size per tenant, so this is vectorised over holders: per holder, fullest fitting node first.
+        n = self.n
         held_free = self.node_ok & (holder >= 0) & (free > 0)
-        if held_free.any():
-            for h in np.unique(holder[held_free]):
-                mine = (self.pool_members[ten] if h == self.n else ten == h) & (node_of < 0)
-                if mine.any():
-                    nodes = np.flatnonzero(held_free & (holder == h))
-                    jobs = np.flatnonzero(mine)
-                    node_of[jobs] = self._fit(gpus[jobs], cls[jobs], nodes, free)
+        hn = np.flatnonzero(held_free & (holder < n))
+        if hn.size:
+            hh = holder[hn]
+            o = np.lexsort((free[hn], hh))
+            hn, hh = hn[o], hh[o]
+            slots = free[hn] // self.job_size[hh]
+            cum = np.cumsum(slots)
+            first = np.r_[0, np.flatnonzero(np.diff(hh)) + 1]
+            start = np.zeros(n, dtype=np.int64)
+            start[hh[first]] = cum[first] - slots[first]
+            total = np.bincount(hh, weights=slots, minlength=n).astype(np.int64)
+            jq = np.flatnonzero(total[ten] > 0)
+            if jq.size:
+                jq = jq[np.argsort(ten[jq], kind="stable")]
+                tj = ten[jq]
+                f2 = np.r_[0, np.flatnonzero(np.diff(tj)) + 1]
+                rank = np.arange(jq.size) - np.repeat(f2, np.diff(np.r_[f2, jq.size]))
+                ok = rank < total[tj]
+                jq, tj, rank = jq[ok], tj[ok], rank[ok]
+                where = hn[np.searchsorted(cum, start[tj] + rank, side="right")]
+                node_of[jq] = where
+                np.subtract.at(free, where, gpus[jq])
+        if (held_free & (holder == n)).any():  # the shared pool: several tenants, several job sizes
+            mine = self.pool_members[ten] & (node_of < 0)
+            if mine.any():
+                nodes = np.flatnonzero(held_free & (holder == n) & (free > 0))
+                jobs = np.flatnonzero(mine)
+                node_of[jobs] = self._fit(gpus[jobs], cls[jobs], nodes, free)
         # phase B: everything else on unheld nodes, in class order; non-preemptible normal work is capped
         rest = np.flatnonzero(node_of < 0)
         open_nodes = np.flatnonzero(self.node_ok & (holder == UNHELD) & (free > 0))

@@ -1,13 +1,18 @@
-"""Replay a demand trace minute by minute through the daemon's own policy engine and a simulated actuator.
+"""Replay a demand trace minute by minute through the daemon's own policy engine and the simulated actuator.
 
-Four strategies see the same trace on identical clusters:
+Every strategy sees the same trace on an identical simulated cluster (same physics: node placement, whole-node
+holds, drains, lost work):
 
-- static:     the seed's setup: 20% of GPUs hard-reserved for the high tier (nobody borrows them),
-              fixed rate limits, no preemption;
-- reactive:   the policy engine with no forecast (reserves for what is asked right now, like an HPA
-              reacting to current load), so it preempts only once high-priority work is already queued;
-- predictive: the policy engine with the forecaster (p90 peak over the lead time), the daemon as shipped;
-- oracle:     the policy engine fed the actual future demand: the bound on what forecasting can buy.
+- static:     the seed's setup: one pool of `reserve_share` of the GPUs for the whole high tier (nobody else
+              starts there), fixed rate limits, no preemption;
+- reactive:   the policy engine with no forecast: it holds what is asked right now plus `headroom`, and
+              preempts only once high-priority work is already waiting;
+- predictive: the policy engine with the forecaster (the `quantile` peak over the lead time, plus `headroom`);
+- perfect:    the same engine fed the true future demand (a perfect forecast). It is not a bound on what any
+              policy can reach: the engine's other choices (lead time, budget, holds) stay as they are.
+
+Each strategy can be run at several settings of its own knob (a sweep); the report compares them on their
+Pareto frontiers (utilization against high-tier unmet demand), with every tier measured.
 """
 
 from __future__ import annotations
@@ -24,50 +29,75 @@ from daemon.config import Config
 from daemon.policy import Plan, PolicyMemory, plan
 from daemon.policy.ratelimits import tenant_limits
 from daemon.sim.actuator import SimulatorActuator
-from daemon.sim.cluster import QUEUED, SimCluster
+from daemon.sim.cluster import SimCluster
 from daemon.sim.workloads import Workload
 from forecaster.baselines import Forecaster
 from forecaster.types import Forecast
 
-STRATEGIES = ("static", "reactive", "predictive", "oracle")
+STRATEGIES = ("static", "reactive", "predictive", "perfect")
+TIERS = ("high", "normal", "low")
 
 
 @dataclass
-class StrategyResult:
+class Meter:
+    """Everything the replay measures, per tier (high, normal, low) and for the cluster."""
+
     name: str
-    steps: int
+    knobs: dict
     util: list[float] = field(default_factory=list)
-    high_wanted: list[float] = field(default_factory=list)
-    high_served: list[float] = field(default_factory=list)
+    idle_queued: float = 0.0                                   # GPU-steps idle while work was queued
+    wanted: dict[str, list[float]] = field(default_factory=lambda: {t: [] for t in TIERS})
+    served: dict[str, list[float]] = field(default_factory=lambda: {t: [] for t in TIERS})
+    unmet: dict[str, list[float]] = field(default_factory=lambda: {t: [] for t in TIERS})
+    waits: dict[str, list[np.ndarray]] = field(default_factory=lambda: {t: [] for t in TIERS})
     high_reserved: list[float] = field(default_factory=list)
-    unmet_high: list[float] = field(default_factory=list)
-    waits_low: list[np.ndarray] = field(default_factory=list)
+    preempted: dict[str, int] = field(default_factory=lambda: {t: 0 for t in TIERS})
+    lost: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
+    starvation: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
+    preempted_idle: float = 0.0                                # GPU-steps freed by preemption, left idle
+    preempted_retaken: int = 0                                 # GPUs freed by preemption, taken by unprotected work
     decision_s: list[float] = field(default_factory=list)
-    throttled: dict[str, float] = field(default_factory=lambda: {"high": 0.0, "normal": 0.0, "low": 0.0})
-    requests: dict[str, float] = field(default_factory=lambda: {"high": 0.0, "normal": 0.0, "low": 0.0})
-    preemptions: int = 0
-    lost_gpu_minutes: float = 0.0
-    longest_wait: float = 0.0
+    throttled: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
+    requests: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
+    step_min: float = 1.0
+    wall_s: float = 0.0
+
+    @property
+    def label(self) -> str:
+        k = ",".join(f"{a}={b:g}" for a, b in self.knobs.items())
+        return f"{self.name}({k})" if k else self.name
+
+    def tier(self, t: str) -> dict:
+        m = self.step_min
+        un = np.asarray(self.unmet[t])
+        w = np.concatenate(self.waits[t]) * m if self.waits[t] else np.zeros(0)
+        return {
+            "demand_gpu_min": float(np.sum(self.wanted[t]) * m),
+            "served_gpu_min": float(np.sum(self.served[t]) * m),
+            "unmet_gpu_min": float(un.sum() * m),
+            "minutes_with_unmet": float((un > 0.5).sum() * m),
+            "wait_mean_min": float(w.mean()) if w.size else 0.0,
+            "wait_p99_min": float(np.percentile(w, 99)) if w.size else 0.0,
+            "longest_starvation_min": float(self.starvation[t]),
+            "preemptions_suffered": int(self.preempted[t]),
+            "work_lost_gpu_min": float(self.lost[t] * m),
+            "throttled_share": self.throttled[t] / self.requests[t] if self.requests[t] else 0.0,
+        }
 
     def summary(self) -> dict:
-        waits = np.concatenate(self.waits_low) if self.waits_low else np.zeros(0)
-        unmet = np.asarray(self.unmet_high)
+        m = self.step_min
         return {
-            "strategy": self.name, "steps": self.steps,
-            "mean_utilization": float(np.mean(self.util)) if self.util else float("nan"),
-            "high_unmet_gpu_minutes": float(unmet.sum()),
-            "high_unmet_minutes": int((unmet > 0.5).sum()),
-            "high_demand_gpu_minutes": float(np.sum(self.high_wanted)),
-            "low_wait_mean_min": float(waits.mean()) if waits.size else 0.0,
-            "low_wait_p99_min": float(np.percentile(waits, 99)) if waits.size else 0.0,
-            "longest_starvation_min": float(self.longest_wait),
-            "preemptions": self.preemptions,
-            "lost_gpu_minutes": self.lost_gpu_minutes,
-            "throttled_requests": {k: float(v) for k, v in self.throttled.items()},
-            "throttled_share": {k: (self.throttled[k] / self.requests[k] if self.requests[k] else 0.0)
-                                for k in self.requests},
+            "strategy": self.name, "knobs": dict(self.knobs), "label": self.label, "steps": len(self.util),
+            "utilization": float(np.mean(self.util)) if self.util else float("nan"),
+            "idle_while_queued_gpu_min": float(self.idle_queued * m),
+            "preemptions": int(sum(self.preempted.values())),
+            "work_lost_gpu_min": float(sum(self.lost.values()) * m),
+            "preempted_idle_gpu_min": float(self.preempted_idle * m),
+            "preempted_retaken_gpus": int(self.preempted_retaken),
+            "tiers": {t: self.tier(t) for t in TIERS},
             "decision_ms_mean": float(np.mean(self.decision_s) * 1000) if self.decision_s else 0.0,
             "decision_ms_p99": float(np.percentile(self.decision_s, 99) * 1000) if self.decision_s else 0.0,
+            "wall_s": float(self.wall_s),
         }
 
 
@@ -81,25 +111,27 @@ def static_plan(state: ClusterState, cfg: Config) -> Plan:
                 forecast_model="static", notes=(), memory=PolicyMemory())
 
 
-class _ForecastCache:
-    """Forecast every `every` steps and shift the horizon in between (the daemon runs 2 cycles a minute,
-    the replay at 1,000 tenants cannot afford a forward pass per simulated minute)."""
+class ForecastBank:
+    """Forecasts of one model on one trace, made every `every` steps and kept, so every setting of a sweep
+    reuses them (the horizon is shifted in between, as the daemon's last forecast ages between cycles)."""
 
-    def __init__(self, model: Forecaster, every: int, horizon: int) -> None:
-        self.model, self.every, self.horizon = model, max(1, every), horizon
-        self.fc: Forecast | None = None
-        self.age = 0
+    def __init__(self, model: Forecaster, demand: pd.DataFrame, every: int, horizon: int, history: int) -> None:
+        self.model, self.demand, self.every, self.horizon, self.history = model, demand, max(1, every), horizon, history
+        self.made: dict[int, Forecast] = {}
+        self.seconds = 0.0
 
-    def get(self, history: pd.DataFrame) -> Forecast:
-        if self.fc is None or self.age >= self.every:
-            self.fc = self.model.predict(history, self.horizon)
-            self.age = 0
-        fc = self.fc
-        k = self.age
-        self.age += 1
-        if k == 0:
+    def at(self, k: int) -> Forecast:
+        base = k - k % self.every
+        fc = self.made.get(base)
+        if fc is None:
+            t0 = time.perf_counter()
+            fc = self.model.predict(self.demand.iloc[max(0, base + 1 - self.history): base + 1], self.horizon)
+            self.seconds += time.perf_counter() - t0
+            self.made[base] = fc
+        s = k - base
+        if s == 0:
             return fc
-        vals = np.concatenate([fc.values[:, k:], np.repeat(fc.values[:, -1:], k, axis=1)], axis=1)
+        vals = np.concatenate([fc.values[:, s:], np.repeat(fc.values[:, -1:], s, axis=1)], axis=1)
         return Forecast(fc.tenants, fc.quantiles, vals, fc.issued_at, fc.step_s, fc.model)
 
 
@@ -113,99 +145,139 @@ def per_step_config(cfg: Config, step_s: int) -> Config:
                                                                            "preempt_budget_jobs": jobs})})
 
 
-def run_strategy(name: str, w: Workload, cfg: Config, model: Forecaster | None, *, steps: int,
-                 forecast_every: int = 1, history_steps: int | None = None,
-                 progress: Callable[[int], None] | None = None, check_books: bool = False) -> StrategyResult:
+def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None = None, *, steps: int,
+                 knobs: dict | None = None, progress: Callable[[int], None] | None = None,
+                 check_invariants: bool = False) -> Meter:
+    """Replay `steps` measured steps of `w` (after a warm-up) under one strategy at one setting of its knobs
+    (policy fields: reactive `headroom`; predictive `quantile`, `headroom`; static `reserve_share`)."""
+    if name not in STRATEGIES:
+        raise ValueError(f"unknown strategy {name!r}; choose from {STRATEGIES}")
+    if name == "predictive" and bank is None:
+        raise ValueError("the predictive strategy needs a forecast bank (a model)")
+    knobs = dict(knobs or {})
+    t_start = time.perf_counter()
     demand = w.demand.to_numpy(dtype=float)
     step_s = int((w.demand.index[1] - w.demand.index[0]).total_seconds())
     cfg = per_step_config(cfg, step_s)
+    if knobs:
+        cfg = cfg.model_copy(update={"policy": cfg.policy.model_copy(update=knobs)})
     tenants = tuple(map(str, w.demand.columns))
     prio = np.array([PRIORITY[t] for t in w.tiers], dtype=np.int8)
+    tier_of = np.array(w.tiers)
+    masks = {t: tier_of == t for t in TIERS}
     sc = cfg.source.simulator
     c = SimCluster(list(tenants), prio, w.capacity, w.job_gpus, gpus_per_node=w.gpus_per_node,
                    drain_steps=sc.drain_steps, checkpoint_steps=sc.checkpoint_steps,
                    max_wait_steps=cfg.policy.max_wait_steps)
     act = SimulatorActuator(c, tenants)
     H = cfg.cycle.horizon_steps
-    hist_n = history_steps or cfg.cycle.history_steps
-    high = prio == PRIORITY["high"]
-    low = prio == PRIORITY["low"]
-    cache = _ForecastCache(model, forecast_every, H) if model is not None else None
+    high = masks["high"]
     mem = PolicyMemory()
     last: Plan | None = None
-    res = StrategyResult(name, steps)
-    tier_names = np.array(w.tiers)
+    res = Meter(name, knobs, step_min=step_s / 60.0)
     warm = min(240, w.start)
     req_scale = w.requests_per_gpu_s * step_s
+    pre0 = lost0 = None
+    idle0 = ret0 = 0
     for k in range(w.start - warm, w.start + steps):
-        stats = c.step(demand[k])
         measured = k >= w.start
-        if check_books:
+        if measured and pre0 is None:  # count only what happens in the measured window
+            pre0, lost0 = c.preempted_per_tenant.copy(), c.lost_per_tenant.copy()
+            idle0, ret0 = c.preempted_idle, c.preempted_retaken
+            c.starve_max[:] = 0
+        stats = c.step(demand[k])
+        if check_invariants:
             c.check_invariants()
         if measured:
             res.util.append(stats.running_gpus / max(stats.capacity, 1))
-            wanted = stats.wanted
-            res.high_wanted.append(float(wanted[high].sum()))
-            res.high_served.append(float(np.minimum(stats.served, wanted)[high].sum()))
-            res.unmet_high.append(float(np.maximum(wanted - stats.served, 0)[high].sum()))
-            arr = stats.started
-            if arr.size:
-                res.waits_low.append(arr[arr[:, 2] == PRIORITY["low"], 0])
+            res.idle_queued += min(stats.free_gpus, int(stats.queued.sum()))
+            served = np.minimum(stats.served, stats.wanted)
+            unmet = np.maximum(stats.wanted - stats.served, 0)
+            for t, m in masks.items():
+                res.wanted[t].append(float(stats.wanted[m].sum()))
+                res.served[t].append(float(served[m].sum()))
+                res.unmet[t].append(float(unmet[m].sum()))
+                if stats.started.size:
+                    res.waits[t].append(stats.started[stats.started[:, 2] == PRIORITY[t], 0])
         state = c.state(tenants, w.tiers, w.demand.index[k], step_s)
         t0 = time.perf_counter()
         if name == "static":
             p = static_plan(state, cfg)
         elif name == "reactive":
             p = plan(None, state, mem, cfg, last)
-        elif name == "oracle":
+        elif name == "perfect":
             fut = demand[k + 1: k + 1 + H].T
             if fut.shape[1] < H:
                 fut = np.concatenate([fut, np.repeat(fut[:, -1:], H - fut.shape[1], axis=1)], axis=1)
             v = np.repeat(fut[:, :, None], 3, axis=2)
-            p = plan(Forecast(tenants, (0.5, 0.9, 0.99), v, state.at, step_s, "oracle"), state, mem, cfg, last)
+            p = plan(Forecast(tenants, (0.5, 0.9, 0.99), v, state.at, step_s, "perfect"), state, mem, cfg, last)
         else:
-            hist = w.demand.iloc[max(0, k + 1 - hist_n): k + 1]
-            p = plan(cache.get(hist), state, mem, cfg, last)
+            p = plan(bank.at(k), state, mem, cfg, last)
         dt = time.perf_counter() - t0
-        before_pre, before_lost = c.total_preemptions, c.total_lost
         act.apply(p)
         if name == "static":
             c.set_reservations(np.zeros(len(tenants), dtype=np.int64), None, pool=(high, p.high_pool))
         mem, last = p.memory, p
         if measured:
             res.decision_s.append(dt)
-            res.preemptions += c.total_preemptions - before_pre
-            res.lost_gpu_minutes += (c.total_lost - before_lost) * step_s / 60.0
-            res.high_reserved.append(float(sum(p.reservations.get(t, 0) for t in np.asarray(tenants)[high])))
-            # requests: volume follows GPUs in use (and the trace's shape); limits come from the plan
+            res.high_reserved.append(float(c.held_gpus()[np.r_[high, True]].sum()) if name == "static"
+                                     else float(c.held_gpus()[:-1][high].sum()))
+            # requests: volume follows GPUs asked for (and the trace's shape); limits come from the plan
             shape = 1.0 if w.request_shape is None else float(w.request_shape[k % len(w.request_shape)])
             vol = np.maximum(stats.wanted, 0) * req_scale * shape
             rate = np.array([p.limits[t].rate for t in tenants]) * step_s
             thr = np.maximum(vol - rate, 0)
-            for tier in ("high", "normal", "low"):
-                m = tier_names == tier
-                res.requests[tier] += float(vol[m].sum())
-                res.throttled[tier] += float(thr[m].sum())
+            for t, m in masks.items():
+                res.requests[t] += float(vol[m].sum())
+                res.throttled[t] += float(thr[m].sum())
         if progress and measured:
             progress(k - w.start)
-    # starvation: the longest any low-priority job waited over all its queue stints, finished or still queued
-    res.longest_wait = float(c.starvation()[PRIORITY["low"]] * step_s / 60.0)
-    res.waits_low = [a * step_s / 60.0 for a in res.waits_low]
+    if pre0 is not None:
+        pre = c.preempted_per_tenant - pre0
+        lost = c.lost_per_tenant - lost0
+        starve = c.starvation()
+        for t, m in masks.items():
+            res.preempted[t] = int(pre[m].sum())
+            res.lost[t] = float(lost[m].sum())
+            res.starvation[t] = float(starve[PRIORITY[t]] * step_s / 60.0)
+        res.preempted_idle = float(c.preempted_idle - idle0)
+        res.preempted_retaken = int(c.preempted_retaken - ret0)
+    res.wall_s = time.perf_counter() - t_start
     return res
 
 
+def default_sweep(strategies=STRATEGIES) -> list[tuple[str, dict]]:
+    """Each strategy over its own knob: static the pool share, reactive the headroom, predictive the quantile
+    and the headroom, perfect the headroom."""
+    grid = {
+        "static": [{"reserve_share": s} for s in (0.1, 0.2, 0.3, 0.4)],
+        "reactive": [{"headroom": h} for h in (0.0, 0.05, 0.1, 0.15, 0.25, 0.4)],
+        "predictive": [{"quantile": q, "headroom": h} for q in (0.5, 0.9, 0.99) for h in (0.0, 0.05, 0.15)],
+        "perfect": [{"headroom": h} for h in (0.0, 0.05, 0.15)],
+    }
+    return [(s, k) for s in strategies for k in grid[s]]
+
+
 def run_replay(w: Workload, cfg: Config, model: Forecaster | None, *, steps: int, strategies=STRATEGIES,
-               forecast_every: int = 1, progress: bool = False, check_books: bool = False) -> dict[str, StrategyResult]:
-    out = {}
-    for s in strategies:
+               settings: list[tuple[str, dict]] | None = None, forecast_every: int = 1, progress: bool = False,
+               check_invariants: bool = False) -> list[Meter]:
+    """Run each (strategy, knobs) setting; with no `settings`, each strategy once at the configured policy."""
+    runs = settings if settings is not None else [(s, {}) for s in strategies]
+    bank = None
+    if model is not None and any(s == "predictive" for s, _ in runs):
+        bank = ForecastBank(model, w.demand, forecast_every, cfg.cycle.horizon_steps, cfg.cycle.history_steps)
+    out = []
+    for s, knobs in runs:
+        if s == "predictive" and bank is None:
+            continue
         bar = None
         if progress:
             from tqdm import tqdm
 
-            bar = tqdm(total=steps, desc=f"{w.name}/{s}", leave=False, disable=None)
-        out[s] = run_strategy(s, w, cfg, model if s == "predictive" else None, steps=steps,
-                              forecast_every=forecast_every, progress=(lambda _i, b=bar: b.update(1)) if bar else None,
-                              check_books=check_books)
+            bar = tqdm(total=steps, desc=f"{w.name}/{s}{knobs or ''}", leave=False, disable=None)
+        out.append(run_strategy(s, w, cfg, bank if s == "predictive" else None, steps=steps, knobs=knobs,
+                                progress=(lambda _i, b=bar: b.update(1)) if bar else None,
+                                check_invariants=check_invariants))
         if bar:
             bar.close()
     return out

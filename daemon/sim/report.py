@@ -1,4 +1,4 @@
-"""Replay output: a table for the terminal, JSON for machines, a PNG for people."""
+"""Replay output: a per-tier table for the terminal, JSON for machines, Pareto PNGs for people."""
 
 from __future__ import annotations
 
@@ -7,64 +7,124 @@ from pathlib import Path
 
 import numpy as np
 
-from daemon.sim.replay import StrategyResult
+from daemon.sim.replay import Meter
+
+UTIL_TOLERANCE = 0.005  # "equal utilization": within half a percentage point
 
 
-def table(results: dict[str, StrategyResult]) -> str:
-    head = (f"{'strategy':<11} {'util':>6} {'hi unmet':>9} {'hi min':>7} {'lo wait':>8} {'lo p99':>7} "
-            f"{'starve':>7} {'preempt':>8} {'lost':>8} {'thr hi':>7} {'thr nrm':>8} {'thr lo':>7} {'ms':>6}")
-    unit = (f"{'':<11} {'%':>6} {'GPU-min':>9} {'':>7} {'min':>8} {'min':>7} {'min':>7} {'jobs':>8} "
-            f"{'GPU-min':>8} {'%':>7} {'%':>8} {'%':>7} {'/cyc':>6}")
+def table(runs: list[Meter]) -> str:
+    head = (f"{'setting':<36} {'util':>5} {'idleQ':>7} {'hi unmet':>8} {'hi min':>6} {'hi p99':>6} "
+            f"{'nrm unmet':>9} {'nrm p99':>7} {'low unmet':>9} {'low p99':>7} {'starve':>6} "
+            f"{'preempt':>7} {'lost':>7} {'preIdle':>7} {'ms':>5}")
+    unit = (f"{'':<36} {'%':>5} {'GPU-min':>7} {'GPU-min':>8} {'min':>6} {'min':>6} {'GPU-min':>9} {'min':>7} "
+            f"{'GPU-min':>9} {'min':>7} {'min':>6} {'jobs':>7} {'GPU-min':>7} {'GPU-min':>7} {'/cyc':>5}")
     rows = [head, unit]
-    for r in results.values():
+    for r in runs:
         s = r.summary()
-        t = s["throttled_share"]
-        rows.append(f"{s['strategy']:<11} {100 * s['mean_utilization']:>6.1f} {s['high_unmet_gpu_minutes']:>9.0f} "
-                    f"{s['high_unmet_minutes']:>7d} {s['low_wait_mean_min']:>8.1f} {s['low_wait_p99_min']:>7.0f} "
-                    f"{s['longest_starvation_min']:>7.0f} {s['preemptions']:>8d} {s['lost_gpu_minutes']:>8.0f} "
-                    f"{100 * t['high']:>7.2f} {100 * t['normal']:>8.2f} {100 * t['low']:>7.2f} {s['decision_ms_mean']:>6.1f}")
+        h, nm, lo = (s["tiers"][t] for t in ("high", "normal", "low"))
+        starve = max(x["longest_starvation_min"] for x in s["tiers"].values())
+        rows.append(f"{s['label']:<36} {100 * s['utilization']:>5.1f} {s['idle_while_queued_gpu_min']:>7.0f} "
+                    f"{h['unmet_gpu_min']:>8.0f} {h['minutes_with_unmet']:>6.0f} {h['wait_p99_min']:>6.0f} "
+                    f"{nm['unmet_gpu_min']:>9.0f} {nm['wait_p99_min']:>7.0f} {lo['unmet_gpu_min']:>9.0f} "
+                    f"{lo['wait_p99_min']:>7.0f} {starve:>6.0f} {s['preemptions']:>7d} {s['work_lost_gpu_min']:>7.0f} "
+                    f"{s['preempted_idle_gpu_min']:>7.0f} {s['decision_ms_mean']:>5.1f}")
     return "\n".join(rows)
 
 
-def to_json(results: dict[str, StrategyResult], meta: dict, path: Path) -> dict:
-    out = {**meta, "strategies": {k: v.summary() for k, v in results.items()}}
-    o = out["strategies"]
-    if "oracle" in o and "predictive" in o:
-        out["predictive_vs_oracle_utilization"] = o["predictive"]["mean_utilization"] / max(o["oracle"]["mean_utilization"], 1e-9)
-    if "reactive" in o and "predictive" in o:
-        out["predictive_preemptions_vs_reactive"] = o["predictive"]["preemptions"] / max(o["reactive"]["preemptions"], 1)
+def frontier(points: list[dict]) -> list[dict]:
+    """The Pareto frontier: settings no other setting beats on both utilization (higher) and high-tier unmet
+    (lower). Sorted by utilization."""
+    out = []
+    for p in points:
+        u, x = p["utilization"], p["tiers"]["high"]["unmet_gpu_min"]
+        dominated = any(q is not p and q["utilization"] >= u and q["tiers"]["high"]["unmet_gpu_min"] <= x
+                        and (q["utilization"] > u or q["tiers"]["high"]["unmet_gpu_min"] < x) for q in points)
+        if not dominated:
+            out.append(p)
+    return sorted(out, key=lambda p: p["utilization"])
+
+
+def compare(summaries: list[dict], min_util: float | None = None) -> dict:
+    """Predictive against reactive at equal utilization, as issue #9 asks.
+
+    Reactive's best point: on its frontier, the lowest high-tier unmet among the points within one percentage
+    point of its highest utilization. Predictive's point: the lowest high-tier unmet among its settings with
+    at least that utilization (less half a point). Targets: predictive high unmet <= 50% of reactive's, normal
+    unmet no higher, preemptions <= 70%; and utilization >= `min_util` where given."""
+    by = {s: [x for x in summaries if x["strategy"] == s] for s in ("reactive", "predictive")}
+    if not by["reactive"] or not by["predictive"]:
+        return {}
+    rf = frontier(by["reactive"])
+    top = max(p["utilization"] for p in rf)
+    r = min((p for p in rf if p["utilization"] >= top - 0.01), key=lambda p: p["tiers"]["high"]["unmet_gpu_min"])
+    ok = [p for p in by["predictive"] if p["utilization"] >= r["utilization"] - UTIL_TOLERANCE]
+    out = {"reactive_point": r["label"], "reactive_utilization": r["utilization"]}
+    if not ok:
+        out["predictive_point"] = None
+        out["verdict"] = "no predictive setting reaches the reactive point's utilization"
+        return out
+    p = min(ok, key=lambda x: (x["tiers"]["high"]["unmet_gpu_min"], -x["utilization"]))
+    rh, ph = r["tiers"]["high"]["unmet_gpu_min"], p["tiers"]["high"]["unmet_gpu_min"]
+    rn, pn = r["tiers"]["normal"]["unmet_gpu_min"], p["tiers"]["normal"]["unmet_gpu_min"]
+    targets = {
+        "high_unmet_at_most_half": ph <= 0.5 * rh if rh > 0 else ph == 0,
+        "normal_unmet_no_higher": pn <= rn,
+        "preemptions_at_most_70pct": p["preemptions"] <= 0.7 * r["preemptions"],
+    }
+    if min_util is not None:
+        targets["utilization_at_least"] = p["utilization"] >= min_util
+    out.update({"predictive_point": p["label"], "predictive_utilization": p["utilization"],
+                "high_unmet": {"reactive": rh, "predictive": ph}, "normal_unmet": {"reactive": rn, "predictive": pn},
+                "low_unmet": {"reactive": r["tiers"]["low"]["unmet_gpu_min"], "predictive": p["tiers"]["low"]["unmet_gpu_min"]},
+                "preemptions": {"reactive": r["preemptions"], "predictive": p["preemptions"]},
+                "work_lost_gpu_min": {"reactive": r["work_lost_gpu_min"], "predictive": p["work_lost_gpu_min"]},
+                "targets": targets, "all_met": all(targets.values())})
+    return out
+
+
+def to_json(runs: list[Meter], meta: dict, path: Path, min_util: float | None = None) -> dict:
+    summaries = [r.summary() for r in runs]
+    out = {**meta, "runs": summaries,
+           "frontiers": {s: [p["label"] for p in frontier([x for x in summaries if x["strategy"] == s])]
+                         for s in dict.fromkeys(x["strategy"] for x in summaries)},
+           "comparison": compare(summaries, min_util)}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=2) + "\n")
     return out
 
 
-def figure(results: dict[str, StrategyResult], path: Path, title: str, max_points: int = 3000) -> Path:
+COLORS = {"static": "tab:gray", "reactive": "tab:orange", "predictive": "tab:blue", "perfect": "tab:green"}
+
+
+def pareto_figure(runs: list[Meter], path: Path, title: str) -> Path:
+    """Utilization against high-tier unmet and against normal-tier unmet, every setting a dot, each
+    strategy's frontier (on the high tier) a line."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(results), 1, figsize=(11, 2.3 * len(results)), sharex=True, squeeze=False)
-    for ax, r in zip(axes[:, 0], results.values()):
-        n = len(r.high_wanted)
-        stride = max(1, n // max_points)
-        x = np.arange(n)[::stride] / 60.0
-        ax.plot(x, np.asarray(r.high_wanted)[::stride], color="black", lw=1, label="high-tier demand")
-        ax.plot(x, np.asarray(r.high_reserved)[::stride], color="tab:blue", lw=1, label="reserved for high tier")
-        ax.fill_between(x, 0, np.asarray(r.unmet_high)[::stride], color="tab:red", alpha=0.6, label="high unmet")
-        ax2 = ax.twinx()
-        ax2.plot(x, 100 * np.asarray(r.util)[::stride], color="tab:green", lw=0.7, alpha=0.7, label="utilization %")
-        ax2.set_ylim(0, 105)
-        ax2.set_ylabel("util %", fontsize=8)
-        s = r.summary()
-        ax.set_title(f"{r.name}: util {100 * s['mean_utilization']:.1f}%, high unmet {s['high_unmet_gpu_minutes']:.0f} "
-                     f"GPU-min, {s['preemptions']} preemptions", fontsize=9)
-        ax.set_ylabel("GPUs", fontsize=8)
-    axes[0, 0].legend(fontsize=7, loc="upper left")
-    axes[-1, 0].set_xlabel("hours")
+    summaries = [r.summary() for r in runs]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
+    for s in dict.fromkeys(x["strategy"] for x in summaries):
+        pts = [x for x in summaries if x["strategy"] == s]
+        col = COLORS.get(s, "black")
+        fr = frontier(pts)
+        for ax, tier in zip(axes, ("high", "normal")):
+            ax.scatter([100 * p["utilization"] for p in pts], [p["tiers"][tier]["unmet_gpu_min"] for p in pts],
+                       color=col, s=22, alpha=0.8, label=s if tier == "high" else None)
+            ax.plot([100 * p["utilization"] for p in fr], [p["tiers"][tier]["unmet_gpu_min"] for p in fr],
+                    color=col, lw=1.2)
+    for ax, tier in zip(axes, ("high", "normal")):
+        ax.set_xlabel("mean utilization, %")
+        ax.set_ylabel(f"{tier}-tier unmet demand, GPU-min")
+        ax.set_yscale("symlog", linthresh=10)
+        ax.grid(alpha=0.3)
+        ax.set_title(f"utilization vs {tier}-tier unmet (lines: frontier on high-tier unmet)", fontsize=9)
+    axes[0].legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=85)
+    fig.savefig(path, dpi=90)
     plt.close(fig)
     return path

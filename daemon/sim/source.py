@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pandas as pd
 
@@ -39,6 +41,8 @@ class SimulatedCluster:
         for k in range(max(0, self.warmup - 240), self.warmup):
             self.cluster.step(self.values[k])
         self.blackout = False  # tests flip this to simulate an unreachable source
+        # the cycle (collect, apply) and a node failover (in its own worker) both touch the cluster's arrays
+        self.lock = threading.RLock()
 
     @property
     def now(self) -> pd.Timestamp:
@@ -66,12 +70,21 @@ class SimulatedCluster:
         self.pos += 1
 
     def collect(self, history_steps: int) -> Collected:
-        self.advance()
-        if self.blackout:
-            raise SourceError("simulated source blackout")
-        lo = max(0, self.pos - history_steps)
-        history = self.work.demand.iloc[lo:self.pos]
-        return Collected(history, self.snapshot())
+        with self.lock:
+            self.advance()
+            if self.blackout:
+                raise SourceError("simulated source blackout")
+            lo = max(0, self.pos - history_steps)
+            history = self.work.demand.iloc[lo:self.pos]
+            return Collected(history, self.snapshot())
+
+    def jobs_on_node(self, node: str) -> list[tuple[str, str]]:
+        idx = self.node_index(node)
+        if idx is None:
+            return []
+        with self.lock:
+            c = self.cluster
+            return [(f"sim-{c.j_id[p]}", self.tenants[c.j_tenant[p]]) for p in c.running_on(idx)]
 
     def snapshot(self) -> ClusterState:
         names = np.vectorize(lambda x: self.node_name(x) if x >= 0 else "", otypes=[object])

@@ -126,3 +126,46 @@ def alibaba(data_dir: Path, days: float = 7.0, history_days: float = 3.0, capaci
     cap = int(np.ceil(np.quantile(frame.iloc[hist:].sum(axis=1), capacity_quantile)))
     w = Workload("alibaba-gpu-2023", frame, tiers, np.ones(frame.shape[1], dtype=np.int64), cap, hist)
     return w
+
+
+def helios(data_dir: Path, start: str = "2020-05-14", days: float = 3.0, history_days: float = 2.0,
+           high_vcs: int = 2, capacity_quantile: float = 0.9, gpus_per_node: int = 8) -> Workload:
+    """Helios "Earth" (SenseTime, May 2020): 16 virtual clusters (tenants of one Slurm cluster), per minute.
+
+    Demand of a VC = running + pending GPUs. Each VC becomes two simulated tenants: ``<vc>/8`` with 8-GPU jobs
+    (the trace's ``_noless_8`` GPUs: jobs of 8 GPUs or more, one whole node each here) and ``<vc>/s`` with the
+    VC's mean small-job size, rounded down to 1, 2 or 4 (``_less_8``). Tiers: the `high_vcs` VCs with the
+    largest quota are the high tier (both parts); every other VC's 8-GPU part is normal and its small-job part
+    low (preemptible). The replayed cluster is sized at the `capacity_quantile` of total demand in the measured
+    window, on `gpus_per_node`-GPU nodes: contended at peaks, as the product assumes (the VCs' quotas add up to
+    856 GPUs, which the trace's demand exceeds only on a few days)."""
+    root = Path(data_dir) / "helios-earth-2020"
+    files = sorted(root.glob("vc*/cluster_sequence_vc.csv"))
+    if not files:
+        raise OSError(f"no Helios VC files under {root}")
+    t0 = pd.Timestamp(start) - pd.Timedelta(days=history_days)
+    t1 = pd.Timestamp(start) + pd.Timedelta(days=days)
+    cols, sizes, quota = {}, {}, {}
+    for f in files:
+        vc = f.parent.name
+        d = pd.read_csv(f, parse_dates=["time"], index_col="time")
+        quota[vc] = int(d["total_gpu_num"].iloc[0])
+        w = d.loc[t0: t1 - pd.Timedelta(minutes=1)]
+        big = (w["running_gpu_num_noless_8"] + w["pending_gpu_num_noless_8"]).astype(float)
+        small = (w["running_gpu_num_less_8"] + w["pending_gpu_num_less_8"]).astype(float)
+        jobs = d["running_job_num_less_8"].sum() + d["pending_job_num_less_8"].sum()
+        mean_small = (d["running_gpu_num_less_8"].sum() + d["pending_gpu_num_less_8"].sum()) / max(jobs, 1)
+        cols[f"{vc}/8"], sizes[f"{vc}/8"] = big, gpus_per_node
+        cols[f"{vc}/s"], sizes[f"{vc}/s"] = small, int(2 ** np.floor(np.log2(np.clip(mean_small, 1, 4))))
+    frame = pd.DataFrame(cols)
+    frame.index = frame.index.tz_localize("UTC")
+    frame.index.name = "time"
+    frame.columns.name = "tenant"
+    high = set(sorted(quota, key=lambda v: (-quota[v], v))[:high_vcs])
+    tiers = tuple("high" if c.split("/")[0] in high else ("normal" if c.endswith("/8") else "low")
+                  for c in frame.columns)
+    hist = int(history_days * 1440)
+    total = frame.iloc[hist:].sum(axis=1)
+    cap = int(np.ceil(np.quantile(total, capacity_quantile) / gpus_per_node) * gpus_per_node)
+    return Workload("helios-earth-2020", frame, tiers, np.array([sizes[c] for c in frame.columns], dtype=np.int64),
+                    cap, hist, gpus_per_node=gpus_per_node)

@@ -1,0 +1,268 @@
+"""Console pages. Same tokens and the same rules as /api/v1; a login form keeps the token in a cookie.
+
+Every page is one HTML document with its CSS inline and its charts as inline
+SVG; the Content-Security-Policy forbids loading anything, from anywhere.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, quote
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+from starlette.templating import Jinja2Templates
+
+from daemon.api import views
+from daemon.api.auth import COOKIE, Principal
+from daemon.api.routes import KIND_RE, TENANT_RE, AccessHolder
+from daemon.overrides import BadChange
+from daemon.ui.charts import Band, Chart, Line, forecast_x, series_x
+
+if TYPE_CHECKING:
+    from daemon.service import Daemon
+
+HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; "
+                               "frame-ancestors 'none'; base-uri 'none'",
+    "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+}
+
+
+def pct(x) -> str:
+    return "–" if x is None else f"{x:.0%}"
+
+
+def event_text(e: dict) -> str:
+    if e.get("message"):
+        return str(e["message"])
+    if e.get("reason"):
+        job = f"job {e['job_id']} ({e.get('gpus')} GPUs) " if e.get("job_id") else ""
+        return f"{job}{e['reason']}"
+    if e.get("kind") == "node_down":
+        secs = e.get("seconds")
+        took = f" in {secs:.2f}s" if isinstance(secs, (int, float)) else ""
+        errs = f"; errors: {'; '.join(e['errors'])}" if e.get("errors") else ""
+        return f"node {e.get('node')} failed: {len(e.get('jobs') or [])} job(s) requeued{took}{errs}"
+    rest = {k: v for k, v in e.items() if k not in ("id", "at", "kind", "tenant")}
+    return ", ".join(f"{k}={v}" for k, v in rest.items())
+
+
+def _minutes_between(a: str, b: str) -> float | None:
+    try:
+        return (dt.datetime.fromisoformat(a) - dt.datetime.fromisoformat(b)).total_seconds() / 60
+    except (TypeError, ValueError):
+        return None
+
+
+def load_chart(c: dict) -> Chart:
+    hist = c["history"]
+    now = c["at"] or (hist[-1]["at"] if hist else None)
+    xs, used, cap, held = [], [], [], []
+    for s in hist:
+        x = _minutes_between(s["at"], now) if now else None
+        if x is None:
+            continue
+        xs.append(x)
+        cap.append(s["capacity"])
+        used.append(s["load"] * s["capacity"] if s["load"] is not None else None)
+        held.append(s["held"])
+    return Chart("load-chart", "GPUs in use, healthy capacity and held capacity, per cycle",
+                 [Line("in use", xs, used, "s-used"), Line("capacity", xs, cap, "s-cap", step=True),
+                  Line("held", xs, held, "s-held", step=True)])
+
+
+def band_chart(c: dict) -> Chart:
+    ch = Chart("cluster-forecast-chart", "Demand and its forecast (sum over tenants of p50 and p90) against capacity")
+    d, f = c["demand"], c["forecast"]
+    edge = [0.0]
+    if d:
+        xs = series_x(len(d["values"]), d["step_s"])
+        ch.lines.append(Line("demand", xs, d["values"], "s-used"))
+        edge = [xs[0], 0.0]
+    if f:
+        fx = forecast_x(len(f["p50"]), f["step_s"])
+        ch.bands.insert(0, Band("p50–p90", fx, f["p50"], f["p90"], "b-p90"))
+        ch.lines.append(Line("p50", fx, f["p50"], "s-p50"))
+        edge = [edge[0], fx[-1]]
+    if c["capacity"] is not None:
+        ch.lines.append(Line("capacity", edge, [c["capacity"]] * len(edge), "s-cap"))
+    if c["held"] is not None:
+        ch.lines.append(Line("held now", edge, [c["held"]] * len(edge), "s-held"))
+    return ch
+
+
+def tenant_chart(t: dict) -> Chart:
+    ch = Chart("forecast-chart", f"{t['tenant']}: GPUs used (running + queued) and the p50/p90 forecast")
+    u, f = t["usage"], t["forecast"]
+    edge = [0.0]
+    if u:
+        xs = series_x(len(u["values"]), u["step_s"])
+        ch.lines.append(Line("usage", xs, u["values"], "s-used"))
+        edge = [xs[0], 0.0]
+    if f:
+        fx = forecast_x(len(f["p50"]), f["step_s"])
+        ch.bands.insert(0, Band("p50–p90", fx, f["p50"], f["p90"], "b-p90"))
+        ch.lines.append(Line("p50", fx, f["p50"], "s-p50"))
+        edge = [edge[0], fx[-1]]
+    if t["held"]:
+        ch.lines.append(Line("held for you", edge, [t["held"]] * len(edge), "s-held"))
+    if t["quota"] is not None:
+        ch.lines.append(Line("quota", edge, [t["quota"]] * len(edge), "s-quota"))
+    return ch
+
+
+def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
+    templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+    templates.env.globals.update(pct=pct, event_text=event_text)
+
+    def page(request: Request, name: str, status: int = 200, **ctx) -> Response:
+        ctx.setdefault("title", name.split(".")[0].capitalize())
+        return templates.TemplateResponse(request, name, ctx, status_code=status, headers=HEADERS)
+
+    def problem(request: Request, who: Principal | None, status: int, title: str, message: str) -> Response:
+        return page(request, "problem.html", status, who=who, title=title, message=message)
+
+    def to_login(request: Request) -> Response:
+        nxt = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return RedirectResponse(f"/ui/login?next={quote(nxt)}", status_code=303, headers=HEADERS)
+
+    def who(request: Request) -> Principal | None:
+        return holder.get().from_request(request)
+
+    def check_tenant(request: Request, p: Principal, tenant: str) -> Response | None:
+        if not TENANT_RE.match(tenant):
+            return problem(request, p, 400, "Bad tenant name", f"tenant: not a valid tenant name: {tenant[:64]!r}")
+        if not p.may_see(tenant):
+            return problem(request, p, 403, "Not your tenant", f"{p.name} may only see tenant {p.tenant}.")
+        if tenant not in views.tenant_names(daemon):
+            return problem(request, p, 404, "Unknown tenant", f"No tenant {tenant!r} in the current plan or config.")
+        return None
+
+    async def root(request: Request) -> Response:
+        p = who(request)
+        if p is None:
+            return to_login(request)
+        if not p.operator:
+            return RedirectResponse(f"/ui/tenants/{quote(p.tenant or '')}", status_code=303, headers=HEADERS)
+        c = views.cluster_view(daemon)
+        tenants = [views.tenant_summary(daemon, t) for t in views.tenant_names(daemon)]
+        shown = sorted((t for t in tenants if t["held"] or t["throttled"]), key=lambda t: -(t["held"] or 0))[:25]
+        return page(request, "cluster.html", who=p, title="Cluster", c=c, load_chart=load_chart(c).svg(),
+                    band_chart=band_chart(c).svg(), levels=daemon.cfg.ratelimits.levels, tenants=shown)
+
+    async def login(request: Request) -> Response:
+        nxt = request.query_params.get("next", "/ui/")
+        if request.method == "GET":
+            return page(request, "login.html", who=None, title="Sign in", next=nxt)
+        body = await request.body()
+        form = parse_qs(body[:8192].decode("utf-8", "replace"))
+        nxt = (form.get("next") or ["/ui/"])[0]
+        if not nxt.startswith("/ui/") or nxt.startswith("//"):
+            nxt = "/ui/"
+        p = holder.get().lookup((form.get("token") or [""])[0])
+        if p is None:
+            return page(request, "login.html", 401, who=None, title="Sign in", next=nxt,
+                        error="That token is not valid here.")
+        resp = RedirectResponse(nxt, status_code=303, headers=HEADERS)
+        resp.set_cookie(COOKIE, (form.get("token") or [""])[0].strip(), httponly=True, samesite="strict", path="/",
+                        secure=daemon.cfg.access.cookie_secure)
+        return resp
+
+    async def logout(request: Request) -> Response:
+        resp = RedirectResponse("/ui/login", status_code=303, headers=HEADERS)
+        resp.delete_cookie(COOKIE, path="/")
+        return resp
+
+    async def tenants(request: Request) -> Response:
+        p = who(request)
+        if p is None:
+            return to_login(request)
+        if not p.operator:
+            return RedirectResponse(f"/ui/tenants/{quote(p.tenant or '')}", status_code=303, headers=HEADERS)
+        rows = [views.tenant_summary(daemon, t) for t in views.tenant_names(daemon)]
+        ov = daemon.runtime.overrides
+        return page(request, "tenants.html", who=p, title="Tenants", tenants=rows,
+                    overrides=ov.all()["tenants"] if ov else {})
+
+    async def tenant(request: Request) -> Response:
+        p = who(request)
+        if p is None:
+            return to_login(request)
+        name = request.path_params["tenant"]
+        bad = check_tenant(request, p, name)
+        if bad is not None:
+            return bad
+        t = views.tenant_view(daemon, name)
+        t["override"] = t["override"] or {}
+        pc = daemon.cfg.policy
+        notice = "Change saved; it applies at the next cycle." if request.query_params.get("saved") else None
+        return page(request, "tenant.html", who=p, title=name, t=t, chart=tenant_chart(t).svg(), notice=notice,
+                    quantile=int(pc.quantile * 100), lead=pc.lead_time_steps * daemon.cfg.cycle.resolution_s // 60)
+
+    async def tenant_override(request: Request) -> Response:
+        p = who(request)
+        if p is None:
+            return to_login(request)
+        name = request.path_params["tenant"]
+        if not p.operator:
+            return problem(request, p, 403, "Operators only", "Only an operator token can change a tenant.")
+        origin = request.headers.get("origin")
+        if origin is not None and origin != f"{request.url.scheme}://{request.url.netloc}":
+            return problem(request, p, 403, "Cross-site form", "This form must be sent from the console itself.")
+        bad = check_tenant(request, p, name)
+        if bad is not None:
+            return bad
+        form = parse_qs((await request.body())[:8192].decode("utf-8", "replace"), keep_blank_values=True)
+        change: dict = {}
+        try:
+            change["tier"] = (form.get("tier") or [""])[0] or None
+            for key, conv in (("rate_override", float), ("floor_gpus", int)):
+                raw = (form.get(key) or [""])[0].strip()
+                try:
+                    change[key] = conv(raw) if raw else None
+                except ValueError:
+                    raise BadChange(key, f"not a number: {raw[:32]!r}") from None
+            change["preemption_paused"] = bool(form.get("preemption_paused"))
+            daemon.runtime.overrides.change_tenant(p.name, name, change)
+        except BadChange as exc:
+            t = views.tenant_view(daemon, name)
+            t["override"] = t["override"] or {}
+            pc = daemon.cfg.policy
+            return page(request, "tenant.html", 400, who=p, title=name, t=t, chart=tenant_chart(t).svg(),
+                        error=str(exc), quantile=int(pc.quantile * 100),
+                        lead=pc.lead_time_steps * daemon.cfg.cycle.resolution_s // 60)
+        return RedirectResponse(f"/ui/tenants/{quote(name)}?saved=1", status_code=303, headers=HEADERS)
+
+    async def events(request: Request) -> Response:
+        p = who(request)
+        if p is None:
+            return to_login(request)
+        kind = request.query_params.get("kind") or None
+        if kind is not None and not KIND_RE.match(kind):
+            return problem(request, p, 400, "Bad filter", f"kind: not an event kind: {kind[:40]!r}")
+        raw = request.query_params.get("before")
+        before = int(raw) if raw and raw.isdigit() else None
+        store = daemon.runtime.store
+        rows = store.recent_events(100, kind, None if p.operator else p.tenant, before) if store else []
+        older = rows[-1]["id"] if len(rows) == 100 else None
+        return page(request, "events.html", who=p, title="Events", events=rows, kind=kind, older=older,
+                    kinds=views.EVENT_KINDS)
+
+    async def slash(_: Request) -> Response:
+        return RedirectResponse("/ui/", status_code=308)
+
+    return [
+        Route("/ui", slash),
+        Route("/ui/", root),
+        Route("/ui/login", login, methods=["GET", "POST"]),
+        Route("/ui/logout", logout, methods=["POST"]),
+        Route("/ui/tenants", tenants),
+        Route("/ui/tenants/{tenant}", tenant),
+        Route("/ui/tenants/{tenant}/override", tenant_override, methods=["POST"]),
+        Route("/ui/events", events),
+    ]

@@ -1,0 +1,265 @@
+"""The console over real HTTP: login and cookies, who sees which page, the operator's form, the SVG charts.
+
+The same pages in a real browser (headless Chromium) are in tests/browser.py.
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from daemon.runtime import build_runtime
+from daemon.service import Daemon
+from daemon.ui.charts import Band, Chart, Line
+from tests.browser import chromium
+from tests.conftest import REPO, free_port
+from tests.services import stop, wait_for
+from tests.test_api import OP, T1, api_cfg
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ui")
+    port = free_port()
+    d = Daemon(build_runtime(api_cfg(tmp, port)))
+    d.start()
+    base = f"http://127.0.0.1:{port}"
+    wait_for(lambda: d.cycles_done >= 2, what="two cycles", timeout=60)
+    yield d, base
+    d.stop()
+
+
+def login(base, token):
+    c = httpx.Client(base_url=base)
+    r = c.post("/ui/login", data={"token": token, "next": "/ui/"})
+    assert r.status_code == 303, r.text
+    return c, r
+
+
+def test_without_a_token_every_page_sends_to_the_login_form(ui):
+    _, base = ui
+    for path in ("/ui/", "/ui/tenants", "/ui/tenants/tenant-0001", "/ui/events"):
+        r = httpx.get(base + path)
+        assert r.status_code == 303 and r.headers["location"].startswith("/ui/login?next="), path
+    r = httpx.get(f"{base}/ui/login")
+    assert r.status_code == 200 and "tenant-0" not in r.text and 'name="token"' in r.text
+    assert httpx.post(f"{base}/ui/tenants/tenant-0001/override", data={"rate_override": "1"}).status_code == 303
+
+
+def test_login_sets_a_strict_httponly_cookie(ui):
+    _, base = ui
+    r = httpx.post(f"{base}/ui/login", data={"token": "wrong-token-0123456789"})
+    assert r.status_code == 401 and "not valid" in r.text and "set-cookie" not in r.headers
+    c, r = login(base, OP)
+    cookie = r.headers["set-cookie"].lower()
+    assert "httponly" in cookie and "samesite=strict" in cookie and "path=/" in cookie
+    page = c.get("/ui/")
+    assert page.status_code == 200 and 'id="load-chart"' in page.text and 'id="cluster-forecast-chart"' in page.text
+    # a crafted `next` cannot send the browser elsewhere
+    r = httpx.post(f"{base}/ui/login", data={"token": OP, "next": "//evil.example/x"})
+    assert r.headers["location"] == "/ui/"
+    assert c.post("/ui/logout").headers["set-cookie"].startswith('gpuas_token="";')
+
+
+def test_pages_load_nothing_from_outside(ui):
+    _, base = ui
+    c, _ = login(base, OP)
+    for path in ("/ui/", "/ui/tenants", "/ui/tenants/tenant-0001", "/ui/events", "/ui/login"):
+        r = c.get(path)
+        assert "default-src 'none'" in r.headers["content-security-policy"], path
+        assert r.headers["x-frame-options"] == "DENY"
+        assert not re.search(r"""(src|href|action)\s*=\s*["']?(https?:)?//""", r.text), path
+        assert "<script" not in r.text.lower(), path
+
+
+def test_tenant_sees_its_own_page_only(ui):
+    _, base = ui
+    c, _ = login(base, T1)
+    r = c.get("/ui/")
+    assert r.status_code == 303 and r.headers["location"] == "/ui/tenants/tenant-0001"
+    assert c.get("/ui/tenants").headers["location"] == "/ui/tenants/tenant-0001"
+    own = c.get("/ui/tenants/tenant-0001")
+    assert own.status_code == 200 and 'id="forecast-chart"' in own.text and 'id="reason-text"' in own.text
+    assert "override-form" not in own.text                     # operators only
+    other = c.get("/ui/tenants/tenant-0002")
+    assert other.status_code == 403 and "tenant-0002" not in other.text.split("<main>")[1].split("may only")[0]
+    assert c.get("/ui/tenants/nobody").status_code == 403
+    assert c.post("/ui/tenants/tenant-0001/override", data={"rate_override": "1"}).status_code == 403
+    ev = c.get("/ui/events")
+    assert ev.status_code == 200
+    assert not re.search(r"tenant-00(0[02-9]|1\d)", ev.text)  # no other tenant's name in its event list
+
+
+def test_operator_pages_and_errors(ui):
+    d, base = ui
+    c, _ = login(base, OP)
+    tenants = c.get("/ui/tenants")
+    assert tenants.status_code == 200 and tenants.text.count('href="/ui/tenants/tenant-') == 16
+    page = c.get("/ui/tenants/tenant-0003")
+    assert page.status_code == 200
+    m = re.search(r'id="reason-text">([^<]*)<', page.text)
+    assert m and re.fullmatch(r"cluster load \d+% \(level \d, &gt;= \d+%\): \w+ tier limited to [\d.]+ req/s"
+                              r"|normal operation: \w+ tier limit [\d.]+ req/s", m.group(1)), m and m.group(1)
+    assert re.search(r'<polygon class="b-p90" data-series="p50–p90" points="[\d., ]+"', page.text)
+    assert c.get("/ui/tenants/nobody").status_code == 404
+    assert c.get("/ui/tenants/bad%20name").status_code == 400
+    assert c.get("/ui/events?kind=Bad!").status_code == 400
+    # a bearer header works as well as the cookie
+    assert httpx.get(f"{base}/ui/events", headers={"Authorization": f"Bearer {OP}"}).status_code == 200
+
+
+def test_operator_form_changes_a_tenant(ui):
+    d, base = ui
+    c, _ = login(base, OP)
+    r = c.post("/ui/tenants/tenant-0004/override", data={"tier": "", "rate_override": "abc", "floor_gpus": ""})
+    assert r.status_code == 400 and "rate_override: not a number" in r.text
+    r = c.post("/ui/tenants/tenant-0004/override", data={"tier": "", "rate_override": "", "floor_gpus": "-3"})
+    assert r.status_code == 400 and "floor_gpus" in r.text
+    r = c.post("/ui/tenants/tenant-0004/override", data={"tier": "high", "rate_override": "7", "floor_gpus": "",
+                                                        "preemption_paused": "1"}, headers={"Origin": "http://evil.example"})
+    assert r.status_code == 403
+    r = c.post("/ui/tenants/tenant-0004/override", data={"tier": "high", "rate_override": "7", "floor_gpus": "",
+                                                        "preemption_paused": "1"})
+    assert r.status_code == 303 and r.headers["location"] == "/ui/tenants/tenant-0004?saved=1"
+    assert d.runtime.overrides.for_tenant("tenant-0004") == {"tier": "high", "rate_override": 7.0,
+                                                             "preemption_paused": True}
+    assert "applies at the next cycle" in c.get(r.headers["location"]).text
+    ev = d.runtime.store.recent_events(1, kind="operator_change")[0]
+    assert ev["who"] == "ops" and ev["tenant"] == "tenant-0004"
+    assert "ops changed tenant-0004" in c.get("/ui/events?kind=operator_change").text
+
+
+def test_chart_breaks_lines_at_missing_values_and_draws_the_band():
+    ch = Chart("c", "t", [Line("usage", [-3, -2, -1, 0], [1.0, None, 2.0, 3.0], "s-used")],
+               [Band("p50–p90", [1, 2], [1.0, 2.0], [2.0, 4.0], "b-p90")])
+    svg = str(ch.svg())
+    assert svg.count('<circle class="s-used"') == 1 and svg.count('<polyline class="s-used"') == 1
+    assert svg.count('<polygon class="b-p90"') == 1 and ">now<" in svg
+    empty = str(Chart("e", "nothing").svg())
+    assert "<svg" in empty and "polyline" not in empty
+
+
+# ---- in a real browser: headless Chromium against `run --sim` --------------------------------------------------
+
+ARTEFACTS = REPO / "reports" / "browser"
+T2 = "tenant-two-token-0123456789"
+
+
+@pytest.fixture(scope="module")
+def sim_daemon(tmp_path_factory):
+    """`gpu-autoscaler run --sim` as a process; rate levels that throttle from 30% load, so tenants are throttled."""
+    tmp = tmp_path_factory.mktemp("browser")
+    port = free_port()
+    cfg = tmp / "config.toml"
+    cfg.write_text(f"""
+[cluster]
+gpus = 256
+[cycle]
+interval_s = 1.0
+[source.simulator]
+seed = 3
+tenants = 16
+warmup_steps = 600
+[forecaster]
+kind = "seasonal_naive"
+[server]
+port = {port}
+[state]
+path = "{tmp / 'state.sqlite'}"
+[ratelimits]
+levels = [{{load = 0.0, high = 1000, normal = 100, low = 100}}, {{load = 0.3, high = 200, normal = 50, low = 25}}]
+[[access.tokens]]
+name = "ops"
+role = "operator"
+token = "{OP}"
+[[access.tokens]]
+name = "alice"
+role = "tenant"
+tenant = "tenant-0001"
+token = "{T1}"
+[[access.tokens]]
+name = "bob"
+role = "tenant"
+tenant = "tenant-0002"
+token = "{T2}"
+""")
+    log = open(tmp / "daemon.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "--config", str(cfg), "run", "--sim"], cwd=tmp,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+
+    def throttled() -> bool:
+        r = httpx.get(f"{base}/api/v1/tenants/tenant-0001", headers={"Authorization": f"Bearer {OP}"})
+        return r.status_code == 200 and r.json()["limit"]["throttled"] and r.json()["forecast"] is not None
+
+    try:
+        wait_for(throttled, what="daemon with a throttled tenant", timeout=120)
+        yield base
+    finally:
+        stop(proc)
+        log.close()
+
+
+def test_browser_operator_sees_the_throttled_tenant_and_its_forecast(sim_daemon):
+    base = sim_daemon
+    with chromium() as new_page:
+        page = new_page()
+        assert page.goto(f"{base}/ui/") == 200                  # redirected to the login form
+        assert page.eval("location.pathname") == "/ui/login"
+        assert page.submit("form[action='/ui/login']", {"token": OP}) == 200
+        assert page.eval("location.pathname") == "/ui/"
+        assert page.eval("document.querySelectorAll('#load-chart polyline, #load-chart circle').length") >= 2
+        assert page.eval("document.querySelector('#cluster-forecast-chart polygon.b-p90').getBBox().width") > 100
+        assert page.eval("document.querySelector('#rate-level').textContent.trim()") == "1"
+        page.screenshot(ARTEFACTS / "cluster.png")
+
+        assert page.goto(f"{base}/ui/tenants/tenant-0001") == 200
+        reason = page.eval("document.querySelector('#reason-text').textContent")
+        assert re.fullmatch(r"cluster load \d+% \(level 1, >= 30%\): high tier limited to 200 req/s", reason), reason
+        assert page.eval("document.querySelector('#limit-reason').classList.contains('throttled')")
+        assert "— throttled" in page.eval("document.querySelector('#limit-reason').innerText")
+        # the forecast chart is drawn: a p50 line and a p50-p90 band right of "now", the usage line left of it
+        box = page.eval("""(() => { const s = document.querySelector('#forecast-chart');
+            const b = (q) => { const e = q ? s.querySelector(q) : s; if (!e) return null;
+                               const r = e.getBoundingClientRect(); return {x: r.x, w: r.width, h: r.height}; };
+            return {svg: b(null), band: b('polygon.b-p90'), p50: b('polyline.s-p50'), usage: b('polyline.s-used')}; })()""")
+        assert box["svg"]["w"] > 600 and box["svg"]["h"] > 150
+        assert box["band"] and box["p50"]["w"] > 50 and box["usage"]["w"] > 300
+        assert box["p50"]["x"] > box["usage"]["x"] + box["usage"]["w"] - 5   # forecast starts where usage ends
+        page.screenshot(ARTEFACTS / "tenant-throttled.png")
+
+        assert page.goto(f"{base}/ui/events") == 200
+        assert page.eval("document.querySelectorAll('#events tr').length") > 1
+        page.screenshot(ARTEFACTS / "events.png")
+        outside = [u for u in page.requested_urls() if not u.startswith(base) and not u.startswith("about:")]
+        assert outside == []                                     # nothing fetched from anywhere else
+    for name in ("cluster.png", "tenant-throttled.png", "events.png"):
+        assert (ARTEFACTS / name).stat().st_size > 10_000, name
+
+
+def test_browser_tenant_token_cannot_open_another_tenants_page(sim_daemon):
+    base = sim_daemon
+    with chromium() as new_page:
+        page = new_page()
+        page.goto(f"{base}/ui/login")
+        assert page.submit("form[action='/ui/login']", {"token": T1}) == 200
+        assert page.eval("location.pathname") == "/ui/tenants/tenant-0001"   # sent to its own tenant
+        assert page.eval("document.querySelector('#forecast-chart') !== null")
+        assert page.goto(f"{base}/ui/tenants/tenant-0002") == 403
+        assert page.eval("document.querySelector('#problem').textContent") == "Not your tenant"
+        assert page.eval("document.querySelector('#forecast-chart') === null")
+        assert page.eval("document.body.innerText.includes('alice may only see tenant tenant-0001')")
+        page.screenshot(ARTEFACTS / "tenant-forbidden.png")
+        assert page.goto(f"{base}/ui/") == 200 and page.eval("location.pathname") == "/ui/tenants/tenant-0001"
+        assert page.goto(f"{base}/api/v1/tenants/tenant-0002") == 403           # the API says the same
+        # after logging out nothing but the login form answers
+        assert page.goto(f"{base}/ui/tenants/tenant-0001") == 200
+        assert page.submit("header form", {}) == 200 and page.eval("location.pathname") == "/ui/login"
+        page.goto(f"{base}/ui/tenants/tenant-0001")
+        assert page.eval("location.pathname") == "/ui/login"
+    assert (ARTEFACTS / "tenant-forbidden.png").stat().st_size > 5_000
