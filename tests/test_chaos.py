@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import signal
-import sqlite3
 import subprocess
 import threading
 import time
@@ -241,11 +240,10 @@ def _plan(reserve=0, *pre):
                 notifications=(), stale=False, forecast_model="x", notes=(), memory=PolicyMemory())
 
 
-def test_slurmctld_killed_mid_apply_then_restarted(caplog):
+def test_slurmctld_killed_mid_apply_then_restarted():
     from daemon.actuators.slurm import SlurmActuator
     from daemon.actuators.slurm_holds import parse_reservations
 
-    caplog.set_level(logging.INFO)
     with slurm_cluster(nodes=("cn1", "cn2"), gpus=4) as s:
         env = s["env"]
 
@@ -434,7 +432,7 @@ def test_fuzzed_webhook_bodies_never_fence_a_node_or_crash(tmp_path, caplog):
     d.cycle()
     known = d.runtime.sim.node_names()
     app = build_app(d)
-    seen = collections_counter = {}
+    seen: dict[int, int] = {}
 
     async def post(body, auth):
         headers = {"Authorization": f"Bearer {TOKEN}"} if auth else {}
@@ -471,7 +469,6 @@ def test_fuzzed_webhook_bodies_never_fence_a_node_or_crash(tmp_path, caplog):
                                        "startsAt": "2026-01-01T00:00:00Z"}]}).encode()
         assert asyncio.run(post(good, True)).status_code == 200
         assert not d.runtime.sim.cluster.node_ok[3]
-    del collections_counter
     d.runtime.close()
 
 

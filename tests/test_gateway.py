@@ -384,3 +384,11 @@ def test_standalone_gateway_config_error_is_one_line(tmp_path):
                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True)
     assert res.returncode == 2
     assert res.stderr.strip().count("\n") == 0 and "degrade.cache" in res.stderr
+
+
+def test_check_config_refuses_an_unreadable_gateway_key_file(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[server]\nenabled = false\n[[gateway.keys]]\ntenant = "a"\nkey_file = "{tmp_path / "missing"}"\n')
+    res = subprocess.run([sys.executable, "-m", "daemon.cli", "--config", str(cfg), "check-config"], cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "gateway.keys.0.key_file: cannot read" in res.stderr, res.stderr
