@@ -48,6 +48,8 @@ class CycleConfig(_Strict):
     horizon_steps: int = Field(60, ge=1)
     stale_after_s: float = Field(180.0, gt=0, description="data older than this is stale: no new preemptions")
     max_missing_share: float = Field(0.2, ge=0, le=1, description="share of tenants without a fresh sample that makes the snapshot stale")
+    max_plan_age_s: float = Field(1800.0, gt=0, description="a last good plan older than this gives way to the safe "
+                                                            "default: no holds beyond the static pool, no preemptions")
 
 
 class PolicyConfig(_Strict):
@@ -176,6 +178,8 @@ class ForecasterConfig(_Strict):
     model_dir: Path = Path("models")
     quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)
     season_steps: int = Field(1440, ge=2, description="steps in one season (a day at 1-min resolution)")
+    torch_threads: int = Field(1, ge=1, description="torch intra-op threads for the cycle's forecast "
+                                                    "(1: fastest on a small or shared machine, bench/cycle_bench.py)")
 
     @field_validator("quantiles")
     @classmethod
@@ -201,9 +205,10 @@ class SlurmActuatorConfig(_Strict):
     drain_failed_nodes: bool = Field(True, description="drain a node reported down so nothing new lands on it")
     warn_signal: str = Field("USR1", pattern=r"^[A-Z0-9]+$", description="sent to the batch script before a preemption")
     warn_lead_s: float = Field(60.0, ge=0, description="time between the warning and the requeue (0: no warning)")
-    # holds: whole-node reservations (Flags=IGNORE_JOBS,MAGNETIC) for the accounts of these tiers, sized by the plan
+    # holds: one whole-node reservation (Flags=IGNORE_JOBS,MAGNETIC) per tenant the plan reserves GPUs for
     holds: bool = Field(True, description="hold the plan's reserved GPUs with a Slurm reservation")
-    hold_tiers: list[Tier] = Field(default_factory=lambda: ["high"], description="tiers whose accounts the hold admits")
+    hold_tiers: list[Tier] = Field(default_factory=lambda: ["high", "normal", "low"],
+                                   description="tiers whose tenants get a hold when the plan reserves GPUs for them")
     hold_name_prefix: str = Field("gpuas-hold", pattern=r"^[A-Za-z0-9_.-]+$",
                                   description="reservations named so are the daemon's own; no other is touched")
     hold_shrink_delay_s: float = Field(300.0, ge=0, description="a hold shrinks only after wanting fewer nodes this long")

@@ -47,6 +47,9 @@ class DaemonMetrics:
                               "stale", registry=r)
         self.state_write_errors = Counter("gpuas_state_write_errors", "Cycles whose plan could not be saved "
                                           "(disk full, I/O error)", registry=r)
+        self.safe_default = Gauge("gpuas_safe_default",
+                                  "1 while the last good plan is older than cycle.max_plan_age_s and the safe default "
+                                  "(static pool only, no preemptions) is enforced", registry=r)
         self._tenants: set[str] = set()
 
     def observe_plan(self, plan: Plan, forecast: Forecast | None, lead: int, fallback: bool) -> None:

@@ -13,12 +13,14 @@ from tests.services import slurm_cluster, wait_for
 
 NODES = ("gn1", "gn2", "gn3")
 TENANTS = [TenantConfig(name="team-high", tier="high", slurm_account="acct-high"),
+           TenantConfig(name="team-high2", tier="high", slurm_account="acct-high2"),
            TenantConfig(name="team-low", tier="low", slurm_account="acct-low")]
 
 
-def plan(reserve=0, *pre):
+def plan(reserve=0, *pre, other=0):
+    res = {t: g for t, g in (("team-high", reserve), ("team-high2", other)) if g}
     return Plan(at="2026-01-01T00:00:00+00:00", capacity=12, load=1.0, high_pool=2,
-                reservations={"team-high": reserve} if reserve else {}, quotas={}, limits={}, preemptions=tuple(pre),
+                reservations=res, quotas={}, limits={}, preemptions=tuple(pre),
                 notifications=(), stale=False, forecast_model="x", notes=(), memory=PolicyMemory())
 
 
@@ -173,13 +175,50 @@ def test_reconcile_at_start_touches_only_our_reservations_and_release_stops_no_j
     assert rep.ok, rep.errors
     names = {r.name: r for r in parse_reservations(sh(slurm, "scontrol", "-o", "show", "reservation"))}
     assert "gpuas-hold-old" not in names and "maint-window" in names
-    assert names["gpuas-hold-high"].nodes != ("gn3",)   # never a node in someone else's reservation
+    assert names["gpuas-hold-team-high"].nodes != ("gn3",)   # never a node in someone else's reservation
+    assert names["gpuas-hold-team-high"].accounts == ("acct-high",)
     high = sbatch(slurm, "high", "acct-high")
-    held = names["gpuas-hold-high"].nodes[0]
+    held = names["gpuas-hold-team-high"].nodes[0]
     low_there = [k for k, v in jobs(slurm).items() if v[1] == held]
     sh(slurm, "scontrol", "requeue", low_there[0])
-    wait_for(lambda: jobs(slurm)[high][2] == "gpuas-hold-high", what="high job in the hold", timeout=30)
+    wait_for(lambda: jobs(slurm)[high][2] == "gpuas-hold-team-high", what="high job in the hold", timeout=30)
     rep = a.release_holds()                               # the daemon stops
     assert rep.ok, rep.errors
     assert our_res(slurm) == []
     assert jobs(slurm)[high][0] == "RUNNING"
+
+
+@pytest.mark.services
+def test_each_tenant_holds_its_own_whole_nodes(slurm, full):
+    a = actuator(slurm)
+    assert a.apply(plan(3, other=5)).ok                    # 3 GPUs: one node; 5 GPUs: two nodes
+    res = {r.name: r for r in our_res(slurm)}
+    assert set(res) == {"gpuas-hold-team-high", "gpuas-hold-team-high2"}
+    assert len(res["gpuas-hold-team-high"].nodes) == 1 and len(res["gpuas-hold-team-high2"].nodes) == 2
+    assert not set(res["gpuas-hold-team-high"].nodes) & set(res["gpuas-hold-team-high2"].nodes)
+    assert res["gpuas-hold-team-high2"].accounts == ("acct-high2",)
+    assert a.apply(plan(3, other=5)).actions == []          # stable: nothing moves
+    assert a.apply(plan(3)).ok                              # team-high2 needs nothing now: its hold goes
+    assert [r.name for r in our_res(slurm)] == ["gpuas-hold-team-high"]
+
+
+@pytest.mark.services
+def test_a_timed_out_create_is_reported_and_no_hold_outlives_the_plan(slurm, full, tmp_path):
+    # the real scontrol, behind a wrapper that answers late: the reservation is made, the daemon times out
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for b in ("squeue", "sinfo", "scancel", "sbatch"):
+        (bin_dir / b).symlink_to(f"/usr/bin/{b}")
+    slow = bin_dir / "scontrol"
+    slow.write_text('#!/bin/sh\n/usr/bin/scontrol "$@"; rc=$?\n'
+                    'case "$*" in *"create reservation"*) sleep 3;; esac\nexit $rc\n')
+    slow.chmod(0o755)
+    a = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir=bin_dir, timeout_s=1,
+                                          hold_shrink_delay_s=0, warn_lead_s=0), TENANTS, dry_run=False)
+    rep = a.apply(plan(4))
+    assert any("timed out" in e or "expired" in e.lower() for e in rep.errors), rep.errors
+    assert [r.name for r in our_res(slurm)] == ["gpuas-hold-team-high"]   # it was made after all
+    rep = a.apply(plan(4))                                   # next cycle: adopted as it is, no second create
+    assert rep.ok and not any("create" in x for x in rep.actions), rep.actions
+    rep = a.apply(plan(0))                                   # the plan no longer asks: it goes
+    assert rep.ok and our_res(slurm) == []

@@ -1,15 +1,16 @@
-"""Slurm holds: the plan's reserved GPUs become a whole-node Slurm reservation for the protected accounts.
+"""Slurm holds: each GPU reservation of the plan becomes a whole-node Slurm reservation for that tenant's account.
 
 Why whole nodes: Slurm 22.05 reservations can reserve nodes, cores, licenses and
 burst buffers (``scontrol create reservation TRES=`` accepts cpu, node, license
-and bb only), not a GRES/GPU count. So the hold is ``ceil`` of the reserved GPUs
-in whole nodes, named explicitly (``Nodes=``) so the daemon decides which:
+and bb only), not a GRES/GPU count. So a tenant's hold is ``ceil`` of its reserved
+GPUs in whole nodes (as the simulator holds them), named explicitly (``Nodes=``)
+so the daemon decides which:
 
-    scontrol create reservation ReservationName=gpuas-hold-high StartTime=now Duration=UNLIMITED
-        Accounts=acct-a,acct-b Nodes=n1,n2 Flags=IGNORE_JOBS,MAGNETIC
+    scontrol create reservation ReservationName=gpuas-hold-<tenant> StartTime=now Duration=UNLIMITED
+        Accounts=<tenant's account> Nodes=n1,n2 Flags=IGNORE_JOBS,MAGNETIC
 
 - ``IGNORE_JOBS``: the nodes can be reserved while jobs run on them; those jobs keep running.
-- ``MAGNETIC``: jobs of the listed accounts use the reservation without asking for it.
+- ``MAGNETIC``: jobs of the tenant's account use the reservation without asking for it.
 - Jobs of other accounts cannot start on reserved nodes, so GPUs freed by a preemption are
   not backfilled by low-priority work.
 
@@ -132,7 +133,8 @@ class RunningJob:
 
 
 class SlurmHolds:
-    """Keeps one reservation, ``<prefix>-<tier>``, matched to the plan; see the module docstring."""
+    """Keeps one reservation per held tenant, ``<prefix>-<tenant>``, matched to the plan; see the module
+    docstring. Per tenant, in whole nodes, only that tenant's account admitted: what the simulator holds."""
 
     def __init__(self, *, read: Callable[..., str], scontrol: Callable[..., bool], accounts: dict[str, str],
                  tier_of: dict[str, str], tiers: list[str], prefix: str, shrink_delay_s: float,
@@ -143,17 +145,19 @@ class SlurmHolds:
         self.tier_of = tier_of            # tenant -> tier
         self.tiers = list(tiers)
         self.prefix = prefix
-        self.name = f"{prefix}-{'-'.join(self.tiers) or 'none'}"
         self.shrink_delay_s = shrink_delay_s
         self.clock = clock
-        self._fewer_since: float | None = None
+        self._fewer_since: dict[str, float] = {}  # hold name -> since when it wants fewer nodes
 
     # ---- what the plan asks for ----------------------------------------------------------------
-    def wanted(self, plan: Plan) -> tuple[int, tuple[str, ...]]:
-        """(GPUs to hold, accounts admitted): every account of the hold tiers, the GPUs the plan reserves for them."""
-        tenants = [t for t, tier in self.tier_of.items() if tier in self.tiers]
-        gpus = sum(int(plan.reservations.get(t, 0)) for t in tenants)
-        return gpus, tuple(sorted({self.account_of[t] for t in tenants}))
+    def hold_name(self, tenant: str) -> str:
+        return f"{self.prefix}-" + re.sub(r"[^A-Za-z0-9_.-]", "_", tenant)
+
+    def wanted(self, plan: Plan) -> dict[str, tuple[int, str]]:
+        """hold name -> (GPUs the plan reserves, the tenant's account), for every configured tenant of the
+        hold tiers (0 GPUs: no hold wanted)."""
+        return {self.hold_name(t): (int(plan.reservations.get(t, 0)), self.account_of[t])
+                for t, tier in sorted(self.tier_of.items()) if tier in self.tiers}
 
     def ours(self, all_res: list[Reservation]) -> list[Reservation]:
         return [r for r in all_res if r.name == self.prefix or r.name.startswith(self.prefix + "-")]
@@ -183,64 +187,77 @@ class SlurmHolds:
 
     # ---- doing it --------------------------------------------------------------------------------
     def apply(self, plan: Plan, rep: ActionReport, jobs: list[RunningJob]) -> None:
-        gpus, accounts = self.wanted(plan)
         try:
             all_res = parse_reservations(self.read("scontrol", "-o", "show", "reservation"))
             nodes = parse_nodes(self.read("scontrol", "-d", "-o", "show", "nodes"))
         except Exception as exc:  # the next cycle reads again; nothing was changed
             rep.errors.append(f"hold: cannot read reservations/nodes: {exc}")
             return
-        ours = self.ours(all_res)
-        for stray in [r for r in ours if r.name != self.name]:
-            self._delete(rep, stray, jobs, "no plan asks for it")
-        mine = next((r for r in ours if r.name == self.name), None)
-        current = mine.nodes if mine else ()
-        others = {n for r in all_res if r not in ours for n in r.nodes}
+        wanted = self.wanted(plan)
+        ours = {r.name: r for r in self.ours(all_res)}
+        for name, stray in ours.items():
+            if name not in wanted:
+                self._delete(rep, stray, jobs, "no configured tenant of the hold tiers has this name")
+                self._fewer_since.pop(name, None)
+        foreign = {n for r in all_res if r.name not in ours for n in r.nodes}
         freed: dict[str, int] = {}
         for p in plan.preemptions:
             if p.node:
                 for n in expand_hostlist(p.node):
                     freed[n] = freed.get(n, 0) + p.gpus
+        todo = [name for name in wanted if wanted[name][0] > 0 or name in ours]
+        claimed: set[str] = set()
+        for i, name in enumerate(todo):
+            # never a node of a foreign reservation, one another hold already took, or one a later hold has
+            later = {n for other in todo[i + 1:] if other in ours for n in ours[other].nodes}
+            gpus, account = wanted[name]
+            target = self._apply_one(rep, name, gpus, account, ours.get(name), nodes, jobs, freed,
+                                     foreign | claimed | later)
+            claimed |= set(target)
+
+    def _apply_one(self, rep: ActionReport, name: str, gpus: int, account: str, mine: Reservation | None,
+                   nodes: list[Node], jobs: list[RunningJob], freed: dict[str, int], others: set[str]) -> list[str]:
+        current = tuple(n for n in mine.nodes if n not in others) if mine else ()
+        accounts = (account,)
         size = {n.name: n.gpus for n in nodes}
         need_nodes = self.choose(nodes, jobs, current, gpus, accounts, freed, others, keep=False)
         now = self.clock()
         fewer = gpus <= 0 or sum(size.get(n, 0) for n in need_nodes) < sum(size.get(n, 0) for n in current)
-        if fewer and current:
-            if self._fewer_since is None:
-                self._fewer_since = now
-            may_shrink = now - self._fewer_since >= self.shrink_delay_s
+        if fewer and mine is not None:
+            since = self._fewer_since.setdefault(name, now)
+            may_shrink = now - since >= self.shrink_delay_s
             if may_shrink:
-                self._fewer_since = None  # shrinking now; a later wish for fewer waits its own delay
+                del self._fewer_since[name]  # shrinking now; a later wish for fewer waits its own delay
         else:
-            self._fewer_since = None
+            self._fewer_since.pop(name, None)
             may_shrink = True
         target = need_nodes if may_shrink else self.choose(nodes, jobs, current, gpus, accounts, freed, others,
                                                            keep=True)
         if not target:
-            if mine is not None:
-                if may_shrink:
-                    self._delete(rep, mine, jobs, "the plan holds no GPUs for it now")
-            return
+            if mine is not None and may_shrink:
+                self._delete(rep, mine, jobs, "the plan holds no GPUs for it now")
+            return list(mine.nodes) if mine is not None and not may_shrink else []
         if gpus > sum(size.get(n, 0) for n in target):
-            rep.actions.append(f"hold {self.name}: only {len(target)} usable nodes for {gpus} GPUs")
+            rep.actions.append(f"hold {name}: only {len(target)} usable nodes for {gpus} GPUs")
         if mine is None:
-            rep.actions.append(f"hold {gpus} GPUs as {len(target)} whole nodes for {','.join(accounts)}")
-            self.scontrol(rep, "create", "reservation", f"ReservationName={self.name}", "StartTime=now",
-                          "Duration=UNLIMITED", f"Accounts={','.join(accounts)}", f"Nodes={','.join(target)}",
+            rep.actions.append(f"hold {gpus} GPUs as {len(target)} whole nodes for account {account}")
+            self.scontrol(rep, "create", "reservation", f"ReservationName={name}", "StartTime=now",
+                          "Duration=UNLIMITED", f"Accounts={account}", f"Nodes={','.join(target)}",
                           "Flags=IGNORE_JOBS,MAGNETIC")
-            return
+            return target
         args = []
         if tuple(sorted(mine.accounts)) != accounts:
-            args.append(f"Accounts={','.join(accounts)}")
+            args.append(f"Accounts={account}")
         if sorted(mine.nodes) != sorted(target):
             dropped = set(mine.nodes) - set(target)
-            self._detach(rep, [j for j in jobs if j.reservation == self.name and set(j.nodes) & dropped])
+            self._detach(rep, [j for j in jobs if j.reservation == name and set(j.nodes) & dropped])
             args.append(f"Nodes={','.join(target)}")
         if "MAGNETIC" not in mine.flags:
             args.append("Flags+=MAGNETIC")
         if args:
-            rep.actions.append(f"resize hold {self.name}: {len(mine.nodes)} -> {len(target)} nodes for {gpus} GPUs")
-            self.scontrol(rep, "update", f"ReservationName={self.name}", *args)
+            rep.actions.append(f"resize hold {name}: {len(mine.nodes)} -> {len(target)} nodes for {gpus} GPUs")
+            self.scontrol(rep, "update", f"ReservationName={name}", *args)
+        return target
 
     def release(self, rep: ActionReport, jobs: list[RunningJob]) -> None:
         """Delete every hold this daemon made (by name prefix); no job is stopped."""
@@ -251,7 +268,7 @@ class SlurmHolds:
             return
         for r in ours:
             self._delete(rep, r, jobs, "the daemon stops")
-        self._fewer_since = None
+        self._fewer_since.clear()
 
     def _detach(self, rep: ActionReport, jobs: list[RunningJob]) -> None:
         for j in jobs:
