@@ -9,7 +9,6 @@ from importlib import metadata
 
 import httpx
 import pytest
-import redis
 import redis.asyncio as aredis
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
@@ -23,24 +22,10 @@ from daemon.gateway import (AsyncTokenBucket, GatewayConfigError, Identity, Rate
                             parse_gateway_config)
 from daemon.policy.types import Plan, PolicyMemory, RateLimit
 from tests.conftest import REPO
-from tests.services import redis_server
 
 KEY_A = "a-key-for-tenant-a-000001"
 KEY_B = "b-key-for-tenant-b-000002"
 HEAVY = {"torch", "statsmodels", "kubernetes", "numpy", "pandas", "matplotlib", "apscheduler"}
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory):
-    with redis_server(tmp_path_factory.mktemp("redis")) as (url, _):
-        yield url
-
-
-@pytest.fixture
-def r(redis_url):
-    c = redis.Redis.from_url(redis_url)
-    c.flushdb()
-    return c
 
 
 async def _echo(request):

@@ -20,25 +20,12 @@ from daemon.leader import RedisLease
 from daemon.sim.actuator import SimulatorActuator
 from daemon.sim.source import SimulatedCluster
 from tests.conftest import REPO
-from tests.services import redis_server, stop, wait_for
+from tests.services import stop, wait_for
 
 pytestmark = pytest.mark.services
 
-SMALL = {"cluster": {"gpus": 128}, "source": {"kind": "simulator", "simulator": {"tenants": 8, "warmup_steps": 1500}},
+SMALL = {"cluster": {"gpus": 256}, "source": {"kind": "simulator", "simulator": {"tenants": 16, "warmup_steps": 1500}},
          "forecaster": {"kind": "seasonal_naive"}}
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory):
-    with redis_server(tmp_path_factory.mktemp("redis")) as (url, _):
-        yield url
-
-
-@pytest.fixture
-def r(redis_url):
-    c = redis.Redis.from_url(redis_url)
-    c.flushdb()
-    return c
 
 
 def lease(redis_url, rid, ttl=0.5, **kw):
