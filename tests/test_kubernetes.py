@@ -181,3 +181,21 @@ def test_quota_caps_only_non_preemptible_pods_in_tenant_namespaces_only():
     spec = [r for r in posts if r["method"] == "POST"][0]["body"]["spec"]
     assert spec["scopeSelector"] == {"matchExpressions": [
         {"scopeName": "PriorityClass", "operator": "NotIn", "values": ["gpu-autoscaler-low"]}]}
+
+
+def test_min_runtime_protects_a_pod_that_just_started():
+    import datetime as dt
+
+    young = pod("batch", "train-1", "gpu-autoscaler-low")
+    young["status"]["startTime"] = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=30)).strftime(
+        "%Y-%m-%dT%H:%M:%SZ")
+    routes = dict(BASE)
+    routes[("GET", r"/api/v1/namespaces/batch/pods/train-1")] = (200, young)
+    act, pool = actuator(routes)
+    act.min_runtime_s = 600
+    rep = act.apply(plan([Preemption("batch/train-1", "team-low", 8, "", "x")]))
+    assert rep.ok and any("policy.preempt_min_runtime_s" in a for a in rep.actions)
+    assert not any(r["path"].endswith("/eviction") for r in pool.sent)
+    act.min_runtime_s = 10
+    act.apply(plan([Preemption("batch/train-1", "team-low", 8, "", "x")]))
+    assert any(r["path"].endswith("/eviction") for r in pool.sent)
