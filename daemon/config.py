@@ -48,6 +48,8 @@ class CycleConfig(_Strict):
     horizon_steps: int = Field(60, ge=1)
     stale_after_s: float = Field(180.0, gt=0, description="data older than this is stale: no new preemptions")
     max_missing_share: float = Field(0.2, ge=0, le=1, description="share of tenants without a fresh sample that makes the snapshot stale")
+    max_plan_age_s: float = Field(1800.0, gt=0, description="a last good plan older than this gives way to the safe "
+                                                            "default: no holds beyond the static pool, no preemptions")
 
 
 class PolicyConfig(_Strict):
@@ -176,6 +178,8 @@ class ForecasterConfig(_Strict):
     model_dir: Path = Path("models")
     quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)
     season_steps: int = Field(1440, ge=2, description="steps in one season (a day at 1-min resolution)")
+    torch_threads: int = Field(1, ge=1, description="torch intra-op threads for the cycle's forecast "
+                                                    "(1: fastest on a small or shared machine, bench/cycle_bench.py)")
 
     @field_validator("quantiles")
     @classmethod

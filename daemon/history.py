@@ -55,6 +55,7 @@ class History:
         self.chunk = int(chunk_steps)
         self._lock = threading.RLock()
         self._names: list[str] = []
+        self._saved_names = 0                    # names[:_saved_names] are in the tenants table
         self._col: dict[str, int] = {}
         self._vals = np.full((0, 0), np.nan)     # rows [_off, _off + _n) hold steps _first .. _first + _n - 1
         self._off = 0
@@ -82,6 +83,7 @@ class History:
         names = [n for _, n in db.execute("SELECT col, name FROM tenants ORDER BY col")]
         rows = db.execute("SELECT step, vals FROM steps ORDER BY step").fetchall()
         self._names = names
+        self._saved_names = len(names)
         self._col = {n: i for i, n in enumerate(names)}
         if not rows or "fetched_until" not in meta:
             return
@@ -95,7 +97,7 @@ class History:
         log.info("history: %d steps x %d tenants loaded from disk, read up to %s", self._n, len(names),
                  pd.Timestamp(self.fetched_until * self.step_s, unit="s", tz="UTC"))
 
-    def _persist(self, lo: int, hi: int, new_names: list[str], keep_from: int) -> None:
+    def _persist(self, lo: int, hi: int, keep_from: int) -> None:
         if self._db is None:
             return
         db = self._db
@@ -103,7 +105,7 @@ class History:
         db.execute("BEGIN IMMEDIATE")
         try:
             db.executemany("INSERT INTO tenants(col, name) VALUES(?, ?)",
-                           [(self._col[n], n) for n in new_names])
+                           [(i, n) for i, n in enumerate(self._names) if i >= self._saved_names])
             db.executemany("INSERT OR REPLACE INTO steps(step, vals) VALUES(?, ?)", rows)
             db.execute("DELETE FROM steps WHERE step < ?", (keep_from,))
             db.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)",
@@ -112,6 +114,7 @@ class History:
         except Exception:
             db.execute("ROLLBACK")
             raise
+        self._saved_names = len(self._names)
 
     def close(self) -> None:
         with self._lock:
@@ -136,8 +139,8 @@ class History:
     def _place(self, lo: int, hi: int) -> None:
         """Make rows for steps lo..hi exist (NaN until written), dropping rows before hi - steps + 1.
 
-        Rows live in _vals[_off : _off + _n]; sliding only moves _off, and a full array is copied into a
-        new one (never in place), so a frame handed out earlier keeps its values.
+        Rows live in _vals[_off : _off + _n]; sliding only moves _off, and when the array is full the
+        window is copied into a new one, so a cycle costs no copy of the whole window.
         """
         keep_from = hi - self.steps + 1
         if self._n == 0 or lo < self._first or keep_from >= self._first + self._n:
@@ -164,13 +167,13 @@ class History:
                         or self._n == 0 or self._first > first_wanted)
             lo = first_wanted if backfill else min(self.fetched_until, now) - self.overlap + 1
             lo = max(lo, first_wanted)
-            new_names = self._ensure(tenants)
+            self._ensure(tenants)
             requests = 0
             for c_lo in range(lo, now + 1, self.chunk):
                 c_hi = min(now, c_lo + self.chunk - 1)
                 frame = fetch(c_lo * self.step_s, c_hi * self.step_s, list(self._names))
                 requests += 1
-                new_names += self._ensure(frame.columns)
+                self._ensure(frame.columns)
                 self._place(c_lo, c_hi)
                 steps = pd.DatetimeIndex(frame.index).as_unit("s").asi8 // self.step_s
                 ok = (steps >= self._first) & (steps < self._first + self._n)
@@ -178,7 +181,7 @@ class History:
                 cols = np.array([self._col[n] for n in frame.columns], dtype=np.int64)
                 self._vals[rows, :] = np.nan          # a re-read row is replaced whole, gaps included
                 self._vals[np.ix_(rows, cols)] = frame.to_numpy(dtype=float)[ok]
-            self._persist(lo, now, new_names, first_wanted)
+            self._persist(lo, now, first_wanted)
             self.fetched_until = now
             if backfill:
                 log.info("history: backfilled %d steps x %d tenants in %d requests", now - lo + 1,

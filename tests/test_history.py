@@ -41,8 +41,8 @@ class Source:
         return sum(hi - lo + 1 for lo, hi in self.calls)
 
 
-def expect(h: History, now: int, steps: int):
-    f = h.frame()
+def expect(h: History, now: int, steps: int, tenants=None):
+    f = h.frame() if tenants is None else h.frame()[tenants]
     assert len(f) == steps
     assert f.index[-1] == pd.Timestamp(now * STEP, unit="s", tz="UTC")
     assert f.index[0] == pd.Timestamp((now - steps + 1) * STEP, unit="s", tz="UTC")
@@ -127,13 +127,26 @@ def test_a_failed_read_changes_nothing(tmp_path):
     def down(*a):
         raise ConnectionError("prometheus down")
 
+    src.tenants.append("c")                          # seen by a read that then fails half-way
+
+    def half(start_s, end_s, known):
+        if src.calls:
+            raise ConnectionError("prometheus down")
+        return src(start_s, end_s, known)
+
     with pytest.raises(ConnectionError):
         h.update(down, (now + 4) * STEP)
+    src.calls.clear()
+    with pytest.raises(ConnectionError):
+        History(STEP, 200, chunk_steps=50).update(half, (now + 4) * STEP)   # backfill: the second chunk fails
     assert h.fetched_until == now
+    src.calls.clear()
     src.calls.clear()
     h.update(src, (now + 5) * STEP)                  # the next good read covers the outage
     assert src.calls == [(now, now + 5)]
-    expect(h, now + 5, 200)
+    expect(h, now + 5, 200, ["a", "b"])
+    h.close()
+    assert History(STEP, 200, tmp_path / "h.sqlite").tenants() == ["a", "b", "c"]
 
 
 def test_read_api_for_the_console():

@@ -60,6 +60,9 @@ def fake():
         def do_GET(self):
             u = urlparse(self.path)
             q = parse_qs(u.query).get("query", [""])[0]
+            if u.path.endswith("query_range"):
+                qs = parse_qs(u.query)
+                crafted.last_range = (int(qs["start"][0]), int(qs["end"][0]))
             status, ctype, body, with_length = (crafted.range if u.path.endswith("query_range") else crafted.instant)(q)
             data = body.encode() if isinstance(body, str) else body
             self.send_response(status)
@@ -183,3 +186,24 @@ def test_huge_answer_is_cut_at_the_cap(fake, with_length):
     crafted.range = lambda q: (200, "application/json", big, with_length)
     with pytest.raises(SourceError, match="over the 1048576-byte cap"):
         source(url, max_response_mb=1).collect(60)
+
+
+def test_a_range_answer_over_the_cap_is_asked_again_in_fewer_steps(fake):
+    """3,000 series x 60 steps is too big for 1 MB; 15 steps at a time fit, and the history is complete."""
+    url, crafted = fake
+    asked = []
+
+    def sized(q):
+        if q != PrometheusConfig().demand_query:
+            return (200, "application/json", good_range(q), True)
+        lo, hi = crafted.last_range
+        asked.append(hi - lo)
+        steps = range(lo, hi + 1, 60)
+        series = [{"metric": {"namespace": f"t{i:04d}"}, "values": [[s, "1"] for s in steps]} for i in range(3000)]
+        return (200, "application/json", ok(series, "matrix"), True)
+
+    crafted.range = sized
+    src = source(url, max_response_mb=1)
+    got = src.collect(60)
+    assert len(got.history.columns) == 3001 and got.history.iloc[-1].drop("team-a").eq(1).all()
+    assert max(asked) > 15 * 60 and asked[-1] <= 15 * 60     # it started bigger, then split

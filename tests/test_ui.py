@@ -7,31 +7,23 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
 
-from daemon.runtime import build_runtime
-from daemon.service import Daemon
 from daemon.ui.charts import Band, Chart, Line
 from tests.browser import chromium
 from tests.conftest import REPO, free_port
 from tests.services import stop, wait_for
-from tests.test_api import OP, T1, api_cfg
+from tests.test_api import OP, T1, api  # noqa: F401  (api: the fixture)
 
 pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture(scope="module")
-def ui(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("ui")
-    port = free_port()
-    d = Daemon(build_runtime(api_cfg(tmp, port)))
-    d.start()
-    base = f"http://127.0.0.1:{port}"
-    wait_for(lambda: d.cycles_done >= 2, what="two cycles", timeout=60)
-    yield d, base
-    d.stop()
+def ui(api):  # a daemon on the embedded simulator with operator and tenant tokens (tests/test_api.py)
+    return api
 
 
 def login(base, token):
@@ -233,12 +225,24 @@ def test_browser_operator_sees_the_throttled_tenant_and_its_forecast(sim_daemon)
         assert box["p50"]["x"] > box["usage"]["x"] + box["usage"]["w"] - 5   # forecast starts where usage ends
         page.screenshot(ARTEFACTS / "tenant-throttled.png")
 
+        # an operator throttles another tenant through the form; the next cycle's plan carries it, with its reason
+        assert page.goto(f"{base}/ui/tenants/tenant-0002") == 200
+        assert page.submit("#override-form", {"rate_override": "5"}) == 200
+        assert page.eval("document.querySelector('#notice').textContent") == "Change saved; it applies at the next cycle."
+        deadline = time.monotonic() + 30
+        while page.eval("document.querySelector('#reason-text').textContent") != "fixed limit for tenant-0002: 5 req/s":
+            assert time.monotonic() < deadline, "override not applied within 30 s"
+            time.sleep(0.5)
+            page.goto(f"{base}/ui/tenants/tenant-0002")
+        page.screenshot(ARTEFACTS / "tenant-overridden.png")
+
         assert page.goto(f"{base}/ui/events") == 200
         assert page.eval("document.querySelectorAll('#events tr').length") > 1
+        assert page.eval("document.querySelector('#events tr.ev-operator_change') !== null")
         page.screenshot(ARTEFACTS / "events.png")
         outside = [u for u in page.requested_urls() if not u.startswith(base) and not u.startswith("about:")]
         assert outside == []                                     # nothing fetched from anywhere else
-    for name in ("cluster.png", "tenant-throttled.png", "events.png"):
+    for name in ("cluster.png", "tenant-throttled.png", "tenant-overridden.png", "events.png"):
         assert (ARTEFACTS / name).stat().st_size > 10_000, name
 
 
@@ -263,3 +267,24 @@ def test_browser_tenant_token_cannot_open_another_tenants_page(sim_daemon):
         page.goto(f"{base}/ui/tenants/tenant-0001")
         assert page.eval("location.pathname") == "/ui/login"
     assert (ARTEFACTS / "tenant-forbidden.png").stat().st_size > 5_000
+
+
+def test_pages_before_the_first_cycle(tmp_path):
+    """A daemon that has not planned yet (HTTP up, no cycle run): pages render and say so; no number is made up."""
+    from daemon.runtime import build_runtime
+    from daemon.service import Daemon
+    from tests.test_api import api_cfg
+
+    port = free_port()
+    d = Daemon(build_runtime(api_cfg(tmp_path, port)))
+    d._start_http()  # the HTTP server only: the scheduler (and so the cycle) is not started
+    try:
+        c = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {OP}"})
+        r = c.get("/ui/")
+        assert r.status_code == 200 and "none yet" in r.text and 'id="load-chart"' in r.text
+        assert c.get("/api/v1/plan").json() == {"plan": None}
+        assert c.get("/api/v1/tenants").json() == {"tenants": []}
+        assert c.get("/ui/tenants/tenant-0001").status_code == 404
+        assert c.get("/ui/events").status_code == 200
+    finally:
+        d.stop()

@@ -28,6 +28,21 @@ def num(x: Any) -> float | int | None:
     return int(f) if f.is_integer() and abs(f) < 2**53 else round(f, 4)
 
 
+def _history(d: "Daemon"):
+    """What the forecaster read last cycle; before the first cycle, the persisted rolling history if any."""
+    h = d.runtime.runner.last_history
+    if h is None and d.runtime.history is not None:
+        h = d.runtime.history.frame(HISTORY_STEPS, copy=True)
+    return h
+
+
+def _fallback(d: "Daemon") -> str | None:
+    from daemon.forecasting import WithFallback
+
+    f = d.runtime.runner.forecaster
+    return f.last_error if isinstance(f, WithFallback) else None
+
+
 def tenant_names(d: "Daemon") -> list[str]:
     runner = d.runtime.runner
     names: set[str] = {t.name for t in d.cfg.tenants}
@@ -108,7 +123,7 @@ def cluster_view(d: "Daemon", history: int = HISTORY_STEPS) -> dict:
         band = {"issued_at": str(fc.issued_at), "step_s": fc.step_s,
                 "p50": [num(v) for v in p50], "p90": [num(v) for v in p90]}
     demand = None
-    h = rt.runner.last_history
+    h = _history(d)
     if h is not None and len(h):
         tail = h.iloc[-history:]
         demand = {"start": str(tail.index[0]), "step_s": d.cfg.cycle.resolution_s,
@@ -125,7 +140,7 @@ def cluster_view(d: "Daemon", history: int = HISTORY_STEPS) -> dict:
                        "rates": {"high": lvl_cfg[level].high, "normal": lvl_cfg[level].normal,
                                  "low": lvl_cfg[level].low}, "levels": len(lvl_cfg)},
         "model": {"in_use": plan.forecast_model if plan else None, "note": rt.forecaster_note,
-                  "quality": forecast_quality(d)},
+                  "fallback": _fallback(d), "quality": forecast_quality(d)},
         "history": [{"at": s["at"], "capacity": s["capacity"], "load": s["load"], "held": s["reserved"],
                      "rate_level": s["rate_level"]} for s in hist],
         "demand": demand,
@@ -185,9 +200,9 @@ def tenant_view(d: "Daemon", tenant: str, history: int = HISTORY_STEPS) -> dict:
         out["forecast"] = {"model": fc.model, "issued_at": str(fc.issued_at), "step_s": fc.step_s,
                            "p50": [num(v) for v in fc.quantile(0.5)[k]],
                            "p90": [num(v) for v in fc.quantile(0.9)[k]]}
-    h = rt.runner.last_history
+    h = _history(d)
     out["usage"] = None
-    if h is not None and tenant in h.columns:
+    if h is not None and len(h) and tenant in h.columns:
         tail = h[tenant].iloc[-history:]
         out["usage"] = {"start": str(tail.index[0]), "step_s": d.cfg.cycle.resolution_s,
                         "values": [num(v) for v in tail.to_numpy()]}

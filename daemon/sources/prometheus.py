@@ -84,6 +84,10 @@ _VECTOR = TypeAdapter(list[_VectorItem])
 _MATRIX = TypeAdapter(list[_MatrixItem])
 
 
+class AnswerTooLarge(SourceError):
+    """An answer over max_response_mb; a range read retries it with fewer steps per request."""
+
+
 def _shape_error(exc: ValidationError, what: str) -> str:
     e = exc.errors(include_url=False)[0]
     where = ".".join(str(x) for x in e["loc"])
@@ -128,6 +132,7 @@ class PrometheusSource:
                               chunk_steps=hc.backfill_chunk_steps)
         self.history = history
         self.samples = 0        # samples read from Prometheus so far (bench, metrics)
+        self._series_seen = 0   # most series in one range answer so far (sizes later requests)
         self.requests = 0
 
     # ---- queries ----------------------------------------------------------------------------
@@ -135,6 +140,8 @@ class PrometheusSource:
         """One request through PrometheusConnect; every way it can fail becomes a SourceError."""
         try:
             return fn(query, *args, **kwargs)
+        except ResponseTooLarge as exc:
+            raise AnswerTooLarge(f"prometheus {self.pc.url}: {exc} [query {query!r}]") from None
         except requests.exceptions.JSONDecodeError:
             why = "the answer is not JSON (an HTML error page or a proxy in the way?)"
         except (requests.RequestException, PrometheusApiClientException) as exc:
@@ -157,45 +164,74 @@ class PrometheusSource:
         self.samples += len(values)
         return [(it["metric"], float(v)) for it, v in zip(items, values)]
 
-    def _range(self, query: str, start: float, end: float) -> list[tuple[dict[str, str], np.ndarray, np.ndarray]]:
-        """A range matrix, chunked under the point limit and checked like _instant: (labels, times, values)."""
-        out: list[tuple[dict[str, str], np.ndarray, np.ndarray]] = []
-        chunk = min(MAX_POINTS, self.pc.chunk_steps) * self.step_s
+    def _range(self, query: str, start: float, end: float) -> tuple[list[dict[str, str]], np.ndarray, np.ndarray,
+                                                                    np.ndarray]:
+        """A range matrix, chunked under the point limit and checked like _instant.
+
+        Flat, for speed at thousands of series: (labels of each series, series index of each sample,
+        sample times, sample values). A series split over chunks appears once per chunk.
+        """
+        labels: list[dict[str, str]] = []
+        counts: list[int] = []
+        times: list[np.ndarray] = []
+        values: list[np.ndarray] = []
+        steps = self._steps_per_request()
         t = start
         while t <= end:
-            hi = min(end, t + chunk - self.step_s)
-            raw = self._call(self.prom.custom_query_range, query, dt.datetime.fromtimestamp(t, dt.timezone.utc),
-                             dt.datetime.fromtimestamp(hi, dt.timezone.utc), f"{self.step_s}s")
-            self.requests += 1
+            hi = min(end, t + (steps - 1) * self.step_s)
+            try:
+                raw = self._call(self.prom.custom_query_range, query, dt.datetime.fromtimestamp(t, dt.timezone.utc),
+                                 dt.datetime.fromtimestamp(hi, dt.timezone.utc), f"{self.step_s}s")
+            except AnswerTooLarge:
+                if steps == 1:
+                    raise
+                steps = max(1, steps // 2)      # more series than expected: ask for fewer steps at a time
+                log.info("answer over max_response_mb: %d steps per request for %r", steps, query)
+                continue
+            finally:
+                self.requests += 1
             try:
                 items = _MATRIX.validate_python(raw)
             except ValidationError as exc:
                 raise SourceError(f"prometheus {self.pc.url}: {_shape_error(exc, 'range matrix')} "
                                   f"[query {query!r}]") from None
-            for it in items:
-                vals = it["values"]
-                ts = np.fromiter((p[0] for p in vals), dtype=float, count=len(vals))
-                self.samples += len(vals)
-                out.append((it["metric"], ts, _numbers([p[1] for p in vals], query)))
+            flat = [p for it in items for p in it["values"]]
+            self._series_seen = max(self._series_seen, len(items))
+            labels.extend(it["metric"] for it in items)
+            counts.extend(len(it["values"]) for it in items)
+            times.append(np.fromiter((p[0] for p in flat), dtype=float, count=len(flat)))
+            values.append(_numbers([p[1] for p in flat], query))
+            self.samples += len(flat)
             t = hi + self.step_s
-        return out
+        series = np.repeat(np.arange(len(labels), dtype=np.int64), counts)
+        cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0))
+        return labels, series, cat(times), cat(values)
+
+    def _steps_per_request(self) -> int:
+        """Steps per query_range request: at most chunk_steps, and few enough that the answer for the
+        tenants known or seen so far fits max_response_mb (about 40 bytes a sample, with room to spare)."""
+        budget = self.pc.max_response_mb * 2**20 / 40
+        series = max(1, len(self.known), self._series_seen)
+        return int(max(1, min(MAX_POINTS, self.pc.chunk_steps, budget // series)))
 
     def _label(self, labels: dict[str, str]) -> str | None:
         return labels.get(self.pc.tenant_label)
 
-    def _grid(self, query: str, start: float, end: float, n: int) -> dict[str | None, np.ndarray]:
-        """query_range on the step grid: one row of n values per tenant label (None: no tenant label).
+    def _grid(self, query: str, start: float, end: float, n: int) -> tuple[dict[str | None, int], np.ndarray]:
+        """query_range on the step grid: {tenant label (None: none): row} and a rows x n array.
 
         Series that share a tenant are summed; a step with no sample stays NaN.
         """
-        out: dict[str | None, np.ndarray] = {}
-        for labels, ts, v in self._range(query, start, end):
-            row = out.setdefault(self._label(labels), np.full(n, np.nan))
-            i = np.rint((ts - start) / self.step_s).astype(np.int64)
-            ok = (i >= 0) & (i < n)
-            i, v = i[ok], v[ok]
-            row[i] = np.where(np.isnan(row[i]), v, row[i] + v)
-        return out
+        labels, series, ts, v = self._range(query, start, end)
+        keys: dict[str | None, int] = {}
+        row_of = np.array([keys.setdefault(self._label(lb), len(keys)) for lb in labels], dtype=np.int64)
+        i = np.rint((ts - start) / self.step_s).astype(np.int64)
+        ok = (i >= 0) & (i < n)
+        flat = row_of[series[ok]] * n + i[ok]
+        size = len(keys) * n
+        total = np.bincount(flat, weights=v[ok], minlength=size)
+        seen = np.bincount(flat, minlength=size)
+        return keys, np.where(seen > 0, total, np.nan).reshape(len(keys), n)
 
     def window(self, start: float, end: float, tenants: Iterable[str] = ()) -> pd.DataFrame:
         """Allocated GPUs per tenant on the step grid from start to end (inclusive).
@@ -203,27 +239,29 @@ class PrometheusSource:
         Idle is zero, missing is missing: at a step where the cluster was scraped (capacity_query has a
         value) a tenant without allocated GPUs is 0; a tenant with a GPU whose series went stale
         (missing_query: its node's scrape failed or the exporter dropped it) is NaN, and so is every
-        tenant at a step with no scrape at all.
+        tenant at a step with no scrape at all. Columns: every tenant seen, configured or in `tenants`.
         """
         n = int(round((end - start) / self.step_s)) + 1
-        demand = self._grid(self.pc.demand_query, start, end, n)
-        fresh_rows = list(self._grid(self.pc.capacity_query, start, end, n).values())
-        fresh = np.zeros(n, dtype=bool)
-        for row in fresh_rows:
-            fresh |= np.nan_to_num(row) > 0
-        missing = self._grid(self.pc.missing_query, start, end, n)
-        tenants = sorted((set(demand) | set(missing) | set(self.known) | set(tenants)) - {None})
-        values = np.zeros((n, len(tenants)))
-        for j, t in enumerate(tenants):
-            row = demand.get(t)
-            if row is not None:
-                values[:, j] = np.nan_to_num(row, nan=0.0)
-            gone = missing.get(t)
-            if gone is not None:
-                values[np.nan_to_num(gone) > 0, j] = np.nan
+        d_keys, demand = self._grid(self.pc.demand_query, start, end, n)
+        _, capacity = self._grid(self.pc.capacity_query, start, end, n)
+        fresh = (np.nan_to_num(capacity) > 0).any(axis=0)
+        m_keys, missing = self._grid(self.pc.missing_query, start, end, n)
+        names = sorted((set(d_keys) | set(m_keys) | set(self.known) | set(tenants)) - {None})
+        col = {t: j for j, t in enumerate(names)}
+        values = np.zeros((n, len(names)))
+        d = [(col[k], r) for k, r in d_keys.items() if k is not None]
+        if d:
+            cols, rows = map(list, zip(*d))
+            values[:, cols] = np.nan_to_num(demand[rows].T, nan=0.0)
+        m = [(col[k], r) for k, r in m_keys.items() if k is not None]
+        if m:
+            cols, rows = map(list, zip(*m))
+            part = values[:, cols]
+            part[np.nan_to_num(missing[rows].T) > 0] = np.nan
+            values[:, cols] = part
         values[~fresh, :] = np.nan
         idx = pd.date_range(pd.Timestamp(start, unit="s", tz="UTC"), periods=n, freq=f"{self.step_s}s", name="time")
-        return pd.DataFrame(values, index=idx, columns=pd.Index(tenants, name="tenant"))
+        return pd.DataFrame(values, index=idx, columns=pd.Index(names, name="tenant"))
 
     def history_range(self, span: pd.Timedelta) -> pd.DataFrame:
         end = self._aligned(self.clock())
