@@ -353,8 +353,8 @@ class Daemon:
         if self.server is not None:
             self.server.should_exit = True
         self.failover_worker.shutdown(wait=True)
-        if self.cfg.actuators.release_holds_on_stop and self.may_act():
-            self.release_holds()  # a standby's holds are the leader's: never released here
+        if self.cfg.actuators.release_holds_on_stop and self.may_act():  # a standby's stop leaves the leader's holds
+            self.release_holds()
         if self.runtime.lease is not None:
             self.runtime.lease.stop(release=True)  # a clean stop hands over at once, not after a TTL
         self.runtime.close()

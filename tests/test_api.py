@@ -232,3 +232,24 @@ def test_openapi_is_valid_and_the_answers_match_it(api):
     check("/api/v1/events", "get", httpx.get(f"{base}/api/v1/events", headers=h(OP)).json())
     check("/api/v1/tenants/{tenant}", "get", httpx.get(f"{base}/api/v1/tenants/nobody", headers=h(OP)).json(), "404")
     check("/api/v1/events", "get", httpx.get(f"{base}/api/v1/events?limit=0", headers=h(OP)).json(), "400")
+
+
+def test_cluster_history_covers_the_last_hours_of_plans(tmp_path):
+    import dataclasses
+
+    import pandas as pd
+
+    from daemon.api.views import cluster_view
+
+    d = Daemon(build_runtime(api_cfg(tmp_path, free_port())))
+    try:
+        start = pd.Timestamp("2026-01-04T08:00:00Z")
+        for k in range(0, 6 * 60, 10):  # a plan every 10 minutes for 6 hours
+            at = (start + pd.Timedelta(minutes=k)).isoformat()
+            d.runtime.store.save_cycle(dataclasses.replace(_plan(0, {"a": 8}), at=at), "m")
+        hist = cluster_view(d)["history"]  # 240 steps of 60 s: the last 4 hours
+        assert hist[0]["at"] == (start + pd.Timedelta(minutes=110)).isoformat()
+        assert hist[-1]["at"] == (start + pd.Timedelta(minutes=350)).isoformat() and len(hist) == 25
+        assert cluster_view(d)["model"]["quality"] is None  # no live scorer: no number is made up
+    finally:
+        d.runtime.close()
