@@ -15,6 +15,7 @@ from daemon.actuators.base import ActionReport, Actuator
 from daemon.config import Config
 from daemon.forecasting import WithFallback, baseline
 from daemon.plan_events import plan_events
+from daemon.policy.safe import safe_default
 from daemon.policy.types import OperatorInputs, Plan, PolicyMemory
 from daemon.sources.base import Collected, Source, SourceError
 from daemon.store import StateStore
@@ -40,7 +41,8 @@ class CycleRunner:
     """Owns the cross-cycle memory; a lock keeps alert-triggered and scheduled cycles from overlapping."""
 
     def __init__(self, cfg: Config, source: Source, forecaster: Forecaster, actuators: list[Actuator],
-                 store: StateStore | None = None, metrics: DaemonMetrics | None = None) -> None:
+                 store: StateStore | None = None, metrics: DaemonMetrics | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.cfg = cfg
         self.source = source
         self.forecaster = forecaster
@@ -51,6 +53,10 @@ class CycleRunner:
         self.lock = threading.Lock()
         self.memory: PolicyMemory = store.load_memory() if store else PolicyMemory()
         self.last_plan: Plan | None = store.load_plan() if store else None
+        self.clock = clock
+        # wall-clock time the last good plan was made: its age decides when the safe default takes over
+        self.last_good_at: float | None = store.load_plan_made_at() if store and self.last_plan else None
+        self.safe_active = False
         self.last_state = None
         self.last_forecast: Forecast | None = None
         self.last_history: pd.DataFrame | None = None
@@ -59,6 +65,62 @@ class CycleRunner:
         if self.last_plan is not None:
             log.info("restored last good plan from %s (%d reservations, rate level %d)", self.last_plan.at,
                      len(self.last_plan.reservations), self.memory.rate_level)
+            if self.plan_too_old():
+                age = self.plan_age_s()
+                log.warning("restored plan is %s old (> cycle.max_plan_age_s = %gs): it is not enforced; the safe "
+                            "default applies until a fresh plan is made",
+                            "of unknown age" if age == float("inf") else f"{age:.0f}s", cfg.cycle.max_plan_age_s)
+
+    def plan_age_s(self) -> float:
+        """Seconds since the last good plan was made (inf when there is none or its time is unknown)."""
+        return float("inf") if self.last_good_at is None else max(0.0, self.clock() - self.last_good_at)
+
+    def plan_too_old(self) -> bool:
+        return self.plan_age_s() > self.cfg.cycle.max_plan_age_s
+
+    def _safe_default(self, state, why: str) -> Plan:
+        """Static pool only, no preemptions; said in the log (once), the metric and the plan's notes."""
+        last = self.last_plan
+        if state is not None and state.capacity > 0:
+            at, capacity, tenants, tiers = state.at.isoformat(), state.capacity, state.tenants, state.tiers
+        else:
+            names = tuple(sorted(set(last.limits) if last else {t.name for t in self.cfg.tenants}))
+            at = pd.Timestamp(self.clock(), unit="s", tz="UTC").isoformat()
+            capacity = last.capacity if last and last.capacity > 0 else self.cfg.cluster.gpus
+            tenants, tiers = names, tuple(self.cfg.tier_of(t) for t in names)
+        age = self.plan_age_s()
+        old = "no good plan" if age == float("inf") else f"last good plan is {age:.0f}s old"
+        plan = safe_default(at, capacity, tenants, tiers, self.memory, self.cfg,
+                            f"{why}; {old} (> max {self.cfg.cycle.max_plan_age_s:g}s)")
+        if not self.safe_active:
+            log.warning("%s", plan.notes[0])
+        self.safe_active = True
+        self.metrics.safe_default.set(1)
+        return plan
+
+    def _apply(self, plan: Plan) -> list[ActionReport]:
+        m = self.metrics
+        reports: list[ActionReport] = []
+        for act in self.actuators:
+            try:
+                rep = act.apply(plan)
+                if plan.notifications:
+                    act.notify(list(plan.notifications))
+            except Exception as exc:  # one broken actuator must not stop the others
+                rep = ActionReport(act.name, act.dry_run, errors=[str(exc)])
+            if rep.errors:
+                m.actuator_errors.labels(rep.actuator).inc(len(rep.errors))
+                log.error("actuator %s: %s", rep.actuator, "; ".join(rep.errors))
+            reports.append(rep)
+        # what an actuator itself tells tenants (a Slurm preemption warning) goes out on every channel
+        told = [n for r in reports for n in r.notifications]
+        if told:
+            for act in self.actuators:
+                try:
+                    act.notify(told)
+                except Exception as exc:
+                    log.error("actuator %s: notify: %s", act.name, exc)
+        return reports
 
     def _forecast(self, history: pd.DataFrame) -> tuple[Forecast | None, bool]:
         h = self.cfg.cycle.horizon_steps
@@ -88,6 +150,11 @@ class CycleRunner:
             m.source_up.set(0)
             m.plan_stale.set(1)
             m.cycles.labels("source_error").inc()
+            if self.plan_too_old():
+                log.error("source unavailable: %s", exc)
+                plan = self._safe_default(None, "source unavailable")
+                return CycleResult(plan, "source_error", time.perf_counter() - t0, reports=self._apply(plan),
+                                   error=str(exc))
             held = f"keeping last good plan from {self.last_plan.at}" if self.last_plan else "no plan yet"
             log.error("source unavailable: %s; %s, no new preemptions", exc, held)
             return CycleResult(self.last_plan, "source_error", time.perf_counter() - t0, error=str(exc))
@@ -99,35 +166,23 @@ class CycleRunner:
         self.last_forecast, self.last_history = fc, collected.history
         ops = self.operator_inputs() if self.operator_inputs is not None else None
         plan = policy.plan(fc, state, self.memory, self.cfg, self.last_plan, ops)
-        reports: list[ActionReport] = []
-        if plan.stale:
+        if plan.stale and self.plan_too_old():
+            plan = self._safe_default(state, "stale data")
+        elif plan.stale:
             log.warning("%s", "; ".join(plan.notes))
-        for act in self.actuators:
-            try:
-                rep = act.apply(plan)
-                if plan.notifications:
-                    act.notify(list(plan.notifications))
-            except Exception as exc:  # one broken actuator must not stop the others
-                rep = ActionReport(act.name, act.dry_run, errors=[str(exc)])
-            if rep.errors:
-                m.actuator_errors.labels(rep.actuator).inc(len(rep.errors))
-                log.error("actuator %s: %s", rep.actuator, "; ".join(rep.errors))
-            reports.append(rep)
-        # what an actuator itself tells tenants (a Slurm preemption warning) goes out on every channel
-        told = [n for r in reports for n in r.notifications]
-        if told:
-            for act in self.actuators:
-                try:
-                    act.notify(told)
-                except Exception as exc:
-                    log.error("actuator %s: notify: %s", act.name, exc)
+        reports = self._apply(plan)
         outcome = "stale" if plan.stale else "ok"
         if not plan.stale:
             previous = self.last_plan
             self.memory = plan.memory
             self.last_plan = plan
+            self.last_good_at = self.clock()
+            if self.safe_active:
+                log.warning("fresh plan made: safe default lifted")
+            self.safe_active = False
+            m.safe_default.set(0)
             if self.store is not None:
-                self.store.save_cycle(plan, fc.model if fc else "none")
+                self.store.save_cycle(plan, fc.model if fc else "none", self.last_good_at)
                 self.store.log_events(plan.at, plan_events(previous, plan))
             m.last_good.set(pd.Timestamp(plan.at).timestamp())
         m.observe_plan(plan, fc, self.cfg.policy.lead_time_steps, fell_back)

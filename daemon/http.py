@@ -63,7 +63,7 @@ def build_app(daemon: "Daemon") -> Starlette:
 
     async def healthz(_: Request) -> Response:
         h = daemon.health()
-        return JSONResponse(h, status_code=200 if h["status"] == "ok" else 503)
+        return JSONResponse(h, status_code=503 if h["status"] == "unhealthy" else 200)  # degraded is alive
 
     holder = AccessHolder(daemon)
     if holder.get().empty:

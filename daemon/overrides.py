@@ -55,6 +55,18 @@ def _parse(model: type[BaseModel], body: Any) -> BaseModel:
         raise BadChange(field, msg) from None
 
 
+def _applied(before: dict, change: BaseModel) -> dict:
+    """`before` with the fields the change names; null (or false) drops a field back to the config's value."""
+    after = dict(before)
+    for k in change.model_fields_set:
+        v = getattr(change, k)
+        if v is None or v is False:
+            after.pop(k, None)
+        else:
+            after[k] = v
+    return after
+
+
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -106,13 +118,7 @@ class Overrides:
         change = _parse(TenantChange, body)
         with self._lock:
             before = dict(self._tenants.get(tenant, {}))
-            after = dict(before)
-            for k in change.model_fields_set:
-                v = getattr(change, k)
-                if v is None or v is False:
-                    after.pop(k, None)
-                else:
-                    after[k] = v
+            after = _applied(before, change)
             if after:
                 self._tenants[tenant] = after
             else:
@@ -134,13 +140,7 @@ class Overrides:
         change = _parse(GlobalChange, body)
         with self._lock:
             before = dict(self._global)
-            after = dict(before)
-            for k in change.model_fields_set:
-                v = getattr(change, k)
-                if v is None or v is False:
-                    after.pop(k, None)
-                else:
-                    after[k] = v
+            after = _applied(before, change)
             self._global = after
             try:
                 detail = self._commit(who, "global", None, before, after)

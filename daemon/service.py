@@ -88,8 +88,8 @@ class Daemon:
         self.handle_node_down(node, time.perf_counter(), "SimulatedNodeDown")
 
     def watchdog(self) -> None:
-        """Between cycles: feed systemd's watchdog only while cycles keep completing."""
-        if self.health()["status"] == "ok":
+        """Between cycles: feed systemd's watchdog while the daemon's loop keeps completing cycles (degraded too)."""
+        if self.health()["status"] != "unhealthy":
             self.notifier.notify("WATCHDOG=1")
 
     # ---- jobs --------------------------------------------------------------------------------
@@ -128,9 +128,10 @@ class Daemon:
             return
         self.last_result = res
         self.cycles_done += 1
-        if res.outcome in ("ok", "stale"):
-            self.last_ok_cycle = time.monotonic()
-            self.notifier.notify("WATCHDOG=1")
+        # the watchdog follows the daemon's own loop: a cycle that ran to its end, even one that found the
+        # source down and kept (or relaxed) its plan, is a live daemon; systemd restarting it would not help
+        self.last_ok_cycle = time.monotonic()
+        self.notifier.notify("WATCHDOG=1")
         if not self.ready:
             self.ready = True
             self.notifier.notify("READY=1")
@@ -239,12 +240,29 @@ class Daemon:
 
     # ---- health ------------------------------------------------------------------------------
     def health(self) -> dict:
+        """ok | degraded (alive, with the reason) | unhealthy (the loop has not completed a cycle lately)."""
         interval = self.cfg.cycle.interval_s
-        age = None if self.last_ok_cycle is None else time.monotonic() - self.last_ok_cycle
-        plan = self.runtime.runner.last_plan
-        stale = bool(self.last_result and self.last_result.outcome != "ok")
-        healthy = age is not None and age < max(3 * interval, 10)
-        return {"status": "ok" if healthy else "unhealthy", "last_cycle_age_s": age, "plan_stale": stale,
+        now = time.monotonic()
+        age = None if self.last_ok_cycle is None else now - self.last_ok_cycle
+        runner = self.runtime.runner
+        plan = runner.last_plan
+        res = self.last_result
+        reasons = []
+        if res is not None and res.outcome == "source_error":
+            reasons.append(f"source unavailable: {res.error}")
+        elif res is not None and res.outcome == "stale" and res.plan is not None and res.plan.notes:
+            reasons.append(res.plan.notes[0])
+        if runner.safe_active:
+            reasons.append(f"last good plan older than {self.cfg.cycle.max_plan_age_s:g}s: safe default in force "
+                           "(no holds beyond the static pool, no preemptions)")
+        if self.breaker.is_open(now):
+            reasons.append("failover circuit breaker open: mass node failure reported, monitoring problem?")
+        alive = age is not None and age < max(3 * interval, 10)
+        status = "unhealthy" if not alive else ("degraded" if reasons else "ok")
+        plan_age = runner.plan_age_s()
+        return {"status": status, "reason": "; ".join(reasons) or None, "last_cycle_age_s": age,
+                "plan_stale": bool(res and res.outcome != "ok"), "safe_default": runner.safe_active,
+                "plan_age_s": None if plan_age == float("inf") else round(plan_age, 1),
                 "plan_at": plan.at if plan else None, "cycles": self.cycles_done,
                 "forecaster": self.runtime.forecaster_note}
 
@@ -299,7 +317,7 @@ class Daemon:
         if self.server is not None:
             self.server.should_exit = True
         self.failover_worker.shutdown(wait=True)
-        if self.cfg.actuators.release_holds_on_stop:
+        if self.cfg.actuators.release_holds_on_stop and self.may_act():  # a standby's stop leaves the leader's holds
             self.release_holds()
         self.runtime.close()
 

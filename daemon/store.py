@@ -42,15 +42,15 @@ class StateStore:
         row = self._db.execute("SELECT value FROM kv WHERE key=?", (key,)).fetchone()
         return json.loads(row[0]) if row else None
 
-    def save_cycle(self, plan: Plan, model: str) -> None:
-        """Commit the plan, the memory it carries and the model in use as one transaction."""
+    def save_cycle(self, plan: Plan, model: str, made_at: float | None = None) -> None:
+        """Commit the plan, the memory it carries, the model in use and when (epoch s) as one transaction."""
         now = plan.at
         with self._lock:
             cur = self._db.cursor()
             cur.execute("BEGIN IMMEDIATE")
             try:
                 for key, value in (("last_plan", plan.to_dict()), ("memory", plan.memory.to_dict()),
-                                   ("model", model)):
+                                   ("model", model), ("last_plan_made_at", made_at)):
                     cur.execute("INSERT INTO kv(key, value, updated) VALUES(?,?,?) "
                                 "ON CONFLICT(key) DO UPDATE SET value=excluded.value, updated=excluded.updated",
                                 (key, json.dumps(value, allow_nan=True), now))
@@ -142,6 +142,12 @@ class StateStore:
         with self._lock:
             d = self._get("memory")
         return PolicyMemory.from_dict(d) if d else PolicyMemory()
+
+    def load_plan_made_at(self) -> float | None:
+        """Wall-clock time (epoch s) the restored plan was made; None for a plan saved without one."""
+        with self._lock:
+            v = self._get("last_plan_made_at")
+        return float(v) if v is not None else None
 
     def load_model(self) -> str | None:
         with self._lock:

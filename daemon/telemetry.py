@@ -40,6 +40,9 @@ class DaemonMetrics:
         self.config_reload_ok.set(1)
         self.breaker_open = Gauge("gpuas_failover_breaker_open",
                                   "1 while mass node-down reports keep failover off (monitoring problem?)", registry=r)
+        self.safe_default = Gauge("gpuas_safe_default",
+                                  "1 while the last good plan is older than cycle.max_plan_age_s and the safe default "
+                                  "(static pool only, no preemptions) is enforced", registry=r)
         self._tenants: set[str] = set()
 
     def observe_plan(self, plan: Plan, forecast: Forecast | None, lead: int, fallback: bool) -> None:

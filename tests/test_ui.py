@@ -7,31 +7,23 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
 
-from daemon.runtime import build_runtime
-from daemon.service import Daemon
 from daemon.ui.charts import Band, Chart, Line
 from tests.browser import chromium
 from tests.conftest import REPO, free_port
 from tests.services import stop, wait_for
-from tests.test_api import OP, T1, api_cfg
+from tests.test_api import OP, T1, api  # noqa: F401  (api: the fixture)
 
 pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture(scope="module")
-def ui(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("ui")
-    port = free_port()
-    d = Daemon(build_runtime(api_cfg(tmp, port)))
-    d.start()
-    base = f"http://127.0.0.1:{port}"
-    wait_for(lambda: d.cycles_done >= 2, what="two cycles", timeout=60)
-    yield d, base
-    d.stop()
+def ui(api):  # a daemon on the embedded simulator with operator and tenant tokens (tests/test_api.py)
+    return api
 
 
 def login(base, token):
@@ -109,6 +101,12 @@ def test_operator_pages_and_errors(ui):
     assert c.get("/ui/tenants/nobody").status_code == 404
     assert c.get("/ui/tenants/bad%20name").status_code == 400
     assert c.get("/ui/events?kind=Bad!").status_code == 400
+    # whatever an event carries is text, never markup
+    d.runtime.store.log_event("2026-01-04T13:00:00+00:00", "notification",
+                              {"tenant": "tenant-0003", "type": "x", "message": "<img src=x onerror=alert(1)>"})
+    page = c.get("/ui/events?kind=notification").text
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page and "<img src=x" not in page
+    assert "&lt;img" in c.get("/ui/tenants/tenant-0003").text
     # a bearer header works as well as the cookie
     assert httpx.get(f"{base}/ui/events", headers={"Authorization": f"Bearer {OP}"}).status_code == 200
 
@@ -132,6 +130,40 @@ def test_operator_form_changes_a_tenant(ui):
     ev = d.runtime.store.recent_events(1, kind="operator_change")[0]
     assert ev["who"] == "ops" and ev["tenant"] == "tenant-0004"
     assert "ops changed tenant-0004" in c.get("/ui/events?kind=operator_change").text
+
+
+def test_operator_pauses_and_resumes_all_preemptions(ui):
+    d, base = ui
+    c, _ = login(base, OP)
+    t, _ = login(base, T1)
+    assert t.post("/ui/overrides", data={"preemption_paused": "1"}).status_code == 403
+    assert c.post("/ui/overrides", data={"preemption_paused": "1"},
+                  headers={"Origin": "http://evil.example"}).status_code == 403
+    r = c.post("/ui/overrides", data={"preemption_paused": "1"})
+    assert r.status_code == 303 and r.headers["location"] == "/ui/?saved=1"
+    assert d.runtime.overrides.inputs().paused_all
+    page = c.get("/ui/?saved=1").text
+    assert 'id="paused">Preemptions paused by an operator' in page and "applies at the next cycle" in page
+    assert c.post("/ui/overrides", data={"preemption_paused": ""}).status_code == 303
+    assert not d.runtime.overrides.inputs().paused_all and 'id="paused"' not in c.get("/ui/").text
+    audit = d.runtime.store.recent_events(2, kind="operator_change")
+    assert [e["changes"]["preemption_paused"]["to"] for e in audit] == [None, True]
+
+
+def test_pages_say_when_the_source_is_down(ui):
+    d, base = ui
+    c, _ = login(base, OP)
+    d.runtime.sim.blackout = True
+    try:
+        wait_for(lambda: d.last_result.outcome == "source_error", what="a cycle without source", timeout=30)
+        r = c.get("/ui/")
+        assert re.search(r'id="health-reason">Degraded: source unavailable: simulated source blackout', r.text)
+        t = c.get("/ui/tenants/tenant-0001")
+        assert 'id="stale">The daemon is holding its last good plan' in t.text and 'id="reason-text"' in t.text
+    finally:
+        d.runtime.sim.blackout = False
+    wait_for(lambda: d.last_result.outcome == "ok", what="source back", timeout=30)
+    assert 'id="health-reason"' not in c.get("/ui/").text
 
 
 def test_chart_breaks_lines_at_missing_values_and_draws_the_band():
@@ -233,12 +265,24 @@ def test_browser_operator_sees_the_throttled_tenant_and_its_forecast(sim_daemon)
         assert box["p50"]["x"] > box["usage"]["x"] + box["usage"]["w"] - 5   # forecast starts where usage ends
         page.screenshot(ARTEFACTS / "tenant-throttled.png")
 
+        # an operator throttles another tenant through the form; the next cycle's plan carries it, with its reason
+        assert page.goto(f"{base}/ui/tenants/tenant-0002") == 200
+        assert page.submit("#override-form", {"rate_override": "5"}) == 200
+        assert page.eval("document.querySelector('#notice').textContent") == "Change saved; it applies at the next cycle."
+        deadline = time.monotonic() + 30
+        while page.eval("document.querySelector('#reason-text').textContent") != "fixed limit for tenant-0002: 5 req/s":
+            assert time.monotonic() < deadline, "override not applied within 30 s"
+            time.sleep(0.5)
+            page.goto(f"{base}/ui/tenants/tenant-0002")
+        page.screenshot(ARTEFACTS / "tenant-overridden.png")
+
         assert page.goto(f"{base}/ui/events") == 200
         assert page.eval("document.querySelectorAll('#events tr').length") > 1
+        assert page.eval("document.querySelector('#events tr.ev-operator_change') !== null")
         page.screenshot(ARTEFACTS / "events.png")
         outside = [u for u in page.requested_urls() if not u.startswith(base) and not u.startswith("about:")]
         assert outside == []                                     # nothing fetched from anywhere else
-    for name in ("cluster.png", "tenant-throttled.png", "events.png"):
+    for name in ("cluster.png", "tenant-throttled.png", "tenant-overridden.png", "events.png"):
         assert (ARTEFACTS / name).stat().st_size > 10_000, name
 
 
@@ -263,3 +307,24 @@ def test_browser_tenant_token_cannot_open_another_tenants_page(sim_daemon):
         page.goto(f"{base}/ui/tenants/tenant-0001")
         assert page.eval("location.pathname") == "/ui/login"
     assert (ARTEFACTS / "tenant-forbidden.png").stat().st_size > 5_000
+
+
+def test_pages_before_the_first_cycle(tmp_path):
+    """A daemon that has not planned yet (HTTP up, no cycle run): pages render and say so; no number is made up."""
+    from daemon.runtime import build_runtime
+    from daemon.service import Daemon
+    from tests.test_api import api_cfg
+
+    port = free_port()
+    d = Daemon(build_runtime(api_cfg(tmp_path, port)))
+    d._start_http()  # the HTTP server only: the scheduler (and so the cycle) is not started
+    try:
+        c = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {OP}"})
+        r = c.get("/ui/")
+        assert r.status_code == 200 and "none yet" in r.text and 'id="load-chart"' in r.text
+        assert c.get("/api/v1/plan").json() == {"plan": None}
+        assert c.get("/api/v1/tenants").json() == {"tenants": []}
+        assert c.get("/ui/tenants/tenant-0001").status_code == 404
+        assert c.get("/ui/events").status_code == 200
+    finally:
+        d.stop()

@@ -67,6 +67,7 @@ class Plan:
     forecast_model: str
     notes: tuple[str, ...]
     memory: PolicyMemory
+    safe_default: bool = False                # the last good plan was too old: static pool only, no preemptions
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -75,7 +76,7 @@ class Plan:
             "reserved_tenants": len(self.reservations), "preemptions": len(self.preemptions),
             "preempted_gpus": int(sum(p.gpus for p in self.preemptions)),
             "rate_level": self.memory.rate_level, "stale": self.stale, "model": self.forecast_model,
-            "notes": list(self.notes),
+            "notes": list(self.notes), "safe_default": self.safe_default,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -86,7 +87,7 @@ class Plan:
             "preemptions": [asdict(p) for p in self.preemptions],
             "notifications": [asdict(n) for n in self.notifications],
             "stale": self.stale, "forecast_model": self.forecast_model, "notes": list(self.notes),
-            "memory": self.memory.to_dict(),
+            "memory": self.memory.to_dict(), "safe_default": self.safe_default,
         }
 
     @staticmethod
@@ -101,6 +102,7 @@ class Plan:
             notifications=tuple(Notification(**n) for n in d.get("notifications", [])),
             stale=bool(d["stale"]), forecast_model=str(d.get("forecast_model", "")),
             notes=tuple(d.get("notes", [])), memory=PolicyMemory.from_dict(d.get("memory", {})),
+            safe_default=bool(d.get("safe_default", False)),
         )
 
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; "
                                "frame-ancestors 'none'; base-uri 'none'",
-    "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY", "Referrer-Policy": "same-origin", "Cache-Control": "no-store",
     "X-Content-Type-Options": "nosniff",
 }
 
@@ -76,44 +76,37 @@ def load_chart(c: dict) -> Chart:
                   Line("held", xs, held, "s-held", step=True)])
 
 
-def band_chart(c: dict) -> Chart:
-    ch = Chart("cluster-forecast-chart", "Demand and its forecast (sum over tenants of p50 and p90) against capacity")
-    d, f = c["demand"], c["forecast"]
+def forecast_chart(id: str, title: str, past: dict | None, past_name: str, forecast: dict | None,
+                   levels: list[tuple[str, float | None, str]]) -> Chart:
+    """A past series up to now, the p50 line and p50–p90 band after it, and flat levels across both."""
+    ch = Chart(id, title)
     edge = [0.0]
-    if d:
-        xs = series_x(len(d["values"]), d["step_s"])
-        ch.lines.append(Line("demand", xs, d["values"], "s-used"))
+    if past:
+        xs = series_x(len(past["values"]), past["step_s"])
+        ch.lines.append(Line(past_name, xs, past["values"], "s-used"))
         edge = [xs[0], 0.0]
-    if f:
-        fx = forecast_x(len(f["p50"]), f["step_s"])
-        ch.bands.insert(0, Band("p50–p90", fx, f["p50"], f["p90"], "b-p90"))
-        ch.lines.append(Line("p50", fx, f["p50"], "s-p50"))
+    if forecast:
+        fx = forecast_x(len(forecast["p50"]), forecast["step_s"])
+        ch.bands.append(Band("p50–p90", fx, forecast["p50"], forecast["p90"], "b-p90"))
+        ch.lines.append(Line("p50", fx, forecast["p50"], "s-p50"))
         edge = [edge[0], fx[-1]]
-    if c["capacity"] is not None:
-        ch.lines.append(Line("capacity", edge, [c["capacity"]] * len(edge), "s-cap"))
-    if c["held"] is not None:
-        ch.lines.append(Line("held now", edge, [c["held"]] * len(edge), "s-held"))
+    for name, value, css in levels:
+        if value is not None:
+            ch.lines.append(Line(name, edge, [value] * len(edge), css))
     return ch
+
+
+def band_chart(c: dict) -> Chart:
+    return forecast_chart("cluster-forecast-chart",
+                          "Demand and its forecast (sum over tenants of p50 and p90) against capacity",
+                          c["demand"], "demand", c["forecast"],
+                          [("capacity", c["capacity"], "s-cap"), ("held now", c["held"], "s-held")])
 
 
 def tenant_chart(t: dict) -> Chart:
-    ch = Chart("forecast-chart", f"{t['tenant']}: GPUs used (running + queued) and the p50/p90 forecast")
-    u, f = t["usage"], t["forecast"]
-    edge = [0.0]
-    if u:
-        xs = series_x(len(u["values"]), u["step_s"])
-        ch.lines.append(Line("usage", xs, u["values"], "s-used"))
-        edge = [xs[0], 0.0]
-    if f:
-        fx = forecast_x(len(f["p50"]), f["step_s"])
-        ch.bands.insert(0, Band("p50–p90", fx, f["p50"], f["p90"], "b-p90"))
-        ch.lines.append(Line("p50", fx, f["p50"], "s-p50"))
-        edge = [edge[0], fx[-1]]
-    if t["held"]:
-        ch.lines.append(Line("held for you", edge, [t["held"]] * len(edge), "s-held"))
-    if t["quota"] is not None:
-        ch.lines.append(Line("quota", edge, [t["quota"]] * len(edge), "s-quota"))
-    return ch
+    return forecast_chart("forecast-chart", f"{t['tenant']}: GPUs used (running + queued) and the p50/p90 forecast",
+                          t["usage"], "usage", t["forecast"],
+                          [("held for you", t["held"] or None, "s-held"), ("quota", t["quota"], "s-quota")])
 
 
 def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
@@ -143,17 +136,36 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
             return problem(request, p, 404, "Unknown tenant", f"No tenant {tenant!r} in the current plan or config.")
         return None
 
-    async def root(request: Request) -> Response:
+    def operator_or_redirect(request: Request) -> Principal | Response:
+        """The operator asking, or where to send anyone else: the login form, or a tenant's own page."""
         p = who(request)
         if p is None:
             return to_login(request)
         if not p.operator:
             return RedirectResponse(f"/ui/tenants/{quote(p.tenant or '')}", status_code=303, headers=HEADERS)
+        return p
+
+    def tenant_page(request: Request, p: Principal, name: str, status: int = 200, **extra) -> Response:
+        t = views.tenant_view(daemon, name)
+        t["override"] = t["override"] or {}
+        pc = daemon.cfg.policy
+        health = daemon.health()
+        stale = health["reason"] if health["status"] != "ok" else None
+        return page(request, "tenant.html", status, who=p, title=name, t=t, chart=tenant_chart(t).svg(), stale=stale,
+                    quantile=int(pc.quantile * 100),
+                    lead=pc.lead_time_steps * daemon.cfg.cycle.resolution_s // 60, **extra)
+
+    async def root(request: Request) -> Response:
+        p = operator_or_redirect(request)
+        if isinstance(p, Response):
+            return p
         c = views.cluster_view(daemon)
         tenants = [views.tenant_summary(daemon, t) for t in views.tenant_names(daemon)]
         shown = sorted((t for t in tenants if t["held"] or t["throttled"]), key=lambda t: -(t["held"] or 0))[:25]
+        notice = "Change saved; it applies at the next cycle." if request.query_params.get("saved") else None
         return page(request, "cluster.html", who=p, title="Cluster", c=c, load_chart=load_chart(c).svg(),
-                    band_chart=band_chart(c).svg(), levels=daemon.cfg.ratelimits.levels, tenants=shown)
+                    band_chart=band_chart(c).svg(), levels=daemon.cfg.ratelimits.levels, tenants=shown,
+                    paused=daemon.runtime.overrides.inputs().paused_all, notice=notice)
 
     async def login(request: Request) -> Response:
         nxt = request.query_params.get("next", "/ui/")
@@ -179,11 +191,9 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
         return resp
 
     async def tenants(request: Request) -> Response:
-        p = who(request)
-        if p is None:
-            return to_login(request)
-        if not p.operator:
-            return RedirectResponse(f"/ui/tenants/{quote(p.tenant or '')}", status_code=303, headers=HEADERS)
+        p = operator_or_redirect(request)
+        if isinstance(p, Response):
+            return p
         rows = [views.tenant_summary(daemon, t) for t in views.tenant_names(daemon)]
         ov = daemon.runtime.overrides
         return page(request, "tenants.html", who=p, title="Tenants", tenants=rows,
@@ -197,23 +207,35 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
         bad = check_tenant(request, p, name)
         if bad is not None:
             return bad
-        t = views.tenant_view(daemon, name)
-        t["override"] = t["override"] or {}
-        pc = daemon.cfg.policy
         notice = "Change saved; it applies at the next cycle." if request.query_params.get("saved") else None
-        return page(request, "tenant.html", who=p, title=name, t=t, chart=tenant_chart(t).svg(), notice=notice,
-                    quantile=int(pc.quantile * 100), lead=pc.lead_time_steps * daemon.cfg.cycle.resolution_s // 60)
+        return tenant_page(request, p, name, notice=notice)
 
-    async def tenant_override(request: Request) -> Response:
+    def operator_form(request: Request) -> Principal | Response:
+        """The operator sending one of the console's forms, or the answer for anyone else."""
         p = who(request)
         if p is None:
             return to_login(request)
-        name = request.path_params["tenant"]
         if not p.operator:
-            return problem(request, p, 403, "Operators only", "Only an operator token can change a tenant.")
+            return problem(request, p, 403, "Operators only", "Only an operator token can change this.")
         origin = request.headers.get("origin")
         if origin is not None and origin != f"{request.url.scheme}://{request.url.netloc}":
             return problem(request, p, 403, "Cross-site form", "This form must be sent from the console itself.")
+        return p
+
+    async def global_override(request: Request) -> Response:
+        p = operator_form(request)
+        if isinstance(p, Response):
+            return p
+        form = parse_qs((await request.body())[:8192].decode("utf-8", "replace"), keep_blank_values=True)
+        paused = bool((form.get("preemption_paused") or [""])[0])
+        daemon.runtime.overrides.change_global(p.name, {"preemption_paused": paused})
+        return RedirectResponse("/ui/?saved=1", status_code=303, headers=HEADERS)
+
+    async def tenant_override(request: Request) -> Response:
+        p = operator_form(request)
+        if isinstance(p, Response):
+            return p
+        name = request.path_params["tenant"]
         bad = check_tenant(request, p, name)
         if bad is not None:
             return bad
@@ -230,12 +252,7 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
             change["preemption_paused"] = bool(form.get("preemption_paused"))
             daemon.runtime.overrides.change_tenant(p.name, name, change)
         except BadChange as exc:
-            t = views.tenant_view(daemon, name)
-            t["override"] = t["override"] or {}
-            pc = daemon.cfg.policy
-            return page(request, "tenant.html", 400, who=p, title=name, t=t, chart=tenant_chart(t).svg(),
-                        error=str(exc), quantile=int(pc.quantile * 100),
-                        lead=pc.lead_time_steps * daemon.cfg.cycle.resolution_s // 60)
+            return tenant_page(request, p, name, 400, error=str(exc))
         return RedirectResponse(f"/ui/tenants/{quote(name)}?saved=1", status_code=303, headers=HEADERS)
 
     async def events(request: Request) -> Response:
@@ -264,5 +281,6 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
         Route("/ui/tenants", tenants),
         Route("/ui/tenants/{tenant}", tenant),
         Route("/ui/tenants/{tenant}/override", tenant_override, methods=["POST"]),
+        Route("/ui/overrides", global_override, methods=["POST"]),
         Route("/ui/events", events),
     ]
