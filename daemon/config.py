@@ -204,7 +204,8 @@ class SlurmActuatorConfig(_Strict):
     priority_by_partition: dict[str, Tier] = Field(default_factory=lambda: {"high": "high", "low": "low"})
     drain_failed_nodes: bool = Field(True, description="drain a node reported down so nothing new lands on it")
     warn_signal: str = Field("USR1", pattern=r"^[A-Z0-9]+$", description="sent to the batch script before a preemption")
-    warn_lead_s: float = Field(60.0, ge=0, description="time between the warning and the requeue (0: no warning)")
+    # off by default: a batch script that does not trap the signal is killed by it (and not requeued)
+    warn_lead_s: float = Field(0.0, ge=0, description="time between the warning and the requeue (0: no warning)")
     # holds: one whole-node reservation (Flags=IGNORE_JOBS,MAGNETIC) per tenant the plan reserves GPUs for
     holds: bool = Field(True, description="hold the plan's reserved GPUs with a Slurm reservation")
     hold_tiers: list[Tier] = Field(default_factory=lambda: ["high", "normal", "low"],

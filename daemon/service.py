@@ -317,7 +317,7 @@ class Daemon:
         if self.server is not None:
             self.server.should_exit = True
         self.failover_worker.shutdown(wait=True)
-        if self.cfg.actuators.release_holds_on_stop:
+        if self.cfg.actuators.release_holds_on_stop and self.may_act():  # a standby's stop leaves the leader's holds
             self.release_holds()
         self.runtime.close()
 
