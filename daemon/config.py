@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from daemon.gateway import ApiKey
+from daemon.gateway import ApiKey, read_secret
 
 Tier = Literal["high", "normal", "low"]
 TIERS: tuple[Tier, ...] = ("high", "normal", "low")
@@ -298,13 +298,7 @@ class AccessToken(_Strict):
 
     def secret(self) -> str:
         if self.token_file is not None:
-            try:
-                value = self.token_file.read_text().strip()
-            except OSError as exc:
-                raise ConfigError(f"access.tokens.{self.name}.token_file: cannot read {self.token_file}: {exc}") from exc
-            if len(value) < 16:
-                raise ConfigError(f"access.tokens.{self.name}.token_file: token shorter than 16 characters")
-            return value
+            return read_secret(self.token_file, f"access.tokens.{self.name}.token_file", ConfigError)
         return self.token or ""
 
 
