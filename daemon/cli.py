@@ -270,6 +270,8 @@ def simulate(ctx, trace, tenants, gpus, days, seed, strategies, sweep, forecast_
     data = data_dir or default_data_dir()
     if trace == "synthetic":
         w = workloads.synthetic(tenants, gpus, days, seed=seed)
+        w.gpus_per_node = cfg.cluster.gpus_per_node  # the configured node size (the traces bring their own)
+        w.job_gpus = w.job_gpus.clip(1, w.gpus_per_node)
     else:
         try:
             w = workloads.helios(data, days=days) if trace == "helios" else workloads.alibaba(data, days=days)

@@ -14,6 +14,7 @@ DAEMON_MODULES = {
     "click": "click", "numpy": "numpy", "pandas": "pandas", "torch": "torch", "statsmodels": "statsmodels",
     "apscheduler": "apscheduler", "prometheus_client": "prometheus-client",
     "prometheus_api_client": "prometheus-api-client", "uvicorn": "uvicorn", "sdnotify": "sdnotify",
+    "jinja2": "jinja2",
 }
 
 

@@ -210,3 +210,46 @@ def test_embedded_demo_prints_an_operator_token(tmp_path):
         assert httpx.get(f"{base}/api/v1/plan").status_code == 401
     finally:
         stop(proc)
+
+
+def test_openapi_is_valid_and_the_answers_match_it(api):
+    """The served description passes openapi-spec-validator, and real answers validate against its schemas."""
+    from jsonschema import Draft202012Validator
+    from openapi_spec_validator import validate
+
+    _, base = api
+    spec = httpx.get(f"{base}/api/v1/openapi.json", headers=h(OP)).json()
+    validate(spec)
+
+    def check(path: str, method: str, body: object, status: str = "200") -> None:
+        schema = spec["paths"][path][method]["responses"][status]["content"]["application/json"]["schema"]
+        doc = {**schema, "components": spec["components"]}  # local $refs resolve against the document root
+        Draft202012Validator(doc).validate(body)
+
+    check("/api/v1/plan", "get", httpx.get(f"{base}/api/v1/plan", headers=h(OP)).json())
+    check("/api/v1/tenants", "get", httpx.get(f"{base}/api/v1/tenants", headers=h(OP)).json())
+    check("/api/v1/tenants/{tenant}", "get", httpx.get(f"{base}/api/v1/tenants/tenant-0001", headers=h(OP)).json())
+    check("/api/v1/events", "get", httpx.get(f"{base}/api/v1/events", headers=h(OP)).json())
+    check("/api/v1/tenants/{tenant}", "get", httpx.get(f"{base}/api/v1/tenants/nobody", headers=h(OP)).json(), "404")
+    check("/api/v1/events", "get", httpx.get(f"{base}/api/v1/events?limit=0", headers=h(OP)).json(), "400")
+
+
+def test_cluster_history_covers_the_last_hours_of_plans(tmp_path):
+    import dataclasses
+
+    import pandas as pd
+
+    from daemon.api.views import cluster_view
+
+    d = Daemon(build_runtime(api_cfg(tmp_path, free_port())))
+    try:
+        start = pd.Timestamp("2026-01-04T08:00:00Z")
+        for k in range(0, 6 * 60, 10):  # a plan every 10 minutes for 6 hours
+            at = (start + pd.Timedelta(minutes=k)).isoformat()
+            d.runtime.store.save_cycle(dataclasses.replace(_plan(0, {"a": 8}), at=at), "m")
+        hist = cluster_view(d)["history"]  # 240 steps of 60 s: the last 4 hours
+        assert hist[0]["at"] == (start + pd.Timedelta(minutes=110)).isoformat()
+        assert hist[-1]["at"] == (start + pd.Timedelta(minutes=350)).isoformat() and len(hist) == 25
+        assert cluster_view(d)["model"]["quality"] is None  # no live scorer: no number is made up
+    finally:
+        d.runtime.close()

@@ -101,6 +101,12 @@ def test_operator_pages_and_errors(ui):
     assert c.get("/ui/tenants/nobody").status_code == 404
     assert c.get("/ui/tenants/bad%20name").status_code == 400
     assert c.get("/ui/events?kind=Bad!").status_code == 400
+    # whatever an event carries is text, never markup
+    d.runtime.store.log_event("2026-01-04T13:00:00+00:00", "notification",
+                              {"tenant": "tenant-0003", "type": "x", "message": "<img src=x onerror=alert(1)>"})
+    page = c.get("/ui/events?kind=notification").text
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page and "<img src=x" not in page
+    assert "&lt;img" in c.get("/ui/tenants/tenant-0003").text
     # a bearer header works as well as the cookie
     assert httpx.get(f"{base}/ui/events", headers={"Authorization": f"Bearer {OP}"}).status_code == 200
 
@@ -124,6 +130,22 @@ def test_operator_form_changes_a_tenant(ui):
     ev = d.runtime.store.recent_events(1, kind="operator_change")[0]
     assert ev["who"] == "ops" and ev["tenant"] == "tenant-0004"
     assert "ops changed tenant-0004" in c.get("/ui/events?kind=operator_change").text
+
+
+def test_pages_say_when_the_source_is_down(ui):
+    d, base = ui
+    c, _ = login(base, OP)
+    d.runtime.sim.blackout = True
+    try:
+        wait_for(lambda: d.last_result.outcome == "source_error", what="a cycle without source", timeout=30)
+        r = c.get("/ui/")
+        assert re.search(r'id="health-reason">Degraded: source unavailable: simulated source blackout', r.text)
+        t = c.get("/ui/tenants/tenant-0001")
+        assert 'id="stale">The daemon is holding its last good plan' in t.text and 'id="reason-text"' in t.text
+    finally:
+        d.runtime.sim.blackout = False
+    wait_for(lambda: d.last_result.outcome == "ok", what="source back", timeout=30)
+    assert 'id="health-reason"' not in c.get("/ui/").text
 
 
 def test_chart_breaks_lines_at_missing_values_and_draws_the_band():

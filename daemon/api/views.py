@@ -6,6 +6,7 @@ missing data is None, never 0.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -64,7 +65,7 @@ def _state_index(d: "Daemon", tenant: str) -> int | None:
 
 
 def tier_of(d: "Daemon", tenant: str) -> str:
-    ov = getattr(d.runtime, "overrides", None)
+    ov = d.runtime.overrides
     if ov is not None:
         t = ov.inputs().tiers.get(tenant)
         if t:
@@ -97,22 +98,26 @@ def plan_view(d: "Daemon") -> dict:
 
 
 def forecast_quality(d: "Daemon") -> dict | None:
-    """Live forecast quality when the daemon scores its past forecasts; None until it does."""
-    q = getattr(d.runtime, "forecast_quality", None)
-    if q is None:
-        return None
-    try:
-        report = q.summary() if hasattr(q, "summary") else q
-    except Exception:
-        return None
-    return report if isinstance(report, dict) else None
+    """Live forecast quality (scores of past forecasts against what happened), once the daemon keeps them.
+
+    The runtime has no live scorer yet: None, and the console says "not scored yet" rather than a number.
+    """
+    q = getattr(d.runtime, "forecast_quality", None)  # wire the live scorer here when it lands
+    return q.summary() if q is not None else None
 
 
 def cluster_view(d: "Daemon", history: int = HISTORY_STEPS) -> dict:
     rt = d.runtime
     plan = rt.runner.last_plan
     store = rt.store
-    hist = store.plan_history(history) if store is not None else []
+    hist = store.plan_history(2000) if store is not None else []
+    if hist:  # the plans of the last `history` steps' worth of time (cycles may be faster than steps)
+        try:
+            end = dt.datetime.fromisoformat(hist[-1]["at"])
+            since = (end - dt.timedelta(seconds=history * d.cfg.cycle.resolution_s)).isoformat()
+            hist = [s for s in hist if s["at"] >= since]
+        except (TypeError, ValueError):
+            hist = hist[-history:]
     lvl_cfg = d.cfg.ratelimits.levels
     level = plan.memory.rate_level if plan is not None else 0
     fc = rt.runner.last_forecast
@@ -206,7 +211,7 @@ def tenant_view(d: "Daemon", tenant: str, history: int = HISTORY_STEPS) -> dict:
         tail = h[tenant].iloc[-history:]
         out["usage"] = {"start": str(tail.index[0]), "step_s": d.cfg.cycle.resolution_s,
                         "values": [num(v) for v in tail.to_numpy()]}
-    ov = getattr(rt, "overrides", None)
+    ov = rt.overrides
     out["override"] = ov.for_tenant(tenant) if ov is not None else None
     out["plan_at"] = plan.at if plan else None
     return out

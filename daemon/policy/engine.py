@@ -110,8 +110,10 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     res = np.where(high, res, 0.0)
     res = np.where(aged, used + aged_gpus, res)
     # what must be free by the time a preemption started now has drained: preempting for the rest of
-    # the lead time would only lose work for a peak the next forecasts may take back
-    soon = np.minimum(res, reservation.targets(peak_soon, demand, prev, pc.headroom))
+    # the lead time would only lose work for a peak the next forecasts may take back. Jobs are preempted
+    # only for jobs (waiting now, or forecast within the drain window), never for the headroom: the
+    # headroom is held where it is free, not cleared
+    soon = np.minimum(res, reservation.targets(peak_soon, demand, prev, 0.0))
     soon = np.where(aged, res, soon)
     # reservations come in whole jobs: holding 6 GPUs for a tenant whose jobs take 8 holds nothing usable
     quantum = np.ones(n)

@@ -153,6 +153,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
                  check_invariants: bool = False) -> Meter:
     """Replay `steps` measured steps of `w` (after a warm-up) under one strategy at one setting of its knobs
     (policy fields: reactive `headroom`; predictive `quantile`, `headroom`; static `reserve_share`)."""
+    steps = min(steps, len(w.demand) - w.start)
     if name not in STRATEGIES:
         raise ValueError(f"unknown strategy {name!r}; choose from {STRATEGIES}")
     if name == "predictive" and bank is None:
@@ -210,6 +211,8 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
             p = plan(None, state, mem, cfg, last)
         elif name == "perfect":
             fut = demand[k + 1: k + 1 + H].T
+            if fut.shape[1] == 0:  # the trace ends here: the future looks like now
+                fut = demand[k: k + 1].T
             if fut.shape[1] < H:
                 fut = np.concatenate([fut, np.repeat(fut[:, -1:], H - fut.shape[1], axis=1)], axis=1)
             v = np.repeat(fut[:, :, None], 3, axis=2)

@@ -149,7 +149,9 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
         t = views.tenant_view(daemon, name)
         t["override"] = t["override"] or {}
         pc = daemon.cfg.policy
-        return page(request, "tenant.html", status, who=p, title=name, t=t, chart=tenant_chart(t).svg(),
+        health = daemon.health()
+        stale = health["reason"] if health["status"] != "ok" else None
+        return page(request, "tenant.html", status, who=p, title=name, t=t, chart=tenant_chart(t).svg(), stale=stale,
                     quantile=int(pc.quantile * 100),
                     lead=pc.lead_time_steps * daemon.cfg.cycle.resolution_s // 60, **extra)
 
