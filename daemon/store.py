@@ -74,7 +74,8 @@ class StateStore:
                 self._prune_events(cur)
                 cur.execute("COMMIT")
             except BaseException:
-                cur.execute("ROLLBACK")
+                if self._db.in_transaction:  # SQLite may have rolled back itself (disk full)
+                    cur.execute("ROLLBACK")
                 raise
 
     def log_event(self, at: str, kind: str, detail: dict) -> None:
@@ -100,7 +101,8 @@ class StateStore:
                                 (at, event[0], json.dumps(event[1]), self.clock()))
                 cur.execute("COMMIT")
             except BaseException:
-                cur.execute("ROLLBACK")
+                if self._db.in_transaction:  # SQLite may have rolled back itself (disk full)
+                    cur.execute("ROLLBACK")
                 raise
 
     def log_events(self, at: str, items: list[tuple[str, dict]]) -> None:
@@ -116,7 +118,8 @@ class StateStore:
                                 [(at, k, json.dumps(d), now) for k, d in items])
                 cur.execute("COMMIT")
             except BaseException:
-                cur.execute("ROLLBACK")
+                if self._db.in_transaction:  # SQLite may have rolled back itself (disk full)
+                    cur.execute("ROLLBACK")
                 raise
 
     def events(self, kind: str | None = None) -> list[dict]:
