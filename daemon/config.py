@@ -335,12 +335,15 @@ class GatewayKeysConfig(_Strict):
 
 
 class HAConfig(_Strict):
-    """Two or more replicas, one acting: a leader lease in Redis with a fencing token (daemon/leader.py)."""
+    """Two or more replicas, one acting: a leader lease with a fencing token, in Redis (daemon/leader.py) or
+    a Kubernetes Lease object (daemon/leader_k8s.py)."""
 
     enabled: bool = False
-    backend: Literal["redis"] = "redis"
+    backend: Literal["redis", "kubernetes"] = "redis"
     redis_url: str | None = Field(None, description="the lease's Redis (default: actuators.redis.url)")
     prefix: str = "gpuas"
+    namespace: str = Field("default", description="kubernetes backend: the Lease's namespace")
+    lease_name: str = Field("gpu-autoscaler-leader", description="kubernetes backend: the Lease object")
     replica_id: str | None = Field(None, pattern=r"^[^|#]+$", description="default: hostname:pid")
     lease_ttl_s: float = Field(15.0, gt=0, description="a dead leader's lease expires after this")
     renew_every_s: float | None = Field(None, gt=0, description="default: lease_ttl_s / 3")
