@@ -58,10 +58,15 @@ class PolicyConfig(_Strict):
     preempt_lead_steps: int = Field(3, ge=1, description="how far ahead jobs are preempted (>= checkpoint drain)")
     quantile: float = Field(0.9, gt=0, lt=1, description="forecast quantile that is reserved for")
     headroom: float = Field(0.05, ge=0, le=1)
-    preempt_budget_share: float = Field(0.02, ge=0, le=1, description="GPUs preempted per cycle, share of cluster")
-    preempt_budget_jobs: int = Field(500, ge=0)
+    preempt_budget_share: float = Field(0.02, ge=0, le=1, description="GPUs preempted per budget window, share of cluster")
+    preempt_budget_jobs: int = Field(500, ge=0, description="jobs preempted per budget window")
+    preempt_budget_window_s: float = Field(30.0, gt=0, description="the budget refills over this much time, "
+                                           "whatever triggers cycles (a token bucket holding one window)")
     hysteresis: float = Field(0.05, ge=0, lt=1, description="relative band before a reservation grows or shrinks")
-    max_wait_steps: int = Field(120, ge=1, description="low-priority wait after which a tenant is protected (aging)")
+    max_wait_steps: int = Field(120, ge=1, description="low-priority wait (all queue stints of a job) after which "
+                                "its tenant is protected (aging)")
+    aging_min_run_s: float = Field(1800.0, ge=0, description="a job started through aging is not preempted "
+                                   "before it has run this long")
     min_preempt_gpus: int = Field(1, ge=1, description="deficits smaller than this are not worth a preemption")
     preempt_min_runtime_s: float = Field(0.0, ge=0, description="a job younger than this is never preempted "
                                          "(like Slurm's PreemptExemptTime); the Slurm actuator re-checks it")
@@ -353,6 +358,9 @@ class HAConfig(_Strict):
 
 class StateConfig(_Strict):
     path: Path = Path("state/gpu-autoscaler.sqlite")
+    events_keep_days: float = Field(30.0, gt=0, description="events (failovers, preemptions, operator changes) "
+                                    "older than this are deleted")
+    events_max_rows: int = Field(200_000, ge=1000, description="and at most this many are kept")
 
 
 class RetrainConfig(_Strict):

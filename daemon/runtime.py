@@ -199,7 +199,8 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
     forecaster, note = build_forecaster(cfg)
     log.info("%s", note)
     _limit_torch_threads(cfg.forecaster.torch_threads)
-    store = StateStore(cfg.state.path) if with_store else None
+    store = StateStore(cfg.state.path, events_keep_s=cfg.state.events_keep_days * 86400,
+                       events_max_rows=cfg.state.events_max_rows) if with_store else None
     runner = CycleRunner(cfg, source, forecaster, actuators, store, metrics)
     if lease is not None:
         runner.may_act = lease.is_leader
