@@ -241,7 +241,7 @@ class ActuatorsConfig(_Strict):
     dry_run: bool = True
     enabled: list[Literal["log", "redis", "slurm", "kubernetes", "kueue", "simulator"]] = Field(
         default_factory=lambda: ["log"])
-    release_holds_on_stop: bool = Field(True, description="delete scheduler holds (Slurm reservations) on stop")
+    release_holds_on_stop: bool = Field(True, description="release scheduler holds on stop (Slurm reservations, Kueue lending)")
     redis: RedisActuatorConfig = Field(default_factory=RedisActuatorConfig)
     slurm: SlurmActuatorConfig = Field(default_factory=SlurmActuatorConfig)
     kubernetes: KubernetesActuatorConfig = Field(default_factory=KubernetesActuatorConfig)
