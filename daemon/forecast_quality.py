@@ -194,6 +194,19 @@ class ForecastQuality:
         return QualityScores(self.model, len(self.scored), _nan_to_none(wql), _nan_to_none(cov),
                              self.out_of_bounds_cycles, self.fallback, self.reason, tenants)
 
+    def summary(self) -> dict | None:
+        """The cluster-level scores for the console (no per-tenant rows); None before anything is scored."""
+        cur = self.current()
+        if cur.scored == 0:
+            return None
+        out = {"model": cur.model, "forecasts scored": cur.scored,
+               "wQL": None if cur.wql is None else round(cur.wql, 4),
+               "p90 coverage": None if cur.coverage_p90 is None else round(cur.coverage_p90, 3),
+               "fallback to baseline": cur.fallback}
+        if cur.reason:
+            out["reason"] = cur.reason
+        return out
+
     def _export(self) -> None:
         cur = self.current()
         self.g_wql.set(cur.wql if cur.wql is not None else float("nan"))

@@ -91,6 +91,7 @@ def test_good_live_quality_keeps_the_model(tmp_path):
     cur = rt.runner.quality.current()
     assert cur.scored >= 2 and cur.coverage_p90 is not None and not cur.fallback
     assert cur.to_dict()["tenants"]
+    assert rt.runner.quality.summary()["p90 coverage"] == round(cur.coverage_p90, 3)   # what the console shows
     rt.close()
 
 
