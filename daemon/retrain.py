@@ -55,13 +55,46 @@ def read_history_file(path: Path, step_s: int) -> pd.DataFrame:
         raise DataError(f"{path}: cannot read history: {exc}") from None
     if "time" not in df.columns:
         raise DataError(f"{path}: needs a 'time' column")
-    if {"tenant", "value"} <= set(df.columns):
+    try:
+        df["time"] = pd.to_datetime(df["time"], utc=True)
+    except (ValueError, TypeError) as exc:
+        raise DataError(f"{path}: column 'time' is not a timestamp: {exc}") from None
+    long = {"tenant", "value"} <= set(df.columns)
+    if long:
+        wide = df.pivot_table(index="time", columns="tenant", values="value", aggfunc="mean") \
+            if pd.api.types.is_numeric_dtype(df["value"]) else df.set_index("time")[["value"]]
+    else:
+        wide = df.set_index("time").sort_index()
+    check_history(wide, step_s, str(path))
+    if long:
         return to_frame(df[["time", "tenant", "value"]], step_s)
-    df["time"] = pd.to_datetime(df["time"], utc=True)
-    wide = df.set_index("time").sort_index().astype(float)
-    wide = wide.resample(pd.Timedelta(seconds=step_s)).mean()
+    wide = wide.astype(float).resample(pd.Timedelta(seconds=step_s)).mean()
     wide.columns.name = "tenant"
     return wide
+
+
+def check_history(wide: pd.DataFrame, step_s: int, where: str) -> None:
+    """Refuse input the models would silently mis-read; the message names the column and the problem."""
+    if wide.shape[1] == 0 or len(wide) == 0:
+        raise DataError(f"{where}: no tenant column or no row")
+    for col in wide.columns:
+        s = wide[col]
+        if not pd.api.types.is_numeric_dtype(s):
+            bad = s[pd.to_numeric(s, errors="coerce").isna() & s.notna()]
+            raise DataError(f"{where}: column {col!r} is not numeric (e.g. {str(bad.iloc[0])[:20]!r})")
+        if s.isna().all():
+            raise DataError(f"{where}: column {col!r} is empty")
+        if (s < 0).any():
+            raise DataError(f"{where}: column {col!r} has negative values (first at {s[s < 0].index[0]}): "
+                            "demand cannot be negative")
+        if s.nunique(dropna=True) == 1:
+            raise DataError(f"{where}: column {col!r} is constant ({s.dropna().iloc[0]:g}): nothing to forecast; drop it")
+    gaps = pd.Series(wide.index.unique().sort_values()).diff().dt.total_seconds().to_numpy()[1:]
+    if len(gaps):
+        native = int(np.median(gaps))
+        if native <= 0 or (step_s % native and native % step_s):
+            raise DataError(f"{where}: samples are {native} s apart, which does not divide evenly into the "
+                            f"{step_s} s step (cycle.resolution_s)")
 
 
 def trace_history(name: str, data_dir: Path | None) -> tuple[pd.DataFrame, int]:
@@ -120,6 +153,8 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
     spec = spec_for(frame, step_s, cfg, horizon, season)
     n = len(frame)
     holdout = min(spec.season, max(spec.horizon * 4, n // 5))
+    if n < spec.season:
+        raise DataError(f"history too short to retrain: {n} steps is less than one season ({spec.season} steps)")
     if n - holdout < spec.season + spec.context + spec.horizon + 20:
         raise DataError(f"history too short to retrain: {n} steps, need about {spec.season * 2 + holdout}")
     train_frame = frame.iloc[: n - holdout]

@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 
 from daemon.config import Config
-from daemon.retrain import read_history_file, retrain_on
+from daemon.retrain import DataError, read_history_file, retrain_on
 from forecaster import registry, traces
 from tests.conftest import SHARED_DATA
 from tests.test_forecaster import periodic_frame
@@ -165,3 +165,28 @@ def test_helios_and_servegen_traces_load_as_tenant_frames():
     s = traces.servegen_rates(SHARED_DATA)
     assert s.shape == (2016, 43) and not s.isna().any().any()
     assert ((s == 0).to_numpy().mean()) > 0.3                 # idle windows are real zeros, not gaps
+
+
+@pytest.mark.parametrize("column, message", [
+    (["a", "b"] * 50, "column 'x' is not numeric"),
+    ([np.nan] * 100, "column 'x' is empty"),
+    ([1.0] * 50 + [-1.0] * 50, "column 'x' has negative values"),
+    ([3.0] * 100, "column 'x' is constant (3)"),
+])
+def test_bad_history_columns_are_named(tmp_path, column, message):
+    f = periodic_frame(n_tenants=1, steps=100)
+    f["x"] = column
+    p = tmp_path / "h.csv"
+    f.reset_index().to_csv(p, index=False)
+    with pytest.raises(DataError, match=__import__("re").escape(message)):
+        read_history_file(p, 60)
+
+
+def test_a_step_that_does_not_divide_evenly_is_refused(tmp_path):
+    f = periodic_frame(n_tenants=2, steps=100)
+    f.index = pd.date_range("2026-01-01", periods=100, freq="90s", tz="UTC", name="time")
+    p = tmp_path / "h.csv"
+    f.reset_index().to_csv(p, index=False)
+    with pytest.raises(DataError, match="90 s apart, which does not divide evenly into the 60 s step"):
+        read_history_file(p, 60)
+    assert len(read_history_file(p, 180)) == 50           # 90 s samples into 180 s steps is fine
