@@ -196,12 +196,16 @@ class History:
     def frame(self, steps: int | None = None, copy: bool = False) -> pd.DataFrame:
         """The newest ``steps`` rows (default: the whole window) as a time x tenant frame.
 
-        Without ``copy`` the frame shares memory with the history: the cycle reads it before the next
-        update, which is the only writer.
+        Without ``copy`` the frame is a read-only view of the history (no copy of the window each cycle;
+        writing into it raises instead of changing the history). The next update may still refresh the
+        overlap rows under it (late samples).
         """
         with self._lock:
             n = self._n if steps is None else min(int(steps), self._n)
             vals = self._vals[self._off + self._n - n: self._off + self._n, : len(self._names)]
+            if not copy:
+                vals = vals.view()
+                vals.flags.writeable = False
             idx = pd.date_range(pd.Timestamp((self._first + self._n - n) * self.step_s, unit="s", tz="UTC"),
                                 periods=n, freq=f"{self.step_s}s", name="time")
             return pd.DataFrame(vals.copy() if copy else vals, index=idx,

@@ -161,3 +161,16 @@ def test_read_api_for_the_console():
     assert h.tenants() == ["a", "b"]
     got.iloc[:, :] = -1                               # a copy: the history is untouched
     assert (h.frame()["b"].dropna() >= 0).all()
+
+
+def test_the_cycle_frame_is_a_read_only_view():
+    src = Source()
+    h = History(STEP, 50)
+    h.update(src, (T0 + 100) * STEP)
+    f = h.frame()
+    with pytest.raises(ValueError, match="read-only"):
+        f.iloc[0, 0] = -5.0
+    assert (f.fillna(0) >= 0).all().all()            # reading, and arithmetic into new frames, work
+    g = h.frame(copy=True)
+    g.iloc[0, 0] = -5.0
+    assert h.frame().iloc[0, 0] != -5.0
