@@ -163,6 +163,14 @@ class History:
         with self._lock:
             now = int(now_s // self.step_s)
             first_wanted = now - self.steps + 1
+            if self._n and self._first + self._n - 1 > now:
+                # the clock went back: rows after `now` were read under the wrong time, drop them
+                log.warning("history: clock went back %d steps; dropping the rows after it",
+                            self._first + self._n - 1 - now)
+                self._n = max(0, now - self._first + 1)
+                self.fetched_until = min(self.fetched_until, now) if self.fetched_until is not None else None
+                if self._db is not None:
+                    self._db.execute("DELETE FROM steps WHERE step > ?", (now,))
             backfill = (self.fetched_until is None or self.fetched_until < first_wanted
                         or self._n == 0 or self._first > first_wanted)
             lo = first_wanted if backfill else min(self.fetched_until, now) - self.overlap + 1

@@ -174,3 +174,16 @@ def test_the_cycle_frame_is_a_read_only_view():
     g = h.frame(copy=True)
     g.iloc[0, 0] = -5.0
     assert h.frame().iloc[0, 0] != -5.0
+
+
+def test_a_clock_that_jumps_back_drops_what_it_read_ahead(tmp_path):
+    src = Source()
+    h = History(STEP, 300, tmp_path / "h.sqlite")
+    now = T0 + 2000
+    h.update(src, now * STEP)
+    h.update(src, (now + 60) * STEP)                 # the clock ran an hour ahead
+    h.update(src, (now + 5) * STEP)                  # and is put back (the head it slid past is read again)
+    assert h.frame().index[-1] == pd.Timestamp((now + 5) * STEP, unit="s", tz="UTC")
+    expect(h, now + 5, 300)
+    h.close()
+    expect(History(STEP, 300, tmp_path / "h.sqlite"), now + 5, 300)
