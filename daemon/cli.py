@@ -129,6 +129,12 @@ def check_config(ctx: click.Context) -> None:
             Access(cfg.access)
     except ConfigError as exc:
         _fail(f"config error: {exc}")
+    from daemon.gateway import GatewayConfigError, digest_map
+
+    try:
+        digest_map(cfg.gateway.keys, "gateway.keys")  # unreadable key files, one key for two tenants
+    except GatewayConfigError as exc:
+        _fail(f"config error: {exc}")
     click.echo(f"ok: source={cfg.source.kind} actuators={list(cfg.actuators.enabled)} dry_run={cfg.actuators.dry_run} "
                f"tenants={len(cfg.tenants)} interval={cfg.cycle.interval_s:g}s {note}")
 

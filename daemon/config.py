@@ -329,6 +329,25 @@ class GatewayKeysConfig(_Strict):
     keys: list[ApiKey] = Field(default_factory=list)
 
 
+class HAConfig(_Strict):
+    """Two or more replicas, one acting: a leader lease in Redis with a fencing token (daemon/leader.py)."""
+
+    enabled: bool = False
+    backend: Literal["redis"] = "redis"
+    redis_url: str | None = Field(None, description="the lease's Redis (default: actuators.redis.url)")
+    prefix: str = "gpuas"
+    replica_id: str | None = Field(None, pattern=r"^[^|#]+$", description="default: hostname:pid")
+    lease_ttl_s: float = Field(15.0, gt=0, description="a dead leader's lease expires after this")
+    renew_every_s: float | None = Field(None, gt=0, description="default: lease_ttl_s / 3")
+    safety_margin: float = Field(0.3, ge=0, lt=1, description="share of the TTL that must be left to act")
+
+    @model_validator(mode="after")
+    def _renew_before_expiry(self) -> "HAConfig":
+        if self.renew_every_s is not None and self.renew_every_s >= self.lease_ttl_s * (1 - self.safety_margin):
+            raise ValueError("renew_every_s must be well below lease_ttl_s * (1 - safety_margin)")
+        return self
+
+
 class StateConfig(_Strict):
     path: Path = Path("state/gpu-autoscaler.sqlite")
 
@@ -353,6 +372,7 @@ class Config(_Strict):
     server: ServerConfig = Field(default_factory=ServerConfig)
     access: AccessConfig = Field(default_factory=AccessConfig)
     gateway: GatewayKeysConfig = Field(default_factory=GatewayKeysConfig)
+    ha: HAConfig = Field(default_factory=HAConfig)
     state: StateConfig = Field(default_factory=StateConfig)
     failover: FailoverConfig = Field(default_factory=FailoverConfig)
     retrain: RetrainConfig = Field(default_factory=RetrainConfig)

@@ -59,7 +59,8 @@ class StateStore:
                 cur.execute("DELETE FROM plans WHERE id <= (SELECT MAX(id) FROM plans) - ?", (self.keep_plans,))
                 cur.execute("COMMIT")
             except BaseException:
-                cur.execute("ROLLBACK")
+                if self._db.in_transaction:  # SQLite may have rolled back itself (disk full)
+                    cur.execute("ROLLBACK")
                 raise
 
     def log_event(self, at: str, kind: str, detail: dict) -> None:
@@ -83,7 +84,8 @@ class StateStore:
                     cur.execute("INSERT INTO events(at, kind, detail) VALUES(?,?,?)", (at, event[0], json.dumps(event[1])))
                 cur.execute("COMMIT")
             except BaseException:
-                cur.execute("ROLLBACK")
+                if self._db.in_transaction:  # SQLite may have rolled back itself (disk full)
+                    cur.execute("ROLLBACK")
                 raise
 
     def log_events(self, at: str, items: list[tuple[str, dict]]) -> None:
@@ -98,7 +100,8 @@ class StateStore:
                                 [(at, k, json.dumps(d)) for k, d in items])
                 cur.execute("COMMIT")
             except BaseException:
-                cur.execute("ROLLBACK")
+                if self._db.in_transaction:  # SQLite may have rolled back itself (disk full)
+                    cur.execute("ROLLBACK")
                 raise
 
     def events(self, kind: str | None = None) -> list[dict]:
