@@ -125,7 +125,9 @@ def check_config(ctx: click.Context) -> None:
         _fail("config error: actuators.enabled: 'simulator' needs source.kind = 'simulator'")
     try:
         if cfg.server.enabled:
-            cfg.server.token()  # a token file that cannot be read is a config error
+            if cfg.server.token() is None and not cfg.server.allow_unauthenticated_webhook:  # unreadable: error
+                click.echo("warning: no server.webhook_token_file: the webhook will refuse every alert (403) unless "
+                           "server.allow_unauthenticated_webhook = true", err=True)
             Access(cfg.access)
     except ConfigError as exc:
         _fail(f"config error: {exc}")

@@ -174,7 +174,9 @@ class CycleRunner:
         fc, fell_back = self._forecast(collected.history)
         self.last_forecast, self.last_history = fc, collected.history
         ops = self.operator_inputs() if self.operator_inputs is not None else None
-        plan = policy.plan(fc, state, self.memory, self.cfg, self.last_plan, ops)
+        # the preemption budget runs on wall-clock time; the embedded simulator's clock is its own (simulated)
+        now = None if self.cfg.source.kind == "simulator" else self.clock()
+        plan = policy.plan(fc, state, self.memory, self.cfg, self.last_plan, ops, now=now)
         if plan.stale and self.plan_too_old():
             plan = self._safe_default(state, "stale data")
         elif plan.stale:

@@ -1,4 +1,5 @@
-"""One acting replica: a leader lease in Redis with a monotonically increasing fencing token.
+"""One acting replica: a leader lease with a monotonically increasing fencing token (Redis here; a
+Kubernetes Lease object in daemon/leader_k8s.py, on the same `Lease` loop).
 
 Every replica runs cycles; only the lease holder acts. The lease is one Redis key
 ``<prefix>:leader`` = ``"<replica id>#<nonce>|<token>"`` with a TTL (the nonce is new in every
@@ -80,36 +81,42 @@ def default_replica_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-class RedisLease:
-    """The lease and the fence for one replica. Thread-safe; `run()` keeps it in a background thread."""
+class Lease:
+    """The loop every backend shares: acquire when free, renew while held, stand down when renewal fails for
+    longer than the lease minus the safety margin. Backends give `_try_acquire`, `_try_renew`, `_release`
+    and `fence`; `transient` are their errors that mean "could not ask" rather than "no"."""
 
-    def __init__(self, client: redis.Redis, prefix: str = "gpuas", replica_id: str | None = None,
-                 ttl_s: float = 15.0, renew_every_s: float | None = None, safety_margin: float = 0.3,
-                 on_elected: Callable[[int], None] | None = None, on_lost: Callable[[int], None] | None = None,
-                 ledger_maxlen: int = 100_000) -> None:
+    transient: tuple[type[BaseException], ...] = (OSError,)
+    store = "the lease store"
+
+    def __init__(self, replica_id: str | None, ttl_s: float, renew_every_s: float | None, safety_margin: float,
+                 on_elected: Callable[[int], None] | None, on_lost: Callable[[int], None] | None) -> None:
         if any(c in (replica_id or "") for c in "|#"):
             raise ValueError("replica id may not contain '|' or '#'")
-        self.client = client
-        self.key = f"{prefix}:leader"
-        self.token_key = f"{prefix}:leader:token"
-        self.ledger_key = f"{prefix}:leader:ledger"
         self.replica_id = replica_id or default_replica_id()
         self.holder = f"{self.replica_id}#{secrets.token_hex(4)}"
-        self.ttl_ms = int(ttl_s * 1000)
+        self.ttl_s = ttl_s
         self.renew_every_s = renew_every_s if renew_every_s is not None else ttl_s / 3
-        self.min_left_ms = int(self.ttl_ms * safety_margin)
+        self.min_left_s = ttl_s * safety_margin
         self.on_elected = on_elected
         self.on_lost = on_lost
-        self.ledger_maxlen = ledger_maxlen
-        self._acquire = client.register_script(ACQUIRE)
-        self._renew = client.register_script(RENEW)
-        self._release = client.register_script(RELEASE)
-        self._fence = client.register_script(FENCE)
         self._lock = threading.Lock()
         self.token: int | None = None
-        self._valid_until = 0.0  # monotonic: past this, we do not believe we lead, whatever Redis says
+        self._valid_until = 0.0  # monotonic: past this, we do not believe we lead, whatever the store says
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    def _try_acquire(self) -> int:
+        raise NotImplementedError
+
+    def _try_renew(self) -> bool:
+        raise NotImplementedError
+
+    def _release(self) -> None:
+        raise NotImplementedError
+
+    def fence(self, what: str, jobs: list[str] | tuple[str, ...] = ()) -> tuple[bool, str]:
+        raise NotImplementedError
 
     # ---- state ---------------------------------------------------------------------------------
     @property
@@ -127,24 +134,24 @@ class RedisLease:
         elected = lost = None
         try:
             if self.token is not None:
-                ok = bool(self._renew(keys=[self.key], args=[self.value, self.ttl_ms]))
+                ok = self._try_renew()
                 with self._lock:
                     if ok:
-                        self._valid_until = started + self.ttl_ms / 1000 - self.min_left_ms / 1000
+                        self._valid_until = started + self.ttl_s - self.min_left_s
                     else:
                         lost, self.token = self.token, None
             else:
-                tok = int(self._acquire(keys=[self.key, self.token_key], args=[self.holder, self.ttl_ms]))
+                tok = self._try_acquire()
                 if tok > 0:
                     with self._lock:
                         self.token = tok
-                        self._valid_until = started + self.ttl_ms / 1000 - self.min_left_ms / 1000
+                        self._valid_until = started + self.ttl_s - self.min_left_s
                     elected = tok
-        except (redis.RedisError, OSError) as exc:
+        except self.transient as exc:
             with self._lock:
                 if self.token is not None and time.monotonic() >= self._valid_until:
                     lost, self.token = self.token, None
-            log.warning("leader lease: Redis unreachable (%s)%s", exc,
+            log.warning("leader lease: %s unreachable (%s)%s", self.store, exc,
                         "; lease lapsed, acting stops" if lost else "")
         if elected is not None:
             log.warning("leader lease: this replica (%s) is now the leader, fencing token %d", self.replica_id, elected)
@@ -171,11 +178,47 @@ class RedisLease:
             self._thread.join(timeout=5)
         if release and self.token is not None:
             try:
-                self._release(keys=[self.key], args=[self.value])
+                self._release()
                 log.info("leader lease: released (token %d)", self.token)
-            except (redis.RedisError, OSError):
+            except self.transient:
                 pass
         self.token = None
+
+    def ledger(self) -> list[dict]:
+        return []
+
+
+class RedisLease(Lease):
+    """The lease and the fence in Redis. Thread-safe; `run()` keeps it in a background thread."""
+
+    transient = (redis.RedisError, OSError)
+    store = "Redis"
+
+    def __init__(self, client: redis.Redis, prefix: str = "gpuas", replica_id: str | None = None,
+                 ttl_s: float = 15.0, renew_every_s: float | None = None, safety_margin: float = 0.3,
+                 on_elected: Callable[[int], None] | None = None, on_lost: Callable[[int], None] | None = None,
+                 ledger_maxlen: int = 100_000) -> None:
+        super().__init__(replica_id, ttl_s, renew_every_s, safety_margin, on_elected, on_lost)
+        self.client = client
+        self.key = f"{prefix}:leader"
+        self.token_key = f"{prefix}:leader:token"
+        self.ledger_key = f"{prefix}:leader:ledger"
+        self.ttl_ms = int(ttl_s * 1000)
+        self.min_left_ms = int(self.min_left_s * 1000)
+        self.ledger_maxlen = ledger_maxlen
+        self._acquire = client.register_script(ACQUIRE)
+        self._renew = client.register_script(RENEW)
+        self._release_script = client.register_script(RELEASE)
+        self._fence = client.register_script(FENCE)
+
+    def _try_acquire(self) -> int:
+        return int(self._acquire(keys=[self.key, self.token_key], args=[self.holder, self.ttl_ms]))
+
+    def _try_renew(self) -> bool:
+        return bool(self._renew(keys=[self.key], args=[self.value, self.ttl_ms]))
+
+    def _release(self) -> None:
+        self._release_script(keys=[self.key], args=[self.value])
 
     # ---- the fence -------------------------------------------------------------------------------
     def fence(self, what: str, jobs: list[str] | tuple[str, ...] = ()) -> tuple[bool, str]:

@@ -163,14 +163,23 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
     metrics = metrics or DaemonMetrics()
     lease = None
     if cfg.ha.enabled:
-        import redis
-
         from daemon.actuators.fenced import fence_all
-        from daemon.leader import RedisLease
 
         h = cfg.ha
-        client = redis.Redis.from_url(h.redis_url or cfg.actuators.redis.url, socket_timeout=2, socket_connect_timeout=2)
-        lease = RedisLease(client, h.prefix, h.replica_id, h.lease_ttl_s, h.renew_every_s, h.safety_margin)
+        if h.backend == "kubernetes":
+            from daemon.actuators.kubernetes import api_client
+            from daemon.leader_k8s import KubernetesLease
+
+            lease = KubernetesLease(api_client(cfg.actuators.kubernetes), h.namespace, h.lease_name, h.replica_id,
+                                    h.lease_ttl_s, h.renew_every_s, h.safety_margin)
+        else:
+            import redis
+
+            from daemon.leader import RedisLease
+
+            client = redis.Redis.from_url(h.redis_url or cfg.actuators.redis.url, socket_timeout=2,
+                                          socket_connect_timeout=2)
+            lease = RedisLease(client, h.prefix, h.replica_id, h.lease_ttl_s, h.renew_every_s, h.safety_margin)
         actuators = fence_all(actuators, lease, on_refused=metrics.fenced.inc)
     if sim is not None:
         source: Source = sim
@@ -190,7 +199,8 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
     forecaster, note = build_forecaster(cfg)
     log.info("%s", note)
     _limit_torch_threads(cfg.forecaster.torch_threads)
-    store = StateStore(cfg.state.path) if with_store else None
+    store = StateStore(cfg.state.path, events_keep_s=cfg.state.events_keep_days * 86400,
+                       events_max_rows=cfg.state.events_max_rows) if with_store else None
     runner = CycleRunner(cfg, source, forecaster, actuators, store, metrics)
     if lease is not None:
         runner.may_act = lease.is_leader

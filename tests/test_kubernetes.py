@@ -199,3 +199,18 @@ def test_min_runtime_protects_a_pod_that_just_started():
     act.min_runtime_s = 10
     act.apply(plan([Preemption("batch/train-1", "team-low", 8, "", "x")]))
     assert any(r["path"].endswith("/eviction") for r in pool.sent)
+
+
+def test_node_names_come_from_the_node_list_and_a_glob_is_refused():
+    from daemon import alerts
+    from daemon.config import FailoverConfig
+
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-7"}}
+    act, cap = actuator({("GET", r"/api/v1/nodes"): (200, {"apiVersion": "v1", "kind": "NodeList", "metadata": {},
+                                                         "items": [node, {**node, "metadata": {"name": "gpu-node-8"}}]})})
+    names = act.node_names()
+    assert names == {"gpu-node-7", "gpu-node-8"} and cap.sent[-1]["method"] == "GET"
+    p = alerts.parse(('{"version":"4","status":"firing","receiver":"r","groupKey":"k","alerts":[{"status":"firing",'
+                      '"labels":{"alertname":"GPUNodeDown","kubernetes_node":"gpu-node-*"},"startsAt":"x"}]}').encode())
+    with pytest.raises(alerts.PayloadError, match="alerts.0.labels.kubernetes_node"):
+        alerts.actions(p, FailoverConfig(), names.__contains__)
