@@ -8,6 +8,8 @@ only the steps missed while the daemon was down are read. A step the source had 
 
 On disk: one SQLite row per step (a float32 blob, one value per tenant in column order) and a tenants
 table that only grows, so a row written before a tenant appeared is shorter and reads as NaN there.
+A tenant that is not configured and held no GPU over the whole window is forgotten (checked every
+PRUNE_EVERY_STEPS steps), so namespaces that come and go do not grow the history without bound.
 The console reads it through ``read()`` / ``tenants()`` (a copy, under the same lock as updates).
 """
 
@@ -28,6 +30,8 @@ log = logging.getLogger("gpu_autoscaler.history")
 # fetch(start_s, end_s, tenants) -> frame on the step grid from start_s to end_s inclusive, one column per
 # tenant (at least `tenants`), NaN where the source has no data.
 Fetch = Callable[[float, float, Sequence[str]], pd.DataFrame]
+
+PRUNE_EVERY_STEPS = 60   # look for tenants to forget this often (a scan of the whole window)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -191,10 +195,42 @@ class History:
                 self._vals[np.ix_(rows, cols)] = frame.to_numpy(dtype=float)[ok]
             self._persist(lo, now, first_wanted)
             self.fetched_until = now
+            if backfill or now % PRUNE_EVERY_STEPS == 0:
+                self._prune(set(tenants))
             if backfill:
                 log.info("history: backfilled %d steps x %d tenants in %d requests", now - lo + 1,
                          len(self._names), requests)
             return UpdateStats(lo, now - lo + 1, requests, backfill)
+
+    def _prune(self, keep: set[str]) -> None:
+        """Forget tenants that held no GPU over the whole window and are not configured (namespaces come
+        and go). Done when at least a tenth of the columns can go, since it rewrites the file."""
+        if self._n < self.steps or not self._names:
+            return
+        vals = self._vals[self._off: self._off + self._n, : len(self._names)]
+        idle = ~(np.nan_to_num(vals) > 0).any(axis=0)
+        drop = {j for j in np.flatnonzero(idle) if self._names[j] not in keep}
+        if len(drop) < max(1, len(self._names) // 10):
+            return
+        cols = [j for j in range(len(self._names)) if j not in drop]
+        log.info("history: forgetting %d tenants idle for the whole window", len(drop))
+        self._names = [self._names[j] for j in cols]
+        self._col = {n: i for i, n in enumerate(self._names)}
+        self._vals = self._vals[:, cols]
+        if self._db is not None:
+            db = self._db
+            rows = [(self._first + i, self._vals[self._off + i].astype(np.float32).tobytes()) for i in range(self._n)]
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute("DELETE FROM tenants")
+                db.executemany("INSERT INTO tenants(col, name) VALUES(?, ?)", list(enumerate(self._names)))
+                db.execute("DELETE FROM steps")
+                db.executemany("INSERT INTO steps(step, vals) VALUES(?, ?)", rows)
+                db.execute("COMMIT")
+            except Exception:
+                db.execute("ROLLBACK")
+                raise
+            self._saved_names = len(self._names)
 
     # ---- reading ----------------------------------------------------------------------------
     def tenants(self) -> list[str]:

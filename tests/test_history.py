@@ -187,3 +187,27 @@ def test_a_clock_that_jumps_back_drops_what_it_read_ahead(tmp_path):
     expect(h, now + 5, 300)
     h.close()
     expect(History(STEP, 300, tmp_path / "h.sqlite"), now + 5, 300)
+
+
+def test_a_tenant_idle_for_the_whole_window_is_forgotten_unless_configured(tmp_path, monkeypatch):
+    monkeypatch.setattr("daemon.history.PRUNE_EVERY_STEPS", 1)
+    src = Source(tenants=("a", "b", "gone", "kept"))
+    h = History(STEP, 40, tmp_path / "h.sqlite")
+    now = T0 + 100
+    h.update(src, now * STEP, ["kept"])
+    src.tenants = ["a", "b"]                         # "gone" and "kept" hold no GPU from here on
+    last = max(st for st in range(now - 39, now) if truth(st, "gone") > 0)   # `now` itself is read again as 0
+    for k in range(1, last - now + 40):              # until the window starts after its last GPU
+        h.update(src, (now + k) * STEP, ["kept"])
+        assert "gone" in h.tenants()
+    h.update(src, (now + 40) * STEP, ["kept"])
+    assert sorted(h.tenants()) == ["a", "b", "kept"]  # configured tenants stay, at 0
+    assert (h.frame()["kept"] == 0).all()
+    expect(h, now + 40, 40, ["a", "b"])
+    h.close()
+    again = History(STEP, 40, tmp_path / "h.sqlite")
+    assert sorted(again.tenants()) == ["a", "b", "kept"]
+    expect(again, now + 40, 40, ["a", "b"])
+    src.tenants = ["a", "b", "gone"]                 # it comes back: a new column, unknown before
+    again.update(src, (now + 41) * STEP, ["kept"])
+    assert again.frame()["gone"].iloc[-1] == truth(now + 41, "gone") and again.frame()["gone"].iloc[:-2].isna().all()
