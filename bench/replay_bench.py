@@ -80,7 +80,7 @@ def main() -> int:
                 "tiers": {t: int(sum(x == t for x in w.tiers)) for t in ("high", "normal", "low")}}
         out = report.to_json(runs, meta, a.out / f"replay_{case}.json", min_util=0.85 if case == "synthetic" else None)
         title = (f"{w.name}: {len(w.tiers)} tenants, {w.capacity} GPUs on {w.gpus_per_node}-GPU nodes, "
-                 f"{steps / 1440:g} days, forecaster {model.name}")
+                 f"{steps / 1440:.1f} days, forecaster {model.name}")
         report.pareto_figure(runs, a.figures / f"replay_{case}.png", title)
         summary[case] = out
         print(f"\n== {case}: {title} ({seconds:.0f} s wall)")
