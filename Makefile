@@ -31,7 +31,9 @@ bench: install
 	$(BIN)/python bench/forecast_bench.py
 	$(BIN)/python bench/policy_bench.py
 	$(BIN)/python bench/replay_bench.py
+	nice -n 10 $(BIN)/python bench/cycle_bench.py --tenants 1000 --days 2
 	$(BIN)/python bench/failover_bench.py
+	$(BIN)/python bench/ha_bench.py
 
 clean:
 	rm -rf $(VENV) state .pytest_cache

@@ -125,9 +125,17 @@ def check_config(ctx: click.Context) -> None:
         _fail("config error: actuators.enabled: 'simulator' needs source.kind = 'simulator'")
     try:
         if cfg.server.enabled:
-            cfg.server.token()  # a token file that cannot be read is a config error
+            if cfg.server.token() is None and not cfg.server.allow_unauthenticated_webhook:  # unreadable: error
+                click.echo("warning: no server.webhook_token_file: the webhook will refuse every alert (403) unless "
+                           "server.allow_unauthenticated_webhook = true", err=True)
             Access(cfg.access)
     except ConfigError as exc:
+        _fail(f"config error: {exc}")
+    from daemon.gateway import GatewayConfigError, digest_map
+
+    try:
+        digest_map(cfg.gateway.keys, "gateway.keys")  # unreadable key files, one key for two tenants
+    except GatewayConfigError as exc:
         _fail(f"config error: {exc}")
     click.echo(f"ok: source={cfg.source.kind} actuators={list(cfg.actuators.enabled)} dry_run={cfg.actuators.dry_run} "
                f"tenants={len(cfg.tenants)} interval={cfg.cycle.interval_s:g}s {note}")

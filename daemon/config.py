@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from daemon.gateway import ApiKey
+from daemon.gateway import ApiKey, read_secret
 
 Tier = Literal["high", "normal", "low"]
 TIERS: tuple[Tier, ...] = ("high", "normal", "low")
@@ -58,10 +58,15 @@ class PolicyConfig(_Strict):
     preempt_lead_steps: int = Field(3, ge=1, description="how far ahead jobs are preempted (>= checkpoint drain)")
     quantile: float = Field(0.9, gt=0, lt=1, description="forecast quantile that is reserved for")
     headroom: float = Field(0.05, ge=0, le=1)
-    preempt_budget_share: float = Field(0.02, ge=0, le=1, description="GPUs preempted per cycle, share of cluster")
-    preempt_budget_jobs: int = Field(500, ge=0)
+    preempt_budget_share: float = Field(0.02, ge=0, le=1, description="GPUs preempted per budget window, share of cluster")
+    preempt_budget_jobs: int = Field(500, ge=0, description="jobs preempted per budget window")
+    preempt_budget_window_s: float = Field(30.0, gt=0, description="the budget refills over this much time, "
+                                           "whatever triggers cycles (a token bucket holding one window)")
     hysteresis: float = Field(0.05, ge=0, lt=1, description="relative band before a reservation grows or shrinks")
-    max_wait_steps: int = Field(120, ge=1, description="low-priority wait after which a tenant is protected (aging)")
+    max_wait_steps: int = Field(120, ge=1, description="low-priority wait (all queue stints of a job) after which "
+                                "its tenant is protected (aging)")
+    aging_min_run_s: float = Field(1800.0, ge=0, description="a job started through aging is not preempted "
+                                   "before it has run this long")
     min_preempt_gpus: int = Field(1, ge=1, description="deficits smaller than this are not worth a preemption")
     preempt_min_runtime_s: float = Field(0.0, ge=0, description="a job younger than this is never preempted "
                                          "(like Slurm's PreemptExemptTime); the Slurm actuator re-checks it")
@@ -204,7 +209,8 @@ class SlurmActuatorConfig(_Strict):
     priority_by_partition: dict[str, Tier] = Field(default_factory=lambda: {"high": "high", "low": "low"})
     drain_failed_nodes: bool = Field(True, description="drain a node reported down so nothing new lands on it")
     warn_signal: str = Field("USR1", pattern=r"^[A-Z0-9]+$", description="sent to the batch script before a preemption")
-    warn_lead_s: float = Field(60.0, ge=0, description="time between the warning and the requeue (0: no warning)")
+    # off by default: a batch script that does not trap the signal is killed by it (and not requeued)
+    warn_lead_s: float = Field(0.0, ge=0, description="time between the warning and the requeue (0: no warning)")
     # holds: one whole-node reservation (Flags=IGNORE_JOBS,MAGNETIC) per tenant the plan reserves GPUs for
     holds: bool = Field(True, description="hold the plan's reserved GPUs with a Slurm reservation")
     hold_tiers: list[Tier] = Field(default_factory=lambda: ["high", "normal", "low"],
@@ -235,7 +241,7 @@ class ActuatorsConfig(_Strict):
     dry_run: bool = True
     enabled: list[Literal["log", "redis", "slurm", "kubernetes", "kueue", "simulator"]] = Field(
         default_factory=lambda: ["log"])
-    release_holds_on_stop: bool = Field(True, description="delete scheduler holds (Slurm reservations) on stop")
+    release_holds_on_stop: bool = Field(True, description="release scheduler holds on stop (Slurm reservations, Kueue lending)")
     redis: RedisActuatorConfig = Field(default_factory=RedisActuatorConfig)
     slurm: SlurmActuatorConfig = Field(default_factory=SlurmActuatorConfig)
     kubernetes: KubernetesActuatorConfig = Field(default_factory=KubernetesActuatorConfig)
@@ -297,13 +303,7 @@ class AccessToken(_Strict):
 
     def secret(self) -> str:
         if self.token_file is not None:
-            try:
-                value = self.token_file.read_text().strip()
-            except OSError as exc:
-                raise ConfigError(f"access.tokens.{self.name}.token_file: cannot read {self.token_file}: {exc}") from exc
-            if len(value) < 16:
-                raise ConfigError(f"access.tokens.{self.name}.token_file: token shorter than 16 characters")
-            return value
+            return read_secret(self.token_file, f"access.tokens.{self.name}.token_file", ConfigError)
         return self.token or ""
 
 
@@ -328,8 +328,33 @@ class GatewayKeysConfig(_Strict):
     keys: list[ApiKey] = Field(default_factory=list)
 
 
+class HAConfig(_Strict):
+    """Two or more replicas, one acting: a leader lease with a fencing token, in Redis (daemon/leader.py) or
+    a Kubernetes Lease object (daemon/leader_k8s.py)."""
+
+    enabled: bool = False
+    backend: Literal["redis", "kubernetes"] = "redis"
+    redis_url: str | None = Field(None, description="the lease's Redis (default: actuators.redis.url)")
+    prefix: str = "gpuas"
+    namespace: str = Field("default", description="kubernetes backend: the Lease's namespace")
+    lease_name: str = Field("gpu-autoscaler-leader", description="kubernetes backend: the Lease object")
+    replica_id: str | None = Field(None, pattern=r"^[^|#]+$", description="default: hostname:pid")
+    lease_ttl_s: float = Field(15.0, gt=0, description="a dead leader's lease expires after this")
+    renew_every_s: float | None = Field(None, gt=0, description="default: lease_ttl_s / 3")
+    safety_margin: float = Field(0.3, ge=0, lt=1, description="share of the TTL that must be left to act")
+
+    @model_validator(mode="after")
+    def _renew_before_expiry(self) -> "HAConfig":
+        if self.renew_every_s is not None and self.renew_every_s >= self.lease_ttl_s * (1 - self.safety_margin):
+            raise ValueError("renew_every_s must be well below lease_ttl_s * (1 - safety_margin)")
+        return self
+
+
 class StateConfig(_Strict):
     path: Path = Path("state/gpu-autoscaler.sqlite")
+    events_keep_days: float = Field(30.0, gt=0, description="events (failovers, preemptions, operator changes) "
+                                    "older than this are deleted")
+    events_max_rows: int = Field(200_000, ge=1000, description="and at most this many are kept")
 
 
 class RetrainConfig(_Strict):
@@ -352,6 +377,7 @@ class Config(_Strict):
     server: ServerConfig = Field(default_factory=ServerConfig)
     access: AccessConfig = Field(default_factory=AccessConfig)
     gateway: GatewayKeysConfig = Field(default_factory=GatewayKeysConfig)
+    ha: HAConfig = Field(default_factory=HAConfig)
     state: StateConfig = Field(default_factory=StateConfig)
     failover: FailoverConfig = Field(default_factory=FailoverConfig)
     retrain: RetrainConfig = Field(default_factory=RetrainConfig)

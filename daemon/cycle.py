@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ class CycleResult:
     collected: Collected | None = None
     reports: list[ActionReport] = field(default_factory=list)
     error: str | None = None
+    acted: bool = True                 # False on a standby replica: planned, not applied
 
 
 class CycleRunner:
@@ -61,6 +63,8 @@ class CycleRunner:
         self.last_forecast: Forecast | None = None
         self.last_history: pd.DataFrame | None = None
         self.operator_inputs: Callable[[], OperatorInputs] | None = None  # daemon/overrides.py
+        self.may_act: Callable[[], bool] | None = None  # the leader lease (daemon/leader.py); None: always
+        self.acting = True  # whether the last cycle's plan went to the actuators (False on a standby)
         self.cycles = 0
         if self.last_plan is not None:
             log.info("restored last good plan from %s (%d reservations, rate level %d)", self.last_plan.at,
@@ -101,6 +105,10 @@ class CycleRunner:
     def _apply(self, plan: Plan) -> list[ActionReport]:
         m = self.metrics
         reports: list[ActionReport] = []
+        self.acting = self.may_act is None or self.may_act()
+        m.leader.set(1 if self.acting else 0)
+        if not self.acting:  # a standby plans (and stays warm) but never acts
+            return reports
         for act in self.actuators:
             try:
                 rep = act.apply(plan)
@@ -153,8 +161,9 @@ class CycleRunner:
             if self.plan_too_old():
                 log.error("source unavailable: %s", exc)
                 plan = self._safe_default(None, "source unavailable")
-                return CycleResult(plan, "source_error", time.perf_counter() - t0, reports=self._apply(plan),
-                                   error=str(exc))
+                reports = self._apply(plan)
+                return CycleResult(plan, "source_error", time.perf_counter() - t0, reports=reports, error=str(exc),
+                                   acted=self.acting)
             held = f"keeping last good plan from {self.last_plan.at}" if self.last_plan else "no plan yet"
             log.error("source unavailable: %s; %s, no new preemptions", exc, held)
             return CycleResult(self.last_plan, "source_error", time.perf_counter() - t0, error=str(exc))
@@ -165,7 +174,9 @@ class CycleRunner:
         fc, fell_back = self._forecast(collected.history)
         self.last_forecast, self.last_history = fc, collected.history
         ops = self.operator_inputs() if self.operator_inputs is not None else None
-        plan = policy.plan(fc, state, self.memory, self.cfg, self.last_plan, ops)
+        # the preemption budget runs on wall-clock time; the embedded simulator's clock is its own (simulated)
+        now = None if self.cfg.source.kind == "simulator" else self.clock()
+        plan = policy.plan(fc, state, self.memory, self.cfg, self.last_plan, ops, now=now)
         if plan.stale and self.plan_too_old():
             plan = self._safe_default(state, "stale data")
         elif plan.stale:
@@ -182,11 +193,16 @@ class CycleRunner:
             self.safe_active = False
             m.safe_default.set(0)
             if self.store is not None:
-                self.store.save_cycle(plan, fc.model if fc else "none", self.last_good_at)
-                self.store.log_events(plan.at, plan_events(previous, plan))
+                try:
+                    self.store.save_cycle(plan, fc.model if fc else "none", self.last_good_at)
+                    self.store.log_events(plan.at, plan_events(previous, plan))
+                except sqlite3.Error as exc:  # a full or failing disk must not stop the loop
+                    m.state_write_errors.inc()
+                    log.error("state not saved (%s): the plan is applied and kept in memory; the last saved plan "
+                              "stays on disk", exc)
             m.last_good.set(pd.Timestamp(plan.at).timestamp())
         m.observe_plan(plan, fc, self.cfg.policy.lead_time_steps, fell_back)
         dt = time.perf_counter() - t0
         m.cycle_seconds.observe(dt)
         m.cycles.labels(outcome).inc()
-        return CycleResult(plan, outcome, dt, fc, collected, reports)
+        return CycleResult(plan, outcome, dt, fc, collected, reports, acted=self.acting)

@@ -64,6 +64,17 @@ class GatewayConfigError(Exception):
     """A gateway config problem a human must fix; one line naming the dotted key."""
 
 
+def read_secret(path: Path, where: str, error: type[Exception] = GatewayConfigError) -> str:
+    """A token or key kept in a file (stripped); `error` naming `where` if it cannot be read or is too short."""
+    try:
+        value = path.read_text().strip()
+    except OSError as exc:
+        raise error(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
+    if len(value) < 16:
+        raise error(f"{where}: {path} holds fewer than 16 characters")
+    return value
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -86,13 +97,7 @@ class ApiKey(_Strict):
         if self.key_sha256 is not None:
             return self.key_sha256
         if self.key_file is not None:
-            try:
-                value = self.key_file.read_text().strip()
-            except OSError as exc:
-                raise GatewayConfigError(f"{where}.key_file: cannot read {self.key_file}: {exc.strerror or exc}") from None
-            if len(value) < 16:
-                raise GatewayConfigError(f"{where}.key_file: key in {self.key_file} is shorter than 16 characters")
-            return key_digest(value)
+            return key_digest(read_secret(self.key_file, f"{where}.key_file"))
         return key_digest(self.key or "")
 
 

@@ -3,7 +3,7 @@
 A bad file changes nothing: the running config stays, the log gets one line
 naming the problem, and `gpuas_config_reloads_total{outcome="error"}` counts it.
 Sections that shape what the daemon is connected to (cluster, tenants, source,
-forecaster, actuators, server, state, failover, retrain, and the cycle interval) only
+forecaster, actuators, server, state, failover, retrain, gateway keys, ha, and the cycle interval) only
 change with a restart; the reload says so when they differ.
 """
 
@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gpu_autoscaler.reload")
 
-RESTART_ONLY = ("cluster", "tenants", "source", "forecaster", "actuators", "server", "state", "failover", "retrain")
+RESTART_ONLY = ("cluster", "tenants", "source", "forecaster", "actuators", "server", "state", "failover", "retrain",
+                "gateway", "ha")
 
 
 def merge(running: Config, new: Config) -> tuple[Config, list[str]]:

@@ -39,6 +39,7 @@ class Runtime:
     sim: object | None = None  # SimulatedCluster when the source is the embedded simulator
     overrides: Overrides | None = None  # operator changes at runtime, applied at the next cycle
     history: History | None = None  # the Prometheus source's rolling demand history (read API: read(), tenants())
+    lease: object | None = None  # daemon.leader.RedisLease when ha.enabled: only its holder acts
     _nodes: tuple[float, frozenset[str]] | None = field(default=None, repr=False)
     _nodes_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -124,7 +125,8 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
 
             # beside Kueue, quotas and reclaim are Kueue's: this one keeps failover, PriorityClasses and Events
             out.append(KubernetesActuator.from_config(a.kubernetes, cfg.tenants, dry_run=a.dry_run,
-                                                      enforce_plan="kueue" not in a.enabled))
+                                                      enforce_plan="kueue" not in a.enabled,
+                                                      min_runtime_s=cfg.policy.preempt_min_runtime_s))
         elif name == "kueue":
             from daemon.actuators.kueue import KueueActuator
 
@@ -158,6 +160,27 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
 
         sim = SimulatedCluster(cfg)
     actuators = _actuators(cfg, sim)
+    metrics = metrics or DaemonMetrics()
+    lease = None
+    if cfg.ha.enabled:
+        from daemon.actuators.fenced import fence_all
+
+        h = cfg.ha
+        if h.backend == "kubernetes":
+            from daemon.actuators.kubernetes import api_client
+            from daemon.leader_k8s import KubernetesLease
+
+            lease = KubernetesLease(api_client(cfg.actuators.kubernetes), h.namespace, h.lease_name, h.replica_id,
+                                    h.lease_ttl_s, h.renew_every_s, h.safety_margin)
+        else:
+            import redis
+
+            from daemon.leader import RedisLease
+
+            client = redis.Redis.from_url(h.redis_url or cfg.actuators.redis.url, socket_timeout=2,
+                                          socket_connect_timeout=2)
+            lease = RedisLease(client, h.prefix, h.replica_id, h.lease_ttl_s, h.renew_every_s, h.safety_margin)
+        actuators = fence_all(actuators, lease, on_refused=metrics.fenced.inc)
     if sim is not None:
         source: Source = sim
     else:
@@ -176,9 +199,11 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
     forecaster, note = build_forecaster(cfg)
     log.info("%s", note)
     _limit_torch_threads(cfg.forecaster.torch_threads)
-    store = StateStore(cfg.state.path) if with_store else None
-    metrics = metrics or DaemonMetrics()
+    store = StateStore(cfg.state.path, events_keep_s=cfg.state.events_keep_days * 86400,
+                       events_max_rows=cfg.state.events_max_rows) if with_store else None
     runner = CycleRunner(cfg, source, forecaster, actuators, store, metrics)
+    if lease is not None:
+        runner.may_act = lease.is_leader
     overrides = Overrides(store)
     runner.operator_inputs = overrides.inputs
-    return Runtime(cfg, source, actuators, runner, metrics, store, note, sim, overrides, history)
+    return Runtime(cfg, source, actuators, runner, metrics, store, note, sim, overrides, history, lease=lease)

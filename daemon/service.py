@@ -1,9 +1,11 @@
-"""The long-running daemon: APScheduler runs the cycle and the retrain, uvicorn serves HTTP, systemd is told.
+"""The long-running daemon: one thread paces the cycles, APScheduler runs the retrain and the watchdog,
+uvicorn serves HTTP, systemd is told.
 
-Cycles never overlap (``max_instances=1`` plus the runner's lock, since an
-alert can also start one), a late cycle is coalesced rather than run twice,
-and the systemd watchdog is only fed while cycles actually complete. Node failover runs in its own
-worker under its own lock and never waits for a cycle.
+Cycles never overlap (one cycle thread plus the runner's lock, since an alert
+can also start one) and are paced on the monotonic clock, so a wall-clock step
+neither stalls nor bunches them; a late cycle is coalesced rather than run
+twice, and the systemd watchdog is only fed while cycles actually complete.
+Node failover runs in its own worker under its own lock and never waits for a cycle.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ def summary_line(res: CycleResult) -> str:
         return f"cycle {res.outcome}: {res.error or 'no plan'}"
     s = p.summary()
     load = f"{s['load']:.1%}" if s["load"] is not None else "?"
-    head = "STALE " if res.outcome != "ok" else ""
+    head = ("STALE " if res.outcome != "ok" else "") + ("STANDBY " if not res.acted else "")
     return (f"{head}{p.at} load={load} cap={p.capacity} reserved={s['reserved']} "
             f"({s['reserved_tenants']} tenants) preempt={s['preemptions']}/{s['preempted_gpus']}gpu "
             f"level={s['rate_level']} model={p.forecast_model} {res.seconds * 1000:.0f}ms"
@@ -66,6 +68,8 @@ class Daemon:
         self.config_path = None  # the file SIGHUP re-reads (set by the CLI)
         self._reload_wanted = threading.Event()
         self.breaker = alerts.Breaker(self.cfg.failover)
+        self._cycle_now = threading.Event()
+        self._cycle_thread: threading.Thread | None = None
         # failover runs in its own worker under its own lock: it never waits for a cycle (nor blocks HTTP)
         self.failover_lock = threading.Lock()
         self.failover_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="failover")
@@ -73,7 +77,8 @@ class Daemon:
     def may_act(self) -> bool:
         """Whether this replica may change the cluster (the leader lease hooks in here). Checked first on the
         node-down path: a replica that may not act fences nothing and requeues nothing."""
-        return True
+        lease = self.runtime.lease
+        return lease is None or lease.is_leader()
 
     def _simulate_node_failure(self, node: str) -> None:
         """Embedded simulator only: a node dies and the daemon reacts as if Alertmanager had said so."""
@@ -153,10 +158,29 @@ class Daemon:
 
     def trigger_cycle(self) -> None:
         """Run a cycle now (an alert asked for it); coalesces with a scheduled one."""
-        try:
-            self.scheduler.modify_job("cycle", next_run_time=dt.datetime.now(dt.timezone.utc))
-        except Exception:
+        if self._cycle_thread is not None and self._cycle_thread.is_alive():
+            self._cycle_now.set()
+        else:
             threading.Thread(target=self.cycle, daemon=True).start()
+
+    def _cycle_loop(self) -> None:
+        """Cycles paced on the monotonic clock, one at a time: a wall-clock step (NTP, a resumed VM) neither
+        stalls them (a wall-clock scheduler waits out a step back) nor bunches them; a late cycle is coalesced."""
+        interval = self.cfg.cycle.interval_s
+        next_at = time.monotonic()
+        while not self.stopped.is_set():
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                self._cycle_now.wait(delay)
+            if self.stopped.is_set():
+                break
+            self._cycle_now.clear()
+            started = time.monotonic()
+            try:
+                self.cycle()
+            except Exception:
+                log.exception("cycle loop: unexpected error; the loop goes on")
+            next_at = started + interval
 
     # ---- alerts ------------------------------------------------------------------------------
     def handle_node_down(self, node: str, received: float, alertname: str) -> dict:
@@ -264,7 +288,12 @@ class Daemon:
                 "plan_stale": bool(res and res.outcome != "ok"), "safe_default": runner.safe_active,
                 "plan_age_s": None if plan_age == float("inf") else round(plan_age, 1),
                 "plan_at": plan.at if plan else None, "cycles": self.cycles_done,
-                "forecaster": self.runtime.forecaster_note}
+                "forecaster": self.runtime.forecaster_note, "role": self.role()}
+
+    def role(self) -> str:
+        """single (no HA), leader (holds the lease: acts) or standby (plans, never acts or fails over)."""
+        lease = self.runtime.lease
+        return "single" if lease is None else ("leader" if lease.is_leader() else "standby")
 
     def reload(self) -> bool:
         """Re-read the config file; a bad one keeps the running config (daemon/reload.py)."""
@@ -293,9 +322,6 @@ class Daemon:
         log.info("serving /metrics, /healthz, /alerts on http://%s:%d", s.host, s.port)
 
     def start(self) -> None:
-        interval = self.cfg.cycle.interval_s
-        self.scheduler.add_job(self.cycle, "interval", seconds=interval, id="cycle", max_instances=1, coalesce=True,
-                               misfire_grace_time=max(1, int(interval)), next_run_time=dt.datetime.now(dt.timezone.utc))
         wd_usec = os.environ.get("WATCHDOG_USEC")
         if wd_usec and wd_usec.isdigit():
             self.scheduler.add_job(self.watchdog, "interval", seconds=max(1.0, int(wd_usec) / 2e6), id="watchdog",
@@ -305,11 +331,21 @@ class Daemon:
                                    id="retrain", max_instances=1, coalesce=True, misfire_grace_time=3600)
         if self.serve_http:
             self._start_http()
+        lease = self.runtime.lease
+        if lease is not None:
+            lease.on_elected = lambda token: self.trigger_cycle()  # act at once, not at the next interval
+            lease.tick()  # know the role before the first cycle
+            lease.run()
         self.scheduler.start()
+        self._cycle_thread = threading.Thread(target=self._cycle_loop, name="cycles", daemon=True)
+        self._cycle_thread.start()
 
     def stop(self) -> None:
         self.notifier.notify("STOPPING=1")
         self.stopped.set()
+        self._cycle_now.set()
+        if self._cycle_thread is not None and self._cycle_thread is not threading.current_thread():
+            self._cycle_thread.join()  # the cycle in flight finishes
         try:
             self.scheduler.shutdown(wait=True)
         except Exception:
@@ -317,8 +353,10 @@ class Daemon:
         if self.server is not None:
             self.server.should_exit = True
         self.failover_worker.shutdown(wait=True)
-        if self.cfg.actuators.release_holds_on_stop:
+        if self.cfg.actuators.release_holds_on_stop and self.may_act():  # a standby's stop leaves the leader's holds
             self.release_holds()
+        if self.runtime.lease is not None:
+            self.runtime.lease.stop(release=True)  # a clean stop hands over at once, not after a TTL
         self.runtime.close()
 
     def release_holds(self) -> None:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from daemon.policy.types import Plan, PolicyMemory
 
@@ -24,15 +25,28 @@ CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT
 
 
 class StateStore:
-    def __init__(self, path: Path | str, keep_plans: int = 2000) -> None:
+    def __init__(self, path: Path | str, keep_plans: int = 2000, events_keep_s: float = 30 * 86400,
+                 events_max_rows: int = 200_000, clock: Callable[[], float] = time.time) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.keep_plans = keep_plans
+        self.events_keep_s = events_keep_s
+        self.events_max_rows = events_max_rows
+        self.clock = clock
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(SCHEMA)
+        # retention needs the wall-clock time each event was written (`at` may be simulated time)
+        if "logged" not in {r[1] for r in self._db.execute("PRAGMA table_info(events)")}:
+            self._db.execute("ALTER TABLE events ADD COLUMN logged REAL")
+        self._db.execute("CREATE INDEX IF NOT EXISTS events_logged ON events(logged)")
+
+    def _prune_events(self, cur: sqlite3.Cursor) -> None:
+        """Retention: events older than events_keep_s (by write time) and beyond the newest events_max_rows go."""
+        cur.execute("DELETE FROM events WHERE logged < ?", (self.clock() - self.events_keep_s,))
+        cur.execute("DELETE FROM events WHERE id <= (SELECT MAX(id) FROM events) - ?", (self.events_max_rows,))
 
     def close(self) -> None:
         with self._lock:
@@ -57,14 +71,17 @@ class StateStore:
                 cur.execute("INSERT INTO plans(at, stale, summary) VALUES(?,?,?)",
                             (now, int(plan.stale), json.dumps(plan.summary())))
                 cur.execute("DELETE FROM plans WHERE id <= (SELECT MAX(id) FROM plans) - ?", (self.keep_plans,))
+                self._prune_events(cur)
                 cur.execute("COMMIT")
             except BaseException:
-                cur.execute("ROLLBACK")
+                if self._db.in_transaction:  # SQLite may have rolled back itself (disk full)
+                    cur.execute("ROLLBACK")
                 raise
 
     def log_event(self, at: str, kind: str, detail: dict) -> None:
         with self._lock:
-            self._db.execute("INSERT INTO events(at, kind, detail) VALUES(?,?,?)", (at, kind, json.dumps(detail)))
+            self._db.execute("INSERT INTO events(at, kind, detail, logged) VALUES(?,?,?,?)",
+                             (at, kind, json.dumps(detail), self.clock()))
 
     def get_value(self, key: str) -> Any | None:
         with self._lock:
@@ -80,10 +97,12 @@ class StateStore:
                             "ON CONFLICT(key) DO UPDATE SET value=excluded.value, updated=excluded.updated",
                             (key, json.dumps(value), at))
                 if event is not None:
-                    cur.execute("INSERT INTO events(at, kind, detail) VALUES(?,?,?)", (at, event[0], json.dumps(event[1])))
+                    cur.execute("INSERT INTO events(at, kind, detail, logged) VALUES(?,?,?,?)",
+                                (at, event[0], json.dumps(event[1]), self.clock()))
                 cur.execute("COMMIT")
             except BaseException:
-                cur.execute("ROLLBACK")
+                if self._db.in_transaction:  # SQLite may have rolled back itself (disk full)
+                    cur.execute("ROLLBACK")
                 raise
 
     def log_events(self, at: str, items: list[tuple[str, dict]]) -> None:
@@ -94,11 +113,13 @@ class StateStore:
             cur = self._db.cursor()
             cur.execute("BEGIN IMMEDIATE")
             try:
-                cur.executemany("INSERT INTO events(at, kind, detail) VALUES(?,?,?)",
-                                [(at, k, json.dumps(d)) for k, d in items])
+                now = self.clock()
+                cur.executemany("INSERT INTO events(at, kind, detail, logged) VALUES(?,?,?,?)",
+                                [(at, k, json.dumps(d), now) for k, d in items])
                 cur.execute("COMMIT")
             except BaseException:
-                cur.execute("ROLLBACK")
+                if self._db.in_transaction:  # SQLite may have rolled back itself (disk full)
+                    cur.execute("ROLLBACK")
                 raise
 
     def events(self, kind: str | None = None) -> list[dict]:

@@ -40,6 +40,13 @@ class DaemonMetrics:
         self.config_reload_ok.set(1)
         self.breaker_open = Gauge("gpuas_failover_breaker_open",
                                   "1 while mass node-down reports keep failover off (monitoring problem?)", registry=r)
+        self.leader = Gauge("gpuas_leader", "1 while this replica may act (the leader, or the only replica); "
+                            "0 on a standby", registry=r)
+        self.leader.set(1)
+        self.fenced = Counter("gpuas_fenced_refusals", "Actions refused because this replica's fencing token was "
+                              "stale", registry=r)
+        self.state_write_errors = Counter("gpuas_state_write_errors", "Cycles whose plan could not be saved "
+                                          "(disk full, I/O error)", registry=r)
         self.safe_default = Gauge("gpuas_safe_default",
                                   "1 while the last good plan is older than cycle.max_plan_age_s and the safe default "
                                   "(static pool only, no preemptions) is enforced", registry=r)

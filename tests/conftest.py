@@ -35,3 +35,22 @@ def tmp_cfg(tmp_path):
         return p
 
     return write
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    """A real redis-server on a free port, one per test module."""
+    from tests.services import redis_server
+
+    with redis_server(tmp_path_factory.mktemp("redis")) as (url, _):
+        yield url
+
+
+@pytest.fixture
+def r(redis_url):
+    """A client of that server, flushed before each test."""
+    import redis
+
+    c = redis.Redis.from_url(redis_url)
+    c.flushdb()
+    return c

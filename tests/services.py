@@ -38,10 +38,13 @@ def stop(proc: subprocess.Popen, timeout=10):
 
 
 @contextlib.contextmanager
-def redis_server(tmp: Path):
+def redis_server(tmp: Path, port: int | None = None, durable: bool = False):
+    """redis-server on 127.0.0.1 (a free port unless given); `durable`: an append-only file fsynced on every
+    write in `tmp`, so a restart on the same port and folder finds everything a client was told was written."""
     exe = need_binary("redis-server")
-    port = free_port()
-    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+    port = port or free_port()
+    aof = ["--appendonly", "yes", "--appendfsync", "always"] if durable else ["--appendonly", "no"]
+    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", *aof,
                              "--dir", str(tmp), "--daemonize", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     import redis
 
@@ -183,7 +186,8 @@ def slurm_cluster(node: str = "gpunode1", nodes: tuple[str, ...] | None = None, 
             return idle >= set(names)
 
         wait_for(nodes_idle, what="slurm nodes idle", timeout=60)
-        yield {"conf": conf, "env": env, "dir": d, "node": names[0], "nodes": names}
+        # procs[0] is slurmctld: a test may kill it and put its restarted process there (stopped at the end)
+        yield {"conf": conf, "env": env, "dir": d, "node": names[0], "nodes": names, "procs": procs}
     finally:
         subprocess.run(["scancel", "--full", "-u", "root"], env=env, capture_output=True)
         for p in reversed(procs):

@@ -56,6 +56,11 @@ def test_stopping_daemon_releases_holds(tmp_path):
     d.runtime.actuators.append(holder)
     d.stop()
     assert holder.released == 1
+    standby = Daemon(build_runtime(cfg), serve_http=False)  # a replica that may not act leaves the holds alone
+    standby.runtime.actuators.append(holder)
+    standby.may_act = lambda: False
+    standby.stop()
+    assert holder.released == 1
 
 
 def test_an_actuators_own_warnings_reach_every_channel(tmp_path):

@@ -74,6 +74,7 @@ def test_check_config(tmp_path):
     good.write_text('[source]\nkind = "prometheus"\n[actuators]\nenabled = ["log", "redis"]\n')
     r = run_cli("--config", str(good), "check-config", cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.startswith("ok: source=prometheus")
+    assert "the webhook will refuse every alert (403)" in r.stderr
     bad = tmp_path / "b.toml"
     bad.write_text('[source]\nkind = "prometheus"\n[actuators]\nenabled = ["simulator"]\n')
     r = run_cli("--config", str(bad), "check-config", cwd=tmp_path)

@@ -9,7 +9,6 @@ from importlib import metadata
 
 import httpx
 import pytest
-import redis
 import redis.asyncio as aredis
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
@@ -23,24 +22,10 @@ from daemon.gateway import (AsyncTokenBucket, GatewayConfigError, Identity, Rate
                             parse_gateway_config)
 from daemon.policy.types import Plan, PolicyMemory, RateLimit
 from tests.conftest import REPO
-from tests.services import redis_server
 
 KEY_A = "a-key-for-tenant-a-000001"
 KEY_B = "b-key-for-tenant-b-000002"
 HEAVY = {"torch", "statsmodels", "kubernetes", "numpy", "pandas", "matplotlib", "apscheduler"}
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory):
-    with redis_server(tmp_path_factory.mktemp("redis")) as (url, _):
-        yield url
-
-
-@pytest.fixture
-def r(redis_url):
-    c = redis.Redis.from_url(redis_url)
-    c.flushdb()
-    return c
 
 
 async def _echo(request):
@@ -384,3 +369,11 @@ def test_standalone_gateway_config_error_is_one_line(tmp_path):
                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True)
     assert res.returncode == 2
     assert res.stderr.strip().count("\n") == 0 and "degrade.cache" in res.stderr
+
+
+def test_check_config_refuses_an_unreadable_gateway_key_file(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[server]\nenabled = false\n[[gateway.keys]]\ntenant = "a"\nkey_file = "{tmp_path / "missing"}"\n')
+    res = subprocess.run([sys.executable, "-m", "daemon.cli", "--config", str(cfg), "check-config"], cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "gateway.keys.0.key_file: cannot read" in res.stderr, res.stderr

@@ -1,35 +1,32 @@
-"""No Kubernetes API server can run here. These tests drive the official `kubernetes` client for real and
-capture the exact HTTP requests it sends (method, path, JSON body) at its urllib3 layer, answering with
-canned API responses. What is checked is what a real API server would receive."""
+"""No Kubernetes API server can run here. These tests drive the official `kubernetes` client for real against
+a capture server on 127.0.0.1 (tests/k8s_capture.py) that records the exact HTTP requests it sends (method,
+path, query, headers, JSON body) and answers with canned API responses. What is checked is what a real API
+server would receive."""
 
-import json
-import re
+import contextlib
 
-import urllib3
-from kubernetes import client as k8s
+import pytest
 
 from daemon.actuators.kubernetes import KubernetesActuator, priority_class_name
 from daemon.config import KubernetesActuatorConfig, TenantConfig
 from daemon.policy.types import Notification, Plan, PolicyMemory, Preemption
+from tests.k8s_capture import capture_server
 
 
-class RecordingPool:
-    def __init__(self, routes):
-        self.routes = routes
-        self.sent = []
+_stacks: list[contextlib.ExitStack] = []
 
-    def request(self, method, url, body=None, headers=None, **kw):
-        path = urllib3.util.parse_url(url).path
-        query = urllib3.util.parse_url(url).query
-        self.sent.append({"method": method, "path": path, "query": query,
-                          "body": json.loads(body) if body else None, "headers": headers})
-        for (m, pattern), answer in self.routes.items():
-            if m == method and re.fullmatch(pattern, path):
-                status, payload = answer(path, json.loads(body) if body else None) if callable(answer) else answer
-                return urllib3.HTTPResponse(body=json.dumps(payload).encode(), status=status,
-                                            headers={"Content-Type": "application/json"}, preload_content=False)
-        return urllib3.HTTPResponse(body=b'{"kind":"Status","code":404}', status=404,
-                                    headers={"Content-Type": "application/json"}, preload_content=False)
+
+@pytest.fixture(autouse=True)
+def _capture_servers():
+    with contextlib.ExitStack() as stack:
+        _stacks.append(stack)
+        yield
+        _stacks.pop()
+
+
+def served(routes):
+    """(ApiClient, capture) for a capture server that lives as long as the running test."""
+    return _stacks[-1].enter_context(capture_server(routes))
 
 
 def pod(ns, name, pclass, phase="Running"):
@@ -39,14 +36,11 @@ def pod(ns, name, pclass, phase="Running"):
 
 
 def actuator(routes, dry_run=False):
-    cfg = k8s.Configuration(host="https://k8s.invalid:6443")
-    api = k8s.ApiClient(cfg)
-    pool = RecordingPool(routes)
-    api.rest_client.pool_manager = pool
+    api, cap = served(routes)
     tenants = [TenantConfig(name="team-low", tier="low", k8s_namespace="batch"),
                TenantConfig(name="team-high", tier="high", k8s_namespace="serving"),
                TenantConfig(name="ops", tier="normal", k8s_namespace="kube-system")]  # never touched
-    return KubernetesActuator(api, KubernetesActuatorConfig(grace_period_s=20), tenants, dry_run), pool
+    return KubernetesActuator(api, KubernetesActuatorConfig(grace_period_s=20), tenants, dry_run), cap
 
 
 def plan(preemptions=(), quotas=None):
@@ -81,6 +75,7 @@ def test_apply_sends_priority_classes_quota_and_eviction():
     ev = [r for r in pool.sent if r["path"].endswith("/eviction")]
     assert len(ev) == 1 and ev[0]["path"] == "/api/v1/namespaces/batch/pods/train-1/eviction"
     body = ev[0]["body"]
+    assert ev[0]["headers"]["user-agent"].startswith("OpenAPI-Generator/")   # the official client, over the wire
     assert body["metadata"]["name"] == "train-1" and body["deleteOptions"]["gracePeriodSeconds"] == 20
     assert body["metadata"]["annotations"]["gpu-autoscaler/reason"] == "peak ahead for team-high"
     assert any("refused to evict serving/infer-1" in e for e in rep.errors)
@@ -143,6 +138,7 @@ def test_node_failure_cordons_and_evicts_with_grace_never_deletes():
     assert act.fence_node("gpu-node-7", "down").ok
     patch = [r for r in pool.sent if r["method"] == "PATCH"][0]
     assert patch["body"] == {"spec": {"unschedulable": True}}
+    assert patch["headers"]["content-type"] == "application/strategic-merge-patch+json"
     rep = act.requeue([j for j, _ in jobs], "node down")
     assert not any(r["method"] == "DELETE" for r in pool.sent)          # never a delete, never grace 0
     ev = [r for r in pool.sent if r["path"].endswith("/eviction")]
@@ -185,3 +181,36 @@ def test_quota_caps_only_non_preemptible_pods_in_tenant_namespaces_only():
     spec = [r for r in posts if r["method"] == "POST"][0]["body"]["spec"]
     assert spec["scopeSelector"] == {"matchExpressions": [
         {"scopeName": "PriorityClass", "operator": "NotIn", "values": ["gpu-autoscaler-low"]}]}
+
+
+def test_min_runtime_protects_a_pod_that_just_started():
+    import datetime as dt
+
+    young = pod("batch", "train-1", "gpu-autoscaler-low")
+    young["status"]["startTime"] = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=30)).strftime(
+        "%Y-%m-%dT%H:%M:%SZ")
+    routes = dict(BASE)
+    routes[("GET", r"/api/v1/namespaces/batch/pods/train-1")] = (200, young)
+    act, pool = actuator(routes)
+    act.min_runtime_s = 600
+    rep = act.apply(plan([Preemption("batch/train-1", "team-low", 8, "", "x")]))
+    assert rep.ok and any("policy.preempt_min_runtime_s" in a for a in rep.actions)
+    assert not any(r["path"].endswith("/eviction") for r in pool.sent)
+    act.min_runtime_s = 10
+    act.apply(plan([Preemption("batch/train-1", "team-low", 8, "", "x")]))
+    assert any(r["path"].endswith("/eviction") for r in pool.sent)
+
+
+def test_node_names_come_from_the_node_list_and_a_glob_is_refused():
+    from daemon import alerts
+    from daemon.config import FailoverConfig
+
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-7"}}
+    act, cap = actuator({("GET", r"/api/v1/nodes"): (200, {"apiVersion": "v1", "kind": "NodeList", "metadata": {},
+                                                         "items": [node, {**node, "metadata": {"name": "gpu-node-8"}}]})})
+    names = act.node_names()
+    assert names == {"gpu-node-7", "gpu-node-8"} and cap.sent[-1]["method"] == "GET"
+    p = alerts.parse(('{"version":"4","status":"firing","receiver":"r","groupKey":"k","alerts":[{"status":"firing",'
+                      '"labels":{"alertname":"GPUNodeDown","kubernetes_node":"gpu-node-*"},"startsAt":"x"}]}').encode())
+    with pytest.raises(alerts.PayloadError, match="alerts.0.labels.kubernetes_node"):
+        alerts.actions(p, FailoverConfig(), names.__contains__)

@@ -1,4 +1,4 @@
-"""Kueue actuator: the official client's real HTTP requests, captured at its urllib3 layer (no API server here).
+"""Kueue actuator: the official client's real HTTP requests, recorded by a capture server (no API server here).
 
 The objects are checked against a JSON schema written here from Kueue's documented v1beta1 fields
 (ClusterQueue, ResourceFlavor, LocalQueue): names, types, enums, required fields, and no field Kueue
@@ -6,12 +6,11 @@ does not define. It is not Kueue's own published CRD schema (that is not vendore
 """
 
 import jsonschema
-from kubernetes import client as k8s
 
 from daemon.actuators.kueue import KueueActuator
 from daemon.config import KueueActuatorConfig, TenantConfig
 from daemon.policy.types import Plan, PolicyMemory, Preemption
-from tests.test_kubernetes import RecordingPool
+from tests.test_kubernetes import _capture_servers, served  # noqa: F401 (autouse fixture)
 
 QUANTITY = {"anyOf": [{"type": "integer", "minimum": 0},
                       {"type": "string", "pattern": r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
@@ -63,10 +62,8 @@ TENANTS = [TenantConfig(name="team-high", tier="high", k8s_namespace="serving"),
 
 
 def kueue(routes=None, dry_run=False):
-    api = k8s.ApiClient(k8s.Configuration(host="https://k8s.invalid:6443"))
-    pool = RecordingPool(routes or {("POST", r"/apis/kueue\.x-k8s\.io/v1beta1/.*"): (201, {})})
-    api.rest_client.pool_manager = pool
-    return KueueActuator(api, KueueActuatorConfig(), TENANTS, dry_run), pool
+    api, cap = served(routes or {("POST", r"/apis/kueue\.x-k8s\.io/v1beta1/.*"): (201, {})})
+    return KueueActuator(api, KueueActuatorConfig(), TENANTS, dry_run), cap
 
 
 def plan(reserved, pool=12, capacity=64, pre=()):
@@ -145,10 +142,25 @@ def test_beside_kueue_the_kubernetes_actuator_sets_no_quota_and_evicts_nothing()
     from daemon.actuators.kubernetes import KubernetesActuator
     from daemon.config import KubernetesActuatorConfig
 
-    api = k8s.ApiClient(k8s.Configuration(host="https://k8s.invalid:6443"))
-    pool = RecordingPool({("POST", r"/apis/scheduling.k8s.io/v1/priorityclasses"): (201, {})})
-    api.rest_client.pool_manager = pool
+    api, pool = served({("POST", r"/apis/scheduling.k8s.io/v1/priorityclasses"): (201, {})})
     act = KubernetesActuator(api, KubernetesActuatorConfig(), TENANTS, dry_run=False, enforce_plan=False)
     p = plan(20, pre=[Preemption("research/x", "team-a", 2, "", "y")])
     assert act.apply(Plan(**{**p.__dict__, "quotas": {"team-a": 40}})).ok
     assert {r["path"] for r in pool.sent} == {"/apis/scheduling.k8s.io/v1/priorityclasses"}
+
+
+def test_on_stop_the_forecast_hold_is_lent_out():
+    from daemon.actuators.base import HoldsCapacity
+
+    cq = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "x", "resourceVersion": "7"}}
+    routes = {("POST", r"/apis/kueue\.x-k8s\.io/v1beta1/.*"): (201, {}),
+              ("GET", r"/apis/kueue\.x-k8s\.io/v1beta1/clusterqueues/.*"): (200, cq),
+              ("PUT", r"/apis/kueue\.x-k8s\.io/v1beta1/clusterqueues/.*"): (200, cq)}
+    act, pool = kueue(routes)
+    assert isinstance(act, HoldsCapacity)
+    assert act.release_holds().actions == []              # nothing applied yet: nothing to release
+    assert act.apply(plan(20)).ok
+    assert act.release_holds().ok
+    last = [r for r in pool.sent if r["method"] == "PUT"][-1]
+    assert last["path"].endswith("/clusterqueues/gpuas-high")
+    assert gpu(last["body"]) == {"name": "nvidia.com/gpu", "nominalQuota": 12, "lendingLimit": 12}

@@ -13,23 +13,9 @@ from starlette.routing import Route
 from daemon.actuators.redis_limits import RedisLimitsActuator
 from daemon.gateway import AsyncTokenBucket, Identity, RateLimitMiddleware, TokenBucket, key_digest, limit_key
 from daemon.policy.types import Notification, Plan, PolicyMemory, RateLimit
-from tests.services import redis_server
 
 pytestmark = pytest.mark.services
 KEY_A = "key-of-tenant-a-0123456789"
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory):
-    with redis_server(tmp_path_factory.mktemp("redis")) as (url, _):
-        yield url
-
-
-@pytest.fixture
-def r(redis_url):
-    c = redis.Redis.from_url(redis_url)
-    c.flushdb()
-    return c
 
 
 def make_plan(limits, notes=()):

@@ -135,11 +135,12 @@ def test_node_names_are_single_nodes_and_a_range_is_refused(slurm):
 
 def test_warns_first_then_requeues_after_the_lead(slurm, tmp_path):
     flag = tmp_path / "usr1"
-    # the batch script checkpoints on SIGUSR1 (here: writes a file) and keeps running
-    script = f"trap 'echo checkpoint > {flag}' USR1; while true; do sleep 1; done"
+    # the batch script checkpoints on SIGUSR1 (here: writes a file) and keeps running; it says when its trap is set
+    script = (f"trap 'echo checkpoint > {flag}' USR1; touch {tmp_path}/ready-$SLURM_JOB_ID; "
+              "while true; do sleep 1; done")
     j1, j2 = sbatch(slurm, "low", "acct-low", wrap=script), sbatch(slurm, "low", "acct-low", wrap=script)
     try:
-        wait_for(lambda: all(state(slurm, j).startswith("RUNNING") for j in (j1, j2)), what="running", timeout=60)
+        wait_for(lambda: all((tmp_path / f"ready-{j}").exists() for j in (j1, j2)), what="trap set", timeout=60)
         now = [100.0]
         a = act(slurm, lead=30, clock=lambda: now[0])
         p = Preemption(j1, "team-low", 2, slurm["node"], "peak ahead for team-high")
@@ -193,5 +194,19 @@ def test_min_runtime_protects_a_job_that_just_started(slurm):
         time.sleep(1)  # squeue's elapsed time is whole seconds
         assert act(slurm, min_runtime_s=1).apply(plan_for(p)).ok
         wait_for(lambda: state(slurm, j).startswith("PENDING"), what="requeued once old enough", timeout=20)
+    finally:
+        subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)
+
+
+def test_the_warning_signal_kills_a_script_that_does_not_trap_it(slurm):
+    """Why warnings are off by default: SIGUSR1's default action ends the batch script, and the job with it."""
+    j = sbatch(slurm, "low", "acct-low", wrap="sleep 600")
+    try:
+        wait_for(lambda: state(slurm, j).startswith("RUNNING"), what="running", timeout=60)
+        time.sleep(2)  # the script is running
+        rep = act(slurm, lead=30).apply(plan_for(Preemption(j, "team-low", 2, slurm["node"], "x")))
+        assert rep.ok and any("scancel --signal=USR1" in x for x in rep.actions)
+        wait_for(lambda: not state(slurm, j).startswith("RUNNING"), what="job ended by the signal", timeout=20)
+        assert not state(slurm, j).startswith("PENDING")   # gone, not requeued
     finally:
         subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)

@@ -132,6 +132,24 @@ def test_operator_form_changes_a_tenant(ui):
     assert "ops changed tenant-0004" in c.get("/ui/events?kind=operator_change").text
 
 
+def test_operator_pauses_and_resumes_all_preemptions(ui):
+    d, base = ui
+    c, _ = login(base, OP)
+    t, _ = login(base, T1)
+    assert t.post("/ui/overrides", data={"preemption_paused": "1"}).status_code == 403
+    assert c.post("/ui/overrides", data={"preemption_paused": "1"},
+                  headers={"Origin": "http://evil.example"}).status_code == 403
+    r = c.post("/ui/overrides", data={"preemption_paused": "1"})
+    assert r.status_code == 303 and r.headers["location"] == "/ui/?saved=1"
+    assert d.runtime.overrides.inputs().paused_all
+    page = c.get("/ui/?saved=1").text
+    assert 'id="paused">Preemptions paused by an operator' in page and "applies at the next cycle" in page
+    assert c.post("/ui/overrides", data={"preemption_paused": ""}).status_code == 303
+    assert not d.runtime.overrides.inputs().paused_all and 'id="paused"' not in c.get("/ui/").text
+    audit = d.runtime.store.recent_events(2, kind="operator_change")
+    assert [e["changes"]["preemption_paused"]["to"] for e in audit] == [None, True]
+
+
 def test_pages_say_when_the_source_is_down(ui):
     d, base = ui
     c, _ = login(base, OP)

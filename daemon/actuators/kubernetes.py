@@ -14,6 +14,7 @@ With Kueue, see kueue.py: quotas become ClusterQueues and Kueue reclaims.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 
 from kubernetes import client as k8s
@@ -69,13 +70,14 @@ class KubernetesActuator:
     name = "kubernetes"
 
     def __init__(self, api_client: k8s.ApiClient, cfg: KubernetesActuatorConfig, tenants: list[TenantConfig],
-                 dry_run: bool = True, enforce_plan: bool = True) -> None:
+                 dry_run: bool = True, enforce_plan: bool = True, min_runtime_s: float = 0.0) -> None:
         self.core = k8s.CoreV1Api(api_client)
         self.scheduling = k8s.SchedulingV1Api(api_client)
         self.cfg = cfg
         self.dry_run = dry_run
         self.ns_of = tenant_namespaces(tenants)
         self.tenant_of = {ns: t for t, ns in self.ns_of.items()}
+        self.min_runtime_s = min_runtime_s  # policy.preempt_min_runtime_s, re-checked on the live pod
         self.enforce_plan = enforce_plan  # False beside Kueue: quotas and reclaim are Kueue's, failover stays here
         self._retry: dict[str, str] = {}  # job id -> reason: failed-node evictions a PDB refused, retried each cycle
         self._quotas: dict[str, int] = {}
@@ -83,8 +85,8 @@ class KubernetesActuator:
 
     @staticmethod
     def from_config(cfg: KubernetesActuatorConfig, tenants: list[TenantConfig], dry_run: bool = True,
-                    enforce_plan: bool = True) -> "KubernetesActuator":
-        return KubernetesActuator(api_client(cfg), cfg, tenants, dry_run, enforce_plan)
+                    enforce_plan: bool = True, min_runtime_s: float = 0.0) -> "KubernetesActuator":
+        return KubernetesActuator(api_client(cfg), cfg, tenants, dry_run, enforce_plan, min_runtime_s)
 
     def namespace(self, tenant: str) -> str | None:
         """The tenant's namespace, or None for a tenant that is not configured (never touched)."""
@@ -190,6 +192,12 @@ class KubernetesActuator:
             return
         if live.status.phase != "Running":
             rep.actions.append(f"skip {job_id}: {live.status.phase}")
+            return
+        started = live.status.start_time
+        ran = (dt.datetime.now(dt.timezone.utc) - started).total_seconds() if started is not None else None
+        if ran is not None and ran < self.min_runtime_s:
+            rep.actions.append(f"skip {job_id}: ran {ran:.0f} s, under policy.preempt_min_runtime_s = "
+                               f"{self.min_runtime_s:g}")
             return
         self._evict(rep, job_id, reason)
 

@@ -294,17 +294,22 @@ class SlurmActuator:
         self._annotate(rep, job.job_id, reason)
         self._scontrol(rep, self.cfg.mode, job.job_id)
 
-    def _annotate(self, rep: ActionReport, jid: str, reason: str) -> None:
+    def _annotate(self, rep: ActionReport, jid: str, reason: str) -> bool:
         """Say why in the job's AdminComment; the user's Comment is never touched. An AdminComment someone
-        else wrote is kept, ours is appended (replacing an earlier one of ours)."""
+        else wrote is kept, ours is appended (replacing an earlier one of ours). False when slurmctld did not
+        answer (then the error is in the report: an unreachable controller never raises out of an act)."""
         ours = f"{COMMENT_TAG} {reason}".replace('"', "'")
         prev = ""
         if not self.dry_run:
-            r = self._run("scontrol", "-o", "show", "job", jid)
+            try:
+                r = self._run("scontrol", "-o", "show", "job", jid)
+            except SlurmError as exc:
+                rep.errors.append(str(exc))
+                return False
             prev = admin_comment_of(r.stdout) if r.returncode == 0 else ""
         prev = prev.split(COMMENT_TAG)[0].rstrip(" |")
         text = f"{prev} | {ours}" if prev else ours
-        self._scontrol(rep, "update", f"JobId={jid}", f"AdminComment={text[:900]}")
+        return self._scontrol(rep, "update", f"JobId={jid}", f"AdminComment={text[:900]}")
 
     def requeue(self, job_ids: list[str], reason: str) -> ActionReport:
         """Node failure: every job on the node is requeued, whatever its priority (it is not running anyway)."""
@@ -312,7 +317,8 @@ class SlurmActuator:
         if not job_ids:
             return rep
         for jid in job_ids:
-            self._annotate(rep, jid, reason)
+            if not self._annotate(rep, jid, reason) and rep.errors and "timed out" in rep.errors[-1]:
+                break  # slurmctld is not answering: do not wait out a timeout per job before the requeue
         self._scontrol(rep, "requeue", ",".join(job_ids))
         return rep
 

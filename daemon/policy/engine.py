@@ -9,7 +9,7 @@ import numpy as np
 
 from daemon.cluster import PRIORITY, ClusterState
 from daemon.config import Config, TenantConfig
-from daemon.policy import preemption, reservation
+from daemon.policy import aging, budget, preemption, reservation
 from daemon.policy.ratelimits import rate_level, tenant_limits
 from daemon.policy.types import Notification, OperatorInputs, Plan, PolicyMemory, Preemption
 from forecaster.types import Forecast
@@ -54,7 +54,8 @@ def _rate_overrides(cfg: Config, ops: OperatorInputs) -> dict[str, TenantConfig]
 
 
 def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, cfg: Config,
-         last: Plan | None = None, ops: OperatorInputs | None = None) -> Plan:
+         last: Plan | None = None, ops: OperatorInputs | None = None, now: float | None = None) -> Plan:
+    """``now`` (epoch seconds) drives the preemption budget; by default the snapshot's own time."""
     ops = ops or OperatorInputs()
     if ops.tiers:
         state = dataclasses.replace(state, tiers=tuple(ops.tiers.get(t, tier)  # type: ignore[misc]
@@ -75,15 +76,19 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     notes: list[str] = []
 
     # --- anti-starvation: tenants whose low-priority work waited too long become protected
+    # (wait summed over every queue stint of a job, requeues included: daemon/policy/aging.py)
     jobs = state.jobs
-    aged_gpus = np.zeros(n)
-    if len(jobs):
-        pend_low = ~jobs.running & (jobs.priority == PRIORITY["low"])
-        if pend_low.any():
-            over = pend_low & (jobs.wait_s >= pc.max_wait_steps * step_s)
-            aged_gpus = np.bincount(jobs.tenant[over], weights=jobs.gpus[over], minlength=n)
-    aged = (aged_gpus > 0) & ~high
     now_iso = state.at.isoformat()
+    max_wait_s = pc.max_wait_steps * step_s
+    clock = state.at.timestamp() if now is None else float(now)
+    since = clock - memory.budget_at if memory.budget_at is not None and clock >= memory.budget_at else float("inf")
+    ag = aging.age(jobs, memory.waited, memory.stint, memory.aged_jobs, max_wait_s, pc.aging_min_run_s, now_iso,
+                   since)
+    aged_gpus = np.zeros(n)
+    over = ag.total_wait_s >= max_wait_s          # pending low-priority jobs only (others carry 0)
+    if over.any():
+        aged_gpus = np.bincount(jobs.tenant[over], weights=jobs.gpus[over], minlength=n)
+    aged = (aged_gpus > 0) & ~high
     aged_since = {tenants[i]: memory.aged_since.get(tenants[i], now_iso) for i in np.flatnonzero(aged)}
 
     # --- reservations for the high tier (forecast peak over the lead time) and aged tenants
@@ -128,7 +133,11 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     res = np.maximum(res, floor)
     soon = np.maximum(soon, floor)
     pool = reservation.high_pool(capacity, pc.reserve_share)
-    res = reservation.fit_to_capacity(res, high, capacity)
+    # aged tenants are served first, from everything but what the high tier needs of its static pool: under
+    # sustained high-tier pressure a forecast peak above the pool must not crowd out work that waited max_wait
+    aged_room = max(capacity - min(pool, int(np.where(high, res, 0.0).sum())), 0)
+    aged_res = reservation.fit_to_capacity(np.where(aged, res, 0.0), aged, aged_room)
+    res = aged_res + reservation.fit_to_capacity(np.where(aged, 0.0, res), high, capacity - int(aged_res.sum()))
     soon = np.minimum(soon, res)
 
     # --- preemption: clear, just in time, what protected tenants will need and free GPUs cannot cover
@@ -137,12 +146,17 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     # a tenant with no fresh reading is not a tenant using nothing: it drives no preemption
     known = np.isfinite(state.used.astype(float))
     need_gpus = np.where(protected & known, np.maximum(soon - used, 0), 0.0)
-    budget_gpus = int(math.floor(pc.preempt_budget_share * capacity))
+    # the budget is a token bucket in time (daemon/policy/budget.py): alert-triggered cycles do not multiply it
+    avail_gpus, avail_jobs = budget.refill(memory.budget_gpus, memory.budget_jobs, memory.budget_at, clock,
+                                           capacity, pc.preempt_budget_share, pc.preempt_budget_jobs,
+                                           pc.preempt_budget_window_s)
+    budget_gpus, budget_jobs = int(math.floor(avail_gpus + 1e-9)), int(math.floor(avail_jobs + 1e-9))
     chosen = np.empty(0, dtype=np.int64)
     placed_view = state.nodes is not None and len(state.nodes) > 0
     shortfall = int(need_gpus.sum()) - max(capacity - int(used.sum()) - int(state.draining), 0)
     # a job that started less than preempt_min_runtime_s ago is exempt (Slurm's PreemptExemptTime)
-    exempt = jobs.running & (jobs.runtime_s < pc.preempt_min_runtime_s)
+    # and a job started through aging is exempt until it has run aging_min_run_s
+    exempt = (jobs.running & (jobs.runtime_s < pc.preempt_min_runtime_s)) | ag.exempt
     cand_jobs, cand_index = (jobs.select(~exempt), np.flatnonzero(~exempt)) if exempt.any() else \
         (jobs, np.arange(len(jobs)))
     if ops.paused_all and shortfall >= pc.min_preempt_gpus:
@@ -151,14 +165,14 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
         # placement-aware: preempt only what makes room, on one node, for a whole job of a protected tenant
         need_jobs = np.ceil(need_gpus / quantum - 1e-9).astype(np.int64)
         chosen, _, unplaced = preemption.choose_placed(cand_jobs, state.nodes, need_jobs, quantum.astype(np.int64),
-                                                       protected | paused, budget_gpus, pc.preempt_budget_jobs,
+                                                       protected | paused, budget_gpus, budget_jobs,
                                                        pc.min_preempt_gpus)
         chosen = cand_index[chosen]
         if unplaced:
             notes.append(f"{unplaced} protected jobs have no place yet (budget, candidates or topology)")
     elif shortfall >= pc.min_preempt_gpus:  # no per-node view from this source: GPU counts only
         chosen = cand_index[preemption.choose(cand_jobs, shortfall, protected | paused, budget_gpus,
-                                              pc.preempt_budget_jobs)]
+                                              budget_jobs)]
         got = int(jobs.gpus[chosen].sum()) if chosen.size else 0
         if got < shortfall:
             notes.append(f"preemption budget or candidates short: {got} of {shortfall} GPUs cleared")
@@ -193,7 +207,10 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     # low-priority work may still borrow idle GPUs because it can be preempted
     shared_cap = max(capacity - max(pool, int(res[high].sum())) - int(res[aged | floored].sum()), 0)
     quotas = {tenants[i]: shared_cap + res_list[i] for i in np.flatnonzero(~high)}
-    mem = PolicyMemory(reservations=reserved, rate_level=level, aged_since=aged_since)
+    mem = PolicyMemory(reservations=reserved, rate_level=level, aged_since=aged_since, waited=ag.waited,
+                       stint=ag.stint, aged_jobs=ag.aged_jobs,
+                       budget_gpus=avail_gpus - (float(jobs.gpus[chosen].sum()) if chosen.size else 0.0),
+                       budget_jobs=avail_jobs - float(chosen.size), budget_at=clock)
     return Plan(at=state.at.isoformat(), capacity=capacity, load=load, high_pool=pool, reservations=reserved,
                 quotas=quotas, limits=limits, preemptions=tuple(preempts), notifications=tuple(notifs),
                 stale=False, forecast_model=model, notes=tuple(notes), memory=mem)

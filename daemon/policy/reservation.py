@@ -29,7 +29,8 @@ def with_hysteresis(target: np.ndarray, previous: np.ndarray, band: float) -> np
 def fit_to_capacity(res: np.ndarray, first: np.ndarray, capacity: int) -> np.ndarray:
     """Scale reservations so they fit: tenants in `first` are served before the others.
 
-    Proportional flooring keeps the sum at or below capacity in both groups.
+    Proportional shares, rounded by largest remainder, keep the sum at or below capacity in both groups
+    and lose no GPU to rounding (a pool of 1 GPU for two high tenants asking 1 each still holds 1).
     """
     res = np.maximum(res, 0).astype(np.int64)
     out = res.copy()
@@ -39,7 +40,13 @@ def fit_to_capacity(res: np.ndarray, first: np.ndarray, capacity: int) -> np.nda
         total = int(res[group].sum())
         if total > room:
             scale = max(room, 0) / total
-            out[group] = np.floor(res[group] * scale).astype(np.int64)
+            exact = res[group] * scale
+            share = np.floor(exact).astype(np.int64)
+            # largest remainder: what flooring lost goes back, one GPU each, to the largest fractions
+            left = max(room, 0) - int(share.sum())
+            if left > 0:
+                share[np.argsort(-(exact - share), kind="stable")[:left]] += 1
+            out[group] = share
     return out
 
 

@@ -40,16 +40,34 @@ class PolicyMemory:
     reservations: dict[str, int] = field(default_factory=dict)
     rate_level: int = 0
     aged_since: dict[str, str] = field(default_factory=dict)  # tenant -> ISO time it became protected
+    # aging across requeues (daemon/policy/aging.py): banked wait, current stint, jobs that went over max_wait
+    waited: dict[str, float] = field(default_factory=dict)
+    stint: dict[str, float] = field(default_factory=dict)
+    aged_jobs: dict[str, str] = field(default_factory=dict)
+    # the preemption budget's token bucket (daemon/policy/budget.py): level after the last plan, and when
+    budget_gpus: float | None = None
+    budget_jobs: float | None = None
+    budget_at: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"reservations": dict(self.reservations), "rate_level": self.rate_level,
-                "aged_since": dict(self.aged_since)}
+                "aged_since": dict(self.aged_since), "waited": dict(self.waited), "stint": dict(self.stint),
+                "aged_jobs": dict(self.aged_jobs), "budget_gpus": self.budget_gpus,
+                "budget_jobs": self.budget_jobs, "budget_at": self.budget_at}
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> "PolicyMemory":
+        def opt(key: str) -> float | None:
+            v = d.get(key)
+            return None if v is None else float(v)
+
         return PolicyMemory({str(k): int(v) for k, v in d.get("reservations", {}).items()},
                             int(d.get("rate_level", 0)),
-                            {str(k): str(v) for k, v in d.get("aged_since", {}).items()})
+                            {str(k): str(v) for k, v in d.get("aged_since", {}).items()},
+                            {str(k): float(v) for k, v in d.get("waited", {}).items()},
+                            {str(k): float(v) for k, v in d.get("stint", {}).items()},
+                            {str(k): str(v) for k, v in d.get("aged_jobs", {}).items()},
+                            opt("budget_gpus"), opt("budget_jobs"), opt("budget_at"))
 
 
 @dataclass(frozen=True)

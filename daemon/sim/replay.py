@@ -136,13 +136,16 @@ class ForecastBank:
 
 
 def per_step_config(cfg: Config, step_s: int) -> Config:
-    """The daemon plans every `interval_s`; the replay plans once per trace step, so the per-cycle
-    preemption budget is scaled to what the daemon would clear in one step."""
-    cycles = max(1.0, step_s / cfg.cycle.interval_s)
-    share = min(1.0, cfg.policy.preempt_budget_share * cycles)
-    jobs = int(cfg.policy.preempt_budget_jobs * cycles)
-    return cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"preempt_budget_share": share,
-                                                                           "preempt_budget_jobs": jobs})})
+    """The replay plans once per trace step, and its clock is the trace's: the budget's token bucket
+    refills per simulated second. A bucket that holds one window would cap a step longer than the window
+    at one window's budget, so the window is stretched to the step with the same rate (share per second)."""
+    pc = cfg.policy
+    k = max(1.0, step_s / pc.preempt_budget_window_s)
+    share = min(1.0, pc.preempt_budget_share * k)
+    jobs = int(pc.preempt_budget_jobs * k)
+    return cfg.model_copy(update={"policy": pc.model_copy(update={"preempt_budget_share": share,
+                                                                   "preempt_budget_jobs": jobs,
+                                                                   "preempt_budget_window_s": pc.preempt_budget_window_s * k})})
 
 
 def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None = None, *, steps: int,

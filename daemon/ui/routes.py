@@ -162,8 +162,10 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
         c = views.cluster_view(daemon)
         tenants = [views.tenant_summary(daemon, t) for t in views.tenant_names(daemon)]
         shown = sorted((t for t in tenants if t["held"] or t["throttled"]), key=lambda t: -(t["held"] or 0))[:25]
+        notice = "Change saved; it applies at the next cycle." if request.query_params.get("saved") else None
         return page(request, "cluster.html", who=p, title="Cluster", c=c, load_chart=load_chart(c).svg(),
-                    band_chart=band_chart(c).svg(), levels=daemon.cfg.ratelimits.levels, tenants=shown)
+                    band_chart=band_chart(c).svg(), levels=daemon.cfg.ratelimits.levels, tenants=shown,
+                    paused=daemon.runtime.overrides.inputs().paused_all, notice=notice)
 
     async def login(request: Request) -> Response:
         nxt = request.query_params.get("next", "/ui/")
@@ -208,16 +210,32 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
         notice = "Change saved; it applies at the next cycle." if request.query_params.get("saved") else None
         return tenant_page(request, p, name, notice=notice)
 
-    async def tenant_override(request: Request) -> Response:
+    def operator_form(request: Request) -> Principal | Response:
+        """The operator sending one of the console's forms, or the answer for anyone else."""
         p = who(request)
         if p is None:
             return to_login(request)
-        name = request.path_params["tenant"]
         if not p.operator:
-            return problem(request, p, 403, "Operators only", "Only an operator token can change a tenant.")
+            return problem(request, p, 403, "Operators only", "Only an operator token can change this.")
         origin = request.headers.get("origin")
         if origin is not None and origin != f"{request.url.scheme}://{request.url.netloc}":
             return problem(request, p, 403, "Cross-site form", "This form must be sent from the console itself.")
+        return p
+
+    async def global_override(request: Request) -> Response:
+        p = operator_form(request)
+        if isinstance(p, Response):
+            return p
+        form = parse_qs((await request.body())[:8192].decode("utf-8", "replace"), keep_blank_values=True)
+        paused = bool((form.get("preemption_paused") or [""])[0])
+        daemon.runtime.overrides.change_global(p.name, {"preemption_paused": paused})
+        return RedirectResponse("/ui/?saved=1", status_code=303, headers=HEADERS)
+
+    async def tenant_override(request: Request) -> Response:
+        p = operator_form(request)
+        if isinstance(p, Response):
+            return p
+        name = request.path_params["tenant"]
         bad = check_tenant(request, p, name)
         if bad is not None:
             return bad
@@ -263,5 +281,6 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
         Route("/ui/tenants", tenants),
         Route("/ui/tenants/{tenant}", tenant),
         Route("/ui/tenants/{tenant}/override", tenant_override, methods=["POST"]),
+        Route("/ui/overrides", global_override, methods=["POST"]),
         Route("/ui/events", events),
     ]

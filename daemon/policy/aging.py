@@ -1,0 +1,72 @@
+"""Anti-starvation that holds: cumulative wait across requeues, and a grace period for what aging started.
+
+Schedulers report how long a job has waited since it was last queued; a requeue (a preemption, a node
+failure) restarts that clock. Aging here adds up every queue stint of a job instead, carried in the
+policy's memory from cycle to cycle (state in, state out, no I/O): the wait of the stint a job just
+left is banked when it is seen running, and added back if it is queued again.
+
+A job that was over ``max_wait`` while it waited (it "started through aging") is exempt from
+preemption until it has run ``aging_min_run_s``: otherwise it is the next cycle's cheapest victim and
+the requeue resets its wait, so the tenant starves anyway. Once it has run that long it has had its
+due: its banked wait is cleared, so aging buys progress, not a permanent place ahead of the high tier.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from daemon.cluster import PRIORITY, Jobs
+
+
+@dataclass(frozen=True)
+class Aging:
+    total_wait_s: np.ndarray   # per job: all its queue stints so far (pending low-priority jobs; 0 otherwise)
+    exempt: np.ndarray         # per job: started through aging and younger than aging_min_run_s
+    waited: dict[str, float]   # memory out: banked wait of earlier stints, per live low-priority job
+    stint: dict[str, float]    # memory out: wait of the current stint, per pending low-priority job
+    aged_jobs: dict[str, str]  # memory out: job id -> when it first went over max_wait
+
+
+def age(jobs: Jobs, waited: dict[str, float], stint: dict[str, float], aged_jobs: dict[str, str],
+        max_wait_s: float, min_run_s: float, now_iso: str, since_s: float = float("inf")) -> Aging:
+    """``since_s``: seconds since the previous plan (inf when unknown). Only jobs that started within it can
+    have left a queue stint to bank, and only jobs younger than ``min_run_s`` can be in their grace period, so
+    the per-job lookups touch those few jobs, not every running one."""
+    n = len(jobs)
+    total = np.zeros(n)
+    exempt = np.zeros(n, dtype=bool)
+    low = np.flatnonzero(jobs.priority == PRIORITY["low"]) if n else np.zeros(0, dtype=np.int64)
+    if low.size == 0:
+        return Aging(total, exempt, {}, {}, {})
+    run = jobs.running[low]
+    rt = jobs.runtime_s[low]
+    pend = np.flatnonzero(~run)
+    pend_ids = jobs.ids[low[pend]].tolist()
+    wait_now = jobs.wait_s[low[pend]].astype(float)
+    banked_p = np.array([waited.get(j, 0.0) for j in pend_ids]) if waited else np.zeros(pend.size)
+    tot = banked_p + wait_now
+    total[low[pend]] = tot
+    out_waited: dict[str, float] = {}
+    if waited:  # carry the banked wait of live jobs (a later requeue adds to it)
+        alive = set(jobs.ids[low].tolist())
+        out_waited = {j: v for j, v in waited.items() if j in alive}
+    # started since the last plan: bank the stint it left
+    fresh = np.flatnonzero(run & (rt <= since_s + 120.0)) if stint else np.zeros(0, dtype=np.int64)
+    for j in jobs.ids[low[fresh]].tolist():
+        if j in stint:
+            out_waited[j] = out_waited.get(j, 0.0) + stint[j]
+    new_aged = {j: aged_jobs.get(j, now_iso) for j, o in zip(pend_ids, (tot >= max_wait_s).tolist()) if o}
+    # started through aging: exempt while younger than min_run_s; after that it has had its due and its
+    # wait starts from zero again
+    if aged_jobs:
+        young = np.flatnonzero(run & (rt < min_run_s))
+        young_pos = dict(zip(jobs.ids[low[young]].tolist(), low[young].tolist()))
+        for j, since in aged_jobs.items():
+            if j in young_pos:
+                exempt[young_pos[j]] = True
+                new_aged[j] = since
+            elif j not in new_aged:      # not queued: it ran its grace period (or is gone)
+                out_waited.pop(j, None)
+    return Aging(total, exempt, out_waited, dict(zip(pend_ids, wait_now.tolist())), new_aged)
