@@ -163,6 +163,14 @@ class History:
         with self._lock:
             now = int(now_s // self.step_s)
             first_wanted = now - self.steps + 1
+            if self._n and self._first + self._n - 1 > now:
+                # the clock went back: rows after `now` were read under the wrong time, drop them
+                log.warning("history: clock went back %d steps; dropping the rows after it",
+                            self._first + self._n - 1 - now)
+                self._n = max(0, now - self._first + 1)
+                self.fetched_until = min(self.fetched_until, now) if self.fetched_until is not None else None
+                if self._db is not None:
+                    self._db.execute("DELETE FROM steps WHERE step > ?", (now,))
             backfill = (self.fetched_until is None or self.fetched_until < first_wanted
                         or self._n == 0 or self._first > first_wanted)
             lo = first_wanted if backfill else min(self.fetched_until, now) - self.overlap + 1
@@ -196,12 +204,16 @@ class History:
     def frame(self, steps: int | None = None, copy: bool = False) -> pd.DataFrame:
         """The newest ``steps`` rows (default: the whole window) as a time x tenant frame.
 
-        Without ``copy`` the frame shares memory with the history: the cycle reads it before the next
-        update, which is the only writer.
+        Without ``copy`` the frame is a read-only view of the history (no copy of the window each cycle;
+        writing into it raises instead of changing the history). The next update may still refresh the
+        overlap rows under it (late samples).
         """
         with self._lock:
             n = self._n if steps is None else min(int(steps), self._n)
             vals = self._vals[self._off + self._n - n: self._off + self._n, : len(self._names)]
+            if not copy:
+                vals = vals.view()
+                vals.flags.writeable = False
             idx = pd.date_range(pd.Timestamp((self._first + self._n - n) * self.step_s, unit="s", tz="UTC"),
                                 periods=n, freq=f"{self.step_s}s", name="time")
             return pd.DataFrame(vals.copy() if copy else vals, index=idx,

@@ -161,3 +161,29 @@ def test_read_api_for_the_console():
     assert h.tenants() == ["a", "b"]
     got.iloc[:, :] = -1                               # a copy: the history is untouched
     assert (h.frame()["b"].dropna() >= 0).all()
+
+
+def test_the_cycle_frame_is_a_read_only_view():
+    src = Source()
+    h = History(STEP, 50)
+    h.update(src, (T0 + 100) * STEP)
+    f = h.frame()
+    with pytest.raises(ValueError, match="read-only"):
+        f.iloc[0, 0] = -5.0
+    assert (f.fillna(0) >= 0).all().all()            # reading, and arithmetic into new frames, work
+    g = h.frame(copy=True)
+    g.iloc[0, 0] = -5.0
+    assert h.frame().iloc[0, 0] != -5.0
+
+
+def test_a_clock_that_jumps_back_drops_what_it_read_ahead(tmp_path):
+    src = Source()
+    h = History(STEP, 300, tmp_path / "h.sqlite")
+    now = T0 + 2000
+    h.update(src, now * STEP)
+    h.update(src, (now + 60) * STEP)                 # the clock ran an hour ahead
+    h.update(src, (now + 5) * STEP)                  # and is put back (the head it slid past is read again)
+    assert h.frame().index[-1] == pd.Timestamp((now + 5) * STEP, unit="s", tz="UTC")
+    expect(h, now + 5, 300)
+    h.close()
+    expect(History(STEP, 300, tmp_path / "h.sqlite"), now + 5, 300)
