@@ -33,6 +33,7 @@ class LSTMSpec:
     quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)
     step_s: int = 60
     scale_floor: float = 1.0  # a series is divided by max(its last season's mean, this); small for rates < 1
+    anchor: str = "seasonal"  # the median is a correction of the season-ago value, or ("last") of the last value
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -61,7 +62,8 @@ class QuantileLSTM(nn.Module):
         _, (h, _) = self.encoder(x)
         z = torch.cat([h[-1], lag, cal0, last], dim=1)
         out = self.head(z).view(-1, self.spec.horizon, len(self.spec.quantiles))
-        base = lag + out[:, :, 0]  # median as a correction of the seasonal-naive value
+        anchor = last.expand_as(lag) if self.spec.anchor == "last" else lag
+        base = anchor + out[:, :, 0]  # median as a correction of the seasonal-naive (or last) value
         rest = torch.nn.functional.softplus(out[:, :, 1:]).cumsum(dim=2)
         return torch.cat([base.unsqueeze(2), base.unsqueeze(2) + rest], dim=2)
 
