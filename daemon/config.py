@@ -67,6 +67,8 @@ class PolicyConfig(_Strict):
                                 "its tenant is protected (aging)")
     aging_min_run_s: float = Field(1800.0, ge=0, description="a job started through aging is not preempted "
                                    "before it has run this long")
+    aging_before_high: bool = Field(False, description="aged tenants are reserved for before the high tier's forecast "
+                                    "beyond its static pool (costs the high tier under sustained pressure)")
     min_preempt_gpus: int = Field(1, ge=1, description="deficits smaller than this are not worth a preemption")
     preempt_min_runtime_s: float = Field(0.0, ge=0, description="a job younger than this is never preempted "
                                          "(like Slurm's PreemptExemptTime); the Slurm actuator re-checks it")

@@ -102,9 +102,9 @@ def longest_zero_run(x):
 
 def test_low_tenant_is_served_under_sustained_high_tier_pressure():
     # 32 GPUs; the high tier wants all of them except one minute in twenty (16); a low tenant wants 8.
-    # Without aging it is never served; with aging (30 min, summed over requeues) it gets GPUs within
-    # max_wait plus the time the node held for it takes to free (high-priority work is never preempted),
-    # and keeps them for the grace period.
+    # Without aging it is never served; with aging (30 min, summed over requeues, policy.aging_before_high)
+    # it gets GPUs within max_wait plus the time the node held for it takes to free (high-priority work is
+    # never preempted), and keeps them for the grace period.
     steps = 700
     t = np.arange(steps)
     w = Workload("t", frame({"hi": np.where(t % 20 == 0, 16.0, 32.0), "lo": np.full(steps, 8.0)}, steps),
@@ -112,7 +112,7 @@ def test_low_tenant_is_served_under_sustained_high_tier_pressure():
     served = {}
     for mw in (30, 100_000):
         cfg = Config(policy={"headroom": 0.0, "preempt_budget_share": 0.5, "max_wait_steps": mw,
-                             "aging_min_run_s": 1800})
+                             "aging_min_run_s": 1800, "aging_before_high": True})
         served[mw] = np.asarray(run_strategy("reactive", w, cfg, steps=599, check_invariants=True).served["low"])
     assert served[100_000].sum() == 0
     s = served[30]

@@ -133,11 +133,16 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     res = np.maximum(res, floor)
     soon = np.maximum(soon, floor)
     pool = reservation.high_pool(capacity, pc.reserve_share)
-    # aged tenants are served first, from everything but what the high tier needs of its static pool: under
-    # sustained high-tier pressure a forecast peak above the pool must not crowd out work that waited max_wait
-    aged_room = max(capacity - min(pool, int(np.where(high, res, 0.0).sum())), 0)
-    aged_res = reservation.fit_to_capacity(np.where(aged, res, 0.0), aged, aged_room)
-    res = aged_res + reservation.fit_to_capacity(np.where(aged, 0.0, res), high, capacity - int(aged_res.sum()))
+    # aged tenants may be served first, from everything but what the high tier needs of its static pool, so
+    # that under sustained high-tier pressure a forecast peak above the pool does not crowd out work that
+    # waited max_wait
+    # (policy.aging_before_high; otherwise the high tier is served first and aged tenants get what is left)
+    if pc.aging_before_high:
+        aged_room = max(capacity - min(pool, int(np.where(high, res, 0.0).sum())), 0)
+        aged_res = reservation.fit_to_capacity(np.where(aged, res, 0.0), aged, aged_room)
+        res = aged_res + reservation.fit_to_capacity(np.where(aged, 0.0, res), high, capacity - int(aged_res.sum()))
+    else:
+        res = reservation.fit_to_capacity(res, high, capacity)
     soon = np.minimum(soon, res)
 
     # --- preemption: clear, just in time, what protected tenants will need and free GPUs cannot cover
