@@ -82,8 +82,12 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     max_wait_s = pc.max_wait_steps * step_s
     clock = state.at.timestamp() if now is None else float(now)
     since = clock - memory.budget_at if memory.budget_at is not None and clock >= memory.budget_at else float("inf")
-    ag = aging.age(jobs, memory.waited, memory.stint, memory.aged_jobs, max_wait_s, pc.aging_min_run_s, now_iso,
-                   since)
+    if pc.aging_cumulative:
+        ag = aging.age(jobs, memory.waited, memory.stint, memory.aged_jobs, max_wait_s, pc.aging_min_run_s, now_iso,
+                       since)
+    else:  # the current queue stint only (the scheduler's own clock), no grace period, nothing remembered
+        ag = aging.age(jobs, {}, {}, {}, max_wait_s, 0.0, now_iso)
+        ag = dataclasses.replace(ag, waited={}, stint={}, aged_jobs={})
     aged_gpus = np.zeros(n)
     over = ag.total_wait_s >= max_wait_s          # pending low-priority jobs only (others carry 0)
     if over.any():
