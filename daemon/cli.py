@@ -176,7 +176,7 @@ def plan(ctx: click.Context, sim: bool, as_json: bool) -> None:
 def _history_opts(f):
     f = click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
                      help="History file (CSV/parquet, wide or long time,tenant,value).")(f)
-    f = click.option("--trace", type=click.Choice(["alibaba", "azure"]), default=None,
+    f = click.option("--trace", type=click.Choice(["alibaba", "azure", "helios", "servegen"]), default=None,
                      help="Build history from a real public trace in the data dir.")(f)
     f = click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
                      help="Where the public traces lie (default ../shared/data or $GPU_AUTOSCALER_DATA).")(f)
@@ -192,17 +192,23 @@ def _history_opts(f):
 @click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("reports"),
               show_default=True, help="Backtest JSON + PNG go here.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--this-cluster", is_flag=True,
+              help="The --data file is this cluster's own history: score the models for this cluster.")
 @click.pass_context
-def retrain(ctx, data, trace, data_dir, days, epochs, model_dir, report_dir, quiet) -> None:
-    """Train a new LSTM, backtest it against the baselines, promote it only if it beats them."""
+def retrain(ctx, data, trace, data_dir, days, epochs, model_dir, report_dir, quiet, this_cluster) -> None:
+    """Train a new LSTM, score it, the current model and every baseline on the most recent held-out window;
+    the best becomes the model in use (models/manifest.json `in_use`). --trace/--data write to trained/
+    unless --model-dir says otherwise."""
     cfg = _load(ctx)
     from daemon.retrain import DataError, retrain_from_config
     from daemon.sources.base import SourceError
     from forecaster.registry import ModelError
 
     try:
+        if this_cluster and data is None:
+            raise DataError("--this-cluster goes with --data (the file holding this cluster's history)")
         out = retrain_from_config(cfg, data=data, trace=trace, data_dir=data_dir, days=days, progress=not quiet,
-                                  out_dir=report_dir, epochs=epochs, model_dir=model_dir)
+                                  out_dir=report_dir, epochs=epochs, model_dir=model_dir, this_cluster=this_cluster)
     except (DataError, SourceError, ModelError, ValueError) as exc:
         _fail(f"retrain: {exc}", 1)
     click.echo(out.table)
@@ -269,7 +275,7 @@ def simulate(ctx, trace, tenants, gpus, days, seed, strategies, sweep, forecast_
     from daemon.sim import report, workloads
     from daemon.sim.replay import STRATEGIES, default_sweep, run_replay
     from forecaster.baselines import SeasonalNaive
-    from forecaster.registry import ModelError, load_current
+    from forecaster.registry import ModelError
 
     chosen = tuple(s.strip() for s in strategies.split(",") if s.strip())
     bad = [s for s in chosen if s not in STRATEGIES]
@@ -291,8 +297,10 @@ def simulate(ctx, trace, tenants, gpus, days, seed, strategies, sweep, forecast_
         click.echo("Azure trace not found: request volume is flat", err=True)
     model = None
     if "predictive" in chosen:
-        try:
-            model = load_current(cfg.forecaster.model_dir)
+        from daemon.forecasting import in_use
+
+        try:  # the manifest's in-use model, if it was scored on the simulator; else the daily seasonal naive
+            model, _ = in_use(cfg.model_copy(update={"source": cfg.source.model_copy(update={"kind": "simulator"})}))
             click.echo(f"predictive uses {model.name}", err=True)
         except ModelError as exc:
             model = SeasonalNaive(cfg.forecaster.season_steps, cfg.forecaster.quantiles)

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from daemon.gateway import ApiKey
+from daemon.gateway import ApiKey, read_secret
 
 Tier = Literal["high", "normal", "low"]
 TIERS: tuple[Tier, ...] = ("high", "normal", "low")
@@ -182,11 +182,20 @@ class SourceConfig(_Strict):
     prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)
 
 
+class ForecastQualityConfig(_Strict):
+    window: int = Field(60, ge=1, description="scored forecasts the live quality is computed over")
+    coverage_min: float = Field(0.8, gt=0, lt=1, description="p90 coverage below this is degraded")
+    coverage_max: float = Field(0.98, gt=0, le=1, description="p90 coverage above this is degraded (too wide)")
+    fallback_after_cycles: int = Field(10, ge=1, description="cycles out of bounds before the best baseline takes over")
+    min_scored: int = Field(10, ge=1, description="scored forecasts needed before quality is judged")
+
+
 class ForecasterConfig(_Strict):
     kind: Literal["auto", "lstm", "seasonal_naive", "ets"] = "auto"
     model_dir: Path = Path("models")
     quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)
     season_steps: int = Field(1440, ge=2, description="steps in one season (a day at 1-min resolution)")
+    quality: ForecastQualityConfig = Field(default_factory=ForecastQualityConfig)
     torch_threads: int = Field(1, ge=1, description="torch intra-op threads for the cycle's forecast "
                                                     "(1: fastest on a small or shared machine, bench/cycle_bench.py)")
 
@@ -245,7 +254,7 @@ class ActuatorsConfig(_Strict):
     dry_run: bool = True
     enabled: list[Literal["log", "redis", "slurm", "kubernetes", "kueue", "simulator"]] = Field(
         default_factory=lambda: ["log"])
-    release_holds_on_stop: bool = Field(True, description="delete scheduler holds (Slurm reservations) on stop")
+    release_holds_on_stop: bool = Field(True, description="release scheduler holds on stop (Slurm reservations, Kueue lending)")
     redis: RedisActuatorConfig = Field(default_factory=RedisActuatorConfig)
     slurm: SlurmActuatorConfig = Field(default_factory=SlurmActuatorConfig)
     kubernetes: KubernetesActuatorConfig = Field(default_factory=KubernetesActuatorConfig)
@@ -307,13 +316,7 @@ class AccessToken(_Strict):
 
     def secret(self) -> str:
         if self.token_file is not None:
-            try:
-                value = self.token_file.read_text().strip()
-            except OSError as exc:
-                raise ConfigError(f"access.tokens.{self.name}.token_file: cannot read {self.token_file}: {exc}") from exc
-            if len(value) < 16:
-                raise ConfigError(f"access.tokens.{self.name}.token_file: token shorter than 16 characters")
-            return value
+            return read_secret(self.token_file, f"access.tokens.{self.name}.token_file", ConfigError)
         return self.token or ""
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 from daemon import policy
 from daemon.actuators.base import ActionReport, Actuator
 from daemon.config import Config
+from daemon.forecast_quality import ForecastQuality
 from daemon.forecasting import WithFallback, baseline
 from daemon.plan_events import plan_events
 from daemon.policy.safe import safe_default
@@ -52,6 +53,11 @@ class CycleRunner:
         self.actuators = actuators
         self.store = store
         self.metrics = metrics or DaemonMetrics()
+        q = cfg.forecaster.quality
+        self.quality = ForecastQuality(tuple(cfg.forecaster.quantiles), cfg.cycle.horizon_steps, window=q.window,
+                                       coverage_min=q.coverage_min, coverage_max=q.coverage_max,
+                                       fallback_after_cycles=q.fallback_after_cycles, min_scored=q.min_scored,
+                                       registry=self.metrics.registry)
         self.lock = threading.Lock()
         self.memory: PolicyMemory = store.load_memory() if store else PolicyMemory()
         self.last_plan: Plan | None = store.load_plan() if store else None
@@ -144,6 +150,22 @@ class CycleRunner:
                 log.error("baseline forecast failed too (%s): planning on current demand only", exc2)
                 return None, True
 
+    def _score_forecasts(self, fc: Forecast | None, history: pd.DataFrame) -> None:
+        """Live quality (daemon/forecast_quality.py); when it stays degraded, the best baseline takes over."""
+        try:
+            self.quality.observe(fc, history)
+        except Exception:  # scoring must never stop the cycle
+            log.exception("live forecast scoring failed")
+            return
+        why = self.quality.fallback_due()
+        if why:
+            from forecaster.selection import StartupSelection
+
+            log.warning("live forecast quality degraded: %s; %s is replaced by the best baseline on the current "
+                        "history until the model is reloaded", why, self.forecaster.name)
+            self.forecaster = StartupSelection(self.cfg.forecaster.season_steps, tuple(self.cfg.forecaster.quantiles))
+            self.quality.reset()
+
     def run_once(self) -> CycleResult:
         with self.lock:
             return self._run()
@@ -173,6 +195,8 @@ class CycleRunner:
         m.staleness.set(state.staleness_s)
         fc, fell_back = self._forecast(collected.history)
         self.last_forecast, self.last_history = fc, collected.history
+        self._score_forecasts(fc, collected.history)
+        fell_back = fell_back or self.quality.fallback
         ops = self.operator_inputs() if self.operator_inputs is not None else None
         # the preemption budget runs on wall-clock time; the embedded simulator's clock is its own (simulated)
         now = None if self.cfg.source.kind == "simulator" else self.clock()

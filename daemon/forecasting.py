@@ -1,4 +1,11 @@
-"""Picks the forecaster the config asks for, and falls back to a baseline when it cannot be used."""
+"""Picks the forecaster for this cluster: the model `retrain` scored best on it, or the best baseline at start-up.
+
+- `forecaster.kind = "auto"` (default): the manifest's `in_use` entry, if it was scored on this cluster
+  (`<source.kind>:<cluster.name>`, e.g. the shipped default is scored on "simulator:default") and fits the
+  cycle's step and horizon; otherwise a StartupSelection scores the baselines on the first history read.
+- "lstm": the in-use (or newest promoted) LSTM, and an error if there is none.
+- "seasonal_naive" / "ets": that baseline, always.
+"""
 
 from __future__ import annotations
 
@@ -41,21 +48,57 @@ def baseline(cfg: Config) -> Forecaster:
     return SeasonalNaive(cfg.forecaster.season_steps, cfg.forecaster.quantiles)
 
 
+def cluster_id(cfg: Config) -> str:
+    """What a model must have been scored on to be used here."""
+    return f"{cfg.source.kind}:{cfg.cluster.name}"
+
+
+def in_use(cfg: Config) -> tuple[Forecaster, dict]:
+    """The manifest's in-use model for this cluster, ready to run; ModelError says why it cannot be used."""
+    from forecaster import registry, selection
+
+    fc = cfg.forecaster
+    entry = registry.read_in_use(fc.model_dir)
+    here = cluster_id(cfg)
+    if entry is None:
+        raise registry.ModelError(f"{fc.model_dir}: no model scored on any cluster yet (no `in_use` in the manifest)")
+    if entry["scored_on"] != here:
+        raise registry.ModelError(f"the model in use in {fc.model_dir} ({entry['name']}) was scored on "
+                                  f"{entry['scored_on']!r}, never on this cluster ({here!r})")
+    selection.check_runnable(entry, cfg.cycle.resolution_s, cfg.cycle.horizon_steps)
+    model = selection.resolve(entry, fc.model_dir, tuple(fc.quantiles))
+    if entry.get("kind") == "lstm":
+        fb = selection.make_baseline(entry.get("fallback", "seasonal_naive_daily"), int(entry.get("season", fc.season_steps)),
+                                     tuple(fc.quantiles))
+        model = WithFallback(model, fb, model.min_history)
+    return model, entry
+
+
 def build(cfg: Config) -> tuple[Forecaster, str]:
     """The forecaster for the daemon and a one-line note on what was chosen and why."""
+    from forecaster import registry
+    from forecaster.selection import StartupSelection
+
     fc = cfg.forecaster
     base = baseline(cfg)
     if fc.kind == "seasonal_naive":
         return base, f"forecaster: {base.name}"
     if fc.kind == "ets":
         return WithFallback(HoltWinters(fc.season_steps, fc.quantiles), base), "forecaster: holt_winters"
-    from forecaster.registry import ModelError, load_current
-
+    if fc.kind == "lstm":
+        try:
+            model, entry = in_use(cfg)
+        except registry.ModelError:
+            model, entry = registry.load_current(fc.model_dir), {}
+        if entry.get("kind", "lstm") != "lstm":
+            model = registry.load_current(fc.model_dir)
+        if not isinstance(model, WithFallback):
+            model = WithFallback(model, base, model.min_history)
+        return model, f"forecaster: {model.name} from {fc.model_dir}"
     try:
-        model = load_current(fc.model_dir)
-    except ModelError as exc:
-        if fc.kind == "lstm":
-            raise
-        log.warning("no usable model in %s (%s); falling back to %s", fc.model_dir, exc, base.name)
-        return base, f"forecaster: {base.name} (fallback: {exc})"
-    return WithFallback(model, base, model.min_history), f"forecaster: {model.name} from {fc.model_dir}"
+        model, entry = in_use(cfg)
+    except registry.ModelError as exc:
+        log.warning("%s; scoring the baselines on the start-up history instead", exc)
+        return StartupSelection(fc.season_steps, tuple(fc.quantiles)), \
+            f"forecaster: best baseline on the start-up history ({exc})"
+    return model, f"forecaster: {model.name} from {fc.model_dir} ({entry.get('why', 'in use')})"

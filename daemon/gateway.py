@@ -64,6 +64,17 @@ class GatewayConfigError(Exception):
     """A gateway config problem a human must fix; one line naming the dotted key."""
 
 
+def read_secret(path: Path, where: str, error: type[Exception] = GatewayConfigError) -> str:
+    """A token or key kept in a file (stripped); `error` naming `where` if it cannot be read or is too short."""
+    try:
+        value = path.read_text().strip()
+    except OSError as exc:
+        raise error(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
+    if len(value) < 16:
+        raise error(f"{where}: {path} holds fewer than 16 characters")
+    return value
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -86,13 +97,7 @@ class ApiKey(_Strict):
         if self.key_sha256 is not None:
             return self.key_sha256
         if self.key_file is not None:
-            try:
-                value = self.key_file.read_text().strip()
-            except OSError as exc:
-                raise GatewayConfigError(f"{where}.key_file: cannot read {self.key_file}: {exc.strerror or exc}") from None
-            if len(value) < 16:
-                raise GatewayConfigError(f"{where}.key_file: key in {self.key_file} is shorter than 16 characters")
-            return key_digest(value)
+            return key_digest(read_secret(self.key_file, f"{where}.key_file"))
         return key_digest(self.key or "")
 
 
@@ -393,7 +398,7 @@ class ProxyApp:
     async def __call__(self, scope: dict, receive: Callable[[], Awaitable], send: Callable) -> None:
         if scope["type"] != "http":
             return
-        body = await _read_body(receive, None)
+        body = await _read_body(receive)
         headers = [(k, v) for k, v in scope.get("headers", []) if k not in HOP_BY_HOP and k != b"host"]
         url = self.url + scope.get("path", "/")
         if scope.get("query_string"):
@@ -409,32 +414,40 @@ class ProxyApp:
         await send({"type": "http.response.body", "body": resp.content})
 
 
-async def _read_body(receive: Callable[[], Awaitable], limit: int | None) -> bytes | None:
-    """The whole request body; None if it is over `limit` (then what was read is lost: use with care)."""
-    chunks, size = [], 0
+async def _read_body(receive: Callable[[], Awaitable]) -> bytes:
+    """The whole request body (the proxy forwards it in one piece)."""
+    chunks = []
     while True:
         msg = await receive()
         if msg["type"] != "http.request":
             break
         chunks.append(msg.get("body", b""))
-        size += len(chunks[-1])
         if not msg.get("more_body"):
             break
-    body = b"".join(chunks)
-    return None if limit is not None and size > limit else body
+    return b"".join(chunks)
 
 
-def _replay(body: bytes) -> Callable[[], Awaitable]:
-    sent = False
+async def _peek_body(receive: Callable[[], Awaitable], limit: int) -> tuple[bytes | None, Callable[[], Awaitable]]:
+    """Read the request body up to `limit` bytes: (the body, or None when it is longer, and a `receive` that
+    gives the app everything from the start). A long body is never held whole: past `limit` the app's reads
+    go straight to the client again."""
+    held: list[dict] = []
+    size, complete = 0, False
+    while size <= limit:
+        msg = await receive()
+        held.append(msg)
+        if msg["type"] != "http.request":
+            break
+        size += len(msg.get("body", b""))
+        if not msg.get("more_body"):
+            complete = True
+            break
+    body = b"".join(m.get("body", b"") for m in held) if complete and size <= limit else None
 
-    async def receive():
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return {"type": "http.disconnect"}
+    async def replay():
+        return held.pop(0) if held else await receive()
 
-    return receive
+    return body, replay
 
 
 class RateLimitMiddleware:
@@ -491,10 +504,7 @@ class RateLimitMiddleware:
         if self.cache is not None:
             body = None
             if scope.get("method") == "POST" and _header(scope, b"idempotency-key"):
-                body = await _read_body(receive, None)
-                receive = _replay(body)
-                if len(body) > self.cache.max_bytes:
-                    body = None
+                body, receive = await _peek_body(receive, self.cache.max_bytes)
             cache_key = self.cache.key_for(tenant, scope, body)
         if not d.allowed:
             retry = max(1, math.ceil(d.retry_after_s)) if d.retry_after_s >= 0 else 60

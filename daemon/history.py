@@ -8,6 +8,8 @@ only the steps missed while the daemon was down are read. A step the source had 
 
 On disk: one SQLite row per step (a float32 blob, one value per tenant in column order) and a tenants
 table that only grows, so a row written before a tenant appeared is shorter and reads as NaN there.
+A tenant that is not configured and held no GPU over the whole window is forgotten (checked every
+PRUNE_EVERY_STEPS steps), so namespaces that come and go do not grow the history without bound.
 The console reads it through ``read()`` / ``tenants()`` (a copy, under the same lock as updates).
 """
 
@@ -28,6 +30,8 @@ log = logging.getLogger("gpu_autoscaler.history")
 # fetch(start_s, end_s, tenants) -> frame on the step grid from start_s to end_s inclusive, one column per
 # tenant (at least `tenants`), NaN where the source has no data.
 Fetch = Callable[[float, float, Sequence[str]], pd.DataFrame]
+
+PRUNE_EVERY_STEPS = 60   # look for tenants to forget this often (a scan of the whole window)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -163,6 +167,14 @@ class History:
         with self._lock:
             now = int(now_s // self.step_s)
             first_wanted = now - self.steps + 1
+            if self._n and self._first + self._n - 1 > now:
+                # the clock went back: rows after `now` were read under the wrong time, drop them
+                log.warning("history: clock went back %d steps; dropping the rows after it",
+                            self._first + self._n - 1 - now)
+                self._n = max(0, now - self._first + 1)
+                self.fetched_until = min(self.fetched_until, now) if self.fetched_until is not None else None
+                if self._db is not None:
+                    self._db.execute("DELETE FROM steps WHERE step > ?", (now,))
             backfill = (self.fetched_until is None or self.fetched_until < first_wanted
                         or self._n == 0 or self._first > first_wanted)
             lo = first_wanted if backfill else min(self.fetched_until, now) - self.overlap + 1
@@ -183,10 +195,42 @@ class History:
                 self._vals[np.ix_(rows, cols)] = frame.to_numpy(dtype=float)[ok]
             self._persist(lo, now, first_wanted)
             self.fetched_until = now
+            if backfill or now % PRUNE_EVERY_STEPS == 0:
+                self._prune(set(tenants))
             if backfill:
                 log.info("history: backfilled %d steps x %d tenants in %d requests", now - lo + 1,
                          len(self._names), requests)
             return UpdateStats(lo, now - lo + 1, requests, backfill)
+
+    def _prune(self, keep: set[str]) -> None:
+        """Forget tenants that held no GPU over the whole window and are not configured (namespaces come
+        and go). Done when at least a tenth of the columns can go, since it rewrites the file."""
+        if self._n < self.steps or not self._names:
+            return
+        vals = self._vals[self._off: self._off + self._n, : len(self._names)]
+        idle = ~(np.nan_to_num(vals) > 0).any(axis=0)
+        drop = {j for j in np.flatnonzero(idle) if self._names[j] not in keep}
+        if len(drop) < max(1, len(self._names) // 10):
+            return
+        cols = [j for j in range(len(self._names)) if j not in drop]
+        log.info("history: forgetting %d tenants idle for the whole window", len(drop))
+        self._names = [self._names[j] for j in cols]
+        self._col = {n: i for i, n in enumerate(self._names)}
+        self._vals = self._vals[:, cols]
+        if self._db is not None:
+            db = self._db
+            rows = [(self._first + i, self._vals[self._off + i].astype(np.float32).tobytes()) for i in range(self._n)]
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute("DELETE FROM tenants")
+                db.executemany("INSERT INTO tenants(col, name) VALUES(?, ?)", list(enumerate(self._names)))
+                db.execute("DELETE FROM steps")
+                db.executemany("INSERT INTO steps(step, vals) VALUES(?, ?)", rows)
+                db.execute("COMMIT")
+            except Exception:
+                db.execute("ROLLBACK")
+                raise
+            self._saved_names = len(self._names)
 
     # ---- reading ----------------------------------------------------------------------------
     def tenants(self) -> list[str]:
@@ -196,12 +240,16 @@ class History:
     def frame(self, steps: int | None = None, copy: bool = False) -> pd.DataFrame:
         """The newest ``steps`` rows (default: the whole window) as a time x tenant frame.
 
-        Without ``copy`` the frame shares memory with the history: the cycle reads it before the next
-        update, which is the only writer.
+        Without ``copy`` the frame is a read-only view of the history (no copy of the window each cycle;
+        writing into it raises instead of changing the history). The next update may still refresh the
+        overlap rows under it (late samples).
         """
         with self._lock:
             n = self._n if steps is None else min(int(steps), self._n)
             vals = self._vals[self._off + self._n - n: self._off + self._n, : len(self._names)]
+            if not copy:
+                vals = vals.view()
+                vals.flags.writeable = False
             idx = pd.date_range(pd.Timestamp((self._first + self._n - n) * self.step_s, unit="s", tz="UTC"),
                                 periods=n, freq=f"{self.step_s}s", name="time")
             return pd.DataFrame(vals.copy() if copy else vals, index=idx,

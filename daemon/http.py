@@ -72,7 +72,9 @@ def build_app(daemon: "Daemon") -> Starlette:
 
     async def _plan(_: Request, __) -> Response:
         p = daemon.runtime.runner.last_plan
-        return JSONResponse(p.summary() if p else {"plan": None})
+        body = p.summary() if p else {"plan": None}
+        body["forecast_quality"] = daemon.runtime.runner.quality.current().to_dict()  # live scores of past forecasts
+        return JSONResponse(body)
 
     plan_ep = guarded(_plan, operator=True)
 

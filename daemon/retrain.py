@@ -14,7 +14,7 @@ import torch
 from daemon.config import Config
 from forecaster import backtest, registry
 from forecaster.baselines import standard_baselines
-from forecaster.lstm import LSTMSpec
+from forecaster.lstm import Conformal, LSTMSpec
 from forecaster.series import fill_short_gaps, to_frame
 from forecaster.train import train
 
@@ -28,6 +28,10 @@ def default_data_dir() -> Path:
     return Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 
 
+MAX_ETS_TENANTS = 100  # above this many tenants Holt-Winters is scored but never put in use (per-tenant fits)
+TRAINED_DIR = Path("trained")  # retrains on a file or a public trace land here (gitignored), not in models/
+
+
 @dataclass
 class RetrainOutcome:
     version: str | None
@@ -35,6 +39,7 @@ class RetrainOutcome:
     message: str
     report: dict
     table: str
+    in_use: dict | None = None
 
 
 class DataError(Exception):
@@ -50,13 +55,46 @@ def read_history_file(path: Path, step_s: int) -> pd.DataFrame:
         raise DataError(f"{path}: cannot read history: {exc}") from None
     if "time" not in df.columns:
         raise DataError(f"{path}: needs a 'time' column")
-    if {"tenant", "value"} <= set(df.columns):
+    try:
+        df["time"] = pd.to_datetime(df["time"], utc=True)
+    except (ValueError, TypeError) as exc:
+        raise DataError(f"{path}: column 'time' is not a timestamp: {exc}") from None
+    long = {"tenant", "value"} <= set(df.columns)
+    if long:
+        wide = df.pivot_table(index="time", columns="tenant", values="value", aggfunc="mean") \
+            if pd.api.types.is_numeric_dtype(df["value"]) else df.set_index("time")[["value"]]
+    else:
+        wide = df.set_index("time").sort_index()
+    check_history(wide, step_s, str(path))
+    if long:
         return to_frame(df[["time", "tenant", "value"]], step_s)
-    df["time"] = pd.to_datetime(df["time"], utc=True)
-    wide = df.set_index("time").sort_index().astype(float)
-    wide = wide.resample(pd.Timedelta(seconds=step_s)).mean()
+    wide = wide.astype(float).resample(pd.Timedelta(seconds=step_s)).mean()
     wide.columns.name = "tenant"
     return wide
+
+
+def check_history(wide: pd.DataFrame, step_s: int, where: str) -> None:
+    """Refuse input the models would silently mis-read; the message names the column and the problem."""
+    if wide.shape[1] == 0 or len(wide) == 0:
+        raise DataError(f"{where}: no tenant column or no row")
+    for col in wide.columns:
+        s = wide[col]
+        if not pd.api.types.is_numeric_dtype(s):
+            bad = s[pd.to_numeric(s, errors="coerce").isna() & s.notna()]
+            raise DataError(f"{where}: column {col!r} is not numeric (e.g. {str(bad.iloc[0])[:20]!r})")
+        if s.isna().all():
+            raise DataError(f"{where}: column {col!r} is empty")
+        if (s < 0).any():
+            raise DataError(f"{where}: column {col!r} has negative values (first at {s[s < 0].index[0]}): "
+                            "demand cannot be negative")
+        if s.nunique(dropna=True) == 1:
+            raise DataError(f"{where}: column {col!r} is constant ({s.dropna().iloc[0]:g}): nothing to forecast; drop it")
+    gaps = pd.Series(wide.index.unique().sort_values()).diff().dt.total_seconds().to_numpy()[1:]
+    if len(gaps):
+        native = int(np.median(gaps))
+        if native <= 0 or (step_s % native and native % step_s):
+            raise DataError(f"{where}: samples are {native} s apart, which does not divide evenly into the "
+                            f"{step_s} s step (cycle.resolution_s)")
 
 
 def trace_history(name: str, data_dir: Path | None) -> tuple[pd.DataFrame, int]:
@@ -68,7 +106,14 @@ def trace_history(name: str, data_dir: Path | None) -> tuple[pd.DataFrame, int]:
         return frame, 300
     if name == "azure":
         return traces.azure_requests(d, step_s=10), 10
-    raise DataError(f"unknown trace {name!r} (alibaba, azure)")
+    if name == "helios":
+        return traces.helios_demand(d, step_s=300), 300
+    if name == "servegen":
+        return traces.servegen_rates(d), 600
+    raise DataError(f"unknown trace {name!r} ({', '.join(TRACES)})")
+
+
+TRACES = ("alibaba", "azure", "helios", "servegen")
 
 
 def simulator_history(cfg: Config, days: float) -> pd.DataFrame:
@@ -90,18 +135,26 @@ def spec_for(frame: pd.DataFrame, step_s: int, cfg: Config, horizon: int | None 
     if len(frame) < 3 * season:  # short traces (Azure: one hour) have no daily season to lean on
         season = max(horizon, min(season, len(frame) // 6))
     context = min(60, season)
+    # per-series scaling divides by the last season's mean, floored: 1 for GPU counts, lower for request rates
+    # well under 1/s (ServeGen clients), so small series are not flattened to zero
+    with np.errstate(all="ignore"):
+        level = float(np.nanmedian(frame.mean().to_numpy(dtype=float))) if frame.shape[1] else 1.0
+    floor = 1.0 if not np.isfinite(level) or level >= 10 else float(max(1e-3, 0.1 * level))
     return LSTMSpec(context=context, horizon=min(horizon, season), season=season,
-                    quantiles=tuple(cfg.forecaster.quantiles), step_s=step_s)
+                    quantiles=tuple(cfg.forecaster.quantiles), step_s=step_s, scale_floor=floor)
 
 
 def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int, epochs: int | None = None,
                samples_per_epoch: int = 16384, seed: int = 0, progress: bool = True, backtest_tenants: int = 40,
                out_dir: Path | None = None, name: str = "retrain", horizon: int | None = None,
-               season: int | None = None, promote: bool = True, with_ets: bool = True) -> RetrainOutcome:
+               season: int | None = None, promote: bool = True, with_ets: bool = True,
+               scored_on: str = "unknown") -> RetrainOutcome:
     frame = fill_short_gaps(frame.sort_index(), 3)
     spec = spec_for(frame, step_s, cfg, horizon, season)
     n = len(frame)
     holdout = min(spec.season, max(spec.horizon * 4, n // 5))
+    if n < spec.season:
+        raise DataError(f"history too short to retrain: {n} steps is less than one season ({spec.season} steps)")
     if n - holdout < spec.season + spec.context + spec.horizon + 20:
         raise DataError(f"history too short to retrain: {n} steps, need about {spec.season * 2 + holdout}")
     train_frame = frame.iloc[: n - holdout]
@@ -117,47 +170,94 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
         cols = sorted(rng.choice(cols, backtest_tenants, replace=False).tolist())
     bt_frame = frame[cols]
     qs = spec.quantiles
-    hist_steps = max(spec.season * 9, 2 * spec.season + spec.context)
-    models = {"lstm": candidate, **standard_baselines(spec.season, qs, min(n - holdout, hist_steps), with_ets=with_ets)}
-    current = None
+    # score on the history the daemon will give the model each cycle (a file or trace at another step: 9 seasons)
+    daemon_steps = cfg.cycle.history_steps if step_s == cfg.cycle.resolution_s else spec.season * 9
+    hist_steps = max(daemon_steps, spec.season + spec.context + 1)
+    models = {"lstm": candidate, "lstm_conformal": Conformal(candidate),
+              **standard_baselines(spec.season, qs, min(n - holdout, hist_steps), with_ets=with_ets)}
+    skipped: dict[str, str] = {}
+    current_entry, cur_version = None, None
     try:
-        current = registry.load_current(model_dir)
-        if current.spec.step_s == spec.step_s and current.spec.horizon >= spec.horizon:
-            models["current"] = current
+        current_entry = registry.read_in_use(model_dir)
+        if current_entry is None or current_entry.get("kind") == "lstm":
+            cur_version = current_entry["version"] if current_entry else registry.read_manifest(model_dir).get("current")
+            if cur_version:
+                current = registry.load_version(model_dir, cur_version)
+                if current.spec.step_s != spec.step_s:
+                    skipped["current"] = f"{current.name} forecasts at {current.spec.step_s} s steps, this history is {spec.step_s} s"
+                elif current.spec.horizon < spec.horizon:
+                    skipped["current"] = f"{current.name} forecasts {current.spec.horizon} steps, {spec.horizon} needed"
+                else:
+                    models["current"] = Conformal(current) if (current_entry or {}).get("conformal") else current
     except registry.ModelError as exc:
-        log.info("no current model to compare with: %s", exc)
+        skipped["current"] = str(exc)
+    for k, why in skipped.items():
+        log.warning("not scored: %s: %s", k, why)
     result = backtest.run(bt_frame, models, start=n - holdout, horizon=spec.horizon, stride=spec.horizon,
                           history_steps=hist_steps, quantiles=qs, season=spec.season, max_origins=24)
-    baselines = [m for m in models if m not in ("lstm", "current")]
-    best_name, best_wql = result.best_baseline(baselines)
-    lstm_wql = result.report["models"]["lstm"]["wql"]
+    scores = {k: float(v["wql"]) for k, v in result.report["models"].items()}
+    baselines = [m for m in models if m not in ("lstm", "lstm_conformal", "current")]
+    # Holt-Winters fits one model per tenant: scored always, but too slow to run every cycle on a big cluster
+    eligible = [m for m in baselines if m != "holt_winters" or frame.shape[1] <= MAX_ETS_TENANTS]
+    best_name = min(eligible, key=lambda m: scores[m])
+    best_wql = scores[best_name]
+    fallback = min((m for m in baselines if m != "holt_winters"), key=lambda m: scores[m])  # cheap, every cycle
+    lstm_name = min(("lstm", "lstm_conformal"), key=lambda m: scores[m])  # recalibrated or not, as it scored
+    lstm_wql = scores[lstm_name]
     gain = 1 - lstm_wql / best_wql if best_wql > 0 else 0.0
+    # the winner: the best baseline, unless the new LSTM beats it by the required margin, or the current model
+    # (already scored on this data) does better than both
+    contenders = {best_name: best_wql}
+    if lstm_wql <= best_wql * (1 - cfg.retrain.min_improvement):
+        contenders[lstm_name] = lstm_wql
+    if "current" in scores:
+        contenders["current"] = scores["current"]
+    winner = min(contenders, key=lambda k: (contenders[k], k != "current"))
+    runnable_why = None
+    if step_s != cfg.cycle.resolution_s:
+        runnable_why = f"this history is at {step_s} s steps, the daemon runs cycle.resolution_s = {cfg.cycle.resolution_s} s"
+    elif spec.horizon < cfg.cycle.horizon_steps:
+        runnable_why = f"the horizon is {spec.horizon} steps, the daemon needs cycle.horizon_steps = {cfg.cycle.horizon_steps}"
     report = {**result.report, "train": {"seconds": res.seconds, "epochs": res.epochs_run,
                                          "best_val_loss": res.best_val_loss, "curve": res.curve,
                                          "tenants": int(frame.shape[1]), "steps": int(len(train_frame))},
-              "best_baseline": best_name, "gain_vs_best_baseline": gain}
+              "best_baseline": best_name, "gain_vs_best_baseline": gain, "lstm_variant": lstm_name, "winner": winner, "scored_on": scored_on,
+              "not_scored": skipped}
     if out_dir is not None:
         backtest.write_report(result, out_dir, name)
-    beats_baselines = lstm_wql <= best_wql * (1 - cfg.retrain.min_improvement)
-    beats_current = "current" not in models or lstm_wql <= result.report["models"]["current"]["wql"]
     meta = {"data_window": [str(frame.index[0]), str(frame.index[-1])], "tenants": int(frame.shape[1]),
+            "scored_on": scored_on,
             "metrics": {"wql": lstm_wql, "best_baseline": best_name, "best_baseline_wql": best_wql,
                         "gain_vs_best_baseline": gain}, "train_seconds": res.seconds, "epochs": res.epochs_run}
     version = registry.save_version(model_dir, res.model, meta)
+    ranked = ", ".join(f"{k} {v:.4f}" for k, v in sorted(scores.items(), key=lambda kv: kv[1]))
+    why = f"{winner} scored best on {scored_on} (last {holdout} steps, wQL: {ranked})"
+    if not winner.startswith("lstm") and lstm_name not in contenders:
+        why += f"; the new LSTM did not beat {best_name} by {cfg.retrain.min_improvement:.0%}"
+    entry = {"scored_on": scored_on, "step_s": int(step_s), "horizon": int(spec.horizon), "season": int(spec.season),
+             "quantiles": list(qs), "wql": contenders[winner], "scores": scores, "fallback": fallback, "why": why,
+             "at": pd.Timestamp.now(tz="UTC").isoformat()}
+    if winner.startswith("lstm"):
+        entry.update(kind="lstm", name=f"lstm:{version}", version=version, conformal=winner == "lstm_conformal")
+    elif winner == "current":
+        entry.update(kind="lstm", name=f"lstm:{cur_version}", version=cur_version,
+                     conformal=bool((current_entry or {}).get("conformal")))
+    else:
+        entry.update(kind="baseline", name=best_name)
     promoted = False
     if not promote:
-        msg = f"saved {version} (not promoted: promotion disabled); LSTM wQL {lstm_wql:.4f} vs {best_name} {best_wql:.4f}"
-    elif beats_baselines and beats_current:
-        registry.promote(model_dir, version, f"wQL {lstm_wql:.4f} beats {best_name} {best_wql:.4f} ({gain:+.1%})")
-        promoted = True
-        msg = f"promoted {version}: LSTM wQL {lstm_wql:.4f} vs best baseline {best_name} {best_wql:.4f} ({gain:+.1%})"
+        msg = f"saved {version}, nothing promoted (promotion disabled); winner {winner}: {why}"
+    elif runnable_why is not None:
+        registry.record_rejection(model_dir, version, f"not runnable by the daemon: {runnable_why}")
+        msg = f"saved {version}, nothing promoted: {runnable_why}; winner here would be {entry['name']} ({why})"
     else:
-        why = (f"LSTM wQL {lstm_wql:.4f} does not beat {best_name} {best_wql:.4f} by {cfg.retrain.min_improvement:.0%}"
-               if not beats_baselines else
-               f"LSTM wQL {lstm_wql:.4f} is worse than the current model's {result.report['models']['current']['wql']:.4f}")
-        registry.record_rejection(model_dir, version, why)
-        msg = f"kept the current model; {version} saved but not promoted: {why}"
-    return RetrainOutcome(version, promoted, msg, report, backtest.table(report))
+        registry.set_in_use(model_dir, entry)
+        promoted = winner.startswith("lstm")
+        if not promoted:
+            registry.record_rejection(model_dir, version, why)
+        msg = (f"promoted {version}: {why}" if promoted else
+               f"in use: {entry['name']} ({why}); {version} saved but not promoted")
+    return RetrainOutcome(version, promoted, msg, report, backtest.table(report), entry)
 
 
 def load_history(cfg: Config, *, data: Path | None = None, trace: str | None = None, data_dir: Path | None = None,
@@ -183,7 +283,22 @@ def load_history(cfg: Config, *, data: Path | None = None, trace: str | None = N
 def retrain_from_config(cfg: Config, *, source=None, data: Path | None = None, trace: str | None = None,
                         data_dir: Path | None = None, days: float = 10.0, progress: bool = True,
                         out_dir: Path | None = None, epochs: int | None = None, model_dir: Path | None = None,
-                        samples_per_epoch: int = 16384) -> RetrainOutcome:
+                        samples_per_epoch: int = 16384, this_cluster: bool = False) -> RetrainOutcome:
+    """Retrain on the configured source (into forecaster.model_dir) or on a file/trace (into `trained/`).
+
+    A file or a public trace is not this cluster: its models go to a separate directory unless `model_dir`
+    says otherwise, so a retrain on a trace can never replace the production model.
+    """
     frame, step_s = load_history(cfg, data=data, trace=trace, data_dir=data_dir, days=days, source=source)
-    return retrain_on(frame, cfg, model_dir=model_dir or cfg.forecaster.model_dir, step_s=step_s,
+    if trace is not None:
+        scored_on = f"trace:{trace}"
+    elif data is not None and not this_cluster:
+        scored_on = f"file:{Path(data).name}"
+    else:
+        from daemon.forecasting import cluster_id
+
+        scored_on = cluster_id(cfg)
+    if model_dir is None:
+        model_dir = TRAINED_DIR if (trace is not None or (data is not None and not this_cluster)) else cfg.forecaster.model_dir
+    return retrain_on(frame, cfg, model_dir=model_dir, step_s=step_s, scored_on=scored_on,
                       epochs=epochs, progress=progress, out_dir=out_dir, samples_per_epoch=samples_per_epoch)

@@ -139,7 +139,7 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
     return out
 
 
-def _limit_torch_threads(n: int) -> None:
+def limit_torch_threads(n: int) -> None:
     """Size torch's intra-op pool for the cycle's forecast, when a torch model is loaded.
 
     torch defaults to one thread per core; the forecast is a small batch, and on a machine whose cores are
@@ -198,7 +198,7 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
         source = PrometheusSource(cfg, jobs_provider=jobs_from, history=history)
     forecaster, note = build_forecaster(cfg)
     log.info("%s", note)
-    _limit_torch_threads(cfg.forecaster.torch_threads)
+    limit_torch_threads(cfg.forecaster.torch_threads)
     store = StateStore(cfg.state.path, events_keep_s=cfg.state.events_keep_days * 86400,
                        events_max_rows=cfg.state.events_max_rows) if with_store else None
     runner = CycleRunner(cfg, source, forecaster, actuators, store, metrics)

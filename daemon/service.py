@@ -28,7 +28,7 @@ from daemon import alerts
 from daemon.actuators.base import FencesNodes, HoldsCapacity
 from daemon.cycle import CycleResult
 from daemon.policy.types import Notification
-from daemon.runtime import Runtime
+from daemon.runtime import Runtime, limit_torch_threads
 
 log = logging.getLogger("gpu_autoscaler.service")
 
@@ -116,6 +116,7 @@ class Daemon:
 
         try:
             self.runtime.runner.forecaster, note = build(self.cfg)
+            self.runtime.runner.quality.reset(keep_fallback=False)  # a new model is scored from scratch
             self.runtime.forecaster_note = note
             log.info("model manifest changed: now using %s", note)
         except Exception as exc:
@@ -155,6 +156,8 @@ class Daemon:
             log.info("scheduled retrain: %s", out.message)  # a promotion is picked up by the next cycle
         except Exception:
             log.exception("scheduled retrain failed; the current model stays")
+        finally:
+            limit_torch_threads(self.cfg.forecaster.torch_threads)  # training widens torch's pool for itself
 
     def trigger_cycle(self) -> None:
         """Run a cycle now (an alert asked for it); coalesces with a scheduled one."""

@@ -141,3 +141,27 @@ def load_current(model_dir: Path) -> LSTMForecaster:
     if not cur:
         raise ModelError(f"{model_dir}: no current model")
     return load_version(Path(model_dir), cur)
+
+
+def read_in_use(model_dir: Path) -> dict[str, Any] | None:
+    """The manifest's `in_use` entry (the model retrain chose for a cluster, LSTM or baseline), or None."""
+    entry = read_manifest(Path(model_dir)).get("in_use")
+    if entry is not None and (not isinstance(entry, dict) or "name" not in entry or "scored_on" not in entry):
+        raise ModelError(f"{Path(model_dir) / MANIFEST}: `in_use` must be an object with name and scored_on")
+    return entry
+
+
+def set_in_use(model_dir: Path, entry: dict[str, Any]) -> None:
+    """Record the model in use (and why). An LSTM must load before it is named; it also becomes `current`."""
+    model_dir = Path(model_dir)
+    if entry.get("kind") == "lstm":
+        load_version(model_dir, entry["version"])
+    m = read_manifest(model_dir)
+    if entry.get("kind") == "lstm" and m.get("current") != entry["version"]:
+        m["previous"], m["current"] = m.get("current"), entry["version"]
+        for v in m["versions"]:
+            if v["version"] == entry["version"]:
+                v["promoted"] = True
+                v["reason"] = entry.get("why", "")
+    m["in_use"] = entry
+    _write_manifest(model_dir, m)

@@ -66,3 +66,39 @@ def azure_requests(data_dir: Path, step_s: int = 10) -> pd.DataFrame:
     frame = frame.reindex(full).fillna(0.0)
     frame.columns.name = "tenant"
     return frame
+
+
+def helios_demand(data_dir: Path, step_s: int = 300) -> pd.DataFrame:
+    """GPU demand (running + pending GPUs) per Helios Earth virtual cluster, May 2020, averaged to `step_s`."""
+    root = Path(data_dir) / "helios-earth-2020"
+    files = sorted(root.glob("vc*/cluster_sequence_vc.csv"))
+    if not files:
+        raise OSError(f"no Helios VC files under {root}")
+    cols = {}
+    for f in files:
+        d = pd.read_csv(f, usecols=["time", "running_gpu_num", "pending_gpu_num"], parse_dates=["time"], index_col="time")
+        cols[f"helios-{f.parent.name}"] = (d["running_gpu_num"] + d["pending_gpu_num"]).astype(float)
+    frame = pd.DataFrame(cols)
+    frame.index = frame.index.tz_localize("UTC")
+    frame = frame.resample(pd.Timedelta(seconds=step_s)).mean()
+    frame.index.name, frame.columns.name = "time", "tenant"
+    return frame
+
+
+SERVEGEN_EPOCH = pd.Timestamp("2025-01-06T00:00:00Z")  # t = 0 is a midnight; the weekday is unknown
+
+
+def servegen_rates(data_dir: Path) -> pd.DataFrame:
+    """Mean requests/s per ServeGen m-small client per 10-minute window (14 days); idle windows are 0."""
+    root = Path(data_dir) / "servegen-2025" / "m-small"
+    files = sorted(root.glob("chunk-*-trace.csv"), key=lambda p: int(p.name.split("-")[1]))
+    if not files:
+        raise OSError(f"no ServeGen files under {root}")
+    cols = {}
+    for f in files:
+        d = pd.read_csv(f, header=None, usecols=[0, 1], names=["t", "rate"])
+        s = pd.Series(d["rate"].to_numpy(dtype=float), index=SERVEGEN_EPOCH + pd.to_timedelta(d["t"], unit="s"))
+        cols[f"servegen-{f.name.split('-')[1]}"] = s
+    frame = pd.DataFrame(cols).sort_index()
+    frame.index.name, frame.columns.name = "time", "tenant"
+    return frame

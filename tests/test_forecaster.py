@@ -12,6 +12,7 @@ from forecaster.baselines import HoltWinters, SeasonalNaive
 from forecaster.lstm import LSTMForecaster, LSTMSpec, QuantileLSTM
 from forecaster.metrics import coverage, weighted_quantile_loss
 from forecaster.series import fill_short_gaps, to_frame
+from forecaster.selection import StartupSelection
 from forecaster.train import train
 
 SPEC = LSTMSpec(context=24, horizon=12, season=48, hidden=16, step_s=60)
@@ -132,6 +133,8 @@ def test_registry_round_trip(tmp_path):
 
 def test_corrupt_model_is_refused_and_daemon_falls_back(tmp_path, caplog):
     v = _saved(tmp_path)
+    registry.set_in_use(tmp_path, {"kind": "lstm", "name": f"lstm:{v}", "version": v, "scored_on": "simulator:default",
+                                   "step_s": 60, "horizon": 60, "season": 48})
     p = tmp_path / v / "model.pt"
     data = bytearray(p.read_bytes())
     data[200] ^= 0xFF
@@ -140,7 +143,7 @@ def test_corrupt_model_is_refused_and_daemon_falls_back(tmp_path, caplog):
         registry.load_current(tmp_path)
     cfg = Config(forecaster={"model_dir": tmp_path})
     fc, note = build(cfg)
-    assert fc.name.startswith("seasonal_naive") and "checksum mismatch" in note
+    assert isinstance(fc, StartupSelection) and "checksum mismatch" in note
     with pytest.raises(registry.ModelError):
         build(Config(forecaster={"model_dir": tmp_path, "kind": "lstm"}))
 
@@ -259,3 +262,24 @@ def test_conformal_shift_restores_nominal_coverage():
     fixed = pred + shift[None, :, None, :]
     cov90 = (actual <= fixed[..., 1]).mean()
     assert abs(cov90 - 0.9) < 0.01 and (actual <= pred[..., 1]).mean() < 0.7
+
+
+def test_conformal_recalibration_brings_p90_coverage_near_nominal():
+    from forecaster.lstm import Conformal
+
+    f = periodic_frame(n_tenants=6, steps=48 * 16, seed=4, noise=0.15)
+    res = train(f.iloc[: 48 * 10], SPEC, epochs=1, samples_per_epoch=256, batch_size=64, progress=False, seed=1)
+    raw = LSTMForecaster(res.model, "raw")
+    models = {"raw": raw, "conformal": Conformal(raw, origins=24)}
+    bt = backtest.run(f, models, start=48 * 12, horizon=12, stride=4, history_steps=48 * 4,
+                      quantiles=SPEC.quantiles, season=48, max_origins=40)
+    m = bt.report["models"]
+    assert abs(m["conformal"]["coverage_p90"] - 0.9) < abs(m["raw"]["coverage_p90"] - 0.9)
+    assert 0.8 <= m["conformal"]["coverage_p90"] <= 0.97, m["conformal"]["coverage_p90"]
+    assert 0 <= m["conformal"]["peak_coverage_p90"] <= 1
+
+
+def test_old_specs_keep_their_scale_floor():
+    d = SPEC.to_dict()
+    d.pop("scale_floor")
+    assert LSTMSpec.from_dict(d).scale_floor == 1.0

@@ -291,6 +291,16 @@ def test_over_limit_answered_from_the_cache_of_an_identical_idempotent_request(r
     assert posts[1].json() == posts[0].json() == {"answer": f"/gen#{counter['n']}", "echo": "prompt"}
 
 
+@pytest.mark.services
+def test_a_body_over_the_cache_cap_reaches_the_app_whole_and_is_not_cached(r, redis_url):
+    _tight(r, "a")
+    app, _ = _degrade_gateway(redis_url, cache=True, cache_max_bytes=16)
+    big = b"x" * 5000
+    first, second = _run(app, [("POST", "/gen", {**A, "Idempotency-Key": "k"}, big)] * 2)
+    assert first.status_code == 200 and first.json()["echo"] == big.decode()   # nothing lost on the way
+    assert second.status_code == 429                                            # too big to keep: not cached
+
+
 class _Upstream:
     """A real HTTP server on 127.0.0.1 (a thread) that names itself in each answer and echoes the body."""
 

@@ -161,3 +161,53 @@ def test_read_api_for_the_console():
     assert h.tenants() == ["a", "b"]
     got.iloc[:, :] = -1                               # a copy: the history is untouched
     assert (h.frame()["b"].dropna() >= 0).all()
+
+
+def test_the_cycle_frame_is_a_read_only_view():
+    src = Source()
+    h = History(STEP, 50)
+    h.update(src, (T0 + 100) * STEP)
+    f = h.frame()
+    with pytest.raises(ValueError, match="read-only"):
+        f.iloc[0, 0] = -5.0
+    assert (f.fillna(0) >= 0).all().all()            # reading, and arithmetic into new frames, work
+    g = h.frame(copy=True)
+    g.iloc[0, 0] = -5.0
+    assert h.frame().iloc[0, 0] != -5.0
+
+
+def test_a_clock_that_jumps_back_drops_what_it_read_ahead(tmp_path):
+    src = Source()
+    h = History(STEP, 300, tmp_path / "h.sqlite")
+    now = T0 + 2000
+    h.update(src, now * STEP)
+    h.update(src, (now + 60) * STEP)                 # the clock ran an hour ahead
+    h.update(src, (now + 5) * STEP)                  # and is put back (the head it slid past is read again)
+    assert h.frame().index[-1] == pd.Timestamp((now + 5) * STEP, unit="s", tz="UTC")
+    expect(h, now + 5, 300)
+    h.close()
+    expect(History(STEP, 300, tmp_path / "h.sqlite"), now + 5, 300)
+
+
+def test_a_tenant_idle_for_the_whole_window_is_forgotten_unless_configured(tmp_path, monkeypatch):
+    monkeypatch.setattr("daemon.history.PRUNE_EVERY_STEPS", 1)
+    src = Source(tenants=("a", "b", "gone", "kept"))
+    h = History(STEP, 40, tmp_path / "h.sqlite")
+    now = T0 + 100
+    h.update(src, now * STEP, ["kept"])
+    src.tenants = ["a", "b"]                         # "gone" and "kept" hold no GPU from here on
+    last = max(st for st in range(now - 39, now) if truth(st, "gone") > 0)   # `now` itself is read again as 0
+    for k in range(1, last - now + 40):              # until the window starts after its last GPU
+        h.update(src, (now + k) * STEP, ["kept"])
+        assert "gone" in h.tenants()
+    h.update(src, (now + 40) * STEP, ["kept"])
+    assert sorted(h.tenants()) == ["a", "b", "kept"]  # configured tenants stay, at 0
+    assert (h.frame()["kept"] == 0).all()
+    expect(h, now + 40, 40, ["a", "b"])
+    h.close()
+    again = History(STEP, 40, tmp_path / "h.sqlite")
+    assert sorted(again.tenants()) == ["a", "b", "kept"]
+    expect(again, now + 40, 40, ["a", "b"])
+    src.tenants = ["a", "b", "gone"]                 # it comes back: a new column, unknown before
+    again.update(src, (now + 41) * STEP, ["kept"])
+    assert again.frame()["gone"].iloc[-1] == truth(now + 41, "gone") and again.frame()["gone"].iloc[:-2].isna().all()

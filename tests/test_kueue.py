@@ -147,3 +147,20 @@ def test_beside_kueue_the_kubernetes_actuator_sets_no_quota_and_evicts_nothing()
     p = plan(20, pre=[Preemption("research/x", "team-a", 2, "", "y")])
     assert act.apply(Plan(**{**p.__dict__, "quotas": {"team-a": 40}})).ok
     assert {r["path"] for r in pool.sent} == {"/apis/scheduling.k8s.io/v1/priorityclasses"}
+
+
+def test_on_stop_the_forecast_hold_is_lent_out():
+    from daemon.actuators.base import HoldsCapacity
+
+    cq = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "x", "resourceVersion": "7"}}
+    routes = {("POST", r"/apis/kueue\.x-k8s\.io/v1beta1/.*"): (201, {}),
+              ("GET", r"/apis/kueue\.x-k8s\.io/v1beta1/clusterqueues/.*"): (200, cq),
+              ("PUT", r"/apis/kueue\.x-k8s\.io/v1beta1/clusterqueues/.*"): (200, cq)}
+    act, pool = kueue(routes)
+    assert isinstance(act, HoldsCapacity)
+    assert act.release_holds().actions == []              # nothing applied yet: nothing to release
+    assert act.apply(plan(20)).ok
+    assert act.release_holds().ok
+    last = [r for r in pool.sent if r["method"] == "PUT"][-1]
+    assert last["path"].endswith("/clusterqueues/gpuas-high")
+    assert gpu(last["body"]) == {"name": "nvidia.com/gpu", "nominalQuota": 12, "lendingLimit": 12}

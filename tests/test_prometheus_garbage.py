@@ -135,6 +135,8 @@ def test_text_that_is_not_a_number_is_refused(fake):
     ({"metric": {"namespace": "team-a"}, "value": [NOW, 3]}, "result.0.value.1"),     # value not a string
     ({"metric": {"namespace": "team-a"}, "value": [str(NOW), "3"]}, "result.0.value.0"),  # time as text
     ({"metric": {"namespace": "team-a"}, "value": [NOW]}, "result.0.value"),          # half a sample
+    ({"metric": {"namespace": "team-a"}, "value": [float("nan"), "3"]}, "result.0.value.0"),  # time NaN
+    ({"metric": {"namespace": "team-a"}, "value": [1e999, "3"]}, "result.0.value.0"),         # time infinite
     ({"metric": {"namespace": "team-a"}, "value": "3"}, "result.0.value"),
 ])
 def test_missing_fields_and_wrong_types_are_refused(fake, item, where):

@@ -29,7 +29,7 @@ from kubernetes.client.exceptions import ApiException
 from daemon.actuators.base import ActionReport
 from daemon.actuators.kubernetes import api_client, tenant_namespaces
 from daemon.config import KubernetesActuatorConfig, KueueActuatorConfig, TenantConfig
-from daemon.policy.types import Notification, Plan
+from daemon.policy.types import Notification, Plan, PolicyMemory
 
 log = logging.getLogger("gpu_autoscaler.actuator.kueue")
 
@@ -48,7 +48,8 @@ class KueueActuator:
         self.dry_run = dry_run
         self.ns_of = tenant_namespaces(tenants)
         self.tier_of = {t.name: t.tier for t in tenants}
-        self._sent: dict[tuple[str, str, str], dict] = {}  # (plural, namespace, name) -> spec last applied
+        self._sent: dict[tuple[str, str, str], dict] = {}
+        self._last_pool: tuple[int, int] | None = None  # (capacity, guaranteed pool) of the last plan applied  # (plural, namespace, name) -> spec last applied
 
     @staticmethod
     def from_config(conn: KubernetesActuatorConfig, cfg: KueueActuatorConfig, tenants: list[TenantConfig],
@@ -140,6 +141,7 @@ class KueueActuator:
     # ---- actuator interface -------------------------------------------------------------------
     def apply(self, plan: Plan) -> ActionReport:
         rep = ActionReport(self.name, self.dry_run)
+        self._last_pool = (int(plan.capacity), int(plan.high_pool))
         self._ensure(rep, "resourceflavors", self.resource_flavor())
         for tier, q in self.quotas(plan).items():
             self._ensure(rep, "clusterqueues", self.cluster_queue(tier, q))
@@ -147,6 +149,19 @@ class KueueActuator:
             self._ensure(rep, "localqueues", lq)
         if plan.preemptions:
             rep.actions.append(f"leave {len(plan.preemptions)} preemptions to Kueue (reclaimWithinCohort)")
+        return rep
+
+    def release_holds(self) -> ActionReport:
+        """The daemon stops: nothing stays held for a forecast. The high queue keeps its guaranteed pool as
+        nominal quota but may lend all of it (lendingLimit = nominalQuota)."""
+        rep = ActionReport(self.name, self.dry_run)
+        if self._last_pool is None:
+            return rep
+        cap, pool = self._last_pool
+        q = self.quotas(Plan(at="", capacity=cap, load=float("nan"), high_pool=pool, reservations={}, quotas={},
+                             limits={}, preemptions=(), notifications=(), stale=False, forecast_model="",
+                             notes=(), memory=PolicyMemory()))
+        self._ensure(rep, "clusterqueues", self.cluster_queue("high", q["high"]))
         return rep
 
     def requeue(self, job_ids: list[str], reason: str) -> ActionReport:

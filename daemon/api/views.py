@@ -98,12 +98,11 @@ def plan_view(d: "Daemon") -> dict:
 
 
 def forecast_quality(d: "Daemon") -> dict | None:
-    """Live forecast quality (scores of past forecasts against what happened), once the daemon keeps them.
+    """Live forecast quality (scores of past forecasts against what happened; daemon/forecast_quality.py).
 
-    The runtime has no live scorer yet: None, and the console says "not scored yet" rather than a number.
+    None until a forecast's horizon has elapsed, and the console says "not scored yet" rather than a number.
     """
-    q = getattr(d.runtime, "forecast_quality", None)  # wire the live scorer here when it lands
-    return q.summary() if q is not None else None
+    return d.runtime.runner.quality.summary()
 
 
 def cluster_view(d: "Daemon", history: int = HISTORY_STEPS) -> dict:

@@ -12,13 +12,13 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from typing import Callable, Iterable
+from typing import Annotated, Callable, Iterable
 
 import numpy as np
 import pandas as pd
 import requests
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
-from pydantic import StrictFloat, StrictStr, TypeAdapter, ValidationError
+from pydantic import AllowInfNan, StrictFloat, StrictStr, TypeAdapter, ValidationError
 from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
 from urllib3.util.retry import Retry
 
@@ -67,7 +67,7 @@ class CappedSession(requests.Session):
 
 
 # Prometheus sends a sample as a JSON pair [unix seconds, "value as a string"]; labels are strings.
-_Sample = tuple[StrictFloat, StrictStr]
+_Sample = tuple[Annotated[StrictFloat, AllowInfNan(False)], StrictStr]
 
 
 class _VectorItem(TypedDict):

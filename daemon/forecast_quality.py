@@ -1,0 +1,219 @@
+"""Live forecast quality: past forecasts scored against what happened, exported, and a fallback when it degrades.
+
+Each cycle the forecast just issued is kept (one every `stride` steps, so a 1,000-tenant cluster holds a few
+MB), and every kept forecast whose horizon has fully elapsed in the history is scored: per tenant, the
+pinball loss summed over its quantiles and steps (reported as a weighted quantile loss, divided by the
+tenant's actual demand) and the share of actual steps at or under its p90. The last `window` scored
+forecasts make the current scores (`ForecastQuality.current()`, the metrics below, `/plan`).
+
+When the cluster's p90 coverage stays outside [coverage_min, coverage_max] for `fallback_after_cycles`
+cycles in a row, `fallback_due()` says so once: the cycle then replaces its forecaster with the best
+baseline scored on the current history (StartupSelection), logs why, and `gpuas_forecast_quality_fallback`
+goes to 1 (the shipped alert rule `GpuAutoscalerForecastFallback` fires on it). It stays on the baseline
+until the model is reloaded (a retrain changes the manifest) or the daemon restarts.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+from prometheus_client import CollectorRegistry, Gauge
+
+from forecaster.types import Forecast
+
+log = logging.getLogger("gpu_autoscaler.forecast_quality")
+
+
+@dataclass
+class Scored:
+    """One forecast scored over its whole horizon."""
+
+    issued_at: pd.Timestamp
+    model: str
+    tenants: tuple[str, ...]
+    loss: np.ndarray      # [tenant] pinball summed over quantiles and steps
+    demand: np.ndarray    # [tenant] sum of |actual| over the scored steps
+    covered: np.ndarray   # [tenant] steps at or under p90
+    steps: np.ndarray     # [tenant] scored steps (actual known)
+
+
+@dataclass
+class QualityScores:
+    """What the console and /plan show: the live scores over the last `scored` forecasts."""
+
+    model: str | None
+    scored: int                          # forecasts in the window
+    wql: float | None                    # cluster weighted quantile loss over the window
+    coverage_p90: float | None           # share of actual steps at or under the p90 forecast
+    out_of_bounds_cycles: int
+    fallback: bool                       # live quality forced a fallback to the best baseline
+    reason: str | None
+    tenants: dict[str, dict[str, float | None]] = field(default_factory=dict)  # tenant -> wql, coverage_p90
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _nan_to_none(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
+
+
+class ForecastQuality:
+    def __init__(self, quantiles: tuple[float, ...], horizon: int, *, window: int = 60, coverage_min: float = 0.8,
+                 coverage_max: float = 0.98, fallback_after_cycles: int = 10, min_scored: int = 10,
+                 stride: int | None = None, registry: CollectorRegistry | None = None) -> None:
+        self.quantiles = tuple(quantiles)
+        self.q = np.asarray(self.quantiles)
+        self.i90 = int(np.argmin(np.abs(self.q - 0.9)))
+        self.horizon = horizon
+        self.window = window
+        self.coverage_min, self.coverage_max = coverage_min, coverage_max
+        self.fallback_after_cycles = fallback_after_cycles
+        self.min_scored = min_scored
+        self.stride = stride or max(1, horizon // 12)
+        self.pending: deque[Forecast] = deque()
+        self.scored: deque[Scored] = deque(maxlen=window)
+        self.out_of_bounds_cycles = 0
+        self.fallback = False
+        self.reason: str | None = None
+        self.model: str | None = None
+        self._fired = False
+        r = registry or CollectorRegistry()
+        self.g_wql = Gauge("gpuas_forecast_wql", "Live weighted quantile loss of the forecasts scored in the window",
+                           registry=r)
+        self.g_cov = Gauge("gpuas_forecast_p90_coverage", "Live share of actual steps at or under the p90 forecast",
+                           registry=r)
+        self.g_scored = Gauge("gpuas_forecast_scored", "Forecasts scored in the live-quality window", registry=r)
+        self.g_bad = Gauge("gpuas_forecast_coverage_out_of_bounds_cycles",
+                           "Consecutive cycles with p90 coverage outside the configured bounds", registry=r)
+        self.g_fallback = Gauge("gpuas_forecast_quality_fallback",
+                                "1 when live forecast quality forced a fallback to the best baseline", registry=r)
+        self.g_t_wql = Gauge("gpuas_forecast_tenant_wql", "Live weighted quantile loss per tenant", ["tenant"], registry=r)
+        self.g_t_cov = Gauge("gpuas_forecast_tenant_p90_coverage", "Live p90 coverage per tenant", ["tenant"], registry=r)
+
+    # -- each cycle ---------------------------------------------------------------------------------------
+    def observe(self, fc: Forecast | None, history: pd.DataFrame) -> None:
+        """Score every kept forecast whose horizon has elapsed in `history`, then keep `fc` for later."""
+        if history is not None and len(history):
+            self._score_matured(history)
+        if fc is not None and np.isfinite(fc.values).any():
+            last = self.pending[-1].issued_at if self.pending else None
+            if last is None or fc.issued_at >= last + pd.Timedelta(seconds=self.stride * fc.step_s):
+                self.pending.append(fc)
+            self.model = fc.model
+        self._judge()
+        self._export()
+
+    def _score_matured(self, history: pd.DataFrame) -> None:
+        end = history.index[-1]
+        while self.pending:
+            fc = self.pending[0]
+            step = pd.Timedelta(seconds=fc.step_s)
+            if fc.issued_at + fc.horizon * step > end:
+                break
+            self.pending.popleft()
+            times = pd.date_range(fc.issued_at + step, periods=fc.horizon, freq=step)
+            cols = [t for t in fc.tenants if t in history.columns]
+            if not cols or times[0] < history.index[0]:
+                continue
+            act = history.reindex(index=times, columns=list(fc.tenants)).to_numpy(dtype=float).T  # [N, H]
+            self.scored.append(self.score(fc, act))
+
+    def score(self, fc: Forecast, actual: np.ndarray) -> Scored:
+        """Per-tenant pinball loss, demand, p90 hits and scored steps of one forecast against [tenant, h] actuals."""
+        pred = fc.values[:, : actual.shape[1], :]
+        ok = np.isfinite(actual) & np.isfinite(pred).all(axis=2)
+        a = np.where(ok, actual, 0.0)
+        diff = a[:, :, None] - np.nan_to_num(pred)
+        pin = np.maximum(self.q * diff, (self.q - 1) * diff).sum(axis=2)
+        loss = np.where(ok, pin, 0.0).sum(axis=1)
+        demand = np.where(ok, np.abs(a), 0.0).sum(axis=1)
+        covered = (ok & (a <= np.nan_to_num(pred[:, :, self.i90], nan=-np.inf))).sum(axis=1)
+        return Scored(fc.issued_at, fc.model, fc.tenants, loss, demand, covered.astype(float), ok.sum(axis=1).astype(float))
+
+    # -- judgement and the fallback ------------------------------------------------------------------------
+    def _totals(self) -> dict[str, np.ndarray]:
+        groups: dict[tuple[str, ...], np.ndarray] = {}   # forecasts over the same tenants add up as arrays
+        for s in self.scored:
+            g = groups.setdefault(s.tenants, np.zeros((len(s.tenants), 4)))
+            g += np.stack([s.loss, s.demand, s.covered, s.steps], axis=1)
+        acc: dict[str, np.ndarray] = {}
+        for tenants, g in groups.items():
+            for i, t in enumerate(tenants):
+                acc[t] = acc[t] + g[i] if t in acc else g[i].copy()
+        return acc
+
+    def _cluster(self, acc: dict[str, np.ndarray]) -> tuple[float, float]:
+        if not acc:
+            return float("nan"), float("nan")
+        tot = np.sum(list(acc.values()), axis=0)
+        wql = 2 * tot[0] / max(tot[1], 1e-9) / len(self.q) if tot[3] else float("nan")
+        cov = tot[2] / tot[3] if tot[3] else float("nan")
+        return wql, cov
+
+    def _judge(self) -> None:
+        _, cov = self._cluster(self._totals())
+        if len(self.scored) < self.min_scored or not np.isfinite(cov):
+            self.out_of_bounds_cycles = 0
+            return
+        if self.coverage_min <= cov <= self.coverage_max:
+            self.out_of_bounds_cycles = 0
+            return
+        self.out_of_bounds_cycles += 1
+        if self.out_of_bounds_cycles >= self.fallback_after_cycles and not self.fallback:
+            self.fallback = True
+            self.reason = (f"p90 coverage {cov:.2f} outside [{self.coverage_min:.2f}, {self.coverage_max:.2f}] for "
+                           f"{self.out_of_bounds_cycles} cycles ({len(self.scored)} forecasts of {self.model} scored)")
+
+    def fallback_due(self) -> str | None:
+        """The reason, once, when the cycle should switch to the best baseline; None otherwise."""
+        if self.fallback and not self._fired:
+            self._fired = True
+            return self.reason
+        return None
+
+    def reset(self, keep_fallback: bool = True) -> None:
+        """A new forecaster is in charge: score it from scratch."""
+        self.pending.clear()
+        self.scored.clear()
+        self.out_of_bounds_cycles = 0
+        if not keep_fallback:
+            self.fallback, self._fired, self.reason = False, False, None
+        self._export()
+
+    # -- what others read ----------------------------------------------------------------------------------
+    def current(self) -> QualityScores:
+        acc = self._totals()
+        wql, cov = self._cluster(acc)
+        tenants = {t: {"wql": _nan_to_none(2 * v[0] / v[1] / len(self.q)) if v[1] > 0 else None,
+                       "coverage_p90": _nan_to_none(v[2] / v[3]) if v[3] else None} for t, v in acc.items()}
+        return QualityScores(self.model, len(self.scored), _nan_to_none(wql), _nan_to_none(cov),
+                             self.out_of_bounds_cycles, self.fallback, self.reason, tenants)
+
+    def summary(self) -> dict | None:
+        """The cluster-level scores for the console (no per-tenant rows); None before anything is scored."""
+        cur = self.current()
+        if cur.scored == 0:
+            return None
+        out = {"model": cur.model, "forecasts scored": cur.scored,
+               "wQL": None if cur.wql is None else round(cur.wql, 4),
+               "p90 coverage": None if cur.coverage_p90 is None else round(cur.coverage_p90, 3),
+               "fallback to baseline": cur.fallback}
+        if cur.reason:
+            out["reason"] = cur.reason
+        return out
+
+    def _export(self) -> None:
+        cur = self.current()
+        self.g_wql.set(cur.wql if cur.wql is not None else float("nan"))
+        self.g_cov.set(cur.coverage_p90 if cur.coverage_p90 is not None else float("nan"))
+        self.g_scored.set(cur.scored)
+        self.g_bad.set(self.out_of_bounds_cycles)
+        self.g_fallback.set(1 if self.fallback else 0)
+        for t, v in cur.tenants.items():
+            self.g_t_wql.labels(t).set(v["wql"] if v["wql"] is not None else float("nan"))
+            self.g_t_cov.labels(t).set(v["coverage_p90"] if v["coverage_p90"] is not None else float("nan"))

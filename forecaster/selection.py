@@ -1,0 +1,115 @@
+"""Which model a cluster uses: the one that scored best on that cluster's own recent data.
+
+`retrain` writes the winner (LSTM or baseline) to the manifest's `in_use` entry
+with the cluster it was scored on; `resolve` turns that entry back into a
+forecaster after checking the daemon can run it. Before any retrain has scored
+a model on a cluster, `StartupSelection` scores the baselines on the history
+the daemon reads at start-up and uses the best.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from forecaster import backtest
+from forecaster.baselines import Forecaster, HoltWinters, Naive, SeasonalNaive, SeasonalNaiveDW
+from forecaster.lstm import Conformal
+from forecaster.registry import ModelError, load_version
+from forecaster.types import Forecast
+
+log = logging.getLogger("gpu_autoscaler.selection")
+
+BASELINES = ("naive", "seasonal_naive_daily", "seasonal_naive_dw", "holt_winters")
+
+
+def make_baseline(name: str, season: int, quantiles: tuple[float, ...]) -> Forecaster:
+    if name == "naive":
+        return Naive(quantiles)
+    if name == "seasonal_naive_daily":
+        return SeasonalNaive(season, quantiles)
+    if name == "seasonal_naive_dw":
+        return SeasonalNaiveDW(season, quantiles)
+    if name == "holt_winters":
+        return HoltWinters(season, quantiles, agg=max(1, season // 96))
+    raise ModelError(f"unknown baseline {name!r} (known: {', '.join(BASELINES)})")
+
+
+def check_runnable(entry: dict, step_s: int, horizon: int) -> None:
+    """Refuse a model whose step or horizon does not fit the daemon's cycle, with the reason."""
+    if int(entry.get("step_s", step_s)) != int(step_s):
+        raise ModelError(f"model in use ({entry['name']}, scored on {entry['scored_on']}) forecasts at "
+                         f"{entry['step_s']} s steps but cycle.resolution_s is {step_s} s; retrain on this cluster "
+                         "or change the step")
+    if int(entry.get("horizon", horizon)) < int(horizon):
+        raise ModelError(f"model in use ({entry['name']}) forecasts {entry['horizon']} steps but "
+                         f"cycle.horizon_steps is {horizon}")
+
+
+def resolve(entry: dict, model_dir: Path, quantiles: tuple[float, ...]) -> Forecaster:
+    """The forecaster an `in_use` entry names (an LSTM version from `model_dir`, or a baseline)."""
+    if entry.get("kind") == "lstm":
+        model = load_version(Path(model_dir), entry["version"])
+        # recalibrated from its own recent errors if that is how it won; shifts refreshed every 10 forecasts
+        return Conformal(model, refresh=10) if entry.get("conformal") else model
+    return make_baseline(entry["name"], int(entry["season"]), tuple(entry.get("quantiles", quantiles)))
+
+
+class StartupSelection:
+    """Scores the cheap baselines on the first history it is given and forecasts with the best of them.
+
+    Holt-Winters is left out: fitting it per tenant is too slow for a cycle. Until the history has room
+    for a held-out window (about a season plus four horizons) it forecasts with `interim` and tries again.
+    """
+
+    def __init__(self, season: int, quantiles: tuple[float, ...], *, max_tenants: int = 40, seed: int = 0) -> None:
+        self.season = int(season)
+        self.quantiles = tuple(quantiles)
+        self.max_tenants = max_tenants
+        self.seed = seed
+        self.chosen: Forecaster | None = None
+        self.scores: dict[str, float] = {}
+        self.why = "not selected yet: no history seen"
+        self.interim: Forecaster = SeasonalNaive(self.season, self.quantiles)
+
+    @property
+    def name(self) -> str:
+        return self.chosen.name if self.chosen is not None else self.interim.name
+
+    def candidates(self, n_steps: int) -> dict[str, Forecaster]:
+        out: dict[str, Forecaster] = {"naive": Naive(self.quantiles), "seasonal_naive_daily": SeasonalNaive(self.season, self.quantiles)}
+        if n_steps >= 8 * self.season:
+            out["seasonal_naive_dw"] = SeasonalNaiveDW(self.season, self.quantiles)
+        return out
+
+    def select(self, history: pd.DataFrame, horizon: int) -> Forecaster | None:
+        n = len(history)
+        holdout = max(4 * horizon, min(self.season, n // 5))
+        if n - holdout < self.season + horizon or history.shape[1] == 0:
+            self.why = f"not selected yet: {n} steps of history, need {self.season + horizon + holdout}"
+            return None
+        cols = list(history.columns)
+        if len(cols) > self.max_tenants:
+            cols = sorted(np.random.default_rng(self.seed).choice(cols, self.max_tenants, replace=False).tolist())
+        models = self.candidates(n - holdout)
+        res = backtest.run(history[cols], models, start=n - holdout, horizon=horizon, stride=max(1, horizon // 2),
+                           history_steps=n, quantiles=self.quantiles, season=self.season, max_origins=16)
+        self.scores = {k: float(v["wql"]) for k, v in res.report["models"].items()}
+        finite = {k: v for k, v in self.scores.items() if np.isfinite(v)}
+        if not finite:
+            self.why = "not selected yet: no scored step in the start-up history"
+            return None
+        best = min(finite, key=lambda k: finite[k])
+        self.chosen = models[best]
+        self.why = (f"{best} scored best on the start-up history ({len(cols)} tenants, last {holdout} steps): "
+                    + ", ".join(f"{k} {v:.4f}" for k, v in sorted(finite.items(), key=lambda kv: kv[1])))
+        log.info("start-up selection: %s", self.why)
+        return self.chosen
+
+    def predict(self, history: pd.DataFrame, horizon: int) -> Forecast:
+        if self.chosen is None:
+            self.select(history, horizon)
+        return (self.chosen or self.interim).predict(history, horizon)

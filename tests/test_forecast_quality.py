@@ -1,0 +1,104 @@
+import subprocess
+
+import numpy as np
+import pandas as pd
+from prometheus_client import generate_latest
+
+from daemon.config import Config, SimulatorConfig, SourceConfig
+from daemon.forecast_quality import ForecastQuality
+from daemon.runtime import build_runtime
+from forecaster.baselines import SeasonalNaive
+from forecaster.selection import StartupSelection
+from forecaster.types import Forecast
+from tests.conftest import REPO, need_binary
+
+QS = (0.5, 0.9, 0.99)
+
+
+def _hist(vals, start="2026-01-01"):
+    idx = pd.date_range(start, periods=len(vals), freq="min", tz="UTC", name="time")
+    return pd.DataFrame({"a": vals, "b": vals}, index=idx)
+
+
+def test_a_forecast_is_scored_once_its_horizon_has_elapsed():
+    h = _hist(np.full(10, 10.0))
+    q = ForecastQuality(QS, 4, min_scored=1, stride=1)
+    vals = np.zeros((2, 4, 3))
+    vals[0] = [9.0, 11.0, 12.0]            # tenant a: p90 above every actual
+    vals[1] = [5.0, 6.0, 7.0]              # tenant b: p90 under every actual
+    fc = Forecast(("a", "b"), QS, vals, h.index[5], 60, "m")
+    q.observe(fc, h.iloc[:6])
+    assert q.current().scored == 0          # nothing has happened yet
+    q.observe(None, h.iloc[:9])
+    assert q.current().scored == 0          # 3 of 4 steps known: not yet
+    q.observe(None, h)
+    cur = q.current()
+    assert cur.scored == 1 and cur.coverage_p90 == 0.5
+    assert cur.tenants["a"]["coverage_p90"] == 1.0 and cur.tenants["b"]["coverage_p90"] == 0.0
+    # pinball per step for a: 0.5*1 + 0.1*1 + 0.01*2 = 0.62; for b: 0.5*5 + 0.9*4 + 0.99*3 = 9.07
+    assert abs(cur.tenants["a"]["wql"] - 2 * 0.62 / 10 / 3) < 1e-9
+    assert abs(cur.wql - 2 * (0.62 + 9.07) * 4 / 80 / 3) < 1e-9
+    # missing actuals are not scored as zero
+    h2 = h.copy()
+    h2.iloc[7:, 1] = np.nan
+    q2 = ForecastQuality(QS, 4, min_scored=1, stride=1)
+    q2.observe(fc, h2.iloc[:6])
+    q2.observe(None, h2)
+    assert q2.current().tenants["b"]["coverage_p90"] == 0.0 and q2.scored[0].steps.tolist() == [4.0, 1.0]
+
+
+class TooNarrow:
+    """A forecaster whose p90 is far under what happens: live coverage near zero."""
+
+    name = "too-narrow"
+
+    def predict(self, history, horizon):
+        fc = SeasonalNaive(60, QS).predict(history, horizon)
+        return Forecast(fc.tenants, fc.quantiles, fc.values * 0.2, fc.issued_at, fc.step_s, self.name)
+
+
+def test_degraded_live_quality_falls_back_to_the_best_baseline(tmp_path, caplog):
+    cfg = Config(cluster={"gpus": 128}, cycle={"horizon_steps": 5, "history_steps": 600},
+                 source=SourceConfig(simulator=SimulatorConfig(tenants=6, warmup_steps=800)),
+                 forecaster={"season_steps": 60, "model_dir": tmp_path / "none",
+                             "quality": {"min_scored": 2, "fallback_after_cycles": 3}},
+                 state={"path": tmp_path / "s.sqlite"})
+    rt = build_runtime(cfg)
+    runner = rt.runner
+    runner.forecaster = TooNarrow()
+    models = []
+    for _ in range(16):
+        res = runner.run_once()
+        models.append(res.forecast.model)
+    assert "too-narrow" in models and models[-1] != "too-narrow"
+    assert isinstance(runner.forecaster, StartupSelection) and runner.quality.fallback
+    assert "live forecast quality degraded: p90 coverage" in caplog.text
+    text = generate_latest(rt.metrics.registry).decode()
+    assert "gpuas_forecast_quality_fallback 1.0" in text and 'gpuas_forecast_tenant_p90_coverage{tenant=' in text
+    rt.close()
+
+
+def test_good_live_quality_keeps_the_model(tmp_path):
+    cfg = Config(cluster={"gpus": 128}, cycle={"horizon_steps": 5, "history_steps": 600},
+                 source=SourceConfig(simulator=SimulatorConfig(tenants=6, warmup_steps=800)),
+                 forecaster={"season_steps": 60, "model_dir": tmp_path / "none",
+                             "quality": {"min_scored": 2, "fallback_after_cycles": 3, "coverage_min": 0.01,
+                                         "coverage_max": 1.0}},
+                 state={"path": tmp_path / "s.sqlite"})
+    rt = build_runtime(cfg)
+    for _ in range(14):
+        rt.runner.run_once()
+    cur = rt.runner.quality.current()
+    assert cur.scored >= 2 and cur.coverage_p90 is not None and not cur.fallback
+    assert cur.to_dict()["tenants"]
+    assert rt.runner.quality.summary()["p90 coverage"] == round(cur.coverage_p90, 3)   # what the console shows
+    rt.close()
+
+
+def test_forecast_alert_rules_pass_promtool():
+    need_binary("promtool")
+    d = REPO / "deploy" / "prometheus"
+    r = subprocess.run(["promtool", "check", "rules", "gpu-autoscaler-forecast-rules.yml"], cwd=d, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = subprocess.run(["promtool", "test", "rules", "gpu-autoscaler-forecast-rules.test.yml"], cwd=d, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
