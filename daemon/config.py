@@ -65,8 +65,12 @@ class PolicyConfig(_Strict):
     hysteresis: float = Field(0.05, ge=0, lt=1, description="relative band before a reservation grows or shrinks")
     max_wait_steps: int = Field(120, ge=1, description="low-priority wait (all queue stints of a job) after which "
                                 "its tenant is protected (aging)")
+    aging_cumulative: bool = Field(False, description="aging sums a job's wait over all its queue stints (requeues) "
+                                   "and exempts a job aging started for aging_min_run_s; off: the current stint only")
     aging_min_run_s: float = Field(1800.0, ge=0, description="a job started through aging is not preempted "
                                    "before it has run this long")
+    aging_before_high: bool = Field(False, description="aged tenants are reserved for before the high tier's forecast "
+                                    "beyond its static pool (costs the high tier under sustained pressure)")
     min_preempt_gpus: int = Field(1, ge=1, description="deficits smaller than this are not worth a preemption")
     preempt_min_runtime_s: float = Field(0.0, ge=0, description="a job younger than this is never preempted "
                                          "(like Slurm's PreemptExemptTime); the Slurm actuator re-checks it")

@@ -55,7 +55,8 @@ def spike(st, gpus=64):
 
 
 def test_aged_start_is_not_the_next_cycles_cheapest_victim():
-    cfg = Config(policy={"preempt_budget_share": 1.0, "max_wait_steps": 10, "aging_min_run_s": 1800, "headroom": 0})
+    cfg = Config(policy={"preempt_budget_share": 1.0, "max_wait_steps": 10, "aging_min_run_s": 1800, "headroom": 0,
+                         "aging_cumulative": True})
     rows = [("old", 1, 8, "low", True, 86400.0, 0.0), ("fresh", 1, 8, "low", False, 0.0, 900.0)]
     st = state(rows, [0, 8])
     p1 = plan(spike(st), st, PolicyMemory(), cfg)
@@ -67,6 +68,11 @@ def test_aged_start_is_not_the_next_cycles_cheapest_victim():
     assert [p.job_id for p in p2.preemptions] == ["old"]
     cfg0 = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"aging_min_run_s": 0})})
     assert [p.job_id for p in plan(spike(st2), st2, p1.memory, cfg0).preemptions][0] == "fresh"
+    # the default (aging_cumulative = false): the current stint only, nothing remembered, no grace period
+    off = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"aging_cumulative": False})})
+    q = plan(spike(st), st, PolicyMemory(), off)
+    assert q.memory.waited == q.memory.stint == q.memory.aged_jobs == {} and q.memory.aged_since
+    assert [p.job_id for p in plan(spike(st2), st2, q.memory, off).preemptions][0] == "fresh"
 
 
 def test_budget_is_per_unit_of_time_not_per_cycle():
@@ -102,9 +108,9 @@ def longest_zero_run(x):
 
 def test_low_tenant_is_served_under_sustained_high_tier_pressure():
     # 32 GPUs; the high tier wants all of them except one minute in twenty (16); a low tenant wants 8.
-    # Without aging it is never served; with aging (30 min, summed over requeues) it gets GPUs within
-    # max_wait plus the time the node held for it takes to free (high-priority work is never preempted),
-    # and keeps them for the grace period.
+    # Without aging it is never served; with aging (30 min, summed over requeues, policy.aging_before_high)
+    # it gets GPUs within max_wait plus the time the node held for it takes to free (high-priority work is
+    # never preempted), and keeps them for the grace period.
     steps = 700
     t = np.arange(steps)
     w = Workload("t", frame({"hi": np.where(t % 20 == 0, 16.0, 32.0), "lo": np.full(steps, 8.0)}, steps),
@@ -112,7 +118,7 @@ def test_low_tenant_is_served_under_sustained_high_tier_pressure():
     served = {}
     for mw in (30, 100_000):
         cfg = Config(policy={"headroom": 0.0, "preempt_budget_share": 0.5, "max_wait_steps": mw,
-                             "aging_min_run_s": 1800})
+                             "aging_min_run_s": 1800, "aging_before_high": True, "aging_cumulative": True})
         served[mw] = np.asarray(run_strategy("reactive", w, cfg, steps=599, check_invariants=True).served["low"])
     assert served[100_000].sum() == 0
     s = served[30]

@@ -82,8 +82,12 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     max_wait_s = pc.max_wait_steps * step_s
     clock = state.at.timestamp() if now is None else float(now)
     since = clock - memory.budget_at if memory.budget_at is not None and clock >= memory.budget_at else float("inf")
-    ag = aging.age(jobs, memory.waited, memory.stint, memory.aged_jobs, max_wait_s, pc.aging_min_run_s, now_iso,
-                   since)
+    if pc.aging_cumulative:
+        ag = aging.age(jobs, memory.waited, memory.stint, memory.aged_jobs, max_wait_s, pc.aging_min_run_s, now_iso,
+                       since)
+    else:  # the current queue stint only (the scheduler's own clock), no grace period, nothing remembered
+        ag = aging.age(jobs, {}, {}, {}, max_wait_s, 0.0, now_iso)
+        ag = dataclasses.replace(ag, waited={}, stint={}, aged_jobs={})
     aged_gpus = np.zeros(n)
     over = ag.total_wait_s >= max_wait_s          # pending low-priority jobs only (others carry 0)
     if over.any():
@@ -133,11 +137,16 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     res = np.maximum(res, floor)
     soon = np.maximum(soon, floor)
     pool = reservation.high_pool(capacity, pc.reserve_share)
-    # aged tenants are served first, from everything but what the high tier needs of its static pool: under
-    # sustained high-tier pressure a forecast peak above the pool must not crowd out work that waited max_wait
-    aged_room = max(capacity - min(pool, int(np.where(high, res, 0.0).sum())), 0)
-    aged_res = reservation.fit_to_capacity(np.where(aged, res, 0.0), aged, aged_room)
-    res = aged_res + reservation.fit_to_capacity(np.where(aged, 0.0, res), high, capacity - int(aged_res.sum()))
+    # aged tenants may be served first, from everything but what the high tier needs of its static pool, so
+    # that under sustained high-tier pressure a forecast peak above the pool does not crowd out work that
+    # waited max_wait
+    # (policy.aging_before_high; otherwise the high tier is served first and aged tenants get what is left)
+    if pc.aging_before_high:
+        aged_room = max(capacity - min(pool, int(np.where(high, res, 0.0).sum())), 0)
+        aged_res = reservation.fit_to_capacity(np.where(aged, res, 0.0), aged, aged_room)
+        res = aged_res + reservation.fit_to_capacity(np.where(aged, 0.0, res), high, capacity - int(aged_res.sum()))
+    else:
+        res = reservation.fit_to_capacity(res, high, capacity)
     soon = np.minimum(soon, res)
 
     # --- preemption: clear, just in time, what protected tenants will need and free GPUs cannot cover
