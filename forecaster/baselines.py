@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.calibration import errors_at, recent_origins, with_error_quantiles
+from forecaster.series import ffill
 from forecaster.types import Forecast
 
 
@@ -26,18 +27,6 @@ class Forecaster(Protocol):
     name: str
 
     def predict(self, history: pd.DataFrame, horizon: int) -> Forecast: ...
-
-
-def ffill(values: np.ndarray) -> np.ndarray:
-    """Forward-fill NaN along the last axis of [tenant, time]; leading NaN stay NaN (nothing seen yet)."""
-    miss = np.isnan(values)
-    if not miss.any():
-        return values
-    idx = np.where(~miss, np.arange(values.shape[1])[None, :], 0)
-    np.maximum.accumulate(idx, axis=1, out=idx)
-    out = values[np.arange(values.shape[0])[:, None], idx]
-    seen = np.maximum.accumulate(~miss, axis=1)
-    return np.where(seen, out, np.nan)
 
 
 def _step_s(history: pd.DataFrame) -> int:

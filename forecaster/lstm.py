@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from forecaster.series import calendar_features
+from forecaster.series import calendar_features, ffill
 from forecaster.types import Forecast
 
 N_CAL = 4
@@ -80,12 +80,8 @@ def pinball(pred: torch.Tensor, target: torch.Tensor, quantiles: torch.Tensor) -
 
 def _ffill_rows(a: np.ndarray) -> np.ndarray:
     """Forward-fill NaN along rows; leading NaN take the row's first value (0 if none)."""
+    out = ffill(a)
     miss = np.isnan(a)
-    if not miss.any():
-        return a
-    idx = np.where(~miss, np.arange(a.shape[1])[None, :], 0)
-    np.maximum.accumulate(idx, axis=1, out=idx)
-    out = a[np.arange(a.shape[0])[:, None], idx]
     first = np.argmax(~miss, axis=1)
     first_val = np.where((~miss).any(axis=1), a[np.arange(a.shape[0]), first], 0.0)
     return np.where(np.isnan(out), first_val[:, None], out)

@@ -57,3 +57,15 @@ def calendar_features(index: pd.DatetimeIndex) -> np.ndarray:
     day = 2 * np.pi * minutes / 1440.0
     week = 2 * np.pi * (index.day_of_week.to_numpy() * 1440 + minutes) / (7 * 1440.0)
     return np.stack([np.sin(day), np.cos(day), np.sin(week), np.cos(week)], axis=1).astype(np.float32)
+
+
+def ffill(values: np.ndarray) -> np.ndarray:
+    """Forward-fill NaN along the last axis of [tenant, time]; leading NaN stay NaN (nothing seen yet)."""
+    miss = np.isnan(values)
+    if not miss.any():
+        return values
+    idx = np.where(~miss, np.arange(values.shape[1])[None, :], 0)
+    np.maximum.accumulate(idx, axis=1, out=idx)
+    out = values[np.arange(values.shape[0])[:, None], idx]
+    seen = np.maximum.accumulate(~miss, axis=1)
+    return np.where(seen, out, np.nan)

@@ -11,7 +11,7 @@ from daemon.runtime import build_runtime
 from daemon.service import Daemon
 from tests.conftest import free_port
 from tests.services import wait_for
-from tests.test_service import TOKEN, alert, payload, sim_cfg
+from tests.test_service import TOKEN, alert, daemon, payload, sim_cfg  # noqa: F401 (daemon: shared fixture)
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 KNOWN = {"gpu-node-1", "gpu-node-2", "gpu-node-3"}
@@ -51,17 +51,6 @@ def test_breaker_counts_distinct_nodes_in_a_window():
     # the share limit binds on a small cluster, but one dead node is always handled
     small = alerts.Breaker(FailoverConfig(breaker_max_nodes=10, breaker_max_share=0.1, breaker_window_s=60))
     assert small.limit(20) == 2 and small.limit(5) == 1
-
-
-@pytest.fixture
-def daemon(tmp_path):
-    port = free_port()
-    d = Daemon(build_runtime(sim_cfg(tmp_path, port)))
-    d.start()
-    base = f"http://127.0.0.1:{port}"
-    wait_for(lambda: httpx.get(f"{base}/healthz", timeout=1).status_code == 200, what="daemon healthy", timeout=30)
-    yield d, base
-    d.stop()
 
 
 def running_nodes(d):
