@@ -1,5 +1,6 @@
 import os
 import shutil
+import subprocess
 import socket
 from pathlib import Path
 
@@ -23,6 +24,16 @@ def need_binary(name: str) -> str:
             pytest.fail(f"{name} not installed: `make services` should have installed it")
         pytest.skip(f"{name} not installed (run `make services`)")
     return path
+
+
+def assert_promtool_rules(rules: str, unit_tests: str) -> None:
+    """A shipped rule file in deploy/prometheus passes `promtool check rules` and its own `promtool test rules`."""
+    need_binary("promtool")
+    d = REPO / "deploy" / "prometheus"
+    r = subprocess.run(["promtool", "check", "rules", rules], cwd=d, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = subprocess.run(["promtool", "test", "rules", unit_tests], cwd=d, capture_output=True, text=True)
+    assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, need_binary
+from tests.conftest import REPO, assert_promtool_rules, need_binary
 
 UNITS = ["gpu-autoscaler.service", "gpu-autoscaler-retrain.service", "gpu-autoscaler-retrain.timer"]
 
@@ -43,12 +43,7 @@ def test_service_unit_has_what_an_sre_expects():
 
 
 def test_alert_rules_pass_promtool():
-    need_binary("promtool")
-    d = REPO / "deploy" / "prometheus"
-    r = subprocess.run(["promtool", "check", "rules", "gpu-autoscaler-rules.yml"], cwd=d, capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
-    r = subprocess.run(["promtool", "test", "rules", "gpu-autoscaler-rules.test.yml"], cwd=d, capture_output=True, text=True)
-    assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
+    assert_promtool_rules("gpu-autoscaler-rules.yml", "gpu-autoscaler-rules.test.yml")
 
 
 def test_alertmanager_route_is_valid():

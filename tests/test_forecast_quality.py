@@ -1,5 +1,3 @@
-import subprocess
-
 import numpy as np
 import pandas as pd
 from prometheus_client import generate_latest
@@ -10,7 +8,7 @@ from daemon.runtime import build_runtime
 from forecaster.baselines import SeasonalNaive
 from forecaster.selection import StartupSelection
 from forecaster.types import Forecast
-from tests.conftest import REPO, need_binary
+from tests.conftest import assert_promtool_rules
 
 QS = (0.5, 0.9, 0.99)
 
@@ -96,9 +94,4 @@ def test_good_live_quality_keeps_the_model(tmp_path):
 
 
 def test_forecast_alert_rules_pass_promtool():
-    need_binary("promtool")
-    d = REPO / "deploy" / "prometheus"
-    r = subprocess.run(["promtool", "check", "rules", "gpu-autoscaler-forecast-rules.yml"], cwd=d, capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
-    r = subprocess.run(["promtool", "test", "rules", "gpu-autoscaler-forecast-rules.test.yml"], cwd=d, capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert_promtool_rules("gpu-autoscaler-forecast-rules.yml", "gpu-autoscaler-forecast-rules.test.yml")
