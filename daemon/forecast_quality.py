@@ -105,8 +105,9 @@ class ForecastQuality:
             if last is None or fc.issued_at >= last + pd.Timedelta(seconds=self.stride * fc.step_s):
                 self.pending.append(fc)
             self.model = fc.model
-        self._judge()
-        self._export()
+        acc = self._totals()   # one pass over the window serves the judgement and the export
+        self._judge(acc)
+        self._export(acc)
 
     def _score_matured(self, history: pd.DataFrame) -> None:
         end = history.index[-1]
@@ -117,8 +118,7 @@ class ForecastQuality:
                 break
             self.pending.popleft()
             times = pd.date_range(fc.issued_at + step, periods=fc.horizon, freq=step)
-            cols = [t for t in fc.tenants if t in history.columns]
-            if not cols or times[0] < history.index[0]:
+            if times[0] < history.index[0] or history.columns.intersection(fc.tenants).empty:
                 continue
             act = history.reindex(index=times, columns=list(fc.tenants)).to_numpy(dtype=float).T  # [N, H]
             self.scored.append(self.score(fc, act))
@@ -155,8 +155,8 @@ class ForecastQuality:
         cov = tot[2] / tot[3] if tot[3] else float("nan")
         return wql, cov
 
-    def _judge(self) -> None:
-        _, cov = self._cluster(self._totals())
+    def _judge(self, acc: dict[str, np.ndarray]) -> None:
+        _, cov = self._cluster(acc)
         if len(self.scored) < self.min_scored or not np.isfinite(cov):
             self.out_of_bounds_cycles = 0
             return
@@ -186,8 +186,8 @@ class ForecastQuality:
         self._export()
 
     # -- what others read ----------------------------------------------------------------------------------
-    def current(self) -> QualityScores:
-        acc = self._totals()
+    def current(self, acc: dict[str, np.ndarray] | None = None) -> QualityScores:
+        acc = self._totals() if acc is None else acc
         wql, cov = self._cluster(acc)
         tenants = {t: {"wql": _nan_to_none(2 * v[0] / v[1] / len(self.q)) if v[1] > 0 else None,
                        "coverage_p90": _nan_to_none(v[2] / v[3]) if v[3] else None} for t, v in acc.items()}
@@ -207,8 +207,8 @@ class ForecastQuality:
             out["reason"] = cur.reason
         return out
 
-    def _export(self) -> None:
-        cur = self.current()
+    def _export(self, acc: dict[str, np.ndarray] | None = None) -> None:
+        cur = self.current(acc)
         self.g_wql.set(cur.wql if cur.wql is not None else float("nan"))
         self.g_cov.set(cur.coverage_p90 if cur.coverage_p90 is not None else float("nan"))
         self.g_scored.set(cur.scored)
