@@ -1,60 +1,102 @@
 """Kueue actuator: the official client's real HTTP requests, recorded by a capture server (no API server here).
 
-The objects are checked against a JSON schema written here from Kueue's documented v1beta1 fields
-(ClusterQueue, ResourceFlavor, LocalQueue): names, types, enums, required fields, and no field Kueue
-does not define. It is not Kueue's own published CRD schema (that is not vendored in this repository).
+Every object sent is validated against Kueue's own published CRD schema (v1beta1 openAPIV3Schema of the
+ClusterQueue, ResourceFlavor and LocalQueue CRDs, vendored in tests/data/kueue/, source and licence in
+SOURCE.md), made strict: an object schema with `properties` rejects fields it does not define (a real API
+server with strict field validation rejects them; without, it drops them silently). The CEL rules
+(`x-kubernetes-validations`) that apply to these objects are checked in `cel_rules`.
 """
 
+from pathlib import Path
+
 import jsonschema
+import pytest
+import yaml
 
 from daemon.actuators.kueue import KueueActuator
 from daemon.config import KueueActuatorConfig, TenantConfig
 from daemon.policy.types import Plan, PolicyMemory, Preemption
 from tests.test_kubernetes import _capture_servers, served  # noqa: F401 (autouse fixture)
 
-QUANTITY = {"anyOf": [{"type": "integer", "minimum": 0},
-                      {"type": "string", "pattern": r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
-                                                    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"}]}
-DNS = {"type": "string", "maxLength": 253, "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"}
-META = {"type": "object", "required": ["name"], "properties": {"name": DNS, "namespace": DNS, "labels": {"type": "object"},
-                                                             "resourceVersion": {"type": "string"}}}
-SELECTOR = {"type": "object", "additionalProperties": False, "properties": {
-    "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
-    "matchExpressions": {"type": "array", "items": {
-        "type": "object", "required": ["key", "operator"], "additionalProperties": False,
-        "properties": {"key": {"type": "string"}, "operator": {"enum": ["In", "NotIn", "Exists", "DoesNotExist"]},
-                       "values": {"type": "array", "items": {"type": "string"}}}}}}}
-CLUSTER_QUEUE = {
-    "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
-    "properties": {
-        "apiVersion": {"const": "kueue.x-k8s.io/v1beta1"}, "kind": {"const": "ClusterQueue"}, "metadata": META,
-        "spec": {"type": "object", "additionalProperties": False, "properties": {
-            "cohort": DNS, "namespaceSelector": SELECTOR,
-            "queueingStrategy": {"enum": ["StrictFIFO", "BestEffortFIFO"]},
-            "stopPolicy": {"enum": ["None", "Hold", "HoldAndDrain"]},
-            "preemption": {"type": "object", "additionalProperties": False, "properties": {
-                "reclaimWithinCohort": {"enum": ["Never", "LowerPriority", "Any"]},
-                "withinClusterQueue": {"enum": ["Never", "LowerPriority", "LowerOrNewerEqualPriority"]}}},
-            "resourceGroups": {"type": "array", "maxItems": 16, "items": {
-                "type": "object", "required": ["coveredResources", "flavors"], "additionalProperties": False,
-                "properties": {
-                    "coveredResources": {"type": "array", "minItems": 1, "maxItems": 64, "items": {"type": "string"}},
-                    "flavors": {"type": "array", "minItems": 1, "maxItems": 64, "items": {
-                        "type": "object", "required": ["name", "resources"], "additionalProperties": False,
-                        "properties": {"name": DNS, "resources": {"type": "array", "minItems": 1, "maxItems": 64, "items": {
-                            "type": "object", "required": ["name", "nominalQuota"], "additionalProperties": False,
-                            "properties": {"name": {"type": "string"}, "nominalQuota": QUANTITY,
-                                           "borrowingLimit": QUANTITY, "lendingLimit": QUANTITY}}}}}}}}}}}}}
-RESOURCE_FLAVOR = {"type": "object", "required": ["apiVersion", "kind", "metadata"], "properties": {
-    "apiVersion": {"const": "kueue.x-k8s.io/v1beta1"}, "kind": {"const": "ResourceFlavor"}, "metadata": META,
-    "spec": {"type": "object", "additionalProperties": False, "properties": {
-        "nodeLabels": {"type": "object"}, "nodeTaints": {"type": "array"}, "tolerations": {"type": "array"}}}}}
-LOCAL_QUEUE = {"type": "object", "required": ["apiVersion", "kind", "metadata", "spec"], "properties": {
-    "apiVersion": {"const": "kueue.x-k8s.io/v1beta1"}, "kind": {"const": "LocalQueue"},
-    "metadata": {**META, "required": ["name", "namespace"]},
-    "spec": {"type": "object", "required": ["clusterQueue"], "additionalProperties": False,
-             "properties": {"clusterQueue": DNS}}}}
-SCHEMAS = {"ClusterQueue": CLUSTER_QUEUE, "ResourceFlavor": RESOURCE_FLAVOR, "LocalQueue": LOCAL_QUEUE}
+CRD_DIR = Path(__file__).parent / "data" / "kueue"
+DNS = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+
+def strict(schema):
+    """The CRD schema with unknown fields rejected (metadata stays free-form, as in the CRD)."""
+    if isinstance(schema, dict):
+        out = {k: strict(v) for k, v in schema.items()}
+        if out.get("type") == "object" and "properties" in schema and "additionalProperties" not in schema:
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [strict(v) for v in schema]
+    return schema
+
+
+def crd_schema(plural: str, kind: str) -> dict:
+    s = strict(yaml.safe_load((CRD_DIR / f"{plural}.v1beta1.yaml").read_text()))
+    s["properties"]["apiVersion"] = {"const": "kueue.x-k8s.io/v1beta1"}
+    s["properties"]["kind"] = {"const": kind}
+    # object names: the API server's rule (DNS-1123 subdomain), not the CRD's
+    s["properties"]["metadata"] = {"type": "object", "required": ["name"], "properties": {
+        "name": {"type": "string", "maxLength": 253, "pattern": DNS},
+        "namespace": {"type": "string", "maxLength": 63, "pattern": DNS}}}
+    return s
+
+
+SCHEMAS = {"ClusterQueue": crd_schema("clusterqueues", "ClusterQueue"),
+           "ResourceFlavor": crd_schema("resourceflavors", "ResourceFlavor"),
+           "LocalQueue": crd_schema("localqueues", "LocalQueue")}
+CLUSTER_QUEUE = SCHEMAS["ClusterQueue"]
+
+
+def cel_rules(obj: dict) -> None:
+    """The CRDs' x-kubernetes-validations that concern what the daemon sends, written out in Python."""
+    spec = obj.get("spec", {})
+    if obj["kind"] == "ClusterQueue":
+        for rg in spec.get("resourceGroups", []):
+            assert all(len(f["resources"]) == len(rg["coveredResources"]) for f in rg["flavors"]), \
+                "flavors must have the same number of resources as the coveredResources"
+        if not spec.get("cohort"):
+            assert not any("borrowingLimit" in r for rg in spec.get("resourceGroups", [])
+                           for f in rg["flavors"] for r in f["resources"]), "borrowingLimit must be nil when cohort is empty"
+        pre = spec.get("preemption", {})
+        assert not (pre.get("reclaimWithinCohort", "Never") == "Never"
+                    and pre.get("borrowWithinCohort", {}).get("policy", "Never") != "Never")
+    if obj["kind"] == "ResourceFlavor":
+        for t in spec.get("nodeTaints", []):
+            assert t["effect"] in ("NoSchedule", "PreferNoSchedule", "NoExecute")
+        for t in spec.get("tolerations", []):
+            assert "key" in t or t.get("operator") == "Exists"
+            assert "tolerationSeconds" not in t or t.get("effect") == "NoExecute"
+            assert t.get("operator", "Equal") in ("Equal", "Exists")
+            assert not (t.get("operator") == "Exists" and "value" in t)
+            assert t.get("effect", "NoSchedule") in ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def validate(obj: dict) -> None:
+    jsonschema.validate(obj, SCHEMAS[obj["kind"]])
+    cel_rules(obj)
+
+
+def test_the_vendored_schema_rejects_what_kueue_rejects():
+    """The check can fail: a misspelt field, a bad enum, a negative-looking quantity string, a bad name."""
+    good = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "q"},
+            "spec": {"cohort": "c", "preemption": {"reclaimWithinCohort": "Any"},
+                     "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+                         {"name": "f", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 4}]}]}]}}
+    validate(good)
+    bad = [("spec", "cohorts", "c"), ("preemption", "reclaimWithinCohort", "Sometimes"),
+           ("res", "nominalQuota", "4 GPUs"), ("res", "lendingLimt", 1), ("metadata", "name", "Q_1")]
+    for where, key, value in bad:
+        obj = yaml.safe_load(yaml.safe_dump(good))
+        tgt = {"spec": obj["spec"], "preemption": obj["spec"]["preemption"], "metadata": obj["metadata"],
+               "res": obj["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]}[where]
+        tgt[key] = value
+        with pytest.raises(jsonschema.ValidationError):
+            validate(obj)
+
 
 TENANTS = [TenantConfig(name="team-high", tier="high", k8s_namespace="serving"),
            TenantConfig(name="team-a", tier="normal", k8s_namespace="research"),
@@ -87,7 +129,7 @@ def test_cluster_queues_in_a_cohort_follow_the_forecast_and_validate():
     assert rep.ok, rep.errors
     objs = sent_objects(pool)
     for o in objs:
-        jsonschema.validate(o, SCHEMAS[o["kind"]])
+        validate(o)
     cqs = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ClusterQueue"}
     assert set(cqs) == {"gpuas-high", "gpuas-normal", "gpuas-low"}
     assert {c["spec"]["cohort"] for c in cqs.values()} == {"gpu-autoscaler"}
@@ -124,7 +166,7 @@ def test_forecast_receding_lends_the_pool_and_updates_in_place():
     puts = [r for r in pool.sent if r["method"] == "PUT"][3:]   # the first apply replaced the three existing ones
     assert [p["path"].rsplit("/", 1)[1] for p in puts] == ["gpuas-high", "gpuas-normal"]
     high = puts[0]["body"]
-    jsonschema.validate(high, CLUSTER_QUEUE)
+    validate(high)
     assert high["metadata"]["resourceVersion"] == "41"
     # 4 GPUs forecast: the guaranteed pool (12) stays nominal, the 8 beyond the forecast may be lent
     assert gpu(high) == {"name": "nvidia.com/gpu", "nominalQuota": 12, "lendingLimit": 8}
