@@ -17,6 +17,7 @@ Pareto frontiers (utilization against high-tier unmet demand), with every tier m
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -264,18 +265,64 @@ def default_sweep(strategies=STRATEGIES) -> list[tuple[str, dict]]:
     return [(s, k) for s in strategies for k in grid[s]]
 
 
+def _groups(runs: list[tuple[str, dict]]) -> list[list[int]]:
+    """Settings that run together in one process: every predictive setting shares one forecast bank, so they
+    form one group (run first: forecasting makes it the longest); every other setting is a group of its own."""
+    pred = [i for i, (s, _) in enumerate(runs) if s == "predictive"]
+    return ([pred] if pred else []) + [[i] for i, (s, _) in enumerate(runs) if s != "predictive"]
+
+
+_JOB: dict = {}  # what a worker process needs, inherited through fork (a DataFrame and a model are not re-pickled)
+
+
+def _run_group(group: list[int]) -> list[tuple[int, Meter]]:
+    import torch
+
+    torch.set_num_threads(1)  # one process per core: intra-op threads would only wait on each other
+    j = _JOB
+    bank = None
+    out = []
+    for i in group:
+        s, knobs = j["runs"][i]
+        if s == "predictive" and bank is None:
+            bank = ForecastBank(j["model"], j["w"].demand, j["forecast_every"], j["cfg"].cycle.horizon_steps,
+                                j["cfg"].cycle.history_steps)
+        out.append((i, run_strategy(s, j["w"], j["cfg"], bank if s == "predictive" else None, steps=j["steps"],
+                                    knobs=knobs, check_invariants=j["check_invariants"])))
+    return out
+
+
 def run_replay(w: Workload, cfg: Config, model: Forecaster | None, *, steps: int, strategies=STRATEGIES,
                settings: list[tuple[str, dict]] | None = None, forecast_every: int = 1, progress: bool = False,
-               check_invariants: bool = False) -> list[Meter]:
-    """Run each (strategy, knobs) setting; with no `settings`, each strategy once at the configured policy."""
+               check_invariants: bool = False, workers: int = 1) -> list[Meter]:
+    """Run each (strategy, knobs) setting; with no `settings`, each strategy once at the configured policy.
+
+    ``workers > 1`` runs the settings in that many forked processes (each with one torch thread); every
+    setting is computed exactly as in one process, so the meters are the same, only the wall time changes."""
     runs = settings if settings is not None else [(s, {}) for s in strategies]
+    if model is None:
+        runs = [(s, k) for s, k in runs if s != "predictive"]
+    if workers > 1 and len(runs) > 1:
+        import multiprocessing as mp
+
+        _JOB.update(w=w, cfg=cfg, model=model, steps=steps, runs=runs, forecast_every=forecast_every,
+                    check_invariants=check_invariants)
+        done: dict[int, Meter] = {}
+        try:
+            with mp.get_context("fork").Pool(min(workers, len(runs))) as pool:
+                for part in pool.imap_unordered(_run_group, _groups(runs)):
+                    for i, m in part:
+                        done[i] = m
+                        if progress:
+                            print(f"{w.name}/{m.label}: {m.wall_s:.0f} s", file=sys.stderr, flush=True)
+        finally:
+            _JOB.clear()
+        return [done[i] for i in range(len(runs))]
     bank = None
-    if model is not None and any(s == "predictive" for s, _ in runs):
+    if any(s == "predictive" for s, _ in runs):
         bank = ForecastBank(model, w.demand, forecast_every, cfg.cycle.horizon_steps, cfg.cycle.history_steps)
     out = []
     for s, knobs in runs:
-        if s == "predictive" and bank is None:
-            continue
         bar = None
         if progress:
             from tqdm import tqdm
