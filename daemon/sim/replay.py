@@ -114,21 +114,64 @@ def static_plan(state: ClusterState, cfg: Config) -> Plan:
 
 class ForecastBank:
     """Forecasts of one model on one trace, made every `every` steps and kept, so every setting of a sweep
-    reuses them (the horizon is shifted in between, as the daemon's last forecast ages between cycles)."""
+    reuses them (the horizon is shifted in between, as the daemon's last forecast ages between cycles).
 
-    def __init__(self, model: Forecaster, demand: pd.DataFrame, every: int, horizon: int, history: int) -> None:
+    With ``keep=False`` only the newest forecast is kept (one setting: at 1,000 tenants a week of kept
+    forecasts would be 3 GB). With ``prefetch`` the next forecast (the next `every` steps, up to `stop`) is made
+    in a background thread while the simulator runs the steps in between; forecasts are made in the same
+    order either way and depend only on the trace, so the results are the same."""
+
+    def __init__(self, model: Forecaster, demand: pd.DataFrame, every: int, horizon: int, history: int, *,
+                 keep: bool = True, prefetch: bool = False, stop: int | None = None) -> None:
         self.model, self.demand, self.every, self.horizon, self.history = model, demand, max(1, every), horizon, history
+        self.keep, self.stop = keep, len(demand) if stop is None else stop
         self.made: dict[int, Forecast] = {}
         self.seconds = 0.0
+        self._pool = None
+        self._next: tuple[int, object] | None = None  # (base, future) being made in the background
+        if prefetch:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="forecast-prefetch")
+
+    def _make(self, base: int) -> Forecast:
+        t0 = time.perf_counter()
+        fc = self.model.predict(self.demand.iloc[max(0, base + 1 - self.history): base + 1], self.horizon)
+        self.seconds += time.perf_counter() - t0
+        return fc
+
+    def _forecast(self, base: int) -> Forecast:
+        fc = self.made.get(base)
+        if fc is not None:
+            return fc
+        if self._next is not None and self._next[0] == base:
+            fc = self._next[1].result()
+        else:
+            if self._next is not None:  # asked out of order: let the one in flight finish first
+                other, fut = self._next
+                if self.keep:
+                    self.made[other] = fut.result()
+                else:
+                    fut.result()
+            fc = self._make(base)
+        self._next = None
+        if not self.keep:
+            self.made.clear()
+        self.made[base] = fc
+        nxt = base + self.every
+        if self._pool is not None and nxt < self.stop and nxt not in self.made:
+            self._next = (nxt, self._pool.submit(self._make, nxt))
+        return fc
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        self._next = None
 
     def at(self, k: int) -> Forecast:
         base = k - k % self.every
-        fc = self.made.get(base)
-        if fc is None:
-            t0 = time.perf_counter()
-            fc = self.model.predict(self.demand.iloc[max(0, base + 1 - self.history): base + 1], self.horizon)
-            self.seconds += time.perf_counter() - t0
-            self.made[base] = fc
+        fc = self._forecast(base)
         s = k - base
         if s == 0:
             return fc
@@ -272,6 +315,14 @@ def _groups(runs: list[tuple[str, dict]]) -> list[list[int]]:
     return ([pred] if pred else []) + [[i] for i, (s, _) in enumerate(runs) if s != "predictive"]
 
 
+def _bank(model: Forecaster, w: Workload, cfg: Config, runs: list[tuple[str, dict]], every: int,
+          steps: int) -> ForecastBank:
+    """One bank for the predictive settings of `runs`: kept whole only when several settings reuse it."""
+    n = sum(s == "predictive" for s, _ in runs)
+    return ForecastBank(model, w.demand, every, cfg.cycle.horizon_steps, cfg.cycle.history_steps, keep=n > 1,
+                        prefetch=True, stop=w.start + steps)
+
+
 _JOB: dict = {}  # what a worker process needs, inherited through fork (a DataFrame and a model are not re-pickled)
 
 
@@ -280,16 +331,16 @@ def _run_group(group: list[int]) -> list[tuple[int, Meter]]:
 
     torch.set_num_threads(1)  # one process per core: intra-op threads would only wait on each other
     j = _JOB
-    bank = None
-    out = []
-    for i in group:
-        s, knobs = j["runs"][i]
-        if s == "predictive" and bank is None:
-            bank = ForecastBank(j["model"], j["w"].demand, j["forecast_every"], j["cfg"].cycle.horizon_steps,
-                                j["cfg"].cycle.history_steps)
-        out.append((i, run_strategy(s, j["w"], j["cfg"], bank if s == "predictive" else None, steps=j["steps"],
-                                    knobs=knobs, check_invariants=j["check_invariants"])))
-    return out
+    runs = [j["runs"][i] for i in group]
+    bank = _bank(j["model"], j["w"], j["cfg"], runs, j["forecast_every"], j["steps"]) \
+        if any(s == "predictive" for s, _ in runs) else None
+    try:
+        return [(i, run_strategy(s, j["w"], j["cfg"], bank if s == "predictive" else None, steps=j["steps"],
+                                 knobs=knobs, check_invariants=j["check_invariants"]))
+                for i, (s, knobs) in zip(group, runs)]
+    finally:
+        if bank is not None:
+            bank.close()
 
 
 def run_replay(w: Workload, cfg: Config, model: Forecaster | None, *, steps: int, strategies=STRATEGIES,
@@ -318,19 +369,21 @@ def run_replay(w: Workload, cfg: Config, model: Forecaster | None, *, steps: int
         finally:
             _JOB.clear()
         return [done[i] for i in range(len(runs))]
-    bank = None
-    if any(s == "predictive" for s, _ in runs):
-        bank = ForecastBank(model, w.demand, forecast_every, cfg.cycle.horizon_steps, cfg.cycle.history_steps)
+    bank = _bank(model, w, cfg, runs, forecast_every, steps) if any(s == "predictive" for s, _ in runs) else None
     out = []
-    for s, knobs in runs:
-        bar = None
-        if progress:
-            from tqdm import tqdm
+    try:
+        for s, knobs in runs:
+            bar = None
+            if progress:
+                from tqdm import tqdm
 
-            bar = tqdm(total=steps, desc=f"{w.name}/{s}{knobs or ''}", leave=False, disable=None)
-        out.append(run_strategy(s, w, cfg, bank if s == "predictive" else None, steps=steps, knobs=knobs,
-                                progress=(lambda _i, b=bar: b.update(1)) if bar else None,
-                                check_invariants=check_invariants))
-        if bar:
-            bar.close()
+                bar = tqdm(total=steps, desc=f"{w.name}/{s}{knobs or ''}", leave=False, disable=None)
+            out.append(run_strategy(s, w, cfg, bank if s == "predictive" else None, steps=steps, knobs=knobs,
+                                    progress=(lambda _i, b=bar: b.update(1)) if bar else None,
+                                    check_invariants=check_invariants))
+            if bar:
+                bar.close()
+    finally:
+        if bank is not None:
+            bank.close()
     return out
