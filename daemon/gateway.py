@@ -59,6 +59,7 @@ def keys_key(prefix: str) -> str:
 
 
 DIGEST_RE = re.compile(r"[0-9a-fA-F]{64}")
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def key_digest(key: str) -> str:
@@ -241,7 +242,7 @@ class Identity:
             except UnicodeDecodeError:
                 bad += 1
                 continue
-            if DIGEST_RE.fullmatch(d) and t:
+            if DIGEST_RE.fullmatch(d) and t and not CONTROL_RE.search(t):
                 pub[d.lower()] = t
             else:
                 bad += 1
@@ -493,6 +494,12 @@ async def _peek_body(receive: Callable[[], Awaitable], limit: int) -> tuple[byte
     return body, replay
 
 
+def _header_text(text: str) -> bytes:
+    """Free text as a header value: control characters (a line break would make the server refuse the whole
+    answer) become spaces."""
+    return CONTROL_RE.sub(" ", text).encode("utf-8", "replace")
+
+
 def _close_reason(text: str) -> str:
     """A websocket close reason: at most 123 bytes of UTF-8."""
     return text.encode("utf-8")[:123].decode("utf-8", "ignore")
@@ -560,7 +567,7 @@ class RateLimitMiddleware:
             cache_key = self.cache.key_for(tenant, scope, body)
         if not d.allowed:
             retry = max(1, math.ceil(d.retry_after_s)) if d.retry_after_s >= 0 else 60
-            headers += [(b"retry-after", str(retry).encode()), (b"x-ratelimit-reason", d.reason.encode("utf-8", "replace"))]
+            headers += [(b"retry-after", str(retry).encode()), (b"x-ratelimit-reason", _header_text(d.reason))]
             if await self._degraded(scope, receive, send, tenant, cache_key, headers):
                 return
             await self._reply(send, 429, {"error": "rate limited", "tenant": tenant, "reason": d.reason,
@@ -675,6 +682,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--port", type=int, default=8080)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line, with its URL and query, per proxied request
     try:
         app = build_app(load_gateway_config(args.config))
     except GatewayConfigError as exc:
