@@ -123,3 +123,19 @@ def test_middleware_fails_open_when_redis_is_down():
     a, b = asyncio.run(go())
     assert a.status_code == 200 and a.headers["x-ratelimit-degraded"] == "1"
     assert b.status_code == 503
+
+
+def test_a_flushed_redis_is_republished_by_the_running_daemon(r, redis_url):
+    """Redis restarted without its data (or flushed) between two cycles: the next cycle writes the limits and
+    the API key digests again. The actuator used to trust its own cache until the daemon restarted, so the
+    gateways fell back to the default bucket and answered 401 to every key the daemon publishes."""
+    from daemon.gateway import keys_key
+
+    act = RedisLimitsActuator(redis_url, dry_run=False, api_keys={key_digest(KEY_A): "a"})
+    plan = make_plan({"a": RateLimit(50, 100, 1, "load 85%")})
+    assert act.apply(plan).ok
+    r.flushdb()
+    assert act.apply(plan).ok
+    assert float(r.hget(limit_key("gpuas", "a"), "rate")) == 50
+    assert r.hgetall(keys_key("gpuas")) == {key_digest(KEY_A).encode(): b"a"}
+    assert act.apply(plan).actions == []   # and then nothing to write again
