@@ -214,3 +214,30 @@ def test_node_names_come_from_the_node_list_and_a_glob_is_refused():
                       '"labels":{"alertname":"GPUNodeDown","kubernetes_node":"gpu-node-*"},"startsAt":"x"}]}').encode())
     with pytest.raises(alerts.PayloadError, match="alerts.0.labels.kubernetes_node"):
         alerts.actions(p, FailoverConfig(), names.__contains__)
+
+
+def test_a_quota_the_plan_no_longer_asks_for_is_deleted_ours_only():
+    """team-high was capped before (say it was normal-tier then); the plan caps only team-low now. Our
+    quota in its namespace goes; a quota of the same name without our label is somebody else's."""
+    ours = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {
+        "name": "gpu-autoscaler", "namespace": "serving", "labels": {"app.kubernetes.io/managed-by": "gpu-autoscaler"}},
+        "spec": {"hard": {"requests.nvidia.com/gpu": "8"}}}
+    routes = dict(BASE)
+    routes[("GET", r"/api/v1/namespaces/serving/resourcequotas/gpu-autoscaler")] = (200, ours)
+    routes[("DELETE", r"/api/v1/namespaces/serving/resourcequotas/gpu-autoscaler")] = (200, {"kind": "Status"})
+    act, pool = actuator(routes)
+    rep = act.apply(plan())
+    assert rep.ok, rep.errors
+    dels = [r["path"] for r in pool.sent if r["method"] == "DELETE"]
+    assert dels == ["/api/v1/namespaces/serving/resourcequotas/gpu-autoscaler"]
+    assert not any("kube-system" in r["path"] for r in pool.sent)
+    n = len(pool.sent)
+    assert act.apply(plan()).ok and len(pool.sent) == n          # gone: not asked again
+    # a plan without any quota (no good plan yet) deletes nothing
+    act2, pool2 = actuator(routes)
+    assert act2.apply(plan(quotas={})).ok and not [r for r in pool2.sent if r["method"] == "DELETE"]
+    # somebody else's quota of that name is left alone
+    theirs = {**ours, "metadata": {**ours["metadata"], "labels": {}}}
+    routes[("GET", r"/api/v1/namespaces/serving/resourcequotas/gpu-autoscaler")] = (200, theirs)
+    act3, pool3 = actuator(routes)
+    assert act3.apply(plan()).ok and not [r for r in pool3.sent if r["method"] == "DELETE"]

@@ -80,7 +80,7 @@ class KubernetesActuator:
         self.min_runtime_s = min_runtime_s  # policy.preempt_min_runtime_s, re-checked on the live pod
         self.enforce_plan = enforce_plan  # False beside Kueue: quotas and reclaim are Kueue's, failover stays here
         self._retry: dict[str, str] = {}  # job id -> reason: failed-node evictions a PDB refused, retried each cycle
-        self._quotas: dict[str, int] = {}
+        self._quotas: dict[str, int | None] = {}  # namespace -> GPUs our quota caps; None: we have none there
         self._classes_ok = False
 
     @staticmethod
@@ -141,6 +141,34 @@ class KubernetesActuator:
             self._quotas[ns] = gpus
         except ApiException as exc:
             rep.errors.append(f"ResourceQuota {ns}: {exc.status} {exc.reason}")
+
+    def drop_quota(self, rep: ActionReport, ns: str) -> None:
+        """The plan caps this tenant no longer (it is high-tier now, or no cap is wanted): delete our quota
+        there, so no cap stays behind that no plan asked for. A quota without our label is left alone."""
+        if ns in self._quotas and self._quotas[ns] is None:
+            return
+        try:
+            cur = self.core.read_namespaced_resource_quota(self.cfg.quota_name, ns)
+        except ApiException as exc:
+            if exc.status == 404:
+                self._quotas[ns] = None
+            else:
+                rep.errors.append(f"ResourceQuota {ns}: {exc.status} {exc.reason}")
+            return
+        if (cur.metadata.labels or {}).get("app.kubernetes.io/managed-by") != "gpu-autoscaler":
+            self._quotas[ns] = None
+            return
+        rep.actions.append(f"delete ResourceQuota {ns}/{self.cfg.quota_name}: the plan caps this tenant no longer")
+        if self.dry_run:
+            return
+        try:
+            self.core.delete_namespaced_resource_quota(self.cfg.quota_name, ns)
+            self._quotas[ns] = None
+        except ApiException as exc:
+            if exc.status == 404:
+                self._quotas[ns] = None
+            else:
+                rep.errors.append(f"ResourceQuota {ns}: {exc.status} {exc.reason}")
 
     def _pod(self, rep: ActionReport, job_id: str):
         """The live pod behind `job_id` if this daemon may evict it at all, else None (reason reported)."""
@@ -212,6 +240,10 @@ class KubernetesActuator:
             return rep
         for tenant, gpus in sorted(plan.quotas.items()):
             self.set_quota(rep, tenant, gpus)
+        if plan.quotas:  # a plan without any quota (no good plan yet) changes none
+            for tenant, ns in sorted(self.ns_of.items()):
+                if tenant not in plan.quotas:
+                    self.drop_quota(rep, ns)
         for p in plan.preemptions:
             self.evict(rep, p.job_id, p.reason)
         return rep
