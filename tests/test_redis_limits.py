@@ -125,6 +125,22 @@ def test_middleware_fails_open_when_redis_is_down():
     assert b.status_code == 503
 
 
+def test_a_flushed_redis_is_republished_by_the_running_daemon(r, redis_url):
+    """Redis restarted without its data (or flushed) between two cycles: the next cycle writes the limits and
+    the API key digests again. The actuator used to trust its own cache until the daemon restarted, so the
+    gateways fell back to the default bucket and answered 401 to every key the daemon publishes."""
+    from daemon.gateway import keys_key
+
+    act = RedisLimitsActuator(redis_url, dry_run=False, api_keys={key_digest(KEY_A): "a"})
+    plan = make_plan({"a": RateLimit(50, 100, 1, "load 85%")})
+    assert act.apply(plan).ok
+    r.flushdb()
+    assert act.apply(plan).ok
+    assert float(r.hget(limit_key("gpuas", "a"), "rate")) == 50
+    assert r.hgetall(keys_key("gpuas")) == {key_digest(KEY_A).encode(): b"a"}
+    assert act.apply(plan).actions == []   # and then nothing to write again
+
+
 def test_reservations_hash_follows_the_plan_and_drops_released_tenants(r, redis_url):
     """`<prefix>:reservations` was written only when a limit changed, and a tenant whose hold ended kept its
     old value there: a hold no plan asked for any more."""

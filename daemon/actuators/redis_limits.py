@@ -26,6 +26,14 @@ class RedisLimitsActuator:
         self.api_keys = api_keys  # SHA-256 digest -> tenant, published for the gateways (None: leave alone)
         self._keys_in_redis: dict[str, str] | None = None
         self._reserved: dict[str, int] | None = None  # <prefix>:reservations as last written (None: unknown)
+        self._version: bytes | None = None  # `<prefix>:limits:version` as last read or written
+
+    def _check_version(self) -> None:
+        """Forget what we think Redis holds when `<prefix>:limits:version` is not what we last saw: Redis came
+        back empty (a restart without its data, a flush, a failover) or someone else wrote."""
+        seen = self.client.get(f"{self.prefix}:limits:version")
+        if seen != self._version:
+            self._published, self._keys_in_redis, self._reserved, self._version = {}, None, None, seen
 
     def _publish_keys(self, rep: ActionReport) -> None:
         """Make `<prefix>:apikeys` equal the configured map (one MULTI: gateways never see half of it)."""
@@ -43,7 +51,8 @@ class RedisLimitsActuator:
         pipe.delete(keys_key(self.prefix))
         if self.api_keys:
             pipe.hset(keys_key(self.prefix), mapping=self.api_keys)
-        pipe.execute()
+        pipe.incr(f"{self.prefix}:limits:version")
+        self._version = str(pipe.execute()[-1]).encode()
         self._keys_in_redis = dict(self.api_keys)
 
     def _current(self) -> dict[str, tuple[float, float, str]]:
@@ -64,6 +73,7 @@ class RedisLimitsActuator:
     def apply(self, plan: Plan) -> ActionReport:
         rep = ActionReport(self.name, self.dry_run)
         try:
+            self._check_version()
             self._publish_keys(rep)
             if not self._published:
                 self._published = self._current()
@@ -92,13 +102,16 @@ class RedisLimitsActuator:
             if changed:
                 pipe.incr(f"{self.prefix}:limits:version")
                 pipe.publish(f"{self.prefix}:limits", json.dumps({"at": plan.at, "changed": sorted(changed)}))
-            pipe.execute()
+            res = pipe.execute()
+            if changed:
+                self._version = str(res[-2]).encode()  # what the INCR above made it
             for t, lim in changed.items():
                 self._published[t] = (lim.rate, lim.burst, lim.reason)
             self._reserved = reserved
         except redis.RedisError as exc:
             self._published = {}  # unknown state: re-read next time
             self._keys_in_redis = None
+            self._version = None
             self._reserved = None
             rep.errors.append(f"redis: {exc}")
         return rep
