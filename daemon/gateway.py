@@ -558,7 +558,8 @@ class RateLimitMiddleware:
             await self.app(scope, receive, send_degraded)
             return
         headers = [(b"x-ratelimit-limit", f"{d.rate:g}".encode()),
-                   (b"x-ratelimit-remaining", str(max(0, math.floor(d.remaining))).encode())]
+                   (b"x-ratelimit-remaining", str(max(0, math.floor(d.remaining)) if math.isfinite(d.remaining)
+                                                  else d.remaining).encode())]
         cache_key = None
         if self.cache is not None:
             body = None

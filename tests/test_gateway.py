@@ -571,3 +571,18 @@ def test_standalone_429_with_a_reason_holding_a_line_break(r, standalone):
     assert first.status_code == 200 and second.status_code == 429
     assert second.headers["x-ratelimit-reason"] == "fixed limit for a  X-Evil: 1: 0.001 req/s"
     assert "x-evil" not in second.headers and second.json()["reason"].startswith("fixed limit for a\r\n")
+
+
+@pytest.mark.services
+def test_an_unlimited_or_garbled_published_limit_is_a_decision_not_a_script_error(r, redis_url):
+    """`high = inf` passes the daemon's config and is published as rate=inf, burst=inf; the script then failed
+    (PEXPIRE of NaN), so every such request went through the fail-open path marked degraded (or got a 503 with
+    fail_open = false). inf is unlimited; NaN or a negative value falls back to the default bucket."""
+    r.hset("gpuas:limit:a", mapping={"rate": "inf", "burst": "inf", "reason": "unlimited"})
+    r.hset("gpuas:limit:b", mapping={"rate": "nan", "burst": "-5", "reason": "garbled"})
+    app = gateway(redis_url, Identity({key_digest(KEY_A): "a", key_digest(KEY_B): "b"}), fail_open=False)
+    a1, a2, b1 = calls(app, [A, A, B])
+    for resp in (a1, a2, b1):
+        assert resp.status_code == 200 and "x-ratelimit-degraded" not in resp.headers, resp.text
+    assert a2.headers["x-ratelimit-limit"] == "inf"
+    assert b1.headers["x-ratelimit-limit"] == "100" and b1.headers["x-ratelimit-remaining"] == "199"  # the default
