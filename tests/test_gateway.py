@@ -586,3 +586,23 @@ def test_an_unlimited_or_garbled_published_limit_is_a_decision_not_a_script_erro
         assert resp.status_code == 200 and "x-ratelimit-degraded" not in resp.headers, resp.text
     assert a2.headers["x-ratelimit-limit"] == "inf"
     assert b1.headers["x-ratelimit-limit"] == "100" and b1.headers["x-ratelimit-remaining"] == "199"  # the default
+
+
+@pytest.mark.services
+def test_a_cached_answer_is_only_given_to_a_request_that_accepts_its_encoding(r, redis_url):
+    """The cache identity had Accept but not Accept-Encoding: a gzip answer cached for one client was the
+    over-limit answer for a client that asked for identity."""
+    from daemon.gateway import ProxyApp, build_app
+
+    up = _RawUpstream()
+    _tight(r, "a")
+    cfg = parse_gateway_config({"redis": {"url": redis_url}, "keys": [{"tenant": "a", "key": KEY_A}],
+                                "keys_from_redis": False, "degrade": {"cache": True}})
+    try:
+        gz, plain = _run(lambda: build_app(cfg, ProxyApp(up.url)),
+                         [("GET", "/gz", {**A, "Accept-Encoding": "gzip"}, None),
+                          ("GET", "/gz", {**A, "Accept-Encoding": "identity"}, None)])
+    finally:
+        up.close()
+    assert gz.status_code == 200 and gz.headers["content-encoding"] == "gzip"
+    assert plain.status_code == 429 and "content-encoding" not in plain.headers
