@@ -528,6 +528,15 @@ class RateLimitMiddleware:
         self.fail_open = fail_open
         self.cache = cache
         self.fallback = fallback
+        self._down_logged_at = -math.inf
+
+    def _limiter_down(self, exc: Exception) -> None:
+        """Say that Redis cannot be reached, and what requests get meanwhile; at most once every 10 s."""
+        now = time.monotonic()
+        if now - self._down_logged_at >= 10.0:
+            self._down_logged_at = now
+            log.warning("gateway: rate limiter unavailable (%s); requests are %s", exc,
+                        "let through marked X-RateLimit-Degraded (fail_open)" if self.fail_open else "refused (503)")
 
     async def __call__(self, scope: dict, receive: Callable[[], Awaitable], send: Callable) -> None:
         if scope["type"] == "websocket":
@@ -545,8 +554,8 @@ class RateLimitMiddleware:
         try:
             d = await self.bucket.acquire(tenant)
         except (redis.RedisError, OSError) as exc:
+            self._limiter_down(exc)
             if not self.fail_open:
-                log.warning("gateway: rate limiter unavailable (%s); request refused", exc)
                 await self._reply(send, 503, {"error": "rate limiter unavailable"}, [(b"retry-after", b"1")])
                 return
 
@@ -610,8 +619,8 @@ class RateLimitMiddleware:
         try:
             d = await self.bucket.acquire(who.tenant)
         except (redis.RedisError, OSError) as exc:
+            self._limiter_down(exc)
             if not self.fail_open:
-                log.warning("gateway: rate limiter unavailable (%s); websocket refused", exc)
                 await send({"type": "websocket.close", "code": 1013, "reason": "rate limiter unavailable"})
                 return
         else:

@@ -606,3 +606,20 @@ def test_a_cached_answer_is_only_given_to_a_request_that_accepts_its_encoding(r,
         up.close()
     assert gz.status_code == 200 and gz.headers["content-encoding"] == "gzip"
     assert plain.status_code == 429 and "content-encoding" not in plain.headers
+
+
+def test_a_limiter_outage_is_logged_once_not_per_request(caplog):
+    """Fail-open let requests through without a single log line (only the response header said so); now one
+    warning, not one per request."""
+    import logging
+
+    from tests.conftest import free_port
+
+    caplog.set_level(logging.WARNING, logger="gpu_autoscaler.gateway")
+    dead = aredis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=0.2)
+    app = RateLimitMiddleware(Starlette(routes=[Route("/", _echo)]), AsyncTokenBucket(dead),
+                              Identity({key_digest(KEY_A): "a"}))
+    responses = calls(app, [A, A, A])
+    assert all(r.status_code == 200 and r.headers["x-ratelimit-degraded"] == "1" for r in responses)
+    lines = [r.getMessage() for r in caplog.records if "rate limiter unavailable" in r.getMessage()]
+    assert len(lines) == 1 and "let through" in lines[0]
