@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from daemon.config import Config
+from daemon.sim.cluster import lexorder
 from daemon.sim.replay import ForecastBank, run_replay, run_strategy
 from daemon.sim.workloads import synthetic
 from forecaster.baselines import SeasonalNaive
@@ -81,3 +82,15 @@ def test_simulator_gives_exactly_the_digests_it_gave_before_its_speedups():
     first = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), None)
     assert first is None, f"step {first}: {got[first]} != {want[first]}"
     assert len(got) == len(want)
+
+
+def test_lexorder_is_lexsort():
+    rng = np.random.default_rng(1)
+    for n in (0, 1, 7, 500, 5000):
+        small = rng.integers(0, 3, n).astype(np.int8)
+        wide = rng.integers(-(1 << 40), 1 << 40, n)                 # too wide for the radix path
+        step = rng.integers(0, 300, n)                              # many ties
+        flag = rng.uniform(size=n) < 0.5
+        flt = rng.integers(0, 50, n).astype(float)
+        for keys in ((step, small), (wide, step), (flag,), (step, flag, small), (flt, step), (-step, small)):
+            assert np.array_equal(lexorder(*keys), np.lexsort(keys)), (n, [k.dtype for k in keys])
