@@ -239,6 +239,7 @@ class KubernetesActuatorConfig(_Strict):
     gpu_resource: str = "nvidia.com/gpu"
     quota_name: str = "gpu-autoscaler"
     grace_period_s: int = Field(30, ge=0)
+    timeout_s: float = Field(10.0, gt=0, description="every API request: no answer within this is that action's error")
 
 
 class KueueActuatorConfig(_Strict):

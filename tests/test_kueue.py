@@ -424,3 +424,13 @@ def test_beside_kueue_the_kubernetes_actuator_sets_no_quota_and_evicts_nothing()
     p = plan(20, pre=[Preemption("research/x", "team-a", 2, "", "y")])
     assert act.apply(Plan(**{**p.__dict__, "quotas": {"team-a": 40}})).ok
     assert {r["path"] for r in pool.sent} == {"/apis/scheduling.k8s.io/v1/priorityclasses"}
+
+
+def test_stopping_before_any_plan_still_releases_nodes_an_earlier_run_held():
+    c = FakeCluster()
+    c.nodes["n4"]["metadata"]["labels"][KEY] = "team-high"
+    c.nodes["n4"]["spec"]["taints"] = [{"key": KEY, "value": "team-high", "effect": "NoSchedule"}]
+    act, pool, c = kueue(c)
+    assert act.release_holds().ok
+    assert c.held() == {} and c.nodes["n4"]["spec"]["taints"] == []
+    assert [r["path"] for r in writes(pool)] == ["/api/v1/nodes/n4"]      # nothing else touched

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
+import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
@@ -25,6 +26,8 @@ from daemon.config import KubernetesActuatorConfig, TenantConfig
 from daemon.policy.types import Notification, Plan
 
 log = logging.getLogger("gpu_autoscaler.actuator.kubernetes")
+
+RETRY = object()  # _pod: the API did not answer whether the pod may be evicted; try again next cycle
 
 PRIORITY_CLASSES = {
     "high": (1_000_000, "PreemptLowerPriority", "gpu-autoscaler: high tier, never preempted by the daemon"),
@@ -43,6 +46,26 @@ def tenant_namespaces(tenants: list[TenantConfig]) -> dict[str, str]:
     return out
 
 
+class TimedApiClient(k8s.ApiClient):
+    """The official ApiClient with a timeout on every request and no retries of its own (the next cycle is
+    the retry). The client has no default timeout, so an API server that stops answering would hang the
+    cycle; and a timeout or a refused connection surfaces as a urllib3 error, not an ApiException. Here both
+    become ``ApiException(status=0)``, which every caller reports as that action's error."""
+
+    def __init__(self, configuration: k8s.Configuration | None = None, timeout_s: float = 10.0) -> None:
+        configuration = configuration or k8s.Configuration.get_default_copy()
+        configuration.retries = 0
+        super().__init__(configuration)
+        self.timeout_s = timeout_s
+
+    def call_api(self, method, url, header_params=None, body=None, post_params=None, _request_timeout=None):
+        try:
+            return super().call_api(method, url, header_params, body, post_params,
+                                    _request_timeout if _request_timeout is not None else self.timeout_s)
+        except urllib3.exceptions.HTTPError as exc:
+            raise ApiException(status=0, reason=f"no answer within {self.timeout_s:g} s: {type(exc).__name__}") from None
+
+
 def api_client(cfg: KubernetesActuatorConfig) -> k8s.ApiClient:
     """An API client from the in-cluster service account or a kubeconfig (actuators.kubernetes)."""
     from kubernetes import config as kcfg
@@ -51,7 +74,7 @@ def api_client(cfg: KubernetesActuatorConfig) -> k8s.ApiClient:
         kcfg.load_incluster_config()
     else:
         kcfg.load_kube_config(config_file=str(cfg.kubeconfig) if cfg.kubeconfig else None)
-    return k8s.ApiClient()
+    return TimedApiClient(timeout_s=cfg.timeout_s)
 
 
 def priority_class_name(tier: str) -> str:
@@ -171,7 +194,8 @@ class KubernetesActuator:
                 rep.errors.append(f"ResourceQuota {ns}: {exc.status} {exc.reason}")
 
     def _pod(self, rep: ActionReport, job_id: str):
-        """The live pod behind `job_id` if this daemon may evict it at all, else None (reason reported)."""
+        """The live pod behind `job_id` if this daemon may evict it at all, else None (reason reported);
+        RETRY when the API did not say (an error or no answer): the caller tries again next cycle."""
         ns, _, pod = job_id.partition("/")
         if not pod:
             rep.errors.append(f"job id {job_id!r} is not namespace/pod")
@@ -184,9 +208,9 @@ class KubernetesActuator:
         except ApiException as exc:
             if exc.status == 404:
                 rep.actions.append(f"skip {job_id}: gone")
-            else:
-                rep.errors.append(f"read pod {job_id}: {exc.status} {exc.reason}")
-            return None
+                return None
+            rep.errors.append(f"read pod {job_id}: {exc.status} {exc.reason}")
+            return RETRY
         if not evictable(live):
             rep.actions.append(f"skip {job_id}: DaemonSet or mirror pod")
             return None
@@ -213,7 +237,7 @@ class KubernetesActuator:
 
     def evict(self, rep: ActionReport, job_id: str, reason: str) -> None:
         live = self._pod(rep, job_id)
-        if live is None:
+        if live is None or live is RETRY:  # a plan preemption: the next plan asks again if still needed
             return
         if live.spec.priority_class_name != priority_class_name("low"):
             rep.errors.append(f"refused to evict {job_id}: PriorityClass {live.spec.priority_class_name!r} is not preemptible")
@@ -233,8 +257,9 @@ class KubernetesActuator:
     def apply(self, plan: Plan) -> ActionReport:
         rep = ActionReport(self.name, self.dry_run)
         self.ensure_priority_classes(rep)  # Kueue takes workload priority from these too
-        for jid, reason in list(self._retry.items()):  # failed-node pods a PDB held back
-            if self._pod(rep, jid) is None or self._evict(rep, jid, reason):
+        for jid, reason in list(self._retry.items()):  # failed-node pods a PDB or an API error held back
+            live = self._pod(rep, jid)
+            if live is None or (live is not RETRY and self._evict(rep, jid, reason)):
                 del self._retry[jid]
         if not self.enforce_plan:
             return rep
@@ -271,7 +296,8 @@ class KubernetesActuator:
         delete), so their controllers recreate them elsewhere; a PDB refusal is retried each cycle."""
         rep = ActionReport(self.name, self.dry_run)
         for jid in job_ids:
-            if self._pod(rep, jid) is not None and not self._evict(rep, jid, reason):
+            live = self._pod(rep, jid)
+            if live is RETRY or (live is not None and not self._evict(rep, jid, reason)):
                 self._retry[jid] = reason
         return rep
 

@@ -259,10 +259,10 @@ class KueueActuator:
         """The daemon stops: every node it holds is un-held (no pod stops) and the hold flavors' quota goes
         to 0; the tier queues keep the last plan's numbers over all unheld GPUs."""
         rep = ActionReport(self.name, self.dry_run)
+        self.nodes.release_all(rep)  # also nodes an earlier run held, when this one never applied a plan
+        self._held = {t: 0 for t in self.holders}
         if self._last is None:
             return rep
-        self.nodes.release_all(rep)
-        self._held = {t: 0 for t in self.holders}
         plan = dataclasses.replace(self._last, reservations={}, preemptions=())
         for plural, body in self.objects(plan, self._held):
             if plural == "clusterqueues":
