@@ -434,3 +434,16 @@ def test_stopping_before_any_plan_still_releases_nodes_an_earlier_run_held():
     assert act.release_holds().ok
     assert c.held() == {} and c.nodes["n4"]["spec"]["taints"] == []
     assert [r["path"] for r in writes(pool)] == ["/api/v1/nodes/n4"]      # nothing else touched
+
+
+def test_tenant_names_become_valid_distinct_label_values_and_names():
+    import re
+
+    from daemon.actuators.node_holds import name_part
+
+    names = ["team-high", "Team_High", "team.high", "TEAM-HIGH", "a" * 80, "a" * 81, "ÄÖ", "-x-"]
+    parts = [name_part(n) for n in names]
+    assert parts[0] == "team-high"                                    # a valid name stays as it is
+    assert len(set(parts)) == len(parts)                              # never two tenants on one label value
+    for p in parts:
+        assert len(p) <= 47 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", p), p
