@@ -360,7 +360,7 @@ class Cached:
 class ResponseCache:
     """Responses of idempotent requests, per tenant, in Redis: the fallback for an over-limit request.
 
-    Identical means: same tenant, method, path, query, Accept and Accept-Encoding headers; a POST counts only when it carries
+    Identical means: same tenant, method, path as sent, query, Accept and Accept-Encoding headers; a POST counts only when it carries
     an ``Idempotency-Key`` header, and then the key and the body's SHA-256 are part of the identity.
     Only 200 answers without ``Cache-Control: no-store`` are kept, up to ``max_bytes``, for ``ttl_s``.
     """
@@ -374,7 +374,8 @@ class ResponseCache:
 
     def key_for(self, tenant: str, scope: dict, body: bytes | None) -> str | None:
         method = scope.get("method", "GET")
-        parts = [tenant, method, scope.get("path", ""), scope.get("query_string", b"").decode("latin-1"),
+        path = scope["raw_path"].decode("latin-1") if scope.get("raw_path") else scope.get("path", "")  # as sent
+        parts = [tenant, method, path, scope.get("query_string", b"").decode("latin-1"),
                  _header(scope, b"accept") or "", _header(scope, b"accept-encoding") or ""]
         if method == "POST":
             idem = _header(scope, b"idempotency-key")

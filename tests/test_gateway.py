@@ -623,3 +623,22 @@ def test_a_limiter_outage_is_logged_once_not_per_request(caplog):
     assert all(r.status_code == 200 and r.headers["x-ratelimit-degraded"] == "1" for r in responses)
     lines = [r.getMessage() for r in caplog.records if "rate limiter unavailable" in r.getMessage()]
     assert len(lines) == 1 and "let through" in lines[0]
+
+
+@pytest.mark.services
+def test_a_cached_answer_is_keyed_by_the_path_as_sent(r, redis_url):
+    """The proxy sends /x%2Fy and /x/y upstream as two different targets; the cache keyed both by the decoded
+    path, so one's answer was the over-limit answer for the other."""
+    from daemon.gateway import ProxyApp, build_app
+
+    up = _RawUpstream()
+    _tight(r, "a")
+    cfg = parse_gateway_config({"redis": {"url": redis_url}, "keys": [{"tenant": "a", "key": KEY_A}],
+                                "keys_from_redis": False, "degrade": {"cache": True}})
+    try:
+        escaped, plain = _run(lambda: build_app(cfg, ProxyApp(up.url)),
+                              [("GET", "/x%2Fy", A, None), ("GET", "/x/y", A, None)])
+    finally:
+        up.close()
+    assert escaped.status_code == 200 and escaped.json()["target"] == "/x%2Fy"
+    assert plain.status_code == 429
