@@ -360,8 +360,8 @@ class Cached:
 class ResponseCache:
     """Responses of idempotent requests, per tenant, in Redis: the fallback for an over-limit request.
 
-    Identical means: same tenant, method, path as sent, query, Accept and Accept-Encoding headers; a POST counts only when it carries
-    an ``Idempotency-Key`` header, and then the key and the body's SHA-256 are part of the identity.
+    Identical means: same tenant, method, path as sent, query, Accept and Accept-Encoding headers; a POST
+    counts only when it carries an ``Idempotency-Key`` header, and then the key and the body's SHA-256 are part of the identity.
     Only 200 answers without ``Cache-Control: no-store`` are kept, up to ``max_bytes``, for ``ttl_s``.
     """
 
@@ -626,7 +626,8 @@ class RateLimitMiddleware:
                 return
         else:
             if not d.allowed:
-                await send({"type": "websocket.close", "code": 1013, "reason": _close_reason(f"rate limited: {d.reason}")})
+                await send({"type": "websocket.close", "code": 1013,
+                            "reason": _close_reason(f"rate limited: {d.reason}")})
                 return
         await self.app(_with_tenant(scope, who.tenant), receive, send)
 
