@@ -361,7 +361,8 @@ class ResponseCache:
     """Responses of idempotent requests, per tenant, in Redis: the fallback for an over-limit request.
 
     Identical means: same tenant, method, path as sent, query, Accept and Accept-Encoding headers; a POST
-    counts only when it carries an ``Idempotency-Key`` header, and then the key and the body's SHA-256 are part of the identity.
+    counts only when it carries an ``Idempotency-Key`` header, and then the key and the body's SHA-256 are
+    part of the identity.
     Only 200 answers without ``Cache-Control: no-store`` are kept, up to ``max_bytes``, for ``ttl_s``.
     """
 
