@@ -20,6 +20,7 @@ not import the daemon's heavy dependencies.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import ipaddress
@@ -214,6 +215,7 @@ class Identity:
         self.trusted = [ipaddress.ip_network(p, strict=False) for p in trusted_proxies]
         self._published: dict[str, str] = {}
         self._loaded_at = -math.inf
+        self._lock = asyncio.Lock()
         self._entries = self._build()
 
     @classmethod
@@ -228,6 +230,12 @@ class Identity:
     async def _refresh(self) -> None:
         if self.client is None or time.monotonic() - self._loaded_at < self.refresh_s:
             return
+        async with self._lock:  # one read for all the requests that find it due
+            if time.monotonic() - self._loaded_at < self.refresh_s:
+                return
+            await self._load()
+
+    async def _load(self) -> None:
         try:
             raw = await self.client.hgetall(keys_key(self.prefix))
         except (redis.RedisError, OSError) as exc:

@@ -642,3 +642,21 @@ def test_a_cached_answer_is_keyed_by_the_path_as_sent(r, redis_url):
         up.close()
     assert escaped.status_code == 200 and escaped.json()["target"] == "/x%2Fy"
     assert plain.status_code == 429
+
+
+@pytest.mark.services
+def test_concurrent_requests_share_one_read_of_the_published_keys(r, redis_url):
+    """When the refresh was due, every request in flight read `<prefix>:apikeys` itself (50 requests, 50
+    HGETALLs); one read serves them all."""
+    r.hset(keys_key("gpuas"), key_digest(KEY_A), "a")
+    cfg = parse_gateway_config({"redis": {"url": redis_url}})
+
+    async def go():
+        app = gateway(redis_url, Identity.from_config(cfg, aredis.Redis.from_url(redis_url)))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+            return await asyncio.gather(*[c.get("/", headers=A) for _ in range(50)])
+
+    r.config_resetstat()
+    responses = asyncio.run(go())
+    assert all(x.status_code == 200 for x in responses)
+    assert r.info("commandstats")["cmdstat_hgetall"]["calls"] == 1
