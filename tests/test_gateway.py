@@ -199,6 +199,35 @@ def test_gateway_module_imports_nothing_heavy():
     assert res.returncode == 0, res.stdout + res.stderr
 
 
+_BLOCK_OUTSIDE = """
+import importlib.abc, importlib.metadata as md, sys
+owners, allowed = md.packages_distributions(), set(sys.argv[1].split(","))
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        dists = owners.get(name.split(".")[0])
+        if dists and not any(d.lower().replace("_", "-") in allowed for d in dists):
+            raise ImportError("not in a gateway-only install: " + name)
+sys.meta_path.insert(0, Block())
+from daemon.gateway import build_app, main, parse_gateway_config
+build_app(parse_gateway_config({"upstream": "http://127.0.0.1:1", "degrade": {"cache": True,
+                                "cheaper_upstream": "http://127.0.0.1:2"}}))
+import uvicorn
+print("loaded", sorted({m.split(".")[0] for m in sys.modules}))
+"""
+
+
+def test_the_gateway_loads_and_builds_with_nothing_but_its_extra():
+    """Stronger than the sys.modules check: any module of a distribution outside `gpu-autoscaler[gateway]`'s
+    closure fails to import (as in a gateway-only install), and the module still loads, builds the whole app
+    (cache and cheaper upstream included) and finds its ASGI server."""
+    allowed = _closure({"gateway"}) | {"gpu-autoscaler", "setuptools", "pip"}
+    res = subprocess.run([sys.executable, "-c", _BLOCK_OUTSIDE, ",".join(sorted(allowed))], cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr[-2000:]
+    loaded = set(eval(res.stdout.split("loaded", 1)[1]))
+    assert not loaded & (HEAVY | {"jinja2", "prometheus_client", "sdnotify", "pynvml"}), loaded & HEAVY
+
+
 def test_cli_without_the_daemon_extra_says_what_to_install(monkeypatch, capsys):
     import daemon.entry as entry
 
