@@ -11,7 +11,8 @@ API key (``Authorization: Bearer KEY`` or ``X-API-Key: KEY``) is hashed
 digest -> tenant map comes from the gateway's config and/or from Redis, where
 the daemon publishes it. ``X-Tenant`` counts only from addresses listed in
 ``trusted_proxies`` (the TCP peer; an explicit opt-in for an authenticating proxy in front),
-and only for a tenant that has a key. Anything else is 401: there is no
+and only for a tenant that has a key; a valid key still names its own tenant, and an Authorization
+header that is no gateway key (the token such a proxy checked) does not stop X-Tenant there. Anything else is 401: there is no
 default bucket for an unknown caller.
 
 This module needs only the base install (redis, starlette, pydantic); it must
@@ -286,10 +287,14 @@ class Identity:
         await self._refresh()
         auth = _header(scope, b"authorization") or ""
         key = auth[7:].strip() if auth[:7].lower() == "bearer " else (_header(scope, b"x-api-key") or "").strip()
+        claimed = _header(scope, b"x-tenant")
         if key:
             tenant = self.tenant_for_key(key)
-            return Caller(tenant, "api-key" if tenant else "unknown API key")
-        claimed = _header(scope, b"x-tenant")
+            if tenant is not None:
+                return Caller(tenant, "api-key")
+            # an authenticating proxy in front may pass on the client's own Authorization (no gateway key)
+            if claimed is None or not self._trusted(scope):
+                return Caller(None, "unknown API key")
         if claimed is not None:
             if not self._trusted(scope):
                 return Caller(None, "X-Tenant is not trusted from this address; send an API key")

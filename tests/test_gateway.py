@@ -689,3 +689,19 @@ def test_concurrent_requests_share_one_read_of_the_published_keys(r, redis_url):
     responses = asyncio.run(go())
     assert all(x.status_code == 200 for x in responses)
     assert r.info("commandstats")["cmdstat_hgetall"]["calls"] == 1
+
+
+@pytest.mark.services
+def test_a_trusted_proxy_may_pass_the_clients_own_authorization_header_on(r, redis_url):
+    """An authenticating proxy in front typically forwards the client's `Authorization` (the token it checked)
+    with its X-Tenant; that header is no gateway key, and the request was refused 401 "unknown API key".
+    From a trusted proxy, X-Tenant now decides when the Authorization header holds no gateway key; from
+    anywhere else an unknown key stays a 401, and a valid key still names its own tenant."""
+    ident = Identity({key_digest(KEY_A): "a", key_digest(KEY_B): "b"}, trusted_proxies=["10.1.0.0/16"])
+    app = gateway(redis_url, ident)
+    jwt = {"Authorization": "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln", "X-Tenant": "a"}
+    proxied, keyed = calls(app, [jwt, {**B, "X-Tenant": "a"}], client=("10.1.2.3", 5000))
+    assert proxied.status_code == 200 and proxied.json()["tenant"] == "a"
+    assert keyed.status_code == 200 and keyed.json()["tenant"] == "b"
+    [outside] = calls(app, [jwt], client=("10.2.0.1", 5000))
+    assert outside.status_code == 401 and "unknown API key" in outside.json()["error"]
