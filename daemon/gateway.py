@@ -360,7 +360,7 @@ class Cached:
 class ResponseCache:
     """Responses of idempotent requests, per tenant, in Redis: the fallback for an over-limit request.
 
-    Identical means: same tenant, method, path, query and Accept header; a POST counts only when it carries
+    Identical means: same tenant, method, path, query, Accept and Accept-Encoding headers; a POST counts only when it carries
     an ``Idempotency-Key`` header, and then the key and the body's SHA-256 are part of the identity.
     Only 200 answers without ``Cache-Control: no-store`` are kept, up to ``max_bytes``, for ``ttl_s``.
     """
@@ -375,7 +375,7 @@ class ResponseCache:
     def key_for(self, tenant: str, scope: dict, body: bytes | None) -> str | None:
         method = scope.get("method", "GET")
         parts = [tenant, method, scope.get("path", ""), scope.get("query_string", b"").decode("latin-1"),
-                 _header(scope, b"accept") or ""]
+                 _header(scope, b"accept") or "", _header(scope, b"accept-encoding") or ""]
         if method == "POST":
             idem = _header(scope, b"idempotency-key")
             if not idem or body is None:
@@ -528,6 +528,15 @@ class RateLimitMiddleware:
         self.fail_open = fail_open
         self.cache = cache
         self.fallback = fallback
+        self._down_logged_at = -math.inf
+
+    def _limiter_down(self, exc: Exception) -> None:
+        """Say that Redis cannot be reached, and what requests get meanwhile; at most once every 10 s."""
+        now = time.monotonic()
+        if now - self._down_logged_at >= 10.0:
+            self._down_logged_at = now
+            log.warning("gateway: rate limiter unavailable (%s); requests are %s", exc,
+                        "let through marked X-RateLimit-Degraded (fail_open)" if self.fail_open else "refused (503)")
 
     async def __call__(self, scope: dict, receive: Callable[[], Awaitable], send: Callable) -> None:
         if scope["type"] == "websocket":
@@ -545,8 +554,8 @@ class RateLimitMiddleware:
         try:
             d = await self.bucket.acquire(tenant)
         except (redis.RedisError, OSError) as exc:
+            self._limiter_down(exc)
             if not self.fail_open:
-                log.warning("gateway: rate limiter unavailable (%s); request refused", exc)
                 await self._reply(send, 503, {"error": "rate limiter unavailable"}, [(b"retry-after", b"1")])
                 return
 
@@ -558,7 +567,8 @@ class RateLimitMiddleware:
             await self.app(scope, receive, send_degraded)
             return
         headers = [(b"x-ratelimit-limit", f"{d.rate:g}".encode()),
-                   (b"x-ratelimit-remaining", str(max(0, math.floor(d.remaining))).encode())]
+                   (b"x-ratelimit-remaining", str(max(0, math.floor(d.remaining)) if math.isfinite(d.remaining)
+                                                  else d.remaining).encode())]
         cache_key = None
         if self.cache is not None:
             body = None
@@ -609,8 +619,8 @@ class RateLimitMiddleware:
         try:
             d = await self.bucket.acquire(who.tenant)
         except (redis.RedisError, OSError) as exc:
+            self._limiter_down(exc)
             if not self.fail_open:
-                log.warning("gateway: rate limiter unavailable (%s); websocket refused", exc)
                 await send({"type": "websocket.close", "code": 1013, "reason": "rate limiter unavailable"})
                 return
         else:

@@ -571,3 +571,55 @@ def test_standalone_429_with_a_reason_holding_a_line_break(r, standalone):
     assert first.status_code == 200 and second.status_code == 429
     assert second.headers["x-ratelimit-reason"] == "fixed limit for a  X-Evil: 1: 0.001 req/s"
     assert "x-evil" not in second.headers and second.json()["reason"].startswith("fixed limit for a\r\n")
+
+
+@pytest.mark.services
+def test_an_unlimited_or_garbled_published_limit_is_a_decision_not_a_script_error(r, redis_url):
+    """`high = inf` passes the daemon's config and is published as rate=inf, burst=inf; the script then failed
+    (PEXPIRE of NaN), so every such request went through the fail-open path marked degraded (or got a 503 with
+    fail_open = false). inf is unlimited; NaN or a negative value falls back to the default bucket."""
+    r.hset("gpuas:limit:a", mapping={"rate": "inf", "burst": "inf", "reason": "unlimited"})
+    r.hset("gpuas:limit:b", mapping={"rate": "nan", "burst": "-5", "reason": "garbled"})
+    app = gateway(redis_url, Identity({key_digest(KEY_A): "a", key_digest(KEY_B): "b"}), fail_open=False)
+    a1, a2, b1 = calls(app, [A, A, B])
+    for resp in (a1, a2, b1):
+        assert resp.status_code == 200 and "x-ratelimit-degraded" not in resp.headers, resp.text
+    assert a2.headers["x-ratelimit-limit"] == "inf"
+    assert b1.headers["x-ratelimit-limit"] == "100" and b1.headers["x-ratelimit-remaining"] == "199"  # the default
+
+
+@pytest.mark.services
+def test_a_cached_answer_is_only_given_to_a_request_that_accepts_its_encoding(r, redis_url):
+    """The cache identity had Accept but not Accept-Encoding: a gzip answer cached for one client was the
+    over-limit answer for a client that asked for identity."""
+    from daemon.gateway import ProxyApp, build_app
+
+    up = _RawUpstream()
+    _tight(r, "a")
+    cfg = parse_gateway_config({"redis": {"url": redis_url}, "keys": [{"tenant": "a", "key": KEY_A}],
+                                "keys_from_redis": False, "degrade": {"cache": True}})
+    try:
+        gz, plain = _run(lambda: build_app(cfg, ProxyApp(up.url)),
+                         [("GET", "/gz", {**A, "Accept-Encoding": "gzip"}, None),
+                          ("GET", "/gz", {**A, "Accept-Encoding": "identity"}, None)])
+    finally:
+        up.close()
+    assert gz.status_code == 200 and gz.headers["content-encoding"] == "gzip"
+    assert plain.status_code == 429 and "content-encoding" not in plain.headers
+
+
+def test_a_limiter_outage_is_logged_once_not_per_request(caplog):
+    """Fail-open let requests through without a single log line (only the response header said so); now one
+    warning, not one per request."""
+    import logging
+
+    from tests.conftest import free_port
+
+    caplog.set_level(logging.WARNING, logger="gpu_autoscaler.gateway")
+    dead = aredis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=0.2)
+    app = RateLimitMiddleware(Starlette(routes=[Route("/", _echo)]), AsyncTokenBucket(dead),
+                              Identity({key_digest(KEY_A): "a"}))
+    responses = calls(app, [A, A, A])
+    assert all(r.status_code == 200 and r.headers["x-ratelimit-degraded"] == "1" for r in responses)
+    lines = [r.getMessage() for r in caplog.records if "rate limiter unavailable" in r.getMessage()]
+    assert len(lines) == 1 and "let through" in lines[0]
