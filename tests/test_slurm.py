@@ -266,9 +266,19 @@ def test_a_failed_node_failure_requeue_is_retried_by_the_next_cycle(slurm, tmp_p
         wait_for(lambda: state(slurm, j).startswith("RUNNING"), what="running", timeout=60)
         a = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir=bin_dir, holds=False),
                           [TenantConfig(name="team-low", tier="low", slurm_account="acct-low")], dry_run=False)
+        # a node that was reported down but is healthy: the failed requeue is not retried, the job runs on
+        fail.touch()
+        assert not a.requeue([j], "node gpunode1 failed (GPUNodeDown)").ok
+        fail.unlink()
+        rep = a.apply(plan_for())
+        assert rep.ok and not any("requeue" in x for x in rep.actions), rep.actions
+        assert state(slurm, j).startswith("RUNNING")
+        # the node is drained (the failover fences it): the requeue is retried until slurmctld takes it
         fail.touch()
         rep = a.requeue([j], "node gpunode1 failed (GPUNodeDown)")
         assert any("injected: requeue refused" in e for e in rep.errors), rep.errors
+        subprocess.run(["scontrol", "update", f"NodeName={slurm['node']}", "State=DRAIN", "Reason=test"],
+                       env=slurm["env"], check=True)
         assert state(slurm, j).startswith("RUNNING")
         rep = a.apply(plan_for())                         # slurmctld still refuses: reported, kept
         assert any("injected" in e for e in rep.errors) and state(slurm, j).startswith("RUNNING")
@@ -279,3 +289,5 @@ def test_a_failed_node_failure_requeue_is_retried_by_the_next_cycle(slurm, tmp_p
         assert not any("requeue" in x for x in a.apply(plan_for()).actions)   # done: not again
     finally:
         subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)
+        subprocess.run(["scontrol", "update", f"NodeName={slurm['node']}", "State=RESUME"], env=slurm["env"],
+                       capture_output=True)

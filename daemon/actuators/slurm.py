@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from daemon.actuators.base import ActionReport
-from daemon.actuators.slurm_holds import RunningJob, SlurmHolds, expand_hostlist
+from daemon.actuators.slurm_holds import RunningJob, SlurmHolds, expand_hostlist, parse_nodes
 from daemon.cluster import PRIORITY, Jobs
 from daemon.config import SlurmActuatorConfig, TenantConfig, Tier
 from daemon.policy.types import Notification, Plan, Preemption
@@ -332,14 +332,17 @@ class SlurmActuator:
         return rep
 
     def _retry_requeues(self, rep: ActionReport) -> None:
-        """Requeue the failed node's jobs an earlier requeue did not move: those still running or suspended
-        (one requeued by Slurm itself, or finished, is dropped). Kept while slurmctld does not answer."""
+        """Requeue the failed node's jobs an earlier requeue did not move: those still running or suspended on
+        a node that is still down, drained or not responding. A job requeued by Slurm itself, finished, or on
+        a node that is healthy again (the failure was not one) is dropped. Kept while slurmctld does not answer."""
         try:
             live = {j.job_id: j for j in self.jobs(sorted(self._requeue_retry))}
+            healthy = {n.name for n in parse_nodes(self._read("scontrol", "-d", "-o", "show", "nodes")) if n.healthy}
         except SlurmError as exc:
             rep.errors.append(f"retry requeue: {exc}")
             return
-        todo = sorted(j for j in self._requeue_retry if j in live and live[j].state in ("RUNNING", "SUSPENDED"))
+        todo = sorted(j for j in self._requeue_retry if j in live and live[j].state in ("RUNNING", "SUSPENDED")
+                      and not set(expand_hostlist(live[j].nodes)) <= healthy)
         reasons = dict(self._requeue_retry)
         self._requeue_retry.clear()
         if todo:

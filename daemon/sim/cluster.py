@@ -508,7 +508,7 @@ class SimCluster:
                 if not ok.any():
                     continue
                 cand = nodes[ok]
-                o = np.argsort(f[ok], kind="stable")
+                o = lexorder(f[ok])
                 cand, slots = cand[o], slots[ok][o]
                 cum = np.cumsum(slots)
                 k = min(jobs.size, int(cum[-1]))
