@@ -149,6 +149,9 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
         res = reservation.fit_to_capacity(res, high, capacity)
     soon = np.minimum(soon, res)
 
+    # the high tier's holds as one pool (policy.pool_high_tier): one tenant's idle reserve serves another's peak
+    pooled = high.copy() if pc.pool_high_tier else np.zeros(n, dtype=bool)
+
     # --- preemption: clear, just in time, what protected tenants will need and free GPUs cannot cover
     protected = high | aged | floored
     paused = np.array([t in ops.paused for t in tenants], dtype=bool) if ops.paused else np.zeros(n, dtype=bool)
@@ -175,7 +178,7 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
         need_jobs = np.ceil(need_gpus / quantum - 1e-9).astype(np.int64)
         chosen, _, unplaced = preemption.choose_placed(cand_jobs, state.nodes, need_jobs, quantum.astype(np.int64),
                                                        protected | paused, budget_gpus, budget_jobs,
-                                                       pc.min_preempt_gpus)
+                                                       pc.min_preempt_gpus, pooled=pooled)
         chosen = cand_index[chosen]
         if unplaced:
             notes.append(f"{unplaced} protected jobs have no place yet (budget, candidates or topology)")
@@ -222,4 +225,5 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
                        budget_jobs=avail_jobs - float(chosen.size), budget_at=clock)
     return Plan(at=state.at.isoformat(), capacity=capacity, load=load, high_pool=pool, reservations=reserved,
                 quotas=quotas, limits=limits, preemptions=tuple(preempts), notifications=tuple(notifs),
-                stale=False, forecast_model=model, notes=tuple(notes), memory=mem)
+                stale=False, forecast_model=model, notes=tuple(notes), memory=mem,
+                pooled=tuple(tenants[i] for i in np.flatnonzero(pooled)))

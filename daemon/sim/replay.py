@@ -220,14 +220,14 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
         else:
             p = plan(bank.at(k), state, mem, cfg, last)
         dt = time.perf_counter() - t0
-        act.apply(p)
-        if name == "static":
+        if name == "static":  # no per-tenant holds, no preemption: the one pool only
             c.set_reservations(np.zeros(len(tenants), dtype=np.int64), None, pool=(high, p.high_pool))
+        else:
+            act.apply(p)
         mem, last = p.memory, p
         if measured:
             res.decision_s.append(dt)
-            res.high_reserved.append(float(c.held_gpus()[np.r_[high, True]].sum()) if name == "static"
-                                     else float(c.held_gpus()[:-1][high].sum()))
+            res.high_reserved.append(float(c.held_gpus()[np.r_[high, True]].sum()))
             # requests: volume follows GPUs asked for (and the trace's shape); limits come from the plan
             shape = 1.0 if w.request_shape is None else float(w.request_shape[k % len(w.request_shape)])
             vol = np.maximum(stats.wanted, 0) * req_scale * shape
