@@ -24,8 +24,11 @@ def test_a_pool_node_is_a_place_for_every_pooled_tenant_and_is_cleared_first():
     jobs = jobs_on(spec)
     nodes = nodes_of(jobs, held=[HELD_BY_POOL, -1])
     need, size, prot = np.array([1, 0, 0]), np.array([8, 8, 1]), np.array([True, True, False])
-    chosen, placed, left = choose_placed(jobs, nodes, need, size, prot, 100, 100, pooled=np.array([True, True, False]))
+    why: list[int] = []
+    chosen, placed, left = choose_placed(jobs, nodes, need, size, prot, 100, 100, pooled=np.array([True, True, False]),
+                                         cleared_for=why)
     assert placed == 1 and left == 0 and set(jobs.node[chosen]) == {"n0"} and len(chosen) == 8
+    assert why == [0] * 8                              # every job was preempted for tenant 0
     # not in the pool: the pool's node is someone else's hold, so only the open node can be cleared
     chosen, _, left = choose_placed(jobs, nodes, need, size, prot, 100, 100, pooled=np.array([False, True, False]))
     assert left == 0 and set(jobs.node[chosen]) == {"n1"}

@@ -164,6 +164,7 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
                                            pc.preempt_budget_window_s)
     budget_gpus, budget_jobs = int(math.floor(avail_gpus + 1e-9)), int(math.floor(avail_jobs + 1e-9))
     chosen = np.empty(0, dtype=np.int64)
+    cleared_for: list[int] = []  # per chosen job (placement-aware choice): the tenant it is preempted for
     placed_view = state.nodes is not None and len(state.nodes) > 0
     shortfall = int(need_gpus.sum()) - max(capacity - int(used.sum()) - int(state.draining), 0)
     # a job that started less than preempt_min_runtime_s ago is exempt (Slurm's PreemptExemptTime)
@@ -178,7 +179,7 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
         need_jobs = np.ceil(need_gpus / quantum - 1e-9).astype(np.int64)
         chosen, _, unplaced = preemption.choose_placed(cand_jobs, state.nodes, need_jobs, quantum.astype(np.int64),
                                                        protected | paused, budget_gpus, budget_jobs,
-                                                       pc.min_preempt_gpus, pooled=pooled)
+                                                       pc.min_preempt_gpus, pooled=pooled, cleared_for=cleared_for)
         chosen = cand_index[chosen]
         if unplaced:
             notes.append(f"{unplaced} protected jobs have no place yet (budget, candidates or topology)")
@@ -194,10 +195,11 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
         who_needs = ", ".join(tenants[i] for i in np.flatnonzero(protected & (res > used))[:5])
         reason = (f"low-priority job preempted to clear {shortfall} GPUs ahead of forecast peak "
                   f"(p{int(pc.quantile * 100)} within {pc.preempt_lead_steps} steps) for {who_needs}")
-        for jid, ti, g, node in zip(jobs.ids[chosen].tolist(), jobs.tenant[chosen].tolist(),
-                                    jobs.gpus[chosen].tolist(), jobs.node[chosen].tolist()):
+        beneficiary = [tenants[i] for i in cleared_for] if len(cleared_for) == chosen.size else [""] * chosen.size
+        for jid, ti, g, node, who in zip(jobs.ids[chosen].tolist(), jobs.tenant[chosen].tolist(),
+                                         jobs.gpus[chosen].tolist(), jobs.node[chosen].tolist(), beneficiary):
             t = tenants[ti]
-            preempts.append(Preemption(str(jid), t, int(g), str(node), reason))
+            preempts.append(Preemption(str(jid), t, int(g), str(node), reason, who))
             notifs.append(Notification(t, "preempted", f"job {jid} preempted and requeued: {reason}"))
     for t in aged_since:
         if t not in memory.aged_since:

@@ -38,7 +38,7 @@ def choose(jobs: Jobs, shortfall: int, protected_tenants: np.ndarray, budget_gpu
 
 def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.ndarray, protected: np.ndarray,
                   budget_gpus: int, budget_jobs: int, min_gpus: int = 1,
-                  pooled: np.ndarray | None = None) -> tuple[np.ndarray, int, int]:
+                  pooled: np.ndarray | None = None, cleared_for: list[int] | None = None) -> tuple[np.ndarray, int, int]:
     """Placement-aware choice: preempt only what makes room, on one node, for a protected tenant's job.
 
     ``need_jobs[t]`` jobs of ``job_gpus[t]`` GPUs each must find a place for protected tenant ``t`` (waiting
@@ -48,7 +48,8 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
     job fits there; nodes held for ``t`` (or its pool) first, because there the freed GPUs cannot be taken by
     anyone else while they drain and wait for the job; among those, the cheapest. GPUs freed on nodes where
     no waiting job fits are never preempted. Nothing is preempted when the jobs without a place ask fewer
-    than ``min_gpus`` GPUs. Returns (job indices, jobs placed, jobs left without a place).
+    than ``min_gpus`` GPUs. Returns (job indices, jobs placed, jobs left without a place); ``cleared_for``, when
+    given, receives the protected tenant each chosen job was preempted for, in the same order.
     """
     empty = np.empty(0, dtype=np.int64)
     need = np.asarray(need_jobs, dtype=np.int64).copy()
@@ -139,6 +140,8 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
             sl = sl[~taken[sl]]
             taken[sl] = True
             chosen.append(idx[sl])
+            if cleared_for is not None:
+                cleared_for.extend([int(t)] * int(sl.size))
             used_gpus += int(c_g[sl].sum())
             used_jobs += int(sl.size)
             avail[g_nodes[best]] += int(c_g[sl].sum()) - g

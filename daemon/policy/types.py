@@ -24,6 +24,7 @@ class Preemption:
     gpus: int
     node: str
     reason: str
+    for_tenant: str = ""     # the protected tenant whose (waiting or forecast) job the GPUs are cleared for
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,9 @@ class Meter:
     waits: dict[str, list[np.ndarray]] = field(default_factory=lambda: {t: [] for t in TIERS})
     high_reserved: list[float] = field(default_factory=list)
     preempted: dict[str, int] = field(default_factory=lambda: {t: 0 for t in TIERS})
+    # preemptions by the tier of the tenant they cleared GPUs for (high: the forecast or waiting high-tier work;
+    # normal/low: tenants protected by aging or an operator's floor)
+    preempted_for: dict[str, int] = field(default_factory=lambda: {t: 0 for t in TIERS})
     lost: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
     starvation: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
     preempted_idle: float = 0.0                                # GPU-steps freed by preemption, left idle
@@ -91,6 +94,7 @@ class Meter:
             "utilization": float(np.mean(self.util)) if self.util else float("nan"),
             "idle_while_queued_gpu_min": float(self.idle_queued * m),
             "preemptions": int(sum(self.preempted.values())),
+            "preemptions_for": dict(self.preempted_for),
             "work_lost_gpu_min": float(sum(self.lost.values()) * m),
             "preempted_idle_gpu_min": float(self.preempted_idle * m),
             "preempted_retaken_gpus": int(self.preempted_retaken),
@@ -174,6 +178,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
                    drain_steps=sc.drain_steps, checkpoint_steps=sc.checkpoint_steps,
                    max_wait_steps=cfg.policy.max_wait_steps)
     act = SimulatorActuator(c, tenants)
+    index = {t: i for i, t in enumerate(tenants)}
     H = cfg.cycle.horizon_steps
     high = masks["high"]
     mem = PolicyMemory()
@@ -227,6 +232,10 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
         mem, last = p.memory, p
         if measured:
             res.decision_s.append(dt)
+            for x in p.preemptions:
+                i = index.get(x.for_tenant)
+                if i is not None:
+                    res.preempted_for[w.tiers[i]] += 1
             res.high_reserved.append(float(c.held_gpus()[np.r_[high, True]].sum()))
             # requests: volume follows GPUs asked for (and the trace's shape); limits come from the plan
             shape = 1.0 if w.request_shape is None else float(w.request_shape[k % len(w.request_shape)])
