@@ -12,12 +12,14 @@ Targets (issue #9), per trace at the utilization of the reactive frontier's best
 utilization >= 85% on synthetic.
 
     nice -n 10 python bench/replay_bench.py [--cases synthetic,helios,alibaba,scale] [--days 2] [--out bench/out]
+                                            [--scale-days 7] [--workers 2]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -56,8 +58,12 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("bench/out"))
     ap.add_argument("--figures", type=Path, default=ROOT / "docs")
     ap.add_argument("--model-dir", type=Path, default=ROOT / "models")
+    ap.add_argument("--workers", type=int, default=2,
+                    help="processes the settings run in (one torch thread each; same results as 1)")
     a = ap.parse_args()
-    torch.set_num_threads(2)
+    # one torch thread per process: on 2 shared cores, 2 intra-op threads mostly wait on each other
+    # (an LSTM forecast for 1,000 tenants: 44-69 ms median with 1 thread, 147-426 ms with 2, same output)
+    torch.set_num_threads(1)
     cfg = Config()
     model = load_current(a.model_dir)
     data = default_data_dir()
@@ -72,18 +78,22 @@ def main() -> int:
             pass
         steps = min(int((a.scale_days if case == "scale" else a.days) * 1440), len(w.demand) - w.start - 1)
         settings = [(s, {}) for s in STRATEGIES] if case == "scale" else default_sweep()
-        runs = run_replay(w, cfg, model, steps=steps, settings=settings, forecast_every=every, progress=True)
+        load0 = os.getloadavg()[0]
+        runs = run_replay(w, cfg, model, steps=steps, settings=settings, forecast_every=every, progress=True,
+                          workers=a.workers)
         seconds = time.perf_counter() - t0
         meta = {"case": case, "workload": w.name, "tenants": len(w.tiers), "capacity": w.capacity,
                 "gpus_per_node": w.gpus_per_node, "steps": steps, "forecaster": model.name,
-                "forecast_every": every, "wall_seconds": seconds,
+                "forecast_every": every, "wall_seconds": seconds, "workers": a.workers, "cpus": os.cpu_count(),
+                "loadavg_1m_start": load0, "loadavg_1m_end": os.getloadavg()[0],
                 "tiers": {t: int(sum(x == t for x in w.tiers)) for t in ("high", "normal", "low")}}
         out = report.to_json(runs, meta, a.out / f"replay_{case}.json", min_util=0.85 if case == "synthetic" else None)
         title = (f"{w.name}: {len(w.tiers)} tenants, {w.capacity} GPUs on {w.gpus_per_node}-GPU nodes, "
                  f"{steps / 1440:.1f} days, forecaster {model.name}")
         report.pareto_figure(runs, a.figures / f"replay_{case}.png", title)
         summary[case] = out
-        print(f"\n== {case}: {title} ({seconds:.0f} s wall)")
+        print(f"\n== {case}: {title} ({seconds:.0f} s wall with {a.workers} worker processes, "
+              f"load average {load0:.1f} -> {os.getloadavg()[0]:.1f})")
         print(report.table(runs))
         cmp_ = out["comparison"]
         if cmp_:

@@ -253,3 +253,29 @@ def test_cluster_history_covers_the_last_hours_of_plans(tmp_path):
         assert cluster_view(d)["model"]["quality"] is None  # no live scorer: no number is made up
     finally:
         d.runtime.close()
+
+
+def test_openapi_covers_answers_off_the_happy_path(api, tmp_path):
+    """Events filtered by an unknown tenant are a 404, and a configured tenant before the first plan has no
+    limit (null): both must be what the description says."""
+    from jsonschema import Draft202012Validator
+
+    _, base = api
+    spec = httpx.get(f"{base}/api/v1/openapi.json", headers=h(OP)).json()
+
+    def check(path: str, status: str, body: object) -> None:
+        schema = spec["paths"][path]["get"]["responses"][status]["content"]["application/json"]["schema"]
+        Draft202012Validator({**schema, "components": spec["components"]}).validate(body)
+
+    r = httpx.get(f"{base}/api/v1/events?tenant=nobody", headers=h(OP))
+    assert r.status_code == 404
+    check("/api/v1/events", "404", r.json())
+
+    d = Daemon(build_runtime(api_cfg(tmp_path, free_port(), tenants=[{"name": "cfg-only", "tier": "high"}])))
+    d._start_http()  # no cycle: no plan yet
+    try:
+        r = httpx.get(f"http://127.0.0.1:{d.cfg.server.port}/api/v1/tenants/cfg-only", headers=h(OP))
+        assert r.status_code == 200 and r.json()["limit"] is None
+        check("/api/v1/tenants/{tenant}", "200", r.json())
+    finally:
+        d.stop()

@@ -210,3 +210,42 @@ def test_the_warning_signal_kills_a_script_that_does_not_trap_it(slurm):
         assert not state(slurm, j).startswith("PENDING")   # gone, not requeued
     finally:
         subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)
+
+
+def test_a_failed_requeue_after_the_warning_is_retried_without_a_second_warning(slurm, tmp_path):
+    """The real scontrol behind a wrapper that refuses `scontrol requeue` while a flag file exists."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for b in ("squeue", "sinfo", "scancel", "sbatch"):
+        (bin_dir / b).symlink_to(f"/usr/bin/{b}")
+    fail = tmp_path / "fail-requeue"
+    (bin_dir / "scontrol").write_text(
+        f'#!/bin/sh\ncase "$1" in requeue) [ -e {fail} ] && {{ echo "injected: requeue refused" >&2; exit 1; }};; esac\n'
+        'exec /usr/bin/scontrol "$@"\n')
+    (bin_dir / "scontrol").chmod(0o755)
+    script = (f"trap 'echo checkpoint >> {tmp_path}/usr1' USR1; touch {tmp_path}/ready-$SLURM_JOB_ID; "
+              "while true; do sleep 1; done")
+    j = sbatch(slurm, "low", "acct-low", wrap=script)
+    try:
+        wait_for(lambda: (tmp_path / f"ready-{j}").exists(), what="trap set", timeout=60)
+        now = [100.0]
+        a = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir=bin_dir, warn_lead_s=30, holds=False),
+                          [TenantConfig(name="team-low", tier="low", slurm_account="acct-low")], dry_run=False,
+                          clock=lambda: now[0])
+        p = plan_for(Preemption(j, "team-low", 2, slurm["node"], "peak ahead"))
+        assert a.apply(p).ok
+        wait_for(lambda: (tmp_path / "usr1").exists(), what="warning trapped", timeout=10)
+        fail.touch()
+        now[0] += 30
+        rep = a.apply(p)
+        assert any("injected: requeue refused" in e for e in rep.errors), rep.errors     # reported per action
+        assert state(slurm, j).startswith("RUNNING")
+        fail.unlink()
+        now[0] += 1
+        rep = a.apply(p)                                  # retried: requeued now, not warned again
+        assert rep.ok and f"scontrol requeue {j}" in rep.actions, rep
+        assert not any(x.startswith("scancel") for x in rep.actions)
+        wait_for(lambda: state(slurm, j).startswith("PENDING"), what="requeued", timeout=20)
+        assert (tmp_path / "usr1").read_text().count("checkpoint") == 1
+    finally:
+        subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)

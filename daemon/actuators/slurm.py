@@ -240,13 +240,17 @@ class SlurmActuator:
         for jid, (since, reason) in sorted(self._warned.items(), key=lambda kv: kv[1][0]):
             if now - since < lead:
                 continue
-            del self._warned[jid]
             if done >= need:
+                del self._warned[jid]
                 rep.actions.append(f"forget warning of {jid}: the plan needs no more GPUs")
                 continue
-            if self._preemptible(rep, live[jid], wanted.get(jid)):
-                self._preempt(rep, live[jid], reason)
+            if not self._preemptible(rep, live[jid], wanted.get(jid)):
+                del self._warned[jid]
+            elif self._preempt(rep, live[jid], reason):
+                del self._warned[jid]
                 done += live[jid].gpus
+            # else: the requeue failed (reported); it stays warned, so the next cycle retries the requeue
+            # instead of signalling the job a second time and waiting out another lead
         cover = done + sum(live[j].gpus for j in self._warned)
         for jid, p in wanted.items():
             job = live.get(jid)
@@ -290,9 +294,9 @@ class SlurmActuator:
             f"job {job.job_id} will be {verb} in {self.cfg.warn_lead_s:g} s (SIG{self.cfg.warn_signal} sent to its "
             f"batch script: checkpoint now): {reason}"))
 
-    def _preempt(self, rep: ActionReport, job: SlurmJob, reason: str) -> None:
+    def _preempt(self, rep: ActionReport, job: SlurmJob, reason: str) -> bool:
         self._annotate(rep, job.job_id, reason)
-        self._scontrol(rep, self.cfg.mode, job.job_id)
+        return self._scontrol(rep, self.cfg.mode, job.job_id)
 
     def _annotate(self, rep: ActionReport, jid: str, reason: str) -> bool:
         """Say why in the job's AdminComment; the user's Comment is never touched. An AdminComment someone

@@ -9,6 +9,11 @@ local rate = tonumber(lim[1]) or tonumber(ARGV[2])
 local burst = tonumber(lim[2]) or tonumber(ARGV[3])
 local reason = lim[3] or 'default limit'
 local cost = tonumber(ARGV[1])
+-- a bucket must hold at least one request, or a small rate (burst = rate * burst_seconds < cost) would refuse
+-- every request forever while Retry-After promises a time
+if burst < cost then
+  burst = cost
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local b = redis.call('HMGET', KEYS[2], 'tokens', 'ts')

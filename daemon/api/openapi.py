@@ -50,7 +50,8 @@ def spec(extra_paths: dict | None = None) -> dict:
                                                                  "default": 100}},
                     {"name": "before", "in": "query", "schema": {"type": "integer", "minimum": 1},
                      "description": "only events with a smaller id (paging)"}],
-            extra={"400": {**_ERR, "description": "bad query parameter; `field` names it"}}),
+            extra={"400": {**_ERR, "description": "bad query parameter; `field` names it"},
+                   "404": {**_ERR, "description": "unknown tenant in `tenant`"}}),
         "/api/v1/openapi.json": _get("This description", obj),
     }
     change_errors = {**_AUTH_ERRORS, "400": {**_ERR, "description": "bad change; `field` names it"}}
@@ -96,7 +97,8 @@ def spec(extra_paths: dict | None = None) -> dict:
                     "held": {"type": ["integer", "null"]}, "quota": {"type": ["integer", "null"]},
                     "rate": nullable_num, "throttled": {"type": ["boolean", "null"]}}},
                 "Tenant": {"allOf": [{"$ref": "#/components/schemas/TenantSummary"}, {"type": "object", "properties": {
-                    "pending": nullable_num, "limit": {"$ref": "#/components/schemas/Limit"},
+                    "pending": nullable_num,
+                    "limit": {"anyOf": [{"$ref": "#/components/schemas/Limit"}, {"type": "null"}]},  # null: no plan yet
                     "preemptions": {"type": "array"}, "notifications": {"type": "array"},
                     "recent_events": {"type": "array", "items": {"$ref": "#/components/schemas/Event"}},
                     "queue": {"type": ["object", "null"]}, "forecast": {"type": ["object", "null"]},
