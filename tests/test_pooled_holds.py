@@ -10,6 +10,7 @@ from daemon.policy.preemption import choose_placed
 from daemon.policy.types import Plan
 from daemon.sim.actuator import SimulatorActuator
 from daemon.sim.cluster import SimCluster
+from forecaster.types import Forecast
 from tests.test_policy import flat_forecast
 from tests.test_preemption_placed import jobs_on, nodes_of
 
@@ -91,3 +92,23 @@ def test_a_new_hold_lands_on_a_node_it_can_clear_not_on_one_with_work_that_canno
     c.set_reservations(np.array([8, 0, 0]))
     assert c.node_holder.tolist().index(0) == low_node
     c.check_invariants()
+
+
+def test_preempt_quantile_preempts_for_the_likely_demand_and_holds_for_the_high_quantile():
+    # high tenant t0 runs one 8-GPU job; its forecast: p50 stays at 8, p90 and p99 rise to 16 within the lead
+    # time. n0 carries 8 cheap low jobs, n1 the high job. By default (preempt at the hold's quantile, p90)
+    # n0 is cleared for the second job; with preempt_quantile = 0.5 the hold still grows to 16 GPUs (two whole
+    # nodes) but nothing is preempted: the likely demand fits what runs.
+    spec = [(1, 1, "low", "n0", 60.0)] * 8 + [(0, 8, "high", "n1", 600.0)]
+    jobs = jobs_on(spec)
+    st = ClusterState(AT, ("t0", "t1"), ("high", "low"), 16, np.array([8.0, 8.0]), np.zeros(2), jobs,
+                      nodes=nodes_of(jobs))
+    v = np.zeros((2, 60, 3))
+    v[0, :, 0], v[0, :, 1:] = 8.0, 16.0
+    fc = Forecast(st.tenants, (0.5, 0.9, 0.99), v, AT, 60, "t")
+    base = {"preempt_budget_share": 1.0, "headroom": 0.0, "quantile": 0.9}
+    p = plan(fc, st, PolicyMemory(), Config(policy=base))
+    assert p.reservations["t0"] == 16 and len(p.preemptions) == 8 and {x.node for x in p.preemptions} == {"n0"}
+    assert {x.for_tenant for x in p.preemptions} == {"t0"}
+    p = plan(fc, st, PolicyMemory(), Config(policy={**base, "preempt_quantile": 0.5}))
+    assert p.reservations["t0"] == 16 and p.preemptions == ()

@@ -103,7 +103,10 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
         steps = max(1, min(pc.lead_time_steps, forecast.horizon))
         peak = np.fmax.reduce(peak_all[:, :steps, qidx], axis=1) if n else np.zeros(0)  # NaN only if all NaN
         soon_steps = max(1, min(pc.preempt_lead_steps, steps))
-        peak_soon = np.fmax.reduce(peak_all[:, :soon_steps, qidx], axis=1) if n else np.zeros(0)
+        # with a lower preempt_quantile, jobs are preempted only for the likely demand and the hold covers the
+        # rest: what the high quantile adds is held by attrition (no new starts on held nodes), not cleared
+        pidx = forecast.quantile_index(pc.preempt_quantile) if pc.preempt_quantile is not None else qidx
+        peak_soon = np.fmax.reduce(peak_all[:, :soon_steps, pidx], axis=1) if n else np.zeros(0)
         model = forecast.model
     else:
         peak = peak_soon = np.full(n, np.nan)

@@ -307,12 +307,16 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
 
 def default_sweep(strategies=STRATEGIES) -> list[tuple[str, dict]]:
     """Each strategy over its own knob: static the pool share, reactive the headroom, predictive the quantile
-    and the headroom, perfect the headroom."""
+    and the headroom (and the lead time), perfect the headroom (and the lead time)."""
     grid = {
         "static": [{"reserve_share": s} for s in (0.1, 0.2, 0.3, 0.4)],
         "reactive": [{"headroom": h} for h in (0.0, 0.05, 0.1, 0.15, 0.25, 0.4)],
-        "predictive": [{"quantile": q, "headroom": h} for q in (0.5, 0.9, 0.99) for h in (0.0, 0.05, 0.15)],
-        "perfect": [{"headroom": h} for h in (0.0, 0.05, 0.15)],
+        # and a longer lead time for the hold (an hour, the forecast's horizon): more time for held nodes to
+        # empty as their jobs end, so fewer preemptions, for more GPUs held
+        "predictive": [{"quantile": q, "headroom": h} for q in (0.5, 0.9, 0.99) for h in (0.0, 0.05, 0.15)]
+        + [{"quantile": q, "headroom": 0.05, "lead_time_steps": 60} for q in (0.5, 0.9)],
+        "perfect": [{"headroom": h} for h in (0.0, 0.05, 0.15)] + [{"headroom": h, "lead_time_steps": 60}
+                                                                   for h in (0.0, 0.05)],
     }
     return [(s, k) for s in strategies for k in grid[s]]
 
