@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -38,6 +39,12 @@ from forecaster.registry import load_current  # noqa: E402
 from forecaster.selection import resolve  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def cpu_seconds() -> float:
+    """CPU time (user + system) of this process and of its reaped children (the worker processes)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def load(case: str, days: float, data: Path, scale_days: float = 7.0):
@@ -107,13 +114,16 @@ def main() -> int:
             print(f"{case}: forecaster {chosen.get('name', case_model.name)}: {chosen.get('why', '')} ({fit_s:.0f} s)")
         settings = [(s, {}) for s in STRATEGIES] if case == "scale" else default_sweep()
         load0 = os.getloadavg()[0]
+        cpu0 = cpu_seconds()
         runs = run_replay(w, cfg, case_model, steps=steps, settings=settings, forecast_every=every, progress=True,
                           workers=a.workers)
-        seconds = time.perf_counter() - t0
+        seconds = time.perf_counter() - t0 - fit_s  # the replay itself; fitting the forecaster is apart
+        cpu = cpu_seconds() - cpu0
         meta = {"case": case, "workload": w.name, "tenants": len(w.tiers), "capacity": w.capacity,
                 "gpus_per_node": w.gpus_per_node, "steps": steps, "forecaster": case_model.name,
                 "forecaster_choice": chosen, "forecaster_fit_seconds": fit_s,
-                "forecast_every": every, "wall_seconds": seconds, "workers": a.workers, "cpus": os.cpu_count(),
+                "forecast_every": every, "wall_seconds": seconds, "replay_cpu_seconds": cpu, "workers": a.workers,
+                "cpus": os.cpu_count(),
                 "loadavg_1m_start": load0, "loadavg_1m_end": os.getloadavg()[0],
                 "tiers": {t: int(sum(x == t for x in w.tiers)) for t in ("high", "normal", "low")}}
         out = report.to_json(runs, meta, a.out / f"replay_{case}.json", min_util=0.85 if case == "synthetic" else None)
@@ -121,8 +131,8 @@ def main() -> int:
                  f"{steps / 1440:.1f} days, forecaster {case_model.name}")
         report.pareto_figure(runs, a.figures / f"replay_{case}.png", title)
         summary[case] = out
-        print(f"\n== {case}: {title} ({seconds:.0f} s wall with {a.workers} worker processes, "
-              f"load average {load0:.1f} -> {os.getloadavg()[0]:.1f})")
+        print(f"\n== {case}: {title} ({seconds:.0f} s wall with {a.workers} worker processes, replay CPU "
+              f"{cpu:.0f} s, load average {load0:.1f} -> {os.getloadavg()[0]:.1f})")
         print(report.table(runs))
         cmp_ = out["comparison"]
         if cmp_:

@@ -11,7 +11,8 @@ API key (``Authorization: Bearer KEY`` or ``X-API-Key: KEY``) is hashed
 digest -> tenant map comes from the gateway's config and/or from Redis, where
 the daemon publishes it. ``X-Tenant`` counts only from addresses listed in
 ``trusted_proxies`` (the TCP peer; an explicit opt-in for an authenticating proxy in front),
-and only for a tenant that has a key. Anything else is 401: there is no
+and only for a tenant that has a key; a valid key still names its own tenant, and an Authorization
+header that is no gateway key (the token such a proxy checked) does not stop X-Tenant there. Anything else is 401: there is no
 default bucket for an unknown caller.
 
 This module needs only the base install (redis, starlette, pydantic); it must
@@ -20,6 +21,7 @@ not import the daemon's heavy dependencies.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import ipaddress
@@ -123,6 +125,18 @@ class GatewayRedis(_Strict):
     prefix: str = "gpuas"
 
 
+def _http_url(v: str | None) -> str | None:
+    """An upstream must be an http(s) URL with a host; anything else would be a 502 on every request."""
+    if v is not None:
+        try:
+            url = httpx.URL(v)
+        except httpx.InvalidURL:
+            url = None
+        if url is None or url.scheme not in ("http", "https") or not url.host:
+            raise ValueError(f"{v!r} is not an http(s) URL")
+    return v
+
+
 class DegradeConfig(_Strict):
     """What an over-limit request gets instead of a bare 429. Off by default."""
 
@@ -130,6 +144,11 @@ class DegradeConfig(_Strict):
     cache_ttl_s: float = Field(300.0, gt=0, description="how long a response stays usable as a fallback")
     cache_max_bytes: int = Field(1_048_576, gt=0, description="larger responses (or request bodies) are not cached")
     cheaper_upstream: str | None = Field(None, description="route over-limit requests here (URL) when no cached answer")
+
+    @field_validator("cheaper_upstream")
+    @classmethod
+    def _cheaper_url(cls, v: str | None) -> str | None:
+        return _http_url(v)
 
     @property
     def enabled(self) -> bool:
@@ -148,6 +167,11 @@ class GatewayConfig(_Strict):
     fail_open: bool = Field(True, description="let requests through (marked) when Redis is down")
     upstream: str | None = Field(None, description="stand-alone gateway: where allowed requests go")
     degrade: DegradeConfig = Field(default_factory=DegradeConfig)
+
+    @field_validator("upstream")
+    @classmethod
+    def _upstream_url(cls, v: str | None) -> str | None:
+        return _http_url(v)
 
     @field_validator("trusted_proxies")
     @classmethod
@@ -214,6 +238,7 @@ class Identity:
         self.trusted = [ipaddress.ip_network(p, strict=False) for p in trusted_proxies]
         self._published: dict[str, str] = {}
         self._loaded_at = -math.inf
+        self._lock = asyncio.Lock()
         self._entries = self._build()
 
     @classmethod
@@ -228,6 +253,12 @@ class Identity:
     async def _refresh(self) -> None:
         if self.client is None or time.monotonic() - self._loaded_at < self.refresh_s:
             return
+        async with self._lock:  # one read for all the requests that find it due
+            if time.monotonic() - self._loaded_at < self.refresh_s:
+                return
+            await self._load()
+
+    async def _load(self) -> None:
         try:
             raw = await self.client.hgetall(keys_key(self.prefix))
         except (redis.RedisError, OSError) as exc:
@@ -278,10 +309,14 @@ class Identity:
         await self._refresh()
         auth = _header(scope, b"authorization") or ""
         key = auth[7:].strip() if auth[:7].lower() == "bearer " else (_header(scope, b"x-api-key") or "").strip()
+        claimed = _header(scope, b"x-tenant")
         if key:
             tenant = self.tenant_for_key(key)
-            return Caller(tenant, "api-key" if tenant else "unknown API key")
-        claimed = _header(scope, b"x-tenant")
+            if tenant is not None:
+                return Caller(tenant, "api-key")
+            # an authenticating proxy in front may pass on the client's own Authorization (no gateway key)
+            if claimed is None or not self._trusted(scope):
+                return Caller(None, "unknown API key")
         if claimed is not None:
             if not self._trusted(scope):
                 return Caller(None, "X-Tenant is not trusted from this address; send an API key")
@@ -360,8 +395,9 @@ class Cached:
 class ResponseCache:
     """Responses of idempotent requests, per tenant, in Redis: the fallback for an over-limit request.
 
-    Identical means: same tenant, method, path, query and Accept header; a POST counts only when it carries
-    an ``Idempotency-Key`` header, and then the key and the body's SHA-256 are part of the identity.
+    Identical means: same tenant, method, path as sent, query, Accept and Accept-Encoding headers; a POST
+    counts only when it carries an ``Idempotency-Key`` header, and then the key and the body's SHA-256 are
+    part of the identity.
     Only 200 answers without ``Cache-Control: no-store`` are kept, up to ``max_bytes``, for ``ttl_s``.
     """
 
@@ -374,8 +410,9 @@ class ResponseCache:
 
     def key_for(self, tenant: str, scope: dict, body: bytes | None) -> str | None:
         method = scope.get("method", "GET")
-        parts = [tenant, method, scope.get("path", ""), scope.get("query_string", b"").decode("latin-1"),
-                 _header(scope, b"accept") or ""]
+        path = scope["raw_path"].decode("latin-1") if scope.get("raw_path") else scope.get("path", "")  # as sent
+        parts = [tenant, method, path, scope.get("query_string", b"").decode("latin-1"),
+                 _header(scope, b"accept") or "", _header(scope, b"accept-encoding") or ""]
         if method == "POST":
             idem = _header(scope, b"idempotency-key")
             if not idem or body is None:
@@ -528,6 +565,15 @@ class RateLimitMiddleware:
         self.fail_open = fail_open
         self.cache = cache
         self.fallback = fallback
+        self._down_logged_at = -math.inf
+
+    def _limiter_down(self, exc: Exception) -> None:
+        """Say that Redis cannot be reached, and what requests get meanwhile; at most once every 10 s."""
+        now = time.monotonic()
+        if now - self._down_logged_at >= 10.0:
+            self._down_logged_at = now
+            log.warning("gateway: rate limiter unavailable (%s); requests are %s", exc,
+                        "let through marked X-RateLimit-Degraded (fail_open)" if self.fail_open else "refused (503)")
 
     async def __call__(self, scope: dict, receive: Callable[[], Awaitable], send: Callable) -> None:
         if scope["type"] == "websocket":
@@ -545,8 +591,8 @@ class RateLimitMiddleware:
         try:
             d = await self.bucket.acquire(tenant)
         except (redis.RedisError, OSError) as exc:
+            self._limiter_down(exc)
             if not self.fail_open:
-                log.warning("gateway: rate limiter unavailable (%s); request refused", exc)
                 await self._reply(send, 503, {"error": "rate limiter unavailable"}, [(b"retry-after", b"1")])
                 return
 
@@ -558,7 +604,8 @@ class RateLimitMiddleware:
             await self.app(scope, receive, send_degraded)
             return
         headers = [(b"x-ratelimit-limit", f"{d.rate:g}".encode()),
-                   (b"x-ratelimit-remaining", str(max(0, math.floor(d.remaining))).encode())]
+                   (b"x-ratelimit-remaining", str(max(0, math.floor(d.remaining)) if math.isfinite(d.remaining)
+                                                  else d.remaining).encode())]
         cache_key = None
         if self.cache is not None:
             body = None
@@ -609,13 +656,14 @@ class RateLimitMiddleware:
         try:
             d = await self.bucket.acquire(who.tenant)
         except (redis.RedisError, OSError) as exc:
+            self._limiter_down(exc)
             if not self.fail_open:
-                log.warning("gateway: rate limiter unavailable (%s); websocket refused", exc)
                 await send({"type": "websocket.close", "code": 1013, "reason": "rate limiter unavailable"})
                 return
         else:
             if not d.allowed:
-                await send({"type": "websocket.close", "code": 1013, "reason": _close_reason(f"rate limited: {d.reason}")})
+                await send({"type": "websocket.close", "code": 1013,
+                            "reason": _close_reason(f"rate limited: {d.reason}")})
                 return
         await self.app(_with_tenant(scope, who.tenant), receive, send)
 

@@ -199,6 +199,35 @@ def test_gateway_module_imports_nothing_heavy():
     assert res.returncode == 0, res.stdout + res.stderr
 
 
+_BLOCK_OUTSIDE = """
+import importlib.abc, importlib.metadata as md, sys
+owners, allowed = md.packages_distributions(), set(sys.argv[1].split(","))
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        dists = owners.get(name.split(".")[0])
+        if dists and not any(d.lower().replace("_", "-") in allowed for d in dists):
+            raise ImportError("not in a gateway-only install: " + name)
+sys.meta_path.insert(0, Block())
+from daemon.gateway import build_app, main, parse_gateway_config
+build_app(parse_gateway_config({"upstream": "http://127.0.0.1:1", "degrade": {"cache": True,
+                                "cheaper_upstream": "http://127.0.0.1:2"}}))
+import uvicorn
+print("loaded", sorted({m.split(".")[0] for m in sys.modules}))
+"""
+
+
+def test_the_gateway_loads_and_builds_with_nothing_but_its_extra():
+    """Stronger than the sys.modules check: any module of a distribution outside `gpu-autoscaler[gateway]`'s
+    closure fails to import (as in a gateway-only install), and the module still loads, builds the whole app
+    (cache and cheaper upstream included) and finds its ASGI server."""
+    allowed = _closure({"gateway"}) | {"gpu-autoscaler", "setuptools", "pip"}
+    res = subprocess.run([sys.executable, "-c", _BLOCK_OUTSIDE, ",".join(sorted(allowed))], cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr[-2000:]
+    loaded = set(eval(res.stdout.split("loaded", 1)[1]))
+    assert not loaded & (HEAVY | {"jinja2", "prometheus_client", "sdnotify", "pynvml"}), loaded & HEAVY
+
+
 def test_cli_without_the_daemon_extra_says_what_to_install(monkeypatch, capsys):
     import daemon.entry as entry
 
@@ -571,3 +600,117 @@ def test_standalone_429_with_a_reason_holding_a_line_break(r, standalone):
     assert first.status_code == 200 and second.status_code == 429
     assert second.headers["x-ratelimit-reason"] == "fixed limit for a  X-Evil: 1: 0.001 req/s"
     assert "x-evil" not in second.headers and second.json()["reason"].startswith("fixed limit for a\r\n")
+
+
+@pytest.mark.services
+def test_an_unlimited_or_garbled_published_limit_is_a_decision_not_a_script_error(r, redis_url):
+    """`high = inf` passes the daemon's config and is published as rate=inf, burst=inf; the script then failed
+    (PEXPIRE of NaN), so every such request went through the fail-open path marked degraded (or got a 503 with
+    fail_open = false). inf is unlimited; NaN or a negative value falls back to the default bucket."""
+    r.hset("gpuas:limit:a", mapping={"rate": "inf", "burst": "inf", "reason": "unlimited"})
+    r.hset("gpuas:limit:b", mapping={"rate": "nan", "burst": "-5", "reason": "garbled"})
+    app = gateway(redis_url, Identity({key_digest(KEY_A): "a", key_digest(KEY_B): "b"}), fail_open=False)
+    a1, a2, b1 = calls(app, [A, A, B])
+    for resp in (a1, a2, b1):
+        assert resp.status_code == 200 and "x-ratelimit-degraded" not in resp.headers, resp.text
+    assert a2.headers["x-ratelimit-limit"] == "inf"
+    assert b1.headers["x-ratelimit-limit"] == "100" and b1.headers["x-ratelimit-remaining"] == "199"  # the default
+
+
+@pytest.mark.services
+def test_a_cached_answer_is_only_given_to_a_request_that_accepts_its_encoding(r, redis_url):
+    """The cache identity had Accept but not Accept-Encoding: a gzip answer cached for one client was the
+    over-limit answer for a client that asked for identity."""
+    from daemon.gateway import ProxyApp, build_app
+
+    up = _RawUpstream()
+    _tight(r, "a")
+    cfg = parse_gateway_config({"redis": {"url": redis_url}, "keys": [{"tenant": "a", "key": KEY_A}],
+                                "keys_from_redis": False, "degrade": {"cache": True}})
+    try:
+        gz, plain = _run(lambda: build_app(cfg, ProxyApp(up.url)),
+                         [("GET", "/gz", {**A, "Accept-Encoding": "gzip"}, None),
+                          ("GET", "/gz", {**A, "Accept-Encoding": "identity"}, None)])
+    finally:
+        up.close()
+    assert gz.status_code == 200 and gz.headers["content-encoding"] == "gzip"
+    assert plain.status_code == 429 and "content-encoding" not in plain.headers
+
+
+def test_a_limiter_outage_is_logged_once_not_per_request(caplog):
+    """Fail-open let requests through without a single log line (only the response header said so); now one
+    warning, not one per request."""
+    import logging
+
+    from tests.conftest import free_port
+
+    caplog.set_level(logging.WARNING, logger="gpu_autoscaler.gateway")
+    dead = aredis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=0.2)
+    app = RateLimitMiddleware(Starlette(routes=[Route("/", _echo)]), AsyncTokenBucket(dead),
+                              Identity({key_digest(KEY_A): "a"}))
+    responses = calls(app, [A, A, A])
+    assert all(r.status_code == 200 and r.headers["x-ratelimit-degraded"] == "1" for r in responses)
+    lines = [r.getMessage() for r in caplog.records if "rate limiter unavailable" in r.getMessage()]
+    assert len(lines) == 1 and "let through" in lines[0]
+
+
+@pytest.mark.services
+def test_a_cached_answer_is_keyed_by_the_path_as_sent(r, redis_url):
+    """The proxy sends /x%2Fy and /x/y upstream as two different targets; the cache keyed both by the decoded
+    path, so one's answer was the over-limit answer for the other."""
+    from daemon.gateway import ProxyApp, build_app
+
+    up = _RawUpstream()
+    _tight(r, "a")
+    cfg = parse_gateway_config({"redis": {"url": redis_url}, "keys": [{"tenant": "a", "key": KEY_A}],
+                                "keys_from_redis": False, "degrade": {"cache": True}})
+    try:
+        escaped, plain = _run(lambda: build_app(cfg, ProxyApp(up.url)),
+                              [("GET", "/x%2Fy", A, None), ("GET", "/x/y", A, None)])
+    finally:
+        up.close()
+    assert escaped.status_code == 200 and escaped.json()["target"] == "/x%2Fy"
+    assert plain.status_code == 429
+
+
+@pytest.mark.services
+def test_concurrent_requests_share_one_read_of_the_published_keys(r, redis_url):
+    """When the refresh was due, every request in flight read `<prefix>:apikeys` itself (50 requests, 50
+    HGETALLs); one read serves them all."""
+    r.hset(keys_key("gpuas"), key_digest(KEY_A), "a")
+    cfg = parse_gateway_config({"redis": {"url": redis_url}})
+
+    async def go():
+        app = gateway(redis_url, Identity.from_config(cfg, aredis.Redis.from_url(redis_url)))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+            return await asyncio.gather(*[c.get("/", headers=A) for _ in range(50)])
+
+    r.config_resetstat()
+    responses = asyncio.run(go())
+    assert all(x.status_code == 200 for x in responses)
+    assert r.info("commandstats")["cmdstat_hgetall"]["calls"] == 1
+
+
+@pytest.mark.services
+def test_a_trusted_proxy_may_pass_the_clients_own_authorization_header_on(r, redis_url):
+    """An authenticating proxy in front typically forwards the client's `Authorization` (the token it checked)
+    with its X-Tenant; that header is no gateway key, and the request was refused 401 "unknown API key".
+    From a trusted proxy, X-Tenant now decides when the Authorization header holds no gateway key; from
+    anywhere else an unknown key stays a 401, and a valid key still names its own tenant."""
+    ident = Identity({key_digest(KEY_A): "a", key_digest(KEY_B): "b"}, trusted_proxies=["10.1.0.0/16"])
+    app = gateway(redis_url, ident)
+    jwt = {"Authorization": "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln", "X-Tenant": "a"}
+    proxied, keyed = calls(app, [jwt, {**B, "X-Tenant": "a"}], client=("10.1.2.3", 5000))
+    assert proxied.status_code == 200 and proxied.json()["tenant"] == "a"
+    assert keyed.status_code == 200 and keyed.json()["tenant"] == "b"
+    [outside] = calls(app, [jwt], client=("10.2.0.1", 5000))
+    assert outside.status_code == 401 and "unknown API key" in outside.json()["error"]
+
+
+def test_an_upstream_that_is_not_an_http_url_is_a_config_error():
+    """`upstream = "localhost:8000"` (no scheme) was accepted and every request became a 502 at run time."""
+    for key, where in (({"upstream": "localhost:8000"}, "upstream"), ({"upstream": "http://"}, "upstream"),
+                       ({"degrade": {"cheaper_upstream": "ftp://small"}}, "degrade.cheaper_upstream")):
+        with pytest.raises(GatewayConfigError, match=rf"{where}: .*http\(s\) URL"):
+            parse_gateway_config(key)
+    assert parse_gateway_config({"upstream": "https://model:8443/base"}).upstream == "https://model:8443/base"

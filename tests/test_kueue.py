@@ -434,3 +434,52 @@ def test_stopping_before_any_plan_still_releases_nodes_an_earlier_run_held():
     assert act.release_holds().ok
     assert c.held() == {} and c.nodes["n4"]["spec"]["taints"] == []
     assert [r["path"] for r in writes(pool)] == ["/api/v1/nodes/n4"]      # nothing else touched
+
+
+def test_tenant_names_become_valid_distinct_label_values_and_names():
+    import re
+
+    from daemon.actuators.node_holds import name_part
+
+    names = ["team-high", "Team_High", "team.high", "TEAM-HIGH", "a" * 80, "a" * 81, "ÄÖ", "-x-"]
+    parts = [name_part(n) for n in names]
+    assert parts[0] == "team-high"                                    # a valid name stays as it is
+    assert len(set(parts)) == len(parts)                              # never two tenants on one label value
+    for p in parts:
+        assert len(p) <= 47 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", p), p
+
+
+def test_the_daemon_builds_both_kubernetes_actuators_from_one_config(tmp_path):
+    """From the config as the daemon reads it: a kubeconfig, `kubernetes` + `kueue` enabled. The Kueue
+    actuator holds nodes and evicts (with the policy's minimum run time and the timed client); the
+    Kubernetes one beside it sets no quota and evicts nothing."""
+    from kubernetes import client
+
+    from daemon.actuators.kubernetes import KubernetesActuator, TimedApiClient
+    from daemon.config import parse_config
+    from daemon.runtime import _actuators
+
+    c = FakeCluster()
+    api, pool = served(c.routes())
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(f"apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+                  f"clusters: [{{name: k, cluster: {{server: '{api.configuration.host}'}}}}]\n"
+                  "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n")
+    cfg = parse_config({"tenants": [{"name": "team-high", "tier": "high", "k8s_namespace": "serving"},
+                                    {"name": "batchy", "tier": "low", "k8s_namespace": "batch"}],
+                        "policy": {"preempt_min_runtime_s": 120},
+                        "actuators": {"enabled": ["kubernetes", "kueue"], "dry_run": False,
+                                      "kubernetes": {"kubeconfig": str(kc), "timeout_s": 4},
+                                      "kueue": {"hold_shrink_delay_s": 60}}})
+    before = client.Configuration.get_default_copy()
+    try:
+        kube, kq = _actuators(cfg, None)
+    finally:
+        client.Configuration.set_default(before)
+    assert isinstance(kube, KubernetesActuator) and not kube.enforce_plan
+    assert isinstance(kq, KueueActuator) and kq.holders == ["team-high"]
+    assert kq.pods.min_runtime_s == 120 and kq.nodes.shrink_delay_s == 60
+    assert isinstance(kq.custom.api_client, TimedApiClient) and kq.custom.api_client.timeout_s == 4
+    p = Plan(**{**plan(8).__dict__, "quotas": {"batchy": 40}})
+    assert kq.apply(p).ok and c.held() == {"n1": "team-high"}
+    assert pool.sent[0]["headers"]["authorization"] == "Bearer t"          # the kubeconfig's credentials

@@ -1,11 +1,13 @@
 """The replay's speed-ups change no result: the same settings give the same report however they are run."""
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from daemon.config import Config
+from daemon.sim.cluster import lexorder
 from daemon.sim.replay import ForecastBank, run_replay, run_strategy
 from daemon.sim.workloads import synthetic
 from forecaster.baselines import SeasonalNaive
@@ -19,7 +21,7 @@ SETTINGS = [("static", {}), ("reactive", {"headroom": 0.1}), ("predictive", {"qu
 def report(m) -> dict:
     """Everything a run measured, except how long it took."""
     s = m.summary()
-    for k in ("wall_s", "decision_ms_mean", "decision_ms_p99"):
+    for k in ("wall_s", "cpu_s", "decision_ms_mean", "decision_ms_p99"):
         s.pop(k)
     s["series"] = {name: {t: np.asarray(v).tolist() for t, v in getattr(m, name).items()}
                    for name in ("wanted", "served", "unmet")}
@@ -68,3 +70,27 @@ def test_bank_keeps_only_the_newest_forecast_unless_asked_to_keep():
         assert np.array_equal(a.values, b.values, equal_nan=True) and a.issued_at == b.issued_at
     one.close()
     assert len(keep.made) == 6 and len(one.made) == 1
+
+
+def test_simulator_gives_exactly_the_digests_it_gave_before_its_speedups():
+    # tests/sim_golden.py: demand with gaps, holds, preemptions, node failures; digests pinned from the simulator
+    # as it was before the speed-ups (regenerate only for a deliberate change of the physics)
+    from tests.sim_golden import FIXTURE, drive
+
+    want = json.loads(FIXTURE.read_text())
+    got = json.loads(json.dumps(drive()))
+    first = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), None)
+    assert first is None, f"step {first}: {got[first]} != {want[first]}"
+    assert len(got) == len(want)
+
+
+def test_lexorder_is_lexsort():
+    rng = np.random.default_rng(1)
+    for n in (0, 1, 7, 500, 5000):
+        small = rng.integers(0, 3, n).astype(np.int8)
+        wide = rng.integers(-(1 << 40), 1 << 40, n)                 # too wide for the radix path
+        step = rng.integers(0, 300, n)                              # many ties
+        flag = rng.uniform(size=n) < 0.5
+        flt = rng.integers(0, 50, n).astype(float)
+        for keys in ((step, small), (wide, step), (flag,), (step, flag, small), (flt, step), (-step, small)):
+            assert np.array_equal(lexorder(*keys), np.lexsort(keys)), (n, [k.dtype for k in keys])

@@ -249,3 +249,45 @@ def test_a_failed_requeue_after_the_warning_is_retried_without_a_second_warning(
         assert (tmp_path / "usr1").read_text().count("checkpoint") == 1
     finally:
         subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)
+
+
+def test_a_failed_node_failure_requeue_is_retried_by_the_next_cycle(slurm, tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for b in ("squeue", "sinfo", "scancel", "sbatch"):
+        (bin_dir / b).symlink_to(f"/usr/bin/{b}")
+    fail = tmp_path / "fail-requeue"
+    (bin_dir / "scontrol").write_text(
+        f'#!/bin/sh\ncase "$1" in requeue) [ -e {fail} ] && {{ echo "injected: requeue refused" >&2; exit 1; }};; esac\n'
+        'exec /usr/bin/scontrol "$@"\n')
+    (bin_dir / "scontrol").chmod(0o755)
+    j = sbatch(slurm, "low", "acct-low")
+    try:
+        wait_for(lambda: state(slurm, j).startswith("RUNNING"), what="running", timeout=60)
+        a = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir=bin_dir, holds=False),
+                          [TenantConfig(name="team-low", tier="low", slurm_account="acct-low")], dry_run=False)
+        # a node that was reported down but is healthy: the failed requeue is not retried, the job runs on
+        fail.touch()
+        assert not a.requeue([j], "node gpunode1 failed (GPUNodeDown)").ok
+        fail.unlink()
+        rep = a.apply(plan_for())
+        assert rep.ok and not any("requeue" in x for x in rep.actions), rep.actions
+        assert state(slurm, j).startswith("RUNNING")
+        # the node is drained (the failover fences it): the requeue is retried until slurmctld takes it
+        fail.touch()
+        rep = a.requeue([j], "node gpunode1 failed (GPUNodeDown)")
+        assert any("injected: requeue refused" in e for e in rep.errors), rep.errors
+        subprocess.run(["scontrol", "update", f"NodeName={slurm['node']}", "State=DRAIN", "Reason=test"],
+                       env=slurm["env"], check=True)
+        assert state(slurm, j).startswith("RUNNING")
+        rep = a.apply(plan_for())                         # slurmctld still refuses: reported, kept
+        assert any("injected" in e for e in rep.errors) and state(slurm, j).startswith("RUNNING")
+        fail.unlink()
+        rep = a.apply(plan_for())
+        assert rep.ok and f"scontrol requeue {j}" in rep.actions, rep
+        wait_for(lambda: state(slurm, j).startswith("PENDING"), what="requeued by the retry", timeout=20)
+        assert not any("requeue" in x for x in a.apply(plan_for()).actions)   # done: not again
+    finally:
+        subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)
+        subprocess.run(["scontrol", "update", f"NodeName={slurm['node']}", "State=RESUME"], env=slurm["env"],
+                       capture_output=True)

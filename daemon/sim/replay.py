@@ -65,6 +65,7 @@ class Meter:
     requests: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
     step_min: float = 1.0
     wall_s: float = 0.0
+    cpu_s: float = 0.0                                         # CPU of its process meanwhile (forecast thread too)
 
     @property
     def label(self) -> str:
@@ -103,6 +104,7 @@ class Meter:
             "decision_ms_mean": float(np.mean(self.decision_s) * 1000) if self.decision_s else 0.0,
             "decision_ms_p99": float(np.percentile(self.decision_s, 99) * 1000) if self.decision_s else 0.0,
             "wall_s": float(self.wall_s),
+            "cpu_s": float(self.cpu_s),
         }
 
 
@@ -207,7 +209,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
     if name == "predictive" and bank is None:
         raise ValueError("the predictive strategy needs a forecast bank (a model)")
     knobs = dict(knobs or {})
-    t_start = time.perf_counter()
+    t_start, cpu_start = time.perf_counter(), time.process_time()
     demand = w.demand.to_numpy(dtype=float)
     step_s = int((w.demand.index[1] - w.demand.index[0]).total_seconds())
     cfg = per_step_config(cfg, step_s)
@@ -302,6 +304,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
         res.preempted_idle = float(c.preempted_idle - idle0)
         res.preempted_retaken = int(c.preempted_retaken - ret0)
     res.wall_s = time.perf_counter() - t_start
+    res.cpu_s = time.process_time() - cpu_start
     return res
 
 
@@ -378,7 +381,10 @@ def run_replay(w: Workload, cfg: Config, model: Forecaster | None, *, steps: int
                     for i, m in part:
                         done[i] = m
                         if progress:
-                            print(f"{w.name}/{m.label}: {m.wall_s:.0f} s", file=sys.stderr, flush=True)
+                            print(f"{w.name}/{m.label}: {m.wall_s:.0f} s wall, {m.cpu_s:.0f} s CPU", file=sys.stderr,
+                                  flush=True)
+                pool.close()
+                pool.join()  # reaped, so their CPU time shows in getrusage(RUSAGE_CHILDREN)
         finally:
             _JOB.clear()
         return [done[i] for i in range(len(runs))]
