@@ -166,6 +166,13 @@ def timing_shipped(tenants: int) -> dict:
     out["conformal_cached_ms_median"], out["conformal_cached_ms_p95"] = timed(lambda: cached.predict(hist, 60), n=9)
     sn = SeasonalNaive(1440)
     out["seasonal_naive_ms_median"], _ = timed(lambda: sn.predict(hist, 60))
+    # the ensemble as the daemon would run it (conformal LSTM + naive, both reusing their spread 10 forecasts)
+    from forecaster.selection import wrap_lstm
+
+    blend = wrap_lstm(model, {"conformal": True, "season": 1440,
+                              "blend": {"lstm": "lstm_conformal", "baseline": "naive", "weight": 0.5}}, refresh=10)
+    blend.predict(hist, 60)
+    out["blend_cached_ms_median"], out["blend_cached_ms_p95"] = timed(lambda: blend.predict(hist, 60), n=9)
     return out
 
 
@@ -193,6 +200,8 @@ def trace_table(a) -> dict:
         rep = r.report
         lstm = rep["lstm_variant"]
         best = rep["best_baseline"]
+        gain = rep["gain_vs_best_baseline"]
+        cov = rep["models"][lstm]["coverage_p90"]
         res[name] = {"step_s": step_s, "horizon_steps": horizon, "tenants": int(tf.shape[1]), "steps": int(len(tf)),
                      "seconds": time.perf_counter() - t0, "report": rep, "lstm_variant": lstm,
                      "lstm_wql": rep["models"][lstm]["wql"], "best_baseline": best,
@@ -200,7 +209,10 @@ def trace_table(a) -> dict:
                      "lstm_coverage_p90": rep["models"][lstm]["coverage_p90"],
                      "lstm_peak_coverage_p90": rep["models"][lstm]["peak_coverage_p90"],
                      "selected": r.in_use["name"] if r.in_use else rep["winner"], "winner": rep["winner"],
-                     "train_seconds": rep["train"]["seconds"]}
+                     "train_seconds": rep["train"]["seconds"], "blend": rep.get("blend"),
+                     # issue #10's targets for the LSTM family (the best of bare, conformal and blended)
+                     "target_15pct_better": bool(gain >= 0.15), "target_within_2pct": bool(gain >= -0.02),
+                     "target_coverage_087_093": bool(0.87 <= cov <= 0.93)}
         print(f"{name}: {res[name]['lstm_variant']} {res[name]['lstm_wql']:.4f} vs {best} "
               f"{res[name]['best_baseline_wql']:.4f} ({100 * res[name]['gain_vs_best_baseline']:+.1f}%), "
               f"winner {rep['winner']}", flush=True)
@@ -211,17 +223,20 @@ def print_traces(traces: dict) -> None:
     if not traces:
         return
     print(f"\n{'trace':<10} {'LSTM wQL':>9} {'best baseline':>28} {'gain':>7} {'LSTM p90':>9} {'peak p90':>9} "
-          f"{'train s':>8} {'selected':>16}")
+          f"{'train s':>8} {'selected':>16}  targets (>=15%, >=-2%, p90 in 0.87-0.93)")
     for name, r in traces.items():
         if "error" in r:
             print(f"{name:<10} {r['error']}")
             continue
         print(f"{name:<10} {r['lstm_wql']:>9.4f} {r['best_baseline'] + ' ' + format(r['best_baseline_wql'], '.4f'):>28} "
               f"{100 * r['gain_vs_best_baseline']:>+6.1f}% {r['lstm_coverage_p90']:>9.3f} {r['lstm_peak_coverage_p90']:>9.3f} "
-              f"{r['train_seconds']:>8.0f} {r['winner']:>16}")
+              f"{r['train_seconds']:>8.0f} {r['winner']:>16}  "
+              + " ".join("met" if r[k] else "NOT met" for k in ("target_15pct_better", "target_within_2pct",
+                                                                 "target_coverage_087_093")))
     for name, r in traces.items():
         if "error" not in r:
-            print(f"\n{name} ({r['step_s']} s steps, horizon {r['horizon_steps']}, {r['tenants']} tenants):")
+            print(f"\n{name} ({r['step_s']} s steps, horizon {r['horizon_steps']}, {r['tenants']} tenants; LSTM fit "
+                  f"{r['train_seconds']:.0f} s; blend fitted before the scored window: {r.get('blend')}):")
             print(backtest.table(r["report"]))
 
 
