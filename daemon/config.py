@@ -239,6 +239,7 @@ class KubernetesActuatorConfig(_Strict):
     gpu_resource: str = "nvidia.com/gpu"
     quota_name: str = "gpu-autoscaler"
     grace_period_s: int = Field(30, ge=0)
+    timeout_s: float = Field(10.0, gt=0, description="every API request: no answer within this is that action's error")
 
 
 class KueueActuatorConfig(_Strict):
@@ -248,6 +249,10 @@ class KueueActuatorConfig(_Strict):
     queue_prefix: str = Field("gpuas", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
                               description="ClusterQueues <prefix>-<tier>, LocalQueues <prefix> and <prefix>-low")
     gpu_resource: str = "nvidia.com/gpu"
+    hold_label: str = Field("gpu-autoscaler.io/hold",
+                            pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+                            description="node label and taint key of a whole-node hold (value: the tenant)")
+    hold_shrink_delay_s: float = Field(300.0, ge=0, description="a node hold shrinks only after wanting fewer nodes this long")
 
 
 class ActuatorsConfig(_Strict):

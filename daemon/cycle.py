@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sqlite3
 import threading
@@ -33,11 +34,11 @@ class CycleResult:
     plan: Plan | None
     outcome: str                       # ok | stale | source_error | error
     seconds: float
+    acted: bool                        # whether this replica acts (False on a standby: planned or kept, not applied)
     forecast: Forecast | None = None
     collected: Collected | None = None
     reports: list[ActionReport] = field(default_factory=list)
     error: str | None = None
-    acted: bool = True                 # False on a standby replica: planned, not applied
 
 
 class CycleRunner:
@@ -108,20 +109,30 @@ class CycleRunner:
         self.metrics.safe_default.set(1)
         return plan
 
+    def _check_acting(self) -> bool:
+        """Whether this replica acts now (the leader lease; always without HA), kept in ``acting`` and the metric."""
+        self.acting = self.may_act is None or self.may_act()
+        self.metrics.leader.set(1 if self.acting else 0)
+        return self.acting
+
     def _apply(self, plan: Plan) -> list[ActionReport]:
         m = self.metrics
         reports: list[ActionReport] = []
-        self.acting = self.may_act is None or self.may_act()
-        m.leader.set(1 if self.acting else 0)
-        if not self.acting:  # a standby plans (and stays warm) but never acts
+        if not self._check_acting():  # a standby plans (and stays warm) but never acts
             return reports
+        notes = list(plan.notifications)
         for act in self.actuators:
             try:
                 rep = act.apply(plan)
-                if plan.notifications:
-                    act.notify(list(plan.notifications))
             except Exception as exc:  # one broken actuator must not stop the others
                 rep = ActionReport(act.name, act.dry_run, errors=[str(exc)])
+            if notes:  # what notify did (or why it failed) joins the apply's report, never replaces it
+                try:
+                    told = act.notify(notes)
+                    extra, errs = told.actions, [f"notify: {e}" for e in told.errors]
+                except Exception as exc:
+                    extra, errs = [], [f"notify: {exc}"]
+                rep = dataclasses.replace(rep, actions=rep.actions + extra, errors=rep.errors + errs)
             if rep.errors:
                 m.actuator_errors.labels(rep.actuator).inc(len(rep.errors))
                 log.error("actuator %s: %s", rep.actuator, "; ".join(rep.errors))
@@ -184,11 +195,13 @@ class CycleRunner:
                 log.error("source unavailable: %s", exc)
                 plan = self._safe_default(None, "source unavailable")
                 reports = self._apply(plan)
-                return CycleResult(plan, "source_error", time.perf_counter() - t0, reports=reports, error=str(exc),
-                                   acted=self.acting)
+                return CycleResult(plan, "source_error", time.perf_counter() - t0, self.acting, reports=reports,
+                                   error=str(exc))
             held = f"keeping last good plan from {self.last_plan.at}" if self.last_plan else "no plan yet"
             log.error("source unavailable: %s; %s, no new preemptions", exc, held)
-            return CycleResult(self.last_plan, "source_error", time.perf_counter() - t0, error=str(exc))
+            # nothing is applied this cycle; whether this replica is the one whose plan stands is still asked
+            return CycleResult(self.last_plan, "source_error", time.perf_counter() - t0, self._check_acting(),
+                               error=str(exc))
         m.source_up.set(1)
         state = collected.state
         self.last_state = state
@@ -229,4 +242,4 @@ class CycleRunner:
         dt = time.perf_counter() - t0
         m.cycle_seconds.observe(dt)
         m.cycles.labels(outcome).inc()
-        return CycleResult(plan, outcome, dt, fc, collected, reports, acted=self.acting)
+        return CycleResult(plan, outcome, dt, self.acting, fc, collected, reports)

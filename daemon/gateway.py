@@ -10,8 +10,9 @@ API key (``Authorization: Bearer KEY`` or ``X-API-Key: KEY``) is hashed
 (SHA-256) and compared, in constant time, with every known key digest; the
 digest -> tenant map comes from the gateway's config and/or from Redis, where
 the daemon publishes it. ``X-Tenant`` counts only from addresses listed in
-``trusted_proxies`` (an explicit opt-in for an authenticating proxy in front),
-and only for a tenant that has a key. Anything else is 401: there is no
+``trusted_proxies`` (the TCP peer; an explicit opt-in for an authenticating proxy in front),
+and only for a tenant that has a key; a valid key still names its own tenant, and an Authorization
+header that is no gateway key (the token such a proxy checked) does not stop X-Tenant there. Anything else is 401: there is no
 default bucket for an unknown caller.
 
 This module needs only the base install (redis, starlette, pydantic); it must
@@ -20,17 +21,20 @@ not import the daemon's heavy dependencies.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import ipaddress
 import json
 import logging
 import math
+import re
 import time
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from urllib.parse import quote
 from typing import Awaitable, Callable, Iterable
 
 import httpx
@@ -54,6 +58,10 @@ def bucket_key(prefix: str, tenant: str) -> str:
 def keys_key(prefix: str) -> str:
     """Redis hash the daemon publishes: SHA-256 hex digest of an API key -> tenant."""
     return f"{prefix}:apikeys"
+
+
+DIGEST_RE = re.compile(r"[0-9a-fA-F]{64}")
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def key_digest(key: str) -> str:
@@ -208,6 +216,7 @@ class Identity:
         self.trusted = [ipaddress.ip_network(p, strict=False) for p in trusted_proxies]
         self._published: dict[str, str] = {}
         self._loaded_at = -math.inf
+        self._lock = asyncio.Lock()
         self._entries = self._build()
 
     @classmethod
@@ -222,17 +231,33 @@ class Identity:
     async def _refresh(self) -> None:
         if self.client is None or time.monotonic() - self._loaded_at < self.refresh_s:
             return
+        async with self._lock:  # one read for all the requests that find it due
+            if time.monotonic() - self._loaded_at < self.refresh_s:
+                return
+            await self._load()
+
+    async def _load(self) -> None:
         try:
             raw = await self.client.hgetall(keys_key(self.prefix))
         except (redis.RedisError, OSError) as exc:
             log.warning("gateway: cannot read published API keys (%s); keeping %d known", exc, len(self._published))
             self._loaded_at = time.monotonic()  # do not hammer a dead Redis on every request
             return
-        pub = {}
+        pub, bad = {}, 0
         for d, t in raw.items():
-            d = d.decode() if isinstance(d, bytes) else d
-            if len(d) == 64:
-                pub[d] = t.decode() if isinstance(t, bytes) else t
+            try:
+                d = d.decode("ascii") if isinstance(d, bytes) else d
+                t = t.decode("utf-8") if isinstance(t, bytes) else t
+            except UnicodeDecodeError:
+                bad += 1
+                continue
+            if DIGEST_RE.fullmatch(d) and t and not CONTROL_RE.search(t):
+                pub[d.lower()] = t
+            else:
+                bad += 1
+        if bad:
+            log.warning("gateway: %d malformed entries in %s skipped (want SHA-256 hex -> tenant)", bad,
+                        keys_key(self.prefix))
         self._published = pub
         self._loaded_at = time.monotonic()
         self._entries = self._build()
@@ -262,10 +287,14 @@ class Identity:
         await self._refresh()
         auth = _header(scope, b"authorization") or ""
         key = auth[7:].strip() if auth[:7].lower() == "bearer " else (_header(scope, b"x-api-key") or "").strip()
+        claimed = _header(scope, b"x-tenant")
         if key:
             tenant = self.tenant_for_key(key)
-            return Caller(tenant, "api-key" if tenant else "unknown API key")
-        claimed = _header(scope, b"x-tenant")
+            if tenant is not None:
+                return Caller(tenant, "api-key")
+            # an authenticating proxy in front may pass on the client's own Authorization (no gateway key)
+            if claimed is None or not self._trusted(scope):
+                return Caller(None, "unknown API key")
         if claimed is not None:
             if not self._trusted(scope):
                 return Caller(None, "X-Tenant is not trusted from this address; send an API key")
@@ -328,7 +357,8 @@ def _with_tenant(scope: dict, tenant: str) -> dict:
 
 
 HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"te", b"trailer", b"upgrade",
-              b"proxy-authenticate", b"proxy-authorization", b"content-length", b"set-cookie"}
+              b"proxy-authenticate", b"proxy-authorization"}
+NOT_CACHED = HOP_BY_HOP | {b"content-length", b"set-cookie"}  # headers a cached answer does not keep
 SAFE_METHODS = ("GET", "HEAD")
 
 
@@ -343,8 +373,9 @@ class Cached:
 class ResponseCache:
     """Responses of idempotent requests, per tenant, in Redis: the fallback for an over-limit request.
 
-    Identical means: same tenant, method, path, query and Accept header; a POST counts only when it carries
-    an ``Idempotency-Key`` header, and then the key and the body's SHA-256 are part of the identity.
+    Identical means: same tenant, method, path as sent, query, Accept and Accept-Encoding headers; a POST
+    counts only when it carries an ``Idempotency-Key`` header, and then the key and the body's SHA-256 are
+    part of the identity.
     Only 200 answers without ``Cache-Control: no-store`` are kept, up to ``max_bytes``, for ``ttl_s``.
     """
 
@@ -357,8 +388,9 @@ class ResponseCache:
 
     def key_for(self, tenant: str, scope: dict, body: bytes | None) -> str | None:
         method = scope.get("method", "GET")
-        parts = [tenant, method, scope.get("path", ""), scope.get("query_string", b"").decode("latin-1"),
-                 _header(scope, b"accept") or ""]
+        path = scope["raw_path"].decode("latin-1") if scope.get("raw_path") else scope.get("path", "")  # as sent
+        parts = [tenant, method, path, scope.get("query_string", b"").decode("latin-1"),
+                 _header(scope, b"accept") or "", _header(scope, b"accept-encoding") or ""]
         if method == "POST":
             idem = _header(scope, b"idempotency-key")
             if not idem or body is None:
@@ -380,7 +412,7 @@ class ResponseCache:
         if status != 200 or b"no-store" in cc or len(body) > self.max_bytes:
             return False
         keep = [[k.decode("latin-1"), v.decode("latin-1")] for k, v in headers
-                if k.lower() not in HOP_BY_HOP and not k.lower().startswith(b"x-ratelimit")]
+                if k.lower() not in NOT_CACHED and not k.lower().startswith(b"x-ratelimit")]
         pipe = self.client.pipeline(transaction=True)
         pipe.hset(key, mapping={"status": status, "headers": json.dumps(keep), "body": body, "at": time.time()})
         pipe.pexpire(key, int(self.ttl_s * 1000))
@@ -389,7 +421,12 @@ class ResponseCache:
 
 
 class ProxyApp:
-    """A minimal ASGI reverse proxy (httpx): the stand-alone gateway's upstream and the cheaper fallback."""
+    """A minimal ASGI reverse proxy (httpx): the stand-alone gateway's upstream and the cheaper fallback.
+
+    The request target goes upstream as the client sent it (``raw_path``: percent-escapes kept), bodies are
+    streamed both ways, and the answer's bytes are passed on undecoded with their own Content-Encoding and
+    Content-Length (and Set-Cookie); only hop-by-hop headers are dropped.
+    """
 
     def __init__(self, url: str, timeout_s: float = 30.0, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.url = url.rstrip("/")
@@ -398,20 +435,42 @@ class ProxyApp:
     async def __call__(self, scope: dict, receive: Callable[[], Awaitable], send: Callable) -> None:
         if scope["type"] != "http":
             return
-        body = await _read_body(receive)
         headers = [(k, v) for k, v in scope.get("headers", []) if k not in HOP_BY_HOP and k != b"host"]
-        url = self.url + scope.get("path", "/")
+        sized = any(k == b"content-length" for k, _ in headers)
+        chunked = any(k == b"transfer-encoding" for k, _ in scope.get("headers", []))
+        # a body with a length (kept in `headers`) or chunked is streamed; none at all stays none
+        content = _stream_body(receive) if sized or chunked else await _read_body(receive)
+        target = scope.get("raw_path") or quote(scope.get("path", "/")).encode("ascii")
+        url = self.url + target.decode("latin-1")
         if scope.get("query_string"):
             url += "?" + scope["query_string"].decode("latin-1")
         try:
-            resp = await self.client.request(scope.get("method", "GET"), url, headers=headers, content=body)
+            req = self.client.build_request(scope.get("method", "GET"), url, headers=headers, content=content)
+            resp = await self.client.send(req, stream=True)
         except httpx.HTTPError as exc:
-            await RateLimitMiddleware._reply(send, 502, {"error": f"upstream {self.url} failed: {exc}"}, [])
+            log.warning("gateway: upstream %s failed: %s", self.url, exc)
+            await RateLimitMiddleware._reply(send, 502, {"error": "upstream unavailable"}, [])
             return
-        out = [(k, v) for k, v in resp.headers.raw if k.lower() not in HOP_BY_HOP]
-        out.append((b"content-length", str(len(resp.content)).encode()))
-        await send({"type": "http.response.start", "status": resp.status_code, "headers": out})
-        await send({"type": "http.response.body", "body": resp.content})
+        try:
+            out = [(k.lower(), v) for k, v in resp.headers.raw if k.lower() not in HOP_BY_HOP]
+            await send({"type": "http.response.start", "status": resp.status_code, "headers": out})
+            async for chunk in resp.aiter_raw():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+        finally:
+            await resp.aclose()
+
+
+async def _stream_body(receive: Callable[[], Awaitable]):
+    """The request body as it arrives (for httpx to send upstream)."""
+    while True:
+        msg = await receive()
+        if msg["type"] != "http.request":
+            return
+        if msg.get("body"):
+            yield msg["body"]
+        if not msg.get("more_body"):
+            return
 
 
 async def _read_body(receive: Callable[[], Awaitable]) -> bytes:
@@ -450,9 +509,20 @@ async def _peek_body(receive: Callable[[], Awaitable], limit: int) -> tuple[byte
     return body, replay
 
 
+def _header_text(text: str) -> bytes:
+    """Free text as a header value: control characters (a line break would make the server refuse the whole
+    answer) become spaces."""
+    return CONTROL_RE.sub(" ", text).encode("utf-8", "replace")
+
+
+def _close_reason(text: str) -> str:
+    """A websocket close reason: at most 123 bytes of UTF-8."""
+    return text.encode("utf-8")[:123].decode("utf-8", "ignore")
+
+
 class RateLimitMiddleware:
     """ASGI middleware: 401 for an unknown caller; 429 + Retry-After + X-RateLimit-Reason when the
-    tenant's bucket is empty.
+    tenant's bucket is empty. A websocket upgrade goes through the same identity and costs one token.
 
     If Redis cannot be reached the request is let through (``fail_open``) and
     marked with ``X-RateLimit-Degraded``: a limiter outage should not become a
@@ -473,9 +543,21 @@ class RateLimitMiddleware:
         self.fail_open = fail_open
         self.cache = cache
         self.fallback = fallback
+        self._down_logged_at = -math.inf
+
+    def _limiter_down(self, exc: Exception) -> None:
+        """Say that Redis cannot be reached, and what requests get meanwhile; at most once every 10 s."""
+        now = time.monotonic()
+        if now - self._down_logged_at >= 10.0:
+            self._down_logged_at = now
+            log.warning("gateway: rate limiter unavailable (%s); requests are %s", exc,
+                        "let through marked X-RateLimit-Degraded (fail_open)" if self.fail_open else "refused (503)")
 
     async def __call__(self, scope: dict, receive: Callable[[], Awaitable], send: Callable) -> None:
-        if scope["type"] != "http":
+        if scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+            return
+        if scope["type"] != "http":  # lifespan
             await self.app(scope, receive, send)
             return
         who = await self.identity.caller(scope)
@@ -487,8 +569,9 @@ class RateLimitMiddleware:
         try:
             d = await self.bucket.acquire(tenant)
         except (redis.RedisError, OSError) as exc:
+            self._limiter_down(exc)
             if not self.fail_open:
-                await self._reply(send, 503, {"error": f"rate limiter unavailable: {exc}"}, [(b"retry-after", b"1")])
+                await self._reply(send, 503, {"error": "rate limiter unavailable"}, [(b"retry-after", b"1")])
                 return
 
             async def send_degraded(msg):
@@ -499,7 +582,8 @@ class RateLimitMiddleware:
             await self.app(scope, receive, send_degraded)
             return
         headers = [(b"x-ratelimit-limit", f"{d.rate:g}".encode()),
-                   (b"x-ratelimit-remaining", str(max(0, math.floor(d.remaining))).encode())]
+                   (b"x-ratelimit-remaining", str(max(0, math.floor(d.remaining)) if math.isfinite(d.remaining)
+                                                  else d.remaining).encode())]
         cache_key = None
         if self.cache is not None:
             body = None
@@ -508,29 +592,58 @@ class RateLimitMiddleware:
             cache_key = self.cache.key_for(tenant, scope, body)
         if not d.allowed:
             retry = max(1, math.ceil(d.retry_after_s)) if d.retry_after_s >= 0 else 60
-            headers += [(b"retry-after", str(retry).encode()), (b"x-ratelimit-reason", d.reason.encode("utf-8", "replace"))]
+            headers += [(b"retry-after", str(retry).encode()), (b"x-ratelimit-reason", _header_text(d.reason))]
             if await self._degraded(scope, receive, send, tenant, cache_key, headers):
                 return
             await self._reply(send, 429, {"error": "rate limited", "tenant": tenant, "reason": d.reason,
                                           "retry_after_s": round(d.retry_after_s, 3)}, headers)
             return
 
-        captured: dict = {"body": []}
+        captured: dict = {"body": [], "size": 0}
 
         async def send_with_headers(msg):
             if msg["type"] == "http.response.start":
                 captured["status"], captured["headers"] = msg["status"], list(msg.get("headers", []))
                 msg = {**msg, "headers": list(msg.get("headers", [])) + headers}
             elif msg["type"] == "http.response.body" and cache_key is not None:
-                captured["body"].append(msg.get("body", b""))
+                captured["size"] += len(msg.get("body", b""))
+                if captured["size"] <= self.cache.max_bytes:
+                    captured["body"].append(msg.get("body", b""))
+                else:  # too big to cache: not held while it streams past
+                    captured["body"].clear()
             await send(msg)
 
         await self.app(scope, receive, send_with_headers)
-        if cache_key is not None and scope.get("method") != "HEAD" and "status" in captured:
+        if cache_key is not None and scope.get("method") != "HEAD" and "status" in captured \
+                and captured["size"] <= self.cache.max_bytes:
             try:
                 await self.cache.put(cache_key, captured["status"], captured["headers"], b"".join(captured["body"]))
             except (redis.RedisError, OSError) as exc:
                 log.warning("gateway: response not cached (%s)", exc)
+
+    async def _websocket(self, scope: dict, receive: Callable, send: Callable) -> None:
+        """A websocket upgrade: the same identity, and one token of the tenant's bucket per connection.
+
+        Refused before the handshake (the server answers HTTP 403): close code 1008 for an unknown caller,
+        1013 with the limit's reason when the bucket is empty.
+        """
+        who = await self.identity.caller(scope)
+        if who.tenant is None:
+            await send({"type": "websocket.close", "code": 1008, "reason": _close_reason(who.via)})
+            return
+        try:
+            d = await self.bucket.acquire(who.tenant)
+        except (redis.RedisError, OSError) as exc:
+            self._limiter_down(exc)
+            if not self.fail_open:
+                await send({"type": "websocket.close", "code": 1013, "reason": "rate limiter unavailable"})
+                return
+        else:
+            if not d.allowed:
+                await send({"type": "websocket.close", "code": 1013,
+                            "reason": _close_reason(f"rate limited: {d.reason}")})
+                return
+        await self.app(_with_tenant(scope, who.tenant), receive, send)
 
     async def _degraded(self, scope: dict, receive: Callable, send: Callable, tenant: str, cache_key: str | None,
                         headers: list) -> bool:
@@ -595,6 +708,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--port", type=int, default=8080)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line, with its URL and query, per proxied request
     try:
         app = build_app(load_gateway_config(args.config))
     except GatewayConfigError as exc:
@@ -605,7 +719,9 @@ def main(argv: list[str] | None = None) -> None:
     except ImportError:
         sys.stderr.write("gpu-autoscaler-gateway: needs an ASGI server: pip install 'gpu-autoscaler[gateway]'\n")
         sys.exit(2)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    # proxy_headers=False: scope["client"] stays the TCP peer, the address `trusted_proxies` is about (uvicorn
+    # would otherwise replace it with X-Forwarded-For from local clients, who could then pose as the proxy)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", proxy_headers=False)
 
 
 if __name__ == "__main__":

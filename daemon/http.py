@@ -22,29 +22,13 @@ from starlette.routing import Route
 from daemon import alerts
 from daemon.runtime import NodeListError
 from daemon.api import routes as api
-from daemon.api.routes import AccessHolder
+from daemon.api.routes import AccessHolder, read_capped
 from daemon.ui import routes as ui
 
 if TYPE_CHECKING:
     from daemon.service import Daemon
 
 log = logging.getLogger("gpu_autoscaler.http")
-
-
-async def _read_capped(request: Request, cap: int) -> bytes | None:
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        try:
-            if int(declared) > cap:
-                return None
-        except ValueError:
-            return None
-    body = bytearray()
-    async for chunk in request.stream():
-        body.extend(chunk)
-        if len(body) > cap:
-            return None
-    return bytes(body)
 
 
 def build_app(daemon: "Daemon") -> Starlette:
@@ -91,7 +75,7 @@ def build_app(daemon: "Daemon") -> Starlette:
                 log.warning("webhook: refused post without a valid bearer token from %s", request.client)
                 return JSONResponse({"error": "unauthorized"}, status_code=401,
                                     headers={"WWW-Authenticate": "Bearer"})
-        body = await _read_capped(request, cfg.max_body_bytes)
+        body = await read_capped(request, cfg.max_body_bytes)
         if body is None:
             metrics.webhook_rejected.labels("too_large").inc()
             log.warning("webhook: body over %d bytes refused", cfg.max_body_bytes)

@@ -130,7 +130,8 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
         elif name == "kueue":
             from daemon.actuators.kueue import KueueActuator
 
-            out.append(KueueActuator.from_config(a.kubernetes, a.kueue, cfg.tenants, dry_run=a.dry_run))
+            out.append(KueueActuator.from_config(a.kubernetes, a.kueue, cfg.tenants, dry_run=a.dry_run,
+                                                 min_runtime_s=cfg.policy.preempt_min_runtime_s))
     if sim is not None:
         from daemon.sim.actuator import SimulatorActuator
 

@@ -16,6 +16,7 @@ import os
 import signal
 import threading
 import time
+from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
 
@@ -200,24 +201,27 @@ class Daemon:
         jobs = rt.jobs_on_node(node)
         reason = f"node {node} failed ({alertname}): job requeued on healthy nodes"
         ids = [j for j, _ in jobs]
+        per_tenant = Counter(t for _, t in jobs)
+        tenants = sorted(per_tenant)
+        told = [Notification(t, "node_failed", f"{per_tenant[t]} job(s) of yours on {node} were requeued: {reason}")
+                for t in tenants]
         errors = []
         for act in rt.actuators:
-            try:
-                rep = act.requeue(ids, reason) if ids else None
-                if rep is not None and rep.errors:
-                    errors.extend(rep.errors)
-                if isinstance(act, FencesNodes):
-                    errors.extend(act.fence_node(node, f"{alertname} alert").errors)
-                tenants = sorted({t for _, t in jobs})
-                act.notify([Notification(t, "node_failed", f"{sum(1 for _, x in jobs if x == t)} job(s) of yours on "
-                                                            f"{node} were requeued: {reason}") for t in tenants])
-            except Exception as exc:
-                errors.append(f"{act.name}: {exc}")
+            # each step on its own: a requeue that fails still fences the node and tells the tenants
+            steps = [("requeue", lambda a=act: a.requeue(ids, reason).errors if ids else [])]
+            if isinstance(act, FencesNodes):
+                steps.append(("fence", lambda a=act: a.fence_node(node, f"{alertname} alert").errors))
+            steps.append(("notify", lambda a=act: a.notify(told).errors))
+            for what, step in steps:
+                try:
+                    errors.extend(step())
+                except Exception as exc:
+                    errors.append(f"{act.name}: {what}: {exc}")
         took = time.perf_counter() - received
         rt.metrics.failover_seconds.observe(took)
         if rt.store is not None:
             rt.store.log_event(dt.datetime.now(dt.timezone.utc).isoformat(), "node_down",
-                               {"node": node, "jobs": ids, "tenants": sorted({t for _, t in jobs}), "seconds": took,
+                               {"node": node, "jobs": ids, "tenants": tenants, "seconds": took,
                                 "errors": errors})
         log.warning("node %s down: %d jobs requeued in %.3fs%s", node, len(ids), took,
                     f" (errors: {errors})" if errors else "")
@@ -295,8 +299,7 @@ class Daemon:
 
     def role(self) -> str:
         """single (no HA), leader (holds the lease: acts) or standby (plans, never acts or fails over)."""
-        lease = self.runtime.lease
-        return "single" if lease is None else ("leader" if lease.is_leader() else "standby")
+        return "single" if self.runtime.lease is None else ("leader" if self.may_act() else "standby")
 
     def reload(self) -> bool:
         """Re-read the config file; a bad one keeps the running config (daemon/reload.py)."""

@@ -49,7 +49,10 @@ def _handler(cap: Capture):
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(out)))
             self.end_headers()
-            self.wfile.write(out)
+            try:
+                self.wfile.write(out)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up waiting (a timeout test)
 
         do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _any
 
@@ -60,14 +63,18 @@ def _handler(cap: Capture):
 
 
 @contextlib.contextmanager
-def capture_server(routes: dict):
-    """Yields (api_client, capture): an official-client ApiClient pointed at the server, and its record."""
+def capture_server(routes: dict, timeout_s: float | None = None):
+    """Yields (api_client, capture): an official-client ApiClient pointed at the server, and its record.
+    With `timeout_s`, the daemon's TimedApiClient (the one `api_client()` builds) with that timeout."""
+    from daemon.actuators.kubernetes import TimedApiClient
+
     cap = Capture(routes)
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _handler(cap))
+    srv.daemon_threads = True
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
     cfg = k8s.Configuration(host=f"http://127.0.0.1:{srv.server_address[1]}")
-    api = k8s.ApiClient(cfg)
+    api = k8s.ApiClient(cfg) if timeout_s is None else TimedApiClient(cfg, timeout_s)
     try:
         yield api, cap
     finally:

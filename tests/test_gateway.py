@@ -199,6 +199,35 @@ def test_gateway_module_imports_nothing_heavy():
     assert res.returncode == 0, res.stdout + res.stderr
 
 
+_BLOCK_OUTSIDE = """
+import importlib.abc, importlib.metadata as md, sys
+owners, allowed = md.packages_distributions(), set(sys.argv[1].split(","))
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        dists = owners.get(name.split(".")[0])
+        if dists and not any(d.lower().replace("_", "-") in allowed for d in dists):
+            raise ImportError("not in a gateway-only install: " + name)
+sys.meta_path.insert(0, Block())
+from daemon.gateway import build_app, main, parse_gateway_config
+build_app(parse_gateway_config({"upstream": "http://127.0.0.1:1", "degrade": {"cache": True,
+                                "cheaper_upstream": "http://127.0.0.1:2"}}))
+import uvicorn
+print("loaded", sorted({m.split(".")[0] for m in sys.modules}))
+"""
+
+
+def test_the_gateway_loads_and_builds_with_nothing_but_its_extra():
+    """Stronger than the sys.modules check: any module of a distribution outside `gpu-autoscaler[gateway]`'s
+    closure fails to import (as in a gateway-only install), and the module still loads, builds the whole app
+    (cache and cheaper upstream included) and finds its ASGI server."""
+    allowed = _closure({"gateway"}) | {"gpu-autoscaler", "setuptools", "pip"}
+    res = subprocess.run([sys.executable, "-c", _BLOCK_OUTSIDE, ",".join(sorted(allowed))], cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr[-2000:]
+    loaded = set(eval(res.stdout.split("loaded", 1)[1]))
+    assert not loaded & (HEAVY | {"jinja2", "prometheus_client", "sdnotify", "pynvml"}), loaded & HEAVY
+
+
 def test_cli_without_the_daemon_extra_says_what_to_install(monkeypatch, capsys):
     import daemon.entry as entry
 
@@ -370,6 +399,7 @@ def test_standalone_gateway_routes_over_limit_requests_to_the_cheaper_upstream(r
     assert "test limit" in second.headers["x-ratelimit-reason"]
     assert spoofed.status_code == 401 and (main_up.hits, cheap_up.hits) == (1, 1)
     assert "a over limit, routed to the cheaper upstream" in log
+    assert "HTTP Request:" not in log  # httpx does not log every proxied URL (query strings included) at INFO
 
 
 def test_standalone_gateway_config_error_is_one_line(tmp_path):
@@ -387,3 +417,291 @@ def test_check_config_refuses_an_unreadable_gateway_key_file(tmp_path):
     res = subprocess.run([sys.executable, "-m", "daemon.cli", "--config", str(cfg), "check-config"], cwd=REPO,
                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "gateway.keys.0.key_file: cannot read" in res.stderr, res.stderr
+
+
+# ---- second review (h13r): websockets, the stand-alone proxy, published garbage, small buckets -------------
+
+@pytest.mark.services
+def test_websocket_upgrades_need_a_credential_and_a_token_too(r, redis_url):
+    """A websocket scope goes through identity and the bucket like a request (it used to pass untouched, so the
+    app behind believed any client's own X-Tenant)."""
+    from starlette.routing import WebSocketRoute
+    from starlette.testclient import TestClient
+    from starlette.websockets import WebSocketDisconnect
+
+    async def ws(websocket):
+        await websocket.accept()
+        await websocket.send_json({"tenant": websocket.headers.get("x-tenant")})
+        await websocket.close()
+
+    _tight(r, "a")  # one connection, then over limit
+    app = RateLimitMiddleware(Starlette(routes=[WebSocketRoute("/ws", ws)]),
+                              AsyncTokenBucket(aredis.Redis.from_url(redis_url)), Identity({key_digest(KEY_A): "a"}))
+    with TestClient(app) as c:
+        for headers in ({}, {"X-Tenant": "a"}, {"X-API-Key": "not-a-key-of-anyone-0000"}):
+            with pytest.raises(WebSocketDisconnect) as ex:
+                with c.websocket_connect("/ws", headers=headers) as s:
+                    s.receive_json()
+            assert ex.value.code == 1008, headers
+        with c.websocket_connect("/ws", headers={"X-API-Key": KEY_A, "X-Tenant": "b"}) as s:
+            assert s.receive_json() == {"tenant": "a"}   # the key's tenant, not the claimed one
+        with pytest.raises(WebSocketDisconnect) as ex:
+            with c.websocket_connect("/ws", headers={"X-API-Key": KEY_A}) as s:
+                s.receive_json()
+        assert ex.value.code == 1013 and "test limit" in ex.value.reason
+    assert sorted(k.decode() for k in r.scan_iter("gpuas:bucket:*")) == ["gpuas:bucket:a"]
+
+
+@pytest.mark.services
+def test_garbage_in_the_published_key_map_is_skipped_not_a_500(r, redis_url):
+    """One malformed entry in `<prefix>:apikeys` (not hex, not UTF-8) must not break every request."""
+    r.hset(keys_key("gpuas"), mapping={"z" * 64: "evil", key_digest(KEY_A): "a", key_digest(KEY_B): b"\xff\xfe"})
+    cfg = parse_gateway_config({"redis": {"url": redis_url}})
+
+    async def go():
+        app = gateway(redis_url, Identity.from_config(cfg, aredis.Redis.from_url(redis_url)))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+            return [await c.get("/", headers={"X-API-Key": k}) for k in (KEY_A, KEY_B)]
+
+    a, b = asyncio.run(go())
+    assert a.status_code == 200 and a.json()["tenant"] == "a"
+    assert b.status_code == 401
+
+
+@pytest.mark.services
+def test_a_bucket_smaller_than_one_request_still_admits_the_rate(r, redis_url):
+    """rate 0.25 req/s with burst_seconds 2 gives burst 0.5: the bucket must still admit one request every 4 s
+    (it used to refuse every request forever while Retry-After promised 2 s)."""
+    from daemon.gateway import TokenBucket, bucket_key
+
+    r.hset("gpuas:limit:slow", mapping={"rate": 0.25, "burst": 0.5, "reason": "fixed limit for slow: 0.25 req/s"})
+    tb = TokenBucket(r)
+    first, second = tb.acquire("slow"), tb.acquire("slow")
+    assert first.allowed and not second.allowed
+    assert 3.9 <= second.retry_after_s <= 4.0
+    ts = float(r.hget(bucket_key("gpuas", "slow"), "ts"))
+    r.hset(bucket_key("gpuas", "slow"), "ts", ts - second.retry_after_s - 0.01)  # as if that long had passed
+    assert tb.acquire("slow").allowed
+
+
+def test_a_closed_limiter_or_a_dead_upstream_does_not_tell_the_client_where_they_are():
+    from daemon.gateway import ProxyApp
+    from tests.conftest import free_port
+
+    dead_port = free_port()
+
+    async def go():
+        dead = aredis.Redis(host="127.0.0.1", port=dead_port, socket_connect_timeout=0.2)
+        closed = RateLimitMiddleware(Starlette(routes=[Route("/", _echo)]), AsyncTokenBucket(dead),
+                                     Identity({key_digest(KEY_A): "a"}), fail_open=False)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=closed), base_url="http://gw") as c:
+            limiter = await c.get("/", headers={"X-API-Key": KEY_A})
+        proxy = ProxyApp(f"http://127.0.0.1:{dead_port}")
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=proxy), base_url="http://gw") as c:
+            upstream = await c.get("/x")
+        return limiter, upstream
+
+    limiter, upstream = asyncio.run(go())
+    assert limiter.status_code == 503 and limiter.json() == {"error": "rate limiter unavailable"}
+    assert upstream.status_code == 502 and upstream.json() == {"error": "upstream unavailable"}
+    assert str(dead_port) not in limiter.text + upstream.text
+
+
+class _RawUpstream:
+    """A real HTTP server that answers with the raw request line's target, gzips /gz when asked, sets a cookie."""
+
+    def __init__(self):
+        import gzip
+        import http.server
+        import threading
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = json.dumps({"target": self.path, "tenant": self.headers.get("x-tenant"),
+                                   "forwarded_for": self.headers.get("x-forwarded-for")}).encode() * (
+                    20 if self.path.startswith("/gz") else 1)
+                self.send_response(200)
+                if self.path.startswith("/gz") and "gzip" in (self.headers.get("accept-encoding") or ""):
+                    body = gzip.compress(body)
+                    self.send_header("content-encoding", "gzip")
+                self.send_header("content-type", "application/json")
+                self.send_header("set-cookie", "session=s1; Path=/")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def standalone(redis_url, tmp_path_factory):
+    """`gpu-autoscaler-gateway` (real uvicorn) in front of a real HTTP upstream; X-Tenant trusted from 10.9.9.9."""
+    from tests.conftest import free_port
+    from tests.services import stop, wait_for
+
+    up = _RawUpstream()
+    port = free_port()
+    cfg = tmp_path_factory.mktemp("gw") / "gateway.toml"
+    cfg.write_text(f'upstream = "{up.url}"\nkeys_from_redis = false\ntrusted_proxies = ["10.9.9.9"]\n'
+                   f'[redis]\nurl = "{redis_url}"\n[[keys]]\ntenant = "a"\nkey = "{KEY_A}"\n')
+    proc = subprocess.Popen([sys.executable, "-m", "daemon.gateway", "--config", str(cfg), "--port", str(port)],
+                            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: httpx.get(base + "/", timeout=1).status_code == 401, what="gateway")
+        yield base
+    finally:
+        stop(proc)
+        up.close()
+
+
+@pytest.mark.services
+def test_standalone_trusts_x_tenant_by_the_tcp_peer_not_by_x_forwarded_for(standalone):
+    """A client on 127.0.0.1 claiming to be the trusted proxy 10.9.9.9 in X-Forwarded-For is not believed
+    (uvicorn's proxy-header rewriting made scope["client"] whatever the header said)."""
+    spoof = httpx.get(standalone + "/", headers={"X-Tenant": "a", "X-Forwarded-For": "10.9.9.9"})
+    assert spoof.status_code == 401
+
+
+@pytest.mark.services
+def test_standalone_forwards_the_path_as_sent(standalone):
+    """Percent-escapes reach the upstream unchanged: %2F is not a new path segment, %3F and %23 are no query
+    or fragment, and the real query survives (it used to arrive as /x/y?z=1 with ?q=1 lost)."""
+    resp = httpx.get(standalone + "/x%2Fy%3Fz=1%23w?q=1", headers=A)
+    assert resp.status_code == 200 and resp.json()["target"] == "/x%2Fy%3Fz=1%23w?q=1"
+
+
+@pytest.mark.services
+def test_standalone_passes_compressed_answers_and_cookies_through(standalone):
+    """The upstream's gzip body arrives as sent, with its Content-Encoding (httpx used to decode it and the
+    header still said gzip, so clients could not read it), and Set-Cookie is not dropped."""
+    resp = httpx.get(standalone + "/gz", headers={**A, "Accept-Encoding": "gzip"})
+    assert resp.status_code == 200 and resp.headers["content-encoding"] == "gzip"
+    assert resp.text.startswith('{"target": "/gz"') and resp.cookies.get("session") == "s1"
+
+
+@pytest.mark.services
+def test_standalone_429_with_a_reason_holding_a_line_break(r, standalone):
+    """A reason is free text (a config tenant's name goes into `fixed limit for NAME`); a line break in it made
+    the real server (h11) refuse the header and answer 500 instead of the 429."""
+    r.hset("gpuas:limit:a", mapping={"rate": 0.001, "burst": 1, "reason": "fixed limit for a\r\nX-Evil: 1: 0.001 req/s"})
+    first = httpx.get(standalone + "/", headers=A)
+    second = httpx.get(standalone + "/", headers=A)
+    assert first.status_code == 200 and second.status_code == 429
+    assert second.headers["x-ratelimit-reason"] == "fixed limit for a  X-Evil: 1: 0.001 req/s"
+    assert "x-evil" not in second.headers and second.json()["reason"].startswith("fixed limit for a\r\n")
+
+
+@pytest.mark.services
+def test_an_unlimited_or_garbled_published_limit_is_a_decision_not_a_script_error(r, redis_url):
+    """`high = inf` passes the daemon's config and is published as rate=inf, burst=inf; the script then failed
+    (PEXPIRE of NaN), so every such request went through the fail-open path marked degraded (or got a 503 with
+    fail_open = false). inf is unlimited; NaN or a negative value falls back to the default bucket."""
+    r.hset("gpuas:limit:a", mapping={"rate": "inf", "burst": "inf", "reason": "unlimited"})
+    r.hset("gpuas:limit:b", mapping={"rate": "nan", "burst": "-5", "reason": "garbled"})
+    app = gateway(redis_url, Identity({key_digest(KEY_A): "a", key_digest(KEY_B): "b"}), fail_open=False)
+    a1, a2, b1 = calls(app, [A, A, B])
+    for resp in (a1, a2, b1):
+        assert resp.status_code == 200 and "x-ratelimit-degraded" not in resp.headers, resp.text
+    assert a2.headers["x-ratelimit-limit"] == "inf"
+    assert b1.headers["x-ratelimit-limit"] == "100" and b1.headers["x-ratelimit-remaining"] == "199"  # the default
+
+
+@pytest.mark.services
+def test_a_cached_answer_is_only_given_to_a_request_that_accepts_its_encoding(r, redis_url):
+    """The cache identity had Accept but not Accept-Encoding: a gzip answer cached for one client was the
+    over-limit answer for a client that asked for identity."""
+    from daemon.gateway import ProxyApp, build_app
+
+    up = _RawUpstream()
+    _tight(r, "a")
+    cfg = parse_gateway_config({"redis": {"url": redis_url}, "keys": [{"tenant": "a", "key": KEY_A}],
+                                "keys_from_redis": False, "degrade": {"cache": True}})
+    try:
+        gz, plain = _run(lambda: build_app(cfg, ProxyApp(up.url)),
+                         [("GET", "/gz", {**A, "Accept-Encoding": "gzip"}, None),
+                          ("GET", "/gz", {**A, "Accept-Encoding": "identity"}, None)])
+    finally:
+        up.close()
+    assert gz.status_code == 200 and gz.headers["content-encoding"] == "gzip"
+    assert plain.status_code == 429 and "content-encoding" not in plain.headers
+
+
+def test_a_limiter_outage_is_logged_once_not_per_request(caplog):
+    """Fail-open let requests through without a single log line (only the response header said so); now one
+    warning, not one per request."""
+    import logging
+
+    from tests.conftest import free_port
+
+    caplog.set_level(logging.WARNING, logger="gpu_autoscaler.gateway")
+    dead = aredis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=0.2)
+    app = RateLimitMiddleware(Starlette(routes=[Route("/", _echo)]), AsyncTokenBucket(dead),
+                              Identity({key_digest(KEY_A): "a"}))
+    responses = calls(app, [A, A, A])
+    assert all(r.status_code == 200 and r.headers["x-ratelimit-degraded"] == "1" for r in responses)
+    lines = [r.getMessage() for r in caplog.records if "rate limiter unavailable" in r.getMessage()]
+    assert len(lines) == 1 and "let through" in lines[0]
+
+
+@pytest.mark.services
+def test_a_cached_answer_is_keyed_by_the_path_as_sent(r, redis_url):
+    """The proxy sends /x%2Fy and /x/y upstream as two different targets; the cache keyed both by the decoded
+    path, so one's answer was the over-limit answer for the other."""
+    from daemon.gateway import ProxyApp, build_app
+
+    up = _RawUpstream()
+    _tight(r, "a")
+    cfg = parse_gateway_config({"redis": {"url": redis_url}, "keys": [{"tenant": "a", "key": KEY_A}],
+                                "keys_from_redis": False, "degrade": {"cache": True}})
+    try:
+        escaped, plain = _run(lambda: build_app(cfg, ProxyApp(up.url)),
+                              [("GET", "/x%2Fy", A, None), ("GET", "/x/y", A, None)])
+    finally:
+        up.close()
+    assert escaped.status_code == 200 and escaped.json()["target"] == "/x%2Fy"
+    assert plain.status_code == 429
+
+
+@pytest.mark.services
+def test_concurrent_requests_share_one_read_of_the_published_keys(r, redis_url):
+    """When the refresh was due, every request in flight read `<prefix>:apikeys` itself (50 requests, 50
+    HGETALLs); one read serves them all."""
+    r.hset(keys_key("gpuas"), key_digest(KEY_A), "a")
+    cfg = parse_gateway_config({"redis": {"url": redis_url}})
+
+    async def go():
+        app = gateway(redis_url, Identity.from_config(cfg, aredis.Redis.from_url(redis_url)))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+            return await asyncio.gather(*[c.get("/", headers=A) for _ in range(50)])
+
+    r.config_resetstat()
+    responses = asyncio.run(go())
+    assert all(x.status_code == 200 for x in responses)
+    assert r.info("commandstats")["cmdstat_hgetall"]["calls"] == 1
+
+
+@pytest.mark.services
+def test_a_trusted_proxy_may_pass_the_clients_own_authorization_header_on(r, redis_url):
+    """An authenticating proxy in front typically forwards the client's `Authorization` (the token it checked)
+    with its X-Tenant; that header is no gateway key, and the request was refused 401 "unknown API key".
+    From a trusted proxy, X-Tenant now decides when the Authorization header holds no gateway key; from
+    anywhere else an unknown key stays a 401, and a valid key still names its own tenant."""
+    ident = Identity({key_digest(KEY_A): "a", key_digest(KEY_B): "b"}, trusted_proxies=["10.1.0.0/16"])
+    app = gateway(redis_url, ident)
+    jwt = {"Authorization": "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln", "X-Tenant": "a"}
+    proxied, keyed = calls(app, [jwt, {**B, "X-Tenant": "a"}], client=("10.1.2.3", 5000))
+    assert proxied.status_code == 200 and proxied.json()["tenant"] == "a"
+    assert keyed.status_code == 200 and keyed.json()["tenant"] == "b"
+    [outside] = calls(app, [jwt], client=("10.2.0.1", 5000))
+    assert outside.status_code == 401 and "unknown API key" in outside.json()["error"]

@@ -11,6 +11,7 @@ from daemon.actuators.kubernetes import KubernetesActuator, priority_class_name
 from daemon.config import KubernetesActuatorConfig, TenantConfig
 from daemon.policy.types import Notification, Plan, PolicyMemory, Preemption
 from tests.k8s_capture import capture_server
+from kubernetes.client.exceptions import ApiException
 
 
 _stacks: list[contextlib.ExitStack] = []
@@ -24,9 +25,9 @@ def _capture_servers():
         _stacks.pop()
 
 
-def served(routes):
+def served(routes, timeout_s=None):
     """(ApiClient, capture) for a capture server that lives as long as the running test."""
-    return _stacks[-1].enter_context(capture_server(routes))
+    return _stacks[-1].enter_context(capture_server(routes, timeout_s))
 
 
 def pod(ns, name, pclass, phase="Running"):
@@ -214,3 +215,87 @@ def test_node_names_come_from_the_node_list_and_a_glob_is_refused():
                       '"labels":{"alertname":"GPUNodeDown","kubernetes_node":"gpu-node-*"},"startsAt":"x"}]}').encode())
     with pytest.raises(alerts.PayloadError, match="alerts.0.labels.kubernetes_node"):
         alerts.actions(p, FailoverConfig(), names.__contains__)
+
+
+def test_a_quota_the_plan_no_longer_asks_for_is_deleted_ours_only():
+    """team-high was capped before (say it was normal-tier then); the plan caps only team-low now. Our
+    quota in its namespace goes; a quota of the same name without our label is somebody else's."""
+    ours = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {
+        "name": "gpu-autoscaler", "namespace": "serving", "labels": {"app.kubernetes.io/managed-by": "gpu-autoscaler"}},
+        "spec": {"hard": {"requests.nvidia.com/gpu": "8"}}}
+    routes = dict(BASE)
+    routes[("GET", r"/api/v1/namespaces/serving/resourcequotas/gpu-autoscaler")] = (200, ours)
+    routes[("DELETE", r"/api/v1/namespaces/serving/resourcequotas/gpu-autoscaler")] = (200, {"kind": "Status"})
+    act, pool = actuator(routes)
+    rep = act.apply(plan())
+    assert rep.ok, rep.errors
+    dels = [r["path"] for r in pool.sent if r["method"] == "DELETE"]
+    assert dels == ["/api/v1/namespaces/serving/resourcequotas/gpu-autoscaler"]
+    assert not any("kube-system" in r["path"] for r in pool.sent)
+    n = len(pool.sent)
+    assert act.apply(plan()).ok and len(pool.sent) == n          # gone: not asked again
+    # a plan without any quota (no good plan yet) deletes nothing
+    act2, pool2 = actuator(routes)
+    assert act2.apply(plan(quotas={})).ok and not [r for r in pool2.sent if r["method"] == "DELETE"]
+    # somebody else's quota of that name is left alone
+    theirs = {**ours, "metadata": {**ours["metadata"], "labels": {}}}
+    routes[("GET", r"/api/v1/namespaces/serving/resourcequotas/gpu-autoscaler")] = (200, theirs)
+    act3, pool3 = actuator(routes)
+    assert act3.apply(plan()).ok and not [r for r in pool3.sent if r["method"] == "DELETE"]
+
+
+def test_an_api_server_that_does_not_answer_is_an_error_per_action_retried_next_cycle():
+    """The official client has no default timeout: the daemon's client gives every request one, so a hung API
+    server costs one action an error instead of hanging the cycle; the failed-node evictions are retried."""
+    import threading
+    import time as _time
+
+    from daemon.actuators.kubernetes import TimedApiClient, api_client
+
+    hang = threading.Event()
+    hang.set()
+
+    def slow_read(path, body):
+        if hang.is_set():
+            _time.sleep(1.5)
+        return 200, pod("batch", "train-1", "gpu-autoscaler-low")
+
+    routes = {("GET", r"/api/v1/namespaces/batch/pods/train-1"): slow_read,
+              ("POST", r"/api/v1/namespaces/batch/pods/train-1/eviction"): (201, {}),
+              ("POST", r"/apis/scheduling.k8s.io/v1/priorityclasses"): (201, {})}
+    api, pool = served(routes, timeout_s=0.3)
+    act = KubernetesActuator(api, KubernetesActuatorConfig(), [TenantConfig(name="team-low", tier="low",
+                                                                            k8s_namespace="batch")], dry_run=False)
+    t0 = _time.monotonic()
+    rep = act.requeue(["batch/train-1"], "node down")
+    assert _time.monotonic() - t0 < 1.4                          # did not wait for the answer
+    assert any("read pod batch/train-1: 0 no answer within 0.3 s" in e for e in rep.errors), rep.errors
+    assert not [r for r in pool.sent if r["path"].endswith("/eviction")]
+    hang.clear()
+    rep = act.apply(plan(quotas={}))                             # next cycle: retried
+    assert [r["path"] for r in pool.sent if r["path"].endswith("/eviction")] == [
+        "/api/v1/namespaces/batch/pods/train-1/eviction"]
+    assert act.apply(plan(quotas={})).ok                         # done: not sent again
+    assert len([r for r in pool.sent if r["path"].endswith("/eviction")]) == 1
+
+
+def test_api_client_from_a_kubeconfig_has_the_configured_timeout(tmp_path):
+    from daemon.actuators.kubernetes import TimedApiClient, api_client
+
+    kc = tmp_path / "kubeconfig"
+    kc.write_text("apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+                  "clusters: [{name: k, cluster: {server: 'http://127.0.0.1:1'}}]\n"
+                  "users: [{name: u, user: {token: t}}]\n"
+                  "contexts: [{name: c, context: {cluster: k, user: u}}]\n")
+    from kubernetes import client
+
+    before = client.Configuration.get_default_copy()
+    try:
+        api = api_client(KubernetesActuatorConfig(kubeconfig=kc, timeout_s=2.5))
+    finally:
+        client.Configuration.set_default(before)   # load_kube_config sets the process-wide default
+    assert isinstance(api, TimedApiClient) and api.timeout_s == 2.5
+    # nothing listens on port 1: refused at once, and it is an ApiException (status 0), not a urllib3 error
+    with pytest.raises(ApiException) as exc:
+        KubernetesActuator(api, KubernetesActuatorConfig(), []).node_names()
+    assert exc.value.status == 0

@@ -1,141 +1,418 @@
 """Kueue actuator: the official client's real HTTP requests, recorded by a capture server (no API server here).
 
-The objects are checked against a JSON schema written here from Kueue's documented v1beta1 fields
-(ClusterQueue, ResourceFlavor, LocalQueue): names, types, enums, required fields, and no field Kueue
-does not define. It is not Kueue's own published CRD schema (that is not vendored in this repository).
+Every object sent is validated against Kueue's own published CRD schema (v1beta1 openAPIV3Schema of the
+ClusterQueue, ResourceFlavor and LocalQueue CRDs, vendored in tests/data/kueue/, source and licence in
+SOURCE.md), made strict: an object schema with `properties` rejects fields it does not define (a real API
+server with strict field validation rejects them; without, it drops them silently). The CEL rules
+(`x-kubernetes-validations`) that apply to these objects are checked in `cel_rules`.
 """
 
+from pathlib import Path
+from urllib.parse import unquote
+
 import jsonschema
+import pytest
+import yaml
 
 from daemon.actuators.kueue import KueueActuator
 from daemon.config import KueueActuatorConfig, TenantConfig
 from daemon.policy.types import Plan, PolicyMemory, Preemption
+from kubernetes import client as k8s
 from tests.test_kubernetes import _capture_servers, served  # noqa: F401 (autouse fixture)
 
-QUANTITY = {"anyOf": [{"type": "integer", "minimum": 0},
-                      {"type": "string", "pattern": r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
-                                                    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"}]}
-DNS = {"type": "string", "maxLength": 253, "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"}
-META = {"type": "object", "required": ["name"], "properties": {"name": DNS, "namespace": DNS, "labels": {"type": "object"},
-                                                             "resourceVersion": {"type": "string"}}}
-SELECTOR = {"type": "object", "additionalProperties": False, "properties": {
-    "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
-    "matchExpressions": {"type": "array", "items": {
-        "type": "object", "required": ["key", "operator"], "additionalProperties": False,
-        "properties": {"key": {"type": "string"}, "operator": {"enum": ["In", "NotIn", "Exists", "DoesNotExist"]},
-                       "values": {"type": "array", "items": {"type": "string"}}}}}}}
-CLUSTER_QUEUE = {
-    "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
-    "properties": {
-        "apiVersion": {"const": "kueue.x-k8s.io/v1beta1"}, "kind": {"const": "ClusterQueue"}, "metadata": META,
-        "spec": {"type": "object", "additionalProperties": False, "properties": {
-            "cohort": DNS, "namespaceSelector": SELECTOR,
-            "queueingStrategy": {"enum": ["StrictFIFO", "BestEffortFIFO"]},
-            "stopPolicy": {"enum": ["None", "Hold", "HoldAndDrain"]},
-            "preemption": {"type": "object", "additionalProperties": False, "properties": {
-                "reclaimWithinCohort": {"enum": ["Never", "LowerPriority", "Any"]},
-                "withinClusterQueue": {"enum": ["Never", "LowerPriority", "LowerOrNewerEqualPriority"]}}},
-            "resourceGroups": {"type": "array", "maxItems": 16, "items": {
-                "type": "object", "required": ["coveredResources", "flavors"], "additionalProperties": False,
-                "properties": {
-                    "coveredResources": {"type": "array", "minItems": 1, "maxItems": 64, "items": {"type": "string"}},
-                    "flavors": {"type": "array", "minItems": 1, "maxItems": 64, "items": {
-                        "type": "object", "required": ["name", "resources"], "additionalProperties": False,
-                        "properties": {"name": DNS, "resources": {"type": "array", "minItems": 1, "maxItems": 64, "items": {
-                            "type": "object", "required": ["name", "nominalQuota"], "additionalProperties": False,
-                            "properties": {"name": {"type": "string"}, "nominalQuota": QUANTITY,
-                                           "borrowingLimit": QUANTITY, "lendingLimit": QUANTITY}}}}}}}}}}}}}
-RESOURCE_FLAVOR = {"type": "object", "required": ["apiVersion", "kind", "metadata"], "properties": {
-    "apiVersion": {"const": "kueue.x-k8s.io/v1beta1"}, "kind": {"const": "ResourceFlavor"}, "metadata": META,
-    "spec": {"type": "object", "additionalProperties": False, "properties": {
-        "nodeLabels": {"type": "object"}, "nodeTaints": {"type": "array"}, "tolerations": {"type": "array"}}}}}
-LOCAL_QUEUE = {"type": "object", "required": ["apiVersion", "kind", "metadata", "spec"], "properties": {
-    "apiVersion": {"const": "kueue.x-k8s.io/v1beta1"}, "kind": {"const": "LocalQueue"},
-    "metadata": {**META, "required": ["name", "namespace"]},
-    "spec": {"type": "object", "required": ["clusterQueue"], "additionalProperties": False,
-             "properties": {"clusterQueue": DNS}}}}
-SCHEMAS = {"ClusterQueue": CLUSTER_QUEUE, "ResourceFlavor": RESOURCE_FLAVOR, "LocalQueue": LOCAL_QUEUE}
+CRD_DIR = Path(__file__).parent / "data" / "kueue"
+DNS = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+
+def strict(schema):
+    """The CRD schema with unknown fields rejected (metadata stays free-form, as in the CRD)."""
+    if isinstance(schema, dict):
+        out = {k: strict(v) for k, v in schema.items()}
+        if out.get("type") == "object" and "properties" in schema and "additionalProperties" not in schema:
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [strict(v) for v in schema]
+    return schema
+
+
+def crd_schema(plural: str, kind: str) -> dict:
+    s = strict(yaml.safe_load((CRD_DIR / f"{plural}.v1beta1.yaml").read_text()))
+    s["properties"]["apiVersion"] = {"const": "kueue.x-k8s.io/v1beta1"}
+    s["properties"]["kind"] = {"const": kind}
+    # object names: the API server's rule (DNS-1123 subdomain), not the CRD's
+    s["properties"]["metadata"] = {"type": "object", "required": ["name"], "properties": {
+        "name": {"type": "string", "maxLength": 253, "pattern": DNS},
+        "namespace": {"type": "string", "maxLength": 63, "pattern": DNS}}}
+    return s
+
+
+SCHEMAS = {"ClusterQueue": crd_schema("clusterqueues", "ClusterQueue"),
+           "ResourceFlavor": crd_schema("resourceflavors", "ResourceFlavor"),
+           "LocalQueue": crd_schema("localqueues", "LocalQueue")}
+CLUSTER_QUEUE = SCHEMAS["ClusterQueue"]
+
+
+def cel_rules(obj: dict) -> None:
+    """The CRDs' x-kubernetes-validations that concern what the daemon sends, written out in Python."""
+    spec = obj.get("spec", {})
+    if obj["kind"] == "ClusterQueue":
+        for rg in spec.get("resourceGroups", []):
+            assert all(len(f["resources"]) == len(rg["coveredResources"]) for f in rg["flavors"]), \
+                "flavors must have the same number of resources as the coveredResources"
+        if not spec.get("cohort"):
+            assert not any("borrowingLimit" in r for rg in spec.get("resourceGroups", [])
+                           for f in rg["flavors"] for r in f["resources"]), "borrowingLimit must be nil when cohort is empty"
+        pre = spec.get("preemption", {})
+        assert not (pre.get("reclaimWithinCohort", "Never") == "Never"
+                    and pre.get("borrowWithinCohort", {}).get("policy", "Never") != "Never")
+    if obj["kind"] == "ResourceFlavor":
+        for t in spec.get("nodeTaints", []):
+            assert t["effect"] in ("NoSchedule", "PreferNoSchedule", "NoExecute")
+        for t in spec.get("tolerations", []):
+            assert "key" in t or t.get("operator") == "Exists"
+            assert "tolerationSeconds" not in t or t.get("effect") == "NoExecute"
+            assert t.get("operator", "Equal") in ("Equal", "Exists")
+            assert not (t.get("operator") == "Exists" and "value" in t)
+            assert t.get("effect", "NoSchedule") in ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def validate(obj: dict) -> None:
+    jsonschema.validate(obj, SCHEMAS[obj["kind"]])
+    cel_rules(obj)
+
+
+def test_the_vendored_schema_rejects_what_kueue_rejects():
+    """The check can fail: a misspelt field, a bad enum, a negative-looking quantity string, a bad name."""
+    good = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "q"},
+            "spec": {"cohort": "c", "preemption": {"reclaimWithinCohort": "Any"},
+                     "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+                         {"name": "f", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 4}]}]}]}}
+    validate(good)
+    bad = [("spec", "cohorts", "c"), ("preemption", "reclaimWithinCohort", "Sometimes"),
+           ("res", "nominalQuota", "4 GPUs"), ("res", "lendingLimt", 1), ("metadata", "name", "Q_1")]
+    for where, key, value in bad:
+        obj = yaml.safe_load(yaml.safe_dump(good))
+        tgt = {"spec": obj["spec"], "preemption": obj["spec"]["preemption"], "metadata": obj["metadata"],
+               "res": obj["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]}[where]
+        tgt[key] = value
+        with pytest.raises(jsonschema.ValidationError):
+            validate(obj)
+
 
 TENANTS = [TenantConfig(name="team-high", tier="high", k8s_namespace="serving"),
            TenantConfig(name="team-a", tier="normal", k8s_namespace="research"),
+           TenantConfig(name="batchy", tier="low", k8s_namespace="batch"),
            TenantConfig(name="ops", tier="normal", k8s_namespace="kube-system")]  # never touched
+KEY = "gpu-autoscaler.io/hold"
+API = "/apis/kueue.x-k8s.io/v1beta1"
 
 
-def kueue(routes=None, dry_run=False):
-    api, cap = served(routes or {("POST", r"/apis/kueue\.x-k8s\.io/v1beta1/.*"): (201, {})})
-    return KueueActuator(api, KueueActuatorConfig(), TENANTS, dry_run), cap
+class FakeCluster:
+    """What the capture server answers: nodes (8 GPUs each), running pods, and Kueue objects, kept as a real
+    API server would keep them for these requests: a node PATCH (strategic merge: labels merged, null deletes
+    a key, the taint list replaced) needs the current resourceVersion and bumps it; Kueue objects are stored
+    on POST/PUT and removed on DELETE. The requests themselves are the official client's, over the wire."""
+
+    def __init__(self):
+        self.nodes = {}
+        self.pods = []
+        self.objs = {}           # (plural, namespace, name) -> body
+        self.fail_patch = {}     # node -> HTTP status to answer instead
+        self.lost = set()        # nodes whose patch is applied but answered 504 (the answer was lost)
+        for i in range(1, 8):
+            self.add_node(f"n{i}")
+        self.nodes["n5"]["spec"]["unschedulable"] = True                                   # cordoned
+        self.nodes["n6"]["spec"]["taints"] = [{"key": "maintenance", "effect": "NoSchedule"}]  # not ours
+        self.nodes["n7"]["status"]["conditions"][0]["status"] = "False"                   # NotReady
+        self.nodes["n2"]["spec"]["taints"] = [{"key": "spot", "value": "yes", "effect": "PreferNoSchedule"}]
+
+    def add_node(self, name, gpus=8):
+        self.nodes[name] = {"apiVersion": "v1", "kind": "Node",
+                            "metadata": {"name": name, "resourceVersion": "1", "labels": {"kubernetes.io/hostname": name}},
+                            "spec": {}, "status": {"allocatable": {"nvidia.com/gpu": str(gpus)},
+                                                   "conditions": [{"type": "Ready", "status": "True"}]}}
+
+    def run(self, ns, name, node, gpus):
+        self.pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+                          "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {
+                              "requests": {"nvidia.com/gpu": str(gpus)}}}]}, "status": {"phase": "Running"}})
+
+    def held(self):
+        return {n: d["metadata"]["labels"].get(KEY) for n, d in sorted(self.nodes.items())
+                if d["metadata"]["labels"].get(KEY)}
+
+    def patch_node(self, path, body):
+        name = path.rsplit("/", 1)[1]
+        node = self.nodes[name]
+        if name in self.fail_patch:
+            return self.fail_patch[name], {"kind": "Status", "code": self.fail_patch[name]}
+        if body["metadata"].get("resourceVersion") != node["metadata"]["resourceVersion"]:
+            return 409, {"kind": "Status", "code": 409, "reason": "Conflict"}
+        for k, v in body["metadata"].get("labels", {}).items():
+            if v is None:
+                node["metadata"]["labels"].pop(k, None)
+            else:
+                node["metadata"]["labels"][k] = v
+        if "taints" in body.get("spec", {}):
+            node["spec"]["taints"] = body["spec"]["taints"]
+        node["metadata"]["resourceVersion"] = str(int(node["metadata"]["resourceVersion"]) + 1)
+        if name in self.lost:
+            return 504, {"kind": "Status", "code": 504, "reason": "Timeout"}
+        return 200, node
+
+    def key(self, path):
+        parts = path[len(API) + 1:].split("/")
+        return (parts[2], parts[1], parts[3]) if parts[0] == "namespaces" else (parts[0], "", parts[1])
+
+    def get(self, path, body):
+        k = self.key(path)
+        return (200, self.objs[k]) if k in self.objs else (404, {"kind": "Status", "code": 404})
+
+    def put(self, path, body):
+        body = {**body, "metadata": {**body["metadata"], "resourceVersion": "9"}}
+        self.objs[self.key(path)] = body
+        return 200, body
+
+    def post(self, path, body):
+        parts = path[len(API) + 1:].split("/")
+        k = (parts[2], parts[1], body["metadata"]["name"]) if parts[0] == "namespaces" else (parts[0], "", body["metadata"]["name"])
+        if k in self.objs:
+            return 409, {"kind": "Status", "code": 409}
+        self.objs[k] = {**body, "metadata": {**body["metadata"], "resourceVersion": "1"}}
+        return 201, self.objs[k]
+
+    def delete(self, path, body):
+        return (200, {"kind": "Status"}) if self.objs.pop(self.key(path), None) else (404, {"kind": "Status", "code": 404})
+
+    def listing(self, path, body):
+        plural = path.rsplit("/", 1)[1]
+        return 200, {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "List", "metadata": {},
+                     "items": [o for (p, _, _), o in sorted(self.objs.items()) if p == plural]}
+
+    def routes(self):
+        return {
+            ("GET", r"/api/v1/nodes"): lambda p, b: (200, {"apiVersion": "v1", "kind": "NodeList", "metadata": {},
+                                                            "items": list(self.nodes.values())}),
+            ("GET", r"/api/v1/pods"): lambda p, b: (200, {"apiVersion": "v1", "kind": "PodList", "metadata": {},
+                                                           "items": self.pods}),
+            ("PATCH", r"/api/v1/nodes/[^/]+"): self.patch_node,
+            ("GET", API + r"/(resourceflavors|clusterqueues|localqueues)"): self.listing,
+            ("GET", API + r"/.+"): self.get, ("PUT", API + r"/.+"): self.put,
+            ("POST", API + r"/.+"): self.post, ("DELETE", API + r"/.+"): self.delete,
+            ("GET", r"/api/v1/namespaces/batch/pods/low-1"): (200, {
+                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "low-1", "namespace": "batch"},
+                "spec": {"containers": [{"name": "c"}], "priorityClassName": "gpu-autoscaler-low", "nodeName": "n1"},
+                "status": {"phase": "Running"}}),
+            ("POST", r"/api/v1/namespaces/batch/pods/low-1/eviction"): (201, {}),
+        }
 
 
-def plan(reserved, pool=12, capacity=64, pre=()):
+class Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self):
+        return self.t
+
+
+def kueue(cluster=None, dry_run=False, clock=None):
+    cluster = cluster or FakeCluster()
+    api, cap = served(cluster.routes())
+    return KueueActuator(api, KueueActuatorConfig(), TENANTS, dry_run, clock=clock or Clock()), cap, cluster
+
+
+def plan(reserved, pool=12, capacity=56, pre=(), quotas=None):
     return Plan(at="2026-01-01T00:00:00+00:00", capacity=capacity, load=0.9, high_pool=pool,
-                reservations={"team-high": reserved} if reserved else {}, quotas={}, limits={},
+                reservations={"team-high": reserved} if reserved else {},
+                quotas={"team-a": 30, "batchy": 30} if quotas is None else quotas, limits={},
                 preemptions=tuple(pre), notifications=(), stale=False, forecast_model="x", notes=(),
                 memory=PolicyMemory())
 
 
-def sent_objects(pool):
-    return [r["body"] for r in pool.sent if r["method"] in ("POST", "PUT")]
+def writes(pool):
+    return [r for r in pool.sent if r["method"] in ("POST", "PUT", "PATCH", "DELETE")]
 
 
-def gpu(cq):
-    return cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+def objects(cluster, kind):
+    return {(k[1], k[2]) if k[1] else k[2]: o for k, o in cluster.objs.items() if o["kind"] == kind}
 
 
-def test_cluster_queues_in_a_cohort_follow_the_forecast_and_validate():
-    act, pool = kueue()
-    rep = act.apply(plan(20, pre=[Preemption("research/x", "team-a", 2, "", "y")]))
+def flavors(cq):
+    return {f["name"]: f["resources"][0] for f in cq["spec"]["resourceGroups"][0]["flavors"]}
+
+
+def test_whole_nodes_are_held_for_a_high_tenant_and_its_queue_admits_exactly_them():
+    c = FakeCluster()
+    c.run("serving", "infer-0", "n3", 4)   # team-high already runs on n3
+    c.run("batch", "low-1", "n1", 8)       # n1 full of low work, which this plan preempts
+    c.run("research", "a-1", "n4", 8)      # n4 full of normal work
+    c.run("research", "a-2", "n2", 2)      # n2 partly used
+    act, pool, c = kueue(c)
+    rep = act.apply(plan(12, pre=[Preemption("batch/low-1", "batchy", 8, "n1", "peak ahead")]))
     assert rep.ok, rep.errors
-    objs = sent_objects(pool)
-    for o in objs:
-        jsonschema.validate(o, SCHEMAS[o["kind"]])
-    cqs = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ClusterQueue"}
-    assert set(cqs) == {"gpuas-high", "gpuas-normal", "gpuas-low"}
-    assert {c["spec"]["cohort"] for c in cqs.values()} == {"gpu-autoscaler"}
-    # the forecast holds 20 GPUs for the high tier: all of its nominal quota, none of it lendable
-    assert gpu(cqs["gpuas-high"]) == {"name": "nvidia.com/gpu", "nominalQuota": 20, "lendingLimit": 0}
-    assert gpu(cqs["gpuas-normal"]) == {"name": "nvidia.com/gpu", "nominalQuota": 44, "borrowingLimit": 0}
-    assert gpu(cqs["gpuas-low"]) == {"name": "nvidia.com/gpu", "nominalQuota": 0}   # borrows, no limit
-    assert cqs["gpuas-high"]["spec"]["preemption"]["reclaimWithinCohort"] == "Any"
-    assert cqs["gpuas-low"]["spec"]["preemption"]["reclaimWithinCohort"] == "Never"
-    sel = cqs["gpuas-high"]["spec"]["namespaceSelector"]["matchExpressions"][0]
-    assert sel["key"] == "kubernetes.io/metadata.name" and sel["values"] == ["serving"]
-    lqs = {(o["metadata"]["namespace"], o["metadata"]["name"]): o["spec"]["clusterQueue"]
-           for o in objs if o["kind"] == "LocalQueue"}
-    assert lqs == {("serving", "gpuas"): "gpuas-high", ("serving", "gpuas-low"): "gpuas-low",
-                   ("research", "gpuas"): "gpuas-normal", ("research", "gpuas-low"): "gpuas-low"}
+    # 12 GPUs = 2 whole 8-GPU nodes, scored as the Slurm holds score them (its GPUs there + free + freed by
+    # the plan's preemptions): n1 (8 being freed) and n3 (4 its own + 4 free) over n2 (6 free) and n4 (0);
+    # never the cordoned n5, the foreign-tainted n6, the NotReady n7
+    assert c.held() == {"n1": "team-high", "n3": "team-high"}
+    for n in ("n1", "n3"):
+        assert {"key": KEY, "value": "team-high", "effect": "NoSchedule"} in c.nodes[n]["spec"]["taints"]
+    patches = [r for r in pool.sent if r["method"] == "PATCH"]
+    assert [r["path"] for r in patches] == ["/api/v1/nodes/n1", "/api/v1/nodes/n3"]
+    assert patches[0]["headers"]["content-type"] == "application/strategic-merge-patch+json"
+    assert patches[0]["body"]["metadata"]["resourceVersion"] == "1"    # optimistic: a concurrent change wins
+    assert pool.sent[1]["query"] == "fieldSelector=status.phase%3DRunning"
+    # the eviction comes after the nodes are tainted: the evicted pod cannot come back there
+    order = [r["path"] for r in writes(pool)]
+    assert order.index("/api/v1/namespaces/batch/pods/low-1/eviction") > order.index("/api/v1/nodes/n3")
+    for o in c.objs.values():
+        validate(o)
+    rfs = objects(c, "ResourceFlavor")
+    assert rfs["gpuas-hold-team-high"]["spec"] == {
+        "nodeLabels": {KEY: "team-high"},
+        "tolerations": [{"key": KEY, "operator": "Equal", "value": "team-high", "effect": "NoSchedule"}]}
+    assert rfs["default-flavor"]["spec"] == {}
+    cqs = objects(c, "ClusterQueue")
+    own = cqs["gpuas-tenant-team-high"]
+    assert [f["name"] for f in own["spec"]["resourceGroups"][0]["flavors"]] == ["gpuas-hold-team-high", "default-flavor"]
+    assert flavors(own) == {"gpuas-hold-team-high": {"name": "nvidia.com/gpu", "nominalQuota": 16, "lendingLimit": 0},
+                            "default-flavor": {"name": "nvidia.com/gpu", "nominalQuota": 0}}
+    # 56 GPUs, 16 held: normal capped at the plan's 30 (never borrows), the other 10 unheld GPUs lendable
+    assert flavors(cqs["gpuas-normal"])["default-flavor"] == {"name": "nvidia.com/gpu", "nominalQuota": 30, "borrowingLimit": 0}
+    assert flavors(cqs["gpuas-high"])["default-flavor"] == {"name": "nvidia.com/gpu", "nominalQuota": 10}
+    assert flavors(cqs["gpuas-low"])["default-flavor"] == {"name": "nvidia.com/gpu", "nominalQuota": 0}
+    assert {q["spec"]["preemption"]["reclaimWithinCohort"] for q in cqs.values()} == {"Never"}
+    assert {q["spec"]["cohort"] for q in cqs.values()} == {"gpu-autoscaler"}
+    lqs = {k: o["spec"]["clusterQueue"] for k, o in objects(c, "LocalQueue").items()}
+    assert lqs == {("serving", "gpuas"): "gpuas-tenant-team-high", ("serving", "gpuas-low"): "gpuas-low",
+                   ("research", "gpuas"): "gpuas-normal", ("research", "gpuas-low"): "gpuas-low",
+                   ("batch", "gpuas"): "gpuas-low", ("batch", "gpuas-low"): "gpuas-low"}
     assert not any("kube-system" in r["path"] for r in pool.sent)
-    assert not any("eviction" in r["path"] or r["method"] == "DELETE" for r in pool.sent)  # Kueue reclaims
-    assert any("reclaimWithinCohort" in a for a in rep.actions)
-    paths = {r["path"] for r in pool.sent if r["method"] == "POST"}
-    assert "/apis/kueue.x-k8s.io/v1beta1/clusterqueues" in paths
-    assert "/apis/kueue.x-k8s.io/v1beta1/namespaces/serving/localqueues" in paths
+    # unchanged plan: nothing written (the nodes are read again, nothing else)
+    n = len(writes(pool))
+    assert act.apply(plan(12)).ok and len(writes(pool)) == n
 
 
-def test_forecast_receding_lends_the_pool_and_updates_in_place():
-    cq = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "x", "resourceVersion": "41"}}
-    routes = {("POST", r"/apis/kueue\.x-k8s\.io/v1beta1/.*"): (201, {}),
-              ("GET", r"/apis/kueue\.x-k8s\.io/v1beta1/clusterqueues/.*"): (200, cq),
-              ("PUT", r"/apis/kueue\.x-k8s\.io/v1beta1/clusterqueues/.*"): (200, cq)}
-    act, pool = kueue(routes)
-    assert act.apply(plan(20)).ok
-    n = len(pool.sent)
-    assert act.apply(plan(20)).ok and len(pool.sent) == n       # unchanged: nothing sent
-    assert act.apply(plan(4)).ok
-    puts = [r for r in pool.sent if r["method"] == "PUT"][3:]   # the first apply replaced the three existing ones
-    assert [p["path"].rsplit("/", 1)[1] for p in puts] == ["gpuas-high", "gpuas-normal"]
-    high = puts[0]["body"]
-    jsonschema.validate(high, CLUSTER_QUEUE)
-    assert high["metadata"]["resourceVersion"] == "41"
-    # 4 GPUs forecast: the guaranteed pool (12) stays nominal, the 8 beyond the forecast may be lent
-    assert gpu(high) == {"name": "nvidia.com/gpu", "nominalQuota": 12, "lendingLimit": 8}
+def test_hold_grows_at_once_shrinks_after_the_delay_and_goes_on_stop():
+    clock = Clock()
+    act, pool, c = kueue(clock=clock)
+    assert act.apply(plan(12)).ok and len(c.held()) == 2
+    assert act.apply(plan(20)).ok and len(c.held()) == 3                      # grows at once
+    first = dict(c.held())
+    assert act.apply(plan(4)).ok and c.held() == first                        # fewer: not at once,
+    clock.t += 299
+    assert act.apply(plan(4)).ok and c.held() == first                        # nor before 300 s
+    clock.t += 1
+    assert act.apply(plan(4)).ok and len(c.held()) == 1
+    kept = next(iter(c.held()))
+    released = [n for n in first if n != kept]
+    for n in released:
+        assert KEY not in c.nodes[n]["metadata"]["labels"]
+        assert not any(t["key"] == KEY for t in c.nodes[n]["spec"].get("taints", []))
+    if "n2" in first:                                                         # a taint that is not ours stays
+        assert {"key": "spot", "value": "yes", "effect": "PreferNoSchedule"} in c.nodes["n2"]["spec"]["taints"]
+    assert flavors(objects(c, "ClusterQueue")["gpuas-tenant-team-high"])["gpuas-hold-team-high"]["nominalQuota"] == 8
+    assert act.release_holds().ok
+    assert c.held() == {}
+    assert flavors(objects(c, "ClusterQueue")["gpuas-tenant-team-high"])["gpuas-hold-team-high"]["nominalQuota"] == 0
+    assert flavors(objects(c, "ClusterQueue")["gpuas-high"])["default-flavor"]["nominalQuota"] == 56 - 30
+    patched = {r["path"].rsplit("/", 1)[1] for r in pool.sent if r["method"] == "PATCH"}
+    assert patched <= set(first)                                              # no other node was ever touched
+
+
+def test_start_up_reconciles_nodes_and_deletes_stale_objects_of_our_label_only():
+    c = FakeCluster()
+    # left by an earlier run: n4 held for team-high, n2 for a tenant no longer configured
+    for n, who in (("n4", "team-high"), ("n2", "old-team")):
+        c.nodes[n]["metadata"]["labels"][KEY] = who
+        c.nodes[n]["spec"]["taints"] = [{"key": KEY, "value": who, "effect": "NoSchedule"}]
+    mine = {"app.kubernetes.io/managed-by": "gpu-autoscaler"}
+    stale = [("localqueues", "gone", "gpuas", {"clusterQueue": "gpuas-tenant-old-team"}),
+             ("clusterqueues", "", "gpuas-tenant-old-team", {}), ("resourceflavors", "", "gpuas-hold-old-team", {})]
+    for plural, ns, name, spec in stale:
+        kind = {"localqueues": "LocalQueue", "clusterqueues": "ClusterQueue", "resourceflavors": "ResourceFlavor"}[plural]
+        c.objs[(plural, ns, name)] = {"kind": kind, "metadata": {"name": name, "labels": mine,
+                                                               **({"namespace": ns} if ns else {})}, "spec": spec}
+    c.objs[("clusterqueues", "", "someone-elses")] = {"kind": "ClusterQueue", "metadata": {"name": "someone-elses"}, "spec": {}}
+    # the high tenant's LocalQueue from before node holds pointed at the tier queue (clusterQueue is immutable)
+    c.objs[("localqueues", "serving", "gpuas")] = {"kind": "LocalQueue", "metadata": {
+        "name": "gpuas", "namespace": "serving", "labels": mine, "resourceVersion": "3"}, "spec": {"clusterQueue": "gpuas-high"}}
+    act, pool, c = kueue(c)
+    rep = act.apply(plan(8))
+    assert rep.ok, rep.errors
+    assert c.held() == {"n4": "team-high"}                 # adopted (no churn); the stray one released
+    assert not any(t["key"] == KEY for t in c.nodes["n2"]["spec"]["taints"])
+    lists = [r for r in pool.sent if r["method"] == "GET" and r["path"].endswith(("localqueues", "clusterqueues", "resourceflavors"))]
+    assert {unquote(r["query"]) for r in lists} == {"labelSelector=app.kubernetes.io/managed-by=gpu-autoscaler"}
+    deleted = [r["path"] for r in pool.sent if r["method"] == "DELETE"]
+    assert deleted[:3] == [API + "/namespaces/gone/localqueues/gpuas", API + "/clusterqueues/gpuas-tenant-old-team",
+                           API + "/resourceflavors/gpuas-hold-old-team"]
+    assert ("clusterqueues", "", "someone-elses") in c.objs               # no label of ours: never deleted
+    assert c.objs[("localqueues", "serving", "gpuas")]["spec"]["clusterQueue"] == "gpuas-tenant-team-high"
+    assert API + "/namespaces/serving/localqueues/gpuas" in deleted       # re-created, not replaced
+    n = len(lists)
+    act.apply(plan(8))
+    assert len([r for r in pool.sent if r["path"].endswith("clusterqueues") and r["method"] == "GET"]) == n // 3
+
+
+def test_a_failed_node_patch_is_reported_not_counted_and_retried():
+    c = FakeCluster()
+    c.run("serving", "infer-0", "n3", 4)
+    for n in ("n1", "n2", "n4"):
+        c.run("research", f"a-{n}", n, 1)                                 # n3 is the best node for team-high
+    c.fail_patch["n3"] = 500
+    act, pool, c = kueue(c)
+    rep = act.apply(plan(8))
+    assert any("hold n3" in e and "500" in e for e in rep.errors)
+    assert c.held() == {}                                                 # nothing held that the API refused
+    cq = objects(c, "ClusterQueue")["gpuas-tenant-team-high"]
+    assert flavors(cq)["gpuas-hold-team-high"]["nominalQuota"] == 0      # so the queue admits nothing there
+    del c.fail_patch["n3"]
+    assert act.apply(plan(8)).ok                                          # retried on the next cycle
+    assert c.held() == {"n3": "team-high"}
+    assert flavors(objects(c, "ClusterQueue")["gpuas-tenant-team-high"])["gpuas-hold-team-high"]["nominalQuota"] == 8
+
+
+def test_a_patch_whose_answer_was_lost_is_adopted_then_released_when_no_plan_asks():
+    c = FakeCluster()
+    c.lost.add("n1")
+    clock = Clock()
+    act, pool, c = kueue(c, clock=clock)
+    rep = act.apply(plan(8))
+    assert any("hold n1" in e and "504" in e for e in rep.errors)
+    assert c.held() == {"n1": "team-high"}                                # it did happen
+    assert flavors(objects(c, "ClusterQueue")["gpuas-tenant-team-high"])["gpuas-hold-team-high"]["nominalQuota"] == 0
+    c.lost.clear()
+    n = len([r for r in pool.sent if r["method"] == "PATCH"])
+    assert act.apply(plan(8)).ok                                          # read back: adopted, not patched again
+    assert len([r for r in pool.sent if r["method"] == "PATCH"]) == n
+    assert flavors(objects(c, "ClusterQueue")["gpuas-tenant-team-high"])["gpuas-hold-team-high"]["nominalQuota"] == 8
+    assert act.apply(plan(0)).ok and c.held() == {"n1": "team-high"}      # the plan stops asking: shrink delay
+    clock.t += 300
+    assert act.apply(plan(0)).ok and c.held() == {}
+
+
+def test_nodes_unreadable_change_nothing():
+    c = FakeCluster()
+    act, pool, c = kueue(c)
+    assert act.apply(plan(8)).ok
+    routes = c.routes()
+    routes[("GET", r"/api/v1/nodes")] = (503, {"kind": "Status", "code": 503})
+    api, pool2 = served(routes)
+    act.nodes.core = k8s.CoreV1Api(api)
+    rep = act.apply(plan(24))
+    assert any("cannot read nodes" in e for e in rep.errors)
+    assert not [r for r in pool2.sent if r["method"] == "PATCH"]
+    assert flavors(objects(c, "ClusterQueue")["gpuas-tenant-team-high"])["gpuas-hold-team-high"]["nominalQuota"] == 8
 
 
 def test_kueue_dry_run_writes_nothing():
-    act, pool = kueue()
-    rep = act.apply(plan(20))
-    assert rep.actions
-    act2, pool2 = kueue(dry_run=True)
-    assert act2.apply(plan(20)).actions == rep.actions and pool2.sent == []
+    act, pool, _ = kueue()
+    rep = act.apply(plan(12, pre=[Preemption("batch/low-1", "batchy", 8, "n1", "x")]))
+    act2, pool2, _ = kueue(dry_run=True)
+    rep2 = act2.apply(plan(12, pre=[Preemption("batch/low-1", "batchy", 8, "n1", "x")]))
+    assert rep2.actions == rep.actions and rep.actions
+    assert writes(pool2) == []
 
 
 def test_beside_kueue_the_kubernetes_actuator_sets_no_quota_and_evicts_nothing():
@@ -149,18 +426,60 @@ def test_beside_kueue_the_kubernetes_actuator_sets_no_quota_and_evicts_nothing()
     assert {r["path"] for r in pool.sent} == {"/apis/scheduling.k8s.io/v1/priorityclasses"}
 
 
-def test_on_stop_the_forecast_hold_is_lent_out():
-    from daemon.actuators.base import HoldsCapacity
-
-    cq = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "x", "resourceVersion": "7"}}
-    routes = {("POST", r"/apis/kueue\.x-k8s\.io/v1beta1/.*"): (201, {}),
-              ("GET", r"/apis/kueue\.x-k8s\.io/v1beta1/clusterqueues/.*"): (200, cq),
-              ("PUT", r"/apis/kueue\.x-k8s\.io/v1beta1/clusterqueues/.*"): (200, cq)}
-    act, pool = kueue(routes)
-    assert isinstance(act, HoldsCapacity)
-    assert act.release_holds().actions == []              # nothing applied yet: nothing to release
-    assert act.apply(plan(20)).ok
+def test_stopping_before_any_plan_still_releases_nodes_an_earlier_run_held():
+    c = FakeCluster()
+    c.nodes["n4"]["metadata"]["labels"][KEY] = "team-high"
+    c.nodes["n4"]["spec"]["taints"] = [{"key": KEY, "value": "team-high", "effect": "NoSchedule"}]
+    act, pool, c = kueue(c)
     assert act.release_holds().ok
-    last = [r for r in pool.sent if r["method"] == "PUT"][-1]
-    assert last["path"].endswith("/clusterqueues/gpuas-high")
-    assert gpu(last["body"]) == {"name": "nvidia.com/gpu", "nominalQuota": 12, "lendingLimit": 12}
+    assert c.held() == {} and c.nodes["n4"]["spec"]["taints"] == []
+    assert [r["path"] for r in writes(pool)] == ["/api/v1/nodes/n4"]      # nothing else touched
+
+
+def test_tenant_names_become_valid_distinct_label_values_and_names():
+    import re
+
+    from daemon.actuators.node_holds import name_part
+
+    names = ["team-high", "Team_High", "team.high", "TEAM-HIGH", "a" * 80, "a" * 81, "ÄÖ", "-x-"]
+    parts = [name_part(n) for n in names]
+    assert parts[0] == "team-high"                                    # a valid name stays as it is
+    assert len(set(parts)) == len(parts)                              # never two tenants on one label value
+    for p in parts:
+        assert len(p) <= 47 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", p), p
+
+
+def test_the_daemon_builds_both_kubernetes_actuators_from_one_config(tmp_path):
+    """From the config as the daemon reads it: a kubeconfig, `kubernetes` + `kueue` enabled. The Kueue
+    actuator holds nodes and evicts (with the policy's minimum run time and the timed client); the
+    Kubernetes one beside it sets no quota and evicts nothing."""
+    from kubernetes import client
+
+    from daemon.actuators.kubernetes import KubernetesActuator, TimedApiClient
+    from daemon.config import parse_config
+    from daemon.runtime import _actuators
+
+    c = FakeCluster()
+    api, pool = served(c.routes())
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(f"apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+                  f"clusters: [{{name: k, cluster: {{server: '{api.configuration.host}'}}}}]\n"
+                  "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n")
+    cfg = parse_config({"tenants": [{"name": "team-high", "tier": "high", "k8s_namespace": "serving"},
+                                    {"name": "batchy", "tier": "low", "k8s_namespace": "batch"}],
+                        "policy": {"preempt_min_runtime_s": 120},
+                        "actuators": {"enabled": ["kubernetes", "kueue"], "dry_run": False,
+                                      "kubernetes": {"kubeconfig": str(kc), "timeout_s": 4},
+                                      "kueue": {"hold_shrink_delay_s": 60}}})
+    before = client.Configuration.get_default_copy()
+    try:
+        kube, kq = _actuators(cfg, None)
+    finally:
+        client.Configuration.set_default(before)
+    assert isinstance(kube, KubernetesActuator) and not kube.enforce_plan
+    assert isinstance(kq, KueueActuator) and kq.holders == ["team-high"]
+    assert kq.pods.min_runtime_s == 120 and kq.nodes.shrink_delay_s == 60
+    assert isinstance(kq.custom.api_client, TimedApiClient) and kq.custom.api_client.timeout_s == 4
+    p = Plan(**{**plan(8).__dict__, "quotas": {"batchy": 40}})
+    assert kq.apply(p).ok and c.held() == {"n1": "team-high"}
+    assert pool.sent[0]["headers"]["authorization"] == "Bearer t"          # the kubeconfig's credentials

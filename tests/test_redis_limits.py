@@ -28,7 +28,7 @@ def test_publishes_limits_idempotently(r, redis_url):
     act = RedisLimitsActuator(redis_url, dry_run=False)
     plan = make_plan({"a": RateLimit(50, 100, 1, "load 85%"), "b": RateLimit(200, 400, 1, "load 85%")})
     rep = act.apply(plan)
-    assert rep.ok and len(rep.actions) == 2
+    assert rep.ok and len(rep.actions) == 3 and rep.actions[2] == "set gpuas:reservations for 1 tenants"
     assert float(r.hget(limit_key("gpuas", "a"), "rate")) == 50
     assert r.hget(limit_key("gpuas", "b"), "reason") == b"load 85%"
     assert act.apply(plan).actions == []                  # nothing changed: nothing written
@@ -123,3 +123,36 @@ def test_middleware_fails_open_when_redis_is_down():
     a, b = asyncio.run(go())
     assert a.status_code == 200 and a.headers["x-ratelimit-degraded"] == "1"
     assert b.status_code == 503
+
+
+def test_a_flushed_redis_is_republished_by_the_running_daemon(r, redis_url):
+    """Redis restarted without its data (or flushed) between two cycles: the next cycle writes the limits and
+    the API key digests again. The actuator used to trust its own cache until the daemon restarted, so the
+    gateways fell back to the default bucket and answered 401 to every key the daemon publishes."""
+    from daemon.gateway import keys_key
+
+    act = RedisLimitsActuator(redis_url, dry_run=False, api_keys={key_digest(KEY_A): "a"})
+    plan = make_plan({"a": RateLimit(50, 100, 1, "load 85%")})
+    assert act.apply(plan).ok
+    r.flushdb()
+    assert act.apply(plan).ok
+    assert float(r.hget(limit_key("gpuas", "a"), "rate")) == 50
+    assert r.hgetall(keys_key("gpuas")) == {key_digest(KEY_A).encode(): b"a"}
+    assert act.apply(plan).actions == []   # and then nothing to write again
+
+
+def test_reservations_hash_follows_the_plan_and_drops_released_tenants(r, redis_url):
+    """`<prefix>:reservations` was written only when a limit changed, and a tenant whose hold ended kept its
+    old value there: a hold no plan asked for any more."""
+    lim = {"a": RateLimit(50, 100, 1, "x")}
+    act = RedisLimitsActuator(redis_url, dry_run=False)
+    plan = make_plan(lim)
+    assert act.apply(plan).ok
+    assert r.hgetall("gpuas:reservations") == {b"a": b"3"}
+    held_b = Plan(**{**plan.__dict__, "reservations": {"b": 5}})
+    rep = act.apply(held_b)                               # same limits, other holds
+    assert rep.ok and rep.actions == ["set gpuas:reservations for 1 tenants"]
+    assert r.hgetall("gpuas:reservations") == {b"b": b"5"}
+    assert act.apply(held_b).actions == []                # unchanged: nothing written
+    assert act.apply(Plan(**{**plan.__dict__, "reservations": {}})).ok
+    assert not r.exists("gpuas:reservations")

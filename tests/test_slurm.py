@@ -210,3 +210,84 @@ def test_the_warning_signal_kills_a_script_that_does_not_trap_it(slurm):
         assert not state(slurm, j).startswith("PENDING")   # gone, not requeued
     finally:
         subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)
+
+
+def test_a_failed_requeue_after_the_warning_is_retried_without_a_second_warning(slurm, tmp_path):
+    """The real scontrol behind a wrapper that refuses `scontrol requeue` while a flag file exists."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for b in ("squeue", "sinfo", "scancel", "sbatch"):
+        (bin_dir / b).symlink_to(f"/usr/bin/{b}")
+    fail = tmp_path / "fail-requeue"
+    (bin_dir / "scontrol").write_text(
+        f'#!/bin/sh\ncase "$1" in requeue) [ -e {fail} ] && {{ echo "injected: requeue refused" >&2; exit 1; }};; esac\n'
+        'exec /usr/bin/scontrol "$@"\n')
+    (bin_dir / "scontrol").chmod(0o755)
+    script = (f"trap 'echo checkpoint >> {tmp_path}/usr1' USR1; touch {tmp_path}/ready-$SLURM_JOB_ID; "
+              "while true; do sleep 1; done")
+    j = sbatch(slurm, "low", "acct-low", wrap=script)
+    try:
+        wait_for(lambda: (tmp_path / f"ready-{j}").exists(), what="trap set", timeout=60)
+        now = [100.0]
+        a = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir=bin_dir, warn_lead_s=30, holds=False),
+                          [TenantConfig(name="team-low", tier="low", slurm_account="acct-low")], dry_run=False,
+                          clock=lambda: now[0])
+        p = plan_for(Preemption(j, "team-low", 2, slurm["node"], "peak ahead"))
+        assert a.apply(p).ok
+        wait_for(lambda: (tmp_path / "usr1").exists(), what="warning trapped", timeout=10)
+        fail.touch()
+        now[0] += 30
+        rep = a.apply(p)
+        assert any("injected: requeue refused" in e for e in rep.errors), rep.errors     # reported per action
+        assert state(slurm, j).startswith("RUNNING")
+        fail.unlink()
+        now[0] += 1
+        rep = a.apply(p)                                  # retried: requeued now, not warned again
+        assert rep.ok and f"scontrol requeue {j}" in rep.actions, rep
+        assert not any(x.startswith("scancel") for x in rep.actions)
+        wait_for(lambda: state(slurm, j).startswith("PENDING"), what="requeued", timeout=20)
+        assert (tmp_path / "usr1").read_text().count("checkpoint") == 1
+    finally:
+        subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)
+
+
+def test_a_failed_node_failure_requeue_is_retried_by_the_next_cycle(slurm, tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for b in ("squeue", "sinfo", "scancel", "sbatch"):
+        (bin_dir / b).symlink_to(f"/usr/bin/{b}")
+    fail = tmp_path / "fail-requeue"
+    (bin_dir / "scontrol").write_text(
+        f'#!/bin/sh\ncase "$1" in requeue) [ -e {fail} ] && {{ echo "injected: requeue refused" >&2; exit 1; }};; esac\n'
+        'exec /usr/bin/scontrol "$@"\n')
+    (bin_dir / "scontrol").chmod(0o755)
+    j = sbatch(slurm, "low", "acct-low")
+    try:
+        wait_for(lambda: state(slurm, j).startswith("RUNNING"), what="running", timeout=60)
+        a = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir=bin_dir, holds=False),
+                          [TenantConfig(name="team-low", tier="low", slurm_account="acct-low")], dry_run=False)
+        # a node that was reported down but is healthy: the failed requeue is not retried, the job runs on
+        fail.touch()
+        assert not a.requeue([j], "node gpunode1 failed (GPUNodeDown)").ok
+        fail.unlink()
+        rep = a.apply(plan_for())
+        assert rep.ok and not any("requeue" in x for x in rep.actions), rep.actions
+        assert state(slurm, j).startswith("RUNNING")
+        # the node is drained (the failover fences it): the requeue is retried until slurmctld takes it
+        fail.touch()
+        rep = a.requeue([j], "node gpunode1 failed (GPUNodeDown)")
+        assert any("injected: requeue refused" in e for e in rep.errors), rep.errors
+        subprocess.run(["scontrol", "update", f"NodeName={slurm['node']}", "State=DRAIN", "Reason=test"],
+                       env=slurm["env"], check=True)
+        assert state(slurm, j).startswith("RUNNING")
+        rep = a.apply(plan_for())                         # slurmctld still refuses: reported, kept
+        assert any("injected" in e for e in rep.errors) and state(slurm, j).startswith("RUNNING")
+        fail.unlink()
+        rep = a.apply(plan_for())
+        assert rep.ok and f"scontrol requeue {j}" in rep.actions, rep
+        wait_for(lambda: state(slurm, j).startswith("PENDING"), what="requeued by the retry", timeout=20)
+        assert not any("requeue" in x for x in a.apply(plan_for()).actions)   # done: not again
+    finally:
+        subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)
+        subprocess.run(["scontrol", "update", f"NodeName={slurm['node']}", "State=RESUME"], env=slurm["env"],
+                       capture_output=True)

@@ -328,3 +328,17 @@ def test_pages_before_the_first_cycle(tmp_path):
         assert c.get("/ui/events").status_code == 200
     finally:
         d.stop()
+
+
+def test_bad_paging_is_a_400_and_an_oversized_login_form_a_413(ui):
+    """`before` past SQLite's integer range or not ASCII digits used to be a 500; the login form (no token
+    needed) used to be read whole, however large, before its first 8 KiB were parsed."""
+    _, base = ui
+    c = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {OP}"})
+    for raw in ("99999999999999999999", "%C2%B2", "abc", "0"):
+        r = c.get(f"/ui/events?before={raw}")
+        assert r.status_code == 400 and "before" in r.text, raw
+    assert c.get("/ui/events?before=5").status_code == 200
+    big = httpx.post(f"{base}/ui/login", content=b"token=x&next=/ui/&pad=" + b"a" * 100_000,
+                     headers={"content-type": "application/x-www-form-urlencoded"})
+    assert big.status_code == 413 and "set-cookie" not in big.headers

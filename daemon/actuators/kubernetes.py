@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
+import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
@@ -25,6 +26,8 @@ from daemon.config import KubernetesActuatorConfig, TenantConfig
 from daemon.policy.types import Notification, Plan
 
 log = logging.getLogger("gpu_autoscaler.actuator.kubernetes")
+
+RETRY = object()  # _pod: the API did not answer whether the pod may be evicted; try again next cycle
 
 PRIORITY_CLASSES = {
     "high": (1_000_000, "PreemptLowerPriority", "gpu-autoscaler: high tier, never preempted by the daemon"),
@@ -43,6 +46,26 @@ def tenant_namespaces(tenants: list[TenantConfig]) -> dict[str, str]:
     return out
 
 
+class TimedApiClient(k8s.ApiClient):
+    """The official ApiClient with a timeout on every request and no retries of its own (the next cycle is
+    the retry). The client has no default timeout, so an API server that stops answering would hang the
+    cycle; and a timeout or a refused connection surfaces as a urllib3 error, not an ApiException. Here both
+    become ``ApiException(status=0)``, which every caller reports as that action's error."""
+
+    def __init__(self, configuration: k8s.Configuration | None = None, timeout_s: float = 10.0) -> None:
+        configuration = configuration or k8s.Configuration.get_default_copy()
+        configuration.retries = 0
+        super().__init__(configuration)
+        self.timeout_s = timeout_s
+
+    def call_api(self, method, url, header_params=None, body=None, post_params=None, _request_timeout=None):
+        try:
+            return super().call_api(method, url, header_params, body, post_params,
+                                    _request_timeout if _request_timeout is not None else self.timeout_s)
+        except urllib3.exceptions.HTTPError as exc:
+            raise ApiException(status=0, reason=f"no answer within {self.timeout_s:g} s: {type(exc).__name__}") from None
+
+
 def api_client(cfg: KubernetesActuatorConfig) -> k8s.ApiClient:
     """An API client from the in-cluster service account or a kubeconfig (actuators.kubernetes)."""
     from kubernetes import config as kcfg
@@ -51,7 +74,7 @@ def api_client(cfg: KubernetesActuatorConfig) -> k8s.ApiClient:
         kcfg.load_incluster_config()
     else:
         kcfg.load_kube_config(config_file=str(cfg.kubeconfig) if cfg.kubeconfig else None)
-    return k8s.ApiClient()
+    return TimedApiClient(timeout_s=cfg.timeout_s)
 
 
 def priority_class_name(tier: str) -> str:
@@ -80,7 +103,7 @@ class KubernetesActuator:
         self.min_runtime_s = min_runtime_s  # policy.preempt_min_runtime_s, re-checked on the live pod
         self.enforce_plan = enforce_plan  # False beside Kueue: quotas and reclaim are Kueue's, failover stays here
         self._retry: dict[str, str] = {}  # job id -> reason: failed-node evictions a PDB refused, retried each cycle
-        self._quotas: dict[str, int] = {}
+        self._quotas: dict[str, int | None] = {}  # namespace -> GPUs our quota caps; None: we have none there
         self._classes_ok = False
 
     @staticmethod
@@ -142,8 +165,37 @@ class KubernetesActuator:
         except ApiException as exc:
             rep.errors.append(f"ResourceQuota {ns}: {exc.status} {exc.reason}")
 
+    def drop_quota(self, rep: ActionReport, ns: str) -> None:
+        """The plan caps this tenant no longer (it is high-tier now, or no cap is wanted): delete our quota
+        there, so no cap stays behind that no plan asked for. A quota without our label is left alone."""
+        if ns in self._quotas and self._quotas[ns] is None:
+            return
+        try:
+            cur = self.core.read_namespaced_resource_quota(self.cfg.quota_name, ns)
+        except ApiException as exc:
+            if exc.status == 404:
+                self._quotas[ns] = None
+            else:
+                rep.errors.append(f"ResourceQuota {ns}: {exc.status} {exc.reason}")
+            return
+        if (cur.metadata.labels or {}).get("app.kubernetes.io/managed-by") != "gpu-autoscaler":
+            self._quotas[ns] = None
+            return
+        rep.actions.append(f"delete ResourceQuota {ns}/{self.cfg.quota_name}: the plan caps this tenant no longer")
+        if self.dry_run:
+            return
+        try:
+            self.core.delete_namespaced_resource_quota(self.cfg.quota_name, ns)
+            self._quotas[ns] = None
+        except ApiException as exc:
+            if exc.status == 404:
+                self._quotas[ns] = None
+            else:
+                rep.errors.append(f"ResourceQuota {ns}: {exc.status} {exc.reason}")
+
     def _pod(self, rep: ActionReport, job_id: str):
-        """The live pod behind `job_id` if this daemon may evict it at all, else None (reason reported)."""
+        """The live pod behind `job_id` if this daemon may evict it at all, else None (reason reported);
+        RETRY when the API did not say (an error or no answer): the caller tries again next cycle."""
         ns, _, pod = job_id.partition("/")
         if not pod:
             rep.errors.append(f"job id {job_id!r} is not namespace/pod")
@@ -156,9 +208,9 @@ class KubernetesActuator:
         except ApiException as exc:
             if exc.status == 404:
                 rep.actions.append(f"skip {job_id}: gone")
-            else:
-                rep.errors.append(f"read pod {job_id}: {exc.status} {exc.reason}")
-            return None
+                return None
+            rep.errors.append(f"read pod {job_id}: {exc.status} {exc.reason}")
+            return RETRY
         if not evictable(live):
             rep.actions.append(f"skip {job_id}: DaemonSet or mirror pod")
             return None
@@ -185,7 +237,7 @@ class KubernetesActuator:
 
     def evict(self, rep: ActionReport, job_id: str, reason: str) -> None:
         live = self._pod(rep, job_id)
-        if live is None:
+        if live is None or live is RETRY:  # a plan preemption: the next plan asks again if still needed
             return
         if live.spec.priority_class_name != priority_class_name("low"):
             rep.errors.append(f"refused to evict {job_id}: PriorityClass {live.spec.priority_class_name!r} is not preemptible")
@@ -205,13 +257,18 @@ class KubernetesActuator:
     def apply(self, plan: Plan) -> ActionReport:
         rep = ActionReport(self.name, self.dry_run)
         self.ensure_priority_classes(rep)  # Kueue takes workload priority from these too
-        for jid, reason in list(self._retry.items()):  # failed-node pods a PDB held back
-            if self._pod(rep, jid) is None or self._evict(rep, jid, reason):
+        for jid, reason in list(self._retry.items()):  # failed-node pods a PDB or an API error held back
+            live = self._pod(rep, jid)
+            if live is None or (live is not RETRY and self._evict(rep, jid, reason)):
                 del self._retry[jid]
         if not self.enforce_plan:
             return rep
         for tenant, gpus in sorted(plan.quotas.items()):
             self.set_quota(rep, tenant, gpus)
+        if plan.quotas:  # a plan without any quota (no good plan yet) changes none
+            for tenant, ns in sorted(self.ns_of.items()):
+                if tenant not in plan.quotas:
+                    self.drop_quota(rep, ns)
         for p in plan.preemptions:
             self.evict(rep, p.job_id, p.reason)
         return rep
@@ -239,7 +296,8 @@ class KubernetesActuator:
         delete), so their controllers recreate them elsewhere; a PDB refusal is retried each cycle."""
         rep = ActionReport(self.name, self.dry_run)
         for jid in job_ids:
-            if self._pod(rep, jid) is not None and not self._evict(rep, jid, reason):
+            live = self._pod(rep, jid)
+            if live is RETRY or (live is not None and not self._evict(rep, jid, reason)):
                 self._retry[jid] = reason
         return rep
 

@@ -1,113 +1,166 @@
-"""Kueue: the plan becomes ClusterQueue quotas in one cohort; Kueue itself admits, borrows and reclaims.
+"""Kueue: the plan becomes whole-node holds and ClusterQueue quotas in one cohort; Kueue admits and borrows.
+
+The simulator (and a Slurm reservation) holds whole nodes for a tenant: only that tenant's work may start
+on them. A GPU-count quota alone does not: kube-scheduler may place the quota's GPUs on fragmented
+nodes, so a Kueue-admitted 8-GPU job can find no node. So for every high-tier tenant the plan reserves
+GPUs for, the daemon holds whole nodes (daemon/actuators/node_holds.py: label and NoSchedule taint
+``<hold_label>=<tenant>``) and gives the tenant a ResourceFlavor for exactly those nodes.
 
 Objects (API ``kueue.x-k8s.io/v1beta1``), all labelled ``app.kubernetes.io/managed-by: gpu-autoscaler``:
 
-- ResourceFlavor ``<flavor>`` (default ``default-flavor``), no node labels.
-- ClusterQueue ``<prefix>-high``, ``<prefix>-normal``, ``<prefix>-low`` in cohort ``<cohort>``, each with one
-  resource group covering the GPU resource (``nvidia.com/gpu``):
-  - high: ``nominalQuota`` = max(the high tier's guaranteed pool, the GPUs the plan reserves for it);
-    ``lendingLimit`` = nominalQuota minus those reserved GPUs, so what the forecast says the tier
-    needs is never lent; ``reclaimWithinCohort: Any``: a high workload that fits its nominal quota
-    preempts borrowers to get lent quota back.
-  - normal: ``nominalQuota`` = the rest of the cluster, ``borrowingLimit: 0`` (its work is never
-    preempted, so it never runs on borrowed quota); ``reclaimWithinCohort: LowerPriority``.
-  - low: ``nominalQuota: 0`` and no borrowing limit: preemptible work runs only on borrowed quota and
-    is what Kueue reclaims. ``reclaimWithinCohort: Never``.
-- LocalQueue ``<prefix>`` (the tenant's tier queue) and ``<prefix>-low`` in each tenant namespace.
+- ResourceFlavor ``<flavor>`` (default ``default-flavor``): the nodes nobody holds (no node labels; pods
+  admitted on it get no toleration, so they never start on a held node).
+- ResourceFlavor ``<prefix>-hold-<tenant>`` per high-tier tenant: ``nodeLabels`` = the hold label,
+  ``tolerations`` = the hold taint; Kueue injects both into the pods it admits on this flavor.
+- ClusterQueue ``<prefix>-tenant-<tenant>`` per high-tier tenant, flavors in this order:
+  its hold flavor (``nominalQuota`` = GPUs of its held nodes, ``lendingLimit: 0``), then the default
+  flavor (``nominalQuota: 0``, borrows). Kueue tries the hold first (Slurm's MAGNETIC).
+- ClusterQueues ``<prefix>-high``, ``<prefix>-normal``, ``<prefix>-low`` on the default flavor, in cohort
+  ``<cohort>``: normal ``nominalQuota`` = the plan's cap on non-preemptible work outside the high tier (the
+  simulator's ``normal_cap``) with ``borrowingLimit: 0``; high = the rest of the unheld GPUs (lent to the
+  cohort: the high tenants' queues and the low queue borrow it); low ``nominalQuota: 0`` (borrows).
+- LocalQueue ``<prefix>`` (a high tenant's own ClusterQueue, else its tier's) and ``<prefix>-low`` in each
+  tenant namespace.
 
-Reclaim is left to Kueue (``reclaimWithinCohort``): this actuator never evicts. Only namespaces mapped
-to a configured tenant are touched, never ``kube-*``.
+Preemption is the plan's, as in the simulator: every ClusterQueue has ``reclaimWithinCohort: Never``, and
+the plan's preemptions are evictions (Eviction API, grace period, PDBs honoured) of low-priority pods,
+done after the holds so their nodes are already tainted. Objects with our label that the configuration
+no longer asks for (a tenant removed) are deleted at start-up. Only namespaces mapped to a configured
+tenant are touched, never ``kube-*``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import time
+from typing import Callable
 
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators.base import ActionReport
-from daemon.actuators.kubernetes import api_client, tenant_namespaces
+from daemon.actuators.kubernetes import KubernetesActuator, api_client, tenant_namespaces
+from daemon.actuators.node_holds import NodeHolds, name_part
 from daemon.config import KubernetesActuatorConfig, KueueActuatorConfig, TenantConfig
-from daemon.policy.types import Notification, Plan, PolicyMemory
+from daemon.policy.types import Notification, Plan
 
 log = logging.getLogger("gpu_autoscaler.actuator.kueue")
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta1"
 MANAGED = {"app.kubernetes.io/managed-by": "gpu-autoscaler"}
 TIERS = ("high", "normal", "low")
+PLURALS = ("localqueues", "clusterqueues", "resourceflavors")  # deletion order: users of an object first
 
 
 class KueueActuator:
     name = "kueue"
 
     def __init__(self, api_client: k8s.ApiClient, cfg: KueueActuatorConfig, tenants: list[TenantConfig],
-                 dry_run: bool = True) -> None:
+                 dry_run: bool = True, conn: KubernetesActuatorConfig | None = None, min_runtime_s: float = 0.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.custom = k8s.CustomObjectsApi(api_client)
         self.cfg = cfg
         self.dry_run = dry_run
         self.ns_of = tenant_namespaces(tenants)
         self.tier_of = {t.name: t.tier for t in tenants}
-        self._sent: dict[tuple[str, str, str], dict] = {}
-        self._last_pool: tuple[int, int] | None = None  # (capacity, guaranteed pool) of the last plan applied  # (plural, namespace, name) -> spec last applied
+        self.holders = sorted(t for t in self.ns_of if self.tier_of[t] == "high")  # tenants whose nodes are held
+        self.nodes = NodeHolds(api_client, label=cfg.hold_label, gpu_resource=cfg.gpu_resource,
+                               tenants_ns=self.ns_of, shrink_delay_s=cfg.hold_shrink_delay_s, dry_run=dry_run,
+                               clock=clock)
+        # evictions only (Eviction API, grace period, min run time); PriorityClasses and failover stay with
+        # the kubernetes actuator
+        self.pods = KubernetesActuator(api_client, conn or KubernetesActuatorConfig(), tenants, dry_run,
+                                       enforce_plan=False, min_runtime_s=min_runtime_s)
+        self._held: dict[str, int] = {t: 0 for t in self.holders}  # GPUs on each holder's nodes, last known
+        self._sent: dict[tuple[str, str, str], dict] = {}  # (plural, namespace, name) -> spec last applied
+        self._swept = False
+        self._last: Plan | None = None
 
     @staticmethod
     def from_config(conn: KubernetesActuatorConfig, cfg: KueueActuatorConfig, tenants: list[TenantConfig],
-                    dry_run: bool = True) -> "KueueActuator":
-        return KueueActuator(api_client(conn), cfg, tenants, dry_run)
+                    dry_run: bool = True, min_runtime_s: float = 0.0) -> "KueueActuator":
+        return KueueActuator(api_client(conn), cfg, tenants, dry_run, conn, min_runtime_s)
 
     def queue_name(self, tier: str) -> str:
         return f"{self.cfg.queue_prefix}-{tier}"
 
-    # ---- objects ------------------------------------------------------------------------------
-    def quotas(self, plan: Plan) -> dict[str, dict[str, int | None]]:
-        """GPU quota per tier queue: nominalQuota, lendingLimit, borrowingLimit (None = no limit)."""
-        cap = max(int(plan.capacity), 0)
-        held = sum(int(g) for t, g in plan.reservations.items() if self.tier_of.get(t) == "high")
-        high = min(max(int(plan.high_pool), held), cap)
-        return {"high": {"nominalQuota": high, "lendingLimit": max(high - held, 0), "borrowingLimit": None},
-                "normal": {"nominalQuota": cap - high, "lendingLimit": None, "borrowingLimit": 0},
-                "low": {"nominalQuota": 0, "lendingLimit": None, "borrowingLimit": None}}
+    def tenant_queue(self, tenant: str) -> str:
+        return f"{self.cfg.queue_prefix}-tenant-{name_part(tenant)}"
 
-    def cluster_queue(self, tier: str, q: dict[str, int | None]) -> dict:
-        res = {"name": self.cfg.gpu_resource, "nominalQuota": q["nominalQuota"]}
-        for k in ("borrowingLimit", "lendingLimit"):
-            if q[k] is not None:
-                res[k] = q[k]
-        nss = sorted(ns for t, ns in self.ns_of.items() if tier == "low" or self.tier_of.get(t) == tier)
-        reclaim = {"high": "Any", "normal": "LowerPriority", "low": "Never"}[tier]
+    def hold_flavor(self, tenant: str) -> str:
+        return f"{self.cfg.queue_prefix}-hold-{name_part(tenant)}"
+
+    # ---- objects ------------------------------------------------------------------------------
+    def quotas(self, plan: Plan, held: dict[str, int]) -> dict[str, int]:
+        """Default-flavor nominalQuota per tier queue, given the GPUs on held nodes."""
+        unheld = max(int(plan.capacity) - sum(held.values()), 0)
+        # the simulator caps non-preemptible work outside the high tier at min(plan.quotas) (shared_cap)
+        normal = min(max(int(min(plan.quotas.values())), 0), unheld) if plan.quotas else unheld
+        return {"high": unheld - normal, "normal": normal, "low": 0}
+
+    def _cluster_queue(self, name: str, namespaces: list[str], flavors: list[dict]) -> dict:
         return {
             "apiVersion": f"{GROUP}/{VERSION}", "kind": "ClusterQueue",
-            "metadata": {"name": self.queue_name(tier), "labels": dict(MANAGED)},
+            "metadata": {"name": name, "labels": dict(MANAGED)},
             "spec": {
                 "cohort": self.cfg.cohort,
                 "namespaceSelector": {"matchExpressions": [
-                    {"key": "kubernetes.io/metadata.name", "operator": "In", "values": nss or ["gpu-autoscaler-none"]}]},
+                    {"key": "kubernetes.io/metadata.name", "operator": "In",
+                     "values": sorted(namespaces) or ["gpu-autoscaler-none"]}]},
                 "queueingStrategy": "BestEffortFIFO",
-                "preemption": {"reclaimWithinCohort": reclaim, "withinClusterQueue": "Never"},
-                "resourceGroups": [{"coveredResources": [self.cfg.gpu_resource],
-                                    "flavors": [{"name": self.cfg.flavor, "resources": [res]}]}],
+                "preemption": {"reclaimWithinCohort": "Never", "withinClusterQueue": "Never"},
+                "resourceGroups": [{"coveredResources": [self.cfg.gpu_resource], "flavors": flavors}],
             },
         }
 
-    def resource_flavor(self) -> dict:
-        return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceFlavor",
-                "metadata": {"name": self.cfg.flavor, "labels": dict(MANAGED)}, "spec": {}}
+    def _flavor_quota(self, flavor: str, nominal: int, **limits: int) -> dict:
+        return {"name": flavor, "resources": [{"name": self.cfg.gpu_resource, "nominalQuota": int(nominal), **limits}]}
+
+    def cluster_queue(self, tier: str, nominal: int) -> dict:
+        nss = [ns for t, ns in self.ns_of.items() if tier == "low" or self.tier_of.get(t) == tier]
+        limits = {"borrowingLimit": 0} if tier == "normal" else {}  # normal work never runs on borrowed quota
+        return self._cluster_queue(self.queue_name(tier), nss, [self._flavor_quota(self.cfg.flavor, nominal, **limits)])
+
+    def tenant_cluster_queue(self, tenant: str, held: int) -> dict:
+        return self._cluster_queue(self.tenant_queue(tenant), [self.ns_of[tenant]], [
+            self._flavor_quota(self.hold_flavor(tenant), held, lendingLimit=0),   # its own nodes first
+            self._flavor_quota(self.cfg.flavor, 0)])                                # then borrow unheld GPUs
+
+    def resource_flavors(self) -> list[dict]:
+        out = [{"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceFlavor",
+                "metadata": {"name": self.cfg.flavor, "labels": dict(MANAGED)}, "spec": {}}]
+        for t in self.holders:
+            v = name_part(t)
+            out.append({"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceFlavor",
+                        "metadata": {"name": self.hold_flavor(t), "labels": dict(MANAGED)},
+                        "spec": {"nodeLabels": {self.cfg.hold_label: v},
+                                 "tolerations": [{"key": self.cfg.hold_label, "operator": "Equal", "value": v,
+                                                  "effect": "NoSchedule"}]}})
+        return out
 
     def local_queues(self) -> list[dict]:
         out = []
         for t, ns in sorted(self.ns_of.items()):
-            tier = self.tier_of.get(t, "normal")
-            for name, cq in ((self.cfg.queue_prefix, self.queue_name(tier)),
-                             (self.queue_name("low"), self.queue_name("low"))):
+            own = self.tenant_queue(t) if t in self.holders else self.queue_name(self.tier_of.get(t, "normal"))
+            for name, cq in ((self.cfg.queue_prefix, own), (self.queue_name("low"), self.queue_name("low"))):
                 out.append({"apiVersion": f"{GROUP}/{VERSION}", "kind": "LocalQueue",
                             "metadata": {"name": name, "namespace": ns, "labels": dict(MANAGED)},
                             "spec": {"clusterQueue": cq}})
         return out
 
+    def objects(self, plan: Plan, held: dict[str, int]) -> list[tuple[str, dict]]:
+        """Every object the plan asks for, as (plural, body), in the order they must exist."""
+        q = self.quotas(plan, held)
+        return ([("resourceflavors", rf) for rf in self.resource_flavors()]
+                + [("clusterqueues", self.cluster_queue(tier, q[tier])) for tier in TIERS]
+                + [("clusterqueues", self.tenant_cluster_queue(t, held.get(t, 0))) for t in self.holders]
+                + [("localqueues", lq) for lq in self.local_queues()])
+
     # ---- writing ------------------------------------------------------------------------------
     def _ensure(self, rep: ActionReport, plural: str, body: dict) -> None:
-        """Create the object, or replace its spec when it differs from what was last applied."""
+        """Create the object, or replace its spec when it differs from what was last applied. A LocalQueue
+        whose clusterQueue must change (immutable in Kueue) is deleted and created again."""
         meta = body["metadata"]
         key = (plural, meta.get("namespace", ""), meta["name"])
         if self._sent.get(key) == body["spec"]:
@@ -124,6 +177,13 @@ class KueueActuator:
             except ApiException as exc:
                 if exc.status != 404:
                     raise
+                cur = None
+            if cur is not None and plural == "localqueues" and \
+                    (cur.get("spec") or {}).get("clusterQueue") != body["spec"]["clusterQueue"]:
+                rep.actions.append(f"re-create LocalQueue {where}: its clusterQueue is immutable")
+                self._delete(plural, ns, meta["name"])
+                cur = None
+            if cur is None:
                 if ns:
                     self.custom.create_namespaced_custom_object(GROUP, VERSION, ns, plural, body)
                 else:
@@ -138,30 +198,75 @@ class KueueActuator:
         except ApiException as exc:  # reported; the next cycle tries again
             rep.errors.append(f"{body['kind']} {where}: {exc.status} {exc.reason}")
 
+    def _delete(self, plural: str, ns: str | None, name: str) -> None:
+        try:
+            if ns:
+                self.custom.delete_namespaced_custom_object(GROUP, VERSION, ns, plural, name)
+            else:
+                self.custom.delete_cluster_custom_object(GROUP, VERSION, plural, name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def sweep(self, rep: ActionReport, wanted: list[tuple[str, dict]]) -> None:
+        """Delete the objects with our label that `wanted` does not name (a tenant no longer configured):
+        LocalQueues first, then ClusterQueues, then ResourceFlavors. Done at start-up, retried until it
+        succeeds once. Objects without our label are never listed, so never touched."""
+        keep = {(p, b["metadata"].get("namespace", ""), b["metadata"]["name"]) for p, b in wanted}
+        selector = ",".join(f"{k}={v}" for k, v in MANAGED.items())
+        try:
+            for plural in PLURALS:
+                items = self.custom.list_cluster_custom_object(GROUP, VERSION, plural, label_selector=selector)
+                for it in items.get("items", []):
+                    meta = it.get("metadata", {})
+                    if meta.get("labels", {}).get("app.kubernetes.io/managed-by") != MANAGED["app.kubernetes.io/managed-by"]:
+                        continue
+                    ns, name = meta.get("namespace", ""), meta["name"]
+                    if (plural, ns, name) in keep:
+                        continue
+                    rep.actions.append(f"delete {it.get('kind', plural)} {ns + '/' if ns else ''}{name}: "
+                                       "not asked for by the configuration")
+                    if not self.dry_run:
+                        self._delete(plural, ns or None, name)
+                        self._sent.pop((plural, ns, name), None)
+        except ApiException as exc:
+            rep.errors.append(f"Kueue objects: cannot list or delete stale ones: {exc.status} {exc.reason}")
+            return
+        self._swept = True
+
     # ---- actuator interface -------------------------------------------------------------------
     def apply(self, plan: Plan) -> ActionReport:
         rep = ActionReport(self.name, self.dry_run)
-        self._last_pool = (int(plan.capacity), int(plan.high_pool))
-        self._ensure(rep, "resourceflavors", self.resource_flavor())
-        for tier, q in self.quotas(plan).items():
-            self._ensure(rep, "clusterqueues", self.cluster_queue(tier, q))
-        for lq in self.local_queues():
-            self._ensure(rep, "localqueues", lq)
-        if plan.preemptions:
-            rep.actions.append(f"leave {len(plan.preemptions)} preemptions to Kueue (reclaimWithinCohort)")
+        self._last = plan
+        freed: dict[str, int] = {}
+        for p in plan.preemptions:
+            if p.node:
+                freed[p.node] = freed.get(p.node, 0) + int(p.gpus)
+        wanted = {t: int(plan.reservations.get(t, 0)) for t in self.holders}
+        held = self.nodes.apply(rep, wanted, freed)
+        if held is not None:  # None: nodes unreadable, nothing changed; the queues keep the last known holds
+            self._held = held
+        objs = self.objects(plan, self._held)
+        if not self._swept:
+            self.sweep(rep, objs)
+        for plural, body in objs:
+            self._ensure(rep, plural, body)
+        for p in plan.preemptions:  # after the holds: the nodes they clear are already tainted
+            self.pods.evict(rep, p.job_id, p.reason)
         return rep
 
     def release_holds(self) -> ActionReport:
-        """The daemon stops: nothing stays held for a forecast. The high queue keeps its guaranteed pool as
-        nominal quota but may lend all of it (lendingLimit = nominalQuota)."""
+        """The daemon stops: every node it holds is un-held (no pod stops) and the hold flavors' quota goes
+        to 0; the tier queues keep the last plan's numbers over all unheld GPUs."""
         rep = ActionReport(self.name, self.dry_run)
-        if self._last_pool is None:
+        self.nodes.release_all(rep)  # also nodes an earlier run held, when this one never applied a plan
+        self._held = {t: 0 for t in self.holders}
+        if self._last is None:
             return rep
-        cap, pool = self._last_pool
-        q = self.quotas(Plan(at="", capacity=cap, load=float("nan"), high_pool=pool, reservations={}, quotas={},
-                             limits={}, preemptions=(), notifications=(), stale=False, forecast_model="",
-                             notes=(), memory=PolicyMemory()))
-        self._ensure(rep, "clusterqueues", self.cluster_queue("high", q["high"]))
+        plan = dataclasses.replace(self._last, reservations={}, preemptions=())
+        for plural, body in self.objects(plan, self._held):
+            if plural == "clusterqueues":
+                self._ensure(rep, plural, body)
         return rep
 
     def requeue(self, job_ids: list[str], reason: str) -> ActionReport:

@@ -25,6 +25,15 @@ class RedisLimitsActuator:
         self._published: dict[str, tuple[float, float, str]] = {}
         self.api_keys = api_keys  # SHA-256 digest -> tenant, published for the gateways (None: leave alone)
         self._keys_in_redis: dict[str, str] | None = None
+        self._reserved: dict[str, int] | None = None  # <prefix>:reservations as last written (None: unknown)
+        self._version: bytes | None = None  # `<prefix>:limits:version` as last read or written
+
+    def _check_version(self) -> None:
+        """Forget what we think Redis holds when `<prefix>:limits:version` is not what we last saw: Redis came
+        back empty (a restart without its data, a flush, a failover) or someone else wrote."""
+        seen = self.client.get(f"{self.prefix}:limits:version")
+        if seen != self._version:
+            self._published, self._keys_in_redis, self._reserved, self._version = {}, None, None, seen
 
     def _publish_keys(self, rep: ActionReport) -> None:
         """Make `<prefix>:apikeys` equal the configured map (one MULTI: gateways never see half of it)."""
@@ -42,7 +51,8 @@ class RedisLimitsActuator:
         pipe.delete(keys_key(self.prefix))
         if self.api_keys:
             pipe.hset(keys_key(self.prefix), mapping=self.api_keys)
-        pipe.execute()
+        pipe.incr(f"{self.prefix}:limits:version")
+        self._version = str(pipe.execute()[-1]).encode()
         self._keys_in_redis = dict(self.api_keys)
 
     def _current(self) -> dict[str, tuple[float, float, str]]:
@@ -63,6 +73,7 @@ class RedisLimitsActuator:
     def apply(self, plan: Plan) -> ActionReport:
         rep = ActionReport(self.name, self.dry_run)
         try:
+            self._check_version()
             self._publish_keys(rep)
             if not self._published:
                 self._published = self._current()
@@ -70,22 +81,38 @@ class RedisLimitsActuator:
                        if self._published.get(t) != (lim.rate, lim.burst, lim.reason)}
             for t, lim in sorted(changed.items()):
                 rep.actions.append(f"set {limit_key(self.prefix, t)} rate={lim.rate:g} burst={lim.burst:g}")
-            if self.dry_run or not changed:
+            reserved = {t: int(r) for t, r in plan.reservations.items() if r > 0}
+            if self._reserved is None:  # what Redis holds now (a restarted daemon, a flushed Redis)
+                raw = self.client.hgetall(f"{self.prefix}:reservations")
+                self._reserved = {k.decode(): int(float(v)) for k, v in raw.items() if k != b"_"}
+            if reserved != self._reserved:
+                rep.actions.append(f"set {self.prefix}:reservations for {len(reserved)} tenants")
+            if self.dry_run or (not changed and reserved == self._reserved):
                 return rep
             now = time.time()
             pipe = self.client.pipeline(transaction=True)
             for t, lim in changed.items():
                 pipe.hset(limit_key(self.prefix, t), mapping={"rate": lim.rate, "burst": lim.burst, "level": lim.level,
                                                               "reason": lim.reason, "updated": now})
-            pipe.hset(f"{self.prefix}:reservations", mapping={t: r for t, r in plan.reservations.items()} or {"_": 0})
-            pipe.incr(f"{self.prefix}:limits:version")
-            pipe.publish(f"{self.prefix}:limits", json.dumps({"at": plan.at, "changed": sorted(changed)}))
-            pipe.execute()
+            if reserved != self._reserved:
+                # the whole hash, replaced at once: a tenant the plan no longer holds GPUs for leaves it
+                pipe.delete(f"{self.prefix}:reservations")
+                if reserved:
+                    pipe.hset(f"{self.prefix}:reservations", mapping=reserved)
+            if changed:
+                pipe.incr(f"{self.prefix}:limits:version")
+                pipe.publish(f"{self.prefix}:limits", json.dumps({"at": plan.at, "changed": sorted(changed)}))
+            res = pipe.execute()
+            if changed:
+                self._version = str(res[-2]).encode()  # what the INCR above made it
             for t, lim in changed.items():
                 self._published[t] = (lim.rate, lim.burst, lim.reason)
+            self._reserved = reserved
         except redis.RedisError as exc:
             self._published = {}  # unknown state: re-read next time
             self._keys_in_redis = None
+            self._version = None
+            self._reserved = None
             rep.errors.append(f"redis: {exc}")
         return rep
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from daemon.actuators.base import ActionReport
-from daemon.actuators.slurm_holds import RunningJob, SlurmHolds, expand_hostlist
+from daemon.actuators.slurm_holds import RunningJob, SlurmHolds, expand_hostlist, parse_nodes
 from daemon.cluster import PRIORITY, Jobs
 from daemon.config import SlurmActuatorConfig, TenantConfig, Tier
 from daemon.policy.types import Notification, Plan, Preemption
@@ -113,6 +113,7 @@ class SlurmActuator:
         self.min_runtime_s = min_runtime_s  # policy.preempt_min_runtime_s, re-checked on the live job
         self.clock = clock
         self._warned: dict[str, tuple[float, str]] = {}  # job id -> (when warned, reason)
+        self._requeue_retry: dict[str, str] = {}  # job id -> reason: a failed node's jobs whose requeue failed
         self.account_of = {t.name: (t.slurm_account or t.name) for t in tenants}
         self.tenant_of = {acct: t for t, acct in self.account_of.items()}
         self.holds = SlurmHolds(read=self._read, scontrol=self._scontrol, accounts=self.account_of,
@@ -208,6 +209,8 @@ class SlurmActuator:
     # ---- actuator interface -------------------------------------------------------------------
     def apply(self, plan: Plan) -> ActionReport:
         rep = ActionReport(self.name, self.dry_run)
+        if self._requeue_retry:
+            self._retry_requeues(rep)
         if self.holds is not None:  # first: freed GPUs must already be held when the preemptions free them
             try:
                 self.holds.apply(plan, rep, self._hold_jobs())
@@ -240,13 +243,17 @@ class SlurmActuator:
         for jid, (since, reason) in sorted(self._warned.items(), key=lambda kv: kv[1][0]):
             if now - since < lead:
                 continue
-            del self._warned[jid]
             if done >= need:
+                del self._warned[jid]
                 rep.actions.append(f"forget warning of {jid}: the plan needs no more GPUs")
                 continue
-            if self._preemptible(rep, live[jid], wanted.get(jid)):
-                self._preempt(rep, live[jid], reason)
+            if not self._preemptible(rep, live[jid], wanted.get(jid)):
+                del self._warned[jid]
+            elif self._preempt(rep, live[jid], reason):
+                del self._warned[jid]
                 done += live[jid].gpus
+            # else: the requeue failed (reported); it stays warned, so the next cycle retries the requeue
+            # instead of signalling the job a second time and waiting out another lead
         cover = done + sum(live[j].gpus for j in self._warned)
         for jid, p in wanted.items():
             job = live.get(jid)
@@ -290,9 +297,9 @@ class SlurmActuator:
             f"job {job.job_id} will be {verb} in {self.cfg.warn_lead_s:g} s (SIG{self.cfg.warn_signal} sent to its "
             f"batch script: checkpoint now): {reason}"))
 
-    def _preempt(self, rep: ActionReport, job: SlurmJob, reason: str) -> None:
+    def _preempt(self, rep: ActionReport, job: SlurmJob, reason: str) -> bool:
         self._annotate(rep, job.job_id, reason)
-        self._scontrol(rep, self.cfg.mode, job.job_id)
+        return self._scontrol(rep, self.cfg.mode, job.job_id)
 
     def _annotate(self, rep: ActionReport, jid: str, reason: str) -> bool:
         """Say why in the job's AdminComment; the user's Comment is never touched. An AdminComment someone
@@ -312,15 +319,36 @@ class SlurmActuator:
         return self._scontrol(rep, "update", f"JobId={jid}", f"AdminComment={text[:900]}")
 
     def requeue(self, job_ids: list[str], reason: str) -> ActionReport:
-        """Node failure: every job on the node is requeued, whatever its priority (it is not running anyway)."""
+        """Node failure: every job on the node is requeued, whatever its priority (it is not running anyway).
+        When the requeue fails (reported), the jobs are requeued by the next cycle that can."""
         rep = ActionReport(self.name, self.dry_run)
         if not job_ids:
             return rep
         for jid in job_ids:
             if not self._annotate(rep, jid, reason) and rep.errors and "timed out" in rep.errors[-1]:
                 break  # slurmctld is not answering: do not wait out a timeout per job before the requeue
-        self._scontrol(rep, "requeue", ",".join(job_ids))
+        if not self._scontrol(rep, "requeue", ",".join(job_ids)):
+            self._requeue_retry.update({j: reason for j in job_ids})
         return rep
+
+    def _retry_requeues(self, rep: ActionReport) -> None:
+        """Requeue the failed node's jobs an earlier requeue did not move: those still running or suspended on
+        a node that is still down, drained or not responding. A job requeued by Slurm itself, finished, or on
+        a node that is healthy again (the failure was not one) is dropped. Kept while slurmctld does not answer."""
+        try:
+            live = {j.job_id: j for j in self.jobs(sorted(self._requeue_retry))}
+            healthy = {n.name for n in parse_nodes(self._read("scontrol", "-d", "-o", "show", "nodes")) if n.healthy}
+        except SlurmError as exc:
+            rep.errors.append(f"retry requeue: {exc}")
+            return
+        todo = sorted(j for j in self._requeue_retry if j in live and live[j].state in ("RUNNING", "SUSPENDED")
+                      and not set(expand_hostlist(live[j].nodes)) <= healthy)
+        reasons = dict(self._requeue_retry)
+        self._requeue_retry.clear()
+        if todo:
+            rep.actions.append(f"retry the requeue of {len(todo)} jobs of a failed node")
+            if not self._scontrol(rep, "requeue", ",".join(todo)):
+                self._requeue_retry.update({j: reasons[j] for j in todo})
 
     def release_holds(self) -> ActionReport:
         """Delete this daemon's reservations (jobs in them keep running)."""

@@ -5,10 +5,25 @@
 -- Returns {allowed 0/1, tokens left, retry-after seconds, rate, reason}; numbers as strings
 -- because Redis would truncate Lua floats to integers.
 local lim = redis.call('HMGET', KEYS[1], 'rate', 'burst', 'reason')
-local rate = tonumber(lim[1]) or tonumber(ARGV[2])
-local burst = tonumber(lim[2]) or tonumber(ARGV[3])
+-- a published value that is not a number >= 0 (NaN, negative, garbage) counts as not published; inf is unlimited
+local function usable(x)
+  return x ~= nil and x == x and x >= 0
+end
+local rate = tonumber(lim[1])
+if not usable(rate) then
+  rate = tonumber(ARGV[2])
+end
+local burst = tonumber(lim[2])
+if not usable(burst) then
+  burst = tonumber(ARGV[3])
+end
 local reason = lim[3] or 'default limit'
 local cost = tonumber(ARGV[1])
+-- a bucket must hold at least one request, or a small rate (burst = rate * burst_seconds < cost) would refuse
+-- every request forever while Retry-After promises a time
+if burst < cost then
+  burst = cost
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local b = redis.call('HMGET', KEYS[2], 'tokens', 'ts')
@@ -31,5 +46,10 @@ else
   retry = -1
 end
 redis.call('HSET', KEYS[2], 'tokens', tostring(tokens), 'ts', tostring(now))
-redis.call('PEXPIRE', KEYS[2], math.ceil(burst / math.max(rate, 0.001) * 1000) + 60000)
+-- the state lives as long as a refill from empty takes (at most 30 days; inf / inf is NaN), plus a minute
+local life = burst / math.max(rate, 0.001)
+if life ~= life or life > 2592000 then
+  life = 2592000
+end
+redis.call('PEXPIRE', KEYS[2], math.ceil(life * 1000) + 60000)
 return {allowed, tostring(tokens), tostring(retry), tostring(rate), reason}

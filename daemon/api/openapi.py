@@ -50,7 +50,8 @@ def spec(extra_paths: dict | None = None) -> dict:
                                                                  "default": 100}},
                     {"name": "before", "in": "query", "schema": {"type": "integer", "minimum": 1},
                      "description": "only events with a smaller id (paging)"}],
-            extra={"400": {**_ERR, "description": "bad query parameter; `field` names it"}}),
+            extra={"400": {**_ERR, "description": "bad query parameter; `field` names it"},
+                   "404": {**_ERR, "description": "unknown tenant in `tenant`"}}),
         "/api/v1/openapi.json": _get("This description", obj),
     }
     change_errors = {**_AUTH_ERRORS, "400": {**_ERR, "description": "bad change; `field` names it"}}
@@ -68,6 +69,22 @@ def spec(extra_paths: dict | None = None) -> dict:
                   "requestBody": {"required": True, "content": {"application/json": {"schema": {
                       "$ref": "#/components/schemas/GlobalChange"}}}},
                   "responses": {"200": _json(obj), **change_errors}}}
+    paths["/api/v1/alerts"] = {"post": {
+        "summary": "The Alertmanager webhook (also at /alerts): node-down alerts fail the node over. It takes the "
+                   "webhook token (server.webhook_token_file), not an access token",
+        "security": [{"webhook": []}],
+        "requestBody": {"required": True, "content": {"application/json": {"schema": {
+            "type": "object", "required": ["alerts"], "properties": {"alerts": {"type": "array"}},
+            "description": "Alertmanager webhook payload, version 4"}}}},
+        "responses": {
+            "200": _json({"type": "object", "properties": {"accepted": {"type": "integer"},
+                                                           "actions": {"type": "array"}}}),
+            "400": {**_ERR, "description": "not an Alertmanager payload, or a node name that is not exactly one "
+                                           "known node (nothing is done)"},
+            "401": {**_ERR, "description": "no valid webhook token"},
+            "403": {**_ERR, "description": "webhook disabled: no token configured and no explicit opt-in"},
+            "413": {**_ERR, "description": "body over server.max_body_bytes"},
+            "503": {**_ERR, "description": "the node list is unavailable; not acted on (Alertmanager retries)"}}}}
     paths.update(extra_paths or {})
     nullable_num = {"type": ["number", "null"]}
     return {
@@ -77,6 +94,8 @@ def spec(extra_paths: dict | None = None) -> dict:
         "paths": paths,
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"},
+                                "webhook": {"type": "http", "scheme": "bearer",
+                                            "description": "the webhook token, for /api/v1/alerts only"},
                                 "cookie": {"type": "apiKey", "in": "cookie", "name": "gpuas_token"}},
             "schemas": {
                 "Error": {"type": "object", "required": ["error"],
@@ -96,7 +115,8 @@ def spec(extra_paths: dict | None = None) -> dict:
                     "held": {"type": ["integer", "null"]}, "quota": {"type": ["integer", "null"]},
                     "rate": nullable_num, "throttled": {"type": ["boolean", "null"]}}},
                 "Tenant": {"allOf": [{"$ref": "#/components/schemas/TenantSummary"}, {"type": "object", "properties": {
-                    "pending": nullable_num, "limit": {"$ref": "#/components/schemas/Limit"},
+                    "pending": nullable_num,
+                    "limit": {"anyOf": [{"$ref": "#/components/schemas/Limit"}, {"type": "null"}]},  # null: no plan yet
                     "preemptions": {"type": "array"}, "notifications": {"type": "array"},
                     "recent_events": {"type": "array", "items": {"$ref": "#/components/schemas/Event"}},
                     "queue": {"type": ["object", "null"]}, "forecast": {"type": ["object", "null"]},

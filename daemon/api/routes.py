@@ -64,14 +64,30 @@ def int_param(request: Request, name: str, default: int | None, lo: int, hi: int
     return v
 
 
-async def json_body(request: Request, cap: int = 65536) -> object:
+async def read_capped(request: Request, cap: int) -> bytes | None:
+    """The request body, or None when it is (or its Content-Length says it is) over `cap` bytes; reading
+    stops there, so a huge body is never held."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            if int(declared) > cap:
+                return None
+        except ValueError:
+            return None
     body = bytearray()
     async for chunk in request.stream():
         body.extend(chunk)
         if len(body) > cap:
-            raise BadInput("body", f"over {cap} bytes")
+            return None
+    return bytes(body)
+
+
+async def json_body(request: Request, cap: int = 65536) -> object:
+    body = await read_capped(request, cap)
+    if body is None:
+        raise BadInput("body", f"over {cap} bytes")
     try:
-        return json.loads(bytes(body) or b"null")
+        return json.loads(body or b"null")
     except ValueError as exc:
         raise BadInput("body", f"not JSON: {exc}") from None
 

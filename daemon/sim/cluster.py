@@ -30,6 +30,26 @@ UNHELD = -1
 _COLS = ("j_id", "j_tenant", "j_gpus", "j_state", "j_queued_at", "j_started_at", "j_node", "j_wait")
 
 
+def lexorder(*keys: np.ndarray) -> np.ndarray:
+    """The same permutation as ``np.lexsort(keys)`` (the last key sorts first; ties keep their order), faster:
+    one stable sort per key, from the last-sorting key up, and a radix sort for a key that spans fewer than 2**16
+    integer values (a tier, a tenant, a step number, GPUs on a node)."""
+    order = None
+    for key in keys:
+        k = np.asarray(key)
+        if order is not None:
+            k = k[order]
+        if k.dtype.kind == "b":
+            k = k.view(np.uint8)
+        elif k.dtype.kind in "iu" and k.size:
+            lo = k.min()
+            if int(k.max()) - int(lo) < 1 << 16:
+                k = (k - lo).astype(np.uint16)
+        o = np.argsort(k, kind="stable")
+        order = o if order is None else order[o]
+    return order if order is not None else np.zeros(0, dtype=np.int64)
+
+
 @dataclass
 class StepStats:
     """What one step did; the replay's meter sums these into its report."""
@@ -75,6 +95,7 @@ class SimCluster:
             setattr(self, name, np.full(cap, -1 if name == "j_node" else 0,
                                         dtype=np.int8 if name == "j_state" else np.int64))
         self.size = 0
+        self.n_done = 0  # slots of finished jobs not yet compacted away
         # draining GPUs of preempted jobs: release step, node, GPUs
         self.d_until = np.zeros(0, dtype=np.int64)
         self.d_node = np.zeros(0, dtype=np.int64)
@@ -117,6 +138,7 @@ class SimCluster:
             arr[:k] = arr[keep]
             arr[k: self.size] = -1 if name == "j_node" else 0
         self.size = k
+        self.n_done = 0
 
     @property
     def capacity(self) -> int:
@@ -178,7 +200,7 @@ class SimCluster:
             mine = (h_of_job == r_ten) | ((h_of_job == n) & self.pool_members[r_ten])
             own_node = np.bincount(r_node[mine], weights=r_g[mine], minlength=N)
             cand = np.flatnonzero((holder >= 0) & shrink[np.maximum(holder, 0)])
-            o = np.lexsort((own_node[cand], holder[cand]))
+            o = lexorder(own_node[cand].astype(np.int64), holder[cand])
             cand = cand[o]
             hc = holder[cand]
             first = np.r_[0, np.flatnonzero(np.diff(hc)) + 1]
@@ -203,7 +225,7 @@ class SimCluster:
             uk, inv = np.unique(key, return_inverse=True)
             own = np.bincount(inv, weights=np.concatenate(w))
             ph, pn = uk // N, uk % N
-            o = np.lexsort((-own, ph))
+            o = lexorder(-own.astype(np.int64), ph)
             ph, pn = ph[o], pn[o]
             first = np.r_[0, np.flatnonzero(np.diff(ph)) + 1]
             rank = np.arange(ph.size) - np.repeat(first, np.diff(np.r_[first, ph.size]))
@@ -287,6 +309,10 @@ class SimCluster:
     def step(self, wanted_gpus: np.ndarray) -> StepStats:
         """Advance one step: drains finish, demand is reconciled into jobs, the queue is scheduled."""
         self.step_no += 1
+        # finished jobs are dropped from the table once they are a third of it: every scan of the table per step
+        # then reads about live jobs only (order kept, so nothing else changes)
+        if self.n_done > 512 and 3 * self.n_done > self.size:
+            self._compact()
         # 1. drained GPUs come back (failed nodes' drains were dropped when the node failed)
         if self.d_until.size:
             done = self.d_until <= self.step_no
@@ -338,8 +364,9 @@ class SimCluster:
         if sel.size == 0:
             return
         queued = self.j_state[sel] == QUEUED
-        key = np.where(queued, -self.j_queued_at[sel].astype(float), 1e12 + self.j_started_at[sel])
-        order = np.lexsort((key, self.j_tenant[sel]))
+        # queued (newest first) before running (oldest first); both are step numbers, so the key stays small
+        key = np.where(queued, -self.j_queued_at[sel], self.step_no + 1 + self.j_started_at[sel])
+        order = lexorder(key, self.j_tenant[sel])
         sel = sel[order]
         ten = self.j_tenant[sel]
         first = np.r_[0, np.flatnonzero(np.diff(ten)) + 1]
@@ -355,6 +382,7 @@ class SimCluster:
             np.add.at(self.node_free, nodes[ok], self.j_gpus[r][ok])
         self.j_node[gone] = -1
         self.j_state[gone] = DONE
+        self.n_done += int(gone.size)
 
     def _note_starvation(self, pos: np.ndarray, waited: np.ndarray) -> None:
         prio = self.prio_of_tenant[self.j_tenant[pos]]
@@ -390,7 +418,7 @@ class SimCluster:
         # class 0 first: high, then normal and aged low work, then low
         cls = np.where(prio == PRIORITY["high"], 0,
                        np.where((prio == PRIORITY["normal"]) | (wait >= self.max_wait_steps), 1, 2))
-        order = np.lexsort((self.j_queued_at[q], cls))
+        order = lexorder(self.j_queued_at[q], cls)
         q, ten, prio, cls = q[order], ten[order], prio[order], cls[order]
         gpus = self.j_gpus[q]
         node_of = np.full(q.size, -1, dtype=np.int64)
@@ -402,7 +430,7 @@ class SimCluster:
         hn = np.flatnonzero(held_free & (holder < n))
         if hn.size:
             hh = holder[hn]
-            o = np.lexsort((free[hn], hh))
+            o = lexorder(free[hn], hh)
             hn, hh = hn[o], hh[o]
             slots = free[hn] // self.job_size[hh]
             cum = np.cumsum(slots)
@@ -480,7 +508,7 @@ class SimCluster:
                 if not ok.any():
                     continue
                 cand = nodes[ok]
-                o = np.argsort(f[ok], kind="stable")
+                o = lexorder(f[ok])
                 cand, slots = cand[o], slots[ok][o]
                 cum = np.cumsum(slots)
                 k = min(jobs.size, int(cum[-1]))

@@ -17,6 +17,7 @@ Pareto frontiers (utilization against high-tier unmet demand), with every tier m
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -61,6 +62,7 @@ class Meter:
     requests: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
     step_min: float = 1.0
     wall_s: float = 0.0
+    cpu_s: float = 0.0                                         # CPU of its process meanwhile (forecast thread too)
 
     @property
     def label(self) -> str:
@@ -98,6 +100,7 @@ class Meter:
             "decision_ms_mean": float(np.mean(self.decision_s) * 1000) if self.decision_s else 0.0,
             "decision_ms_p99": float(np.percentile(self.decision_s, 99) * 1000) if self.decision_s else 0.0,
             "wall_s": float(self.wall_s),
+            "cpu_s": float(self.cpu_s),
         }
 
 
@@ -113,21 +116,64 @@ def static_plan(state: ClusterState, cfg: Config) -> Plan:
 
 class ForecastBank:
     """Forecasts of one model on one trace, made every `every` steps and kept, so every setting of a sweep
-    reuses them (the horizon is shifted in between, as the daemon's last forecast ages between cycles)."""
+    reuses them (the horizon is shifted in between, as the daemon's last forecast ages between cycles).
 
-    def __init__(self, model: Forecaster, demand: pd.DataFrame, every: int, horizon: int, history: int) -> None:
+    With ``keep=False`` only the newest forecast is kept (one setting: at 1,000 tenants a week of kept
+    forecasts would be 3 GB). With ``prefetch`` the next forecast (the next `every` steps, up to `stop`) is made
+    in a background thread while the simulator runs the steps in between; forecasts are made in the same
+    order either way and depend only on the trace, so the results are the same."""
+
+    def __init__(self, model: Forecaster, demand: pd.DataFrame, every: int, horizon: int, history: int, *,
+                 keep: bool = True, prefetch: bool = False, stop: int | None = None) -> None:
         self.model, self.demand, self.every, self.horizon, self.history = model, demand, max(1, every), horizon, history
+        self.keep, self.stop = keep, len(demand) if stop is None else stop
         self.made: dict[int, Forecast] = {}
         self.seconds = 0.0
+        self._pool = None
+        self._next: tuple[int, object] | None = None  # (base, future) being made in the background
+        if prefetch:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="forecast-prefetch")
+
+    def _make(self, base: int) -> Forecast:
+        t0 = time.perf_counter()
+        fc = self.model.predict(self.demand.iloc[max(0, base + 1 - self.history): base + 1], self.horizon)
+        self.seconds += time.perf_counter() - t0
+        return fc
+
+    def _forecast(self, base: int) -> Forecast:
+        fc = self.made.get(base)
+        if fc is not None:
+            return fc
+        if self._next is not None and self._next[0] == base:
+            fc = self._next[1].result()
+        else:
+            if self._next is not None:  # asked out of order: let the one in flight finish first
+                other, fut = self._next
+                if self.keep:
+                    self.made[other] = fut.result()
+                else:
+                    fut.result()
+            fc = self._make(base)
+        self._next = None
+        if not self.keep:
+            self.made.clear()
+        self.made[base] = fc
+        nxt = base + self.every
+        if self._pool is not None and nxt < self.stop and nxt not in self.made:
+            self._next = (nxt, self._pool.submit(self._make, nxt))
+        return fc
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        self._next = None
 
     def at(self, k: int) -> Forecast:
         base = k - k % self.every
-        fc = self.made.get(base)
-        if fc is None:
-            t0 = time.perf_counter()
-            fc = self.model.predict(self.demand.iloc[max(0, base + 1 - self.history): base + 1], self.horizon)
-            self.seconds += time.perf_counter() - t0
-            self.made[base] = fc
+        fc = self._forecast(base)
         s = k - base
         if s == 0:
             return fc
@@ -159,7 +205,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
     if name == "predictive" and bank is None:
         raise ValueError("the predictive strategy needs a forecast bank (a model)")
     knobs = dict(knobs or {})
-    t_start = time.perf_counter()
+    t_start, cpu_start = time.perf_counter(), time.process_time()
     demand = w.demand.to_numpy(dtype=float)
     step_s = int((w.demand.index[1] - w.demand.index[0]).total_seconds())
     cfg = per_step_config(cfg, step_s)
@@ -249,6 +295,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
         res.preempted_idle = float(c.preempted_idle - idle0)
         res.preempted_retaken = int(c.preempted_retaken - ret0)
     res.wall_s = time.perf_counter() - t_start
+    res.cpu_s = time.process_time() - cpu_start
     return res
 
 
@@ -264,26 +311,85 @@ def default_sweep(strategies=STRATEGIES) -> list[tuple[str, dict]]:
     return [(s, k) for s in strategies for k in grid[s]]
 
 
+def _groups(runs: list[tuple[str, dict]]) -> list[list[int]]:
+    """Settings that run together in one process: every predictive setting shares one forecast bank, so they
+    form one group (run first: forecasting makes it the longest); every other setting is a group of its own."""
+    pred = [i for i, (s, _) in enumerate(runs) if s == "predictive"]
+    return ([pred] if pred else []) + [[i] for i, (s, _) in enumerate(runs) if s != "predictive"]
+
+
+def _bank(model: Forecaster, w: Workload, cfg: Config, runs: list[tuple[str, dict]], every: int,
+          steps: int) -> ForecastBank:
+    """One bank for the predictive settings of `runs`: kept whole only when several settings reuse it."""
+    n = sum(s == "predictive" for s, _ in runs)
+    return ForecastBank(model, w.demand, every, cfg.cycle.horizon_steps, cfg.cycle.history_steps, keep=n > 1,
+                        prefetch=True, stop=w.start + steps)
+
+
+_JOB: dict = {}  # what a worker process needs, inherited through fork (a DataFrame and a model are not re-pickled)
+
+
+def _run_group(group: list[int]) -> list[tuple[int, Meter]]:
+    import torch
+
+    torch.set_num_threads(1)  # one process per core: intra-op threads would only wait on each other
+    j = _JOB
+    runs = [j["runs"][i] for i in group]
+    bank = _bank(j["model"], j["w"], j["cfg"], runs, j["forecast_every"], j["steps"]) \
+        if any(s == "predictive" for s, _ in runs) else None
+    try:
+        return [(i, run_strategy(s, j["w"], j["cfg"], bank if s == "predictive" else None, steps=j["steps"],
+                                 knobs=knobs, check_invariants=j["check_invariants"]))
+                for i, (s, knobs) in zip(group, runs)]
+    finally:
+        if bank is not None:
+            bank.close()
+
+
 def run_replay(w: Workload, cfg: Config, model: Forecaster | None, *, steps: int, strategies=STRATEGIES,
                settings: list[tuple[str, dict]] | None = None, forecast_every: int = 1, progress: bool = False,
-               check_invariants: bool = False) -> list[Meter]:
-    """Run each (strategy, knobs) setting; with no `settings`, each strategy once at the configured policy."""
-    runs = settings if settings is not None else [(s, {}) for s in strategies]
-    bank = None
-    if model is not None and any(s == "predictive" for s, _ in runs):
-        bank = ForecastBank(model, w.demand, forecast_every, cfg.cycle.horizon_steps, cfg.cycle.history_steps)
-    out = []
-    for s, knobs in runs:
-        if s == "predictive" and bank is None:
-            continue
-        bar = None
-        if progress:
-            from tqdm import tqdm
+               check_invariants: bool = False, workers: int = 1) -> list[Meter]:
+    """Run each (strategy, knobs) setting; with no `settings`, each strategy once at the configured policy.
 
-            bar = tqdm(total=steps, desc=f"{w.name}/{s}{knobs or ''}", leave=False, disable=None)
-        out.append(run_strategy(s, w, cfg, bank if s == "predictive" else None, steps=steps, knobs=knobs,
-                                progress=(lambda _i, b=bar: b.update(1)) if bar else None,
-                                check_invariants=check_invariants))
-        if bar:
-            bar.close()
+    ``workers > 1`` runs the settings in that many forked processes (each with one torch thread); every
+    setting is computed exactly as in one process, so the meters are the same, only the wall time changes."""
+    runs = settings if settings is not None else [(s, {}) for s in strategies]
+    if model is None:
+        runs = [(s, k) for s, k in runs if s != "predictive"]
+    if workers > 1 and len(runs) > 1:
+        import multiprocessing as mp
+
+        _JOB.update(w=w, cfg=cfg, model=model, steps=steps, runs=runs, forecast_every=forecast_every,
+                    check_invariants=check_invariants)
+        done: dict[int, Meter] = {}
+        try:
+            with mp.get_context("fork").Pool(min(workers, len(runs))) as pool:
+                for part in pool.imap_unordered(_run_group, _groups(runs)):
+                    for i, m in part:
+                        done[i] = m
+                        if progress:
+                            print(f"{w.name}/{m.label}: {m.wall_s:.0f} s wall, {m.cpu_s:.0f} s CPU", file=sys.stderr,
+                                  flush=True)
+                pool.close()
+                pool.join()  # reaped, so their CPU time shows in getrusage(RUSAGE_CHILDREN)
+        finally:
+            _JOB.clear()
+        return [done[i] for i in range(len(runs))]
+    bank = _bank(model, w, cfg, runs, forecast_every, steps) if any(s == "predictive" for s, _ in runs) else None
+    out = []
+    try:
+        for s, knobs in runs:
+            bar = None
+            if progress:
+                from tqdm import tqdm
+
+                bar = tqdm(total=steps, desc=f"{w.name}/{s}{knobs or ''}", leave=False, disable=None)
+            out.append(run_strategy(s, w, cfg, bank if s == "predictive" else None, steps=steps, knobs=knobs,
+                                    progress=(lambda _i, b=bar: b.update(1)) if bar else None,
+                                    check_invariants=check_invariants))
+            if bar:
+                bar.close()
+    finally:
+        if bank is not None:
+            bank.close()
     return out

@@ -18,7 +18,7 @@ from starlette.templating import Jinja2Templates
 
 from daemon.api import views
 from daemon.api.auth import COOKIE, Principal
-from daemon.api.routes import KIND_RE, TENANT_RE, AccessHolder
+from daemon.api.routes import KIND_RE, TENANT_RE, AccessHolder, BadInput, int_param, read_capped
 from daemon.overrides import BadChange
 from daemon.ui.charts import Band, Chart, Line, forecast_x, series_x
 
@@ -31,6 +31,15 @@ HEADERS = {
     "X-Frame-Options": "DENY", "Referrer-Policy": "same-origin", "Cache-Control": "no-store",
     "X-Content-Type-Options": "nosniff",
 }
+
+
+FORM_CAP = 8192  # bytes of a console form; a longer body is refused unread (413)
+
+
+async def read_form(request: Request) -> dict[str, list[str]] | None:
+    """The console form sent with `request`, or None when its body is over FORM_CAP."""
+    body = await read_capped(request, FORM_CAP)
+    return None if body is None else parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
 
 
 def pct(x) -> str:
@@ -171,8 +180,9 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
         nxt = request.query_params.get("next", "/ui/")
         if request.method == "GET":
             return page(request, "login.html", who=None, title="Sign in", next=nxt)
-        body = await request.body()
-        form = parse_qs(body[:8192].decode("utf-8", "replace"))
+        form = await read_form(request)
+        if form is None:
+            return problem(request, None, 413, "Form too large", f"A sign-in form is at most {FORM_CAP} bytes.")
         nxt = (form.get("next") or ["/ui/"])[0]
         if not nxt.startswith("/ui/") or nxt.startswith("//"):
             nxt = "/ui/"
@@ -226,7 +236,9 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
         p = operator_form(request)
         if isinstance(p, Response):
             return p
-        form = parse_qs((await request.body())[:8192].decode("utf-8", "replace"), keep_blank_values=True)
+        form = await read_form(request)
+        if form is None:
+            return problem(request, p, 413, "Form too large", f"A console form is at most {FORM_CAP} bytes.")
         paused = bool((form.get("preemption_paused") or [""])[0])
         daemon.runtime.overrides.change_global(p.name, {"preemption_paused": paused})
         return RedirectResponse("/ui/?saved=1", status_code=303, headers=HEADERS)
@@ -239,7 +251,9 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
         bad = check_tenant(request, p, name)
         if bad is not None:
             return bad
-        form = parse_qs((await request.body())[:8192].decode("utf-8", "replace"), keep_blank_values=True)
+        form = await read_form(request)
+        if form is None:
+            return problem(request, p, 413, "Form too large", f"A console form is at most {FORM_CAP} bytes.")
         change: dict = {}
         try:
             change["tier"] = (form.get("tier") or [""])[0] or None
@@ -262,8 +276,10 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
         kind = request.query_params.get("kind") or None
         if kind is not None and not KIND_RE.match(kind):
             return problem(request, p, 400, "Bad filter", f"kind: not an event kind: {kind[:40]!r}")
-        raw = request.query_params.get("before")
-        before = int(raw) if raw and raw.isdigit() else None
+        try:
+            before = int_param(request, "before", None, 1, 2**62)  # the same bounds as /api/v1/events
+        except BadInput as exc:
+            return problem(request, p, 400, "Bad filter", str(exc))
         store = daemon.runtime.store
         rows = store.recent_events(100, kind, None if p.operator else p.tenant, before) if store else []
         older = rows[-1]["id"] if len(rows) == 100 else None
