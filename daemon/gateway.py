@@ -125,6 +125,18 @@ class GatewayRedis(_Strict):
     prefix: str = "gpuas"
 
 
+def _http_url(v: str | None) -> str | None:
+    """An upstream must be an http(s) URL with a host; anything else would be a 502 on every request."""
+    if v is not None:
+        try:
+            url = httpx.URL(v)
+        except httpx.InvalidURL:
+            url = None
+        if url is None or url.scheme not in ("http", "https") or not url.host:
+            raise ValueError(f"{v!r} is not an http(s) URL")
+    return v
+
+
 class DegradeConfig(_Strict):
     """What an over-limit request gets instead of a bare 429. Off by default."""
 
@@ -132,6 +144,11 @@ class DegradeConfig(_Strict):
     cache_ttl_s: float = Field(300.0, gt=0, description="how long a response stays usable as a fallback")
     cache_max_bytes: int = Field(1_048_576, gt=0, description="larger responses (or request bodies) are not cached")
     cheaper_upstream: str | None = Field(None, description="route over-limit requests here (URL) when no cached answer")
+
+    @field_validator("cheaper_upstream")
+    @classmethod
+    def _cheaper_url(cls, v: str | None) -> str | None:
+        return _http_url(v)
 
     @property
     def enabled(self) -> bool:
@@ -150,6 +167,11 @@ class GatewayConfig(_Strict):
     fail_open: bool = Field(True, description="let requests through (marked) when Redis is down")
     upstream: str | None = Field(None, description="stand-alone gateway: where allowed requests go")
     degrade: DegradeConfig = Field(default_factory=DegradeConfig)
+
+    @field_validator("upstream")
+    @classmethod
+    def _upstream_url(cls, v: str | None) -> str | None:
+        return _http_url(v)
 
     @field_validator("trusted_proxies")
     @classmethod

@@ -705,3 +705,12 @@ def test_a_trusted_proxy_may_pass_the_clients_own_authorization_header_on(r, red
     assert keyed.status_code == 200 and keyed.json()["tenant"] == "b"
     [outside] = calls(app, [jwt], client=("10.2.0.1", 5000))
     assert outside.status_code == 401 and "unknown API key" in outside.json()["error"]
+
+
+def test_an_upstream_that_is_not_an_http_url_is_a_config_error():
+    """`upstream = "localhost:8000"` (no scheme) was accepted and every request became a 502 at run time."""
+    for key, where in (({"upstream": "localhost:8000"}, "upstream"), ({"upstream": "http://"}, "upstream"),
+                       ({"degrade": {"cheaper_upstream": "ftp://small"}}, "degrade.cheaper_upstream")):
+        with pytest.raises(GatewayConfigError, match=rf"{where}: .*http\(s\) URL"):
+            parse_gateway_config(key)
+    assert parse_gateway_config({"upstream": "https://model:8443/base"}).upstream == "https://model:8443/base"

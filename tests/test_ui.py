@@ -342,3 +342,24 @@ def test_bad_paging_is_a_400_and_an_oversized_login_form_a_413(ui):
     big = httpx.post(f"{base}/ui/login", content=b"token=x&next=/ui/&pad=" + b"a" * 100_000,
                      headers={"content-type": "application/x-www-form-urlencoded"})
     assert big.status_code == 413 and "set-cookie" not in big.headers
+
+
+def test_cluster_page_with_a_plan_from_before_the_levels_shrank(tmp_path):
+    """The plan in force (restored at start, or kept across a SIGHUP that removed rate levels) may name a level
+    the config no longer has; the cluster page was a 500 (IndexError) until the next cycle."""
+    from daemon.runtime import build_runtime
+    from daemon.service import Daemon
+    from tests.test_api import _plan, api_cfg
+
+    port = free_port()
+    d = Daemon(build_runtime(api_cfg(tmp_path, port, ratelimits={"levels": [{"load": 0.0, "high": 100, "normal": 10,
+                                                                              "low": 5}]})))
+    d.runtime.runner.last_plan = _plan(2, {"a": 8})   # level 2 of the three levels it was made with
+    d._start_http()
+    try:
+        r = httpx.get(f"http://127.0.0.1:{port}/ui/", headers={"Authorization": f"Bearer {OP}"})
+        assert r.status_code == 200, r.text[-300:]
+        assert httpx.get(f"http://127.0.0.1:{port}/api/v1/plan", headers={"Authorization": f"Bearer {OP}"}).json()[
+            "rate_level"] == 2
+    finally:
+        d.stop()
