@@ -21,7 +21,9 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,10 +32,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from daemon.config import Config  # noqa: E402
-from daemon.retrain import default_data_dir  # noqa: E402
+from daemon.retrain import default_data_dir, retrain_on  # noqa: E402
 from daemon.sim import report, workloads  # noqa: E402
 from daemon.sim.replay import STRATEGIES, default_sweep, run_replay  # noqa: E402
 from forecaster.registry import load_current  # noqa: E402
+from forecaster.selection import resolve  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,13 +50,28 @@ def cpu_seconds() -> float:
 def load(case: str, days: float, data: Path, scale_days: float = 7.0):
     if case == "synthetic":
         return workloads.synthetic(40, 1024, days, seed=7, target_load=1.0), 1
-    if case == "helios":
-        return workloads.helios(data, days=days), 1
+    if case == "helios":  # a week of the trace before the measured window to fit the forecaster on
+        return workloads.helios(data, days=days, history_days=7), 1
     if case == "alibaba":
-        return workloads.alibaba(data, days=days), 1
+        return workloads.alibaba(data, days=days, history_days=5), 1
     if case == "scale":
         return workloads.synthetic(1000, 100_000, scale_days, seed=8, target_load=1.0), 5
     raise SystemExit(f"unknown case {case}")
+
+
+def fit_forecaster(w, cfg: Config, shipped: Path, epochs: int):
+    """The forecaster for one trace, chosen on that trace's own history before the measured window, as
+    `gpu-autoscaler retrain` chooses: an LSTM trained on that history, the best baseline, or the shipped model
+    (trained on the simulator), whichever scores best on the held-out end of that history. Returns the model
+    and the in-use entry that says which it is and why."""
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp) / "models"
+        shutil.copytree(shipped, d)
+        out = retrain_on(w.demand.iloc[: w.start], cfg, model_dir=d, step_s=60, epochs=epochs, progress=False,
+                         with_ets=False, scored_on=f"trace:{w.name}, {w.start} steps before the window")
+        entry = out.in_use or {}
+        model = resolve(entry, d, tuple(cfg.forecaster.quantiles)) if entry else load_current(shipped)
+    return model, entry
 
 
 def main() -> int:
@@ -67,6 +85,9 @@ def main() -> int:
     ap.add_argument("--model-dir", type=Path, default=ROOT / "models")
     ap.add_argument("--workers", type=int, default=2,
                     help="processes the settings run in (one torch thread each; same results as 1)")
+    ap.add_argument("--fit-epochs", type=int, default=4, help="epochs of the LSTM fitted on each trace's history")
+    ap.add_argument("--shipped-model", action="store_true", help="forecast every trace with the shipped model "
+                    "instead of the one chosen on the trace's own history")
     a = ap.parse_args()
     # one torch thread per process: on 2 shared cores, 2 intra-op threads mostly wait on each other
     # (an LSTM forecast for 1,000 tenants: 44-69 ms median with 1 thread, 147-426 ms with 2, same output)
@@ -84,22 +105,30 @@ def main() -> int:
         except OSError:
             pass
         steps = min(int((a.scale_days if case == "scale" else a.days) * 1440), len(w.demand) - w.start - 1)
+        chosen, fit_s = {"name": model.name, "why": "the shipped model (--shipped-model, or the scale case)"}, 0.0
+        case_model = model
+        if case != "scale" and not a.shipped_model:
+            t1 = time.perf_counter()
+            case_model, chosen = fit_forecaster(w, cfg, a.model_dir, a.fit_epochs)
+            fit_s = time.perf_counter() - t1
+            print(f"{case}: forecaster {chosen.get('name', case_model.name)}: {chosen.get('why', '')} ({fit_s:.0f} s)")
         settings = [(s, {}) for s in STRATEGIES] if case == "scale" else default_sweep()
         load0 = os.getloadavg()[0]
         cpu0 = cpu_seconds()
-        runs = run_replay(w, cfg, model, steps=steps, settings=settings, forecast_every=every, progress=True,
+        runs = run_replay(w, cfg, case_model, steps=steps, settings=settings, forecast_every=every, progress=True,
                           workers=a.workers)
-        seconds = time.perf_counter() - t0
+        seconds = time.perf_counter() - t0 - fit_s  # the replay itself; fitting the forecaster is apart
         cpu = cpu_seconds() - cpu0
         meta = {"case": case, "workload": w.name, "tenants": len(w.tiers), "capacity": w.capacity,
-                "gpus_per_node": w.gpus_per_node, "steps": steps, "forecaster": model.name,
+                "gpus_per_node": w.gpus_per_node, "steps": steps, "forecaster": case_model.name,
+                "forecaster_choice": chosen, "forecaster_fit_seconds": fit_s,
                 "forecast_every": every, "wall_seconds": seconds, "replay_cpu_seconds": cpu, "workers": a.workers,
                 "cpus": os.cpu_count(),
                 "loadavg_1m_start": load0, "loadavg_1m_end": os.getloadavg()[0],
                 "tiers": {t: int(sum(x == t for x in w.tiers)) for t in ("high", "normal", "low")}}
         out = report.to_json(runs, meta, a.out / f"replay_{case}.json", min_util=0.85 if case == "synthetic" else None)
         title = (f"{w.name}: {len(w.tiers)} tenants, {w.capacity} GPUs on {w.gpus_per_node}-GPU nodes, "
-                 f"{steps / 1440:.1f} days, forecaster {model.name}")
+                 f"{steps / 1440:.1f} days, forecaster {case_model.name}")
         report.pareto_figure(runs, a.figures / f"replay_{case}.png", title)
         summary[case] = out
         print(f"\n== {case}: {title} ({seconds:.0f} s wall with {a.workers} worker processes, replay CPU "

@@ -15,6 +15,7 @@ from daemon.config import Tier
 
 PRIORITY = {"low": 0, "normal": 1, "high": 2}
 PRIORITY_NAME = {v: k for k, v in PRIORITY.items()}
+UNHELD, HELD_BY_POOL = -1, -2   # Nodes.held_by: no hold; the high tier's pooled hold (any pooled tenant)
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class Nodes:
     gpus: np.ndarray         # int healthy GPUs per node (0 = down)
     free: np.ndarray         # int GPUs free now
     draining: np.ndarray     # int GPUs released by earlier preemptions, free once they drain
-    held_by: np.ndarray      # int tenant index holding the node (reservation), -1 = none
+    held_by: np.ndarray      # int tenant index holding the node (reservation), -1 = none, -2 = the tier's pool
 
     def __len__(self) -> int:
         return int(self.names.shape[0])

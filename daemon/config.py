@@ -74,6 +74,11 @@ class PolicyConfig(_Strict):
     min_preempt_gpus: int = Field(1, ge=1, description="deficits smaller than this are not worth a preemption")
     preempt_min_runtime_s: float = Field(0.0, ge=0, description="a job younger than this is never preempted "
                                          "(like Slurm's PreemptExemptTime); the Slurm actuator re-checks it")
+    preempt_quantile: float | None = Field(None, gt=0, lt=1, description="forecast quantile jobs are preempted for "
+                                           "within preempt_lead_steps; none: `quantile`, as the hold. Lower: the "
+                                           "hold covers the high quantile, preemption only the likely demand")
+    pool_high_tier: bool = Field(True, description="hold the high tier's reservations as one pool that any high-tier "
+                                 "tenant may use (one Slurm reservation for all their accounts), not one hold each")
 
 
 class RateLevel(_Strict):

@@ -17,11 +17,11 @@ TENANTS = [TenantConfig(name="team-high", tier="high", slurm_account="acct-high"
            TenantConfig(name="team-low", tier="low", slurm_account="acct-low")]
 
 
-def plan(reserve=0, *pre, other=0):
+def plan(reserve=0, *pre, other=0, pooled=()):
     res = {t: g for t, g in (("team-high", reserve), ("team-high2", other)) if g}
     return Plan(at="2026-01-01T00:00:00+00:00", capacity=12, load=1.0, high_pool=2,
                 reservations=res, quotas={}, limits={}, preemptions=tuple(pre),
-                notifications=(), stale=False, forecast_model="x", notes=(), memory=PolicyMemory())
+                notifications=(), stale=False, forecast_model="x", notes=(), memory=PolicyMemory(), pooled=pooled)
 
 
 # ---- pure parts -------------------------------------------------------------------------------
@@ -53,6 +53,26 @@ def test_node_choice_whole_nodes_prefers_current_then_useful():
     assert h.choose(nodes, jobs, ("a",), 4, ("acct-high",), {}, set(), keep=False) == ["a"]
     # keep=True (inside the shrink delay): every current node stays
     assert h.choose(nodes, jobs, ("a", "b"), 1, ("acct-high",), {}, set(), keep=True) == ["a", "b"]
+
+
+def test_node_choice_prefers_nodes_without_work_that_cannot_be_preempted():
+    h = SlurmHolds(read=None, scontrol=None, accounts={"h": "acct-high", "n": "acct-norm", "l": "acct-low"},
+                   tier_of={"h": "high", "n": "normal", "l": "low"}, tiers=["high"], prefix="gpuas-hold",
+                   shrink_delay_s=0.0)
+    # a: a normal job on 2 GPUs, 2 free; b: low jobs on all 4 GPUs. b is taken: its low jobs can be preempted
+    # (or end while the hold keeps new work off), while a stays split until the normal job ends by itself
+    nodes = [Node("a", "MIXED", 4, 2), Node("b", "ALLOCATED", 4, 4)]
+    jobs = [RunningJob("1", "acct-norm", ("a",), 2, "", True), RunningJob("2", "acct-low", ("b",), 4, "", True)]
+    assert h.choose(nodes, jobs, (), 4, ("acct-high",), {}, set(), keep=False) == ["b"]
+
+
+def test_pooled_tenants_want_one_hold_with_every_account():
+    h = SlurmHolds(read=None, scontrol=None, accounts={t.name: t.slurm_account for t in TENANTS},
+                   tier_of={t.name: t.tier for t in TENANTS}, tiers=["high"], prefix="gpuas-hold", shrink_delay_s=0.0)
+    w = h.wanted(plan(3, other=5, pooled=("team-high", "team-high2")))
+    assert w == {"gpuas-hold-team-high": (0, ("acct-high",)), "gpuas-hold-team-high2": (0, ("acct-high2",)),
+                 "gpuas-hold-pool": (8, ("acct-high", "acct-high2"))}
+    assert h.wanted(plan(3))["gpuas-hold-pool"] == (0, ())
 
 
 # ---- real slurmctld ---------------------------------------------------------------------------
@@ -222,3 +242,27 @@ def test_a_timed_out_create_is_reported_and_no_hold_outlives_the_plan(slurm, ful
     assert rep.ok and not any("create" in x for x in rep.actions), rep.actions
     rep = a.apply(plan(0))                                   # the plan no longer asks: it goes
     assert rep.ok and our_res(slurm) == []
+
+
+@pytest.mark.services
+def test_a_pooled_hold_is_one_reservation_any_pooled_account_starts_in(slurm, full):
+    a = actuator(slurm)
+    assert a.apply(plan(3, other=1)).ok                      # one hold each first: two reservations
+    assert {r.name for r in our_res(slurm)} == {"gpuas-hold-team-high", "gpuas-hold-team-high2"}
+    rep = a.apply(plan(4, pooled=("team-high", "team-high2")))  # pooled: 4 GPUs for the tier, team-high2 idle
+    assert rep.ok, rep.errors
+    (res,) = our_res(slurm)                                   # the per-tenant holds went (no delay here)
+    assert res.name == "gpuas-hold-pool" and len(res.nodes) == 1
+    assert res.accounts == ("acct-high", "acct-high2") and {"IGNORE_JOBS", "MAGNETIC"} <= res.flags
+    held = res.nodes[0]
+    on_held = [k for k, v in jobs(slurm).items() if v[1] == held]
+    for k in on_held:                                         # the low jobs there end (as a preemption would)
+        sh(slurm, "scontrol", "requeue", k)
+    high2 = sbatch(slurm, "high", "acct-high2", gpus=4)       # the tenant the GPUs were not forecast for
+    wait_for(lambda: jobs(slurm)[high2][0] == "RUNNING", what="team-high2 job in the pool", timeout=30)
+    j = jobs(slurm)
+    assert j[high2][1] == held and j[high2][2] == "gpuas-hold-pool"
+    assert not any(v[:2] == ("RUNNING", held) for k, v in j.items() if k != high2)   # no low job went back
+    assert a.apply(plan(4, pooled=("team-high", "team-high2"))).actions == []        # stable
+    assert a.apply(plan(0, pooled=("team-high", "team-high2"))).ok                   # nothing wanted: it goes
+    assert our_res(slurm) == [] and jobs(slurm)[high2][0] == "RUNNING"

@@ -9,6 +9,10 @@ so the daemon decides which:
     scontrol create reservation ReservationName=gpuas-hold-<tenant> StartTime=now Duration=UNLIMITED
         Accounts=<tenant's account> Nodes=n1,n2 Flags=IGNORE_JOBS,MAGNETIC
 
+A plan that pools tenants (``Plan.pooled``: the high tier's holds as one pool) gets one reservation for all of
+them, ``<prefix>-pool`` with ``Accounts=<a>,<b>,...`` and the sum of their GPUs, so any pooled tenant's job may
+start on any of its nodes; their own per-tenant holds are then released.
+
 - ``IGNORE_JOBS``: the nodes can be reserved while jobs run on them; those jobs keep running.
 - ``MAGNETIC``: jobs of the tenant's account use the reservation without asking for it.
 - Jobs of other accounts cannot start on reserved nodes, so GPUs freed by a preemption are
@@ -134,7 +138,8 @@ class RunningJob:
 
 class SlurmHolds:
     """Keeps one reservation per held tenant, ``<prefix>-<tenant>``, matched to the plan; see the module
-    docstring. Per tenant, in whole nodes, only that tenant's account admitted: what the simulator holds."""
+    docstring. Per tenant, in whole nodes, only that tenant's account admitted, or one pool with every pooled
+    tenant's account: what the simulator holds."""
 
     def __init__(self, *, read: Callable[..., str], scontrol: Callable[..., bool], accounts: dict[str, str],
                  tier_of: dict[str, str], tiers: list[str], prefix: str, shrink_delay_s: float,
@@ -153,11 +158,28 @@ class SlurmHolds:
     def hold_name(self, tenant: str) -> str:
         return f"{self.prefix}-" + re.sub(r"[^A-Za-z0-9_.-]", "_", tenant)
 
-    def wanted(self, plan: Plan) -> dict[str, tuple[int, str]]:
-        """hold name -> (GPUs the plan reserves, the tenant's account), for every configured tenant of the
-        hold tiers (0 GPUs: no hold wanted)."""
-        return {self.hold_name(t): (int(plan.reservations.get(t, 0)), self.account_of[t])
-                for t, tier in sorted(self.tier_of.items()) if tier in self.tiers}
+    @property
+    def pool_name(self) -> str:
+        return f"{self.prefix}-pool"
+
+    def wanted(self, plan: Plan) -> dict[str, tuple[int, tuple[str, ...]]]:
+        """hold name -> (GPUs the plan reserves, the accounts admitted), for every configured tenant of the
+        hold tiers and for the pool (0 GPUs: no hold wanted). A pooled tenant holds nothing of its own: its GPUs
+        are in the pool's."""
+        pooled = set(plan.pooled)
+        out: dict[str, tuple[int, tuple[str, ...]]] = {}
+        pool_gpus, pool_accounts = 0, set()
+        for t, tier in sorted(self.tier_of.items()):
+            if tier not in self.tiers:
+                continue
+            gpus = int(plan.reservations.get(t, 0))
+            if t in pooled:
+                pool_gpus += gpus
+                pool_accounts.add(self.account_of[t])
+                gpus = 0
+            out[self.hold_name(t)] = (gpus, (self.account_of[t],))
+        out[self.pool_name] = (pool_gpus, tuple(sorted(pool_accounts)))
+        return out
 
     def ours(self, all_res: list[Reservation]) -> list[Reservation]:
         return [r for r in all_res if r.name == self.prefix or r.name.startswith(self.prefix + "-")]
@@ -165,16 +187,24 @@ class SlurmHolds:
     def choose(self, nodes: list[Node], jobs: list[RunningJob], current: tuple[str, ...], gpus: int,
                accounts: tuple[str, ...], freed: dict[str, int], others: set[str], keep: bool) -> list[str]:
         """Whole nodes covering `gpus`: the current ones first (no churn; all of them when `keep`), then
-        where the held accounts already run, GPUs are free or the plan's preemptions free them. Never a
-        node in someone else's reservation, never a down or drained one."""
+        nodes that can be cleared (no job there of another account that cannot be preempted: as the hold
+        stops new starts they empty, and the rest can be preempted), then those with the least such work;
+        among equals, where the held accounts already run, GPUs are free or the plan's preemptions free them.
+        Never a node in someone else's reservation, never a down or drained one."""
+        preemptible = {self.account_of[t] for t, tier in self.tier_of.items() if tier == "low"}
         held_here: dict[str, int] = {}
+        firm: dict[str, int] = {}  # GPUs of other accounts' jobs that cannot be preempted, per node
         for j in jobs:
-            if j.running and j.account in accounts:
-                for n in j.nodes:
+            if not j.running:
+                continue
+            for n in j.nodes:
+                if j.account in accounts:
                     held_here[n] = held_here.get(n, 0) + j.gpus
+                elif j.account not in preemptible:
+                    firm[n] = firm.get(n, 0) + j.gpus
         usable = [n for n in nodes if n.healthy and n.gpus > 0 and n.name not in others]
         score = {n.name: held_here.get(n.name, 0) + (n.gpus - n.gpus_used) + freed.get(n.name, 0) for n in usable}
-        order = sorted(usable, key=lambda n: (n.name not in current, -score[n.name], n.name))
+        order = sorted(usable, key=lambda n: (n.name not in current, firm.get(n.name, 0), -score[n.name], n.name))
         picked = [n.name for n in order if keep and n.name in current]
         have = sum(n.gpus for n in usable if n.name in picked)
         for n in order:
@@ -210,15 +240,15 @@ class SlurmHolds:
         for i, name in enumerate(todo):
             # never a node of a foreign reservation, one another hold already took, or one a later hold has
             later = {n for other in todo[i + 1:] if other in ours for n in ours[other].nodes}
-            gpus, account = wanted[name]
-            target = self._apply_one(rep, name, gpus, account, ours.get(name), nodes, jobs, freed,
+            gpus, accounts = wanted[name]
+            target = self._apply_one(rep, name, gpus, accounts, ours.get(name), nodes, jobs, freed,
                                      foreign | claimed | later)
             claimed |= set(target)
 
-    def _apply_one(self, rep: ActionReport, name: str, gpus: int, account: str, mine: Reservation | None,
+    def _apply_one(self, rep: ActionReport, name: str, gpus: int, accounts: tuple[str, ...], mine: Reservation | None,
                    nodes: list[Node], jobs: list[RunningJob], freed: dict[str, int], others: set[str]) -> list[str]:
         current = tuple(n for n in mine.nodes if n not in others) if mine else ()
-        accounts = (account,)
+        account = ",".join(accounts)
         size = {n.name: n.gpus for n in nodes}
         need_nodes = self.choose(nodes, jobs, current, gpus, accounts, freed, others, keep=False)
         now = self.clock()
@@ -246,7 +276,7 @@ class SlurmHolds:
                           "Flags=IGNORE_JOBS,MAGNETIC")
             return target
         args = []
-        if tuple(sorted(mine.accounts)) != accounts:
+        if tuple(sorted(mine.accounts)) != tuple(sorted(accounts)):
             args.append(f"Accounts={account}")
         if sorted(mine.nodes) != sorted(target):
             dropped = set(mine.nodes) - set(target)

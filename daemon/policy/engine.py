@@ -103,7 +103,10 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
         steps = max(1, min(pc.lead_time_steps, forecast.horizon))
         peak = np.fmax.reduce(peak_all[:, :steps, qidx], axis=1) if n else np.zeros(0)  # NaN only if all NaN
         soon_steps = max(1, min(pc.preempt_lead_steps, steps))
-        peak_soon = np.fmax.reduce(peak_all[:, :soon_steps, qidx], axis=1) if n else np.zeros(0)
+        # with a lower preempt_quantile, jobs are preempted only for the likely demand and the hold covers the
+        # rest: what the high quantile adds is held by attrition (no new starts on held nodes), not cleared
+        pidx = forecast.quantile_index(pc.preempt_quantile) if pc.preempt_quantile is not None else qidx
+        peak_soon = np.fmax.reduce(peak_all[:, :soon_steps, pidx], axis=1) if n else np.zeros(0)
         model = forecast.model
     else:
         peak = peak_soon = np.full(n, np.nan)
@@ -149,6 +152,9 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
         res = reservation.fit_to_capacity(res, high, capacity)
     soon = np.minimum(soon, res)
 
+    # the high tier's holds as one pool (policy.pool_high_tier): one tenant's idle reserve serves another's peak
+    pooled = high.copy() if pc.pool_high_tier else np.zeros(n, dtype=bool)
+
     # --- preemption: clear, just in time, what protected tenants will need and free GPUs cannot cover
     protected = high | aged | floored
     paused = np.array([t in ops.paused for t in tenants], dtype=bool) if ops.paused else np.zeros(n, dtype=bool)
@@ -161,6 +167,7 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
                                            pc.preempt_budget_window_s)
     budget_gpus, budget_jobs = int(math.floor(avail_gpus + 1e-9)), int(math.floor(avail_jobs + 1e-9))
     chosen = np.empty(0, dtype=np.int64)
+    cleared_for: list[int] = []  # per chosen job (placement-aware choice): the tenant it is preempted for
     placed_view = state.nodes is not None and len(state.nodes) > 0
     shortfall = int(need_gpus.sum()) - max(capacity - int(used.sum()) - int(state.draining), 0)
     # a job that started less than preempt_min_runtime_s ago is exempt (Slurm's PreemptExemptTime)
@@ -175,7 +182,7 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
         need_jobs = np.ceil(need_gpus / quantum - 1e-9).astype(np.int64)
         chosen, _, unplaced = preemption.choose_placed(cand_jobs, state.nodes, need_jobs, quantum.astype(np.int64),
                                                        protected | paused, budget_gpus, budget_jobs,
-                                                       pc.min_preempt_gpus)
+                                                       pc.min_preempt_gpus, pooled=pooled, cleared_for=cleared_for)
         chosen = cand_index[chosen]
         if unplaced:
             notes.append(f"{unplaced} protected jobs have no place yet (budget, candidates or topology)")
@@ -191,10 +198,11 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
         who_needs = ", ".join(tenants[i] for i in np.flatnonzero(protected & (res > used))[:5])
         reason = (f"low-priority job preempted to clear {shortfall} GPUs ahead of forecast peak "
                   f"(p{int(pc.quantile * 100)} within {pc.preempt_lead_steps} steps) for {who_needs}")
-        for jid, ti, g, node in zip(jobs.ids[chosen].tolist(), jobs.tenant[chosen].tolist(),
-                                    jobs.gpus[chosen].tolist(), jobs.node[chosen].tolist()):
+        beneficiary = [tenants[i] for i in cleared_for] if len(cleared_for) == chosen.size else [""] * chosen.size
+        for jid, ti, g, node, who in zip(jobs.ids[chosen].tolist(), jobs.tenant[chosen].tolist(),
+                                         jobs.gpus[chosen].tolist(), jobs.node[chosen].tolist(), beneficiary):
             t = tenants[ti]
-            preempts.append(Preemption(str(jid), t, int(g), str(node), reason))
+            preempts.append(Preemption(str(jid), t, int(g), str(node), reason, who))
             notifs.append(Notification(t, "preempted", f"job {jid} preempted and requeued: {reason}"))
     for t in aged_since:
         if t not in memory.aged_since:
@@ -222,4 +230,5 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
                        budget_jobs=avail_jobs - float(chosen.size), budget_at=clock)
     return Plan(at=state.at.isoformat(), capacity=capacity, load=load, high_pool=pool, reservations=reserved,
                 quotas=quotas, limits=limits, preemptions=tuple(preempts), notifications=tuple(notifs),
-                stale=False, forecast_model=model, notes=tuple(notes), memory=mem)
+                stale=False, forecast_model=model, notes=tuple(notes), memory=mem,
+                pooled=tuple(tenants[i] for i in np.flatnonzero(pooled)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from daemon.cluster import PRIORITY, Jobs, Nodes
+from daemon.cluster import HELD_BY_POOL, PRIORITY, UNHELD, Jobs, Nodes
 
 
 def choose(jobs: Jobs, shortfall: int, protected_tenants: np.ndarray, budget_gpus: int,
@@ -37,16 +37,19 @@ def choose(jobs: Jobs, shortfall: int, protected_tenants: np.ndarray, budget_gpu
 
 
 def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.ndarray, protected: np.ndarray,
-                  budget_gpus: int, budget_jobs: int, min_gpus: int = 1) -> tuple[np.ndarray, int, int]:
+                  budget_gpus: int, budget_jobs: int, min_gpus: int = 1,
+                  pooled: np.ndarray | None = None, cleared_for: list[int] | None = None) -> tuple[np.ndarray, int, int]:
     """Placement-aware choice: preempt only what makes room, on one node, for a protected tenant's job.
 
     ``need_jobs[t]`` jobs of ``job_gpus[t]`` GPUs each must find a place for protected tenant ``t`` (waiting
-    now, or predicted). A place is a node held by nobody or by ``t``; GPUs free or draining count first
-    (no preemption), best fit, so whole nodes stay whole. For each job still without a place, the cheapest
-    node to clear is picked: its cheapest low-priority jobs of unprotected tenants until the job fits there.
-    GPUs freed on nodes where no waiting job fits are never preempted. Nothing is preempted when the jobs
-    without a place ask fewer than ``min_gpus`` GPUs. Returns (job indices, jobs placed, jobs left without
-    a place).
+    now, or predicted). A place is a node held by nobody, by ``t``, or by the tier's pool when ``pooled[t]``;
+    GPUs free or draining count first (no preemption), best fit, so whole nodes stay whole. For each job
+    still without a place, a node is cleared: its cheapest low-priority jobs of unprotected tenants until the
+    job fits there; nodes held for ``t`` (or its pool) first, because there the freed GPUs cannot be taken by
+    anyone else while they drain and wait for the job; among those, the cheapest. GPUs freed on nodes where
+    no waiting job fits are never preempted. Nothing is preempted when the jobs without a place ask fewer
+    than ``min_gpus`` GPUs. Returns (job indices, jobs placed, jobs left without a place); ``cleared_for``, when
+    given, receives the protected tenant each chosen job was preempted for, in the same order.
     """
     empty = np.empty(0, dtype=np.int64)
     need = np.asarray(need_jobs, dtype=np.int64).copy()
@@ -55,15 +58,21 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
     avail = (nodes.free + nodes.draining).astype(np.int64)
     avail[nodes.gpus <= 0] = 0
     held = nodes.held_by
+    pooled = np.zeros(need.size, dtype=bool) if pooled is None else np.asarray(pooled, dtype=bool)
+
+    def mine(h: np.ndarray, t: int) -> np.ndarray:
+        """Held for tenant t: its own hold, or the pool it belongs to."""
+        return (h == t) | ((h == HELD_BY_POOL) & pooled[t])
+
     gpus_of = np.asarray(job_gpus, dtype=np.int64)
     placed = 0
     # 1. free room first, tenant by tenant (largest jobs first): the tenant's own held nodes, then open ones
     for t in np.flatnonzero(need > 0)[np.argsort(-gpus_of[need > 0], kind="stable")]:
         g = gpus_of[t]
-        elig = np.flatnonzero(((held == -1) | (held == t)) & (avail >= g))
+        elig = np.flatnonzero(((held == UNHELD) | mine(held, t)) & (avail >= g))
         if elig.size == 0:
             continue
-        o = np.lexsort((avail[elig], held[elig] != t))
+        o = np.lexsort((avail[elig], ~mine(held[elig], t)))
         elig = elig[o]
         slots = avail[elig] // g
         cum = np.cumsum(slots)
@@ -100,13 +109,14 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
     for t in order:
         g = int(gpus_of[t])
         while need[t] > 0:
-            fits = np.flatnonzero(((held == -1) | (held == t)) & (avail >= g))  # room left by earlier rounds
+            fits = np.flatnonzero(((held == UNHELD) | mine(held, t)) & (avail >= g))  # room left by earlier rounds
             if fits.size:
                 avail[fits[np.argmin(avail[fits])]] -= g
                 need[t] -= 1
                 placed += 1
                 continue
-            elig = ((held[g_nodes] == -1) | (held[g_nodes] == t))
+            own = mine(held[g_nodes], t)
+            elig = (held[g_nodes] == UNHELD) | own
             d = g - avail[g_nodes]                     # GPUs to clear on each node (> 0 here)
             cg = np.where(taken, 0, c_g)
             cum_g = np.cumsum(cg)
@@ -123,11 +133,15 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
             if not ok.any():
                 break
             c = np.where(ok, cum_c[np.minimum(pos, idx.size - 1)] - base_c, np.inf)
+            if (ok & own).any():  # a node held for t first: what it frees waits there for t's job
+                c = np.where(own, c, np.inf)
             best = int(np.argmin(c))
             sl = np.arange(starts[best], pos[best] + 1)
             sl = sl[~taken[sl]]
             taken[sl] = True
             chosen.append(idx[sl])
+            if cleared_for is not None:
+                cleared_for.extend([int(t)] * int(sl.size))
             used_gpus += int(c_g[sl].sum())
             used_jobs += int(sl.size)
             avail[g_nodes[best]] += int(c_g[sl].sum()) - g

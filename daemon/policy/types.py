@@ -24,6 +24,7 @@ class Preemption:
     gpus: int
     node: str
     reason: str
+    for_tenant: str = ""     # the protected tenant whose (waiting or forecast) job the GPUs are cleared for
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,9 @@ class Plan:
     notes: tuple[str, ...]
     memory: PolicyMemory
     safe_default: bool = False                # the last good plan was too old: static pool only, no preemptions
+    # tenants whose reservations are held together as one pool (sum of theirs) by actuators that can (one Slurm
+    # reservation with every pooled account); empty = one hold per tenant
+    pooled: tuple[str, ...] = ()
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -105,7 +109,7 @@ class Plan:
             "preemptions": [asdict(p) for p in self.preemptions],
             "notifications": [asdict(n) for n in self.notifications],
             "stale": self.stale, "forecast_model": self.forecast_model, "notes": list(self.notes),
-            "memory": self.memory.to_dict(), "safe_default": self.safe_default,
+            "memory": self.memory.to_dict(), "safe_default": self.safe_default, "pooled": list(self.pooled),
         }
 
     @staticmethod
@@ -120,7 +124,7 @@ class Plan:
             notifications=tuple(Notification(**n) for n in d.get("notifications", [])),
             stale=bool(d["stale"]), forecast_model=str(d.get("forecast_model", "")),
             notes=tuple(d.get("notes", [])), memory=PolicyMemory.from_dict(d.get("memory", {})),
-            safe_default=bool(d.get("safe_default", False)),
+            safe_default=bool(d.get("safe_default", False)), pooled=tuple(str(t) for t in d.get("pooled", ())),
         )
 
 

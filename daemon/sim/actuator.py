@@ -38,17 +38,31 @@ class SimulatorActuator:
             if i is not None:
                 res[i] = r
         normal_cap = min(plan.quotas.values()) if plan.quotas else None
+        # a pooled hold: the pooled tenants' reservations held together, as whole nodes (one Slurm reservation
+        # with all their accounts); a plan without a pool after one with it lets the pool go
+        pool = None
+        if plan.pooled or self.cluster.pool_members.any():
+            members = np.zeros(self.cluster.n, dtype=bool)
+            for t in plan.pooled:
+                i = self.index.get(t)
+                if i is not None:
+                    members[i] = True
+            gpn_ = self.cluster.gpus_per_node
+            pool = (members, int(-(-int(res[members].sum()) // gpn_) * gpn_))
+            res[members] = 0
         ids = [i for i in (_sim_id(p.job_id) for p in plan.preemptions) if i is not None]
         gpn = self.cluster.gpus_per_node
         rep.actions.append(f"hold {int((-(-res // gpn)).sum())} whole nodes ({int(res.sum())} GPUs asked) for "
                            f"{int((res > 0).sum())} tenants")
+        if pool is not None and pool[1] > 0:
+            rep.actions.append(f"hold {pool[1] // gpn} whole nodes as one pool for {int(pool[0].sum())} tenants")
         if ids:
             rep.actions.append(f"preempt {len(ids)} jobs")
         if not self.dry_run:
             # preempt first: the holds then prefer the nodes the preemptions are draining
             with self.lock:
                 done, _ = self.cluster.preempt(np.array(ids)) if ids else (0, 0.0)
-                self.cluster.set_reservations(res, normal_cap)
+                self.cluster.set_reservations(res, normal_cap, pool=pool)
             if done < len(ids):
                 rep.actions.append(f"{len(ids) - done} jobs had already left the running set")
         return rep

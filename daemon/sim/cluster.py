@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from daemon.cluster import PRIORITY, ClusterState, Jobs, Nodes
+from daemon.cluster import HELD_BY_POOL, PRIORITY, ClusterState, Jobs, Nodes
 
 QUEUED, RUNNING, DONE = 1, 2, 3
 UNHELD = -1
@@ -234,11 +234,15 @@ class SimCluster:
             _, keep = np.unique(pn, return_index=True)   # a node shared by two growing holders goes to one
             holder[pn[keep]] = ph[keep]
             need = np.maximum(want - np.bincount(holder[holder >= 0], minlength=n + 1), 0)
-        # acquire (2): the rest from the unheld nodes that are free soonest
+        # acquire (2): the rest from the unheld nodes that can be cleared (no work there that cannot be preempted:
+        # as the hold stops new starts, they empty as their jobs end, and what is left can be preempted), then
+        # those with the least such work; among equals, those free soonest
         if need.any():
             cand = np.flatnonzero((holder == UNHELD) & self.node_ok)
             soon = (self.node_free + self.node_draining())[cand]
-            cand = cand[np.argsort(-soon, kind="stable")]
+            firm = self.prio_of_tenant[r_ten] != PRIORITY["low"]
+            stuck = np.bincount(r_node[firm], weights=r_g[firm], minlength=N)[cand]
+            cand = cand[np.lexsort((-soon, stuck))]
             hs = np.repeat(np.arange(n + 1), need)[: cand.size]
             holder[cand[: hs.size]] = hs
 
@@ -520,7 +524,7 @@ class SimCluster:
     # ---- views -------------------------------------------------------------------------------
     def nodes_view(self, node_name: Callable[[np.ndarray], np.ndarray] | None = None) -> Nodes:
         idx = np.arange(self.n_nodes)
-        holder = np.where(self.node_holder == self.n, UNHELD, self.node_holder)  # a shared pool has no one tenant
+        holder = np.where(self.node_holder == self.n, HELD_BY_POOL, self.node_holder)  # the shared pool
         return Nodes(names=node_name(idx) if node_name else idx, gpus=np.where(self.node_ok, self.node_cap, 0),
                      free=np.where(self.node_ok, self.node_free, 0),
                      draining=np.where(self.node_ok, self.node_draining(), 0), held_by=holder)

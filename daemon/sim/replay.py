@@ -53,6 +53,9 @@ class Meter:
     waits: dict[str, list[np.ndarray]] = field(default_factory=lambda: {t: [] for t in TIERS})
     high_reserved: list[float] = field(default_factory=list)
     preempted: dict[str, int] = field(default_factory=lambda: {t: 0 for t in TIERS})
+    # preemptions by the tier of the tenant they cleared GPUs for (high: the forecast or waiting high-tier work;
+    # normal/low: tenants protected by aging or an operator's floor)
+    preempted_for: dict[str, int] = field(default_factory=lambda: {t: 0 for t in TIERS})
     lost: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
     starvation: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
     preempted_idle: float = 0.0                                # GPU-steps freed by preemption, left idle
@@ -93,6 +96,7 @@ class Meter:
             "utilization": float(np.mean(self.util)) if self.util else float("nan"),
             "idle_while_queued_gpu_min": float(self.idle_queued * m),
             "preemptions": int(sum(self.preempted.values())),
+            "preemptions_for": dict(self.preempted_for),
             "work_lost_gpu_min": float(sum(self.lost.values()) * m),
             "preempted_idle_gpu_min": float(self.preempted_idle * m),
             "preempted_retaken_gpus": int(self.preempted_retaken),
@@ -220,6 +224,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
                    drain_steps=sc.drain_steps, checkpoint_steps=sc.checkpoint_steps,
                    max_wait_steps=cfg.policy.max_wait_steps)
     act = SimulatorActuator(c, tenants)
+    index = {t: i for i, t in enumerate(tenants)}
     H = cfg.cycle.horizon_steps
     high = masks["high"]
     mem = PolicyMemory()
@@ -266,14 +271,18 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
         else:
             p = plan(bank.at(k), state, mem, cfg, last)
         dt = time.perf_counter() - t0
-        act.apply(p)
-        if name == "static":
+        if name == "static":  # no per-tenant holds, no preemption: the one pool only
             c.set_reservations(np.zeros(len(tenants), dtype=np.int64), None, pool=(high, p.high_pool))
+        else:
+            act.apply(p)
         mem, last = p.memory, p
         if measured:
             res.decision_s.append(dt)
-            res.high_reserved.append(float(c.held_gpus()[np.r_[high, True]].sum()) if name == "static"
-                                     else float(c.held_gpus()[:-1][high].sum()))
+            for x in p.preemptions:
+                i = index.get(x.for_tenant)
+                if i is not None:
+                    res.preempted_for[w.tiers[i]] += 1
+            res.high_reserved.append(float(c.held_gpus()[np.r_[high, True]].sum()))
             # requests: volume follows GPUs asked for (and the trace's shape); limits come from the plan
             shape = 1.0 if w.request_shape is None else float(w.request_shape[k % len(w.request_shape)])
             vol = np.maximum(stats.wanted, 0) * req_scale * shape
@@ -301,12 +310,16 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
 
 def default_sweep(strategies=STRATEGIES) -> list[tuple[str, dict]]:
     """Each strategy over its own knob: static the pool share, reactive the headroom, predictive the quantile
-    and the headroom, perfect the headroom."""
+    and the headroom (and the lead time), perfect the headroom (and the lead time)."""
     grid = {
         "static": [{"reserve_share": s} for s in (0.1, 0.2, 0.3, 0.4)],
         "reactive": [{"headroom": h} for h in (0.0, 0.05, 0.1, 0.15, 0.25, 0.4)],
-        "predictive": [{"quantile": q, "headroom": h} for q in (0.5, 0.9, 0.99) for h in (0.0, 0.05, 0.15)],
-        "perfect": [{"headroom": h} for h in (0.0, 0.05, 0.15)],
+        # and a longer lead time for the hold (an hour, the forecast's horizon): more time for held nodes to
+        # empty as their jobs end, so fewer preemptions, for more GPUs held
+        "predictive": [{"quantile": q, "headroom": h} for q in (0.5, 0.9, 0.99) for h in (0.0, 0.05, 0.15)]
+        + [{"quantile": q, "headroom": 0.05, "lead_time_steps": 60} for q in (0.5, 0.9)],
+        "perfect": [{"headroom": h} for h in (0.0, 0.05, 0.15)] + [{"headroom": h, "lead_time_steps": 60}
+                                                                   for h in (0.0, 0.05)],
     }
     return [(s, k) for s in strategies for k in grid[s]]
 

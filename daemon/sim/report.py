@@ -15,9 +15,9 @@ UTIL_TOLERANCE = 0.005  # "equal utilization": within half a percentage point
 def table(runs: list[Meter]) -> str:
     head = (f"{'setting':<36} {'util':>5} {'idleQ':>7} {'hi unmet':>8} {'hi min':>6} {'hi p99':>6} "
             f"{'nrm unmet':>9} {'nrm p99':>7} {'low unmet':>9} {'low p99':>7} {'starve':>6} "
-            f"{'preempt':>7} {'lost':>7} {'preIdle':>7} {'ms':>5}")
+            f"{'preempt':>7} {'forHi':>6} {'lost':>7} {'preIdle':>7} {'ms':>5}")
     unit = (f"{'':<36} {'%':>5} {'GPU-min':>7} {'GPU-min':>8} {'min':>6} {'min':>6} {'GPU-min':>9} {'min':>7} "
-            f"{'GPU-min':>9} {'min':>7} {'min':>6} {'jobs':>7} {'GPU-min':>7} {'GPU-min':>7} {'/cyc':>5}")
+            f"{'GPU-min':>9} {'min':>7} {'min':>6} {'jobs':>7} {'jobs':>6} {'GPU-min':>7} {'GPU-min':>7} {'/cyc':>5}")
     rows = [head, unit]
     for r in runs:
         s = r.summary()
@@ -26,7 +26,8 @@ def table(runs: list[Meter]) -> str:
         rows.append(f"{s['label']:<36} {100 * s['utilization']:>5.1f} {s['idle_while_queued_gpu_min']:>7.0f} "
                     f"{h['unmet_gpu_min']:>8.0f} {h['minutes_with_unmet']:>6.0f} {h['wait_p99_min']:>6.0f} "
                     f"{nm['unmet_gpu_min']:>9.0f} {nm['wait_p99_min']:>7.0f} {lo['unmet_gpu_min']:>9.0f} "
-                    f"{lo['wait_p99_min']:>7.0f} {starve:>6.0f} {s['preemptions']:>7d} {s['work_lost_gpu_min']:>7.0f} "
+                    f"{lo['wait_p99_min']:>7.0f} {starve:>6.0f} {s['preemptions']:>7d} "
+                    f"{s['preemptions_for']['high']:>6d} {s['work_lost_gpu_min']:>7.0f} "
                     f"{s['preempted_idle_gpu_min']:>7.0f} {s['decision_ms_mean']:>5.1f}")
     return "\n".join(rows)
 
@@ -77,6 +78,8 @@ def compare(summaries: list[dict], min_util: float | None = None) -> dict:
                 "high_unmet": {"reactive": rh, "predictive": ph}, "normal_unmet": {"reactive": rn, "predictive": pn},
                 "low_unmet": {"reactive": r["tiers"]["low"]["unmet_gpu_min"], "predictive": p["tiers"]["low"]["unmet_gpu_min"]},
                 "preemptions": {"reactive": r["preemptions"], "predictive": p["preemptions"]},
+                "preemptions_for_high_tier": {"reactive": r["preemptions_for"]["high"],
+                                              "predictive": p["preemptions_for"]["high"]},
                 "work_lost_gpu_min": {"reactive": r["work_lost_gpu_min"], "predictive": p["work_lost_gpu_min"]},
                 "targets": targets, "all_met": all(targets.values())})
     return out
