@@ -14,7 +14,9 @@ import torch
 from daemon.config import Config
 from forecaster import backtest, registry
 from forecaster.baselines import standard_baselines
+from forecaster.ensemble import fit_blend
 from forecaster.lstm import Conformal, LSTMSpec
+from forecaster.selection import wrap_lstm
 from forecaster.series import fill_short_gaps, to_frame
 from forecaster.train import train
 
@@ -132,8 +134,9 @@ def spec_for(frame: pd.DataFrame, step_s: int, cfg: Config, horizon: int | None 
     if season is None:
         season = cfg.forecaster.season_steps if step_s == cfg.cycle.resolution_s else max(2, 86400 // step_s)
     horizon = horizon or cfg.cycle.horizon_steps
+    real_season = True
     if len(frame) < 3 * season:  # short traces (Azure: one hour) have no daily season to lean on
-        season = max(horizon, min(season, len(frame) // 6))
+        season, real_season = max(horizon, min(season, len(frame) // 6)), False
     context = min(60, season)
     # per-series scaling divides by the last season's mean, floored: 1 for GPU counts, lower for request rates
     # well under 1/s (ServeGen clients), so small series are not flattened to zero
@@ -142,7 +145,8 @@ def spec_for(frame: pd.DataFrame, step_s: int, cfg: Config, horizon: int | None 
     floor = 1.0 if not np.isfinite(level) or level >= 10 else float(max(1e-3, 0.1 * level))
     # an hour ahead of a day-long season, the last value is a better anchor than the value one season ago
     # (naive beats seasonal naive on every real trace here); the network learns the correction from there
-    anchor = "last" if horizon * 12 <= season else "seasonal"
+    # (and when the "season" is only a window of a short history, not a day, the value one season ago means nothing)
+    anchor = "last" if horizon * 12 <= season or not real_season else "seasonal"
     return LSTMSpec(context=context, horizon=min(horizon, season), season=season,
                     quantiles=tuple(cfg.forecaster.quantiles), step_s=step_s, scale_floor=floor, anchor=anchor)
 
@@ -151,7 +155,8 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
                samples_per_epoch: int = 16384, seed: int = 0, progress: bool = True, backtest_tenants: int = 40,
                out_dir: Path | None = None, name: str = "retrain", horizon: int | None = None,
                season: int | None = None, promote: bool = True, with_ets: bool = True,
-               scored_on: str = "unknown") -> RetrainOutcome:
+               scored_on: str = "unknown", blend: bool = True, weight_by_scale: bool = True,
+               zero_init: bool = True) -> RetrainOutcome:
     frame = fill_short_gaps(frame.sort_index(), 3)
     spec = spec_for(frame, step_s, cfg, horizon, season)
     n = len(frame)
@@ -163,7 +168,7 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
     train_frame = frame.iloc[: n - holdout]
     torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
     res = train(train_frame, spec, epochs=epochs or cfg.retrain.epochs, samples_per_epoch=samples_per_epoch,
-                seed=seed, progress=progress)
+                seed=seed, progress=progress, weight_by_scale=weight_by_scale, zero_init=zero_init)
     from forecaster.lstm import LSTMForecaster
 
     candidate = LSTMForecaster(res.model, "candidate")
@@ -179,6 +184,18 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
     models = {"lstm": candidate, "lstm_conformal": Conformal(candidate),
               **standard_baselines(spec.season, qs, min(n - holdout, hist_steps), with_ets=with_ets)}
     skipped: dict[str, str] = {}
+    # which baselines the daemon could run every cycle here (Holt-Winters fits one model per tenant)
+    runnable_baselines = [m for m in models if m not in ("lstm", "lstm_conformal")
+                          and (m != "holt_winters" or frame.shape[1] <= MAX_ETS_TENANTS)]
+    blend_choice = None
+    if blend:
+        blend_choice, why_not = fit_blend_before(train_frame[cols], candidate, spec, holdout, hist_steps,
+                                                 runnable_baselines, with_ets)
+        if blend_choice is None:
+            skipped["lstm_blend"] = why_not
+        else:
+            models["lstm_blend"] = wrap_lstm(candidate, {"conformal": blend_choice.lstm == "lstm_conformal",
+                                                         "blend": blend_choice.to_dict(), "season": spec.season})
     current_entry, cur_version = None, None
     try:
         current_entry = registry.read_in_use(model_dir)
@@ -191,7 +208,7 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
                 elif current.spec.horizon < spec.horizon:
                     skipped["current"] = f"{current.name} forecasts {current.spec.horizon} steps, {spec.horizon} needed"
                 else:
-                    models["current"] = Conformal(current) if (current_entry or {}).get("conformal") else current
+                    models["current"] = wrap_lstm(current, current_entry) if current_entry else current
     except registry.ModelError as exc:
         skipped["current"] = str(exc)
     for k, why in skipped.items():
@@ -199,13 +216,14 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
     result = backtest.run(bt_frame, models, start=n - holdout, horizon=spec.horizon, stride=spec.horizon,
                           history_steps=hist_steps, quantiles=qs, season=spec.season, max_origins=24)
     scores = {k: float(v["wql"]) for k, v in result.report["models"].items()}
-    baselines = [m for m in models if m not in ("lstm", "lstm_conformal", "current")]
+    baselines = [m for m in models if m not in ("lstm", "lstm_conformal", "lstm_blend", "current")]
     # Holt-Winters fits one model per tenant: scored always, but too slow to run every cycle on a big cluster
     eligible = [m for m in baselines if m != "holt_winters" or frame.shape[1] <= MAX_ETS_TENANTS]
     best_name = min(eligible, key=lambda m: scores[m])
     best_wql = scores[best_name]
     fallback = min((m for m in baselines if m != "holt_winters"), key=lambda m: scores[m])  # cheap, every cycle
-    lstm_name = min(("lstm", "lstm_conformal"), key=lambda m: scores[m])  # recalibrated or not, as it scored
+    # recalibrated or not, alone or blended with a baseline: as it scored
+    lstm_name = min((m for m in ("lstm", "lstm_conformal", "lstm_blend") if m in scores), key=lambda m: scores[m])
     lstm_wql = scores[lstm_name]
     gain = 1 - lstm_wql / best_wql if best_wql > 0 else 0.0
     # the winner: the best baseline, unless the new LSTM beats it by the required margin, or the current model
@@ -225,7 +243,8 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
                                          "best_val_loss": res.best_val_loss, "curve": res.curve,
                                          "tenants": int(frame.shape[1]), "steps": int(len(train_frame))},
               "best_baseline": best_name, "gain_vs_best_baseline": gain, "lstm_variant": lstm_name, "winner": winner, "scored_on": scored_on,
-              "not_scored": skipped}
+              "not_scored": skipped, "blend": blend_choice.to_dict() if blend_choice else None,
+              "blend_scores": blend_choice.scores if blend_choice else {}}
     if out_dir is not None:
         backtest.write_report(result, out_dir, name)
     meta = {"data_window": [str(frame.index[0]), str(frame.index[-1])], "tenants": int(frame.shape[1]),
@@ -240,11 +259,16 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
     entry = {"scored_on": scored_on, "step_s": int(step_s), "horizon": int(spec.horizon), "season": int(spec.season),
              "quantiles": list(qs), "wql": contenders[winner], "scores": scores, "fallback": fallback, "why": why,
              "at": pd.Timestamp.now(tz="UTC").isoformat()}
-    if winner.startswith("lstm"):
+    if winner == "lstm_blend":
+        entry.update(kind="lstm", name=f"lstm:{version}", version=version,
+                     conformal=blend_choice.lstm == "lstm_conformal", blend=blend_choice.to_dict())
+    elif winner.startswith("lstm"):
         entry.update(kind="lstm", name=f"lstm:{version}", version=version, conformal=winner == "lstm_conformal")
     elif winner == "current":
         entry.update(kind="lstm", name=f"lstm:{cur_version}", version=cur_version,
                      conformal=bool((current_entry or {}).get("conformal")))
+        if (current_entry or {}).get("blend"):
+            entry["blend"] = current_entry["blend"]
     else:
         entry.update(kind="baseline", name=best_name)
     promoted = False
@@ -261,6 +285,30 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
         msg = (f"promoted {version}: {why}" if promoted else
                f"in use: {entry['name']} ({why}); {version} saved but not promoted")
     return RetrainOutcome(version, promoted, msg, report, backtest.table(report), entry)
+
+
+def fit_blend_before(frame: pd.DataFrame, lstm, spec: LSTMSpec, holdout: int, hist_steps: int,
+                     baselines: list[str], with_ets: bool):
+    """Fit the LSTM + baseline blend on the window just before the held-out one; (choice, None) or (None, why).
+
+    `frame` is the history before the held-out window (what the LSTM was trained on), so the weight and the
+    partner are chosen without seeing the window they are scored on.
+    """
+    n = len(frame)
+    start = n - holdout
+    if start < spec.season + spec.context + 1:
+        return None, f"no room for a validation window before the held-out one ({n} steps before it)"
+    models = {"lstm": lstm, "lstm_conformal": Conformal(lstm),
+              **{k: v for k, v in standard_baselines(spec.season, spec.quantiles, min(start, hist_steps),
+                                                     with_ets=with_ets).items() if k in baselines}}
+    res = backtest.run(frame, models, start=start, horizon=spec.horizon, stride=spec.horizon,
+                       history_steps=hist_steps, quantiles=spec.quantiles, season=spec.season, max_origins=24)
+    try:
+        choice = fit_blend(res.predictions, res.actuals, spec.quantiles, lstms=("lstm", "lstm_conformal"),
+                           baselines=[b for b in baselines if b in models])
+    except ValueError as exc:
+        return None, str(exc)
+    return choice, None
 
 
 def load_history(cfg: Config, *, data: Path | None = None, trace: str | None = None, data_dir: Path | None = None,

@@ -18,7 +18,7 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from forecaster.calibration import errors_at, recent_origins, with_error_quantiles
+from forecaster.calibration import add_error_quantiles, error_quantiles, errors_at, recent_origins, with_error_quantiles
 from forecaster.series import ffill
 from forecaster.types import Forecast
 
@@ -46,6 +46,10 @@ class _Vectorised:
     quantiles: tuple[float, ...]
     error_window: int | None
     max_origins: int
+    # the error quantiles are recomputed every `refresh` forecasts (1 = always); in between, today's point
+    # forecast gets the last computed spread (what a blend partner in the daemon does: the spread moves slowly)
+    refresh: int = 1
+    _eq_cache: tuple | None = None
 
     def _first_origin(self) -> int:
         return 1
@@ -64,13 +68,21 @@ class _Vectorised:
             return self._short(history, horizon)
         ff = ffill(vals)
         point = self._point(vals, ff, np.array([t]), horizon)[0]
-        window = self.error_window or max(8 * horizon, 7 * getattr(self, "season", horizon))
-        ends = recent_origins(t, horizon, first=self._first_origin(), window=window, max_origins=self.max_origins)
-        if ends.size:
-            errors = errors_at(vals, ends, self._point(vals, ff, ends, horizon))
+        key = (tuple(map(str, history.columns)), horizon)
+        cached = self._eq_cache
+        if cached is not None and cached[0] == key and cached[1] < self.refresh:
+            eq = cached[2]
+            self._eq_cache = (key, cached[1] + 1, eq)
         else:
-            errors = np.full((1, n, horizon), np.nan)
-        values = with_error_quantiles(point, errors, self.quantiles)
+            window = self.error_window or max(8 * horizon, 7 * getattr(self, "season", horizon))
+            ends = recent_origins(t, horizon, first=self._first_origin(), window=window, max_origins=self.max_origins)
+            if ends.size:
+                errors = errors_at(vals, ends, self._point(vals, ff, ends, horizon))
+            else:
+                errors = np.full((1, n, horizon), np.nan)
+            eq = error_quantiles(errors, self.quantiles)
+            self._eq_cache = (key, 1, eq)
+        values = add_error_quantiles(point, eq)
         return Forecast(tuple(map(str, history.columns)), self.quantiles, values, _issued(history),
                         _step_s(history), self.name)
 

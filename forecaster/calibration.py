@@ -76,8 +76,12 @@ def error_quantiles(errors: np.ndarray, quantiles: tuple[float, ...], min_count:
 
 def with_error_quantiles(point: np.ndarray, errors: np.ndarray, quantiles: tuple[float, ...]) -> np.ndarray:
     """[tenant, h, Q]: today's point forecast plus the quantiles of past h-step errors, non-negative, ordered."""
-    values = point[:, :, None] + error_quantiles(errors, quantiles)
-    values = np.maximum(values, 0.0)
+    return add_error_quantiles(point, error_quantiles(errors, quantiles))
+
+
+def add_error_quantiles(point: np.ndarray, eq: np.ndarray) -> np.ndarray:
+    """[tenant, h, Q]: point [tenant, h] plus error quantiles [tenant, h, Q], non-negative, ordered."""
+    values = np.maximum(point[:, :, None] + eq, 0.0)
     return np.maximum.accumulate(values, axis=2)
 
 

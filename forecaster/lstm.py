@@ -68,14 +68,22 @@ class QuantileLSTM(nn.Module):
         return torch.cat([base.unsqueeze(2), base.unsqueeze(2) + rest], dim=2)
 
 
-def pinball(pred: torch.Tensor, target: torch.Tensor, quantiles: torch.Tensor) -> torch.Tensor:
-    """Mean pinball loss over quantiles, ignoring NaN targets (missing data carries no signal)."""
+def pinball(pred: torch.Tensor, target: torch.Tensor, quantiles: torch.Tensor,
+            weight: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean pinball loss over quantiles, ignoring NaN targets (missing data carries no signal).
+
+    `weight` [B] weighs each window (e.g. by its series' scale, so the loss ranks errors as the weighted
+    quantile loss does: in the series' own units, not relative to its size).
+    """
     mask = ~torch.isnan(target)
     t = torch.nan_to_num(target).unsqueeze(2)
     diff = t - pred
     loss = torch.maximum(quantiles * diff, (quantiles - 1) * diff)
-    loss = loss * mask.unsqueeze(2)
-    return loss.sum() / (mask.sum() * pred.shape[2]).clamp(min=1)
+    m = mask.to(pred.dtype)
+    if weight is not None:
+        m = m * weight[:, None]
+    loss = loss * m.unsqueeze(2)
+    return loss.sum() / (m.sum() * pred.shape[2]).clamp(min=1e-9)
 
 
 def _ffill_rows(a: np.ndarray) -> np.ndarray:

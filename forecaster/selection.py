@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from forecaster import backtest
-from forecaster.baselines import Forecaster, HoltWinters, Naive, SeasonalNaive, SeasonalNaiveDW
+from forecaster.baselines import Forecaster, HoltWinters, Naive, SeasonalNaive, SeasonalNaiveDW, _Vectorised
+from forecaster.ensemble import Blend
 from forecaster.lstm import Conformal
 from forecaster.registry import ModelError, load_version
 from forecaster.types import Forecast
@@ -26,13 +27,19 @@ log = logging.getLogger("gpu_autoscaler.selection")
 BASELINES = ("naive", "seasonal_naive_daily", "seasonal_naive_dw", "holt_winters")
 
 
-def make_baseline(name: str, season: int, quantiles: tuple[float, ...]) -> Forecaster:
+def make_baseline(name: str, season: int, quantiles: tuple[float, ...], refresh: int = 1) -> Forecaster:
+    """A baseline by name; `refresh` > 1: the naive family recomputes its error quantiles every `refresh`
+    forecasts only (Holt-Winters re-estimates its parameters every 24 forecasts anyway)."""
+    fc: _Vectorised | None = None
     if name == "naive":
-        return Naive(quantiles)
-    if name == "seasonal_naive_daily":
-        return SeasonalNaive(season, quantiles)
-    if name == "seasonal_naive_dw":
-        return SeasonalNaiveDW(season, quantiles)
+        fc = Naive(quantiles)
+    elif name == "seasonal_naive_daily":
+        fc = SeasonalNaive(season, quantiles)
+    elif name == "seasonal_naive_dw":
+        fc = SeasonalNaiveDW(season, quantiles)
+    if fc is not None:
+        fc.refresh = max(1, int(refresh))
+        return fc
     if name == "holt_winters":
         return HoltWinters(season, quantiles, agg=max(1, season // 96))
     raise ModelError(f"unknown baseline {name!r} (known: {', '.join(BASELINES)})")
@@ -52,10 +59,21 @@ def check_runnable(entry: dict, step_s: int, horizon: int) -> None:
 def resolve(entry: dict, model_dir: Path, quantiles: tuple[float, ...]) -> Forecaster:
     """The forecaster an `in_use` entry names (an LSTM version from `model_dir`, or a baseline)."""
     if entry.get("kind") == "lstm":
-        model = load_version(Path(model_dir), entry["version"])
-        # recalibrated from its own recent errors if that is how it won; shifts refreshed every 10 forecasts
-        return Conformal(model, refresh=10) if entry.get("conformal") else model
+        # shifts refreshed every 10 forecasts in the daemon
+        return wrap_lstm(load_version(Path(model_dir), entry["version"]), entry, refresh=10)
     return make_baseline(entry["name"], int(entry["season"]), tuple(entry.get("quantiles", quantiles)))
+
+
+def wrap_lstm(model, entry: dict, refresh: int = 1) -> Forecaster:
+    """An LSTM as its `in_use` entry says it won: recalibrated from its own recent errors (`conformal`),
+    blended with a baseline (`blend`: baseline name and the LSTM's weight), both, or bare."""
+    inner = Conformal(model, refresh=refresh) if entry.get("conformal") else model
+    b = entry.get("blend")
+    if not b:
+        return inner
+    season = int(entry.get("season", model.spec.season))
+    partner = make_baseline(b["baseline"], season, tuple(model.spec.quantiles), refresh=refresh)
+    return Blend(inner, partner, float(b["weight"]))
 
 
 class StartupSelection:

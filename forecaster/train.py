@@ -28,10 +28,11 @@ def _targets(values: np.ndarray, origins: np.ndarray, tenants: np.ndarray, h: in
     return (values[idx, tenants[:, None]] / scale[:, None]).astype(np.float32)
 
 
-def _batch(values, cal, origins, tenants, spec):
+def _batch(values, cal, origins, tenants, spec, weight_by_scale: bool = False):
     x, lag, cal0, last, scale = make_windows(values, cal, origins, tenants, spec)
     y = _targets(values, origins, tenants, spec.horizon, scale)
-    return [torch.from_numpy(a) for a in (x, lag, cal0, last, y)]
+    w = scale / max(float(scale.mean()), 1e-9) if weight_by_scale else np.ones_like(scale)
+    return [torch.from_numpy(a) for a in (x, lag, cal0, last, y, w.astype(np.float32))]
 
 
 def valid_origins(n_steps: int, spec: LSTMSpec) -> tuple[int, int]:
@@ -41,8 +42,15 @@ def valid_origins(n_steps: int, spec: LSTMSpec) -> tuple[int, int]:
 
 def train(frame: pd.DataFrame, spec: LSTMSpec, *, epochs: int = 8, batch_size: int = 256,
           samples_per_epoch: int = 16384, lr: float = 3e-3, seed: int = 0, val_share: float = 0.2,
-          patience: int = 2, progress: bool = True, val_samples: int = 4096) -> TrainResult:
-    """Fit on the first (1 - val_share) of the time axis, stop early on the rest."""
+          patience: int = 2, progress: bool = True, val_samples: int = 4096, weight_by_scale: bool = False,
+          zero_init: bool = False) -> TrainResult:
+    """Fit on the first (1 - val_share) of the time axis, stop early on the rest.
+
+    `weight_by_scale` weighs each window's loss by its series' scale, so training ranks errors as the
+    weighted quantile loss does (a big tenant's miss counts more than a small one's). `zero_init` starts
+    the head's last layer at zero: the untrained model's median is then exactly its anchor (the last
+    value, or the season-ago value), so training starts from that baseline instead of from noise.
+    """
     t0 = time.perf_counter()
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -55,11 +63,15 @@ def train(frame: pd.DataFrame, spec: LSTMSpec, *, epochs: int = 8, batch_size: i
         raise ValueError(f"not enough history to train: {n_steps} steps for season {spec.season}, "
                          f"context {spec.context}, horizon {spec.horizon}")
     model = QuantileLSTM(spec)
+    if zero_init:
+        last_layer = model.head[-1]
+        torch.nn.init.zeros_(last_layer.weight)
+        torch.nn.init.zeros_(last_layer.bias)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     qs = torch.tensor(spec.quantiles, dtype=torch.float32)
     vo = rng.integers(split, hi + 1, val_samples)
     vt = rng.integers(0, n_ten, val_samples)
-    val = _batch(values, cal, vo, vt, spec)
+    val = _batch(values, cal, vo, vt, spec, weight_by_scale)
     best = float("inf")
     best_state = None
     bad = 0
@@ -74,9 +86,9 @@ def train(frame: pd.DataFrame, spec: LSTMSpec, *, epochs: int = 8, batch_size: i
         for _ in bar:
             o = rng.integers(lo, split - spec.horizon + 1, batch_size)
             t = rng.integers(0, n_ten, batch_size)
-            x, lag, cal0, last, y = _batch(values, cal, o, t, spec)
+            x, lag, cal0, last, y, w = _batch(values, cal, o, t, spec, weight_by_scale)
             opt.zero_grad()
-            loss = pinball(model(x, lag, cal0, last), y, qs)
+            loss = pinball(model(x, lag, cal0, last), y, qs, w)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
@@ -84,7 +96,7 @@ def train(frame: pd.DataFrame, spec: LSTMSpec, *, epochs: int = 8, batch_size: i
             bar.set_postfix(loss=f"{loss.item():.4f}")
         model.eval()
         with torch.no_grad():
-            vl = float(pinball(model(*val[:4]), val[4], qs))
+            vl = float(pinball(model(*val[:4]), val[4], qs, val[5]))
         run = epoch + 1
         curve.append({"epoch": run, "train_loss": total / steps_per_epoch, "val_loss": vl})
         if progress:
