@@ -214,6 +214,16 @@ class Caller:
     via: str                     # "api-key" | "trusted-proxy" | why it was refused
 
 
+def _utf8(value: str | None) -> str | None:
+    """A header value read as latin-1, as the UTF-8 text it carries when it does (tenant names)."""
+    if value is None:
+        return None
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeDecodeError:
+        return value
+
+
 def _header(scope: dict, name: bytes) -> str | None:
     for k, v in scope.get("headers", []):
         if k == name:
@@ -309,7 +319,7 @@ class Identity:
         await self._refresh()
         auth = _header(scope, b"authorization") or ""
         key = auth[7:].strip() if auth[:7].lower() == "bearer " else (_header(scope, b"x-api-key") or "").strip()
-        claimed = _header(scope, b"x-tenant")
+        claimed = _utf8(_header(scope, b"x-tenant"))
         if key:
             tenant = self.tenant_for_key(key)
             if tenant is not None:
@@ -374,7 +384,7 @@ class AsyncTokenBucket:
 def _with_tenant(scope: dict, tenant: str) -> dict:
     """The app behind sees the authenticated tenant in X-Tenant (a client's own X-Tenant is dropped)."""
     headers = [(k, v) for k, v in scope.get("headers", []) if k != b"x-tenant"]
-    headers.append((b"x-tenant", tenant.encode("latin-1", "replace")))
+    headers.append((b"x-tenant", tenant.encode("utf-8")))  # bytes as they are: two names never look alike
     return {**scope, "headers": headers, "state": {**scope.get("state", {}), "tenant": tenant}}
 
 

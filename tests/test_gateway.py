@@ -714,3 +714,19 @@ def test_an_upstream_that_is_not_an_http_url_is_a_config_error():
         with pytest.raises(GatewayConfigError, match=rf"{where}: .*http\(s\) URL"):
             parse_gateway_config(key)
     assert parse_gateway_config({"upstream": "https://model:8443/base"}).upstream == "https://model:8443/base"
+
+
+@pytest.mark.services
+def test_tenant_names_outside_latin1_stay_distinct_for_the_app_behind(r, redis_url):
+    """X-Tenant was encoded latin-1 with "replace": tenants 团队 and 小组 both reached the app as "??", so an app
+    that keys data by X-Tenant could not tell them apart. The header now carries the name's UTF-8 bytes."""
+    key_c, key_d = "c-key-for-tenant-c-000003", "d-key-for-tenant-d-000004"
+    app = gateway(redis_url, Identity({key_digest(key_c): "团队", key_digest(key_d): "小组"}))
+    c, d = calls(app, [{"X-API-Key": key_c}, {"X-API-Key": key_d}])
+    assert c.json()["state"] == "团队" and d.json()["state"] == "小组"
+    assert c.json()["tenant"].encode("latin-1").decode("utf-8") == "团队"   # Starlette reads headers as latin-1
+    assert d.json()["tenant"].encode("latin-1").decode("utf-8") == "小组"
+    # and a trusted proxy names such a tenant in X-Tenant the same way (UTF-8 bytes)
+    trusted = gateway(redis_url, Identity({key_digest(key_c): "团队"}, trusted_proxies=["10.1.0.0/16"]))
+    [via] = calls(trusted, [{"X-Tenant": "团队".encode("utf-8")}], client=("10.1.2.3", 5000))
+    assert via.status_code == 200 and via.json()["state"] == "团队"
