@@ -63,14 +63,16 @@ class PolicyConfig(_Strict):
     preempt_budget_window_s: float = Field(30.0, gt=0, description="the budget refills over this much time, "
                                            "whatever triggers cycles (a token bucket holding one window)")
     hysteresis: float = Field(0.05, ge=0, lt=1, description="relative band before a reservation grows or shrinks")
-    max_wait_steps: int = Field(120, ge=1, description="low-priority wait (all queue stints of a job) after which "
-                                "its tenant is protected (aging)")
-    aging_cumulative: bool = Field(False, description="aging sums a job's wait over all its queue stints (requeues) "
+    max_wait_steps: int = Field(120, ge=1, description="wait of a low- or normal-priority job (all its queue stints) "
+                                "after which it is admitted ahead of the high tier's borrowing (aging)")
+    aging_cumulative: bool = Field(True, description="aging sums a job's wait over all its queue stints (requeues) "
                                    "and exempts a job aging started for aging_min_run_s; off: the current stint only")
     aging_min_run_s: float = Field(1800.0, ge=0, description="a job started through aging is not preempted "
                                    "before it has run this long")
-    aging_before_high: bool = Field(False, description="aged tenants are reserved for before the high tier's forecast "
-                                    "beyond its static pool (costs the high tier under sustained pressure)")
+    aging_before_high: bool = Field(True, description="aged jobs are held for before the high tier's forecast "
+                                    "beyond its guarantee (min(static pool, its own hold)); off: after it")
+    aging_max_share: float = Field(0.05, ge=0, le=1, description="aged work (admitted, or running its grace period) "
+                                   "is bounded to this share of the GPUs; the longest waiter always gets one job")
     min_preempt_gpus: int = Field(1, ge=1, description="deficits smaller than this are not worth a preemption")
     preempt_min_runtime_s: float = Field(0.0, ge=0, description="a job younger than this is never preempted "
                                          "(like Slurm's PreemptExemptTime); the Slurm actuator re-checks it")

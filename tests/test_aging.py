@@ -68,7 +68,7 @@ def test_aged_start_is_not_the_next_cycles_cheapest_victim():
     assert [p.job_id for p in p2.preemptions] == ["old"]
     cfg0 = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"aging_min_run_s": 0})})
     assert [p.job_id for p in plan(spike(st2), st2, p1.memory, cfg0).preemptions][0] == "fresh"
-    # the default (aging_cumulative = false): the current stint only, nothing remembered, no grace period
+    # aging_cumulative = false: the current stint only, nothing remembered, no grace period
     off = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"aging_cumulative": False})})
     q = plan(spike(st), st, PolicyMemory(), off)
     assert q.memory.waited == q.memory.stint == q.memory.aged_jobs == {} and q.memory.aged_since
@@ -106,25 +106,88 @@ def longest_zero_run(x):
     return best
 
 
+def service_runs(s):
+    """Lengths of the stretches in which the tenant had GPUs."""
+    return np.diff(np.flatnonzero(np.diff(np.r_[0, (s > 0).astype(int), 0])))[::2]
+
+
 def test_low_tenant_is_served_under_sustained_high_tier_pressure():
     # 32 GPUs; the high tier wants all of them except one minute in twenty (16); a low tenant wants 8.
-    # Without aging it is never served; with aging (30 min, summed over requeues, policy.aging_before_high)
-    # it gets GPUs within max_wait plus the time the node held for it takes to free (high-priority work is
-    # never preempted), and keeps them for the grace period.
+    # The defaults (cumulative wait, grace period, bounded admission ahead of the high tier's borrowing):
+    # the low tenant gets GPUs within max_wait plus the time until the high tier next frees a node (high-
+    # priority work is never preempted), and keeps them for the grace period. Without aging it is never
+    # served; with the wait counted per queue stint only, what aging starts is preempted again at once.
     steps = 700
     t = np.arange(steps)
     w = Workload("t", frame({"hi": np.where(t % 20 == 0, 16.0, 32.0), "lo": np.full(steps, 8.0)}, steps),
                  ("high", "low"), np.array([8, 1]), 32, start=100)
-    served = {}
-    for mw in (30, 100_000):
-        cfg = Config(policy={"headroom": 0.0, "preempt_budget_share": 0.5, "max_wait_steps": mw,
-                             "aging_min_run_s": 1800, "aging_before_high": True, "aging_cumulative": True})
-        served[mw] = np.asarray(run_strategy("reactive", w, cfg, steps=599, check_invariants=True).served["low"])
-    assert served[100_000].sum() == 0
-    s = served[30]
-    assert longest_zero_run(s) <= 30 + 2 * 20
-    runs = np.diff(np.flatnonzero(np.diff(np.r_[0, (s > 0).astype(int), 0])))[::2]
+    served, high_unmet = {}, {}
+    for name, pol in (("default", {"max_wait_steps": 30}), ("off", {"max_wait_steps": 100_000}),
+                      ("per_stint", {"max_wait_steps": 30, "aging_cumulative": False})):
+        cfg = Config(policy={"headroom": 0.0, "preempt_budget_share": 0.5, **pol})
+        m = run_strategy("reactive", w, cfg, steps=599, check_invariants=True)
+        served[name] = np.asarray(m.served["low"])
+        high_unmet[name] = m.summary()["tiers"]["high"]["unmet_gpu_min"]
+    assert served["off"].sum() == 0
+    s = served["default"]
+    assert longest_zero_run(s) <= 30 + 20
+    runs = service_runs(s)
     assert s.sum() > 0.25 * 8 * 599 and (runs[:-1] >= 30).all()   # each service lasts the grace period
+    assert (service_runs(served["per_stint"]) < 30).all()         # preempted again as soon as the high tier asks
+
+
+def test_aged_job_takes_the_high_tiers_hold_beyond_its_guarantee_not_the_guarantee():
+    # 32 GPUs on 4 nodes; the high tier runs 20 GPUs and holds 25 (headroom 0.25): every node. Its guarantee
+    # is the static pool (20% = 6 GPUs). A low tenant asks for one 8-GPU job from minute 20. By default the
+    # job waits max_wait (30 min) and then gets a node the high tier held but did not use; the high tier
+    # loses nothing. Without aging, or with the high tier's hold served first, it never runs.
+    steps = 400
+    t = np.arange(steps)
+    w = Workload("t", frame({"hi": np.full(steps, 20.0), "lo": np.where(t < 120, 0.0, 8.0)}, steps),
+                 ("high", "low"), np.array([4, 8]), 32, start=100)
+    first, high_unmet = {}, {}
+    for name, pol in (("default", {}), ("off", {"max_wait_steps": 100_000}), ("high_first", {"aging_before_high": False})):
+        cfg = Config(policy={"headroom": 0.25, "max_wait_steps": 30, **pol})
+        m = run_strategy("reactive", w, cfg, steps=299, check_invariants=True)
+        s = np.asarray(m.served["low"])
+        first[name] = int(np.flatnonzero(s)[0]) - 20 if s.any() else None     # minutes after it first asked
+        high_unmet[name] = m.summary()["tiers"]["high"]["unmet_gpu_min"]
+    assert first["off"] is None and first["high_first"] is None
+    assert 30 <= first["default"] <= 30 + 2
+    assert high_unmet["default"] == high_unmet["off"] == 0
+
+
+def pending(rows):
+    """rows: (id, tenant, gpus, running, runtime_s); all low priority, wait given separately."""
+    return jobs([(i, t, g, "low", r, rt, 0.0) for i, t, g, r, rt in rows])
+
+
+def test_admission_is_one_job_per_starving_tenant_longest_wait_first_and_bounded():
+    from daemon.policy.aging import Aging, admit
+
+    j = pending([("a1", 0, 4, False, 0), ("a2", 0, 4, False, 0), ("b1", 1, 8, False, 0), ("c1", 2, 4, False, 0),
+                 ("d1", 3, 2, True, 60.0), ("d2", 3, 2, False, 0), ("e1", 4, 2, False, 0)])
+    wait = np.array([900.0, 1200.0, 1000.0, 700.0, 0.0, 5000.0, 100.0])   # e1 has not waited max_wait (600 s)
+    exempt = np.array([False, False, False, False, True, False, False])    # d1 was started by aging: in grace
+    ag = Aging(wait, exempt, {}, {}, {})
+    eligible = np.ones(6, dtype=bool)
+    a = admit(ag, j, 6, eligible, 600.0, room=100)
+    # a: its longest waiter (a2) only; d: already has an aged job in grace; e: under max_wait
+    assert a.job.tolist() == [1, 2, 3, -1, -1, -1] and a.gpus.tolist() == [4, 8, 4, 0, 0, 0]
+    assert a.in_grace.tolist() == [0, 0, 0, 2, 0, 0] and a.waiting == 0
+    # the bound (aged work running plus admitted): 2 GPUs in grace + a2 (4) + b1 (8) = 14 <= 15 < 18
+    b = admit(ag, j, 6, eligible, 600.0, room=15)
+    assert b.gpus.tolist() == [4, 8, 0, 0, 0, 0] and b.waiting == 1
+    # admitted in order of wait: c1 (shorter wait) does not overtake b1, which does not fit yet
+    c = admit(ag, j, 6, eligible, 600.0, room=8)
+    assert c.gpus.tolist() == [4, 0, 0, 0, 0, 0] and c.waiting == 2
+    # nothing aged running: the longest waiter goes even when its job alone is over the bound
+    none_running = Aging(wait, np.zeros(7, dtype=bool), {}, {}, {})
+    d = admit(none_running, j, 6, eligible, 600.0, room=0)
+    assert d.gpus.tolist() == [0, 0, 0, 2, 0, 0]                            # d2 waited longest (5000 s)
+    # the high tier never ages
+    e = admit(ag, j, 6, np.array([False, True, True, True, True, True]), 600.0, room=100)
+    assert e.gpus.tolist() == [0, 8, 4, 0, 0, 0]
 
 
 def test_events_table_has_retention(tmp_path):

@@ -37,7 +37,7 @@ def age(jobs: Jobs, waited: dict[str, float], stint: dict[str, float], aged_jobs
     n = len(jobs)
     total = np.zeros(n)
     exempt = np.zeros(n, dtype=bool)
-    low = np.flatnonzero(jobs.priority == PRIORITY["low"]) if n else np.zeros(0, dtype=np.int64)
+    low = np.flatnonzero(jobs.priority != PRIORITY["high"]) if n else np.zeros(0, dtype=np.int64)
     if low.size == 0:
         return Aging(total, exempt, {}, {}, {})
     run = jobs.running[low]
@@ -70,3 +70,47 @@ def age(jobs: Jobs, waited: dict[str, float], stint: dict[str, float], aged_jobs
             elif j not in new_aged:      # not queued: it ran its grace period (or is gone)
                 out_waited.pop(j, None)
     return Aging(total, exempt, out_waited, dict(zip(pend_ids, wait_now.tolist())), new_aged)
+
+
+@dataclass(frozen=True)
+class Admission:
+    gpus: np.ndarray      # per tenant: GPUs of the aged job admitted for it this cycle (0: none)
+    job: np.ndarray       # per tenant: index of that job in ``jobs`` (-1: none)
+    in_grace: np.ndarray  # per tenant: GPUs of its running jobs that aging started (still in their grace period)
+    waiting: int          # tenants with a job over max_wait that were not admitted (the bound held them back)
+
+
+def admit(ag: Aging, jobs: Jobs, n_tenants: int, eligible: np.ndarray, max_wait_s: float, room: int) -> Admission:
+    """Bounded aged admission: which waiting jobs go ahead of the high tier's borrowing and of normal work.
+
+    At most one job per starving tenant at a time: a tenant whose aged job is still running its grace period
+    gets no second one, so one tenant's backlog cannot take the cluster. Across tenants, the longest wait
+    goes first, and aged work (running in its grace period plus admitted) stays within ``room`` GPUs; the
+    longest waiter is admitted even when its job alone is larger, so the bound delays nobody for ever.
+    ``eligible``: per tenant, may age (not the high tier).
+    """
+    n = n_tenants
+    gpus, job = np.zeros(n), np.full(n, -1, dtype=np.int64)
+    in_grace = np.bincount(jobs.tenant[ag.exempt], weights=jobs.gpus[ag.exempt], minlength=n) if ag.exempt.any() \
+        else np.zeros(n)
+    over = np.flatnonzero((ag.total_wait_s >= max_wait_s) & eligible[jobs.tenant]) if len(jobs) else \
+        np.zeros(0, dtype=np.int64)
+    over = over[in_grace[jobs.tenant[over]] == 0]
+    if over.size == 0:
+        return Admission(gpus, job, in_grace, 0)
+    # each tenant's longest-waiting job, then tenants by that wait (longest first)
+    o = over[np.lexsort((-ag.total_wait_s[over], jobs.tenant[over]))]
+    ten = jobs.tenant[o]
+    first = o[np.r_[True, ten[1:] != ten[:-1]]]
+    first = first[np.argsort(-ag.total_wait_s[first], kind="stable")]
+    g = jobs.gpus[first].astype(float)
+    left = room - float(in_grace.sum())
+    fits = np.cumsum(g) <= left
+    if not in_grace.any():
+        fits[0] = True                   # nothing aged runs: the longest waiter goes, whatever its size
+    stop = np.flatnonzero(~fits)         # a prefix: nobody overtakes a longer waiter that does not fit yet
+    k = int(stop[0]) if stop.size else first.size
+    took = first[:k]
+    job[jobs.tenant[took]] = took
+    gpus[jobs.tenant[took]] = jobs.gpus[took]
+    return Admission(gpus, job, in_grace, int(first.size - k))

@@ -75,8 +75,10 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     demand = state.demand.astype(float)
     notes: list[str] = []
 
-    # --- anti-starvation: tenants whose low-priority work waited too long become protected
-    # (wait summed over every queue stint of a job, requeues included: daemon/policy/aging.py)
+    # --- anti-starvation (daemon/policy/aging.py): a job's wait is summed over its queue stints (requeues
+    # included). A job that waited max_wait is admitted ahead of the high tier's borrowing beyond its
+    # guarantee and of all normal work, one job per starving tenant at a time and within aging_max_share of
+    # the GPUs, and is not preempted before it has run aging_min_run_s
     jobs = state.jobs
     now_iso = state.at.isoformat()
     max_wait_s = pc.max_wait_steps * step_s
@@ -88,11 +90,12 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     else:  # the current queue stint only (the scheduler's own clock), no grace period, nothing remembered
         ag = aging.age(jobs, {}, {}, {}, max_wait_s, 0.0, now_iso)
         ag = dataclasses.replace(ag, waited={}, stint={}, aged_jobs={})
-    aged_gpus = np.zeros(n)
-    over = ag.total_wait_s >= max_wait_s          # pending low-priority jobs only (others carry 0)
-    if over.any():
-        aged_gpus = np.bincount(jobs.tenant[over], weights=jobs.gpus[over], minlength=n)
-    aged = (aged_gpus > 0) & ~high
+    adm = aging.admit(ag, jobs, n, ~high, max_wait_s, int(math.floor(pc.aging_max_share * capacity)))
+    aged_gpus = adm.gpus
+    aged = aged_gpus > 0
+    if adm.waiting:
+        notes.append(f"aging: {adm.waiting} tenants waited over {pc.max_wait_steps} steps and wait for a slot "
+                     f"(one job per tenant, {pc.aging_max_share:.0%} of the GPUs)")
     aged_since = {tenants[i]: memory.aged_since.get(tenants[i], now_iso) for i in np.flatnonzero(aged)}
 
     # --- reservations for the high tier (forecast peak over the lead time) and aged tenants
@@ -140,10 +143,11 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     res = np.maximum(res, floor)
     soon = np.maximum(soon, floor)
     pool = reservation.high_pool(capacity, pc.reserve_share)
-    # aged tenants may be served first, from everything but what the high tier needs of its static pool, so
-    # that under sustained high-tier pressure a forecast peak above the pool does not crowd out work that
-    # waited max_wait
-    # (policy.aging_before_high; otherwise the high tier is served first and aged tenants get what is left)
+    # aged jobs are held for first, from everything but the high tier's guarantee (its static pool, or its own
+    # hold if smaller), so that under sustained high-tier pressure a peak above the pool does not crowd out
+    # work that waited max_wait; admission is bounded (aging.admit), so this costs the high tier at most
+    # aging_max_share of the GPUs beyond its guarantee
+    # (policy.aging_before_high, default on; off: the high tier is served first and aged jobs get what is left)
     if pc.aging_before_high:
         aged_room = max(capacity - min(pool, int(np.where(high, res, 0.0).sum())), 0)
         aged_res = reservation.fit_to_capacity(np.where(aged, res, 0.0), aged, aged_room)
@@ -206,7 +210,10 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
             notifs.append(Notification(t, "preempted", f"job {jid} preempted and requeued: {reason}"))
     for t in aged_since:
         if t not in memory.aged_since:
-            notifs.append(Notification(t, "protected", f"waited over {pc.max_wait_steps} steps: jobs now protected from preemption"))
+            notifs.append(Notification(t, "protected", f"a job waited over {pc.max_wait_steps} steps: it is held for "
+                                                       "ahead of normal work and of the high tier beyond its "
+                                                       f"guarantee, and once started not preempted for "
+                                                       f"{pc.aging_min_run_s:g}s"))
 
     # --- rate limits follow load with hysteresis
     load = float(used.sum()) / capacity
