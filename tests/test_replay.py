@@ -60,6 +60,7 @@ def test_hand_computed_reactive_preempts_one_node_once_high_work_waits():
     r = run_strategy("reactive", w, Config(policy={"headroom": 0.0, "preempt_budget_share": 0.5}), steps=199, check_invariants=True)
     s = r.summary()
     assert s["preemptions"] == 8 and s["tiers"]["low"]["preemptions_suffered"] == 8
+    assert s["preemptions_for"] == {"high": 8, "normal": 0, "low": 0}   # every one cleared GPUs for the high tier
     unmet = np.asarray(r.unmet["high"])
     # asked at step 150 (queued; the plan after that step preempts), GPUs drain during 151, job runs from 152
     assert unmet.sum() == pytest.approx(2 * 8) and unmet[50:52].tolist() == [8, 8]
