@@ -71,7 +71,7 @@ class PolicyConfig(_Strict):
                                    "before it has run this long")
     aging_before_high: bool = Field(True, description="aged jobs are held for before the high tier's forecast "
                                     "beyond its guarantee (min(static pool, its own hold)); off: after it")
-    aging_max_share: float = Field(0.05, ge=0, le=1, description="aged work (admitted, or running its grace period) "
+    aging_max_share: float = Field(0.1, ge=0, le=1, description="aged work (admitted, or running its grace period) "
                                    "is bounded to this share of the GPUs; the longest waiter always gets one job")
     min_preempt_gpus: int = Field(1, ge=1, description="deficits smaller than this are not worth a preemption")
     preempt_min_runtime_s: float = Field(0.0, ge=0, description="a job younger than this is never preempted "
