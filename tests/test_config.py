@@ -4,7 +4,7 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from daemon.config import Config, ConfigError, load_config
+from daemon.config import Config, ConfigError, load_config, parse_config
 
 
 def test_default_is_the_simulated_cluster():
@@ -76,3 +76,12 @@ def test_config_is_frozen():
     cfg = Config()
     with pytest.raises(ValidationError, match="frozen"):
         cfg.policy.reserve_share = 0.5  # type: ignore[misc]
+
+
+def test_kueue_refuses_a_pooled_high_tier_hold_it_cannot_make():
+    """Kueue holds nodes per tenant; planning one pool there would simulate what no object enforces."""
+    with pytest.raises(ConfigError, match="policy.pool_high_tier"):
+        parse_config({"actuators": {"enabled": ["log", "kueue"]}})
+    cfg = parse_config({"actuators": {"enabled": ["log", "kueue"]}, "policy": {"pool_high_tier": False}})
+    assert not cfg.policy.pool_high_tier
+    assert parse_config({"actuators": {"enabled": ["log", "slurm"]}}).policy.pool_high_tier  # Slurm can pool

@@ -467,7 +467,7 @@ def test_the_daemon_builds_both_kubernetes_actuators_from_one_config(tmp_path):
                   "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n")
     cfg = parse_config({"tenants": [{"name": "team-high", "tier": "high", "k8s_namespace": "serving"},
                                     {"name": "batchy", "tier": "low", "k8s_namespace": "batch"}],
-                        "policy": {"preempt_min_runtime_s": 120},
+                        "policy": {"preempt_min_runtime_s": 120, "pool_high_tier": False},
                         "actuators": {"enabled": ["kubernetes", "kueue"], "dry_run": False,
                                       "kubernetes": {"kubeconfig": str(kc), "timeout_s": 4},
                                       "kueue": {"hold_shrink_delay_s": 60}}})
