@@ -227,3 +227,15 @@ def test_capacity_is_held_ahead_but_jobs_are_preempted_just_in_time():
     assert far.reservations["t0"] == 40 and far.preemptions == ()          # held, nobody preempted yet
     near = plan(peak_at(2), s, far.memory, cfg)
     assert sum(p.gpus for p in near.preemptions) == 30                     # now it is inside the drain window
+
+
+def test_a_remembered_rate_level_the_config_no_longer_has_is_the_tightest_one():
+    """After a reload drops levels, a stale cycle and the safe default still plan (they used to IndexError)."""
+    from daemon.policy.safe import safe_default
+    s = make_state(["high", "low"], [(1, 10, "low", True, 100, 0)], capacity=100, staleness=10_000)
+    cfg = Config(ratelimits={"levels": [{"load": 0.0, "high": 100, "normal": 10, "low": 5}]})
+    mem = PolicyMemory(rate_level=2)
+    p = plan(None, s, mem, cfg)                      # stale, no last plan: limits from memory's level
+    assert p.stale and p.limits["t1"].rate == 5 and p.limits["t1"].level == 0
+    d = safe_default(AT.isoformat(), 100, s.tenants, s.tiers, mem, cfg, "plan too old")
+    assert d.limits["t0"].rate == 100

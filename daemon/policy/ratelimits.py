@@ -28,6 +28,9 @@ def rate_level(load: float, previous: int, cfg: RateLimitConfig) -> int:
 
 def tenant_limits(tenants: tuple[str, ...], tiers: tuple[Tier, ...], level: int, load: float,
                   cfg: RateLimitConfig, overrides: dict[str, TenantConfig]) -> dict[str, RateLimit]:
+    # a level remembered from before a reload that removed levels (a restored or stale plan's memory)
+    # means the tightest level there is now, not an IndexError in the stale or safe-default path
+    level = max(0, min(level, len(cfg.levels) - 1))
     lvl = cfg.levels[level]
     load_txt = f"{load:.0%}" if math.isfinite(load) else "unknown"
     reasons = {
