@@ -30,6 +30,7 @@ from typing import Callable
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from daemon.actuators import whole_nodes
 from daemon.actuators.base import ActionReport
 
 BLOCKING = ("NoSchedule", "NoExecute")
@@ -120,15 +121,7 @@ class NodeHolds:
         runs, GPUs are free or the plan's preemptions free them (the Slurm holds' order)."""
         score = {n.name: mine.get(n.name, 0) + (n.gpus - n.used) + freed.get(n.name, 0) for n in nodes}
         order = sorted(nodes, key=lambda n: (n.name not in current, -score[n.name], n.name))
-        picked = [n.name for n in order if keep and n.name in current]
-        have = sum(n.gpus for n in nodes if n.name in picked)
-        for n in order:
-            if have >= gpus:
-                break
-            if n.name not in picked:
-                picked.append(n.name)
-                have += n.gpus
-        return sorted(picked)
+        return whole_nodes.pick(order, current, gpus, keep)
 
     # ---- doing it --------------------------------------------------------------------------------
     def apply(self, rep: ActionReport, wanted: dict[str, int], freed: dict[str, int]) -> dict[str, int] | None:

@@ -38,6 +38,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from daemon.actuators import whole_nodes
 from daemon.actuators.base import ActionReport
 from daemon.policy.types import Plan
 
@@ -205,15 +206,7 @@ class SlurmHolds:
         usable = [n for n in nodes if n.healthy and n.gpus > 0 and n.name not in others]
         score = {n.name: held_here.get(n.name, 0) + (n.gpus - n.gpus_used) + freed.get(n.name, 0) for n in usable}
         order = sorted(usable, key=lambda n: (n.name not in current, firm.get(n.name, 0), -score[n.name], n.name))
-        picked = [n.name for n in order if keep and n.name in current]
-        have = sum(n.gpus for n in usable if n.name in picked)
-        for n in order:
-            if have >= gpus:
-                break
-            if n.name not in picked:
-                picked.append(n.name)
-                have += n.gpus
-        return sorted(picked)
+        return whole_nodes.pick(order, current, gpus, keep)
 
     # ---- doing it --------------------------------------------------------------------------------
     def apply(self, plan: Plan, rep: ActionReport, jobs: list[RunningJob]) -> None:
