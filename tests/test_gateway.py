@@ -330,12 +330,27 @@ def test_a_body_over_the_cache_cap_reaches_the_app_whole_and_is_not_cached(r, re
     assert second.status_code == 429                                            # too big to keep: not cached
 
 
-class _Upstream:
+class _ServedHTTP:
+    """A real HTTP server on 127.0.0.1, in a thread, answering with a handler class until close()."""
+
+    def _serve(self, handler):
+        import http.server
+        import threading
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class _Upstream(_ServedHTTP):
     """A real HTTP server on 127.0.0.1 (a thread) that names itself in each answer and echoes the body."""
 
     def __init__(self, name):
         import http.server
-        import threading
 
         outer = self
 
@@ -357,13 +372,7 @@ class _Upstream:
                 pass
 
         self.hits = 0
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self._serve(H)
 
 
 @pytest.mark.services
@@ -507,13 +516,12 @@ def test_a_closed_limiter_or_a_dead_upstream_does_not_tell_the_client_where_they
     assert str(dead_port) not in limiter.text + upstream.text
 
 
-class _RawUpstream:
+class _RawUpstream(_ServedHTTP):
     """A real HTTP server that answers with the raw request line's target, gzips /gz when asked, sets a cookie."""
 
     def __init__(self):
         import gzip
         import http.server
-        import threading
 
         class H(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
@@ -533,13 +541,7 @@ class _RawUpstream:
             def log_message(self, *a):
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self._serve(H)
 
 
 @pytest.fixture(scope="module")

@@ -58,6 +58,20 @@ def jobs(slurm):
     wait_for(lambda: all(state(slurm, j) == "" for j in ids.values()), what="jobs gone", timeout=60)
 
 
+def requeue_refusing_bin(tmp_path):
+    """A bin_dir of the real Slurm commands whose `scontrol requeue` fails while the returned flag file exists."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for b in ("squeue", "sinfo", "scancel", "sbatch"):
+        (bin_dir / b).symlink_to(f"/usr/bin/{b}")
+    fail = tmp_path / "fail-requeue"
+    (bin_dir / "scontrol").write_text(
+        f'#!/bin/sh\ncase "$1" in requeue) [ -e {fail} ] && {{ echo "injected: requeue refused" >&2; exit 1; }};; esac\n'
+        'exec /usr/bin/scontrol "$@"\n')
+    (bin_dir / "scontrol").chmod(0o755)
+    return bin_dir, fail
+
+
 def test_parsers():
     assert parse_elapsed("1-02:03:04") == 93784 and parse_elapsed("05:06") == 306 and parse_elapsed("") == 0
     assert parse_gpus("gres:gpu:2") == 2 and parse_gpus("gres/gpu:a100:4") == 4 and parse_gpus("N/A") == 0
@@ -214,15 +228,7 @@ def test_the_warning_signal_kills_a_script_that_does_not_trap_it(slurm):
 
 def test_a_failed_requeue_after_the_warning_is_retried_without_a_second_warning(slurm, tmp_path):
     """The real scontrol behind a wrapper that refuses `scontrol requeue` while a flag file exists."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for b in ("squeue", "sinfo", "scancel", "sbatch"):
-        (bin_dir / b).symlink_to(f"/usr/bin/{b}")
-    fail = tmp_path / "fail-requeue"
-    (bin_dir / "scontrol").write_text(
-        f'#!/bin/sh\ncase "$1" in requeue) [ -e {fail} ] && {{ echo "injected: requeue refused" >&2; exit 1; }};; esac\n'
-        'exec /usr/bin/scontrol "$@"\n')
-    (bin_dir / "scontrol").chmod(0o755)
+    bin_dir, fail = requeue_refusing_bin(tmp_path)
     script = (f"trap 'echo checkpoint >> {tmp_path}/usr1' USR1; touch {tmp_path}/ready-$SLURM_JOB_ID; "
               "while true; do sleep 1; done")
     j = sbatch(slurm, "low", "acct-low", wrap=script)
@@ -252,15 +258,7 @@ def test_a_failed_requeue_after_the_warning_is_retried_without_a_second_warning(
 
 
 def test_a_failed_node_failure_requeue_is_retried_by_the_next_cycle(slurm, tmp_path):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for b in ("squeue", "sinfo", "scancel", "sbatch"):
-        (bin_dir / b).symlink_to(f"/usr/bin/{b}")
-    fail = tmp_path / "fail-requeue"
-    (bin_dir / "scontrol").write_text(
-        f'#!/bin/sh\ncase "$1" in requeue) [ -e {fail} ] && {{ echo "injected: requeue refused" >&2; exit 1; }};; esac\n'
-        'exec /usr/bin/scontrol "$@"\n')
-    (bin_dir / "scontrol").chmod(0o755)
+    bin_dir, fail = requeue_refusing_bin(tmp_path)
     j = sbatch(slurm, "low", "acct-low")
     try:
         wait_for(lambda: state(slurm, j).startswith("RUNNING"), what="running", timeout=60)
