@@ -417,7 +417,7 @@ class Config(_Strict):
 
     @model_validator(mode="after")
     def _holds_the_actuators_can_make(self) -> "Config":
-        # the Kueue actuator holds nodes per high-tier tenant (its own flavor and ClusterQueue); a pooled plan
+        # the Kueue actuator holds nodes per tenant (its own flavor and ClusterQueue); a pooled plan
         # would be simulated and planned as one pool that no Kubernetes object enforces
         if "kueue" in self.actuators.enabled and self.policy.pool_high_tier:
             raise ValueError("policy.pool_high_tier: the kueue actuator holds nodes per tenant, not as one pool; "
