@@ -134,6 +134,8 @@ class FakeCluster:
         self.objs = {}           # (plural, namespace, name) -> body
         self.fail_patch = {}     # node -> HTTP status to answer instead
         self.lost = set()        # nodes whose patch is applied but answered 504 (the answer was lost)
+        self.fail_write = {}     # (plural, name) -> HTTP status to answer a POST/PUT of that object with
+        self.fail_list = 0       # HTTP status to answer every list of Kueue objects with (0: answer)
         for i in range(1, 8):
             self.add_node(f"n{i}")
         self.nodes["n5"]["spec"]["unschedulable"] = True                                   # cordoned
@@ -189,12 +191,24 @@ class FakeCluster:
         k = self.key(path)
         return (200, self.objs[k]) if k in self.objs else (404, {"kind": "Status", "code": 404})
 
+    def refused(self, path, body):
+        """POST .../<plural> or PUT .../<plural>/<name>: the answer to send when that object is to fail."""
+        name = body["metadata"]["name"]
+        parts = path.split("/")
+        plural = parts[-2] if parts[-1] == name else parts[-1]
+        code = self.fail_write.get((plural, name))
+        return (code, {"kind": "Status", "code": code}) if code else None
+
     def put(self, path, body):
+        if self.refused(path, body):
+            return self.refused(path, body)
         body = {**body, "metadata": {**body["metadata"], "resourceVersion": "9"}}
         self.objs[self.key(path)] = body
         return 200, body
 
     def post(self, path, body):
+        if self.refused(path, body):
+            return self.refused(path, body)
         parts = path[len(API) + 1:].split("/")
         k = (parts[2], parts[1], body["metadata"]["name"]) if parts[0] == "namespaces" else (parts[0], "", body["metadata"]["name"])
         if k in self.objs:
@@ -206,6 +220,8 @@ class FakeCluster:
         return (200, {"kind": "Status"}) if self.objs.pop(self.key(path), None) else (404, {"kind": "Status", "code": 404})
 
     def listing(self, path, body):
+        if self.fail_list:
+            return self.fail_list, {"kind": "Status", "code": self.fail_list}
         plural = path.rsplit("/", 1)[1]
         return 200, {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "List", "metadata": {},
                      "items": [o for (p, _, _), o in sorted(self.objs.items()) if p == plural]}
@@ -494,6 +510,32 @@ def test_a_patch_whose_answer_was_lost_is_adopted_then_released_when_no_plan_ask
     assert act.apply(plan(0)).ok and c.held() == {}
 
 
+def test_a_refused_kueue_object_write_is_reported_and_written_the_next_cycle():
+    """Per action: a ClusterQueue the API refuses (500) is that object's error, the other objects are written;
+    the next cycle writes it. A start-up sweep whose list fails is reported and done by a later cycle."""
+    c = FakeCluster()
+    mine = {"app.kubernetes.io/managed-by": "gpu-autoscaler"}
+    c.objs[("clusterqueues", "", "gpuas-tenant-old-team")] = {"kind": "ClusterQueue", "metadata": {
+        "name": "gpuas-tenant-old-team", "labels": mine}, "spec": {}}
+    c.fail_write[("clusterqueues", "gpuas-tenant-team-high")] = 500
+    c.fail_list = 503
+    act, pool, c = kueue(c)
+    rep = act.apply(plan(8))
+    assert sorted(rep.errors) == ["ClusterQueue gpuas-tenant-team-high: 500 Internal Server Error",
+                                  "Kueue objects: cannot list or delete stale ones: 503 Service Unavailable"]
+    assert ("clusterqueues", "", "gpuas-tenant-team-high") not in c.objs
+    assert ("clusterqueues", "", "gpuas-tenant-batchy") in c.objs and c.held() != {}   # the rest was done
+    assert ("clusterqueues", "", "gpuas-tenant-old-team") in c.objs
+    c.fail_write.clear()
+    c.fail_list = 0
+    rep = act.apply(plan(8))
+    assert rep.ok, rep.errors
+    assert flavors(objects(c, "ClusterQueue")["gpuas-tenant-team-high"])["gpuas-hold-team-high"]["nominalQuota"] == 8
+    assert ("clusterqueues", "", "gpuas-tenant-old-team") not in c.objs
+    n = len(writes(pool))
+    assert act.apply(plan(8)).ok and len(writes(pool)) == n                # and then nothing more to do
+
+
 def test_nodes_unreadable_change_nothing():
     c = FakeCluster()
     act, pool, c = kueue(c)
@@ -521,11 +563,16 @@ def test_beside_kueue_the_kubernetes_actuator_sets_no_quota_and_evicts_nothing()
     from daemon.actuators.kubernetes import KubernetesActuator
     from daemon.config import KubernetesActuatorConfig
 
-    api, pool = served({("POST", r"/apis/scheduling.k8s.io/v1/priorityclasses"): (201, {})})
+    from tests.test_kubernetes import NO_QUOTAS
+
+    api, pool = served({("POST", r"/apis/scheduling.k8s.io/v1/priorityclasses"): (201, {}),
+                        ("GET", r"/api/v1/resourcequotas"): NO_QUOTAS})
     act = KubernetesActuator(api, KubernetesActuatorConfig(), TENANTS, dry_run=False, enforce_plan=False)
     p = plan(20, pre=[Preemption("research/x", "team-a", 2, "", "y")])
     assert act.apply(Plan(**{**p.__dict__, "quotas": {"team-a": 40}})).ok
-    assert {r["path"] for r in pool.sent} == {"/apis/scheduling.k8s.io/v1/priorityclasses"}
+    # PriorityClasses, and the start-up look for quotas of ours an earlier plain-namespace run left
+    assert {r["path"] for r in pool.sent} == {"/apis/scheduling.k8s.io/v1/priorityclasses", "/api/v1/resourcequotas"}
+    assert not [r for r in pool.sent if r["method"] in ("PUT", "DELETE", "PATCH")]
 
 
 def test_stopping_before_any_plan_still_releases_nodes_an_earlier_run_held():
