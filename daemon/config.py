@@ -266,7 +266,8 @@ class ActuatorsConfig(_Strict):
     dry_run: bool = True
     enabled: list[Literal["log", "redis", "slurm", "kubernetes", "kueue", "simulator"]] = Field(
         default_factory=lambda: ["log"])
-    release_holds_on_stop: bool = Field(True, description="release scheduler holds on stop (Slurm reservations, Kueue lending)")
+    release_holds_on_stop: bool = Field(True, description="release scheduler holds on stop (Slurm reservations, Kueue node holds, "
+                                                "Kubernetes quotas)")
     redis: RedisActuatorConfig = Field(default_factory=RedisActuatorConfig)
     slurm: SlurmActuatorConfig = Field(default_factory=SlurmActuatorConfig)
     kubernetes: KubernetesActuatorConfig = Field(default_factory=KubernetesActuatorConfig)

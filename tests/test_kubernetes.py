@@ -139,6 +139,27 @@ def _quota_routes(items):
     return routes, deleted
 
 
+def test_stopping_deletes_our_quotas_and_no_other():
+    """release_holds (the daemon stops, actuators.release_holds_on_stop): our quota goes from each tenant
+    namespace; one without our label stays; nothing in kube-*; beside Kueue nothing is touched."""
+    from daemon.actuators.base import HoldsCapacity
+
+    routes, deleted = _quota_routes([])
+    routes[("GET", r"/api/v1/namespaces/batch/resourcequotas/gpu-autoscaler")] = (200, _quota("batch"))
+    routes[("GET", r"/api/v1/namespaces/serving/resourcequotas/gpu-autoscaler")] = (200, _quota("serving", labelled=False))
+    act, pool = actuator(routes)
+    assert isinstance(act, HoldsCapacity)
+    rep = act.release_holds()
+    assert rep.ok, rep.errors
+    assert deleted == ["/api/v1/namespaces/batch/resourcequotas/gpu-autoscaler"]
+    assert rep.actions == ["delete ResourceQuota batch/gpu-autoscaler: the daemon stops"]
+    assert not any("kube-system" in r["path"] for r in pool.sent)
+    dry, pool = actuator(routes, dry_run=True)
+    assert dry.release_holds().actions == rep.actions and len(deleted) == 1
+    beside = KubernetesActuator(served(routes)[0], KubernetesActuatorConfig(), [], dry_run=False, enforce_plan=False)
+    assert beside.release_holds().actions == [] and len(deleted) == 1
+
+
 def test_start_up_deletes_our_quotas_no_plan_of_this_config_can_ask_for():
     """A removed tenant's quota (our label, our name) is deleted at start-up; a configured tenant's is the plan's
     to keep; another name, no label of ours, or kube-* is never touched. Beside Kueue every one of ours goes

@@ -167,9 +167,10 @@ class KubernetesActuator:
         except ApiException as exc:
             rep.errors.append(f"ResourceQuota {ns}: {exc.status} {exc.reason}")
 
-    def drop_quota(self, rep: ActionReport, ns: str) -> None:
-        """The plan caps this tenant no longer (it is high-tier now, or no cap is wanted): delete our quota
-        there, so no cap stays behind that no plan asked for. A quota without our label is left alone."""
+    def drop_quota(self, rep: ActionReport, ns: str, why: str = "the plan caps this tenant no longer") -> None:
+        """The plan caps this tenant no longer (it is high-tier now, or no cap is wanted), or the daemon stops:
+        delete our quota there, so no cap stays behind that no plan asked for. A quota without our label is
+        left alone."""
         if ns in self._quotas and self._quotas[ns] is None:
             return
         try:
@@ -183,7 +184,7 @@ class KubernetesActuator:
         if (cur.metadata.labels or {}).get("app.kubernetes.io/managed-by") != "gpu-autoscaler":
             self._quotas[ns] = None
             return
-        rep.actions.append(f"delete ResourceQuota {ns}/{self.cfg.quota_name}: the plan caps this tenant no longer")
+        rep.actions.append(f"delete ResourceQuota {ns}/{self.cfg.quota_name}: {why}")
         if self.dry_run:
             return
         try:
@@ -307,6 +308,16 @@ class KubernetesActuator:
                     self.drop_quota(rep, ns)
         for p in plan.preemptions:
             self.evict(rep, p.job_id, p.reason)
+        return rep
+
+    def release_holds(self) -> ActionReport:
+        """The daemon stops: our quota goes from every tenant namespace (a cap nobody keeps up to date would go on
+        rejecting pods at admission at a stale number); no pod stops, a quota without our label stays. Beside
+        Kueue there is none (the Kueue actuator lets its holds go)."""
+        rep = ActionReport(self.name, self.dry_run)
+        if self.enforce_plan:
+            for ns in sorted(set(self.ns_of.values())):
+                self.drop_quota(rep, ns, "the daemon stops")
         return rep
 
     def node_names(self) -> set[str]:
