@@ -451,6 +451,13 @@ def test_a_pooled_high_tier_holds_one_pool_only_the_pooled_tenants_queues_can_us
     assert "gpuas-pool-hold" not in flavors(cqs["gpuas-tenant-team-high"])
     assert objects(c, "Cohort")["gpuas-pool"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0][
         "nominalQuota"] == 0
+    # pooled again, then the daemon stops: every node let go, the pool's quota 0
+    assert act.apply(pooled).ok and "gpu-autoscaler.pool" in c.held().values()
+    assert objects(c, "Cohort")["gpuas-pool"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0][
+        "nominalQuota"] > 0
+    assert act.release_holds().ok and c.held() == {}
+    assert objects(c, "Cohort")["gpuas-pool"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0][
+        "nominalQuota"] == 0
 
 
 def test_hold_grows_at_once_shrinks_after_the_delay_and_goes_on_stop():
