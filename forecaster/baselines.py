@@ -18,7 +18,8 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from forecaster.calibration import add_error_quantiles, error_quantiles, errors_at, recent_origins, with_error_quantiles
+from forecaster.calibration import (SpreadRefresh, add_error_quantiles, error_quantiles, errors_at, recent_origins,
+                                    with_error_quantiles)
 from forecaster.series import ffill
 from forecaster.types import Forecast
 
@@ -47,9 +48,23 @@ class _Vectorised:
     error_window: int | None
     max_origins: int
     # the error quantiles are recomputed every `refresh` forecasts (1 = always); in between, today's point
-    # forecast gets the last computed spread (what a blend partner in the daemon does: the spread moves slowly)
-    refresh: int = 1
-    _eq_cache: tuple | None = None
+    # forecast gets the last computed spread (the spread moves slowly). In the daemon the recomputation runs in
+    # the background (`SpreadRefresh`), so the forecast call never pays for it.
+    _spread: SpreadRefresh | None = None
+
+    @property
+    def spread(self) -> SpreadRefresh:
+        if self._spread is None:
+            self._spread = SpreadRefresh()
+        return self._spread
+
+    @spread.setter
+    def spread(self, value: SpreadRefresh) -> None:
+        self._spread = value
+
+    @property
+    def refresh(self) -> int:
+        return self.spread.every
 
     def _first_origin(self) -> int:
         return 1
@@ -61,6 +76,16 @@ class _Vectorised:
     def _usable(self, n_steps: int) -> bool:
         return n_steps >= self._first_origin()
 
+    def _error_quantiles(self, vals: np.ndarray, ff: np.ndarray, horizon: int) -> np.ndarray:
+        n, t = vals.shape
+        window = self.error_window or max(8 * horizon, 7 * getattr(self, "season", horizon))
+        ends = recent_origins(t, horizon, first=self._first_origin(), window=window, max_origins=self.max_origins)
+        if ends.size:
+            errors = errors_at(vals, ends, self._point(vals, ff, ends, horizon))
+        else:
+            errors = np.full((1, n, horizon), np.nan)
+        return error_quantiles(errors, self.quantiles)
+
     def predict(self, history: pd.DataFrame, horizon: int) -> Forecast:
         vals = history.to_numpy(dtype=float).T  # [tenant, time]
         n, t = vals.shape
@@ -68,20 +93,8 @@ class _Vectorised:
             return self._short(history, horizon)
         ff = ffill(vals)
         point = self._point(vals, ff, np.array([t]), horizon)[0]
-        key = (tuple(map(str, history.columns)), horizon)
-        cached = self._eq_cache
-        if cached is not None and cached[0] == key and cached[1] < self.refresh:
-            eq = cached[2]
-            self._eq_cache = (key, cached[1] + 1, eq)
-        else:
-            window = self.error_window or max(8 * horizon, 7 * getattr(self, "season", horizon))
-            ends = recent_origins(t, horizon, first=self._first_origin(), window=window, max_origins=self.max_origins)
-            if ends.size:
-                errors = errors_at(vals, ends, self._point(vals, ff, ends, horizon))
-            else:
-                errors = np.full((1, n, horizon), np.nan)
-            eq = error_quantiles(errors, self.quantiles)
-            self._eq_cache = (key, 1, eq)
+        eq = self.spread.get((tuple(map(str, history.columns)), horizon),
+                             lambda: self._error_quantiles(vals, ff, horizon))
         values = add_error_quantiles(point, eq)
         return Forecast(tuple(map(str, history.columns)), self.quantiles, values, _issued(history),
                         _step_s(history), self.name)
