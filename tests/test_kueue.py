@@ -133,10 +133,16 @@ class FakeCluster:
                             "spec": {}, "status": {"allocatable": {"nvidia.com/gpu": str(gpus)},
                                                    "conditions": [{"type": "Ready", "status": "True"}]}}
 
-    def run(self, ns, name, node, gpus):
-        self.pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
-                          "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {
-                              "requests": {"nvidia.com/gpu": str(gpus)}}}]}, "status": {"phase": "Running"}})
+    def run(self, ns, name, node, gpus, priority_class=None, daemonset=False):
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+               "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {
+                   "requests": {"nvidia.com/gpu": str(gpus)}}}]}, "status": {"phase": "Running"}}
+        if priority_class:
+            pod["spec"]["priorityClassName"] = priority_class
+        if daemonset:
+            pod["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds",
+                                                   "uid": "u1", "controller": True}]
+        self.pods.append(pod)
 
     def held(self):
         return {n: d["metadata"]["labels"].get(KEY) for n, d in sorted(self.nodes.items())
@@ -245,7 +251,7 @@ def flavors(cq):
 def test_whole_nodes_are_held_for_a_high_tenant_and_its_queue_admits_exactly_them():
     c = FakeCluster()
     c.run("serving", "infer-0", "n3", 4)   # team-high already runs on n3
-    c.run("batch", "low-1", "n1", 8)       # n1 full of low work, which this plan preempts
+    c.run("batch", "low-1", "n1", 8, "gpu-autoscaler-low")  # n1 full of low work, which this plan preempts
     c.run("research", "a-1", "n4", 8)      # n4 full of normal work
     c.run("research", "a-2", "n2", 2)      # n2 partly used
     act, pool, c = kueue(c)
@@ -291,6 +297,23 @@ def test_whole_nodes_are_held_for_a_high_tenant_and_its_queue_admits_exactly_the
     # unchanged plan: nothing written (the nodes are read again, nothing else)
     n = len(writes(pool))
     assert act.apply(plan(12)).ok and len(writes(pool)) == n
+
+
+def test_new_hold_nodes_are_the_clearable_ones_first_as_on_slurm():
+    """The Slurm holds' rule (whole_nodes.rank): a node where only evictable work of others runs comes before
+    one with more free GPUs but work the daemon may not evict (another tenant's non-low pod, a pod outside the
+    tenant namespaces, a DaemonSet pod even of the low class); the holder's own pods never count against it."""
+    c = FakeCluster()
+    c.run("research", "a-1", "n1", 2)                                   # normal work of team-a: firm 2, 6 free
+    c.run("batch", "low-2", "n2", 2, "gpu-autoscaler-low")              # evictable
+    c.run("serving", "infer-0", "n2", 4, "gpu-autoscaler-high")         # the holder's own: firm 0, 2 free
+    c.run("monitoring", "probe", "n3", 1, "gpu-autoscaler-low")         # not a tenant namespace: firm 1, 7 free
+    c.run("batch", "dcgm", "n4", 1, "gpu-autoscaler-low", daemonset=True)  # never evicted: firm 1, 7 free
+    act, pool, c = kueue(c)
+    assert act.apply(plan(8)).ok
+    assert c.held() == {"n2": "team-high"}          # by free GPUs alone n3 (7 free) would have been taken
+    assert act.apply(plan(24)).ok
+    assert c.held() == {"n2": "team-high", "n3": "team-high", "n4": "team-high"}   # n1 (firm 2) last
 
 
 def test_hold_grows_at_once_shrinks_after_the_delay_and_goes_on_stop():

@@ -8,8 +8,11 @@ start while work already running there keeps running. On Kubernetes the daemon d
 - taint ``<hold_label>=<tenant>:NoSchedule`` (no pod starts there unless it tolerates it; Kueue adds the
   toleration only to workloads admitted on the tenant's hold flavor; pods already running stay).
 
-Nodes are chosen like the Slurm holds: the ones the hold already has first (no churn), then where the
-tenant already runs, GPUs are free or the plan's preemptions free them; never a cordoned or NotReady node,
+Nodes are chosen by the Slurm holds' rule (whole_nodes.rank): the ones the hold already has first (no churn),
+then nodes that can be cleared (no GPU pod of another owner there that the daemon may not evict: a pod outside
+the tenant namespaces, a DaemonSet or mirror pod, or one whose PriorityClass is not ``gpu-autoscaler-low``),
+then those with the least such work; among equals, where the tenant already runs, GPUs are free or the plan's
+preemptions free them; never a cordoned or NotReady node,
 never one with a NoSchedule/NoExecute taint that is not ours, never one held for another tenant. A hold
 grows at once and shrinks only after wanting fewer nodes for ``shrink_delay_s``.
 
@@ -32,6 +35,7 @@ from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators import whole_nodes
 from daemon.actuators.base import ActionReport
+from daemon.actuators.kubernetes import evictable, priority_class_name
 
 BLOCKING = ("NoSchedule", "NoExecute")
 
@@ -86,12 +90,15 @@ class NodeHolds:
         self._fewer_since: dict[str, float] = {}
 
     # ---- reading ---------------------------------------------------------------------------------
-    def read(self) -> tuple[list[HoldNode], dict[str, dict[str, int]]]:
-        """Nodes, and GPUs per node per tenant of the running pods (raises ApiException)."""
+    def read(self) -> tuple[list[HoldNode], dict[str, dict[str, int]], dict[str | None, dict[str, int]]]:
+        """Nodes; GPUs per node per tenant of the running pods; and GPUs per node of the running pods the
+        daemon may not evict, per owner (a tenant, or None outside the tenant namespaces). Raises ApiException."""
         nodes_raw = self.core.list_node().items
         pods = self.core.list_pod_for_all_namespaces(field_selector="status.phase=Running").items
         used: dict[str, int] = {}
         by_tenant: dict[str, dict[str, int]] = {}
+        firm: dict[str | None, dict[str, int]] = {}
+        low = priority_class_name("low")
         for p in pods:
             node = p.spec.node_name
             g = pod_gpus(p, self.resource)
@@ -102,6 +109,10 @@ class NodeHolds:
             if t is not None:
                 mine = by_tenant.setdefault(t, {})
                 mine[node] = mine.get(node, 0) + g
+            # what a preemption may take: the kubernetes actuator evicts only low-class pods of tenant namespaces
+            if t is None or p.spec.priority_class_name != low or not evictable(p):
+                stuck = firm.setdefault(t, {})
+                stuck[node] = stuck.get(node, 0) + g
         nodes = []
         for n in nodes_raw:
             taints = tuple(self.api.sanitize_for_serialization(t) for t in (n.spec.taints or []))
@@ -111,24 +122,24 @@ class NodeHolds:
                                   used.get(n.metadata.name, 0), ready and not n.spec.unschedulable and not foreign,
                                   (n.metadata.labels or {}).get(self.label), n.metadata.resource_version or "",
                                   taints))
-        return nodes, by_tenant
+        return nodes, by_tenant, firm
 
     # ---- choosing --------------------------------------------------------------------------------
     @staticmethod
     def choose(nodes: list[HoldNode], current: set[str], gpus: int, mine: dict[str, int], freed: dict[str, int],
-               keep: bool) -> list[str]:
-        """Whole nodes covering `gpus`: current ones first (all of them when `keep`), then where the tenant
-        runs, GPUs are free or the plan's preemptions free them (the Slurm holds' order)."""
+               firm: dict[str, int], keep: bool) -> list[str]:
+        """Whole nodes covering `gpus` by the Slurm holds' rule (whole_nodes.rank): current ones first (all of
+        them when `keep`), then the least work of others that cannot be evicted (`firm`), then where the
+        tenant runs, GPUs are free or the plan's preemptions free them."""
         score = {n.name: mine.get(n.name, 0) + (n.gpus - n.used) + freed.get(n.name, 0) for n in nodes}
-        order = sorted(nodes, key=lambda n: (n.name not in current, -score[n.name], n.name))
-        return whole_nodes.pick(order, current, gpus, keep)
+        return whole_nodes.pick(whole_nodes.rank(nodes, current, firm, score), current, gpus, keep)
 
     # ---- doing it --------------------------------------------------------------------------------
     def apply(self, rep: ActionReport, wanted: dict[str, int], freed: dict[str, int]) -> dict[str, int] | None:
         """Hold `wanted` GPUs (tenant -> GPUs) as whole nodes. Returns the GPUs each tenant's nodes now hold
         (what its hold flavor may admit), or None when the nodes could not be read (nothing was changed)."""
         try:
-            nodes, by_tenant = self.read()
+            nodes, by_tenant, firm_of = self.read()
         except ApiException as exc:
             rep.errors.append(f"node holds: cannot read nodes/pods: {exc.status} {exc.reason}")
             return None
@@ -153,7 +164,12 @@ class NodeHolds:
             # a node that went NotReady, was cordoned or got a foreign taint leaves the hold (as in the simulator)
             free_nodes = [n for n in nodes if n.usable and n.gpus > 0 and (n.name in current or n.name not in taken)]
             mine = by_tenant.get(t, {})
-            need = self.choose(free_nodes, current, gpus, mine, freed, keep=False) if gpus > 0 else []
+            firm: dict[str, int] = {}  # others' GPUs that cannot be evicted, per node (the tenant's own are not)
+            for owner, per_node in firm_of.items():
+                if owner != t:
+                    for n, g in per_node.items():
+                        firm[n] = firm.get(n, 0) + g
+            need = self.choose(free_nodes, current, gpus, mine, freed, firm, keep=False) if gpus > 0 else []
             ok = {n.name for n in free_nodes}
             fewer = sum(size[n] for n in need) < sum(size[n] for n in current if n in ok)
             if fewer:
@@ -164,7 +180,8 @@ class NodeHolds:
             else:
                 self._fewer_since.pop(t, None)
                 may_shrink = True
-            target = set(need) if may_shrink else set(self.choose(free_nodes, current, gpus, mine, freed, keep=True))
+            target = set(need) if may_shrink else set(self.choose(free_nodes, current, gpus, mine, freed, firm,
+                                                                              keep=True))
             if gpus > sum(size[n] for n in target):
                 rep.actions.append(f"node hold {t}: only {len(target)} usable nodes for {gpus} GPUs")
             now_held = set(current)
@@ -181,7 +198,7 @@ class NodeHolds:
     def release_all(self, rep: ActionReport) -> None:
         """Un-hold every node carrying our label; no pod is stopped."""
         try:
-            nodes, _ = self.read()
+            nodes, _, _ = self.read()
         except ApiException as exc:
             rep.errors.append(f"node holds: cannot read nodes/pods: {exc.status} {exc.reason}")
             return

@@ -205,8 +205,7 @@ class SlurmHolds:
                     firm[n] = firm.get(n, 0) + j.gpus
         usable = [n for n in nodes if n.healthy and n.gpus > 0 and n.name not in others]
         score = {n.name: held_here.get(n.name, 0) + (n.gpus - n.gpus_used) + freed.get(n.name, 0) for n in usable}
-        order = sorted(usable, key=lambda n: (n.name not in current, firm.get(n.name, 0), -score[n.name], n.name))
-        return whole_nodes.pick(order, current, gpus, keep)
+        return whole_nodes.pick(whole_nodes.rank(usable, current, firm, score), current, gpus, keep)
 
     # ---- doing it --------------------------------------------------------------------------------
     def apply(self, plan: Plan, rep: ActionReport, jobs: list[RunningJob]) -> None:
