@@ -99,6 +99,22 @@ class _Vectorised:
         return Forecast(tuple(map(str, history.columns)), self.quantiles, values, _issued(history),
                         _step_s(history), self.name)
 
+    def forecasts_at(self, history: pd.DataFrame, ends: np.ndarray, horizon: int) -> np.ndarray:
+        """[origin, tenant, h, Q]: the point forecasts from history[:e] for each e in `ends`, each with the
+        spread computed from the whole `history` (what a forecast issued now would carry).
+
+        What a recalibration compares with the actuals after each `e`: it then adjusts today's spread to what
+        was missed lately, also when the spread itself has changed since (a calm week after a wild one).
+        """
+        vals = history.to_numpy(dtype=float).T
+        t = vals.shape[1]
+        if not self._usable(t):
+            return np.stack([self._short(history.iloc[:e], horizon).values for e in ends])
+        ff = ffill(vals)
+        eq = self._error_quantiles(vals, ff, horizon)
+        point = self._point(vals, ff, np.asarray(ends), horizon)            # [O, N, H]
+        return np.stack([add_error_quantiles(p, eq) for p in point])
+
     def _short(self, history: pd.DataFrame, horizon: int) -> Forecast:
         fc = Naive(self.quantiles, self.error_window, self.max_origins).predict(history, horizon)
         return Forecast(fc.tenants, fc.quantiles, fc.values, fc.issued_at, fc.step_s, self.name)

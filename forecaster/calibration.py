@@ -133,6 +133,7 @@ class SpreadRefresh:
         self._uses = 0
         self._job = None          # (key, thread, result box) of a recomputation in flight
         self.refreshes = 0        # spreads computed (for tests and the bench)
+        self.seconds = 0.0        # how long the last computation took
         self.last_error: str | None = None
 
     def get(self, key, compute):
@@ -152,15 +153,23 @@ class SpreadRefresh:
                     th.start()
                 self._uses += 1
                 return self._value
+        import time
+
+        t0 = time.perf_counter()
         value = compute()   # first spread for this tenant set, or every forecast in a backtest
+        self.seconds = time.perf_counter() - t0
         with self._lock:
             self._key, self._value, self._uses = key, value, 1
             self.refreshes += 1
         return value
 
     def _run(self, compute, box: dict) -> None:
+        import time
+
+        t0 = time.perf_counter()
         try:
             box["value"] = compute()
+            self.seconds = time.perf_counter() - t0
         except Exception as exc:  # a failed refresh keeps the last spread; said on the next collect
             box["error"] = f"{type(exc).__name__}: {exc}"
 
@@ -199,8 +208,13 @@ class Recalibrated:
     """
 
     def __init__(self, model, origins: int = 16, window: int | None = None, refresh: int = 1,
-                 background: bool = False) -> None:
+                 background: bool = False, forecasts_at=None) -> None:
         self.model = model
+        # (history, ends, horizon) -> [origin, tenant, h, Q]: the model's forecasts from the recent origins; by
+        # default it forecasts from each truncated history. A baseline whose spread comes from its own errors
+        # passes its `forecasts_at` (each origin's point forecast with today's spread: the shift then corrects
+        # today's spread, not the one it had days ago)
+        self.forecasts_at = forecasts_at
         self.origins = origins
         self.window = window
         self.name = f"{model.name}+conformal"
@@ -227,7 +241,10 @@ class Recalibrated:
         if len(ends) < 4:
             return None
         vals = history.to_numpy(dtype=float).T
-        preds = np.stack([self.model.predict(history.iloc[:e], horizon).values for e in ends])  # [O, N, H, Q]
+        if self.forecasts_at is not None:
+            preds = self.forecasts_at(history, ends, horizon)
+        else:
+            preds = np.stack([self.model.predict(history.iloc[:e], horizon).values for e in ends])  # [O, N, H, Q]
         idx = ends[:, None] + np.arange(horizon)[None, :]
         actual = vals[:, idx].transpose(1, 0, 2)
         return conformal_shift(preds, actual, tuple(self.quantiles_of(preds)))
@@ -256,3 +273,22 @@ def add_shift(values: np.ndarray, shift: np.ndarray) -> np.ndarray:
     """
     vals = np.maximum(values + shift[:, None, :], 0.0)
     return np.fmax.accumulate(vals, axis=2)
+
+
+def spreads_in(model) -> list[SpreadRefresh]:
+    """Every SpreadRefresh inside a forecaster (a recalibrated blend holds three): for the bench and tests."""
+    out: list[SpreadRefresh] = []
+    seen: set[int] = set()
+
+    def walk(m) -> None:
+        if m is None or id(m) in seen:
+            return
+        seen.add(id(m))
+        sp = getattr(m, "_spread", None) if not isinstance(m, Recalibrated) else m.spread
+        if isinstance(sp, SpreadRefresh):
+            out.append(sp)
+        for attr in ("model", "lstm", "baseline", "primary", "chosen"):
+            walk(getattr(m, attr, None))
+
+    walk(model)
+    return out

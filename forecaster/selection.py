@@ -38,7 +38,8 @@ def make_baseline(name: str, season: int, quantiles: tuple[float, ...], refresh:
     """
     if name.endswith(RECAL):
         inner = make_baseline(name[: -len(RECAL)], season, quantiles, refresh, background)
-        return recalibrate(inner, refresh, background)
+        at = inner.forecasts_at if isinstance(inner, _Vectorised) else None
+        return Recalibrated(inner, refresh=refresh, background=background, forecasts_at=at)
     fc: _Vectorised | None = None
     if name == "naive":
         fc = Naive(quantiles)

@@ -28,6 +28,32 @@ def calming_walks(n=6, days=12, calm_from_day=6, season=48, seed=0):
     return pd.DataFrame(np.maximum(x, 0), index=idx, columns=[f"t{i}" for i in range(n)])
 
 
+def calming_noise(n=6, days=12, calm_from_day=5, season=48, seed=1):
+    """A daily shape plus noise whose sd drops from 4 to 1 on `calm_from_day`: seasonal naive's spread from its
+    own errors over the last week still carries the wild days, so it over-covers the calm ones."""
+    rng = np.random.default_rng(seed)
+    steps = days * season
+    sd = np.where(np.arange(steps) < calm_from_day * season, 4.0, 1.0)
+    shape = 50 + 20 * np.sin(2 * np.pi * np.arange(steps) / season)
+    x = shape[:, None] + rng.normal(0, 1, (steps, n)) * sd[:, None]
+    idx = pd.date_range("2026-01-01", periods=steps, freq="min", tz="UTC", name="time")
+    return pd.DataFrame(np.maximum(x, 0), index=idx, columns=[f"t{i}" for i in range(n)])
+
+
+def test_recalibrated_baseline_covers_its_nominal_share_where_its_own_spread_does_not():
+    f = calming_noise()
+    season, h = 48, 6
+    b = "seasonal_naive_daily"
+    models = {b: make_baseline(b, season, QS), b + "+conformal": make_baseline(b + "+conformal", season, QS)}
+    assert isinstance(models[b + "+conformal"], Recalibrated) and models[b + "+conformal"].name.endswith("+conformal")
+    res = backtest.run(f, models, start=len(f) - 2 * season, horizon=h, stride=2, history_steps=len(f), quantiles=QS,
+                       season=season, max_origins=48)
+    raw, recal = res.report["models"][b], res.report["models"][b + "+conformal"]
+    assert raw["coverage_p90"] > 0.95                        # a week of its errors still holds the wild days
+    assert 0.86 <= recal["coverage_p90"] <= 0.93, recal
+    assert recal["wql"] < raw["wql"]                          # calibrated is also the better quantile forecast
+
+
 def test_recalibration_uses_only_the_history_it_is_given():
     f = calming_walks(days=8)
     m = make_baseline("naive+conformal", 48, QS)
