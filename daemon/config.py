@@ -266,7 +266,8 @@ class ActuatorsConfig(_Strict):
     dry_run: bool = True
     enabled: list[Literal["log", "redis", "slurm", "kubernetes", "kueue", "simulator"]] = Field(
         default_factory=lambda: ["log"])
-    release_holds_on_stop: bool = Field(True, description="release scheduler holds on stop (Slurm reservations, Kueue lending)")
+    release_holds_on_stop: bool = Field(True, description="release scheduler holds on stop (Slurm reservations, Kueue node holds, "
+                                                "Kubernetes quotas)")
     redis: RedisActuatorConfig = Field(default_factory=RedisActuatorConfig)
     slurm: SlurmActuatorConfig = Field(default_factory=SlurmActuatorConfig)
     kubernetes: KubernetesActuatorConfig = Field(default_factory=KubernetesActuatorConfig)
@@ -417,7 +418,7 @@ class Config(_Strict):
 
     @model_validator(mode="after")
     def _holds_the_actuators_can_make(self) -> "Config":
-        # the Kueue actuator holds nodes per high-tier tenant (its own flavor and ClusterQueue); a pooled plan
+        # the Kueue actuator holds nodes per tenant (its own flavor and ClusterQueue); a pooled plan
         # would be simulated and planned as one pool that no Kubernetes object enforces
         if "kueue" in self.actuators.enabled and self.policy.pool_high_tier:
             raise ValueError("policy.pool_high_tier: the kueue actuator holds nodes per tenant, not as one pool; "

@@ -50,8 +50,10 @@ def plan(preemptions=(), quotas=None):
                 notifications=(), stale=False, forecast_model="x", notes=(), memory=PolicyMemory())
 
 
+NO_QUOTAS = (200, {"apiVersion": "v1", "kind": "ResourceQuotaList", "metadata": {}, "items": []})
 BASE = {
     ("POST", r"/apis/scheduling.k8s.io/v1/priorityclasses"): (201, {}),
+    ("GET", r"/api/v1/resourcequotas"): NO_QUOTAS,
     ("PUT", r"/api/v1/namespaces/batch/resourcequotas/gpu-autoscaler"): (404, {"kind": "Status", "code": 404}),
     ("POST", r"/api/v1/namespaces/batch/resourcequotas"): (201, {}),
     ("GET", r"/api/v1/namespaces/batch/pods/train-1"): (200, pod("batch", "train-1", "gpu-autoscaler-low")),
@@ -107,9 +109,93 @@ def test_dry_run_sends_nothing_that_writes():
 def test_pdb_refusal_is_reported_not_raised():
     routes = dict(BASE)
     routes[("POST", r"/api/v1/namespaces/batch/pods/train-1/eviction")] = (429, {"kind": "Status", "code": 429})
-    act, _ = actuator(routes)
+    act, pool = actuator(routes)
     rep = act.apply(plan([Preemption("batch/train-1", "team-low", 8, "", "x")]))
     assert any("evict batch/train-1: 429" in e for e in rep.errors)
+    assert not [r for r in pool.sent if r["method"] == "DELETE"]          # never escalated to a delete
+    # a later plan that still asks for it: the eviction is sent again (nothing remembered against the pod)
+    routes[("POST", r"/api/v1/namespaces/batch/pods/train-1/eviction")] = (201, {})
+    assert act.apply(plan([Preemption("batch/train-1", "team-low", 8, "", "x")])).ok
+    assert len([r for r in pool.sent if r["path"].endswith("/eviction")]) == 2
+
+
+def _quota(ns, labelled=True, name="gpu-autoscaler"):
+    meta = {"name": name, "namespace": ns, "resourceVersion": "1"}
+    if labelled:
+        meta["labels"] = {"app.kubernetes.io/managed-by": "gpu-autoscaler"}
+    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": meta, "spec": {"hard": {"requests.nvidia.com/gpu": "4"}}}
+
+
+def _quota_routes(items):
+    deleted = []
+
+    def delete(path, body):
+        deleted.append(path)
+        return 200, {"kind": "Status"}
+
+    routes = {**BASE, ("GET", r"/api/v1/resourcequotas"): (200, {"apiVersion": "v1", "kind": "ResourceQuotaList",
+                                                                  "metadata": {}, "items": items}),
+              ("DELETE", r"/api/v1/namespaces/[^/]+/resourcequotas/[^/]+"): delete}
+    return routes, deleted
+
+
+def test_stopping_deletes_our_quotas_and_no_other():
+    """release_holds (the daemon stops, actuators.release_holds_on_stop): our quota goes from each tenant
+    namespace; one without our label stays; nothing in kube-*; beside Kueue nothing is touched."""
+    from daemon.actuators.base import HoldsCapacity
+
+    routes, deleted = _quota_routes([])
+    routes[("GET", r"/api/v1/namespaces/batch/resourcequotas/gpu-autoscaler")] = (200, _quota("batch"))
+    routes[("GET", r"/api/v1/namespaces/serving/resourcequotas/gpu-autoscaler")] = (200, _quota("serving", labelled=False))
+    act, pool = actuator(routes)
+    assert isinstance(act, HoldsCapacity)
+    rep = act.release_holds()
+    assert rep.ok, rep.errors
+    assert deleted == ["/api/v1/namespaces/batch/resourcequotas/gpu-autoscaler"]
+    assert rep.actions == ["delete ResourceQuota batch/gpu-autoscaler: the daemon stops"]
+    assert not any("kube-system" in r["path"] for r in pool.sent)
+    dry, pool = actuator(routes, dry_run=True)
+    assert dry.release_holds().actions == rep.actions and len(deleted) == 1
+    beside = KubernetesActuator(served(routes)[0], KubernetesActuatorConfig(), [], dry_run=False, enforce_plan=False)
+    assert beside.release_holds().actions == [] and len(deleted) == 1
+
+
+def test_start_up_deletes_our_quotas_no_plan_of_this_config_can_ask_for():
+    """A removed tenant's quota (our label, our name) is deleted at start-up; a configured tenant's is the plan's
+    to keep; another name, no label of ours, or kube-* is never touched. Beside Kueue every one of ours goes
+    (the caps are Kueue's queues there). Once done, not listed again; a failed list is retried next cycle."""
+    items = [_quota("gone"), _quota("batch"), _quota("serving", labelled=False), _quota("other", name="theirs"),
+             _quota("kube-system")]
+    routes, deleted = _quota_routes(items)
+    act, pool = actuator(routes)
+    rep = act.apply(plan())
+    assert rep.ok, rep.errors
+    lst = [r for r in pool.sent if r["path"] == "/api/v1/resourcequotas"]
+    assert [r["query"] for r in lst] == ["labelSelector=app.kubernetes.io/managed-by%3Dgpu-autoscaler"]
+    assert deleted == ["/api/v1/namespaces/gone/resourcequotas/gpu-autoscaler"]
+    assert any("delete ResourceQuota gone/gpu-autoscaler: not a configured tenant's namespace" in a for a in rep.actions)
+    act.apply(plan())
+    assert len([r for r in pool.sent if r["path"] == "/api/v1/resourcequotas"]) == 1
+    # beside Kueue: the configured tenant's quota goes too
+    routes, deleted = _quota_routes(items)
+    api, pool = served(routes)
+    kube = KubernetesActuator(api, KubernetesActuatorConfig(), [TenantConfig(name="team-low", tier="low",
+                                                                             k8s_namespace="batch")],
+                              dry_run=False, enforce_plan=False)
+    assert kube.apply(plan()).ok
+    assert sorted(deleted) == ["/api/v1/namespaces/batch/resourcequotas/gpu-autoscaler",
+                               "/api/v1/namespaces/gone/resourcequotas/gpu-autoscaler"]
+    # dry run: reported, nothing deleted; a list that fails is an error and is tried again next cycle
+    routes, deleted = _quota_routes(items)
+    act, pool = actuator(routes, dry_run=True)
+    assert any(a.startswith("delete ResourceQuota gone/") for a in act.apply(plan()).actions) and deleted == []
+    routes, deleted = _quota_routes(items)
+    routes[("GET", r"/api/v1/resourcequotas")] = (503, {"kind": "Status", "code": 503})
+    act, pool = actuator(routes)
+    assert any("cannot list ours: 503" in e for e in act.apply(plan()).errors)
+    routes[("GET", r"/api/v1/resourcequotas")] = (200, {"apiVersion": "v1", "kind": "ResourceQuotaList",
+                                                        "metadata": {}, "items": items})
+    assert act.apply(plan()).ok and deleted == ["/api/v1/namespaces/gone/resourcequotas/gpu-autoscaler"]
 
 
 def test_node_failure_cordons_and_evicts_with_grace_never_deletes():
@@ -123,6 +209,7 @@ def test_node_failure_cordons_and_evicts_with_grace_never_deletes():
                                          "items": [pods["train-1"], pods["infer-1"], ds, mirror,
                                                    pod("kube-system", "coredns-1", "system-cluster-critical")]}),
         ("POST", r"/apis/scheduling.k8s.io/v1/priorityclasses"): (201, {}),
+        ("GET", r"/api/v1/resourcequotas"): NO_QUOTAS,
         ("GET", r"/api/v1/namespaces/batch/pods/train-1"): (200, pods["train-1"]),
         ("GET", r"/api/v1/namespaces/serving/pods/infer-1"): (200, pods["infer-1"]),
         ("PATCH", r"/api/v1/nodes/gpu-node-7"): (200, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-7"}}),
@@ -262,7 +349,8 @@ def test_an_api_server_that_does_not_answer_is_an_error_per_action_retried_next_
 
     routes = {("GET", r"/api/v1/namespaces/batch/pods/train-1"): slow_read,
               ("POST", r"/api/v1/namespaces/batch/pods/train-1/eviction"): (201, {}),
-              ("POST", r"/apis/scheduling.k8s.io/v1/priorityclasses"): (201, {})}
+              ("POST", r"/apis/scheduling.k8s.io/v1/priorityclasses"): (201, {}),
+              ("GET", r"/api/v1/resourcequotas"): NO_QUOTAS}
     api, pool = served(routes, timeout_s=0.3)
     act = KubernetesActuator(api, KubernetesActuatorConfig(), [TenantConfig(name="team-low", tier="low",
                                                                             k8s_namespace="batch")], dry_run=False)

@@ -1,7 +1,7 @@
 """Kueue actuator: the official client's real HTTP requests, recorded by a capture server (no API server here).
 
 Every object sent is validated against Kueue's own published CRD schema (v1beta1 openAPIV3Schema of the
-ClusterQueue, ResourceFlavor and LocalQueue CRDs, vendored in tests/data/kueue/, source and licence in
+ClusterQueue, Cohort, ResourceFlavor and LocalQueue CRDs, vendored in tests/data/kueue/, source and licence in
 SOURCE.md), made strict: an object schema with `properties` rejects fields it does not define (a real API
 server with strict field validation rejects them; without, it drops them silently). The CEL rules
 (`x-kubernetes-validations`) that apply to these objects are checked in `cel_rules`.
@@ -49,20 +49,25 @@ def crd_schema(plural: str, kind: str) -> dict:
 
 SCHEMAS = {"ClusterQueue": crd_schema("clusterqueues", "ClusterQueue"),
            "ResourceFlavor": crd_schema("resourceflavors", "ResourceFlavor"),
-           "LocalQueue": crd_schema("localqueues", "LocalQueue")}
+           "LocalQueue": crd_schema("localqueues", "LocalQueue"),
+           "Cohort": crd_schema("cohorts", "Cohort")}
 CLUSTER_QUEUE = SCHEMAS["ClusterQueue"]
 
 
 def cel_rules(obj: dict) -> None:
     """The CRDs' x-kubernetes-validations that concern what the daemon sends, written out in Python."""
     spec = obj.get("spec", {})
-    if obj["kind"] == "ClusterQueue":
+    if obj["kind"] in ("ClusterQueue", "Cohort"):
         for rg in spec.get("resourceGroups", []):
             assert all(len(f["resources"]) == len(rg["coveredResources"]) for f in rg["flavors"]), \
                 "flavors must have the same number of resources as the coveredResources"
-        if not spec.get("cohort"):
+        if obj["kind"] == "ClusterQueue" and not spec.get("cohort"):
             assert not any("borrowingLimit" in r for rg in spec.get("resourceGroups", [])
                            for f in rg["flavors"] for r in f["resources"]), "borrowingLimit must be nil when cohort is empty"
+    if obj["kind"] == "Cohort" and not spec.get("parent"):  # Kueue's webhook (the CRD's description says so)
+        assert not any(k in r for rg in spec.get("resourceGroups", []) for f in rg["flavors"] for r in f["resources"]
+                       for k in ("borrowingLimit", "lendingLimit")), "limits need a parent Cohort"
+    if obj["kind"] == "ClusterQueue":
         pre = spec.get("preemption", {})
         assert not (pre.get("reclaimWithinCohort", "Never") == "Never"
                     and pre.get("borrowWithinCohort", {}).get("policy", "Never") != "Never")
@@ -83,7 +88,8 @@ def validate(obj: dict) -> None:
 
 
 def test_the_vendored_schema_rejects_what_kueue_rejects():
-    """The check can fail: a misspelt field, a bad enum, a negative-looking quantity string, a bad name."""
+    """The check can fail: a misspelt field, a bad enum, a negative-looking quantity string, a bad name; a
+    Cohort with a field its schema lacks, or with a borrowing limit but no parent."""
     good = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "q"},
             "spec": {"cohort": "c", "preemption": {"reclaimWithinCohort": "Any"},
                      "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
@@ -98,6 +104,14 @@ def test_the_vendored_schema_rejects_what_kueue_rejects():
         tgt[key] = value
         with pytest.raises(jsonschema.ValidationError):
             validate(obj)
+    cohort = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Cohort", "metadata": {"name": "c"},
+              "spec": {"parent": "root", "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+                  {"name": "f", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 4, "borrowingLimit": 0}]}]}]}}
+    validate(cohort)
+    with pytest.raises(jsonschema.ValidationError):                     # a field the Cohort schema lacks
+        validate({**cohort, "spec": {**cohort["spec"], "parentName": "root"}})
+    with pytest.raises(AssertionError):                                 # limits without a parent
+        validate({**cohort, "spec": {"resourceGroups": cohort["spec"]["resourceGroups"]}})
 
 
 TENANTS = [TenantConfig(name="team-high", tier="high", k8s_namespace="serving"),
@@ -120,6 +134,8 @@ class FakeCluster:
         self.objs = {}           # (plural, namespace, name) -> body
         self.fail_patch = {}     # node -> HTTP status to answer instead
         self.lost = set()        # nodes whose patch is applied but answered 504 (the answer was lost)
+        self.fail_write = {}     # (plural, name) -> HTTP status to answer a POST/PUT of that object with
+        self.fail_list = 0       # HTTP status to answer every list of Kueue objects with (0: answer)
         for i in range(1, 8):
             self.add_node(f"n{i}")
         self.nodes["n5"]["spec"]["unschedulable"] = True                                   # cordoned
@@ -175,12 +191,24 @@ class FakeCluster:
         k = self.key(path)
         return (200, self.objs[k]) if k in self.objs else (404, {"kind": "Status", "code": 404})
 
+    def refused(self, path, body):
+        """POST .../<plural> or PUT .../<plural>/<name>: the answer to send when that object is to fail."""
+        name = body["metadata"]["name"]
+        parts = path.split("/")
+        plural = parts[-2] if parts[-1] == name else parts[-1]
+        code = self.fail_write.get((plural, name))
+        return (code, {"kind": "Status", "code": code}) if code else None
+
     def put(self, path, body):
+        if self.refused(path, body):
+            return self.refused(path, body)
         body = {**body, "metadata": {**body["metadata"], "resourceVersion": "9"}}
         self.objs[self.key(path)] = body
         return 200, body
 
     def post(self, path, body):
+        if self.refused(path, body):
+            return self.refused(path, body)
         parts = path[len(API) + 1:].split("/")
         k = (parts[2], parts[1], body["metadata"]["name"]) if parts[0] == "namespaces" else (parts[0], "", body["metadata"]["name"])
         if k in self.objs:
@@ -192,6 +220,8 @@ class FakeCluster:
         return (200, {"kind": "Status"}) if self.objs.pop(self.key(path), None) else (404, {"kind": "Status", "code": 404})
 
     def listing(self, path, body):
+        if self.fail_list:
+            return self.fail_list, {"kind": "Status", "code": self.fail_list}
         plural = path.rsplit("/", 1)[1]
         return 200, {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "List", "metadata": {},
                      "items": [o for (p, _, _), o in sorted(self.objs.items()) if p == plural]}
@@ -203,7 +233,7 @@ class FakeCluster:
             ("GET", r"/api/v1/pods"): lambda p, b: (200, {"apiVersion": "v1", "kind": "PodList", "metadata": {},
                                                            "items": self.pods}),
             ("PATCH", r"/api/v1/nodes/[^/]+"): self.patch_node,
-            ("GET", API + r"/(resourceflavors|clusterqueues|localqueues)"): self.listing,
+            ("GET", API + r"/(resourceflavors|clusterqueues|cohorts|localqueues)"): self.listing,
             ("GET", API + r"/.+"): self.get, ("PUT", API + r"/.+"): self.put,
             ("POST", API + r"/.+"): self.post, ("DELETE", API + r"/.+"): self.delete,
             ("GET", r"/api/v1/namespaces/batch/pods/low-1"): (200, {
@@ -229,8 +259,10 @@ def kueue(cluster=None, dry_run=False, clock=None):
 
 
 def plan(reserved, pool=12, capacity=56, pre=(), quotas=None):
+    """`reserved`: GPUs held for team-high, or a dict tenant -> GPUs."""
+    res = dict(reserved) if isinstance(reserved, dict) else ({"team-high": reserved} if reserved else {})
     return Plan(at="2026-01-01T00:00:00+00:00", capacity=capacity, load=0.9, high_pool=pool,
-                reservations={"team-high": reserved} if reserved else {},
+                reservations=res,
                 quotas={"team-a": 30, "batchy": 30} if quotas is None else quotas, limits={},
                 preemptions=tuple(pre), notifications=(), stale=False, forecast_model="x", notes=(),
                 memory=PolicyMemory())
@@ -283,16 +315,29 @@ def test_whole_nodes_are_held_for_a_high_tenant_and_its_queue_admits_exactly_the
     assert [f["name"] for f in own["spec"]["resourceGroups"][0]["flavors"]] == ["gpuas-hold-team-high", "default-flavor"]
     assert flavors(own) == {"gpuas-hold-team-high": {"name": "nvidia.com/gpu", "nominalQuota": 16, "lendingLimit": 0},
                             "default-flavor": {"name": "nvidia.com/gpu", "nominalQuota": 0}}
-    # 56 GPUs, 16 held: normal capped at the plan's 30 (never borrows), the other 10 unheld GPUs lendable
-    assert flavors(cqs["gpuas-normal"])["default-flavor"] == {"name": "nvidia.com/gpu", "nominalQuota": 30, "borrowingLimit": 0}
+    # every tenant has its own queue (a hold flavor can only sit in a queue of its tenant alone); nothing held
+    # for team-a and batchy by this plan, so their hold flavors admit nothing
+    assert sorted(cqs) == ["gpuas-high", "gpuas-low", "gpuas-tenant-batchy", "gpuas-tenant-team-a",
+                           "gpuas-tenant-team-high"]
+    for t in ("team-a", "batchy"):
+        assert flavors(cqs[f"gpuas-tenant-{t}"])[f"gpuas-hold-{t}"]["nominalQuota"] == 0
+    # 56 GPUs, 16 held: the normal tenants together capped at the plan's 30 (their Cohort's quota, never
+    # borrowing from the rest of the tree), the other 10 unheld GPUs lendable by the high queue
+    cohort = objects(c, "Cohort")["gpuas-normal"]
+    assert cohort["spec"] == {"parent": "gpu-autoscaler", "resourceGroups": [{
+        "coveredResources": ["nvidia.com/gpu"],
+        "flavors": [{"name": "default-flavor", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 30,
+                                                               "borrowingLimit": 0}]}]}]}
     assert flavors(cqs["gpuas-high"])["default-flavor"] == {"name": "nvidia.com/gpu", "nominalQuota": 10}
     assert flavors(cqs["gpuas-low"])["default-flavor"] == {"name": "nvidia.com/gpu", "nominalQuota": 0}
     assert {q["spec"]["preemption"]["reclaimWithinCohort"] for q in cqs.values()} == {"Never"}
-    assert {q["spec"]["cohort"] for q in cqs.values()} == {"gpu-autoscaler"}
+    assert {k: q["spec"]["cohort"] for k, q in cqs.items()} == {
+        "gpuas-high": "gpu-autoscaler", "gpuas-low": "gpu-autoscaler", "gpuas-tenant-team-high": "gpu-autoscaler",
+        "gpuas-tenant-batchy": "gpu-autoscaler", "gpuas-tenant-team-a": "gpuas-normal"}
     lqs = {k: o["spec"]["clusterQueue"] for k, o in objects(c, "LocalQueue").items()}
     assert lqs == {("serving", "gpuas"): "gpuas-tenant-team-high", ("serving", "gpuas-low"): "gpuas-low",
-                   ("research", "gpuas"): "gpuas-normal", ("research", "gpuas-low"): "gpuas-low",
-                   ("batch", "gpuas"): "gpuas-low", ("batch", "gpuas-low"): "gpuas-low"}
+                   ("research", "gpuas"): "gpuas-tenant-team-a", ("research", "gpuas-low"): "gpuas-low",
+                   ("batch", "gpuas"): "gpuas-tenant-batchy", ("batch", "gpuas-low"): "gpuas-low"}
     assert not any("kube-system" in r["path"] for r in pool.sent)
     # unchanged plan: nothing written (the nodes are read again, nothing else)
     n = len(writes(pool))
@@ -314,6 +359,47 @@ def test_new_hold_nodes_are_the_clearable_ones_first_as_on_slurm():
     assert c.held() == {"n2": "team-high"}          # by free GPUs alone n3 (7 free) would have been taken
     assert act.apply(plan(24)).ok
     assert c.held() == {"n2": "team-high", "n3": "team-high", "n4": "team-high"}   # n1 (firm 2) last
+
+
+def test_aged_normal_and_low_tenants_get_whole_node_holds_only_they_are_admitted_on():
+    """The plan holds for any tier (aging, an operator's floor), as the simulator and Slurm do: a normal and a
+    low tenant get nodes labelled and tainted for them, and a hold flavor that only their own ClusterQueue (only
+    their namespace) has quota on, so only their workloads get its toleration. The normal tenant's queue stays
+    under the normal cap (its Cohort). When aging ends the holds go after the shrink delay."""
+    c = FakeCluster()
+    c.run("research", "a-1", "n3", 4)                             # team-a (normal) already runs on n3
+    clock = Clock()
+    act, pool, c = kueue(c, clock=clock)
+    rep = act.apply(plan({"team-a": 8, "batchy": 16}, quotas={"team-a": 38, "batchy": 46}))
+    assert rep.ok, rep.errors
+    held = c.held()
+    assert sorted(held.values()) == ["batchy", "batchy", "team-a"] and held["n3"] == "team-a"   # where team-a runs
+    for n, who in held.items():
+        assert {"key": KEY, "value": who, "effect": "NoSchedule"} in c.nodes[n]["spec"]["taints"]
+    for o in c.objs.values():
+        validate(o)
+    cqs = objects(c, "ClusterQueue")
+    assert flavors(cqs["gpuas-tenant-team-a"])["gpuas-hold-team-a"] == {"name": "nvidia.com/gpu", "nominalQuota": 8,
+                                                                        "lendingLimit": 0}
+    assert flavors(cqs["gpuas-tenant-batchy"])["gpuas-hold-batchy"]["nominalQuota"] == 16
+    assert cqs["gpuas-tenant-team-a"]["spec"]["cohort"] == "gpuas-normal"
+    # a hold flavor is in exactly one ClusterQueue, whose namespaces are its tenant's only
+    ns_of = {"team-high": "serving", "team-a": "research", "batchy": "batch"}
+    for t, ns in ns_of.items():
+        users = [q for q in cqs.values() if f"gpuas-hold-{t}" in flavors(q)]
+        assert [u["metadata"]["name"] for u in users] == [f"gpuas-tenant-{t}"]
+        assert users[0]["spec"]["namespaceSelector"]["matchExpressions"][0]["values"] == [ns]
+        assert c.objs[("localqueues", ns, "gpuas")]["spec"]["clusterQueue"] == f"gpuas-tenant-{t}"
+    # normal cap over the 32 unheld GPUs: min(quotas) = 38 -> 32, nothing left for the high queue to lend
+    cohort = objects(c, "Cohort")["gpuas-normal"]
+    assert cohort["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == 32
+    assert flavors(cqs["gpuas-high"])["default-flavor"]["nominalQuota"] == 0
+    assert act.apply(plan({}, quotas={"team-a": 56, "batchy": 56})).ok and c.held() == held   # not at once
+    clock.t += 300
+    assert act.apply(plan({}, quotas={"team-a": 56, "batchy": 56})).ok and c.held() == {}
+    cqs = objects(c, "ClusterQueue")
+    assert flavors(cqs["gpuas-tenant-team-a"])["gpuas-hold-team-a"]["nominalQuota"] == 0
+    assert flavors(cqs["gpuas-tenant-batchy"])["gpuas-hold-batchy"]["nominalQuota"] == 0
 
 
 def test_hold_grows_at_once_shrinks_after_the_delay_and_goes_on_stop():
@@ -360,22 +446,31 @@ def test_start_up_reconciles_nodes_and_deletes_stale_objects_of_our_label_only()
     # the high tenant's LocalQueue from before node holds pointed at the tier queue (clusterQueue is immutable)
     c.objs[("localqueues", "serving", "gpuas")] = {"kind": "LocalQueue", "metadata": {
         "name": "gpuas", "namespace": "serving", "labels": mine, "resourceVersion": "3"}, "spec": {"clusterQueue": "gpuas-high"}}
+    # the layout before aged holds: one ClusterQueue gpuas-normal for every normal tenant
+    c.objs[("clusterqueues", "", "gpuas-normal")] = {"kind": "ClusterQueue", "metadata": {
+        "name": "gpuas-normal", "labels": mine, "resourceVersion": "2"}, "spec": {"cohort": "gpu-autoscaler"}}
+    c.objs[("localqueues", "research", "gpuas")] = {"kind": "LocalQueue", "metadata": {
+        "name": "gpuas", "namespace": "research", "labels": mine, "resourceVersion": "3"},
+        "spec": {"clusterQueue": "gpuas-normal"}}
     act, pool, c = kueue(c)
     rep = act.apply(plan(8))
     assert rep.ok, rep.errors
     assert c.held() == {"n4": "team-high"}                 # adopted (no churn); the stray one released
     assert not any(t["key"] == KEY for t in c.nodes["n2"]["spec"]["taints"])
-    lists = [r for r in pool.sent if r["method"] == "GET" and r["path"].endswith(("localqueues", "clusterqueues", "resourceflavors"))]
+    lists = [r for r in pool.sent if r["method"] == "GET" and
+             r["path"].endswith(("localqueues", "clusterqueues", "cohorts", "resourceflavors"))]
     assert {unquote(r["query"]) for r in lists} == {"labelSelector=app.kubernetes.io/managed-by=gpu-autoscaler"}
     deleted = [r["path"] for r in pool.sent if r["method"] == "DELETE"]
-    assert deleted[:3] == [API + "/namespaces/gone/localqueues/gpuas", API + "/clusterqueues/gpuas-tenant-old-team",
-                           API + "/resourceflavors/gpuas-hold-old-team"]
+    assert deleted[:4] == [API + "/namespaces/gone/localqueues/gpuas", API + "/clusterqueues/gpuas-normal",
+                           API + "/clusterqueues/gpuas-tenant-old-team", API + "/resourceflavors/gpuas-hold-old-team"]
     assert ("clusterqueues", "", "someone-elses") in c.objs               # no label of ours: never deleted
     assert c.objs[("localqueues", "serving", "gpuas")]["spec"]["clusterQueue"] == "gpuas-tenant-team-high"
+    assert c.objs[("localqueues", "research", "gpuas")]["spec"]["clusterQueue"] == "gpuas-tenant-team-a"
     assert API + "/namespaces/serving/localqueues/gpuas" in deleted       # re-created, not replaced
+    assert API + "/namespaces/research/localqueues/gpuas" in deleted
     n = len(lists)
     act.apply(plan(8))
-    assert len([r for r in pool.sent if r["path"].endswith("clusterqueues") and r["method"] == "GET"]) == n // 3
+    assert len([r for r in pool.sent if r["path"].endswith("clusterqueues") and r["method"] == "GET"]) == n // 4
 
 
 def test_a_failed_node_patch_is_reported_not_counted_and_retried():
@@ -415,6 +510,32 @@ def test_a_patch_whose_answer_was_lost_is_adopted_then_released_when_no_plan_ask
     assert act.apply(plan(0)).ok and c.held() == {}
 
 
+def test_a_refused_kueue_object_write_is_reported_and_written_the_next_cycle():
+    """Per action: a ClusterQueue the API refuses (500) is that object's error, the other objects are written;
+    the next cycle writes it. A start-up sweep whose list fails is reported and done by a later cycle."""
+    c = FakeCluster()
+    mine = {"app.kubernetes.io/managed-by": "gpu-autoscaler"}
+    c.objs[("clusterqueues", "", "gpuas-tenant-old-team")] = {"kind": "ClusterQueue", "metadata": {
+        "name": "gpuas-tenant-old-team", "labels": mine}, "spec": {}}
+    c.fail_write[("clusterqueues", "gpuas-tenant-team-high")] = 500
+    c.fail_list = 503
+    act, pool, c = kueue(c)
+    rep = act.apply(plan(8))
+    assert sorted(rep.errors) == ["ClusterQueue gpuas-tenant-team-high: 500 Internal Server Error",
+                                  "Kueue objects: cannot list or delete stale ones: 503 Service Unavailable"]
+    assert ("clusterqueues", "", "gpuas-tenant-team-high") not in c.objs
+    assert ("clusterqueues", "", "gpuas-tenant-batchy") in c.objs and c.held() != {}   # the rest was done
+    assert ("clusterqueues", "", "gpuas-tenant-old-team") in c.objs
+    c.fail_write.clear()
+    c.fail_list = 0
+    rep = act.apply(plan(8))
+    assert rep.ok, rep.errors
+    assert flavors(objects(c, "ClusterQueue")["gpuas-tenant-team-high"])["gpuas-hold-team-high"]["nominalQuota"] == 8
+    assert ("clusterqueues", "", "gpuas-tenant-old-team") not in c.objs
+    n = len(writes(pool))
+    assert act.apply(plan(8)).ok and len(writes(pool)) == n                # and then nothing more to do
+
+
 def test_nodes_unreadable_change_nothing():
     c = FakeCluster()
     act, pool, c = kueue(c)
@@ -442,11 +563,16 @@ def test_beside_kueue_the_kubernetes_actuator_sets_no_quota_and_evicts_nothing()
     from daemon.actuators.kubernetes import KubernetesActuator
     from daemon.config import KubernetesActuatorConfig
 
-    api, pool = served({("POST", r"/apis/scheduling.k8s.io/v1/priorityclasses"): (201, {})})
+    from tests.test_kubernetes import NO_QUOTAS
+
+    api, pool = served({("POST", r"/apis/scheduling.k8s.io/v1/priorityclasses"): (201, {}),
+                        ("GET", r"/api/v1/resourcequotas"): NO_QUOTAS})
     act = KubernetesActuator(api, KubernetesActuatorConfig(), TENANTS, dry_run=False, enforce_plan=False)
     p = plan(20, pre=[Preemption("research/x", "team-a", 2, "", "y")])
     assert act.apply(Plan(**{**p.__dict__, "quotas": {"team-a": 40}})).ok
-    assert {r["path"] for r in pool.sent} == {"/apis/scheduling.k8s.io/v1/priorityclasses"}
+    # PriorityClasses, and the start-up look for quotas of ours an earlier plain-namespace run left
+    assert {r["path"] for r in pool.sent} == {"/apis/scheduling.k8s.io/v1/priorityclasses", "/api/v1/resourcequotas"}
+    assert not [r for r in pool.sent if r["method"] in ("PUT", "DELETE", "PATCH")]
 
 
 def test_stopping_before_any_plan_still_releases_nodes_an_earlier_run_held():
@@ -500,7 +626,7 @@ def test_the_daemon_builds_both_kubernetes_actuators_from_one_config(tmp_path):
     finally:
         client.Configuration.set_default(before)
     assert isinstance(kube, KubernetesActuator) and not kube.enforce_plan
-    assert isinstance(kq, KueueActuator) and kq.holders == ["team-high"]
+    assert isinstance(kq, KueueActuator) and kq.holders == ["batchy", "team-high"]
     assert kq.pods.min_runtime_s == 120 and kq.nodes.shrink_delay_s == 60
     assert isinstance(kq.custom.api_client, TimedApiClient) and kq.custom.api_client.timeout_s == 4
     p = Plan(**{**plan(8).__dict__, "quotas": {"batchy": 40}})

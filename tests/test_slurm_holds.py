@@ -223,6 +223,25 @@ def test_each_tenant_holds_its_own_whole_nodes(slurm, full):
 
 
 @pytest.mark.services
+def test_an_aged_low_tier_tenant_is_held_like_any_other(slurm, full):
+    """Aging (or an operator's floor) makes the plan hold GPUs for a tenant outside the high tier: on Slurm it
+    is a whole-node reservation for that tenant's account (hold_tiers: every tier by default), gone when the
+    plan stops asking."""
+    a = actuator(slurm)
+    aged = Plan(at="2026-01-01T00:00:00+00:00", capacity=12, load=1.0, high_pool=2, reservations={"team-low": 4},
+                quotas={}, limits={}, preemptions=(), notifications=(), stale=False, forecast_model="x", notes=(),
+                memory=PolicyMemory())
+    rep = a.apply(aged)
+    assert rep.ok, rep.errors
+    (res,) = our_res(slurm)
+    assert res.name == "gpuas-hold-team-low" and res.accounts == ("acct-low",) and len(res.nodes) == 1
+    assert {"IGNORE_JOBS", "MAGNETIC"} <= res.flags
+    j = jobs(slurm)
+    assert all(j[x][0] == "RUNNING" for x in full)         # its own jobs there keep running
+    assert a.apply(plan(0)).ok and our_res(slurm) == []
+
+
+@pytest.mark.services
 def test_a_timed_out_create_is_reported_and_no_hold_outlives_the_plan(slurm, full, tmp_path):
     # the real scontrol, behind a wrapper that answers late: the reservation is made, the daemon times out
     bin_dir = tmp_path / "bin"

@@ -4,7 +4,8 @@ cordon + eviction for a failed node.
 
 Tenants map to namespaces (``tenants[].k8s_namespace``, default: the tenant's
 name); a job id is ``namespace/pod``. Only namespaces mapped to a configured
-tenant are touched, never ``kube-*``. Every pod removal goes through the
+tenant are touched, never ``kube-*``; the one exception is the start-up sweep, which deletes our own
+labelled quota from a namespace no configured tenant maps to any more (see ``sweep_quotas``). Every pod removal goes through the
 Eviction API with a grace period, so PodDisruptionBudgets are honoured; a PDB
 refusal (429) is reported and retried on a later cycle, never escalated to a
 delete. DaemonSet pods and mirror (static) pods are never evicted. For
@@ -105,6 +106,7 @@ class KubernetesActuator:
         self._retry: dict[str, str] = {}  # job id -> reason: failed-node evictions a PDB refused, retried each cycle
         self._quotas: dict[str, int | None] = {}  # namespace -> GPUs our quota caps; None: we have none there
         self._classes_ok = False
+        self._quotas_swept = False  # start-up: our quotas that no plan of this configuration can ask for are gone
 
     @staticmethod
     def from_config(cfg: KubernetesActuatorConfig, tenants: list[TenantConfig], dry_run: bool = True,
@@ -165,9 +167,10 @@ class KubernetesActuator:
         except ApiException as exc:
             rep.errors.append(f"ResourceQuota {ns}: {exc.status} {exc.reason}")
 
-    def drop_quota(self, rep: ActionReport, ns: str) -> None:
-        """The plan caps this tenant no longer (it is high-tier now, or no cap is wanted): delete our quota
-        there, so no cap stays behind that no plan asked for. A quota without our label is left alone."""
+    def drop_quota(self, rep: ActionReport, ns: str, why: str = "the plan caps this tenant no longer") -> None:
+        """The plan caps this tenant no longer (it is high-tier now, or no cap is wanted), or the daemon stops:
+        delete our quota there, so no cap stays behind that no plan asked for. A quota without our label is
+        left alone."""
         if ns in self._quotas and self._quotas[ns] is None:
             return
         try:
@@ -181,7 +184,7 @@ class KubernetesActuator:
         if (cur.metadata.labels or {}).get("app.kubernetes.io/managed-by") != "gpu-autoscaler":
             self._quotas[ns] = None
             return
-        rep.actions.append(f"delete ResourceQuota {ns}/{self.cfg.quota_name}: the plan caps this tenant no longer")
+        rep.actions.append(f"delete ResourceQuota {ns}/{self.cfg.quota_name}: {why}")
         if self.dry_run:
             return
         try:
@@ -192,6 +195,38 @@ class KubernetesActuator:
                 self._quotas[ns] = None
             else:
                 rep.errors.append(f"ResourceQuota {ns}: {exc.status} {exc.reason}")
+
+    def sweep_quotas(self, rep: ActionReport) -> None:
+        """Start-up reconcile of the quotas an earlier run left: delete our ResourceQuotas (our label and name)
+        that no plan of this configuration can ask for: in a namespace that is no configured tenant's (a
+        removed tenant), and every one beside Kueue, where the caps are Kueue's queues. The quotas of
+        configured tenants are reconciled by every plan (set or dropped). Never in kube-*. Retried each
+        cycle until it succeeds once."""
+        selector = "app.kubernetes.io/managed-by=gpu-autoscaler"
+        try:
+            items = self.core.list_resource_quota_for_all_namespaces(label_selector=selector).items
+        except ApiException as exc:
+            rep.errors.append(f"ResourceQuotas: cannot list ours: {exc.status} {exc.reason}")
+            return
+        failed = False
+        for q in items:
+            ns, name = q.metadata.namespace, q.metadata.name
+            if name != self.cfg.quota_name or ns.startswith("kube-") or \
+                    (q.metadata.labels or {}).get("app.kubernetes.io/managed-by") != "gpu-autoscaler":
+                continue
+            if self.enforce_plan and ns in self.tenant_of:
+                continue
+            why = "quotas are Kueue's here" if not self.enforce_plan else "not a configured tenant's namespace"
+            rep.actions.append(f"delete ResourceQuota {ns}/{name}: {why}")
+            if self.dry_run:
+                continue
+            try:
+                self.core.delete_namespaced_resource_quota(name, ns)
+            except ApiException as exc:
+                if exc.status != 404:
+                    rep.errors.append(f"ResourceQuota {ns}: {exc.status} {exc.reason}")
+                    failed = True
+        self._quotas_swept = not failed
 
     def _pod(self, rep: ActionReport, job_id: str):
         """The live pod behind `job_id` if this daemon may evict it at all, else None (reason reported);
@@ -261,6 +296,8 @@ class KubernetesActuator:
             live = self._pod(rep, jid)
             if live is None or (live is not RETRY and self._evict(rep, jid, reason)):
                 del self._retry[jid]
+        if not self._quotas_swept:
+            self.sweep_quotas(rep)
         if not self.enforce_plan:
             return rep
         for tenant, gpus in sorted(plan.quotas.items()):
@@ -271,6 +308,16 @@ class KubernetesActuator:
                     self.drop_quota(rep, ns)
         for p in plan.preemptions:
             self.evict(rep, p.job_id, p.reason)
+        return rep
+
+    def release_holds(self) -> ActionReport:
+        """The daemon stops: our quota goes from every tenant namespace (a cap nobody keeps up to date would go on
+        rejecting pods at admission at a stale number); no pod stops, a quota without our label stays. Beside
+        Kueue there is none (the Kueue actuator lets its holds go)."""
+        rep = ActionReport(self.name, self.dry_run)
+        if self.enforce_plan:
+            for ns in sorted(set(self.ns_of.values())):
+                self.drop_quota(rep, ns, "the daemon stops")
         return rep
 
     def node_names(self) -> set[str]:

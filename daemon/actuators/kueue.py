@@ -1,25 +1,33 @@
-"""Kueue: the plan becomes whole-node holds and ClusterQueue quotas in one cohort; Kueue admits and borrows.
+"""Kueue: the plan becomes whole-node holds and ClusterQueue quotas in one cohort tree; Kueue admits and borrows.
 
 The simulator (and a Slurm reservation) holds whole nodes for a tenant: only that tenant's work may start
 on them. A GPU-count quota alone does not: kube-scheduler may place the quota's GPUs on fragmented
-nodes, so a Kueue-admitted 8-GPU job can find no node. So for every high-tier tenant the plan reserves
-GPUs for, the daemon holds whole nodes (daemon/actuators/node_holds.py: label and NoSchedule taint
-``<hold_label>=<tenant>``) and gives the tenant a ResourceFlavor for exactly those nodes.
+nodes, so a Kueue-admitted 8-GPU job can find no node. So for every tenant the plan reserves GPUs for
+(the high tier's forecast holds, and any tier's aged or floored holds), the daemon holds whole nodes
+(daemon/actuators/node_holds.py: label and NoSchedule taint ``<hold_label>=<tenant>``) and gives the tenant
+a ResourceFlavor for exactly those nodes.
+
+A flavor's quota in a ClusterQueue is open to every namespace of that queue, so a hold flavor can only sit
+in a queue of its tenant alone: every tenant has its own ClusterQueue. The cap on normal work, shared by
+all normal-tier tenants, is then a Cohort's quota (hierarchical cohorts) that their queues borrow from.
 
 Objects (API ``kueue.x-k8s.io/v1beta1``), all labelled ``app.kubernetes.io/managed-by: gpu-autoscaler``:
 
 - ResourceFlavor ``<flavor>`` (default ``default-flavor``): the nodes nobody holds (no node labels; pods
   admitted on it get no toleration, so they never start on a held node).
-- ResourceFlavor ``<prefix>-hold-<tenant>`` per high-tier tenant: ``nodeLabels`` = the hold label,
+- ResourceFlavor ``<prefix>-hold-<tenant>`` per tenant: ``nodeLabels`` = the hold label,
   ``tolerations`` = the hold taint; Kueue injects both into the pods it admits on this flavor.
-- ClusterQueue ``<prefix>-tenant-<tenant>`` per high-tier tenant, flavors in this order:
-  its hold flavor (``nominalQuota`` = GPUs of its held nodes, ``lendingLimit: 0``), then the default
-  flavor (``nominalQuota: 0``, borrows). Kueue tries the hold first (Slurm's MAGNETIC).
-- ClusterQueues ``<prefix>-high``, ``<prefix>-normal``, ``<prefix>-low`` on the default flavor, in cohort
-  ``<cohort>``: normal ``nominalQuota`` = the plan's cap on non-preemptible work outside the high tier (the
-  simulator's ``normal_cap``) with ``borrowingLimit: 0``; high = the rest of the unheld GPUs (lent to the
-  cohort: the high tenants' queues and the low queue borrow it); low ``nominalQuota: 0`` (borrows).
-- LocalQueue ``<prefix>`` (a high tenant's own ClusterQueue, else its tier's) and ``<prefix>-low`` in each
+- ClusterQueue ``<prefix>-tenant-<tenant>`` per tenant, flavors in this order: its hold flavor
+  (``nominalQuota`` = GPUs of its held nodes, ``lendingLimit: 0``), then the default flavor
+  (``nominalQuota: 0``, borrows). Kueue tries the hold first (Slurm's MAGNETIC). A normal-tier tenant's
+  queue is in cohort ``<prefix>-normal``, every other one in ``<cohort>``.
+- Cohort ``<prefix>-normal`` (parent ``<cohort>``): default-flavor ``nominalQuota`` = the plan's cap on
+  non-preemptible work outside the high tier (the simulator's ``normal_cap``), ``borrowingLimit: 0``: the
+  normal tenants together use at most that much of the unheld GPUs; what they leave idle is lent upwards.
+- ClusterQueues ``<prefix>-high`` and ``<prefix>-low`` on the default flavor, in cohort ``<cohort>``: high =
+  the rest of the unheld GPUs (lent to the cohort: every tenant's queue and the low queue borrow it); low
+  ``nominalQuota: 0`` (borrows).
+- LocalQueue ``<prefix>`` (the tenant's own ClusterQueue) and ``<prefix>-low`` (the low queue) in each
   tenant namespace.
 
 Preemption is the plan's, as in the simulator: every ClusterQueue has ``reclaimWithinCohort: Never``, and
@@ -50,7 +58,9 @@ log = logging.getLogger("gpu_autoscaler.actuator.kueue")
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta1"
 MANAGED = {"app.kubernetes.io/managed-by": "gpu-autoscaler"}
 TIERS = ("high", "normal", "low")
-PLURALS = ("localqueues", "clusterqueues", "resourceflavors")  # deletion order: users of an object first
+PLURALS = ("localqueues", "clusterqueues", "cohorts", "resourceflavors")  # deletion order: users first
+KINDS = {"localqueues": "LocalQueue", "clusterqueues": "ClusterQueue", "cohorts": "Cohort",
+         "resourceflavors": "ResourceFlavor"}
 
 
 class KueueActuator:
@@ -64,7 +74,8 @@ class KueueActuator:
         self.dry_run = dry_run
         self.ns_of = tenant_namespaces(tenants)
         self.tier_of = {t.name: t.tier for t in tenants}
-        self.holders = sorted(t for t in self.ns_of if self.tier_of[t] == "high")  # tenants whose nodes are held
+        # every tenant may be held: the high tier by forecast, any tier by aging or an operator's floor
+        self.holders = sorted(self.ns_of)
         self.nodes = NodeHolds(api_client, label=cfg.hold_label, gpu_resource=cfg.gpu_resource,
                                tenants_ns=self.ns_of, shrink_delay_s=cfg.hold_shrink_delay_s, dry_run=dry_run,
                                clock=clock)
@@ -93,18 +104,19 @@ class KueueActuator:
 
     # ---- objects ------------------------------------------------------------------------------
     def quotas(self, plan: Plan, held: dict[str, int]) -> dict[str, int]:
-        """Default-flavor nominalQuota per tier queue, given the GPUs on held nodes."""
+        """Default-flavor nominalQuota of the high and low queues and the normal Cohort, given the GPUs on
+        held nodes."""
         unheld = max(int(plan.capacity) - sum(held.values()), 0)
         # the simulator caps non-preemptible work outside the high tier at min(plan.quotas) (shared_cap)
         normal = min(max(int(min(plan.quotas.values())), 0), unheld) if plan.quotas else unheld
         return {"high": unheld - normal, "normal": normal, "low": 0}
 
-    def _cluster_queue(self, name: str, namespaces: list[str], flavors: list[dict]) -> dict:
+    def _cluster_queue(self, name: str, namespaces: list[str], flavors: list[dict], cohort: str | None = None) -> dict:
         return {
             "apiVersion": f"{GROUP}/{VERSION}", "kind": "ClusterQueue",
             "metadata": {"name": name, "labels": dict(MANAGED)},
             "spec": {
-                "cohort": self.cfg.cohort,
+                "cohort": cohort or self.cfg.cohort,
                 "namespaceSelector": {"matchExpressions": [
                     {"key": "kubernetes.io/metadata.name", "operator": "In",
                      "values": sorted(namespaces) or ["gpu-autoscaler-none"]}]},
@@ -118,14 +130,24 @@ class KueueActuator:
         return {"name": flavor, "resources": [{"name": self.cfg.gpu_resource, "nominalQuota": int(nominal), **limits}]}
 
     def cluster_queue(self, tier: str, nominal: int) -> dict:
+        """The high queue (lends the unheld GPUs nobody else has quota for) or the low one (borrows)."""
         nss = [ns for t, ns in self.ns_of.items() if tier == "low" or self.tier_of.get(t) == tier]
-        limits = {"borrowingLimit": 0} if tier == "normal" else {}  # normal work never runs on borrowed quota
-        return self._cluster_queue(self.queue_name(tier), nss, [self._flavor_quota(self.cfg.flavor, nominal, **limits)])
+        return self._cluster_queue(self.queue_name(tier), nss, [self._flavor_quota(self.cfg.flavor, nominal)])
+
+    def normal_cohort(self, nominal: int) -> dict:
+        """The normal tier's cap as a Cohort's quota, shared by the normal tenants' own queues: they may not
+        borrow beyond it from the rest of the tree (borrowingLimit 0); what they leave idle is lent upwards."""
+        return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Cohort",
+                "metadata": {"name": self.queue_name("normal"), "labels": dict(MANAGED)},
+                "spec": {"parent": self.cfg.cohort, "resourceGroups": [{
+                    "coveredResources": [self.cfg.gpu_resource],
+                    "flavors": [self._flavor_quota(self.cfg.flavor, nominal, borrowingLimit=0)]}]}}
 
     def tenant_cluster_queue(self, tenant: str, held: int) -> dict:
+        cohort = self.queue_name("normal") if self.tier_of.get(tenant) == "normal" else self.cfg.cohort
         return self._cluster_queue(self.tenant_queue(tenant), [self.ns_of[tenant]], [
             self._flavor_quota(self.hold_flavor(tenant), held, lendingLimit=0),   # its own nodes first
-            self._flavor_quota(self.cfg.flavor, 0)])                                # then borrow unheld GPUs
+            self._flavor_quota(self.cfg.flavor, 0)], cohort)                        # then borrow unheld GPUs
 
     def resource_flavors(self) -> list[dict]:
         out = [{"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceFlavor",
@@ -142,8 +164,7 @@ class KueueActuator:
     def local_queues(self) -> list[dict]:
         out = []
         for t, ns in sorted(self.ns_of.items()):
-            own = self.tenant_queue(t) if t in self.holders else self.queue_name(self.tier_of.get(t, "normal"))
-            for name, cq in ((self.cfg.queue_prefix, own), (self.queue_name("low"), self.queue_name("low"))):
+            for name, cq in ((self.cfg.queue_prefix, self.tenant_queue(t)), (self.queue_name("low"), self.queue_name("low"))):
                 out.append({"apiVersion": f"{GROUP}/{VERSION}", "kind": "LocalQueue",
                             "metadata": {"name": name, "namespace": ns, "labels": dict(MANAGED)},
                             "spec": {"clusterQueue": cq}})
@@ -153,7 +174,8 @@ class KueueActuator:
         """Every object the plan asks for, as (plural, body), in the order they must exist."""
         q = self.quotas(plan, held)
         return ([("resourceflavors", rf) for rf in self.resource_flavors()]
-                + [("clusterqueues", self.cluster_queue(tier, q[tier])) for tier in TIERS]
+                + [("cohorts", self.normal_cohort(q["normal"]))]
+                + [("clusterqueues", self.cluster_queue(tier, q[tier])) for tier in ("high", "low")]
                 + [("clusterqueues", self.tenant_cluster_queue(t, held.get(t, 0))) for t in self.holders]
                 + [("localqueues", lq) for lq in self.local_queues()])
 
@@ -224,7 +246,7 @@ class KueueActuator:
                     ns, name = meta.get("namespace", ""), meta["name"]
                     if (plural, ns, name) in keep:
                         continue
-                    rep.actions.append(f"delete {it.get('kind', plural)} {ns + '/' if ns else ''}{name}: "
+                    rep.actions.append(f"delete {it.get('kind', KINDS[plural])} {ns + '/' if ns else ''}{name}: "
                                        "not asked for by the configuration")
                     if not self.dry_run:
                         self._delete(plural, ns or None, name)
@@ -257,7 +279,7 @@ class KueueActuator:
 
     def release_holds(self) -> ActionReport:
         """The daemon stops: every node it holds is un-held (no pod stops) and the hold flavors' quota goes
-        to 0; the tier queues keep the last plan's numbers over all unheld GPUs."""
+        to 0; the high queue and the normal Cohort keep the last plan's numbers over all unheld GPUs."""
         rep = ActionReport(self.name, self.dry_run)
         self.nodes.release_all(rep)  # also nodes an earlier run held, when this one never applied a plan
         self._held = {t: 0 for t in self.holders}
@@ -265,7 +287,7 @@ class KueueActuator:
             return rep
         plan = dataclasses.replace(self._last, reservations={}, preemptions=())
         for plural, body in self.objects(plan, self._held):
-            if plural == "clusterqueues":
+            if plural in ("clusterqueues", "cohorts"):
                 self._ensure(rep, plural, body)
         return rep
 
