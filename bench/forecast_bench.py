@@ -267,6 +267,7 @@ def trace_table(a) -> dict:
                      "train_seconds": rep["train"]["seconds"], "blend": rep.get("blend"),
                      # the model retrain puts in use (any candidate, recalibrated or not) on the held-out window
                      "in_use_wql": won["wql"], "in_use_coverage_p90": won["coverage_p90"],
+                     "in_use_coverage_p90_strict": won.get("coverage_p90_strict"),
                      "in_use_peak_coverage_p90": won["peak_coverage_p90"],
                      # issue #10's targets: wQL for the LSTM family (the best of bare, conformal and blended, each
                      # also recalibrated), p90 coverage for the model in use

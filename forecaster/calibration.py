@@ -112,6 +112,24 @@ def conformal_shift(pred: np.ndarray, actual: np.ndarray, quantiles: tuple[float
     return np.nan_to_num(shift, nan=0.0)
 
 
+_FROZEN = __import__("threading").local()   # per thread: ids of the SpreadRefresh objects held at their spread
+
+
+class frozen_spreads:
+    """Within this block (in this thread) the given spreads are served as they are: not counted, not recomputed."""
+
+    def __init__(self, spreads) -> None:
+        self.ids = {id(s) for s in spreads}
+
+    def __enter__(self):
+        self.before = getattr(_FROZEN, "ids", frozenset())
+        _FROZEN.ids = frozenset(self.before | self.ids)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _FROZEN.ids = self.before
+
+
 class SpreadRefresh:
     """The last spread (error quantiles, conformal shifts) computed for a tenant set, and when to recompute it.
 
@@ -142,6 +160,8 @@ class SpreadRefresh:
 
         with self._lock:
             self._collect()
+            if self._key == key and id(self) in getattr(_FROZEN, "ids", ()):
+                return self._value    # a recalibration is replaying the model at past origins: today's spread
             if self._key == key and self._uses < self.every:
                 self._uses += 1
                 return self._value
@@ -244,7 +264,11 @@ class Recalibrated:
         if self.forecasts_at is not None:
             preds = self.forecasts_at(history, ends, horizon)
         else:
-            preds = np.stack([self.model.predict(history.iloc[:e], horizon).values for e in ends])  # [O, N, H, Q]
+            # today's model at each past origin: inner spreads (a blend's partner, a recalibrated LSTM inside it)
+            # as `predict` just computed them for this history, so the shift corrects what is served now, in a
+            # backtest as in the daemon
+            with frozen_spreads(spreads_in(self.model)):
+                preds = np.stack([self.model.predict(history.iloc[:e], horizon).values for e in ends])  # [O,N,H,Q]
         idx = ends[:, None] + np.arange(horizon)[None, :]
         actual = vals[:, idx].transpose(1, 0, 2)
         return conformal_shift(preds, actual, tuple(self.quantiles_of(preds)))

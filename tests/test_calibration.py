@@ -135,3 +135,30 @@ def test_retrain_scores_recalibrated_baselines_and_records_the_winners_coverage(
     (tmp_path / "manifest.json").write_text(json.dumps(m))
     fc, note = build(cfg)
     assert fc.name == "naive+conformal" and isinstance(fc, Recalibrated) and fc.spread.background
+
+
+def test_a_recalibrated_blend_is_replayed_with_todays_inner_spreads_in_the_daemon_as_in_a_backtest():
+    """Recalibrating a blend replays it at past origins; its partner's spread and the LSTM's shifts are those of
+    today's history then (never refreshed from a truncated one), so the daemon serves what retrain scored."""
+    import torch
+
+    from forecaster.lstm import LSTMForecaster, QuantileLSTM
+    from tests.test_forecaster import SPEC
+
+    torch.manual_seed(0)
+    lstm = LSTMForecaster(QuantileLSTM(SPEC), "t")
+    f = calming_noise(n=3, days=6)
+    entry = {"conformal": True, "recalibrated": True, "season": 48,
+             "blend": {"lstm": "lstm_conformal", "baseline": "naive", "weight": 0.5}}
+    from forecaster.calibration import spreads_in
+    from forecaster.selection import wrap_lstm
+
+    scored = wrap_lstm(lstm, entry)                                    # as retrain scores it
+    daemon = wrap_lstm(lstm, entry, refresh=10, background=True)       # as the daemon runs it
+    a, b = scored.predict(f, 12).values, daemon.predict(f, 12).values
+    assert np.allclose(a, b)
+    inner = spreads_in(daemon)
+    assert len(inner) == 3 and all(s.refreshes == 1 for s in inner)    # one each, all from today's history
+    for s in inner:
+        s.wait()
+    assert all(s.refreshes == 1 and s._job is None for s in inner)
