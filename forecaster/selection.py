@@ -95,7 +95,8 @@ def wrap_lstm(model, entry: dict, refresh: int = 1, background: bool = False) ->
 
 
 class StartupSelection:
-    """Scores the cheap baselines on the first history it is given and forecasts with the best of them.
+    """Scores the cheap baselines (bare and recalibrated) on the first history it is given and forecasts with the
+    best of them.
 
     Holt-Winters is left out: fitting it per tenant is too slow for a cycle. Until the history has room
     for a held-out window (about a season plus four horizons) it forecasts with `interim` and tries again.
@@ -117,10 +118,9 @@ class StartupSelection:
         return self.chosen.name if self.chosen is not None else self.interim.name
 
     def candidates(self, n_steps: int) -> dict[str, Forecaster]:
-        out: dict[str, Forecaster] = {"naive": Naive(self.quantiles), "seasonal_naive_daily": SeasonalNaive(self.season, self.quantiles)}
-        if n_steps >= 8 * self.season:
-            out["seasonal_naive_dw"] = SeasonalNaiveDW(self.season, self.quantiles)
-        return out
+        """The cheap baselines the history allows, each also recalibrated from its own recent errors."""
+        names = ["naive", "seasonal_naive_daily"] + (["seasonal_naive_dw"] if n_steps >= 8 * self.season else [])
+        return {n: make_baseline(n, self.season, self.quantiles) for b in names for n in (b, b + RECAL)}
 
     def select(self, history: pd.DataFrame, horizon: int) -> Forecaster | None:
         n = len(history)
