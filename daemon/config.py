@@ -416,15 +416,6 @@ class Config(_Strict):
             raise ValueError(f"duplicate tenant names: {sorted(dup)}")
         return self
 
-    @model_validator(mode="after")
-    def _holds_the_actuators_can_make(self) -> "Config":
-        # the Kueue actuator holds nodes per tenant (its own flavor and ClusterQueue); a pooled plan
-        # would be simulated and planned as one pool that no Kubernetes object enforces
-        if "kueue" in self.actuators.enabled and self.policy.pool_high_tier:
-            raise ValueError("policy.pool_high_tier: the kueue actuator holds nodes per tenant, not as one pool; "
-                             "set policy.pool_high_tier = false when actuators.enabled has \"kueue\"")
-        return self
-
     def tier_of(self, tenant: str) -> Tier:
         for t in self.tenants:
             if t.name == tenant:

@@ -78,10 +78,10 @@ def test_config_is_frozen():
         cfg.policy.reserve_share = 0.5  # type: ignore[misc]
 
 
-def test_kueue_refuses_a_pooled_high_tier_hold_it_cannot_make():
-    """Kueue holds nodes per tenant; planning one pool there would simulate what no object enforces."""
-    with pytest.raises(ConfigError, match="policy.pool_high_tier"):
-        parse_config({"actuators": {"enabled": ["log", "kueue"]}})
+def test_every_actuator_takes_a_pooled_high_tier_hold():
+    """Slurm pools as one reservation, Kueue as one pool flavor in a Cohort of the pooled tenants' queues
+    (tests/test_kueue.py); the default (pooled) is accepted with either, and per tenant too."""
+    for enabled in (["log", "kueue"], ["log", "slurm"], ["kubernetes", "kueue"]):
+        assert parse_config({"actuators": {"enabled": enabled}}).policy.pool_high_tier
     cfg = parse_config({"actuators": {"enabled": ["log", "kueue"]}, "policy": {"pool_high_tier": False}})
     assert not cfg.policy.pool_high_tier
-    assert parse_config({"actuators": {"enabled": ["log", "slurm"]}}).policy.pool_high_tier  # Slurm can pool

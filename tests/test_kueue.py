@@ -252,10 +252,10 @@ class Clock:
         return self.t
 
 
-def kueue(cluster=None, dry_run=False, clock=None):
+def kueue(cluster=None, dry_run=False, clock=None, tenants=TENANTS):
     cluster = cluster or FakeCluster()
     api, cap = served(cluster.routes())
-    return KueueActuator(api, KueueActuatorConfig(), TENANTS, dry_run, clock=clock or Clock()), cap, cluster
+    return KueueActuator(api, KueueActuatorConfig(), tenants, dry_run, clock=clock or Clock()), cap, cluster
 
 
 def plan(reserved, pool=12, capacity=56, pre=(), quotas=None):
@@ -400,6 +400,64 @@ def test_aged_normal_and_low_tenants_get_whole_node_holds_only_they_are_admitted
     cqs = objects(c, "ClusterQueue")
     assert flavors(cqs["gpuas-tenant-team-a"])["gpuas-hold-team-a"]["nominalQuota"] == 0
     assert flavors(cqs["gpuas-tenant-batchy"])["gpuas-hold-batchy"]["nominalQuota"] == 0
+
+
+def test_a_pooled_high_tier_holds_one_pool_only_the_pooled_tenants_queues_can_use():
+    """Plan.pooled (policy.pool_high_tier, the default): the high tenants' GPUs are held together as whole
+    nodes labelled for the pool (as one Slurm reservation for all their accounts, and as the simulator pools);
+    the pool flavor's quota is a Cohort's that only the pooled tenants' queues are in and list, lent to nobody
+    else. A plan without the pool lets it go after the shrink delay, the tenant's own hold comes at once."""
+    import dataclasses
+
+    tenants = [*TENANTS, TenantConfig(name="team-high2", tier="high", k8s_namespace="serving2")]
+    c = FakeCluster()
+    c.run("serving2", "h2-0", "n3", 4)                       # team-high2 runs on n3: the pool's own work
+    c.run("research", "a-1", "n1", 1)                        # normal work (not evictable) on n1 and n2
+    c.run("research", "a-2", "n2", 1)
+    clock = Clock()
+    act, pool, c = kueue(c, clock=clock, tenants=tenants)
+    pooled = dataclasses.replace(plan({"team-high": 8, "team-high2": 4}), pooled=("team-high", "team-high2"))
+    rep = act.apply(pooled)
+    assert rep.ok, rep.errors
+    held = c.held()
+    assert held == {"n3": "gpu-autoscaler.pool", "n4": "gpu-autoscaler.pool"}   # 12 GPUs: 2 whole nodes, clearable
+    for o in c.objs.values():
+        validate(o)
+    assert objects(c, "ResourceFlavor")["gpuas-pool-hold"]["spec"] == {
+        "nodeLabels": {KEY: "gpu-autoscaler.pool"},
+        "tolerations": [{"key": KEY, "operator": "Equal", "value": "gpu-autoscaler.pool", "effect": "NoSchedule"}]}
+    assert objects(c, "Cohort")["gpuas-pool"]["spec"] == {"parent": "gpu-autoscaler", "resourceGroups": [{
+        "coveredResources": ["nvidia.com/gpu"],
+        "flavors": [{"name": "gpuas-pool-hold", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 16,
+                                                                "lendingLimit": 0}]}]}]}
+    cqs = objects(c, "ClusterQueue")
+    for t in ("team-high", "team-high2"):
+        q = cqs[f"gpuas-tenant-{t}"]
+        assert q["spec"]["cohort"] == "gpuas-pool"
+        assert [f["name"] for f in q["spec"]["resourceGroups"][0]["flavors"]] == [
+            f"gpuas-hold-{t}", "gpuas-pool-hold", "default-flavor"]
+        assert flavors(q)[f"gpuas-hold-{t}"]["nominalQuota"] == 0 and flavors(q)["gpuas-pool-hold"]["nominalQuota"] == 0
+    assert sorted(k for k, q in cqs.items() if "gpuas-pool-hold" in flavors(q)) == [
+        "gpuas-tenant-team-high", "gpuas-tenant-team-high2"]
+    assert flavors(cqs["gpuas-high"])["default-flavor"]["nominalQuota"] == 56 - 16 - 30
+    # the plan holds per tenant again: team-high's own node at once, the pool's nodes after the delay
+    single = plan({"team-high": 8})
+    assert act.apply(single).ok
+    assert sorted(c.held().values()) == ["gpu-autoscaler.pool", "gpu-autoscaler.pool", "team-high"]
+    clock.t += 300
+    assert act.apply(single).ok and list(c.held().values()) == ["team-high"]
+    cqs = objects(c, "ClusterQueue")
+    assert cqs["gpuas-tenant-team-high"]["spec"]["cohort"] == "gpu-autoscaler"
+    assert "gpuas-pool-hold" not in flavors(cqs["gpuas-tenant-team-high"])
+    assert objects(c, "Cohort")["gpuas-pool"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0][
+        "nominalQuota"] == 0
+    # pooled again, then the daemon stops: every node let go, the pool's quota 0
+    assert act.apply(pooled).ok and "gpu-autoscaler.pool" in c.held().values()
+    assert objects(c, "Cohort")["gpuas-pool"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0][
+        "nominalQuota"] > 0
+    assert act.release_holds().ok and c.held() == {}
+    assert objects(c, "Cohort")["gpuas-pool"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0][
+        "nominalQuota"] == 0
 
 
 def test_hold_grows_at_once_shrinks_after_the_delay_and_goes_on_stop():

@@ -153,3 +153,20 @@ def test_helios_workload_maps_vcs_to_tiers_and_job_sizes():
     assert (w.demand.to_numpy() >= 0).all()
     total = w.demand.iloc[w.start:].sum(axis=1)
     assert 0.03 < (total > w.capacity).mean() < 0.2
+
+
+def test_comparison_names_every_predictive_setting_that_meets_all_targets_at_once():
+    def pt(strategy, label, u, hi, nrm, pre):
+        return {"strategy": strategy, "label": label, "utilization": u, "preemptions": pre,
+                "preemptions_for": {"high": pre}, "work_lost_gpu_min": 0.0, "high_held_gpus_mean": 10.0,
+                "tiers": {"high": {"unmet_gpu_min": hi}, "normal": {"unmet_gpu_min": nrm}, "low": {"unmet_gpu_min": 0}}}
+
+    r = pt("reactive", "r", 0.90, 100, 1000, 100)
+    least_high = pt("predictive", "a", 0.90, 10, 2000, 50)        # the compared point: least high-tier unmet
+    balanced = pt("predictive", "b", 0.898, 40, 900, 60)          # meets all three at once
+    too_low = pt("predictive", "c", 0.80, 0, 0, 0)                # below the utilization: not considered
+    c = report.compare([r, least_high, balanced, too_low])
+    assert c["predictive_point"] == "a" and c["all_met"] is False
+    assert c["predictive_settings_meeting_all"] == ["b"]
+    assert c["high_held_gpus_mean"] == {"reactive": 10.0, "predictive": 10.0}
+    assert report.compare([r, least_high])["predictive_settings_meeting_all"] == []

@@ -9,7 +9,10 @@ a ResourceFlavor for exactly those nodes.
 
 A flavor's quota in a ClusterQueue is open to every namespace of that queue, so a hold flavor can only sit
 in a queue of its tenant alone: every tenant has its own ClusterQueue. The cap on normal work, shared by
-all normal-tier tenants, is then a Cohort's quota (hierarchical cohorts) that their queues borrow from.
+all normal-tier tenants, is then a Cohort's quota (hierarchical cohorts) that their queues borrow from;
+so is a pooled hold (``Plan.pooled``, the high tier's holds as one pool, as one Slurm reservation for all
+their accounts): nodes labelled with the pool's value, a pool flavor whose quota is a Cohort's that only
+the pooled tenants' queues are in and list.
 
 Objects (API ``kueue.x-k8s.io/v1beta1``), all labelled ``app.kubernetes.io/managed-by: gpu-autoscaler``:
 
@@ -21,6 +24,10 @@ Objects (API ``kueue.x-k8s.io/v1beta1``), all labelled ``app.kubernetes.io/manag
   (``nominalQuota`` = GPUs of its held nodes, ``lendingLimit: 0``), then the default flavor
   (``nominalQuota: 0``, borrows). Kueue tries the hold first (Slurm's MAGNETIC). A normal-tier tenant's
   queue is in cohort ``<prefix>-normal``, every other one in ``<cohort>``.
+- ResourceFlavor ``<prefix>-pool-hold`` (the pool's nodes, label value ``gpu-autoscaler.pool``, which no
+  tenant's value can be) and Cohort ``<prefix>-pool`` (parent ``<cohort>``): pool-flavor ``nominalQuota`` =
+  GPUs of the pool's nodes, ``lendingLimit: 0``. The pooled tenants' queues are in it and list the pool
+  flavor (``nominalQuota: 0``, so they borrow it) between their own hold and the default flavor.
 - Cohort ``<prefix>-normal`` (parent ``<cohort>``): default-flavor ``nominalQuota`` = the plan's cap on
   non-preemptible work outside the high tier (the simulator's ``normal_cap``), ``borrowingLimit: 0``: the
   normal tenants together use at most that much of the unheld GPUs; what they leave idle is lent upwards.
@@ -61,6 +68,7 @@ TIERS = ("high", "normal", "low")
 PLURALS = ("localqueues", "clusterqueues", "cohorts", "resourceflavors")  # deletion order: users first
 KINDS = {"localqueues": "LocalQueue", "clusterqueues": "ClusterQueue", "cohorts": "Cohort",
          "resourceflavors": "ResourceFlavor"}
+POOL_VALUE = "gpu-autoscaler.pool"  # the pool's hold label value: has a '.', which name_part never gives
 
 
 class KueueActuator:
@@ -84,6 +92,7 @@ class KueueActuator:
         self.pods = KubernetesActuator(api_client, conn or KubernetesActuatorConfig(), tenants, dry_run,
                                        enforce_plan=False, min_runtime_s=min_runtime_s)
         self._held: dict[str, int] = {t: 0 for t in self.holders}  # GPUs on each holder's nodes, last known
+        self._pool_held = 0                                          # GPUs on the pool's nodes, last known
         self._sent: dict[tuple[str, str, str], dict] = {}  # (plural, namespace, name) -> spec last applied
         self._swept = False
         self._last: Plan | None = None
@@ -102,11 +111,20 @@ class KueueActuator:
     def hold_flavor(self, tenant: str) -> str:
         return f"{self.cfg.queue_prefix}-hold-{name_part(tenant)}"
 
+    @property
+    def pool_flavor(self) -> str:
+        return f"{self.cfg.queue_prefix}-pool-hold"
+
+    def pooled(self, plan: Plan) -> set[str]:
+        """The tenants whose holds the plan pools: configured high-tier ones (the policy pools only the high
+        tier; a normal tenant in the pool would escape the normal cap)."""
+        return {t for t in plan.pooled if t in self.ns_of and self.tier_of.get(t) == "high"}
+
     # ---- objects ------------------------------------------------------------------------------
-    def quotas(self, plan: Plan, held: dict[str, int]) -> dict[str, int]:
+    def quotas(self, plan: Plan, held: dict[str, int], pool_held: int = 0) -> dict[str, int]:
         """Default-flavor nominalQuota of the high and low queues and the normal Cohort, given the GPUs on
-        held nodes."""
-        unheld = max(int(plan.capacity) - sum(held.values()), 0)
+        held nodes (the tenants' and the pool's)."""
+        unheld = max(int(plan.capacity) - sum(held.values()) - int(pool_held), 0)
         # the simulator caps non-preemptible work outside the high tier at min(plan.quotas) (shared_cap)
         normal = min(max(int(min(plan.quotas.values())), 0), unheld) if plan.quotas else unheld
         return {"high": unheld - normal, "normal": normal, "low": 0}
@@ -143,19 +161,31 @@ class KueueActuator:
                     "coveredResources": [self.cfg.gpu_resource],
                     "flavors": [self._flavor_quota(self.cfg.flavor, nominal, borrowingLimit=0)]}]}}
 
-    def tenant_cluster_queue(self, tenant: str, held: int) -> dict:
-        cohort = self.queue_name("normal") if self.tier_of.get(tenant) == "normal" else self.cfg.cohort
+    def pool_cohort(self, pool_held: int) -> dict:
+        """The pooled hold's quota: only the queues in this Cohort (the pooled tenants') may borrow it, and it
+        is lent to nobody outside (lendingLimit 0)."""
+        return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Cohort",
+                "metadata": {"name": self.queue_name("pool"), "labels": dict(MANAGED)},
+                "spec": {"parent": self.cfg.cohort, "resourceGroups": [{
+                    "coveredResources": [self.cfg.gpu_resource],
+                    "flavors": [self._flavor_quota(self.pool_flavor, pool_held, lendingLimit=0)]}]}}
+
+    def tenant_cluster_queue(self, tenant: str, held: int, pooled: bool = False) -> dict:
+        if pooled:
+            cohort = self.queue_name("pool")
+        else:
+            cohort = self.queue_name("normal") if self.tier_of.get(tenant) == "normal" else self.cfg.cohort
         return self._cluster_queue(self.tenant_queue(tenant), [self.ns_of[tenant]], [
             self._flavor_quota(self.hold_flavor(tenant), held, lendingLimit=0),   # its own nodes first
+            *([self._flavor_quota(self.pool_flavor, 0)] if pooled else []),         # then the pool's
             self._flavor_quota(self.cfg.flavor, 0)], cohort)                        # then borrow unheld GPUs
 
     def resource_flavors(self) -> list[dict]:
         out = [{"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceFlavor",
                 "metadata": {"name": self.cfg.flavor, "labels": dict(MANAGED)}, "spec": {}}]
-        for t in self.holders:
-            v = name_part(t)
+        for name, v in [*((self.hold_flavor(t), name_part(t)) for t in self.holders), (self.pool_flavor, POOL_VALUE)]:
             out.append({"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceFlavor",
-                        "metadata": {"name": self.hold_flavor(t), "labels": dict(MANAGED)},
+                        "metadata": {"name": name, "labels": dict(MANAGED)},
                         "spec": {"nodeLabels": {self.cfg.hold_label: v},
                                  "tolerations": [{"key": self.cfg.hold_label, "operator": "Equal", "value": v,
                                                   "effect": "NoSchedule"}]}})
@@ -170,13 +200,14 @@ class KueueActuator:
                             "spec": {"clusterQueue": cq}})
         return out
 
-    def objects(self, plan: Plan, held: dict[str, int]) -> list[tuple[str, dict]]:
+    def objects(self, plan: Plan, held: dict[str, int], pool_held: int = 0) -> list[tuple[str, dict]]:
         """Every object the plan asks for, as (plural, body), in the order they must exist."""
-        q = self.quotas(plan, held)
+        q = self.quotas(plan, held, pool_held)
+        pooled = self.pooled(plan)
         return ([("resourceflavors", rf) for rf in self.resource_flavors()]
-                + [("cohorts", self.normal_cohort(q["normal"]))]
+                + [("cohorts", self.normal_cohort(q["normal"])), ("cohorts", self.pool_cohort(pool_held))]
                 + [("clusterqueues", self.cluster_queue(tier, q[tier])) for tier in ("high", "low")]
-                + [("clusterqueues", self.tenant_cluster_queue(t, held.get(t, 0))) for t in self.holders]
+                + [("clusterqueues", self.tenant_cluster_queue(t, held.get(t, 0), t in pooled)) for t in self.holders]
                 + [("localqueues", lq) for lq in self.local_queues()])
 
     # ---- writing ------------------------------------------------------------------------------
@@ -264,11 +295,16 @@ class KueueActuator:
         for p in plan.preemptions:
             if p.node:
                 freed[p.node] = freed.get(p.node, 0) + int(p.gpus)
-        wanted = {t: int(plan.reservations.get(t, 0)) for t in self.holders}
-        held = self.nodes.apply(rep, wanted, freed)
+        pooled = self.pooled(plan)
+        # per hold label value: a tenant's own hold (nothing for a pooled one), and the pool (their sum)
+        wanted = {name_part(t): 0 if t in pooled else int(plan.reservations.get(t, 0)) for t in self.holders}
+        wanted[POOL_VALUE] = sum(int(plan.reservations.get(t, 0)) for t in pooled)
+        members = {name_part(t): {t} for t in self.holders} | {POOL_VALUE: pooled}
+        held = self.nodes.apply(rep, wanted, freed, members)
         if held is not None:  # None: nodes unreadable, nothing changed; the queues keep the last known holds
-            self._held = held
-        objs = self.objects(plan, self._held)
+            self._held = {t: held[name_part(t)] for t in self.holders}
+            self._pool_held = held[POOL_VALUE]
+        objs = self.objects(plan, self._held, self._pool_held)
         if not self._swept:
             self.sweep(rep, objs)
         for plural, body in objs:
@@ -283,10 +319,11 @@ class KueueActuator:
         rep = ActionReport(self.name, self.dry_run)
         self.nodes.release_all(rep)  # also nodes an earlier run held, when this one never applied a plan
         self._held = {t: 0 for t in self.holders}
+        self._pool_held = 0
         if self._last is None:
             return rep
         plan = dataclasses.replace(self._last, reservations={}, preemptions=())
-        for plural, body in self.objects(plan, self._held):
+        for plural, body in self.objects(plan, self._held, 0):
             if plural in ("clusterqueues", "cohorts"):
                 self._ensure(rep, plural, body)
         return rep

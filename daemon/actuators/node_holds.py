@@ -135,22 +135,26 @@ class NodeHolds:
         return whole_nodes.pick(whole_nodes.rank(nodes, current, firm, score), current, gpus, keep)
 
     # ---- doing it --------------------------------------------------------------------------------
-    def apply(self, rep: ActionReport, wanted: dict[str, int], freed: dict[str, int]) -> dict[str, int] | None:
-        """Hold `wanted` GPUs (tenant -> GPUs) as whole nodes. Returns the GPUs each tenant's nodes now hold
-        (what its hold flavor may admit), or None when the nodes could not be read (nothing was changed)."""
+    def apply(self, rep: ActionReport, wanted: dict[str, int], freed: dict[str, int],
+              members: dict[str, set[str]] | None = None) -> dict[str, int] | None:
+        """Hold `wanted` GPUs as whole nodes, per hold: its label value (``name_part`` of a tenant, or a pool's
+        value) -> GPUs. `members`: per hold, the tenants whose pods are its own (default: the tenant whose
+        ``name_part`` the value is). Returns the GPUs each hold's nodes now hold (what its hold flavor may
+        admit), or None when the nodes could not be read (nothing was changed)."""
         try:
             nodes, by_tenant, firm_of = self.read()
         except ApiException as exc:
             rep.errors.append(f"node holds: cannot read nodes/pods: {exc.status} {exc.reason}")
             return None
-        part = {name_part(t): t for t in wanted}
+        if members is None:
+            members = {name_part(t): {t} for t in self.tenant_of_ns.values()}
         held: dict[str, set[str]] = {t: set() for t in wanted}
         strays = []
         for n in nodes:
             if n.holder is None:
                 continue
-            if n.holder in part:
-                held[part[n.holder]].add(n.name)
+            if n.holder in held:
+                held[n.holder].add(n.name)
             else:
                 strays.append(n)
         for n in strays:  # held for a tenant that is not configured (any more): let it go now
@@ -163,10 +167,14 @@ class NodeHolds:
             gpus, current = wanted[t], held[t]
             # a node that went NotReady, was cordoned or got a foreign taint leaves the hold (as in the simulator)
             free_nodes = [n for n in nodes if n.usable and n.gpus > 0 and (n.name in current or n.name not in taken)]
-            mine = by_tenant.get(t, {})
-            firm: dict[str, int] = {}  # others' GPUs that cannot be evicted, per node (the tenant's own are not)
+            own = members.get(t, set())
+            mine: dict[str, int] = {}  # the holders' GPUs per node
+            for who in own:
+                for n, g in by_tenant.get(who, {}).items():
+                    mine[n] = mine.get(n, 0) + g
+            firm: dict[str, int] = {}  # others' GPUs that cannot be evicted, per node (the holders' own are not)
             for owner, per_node in firm_of.items():
-                if owner != t:
+                if owner not in own:
                     for n, g in per_node.items():
                         firm[n] = firm.get(n, 0) + g
             need = self.choose(free_nodes, current, gpus, mine, freed, firm, keep=False) if gpus > 0 else []
@@ -211,13 +219,12 @@ class NodeHolds:
     def _node(nodes: list[HoldNode], name: str) -> HoldNode:
         return next(n for n in nodes if n.name == name)
 
-    def _patch(self, rep: ActionReport, node: HoldNode, tenant: str | None, action: str) -> bool:
-        """Label and taint `node` for `tenant` (None: remove both), keeping every other taint."""
+    def _patch(self, rep: ActionReport, node: HoldNode, value: str | None, action: str) -> bool:
+        """Label and taint `node` with the hold's label value (None: remove both), keeping every other taint."""
         rep.actions.append(action)
         if self.dry_run:
             return True
         taints = [t for t in node.taints if t.get("key") != self.label]
-        value = name_part(tenant) if tenant is not None else None
         if value is not None:
             taints.append({"key": self.label, "value": value, "effect": "NoSchedule"})
         body = {"metadata": {"labels": {self.label: value}, "resourceVersion": node.resource_version},

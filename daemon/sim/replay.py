@@ -95,6 +95,7 @@ class Meter:
             "strategy": self.name, "knobs": dict(self.knobs), "label": self.label, "steps": len(self.util),
             "utilization": float(np.mean(self.util)) if self.util else float("nan"),
             "idle_while_queued_gpu_min": float(self.idle_queued * m),
+            "high_held_gpus_mean": float(np.mean(self.high_reserved)) if self.high_reserved else 0.0,
             "preemptions": int(sum(self.preempted.values())),
             "preemptions_for": dict(self.preempted_for),
             "work_lost_gpu_min": float(sum(self.lost.values()) * m),

@@ -67,13 +67,7 @@ def compare(summaries: list[dict], min_util: float | None = None) -> dict:
     p = min(ok, key=lambda x: (x["tiers"]["high"]["unmet_gpu_min"], -x["utilization"]))
     rh, ph = r["tiers"]["high"]["unmet_gpu_min"], p["tiers"]["high"]["unmet_gpu_min"]
     rn, pn = r["tiers"]["normal"]["unmet_gpu_min"], p["tiers"]["normal"]["unmet_gpu_min"]
-    targets = {
-        "high_unmet_at_most_half": ph <= 0.5 * rh if rh > 0 else ph == 0,
-        "normal_unmet_no_higher": pn <= rn,
-        "preemptions_at_most_70pct": p["preemptions"] <= 0.7 * r["preemptions"],
-    }
-    if min_util is not None:
-        targets["utilization_at_least"] = p["utilization"] >= min_util
+    targets = _targets(r, p, min_util)
     out.update({"predictive_point": p["label"], "predictive_utilization": p["utilization"],
                 "high_unmet": {"reactive": rh, "predictive": ph}, "normal_unmet": {"reactive": rn, "predictive": pn},
                 "low_unmet": {"reactive": r["tiers"]["low"]["unmet_gpu_min"], "predictive": p["tiers"]["low"]["unmet_gpu_min"]},
@@ -81,8 +75,27 @@ def compare(summaries: list[dict], min_util: float | None = None) -> dict:
                 "preemptions_for_high_tier": {"reactive": r["preemptions_for"]["high"],
                                               "predictive": p["preemptions_for"]["high"]},
                 "work_lost_gpu_min": {"reactive": r["work_lost_gpu_min"], "predictive": p["work_lost_gpu_min"]},
-                "targets": targets, "all_met": all(targets.values())})
+                "high_held_gpus_mean": {"reactive": r.get("high_held_gpus_mean"),
+                                        "predictive": p.get("high_held_gpus_mean")},
+                "targets": targets, "all_met": all(targets.values()),
+                # not a target: whether ANY predictive setting at that utilization meets every target at once
+                # (the compared point is the one with the least high-tier unmet, as above)
+                "predictive_settings_meeting_all": [x["label"] for x in ok
+                                                    if all(_targets(r, x, min_util).values())]})
     return out
+
+
+def _targets(r: dict, p: dict, min_util: float | None) -> dict:
+    """Issue #9's targets for predictive point ``p`` against reactive point ``r``."""
+    rh, ph = r["tiers"]["high"]["unmet_gpu_min"], p["tiers"]["high"]["unmet_gpu_min"]
+    targets = {
+        "high_unmet_at_most_half": ph <= 0.5 * rh if rh > 0 else ph == 0,
+        "normal_unmet_no_higher": p["tiers"]["normal"]["unmet_gpu_min"] <= r["tiers"]["normal"]["unmet_gpu_min"],
+        "preemptions_at_most_70pct": p["preemptions"] <= 0.7 * r["preemptions"],
+    }
+    if min_util is not None:
+        targets["utilization_at_least"] = p["utilization"] >= min_util
+    return targets
 
 
 def to_json(runs: list[Meter], meta: dict, path: Path, min_util: float | None = None) -> dict:
