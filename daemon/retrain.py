@@ -129,6 +129,9 @@ def simulator_history(cfg: Config, days: float) -> pd.DataFrame:
     return w.demand
 
 
+ANCHORS = (3, 6, 12, 24, 60)  # (h10a) the LSTM's median corrects a learned mix of these window means, last, season-ago
+
+
 def spec_for(frame: pd.DataFrame, step_s: int, cfg: Config, horizon: int | None = None,
              season: int | None = None) -> LSTMSpec:
     if season is None:
@@ -148,7 +151,8 @@ def spec_for(frame: pd.DataFrame, step_s: int, cfg: Config, horizon: int | None 
     # (and when the "season" is only a window of a short history, not a day, the value one season ago means nothing)
     anchor = "last" if horizon * 12 <= season or not real_season else "seasonal"
     return LSTMSpec(context=context, horizon=min(horizon, season), season=season,
-                    quantiles=tuple(cfg.forecaster.quantiles), step_s=step_s, scale_floor=floor, anchor=anchor)
+                    quantiles=tuple(cfg.forecaster.quantiles), step_s=step_s, scale_floor=floor, anchor=anchor,
+                    anchors=ANCHORS)
 
 
 def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int, epochs: int | None = None,

@@ -22,6 +22,7 @@ from forecaster.series import calendar_features, ffill
 from forecaster.types import Forecast
 
 N_CAL = 4
+MIX_GAIN = 10.0
 
 
 @dataclass(frozen=True)
@@ -34,16 +35,21 @@ class LSTMSpec:
     step_s: int = 60
     scale_floor: float = 1.0  # a series is divided by max(its last season's mean, this); small for rates < 1
     anchor: str = "seasonal"  # the median is a correction of the season-ago value, or ("last") of the last value
+    # non-empty: the median is a correction of a learned mix of anchors instead: the last value, the means of the
+    # last k steps for each k here, and the season-ago value (weights per horizon step, shifted per window)
+    anchors: tuple[int, ...] = ()
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["quantiles"] = list(self.quantiles)
+        d["anchors"] = list(self.anchors)
         return d
 
     @staticmethod
     def from_dict(d: dict) -> "LSTMSpec":
         d = dict(d)
         d["quantiles"] = tuple(d["quantiles"])
+        d["anchors"] = tuple(d.get("anchors", ()))  # models saved before anchors existed have none
         return LSTMSpec(**d)
 
 
@@ -54,15 +60,40 @@ class QuantileLSTM(nn.Module):
         q = len(spec.quantiles)
         self.encoder = nn.LSTM(input_size=2 + N_CAL, hidden_size=spec.hidden, batch_first=True)
         head_in = spec.hidden + spec.horizon + N_CAL + 1
+        self.windows = tuple(min(int(k), spec.context) for k in spec.anchors)
+        if self.windows:
+            # last value, the window means, the season-ago value, the last value moved as it moved a season ago
+            k = len(self.windows) + 3
+            head_in += len(self.windows) + 1
+            # which anchor to trust, per horizon step (starts leaning on the last value), plus a per-window shift
+            # of those weights from what the network read (starts at zero)
+            # (kept at a tenth of the logits so Adam moves them ten times faster than the network's weights)
+            self.mix = nn.Parameter(torch.zeros(spec.horizon, k))
+            with torch.no_grad():
+                self.mix[:, 0] = 2.0 / MIX_GAIN
+            self.mix_head = nn.Linear(head_in, spec.horizon * k)
+            nn.init.zeros_(self.mix_head.weight)
+            nn.init.zeros_(self.mix_head.bias)
         self.head = nn.Sequential(nn.Linear(head_in, 2 * spec.hidden), nn.ReLU(),
                                   nn.Linear(2 * spec.hidden, spec.horizon * q))
 
     def forward(self, x: torch.Tensor, lag: torch.Tensor, cal0: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
-        """x [B, L, 2+cal], lag [B, H] (scaled season-ago values), cal0 [B, cal], last [B, 1] -> [B, H, Q]."""
+        """x [B, L, 2+cal], lag [B, H] (scaled season-ago values; [B, 1 + H] with anchors, the origin's first),
+        cal0 [B, cal], last [B, 1] -> [B, H, Q]."""
         _, (h, _) = self.encoder(x)
-        z = torch.cat([h[-1], lag, cal0, last], dim=1)
+        if self.windows:
+            lag0, lag = lag[:, :1], lag[:, 1:]
+            v = x[:, :, 0]
+            means = torch.stack([v[:, -k:].mean(dim=1) for k in self.windows], dim=1)  # [B, K]
+            z = torch.cat([h[-1], lag, cal0, last, means, lag0], dim=1)
+            cands = torch.cat([last.expand_as(lag).unsqueeze(2), means.unsqueeze(1).expand(-1, lag.shape[1], -1),
+                               lag.unsqueeze(2), (last + lag - lag0).unsqueeze(2)], dim=2)  # [B, H, K + 3]
+            w = torch.softmax(MIX_GAIN * self.mix + self.mix_head(z).view(cands.shape), dim=2)
+            anchor = (w * cands).sum(dim=2)
+        else:
+            z = torch.cat([h[-1], lag, cal0, last], dim=1)
+            anchor = last.expand_as(lag) if self.spec.anchor == "last" else lag
         out = self.head(z).view(-1, self.spec.horizon, len(self.spec.quantiles))
-        anchor = last.expand_as(lag) if self.spec.anchor == "last" else lag
         base = anchor + out[:, :, 0]  # median as a correction of the seasonal-naive (or last) value
         rest = torch.nn.functional.softplus(out[:, :, 1:]).cumsum(dim=2)
         return torch.cat([base.unsqueeze(2), base.unsqueeze(2) + rest], dim=2)
@@ -105,7 +136,9 @@ def make_windows(values: np.ndarray, cal: np.ndarray, origins: np.ndarray, tenan
     L, H, S = spec.context, spec.horizon, spec.season
     o = origins[:, None]
     ctx_idx = o - L + 1 + np.arange(L)[None, :]                   # [B, L]
-    lag_idx = o + 1 + np.arange(H)[None, :] - S                     # [B, H]
+    # with anchors, lag also carries the season-ago value of the origin itself first: [B, 1 + H]
+    first = 0 if spec.anchors else 1
+    lag_idx = o + first + np.arange(H + 1 - first)[None, :] - S     # [B, H] (or [B, 1 + H])
     lag_idx = np.where(lag_idx > o, lag_idx - S * ((lag_idx - o - 1) // S + 1), lag_idx)
     scale_idx = o - S + 1 + np.arange(S)[None, :]
     ti = tenants[:, None]

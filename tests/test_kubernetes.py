@@ -83,6 +83,7 @@ def test_apply_sends_priority_classes_quota_and_eviction():
     assert body["metadata"]["annotations"]["gpu-autoscaler/reason"] == "peak ahead for team-high"
     assert any("refused to evict serving/infer-1" in e for e in rep.errors)
     assert not any(r["path"].startswith("/api/v1/namespaces/serving/pods/infer-1/eviction") for r in pool.sent)
+    assert not any("/nodes" in r["path"] for r in pool.sent)     # this mode holds no nodes (Kueue mode does)
 
 
 def test_quota_is_not_resent_when_unchanged_and_existing_classes_are_fine():

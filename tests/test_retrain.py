@@ -83,9 +83,10 @@ def random_walks(n=4, steps=48 * 14, seed=0):
 
 
 def test_a_baseline_wins_where_the_lstm_does_not_and_the_daemon_uses_exactly_it(tmp_path):
-    # random walks: the last value is the best forecast; a barely trained LSTM cannot beat it
+    # random walks: the last value is the best forecast; a barely trained LSTM cannot beat it by 10% (blended with
+    # the naive forecast, an LSTM that starts from the last value can edge it by luck on one held-out window)
     f = random_walks()
-    cfg = small_cfg()
+    cfg = small_cfg(min_improvement=0.1)
     out = retrain_on(f, cfg, model_dir=tmp_path, step_s=60, samples_per_epoch=128, epochs=1, progress=False,
                      scored_on=cluster_id(cfg), with_ets=False)
     m = registry.read_manifest(tmp_path)
