@@ -235,6 +235,9 @@ def backtest_cmd(ctx, data, trace, data_dir, days, report_dir, tenants) -> None:
     except (DataError, SourceError) as exc:
         _fail(str(exc), 1)
     spec = spec_for(frame, step_s, cfg)
+    if len(frame) < spec.season:
+        _fail(f"backtest: history too short: {len(frame)} steps is less than one season ({spec.season} steps)", 1)
+    holdout = min(spec.season, max(spec.horizon * 4, len(frame) // 5))
     cols = list(frame.columns)
     if len(cols) > tenants:
         cols = sorted(np.random.default_rng(0).choice(cols, tenants, replace=False).tolist())
@@ -242,13 +245,21 @@ def backtest_cmd(ctx, data, trace, data_dir, days, report_dir, tenants) -> None:
     models = standard_baselines(spec.season, qs, min(len(frame), spec.season * 9))
     try:
         cur = registry.load_current(cfg.forecaster.model_dir)
-        if cur.spec.step_s == step_s:
+        if cur.spec.step_s != step_s:
+            click.echo(f"no LSTM scored: {cur.name} forecasts at {cur.spec.step_s} s steps, this history is {step_s} s",
+                       err=True)
+        elif len(frame) - holdout < cur.min_history:
+            click.echo(f"no LSTM scored: {cur.name} needs {cur.min_history} steps of history before the scored "
+                       f"window, this history has {len(frame) - holdout}", err=True)
+        else:
             models["lstm"] = cur
     except registry.ModelError as exc:
         click.echo(f"no LSTM scored: {exc}", err=True)
-    holdout = min(spec.season, max(spec.horizon * 4, len(frame) // 5))
-    res = backtest.run(frame[cols], models, start=len(frame) - holdout, horizon=spec.horizon, stride=spec.horizon,
-                       history_steps=spec.season * 9, quantiles=qs, season=spec.season, max_origins=24)
+    try:
+        res = backtest.run(frame[cols], models, start=len(frame) - holdout, horizon=spec.horizon, stride=spec.horizon,
+                           history_steps=spec.season * 9, quantiles=qs, season=spec.season, max_origins=24)
+    except ValueError as exc:
+        _fail(f"backtest: {exc}", 1)
     j, p = backtest.write_report(res, report_dir, "backtest")
     click.echo(backtest.table(res.report))
     click.echo(f"report: {j}  plot: {p}")

@@ -69,7 +69,7 @@ def in_use(cfg: Config) -> tuple[Forecaster, dict]:
     model = selection.resolve(entry, fc.model_dir, tuple(fc.quantiles))
     if entry.get("kind") == "lstm":
         fb = selection.make_baseline(entry.get("fallback", "seasonal_naive_daily"), int(entry.get("season", fc.season_steps)),
-                                     tuple(fc.quantiles))
+                                     tuple(fc.quantiles), refresh=10, background=True)
         model = WithFallback(model, fb, model.min_history)
     return model, entry
 

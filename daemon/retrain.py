@@ -16,7 +16,7 @@ from forecaster import backtest, registry
 from forecaster.baselines import standard_baselines
 from forecaster.ensemble import fit_blend
 from forecaster.lstm import Conformal, LSTMSpec
-from forecaster.selection import wrap_lstm
+from forecaster.selection import RECAL, make_baseline, wrap_lstm
 from forecaster.series import fill_short_gaps, to_frame
 from forecaster.train import train
 
@@ -198,8 +198,14 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
         if blend_choice is None:
             skipped["lstm_blend"] = why_not
         else:
-            models["lstm_blend"] = wrap_lstm(candidate, {"conformal": blend_choice.lstm == "lstm_conformal",
-                                                         "blend": blend_choice.to_dict(), "season": spec.season})
+            blend_entry = {"conformal": blend_choice.lstm == "lstm_conformal", "blend": blend_choice.to_dict(),
+                           "season": spec.season}
+            models["lstm_blend"] = wrap_lstm(candidate, blend_entry)
+            models["lstm_blend" + RECAL] = wrap_lstm(candidate, {**blend_entry, "recalibrated": True})
+    # every baseline the daemon could run here also recalibrated per tenant from its own recent errors (the LSTM's
+    # recalibrated variant is lstm_conformal): scored on the same held-out window, chosen only if it scores best
+    for b in runnable_baselines:
+        models[b + RECAL] = make_baseline(b + RECAL, spec.season, qs)
     current_entry, cur_version = None, None
     try:
         current_entry = registry.read_in_use(model_dir)
@@ -220,14 +226,14 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
     result = backtest.run(bt_frame, models, start=n - holdout, horizon=spec.horizon, stride=spec.horizon,
                           history_steps=hist_steps, quantiles=qs, season=spec.season, max_origins=24)
     scores = {k: float(v["wql"]) for k, v in result.report["models"].items()}
-    baselines = [m for m in models if m not in ("lstm", "lstm_conformal", "lstm_blend", "current")]
+    baselines = [m for m in models if not m.startswith("lstm") and m != "current"]
     # Holt-Winters fits one model per tenant: scored always, but too slow to run every cycle on a big cluster
-    eligible = [m for m in baselines if m != "holt_winters" or frame.shape[1] <= MAX_ETS_TENANTS]
+    eligible = [m for m in baselines if not m.startswith("holt_winters") or frame.shape[1] <= MAX_ETS_TENANTS]
     best_name = min(eligible, key=lambda m: scores[m])
     best_wql = scores[best_name]
-    fallback = min((m for m in baselines if m != "holt_winters"), key=lambda m: scores[m])  # cheap, every cycle
-    # recalibrated or not, alone or blended with a baseline: as it scored
-    lstm_name = min((m for m in ("lstm", "lstm_conformal", "lstm_blend") if m in scores), key=lambda m: scores[m])
+    fallback = min((m for m in baselines if not m.startswith("holt_winters")), key=lambda m: scores[m])  # every cycle
+    # recalibrated or not, alone or blended with a baseline (and that recalibrated): as it scored
+    lstm_name = min((m for m in models if m.startswith("lstm")), key=lambda m: scores[m])
     lstm_wql = scores[lstm_name]
     gain = 1 - lstm_wql / best_wql if best_wql > 0 else 0.0
     # the winner: the best baseline, unless the new LSTM beats it by the required margin, or the current model
@@ -263,9 +269,14 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
     entry = {"scored_on": scored_on, "step_s": int(step_s), "horizon": int(spec.horizon), "season": int(spec.season),
              "quantiles": list(qs), "wql": contenders[winner], "scores": scores, "fallback": fallback, "why": why,
              "at": pd.Timestamp.now(tz="UTC").isoformat()}
-    if winner == "lstm_blend":
+    # how the winner's p90 did on the held-out window: the share of actual steps at or under it, and of
+    # (origin, tenant) pairs whose realised peak over the horizon stayed at or under the forecast's p90 peak
+    won = result.report["models"][winner]
+    entry.update(coverage_p90=won["coverage_p90"], peak_coverage_p90=won["peak_coverage_p90"])
+    if winner.startswith("lstm_blend"):
         entry.update(kind="lstm", name=f"lstm:{version}", version=version,
-                     conformal=blend_choice.lstm == "lstm_conformal", blend=blend_choice.to_dict())
+                     conformal=blend_choice.lstm == "lstm_conformal", blend=blend_choice.to_dict(),
+                     recalibrated=winner.endswith(RECAL))
     elif winner.startswith("lstm"):
         entry.update(kind="lstm", name=f"lstm:{version}", version=version, conformal=winner == "lstm_conformal")
     elif winner == "current":
@@ -273,8 +284,9 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
                      conformal=bool((current_entry or {}).get("conformal")))
         if (current_entry or {}).get("blend"):
             entry["blend"] = current_entry["blend"]
+            entry["recalibrated"] = bool(current_entry.get("recalibrated"))
     else:
-        entry.update(kind="baseline", name=best_name)
+        entry.update(kind="baseline", name=best_name, recalibrated=best_name.endswith(RECAL))
     promoted = False
     if not promote:
         msg = f"saved {version}, nothing promoted (promotion disabled); winner {winner}: {why}"

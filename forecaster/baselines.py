@@ -18,7 +18,8 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from forecaster.calibration import add_error_quantiles, error_quantiles, errors_at, recent_origins, with_error_quantiles
+from forecaster.calibration import (SpreadRefresh, add_error_quantiles, error_quantiles, errors_at, recent_origins,
+                                    with_error_quantiles)
 from forecaster.series import ffill
 from forecaster.types import Forecast
 
@@ -47,9 +48,23 @@ class _Vectorised:
     error_window: int | None
     max_origins: int
     # the error quantiles are recomputed every `refresh` forecasts (1 = always); in between, today's point
-    # forecast gets the last computed spread (what a blend partner in the daemon does: the spread moves slowly)
-    refresh: int = 1
-    _eq_cache: tuple | None = None
+    # forecast gets the last computed spread (the spread moves slowly). In the daemon the recomputation runs in
+    # the background (`SpreadRefresh`), so the forecast call never pays for it.
+    _spread: SpreadRefresh | None = None
+
+    @property
+    def spread(self) -> SpreadRefresh:
+        if self._spread is None:
+            self._spread = SpreadRefresh()
+        return self._spread
+
+    @spread.setter
+    def spread(self, value: SpreadRefresh) -> None:
+        self._spread = value
+
+    @property
+    def refresh(self) -> int:
+        return self.spread.every
 
     def _first_origin(self) -> int:
         return 1
@@ -61,6 +76,16 @@ class _Vectorised:
     def _usable(self, n_steps: int) -> bool:
         return n_steps >= self._first_origin()
 
+    def _error_quantiles(self, vals: np.ndarray, ff: np.ndarray, horizon: int) -> np.ndarray:
+        n, t = vals.shape
+        window = self.error_window or max(8 * horizon, 7 * getattr(self, "season", horizon))
+        ends = recent_origins(t, horizon, first=self._first_origin(), window=window, max_origins=self.max_origins)
+        if ends.size:
+            errors = errors_at(vals, ends, self._point(vals, ff, ends, horizon))
+        else:
+            errors = np.full((1, n, horizon), np.nan)
+        return error_quantiles(errors, self.quantiles)
+
     def predict(self, history: pd.DataFrame, horizon: int) -> Forecast:
         vals = history.to_numpy(dtype=float).T  # [tenant, time]
         n, t = vals.shape
@@ -68,23 +93,27 @@ class _Vectorised:
             return self._short(history, horizon)
         ff = ffill(vals)
         point = self._point(vals, ff, np.array([t]), horizon)[0]
-        key = (tuple(map(str, history.columns)), horizon)
-        cached = self._eq_cache
-        if cached is not None and cached[0] == key and cached[1] < self.refresh:
-            eq = cached[2]
-            self._eq_cache = (key, cached[1] + 1, eq)
-        else:
-            window = self.error_window or max(8 * horizon, 7 * getattr(self, "season", horizon))
-            ends = recent_origins(t, horizon, first=self._first_origin(), window=window, max_origins=self.max_origins)
-            if ends.size:
-                errors = errors_at(vals, ends, self._point(vals, ff, ends, horizon))
-            else:
-                errors = np.full((1, n, horizon), np.nan)
-            eq = error_quantiles(errors, self.quantiles)
-            self._eq_cache = (key, 1, eq)
+        eq = self.spread.get((tuple(map(str, history.columns)), horizon),
+                             lambda: self._error_quantiles(vals, ff, horizon))
         values = add_error_quantiles(point, eq)
         return Forecast(tuple(map(str, history.columns)), self.quantiles, values, _issued(history),
                         _step_s(history), self.name)
+
+    def forecasts_at(self, history: pd.DataFrame, ends: np.ndarray, horizon: int) -> np.ndarray:
+        """[origin, tenant, h, Q]: the point forecasts from history[:e] for each e in `ends`, each with the
+        spread computed from the whole `history` (what a forecast issued now would carry).
+
+        What a recalibration compares with the actuals after each `e`: it then adjusts today's spread to what
+        was missed lately, also when the spread itself has changed since (a calm week after a wild one).
+        """
+        vals = history.to_numpy(dtype=float).T
+        t = vals.shape[1]
+        if not self._usable(t):
+            return np.stack([self._short(history.iloc[:e], horizon).values for e in ends])
+        ff = ffill(vals)
+        eq = self._error_quantiles(vals, ff, horizon)
+        point = self._point(vals, ff, np.asarray(ends), horizon)            # [O, N, H]
+        return np.stack([add_error_quantiles(p, eq) for p in point])
 
     def _short(self, history: pd.DataFrame, horizon: int) -> Forecast:
         fc = Naive(self.quantiles, self.error_window, self.max_origins).predict(history, horizon)

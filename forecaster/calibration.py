@@ -110,3 +110,209 @@ def conformal_shift(pred: np.ndarray, actual: np.ndarray, quantiles: tuple[float
                            for j, q in enumerate(quantiles)])
         shift[thin] = np.nan_to_num(pooled, nan=0.0)[None, :] * scale[thin, None]
     return np.nan_to_num(shift, nan=0.0)
+
+
+_FROZEN = __import__("threading").local()   # per thread: ids of the SpreadRefresh objects held at their spread
+
+
+class frozen_spreads:
+    """Within this block (in this thread) the given spreads are served as they are: not counted, not recomputed."""
+
+    def __init__(self, spreads) -> None:
+        self.ids = {id(s) for s in spreads}
+
+    def __enter__(self):
+        self.before = getattr(_FROZEN, "ids", frozenset())
+        _FROZEN.ids = frozenset(self.before | self.ids)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _FROZEN.ids = self.before
+
+
+class SpreadRefresh:
+    """The last spread (error quantiles, conformal shifts) computed for a tenant set, and when to recompute it.
+
+    `every` = 1 recomputes at every forecast (backtests, retrain: each origin gets its own). With `every` = k the
+    spread is reused for k forecasts, then recomputed. With `background` on (the daemon), the recomputation runs
+    in a worker thread from the history of the forecast that found the spread due, and forecasts keep the last
+    spread until it is ready: the forecast call itself never pays for it. The very first spread for a tenant set
+    is computed at once (a start-up cost, once).
+    """
+
+    def __init__(self, every: int = 1, background: bool = False) -> None:
+        import threading
+
+        self.every = max(1, int(every))
+        self.background = bool(background)
+        self._lock = threading.Lock()
+        self._key = None
+        self._value = None
+        self._uses = 0
+        self._job = None          # (key, thread, result box) of a recomputation in flight
+        self.refreshes = 0        # spreads computed (for tests and the bench)
+        self.seconds = 0.0        # how long the last computation took
+        self.last_error: str | None = None
+
+    def get(self, key, compute):
+        """The spread for `key` (hashable: tenants, horizon), computing it with `compute()` when due."""
+        import threading
+
+        with self._lock:
+            self._collect()
+            if self._key == key and id(self) in getattr(_FROZEN, "ids", ()):
+                return self._value    # a recalibration is replaying the model at past origins: today's spread
+            if self._key == key and self._uses < self.every:
+                self._uses += 1
+                return self._value
+            if self._key == key and self.background:
+                if self._job is None:  # due: recompute off the forecast path, serve the last one meanwhile
+                    box: dict = {}
+                    th = threading.Thread(target=self._run, args=(compute, box), name="spread-refresh", daemon=True)
+                    self._job = (key, th, box)
+                    th.start()
+                self._uses += 1
+                return self._value
+        import time
+
+        t0 = time.perf_counter()
+        value = compute()   # first spread for this tenant set, or every forecast in a backtest
+        self.seconds = time.perf_counter() - t0
+        with self._lock:
+            self._key, self._value, self._uses = key, value, 1
+            self.refreshes += 1
+        return value
+
+    def _run(self, compute, box: dict) -> None:
+        import time
+
+        t0 = time.perf_counter()
+        try:
+            box["value"] = compute()
+            self.seconds = time.perf_counter() - t0
+        except Exception as exc:  # a failed refresh keeps the last spread; said on the next collect
+            box["error"] = f"{type(exc).__name__}: {exc}"
+
+    def _collect(self) -> None:
+        """Take a finished background recomputation (under the lock)."""
+        if self._job is None or self._job[1].is_alive():
+            return
+        key, _, box = self._job
+        self._job = None
+        if "error" in box:
+            self.last_error = box["error"]
+            self._uses = 0   # try again at the next forecast
+            return
+        self.last_error = None
+        if key == self._key:
+            self._value, self._uses = box["value"], 0
+            self.refreshes += 1
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until a background recomputation in flight is done (tests, the bench between cycles)."""
+        job = self._job
+        if job is not None:
+            job[1].join(timeout)
+        with self._lock:
+            self._collect()
+
+
+class Recalibrated:
+    """Any forecaster recalibrated per tenant from its own recent h-step errors (split conformal, additive).
+
+    At each forecast the model also forecasts from up to `origins` recent points of the history whose horizon
+    is already known; for every tenant and quantile q the q-quantile of (actual - forecast_q) over those origins
+    and steps is added to today's forecast, so each quantile covers its nominal share of the recent past. Only
+    the history handed to `predict` is used (in a backtest, nothing after the origin). The shifts are
+    recomputed every `refresh` forecasts, in a background thread when `background` is set (the daemon).
+    """
+
+    def __init__(self, model, origins: int = 16, window: int | None = None, refresh: int = 1,
+                 background: bool = False, forecasts_at=None) -> None:
+        self.model = model
+        # (history, ends, horizon) -> [origin, tenant, h, Q]: the model's forecasts from the recent origins; by
+        # default it forecasts from each truncated history. A baseline whose spread comes from its own errors
+        # passes its `forecasts_at` (each origin's point forecast with today's spread: the shift then corrects
+        # today's spread, not the one it had days ago)
+        self.forecasts_at = forecasts_at
+        self.origins = origins
+        self.window = window
+        self.name = f"{model.name}+conformal"
+        self.spread = SpreadRefresh(refresh, background)
+        self.last_shift: np.ndarray | None = None
+
+    @property
+    def refresh(self) -> int:
+        return self.spread.every
+
+    @property
+    def min_history(self) -> int:
+        return getattr(self.model, "min_history", 1)
+
+    @property
+    def spec(self):
+        return self.model.spec
+
+    def shifts(self, history, horizon: int) -> np.ndarray | None:
+        """[tenant, Q] shifts from the model's forecasts at recent origins of `history`; None with < 4 origins."""
+        t = len(history)
+        ends = recent_origins(t, horizon, first=max(1, self.min_history),
+                              window=self.window or 8 * horizon * self.origins // 4, max_origins=self.origins)
+        if len(ends) < 4:
+            return None
+        vals = history.to_numpy(dtype=float).T
+        if self.forecasts_at is not None:
+            preds = self.forecasts_at(history, ends, horizon)
+        else:
+            # today's model at each past origin: inner spreads (a blend's partner, a recalibrated LSTM inside it)
+            # as `predict` just computed them for this history, so the shift corrects what is served now, in a
+            # backtest as in the daemon
+            with frozen_spreads(spreads_in(self.model)):
+                preds = np.stack([self.model.predict(history.iloc[:e], horizon).values for e in ends])  # [O,N,H,Q]
+        idx = ends[:, None] + np.arange(horizon)[None, :]
+        actual = vals[:, idx].transpose(1, 0, 2)
+        return conformal_shift(preds, actual, tuple(self.quantiles_of(preds)))
+
+    def quantiles_of(self, preds: np.ndarray) -> tuple[float, ...]:
+        qs = getattr(getattr(self.model, "spec", None), "quantiles", None) or getattr(self.model, "quantiles", None)
+        if qs is None or len(qs) != preds.shape[-1]:
+            raise ValueError(f"{self.name}: cannot tell the model's quantiles")
+        return tuple(qs)
+
+    def predict(self, history, horizon: int):
+        from forecaster.types import Forecast
+
+        fc = self.model.predict(history, horizon)
+        shift = self.spread.get((tuple(map(str, history.columns)), horizon), lambda: self.shifts(history, horizon))
+        if shift is None:
+            return Forecast(fc.tenants, fc.quantiles, fc.values, fc.issued_at, fc.step_s, self.name)
+        self.last_shift = shift
+        return Forecast(fc.tenants, fc.quantiles, add_shift(fc.values, shift), fc.issued_at, fc.step_s, self.name)
+
+
+def add_shift(values: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """[tenant, h, Q] + per-tenant, per-quantile shifts [tenant, Q], non-negative, quantiles ordered.
+
+    A NaN forecast (a tenant without history) stays NaN, never becomes the shift alone.
+    """
+    vals = np.maximum(values + shift[:, None, :], 0.0)
+    return np.fmax.accumulate(vals, axis=2)
+
+
+def spreads_in(model) -> list[SpreadRefresh]:
+    """Every SpreadRefresh inside a forecaster (a recalibrated blend holds three): for the bench and tests."""
+    out: list[SpreadRefresh] = []
+    seen: set[int] = set()
+
+    def walk(m) -> None:
+        if m is None or id(m) in seen:
+            return
+        seen.add(id(m))
+        sp = getattr(m, "_spread", None) if not isinstance(m, Recalibrated) else m.spread
+        if isinstance(sp, SpreadRefresh):
+            out.append(sp)
+        for attr in ("model", "lstm", "baseline", "primary", "chosen"):
+            walk(getattr(m, attr, None))
+
+    walk(model)
+    return out

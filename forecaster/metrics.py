@@ -33,9 +33,11 @@ def mase(point: np.ndarray, actual: np.ndarray, scale: np.ndarray) -> float:
     return float((err[ok] / s[ok]).mean())
 
 
-def coverage(upper: np.ndarray, actual: np.ndarray) -> float:
-    """Share of actuals at or below the upper quantile (should be near that quantile)."""
+def coverage(upper: np.ndarray, actual: np.ndarray, strict: bool = False) -> float:
+    """Share of actuals at or below the upper quantile (should be near that quantile); `strict`: below it."""
     mask = np.isfinite(actual)
     if not mask.any():
         return float("nan")
+    if strict:
+        return float((actual[mask] < upper[mask]).mean())
     return float((actual[mask] <= upper[mask]).mean())

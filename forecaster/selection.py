@@ -17,19 +17,29 @@ import pandas as pd
 
 from forecaster import backtest
 from forecaster.baselines import Forecaster, HoltWinters, Naive, SeasonalNaive, SeasonalNaiveDW, _Vectorised
+from forecaster.calibration import Recalibrated, SpreadRefresh
 from forecaster.ensemble import Blend
-from forecaster.lstm import Conformal
 from forecaster.registry import ModelError, load_version
 from forecaster.types import Forecast
 
 log = logging.getLogger("gpu_autoscaler.selection")
 
 BASELINES = ("naive", "seasonal_naive_daily", "seasonal_naive_dw", "holt_winters")
+RECAL = "+conformal"  # a candidate's name with this suffix: that candidate recalibrated (forecaster/calibration.py)
 
 
-def make_baseline(name: str, season: int, quantiles: tuple[float, ...], refresh: int = 1) -> Forecaster:
-    """A baseline by name; `refresh` > 1: the naive family recomputes its error quantiles every `refresh`
-    forecasts only (Holt-Winters re-estimates its parameters every 24 forecasts anyway)."""
+def make_baseline(name: str, season: int, quantiles: tuple[float, ...], refresh: int = 1,
+                  background: bool = False) -> Forecaster:
+    """A baseline by name, or `<baseline>+conformal`: that baseline recalibrated from its own recent errors.
+
+    `refresh` > 1: the naive family recomputes its error quantiles (and a recalibrated one its shifts) every
+    `refresh` forecasts only, in a background thread with `background` (the daemon); Holt-Winters re-estimates
+    its parameters every 24 forecasts anyway.
+    """
+    if name.endswith(RECAL):
+        inner = make_baseline(name[: -len(RECAL)], season, quantiles, refresh, background)
+        at = inner.forecasts_at if isinstance(inner, _Vectorised) else None
+        return Recalibrated(inner, refresh=refresh, background=background, forecasts_at=at)
     fc: _Vectorised | None = None
     if name == "naive":
         fc = Naive(quantiles)
@@ -38,11 +48,16 @@ def make_baseline(name: str, season: int, quantiles: tuple[float, ...], refresh:
     elif name == "seasonal_naive_dw":
         fc = SeasonalNaiveDW(season, quantiles)
     if fc is not None:
-        fc.refresh = max(1, int(refresh))
+        fc.spread = SpreadRefresh(refresh, background)
         return fc
     if name == "holt_winters":
         return HoltWinters(season, quantiles, agg=max(1, season // 96))
-    raise ModelError(f"unknown baseline {name!r} (known: {', '.join(BASELINES)})")
+    raise ModelError(f"unknown baseline {name!r} (known: {', '.join(BASELINES)}, each also with {RECAL!r})")
+
+
+def recalibrate(model, refresh: int = 1, background: bool = False) -> Recalibrated:
+    """`model` recalibrated per tenant from its own recent h-step errors (the one recipe retrain scores)."""
+    return Recalibrated(model, refresh=refresh, background=background)
 
 
 def check_runnable(entry: dict, step_s: int, horizon: int) -> None:
@@ -57,27 +72,31 @@ def check_runnable(entry: dict, step_s: int, horizon: int) -> None:
 
 
 def resolve(entry: dict, model_dir: Path, quantiles: tuple[float, ...]) -> Forecaster:
-    """The forecaster an `in_use` entry names (an LSTM version from `model_dir`, or a baseline)."""
+    """The forecaster an `in_use` entry names (an LSTM version from `model_dir`, or a baseline), as the daemon
+    runs it: spreads and shifts recomputed every 10 forecasts, off the forecast call (background thread)."""
     if entry.get("kind") == "lstm":
-        # shifts refreshed every 10 forecasts in the daemon
-        return wrap_lstm(load_version(Path(model_dir), entry["version"]), entry, refresh=10)
-    return make_baseline(entry["name"], int(entry["season"]), tuple(entry.get("quantiles", quantiles)))
+        return wrap_lstm(load_version(Path(model_dir), entry["version"]), entry, refresh=10, background=True)
+    return make_baseline(entry["name"], int(entry["season"]), tuple(entry.get("quantiles", quantiles)),
+                         refresh=10, background=True)
 
 
-def wrap_lstm(model, entry: dict, refresh: int = 1) -> Forecaster:
+def wrap_lstm(model, entry: dict, refresh: int = 1, background: bool = False) -> Forecaster:
     """An LSTM as its `in_use` entry says it won: recalibrated from its own recent errors (`conformal`),
-    blended with a baseline (`blend`: baseline name and the LSTM's weight), both, or bare."""
-    inner = Conformal(model, refresh=refresh) if entry.get("conformal") else model
+    blended with a baseline (`blend`: baseline name and the LSTM's weight), both, or bare; `recalibrated`:
+    the blend's output recalibrated in turn."""
+    inner = recalibrate(model, refresh, background) if entry.get("conformal") else model
     b = entry.get("blend")
     if not b:
         return inner
     season = int(entry.get("season", model.spec.season))
-    partner = make_baseline(b["baseline"], season, tuple(model.spec.quantiles), refresh=refresh)
-    return Blend(inner, partner, float(b["weight"]))
+    partner = make_baseline(b["baseline"], season, tuple(model.spec.quantiles), refresh=refresh, background=background)
+    out = Blend(inner, partner, float(b["weight"]))
+    return recalibrate(out, refresh, background) if entry.get("recalibrated") else out
 
 
 class StartupSelection:
-    """Scores the cheap baselines on the first history it is given and forecasts with the best of them.
+    """Scores the cheap baselines (bare and recalibrated) on the first history it is given and forecasts with the
+    best of them.
 
     Holt-Winters is left out: fitting it per tenant is too slow for a cycle. Until the history has room
     for a held-out window (about a season plus four horizons) it forecasts with `interim` and tries again.
@@ -91,17 +110,17 @@ class StartupSelection:
         self.chosen: Forecaster | None = None
         self.scores: dict[str, float] = {}
         self.why = "not selected yet: no history seen"
-        self.interim: Forecaster = SeasonalNaive(self.season, self.quantiles)
+        self.interim: Forecaster = make_baseline("seasonal_naive_daily", self.season, self.quantiles, refresh=10,
+                                                 background=True)
 
     @property
     def name(self) -> str:
         return self.chosen.name if self.chosen is not None else self.interim.name
 
     def candidates(self, n_steps: int) -> dict[str, Forecaster]:
-        out: dict[str, Forecaster] = {"naive": Naive(self.quantiles), "seasonal_naive_daily": SeasonalNaive(self.season, self.quantiles)}
-        if n_steps >= 8 * self.season:
-            out["seasonal_naive_dw"] = SeasonalNaiveDW(self.season, self.quantiles)
-        return out
+        """The cheap baselines the history allows, each also recalibrated from its own recent errors."""
+        names = ["naive", "seasonal_naive_daily"] + (["seasonal_naive_dw"] if n_steps >= 8 * self.season else [])
+        return {n: make_baseline(n, self.season, self.quantiles) for b in names for n in (b, b + RECAL)}
 
     def select(self, history: pd.DataFrame, horizon: int) -> Forecaster | None:
         n = len(history)
@@ -121,7 +140,8 @@ class StartupSelection:
             self.why = "not selected yet: no scored step in the start-up history"
             return None
         best = min(finite, key=lambda k: finite[k])
-        self.chosen = models[best]
+        # as the daemon runs it: the spread recomputed every 10 forecasts, off the forecast call
+        self.chosen = make_baseline(best, self.season, self.quantiles, refresh=10, background=True)
         self.why = (f"{best} scored best on the start-up history ({len(cols)} tenants, last {holdout} steps): "
                     + ", ".join(f"{k} {v:.4f}" for k, v in sorted(finite.items(), key=lambda kv: kv[1])))
         log.info("start-up selection: %s", self.why)

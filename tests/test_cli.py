@@ -55,6 +55,21 @@ def test_retrain_on_a_bad_file_is_a_clear_error(tmp_path):
     assert r.returncode == 1 and "needs a 'time' column" in r.stderr
 
 
+def test_a_history_shorter_than_a_season_is_a_clear_error_for_retrain_and_backtest(tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    idx = pd.date_range("2026-01-01", periods=30, freq="min", tz="UTC", name="time")
+    short = tmp_path / "short.csv"
+    pd.DataFrame({"time": idx, "a": np.arange(30.0) + 1, "b": np.arange(30.0) % 7 + 1}).to_csv(short, index=False)
+    for cmd in (("retrain", "--data", str(short), "--model-dir", str(tmp_path / "m")),
+                ("backtest", "--data", str(short), "--report-dir", str(tmp_path / "rep"))):
+        r = run_cli(*cmd, cwd=tmp_path)
+        assert r.returncode == 1 and "30 steps is less than one season (60 steps)" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
+    assert not (tmp_path / "m" / "manifest.json").exists()
+
+
 def test_backtest_command_scores_baselines_and_the_shipped_model(tmp_path):
     from daemon.sim.workloads import generate
 

@@ -81,6 +81,7 @@ def test_metrics():
     assert weighted_quantile_loss(np.nan_to_num(perfect), a, (0.1, 0.5, 0.9)) == 0.0
     assert weighted_quantile_loss(np.zeros((1, 3, 1)), a, (0.5,)) > 0
     assert coverage(np.array([[1.0, 1.0, 5.0]]), a) == 0.5
+    assert coverage(np.array([[1.0, 3.0, 5.0]]), a, strict=True) == 0.5   # a tie at the p90 is not under it
 
 
 def test_training_is_deterministic_with_a_seed():
