@@ -173,8 +173,8 @@ class SimCluster:
                          pool: tuple[np.ndarray, int] | None = None) -> None:
         """Hold whole nodes: ceil(GPUs / gpus_per_node) per tenant, and optionally one pool of nodes for a set
         of tenants (``pool = (member mask, GPUs)``, held as floor(GPUs / gpus_per_node) nodes). Nodes already
-        held are kept while still wanted (those where the holder runs least are let go first); new ones are
-        those where the holder already runs most, then those free soonest. Vectorised over holders."""
+        held are kept while still wanted (those where the holder runs least are let go first), except one its
+        holder can never use; new ones are taken by the actuators' rule (``whole_nodes.rank``, see below)."""
         self.reservations = np.maximum(np.asarray(reservations, dtype=np.int64), 0)
         self.normal_cap = normal_cap
         if pool is not None:
@@ -187,12 +187,28 @@ class SimCluster:
         holder = self.node_holder
         holder[~self.node_ok] = UNHELD
         have = np.bincount(holder[holder >= 0], minlength=n + 1)
-        if (want == have).all():
-            return
+        if (want == have).all() and not (holder >= 0).any():
+            return                                       # nothing held, nothing wanted
         run = np.flatnonzero(self.j_state[: self.size] == RUNNING)
         r_ten, r_node, r_g = self.j_tenant[run], self.j_node[run], self.j_gpus[run]
         alive = self.node_ok[r_node]
         r_ten, r_node, r_g = r_ten[alive], r_node[alive], r_g[alive]
+        firm_j = self.prio_of_tenant[r_ten] != PRIORITY["low"]           # work that cannot be preempted
+        firm_all = np.bincount(r_node[firm_j], weights=r_g[firm_j], minlength=N)
+        # a held node its holder can never use (other owners' work that cannot be preempted leaves no room for
+        # the holder's job, even with everything preemptible cleared) is let go, so that the hold can move to
+        # one it can use; a hold otherwise keeps its nodes
+        h_of_job = holder[r_node]
+        mine_j = (h_of_job == r_ten) | ((h_of_job == n) & self.pool_members[r_ten])
+        mine_firm = np.bincount(r_node[mine_j & firm_j], weights=r_g[mine_j & firm_j], minlength=N)
+        smallest = np.r_[self.job_size, self.job_size[self.pool_members].min() if self.pool_members.any() else 1]
+        held_ok = holder >= 0
+        useless = held_ok & (firm_all - mine_firm > self.node_cap - smallest[np.maximum(holder, 0)])
+        if (want == have).all() and not useless.any():
+            return
+        if useless.any():
+            holder[useless] = UNHELD
+            have = np.bincount(holder[holder >= 0], minlength=n + 1)
         # release: per shrinking holder, the held nodes where it runs least
         shrink = want < have
         if shrink.any():
@@ -210,41 +226,27 @@ class SimCluster:
         need = np.maximum(want - have, 0)
         if not need.any():
             return
-        free_nodes = (holder == UNHELD) & self.node_ok
-        # acquire (1): unheld nodes where a growing holder already runs, most of its GPUs first
-        grow_t = need[:n] > 0
-        jm = grow_t[r_ten] & free_nodes[r_node]
-        keys = [r_ten[jm] * N + r_node[jm]]
-        w = [r_g[jm]]
-        if need[n] > 0:
-            pm = self.pool_members[r_ten] & free_nodes[r_node]
-            keys.append(n * N + r_node[pm])
-            w.append(r_g[pm])
-        key = np.concatenate(keys)
-        if key.size:
-            uk, inv = np.unique(key, return_inverse=True)
-            own = np.bincount(inv, weights=np.concatenate(w))
-            ph, pn = uk // N, uk % N
-            o = lexorder(-own.astype(np.int64), ph)
-            ph, pn = ph[o], pn[o]
-            first = np.r_[0, np.flatnonzero(np.diff(ph)) + 1]
-            rank = np.arange(ph.size) - np.repeat(first, np.diff(np.r_[first, ph.size]))
-            take = rank < need[ph]
-            ph, pn = ph[take], pn[take]
-            _, keep = np.unique(pn, return_index=True)   # a node shared by two growing holders goes to one
-            holder[pn[keep]] = ph[keep]
-            need = np.maximum(want - np.bincount(holder[holder >= 0], minlength=n + 1), 0)
-        # acquire (2): the rest from the unheld nodes that can be cleared (no work there that cannot be preempted:
-        # as the hold stops new starts, they empty as their jobs end, and what is left can be preempted), then
-        # those with the least such work; among equals, those free soonest
-        if need.any():
+        # acquire: by the rule the actuators use (daemon/actuators/whole_nodes.rank), one growing holder at a time,
+        # tenants in index order and the pool last: nodes that can be cleared (no work of another owner that cannot
+        # be preempted) first, then those with the least such work; among equals the highest score (the holder's
+        # GPUs there + free GPUs + GPUs draining, which includes what this plan's preemptions free); then the index
+        soon = self.node_free + self.node_draining()
+        idx = np.arange(N, dtype=np.int64)
+        by_t = np.argsort(r_ten, kind="stable")
+        t_start = np.searchsorted(r_ten[by_t], np.arange(n + 1))
+        for h in np.flatnonzero(need).tolist():
+            js = np.flatnonzero(self.pool_members[r_ten]) if h == n else by_t[t_start[h]: t_start[h + 1]]
             cand = np.flatnonzero((holder == UNHELD) & self.node_ok)
-            soon = (self.node_free + self.node_draining())[cand]
-            firm = self.prio_of_tenant[r_ten] != PRIORITY["low"]
-            stuck = np.bincount(r_node[firm], weights=r_g[firm], minlength=N)[cand]
-            cand = cand[np.lexsort((-soon, stuck))]
-            hs = np.repeat(np.arange(n + 1), need)[: cand.size]
-            holder[cand[: hs.size]] = hs
+            take = int(min(need[h], cand.size))
+            if take <= 0:
+                continue
+            own = np.bincount(r_node[js], weights=r_g[js], minlength=N)
+            own_firm = np.bincount(r_node[js], weights=r_g[js] * firm_j[js], minlength=N)
+            firm = (firm_all - own_firm).astype(np.int64)
+            score = (own + soon).astype(np.int64)
+            k = ((firm * (4 * gpn + 1) + (2 * gpn - score)) * N + idx)[cand]
+            best = np.argpartition(k, take - 1)[:take] if take < cand.size else np.arange(cand.size)
+            holder[cand[best]] = h
 
     # ---- actions -----------------------------------------------------------------------------
     def preempt(self, job_ids: np.ndarray) -> tuple[int, float]:
