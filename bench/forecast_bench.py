@@ -207,9 +207,15 @@ def timing_shipped(tenants: int) -> dict:
         "blend_recalibrated": {"conformal": True, "season": 1440, "recalibrated": True,
                                "blend": {"lstm": "lstm_conformal", "baseline": "naive", "weight": 0.5}},
     }
-    out["daemon"] = {k: daemon_call(wrap_lstm(model, e, refresh=10, background=True)) for k, e in entries.items()}
+    # with the daemon's torch thread count (forecaster.torch_threads, 1 by default), as it forecasts each cycle
+    threads = torch.get_num_threads()
+    torch.set_num_threads(Config().forecaster.torch_threads)
+    out["daemon_torch_threads"] = torch.get_num_threads()
+    out["daemon"] = {"lstm": daemon_call(model)}
+    out["daemon"].update({k: daemon_call(wrap_lstm(model, e, refresh=10, background=True)) for k, e in entries.items()})
     for b in ("seasonal_naive_daily", "naive+conformal"):
         out["daemon"][b] = daemon_call(make_baseline(b, 1440, (0.5, 0.9, 0.99), refresh=10, background=True))
+    torch.set_num_threads(threads)
     return out
 
 

@@ -234,7 +234,8 @@ class SlurmActuatorConfig(_Strict):
     # holds: one whole-node reservation (Flags=IGNORE_JOBS,MAGNETIC) per tenant the plan reserves GPUs for
     holds: bool = Field(True, description="hold the plan's reserved GPUs with a Slurm reservation")
     hold_tiers: list[Tier] = Field(default_factory=lambda: ["high", "normal", "low"],
-                                   description="tiers whose tenants get a hold when the plan reserves GPUs for them")
+                                   description="tiers whose tenants get a hold when the plan reserves GPUs for them "
+                                               "(with slurm enabled: every tier, as the plan and simulator hold)")
     hold_name_prefix: str = Field("gpuas-hold", pattern=r"^[A-Za-z0-9_.-]+$",
                                   description="reservations named so are the daemon's own; no other is touched")
     hold_shrink_delay_s: float = Field(300.0, ge=0, description="a hold shrinks only after wanting fewer nodes this long")
@@ -414,6 +415,23 @@ class Config(_Strict):
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ValueError(f"duplicate tenant names: {sorted(dup)}")
+        return self
+
+    @model_validator(mode="after")
+    def _holds_the_plan_makes_are_enforced(self) -> "Config":
+        # the plan holds GPUs for every tier (the high tier by forecast, normal and low tenants by aging or an
+        # operator's floor) and the simulator holds them all: a Slurm actuator that holds only some would
+        # leave planned (and replayed) holds unenforced
+        if "slurm" in self.actuators.enabled:
+            s = self.actuators.slurm
+            if not s.holds:
+                raise ValueError("actuators.slurm.holds: false leaves every hold the plan makes (and the replay "
+                                 "counts) unenforced on Slurm; keep it true")
+            left_out = [t for t in ("high", "normal", "low") if t not in s.hold_tiers]
+            if left_out:
+                raise ValueError(f"actuators.slurm.hold_tiers: {left_out} left out; the plan holds GPUs for "
+                                 "tenants of every tier (high by forecast, normal and low by aging or an operator's "
+                                 "floor) and the simulator holds them all, so Slurm must too")
         return self
 
     def tier_of(self, tenant: str) -> Tier:

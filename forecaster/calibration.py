@@ -240,6 +240,9 @@ class Recalibrated:
         self.name = f"{model.name}+conformal"
         self.spread = SpreadRefresh(refresh, background)
         self.last_shift: np.ndarray | None = None
+        # the model's own forecasts at the origins of its last shift computation, by (tenants, horizon) and the
+        # origin's last timestamp: a recalibrated blend replays this model at the same origins, no second forward
+        self._replay: tuple[tuple, dict] | None = None
 
     @property
     def refresh(self) -> int:
@@ -269,6 +272,8 @@ class Recalibrated:
             # backtest as in the daemon
             with frozen_spreads(spreads_in(self.model)):
                 preds = np.stack([self.model.predict(history.iloc[:e], horizon).values for e in ends])  # [O,N,H,Q]
+            self._replay = ((tuple(map(str, history.columns)), horizon),
+                            {history.index[e - 1]: preds[i] for i, e in enumerate(ends)})
         idx = ends[:, None] + np.arange(horizon)[None, :]
         actual = vals[:, idx].transpose(1, 0, 2)
         return conformal_shift(preds, actual, tuple(self.quantiles_of(preds)))
@@ -282,12 +287,29 @@ class Recalibrated:
     def predict(self, history, horizon: int):
         from forecaster.types import Forecast
 
-        fc = self.model.predict(history, horizon)
+        fc = self._replayed(history, horizon) or self.model.predict(history, horizon)
         shift = self.spread.get((tuple(map(str, history.columns)), horizon), lambda: self.shifts(history, horizon))
         if shift is None:
             return Forecast(fc.tenants, fc.quantiles, fc.values, fc.issued_at, fc.step_s, self.name)
         self.last_shift = shift
         return Forecast(fc.tenants, fc.quantiles, add_shift(fc.values, shift), fc.issued_at, fc.step_s, self.name)
+
+
+    def _replayed(self, history, horizon: int):
+        """While an outer recalibration replays this model at past origins: the forecast this model made from
+        that origin in its own last shift computation (the same model, the same history up to there), if any."""
+        from forecaster.types import Forecast
+
+        memo = self._replay
+        if memo is None or id(self.spread) not in getattr(_FROZEN, "ids", ()) or not len(history):
+            return None
+        key, at = memo
+        cols = tuple(map(str, history.columns))
+        vals = at.get(history.index[-1]) if key == (cols, horizon) else None
+        if vals is None:
+            return None
+        step = int((history.index[1] - history.index[0]).total_seconds()) if len(history) > 1 else 60
+        return Forecast(cols, tuple(self.quantiles_of(vals)), vals, history.index[-1], step, self.model.name)
 
 
 def add_shift(values: np.ndarray, shift: np.ndarray) -> np.ndarray:

@@ -156,7 +156,14 @@ def test_a_recalibrated_blend_is_replayed_with_todays_inner_spreads_in_the_daemo
 
     scored = wrap_lstm(lstm, entry)                                    # as retrain scores it
     daemon = wrap_lstm(lstm, entry, refresh=10, background=True)       # as the daemon runs it
-    a, b = scored.predict(f, 12).values, daemon.predict(f, 12).values
+    forwards = []
+    plain = lstm.predict
+    lstm.predict = lambda h, n: forwards.append(len(h)) or plain(h, n)
+    a = scored.predict(f, 12).values
+    # today's forecast and 16 past origins for the LSTM's own shifts; the blend's replay at those same origins
+    # reuses them (no second forward pass)
+    assert len(forwards) == 17
+    b = daemon.predict(f, 12).values
     assert np.allclose(a, b)
     inner = spreads_in(daemon)
     assert len(inner) == 3 and all(s.refreshes == 1 for s in inner)    # one each, all from today's history

@@ -78,6 +78,19 @@ def test_config_is_frozen():
         cfg.policy.reserve_share = 0.5  # type: ignore[misc]
 
 
+def test_slurm_must_enforce_every_hold_the_plan_makes():
+    """Enforce what you plan: the plan (and the simulator) hold GPUs for every tier, so a Slurm actuator that
+    would hold only some tiers, or none, is refused with the key named."""
+    with pytest.raises(ConfigError, match=r"actuators.slurm.hold_tiers: \['normal', 'low'\] left out"):
+        parse_config({"actuators": {"enabled": ["slurm"], "slurm": {"hold_tiers": ["high"]}}})
+    with pytest.raises(ConfigError, match="actuators.slurm.holds: false"):
+        parse_config({"actuators": {"enabled": ["slurm"], "slurm": {"holds": False}}})
+    cfg = parse_config({"actuators": {"enabled": ["slurm"], "slurm": {"hold_tiers": ["low", "normal", "high"]}}})
+    assert cfg.actuators.slurm.holds
+    # without the Slurm actuator the section is not used, so it is not held against the config
+    parse_config({"actuators": {"enabled": ["log"], "slurm": {"holds": False}}})
+
+
 def test_every_actuator_takes_a_pooled_high_tier_hold():
     """Slurm pools as one reservation, Kueue as one pool flavor in a Cohort of the pooled tenants' queues
     (tests/test_kueue.py); the default (pooled) is accepted with either, and per tenant too."""

@@ -95,3 +95,36 @@ def test_good_live_quality_keeps_the_model(tmp_path):
 
 def test_forecast_alert_rules_pass_promtool():
     assert_promtool_rules("gpu-autoscaler-forecast-rules.yml", "gpu-autoscaler-forecast-rules.test.yml")
+
+def test_plan_and_metrics_carry_the_live_scores_per_tenant(tmp_path):
+    """/plan (real HTTP) and /metrics show the live pinball loss and p90 coverage of each tenant."""
+    import httpx
+
+    from daemon.service import Daemon
+    from tests.conftest import free_port
+    from tests.services import wait_for
+
+    port, token = free_port(), "operator-token-0123456789"
+    cfg = Config(cluster={"gpus": 128}, cycle={"horizon_steps": 5, "history_steps": 600, "interval_s": 0.2},
+                 source=SourceConfig(simulator=SimulatorConfig(tenants=6, warmup_steps=800)),
+                 forecaster={"season_steps": 60, "model_dir": tmp_path / "none", "quality": {"min_scored": 2}},
+                 state={"path": tmp_path / "s.sqlite"}, server={"port": port},
+                 access={"tokens": [{"name": "ops", "role": "operator", "token": token}]})
+    d = Daemon(build_runtime(cfg))
+    d.start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: d.runtime.runner.quality.current().scored >= 2, what="two scored forecasts", timeout=120)
+        fq = httpx.get(f"{base}/plan", headers={"Authorization": f"Bearer {token}"}).json()["forecast_quality"]
+        assert fq["scored"] >= 2 and 0.0 <= fq["coverage_p90"] <= 1.0 and fq["wql"] >= 0.0
+        assert len(fq["tenants"]) == 6
+        for t, v in fq["tenants"].items():
+            assert v["wql"] is None or v["wql"] >= 0.0
+            assert v["coverage_p90"] is None or 0.0 <= v["coverage_p90"] <= 1.0
+        text = httpx.get(f"{base}/metrics").text
+        some = next(iter(fq["tenants"]))
+        assert f'gpuas_forecast_tenant_wql{{tenant="{some}"}}' in text
+        assert f'gpuas_forecast_tenant_p90_coverage{{tenant="{some}"}}' in text
+        assert "gpuas_forecast_quality_fallback 0.0" in text
+    finally:
+        d.stop()
