@@ -7,6 +7,7 @@ server with strict field validation rejects them; without, it drops them silentl
 (`x-kubernetes-validations`) that apply to these objects are checked in `cel_rules`.
 """
 
+import dataclasses
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -690,3 +691,22 @@ def test_the_daemon_builds_both_kubernetes_actuators_from_one_config(tmp_path):
     p = Plan(**{**plan(8).__dict__, "quotas": {"batchy": 40}})
     assert kq.apply(p).ok and c.held() == {"n1": "team-high"}
     assert pool.sent[0]["headers"]["authorization"] == "Bearer t"          # the kubeconfig's credentials
+
+
+def test_a_held_node_the_holder_can_never_use_is_let_go_as_in_the_simulator():
+    """Work of another tenant that cannot be evicted on a held node (here a normal pod that tolerated the taint)
+    leaves room for smaller jobs only: the hold keeps the node while the holder's job (Plan.hold_job_gpus) still
+    fits beside it, and moves to another node once it does not, as the simulator's holds do."""
+    c = FakeCluster()
+    act, pool, c = kueue(c)
+    assert act.apply(plan(8)).ok
+    ((node, who),) = c.held().items()
+    assert who == "team-high"
+    c.run("research", "a-9", node, 4)                     # team-a's normal pod: 4 of the node's 8 GPUs, firm
+    sized = dataclasses.replace(plan(8), hold_job_gpus={"team-high": 4})
+    assert act.apply(sized).ok
+    assert c.held() == {node: "team-high"}                # a 4-GPU job still fits beside it: kept, no churn
+    sized = dataclasses.replace(plan(8), hold_job_gpus={"team-high": 8})
+    assert act.apply(sized).ok
+    held = c.held()
+    assert node not in held and list(held.values()) == ["team-high"]   # an 8-GPU job never fits there: moved

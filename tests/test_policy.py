@@ -50,6 +50,7 @@ def test_preempts_cheapest_low_jobs_ahead_of_a_high_peak():
     p = plan(fc, s, PolicyMemory(), cfg)
     ids = [x.job_id for x in p.preemptions]
     assert p.reservations["t0"] == 40                 # held in whole jobs: t0's jobs take 10 GPUs
+    assert p.hold_job_gpus == {"t0": 10}              # and the actuators are told so (whole_nodes.usable)
     assert ids == ["j6", "j1", "j2"]                  # newest (least work lost) first, enough for 30 GPUs
     assert all(x.tenant != "t0" for x in p.preemptions)
     assert any(n.kind == "preempted" and n.tenant == "t2" for n in p.notifications)
@@ -90,6 +91,8 @@ def test_stale_data_keeps_last_plan_and_preempts_nothing():
     stale = make_state(tiers, jobs, capacity=100, staleness=10_000)
     p = plan(fc, stale, good.memory, cfg, last=good)
     assert p.stale and p.preemptions == () and p.reservations == good.reservations and p.limits == good.limits
+    # held the same way too: a pooled hold does not split into per-tenant holds on a stale cycle
+    assert p.pooled == good.pooled == ("t0",) and p.hold_job_gpus == good.hold_job_gpus
     assert "keeping last good plan" in p.notes[0]
     gaps = make_state(tiers, jobs, capacity=100, missing=("t0",))
     assert plan(fc, gaps, good.memory, CFG, last=good).stale   # 1 of 2 tenants silent > 20%

@@ -1,5 +1,6 @@
 """Slurm holds on a real slurmctld with three slurmd (3 nodes x 4 GPUs): whole-node reservations."""
 
+import dataclasses
 import subprocess
 import time
 
@@ -14,7 +15,8 @@ from tests.services import slurm_cluster, wait_for
 NODES = ("gn1", "gn2", "gn3")
 TENANTS = [TenantConfig(name="team-high", tier="high", slurm_account="acct-high"),
            TenantConfig(name="team-high2", tier="high", slurm_account="acct-high2"),
-           TenantConfig(name="team-low", tier="low", slurm_account="acct-low")]
+           TenantConfig(name="team-low", tier="low", slurm_account="acct-low"),
+           TenantConfig(name="team-norm", tier="normal", slurm_account="acct-norm")]
 
 
 def plan(reserve=0, *pre, other=0, pooled=()):
@@ -285,3 +287,50 @@ def test_a_pooled_hold_is_one_reservation_any_pooled_account_starts_in(slurm, fu
     assert a.apply(plan(4, pooled=("team-high", "team-high2"))).actions == []        # stable
     assert a.apply(plan(0, pooled=("team-high", "team-high2"))).ok                   # nothing wanted: it goes
     assert our_res(slurm) == [] and jobs(slurm)[high2][0] == "RUNNING"
+
+
+def test_a_held_node_the_holder_can_never_use_is_let_go():
+    """As in the simulator: a current node stays in the hold while the holder's job (`job_gpus`) still fits
+    beside the work of other accounts there that cannot be preempted; otherwise the hold moves."""
+    h = SlurmHolds(read=None, scontrol=None, accounts={"h": "acct-high", "n": "acct-norm"},
+                   tier_of={"h": "high", "n": "normal"}, tiers=["high"], prefix="gpuas-hold", shrink_delay_s=0.0)
+    nodes = [Node("a", "MIXED", 4, 2), Node("b", "IDLE", 4, 0)]
+    jobs = [RunningJob("1", "acct-norm", ("a",), 2, "", True)]
+    assert h.choose(nodes, jobs, ("a",), 4, ("acct-high",), {}, set(), keep=False, job_gpus=2) == ["a"]
+    assert h.choose(nodes, jobs, ("a",), 4, ("acct-high",), {}, set(), keep=False, job_gpus=4) == ["b"]
+    # inside the shrink delay too: keeping a node no job of the holder fits on holds nothing usable
+    assert h.choose(nodes, jobs, ("a",), 4, ("acct-high",), {}, set(), keep=True, job_gpus=4) == ["b"]
+    p = dataclasses.replace(plan(4, other=4, pooled=("team-high", "team-high2")),
+                            hold_job_gpus={"team-high": 4, "team-high2": 2})
+    full = SlurmHolds(read=None, scontrol=None, accounts={t.name: t.slurm_account for t in TENANTS},
+                      tier_of={t.name: t.tier for t in TENANTS}, tiers=["high", "low"], prefix="gpuas-hold",
+                      shrink_delay_s=0.0)
+    assert full.job_gpus(p)["gpuas-hold-pool"] == 2         # the pool: its smallest member's job
+
+
+@pytest.mark.services
+def test_a_hold_stuck_on_a_node_full_of_firm_work_moves_on_the_real_slurmctld(slurm):
+    """A hold that has a node where another account's normal job (not preemptible) runs keeps it while the
+    holder's job still fits beside that job, and moves to another whole node when it does not."""
+    a = actuator(slurm)
+    norm = sbatch(slurm, "normal", "acct-norm", gpus=2)
+    wait_for(lambda: jobs(slurm).get(norm, ("",))[0] == "RUNNING", what="normal job running", timeout=60)
+    node = jobs(slurm)[norm][1]
+    try:
+        sh(slurm, "scontrol", "create", "reservation", "ReservationName=gpuas-hold-team-high", "StartTime=now",
+           "Duration=UNLIMITED", "Accounts=acct-high", f"Nodes={node}", "Flags=IGNORE_JOBS,MAGNETIC")
+        p = dataclasses.replace(plan(4), hold_job_gpus={"team-high": 2})
+        assert a.apply(p).ok
+        (res,) = our_res(slurm)
+        assert res.nodes == (node,)                        # a 2-GPU job fits beside the normal one: no churn
+        p = dataclasses.replace(plan(4), hold_job_gpus={"team-high": 4})
+        rep = a.apply(p)
+        assert rep.ok, rep.errors
+        (res,) = our_res(slurm)
+        assert len(res.nodes) == 1 and res.nodes != (node,)   # a 4-GPU job never fits there: the hold moved
+        assert jobs(slurm)[norm][:2] == ("RUNNING", node)     # the normal job was not touched
+    finally:
+        sh(slurm, "scancel", "-u", "root", check=False)
+        for r in parse_reservations(sh(slurm, "scontrol", "-o", "show", "reservation")):
+            sh(slurm, "scontrol", "delete", f"ReservationName={r.name}", check=False)
+        wait_for(lambda: not jobs(slurm), what="queue empty", timeout=60)

@@ -127,19 +127,22 @@ class NodeHolds:
     # ---- choosing --------------------------------------------------------------------------------
     @staticmethod
     def choose(nodes: list[HoldNode], current: set[str], gpus: int, mine: dict[str, int], freed: dict[str, int],
-               firm: dict[str, int], keep: bool) -> list[str]:
+               firm: dict[str, int], keep: bool, job_gpus: int = 1) -> list[str]:
         """Whole nodes covering `gpus` by the Slurm holds' rule (whole_nodes.rank): current ones first (all of
         them when `keep`), then the least work of others that cannot be evicted (`firm`), then where the
-        tenant runs, GPUs are free or the plan's preemptions free them."""
+        tenant runs, GPUs are free or the plan's preemptions free them. A current node is kept only while a job of
+        `job_gpus` GPUs still fits beside the work there that cannot be evicted (whole_nodes.usable)."""
         score = {n.name: mine.get(n.name, 0) + (n.gpus - n.used) + freed.get(n.name, 0) for n in nodes}
+        current = whole_nodes.usable(nodes, current, firm, job_gpus)
         return whole_nodes.pick(whole_nodes.rank(nodes, current, firm, score), current, gpus, keep)
 
     # ---- doing it --------------------------------------------------------------------------------
     def apply(self, rep: ActionReport, wanted: dict[str, int], freed: dict[str, int],
-              members: dict[str, set[str]] | None = None) -> dict[str, int] | None:
+              members: dict[str, set[str]] | None = None,
+              job_gpus: dict[str, int] | None = None) -> dict[str, int] | None:
         """Hold `wanted` GPUs as whole nodes, per hold: its label value (``name_part`` of a tenant, or a pool's
         value) -> GPUs. `members`: per hold, the tenants whose pods are its own (default: the tenant whose
-        ``name_part`` the value is). Returns the GPUs each hold's nodes now hold (what its hold flavor may
+        ``name_part`` the value is); `job_gpus`: per hold, the GPUs of the job it is sized for (default 1). Returns the GPUs each hold's nodes now hold (what its hold flavor may
         admit), or None when the nodes could not be read (nothing was changed)."""
         try:
             nodes, by_tenant, firm_of = self.read()
@@ -177,7 +180,8 @@ class NodeHolds:
                 if owner not in own:
                     for n, g in per_node.items():
                         firm[n] = firm.get(n, 0) + g
-            need = self.choose(free_nodes, current, gpus, mine, freed, firm, keep=False) if gpus > 0 else []
+            jg = (job_gpus or {}).get(t, 1)
+            need = self.choose(free_nodes, current, gpus, mine, freed, firm, keep=False, job_gpus=jg) if gpus > 0 else []
             ok = {n.name for n in free_nodes}
             fewer = sum(size[n] for n in need) < sum(size[n] for n in current if n in ok)
             if fewer:
@@ -189,7 +193,7 @@ class NodeHolds:
                 self._fewer_since.pop(t, None)
                 may_shrink = True
             target = set(need) if may_shrink else set(self.choose(free_nodes, current, gpus, mine, freed, firm,
-                                                                              keep=True))
+                                                                              keep=True, job_gpus=jg))
             if gpus > sum(size[n] for n in target):
                 rep.actions.append(f"node hold {t}: only {len(target)} usable nodes for {gpus} GPUs")
             now_held = set(current)

@@ -182,16 +182,29 @@ class SlurmHolds:
         out[self.pool_name] = (pool_gpus, tuple(sorted(pool_accounts)))
         return out
 
+    def job_gpus(self, plan: Plan) -> dict[str, int]:
+        """hold name -> GPUs of the job it is sized for (the pool: its smallest member's), from the plan."""
+        pooled = set(plan.pooled)
+        out: dict[str, int] = {}
+        pool = [int(plan.hold_job_gpus.get(t, 1)) for t in pooled]
+        for t in self.tier_of:
+            if t not in pooled:
+                out[self.hold_name(t)] = int(plan.hold_job_gpus.get(t, 1))
+        out[self.pool_name] = min(pool, default=1)
+        return out
+
     def ours(self, all_res: list[Reservation]) -> list[Reservation]:
         return [r for r in all_res if r.name == self.prefix or r.name.startswith(self.prefix + "-")]
 
     def choose(self, nodes: list[Node], jobs: list[RunningJob], current: tuple[str, ...], gpus: int,
-               accounts: tuple[str, ...], freed: dict[str, int], others: set[str], keep: bool) -> list[str]:
+               accounts: tuple[str, ...], freed: dict[str, int], others: set[str], keep: bool,
+               job_gpus: int = 1) -> list[str]:
         """Whole nodes covering `gpus`: the current ones first (no churn; all of them when `keep`), then
         nodes that can be cleared (no job there of another account that cannot be preempted: as the hold
         stops new starts they empty, and the rest can be preempted), then those with the least such work;
         among equals, where the held accounts already run, GPUs are free or the plan's preemptions free them.
-        Never a node in someone else's reservation, never a down or drained one."""
+        Never a node in someone else's reservation, never a down or drained one, and a current node kept only while
+        a job of `job_gpus` GPUs still fits beside that work (whole_nodes.usable)."""
         preemptible = {self.account_of[t] for t, tier in self.tier_of.items() if tier == "low"}
         held_here: dict[str, int] = {}
         firm: dict[str, int] = {}  # GPUs of other accounts' jobs that cannot be preempted, per node
@@ -205,6 +218,7 @@ class SlurmHolds:
                     firm[n] = firm.get(n, 0) + j.gpus
         usable = [n for n in nodes if n.healthy and n.gpus > 0 and n.name not in others]
         score = {n.name: held_here.get(n.name, 0) + (n.gpus - n.gpus_used) + freed.get(n.name, 0) for n in usable}
+        current = tuple(c for c in current if c in whole_nodes.usable(usable, current, firm, job_gpus))
         return whole_nodes.pick(whole_nodes.rank(usable, current, firm, score), current, gpus, keep)
 
     # ---- doing it --------------------------------------------------------------------------------
@@ -216,6 +230,7 @@ class SlurmHolds:
             rep.errors.append(f"hold: cannot read reservations/nodes: {exc}")
             return
         wanted = self.wanted(plan)
+        job_gpus = self.job_gpus(plan)
         ours = {r.name: r for r in self.ours(all_res)}
         for name, stray in ours.items():
             if name not in wanted:
@@ -234,15 +249,16 @@ class SlurmHolds:
             later = {n for other in todo[i + 1:] if other in ours for n in ours[other].nodes}
             gpus, accounts = wanted[name]
             target = self._apply_one(rep, name, gpus, accounts, ours.get(name), nodes, jobs, freed,
-                                     foreign | claimed | later)
+                                     foreign | claimed | later, job_gpus.get(name, 1))
             claimed |= set(target)
 
     def _apply_one(self, rep: ActionReport, name: str, gpus: int, accounts: tuple[str, ...], mine: Reservation | None,
-                   nodes: list[Node], jobs: list[RunningJob], freed: dict[str, int], others: set[str]) -> list[str]:
+                   nodes: list[Node], jobs: list[RunningJob], freed: dict[str, int], others: set[str],
+                   job_gpus: int = 1) -> list[str]:
         current = tuple(n for n in mine.nodes if n not in others) if mine else ()
         account = ",".join(accounts)
         size = {n.name: n.gpus for n in nodes}
-        need_nodes = self.choose(nodes, jobs, current, gpus, accounts, freed, others, keep=False)
+        need_nodes = self.choose(nodes, jobs, current, gpus, accounts, freed, others, keep=False, job_gpus=job_gpus)
         now = self.clock()
         fewer = gpus <= 0 or sum(size.get(n, 0) for n in need_nodes) < sum(size.get(n, 0) for n in current)
         if fewer and mine is not None:
@@ -254,7 +270,7 @@ class SlurmHolds:
             self._fewer_since.pop(name, None)
             may_shrink = True
         target = need_nodes if may_shrink else self.choose(nodes, jobs, current, gpus, accounts, freed, others,
-                                                           keep=True)
+                                                           keep=True, job_gpus=job_gpus)
         if not target:
             if mine is not None and may_shrink:
                 self._delete(rep, mine, jobs, "the plan holds no GPUs for it now")

@@ -5,7 +5,9 @@ nodes from that ranking one way (``pick``), so that both (and the simulator, whi
 and keep a hold the same way. The rule: the nodes the hold already has (no churn); then nodes that can be
 cleared (no work there of another owner that cannot be preempted: as the hold stops new starts they empty,
 and the rest can be preempted), then those with the least such work; among equals the highest score (the
-holder's GPUs there + free GPUs + GPUs the plan's preemptions free); then by name.
+holder's GPUs there + free GPUs + GPUs the plan's preemptions free); then by name. A node the hold has but can
+never use (``usable``: other owners' work that cannot be preempted leaves less room than the holder's job) is not
+kept, so that the hold moves to one it can use, as the simulator does.
 """
 
 from __future__ import annotations
@@ -19,6 +21,15 @@ class SizedNode(Protocol):
 
     @property
     def gpus(self) -> int: ...
+
+
+def usable(nodes: Sequence[SizedNode], current: set[str] | tuple[str, ...], firm: dict[str, int],
+           job_gpus: int) -> set[str]:
+    """The `current` nodes the holder can still use: room for a job of `job_gpus` GPUs once everything that may be
+    preempted is gone (`firm`: per node, GPUs of other owners' work that cannot be preempted). A node whose size is
+    not known here is kept."""
+    size = {n.name: n.gpus for n in nodes}
+    return {c for c in current if c not in size or firm.get(c, 0) <= size[c] - max(int(job_gpus), 1)}
 
 
 def rank(nodes: Sequence[SizedNode], current: set[str] | tuple[str, ...], firm: dict[str, int],

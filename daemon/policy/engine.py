@@ -35,7 +35,8 @@ def _stale_plan(state: ClusterState, memory: PolicyMemory, last: Plan | None, wh
         return Plan(at=state.at.isoformat(), capacity=last.capacity, load=last.load, high_pool=last.high_pool,
                     reservations=dict(last.reservations), quotas=dict(last.quotas), limits=dict(last.limits),
                     preemptions=(), notifications=(), stale=True, forecast_model=last.forecast_model,
-                    notes=(note, f"last good plan from {last.at}"), memory=memory)
+                    notes=(note, f"last good plan from {last.at}"), memory=memory, pooled=last.pooled,
+                    hold_job_gpus=dict(last.hold_job_gpus))
     limits = tenant_limits(state.tenants, state.tiers, memory.rate_level, float("nan"), cfg.ratelimits,
                            {t.name: t for t in cfg.tenants})
     return Plan(at=state.at.isoformat(), capacity=max(state.capacity, 0), load=float("nan"),
@@ -238,4 +239,5 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     return Plan(at=state.at.isoformat(), capacity=capacity, load=load, high_pool=pool, reservations=reserved,
                 quotas=quotas, limits=limits, preemptions=tuple(preempts), notifications=tuple(notifs),
                 stale=False, forecast_model=model, notes=tuple(notes), memory=mem,
-                pooled=tuple(tenants[i] for i in np.flatnonzero(pooled)))
+                pooled=tuple(tenants[i] for i in np.flatnonzero(pooled)),
+                hold_job_gpus={tenants[i]: int(quantum[i]) for i in np.flatnonzero((res > 0) | pooled)})

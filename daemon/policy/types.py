@@ -90,6 +90,10 @@ class Plan:
     # tenants whose reservations are held together as one pool (sum of theirs) by actuators that can (one Slurm
     # reservation with every pooled account); empty = one hold per tenant
     pooled: tuple[str, ...] = ()
+    # per held tenant, the GPUs of the job its hold is sized for: an actuator lets go of a held node where other
+    # owners' work that cannot be preempted leaves less room than that (the holder could never use it), as the
+    # simulator does, so that the hold moves to a node it can use
+    hold_job_gpus: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -110,6 +114,7 @@ class Plan:
             "notifications": [asdict(n) for n in self.notifications],
             "stale": self.stale, "forecast_model": self.forecast_model, "notes": list(self.notes),
             "memory": self.memory.to_dict(), "safe_default": self.safe_default, "pooled": list(self.pooled),
+            "hold_job_gpus": dict(self.hold_job_gpus),
         }
 
     @staticmethod
@@ -125,6 +130,7 @@ class Plan:
             stale=bool(d["stale"]), forecast_model=str(d.get("forecast_model", "")),
             notes=tuple(d.get("notes", [])), memory=PolicyMemory.from_dict(d.get("memory", {})),
             safe_default=bool(d.get("safe_default", False)), pooled=tuple(str(t) for t in d.get("pooled", ())),
+            hold_job_gpus={str(k): int(v) for k, v in d.get("hold_job_gpus", {}).items()},
         )
 
 
