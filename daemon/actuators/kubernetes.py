@@ -184,17 +184,22 @@ class KubernetesActuator:
         if (cur.metadata.labels or {}).get("app.kubernetes.io/managed-by") != "gpu-autoscaler":
             self._quotas[ns] = None
             return
+        if self._delete_our_quota(rep, ns, why):
+            self._quotas[ns] = None
+
+    def _delete_our_quota(self, rep: ActionReport, ns: str, why: str) -> bool | None:
+        """Delete our quota in `ns` (the caller checked it is ours): True once it is gone (a 404 too), False when
+        the API refused (reported), None in a dry run (nothing sent)."""
         rep.actions.append(f"delete ResourceQuota {ns}/{self.cfg.quota_name}: {why}")
         if self.dry_run:
-            return
+            return None
         try:
             self.core.delete_namespaced_resource_quota(self.cfg.quota_name, ns)
-            self._quotas[ns] = None
         except ApiException as exc:
-            if exc.status == 404:
-                self._quotas[ns] = None
-            else:
+            if exc.status != 404:
                 rep.errors.append(f"ResourceQuota {ns}: {exc.status} {exc.reason}")
+                return False
+        return True
 
     def sweep_quotas(self, rep: ActionReport) -> None:
         """Start-up reconcile of the quotas an earlier run left: delete our ResourceQuotas (our label and name)
@@ -217,15 +222,8 @@ class KubernetesActuator:
             if self.enforce_plan and ns in self.tenant_of:
                 continue
             why = "quotas are Kueue's here" if not self.enforce_plan else "not a configured tenant's namespace"
-            rep.actions.append(f"delete ResourceQuota {ns}/{name}: {why}")
-            if self.dry_run:
-                continue
-            try:
-                self.core.delete_namespaced_resource_quota(name, ns)
-            except ApiException as exc:
-                if exc.status != 404:
-                    rep.errors.append(f"ResourceQuota {ns}: {exc.status} {exc.reason}")
-                    failed = True
+            if self._delete_our_quota(rep, ns, why) is False:
+                failed = True
         self._quotas_swept = not failed
 
     def _pod(self, rep: ActionReport, job_id: str):

@@ -300,8 +300,7 @@ class KueueActuator:
         wanted = {name_part(t): 0 if t in pooled else int(plan.reservations.get(t, 0)) for t in self.holders}
         wanted[POOL_VALUE] = sum(int(plan.reservations.get(t, 0)) for t in pooled)
         members = {name_part(t): {t} for t in self.holders} | {POOL_VALUE: pooled}
-        job_gpus = {name_part(t): int(plan.hold_job_gpus.get(t, 1)) for t in self.holders}
-        job_gpus[POOL_VALUE] = min((int(plan.hold_job_gpus.get(t, 1)) for t in pooled), default=1)
+        job_gpus = {name_part(t): plan.job_gpus((t,)) for t in self.holders} | {POOL_VALUE: plan.job_gpus(pooled)}
         held = self.nodes.apply(rep, wanted, freed, members, job_gpus)
         if held is not None:  # None: nodes unreadable, nothing changed; the queues keep the last known holds
             self._held = {t: held[name_part(t)] for t in self.holders}

@@ -184,13 +184,8 @@ class SlurmHolds:
 
     def job_gpus(self, plan: Plan) -> dict[str, int]:
         """hold name -> GPUs of the job it is sized for (the pool: its smallest member's), from the plan."""
-        pooled = set(plan.pooled)
-        out: dict[str, int] = {}
-        pool = [int(plan.hold_job_gpus.get(t, 1)) for t in pooled]
-        for t in self.tier_of:
-            if t not in pooled:
-                out[self.hold_name(t)] = int(plan.hold_job_gpus.get(t, 1))
-        out[self.pool_name] = min(pool, default=1)
+        out = {self.hold_name(t): plan.job_gpus((t,)) for t in self.tier_of if t not in plan.pooled}
+        out[self.pool_name] = plan.job_gpus(plan.pooled)
         return out
 
     def ours(self, all_res: list[Reservation]) -> list[Reservation]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -94,6 +95,11 @@ class Plan:
     # owners' work that cannot be preempted leaves less room than that (the holder could never use it), as the
     # simulator does, so that the hold moves to a node it can use
     hold_job_gpus: dict[str, int] = field(default_factory=dict)
+
+    def job_gpus(self, tenants: Iterable[str]) -> int:
+        """GPUs of the smallest job the holds of `tenants` are sized for (one tenant's hold, or a pool's), 1 when
+        the plan does not say: what an actuator needs room for on a node it keeps in that hold."""
+        return min((int(self.hold_job_gpus.get(t, 1)) for t in tenants), default=1)
 
     def summary(self) -> dict[str, Any]:
         return {
