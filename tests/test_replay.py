@@ -170,3 +170,21 @@ def test_comparison_names_every_predictive_setting_that_meets_all_targets_at_onc
     assert c["predictive_settings_meeting_all"] == ["b"]
     assert c["high_held_gpus_mean"] == {"reactive": 10.0, "predictive": 10.0}
     assert report.compare([r, least_high])["predictive_settings_meeting_all"] == []
+
+
+def test_comparison_checks_the_targets_for_the_perfect_forecast_at_the_same_utilization():
+    def pt(strategy, label, u, hi, nrm, pre):
+        return {"strategy": strategy, "label": label, "utilization": u, "preemptions": pre,
+                "preemptions_for": {"high": pre}, "work_lost_gpu_min": 0.0, "high_held_gpus_mean": 10.0,
+                "tiers": {"high": {"unmet_gpu_min": hi}, "normal": {"unmet_gpu_min": nrm}, "low": {"unmet_gpu_min": 0}}}
+
+    r, p = pt("reactive", "r", 0.90, 100, 1000, 100), pt("predictive", "p", 0.90, 80, 1000, 100)
+    all_three = pt("perfect", "x", 0.897, 0, 1000, 70)        # meets every target (70% of preemptions is allowed)
+    more_normal = pt("perfect", "y", 0.90, 0, 1001, 10)       # one GPU-min more normal-tier unmet
+    too_low = pt("perfect", "z", 0.80, 0, 0, 0)               # below the utilization: not considered
+    c = report.compare([r, p, all_three, more_normal, too_low], min_util=0.85)
+    assert c["perfect_settings_meeting_all"] == ["x"]
+    assert set(c["perfect_targets"]) == {"x", "y"}
+    assert c["perfect_targets"]["y"] == {"high_unmet_at_most_half": True, "normal_unmet_no_higher": False,
+                                         "preemptions_at_most_70pct": True, "utilization_at_least": True}
+    assert "perfect_targets" not in report.compare([r, p])

@@ -52,7 +52,7 @@ def compare(summaries: list[dict], min_util: float | None = None) -> dict:
     point of its highest utilization. Predictive's point: the lowest high-tier unmet among its settings with
     at least that utilization (less half a point). Targets: predictive high unmet <= 50% of reactive's, normal
     unmet no higher, preemptions <= 70%; and utilization >= `min_util` where given."""
-    by = {s: [x for x in summaries if x["strategy"] == s] for s in ("reactive", "predictive")}
+    by = {s: [x for x in summaries if x["strategy"] == s] for s in ("reactive", "predictive", "perfect")}
     if not by["reactive"] or not by["predictive"]:
         return {}
     rf = frontier(by["reactive"])
@@ -82,6 +82,12 @@ def compare(summaries: list[dict], min_util: float | None = None) -> dict:
                 # (the compared point is the one with the least high-tier unmet, as above)
                 "predictive_settings_meeting_all": [x["label"] for x in ok
                                                     if all(_targets(r, x, min_util).values())]})
+    # not a target either: the same targets for the engine fed the true future, at the same utilization. Where
+    # no perfect-forecast setting meets a target, a better forecast alone cannot meet it with this engine.
+    perfect = [x for x in by["perfect"] if x["utilization"] >= r["utilization"] - UTIL_TOLERANCE]
+    if by["perfect"]:
+        out["perfect_targets"] = {x["label"]: _targets(r, x, min_util) for x in perfect}
+        out["perfect_settings_meeting_all"] = [x["label"] for x in perfect if all(_targets(r, x, min_util).values())]
     return out
 
 
