@@ -36,6 +36,7 @@ def main() -> int:
     import numpy as np
     import torch
 
+    from daemon.cluster import PRIORITY
     from daemon.config import Config
     from daemon.retrain import default_data_dir
     from daemon.sim import cluster as simcluster
@@ -83,7 +84,7 @@ def main() -> int:
                        "demand_gpu_min": {t: T[t]["demand_gpu_min"] for t in T},
                        "job_starvation_min": {t: T[t]["longest_starvation_min"] for t in T},
                        "tenant_starvation_min": {t: float(r["best"][r["prio"] == p].max(initial=0) * step_min)
-                                                 for t, p in (("high", 0), ("normal", 1), ("low", 2))},
+                                                 for t, p in PRIORITY.items()},
                        "wait_p99_min": {t: T[t]["wait_p99_min"] for t in T}, "wall_s": time.perf_counter() - t0}
                 out["runs"].append(row)
                 u, js, ts = row["unmet_gpu_min"], row["job_starvation_min"], row["tenant_starvation_min"]

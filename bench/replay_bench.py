@@ -70,7 +70,8 @@ def fit_forecaster(w, cfg: Config, shipped: Path, epochs: int):
         out = retrain_on(w.demand.iloc[: w.start], cfg, model_dir=d, step_s=60, epochs=epochs, progress=False,
                          with_ets=False, scored_on=f"trace:{w.name}, {w.start} steps before the window")
         entry = out.in_use or {}
-        model = resolve(entry, d, tuple(cfg.forecaster.quantiles)) if entry else load_current(shipped)
+        # spreads recomputed in the forecast call, not in a background thread: the same trace, the same numbers
+        model = resolve(entry, d, tuple(cfg.forecaster.quantiles), background=False) if entry else load_current(shipped)
     return model, entry
 
 

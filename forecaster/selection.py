@@ -71,13 +71,16 @@ def check_runnable(entry: dict, step_s: int, horizon: int) -> None:
                          f"cycle.horizon_steps is {horizon}")
 
 
-def resolve(entry: dict, model_dir: Path, quantiles: tuple[float, ...]) -> Forecaster:
+def resolve(entry: dict, model_dir: Path, quantiles: tuple[float, ...], background: bool = True) -> Forecaster:
     """The forecaster an `in_use` entry names (an LSTM version from `model_dir`, or a baseline), as the daemon
-    runs it: spreads and shifts recomputed every 10 forecasts, off the forecast call (background thread)."""
+    runs it: spreads and shifts recomputed every 10 forecasts, off the forecast call (background thread).
+
+    ``background=False`` recomputes them in the forecast call instead, at the same forecasts: a replay must
+    depend on the trace only, and a background recomputation lands at a forecast that depends on thread timing."""
     if entry.get("kind") == "lstm":
-        return wrap_lstm(load_version(Path(model_dir), entry["version"]), entry, refresh=10, background=True)
+        return wrap_lstm(load_version(Path(model_dir), entry["version"]), entry, refresh=10, background=background)
     return make_baseline(entry["name"], int(entry["season"]), tuple(entry.get("quantiles", quantiles)),
-                         refresh=10, background=True)
+                         refresh=10, background=background)
 
 
 def wrap_lstm(model, entry: dict, refresh: int = 1, background: bool = False) -> Forecaster:

@@ -116,6 +116,18 @@ def test_resolved_models_refresh_in_the_background(tmp_path):
         assert m.spread.background and m.spread.every == 10, name
 
 
+def test_a_replay_resolves_models_that_refresh_in_the_forecast_call(tmp_path):
+    """The replay bench's forecaster: the same refresh every 10 forecasts, but done in the call, so the forecast
+    that gets the new spread is always the 11th (a background refresh lands where thread timing puts it)."""
+    f = calming_walks(n=2, days=3)
+    for name in ("naive", "naive+conformal"):
+        m = resolve({"kind": "baseline", "name": name, "season": 48, "scored_on": "x"}, tmp_path, QS, background=False)
+        assert not m.spread.background and m.spread.every == 10, name
+        for i in range(11):
+            m.predict(f.iloc[: len(f) - 20 + i], 12)
+        assert m.spread.refreshes == 2, name                  # the first spread, then the 11th forecast's
+
+
 def test_retrain_scores_recalibrated_baselines_and_records_the_winners_coverage(tmp_path):
     f = calming_walks(n=2, days=9)
     cfg = Config(cycle={"horizon_steps": 6, "history_steps": 400}, forecaster={"season_steps": 48,
