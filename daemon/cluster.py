@@ -16,6 +16,7 @@ from daemon.config import Tier
 PRIORITY = {"low": 0, "normal": 1, "high": 2}
 PRIORITY_NAME = {v: k for k, v in PRIORITY.items()}
 UNHELD, HELD_BY_POOL = -1, -2   # Nodes.held_by: no hold; the high tier's pooled hold (any pooled tenant)
+CLOSED = -3   # Nodes.held_by: a place for no tenant (someone else's reservation; a node that takes no new job)
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,8 @@ class Nodes:
     gpus: np.ndarray         # int healthy GPUs per node (0 = down)
     free: np.ndarray         # int GPUs free now
     draining: np.ndarray     # int GPUs released by earlier preemptions, free once they drain
-    held_by: np.ndarray      # int tenant index holding the node (reservation), -1 = none, -2 = the tier's pool
+    held_by: np.ndarray      # int tenant index holding the node (reservation), -1 = none, -2 = the tier's pool,
+                             # -3 = closed to every tenant (CLOSED)
 
     def __len__(self) -> int:
         return int(self.names.shape[0])

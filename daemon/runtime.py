@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 
 
-from daemon.actuators.base import Actuator, ListsClusterJobs, ListsNodeJobs, NodeDirectory
+from daemon.actuators.base import Actuator, ListsClusterJobs, ListsClusterNodes, ListsNodeJobs, NodeDirectory
 from daemon.actuators.log import LogActuator
 from daemon.config import Config, ConfigError
 from daemon.cycle import CycleRunner
@@ -187,8 +187,11 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
     else:
         from daemon.sources.prometheus import PrometheusSource
 
-        # the scheduler knows the jobs and the queue; Prometheus knows the GPUs
-        jobs_from = next((a.cluster_jobs for a in actuators if isinstance(a, ListsClusterJobs)), None)
+        # the scheduler knows the jobs, the queue and where GPUs are (from the same actuator, so node names
+        # match); Prometheus knows the GPUs
+        lister = next((a for a in actuators if isinstance(a, ListsClusterJobs)), None)
+        jobs_from = lister.cluster_jobs if lister is not None else None
+        nodes_from = lister.cluster_nodes if isinstance(lister, ListsClusterNodes) else None
         hc = cfg.history
         if hc.incremental:
             path = None
@@ -196,7 +199,7 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
                 path = hc.path or cfg.state.path.with_name(f"{cfg.state.path.stem}-history.sqlite")
             history = History(cfg.cycle.resolution_s, cfg.cycle.history_steps, path,
                               overlap_steps=hc.overlap_steps, chunk_steps=hc.backfill_chunk_steps)
-        source = PrometheusSource(cfg, jobs_provider=jobs_from, history=history)
+        source = PrometheusSource(cfg, jobs_provider=jobs_from, history=history, nodes_provider=nodes_from)
     forecaster, note = build_forecaster(cfg)
     log.info("%s", note)
     limit_torch_threads(cfg.forecaster.torch_threads)

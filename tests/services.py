@@ -199,3 +199,15 @@ def slurm_cluster(node: str = "gpunode1", nodes: tuple[str, ...] | None = None, 
             except (ProcessLookupError, ValueError):
                 pass
         _sh.rmtree(d, ignore_errors=True)
+
+
+def slurm_bin_without_controller(tmp: Path) -> Path:
+    """A bin_dir of the real Slurm commands whose `scontrol` cannot reach slurmctld (squeue still can)."""
+    bin_dir = tmp / "bin-no-scontrol"
+    bin_dir.mkdir()
+    for b in ("squeue", "sinfo", "scancel", "sbatch"):
+        (bin_dir / b).symlink_to(f"/usr/bin/{b}")
+    (bin_dir / "scontrol").write_text("#!/bin/sh\necho 'slurm_load_node error: Unable to contact slurm controller' "
+                                      ">&2\nexit 1\n")
+    (bin_dir / "scontrol").chmod(0o755)
+    return bin_dir

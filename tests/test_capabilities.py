@@ -2,7 +2,7 @@
 
 from kubernetes import client as k8s
 
-from daemon.actuators.base import Actuator, FencesNodes, ListsClusterJobs, ListsNodeJobs, capable
+from daemon.actuators.base import Actuator, FencesNodes, ListsClusterJobs, ListsClusterNodes, ListsNodeJobs, capable
 from daemon.actuators.kubernetes import KubernetesActuator
 from daemon.actuators.log import LogActuator
 from daemon.actuators.slurm import SlurmActuator
@@ -21,6 +21,7 @@ def test_each_actuator_declares_what_it_can_do():
     assert capable([log, slurm, kube], FencesNodes) == [slurm, kube]
     assert capable([log, slurm, kube], ListsNodeJobs) == [slurm, kube]
     assert capable([log, slurm, kube], ListsClusterJobs) == [slurm]
+    assert capable([log, slurm, kube], ListsClusterNodes) == [slurm]
 
 
 def test_a_forwarding_wrapper_has_exactly_the_wrapped_capabilities():
@@ -32,6 +33,7 @@ def test_a_forwarding_wrapper_has_exactly_the_wrapped_capabilities():
             return getattr(self._inner, name)
 
     assert isinstance(Fenced(SlurmActuator(SlurmActuatorConfig(), TENANTS)), ListsClusterJobs)
+    assert isinstance(Fenced(SlurmActuator(SlurmActuatorConfig(), TENANTS)), ListsClusterNodes)
     assert not isinstance(Fenced(LogActuator()), FencesNodes)
 
 

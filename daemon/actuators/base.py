@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from daemon.policy.types import Notification, Plan
 
 if TYPE_CHECKING:
-    from daemon.cluster import Jobs
+    from daemon.cluster import Jobs, Nodes
 
 
 @dataclass
@@ -77,6 +77,17 @@ class ListsClusterJobs(Protocol):
     """Knows every running and pending job of the cluster, as the policy's columnar Jobs."""
 
     def cluster_jobs(self, tenants: tuple[str, ...]) -> "Jobs": ...
+
+
+@runtime_checkable
+class ListsClusterNodes(Protocol):
+    """Knows where the GPUs are, as the policy's Nodes: per node the healthy GPUs, the free ones, those still
+    draining, and whose hold (reservation) the node is in (`held_by`: an index into `tenants`, HELD_BY_POOL,
+    or CLOSED). Node names are spelled as the same actuator's `cluster_jobs` spells a job's node, so the
+    policy can place jobs; with this the engine preempts only what makes room on one node for a protected job
+    (preemption.choose_placed) instead of counting GPUs."""
+
+    def cluster_nodes(self, tenants: tuple[str, ...]) -> "Nodes": ...
 
 
 @runtime_checkable

@@ -3,7 +3,7 @@
 Every call that changes something (apply, requeue, notify, fence_node, release_holds) first asks
 the lease (``daemon/leader.py``) to check the token in Redis and write the act into the ledger, in
 one atomic step; a stale or expiring token is refused with an error in the report and nothing is
-done. Read-only capabilities (jobs_on_node, cluster_jobs, node_names) pass straight through, and
+done. Read-only capabilities (jobs_on_node, cluster_jobs, cluster_nodes, node_names) pass straight through, and
 the wrapper has a capability exactly when the wrapped actuator has it (``__getattr__`` forwarding,
 see ``daemon/actuators/base.py``).
 """

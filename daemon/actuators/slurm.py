@@ -21,8 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from daemon.actuators.base import ActionReport
-from daemon.actuators.slurm_holds import RunningJob, SlurmHolds, expand_hostlist, parse_nodes
-from daemon.cluster import PRIORITY, Jobs
+from daemon.actuators.slurm_holds import (RunningJob, SlurmHolds, expand_hostlist, hold_name, parse_nodes,
+                                          parse_reservations)
+from daemon.cluster import CLOSED, HELD_BY_POOL, PRIORITY, UNHELD, Jobs, Nodes
 from daemon.config import SlurmActuatorConfig, TenantConfig, Tier
 from daemon.policy.types import Notification, Plan, Preemption
 
@@ -162,12 +163,15 @@ class SlurmActuator:
     def tenant(self, job: SlurmJob) -> str:
         return self.tenant_of.get(job.account, job.account)
 
-    def jobs(self, job_ids: list[str] | None = None, node: str | None = None) -> list[SlurmJob]:
+    def jobs(self, job_ids: list[str] | None = None, node: str | None = None,
+             states: str | None = None) -> list[SlurmJob]:
         args = ["squeue", "-h", "-o", SQUEUE_FMT]
         if job_ids:
             args += ["-j", ",".join(job_ids)]
         if node:
             args += ["-w", node]
+        if states:
+            args += ["-t", states]
         r = self._run(*args)
         if r.returncode != 0:
             if job_ids and "Invalid job id" in r.stderr:
@@ -191,6 +195,48 @@ class SlurmActuator:
                     wait_s=np.array([0.0 if r or not np.isfinite(j.submitted) else max(0.0, now - j.submitted)
                                      for j, r in zip(rows, run)]),
                     node=np.array([j.nodes for j in rows], dtype=object))
+
+    def cluster_nodes(self, tenants: tuple[str, ...]) -> Nodes:
+        """Every node slurmctld knows, as the policy's Nodes (raises SlurmError when slurmctld does not answer).
+
+        - names: ``NodeName`` of ``scontrol -d -o show nodes``, as squeue's %N spells a single-node job's node
+          (cluster_jobs' node column). A job on several nodes has a hostlist there, which names no node: the
+          policy does not pick it to clear one node, but its GPUs count as used on each of its nodes (below).
+        - gpus: the configured GPUs (``Gres=gpu:N``); 0 when the node is DOWN, DRAIN(ING/ED), FAIL,
+          NOT_RESPONDING (``*``), powered down, in maintenance or rebooting: it takes no new job.
+        - free: configured minus allocated (``GresUsed``, Slurm's own count over every job on the node,
+          multi-node jobs included) minus draining.
+        - draining: GPUs of COMPLETING jobs on the node (a requeued job is COMPLETING until its processes are
+          gone and its epilog has run). Slurm does not say why a job ends, so this is every completing job's
+          GPUs, the daemon's preemptions and jobs that ended by themselves alike: all of them are free once they
+          drain. Slurm takes a completing job's GPUs out of GresUsed at once (seen on 22.05), so they are not
+          counted twice; were they still in GresUsed, free would be under-counted, never over-counted.
+        - held_by: the daemon's own active reservations (slurm_holds.py names them): a tenant's hold gives the
+          tenant's index into `tenants`, the pool's gives HELD_BY_POOL. Any other active reservation, a hold of
+          ours for a tenant not in `tenants`, and an unhealthy node give CLOSED: not a place for any tenant, so
+          nothing is preempted there (a drained node's jobs keep running, but nothing new starts there).
+        """
+        index = {hold_name(self.cfg.hold_name_prefix, t): i for i, t in enumerate(tenants)}
+        index[f"{self.cfg.hold_name_prefix}-pool"] = HELD_BY_POOL
+        nodes = parse_nodes(self._read("scontrol", "-d", "-o", "show", "nodes"))
+        holder: dict[str, int] = {}
+        for r in parse_reservations(self._read("scontrol", "-o", "show", "reservation")):
+            if r.state.upper() != "ACTIVE":
+                continue
+            who = index.get(r.name, CLOSED)
+            for n in r.nodes:  # a node in someone else's reservation too is closed whatever else holds it
+                holder[n] = CLOSED if CLOSED in (who, holder.get(n)) else who
+        completing: dict[str, int] = {}
+        for j in self.jobs(states="COMPLETING"):
+            for n in expand_hostlist(j.nodes):
+                completing[n] = completing.get(n, 0) + j.gpus
+        ok = np.array([n.healthy for n in nodes], dtype=bool)
+        gpus = np.array([n.gpus for n in nodes], dtype=np.int64) * ok
+        room = np.maximum(gpus - np.array([n.gpus_used for n in nodes], dtype=np.int64), 0)
+        draining = np.minimum(np.array([completing.get(n.name, 0) for n in nodes], dtype=np.int64), room)
+        held = np.array([holder.get(n.name, UNHELD) for n in nodes], dtype=np.int64)
+        return Nodes(names=np.array([n.name for n in nodes], dtype=object), gpus=gpus, free=room - draining,
+                     draining=draining, held_by=np.where(ok, held, CLOSED))
 
     def node_names(self) -> set[str]:
         """Every node slurmctld knows, one name each (sinfo -N never prints a range)."""

@@ -72,12 +72,18 @@ def parse_kv_line(line: str) -> dict[str, str]:
     return {k: v for k, v in re.findall(r"(\w+)=(\S*)", line)}
 
 
+def hold_name(prefix: str, tenant: str) -> str:
+    """The reservation that holds `tenant`'s GPUs: ``<prefix>-<tenant>`` (odd characters as '_')."""
+    return f"{prefix}-" + re.sub(r"[^A-Za-z0-9_.-]", "_", tenant)
+
+
 @dataclass(frozen=True)
 class Reservation:
     name: str
     nodes: tuple[str, ...]
     accounts: tuple[str, ...]
     flags: frozenset[str]
+    state: str = "ACTIVE"   # INACTIVE: not started yet (a future StartTime); it keeps nothing off its nodes now
 
 
 def parse_reservations(out: str) -> list[Reservation]:
@@ -89,7 +95,7 @@ def parse_reservations(out: str) -> list[Reservation]:
         accts = kv.get("Accounts", "")
         res.append(Reservation(kv["ReservationName"], tuple(expand_hostlist(kv.get("Nodes", ""))),
                                tuple(a for a in accts.split(",") if a and a != "(null)"),
-                               frozenset(f for f in kv.get("Flags", "").split(",") if f)))
+                               frozenset(f for f in kv.get("Flags", "").split(",") if f), kv.get("State", "ACTIVE")))
     return res
 
 
@@ -157,7 +163,7 @@ class SlurmHolds:
 
     # ---- what the plan asks for ----------------------------------------------------------------
     def hold_name(self, tenant: str) -> str:
-        return f"{self.prefix}-" + re.sub(r"[^A-Za-z0-9_.-]", "_", tenant)
+        return hold_name(self.prefix, tenant)
 
     @property
     def pool_name(self) -> str:

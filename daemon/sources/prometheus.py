@@ -4,7 +4,10 @@ Every PromQL expression is configurable. Demand is the GPUs allocated to a tenan
 Idle is zero, missing is missing: in a fresh scrape a tenant without GPUs is 0; a tenant whose GPU
 series went stale (its node's scrape failed) is NaN there and listed as missing, never 0.
 The scheduler's view (jobs, queue) comes from a job provider when one is
-configured (the Slurm actuator).
+configured (the Slurm actuator), and where the GPUs are (per node: healthy,
+free, draining, held) from a node provider (the same actuator), so the policy
+can preempt by placement. A node read that fails leaves the state without a
+node view (the policy then counts GPUs), never with "no nodes".
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pydantic import AllowInfNan, StrictFloat, StrictStr, TypeAdapter, Validatio
 from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
 from urllib3.util.retry import Retry
 
-from daemon.cluster import ClusterState, Jobs
+from daemon.cluster import ClusterState, Jobs, Nodes
 from daemon.config import Config
 from daemon.history import History
 from daemon.sources.base import Collected, SourceError
@@ -111,7 +114,8 @@ def _numbers(raw: list[str], query: str) -> np.ndarray:
 class PrometheusSource:
     def __init__(self, cfg: Config, clock: Callable[[], float] = time.time,
                  jobs_provider: Callable[[tuple[str, ...]], Jobs] | None = None,
-                 history: History | None = None) -> None:
+                 history: History | None = None,
+                 nodes_provider: Callable[[tuple[str, ...]], Nodes] | None = None) -> None:
         self.cfg = cfg
         pc = cfg.source.prometheus
         self.pc = pc
@@ -123,6 +127,7 @@ class PrometheusSource:
                                       timeout=pc.timeout_s, session=session)
         self.clock = clock
         self.jobs_provider = jobs_provider
+        self.nodes_provider = nodes_provider
         self.step_s = cfg.cycle.resolution_s
         self.tiers = {t.name: t.tier for t in cfg.tenants}
         self.known: list[str] = [t.name for t in cfg.tenants]
@@ -304,10 +309,22 @@ class PrometheusSource:
         tiers = tuple(self.tiers.get(t, "normal") for t in tenants)
         state = ClusterState(at=pd.Timestamp(now, unit="s", tz="UTC"), tenants=tenants, tiers=tiers,
                              capacity=capacity, used=used, pending=pending, jobs=jobs, staleness_s=staleness,
-                             missing=missing)
+                             missing=missing, nodes=self._nodes(tenants))
         if missing:
             log.warning("no fresh sample for %d tenants: %s", len(missing), ", ".join(missing[:10]))
         return Collected(history, state)
+
+    def _nodes(self, tenants: tuple[str, ...]) -> Nodes | None:
+        """The node provider's view, or None (no provider, or it failed: then the policy counts GPUs; a failed
+        read is not an empty cluster with everything free)."""
+        if self.nodes_provider is None:
+            return None
+        try:
+            return self.nodes_provider(tenants)
+        except Exception as exc:  # whatever the scheduler's client raises: this cycle goes on without placement
+            log.warning("cannot read the scheduler's nodes (%s: %s): this cycle preempts by GPU counts, "
+                        "without placement", type(exc).__name__, exc)
+            return None
 
     def node_names(self) -> set[str]:
         """Nodes that reported GPUs within a day (``known_nodes_query``, grouped by ``node_label``)."""

@@ -1,0 +1,163 @@
+"""Where the GPUs are, read from a real slurmctld with three slurmd (3 nodes x 4 GPUs): SlurmActuator.cluster_nodes."""
+
+import subprocess
+
+import numpy as np
+import pytest
+
+from daemon.actuators.base import ListsClusterNodes
+from daemon.actuators.slurm import SlurmActuator, SlurmError
+from daemon.cluster import CLOSED, HELD_BY_POOL, UNHELD
+from daemon.config import SlurmActuatorConfig, TenantConfig
+from daemon.policy.types import Plan, PolicyMemory
+from tests.services import slurm_bin_without_controller, slurm_cluster, wait_for
+
+pytestmark = pytest.mark.services
+
+NODES = ("gn1", "gn2", "gn3")
+TENANTS = [TenantConfig(name="team-high", tier="high", slurm_account="acct-high"),
+           TenantConfig(name="team-high2", tier="high", slurm_account="acct-high2"),
+           TenantConfig(name="team-low", tier="low", slurm_account="acct-low")]
+NAMES = tuple(t.name for t in TENANTS)
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    with slurm_cluster(nodes=NODES, gpus=4) as s:
+        yield s
+
+
+def sh(slurm, *args, check=True):
+    return subprocess.run(list(args), env=slurm["env"], capture_output=True, text=True, check=check).stdout
+
+
+def sbatch(slurm, *opts, wrap="sleep 600"):
+    return sh(slurm, "sbatch", "--parsable", "--requeue", "-o", "/dev/null", *opts, "--wrap", wrap).strip()
+
+
+def running(slurm, *ids):
+    out = sh(slurm, "squeue", "-h", "-o", "%i|%T")
+    states = dict(ln.split("|") for ln in out.splitlines())
+    return all(states.get(j) == "RUNNING" for j in ids)
+
+
+def gone(slurm, *ids):
+    return not set(ids) & set(sh(slurm, "squeue", "-h", "-o", "%i").split())
+
+
+def actuator(slurm, bin_dir="/usr/bin"):
+    return SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir=bin_dir, warn_lead_s=0,
+                                             hold_shrink_delay_s=0), TENANTS, dry_run=False)
+
+
+def view(nodes):
+    """node name -> (gpus, free, draining, held_by)."""
+    return {str(n): (int(g), int(f), int(d), int(h))
+            for n, g, f, d, h in zip(nodes.names, nodes.gpus, nodes.free, nodes.draining, nodes.held_by)}
+
+
+def plan(reserve=0, other=0, pooled=()):
+    res = {t: g for t, g in (("team-high", reserve), ("team-high2", other)) if g}
+    return Plan(at="2026-01-01T00:00:00+00:00", capacity=12, load=1.0, high_pool=2, reservations=res, quotas={},
+                limits={}, preemptions=(), notifications=(), stale=False, forecast_model="x", notes=(),
+                memory=PolicyMemory(), pooled=pooled)
+
+
+def test_an_idle_cluster_reads_back_as_configured(slurm):
+    a = actuator(slurm)
+    assert isinstance(a, ListsClusterNodes)
+    assert view(a.cluster_nodes(NAMES)) == {n: (4, 4, 0, UNHELD) for n in NODES}
+
+
+def test_running_jobs_use_gpus_on_their_nodes_and_names_match_the_jobs(slurm):
+    """A 1-node job's node is spelled as the nodes are; a 2-node job names no single node (a hostlist) but its
+    GPUs are used on both of its nodes."""
+    a = actuator(slurm)
+    one = sbatch(slurm, "--partition=low", "--account=acct-low", "--gres=gpu:3", "-w", "gn1")
+    two = sbatch(slurm, "--partition=low", "--account=acct-low", "--gres=gpu:2", "-N", "2", "-w", "gn2,gn3")
+    try:
+        wait_for(lambda: running(slurm, one, two), what="jobs running", timeout=60)
+        nodes = a.cluster_nodes(NAMES)
+        assert view(nodes) == {"gn1": (4, 1, 0, UNHELD), "gn2": (4, 2, 0, UNHELD), "gn3": (4, 2, 0, UNHELD)}
+        jobs = a.cluster_jobs(NAMES)
+        where = dict(zip(jobs.ids.tolist(), nodes.index_of(jobs.node).tolist()))
+        assert where[one] == 0            # gn1: the policy can clear the node this job is on
+        assert where[two] == -1           # "gn[2-3]": not one node, never picked to clear one
+        assert dict(zip(jobs.ids.tolist(), jobs.node.tolist()))[two] == "gn[2-3]"
+    finally:
+        sh(slurm, "scancel", one, two, check=False)
+        wait_for(lambda: gone(slurm, one, two), what="jobs gone", timeout=60)
+
+
+def test_the_daemons_holds_name_their_tenant_or_the_pool_and_other_reservations_close_a_node(slurm):
+    a = actuator(slurm)
+    try:
+        rep = a.apply(plan(reserve=4))           # one whole node for team-high
+        assert rep.ok, rep.errors
+        v = view(a.cluster_nodes(NAMES))
+        held = [n for n, x in v.items() if x[3] == NAMES.index("team-high")]
+        assert len(held) == 1 and all(x[3] == UNHELD for n, x in v.items() if n not in held)
+        # a hold of ours for a tenant this state does not list is no place for any tenant it lists
+        assert view(a.cluster_nodes(("team-low",)))[held[0]][3] == CLOSED
+        rep = a.apply(plan(reserve=4, other=4, pooled=("team-high", "team-high2")))  # two nodes, one pool
+        assert rep.ok, rep.errors
+        v = view(a.cluster_nodes(NAMES))
+        pool = sorted(n for n, x in v.items() if x[3] == HELD_BY_POOL)
+        assert len(pool) == 2
+        (rest,) = set(NODES) - set(pool)
+        assert v[rest][3] == UNHELD
+        # someone else's reservation: a place for no tenant; one that has not started yet changes nothing
+        sh(slurm, "scontrol", "create", "reservation", "ReservationName=site-maint", "StartTime=now",
+           "Duration=60", "Users=root", f"Nodes={rest}", "Flags=IGNORE_JOBS")
+        sh(slurm, "scontrol", "create", "reservation", "ReservationName=site-later", "StartTime=now+1day",
+           "Duration=60", "Users=root", f"Nodes={pool[0]}", "Flags=IGNORE_JOBS,OVERLAP")
+        v = view(a.cluster_nodes(NAMES))
+        assert v[rest] == (4, 4, 0, CLOSED) and v[pool[0]][3] == HELD_BY_POOL
+    finally:
+        for r in ("site-maint", "site-later"):
+            sh(slurm, "scontrol", "delete", f"ReservationName={r}", check=False)
+        assert a.release_holds().ok
+    assert view(a.cluster_nodes(NAMES)) == {n: (4, 4, 0, UNHELD) for n in NODES}
+
+
+def test_a_drained_node_has_no_healthy_gpus_and_is_no_place(slurm):
+    a = actuator(slurm)
+    job = sbatch(slurm, "--partition=low", "--account=acct-low", "--gres=gpu:2", "-w", "gn3")
+    try:
+        wait_for(lambda: running(slurm, job), what="job running", timeout=60)
+        sh(slurm, "scontrol", "update", "NodeName=gn3", "State=DRAIN", "Reason=test")
+        v = view(a.cluster_nodes(NAMES))
+        # its job keeps running, but nothing new starts there: nothing is free and nothing worth clearing
+        assert v["gn3"] == (0, 0, 0, CLOSED) and v["gn1"] == (4, 4, 0, UNHELD)
+        assert running(slurm, job)
+    finally:
+        sh(slurm, "scontrol", "update", "NodeName=gn3", "State=RESUME", check=False)
+        sh(slurm, "scancel", job, check=False)
+        wait_for(lambda: gone(slurm, job), what="job gone", timeout=60)
+    wait_for(lambda: view(a.cluster_nodes(NAMES))["gn3"] == (4, 4, 0, UNHELD), what="gn3 back", timeout=30)
+
+
+def test_a_requeued_job_drains_before_its_gpus_are_free(slurm):
+    """A batch script that ignores SIGTERM stays COMPLETING after a requeue (until KillWait's SIGKILL): its GPUs
+    are draining, not free, and not counted twice."""
+    a = actuator(slurm)
+    stubborn = sbatch(slurm, "--partition=low", "--account=acct-low", "--gres=gpu:3", "-w", "gn2",
+                      wrap="trap '' TERM; while true; do sleep 1; done")
+    other = sbatch(slurm, "--partition=low", "--account=acct-low", "--gres=gpu:1", "-w", "gn2")
+    try:
+        wait_for(lambda: running(slurm, stubborn, other), what="jobs running", timeout=60)
+        sh(slurm, "scontrol", "hold", stubborn)   # requeued, it stays pending instead of starting again
+        sh(slurm, "scontrol", "requeue", stubborn)
+        wait_for(lambda: view(a.cluster_nodes(NAMES))["gn2"][2] == 3, what="GPUs draining", timeout=20)
+        assert "COMPLETING" in sh(slurm, "squeue", "-h", "-j", stubborn, "-o", "%T")
+        assert view(a.cluster_nodes(NAMES))["gn2"] == (4, 0, 3, UNHELD)
+    finally:
+        sh(slurm, "scancel", stubborn, other, check=False)
+    wait_for(lambda: gone(slurm, stubborn, other), what="jobs gone", timeout=90)
+    assert view(a.cluster_nodes(NAMES))["gn2"] == (4, 4, 0, UNHELD)
+
+
+def test_an_unreachable_controller_is_an_error_not_an_empty_cluster(slurm, tmp_path):
+    with pytest.raises(SlurmError, match="Unable to contact"):
+        actuator(slurm, bin_dir=slurm_bin_without_controller(tmp_path)).cluster_nodes(NAMES)
+    assert np.all(actuator(slurm).cluster_nodes(NAMES).gpus == 4)
