@@ -126,7 +126,8 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
             # beside Kueue, quotas and reclaim are Kueue's: this one keeps failover, PriorityClasses and Events
             out.append(KubernetesActuator.from_config(a.kubernetes, cfg.tenants, dry_run=a.dry_run,
                                                       enforce_plan="kueue" not in a.enabled,
-                                                      min_runtime_s=cfg.policy.preempt_min_runtime_s))
+                                                      min_runtime_s=cfg.policy.preempt_min_runtime_s,
+                                                      hold_label=a.kueue.hold_label if "kueue" in a.enabled else None))
         elif name == "kueue":
             from daemon.actuators.kueue import KueueActuator
 

@@ -20,8 +20,8 @@ def test_each_actuator_declares_what_it_can_do():
         assert isinstance(a, Actuator)
     assert capable([log, slurm, kube], FencesNodes) == [slurm, kube]
     assert capable([log, slurm, kube], ListsNodeJobs) == [slurm, kube]
-    assert capable([log, slurm, kube], ListsClusterJobs) == [slurm]
-    assert capable([log, slurm, kube], ListsClusterNodes) == [slurm]
+    assert capable([log, slurm, kube], ListsClusterJobs) == [slurm, kube]
+    assert capable([log, slurm, kube], ListsClusterNodes) == [slurm, kube]
 
 
 def test_a_forwarding_wrapper_has_exactly_the_wrapped_capabilities():

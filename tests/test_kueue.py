@@ -687,6 +687,8 @@ def test_the_daemon_builds_both_kubernetes_actuators_from_one_config(tmp_path):
     assert isinstance(kube, KubernetesActuator) and not kube.enforce_plan
     assert isinstance(kq, KueueActuator) and kq.holders == ["batchy", "team-high"]
     assert kq.pods.min_runtime_s == 120 and kq.nodes.shrink_delay_s == 60
+    # both read the nodes back with the hold label (held_by of ListsClusterNodes), whichever the runtime asks
+    assert kube.hold_label == kq.pods.hold_label == cfg.actuators.kueue.hold_label
     assert isinstance(kq.custom.api_client, TimedApiClient) and kq.custom.api_client.timeout_s == 4
     p = Plan(**{**plan(8).__dict__, "quotas": {"batchy": 40}})
     assert kq.apply(p).ok and c.held() == {"n1": "team-high"}

@@ -17,6 +17,7 @@ import pytest
 from daemon.actuators.slurm import SlurmActuator
 from daemon.config import Config, SlurmActuatorConfig
 from daemon.runtime import build_runtime
+from daemon.sources.base import SourceError
 from daemon.sources.prometheus import PrometheusSource
 from tests.services import prometheus_server, slurm_bin_without_controller, slurm_cluster, wait_for
 from tests.test_prometheus_scrape import exporter
@@ -119,3 +120,13 @@ def test_a_node_read_that_fails_keeps_the_jobs_and_falls_back_to_gpu_counts(clus
     assert state.nodes is None
     assert set(state.jobs.ids) == set(states(cluster["env"])) and len(state.jobs) == 5
     assert "cannot read the scheduler's nodes" in caplog.text and "Unable to contact" in caplog.text
+
+
+
+def test_a_job_read_that_fails_is_a_source_error_not_an_empty_queue(cluster, tmp_path):
+    """No squeue to run: the cycle gets a SourceError (keeps its last plan, preempts nothing new)."""
+    cfg = cluster["cfg"]
+    slurm = SlurmActuator(SlurmActuatorConfig(slurm_conf=cluster["conf"], bin_dir=tmp_path / "nowhere"), cfg.tenants)
+    src = PrometheusSource(cfg, jobs_provider=slurm.cluster_jobs, nodes_provider=slurm.cluster_nodes)
+    with pytest.raises(SourceError, match="cannot read the scheduler's jobs: SlurmError: squeue"):
+        src.collect(60)

@@ -11,6 +11,7 @@ refusal (429) is reported and retried on a later cycle, never escalated to a
 delete. DaemonSet pods and mirror (static) pods are never evicted. For
 preemption only pods of the low PriorityClass are evicted, whatever the plan says.
 With Kueue, see kueue.py: quotas become ClusterQueues and Kueue reclaims.
+The daemon's view of jobs and of where GPUs are (pods, nodes, node holds) is read here too: k8s_view.py.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators.base import ActionReport
+from daemon.cluster import Jobs, Nodes
 from daemon.config import KubernetesActuatorConfig, TenantConfig
 from daemon.policy.types import Notification, Plan
 
 log = logging.getLogger("gpu_autoscaler.actuator.kubernetes")
 
+LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"  # pods that hold (or wait for) their GPUs
 RETRY = object()  # _pod: the API did not answer whether the pod may be evicted; try again next cycle
 
 PRIORITY_CLASSES = {
@@ -94,7 +97,8 @@ class KubernetesActuator:
     name = "kubernetes"
 
     def __init__(self, api_client: k8s.ApiClient, cfg: KubernetesActuatorConfig, tenants: list[TenantConfig],
-                 dry_run: bool = True, enforce_plan: bool = True, min_runtime_s: float = 0.0) -> None:
+                 dry_run: bool = True, enforce_plan: bool = True, min_runtime_s: float = 0.0,
+                 hold_label: str | None = None) -> None:
         self.core = k8s.CoreV1Api(api_client)
         self.scheduling = k8s.SchedulingV1Api(api_client)
         self.cfg = cfg
@@ -103,6 +107,7 @@ class KubernetesActuator:
         self.tenant_of = {ns: t for t, ns in self.ns_of.items()}
         self.min_runtime_s = min_runtime_s  # policy.preempt_min_runtime_s, re-checked on the live pod
         self.enforce_plan = enforce_plan  # False beside Kueue: quotas and reclaim are Kueue's, failover stays here
+        self.hold_label = hold_label  # beside Kueue: the label and taint of its node holds (read back in cluster_nodes)
         self._retry: dict[str, str] = {}  # job id -> reason: failed-node evictions a PDB refused, retried each cycle
         self._quotas: dict[str, int | None] = {}  # namespace -> GPUs our quota caps; None: we have none there
         self._classes_ok = False
@@ -110,8 +115,9 @@ class KubernetesActuator:
 
     @staticmethod
     def from_config(cfg: KubernetesActuatorConfig, tenants: list[TenantConfig], dry_run: bool = True,
-                    enforce_plan: bool = True, min_runtime_s: float = 0.0) -> "KubernetesActuator":
-        return KubernetesActuator(api_client(cfg), cfg, tenants, dry_run, enforce_plan, min_runtime_s)
+                    enforce_plan: bool = True, min_runtime_s: float = 0.0,
+                    hold_label: str | None = None) -> "KubernetesActuator":
+        return KubernetesActuator(api_client(cfg), cfg, tenants, dry_run, enforce_plan, min_runtime_s, hold_label)
 
     def namespace(self, tenant: str) -> str | None:
         """The tenant's namespace, or None for a tenant that is not configured (never touched)."""
@@ -317,6 +323,24 @@ class KubernetesActuator:
             for ns in sorted(set(self.ns_of.values())):
                 self.drop_quota(rep, ns, "the daemon stops")
         return rep
+
+    def cluster_jobs(self, tenants: tuple[str, ...]) -> Jobs:
+        """Pods of tenant namespaces that ask for GPUs, Pending or Running, as the policy's Jobs (k8s_view.py).
+        Raises ApiException when the API does not answer."""
+        from daemon.actuators.k8s_view import pods_as_jobs
+
+        pods = self.core.list_pod_for_all_namespaces(field_selector=LIVE_PODS)
+        return pods_as_jobs(pods.items, self.tenant_of, self.cfg.gpu_resource, tenants)
+
+    def cluster_nodes(self, tenants: tuple[str, ...]) -> Nodes:
+        """Every node as the policy's Nodes: allocatable GPUs, the GPUs of the pods bound there, those of pods
+        being deleted as draining, cordoned/NotReady/foreign-tainted nodes as 0 GPUs and closed, our hold label
+        as the holder (k8s_view.py). Raises ApiException when the API does not answer."""
+        from daemon.actuators.k8s_view import nodes_view
+
+        nodes = self.core.list_node().items
+        pods = self.core.list_pod_for_all_namespaces(field_selector=LIVE_PODS)
+        return nodes_view(nodes, pods.items, self.cfg.gpu_resource, tenants, self.hold_label)
 
     def node_names(self) -> set[str]:
         return {n.metadata.name for n in self.core.list_node().items}

@@ -56,7 +56,8 @@ from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators.base import ActionReport
 from daemon.actuators.kubernetes import KubernetesActuator, api_client, tenant_namespaces
-from daemon.actuators.node_holds import NodeHolds, name_part
+from daemon.actuators.node_holds import POOL_VALUE, NodeHolds, name_part
+from daemon.cluster import Jobs, Nodes
 from daemon.config import KubernetesActuatorConfig, KueueActuatorConfig, TenantConfig
 from daemon.policy.types import Notification, Plan
 
@@ -68,7 +69,6 @@ TIERS = ("high", "normal", "low")
 PLURALS = ("localqueues", "clusterqueues", "cohorts", "resourceflavors")  # deletion order: users first
 KINDS = {"localqueues": "LocalQueue", "clusterqueues": "ClusterQueue", "cohorts": "Cohort",
          "resourceflavors": "ResourceFlavor"}
-POOL_VALUE = "gpu-autoscaler.pool"  # the pool's hold label value: has a '.', which name_part never gives
 
 
 class KueueActuator:
@@ -90,7 +90,7 @@ class KueueActuator:
         # evictions only (Eviction API, grace period, min run time); PriorityClasses and failover stay with
         # the kubernetes actuator
         self.pods = KubernetesActuator(api_client, conn or KubernetesActuatorConfig(), tenants, dry_run,
-                                       enforce_plan=False, min_runtime_s=min_runtime_s)
+                                       enforce_plan=False, min_runtime_s=min_runtime_s, hold_label=cfg.hold_label)
         self._held: dict[str, int] = {t: 0 for t in self.holders}  # GPUs on each holder's nodes, last known
         self._pool_held = 0                                          # GPUs on the pool's nodes, last known
         self._sent: dict[tuple[str, str, str], dict] = {}  # (plural, namespace, name) -> spec last applied
@@ -328,6 +328,13 @@ class KueueActuator:
             if plural in ("clusterqueues", "cohorts"):
                 self._ensure(rep, plural, body)
         return rep
+
+    def cluster_jobs(self, tenants: tuple[str, ...]) -> Jobs:
+        return self.pods.cluster_jobs(tenants)
+
+    def cluster_nodes(self, tenants: tuple[str, ...]) -> Nodes:
+        """The nodes with this actuator's holds (hold_label) read back; see k8s_view.py."""
+        return self.pods.cluster_nodes(tenants)
 
     def requeue(self, job_ids: list[str], reason: str) -> ActionReport:
         # a failed node's pods are the Kubernetes actuator's (Eviction API); Kueue re-admits their workloads

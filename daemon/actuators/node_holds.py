@@ -38,6 +38,7 @@ from daemon.actuators.base import ActionReport
 from daemon.actuators.kubernetes import evictable, priority_class_name
 
 BLOCKING = ("NoSchedule", "NoExecute")
+POOL_VALUE = "gpu-autoscaler.pool"  # the pool's hold label value: has a '.', which name_part never gives
 
 
 def name_part(tenant: str) -> str:
@@ -64,6 +65,13 @@ class HoldNode:
     holder: str | None         # our label's value, None when not held by us
     resource_version: str
     taints: tuple[dict, ...]   # every taint, as sent back to the API
+
+
+def node_usable(node, hold_label: str | None) -> bool:
+    """Ready, not cordoned, and no NoSchedule/NoExecute taint but our hold's: new pods may start there."""
+    ready = any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+    foreign = any(t.key != hold_label and t.effect in BLOCKING for t in (node.spec.taints or []))
+    return ready and not node.spec.unschedulable and not foreign
 
 
 def pod_gpus(pod, resource: str) -> int:
@@ -116,10 +124,8 @@ class NodeHolds:
         nodes = []
         for n in nodes_raw:
             taints = tuple(self.api.sanitize_for_serialization(t) for t in (n.spec.taints or []))
-            ready = any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))
-            foreign = any(t.get("key") != self.label and t.get("effect") in BLOCKING for t in taints)
             nodes.append(HoldNode(n.metadata.name, gpu_quantity((n.status.allocatable or {}).get(self.resource, 0)),
-                                  used.get(n.metadata.name, 0), ready and not n.spec.unschedulable and not foreign,
+                                  used.get(n.metadata.name, 0), node_usable(n, self.label),
                                   (n.metadata.labels or {}).get(self.label), n.metadata.resource_version or "",
                                   taints))
         return nodes, by_tenant, firm

@@ -301,7 +301,7 @@ class PrometheusSource:
         else:
             used = np.full(len(tenants), np.nan)
         missing = tuple(t for t, u in zip(tenants, used) if not np.isfinite(u))
-        jobs = self.jobs_provider(tenants) if self.jobs_provider else Jobs.empty()
+        jobs = self._jobs(tenants)
         pending = np.zeros(len(tenants))
         if len(jobs):
             q = ~jobs.running
@@ -313,6 +313,16 @@ class PrometheusSource:
         if missing:
             log.warning("no fresh sample for %d tenants: %s", len(missing), ", ".join(missing[:10]))
         return Collected(history, state)
+
+    def _jobs(self, tenants: tuple[str, ...]) -> Jobs:
+        """The job provider's jobs; a failed read is a SourceError (the cycle keeps its last plan and preempts
+        nothing new), never an empty queue."""
+        if self.jobs_provider is None:
+            return Jobs.empty()
+        try:
+            return self.jobs_provider(tenants)
+        except Exception as exc:  # whatever the scheduler's client raises (SlurmError, ApiException, ...)
+            raise SourceError(f"cannot read the scheduler's jobs: {type(exc).__name__}: {exc}") from None
 
     def _nodes(self, tenants: tuple[str, ...]) -> Nodes | None:
         """The node provider's view, or None (no provider, or it failed: then the policy counts GPUs; a failed
