@@ -188,3 +188,18 @@ def test_comparison_checks_the_targets_for_the_perfect_forecast_at_the_same_util
     assert c["perfect_targets"]["y"] == {"high_unmet_at_most_half": True, "normal_unmet_no_higher": False,
                                          "preemptions_at_most_70pct": True, "utilization_at_least": True}
     assert "perfect_targets" not in report.compare([r, p])
+
+
+def test_frontier_on_the_normal_tier_is_its_own_pareto_set():
+    def pt(u, hi, nrm):
+        return {"utilization": u, "tiers": {"high": {"unmet_gpu_min": hi}, "normal": {"unmet_gpu_min": nrm}}}
+
+    # a: best high at low util; b: dominated on high by nothing at 0.85 but worst on normal;
+    # c: dominated on high (by b) yet the normal tier's best at 0.84; d: highest utilization
+    a, b, c, d = pt(0.80, 10, 500), pt(0.85, 20, 900), pt(0.84, 30, 100), pt(0.90, 100, 400)
+    assert report.frontier([a, b, c, d]) == [a, b, d]                    # default: the high tier
+    assert report.frontier([a, b, c, d], "high") == [a, b, d]
+    # on normal-tier unmet: a (500) is beaten by c (0.84, 100); b (900) by d (0.90, 400)
+    assert report.frontier([a, b, c, d], "normal") == [c, d]
+    e = pt(0.84, 0, 100)                                                 # ties c on both axes: neither dominates
+    assert report.frontier([c, d, e], "normal") == [c, e, d]
