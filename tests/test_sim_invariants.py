@@ -1,6 +1,7 @@
 """The simulator's physics, checked at every step on random workloads (hypothesis) and on hand-made cases."""
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -126,3 +127,64 @@ def test_starvation_adds_up_every_queue_stint_of_a_job():
     for _ in range(3):
         c.step(np.array([8.0, 8.0]))               # hi back: lo waits 3 more steps
     assert c.starvation()[PRIORITY["low"]] == 5 + 3
+
+
+def _busy_cluster():
+    """Two 8-GPU nodes: a high tenant's 8-GPU job fills node 0; six 1-GPU low jobs started on node 1, two of
+    them preempted (queued again, their 2 GPUs draining). Its books add up."""
+    c = SimCluster(["hi", "lo"], np.array([PRIORITY["high"], PRIORITY["low"]]), 16, np.array([8, 1]),
+                   gpus_per_node=8, drain_steps=2)
+    c.step(np.array([8.0, 6.0]))
+    c.preempt(c.j_id[np.flatnonzero((c.j_state[: c.size] == RUNNING) & (c.j_tenant[: c.size] == 1))[:2]])
+    c.check_invariants()
+    assert c.draining_gpus() == 2 and (c.j_state[: c.size] == QUEUED).sum() == 2
+    return c
+
+
+@pytest.mark.parametrize("corrupt, message", [
+    # a node over-filled: a queued job marked running on the full node, nothing taken from its free count
+    (lambda c: _start_on(c, _queued(c), _full(c)), "books off"),
+    # a job running without a node, and one placed on a node while queued
+    (lambda c: c.j_node.__setitem__(_running(c), -1), "running without a node"),
+    (lambda c: c.j_node.__setitem__(_queued(c), 0), "running without a node"),
+    # per-node books that do not add up: a GPU appears from nowhere, or one goes missing
+    (lambda c: c.node_free.__setitem__(1, c.node_free[1] + 1), "books off"),
+    (lambda c: c.node_free.__setitem__(1, c.node_free[1] - 1), "books off"),
+    # drained GPUs released twice (free and still draining)
+    (lambda c: c.node_free.__setitem__(int(c.d_node[0]), c.node_free[int(c.d_node[0])] + int(c.d_gpus[0])),
+     "books off"),
+    # negative free GPUs
+    (lambda c: c.node_free.__setitem__(_full(c), -1), "negative free"),
+    # a job counted twice, a slot in no state
+    (lambda c: c.j_id.__setitem__(1, c.j_id[0]), "counted twice"),
+    (lambda c: c.j_state.__setitem__(0, 0), "in no state"),
+    # a hold left on a failed node; preempted-idle GPUs that are not free
+    (lambda c: (c.fail_node(1, requeue=True), c.node_holder.__setitem__(1, 0)), "hold sits on a failed node"),
+    (lambda c: c.node_pre.__setitem__(_full(c), 1), "preempted-idle"),
+])
+def test_the_checker_raises_on_a_broken_state(corrupt, message):
+    import copy
+
+    c = _busy_cluster()
+    broken = copy.deepcopy(c)
+    corrupt(broken)
+    with pytest.raises(AssertionError, match=message):
+        broken.check_invariants()
+    c.check_invariants()                                  # the untouched copy still passes
+
+
+def _start_on(c, pos, node):
+    c.j_state[pos] = RUNNING
+    c.j_node[pos] = node
+
+
+def _queued(c):
+    return np.flatnonzero(c.j_state[: c.size] == QUEUED)[0]
+
+
+def _running(c):
+    return np.flatnonzero(c.j_state[: c.size] == RUNNING)[0]
+
+
+def _full(c):
+    return int(np.flatnonzero(c.node_free == 0)[0])
