@@ -60,7 +60,10 @@ def main() -> int:
     data = default_data_dir()
     model = load_current(ROOT / "models")
     cfg = Config()
-    out = {"code": str(a.code.resolve()), "label": a.label, "days": a.days, "max_wait_steps": cfg.policy.max_wait_steps,
+    import provenance  # bench/, next to this script
+
+    out = {"code": str(a.code.resolve()), "commit": provenance.commit(a.code.resolve()), "label": a.label,
+           "days": a.days, "max_wait_steps": cfg.policy.max_wait_steps,
            "policy": {k: v for k, v in cfg.policy.model_dump().items() if k.startswith(("aging", "max_wait"))},
            "runs": []}
     for case in a.cases.split(","):

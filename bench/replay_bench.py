@@ -27,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import provenance  # noqa: E402  (bench/, next to this script)
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -125,7 +126,7 @@ def main() -> int:
                           workers=a.workers)
         seconds = time.perf_counter() - t0 - fit_s  # the replay itself; fitting the forecaster is apart
         cpu = cpu_seconds() - cpu0
-        meta = {"case": case, "workload": w.name, "tenants": len(w.tiers), "capacity": w.capacity,
+        meta = {"case": case, "commit": provenance.commit(), "workload": w.name, "tenants": len(w.tiers), "capacity": w.capacity,
                 "gpus_per_node": w.gpus_per_node, "steps": steps, "forecaster": case_model.name,
                 "forecaster_choice": chosen, "forecaster_fit_seconds": fit_s,
                 "forecast_every": every, "wall_seconds": seconds, "replay_cpu_seconds": cpu, "workers": a.workers,
