@@ -51,7 +51,7 @@ def test_simulate_rejects_a_bad_helios_tier_mapping(tmp_path):
     assert r.returncode == 2 and "--trace helios" in r.stderr
 
 
-def test_the_replay_bench_takes_the_same_mapping():
+def test_the_replay_bench_takes_the_same_mapping(monkeypatch):
     import importlib.util
     import subprocess
     import sys
@@ -61,6 +61,7 @@ def test_the_replay_bench_takes_the_same_mapping():
     path = REPO / "bench" / "replay_bench.py"
     r = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "--high-vcs" in r.stdout and "--high-vc VC" in r.stdout
+    monkeypatch.syspath_prepend(str(path.parent))          # as when run as a script: bench/ is on the path
     spec = importlib.util.spec_from_file_location("replay_bench_under_test", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
