@@ -146,7 +146,7 @@ def pareto_figure(runs: list[Meter], path: Path, title: str) -> Path:
         ax.set_ylabel(f"{tier}-tier unmet demand, GPU-min")
         ax.set_yscale("symlog", linthresh=10)
         ax.grid(alpha=0.3)
-        ax.set_title(f"utilization vs {tier}-tier unmet (lines: each strategy's frontier on {tier}-tier unmet)",
+        ax.set_title(f"utilization vs {tier}-tier unmet\nlines: each strategy's Pareto frontier on {tier}-tier unmet",
                      fontsize=9)
     axes[0].legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
