@@ -59,3 +59,18 @@ def test_gpu_minutes_idle_while_work_was_queued():
     assert s["idle_while_queued_gpu_min"] == pytest.approx(4 * 8 + 6 * 5 + 2 * 4)
     assert s["tiers"]["low"]["unmet_gpu_min"] == pytest.approx(10 * 8 + 2 * 4)
     assert s["utilization"] == pytest.approx((10 * 8 + 6 * 3 + 4 * 8) / (14 * 16))
+
+
+def test_work_lost_is_counted_per_tier_of_the_preempted_jobs():
+    # 16 GPUs: eight 1-GPU low jobs on each node from the first warm-up step (cluster step 1); at k = 150 a
+    # high tenant asks for one 8-GPU job and reactive clears one node after that step (cluster step 51 + 100
+    # warm-up = 151). With a checkpoint every 7 steps each preempted job loses (151 - 1) mod 7 = 3 GPU-minutes
+    k = np.arange(300)
+    hi = np.where(k >= 150, 8.0, 0.0)
+    w = Workload("t", frame({"hi": hi, "lo": np.full(300, 16.0)}, 300), ("high", "low"), np.array([8, 1]), 16,
+                 start=100)
+    cfg = Config(policy={"headroom": 0.0, "preempt_budget_share": 0.5}, source={"simulator": {"checkpoint_steps": 7}})
+    s = run_strategy("reactive", w, cfg, steps=199, check_invariants=True).summary()
+    assert s["tiers"]["low"]["preemptions_suffered"] == 8
+    assert s["tiers"]["low"]["work_lost_gpu_min"] == pytest.approx(8 * 3)
+    assert s["tiers"]["high"]["work_lost_gpu_min"] == 0 and s["work_lost_gpu_min"] == pytest.approx(24)

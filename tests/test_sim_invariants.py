@@ -184,3 +184,27 @@ def _running(c):
 
 def _full(c):
     return int(np.flatnonzero(c.node_free == 0)[0])
+
+
+def test_starvation_stays_cumulative_once_the_requeued_job_starts_again_or_is_withdrawn():
+    def cluster():
+        c = SimCluster(["hi", "lo"], np.array([PRIORITY["high"], PRIORITY["low"]]), 8, np.array([8, 8]),
+                       gpus_per_node=8, drain_steps=0, max_wait_steps=1000)
+        for _ in range(5):
+            c.step(np.array([8.0, 8.0]))               # hi runs, lo waits: 4 steps queued after its first
+        c.step(np.array([0.0, 8.0]))                   # lo starts after 5 steps
+        c.preempt(c.j_id[c.running_on(0)])             # requeued
+        for _ in range(3):
+            c.step(np.array([8.0, 8.0]))               # 3 more steps queued
+        return c
+
+    c = cluster()
+    st_ = c.step(np.array([0.0, 8.0]))                 # hi leaves: lo starts again, 4 steps into this stint
+    assert st_.started[:, :2].tolist() == [[4, 9]]     # this stint, and all stints
+    for _ in range(3):
+        c.step(np.array([0.0, 8.0]))
+    assert c.starvation()[PRIORITY["low"]] == 9        # running now: the longest wait is kept, not the stint's
+    c = cluster()
+    c.step(np.array([8.0, 0.0]))                       # lo gives up while queued: its wait still counts
+    assert (c.j_state[: c.size] == QUEUED).sum() == 0
+    assert c.starvation()[PRIORITY["low"]] == 9
