@@ -74,3 +74,16 @@ def test_work_lost_is_counted_per_tier_of_the_preempted_jobs():
     assert s["tiers"]["low"]["preemptions_suffered"] == 8
     assert s["tiers"]["low"]["work_lost_gpu_min"] == pytest.approx(8 * 3)
     assert s["tiers"]["high"]["work_lost_gpu_min"] == 0 and s["work_lost_gpu_min"] == pytest.approx(24)
+
+
+def test_gpus_a_preemption_freed_and_low_work_took_back_are_counted_as_retaken():
+    # as above, but the high tenant asks for its 8-GPU job at k = 150 only. Reactive clears one node after that
+    # step; the job has gone by the time the 8 GPUs have drained (2 steps), so the requeued low jobs take them
+    # back in the step they come free: 8 GPUs retaken, none left idle; one step of unmet for each tier
+    k = np.arange(300)
+    w = Workload("t", frame({"hi": np.where(k == 150, 8.0, 0.0), "lo": np.full(300, 16.0)}, 300), ("high", "low"),
+                 np.array([8, 1]), 16, start=100)
+    s = run_strategy("reactive", w, Config(policy={"headroom": 0.0, "preempt_budget_share": 0.5}), steps=199,
+                     check_invariants=True).summary()
+    assert s["preemptions"] == 8 and s["preempted_retaken_gpus"] == 8 and s["preempted_idle_gpu_min"] == 0
+    assert s["tiers"]["high"]["unmet_gpu_min"] == 8 and s["tiers"]["low"]["unmet_gpu_min"] == 8
