@@ -12,7 +12,7 @@ Targets (issue #9), per trace at the utilization of the reactive frontier's best
 utilization >= 85% on synthetic.
 
     nice -n 10 python bench/replay_bench.py [--cases synthetic,helios,alibaba,scale] [--days 2] [--out bench/out]
-                                            [--scale-days 7] [--workers 2]
+                                            [--scale-days 7] [--workers 2] [--high-vcs 2 | --high-vc VC ...]
 """
 
 from __future__ import annotations
@@ -48,11 +48,12 @@ def cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def load(case: str, days: float, data: Path, scale_days: float = 7.0):
+def load(case: str, days: float, data: Path, scale_days: float = 7.0, high_vcs: int = 2,
+         high_vc_names: list[str] | None = None):
     if case == "synthetic":
         return workloads.synthetic(40, 1024, days, seed=7, target_load=1.0), 1
     if case == "helios":  # a week of the trace before the measured window to fit the forecaster on
-        return workloads.helios(data, days=days, history_days=7), 1
+        return workloads.helios(data, days=days, history_days=7, high_vcs=high_vcs, high_vc_names=high_vc_names), 1
     if case == "alibaba":
         return workloads.alibaba(data, days=days, history_days=5), 1
     if case == "scale":
@@ -90,6 +91,10 @@ def main() -> int:
     ap.add_argument("--fit-epochs", type=int, default=4, help="epochs of the LSTM fitted on each trace's history")
     ap.add_argument("--shipped-model", action="store_true", help="forecast every trace with the shipped model "
                     "instead of the one chosen on the trace's own history")
+    ap.add_argument("--high-vcs", type=int, default=2,
+                    help="helios: the N VCs with the largest quota are the high tier")
+    ap.add_argument("--high-vc", action="append", default=None, metavar="VC",
+                    help="helios, repeatable: exactly these VCs are the high tier (instead of --high-vcs)")
     a = ap.parse_args()
     # one torch thread per process: on 2 shared cores, 2 intra-op threads mostly wait on each other
     # (an LSTM forecast for 1,000 tenants: 44-69 ms median with 1 thread, 147-426 ms with 2, same output)
@@ -100,7 +105,7 @@ def main() -> int:
     summary = {}
     for case in a.cases.split(","):
         t0 = time.perf_counter()
-        w, every = load(case, a.days, data, a.scale_days)
+        w, every = load(case, a.days, data, a.scale_days, a.high_vcs, a.high_vc)
         every = max(every, a.forecast_every) if case != "scale" else every
         try:
             w.request_shape = workloads.azure_shape(data)

@@ -275,11 +275,16 @@ def backtest_cmd(ctx, data, trace, data_dir, days, report_dir, tenants) -> None:
 @click.option("--sweep", is_flag=True, help="Run each strategy over its own knob and compare Pareto frontiers.")
 @click.option("--forecast-every", type=click.IntRange(min=1), default=1, show_default=True,
               help="Run the forecaster every N steps (shift the horizon in between).")
+@click.option("--high-vcs", type=click.IntRange(min=0), default=None,
+              help="helios only: the N VCs with the largest quota are the high tier  [default: 2]")
+@click.option("--high-vc", "high_vc", multiple=True, metavar="VC",
+              help="helios only, repeatable: exactly these VCs are the high tier (instead of --high-vcs)")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/replay"),
               show_default=True)
 @click.pass_context
-def simulate(ctx, trace, tenants, gpus, days, seed, strategies, sweep, forecast_every, data_dir, out) -> None:
+def simulate(ctx, trace, tenants, gpus, days, seed, strategies, sweep, forecast_every, high_vcs, high_vc, data_dir,
+             out) -> None:
     """Replay a trace through static, reactive, predictive and perfect-forecast strategies on the same physics."""
     cfg = _load(ctx)
     from daemon.retrain import default_data_dir
@@ -292,6 +297,10 @@ def simulate(ctx, trace, tenants, gpus, days, seed, strategies, sweep, forecast_
     bad = [s for s in chosen if s not in STRATEGIES]
     if bad:
         _fail(f"--strategies: unknown {bad}; choose from {list(STRATEGIES)}")
+    if (high_vcs is not None or high_vc) and trace != "helios":
+        _fail("--high-vcs and --high-vc set the Helios tier mapping: use them with --trace helios")
+    if high_vcs is not None and high_vc:
+        _fail("--high-vcs and --high-vc: give one (the N largest-quota VCs, or the VCs by name)")
     data = data_dir or default_data_dir()
     if trace == "synthetic":
         w = workloads.synthetic(tenants, gpus, days, seed=seed)
@@ -299,9 +308,13 @@ def simulate(ctx, trace, tenants, gpus, days, seed, strategies, sweep, forecast_
         w.job_gpus = w.job_gpus.clip(1, w.gpus_per_node)
     else:
         try:
-            w = workloads.helios(data, days=days) if trace == "helios" else workloads.alibaba(data, days=days)
+            w = workloads.helios(data, days=days, high_vcs=2 if high_vcs is None else high_vcs,
+                                 high_vc_names=high_vc or None) if trace == "helios" \
+                else workloads.alibaba(data, days=days)
         except OSError as exc:
             _fail(f"cannot read the {trace} trace: {exc}", 1)
+        except ValueError as exc:
+            _fail(f"--high-vc/--high-vcs: {exc}")
     try:  # request volume for the throttling account follows the Azure LLM trace's minute-by-minute shape
         w.request_shape = workloads.azure_shape(data)
     except OSError:
@@ -321,7 +334,8 @@ def simulate(ctx, trace, tenants, gpus, days, seed, strategies, sweep, forecast_
                       settings=default_sweep(chosen) if sweep else None, forecast_every=forecast_every,
                       progress=True)
     meta = {"workload": w.name, "tenants": len(w.tiers), "capacity": w.capacity, "gpus_per_node": w.gpus_per_node,
-            "steps": steps, "forecaster": getattr(model, "name", None)}
+            "steps": steps, "forecaster": getattr(model, "name", None),
+            "high_tier": sorted(str(c) for c, t in zip(w.demand.columns, w.tiers) if t == "high")}
     report.to_json(runs, meta, out / f"{w.name}.json")
     report.pareto_figure(runs, out / f"{w.name}.png", f"{w.name}: {len(w.tiers)} tenants, {w.capacity} GPUs, "
                                                      f"{steps / 1440:g} days")

@@ -10,6 +10,7 @@ from daemon.sim.replay import STRATEGIES, default_sweep, per_step_config, run_re
 from daemon.sim.workloads import Workload, alibaba, helios, synthetic
 from forecaster.baselines import SeasonalNaive
 from tests.conftest import SHARED_DATA
+from tests.sim_books import BookedSimCluster
 
 
 @pytest.fixture(scope="module")
@@ -17,15 +18,32 @@ def small():
     return synthetic(tenants=12, gpus=128, days=0.5, seed=7, history_days=1.1, target_load=1.0)
 
 
-def test_every_strategy_keeps_the_invariants_and_the_books(small):
-    runs = run_replay(small, Config(), SeasonalNaive(1440), steps=240, check_invariants=True)
-    assert [r.name for r in runs] == list(STRATEGIES)
-    for r in runs:
+def test_every_strategy_keeps_the_invariants_and_the_books(small, monkeypatch):
+    # each strategy's cluster keeps its own books (tests/sim_books.py): job stints read from the job table,
+    # drains from the preemptions it was given; the Meter's figures are checked against them
+    monkeypatch.setattr("daemon.sim.replay.SimCluster", BookedSimCluster)
+    BookedSimCluster.instances.clear()
+    steps = 240
+    runs = run_replay(small, Config(), SeasonalNaive(1440), steps=steps, check_invariants=True)
+    assert [r.name for r in runs] == list(STRATEGIES) and len(BookedSimCluster.instances) == len(runs)
+    tier_of = np.array(small.tiers)
+    for r, c in zip(runs, BookedSimCluster.instances):
         s = r.summary()
-        assert s["steps"] == 240 and 0 <= s["utilization"] <= 1
+        assert s["steps"] == steps and 0 <= s["utilization"] <= 1
+        # GPU-minutes conserved: every GPU-step of the cluster was running (job stints), draining (after a
+        # preemption) or free, and what step() reported as served per tenant is what the job stints hold
+        c.check_conserved()
+        # the Meter against the books, over the measured window: utilization = running GPU-steps / capacity;
+        # per tier, demand is the trace's, served is min(running, asked) and unmet max(asked - running, 0)
+        run = c.running_per_step()[-steps:]
+        asked = small.demand.to_numpy(dtype=float)[small.start: small.start + steps]
+        asked = np.where(np.isfinite(asked), asked, run)
+        assert s["utilization"] == pytest.approx(run.sum() / (steps * small.capacity), abs=1e-12)
         for t, x in s["tiers"].items():
-            # GPU-minutes conserved: what was asked is either served or unmet
-            assert x["served_gpu_min"] + x["unmet_gpu_min"] == pytest.approx(x["demand_gpu_min"])
+            m = tier_of == t
+            assert x["demand_gpu_min"] == pytest.approx(asked[:, m].sum(), abs=1e-6)
+            assert x["served_gpu_min"] == pytest.approx(np.minimum(run, asked)[:, m].sum(), abs=1e-6)
+            assert x["unmet_gpu_min"] == pytest.approx(np.maximum(asked - run, 0)[:, m].sum(), abs=1e-6)
         if r.name == "static":
             assert s["preemptions"] == 0
         assert s["preemptions"] == sum(x["preemptions_suffered"] for x in s["tiers"].values())
@@ -188,3 +206,18 @@ def test_comparison_checks_the_targets_for_the_perfect_forecast_at_the_same_util
     assert c["perfect_targets"]["y"] == {"high_unmet_at_most_half": True, "normal_unmet_no_higher": False,
                                          "preemptions_at_most_70pct": True, "utilization_at_least": True}
     assert "perfect_targets" not in report.compare([r, p])
+
+
+def test_frontier_on_the_normal_tier_is_its_own_pareto_set():
+    def pt(u, hi, nrm):
+        return {"utilization": u, "tiers": {"high": {"unmet_gpu_min": hi}, "normal": {"unmet_gpu_min": nrm}}}
+
+    # a: best high at low util; b: dominated on high by nothing at 0.85 but worst on normal;
+    # c: dominated on high (by b) yet the normal tier's best at 0.84; d: highest utilization
+    a, b, c, d = pt(0.80, 10, 500), pt(0.85, 20, 900), pt(0.84, 30, 100), pt(0.90, 100, 400)
+    assert report.frontier([a, b, c, d]) == [a, b, d]                    # default: the high tier
+    assert report.frontier([a, b, c, d], "high") == [a, b, d]
+    # on normal-tier unmet: a (500) is beaten by c (0.84, 100); b (900) by d (0.90, 400)
+    assert report.frontier([a, b, c, d], "normal") == [c, d]
+    e = pt(0.84, 0, 100)                                                 # ties c on both axes: neither dominates
+    assert report.frontier([c, d, e], "normal") == [c, e, d]

@@ -1,11 +1,13 @@
 """The simulator's physics, checked at every step on random workloads (hypothesis) and on hand-made cases."""
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from daemon.cluster import PRIORITY
 from daemon.sim.cluster import QUEUED, RUNNING, SimCluster
+from tests.sim_books import BookedSimCluster
 
 TIERS = [PRIORITY["high"], PRIORITY["normal"], PRIORITY["low"]]
 
@@ -19,9 +21,8 @@ def test_invariants_hold_at_every_step_on_random_workloads(seed, n, nodes, gpn, 
     job = rng.choice([1, 2, 4, 8], n)
     job = np.minimum(job, gpn)
     cap = nodes * gpn - int(rng.integers(0, gpn))  # the last node may be smaller
-    c = SimCluster([f"t{i}" for i in range(n)], prio, cap, job, gpus_per_node=gpn, drain_steps=drain,
-                   checkpoint_steps=5, max_wait_steps=10)
-    demand_total = wanted_total = 0.0
+    c = BookedSimCluster([f"t{i}" for i in range(n)], prio, cap, job, gpus_per_node=gpn, drain_steps=drain,
+                         checkpoint_steps=5, max_wait_steps=10)
     for s in range(120):
         wanted = rng.integers(0, cap + gpn, n).astype(float)
         if rng.uniform() < 0.05:
@@ -30,15 +31,8 @@ def test_invariants_hold_at_every_step_on_random_workloads(seed, n, nodes, gpn, 
         c.check_invariants()
         assert st_.running_gpus + st_.draining_gpus <= st_.capacity
         assert st_.running_gpus + st_.draining_gpus + st_.free_gpus == st_.capacity
-        # GPU-minutes conserved: what was asked is served or unmet, per tenant, every step
-        served = np.minimum(st_.served, st_.wanted)
-        unmet = np.maximum(st_.wanted - st_.served, 0)
-        assert np.allclose(served + unmet, np.maximum(st_.wanted, st_.served) - np.maximum(st_.served - st_.wanted, 0))
-        demand_total += float(st_.wanted.sum())
-        wanted_total += float(served.sum() + unmet.sum())
-        # every job in exactly one state; queued and running add up to what the tenants have
-        live = c.j_state[: c.size]
-        assert ((live == QUEUED) | (live == RUNNING) | (live == 3)).all()
+        # served per tenant is what its running jobs hold: GPUs on healthy nodes, each job once
+        assert np.array_equal(st_.served, c.running_now())
         r = rng.uniform()
         if r < 0.3:  # the policy's kinds of actions, at random
             c.set_reservations(rng.integers(0, cap, n) * (prio == PRIORITY["high"]),
@@ -55,7 +49,10 @@ def test_invariants_hold_at_every_step_on_random_workloads(seed, n, nodes, gpn, 
                 c.preempt(c.j_id[c.running_on(node)])
                 c.restore_node(int(node))
         c.check_invariants()
-    assert demand_total == wanted_total
+    # GPU-minutes conserved, against books kept from the job table and the actions taken (tests/sim_books.py):
+    # served per tenant = the GPU-steps of its job stints (preempted, requeued, finished and stranded ones
+    # included); every healthy GPU-step was running, draining (drain_steps after each preemption) or free
+    c.check_conserved()
 
 
 def test_held_gpus_are_never_filled_beyond_what_is_free():
@@ -126,3 +123,88 @@ def test_starvation_adds_up_every_queue_stint_of_a_job():
     for _ in range(3):
         c.step(np.array([8.0, 8.0]))               # hi back: lo waits 3 more steps
     assert c.starvation()[PRIORITY["low"]] == 5 + 3
+
+
+def _busy_cluster():
+    """Two 8-GPU nodes: a high tenant's 8-GPU job fills node 0; six 1-GPU low jobs started on node 1, two of
+    them preempted (queued again, their 2 GPUs draining). Its books add up."""
+    c = SimCluster(["hi", "lo"], np.array([PRIORITY["high"], PRIORITY["low"]]), 16, np.array([8, 1]),
+                   gpus_per_node=8, drain_steps=2)
+    c.step(np.array([8.0, 6.0]))
+    c.preempt(c.j_id[np.flatnonzero((c.j_state[: c.size] == RUNNING) & (c.j_tenant[: c.size] == 1))[:2]])
+    c.check_invariants()
+    assert c.draining_gpus() == 2 and (c.j_state[: c.size] == QUEUED).sum() == 2
+    return c
+
+
+@pytest.mark.parametrize("corrupt, message", [
+    # a node over-filled: a queued job marked running on the full node, nothing taken from its free count
+    (lambda c: _start_on(c, _queued(c), _full(c)), "books off"),
+    # a job running without a node, and one placed on a node while queued
+    (lambda c: c.j_node.__setitem__(_running(c), -1), "running without a node"),
+    (lambda c: c.j_node.__setitem__(_queued(c), 0), "running without a node"),
+    # per-node books that do not add up: a GPU appears from nowhere, or one goes missing
+    (lambda c: c.node_free.__setitem__(1, c.node_free[1] + 1), "books off"),
+    (lambda c: c.node_free.__setitem__(1, c.node_free[1] - 1), "books off"),
+    # drained GPUs released twice (free and still draining)
+    (lambda c: c.node_free.__setitem__(int(c.d_node[0]), c.node_free[int(c.d_node[0])] + int(c.d_gpus[0])),
+     "books off"),
+    # negative free GPUs
+    (lambda c: c.node_free.__setitem__(_full(c), -1), "negative free"),
+    # a job counted twice, a slot in no state
+    (lambda c: c.j_id.__setitem__(1, c.j_id[0]), "counted twice"),
+    (lambda c: c.j_state.__setitem__(0, 0), "in no state"),
+    # a hold left on a failed node; preempted-idle GPUs that are not free
+    (lambda c: (c.fail_node(1, requeue=True), c.node_holder.__setitem__(1, 0)), "hold sits on a failed node"),
+    (lambda c: c.node_pre.__setitem__(_full(c), 1), "preempted-idle"),
+])
+def test_the_checker_raises_on_a_broken_state(corrupt, message):
+    import copy
+
+    c = _busy_cluster()
+    broken = copy.deepcopy(c)
+    corrupt(broken)
+    with pytest.raises(AssertionError, match=message):
+        broken.check_invariants()
+    c.check_invariants()                                  # the untouched copy still passes
+
+
+def _start_on(c, pos, node):
+    c.j_state[pos] = RUNNING
+    c.j_node[pos] = node
+
+
+def _queued(c):
+    return np.flatnonzero(c.j_state[: c.size] == QUEUED)[0]
+
+
+def _running(c):
+    return np.flatnonzero(c.j_state[: c.size] == RUNNING)[0]
+
+
+def _full(c):
+    return int(np.flatnonzero(c.node_free == 0)[0])
+
+
+def test_starvation_stays_cumulative_once_the_requeued_job_starts_again_or_is_withdrawn():
+    def cluster():
+        c = SimCluster(["hi", "lo"], np.array([PRIORITY["high"], PRIORITY["low"]]), 8, np.array([8, 8]),
+                       gpus_per_node=8, drain_steps=0, max_wait_steps=1000)
+        for _ in range(5):
+            c.step(np.array([8.0, 8.0]))               # hi runs, lo waits: 4 steps queued after its first
+        c.step(np.array([0.0, 8.0]))                   # lo starts after 5 steps
+        c.preempt(c.j_id[c.running_on(0)])             # requeued
+        for _ in range(3):
+            c.step(np.array([8.0, 8.0]))               # 3 more steps queued
+        return c
+
+    c = cluster()
+    st_ = c.step(np.array([0.0, 8.0]))                 # hi leaves: lo starts again, 4 steps into this stint
+    assert st_.started[:, :2].tolist() == [[4, 9]]     # this stint, and all stints
+    for _ in range(3):
+        c.step(np.array([0.0, 8.0]))
+    assert c.starvation()[PRIORITY["low"]] == 9        # running now: the longest wait is kept, not the stint's
+    c = cluster()
+    c.step(np.array([8.0, 0.0]))                       # lo gives up while queued: its wait still counts
+    assert (c.j_state[: c.size] == QUEUED).sum() == 0
+    assert c.starvation()[PRIORITY["low"]] == 9

@@ -32,14 +32,17 @@ def table(runs: list[Meter]) -> str:
     return "\n".join(rows)
 
 
-def frontier(points: list[dict]) -> list[dict]:
-    """The Pareto frontier: settings no other setting beats on both utilization (higher) and high-tier unmet
-    (lower). Sorted by utilization."""
+def frontier(points: list[dict], tier: str = "high") -> list[dict]:
+    """The Pareto frontier: settings no other setting beats on both utilization (higher) and ``tier``'s unmet
+    GPU-minutes (lower). Sorted by utilization."""
+    def unmet(p: dict) -> float:
+        return p["tiers"][tier]["unmet_gpu_min"]
+
     out = []
     for p in points:
-        u, x = p["utilization"], p["tiers"]["high"]["unmet_gpu_min"]
-        dominated = any(q is not p and q["utilization"] >= u and q["tiers"]["high"]["unmet_gpu_min"] <= x
-                        and (q["utilization"] > u or q["tiers"]["high"]["unmet_gpu_min"] < x) for q in points)
+        u, x = p["utilization"], unmet(p)
+        dominated = any(q is not p and q["utilization"] >= u and unmet(q) <= x
+                        and (q["utilization"] > u or unmet(q) < x) for q in points)
         if not dominated:
             out.append(p)
     return sorted(out, key=lambda p: p["utilization"])
@@ -119,8 +122,9 @@ COLORS = {"static": "tab:gray", "reactive": "tab:orange", "predictive": "tab:blu
 
 
 def pareto_figure(runs: list[Meter], path: Path, title: str) -> Path:
-    """Utilization against high-tier unmet and against normal-tier unmet, every setting a dot, each
-    strategy's frontier (on the high tier) a line."""
+    """Utilization against high-tier unmet and against normal-tier unmet, every setting a dot; in each panel,
+    each strategy's own Pareto frontier on that panel's tier (utilization higher, that tier's unmet lower) a
+    line."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -131,8 +135,8 @@ def pareto_figure(runs: list[Meter], path: Path, title: str) -> Path:
     for s in dict.fromkeys(x["strategy"] for x in summaries):
         pts = [x for x in summaries if x["strategy"] == s]
         col = COLORS.get(s, "black")
-        fr = frontier(pts)
         for ax, tier in zip(axes, ("high", "normal")):
+            fr = frontier(pts, tier)
             ax.scatter([100 * p["utilization"] for p in pts], [p["tiers"][tier]["unmet_gpu_min"] for p in pts],
                        color=col, s=22, alpha=0.8, label=s if tier == "high" else None)
             ax.plot([100 * p["utilization"] for p in fr], [p["tiers"][tier]["unmet_gpu_min"] for p in fr],
@@ -142,7 +146,8 @@ def pareto_figure(runs: list[Meter], path: Path, title: str) -> Path:
         ax.set_ylabel(f"{tier}-tier unmet demand, GPU-min")
         ax.set_yscale("symlog", linthresh=10)
         ax.grid(alpha=0.3)
-        ax.set_title(f"utilization vs {tier}-tier unmet (lines: frontier on high-tier unmet)", fontsize=9)
+        ax.set_title(f"utilization vs {tier}-tier unmet\nlines: each strategy's Pareto frontier on {tier}-tier unmet",
+                     fontsize=9)
     axes[0].legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()

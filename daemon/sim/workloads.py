@@ -6,6 +6,7 @@ Synthetic per-tenant GPU demand: diurnal and weekly cycles, a 14:00 peak for som
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,20 +130,28 @@ def alibaba(data_dir: Path, days: float = 7.0, history_days: float = 3.0, capaci
 
 
 def helios(data_dir: Path, start: str = "2020-05-14", days: float = 3.0, history_days: float = 2.0,
-           high_vcs: int = 2, capacity_quantile: float = 0.9, gpus_per_node: int = 8) -> Workload:
+           high_vcs: int = 2, capacity_quantile: float = 0.9, gpus_per_node: int = 8,
+           high_vc_names: Sequence[str] | None = None) -> Workload:
     """Helios "Earth" (SenseTime, May 2020): 16 virtual clusters (tenants of one Slurm cluster), per minute.
 
     Demand of a VC = running + pending GPUs. Each VC becomes two simulated tenants: ``<vc>/8`` with 8-GPU jobs
     (the trace's ``_noless_8`` GPUs: jobs of 8 GPUs or more, one whole node each here) and ``<vc>/s`` with the
     VC's mean small-job size, rounded down to 1, 2 or 4 (``_less_8``). Tiers: the `high_vcs` VCs with the
-    largest quota are the high tier (both parts); every other VC's 8-GPU part is normal and its small-job part
-    low (preemptible). The replayed cluster is sized at the `capacity_quantile` of total demand in the measured
+    largest quota (ties by name), or exactly the VCs named in `high_vc_names` when given, are the high tier
+    (both parts); every other VC's 8-GPU part is normal and its small-job part low (preemptible). The replayed cluster is sized at the `capacity_quantile` of total demand in the measured
     window, on `gpus_per_node`-GPU nodes: contended at peaks, as the product assumes (the VCs' quotas add up to
     856 GPUs, which the trace's demand exceeds only on a few days)."""
     root = Path(data_dir) / "helios-earth-2020"
     files = sorted(root.glob("vc*/cluster_sequence_vc.csv"))
     if not files:
         raise OSError(f"no Helios VC files under {root}")
+    vcs = [f.parent.name for f in files]
+    if high_vc_names is not None:
+        unknown = sorted(set(high_vc_names) - set(vcs))
+        if unknown:
+            raise ValueError(f"unknown Helios VC {', '.join(unknown)}; the trace has {', '.join(vcs)}")
+    elif not 0 <= high_vcs <= len(vcs):
+        raise ValueError(f"high_vcs={high_vcs}: the trace has {len(vcs)} VCs")
     t0 = pd.Timestamp(start) - pd.Timedelta(days=history_days)
     t1 = pd.Timestamp(start) + pd.Timedelta(days=days)
     cols, sizes, quota = {}, {}, {}
@@ -161,7 +170,8 @@ def helios(data_dir: Path, start: str = "2020-05-14", days: float = 3.0, history
     frame.index = frame.index.tz_localize("UTC")
     frame.index.name = "time"
     frame.columns.name = "tenant"
-    high = set(sorted(quota, key=lambda v: (-quota[v], v))[:high_vcs])
+    high = set(high_vc_names) if high_vc_names is not None else \
+        set(sorted(quota, key=lambda v: (-quota[v], v))[:high_vcs])
     tiers = tuple("high" if c.split("/")[0] in high else ("normal" if c.endswith("/8") else "low")
                   for c in frame.columns)
     hist = int(history_days * 1440)
