@@ -225,7 +225,7 @@ def backtest_cmd(ctx, data, trace, data_dir, days, report_dir, tenants) -> None:
     cfg = _load(ctx)
     import numpy as np
 
-    from daemon.retrain import DataError, load_history, spec_for
+    from daemon.retrain import DataError, check_one_season, load_history, spec_for
     from daemon.sources.base import SourceError
     from forecaster import backtest, registry
     from forecaster.baselines import standard_baselines
@@ -233,6 +233,10 @@ def backtest_cmd(ctx, data, trace, data_dir, days, report_dir, tenants) -> None:
     try:
         frame, step_s = load_history(cfg, data=data, trace=trace, data_dir=data_dir, days=days)
     except (DataError, SourceError) as exc:
+        _fail(str(exc), 1)
+    try:
+        check_one_season(len(frame), step_s, cfg, "backtest: history too short")
+    except DataError as exc:
         _fail(str(exc), 1)
     spec = spec_for(frame, step_s, cfg)
     if len(frame) < spec.season:

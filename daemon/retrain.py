@@ -132,10 +132,23 @@ def simulator_history(cfg: Config, days: float) -> pd.DataFrame:
 ANCHORS = (3, 6, 12, 24, 60)  # (h10a) the LSTM's median corrects a learned mix of these window means, last, season-ago
 
 
+def nominal_season(step_s: int, cfg: Config, season: int | None = None) -> int:
+    """The season a history at `step_s` has before any shortening: the configured one at the cycle's step."""
+    if season is not None:
+        return int(season)
+    return cfg.forecaster.season_steps if step_s == cfg.cycle.resolution_s else max(2, 86400 // step_s)
+
+
+def check_one_season(n: int, step_s: int, cfg: Config, what: str) -> None:
+    """A history at the cycle's step shorter than the configured season is refused (a trace at its own step,
+    such as Azure's hour of 10-second counts, is scored with a season shortened to its length instead)."""
+    if step_s == cfg.cycle.resolution_s and n < cfg.forecaster.season_steps:
+        raise DataError(f"{what}: {n} steps is less than one season ({cfg.forecaster.season_steps} steps)")
+
+
 def spec_for(frame: pd.DataFrame, step_s: int, cfg: Config, horizon: int | None = None,
              season: int | None = None) -> LSTMSpec:
-    if season is None:
-        season = cfg.forecaster.season_steps if step_s == cfg.cycle.resolution_s else max(2, 86400 // step_s)
+    season = nominal_season(step_s, cfg, season)
     horizon = horizon or cfg.cycle.horizon_steps
     real_season = True
     if len(frame) < 3 * season:  # short traces (Azure: one hour) have no daily season to lean on
@@ -162,6 +175,8 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
                scored_on: str = "unknown", blend: bool = True, weight_by_scale: bool = True,
                zero_init: bool = True) -> RetrainOutcome:
     frame = fill_short_gaps(frame.sort_index(), 3)
+    if season is None:
+        check_one_season(len(frame), step_s, cfg, "history too short to retrain")
     spec = spec_for(frame, step_s, cfg, horizon, season)
     n = len(frame)
     holdout = min(spec.season, max(spec.horizon * 4, n // 5))

@@ -59,14 +59,16 @@ def test_a_history_shorter_than_a_season_is_a_clear_error_for_retrain_and_backte
     import numpy as np
     import pandas as pd
 
-    idx = pd.date_range("2026-01-01", periods=30, freq="min", tz="UTC", name="time")
-    short = tmp_path / "short.csv"
-    pd.DataFrame({"time": idx, "a": np.arange(30.0) + 1, "b": np.arange(30.0) % 7 + 1}).to_csv(short, index=False)
-    for cmd in (("retrain", "--data", str(short), "--model-dir", str(tmp_path / "m")),
-                ("backtest", "--data", str(short), "--report-dir", str(tmp_path / "rep"))):
-        r = run_cli(*cmd, cwd=tmp_path)
-        assert r.returncode == 1 and "30 steps is less than one season (60 steps)" in r.stderr, r.stderr
-        assert "Traceback" not in r.stderr
+    # the configured season (forecaster.season_steps, a day of 1-minute steps), not one shortened to fit the file
+    for steps in (30, 1439):
+        idx = pd.date_range("2026-01-01", periods=steps, freq="min", tz="UTC", name="time")
+        short = tmp_path / "short.csv"
+        pd.DataFrame({"time": idx, "a": np.arange(steps) + 1.0, "b": np.arange(steps) % 7 + 1.0}).to_csv(short, index=False)
+        for cmd in (("retrain", "--data", str(short), "--model-dir", str(tmp_path / "m")),
+                    ("backtest", "--data", str(short), "--report-dir", str(tmp_path / "rep"))):
+            r = run_cli(*cmd, cwd=tmp_path)
+            assert r.returncode == 1 and f"{steps} steps is less than one season (1440 steps)" in r.stderr, r.stderr
+            assert "Traceback" not in r.stderr
     assert not (tmp_path / "m" / "manifest.json").exists()
 
 
