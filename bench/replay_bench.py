@@ -99,6 +99,7 @@ def main() -> int:
     # one torch thread per process: on 2 shared cores, 2 intra-op threads mostly wait on each other
     # (an LSTM forecast for 1,000 tenants: 44-69 ms median with 1 thread, 147-426 ms with 2, same output)
     torch.set_num_threads(1)
+    commit = provenance.commit()  # the code imported now, whatever is committed while the bench runs
     cfg = Config()
     model = load_current(a.model_dir)
     data = default_data_dir()
@@ -126,7 +127,7 @@ def main() -> int:
                           workers=a.workers)
         seconds = time.perf_counter() - t0 - fit_s  # the replay itself; fitting the forecaster is apart
         cpu = cpu_seconds() - cpu0
-        meta = {"case": case, "commit": provenance.commit(), "workload": w.name, "tenants": len(w.tiers), "capacity": w.capacity,
+        meta = {"case": case, "commit": commit, "workload": w.name, "tenants": len(w.tiers), "capacity": w.capacity,
                 "gpus_per_node": w.gpus_per_node, "steps": steps, "forecaster": case_model.name,
                 "forecaster_choice": chosen, "forecaster_fit_seconds": fit_s,
                 "forecast_every": every, "wall_seconds": seconds, "replay_cpu_seconds": cpu, "workers": a.workers,
