@@ -97,6 +97,9 @@ def check_history(wide: pd.DataFrame, step_s: int, where: str) -> None:
         if native <= 0 or (step_s % native and native % step_s):
             raise DataError(f"{where}: samples are {native} s apart, which does not divide evenly into the "
                             f"{step_s} s step (cycle.resolution_s)")
+        if native > step_s:  # each sample would fill one step in native // step_s and leave the others missing
+            raise DataError(f"{where}: samples are {native} s apart, coarser than the {step_s} s step "
+                            f"(cycle.resolution_s); set the step to {native} s or more")
 
 
 def trace_history(name: str, data_dir: Path | None) -> tuple[pd.DataFrame, int]:

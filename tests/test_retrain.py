@@ -195,3 +195,13 @@ def test_a_step_that_does_not_divide_evenly_is_refused(tmp_path):
     with pytest.raises(DataError, match="90 s apart, which does not divide evenly into the 60 s step"):
         read_history_file(p, 60)
     assert len(read_history_file(p, 180)) == 50           # 90 s samples into 180 s steps is fine
+
+
+def test_samples_coarser_than_the_step_are_refused(tmp_path):
+    f = periodic_frame(n_tenants=2, steps=100)
+    f.index = pd.date_range("2026-01-01", periods=100, freq="300s", tz="UTC", name="time")
+    p = tmp_path / "h.csv"
+    f.reset_index().to_csv(p, index=False)
+    with pytest.raises(DataError, match="300 s apart, coarser than the 60 s step"):
+        read_history_file(p, 60)
+    assert len(read_history_file(p, 300)) == 100
