@@ -84,6 +84,7 @@ def test_running_jobs_use_gpus_on_their_nodes_and_names_match_the_jobs(slurm):
         assert where[one] == 0            # gn1: the policy can clear the node this job is on
         assert where[two] == -1           # "gn[2-3]": not one node, never picked to clear one
         assert dict(zip(jobs.ids.tolist(), jobs.node.tolist()))[two] == "gn[2-3]"
+        assert dict(zip(jobs.ids.tolist(), jobs.gpus.tolist())) == {one: 3, two: 4}   # 2 GPUs on each of 2 nodes
     finally:
         sh(slurm, "scancel", one, two, check=False)
         wait_for(lambda: gone(slurm, one, two), what="jobs gone", timeout=60)

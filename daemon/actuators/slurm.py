@@ -29,7 +29,7 @@ from daemon.policy.types import Notification, Plan, Preemption
 
 log = logging.getLogger("gpu_autoscaler.actuator.slurm")
 COMMENT_TAG = "gpu-autoscaler:"
-SQUEUE_FMT = "%i|%a|%P|%q|%T|%N|%M|%b|%r|%V|%v"
+SQUEUE_FMT = "%i|%a|%P|%q|%T|%N|%M|%b|%r|%V|%v|%D"
 
 
 class SlurmError(Exception):
@@ -45,10 +45,15 @@ class SlurmJob:
     state: str
     nodes: str
     elapsed_s: float
-    gpus: int
+    gpus: int                        # per node (squeue's %b is the GPUs asked per node)
     reason: str
     submitted: float = float("nan")  # epoch seconds (squeue prints the controller's local time)
     reservation: str = ""
+    node_count: int = 1              # nodes the job runs on, or asks for while pending
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus * max(1, self.node_count)
 
 
 def parse_elapsed(text: str) -> float:
@@ -100,7 +105,8 @@ def parse_squeue(out: str) -> list[SlurmJob]:
         jobs.append(SlurmJob(f[0].strip(), f[1].strip(), f[2].strip(), f[3].strip(), f[4].strip(), f[5].strip(),
                              parse_elapsed(f[6]), parse_gpus(f[7]), f[8].strip(),
                              parse_submit(f[9]) if len(f) > 9 else float("nan"),
-                             f[10].strip() if len(f) > 10 and f[10].strip() != "(null)" else ""))
+                             f[10].strip() if len(f) > 10 and f[10].strip() != "(null)" else "",
+                             int(f[11]) if len(f) > 11 and f[11].strip().isdigit() else 1))
     return jobs
 
 
@@ -188,7 +194,7 @@ class SlurmActuator:
         run = np.array([j.state == "RUNNING" for j in rows], dtype=bool)
         return Jobs(ids=np.array([j.job_id for j in rows], dtype=object),
                     tenant=np.array([index[self.tenant(j)] for j in rows], dtype=np.int64),
-                    gpus=np.array([j.gpus for j in rows], dtype=np.int64),
+                    gpus=np.array([j.total_gpus for j in rows], dtype=np.int64),  # a 2-node job: both nodes' GPUs
                     priority=np.array([PRIORITY[self.priority(j)] for j in rows], dtype=np.int8),
                     running=run, runtime_s=np.array([j.elapsed_s if r else 0.0 for j, r in zip(rows, run)]),
                     # pending time drives anti-starvation; a requeued job's clock restarts at its requeue
@@ -297,10 +303,10 @@ class SlurmActuator:
                 del self._warned[jid]
             elif self._preempt(rep, live[jid], reason):
                 del self._warned[jid]
-                done += live[jid].gpus
+                done += live[jid].total_gpus
             # else: the requeue failed (reported); it stays warned, so the next cycle retries the requeue
             # instead of signalling the job a second time and waiting out another lead
-        cover = done + sum(live[j].gpus for j in self._warned)
+        cover = done + sum(live[j].total_gpus for j in self._warned)
         for jid, p in wanted.items():
             job = live.get(jid)
             if job is None:
@@ -315,7 +321,7 @@ class SlurmActuator:
                 self._preempt(rep, job, p.reason)
             elif cover < need:
                 self._warn(rep, job, p.reason)
-                cover += job.gpus
+                cover += job.total_gpus
             else:
                 rep.actions.append(f"skip {jid}: jobs already warned cover the {need} GPUs the plan clears")
 
