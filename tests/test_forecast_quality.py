@@ -128,3 +128,20 @@ def test_plan_and_metrics_carry_the_live_scores_per_tenant(tmp_path):
         assert "gpuas_forecast_quality_fallback 0.0" in text
     finally:
         d.stop()
+
+
+def test_the_fallback_waits_for_n_cycles_in_a_row_out_of_bounds():
+    """Three cycles out of bounds in a row (fallback_after_cycles=3), not the first bad one; the reason once."""
+    hist = _hist(np.full(40, 10.0))
+    q = ForecastQuality(QS, 2, min_scored=1, stride=1, fallback_after_cycles=3)
+
+    def fc(k):  # issued at minute k, 2 steps ahead, its p90 (1) under the actual (10): it never covers
+        vals = np.broadcast_to(np.array([0.5, 1.0, 2.0]), (2, 2, 3)).copy()
+        return Forecast(("a", "b"), QS, vals, hist.index[k], 60, "m")
+
+    due = []
+    for k in range(8):
+        q.observe(fc(k), hist.iloc[: k + 1])
+        due.append((q.out_of_bounds_cycles, q.fallback_due() is not None))
+    # a forecast matures 2 cycles after it is issued: nothing is scored before k=2
+    assert due == [(0, False), (0, False), (1, False), (2, False), (3, True), (4, False), (5, False), (6, False)]
