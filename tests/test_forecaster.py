@@ -217,6 +217,11 @@ def test_quantiles_widen_with_the_horizon_step():
     width = fc.values[0, :, 2] - fc.values[0, :, 0]
     assert width[-1] > 3 * width[0]
     assert 3.0 < width[0] < 4.0           # 2 x 1.645 sigma at one step
+    # Holt-Winters too: its spread at step h comes from its own h-step errors (one-step residuals scaled by a
+    # constant, as it once was, give the same width at every step)
+    hw = standard_baselines(48, (0.05, 0.5, 0.95), len(f), ets_agg=4)["holt_winters"].predict(f, 25)
+    hw_width = hw.values[0, :, 2] - hw.values[0, :, 0]
+    assert hw_width[-1] > 2.5 * hw_width[0], hw_width
 
 
 def test_holt_winters_multi_step_recursion_matches_statsmodels():
