@@ -201,6 +201,11 @@ def slurm_cluster(node: str = "gpunode1", nodes: tuple[str, ...] | None = None, 
         _sh.rmtree(d, ignore_errors=True)
 
 
+def slurm_run(env: dict, *args: str, check: bool = True) -> str:
+    """Stdout of a Slurm command run against a test cluster (`env` is the one `slurm_cluster` yields)."""
+    return subprocess.run(list(args), env=env, capture_output=True, text=True, check=check).stdout
+
+
 def slurm_bin_without_controller(tmp: Path) -> Path:
     """A bin_dir of the real Slurm commands whose `scontrol` cannot reach slurmctld (squeue still can)."""
     bin_dir = tmp / "bin-no-scontrol"

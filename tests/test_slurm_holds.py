@@ -1,7 +1,6 @@
 """Slurm holds on a real slurmctld with three slurmd (3 nodes x 4 GPUs): whole-node reservations."""
 
 import dataclasses
-import subprocess
 import time
 
 import pytest
@@ -10,7 +9,7 @@ from daemon.actuators.slurm import SlurmActuator
 from daemon.actuators.slurm_holds import Node, RunningJob, SlurmHolds, expand_hostlist, parse_nodes, parse_reservations
 from daemon.config import SlurmActuatorConfig, TenantConfig
 from daemon.policy.types import Plan, PolicyMemory, Preemption
-from tests.services import slurm_cluster, wait_for
+from tests.services import slurm_cluster, slurm_run, wait_for
 
 NODES = ("gn1", "gn2", "gn3")
 TENANTS = [TenantConfig(name="team-high", tier="high", slurm_account="acct-high"),
@@ -84,23 +83,19 @@ def slurm():
         yield s
 
 
-def sh(slurm, *args, check=True):
-    return subprocess.run(list(args), env=slurm["env"], capture_output=True, text=True, check=check).stdout
-
-
 def sbatch(slurm, partition, account, gpus=2):
-    return sh(slurm, "sbatch", "--parsable", f"--partition={partition}", f"--account={account}", f"--gres=gpu:{gpus}",
-              "--requeue", "-o", "/dev/null", "--wrap", "sleep 600").strip().split(";")[0]
+    return slurm_run(slurm["env"], "sbatch", "--parsable", f"--partition={partition}", f"--account={account}",
+                     f"--gres=gpu:{gpus}", "--requeue", "-o", "/dev/null", "--wrap", "sleep 600").strip().split(";")[0]
 
 
 def jobs(slurm):
     """job id -> (state, node, reservation)."""
-    out = sh(slurm, "squeue", "-h", "-o", "%i|%T|%N|%v")
+    out = slurm_run(slurm["env"], "squeue", "-h", "-o", "%i|%T|%N|%v")
     return {f[0]: (f[1], f[2], f[3]) for f in (ln.split("|") for ln in out.splitlines())}
 
 
 def our_res(slurm):
-    return [r for r in parse_reservations(sh(slurm, "scontrol", "-o", "show", "reservation"))
+    return [r for r in parse_reservations(slurm_run(slurm["env"], "scontrol", "-o", "show", "reservation"))
             if r.name.startswith("gpuas-hold")]
 
 
@@ -119,9 +114,9 @@ def full(slurm):
     ids = [sbatch(slurm, "low", "acct-low") for _ in range(6)]
     wait_for(lambda: all(jobs(slurm).get(j, ("",))[0] == "RUNNING" for j in ids), what="low jobs running", timeout=60)
     yield ids
-    sh(slurm, "scancel", "-u", "root", check=False)
-    for r in parse_reservations(sh(slurm, "scontrol", "-o", "show", "reservation")):
-        sh(slurm, "scontrol", "delete", f"ReservationName={r.name}", check=False)
+    slurm_run(slurm["env"], "scancel", "-u", "root", check=False)
+    for r in parse_reservations(slurm_run(slurm["env"], "scontrol", "-o", "show", "reservation")):
+        slurm_run(slurm["env"], "scontrol", "delete", f"ReservationName={r.name}", check=False)
     wait_for(lambda: not jobs(slurm), what="queue empty", timeout=60)
 
 
@@ -186,23 +181,23 @@ def test_hold_grows_at_once_and_shrinks_after_the_delay(slurm, full):
 
 @pytest.mark.services
 def test_reconcile_at_start_touches_only_our_reservations_and_release_stops_no_job(slurm, full):
-    sh(slurm, "scontrol", "create", "reservation", "ReservationName=gpuas-hold-old", "StartTime=now",
-       "Duration=UNLIMITED", "Accounts=acct-x", "Nodes=gn1", "Flags=IGNORE_JOBS")
-    sh(slurm, "scontrol", "create", "reservation", "ReservationName=maint-window", "StartTime=now",
-       "Duration=60", "Users=root", "Nodes=gn3", "Flags=IGNORE_JOBS")
+    slurm_run(slurm["env"], "scontrol", "create", "reservation", "ReservationName=gpuas-hold-old", "StartTime=now",
+              "Duration=UNLIMITED", "Accounts=acct-x", "Nodes=gn1", "Flags=IGNORE_JOBS")
+    slurm_run(slurm["env"], "scontrol", "create", "reservation", "ReservationName=maint-window", "StartTime=now",
+              "Duration=60", "Users=root", "Nodes=gn3", "Flags=IGNORE_JOBS")
     assert actuator(slurm, dry_run=True).apply(plan(4)).actions  # dry run: says what it would do ...
     assert [r.name for r in our_res(slurm)] == ["gpuas-hold-old"]  # ... and does nothing
     a = actuator(slurm)
     rep = a.apply(plan(4))
     assert rep.ok, rep.errors
-    names = {r.name: r for r in parse_reservations(sh(slurm, "scontrol", "-o", "show", "reservation"))}
+    names = {r.name: r for r in parse_reservations(slurm_run(slurm["env"], "scontrol", "-o", "show", "reservation"))}
     assert "gpuas-hold-old" not in names and "maint-window" in names
     assert names["gpuas-hold-team-high"].nodes != ("gn3",)   # never a node in someone else's reservation
     assert names["gpuas-hold-team-high"].accounts == ("acct-high",)
     high = sbatch(slurm, "high", "acct-high")
     held = names["gpuas-hold-team-high"].nodes[0]
     low_there = [k for k, v in jobs(slurm).items() if v[1] == held]
-    sh(slurm, "scontrol", "requeue", low_there[0])
+    slurm_run(slurm["env"], "scontrol", "requeue", low_there[0])
     wait_for(lambda: jobs(slurm)[high][2] == "gpuas-hold-team-high", what="high job in the hold", timeout=30)
     rep = a.release_holds()                               # the daemon stops
     assert rep.ok, rep.errors
@@ -278,7 +273,7 @@ def test_a_pooled_hold_is_one_reservation_any_pooled_account_starts_in(slurm, fu
     held = res.nodes[0]
     on_held = [k for k, v in jobs(slurm).items() if v[1] == held]
     for k in on_held:                                         # the low jobs there end (as a preemption would)
-        sh(slurm, "scontrol", "requeue", k)
+        slurm_run(slurm["env"], "scontrol", "requeue", k)
     high2 = sbatch(slurm, "high", "acct-high2", gpus=4)       # the tenant the GPUs were not forecast for
     wait_for(lambda: jobs(slurm)[high2][0] == "RUNNING", what="team-high2 job in the pool", timeout=30)
     j = jobs(slurm)
@@ -317,8 +312,9 @@ def test_a_hold_stuck_on_a_node_full_of_firm_work_moves_on_the_real_slurmctld(sl
     wait_for(lambda: jobs(slurm).get(norm, ("",))[0] == "RUNNING", what="normal job running", timeout=60)
     node = jobs(slurm)[norm][1]
     try:
-        sh(slurm, "scontrol", "create", "reservation", "ReservationName=gpuas-hold-team-high", "StartTime=now",
-           "Duration=UNLIMITED", "Accounts=acct-high", f"Nodes={node}", "Flags=IGNORE_JOBS,MAGNETIC")
+        slurm_run(slurm["env"], "scontrol", "create", "reservation", "ReservationName=gpuas-hold-team-high",
+                  "StartTime=now", "Duration=UNLIMITED", "Accounts=acct-high", f"Nodes={node}",
+                  "Flags=IGNORE_JOBS,MAGNETIC")
         p = dataclasses.replace(plan(4), hold_job_gpus={"team-high": 2})
         assert a.apply(p).ok
         (res,) = our_res(slurm)
@@ -330,7 +326,7 @@ def test_a_hold_stuck_on_a_node_full_of_firm_work_moves_on_the_real_slurmctld(sl
         assert len(res.nodes) == 1 and res.nodes != (node,)   # a 4-GPU job never fits there: the hold moved
         assert jobs(slurm)[norm][:2] == ("RUNNING", node)     # the normal job was not touched
     finally:
-        sh(slurm, "scancel", "-u", "root", check=False)
-        for r in parse_reservations(sh(slurm, "scontrol", "-o", "show", "reservation")):
-            sh(slurm, "scontrol", "delete", f"ReservationName={r.name}", check=False)
+        slurm_run(slurm["env"], "scancel", "-u", "root", check=False)
+        for r in parse_reservations(slurm_run(slurm["env"], "scontrol", "-o", "show", "reservation")):
+            slurm_run(slurm["env"], "scontrol", "delete", f"ReservationName={r.name}", check=False)
         wait_for(lambda: not jobs(slurm), what="queue empty", timeout=60)

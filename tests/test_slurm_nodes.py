@@ -1,6 +1,5 @@
 """Where the GPUs are, read from a real slurmctld with three slurmd (3 nodes x 4 GPUs): SlurmActuator.cluster_nodes."""
 
-import subprocess
 
 import numpy as np
 import pytest
@@ -10,7 +9,7 @@ from daemon.actuators.slurm import SlurmActuator, SlurmError
 from daemon.cluster import CLOSED, HELD_BY_POOL, UNHELD
 from daemon.config import SlurmActuatorConfig, TenantConfig
 from daemon.policy.types import Plan, PolicyMemory
-from tests.services import slurm_bin_without_controller, slurm_cluster, wait_for
+from tests.services import slurm_bin_without_controller, slurm_cluster, slurm_run, wait_for
 
 pytestmark = pytest.mark.services
 
@@ -27,22 +26,19 @@ def slurm():
         yield s
 
 
-def sh(slurm, *args, check=True):
-    return subprocess.run(list(args), env=slurm["env"], capture_output=True, text=True, check=check).stdout
-
-
 def sbatch(slurm, *opts, wrap="sleep 600"):
-    return sh(slurm, "sbatch", "--parsable", "--requeue", "-o", "/dev/null", *opts, "--wrap", wrap).strip()
+    return slurm_run(slurm["env"], "sbatch", "--parsable", "--requeue", "-o", "/dev/null", *opts,
+                     "--wrap", wrap).strip()
 
 
 def running(slurm, *ids):
-    out = sh(slurm, "squeue", "-h", "-o", "%i|%T")
+    out = slurm_run(slurm["env"], "squeue", "-h", "-o", "%i|%T")
     states = dict(ln.split("|") for ln in out.splitlines())
     return all(states.get(j) == "RUNNING" for j in ids)
 
 
 def gone(slurm, *ids):
-    return not set(ids) & set(sh(slurm, "squeue", "-h", "-o", "%i").split())
+    return not set(ids) & set(slurm_run(slurm["env"], "squeue", "-h", "-o", "%i").split())
 
 
 def actuator(slurm, bin_dir="/usr/bin"):
@@ -86,7 +82,7 @@ def test_running_jobs_use_gpus_on_their_nodes_and_names_match_the_jobs(slurm):
         assert dict(zip(jobs.ids.tolist(), jobs.node.tolist()))[two] == "gn[2-3]"
         assert dict(zip(jobs.ids.tolist(), jobs.gpus.tolist())) == {one: 3, two: 4}   # 2 GPUs on each of 2 nodes
     finally:
-        sh(slurm, "scancel", one, two, check=False)
+        slurm_run(slurm["env"], "scancel", one, two, check=False)
         wait_for(lambda: gone(slurm, one, two), what="jobs gone", timeout=60)
 
 
@@ -108,15 +104,15 @@ def test_the_daemons_holds_name_their_tenant_or_the_pool_and_other_reservations_
         (rest,) = set(NODES) - set(pool)
         assert v[rest][3] == UNHELD
         # someone else's reservation: a place for no tenant; one that has not started yet changes nothing
-        sh(slurm, "scontrol", "create", "reservation", "ReservationName=site-maint", "StartTime=now",
-           "Duration=60", "Users=root", f"Nodes={rest}", "Flags=IGNORE_JOBS")
-        sh(slurm, "scontrol", "create", "reservation", "ReservationName=site-later", "StartTime=now+1day",
-           "Duration=60", "Users=root", f"Nodes={pool[0]}", "Flags=IGNORE_JOBS,OVERLAP")
+        slurm_run(slurm["env"], "scontrol", "create", "reservation", "ReservationName=site-maint", "StartTime=now",
+                  "Duration=60", "Users=root", f"Nodes={rest}", "Flags=IGNORE_JOBS")
+        slurm_run(slurm["env"], "scontrol", "create", "reservation", "ReservationName=site-later", "StartTime=now+1day",
+                  "Duration=60", "Users=root", f"Nodes={pool[0]}", "Flags=IGNORE_JOBS,OVERLAP")
         v = view(a.cluster_nodes(NAMES))
         assert v[rest] == (4, 4, 0, CLOSED) and v[pool[0]][3] == HELD_BY_POOL
     finally:
         for r in ("site-maint", "site-later"):
-            sh(slurm, "scontrol", "delete", f"ReservationName={r}", check=False)
+            slurm_run(slurm["env"], "scontrol", "delete", f"ReservationName={r}", check=False)
         assert a.release_holds().ok
     assert view(a.cluster_nodes(NAMES)) == {n: (4, 4, 0, UNHELD) for n in NODES}
 
@@ -126,14 +122,14 @@ def test_a_drained_node_has_no_healthy_gpus_and_is_no_place(slurm):
     job = sbatch(slurm, "--partition=low", "--account=acct-low", "--gres=gpu:2", "-w", "gn3")
     try:
         wait_for(lambda: running(slurm, job), what="job running", timeout=60)
-        sh(slurm, "scontrol", "update", "NodeName=gn3", "State=DRAIN", "Reason=test")
+        slurm_run(slurm["env"], "scontrol", "update", "NodeName=gn3", "State=DRAIN", "Reason=test")
         v = view(a.cluster_nodes(NAMES))
         # its job keeps running, but nothing new starts there: nothing is free and nothing worth clearing
         assert v["gn3"] == (0, 0, 0, CLOSED) and v["gn1"] == (4, 4, 0, UNHELD)
         assert running(slurm, job)
     finally:
-        sh(slurm, "scontrol", "update", "NodeName=gn3", "State=RESUME", check=False)
-        sh(slurm, "scancel", job, check=False)
+        slurm_run(slurm["env"], "scontrol", "update", "NodeName=gn3", "State=RESUME", check=False)
+        slurm_run(slurm["env"], "scancel", job, check=False)
         wait_for(lambda: gone(slurm, job), what="job gone", timeout=60)
     wait_for(lambda: view(a.cluster_nodes(NAMES))["gn3"] == (4, 4, 0, UNHELD), what="gn3 back", timeout=30)
 
@@ -147,13 +143,13 @@ def test_a_requeued_job_drains_before_its_gpus_are_free(slurm):
     other = sbatch(slurm, "--partition=low", "--account=acct-low", "--gres=gpu:1", "-w", "gn2")
     try:
         wait_for(lambda: running(slurm, stubborn, other), what="jobs running", timeout=60)
-        sh(slurm, "scontrol", "hold", stubborn)   # requeued, it stays pending instead of starting again
-        sh(slurm, "scontrol", "requeue", stubborn)
+        slurm_run(slurm["env"], "scontrol", "hold", stubborn)   # requeued, it stays pending instead of starting again
+        slurm_run(slurm["env"], "scontrol", "requeue", stubborn)
         wait_for(lambda: view(a.cluster_nodes(NAMES))["gn2"][2] == 3, what="GPUs draining", timeout=20)
-        assert "COMPLETING" in sh(slurm, "squeue", "-h", "-j", stubborn, "-o", "%T")
+        assert "COMPLETING" in slurm_run(slurm["env"], "squeue", "-h", "-j", stubborn, "-o", "%T")
         assert view(a.cluster_nodes(NAMES))["gn2"] == (4, 0, 3, UNHELD)
     finally:
-        sh(slurm, "scancel", stubborn, other, check=False)
+        slurm_run(slurm["env"], "scancel", stubborn, other, check=False)
     wait_for(lambda: gone(slurm, stubborn, other), what="jobs gone", timeout=90)
     assert view(a.cluster_nodes(NAMES))["gn2"] == (4, 4, 0, UNHELD)
 

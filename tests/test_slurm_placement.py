@@ -9,7 +9,6 @@ cannot start.
 """
 
 import logging
-import subprocess
 import time
 
 import pytest
@@ -19,7 +18,7 @@ from daemon.config import Config, SlurmActuatorConfig
 from daemon.runtime import build_runtime
 from daemon.sources.base import SourceError
 from daemon.sources.prometheus import PrometheusSource
-from tests.services import prometheus_server, slurm_bin_without_controller, slurm_cluster, wait_for
+from tests.services import prometheus_server, slurm_bin_without_controller, slurm_cluster, slurm_run, wait_for
 from tests.test_prometheus_scrape import exporter
 
 pytestmark = pytest.mark.services
@@ -29,18 +28,14 @@ TENANTS = [{"name": "team-high", "tier": "high", "slurm_account": "acct-high"},
            {"name": "team-low", "tier": "low", "slurm_account": "acct-low"}]
 
 
-def sh(env, *args, check=True):
-    return subprocess.run(list(args), env=env, capture_output=True, text=True, check=check).stdout
-
-
 def states(env):
     """job id -> (state, nodes)."""
-    out = sh(env, "squeue", "-h", "-o", "%i|%T|%N")
+    out = slurm_run(env, "squeue", "-h", "-o", "%i|%T|%N")
     return {f[0]: (f[1], f[2]) for f in (ln.split("|") for ln in out.splitlines())}
 
 
 def sbatch(env, *opts):
-    return sh(env, "sbatch", "--parsable", "--requeue", "-o", "/dev/null", *opts, "--wrap", "sleep 600").strip()
+    return slurm_run(env, "sbatch", "--parsable", "--requeue", "-o", "/dev/null", *opts, "--wrap", "sleep 600").strip()
 
 
 @pytest.fixture(scope="module")
