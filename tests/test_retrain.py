@@ -187,21 +187,15 @@ def test_bad_history_columns_are_named(tmp_path, column, message):
         read_history_file(p, 60)
 
 
-def test_a_step_that_does_not_divide_evenly_is_refused(tmp_path):
+@pytest.mark.parametrize("spacing, message, fine_step, steps_there", [
+    ("90s", "90 s apart, which does not divide evenly into the 60 s step", 180, 50),  # 90 s into 180 s steps
+    ("300s", "300 s apart, coarser than the 60 s step", 300, 100),                  # read at its own step
+])
+def test_samples_spaced_unlike_the_step_are_refused(tmp_path, spacing, message, fine_step, steps_there):
     f = periodic_frame(n_tenants=2, steps=100)
-    f.index = pd.date_range("2026-01-01", periods=100, freq="90s", tz="UTC", name="time")
+    f.index = pd.date_range("2026-01-01", periods=100, freq=spacing, tz="UTC", name="time")
     p = tmp_path / "h.csv"
     f.reset_index().to_csv(p, index=False)
-    with pytest.raises(DataError, match="90 s apart, which does not divide evenly into the 60 s step"):
+    with pytest.raises(DataError, match=message):
         read_history_file(p, 60)
-    assert len(read_history_file(p, 180)) == 50           # 90 s samples into 180 s steps is fine
-
-
-def test_samples_coarser_than_the_step_are_refused(tmp_path):
-    f = periodic_frame(n_tenants=2, steps=100)
-    f.index = pd.date_range("2026-01-01", periods=100, freq="300s", tz="UTC", name="time")
-    p = tmp_path / "h.csv"
-    f.reset_index().to_csv(p, index=False)
-    with pytest.raises(DataError, match="300 s apart, coarser than the 60 s step"):
-        read_history_file(p, 60)
-    assert len(read_history_file(p, 300)) == 100
+    assert len(read_history_file(p, fine_step)) == steps_there
