@@ -164,6 +164,33 @@ def test_retrain_on_a_file_writes_to_trained_not_models(tmp_path, monkeypatch):
         raise RuntimeError(r.output)
 
 
+def test_retrain_on_a_trace_writes_to_trained_and_scores_a_short_window_from_many_origins(tmp_path, monkeypatch):
+    # --trace is not this cluster either: its models land in trained/, never in forecaster.model_dir
+    monkeypatch.chdir(tmp_path)
+    cfg = small_cfg().model_copy(update={"forecaster": small_cfg().forecaster.model_copy(update={"model_dir": tmp_path / "models"})})
+    out = retrain_from_config(cfg, trace="azure", data_dir=SHARED_DATA, progress=False, epochs=1, samples_per_epoch=128)
+    assert (tmp_path / "trained" / "manifest.json").exists() and not (tmp_path / "models").exists()
+    assert out.in_use["scored_on"] == "trace:azure" and not out.promoted    # 10 s steps: the daemon runs 60 s
+    # an hour of 10-second counts leaves a 58-step held-out window: a 12-step horizon fits 4 times without
+    # overlap; origins closer together make the coverage more than a handful of forecasts
+    rep = out.report
+    assert rep["origins"] >= 12 and rep["stride"] < rep["horizon"] == 12, rep
+
+
+def test_a_current_model_that_cannot_be_scored_here_is_named_with_the_reason(tmp_path):
+    import shutil
+
+    from tests.conftest import REPO
+
+    shutil.copytree(REPO / "models", tmp_path / "m")       # the shipped model forecasts at 60 s steps
+    f5 = periodic_frame(n_tenants=4, steps=48 * 14, seed=1)
+    f5.index = pd.date_range("2026-01-01", periods=len(f5), freq="5min", tz="UTC", name="time")
+    out = retrain_on(f5, small_cfg(), model_dir=tmp_path / "m", step_s=300, samples_per_epoch=128, epochs=1,
+                     progress=False, season=48, with_ets=False, scored_on="file:h5.csv")
+    assert "current" not in out.report["models"]
+    assert "forecasts at 60 s steps, this history is 300 s" in out.report["not_scored"]["current"]
+
+
 def test_helios_and_servegen_traces_load_as_tenant_frames():
     h = traces.helios_demand(SHARED_DATA, step_s=300)
     assert h.shape == (8928, 16) and not h.isna().any().any() and (h.to_numpy() >= 0).all()
