@@ -233,6 +233,16 @@ class HoltWinters:
         # so they are re-estimated only every `refit_every` forecasts
         self._params: dict[str, tuple[dict, int]] = {}
 
+    @staticmethod
+    def fits_in(n_steps: int, season: int, agg: int) -> bool:
+        """Whether `n_steps` of history hold the two seasons (plus two coarse steps) the seasonal fit needs.
+
+        With less, `_one` can only return the last value with no errors (a zero spread), which is not
+        Holt-Winters and would be scored as if it were.
+        """
+        agg = max(1, int(agg))
+        return n_steps // agg >= 2 * max(2, season // agg) + 2
+
     def _one(self, y: np.ndarray, horizon: int, key: str = "") -> tuple[np.ndarray, np.ndarray]:
         """Point forecast [horizon] and errors [origin, horizon] for one tenant."""
         from statsmodels.tsa.holtwinters import ExponentialSmoothing
@@ -300,10 +310,12 @@ class HoltWinters:
 
 def standard_baselines(season: int, quantiles: tuple[float, ...], n_steps: int, *, with_ets: bool = True,
                        ets_agg: int | None = None) -> dict:
-    """The baselines a cluster's history allows, by name: naive, seasonal naive (daily), daily+weekly, ETS."""
+    """The baselines a cluster's history allows, by name: naive, seasonal naive (daily), daily+weekly (8 days of
+    history), Holt-Winters (two seasons)."""
     out: dict = {"naive": Naive(quantiles), "seasonal_naive_daily": SeasonalNaive(season, quantiles)}
     if n_steps >= 8 * season:
         out["seasonal_naive_dw"] = SeasonalNaiveDW(season, quantiles)
-    if with_ets:
-        out["holt_winters"] = HoltWinters(season, quantiles, agg=ets_agg or max(1, season // 96))
+    agg = ets_agg or max(1, season // 96)
+    if with_ets and HoltWinters.fits_in(n_steps, season, agg):
+        out["holt_winters"] = HoltWinters(season, quantiles, agg=agg)
     return out

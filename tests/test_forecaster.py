@@ -260,6 +260,16 @@ def test_daily_weekly_naive_uses_both_seasons():
     assert "seasonal_naive_dw" not in standard_baselines(48, (0.5, 0.9), 48 * 6)
 
 
+def test_holt_winters_is_offered_only_where_the_history_holds_two_seasons():
+    # with less, the seasonal fit cannot run and the model would be the last value with no spread at all,
+    # scored under Holt-Winters' name (the daemon's default 2-day history of 1-minute steps is exactly that)
+    assert "holt_winters" not in standard_baselines(1440, (0.5, 0.9), 2880)
+    assert "holt_winters" in standard_baselines(1440, (0.5, 0.9), 2880 + 30)
+    f = periodic_frame(n_tenants=2, steps=48 * 2, seed=3, noise=0.1)
+    short = HoltWinters(48, (0.5, 0.9), agg=4).predict(f, 12)
+    assert np.allclose(short.quantile(0.9), short.quantile(0.5))   # what the gate keeps out of the scoring
+
+
 def test_conformal_shift_restores_nominal_coverage():
     rng = np.random.default_rng(1)
     actual = rng.normal(10, 2, size=(40, 3, 12))
