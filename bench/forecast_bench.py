@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import sys
 import tempfile
@@ -21,6 +22,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import provenance  # noqa: E402  (bench/, next to this script)
 
 from daemon.config import Config  # noqa: E402
 from daemon.retrain import default_data_dir, retrain_on, trace_history  # noqa: E402
@@ -54,22 +57,20 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("bench/out/forecast.json"))
     a = ap.parse_args()
     torch.set_num_threads(2)
-    out: dict = {"tenants": a.tenants, "days": a.days, "threads": torch.get_num_threads()}
+    # which code and how busy the box was: a number in the README can be traced to both
+    out: dict = {"tenants": a.tenants, "days": a.days, "threads": torch.get_num_threads(),
+                 "commit": provenance.commit(), "load_average_1min_at_start": os.getloadavg()[0]}
     if a.only_timing:  # the shipped model's 1,000-tenant inference time, plain and recalibrated
-        import os
-
         r = timing_shipped(a.tenants)
-        r["load_average_1min"] = os.getloadavg()[0]
+        r.update(commit=out["commit"], load_average_1min=os.getloadavg()[0])
         out_p = a.out.with_name("forecast_timing.json")
         out_p.parent.mkdir(parents=True, exist_ok=True)
         out_p.write_text(json.dumps(r, indent=2) + "\n")
         print(json.dumps(r, indent=2))
         return 0
     if a.only_retrain_timing:
-        import os
-
         r = timing_retrain(a.tenants, a.days)
-        r["load_average_1min"] = os.getloadavg()[0]
+        r.update(commit=out["commit"], load_average_1min=os.getloadavg()[0])
         out_p = a.out.with_name("forecast_retrain_timing.json")
         out_p.parent.mkdir(parents=True, exist_ok=True)
         out_p.write_text(json.dumps(r, indent=2, default=float) + "\n")
@@ -78,6 +79,7 @@ def main() -> int:
     if a.only_traces:  # the real-trace table and the shipped model's 1,000-tenant timing, no synthetic training
         out["timing_shipped"] = timing_shipped(a.tenants)
         out["traces"] = trace_table(a)
+        out["load_average_1min_at_end"] = os.getloadavg()[0]
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps(out, indent=2, default=float) + "\n")
         print(json.dumps(out["timing_shipped"], indent=2))

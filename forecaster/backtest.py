@@ -145,8 +145,10 @@ def write_report(result: BacktestResult, out_dir: Path, name: str = "backtest", 
 
 
 def table(report: dict) -> str:
-    rows = [f"{'model':<28} {'wQL':>8} {'MASE':>7} {'p90 cov':>8} {'peak p90':>9} {'ms/fc':>8}"]
+    """One row per model, best wQL first; `< p90` is the share strictly under the p90 (ties with it excluded)."""
+    rows = [f"{'model':<30} {'wQL':>8} {'MASE':>7} {'p90 cov':>8} {'< p90':>6} {'peak p90':>9} {'ms/fc':>8}"]
     for name, m in sorted(report["models"].items(), key=lambda kv: kv[1]["wql"]):
-        rows.append(f"{name:<28} {m['wql']:>8.4f} {m['mase']:>7.3f} {m['coverage_p90']:>8.3f} "
+        rows.append(f"{name:<30} {m['wql']:>8.4f} {m['mase']:>7.3f} {m['coverage_p90']:>8.3f} "
+                    f"{m.get('coverage_p90_strict', float('nan')):>6.3f} "
                     f"{m.get('peak_coverage_p90', float('nan')):>9.3f} {m['seconds_per_forecast'] * 1000:>8.1f}")
     return "\n".join(rows)
