@@ -418,6 +418,21 @@ class Config(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _ets_has_the_history_it_needs(self) -> "Config":
+        # with less history Holt-Winters' seasonal fit cannot run and it would forecast the last value with no
+        # spread at all, under its own name
+        fc = self.forecaster
+        if fc.kind == "ets":
+            from forecaster.baselines import HoltWinters  # here only: the gateway shares this module, not numpy
+
+            need = HoltWinters.min_steps(fc.season_steps, HoltWinters.agg_for(fc.season_steps))
+            if self.cycle.history_steps < need:
+                raise ValueError(f"forecaster.kind = 'ets' needs cycle.history_steps >= {need} (two seasons of "
+                                 f"forecaster.season_steps = {fc.season_steps}, plus two of the means it fits); "
+                                 f"it is {self.cycle.history_steps}")
+        return self
+
+    @model_validator(mode="after")
     def _holds_the_plan_makes_are_enforced(self) -> "Config":
         # the plan holds GPUs for every tier (the high tier by forecast, normal and low tenants by aging or an
         # operator's floor) and the simulator holds them all: a Slurm actuator that holds only some would

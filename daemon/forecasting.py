@@ -84,7 +84,8 @@ def build(cfg: Config) -> tuple[Forecaster, str]:
     if fc.kind == "seasonal_naive":
         return base, f"forecaster: {base.name}"
     if fc.kind == "ets":
-        return WithFallback(HoltWinters(fc.season_steps, fc.quantiles), base), "forecaster: holt_winters"
+        ets = HoltWinters(fc.season_steps, fc.quantiles, agg=HoltWinters.agg_for(fc.season_steps))
+        return WithFallback(ets, base), "forecaster: holt_winters"
     if fc.kind == "lstm":
         try:
             model, entry = in_use(cfg)

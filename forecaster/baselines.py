@@ -234,14 +234,23 @@ class HoltWinters:
         self._params: dict[str, tuple[dict, int]] = {}
 
     @staticmethod
-    def fits_in(n_steps: int, season: int, agg: int) -> bool:
-        """Whether `n_steps` of history hold the two seasons (plus two coarse steps) the seasonal fit needs.
+    def agg_for(season: int) -> int:
+        """Steps averaged into one fitted value: a day of 1-minute steps becomes 96 quarter hours."""
+        return max(1, int(season) // 96)
+
+    @staticmethod
+    def min_steps(season: int, agg: int) -> int:
+        """The history the seasonal fit needs: two seasons plus two coarse steps.
 
         With less, `_one` can only return the last value with no errors (a zero spread), which is not
         Holt-Winters and would be scored as if it were.
         """
         agg = max(1, int(agg))
-        return n_steps // agg >= 2 * max(2, season // agg) + 2
+        return (2 * max(2, int(season) // agg) + 2) * agg
+
+    @staticmethod
+    def fits_in(n_steps: int, season: int, agg: int) -> bool:
+        return n_steps >= HoltWinters.min_steps(season, agg)
 
     def _one(self, y: np.ndarray, horizon: int, key: str = "") -> tuple[np.ndarray, np.ndarray]:
         """Point forecast [horizon] and errors [origin, horizon] for one tenant."""
@@ -259,7 +268,7 @@ class HoltWinters:
         coarse = pd.Series(coarse).interpolate(limit_direction="both").to_numpy()
         sp = max(2, self.season // a)
         steps = int(np.ceil(horizon / a))
-        if len(coarse) < 2 * sp + 2 or np.ptp(coarse) == 0:
+        if not self.fits_in(keep, self.season, a) or np.ptp(coarse) == 0:
             # too short for a season, or flat (the optimiser has nothing to fit): the last value
             return np.full(horizon, coarse[-1]), no_err
         with warnings.catch_warnings():
@@ -315,7 +324,7 @@ def standard_baselines(season: int, quantiles: tuple[float, ...], n_steps: int, 
     out: dict = {"naive": Naive(quantiles), "seasonal_naive_daily": SeasonalNaive(season, quantiles)}
     if n_steps >= 8 * season:
         out["seasonal_naive_dw"] = SeasonalNaiveDW(season, quantiles)
-    agg = ets_agg or max(1, season // 96)
+    agg = ets_agg or HoltWinters.agg_for(season)
     if with_ets and HoltWinters.fits_in(n_steps, season, agg):
         out["holt_winters"] = HoltWinters(season, quantiles, agg=agg)
     return out

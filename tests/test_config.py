@@ -91,6 +91,15 @@ def test_slurm_must_enforce_every_hold_the_plan_makes():
     parse_config({"actuators": {"enabled": ["log"], "slurm": {"holds": False}}})
 
 
+def test_holt_winters_needs_two_seasons_of_history():
+    """forecaster.kind = 'ets' on the default 2 days of 1-minute history would forecast the last value with no
+    spread under Holt-Winters' name: refused at startup with both keys named."""
+    with pytest.raises(ConfigError, match=r"forecaster.kind = 'ets' needs cycle.history_steps >= 2910 .* it is 2880"):
+        parse_config({"forecaster": {"kind": "ets"}})
+    cfg = parse_config({"forecaster": {"kind": "ets"}, "cycle": {"history_steps": 2910}})
+    assert cfg.forecaster.kind == "ets"
+
+
 def test_every_actuator_takes_a_pooled_high_tier_hold():
     """Slurm pools as one reservation, Kueue as one pool flavor in a Cohort of the pooled tenants' queues
     (tests/test_kueue.py); the default (pooled) is accepted with either, and per tenant too."""
