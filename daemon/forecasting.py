@@ -84,8 +84,7 @@ def build(cfg: Config) -> tuple[Forecaster, str]:
     if fc.kind == "seasonal_naive":
         return base, f"forecaster: {base.name}"
     if fc.kind == "ets":
-        ets = HoltWinters(fc.season_steps, fc.quantiles, agg=HoltWinters.agg_for(fc.season_steps))
-        return WithFallback(ets, base), "forecaster: holt_winters"
+        return WithFallback(HoltWinters(fc.season_steps, fc.quantiles), base), "forecaster: holt_winters"
     if fc.kind == "lstm":
         try:
             model, entry = in_use(cfg)

@@ -211,19 +211,19 @@ class HoltWinters:
     """Per-tenant additive damped Holt-Winters (statsmodels), fitted on a downsampled series.
 
     Minute data with a 1,440-step season is too slow to fit per tenant, so the series is averaged into `agg`
-    steps first (15 min by default). Forecasts are made from every recent coarse origin with the fitted
+    steps first (by default a 96th of the season: 15 minutes of a day). Forecasts are made from every recent coarse origin with the fitted
     states (multi-step, not one-step), and the errors against the native-step actuals, per horizon step, give
     the quantiles.
     """
 
     _PARAMS = ("smoothing_level", "smoothing_trend", "smoothing_seasonal", "damping_trend")
 
-    def __init__(self, season: int, quantiles: tuple[float, ...] = (0.5, 0.9, 0.99), agg: int = 15,
+    def __init__(self, season: int, quantiles: tuple[float, ...] = (0.5, 0.9, 0.99), agg: int | None = None,
                  fit_window_seasons: int = 7, refit_every: int = 24, error_seasons: float = 2.0,
                  max_origins: int = 256) -> None:
         self.season = int(season)
         self.quantiles = tuple(quantiles)
-        self.agg = max(1, int(agg))
+        self.agg = self.agg_for(season) if agg is None else max(1, int(agg))
         self.fit_window_seasons = fit_window_seasons
         self.refit_every = refit_every
         self.error_seasons = error_seasons
@@ -324,7 +324,7 @@ def standard_baselines(season: int, quantiles: tuple[float, ...], n_steps: int, 
     out: dict = {"naive": Naive(quantiles), "seasonal_naive_daily": SeasonalNaive(season, quantiles)}
     if n_steps >= 8 * season:
         out["seasonal_naive_dw"] = SeasonalNaiveDW(season, quantiles)
-    agg = ets_agg or HoltWinters.agg_for(season)
-    if with_ets and HoltWinters.fits_in(n_steps, season, agg):
-        out["holt_winters"] = HoltWinters(season, quantiles, agg=agg)
+    hw = HoltWinters(season, quantiles, agg=ets_agg or None)
+    if with_ets and HoltWinters.fits_in(n_steps, season, hw.agg):
+        out["holt_winters"] = hw
     return out

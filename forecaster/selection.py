@@ -51,7 +51,7 @@ def make_baseline(name: str, season: int, quantiles: tuple[float, ...], refresh:
         fc.spread = SpreadRefresh(refresh, background)
         return fc
     if name == "holt_winters":
-        return HoltWinters(season, quantiles, agg=HoltWinters.agg_for(season))
+        return HoltWinters(season, quantiles)
     raise ModelError(f"unknown baseline {name!r} (known: {', '.join(BASELINES)}, each also with {RECAL!r})")
 
 
