@@ -261,7 +261,6 @@ def backtest_cmd(ctx, data, trace, data_dir, days, report_dir, tenants) -> None:
         click.echo(f"no LSTM scored: {exc}", err=True)
     try:
         res = backtest.run(frame[cols], models, start=len(frame) - holdout, horizon=spec.horizon,
-                           stride=backtest.origin_stride(holdout, spec.horizon),
                            history_steps=spec.season * 9, quantiles=qs, season=spec.season, max_origins=24)
     except ValueError as exc:
         _fail(f"backtest: {exc}", 1)

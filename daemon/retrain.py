@@ -241,9 +241,8 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
         skipped["current"] = str(exc)
     for k, why in skipped.items():
         log.warning("not scored: %s: %s", k, why)
-    result = backtest.run(bt_frame, models, start=n - holdout, horizon=spec.horizon,
-                          stride=backtest.origin_stride(holdout, spec.horizon),
-                          history_steps=hist_steps, quantiles=qs, season=spec.season, max_origins=24)
+    result = backtest.run(bt_frame, models, start=n - holdout, horizon=spec.horizon, history_steps=hist_steps,
+                          quantiles=qs, season=spec.season, max_origins=24)
     scores = {k: float(v["wql"]) for k, v in result.report["models"].items()}
     baselines = [m for m in models if not m.startswith("lstm") and m != "current"]
     # Holt-Winters fits one model per tenant: scored always, but too slow to run every cycle on a big cluster
@@ -336,8 +335,7 @@ def fit_blend_before(frame: pd.DataFrame, lstm, spec: LSTMSpec, holdout: int, hi
     models = {"lstm": lstm, "lstm_conformal": Conformal(lstm),
               **{k: v for k, v in standard_baselines(spec.season, spec.quantiles, min(start, hist_steps),
                                                      with_ets=with_ets).items() if k in baselines}}
-    res = backtest.run(frame, models, start=start, horizon=spec.horizon,
-                       stride=backtest.origin_stride(n - start, spec.horizon), history_steps=hist_steps,
+    res = backtest.run(frame, models, start=start, horizon=spec.horizon, history_steps=hist_steps,
                        quantiles=spec.quantiles, season=spec.season, max_origins=24)
     try:
         choice = fit_blend(res.predictions, res.actuals, spec.quantiles, lstms=("lstm", "lstm_conformal"),

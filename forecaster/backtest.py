@@ -60,9 +60,12 @@ def _peak_coverage(upper: np.ndarray, actual: np.ndarray) -> float:
     return float((actual.max(axis=-1)[ok] <= upper.max(axis=-1)[ok]).mean())
 
 
-def run(frame: pd.DataFrame, models: dict[str, Forecaster], *, start: int, horizon: int, stride: int,
-        history_steps: int, quantiles: tuple[float, ...], season: int, max_origins: int = 48) -> BacktestResult:
-    """Origins run from `start` (index into frame) to the end, `stride` apart."""
+def run(frame: pd.DataFrame, models: dict[str, Forecaster], *, start: int, horizon: int,
+        history_steps: int, quantiles: tuple[float, ...], season: int, max_origins: int = 48,
+        stride: int | None = None) -> BacktestResult:
+    """Origins run from `start` (index into frame) to the end, `stride` apart (by default `origin_stride`)."""
+    if stride is None:
+        stride = origin_stride(len(frame) - start, horizon)
     last = len(frame) - horizon
     origins = list(range(start, last + 1, stride))
     if len(origins) > max_origins:
