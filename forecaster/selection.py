@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster import backtest
-from forecaster.baselines import Forecaster, HoltWinters, Naive, SeasonalNaive, SeasonalNaiveDW, _Vectorised
+from forecaster.baselines import ExpSmoothing, Forecaster, HoltWinters, Naive, SeasonalNaive, SeasonalNaiveDW, _Vectorised
 from forecaster.calibration import Recalibrated, SpreadRefresh
 from forecaster.ensemble import Blend
 from forecaster.registry import ModelError, load_version
@@ -24,7 +24,7 @@ from forecaster.types import Forecast
 
 log = logging.getLogger("gpu_autoscaler.selection")
 
-BASELINES = ("naive", "seasonal_naive_daily", "seasonal_naive_dw", "holt_winters")
+BASELINES = ("naive", "exp_smoothing", "seasonal_naive_daily", "seasonal_naive_dw", "holt_winters")
 RECAL = "+conformal"  # a candidate's name with this suffix: that candidate recalibrated (forecaster/calibration.py)
 
 
@@ -43,6 +43,8 @@ def make_baseline(name: str, season: int, quantiles: tuple[float, ...], refresh:
     fc: _Vectorised | None = None
     if name == "naive":
         fc = Naive(quantiles)
+    elif name == "exp_smoothing":
+        fc = ExpSmoothing(quantiles)
     elif name == "seasonal_naive_daily":
         fc = SeasonalNaive(season, quantiles)
     elif name == "seasonal_naive_dw":

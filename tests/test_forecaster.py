@@ -12,7 +12,7 @@ from forecaster.baselines import HoltWinters, SeasonalNaive
 from forecaster.lstm import LSTMForecaster, LSTMSpec, QuantileLSTM
 from forecaster.metrics import coverage, weighted_quantile_loss
 from forecaster.series import fill_short_gaps, to_frame
-from forecaster.selection import StartupSelection
+from forecaster.selection import StartupSelection, make_baseline
 from forecaster.train import train
 
 SPEC = LSTMSpec(context=24, horizon=12, season=48, hidden=16, step_s=60)
@@ -181,7 +181,7 @@ def test_two_versions_saved_in_one_second_get_distinct_names(tmp_path):
 
 # --- fair baselines: quantiles from each baseline's own h-step errors (forecaster/calibration.py) ---
 
-from forecaster.baselines import Naive, SeasonalNaiveDW, hw_forecasts, standard_baselines  # noqa: E402
+from forecaster.baselines import ExpSmoothing, Naive, SeasonalNaiveDW, hw_forecasts, standard_baselines  # noqa: E402
 from forecaster.calibration import conformal_shift, nan_quantiles  # noqa: E402
 
 
@@ -268,6 +268,55 @@ def test_holt_winters_is_offered_only_where_the_history_holds_two_seasons():
     f = periodic_frame(n_tenants=2, steps=48 * 2, seed=3, noise=0.1)
     short = HoltWinters(48, (0.5, 0.9), agg=4).predict(f, 12)
     assert np.allclose(short.quantile(0.9), short.quantile(0.5))   # what the gate keeps out of the scoring
+
+
+
+def _counts(rate: float, steps: int, tenants: int, seed: int) -> pd.DataFrame:
+    """Requests per 10 s around a steady rate: each step's value is mostly noise."""
+    rng = np.random.default_rng(seed)
+    idx = pd.date_range("2026-01-01", periods=steps, freq="10s", tz="UTC")
+    return pd.DataFrame(rng.poisson(rate, size=(steps, tenants)).astype(float), index=idx,
+                        columns=[f"t{i}" for i in range(tenants)])
+
+
+def test_exp_smoothing_levels_match_statsmodels():
+    from statsmodels.tsa.holtwinters import SimpleExpSmoothing
+
+    y = _counts(30, 300, 1, 0).to_numpy()[:, 0]
+    for a in (0.1, 0.5, 1.0):
+        fit = SimpleExpSmoothing(y, initialization_method="known", initial_level=y[0]).fit(
+            smoothing_level=a, optimized=False)
+        # statsmodels' fitted value at t is the level after t - 1; ours after t
+        assert np.allclose(ExpSmoothing.levels(y[None, :], a)[0, :-1], np.asarray(fit.fittedvalues)[1:])
+
+
+def test_exp_smoothing_smooths_noise_and_stays_naive_on_a_walk():
+    qs = (0.5, 0.9, 0.99)
+    noisy = _counts(30, 600, 3, 1)
+    es = ExpSmoothing(qs)
+    start = 480
+    bt = backtest.run(noisy, {"naive": Naive(qs), "exp_smoothing": es}, start=start, horizon=30,
+                      history_steps=start, quantiles=qs, season=60)
+    wql = {k: v["wql"] for k, v in bt.report["models"].items()}
+    assert wql["exp_smoothing"] < 0.8 * wql["naive"], wql
+    assert es.spread._value[1] < 0.5                       # the level is smoothed, not the last value
+    rng = np.random.default_rng(2)
+    walk = noisy.copy()
+    walk[:] = 1000 + np.cumsum(rng.normal(0, 5, walk.shape), axis=0)
+    a = ExpSmoothing(qs).predict(walk, 30)
+    assert np.allclose(a.values, Naive(qs).predict(walk, 30).values)   # no noise to remove: a = 1, the last value
+
+
+def test_exp_smoothing_never_turns_missing_data_into_load():
+    f = _counts(30, 400, 3, 3)
+    f.iloc[:, 0] = np.nan                                  # never reported
+    f.iloc[:150, 1] = np.nan                               # started late
+    f.iloc[-20:, 2] = np.nan                               # went quiet: the last level is carried, not zero
+    fc = ExpSmoothing((0.5, 0.9)).predict(f, 12)
+    assert np.isnan(fc.values[0]).all()
+    assert np.isfinite(fc.values[1:]).all() and (fc.quantile(0.5)[1:] > 10).all()
+    assert "exp_smoothing" in standard_baselines(60, (0.5, 0.9), 400)
+    assert make_baseline("exp_smoothing+conformal", 60, (0.5, 0.9)).predict(f, 12).values.shape == (3, 12, 2)
 
 
 def test_conformal_shift_restores_nominal_coverage():
