@@ -216,7 +216,7 @@ def timing_shipped(tenants: int) -> dict:
     out["daemon_torch_threads"] = torch.get_num_threads()
     out["daemon"] = {"lstm": daemon_call(model)}
     out["daemon"].update({k: daemon_call(wrap_lstm(model, e, refresh=10, background=True)) for k, e in entries.items()})
-    for b in ("seasonal_naive_daily", "naive+conformal"):
+    for b in ("seasonal_naive_daily", "naive+conformal", "exp_smoothing", "exp_smoothing+conformal"):
         out["daemon"][b] = daemon_call(make_baseline(b, 1440, (0.5, 0.9, 0.99), refresh=10, background=True))
     # Holt-Winters is put in use only up to MAX_ETS_TENANTS tenants and only where the history holds two seasons:
     # timed there, on 8 days (the history that also lets the daily+weekly baseline run), 25 calls: its smoothing

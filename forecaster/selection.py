@@ -124,7 +124,7 @@ class StartupSelection:
 
     def candidates(self, n_steps: int) -> dict[str, Forecaster]:
         """The cheap baselines the history allows, each also recalibrated from its own recent errors."""
-        names = ["naive", "seasonal_naive_daily"] + (["seasonal_naive_dw"] if n_steps >= 8 * self.season else [])
+        names = ["naive", "exp_smoothing", "seasonal_naive_daily"] + (["seasonal_naive_dw"] if n_steps >= 8 * self.season else [])
         return {n: make_baseline(n, self.season, self.quantiles) for b in names for n in (b, b + RECAL)}
 
     def select(self, history: pd.DataFrame, horizon: int) -> Forecaster | None:

@@ -124,6 +124,14 @@ def test_startup_selection_scores_the_baselines_on_the_history():
     sel2.predict(periodic_frame(n_tenants=4, steps=48 * 4, noise=0.01), 12)
     assert isinstance(getattr(sel2.chosen, "model", sel2.chosen), SeasonalNaive)
     assert sel2.chosen.name.startswith("seasonal_naive_48")
+    # request counts around a steady rate: a smoothed level beats repeating the last (noisy) value
+    rng = np.random.default_rng(4)
+    counts = random_walks(steps=48 * 4)
+    counts[:] = rng.poisson(30, size=counts.shape).astype(float)
+    sel3 = StartupSelection(48, (0.5, 0.9, 0.99))
+    sel3.predict(counts, 12)
+    assert sel3.chosen.name.startswith("exp_smoothing"), sel3.why
+    assert sel3.scores[sel3.chosen.name] < 0.85 * min(sel3.scores["naive"], sel3.scores["naive+conformal"])
     young = StartupSelection(48, (0.5, 0.9, 0.99))
     young.predict(random_walks(steps=60), 12)             # too short to score: interim forecast, retried later
     assert young.chosen is None and "not selected yet" in young.why
