@@ -11,7 +11,7 @@ from forecaster import backtest, registry
 from forecaster.baselines import HoltWinters, SeasonalNaive
 from forecaster.lstm import LSTMForecaster, LSTMSpec, QuantileLSTM
 from forecaster.metrics import coverage, weighted_quantile_loss
-from forecaster.series import fill_short_gaps, to_frame
+from forecaster.series import ffill, fill_short_gaps, to_frame
 from forecaster.selection import StartupSelection, make_baseline
 from forecaster.train import train
 
@@ -282,12 +282,22 @@ def _counts(rate: float, steps: int, tenants: int, seed: int) -> pd.DataFrame:
 def test_exp_smoothing_levels_match_statsmodels():
     from statsmodels.tsa.holtwinters import SimpleExpSmoothing
 
-    y = _counts(30, 300, 1, 0).to_numpy()[:, 0]
+    vals = _counts(30, 300, 4, 0).to_numpy().T.copy()       # [tenant, time]
+    vals[1, :40] = np.nan                                   # starts late
+    vals[2, :40] = np.nan                                   # starts late too (filtered with tenant 1)
+    vals[3, 100:130] = np.nan                               # a gap: the level holds, it is not fed the last value
     for a in (0.1, 0.5, 1.0):
-        fit = SimpleExpSmoothing(y, initialization_method="known", initial_level=y[0]).fit(
-            smoothing_level=a, optimized=False)
-        # statsmodels' fitted value at t is the level after t - 1; ours after t
-        assert np.allclose(ExpSmoothing.levels(y[None, :], a)[0, :-1], np.asarray(fit.fittedvalues)[1:])
+        got = ExpSmoothing.levels(vals, a)
+        for i in range(4):
+            seen = np.flatnonzero(np.isfinite(vals[i]))
+            y = vals[i, seen]
+            fit = SimpleExpSmoothing(y, initialization_method="known", initial_level=y[0]).fit(
+                smoothing_level=a, optimized=False)
+            # statsmodels' fitted value at t is the level after t - 1; ours after t
+            assert np.allclose(got[i, seen[:-1]], np.asarray(fit.fittedvalues)[1:])
+            assert np.isnan(got[i, :seen[0]]).all()
+        assert np.allclose(got[3, 100:130], got[3, 99])       # held through the gap
+    assert a == 1.0 and np.allclose(got[0], vals[0])            # a = 1: the last value
 
 
 def test_exp_smoothing_smooths_noise_and_stays_naive_on_a_walk():
@@ -305,6 +315,10 @@ def test_exp_smoothing_smooths_noise_and_stays_naive_on_a_walk():
     walk[:] = 1000 + np.cumsum(rng.normal(0, 5, walk.shape), axis=0)
     a = ExpSmoothing(qs).predict(walk, 30)
     assert np.allclose(a.values, Naive(qs).predict(walk, 30).values)   # no noise to remove: a = 1, the last value
+    # what a recalibration replays (forecasts_at) is the same model: the chosen weight, not the last value
+    at = ExpSmoothing(qs).forecasts_at(noisy, np.array([len(noisy)]), 30)[0]
+    assert np.allclose(at, ExpSmoothing(qs).predict(noisy, 30).values)
+    assert not np.allclose(at, Naive(qs).forecasts_at(noisy, np.array([len(noisy)]), 30)[0])
 
 
 def test_exp_smoothing_never_turns_missing_data_into_load():
@@ -315,6 +329,14 @@ def test_exp_smoothing_never_turns_missing_data_into_load():
     fc = ExpSmoothing((0.5, 0.9)).predict(f, 12)
     assert np.isnan(fc.values[0]).all()
     assert np.isfinite(fc.values[1:]).all() and (fc.quantile(0.5)[1:] > 10).all()
+    v = f.to_numpy().T
+    point = ExpSmoothing((0.5, 0.9))._point(v, ffill(v), np.array([v.shape[1]]), 12, 0.1)[0]
+    assert np.allclose(point[2], ExpSmoothing.levels(v, 0.1)[2, -21])   # the level after its last sample, held
+    young = f.copy()
+    young.iloc[:-5, 1] = np.nan                            # five samples so far: a level from them, not from zeros
+    lvl = ExpSmoothing.levels(young.to_numpy().T, 0.02)[1, -1]
+    seen = young.iloc[-5:, 1].to_numpy()
+    assert seen.min() <= lvl <= seen.max()
     assert "exp_smoothing" in standard_baselines(60, (0.5, 0.9), 400)
     assert make_baseline("exp_smoothing+conformal", 60, (0.5, 0.9)).predict(f, 12).values.shape == (3, 12, 2)
 
