@@ -715,13 +715,26 @@ class RateLimitMiddleware:
         await send({"type": "http.response.body", "body": data})
 
 
+def limiter_client(url: str) -> aredis.Redis:
+    """The gateway's Redis client: a failed call is retried once at once (a pooled connection that died with a
+    Redis restart), never with backoff.
+
+    redis-py's default policy retries three times with exponential backoff: with Redis down, every request then
+    waited 3-4 s for the limiter to fail (open or closed), so a limiter outage became a slow gateway.
+    """
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+
+    return aredis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2, retry=Retry(NoBackoff(), 1))
+
+
 def build_app(cfg: GatewayConfig, app: Callable | None = None) -> RateLimitMiddleware:
     """The gateway as configured: `app` (or a proxy to `upstream`) behind identity, limits and the degrade path."""
     if app is None:
         if cfg.upstream is None:
             raise GatewayConfigError("upstream: the stand-alone gateway needs upstream = URL")
         app = ProxyApp(cfg.upstream)
-    client = aredis.Redis.from_url(cfg.redis.url, socket_timeout=2, socket_connect_timeout=2)
+    client = limiter_client(cfg.redis.url)
     dg = cfg.degrade
     cache = ResponseCache(client, cfg.redis.prefix, dg.cache_ttl_s, dg.cache_max_bytes) if dg.cache else None
     fallback = ProxyApp(dg.cheaper_upstream) if dg.cheaper_upstream else None

@@ -646,8 +646,12 @@ def test_a_limiter_outage_is_logged_once_not_per_request(caplog):
 
     from tests.conftest import free_port
 
+    from daemon.gateway import limiter_client
+
     caplog.set_level(logging.WARNING, logger="gpu_autoscaler.gateway")
-    dead = aredis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=0.2)
+    # the client the gateway builds: it fails at once (redis-py's default retries with backoff took 3-4 s a
+    # request, so three requests could straddle the 10 s between two warnings)
+    dead = limiter_client(f"redis://127.0.0.1:{free_port()}")
     app = RateLimitMiddleware(Starlette(routes=[Route("/", _echo)]), AsyncTokenBucket(dead),
                               Identity({key_digest(KEY_A): "a"}))
     responses = calls(app, [A, A, A])
