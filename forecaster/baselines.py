@@ -72,25 +72,22 @@ class _Vectorised:
 
     def _point(self, vals: np.ndarray, ff: np.ndarray, ends: np.ndarray, horizon: int, params=None) -> np.ndarray:
         """[origin, tenant, h] point forecasts from the histories vals[:, :end] for each end in `ends`, with the
-        per-tenant parameters `_params` chose (None for a rule that has none)."""
+        parameters `_params` chose (None for a rule that has none)."""
         raise NotImplementedError
 
     def _params(self, vals: np.ndarray, ff: np.ndarray, horizon: int):
-        """Per-tenant parameters chosen from the history (none for a fixed rule); refreshed with the spread."""
+        """Parameters chosen from the history (None for a fixed rule); cached and refreshed with the spread."""
         return None
 
     def _usable(self, n_steps: int) -> bool:
         return n_steps >= self._first_origin()
 
-    def _window(self, horizon: int) -> int:
-        return self.error_window or max(8 * horizon, 7 * getattr(self, "season", horizon))
-
     def _error_quantiles(self, vals: np.ndarray, ff: np.ndarray, horizon: int) -> tuple[np.ndarray, object]:
         """(error quantiles [tenant, h, Q], parameters): what the spread cache holds for a tenant set."""
         n, t = vals.shape
         params = self._params(vals, ff, horizon)
-        ends = recent_origins(t, horizon, first=self._first_origin(), window=self._window(horizon),
-                              max_origins=self.max_origins)
+        window = self.error_window or max(8 * horizon, 7 * getattr(self, "season", horizon))
+        ends = recent_origins(t, horizon, first=self._first_origin(), window=window, max_origins=self.max_origins)
         if ends.size:
             errors = errors_at(vals, ends, self._point(vals, ff, ends, horizon, params))
         else:
@@ -218,7 +215,8 @@ class ExpSmoothing(_Vectorised):
     statsmodels fit per tenant is too slow for 1,000 tenants every cycle). It is re-chosen with the spread.
     """
 
-    ALPHAS = (1.0, 0.7, 0.5, 0.3, 0.2, 0.1, 0.05, 0.02)  # a tie goes to the first: the last value unless smoothing helps
+    # a tie goes to the first: the last value unless smoothing helps
+    ALPHAS = (1.0, 0.7, 0.5, 0.3, 0.2, 0.1, 0.05, 0.02)
 
     def __init__(self, quantiles: tuple[float, ...] = (0.5, 0.9, 0.99), error_window: int | None = None,
                  max_origins: int = 256) -> None:
@@ -246,11 +244,12 @@ class ExpSmoothing(_Vectorised):
         obs = np.isfinite(vals)
         first = np.argmax(obs, axis=1)
         n_obs = obs.sum(axis=1)
-        gapless = n_obs == vals.shape[1] - first          # observed every step from its first value on
-        for f in np.unique(first[gapless & (n_obs > 0)]):  # one filter over every gapless tenant starting at f
-            r = np.flatnonzero(gapless & (n_obs > 0) & (first == f))
+        live = n_obs > 0
+        gapless = live & (n_obs == vals.shape[1] - first)  # observed every step from its first value on
+        for f in np.unique(first[gapless]):                # one filter over every gapless tenant starting at f
+            r = np.flatnonzero(gapless & (first == f))
             out[r, f:] = smooth(vals[r, f:])
-        for i in np.flatnonzero(~gapless & (n_obs > 0)):   # with gaps: smooth what was seen, hold it in between
+        for i in np.flatnonzero(live & ~gapless):          # with gaps: smooth what was seen, hold it in between
             seen = np.flatnonzero(obs[i])
             out[i, seen] = smooth(vals[i, seen][None, :])[0]
         return ffill(out)
@@ -269,10 +268,6 @@ class ExpSmoothing(_Vectorised):
     def _point(self, vals, ff, ends, horizon, params=None):
         lv = self.levels(vals, 1.0 if params is None else float(params))[:, ends - 1]  # [N, O]
         return np.repeat(lv.T[:, :, None], horizon, axis=2)
-
-    def _short(self, history, horizon):
-        fc = Naive(self.quantiles, self.error_window, self.max_origins)._short(history, horizon)
-        return Forecast(fc.tenants, fc.quantiles, fc.values, fc.issued_at, fc.step_s, self.name)
 
 
 def hw_forecasts(level: np.ndarray, trend: np.ndarray, season: np.ndarray, phi: float, period: int,
@@ -294,9 +289,9 @@ class HoltWinters:
     """Per-tenant additive damped Holt-Winters (statsmodels), fitted on a downsampled series.
 
     Minute data with a 1,440-step season is too slow to fit per tenant, so the series is averaged into `agg`
-    steps first (by default a 96th of the season: 15 minutes of a day). Forecasts are made from every recent coarse origin with the fitted
-    states (multi-step, not one-step), and the errors against the native-step actuals, per horizon step, give
-    the quantiles.
+    steps first (by default a 96th of the season: 15 minutes of a day). Forecasts are made from every recent
+    coarse origin with the fitted states (multi-step, not one-step), and the errors against the native-step
+    actuals, per horizon step, give the quantiles.
     """
 
     _PARAMS = ("smoothing_level", "smoothing_trend", "smoothing_seasonal", "damping_trend")

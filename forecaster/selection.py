@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from forecaster import backtest
-from forecaster.baselines import ExpSmoothing, Forecaster, HoltWinters, Naive, SeasonalNaive, SeasonalNaiveDW, _Vectorised
+from forecaster.baselines import (ExpSmoothing, Forecaster, HoltWinters, Naive, SeasonalNaive, SeasonalNaiveDW,
+                                  _Vectorised)
 from forecaster.calibration import Recalibrated, SpreadRefresh
 from forecaster.ensemble import Blend
 from forecaster.registry import ModelError, load_version
@@ -124,7 +125,8 @@ class StartupSelection:
 
     def candidates(self, n_steps: int) -> dict[str, Forecaster]:
         """The cheap baselines the history allows, each also recalibrated from its own recent errors."""
-        names = ["naive", "exp_smoothing", "seasonal_naive_daily"] + (["seasonal_naive_dw"] if n_steps >= 8 * self.season else [])
+        names = ["naive", "exp_smoothing", "seasonal_naive_daily"]
+        names += ["seasonal_naive_dw"] if n_steps >= 8 * self.season else []
         return {n: make_baseline(n, self.season, self.quantiles) for b in names for n in (b, b + RECAL)}
 
     def select(self, history: pd.DataFrame, horizon: int) -> Forecaster | None:
