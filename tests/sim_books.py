@@ -48,9 +48,9 @@ class BookedSimCluster(SimCluster):
         self.b_drains = [d for d in self.b_drains if d[0] != int(node)]
         return super().fail_node(node, requeue)
 
-    def restore_node(self, node: int) -> None:
+    def restore_node(self, node: int) -> list[int]:
         self.b_down.discard(int(node))
-        super().restore_node(node)
+        return super().restore_node(node)
 
     # ---- one step, booked -----------------------------------------------------------------------
     def step(self, wanted_gpus):

@@ -55,6 +55,49 @@ def test_invariants_hold_at_every_step_on_random_workloads(seed, n, nodes, gpn, 
     c.check_conserved()
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 6), nodes=st.integers(2, 6), gpn=st.sampled_from([2, 4, 8]))
+def test_a_node_restored_with_stranded_jobs_is_never_booked_twice(seed, n, nodes, gpn):
+    # nodes fail with their jobs left stranded (as on a real cluster before anyone reacts) and come back
+    # before anyone requeued them: the node comes back empty, its stranded jobs queued, nothing booked twice
+    rng = np.random.default_rng(seed)
+    prio = rng.choice(TIERS, n)
+    job = np.minimum(rng.choice([1, 2, 4, 8], n), gpn)
+    cap = nodes * gpn
+    c = BookedSimCluster([f"t{i}" for i in range(n)], prio, cap, job, gpus_per_node=gpn, drain_steps=1,
+                         checkpoint_steps=5, max_wait_steps=10)
+    for _ in range(80):
+        c.step(rng.integers(0, cap + gpn, n).astype(float))
+        c.check_invariants()
+        r = rng.uniform()
+        if r < 0.15:
+            c.fail_node(int(rng.integers(c.n_nodes)), requeue=False)
+        elif r < 0.3:
+            for node in np.flatnonzero(~c.node_ok):
+                stranded = set(c.j_id[c.running_on(int(node))].tolist())
+                back = c.restore_node(int(node))
+                c.check_invariants()
+                assert set(back) == stranded                  # exactly the stranded jobs went back to the queue
+                assert c.running_on(int(node)).size == 0
+                assert c.node_free[node] == c.node_cap[node]
+        c.check_invariants()
+    c.check_conserved()
+
+
+def test_restoring_a_node_requeues_the_jobs_stranded_on_it():
+    c = SimCluster(["a", "b"], np.array([PRIORITY["normal"], PRIORITY["low"]]), 8, np.array([8, 8]),
+                   gpus_per_node=8, drain_steps=0)
+    c.step(np.array([8.0, 8.0]))
+    (running,) = c.j_id[c.running_on(0)].tolist()
+    assert c.fail_node(0, requeue=False) == [running]
+    back = c.restore_node(0)
+    c.check_invariants()
+    assert back == [running]
+    st_ = c.step(np.array([8.0, 8.0]))
+    c.check_invariants()
+    assert st_.running_gpus == 8                         # one 8-GPU job on the 8-GPU node, not two
+
+
 def test_held_gpus_are_never_filled_beyond_what_is_free():
     # the over-commit seen before: a 16-GPU cluster full of low work, then a 16-GPU hold for a tenant that
     # asks for 22: nothing may start until GPUs are really free

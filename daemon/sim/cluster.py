@@ -306,10 +306,22 @@ class SimCluster:
         run = np.flatnonzero(self.j_state[: self.size] == RUNNING)
         return run[~self.node_ok[self.j_node[run]]]
 
-    def restore_node(self, node: int) -> None:
-        if not self.node_ok[node]:
-            self.node_ok[node] = True
-            self.node_free[node] = self.node_cap[node]
+    def restore_node(self, node: int) -> list[int]:
+        """Bring a failed node back, empty; return the ids of the jobs still stranded on it, now requeued.
+
+        A node that comes back has lost the processes it ran (Slurm requeues such jobs as NODE_FAIL), so a job
+        nobody requeued while the node was down goes back to the queue here. Marking the node fully free while
+        those jobs still counted as running on it booked its GPUs twice.
+        """
+        if self.node_ok[node]:
+            return []
+        on = self.running_on(node)
+        self.j_state[on] = QUEUED
+        self.j_queued_at[on] = self.step_no
+        self.j_node[on] = -1
+        self.node_ok[node] = True
+        self.node_free[node] = self.node_cap[node]
+        return [int(self.j_id[p]) for p in on]
 
     # ---- one step ----------------------------------------------------------------------------
     def step(self, wanted_gpus: np.ndarray) -> StepStats:
