@@ -456,7 +456,7 @@ class Config(_Strict):
         return "normal"
 
 
-def _format_error(exc: ValidationError, origin: str) -> str:
+def format_validation_error(exc: ValidationError, origin: str) -> str:
     parts = []
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "<root>"
@@ -471,7 +471,7 @@ def parse_config(data: dict, origin: str = "config") -> Config:
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_error(exc, origin)) from None
+        raise ConfigError(format_validation_error(exc, origin)) from None
 
 
 def load_config(path: Path | str | None) -> Config:

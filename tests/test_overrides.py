@@ -13,7 +13,6 @@ from daemon.config import Config
 from daemon.overrides import BadChange, Overrides
 from daemon.policy import PolicyMemory, plan
 from daemon.policy.types import OperatorInputs
-from daemon.reload import merge
 from daemon.runtime import build_runtime
 from daemon.service import Daemon
 from daemon.store import StateStore
@@ -81,16 +80,6 @@ def test_changes_are_validated_persisted_and_audited(tmp_path):
     assert [e["who"] for e in ev] == ["ops", "alice-admin", "ops"]
     assert ev[1]["tenant"] == "t1" and ev[1]["changes"] == {"rate_override": {"from": 5.0, "to": None}}
     assert ev[0]["scope"] == "global" and "T" in ev[0]["at"]
-
-
-def test_reload_keeps_restart_only_sections():
-    running = Config(cycle={"interval_s": 2.0}, server={"port": 1234}, source={"kind": "simulator"})
-    new = Config(cycle={"interval_s": 30.0, "stale_after_s": 60}, server={"port": 9105}, policy={"reserve_share": 0.3},
-                 source={"kind": "prometheus"})
-    cfg, kept = merge(running, new)
-    assert cfg.policy.reserve_share == 0.3 and cfg.cycle.stale_after_s == 60
-    assert cfg.server.port == 1234 and cfg.source.kind == "simulator" and cfg.cycle.interval_s == 2.0
-    assert set(kept) == {"server", "source", "cycle.interval_s"}
 
 
 OP = "operator-token-0123456789"
