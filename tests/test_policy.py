@@ -242,3 +242,20 @@ def test_a_remembered_rate_level_the_config_no_longer_has_is_the_tightest_one():
     assert p.stale and p.limits["t1"].rate == 5 and p.limits["t1"].level == 0
     d = safe_default(AT.isoformat(), 100, s.tenants, s.tiers, mem, cfg, "plan too old")
     assert d.limits["t0"].rate == 100
+
+
+def test_plan_gives_exactly_the_plans_it_gave_before_its_split():
+    # tests/policy_golden.py: the simulated cluster planned by plan() with every branch in turn (aging,
+    # placement, budgets, floors, pauses, tier and rate changes, a lost forecast, stale snapshots); digests of
+    # every plan pinned (regenerate only for a deliberate change of the policy)
+    import json
+
+    from tests.policy_golden import FIXTURE, all_cases
+
+    want = json.loads(FIXTURE.read_text())
+    got = all_cases()
+    assert got.keys() == want.keys()
+    for case in want:
+        first = next((k for k, (a, b) in enumerate(zip(got[case], want[case])) if a != b), None)
+        assert first is None, f"{case}: plan {first} differs"
+        assert len(got[case]) == len(want[case])

@@ -54,9 +54,60 @@ def _rate_overrides(cfg: Config, ops: OperatorInputs) -> dict[str, TenantConfig]
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class _View:
+    """The snapshot as arrays, read once per plan."""
+
+    tenants: tuple[str, ...]
+    high: np.ndarray        # bool per tenant
+    capacity: int
+    used: np.ndarray        # GPUs in use (unknown read as 0 for sums; `known` says which are real)
+    known: np.ndarray       # bool: a fresh reading exists
+    demand: np.ndarray
+
+    @classmethod
+    def of(cls, state: ClusterState) -> "_View":
+        raw = state.used.astype(float)
+        return cls(state.tenants, state.tier_array() == PRIORITY["high"], int(state.capacity),
+                   np.nan_to_num(raw, nan=0.0), np.isfinite(raw), state.demand.astype(float))
+
+    @property
+    def n(self) -> int:
+        return len(self.tenants)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Holds:
+    """What the plan holds, and how much of it must be free soon (what preemption may clear)."""
+
+    res: np.ndarray         # GPUs held per tenant
+    soon: np.ndarray        # of which needed within the drain window
+    quantum: np.ndarray     # GPUs of the largest job of each protected tenant (holds come in whole jobs)
+    aged: np.ndarray        # bool: a job of this tenant waited max_wait and is admitted
+    floored: np.ndarray     # bool: an operator's floor protects this tenant (outside the high tier)
+    pooled: np.ndarray      # bool: held together as the high tier's pool
+    pool: int               # GPUs guaranteed to the high tier
+    model: str              # the forecast's model name ("none" without one)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Cleared:
+    """The preemptions chosen, what they tell tenants, and the budget left."""
+
+    chosen: np.ndarray      # job positions
+    preemptions: tuple[Preemption, ...]
+    notifications: tuple[Notification, ...]
+    budget_gpus: float
+    budget_jobs: float
+
+
 def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, cfg: Config,
          last: Plan | None = None, ops: OperatorInputs | None = None, now: float | None = None) -> Plan:
-    """``now`` (epoch seconds) drives the preemption budget; by default the snapshot's own time."""
+    """``now`` (epoch seconds) drives the preemption budget; by default the snapshot's own time.
+
+    In order: operator tier changes, the staleness check (a stale snapshot keeps the last good plan), aging,
+    the holds, the preemptions that clear room for them, the rate limits, then the plan as a whole.
+    """
     ops = ops or OperatorInputs()
     if ops.tiers:
         state = dataclasses.replace(state, tiers=tuple(ops.tiers.get(t, tier)  # type: ignore[misc]
@@ -64,26 +115,38 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     why = staleness_reason(state, cfg)
     if why is not None:
         return _stale_plan(state, memory, last, why, cfg)
-
-    pc = cfg.policy
-    step_s = cfg.cycle.resolution_s
-    tenants = state.tenants
-    n = len(tenants)
-    tier = state.tier_array()
-    high = tier == PRIORITY["high"]
-    capacity = int(state.capacity)
-    used = np.nan_to_num(state.used.astype(float), nan=0.0)
-    demand = state.demand.astype(float)
+    view = _View.of(state)
     notes: list[str] = []
+    clock = state.at.timestamp() if now is None else float(now)
+    ag, aged_gpus, aged_since = _aging(state, view, memory, cfg, clock, notes)
+    holds = _holds(forecast, state, view, memory, cfg, ops, aged_gpus, notes)
+    cleared = _preemptions(state, view, holds, ag, memory, cfg, ops, clock, notes)
+    notifs = list(cleared.notifications) + _protected_notices(aged_since, memory, cfg)
+    # --- rate limits follow load with hysteresis
+    load = float(view.used.sum()) / view.capacity
+    level = rate_level(load, memory.rate_level, cfg.ratelimits)
+    limits = tenant_limits(view.tenants, state.tiers, level, load, cfg.ratelimits, _rate_overrides(cfg, ops))
+    if level != memory.rate_level:
+        kind = "throttled" if level > memory.rate_level else "relaxed"
+        notes.append(f"rate level {memory.rate_level} -> {level} at load {load:.0%}")
+        notifs += [Notification(t, kind, lim.reason) for t, lim in limits.items()]
+    mem = PolicyMemory(reservations={}, rate_level=level, aged_since=aged_since, waited=ag.waited, stint=ag.stint,
+                       aged_jobs=ag.aged_jobs, budget_gpus=cleared.budget_gpus, budget_jobs=cleared.budget_jobs,
+                       budget_at=clock)
+    return _assemble(state, view, holds, cleared, tuple(notifs), limits, load, mem, notes)
 
-    # --- anti-starvation (daemon/policy/aging.py): a job's wait is summed over its queue stints (requeues
-    # included). A job that waited max_wait is admitted ahead of the high tier's borrowing beyond its
-    # guarantee and of all normal work, one job per starving tenant at a time and within aging_max_share of
-    # the GPUs, and is not preempted before it has run aging_min_run_s
+
+def _aging(state: ClusterState, view: _View, memory: PolicyMemory, cfg: Config, clock: float,
+           notes: list[str]) -> tuple[aging.Aging, np.ndarray, dict[str, str]]:
+    """Anti-starvation (daemon/policy/aging.py): a job's wait is summed over its queue stints (requeues
+    included). A job that waited max_wait is admitted ahead of the high tier's borrowing beyond its guarantee
+    and of all normal work, one job per starving tenant at a time and within aging_max_share of the GPUs, and
+    is not preempted before it has run aging_min_run_s. Returns the aging state, the GPUs admitted per tenant
+    and since when each admitted tenant has been protected."""
+    pc = cfg.policy
     jobs = state.jobs
     now_iso = state.at.isoformat()
-    max_wait_s = pc.max_wait_steps * step_s
-    clock = state.at.timestamp() if now is None else float(now)
+    max_wait_s = pc.max_wait_steps * cfg.cycle.resolution_s
     since = clock - memory.budget_at if memory.budget_at is not None and clock >= memory.budget_at else float("inf")
     if pc.aging_cumulative:
         ag = aging.age(jobs, memory.waited, memory.stint, memory.aged_jobs, max_wait_s, pc.aging_min_run_s, now_iso,
@@ -91,15 +154,22 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     else:  # the current queue stint only (the scheduler's own clock), no grace period, nothing remembered
         ag = aging.age(jobs, {}, {}, {}, max_wait_s, 0.0, now_iso)
         ag = dataclasses.replace(ag, waited={}, stint={}, aged_jobs={})
-    adm = aging.admit(ag, jobs, n, ~high, max_wait_s, int(math.floor(pc.aging_max_share * capacity)))
-    aged_gpus = adm.gpus
-    aged = aged_gpus > 0
+    adm = aging.admit(ag, jobs, view.n, ~view.high, max_wait_s, int(math.floor(pc.aging_max_share * view.capacity)))
     if adm.waiting:
         notes.append(f"aging: {adm.waiting} tenants waited over {pc.max_wait_steps} steps and wait for a slot "
                      f"(one job per tenant, {pc.aging_max_share:.0%} of the GPUs)")
-    aged_since = {tenants[i]: memory.aged_since.get(tenants[i], now_iso) for i in np.flatnonzero(aged)}
+    aged_since = {view.tenants[i]: memory.aged_since.get(view.tenants[i], now_iso)
+                  for i in np.flatnonzero(adm.gpus > 0)}
+    return ag, adm.gpus, aged_since
 
-    # --- reservations for the high tier (forecast peak over the lead time) and aged tenants
+
+def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: PolicyMemory, cfg: Config,
+           ops: OperatorInputs, aged_gpus: np.ndarray, notes: list[str]) -> _Holds:
+    """Reservations for the high tier (its forecast peak over the lead time), aged tenants and operator floors,
+    in whole jobs, fitted to the capacity."""
+    pc = cfg.policy
+    tenants, n, high, used = view.tenants, view.n, view.high, view.used
+    aged = aged_gpus > 0
     prev = np.array([memory.reservations.get(t, 0) for t in tenants], dtype=float)
     if forecast is not None:
         peak_all = forecast.for_tenants(tenants)
@@ -116,7 +186,7 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
         peak = peak_soon = np.full(n, np.nan)
         model = "none"
         notes.append("no forecast: reserving for current demand only")
-    tgt = reservation.targets(peak, demand, prev, pc.headroom)
+    tgt = reservation.targets(peak, view.demand, prev, pc.headroom)
     res = reservation.with_hysteresis(tgt, prev, pc.hysteresis)
     res = np.where(high, res, 0.0)
     res = np.where(aged, used + aged_gpus, res)
@@ -124,10 +194,11 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     # the lead time would only lose work for a peak the next forecasts may take back. Jobs are preempted
     # only for jobs (waiting now, or forecast within the drain window), never for the headroom: the
     # headroom is held where it is free, not cleared
-    soon = np.minimum(res, reservation.targets(peak_soon, demand, prev, 0.0))
+    soon = np.minimum(res, reservation.targets(peak_soon, view.demand, prev, 0.0))
     soon = np.where(aged, res, soon)
     # reservations come in whole jobs: holding 6 GPUs for a tenant whose jobs take 8 holds nothing usable
     quantum = np.ones(n)
+    jobs = state.jobs
     if len(jobs):
         mine = (high | aged)[jobs.tenant]  # only protected tenants hold reservations
         t, g = jobs.tenant[mine], jobs.gpus[mine]
@@ -143,6 +214,7 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     floored = (floor > 0) & ~high
     res = np.maximum(res, floor)
     soon = np.maximum(soon, floor)
+    capacity = view.capacity
     pool = reservation.high_pool(capacity, pc.reserve_share)
     # aged jobs are held for first, from everything but the high tier's guarantee (its static pool, or its own
     # hold if smaller), so that under sustained high-tier pressure a peak above the pool does not crowd out
@@ -156,16 +228,22 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     else:
         res = reservation.fit_to_capacity(res, high, capacity)
     soon = np.minimum(soon, res)
-
     # the high tier's holds as one pool (policy.pool_high_tier): one tenant's idle reserve serves another's peak
     pooled = high.copy() if pc.pool_high_tier else np.zeros(n, dtype=bool)
+    return _Holds(res, soon, quantum, aged, floored, pooled, pool, model)
 
-    # --- preemption: clear, just in time, what protected tenants will need and free GPUs cannot cover
-    protected = high | aged | floored
+
+def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Aging, memory: PolicyMemory,
+                 cfg: Config, ops: OperatorInputs, clock: float, notes: list[str]) -> _Cleared:
+    """Clear, just in time, what protected tenants will need and free GPUs cannot cover: within the budget,
+    never for a tenant without a fresh reading, never a paused tenant's job, never an exempt one."""
+    pc = cfg.policy
+    tenants, n, used, capacity = view.tenants, view.n, view.used, view.capacity
+    jobs = state.jobs
+    protected = view.high | holds.aged | holds.floored
     paused = np.array([t in ops.paused for t in tenants], dtype=bool) if ops.paused else np.zeros(n, dtype=bool)
     # a tenant with no fresh reading is not a tenant using nothing: it drives no preemption
-    known = np.isfinite(state.used.astype(float))
-    need_gpus = np.where(protected & known, np.maximum(soon - used, 0), 0.0)
+    need_gpus = np.where(protected & view.known, np.maximum(holds.soon - used, 0), 0.0)
     # the budget is a token bucket in time (daemon/policy/budget.py): alert-triggered cycles do not multiply it
     avail_gpus, avail_jobs = budget.refill(memory.budget_gpus, memory.budget_jobs, memory.budget_at, clock,
                                            capacity, pc.preempt_budget_share, pc.preempt_budget_jobs,
@@ -184,10 +262,11 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
         notes.append(f"preemptions paused by an operator: {shortfall} GPUs not cleared")
     elif placed_view:
         # placement-aware: preempt only what makes room, on one node, for a whole job of a protected tenant
-        need_jobs = np.ceil(need_gpus / quantum - 1e-9).astype(np.int64)
-        chosen, _, unplaced = preemption.choose_placed(cand_jobs, state.nodes, need_jobs, quantum.astype(np.int64),
-                                                       protected | paused, budget_gpus, budget_jobs,
-                                                       pc.min_preempt_gpus, pooled=pooled, cleared_for=cleared_for)
+        need_jobs = np.ceil(need_gpus / holds.quantum - 1e-9).astype(np.int64)
+        chosen, _, unplaced = preemption.choose_placed(cand_jobs, state.nodes, need_jobs,
+                                                       holds.quantum.astype(np.int64), protected | paused,
+                                                       budget_gpus, budget_jobs, pc.min_preempt_gpus,
+                                                       pooled=holds.pooled, cleared_for=cleared_for)
         chosen = cand_index[chosen]
         if unplaced:
             notes.append(f"{unplaced} protected jobs have no place yet (budget, candidates or topology)")
@@ -200,7 +279,7 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     preempts: list[Preemption] = []
     notifs: list[Notification] = []
     if chosen.size:
-        who_needs = ", ".join(tenants[i] for i in np.flatnonzero(protected & (res > used))[:5])
+        who_needs = ", ".join(tenants[i] for i in np.flatnonzero(protected & (holds.res > used))[:5])
         reason = (f"low-priority job preempted to clear {shortfall} GPUs ahead of forecast peak "
                   f"(p{int(pc.quantile * 100)} within {pc.preempt_lead_steps} steps) for {who_needs}")
         beneficiary = [tenants[i] for i in cleared_for] if len(cleared_for) == chosen.size else [""] * chosen.size
@@ -209,35 +288,35 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
             t = tenants[ti]
             preempts.append(Preemption(str(jid), t, int(g), str(node), reason, who))
             notifs.append(Notification(t, "preempted", f"job {jid} preempted and requeued: {reason}"))
-    for t in aged_since:
-        if t not in memory.aged_since:
-            notifs.append(Notification(t, "protected", f"a job waited over {pc.max_wait_steps} steps: it is held for "
-                                                       "ahead of normal work and of the high tier beyond its "
-                                                       f"guarantee, and once started not preempted for "
-                                                       f"{pc.aging_min_run_s:g}s"))
+    return _Cleared(chosen, tuple(preempts), tuple(notifs),
+                    avail_gpus - (float(jobs.gpus[chosen].sum()) if chosen.size else 0.0),
+                    avail_jobs - float(chosen.size))
 
-    # --- rate limits follow load with hysteresis
-    load = float(used.sum()) / capacity
-    level = rate_level(load, memory.rate_level, cfg.ratelimits)
-    limits = tenant_limits(tenants, state.tiers, level, load, cfg.ratelimits, _rate_overrides(cfg, ops))
-    if level != memory.rate_level:
-        kind = "throttled" if level > memory.rate_level else "relaxed"
-        notes.append(f"rate level {memory.rate_level} -> {level} at load {load:.0%}")
-        for t, lim in limits.items():
-            notifs.append(Notification(t, kind, lim.reason))
 
+def _protected_notices(aged_since: dict[str, str], memory: PolicyMemory, cfg: Config) -> list[Notification]:
+    """Tell a tenant once, when aging starts protecting it."""
+    pc = cfg.policy
+    return [Notification(t, "protected", f"a job waited over {pc.max_wait_steps} steps: it is held for "
+                                         "ahead of normal work and of the high tier beyond its "
+                                         f"guarantee, and once started not preempted for "
+                                         f"{pc.aging_min_run_s:g}s")
+            for t in aged_since if t not in memory.aged_since]
+
+
+def _assemble(state: ClusterState, view: _View, holds: _Holds, cleared: _Cleared, notifs: tuple[Notification, ...],
+              limits: dict, load: float, mem: PolicyMemory, notes: list[str]) -> Plan:
+    """The plan: holds, the quotas that keep other work out of them, limits, preemptions, and the memory."""
+    tenants, high, res = view.tenants, view.high, holds.res
     res_list = res.tolist()
     reserved = {tenants[i]: res_list[i] for i in np.flatnonzero(res > 0)}
     # non-preemptible work outside the high tier may not eat into the high tier's guarantee;
     # low-priority work may still borrow idle GPUs because it can be preempted
-    shared_cap = max(capacity - max(pool, int(res[high].sum())) - int(res[aged | floored].sum()), 0)
+    shared_cap = max(view.capacity - max(holds.pool, int(res[high].sum()))
+                     - int(res[holds.aged | holds.floored].sum()), 0)
     quotas = {tenants[i]: shared_cap + res_list[i] for i in np.flatnonzero(~high)}
-    mem = PolicyMemory(reservations=reserved, rate_level=level, aged_since=aged_since, waited=ag.waited,
-                       stint=ag.stint, aged_jobs=ag.aged_jobs,
-                       budget_gpus=avail_gpus - (float(jobs.gpus[chosen].sum()) if chosen.size else 0.0),
-                       budget_jobs=avail_jobs - float(chosen.size), budget_at=clock)
-    return Plan(at=state.at.isoformat(), capacity=capacity, load=load, high_pool=pool, reservations=reserved,
-                quotas=quotas, limits=limits, preemptions=tuple(preempts), notifications=tuple(notifs),
-                stale=False, forecast_model=model, notes=tuple(notes), memory=mem,
-                pooled=tuple(tenants[i] for i in np.flatnonzero(pooled)),
-                hold_job_gpus={tenants[i]: int(quantum[i]) for i in np.flatnonzero((res > 0) | pooled)})
+    mem = dataclasses.replace(mem, reservations=reserved)
+    return Plan(at=state.at.isoformat(), capacity=view.capacity, load=load, high_pool=holds.pool,
+                reservations=reserved, quotas=quotas, limits=limits, preemptions=cleared.preemptions,
+                notifications=notifs, stale=False, forecast_model=holds.model, notes=tuple(notes), memory=mem,
+                pooled=tuple(tenants[i] for i in np.flatnonzero(holds.pooled)),
+                hold_job_gpus={tenants[i]: int(holds.quantum[i]) for i in np.flatnonzero((res > 0) | holds.pooled)})
