@@ -37,6 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
+import provenance  # bench/, next to this script
+import targets
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -329,7 +332,8 @@ def main() -> None:
     t0 = a.now - (a.steps - 1) * STEP
     total_steps = a.steps + int(run_s // STEP)
     res: dict = {"tenants": a.tenants, "days": a.days, "history_steps": a.steps, "cores": os.cpu_count(),
-                 "load_avg_at_start": os.getloadavg(), "scenarios": {}}
+                 "load_avg_at_start": os.getloadavg(), "commit": provenance.commit(),
+                 "targets": targets.CYCLE, "scenarios": {}}
     proc = None
     try:
         t = time.perf_counter()

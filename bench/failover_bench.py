@@ -43,6 +43,10 @@ from forecaster.types import Forecast  # noqa: E402
 from tests.conftest import REPO, free_port  # noqa: E402
 from tests.services import alertmanager_server, wait_for  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import provenance  # noqa: E402  (bench/, next to this script)
+import targets  # noqa: E402
+
 TOKEN = "bench-token-0123456789"
 
 
@@ -216,7 +220,10 @@ def main() -> int:
     ap.add_argument("--per-job-ms", type=float, default=20.0)
     ap.add_argument("--gpus", type=int, default=16384)
     a = ap.parse_args()
-    res = run(a.per_job_ms, a.gpus)
+    res = provenance.started()
+    res.update(run(a.per_job_ms, a.gpus))
+    res["targets"] = targets.FAILOVER
+    provenance.finished(res)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(res, indent=2) + "\n")
     va, dw, h = res["via_alertmanager"], res["direct_webhook"], res["healthz_ms"]

@@ -24,6 +24,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import provenance  # noqa: E402  (bench/, next to this script)
+import targets  # noqa: E402
 
 from daemon.config import Config  # noqa: E402
 from daemon.retrain import default_data_dir, retrain_on, trace_history  # noqa: E402
@@ -70,7 +71,7 @@ def main() -> int:
         return 0
     if a.only_retrain_timing:
         r = timing_retrain(a.tenants, a.days)
-        r.update(commit=out["commit"], load_average_1min=os.getloadavg()[0])
+        r.update(commit=out["commit"], load_average_1min=os.getloadavg()[0], targets=targets.FORECAST_RETRAIN)
         out_p = a.out.with_name("forecast_retrain_timing.json")
         out_p.parent.mkdir(parents=True, exist_ok=True)
         out_p.write_text(json.dumps(r, indent=2, default=float) + "\n")
@@ -80,6 +81,7 @@ def main() -> int:
         out["timing_shipped"] = timing_shipped(a.tenants)
         out["traces"] = trace_table(a)
         out["load_average_1min_at_end"] = os.getloadavg()[0]
+        out["targets"] = {**targets.FORECAST_TRACES, **targets.FORECAST_TIMING}
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps(out, indent=2, default=float) + "\n")
         print(json.dumps(out["timing_shipped"], indent=2))

@@ -32,6 +32,11 @@ from daemon.config import Config  # noqa: E402
 from daemon.policy import PolicyMemory, plan  # noqa: E402
 from forecaster.types import Forecast  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import provenance  # noqa: E402  (bench/, next to this script)
+import targets  # noqa: E402
+
+
 
 def big_state(n_tenants=1000, gpus=100_000, n_jobs=50_000, seed=0):
     rng = np.random.default_rng(seed)
@@ -152,7 +157,9 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("bench/out/policy.json"))
     ap.add_argument("--seconds", type=float, default=2.0)
     a = ap.parse_args()
-    res = {"plan": bench_plan(), "redis": bench_redis(a.seconds)}
+    res = provenance.started()
+    res.update({"plan": bench_plan(), "redis": bench_redis(a.seconds), "targets": targets.POLICY})
+    provenance.finished(res)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(res, indent=2) + "\n")
     p = res["plan"]

@@ -4,7 +4,10 @@ Every bench JSON carries this, so a number in the README can be traced to the co
 
 from __future__ import annotations
 
+import os
 import subprocess
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,3 +23,22 @@ def commit(root: Path = ROOT) -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown (not a git checkout)"
     return f"{sha}+changes" if dirty else sha
+
+
+def load_average() -> float:
+    """The 1-minute load average: on the shared 2-core box a bench's timings move with it, so every JSON keeps it."""
+    return os.getloadavg()[0]
+
+
+def started() -> dict:
+    """What a bench records before it measures: the code, the machine's size and how busy it is."""
+    return {"commit": commit(), "cpus": os.cpu_count(), "load_average_1min_at_start": load_average(),
+            "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "_t0": time.monotonic()}
+
+
+def finished(out: dict) -> dict:
+    """Adds the load average at the end and the bench's own wall time to what `started` recorded."""
+    t0 = out.pop("_t0")
+    out["load_average_1min_at_end"] = load_average()
+    out["bench_wall_seconds"] = round(time.monotonic() - t0, 1)
+    return out

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import provenance  # noqa: E402  (bench/, next to this script)
+import targets  # noqa: E402
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -133,7 +134,8 @@ def main() -> int:
                 "forecast_every": every, "wall_seconds": seconds, "replay_cpu_seconds": cpu, "workers": a.workers,
                 "cpus": os.cpu_count(),
                 "loadavg_1m_start": load0, "loadavg_1m_end": os.getloadavg()[0],
-                "tiers": {t: int(sum(x == t for x in w.tiers)) for t in ("high", "normal", "low")}}
+                "tiers": {t: int(sum(x == t for x in w.tiers)) for t in ("high", "normal", "low")},
+                "targets": targets.REPLAY_SCALE if case == "scale" else targets.REPLAY_BY_CASE.get(case, {})}
         out = report.to_json(runs, meta, a.out / f"replay_{case}.json", min_util=0.85 if case == "synthetic" else None)
         title = (f"{w.name}: {len(w.tiers)} tenants, {w.capacity} GPUs on {w.gpus_per_node}-GPU nodes, "
                  f"{steps / 1440:.1f} days, forecaster {case_model.name}")

@@ -1,0 +1,1070 @@
+"""Renders every table of measured numbers in README.md and docs/*.md from the committed bench JSON in bench/out/,
+and the configuration key table from the config models, so the docs carry the benches' numbers and nothing typed.
+
+A rendered block sits between two markers, each on a line of its own:
+
+    <!-- generated:NAME -->
+    ...what render_docs.py wrote; edit the JSON or this script, never the text...
+    <!-- /generated:NAME -->
+
+    python bench/render_docs.py            # rewrite every block in place
+    python bench/render_docs.py --check    # exit 1 naming the stale or malformed blocks; changes nothing
+    python bench/render_docs.py --undescribed   # config keys that have no Field(description=...)
+
+A bench's goals are in its JSON (``targets``, written from bench/targets.py); whether each is met is computed
+here from the goal and the measured value. Fast: it reads JSON and imports the config models, nothing else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import types
+import typing
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out"
+MARKER = re.compile(r"<!-- (/?)generated:([A-Za-z0-9_-]+) -->")
+
+BLOCKS: dict[str, Callable[[], str]] = {}
+
+
+def block(name: str) -> Callable[[Callable[[], str]], Callable[[], str]]:
+    def register(f: Callable[[], str]) -> Callable[[], str]:
+        BLOCKS[name] = f
+        return f
+    return register
+
+
+def doc_files(root: Path = ROOT) -> list[Path]:
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+# ---------------------------------------------------------------------------------------------------- helpers
+
+@cache
+def load(name: str) -> dict:
+    return json.loads((OUT / name).read_text())
+
+
+def n(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def pct(x: float, digits: int = 1) -> str:
+    return f"{100 * x:.{digits}f}%"
+
+
+def ms(x: float) -> str:
+    return f"{x:,.0f} ms"
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "**not met**"
+
+
+def value_at(d: dict, path: str):
+    for part in path.split("."):
+        d = d[part]
+    return d
+
+
+OPS: dict[str, Callable] = {"<": lambda v, t: v < t, "<=": lambda v, t: v <= t, ">": lambda v, t: v > t,
+                            ">=": lambda v, t: v >= t, "==": lambda v, t: v == t,
+                            "in": lambda v, t: t[0] <= v <= t[1]}
+
+
+def met(target: dict, d: dict) -> bool:
+    """Whether ``d`` (the JSON, or the entry ``target["scope"]`` names) meets ``target``."""
+    return OPS[target["op"]](value_at(d, target["metric"]), target["value"])
+
+
+def goal(target: dict) -> str:
+    """A target as a person writes it: "< 10 ms", "in 0.87-0.93"."""
+    v, unit = target["value"], target.get("unit", "")
+    if target["op"] == "in":
+        return f"in {v[0]:g}-{v[1]:g}"
+    return f"{target['op']} {v:,g}{' ' + unit if unit else ''}"
+
+
+def relative_met(target: dict, pred: float, react: float) -> bool:
+    """Replay goals compare predictive with reactive; where reactive's is 0 the predictive one must be 0 too."""
+    if react == 0:
+        return pred == 0
+    return OPS[target["op"]](pred / react, target["value"])
+
+
+def load_avg(d: dict) -> str:
+    """The 1-minute load average at the start and the end of a bench, however that bench named it."""
+    pairs = (("load_average_1min_at_start", "load_average_1min_at_end"), ("loadavg_1m_start", "loadavg_1m_end"),
+             ("load_avg_at_start", "load_avg_at_end"))
+    for a, b in pairs:
+        if a in d and b in d:
+            x, y = (v[0] if isinstance(v, list) else v for v in (d[a], d[b]))
+            return f"load average {x:.1f} at the start, {y:.1f} at the end"
+    if "load_average_1min" in d:
+        return f"load average {d['load_average_1min']:.1f}"
+    return "load average not recorded"
+
+
+def source(files: list[str], d: dict | None = None) -> str:
+    """Where a block's numbers come from: the JSON files, the commit they measured and how busy the box was."""
+    names = ", ".join(f"`bench/out/{f}`" for f in files)
+    if d is None:
+        return f"*From {names}.*"
+    return f"*From {names}: commit {d.get('commit', 'not recorded')}, {load_avg(d)}.*"
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def listing(names: list[str]) -> str:
+    if not names:
+        return "none"
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+# ------------------------------------------------------------------------------------------- configuration keys
+
+def _type_name(tp) -> str:
+    origin = typing.get_origin(tp)
+    if origin is typing.Literal:
+        return " \\| ".join(json.dumps(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        inner = " or ".join(_type_name(a) for a in args)
+        return f"{inner}, optional" if len(args) < len(typing.get_args(tp)) else inner
+    if origin in (list, tuple):
+        args = [a for a in typing.get_args(tp) if a is not Ellipsis]
+        return f"list of {_type_name(args[0])}" if args else "list"
+    if origin is dict:
+        k, v = typing.get_args(tp)
+        return f"table of {_type_name(k)} to {_type_name(v)}"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _bounds(field) -> str:
+    marks = {"gt": ">", "ge": ">=", "lt": "<", "le": "<=", "min_length": "length >=", "pattern": "matches"}
+    out = []
+    for m in field.metadata:
+        for attr, sym in marks.items():
+            v = getattr(m, attr, None)
+            if v is not None:
+                out.append(f"{sym} `{v}`" if attr == "pattern" else f"{sym} {v:g}" if isinstance(v, float)
+                           else f"{sym} {v}")
+    return ", ".join(out)
+
+
+def _toml(v) -> str:
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, Path):
+        return json.dumps(str(v))
+    if isinstance(v, float) and v == int(v) and abs(v) < 1e15:
+        return f"{v:g}" if abs(v) < 1e6 else f"{int(v)}"
+    if hasattr(v, "model_dump"):
+        v = v.model_dump(mode="json")
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml(x) if not isinstance(x, dict) else
+                               "{" + ", ".join(f"{k} = {_toml(y)}" for k, y in x.items()) + "}" for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {_toml(y)}" for k, y in v.items()) + "}"
+    return json.dumps(v)
+
+
+def _model_of(tp):
+    """The pydantic model a field holds (directly or as a list of them), else None."""
+    from pydantic import BaseModel
+
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return tp, False
+    if typing.get_origin(tp) is list:
+        (arg,) = typing.get_args(tp)
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg, True
+    return None, False
+
+
+def config_keys() -> list[tuple[str, str, str, str | None]]:
+    """(dotted key, type, default, description) of every leaf of the config, in the models' order. A list of
+    tables (``[[tenants]]``) shows as ``tenants[].name``; a sub-table's keys are listed under it, not the table."""
+    sys.path.insert(0, str(ROOT))
+    from pydantic_core import PydanticUndefined
+
+    from daemon.config import Config
+
+    rows: list[tuple[str, str, str, str | None]] = []
+
+    def walk(model, prefix: str) -> None:
+        for name, field in model.model_fields.items():
+            key = f"{prefix}{name}"
+            sub, many = _model_of(field.annotation)
+            if sub is not None and not (many and name == "levels"):
+                walk(sub, f"{key}[]." if many else f"{key}.")
+                continue
+            if field.default is PydanticUndefined and field.default_factory is None:
+                default = "required"
+            else:
+                default = f"`{_toml(field.get_default(call_default_factory=True))}`"
+            tp = _type_name(field.annotation)
+            bounds = _bounds(field)
+            rows.append((key, tp + (f"; {bounds}" if bounds else ""), default, field.description))
+
+    walk(Config, "")
+    return rows
+
+
+def undescribed() -> list[str]:
+    return [k for k, _, _, desc in config_keys() if not desc]
+
+
+@block("config-keys")
+def config_keys_block() -> str:
+    rows = config_keys()
+    out = ["Every key of the config file, from the config models' own definitions (type, bounds, default and "
+           "description). A key marked *(no description yet)* has none in the model."]
+    section = None
+    for key, tp, default, desc in rows:
+        top = key.split(".")[0].split("[")[0]
+        if top != section:
+            section = top
+            out += ["", f"**`[{section}]`**", "", "| key | type | default | meaning |", "| --- | --- | --- | --- |"]
+        text = (desc or "*(no description yet)*").replace("|", "\\|")
+        out.append(f"| `{key}` | {tp} | {default.replace('|', chr(92) + '|')} | {text} |")
+    return "\n".join(out)
+
+
+PROMETHEUS_SIGNALS = (("demand per tenant: GPUs allocated, busy or idle", "demand_query"),
+                      ("tenants with a stale GPU series", "missing_query"),
+                      ("capacity (also: \"this step was scraped\")", "capacity_query"),
+                      ("freshness", "freshness_query"),
+                      ("the nodes and their GPUs", "nodes_query"),
+                      ("every node seen in the last day (which node names an alert may name)", "known_nodes_query"))
+
+
+@block("prometheus-queries")
+def prometheus_queries() -> str:
+    sys.path.insert(0, str(ROOT))
+    from daemon.config import PrometheusConfig
+
+    fields = PrometheusConfig.model_fields
+    rows = [[what, f"`{key}`", "`" + str(fields[key].default).replace("|", "\\|") + "`"]
+            for what, key in PROMETHEUS_SIGNALS]
+    return table(["signal", "key", "default PromQL"], rows)
+
+
+# ------------------------------------------------------------------------------------------------- forecaster
+
+MODEL_NAMES = {"naive": "naive", "exp_smoothing": "exponential smoothing", "seasonal_naive_daily": "seasonal naive",
+               "seasonal_naive_dw": "daily+weekly seasonal naive", "holt_winters": "Holt-Winters",
+               "lstm": "LSTM", "lstm_conformal": "recalibrated LSTM", "current": "the shipped LSTM"}
+
+
+def model_name(key: str, blend: dict | None = None) -> str:
+    """A backtest's model key as the docs name it: ``exp_smoothing+conformal`` -> "exponential smoothing,
+    recalibrated"; a blend names its parts."""
+    recal = key.endswith("+conformal")
+    base = key.removesuffix("+conformal")
+    if base == "lstm_blend" and not blend:
+        name = "the LSTM blend"
+    elif base == "lstm_blend":
+        name = (f"blend: {blend['weight']:g} {MODEL_NAMES.get(blend['lstm'], blend['lstm'])} + "
+                f"{1 - blend['weight']:g} {MODEL_NAMES.get(blend['baseline'], blend['baseline'])}")
+    else:
+        name = MODEL_NAMES.get(base, base)
+    return f"{name}, recalibrated" if recal else name
+
+
+REPLAY_MODEL_NAMES = {"lstm": "an LSTM fitted on the trace's history", "lstm_conformal": "that LSTM, recalibrated",
+                      "current": "the shipped LSTM"}
+
+
+def replay_model_name(key: str, blend: dict | None) -> str:
+    return REPLAY_MODEL_NAMES.get(key) or model_name(key, blend)
+
+
+TRACES = {"alibaba": "Alibaba GPU 2023, GPUs alive per QoS class",
+          "azure": "Azure LLM 2023, requests per 10 s, code + conversation",
+          "helios": "Helios Earth, running + pending GPUs per VC, May 2020",
+          "servegen": "ServeGen m-small, requests/s per client"}
+
+
+def _step(s: float) -> str:
+    return f"{s / 60:g} min" if s >= 60 else f"{s:g} s"
+
+
+def _gain(g: float) -> str:
+    return f"**{pct(g)} better**" if g > 0 else f"{pct(-g)} worse"
+
+
+@block("forecast-traces")
+def forecast_traces() -> str:
+    d = load("forecast_traces.json")
+    tg = {k: v for k, v in d["targets"].items() if v.get("scope") == "traces"}
+    rows, verdicts = [], {k: [] for k in tg}
+    for name, t in d["traces"].items():
+        rep = t["report"]
+        scored = f" ({rep['tenants']} scored)" if rep["tenants"] != t["tenants"] else ""
+        pick = "the new LSTM, recalibrated" if t["winner"] == "lstm_conformal" else (
+            "the new LSTM" if t["winner"] == "lstm" else model_name(t["winner"], t.get("blend")))
+        row = [TRACES.get(name, name), f"{_step(t['step_s'])}, {t['horizon_steps']}, {t['tenants']}{scored}",
+               f"{t['lstm_wql']:.4f} ({model_name(t['lstm_variant'], t.get('blend'))})",
+               f"{model_name(t['best_baseline'])} {t['best_baseline_wql']:.4f}", _gain(t["gain_vs_best_baseline"]),
+               pick, f"{t['in_use_coverage_p90']:.3f} ({t['in_use_coverage_p90_strict']:.3f})",
+               f"{t['in_use_peak_coverage_p90']:.3f}"]
+        for k, target in tg.items():
+            ok = met(target, t)
+            verdicts[k].append((name, ok))
+            row.append(verdict(ok))
+        rows.append(row)
+    header = ["trace", "step, horizon, tenants", "LSTM family wQL", "best fair baseline", "LSTM vs best",
+              "`retrain`'s pick", "pick: p90 coverage (strictly under)", "pick: peak p90",
+              *[tg[k]["what"] for k in tg]]
+    out = [table(header, rows), ""]
+    by = {k: ([x for x, ok in v if ok], [x for x, ok in v if not ok]) for k, v in verdicts.items()}
+    title = {k: TRACES[k].split(",")[0].split(" ")[0] for k in d["traces"]}
+    say = lambda names: listing([title[x] for x in names])  # noqa: E731
+    for k, target in tg.items():
+        yes, no = by[k]
+        out.append(f"- *{target['what']}* ({goal(target)}): met on {say(yes)}" +
+                   (f", not on {say(no)}." if no else "."))
+    tr = d["traces"]
+    peaks = sorted((t["in_use_peak_coverage_p90"], title[k]) for k, t in tr.items())
+    out.append(f"- The realised peak over the horizon stays at or under the in-use model's p90 peak "
+               f"{pct(peaks[0][0], 0)}-{pct(peaks[-1][0], 0)} of the time ("
+               + ", ".join(f"{nm} {v:.3f}" for v, nm in peaks) + ").")
+    won = [k for k, t in tr.items() if t["winner"] == "lstm_conformal"]
+    if won:
+        out.append("- Where the recalibrated LSTM won, recalibration moved its coverage: the bare LSTM covers "
+                   + ", ".join(f"{tr[k]['report']['models']['lstm']['coverage_p90']:.3f} on {title[k]}" for k in won)
+                   + "; the recalibrated one " + ", ".join(f"{tr[k]['in_use_coverage_p90']:.3f}" for k in won) + ".")
+    if "azure" in tr:
+        a, m = tr["azure"], tr["azure"]["report"]["models"]
+        rep = a["report"]
+        out.append(f"- Azure: the pick's p90 coverage comes from {n(rep['origins'] * rep['tenants'] * rep['horizon'])} "
+                   f"scored steps ({rep['origins']} overlapping origins x {rep['tenants']} tenants x {rep['horizon']} "
+                   f"steps, {rep['stride']} steps apart). Recalibrated exponential smoothing covers "
+                   f"{m['exp_smoothing+conformal']['coverage_p90']:.3f} (wQL {m['exp_smoothing+conformal']['wql']:.4f}); "
+                   f"the recalibrated LSTM alone {m['lstm_conformal']['coverage_p90']:.3f} "
+                   f"(wQL {m['lstm_conformal']['wql']:.4f}). Naive alone scores {m['naive']['wql']:.4f}: against it the "
+                   f"LSTM family would lead by {pct(1 - a['lstm_wql'] / m['naive']['wql'])}.")
+    if "helios" in tr:
+        h, m = tr["helios"], tr["helios"]["report"]["models"]
+        out.append(f"- Helios: the in-use {model_name(h['winner'])} forecast's p90 is the last value, and on 5-minute "
+                   f"GPU counts that value often does not change: {h['in_use_coverage_p90']:.3f} of the actual steps "
+                   f"are at or under it but only {h['in_use_coverage_p90_strict']:.3f} strictly under. Recalibrated "
+                   f"naive covers {m['naive+conformal']['coverage_p90']:.3f} (wQL {m['naive+conformal']['wql']:.4f}); "
+                   f"the LSTM family's best form covers {h['lstm_coverage_p90']:.3f} at "
+                   f"{_gain(h['gain_vs_best_baseline']).strip('*')} than the best baseline.")
+    out += ["", source(["forecast_traces.json"], d)]
+    return "\n".join(out)
+
+
+TIMING_ROWS = (("lstm", "LSTM"), ("lstm_conformal", "LSTM, recalibrated (conformal)"),
+               ("blend", "blend: recalibrated LSTM + naive"), ("blend_recalibrated", "the same blend, recalibrated"),
+               ("seasonal_naive_daily", "seasonal naive (daily)"), ("naive+conformal", "naive, recalibrated"),
+               ("exp_smoothing", "exponential smoothing"), ("exp_smoothing+conformal", "exponential smoothing, recalibrated"),
+               ("holt_winters", "Holt-Winters"), ("holt_winters+conformal", "Holt-Winters, recalibrated"))
+
+
+@block("forecast-timing")
+def forecast_timing() -> str:
+    d = load("forecast_traces.json")
+    ts, tg = d["timing_shipped"], d["targets"]
+    rows = []
+    for key, label in TIMING_ROWS:
+        r = ts["daemon"].get(key)
+        if r is None:
+            continue
+        target = tg.get(f"{key}_p95")
+        tenants = ts["holt_winters_tenants"] if key.startswith("holt_winters") else ts["tenants"]
+        p95 = ms(r["ms_p95"]) + (f" (max {ms(r['ms_max'])})" if r["ms_max"] > 2 * r["ms_p95"] else "")
+        rows.append([f"{label}, {n(tenants)} tenants", ms(r["ms_median"]), p95, ms(r["first_call_ms"]),
+                     ms(r["background_refresh_ms_max"]) if r["background_refresh_ms_max"] else "–",
+                     f"{goal(target)}: {verdict(met(target, d))}" if target else "–"])
+    out = [table(["model in use", "median", "p95", "first call (computes the spread at once)",
+                  "background recomputation (max)", "goal (p95)"], rows), ""]
+    hw = ts["daemon"].get("holt_winters")
+    es = ts["daemon"].get("exp_smoothing")
+    if hw:
+        out.append(f"Holt-Winters re-estimates its smoothing parameters every 24 forecasts, inside the forecast call: "
+                   f"that call took {hw['ms_max'] / 1000:.1f} s for {ts['holt_winters_tenants']} tenants "
+                   f"({ts['holt_winters_history_steps']:,} steps of history), against the 30 s default cycle interval.")
+    if es:
+        out.append(f"Exponential smoothing filters the whole history for every tenant at each call "
+                   f"({ms(es['ms_median'])} median); choosing its weight runs with the spread, in the background "
+                   f"({es['background_refresh_ms_max'] / 1000:.1f} s at most here).")
+    old = load("forecast_timing.json")
+    med = [r["ms_median"] for r in old["daemon"].values()]
+    p95 = [r["ms_p95"] for r in old["daemon"].values()]
+    out += ["", f"An earlier `--only-timing` run (`bench/out/forecast_timing.json`, {load_avg(old)} from other work "
+            f"on the box) measured the first {len(med)} rows at {min(med):.0f}-{max(med):.0f} ms median and "
+            f"{min(p95):.0f}-{max(p95):.0f} ms p95. Recomputing at every forecast took "
+            f"{n(old['conformal_refresh_ms_median'])} ms for the conformal shifts and "
+            f"{n(old['seasonal_naive_refresh_ms_median'])} ms for seasonal naive's error quantiles: what the background "
+            f"thread now does every 10th forecast. With {old['threads']} torch threads on the loaded box the bare LSTM "
+            f"took {n(old['lstm_ms_median'])} ms median ({n(old['lstm_ms_p95'])} ms p95), against "
+            f"{n(old['daemon']['lstm']['ms_median'])} ms with one: the intra-op threads wait on each other, which is "
+            f"why the daemon forecasts with one (`forecaster.torch_threads`).",
+            "", source(["forecast_traces.json"], d)]
+    return "\n".join(out)
+
+
+@block("forecast-retrain")
+def forecast_retrain() -> str:
+    d = load("forecast_retrain_timing.json")
+    target = d["targets"]["retrain_10min"]
+    w = d["wql"]
+    runner_up = sorted((v, k) for k, v in w.items() if k != d["winner"])[:4]
+    return "\n".join([
+        table(["measure", "measured", "goal"],
+              [[f"`retrain` end to end, {n(d['tenants'])} tenants x {d['days']:g} days at 1 min",
+                f"{d['retrain_seconds']:.0f} s (training {d['train_seconds']:.0f} s, {d['epochs']} epochs)",
+                f"{goal(target)}: {verdict(met(target, d))}"],
+               ["peak RSS", f"{d['rss_peak_mib'] / 1024:.2f} GiB", "–"]]),
+        "",
+        f"The winner there was {model_name(d['winner'], d.get('blend'))} (wQL {w[d['winner']]:.4f}); next: "
+        + ", ".join(f"{model_name(k, d.get('blend'))} {v:.4f}" for v, k in runner_up) + ".",
+        "", source(["forecast_retrain_timing.json"], d)])
+
+
+@block("shipped-model-scores")
+def shipped_model_scores() -> str:
+    d = load("shipped_model_rescore.json")
+    models = d["report"]["models"]
+    manifest = json.loads((ROOT / "models" / "manifest.json").read_text())
+    fallback = manifest.get("in_use", {}).get("fallback")
+    rows = []
+    for key, m in sorted(models.items(), key=lambda kv: kv[1]["wql"]):
+        label = model_name(key) + (" (the manifest's `fallback`)" if key == fallback else "") + (
+            " (trained by this run, not shipped)" if key == "lstm" else "")
+        rows.append([label, f"{m['wql']:.4f}", f"{m['coverage_p90']:.3f}", f"{m['peak_coverage_p90']:.3f}"])
+    return "\n".join([f"`{d['command']}`, commit {d['commit']}: {d['what']}.", "",
+                      table(["model", "wQL", "p90 coverage", "peak p90 coverage"], rows), "",
+                      "*From `bench/out/shipped_model_rescore.json` and `models/manifest.json`.*"])
+
+
+# ----------------------------------------------------------------------------------- policy, failover, HA, cycle
+
+@block("policy")
+def policy() -> str:
+    d = load("policy.json")
+    p, target = d["plan"], d["targets"]["plan_p95"]
+    out = [table(["measure", "median", "p95", "goal (p95)"],
+                 [[f"`plan()` for {n(p['tenants'])} tenants, {n(p['gpus'])} GPUs, {n(p['jobs'])} jobs "
+                   f"({n(p['preemptions'])} preemptions chosen)", f"{p['median_ms']:.2f} ms", f"{p['p95_ms']:.2f} ms",
+                   f"{goal(target)}: {verdict(met(target, d))}"]]), ""]
+    r = d["redis"]
+    if "error" not in r:
+        names = {"lua_token_bucket": "our Lua token bucket", "limits_moving_window": "`limits` moving window",
+                 "limits_fixed_window": "`limits` fixed window"}
+        out.append(table(["limiter on loopback Redis", "1 client, decisions/s", "4 clients, decisions/s"],
+                         [[names.get(k, k), n(v["1_clients_per_s"]), n(v["4_clients_per_s"])] for k, v in r.items()]))
+        ours, mw = r["lua_token_bucket"], r["limits_moving_window"]
+        rel = [ours[f"{c}_clients_per_s"] / mw[f"{c}_clients_per_s"] - 1 for c in (1, 4)]
+        out += ["", "In this run ours made " + " and ".join(
+            f"{pct(abs(x), 0)} {'more' if x > 0 else 'fewer'} decisions per second ({c})"
+            for x, c in zip(rel, ("1 client", "4 clients"))) + " than the `limits` moving window."]
+    out += ["", source(["policy.json"], d)]
+    return "\n".join(out)
+
+
+@block("failover")
+def failover() -> str:
+    d = load("failover.json")
+    va, dw, h, tg = d["via_alertmanager"], d["direct_webhook"], d["healthz_ms"], d["targets"]
+    goal_ = tg["via_alertmanager_5s"]
+    rows = [["Alertmanager -> webhook", va["jobs"], ms(va["receipt_to_requeued_s"] * 1000),
+             f"{ms(va['alertmanager_post_to_requeued_s'] * 1000)} from the post to Alertmanager",
+             "yes" if va["cycle_still_in_flight"] else "no", f"{goal(goal_)}: {verdict(met(goal_, d))}"],
+            ["webhook (direct)", dw["jobs"], ms(dw["receipt_to_requeued_s"] * 1000),
+             f"{ms(dw['http_round_trip_s'] * 1000)} HTTP round trip", "yes" if dw["cycle_still_in_flight"] else "no",
+             f"{goal(tg['direct_webhook_5s'])}: {verdict(met(tg['direct_webhook_5s'], d))}"]]
+    hz, st = tg["healthz_p99_100ms"], tg["no_stranded_jobs"]
+    return "\n".join([
+        f"The cycle in flight: {n(d['cycle_preemptions'])} preemptions on {n(d['gpus'])} GPUs ({n(d['nodes'])} nodes), "
+        f"{d['per_job_ms']:g} ms per preemption in the stand-in scheduler, {d['cycle_actuation_s']:.1f} s of actuation.",
+        "", table(["failover path", "jobs requeued", "receipt -> jobs requeued", "end to end",
+                   "cycle still in flight when done", "goal"], rows), "",
+        f"`/healthz` during that cycle: {n(h['n'])} requests, p50 {h['p50']:.1f} ms, p99 {h['p99']:.1f} ms, "
+        f"max {h['max']:.1f} ms (goal: p99 {goal(hz)}, {verdict(met(hz, d))}). Jobs left on the dead nodes: "
+        f"{d['stranded_jobs_after']} ({verdict(met(st, d))}).",
+        "", source(["failover.json"], d)])
+
+
+@block("ha-takeover")
+def ha_takeover() -> str:
+    d = load("ha-takeover.json")
+    target = d["targets"]["takeover_2_intervals"]
+    t = [r["takeover_s"] for r in d["rounds"]]
+    return "\n".join([
+        table(["rounds", "cycle interval", "lease TTL", "takeover min", "median", "max", "within 2 intervals",
+               "goal (slowest round)"],
+              [[len(t), f"{d['interval_s']:g} s", f"{d['lease_ttl_s']:g} s", f"{d['min_s']:.2f} s",
+                f"{d['median_s']:.2f} s", f"{d['max_s']:.2f} s", f"{d['within_two_intervals']}/{len(t)}",
+                f"{goal(target)}: {verdict(met(target, d))}"]]),
+        "", source(["ha-takeover.json"], d)])
+
+
+CYCLE_COLUMNS = (("cycle-1000.json", "incremental", "{t} x {d} d"),
+                 ("cycle-1000.json", "incremental-torch-threads-cores", "{t} x {d} d, torch threads = cores"),
+                 ("cycle-1000.json", "full-reread", "{t} x {d} d, full re-read"),
+                 ("cycle-10000.json", "incremental", "{t} x {d} d"),
+                 ("cycle-10000-12h.json", "incremental", "{t} x {d} d (baseline forecaster)"),
+                 ("cycle-10000-12h.json", "full-reread", "{t} x {d} d, full re-read"))
+
+
+def _days(days: float) -> str:
+    return f"{days * 24:g} h" if days < 1 else f"{days:g}"
+
+
+@block("cycle")
+def cycle() -> str:
+    cols = []
+    for f, sc, label in CYCLE_COLUMNS:
+        d = load(f)
+        if sc in d["scenarios"]:
+            days = _days(d["days"])
+            cols.append((d, d["scenarios"][sc], label.format(t=n(d["tenants"]), d=days).replace(" h d", " h")))
+
+    def pair(a: float, b: float) -> str:
+        return f"{n(a)} / {n(b)}"
+
+    spec = [("cycle p50 / p95 (ms)", lambda s: pair(s["total_p50_ms"], s["total_p95_ms"])),
+            ("- collect", lambda s: pair(s["collect_p50_ms"], s["collect_p95_ms"])),
+            ("- forecast", lambda s: pair(s["forecast_p50_ms"], s["forecast_p95_ms"])),
+            ("- plan", lambda s: pair(s["plan_p50_ms"], s["plan_p95_ms"])),
+            ("- act (dry run)", lambda s: pair(s["act_p50_ms"], s["act_p95_ms"])),
+            ("- rest (state store, metrics)", lambda s: pair(s["other_p50_ms"], s["other_p95_ms"])),
+            ("samples read per cycle, mean / max", lambda s: pair(s["samples_mean"], s["samples_max"])),
+            ("max samples per cycle / tenants", lambda s: f"{s['samples_per_tenant_max']:,.2f}"),
+            ("Prometheus per cycle: engine / HTTP handler (ms)",
+             lambda s: f"{s['prom_engine_ms_mean']:,.1f} / {s['prom_http_ms_mean']:,.1f}"),
+            ("cold start to first plan (s)", lambda s: f"{s['cold_start_s']:.1f}"),
+            ("- first collect (backfill)", lambda s: f"{s['cold_parts_s']['first_collect']:.1f}"),
+            ("- first forecast", lambda s: f"{s['cold_parts_s']['first_forecast']:.1f}"),
+            ("- start, imports, build runtime",
+             lambda s: f"{sum(s['cold_parts_s'][k] for k in ('python_start', 'imports', 'build_runtime')):.1f}"),
+            ("samples in the first cycle", lambda s: n(s["first_cycle_samples"])),
+            ("daemon RSS peak / end (GiB)", lambda s: f"{s['rss_peak_gib']:.2f} / {s['rss_end_gib']:.2f}")]
+    rows = [[label, *(f(s) for _, s, _ in cols)] for label, f in spec]
+    d0 = load("cycle-1000.json")
+    tg = d0["targets"]
+    for k, target in tg.items():
+        rows.append([f"goal: {target['what']} {goal(target)}",
+                     *(verdict(met(d["targets"][k], s)) for d, s, _ in cols)])
+    loads = [x for f in ("cycle-1000.json", "cycle-10000.json", "cycle-10000-12h.json")
+             for key in ("load_avg_at_start", "load_avg_at_end") for x in load(f)[key]]
+    out = [table(["tenants x history (days)", *(c[2] for c in cols)], rows), ""]
+    base, inc = d0["scenarios"]["incremental"], d0["scenarios"]
+    thr, full = inc.get("incremental-torch-threads-cores"), inc.get("full-reread")
+    if full:
+        out.append(f"- Re-reading the whole window every cycle, as the daemon did before the incremental history, "
+                   f"reads {n(full['samples_max'])} samples and takes {full['total_p50_ms'] / 1000:.1f} s per cycle "
+                   f"(p50), with Prometheus spending {full['prom_http_ms_mean'] / 1000:.1f} s per cycle in its HTTP "
+                   f"handlers.")
+    if thr:
+        out.append(f"- With torch's own default (one thread per core) the forecast took {n(thr['forecast_p50_ms'])} ms "
+                   f"p50 / {n(thr['forecast_p95_ms'])} ms p95 instead of {n(base['forecast_p50_ms'])} / "
+                   f"{n(base['forecast_p95_ms'])} ms: on a machine whose cores are busy the threads of one small "
+                   f"batch wait on each other.")
+    big = load("cycle-10000.json")["scenarios"].get("incremental")
+    if big:
+        t0, t1 = d0["tenants"], load("cycle-10000.json")["tenants"]
+        out.append(f"- From {n(t0)} to {n(t1)} tenants: collect x{big['collect_p50_ms'] / base['collect_p50_ms']:.0f} "
+                   f"(p50), samples per cycle x{big['samples_max'] / base['samples_max']:.0f}, Prometheus's own time "
+                   f"x{big['prom_engine_ms_mean'] / base['prom_engine_ms_mean']:.0f}, forecast "
+                   f"x{big['forecast_p50_ms'] / base['forecast_p50_ms']:.0f}, plan {base['plan_p50_ms']:.0f} -> "
+                   f"{big['plan_p50_ms']:.0f} ms, the rest {base['other_p50_ms']:.0f} -> {big['other_p50_ms']:.0f} ms; "
+                   f"cold start {big['cold_start_s']:.0f} s, of which {big['cold_parts_s']['first_collect']:.0f} s "
+                   f"reading {n(big['first_cycle_samples'])} samples.")
+        phases = {k: big[f"{k}_p50_ms"] for k in ("collect", "forecast", "plan", "act", "other")}
+        worst = max(phases, key=phases.get)
+        out.append(f"- At {n(t1)} tenants the largest phase is {worst} ({n(phases[worst])} ms p50), the first to "
+                   f"break the cycle goal on its own; the 12-hour columns forecast with the seasonal-naive fallback "
+                   f"(the shipped LSTM needs more history).")
+    out += ["", f"*From `bench/out/cycle-1000.json`, `cycle-10000.json` and `cycle-10000-12h.json` (commit not "
+                f"recorded); 1-minute load average {min(loads):.1f} to {max(loads):.1f} during the runs.*"]
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------------------------------------------ replay
+
+REPLAY_CASES = ("synthetic", "helios", "alibaba")
+
+
+def replay(case: str) -> dict:
+    return load(f"replay_{case}.json")
+
+
+def replay_header(d: dict) -> str:
+    t = d["tiers"]
+    return (f"**{d['case']}**: {sum(t.values())} tenants ({t['high']} high, {t['normal']} normal, {t['low']} low), "
+            f"{n(d['capacity'])} GPUs on {d['gpus_per_node']}-GPU nodes, {d['steps'] / 1440:.0f} days measured "
+            f"({n(d['steps'])} minutes), {len(d['runs'])} settings, {d['wall_seconds']:.0f} s wall for the replay, "
+            f"forecaster {d['forecaster']}, commit {d.get('commit', 'not recorded')}, load average "
+            f"{d['loadavg_1m_start']:.1f} -> {d['loadavg_1m_end']:.1f}")
+
+
+def replay_settings_table(d: dict) -> str:
+    shown = {label for labels in d["frontiers"].values() for label in labels}
+    rows = []
+    for r in d["runs"]:
+        if r["label"] not in shown:
+            continue
+        h, nm, lo = (r["tiers"][t] for t in ("high", "normal", "low"))
+        starve = max(x["longest_starvation_min"] for x in r["tiers"].values())
+        rows.append([r["label"], pct(r["utilization"]), f"{n(h['unmet_gpu_min'])} ({n(h['minutes_with_unmet'])})",
+                     n(nm["unmet_gpu_min"]), n(lo["unmet_gpu_min"]),
+                     f"{h['wait_p99_min']:.0f} / {nm['wait_p99_min']:.0f} / {lo['wait_p99_min']:.0f}", f"{starve:.0f}",
+                     f"{n(r['preemptions'])} ({n(r['preemptions_for']['high'])})", n(r["work_lost_gpu_min"]),
+                     f"{r['high_held_gpus_mean']:.0f}", n(r["idle_while_queued_gpu_min"]),
+                     n(r["preempted_idle_gpu_min"])])
+    return table(["setting", "util", "high unmet GPU-min (min)", "normal unmet", "low unmet",
+                  "wait p99 high / normal / low, min", "longest starvation, min", "preemptions (for the high tier)",
+                  "work lost GPU-min", "high-tier GPUs held (mean)", "idle while queued GPU-min",
+                  "preempted, left idle GPU-min"], rows)
+
+
+def _run_metric(r: dict, metric: str) -> float:
+    return {"high_unmet": r["tiers"]["high"]["unmet_gpu_min"], "normal_unmet": r["tiers"]["normal"]["unmet_gpu_min"],
+            "preemptions": r["preemptions"], "utilization": r["utilization"]}[metric]
+
+
+def replay_verdicts(d: dict, run: dict | None = None) -> dict[str, bool]:
+    """Each of the JSON's goals for the predictive comparison point (or for ``run``) against reactive's point."""
+    c, by = d["comparison"], {r["label"]: r for r in d["runs"]}
+    react = by[c["reactive_point"]]
+    pred = run or by[c["predictive_point"]]
+    out = {}
+    for k, t in d.get("targets", {}).items():
+        v = _run_metric(pred, t["metric"])
+        out[k] = (relative_met(t, v, _run_metric(react, t["metric"])) if t.get("relative_to") == "reactive"
+                  else OPS[t["op"]](v, t["value"]))
+    return out
+
+
+def _change(t: dict, pred: float, react: float) -> str:
+    if t["metric"] == "normal_unmet":
+        return f"{100 * (pred / react - 1):+.0f}%" if react else "–"
+    return pct(pred / react, 0) if react else "–"
+
+
+def replay_comparison(d: dict) -> str:
+    c = d["comparison"]
+    if not c.get("predictive_point"):
+        return f"No comparison: {c.get('verdict', 'no reactive or predictive runs')}."
+    by = {r["label"]: r for r in d["runs"]}
+    react, pred = by[c["reactive_point"]], by[c["predictive_point"]]
+    tg = d.get("targets", {})
+    rows = []
+    for k in ("high_unmet", "normal_unmet", "preemptions"):
+        t = next((t for t in tg.values() if t["metric"] == k), None)
+        rv, pv = _run_metric(react, k), _run_metric(pred, k)
+        what = t["what"] if t else {"high_unmet": "high-tier unmet", "normal_unmet": "normal-tier unmet",
+                                    "preemptions": "preemptions"}[k]
+        rows.append([what, n(rv), f"{n(pv)} ({_change({'metric': k}, pv, rv)})",
+                     verdict(relative_met(t, pv, rv)) if t else "no goal"])
+    ut = next((t for t in tg.values() if t["metric"] == "utilization"), None)
+    if ut:
+        rows.append([ut["what"], pct(react["utilization"]), pct(pred["utilization"]),
+                     verdict(OPS[ut["op"]](pred["utilization"], ut["value"]))])
+    meets = ", ".join(c["predictive_settings_meeting_all"]) or "none"
+    out = [f"At equal utilization: reactive's best point {c['reactive_point']} ({pct(c['reactive_utilization'])}) "
+           f"against {c['predictive_point']} ({pct(c['predictive_utilization'])}):", "",
+           table(["target", "reactive", "predictive", "verdict"], rows), "",
+           f"(added rows, not targets: preemptions made for the high tier {n(c['preemptions_for_high_tier']['reactive'])} "
+           f"vs {n(c['preemptions_for_high_tier']['predictive'])}; GPUs held for the high tier on average "
+           f"{c['high_held_gpus_mean']['reactive']:.0f} vs {c['high_held_gpus_mean']['predictive']:.0f}; low-tier unmet "
+           f"{n(c['low_unmet']['reactive'])} vs {n(c['low_unmet']['predictive'])}; work lost "
+           f"{n(c['work_lost_gpu_min']['reactive'])} vs {n(c['work_lost_gpu_min']['predictive'])} GPU-min; predictive "
+           f"settings at this utilization that meet all targets at once: {meets})"]
+    if "perfect_targets" in c:
+        rel = [t for t in tg.values() if t.get("relative_to") == "reactive"] or [
+            {"metric": m, "what": m} for m in ("high_unmet", "normal_unmet", "preemptions")]
+        prow = []
+        for label in c["perfect_targets"]:
+            r = by[label]
+            cells = []
+            for t in rel:
+                pv, rv = _run_metric(r, t["metric"]), _run_metric(react, t["metric"])
+                cells.append(f"{n(pv)} ({_change(t, pv, rv)})" + (f": {verdict(relative_met(t, pv, rv))}"
+                                                                  if "op" in t else ""))
+            prow.append([label, pct(r["utilization"]), *cells])
+        if not prow:
+            prow.append(["(none at this utilization)", "", *([""] * len(rel))])
+        out += ["", "The same targets for the perfect forecast (the same engine fed the true future), every setting "
+                "at this utilization:", "",
+                table(["perfect-forecast setting", "util", "high-tier unmet", "normal-tier unmet", "preemptions"], prow)]
+    return "\n".join(out)
+
+
+def _replay_case_block(case: str) -> Callable[[], str]:
+    def render() -> str:
+        d = replay(case)
+        return "\n".join([replay_header(d), "", replay_settings_table(d), "", replay_comparison(d), "",
+                          source([f"replay_{case}.json"])])
+    return render
+
+
+for _case in REPLAY_CASES:
+    BLOCKS[f"replay-{_case}"] = _replay_case_block(_case)
+
+
+@block("replay-forecasters")
+def replay_forecasters() -> str:
+    out = []
+    for case in REPLAY_CASES:
+        d = replay(case)
+        ch = d["forecaster_choice"]
+        scores = sorted(ch.get("scores", {}).items(), key=lambda kv: kv[1])
+        blend = ch.get("blend")
+        chosen = replay_model_name(scores[0][0], blend)
+        others = ", ".join(f"{replay_model_name(k, blend)} {v:.4f}" for k, v in scores[1:])
+        out.append(f"- **{case}**: {chosen} ({scores[0][1]:.4f}; {others}), scored on {ch.get('scored_on', '?')}.")
+    out += ["", "*From `bench/out/replay_synthetic.json`, `replay_helios.json` and `replay_alibaba.json` "
+                "(`forecaster_choice`).*"]
+    return "\n".join(out)
+
+
+@block("replay-summary")
+def replay_summary() -> str:
+    data = {c: replay(c) for c in REPLAY_CASES}
+    names = {}
+    for d in data.values():
+        for k, t in d.get("targets", {}).items():
+            names.setdefault(k, t)
+    rows = []
+    for k, t in names.items():
+        row = [t["what"]]
+        for case, d in data.items():
+            c = d["comparison"]
+            by = {r["label"]: r for r in d["runs"]}
+            react, pred = by[c["reactive_point"]], by[c["predictive_point"]]
+            pv = _run_metric(pred, t["metric"])
+            if t.get("relative_to") == "reactive":
+                rv = _run_metric(react, t["metric"])
+                nums = f"{n(pv)} vs {n(rv)}, {_change(t, pv, rv)}"
+                ok = relative_met(t, pv, rv)
+            else:
+                nums = pct(pv)
+                ok = OPS[t["op"]](pv, t["value"])
+            row.append(f"{verdict(ok)} ({nums})" if k in d.get("targets", {}) else (
+                f"{nums} (no goal)" if t.get("relative_to") else "–"))
+        rows.append(row)
+    for what, key in (("(added, not a target) a predictive setting meeting all at once", "predictive_settings_meeting_all"),
+                      ("(added, not a target) a perfect-forecast setting meeting all at once",
+                       "perfect_settings_meeting_all")):
+        rows.append([what, *(listing(d["comparison"].get(key, [])) if d.get("targets") else "–"
+                             for d in data.values())])
+    head = ["target", *(f"{c}" + ("" if data[c].get("targets") else " (no target)") for c in REPLAY_CASES)]
+    return "\n".join([table(head, rows), "",
+                      "*From `bench/out/replay_synthetic.json`, `replay_helios.json` and `replay_alibaba.json`.*"])
+
+
+@block("replay-findings")
+def replay_findings() -> str:
+    out = []
+    data = {c: replay(c) for c in REPLAY_CASES}
+    for case, d in data.items():
+        c, by = d["comparison"], {r["label"]: r for r in d["runs"]}
+        react, pred = by[c["reactive_point"]], by[c["predictive_point"]]
+        bits = []
+        # predictive settings that meet the high-tier goal, and how far below reactive's utilization they run
+        hi = d.get("targets", {}).get("high_unmet_at_most_half")
+        if hi and not replay_verdicts(d)["high_unmet_at_most_half"]:
+            ok = [r for r in d["runs"] if r["strategy"] == "predictive"
+                  and relative_met(hi, _run_metric(r, "high_unmet"), _run_metric(react, "high_unmet"))]
+            if ok:
+                gaps = [100 * (react["utilization"] - r["utilization"]) for r in ok]
+                bits.append(f"{len(ok)} predictive settings leave at most half of reactive's high-tier unmet demand, "
+                            f"at {min(gaps):.1f} to {max(gaps):.1f} points below reactive's utilization (outside the "
+                            f"half-point tolerance)")
+        aged = [x["preemptions"] - x["preemptions_for"]["high"] for x in (react, pred)]
+        bits.append(f"preemptions made for tenants protected by aging, not for the high tier: {n(aged[0])} of "
+                    f"reactive's {n(react['preemptions'])}, {n(aged[1])} of predictive's {n(pred['preemptions'])}")
+        bits.append(f"preempted GPUs left idle: {n(pred['preempted_idle_gpu_min'])} GPU-min predictive against "
+                    f"{n(react['preempted_idle_gpu_min'])} reactive")
+        best = max(d["runs"], key=lambda r: r["utilization"])
+        static = [r for r in d["runs"] if r["strategy"] == "static"]
+        top_static = max(static, key=lambda r: r["utilization"])
+        pool = next((r for r in static if r["knobs"].get("reserve_share") == 0.2), None)
+        bits.append(f"static's best utilization {pct(top_static['utilization'])}, "
+                    + ("the highest of all settings" if top_static is best else
+                       f"{100 * (best['utilization'] - top_static['utilization']):.1f} points under the highest "
+                       f"({best['label']})")
+                    + (f"; with a 20% pool it leaves {n(_run_metric(pool, 'high_unmet'))} GPU-min of high-tier demand "
+                       f"unmet" if pool else ""))
+        better = [label for label in c.get("perfect_targets", {})
+                  if _run_metric(by[label], "high_unmet") > _run_metric(pred, "high_unmet")]
+        if better:
+            bits.append("perfect-forecast settings at this utilization that leave more high-tier demand unmet than "
+                        f"the predictive point: {listing(better)}")
+        out.append(f"- **{case}**: " + "; ".join(bits) + ".")
+    syn = data["synthetic"]
+    frontier = set(syn["frontiers"]["reactive"])
+    starve = [max(x["longest_starvation_min"] for x in r["tiers"].values()) for r in syn["runs"] if r["label"] in frontier]
+    sys.path.insert(0, str(ROOT))
+    from daemon.config import PolicyConfig
+
+    out.append(f"- The longest summed wait of any job, for reactive on synthetic (its frontier): {min(starve):.0f} to "
+               f"{max(starve):.0f} minutes, against `max_wait_steps = {PolicyConfig().max_wait_steps}`.")
+    out += ["", "*From `bench/out/replay_synthetic.json`, `replay_helios.json` and `replay_alibaba.json`.*"]
+    return "\n".join(out)
+
+
+@block("replay-shipped-model")
+def replay_shipped_model() -> str:
+    d = load("replay_synthetic_shipped_model.json")
+    fitted = replay("synthetic")
+    c = d["comparison"]
+    by = {r["label"]: r for r in d["runs"]}
+    react, pred = by[c["reactive_point"]], by[c["predictive_point"]]
+    v = replay_verdicts(d)
+    parts = []
+    for k, t in d["targets"].items():
+        if t.get("relative_to") == "reactive":
+            pv, rv = _run_metric(pred, t["metric"]), _run_metric(react, t["metric"])
+            parts.append(f"{t['what']}: {n(pv)} against {n(rv)} ({_change(t, pv, rv)}, {verdict(v[k])})")
+    out = [f"With the shipped LSTM instead (`--shipped-model`, commit {d.get('commit', 'not recorded')}) the comparison "
+           f"point is {c['predictive_point']} at {pct(pred['utilization'])} against reactive's "
+           f"{pct(react['utilization'])}: " + "; ".join(parts) + "."]
+    other = replay_verdicts(fitted)
+    if other.get("high_unmet_at_most_half") != v.get("high_unmet_at_most_half"):
+        out.append("Whether the synthetic high-tier target is met depends on which of the two forecasters the "
+                   f"selection picks (their wQL on the history: fitted {fitted['forecaster_choice']['wql']:.4f}, "
+                   f"shipped {fitted['forecaster_choice']['scores'].get('current', float('nan')):.4f}).")
+    out += ["", source(["replay_synthetic_shipped_model.json"])]
+    return "\n".join(out)
+
+
+@block("replay-scale")
+def replay_scale() -> str:
+    d = load("replay_scale.json")
+    rows = [[r["strategy"], f"{r['wall_s']:.0f} s", f"{r['cpu_s']:.0f} s", f"{r['decision_ms_mean']:.1f}",
+             pct(r["utilization"]), n(r["tiers"]["high"]["unmet_gpu_min"]), n(r["tiers"]["normal"]["unmet_gpu_min"]),
+             n(r["tiers"]["low"]["unmet_gpu_min"]), n(r["preemptions"]), n(r["work_lost_gpu_min"])]
+            for r in d["runs"]]
+    target = d["targets"]["scale_15min"]
+    return "\n".join([
+        f"{n(d['tenants'])} tenants, {n(d['capacity'])} GPUs on {n(d['capacity'] // d['gpus_per_node'])} "
+        f"{d['gpus_per_node']}-GPU nodes, {n(d['steps'])} steps ({d['steps'] / 1440:g} days), forecaster "
+        f"{d['forecaster']} every {d['forecast_every']} steps, {d['workers']} worker processes on {d['cpus']} cores, "
+        f"{load_avg(d)}:", "",
+        table(["strategy", "wall", "CPU", "decision ms/cycle", "util", "high unmet GPU-min", "normal unmet",
+               "low unmet", "preemptions", "work lost GPU-min"], rows), "",
+        f"The whole case took {d['wall_seconds']:.0f} s ({d['wall_seconds'] / 60:.1f} min) of wall time, generating "
+        f"the workload included, and {d['replay_cpu_seconds']:.0f} s of CPU: goal {goal(target)} "
+        f"({target['what']}), {verdict(met(target, d))}. A row's wall time is its own run's, so the rows do not add "
+        f"up; {d['cpus']} idle cores could not do it in less than {d['replay_cpu_seconds'] / d['cpus']:.0f} s (the CPU "
+        f"time over the cores), which was not measured.",
+        "", source(["replay_scale.json"], d)])
+
+
+# ------------------------------------------------------------------------------------------------------- aging
+
+@block("aging")
+def aging() -> str:
+    d = load("aging.json")
+    runs = d["runs"]
+
+    def label(r: dict) -> str:
+        knobs = ", ".join(f"{k} {v:g}" for k, v in r["knobs"].items())
+        return f"{r['case']} {r['strategy']} ({knobs})"
+
+    rows, pairs = [], {}
+    for r in runs:
+        first = label(r) not in pairs
+        pairs.setdefault(label(r), {})["on" if r["aging"] == "default" else "off"] = r
+        u, j, t = r["unmet_gpu_min"], r["job_starvation_min"], r["tenant_starvation_min"]
+        rows.append([label(r) if first else "", "on" if r["aging"] == "default" else "off", n(u["high"]),
+                     n(u["normal"]), n(u["low"]), f"{j['normal']:.0f} / {j['low']:.0f}",
+                     f"{t['normal']:.0f} / {t['low']:.0f}", n(r["preemptions"])])
+    mw = d["max_wait_steps"]
+    out = [f"Commit {d['commit']}, `max_wait_steps = {mw}`, {d['days']:g}-day replays; aging on is the default "
+           "policy, off is `max_wait_steps` beyond the trace.", "",
+           table(["trace, setting", "aging", "high unmet GPU-min", "normal unmet", "low unmet",
+                  "longest wait per job normal / low, min", "per tenant normal / low, min", "preemptions"], rows), ""]
+    on_off = [(k, v["on"], v["off"]) for k, v in pairs.items() if "on" in v and "off" in v]
+    normal_tenant = max(r["tenant_starvation_min"]["normal"] for r in runs)
+    over = [k for k, on, _ in on_off if on["tenant_starvation_min"]["low"] > mw]
+    longer = [k for k, on, off in on_off if on["tenant_starvation_min"]["low"] > off["tenant_starvation_min"]["low"]]
+    out.append(f"- **Per tenant**: no normal-tier tenant had work queued and nothing running for longer than "
+               f"{normal_tenant:.0f} minutes. For the low tier, with aging on, that stretch is above "
+               f"`max_wait_steps` in {len(over)} of the {len(on_off)} runs"
+               + (f" ({listing(over)})" if over else "") + "; it is longer with aging than without in "
+               + (listing(longer) if longer else "none of them") + ".")
+    job_over = [k for k, on, _ in on_off if on["job_starvation_min"]["low"] > mw]
+    job_shorter = [k for k, on, off in on_off if on["job_starvation_min"]["low"] < off["job_starvation_min"]["low"]]
+    out.append(f"- **Per job**: aging shortens the longest summed wait of a low-priority job in {len(job_shorter)} of "
+               f"the {len(on_off)} runs; it stays above `max_wait_steps` in {len(job_over)} of them "
+               + "(" + "; ".join(f"{k}: {off['job_starvation_min']['low']:.0f} -> {on['job_starvation_min']['low']:.0f} "
+                                 "min" for k, on, off in on_off) + ").")
+    out.append("- **Preemptions** without -> with aging: " + "; ".join(
+        f"{k} {n(off['preemptions'])} -> {n(on['preemptions'])}" for k, on, off in on_off) + ".")
+
+    def moved(tier: str) -> str:
+        return "; ".join(f"{k} {100 * (on['unmet_gpu_min'][tier] / off['unmet_gpu_min'][tier] - 1):+.0f}%"
+                         if off["unmet_gpu_min"][tier] else f"{k} {n(off['unmet_gpu_min'][tier])} -> "
+                         f"{n(on['unmet_gpu_min'][tier])}" for k, on, off in on_off)
+    out.append(f"- **Unmet demand**, aging on against off: normal tier {moved('normal')}; low tier {moved('low')}; "
+               f"high tier {moved('high')}.")
+    out += ["", source(["aging.json"])]
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------------- results summary
+
+@block("results-at-a-glance")
+def results() -> str:
+    def shown(v: float, unit: str) -> str:
+        return (f"{v:.3g} {unit}" if v < 10 else f"{v:,.0f} {unit}").strip()
+
+    rows = []
+    ft = load("forecast_traces.json")
+    t15 = ft["targets"]["lstm_15pct_better"]
+    ok = [name for name, t in ft["traces"].items() if met(t15, t)]
+    rows.append(["[forecast](docs/benchmarks.md#forecaster): LSTM family against the best fair baseline (wQL), "
+                 "real traces",
+                 ", ".join(f"{TRACES[k].split(',')[0]} {_gain(t['gain_vs_best_baseline']).replace('**', '')}"
+                           for k, t in ft["traces"].items()),
+                 f"{pct(t15['value'], 0)} better", f"met on {len(ok)} of {len(ft['traces'])}"])
+    short = {"high_unmet": "high-tier unmet", "normal_unmet": "normal-tier unmet", "preemptions": "preemptions"}
+    for case in ("synthetic", "helios"):
+        d = replay(case)
+        v = replay_verdicts(d)
+        c = d["comparison"]
+        rel = {k: t for k, t in d["targets"].items() if t.get("relative_to") == "reactive"}
+        rows.append([f"[replay](docs/replay.md#what-the-numbers-say), {case}: predictive against reactive at equal "
+                     "utilization",
+                     "; ".join(f"{short[t['metric']]} {_change(t, c[t['metric']]['predictive'], c[t['metric']]['reactive'])}"
+                               for t in rel.values()),
+                     "; ".join("no higher" if t["value"] == 1 else f"{t['op']} {pct(t['value'], 0)}" for t in rel.values()),
+                     "; ".join(verdict(v[k]) for k in rel)])
+    lstm = ft["targets"]["lstm_p95"]
+    rows.append(["[forecast call](docs/benchmarks.md#forecaster), LSTM, 1,000 tenants, p95",
+                 ms(value_at(ft, lstm["metric"])), goal(lstm), verdict(met(lstm, ft))])
+    for f, key, page, what in (("policy.json", "plan_p95", "benchmarks.md#policy-and-rate-limiting", "policy"),
+                               ("failover.json", "via_alertmanager_5s", "benchmarks.md#failover-under-load",
+                                "node failover under load"),
+                               ("ha-takeover.json", "takeover_2_intervals", "high-availability.md#measured-takeover",
+                                "HA"),
+                               ("forecast_retrain_timing.json", "retrain_10min", "benchmarks.md#forecaster", "retrain"),
+                               ("replay_scale.json", "scale_15min", "benchmarks.md#scale", "replay at scale")):
+        d = load(f)
+        t = d["targets"][key]
+        rows.append([f"[{what}](docs/{page}): {t['what']}", shown(value_at(d, t["metric"]), t.get("unit", "")), goal(t),
+                     verdict(met(t, d))])
+    cy = load("cycle-1000.json")
+    s = cy["scenarios"]["incremental"]
+    keys = ("cycle_p95_1s", "cold_start_60s", "rss_1_5gib")
+    ts = [cy["targets"][k] for k in keys]
+    rows.append([f"[the whole cycle against Prometheus](docs/benchmarks.md#the-whole-cycle-against-a-real-prometheus), "
+                 f"{n(cy['tenants'])} tenants x {cy['days']:g} days: " + "; ".join(t["what"] for t in ts),
+                 "; ".join(shown(value_at(s, t["metric"]), t["unit"]) for t in ts), "; ".join(goal(t) for t in ts),
+                 "; ".join(verdict(met(t, s)) for t in ts)])
+    return table(["measure", "measured", "goal", "verdict"], rows)
+
+
+# -------------------------------------------------------------------------------------------------- the engine
+
+class DocError(Exception):
+    pass
+
+
+def blocks_in(text: str, where: str) -> list[tuple[str, int, int]]:
+    """(name, start of the content, end of the content) of every block, checking that the markers pair up: each
+    opening is closed by a marker of the same name before any other marker, and each sits on a line of its own."""
+    found, open_ = [], None
+    for m in MARKER.finditer(text):
+        closing, name = m.group(1) == "/", m.group(2)
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        line_end = text.find("\n", m.end())
+        line_end = len(text) if line_end < 0 else line_end
+        if text[line_start:m.start()].strip() or text[m.end():line_end].strip():
+            raise DocError(f"{where}: marker {m.group(0)} must be on a line of its own")
+        if not closing:
+            if open_ is not None:
+                raise DocError(f"{where}: generated:{name} opens inside generated:{open_[0]}")
+            open_ = (name, line_end + 1)
+        else:
+            if open_ is None:
+                raise DocError(f"{where}: /generated:{name} closes a block that was not opened")
+            if open_[0] != name:
+                raise DocError(f"{where}: /generated:{name} closes generated:{open_[0]}")
+            found.append((name, min(open_[1], line_start), line_start))
+            open_ = None
+    if open_ is not None:
+        raise DocError(f"{where}: generated:{open_[0]} is never closed")
+    return found
+
+
+def render_text(text: str, where: str) -> tuple[str, list[str], list[str]]:
+    """The text with every block rendered; the names of the blocks in it, and of those that were stale."""
+    names, stale, parts, pos = [], [], [], 0
+    for name, start, end in blocks_in(text, where):
+        if name not in BLOCKS:
+            raise DocError(f"{where}: generated:{name} is not a block bench/render_docs.py knows")
+        body = BLOCKS[name]().rstrip("\n") + "\n"
+        names.append(name)
+        if text[start:end] != body:
+            stale.append(name)
+        parts += [text[pos:start], body]
+        pos = end
+    parts.append(text[pos:])
+    return "".join(parts), names, stale
+
+
+def run(root: Path = ROOT, check: bool = False) -> list[str]:
+    """Renders (or, with check, only compares) every block; returns the problems, one line each."""
+    problems, seen = [], {}
+    for path in doc_files(root):
+        where = str(path.relative_to(root))
+        text = path.read_text()
+        try:
+            new, names, stale = render_text(text, where)
+        except DocError as exc:
+            problems.append(str(exc))
+            continue
+        except (OSError, KeyError, ValueError) as exc:
+            problems.append(f"{where}: a block could not be rendered: {exc!r}")
+            continue
+        for name in names:
+            if name in seen:
+                problems.append(f"{where}: generated:{name} is also in {seen[name]}")
+            seen[name] = where
+        if check:
+            problems += [f"{where}: generated:{name} is stale (run: python bench/render_docs.py)" for name in stale]
+        elif new != text:
+            path.write_text(new)
+    problems += [f"generated:{name} is rendered by bench/render_docs.py but appears in no page"
+                 for name in BLOCKS if name not in seen]
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="change nothing; exit 1 naming stale or malformed blocks")
+    ap.add_argument("--undescribed", action="store_true", help="list the config keys without a description")
+    a = ap.parse_args(argv)
+    if a.undescribed:
+        print("\n".join(undescribed()))
+        return 0
+    problems = run(check=a.check)
+    for p in problems:
+        print(p, file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
