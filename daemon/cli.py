@@ -105,7 +105,12 @@ def run(ctx: click.Context, sim: bool, cycles: int | None, interval: float | Non
         if rt.sim is None or rt.sim.node_index(node) is None:
             _fail(f"--fail-node: {node!r} is not a node of the simulated cluster (sim-node-0000...)")
         d.fail_nodes[int(at)] = node
-    d.run_forever()
+    from daemon.service import StartError
+
+    try:
+        d.run_forever()
+    except StartError as exc:
+        _fail(f"cannot start: {exc}", 1)
 
 
 @cli.command(name="check-config")

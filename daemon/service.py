@@ -48,6 +48,10 @@ def summary_line(res: CycleResult) -> str:
             + (f" | {'; '.join(p.notes)}" if p.notes else ""))
 
 
+class StartError(RuntimeError):
+    """The daemon cannot start as configured (its HTTP port, say); the process exits with the reason."""
+
+
 class Daemon:
     def __init__(self, runtime: Runtime, *, on_cycle: Callable[[CycleResult], None] | None = None,
                  max_cycles: int | None = None, serve_http: bool | None = None) -> None:
@@ -320,11 +324,17 @@ class Daemon:
                                 lifespan="off")
         self.server = uvicorn.Server(config)
         self.server.install_signal_handlers = lambda: None  # signals belong to the main thread's handler
-        threading.Thread(target=self.server.run, name="http", daemon=True).start()
-        for _ in range(100):
-            if self.server.started:
-                break
+        thread = threading.Thread(target=self.server.run, name="http", daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started and thread.is_alive() and time.monotonic() < deadline:
             time.sleep(0.05)
+        if not self.server.started:
+            # uvicorn logs the cause (the port in use, an address not on this host) and ends its thread; a
+            # daemon that says it serves /healthz and /alerts when it does not would hide a dead failover path
+            self.server.should_exit = True
+            raise StartError(f"cannot serve HTTP on {s.host}:{s.port} (server.host/server.port; uvicorn's "
+                               "error is logged above)")
         log.info("serving /metrics, /healthz, /alerts on http://%s:%d", s.host, s.port)
 
     def start(self) -> None:
@@ -388,7 +398,13 @@ class Daemon:
         signal.signal(signal.SIGTERM, _sig)
         signal.signal(signal.SIGINT, _sig)
         signal.signal(signal.SIGHUP, lambda *_: self._reload_wanted.set())
-        self.start()
+        try:
+            self.start()
+        except StartError:
+            # nothing was started that acts (HTTP comes before the lease, the scheduler and the cycles), and a
+            # full stop would release holds: not a failed second instance's to release
+            self.runtime.close()
+            raise
         try:
             while not self.stopped.wait(0.5):
                 if self._reload_wanted.is_set():
