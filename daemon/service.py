@@ -288,6 +288,10 @@ class Daemon:
                            "(no holds beyond the static pool, no preemptions)")
         if self.breaker.is_open(now):
             reasons.append("failover circuit breaker open: mass node failure reported, monitoring problem?")
+        ov = self.runtime.overrides
+        ov_problem = ov.problem() if ov is not None else None
+        if ov_problem:
+            reasons.append(ov_problem)  # the shared store (HA) is unreadable: planning with the last overrides read
         alive = age is not None and age < max(3 * interval, 10)
         status = "unhealthy" if not alive else ("degraded" if reasons else "ok")
         plan_age = runner.plan_age_s()
@@ -295,7 +299,8 @@ class Daemon:
                 "plan_stale": bool(res and res.outcome != "ok"), "safe_default": runner.safe_active,
                 "plan_age_s": None if plan_age == float("inf") else round(plan_age, 1),
                 "plan_at": plan.at if plan else None, "cycles": self.cycles_done,
-                "forecaster": self.runtime.forecaster_note, "role": self.role()}
+                "forecaster": self.runtime.forecaster_note, "role": self.role(),
+                **({"overrides": ov.status()} if ov is not None and ov.shared is not None else {})}
 
     def role(self) -> str:
         """single (no HA), leader (holds the lease: acts) or standby (plans, never acts or fails over)."""
@@ -361,7 +366,8 @@ class Daemon:
         self.failover_worker.shutdown(wait=True)
         release, why = self.release_on_stop()
         if self.cfg.actuators.release_holds_on_stop:
-            log.warning("stopping: %s scheduler holds: %s", "releasing" if release else "keeping", why)
+            (log.warning if self.may_act() else log.info)("stopping: %s scheduler holds: %s",
+                                                          "releasing" if release else "keeping", why)
         if release:
             self.release_holds()
         if self.runtime.lease is not None:

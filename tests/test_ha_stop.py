@@ -58,7 +58,8 @@ def _daemon(tmp_path, redis_url, name):
 
 
 def _released_in_ledger(r):
-    return [(e["holder"], e["what"]) for e in RedisLease(r, replica_id="reader").ledger() if "release_holds" in e["what"]]
+    return [(e["holder"], e["what"]) for e in RedisLease(r, replica_id="reader").ledger()
+            if "release_holds" in e["what"]]
 
 
 def test_leader_stop_keeps_holds_while_a_standby_runs_and_the_last_replica_releases(r, redis_url, tmp_path, caplog):
