@@ -82,9 +82,11 @@ def test_a_pause_set_on_the_leader_holds_across_a_kill_9_takeover(r, redis_url, 
         resp = httpx.patch(f"{b1}/api/v1/overrides", json={"preemption_paused": True}, headers=OPH)
         assert resp.status_code == 200, resp.text
         answer = resp.json()
-        n = len(_entries(r))
+        n, c2 = len(_entries(r)), _get(b2, "/healthz")["cycles"]
         wait_for(lambda: sum(e["holder"] == "r1" for e in _entries(r)[n:]) >= 2, timeout=20,
                  what="r1 applying plans after the pause")
+        # every cycle r2 starts from now on began after the pause was written (one cycle at a time)
+        wait_for(lambda: _get(b2, "/healthz")["cycles"] >= c2 + 2, timeout=20, what="r2 cycling")
 
         r1.proc.send_signal(signal.SIGKILL)
         r1.proc.wait()
