@@ -22,6 +22,9 @@ cleanly keeps the scheduler holds when another replica is about to take the leas
 must not free held nodes for backfill), and releases them only as the last replica (daemon/service.py).
 In Redis that is a sorted set ``<prefix>:replicas`` of holders scored by when their beat lapses (Redis's
 own clock, so replicas' clocks do not matter).
+
+The operator's overrides live in this backend too (daemon/overrides.py). They are operator intent, not a side
+effect on the cluster, so any replica writes them without the fence; only acting on them is fenced.
 """
 
 from __future__ import annotations
