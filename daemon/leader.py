@@ -16,6 +16,15 @@ it woke up: it still believes it leads. So every side effect goes through
 that this replica's token is still the one in the lease and that the lease has at least
 ``safety_margin`` of its TTL left; and it writes what it is about to do into a ledger
 (``<prefix>:leader:ledger``, a stream) in the same script. A stale token is refused.
+
+Every replica also says it is alive (``_beat``, each tick; ``peers()`` lists the others): a leader that stops
+cleanly keeps the scheduler holds when another replica is about to take the lease over (a rolling restart
+must not free held nodes for backfill), and releases them only as the last replica (daemon/service.py).
+In Redis that is a sorted set ``<prefix>:replicas`` of holders scored by when their beat lapses (Redis's
+own clock, so replicas' clocks do not matter).
+
+The operator's overrides live in this backend too (daemon/overrides.py). They are operator intent, not a side
+effect on the cluster, so any replica writes them without the fence; only acting on them is fenced.
 """
 
 from __future__ import annotations
@@ -77,6 +86,23 @@ return 1
 """
 
 
+# KEYS[1] the replicas' sorted set; ARGV holder, TTL ms. Lapsed beats are swept on the way.
+BEAT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) * 4)
+return 1
+"""
+
+LIVE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
+"""
+
+
 def default_replica_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -118,6 +144,21 @@ class Lease:
     def fence(self, what: str, jobs: list[str] | tuple[str, ...] = ()) -> tuple[bool, str]:
         raise NotImplementedError
 
+    def _beat(self) -> None:
+        """Say this replica is alive for a TTL (every tick, leader or not)."""
+
+    def _unbeat(self) -> None:
+        """A clean stop: this replica no longer counts as alive."""
+
+    def _live_holders(self) -> list[str]:
+        """The holders (``<replica id>#<nonce>``) whose beat has not lapsed, this one included."""
+        raise NotImplementedError
+
+    def peers(self) -> list[str]:
+        """The other live replicas' ids: who would take the lease over. Raises `transient` when the store
+        cannot say."""
+        return sorted(h.rsplit("#", 1)[0] for h in self._live_holders() if h != self.holder)
+
     # ---- state ---------------------------------------------------------------------------------
     @property
     def value(self) -> str | None:
@@ -153,6 +194,11 @@ class Lease:
                     lost, self.token = self.token, None
             log.warning("leader lease: %s unreachable (%s)%s", self.store, exc,
                         "; lease lapsed, acting stops" if lost else "")
+        else:
+            try:
+                self._beat()
+            except self.transient as exc:
+                log.warning("leader lease: cannot say this replica is alive in %s (%s)", self.store, exc)
         if elected is not None:
             log.warning("leader lease: this replica (%s) is now the leader, fencing token %d", self.replica_id, elected)
             if self.on_elected:
@@ -182,6 +228,11 @@ class Lease:
                 log.info("leader lease: released (token %d)", self.token)
             except self.transient:
                 pass
+        if release:
+            try:
+                self._unbeat()
+            except self.transient:
+                pass  # the beat lapses by itself after a TTL
         self.token = None
 
     def ledger(self) -> list[dict]:
@@ -210,6 +261,9 @@ class RedisLease(Lease):
         self._renew = client.register_script(RENEW)
         self._release_script = client.register_script(RELEASE)
         self._fence = client.register_script(FENCE)
+        self.replicas_key = f"{prefix}:replicas"
+        self._beat_script = client.register_script(BEAT)
+        self._live_script = client.register_script(LIVE)
 
     def _try_acquire(self) -> int:
         return int(self._acquire(keys=[self.key, self.token_key], args=[self.holder, self.ttl_ms]))
@@ -219,6 +273,15 @@ class RedisLease(Lease):
 
     def _release(self) -> None:
         self._release_script(keys=[self.key], args=[self.value])
+
+    def _beat(self) -> None:
+        self._beat_script(keys=[self.replicas_key], args=[self.holder, self.ttl_ms])
+
+    def _unbeat(self) -> None:
+        self.client.zrem(self.replicas_key, self.holder)
+
+    def _live_holders(self) -> list[str]:
+        return [h.decode() if isinstance(h, bytes) else h for h in self._live_script(keys=[self.replicas_key])]
 
     # ---- the fence -------------------------------------------------------------------------------
     def fence(self, what: str, jobs: list[str] | tuple[str, ...] = ()) -> tuple[bool, str]:

@@ -7,11 +7,17 @@ was read: the API server refuses (409) a write based on a version someone else h
 replicas can never both win one term. The fence reads the Lease right before each act: this replica must be
 the holder, with its own token and enough time left. Unlike the Redis backend this check is a read, not
 atomic with the act, and there is no ledger: the Kubernetes API cannot check a token on a pod eviction.
+
+Each replica also renews a Lease object of its own, ``<name>-replica-<hash of its holder>``, as the sign it is
+alive (``peers()``): a stopping leader keeps the scheduler's holds while another replica is alive to take over.
+A clean stop deletes it; those of replicas that died are deleted by the next replica that starts.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import logging
 import math
 from typing import Callable
 
@@ -20,6 +26,8 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from daemon.leader import Lease
+
+log = logging.getLogger("gpu_autoscaler.leader")
 
 
 class KubernetesLease(Lease):
@@ -37,6 +45,9 @@ class KubernetesLease(Lease):
         self.name = name
         self.clock = clock
         self.duration_s = max(1, math.ceil(ttl_s))
+        self.beat_prefix = f"{name}-replica-"
+        self.beat_name = self.beat_prefix + hashlib.sha256(self.holder.encode()).hexdigest()[:16]
+        self._swept = False
 
     def _read(self) -> k8s.V1Lease | None:
         try:
@@ -99,6 +110,53 @@ class KubernetesLease(Lease):
             lease.spec.holder_identity = None
             lease.spec.renew_time = None
             self._write(lease, lease)
+
+    # ---- liveness: one Lease object per replica --------------------------------------------------
+    def _call(self, what: str, fn: Callable[[], object]) -> object:
+        """None on 404, False on 409, else the answer; any other failure is OSError (transient)."""
+        try:
+            return fn()
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                return None if exc.status == 404 else False
+            raise OSError(f"{what}: {exc.status} {exc.reason}") from None
+
+    def _beat(self) -> None:
+        if not self._swept:
+            self._sweep()
+        now = self.clock()
+        mine = self._call("read own liveness lease",
+                          lambda: self.api.read_namespaced_lease(self.beat_name, self.namespace))
+        if mine is None:
+            body = k8s.V1Lease(metadata=k8s.V1ObjectMeta(name=self.beat_name, namespace=self.namespace),
+                               spec=k8s.V1LeaseSpec(holder_identity=self.holder, lease_duration_seconds=self.duration_s,
+                                                    acquire_time=now, renew_time=now))
+            self._call("create own liveness lease", lambda: self.api.create_namespaced_lease(self.namespace, body))
+        else:
+            mine.spec.renew_time = now
+            self._call("renew own liveness lease",
+                       lambda: self.api.replace_namespaced_lease(self.beat_name, self.namespace, mine))
+
+    def _unbeat(self) -> None:
+        self._call("delete own liveness lease", lambda: self.api.delete_namespaced_lease(self.beat_name,
+                                                                                           self.namespace))
+
+    def _replica_leases(self) -> list[k8s.V1Lease]:
+        got = self._call("list leases", lambda: self.api.list_namespaced_lease(self.namespace))
+        return [x for x in (got.items if got else []) if (x.metadata.name or "").startswith(self.beat_prefix)]
+
+    def _sweep(self) -> None:
+        """Delete the liveness leases of replicas that died without a clean stop (lapsed 10 durations ago)."""
+        for x in self._replica_leases():
+            if x.spec is not None and self._left_s(x.spec) < -10 * self.duration_s:
+                self._call("delete a lapsed liveness lease",
+                           lambda n=x.metadata.name: self.api.delete_namespaced_lease(n, self.namespace))
+                log.info("leader lease: deleted %s, the liveness lease of a replica gone since", x.metadata.name)
+        self._swept = True
+
+    def _live_holders(self) -> list[str]:
+        return [x.spec.holder_identity for x in self._replica_leases()
+                if x.spec is not None and x.spec.holder_identity and self._left_s(x.spec) > 0]
 
     def fence(self, what: str, jobs: list[str] | tuple[str, ...] = ()) -> tuple[bool, str]:
         if self.token is None or not self.is_leader():

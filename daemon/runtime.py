@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 
 from daemon.actuators.base import Actuator, ListsClusterJobs, ListsClusterNodes, ListsNodeJobs, NodeDirectory
@@ -15,7 +16,7 @@ from daemon.config import Config, ConfigError
 from daemon.cycle import CycleRunner
 from daemon.forecasting import build as build_forecaster
 from daemon.history import History
-from daemon.overrides import Overrides
+from daemon.overrides import ConfigMapOverrideStore, Overrides, RedisOverrideStore, SharedStore
 from daemon.sources.base import Source
 from daemon.store import StateStore
 from daemon.telemetry import DaemonMetrics
@@ -154,6 +155,16 @@ def limit_torch_threads(n: int) -> None:
         torch.set_num_threads(n)
 
 
+def _shared_overrides(lease: Any, cfg: Config) -> SharedStore | None:
+    """Under HA the operator's overrides live in the lease backend, where every replica reads them
+    (daemon/overrides.py); one replica keeps them in its SQLite store."""
+    if lease is None:
+        return None
+    if cfg.ha.backend == "kubernetes":
+        return ConfigMapOverrideStore(lease.api.api_client, cfg.ha.namespace, f"{cfg.ha.lease_name}-overrides")
+    return RedisOverrideStore(lease.client, cfg.ha.prefix)
+
+
 def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetrics | None = None) -> Runtime:
     sim = None
     history: History | None = None
@@ -209,6 +220,7 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
     runner = CycleRunner(cfg, source, forecaster, actuators, store, metrics)
     if lease is not None:
         runner.may_act = lease.is_leader
-    overrides = Overrides(store)
-    runner.operator_inputs = overrides.inputs
+    overrides = Overrides(store, _shared_overrides(lease, cfg),
+                          replica=lease.replica_id if lease is not None else None)
+    runner.operator_inputs = overrides.cycle_inputs  # under HA: re-read from the lease backend every cycle
     return Runtime(cfg, source, actuators, runner, metrics, store, note, sim, overrides, history, lease=lease)

@@ -292,6 +292,10 @@ class Daemon:
                            "(no holds beyond the static pool, no preemptions)")
         if self.breaker.is_open(now):
             reasons.append("failover circuit breaker open: mass node failure reported, monitoring problem?")
+        ov = self.runtime.overrides
+        ov_problem = ov.problem() if ov is not None else None
+        if ov_problem:
+            reasons.append(ov_problem)  # the shared store (HA) is unreadable: planning with the last overrides read
         alive = age is not None and age < max(3 * interval, 10)
         status = "unhealthy" if not alive else ("degraded" if reasons else "ok")
         plan_age = runner.plan_age_s()
@@ -299,7 +303,8 @@ class Daemon:
                 "plan_stale": bool(res and res.outcome != "ok"), "safe_default": runner.safe_active,
                 "plan_age_s": None if plan_age == float("inf") else round(plan_age, 1),
                 "plan_at": plan.at if plan else None, "cycles": self.cycles_done,
-                "forecaster": self.runtime.forecaster_note, "role": self.role()}
+                "forecaster": self.runtime.forecaster_note, "role": self.role(),
+                **({"overrides": ov.status()} if ov is not None and ov.shared is not None else {})}
 
     def role(self) -> str:
         """single (no HA), leader (holds the lease: acts) or standby (plans, never acts or fails over)."""
@@ -369,11 +374,39 @@ class Daemon:
         if self.server is not None:
             self.server.should_exit = True
         self.failover_worker.shutdown(wait=True)
-        if self.cfg.actuators.release_holds_on_stop and self.may_act():  # a standby's stop leaves the leader's holds
+        release, why = self.release_on_stop()
+        if self.cfg.actuators.release_holds_on_stop:
+            (log.warning if self.may_act() else log.info)("stopping: %s scheduler holds: %s",
+                                                          "releasing" if release else "keeping", why)
+        if release:
             self.release_holds()
         if self.runtime.lease is not None:
             self.runtime.lease.stop(release=True)  # a clean stop hands over at once, not after a TTL
         self.runtime.close()
+
+    def release_on_stop(self) -> tuple[bool, str]:
+        """Whether a clean stop releases the scheduler's holds, and why.
+
+        Only the acting replica's holds exist. Under HA a leader's stop is usually a rolling restart: another
+        replica takes the lease within a TTL and keeps holding, so releasing would free every held node for
+        backfill in between. So under HA the holds go only when this is known to be the last replica (no
+        other replica's liveness beat in the lease backend); when that cannot be asked, they stay.
+        """
+        if not self.cfg.actuators.release_holds_on_stop:
+            return False, "actuators.release_holds_on_stop is off"
+        if not self.may_act():
+            return False, "this replica is a standby; the holds are the leader's"
+        lease = self.runtime.lease
+        if lease is None:
+            return True, "single replica (no HA)"
+        try:
+            peers = lease.peers()
+        except lease.transient as exc:
+            return False, (f"HA: cannot tell from {lease.store} whether another replica is alive ({exc}); "
+                           "kept for whichever replica leads next")
+        if peers:
+            return False, f"HA: replica {', '.join(peers)} is alive and takes the lease over"
+        return True, "HA: no other replica is alive, this is the last one"
 
     def release_holds(self) -> None:
         """Stopping: holds on the scheduler go with the daemon (the jobs in them keep running)."""

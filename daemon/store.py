@@ -122,6 +122,26 @@ class StateStore:
                     cur.execute("ROLLBACK")
                 raise
 
+    def mirror_events(self, cursor_key: str, cursor: Any, items: list[tuple[str, str, dict]]) -> None:
+        """Events copied from a store shared by several replicas (HA overrides), and how far the copy got
+        (`cursor` under `cursor_key`), in one transaction: a crash in between neither copies one twice nor
+        skips one."""
+        with self._lock:
+            cur = self._db.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                now = self.clock()
+                cur.executemany("INSERT INTO events(at, kind, detail, logged) VALUES(?,?,?,?)",
+                                [(at, k, json.dumps(d), now) for at, k, d in items])
+                cur.execute("INSERT INTO kv(key, value, updated) VALUES(?,?,?) "
+                            "ON CONFLICT(key) DO UPDATE SET value=excluded.value, updated=excluded.updated",
+                            (cursor_key, json.dumps(cursor), items[-1][0] if items else ""))
+                cur.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:  # SQLite may have rolled back itself (disk full)
+                    cur.execute("ROLLBACK")
+                raise
+
     def events(self, kind: str | None = None) -> list[dict]:
         with self._lock:
             q = "SELECT at, kind, detail FROM events" + (" WHERE kind=?" if kind else "") + " ORDER BY id"

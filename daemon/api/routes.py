@@ -6,6 +6,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Callable
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -13,7 +14,7 @@ from starlette.routing import Route
 from daemon.api import views
 from daemon.api.auth import Access, Principal
 from daemon.api.openapi import spec
-from daemon.overrides import BadChange, Overrides
+from daemon.overrides import BadChange, Overrides, OverridesUnavailable
 
 if TYPE_CHECKING:
     from daemon.service import Daemon
@@ -133,18 +134,24 @@ def build(daemon: "Daemon", holder: AccessHolder) -> tuple[list[Route], Callable
         if bad is not None:
             return bad
         if request.method == "PATCH":
-            try:
-                return JSONResponse(overrides().change_tenant(p.name, t, await json_body(request)))
+            body = await json_body(request)
+            try:  # in a worker thread: under HA the change is a round trip to the shared store
+                return JSONResponse(await run_in_threadpool(overrides().change_tenant, p.name, t, body))
             except BadChange as exc:
                 raise BadInput(exc.field, str(exc).split(": ", 1)[1]) from None
+            except OverridesUnavailable as exc:  # HA: refused, never kept only on this replica
+                return error(503, str(exc))
         return JSONResponse(views.tenant_view(daemon, t))
 
     async def overrides_ep(request: Request, p: Principal) -> Response:
         if request.method == "PATCH":
+            body = await json_body(request)
             try:
-                return JSONResponse(overrides().change_global(p.name, await json_body(request)))
+                return JSONResponse(await run_in_threadpool(overrides().change_global, p.name, body))
             except BadChange as exc:
                 raise BadInput(exc.field, str(exc).split(": ", 1)[1]) from None
+            except OverridesUnavailable as exc:
+                return error(503, str(exc))
         return JSONResponse(overrides().all())
 
     def overrides() -> Overrides:
