@@ -91,7 +91,7 @@ def bench_redis(seconds=2.0, threads=4) -> dict:
     from limits.storage import RedisStorage
     from limits.strategies import FixedWindowRateLimiter, MovingWindowRateLimiter
 
-    from daemon.gateway import TokenBucket
+    from gateway.bucket import TokenBucket
 
     port = free_port()
     d = tempfile.mkdtemp()

@@ -136,7 +136,7 @@ def check_config(ctx: click.Context) -> None:
             Access(cfg.access)
     except ConfigError as exc:
         _fail(f"config error: {exc}")
-    from daemon.gateway import GatewayConfigError, digest_map
+    from gateway.keys import GatewayConfigError, digest_map
 
     try:
         digest_map(cfg.gateway.keys, "gateway.keys")  # unreadable key files, one key for two tenants

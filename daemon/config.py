@@ -7,13 +7,13 @@ every error names the dotted key that is wrong.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from daemon.gateway import ApiKey, read_secret
+from gateway.configfile import Strict as _Strict, format_validation_error, read_secret, read_toml
+from gateway.keys import ApiKey
 
 Tier = Literal["high", "normal", "low"]
 TIERS: tuple[Tier, ...] = ("high", "normal", "low")
@@ -23,8 +23,6 @@ class ConfigError(Exception):
     """A config problem a human must fix; the CLI prints it on one line and exits 2."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class ClusterConfig(_Strict):
@@ -423,7 +421,9 @@ class Config(_Strict):
         # spread at all, under its own name
         fc = self.forecaster
         if fc.kind == "ets":
-            from forecaster.baselines import HoltWinters  # here only: the gateway shares this module, not numpy
+            from forecaster.baselines import (
+                HoltWinters,  # here only: importing the config must not load statsmodels
+            )
 
             need = HoltWinters.min_steps(fc.season_steps, HoltWinters.agg_for(fc.season_steps))
             if self.cycle.history_steps < need:
@@ -456,17 +456,6 @@ class Config(_Strict):
         return "normal"
 
 
-def format_validation_error(exc: ValidationError, origin: str) -> str:
-    parts = []
-    for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"]) or "<root>"
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key"
-        parts.append(f"{key}: {msg}")
-    return f"{origin}: " + "; ".join(parts)
-
-
 def parse_config(data: dict, origin: str = "config") -> Config:
     try:
         return Config.model_validate(data)
@@ -478,13 +467,4 @@ def load_config(path: Path | str | None) -> Config:
     """Load and validate a TOML file; ``None`` gives the embedded simulated-cluster default."""
     if path is None:
         return Config()
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    return parse_config(data, str(path))
+    return parse_config(read_toml(Path(path), ConfigError), str(path))

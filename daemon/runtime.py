@@ -109,7 +109,7 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
         elif name == "redis":
             from daemon.actuators.redis_limits import RedisLimitsActuator
 
-            from daemon.gateway import GatewayConfigError, digest_map
+            from gateway.keys import GatewayConfigError, digest_map
 
             try:
                 keys = digest_map(cfg.gateway.keys, "gateway.keys")

@@ -18,8 +18,12 @@ from starlette.routing import Route
 
 from daemon.actuators.redis_limits import RedisLimitsActuator
 from daemon.config import ConfigError, parse_config
-from daemon.gateway import (AsyncTokenBucket, GatewayConfigError, Identity, RateLimitMiddleware, key_digest, keys_key,
-                            parse_gateway_config)
+from gateway.bucket import AsyncTokenBucket
+from gateway.config import parse_gateway_config
+from gateway.contract import key_digest, keys_key
+from gateway.identity import Identity
+from gateway.keys import GatewayConfigError
+from gateway.middleware import RateLimitMiddleware
 from daemon.policy.types import Plan, PolicyMemory, RateLimit
 from tests.conftest import REPO
 
@@ -192,7 +196,7 @@ def test_fresh_venv_resolution_of_the_gateway_extra(tmp_path):
 
 
 def test_gateway_module_imports_nothing_heavy():
-    code = ("import sys, daemon.gateway; "
+    code = ("import sys, gateway.app, gateway.contract, gateway.keys; "
             f"bad = sorted(m for m in {sorted(HEAVY)!r} if m in sys.modules); print(bad); sys.exit(1 if bad else 0)")
     res = subprocess.run([sys.executable, "-c", code], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
                          capture_output=True, text=True)
@@ -208,7 +212,8 @@ class Block(importlib.abc.MetaPathFinder):
         if dists and not any(d.lower().replace("_", "-") in allowed for d in dists):
             raise ImportError("not in a gateway-only install: " + name)
 sys.meta_path.insert(0, Block())
-from daemon.gateway import build_app, main, parse_gateway_config
+from gateway.app import build_app, main
+from gateway.config import parse_gateway_config
 build_app(parse_gateway_config({"upstream": "http://127.0.0.1:1", "degrade": {"cache": True,
                                 "cheaper_upstream": "http://127.0.0.1:2"}}))
 import uvicorn
@@ -260,7 +265,7 @@ def _degrade_gateway(redis_url, **degrade):
     cfg = parse_gateway_config({"redis": {"url": redis_url}, "keys": [{"tenant": "a", "key": KEY_A},
                                                                       {"tenant": "b", "key": KEY_B}],
                                 "keys_from_redis": False, "degrade": degrade})
-    from daemon.gateway import build_app
+    from gateway.app import build_app
 
     return (lambda: build_app(cfg, app)), counter
 
@@ -386,7 +391,7 @@ def test_standalone_gateway_routes_over_limit_requests_to_the_cheaper_upstream(r
     cfg.write_text(f'upstream = "{main_up.url}"\nkeys_from_redis = false\n[redis]\nurl = "{redis_url}"\n'
                    f'[[keys]]\ntenant = "a"\nkey = "{KEY_A}"\n[degrade]\ncheaper_upstream = "{cheap_up.url}"\n')
     _tight(r, "a")
-    proc = subprocess.Popen([sys.executable, "-m", "daemon.gateway", "--config", str(cfg), "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "gateway", "--config", str(cfg), "--port", str(port)],
                             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
@@ -414,7 +419,7 @@ def test_standalone_gateway_routes_over_limit_requests_to_the_cheaper_upstream(r
 def test_standalone_gateway_config_error_is_one_line(tmp_path):
     cfg = tmp_path / "gateway.toml"
     cfg.write_text('[degrade]\ncache = "yes please"\n')
-    res = subprocess.run([sys.executable, "-m", "daemon.gateway", "--config", str(cfg)], cwd=REPO,
+    res = subprocess.run([sys.executable, "-m", "gateway", "--config", str(cfg)], cwd=REPO,
                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True)
     assert res.returncode == 2
     assert res.stderr.strip().count("\n") == 0 and "degrade.cache" in res.stderr
@@ -481,7 +486,8 @@ def test_garbage_in_the_published_key_map_is_skipped_not_a_500(r, redis_url):
 def test_a_bucket_smaller_than_one_request_still_admits_the_rate(r, redis_url):
     """rate 0.25 req/s with burst_seconds 2 gives burst 0.5: the bucket must still admit one request every 4 s
     (it used to refuse every request forever while Retry-After promised 2 s)."""
-    from daemon.gateway import TokenBucket, bucket_key
+    from gateway.bucket import TokenBucket
+    from gateway.contract import bucket_key
 
     r.hset("gpuas:limit:slow", mapping={"rate": 0.25, "burst": 0.5, "reason": "fixed limit for slow: 0.25 req/s"})
     tb = TokenBucket(r)
@@ -494,7 +500,7 @@ def test_a_bucket_smaller_than_one_request_still_admits_the_rate(r, redis_url):
 
 
 def test_a_closed_limiter_or_a_dead_upstream_does_not_tell_the_client_where_they_are():
-    from daemon.gateway import ProxyApp
+    from gateway.proxy import ProxyApp
     from tests.conftest import free_port
 
     dead_port = free_port()
@@ -555,7 +561,7 @@ def standalone(redis_url, tmp_path_factory):
     cfg = tmp_path_factory.mktemp("gw") / "gateway.toml"
     cfg.write_text(f'upstream = "{up.url}"\nkeys_from_redis = false\ntrusted_proxies = ["10.9.9.9"]\n'
                    f'[redis]\nurl = "{redis_url}"\n[[keys]]\ntenant = "a"\nkey = "{KEY_A}"\n')
-    proc = subprocess.Popen([sys.executable, "-m", "daemon.gateway", "--config", str(cfg), "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "gateway", "--config", str(cfg), "--port", str(port)],
                             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
@@ -623,7 +629,8 @@ def test_an_unlimited_or_garbled_published_limit_is_a_decision_not_a_script_erro
 def test_a_cached_answer_is_only_given_to_a_request_that_accepts_its_encoding(r, redis_url):
     """The cache identity had Accept but not Accept-Encoding: a gzip answer cached for one client was the
     over-limit answer for a client that asked for identity."""
-    from daemon.gateway import ProxyApp, build_app
+    from gateway.app import build_app
+    from gateway.proxy import ProxyApp
 
     up = _RawUpstream()
     _tight(r, "a")
@@ -646,7 +653,7 @@ def test_a_limiter_outage_is_logged_once_not_per_request(caplog):
 
     from tests.conftest import free_port
 
-    from daemon.gateway import limiter_client
+    from gateway.bucket import limiter_client
 
     caplog.set_level(logging.WARNING, logger="gpu_autoscaler.gateway")
     # the client the gateway builds: it fails at once (redis-py's default retries with backoff took 3-4 s a
@@ -664,7 +671,8 @@ def test_a_limiter_outage_is_logged_once_not_per_request(caplog):
 def test_a_cached_answer_is_keyed_by_the_path_as_sent(r, redis_url):
     """The proxy sends /x%2Fy and /x/y upstream as two different targets; the cache keyed both by the decoded
     path, so one's answer was the over-limit answer for the other."""
-    from daemon.gateway import ProxyApp, build_app
+    from gateway.app import build_app
+    from gateway.proxy import ProxyApp
 
     up = _RawUpstream()
     _tight(r, "a")

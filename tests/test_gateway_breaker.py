@@ -16,7 +16,9 @@ import httpx
 import pytest
 import redis as sync_redis
 
-from daemon.gateway import build_app, parse_gateway_config
+from gateway.app import build_app
+
+from gateway.config import parse_gateway_config
 from tests.conftest import free_port
 from tests.test_gateway_security import KEY_A, Recorder, standalone_gateway
 
@@ -217,7 +219,7 @@ def test_limits_apply_again_when_a_stopped_redis_is_back(tmp_path):
 
 
 def test_breaker_config_is_validated():
-    from daemon.gateway import GatewayConfigError
+    from gateway.keys import GatewayConfigError
 
     with pytest.raises(GatewayConfigError, match=r"redis.breaker_s: "):
         parse_gateway_config({"redis": {"breaker_s": 0}})

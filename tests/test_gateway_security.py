@@ -21,7 +21,9 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from daemon.gateway import build_app, parse_gateway_config
+from gateway.app import build_app
+
+from gateway.config import parse_gateway_config
 from tests.conftest import REPO, free_port
 from tests.services import stop, wait_for
 
@@ -77,11 +79,11 @@ class Recorder:
 
 @contextlib.contextmanager
 def standalone_gateway(tmp: Path, toml: str):
-    """`python -m daemon.gateway` (real uvicorn) with this config; yields (base URL, port)."""
+    """`python -m gateway` (real uvicorn) with this config; yields (base URL, port)."""
     port = free_port()
     cfg = tmp / f"gateway-{port}.toml"
     cfg.write_text(toml)
-    proc = subprocess.Popen([sys.executable, "-m", "daemon.gateway", "--config", str(cfg), "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "gateway", "--config", str(cfg), "--port", str(port)],
                             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
@@ -166,7 +168,7 @@ def test_a_crafted_request_target_never_reaches_another_host(r, redis_url, tmp_p
 def test_an_upstream_path_prefix_is_kept_and_cannot_be_left(r, redis_url):
     """An upstream with a path (`http://model/base` or `.../base/`) gets `/base` + the request's path and query;
     dot segments (which httpx resolves, so `/../admin` would become `/admin`) are refused."""
-    from daemon.gateway import ProxyApp
+    from gateway.proxy import ProxyApp
 
     up = Recorder("main")
     cfg = parse_gateway_config({"redis": {"url": redis_url}, "keys": [{"tenant": "a", "key": KEY_A}],
@@ -194,7 +196,7 @@ def test_an_upstream_path_prefix_is_kept_and_cannot_be_left(r, redis_url):
 
 
 def test_an_upstream_url_with_a_query_or_fragment_is_a_config_error():
-    from daemon.gateway import GatewayConfigError
+    from gateway.keys import GatewayConfigError
 
     for bad in ("http://model:8000/base?x=1", "http://model:8000/#frag"):
         with pytest.raises(GatewayConfigError, match=r"upstream: .*no query or fragment"):
@@ -358,7 +360,7 @@ def test_a_cached_answer_expires_after_its_ttl(r, redis_url):
 
 
 def test_cache_caps_are_validated():
-    from daemon.gateway import GatewayConfigError
+    from gateway.keys import GatewayConfigError
 
     with pytest.raises(GatewayConfigError, match=r"degrade: .*cache_max_bytes .* is larger than "
                                                  r"cache_max_bytes_per_tenant"):

@@ -11,7 +11,10 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from daemon.actuators.redis_limits import RedisLimitsActuator
-from daemon.gateway import AsyncTokenBucket, Identity, RateLimitMiddleware, TokenBucket, key_digest, limit_key
+from gateway.bucket import AsyncTokenBucket, TokenBucket
+from gateway.contract import key_digest, limit_key
+from gateway.identity import Identity
+from gateway.middleware import RateLimitMiddleware
 from daemon.policy.types import Notification, Plan, PolicyMemory, RateLimit
 
 pytestmark = pytest.mark.services
@@ -129,7 +132,7 @@ def test_a_flushed_redis_is_republished_by_the_running_daemon(r, redis_url):
     """Redis restarted without its data (or flushed) between two cycles: the next cycle writes the limits and
     the API key digests again. The actuator used to trust its own cache until the daemon restarted, so the
     gateways fell back to the default bucket and answered 401 to every key the daemon publishes."""
-    from daemon.gateway import keys_key
+    from gateway.contract import keys_key
 
     act = RedisLimitsActuator(redis_url, dry_run=False, api_keys={key_digest(KEY_A): "a"})
     plan = make_plan({"a": RateLimit(50, 100, 1, "load 85%")})

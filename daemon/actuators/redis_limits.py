@@ -8,7 +8,7 @@ import time
 import redis
 
 from daemon.actuators.base import ActionReport
-from daemon.gateway import keys_key, limit_key
+from gateway.contract import keys_key, limit_key
 from daemon.policy.types import Notification, Plan
 
 
