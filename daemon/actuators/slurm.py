@@ -22,7 +22,7 @@ import numpy as np
 
 from daemon.actuators.base import ActionReport
 from daemon.actuators.slurm_holds import (RunningJob, SlurmHolds, expand_hostlist, hold_name, parse_nodes,
-                                          parse_reservations)
+                                          parse_reservations, pool_hold_name)
 from daemon.cluster import CLOSED, HELD_BY_POOL, PRIORITY, UNHELD, Jobs, Nodes
 from daemon.config import SlurmActuatorConfig, TenantConfig, Tier
 from daemon.policy.types import Notification, Plan, Preemption
@@ -223,7 +223,7 @@ class SlurmActuator:
           nothing is preempted there (a drained node's jobs keep running, but nothing new starts there).
         """
         index = {hold_name(self.cfg.hold_name_prefix, t): i for i, t in enumerate(tenants)}
-        index[f"{self.cfg.hold_name_prefix}-pool"] = HELD_BY_POOL
+        index[pool_hold_name(self.cfg.hold_name_prefix)] = HELD_BY_POOL
         nodes = parse_nodes(self._read("scontrol", "-d", "-o", "show", "nodes"))
         holder: dict[str, int] = {}
         for r in parse_reservations(self._read("scontrol", "-o", "show", "reservation")):
