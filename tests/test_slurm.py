@@ -1,9 +1,10 @@
+import json
 import subprocess
 import time
 
 import pytest
 
-from daemon.actuators.slurm import SlurmActuator, admin_comment_of, parse_elapsed, parse_gpus
+from daemon.actuators.slurm import SlurmActuator, parse_elapsed, parse_gpus
 from daemon.config import SlurmActuatorConfig, TenantConfig
 from daemon.policy.types import Plan, PolicyMemory, Preemption
 from tests.services import slurm_cluster, wait_for
@@ -31,8 +32,9 @@ def state(slurm, jid):
 
 
 def admin_comment(slurm, jid):
-    out = subprocess.run(["scontrol", "-o", "show", "job", jid], env=slurm["env"], capture_output=True, text=True).stdout
-    return admin_comment_of(out)
+    """Read from `squeue --json` (Slurm 22.05 lists every job there, whatever the filter), where it is one field."""
+    out = subprocess.run(["squeue", "--json"], env=slurm["env"], capture_output=True, text=True, check=True).stdout
+    return next(j.get("admin_comment") or "" for j in json.loads(out)["jobs"] if str(j["job_id"]) == jid)
 
 
 def act(slurm, dry_run=False, mode="requeue", lead=0.0, min_runtime_s=0.0, clock=time.monotonic):
@@ -289,3 +291,29 @@ def test_a_failed_node_failure_requeue_is_retried_by_the_next_cycle(slurm, tmp_p
         subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)
         subprocess.run(["scontrol", "update", f"NodeName={slurm['node']}", "State=RESUME"], env=slurm["env"],
                        capture_output=True)
+
+
+def test_a_job_name_or_comment_cannot_spoof_the_admin_comment(slurm):
+    """`scontrol show job` prints the job's name and Comment as free text beside AdminComment; a job named
+    `x AdminComment=evil` must not make the daemon write `evil` back as the site's AdminComment."""
+    def spoofing(comment):
+        r = subprocess.run(["sbatch", "--parsable", "--partition=low", "--account=acct-low", "--gres=gpu:1",
+                            "--requeue", "-o", "/dev/null", "--job-name=x AdminComment=evil", f"--comment={comment}",
+                            "--wrap", "sleep 600"], env=slurm["env"], capture_output=True, text=True, check=True)
+        return r.stdout.strip()
+
+    site, bare = spoofing("mine AdminComment=bad Foo=bar"), spoofing("AdminComment=bad")
+    try:
+        wait_for(lambda: all(state(slurm, j).startswith("RUNNING") for j in (site, bare)), what="running", timeout=60)
+        subprocess.run(["scontrol", "update", f"JobId={site}", "AdminComment=site: billing ok"], env=slurm["env"],
+                       check=True)
+        rep = act(slurm).apply(plan_for(*(Preemption(j, "team-low", 1, slurm["node"], "peak ahead") for j in (site, bare))))
+        assert rep.ok, rep.errors
+        assert admin_comment(slurm, site) == "site: billing ok | gpu-autoscaler: peak ahead"
+        assert admin_comment(slurm, bare) == "gpu-autoscaler: peak ahead"
+        assert state(slurm, site) == "PENDING|mine AdminComment=bad Foo=bar"      # the user's Comment untouched
+        act(slurm).requeue([site], "node gpunode1 failed")                        # ours replaced, the site's kept
+        assert admin_comment(slurm, site) == "site: billing ok | gpu-autoscaler: node gpunode1 failed"
+    finally:
+        subprocess.run(["scancel", site, bare], env=slurm["env"], capture_output=True)
+

@@ -11,6 +11,7 @@ by low-priority work.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -89,11 +90,29 @@ def parse_submit(text: str) -> float:
         return float("nan")
 
 
-def admin_comment_of(show_job: str) -> str:
-    """AdminComment from `scontrol -o show job ID` (free text: it runs up to the next ' Key=')."""
-    m = re.search(r"\bAdminComment=(.*?)(?:\s+(?=[A-Z][A-Za-z_:/]*=)|\s*$)", show_job)
-    text = m.group(1).strip() if m else ""
-    return "" if text == "(null)" else text
+def admin_comments_of(squeue_json: str) -> dict[str, str]:
+    """Job id -> AdminComment, from `squeue --json` (raises ValueError on output that is not its JSON).
+
+    Not from `scontrol show job`: that prints ``Key=value`` text in which the job's name, working directory,
+    command and Comment are the user's free text, so a job named ``x AdminComment=...`` reads as an
+    AdminComment there (and the daemon would write it back over the admin's). JSON has one field for it.
+    Slurm 22.05 ignores filters with --json and lists every job; a job is found under the id squeue's %i
+    prints for it (an array task as ``<array job>_<task>``, a het component as ``<het job>+<offset>``) and
+    under its own job id."""
+    data = json.loads(squeue_json)
+    if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
+        raise ValueError("no 'jobs' list in squeue --json")
+    out: dict[str, str] = {}
+    for j in data["jobs"]:
+        if not isinstance(j, dict) or j.get("job_id") is None:
+            continue
+        text = j.get("admin_comment") or ""
+        out[str(j["job_id"])] = text
+        if j.get("array_task_id") is not None and j.get("array_job_id"):
+            out[f"{j['array_job_id']}_{j['array_task_id']}"] = text
+        if j.get("het_job_id"):
+            out[f"{j['het_job_id']}+{j.get('het_job_offset', 0)}"] = text
+    return out
 
 
 def parse_squeue(out: str) -> list[SlurmJob]:
@@ -279,10 +298,11 @@ class SlurmActuator:
         except SlurmError as exc:
             rep.errors.append(str(exc))
             return rep
-        self._preempt_warned(rep, wanted, live)
+        self._preempt_warned(rep, wanted, live, AdminComments(self._run, sorted(live)))
         return rep
 
-    def _preempt_warned(self, rep: ActionReport, wanted: dict[str, Preemption], live: dict[str, SlurmJob]) -> None:
+    def _preempt_warned(self, rep: ActionReport, wanted: dict[str, Preemption], live: dict[str, SlurmJob],
+                        comments: "AdminComments") -> None:
         """Warn first, preempt after the lead: a job the plan names is signalled (warn_signal) and its tenant
         told; once warn_lead_s has passed it is requeued (or suspended). While warned jobs cover the GPUs the
         plan asks for, no new job is warned, so a plan that picks other jobs next cycle does not warn them all."""
@@ -301,7 +321,7 @@ class SlurmActuator:
                 continue
             if not self._preemptible(rep, live[jid], wanted.get(jid)):
                 del self._warned[jid]
-            elif self._preempt(rep, live[jid], reason):
+            elif self._preempt(rep, live[jid], reason, comments):
                 del self._warned[jid]
                 done += live[jid].total_gpus
             # else: the requeue failed (reported); it stays warned, so the next cycle retries the requeue
@@ -318,7 +338,7 @@ class SlurmActuator:
             if not self._preemptible(rep, job, p):
                 continue
             if lead <= 0:
-                self._preempt(rep, job, p.reason)
+                self._preempt(rep, job, p.reason, comments)
             elif cover < need:
                 self._warn(rep, job, p.reason)
                 cover += job.total_gpus
@@ -349,11 +369,11 @@ class SlurmActuator:
             f"job {job.job_id} will be {verb} in {self.cfg.warn_lead_s:g} s (SIG{self.cfg.warn_signal} sent to its "
             f"batch script: checkpoint now): {reason}"))
 
-    def _preempt(self, rep: ActionReport, job: SlurmJob, reason: str) -> bool:
-        self._annotate(rep, job.job_id, reason)
+    def _preempt(self, rep: ActionReport, job: SlurmJob, reason: str, comments: "AdminComments") -> bool:
+        self._annotate(rep, job.job_id, reason, comments)
         return self._scontrol(rep, self.cfg.mode, job.job_id)
 
-    def _annotate(self, rep: ActionReport, jid: str, reason: str) -> bool:
+    def _annotate(self, rep: ActionReport, jid: str, reason: str, comments: "AdminComments") -> bool:
         """Say why in the job's AdminComment; the user's Comment is never touched. An AdminComment someone
         else wrote is kept, ours is appended (replacing an earlier one of ours). False when slurmctld did not
         answer (then the error is in the report: an unreachable controller never raises out of an act)."""
@@ -361,11 +381,10 @@ class SlurmActuator:
         prev = ""
         if not self.dry_run:
             try:
-                r = self._run("scontrol", "-o", "show", "job", jid)
+                prev = comments.of(jid)
             except SlurmError as exc:
                 rep.errors.append(str(exc))
                 return False
-            prev = admin_comment_of(r.stdout) if r.returncode == 0 else ""
         prev = prev.split(COMMENT_TAG)[0].rstrip(" |")
         text = f"{prev} | {ours}" if prev else ours
         return self._scontrol(rep, "update", f"JobId={jid}", f"AdminComment={text[:900]}")
@@ -376,8 +395,9 @@ class SlurmActuator:
         rep = ActionReport(self.name, self.dry_run)
         if not job_ids:
             return rep
+        comments = AdminComments(self._run, job_ids)
         for jid in job_ids:
-            if not self._annotate(rep, jid, reason) and rep.errors and "timed out" in rep.errors[-1]:
+            if not self._annotate(rep, jid, reason, comments) and rep.errors and "timed out" in rep.errors[-1]:
                 break  # slurmctld is not answering: do not wait out a timeout per job before the requeue
         if not self._scontrol(rep, "requeue", ",".join(job_ids)):
             self._requeue_retry.update({j: reason for j in job_ids})
@@ -421,3 +441,35 @@ class SlurmActuator:
     def notify(self, notes: list[Notification]) -> ActionReport:
         # preempted and requeued jobs carry their reason in the job comment (squeue -o %k shows it)
         return ActionReport(self.name, self.dry_run)
+
+
+class AdminComments:
+    """The AdminComment of a batch's jobs, read once per batch (on first need) with `squeue --json` (see
+    admin_comments_of); a failed read is remembered for the batch, so a controller that does not answer is
+    not asked again per job. A job Slurm does not list has none."""
+
+    def __init__(self, run, job_ids: list[str]) -> None:
+        self.run = run  # run(*args) -> CompletedProcess, raises SlurmError
+        self.job_ids = list(job_ids)
+        self._known: dict[str, str] | None = None
+        self._failed: SlurmError | None = None
+
+    def of(self, job_id: str) -> str:
+        if self._failed is not None:
+            raise self._failed
+        if self._known is None:
+            try:
+                r = self.run("squeue", "--json", "-j", ",".join(self.job_ids or [job_id]))
+                if r.returncode != 0 and "Invalid job id" in r.stderr:
+                    self._known = {}  # a Slurm that honours -j with --json: none of them is queued any more
+                elif r.returncode != 0:
+                    raise SlurmError(f"squeue --json: {(r.stderr or r.stdout).strip()}")
+                else:
+                    self._known = admin_comments_of(r.stdout)
+            except ValueError as exc:
+                self._failed = SlurmError(f"squeue --json: unreadable output: {exc}")
+                raise self._failed from None
+            except SlurmError as exc:
+                self._failed = exc
+                raise
+        return self._known.get(job_id, "")
