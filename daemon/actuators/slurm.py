@@ -11,11 +11,13 @@ by low-priority work.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
 import re
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 
@@ -139,7 +141,12 @@ class SlurmActuator:
         self.min_runtime_s = min_runtime_s  # policy.preempt_min_runtime_s, re-checked on the live job
         self.clock = clock
         self._warned: dict[str, tuple[float, str]] = {}  # job id -> (when warned, reason)
-        self._requeue_retry: dict[str, str] = {}  # job id -> reason: a failed node's jobs whose requeue failed
+        # job id -> (reason, entry number): a failed node's jobs whose requeue failed. The failover worker adds
+        # while a cycle's retry pass reads and removes, so both hold the lock; the number tells a pass that an
+        # entry was added again while it waited on Slurm (it is not the pass's to remove)
+        self._requeue_retry: dict[str, tuple[str, int]] = {}
+        self._retry_lock = threading.Lock()
+        self._retry_seq = itertools.count()
         self.account_of = {t.name: (t.slurm_account or t.name) for t in tenants}
         self.tenant_of = {acct: t for t, acct in self.account_of.items()}
         self.holds = SlurmHolds(read=self._read, scontrol=self._scontrol, accounts=self.account_of,
@@ -280,8 +287,10 @@ class SlurmActuator:
     # ---- actuator interface -------------------------------------------------------------------
     def apply(self, plan: Plan) -> ActionReport:
         rep = ActionReport(self.name, self.dry_run)
-        if self._requeue_retry:
-            self._retry_requeues(rep)
+        with self._retry_lock:
+            retry = dict(self._requeue_retry)
+        if retry:
+            self._retry_requeues(rep, retry)
         if self.holds is not None:  # first: freed GPUs must already be held when the preemptions free them
             try:
                 self.holds.apply(plan, rep, self._hold_jobs())
@@ -400,27 +409,33 @@ class SlurmActuator:
             if not self._annotate(rep, jid, reason, comments) and rep.errors and "timed out" in rep.errors[-1]:
                 break  # slurmctld is not answering: do not wait out a timeout per job before the requeue
         if not self._scontrol(rep, "requeue", ",".join(job_ids)):
-            self._requeue_retry.update({j: reason for j in job_ids})
+            with self._retry_lock:
+                self._requeue_retry.update({j: (reason, next(self._retry_seq)) for j in job_ids})
         return rep
 
-    def _retry_requeues(self, rep: ActionReport) -> None:
-        """Requeue the failed node's jobs an earlier requeue did not move: those still running or suspended on
-        a node that is still down, drained or not responding. A job requeued by Slurm itself, finished, or on
-        a node that is healthy again (the failure was not one) is dropped. Kept while slurmctld does not answer."""
+    def _retry_requeues(self, rep: ActionReport, entries: dict[str, tuple[str, int]]) -> None:
+        """Requeue the failed node's jobs an earlier requeue did not move (`entries`: the retry map as this
+        pass found it): those still running or suspended on a node that is still down, drained or not
+        responding. A job requeued by Slurm itself, finished, or on a node that is healthy again (the failure
+        was not one) is dropped. Kept while slurmctld does not answer. Only the entries this pass handled are
+        removed: the failover worker may add new ones while the pass waits on Slurm."""
         try:
-            live = {j.job_id: j for j in self.jobs(sorted(self._requeue_retry))}
+            live = {j.job_id: j for j in self.jobs(sorted(entries))}
             healthy = {n.name for n in parse_nodes(self._read("scontrol", "-d", "-o", "show", "nodes")) if n.healthy}
         except SlurmError as exc:
             rep.errors.append(f"retry requeue: {exc}")
             return
-        todo = sorted(j for j in self._requeue_retry if j in live and live[j].state in ("RUNNING", "SUSPENDED")
+        todo = sorted(j for j in entries if j in live and live[j].state in ("RUNNING", "SUSPENDED")
                       and not set(expand_hostlist(live[j].nodes)) <= healthy)
-        reasons = dict(self._requeue_retry)
-        self._requeue_retry.clear()
+        failed: set[str] = set()
         if todo:
             rep.actions.append(f"retry the requeue of {len(todo)} jobs of a failed node")
             if not self._scontrol(rep, "requeue", ",".join(todo)):
-                self._requeue_retry.update({j: reasons[j] for j in todo})
+                failed = set(todo)  # kept for the next pass
+        with self._retry_lock:
+            for j, entry in entries.items():
+                if j not in failed and self._requeue_retry.get(j) == entry:
+                    del self._requeue_retry[j]
 
     def release_holds(self) -> ActionReport:
         """Delete this daemon's reservations (jobs in them keep running)."""
