@@ -206,17 +206,27 @@ class Daemon:
         told = [Notification(t, "node_failed", f"{per_tenant[t]} job(s) of yours on {node} were requeued: {reason}")
                 for t in tenants]
         errors = []
+        fenced = False
         for act in rt.actuators:
-            # each step on its own: a requeue that fails still fences the node and tells the tenants
-            steps = [("requeue", lambda a=act: a.requeue(ids, reason).errors if ids else [])]
+            # each step on its own: a requeue that fails still fences the node and tells the tenants; but once
+            # the fence refuses (this replica lost its lease), nothing more is sent by any actuator
+            steps = [("requeue", lambda a=act: a.requeue(ids, reason) if ids else None)]
             if isinstance(act, FencesNodes):
-                steps.append(("fence", lambda a=act: a.fence_node(node, f"{alertname} alert").errors))
-            steps.append(("notify", lambda a=act: a.notify(told).errors))
+                steps.append(("fence", lambda a=act: a.fence_node(node, f"{alertname} alert")))
+            steps.append(("notify", lambda a=act: a.notify(told)))
             for what, step in steps:
                 try:
-                    errors.extend(step())
+                    rep = step()
                 except Exception as exc:
                     errors.append(f"{act.name}: {what}: {exc}")
+                    continue
+                if rep is not None:
+                    errors.extend(rep.errors)
+                    fenced = fenced or getattr(rep, "fenced", False)
+                if fenced:
+                    break
+            if fenced:
+                break
         took = time.perf_counter() - received
         rt.metrics.failover_seconds.observe(took)
         if rt.store is not None:

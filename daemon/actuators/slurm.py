@@ -7,6 +7,9 @@ jobs are preempted, whatever the plan says. The plan's reserved GPUs are held as
 whole-node reservation for the protected tiers' accounts (see slurm_holds.py),
 applied before any preemption so the GPUs a preemption frees cannot be backfilled
 by low-priority work.
+
+Every command that changes something is checked against the fence right before it is sent (``FenceGuard``,
+see daemon/actuators/fenced.py), and a batch stops at the first refusal.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from daemon.actuators.base import ActionReport
+from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, stop_on_fence
 from daemon.actuators.slurm_holds import (RunningJob, SlurmHolds, expand_hostlist, hold_name, parse_nodes,
                                           parse_reservations, pool_hold_name)
 from daemon.cluster import CLOSED, HELD_BY_POOL, PRIORITY, UNHELD, Jobs, Nodes
@@ -147,6 +150,7 @@ class SlurmActuator:
         self._requeue_retry: dict[str, tuple[str, int]] = {}
         self._retry_lock = threading.Lock()
         self._retry_seq = itertools.count()
+        self.guard: FenceGuard = NO_FENCE
         self.account_of = {t.name: (t.slurm_account or t.name) for t in tenants}
         self.tenant_of = {acct: t for t, acct in self.account_of.items()}
         self.holds = SlurmHolds(read=self._read, scontrol=self._scontrol, accounts=self.account_of,
@@ -155,6 +159,15 @@ class SlurmActuator:
         self.env = dict(os.environ)
         if cfg.slurm_conf is not None:
             self.env["SLURM_CONF"] = str(cfg.slurm_conf)
+
+    def use_fence(self, guard: FenceGuard) -> None:
+        """Check `guard` right before each command that changes something (ChecksFence)."""
+        self.guard = guard
+
+    def _fence_check(self, args: tuple[str, ...]) -> None:
+        """Raises FencingLost when this replica may not send the changing command `args` (never in a dry run)."""
+        if not self.dry_run:
+            self.guard.check(" ".join(args)[:300])
 
     # ---- plumbing ---------------------------------------------------------------------------
     def _run(self, *args: str) -> subprocess.CompletedProcess:
@@ -172,7 +185,9 @@ class SlurmActuator:
         return r.stdout
 
     def _cmd(self, rep: ActionReport, *args: str) -> bool:
-        """One changing command: recorded as an action, skipped in dry run, a failure reported per action."""
+        """One changing command: fenced right before it is sent (FencingLost ends the batch), recorded as an
+        action, skipped in dry run, a failure reported per action."""
+        self._fence_check(args)
         rep.actions.append(" ".join(args))
         if self.dry_run:
             return True
@@ -287,6 +302,11 @@ class SlurmActuator:
     # ---- actuator interface -------------------------------------------------------------------
     def apply(self, plan: Plan) -> ActionReport:
         rep = ActionReport(self.name, self.dry_run)
+        with stop_on_fence(rep):
+            self._apply(rep, plan)
+        return rep
+
+    def _apply(self, rep: ActionReport, plan: Plan) -> None:
         with self._retry_lock:
             retry = dict(self._requeue_retry)
         if retry:
@@ -301,14 +321,13 @@ class SlurmActuator:
             if self._warned:
                 rep.actions.append(f"forget {len(self._warned)} warnings: the plan preempts nothing now")
                 self._warned.clear()
-            return rep
+            return
         try:
             live = {j.job_id: j for j in self.jobs(sorted(set(wanted) | set(self._warned)))}
         except SlurmError as exc:
             rep.errors.append(str(exc))
-            return rep
+            return
         self._preempt_warned(rep, wanted, live, AdminComments(self._run, sorted(live)))
-        return rep
 
     def _preempt_warned(self, rep: ActionReport, wanted: dict[str, Preemption], live: dict[str, SlurmJob],
                         comments: "AdminComments") -> None:
@@ -404,13 +423,14 @@ class SlurmActuator:
         rep = ActionReport(self.name, self.dry_run)
         if not job_ids:
             return rep
-        comments = AdminComments(self._run, job_ids)
-        for jid in job_ids:
-            if not self._annotate(rep, jid, reason, comments) and rep.errors and "timed out" in rep.errors[-1]:
-                break  # slurmctld is not answering: do not wait out a timeout per job before the requeue
-        if not self._scontrol(rep, "requeue", ",".join(job_ids)):
-            with self._retry_lock:
-                self._requeue_retry.update({j: (reason, next(self._retry_seq)) for j in job_ids})
+        with stop_on_fence(rep):  # a refusal stops the batch: no annotation, no requeue after it
+            comments = AdminComments(self._run, job_ids)
+            for jid in job_ids:
+                if not self._annotate(rep, jid, reason, comments) and rep.errors and "timed out" in rep.errors[-1]:
+                    break  # slurmctld is not answering: do not wait out a timeout per job before the requeue
+            if not self._scontrol(rep, "requeue", ",".join(job_ids)):
+                with self._retry_lock:
+                    self._requeue_retry.update({j: (reason, next(self._retry_seq)) for j in job_ids})
         return rep
 
     def _retry_requeues(self, rep: ActionReport, entries: dict[str, tuple[str, int]]) -> None:
@@ -441,16 +461,19 @@ class SlurmActuator:
         """Delete this daemon's reservations (jobs in them keep running)."""
         rep = ActionReport(self.name, self.dry_run)
         if self.holds is not None:
-            try:
-                self.holds.release(rep, self._hold_jobs())
-            except SlurmError as exc:
-                rep.errors.append(f"release holds: {exc}")
+            with stop_on_fence(rep):
+                try:
+                    self.holds.release(rep, self._hold_jobs())
+                except SlurmError as exc:
+                    rep.errors.append(f"release holds: {exc}")
         return rep
 
     def fence_node(self, node: str, reason: str) -> ActionReport:
         rep = ActionReport(self.name, self.dry_run)
         if self.cfg.drain_failed_nodes:
-            self._scontrol(rep, "update", f"NodeName={node}", "State=DRAIN", f"Reason=gpu-autoscaler: {reason}"[:200])
+            with stop_on_fence(rep):
+                self._scontrol(rep, "update", f"NodeName={node}", "State=DRAIN",
+                               f"Reason=gpu-autoscaler: {reason}"[:200])
         return rep
 
     def notify(self, notes: list[Notification]) -> ActionReport:
