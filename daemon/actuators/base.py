@@ -141,6 +141,15 @@ class ChecksFence(Protocol):
     def use_fence(self, guard: FenceGuard) -> None: ...
 
 
+@runtime_checkable
+class ReportsNodeHealth(Protocol):
+    """Can say whether the scheduler itself sees a node as failed, so an alert alone does not requeue a
+    healthy node's jobs: True (the scheduler agrees it is down, drained, failing or not responding), False
+    (the scheduler sees it healthy), None (cannot tell: the daemon acts on the alert as it would without)."""
+
+    def node_down_confirmed(self, node: str) -> bool | None: ...
+
+
 def capable(actuators: list, capability: type) -> list:
     """The actuators that have `capability` (one of the Protocols above), in order."""
     return [a for a in actuators if isinstance(a, capability)]

@@ -372,6 +372,20 @@ class KubernetesActuator:
                 for p in pods.items if p.status.phase in ("Running", "Pending") and p.metadata.namespace in self.tenant_of
                 and evictable(p)]
 
+    def node_down_confirmed(self, node: str) -> bool | None:
+        """Whether the API sees `node` as failed (ReportsNodeHealth): its Ready condition False or Unknown (the
+        node controller's verdict on a kubelet that stopped reporting) is True, Ready True is False; None
+        when the API does not answer, does not know the node or shows no Ready condition."""
+        try:
+            live = self.core.read_node(node)
+        except ApiException as exc:
+            log.warning("cannot read node %s: %s %s", node, exc.status, exc.reason)
+            return None
+        ready = [c.status for c in ((live.status.conditions if live.status else None) or []) if c.type == "Ready"]
+        if not ready:
+            return None
+        return ready[0] != "True"
+
     def fence_node(self, node: str, reason: str) -> ActionReport:
         rep = ActionReport(self.name, self.dry_run)
         with stop_on_fence(rep):

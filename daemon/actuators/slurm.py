@@ -120,6 +120,10 @@ def admin_comments_of(squeue_json: str) -> dict[str, str]:
     return out
 
 
+# node states (sinfo %T, lower case) in which Slurm itself sees a node as failed; a trailing '*' is NOT_RESPONDING
+FAILED_NODE_STATES = ("down", "drain", "fail", "not_responding")
+
+
 def parse_squeue(out: str) -> list[SlurmJob]:
     jobs = []
     for line in out.splitlines():
@@ -291,6 +295,20 @@ class SlurmActuator:
         if r.returncode != 0:
             raise SlurmError(f"sinfo: {r.stderr.strip()}")
         return {line.strip() for line in r.stdout.splitlines() if line.strip()}
+
+    def node_down_confirmed(self, node: str) -> bool | None:
+        """Whether slurmctld itself sees `node` as failed (ReportsNodeHealth): DOWN, DRAIN(ED/ING), FAIL(ING) or
+        NOT_RESPONDING ('*') is True, any other state False; None when Slurm does not answer or does not know
+        the node (then the alert is acted on alone)."""
+        try:
+            r = self._run("sinfo", "-h", "-N", "-n", node, "-o", "%T")
+        except SlurmError as exc:
+            log.warning("cannot ask Slurm about node %s: %s", node, exc)
+            return None
+        states = {line.strip().lower() for line in r.stdout.splitlines() if line.strip()}
+        if r.returncode != 0 or not states:
+            return None
+        return any(st.endswith("*") or any(bad in st for bad in FAILED_NODE_STATES) for st in states)
 
     def jobs_on_node(self, node: str) -> list[tuple[str, str]]:
         return [(j.job_id, self.tenant(j)) for j in self.jobs(node=node) if j.state in ("RUNNING", "SUSPENDED")]
