@@ -339,6 +339,7 @@ def test_a_failed_requeue_added_while_a_retry_pass_waits_on_slurm_is_not_lost(sl
                        capture_output=True)
 
 
+@pytest.mark.security
 def test_a_job_name_or_comment_cannot_spoof_the_admin_comment(slurm):
     """`scontrol show job` prints the job's name and Comment as free text beside AdminComment; a job named
     `x AdminComment=evil` must not make the daemon write `evil` back as the site's AdminComment."""
