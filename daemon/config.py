@@ -304,6 +304,13 @@ class FailoverConfig(_Strict):
     breaker_max_share: float = Field(0.1, gt=0, le=1, description="or more than this share of the nodes")
     breaker_window_s: float = Field(600.0, gt=0)
     node_cache_s: float = Field(30.0, ge=0, description="how long the scheduler's node list is reused")
+    confirm_with_scheduler: bool = Field(
+        True, description="before requeueing a node's jobs on a node-down alert, ask the scheduler whether it sees "
+        "the node failed too (Slurm: DOWN, DRAIN, FAIL or NOT_RESPONDING; Kubernetes: Ready False or Unknown); when "
+        "it sees the node healthy, nothing is requeued or fenced and the disagreement is logged, recorded as an "
+        "event and said in the webhook's reply. A scheduler that cannot tell does not block the failover. Turn "
+        "off to act on the alert alone, e.g. when GPU faults do not reach the scheduler (no Slurm "
+        "HealthCheckProgram, no node problem detector)")
 
 
 class AccessToken(_Strict):

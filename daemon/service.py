@@ -26,7 +26,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 
 from daemon import alerts
-from daemon.actuators.base import FencesNodes, HoldsCapacity
+from daemon.actuators.base import FencesNodes, HoldsCapacity, ReportsNodeHealth, capable
 from daemon.cycle import CycleResult
 from daemon.policy.types import Notification
 from daemon.runtime import Runtime, limit_torch_threads
@@ -200,8 +200,41 @@ class Daemon:
         with self.failover_lock:
             return self._node_down(node, received, alertname)
 
+    def _scheduler_disagrees(self, node: str) -> str | None:
+        """Why the scheduler's own view does not back a node-down alert, or None (act on it).
+
+        Asked of every actuator that can tell (ReportsNodeHealth) when failover.confirm_with_scheduler is on:
+        one that sees the node down, drained, failing or not responding confirms it; when every one that
+        answers sees it healthy, the alert alone moves no job. An actuator that cannot tell (no answer, an
+        unknown node) does not count, and when none can, the alert is acted on as before."""
+        if not self.cfg.failover.confirm_with_scheduler:
+            return None
+        healthy = []
+        for act in capable(self.runtime.actuators, ReportsNodeHealth):
+            try:
+                seen = act.node_down_confirmed(node)
+            except Exception as exc:  # a scheduler that cannot say: no vote
+                log.warning("node %s: %s cannot say whether it is down: %s", node, act.name, exc)
+                continue
+            if seen is True:
+                return None
+            if seen is False:
+                healthy.append(act.name)
+        if not healthy:
+            return None
+        return (f"the scheduler does not see {node} as failed ({', '.join(healthy)}: healthy); no job requeued and "
+                "nothing fenced (failover.confirm_with_scheduler)")
+
     def _node_down(self, node: str, received: float, alertname: str) -> dict:
         rt = self.runtime
+        disagree = self._scheduler_disagrees(node)
+        if disagree is not None:
+            took = time.perf_counter() - received
+            log.error("node %s reported down by %s but %s", node, alertname, disagree)
+            if rt.store is not None:
+                rt.store.log_event(dt.datetime.now(dt.timezone.utc).isoformat(), "node_down_unconfirmed",
+                                   {"node": node, "alert": alertname, "reason": disagree})
+            return {"node": node, "requeued": [], "seconds": round(took, 4), "errors": [], "skipped": disagree}
         jobs = rt.jobs_on_node(node)
         reason = f"node {node} failed ({alertname}): job requeued on healthy nodes"
         ids = [j for j, _ in jobs]
@@ -210,17 +243,27 @@ class Daemon:
         told = [Notification(t, "node_failed", f"{per_tenant[t]} job(s) of yours on {node} were requeued: {reason}")
                 for t in tenants]
         errors = []
+        fenced = False
         for act in rt.actuators:
-            # each step on its own: a requeue that fails still fences the node and tells the tenants
-            steps = [("requeue", lambda a=act: a.requeue(ids, reason).errors if ids else [])]
+            # each step on its own: a requeue that fails still fences the node and tells the tenants; but once
+            # the fence refuses (this replica lost its lease), nothing more is sent by any actuator
+            steps = [("requeue", lambda a=act: a.requeue(ids, reason) if ids else None)]
             if isinstance(act, FencesNodes):
-                steps.append(("fence", lambda a=act: a.fence_node(node, f"{alertname} alert").errors))
-            steps.append(("notify", lambda a=act: a.notify(told).errors))
+                steps.append(("fence", lambda a=act: a.fence_node(node, f"{alertname} alert")))
+            steps.append(("notify", lambda a=act: a.notify(told)))
             for what, step in steps:
                 try:
-                    errors.extend(step())
+                    rep = step()
                 except Exception as exc:
                     errors.append(f"{act.name}: {what}: {exc}")
+                    continue
+                if rep is not None:
+                    errors.extend(rep.errors)
+                    fenced = fenced or getattr(rep, "fenced", False)
+                if fenced:
+                    break
+            if fenced:
+                break
         took = time.perf_counter() - received
         rt.metrics.failover_seconds.observe(took)
         if rt.store is not None:

@@ -388,3 +388,51 @@ def test_api_client_from_a_kubeconfig_has_the_configured_timeout(tmp_path):
     with pytest.raises(ApiException) as exc:
         KubernetesActuator(api, KubernetesActuatorConfig(), []).node_names()
     assert exc.value.status == 0
+
+
+def _node(name, ready):
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+            "status": {"conditions": [{"type": "MemoryPressure", "status": "False"},
+                                      {"type": "Ready", "status": ready}]}}
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("ready,acts", [("True", False), ("False", True), ("Unknown", True)])
+def test_a_node_down_alert_is_acted_on_only_when_the_node_is_not_ready(tmp_path, ready, acts):
+    """failover.confirm_with_scheduler: a GPUNodeDown alert for a node the API shows Ready moves no pod and
+    cordons nothing (the disagreement is the webhook's answer and an event); NotReady or Unknown: as before."""
+    from tests.test_slurm_nodes import daemon_with
+
+    routes = {
+        ("GET", r"/api/v1/nodes/gpu-node-7"): (200, _node("gpu-node-7", ready)),
+        ("GET", r"/api/v1/pods"): (200, {"apiVersion": "v1", "kind": "PodList", "metadata": {},
+                                         "items": [pod("batch", "train-1", "gpu-autoscaler-low")]}),
+        ("GET", r"/api/v1/namespaces/batch/pods/train-1"): (200, pod("batch", "train-1", "gpu-autoscaler-low")),
+        ("POST", r"/api/v1/namespaces/batch/pods/train-1/eviction"): (201, {}),
+        ("PATCH", r"/api/v1/nodes/gpu-node-7"): (200, _node("gpu-node-7", ready)),
+        ("POST", r"/api/v1/namespaces/.+/events"): lambda path, body: (201, {**body, "metadata": {"name": "e1", **body["metadata"]}}),
+    }
+    act, pool = actuator(routes)
+    d = daemon_with(tmp_path, [act])
+    try:
+        out = d.handle_node_down("gpu-node-7", 0.0, "GPUNodeDown")
+        writes = [(r["method"], r["path"]) for r in pool.sent if r["method"] != "GET"]
+        if acts:
+            assert out["requeued"] == ["batch/train-1"] and "skipped" not in out, out
+            assert ("POST", "/api/v1/namespaces/batch/pods/train-1/eviction") in writes
+            assert ("PATCH", "/api/v1/nodes/gpu-node-7") in writes
+        else:
+            assert writes == [] and out["requeued"] == [], (writes, out)
+            assert "the scheduler does not see gpu-node-7 as failed (kubernetes: healthy)" in out["skipped"]
+            assert [e["node"] for e in d.runtime.store.events("node_down_unconfirmed")] == ["gpu-node-7"]
+        assert pool.sent[0]["path"] == "/api/v1/nodes/gpu-node-7"          # asked before anything else
+    finally:
+        d.runtime.close()
+
+
+def test_a_node_the_api_cannot_say_about_does_not_block_the_failover():
+    routes = {("GET", r"/api/v1/nodes/gone"): (404, {"kind": "Status", "code": 404}),
+              ("GET", r"/api/v1/nodes/odd"): (200, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "odd"},
+                                                     "status": {}})}
+    act, _ = actuator(routes)
+    assert act.node_down_confirmed("gone") is None and act.node_down_confirmed("odd") is None

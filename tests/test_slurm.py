@@ -1,9 +1,10 @@
+import json
 import subprocess
 import time
 
 import pytest
 
-from daemon.actuators.slurm import SlurmActuator, admin_comment_of, parse_elapsed, parse_gpus
+from daemon.actuators.slurm import SlurmActuator, parse_elapsed, parse_gpus
 from daemon.config import SlurmActuatorConfig, TenantConfig
 from daemon.policy.types import Plan, PolicyMemory, Preemption
 from tests.services import slurm_cluster, wait_for
@@ -31,8 +32,9 @@ def state(slurm, jid):
 
 
 def admin_comment(slurm, jid):
-    out = subprocess.run(["scontrol", "-o", "show", "job", jid], env=slurm["env"], capture_output=True, text=True).stdout
-    return admin_comment_of(out)
+    """Read from `squeue --json` (Slurm 22.05 lists every job there, whatever the filter), where it is one field."""
+    out = subprocess.run(["squeue", "--json"], env=slurm["env"], capture_output=True, text=True, check=True).stdout
+    return next(j.get("admin_comment") or "" for j in json.loads(out)["jobs"] if str(j["job_id"]) == jid)
 
 
 def act(slurm, dry_run=False, mode="requeue", lead=0.0, min_runtime_s=0.0, clock=time.monotonic):
@@ -289,3 +291,76 @@ def test_a_failed_node_failure_requeue_is_retried_by_the_next_cycle(slurm, tmp_p
         subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)
         subprocess.run(["scontrol", "update", f"NodeName={slurm['node']}", "State=RESUME"], env=slurm["env"],
                        capture_output=True)
+
+
+def test_a_failed_requeue_added_while_a_retry_pass_waits_on_slurm_is_not_lost(slurm, tmp_path):
+    """The failover worker adds to the retry map while a cycle's retry pass waits on squeue (a wrapper holds
+    that squeue until the test has added): the pass removes only what it handled, the new job is retried next."""
+    import threading
+
+    bin_dir, fail = requeue_refusing_bin(tmp_path)
+    pause, entered = tmp_path / "pause", tmp_path / "entered"
+    (bin_dir / "squeue").unlink()
+    (bin_dir / "squeue").write_text(
+        f'#!/bin/sh\nif [ "$1" = -h ] && [ -e {pause} ]; then touch {entered}; '
+        f'while [ -e {pause} ]; do sleep 0.05; done; fi\nexec /usr/bin/squeue "$@"\n')
+    (bin_dir / "squeue").chmod(0o755)
+    j1, j2 = sbatch(slurm, "low", "acct-low"), sbatch(slurm, "low", "acct-low")
+    node = slurm["node"]
+    try:
+        wait_for(lambda: all(state(slurm, j).startswith("RUNNING") for j in (j1, j2)), what="running", timeout=60)
+        a = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir=bin_dir, holds=False),
+                          [TenantConfig(name="team-low", tier="low", slurm_account="acct-low")], dry_run=False)
+        fail.touch()
+        assert not a.requeue([j1], f"node {node} failed (GPUNodeDown)").ok
+        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=DRAIN", "Reason=test"], env=slurm["env"],
+                       check=True)
+        fail.unlink()
+        pause.touch()
+        cycle = threading.Thread(target=lambda: out.append(a.apply(plan_for())))
+        out = []
+        cycle.start()
+        wait_for(entered.exists, what="the retry pass waiting on squeue", timeout=20)
+        fail.touch()                                       # meanwhile the failover worker's requeue fails too
+        assert not a.requeue([j2], f"node {node} failed (GPUNodeDown)").ok
+        fail.unlink()
+        pause.unlink()
+        cycle.join(30)
+        assert out[0].ok and f"scontrol requeue {j1}" in out[0].actions, out[0]
+        rep = a.apply(plan_for())                          # j2 was not lost: this cycle requeues it
+        assert rep.ok and f"scontrol requeue {j2}" in rep.actions, rep
+        wait_for(lambda: all(state(slurm, j).startswith("PENDING") for j in (j1, j2)), what="both requeued",
+                 timeout=20)
+    finally:
+        for p in (pause, fail):
+            p.unlink(missing_ok=True)
+        subprocess.run(["scancel", j1, j2], env=slurm["env"], capture_output=True)
+        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], env=slurm["env"],
+                       capture_output=True)
+
+
+@pytest.mark.security
+def test_a_job_name_or_comment_cannot_spoof_the_admin_comment(slurm):
+    """`scontrol show job` prints the job's name and Comment as free text beside AdminComment; a job named
+    `x AdminComment=evil` must not make the daemon write `evil` back as the site's AdminComment."""
+    def spoofing(comment):
+        r = subprocess.run(["sbatch", "--parsable", "--partition=low", "--account=acct-low", "--gres=gpu:1",
+                            "--requeue", "-o", "/dev/null", "--job-name=x AdminComment=evil", f"--comment={comment}",
+                            "--wrap", "sleep 600"], env=slurm["env"], capture_output=True, text=True, check=True)
+        return r.stdout.strip()
+
+    site, bare = spoofing("mine AdminComment=bad Foo=bar"), spoofing("AdminComment=bad")
+    try:
+        wait_for(lambda: all(state(slurm, j).startswith("RUNNING") for j in (site, bare)), what="running", timeout=60)
+        subprocess.run(["scontrol", "update", f"JobId={site}", "AdminComment=site: billing ok"], env=slurm["env"],
+                       check=True)
+        rep = act(slurm).apply(plan_for(*(Preemption(j, "team-low", 1, slurm["node"], "peak ahead") for j in (site, bare))))
+        assert rep.ok, rep.errors
+        assert admin_comment(slurm, site) == "site: billing ok | gpu-autoscaler: peak ahead"
+        assert admin_comment(slurm, bare) == "gpu-autoscaler: peak ahead"
+        assert state(slurm, site) == "PENDING|mine AdminComment=bad Foo=bar"      # the user's Comment untouched
+        act(slurm).requeue([site], "node gpunode1 failed")                        # ours replaced, the site's kept
+        assert admin_comment(slurm, site) == "site: billing ok | gpu-autoscaler: node gpunode1 failed"
+    finally:
+        subprocess.run(["scancel", site, bare], env=slurm["env"], capture_output=True)
+

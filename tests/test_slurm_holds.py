@@ -330,3 +330,67 @@ def test_a_hold_stuck_on_a_node_full_of_firm_work_moves_on_the_real_slurmctld(sl
         for r in parse_reservations(slurm_run(slurm["env"], "scontrol", "-o", "show", "reservation")):
             slurm_run(slurm["env"], "scontrol", "delete", f"ReservationName={r.name}", check=False)
         wait_for(lambda: not jobs(slurm), what="queue empty", timeout=60)
+
+
+# ---- hold names: one per tenant, never the pool's ---------------------------------------------------------
+ODD = [TenantConfig(name="pool", tier="high", slurm_account="acct-pool"),
+       TenantConfig(name="ml team", tier="high", slurm_account="acct-mlsp"),
+       TenantConfig(name="ml_team", tier="high", slurm_account="acct-mlus")]
+
+
+def test_hold_names_are_distinct_per_tenant_and_never_the_pools():
+    from daemon.actuators.slurm_holds import hold_name, pool_hold_name
+
+    names = {t.name: hold_name("gpuas-hold", t.name) for t in ODD}
+    assert names["ml_team"] == "gpuas-hold-ml_team"                 # a name Slurm takes as it is: unchanged
+    assert len(set(names.values())) == 3 and pool_hold_name("gpuas-hold") not in names.values()
+    assert names["ml team"].startswith("gpuas-hold-ml_team-") and names["pool"].startswith("gpuas-hold-pool-")
+    assert hold_name("gpuas-hold", "team-high") == "gpuas-hold-team-high"
+
+
+def odd_plan(gpus: dict, pooled=()):
+    return dataclasses.replace(plan(), reservations=gpus, pooled=pooled)
+
+
+@pytest.mark.services
+def test_tenants_named_pool_ml_team_and_ml_underscore_team_hold_their_own_reservations(slurm):
+    from daemon.actuators.slurm_holds import hold_name
+
+    a = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir="/usr/bin", hold_shrink_delay_s=0), ODD,
+                      dry_run=False)
+    try:
+        rep = a.apply(odd_plan({"pool": 4, "ml team": 4, "ml_team": 4}))
+        assert rep.ok, rep.errors
+        res = {r.name: r for r in our_res(slurm)}
+        assert {n: r.accounts for n, r in res.items()} == {
+            hold_name("gpuas-hold", "pool"): ("acct-pool",), hold_name("gpuas-hold", "ml team"): ("acct-mlsp",),
+            "gpuas-hold-ml_team": ("acct-mlus",)}
+        assert sorted(n for r in res.values() for n in r.nodes) == list(NODES)   # one whole node each
+        assert a.apply(odd_plan({"pool": 4, "ml team": 4, "ml_team": 4})).actions == []   # stable
+        # the pool (here: of the tenant named pool) is its own reservation beside the tenant's
+        rep = a.apply(odd_plan({"pool": 4, "ml team": 4}, pooled=("pool",)))
+        assert rep.ok, rep.errors
+        assert {r.name: r.accounts for r in our_res(slurm)} == {
+            "gpuas-hold-pool": ("acct-pool",), hold_name("gpuas-hold", "ml team"): ("acct-mlsp",)}
+    finally:
+        assert a.release_holds().ok and our_res(slurm) == []
+
+
+@pytest.mark.services
+def test_a_hold_under_its_old_name_is_released_and_the_tenant_keeps_its_nodes(slurm):
+    """Earlier versions named `ml team`'s hold gpuas-hold-ml_team: found, released, and the hold under the new
+    name starts on the same node."""
+    from daemon.actuators.slurm_holds import hold_name
+
+    slurm_run(slurm["env"], "scontrol", "create", "reservation", "ReservationName=gpuas-hold-ml_team", "StartTime=now",
+              "Duration=UNLIMITED", "Accounts=acct-mlsp", "Nodes=gn2", "Flags=IGNORE_JOBS,MAGNETIC")
+    a = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir="/usr/bin"), ODD[1:2], dry_run=False)
+    try:
+        rep = a.apply(odd_plan({"ml team": 4}))
+        assert rep.ok, rep.errors
+        assert any("release hold gpuas-hold-ml_team" in x and "named" in x for x in rep.actions), rep.actions
+        assert [(r.name, r.nodes, r.accounts) for r in our_res(slurm)] == [
+            (hold_name("gpuas-hold", "ml team"), ("gn2",), ("acct-mlsp",))]
+    finally:
+        a.release_holds()
+        slurm_run(slurm["env"], "scontrol", "delete", "ReservationName=gpuas-hold-ml_team", check=False)

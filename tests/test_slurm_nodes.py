@@ -1,5 +1,7 @@
-"""Where the GPUs are, read from a real slurmctld with three slurmd (3 nodes x 4 GPUs): SlurmActuator.cluster_nodes."""
+"""Where the GPUs are, read from a real slurmctld with three slurmd (3 nodes x 4 GPUs): SlurmActuator.cluster_nodes;
+and whether Slurm backs a node-down alert (node_down_confirmed)."""
 
+import time
 
 import numpy as np
 import pytest
@@ -158,3 +160,77 @@ def test_an_unreachable_controller_is_an_error_not_an_empty_cluster(slurm, tmp_p
     with pytest.raises(SlurmError, match="Unable to contact"):
         actuator(slurm, bin_dir=slurm_bin_without_controller(tmp_path)).cluster_nodes(NAMES)
     assert np.all(actuator(slurm).cluster_nodes(NAMES).gpus == 4)
+
+
+# ---- does Slurm back a node-down alert? (failover.confirm_with_scheduler) ----------------------------------
+def daemon_with(tmp_path, actuators):
+    """A Daemon (not started) whose failover drives `actuators`."""
+    from daemon.config import Config, SimulatorConfig, SourceConfig
+    from daemon.runtime import build_runtime
+    from daemon.service import Daemon
+
+    cfg = Config(cluster={"gpus": 64}, source=SourceConfig(simulator=SimulatorConfig(seed=1, tenants=4, warmup_steps=50)),
+                 state={"path": tmp_path / "s.sqlite"}, forecaster={"model_dir": tmp_path / "m"})
+    d = Daemon(build_runtime(cfg), serve_http=False)
+    d.runtime.actuators = list(actuators)
+    return d
+
+
+def node_state(slurm, node):
+    return slurm_run(slurm["env"], "sinfo", "-h", "-N", "-n", node, "-o", "%T").split()[0]
+
+
+@pytest.mark.security
+def test_slurm_says_whether_it_sees_a_node_failed(slurm):
+    a = actuator(slurm)
+    try:
+        for st in ("DOWN", "FAIL", "DRAIN"):
+            assert a.node_down_confirmed("gn3") is False
+            slurm_run(slurm["env"], "scontrol", "update", "NodeName=gn3", f"State={st}", "Reason=test")
+            wait_for(lambda: a.node_down_confirmed("gn3") is True, what=f"Slurm sees gn3 {st}", timeout=10)
+            slurm_run(slurm["env"], "scontrol", "update", "NodeName=gn3", "State=RESUME")
+            wait_for(lambda: a.node_down_confirmed("gn3") is False, what="gn3 back", timeout=30)
+        assert a.node_down_confirmed("no-such-node") is None                  # cannot tell: not a veto
+        assert a.node_down_confirmed("gn1") is False
+    finally:
+        slurm_run(slurm["env"], "scontrol", "update", "NodeName=gn3", "State=RESUME", check=False)
+
+
+@pytest.mark.security
+def test_a_node_down_alert_slurm_does_not_back_requeues_nothing_and_says_why(slurm, tmp_path):
+    jobs = [sbatch(slurm, "--partition=low", "--account=acct-low", "--gres=gpu:2", "-w", "gn1") for _ in range(2)]
+    d = daemon_with(tmp_path, [actuator(slurm)])
+    try:
+        wait_for(lambda: running(slurm, *jobs), what="jobs running", timeout=60)
+        out = d.handle_node_down("gn1", time.perf_counter(), "GPUNodeDown")
+        assert out["requeued"] == [] and not out["errors"], out
+        assert "the scheduler does not see gn1 as failed (slurm: healthy)" in out["skipped"], out
+        time.sleep(1)
+        assert running(slurm, *jobs) and "drain" not in node_state(slurm, "gn1")    # not fenced either
+        (ev,) = d.runtime.store.events("node_down_unconfirmed")
+        assert ev["node"] == "gn1" and ev["alert"] == "GPUNodeDown" and "does not see" in ev["reason"], ev
+        # turned off, the alert alone is acted on, as before
+        d.cfg = d.cfg.model_copy(update={"failover": d.cfg.failover.model_copy(update={"confirm_with_scheduler": False})})
+        assert d._scheduler_disagrees("gn1") is None
+    finally:
+        d.runtime.close()
+        slurm_run(slurm["env"], "scancel", *jobs, check=False)
+        wait_for(lambda: gone(slurm, *jobs), what="jobs gone", timeout=60)
+
+
+@pytest.mark.security
+def test_a_node_down_alert_slurm_backs_is_acted_on(slurm, tmp_path):
+    jobs = [sbatch(slurm, "--partition=low", "--account=acct-low", "--gres=gpu:2", "-w", "gn2") for _ in range(2)]
+    d = daemon_with(tmp_path, [actuator(slurm)])
+    try:
+        wait_for(lambda: running(slurm, *jobs), what="jobs running", timeout=60)
+        slurm_run(slurm["env"], "scontrol", "update", "NodeName=gn2", "State=DRAIN", "Reason=GPU fell off the bus")
+        out = d.handle_node_down("gn2", time.perf_counter(), "GPUNodeDown")
+        assert "skipped" not in out and sorted(out["requeued"]) == sorted(jobs) and not out["errors"], out
+        wait_for(lambda: slurm_run(slurm["env"], "squeue", "-h", "-o", "%T", "-j", ",".join(jobs)).split() ==
+                 ["PENDING", "PENDING"], what="both requeued", timeout=20)
+    finally:
+        d.runtime.close()
+        slurm_run(slurm["env"], "scancel", *jobs, check=False)
+        slurm_run(slurm["env"], "scontrol", "update", "NodeName=gn2", "State=RESUME", check=False)
+        wait_for(lambda: gone(slurm, *jobs), what="jobs gone", timeout=60)

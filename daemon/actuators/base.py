@@ -15,8 +15,9 @@ actuator has it.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Iterator, Protocol, Sequence, runtime_checkable
 
 from daemon.policy.types import Notification, Plan
 
@@ -32,10 +33,41 @@ class ActionReport:
     errors: list[str] = field(default_factory=list)
     # what the actuator itself has to tell tenants (a preemption warning); the cycle sends it on every channel
     notifications: list[Notification] = field(default_factory=list)
+    # True when the fence refused a command: this replica may not act, and nothing after the refusal was sent
+    fenced: bool = False
 
     @property
     def ok(self) -> bool:
         return not self.errors
+
+
+class FencingLost(Exception):
+    """This replica may not change the cluster any more (its fencing token is stale or about to expire)."""
+
+
+class FenceGuard:
+    """Asked right before every single command that changes the cluster (a requeue, a signal, a reservation
+    change, a drain, an eviction, a quota write), not once per batch: one batch can run for minutes (three
+    Slurm commands with a 10 s timeout each per preemption), far longer than the lease's safety margin, and a
+    replica that lost its lease half-way through must not send the rest. This default allows everything
+    (no leader lease: nothing to fence against); ``daemon/actuators/fenced.py`` gives the lease's guard."""
+
+    def check(self, what: str, jobs: Sequence[str] = ()) -> None:
+        """Return when the command `what` (on `jobs`) may be sent now; raise FencingLost when it may not."""
+
+
+NO_FENCE = FenceGuard()
+
+
+@contextmanager
+def stop_on_fence(rep: "ActionReport") -> Iterator[None]:
+    """Around one batch of commands: a FencingLost ends the batch there (nothing after it is sent) and is
+    reported as the batch's error instead of raised, with what was done before it kept in the report."""
+    try:
+        yield
+    except FencingLost as exc:
+        rep.errors.append(f"fenced: {exc}; the rest of this batch was not sent")
+        rep.fenced = True
 
 
 @runtime_checkable
@@ -99,6 +131,23 @@ class HoldsCapacity(Protocol):
     """
 
     def release_holds(self) -> ActionReport: ...
+
+
+@runtime_checkable
+class ChecksFence(Protocol):
+    """Checks a FenceGuard right before each command it sends (see FenceGuard); the fencing wrapper hands
+    it the lease's guard. An actuator without it is fenced once per call, by the wrapper only."""
+
+    def use_fence(self, guard: FenceGuard) -> None: ...
+
+
+@runtime_checkable
+class ReportsNodeHealth(Protocol):
+    """Can say whether the scheduler itself sees a node as failed, so an alert alone does not requeue a
+    healthy node's jobs: True (the scheduler agrees it is down, drained, failing or not responding), False
+    (the scheduler sees it healthy), None (cannot tell: the daemon acts on the alert as it would without)."""
+
+    def node_down_confirmed(self, node: str) -> bool | None: ...
 
 
 def capable(actuators: list, capability: type) -> list:

@@ -11,6 +11,8 @@ refusal (429) is reported and retried on a later cycle, never escalated to a
 delete. DaemonSet pods and mirror (static) pods are never evicted. For
 preemption only pods of the low PriorityClass are evicted, whatever the plan says.
 With Kueue, see kueue.py: quotas become ClusterQueues and Kueue reclaims.
+Every write (a PriorityClass, a quota, an eviction, a cordon, an Event) is checked against the fence right
+before it is sent (``FenceGuard``, see daemon/actuators/fenced.py); a batch stops at the first refusal.
 The daemon's view of jobs and of where GPUs are (pods, nodes, node holds) is read here too: k8s_view.py.
 """
 
@@ -23,7 +25,7 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from daemon.actuators.base import ActionReport
+from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, stop_on_fence
 from daemon.cluster import Jobs, Nodes
 from daemon.config import KubernetesActuatorConfig, TenantConfig
 from daemon.policy.types import Notification, Plan
@@ -112,6 +114,7 @@ class KubernetesActuator:
         self._quotas: dict[str, int | None] = {}  # namespace -> GPUs our quota caps; None: we have none there
         self._classes_ok = False
         self._quotas_swept = False  # start-up: our quotas that no plan of this configuration can ask for are gone
+        self.guard: FenceGuard = NO_FENCE
 
     @staticmethod
     def from_config(cfg: KubernetesActuatorConfig, tenants: list[TenantConfig], dry_run: bool = True,
@@ -123,6 +126,15 @@ class KubernetesActuator:
         """The tenant's namespace, or None for a tenant that is not configured (never touched)."""
         return self.ns_of.get(tenant)
 
+    def use_fence(self, guard: FenceGuard) -> None:
+        """Check `guard` right before each write (ChecksFence)."""
+        self.guard = guard
+
+    def _may(self, what: str, jobs: tuple[str, ...] = ()) -> None:
+        """Right before a write: raises FencingLost when this replica may not send it (never in a dry run)."""
+        if not self.dry_run:
+            self.guard.check(what, jobs)
+
     # ---- pieces -----------------------------------------------------------------------------
     def ensure_priority_classes(self, rep: ActionReport) -> None:
         if self._classes_ok:
@@ -131,6 +143,7 @@ class KubernetesActuator:
             body = k8s.V1PriorityClass(metadata=k8s.V1ObjectMeta(name=priority_class_name(tier),
                                                                  labels={"app.kubernetes.io/managed-by": "gpu-autoscaler"}),
                                        value=value, preemption_policy=policy, global_default=False, description=desc)
+            self._may(f"ensure PriorityClass {body.metadata.name}")
             rep.actions.append(f"ensure PriorityClass {body.metadata.name} value={value}")
             if self.dry_run:
                 continue
@@ -159,6 +172,7 @@ class KubernetesActuator:
         if self._quotas.get(ns) == gpus:
             return
         body = self.quota_body(ns, gpus)
+        self._may(f"ResourceQuota {ns}/{self.cfg.quota_name} = {gpus}")
         rep.actions.append(f"ResourceQuota {ns}/{self.cfg.quota_name} requests.{self.cfg.gpu_resource}={gpus}")
         if self.dry_run:
             return
@@ -196,6 +210,7 @@ class KubernetesActuator:
     def _delete_our_quota(self, rep: ActionReport, ns: str, why: str) -> bool | None:
         """Delete our quota in `ns` (the caller checked it is ours): True once it is gone (a 404 too), False when
         the API refused (reported), None in a dry run (nothing sent)."""
+        self._may(f"delete ResourceQuota {ns}/{self.cfg.quota_name}")
         rep.actions.append(f"delete ResourceQuota {ns}/{self.cfg.quota_name}: {why}")
         if self.dry_run:
             return None
@@ -261,6 +276,7 @@ class KubernetesActuator:
         body = k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name=pod, namespace=ns,
                                                          annotations={"gpu-autoscaler/reason": reason[:250]}),
                               delete_options=k8s.V1DeleteOptions(grace_period_seconds=self.cfg.grace_period_s))
+        self._may(f"evict {job_id}", (job_id,))
         rep.actions.append(f"evict {job_id} (grace {self.cfg.grace_period_s} s)")
         if self.dry_run:
             return True
@@ -295,6 +311,11 @@ class KubernetesActuator:
     # ---- actuator interface -------------------------------------------------------------------
     def apply(self, plan: Plan) -> ActionReport:
         rep = ActionReport(self.name, self.dry_run)
+        with stop_on_fence(rep):
+            self._apply(rep, plan)
+        return rep
+
+    def _apply(self, rep: ActionReport, plan: Plan) -> None:
         self.ensure_priority_classes(rep)  # Kueue takes workload priority from these too
         for jid, reason in list(self._retry.items()):  # failed-node pods a PDB or an API error held back
             live = self._pod(rep, jid)
@@ -303,7 +324,7 @@ class KubernetesActuator:
         if not self._quotas_swept:
             self.sweep_quotas(rep)
         if not self.enforce_plan:
-            return rep
+            return
         for tenant, gpus in sorted(plan.quotas.items()):
             self.set_quota(rep, tenant, gpus)
         if plan.quotas:  # a plan without any quota (no good plan yet) changes none
@@ -312,7 +333,6 @@ class KubernetesActuator:
                     self.drop_quota(rep, ns)
         for p in plan.preemptions:
             self.evict(rep, p.job_id, p.reason)
-        return rep
 
     def release_holds(self) -> ActionReport:
         """The daemon stops: our quota goes from every tenant namespace (a cap nobody keeps up to date would go on
@@ -320,8 +340,9 @@ class KubernetesActuator:
         Kueue there is none (the Kueue actuator lets its holds go)."""
         rep = ActionReport(self.name, self.dry_run)
         if self.enforce_plan:
-            for ns in sorted(set(self.ns_of.values())):
-                self.drop_quota(rep, ns, "the daemon stops")
+            with stop_on_fence(rep):
+                for ns in sorted(set(self.ns_of.values())):
+                    self.drop_quota(rep, ns, "the daemon stops")
         return rep
 
     def cluster_jobs(self, tenants: tuple[str, ...]) -> Jobs:
@@ -351,28 +372,51 @@ class KubernetesActuator:
                 for p in pods.items if p.status.phase in ("Running", "Pending") and p.metadata.namespace in self.tenant_of
                 and evictable(p)]
 
+    def node_down_confirmed(self, node: str) -> bool | None:
+        """Whether the API sees `node` as failed (ReportsNodeHealth): its Ready condition False or Unknown (the
+        node controller's verdict on a kubelet that stopped reporting) is True, Ready True is False; None
+        when the API does not answer, does not know the node or shows no Ready condition."""
+        try:
+            live = self.core.read_node(node)
+        except ApiException as exc:
+            log.warning("cannot read node %s: %s %s", node, exc.status, exc.reason)
+            return None
+        ready = [c.status for c in ((live.status.conditions if live.status else None) or []) if c.type == "Ready"]
+        if not ready:
+            return None
+        return ready[0] != "True"
+
     def fence_node(self, node: str, reason: str) -> ActionReport:
-        rep = ActionReport(self.name, self.dry_run, [f"cordon {node}"])
-        if not self.dry_run:
-            try:
-                self.core.patch_node(node, {"spec": {"unschedulable": True}})
-            except ApiException as exc:
-                rep.errors.append(f"cordon {node}: {exc.status} {exc.reason}")
+        rep = ActionReport(self.name, self.dry_run)
+        with stop_on_fence(rep):
+            self._may(f"cordon {node}")
+            rep.actions.append(f"cordon {node}")
+            if not self.dry_run:
+                try:
+                    self.core.patch_node(node, {"spec": {"unschedulable": True}})
+                except ApiException as exc:
+                    rep.errors.append(f"cordon {node}: {exc.status} {exc.reason}")
         return rep
 
     def requeue(self, job_ids: list[str], reason: str) -> ActionReport:
         """Pods on a dead node: evicted through the Eviction API with the grace period (never a grace-0
         delete), so their controllers recreate them elsewhere; a PDB refusal is retried each cycle."""
         rep = ActionReport(self.name, self.dry_run)
-        for jid in job_ids:
-            live = self._pod(rep, jid)
-            if live is RETRY or (live is not None and not self._evict(rep, jid, reason)):
-                self._retry[jid] = reason
+        with stop_on_fence(rep):
+            for jid in job_ids:
+                live = self._pod(rep, jid)
+                if live is RETRY or (live is not None and not self._evict(rep, jid, reason)):
+                    self._retry[jid] = reason
         return rep
 
     def notify(self, notes: list[Notification]) -> ActionReport:
         """One Kubernetes Event per notification in the tenant's namespace, so `kubectl get events` says why."""
         rep = ActionReport(self.name, self.dry_run)
+        with stop_on_fence(rep):
+            self._events(rep, notes)
+        return rep
+
+    def _events(self, rep: ActionReport, notes: list[Notification]) -> None:
         for n in notes[:200]:
             ns = self.namespace(n.tenant)
             if ns is None:
@@ -382,6 +426,7 @@ class KubernetesActuator:
                 involved_object=k8s.V1ObjectReference(kind="Namespace", name=ns, api_version="v1"),
                 reason="".join(w.capitalize() for w in n.kind.split("_")), message=n.message[:1000], type="Warning" if n.kind != "relaxed" else "Normal",
                 source=k8s.V1EventSource(component="gpu-autoscaler"))
+            self._may(f"event {ns}: {n.kind}")
             rep.actions.append(f"event {ns}: {n.kind}")
             if self.dry_run:
                 continue
@@ -389,4 +434,3 @@ class KubernetesActuator:
                 self.core.create_namespaced_event(ns, ev)
             except ApiException as exc:
                 rep.errors.append(f"event {ns}: {exc.status} {exc.reason}")
-        return rep

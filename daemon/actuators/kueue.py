@@ -41,7 +41,9 @@ Preemption is the plan's, as in the simulator: every ClusterQueue has ``reclaimW
 the plan's preemptions are evictions (Eviction API, grace period, PDBs honoured) of low-priority pods,
 done after the holds so their nodes are already tainted. Objects with our label that the configuration
 no longer asks for (a tenant removed) are deleted at start-up. Only namespaces mapped to a configured
-tenant are touched, never ``kube-*``.
+tenant are touched, never ``kube-*``. Every write (an object, a node hold, an eviction) is checked against
+the fence right before it is sent (``FenceGuard``, see daemon/actuators/fenced.py); a batch stops at the
+first refusal.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from typing import Callable
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from daemon.actuators.base import ActionReport
+from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, stop_on_fence
 from daemon.actuators.kubernetes import KubernetesActuator, api_client, tenant_namespaces
 from daemon.actuators.node_holds import POOL_VALUE, NodeHolds, name_part
 from daemon.cluster import Jobs, Nodes
@@ -96,6 +98,17 @@ class KueueActuator:
         self._sent: dict[tuple[str, str, str], dict] = {}  # (plural, namespace, name) -> spec last applied
         self._swept = False
         self._last: Plan | None = None
+        self.guard: FenceGuard = NO_FENCE
+
+    def use_fence(self, guard: FenceGuard) -> None:
+        """Check `guard` right before each write (ChecksFence): the Kueue objects, the node holds, the evictions."""
+        self.guard = guard
+        self.nodes.guard = guard
+        self.pods.use_fence(guard)
+
+    def _may(self, what: str) -> None:
+        if not self.dry_run:
+            self.guard.check(what)
 
     @staticmethod
     def from_config(conn: KubernetesActuatorConfig, cfg: KueueActuatorConfig, tenants: list[TenantConfig],
@@ -219,6 +232,7 @@ class KueueActuator:
         if self._sent.get(key) == body["spec"]:
             return
         where = f"{meta['namespace']}/{meta['name']}" if "namespace" in meta else meta["name"]
+        self._may(f"apply {body['kind']} {where}")
         rep.actions.append(f"apply {body['kind']} {where}")
         if self.dry_run:
             return
@@ -233,6 +247,7 @@ class KueueActuator:
                 cur = None
             if cur is not None and plural == "localqueues" and \
                     (cur.get("spec") or {}).get("clusterQueue") != body["spec"]["clusterQueue"]:
+                self._may(f"re-create LocalQueue {where}")
                 rep.actions.append(f"re-create LocalQueue {where}: its clusterQueue is immutable")
                 self._delete(plural, ns, meta["name"])
                 cur = None
@@ -277,6 +292,7 @@ class KueueActuator:
                     ns, name = meta.get("namespace", ""), meta["name"]
                     if (plural, ns, name) in keep:
                         continue
+                    self._may(f"delete {it.get('kind', KINDS[plural])} {ns + '/' if ns else ''}{name}")
                     rep.actions.append(f"delete {it.get('kind', KINDS[plural])} {ns + '/' if ns else ''}{name}: "
                                        "not asked for by the configuration")
                     if not self.dry_run:
@@ -290,6 +306,11 @@ class KueueActuator:
     # ---- actuator interface -------------------------------------------------------------------
     def apply(self, plan: Plan) -> ActionReport:
         rep = ActionReport(self.name, self.dry_run)
+        with stop_on_fence(rep):
+            self._apply(rep, plan)
+        return rep
+
+    def _apply(self, rep: ActionReport, plan: Plan) -> None:
         self._last = plan
         freed: dict[str, int] = {}
         for p in plan.preemptions:
@@ -312,22 +333,25 @@ class KueueActuator:
             self._ensure(rep, plural, body)
         for p in plan.preemptions:  # after the holds: the nodes they clear are already tainted
             self.pods.evict(rep, p.job_id, p.reason)
-        return rep
 
     def release_holds(self) -> ActionReport:
         """The daemon stops: every node it holds is un-held (no pod stops) and the hold flavors' quota goes
         to 0; the high queue and the normal Cohort keep the last plan's numbers over all unheld GPUs."""
         rep = ActionReport(self.name, self.dry_run)
+        with stop_on_fence(rep):
+            self._release(rep)
+        return rep
+
+    def _release(self, rep: ActionReport) -> None:
         self.nodes.release_all(rep)  # also nodes an earlier run held, when this one never applied a plan
         self._held = {t: 0 for t in self.holders}
         self._pool_held = 0
         if self._last is None:
-            return rep
+            return
         plan = dataclasses.replace(self._last, reservations={}, preemptions=())
         for plural, body in self.objects(plan, self._held, 0):
             if plural in ("clusterqueues", "cohorts"):
                 self._ensure(rep, plural, body)
-        return rep
 
     def cluster_jobs(self, tenants: tuple[str, ...]) -> Jobs:
         return self.pods.cluster_jobs(tenants)

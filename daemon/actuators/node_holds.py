@@ -20,6 +20,7 @@ Only nodes that carry our label are ever un-held; they are read back from the AP
 left by a crash, a failed patch or an old config is kept, resized or released to match the plan. Each
 node is patched with its ``resourceVersion``, so a concurrent change makes the patch fail (409) instead of
 overwriting it; a failed patch is reported and the next cycle starts again from what the API shows.
+Each patch is checked against the fence right before it is sent (``guard``, see daemon/actuators/fenced.py).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators import whole_nodes
-from daemon.actuators.base import ActionReport
+from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard
 from daemon.actuators.kubernetes import evictable, priority_class_name
 
 BLOCKING = ("NoSchedule", "NoExecute")
@@ -96,6 +97,7 @@ class NodeHolds:
         self.dry_run = dry_run
         self.clock = clock
         self._fewer_since: dict[str, float] = {}
+        self.guard: FenceGuard = NO_FENCE  # the Kueue actuator's (use_fence): raises FencingLost before a patch
 
     # ---- reading ---------------------------------------------------------------------------------
     def read(self) -> tuple[list[HoldNode], dict[str, dict[str, int]], dict[str | None, dict[str, int]]]:
@@ -231,6 +233,8 @@ class NodeHolds:
 
     def _patch(self, rep: ActionReport, node: HoldNode, value: str | None, action: str) -> bool:
         """Label and taint `node` with the hold's label value (None: remove both), keeping every other taint."""
+        if not self.dry_run:
+            self.guard.check(action)
         rep.actions.append(action)
         if self.dry_run:
             return True

@@ -7,22 +7,28 @@ jobs are preempted, whatever the plan says. The plan's reserved GPUs are held as
 whole-node reservation for the protected tiers' accounts (see slurm_holds.py),
 applied before any preemption so the GPUs a preemption frees cannot be backfilled
 by low-priority work.
+
+Every command that changes something is checked against the fence right before it is sent (``FenceGuard``,
+see daemon/actuators/fenced.py), and a batch stops at the first refusal.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import logging
 import os
 import re
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from daemon.actuators.base import ActionReport
+from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, stop_on_fence
 from daemon.actuators.slurm_holds import (RunningJob, SlurmHolds, expand_hostlist, hold_name, parse_nodes,
-                                          parse_reservations)
+                                          parse_reservations, pool_hold_name)
 from daemon.cluster import CLOSED, HELD_BY_POOL, PRIORITY, UNHELD, Jobs, Nodes
 from daemon.config import SlurmActuatorConfig, TenantConfig, Tier
 from daemon.policy.types import Notification, Plan, Preemption
@@ -89,11 +95,33 @@ def parse_submit(text: str) -> float:
         return float("nan")
 
 
-def admin_comment_of(show_job: str) -> str:
-    """AdminComment from `scontrol -o show job ID` (free text: it runs up to the next ' Key=')."""
-    m = re.search(r"\bAdminComment=(.*?)(?:\s+(?=[A-Z][A-Za-z_:/]*=)|\s*$)", show_job)
-    text = m.group(1).strip() if m else ""
-    return "" if text == "(null)" else text
+def admin_comments_of(squeue_json: str) -> dict[str, str]:
+    """Job id -> AdminComment, from `squeue --json` (raises ValueError on output that is not its JSON).
+
+    Not from `scontrol show job`: that prints ``Key=value`` text in which the job's name, working directory,
+    command and Comment are the user's free text, so a job named ``x AdminComment=...`` reads as an
+    AdminComment there (and the daemon would write it back over the admin's). JSON has one field for it.
+    Slurm 22.05 ignores filters with --json and lists every job; a job is found under the id squeue's %i
+    prints for it (an array task as ``<array job>_<task>``, a het component as ``<het job>+<offset>``) and
+    under its own job id."""
+    data = json.loads(squeue_json)
+    if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
+        raise ValueError("no 'jobs' list in squeue --json")
+    out: dict[str, str] = {}
+    for j in data["jobs"]:
+        if not isinstance(j, dict) or j.get("job_id") is None:
+            continue
+        text = j.get("admin_comment") or ""
+        out[str(j["job_id"])] = text
+        if j.get("array_task_id") is not None and j.get("array_job_id"):
+            out[f"{j['array_job_id']}_{j['array_task_id']}"] = text
+        if j.get("het_job_id"):
+            out[f"{j['het_job_id']}+{j.get('het_job_offset', 0)}"] = text
+    return out
+
+
+# node states (sinfo %T, lower case) in which Slurm itself sees a node as failed; a trailing '*' is NOT_RESPONDING
+FAILED_NODE_STATES = ("down", "drain", "fail", "not_responding")
 
 
 def parse_squeue(out: str) -> list[SlurmJob]:
@@ -120,7 +148,13 @@ class SlurmActuator:
         self.min_runtime_s = min_runtime_s  # policy.preempt_min_runtime_s, re-checked on the live job
         self.clock = clock
         self._warned: dict[str, tuple[float, str]] = {}  # job id -> (when warned, reason)
-        self._requeue_retry: dict[str, str] = {}  # job id -> reason: a failed node's jobs whose requeue failed
+        # job id -> (reason, entry number): a failed node's jobs whose requeue failed. The failover worker adds
+        # while a cycle's retry pass reads and removes, so both hold the lock; the number tells a pass that an
+        # entry was added again while it waited on Slurm (it is not the pass's to remove)
+        self._requeue_retry: dict[str, tuple[str, int]] = {}
+        self._retry_lock = threading.Lock()
+        self._retry_seq = itertools.count()
+        self.guard: FenceGuard = NO_FENCE
         self.account_of = {t.name: (t.slurm_account or t.name) for t in tenants}
         self.tenant_of = {acct: t for t, acct in self.account_of.items()}
         self.holds = SlurmHolds(read=self._read, scontrol=self._scontrol, accounts=self.account_of,
@@ -129,6 +163,15 @@ class SlurmActuator:
         self.env = dict(os.environ)
         if cfg.slurm_conf is not None:
             self.env["SLURM_CONF"] = str(cfg.slurm_conf)
+
+    def use_fence(self, guard: FenceGuard) -> None:
+        """Check `guard` right before each command that changes something (ChecksFence)."""
+        self.guard = guard
+
+    def _fence_check(self, args: tuple[str, ...]) -> None:
+        """Raises FencingLost when this replica may not send the changing command `args` (never in a dry run)."""
+        if not self.dry_run:
+            self.guard.check(" ".join(args)[:300])
 
     # ---- plumbing ---------------------------------------------------------------------------
     def _run(self, *args: str) -> subprocess.CompletedProcess:
@@ -146,7 +189,9 @@ class SlurmActuator:
         return r.stdout
 
     def _cmd(self, rep: ActionReport, *args: str) -> bool:
-        """One changing command: recorded as an action, skipped in dry run, a failure reported per action."""
+        """One changing command: fenced right before it is sent (FencingLost ends the batch), recorded as an
+        action, skipped in dry run, a failure reported per action."""
+        self._fence_check(args)
         rep.actions.append(" ".join(args))
         if self.dry_run:
             return True
@@ -223,7 +268,7 @@ class SlurmActuator:
           nothing is preempted there (a drained node's jobs keep running, but nothing new starts there).
         """
         index = {hold_name(self.cfg.hold_name_prefix, t): i for i, t in enumerate(tenants)}
-        index[f"{self.cfg.hold_name_prefix}-pool"] = HELD_BY_POOL
+        index[pool_hold_name(self.cfg.hold_name_prefix)] = HELD_BY_POOL
         nodes = parse_nodes(self._read("scontrol", "-d", "-o", "show", "nodes"))
         holder: dict[str, int] = {}
         for r in parse_reservations(self._read("scontrol", "-o", "show", "reservation")):
@@ -251,6 +296,20 @@ class SlurmActuator:
             raise SlurmError(f"sinfo: {r.stderr.strip()}")
         return {line.strip() for line in r.stdout.splitlines() if line.strip()}
 
+    def node_down_confirmed(self, node: str) -> bool | None:
+        """Whether slurmctld itself sees `node` as failed (ReportsNodeHealth): DOWN, DRAIN(ED/ING), FAIL(ING) or
+        NOT_RESPONDING ('*') is True, any other state False; None when Slurm does not answer or does not know
+        the node (then the alert is acted on alone)."""
+        try:
+            r = self._run("sinfo", "-h", "-N", "-n", node, "-o", "%T")
+        except SlurmError as exc:
+            log.warning("cannot ask Slurm about node %s: %s", node, exc)
+            return None
+        states = {line.strip().lower() for line in r.stdout.splitlines() if line.strip()}
+        if r.returncode != 0 or not states:
+            return None
+        return any(st.endswith("*") or any(bad in st for bad in FAILED_NODE_STATES) for st in states)
+
     def jobs_on_node(self, node: str) -> list[tuple[str, str]]:
         return [(j.job_id, self.tenant(j)) for j in self.jobs(node=node) if j.state in ("RUNNING", "SUSPENDED")]
 
@@ -261,8 +320,15 @@ class SlurmActuator:
     # ---- actuator interface -------------------------------------------------------------------
     def apply(self, plan: Plan) -> ActionReport:
         rep = ActionReport(self.name, self.dry_run)
-        if self._requeue_retry:
-            self._retry_requeues(rep)
+        with stop_on_fence(rep):
+            self._apply(rep, plan)
+        return rep
+
+    def _apply(self, rep: ActionReport, plan: Plan) -> None:
+        with self._retry_lock:
+            retry = dict(self._requeue_retry)
+        if retry:
+            self._retry_requeues(rep, retry)
         if self.holds is not None:  # first: freed GPUs must already be held when the preemptions free them
             try:
                 self.holds.apply(plan, rep, self._hold_jobs())
@@ -273,16 +339,16 @@ class SlurmActuator:
             if self._warned:
                 rep.actions.append(f"forget {len(self._warned)} warnings: the plan preempts nothing now")
                 self._warned.clear()
-            return rep
+            return
         try:
             live = {j.job_id: j for j in self.jobs(sorted(set(wanted) | set(self._warned)))}
         except SlurmError as exc:
             rep.errors.append(str(exc))
-            return rep
-        self._preempt_warned(rep, wanted, live)
-        return rep
+            return
+        self._preempt_warned(rep, wanted, live, AdminComments(self._run, sorted(live)))
 
-    def _preempt_warned(self, rep: ActionReport, wanted: dict[str, Preemption], live: dict[str, SlurmJob]) -> None:
+    def _preempt_warned(self, rep: ActionReport, wanted: dict[str, Preemption], live: dict[str, SlurmJob],
+                        comments: "AdminComments") -> None:
         """Warn first, preempt after the lead: a job the plan names is signalled (warn_signal) and its tenant
         told; once warn_lead_s has passed it is requeued (or suspended). While warned jobs cover the GPUs the
         plan asks for, no new job is warned, so a plan that picks other jobs next cycle does not warn them all."""
@@ -301,7 +367,7 @@ class SlurmActuator:
                 continue
             if not self._preemptible(rep, live[jid], wanted.get(jid)):
                 del self._warned[jid]
-            elif self._preempt(rep, live[jid], reason):
+            elif self._preempt(rep, live[jid], reason, comments):
                 del self._warned[jid]
                 done += live[jid].total_gpus
             # else: the requeue failed (reported); it stays warned, so the next cycle retries the requeue
@@ -318,7 +384,7 @@ class SlurmActuator:
             if not self._preemptible(rep, job, p):
                 continue
             if lead <= 0:
-                self._preempt(rep, job, p.reason)
+                self._preempt(rep, job, p.reason, comments)
             elif cover < need:
                 self._warn(rep, job, p.reason)
                 cover += job.total_gpus
@@ -349,11 +415,11 @@ class SlurmActuator:
             f"job {job.job_id} will be {verb} in {self.cfg.warn_lead_s:g} s (SIG{self.cfg.warn_signal} sent to its "
             f"batch script: checkpoint now): {reason}"))
 
-    def _preempt(self, rep: ActionReport, job: SlurmJob, reason: str) -> bool:
-        self._annotate(rep, job.job_id, reason)
+    def _preempt(self, rep: ActionReport, job: SlurmJob, reason: str, comments: "AdminComments") -> bool:
+        self._annotate(rep, job.job_id, reason, comments)
         return self._scontrol(rep, self.cfg.mode, job.job_id)
 
-    def _annotate(self, rep: ActionReport, jid: str, reason: str) -> bool:
+    def _annotate(self, rep: ActionReport, jid: str, reason: str, comments: "AdminComments") -> bool:
         """Say why in the job's AdminComment; the user's Comment is never touched. An AdminComment someone
         else wrote is kept, ours is appended (replacing an earlier one of ours). False when slurmctld did not
         answer (then the error is in the report: an unreachable controller never raises out of an act)."""
@@ -361,11 +427,10 @@ class SlurmActuator:
         prev = ""
         if not self.dry_run:
             try:
-                r = self._run("scontrol", "-o", "show", "job", jid)
+                prev = comments.of(jid)
             except SlurmError as exc:
                 rep.errors.append(str(exc))
                 return False
-            prev = admin_comment_of(r.stdout) if r.returncode == 0 else ""
         prev = prev.split(COMMENT_TAG)[0].rstrip(" |")
         text = f"{prev} | {ours}" if prev else ours
         return self._scontrol(rep, "update", f"JobId={jid}", f"AdminComment={text[:900]}")
@@ -376,48 +441,91 @@ class SlurmActuator:
         rep = ActionReport(self.name, self.dry_run)
         if not job_ids:
             return rep
-        for jid in job_ids:
-            if not self._annotate(rep, jid, reason) and rep.errors and "timed out" in rep.errors[-1]:
-                break  # slurmctld is not answering: do not wait out a timeout per job before the requeue
-        if not self._scontrol(rep, "requeue", ",".join(job_ids)):
-            self._requeue_retry.update({j: reason for j in job_ids})
+        with stop_on_fence(rep):  # a refusal stops the batch: no annotation, no requeue after it
+            comments = AdminComments(self._run, job_ids)
+            for jid in job_ids:
+                if not self._annotate(rep, jid, reason, comments) and rep.errors and "timed out" in rep.errors[-1]:
+                    break  # slurmctld is not answering: do not wait out a timeout per job before the requeue
+            if not self._scontrol(rep, "requeue", ",".join(job_ids)):
+                with self._retry_lock:
+                    self._requeue_retry.update({j: (reason, next(self._retry_seq)) for j in job_ids})
         return rep
 
-    def _retry_requeues(self, rep: ActionReport) -> None:
-        """Requeue the failed node's jobs an earlier requeue did not move: those still running or suspended on
-        a node that is still down, drained or not responding. A job requeued by Slurm itself, finished, or on
-        a node that is healthy again (the failure was not one) is dropped. Kept while slurmctld does not answer."""
+    def _retry_requeues(self, rep: ActionReport, entries: dict[str, tuple[str, int]]) -> None:
+        """Requeue the failed node's jobs an earlier requeue did not move (`entries`: the retry map as this
+        pass found it): those still running or suspended on a node that is still down, drained or not
+        responding. A job requeued by Slurm itself, finished, or on a node that is healthy again (the failure
+        was not one) is dropped. Kept while slurmctld does not answer. Only the entries this pass handled are
+        removed: the failover worker may add new ones while the pass waits on Slurm."""
         try:
-            live = {j.job_id: j for j in self.jobs(sorted(self._requeue_retry))}
+            live = {j.job_id: j for j in self.jobs(sorted(entries))}
             healthy = {n.name for n in parse_nodes(self._read("scontrol", "-d", "-o", "show", "nodes")) if n.healthy}
         except SlurmError as exc:
             rep.errors.append(f"retry requeue: {exc}")
             return
-        todo = sorted(j for j in self._requeue_retry if j in live and live[j].state in ("RUNNING", "SUSPENDED")
+        todo = sorted(j for j in entries if j in live and live[j].state in ("RUNNING", "SUSPENDED")
                       and not set(expand_hostlist(live[j].nodes)) <= healthy)
-        reasons = dict(self._requeue_retry)
-        self._requeue_retry.clear()
+        failed: set[str] = set()
         if todo:
             rep.actions.append(f"retry the requeue of {len(todo)} jobs of a failed node")
             if not self._scontrol(rep, "requeue", ",".join(todo)):
-                self._requeue_retry.update({j: reasons[j] for j in todo})
+                failed = set(todo)  # kept for the next pass
+        with self._retry_lock:
+            for j, entry in entries.items():
+                if j not in failed and self._requeue_retry.get(j) == entry:
+                    del self._requeue_retry[j]
 
     def release_holds(self) -> ActionReport:
         """Delete this daemon's reservations (jobs in them keep running)."""
         rep = ActionReport(self.name, self.dry_run)
         if self.holds is not None:
-            try:
-                self.holds.release(rep, self._hold_jobs())
-            except SlurmError as exc:
-                rep.errors.append(f"release holds: {exc}")
+            with stop_on_fence(rep):
+                try:
+                    self.holds.release(rep, self._hold_jobs())
+                except SlurmError as exc:
+                    rep.errors.append(f"release holds: {exc}")
         return rep
 
     def fence_node(self, node: str, reason: str) -> ActionReport:
         rep = ActionReport(self.name, self.dry_run)
         if self.cfg.drain_failed_nodes:
-            self._scontrol(rep, "update", f"NodeName={node}", "State=DRAIN", f"Reason=gpu-autoscaler: {reason}"[:200])
+            with stop_on_fence(rep):
+                self._scontrol(rep, "update", f"NodeName={node}", "State=DRAIN",
+                               f"Reason=gpu-autoscaler: {reason}"[:200])
         return rep
 
     def notify(self, notes: list[Notification]) -> ActionReport:
         # preempted and requeued jobs carry their reason in the job comment (squeue -o %k shows it)
         return ActionReport(self.name, self.dry_run)
+
+
+class AdminComments:
+    """The AdminComment of a batch's jobs, read once per batch (on first need) with `squeue --json` (see
+    admin_comments_of); a failed read is remembered for the batch, so a controller that does not answer is
+    not asked again per job. A job Slurm does not list has none."""
+
+    def __init__(self, run, job_ids: list[str]) -> None:
+        self.run = run  # run(*args) -> CompletedProcess, raises SlurmError
+        self.job_ids = list(job_ids)
+        self._known: dict[str, str] | None = None
+        self._failed: SlurmError | None = None
+
+    def of(self, job_id: str) -> str:
+        if self._failed is not None:
+            raise self._failed
+        if self._known is None:
+            try:
+                r = self.run("squeue", "--json", "-j", ",".join(self.job_ids or [job_id]))
+                if r.returncode != 0 and "Invalid job id" in r.stderr:
+                    self._known = {}  # a Slurm that honours -j with --json: none of them is queued any more
+                elif r.returncode != 0:
+                    raise SlurmError(f"squeue --json: {(r.stderr or r.stdout).strip()}")
+                else:
+                    self._known = admin_comments_of(r.stdout)
+            except ValueError as exc:
+                self._failed = SlurmError(f"squeue --json: unreadable output: {exc}")
+                raise self._failed from None
+            except SlurmError as exc:
+                self._failed = exc
+                raise
+        return self._known.get(job_id, "")

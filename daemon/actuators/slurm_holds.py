@@ -29,10 +29,17 @@ Only reservations whose name starts with the configured prefix are ever touched;
 they are read back from Slurm every cycle, so a hold left by a crash, a failed
 command or an old config is reconciled against the current plan (kept, resized
 or deleted).
+
+Names: ``<prefix>-<tenant>`` for a tenant whose name is a valid reservation name as it is, and
+``<prefix>-<tenant, odd characters as '_'>-<6 hex of its SHA-1>`` for any other and for a tenant named
+``pool``, so no two tenants share a hold and no tenant gets the pool's (``<prefix>-pool``). A hold made under
+the name an earlier version gave (odd characters as '_', no hash) is not the tenant's any more: it is
+released like any stray hold of ours, and the tenant's new hold starts on its nodes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from dataclasses import dataclass
@@ -72,8 +79,27 @@ def parse_kv_line(line: str) -> dict[str, str]:
     return {k: v for k, v in re.findall(r"(\w+)=(\S*)", line)}
 
 
+POOL = "pool"
+
+
+def pool_hold_name(prefix: str) -> str:
+    """The reservation of the pooled tenants' hold."""
+    return f"{prefix}-{POOL}"
+
+
 def hold_name(prefix: str, tenant: str) -> str:
-    """The reservation that holds `tenant`'s GPUs: ``<prefix>-<tenant>`` (odd characters as '_')."""
+    """The reservation that holds `tenant`'s GPUs: ``<prefix>-<tenant>``; a name that had to change (odd
+    characters as '_') or would be the pool's gets a short hash of the tenant's name, as the Kueue names do,
+    so two tenants never share a hold (``ml team`` and ``ml_team``) and none takes the pool's."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", tenant)
+    if safe == tenant and tenant != POOL:
+        return f"{prefix}-{tenant}"
+    return f"{prefix}-{safe}-{hashlib.sha1(tenant.encode()).hexdigest()[:6]}"
+
+
+def legacy_hold_name(prefix: str, tenant: str) -> str:
+    """The name earlier versions gave a tenant's hold (odd characters as '_', no hash): still found, so a hold
+    made under it moves to the tenant's hold_name (see SlurmHolds.apply)."""
     return f"{prefix}-" + re.sub(r"[^A-Za-z0-9_.-]", "_", tenant)
 
 
@@ -167,7 +193,7 @@ class SlurmHolds:
 
     @property
     def pool_name(self) -> str:
-        return f"{self.prefix}-pool"
+        return pool_hold_name(self.prefix)
 
     def wanted(self, plan: Plan) -> dict[str, tuple[int, tuple[str, ...]]]:
         """hold name -> (GPUs the plan reserves, the accounts admitted), for every configured tenant of the
@@ -233,9 +259,19 @@ class SlurmHolds:
         wanted = self.wanted(plan)
         job_gpus = self.job_gpus(plan)
         ours = {r.name: r for r in self.ours(all_res)}
+        # a hold under the name an earlier version gave a tenant: released below like any stray, and the
+        # tenant's hold (under its name now) starts from its nodes instead of picking others
+        renamed = {legacy_hold_name(self.prefix, t): self.hold_name(t) for t in self.tier_of}
+        inherit: dict[str, tuple[str, ...]] = {}
         for name, stray in ours.items():
             if name not in wanted:
-                self._delete(rep, stray, jobs, "no configured tenant of the hold tiers has this name")
+                new = renamed.get(name)
+                if new in wanted and new not in ours and wanted[new][0] > 0:
+                    inherit[new] = stray.nodes
+                    why = f"the hold of this tenant is named {new} now"
+                else:
+                    why = "no configured tenant of the hold tiers has this name"
+                self._delete(rep, stray, jobs, why)
                 self._fewer_since.pop(name, None)
         foreign = {n for r in all_res if r.name not in ours for n in r.nodes}
         freed: dict[str, int] = {}
@@ -244,19 +280,22 @@ class SlurmHolds:
                 for n in expand_hostlist(p.node):
                     freed[n] = freed.get(n, 0) + p.gpus
         todo = [name for name in wanted if wanted[name][0] > 0 or name in ours]
+        has = {name: ours[name].nodes if name in ours else inherit.get(name, ()) for name in todo}
         claimed: set[str] = set()
         for i, name in enumerate(todo):
             # never a node of a foreign reservation, one another hold already took, or one a later hold has
-            later = {n for other in todo[i + 1:] if other in ours for n in ours[other].nodes}
+            later = {n for other in todo[i + 1:] for n in has[other]}
             gpus, accounts = wanted[name]
             target = self._apply_one(rep, name, gpus, accounts, ours.get(name), nodes, jobs, freed,
-                                     foreign | claimed | later, job_gpus.get(name, 1))
+                                     foreign | claimed | later, job_gpus.get(name, 1), inherit.get(name, ()))
             claimed |= set(target)
 
     def _apply_one(self, rep: ActionReport, name: str, gpus: int, accounts: tuple[str, ...], mine: Reservation | None,
                    nodes: list[Node], jobs: list[RunningJob], freed: dict[str, int], others: set[str],
-                   job_gpus: int = 1) -> list[str]:
-        current = tuple(n for n in mine.nodes if n not in others) if mine else ()
+                   job_gpus: int = 1, inherited: tuple[str, ...] = ()) -> list[str]:
+        """`inherited`: the nodes of this tenant's hold under its old name (released just before), where a new
+        hold starts."""
+        current = tuple(n for n in (mine.nodes if mine else inherited) if n not in others)
         account = ",".join(accounts)
         size = {n.name: n.gpus for n in nodes}
         need_nodes = self.choose(nodes, jobs, current, gpus, accounts, freed, others, keep=False, job_gpus=job_gpus)
