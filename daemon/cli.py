@@ -13,9 +13,21 @@ from daemon.config import Config, ConfigError, load_config
 
 
 def _setup_logging(level: str) -> None:
+    from daemon.redact import RedactingFilter
+
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    for h in logging.getLogger().handlers:  # no URL's user and password in the journal, whoever logs it
+        h.addFilter(RedactingFilter())
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+
+
+def source_text(cfg: Config) -> str:
+    if cfg.source.kind == "prometheus":
+        from daemon.redact import redact_url
+
+        return f"prometheus ({redact_url(cfg.source.prometheus.url)})"
+    return cfg.source.kind
 
 
 def _load(ctx: click.Context, sim: bool = False, interval: float | None = None) -> Config:
@@ -84,13 +96,14 @@ def run(ctx: click.Context, sim: bool, cycles: int | None, interval: float | Non
     try:
         if cfg.server.enabled and not no_http:
             cfg.server.token()  # an unreadable token file must stop the start, not the first webhook
+            cfg.server.metrics_secret()
             Access(cfg.access)
         rt = build_runtime(cfg)
     except ConfigError as exc:
         _fail(f"config error: {exc}")
     except Exception as exc:
         _fail(f"cannot start: {exc}", 1)
-    click.echo(f"gpu-autoscaler: source={cfg.source.kind} actuators={[a.name for a in rt.actuators]} "
+    click.echo(f"gpu-autoscaler: source={source_text(cfg)} actuators={[a.name for a in rt.actuators]} "
                f"dry_run={cfg.actuators.dry_run} {rt.forecaster_note} interval={cfg.cycle.interval_s:g}s", err=True)
     if demo_token is not None and cfg.server.enabled and not no_http:
         click.echo(f"gpu-autoscaler: console http://{cfg.server.host}:{cfg.server.port}/ui/ and /api/v1, "
@@ -128,6 +141,7 @@ def check_config(ctx: click.Context) -> None:
             if cfg.server.token() is None and not cfg.server.allow_unauthenticated_webhook:  # unreadable: error
                 click.echo("warning: no server.webhook_token_file: the webhook will refuse every alert (403) unless "
                            "server.allow_unauthenticated_webhook = true", err=True)
+            cfg.server.metrics_secret()  # an unreadable or short metrics token file
             Access(cfg.access)
     except ConfigError as exc:
         _fail(f"config error: {exc}")
@@ -137,8 +151,9 @@ def check_config(ctx: click.Context) -> None:
         digest_map(cfg.gateway.keys, "gateway.keys")  # unreadable key files, one key for two tenants
     except GatewayConfigError as exc:
         _fail(f"config error: {exc}")
-    click.echo(f"ok: source={cfg.source.kind} actuators={list(cfg.actuators.enabled)} dry_run={cfg.actuators.dry_run} "
-               f"tenants={len(cfg.tenants)} interval={cfg.cycle.interval_s:g}s {note}")
+    click.echo(f"ok: source={source_text(cfg)} actuators={list(cfg.actuators.enabled)} "
+               f"dry_run={cfg.actuators.dry_run} tenants={len(cfg.tenants)} interval={cfg.cycle.interval_s:g}s "
+               f"{note}")  # a one-off check: the whole note, with why this model (or none) is used
 
 
 @cli.command()

@@ -202,6 +202,9 @@ class Daemon:
         reason = f"node {node} failed ({alertname}): job requeued on healthy nodes"
         ids = [j for j, _ in jobs]
         per_tenant = Counter(t for _, t in jobs)
+        by_tenant: dict[str, list[str]] = {}
+        for j, t in jobs:  # the event keeps whose job is whose: a tenant token reads only its own (api/views.py)
+            by_tenant.setdefault(t, []).append(j)
         tenants = sorted(per_tenant)
         told = [Notification(t, "node_failed", f"{per_tenant[t]} job(s) of yours on {node} were requeued: {reason}")
                 for t in tenants]
@@ -221,8 +224,8 @@ class Daemon:
         rt.metrics.failover_seconds.observe(took)
         if rt.store is not None:
             rt.store.log_event(dt.datetime.now(dt.timezone.utc).isoformat(), "node_down",
-                               {"node": node, "jobs": ids, "tenants": tenants, "seconds": took,
-                                "errors": errors})
+                               {"node": node, "jobs": ids, "tenants": tenants, "by_tenant": by_tenant,
+                                "seconds": took, "errors": errors})
         log.warning("node %s down: %d jobs requeued in %.3fs%s", node, len(ids), took,
                     f" (errors: {errors})" if errors else "")
         return {"node": node, "requeued": ids, "seconds": round(took, 4), "errors": errors}

@@ -1,13 +1,22 @@
 import json
+import os
 import subprocess
 import sys
 
 from tests.conftest import REPO
 
 
+def cli_env() -> dict:
+    """The environment with this checkout first on the path: `python -m daemon.cli` run from another folder
+    imports this tree's daemon, not whichever one the virtualenv has installed."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
 def run_cli(*args, timeout=120, cwd=None):
     return subprocess.run([sys.executable, "-m", "daemon.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd or REPO)
+                          timeout=timeout, cwd=cwd or REPO, env=cli_env())
 
 
 def test_run_sim_prints_one_line_per_cycle(tmp_path):
@@ -96,3 +105,21 @@ def test_check_config(tmp_path):
     bad.write_text('[source]\nkind = "prometheus"\n[actuators]\nenabled = ["simulator"]\n')
     r = run_cli("--config", str(bad), "check-config", cwd=tmp_path)
     assert r.returncode == 2 and "needs source.kind" in r.stderr
+
+
+def test_a_real_source_still_refuses_webhooks_without_a_token(tmp_path):
+    """Only the embedded simulator gets a made-up webhook token; a config with a real source keeps the refusal
+    (and its start-up line shows the source's URL without its password)."""
+    from tests.conftest import free_port
+
+    closed = free_port()
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[source]\nkind = "prometheus"\n[source.prometheus]\nurl = "http://u:pw-s3cret-42@127.0.0.1:{closed}"\n'
+                   'retries = 0\ntimeout_s = 1\n[forecaster]\nkind = "seasonal_naive"\n')
+    r = run_cli("--config", str(cfg), "run", "--cycles", "1", "--interval", "0.2", "--port", str(free_port()),
+                cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "webhook refuses every post: no bearer token configured" in r.stderr
+    assert "webhook token for this run" not in r.stderr
+    assert f"source=prometheus (http://***@127.0.0.1:{closed})" in r.stderr
+    assert "pw-s3cret-42" not in r.stderr + r.stdout

@@ -137,7 +137,7 @@ def build(daemon: "Daemon", holder: AccessHolder) -> tuple[list[Route], Callable
                 return JSONResponse(overrides().change_tenant(p.name, t, await json_body(request)))
             except BadChange as exc:
                 raise BadInput(exc.field, str(exc).split(": ", 1)[1]) from None
-        return JSONResponse(views.tenant_view(daemon, t))
+        return JSONResponse(views.tenant_view(daemon, t, p))
 
     async def overrides_ep(request: Request, p: Principal) -> Response:
         if request.method == "PATCH":
@@ -169,7 +169,7 @@ def build(daemon: "Daemon", holder: AccessHolder) -> tuple[list[Route], Callable
             tenant = p.tenant
         store = daemon.runtime.store
         rows = store.recent_events(limit, kind, tenant, before) if store is not None else []
-        return JSONResponse({"events": rows})
+        return JSONResponse({"events": views.for_viewer(daemon, p, rows)})  # a tenant: its own part of each
 
     async def openapi(_: Request, p: Principal) -> Response:
         return JSONResponse(spec())
