@@ -50,6 +50,10 @@ class CycleConfig(_Strict):
     max_missing_share: float = Field(0.2, ge=0, le=1, description="share of tenants without a fresh sample that makes the snapshot stale")
     max_plan_age_s: float = Field(1800.0, gt=0, description="a last good plan older than this gives way to the safe "
                                                             "default: no holds beyond the static pool, no preemptions")
+    forget_tenant_after_s: float = Field(86400.0, gt=0, description="a tenant absent from every plan this long is "
+                                         "forgotten: its per-tenant series leave /metrics and its `<prefix>:limit:"
+                                         "<tenant>` key (one the redis actuator wrote) is deleted from Redis (the "
+                                         "actuator reads this at start; the series follow a reload)")
 
 
 class PolicyConfig(_Strict):

@@ -114,7 +114,8 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
                 keys = digest_map(cfg.gateway.keys, "gateway.keys")
             except GatewayConfigError as exc:
                 raise ConfigError(str(exc)) from None
-            out.append(RedisLimitsActuator(a.redis.url, a.redis.prefix, dry_run=a.dry_run, api_keys=keys or None))
+            out.append(RedisLimitsActuator(a.redis.url, a.redis.prefix, dry_run=a.dry_run, api_keys=keys or None,
+                                           forget_after_s=cfg.cycle.forget_tenant_after_s))
         elif name == "slurm":
             from daemon.actuators.slurm import SlurmActuator
 

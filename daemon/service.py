@@ -257,7 +257,8 @@ class Daemon:
         want_cycle = False
         for act in acts:
             kind = "breaker" if act.kind == "node_down" and tripped else act.kind
-            self.runtime.metrics.alerts.labels(act.alertname or "unnamed", kind).inc()
+            fc = self.cfg.failover  # a name it does not list counts as `other`: posts cannot grow the label set
+            self.runtime.metrics.count_alert(act.alertname, kind, (*fc.node_down_alerts, *fc.cycle_alerts))
             if kind == "breaker":
                 done.append({"action": "refused", "alert": act.alertname, "node": act.node, "reason": tripped})
             elif act.kind == "node_down" and act.node:
