@@ -22,6 +22,12 @@ def _setup_logging(level: str) -> None:
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
 
 
+def short_note(note: str) -> str:
+    """The forecaster note's first clause (`forecaster: NAME from DIR`): the start-up line stays one short line;
+    the whole note, with its scores, is logged at debug level and served in /api/v1/plan."""
+    return note.split(" (", 1)[0]
+
+
 def source_text(cfg: Config) -> str:
     if cfg.source.kind == "prometheus":
         from daemon.redact import redact_url
@@ -79,7 +85,15 @@ def run(ctx: click.Context, sim: bool, cycles: int | None, interval: float | Non
         cfg = cfg.model_copy(update={"cycle": cfg.cycle.model_copy(update={"interval_s": interval})})
     if port is not None:
         cfg = cfg.model_copy(update={"server": cfg.server.model_copy(update={"port": port})})
-    demo_token = None
+    demo_token = webhook_token = None
+    if ctx.obj["config"] is None and cfg.source.kind == "simulator" and cfg.server.token() is None \
+            and not cfg.server.allow_unauthenticated_webhook:
+        # the embedded simulator: a webhook token for this run (a real source keeps refusing posts until one
+        # is configured), so simulated alerts can be posted without an open webhook
+        import secrets
+
+        webhook_token = secrets.token_urlsafe(24)
+        cfg = cfg.model_copy(update={"server": cfg.server.model_copy(update={"webhook_token": webhook_token})})
     if ctx.obj["config"] is None and not cfg.access.tokens:
         # the embedded demo: a fresh operator token for this run, so the console and API can be tried
         import secrets
@@ -104,10 +118,14 @@ def run(ctx: click.Context, sim: bool, cycles: int | None, interval: float | Non
     except Exception as exc:
         _fail(f"cannot start: {exc}", 1)
     click.echo(f"gpu-autoscaler: source={source_text(cfg)} actuators={[a.name for a in rt.actuators]} "
-               f"dry_run={cfg.actuators.dry_run} {rt.forecaster_note} interval={cfg.cycle.interval_s:g}s", err=True)
+               f"dry_run={cfg.actuators.dry_run} {short_note(rt.forecaster_note)} "
+               f"interval={cfg.cycle.interval_s:g}s", err=True)
     if demo_token is not None and cfg.server.enabled and not no_http:
         click.echo(f"gpu-autoscaler: console http://{cfg.server.host}:{cfg.server.port}/ui/ and /api/v1, "
                    f"operator token for this run: {demo_token}", err=True)
+    if webhook_token is not None and cfg.server.enabled and not no_http:
+        click.echo(f"gpu-autoscaler: webhook http://{cfg.server.host}:{cfg.server.port}/alerts, "
+                   f"webhook token for this run: {webhook_token}", err=True)
     d = Daemon(rt, on_cycle=lambda r: click.echo(summary_line(r)), max_cycles=cycles,
                serve_http=False if no_http else None)
     d.config_path = ctx.obj["config"]

@@ -351,3 +351,10 @@ def test_webhook_and_api_take_the_scheme_in_any_case(tmp_path):
             assert httpx.post(f"{base}/alerts", json=body, headers={"Authorization": bad}).status_code == 401, bad
     finally:
         d.stop()
+
+
+def test_plan_carries_the_whole_forecaster_note(api):
+    """The start-up line names the forecaster short; the whole note (why this model) is in /api/v1/plan."""
+    d, base = api
+    plan = httpx.get(f"{base}/api/v1/plan", headers=h(OP)).json()
+    assert plan["forecaster_note"] == d.runtime.forecaster_note and plan["forecaster_note"].startswith("forecaster: ")

@@ -179,6 +179,7 @@ def plan_view(d: "Daemon") -> dict:
     if plan is None:
         return {"plan": None}
     out = plan.to_dict()
+    out["forecaster_note"] = d.runtime.forecaster_note  # the whole note; the start-up line prints it short
     out.pop("memory", None)
     out["load"] = num(plan.load)
     out["rate_level"] = plan.memory.rate_level
