@@ -1,4 +1,4 @@
-"""Credentials out of what the daemon shows and logs.
+"""Credentials out of what the daemon shows and logs; other tenants' names out of what a tenant reads.
 
 A source URL may carry a user and password (`http://user:pass@prometheus:9090`); /healthz, the console,
 error messages and log lines show it as `http://***@prometheus:9090`.
@@ -40,6 +40,16 @@ def redact_json(obj: object) -> object:
     if isinstance(obj, (list, tuple)):
         return [redact_json(v) for v in obj]
     return obj
+
+
+# the policy's preemption reason names (up to five of) the tenants the GPUs are cleared for
+# (daemon/policy/engine.py): "... ahead of forecast peak (p90 within 3 steps) for tenant-a, tenant-b"
+_CLEARED_FOR = re.compile(r"(ahead of forecast peak \([^)]*\)) for [^;]*")
+
+
+def hide_beneficiaries(text: str) -> str:
+    """A preemption reason as the preempted tenant may read it: not whom its job made room for."""
+    return _CLEARED_FOR.sub(r"\1 for protected tenants", text)
 
 
 class RedactingFilter(logging.Filter):

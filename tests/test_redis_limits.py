@@ -210,3 +210,18 @@ def test_dry_run_reports_but_deletes_nothing(r, redis_url):
     rep = RedisLimitsActuator(redis_url, dry_run=True, clock=lambda: now[0]).apply(make_plan({}))
     assert "delete gpuas:limit:leave: tenant absent for over 86400s" in rep.actions
     assert r.exists(limit_key("gpuas", "leave"))
+
+
+@pytest.mark.security
+def test_a_preempted_tenants_notice_does_not_name_whom_it_made_room_for(r, redis_url):
+    """The policy's preemption reason ends "for <the tenants the GPUs were cleared for>"; the notice the
+    preempted tenant reads (`<prefix>:notice:<tenant>`, the notifications stream) named them."""
+    reason = ("low-priority job preempted to clear 24 GPUs ahead of forecast peak (p90 within 3 steps) for "
+              "tenant-0002, tenant-0007")
+    RedisLimitsActuator(redis_url, dry_run=False).notify([Notification("a", "preempted",
+                                                                       f"job 1 preempted and requeued: {reason}")])
+    notice = r.get("gpuas:notice:a").decode()
+    entry = r.xrange("gpuas:notifications")[0][1][b"message"].decode()
+    for text in (notice, entry):
+        assert "tenant-0002" not in text and "tenant-0007" not in text
+        assert "ahead of forecast peak (p90 within 3 steps) for protected tenants" in text

@@ -19,6 +19,7 @@ import redis
 from daemon.actuators.base import ActionReport
 from daemon.gateway import keys_key, limit_key
 from daemon.policy.types import Notification, Plan
+from daemon.redact import hide_beneficiaries
 
 
 class RedisLimitsActuator:
@@ -177,9 +178,10 @@ class RedisLimitsActuator:
         try:
             pipe = self.client.pipeline(transaction=False)
             for n in notes:
-                pipe.xadd(f"{self.prefix}:notifications", {"tenant": n.tenant, "kind": n.kind, "message": n.message},
+                message = hide_beneficiaries(n.message)  # the tenant reads it: not which tenants it made room for
+                pipe.xadd(f"{self.prefix}:notifications", {"tenant": n.tenant, "kind": n.kind, "message": message},
                           maxlen=self.stream_maxlen, approximate=True)
-                pipe.set(f"{self.prefix}:notice:{n.tenant}", json.dumps({"kind": n.kind, "message": n.message}), ex=3600)
+                pipe.set(f"{self.prefix}:notice:{n.tenant}", json.dumps({"kind": n.kind, "message": message}), ex=3600)
             pipe.execute()
         except redis.RedisError as exc:
             rep.errors.append(f"redis: {exc}")

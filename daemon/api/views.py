@@ -11,7 +11,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Any, Iterable
 
-from daemon.redact import redact_json, redact_text
+from daemon.redact import hide_beneficiaries, redact_json
 
 if TYPE_CHECKING:
     from daemon.api.auth import Principal
@@ -53,8 +53,6 @@ def _fallback(d: "Daemon") -> str | None:
 # jobs, the tenants a preemption made room for). A tenant token reads them through `for_viewer`: its own job
 # ids, its own name, and no other tenant's name, count or job.
 
-# the preemption reason names (up to five of) the tenants the GPUs were cleared for (daemon/policy/engine.py)
-_CLEARED_FOR = re.compile(r"(ahead of forecast peak \([^)]*\)) for [^;]*")
 _NAME_CHARS = "A-Za-z0-9_.:@-"  # what a tenant name may hold (daemon/api/routes.py TENANT_RE)
 ANOTHER = "another tenant"
 
@@ -69,7 +67,7 @@ def _scrubber(viewer: str, names: Iterable[str]):
                              rf"(?![A-Za-z0-9_:@-]|\.[A-Za-z0-9_])")
 
     def scrub(text: str) -> str:
-        text = _CLEARED_FOR.sub(r"\1 for protected tenants", text)
+        text = hide_beneficiaries(text)
         return pattern.sub(ANOTHER, text) if pattern is not None else text
 
     return scrub
