@@ -13,9 +13,27 @@ from daemon.config import Config, ConfigError, load_config
 
 
 def _setup_logging(level: str) -> None:
+    from daemon.redact import RedactingFilter
+
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    for h in logging.getLogger().handlers:  # no URL's user and password in the journal, whoever logs it
+        h.addFilter(RedactingFilter())
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+
+
+def short_note(note: str) -> str:
+    """The forecaster note's first clause (`forecaster: NAME from DIR`): the start-up line stays one short line;
+    the whole note, with its scores, is logged at debug level and served in /api/v1/plan."""
+    return note.split(" (", 1)[0]
+
+
+def source_text(cfg: Config) -> str:
+    if cfg.source.kind == "prometheus":
+        from daemon.redact import redact_url
+
+        return f"prometheus ({redact_url(cfg.source.prometheus.url)})"
+    return cfg.source.kind
 
 
 def _load(ctx: click.Context, sim: bool = False, interval: float | None = None) -> Config:
@@ -67,7 +85,15 @@ def run(ctx: click.Context, sim: bool, cycles: int | None, interval: float | Non
         cfg = cfg.model_copy(update={"cycle": cfg.cycle.model_copy(update={"interval_s": interval})})
     if port is not None:
         cfg = cfg.model_copy(update={"server": cfg.server.model_copy(update={"port": port})})
-    demo_token = None
+    demo_token = webhook_token = None
+    if ctx.obj["config"] is None and cfg.source.kind == "simulator" and cfg.server.token() is None \
+            and not cfg.server.allow_unauthenticated_webhook:
+        # the embedded simulator: a webhook token for this run (a real source keeps refusing posts until one
+        # is configured), so simulated alerts can be posted without an open webhook
+        import secrets
+
+        webhook_token = secrets.token_urlsafe(24)
+        cfg = cfg.model_copy(update={"server": cfg.server.model_copy(update={"webhook_token": webhook_token})})
     if ctx.obj["config"] is None and not cfg.access.tokens:
         # the embedded demo: a fresh operator token for this run, so the console and API can be tried
         import secrets
@@ -84,17 +110,22 @@ def run(ctx: click.Context, sim: bool, cycles: int | None, interval: float | Non
     try:
         if cfg.server.enabled and not no_http:
             cfg.server.token()  # an unreadable token file must stop the start, not the first webhook
+            cfg.server.metrics_secret()
             Access(cfg.access)
         rt = build_runtime(cfg)
     except ConfigError as exc:
         _fail(f"config error: {exc}")
     except Exception as exc:
         _fail(f"cannot start: {exc}", 1)
-    click.echo(f"gpu-autoscaler: source={cfg.source.kind} actuators={[a.name for a in rt.actuators]} "
-               f"dry_run={cfg.actuators.dry_run} {rt.forecaster_note} interval={cfg.cycle.interval_s:g}s", err=True)
+    click.echo(f"gpu-autoscaler: source={source_text(cfg)} actuators={[a.name for a in rt.actuators]} "
+               f"dry_run={cfg.actuators.dry_run} {short_note(rt.forecaster_note)} "
+               f"interval={cfg.cycle.interval_s:g}s", err=True)
     if demo_token is not None and cfg.server.enabled and not no_http:
         click.echo(f"gpu-autoscaler: console http://{cfg.server.host}:{cfg.server.port}/ui/ and /api/v1, "
                    f"operator token for this run: {demo_token}", err=True)
+    if webhook_token is not None and cfg.server.enabled and not no_http:
+        click.echo(f"gpu-autoscaler: webhook http://{cfg.server.host}:{cfg.server.port}/alerts, "
+                   f"webhook token for this run: {webhook_token}", err=True)
     d = Daemon(rt, on_cycle=lambda r: click.echo(summary_line(r)), max_cycles=cycles,
                serve_http=False if no_http else None)
     d.config_path = ctx.obj["config"]
@@ -133,6 +164,7 @@ def check_config(ctx: click.Context) -> None:
             if cfg.server.token() is None and not cfg.server.allow_unauthenticated_webhook:  # unreadable: error
                 click.echo("warning: no server.webhook_token_file: the webhook will refuse every alert (403) unless "
                            "server.allow_unauthenticated_webhook = true", err=True)
+            cfg.server.metrics_secret()  # an unreadable or short metrics token file
             Access(cfg.access)
     except ConfigError as exc:
         _fail(f"config error: {exc}")
@@ -142,8 +174,9 @@ def check_config(ctx: click.Context) -> None:
         digest_map(cfg.gateway.keys, "gateway.keys")  # unreadable key files, one key for two tenants
     except GatewayConfigError as exc:
         _fail(f"config error: {exc}")
-    click.echo(f"ok: source={cfg.source.kind} actuators={list(cfg.actuators.enabled)} dry_run={cfg.actuators.dry_run} "
-               f"tenants={len(cfg.tenants)} interval={cfg.cycle.interval_s:g}s {note}")
+    click.echo(f"ok: source={source_text(cfg)} actuators={list(cfg.actuators.enabled)} "
+               f"dry_run={cfg.actuators.dry_run} tenants={len(cfg.tenants)} interval={cfg.cycle.interval_s:g}s "
+               f"{note}")  # a one-off check: the whole note, with why this model (or none) is used
 
 
 @cli.command()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, HttpUrl, ValidationError, field_validator, model_validator
 
 from gateway.configfile import Strict as _Strict, format_validation_error, read_secret, read_toml
 from gateway.keys import ApiKey
@@ -48,6 +48,10 @@ class CycleConfig(_Strict):
     max_missing_share: float = Field(0.2, ge=0, le=1, description="share of tenants without a fresh sample that makes the snapshot stale")
     max_plan_age_s: float = Field(1800.0, gt=0, description="a last good plan older than this gives way to the safe "
                                                             "default: no holds beyond the static pool, no preemptions")
+    forget_tenant_after_s: float = Field(86400.0, gt=0, description="a tenant absent from every plan this long is "
+                                         "forgotten: its per-tenant series leave /metrics and its `<prefix>:limit:"
+                                         "<tenant>` key (one the redis actuator wrote) is deleted from Redis (the "
+                                         "actuator reads this at start; the series follow a reload)")
 
 
 class PolicyConfig(_Strict):
@@ -281,6 +285,37 @@ class ServerConfig(_Strict):
     webhook_token_file: Path | None = None
     max_body_bytes: int = Field(1_048_576, gt=0)
     allow_unauthenticated_webhook: bool = Field(False, description="accept webhook posts without a token (refused otherwise)")
+    metrics_token: str | None = Field(None, min_length=16, description="when set (or metrics_token_file), /metrics "
+                                      "answers only `Authorization: Bearer <token>` (401 otherwise): its series "
+                                      "name every tenant, with its holds, limits, forecasts and preemptions")
+    metrics_token_file: Path | None = Field(None, description="a file holding the metrics token (at least 16 "
+                                            "characters); the same file can be Prometheus' `authorization."
+                                            "credentials_file` (deploy/prometheus/gpu-autoscaler-scrape.yml)")
+    public_url: HttpUrl | None = Field(None, description="the console's address as browsers see it, e.g. "
+                                       "https://console.example behind a TLS proxy: the console's forms are "
+                                       "accepted only with this Origin. Unset: the Origin must match the URL the "
+                                       "request arrived on")
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url_is_an_origin(cls, v: HttpUrl | None) -> HttpUrl | None:
+        if v is not None and (v.username or v.password):
+            raise ValueError("no user or password in the console's public URL")
+        if v is not None and (v.query or v.fragment):
+            raise ValueError("the console's public URL takes no query or fragment")
+        return v
+
+    @model_validator(mode="after")
+    def _one_metrics_token(self) -> "ServerConfig":
+        if self.metrics_token is not None and self.metrics_token_file is not None:
+            raise ValueError("give at most one of metrics_token and metrics_token_file")
+        return self
+
+    def metrics_secret(self) -> str | None:
+        """The token /metrics asks for, or None (open /metrics). ConfigError when its file cannot be read."""
+        if self.metrics_token_file is not None:
+            return read_secret(self.metrics_token_file, "server.metrics_token_file", ConfigError)
+        return self.metrics_token
 
     def token(self) -> str | None:
         if self.webhook_token_file is not None:

@@ -238,7 +238,7 @@ class CycleRunner:
                     log.error("state not saved (%s): the plan is applied and kept in memory; the last saved plan "
                               "stays on disk", exc)
             m.last_good.set(pd.Timestamp(plan.at).timestamp())
-        m.observe_plan(plan, fc, self.cfg.policy.lead_time_steps, fell_back)
+        m.observe_plan(plan, fc, self.cfg.policy.lead_time_steps, fell_back, self.cfg.cycle.forget_tenant_after_s)
         dt = time.perf_counter() - t0
         m.cycle_seconds.observe(dt)
         m.cycles.labels(outcome).inc()

@@ -1,13 +1,13 @@
 """The daemon's HTTP surface: /metrics, /healthz, /plan, the Alertmanager webhook at /alerts, and /api/v1.
 
-Without a token only /healthz and /metrics answer; /alerts has its own webhook token; /plan and /api/v1
-take the tokens in `[[access.tokens]]` (daemon/api/auth.py).
+Without a token only /healthz and /metrics answer (/metrics too asks for one when `server.metrics_token(_file)`
+is set: its series name every tenant); /alerts has its own webhook token; /plan and /api/v1 take the tokens in
+`[[access.tokens]]`. Every token is parsed and compared by daemon/api/auth.py (`bearer`, `Secret`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import time
@@ -22,7 +22,9 @@ from starlette.routing import Route
 from daemon import alerts
 from daemon.runtime import NodeListError
 from daemon.api import routes as api
+from daemon.api.auth import Secret, bearer
 from daemon.api.routes import AccessHolder, read_capped
+from daemon.redact import redact_json
 from daemon.ui import routes as ui
 
 if TYPE_CHECKING:
@@ -42,12 +44,21 @@ def build_app(daemon: "Daemon") -> Starlette:
     elif open_webhook:
         log.warning("webhook accepts unauthenticated posts (server.allow_unauthenticated_webhook = true)")
 
-    async def metrics_ep(_: Request) -> Response:
+    webhook_secret = Secret(token) if token is not None else None
+    raw_metrics_token = cfg.metrics_secret()
+    metrics_secret = Secret(raw_metrics_token) if raw_metrics_token is not None else None
+    del raw_metrics_token
+
+    async def metrics_ep(request: Request) -> Response:
+        if metrics_secret is not None and not metrics_secret.matches(bearer(request.headers.get("authorization"))):
+            return JSONResponse({"error": "a valid bearer token is required (server.metrics_token)"}, status_code=401,
+                                headers={"WWW-Authenticate": "Bearer"})
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     async def healthz(_: Request) -> Response:
         h = daemon.health()
-        return JSONResponse(h, status_code=503 if h["status"] == "unhealthy" else 200)  # degraded is alive
+        # reasons quote source errors, which name the source's URL: never with its user and password
+        return JSONResponse(redact_json(h), status_code=503 if h["status"] == "unhealthy" else 200)  # degraded is alive
 
     holder = AccessHolder(daemon)
     if holder.get().empty:
@@ -68,9 +79,8 @@ def build_app(daemon: "Daemon") -> Starlette:
             metrics.webhook_rejected.labels("no_token_configured").inc()
             return JSONResponse({"error": "webhook disabled: no token configured (server.webhook_token_file), and "
                                           "server.allow_unauthenticated_webhook is not true"}, status_code=403)
-        if token is not None:
-            auth = request.headers.get("authorization", "")
-            if not (auth.startswith("Bearer ") and hmac.compare_digest(auth[7:].strip().encode(), token.encode())):
+        if webhook_secret is not None:
+            if not webhook_secret.matches(bearer(request.headers.get("authorization"))):
                 metrics.webhook_rejected.labels("unauthorized").inc()
                 log.warning("webhook: refused post without a valid bearer token from %s", request.client)
                 return JSONResponse({"error": "unauthorized"}, status_code=401,

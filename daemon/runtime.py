@@ -115,7 +115,8 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
                 keys = digest_map(cfg.gateway.keys, "gateway.keys")
             except GatewayConfigError as exc:
                 raise ConfigError(str(exc)) from None
-            out.append(RedisLimitsActuator(a.redis.url, a.redis.prefix, dry_run=a.dry_run, api_keys=keys or None))
+            out.append(RedisLimitsActuator(a.redis.url, a.redis.prefix, dry_run=a.dry_run, api_keys=keys or None,
+                                           forget_after_s=cfg.cycle.forget_tenant_after_s))
         elif name == "slurm":
             from daemon.actuators.slurm import SlurmActuator
 
@@ -213,7 +214,7 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
                               overlap_steps=hc.overlap_steps, chunk_steps=hc.backfill_chunk_steps)
         source = PrometheusSource(cfg, jobs_provider=jobs_from, history=history, nodes_provider=nodes_from)
     forecaster, note = build_forecaster(cfg)
-    log.info("%s", note)
+    log.debug("%s", note)  # the CLI's start-up line says it, short; /api/v1/plan has it whole
     limit_torch_threads(cfg.forecaster.torch_threads)
     store = StateStore(cfg.state.path, events_keep_s=cfg.state.events_keep_days * 86400,
                        events_max_rows=cfg.state.events_max_rows) if with_store else None

@@ -239,6 +239,9 @@ class Daemon:
         reason = f"node {node} failed ({alertname}): job requeued on healthy nodes"
         ids = [j for j, _ in jobs]
         per_tenant = Counter(t for _, t in jobs)
+        by_tenant: dict[str, list[str]] = {}
+        for j, t in jobs:  # the event keeps whose job is whose: a tenant token reads only its own (api/views.py)
+            by_tenant.setdefault(t, []).append(j)
         tenants = sorted(per_tenant)
         told = [Notification(t, "node_failed", f"{per_tenant[t]} job(s) of yours on {node} were requeued: {reason}")
                 for t in tenants]
@@ -268,8 +271,8 @@ class Daemon:
         rt.metrics.failover_seconds.observe(took)
         if rt.store is not None:
             rt.store.log_event(dt.datetime.now(dt.timezone.utc).isoformat(), "node_down",
-                               {"node": node, "jobs": ids, "tenants": tenants, "seconds": took,
-                                "errors": errors})
+                               {"node": node, "jobs": ids, "tenants": tenants, "by_tenant": by_tenant,
+                                "seconds": took, "errors": errors})
         log.warning("node %s down: %d jobs requeued in %.3fs%s", node, len(ids), took,
                     f" (errors: {errors})" if errors else "")
         return {"node": node, "requeued": ids, "seconds": round(took, 4), "errors": errors}
@@ -301,7 +304,8 @@ class Daemon:
         want_cycle = False
         for act in acts:
             kind = "breaker" if act.kind == "node_down" and tripped else act.kind
-            self.runtime.metrics.alerts.labels(act.alertname or "unnamed", kind).inc()
+            fc = self.cfg.failover  # a name it does not list counts as `other`: posts cannot grow the label set
+            self.runtime.metrics.count_alert(act.alertname, kind, (*fc.node_down_alerts, *fc.cycle_alerts))
             if kind == "breaker":
                 done.append({"action": "refused", "alert": act.alertname, "node": act.node, "reason": tripped})
             elif act.kind == "node_down" and act.node:

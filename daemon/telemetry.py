@@ -1,8 +1,15 @@
-"""The daemon's own Prometheus metrics: what it forecast, reserved, limited and preempted, and its health."""
+"""The daemon's own Prometheus metrics: what it forecast, reserved, limited and preempted, and its health.
+
+Label values are bounded: an alert name the failover config does not list is counted as `other` (a webhook
+post may carry any name, and each would be a new series for ever), and a tenant absent from every plan for
+`cycle.forget_tenant_after_s` loses its per-tenant series.
+"""
 
 from __future__ import annotations
 
 import math
+import time
+from typing import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -10,9 +17,15 @@ from daemon.policy.types import Plan
 from forecaster.types import Forecast
 
 
+OTHER_ALERT = "other"
+FORGET_AFTER_S = 86400.0  # cycle.forget_tenant_after_s's default
+
+
 class DaemonMetrics:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         r = self.registry = registry or CollectorRegistry()
+        self.clock = clock
         self.cycle_seconds = Histogram("gpuas_cycle_duration_seconds", "Wall time of one collect-forecast-plan-act cycle",
                                        registry=r, buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30))
         self.cycles = Counter("gpuas_cycles", "Cycles by outcome (ok, stale, source_error, error)", ["outcome"], registry=r)
@@ -51,8 +64,37 @@ class DaemonMetrics:
                                   "1 while the last good plan is older than cycle.max_plan_age_s and the safe default "
                                   "(static pool only, no preemptions) is enforced", registry=r)
         self._tenants: set[str] = set()
+        self._last_seen: dict[str, float] = {}          # tenant -> when a plan last had it (self.clock)
+        self._forecast_labels: dict[str, set[str]] = {}  # tenant -> quantile labels it has a series for
 
-    def observe_plan(self, plan: Plan, forecast: Forecast | None, lead: int, fallback: bool) -> None:
+    def count_alert(self, alertname: str, outcome: str, configured: Iterable[str]) -> None:
+        """One alert received; names the failover config does not list share one `other` series."""
+        self.alerts.labels(alertname if alertname and alertname in set(configured) else OTHER_ALERT, outcome).inc()
+
+    def forget_tenants(self, present: Iterable[str], forget_after_s: float) -> list[str]:
+        """Mark `present` as seen now; drop every per-tenant series of a tenant not seen for `forget_after_s`.
+
+        Returns the tenants forgotten. A tenant that comes back gets new series (its preemption count from 0).
+        """
+        now = self.clock()
+        for t in present:
+            self._last_seen[t] = now
+        gone = [t for t, seen in self._last_seen.items() if now - seen > forget_after_s]
+        for t in gone:
+            del self._last_seen[t]
+            self._tenants.discard(t)
+            for m in (self.reservation, self.limit, self.preemptions):
+                m.remove(t)  # a no-op when the tenant never had that series
+            for q in self._forecast_labels.pop(t, ()):
+                self.forecast.remove(t, q)
+        return gone
+
+    def observe_plan(self, plan: Plan, forecast: Forecast | None, lead: int, fallback: bool,
+                     forget_after_s: float = FORGET_AFTER_S) -> None:
+        present = set(plan.limits) | set(plan.reservations) | {p.tenant for p in plan.preemptions}
+        if forecast is not None:
+            present.update(forecast.tenants)
+        self.forget_tenants(present, forget_after_s)
         self.plan_stale.set(1 if plan.stale else 0)
         self.fallback.set(1 if fallback else 0)
         if plan.stale:
@@ -76,3 +118,4 @@ class DaemonMetrics:
                 for t, v in zip(forecast.tenants, peaks):
                     if math.isfinite(v):
                         self.forecast.labels(t, f"{q:g}").set(float(v))
+                        self._forecast_labels.setdefault(t, set()).add(f"{q:g}")

@@ -298,3 +298,63 @@ def test_every_api_v1_route_is_in_the_description(api):
     assert r.status_code == 403
     schema = spec["paths"]["/api/v1/alerts"]["post"]["responses"]["403"]["content"]["application/json"]["schema"]
     Draft202012Validator({**schema, "components": spec["components"]}).validate(r.json())
+
+
+@pytest.mark.security
+def test_tokens_are_compared_as_fixed_length_digests():
+    """hmac.compare_digest on the raw strings returns early when the lengths differ (it leaks the token's
+    length); the daemon keeps only each token's SHA-256 and compares 32 bytes with 32 bytes."""
+    import hashlib
+
+    from daemon.api.auth import Secret, digest
+
+    acc = Access(parse_config({"access": {"tokens": TOKENS}}).access)
+    for (secret, who), entry in zip(acc.entries, TOKENS):
+        assert isinstance(secret, Secret) and secret.digest == hashlib.sha256(entry["token"].encode()).digest()
+        assert len(secret.digest) == 32 and entry["token"].encode() not in repr(vars(who)).encode()
+    assert {len(digest(t)) for t in ("", "x", OP, OP * 50)} == {32}
+    s = Secret(OP)
+    assert s.matches(OP) and s.matches(f"  {OP}\n")
+    for other in ("", OP[:1], OP[:-1], OP + "x", OP * 3, OP.upper(), None):   # every length, refused
+        assert not s.matches(other), other
+        assert acc.lookup(other) is None
+
+
+@pytest.mark.security
+def test_one_bearer_parser_with_a_case_insensitive_scheme():
+    from daemon.api.auth import bearer
+
+    assert bearer(f"Bearer {OP}") == OP and bearer(f"bearer {OP}") == OP and bearer(f"BeArEr\t{OP} ") == OP
+    for bad in (None, "", "Bearer", "Bearer   ", f"Basic {OP}", OP, f"Bearer{OP}"):
+        assert bearer(bad) is None, bad
+
+
+@pytest.mark.security
+def test_webhook_and_api_take_the_scheme_in_any_case(tmp_path):
+    """The webhook had its own parser that wanted exactly "Bearer "; RFC 7235 makes the scheme case-insensitive
+    and /api/v1 already took any case."""
+    port = free_port()
+    c = api_cfg(tmp_path, port)
+    c = c.model_copy(update={"server": c.server.model_copy(update={"webhook_token": "webhook-token-0123456789"}),
+                             "cycle": c.cycle.model_copy(update={"interval_s": 3600.0})})
+    d = Daemon(build_runtime(c))
+    d._start_http()
+    base = f"http://127.0.0.1:{port}"
+    body = {"version": "4", "groupKey": "g", "status": "firing", "receiver": "r",
+            "alerts": [{"status": "firing", "labels": {"alertname": "SomethingElse"}, "startsAt": "2026-01-06T13:30:00Z"}]}
+    try:
+        for scheme in ("Bearer", "bearer", "BEARER"):
+            r = httpx.post(f"{base}/alerts", json=body, headers={"Authorization": f"{scheme} webhook-token-0123456789"})
+            assert r.status_code == 200, (scheme, r.text)
+            assert httpx.get(f"{base}/api/v1/tenants", headers={"Authorization": f"{scheme} {T1}"}).status_code == 200
+        for bad in ("Bearer webhook-token-012345678", "Bearer webhook-token-0123456789x", "Basic webhook-token-0123456789"):
+            assert httpx.post(f"{base}/alerts", json=body, headers={"Authorization": bad}).status_code == 401, bad
+    finally:
+        d.stop()
+
+
+def test_plan_carries_the_whole_forecaster_note(api):
+    """The start-up line names the forecaster short; the whole note (why this model) is in /api/v1/plan."""
+    d, base = api
+    plan = httpx.get(f"{base}/api/v1/plan", headers=h(OP)).json()
+    assert plan["forecaster_note"] == d.runtime.forecaster_note and plan["forecaster_note"].startswith("forecaster: ")

@@ -1,13 +1,22 @@
 import json
+import os
 import subprocess
 import sys
 
 from tests.conftest import REPO
 
 
+def cli_env() -> dict:
+    """The environment with this checkout first on the path: `python -m daemon.cli` run from another folder
+    imports this tree's daemon, not whichever one the virtualenv has installed."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
 def run_cli(*args, timeout=120, cwd=None):
     return subprocess.run([sys.executable, "-m", "daemon.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd or REPO)
+                          timeout=timeout, cwd=cwd or REPO, env=cli_env())
 
 
 def test_run_sim_prints_one_line_per_cycle(tmp_path):
@@ -96,3 +105,87 @@ def test_check_config(tmp_path):
     bad.write_text('[source]\nkind = "prometheus"\n[actuators]\nenabled = ["simulator"]\n')
     r = run_cli("--config", str(bad), "check-config", cwd=tmp_path)
     assert r.returncode == 2 and "needs source.kind" in r.stderr
+
+
+def _start(args, cwd):
+    """`gpu-autoscaler ARGS` in the background; its stderr lines gathered in a list as they come."""
+    import threading
+
+    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", *args], cwd=cwd, env=cli_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True).start()
+    return proc, lines
+
+
+def _alert_post(name="GPUClusterLoadHigh"):
+    return {"version": "4", "groupKey": "g", "status": "firing", "receiver": "r",
+            "alerts": [{"status": "firing", "labels": {"alertname": name}, "startsAt": "2026-01-06T13:30:00Z"}]}
+
+
+def test_embedded_simulator_prints_a_webhook_token_for_the_run(tmp_path):
+    """`make run` (gpu-autoscaler run --sim) logged `ERROR ... webhook refuses every post` on a first run;
+    now the embedded simulator gets a webhook token for the run, printed like the operator token."""
+    import re
+
+    import httpx
+
+    from tests.conftest import free_port
+    from tests.services import stop, wait_for
+
+    port = free_port()
+    proc, lines = _start(["run", "--sim", "--port", str(port), "--interval", "0.5"], tmp_path)
+    try:
+        def token():
+            m = re.search(r"webhook token for this run: (\S+)", "".join(lines))
+            return m.group(1) if m else None
+
+        wait_for(token, what="the webhook token line", timeout=120)
+        base = f"http://127.0.0.1:{port}"
+        wait_for(lambda: httpx.get(f"{base}/healthz", timeout=1).status_code == 200, what="daemon", timeout=120)
+        r = httpx.post(f"{base}/alerts", json=_alert_post(), headers={"Authorization": f"Bearer {token()}"})
+        assert r.status_code == 200 and r.json()["actions"] == [{"action": "cycle_now", "alert": "GPUClusterLoadHigh"}]
+        assert httpx.post(f"{base}/alerts", json=_alert_post()).status_code == 401
+        assert httpx.post(f"{base}/alerts", json=_alert_post(),
+                          headers={"Authorization": "Bearer not-the-token-0123456789"}).status_code == 401
+    finally:
+        stop(proc)
+    err = "".join(lines)
+    assert "webhook refuses every post" not in err and " ERROR " not in err, err
+    assert "operator token for this run" in err
+
+
+def test_a_real_source_still_refuses_webhooks_without_a_token(tmp_path):
+    """Only the embedded simulator gets a made-up webhook token; a config with a real source keeps the refusal
+    (and its start-up line shows the source's URL without its password)."""
+    from tests.conftest import free_port
+
+    closed = free_port()
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[source]\nkind = "prometheus"\n[source.prometheus]\nurl = "http://u:pw-s3cret-42@127.0.0.1:{closed}"\n'
+                   'retries = 0\ntimeout_s = 1\n[forecaster]\nkind = "seasonal_naive"\n')
+    r = run_cli("--config", str(cfg), "run", "--cycles", "1", "--interval", "0.2", "--port", str(free_port()),
+                cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "webhook refuses every post: no bearer token configured" in r.stderr
+    assert "webhook token for this run" not in r.stderr
+    assert f"source=prometheus (http://***@127.0.0.1:{closed})" in r.stderr
+    assert "pw-s3cret-42" not in r.stderr + r.stdout
+
+
+def test_the_start_line_names_the_forecaster_once_and_short(tmp_path):
+    """The forecaster's whole note (a 400-character account of its scores) was printed twice at start-up:
+    once logged, once in the start line. Now once, short; the whole note at debug level."""
+    import shutil
+
+    shutil.copytree(REPO / "models", tmp_path / "models")  # as `make run` in the checkout: the shipped model
+    r = run_cli("run", "--sim", "--cycles", "1", "--interval", "0.2", "--no-http", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("forecaster: ") == 1, r.stderr
+    start = next(ln for ln in r.stderr.splitlines() if ln.startswith("gpu-autoscaler: source="))
+    assert len(start) < 200 and "forecaster: " in start and " (" not in start.split("forecaster: ", 1)[1], start
+    dbg = run_cli("--log-level", "debug", "run", "--sim", "--cycles", "1", "--interval", "0.2", "--no-http",
+                  cwd=tmp_path)
+    assert dbg.returncode == 0, dbg.stderr
+    note = [ln for ln in dbg.stderr.splitlines() if " DEBUG " in ln and "forecaster: " in ln]
+    assert len(note) == 1 and "scored" in note[0] and len(note[0]) > 300, note

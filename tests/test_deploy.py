@@ -87,3 +87,17 @@ def test_tenant_of_pid_reads_slurm_and_cgroups(tmp_path):
     assert tenant_of_pid(10, tmp_path) == "team-a"
     assert tenant_of_pid(11, tmp_path) == "slurm-job-4242"
     assert tenant_of_pid(12, tmp_path) == "unknown"
+
+
+def test_shipped_scrape_job_passes_promtool(tmp_path):
+    """deploy/prometheus/gpu-autoscaler-scrape.yml: the daemon's scrape job, with the `authorization`
+    credentials file that matches server.metrics_token_file (tests/test_metrics_auth.py scrapes with it)."""
+    need_binary("promtool")
+    token = tmp_path / "metrics-token"
+    token.write_text("metrics-token-0123456789abcdef\n")
+    text = (REPO / "deploy/prometheus/gpu-autoscaler-scrape.yml").read_text()
+    assert "credentials_file: /etc/gpu-autoscaler/metrics-token" in text
+    (tmp_path / "prometheus.yml").write_text(text.replace("/etc/gpu-autoscaler/metrics-token", str(token)))
+    r = subprocess.run(["promtool", "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stdout + r.stderr

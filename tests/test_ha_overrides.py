@@ -176,6 +176,13 @@ def test_shared_store_down_refuses_changes_and_the_cycle_keeps_the_last_pause(tm
             assert resp.status_code == 503
             assert resp.json()["error"].startswith("cannot store the change in Redis (gpuas:overrides)")
             assert "nothing was changed" in resp.json()["error"]
+            # the console's forms: the same refusal, as a page that says so (not a 500)
+            with httpx.Client(base_url=base, timeout=30) as console:
+                assert console.post("/ui/login", data={"token": OP, "next": "/ui/"}).status_code == 303
+                for path, form in (("/ui/overrides", {}), ("/ui/tenants/tenant-0001/override", {"floor_gpus": "8"})):
+                    page = console.post(path, data=form)
+                    assert page.status_code == 503, path
+                    assert "Change not stored" in page.text and "nothing was changed" in page.text, path
             assert [e["scope"] for e in d.runtime.store.recent_events(kind="operator_change")] == ["global"]
             assert d.runtime.overrides.for_tenant("tenant-0001") == {}
             seen = d.cycles_done

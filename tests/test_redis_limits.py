@@ -159,3 +159,72 @@ def test_reservations_hash_follows_the_plan_and_drops_released_tenants(r, redis_
     assert act.apply(held_b).actions == []                # unchanged: nothing written
     assert act.apply(Plan(**{**plan.__dict__, "reservations": {}})).ok
     assert not r.exists("gpuas:reservations")
+
+
+def test_keys_of_tenants_gone_longer_than_the_limit_are_deleted(r, redis_url):
+    """`<prefix>:limit:<tenant>` keys of tenants who left stayed in Redis for ever; now the actuator deletes
+    its own once the tenant has been absent from the plans for forget_after_s, and keeps everyone else's."""
+    now = [1000.0]
+    clock = lambda: now[0]  # noqa: E731
+    lim = RateLimit(50, 100, 1, "load 85%")
+    act = RedisLimitsActuator(redis_url, dry_run=False, forget_after_s=3600, clock=clock)
+    assert act.apply(make_plan({"stay": lim, "leave": lim})).ok
+    # keys the actuator did not write: another prefix, and one under its prefix without the fields it writes
+    r.hset("other:limit:leave", mapping={"rate": 1, "burst": 1, "updated": 0})
+    r.hset(limit_key("gpuas", "manual"), mapping={"rate": 5, "burst": 5})
+    now[0] += 1800
+    assert act.apply(make_plan({"stay": lim})).ok
+    assert r.exists(limit_key("gpuas", "leave"))               # gone half an hour: kept
+    now[0] += 1900                                             # gone 3700 s > 3600 s
+    rep = act.apply(make_plan({"stay": lim}))
+    assert rep.ok and rep.actions == ["delete gpuas:limit:leave: tenant absent for over 3600s"]
+    assert not r.exists(limit_key("gpuas", "leave"))
+    assert r.exists(limit_key("gpuas", "stay")) and float(r.hget(limit_key("gpuas", "stay"), "rate")) == 50
+    assert r.exists("other:limit:leave") and r.exists(limit_key("gpuas", "manual"))
+    assert act.apply(make_plan({"stay": lim})).actions == []  # nothing left to do
+    # the tenant comes back: its key is written again
+    assert act.apply(make_plan({"stay": lim, "leave": lim})).ok and r.exists(limit_key("gpuas", "leave"))
+
+
+def test_a_restarted_daemon_still_forgets_tenants_that_left_before(r, redis_url):
+    """When a tenant was last seen is kept in its key (`seen`), so a restart does not start the count over
+    and a present tenant's key, refreshed while it is there, is never taken for a departed one."""
+    now = [1000.0]
+    clock = lambda: now[0]  # noqa: E731
+    lim = RateLimit(50, 100, 1, "x")
+    RedisLimitsActuator(redis_url, dry_run=False, forget_after_s=3600, clock=clock).apply(
+        make_plan({"stay": lim, "leave": lim}))
+    first = RedisLimitsActuator(redis_url, dry_run=False, forget_after_s=3600, clock=clock)
+    now[0] += 1800                                             # 'leave' has left; 'stay' is still planned
+    assert first.apply(make_plan({"stay": lim})).actions == []
+    assert r.exists(limit_key("gpuas", "leave"))
+    now[0] += 7200                                             # the daemon was down for two hours
+    restarted = RedisLimitsActuator(redis_url, dry_run=False, forget_after_s=3600, clock=clock)
+    rep = restarted.apply(make_plan({"stay": lim}))
+    assert rep.actions == ["delete gpuas:limit:leave: tenant absent for over 3600s"]
+    assert not r.exists(limit_key("gpuas", "leave")) and r.exists(limit_key("gpuas", "stay"))
+
+
+def test_dry_run_reports_but_deletes_nothing(r, redis_url):
+    now = [1000.0]
+    lim = RateLimit(50, 100, 1, "x")
+    RedisLimitsActuator(redis_url, dry_run=False, clock=lambda: now[0]).apply(make_plan({"leave": lim}))
+    now[0] += 86400 + 1
+    rep = RedisLimitsActuator(redis_url, dry_run=True, clock=lambda: now[0]).apply(make_plan({}))
+    assert "delete gpuas:limit:leave: tenant absent for over 86400s" in rep.actions
+    assert r.exists(limit_key("gpuas", "leave"))
+
+
+@pytest.mark.security
+def test_a_preempted_tenants_notice_does_not_name_whom_it_made_room_for(r, redis_url):
+    """The policy's preemption reason ends "for <the tenants the GPUs were cleared for>"; the notice the
+    preempted tenant reads (`<prefix>:notice:<tenant>`, the notifications stream) named them."""
+    reason = ("low-priority job preempted to clear 24 GPUs ahead of forecast peak (p90 within 3 steps) for "
+              "tenant-0002, tenant-0007")
+    RedisLimitsActuator(redis_url, dry_run=False).notify([Notification("a", "preempted",
+                                                                       f"job 1 preempted and requeued: {reason}")])
+    notice = r.get("gpuas:notice:a").decode()
+    entry = r.xrange("gpuas:notifications")[0][1][b"message"].decode()
+    for text in (notice, entry):
+        assert "tenant-0002" not in text and "tenant-0007" not in text
+        assert "ahead of forecast peak (p90 within 3 steps) for protected tenants" in text

@@ -208,3 +208,45 @@ def test_kill_9_loses_nothing_committed(tmp_path):
     cfg = Config(state={"path": db}, forecaster={"model_dir": tmp_path / "none"})
     rt = build_runtime(cfg)
     assert rt.runner.last_plan.at == last_at and rt.runner.memory.to_dict() == plan["memory"]
+
+
+@pytest.mark.security
+def test_the_source_urls_password_is_never_shown(tmp_path, caplog):
+    """A Prometheus URL with a user and password (`http://user:pass@host:9090`) went out whole in /healthz's
+    reason, on the console and in the log: every source error quotes the URL."""
+    import logging
+
+    closed = free_port()  # nothing listens there: every read fails, and the error names the URL
+    port = free_port()
+    cfg = Config(cycle={"interval_s": 0.5}, state={"path": tmp_path / "state.sqlite"},
+                 forecaster={"model_dir": tmp_path / "models", "kind": "seasonal_naive"},
+                 source={"kind": "prometheus", "prometheus": {"url": f"http://scraper:pw-s3cret-42@127.0.0.1:{closed}",
+                                                              "retries": 0, "timeout_s": 1}},
+                 server=ServerConfig(port=port, webhook_token=TOKEN),
+                 access={"tokens": [{"name": "ops", "role": "operator", "token": OPERATOR}]})
+    caplog.set_level(logging.INFO)
+    d = Daemon(build_runtime(cfg))
+    d.start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: d.cycles_done >= 1, what="a cycle", timeout=30)
+        h = httpx.get(f"{base}/healthz")
+        assert f"prometheus http://***@127.0.0.1:{closed}" in h.json()["reason"], h.text
+        op = {"Authorization": f"Bearer {OPERATOR}"}
+        pages = [h.text, httpx.get(f"{base}/ui/", headers=op).text, httpx.get(f"{base}/api/v1/plan", headers=op).text]
+        assert "***@127.0.0.1" in pages[1]
+        for text in pages:
+            assert "pw-s3cret-42" not in text and "scraper:" not in text
+    finally:
+        d.stop()
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert f"http://***@127.0.0.1:{closed}" in logged and "pw-s3cret-42" not in logged
+
+
+def test_redaction_keeps_everything_but_the_user_info():
+    from daemon.redact import redact_text, redact_url
+
+    assert redact_url("http://u:p@prom:9090/sub?x=1") == "http://***@prom:9090/sub?x=1"
+    assert redact_url("https://prom.example") == "https://prom.example"
+    assert redact_text("a http://u:p@h:1/x and https://v@h2/y, mailto:a@b") == \
+        "a http://***@h:1/x and https://***@h2/y, mailto:a@b"

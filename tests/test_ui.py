@@ -363,3 +363,43 @@ def test_cluster_page_with_a_plan_from_before_the_levels_shrank(tmp_path):
             "rate_level"] == 2
     finally:
         d.stop()
+
+
+@pytest.mark.security
+def test_behind_a_tls_proxy_forms_check_the_origin_against_public_url(tmp_path):
+    """The browser says `Origin: https://console.example`, the request arrives as http://127.0.0.1:PORT: the
+    check against the request's own URL refused every operator form behind the proxy (403)."""
+    from daemon.runtime import build_runtime
+    from daemon.service import Daemon
+    from tests.test_api import api_cfg
+
+    port = free_port()
+    cfg = api_cfg(tmp_path, port)
+    cfg = cfg.model_copy(update={"server": cfg.server.model_copy(update={"public_url": "https://console.example"})})
+    d = Daemon(build_runtime(cfg))
+    d._start_http()
+    try:
+        c, _ = login(f"http://127.0.0.1:{port}", OP)
+        form = {"preemption_paused": "1"}
+        for origin in ("https://console.example", "https://console.example:443", "HTTPS://Console.Example"):
+            r = c.post("/ui/overrides", data=form, headers={"Origin": origin})
+            assert r.status_code == 303 and r.headers["location"] == "/ui/?saved=1", origin
+        for origin in ("https://evil.example", "http://console.example", "https://console.example:8443",
+                       f"http://127.0.0.1:{port}", "null", "https://console.example.evil.example"):
+            r = c.post("/ui/overrides", data=form, headers={"Origin": origin})
+            assert r.status_code == 403 and "Cross-site form" in r.text, origin
+        assert d.runtime.overrides.inputs().paused_all
+    finally:
+        d.stop()
+
+
+@pytest.mark.parametrize("url, message", [
+    ("ftp://console.example", "URL scheme should be 'http' or 'https'"),
+    ("console.example", "Input should be a valid URL"),
+    ("https://admin:pw@console.example", "no user or password"),
+])
+def test_public_url_is_validated(url, message):
+    from daemon.config import ConfigError, parse_config
+
+    with pytest.raises(ConfigError, match=f"config: server.public_url: .*{message}"):
+        parse_config({"server": {"public_url": url}})

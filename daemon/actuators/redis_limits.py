@@ -1,15 +1,25 @@
-"""Publishes per-tenant token-bucket parameters and notifications to Redis for the gateways."""
+"""Publishes per-tenant token-bucket parameters and notifications to Redis for the gateways.
+
+A tenant that leaves the plans has its `<prefix>:limit:<tenant>` key deleted once it has been gone for
+`forget_after_s` (cycle.forget_tenant_after_s): tenants come and go, and their keys would otherwise stay for
+ever. Each key carries `seen`, the last time (epoch s) a plan had its tenant, refreshed every quarter of that
+period, so the count survives a restart of the daemon. Only the actuator's own keys are ever deleted: under its
+prefix, one per tenant, and carrying the fields it writes (`rate`, `burst`, `updated`); a key somebody else put
+there without them is left alone.
+"""
 
 from __future__ import annotations
 
 import json
 import time
+from typing import Callable
 
 import redis
 
 from daemon.actuators.base import ActionReport
 from gateway.contract import keys_key, limit_key
 from daemon.policy.types import Notification, Plan
+from daemon.redact import hide_beneficiaries
 
 
 class RedisLimitsActuator:
@@ -17,9 +27,13 @@ class RedisLimitsActuator:
 
     def __init__(self, url: str, prefix: str = "gpuas", dry_run: bool = True,
                  client: redis.Redis | None = None, stream_maxlen: int = 10_000,
-                 api_keys: dict[str, str] | None = None) -> None:
+                 api_keys: dict[str, str] | None = None, forget_after_s: float = 86400.0,
+                 clock: Callable[[], float] = time.time) -> None:
         self.client = client or redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
         self.prefix = prefix
+        self.forget_after_s = forget_after_s
+        self.clock = clock
+        self._seen: dict[str, float] = {}  # tenant -> its key's `seen` as last read or written (own keys only)
         self.dry_run = dry_run
         self.stream_maxlen = stream_maxlen
         self._published: dict[str, tuple[float, float, str]] = {}
@@ -34,6 +48,7 @@ class RedisLimitsActuator:
         seen = self.client.get(f"{self.prefix}:limits:version")
         if seen != self._version:
             self._published, self._keys_in_redis, self._reserved, self._version = {}, None, None, seen
+            self._seen = {}
 
     def _publish_keys(self, rep: ActionReport) -> None:
         """Make `<prefix>:apikeys` equal the configured map (one MULTI: gateways never see half of it)."""
@@ -56,19 +71,44 @@ class RedisLimitsActuator:
         self._keys_in_redis = dict(self.api_keys)
 
     def _current(self) -> dict[str, tuple[float, float, str]]:
-        """What Redis holds now, so a restarted daemon (or a flushed Redis) is reconciled, not assumed."""
+        """What Redis holds now, so a restarted daemon (or a flushed Redis) is reconciled, not assumed.
+
+        Also reads when each of its own keys' tenants was last seen (`_seen`); a key without `seen` (written
+        before keys carried it) counts as seen now, so it is forgotten only after a whole period."""
         out = {}
-        keys = list(self.client.scan_iter(match=f"{self.prefix}:limit:*", count=1000))
+        self._seen = {}
+        head = f"{self.prefix}:limit:"
+        keys = [k for k in self.client.scan_iter(match=f"{_glob_escape(self.prefix)}:limit:*", count=1000)
+                if k.decode("utf-8", "replace").startswith(head)]
         if not keys:
             return out
         pipe = self.client.pipeline(transaction=False)
         for k in keys:
-            pipe.hmget(k, "rate", "burst", "reason")
-        for k, (r, b, why) in zip(keys, pipe.execute()):
+            pipe.hmget(k, "rate", "burst", "reason", "updated", "seen")
+        now = self.clock()
+        for k, (r, b, why, updated, seen) in zip(keys, pipe.execute()):
             if r is not None and b is not None:
-                tenant = k.decode().split(":limit:", 1)[1]
+                tenant = k.decode("utf-8", "replace")[len(head):]
                 out[tenant] = (float(r), float(b), (why or b"").decode())
+                if updated is not None:  # written by this actuator: its own to forget
+                    self._seen[tenant] = _float(seen, now)
         return out
+
+    def _forget(self, present: set[str], fresh: set[str], now: float, rep: ActionReport, pipe) -> list[str]:
+        """Queue on `pipe` (None: dry run, report only): delete the own keys of tenants gone for longer than
+        forget_after_s, and refresh `seen` on present tenants' keys every quarter of that (`fresh`: keys being
+        rewritten anyway). Returns the tenants forgotten."""
+        gone = sorted(t for t, seen in self._seen.items() if t not in present and now - seen > self.forget_after_s)
+        for t in gone:
+            rep.actions.append(f"delete {limit_key(self.prefix, t)}: tenant absent for over "
+                               f"{self.forget_after_s:g}s")
+            if pipe is not None:
+                pipe.delete(limit_key(self.prefix, t))
+        if pipe is not None:
+            for t in sorted((present & set(self._published)) - fresh):
+                if now - self._seen.get(t, float("-inf")) > self.forget_after_s / 4:
+                    pipe.hset(limit_key(self.prefix, t), "seen", now)
+        return gone
 
     def apply(self, plan: Plan) -> ActionReport:
         rep = ActionReport(self.name, self.dry_run)
@@ -87,26 +127,38 @@ class RedisLimitsActuator:
                 self._reserved = {k.decode(): int(float(v)) for k, v in raw.items() if k != b"_"}
             if reserved != self._reserved:
                 rep.actions.append(f"set {self.prefix}:reservations for {len(reserved)} tenants")
-            if self.dry_run or (not changed and reserved == self._reserved):
+            now = self.clock()
+            present = set(plan.limits)
+            if self.dry_run:
+                self._forget(present, set(changed), now, rep, None)
                 return rep
-            now = time.time()
             pipe = self.client.pipeline(transaction=True)
             for t, lim in changed.items():
                 pipe.hset(limit_key(self.prefix, t), mapping={"rate": lim.rate, "burst": lim.burst, "level": lim.level,
-                                                              "reason": lim.reason, "updated": now})
+                                                              "reason": lim.reason, "updated": now, "seen": now})
+            gone = self._forget(present, set(changed), now, rep, pipe)
             if reserved != self._reserved:
                 # the whole hash, replaced at once: a tenant the plan no longer holds GPUs for leaves it
                 pipe.delete(f"{self.prefix}:reservations")
                 if reserved:
                     pipe.hset(f"{self.prefix}:reservations", mapping=reserved)
-            if changed:
+            if not len(pipe):  # nothing changed, nothing to forget or refresh
+                return rep
+            if changed or gone:  # a forgotten limit is a change for the gateways too
                 pipe.incr(f"{self.prefix}:limits:version")
-                pipe.publish(f"{self.prefix}:limits", json.dumps({"at": plan.at, "changed": sorted(changed)}))
+                pipe.publish(f"{self.prefix}:limits", json.dumps({"at": plan.at, "changed": sorted(changed),
+                                                                  "forgotten": gone}))
             res = pipe.execute()
-            if changed:
+            if changed or gone:
                 self._version = str(res[-2]).encode()  # what the INCR above made it
             for t, lim in changed.items():
                 self._published[t] = (lim.rate, lim.burst, lim.reason)
+            for t in present & set(self._published):
+                if t in changed or now - self._seen.get(t, float("-inf")) > self.forget_after_s / 4:
+                    self._seen[t] = now
+            for t in gone:
+                self._published.pop(t, None)
+                self._seen.pop(t, None)
             self._reserved = reserved
         except redis.RedisError as exc:
             self._published = {}  # unknown state: re-read next time
@@ -126,10 +178,23 @@ class RedisLimitsActuator:
         try:
             pipe = self.client.pipeline(transaction=False)
             for n in notes:
-                pipe.xadd(f"{self.prefix}:notifications", {"tenant": n.tenant, "kind": n.kind, "message": n.message},
+                message = hide_beneficiaries(n.message)  # the tenant reads it: not which tenants it made room for
+                pipe.xadd(f"{self.prefix}:notifications", {"tenant": n.tenant, "kind": n.kind, "message": message},
                           maxlen=self.stream_maxlen, approximate=True)
-                pipe.set(f"{self.prefix}:notice:{n.tenant}", json.dumps({"kind": n.kind, "message": n.message}), ex=3600)
+                pipe.set(f"{self.prefix}:notice:{n.tenant}", json.dumps({"kind": n.kind, "message": message}), ex=3600)
             pipe.execute()
         except redis.RedisError as exc:
             rep.errors.append(f"redis: {exc}")
         return rep
+
+
+def _float(raw: bytes | None, default: float) -> float:
+    try:
+        return float(raw) if raw is not None else default
+    except ValueError:
+        return default
+
+
+def _glob_escape(text: str) -> str:
+    """`text` as a literal in a Redis MATCH pattern (a prefix holding * ? [ ] or \\ matches only itself)."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)

@@ -39,8 +39,9 @@ def spec(extra_paths: dict | None = None) -> dict:
             params=[_TENANT_PARAM], extra={"404": {**_ERR, "description": "unknown tenant"},
                                            "400": {**_ERR, "description": "malformed tenant name"}}),
         "/api/v1/events": _get(
-            "Failovers, preemptions, notifications, plan changes and operator changes, newest first "
-            "(a tenant token sees its own tenant's)", {"type": "object", "properties": {"events": {
+            "Failovers, preemptions, notifications, plan changes and operator changes, newest first. A tenant "
+            "token sees its own tenant's, trimmed to its own part: a failover lists its own jobs only, and other "
+            "tenants' names in reasons and messages read 'another tenant'", {"type": "object", "properties": {"events": {
                 "type": "array", "items": {"$ref": "#/components/schemas/Event"}}}},
             params=[{"name": "kind", "in": "query", "schema": {"type": "string", "examples": [
                         "node_down", "mass_node_failure", "preemption", "notification", "plan_change",
@@ -54,7 +55,9 @@ def spec(extra_paths: dict | None = None) -> dict:
                    "404": {**_ERR, "description": "unknown tenant in `tenant`"}}),
         "/api/v1/openapi.json": _get("This description", obj),
     }
-    change_errors = {**_AUTH_ERRORS, "400": {**_ERR, "description": "bad change; `field` names it"}}
+    change_errors = {**_AUTH_ERRORS, "400": {**_ERR, "description": "bad change; `field` names it"},
+                     "503": {**_ERR, "description": "HA: the shared store of operator changes (the lease backend) "
+                                                    "cannot be reached; nothing was changed"}}
     paths["/api/v1/tenants/{tenant}"]["patch"] = {
         "summary": "Change a tenant at runtime (operator token): tier, rate override, floor on held capacity, "
                    "pause of its preemptions; null restores the config's value; persisted, audited, applied at "
@@ -109,7 +112,9 @@ def spec(extra_paths: dict | None = None) -> dict:
                     "limits": {"type": "object", "additionalProperties": {"$ref": "#/components/schemas/Limit"}},
                     "preemptions": {"type": "array"}, "notifications": {"type": "array"},
                     "stale": {"type": "boolean"}, "forecast_model": {"type": "string"},
-                    "rate_level": {"type": "integer"}}},
+                    "rate_level": {"type": "integer"},
+                    "forecaster_note": {"type": "string", "description": "which forecaster is in use and why "
+                                        "(the whole note; the start-up line names it short)"}}},
                 "TenantSummary": {"type": "object", "properties": {
                     "tenant": {"type": "string"}, "tier": {"type": "string"}, "used": nullable_num,
                     "held": {"type": ["integer", "null"]}, "quota": {"type": ["integer", "null"]},

@@ -141,7 +141,7 @@ def build(daemon: "Daemon", holder: AccessHolder) -> tuple[list[Route], Callable
                 raise BadInput(exc.field, str(exc).split(": ", 1)[1]) from None
             except OverridesUnavailable as exc:  # HA: refused, never kept only on this replica
                 return error(503, str(exc))
-        return JSONResponse(views.tenant_view(daemon, t))
+        return JSONResponse(views.tenant_view(daemon, t, p))
 
     async def overrides_ep(request: Request, p: Principal) -> Response:
         if request.method == "PATCH":
@@ -176,7 +176,7 @@ def build(daemon: "Daemon", holder: AccessHolder) -> tuple[list[Route], Callable
             tenant = p.tenant
         store = daemon.runtime.store
         rows = store.recent_events(limit, kind, tenant, before) if store is not None else []
-        return JSONResponse({"events": rows})
+        return JSONResponse({"events": views.for_viewer(daemon, p, rows)})  # a tenant: its own part of each
 
     async def openapi(_: Request, p: Principal) -> Response:
         return JSONResponse(spec())

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from typing import TYPE_CHECKING, Any
+import re
+from typing import TYPE_CHECKING, Any, Iterable
+
+from daemon.redact import hide_beneficiaries, redact_json
 
 if TYPE_CHECKING:
+    from daemon.api.auth import Principal
     from daemon.service import Daemon
 
 HISTORY_STEPS = 240  # four hours at the default 1-minute resolution
@@ -42,6 +46,89 @@ def _fallback(d: "Daemon") -> str | None:
 
     f = d.runtime.runner.forecaster
     return f.last_error if isinstance(f, WithFallback) else None
+
+
+# ---- what a tenant token may read ------------------------------------------------------------------------
+# Events and plan entries are written once, for the operator, and may name several tenants (a failed node's
+# jobs, the tenants a preemption made room for). A tenant token reads them through `for_viewer`: its own job
+# ids, its own name, and no other tenant's name, count or job.
+
+_NAME_CHARS = "A-Za-z0-9_.:@-"  # what a tenant name may hold (daemon/api/routes.py TENANT_RE)
+ANOTHER = "another tenant"
+
+
+def _scrubber(viewer: str, names: Iterable[str]):
+    """A function that takes a text and returns it with every other tenant's name replaced by "another tenant"."""
+    others = sorted({n for n in names if n and n != viewer}, key=len, reverse=True)
+    pattern = None
+    if others:
+        # a whole name only: not inside a longer name; a trailing "." ends a sentence unless a name goes on after it
+        pattern = re.compile(rf"(?<![{_NAME_CHARS}])(?:{'|'.join(map(re.escape, others))})"
+                             rf"(?![A-Za-z0-9_:@-]|\.[A-Za-z0-9_])")
+
+    def scrub(text: str) -> str:
+        text = hide_beneficiaries(text)
+        return pattern.sub(ANOTHER, text) if pattern is not None else text
+
+    return scrub
+
+
+def _scrubbed(obj: Any, scrub) -> Any:
+    if isinstance(obj, str):
+        return scrub(obj)
+    if isinstance(obj, dict):
+        return {k: _scrubbed(v, scrub) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_scrubbed(v, scrub) for v in obj]
+    return obj
+
+
+TENANT_KINDS = ("node_down", "preemption", "notification", "plan_change", "operator_change")
+
+
+def _event_for(row: dict, viewer: str, scrub) -> dict | None:
+    """`row` as tenant `viewer` may read it, or None when it may not read it at all."""
+    head = {k: row[k] for k in ("id", "at", "kind") if k in row}
+    kind = row.get("kind")
+    if kind == "node_down":
+        if viewer not in (row.get("tenants") or []) and row.get("tenant") != viewer:
+            return None
+        # its own jobs only: events logged before jobs were kept per tenant show none rather than everyone's
+        mine = (row.get("by_tenant") or {}).get(viewer) or []
+        errors = row.get("errors") or []
+        return {**head, "node": row.get("node"), "tenant": viewer, "tenants": [viewer], "jobs": [str(j) for j in mine],
+                "seconds": row.get("seconds"),
+                # actuator errors name other tenants' jobs: a tenant learns that there were some, not which
+                "errors": [f"{len(errors)} error(s) during the failover (details for operators)"] if errors else []}
+    if kind not in TENANT_KINDS or row.get("tenant") != viewer:
+        return None  # mass node failures, cluster-wide plan changes and changes to all tenants are the operator's
+    out = {k: _scrubbed(v, scrub) for k, v in row.items() if k not in ("id", "at", "kind", "tenant", "tenants",
+                                                                        "by_tenant", "beneficiary", "who_for")}
+    return {**head, "tenant": viewer, **out}
+
+
+def for_viewer(d: "Daemon", viewer: "Principal", rows: list[dict]) -> list[dict]:
+    """Events as `viewer` may read them: all of each for an operator, trimmed to its own tenant for a tenant."""
+    if viewer.operator:
+        return rows
+    scrub = _scrubber(viewer.tenant or "", _all_names(d, rows))
+    out = []
+    for r in rows:
+        e = _event_for(r, viewer.tenant or "", scrub)
+        if e is not None:
+            out.append(e)
+    return out
+
+
+def _all_names(d: "Daemon", rows: Iterable[dict] = ()) -> set[str]:
+    """Every tenant name the daemon knows of now, and those the given events name (tenants that have left)."""
+    names = set(tenant_names(d))
+    for r in rows:
+        names.update(r.get("tenants") or [])
+        names.update(r.get("by_tenant") or {})
+        if isinstance(r.get("tenant"), str):
+            names.add(r["tenant"])
+    return names
 
 
 def tenant_names(d: "Daemon") -> list[str]:
@@ -90,6 +177,7 @@ def plan_view(d: "Daemon") -> dict:
     if plan is None:
         return {"plan": None}
     out = plan.to_dict()
+    out["forecaster_note"] = d.runtime.forecaster_note  # the whole note; the start-up line prints it short
     out.pop("memory", None)
     out["load"] = num(plan.load)
     out["rate_level"] = plan.memory.rate_level
@@ -151,7 +239,7 @@ def cluster_view(d: "Daemon", history: int = HISTORY_STEPS) -> dict:
                      "rate_level": s["rate_level"]} for s in hist],
         "demand": demand,
         "forecast": band,
-        "health": d.health(),
+        "health": redact_json(d.health()),  # a source error names the source's URL: never with its password
     }
 
 
@@ -185,7 +273,9 @@ def _queue(d: "Daemon", tenant: str) -> dict | None:
             "expected_start": None}  # no source reports a start estimate yet
 
 
-def tenant_view(d: "Daemon", tenant: str, history: int = HISTORY_STEPS) -> dict:
+def tenant_view(d: "Daemon", tenant: str, viewer: "Principal", history: int = HISTORY_STEPS) -> dict:
+    """One tenant's page. A tenant `viewer` gets its events trimmed and other tenants' names out of every
+    reason and message (`for_viewer`); an operator gets them whole."""
     rt = d.runtime
     plan = rt.runner.last_plan
     st = rt.runner.last_state
@@ -197,7 +287,13 @@ def tenant_view(d: "Daemon", tenant: str, history: int = HISTORY_STEPS) -> dict:
                           for p in (plan.preemptions if plan else ()) if p.tenant == tenant]
     out["notifications"] = [{"type": n.kind, "message": n.message}
                             for n in (plan.notifications if plan else ()) if n.tenant == tenant]
-    out["recent_events"] = rt.store.recent_events(50, tenant=tenant) if rt.store is not None else []
+    events = rt.store.recent_events(50, tenant=tenant) if rt.store is not None else []
+    out["recent_events"] = for_viewer(d, viewer, events)
+    if not viewer.operator:  # the plan's own reasons name the tenants a preemption cleared GPUs for
+        scrub = _scrubber(tenant, _all_names(d, events))
+        out["preemptions"] = _scrubbed(out["preemptions"], scrub)
+        out["notifications"] = _scrubbed(out["notifications"], scrub)
+        out["limit"] = _scrubbed(out["limit"], scrub)
     out["queue"] = _queue(d, tenant)
     fc = rt.runner.last_forecast
     out["forecast"] = None

@@ -28,6 +28,7 @@ from urllib3.util.retry import Retry
 from daemon.cluster import ClusterState, Jobs, Nodes
 from daemon.config import Config
 from daemon.history import History
+from daemon.redact import redact_text, redact_url
 from daemon.sources.base import Collected, SourceError
 
 log = logging.getLogger("gpu_autoscaler.source.prometheus")
@@ -119,6 +120,7 @@ class PrometheusSource:
         self.cfg = cfg
         pc = cfg.source.prometheus
         self.pc = pc
+        self.shown_url = redact_url(pc.url)  # errors, logs, /healthz and the console: never the URL's user info
         retry = Retry(total=pc.retries, backoff_factor=0.2, status_forcelist=(500, 502, 503, 504),
                       allowed_methods=("GET",))
         session = CappedSession(int(pc.max_response_mb * 2**20))
@@ -146,7 +148,7 @@ class PrometheusSource:
         try:
             return fn(query, *args, **kwargs)
         except ResponseTooLarge as exc:
-            raise AnswerTooLarge(f"prometheus {self.pc.url}: {exc} [query {query!r}]") from None
+            raise AnswerTooLarge(f"prometheus {self.shown_url}: {exc} [query {query!r}]") from None
         except requests.exceptions.JSONDecodeError:
             why = "the answer is not JSON (an HTML error page or a proxy in the way?)"
         except (requests.RequestException, PrometheusApiClientException) as exc:
@@ -155,7 +157,7 @@ class PrometheusSource:
             why = f"the answer has no data.result ({type(exc).__name__}: {exc})"
         if len(why) > 300:
             why = why[:300] + "..."
-        raise SourceError(f"prometheus {self.pc.url}: {why} [query {query!r}]")
+        raise SourceError(redact_text(f"prometheus {self.shown_url}: {why} [query {query!r}]"))
 
     def _instant(self, query: str, at: float) -> list[tuple[dict[str, str], float]]:
         """An instant vector, checked: labels are strings, every value a finite count >= 0."""
@@ -164,7 +166,7 @@ class PrometheusSource:
         try:
             items = _VECTOR.validate_python(raw)
         except ValidationError as exc:
-            raise SourceError(f"prometheus {self.pc.url}: {_shape_error(exc, 'instant vector')} [query {query!r}]") from None
+            raise SourceError(f"prometheus {self.shown_url}: {_shape_error(exc, 'instant vector')} [query {query!r}]") from None
         values = _numbers([it["value"][1] for it in items], query)
         self.samples += len(values)
         return [(it["metric"], float(v)) for it, v in zip(items, values)]
@@ -198,7 +200,7 @@ class PrometheusSource:
             try:
                 items = _MATRIX.validate_python(raw)
             except ValidationError as exc:
-                raise SourceError(f"prometheus {self.pc.url}: {_shape_error(exc, 'range matrix')} "
+                raise SourceError(f"prometheus {self.shown_url}: {_shape_error(exc, 'range matrix')} "
                                   f"[query {query!r}]") from None
             flat = [p for it in items for p in it["values"]]
             self._series_seen = max(self._series_seen, len(items))

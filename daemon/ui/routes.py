@@ -9,8 +9,9 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, urlsplit
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
@@ -19,7 +20,8 @@ from starlette.templating import Jinja2Templates
 from daemon.api import views
 from daemon.api.auth import COOKIE, Principal
 from daemon.api.routes import KIND_RE, TENANT_RE, AccessHolder, BadInput, int_param, read_capped
-from daemon.overrides import BadChange
+from daemon.overrides import BadChange, OverridesUnavailable
+from daemon.redact import redact_text
 from daemon.ui.charts import Band, Chart, Line, forecast_x, series_x
 
 if TYPE_CHECKING:
@@ -40,6 +42,35 @@ async def read_form(request: Request) -> dict[str, list[str]] | None:
     """The console form sent with `request`, or None when its body is over FORM_CAP."""
     body = await read_capped(request, FORM_CAP)
     return None if body is None else parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin_of(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of an http(s) URL or Origin, default ports filled in and case folded; None if none."""
+    try:
+        u = urlsplit(url)
+        port = u.port
+    except ValueError:
+        return None
+    scheme = u.scheme.lower()
+    if scheme not in DEFAULT_PORTS or not u.hostname:
+        return None
+    return scheme, u.hostname.lower(), port or DEFAULT_PORTS[scheme]
+
+
+def same_origin(origin: str, request: Request, public_url: object | None) -> bool:
+    """Whether a form's Origin header is the console's own.
+
+    Behind a TLS proxy the request arrives as http://127.0.0.1:9105 while the browser says
+    `Origin: https://console.example`: with `server.public_url` set the Origin is checked against it (and
+    only it). Without it, against the URL the request arrived on, as the browser would send it directly.
+    """
+    if public_url is not None:
+        want = origin_of(str(public_url))
+        return want is not None and origin_of(origin) == want
+    return origin == f"{request.url.scheme}://{request.url.netloc}"
 
 
 def pct(x) -> str:
@@ -155,11 +186,13 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
         return p
 
     def tenant_page(request: Request, p: Principal, name: str, status: int = 200, **extra) -> Response:
-        t = views.tenant_view(daemon, name)
+        t = views.tenant_view(daemon, name, p)
         t["override"] = t["override"] or {}
         pc = daemon.cfg.policy
         health = daemon.health()
-        stale = health["reason"] if health["status"] != "ok" else None
+        stale = None
+        if health["status"] != "ok" and health["reason"]:
+            stale = redact_text(health["reason"])  # a source error names the source's URL: never its password
         return page(request, "tenant.html", status, who=p, title=name, t=t, chart=tenant_chart(t).svg(), stale=stale,
                     quantile=int(pc.quantile * 100),
                     lead=pc.lead_time_steps * daemon.cfg.cycle.resolution_s // 60, **extra)
@@ -228,7 +261,7 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
         if not p.operator:
             return problem(request, p, 403, "Operators only", "Only an operator token can change this.")
         origin = request.headers.get("origin")
-        if origin is not None and origin != f"{request.url.scheme}://{request.url.netloc}":
+        if origin is not None and not same_origin(origin, request, daemon.cfg.server.public_url):
             return problem(request, p, 403, "Cross-site form", "This form must be sent from the console itself.")
         return p
 
@@ -240,7 +273,10 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
         if form is None:
             return problem(request, p, 413, "Form too large", f"A console form is at most {FORM_CAP} bytes.")
         paused = bool((form.get("preemption_paused") or [""])[0])
-        daemon.runtime.overrides.change_global(p.name, {"preemption_paused": paused})
+        try:  # in a worker thread: under HA the change is a round trip to the shared store
+            await run_in_threadpool(daemon.runtime.overrides.change_global, p.name, {"preemption_paused": paused})
+        except OverridesUnavailable as exc:  # HA: refused, never kept only on this replica
+            return problem(request, p, 503, "Change not stored", str(exc))
         return RedirectResponse("/ui/?saved=1", status_code=303, headers=HEADERS)
 
     async def tenant_override(request: Request) -> Response:
@@ -264,9 +300,11 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
                 except ValueError:
                     raise BadChange(key, f"not a number: {raw[:32]!r}") from None
             change["preemption_paused"] = bool(form.get("preemption_paused"))
-            daemon.runtime.overrides.change_tenant(p.name, name, change)
+            await run_in_threadpool(daemon.runtime.overrides.change_tenant, p.name, name, change)
         except BadChange as exc:
             return tenant_page(request, p, name, 400, error=str(exc))
+        except OverridesUnavailable as exc:  # HA: refused, never kept only on this replica
+            return problem(request, p, 503, "Change not stored", str(exc))
         return RedirectResponse(f"/ui/tenants/{quote(name)}?saved=1", status_code=303, headers=HEADERS)
 
     async def events(request: Request) -> Response:
@@ -283,6 +321,7 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
         store = daemon.runtime.store
         rows = store.recent_events(100, kind, None if p.operator else p.tenant, before) if store else []
         older = rows[-1]["id"] if len(rows) == 100 else None
+        rows = views.for_viewer(daemon, p, rows)  # a tenant reads its own part of each event only
         return page(request, "events.html", who=p, title="Events", events=rows, kind=kind, older=older,
                     kinds=views.EVENT_KINDS)
 
