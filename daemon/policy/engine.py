@@ -279,9 +279,10 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
     preempts: list[Preemption] = []
     notifs: list[Notification] = []
     if chosen.size:
-        who_needs = ", ".join(tenants[i] for i in np.flatnonzero(protected & (holds.res > used))[:5])
+        # the preempted tenant reads this (notices, Slurm comments, Kubernetes Events in its namespace): it names
+        # no other tenant; whom each job made room for is the operator's, in Preemption.for_tenant
         reason = (f"low-priority job preempted to clear {shortfall} GPUs ahead of forecast peak "
-                  f"(p{int(pc.quantile * 100)} within {pc.preempt_lead_steps} steps) for {who_needs}")
+                  f"(p{int(pc.quantile * 100)} within {pc.preempt_lead_steps} steps) for protected tenants")
         beneficiary = [tenants[i] for i in cleared_for] if len(cleared_for) == chosen.size else [""] * chosen.size
         for jid, ti, g, node, who in zip(jobs.ids[chosen].tolist(), jobs.tenant[chosen].tolist(),
                                          jobs.gpus[chosen].tolist(), jobs.node[chosen].tolist(), beneficiary):
