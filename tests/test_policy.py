@@ -259,3 +259,20 @@ def test_plan_gives_exactly_the_plans_it_gave_before_its_split():
         first = next((k for k, (a, b) in enumerate(zip(got[case], want[case])) if a != b), None)
         assert first is None, f"{case}: plan {first} differs"
         assert len(got[case]) == len(want[case])
+
+
+def test_a_preemption_reason_names_no_other_tenant():
+    # the preempted tenant reads the reason (its notice, a Slurm comment, an Event in its namespace): whom the
+    # GPUs were cleared for is the operator's (Preemption.for_tenant), never in the text
+    tiers = ["high", "low", "low"]
+    jobs = [(0, 10, "high", True, 3600, 0)] + [(1, 10, "low", True, 600 * (i + 1), 0) for i in range(5)] \
+        + [(2, 10, "low", True, 60, 0)]
+    s = make_state(tiers, jobs, capacity=70)
+    p = plan(flat_forecast(s.tenants, [30, 50, 10]), s, PolicyMemory(),
+             Config(policy={"preempt_budget_share": 1.0, "headroom": 0.0}))
+    assert p.preemptions
+    for x in p.preemptions:
+        assert "t0" not in x.reason and x.reason.endswith("for protected tenants")
+    for n in p.notifications:
+        if n.kind == "preempted":
+            assert "t0" not in n.message
