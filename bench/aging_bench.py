@@ -36,11 +36,10 @@ def main() -> int:
     import numpy as np
     import torch
 
-    from daemon.cluster import PRIORITY
     from daemon.config import Config
-    from daemon.retrain import default_data_dir
-    from daemon.sim import cluster as simcluster
-    from daemon.sim import workloads
+    from daemon.forecasting.retrain import default_data_dir
+    from daemon.policy.state import PRIORITY
+    from daemon.sim import cluster as simcluster, workloads
     from daemon.sim.replay import ForecastBank, run_strategy
     from forecaster.registry import load_current
 

@@ -36,7 +36,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 import provenance  # bench/, next to this script
 import targets
 
@@ -150,7 +149,7 @@ def child(args) -> None:
     logging.basicConfig(level=logging.WARNING)
     from daemon import policy
     from daemon.config import parse_config
-    from daemon.runtime import build_runtime
+    from daemon.service.wiring import build_runtime
 
     imported = time.time()
     n = args.tenants

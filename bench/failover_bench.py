@@ -37,11 +37,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from daemon.actuators.base import ActionReport  # noqa: E402
 from daemon.config import Config  # noqa: E402
-from daemon.runtime import build_runtime  # noqa: E402
-from daemon.service import Daemon  # noqa: E402
+from daemon.service.loop import Daemon  # noqa: E402
+from daemon.service.wiring import build_runtime  # noqa: E402
 from forecaster.types import Forecast  # noqa: E402
 from tests.conftest import REPO, free_port  # noqa: E402
-from tests.services import alertmanager_server, wait_for  # noqa: E402
+from tests.support.services import alertmanager_server, wait_for  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import provenance  # noqa: E402  (bench/, next to this script)

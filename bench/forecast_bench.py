@@ -27,7 +27,7 @@ import provenance  # noqa: E402  (bench/, next to this script)
 import targets  # noqa: E402
 
 from daemon.config import Config  # noqa: E402
-from daemon.retrain import default_data_dir, retrain_on, trace_history  # noqa: E402
+from daemon.forecasting.retrain import default_data_dir, retrain_on, trace_history  # noqa: E402
 from daemon.sim.workloads import generate  # noqa: E402
 from forecaster import backtest  # noqa: E402
 from forecaster.baselines import HoltWinters, SeasonalNaive  # noqa: E402
@@ -223,7 +223,7 @@ def timing_shipped(tenants: int) -> dict:
     # Holt-Winters is put in use only up to MAX_ETS_TENANTS tenants and only where the history holds two seasons:
     # timed there, on 8 days (the history that also lets the daily+weekly baseline run), 25 calls: its smoothing
     # parameters are re-estimated every 24 forecasts, so the slowest call (ms_max) is that re-estimation
-    from daemon.retrain import MAX_ETS_TENANTS
+    from daemon.forecasting.retrain import MAX_ETS_TENANTS
 
     hw_hist = generate(MAX_ETS_TENANTS, 9 * 1440, 100 * MAX_ETS_TENANTS, seed=11).demand.iloc[-8 * 1440:]
     out["holt_winters_tenants"], out["holt_winters_history_steps"] = MAX_ETS_TENANTS, len(hw_hist)

@@ -23,9 +23,10 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.services import redis_server, wait_for  # noqa: E402
-from tests.test_ha import Replica, _config, _entries  # noqa: E402
 import targets  # noqa: E402  (bench/, next to this script)
+
+from tests.integration.test_ha_redis import Replica, _config, _entries  # noqa: E402
+from tests.support.services import redis_server, wait_for  # noqa: E402
 
 
 def main() -> None:

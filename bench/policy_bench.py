@@ -27,15 +27,14 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from daemon.cluster import PRIORITY, ClusterState, Jobs  # noqa: E402
 from daemon.config import Config  # noqa: E402
 from daemon.policy import PolicyMemory, plan  # noqa: E402
+from daemon.policy.state import PRIORITY, ClusterState, Jobs  # noqa: E402
 from forecaster.types import Forecast  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import provenance  # noqa: E402  (bench/, next to this script)
 import targets  # noqa: E402
-
 
 
 def big_state(n_tenants=1000, gpus=100_000, n_jobs=50_000, seed=0):

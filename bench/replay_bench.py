@@ -34,7 +34,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from daemon.config import Config  # noqa: E402
-from daemon.retrain import default_data_dir, retrain_on  # noqa: E402
+from daemon.forecasting.retrain import default_data_dir, retrain_on  # noqa: E402
 from daemon.sim import report, workloads  # noqa: E402
 from daemon.sim.replay import STRATEGIES, default_sweep, run_replay  # noqa: E402
 from forecaster.registry import load_current  # noqa: E402

@@ -13,7 +13,7 @@ from daemon.config import Config, ConfigError, load_config
 
 
 def _setup_logging(level: str) -> None:
-    from daemon.redact import RedactingFilter
+    from daemon.sources.redact import RedactingFilter
 
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
@@ -30,7 +30,7 @@ def short_note(note: str) -> str:
 
 def source_text(cfg: Config) -> str:
     if cfg.source.kind == "prometheus":
-        from daemon.redact import redact_url
+        from daemon.sources.redact import redact_url
 
         return f"prometheus ({redact_url(cfg.source.prometheus.url)})"
     return cfg.source.kind
@@ -103,9 +103,9 @@ def run(ctx: click.Context, sim: bool, cycles: int | None, interval: float | Non
         demo_token = secrets.token_urlsafe(24)
         cfg = cfg.model_copy(update={"access": AccessConfig(tokens=[AccessToken(name="demo-operator", role="operator",
                                                                                 token=demo_token)])})
-    from daemon.api.auth import Access
-    from daemon.runtime import build_runtime
-    from daemon.service import Daemon, summary_line
+    from daemon.service.loop import Daemon, summary_line
+    from daemon.service.wiring import build_runtime
+    from daemon.web.auth import Access
 
     try:
         if cfg.server.enabled and not no_http:
@@ -136,7 +136,7 @@ def run(ctx: click.Context, sim: bool, cycles: int | None, interval: float | Non
         if rt.sim is None or rt.sim.node_index(node) is None:
             _fail(f"--fail-node: {node!r} is not a node of the simulated cluster (sim-node-0000...)")
         d.fail_nodes[int(at)] = node
-    from daemon.service import StartError
+    from daemon.service.loop import StartError
 
     try:
         d.run_forever()
@@ -149,8 +149,8 @@ def run(ctx: click.Context, sim: bool, cycles: int | None, interval: float | Non
 def check_config(ctx: click.Context) -> None:
     """Validate the config (and the model it points at) without touching any system; exit 2 if it is wrong."""
     cfg = _load(ctx)
-    from daemon.api.auth import Access
-    from daemon.forecasting import build
+    from daemon.forecasting.choose import build
+    from daemon.web.auth import Access
     from forecaster.registry import ModelError
 
     try:
@@ -187,7 +187,7 @@ def plan(ctx: click.Context, sim: bool, as_json: bool) -> None:
     """Run one cycle with dry-run actuators and print the plan."""
     cfg = _load(ctx, sim)
     cfg = cfg.model_copy(update={"actuators": cfg.actuators.model_copy(update={"dry_run": True})})
-    from daemon.runtime import build_runtime
+    from daemon.service.wiring import build_runtime
 
     try:
         rt = build_runtime(cfg, with_store=False)
@@ -238,7 +238,7 @@ def retrain(ctx, data, trace, data_dir, days, epochs, model_dir, report_dir, qui
     the best becomes the model in use (models/manifest.json `in_use`). --trace/--data write to trained/
     unless --model-dir says otherwise."""
     cfg = _load(ctx)
-    from daemon.retrain import DataError, retrain_from_config
+    from daemon.forecasting.retrain import DataError, retrain_from_config
     from daemon.sources.base import SourceError
     from forecaster.registry import ModelError
 
@@ -263,7 +263,7 @@ def backtest_cmd(ctx, data, trace, data_dir, days, report_dir, tenants) -> None:
     cfg = _load(ctx)
     import numpy as np
 
-    from daemon.retrain import DataError, check_one_season, load_history, spec_for
+    from daemon.forecasting.retrain import DataError, check_one_season, load_history, spec_for
     from daemon.sources.base import SourceError
     from forecaster import backtest, registry
     from forecaster.baselines import standard_baselines
@@ -329,7 +329,7 @@ def simulate(ctx, trace, tenants, gpus, days, seed, strategies, sweep, forecast_
              out) -> None:
     """Replay a trace through static, reactive, predictive and perfect-forecast strategies on the same physics."""
     cfg = _load(ctx)
-    from daemon.retrain import default_data_dir
+    from daemon.forecasting.retrain import default_data_dir
     from daemon.sim import report, workloads
     from daemon.sim.replay import STRATEGIES, default_sweep, run_replay
     from forecaster.baselines import SeasonalNaive
@@ -363,7 +363,7 @@ def simulate(ctx, trace, tenants, gpus, days, seed, strategies, sweep, forecast_
         click.echo("Azure trace not found: request volume is flat", err=True)
     model = None
     if "predictive" in chosen:
-        from daemon.forecasting import in_use
+        from daemon.forecasting.choose import in_use
 
         try:  # the manifest's in-use model, if it was scored on the simulator; else the daily seasonal naive
             model, _ = in_use(cfg.model_copy(update={"source": cfg.source.model_copy(update={"kind": "simulator"})}))
@@ -393,7 +393,7 @@ def node_exporter(host: str, port: int, once: bool) -> None:
     """Serve per-GPU utilisation, memory and process->tenant from NVML (pynvml)."""
     from prometheus_client import generate_latest, start_http_server
 
-    from daemon.nvml_exporter import registry
+    from daemon.sources.nvml_exporter import registry
 
     reg, col = registry()
     if col.error:

@@ -1,7 +1,7 @@
 import os
 import shutil
-import subprocess
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -51,7 +51,7 @@ def tmp_cfg(tmp_path):
 @pytest.fixture(scope="module")
 def redis_url(tmp_path_factory):
     """A real redis-server on a free port, one per test module."""
-    from tests.services import redis_server
+    from tests.support.services import redis_server
 
     with redis_server(tmp_path_factory.mktemp("redis")) as (url, _):
         yield url

@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from daemon.config import Config, ConfigError, parse_config
-from daemon.runtime import build_runtime
-from daemon.service import Daemon
+from daemon.service.loop import Daemon
+from daemon.service.wiring import build_runtime
 from tests.conftest import REPO, free_port, need_binary
-from tests.services import prometheus_server, wait_for
+from tests.support.services import prometheus_server, wait_for
 
 pytestmark = [pytest.mark.security, pytest.mark.timeout(180)]
 

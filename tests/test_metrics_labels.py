@@ -11,12 +11,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from daemon.config import Config
 from daemon.policy.types import Plan, PolicyMemory, Preemption, RateLimit
-from daemon.runtime import build_runtime
-from daemon.service import Daemon
-from daemon.telemetry import DaemonMetrics
+from daemon.service.loop import Daemon
+from daemon.service.telemetry import DaemonMetrics
+from daemon.service.wiring import build_runtime
 from forecaster.types import Forecast
 from tests.conftest import free_port
-from tests.services import wait_for
+from tests.support.services import wait_for
 
 WEBHOOK = "webhook-token-0123456789"
 
@@ -102,7 +102,7 @@ def test_a_tenant_gone_longer_than_the_limit_leaves_metrics():
 
 
 def test_forget_after_is_a_described_cycle_setting():
-    from daemon.config import CycleConfig, ConfigError, parse_config
+    from daemon.config import ConfigError, CycleConfig, parse_config
 
     field = CycleConfig.model_fields["forget_tenant_after_s"]
     assert field.default == 86400.0 and "forgotten" in field.description

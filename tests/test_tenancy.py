@@ -12,10 +12,10 @@ import pytest
 
 from daemon.config import Config
 from daemon.policy.types import Notification, Plan, PolicyMemory, Preemption, RateLimit
-from daemon.runtime import build_runtime
-from daemon.service import Daemon
+from daemon.service.loop import Daemon
+from daemon.service.wiring import build_runtime
 from tests.conftest import free_port
-from tests.services import wait_for
+from tests.support.services import wait_for
 
 pytestmark = [pytest.mark.security, pytest.mark.timeout(180)]
 

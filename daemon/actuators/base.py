@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Iterator, Protocol, Sequence, runtime_checkabl
 from daemon.policy.types import Notification, Plan
 
 if TYPE_CHECKING:
-    from daemon.cluster import Jobs, Nodes
+    from daemon.policy.state import Jobs, Nodes
 
 
 @dataclass
@@ -50,7 +50,7 @@ class FenceGuard:
     change, a drain, an eviction, a quota write), not once per batch: one batch can run for minutes (three
     Slurm commands with a 10 s timeout each per preemption), far longer than the lease's safety margin, and a
     replica that lost its lease half-way through must not send the rest. This default allows everything
-    (no leader lease: nothing to fence against); ``daemon/actuators/fenced.py`` gives the lease's guard."""
+    (no leader lease: nothing to fence against); ``daemon/ha/fencing.py`` gives the lease's guard."""
 
     def check(self, what: str, jobs: Sequence[str] = ()) -> None:
         """Return when the command `what` (on `jobs`) may be sent now; raise FencingLost when it may not."""

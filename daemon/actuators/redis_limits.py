@@ -17,9 +17,8 @@ from typing import Callable
 import redis
 
 from daemon.actuators.base import ActionReport
-from gateway.contract import keys_key, limit_key
 from daemon.policy.types import Notification, Plan
-from daemon.redact import hide_beneficiaries
+from gateway.contract import keys_key, limit_key
 
 
 class RedisLimitsActuator:
@@ -178,7 +177,7 @@ class RedisLimitsActuator:
         try:
             pipe = self.client.pipeline(transaction=False)
             for n in notes:
-                message = hide_beneficiaries(n.message)  # the tenant reads it: not which tenants it made room for
+                message = n.message  # the tenant reads it: the policy names no other tenant in it
                 pipe.xadd(f"{self.prefix}:notifications", {"tenant": n.tenant, "kind": n.kind, "message": message},
                           maxlen=self.stream_maxlen, approximate=True)
                 pipe.set(f"{self.prefix}:notice:{n.tenant}", json.dumps({"kind": n.kind, "message": message}), ex=3600)

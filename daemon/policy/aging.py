@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from daemon.cluster import PRIORITY, Jobs
+from daemon.policy.state import PRIORITY, Jobs
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,10 @@ import math
 
 import numpy as np
 
-from daemon.cluster import PRIORITY, ClusterState
 from daemon.config import Config, TenantConfig
 from daemon.policy import aging, budget, preemption, reservation
 from daemon.policy.ratelimits import rate_level, tenant_limits
+from daemon.policy.state import PRIORITY, ClusterState
 from daemon.policy.types import Notification, OperatorInputs, Plan, PolicyMemory, Preemption
 from forecaster.types import Forecast
 

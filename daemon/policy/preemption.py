@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from daemon.cluster import HELD_BY_POOL, PRIORITY, UNHELD, Jobs, Nodes
+from daemon.policy.state import HELD_BY_POOL, PRIORITY, UNHELD, Jobs, Nodes
 
 
 def choose(jobs: Jobs, shortfall: int, protected_tenants: np.ndarray, budget_gpus: int,

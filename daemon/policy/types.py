@@ -142,7 +142,7 @@ class Plan:
 
 @dataclass(frozen=True)
 class OperatorInputs:
-    """Changes an operator made at runtime (daemon/overrides.py), handed to plan() as plain data."""
+    """Changes an operator made at runtime (daemon/state/overrides.py), handed to plan() as plain data."""
 
     tiers: dict[str, str] = field(default_factory=dict)         # tenant -> high | normal | low
     rates: dict[str, float] = field(default_factory=dict)       # tenant -> fixed req/s

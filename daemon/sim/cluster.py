@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from daemon.cluster import HELD_BY_POOL, PRIORITY, ClusterState, Jobs, Nodes
+from daemon.policy.state import HELD_BY_POOL, PRIORITY, ClusterState, Jobs, Nodes
 
 QUEUED, RUNNING, DONE = 1, 2, 3
 UNHELD = -1

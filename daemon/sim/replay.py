@@ -25,10 +25,10 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from daemon.cluster import PRIORITY, ClusterState
 from daemon.config import Config
 from daemon.policy import Plan, PolicyMemory, plan
 from daemon.policy.ratelimits import tenant_limits
+from daemon.policy.state import PRIORITY, ClusterState
 from daemon.sim.actuator import SimulatorActuator
 from daemon.sim.cluster import SimCluster
 from daemon.sim.workloads import Workload

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-
 from daemon.sim.replay import Meter
 
 UTIL_TOLERANCE = 0.005  # "equal utilization": within half a percentage point

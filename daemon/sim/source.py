@@ -7,11 +7,11 @@ import threading
 import numpy as np
 import pandas as pd
 
-from daemon.cluster import PRIORITY, ClusterState
 from daemon.config import Config
+from daemon.policy.state import PRIORITY, ClusterState
 from daemon.sim.cluster import SimCluster
-from daemon.sources.base import Collected, SourceError
 from daemon.sim.workloads import generate
+from daemon.sources.base import Collected, SourceError
 
 
 class SimulatedCluster:

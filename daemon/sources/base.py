@@ -7,7 +7,7 @@ from typing import Protocol
 
 import pandas as pd
 
-from daemon.cluster import ClusterState
+from daemon.policy.state import ClusterState
 
 
 class SourceError(Exception):

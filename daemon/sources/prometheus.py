@@ -25,11 +25,11 @@ from pydantic import AllowInfNan, StrictFloat, StrictStr, TypeAdapter, Validatio
 from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
 from urllib3.util.retry import Retry
 
-from daemon.cluster import ClusterState, Jobs, Nodes
 from daemon.config import Config
-from daemon.history import History
-from daemon.redact import redact_text, redact_url
+from daemon.policy.state import ClusterState, Jobs, Nodes
 from daemon.sources.base import Collected, SourceError
+from daemon.sources.history import History
+from daemon.sources.redact import redact_text, redact_url
 
 log = logging.getLogger("gpu_autoscaler.source.prometheus")
 MAX_POINTS = 10_000  # Prometheus refuses more than 11,000 points per series in one query_range

@@ -1,0 +1,436 @@
+"""Kubernetes through the official client (plain-namespace mode): PriorityClasses per tier, a GPU
+ResourceQuota per tenant namespace that caps only non-preemptible pods, evictions for preemption, and
+cordon + eviction for a failed node.
+
+Tenants map to namespaces (``tenants[].k8s_namespace``, default: the tenant's
+name); a job id is ``namespace/pod``. Only namespaces mapped to a configured
+tenant are touched, never ``kube-*``; the one exception is the start-up sweep, which deletes our own
+labelled quota from a namespace no configured tenant maps to any more (see ``sweep_quotas``). Every pod removal goes through the
+Eviction API with a grace period, so PodDisruptionBudgets are honoured; a PDB
+refusal (429) is reported and retried on a later cycle, never escalated to a
+delete. DaemonSet pods and mirror (static) pods are never evicted. For
+preemption only pods of the low PriorityClass are evicted, whatever the plan says.
+With Kueue, see kueue.py: quotas become ClusterQueues and Kueue reclaims.
+Every write (a PriorityClass, a quota, an eviction, a cordon, an Event) is checked against the fence right
+before it is sent (``FenceGuard``, see daemon/ha/fencing.py); a batch stops at the first refusal.
+The daemon's view of jobs and of where GPUs are (pods, nodes, node holds) is read here too: k8s_view.py.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+import urllib3
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, stop_on_fence
+from daemon.config import KubernetesActuatorConfig, TenantConfig
+from daemon.policy.state import Jobs, Nodes
+from daemon.policy.types import Notification, Plan
+
+log = logging.getLogger("gpu_autoscaler.actuator.kubernetes")
+
+LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"  # pods that hold (or wait for) their GPUs
+RETRY = object()  # _pod: the API did not answer whether the pod may be evicted; try again next cycle
+
+PRIORITY_CLASSES = {
+    "high": (1_000_000, "PreemptLowerPriority", "gpu-autoscaler: high tier, never preempted by the daemon"),
+    "normal": (10_000, "PreemptLowerPriority", "gpu-autoscaler: normal tier"),
+    "low": (0, "Never", "gpu-autoscaler: preemptible batch work"),
+}
+
+
+def tenant_namespaces(tenants: list[TenantConfig]) -> dict[str, str]:
+    """tenant -> namespace, for configured tenants only; kube-* namespaces are never a tenant's."""
+    out = {}
+    for t in tenants:
+        ns = t.k8s_namespace or t.name
+        if not ns.startswith("kube-"):
+            out[t.name] = ns
+    return out
+
+
+class TimedApiClient(k8s.ApiClient):
+    """The official ApiClient with a timeout on every request and no retries of its own (the next cycle is
+    the retry). The client has no default timeout, so an API server that stops answering would hang the
+    cycle; and a timeout or a refused connection surfaces as a urllib3 error, not an ApiException. Here both
+    become ``ApiException(status=0)``, which every caller reports as that action's error."""
+
+    def __init__(self, configuration: k8s.Configuration | None = None, timeout_s: float = 10.0) -> None:
+        configuration = configuration or k8s.Configuration.get_default_copy()
+        configuration.retries = 0
+        super().__init__(configuration)
+        self.timeout_s = timeout_s
+
+    def call_api(self, method, url, header_params=None, body=None, post_params=None, _request_timeout=None):
+        try:
+            return super().call_api(method, url, header_params, body, post_params,
+                                    _request_timeout if _request_timeout is not None else self.timeout_s)
+        except urllib3.exceptions.HTTPError as exc:
+            raise ApiException(status=0, reason=f"no answer within {self.timeout_s:g} s: {type(exc).__name__}") from None
+
+
+def api_client(cfg: KubernetesActuatorConfig) -> k8s.ApiClient:
+    """An API client from the in-cluster service account or a kubeconfig (actuators.kubernetes)."""
+    from kubernetes import config as kcfg
+
+    if cfg.in_cluster:
+        kcfg.load_incluster_config()
+    else:
+        kcfg.load_kube_config(config_file=str(cfg.kubeconfig) if cfg.kubeconfig else None)
+    return TimedApiClient(timeout_s=cfg.timeout_s)
+
+
+def priority_class_name(tier: str) -> str:
+    return f"gpu-autoscaler-{tier}"
+
+
+def evictable(pod) -> bool:
+    """Not a DaemonSet's pod (it would come straight back on the same node) nor a mirror/static pod."""
+    meta = pod.metadata
+    if (meta.annotations or {}).get("kubernetes.io/config.mirror"):
+        return False
+    return not any(o.kind == "DaemonSet" for o in (meta.owner_references or []))
+
+
+class KubernetesActuator:
+    name = "kubernetes"
+
+    def __init__(self, api_client: k8s.ApiClient, cfg: KubernetesActuatorConfig, tenants: list[TenantConfig],
+                 dry_run: bool = True, enforce_plan: bool = True, min_runtime_s: float = 0.0,
+                 hold_label: str | None = None) -> None:
+        self.core = k8s.CoreV1Api(api_client)
+        self.scheduling = k8s.SchedulingV1Api(api_client)
+        self.cfg = cfg
+        self.dry_run = dry_run
+        self.ns_of = tenant_namespaces(tenants)
+        self.tenant_of = {ns: t for t, ns in self.ns_of.items()}
+        self.min_runtime_s = min_runtime_s  # policy.preempt_min_runtime_s, re-checked on the live pod
+        self.enforce_plan = enforce_plan  # False beside Kueue: quotas and reclaim are Kueue's, failover stays here
+        self.hold_label = hold_label  # beside Kueue: the label and taint of its node holds (read back in cluster_nodes)
+        self._retry: dict[str, str] = {}  # job id -> reason: failed-node evictions a PDB refused, retried each cycle
+        self._quotas: dict[str, int | None] = {}  # namespace -> GPUs our quota caps; None: we have none there
+        self._classes_ok = False
+        self._quotas_swept = False  # start-up: our quotas that no plan of this configuration can ask for are gone
+        self.guard: FenceGuard = NO_FENCE
+
+    @staticmethod
+    def from_config(cfg: KubernetesActuatorConfig, tenants: list[TenantConfig], dry_run: bool = True,
+                    enforce_plan: bool = True, min_runtime_s: float = 0.0,
+                    hold_label: str | None = None) -> "KubernetesActuator":
+        return KubernetesActuator(api_client(cfg), cfg, tenants, dry_run, enforce_plan, min_runtime_s, hold_label)
+
+    def namespace(self, tenant: str) -> str | None:
+        """The tenant's namespace, or None for a tenant that is not configured (never touched)."""
+        return self.ns_of.get(tenant)
+
+    def use_fence(self, guard: FenceGuard) -> None:
+        """Check `guard` right before each write (ChecksFence)."""
+        self.guard = guard
+
+    def _may(self, what: str, jobs: tuple[str, ...] = ()) -> None:
+        """Right before a write: raises FencingLost when this replica may not send it (never in a dry run)."""
+        if not self.dry_run:
+            self.guard.check(what, jobs)
+
+    # ---- pieces -----------------------------------------------------------------------------
+    def ensure_priority_classes(self, rep: ActionReport) -> None:
+        if self._classes_ok:
+            return
+        for tier, (value, policy, desc) in PRIORITY_CLASSES.items():
+            body = k8s.V1PriorityClass(metadata=k8s.V1ObjectMeta(name=priority_class_name(tier),
+                                                                 labels={"app.kubernetes.io/managed-by": "gpu-autoscaler"}),
+                                       value=value, preemption_policy=policy, global_default=False, description=desc)
+            self._may(f"ensure PriorityClass {body.metadata.name}")
+            rep.actions.append(f"ensure PriorityClass {body.metadata.name} value={value}")
+            if self.dry_run:
+                continue
+            try:
+                self.scheduling.create_priority_class(body)
+            except ApiException as exc:
+                if exc.status != 409:  # 409: exists already
+                    rep.errors.append(f"PriorityClass {body.metadata.name}: {exc.status} {exc.reason}")
+                    return
+        self._classes_ok = not self.dry_run
+
+    def quota_body(self, namespace: str, gpus: int) -> k8s.V1ResourceQuota:
+        return k8s.V1ResourceQuota(
+            metadata=k8s.V1ObjectMeta(name=self.cfg.quota_name, namespace=namespace,
+                                      labels={"app.kubernetes.io/managed-by": "gpu-autoscaler"}),
+            # only non-preemptible pods count: low-priority pods may borrow idle GPUs (they can be evicted)
+            spec=k8s.V1ResourceQuotaSpec(
+                hard={f"requests.{self.cfg.gpu_resource}": str(int(gpus))},
+                scope_selector=k8s.V1ScopeSelector(match_expressions=[k8s.V1ScopedResourceSelectorRequirement(
+                    scope_name="PriorityClass", operator="NotIn", values=[priority_class_name("low")])])))
+
+    def set_quota(self, rep: ActionReport, tenant: str, gpus: int) -> None:
+        ns = self.namespace(tenant)
+        if ns is None:
+            return  # not a configured tenant: its namespace is not ours to cap
+        if self._quotas.get(ns) == gpus:
+            return
+        body = self.quota_body(ns, gpus)
+        self._may(f"ResourceQuota {ns}/{self.cfg.quota_name} = {gpus}")
+        rep.actions.append(f"ResourceQuota {ns}/{self.cfg.quota_name} requests.{self.cfg.gpu_resource}={gpus}")
+        if self.dry_run:
+            return
+        try:
+            try:
+                self.core.replace_namespaced_resource_quota(self.cfg.quota_name, ns, body)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                self.core.create_namespaced_resource_quota(ns, body)
+            self._quotas[ns] = gpus
+        except ApiException as exc:
+            rep.errors.append(f"ResourceQuota {ns}: {exc.status} {exc.reason}")
+
+    def drop_quota(self, rep: ActionReport, ns: str, why: str = "the plan caps this tenant no longer") -> None:
+        """The plan caps this tenant no longer (it is high-tier now, or no cap is wanted), or the daemon stops:
+        delete our quota there, so no cap stays behind that no plan asked for. A quota without our label is
+        left alone."""
+        if ns in self._quotas and self._quotas[ns] is None:
+            return
+        try:
+            cur = self.core.read_namespaced_resource_quota(self.cfg.quota_name, ns)
+        except ApiException as exc:
+            if exc.status == 404:
+                self._quotas[ns] = None
+            else:
+                rep.errors.append(f"ResourceQuota {ns}: {exc.status} {exc.reason}")
+            return
+        if (cur.metadata.labels or {}).get("app.kubernetes.io/managed-by") != "gpu-autoscaler":
+            self._quotas[ns] = None
+            return
+        if self._delete_our_quota(rep, ns, why):
+            self._quotas[ns] = None
+
+    def _delete_our_quota(self, rep: ActionReport, ns: str, why: str) -> bool | None:
+        """Delete our quota in `ns` (the caller checked it is ours): True once it is gone (a 404 too), False when
+        the API refused (reported), None in a dry run (nothing sent)."""
+        self._may(f"delete ResourceQuota {ns}/{self.cfg.quota_name}")
+        rep.actions.append(f"delete ResourceQuota {ns}/{self.cfg.quota_name}: {why}")
+        if self.dry_run:
+            return None
+        try:
+            self.core.delete_namespaced_resource_quota(self.cfg.quota_name, ns)
+        except ApiException as exc:
+            if exc.status != 404:
+                rep.errors.append(f"ResourceQuota {ns}: {exc.status} {exc.reason}")
+                return False
+        return True
+
+    def sweep_quotas(self, rep: ActionReport) -> None:
+        """Start-up reconcile of the quotas an earlier run left: delete our ResourceQuotas (our label and name)
+        that no plan of this configuration can ask for: in a namespace that is no configured tenant's (a
+        removed tenant), and every one beside Kueue, where the caps are Kueue's queues. The quotas of
+        configured tenants are reconciled by every plan (set or dropped). Never in kube-*. Retried each
+        cycle until it succeeds once."""
+        selector = "app.kubernetes.io/managed-by=gpu-autoscaler"
+        try:
+            items = self.core.list_resource_quota_for_all_namespaces(label_selector=selector).items
+        except ApiException as exc:
+            rep.errors.append(f"ResourceQuotas: cannot list ours: {exc.status} {exc.reason}")
+            return
+        failed = False
+        for q in items:
+            ns, name = q.metadata.namespace, q.metadata.name
+            if name != self.cfg.quota_name or ns.startswith("kube-") or \
+                    (q.metadata.labels or {}).get("app.kubernetes.io/managed-by") != "gpu-autoscaler":
+                continue
+            if self.enforce_plan and ns in self.tenant_of:
+                continue
+            why = "quotas are Kueue's here" if not self.enforce_plan else "not a configured tenant's namespace"
+            if self._delete_our_quota(rep, ns, why) is False:
+                failed = True
+        self._quotas_swept = not failed
+
+    def _pod(self, rep: ActionReport, job_id: str):
+        """The live pod behind `job_id` if this daemon may evict it at all, else None (reason reported);
+        RETRY when the API did not say (an error or no answer): the caller tries again next cycle."""
+        ns, _, pod = job_id.partition("/")
+        if not pod:
+            rep.errors.append(f"job id {job_id!r} is not namespace/pod")
+            return None
+        if ns not in self.tenant_of:
+            rep.errors.append(f"refused to evict {job_id}: namespace {ns!r} is not a tenant's")
+            return None
+        try:
+            live = self.core.read_namespaced_pod(pod, ns)
+        except ApiException as exc:
+            if exc.status == 404:
+                rep.actions.append(f"skip {job_id}: gone")
+                return None
+            rep.errors.append(f"read pod {job_id}: {exc.status} {exc.reason}")
+            return RETRY
+        if not evictable(live):
+            rep.actions.append(f"skip {job_id}: DaemonSet or mirror pod")
+            return None
+        return live
+
+    def _evict(self, rep: ActionReport, job_id: str, reason: str) -> bool:
+        """Eviction API with the configured grace period; False when refused (a PDB answers 429)."""
+        ns, _, pod = job_id.partition("/")
+        body = k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name=pod, namespace=ns,
+                                                         annotations={"gpu-autoscaler/reason": reason[:250]}),
+                              delete_options=k8s.V1DeleteOptions(grace_period_seconds=self.cfg.grace_period_s))
+        self._may(f"evict {job_id}", (job_id,))
+        rep.actions.append(f"evict {job_id} (grace {self.cfg.grace_period_s} s)")
+        if self.dry_run:
+            return True
+        try:
+            self.core.create_namespaced_pod_eviction(pod, ns, body)
+            return True
+        except ApiException as exc:
+            if exc.status == 404:
+                return True
+            why = "a PodDisruptionBudget refused it, retried next cycle" if exc.status == 429 else exc.reason
+            rep.errors.append(f"evict {job_id}: {exc.status} {why}")
+            return False
+
+    def evict(self, rep: ActionReport, job_id: str, reason: str) -> None:
+        live = self._pod(rep, job_id)
+        if live is None or live is RETRY:  # a plan preemption: the next plan asks again if still needed
+            return
+        if live.spec.priority_class_name != priority_class_name("low"):
+            rep.errors.append(f"refused to evict {job_id}: PriorityClass {live.spec.priority_class_name!r} is not preemptible")
+            return
+        if live.status.phase != "Running":
+            rep.actions.append(f"skip {job_id}: {live.status.phase}")
+            return
+        started = live.status.start_time
+        ran = (dt.datetime.now(dt.timezone.utc) - started).total_seconds() if started is not None else None
+        if ran is not None and ran < self.min_runtime_s:
+            rep.actions.append(f"skip {job_id}: ran {ran:.0f} s, under policy.preempt_min_runtime_s = "
+                               f"{self.min_runtime_s:g}")
+            return
+        self._evict(rep, job_id, reason)
+
+    # ---- actuator interface -------------------------------------------------------------------
+    def apply(self, plan: Plan) -> ActionReport:
+        rep = ActionReport(self.name, self.dry_run)
+        with stop_on_fence(rep):
+            self._apply(rep, plan)
+        return rep
+
+    def _apply(self, rep: ActionReport, plan: Plan) -> None:
+        self.ensure_priority_classes(rep)  # Kueue takes workload priority from these too
+        for jid, reason in list(self._retry.items()):  # failed-node pods a PDB or an API error held back
+            live = self._pod(rep, jid)
+            if live is None or (live is not RETRY and self._evict(rep, jid, reason)):
+                del self._retry[jid]
+        if not self._quotas_swept:
+            self.sweep_quotas(rep)
+        if not self.enforce_plan:
+            return
+        for tenant, gpus in sorted(plan.quotas.items()):
+            self.set_quota(rep, tenant, gpus)
+        if plan.quotas:  # a plan without any quota (no good plan yet) changes none
+            for tenant, ns in sorted(self.ns_of.items()):
+                if tenant not in plan.quotas:
+                    self.drop_quota(rep, ns)
+        for p in plan.preemptions:
+            self.evict(rep, p.job_id, p.reason)
+
+    def release_holds(self) -> ActionReport:
+        """The daemon stops: our quota goes from every tenant namespace (a cap nobody keeps up to date would go on
+        rejecting pods at admission at a stale number); no pod stops, a quota without our label stays. Beside
+        Kueue there is none (the Kueue actuator lets its holds go)."""
+        rep = ActionReport(self.name, self.dry_run)
+        if self.enforce_plan:
+            with stop_on_fence(rep):
+                for ns in sorted(set(self.ns_of.values())):
+                    self.drop_quota(rep, ns, "the daemon stops")
+        return rep
+
+    def cluster_jobs(self, tenants: tuple[str, ...]) -> Jobs:
+        """Pods of tenant namespaces that ask for GPUs, Pending or Running, as the policy's Jobs (k8s_view.py).
+        Raises ApiException when the API does not answer."""
+        from daemon.actuators.k8s.view import pods_as_jobs
+
+        pods = self.core.list_pod_for_all_namespaces(field_selector=LIVE_PODS)
+        return pods_as_jobs(pods.items, self.tenant_of, self.cfg.gpu_resource, tenants)
+
+    def cluster_nodes(self, tenants: tuple[str, ...]) -> Nodes:
+        """Every node as the policy's Nodes: allocatable GPUs, the GPUs of the pods bound there, those of pods
+        being deleted as draining, cordoned/NotReady/foreign-tainted nodes as 0 GPUs and closed, our hold label
+        as the holder (k8s_view.py). Raises ApiException when the API does not answer."""
+        from daemon.actuators.k8s.view import nodes_view
+
+        nodes = self.core.list_node().items
+        pods = self.core.list_pod_for_all_namespaces(field_selector=LIVE_PODS)
+        return nodes_view(nodes, pods.items, self.cfg.gpu_resource, tenants, self.hold_label)
+
+    def node_names(self) -> set[str]:
+        return {n.metadata.name for n in self.core.list_node().items}
+
+    def jobs_on_node(self, node: str) -> list[tuple[str, str]]:
+        pods = self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")
+        return [(f"{p.metadata.namespace}/{p.metadata.name}", self.tenant_of[p.metadata.namespace])
+                for p in pods.items if p.status.phase in ("Running", "Pending") and p.metadata.namespace in self.tenant_of
+                and evictable(p)]
+
+    def node_down_confirmed(self, node: str) -> bool | None:
+        """Whether the API sees `node` as failed (ReportsNodeHealth): its Ready condition False or Unknown (the
+        node controller's verdict on a kubelet that stopped reporting) is True, Ready True is False; None
+        when the API does not answer, does not know the node or shows no Ready condition."""
+        try:
+            live = self.core.read_node(node)
+        except ApiException as exc:
+            log.warning("cannot read node %s: %s %s", node, exc.status, exc.reason)
+            return None
+        ready = [c.status for c in ((live.status.conditions if live.status else None) or []) if c.type == "Ready"]
+        if not ready:
+            return None
+        return ready[0] != "True"
+
+    def fence_node(self, node: str, reason: str) -> ActionReport:
+        rep = ActionReport(self.name, self.dry_run)
+        with stop_on_fence(rep):
+            self._may(f"cordon {node}")
+            rep.actions.append(f"cordon {node}")
+            if not self.dry_run:
+                try:
+                    self.core.patch_node(node, {"spec": {"unschedulable": True}})
+                except ApiException as exc:
+                    rep.errors.append(f"cordon {node}: {exc.status} {exc.reason}")
+        return rep
+
+    def requeue(self, job_ids: list[str], reason: str) -> ActionReport:
+        """Pods on a dead node: evicted through the Eviction API with the grace period (never a grace-0
+        delete), so their controllers recreate them elsewhere; a PDB refusal is retried each cycle."""
+        rep = ActionReport(self.name, self.dry_run)
+        with stop_on_fence(rep):
+            for jid in job_ids:
+                live = self._pod(rep, jid)
+                if live is RETRY or (live is not None and not self._evict(rep, jid, reason)):
+                    self._retry[jid] = reason
+        return rep
+
+    def notify(self, notes: list[Notification]) -> ActionReport:
+        """One Kubernetes Event per notification in the tenant's namespace, so `kubectl get events` says why."""
+        rep = ActionReport(self.name, self.dry_run)
+        with stop_on_fence(rep):
+            self._events(rep, notes)
+        return rep
+
+    def _events(self, rep: ActionReport, notes: list[Notification]) -> None:
+        for n in notes[:200]:
+            ns = self.namespace(n.tenant)
+            if ns is None:
+                continue
+            ev = k8s.CoreV1Event(
+                metadata=k8s.V1ObjectMeta(generate_name="gpu-autoscaler-", namespace=ns),
+                involved_object=k8s.V1ObjectReference(kind="Namespace", name=ns, api_version="v1"),
+                reason="".join(w.capitalize() for w in n.kind.split("_")), message=n.message[:1000], type="Warning" if n.kind != "relaxed" else "Normal",
+                source=k8s.V1EventSource(component="gpu-autoscaler"))
+            self._may(f"event {ns}: {n.kind}")
+            rep.actions.append(f"event {ns}: {n.kind}")
+            if self.dry_run:
+                continue
+            try:
+                self.core.create_namespaced_event(ns, ev)
+            except ApiException as exc:
+                rep.errors.append(f"event {ns}: {exc.status} {exc.reason}")

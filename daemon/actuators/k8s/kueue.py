@@ -1,0 +1,368 @@
+"""Kueue: the plan becomes whole-node holds and ClusterQueue quotas in one cohort tree; Kueue admits and borrows.
+
+The simulator (and a Slurm reservation) holds whole nodes for a tenant: only that tenant's work may start
+on them. A GPU-count quota alone does not: kube-scheduler may place the quota's GPUs on fragmented
+nodes, so a Kueue-admitted 8-GPU job can find no node. So for every tenant the plan reserves GPUs for
+(the high tier's forecast holds, and any tier's aged or floored holds), the daemon holds whole nodes
+(daemon/actuators/k8s/node_holds.py: label and NoSchedule taint ``<hold_label>=<tenant>``) and gives the tenant
+a ResourceFlavor for exactly those nodes.
+
+A flavor's quota in a ClusterQueue is open to every namespace of that queue, so a hold flavor can only sit
+in a queue of its tenant alone: every tenant has its own ClusterQueue. The cap on normal work, shared by
+all normal-tier tenants, is then a Cohort's quota (hierarchical cohorts) that their queues borrow from;
+so is a pooled hold (``Plan.pooled``, the high tier's holds as one pool, as one Slurm reservation for all
+their accounts): nodes labelled with the pool's value, a pool flavor whose quota is a Cohort's that only
+the pooled tenants' queues are in and list.
+
+Objects (API ``kueue.x-k8s.io/v1beta1``), all labelled ``app.kubernetes.io/managed-by: gpu-autoscaler``:
+
+- ResourceFlavor ``<flavor>`` (default ``default-flavor``): the nodes nobody holds (no node labels; pods
+  admitted on it get no toleration, so they never start on a held node).
+- ResourceFlavor ``<prefix>-hold-<tenant>`` per tenant: ``nodeLabels`` = the hold label,
+  ``tolerations`` = the hold taint; Kueue injects both into the pods it admits on this flavor.
+- ClusterQueue ``<prefix>-tenant-<tenant>`` per tenant, flavors in this order: its hold flavor
+  (``nominalQuota`` = GPUs of its held nodes, ``lendingLimit: 0``), then the default flavor
+  (``nominalQuota: 0``, borrows). Kueue tries the hold first (Slurm's MAGNETIC). A normal-tier tenant's
+  queue is in cohort ``<prefix>-normal``, every other one in ``<cohort>``.
+- ResourceFlavor ``<prefix>-pool-hold`` (the pool's nodes, label value ``gpu-autoscaler.pool``, which no
+  tenant's value can be) and Cohort ``<prefix>-pool`` (parent ``<cohort>``): pool-flavor ``nominalQuota`` =
+  GPUs of the pool's nodes, ``lendingLimit: 0``. The pooled tenants' queues are in it and list the pool
+  flavor (``nominalQuota: 0``, so they borrow it) between their own hold and the default flavor.
+- Cohort ``<prefix>-normal`` (parent ``<cohort>``): default-flavor ``nominalQuota`` = the plan's cap on
+  non-preemptible work outside the high tier (the simulator's ``normal_cap``), ``borrowingLimit: 0``: the
+  normal tenants together use at most that much of the unheld GPUs; what they leave idle is lent upwards.
+- ClusterQueues ``<prefix>-high`` and ``<prefix>-low`` on the default flavor, in cohort ``<cohort>``: high =
+  the rest of the unheld GPUs (lent to the cohort: every tenant's queue and the low queue borrow it); low
+  ``nominalQuota: 0`` (borrows).
+- LocalQueue ``<prefix>`` (the tenant's own ClusterQueue) and ``<prefix>-low`` (the low queue) in each
+  tenant namespace.
+
+Preemption is the plan's, as in the simulator: every ClusterQueue has ``reclaimWithinCohort: Never``, and
+the plan's preemptions are evictions (Eviction API, grace period, PDBs honoured) of low-priority pods,
+done after the holds so their nodes are already tainted. Objects with our label that the configuration
+no longer asks for (a tenant removed) are deleted at start-up. Only namespaces mapped to a configured
+tenant are touched, never ``kube-*``. Every write (an object, a node hold, an eviction) is checked against
+the fence right before it is sent (``FenceGuard``, see daemon/ha/fencing.py); a batch stops at the
+first refusal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import Callable
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, stop_on_fence
+from daemon.actuators.k8s.actuator import KubernetesActuator, api_client, tenant_namespaces
+from daemon.actuators.k8s.node_holds import POOL_VALUE, NodeHolds, name_part
+from daemon.config import KubernetesActuatorConfig, KueueActuatorConfig, TenantConfig
+from daemon.policy.state import Jobs, Nodes
+from daemon.policy.types import Notification, Plan
+
+log = logging.getLogger("gpu_autoscaler.actuator.kueue")
+
+GROUP, VERSION = "kueue.x-k8s.io", "v1beta1"
+MANAGED = {"app.kubernetes.io/managed-by": "gpu-autoscaler"}
+TIERS = ("high", "normal", "low")
+PLURALS = ("localqueues", "clusterqueues", "cohorts", "resourceflavors")  # deletion order: users first
+KINDS = {"localqueues": "LocalQueue", "clusterqueues": "ClusterQueue", "cohorts": "Cohort",
+         "resourceflavors": "ResourceFlavor"}
+
+
+class KueueActuator:
+    name = "kueue"
+
+    def __init__(self, api_client: k8s.ApiClient, cfg: KueueActuatorConfig, tenants: list[TenantConfig],
+                 dry_run: bool = True, conn: KubernetesActuatorConfig | None = None, min_runtime_s: float = 0.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.custom = k8s.CustomObjectsApi(api_client)
+        self.cfg = cfg
+        self.dry_run = dry_run
+        self.ns_of = tenant_namespaces(tenants)
+        self.tier_of = {t.name: t.tier for t in tenants}
+        # every tenant may be held: the high tier by forecast, any tier by aging or an operator's floor
+        self.holders = sorted(self.ns_of)
+        self.nodes = NodeHolds(api_client, label=cfg.hold_label, gpu_resource=cfg.gpu_resource,
+                               tenants_ns=self.ns_of, shrink_delay_s=cfg.hold_shrink_delay_s, dry_run=dry_run,
+                               clock=clock)
+        # evictions only (Eviction API, grace period, min run time); PriorityClasses and failover stay with
+        # the kubernetes actuator
+        self.pods = KubernetesActuator(api_client, conn or KubernetesActuatorConfig(), tenants, dry_run,
+                                       enforce_plan=False, min_runtime_s=min_runtime_s, hold_label=cfg.hold_label)
+        self._held: dict[str, int] = {t: 0 for t in self.holders}  # GPUs on each holder's nodes, last known
+        self._pool_held = 0                                          # GPUs on the pool's nodes, last known
+        self._sent: dict[tuple[str, str, str], dict] = {}  # (plural, namespace, name) -> spec last applied
+        self._swept = False
+        self._last: Plan | None = None
+        self.guard: FenceGuard = NO_FENCE
+
+    def use_fence(self, guard: FenceGuard) -> None:
+        """Check `guard` right before each write (ChecksFence): the Kueue objects, the node holds, the evictions."""
+        self.guard = guard
+        self.nodes.guard = guard
+        self.pods.use_fence(guard)
+
+    def _may(self, what: str) -> None:
+        if not self.dry_run:
+            self.guard.check(what)
+
+    @staticmethod
+    def from_config(conn: KubernetesActuatorConfig, cfg: KueueActuatorConfig, tenants: list[TenantConfig],
+                    dry_run: bool = True, min_runtime_s: float = 0.0) -> "KueueActuator":
+        return KueueActuator(api_client(conn), cfg, tenants, dry_run, conn, min_runtime_s)
+
+    def queue_name(self, tier: str) -> str:
+        return f"{self.cfg.queue_prefix}-{tier}"
+
+    def tenant_queue(self, tenant: str) -> str:
+        return f"{self.cfg.queue_prefix}-tenant-{name_part(tenant)}"
+
+    def hold_flavor(self, tenant: str) -> str:
+        return f"{self.cfg.queue_prefix}-hold-{name_part(tenant)}"
+
+    @property
+    def pool_flavor(self) -> str:
+        return f"{self.cfg.queue_prefix}-pool-hold"
+
+    def pooled(self, plan: Plan) -> set[str]:
+        """The tenants whose holds the plan pools: configured high-tier ones (the policy pools only the high
+        tier; a normal tenant in the pool would escape the normal cap)."""
+        return {t for t in plan.pooled if t in self.ns_of and self.tier_of.get(t) == "high"}
+
+    # ---- objects ------------------------------------------------------------------------------
+    def quotas(self, plan: Plan, held: dict[str, int], pool_held: int = 0) -> dict[str, int]:
+        """Default-flavor nominalQuota of the high and low queues and the normal Cohort, given the GPUs on
+        held nodes (the tenants' and the pool's)."""
+        unheld = max(int(plan.capacity) - sum(held.values()) - int(pool_held), 0)
+        # the simulator caps non-preemptible work outside the high tier at min(plan.quotas) (shared_cap)
+        normal = min(max(int(min(plan.quotas.values())), 0), unheld) if plan.quotas else unheld
+        return {"high": unheld - normal, "normal": normal, "low": 0}
+
+    def _cluster_queue(self, name: str, namespaces: list[str], flavors: list[dict], cohort: str | None = None) -> dict:
+        return {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "ClusterQueue",
+            "metadata": {"name": name, "labels": dict(MANAGED)},
+            "spec": {
+                "cohort": cohort or self.cfg.cohort,
+                "namespaceSelector": {"matchExpressions": [
+                    {"key": "kubernetes.io/metadata.name", "operator": "In",
+                     "values": sorted(namespaces) or ["gpu-autoscaler-none"]}]},
+                "queueingStrategy": "BestEffortFIFO",
+                "preemption": {"reclaimWithinCohort": "Never", "withinClusterQueue": "Never"},
+                "resourceGroups": [{"coveredResources": [self.cfg.gpu_resource], "flavors": flavors}],
+            },
+        }
+
+    def _flavor_quota(self, flavor: str, nominal: int, **limits: int) -> dict:
+        return {"name": flavor, "resources": [{"name": self.cfg.gpu_resource, "nominalQuota": int(nominal), **limits}]}
+
+    def cluster_queue(self, tier: str, nominal: int) -> dict:
+        """The high queue (lends the unheld GPUs nobody else has quota for) or the low one (borrows)."""
+        nss = [ns for t, ns in self.ns_of.items() if tier == "low" or self.tier_of.get(t) == tier]
+        return self._cluster_queue(self.queue_name(tier), nss, [self._flavor_quota(self.cfg.flavor, nominal)])
+
+    def normal_cohort(self, nominal: int) -> dict:
+        """The normal tier's cap as a Cohort's quota, shared by the normal tenants' own queues: they may not
+        borrow beyond it from the rest of the tree (borrowingLimit 0); what they leave idle is lent upwards."""
+        return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Cohort",
+                "metadata": {"name": self.queue_name("normal"), "labels": dict(MANAGED)},
+                "spec": {"parent": self.cfg.cohort, "resourceGroups": [{
+                    "coveredResources": [self.cfg.gpu_resource],
+                    "flavors": [self._flavor_quota(self.cfg.flavor, nominal, borrowingLimit=0)]}]}}
+
+    def pool_cohort(self, pool_held: int) -> dict:
+        """The pooled hold's quota: only the queues in this Cohort (the pooled tenants') may borrow it, and it
+        is lent to nobody outside (lendingLimit 0)."""
+        return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Cohort",
+                "metadata": {"name": self.queue_name("pool"), "labels": dict(MANAGED)},
+                "spec": {"parent": self.cfg.cohort, "resourceGroups": [{
+                    "coveredResources": [self.cfg.gpu_resource],
+                    "flavors": [self._flavor_quota(self.pool_flavor, pool_held, lendingLimit=0)]}]}}
+
+    def tenant_cluster_queue(self, tenant: str, held: int, pooled: bool = False) -> dict:
+        if pooled:
+            cohort = self.queue_name("pool")
+        else:
+            cohort = self.queue_name("normal") if self.tier_of.get(tenant) == "normal" else self.cfg.cohort
+        return self._cluster_queue(self.tenant_queue(tenant), [self.ns_of[tenant]], [
+            self._flavor_quota(self.hold_flavor(tenant), held, lendingLimit=0),   # its own nodes first
+            *([self._flavor_quota(self.pool_flavor, 0)] if pooled else []),         # then the pool's
+            self._flavor_quota(self.cfg.flavor, 0)], cohort)                        # then borrow unheld GPUs
+
+    def resource_flavors(self) -> list[dict]:
+        out = [{"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceFlavor",
+                "metadata": {"name": self.cfg.flavor, "labels": dict(MANAGED)}, "spec": {}}]
+        for name, v in [*((self.hold_flavor(t), name_part(t)) for t in self.holders), (self.pool_flavor, POOL_VALUE)]:
+            out.append({"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceFlavor",
+                        "metadata": {"name": name, "labels": dict(MANAGED)},
+                        "spec": {"nodeLabels": {self.cfg.hold_label: v},
+                                 "tolerations": [{"key": self.cfg.hold_label, "operator": "Equal", "value": v,
+                                                  "effect": "NoSchedule"}]}})
+        return out
+
+    def local_queues(self) -> list[dict]:
+        out = []
+        for t, ns in sorted(self.ns_of.items()):
+            for name, cq in ((self.cfg.queue_prefix, self.tenant_queue(t)), (self.queue_name("low"), self.queue_name("low"))):
+                out.append({"apiVersion": f"{GROUP}/{VERSION}", "kind": "LocalQueue",
+                            "metadata": {"name": name, "namespace": ns, "labels": dict(MANAGED)},
+                            "spec": {"clusterQueue": cq}})
+        return out
+
+    def objects(self, plan: Plan, held: dict[str, int], pool_held: int = 0) -> list[tuple[str, dict]]:
+        """Every object the plan asks for, as (plural, body), in the order they must exist."""
+        q = self.quotas(plan, held, pool_held)
+        pooled = self.pooled(plan)
+        return ([("resourceflavors", rf) for rf in self.resource_flavors()]
+                + [("cohorts", self.normal_cohort(q["normal"])), ("cohorts", self.pool_cohort(pool_held))]
+                + [("clusterqueues", self.cluster_queue(tier, q[tier])) for tier in ("high", "low")]
+                + [("clusterqueues", self.tenant_cluster_queue(t, held.get(t, 0), t in pooled)) for t in self.holders]
+                + [("localqueues", lq) for lq in self.local_queues()])
+
+    # ---- writing ------------------------------------------------------------------------------
+    def _ensure(self, rep: ActionReport, plural: str, body: dict) -> None:
+        """Create the object, or replace its spec when it differs from what was last applied. A LocalQueue
+        whose clusterQueue must change (immutable in Kueue) is deleted and created again."""
+        meta = body["metadata"]
+        key = (plural, meta.get("namespace", ""), meta["name"])
+        if self._sent.get(key) == body["spec"]:
+            return
+        where = f"{meta['namespace']}/{meta['name']}" if "namespace" in meta else meta["name"]
+        self._may(f"apply {body['kind']} {where}")
+        rep.actions.append(f"apply {body['kind']} {where}")
+        if self.dry_run:
+            return
+        ns = meta.get("namespace")
+        try:
+            try:
+                cur = (self.custom.get_namespaced_custom_object(GROUP, VERSION, ns, plural, meta["name"]) if ns else
+                       self.custom.get_cluster_custom_object(GROUP, VERSION, plural, meta["name"]))
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                cur = None
+            if cur is not None and plural == "localqueues" and \
+                    (cur.get("spec") or {}).get("clusterQueue") != body["spec"]["clusterQueue"]:
+                self._may(f"re-create LocalQueue {where}")
+                rep.actions.append(f"re-create LocalQueue {where}: its clusterQueue is immutable")
+                self._delete(plural, ns, meta["name"])
+                cur = None
+            if cur is None:
+                if ns:
+                    self.custom.create_namespaced_custom_object(GROUP, VERSION, ns, plural, body)
+                else:
+                    self.custom.create_cluster_custom_object(GROUP, VERSION, plural, body)
+            else:
+                new = {**body, "metadata": {**meta, "resourceVersion": cur["metadata"]["resourceVersion"]}}
+                if ns:
+                    self.custom.replace_namespaced_custom_object(GROUP, VERSION, ns, plural, meta["name"], new)
+                else:
+                    self.custom.replace_cluster_custom_object(GROUP, VERSION, plural, meta["name"], new)
+            self._sent[key] = body["spec"]
+        except ApiException as exc:  # reported; the next cycle tries again
+            rep.errors.append(f"{body['kind']} {where}: {exc.status} {exc.reason}")
+
+    def _delete(self, plural: str, ns: str | None, name: str) -> None:
+        try:
+            if ns:
+                self.custom.delete_namespaced_custom_object(GROUP, VERSION, ns, plural, name)
+            else:
+                self.custom.delete_cluster_custom_object(GROUP, VERSION, plural, name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def sweep(self, rep: ActionReport, wanted: list[tuple[str, dict]]) -> None:
+        """Delete the objects with our label that `wanted` does not name (a tenant no longer configured):
+        LocalQueues first, then ClusterQueues, then ResourceFlavors. Done at start-up, retried until it
+        succeeds once. Objects without our label are never listed, so never touched."""
+        keep = {(p, b["metadata"].get("namespace", ""), b["metadata"]["name"]) for p, b in wanted}
+        selector = ",".join(f"{k}={v}" for k, v in MANAGED.items())
+        try:
+            for plural in PLURALS:
+                items = self.custom.list_cluster_custom_object(GROUP, VERSION, plural, label_selector=selector)
+                for it in items.get("items", []):
+                    meta = it.get("metadata", {})
+                    if meta.get("labels", {}).get("app.kubernetes.io/managed-by") != MANAGED["app.kubernetes.io/managed-by"]:
+                        continue
+                    ns, name = meta.get("namespace", ""), meta["name"]
+                    if (plural, ns, name) in keep:
+                        continue
+                    self._may(f"delete {it.get('kind', KINDS[plural])} {ns + '/' if ns else ''}{name}")
+                    rep.actions.append(f"delete {it.get('kind', KINDS[plural])} {ns + '/' if ns else ''}{name}: "
+                                       "not asked for by the configuration")
+                    if not self.dry_run:
+                        self._delete(plural, ns or None, name)
+                        self._sent.pop((plural, ns, name), None)
+        except ApiException as exc:
+            rep.errors.append(f"Kueue objects: cannot list or delete stale ones: {exc.status} {exc.reason}")
+            return
+        self._swept = True
+
+    # ---- actuator interface -------------------------------------------------------------------
+    def apply(self, plan: Plan) -> ActionReport:
+        rep = ActionReport(self.name, self.dry_run)
+        with stop_on_fence(rep):
+            self._apply(rep, plan)
+        return rep
+
+    def _apply(self, rep: ActionReport, plan: Plan) -> None:
+        self._last = plan
+        freed: dict[str, int] = {}
+        for p in plan.preemptions:
+            if p.node:
+                freed[p.node] = freed.get(p.node, 0) + int(p.gpus)
+        pooled = self.pooled(plan)
+        # per hold label value: a tenant's own hold (nothing for a pooled one), and the pool (their sum)
+        wanted = {name_part(t): 0 if t in pooled else int(plan.reservations.get(t, 0)) for t in self.holders}
+        wanted[POOL_VALUE] = sum(int(plan.reservations.get(t, 0)) for t in pooled)
+        members = {name_part(t): {t} for t in self.holders} | {POOL_VALUE: pooled}
+        job_gpus = {name_part(t): plan.job_gpus((t,)) for t in self.holders} | {POOL_VALUE: plan.job_gpus(pooled)}
+        held = self.nodes.apply(rep, wanted, freed, members, job_gpus)
+        if held is not None:  # None: nodes unreadable, nothing changed; the queues keep the last known holds
+            self._held = {t: held[name_part(t)] for t in self.holders}
+            self._pool_held = held[POOL_VALUE]
+        objs = self.objects(plan, self._held, self._pool_held)
+        if not self._swept:
+            self.sweep(rep, objs)
+        for plural, body in objs:
+            self._ensure(rep, plural, body)
+        for p in plan.preemptions:  # after the holds: the nodes they clear are already tainted
+            self.pods.evict(rep, p.job_id, p.reason)
+
+    def release_holds(self) -> ActionReport:
+        """The daemon stops: every node it holds is un-held (no pod stops) and the hold flavors' quota goes
+        to 0; the high queue and the normal Cohort keep the last plan's numbers over all unheld GPUs."""
+        rep = ActionReport(self.name, self.dry_run)
+        with stop_on_fence(rep):
+            self._release(rep)
+        return rep
+
+    def _release(self, rep: ActionReport) -> None:
+        self.nodes.release_all(rep)  # also nodes an earlier run held, when this one never applied a plan
+        self._held = {t: 0 for t in self.holders}
+        self._pool_held = 0
+        if self._last is None:
+            return
+        plan = dataclasses.replace(self._last, reservations={}, preemptions=())
+        for plural, body in self.objects(plan, self._held, 0):
+            if plural in ("clusterqueues", "cohorts"):
+                self._ensure(rep, plural, body)
+
+    def cluster_jobs(self, tenants: tuple[str, ...]) -> Jobs:
+        return self.pods.cluster_jobs(tenants)
+
+    def cluster_nodes(self, tenants: tuple[str, ...]) -> Nodes:
+        """The nodes with this actuator's holds (hold_label) read back; see k8s_view.py."""
+        return self.pods.cluster_nodes(tenants)
+
+    def requeue(self, job_ids: list[str], reason: str) -> ActionReport:
+        # a failed node's pods are the Kubernetes actuator's (Eviction API); Kueue re-admits their workloads
+        return ActionReport(self.name, self.dry_run)
+
+    def notify(self, notes: list[Notification]) -> ActionReport:
+        return ActionReport(self.name, self.dry_run)

@@ -1,0 +1,251 @@
+"""Whole-node holds on Kubernetes: the nodes held for a tenant carry our label and a NoSchedule taint.
+
+What the simulator models, and what a Slurm reservation (IGNORE_JOBS, MAGNETIC) does, is a hold of whole
+nodes: ``ceil(reserved GPUs / GPUs per node)`` nodes per tenant, on which only that tenant's work may
+start while work already running there keeps running. On Kubernetes the daemon does this to the nodes:
+
+- label ``<hold_label>=<tenant>`` (the Kueue ResourceFlavor of the hold selects these nodes) and
+- taint ``<hold_label>=<tenant>:NoSchedule`` (no pod starts there unless it tolerates it; Kueue adds the
+  toleration only to workloads admitted on the tenant's hold flavor; pods already running stay).
+
+Nodes are chosen by the Slurm holds' rule (whole_nodes.rank): the ones the hold already has first (no churn),
+then nodes that can be cleared (no GPU pod of another owner there that the daemon may not evict: a pod outside
+the tenant namespaces, a DaemonSet or mirror pod, or one whose PriorityClass is not ``gpu-autoscaler-low``),
+then those with the least such work; among equals, where the tenant already runs, GPUs are free or the plan's
+preemptions free them; never a cordoned or NotReady node,
+never one with a NoSchedule/NoExecute taint that is not ours, never one held for another tenant. A hold
+grows at once and shrinks only after wanting fewer nodes for ``shrink_delay_s``.
+
+Only nodes that carry our label are ever un-held; they are read back from the API every cycle, so a hold
+left by a crash, a failed patch or an old config is kept, resized or released to match the plan. Each
+node is patched with its ``resourceVersion``, so a concurrent change makes the patch fail (409) instead of
+overwriting it; a failed patch is reported and the next cycle starts again from what the API shows.
+Each patch is checked against the fence right before it is sent (``guard``, see daemon/ha/fencing.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from daemon.actuators import whole_nodes
+from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard
+from daemon.actuators.k8s.actuator import evictable, priority_class_name
+
+BLOCKING = ("NoSchedule", "NoExecute")
+POOL_VALUE = "gpu-autoscaler.pool"  # the pool's hold label value: has a '.', which name_part never gives
+
+
+def name_part(tenant: str) -> str:
+    """A tenant name as a label value and DNS-1123 name part (lower case, at most 47 characters); names that
+    had to change get a short hash so two tenants never map to the same part."""
+    s = re.sub(r"[^a-z0-9-]+", "-", tenant.lower()).strip("-")[:40].strip("-") or "t"
+    return s if s == tenant else f"{s}-{hashlib.sha1(tenant.encode()).hexdigest()[:6]}"
+
+
+def gpu_quantity(q) -> int:
+    """'8', 8, '8.0' -> 8 (GPU counts are whole); anything else 0."""
+    try:
+        return int(float(str(q)))
+    except (TypeError, ValueError):
+        return 0
+
+
+@dataclass(frozen=True)
+class HoldNode:
+    name: str
+    gpus: int                  # allocatable GPUs
+    used: int                  # GPUs requested by running pods on it
+    usable: bool               # Ready, schedulable, no foreign NoSchedule/NoExecute taint
+    holder: str | None         # our label's value, None when not held by us
+    resource_version: str
+    taints: tuple[dict, ...]   # every taint, as sent back to the API
+
+
+def node_usable(node, hold_label: str | None) -> bool:
+    """Ready, not cordoned, and no NoSchedule/NoExecute taint but our hold's: new pods may start there."""
+    ready = any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+    foreign = any(t.key != hold_label and t.effect in BLOCKING for t in (node.spec.taints or []))
+    return ready and not node.spec.unschedulable and not foreign
+
+
+def pod_gpus(pod, resource: str) -> int:
+    total = 0
+    for c in pod.spec.containers or []:
+        res = c.resources
+        req = (res.requests or {}) if res else {}
+        lim = (res.limits or {}) if res else {}
+        total += gpu_quantity(req.get(resource, lim.get(resource, 0)))
+    return total
+
+
+class NodeHolds:
+    def __init__(self, api_client: k8s.ApiClient, *, label: str, gpu_resource: str, tenants_ns: dict[str, str],
+                 shrink_delay_s: float, dry_run: bool, clock: Callable[[], float] = time.monotonic) -> None:
+        self.api = api_client
+        self.core = k8s.CoreV1Api(api_client)
+        self.label = label
+        self.resource = gpu_resource
+        self.tenant_of_ns = {ns: t for t, ns in tenants_ns.items()}
+        self.shrink_delay_s = shrink_delay_s
+        self.dry_run = dry_run
+        self.clock = clock
+        self._fewer_since: dict[str, float] = {}
+        self.guard: FenceGuard = NO_FENCE  # the Kueue actuator's (use_fence): raises FencingLost before a patch
+
+    # ---- reading ---------------------------------------------------------------------------------
+    def read(self) -> tuple[list[HoldNode], dict[str, dict[str, int]], dict[str | None, dict[str, int]]]:
+        """Nodes; GPUs per node per tenant of the running pods; and GPUs per node of the running pods the
+        daemon may not evict, per owner (a tenant, or None outside the tenant namespaces). Raises ApiException."""
+        nodes_raw = self.core.list_node().items
+        pods = self.core.list_pod_for_all_namespaces(field_selector="status.phase=Running").items
+        used: dict[str, int] = {}
+        by_tenant: dict[str, dict[str, int]] = {}
+        firm: dict[str | None, dict[str, int]] = {}
+        low = priority_class_name("low")
+        for p in pods:
+            node = p.spec.node_name
+            g = pod_gpus(p, self.resource)
+            if not node or not g:
+                continue
+            used[node] = used.get(node, 0) + g
+            t = self.tenant_of_ns.get(p.metadata.namespace)
+            if t is not None:
+                mine = by_tenant.setdefault(t, {})
+                mine[node] = mine.get(node, 0) + g
+            # what a preemption may take: the kubernetes actuator evicts only low-class pods of tenant namespaces
+            if t is None or p.spec.priority_class_name != low or not evictable(p):
+                stuck = firm.setdefault(t, {})
+                stuck[node] = stuck.get(node, 0) + g
+        nodes = []
+        for n in nodes_raw:
+            taints = tuple(self.api.sanitize_for_serialization(t) for t in (n.spec.taints or []))
+            nodes.append(HoldNode(n.metadata.name, gpu_quantity((n.status.allocatable or {}).get(self.resource, 0)),
+                                  used.get(n.metadata.name, 0), node_usable(n, self.label),
+                                  (n.metadata.labels or {}).get(self.label), n.metadata.resource_version or "",
+                                  taints))
+        return nodes, by_tenant, firm
+
+    # ---- choosing --------------------------------------------------------------------------------
+    @staticmethod
+    def choose(nodes: list[HoldNode], current: set[str], gpus: int, mine: dict[str, int], freed: dict[str, int],
+               firm: dict[str, int], keep: bool, job_gpus: int = 1) -> list[str]:
+        """Whole nodes covering `gpus` by the Slurm holds' rule (whole_nodes.rank): current ones first (all of
+        them when `keep`), then the least work of others that cannot be evicted (`firm`), then where the
+        tenant runs, GPUs are free or the plan's preemptions free them. A current node is kept only while a job of
+        `job_gpus` GPUs still fits beside the work there that cannot be evicted (whole_nodes.usable)."""
+        score = {n.name: mine.get(n.name, 0) + (n.gpus - n.used) + freed.get(n.name, 0) for n in nodes}
+        current = whole_nodes.usable(nodes, current, firm, job_gpus)
+        return whole_nodes.pick(whole_nodes.rank(nodes, current, firm, score), current, gpus, keep)
+
+    # ---- doing it --------------------------------------------------------------------------------
+    def apply(self, rep: ActionReport, wanted: dict[str, int], freed: dict[str, int],
+              members: dict[str, set[str]] | None = None,
+              job_gpus: dict[str, int] | None = None) -> dict[str, int] | None:
+        """Hold `wanted` GPUs as whole nodes, per hold: its label value (``name_part`` of a tenant, or a pool's
+        value) -> GPUs. `members`: per hold, the tenants whose pods are its own (default: the tenant whose
+        ``name_part`` the value is); `job_gpus`: per hold, the GPUs of the job it is sized for (default 1). Returns the GPUs each hold's nodes now hold (what its hold flavor may
+        admit), or None when the nodes could not be read (nothing was changed)."""
+        try:
+            nodes, by_tenant, firm_of = self.read()
+        except ApiException as exc:
+            rep.errors.append(f"node holds: cannot read nodes/pods: {exc.status} {exc.reason}")
+            return None
+        if members is None:
+            members = {name_part(t): {t} for t in self.tenant_of_ns.values()}
+        held: dict[str, set[str]] = {t: set() for t in wanted}
+        strays = []
+        for n in nodes:
+            if n.holder is None:
+                continue
+            if n.holder in held:
+                held[n.holder].add(n.name)
+            else:
+                strays.append(n)
+        for n in strays:  # held for a tenant that is not configured (any more): let it go now
+            self._patch(rep, n, None, f"release {n.name}: held for {n.holder!r}, not a tenant that may hold")
+        size = {n.name: n.gpus for n in nodes}
+        taken = {n for names in held.values() for n in names}
+        now = self.clock()
+        result: dict[str, int] = {}
+        for t in sorted(wanted):
+            gpus, current = wanted[t], held[t]
+            # a node that went NotReady, was cordoned or got a foreign taint leaves the hold (as in the simulator)
+            free_nodes = [n for n in nodes if n.usable and n.gpus > 0 and (n.name in current or n.name not in taken)]
+            own = members.get(t, set())
+            mine: dict[str, int] = {}  # the holders' GPUs per node
+            for who in own:
+                for n, g in by_tenant.get(who, {}).items():
+                    mine[n] = mine.get(n, 0) + g
+            firm: dict[str, int] = {}  # others' GPUs that cannot be evicted, per node (the holders' own are not)
+            for owner, per_node in firm_of.items():
+                if owner not in own:
+                    for n, g in per_node.items():
+                        firm[n] = firm.get(n, 0) + g
+            jg = (job_gpus or {}).get(t, 1)
+            need = self.choose(free_nodes, current, gpus, mine, freed, firm, keep=False, job_gpus=jg) if gpus > 0 else []
+            ok = {n.name for n in free_nodes}
+            fewer = sum(size[n] for n in need) < sum(size[n] for n in current if n in ok)
+            if fewer:
+                since = self._fewer_since.setdefault(t, now)
+                may_shrink = now - since >= self.shrink_delay_s
+                if may_shrink:
+                    del self._fewer_since[t]
+            else:
+                self._fewer_since.pop(t, None)
+                may_shrink = True
+            target = set(need) if may_shrink else set(self.choose(free_nodes, current, gpus, mine, freed, firm,
+                                                                              keep=True, job_gpus=jg))
+            if gpus > sum(size[n] for n in target):
+                rep.actions.append(f"node hold {t}: only {len(target)} usable nodes for {gpus} GPUs")
+            now_held = set(current)
+            for n in sorted(current - target):
+                if self._patch(rep, self._node(nodes, n), None, f"release {n} from the hold of {t}"):
+                    now_held.discard(n)
+            for n in sorted(target - current):
+                if self._patch(rep, self._node(nodes, n), t, f"hold {n} ({size[n]} GPUs) for {t}"):
+                    now_held.add(n)
+            taken |= now_held
+            result[t] = sum(size[n] for n in now_held)
+        return result
+
+    def release_all(self, rep: ActionReport) -> None:
+        """Un-hold every node carrying our label; no pod is stopped."""
+        try:
+            nodes, _, _ = self.read()
+        except ApiException as exc:
+            rep.errors.append(f"node holds: cannot read nodes/pods: {exc.status} {exc.reason}")
+            return
+        for n in nodes:
+            if n.holder is not None:
+                self._patch(rep, n, None, f"release {n.name}: the daemon stops")
+        self._fewer_since.clear()
+
+    @staticmethod
+    def _node(nodes: list[HoldNode], name: str) -> HoldNode:
+        return next(n for n in nodes if n.name == name)
+
+    def _patch(self, rep: ActionReport, node: HoldNode, value: str | None, action: str) -> bool:
+        """Label and taint `node` with the hold's label value (None: remove both), keeping every other taint."""
+        if not self.dry_run:
+            self.guard.check(action)
+        rep.actions.append(action)
+        if self.dry_run:
+            return True
+        taints = [t for t in node.taints if t.get("key") != self.label]
+        if value is not None:
+            taints.append({"key": self.label, "value": value, "effect": "NoSchedule"})
+        body = {"metadata": {"labels": {self.label: value}, "resourceVersion": node.resource_version},
+                "spec": {"taints": taints}}
+        try:
+            self.core.patch_node(node.name, body)
+            return True
+        except ApiException as exc:  # reported; the next cycle reads the node again
+            rep.errors.append(f"{action}: {exc.status} {exc.reason}")
+            return False

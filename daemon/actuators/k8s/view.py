@@ -1,0 +1,89 @@
+"""The cluster as the Kubernetes API shows it: pods as the policy's Jobs, nodes as its Nodes.
+
+Two list calls per cycle through the official client (nodes; pods of all namespaces), read by both the plain
+Kubernetes actuator and the Kueue one (which holds nodes with a label and taint, node_holds.py):
+
+- a job is a pod of a tenant namespace that asks for GPUs (``requests``, else ``limits``, of the GPU resource),
+  Pending or Running and not being deleted; its id is ``namespace/pod``, its tier its PriorityClass
+  (``gpu-autoscaler-<tier>``, any other class: normal), its node ``spec.nodeName`` while Running. A Kueue
+  workload that is not admitted has no pod yet and so is not a job here.
+- a node's GPUs are its allocatable GPU resource; 0, and a place for no tenant (CLOSED), when it is cordoned,
+  not Ready, or tainted NoSchedule/NoExecute by someone else. Used: the GPU requests of the pods bound to it
+  (``spec.nodeName``) that have not ended (the scheduler's own accounting), every namespace. Draining: those of
+  such pods being deleted (an eviction's grace period: ``metadata.deletionTimestamp`` set), free once they end.
+  Held: our hold label's value (a tenant's ``name_part``: that tenant; the pool's value: HELD_BY_POOL; any
+  other: CLOSED).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+
+from daemon.actuators.k8s.actuator import priority_class_name
+from daemon.actuators.k8s.node_holds import POOL_VALUE, gpu_quantity, name_part, node_usable, pod_gpus
+from daemon.policy.state import CLOSED, HELD_BY_POOL, PRIORITY, UNHELD, Jobs, Nodes
+
+TIER_OF_CLASS = {priority_class_name(t): t for t in PRIORITY}
+ENDED = ("Succeeded", "Failed")
+
+
+def _seconds_since(when, now: dt.datetime) -> float:
+    return max(0.0, (now - when).total_seconds()) if when is not None else 0.0
+
+
+def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenants: tuple[str, ...],
+                 now: dt.datetime | None = None) -> Jobs:
+    now = now or dt.datetime.now(dt.timezone.utc)
+    index = {t: i for i, t in enumerate(tenants)}
+    rows = []
+    for p in pods:
+        t = tenant_of_ns.get(p.metadata.namespace)
+        phase = p.status.phase if p.status else None
+        if t not in index or phase not in ("Pending", "Running") or p.metadata.deletion_timestamp is not None:
+            continue
+        g = pod_gpus(p, resource)
+        if g <= 0:
+            continue
+        run = phase == "Running" and bool(p.spec.node_name)
+        rows.append((f"{p.metadata.namespace}/{p.metadata.name}", index[t], g,
+                     PRIORITY[TIER_OF_CLASS.get(p.spec.priority_class_name or "", "normal")], run,
+                     _seconds_since(p.status.start_time, now) if run else 0.0,
+                     0.0 if run else _seconds_since(p.metadata.creation_timestamp, now),
+                     p.spec.node_name if run else ""))
+    if not rows:
+        return Jobs.empty()
+    ids, ten, gpus, prio, run, rt, wait, node = zip(*rows)
+    return Jobs(ids=np.array(ids, dtype=object), tenant=np.array(ten, dtype=np.int64),
+                gpus=np.array(gpus, dtype=np.int64), priority=np.array(prio, dtype=np.int8),
+                running=np.array(run, dtype=bool), runtime_s=np.array(rt, dtype=float),
+                wait_s=np.array(wait, dtype=float), node=np.array(node, dtype=object))
+
+
+def nodes_view(nodes: list, pods: list, resource: str, tenants: tuple[str, ...], hold_label: str | None) -> Nodes:
+    used: dict[str, int] = {}
+    going: dict[str, int] = {}
+    for p in pods:
+        node = p.spec.node_name
+        if not node or (p.status and p.status.phase in ENDED):
+            continue
+        book = going if p.metadata.deletion_timestamp is not None else used
+        book[node] = book.get(node, 0) + pod_gpus(p, resource)
+    holder = {name_part(t): i for i, t in enumerate(tenants)} | {POOL_VALUE: HELD_BY_POOL}
+    names, gpus, draining, free, held = [], [], [], [], []
+    for n in nodes:
+        name = n.metadata.name
+        ok = node_usable(n, hold_label)
+        g = gpu_quantity((n.status.allocatable or {}).get(resource, 0)) if ok else 0
+        room = max(g - used.get(name, 0), 0)
+        d = min(going.get(name, 0), room)
+        value = (n.metadata.labels or {}).get(hold_label) if hold_label else None
+        names.append(name)
+        gpus.append(g)
+        draining.append(d)
+        free.append(room - d)
+        held.append(CLOSED if not ok else UNHELD if value is None else holder.get(value, CLOSED))
+    return Nodes(names=np.array(names, dtype=object), gpus=np.array(gpus, dtype=np.int64),
+                 free=np.array(free, dtype=np.int64), draining=np.array(draining, dtype=np.int64),
+                 held_by=np.array(held, dtype=np.int64))

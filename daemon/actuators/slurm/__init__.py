@@ -1,0 +1,1 @@
+"""Slurm: preemptions (requeue, warn, AdminComment), node fencing, and holds as reservations."""

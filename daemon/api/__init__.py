@@ -1,1 +1,0 @@
-"""The JSON API (/api/v1) and the access control the console shares with it."""

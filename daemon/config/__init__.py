@@ -1,0 +1,38 @@
+"""The one configuration object: section models with their checks across sections (models), and the
+pure merge a reload runs (reload). `from daemon.config import Config, load_config, ConfigError`."""
+
+from daemon.config.models import (
+    RECORDED_QUERIES,
+    AccessConfig,
+    AccessToken,
+    ActuatorsConfig,
+    ClusterConfig,
+    Config,
+    ConfigError,
+    CycleConfig,
+    FailoverConfig,
+    ForecasterConfig,
+    ForecastQualityConfig,
+    GatewayKeysConfig,
+    HAConfig,
+    HistoryConfig,
+    KubernetesActuatorConfig,
+    KueueActuatorConfig,
+    PolicyConfig,
+    PrometheusConfig,
+    RateLevel,
+    RateLimitConfig,
+    RedisActuatorConfig,
+    RetrainConfig,
+    ServerConfig,
+    SimulatorConfig,
+    SlurmActuatorConfig,
+    SourceConfig,
+    StateConfig,
+    TenantConfig,
+    Tier,
+    load_config,
+    parse_config,
+)
+
+__all__ = ["AccessConfig", "AccessToken", "ActuatorsConfig", "ClusterConfig", "Config", "ConfigError", "CycleConfig", "FailoverConfig", "ForecastQualityConfig", "ForecasterConfig", "GatewayKeysConfig", "HAConfig", "HistoryConfig", "KubernetesActuatorConfig", "KueueActuatorConfig", "PolicyConfig", "PrometheusConfig", "RECORDED_QUERIES", "RateLevel", "RateLimitConfig", "RedisActuatorConfig", "RetrainConfig", "ServerConfig", "SimulatorConfig", "SlurmActuatorConfig", "SourceConfig", "StateConfig", "TenantConfig", "Tier", "load_config", "parse_config"]

@@ -1,0 +1,512 @@
+"""The one configuration object, validated once at start-up.
+
+Every knob lives here so that a typo in a TOML file fails loudly before the
+daemon touches a cluster: unknown keys are rejected (``extra="forbid"``) and
+every error names the dotted key that is wrong.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, HttpUrl, ValidationError, field_validator, model_validator
+
+from gateway.configfile import Strict as _Strict, format_validation_error, read_secret, read_toml
+from gateway.keys import ApiKey
+
+Tier = Literal["high", "normal", "low"]
+TIERS: tuple[Tier, ...] = ("high", "normal", "low")
+
+
+class ConfigError(Exception):
+    """A config problem a human must fix; the CLI prints it on one line and exits 2."""
+
+
+
+
+class ClusterConfig(_Strict):
+    name: str = "default"
+    gpus: int = Field(1024, gt=0, description="GPUs in the cluster (simulator, or a fallback when the source cannot tell)")
+    gpus_per_node: int = Field(8, gt=0)
+
+
+class TenantConfig(_Strict):
+    name: str = Field(min_length=1)
+    tier: Tier = "normal"
+    slurm_account: str | None = None
+    k8s_namespace: str | None = None
+    rate_override: float | None = Field(None, gt=0, description="fixed req/s for this tenant, ignores load levels")
+
+
+class CycleConfig(_Strict):
+    interval_s: float = Field(30.0, gt=0)
+    resolution_s: int = Field(60, gt=0, description="step of the demand series and of the forecast")
+    history_steps: int = Field(2880, ge=60, description="how much history the forecaster reads each cycle")
+    horizon_steps: int = Field(60, ge=1)
+    stale_after_s: float = Field(180.0, gt=0, description="data older than this is stale: no new preemptions")
+    max_missing_share: float = Field(0.2, ge=0, le=1, description="share of tenants without a fresh sample that makes the snapshot stale")
+    max_plan_age_s: float = Field(1800.0, gt=0, description="a last good plan older than this gives way to the safe "
+                                                            "default: no holds beyond the static pool, no preemptions")
+    forget_tenant_after_s: float = Field(86400.0, gt=0, description="a tenant absent from every plan this long is "
+                                         "forgotten: its per-tenant series leave /metrics and its `<prefix>:limit:"
+                                         "<tenant>` key (one the redis actuator wrote) is deleted from Redis (the "
+                                         "actuator reads this at start; the series follow a reload)")
+
+
+class PolicyConfig(_Strict):
+    reserve_share: float = Field(0.2, ge=0, le=1, description="guaranteed pool for the high tier")
+    lead_time_steps: int = Field(10, ge=0, description="how far ahead capacity is held for a predicted peak")
+    preempt_lead_steps: int = Field(3, ge=1, description="how far ahead jobs are preempted (>= checkpoint drain)")
+    quantile: float = Field(0.9, gt=0, lt=1, description="forecast quantile that is reserved for")
+    headroom: float = Field(0.05, ge=0, le=1)
+    preempt_budget_share: float = Field(0.02, ge=0, le=1, description="GPUs preempted per budget window, share of cluster")
+    preempt_budget_jobs: int = Field(500, ge=0, description="jobs preempted per budget window")
+    preempt_budget_window_s: float = Field(30.0, gt=0, description="the budget refills over this much time, "
+                                           "whatever triggers cycles (a token bucket holding one window)")
+    hysteresis: float = Field(0.05, ge=0, lt=1, description="relative band before a reservation grows or shrinks")
+    max_wait_steps: int = Field(120, ge=1, description="wait of a low- or normal-priority job (all its queue stints) "
+                                "after which it is admitted ahead of the high tier's borrowing (aging)")
+    aging_cumulative: bool = Field(True, description="aging sums a job's wait over all its queue stints (requeues) "
+                                   "and exempts a job aging started for aging_min_run_s; off: the current stint only")
+    aging_min_run_s: float = Field(1800.0, ge=0, description="a job started through aging is not preempted "
+                                   "before it has run this long")
+    aging_before_high: bool = Field(True, description="aged jobs are held for before the high tier's forecast "
+                                    "beyond its guarantee (min(static pool, its own hold)); off: after it")
+    aging_max_share: float = Field(0.1, ge=0, le=1, description="aged work (admitted, or running its grace period) "
+                                   "is bounded to this share of the GPUs; the longest waiter always gets one job")
+    min_preempt_gpus: int = Field(1, ge=1, description="deficits smaller than this are not worth a preemption")
+    preempt_min_runtime_s: float = Field(0.0, ge=0, description="a job younger than this is never preempted "
+                                         "(like Slurm's PreemptExemptTime); the Slurm actuator re-checks it")
+    preempt_quantile: float | None = Field(None, gt=0, lt=1, description="forecast quantile jobs are preempted for "
+                                           "within preempt_lead_steps; none: `quantile`, as the hold. Lower: the "
+                                           "hold covers the high quantile, preemption only the likely demand")
+    pool_high_tier: bool = Field(True, description="hold the high tier's reservations as one pool that any high-tier "
+                                 "tenant may use (one Slurm reservation for all their accounts), not one hold each")
+
+
+class RateLevel(_Strict):
+    load: float = Field(ge=0, le=1.5, description="cluster load at which this level starts")
+    high: float = Field(gt=0)
+    normal: float = Field(gt=0)
+    low: float = Field(gt=0)
+
+    def rate(self, tier: Tier) -> float:
+        return float(getattr(self, tier))
+
+
+def _default_levels() -> list[RateLevel]:
+    return [
+        RateLevel(load=0.0, high=1000, normal=100, low=100),
+        RateLevel(load=0.8, high=200, normal=50, low=100),
+        RateLevel(load=0.9, high=200, normal=50, low=50),
+    ]
+
+
+class RateLimitConfig(_Strict):
+    levels: list[RateLevel] = Field(default_factory=_default_levels)
+    hysteresis: float = Field(0.05, ge=0, lt=0.5, description="load must fall this far below a level to loosen")
+    burst_seconds: float = Field(2.0, gt=0, description="bucket size as seconds of rate")
+
+    @field_validator("levels")
+    @classmethod
+    def _sorted_from_zero(cls, v: list[RateLevel]) -> list[RateLevel]:
+        if not v:
+            raise ValueError("at least one level is needed")
+        loads = [lvl.load for lvl in v]
+        if loads != sorted(loads) or len(set(loads)) != len(loads):
+            raise ValueError("levels must have strictly increasing load")
+        if loads[0] != 0.0:
+            raise ValueError("the first level must start at load 0.0")
+        return v
+
+
+class SimulatorConfig(_Strict):
+    seed: int = 42
+    tenants: int = Field(40, gt=0)
+    high_share: float = Field(0.1, ge=0, le=1)
+    low_priority_share: float = Field(0.5, ge=0, le=1, description="share of normal-tier demand that is preemptible")
+    target_load: float = Field(0.85, gt=0, le=2, description="mean demand as a share of GPUs")
+    peak_share: float = Field(0.3, ge=0, le=1, description="tenants with a daily 14:00 peak")
+    drain_steps: int = Field(2, ge=0, description="steps a preempted job holds its GPUs while it checkpoints")
+    checkpoint_steps: int = Field(30, ge=1)
+    start_time: str = "2026-01-04T13:30:00Z"  # the first cycle lands at 13:30, before the 14:00 peak
+    warmup_steps: int = Field(2880, ge=0, description="history generated before the first cycle")
+
+
+class PrometheusConfig(_Strict):
+    url: str = "http://127.0.0.1:9090"
+    timeout_s: float = Field(5.0, gt=0)
+    retries: int = Field(2, ge=0)
+    tenant_label: str = "namespace"
+    node_label: str = "Hostname"
+    disable_ssl: bool = False
+    headers: dict[str, str] = Field(default_factory=dict)
+    max_response_mb: float = Field(64.0, gt=0, description="a bigger answer is a SourceError (read in chunks)")
+    chunk_steps: int = Field(720, ge=1, description="steps per query_range request (bounds each answer's size)")
+    # Demand of a tenant = GPUs allocated to it, busy or idle. DCGM exporter labels a GPU with the namespace
+    # of the pod it is allocated to (empty when free).
+    demand_query: str = 'count by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""})'
+    # Tenants with a GPU seen in the last 15m whose series is not fresh now (its node's scrape failed, so
+    # Prometheus marked it stale, or the exporter dropped it): missing, not idle.
+    missing_query: str = ('count by (namespace) (last_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!=""}[15m])'
+                          ' unless on (Hostname, gpu) DCGM_FI_DEV_GPU_UTIL)')
+    util_query: str = 'avg by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""})'
+    capacity_query: str = "count(DCGM_FI_DEV_GPU_UTIL)"
+    nodes_query: str = "count by (Hostname) (DCGM_FI_DEV_GPU_UTIL)"
+    # nodes seen within a day: a node that just died is still known (alerts may only name known nodes)
+    known_nodes_query: str = "count by (Hostname) (max_over_time(DCGM_FI_DEV_GPU_UTIL[1d]))"
+    freshness_query: str = "max(timestamp(DCGM_FI_DEV_GPU_UTIL))"
+    # true when deploy/prometheus/gpu-autoscaler-recording.yml is loaded: the queries that are not set
+    # explicitly read its pre-aggregated series instead of every GPU's raw series
+    recording_rules: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _recorded_defaults(cls, data):
+        if isinstance(data, dict) and data.get("recording_rules") is True:
+            data = {**RECORDED_QUERIES, **data}
+        return data
+
+
+# What the daemon reads when recording_rules = true (the series deploy/prometheus/gpu-autoscaler-recording.yml records).
+RECORDED_QUERIES = {
+    "demand_query": "namespace:gpuas_gpus_allocated:count",
+    "missing_query": "namespace:gpuas_gpus_stale:count",
+    "capacity_query": "cluster:gpuas_gpus:count",
+}
+
+
+class HistoryConfig(_Strict):
+    """The daemon's own rolling history of the Prometheus demand series (daemon/sources/history.py)."""
+    incremental: bool = Field(True, description="false: re-read the whole history window every cycle")
+    path: Path | None = Field(None, description="SQLite file; default: next to state.path, '<stem>-history.sqlite'")
+    overlap_steps: int = Field(1, ge=1, description="already-read steps read again each cycle (late samples)")
+    backfill_chunk_steps: int = Field(720, ge=1, description="steps per request while backfilling")
+
+
+class SourceConfig(_Strict):
+    kind: Literal["simulator", "prometheus"] = "simulator"
+    simulator: SimulatorConfig = Field(default_factory=SimulatorConfig)
+    prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)
+
+
+class ForecastQualityConfig(_Strict):
+    window: int = Field(60, ge=1, description="scored forecasts the live quality is computed over")
+    coverage_min: float = Field(0.8, gt=0, lt=1, description="p90 coverage below this is degraded")
+    coverage_max: float = Field(0.98, gt=0, le=1, description="p90 coverage above this is degraded (too wide)")
+    fallback_after_cycles: int = Field(10, ge=1, description="cycles out of bounds before the best baseline takes over")
+    min_scored: int = Field(10, ge=1, description="scored forecasts needed before quality is judged")
+
+
+class ForecasterConfig(_Strict):
+    kind: Literal["auto", "lstm", "seasonal_naive", "ets"] = "auto"
+    model_dir: Path = Path("models")
+    quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)
+    season_steps: int = Field(1440, ge=2, description="steps in one season (a day at 1-min resolution)")
+    quality: ForecastQualityConfig = Field(default_factory=ForecastQualityConfig)
+    torch_threads: int = Field(1, ge=1, description="torch intra-op threads for the cycle's forecast "
+                                                    "(1: fastest on a small or shared machine, bench/cycle_bench.py)")
+
+    @field_validator("quantiles")
+    @classmethod
+    def _quantiles_ok(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        if not v or any(not 0 < q < 1 for q in v) or list(v) != sorted(set(v)):
+            raise ValueError("quantiles must be increasing values strictly between 0 and 1")
+        return v
+
+
+class RedisActuatorConfig(_Strict):
+    url: str = "redis://127.0.0.1:6379/0"
+    prefix: str = "gpuas"
+
+
+class SlurmActuatorConfig(_Strict):
+    mode: Literal["requeue", "suspend"] = Field("requeue", description="suspend keeps GPUs allocated; requeue frees them")
+    bin_dir: Path = Path("/usr/bin")
+    slurm_conf: Path | None = Field(None, description="SLURM_CONF for scontrol/squeue (default: Slurm's own)")
+    timeout_s: float = Field(10.0, gt=0)
+    # a job's priority class comes from its QOS if mapped, else from its partition, else "normal"
+    priority_by_qos: dict[str, Tier] = Field(default_factory=lambda: {"high": "high", "low": "low", "preemptible": "low"})
+    priority_by_partition: dict[str, Tier] = Field(default_factory=lambda: {"high": "high", "low": "low"})
+    drain_failed_nodes: bool = Field(True, description="drain a node reported down so nothing new lands on it")
+    warn_signal: str = Field("USR1", pattern=r"^[A-Z0-9]+$", description="sent to the batch script before a preemption")
+    # off by default: a batch script that does not trap the signal is killed by it (and not requeued)
+    warn_lead_s: float = Field(0.0, ge=0, description="time between the warning and the requeue (0: no warning)")
+    # holds: one whole-node reservation (Flags=IGNORE_JOBS,MAGNETIC) per tenant the plan reserves GPUs for
+    holds: bool = Field(True, description="hold the plan's reserved GPUs with a Slurm reservation")
+    hold_tiers: list[Tier] = Field(default_factory=lambda: ["high", "normal", "low"],
+                                   description="tiers whose tenants get a hold when the plan reserves GPUs for them "
+                                               "(with slurm enabled: every tier, as the plan and simulator hold)")
+    hold_name_prefix: str = Field("gpuas-hold", pattern=r"^[A-Za-z0-9_.-]+$",
+                                  description="reservations named so are the daemon's own; no other is touched")
+    hold_shrink_delay_s: float = Field(300.0, ge=0, description="a hold shrinks only after wanting fewer nodes this long")
+
+
+class KubernetesActuatorConfig(_Strict):
+    in_cluster: bool = False
+    kubeconfig: Path | None = None
+    gpu_resource: str = "nvidia.com/gpu"
+    quota_name: str = "gpu-autoscaler"
+    grace_period_s: int = Field(30, ge=0)
+    timeout_s: float = Field(10.0, gt=0, description="every API request: no answer within this is that action's error")
+
+
+class KueueActuatorConfig(_Strict):
+    """Kueue mode: ClusterQueues per tier in one cohort (connection: actuators.kubernetes)."""
+    cohort: str = Field("gpu-autoscaler", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    flavor: str = Field("default-flavor", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", description="ResourceFlavor name")
+    queue_prefix: str = Field("gpuas", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                              description="ClusterQueues <prefix>-<tier>, LocalQueues <prefix> and <prefix>-low")
+    gpu_resource: str = "nvidia.com/gpu"
+    hold_label: str = Field("gpu-autoscaler.io/hold",
+                            pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+                            description="node label and taint key of a whole-node hold (value: the tenant)")
+    hold_shrink_delay_s: float = Field(300.0, ge=0, description="a node hold shrinks only after wanting fewer nodes this long")
+
+
+class ActuatorsConfig(_Strict):
+    dry_run: bool = True
+    enabled: list[Literal["log", "redis", "slurm", "kubernetes", "kueue", "simulator"]] = Field(
+        default_factory=lambda: ["log"])
+    release_holds_on_stop: bool = Field(True, description="release scheduler holds on stop (Slurm reservations, Kueue node holds, "
+                                                "Kubernetes quotas)")
+    redis: RedisActuatorConfig = Field(default_factory=RedisActuatorConfig)
+    slurm: SlurmActuatorConfig = Field(default_factory=SlurmActuatorConfig)
+    kubernetes: KubernetesActuatorConfig = Field(default_factory=KubernetesActuatorConfig)
+    kueue: KueueActuatorConfig = Field(default_factory=KueueActuatorConfig)
+
+
+class ServerConfig(_Strict):
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = Field(9105, ge=0, le=65535)
+    webhook_token: str | None = None
+    webhook_token_file: Path | None = None
+    max_body_bytes: int = Field(1_048_576, gt=0)
+    allow_unauthenticated_webhook: bool = Field(False, description="accept webhook posts without a token (refused otherwise)")
+    metrics_token: str | None = Field(None, min_length=16, description="when set (or metrics_token_file), /metrics "
+                                      "answers only `Authorization: Bearer <token>` (401 otherwise): its series "
+                                      "name every tenant, with its holds, limits, forecasts and preemptions")
+    metrics_token_file: Path | None = Field(None, description="a file holding the metrics token (at least 16 "
+                                            "characters); the same file can be Prometheus' `authorization."
+                                            "credentials_file` (deploy/prometheus/gpu-autoscaler-scrape.yml)")
+    public_url: HttpUrl | None = Field(None, description="the console's address as browsers see it, e.g. "
+                                       "https://console.example behind a TLS proxy: the console's forms are "
+                                       "accepted only with this Origin. Unset: the Origin must match the URL the "
+                                       "request arrived on")
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url_is_an_origin(cls, v: HttpUrl | None) -> HttpUrl | None:
+        if v is not None and (v.username or v.password):
+            raise ValueError("no user or password in the console's public URL")
+        if v is not None and (v.query or v.fragment):
+            raise ValueError("the console's public URL takes no query or fragment")
+        return v
+
+    @model_validator(mode="after")
+    def _one_metrics_token(self) -> "ServerConfig":
+        if self.metrics_token is not None and self.metrics_token_file is not None:
+            raise ValueError("give at most one of metrics_token and metrics_token_file")
+        return self
+
+    def metrics_secret(self) -> str | None:
+        """The token /metrics asks for, or None (open /metrics). ConfigError when its file cannot be read."""
+        if self.metrics_token_file is not None:
+            return read_secret(self.metrics_token_file, "server.metrics_token_file", ConfigError)
+        return self.metrics_token
+
+    def token(self) -> str | None:
+        if self.webhook_token_file is not None:
+            try:
+                return self.webhook_token_file.read_text().strip() or None
+            except OSError as exc:
+                raise ConfigError(f"server.webhook_token_file: cannot read {self.webhook_token_file}: {exc}") from exc
+        return self.webhook_token
+
+
+class FailoverConfig(_Strict):
+    """Which alerts may fence a node, and the circuit breaker that stops a bad alert from draining the cluster."""
+
+    node_down_alerts: list[str] = Field(default_factory=lambda: ["GPUNodeDown"],
+                                        description="alert names that mean 'this node is gone'")
+    cycle_alerts: list[str] = Field(default_factory=lambda: ["GPUClusterLoadHigh", "GPUTenantLoadSpike"],
+                                    description="alert names that run a cycle now")
+    node_labels: list[str] = Field(default_factory=lambda: ["node", "Hostname", "hostname", "kubernetes_node"],
+                                   description="labels read, in order, for the node name")
+    breaker_max_nodes: int = Field(3, ge=1, description="more nodes than this reported down within the window: no failover")
+    breaker_max_share: float = Field(0.1, gt=0, le=1, description="or more than this share of the nodes")
+    breaker_window_s: float = Field(600.0, gt=0)
+    node_cache_s: float = Field(30.0, ge=0, description="how long the scheduler's node list is reused")
+    confirm_with_scheduler: bool = Field(
+        True, description="before requeueing a node's jobs on a node-down alert, ask the scheduler whether it sees "
+        "the node failed too (Slurm: DOWN, DRAIN, FAIL or NOT_RESPONDING; Kubernetes: Ready False or Unknown); when "
+        "it sees the node healthy, nothing is requeued or fenced and the disagreement is logged, recorded as an "
+        "event and said in the webhook's reply. A scheduler that cannot tell does not block the failover. Turn "
+        "off to act on the alert alone, e.g. when GPU faults do not reach the scheduler (no Slurm "
+        "HealthCheckProgram, no node problem detector)")
+
+
+class AccessToken(_Strict):
+    """One bearer token for the console and the API: an operator sees and changes everything, a tenant
+    token sees only its own tenant."""
+
+    name: str = Field(min_length=1, description="who holds the token; written to the audit log")
+    role: Literal["operator", "tenant"]
+    tenant: str | None = Field(None, description="the tenant a tenant token may see (role = tenant only)")
+    token: str | None = Field(None, min_length=16)
+    token_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "AccessToken":
+        if (self.token is None) == (self.token_file is None):
+            raise ValueError("give exactly one of token or token_file")
+        if self.role == "tenant" and not self.tenant:
+            raise ValueError("a tenant token needs tenant = NAME")
+        if self.role == "operator" and self.tenant:
+            raise ValueError("an operator token sees every tenant: drop tenant")
+        return self
+
+    def secret(self) -> str:
+        if self.token_file is not None:
+            return read_secret(self.token_file, f"access.tokens.{self.name}.token_file", ConfigError)
+        return self.token or ""
+
+
+class AccessConfig(_Strict):
+    tokens: list[AccessToken] = Field(default_factory=list)
+    cookie_secure: bool = Field(False, description="mark the console's login cookie Secure (behind HTTPS)")
+
+    @field_validator("tokens")
+    @classmethod
+    def _unique_names(cls, v: list[AccessToken]) -> list[AccessToken]:
+        names = [t.name for t in v]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"duplicate token names: {dup}")
+        return v
+
+
+class GatewayKeysConfig(_Strict):
+    """API keys the daemon publishes to Redis (`<prefix>:apikeys`, SHA-256 digest -> tenant) for the gateways;
+    needs the redis actuator. Empty: the daemon publishes nothing and leaves Redis' map alone."""
+
+    keys: list[ApiKey] = Field(default_factory=list)
+
+
+class HAConfig(_Strict):
+    """Two or more replicas, one acting: a leader lease with a fencing token, in Redis (daemon/ha/lease.py) or
+    a Kubernetes Lease object (daemon/ha/lease_k8s.py)."""
+
+    enabled: bool = False
+    backend: Literal["redis", "kubernetes"] = "redis"
+    redis_url: str | None = Field(None, description="the lease's Redis (default: actuators.redis.url)")
+    prefix: str = "gpuas"
+    namespace: str = Field("default", description="kubernetes backend: the Lease's namespace")
+    lease_name: str = Field("gpu-autoscaler-leader", description="kubernetes backend: the Lease object")
+    replica_id: str | None = Field(None, pattern=r"^[^|#]+$", description="default: hostname:pid")
+    lease_ttl_s: float = Field(15.0, gt=0, description="a dead leader's lease expires after this")
+    renew_every_s: float | None = Field(None, gt=0, description="default: lease_ttl_s / 3")
+    safety_margin: float = Field(0.3, ge=0, lt=1, description="share of the TTL that must be left to act")
+
+    @model_validator(mode="after")
+    def _renew_before_expiry(self) -> "HAConfig":
+        if self.renew_every_s is not None and self.renew_every_s >= self.lease_ttl_s * (1 - self.safety_margin):
+            raise ValueError("renew_every_s must be well below lease_ttl_s * (1 - safety_margin)")
+        return self
+
+
+class StateConfig(_Strict):
+    path: Path = Path("state/gpu-autoscaler.sqlite")
+    events_keep_days: float = Field(30.0, gt=0, description="events (failovers, preemptions, operator changes) "
+                                    "older than this are deleted")
+    events_max_rows: int = Field(200_000, ge=1000, description="and at most this many are kept")
+
+
+class RetrainConfig(_Strict):
+    enabled: bool = False
+    cron: str = "17 3 * * *"
+    epochs: int = Field(8, ge=1)
+    min_improvement: float = Field(0.0, ge=0, lt=1, description="required relative gain over the best baseline")
+
+
+class Config(_Strict):
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    tenants: list[TenantConfig] = Field(default_factory=list)
+    cycle: CycleConfig = Field(default_factory=CycleConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    ratelimits: RateLimitConfig = Field(default_factory=RateLimitConfig)
+    source: SourceConfig = Field(default_factory=SourceConfig)
+    history: HistoryConfig = Field(default_factory=HistoryConfig)
+    forecaster: ForecasterConfig = Field(default_factory=ForecasterConfig)
+    actuators: ActuatorsConfig = Field(default_factory=ActuatorsConfig)
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    access: AccessConfig = Field(default_factory=AccessConfig)
+    gateway: GatewayKeysConfig = Field(default_factory=GatewayKeysConfig)
+    ha: HAConfig = Field(default_factory=HAConfig)
+    state: StateConfig = Field(default_factory=StateConfig)
+    failover: FailoverConfig = Field(default_factory=FailoverConfig)
+    retrain: RetrainConfig = Field(default_factory=RetrainConfig)
+
+    @model_validator(mode="after")
+    def _unique_tenants(self) -> "Config":
+        names = [t.name for t in self.tenants]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"duplicate tenant names: {sorted(dup)}")
+        return self
+
+    @model_validator(mode="after")
+    def _ets_has_the_history_it_needs(self) -> "Config":
+        # with less history Holt-Winters' seasonal fit cannot run and it would forecast the last value with no
+        # spread at all, under its own name
+        fc = self.forecaster
+        if fc.kind == "ets":
+            from forecaster.baselines import (
+                HoltWinters,  # here only: importing the config must not load statsmodels
+            )
+
+            need = HoltWinters.min_steps(fc.season_steps, HoltWinters.agg_for(fc.season_steps))
+            if self.cycle.history_steps < need:
+                raise ValueError(f"forecaster.kind = 'ets' needs cycle.history_steps >= {need} (two seasons of "
+                                 f"forecaster.season_steps = {fc.season_steps}, plus two of the means it fits); "
+                                 f"it is {self.cycle.history_steps}")
+        return self
+
+    @model_validator(mode="after")
+    def _holds_the_plan_makes_are_enforced(self) -> "Config":
+        # the plan holds GPUs for every tier (the high tier by forecast, normal and low tenants by aging or an
+        # operator's floor) and the simulator holds them all: a Slurm actuator that holds only some would
+        # leave planned (and replayed) holds unenforced
+        if "slurm" in self.actuators.enabled:
+            s = self.actuators.slurm
+            if not s.holds:
+                raise ValueError("actuators.slurm.holds: false leaves every hold the plan makes (and the replay "
+                                 "counts) unenforced on Slurm; keep it true")
+            left_out = [t for t in ("high", "normal", "low") if t not in s.hold_tiers]
+            if left_out:
+                raise ValueError(f"actuators.slurm.hold_tiers: {left_out} left out; the plan holds GPUs for "
+                                 "tenants of every tier (high by forecast, normal and low by aging or an operator's "
+                                 "floor) and the simulator holds them all, so Slurm must too")
+        return self
+
+    def tier_of(self, tenant: str) -> Tier:
+        for t in self.tenants:
+            if t.name == tenant:
+                return t.tier
+        return "normal"
+
+
+def parse_config(data: dict, origin: str = "config") -> Config:
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, origin)) from None
+
+
+def load_config(path: Path | str | None) -> Config:
+    """Load and validate a TOML file; ``None`` gives the embedded simulated-cluster default."""
+    if path is None:
+        return Config()
+    return parse_config(read_toml(Path(path), ConfigError), str(path))

@@ -1,0 +1,3 @@
+"""Which forecaster the daemon runs (choose), how its live forecasts score (quality), and `retrain`,
+which scores the LSTM against the baselines on the cluster's own data and promotes the winner. The model
+families themselves live in the top-level `forecaster` library."""

@@ -1,0 +1,2 @@
+"""High availability: one acting replica. A leader lease with a fencing token (Redis: lease; Kubernetes
+Lease API: lease_k8s), and the fenced actuator that checks the token before every command (fencing)."""

@@ -1,0 +1,104 @@
+"""Fencing: an actuator wrapper that acts only while this replica holds the current fencing token.
+
+Every call that changes something (apply, requeue, notify, fence_node, release_holds) first asks
+the lease (``daemon/ha/lease.py``) to check the token in Redis and write the act into the ledger, in
+one atomic step; a stale or expiring token is refused with an error in the report and nothing is
+done. One call can send many commands and run for minutes (a plan with 20 preemptions is 60
+``scontrol`` calls, each with a 10 s timeout), longer than the lease's safety margin; so an actuator
+that can (``ChecksFence``) gets a guard that asks the lease again right before each command it sends,
+and the call stops at the first refusal (reported as its error; nothing more is sent). Read-only capabilities (jobs_on_node, cluster_jobs, cluster_nodes, node_names) pass straight through, and
+the wrapper has a capability exactly when the wrapped actuator has it (``__getattr__`` forwarding,
+see ``daemon/actuators/base.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Protocol
+
+from daemon.actuators.base import ActionReport, Actuator, ChecksFence, FenceGuard, FencingLost
+from daemon.policy.types import Notification, Plan
+
+log = logging.getLogger("gpu_autoscaler.actuator.fenced")
+
+MUTATING = ("fence_node", "release_holds")  # optional capabilities that change the cluster
+
+
+class Fence(Protocol):
+    def fence(self, what: str, jobs: list[str] | tuple[str, ...] = ()) -> tuple[bool, str]: ...
+
+
+class LeaseGuard(FenceGuard):
+    """The FenceGuard of a FencedActuator: each command is checked against the lease (and written into its
+    ledger) like a whole call is; a refusal raises FencingLost (and counts as a refusal)."""
+
+    def __init__(self, owner: "FencedActuator") -> None:
+        self.owner = owner
+
+    def check(self, what: str, jobs: list[str] | tuple[str, ...] = ()) -> None:
+        err = self.owner._check(what, list(jobs))
+        if err:
+            raise FencingLost(err.removeprefix("fenced: "))
+
+
+class FencedActuator:
+    def __init__(self, inner: Actuator, fence: Fence, on_refused: Callable[[], None] | None = None) -> None:
+        self.inner = inner
+        self._fence = fence
+        self.name = inner.name
+        self.refused = 0
+        self.on_refused = on_refused
+        if isinstance(inner, ChecksFence):
+            inner.use_fence(LeaseGuard(self))
+
+    @property
+    def dry_run(self) -> bool:
+        return self.inner.dry_run
+
+    def _check(self, what: str, jobs: list[str] | tuple[str, ...] = ()) -> str | None:
+        ok, why = self._fence.fence(f"{self.name}: {what}", jobs)
+        if ok:
+            return None
+        self.refused += 1
+        if self.on_refused is not None:
+            self.on_refused()
+        log.error("fenced: %s refused %s: %s", self.name, what, why)
+        return f"fenced: {why}"
+
+    def apply(self, plan: Plan) -> ActionReport:
+        err = self._check(f"apply plan {plan.at}", [p.job_id for p in plan.preemptions])
+        if err:
+            return ActionReport(self.name, self.dry_run, errors=[err], fenced=True)
+        return self.inner.apply(plan)
+
+    def requeue(self, job_ids: list[str], reason: str) -> ActionReport:
+        err = self._check(f"requeue: {reason}", job_ids)
+        if err:
+            return ActionReport(self.name, self.dry_run, errors=[err], fenced=True)
+        return self.inner.requeue(job_ids, reason)
+
+    def notify(self, notes: list[Notification]) -> ActionReport:
+        if not notes:
+            return self.inner.notify(notes)
+        err = self._check(f"notify {len(notes)} tenants")
+        if err:
+            return ActionReport(self.name, self.dry_run, errors=[err], fenced=True)
+        return self.inner.notify(notes)
+
+    def __getattr__(self, attr: str) -> Any:
+        target = getattr(self.inner, attr)  # AttributeError when the wrapped actuator lacks it
+        if attr not in MUTATING:
+            return target
+
+        def fenced(*args, **kwargs) -> ActionReport:
+            err = self._check(f"{attr} {' '.join(map(str, args))}".strip())
+            if err:
+                return ActionReport(self.name, self.dry_run, errors=[err], fenced=True)
+            return target(*args, **kwargs)
+
+        return fenced
+
+
+def fence_all(actuators: list[Actuator], fence: Fence, on_refused: Callable[[], None] | None = None) -> list[Actuator]:
+    """Wrap every actuator that can change something (dry-run ones change nothing and stay as they are)."""
+    return [a if a.dry_run else FencedActuator(a, fence, on_refused) for a in actuators]

@@ -1,0 +1,2 @@
+"""The running daemon: the loop (cycles, retrain, watchdog, signals), one cycle (collect, forecast,
+plan, apply), the wiring from config to runtime, and its Prometheus metrics (telemetry)."""

@@ -1,0 +1,245 @@
+"""One cycle: collect -> forecast -> plan -> act, with every failure mode turned into 'keep the last plan'."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pandas as pd
+
+from daemon import policy
+from daemon.actuators.base import ActionReport, Actuator
+from daemon.config import Config
+from daemon.forecasting.choose import WithFallback, baseline
+from daemon.forecasting.quality import ForecastQuality
+from daemon.policy.events import plan_events
+from daemon.policy.safe import safe_default
+from daemon.policy.types import OperatorInputs, Plan, PolicyMemory
+from daemon.service.telemetry import DaemonMetrics
+from daemon.sources.base import Collected, Source, SourceError
+from daemon.state.store import StateStore
+from forecaster.baselines import Forecaster
+from forecaster.types import Forecast
+
+log = logging.getLogger("gpu_autoscaler.cycle")
+
+
+@dataclass
+class CycleResult:
+    plan: Plan | None
+    outcome: str                       # ok | stale | source_error | error
+    seconds: float
+    acted: bool                        # whether this replica acts (False on a standby: planned or kept, not applied)
+    forecast: Forecast | None = None
+    collected: Collected | None = None
+    reports: list[ActionReport] = field(default_factory=list)
+    error: str | None = None
+
+
+class CycleRunner:
+    """Owns the cross-cycle memory; a lock keeps alert-triggered and scheduled cycles from overlapping."""
+
+    def __init__(self, cfg: Config, source: Source, forecaster: Forecaster, actuators: list[Actuator],
+                 store: StateStore | None = None, metrics: DaemonMetrics | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.cfg = cfg
+        self.source = source
+        self.forecaster = forecaster
+        self.fallback = baseline(cfg)
+        self.actuators = actuators
+        self.store = store
+        self.metrics = metrics or DaemonMetrics()
+        q = cfg.forecaster.quality
+        self.quality = ForecastQuality(tuple(cfg.forecaster.quantiles), cfg.cycle.horizon_steps, window=q.window,
+                                       coverage_min=q.coverage_min, coverage_max=q.coverage_max,
+                                       fallback_after_cycles=q.fallback_after_cycles, min_scored=q.min_scored,
+                                       registry=self.metrics.registry)
+        self.lock = threading.Lock()
+        self.memory: PolicyMemory = store.load_memory() if store else PolicyMemory()
+        self.last_plan: Plan | None = store.load_plan() if store else None
+        self.clock = clock
+        # wall-clock time the last good plan was made: its age decides when the safe default takes over
+        self.last_good_at: float | None = store.load_plan_made_at() if store and self.last_plan else None
+        self.safe_active = False
+        self.last_state = None
+        self.last_forecast: Forecast | None = None
+        self.last_history: pd.DataFrame | None = None
+        self.operator_inputs: Callable[[], OperatorInputs] | None = None  # daemon/state/overrides.py
+        self.may_act: Callable[[], bool] | None = None  # the leader lease (daemon/ha/lease.py); None: always
+        self.acting = True  # whether the last cycle's plan went to the actuators (False on a standby)
+        self.cycles = 0
+        if self.last_plan is not None:
+            log.info("restored last good plan from %s (%d reservations, rate level %d)", self.last_plan.at,
+                     len(self.last_plan.reservations), self.memory.rate_level)
+            if self.plan_too_old():
+                age = self.plan_age_s()
+                log.warning("restored plan is %s old (> cycle.max_plan_age_s = %gs): it is not enforced; the safe "
+                            "default applies until a fresh plan is made",
+                            "of unknown age" if age == float("inf") else f"{age:.0f}s", cfg.cycle.max_plan_age_s)
+
+    def plan_age_s(self) -> float:
+        """Seconds since the last good plan was made (inf when there is none or its time is unknown)."""
+        return float("inf") if self.last_good_at is None else max(0.0, self.clock() - self.last_good_at)
+
+    def plan_too_old(self) -> bool:
+        return self.plan_age_s() > self.cfg.cycle.max_plan_age_s
+
+    def _safe_default(self, state, why: str) -> Plan:
+        """Static pool only, no preemptions; said in the log (once), the metric and the plan's notes."""
+        last = self.last_plan
+        if state is not None and state.capacity > 0:
+            at, capacity, tenants, tiers = state.at.isoformat(), state.capacity, state.tenants, state.tiers
+        else:
+            names = tuple(sorted(set(last.limits) if last else {t.name for t in self.cfg.tenants}))
+            at = pd.Timestamp(self.clock(), unit="s", tz="UTC").isoformat()
+            capacity = last.capacity if last and last.capacity > 0 else self.cfg.cluster.gpus
+            tenants, tiers = names, tuple(self.cfg.tier_of(t) for t in names)
+        age = self.plan_age_s()
+        old = "no good plan" if age == float("inf") else f"last good plan is {age:.0f}s old"
+        plan = safe_default(at, capacity, tenants, tiers, self.memory, self.cfg,
+                            f"{why}; {old} (> max {self.cfg.cycle.max_plan_age_s:g}s)")
+        if not self.safe_active:
+            log.warning("%s", plan.notes[0])
+        self.safe_active = True
+        self.metrics.safe_default.set(1)
+        return plan
+
+    def _check_acting(self) -> bool:
+        """Whether this replica acts now (the leader lease; always without HA), kept in ``acting`` and the metric."""
+        self.acting = self.may_act is None or self.may_act()
+        self.metrics.leader.set(1 if self.acting else 0)
+        return self.acting
+
+    def _apply(self, plan: Plan) -> list[ActionReport]:
+        m = self.metrics
+        reports: list[ActionReport] = []
+        if not self._check_acting():  # a standby plans (and stays warm) but never acts
+            return reports
+        notes = list(plan.notifications)
+        for act in self.actuators:
+            try:
+                rep = act.apply(plan)
+            except Exception as exc:  # one broken actuator must not stop the others
+                rep = ActionReport(act.name, act.dry_run, errors=[str(exc)])
+            if notes:  # what notify did (or why it failed) joins the apply's report, never replaces it
+                try:
+                    told = act.notify(notes)
+                    extra, errs = told.actions, [f"notify: {e}" for e in told.errors]
+                except Exception as exc:
+                    extra, errs = [], [f"notify: {exc}"]
+                rep = dataclasses.replace(rep, actions=rep.actions + extra, errors=rep.errors + errs)
+            if rep.errors:
+                m.actuator_errors.labels(rep.actuator).inc(len(rep.errors))
+                log.error("actuator %s: %s", rep.actuator, "; ".join(rep.errors))
+            reports.append(rep)
+        # what an actuator itself tells tenants (a Slurm preemption warning) goes out on every channel
+        told = [n for r in reports for n in r.notifications]
+        if told:
+            for act in self.actuators:
+                try:
+                    act.notify(told)
+                except Exception as exc:
+                    log.error("actuator %s: notify: %s", act.name, exc)
+        return reports
+
+    def _forecast(self, history: pd.DataFrame) -> tuple[Forecast | None, bool]:
+        h = self.cfg.cycle.horizon_steps
+        try:
+            fc = self.forecaster.predict(history, h)
+            fell_back = isinstance(self.forecaster, WithFallback) and self.forecaster.last_error is not None
+            return fc, fell_back
+        except Exception as exc:
+            log.warning("forecast failed (%s); using %s", exc, self.fallback.name)
+            try:
+                return self.fallback.predict(history, h), True
+            except Exception as exc2:
+                log.error("baseline forecast failed too (%s): planning on current demand only", exc2)
+                return None, True
+
+    def _score_forecasts(self, fc: Forecast | None, history: pd.DataFrame) -> None:
+        """Live quality (daemon/forecasting/quality.py); when it stays degraded, the best baseline takes over."""
+        try:
+            self.quality.observe(fc, history)
+        except Exception:  # scoring must never stop the cycle
+            log.exception("live forecast scoring failed")
+            return
+        why = self.quality.fallback_due()
+        if why:
+            from forecaster.selection import StartupSelection
+
+            log.warning("live forecast quality degraded: %s; %s is replaced by the best baseline on the current "
+                        "history until the model is reloaded", why, self.forecaster.name)
+            self.forecaster = StartupSelection(self.cfg.forecaster.season_steps, tuple(self.cfg.forecaster.quantiles))
+            self.quality.reset()
+
+    def run_once(self) -> CycleResult:
+        with self.lock:
+            return self._run()
+
+    def _run(self) -> CycleResult:
+        t0 = time.perf_counter()
+        m = self.metrics
+        self.cycles += 1
+        try:
+            collected = self.source.collect(self.cfg.cycle.history_steps)
+        except SourceError as exc:
+            m.source_up.set(0)
+            m.plan_stale.set(1)
+            m.cycles.labels("source_error").inc()
+            if self.plan_too_old():
+                log.error("source unavailable: %s", exc)
+                plan = self._safe_default(None, "source unavailable")
+                reports = self._apply(plan)
+                return CycleResult(plan, "source_error", time.perf_counter() - t0, self.acting, reports=reports,
+                                   error=str(exc))
+            held = f"keeping last good plan from {self.last_plan.at}" if self.last_plan else "no plan yet"
+            log.error("source unavailable: %s; %s, no new preemptions", exc, held)
+            # nothing is applied this cycle; whether this replica is the one whose plan stands is still asked
+            return CycleResult(self.last_plan, "source_error", time.perf_counter() - t0, self._check_acting(),
+                               error=str(exc))
+        m.source_up.set(1)
+        state = collected.state
+        self.last_state = state
+        m.staleness.set(state.staleness_s)
+        fc, fell_back = self._forecast(collected.history)
+        self.last_forecast, self.last_history = fc, collected.history
+        self._score_forecasts(fc, collected.history)
+        fell_back = fell_back or self.quality.fallback
+        ops = self.operator_inputs() if self.operator_inputs is not None else None
+        # the preemption budget runs on wall-clock time; the embedded simulator's clock is its own (simulated)
+        now = None if self.cfg.source.kind == "simulator" else self.clock()
+        plan = policy.plan(fc, state, self.memory, self.cfg, self.last_plan, ops, now=now)
+        if plan.stale and self.plan_too_old():
+            plan = self._safe_default(state, "stale data")
+        elif plan.stale:
+            log.warning("%s", "; ".join(plan.notes))
+        reports = self._apply(plan)
+        outcome = "stale" if plan.stale else "ok"
+        if not plan.stale:
+            previous = self.last_plan
+            self.memory = plan.memory
+            self.last_plan = plan
+            self.last_good_at = self.clock()
+            if self.safe_active:
+                log.warning("fresh plan made: safe default lifted")
+            self.safe_active = False
+            m.safe_default.set(0)
+            if self.store is not None:
+                try:
+                    self.store.save_cycle(plan, fc.model if fc else "none", self.last_good_at)
+                    self.store.log_events(plan.at, plan_events(previous, plan))
+                except sqlite3.Error as exc:  # a full or failing disk must not stop the loop
+                    m.state_write_errors.inc()
+                    log.error("state not saved (%s): the plan is applied and kept in memory; the last saved plan "
+                              "stays on disk", exc)
+            m.last_good.set(pd.Timestamp(plan.at).timestamp())
+        m.observe_plan(plan, fc, self.cfg.policy.lead_time_steps, fell_back, self.cfg.cycle.forget_tenant_after_s)
+        dt = time.perf_counter() - t0
+        m.cycle_seconds.observe(dt)
+        m.cycles.labels(outcome).inc()
+        return CycleResult(plan, outcome, dt, self.acting, fc, collected, reports)

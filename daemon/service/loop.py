@@ -1,0 +1,494 @@
+"""The long-running daemon: one thread paces the cycles, APScheduler runs the retrain and the watchdog,
+uvicorn serves HTTP, systemd is told.
+
+Cycles never overlap (one cycle thread plus the runner's lock, since an alert
+can also start one) and are paced on the monotonic clock, so a wall-clock step
+neither stalls nor bunches them; a late cycle is coalesced rather than run
+twice, and the systemd watchdog is only fed while cycles actually complete.
+Node failover runs in its own worker under its own lock and never waits for a cycle.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import signal
+import threading
+import time
+from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable
+
+import sdnotify
+import uvicorn
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
+
+from daemon.actuators.base import FencesNodes, HoldsCapacity, ReportsNodeHealth, capable
+from daemon.failover import alerts
+from daemon.policy.types import Notification
+from daemon.service.cycle import CycleResult
+from daemon.service.wiring import Runtime, limit_torch_threads
+
+log = logging.getLogger("gpu_autoscaler.service")
+
+
+def summary_line(res: CycleResult) -> str:
+    """One line per cycle for a person watching the terminal or the journal."""
+    p = res.plan
+    if p is None:
+        return f"cycle {res.outcome}: {res.error or 'no plan'}"
+    s = p.summary()
+    load = f"{s['load']:.1%}" if s["load"] is not None else "?"
+    head = ("STALE " if res.outcome != "ok" else "") + ("STANDBY " if not res.acted else "")
+    return (f"{head}{p.at} load={load} cap={p.capacity} reserved={s['reserved']} "
+            f"({s['reserved_tenants']} tenants) preempt={s['preemptions']}/{s['preempted_gpus']}gpu "
+            f"level={s['rate_level']} model={p.forecast_model} {res.seconds * 1000:.0f}ms"
+            + (f" | {'; '.join(p.notes)}" if p.notes else ""))
+
+
+class StartError(RuntimeError):
+    """The daemon cannot start as configured (its HTTP port, say); the process exits with the reason."""
+
+
+class Daemon:
+    def __init__(self, runtime: Runtime, *, on_cycle: Callable[[CycleResult], None] | None = None,
+                 max_cycles: int | None = None, serve_http: bool | None = None) -> None:
+        self.runtime = runtime
+        self.cfg = runtime.cfg
+        self.on_cycle = on_cycle
+        self.max_cycles = max_cycles
+        self.serve_http = self.cfg.server.enabled if serve_http is None else serve_http
+        self.notifier = sdnotify.SystemdNotifier()
+        self.scheduler = BackgroundScheduler(timezone=dt.timezone.utc)
+        self.stopped = threading.Event()
+        self.server: uvicorn.Server | None = None
+        self.last_ok_cycle: float | None = None
+        self.last_result: CycleResult | None = None
+        self.cycles_done = 0
+        self.ready = False
+        self._manifest_mtime: float | None = self._manifest_stamp()
+        self.fail_nodes: dict[int, str] = {}
+        self.config_path = None  # the file SIGHUP re-reads (set by the CLI)
+        self._reload_wanted = threading.Event()
+        self.breaker = alerts.Breaker(self.cfg.failover)
+        self._cycle_now = threading.Event()
+        self._cycle_thread: threading.Thread | None = None
+        # failover runs in its own worker under its own lock: it never waits for a cycle (nor blocks HTTP)
+        self.failover_lock = threading.Lock()
+        self.failover_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="failover")
+
+    def may_act(self) -> bool:
+        """Whether this replica may change the cluster (the leader lease hooks in here). Checked first on the
+        node-down path: a replica that may not act fences nothing and requeues nothing."""
+        lease = self.runtime.lease
+        return lease is None or lease.is_leader()
+
+    def _simulate_node_failure(self, node: str) -> None:
+        """Embedded simulator only: a node dies and the daemon reacts as if Alertmanager had said so."""
+        sim = self.runtime.sim
+        idx = sim.node_index(node) if sim is not None else None
+        if idx is None:
+            log.error("cannot fail %s: not a simulated node", node)
+            return
+        with sim.lock:
+            sim.cluster.fail_node(idx, requeue=False)
+        log.warning("simulated failure of %s", node)
+        self.handle_node_down(node, time.perf_counter(), "SimulatedNodeDown")
+
+    def watchdog(self) -> None:
+        """Between cycles: feed systemd's watchdog while the daemon's loop keeps completing cycles (degraded too)."""
+        if self.health()["status"] != "unhealthy":
+            self.notifier.notify("WATCHDOG=1")
+
+    # ---- jobs --------------------------------------------------------------------------------
+    def _manifest_stamp(self) -> float | None:
+        try:
+            return (self.cfg.forecaster.model_dir / "manifest.json").stat().st_mtime
+        except OSError:
+            return None
+
+    def _reload_model_if_changed(self) -> None:
+        """A retrain (timer or command) promotes by rewriting the manifest; pick the new model up."""
+        stamp = self._manifest_stamp()
+        if stamp == self._manifest_mtime:
+            return
+        self._manifest_mtime = stamp
+        if stamp is None:
+            return
+        from daemon.forecasting.choose import build
+
+        try:
+            self.runtime.runner.forecaster, note = build(self.cfg)
+            self.runtime.runner.quality.reset(keep_fallback=False)  # a new model is scored from scratch
+            self.runtime.forecaster_note = note
+            log.info("model manifest changed: now using %s", note)
+        except Exception as exc:
+            log.error("model manifest changed but the new model cannot be used (%s); keeping the old one", exc)
+
+    def cycle(self) -> None:
+        self._reload_model_if_changed()
+        if self.cycles_done in self.fail_nodes:
+            self._simulate_node_failure(self.fail_nodes[self.cycles_done])
+        try:
+            res = self.runtime.runner.run_once()
+        except Exception:
+            log.exception("cycle crashed; keeping the last good plan")
+            self.runtime.metrics.cycles.labels("error").inc()
+            return
+        self.last_result = res
+        self.cycles_done += 1
+        # the watchdog follows the daemon's own loop: a cycle that ran to its end, even one that found the
+        # source down and kept (or relaxed) its plan, is a live daemon; systemd restarting it would not help
+        self.last_ok_cycle = time.monotonic()
+        self.notifier.notify("WATCHDOG=1")
+        if not self.ready:
+            self.ready = True
+            self.notifier.notify("READY=1")
+        self.runtime.metrics.breaker_open.set(1 if self.breaker.is_open(time.monotonic()) else 0)
+        self.notifier.notify(f"STATUS={summary_line(res)[:200]}")
+        if self.on_cycle:
+            self.on_cycle(res)
+        if self.max_cycles is not None and self.cycles_done >= self.max_cycles:
+            self.stopped.set()
+
+    def retrain(self) -> None:
+        from daemon.forecasting.retrain import retrain_from_config
+
+        try:
+            out = retrain_from_config(self.cfg, source=self.runtime.source, progress=False)
+            log.info("scheduled retrain: %s", out.message)  # a promotion is picked up by the next cycle
+        except Exception:
+            log.exception("scheduled retrain failed; the current model stays")
+        finally:
+            limit_torch_threads(self.cfg.forecaster.torch_threads)  # training widens torch's pool for itself
+
+    def trigger_cycle(self) -> None:
+        """Run a cycle now (an alert asked for it); coalesces with a scheduled one."""
+        if self._cycle_thread is not None and self._cycle_thread.is_alive():
+            self._cycle_now.set()
+        else:
+            threading.Thread(target=self.cycle, daemon=True).start()
+
+    def _cycle_loop(self) -> None:
+        """Cycles paced on the monotonic clock, one at a time: a wall-clock step (NTP, a resumed VM) neither
+        stalls them (a wall-clock scheduler waits out a step back) nor bunches them; a late cycle is coalesced."""
+        interval = self.cfg.cycle.interval_s
+        next_at = time.monotonic()
+        while not self.stopped.is_set():
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                self._cycle_now.wait(delay)
+            if self.stopped.is_set():
+                break
+            self._cycle_now.clear()
+            started = time.monotonic()
+            try:
+                self.cycle()
+            except Exception:
+                log.exception("cycle loop: unexpected error; the loop goes on")
+            next_at = started + interval
+
+    # ---- alerts ------------------------------------------------------------------------------
+    def handle_node_down(self, node: str, received: float, alertname: str) -> dict:
+        if not self.may_act():
+            log.warning("node %s down (%s): not acting, this replica may not act", node, alertname)
+            return {"node": node, "requeued": [], "seconds": 0.0, "errors": [], "skipped": "replica may not act"}
+        # not the cycle's lock: a cycle in flight (even one with hundreds of preemptions) is not waited for;
+        # failovers are serialised with each other, and the simulated cluster guards its own arrays
+        with self.failover_lock:
+            return self._node_down(node, received, alertname)
+
+    def _scheduler_disagrees(self, node: str) -> str | None:
+        """Why the scheduler's own view does not back a node-down alert, or None (act on it).
+
+        Asked of every actuator that can tell (ReportsNodeHealth) when failover.confirm_with_scheduler is on:
+        one that sees the node down, drained, failing or not responding confirms it; when every one that
+        answers sees it healthy, the alert alone moves no job. An actuator that cannot tell (no answer, an
+        unknown node) does not count, and when none can, the alert is acted on as before."""
+        if not self.cfg.failover.confirm_with_scheduler:
+            return None
+        healthy = []
+        for act in capable(self.runtime.actuators, ReportsNodeHealth):
+            try:
+                seen = act.node_down_confirmed(node)
+            except Exception as exc:  # a scheduler that cannot say: no vote
+                log.warning("node %s: %s cannot say whether it is down: %s", node, act.name, exc)
+                continue
+            if seen is True:
+                return None
+            if seen is False:
+                healthy.append(act.name)
+        if not healthy:
+            return None
+        return (f"the scheduler does not see {node} as failed ({', '.join(healthy)}: healthy); no job requeued and "
+                "nothing fenced (failover.confirm_with_scheduler)")
+
+    def _node_down(self, node: str, received: float, alertname: str) -> dict:
+        rt = self.runtime
+        disagree = self._scheduler_disagrees(node)
+        if disagree is not None:
+            took = time.perf_counter() - received
+            log.error("node %s reported down by %s but %s", node, alertname, disagree)
+            if rt.store is not None:
+                rt.store.log_event(dt.datetime.now(dt.timezone.utc).isoformat(), "node_down_unconfirmed",
+                                   {"node": node, "alert": alertname, "reason": disagree})
+            return {"node": node, "requeued": [], "seconds": round(took, 4), "errors": [], "skipped": disagree}
+        jobs = rt.jobs_on_node(node)
+        reason = f"node {node} failed ({alertname}): job requeued on healthy nodes"
+        ids = [j for j, _ in jobs]
+        per_tenant = Counter(t for _, t in jobs)
+        by_tenant: dict[str, list[str]] = {}
+        for j, t in jobs:  # the event keeps whose job is whose: a tenant token reads only its own (api/views.py)
+            by_tenant.setdefault(t, []).append(j)
+        tenants = sorted(per_tenant)
+        told = [Notification(t, "node_failed", f"{per_tenant[t]} job(s) of yours on {node} were requeued: {reason}")
+                for t in tenants]
+        errors = []
+        fenced = False
+        for act in rt.actuators:
+            # each step on its own: a requeue that fails still fences the node and tells the tenants; but once
+            # the fence refuses (this replica lost its lease), nothing more is sent by any actuator
+            steps = [("requeue", lambda a=act: a.requeue(ids, reason) if ids else None)]
+            if isinstance(act, FencesNodes):
+                steps.append(("fence", lambda a=act: a.fence_node(node, f"{alertname} alert")))
+            steps.append(("notify", lambda a=act: a.notify(told)))
+            for what, step in steps:
+                try:
+                    rep = step()
+                except Exception as exc:
+                    errors.append(f"{act.name}: {what}: {exc}")
+                    continue
+                if rep is not None:
+                    errors.extend(rep.errors)
+                    fenced = fenced or getattr(rep, "fenced", False)
+                if fenced:
+                    break
+            if fenced:
+                break
+        took = time.perf_counter() - received
+        rt.metrics.failover_seconds.observe(took)
+        if rt.store is not None:
+            rt.store.log_event(dt.datetime.now(dt.timezone.utc).isoformat(), "node_down",
+                               {"node": node, "jobs": ids, "tenants": tenants, "by_tenant": by_tenant,
+                                "seconds": took, "errors": errors})
+        log.warning("node %s down: %d jobs requeued in %.3fs%s", node, len(ids), took,
+                    f" (errors: {errors})" if errors else "")
+        return {"node": node, "requeued": ids, "seconds": round(took, 4), "errors": errors}
+
+    def submit_alerts(self, payload: alerts.WebhookPayload, received: float) -> Future:
+        """Hand a webhook post to the failover worker; the HTTP handler awaits the future without blocking."""
+        return self.failover_worker.submit(self.handle_alerts, payload, received)
+
+    def handle_alerts(self, payload: alerts.WebhookPayload, received: float) -> list[dict]:
+        """Check every alert first (alerts.PayloadError: nothing is done), then act.
+
+        Node-down alerts pass the circuit breaker: too many nodes reported down at once is a monitoring
+        problem, not a reason to drain the cluster, so it is alerted on and nothing is fenced.
+        """
+        acts = alerts.actions(payload, self.cfg.failover, self.runtime.node_known)
+        down = [a.node for a in acts if a.kind == "node_down" and a.node]
+        tripped = None
+        if down:
+            ok, count, lim = self.breaker.admit(down, time.monotonic(), len(self.runtime.known_nodes()))
+            self.runtime.metrics.breaker_open.set(0 if ok else 1)
+            if not ok:
+                tripped = (f"mass node failure reported: monitoring problem? {count} nodes reported down within "
+                           f"{self.cfg.failover.breaker_window_s:g}s (limit {lim}); no failover until it clears")
+                log.error("%s (this post: %s)", tripped, ", ".join(down[:10]))
+                if self.runtime.store is not None:
+                    self.runtime.store.log_event(dt.datetime.now(dt.timezone.utc).isoformat(), "mass_node_failure",
+                                                 {"nodes": down, "count": count, "limit": lim})
+        done: list[dict] = []
+        want_cycle = False
+        for act in acts:
+            kind = "breaker" if act.kind == "node_down" and tripped else act.kind
+            fc = self.cfg.failover  # a name it does not list counts as `other`: posts cannot grow the label set
+            self.runtime.metrics.count_alert(act.alertname, kind, (*fc.node_down_alerts, *fc.cycle_alerts))
+            if kind == "breaker":
+                done.append({"action": "refused", "alert": act.alertname, "node": act.node, "reason": tripped})
+            elif act.kind == "node_down" and act.node:
+                done.append({"action": "node_down", **self.handle_node_down(act.node, received, act.alertname)})
+                want_cycle = True
+            elif act.kind == "cycle_now":
+                done.append({"action": "cycle_now", "alert": act.alertname})
+                want_cycle = True
+            else:
+                done.append({"action": act.kind, "alert": act.alertname, "node": act.node})
+        if want_cycle:
+            self.trigger_cycle()
+        return done
+
+    # ---- health ------------------------------------------------------------------------------
+    def health(self) -> dict:
+        """ok | degraded (alive, with the reason) | unhealthy (the loop has not completed a cycle lately)."""
+        interval = self.cfg.cycle.interval_s
+        now = time.monotonic()
+        age = None if self.last_ok_cycle is None else now - self.last_ok_cycle
+        runner = self.runtime.runner
+        plan = runner.last_plan
+        res = self.last_result
+        reasons = []
+        if res is not None and res.outcome == "source_error":
+            reasons.append(f"source unavailable: {res.error}")
+        elif res is not None and res.outcome == "stale" and res.plan is not None and res.plan.notes:
+            reasons.append(res.plan.notes[0])
+        if runner.safe_active:
+            reasons.append(f"last good plan older than {self.cfg.cycle.max_plan_age_s:g}s: safe default in force "
+                           "(no holds beyond the static pool, no preemptions)")
+        if self.breaker.is_open(now):
+            reasons.append("failover circuit breaker open: mass node failure reported, monitoring problem?")
+        ov = self.runtime.overrides
+        ov_problem = ov.problem() if ov is not None else None
+        if ov_problem:
+            reasons.append(ov_problem)  # the shared store (HA) is unreadable: planning with the last overrides read
+        alive = age is not None and age < max(3 * interval, 10)
+        status = "unhealthy" if not alive else ("degraded" if reasons else "ok")
+        plan_age = runner.plan_age_s()
+        return {"status": status, "reason": "; ".join(reasons) or None, "last_cycle_age_s": age,
+                "plan_stale": bool(res and res.outcome != "ok"), "safe_default": runner.safe_active,
+                "plan_age_s": None if plan_age == float("inf") else round(plan_age, 1),
+                "plan_at": plan.at if plan else None, "cycles": self.cycles_done,
+                "forecaster": self.runtime.forecaster_note, "role": self.role(),
+                **({"overrides": ov.status()} if ov is not None and ov.shared is not None else {})}
+
+    def role(self) -> str:
+        """single (no HA), leader (holds the lease: acts) or standby (plans, never acts or fails over)."""
+        return "single" if self.runtime.lease is None else ("leader" if self.may_act() else "standby")
+
+    def reload(self) -> bool:
+        """Re-read the config file; a bad one keeps the running config (daemon/config/reload.py)."""
+        from daemon.config.reload import reload_config
+
+        self.notifier.notify("RELOADING=1")
+        try:
+            return reload_config(self, self.config_path)
+        finally:
+            self.notifier.notify("READY=1")
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def _start_http(self) -> None:
+        from daemon.web.app import build_app
+
+        s = self.cfg.server
+        config = uvicorn.Config(build_app(self), host=s.host, port=s.port, log_level="warning", access_log=False,
+                                lifespan="off")
+        self.server = uvicorn.Server(config)
+        self.server.install_signal_handlers = lambda: None  # signals belong to the main thread's handler
+        thread = threading.Thread(target=self.server.run, name="http", daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not self.server.started:
+            # uvicorn logs the cause (the port in use, an address not on this host) and ends its thread; a
+            # daemon that says it serves /healthz and /alerts when it does not would hide a dead failover path
+            self.server.should_exit = True
+            raise StartError(f"cannot serve HTTP on {s.host}:{s.port} (server.host/server.port; uvicorn's "
+                               "error is logged above)")
+        log.info("serving /metrics, /healthz, /alerts on http://%s:%d", s.host, s.port)
+
+    def start(self) -> None:
+        wd_usec = os.environ.get("WATCHDOG_USEC")
+        if wd_usec and wd_usec.isdigit():
+            self.scheduler.add_job(self.watchdog, "interval", seconds=max(1.0, int(wd_usec) / 2e6), id="watchdog",
+                                   max_instances=1, coalesce=True)
+        if self.cfg.retrain.enabled:
+            self.scheduler.add_job(self.retrain, CronTrigger.from_crontab(self.cfg.retrain.cron, timezone="UTC"),
+                                   id="retrain", max_instances=1, coalesce=True, misfire_grace_time=3600)
+        if self.serve_http:
+            self._start_http()
+        lease = self.runtime.lease
+        if lease is not None:
+            lease.on_elected = lambda token: self.trigger_cycle()  # act at once, not at the next interval
+            lease.tick()  # know the role before the first cycle
+            lease.run()
+        self.scheduler.start()
+        self._cycle_thread = threading.Thread(target=self._cycle_loop, name="cycles", daemon=True)
+        self._cycle_thread.start()
+
+    def stop(self) -> None:
+        self.notifier.notify("STOPPING=1")
+        self.stopped.set()
+        self._cycle_now.set()
+        if self._cycle_thread is not None and self._cycle_thread is not threading.current_thread():
+            self._cycle_thread.join()  # the cycle in flight finishes
+        try:
+            self.scheduler.shutdown(wait=True)
+        except Exception:
+            pass
+        if self.server is not None:
+            self.server.should_exit = True
+        self.failover_worker.shutdown(wait=True)
+        release, why = self.release_on_stop()
+        if self.cfg.actuators.release_holds_on_stop:
+            (log.warning if self.may_act() else log.info)("stopping: %s scheduler holds: %s",
+                                                          "releasing" if release else "keeping", why)
+        if release:
+            self.release_holds()
+        if self.runtime.lease is not None:
+            self.runtime.lease.stop(release=True)  # a clean stop hands over at once, not after a TTL
+        self.runtime.close()
+
+    def release_on_stop(self) -> tuple[bool, str]:
+        """Whether a clean stop releases the scheduler's holds, and why.
+
+        Only the acting replica's holds exist. Under HA a leader's stop is usually a rolling restart: another
+        replica takes the lease within a TTL and keeps holding, so releasing would free every held node for
+        backfill in between. So under HA the holds go only when this is known to be the last replica (no
+        other replica's liveness beat in the lease backend); when that cannot be asked, they stay.
+        """
+        if not self.cfg.actuators.release_holds_on_stop:
+            return False, "actuators.release_holds_on_stop is off"
+        if not self.may_act():
+            return False, "this replica is a standby; the holds are the leader's"
+        lease = self.runtime.lease
+        if lease is None:
+            return True, "single replica (no HA)"
+        try:
+            peers = lease.peers()
+        except lease.transient as exc:
+            return False, (f"HA: cannot tell from {lease.store} whether another replica is alive ({exc}); "
+                           "kept for whichever replica leads next")
+        if peers:
+            return False, f"HA: replica {', '.join(peers)} is alive and takes the lease over"
+        return True, "HA: no other replica is alive, this is the last one"
+
+    def release_holds(self) -> None:
+        """Stopping: holds on the scheduler go with the daemon (the jobs in them keep running)."""
+        for act in self.runtime.actuators:
+            if not isinstance(act, HoldsCapacity):
+                continue
+            try:
+                rep = act.release_holds()
+            except Exception as exc:
+                log.error("releasing holds of %s failed: %s", act.name, exc)
+                continue
+            for a in rep.actions:
+                log.info("%s: %s", act.name, a)
+            if rep.errors:
+                log.error("releasing holds of %s: %s", act.name, "; ".join(rep.errors))
+
+    def run_forever(self) -> None:
+        def _sig(signum, _frame):
+            log.info("signal %d: stopping after the cycle in flight", signum)
+            self.stopped.set()
+
+        signal.signal(signal.SIGTERM, _sig)
+        signal.signal(signal.SIGINT, _sig)
+        signal.signal(signal.SIGHUP, lambda *_: self._reload_wanted.set())
+        try:
+            self.start()
+        except StartError:
+            # nothing was started that acts (HTTP comes before the lease, the scheduler and the cycles), and a
+            # full stop would release holds: not a failed second instance's to release
+            self.runtime.close()
+            raise
+        try:
+            while not self.stopped.wait(0.5):
+                if self._reload_wanted.is_set():
+                    self._reload_wanted.clear()
+                    self.reload()
+        finally:
+            self.stop()

@@ -1,0 +1,120 @@
+"""The daemon's own Prometheus metrics: what it forecast, reserved, limited and preempted, and its health.
+
+Label values are bounded: an alert name the failover config does not list is counted as `other` (a webhook
+post may carry any name, and each would be a new series for ever), and a tenant absent from every plan for
+`cycle.forget_tenant_after_s` loses its per-tenant series.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from daemon.policy.types import Plan
+from forecaster.types import Forecast
+
+OTHER_ALERT = "other"
+FORGET_AFTER_S = 86400.0  # cycle.forget_tenant_after_s's default
+
+
+class DaemonMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        r = self.registry = registry or CollectorRegistry()
+        self.clock = clock
+        self.cycle_seconds = Histogram("gpuas_cycle_duration_seconds", "Wall time of one collect-forecast-plan-act cycle",
+                                       registry=r, buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30))
+        self.cycles = Counter("gpuas_cycles", "Cycles by outcome (ok, stale, source_error, error)", ["outcome"], registry=r)
+        self.staleness = Gauge("gpuas_data_staleness_seconds", "Age of the newest sample behind the last snapshot", registry=r)
+        self.source_up = Gauge("gpuas_source_up", "1 when the last collect succeeded", registry=r)
+        self.plan_stale = Gauge("gpuas_plan_stale", "1 while the daemon is holding its last good plan", registry=r)
+        self.last_good = Gauge("gpuas_last_good_plan_timestamp_seconds", "When the plan in force was made", registry=r)
+        self.load = Gauge("gpuas_cluster_load_ratio", "GPUs in use / healthy GPUs", registry=r)
+        self.capacity = Gauge("gpuas_cluster_capacity_gpus", "Healthy GPUs", registry=r)
+        self.rate_level = Gauge("gpuas_rate_level", "Index of the load level in force", registry=r)
+        self.fallback = Gauge("gpuas_forecaster_fallback", "1 when a baseline stands in for the model", registry=r)
+        self.forecast = Gauge("gpuas_forecast_peak_gpus", "Peak forecast over the lead time", ["tenant", "quantile"], registry=r)
+        self.reservation = Gauge("gpuas_reservation_gpus", "GPUs held for a tenant", ["tenant"], registry=r)
+        self.limit = Gauge("gpuas_rate_limit_rps", "Token-bucket rate per tenant", ["tenant"], registry=r)
+        self.preemptions = Counter("gpuas_preemptions", "Jobs preempted", ["tenant"], registry=r)
+        self.actuator_errors = Counter("gpuas_actuator_errors", "Actuator failures", ["actuator"], registry=r)
+        self.alerts = Counter("gpuas_alerts", "Alertmanager alerts received", ["alertname", "outcome"], registry=r)
+        self.webhook_rejected = Counter("gpuas_webhook_rejected", "Webhook posts refused", ["reason"], registry=r)
+        self.failover_seconds = Histogram("gpuas_node_failover_seconds", "Alert receipt to jobs requeued", registry=r,
+                                          buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10))
+        self.config_reloads = Counter("gpuas_config_reloads", "Config reloads (SIGHUP) by outcome (ok, error)",
+                                      ["outcome"], registry=r)
+        self.config_reload_ok = Gauge("gpuas_config_reload_ok", "0 while the last reload failed (running config kept)",
+                                      registry=r)
+        self.config_reload_ok.set(1)
+        self.breaker_open = Gauge("gpuas_failover_breaker_open",
+                                  "1 while mass node-down reports keep failover off (monitoring problem?)", registry=r)
+        self.leader = Gauge("gpuas_leader", "1 while this replica may act (the leader, or the only replica); "
+                            "0 on a standby", registry=r)
+        self.leader.set(1)
+        self.fenced = Counter("gpuas_fenced_refusals", "Actions refused because this replica's fencing token was "
+                              "stale", registry=r)
+        self.state_write_errors = Counter("gpuas_state_write_errors", "Cycles whose plan could not be saved "
+                                          "(disk full, I/O error)", registry=r)
+        self.safe_default = Gauge("gpuas_safe_default",
+                                  "1 while the last good plan is older than cycle.max_plan_age_s and the safe default "
+                                  "(static pool only, no preemptions) is enforced", registry=r)
+        self._tenants: set[str] = set()
+        self._last_seen: dict[str, float] = {}          # tenant -> when a plan last had it (self.clock)
+        self._forecast_labels: dict[str, set[str]] = {}  # tenant -> quantile labels it has a series for
+
+    def count_alert(self, alertname: str, outcome: str, configured: Iterable[str]) -> None:
+        """One alert received; names the failover config does not list share one `other` series."""
+        self.alerts.labels(alertname if alertname and alertname in set(configured) else OTHER_ALERT, outcome).inc()
+
+    def forget_tenants(self, present: Iterable[str], forget_after_s: float) -> list[str]:
+        """Mark `present` as seen now; drop every per-tenant series of a tenant not seen for `forget_after_s`.
+
+        Returns the tenants forgotten. A tenant that comes back gets new series (its preemption count from 0).
+        """
+        now = self.clock()
+        for t in present:
+            self._last_seen[t] = now
+        gone = [t for t, seen in self._last_seen.items() if now - seen > forget_after_s]
+        for t in gone:
+            del self._last_seen[t]
+            self._tenants.discard(t)
+            for m in (self.reservation, self.limit, self.preemptions):
+                m.remove(t)  # a no-op when the tenant never had that series
+            for q in self._forecast_labels.pop(t, ()):
+                self.forecast.remove(t, q)
+        return gone
+
+    def observe_plan(self, plan: Plan, forecast: Forecast | None, lead: int, fallback: bool,
+                     forget_after_s: float = FORGET_AFTER_S) -> None:
+        present = set(plan.limits) | set(plan.reservations) | {p.tenant for p in plan.preemptions}
+        if forecast is not None:
+            present.update(forecast.tenants)
+        self.forget_tenants(present, forget_after_s)
+        self.plan_stale.set(1 if plan.stale else 0)
+        self.fallback.set(1 if fallback else 0)
+        if plan.stale:
+            return
+        if math.isfinite(plan.load):
+            self.load.set(plan.load)
+        self.capacity.set(plan.capacity)
+        self.rate_level.set(plan.memory.rate_level)
+        for t in self._tenants - set(plan.reservations):
+            self.reservation.labels(t).set(0)
+        for t, r in plan.reservations.items():
+            self.reservation.labels(t).set(r)
+        self._tenants = set(plan.reservations)
+        for t, lim in plan.limits.items():
+            self.limit.labels(t).set(lim.rate)
+        for p in plan.preemptions:
+            self.preemptions.labels(p.tenant).inc()
+        if forecast is not None:
+            for qi, q in enumerate(forecast.quantiles):
+                peaks = forecast.values[:, : max(1, lead), qi].max(axis=1)
+                for t, v in zip(forecast.tenants, peaks):
+                    if math.isfinite(v):
+                        self.forecast.labels(t, f"{q:g}").set(float(v))
+                        self._forecast_labels.setdefault(t, set()).add(f"{q:g}")

@@ -1,0 +1,225 @@
+"""Wiring: turn a validated Config into a source, a forecaster, actuators, a store and a cycle runner."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from daemon.actuators.base import Actuator, ListsClusterJobs, ListsClusterNodes, ListsNodeJobs, NodeDirectory
+from daemon.actuators.log import LogActuator
+from daemon.config import Config, ConfigError
+from daemon.forecasting.choose import build as build_forecaster
+from daemon.service.cycle import CycleRunner
+from daemon.service.telemetry import DaemonMetrics
+from daemon.sources.base import Source
+from daemon.sources.history import History
+from daemon.state.overrides import ConfigMapOverrideStore, Overrides, RedisOverrideStore, SharedStore
+from daemon.state.store import StateStore
+
+log = logging.getLogger("gpu_autoscaler.runtime")
+
+
+class NodeListError(Exception):
+    """No scheduler or source could list the nodes right now."""
+
+
+@dataclass
+class Runtime:
+    cfg: Config
+    source: Source
+    actuators: list[Actuator]
+    runner: CycleRunner
+    metrics: DaemonMetrics
+    store: StateStore | None
+    forecaster_note: str
+    sim: object | None = None  # SimulatedCluster when the source is the embedded simulator
+    overrides: Overrides | None = None  # operator changes at runtime, applied at the next cycle
+    history: History | None = None  # the Prometheus source's rolling demand history (read API: read(), tenants())
+    lease: object | None = None  # daemon.ha.lease.RedisLease when ha.enabled: only its holder acts
+    _nodes: tuple[float, frozenset[str]] | None = field(default=None, repr=False)
+    _nodes_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def node_directories(self) -> list[NodeDirectory]:
+        """Who can list the cluster's nodes, best first: live schedulers, the simulator, the metrics source."""
+        live = [a for a in self.actuators if isinstance(a, NodeDirectory) and not a.dry_run]
+        rest = [x for x in (self.sim, self.source) if isinstance(x, NodeDirectory)]
+        return live + rest + [a for a in self.actuators if isinstance(a, NodeDirectory) and a.dry_run]
+
+    def known_nodes(self, refresh: bool = False) -> frozenset[str]:
+        """The node names the scheduler (or source) knows, cached for ``failover.node_cache_s``.
+
+        Raises NodeListError when nobody can say: then no alert can be checked, so none is acted on.
+        """
+        with self._nodes_lock:
+            now = time.monotonic()
+            if self._nodes is not None:
+                age = now - self._nodes[0]
+                if age < self.cfg.failover.node_cache_s and not (refresh and age > 2.0):  # refresh at most every 2 s
+                    return self._nodes[1]
+            errors = []
+            for d in self.node_directories():
+                try:
+                    names = frozenset(d.node_names())
+                except Exception as exc:
+                    errors.append(f"{getattr(d, 'name', type(d).__name__)}: {exc}")
+                    continue
+                self._nodes = (now, names)
+                return names
+            raise NodeListError("cannot list the cluster's nodes: " + ("; ".join(errors) or "no scheduler or source knows them"))
+
+    def node_known(self, node: str) -> bool:
+        if node in self.known_nodes():
+            return True
+        return node in self.known_nodes(refresh=True)  # a node added since the last look
+
+    def jobs_on_node(self, node: str) -> list[tuple[str, str]]:
+        """(job id, tenant) of the jobs placed on `node`, asked of whoever knows best."""
+        for act in self.actuators:
+            if isinstance(act, ListsNodeJobs) and not act.dry_run:
+                return act.jobs_on_node(node)
+        if self.sim is not None:
+            return self.sim.jobs_on_node(node)
+        st = self.runner.last_state
+        if st is None:
+            return []
+        mask = st.jobs.running & (st.jobs.node == node)
+        return [(str(j), st.tenants[int(t)]) for j, t in zip(st.jobs.ids[mask], st.jobs.tenant[mask])]
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+        if self.history is not None:
+            self.history.close()
+
+
+def _actuators(cfg: Config, sim) -> list[Actuator]:
+    out: list[Actuator] = []
+    a = cfg.actuators
+    for name in a.enabled:
+        if name == "log":
+            out.append(LogActuator())
+        elif name == "simulator":
+            if sim is None:
+                raise ConfigError("actuators.enabled: 'simulator' needs source.kind = 'simulator'")
+        elif name == "redis":
+            from daemon.actuators.redis_limits import RedisLimitsActuator
+            from gateway.keys import GatewayConfigError, digest_map
+
+            try:
+                keys = digest_map(cfg.gateway.keys, "gateway.keys")
+            except GatewayConfigError as exc:
+                raise ConfigError(str(exc)) from None
+            out.append(RedisLimitsActuator(a.redis.url, a.redis.prefix, dry_run=a.dry_run, api_keys=keys or None,
+                                           forget_after_s=cfg.cycle.forget_tenant_after_s))
+        elif name == "slurm":
+            from daemon.actuators.slurm.actuator import SlurmActuator
+
+            out.append(SlurmActuator(a.slurm, cfg.tenants, dry_run=a.dry_run,
+                                     min_runtime_s=cfg.policy.preempt_min_runtime_s))
+        elif name == "kubernetes":
+            from daemon.actuators.k8s.actuator import KubernetesActuator
+
+            # beside Kueue, quotas and reclaim are Kueue's: this one keeps failover, PriorityClasses and Events
+            out.append(KubernetesActuator.from_config(a.kubernetes, cfg.tenants, dry_run=a.dry_run,
+                                                      enforce_plan="kueue" not in a.enabled,
+                                                      min_runtime_s=cfg.policy.preempt_min_runtime_s,
+                                                      hold_label=a.kueue.hold_label if "kueue" in a.enabled else None))
+        elif name == "kueue":
+            from daemon.actuators.k8s.kueue import KueueActuator
+
+            out.append(KueueActuator.from_config(a.kubernetes, a.kueue, cfg.tenants, dry_run=a.dry_run,
+                                                 min_runtime_s=cfg.policy.preempt_min_runtime_s))
+    if sim is not None:
+        from daemon.sim.actuator import SimulatorActuator
+
+        # the simulated cluster is the system being driven: it always obeys the plan
+        out.insert(0, SimulatorActuator(sim.cluster, sim.tenants, node_index=sim.node_index, lock=sim.lock))
+    return out
+
+
+def limit_torch_threads(n: int) -> None:
+    """Size torch's intra-op pool for the cycle's forecast, when a torch model is loaded.
+
+    torch defaults to one thread per core; the forecast is a small batch, and on a machine whose cores are
+    busy with Prometheus, the scheduler or other daemons those threads wait on each other. Measured in
+    bench/cycle_bench.py (1,000 tenants, loaded 2-core machine): forecast p50 867 ms with the default,
+    107 ms with 1 thread.
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(n)
+
+
+def _shared_overrides(lease: Any, cfg: Config) -> SharedStore | None:
+    """Under HA the operator's overrides live in the lease backend, where every replica reads them
+    (daemon/state/overrides.py); one replica keeps them in its SQLite store."""
+    if lease is None:
+        return None
+    if cfg.ha.backend == "kubernetes":
+        return ConfigMapOverrideStore(lease.api.api_client, cfg.ha.namespace, f"{cfg.ha.lease_name}-overrides")
+    return RedisOverrideStore(lease.client, cfg.ha.prefix)
+
+
+def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetrics | None = None) -> Runtime:
+    sim = None
+    history: History | None = None
+    if cfg.source.kind == "simulator":
+        from daemon.sim.source import SimulatedCluster
+
+        sim = SimulatedCluster(cfg)
+    actuators = _actuators(cfg, sim)
+    metrics = metrics or DaemonMetrics()
+    lease = None
+    if cfg.ha.enabled:
+        from daemon.ha.fencing import fence_all
+
+        h = cfg.ha
+        if h.backend == "kubernetes":
+            from daemon.actuators.k8s.actuator import api_client
+            from daemon.ha.lease_k8s import KubernetesLease
+
+            lease = KubernetesLease(api_client(cfg.actuators.kubernetes), h.namespace, h.lease_name, h.replica_id,
+                                    h.lease_ttl_s, h.renew_every_s, h.safety_margin)
+        else:
+            import redis
+
+            from daemon.ha.lease import RedisLease
+
+            client = redis.Redis.from_url(h.redis_url or cfg.actuators.redis.url, socket_timeout=2,
+                                          socket_connect_timeout=2)
+            lease = RedisLease(client, h.prefix, h.replica_id, h.lease_ttl_s, h.renew_every_s, h.safety_margin)
+        actuators = fence_all(actuators, lease, on_refused=metrics.fenced.inc)
+    if sim is not None:
+        source: Source = sim
+    else:
+        from daemon.sources.prometheus import PrometheusSource
+
+        # the scheduler knows the jobs, the queue and where GPUs are (from the same actuator, so node names
+        # match); Prometheus knows the GPUs
+        lister = next((a for a in actuators if isinstance(a, ListsClusterJobs)), None)
+        jobs_from = lister.cluster_jobs if lister is not None else None
+        nodes_from = lister.cluster_nodes if isinstance(lister, ListsClusterNodes) else None
+        hc = cfg.history
+        if hc.incremental:
+            path = None
+            if with_store:
+                path = hc.path or cfg.state.path.with_name(f"{cfg.state.path.stem}-history.sqlite")
+            history = History(cfg.cycle.resolution_s, cfg.cycle.history_steps, path,
+                              overlap_steps=hc.overlap_steps, chunk_steps=hc.backfill_chunk_steps)
+        source = PrometheusSource(cfg, jobs_provider=jobs_from, history=history, nodes_provider=nodes_from)
+    forecaster, note = build_forecaster(cfg)
+    log.debug("%s", note)  # the CLI's start-up line says it, short; /api/v1/plan has it whole
+    limit_torch_threads(cfg.forecaster.torch_threads)
+    store = StateStore(cfg.state.path, events_keep_s=cfg.state.events_keep_days * 86400,
+                       events_max_rows=cfg.state.events_max_rows) if with_store else None
+    runner = CycleRunner(cfg, source, forecaster, actuators, store, metrics)
+    if lease is not None:
+        runner.may_act = lease.is_leader
+    overrides = Overrides(store, _shared_overrides(lease, cfg),
+                          replica=lease.replica_id if lease is not None else None)
+    runner.operator_inputs = overrides.cycle_inputs  # under HA: re-read from the lease backend every cycle
+    return Runtime(cfg, source, actuators, runner, metrics, store, note, sim, overrides, history, lease=lease)

@@ -1,0 +1,3 @@
+"""HTTP: /metrics, /healthz, the Alertmanager webhook (app), the JSON API (api, views, openapi), the
+console (console/) and the access tokens (auth). It reads one snapshot per cycle through the read model
+in backend.py and never imports the service."""

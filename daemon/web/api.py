@@ -1,0 +1,192 @@
+"""/api/v1: the console's data as JSON, behind the same tokens (see daemon/web/auth.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Callable
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from daemon.state.overrides import BadChange, Overrides, OverridesUnavailable
+from daemon.web import views
+from daemon.web.auth import Access, Principal
+from daemon.web.openapi import spec
+
+if TYPE_CHECKING:
+    from daemon.service.loop import Daemon
+
+KIND_RE = re.compile(r"^[a-z][a-z_]{0,39}$")
+TENANT_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
+
+
+class BadInput(Exception):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def error(status: int, message: str, field: str | None = None) -> JSONResponse:
+    body = {"error": message}
+    if field is not None:
+        body["field"] = field
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+class AccessHolder:
+    """The Access for the config in force; rebuilt when a reload swaps the config."""
+
+    def __init__(self, daemon: "Daemon") -> None:
+        self.daemon = daemon
+        self._cfg = None
+        self._access: Access | None = None
+
+    def get(self) -> Access:
+        cfg = self.daemon.cfg.access
+        if cfg is not self._cfg or self._access is None:
+            self._access, self._cfg = Access(cfg), cfg
+        return self._access
+
+
+def int_param(request: Request, name: str, default: int | None, lo: int, hi: int) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        v = int(raw)
+    except ValueError:
+        raise BadInput(name, f"must be an integer, got {raw!r}") from None
+    if not lo <= v <= hi:
+        raise BadInput(name, f"must be between {lo} and {hi}, got {v}")
+    return v
+
+
+async def read_capped(request: Request, cap: int) -> bytes | None:
+    """The request body, or None when it is (or its Content-Length says it is) over `cap` bytes; reading
+    stops there, so a huge body is never held."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            if int(declared) > cap:
+                return None
+        except ValueError:
+            return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body.extend(chunk)
+        if len(body) > cap:
+            return None
+    return bytes(body)
+
+
+async def json_body(request: Request, cap: int = 65536) -> object:
+    body = await read_capped(request, cap)
+    if body is None:
+        raise BadInput("body", f"over {cap} bytes")
+    try:
+        return json.loads(body or b"null")
+    except ValueError as exc:
+        raise BadInput("body", f"not JSON: {exc}") from None
+
+
+def build(daemon: "Daemon", holder: AccessHolder) -> tuple[list[Route], Callable]:
+    def who(request: Request) -> Principal | None:
+        return holder.get().from_request(request)
+
+    def guarded(handler, operator: bool = False):
+        async def ep(request: Request) -> Response:
+            p = who(request)
+            if p is None:
+                return error(401, "a valid bearer token is required")
+            if operator and not p.operator:
+                return error(403, f"{p.name}: operator token required")
+            try:
+                return await handler(request, p)
+            except BadInput as exc:
+                return error(400, str(exc), exc.field)
+        return ep
+
+    def check_tenant(p: Principal, tenant: str) -> JSONResponse | None:
+        if not TENANT_RE.match(tenant):
+            return error(400, f"tenant: not a valid tenant name: {tenant[:64]!r}", "tenant")
+        if not p.may_see(tenant):  # before the existence check: other tenants' names do not leak
+            return error(403, f"{p.name} may only see tenant {p.tenant}")
+        if tenant not in views.tenant_names(daemon):
+            return error(404, f"unknown tenant {tenant!r}")
+        return None
+
+    async def plan(_: Request, p: Principal) -> Response:
+        return JSONResponse(views.plan_view(daemon))
+
+    async def tenants(_: Request, p: Principal) -> Response:
+        names = [t for t in views.tenant_names(daemon) if p.may_see(t)]
+        return JSONResponse({"tenants": [views.tenant_summary(daemon, t) for t in names]})
+
+    async def tenant(request: Request, p: Principal) -> Response:
+        t = request.path_params["tenant"]
+        if request.method == "PATCH" and not p.operator:
+            return error(403, f"{p.name}: operator token required to change a tenant")
+        bad = check_tenant(p, t)
+        if bad is not None:
+            return bad
+        if request.method == "PATCH":
+            body = await json_body(request)
+            try:  # in a worker thread: under HA the change is a round trip to the shared store
+                return JSONResponse(await run_in_threadpool(overrides().change_tenant, p.name, t, body))
+            except BadChange as exc:
+                raise BadInput(exc.field, str(exc).split(": ", 1)[1]) from None
+            except OverridesUnavailable as exc:  # HA: refused, never kept only on this replica
+                return error(503, str(exc))
+        return JSONResponse(views.tenant_view(daemon, t, p))
+
+    async def overrides_ep(request: Request, p: Principal) -> Response:
+        if request.method == "PATCH":
+            body = await json_body(request)
+            try:
+                return JSONResponse(await run_in_threadpool(overrides().change_global, p.name, body))
+            except BadChange as exc:
+                raise BadInput(exc.field, str(exc).split(": ", 1)[1]) from None
+            except OverridesUnavailable as exc:
+                return error(503, str(exc))
+        return JSONResponse(overrides().all())
+
+    def overrides() -> Overrides:
+        ov = daemon.runtime.overrides
+        if ov is None:  # a runtime built without one (tests of the cycle alone): keep changes in memory
+            ov = daemon.runtime.overrides = Overrides(daemon.runtime.store)
+            daemon.runtime.runner.operator_inputs = ov.inputs
+        return ov
+
+    async def events(request: Request, p: Principal) -> Response:
+        limit = int_param(request, "limit", 100, 1, 1000)
+        before = int_param(request, "before", None, 1, 2**62)
+        kind = request.query_params.get("kind") or None
+        if kind is not None and not KIND_RE.match(kind):
+            raise BadInput("kind", f"must be an event kind such as {list(views.EVENT_KINDS)}, got {kind[:64]!r}")
+        tenant = request.query_params.get("tenant") or None
+        if tenant is not None:
+            bad = check_tenant(p, tenant)
+            if bad is not None:
+                return bad
+        elif not p.operator:
+            tenant = p.tenant
+        store = daemon.runtime.store
+        rows = store.recent_events(limit, kind, tenant, before) if store is not None else []
+        return JSONResponse({"events": views.for_viewer(daemon, p, rows)})  # a tenant: its own part of each
+
+    async def openapi(_: Request, p: Principal) -> Response:
+        return JSONResponse(spec())
+
+    routes = [
+        Route("/api/v1/plan", guarded(plan, operator=True)),
+        Route("/api/v1/tenants", guarded(tenants)),
+        Route("/api/v1/tenants/{tenant}", guarded(tenant), methods=["GET", "PATCH"]),
+        Route("/api/v1/overrides", guarded(overrides_ep, operator=True), methods=["GET", "PATCH"]),
+        Route("/api/v1/events", guarded(events)),
+        Route("/api/v1/openapi.json", guarded(openapi)),
+    ]
+    return routes, guarded

@@ -1,0 +1,341 @@
+"""Console pages. Same tokens and the same rules as /api/v1; a login form keeps the token in a cookie.
+
+Every page is one HTML document with its CSS inline and its charts as inline
+SVG; the Content-Security-Policy forbids loading anything, from anywhere.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, quote, urlsplit
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+from starlette.templating import Jinja2Templates
+
+from daemon.sources.redact import redact_text
+from daemon.state.overrides import BadChange, OverridesUnavailable
+from daemon.web import views
+from daemon.web.api import KIND_RE, TENANT_RE, AccessHolder, BadInput, int_param, read_capped
+from daemon.web.auth import COOKIE, Principal
+from daemon.web.console.charts import Band, Chart, Line, forecast_x, series_x
+
+if TYPE_CHECKING:
+    from daemon.service.loop import Daemon
+
+HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; "
+                               "frame-ancestors 'none'; base-uri 'none'",
+    "X-Frame-Options": "DENY", "Referrer-Policy": "same-origin", "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+}
+
+
+FORM_CAP = 8192  # bytes of a console form; a longer body is refused unread (413)
+
+
+async def read_form(request: Request) -> dict[str, list[str]] | None:
+    """The console form sent with `request`, or None when its body is over FORM_CAP."""
+    body = await read_capped(request, FORM_CAP)
+    return None if body is None else parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin_of(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of an http(s) URL or Origin, default ports filled in and case folded; None if none."""
+    try:
+        u = urlsplit(url)
+        port = u.port
+    except ValueError:
+        return None
+    scheme = u.scheme.lower()
+    if scheme not in DEFAULT_PORTS or not u.hostname:
+        return None
+    return scheme, u.hostname.lower(), port or DEFAULT_PORTS[scheme]
+
+
+def same_origin(origin: str, request: Request, public_url: object | None) -> bool:
+    """Whether a form's Origin header is the console's own.
+
+    Behind a TLS proxy the request arrives as http://127.0.0.1:9105 while the browser says
+    `Origin: https://console.example`: with `server.public_url` set the Origin is checked against it (and
+    only it). Without it, against the URL the request arrived on, as the browser would send it directly.
+    """
+    if public_url is not None:
+        want = origin_of(str(public_url))
+        return want is not None and origin_of(origin) == want
+    return origin == f"{request.url.scheme}://{request.url.netloc}"
+
+
+def pct(x) -> str:
+    return "–" if x is None else f"{x:.0%}"
+
+
+def event_text(e: dict) -> str:
+    if e.get("message"):
+        return str(e["message"])
+    if e.get("reason"):
+        job = f"job {e['job_id']} ({e.get('gpus')} GPUs) " if e.get("job_id") else ""
+        return f"{job}{e['reason']}"
+    if e.get("kind") == "node_down":
+        secs = e.get("seconds")
+        took = f" in {secs:.2f}s" if isinstance(secs, (int, float)) else ""
+        errs = f"; errors: {'; '.join(e['errors'])}" if e.get("errors") else ""
+        return f"node {e.get('node')} failed: {len(e.get('jobs') or [])} job(s) requeued{took}{errs}"
+    rest = {k: v for k, v in e.items() if k not in ("id", "at", "kind", "tenant")}
+    return ", ".join(f"{k}={v}" for k, v in rest.items())
+
+
+def _minutes_between(a: str, b: str) -> float | None:
+    try:
+        return (dt.datetime.fromisoformat(a) - dt.datetime.fromisoformat(b)).total_seconds() / 60
+    except (TypeError, ValueError):
+        return None
+
+
+def load_chart(c: dict) -> Chart:
+    hist = c["history"]
+    now = c["at"] or (hist[-1]["at"] if hist else None)
+    xs, used, cap, held = [], [], [], []
+    for s in hist:
+        x = _minutes_between(s["at"], now) if now else None
+        if x is None:
+            continue
+        xs.append(x)
+        cap.append(s["capacity"])
+        used.append(s["load"] * s["capacity"] if s["load"] is not None else None)
+        held.append(s["held"])
+    return Chart("load-chart", "GPUs in use, healthy capacity and held capacity, per cycle",
+                 [Line("in use", xs, used, "s-used"), Line("capacity", xs, cap, "s-cap", step=True),
+                  Line("held", xs, held, "s-held", step=True)])
+
+
+def forecast_chart(id: str, title: str, past: dict | None, past_name: str, forecast: dict | None,
+                   levels: list[tuple[str, float | None, str]]) -> Chart:
+    """A past series up to now, the p50 line and p50–p90 band after it, and flat levels across both."""
+    ch = Chart(id, title)
+    edge = [0.0]
+    if past:
+        xs = series_x(len(past["values"]), past["step_s"])
+        ch.lines.append(Line(past_name, xs, past["values"], "s-used"))
+        edge = [xs[0], 0.0]
+    if forecast:
+        fx = forecast_x(len(forecast["p50"]), forecast["step_s"])
+        ch.bands.append(Band("p50–p90", fx, forecast["p50"], forecast["p90"], "b-p90"))
+        ch.lines.append(Line("p50", fx, forecast["p50"], "s-p50"))
+        edge = [edge[0], fx[-1]]
+    for name, value, css in levels:
+        if value is not None:
+            ch.lines.append(Line(name, edge, [value] * len(edge), css))
+    return ch
+
+
+def band_chart(c: dict) -> Chart:
+    return forecast_chart("cluster-forecast-chart",
+                          "Demand and its forecast (sum over tenants of p50 and p90) against capacity",
+                          c["demand"], "demand", c["forecast"],
+                          [("capacity", c["capacity"], "s-cap"), ("held now", c["held"], "s-held")])
+
+
+def tenant_chart(t: dict) -> Chart:
+    return forecast_chart("forecast-chart", f"{t['tenant']}: GPUs used (running + queued) and the p50/p90 forecast",
+                          t["usage"], "usage", t["forecast"],
+                          [("held for you", t["held"] or None, "s-held"), ("quota", t["quota"], "s-quota")])
+
+
+def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
+    templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+    templates.env.globals.update(pct=pct, event_text=event_text)
+
+    def page(request: Request, name: str, status: int = 200, **ctx) -> Response:
+        ctx.setdefault("title", name.split(".")[0].capitalize())
+        return templates.TemplateResponse(request, name, ctx, status_code=status, headers=HEADERS)
+
+    def problem(request: Request, who: Principal | None, status: int, title: str, message: str) -> Response:
+        return page(request, "problem.html", status, who=who, title=title, message=message)
+
+    def to_login(request: Request) -> Response:
+        nxt = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return RedirectResponse(f"/ui/login?next={quote(nxt)}", status_code=303, headers=HEADERS)
+
+    def who(request: Request) -> Principal | None:
+        return holder.get().from_request(request)
+
+    def check_tenant(request: Request, p: Principal, tenant: str) -> Response | None:
+        if not TENANT_RE.match(tenant):
+            return problem(request, p, 400, "Bad tenant name", f"tenant: not a valid tenant name: {tenant[:64]!r}")
+        if not p.may_see(tenant):
+            return problem(request, p, 403, "Not your tenant", f"{p.name} may only see tenant {p.tenant}.")
+        if tenant not in views.tenant_names(daemon):
+            return problem(request, p, 404, "Unknown tenant", f"No tenant {tenant!r} in the current plan or config.")
+        return None
+
+    def operator_or_redirect(request: Request) -> Principal | Response:
+        """The operator asking, or where to send anyone else: the login form, or a tenant's own page."""
+        p = who(request)
+        if p is None:
+            return to_login(request)
+        if not p.operator:
+            return RedirectResponse(f"/ui/tenants/{quote(p.tenant or '')}", status_code=303, headers=HEADERS)
+        return p
+
+    def tenant_page(request: Request, p: Principal, name: str, status: int = 200, **extra) -> Response:
+        t = views.tenant_view(daemon, name, p)
+        t["override"] = t["override"] or {}
+        pc = daemon.cfg.policy
+        health = daemon.health()
+        stale = None
+        if health["status"] != "ok" and health["reason"]:
+            stale = redact_text(health["reason"])  # a source error names the source's URL: never its password
+        return page(request, "tenant.html", status, who=p, title=name, t=t, chart=tenant_chart(t).svg(), stale=stale,
+                    quantile=int(pc.quantile * 100),
+                    lead=pc.lead_time_steps * daemon.cfg.cycle.resolution_s // 60, **extra)
+
+    async def root(request: Request) -> Response:
+        p = operator_or_redirect(request)
+        if isinstance(p, Response):
+            return p
+        c = views.cluster_view(daemon)
+        tenants = [views.tenant_summary(daemon, t) for t in views.tenant_names(daemon)]
+        shown = sorted((t for t in tenants if t["held"] or t["throttled"]), key=lambda t: -(t["held"] or 0))[:25]
+        notice = "Change saved; it applies at the next cycle." if request.query_params.get("saved") else None
+        return page(request, "cluster.html", who=p, title="Cluster", c=c, load_chart=load_chart(c).svg(),
+                    band_chart=band_chart(c).svg(), levels=daemon.cfg.ratelimits.levels, tenants=shown,
+                    paused=daemon.runtime.overrides.inputs().paused_all, notice=notice)
+
+    async def login(request: Request) -> Response:
+        nxt = request.query_params.get("next", "/ui/")
+        if request.method == "GET":
+            return page(request, "login.html", who=None, title="Sign in", next=nxt)
+        form = await read_form(request)
+        if form is None:
+            return problem(request, None, 413, "Form too large", f"A sign-in form is at most {FORM_CAP} bytes.")
+        nxt = (form.get("next") or ["/ui/"])[0]
+        if not nxt.startswith("/ui/") or nxt.startswith("//"):
+            nxt = "/ui/"
+        p = holder.get().lookup((form.get("token") or [""])[0])
+        if p is None:
+            return page(request, "login.html", 401, who=None, title="Sign in", next=nxt,
+                        error="That token is not valid here.")
+        resp = RedirectResponse(nxt, status_code=303, headers=HEADERS)
+        resp.set_cookie(COOKIE, (form.get("token") or [""])[0].strip(), httponly=True, samesite="strict", path="/",
+                        secure=daemon.cfg.access.cookie_secure)
+        return resp
+
+    async def logout(request: Request) -> Response:
+        resp = RedirectResponse("/ui/login", status_code=303, headers=HEADERS)
+        resp.delete_cookie(COOKIE, path="/")
+        return resp
+
+    async def tenants(request: Request) -> Response:
+        p = operator_or_redirect(request)
+        if isinstance(p, Response):
+            return p
+        rows = [views.tenant_summary(daemon, t) for t in views.tenant_names(daemon)]
+        ov = daemon.runtime.overrides
+        return page(request, "tenants.html", who=p, title="Tenants", tenants=rows,
+                    overrides=ov.all()["tenants"] if ov else {})
+
+    async def tenant(request: Request) -> Response:
+        p = who(request)
+        if p is None:
+            return to_login(request)
+        name = request.path_params["tenant"]
+        bad = check_tenant(request, p, name)
+        if bad is not None:
+            return bad
+        notice = "Change saved; it applies at the next cycle." if request.query_params.get("saved") else None
+        return tenant_page(request, p, name, notice=notice)
+
+    def operator_form(request: Request) -> Principal | Response:
+        """The operator sending one of the console's forms, or the answer for anyone else."""
+        p = who(request)
+        if p is None:
+            return to_login(request)
+        if not p.operator:
+            return problem(request, p, 403, "Operators only", "Only an operator token can change this.")
+        origin = request.headers.get("origin")
+        if origin is not None and not same_origin(origin, request, daemon.cfg.server.public_url):
+            return problem(request, p, 403, "Cross-site form", "This form must be sent from the console itself.")
+        return p
+
+    async def global_override(request: Request) -> Response:
+        p = operator_form(request)
+        if isinstance(p, Response):
+            return p
+        form = await read_form(request)
+        if form is None:
+            return problem(request, p, 413, "Form too large", f"A console form is at most {FORM_CAP} bytes.")
+        paused = bool((form.get("preemption_paused") or [""])[0])
+        try:  # in a worker thread: under HA the change is a round trip to the shared store
+            await run_in_threadpool(daemon.runtime.overrides.change_global, p.name, {"preemption_paused": paused})
+        except OverridesUnavailable as exc:  # HA: refused, never kept only on this replica
+            return problem(request, p, 503, "Change not stored", str(exc))
+        return RedirectResponse("/ui/?saved=1", status_code=303, headers=HEADERS)
+
+    async def tenant_override(request: Request) -> Response:
+        p = operator_form(request)
+        if isinstance(p, Response):
+            return p
+        name = request.path_params["tenant"]
+        bad = check_tenant(request, p, name)
+        if bad is not None:
+            return bad
+        form = await read_form(request)
+        if form is None:
+            return problem(request, p, 413, "Form too large", f"A console form is at most {FORM_CAP} bytes.")
+        change: dict = {}
+        try:
+            change["tier"] = (form.get("tier") or [""])[0] or None
+            for key, conv in (("rate_override", float), ("floor_gpus", int)):
+                raw = (form.get(key) or [""])[0].strip()
+                try:
+                    change[key] = conv(raw) if raw else None
+                except ValueError:
+                    raise BadChange(key, f"not a number: {raw[:32]!r}") from None
+            change["preemption_paused"] = bool(form.get("preemption_paused"))
+            await run_in_threadpool(daemon.runtime.overrides.change_tenant, p.name, name, change)
+        except BadChange as exc:
+            return tenant_page(request, p, name, 400, error=str(exc))
+        except OverridesUnavailable as exc:  # HA: refused, never kept only on this replica
+            return problem(request, p, 503, "Change not stored", str(exc))
+        return RedirectResponse(f"/ui/tenants/{quote(name)}?saved=1", status_code=303, headers=HEADERS)
+
+    async def events(request: Request) -> Response:
+        p = who(request)
+        if p is None:
+            return to_login(request)
+        kind = request.query_params.get("kind") or None
+        if kind is not None and not KIND_RE.match(kind):
+            return problem(request, p, 400, "Bad filter", f"kind: not an event kind: {kind[:40]!r}")
+        try:
+            before = int_param(request, "before", None, 1, 2**62)  # the same bounds as /api/v1/events
+        except BadInput as exc:
+            return problem(request, p, 400, "Bad filter", str(exc))
+        store = daemon.runtime.store
+        rows = store.recent_events(100, kind, None if p.operator else p.tenant, before) if store else []
+        older = rows[-1]["id"] if len(rows) == 100 else None
+        rows = views.for_viewer(daemon, p, rows)  # a tenant reads its own part of each event only
+        return page(request, "events.html", who=p, title="Events", events=rows, kind=kind, older=older,
+                    kinds=views.EVENT_KINDS)
+
+    async def slash(_: Request) -> Response:
+        return RedirectResponse("/ui/", status_code=308)
+
+    return [
+        Route("/ui", slash),
+        Route("/ui/", root),
+        Route("/ui/login", login, methods=["GET", "POST"]),
+        Route("/ui/logout", logout, methods=["POST"]),
+        Route("/ui/tenants", tenants),
+        Route("/ui/tenants/{tenant}", tenant),
+        Route("/ui/tenants/{tenant}/override", tenant_override, methods=["POST"]),
+        Route("/ui/overrides", global_override, methods=["POST"]),
+        Route("/ui/events", events),
+    ]

@@ -1,0 +1,137 @@
+"""The OpenAPI 3.1 description of /api/v1, served at /api/v1/openapi.json."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from daemon.state.overrides import GlobalChange, TenantChange
+
+_ERR = {"description": "error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+_AUTH_ERRORS = {"401": {**_ERR, "description": "no valid token"},
+                "403": {**_ERR, "description": "the token may not see this"}}
+_TENANT_PARAM = {"name": "tenant", "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def _json(schema: dict, description: str = "ok") -> dict:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _get(summary: str, schema: dict, *, params: list | None = None, extra: dict | None = None,
+         operator: bool = False) -> dict:
+    op: dict[str, Any] = {"summary": summary + (" (operator token)" if operator else ""),
+                          "responses": {"200": _json(schema), **_AUTH_ERRORS, **(extra or {})}}
+    if params:
+        op["parameters"] = params
+    return {"get": op}
+
+
+def spec(extra_paths: dict | None = None) -> dict:
+    obj = {"type": "object"}
+    paths: dict[str, Any] = {
+        "/api/v1/plan": _get("The plan in force: held capacity, quotas, limits with reasons, preemptions",
+                             {"$ref": "#/components/schemas/Plan"}, operator=True),
+        "/api/v1/tenants": _get("Tenants the token may see, one summary each",
+                                {"type": "object", "properties": {"tenants": {"type": "array", "items": {
+                                    "$ref": "#/components/schemas/TenantSummary"}}}}),
+        "/api/v1/tenants/{tenant}": _get(
+            "One tenant: usage and forecast band, held capacity and quota, the limit in force and its reason, "
+            "preemptions and notifications, queue position", {"$ref": "#/components/schemas/Tenant"},
+            params=[_TENANT_PARAM], extra={"404": {**_ERR, "description": "unknown tenant"},
+                                           "400": {**_ERR, "description": "malformed tenant name"}}),
+        "/api/v1/events": _get(
+            "Failovers, preemptions, notifications, plan changes and operator changes, newest first. A tenant "
+            "token sees its own tenant's, trimmed to its own part: a failover lists its own jobs only, and other "
+            "tenants' names in reasons and messages read 'another tenant'", {"type": "object", "properties": {"events": {
+                "type": "array", "items": {"$ref": "#/components/schemas/Event"}}}},
+            params=[{"name": "kind", "in": "query", "schema": {"type": "string", "examples": [
+                        "node_down", "mass_node_failure", "preemption", "notification", "plan_change",
+                        "operator_change"]}},
+                    {"name": "tenant", "in": "query", "schema": {"type": "string"}},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000,
+                                                                 "default": 100}},
+                    {"name": "before", "in": "query", "schema": {"type": "integer", "minimum": 1},
+                     "description": "only events with a smaller id (paging)"}],
+            extra={"400": {**_ERR, "description": "bad query parameter; `field` names it"},
+                   "404": {**_ERR, "description": "unknown tenant in `tenant`"}}),
+        "/api/v1/openapi.json": _get("This description", obj),
+    }
+    change_errors = {**_AUTH_ERRORS, "400": {**_ERR, "description": "bad change; `field` names it"},
+                     "503": {**_ERR, "description": "HA: the shared store of operator changes (the lease backend) "
+                                                    "cannot be reached; nothing was changed"}}
+    paths["/api/v1/tenants/{tenant}"]["patch"] = {
+        "summary": "Change a tenant at runtime (operator token): tier, rate override, floor on held capacity, "
+                   "pause of its preemptions; null restores the config's value; persisted, audited, applied at "
+                   "the next cycle",
+        "parameters": [_TENANT_PARAM],
+        "requestBody": {"required": True, "content": {"application/json": {"schema": {
+            "$ref": "#/components/schemas/TenantChange"}}}},
+        "responses": {"200": _json(obj), **change_errors, "404": {**_ERR, "description": "unknown tenant"}}}
+    paths["/api/v1/overrides"] = {
+        "get": {"summary": "Operator changes in force (operator token)", "responses": {"200": _json(obj), **_AUTH_ERRORS}},
+        "patch": {"summary": "Pause or resume preemptions cluster-wide (operator token)",
+                  "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                      "$ref": "#/components/schemas/GlobalChange"}}}},
+                  "responses": {"200": _json(obj), **change_errors}}}
+    paths["/api/v1/alerts"] = {"post": {
+        "summary": "The Alertmanager webhook (also at /alerts): node-down alerts fail the node over. It takes the "
+                   "webhook token (server.webhook_token_file), not an access token",
+        "security": [{"webhook": []}],
+        "requestBody": {"required": True, "content": {"application/json": {"schema": {
+            "type": "object", "required": ["alerts"], "properties": {"alerts": {"type": "array"}},
+            "description": "Alertmanager webhook payload, version 4"}}}},
+        "responses": {
+            "200": _json({"type": "object", "properties": {"accepted": {"type": "integer"},
+                                                           "actions": {"type": "array"}}}),
+            "400": {**_ERR, "description": "not an Alertmanager payload, or a node name that is not exactly one "
+                                           "known node (nothing is done)"},
+            "401": {**_ERR, "description": "no valid webhook token"},
+            "403": {**_ERR, "description": "webhook disabled: no token configured and no explicit opt-in"},
+            "413": {**_ERR, "description": "body over server.max_body_bytes"},
+            "503": {**_ERR, "description": "the node list is unavailable; not acted on (Alertmanager retries)"}}}}
+    paths.update(extra_paths or {})
+    nullable_num = {"type": ["number", "null"]}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "gpu-autoscaler", "version": "1",
+                 "description": "Read what the daemon planned and why; operators change tenants at runtime."},
+        "paths": paths,
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"},
+                                "webhook": {"type": "http", "scheme": "bearer",
+                                            "description": "the webhook token, for /api/v1/alerts only"},
+                                "cookie": {"type": "apiKey", "in": "cookie", "name": "gpuas_token"}},
+            "schemas": {
+                "Error": {"type": "object", "required": ["error"],
+                          "properties": {"error": {"type": "string"}, "field": {"type": "string"}}},
+                "Limit": {"type": "object", "properties": {"rate": nullable_num, "burst": nullable_num,
+                                                           "level": {"type": "integer"}, "reason": {"type": "string"},
+                                                           "throttled": {"type": "boolean"}}},
+                "Plan": {"type": "object", "properties": {
+                    "at": {"type": ["string", "null"]}, "capacity": {"type": "integer"}, "load": nullable_num,
+                    "high_pool": {"type": "integer"}, "reservations": obj, "quotas": obj,
+                    "limits": {"type": "object", "additionalProperties": {"$ref": "#/components/schemas/Limit"}},
+                    "preemptions": {"type": "array"}, "notifications": {"type": "array"},
+                    "stale": {"type": "boolean"}, "forecast_model": {"type": "string"},
+                    "rate_level": {"type": "integer"},
+                    "forecaster_note": {"type": "string", "description": "which forecaster is in use and why "
+                                        "(the whole note; the start-up line names it short)"}}},
+                "TenantSummary": {"type": "object", "properties": {
+                    "tenant": {"type": "string"}, "tier": {"type": "string"}, "used": nullable_num,
+                    "held": {"type": ["integer", "null"]}, "quota": {"type": ["integer", "null"]},
+                    "rate": nullable_num, "throttled": {"type": ["boolean", "null"]}}},
+                "Tenant": {"allOf": [{"$ref": "#/components/schemas/TenantSummary"}, {"type": "object", "properties": {
+                    "pending": nullable_num,
+                    "limit": {"anyOf": [{"$ref": "#/components/schemas/Limit"}, {"type": "null"}]},  # null: no plan yet
+                    "preemptions": {"type": "array"}, "notifications": {"type": "array"},
+                    "recent_events": {"type": "array", "items": {"$ref": "#/components/schemas/Event"}},
+                    "queue": {"type": ["object", "null"]}, "forecast": {"type": ["object", "null"]},
+                    "usage": {"type": ["object", "null"]}, "override": {"type": ["object", "null"]}}}]},
+                "TenantChange": TenantChange.model_json_schema(),
+                "GlobalChange": GlobalChange.model_json_schema(),
+                "Event": {"type": "object", "required": ["id", "at", "kind"], "properties": {
+                    "id": {"type": "integer"}, "at": {"type": "string"}, "kind": {"type": "string"},
+                    "tenant": {"type": "string"}}, "additionalProperties": True},
+            },
+        },
+        "security": [{"bearer": []}, {"cookie": []}],
+    }

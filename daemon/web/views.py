@@ -1,0 +1,326 @@
+"""The data the API returns and the console draws, read from what the cycle last wrote.
+
+Every function takes the running Daemon and returns plain JSON-ready dicts;
+missing data is None, never 0.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from typing import TYPE_CHECKING, Any, Iterable
+
+from daemon.sources.redact import redact_json
+
+if TYPE_CHECKING:
+    from daemon.service.loop import Daemon
+    from daemon.web.auth import Principal
+
+HISTORY_STEPS = 240  # four hours at the default 1-minute resolution
+# the policy's preemption reason named (up to five of) the tenants the GPUs were cleared for, in events stored
+# before it stopped doing so
+# (daemon/policy/engine.py): "... ahead of forecast peak (p90 within 3 steps) for tenant-a, tenant-b"
+_CLEARED_FOR = re.compile(r"(ahead of forecast peak \([^)]*\)) for [^;]*")
+
+
+def hide_beneficiaries(text: str) -> str:
+    """A preemption reason as the preempted tenant may read it: not whom its job made room for."""
+    return _CLEARED_FOR.sub(r"\1 for protected tenants", text)
+
+
+EVENT_KINDS = ("node_down", "mass_node_failure", "preemption", "notification", "plan_change", "operator_change")
+
+
+def num(x: Any) -> float | int | None:
+    if x is None:
+        return None
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(f):
+        return None
+    return int(f) if f.is_integer() and abs(f) < 2**53 else round(f, 4)
+
+
+def _history(d: "Daemon"):
+    """What the forecaster read last cycle; before the first cycle, the persisted rolling history if any."""
+    h = d.runtime.runner.last_history
+    if h is None and d.runtime.history is not None:
+        h = d.runtime.history.frame(HISTORY_STEPS, copy=True)
+    return h
+
+
+def _fallback(d: "Daemon") -> str | None:
+    from daemon.forecasting.choose import WithFallback
+
+    f = d.runtime.runner.forecaster
+    return f.last_error if isinstance(f, WithFallback) else None
+
+
+# ---- what a tenant token may read ------------------------------------------------------------------------
+# Events and plan entries are written once, for the operator, and may name several tenants (a failed node's
+# jobs, the tenants a preemption made room for). A tenant token reads them through `for_viewer`: its own job
+# ids, its own name, and no other tenant's name, count or job.
+
+_NAME_CHARS = "A-Za-z0-9_.:@-"  # what a tenant name may hold (daemon/web/api.py TENANT_RE)
+ANOTHER = "another tenant"
+
+
+def _scrubber(viewer: str, names: Iterable[str]):
+    """A function that takes a text and returns it with every other tenant's name replaced by "another tenant"."""
+    others = sorted({n for n in names if n and n != viewer}, key=len, reverse=True)
+    pattern = None
+    if others:
+        # a whole name only: not inside a longer name; a trailing "." ends a sentence unless a name goes on after it
+        pattern = re.compile(rf"(?<![{_NAME_CHARS}])(?:{'|'.join(map(re.escape, others))})"
+                             rf"(?![A-Za-z0-9_:@-]|\.[A-Za-z0-9_])")
+
+    def scrub(text: str) -> str:
+        text = hide_beneficiaries(text)
+        return pattern.sub(ANOTHER, text) if pattern is not None else text
+
+    return scrub
+
+
+def _scrubbed(obj: Any, scrub) -> Any:
+    if isinstance(obj, str):
+        return scrub(obj)
+    if isinstance(obj, dict):
+        return {k: _scrubbed(v, scrub) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_scrubbed(v, scrub) for v in obj]
+    return obj
+
+
+TENANT_KINDS = ("node_down", "preemption", "notification", "plan_change", "operator_change")
+
+
+def _event_for(row: dict, viewer: str, scrub) -> dict | None:
+    """`row` as tenant `viewer` may read it, or None when it may not read it at all."""
+    head = {k: row[k] for k in ("id", "at", "kind") if k in row}
+    kind = row.get("kind")
+    if kind == "node_down":
+        if viewer not in (row.get("tenants") or []) and row.get("tenant") != viewer:
+            return None
+        # its own jobs only: events logged before jobs were kept per tenant show none rather than everyone's
+        mine = (row.get("by_tenant") or {}).get(viewer) or []
+        errors = row.get("errors") or []
+        return {**head, "node": row.get("node"), "tenant": viewer, "tenants": [viewer], "jobs": [str(j) for j in mine],
+                "seconds": row.get("seconds"),
+                # actuator errors name other tenants' jobs: a tenant learns that there were some, not which
+                "errors": [f"{len(errors)} error(s) during the failover (details for operators)"] if errors else []}
+    if kind not in TENANT_KINDS or row.get("tenant") != viewer:
+        return None  # mass node failures, cluster-wide plan changes and changes to all tenants are the operator's
+    out = {k: _scrubbed(v, scrub) for k, v in row.items() if k not in ("id", "at", "kind", "tenant", "tenants",
+                                                                        "by_tenant", "beneficiary", "who_for")}
+    return {**head, "tenant": viewer, **out}
+
+
+def for_viewer(d: "Daemon", viewer: "Principal", rows: list[dict]) -> list[dict]:
+    """Events as `viewer` may read them: all of each for an operator, trimmed to its own tenant for a tenant."""
+    if viewer.operator:
+        return rows
+    scrub = _scrubber(viewer.tenant or "", _all_names(d, rows))
+    out = []
+    for r in rows:
+        e = _event_for(r, viewer.tenant or "", scrub)
+        if e is not None:
+            out.append(e)
+    return out
+
+
+def _all_names(d: "Daemon", rows: Iterable[dict] = ()) -> set[str]:
+    """Every tenant name the daemon knows of now, and those the given events name (tenants that have left)."""
+    names = set(tenant_names(d))
+    for r in rows:
+        names.update(r.get("tenants") or [])
+        names.update(r.get("by_tenant") or {})
+        if isinstance(r.get("tenant"), str):
+            names.add(r["tenant"])
+    return names
+
+
+def tenant_names(d: "Daemon") -> list[str]:
+    runner = d.runtime.runner
+    names: set[str] = {t.name for t in d.cfg.tenants}
+    if runner.last_plan is not None:
+        names.update(runner.last_plan.limits)
+    if runner.last_state is not None:
+        names.update(runner.last_state.tenants)
+    return sorted(names)
+
+
+def _state_index(d: "Daemon", tenant: str) -> int | None:
+    st = d.runtime.runner.last_state
+    if st is None:
+        return None
+    try:
+        return st.tenants.index(tenant)
+    except ValueError:
+        return None
+
+
+def tier_of(d: "Daemon", tenant: str) -> str:
+    ov = d.runtime.overrides
+    if ov is not None:
+        t = ov.inputs().tiers.get(tenant)
+        if t:
+            return t
+    st = d.runtime.runner.last_state
+    i = _state_index(d, tenant)
+    if st is not None and i is not None:
+        return st.tiers[i]
+    return d.cfg.tier_of(tenant)
+
+
+def _limit(plan, tenant: str) -> dict | None:
+    lim = plan.limits.get(tenant) if plan is not None else None
+    if lim is None:
+        return None
+    return {"rate": num(lim.rate), "burst": num(lim.burst), "level": lim.level, "reason": lim.reason,
+            "throttled": lim.level > 0 or lim.reason.startswith("fixed limit")}
+
+
+def plan_view(d: "Daemon") -> dict:
+    plan = d.runtime.runner.last_plan
+    if plan is None:
+        return {"plan": None}
+    out = plan.to_dict()
+    out["forecaster_note"] = d.runtime.forecaster_note  # the whole note; the start-up line prints it short
+    out.pop("memory", None)
+    out["load"] = num(plan.load)
+    out["rate_level"] = plan.memory.rate_level
+    out["limits"] = {t: _limit(plan, t) for t in plan.limits}
+    return out
+
+
+def forecast_quality(d: "Daemon") -> dict | None:
+    """Live forecast quality (scores of past forecasts against what happened; daemon/forecasting/quality.py).
+
+    None until a forecast's horizon has elapsed, and the console says "not scored yet" rather than a number.
+    """
+    return d.runtime.runner.quality.summary()
+
+
+def cluster_view(d: "Daemon", history: int = HISTORY_STEPS) -> dict:
+    rt = d.runtime
+    plan = rt.runner.last_plan
+    store = rt.store
+    hist = store.plan_history(2000) if store is not None else []
+    if hist:  # the plans of the last `history` steps' worth of time (cycles may be faster than steps)
+        try:
+            end = dt.datetime.fromisoformat(hist[-1]["at"])
+            since = (end - dt.timedelta(seconds=history * d.cfg.cycle.resolution_s)).isoformat()
+            hist = [s for s in hist if s["at"] >= since]
+        except (TypeError, ValueError):
+            hist = hist[-history:]
+    lvl_cfg = d.cfg.ratelimits.levels
+    level = plan.memory.rate_level if plan is not None else 0
+    fc = rt.runner.last_forecast
+    band = None
+    if fc is not None and len(fc.tenants):
+        p50 = fc.quantile(0.5).sum(axis=0)
+        p90 = fc.quantile(0.9).sum(axis=0)
+        band = {"issued_at": str(fc.issued_at), "step_s": fc.step_s,
+                "p50": [num(v) for v in p50], "p90": [num(v) for v in p90]}
+    demand = None
+    h = _history(d)
+    if h is not None and len(h):
+        tail = h.iloc[-history:]
+        demand = {"start": str(tail.index[0]), "step_s": d.cfg.cycle.resolution_s,
+                  "values": [num(v) for v in tail.sum(axis=1, min_count=1).to_numpy()]}
+    return {
+        "at": plan.at if plan else None,
+        "capacity": plan.capacity if plan else None,
+        "load": num(plan.load) if plan else None,
+        "held": int(sum(plan.reservations.values())) if plan else None,
+        "high_pool": plan.high_pool if plan else None,
+        "stale": plan.stale if plan else None,
+        "notes": list(plan.notes) if plan else [],
+        # the plan's level may be one the config no longer has (levels removed by a reload): no row to show
+        "rate_level": {"index": level, "starts_at_load": lvl_cfg[level].load if level < len(lvl_cfg) else None,
+                       "rates": ({"high": lvl_cfg[level].high, "normal": lvl_cfg[level].normal,
+                                  "low": lvl_cfg[level].low} if level < len(lvl_cfg) else None),
+                       "levels": len(lvl_cfg)},
+        "model": {"in_use": plan.forecast_model if plan else None, "note": rt.forecaster_note,
+                  "fallback": _fallback(d), "quality": forecast_quality(d)},
+        "history": [{"at": s["at"], "capacity": s["capacity"], "load": s["load"], "held": s["reserved"],
+                     "rate_level": s["rate_level"]} for s in hist],
+        "demand": demand,
+        "forecast": band,
+        "health": redact_json(d.health()),  # a source error names the source's URL: never with its password
+    }
+
+
+def tenant_summary(d: "Daemon", tenant: str) -> dict:
+    plan = d.runtime.runner.last_plan
+    st = d.runtime.runner.last_state
+    i = _state_index(d, tenant)
+    used = num(st.used[i]) if st is not None and i is not None else None
+    lim = _limit(plan, tenant)
+    return {"tenant": tenant, "tier": tier_of(d, tenant), "used": used,
+            "held": int(plan.reservations.get(tenant, 0)) if plan else None,
+            "quota": plan.quotas.get(tenant) if plan else None,
+            "rate": lim["rate"] if lim else None, "throttled": lim["throttled"] if lim else None}
+
+
+def _queue(d: "Daemon", tenant: str) -> dict | None:
+    st = d.runtime.runner.last_state
+    i = _state_index(d, tenant)
+    if st is None or i is None or len(st.jobs) == 0:
+        return None
+    j = st.jobs
+    pending = ~j.running
+    mine = pending & (j.tenant == i)
+    if not mine.any():
+        return {"pending_jobs": 0, "pending_gpus": 0, "position": None, "expected_start": None}
+    # the queue in wait order: oldest first; where the tenant's oldest pending job stands
+    oldest = float(j.wait_s[mine].max())
+    position = int((j.wait_s[pending] > oldest).sum()) + 1
+    return {"pending_jobs": int(mine.sum()), "pending_gpus": int(j.gpus[mine].sum()), "position": position,
+            "queue_length": int(pending.sum()), "longest_wait_s": num(oldest),
+            "expected_start": None}  # no source reports a start estimate yet
+
+
+def tenant_view(d: "Daemon", tenant: str, viewer: "Principal", history: int = HISTORY_STEPS) -> dict:
+    """One tenant's page. A tenant `viewer` gets its events trimmed and other tenants' names out of every
+    reason and message (`for_viewer`); an operator gets them whole."""
+    rt = d.runtime
+    plan = rt.runner.last_plan
+    st = rt.runner.last_state
+    i = _state_index(d, tenant)
+    out = tenant_summary(d, tenant)
+    out["pending"] = num(st.pending[i]) if st is not None and i is not None else None
+    out["limit"] = _limit(plan, tenant)
+    out["preemptions"] = [{"job_id": p.job_id, "gpus": p.gpus, "node": p.node, "reason": p.reason}
+                          for p in (plan.preemptions if plan else ()) if p.tenant == tenant]
+    out["notifications"] = [{"type": n.kind, "message": n.message}
+                            for n in (plan.notifications if plan else ()) if n.tenant == tenant]
+    events = rt.store.recent_events(50, tenant=tenant) if rt.store is not None else []
+    out["recent_events"] = for_viewer(d, viewer, events)
+    if not viewer.operator:  # the plan's own reasons name the tenants a preemption cleared GPUs for
+        scrub = _scrubber(tenant, _all_names(d, events))
+        out["preemptions"] = _scrubbed(out["preemptions"], scrub)
+        out["notifications"] = _scrubbed(out["notifications"], scrub)
+        out["limit"] = _scrubbed(out["limit"], scrub)
+    out["queue"] = _queue(d, tenant)
+    fc = rt.runner.last_forecast
+    out["forecast"] = None
+    if fc is not None and tenant in fc.tenants:
+        k = fc.tenants.index(tenant)
+        out["forecast"] = {"model": fc.model, "issued_at": str(fc.issued_at), "step_s": fc.step_s,
+                           "p50": [num(v) for v in fc.quantile(0.5)[k]],
+                           "p90": [num(v) for v in fc.quantile(0.9)[k]]}
+    h = _history(d)
+    out["usage"] = None
+    if h is not None and len(h) and tenant in h.columns:
+        tail = h[tenant].iloc[-history:]
+        out["usage"] = {"start": str(tail.index[0]), "step_s": d.cfg.cycle.resolution_s,
+                        "values": [num(v) for v in tail.to_numpy()]}
+    ov = rt.overrides
+    out["override"] = ov.for_tenant(tenant) if ov is not None else None
+    out["plan_at"] = plan.at if plan else None
+    return out
+

@@ -1,0 +1,396 @@
+"""Slurm holds on a real slurmctld with three slurmd (3 nodes x 4 GPUs): whole-node reservations."""
+
+import dataclasses
+import time
+
+import pytest
+
+from daemon.actuators.slurm.actuator import SlurmActuator
+from daemon.actuators.slurm.holds import Node, RunningJob, SlurmHolds, expand_hostlist, parse_nodes, parse_reservations
+from daemon.config import SlurmActuatorConfig, TenantConfig
+from daemon.policy.types import Plan, PolicyMemory, Preemption
+from tests.support.services import slurm_cluster, slurm_run, wait_for
+
+NODES = ("gn1", "gn2", "gn3")
+TENANTS = [TenantConfig(name="team-high", tier="high", slurm_account="acct-high"),
+           TenantConfig(name="team-high2", tier="high", slurm_account="acct-high2"),
+           TenantConfig(name="team-low", tier="low", slurm_account="acct-low"),
+           TenantConfig(name="team-norm", tier="normal", slurm_account="acct-norm")]
+
+
+def plan(reserve=0, *pre, other=0, pooled=()):
+    res = {t: g for t, g in (("team-high", reserve), ("team-high2", other)) if g}
+    return Plan(at="2026-01-01T00:00:00+00:00", capacity=12, load=1.0, high_pool=2,
+                reservations=res, quotas={}, limits={}, preemptions=tuple(pre),
+                notifications=(), stale=False, forecast_model="x", notes=(), memory=PolicyMemory(), pooled=pooled)
+
+
+# ---- pure parts -------------------------------------------------------------------------------
+def test_hostlists_and_scontrol_output():
+    assert expand_hostlist("gn[1-3,05],login1") == ["gn1", "gn2", "gn3", "gn05", "login1"]
+    assert expand_hostlist("(null)") == [] and expand_hostlist("") == []
+    res = parse_reservations("ReservationName=gpuas-hold-high StartTime=2026-12-04T01:08:15 Nodes=gn[1-2] NodeCnt=2 "
+                             "Flags=IGNORE_JOBS,SPEC_NODES,MAGNETIC TRES=cpu=16 Users=(null) Accounts=a,b State=ACTIVE")
+    assert res[0].nodes == ("gn1", "gn2") and res[0].accounts == ("a", "b") and "MAGNETIC" in res[0].flags
+    nodes = parse_nodes("NodeName=gn1 Arch=x86_64 Gres=gpu:a100:4(S:0) GresUsed=gpu:a100:2(IDX:0-1) State=MIXED\n"
+                        "NodeName=gn2 Gres=gpu:4 GresUsed=gpu:0 State=IDLE+DRAIN")
+    assert (nodes[0].gpus, nodes[0].gpus_used, nodes[0].healthy) == (4, 2, True) and not nodes[1].healthy
+
+
+def holds(delay=0.0, clock=None):
+    return SlurmHolds(read=None, scontrol=None, accounts={"h": "acct-high"}, tier_of={"h": "high"}, tiers=["high"],
+                      prefix="gpuas-hold", shrink_delay_s=delay, clock=clock or time.monotonic)
+
+
+def test_node_choice_whole_nodes_prefers_current_then_useful():
+    h = holds()
+    nodes = [Node("a", "MIXED", 4, 4), Node("b", "IDLE", 4, 0), Node("c", "MIXED", 4, 4), Node("d", "DOWN*", 4, 0)]
+    jobs = [RunningJob("1", "acct-high", ("c",), 2, "", True)]
+    # 5 GPUs need two whole nodes: the idle one and the one the high tier already runs on; never the down one
+    assert h.choose(nodes, jobs, (), 5, ("acct-high",), {}, set(), keep=False) == ["b", "c"]
+    # GPUs this plan's preemptions free count too; a node in someone else's reservation is never taken
+    assert h.choose(nodes, [], (), 4, ("acct-high",), {"a": 4}, {"b"}, keep=False) == ["a"]
+    # the current node stays while it still covers the need (no churn)
+    assert h.choose(nodes, jobs, ("a",), 4, ("acct-high",), {}, set(), keep=False) == ["a"]
+    # keep=True (inside the shrink delay): every current node stays
+    assert h.choose(nodes, jobs, ("a", "b"), 1, ("acct-high",), {}, set(), keep=True) == ["a", "b"]
+
+
+def test_node_choice_prefers_nodes_without_work_that_cannot_be_preempted():
+    h = SlurmHolds(read=None, scontrol=None, accounts={"h": "acct-high", "n": "acct-norm", "l": "acct-low"},
+                   tier_of={"h": "high", "n": "normal", "l": "low"}, tiers=["high"], prefix="gpuas-hold",
+                   shrink_delay_s=0.0)
+    # a: a normal job on 2 GPUs, 2 free; b: low jobs on all 4 GPUs. b is taken: its low jobs can be preempted
+    # (or end while the hold keeps new work off), while a stays split until the normal job ends by itself
+    nodes = [Node("a", "MIXED", 4, 2), Node("b", "ALLOCATED", 4, 4)]
+    jobs = [RunningJob("1", "acct-norm", ("a",), 2, "", True), RunningJob("2", "acct-low", ("b",), 4, "", True)]
+    assert h.choose(nodes, jobs, (), 4, ("acct-high",), {}, set(), keep=False) == ["b"]
+
+
+def test_pooled_tenants_want_one_hold_with_every_account():
+    h = SlurmHolds(read=None, scontrol=None, accounts={t.name: t.slurm_account for t in TENANTS},
+                   tier_of={t.name: t.tier for t in TENANTS}, tiers=["high"], prefix="gpuas-hold", shrink_delay_s=0.0)
+    w = h.wanted(plan(3, other=5, pooled=("team-high", "team-high2")))
+    assert w == {"gpuas-hold-team-high": (0, ("acct-high",)), "gpuas-hold-team-high2": (0, ("acct-high2",)),
+                 "gpuas-hold-pool": (8, ("acct-high", "acct-high2"))}
+    assert h.wanted(plan(3))["gpuas-hold-pool"] == (0, ())
+
+
+# ---- real slurmctld ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def slurm():
+    with slurm_cluster(nodes=NODES, gpus=4) as s:
+        yield s
+
+
+def sbatch(slurm, partition, account, gpus=2):
+    return slurm_run(slurm["env"], "sbatch", "--parsable", f"--partition={partition}", f"--account={account}",
+                     f"--gres=gpu:{gpus}", "--requeue", "-o", "/dev/null", "--wrap", "sleep 600").strip().split(";")[0]
+
+
+def jobs(slurm):
+    """job id -> (state, node, reservation)."""
+    out = slurm_run(slurm["env"], "squeue", "-h", "-o", "%i|%T|%N|%v")
+    return {f[0]: (f[1], f[2], f[3]) for f in (ln.split("|") for ln in out.splitlines())}
+
+
+def our_res(slurm):
+    return [r for r in parse_reservations(slurm_run(slurm["env"], "scontrol", "-o", "show", "reservation"))
+            if r.name.startswith("gpuas-hold")]
+
+
+def actuator(slurm, delay=0.0, dry_run=False, clock=None):
+    a = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir="/usr/bin", hold_shrink_delay_s=delay,
+                                          warn_lead_s=0),
+                      TENANTS, dry_run=dry_run)
+    if clock is not None:
+        a.holds.clock = clock
+    return a
+
+
+@pytest.fixture
+def full(slurm):
+    """Six low-priority 2-GPU jobs fill the 12 GPUs."""
+    ids = [sbatch(slurm, "low", "acct-low") for _ in range(6)]
+    wait_for(lambda: all(jobs(slurm).get(j, ("",))[0] == "RUNNING" for j in ids), what="low jobs running", timeout=60)
+    yield ids
+    slurm_run(slurm["env"], "scancel", "-u", "root", check=False)
+    for r in parse_reservations(slurm_run(slurm["env"], "scontrol", "-o", "show", "reservation")):
+        slurm_run(slurm["env"], "scontrol", "delete", f"ReservationName={r.name}", check=False)
+    wait_for(lambda: not jobs(slurm), what="queue empty", timeout=60)
+
+
+@pytest.mark.services
+def test_hold_keeps_low_jobs_off_and_lets_the_high_tier_on(slurm, full):
+    a = actuator(slurm)
+    j = jobs(slurm)
+    target = j[full[0]][1]
+    on_target = [x for x in full if j[x][1] == target]
+    assert len(on_target) == 2
+    # the plan: hold 4 GPUs for team-high and preempt the two low jobs on one node
+    rep = a.apply(plan(4, *(Preemption(x, "team-low", 2, target, "peak ahead for team-high") for x in on_target)))
+    assert rep.ok, rep.errors
+    (res,) = our_res(slurm)
+    assert res.nodes == (target,) and res.accounts == ("acct-high",)
+    assert {"IGNORE_JOBS", "MAGNETIC"} <= res.flags
+    wait_for(lambda: all(jobs(slurm)[x][0] == "PENDING" for x in on_target), what="requeued", timeout=20)
+    low = sbatch(slurm, "low", "acct-low")
+    time.sleep(4)
+    j = jobs(slurm)
+    assert j[low][0] == "PENDING"                       # 4 GPUs are free on the held node, yet it does not start
+    assert all(j[x][0] == "PENDING" for x in on_target)  # nor do the requeued ones
+    high = sbatch(slurm, "high", "acct-high")
+    wait_for(lambda: jobs(slurm)[high][0] == "RUNNING", what="high job running", timeout=30)
+    j = jobs(slurm)
+    assert j[high][1] == target and j[high][2] == res.name  # MAGNETIC: it used the hold without asking for it
+    assert not any(j[x][1] == target for x in [low, *on_target] if j[x][0] == "RUNNING")
+    assert a.apply(plan(4)).actions == []                   # same plan again: nothing to do
+    # the forecast recedes: the hold goes, the high job keeps running, low work may use the node again
+    rep = a.apply(plan(0))
+    assert rep.ok, rep.errors
+    assert our_res(slurm) == []
+    assert jobs(slurm)[high][:2] == ("RUNNING", target)
+    wait_for(lambda: any(v[:2] == ("RUNNING", target) for k, v in jobs(slurm).items() if k != high),
+             what="low job on the released node", timeout=30)
+
+
+@pytest.mark.services
+def test_hold_grows_at_once_and_shrinks_after_the_delay(slurm, full):
+    now = [1000.0]
+    a = actuator(slurm, delay=300, clock=lambda: now[0])
+    assert a.apply(plan(6)).ok
+    assert len(our_res(slurm)[0].nodes) == 2            # 6 GPUs = two whole 4-GPU nodes
+    assert a.apply(plan(10)).ok
+    assert len(our_res(slurm)[0].nodes) == 3            # grows at once
+    now[0] += 100
+    assert a.apply(plan(3)).ok
+    assert len(our_res(slurm)[0].nodes) == 3            # wants fewer, but not for long enough
+    now[0] += 299
+    assert a.apply(plan(3)).ok
+    assert len(our_res(slurm)[0].nodes) == 3            # 299 s of wanting fewer: still held
+    now[0] += 1
+    rep = a.apply(plan(3))
+    assert rep.ok and len(our_res(slurm)[0].nodes) == 1  # 300 s: shrinks to the one node 3 GPUs need
+    now[0] += 10
+    a.apply(plan(0))
+    assert len(our_res(slurm)) == 1                      # release waits for the delay too
+    now[0] += 301
+    a.apply(plan(0))
+    assert our_res(slurm) == []
+
+
+@pytest.mark.services
+def test_reconcile_at_start_touches_only_our_reservations_and_release_stops_no_job(slurm, full):
+    slurm_run(slurm["env"], "scontrol", "create", "reservation", "ReservationName=gpuas-hold-old", "StartTime=now",
+              "Duration=UNLIMITED", "Accounts=acct-x", "Nodes=gn1", "Flags=IGNORE_JOBS")
+    slurm_run(slurm["env"], "scontrol", "create", "reservation", "ReservationName=maint-window", "StartTime=now",
+              "Duration=60", "Users=root", "Nodes=gn3", "Flags=IGNORE_JOBS")
+    assert actuator(slurm, dry_run=True).apply(plan(4)).actions  # dry run: says what it would do ...
+    assert [r.name for r in our_res(slurm)] == ["gpuas-hold-old"]  # ... and does nothing
+    a = actuator(slurm)
+    rep = a.apply(plan(4))
+    assert rep.ok, rep.errors
+    names = {r.name: r for r in parse_reservations(slurm_run(slurm["env"], "scontrol", "-o", "show", "reservation"))}
+    assert "gpuas-hold-old" not in names and "maint-window" in names
+    assert names["gpuas-hold-team-high"].nodes != ("gn3",)   # never a node in someone else's reservation
+    assert names["gpuas-hold-team-high"].accounts == ("acct-high",)
+    high = sbatch(slurm, "high", "acct-high")
+    held = names["gpuas-hold-team-high"].nodes[0]
+    low_there = [k for k, v in jobs(slurm).items() if v[1] == held]
+    slurm_run(slurm["env"], "scontrol", "requeue", low_there[0])
+    wait_for(lambda: jobs(slurm)[high][2] == "gpuas-hold-team-high", what="high job in the hold", timeout=30)
+    rep = a.release_holds()                               # the daemon stops
+    assert rep.ok, rep.errors
+    assert our_res(slurm) == []
+    assert jobs(slurm)[high][0] == "RUNNING"
+
+
+@pytest.mark.services
+def test_each_tenant_holds_its_own_whole_nodes(slurm, full):
+    a = actuator(slurm)
+    assert a.apply(plan(3, other=5)).ok                    # 3 GPUs: one node; 5 GPUs: two nodes
+    res = {r.name: r for r in our_res(slurm)}
+    assert set(res) == {"gpuas-hold-team-high", "gpuas-hold-team-high2"}
+    assert len(res["gpuas-hold-team-high"].nodes) == 1 and len(res["gpuas-hold-team-high2"].nodes) == 2
+    assert not set(res["gpuas-hold-team-high"].nodes) & set(res["gpuas-hold-team-high2"].nodes)
+    assert res["gpuas-hold-team-high2"].accounts == ("acct-high2",)
+    assert a.apply(plan(3, other=5)).actions == []          # stable: nothing moves
+    assert a.apply(plan(3)).ok                              # team-high2 needs nothing now: its hold goes
+    assert [r.name for r in our_res(slurm)] == ["gpuas-hold-team-high"]
+
+
+@pytest.mark.services
+def test_an_aged_low_tier_tenant_is_held_like_any_other(slurm, full):
+    """Aging (or an operator's floor) makes the plan hold GPUs for a tenant outside the high tier: on Slurm it
+    is a whole-node reservation for that tenant's account (hold_tiers: every tier by default), gone when the
+    plan stops asking."""
+    a = actuator(slurm)
+    aged = Plan(at="2026-01-01T00:00:00+00:00", capacity=12, load=1.0, high_pool=2, reservations={"team-low": 4},
+                quotas={}, limits={}, preemptions=(), notifications=(), stale=False, forecast_model="x", notes=(),
+                memory=PolicyMemory())
+    rep = a.apply(aged)
+    assert rep.ok, rep.errors
+    (res,) = our_res(slurm)
+    assert res.name == "gpuas-hold-team-low" and res.accounts == ("acct-low",) and len(res.nodes) == 1
+    assert {"IGNORE_JOBS", "MAGNETIC"} <= res.flags
+    j = jobs(slurm)
+    assert all(j[x][0] == "RUNNING" for x in full)         # its own jobs there keep running
+    assert a.apply(plan(0)).ok and our_res(slurm) == []
+
+
+@pytest.mark.services
+def test_a_timed_out_create_is_reported_and_no_hold_outlives_the_plan(slurm, full, tmp_path):
+    # the real scontrol, behind a wrapper that answers late: the reservation is made, the daemon times out
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for b in ("squeue", "sinfo", "scancel", "sbatch"):
+        (bin_dir / b).symlink_to(f"/usr/bin/{b}")
+    slow = bin_dir / "scontrol"
+    slow.write_text('#!/bin/sh\n/usr/bin/scontrol "$@"; rc=$?\n'
+                    'case "$*" in *"create reservation"*) sleep 3;; esac\nexit $rc\n')
+    slow.chmod(0o755)
+    a = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir=bin_dir, timeout_s=1,
+                                          hold_shrink_delay_s=0, warn_lead_s=0), TENANTS, dry_run=False)
+    rep = a.apply(plan(4))
+    assert any("timed out" in e or "expired" in e.lower() for e in rep.errors), rep.errors
+    assert [r.name for r in our_res(slurm)] == ["gpuas-hold-team-high"]   # it was made after all
+    rep = a.apply(plan(4))                                   # next cycle: adopted as it is, no second create
+    assert rep.ok and not any("create" in x for x in rep.actions), rep.actions
+    rep = a.apply(plan(0))                                   # the plan no longer asks: it goes
+    assert rep.ok and our_res(slurm) == []
+
+
+@pytest.mark.services
+def test_a_pooled_hold_is_one_reservation_any_pooled_account_starts_in(slurm, full):
+    a = actuator(slurm)
+    assert a.apply(plan(3, other=1)).ok                      # one hold each first: two reservations
+    assert {r.name for r in our_res(slurm)} == {"gpuas-hold-team-high", "gpuas-hold-team-high2"}
+    rep = a.apply(plan(4, pooled=("team-high", "team-high2")))  # pooled: 4 GPUs for the tier, team-high2 idle
+    assert rep.ok, rep.errors
+    (res,) = our_res(slurm)                                   # the per-tenant holds went (no delay here)
+    assert res.name == "gpuas-hold-pool" and len(res.nodes) == 1
+    assert res.accounts == ("acct-high", "acct-high2") and {"IGNORE_JOBS", "MAGNETIC"} <= res.flags
+    held = res.nodes[0]
+    on_held = [k for k, v in jobs(slurm).items() if v[1] == held]
+    for k in on_held:                                         # the low jobs there end (as a preemption would)
+        slurm_run(slurm["env"], "scontrol", "requeue", k)
+    high2 = sbatch(slurm, "high", "acct-high2", gpus=4)       # the tenant the GPUs were not forecast for
+    wait_for(lambda: jobs(slurm)[high2][0] == "RUNNING", what="team-high2 job in the pool", timeout=30)
+    j = jobs(slurm)
+    assert j[high2][1] == held and j[high2][2] == "gpuas-hold-pool"
+    assert not any(v[:2] == ("RUNNING", held) for k, v in j.items() if k != high2)   # no low job went back
+    assert a.apply(plan(4, pooled=("team-high", "team-high2"))).actions == []        # stable
+    assert a.apply(plan(0, pooled=("team-high", "team-high2"))).ok                   # nothing wanted: it goes
+    assert our_res(slurm) == [] and jobs(slurm)[high2][0] == "RUNNING"
+
+
+def test_a_held_node_the_holder_can_never_use_is_let_go():
+    """As in the simulator: a current node stays in the hold while the holder's job (`job_gpus`) still fits
+    beside the work of other accounts there that cannot be preempted; otherwise the hold moves."""
+    h = SlurmHolds(read=None, scontrol=None, accounts={"h": "acct-high", "n": "acct-norm"},
+                   tier_of={"h": "high", "n": "normal"}, tiers=["high"], prefix="gpuas-hold", shrink_delay_s=0.0)
+    nodes = [Node("a", "MIXED", 4, 2), Node("b", "IDLE", 4, 0)]
+    jobs = [RunningJob("1", "acct-norm", ("a",), 2, "", True)]
+    assert h.choose(nodes, jobs, ("a",), 4, ("acct-high",), {}, set(), keep=False, job_gpus=2) == ["a"]
+    assert h.choose(nodes, jobs, ("a",), 4, ("acct-high",), {}, set(), keep=False, job_gpus=4) == ["b"]
+    # inside the shrink delay too: keeping a node no job of the holder fits on holds nothing usable
+    assert h.choose(nodes, jobs, ("a",), 4, ("acct-high",), {}, set(), keep=True, job_gpus=4) == ["b"]
+    p = dataclasses.replace(plan(4, other=4, pooled=("team-high", "team-high2")),
+                            hold_job_gpus={"team-high": 4, "team-high2": 2})
+    full = SlurmHolds(read=None, scontrol=None, accounts={t.name: t.slurm_account for t in TENANTS},
+                      tier_of={t.name: t.tier for t in TENANTS}, tiers=["high", "low"], prefix="gpuas-hold",
+                      shrink_delay_s=0.0)
+    assert full.job_gpus(p)["gpuas-hold-pool"] == 2         # the pool: its smallest member's job
+
+
+@pytest.mark.services
+def test_a_hold_stuck_on_a_node_full_of_firm_work_moves_on_the_real_slurmctld(slurm):
+    """A hold that has a node where another account's normal job (not preemptible) runs keeps it while the
+    holder's job still fits beside that job, and moves to another whole node when it does not."""
+    a = actuator(slurm)
+    norm = sbatch(slurm, "normal", "acct-norm", gpus=2)
+    wait_for(lambda: jobs(slurm).get(norm, ("",))[0] == "RUNNING", what="normal job running", timeout=60)
+    node = jobs(slurm)[norm][1]
+    try:
+        slurm_run(slurm["env"], "scontrol", "create", "reservation", "ReservationName=gpuas-hold-team-high",
+                  "StartTime=now", "Duration=UNLIMITED", "Accounts=acct-high", f"Nodes={node}",
+                  "Flags=IGNORE_JOBS,MAGNETIC")
+        p = dataclasses.replace(plan(4), hold_job_gpus={"team-high": 2})
+        assert a.apply(p).ok
+        (res,) = our_res(slurm)
+        assert res.nodes == (node,)                        # a 2-GPU job fits beside the normal one: no churn
+        p = dataclasses.replace(plan(4), hold_job_gpus={"team-high": 4})
+        rep = a.apply(p)
+        assert rep.ok, rep.errors
+        (res,) = our_res(slurm)
+        assert len(res.nodes) == 1 and res.nodes != (node,)   # a 4-GPU job never fits there: the hold moved
+        assert jobs(slurm)[norm][:2] == ("RUNNING", node)     # the normal job was not touched
+    finally:
+        slurm_run(slurm["env"], "scancel", "-u", "root", check=False)
+        for r in parse_reservations(slurm_run(slurm["env"], "scontrol", "-o", "show", "reservation")):
+            slurm_run(slurm["env"], "scontrol", "delete", f"ReservationName={r.name}", check=False)
+        wait_for(lambda: not jobs(slurm), what="queue empty", timeout=60)
+
+
+# ---- hold names: one per tenant, never the pool's ---------------------------------------------------------
+ODD = [TenantConfig(name="pool", tier="high", slurm_account="acct-pool"),
+       TenantConfig(name="ml team", tier="high", slurm_account="acct-mlsp"),
+       TenantConfig(name="ml_team", tier="high", slurm_account="acct-mlus")]
+
+
+def test_hold_names_are_distinct_per_tenant_and_never_the_pools():
+    from daemon.actuators.slurm.holds import hold_name, pool_hold_name
+
+    names = {t.name: hold_name("gpuas-hold", t.name) for t in ODD}
+    assert names["ml_team"] == "gpuas-hold-ml_team"                 # a name Slurm takes as it is: unchanged
+    assert len(set(names.values())) == 3 and pool_hold_name("gpuas-hold") not in names.values()
+    assert names["ml team"].startswith("gpuas-hold-ml_team-") and names["pool"].startswith("gpuas-hold-pool-")
+    assert hold_name("gpuas-hold", "team-high") == "gpuas-hold-team-high"
+
+
+def odd_plan(gpus: dict, pooled=()):
+    return dataclasses.replace(plan(), reservations=gpus, pooled=pooled)
+
+
+@pytest.mark.services
+def test_tenants_named_pool_ml_team_and_ml_underscore_team_hold_their_own_reservations(slurm):
+    from daemon.actuators.slurm.holds import hold_name
+
+    a = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir="/usr/bin", hold_shrink_delay_s=0), ODD,
+                      dry_run=False)
+    try:
+        rep = a.apply(odd_plan({"pool": 4, "ml team": 4, "ml_team": 4}))
+        assert rep.ok, rep.errors
+        res = {r.name: r for r in our_res(slurm)}
+        assert {n: r.accounts for n, r in res.items()} == {
+            hold_name("gpuas-hold", "pool"): ("acct-pool",), hold_name("gpuas-hold", "ml team"): ("acct-mlsp",),
+            "gpuas-hold-ml_team": ("acct-mlus",)}
+        assert sorted(n for r in res.values() for n in r.nodes) == list(NODES)   # one whole node each
+        assert a.apply(odd_plan({"pool": 4, "ml team": 4, "ml_team": 4})).actions == []   # stable
+        # the pool (here: of the tenant named pool) is its own reservation beside the tenant's
+        rep = a.apply(odd_plan({"pool": 4, "ml team": 4}, pooled=("pool",)))
+        assert rep.ok, rep.errors
+        assert {r.name: r.accounts for r in our_res(slurm)} == {
+            "gpuas-hold-pool": ("acct-pool",), hold_name("gpuas-hold", "ml team"): ("acct-mlsp",)}
+    finally:
+        assert a.release_holds().ok and our_res(slurm) == []
+
+
+@pytest.mark.services
+def test_a_hold_under_its_old_name_is_released_and_the_tenant_keeps_its_nodes(slurm):
+    """Earlier versions named `ml team`'s hold gpuas-hold-ml_team: found, released, and the hold under the new
+    name starts on the same node."""
+    from daemon.actuators.slurm.holds import hold_name
+
+    slurm_run(slurm["env"], "scontrol", "create", "reservation", "ReservationName=gpuas-hold-ml_team", "StartTime=now",
+              "Duration=UNLIMITED", "Accounts=acct-mlsp", "Nodes=gn2", "Flags=IGNORE_JOBS,MAGNETIC")
+    a = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir="/usr/bin"), ODD[1:2], dry_run=False)
+    try:
+        rep = a.apply(odd_plan({"ml team": 4}))
+        assert rep.ok, rep.errors
+        assert any("release hold gpuas-hold-ml_team" in x and "named" in x for x in rep.actions), rep.actions
+        assert [(r.name, r.nodes, r.accounts) for r in our_res(slurm)] == [
+            (hold_name("gpuas-hold", "ml team"), ("gn2",), ("acct-mlsp",))]
+    finally:
+        a.release_holds()
+        slurm_run(slurm["env"], "scontrol", "delete", "ReservationName=gpuas-hold-ml_team", check=False)

@@ -1,0 +1,109 @@
+import subprocess
+import sys
+
+import pytest
+from pydantic import ValidationError
+
+from daemon.config import Config, ConfigError, load_config, parse_config
+
+
+def test_default_is_the_simulated_cluster():
+    cfg = load_config(None)
+    assert cfg.source.kind == "simulator"
+    assert cfg.policy.reserve_share == 0.2
+    assert [lvl.load for lvl in cfg.ratelimits.levels] == [0.0, 0.8, 0.9]
+    assert cfg.ratelimits.levels[1].normal == 50 and cfg.ratelimits.levels[1].high == 200
+    assert cfg.ratelimits.levels[2].low == 50 and cfg.ratelimits.levels[1].low == 100
+
+
+def test_full_file_round_trip(tmp_cfg):
+    p = tmp_cfg("""
+[cluster]
+gpus = 4096
+[[tenants]]
+name = "llm-serving"
+tier = "high"
+[[tenants]]
+name = "research"
+tier = "low"
+[policy]
+reserve_share = 0.3
+[source]
+kind = "prometheus"
+[source.prometheus]
+url = "http://127.0.0.1:9999"
+""")
+    cfg = load_config(p)
+    assert cfg.cluster.gpus == 4096
+    assert cfg.tier_of("llm-serving") == "high" and cfg.tier_of("unknown") == "normal"
+    assert cfg.source.prometheus.url.endswith("9999")
+
+
+@pytest.mark.parametrize("text, key", [
+    ("[policy]\nreserve_shar = 0.2\n", "policy.reserve_shar: unknown key"),
+    ("[policy]\nreserve_share = 1.5\n", "policy.reserve_share"),
+    ("[cycle]\ninterval_s = -1\n", "cycle.interval_s"),
+    ("[source]\nkind = 'graphite'\n", "source.kind"),
+    ("[[tenants]]\nname='a'\ntier='gold'\n", "tenants.0.tier"),
+    ("[ratelimits]\nlevels = [{load=0.5, high=1, normal=1, low=1}]\n", "ratelimits.levels"),
+    ("[[tenants]]\nname='a'\n[[tenants]]\nname='a'\n", "duplicate tenant names"),
+])
+def test_errors_name_the_key(tmp_cfg, text, key):
+    with pytest.raises(ConfigError) as e:
+        load_config(tmp_cfg(text))
+    assert key in str(e.value)
+
+
+def test_not_toml(tmp_cfg):
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(tmp_cfg("[policy\nx=1"))
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_cli_config_error_is_one_line_exit_2(tmp_cfg):
+    p = tmp_cfg("[policy]\nreserve_share = 'lots'\n")
+    r = subprocess.run([sys.executable, "-m", "daemon.cli", "--config", str(p), "plan"], capture_output=True, text=True)
+    assert r.returncode == 2
+    lines = [ln for ln in r.stderr.splitlines() if "config error" in ln]
+    assert len(lines) == 1 and "policy.reserve_share" in lines[0]
+
+
+def test_config_is_frozen():
+    cfg = Config()
+    with pytest.raises(ValidationError, match="frozen"):
+        cfg.policy.reserve_share = 0.5  # type: ignore[misc]
+
+
+def test_slurm_must_enforce_every_hold_the_plan_makes():
+    """Enforce what you plan: the plan (and the simulator) hold GPUs for every tier, so a Slurm actuator that
+    would hold only some tiers, or none, is refused with the key named."""
+    with pytest.raises(ConfigError, match=r"actuators.slurm.hold_tiers: \['normal', 'low'\] left out"):
+        parse_config({"actuators": {"enabled": ["slurm"], "slurm": {"hold_tiers": ["high"]}}})
+    with pytest.raises(ConfigError, match="actuators.slurm.holds: false"):
+        parse_config({"actuators": {"enabled": ["slurm"], "slurm": {"holds": False}}})
+    cfg = parse_config({"actuators": {"enabled": ["slurm"], "slurm": {"hold_tiers": ["low", "normal", "high"]}}})
+    assert cfg.actuators.slurm.holds
+    # without the Slurm actuator the section is not used, so it is not held against the config
+    parse_config({"actuators": {"enabled": ["log"], "slurm": {"holds": False}}})
+
+
+def test_holt_winters_needs_two_seasons_of_history():
+    """forecaster.kind = 'ets' on the default 2 days of 1-minute history would forecast the last value with no
+    spread under Holt-Winters' name: refused at startup with both keys named."""
+    with pytest.raises(ConfigError, match=r"forecaster.kind = 'ets' needs cycle.history_steps >= 2910 .* it is 2880"):
+        parse_config({"forecaster": {"kind": "ets"}})
+    cfg = parse_config({"forecaster": {"kind": "ets"}, "cycle": {"history_steps": 2910}})
+    assert cfg.forecaster.kind == "ets"
+
+
+def test_every_actuator_takes_a_pooled_high_tier_hold():
+    """Slurm pools as one reservation, Kueue as one pool flavor in a Cohort of the pooled tenants' queues
+    (tests/actuators/test_k8s_kueue.py); the default (pooled) is accepted with either, and per tenant too."""
+    for enabled in (["log", "kueue"], ["log", "slurm"], ["kubernetes", "kueue"]):
+        assert parse_config({"actuators": {"enabled": enabled}}).policy.pool_high_tier
+    cfg = parse_config({"actuators": {"enabled": ["log", "kueue"]}, "policy": {"pool_high_tier": False}})
+    assert not cfg.policy.pool_high_tier

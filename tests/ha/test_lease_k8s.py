@@ -1,0 +1,350 @@
+"""The Kubernetes Lease backend, against the official client's real HTTP requests (no API server here).
+
+A capture server (tests/support/k8s_capture.py) answers the coordination.k8s.io/v1 Lease and v1 ConfigMap calls from
+an object store that does what the API server does with resourceVersion: a write based on an older version
+is 409.
+"""
+
+import json
+import signal
+import threading
+import time
+import uuid
+
+import httpx
+import pytest
+
+from daemon.ha.lease_k8s import KubernetesLease
+from tests.support.k8s_capture import capture_server
+
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/gpuas/leases"
+CONFIGMAPS = "/api/v1/namespaces/gpuas/configmaps"
+NOT_FOUND = (404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404})
+CONFLICT = (409, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409})
+
+
+class FakeApi:
+    """Leases and ConfigMaps in one namespace, kept as the API server keeps them: every write stores a new
+    resourceVersion, a create of an existing name and a replace based on an older resourceVersion are 409."""
+
+    KINDS = {"leases": ("Lease", "coordination.k8s.io/v1", LEASES), "configmaps": ("ConfigMap", "v1", CONFIGMAPS)}
+
+    def __init__(self):
+        self.objs: dict[tuple[str, str], dict] = {}
+        self.rv = 0
+        self.conflicts = 0
+        self.down = False  # answer 503 to everything (an API server that cannot be reached)
+        self.lock = threading.Lock()
+
+    def obj(self, plural, name):
+        return self.objs.get((plural, name))
+
+    def _store(self, plural, body):
+        kind, version, _ = self.KINDS[plural]
+        self.rv += 1
+        meta = body["metadata"]
+        meta["resourceVersion"] = str(self.rv)
+        old = self.objs.get((plural, meta["name"]))
+        meta["uid"] = old["metadata"]["uid"] if old else str(uuid.uuid4())
+        self.objs[(plural, meta["name"])] = {**body, "kind": kind, "apiVersion": version}
+        return self.objs[(plural, meta["name"])]
+
+    def routes(self):
+        out = {}
+        for plural, (kind, version, base) in self.KINDS.items():
+            def handler(method, plural=plural, kind=kind, version=version):
+                def answer(path, body):
+                    with self.lock:
+                        return self._answer(method, plural, kind, version, path, body)
+                return answer
+            out[("GET", base)] = handler("LIST")
+            out[("POST", base)] = handler("POST")
+            for m in ("GET", "PUT", "DELETE"):
+                out[(m, base + "/[^/]+")] = handler(m)
+        return out
+
+    def _answer(self, method, plural, kind, version, path, body):
+        if self.down:
+            return 503, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "ServiceUnavailable",
+                         "code": 503}
+        if method == "LIST":
+            items = [o for (p, _), o in sorted(self.objs.items()) if p == plural]
+            return 200, {"kind": f"{kind}List", "apiVersion": version, "metadata": {"resourceVersion": str(self.rv)},
+                         "items": items}
+        if method == "POST":
+            if (plural, body["metadata"]["name"]) in self.objs:
+                self.conflicts += 1
+                return CONFLICT
+            return 201, self._store(plural, body)
+        name = path.rsplit("/", 1)[1]
+        cur = self.objs.get((plural, name))
+        if cur is None:
+            return NOT_FOUND
+        if method == "GET":
+            return 200, cur
+        if method == "DELETE":
+            del self.objs[(plural, name)]
+            return 200, {"kind": "Status", "apiVersion": "v1", "status": "Success"}
+        if body["metadata"].get("resourceVersion") != cur["metadata"]["resourceVersion"]:
+            self.conflicts += 1
+            return CONFLICT
+        return 200, self._store(plural, body)
+
+
+def test_kubernetes_lease_one_holder_tokens_grow_stale_token_refused():
+    store = FakeApi()
+    with capture_server(store.routes()) as (api, cap):
+        a = KubernetesLease(api, "gpuas", "leader", replica_id="a", ttl_s=1.0)
+        b = KubernetesLease(api, "gpuas", "leader", replica_id="b", ttl_s=1.0)
+        assert a.tick() and a.token == 1 and not b.tick()
+        assert a.fence("apply plan 1") == (True, "")
+        assert a.tick() and a.token == 1                                   # renewed: same term
+        held = store.obj("leases", "leader")["spec"]
+        assert held["holderIdentity"].startswith("a#") and held["leaseTransitions"] == 1
+        assert held["leaseDurationSeconds"] == 1
+        stale_copy = a._read()
+        time.sleep(1.3)                                                   # a stops renewing past the duration
+        assert b.tick() and b.token == 2                                  # takeover raises leaseTransitions
+        a._valid_until = float("inf")                                     # a, paused, still believes it leads
+        ok, why = a.fence("apply plan 2")
+        assert not ok and "stale" in why
+        assert a._write(stale_copy, stale_copy) is False                  # an old resourceVersion is refused (409)
+        assert not a.tick() and a.token is None                           # a's renewal fails: it stands down
+        b.stop(release=True)                                              # a clean stop frees the lease at once
+        assert a.tick() and a.token == 3
+    puts = [s for s in cap.sent if s["method"] == "PUT"]
+    assert puts and all(p["body"]["metadata"].get("resourceVersion") for p in puts)
+    assert [s["method"] for s in cap.sent[:2]] == ["GET", "POST"]          # created when absent
+
+
+def test_config_backend_kubernetes_wires_the_lease_into_a_daemon(tmp_path):
+    from daemon.config import parse_config
+    from daemon.service.loop import Daemon
+    from daemon.service.wiring import build_runtime
+
+    store = FakeApi()
+    with capture_server(store.routes()) as (api, _):
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(f"apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: "
+                              f"{api.configuration.host}\nusers:\n- name: u\n  user:\n    token: test\ncontexts:\n"
+                              f"- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n")
+        cfg = parse_config({"cluster": {"gpus": 128}, "source": {"kind": "simulator", "simulator": {"tenants": 8}},
+                            "forecaster": {"kind": "seasonal_naive"}, "server": {"enabled": False},
+                            "state": {"path": str(tmp_path / "s.db")},
+                            "actuators": {"kubernetes": {"kubeconfig": str(kubeconfig)}},
+                            "ha": {"enabled": True, "backend": "kubernetes", "namespace": "gpuas", "lease_name": "leader",
+                                   "replica_id": "k1", "lease_ttl_s": 5}})
+        d = Daemon(build_runtime(cfg), serve_http=False)
+        try:
+            assert d.runtime.lease.tick() and d.role() == "leader"
+            d.cycle()
+            assert d.last_result.acted and all(rep.ok for rep in d.last_result.reports)
+            assert store.obj("leases", "leader")["spec"]["holderIdentity"].startswith("k1#")
+        finally:
+            d.runtime.lease.stop()
+            d.runtime.close()
+
+
+# ---- liveness of the other replicas (a clean leader stop keeps holds while one is alive) -------------------
+
+def test_kubernetes_liveness_leases_name_the_other_replicas_and_go_with_them():
+    store = FakeApi()
+    with capture_server(store.routes()) as (api, cap):
+        a = KubernetesLease(api, "gpuas", "leader", replica_id="a", ttl_s=1.0)
+        b = KubernetesLease(api, "gpuas", "leader", replica_id="b", ttl_s=1.0)
+        assert a.tick() and not b.tick()
+        assert a.peers() == ["b"] and b.peers() == ["a"]
+        beats = sorted(n for p, n in store.objs if p == "leases" and n != "leader")
+        assert beats == sorted([a.beat_name, b.beat_name]) and all(n.startswith("leader-replica-") for n in beats)
+        assert store.obj("leases", b.beat_name)["spec"]["holderIdentity"] == b.holder
+        b.stop()                                                           # a clean stop deletes its beat
+        assert store.obj("leases", b.beat_name) is None and a.peers() == []
+        c = KubernetesLease(api, "gpuas", "leader", replica_id="c", ttl_s=1.0)
+        assert not c.tick() and a.peers() == ["c"]
+        # c is killed: its beat lapses at once and, once long gone, the next replica to start deletes it
+        store.obj("leases", c.beat_name)["spec"]["renewTime"] = "2000-01-01T00:00:00.000000Z"
+        assert a.peers() == []
+        d = KubernetesLease(api, "gpuas", "leader", replica_id="d", ttl_s=1.0)
+        assert not d.tick()
+        assert store.obj("leases", c.beat_name) is None and a.peers() == ["d"]
+        a.stop()
+        d.stop()
+    deletes = [s["path"].rsplit("/", 1)[1] for s in cap.sent if s["method"] == "DELETE"]
+    assert deletes == [b.beat_name, c.beat_name, a.beat_name, d.beat_name]
+
+
+# ---- operator overrides in a ConfigMap ---------------------------------------------------------------------
+
+def _overrides(api, tmp_path, name, store_cls=None, **kw):
+    from daemon.state.overrides import ConfigMapOverrideStore, Overrides
+    from daemon.state.store import StateStore
+
+    shared = (store_cls or ConfigMapOverrideStore)(api, "gpuas", "leader-overrides", **kw)
+    return Overrides(StateStore(tmp_path / f"{name}.db"), shared, replica=name)
+
+
+def test_kubernetes_overrides_two_writers_resourceversion_conflict_reapplies(tmp_path):
+    """Two replicas change one tenant at once: the write based on the older resourceVersion gets 409 and is
+    re-applied on the newer ConfigMap; neither change is lost and both audit events are copied on both."""
+    from daemon.state.overrides import ConfigMapOverrideStore
+
+    class Interleaved(ConfigMapOverrideStore):
+        then = None
+        runs = 0
+
+        def update(self, mutate, at):
+            def racing(doc):
+                out = mutate(doc)
+                self.runs += 1
+                if self.runs == 1:
+                    self.then()
+                return out
+            return super().update(racing, at)
+
+    fake = FakeApi()
+    with capture_server(fake.routes()) as (api, cap):
+        b = _overrides(api, tmp_path, "b")
+        b.change_global("ops", {"preemption_paused": True})               # creates the ConfigMap
+        a = _overrides(api, tmp_path, "a", Interleaved)
+        a.shared.then = lambda: b.change_tenant("bob", "t1", {"floor_gpus": 4})
+        conflicts = fake.conflicts
+        out = a.change_tenant("alice", "t1", {"rate_override": 5})
+        assert a.shared.runs == 2 and fake.conflicts == conflicts + 1
+        assert out["override"] == {"floor_gpus": 4, "rate_override": 5.0}
+        cm = fake.obj("configmaps", "leader-overrides")["data"]
+        assert json.loads(cm["overrides.json"]) == {"tenants": {"t1": {"floor_gpus": 4, "rate_override": 5.0}},
+                                                    "global": {"preemption_paused": True}}
+        assert [e["detail"]["who"] for e in json.loads(cm["audit.json"])] == ["ops", "bob", "alice"]
+        for ov in (a, b):
+            assert ov.refresh() and ov.inputs().paused_all and ov.for_tenant("t1")["floor_gpus"] == 4
+            assert [e["who"] for e in ov.store.events("operator_change")] == ["ops", "bob", "alice"]
+            assert ov.refresh() and len(ov.store.events("operator_change")) == 3     # copied once
+    puts = [s for s in cap.sent if s["method"] == "PUT" and "/configmaps/" in s["path"]]
+    assert puts and all(p["body"]["metadata"].get("resourceVersion") for p in puts)
+
+
+def test_kubernetes_overrides_api_down_refuses_changes_and_keeps_the_last_read(tmp_path):
+    from daemon.state.overrides import OverridesUnavailable
+
+    fake = FakeApi()
+    with capture_server(fake.routes()) as (api, _):
+        ov = _overrides(api, tmp_path, "a")
+        ov.change_global("ops", {"preemption_paused": True})
+        fake.down = True
+        with pytest.raises(OverridesUnavailable, match=r"cannot read the Kubernetes API \(ConfigMap "
+                                                       r"gpuas/leader-overrides\): 503"):
+            ov.change_tenant("ops", "t1", {"floor_gpus": 3})
+        assert not ov.refresh() and ov.inputs().paused_all and ov.for_tenant("t1") == {}
+        assert "planning with those last read" in ov.problem()
+        assert len(ov.store.events("operator_change")) == 1
+        fake.down = False
+        assert ov.refresh() and ov.problem() is None
+
+
+def _kubeconfig(tmp_path, host):
+    path = tmp_path / "kubeconfig"
+    path.write_text(f"apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {host}\nusers:\n"
+                    f"- name: u\n  user:\n    token: test\ncontexts:\n- name: x\n  context:\n    cluster: c\n"
+                    f"    user: u\ncurrent-context: x\n")
+    return path
+
+
+OP = "operator-token-0123456789"
+OPH = {"Authorization": f"Bearer {OP}"}
+
+
+def _replica_toml(tmp_path, name, kubeconfig, port):
+    path = tmp_path / f"{name}.toml"
+    path.write_text(f"""
+[cluster]
+gpus = 256
+[cycle]
+interval_s = 1.0
+[source]
+kind = "simulator"
+[source.simulator]
+tenants = 16
+warmup_steps = 1500
+[forecaster]
+kind = "seasonal_naive"
+[server]
+port = {port}
+[state]
+path = "{tmp_path / f'{name}.sqlite'}"
+[actuators.kubernetes]
+kubeconfig = "{kubeconfig}"
+[ha]
+enabled = true
+backend = "kubernetes"
+namespace = "gpuas"
+lease_name = "leader"
+replica_id = "{name}"
+lease_ttl_s = 1.0
+[[access.tokens]]
+name = "ops"
+role = "operator"
+token = "{OP}"
+""")
+    return path
+
+
+@pytest.mark.services
+def test_two_daemons_on_kubernetes_a_pause_holds_across_a_kill_9_takeover(tmp_path):
+    """Two daemon processes whose lease and overrides are in the (captured) Kubernetes API. A pause set on the
+    leader's API holds after SIGKILL of the leader: the new leader plans no preemption and shows the pause
+    and its audit event."""
+    from tests.conftest import free_port
+    from tests.integration.test_ha_redis import Replica
+    from tests.support.services import wait_for
+
+    fake = FakeApi()
+    p1, p2 = free_port(), free_port()
+    b1, b2 = f"http://127.0.0.1:{p1}", f"http://127.0.0.1:{p2}"
+
+    def get(base, path):
+        return httpx.get(f"{base}{path}", headers=OPH, timeout=10).json()
+
+    def holder():
+        lease = fake.obj("leases", "leader")
+        return (lease or {}).get("spec", {}).get("holderIdentity") or ""
+
+    reps = []
+    with capture_server(fake.routes()) as (api, cap):
+        kubeconfig = _kubeconfig(tmp_path, api.configuration.host)
+        try:
+            r1 = Replica(tmp_path, "r1", _replica_toml(tmp_path, "r1", kubeconfig, p1))
+            reps.append(r1)
+            wait_for(lambda: holder().startswith("r1#") and get(b1, "/healthz")["role"] == "leader", timeout=90,
+                     what="r1 leading")
+            r2 = Replica(tmp_path, "r2", _replica_toml(tmp_path, "r2", kubeconfig, p2))
+            reps.append(r2)
+            wait_for(lambda: get(b2, "/healthz")["role"] == "standby" and get(b2, "/healthz")["cycles"] >= 2,
+                     timeout=90, what="r2 standing by")
+            # the control: in this cluster the leader's plans do preempt
+            wait_for(lambda: get(b1, "/api/v1/plan")["preemptions"], timeout=60, what="r1 preempting")
+            resp = httpx.patch(f"{b1}/api/v1/overrides", json={"preemption_paused": True}, headers=OPH)
+            assert resp.status_code == 200, resp.text
+            c2 = get(b2, "/healthz")["cycles"]  # every cycle r2 starts after these began after the pause
+            wait_for(lambda: get(b2, "/healthz")["cycles"] >= c2 + 2, timeout=20, what="r2 cycling")
+            r1.proc.send_signal(signal.SIGKILL)
+            r1.proc.wait()
+            wait_for(lambda: holder().startswith("r2#") and get(b2, "/healthz")["role"] == "leader", timeout=30,
+                     what="r2 taking over")
+            plans = {}
+            deadline = time.monotonic() + 60
+            while len(plans) < 5 and time.monotonic() < deadline:    # five plans the new leader made
+                p = get(b2, "/api/v1/plan")
+                plans[p["at"]] = p["preemptions"]
+                time.sleep(0.3)
+            overrides = get(b2, "/api/v1/overrides")
+            audit = get(b2, "/api/v1/events?kind=operator_change")["events"]
+        finally:
+            for rep in reps:
+                rep.close()
+    assert len(plans) == 5 and all(v == [] for v in plans.values()), plans
+    assert overrides["global"] == {"preemption_paused": True}
+    assert [(e["who"], e["scope"], e["replica"]) for e in audit] == [("ops", "global", "r1")]
+    assert resp.json()["stored"] == "the Kubernetes API (ConfigMap gpuas/leader-overrides)"
+    # what went over the wire: the ConfigMap was created, then read by both replicas every cycle
+    cm_reads = [s for s in cap.sent if s["method"] == "GET" and s["path"].endswith("/configmaps/leader-overrides")]
+    assert len(cm_reads) >= 10

@@ -1,0 +1,366 @@
+import json
+import subprocess
+import time
+
+import pytest
+
+from daemon.actuators.slurm.actuator import SlurmActuator, parse_elapsed, parse_gpus
+from daemon.config import SlurmActuatorConfig, TenantConfig
+from daemon.policy.types import Plan, PolicyMemory, Preemption
+from tests.support.services import slurm_cluster, wait_for
+
+pytestmark = pytest.mark.services
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    with slurm_cluster() as s:
+        yield s
+
+
+def sbatch(slurm, partition, account, gpus=2, comment=None, wrap="sleep 600"):
+    extra = [f"--comment={comment}"] if comment else []
+    r = subprocess.run(["sbatch", "--parsable", f"--partition={partition}", f"--account={account}", f"--gres=gpu:{gpus}",
+                        "--requeue", "-o", "/dev/null", *extra, "--wrap", wrap], env=slurm["env"], capture_output=True,
+                       text=True, check=True)
+    return r.stdout.strip().split(";")[0]
+
+
+def state(slurm, jid):
+    r = subprocess.run(["squeue", "-h", "-j", jid, "-o", "%T|%k"], env=slurm["env"], capture_output=True, text=True)
+    return r.stdout.strip()
+
+
+def admin_comment(slurm, jid):
+    """Read from `squeue --json` (Slurm 22.05 lists every job there, whatever the filter), where it is one field."""
+    out = subprocess.run(["squeue", "--json"], env=slurm["env"], capture_output=True, text=True, check=True).stdout
+    return next(j.get("admin_comment") or "" for j in json.loads(out)["jobs"] if str(j["job_id"]) == jid)
+
+
+def act(slurm, dry_run=False, mode="requeue", lead=0.0, min_runtime_s=0.0, clock=time.monotonic):
+    cfg = SlurmActuatorConfig(slurm_conf=slurm["conf"], mode=mode, bin_dir="/usr/bin", warn_lead_s=lead)
+    return SlurmActuator(cfg, [TenantConfig(name="team-high", tier="high", slurm_account="acct-high"),
+                               TenantConfig(name="team-low", tier="low", slurm_account="acct-low")], dry_run=dry_run,
+                         min_runtime_s=min_runtime_s, clock=clock)
+
+
+def plan_for(*pre):
+    return Plan(at="2026-01-01T00:00:00+00:00", capacity=8, load=1.0, high_pool=2, reservations={}, quotas={},
+                limits={}, preemptions=tuple(pre), notifications=(), stale=False, forecast_model="x", notes=(),
+                memory=PolicyMemory())
+
+
+@pytest.fixture
+def jobs(slurm):
+    ids = {"low1": sbatch(slurm, "low", "acct-low"), "low2": sbatch(slurm, "low", "acct-low"),
+           "high": sbatch(slurm, "high", "acct-high")}
+    wait_for(lambda: all(state(slurm, j).startswith("RUNNING") for j in ids.values()), what="jobs running", timeout=60)
+    yield ids
+    subprocess.run(["scancel", *ids.values()], env=slurm["env"], capture_output=True)
+    wait_for(lambda: all(state(slurm, j) == "" for j in ids.values()), what="jobs gone", timeout=60)
+
+
+def requeue_refusing_bin(tmp_path):
+    """A bin_dir of the real Slurm commands whose `scontrol requeue` fails while the returned flag file exists."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for b in ("squeue", "sinfo", "scancel", "sbatch"):
+        (bin_dir / b).symlink_to(f"/usr/bin/{b}")
+    fail = tmp_path / "fail-requeue"
+    (bin_dir / "scontrol").write_text(
+        f'#!/bin/sh\ncase "$1" in requeue) [ -e {fail} ] && {{ echo "injected: requeue refused" >&2; exit 1; }};; esac\n'
+        'exec /usr/bin/scontrol "$@"\n')
+    (bin_dir / "scontrol").chmod(0o755)
+    return bin_dir, fail
+
+
+def test_parsers():
+    assert parse_elapsed("1-02:03:04") == 93784 and parse_elapsed("05:06") == 306 and parse_elapsed("") == 0
+    assert parse_gpus("gres:gpu:2") == 2 and parse_gpus("gres/gpu:a100:4") == 4 and parse_gpus("N/A") == 0
+
+
+def test_reads_jobs_as_tenants_and_priorities(slurm, jobs):
+    a = act(slurm)
+    js = a.cluster_jobs(("team-high", "team-low"))
+    assert len(js) == 3 and js.running.all() and (js.gpus == 2).all()
+    by_id = dict(zip(js.ids, js.priority))
+    assert by_id[jobs["high"]] == 2 and by_id[jobs["low1"]] == 0
+    waiting = sbatch(slurm, "low", "acct-low", gpus=8)      # 6 of 8 GPUs are taken: this one queues
+    try:
+        time.sleep(2)
+        js = a.cluster_jobs(("team-high", "team-low"))
+        i = list(js.ids).index(waiting)
+        assert not js.running[i] and js.gpus[i] == 8 and 1 <= js.wait_s[i] < 120
+    finally:
+        subprocess.run(["scancel", waiting], env=slurm["env"], capture_output=True)
+
+
+def test_preempt_requeues_low_and_refuses_high(slurm, jobs):
+    a = act(slurm)
+    plan = plan_for(Preemption(jobs["low1"], "team-low", 2, slurm["node"], "peak ahead for team-high"),
+                    Preemption(jobs["high"], "team-high", 2, slurm["node"], "bogus"))
+    rep = a.apply(plan)
+    assert any("refused to preempt" in e and jobs["high"] in e for e in rep.errors)
+    wait_for(lambda: state(slurm, jobs["low1"]).startswith("PENDING"), what="requeued", timeout=20)
+    assert admin_comment(slurm, jobs["low1"]) == "gpu-autoscaler: peak ahead for team-high"
+    assert state(slurm, jobs["high"]).startswith("RUNNING")
+    assert state(slurm, jobs["low2"]).startswith("RUNNING")
+    again = a.apply(plan_for(plan.preemptions[0]))      # idempotent: the job is already pending
+    assert again.ok and any("not running" in x for x in again.actions)
+    assert not any(x.startswith("scontrol requeue") for x in again.actions)
+
+
+def test_dry_run_changes_nothing(slurm, jobs):
+    rep = act(slurm, dry_run=True).apply(plan_for(Preemption(jobs["low2"], "team-low", 2, "", "x")))
+    assert rep.dry_run and any("requeue" in x for x in rep.actions)
+    assert state(slurm, jobs["low2"]).startswith("RUNNING")
+
+
+def test_suspend_mode(slurm, jobs):
+    act(slurm, mode="suspend").apply(plan_for(Preemption(jobs["low2"], "team-low", 2, "", "x")))
+    assert state(slurm, jobs["low2"]).startswith("SUSPENDED")
+    subprocess.run(["scontrol", "resume", jobs["low2"]], env=slurm["env"], check=True)
+
+
+def test_node_failure_requeues_everything_on_it_within_seconds(slurm, jobs):
+    a = act(slurm)
+    t0 = time.perf_counter()
+    on = a.jobs_on_node(slurm["node"])
+    rep = a.requeue([j for j, _ in on], "node gpunode1 failed (GPUNodeDown)")
+    took = time.perf_counter() - t0
+    assert rep.ok, rep.errors
+    assert {j for j, _ in on} == set(jobs.values())
+    assert {t for _, t in on} == {"team-high", "team-low"}
+    wait_for(lambda: all(state(slurm, j).startswith("PENDING") for j in jobs.values()), what="all requeued",
+             timeout=5 - took)
+    took = time.perf_counter() - t0
+    assert took < 5
+
+
+def test_node_names_are_single_nodes_and_a_range_is_refused(slurm):
+    from daemon.config import FailoverConfig
+    from daemon.failover import alerts
+
+    names = act(slurm).node_names()
+    assert names == {slurm["node"]}
+    p = alerts.parse(('{"version":"4","status":"firing","receiver":"r","groupKey":"k","alerts":[{"status":"firing",'
+                      '"labels":{"alertname":"GPUNodeDown","node":"gpunode[1-9]"},"startsAt":"x"}]}').encode())
+    with pytest.raises(alerts.PayloadError, match="alerts.0.labels.node"):
+        alerts.actions(p, FailoverConfig(), names.__contains__)
+
+
+def test_warns_first_then_requeues_after_the_lead(slurm, tmp_path):
+    flag = tmp_path / "usr1"
+    # the batch script checkpoints on SIGUSR1 (here: writes a file) and keeps running; it says when its trap is set
+    script = (f"trap 'echo checkpoint > {flag}' USR1; touch {tmp_path}/ready-$SLURM_JOB_ID; "
+              "while true; do sleep 1; done")
+    j1, j2 = sbatch(slurm, "low", "acct-low", wrap=script), sbatch(slurm, "low", "acct-low", wrap=script)
+    try:
+        wait_for(lambda: all((tmp_path / f"ready-{j}").exists() for j in (j1, j2)), what="trap set", timeout=60)
+        now = [100.0]
+        a = act(slurm, lead=30, clock=lambda: now[0])
+        p = Preemption(j1, "team-low", 2, slurm["node"], "peak ahead for team-high")
+        rep = a.apply(plan_for(p))
+        assert rep.ok, rep.errors
+        assert f"scancel --signal=USR1 --batch {j1}" in rep.actions
+        (note,) = rep.notifications
+        assert note.tenant == "team-low" and note.kind == "preempt_warning" and "in 30 s" in note.message
+        wait_for(flag.exists, what="SIGUSR1 trapped by the batch script", timeout=10)
+        assert state(slurm, j1).startswith("RUNNING")
+        now[0] += 29
+        # the next plan picks the other job: the warned one already covers the 2 GPUs, nobody else is warned
+        rep = a.apply(plan_for(Preemption(j2, "team-low", 2, slurm["node"], "peak ahead for team-high")))
+        assert not any("scancel" in x or "requeue" in x for x in rep.actions), rep.actions
+        assert state(slurm, j1).startswith("RUNNING")
+        now[0] += 1
+        rep = a.apply(plan_for(p))                    # lead over: requeued now
+        assert rep.ok and f"scontrol requeue {j1}" in rep.actions
+        wait_for(lambda: state(slurm, j1).startswith("PENDING"), what="requeued after the lead", timeout=20)
+        assert state(slurm, j2).startswith("RUNNING")
+    finally:
+        subprocess.run(["scancel", j1, j2], env=slurm["env"], capture_output=True)
+
+
+def test_user_comment_is_never_overwritten(slurm):
+    j = sbatch(slurm, "low", "acct-low", comment="my run: lr=3e-4")
+    try:
+        wait_for(lambda: state(slurm, j).startswith("RUNNING"), what="running", timeout=60)
+        subprocess.run(["scontrol", "update", f"JobId={j}", "AdminComment=site: billing ok"], env=slurm["env"],
+                       check=True)
+        rep = act(slurm).apply(plan_for(Preemption(j, "team-low", 2, slurm["node"], "peak ahead")))
+        assert rep.ok, rep.errors
+        wait_for(lambda: state(slurm, j).startswith("PENDING"), what="requeued", timeout=20)
+        assert state(slurm, j) == "PENDING|my run: lr=3e-4"
+        assert admin_comment(slurm, j) == "site: billing ok | gpu-autoscaler: peak ahead"
+        act(slurm).requeue([j], "node gpunode1 failed")   # ours is replaced, the site's kept
+        assert admin_comment(slurm, j) == "site: billing ok | gpu-autoscaler: node gpunode1 failed"
+    finally:
+        subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)
+
+
+def test_min_runtime_protects_a_job_that_just_started(slurm):
+    j = sbatch(slurm, "low", "acct-low")
+    try:
+        wait_for(lambda: state(slurm, j).startswith("RUNNING"), what="running", timeout=60)
+        p = Preemption(j, "team-low", 2, slurm["node"], "x")
+        rep = act(slurm, min_runtime_s=3600).apply(plan_for(p))
+        assert rep.ok and any("policy.preempt_min_runtime_s" in x for x in rep.actions)
+        time.sleep(2)
+        assert state(slurm, j).startswith("RUNNING")
+        time.sleep(1)  # squeue's elapsed time is whole seconds
+        assert act(slurm, min_runtime_s=1).apply(plan_for(p)).ok
+        wait_for(lambda: state(slurm, j).startswith("PENDING"), what="requeued once old enough", timeout=20)
+    finally:
+        subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)
+
+
+def test_the_warning_signal_kills_a_script_that_does_not_trap_it(slurm):
+    """Why warnings are off by default: SIGUSR1's default action ends the batch script, and the job with it."""
+    j = sbatch(slurm, "low", "acct-low", wrap="sleep 600")
+    try:
+        wait_for(lambda: state(slurm, j).startswith("RUNNING"), what="running", timeout=60)
+        time.sleep(2)  # the script is running
+        rep = act(slurm, lead=30).apply(plan_for(Preemption(j, "team-low", 2, slurm["node"], "x")))
+        assert rep.ok and any("scancel --signal=USR1" in x for x in rep.actions)
+        wait_for(lambda: not state(slurm, j).startswith("RUNNING"), what="job ended by the signal", timeout=20)
+        assert not state(slurm, j).startswith("PENDING")   # gone, not requeued
+    finally:
+        subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)
+
+
+def test_a_failed_requeue_after_the_warning_is_retried_without_a_second_warning(slurm, tmp_path):
+    """The real scontrol behind a wrapper that refuses `scontrol requeue` while a flag file exists."""
+    bin_dir, fail = requeue_refusing_bin(tmp_path)
+    script = (f"trap 'echo checkpoint >> {tmp_path}/usr1' USR1; touch {tmp_path}/ready-$SLURM_JOB_ID; "
+              "while true; do sleep 1; done")
+    j = sbatch(slurm, "low", "acct-low", wrap=script)
+    try:
+        wait_for(lambda: (tmp_path / f"ready-{j}").exists(), what="trap set", timeout=60)
+        now = [100.0]
+        a = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir=bin_dir, warn_lead_s=30, holds=False),
+                          [TenantConfig(name="team-low", tier="low", slurm_account="acct-low")], dry_run=False,
+                          clock=lambda: now[0])
+        p = plan_for(Preemption(j, "team-low", 2, slurm["node"], "peak ahead"))
+        assert a.apply(p).ok
+        wait_for(lambda: (tmp_path / "usr1").exists(), what="warning trapped", timeout=10)
+        fail.touch()
+        now[0] += 30
+        rep = a.apply(p)
+        assert any("injected: requeue refused" in e for e in rep.errors), rep.errors     # reported per action
+        assert state(slurm, j).startswith("RUNNING")
+        fail.unlink()
+        now[0] += 1
+        rep = a.apply(p)                                  # retried: requeued now, not warned again
+        assert rep.ok and f"scontrol requeue {j}" in rep.actions, rep
+        assert not any(x.startswith("scancel") for x in rep.actions)
+        wait_for(lambda: state(slurm, j).startswith("PENDING"), what="requeued", timeout=20)
+        assert (tmp_path / "usr1").read_text().count("checkpoint") == 1
+    finally:
+        subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)
+
+
+def test_a_failed_node_failure_requeue_is_retried_by_the_next_cycle(slurm, tmp_path):
+    bin_dir, fail = requeue_refusing_bin(tmp_path)
+    j = sbatch(slurm, "low", "acct-low")
+    try:
+        wait_for(lambda: state(slurm, j).startswith("RUNNING"), what="running", timeout=60)
+        a = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir=bin_dir, holds=False),
+                          [TenantConfig(name="team-low", tier="low", slurm_account="acct-low")], dry_run=False)
+        # a node that was reported down but is healthy: the failed requeue is not retried, the job runs on
+        fail.touch()
+        assert not a.requeue([j], "node gpunode1 failed (GPUNodeDown)").ok
+        fail.unlink()
+        rep = a.apply(plan_for())
+        assert rep.ok and not any("requeue" in x for x in rep.actions), rep.actions
+        assert state(slurm, j).startswith("RUNNING")
+        # the node is drained (the failover fences it): the requeue is retried until slurmctld takes it
+        fail.touch()
+        rep = a.requeue([j], "node gpunode1 failed (GPUNodeDown)")
+        assert any("injected: requeue refused" in e for e in rep.errors), rep.errors
+        subprocess.run(["scontrol", "update", f"NodeName={slurm['node']}", "State=DRAIN", "Reason=test"],
+                       env=slurm["env"], check=True)
+        assert state(slurm, j).startswith("RUNNING")
+        rep = a.apply(plan_for())                         # slurmctld still refuses: reported, kept
+        assert any("injected" in e for e in rep.errors) and state(slurm, j).startswith("RUNNING")
+        fail.unlink()
+        rep = a.apply(plan_for())
+        assert rep.ok and f"scontrol requeue {j}" in rep.actions, rep
+        wait_for(lambda: state(slurm, j).startswith("PENDING"), what="requeued by the retry", timeout=20)
+        assert not any("requeue" in x for x in a.apply(plan_for()).actions)   # done: not again
+    finally:
+        subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)
+        subprocess.run(["scontrol", "update", f"NodeName={slurm['node']}", "State=RESUME"], env=slurm["env"],
+                       capture_output=True)
+
+
+def test_a_failed_requeue_added_while_a_retry_pass_waits_on_slurm_is_not_lost(slurm, tmp_path):
+    """The failover worker adds to the retry map while a cycle's retry pass waits on squeue (a wrapper holds
+    that squeue until the test has added): the pass removes only what it handled, the new job is retried next."""
+    import threading
+
+    bin_dir, fail = requeue_refusing_bin(tmp_path)
+    pause, entered = tmp_path / "pause", tmp_path / "entered"
+    (bin_dir / "squeue").unlink()
+    (bin_dir / "squeue").write_text(
+        f'#!/bin/sh\nif [ "$1" = -h ] && [ -e {pause} ]; then touch {entered}; '
+        f'while [ -e {pause} ]; do sleep 0.05; done; fi\nexec /usr/bin/squeue "$@"\n')
+    (bin_dir / "squeue").chmod(0o755)
+    j1, j2 = sbatch(slurm, "low", "acct-low"), sbatch(slurm, "low", "acct-low")
+    node = slurm["node"]
+    try:
+        wait_for(lambda: all(state(slurm, j).startswith("RUNNING") for j in (j1, j2)), what="running", timeout=60)
+        a = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir=bin_dir, holds=False),
+                          [TenantConfig(name="team-low", tier="low", slurm_account="acct-low")], dry_run=False)
+        fail.touch()
+        assert not a.requeue([j1], f"node {node} failed (GPUNodeDown)").ok
+        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=DRAIN", "Reason=test"], env=slurm["env"],
+                       check=True)
+        fail.unlink()
+        pause.touch()
+        cycle = threading.Thread(target=lambda: out.append(a.apply(plan_for())))
+        out = []
+        cycle.start()
+        wait_for(entered.exists, what="the retry pass waiting on squeue", timeout=20)
+        fail.touch()                                       # meanwhile the failover worker's requeue fails too
+        assert not a.requeue([j2], f"node {node} failed (GPUNodeDown)").ok
+        fail.unlink()
+        pause.unlink()
+        cycle.join(30)
+        assert out[0].ok and f"scontrol requeue {j1}" in out[0].actions, out[0]
+        rep = a.apply(plan_for())                          # j2 was not lost: this cycle requeues it
+        assert rep.ok and f"scontrol requeue {j2}" in rep.actions, rep
+        wait_for(lambda: all(state(slurm, j).startswith("PENDING") for j in (j1, j2)), what="both requeued",
+                 timeout=20)
+    finally:
+        for p in (pause, fail):
+            p.unlink(missing_ok=True)
+        subprocess.run(["scancel", j1, j2], env=slurm["env"], capture_output=True)
+        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], env=slurm["env"],
+                       capture_output=True)
+
+
+@pytest.mark.security
+def test_a_job_name_or_comment_cannot_spoof_the_admin_comment(slurm):
+    """`scontrol show job` prints the job's name and Comment as free text beside AdminComment; a job named
+    `x AdminComment=evil` must not make the daemon write `evil` back as the site's AdminComment."""
+    def spoofing(comment):
+        r = subprocess.run(["sbatch", "--parsable", "--partition=low", "--account=acct-low", "--gres=gpu:1",
+                            "--requeue", "-o", "/dev/null", "--job-name=x AdminComment=evil", f"--comment={comment}",
+                            "--wrap", "sleep 600"], env=slurm["env"], capture_output=True, text=True, check=True)
+        return r.stdout.strip()
+
+    site, bare = spoofing("mine AdminComment=bad Foo=bar"), spoofing("AdminComment=bad")
+    try:
+        wait_for(lambda: all(state(slurm, j).startswith("RUNNING") for j in (site, bare)), what="running", timeout=60)
+        subprocess.run(["scontrol", "update", f"JobId={site}", "AdminComment=site: billing ok"], env=slurm["env"],
+                       check=True)
+        rep = act(slurm).apply(plan_for(*(Preemption(j, "team-low", 1, slurm["node"], "peak ahead") for j in (site, bare))))
+        assert rep.ok, rep.errors
+        assert admin_comment(slurm, site) == "site: billing ok | gpu-autoscaler: peak ahead"
+        assert admin_comment(slurm, bare) == "gpu-autoscaler: peak ahead"
+        assert state(slurm, site) == "PENDING|mine AdminComment=bad Foo=bar"      # the user's Comment untouched
+        act(slurm).requeue([site], "node gpunode1 failed")                        # ours replaced, the site's kept
+        assert admin_comment(slurm, site) == "site: billing ok | gpu-autoscaler: node gpunode1 failed"
+    finally:
+        subprocess.run(["scancel", site, bare], env=slurm["env"], capture_output=True)
+

@@ -1,0 +1,103 @@
+"""Shipped deployment files are checked by the real tools: systemd-analyze, promtool, amtool."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, assert_promtool_rules, need_binary
+
+UNITS = ["gpu-autoscaler.service", "gpu-autoscaler-retrain.service", "gpu-autoscaler-retrain.timer"]
+
+
+def test_systemd_units_verify(tmp_path):
+    need_binary("systemd-analyze")
+    exe = Path(sys.executable).parent / "gpu-autoscaler"
+    assert exe.exists(), "package not installed in this environment"
+    for u in UNITS:
+        text = (REPO / "systemd" / u).read_text().replace("/opt/gpu-autoscaler/bin/gpu-autoscaler", str(exe))
+        (tmp_path / u).write_text(text)
+    r = subprocess.run(["systemd-analyze", "verify", "--man=no", *[str(tmp_path / u) for u in UNITS]],
+                       capture_output=True, text=True)
+    # verify exits 0 on some parse warnings, so any output at all is a failure
+    assert r.returncode == 0 and r.stdout.strip() == "" and r.stderr.strip() == "", r.stderr
+
+
+def test_systemd_verify_catches_a_broken_unit(tmp_path):
+    need_binary("systemd-analyze")
+    exe = Path(sys.executable).parent / "gpu-autoscaler"
+    text = (REPO / "systemd" / UNITS[0]).read_text().replace("/opt/gpu-autoscaler/bin/gpu-autoscaler", str(exe))
+    (tmp_path / UNITS[0]).write_text(text.replace("Type=notify", "Type=notifyy"))
+    r = subprocess.run(["systemd-analyze", "verify", "--man=no", str(tmp_path / UNITS[0])], capture_output=True, text=True)
+    assert "Failed to parse service type" in r.stderr
+
+
+def test_service_unit_has_what_an_sre_expects():
+    u = (REPO / "systemd" / "gpu-autoscaler.service").read_text()
+    for line in ("Type=notify", "WatchdogSec=", "Restart=on-failure", "ProtectSystem=strict", "NoNewPrivileges=yes",
+                 "StateDirectory=gpu-autoscaler"):
+        assert line in u
+    t = (REPO / "systemd" / "gpu-autoscaler-retrain.timer").read_text()
+    assert "OnCalendar=" in t and "Persistent=true" in t
+
+
+def test_alert_rules_pass_promtool():
+    assert_promtool_rules("gpu-autoscaler-rules.yml", "gpu-autoscaler-rules.test.yml")
+
+
+def test_alertmanager_route_is_valid():
+    need_binary("amtool")
+    r = subprocess.run(["amtool", "check-config", str(REPO / "deploy/alertmanager/gpu-autoscaler.yml")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_example_config_is_valid():
+    from daemon.config import load_config
+
+    cfg = load_config(REPO / "deploy" / "config.example.toml")
+    assert cfg.source.kind == "prometheus" and "slurm" in cfg.actuators.enabled
+
+
+def test_node_exporter_says_no_driver_clearly():
+    r = subprocess.run([sys.executable, "-m", "daemon.cli", "node-exporter", "--once"], capture_output=True, text=True,
+                       timeout=60)
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        has_gpu = True
+    except Exception:
+        has_gpu = False
+    if has_gpu:
+        pytest.skip("this machine has an NVIDIA driver")
+    assert r.returncode == 0
+    assert "no NVIDIA driver" in r.stderr
+    assert "gpuas_node_nvml_up" in r.stdout and 'gpuas_node_nvml_up{driver=""} 0.0' in r.stdout
+
+
+def test_tenant_of_pid_reads_slurm_and_cgroups(tmp_path):
+    from daemon.sources.nvml_exporter import tenant_of_pid
+
+    (tmp_path / "10").mkdir()
+    (tmp_path / "10" / "environ").write_bytes(b"PATH=/bin\0SLURM_JOB_ACCOUNT=team-a\0")
+    (tmp_path / "11").mkdir()
+    (tmp_path / "11" / "cgroup").write_text("0::/system.slice/slurmstepd.scope/job_4242/step_0\n")
+    assert tenant_of_pid(10, tmp_path) == "team-a"
+    assert tenant_of_pid(11, tmp_path) == "slurm-job-4242"
+    assert tenant_of_pid(12, tmp_path) == "unknown"
+
+
+def test_shipped_scrape_job_passes_promtool(tmp_path):
+    """deploy/prometheus/gpu-autoscaler-scrape.yml: the daemon's scrape job, with the `authorization`
+    credentials file that matches server.metrics_token_file (tests/test_metrics_auth.py scrapes with it)."""
+    need_binary("promtool")
+    token = tmp_path / "metrics-token"
+    token.write_text("metrics-token-0123456789abcdef\n")
+    text = (REPO / "deploy/prometheus/gpu-autoscaler-scrape.yml").read_text()
+    assert "credentials_file: /etc/gpu-autoscaler/metrics-token" in text
+    (tmp_path / "prometheus.yml").write_text(text.replace("/etc/gpu-autoscaler/metrics-token", str(token)))
+    r = subprocess.run(["promtool", "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -1,0 +1,191 @@
+import json
+import os
+import subprocess
+import sys
+
+from tests.conftest import REPO
+
+
+def cli_env() -> dict:
+    """The environment with this checkout first on the path: `python -m daemon.cli` run from another folder
+    imports this tree's daemon, not whichever one the virtualenv has installed."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def run_cli(*args, timeout=120, cwd=None):
+    return subprocess.run([sys.executable, "-m", "daemon.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd or REPO, env=cli_env())
+
+
+def test_run_sim_prints_one_line_per_cycle(tmp_path):
+    r = run_cli("run", "--sim", "--cycles", "3", "--interval", "0.2", "--no-http", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if "load=" in ln]
+    assert len(lines) == 3
+    assert all("reserved=" in ln and "level=" in ln for ln in lines)
+    assert (tmp_path / "state" / "gpu-autoscaler.sqlite").exists()
+
+
+def test_plan_json(tmp_path):
+    r = run_cli("plan", "--sim", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    assert plan["stale"] is False and plan["capacity"] == 1024
+    assert len(plan["limits"]) == 40
+
+
+def test_help_lists_only_real_commands():
+    r = run_cli("--help")
+    assert r.returncode == 0
+    for cmd in ("run", "plan", "retrain", "backtest", "simulate", "node-exporter"):
+        assert cmd in r.stdout
+    assert "TODO" not in r.stdout
+
+
+def test_simulate_command_writes_report(tmp_path):
+    r = run_cli("simulate", "--tenants", "8", "--gpus", "64", "--days", "0.05", "--out", str(tmp_path), cwd=tmp_path,
+                timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "predictive" in r.stdout and "perfect" in r.stdout and "oracle" not in r.stdout
+    assert (tmp_path / "synthetic-8x64.json").exists() and (tmp_path / "synthetic-8x64.png").exists()
+
+
+def test_simulate_rejects_unknown_strategy(tmp_path):
+    r = run_cli("simulate", "--strategies", "static,psychic", cwd=tmp_path)
+    assert r.returncode == 2 and "psychic" in r.stderr
+
+
+def test_retrain_on_a_bad_file_is_a_clear_error(tmp_path):
+    bad = tmp_path / "h.csv"
+    bad.write_text("when,value\n1,2\n")
+    r = run_cli("retrain", "--data", str(bad), "--model-dir", str(tmp_path / "m"), cwd=tmp_path)
+    assert r.returncode == 1 and "needs a 'time' column" in r.stderr
+
+
+def test_a_history_shorter_than_a_season_is_a_clear_error_for_retrain_and_backtest(tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    # the configured season (forecaster.season_steps, a day of 1-minute steps), not one shortened to fit the file
+    for steps in (30, 1439):
+        idx = pd.date_range("2026-01-01", periods=steps, freq="min", tz="UTC", name="time")
+        short = tmp_path / "short.csv"
+        pd.DataFrame({"time": idx, "a": np.arange(steps) + 1.0, "b": np.arange(steps) % 7 + 1.0}).to_csv(short, index=False)
+        for cmd in (("retrain", "--data", str(short), "--model-dir", str(tmp_path / "m")),
+                    ("backtest", "--data", str(short), "--report-dir", str(tmp_path / "rep"))):
+            r = run_cli(*cmd, cwd=tmp_path)
+            assert r.returncode == 1 and f"{steps} steps is less than one season (1440 steps)" in r.stderr, r.stderr
+            assert "Traceback" not in r.stderr
+    assert not (tmp_path / "m" / "manifest.json").exists()
+
+
+def test_backtest_command_scores_baselines_and_the_shipped_model(tmp_path):
+    from daemon.sim.workloads import generate
+
+    f = generate(3, 4 * 1440, 64, seed=5).demand
+    p = tmp_path / "hist.csv"
+    f.reset_index().to_csv(p, index=False)
+    r = run_cli("backtest", "--data", str(p), "--report-dir", str(tmp_path / "rep"), timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "seasonal_naive_daily" in r.stdout and "holt_winters" in r.stdout and "lstm" in r.stdout
+    assert (tmp_path / "rep" / "backtest.json").exists()
+
+
+def test_check_config(tmp_path):
+    ok = run_cli("--config", str(REPO / "deploy" / "config.example.toml"), "check-config", cwd=tmp_path)
+    assert ok.returncode == 2 and "webhook_token_file" in ok.stderr     # /etc/gpu-autoscaler/webhook-token is absent here
+    good = tmp_path / "c.toml"
+    good.write_text('[source]\nkind = "prometheus"\n[actuators]\nenabled = ["log", "redis"]\n')
+    r = run_cli("--config", str(good), "check-config", cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.startswith("ok: source=prometheus")
+    assert "the webhook will refuse every alert (403)" in r.stderr
+    bad = tmp_path / "b.toml"
+    bad.write_text('[source]\nkind = "prometheus"\n[actuators]\nenabled = ["simulator"]\n')
+    r = run_cli("--config", str(bad), "check-config", cwd=tmp_path)
+    assert r.returncode == 2 and "needs source.kind" in r.stderr
+
+
+def _start(args, cwd):
+    """`gpu-autoscaler ARGS` in the background; its stderr lines gathered in a list as they come."""
+    import threading
+
+    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", *args], cwd=cwd, env=cli_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True).start()
+    return proc, lines
+
+
+def _alert_post(name="GPUClusterLoadHigh"):
+    return {"version": "4", "groupKey": "g", "status": "firing", "receiver": "r",
+            "alerts": [{"status": "firing", "labels": {"alertname": name}, "startsAt": "2026-01-06T13:30:00Z"}]}
+
+
+def test_embedded_simulator_prints_a_webhook_token_for_the_run(tmp_path):
+    """`make run` (gpu-autoscaler run --sim) logged `ERROR ... webhook refuses every post` on a first run;
+    now the embedded simulator gets a webhook token for the run, printed like the operator token."""
+    import re
+
+    import httpx
+
+    from tests.conftest import free_port
+    from tests.support.services import stop, wait_for
+
+    port = free_port()
+    proc, lines = _start(["run", "--sim", "--port", str(port), "--interval", "0.5"], tmp_path)
+    try:
+        def token():
+            m = re.search(r"webhook token for this run: (\S+)", "".join(lines))
+            return m.group(1) if m else None
+
+        wait_for(token, what="the webhook token line", timeout=120)
+        base = f"http://127.0.0.1:{port}"
+        wait_for(lambda: httpx.get(f"{base}/healthz", timeout=1).status_code == 200, what="daemon", timeout=120)
+        r = httpx.post(f"{base}/alerts", json=_alert_post(), headers={"Authorization": f"Bearer {token()}"})
+        assert r.status_code == 200 and r.json()["actions"] == [{"action": "cycle_now", "alert": "GPUClusterLoadHigh"}]
+        assert httpx.post(f"{base}/alerts", json=_alert_post()).status_code == 401
+        assert httpx.post(f"{base}/alerts", json=_alert_post(),
+                          headers={"Authorization": "Bearer not-the-token-0123456789"}).status_code == 401
+    finally:
+        stop(proc)
+    err = "".join(lines)
+    assert "webhook refuses every post" not in err and " ERROR " not in err, err
+    assert "operator token for this run" in err
+
+
+def test_a_real_source_still_refuses_webhooks_without_a_token(tmp_path):
+    """Only the embedded simulator gets a made-up webhook token; a config with a real source keeps the refusal
+    (and its start-up line shows the source's URL without its password)."""
+    from tests.conftest import free_port
+
+    closed = free_port()
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[source]\nkind = "prometheus"\n[source.prometheus]\nurl = "http://u:pw-s3cret-42@127.0.0.1:{closed}"\n'
+                   'retries = 0\ntimeout_s = 1\n[forecaster]\nkind = "seasonal_naive"\n')
+    r = run_cli("--config", str(cfg), "run", "--cycles", "1", "--interval", "0.2", "--port", str(free_port()),
+                cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "webhook refuses every post: no bearer token configured" in r.stderr
+    assert "webhook token for this run" not in r.stderr
+    assert f"source=prometheus (http://***@127.0.0.1:{closed})" in r.stderr
+    assert "pw-s3cret-42" not in r.stderr + r.stdout
+
+
+def test_the_start_line_names_the_forecaster_once_and_short(tmp_path):
+    """The forecaster's whole note (a 400-character account of its scores) was printed twice at start-up:
+    once logged, once in the start line. Now once, short; the whole note at debug level."""
+    import shutil
+
+    shutil.copytree(REPO / "models", tmp_path / "models")  # as `make run` in the checkout: the shipped model
+    r = run_cli("run", "--sim", "--cycles", "1", "--interval", "0.2", "--no-http", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("forecaster: ") == 1, r.stderr
+    start = next(ln for ln in r.stderr.splitlines() if ln.startswith("gpu-autoscaler: source="))
+    assert len(start) < 200 and "forecaster: " in start and " (" not in start.split("forecaster: ", 1)[1], start
+    dbg = run_cli("--log-level", "debug", "run", "--sim", "--cycles", "1", "--interval", "0.2", "--no-http",
+                  cwd=tmp_path)
+    assert dbg.returncode == 0, dbg.stderr
+    note = [ln for ln in dbg.stderr.splitlines() if " DEBUG " in ln and "forecaster: " in ln]
+    assert len(note) == 1 and "scored" in note[0] and len(note[0]) > 300, note

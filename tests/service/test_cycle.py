@@ -1,0 +1,76 @@
+import numpy as np
+
+from daemon.config import Config, SimulatorConfig, SourceConfig
+from daemon.service.wiring import build_runtime
+from daemon.sources.base import SourceError
+
+
+def sim_cfg(tmp_path, **policy):
+    return Config(cluster={"gpus": 256}, policy=policy or {},
+                  source=SourceConfig(simulator=SimulatorConfig(seed=5, tenants=20, warmup_steps=1500)),
+                  state={"path": tmp_path / "state.sqlite"}, forecaster={"model_dir": tmp_path / "models"})
+
+
+def test_one_full_cycle_produces_a_plan(tmp_path):
+    rt = build_runtime(sim_cfg(tmp_path))
+    res = rt.runner.run_once()
+    assert res.outcome == "ok"
+    p = res.plan
+    assert p.capacity == 256 and 0 < p.load <= 1.0
+    assert set(p.limits) == set(rt.sim.tenants)
+    assert sum(p.reservations.values()) <= p.capacity
+    high = [t for t, tier in zip(rt.sim.tenants, rt.sim.work.tiers) if tier == "high"]
+    assert set(p.reservations) >= set(high)
+    assert res.forecast is not None and res.forecast.values.shape == (20, 60, 3)
+    assert [r.actuator for r in res.reports] == ["simulator", "log"]
+
+
+def test_source_outage_keeps_last_plan_and_says_so(tmp_path, caplog):
+    rt = build_runtime(sim_cfg(tmp_path))
+    good = rt.runner.run_once().plan
+    rt.sim.blackout = True
+    res = rt.runner.run_once()
+    assert res.outcome == "source_error"
+    assert res.plan is good
+    assert "keeping last good plan" in caplog.text
+    assert rt.metrics.plan_stale._value.get() == 1
+    assert rt.metrics.source_up._value.get() == 0
+
+
+def test_state_survives_restart(tmp_path):
+    cfg = sim_cfg(tmp_path)
+    rt = build_runtime(cfg)
+    for _ in range(3):
+        plan = rt.runner.run_once().plan
+    rt.close()
+    rt2 = build_runtime(cfg)
+    assert rt2.runner.last_plan is not None
+    assert rt2.runner.last_plan.to_dict() == plan.to_dict()
+    assert rt2.runner.memory == plan.memory
+
+
+def test_broken_forecaster_falls_back(tmp_path):
+    rt = build_runtime(sim_cfg(tmp_path))
+
+    class Broken:
+        name = "broken"
+
+        def predict(self, history, horizon):
+            raise RuntimeError("weights exploded")
+
+    rt.runner.forecaster = Broken()
+    res = rt.runner.run_once()
+    assert res.outcome == "ok" and res.forecast.model.startswith("seasonal_naive")
+    assert rt.metrics.fallback._value.get() == 1
+
+
+def test_simulator_source_raises_source_error_in_blackout(tmp_path):
+    rt = build_runtime(sim_cfg(tmp_path))
+    rt.sim.blackout = True
+    try:
+        rt.sim.collect(10)
+    except SourceError:
+        pass
+    else:
+        raise AssertionError("blackout must raise SourceError")
+    assert np.isfinite(rt.sim.snapshot().used).all()

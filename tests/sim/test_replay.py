@@ -1,0 +1,223 @@
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from daemon.config import Config
+from daemon.sim import report
+from daemon.sim.replay import STRATEGIES, default_sweep, per_step_config, run_replay, run_strategy
+from daemon.sim.workloads import Workload, alibaba, helios, synthetic
+from forecaster.baselines import SeasonalNaive
+from tests.conftest import SHARED_DATA
+from tests.support.sim_books import BookedSimCluster
+
+
+@pytest.fixture(scope="module")
+def small():
+    return synthetic(tenants=12, gpus=128, days=0.5, seed=7, history_days=1.1, target_load=1.0)
+
+
+def test_every_strategy_keeps_the_invariants_and_the_books(small, monkeypatch):
+    # each strategy's cluster keeps its own books (tests/support/sim_books.py): job stints read from the job table,
+    # drains from the preemptions it was given; the Meter's figures are checked against them
+    monkeypatch.setattr("daemon.sim.replay.SimCluster", BookedSimCluster)
+    BookedSimCluster.instances.clear()
+    steps = 240
+    runs = run_replay(small, Config(), SeasonalNaive(1440), steps=steps, check_invariants=True)
+    assert [r.name for r in runs] == list(STRATEGIES) and len(BookedSimCluster.instances) == len(runs)
+    tier_of = np.array(small.tiers)
+    for r, c in zip(runs, BookedSimCluster.instances):
+        s = r.summary()
+        assert s["steps"] == steps and 0 <= s["utilization"] <= 1
+        # GPU-minutes conserved: every GPU-step of the cluster was running (job stints), draining (after a
+        # preemption) or free, and what step() reported as served per tenant is what the job stints hold
+        c.check_conserved()
+        # the Meter against the books, over the measured window: utilization = running GPU-steps / capacity;
+        # per tier, demand is the trace's, served is min(running, asked) and unmet max(asked - running, 0)
+        run = c.running_per_step()[-steps:]
+        asked = small.demand.to_numpy(dtype=float)[small.start: small.start + steps]
+        asked = np.where(np.isfinite(asked), asked, run)
+        assert s["utilization"] == pytest.approx(run.sum() / (steps * small.capacity), abs=1e-12)
+        for t, x in s["tiers"].items():
+            m = tier_of == t
+            assert x["demand_gpu_min"] == pytest.approx(asked[:, m].sum(), abs=1e-6)
+            assert x["served_gpu_min"] == pytest.approx(np.minimum(run, asked)[:, m].sum(), abs=1e-6)
+            assert x["unmet_gpu_min"] == pytest.approx(np.maximum(asked - run, 0)[:, m].sum(), abs=1e-6)
+        if r.name == "static":
+            assert s["preemptions"] == 0
+        assert s["preemptions"] == sum(x["preemptions_suffered"] for x in s["tiers"].values())
+        assert s["tiers"]["high"]["preemptions_suffered"] == 0
+
+
+def frame(cols, steps=300):
+    idx = pd.date_range("2026-01-01", periods=steps, freq="min", tz="UTC")
+    return pd.DataFrame(cols, index=idx).rename_axis(columns="tenant")
+
+
+def test_hand_computed_static_pool_serves_one_high_tenant_at_a_time():
+    # 32 GPUs (4 nodes), pool 25% = one node for the whole high tier. a asks 8 for 100 min, then b asks 8:
+    # each is served by the same pool; the low tenant fills the 3 other nodes and never more
+    d = np.zeros(300)
+    a = np.r_[np.full(150, 8.0), np.zeros(150)]
+    b = np.r_[np.zeros(150), np.full(150, 8.0)]
+    w = Workload("t", frame({"a": a, "b": b, "lo": np.full(300, 32.0), "z": d}), ("high", "high", "low", "normal"),
+                 np.array([8, 8, 1, 1]), 32, start=100)
+    r = run_strategy("static", w, Config(policy={"reserve_share": 0.25}), steps=199, check_invariants=True)
+    s = r.summary()
+    assert s["tiers"]["high"]["unmet_gpu_min"] == 0
+    assert s["tiers"]["low"]["unmet_gpu_min"] == pytest.approx(199 * 8)   # the pool's node is never lent
+    assert s["utilization"] == pytest.approx(1.0)
+
+
+def test_hand_computed_reactive_preempts_one_node_once_high_work_waits():
+    # 16 GPUs: low work fills both nodes; at minute 150 a high tenant asks for one 8-GPU job. Reactive sees it
+    # queued, clears one node (8 one-GPU jobs), the job starts once they drained (2 steps)
+    hi = np.r_[np.zeros(150), np.full(150, 8.0)]
+    w = Workload("t", frame({"hi": hi, "lo": np.full(300, 16.0)}), ("high", "low"), np.array([8, 1]), 16, start=100)
+    r = run_strategy("reactive", w, Config(policy={"headroom": 0.0, "preempt_budget_share": 0.5}), steps=199, check_invariants=True)
+    s = r.summary()
+    assert s["preemptions"] == 8 and s["tiers"]["low"]["preemptions_suffered"] == 8
+    assert s["preemptions_for"] == {"high": 8, "normal": 0, "low": 0}   # every one cleared GPUs for the high tier
+    unmet = np.asarray(r.unmet["high"])
+    # asked at step 150 (queued; the plan after that step preempts), GPUs drain during 151, job runs from 152
+    assert unmet.sum() == pytest.approx(2 * 8) and unmet[50:52].tolist() == [8, 8]
+    assert s["preempted_idle_gpu_min"] == 0 and s["preempted_retaken_gpus"] == 0
+
+
+def test_hand_computed_perfect_forecast_clears_the_node_before_the_job_arrives():
+    hi = np.r_[np.zeros(150), np.full(150, 8.0)]
+    w = Workload("t", frame({"hi": hi, "lo": np.full(300, 16.0)}), ("high", "low"), np.array([8, 1]), 16, start=100)
+    r = run_strategy("perfect", w, Config(policy={"headroom": 0.0, "preempt_budget_share": 0.5}), steps=199, check_invariants=True)
+    s = r.summary()
+    assert s["tiers"]["high"]["unmet_gpu_min"] == 0 and s["preemptions"] == 8
+    # the cleared node waits for the job (held): a few GPU-minutes idle, counted
+    assert s["preempted_idle_gpu_min"] > 0
+
+
+def test_hand_computed_predictive_with_a_seasonal_forecast_acts_ahead():
+    # the same step up every day: a daily seasonal-naive forecast sees it coming
+    days = 3
+    n = days * 1440
+    t = np.arange(n) % 1440
+    hi = np.where((t >= 600) & (t < 900), 8.0, 0.0)
+    w = Workload("t", frame({"hi": hi, "lo": np.full(n, 16.0)}, steps=n), ("high", "low"), np.array([8, 1]), 16,
+                 start=2 * 1440)
+    cfg = Config(policy={"headroom": 0.0, "preempt_budget_share": 0.5})
+    from daemon.sim.replay import ForecastBank
+
+    bank = ForecastBank(SeasonalNaive(1440), w.demand, 1, cfg.cycle.horizon_steps, cfg.cycle.history_steps)
+    p = run_strategy("predictive", w, cfg, bank, steps=1439, check_invariants=True).summary()
+    r = run_strategy("reactive", w, cfg, steps=1439, check_invariants=True).summary()
+    assert p["tiers"]["high"]["unmet_gpu_min"] == 0 < r["tiers"]["high"]["unmet_gpu_min"]
+
+
+def test_low_work_requeued_behind_the_high_tier_is_counted_as_starving():
+    w = Workload("t", frame({"hi": np.r_[np.zeros(150), np.full(150, 8.0)], "lo": np.full(300, 16.0)}),
+                 ("high", "low"), np.array([8, 1]), 16, start=100)
+    r = run_strategy("reactive", w, Config(policy={"headroom": 0.0, "preempt_budget_share": 0.5}), steps=199)
+    s = r.summary()["tiers"]["low"]
+    # 8 low jobs preempted at step 150 never find room again (the high job keeps its node): 148 minutes
+    assert s["longest_starvation_min"] == 148 and s["minutes_with_unmet"] == 148
+    assert s["unmet_gpu_min"] == 148 * 8 and s["preemptions_suffered"] == 8
+
+
+def test_budget_is_scaled_to_the_replay_step():
+    cfg = Config(cycle={"interval_s": 30}, policy={"preempt_budget_share": 0.02, "preempt_budget_jobs": 10})
+    c = per_step_config(cfg, 60)
+    assert c.policy.preempt_budget_share == pytest.approx(0.04) and c.policy.preempt_budget_jobs == 20
+
+
+def test_sweep_report_and_figure(small, tmp_path):
+    sweep = default_sweep()
+    settings = [x for x in sweep if x[0] == "reactive"][:3] + [x for x in sweep if x[0] == "predictive"][:2]
+    runs = run_replay(small, Config(), SeasonalNaive(1440), steps=120, settings=settings, forecast_every=5)
+    assert {r.name for r in runs} == {"reactive", "predictive"} and len(runs) == 5
+    out = report.to_json(runs, {"workload": small.name}, tmp_path / "r.json")
+    got = json.loads((tmp_path / "r.json").read_text())
+    assert set(got["frontiers"]) == {"reactive", "predictive"}
+    assert got["comparison"]["reactive_point"].startswith("reactive(")
+    assert set(got["runs"][0]["tiers"]) == {"high", "normal", "low"}
+    assert out["comparison"] == got["comparison"]
+    assert report.pareto_figure(runs, tmp_path / "r.png", "t").read_bytes()[:4] == b"\x89PNG"
+    assert "reactive(headroom=0)" in report.table(runs)
+
+
+def test_frontier_keeps_only_undominated_points():
+    def pt(u, x):
+        return {"utilization": u, "tiers": {"high": {"unmet_gpu_min": x}}}
+
+    a, b, c, d = pt(0.80, 10), pt(0.85, 20), pt(0.84, 30), pt(0.90, 100)
+    assert report.frontier([a, b, c, d]) == [a, b, d]
+
+
+def test_alibaba_workload_is_contended():
+    w = alibaba(SHARED_DATA, days=1, history_days=1)
+    assert w.tiers == ("low", "normal", "high", "high")
+    total = w.demand.iloc[w.start:].sum(axis=1)
+    assert (total > w.capacity).mean() == pytest.approx(0.1, abs=0.05)
+
+
+def test_helios_workload_maps_vcs_to_tiers_and_job_sizes():
+    w = helios(SHARED_DATA, days=1, history_days=1)
+    assert w.demand.shape[1] == 32 and w.capacity % 8 == 0
+    high = {c.split("/")[0] for c, t in zip(w.demand.columns, w.tiers) if t == "high"}
+    assert high == {"vc6YE", "vcvlY"}                                    # the two largest quotas (208, 96)
+    for c, t, g in zip(w.demand.columns, w.tiers, w.job_gpus):
+        if c.endswith("/8"):
+            assert g == 8 and t in ("high", "normal")
+        else:
+            assert g in (1, 2, 4) and t in ("high", "low")
+    assert (w.demand.to_numpy() >= 0).all()
+    total = w.demand.iloc[w.start:].sum(axis=1)
+    assert 0.03 < (total > w.capacity).mean() < 0.2
+
+
+def test_comparison_names_every_predictive_setting_that_meets_all_targets_at_once():
+    def pt(strategy, label, u, hi, nrm, pre):
+        return {"strategy": strategy, "label": label, "utilization": u, "preemptions": pre,
+                "preemptions_for": {"high": pre}, "work_lost_gpu_min": 0.0, "high_held_gpus_mean": 10.0,
+                "tiers": {"high": {"unmet_gpu_min": hi}, "normal": {"unmet_gpu_min": nrm}, "low": {"unmet_gpu_min": 0}}}
+
+    r = pt("reactive", "r", 0.90, 100, 1000, 100)
+    least_high = pt("predictive", "a", 0.90, 10, 2000, 50)        # the compared point: least high-tier unmet
+    balanced = pt("predictive", "b", 0.898, 40, 900, 60)          # meets all three at once
+    too_low = pt("predictive", "c", 0.80, 0, 0, 0)                # below the utilization: not considered
+    c = report.compare([r, least_high, balanced, too_low])
+    assert c["predictive_point"] == "a" and c["all_met"] is False
+    assert c["predictive_settings_meeting_all"] == ["b"]
+    assert c["high_held_gpus_mean"] == {"reactive": 10.0, "predictive": 10.0}
+    assert report.compare([r, least_high])["predictive_settings_meeting_all"] == []
+
+
+def test_comparison_checks_the_targets_for_the_perfect_forecast_at_the_same_utilization():
+    def pt(strategy, label, u, hi, nrm, pre):
+        return {"strategy": strategy, "label": label, "utilization": u, "preemptions": pre,
+                "preemptions_for": {"high": pre}, "work_lost_gpu_min": 0.0, "high_held_gpus_mean": 10.0,
+                "tiers": {"high": {"unmet_gpu_min": hi}, "normal": {"unmet_gpu_min": nrm}, "low": {"unmet_gpu_min": 0}}}
+
+    r, p = pt("reactive", "r", 0.90, 100, 1000, 100), pt("predictive", "p", 0.90, 80, 1000, 100)
+    all_three = pt("perfect", "x", 0.897, 0, 1000, 70)        # meets every target (70% of preemptions is allowed)
+    more_normal = pt("perfect", "y", 0.90, 0, 1001, 10)       # one GPU-min more normal-tier unmet
+    too_low = pt("perfect", "z", 0.80, 0, 0, 0)               # below the utilization: not considered
+    c = report.compare([r, p, all_three, more_normal, too_low], min_util=0.85)
+    assert c["perfect_settings_meeting_all"] == ["x"]
+    assert set(c["perfect_targets"]) == {"x", "y"}
+    assert c["perfect_targets"]["y"] == {"high_unmet_at_most_half": True, "normal_unmet_no_higher": False,
+                                         "preemptions_at_most_70pct": True, "utilization_at_least": True}
+    assert "perfect_targets" not in report.compare([r, p])
+
+
+def test_frontier_on_the_normal_tier_is_its_own_pareto_set():
+    def pt(u, hi, nrm):
+        return {"utilization": u, "tiers": {"high": {"unmet_gpu_min": hi}, "normal": {"unmet_gpu_min": nrm}}}
+
+    # a: best high at low util; b: dominated on high by nothing at 0.85 but worst on normal;
+    # c: dominated on high (by b) yet the normal tier's best at 0.84; d: highest utilization
+    a, b, c, d = pt(0.80, 10, 500), pt(0.85, 20, 900), pt(0.84, 30, 100), pt(0.90, 100, 400)
+    assert report.frontier([a, b, c, d]) == [a, b, d]                    # default: the high tier
+    assert report.frontier([a, b, c, d], "high") == [a, b, d]
+    # on normal-tier unmet: a (500) is beaten by c (0.84, 100); b (900) by d (0.90, 400)
+    assert report.frontier([a, b, c, d], "normal") == [c, d]
+    e = pt(0.84, 0, 100)                                                 # ties c on both axes: neither dominates
+    assert report.frontier([c, d, e], "normal") == [c, e, d]
