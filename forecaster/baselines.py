@@ -19,8 +19,14 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from forecaster.calibration import (SpreadRefresh, add_error_quantiles, error_quantiles, errors_at, recent_origins,
-                                    with_error_quantiles)
+from forecaster.calibration import (
+    SpreadRefresh,
+    add_error_quantiles,
+    error_quantiles,
+    errors_at,
+    recent_origins,
+    with_error_quantiles,
+)
 from forecaster.series import ffill
 from forecaster.types import Forecast
 
@@ -276,7 +282,7 @@ def hw_forecasts(level: np.ndarray, trend: np.ndarray, season: np.ndarray, phi: 
 
     The textbook recursion l_t + (phi + ... + phi^j) b_t + s_{t+j-m(k+1)}, k = (j-1)//m. It equals
     statsmodels' `forecast()` at every step but multiples of m, where statsmodels reuses the season of one cycle
-    earlier (tests/test_forecaster.py checks both).
+    earlier (tests/forecaster/test_models.py checks both).
     """
     t = ends - 1
     j = np.arange(1, steps + 1)

@@ -16,8 +16,15 @@ import numpy as np
 import pandas as pd
 
 from forecaster import backtest
-from forecaster.baselines import (ExpSmoothing, Forecaster, HoltWinters, Naive, SeasonalNaive, SeasonalNaiveDW,
-                                  _Vectorised)
+from forecaster.baselines import (
+    ExpSmoothing,
+    Forecaster,
+    HoltWinters,
+    Naive,
+    SeasonalNaive,
+    SeasonalNaiveDW,
+    _Vectorised,
+)
 from forecaster.calibration import Recalibrated, SpreadRefresh
 from forecaster.ensemble import Blend
 from forecaster.registry import ModelError, load_version
