@@ -36,7 +36,7 @@ def source_text(cfg: Config) -> str:
     return cfg.source.kind
 
 
-def _load(ctx: click.Context, sim: bool = False, interval: float | None = None) -> Config:
+def _load(ctx: click.Context, sim: bool = False) -> Config:
     try:
         cfg = load_config(ctx.obj["config"])
     except ConfigError as exc:
@@ -44,8 +44,6 @@ def _load(ctx: click.Context, sim: bool = False, interval: float | None = None) 
         sys.exit(2)
     if sim:
         cfg = cfg.model_copy(update={"source": cfg.source.model_copy(update={"kind": "simulator"})})
-    if interval is not None:
-        cfg = cfg.model_copy(update={"cycle": cfg.cycle.model_copy(update={"interval_s": interval})})
     return cfg
 
 

@@ -190,10 +190,6 @@ class StateStore:
             v = self._get("last_plan_made_at")
         return float(v) if v is not None else None
 
-    def load_model(self) -> str | None:
-        with self._lock:
-            return self._get("model")
-
     def plan_count(self) -> int:
         with self._lock:
             return int(self._db.execute("SELECT COUNT(*) FROM plans").fetchone()[0])

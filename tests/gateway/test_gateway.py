@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import re
 import os
 import subprocess
 import sys
@@ -236,12 +237,23 @@ def test_the_gateway_loads_and_builds_with_nothing_but_its_extra():
 def test_cli_without_the_daemon_extra_says_what_to_install(monkeypatch, capsys):
     import daemon.entry as entry
 
-    monkeypatch.setattr(entry, "find_spec", lambda m: None if m in ("torch", "statsmodels") else object())
+    monkeypatch.setattr(entry, "installed", lambda dist: dist not in ("torch", "statsmodels"))
     with pytest.raises(SystemExit) as ex:
         entry.main()
     assert ex.value.code == 2
     err = capsys.readouterr().err
     assert "missing: torch, statsmodels" in err and "pip install 'gpu-autoscaler[daemon]'" in err
+
+
+def test_the_daemons_dependency_check_is_the_daemon_extra_of_the_package_metadata():
+    import tomllib
+
+    import daemon.entry as entry
+
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["daemon"]
+    names = [re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", r).group(0) for r in extra]
+    assert entry.daemon_requirements() == names  # the installed metadata is the extra, in its order
+    assert entry.missing_daemon_modules() == []   # and this install has all of it
 
 
 # ---- degrade path (#14.5): a cached answer or a cheaper upstream instead of a bare 429 ----------------------
