@@ -91,7 +91,7 @@ def test_tenant_of_pid_reads_slurm_and_cgroups(tmp_path):
 
 def test_shipped_scrape_job_passes_promtool(tmp_path):
     """deploy/prometheus/gpu-autoscaler-scrape.yml: the daemon's scrape job, with the `authorization`
-    credentials file that matches server.metrics_token_file (tests/test_metrics_auth.py scrapes with it)."""
+    credentials file that matches server.metrics_token_file (tests/web/test_metrics_auth.py scrapes with it)."""
     need_binary("promtool")
     token = tmp_path / "metrics-token"
     token.write_text("metrics-token-0123456789abcdef\n")

@@ -98,9 +98,12 @@ def test_a_real_prometheus_scrapes_with_the_shipped_job_and_is_refused_without_i
             active = httpx.get(f"{prom}/api/v1/targets", timeout=2).json()["data"]["activeTargets"]
             return {t["labels"]["job"]: t for t in active}
 
-        wait_for(lambda: all(t["health"] != "unknown" for t in targets().values()) and len(targets()) == 2,
-                 what="both jobs scraped", timeout=60)
-        got = targets()
+        def both_scraped():
+            seen = targets()  # one read: two reads could see one target scraped, then two with one still unknown
+            return seen if len(seen) == 2 and all(t["health"] != "unknown" for t in seen.values()) else None
+
+        wait_for(both_scraped, what="both jobs scraped", timeout=60)
+        got = both_scraped() or targets()
         assert got["gpu-autoscaler"]["health"] == "up", got["gpu-autoscaler"]["lastError"]
         assert got["without-token"]["health"] == "down" and "401" in got["without-token"]["lastError"]
         wait_for(lambda: httpx.get(f"{prom}/api/v1/query", params={"query": "gpuas_reservation_gpus"}).json()
