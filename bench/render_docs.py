@@ -982,6 +982,50 @@ class DocError(Exception):
     pass
 
 
+# folders that are not Python packages: what they hold (the packages say it in their own docstrings)
+FOLDERS = {
+    "models": "the shipped default model and its manifest; `retrain` writes new versions beside it",
+    "bench": "benchmarks, their goals (targets.py), their JSON (out/), and render_docs.py, which renders every "
+             "table of measured numbers in the docs from that JSON",
+    "deploy": "config example, Prometheus scrape job, alert, recording and forecast rules with their promtool "
+              "tests, Alertmanager route, Grafana dashboard",
+    "systemd": "gpu-autoscaler.service (Type=notify, watchdog, sandbox), the retrain service and its timer",
+    "scripts": "install-services.sh: the Debian servers the tests start",
+    "tests": "one folder per package; integration/ where every test starts a real server; support/ for the "
+             "helpers (real servers, headless Chromium, the Kubernetes capture server) and data",
+    "docs": "one page per concern",
+}
+
+
+def _summary(pkg: Path) -> str:
+    """The first paragraph of a package's docstring, on one line."""
+    import ast
+
+    doc = ast.get_docstring(ast.parse((pkg / "__init__.py").read_text())) or ""
+    return " ".join(doc.split("\n\n")[0].split())
+
+
+def _wrapped(label: str, text: str, width: int = 116) -> list[str]:
+    import textwrap
+
+    lines = textwrap.wrap(text, width - 16) or [""]
+    return [f"{label:<16}{lines[0]}"] + [" " * 16 + ln for ln in lines[1:]]
+
+
+@block("folder-map")
+def folder_map() -> str:
+    """Where things are: the top-level folders, and each package of daemon/, from their own docstrings."""
+    out = []
+    for name in ("daemon", "forecaster", "gateway"):
+        out += _wrapped(f"{name}/", _summary(ROOT / name))
+        if name == "daemon":
+            for sub in sorted(p for p in (ROOT / "daemon").iterdir() if (p / "__init__.py").exists()):
+                out += _wrapped(f"  {sub.name}/", _summary(sub))
+    for name, text in FOLDERS.items():
+        out += _wrapped(f"{name}/", text)
+    return "```\n" + "\n".join(out) + "\n```"
+
+
 def blocks_in(text: str, where: str) -> list[tuple[str, int, int]]:
     """(name, start of the content, end of the content) of every block, checking that the markers pair up: each
     opening is closed by a marker of the same name before any other marker, and each sits on a line of its own."""
