@@ -8,7 +8,8 @@ import contextlib
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from daemon.actuators.k8s.actuator import KubernetesActuator, priority_class_name
+from daemon.actuators.k8s.actuator import KubernetesActuator
+from daemon.actuators.k8s.objects import priority_class_name
 from daemon.config import KubernetesActuatorConfig, TenantConfig
 from daemon.policy.types import Notification, Plan, PolicyMemory, Preemption
 from tests.support.k8s_capture import capture_server

@@ -646,7 +646,7 @@ def test_stopping_before_any_plan_still_releases_nodes_an_earlier_run_held():
 def test_tenant_names_become_valid_distinct_label_values_and_names():
     import re
 
-    from daemon.actuators.k8s.node_holds import name_part
+    from daemon.actuators.k8s.objects import name_part
 
     names = ["team-high", "Team_High", "team.high", "TEAM-HIGH", "a" * 80, "a" * 81, "ÄÖ", "-x-"]
     parts = [name_part(n) for n in names]

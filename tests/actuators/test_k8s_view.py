@@ -10,7 +10,7 @@ import pytest
 from daemon.actuators.base import ListsClusterJobs, ListsClusterNodes
 from daemon.actuators.k8s.actuator import KubernetesActuator
 from daemon.actuators.k8s.kueue import KueueActuator
-from daemon.actuators.k8s.node_holds import POOL_VALUE, name_part
+from daemon.actuators.k8s.objects import POOL_VALUE, name_part
 from daemon.config import Config, KubernetesActuatorConfig, KueueActuatorConfig
 from daemon.policy import PolicyMemory, plan
 from daemon.policy.state import CLOSED, HELD_BY_POOL, PRIORITY, UNHELD, ClusterState

@@ -13,7 +13,7 @@ preemption only pods of the low PriorityClass are evicted, whatever the plan say
 With Kueue, see kueue.py: quotas become ClusterQueues and Kueue reclaims.
 Every write (a PriorityClass, a quota, an eviction, a cordon, an Event) is checked against the fence right
 before it is sent (``FenceGuard``, see daemon/ha/fencing.py); a batch stops at the first refusal.
-The daemon's view of jobs and of where GPUs are (pods, nodes, node holds) is read here too: k8s_view.py.
+The daemon's view of jobs and of where GPUs are (pods, nodes, node holds) is read here too: view.py.
 """
 
 from __future__ import annotations
@@ -22,10 +22,12 @@ import datetime as dt
 import logging
 
 import urllib3
-from kubernetes import client as k8s
+from kubernetes import client as k8s, config as kcfg
 from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, stop_on_fence
+from daemon.actuators.k8s.objects import evictable, priority_class_name
+from daemon.actuators.k8s.view import nodes_view, pods_as_jobs
 from daemon.config import KubernetesActuatorConfig, TenantConfig
 from daemon.policy.state import Jobs, Nodes
 from daemon.policy.types import Notification, Plan
@@ -74,25 +76,11 @@ class TimedApiClient(k8s.ApiClient):
 
 def api_client(cfg: KubernetesActuatorConfig) -> k8s.ApiClient:
     """An API client from the in-cluster service account or a kubeconfig (actuators.kubernetes)."""
-    from kubernetes import config as kcfg
-
     if cfg.in_cluster:
         kcfg.load_incluster_config()
     else:
         kcfg.load_kube_config(config_file=str(cfg.kubeconfig) if cfg.kubeconfig else None)
     return TimedApiClient(timeout_s=cfg.timeout_s)
-
-
-def priority_class_name(tier: str) -> str:
-    return f"gpu-autoscaler-{tier}"
-
-
-def evictable(pod) -> bool:
-    """Not a DaemonSet's pod (it would come straight back on the same node) nor a mirror/static pod."""
-    meta = pod.metadata
-    if (meta.annotations or {}).get("kubernetes.io/config.mirror"):
-        return False
-    return not any(o.kind == "DaemonSet" for o in (meta.owner_references or []))
 
 
 class KubernetesActuator:
@@ -346,19 +334,15 @@ class KubernetesActuator:
         return rep
 
     def cluster_jobs(self, tenants: tuple[str, ...]) -> Jobs:
-        """Pods of tenant namespaces that ask for GPUs, Pending or Running, as the policy's Jobs (k8s_view.py).
+        """Pods of tenant namespaces that ask for GPUs, Pending or Running, as the policy's Jobs (view.py).
         Raises ApiException when the API does not answer."""
-        from daemon.actuators.k8s.view import pods_as_jobs
-
         pods = self.core.list_pod_for_all_namespaces(field_selector=LIVE_PODS)
         return pods_as_jobs(pods.items, self.tenant_of, self.cfg.gpu_resource, tenants)
 
     def cluster_nodes(self, tenants: tuple[str, ...]) -> Nodes:
         """Every node as the policy's Nodes: allocatable GPUs, the GPUs of the pods bound there, those of pods
         being deleted as draining, cordoned/NotReady/foreign-tainted nodes as 0 GPUs and closed, our hold label
-        as the holder (k8s_view.py). Raises ApiException when the API does not answer."""
-        from daemon.actuators.k8s.view import nodes_view
-
+        as the holder (view.py). Raises ApiException when the API does not answer."""
         nodes = self.core.list_node().items
         pods = self.core.list_pod_for_all_namespaces(field_selector=LIVE_PODS)
         return nodes_view(nodes, pods.items, self.cfg.gpu_resource, tenants, self.hold_label)

@@ -58,7 +58,8 @@ from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, stop_on_fence
 from daemon.actuators.k8s.actuator import KubernetesActuator, api_client, tenant_namespaces
-from daemon.actuators.k8s.node_holds import POOL_VALUE, NodeHolds, name_part
+from daemon.actuators.k8s.node_holds import NodeHolds
+from daemon.actuators.k8s.objects import POOL_VALUE, name_part
 from daemon.config import KubernetesActuatorConfig, KueueActuatorConfig, TenantConfig
 from daemon.policy.state import Jobs, Nodes
 from daemon.policy.types import Notification, Plan
@@ -357,7 +358,7 @@ class KueueActuator:
         return self.pods.cluster_jobs(tenants)
 
     def cluster_nodes(self, tenants: tuple[str, ...]) -> Nodes:
-        """The nodes with this actuator's holds (hold_label) read back; see k8s_view.py."""
+        """The nodes with this actuator's holds (hold_label) read back; see view.py."""
         return self.pods.cluster_nodes(tenants)
 
     def requeue(self, job_ids: list[str], reason: str) -> ActionReport:

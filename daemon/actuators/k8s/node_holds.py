@@ -25,8 +25,6 @@ Each patch is checked against the fence right before it is sent (``guard``, see 
 
 from __future__ import annotations
 
-import hashlib
-import re
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -36,25 +34,7 @@ from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators import whole_nodes
 from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard
-from daemon.actuators.k8s.actuator import evictable, priority_class_name
-
-BLOCKING = ("NoSchedule", "NoExecute")
-POOL_VALUE = "gpu-autoscaler.pool"  # the pool's hold label value: has a '.', which name_part never gives
-
-
-def name_part(tenant: str) -> str:
-    """A tenant name as a label value and DNS-1123 name part (lower case, at most 47 characters); names that
-    had to change get a short hash so two tenants never map to the same part."""
-    s = re.sub(r"[^a-z0-9-]+", "-", tenant.lower()).strip("-")[:40].strip("-") or "t"
-    return s if s == tenant else f"{s}-{hashlib.sha1(tenant.encode()).hexdigest()[:6]}"
-
-
-def gpu_quantity(q) -> int:
-    """'8', 8, '8.0' -> 8 (GPU counts are whole); anything else 0."""
-    try:
-        return int(float(str(q)))
-    except (TypeError, ValueError):
-        return 0
+from daemon.actuators.k8s.objects import evictable, gpu_quantity, name_part, node_usable, pod_gpus, priority_class_name
 
 
 @dataclass(frozen=True)
@@ -66,23 +46,6 @@ class HoldNode:
     holder: str | None         # our label's value, None when not held by us
     resource_version: str
     taints: tuple[dict, ...]   # every taint, as sent back to the API
-
-
-def node_usable(node, hold_label: str | None) -> bool:
-    """Ready, not cordoned, and no NoSchedule/NoExecute taint but our hold's: new pods may start there."""
-    ready = any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
-    foreign = any(t.key != hold_label and t.effect in BLOCKING for t in (node.spec.taints or []))
-    return ready and not node.spec.unschedulable and not foreign
-
-
-def pod_gpus(pod, resource: str) -> int:
-    total = 0
-    for c in pod.spec.containers or []:
-        res = c.resources
-        req = (res.requests or {}) if res else {}
-        lim = (res.limits or {}) if res else {}
-        total += gpu_quantity(req.get(resource, lim.get(resource, 0)))
-    return total
 
 
 class NodeHolds:

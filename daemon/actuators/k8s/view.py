@@ -21,8 +21,7 @@ import datetime as dt
 
 import numpy as np
 
-from daemon.actuators.k8s.actuator import priority_class_name
-from daemon.actuators.k8s.node_holds import POOL_VALUE, gpu_quantity, name_part, node_usable, pod_gpus
+from daemon.actuators.k8s.objects import POOL_VALUE, gpu_quantity, name_part, node_usable, pod_gpus, priority_class_name
 from daemon.policy.state import CLOSED, HELD_BY_POOL, PRIORITY, UNHELD, Jobs, Nodes
 
 TIER_OF_CLASS = {priority_class_name(t): t for t in PRIORITY}

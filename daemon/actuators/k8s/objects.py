@@ -1,0 +1,61 @@
+"""Helpers on plain Kubernetes objects (pods, nodes, names, labels) that the Kubernetes modules share.
+
+This is the one leaf of the package: it imports nothing of the daemon, so ``actuator``, ``node_holds``,
+``view`` and ``kueue`` can all import it at the top and never have to import each other in a circle (before,
+``view`` and ``node_holds`` imported ``actuator`` for these helpers while ``actuator`` imported ``view``
+inside its methods). The imports between the other modules go one way: ``view`` and ``node_holds`` use only
+this module, ``actuator`` uses this and ``view``, ``kueue`` uses all of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+BLOCKING = ("NoSchedule", "NoExecute")  # taint effects that keep new pods off a node
+POOL_VALUE = "gpu-autoscaler.pool"  # the pool's hold label value: has a '.', which name_part never gives
+
+
+def priority_class_name(tier: str) -> str:
+    return f"gpu-autoscaler-{tier}"
+
+
+def evictable(pod) -> bool:
+    """Not a DaemonSet's pod (it would come straight back on the same node) nor a mirror/static pod."""
+    meta = pod.metadata
+    if (meta.annotations or {}).get("kubernetes.io/config.mirror"):
+        return False
+    return not any(o.kind == "DaemonSet" for o in (meta.owner_references or []))
+
+
+def name_part(tenant: str) -> str:
+    """A tenant name as a label value and DNS-1123 name part (lower case, at most 47 characters); names that
+    had to change get a short hash so two tenants never map to the same part."""
+    s = re.sub(r"[^a-z0-9-]+", "-", tenant.lower()).strip("-")[:40].strip("-") or "t"
+    return s if s == tenant else f"{s}-{hashlib.sha1(tenant.encode()).hexdigest()[:6]}"
+
+
+def gpu_quantity(q) -> int:
+    """'8', 8, '8.0' -> 8 (GPU counts are whole); anything else 0."""
+    try:
+        return int(float(str(q)))
+    except (TypeError, ValueError):
+        return 0
+
+
+def node_usable(node, hold_label: str | None) -> bool:
+    """Ready, not cordoned, and no NoSchedule/NoExecute taint but our hold's: new pods may start there."""
+    ready = any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+    foreign = any(t.key != hold_label and t.effect in BLOCKING for t in (node.spec.taints or []))
+    return ready and not node.spec.unschedulable and not foreign
+
+
+def pod_gpus(pod, resource: str) -> int:
+    """The GPUs a pod asks for: each container's request of the GPU resource, else its limit."""
+    total = 0
+    for c in pod.spec.containers or []:
+        res = c.resources
+        req = (res.requests or {}) if res else {}
+        lim = (res.limits or {}) if res else {}
+        total += gpu_quantity(req.get(resource, lim.get(resource, 0)))
+    return total
