@@ -213,8 +213,8 @@ def child(args) -> None:
     rss_now = int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) * 1024
     out = {
         "cold_start_s": first_plan - spawned,
-        "cold_parts_s": {"python_start": t_imp - spawned, "imports": imported - t_imp, "build_runtime": built - imported,
-                         **{f"first_{k}": first[k] for k in PHASES}},
+        "cold_parts_s": {"python_start": t_imp - spawned, "imports": imported - t_imp,
+                         "build_runtime": built - imported, **{f"first_{k}": first[k] for k in PHASES}},
         "first_cycle": first,
         "cycles": rows,
         "rss_peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
@@ -251,14 +251,16 @@ def summarize(r: dict, tenants: int) -> dict:
         return r
     rows = [c for c in r["cycles"] if c["outcome"] in ("ok", "stale")]
     if not rows:
-        return {"failed": True, "outcomes": [c["outcome"] for c in r["cycles"]], "errors": [c["error"] for c in r["cycles"]][:3]}
+        return {"failed": True, "outcomes": [c["outcome"] for c in r["cycles"]],
+                "errors": [c["error"] for c in r["cycles"]][:3]}
     s = {"cycles": len(rows), "outcomes": sorted({c["outcome"] for c in r["cycles"]})}
     for k in (*PHASES, "total"):
         v = np.array([c[k] for c in rows]) * 1000
         s[f"{k}_p50_ms"] = float(np.percentile(v, 50))
         s[f"{k}_p95_ms"] = float(np.percentile(v, 95))
     smp = np.array([c["samples"] for c in rows])
-    s.update(samples_mean=float(smp.mean()), samples_max=int(smp.max()), samples_per_tenant_max=float(smp.max() / tenants),
+    s.update(samples_mean=float(smp.mean()), samples_max=int(smp.max()),
+             samples_per_tenant_max=float(smp.max() / tenants),
              prom_engine_ms_mean=float(np.mean([c["prom_engine_s"] for c in rows]) * 1000),
              prom_http_ms_mean=float(np.mean([c["prom_http_s"] for c in rows]) * 1000),
              cold_start_s=r["cold_start_s"], cold_parts_s=r["cold_parts_s"],
@@ -289,7 +291,8 @@ def table(res: dict) -> str:
         row(f"  {k} p50 / p95 (ms)", lambda s, k=k: f"{s[f'{k}_p50_ms']:.0f} / {s[f'{k}_p95_ms']:.0f}")
     row("samples per cycle, mean / max", lambda s: f"{s['samples_mean']:,.0f} / {s['samples_max']:,}")
     row("max samples per tenant per cycle", lambda s: f"{s['samples_per_tenant_max']:.2f}")
-    row("Prometheus time per cycle: engine / HTTP (ms)", lambda s: f"{s['prom_engine_ms_mean']:.1f} / {s['prom_http_ms_mean']:.1f}")
+    row("Prometheus time per cycle: engine / HTTP (ms)",
+        lambda s: f"{s['prom_engine_ms_mean']:.1f} / {s['prom_http_ms_mean']:.1f}")
     row("cold start to first plan (s)", lambda s: f"{s['cold_start_s']:.1f}")
     row("  of which first collect (backfill) (s)", lambda s: f"{s['cold_parts_s']['first_collect']:.1f}")
     row("  samples in the first cycle", lambda s: f"{s['first_cycle_samples']:,}")
@@ -344,11 +347,12 @@ def main() -> None:
         res["generate_s"] = time.perf_counter() - t
         res["backfill_samples"] = lines
         res["gpus"] = a.gpus
-        print(f"generated {lines:,} samples ({om.stat().st_size / 2**20:.0f} MiB) in {res['generate_s']:.0f} s", flush=True)
+        print(f"generated {lines:,} samples ({om.stat().st_size / 2**20:.0f} MiB) in {res['generate_s']:.0f} s",
+              flush=True)
         t = time.perf_counter()
         tsdb = tmp / "tsdb"
-        subprocess.run(["nice", "-n", "10", "promtool", "tsdb", "create-blocks-from", "openmetrics", str(om), str(tsdb)],
-                       check=True, capture_output=True)
+        subprocess.run(["nice", "-n", "10", "promtool", "tsdb", "create-blocks-from", "openmetrics",
+                        str(om), str(tsdb)], check=True, capture_output=True)
         res["promtool_s"] = time.perf_counter() - t
         om.unlink()
         print(f"promtool backfill {res['promtool_s']:.0f} s", flush=True)

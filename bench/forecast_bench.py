@@ -48,7 +48,8 @@ def main() -> int:
     ap.add_argument("--score-tenants", type=int, default=100)
     ap.add_argument("--no-traces", action="store_true")
     ap.add_argument("--only-traces", action="store_true", help="skip the synthetic 1,000-tenant part")
-    ap.add_argument("--only-timing", action="store_true", help="only time the shipped model (bench/out/forecast_timing.json)")
+    ap.add_argument("--only-timing", action="store_true",
+                    help="only time the shipped model (bench/out/forecast_timing.json)")
     ap.add_argument("--only-retrain-timing", action="store_true",
                     help="only time the product's retrain (train + blend fit + backtest) on `--tenants` simulated "
                          "tenants x `--days` (bench/out/forecast_retrain_timing.json)")
@@ -122,8 +123,8 @@ def main() -> int:
 
     rng = np.random.default_rng(0)
     cols = sorted(rng.choice(list(frame.columns), min(a.score_tenants, a.tenants), replace=False).tolist())
-    models = {"lstm": model, "seasonal_naive_daily": SeasonalNaive(1440), "seasonal_naive_weekly": SeasonalNaive(7 * 1440),
-              "holt_winters": HoltWinters(1440)}
+    models = {"lstm": model, "seasonal_naive_daily": SeasonalNaive(1440),
+              "seasonal_naive_weekly": SeasonalNaive(7 * 1440), "holt_winters": HoltWinters(1440)}
     bt = backtest.run(frame[cols], models, start=len(frame) - holdout, horizon=60, stride=60, history_steps=8 * 1440,
                       quantiles=spec.quantiles, season=1440, max_origins=24)
     out["accuracy"] = bt.report
@@ -281,7 +282,8 @@ def trace_table(a) -> dict:
         res[name] = {"step_s": step_s, "horizon_steps": horizon, "tenants": int(tf.shape[1]), "steps": int(len(tf)),
                      "seconds": time.perf_counter() - t0, "report": rep, "lstm_variant": lstm,
                      "lstm_wql": rep["models"][lstm]["wql"], "best_baseline": best,
-                     "best_baseline_wql": rep["models"][best]["wql"], "gain_vs_best_baseline": rep["gain_vs_best_baseline"],
+                     "best_baseline_wql": rep["models"][best]["wql"],
+                     "gain_vs_best_baseline": rep["gain_vs_best_baseline"],
                      "lstm_coverage_p90": rep["models"][lstm]["coverage_p90"],
                      "lstm_peak_coverage_p90": rep["models"][lstm]["peak_coverage_p90"],
                      "selected": r.in_use["name"] if r.in_use else rep["winner"], "winner": rep["winner"],
@@ -310,8 +312,10 @@ def print_traces(traces: dict) -> None:
         if "error" in r:
             print(f"{name:<10} {r['error']}")
             continue
-        print(f"{name:<10} {r['lstm_wql']:>9.4f} {r['best_baseline'] + ' ' + format(r['best_baseline_wql'], '.4f'):>36} "
-              f"{100 * r['gain_vs_best_baseline']:>+6.1f}% {r['lstm_coverage_p90']:>9.3f} {r['lstm_peak_coverage_p90']:>9.3f} "
+        print(f"{name:<10} {r['lstm_wql']:>9.4f} "
+              f"{r['best_baseline'] + ' ' + format(r['best_baseline_wql'], '.4f'):>36} "
+              f"{100 * r['gain_vs_best_baseline']:>+6.1f}% {r['lstm_coverage_p90']:>9.3f} "
+              f"{r['lstm_peak_coverage_p90']:>9.3f} "
               f"{r['train_seconds']:>8.0f} {r['winner']:>30} {r['in_use_coverage_p90']:>6.3f} "
               f"{r['in_use_peak_coverage_p90']:>6.3f}  "
               + " ".join("met" if r[k] else "NOT met" for k in ("target_15pct_better", "target_within_2pct",

@@ -48,7 +48,8 @@ def big_state(n_tenants=1000, gpus=100_000, n_jobs=50_000, seed=0):
     size = np.maximum(1, np.round(size * scale)).astype(np.int64)
     prio = np.array([PRIORITY[tiers[t]] for t in tenant], dtype=np.int8)
     jobs = Jobs(np.array([f"job-{i}" for i in range(n_jobs)], dtype=object), tenant, size, prio, running,
-                np.where(running, rng.uniform(0, 86400, n_jobs), 0.0), np.where(~running, rng.uniform(0, 9000, n_jobs), 0.0),
+                np.where(running, rng.uniform(0, 86400, n_jobs), 0.0),
+                np.where(~running, rng.uniform(0, 9000, n_jobs), 0.0),
                 np.array([f"node-{i % (gpus // 8)}" for i in range(n_jobs)], dtype=object))
     used = np.bincount(tenant[running], weights=size[running], minlength=n_tenants)
     pend = np.bincount(tenant[~running], weights=size[~running], minlength=n_tenants)

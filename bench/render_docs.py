@@ -354,10 +354,11 @@ def forecast_traces() -> str:
         out.append(f"- Azure: the pick's p90 coverage comes from {n(rep['origins'] * rep['tenants'] * rep['horizon'])} "
                    f"scored steps ({rep['origins']} overlapping origins x {rep['tenants']} tenants x {rep['horizon']} "
                    f"steps, {rep['stride']} steps apart). Recalibrated exponential smoothing covers "
-                   f"{m['exp_smoothing+conformal']['coverage_p90']:.3f} (wQL {m['exp_smoothing+conformal']['wql']:.4f}); "
+                   f"{m['exp_smoothing+conformal']['coverage_p90']:.3f} "
+                   f"(wQL {m['exp_smoothing+conformal']['wql']:.4f}); "
                    f"the recalibrated LSTM alone {m['lstm_conformal']['coverage_p90']:.3f} "
-                   f"(wQL {m['lstm_conformal']['wql']:.4f}). Naive alone scores {m['naive']['wql']:.4f}: against it the "
-                   f"LSTM family would lead by {pct(1 - a['lstm_wql'] / m['naive']['wql'])}.")
+                   f"(wQL {m['lstm_conformal']['wql']:.4f}). Naive alone scores {m['naive']['wql']:.4f}: "
+                   f"against it the LSTM family would lead by {pct(1 - a['lstm_wql'] / m['naive']['wql'])}.")
     if "helios" in tr:
         h, m = tr["helios"], tr["helios"]["report"]["models"]
         out.append(f"- Helios: the in-use {model_name(h['winner'])} forecast's p90 is the last value, and on 5-minute "
@@ -373,7 +374,8 @@ def forecast_traces() -> str:
 TIMING_ROWS = (("lstm", "LSTM"), ("lstm_conformal", "LSTM, recalibrated (conformal)"),
                ("blend", "blend: recalibrated LSTM + naive"), ("blend_recalibrated", "the same blend, recalibrated"),
                ("seasonal_naive_daily", "seasonal naive (daily)"), ("naive+conformal", "naive, recalibrated"),
-               ("exp_smoothing", "exponential smoothing"), ("exp_smoothing+conformal", "exponential smoothing, recalibrated"),
+               ("exp_smoothing", "exponential smoothing"),
+               ("exp_smoothing+conformal", "exponential smoothing, recalibrated"),
                ("holt_winters", "Holt-Winters"), ("holt_winters+conformal", "Holt-Winters, recalibrated"))
 
 
@@ -411,9 +413,9 @@ def forecast_timing() -> str:
             f"on the box) measured the first {len(med)} rows at {min(med):.0f}-{max(med):.0f} ms median and "
             f"{min(p95):.0f}-{max(p95):.0f} ms p95. Recomputing at every forecast took "
             f"{n(old['conformal_refresh_ms_median'])} ms for the conformal shifts and "
-            f"{n(old['seasonal_naive_refresh_ms_median'])} ms for seasonal naive's error quantiles: what the background "
-            f"thread now does every 10th forecast. With {old['threads']} torch threads on the loaded box the bare LSTM "
-            f"took {n(old['lstm_ms_median'])} ms median ({n(old['lstm_ms_p95'])} ms p95), against "
+            f"{n(old['seasonal_naive_refresh_ms_median'])} ms for seasonal naive's error quantiles: what the "
+            f"background thread now does every 10th forecast. With {old['threads']} torch threads on the loaded box "
+            f"the bare LSTM took {n(old['lstm_ms_median'])} ms median ({n(old['lstm_ms_p95'])} ms p95), against "
             f"{n(old['daemon']['lstm']['ms_median'])} ms with one: the intra-op threads wait on each other, which is "
             f"why the daemon forecasts with one (`forecaster.torch_threads`).",
             "", source(["forecast_traces.json"], d)]
@@ -492,8 +494,9 @@ def failover() -> str:
              f"{goal(tg['direct_webhook_5s'])}: {verdict(met(tg['direct_webhook_5s'], d))}"]]
     hz, st = tg["healthz_p99_100ms"], tg["no_stranded_jobs"]
     return "\n".join([
-        f"The cycle in flight: {n(d['cycle_preemptions'])} preemptions on {n(d['gpus'])} GPUs ({n(d['nodes'])} nodes), "
-        f"{d['per_job_ms']:g} ms per preemption in the stand-in scheduler, {d['cycle_actuation_s']:.1f} s of actuation.",
+        f"The cycle in flight: {n(d['cycle_preemptions'])} preemptions on {n(d['gpus'])} GPUs "
+        f"({n(d['nodes'])} nodes), {d['per_job_ms']:g} ms per preemption in the stand-in scheduler, "
+        f"{d['cycle_actuation_s']:.1f} s of actuation.",
         "", table(["failover path", "jobs requeued", "receipt -> jobs requeued", "end to end",
                    "cycle still in flight when done", "goal"], rows), "",
         f"`/healthz` during that cycle: {n(h['n'])} requests, p50 {h['p50']:.1f} ms, p99 {h['p99']:.1f} ms, "
@@ -683,10 +686,11 @@ def replay_comparison(d: dict) -> str:
     out = [f"At equal utilization: reactive's best point {c['reactive_point']} ({pct(c['reactive_utilization'])}) "
            f"against {c['predictive_point']} ({pct(c['predictive_utilization'])}):", "",
            table(["target", "reactive", "predictive", "verdict"], rows), "",
-           f"(added rows, not targets: preemptions made for the high tier {n(c['preemptions_for_high_tier']['reactive'])} "
+           f"(added rows, not targets: preemptions made for the high tier "
+           f"{n(c['preemptions_for_high_tier']['reactive'])} "
            f"vs {n(c['preemptions_for_high_tier']['predictive'])}; GPUs held for the high tier on average "
-           f"{c['high_held_gpus_mean']['reactive']:.0f} vs {c['high_held_gpus_mean']['predictive']:.0f}; low-tier unmet "
-           f"{n(c['low_unmet']['reactive'])} vs {n(c['low_unmet']['predictive'])}; work lost "
+           f"{c['high_held_gpus_mean']['reactive']:.0f} vs {c['high_held_gpus_mean']['predictive']:.0f}; "
+           f"low-tier unmet {n(c['low_unmet']['reactive'])} vs {n(c['low_unmet']['predictive'])}; work lost "
            f"{n(c['work_lost_gpu_min']['reactive'])} vs {n(c['work_lost_gpu_min']['predictive'])} GPU-min; predictive "
            f"settings at this utilization that meet all targets at once: {meets})"]
     if "perfect_targets" in c:
@@ -705,7 +709,8 @@ def replay_comparison(d: dict) -> str:
             prow.append(["(none at this utilization)", "", *([""] * len(rel))])
         out += ["", "The same targets for the perfect forecast (the same engine fed the true future), every setting "
                 "at this utilization:", "",
-                table(["perfect-forecast setting", "util", "high-tier unmet", "normal-tier unmet", "preemptions"], prow)]
+                table(["perfect-forecast setting", "util", "high-tier unmet", "normal-tier unmet", "preemptions"],
+                      prow)]
     return "\n".join(out)
 
 
@@ -762,7 +767,8 @@ def replay_summary() -> str:
             row.append(f"{verdict(ok)} ({nums})" if k in d.get("targets", {}) else (
                 f"{nums} (no goal)" if t.get("relative_to") else "–"))
         rows.append(row)
-    for what, key in (("(added, not a target) a predictive setting meeting all at once", "predictive_settings_meeting_all"),
+    for what, key in (("(added, not a target) a predictive setting meeting all at once",
+                       "predictive_settings_meeting_all"),
                       ("(added, not a target) a perfect-forecast setting meeting all at once",
                        "perfect_settings_meeting_all")):
         rows.append([what, *(listing(d["comparison"].get(key, [])) if d.get("targets") else "–"
@@ -813,7 +819,8 @@ def replay_findings() -> str:
         out.append(f"- **{case}**: " + "; ".join(bits) + ".")
     syn = data["synthetic"]
     frontier = set(syn["frontiers"]["reactive"])
-    starve = [max(x["longest_starvation_min"] for x in r["tiers"].values()) for r in syn["runs"] if r["label"] in frontier]
+    starve = [max(x["longest_starvation_min"] for x in r["tiers"].values())
+              for r in syn["runs"] if r["label"] in frontier]
     sys.path.insert(0, str(ROOT))
     from daemon.config import PolicyConfig
 
@@ -836,8 +843,8 @@ def replay_shipped_model() -> str:
         if t.get("relative_to") == "reactive":
             pv, rv = _run_metric(pred, t["metric"]), _run_metric(react, t["metric"])
             parts.append(f"{t['what']}: {n(pv)} against {n(rv)} ({_change(t, pv, rv)}, {verdict(v[k])})")
-    out = [f"With the shipped LSTM instead (`--shipped-model`, commit {d.get('commit', 'not recorded')}) the comparison "
-           f"point is {c['predictive_point']} at {pct(pred['utilization'])} against reactive's "
+    out = [f"With the shipped LSTM instead (`--shipped-model`, commit {d.get('commit', 'not recorded')}) "
+           f"the comparison point is {c['predictive_point']} at {pct(pred['utilization'])} against reactive's "
            f"{pct(react['utilization'])}: " + "; ".join(parts) + "."]
     other = replay_verdicts(fitted)
     if other.get("high_unmet_at_most_half") != v.get("high_unmet_at_most_half"):
@@ -908,8 +915,8 @@ def aging() -> str:
     job_shorter = [k for k, on, off in on_off if on["job_starvation_min"]["low"] < off["job_starvation_min"]["low"]]
     out.append(f"- **Per job**: aging shortens the longest summed wait of a low-priority job in {len(job_shorter)} of "
                f"the {len(on_off)} runs; it stays above `max_wait_steps` in {len(job_over)} of them "
-               + "(" + "; ".join(f"{k}: {off['job_starvation_min']['low']:.0f} -> {on['job_starvation_min']['low']:.0f} "
-                                 "min" for k, on, off in on_off) + ").")
+               + "(" + "; ".join(f"{k}: {off['job_starvation_min']['low']:.0f} -> "
+                                 f"{on['job_starvation_min']['low']:.0f} min" for k, on, off in on_off) + ").")
     out.append("- **Preemptions** without -> with aging: " + "; ".join(
         f"{k} {n(off['preemptions'])} -> {n(on['preemptions'])}" for k, on, off in on_off) + ".")
 
@@ -947,9 +954,11 @@ def results() -> str:
         rel = {k: t for k, t in d["targets"].items() if t.get("relative_to") == "reactive"}
         rows.append([f"[replay](docs/replay.md#what-the-numbers-say), {case}: predictive against reactive at equal "
                      "utilization",
-                     "; ".join(f"{short[t['metric']]} {_change(t, c[t['metric']]['predictive'], c[t['metric']]['reactive'])}"
+                     "; ".join(f"{short[t['metric']]} "
+                               f"{_change(t, c[t['metric']]['predictive'], c[t['metric']]['reactive'])}"
                                for t in rel.values()),
-                     "; ".join("no higher" if t["value"] == 1 else f"{t['op']} {pct(t['value'], 0)}" for t in rel.values()),
+                     "; ".join("no higher" if t["value"] == 1 else f"{t['op']} {pct(t['value'], 0)}"
+                               for t in rel.values()),
                      "; ".join(verdict(v[k]) for k in rel)])
     lstm = ft["targets"]["lstm_p95"]
     rows.append(["[forecast call](docs/benchmarks.md#forecaster), LSTM, 1,000 tenants, p95",

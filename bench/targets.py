@@ -87,7 +87,7 @@ FAILOVER = {
 
 
 def ha(interval_s: float) -> dict:
-    """bench/ha_bench.py: the standby acts within two cycle intervals of the leader's kill (as tests/integration/test_ha_redis.py
-    requires)."""
+    """bench/ha_bench.py: the standby acts within two cycle intervals of the leader's kill (as
+    tests/integration/test_ha_redis.py requires)."""
     return {"takeover_2_intervals": {"what": "takeover after kill -9 (slowest round)", "metric": "max_s", "op": "<",
                                      "value": 2 * interval_s, "unit": "s"}}

@@ -53,8 +53,9 @@ def _fail(msg: str, code: int = 2) -> None:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--config", "-c", "config", type=click.Path(dir_okay=False, path_type=Path), envvar="GPU_AUTOSCALER_CONFIG",
-              default=None, help="TOML config file (default: the embedded simulated cluster).")
+@click.option("--config", "-c", "config", type=click.Path(dir_okay=False, path_type=Path),
+              envvar="GPU_AUTOSCALER_CONFIG", default=None,
+              help="TOML config file (default: the embedded simulated cluster).")
 @click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning", "error"]))
 @click.pass_context
 def cli(ctx: click.Context, config: Path | None, log_level: str) -> None:
@@ -66,8 +67,10 @@ def cli(ctx: click.Context, config: Path | None, log_level: str) -> None:
 
 @cli.command()
 @click.option("--sim", is_flag=True, help="Use the embedded simulated cluster whatever the config says.")
-@click.option("--cycles", type=click.IntRange(min=1), default=None, help="Stop after N cycles (default: run until stopped).")
-@click.option("--interval", type=click.FloatRange(min=0.01), default=None, help="Seconds between cycles (overrides config).")
+@click.option("--cycles", type=click.IntRange(min=1), default=None,
+              help="Stop after N cycles (default: run until stopped).")
+@click.option("--interval", type=click.FloatRange(min=0.01), default=None,
+              help="Seconds between cycles (overrides config).")
 @click.option("--no-http", is_flag=True, help="Do not serve /metrics, /healthz and /alerts.")
 @click.option("--port", type=click.IntRange(0, 65535), default=None, help="HTTP port (overrides config).")
 @click.option("--fail-node", "fail_node", multiple=True, metavar="CYCLE:NODE",
@@ -253,7 +256,8 @@ def retrain(ctx, data, trace, data_dir, days, epochs, model_dir, report_dir, qui
 
 @cli.command(name="backtest")
 @_history_opts
-@click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("reports"), show_default=True)
+@click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("reports"),
+              show_default=True)
 @click.option("--tenants", type=click.IntRange(min=1), default=40, show_default=True, help="Tenants scored (sampled).")
 @click.pass_context
 def backtest_cmd(ctx, data, trace, data_dir, days, report_dir, tenants) -> None:

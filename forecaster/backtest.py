@@ -115,7 +115,8 @@ def run(frame: pd.DataFrame, models: dict[str, Forecaster], *, start: int, horiz
     return BacktestResult(report, preds, actual, [frame.index[o] for o in origins], tuple(map(str, frame.columns)))
 
 
-def write_report(result: BacktestResult, out_dir: Path, name: str = "backtest", plot_tenants: int = 4) -> tuple[Path, Path]:
+def write_report(result: BacktestResult, out_dir: Path, name: str = "backtest",
+                 plot_tenants: int = 4) -> tuple[Path, Path]:
     """JSON report plus a PNG of forecast vs actual for a few tenants at the last origin."""
     import matplotlib
 

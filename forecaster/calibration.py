@@ -39,7 +39,8 @@ def errors_at(values: np.ndarray, origins: np.ndarray, point: np.ndarray) -> np.
     return actual - point
 
 
-def nan_quantiles(x: np.ndarray, quantiles: tuple[float, ...] | np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def nan_quantiles(x: np.ndarray, quantiles: tuple[float, ...] | np.ndarray,
+                  axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Quantiles over `axis` ignoring NaN (linear interpolation, like numpy's default), plus the count used.
 
     Vectorised with one sort: np.nanquantile loops in Python per slice, too slow for 1,000 tenants x 60 steps.

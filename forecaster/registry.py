@@ -123,8 +123,8 @@ def load_version(model_dir: Path, version: str) -> LSTMForecaster:
         raise ModelError(f"model {version}: format {meta.get('format')!r}, this code reads {FORMAT}")
     digest = hashlib.sha256(weights).hexdigest()
     if digest != meta.get("sha256"):
-        raise ModelError(f"model {version}: checksum mismatch (file {digest[:12]}, metadata {str(meta.get('sha256'))[:12]}):"
-                         " the weights file is corrupt or was replaced")
+        raise ModelError(f"model {version}: checksum mismatch (file {digest[:12]}, "
+                         f"metadata {str(meta.get('sha256'))[:12]}): the weights file is corrupt or was replaced")
     try:
         spec = LSTMSpec.from_dict(meta["spec"])
         model = QuantileLSTM(spec)

@@ -76,7 +76,8 @@ def helios_demand(data_dir: Path, step_s: int = 300) -> pd.DataFrame:
         raise OSError(f"no Helios VC files under {root}")
     cols = {}
     for f in files:
-        d = pd.read_csv(f, usecols=["time", "running_gpu_num", "pending_gpu_num"], parse_dates=["time"], index_col="time")
+        d = pd.read_csv(f, usecols=["time", "running_gpu_num", "pending_gpu_num"], parse_dates=["time"],
+                        index_col="time")
         cols[f"helios-{f.parent.name}"] = (d["running_gpu_num"] + d["pending_gpu_num"]).astype(float)
     frame = pd.DataFrame(cols)
     frame.index = frame.index.tz_localize("UTC")

@@ -12,8 +12,8 @@ digest -> tenant map comes from the gateway's config and/or from Redis, where
 the daemon publishes it. ``X-Tenant`` counts only from addresses listed in
 ``trusted_proxies`` (the TCP peer; an explicit opt-in for an authenticating proxy in front),
 and only for a tenant that has a key; a valid key still names its own tenant, and an Authorization
-header that is no gateway key (the token such a proxy checked) does not stop X-Tenant there. Anything else is 401: there is no
-default bucket for an unknown caller.
+header that is no gateway key (the token such a proxy checked) does not stop X-Tenant there.
+Anything else is 401: there is no default bucket for an unknown caller.
 
 A hung or dead Redis costs at most one short timeout: a circuit breaker then skips Redis for a few seconds
 (``fail_open`` decides at once) and lets one request probe it after. The stand-alone proxy sends only the

@@ -41,7 +41,8 @@ class LogActuator:
             # one line per cycle: which jobs, and the reason they share
             jobs = ", ".join(f"{p.job_id} ({p.tenant}, {p.gpus} GPUs)" for p in plan.preemptions[:8])
             more = f" and {len(plan.preemptions) - 8} more" if len(plan.preemptions) > 8 else ""
-            log.info("decision: preempt %d jobs: %s%s; %s", len(plan.preemptions), jobs, more, plan.preemptions[0].reason)
+            log.info("decision: preempt %d jobs: %s%s; %s", len(plan.preemptions), jobs, more,
+                     plan.preemptions[0].reason)
         return rep
 
     def requeue(self, job_ids: list[str], reason: str) -> ActionReport:

@@ -35,4 +35,10 @@ from daemon.config.models import (
     parse_config,
 )
 
-__all__ = ["AccessConfig", "AccessToken", "ActuatorsConfig", "ClusterConfig", "Config", "ConfigError", "CycleConfig", "FailoverConfig", "ForecastQualityConfig", "ForecasterConfig", "GatewayKeysConfig", "HAConfig", "HistoryConfig", "KubernetesActuatorConfig", "KueueActuatorConfig", "PolicyConfig", "PrometheusConfig", "RECORDED_QUERIES", "RateLevel", "RateLimitConfig", "RedisActuatorConfig", "RetrainConfig", "ServerConfig", "SimulatorConfig", "SlurmActuatorConfig", "SourceConfig", "StateConfig", "TenantConfig", "Tier", "load_config", "parse_config"]
+__all__ = [
+    "AccessConfig", "AccessToken", "ActuatorsConfig", "ClusterConfig", "Config", "ConfigError", "CycleConfig",
+    "FailoverConfig", "ForecastQualityConfig", "ForecasterConfig", "GatewayKeysConfig", "HAConfig", "HistoryConfig",
+    "KubernetesActuatorConfig", "KueueActuatorConfig", "PolicyConfig", "PrometheusConfig", "RECORDED_QUERIES",
+    "RateLevel", "RateLimitConfig", "RedisActuatorConfig", "RetrainConfig", "ServerConfig", "SimulatorConfig",
+    "SlurmActuatorConfig", "SourceConfig", "StateConfig", "TenantConfig", "Tier", "load_config", "parse_config",
+]

@@ -27,7 +27,8 @@ class ConfigError(Exception):
 
 class ClusterConfig(_Strict):
     name: str = "default"
-    gpus: int = Field(1024, gt=0, description="GPUs in the cluster (simulator, or a fallback when the source cannot tell)")
+    gpus: int = Field(1024, gt=0,
+                      description="GPUs in the cluster (simulator, or a fallback when the source cannot tell)")
     gpus_per_node: int = Field(8, gt=0)
 
 
@@ -45,7 +46,8 @@ class CycleConfig(_Strict):
     history_steps: int = Field(2880, ge=60, description="how much history the forecaster reads each cycle")
     horizon_steps: int = Field(60, ge=1)
     stale_after_s: float = Field(180.0, gt=0, description="data older than this is stale: no new preemptions")
-    max_missing_share: float = Field(0.2, ge=0, le=1, description="share of tenants without a fresh sample that makes the snapshot stale")
+    max_missing_share: float = Field(0.2, ge=0, le=1, description="share of tenants without a fresh sample that "
+                                                                  "makes the snapshot stale")
     max_plan_age_s: float = Field(1800.0, gt=0, description="a last good plan older than this gives way to the safe "
                                                             "default: no holds beyond the static pool, no preemptions")
     forget_tenant_after_s: float = Field(86400.0, gt=0, description="a tenant absent from every plan this long is "
@@ -60,7 +62,8 @@ class PolicyConfig(_Strict):
     preempt_lead_steps: int = Field(3, ge=1, description="how far ahead jobs are preempted (>= checkpoint drain)")
     quantile: float = Field(0.9, gt=0, lt=1, description="forecast quantile that is reserved for")
     headroom: float = Field(0.05, ge=0, le=1)
-    preempt_budget_share: float = Field(0.02, ge=0, le=1, description="GPUs preempted per budget window, share of cluster")
+    preempt_budget_share: float = Field(0.02, ge=0, le=1,
+                                        description="GPUs preempted per budget window, share of cluster")
     preempt_budget_jobs: int = Field(500, ge=0, description="jobs preempted per budget window")
     preempt_budget_window_s: float = Field(30.0, gt=0, description="the budget refills over this much time, "
                                            "whatever triggers cycles (a token bucket holding one window)")
@@ -222,12 +225,14 @@ class RedisActuatorConfig(_Strict):
 
 
 class SlurmActuatorConfig(_Strict):
-    mode: Literal["requeue", "suspend"] = Field("requeue", description="suspend keeps GPUs allocated; requeue frees them")
+    mode: Literal["requeue", "suspend"] = Field("requeue",
+                                                description="suspend keeps GPUs allocated; requeue frees them")
     bin_dir: Path = Path("/usr/bin")
     slurm_conf: Path | None = Field(None, description="SLURM_CONF for scontrol/squeue (default: Slurm's own)")
     timeout_s: float = Field(10.0, gt=0)
     # a job's priority class comes from its QOS if mapped, else from its partition, else "normal"
-    priority_by_qos: dict[str, Tier] = Field(default_factory=lambda: {"high": "high", "low": "low", "preemptible": "low"})
+    priority_by_qos: dict[str, Tier] = Field(
+        default_factory=lambda: {"high": "high", "low": "low", "preemptible": "low"})
     priority_by_partition: dict[str, Tier] = Field(default_factory=lambda: {"high": "high", "low": "low"})
     drain_failed_nodes: bool = Field(True, description="drain a node reported down so nothing new lands on it")
     warn_signal: str = Field("USR1", pattern=r"^[A-Z0-9]+$", description="sent to the batch script before a preemption")
@@ -240,7 +245,8 @@ class SlurmActuatorConfig(_Strict):
                                                "(with slurm enabled: every tier, as the plan and simulator hold)")
     hold_name_prefix: str = Field("gpuas-hold", pattern=r"^[A-Za-z0-9_.-]+$",
                                   description="reservations named so are the daemon's own; no other is touched")
-    hold_shrink_delay_s: float = Field(300.0, ge=0, description="a hold shrinks only after wanting fewer nodes this long")
+    hold_shrink_delay_s: float = Field(300.0, ge=0,
+                                       description="a hold shrinks only after wanting fewer nodes this long")
 
 
 class KubernetesActuatorConfig(_Strict):
@@ -262,15 +268,16 @@ class KueueActuatorConfig(_Strict):
     hold_label: str = Field("gpu-autoscaler.io/hold",
                             pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
                             description="node label and taint key of a whole-node hold (value: the tenant)")
-    hold_shrink_delay_s: float = Field(300.0, ge=0, description="a node hold shrinks only after wanting fewer nodes this long")
+    hold_shrink_delay_s: float = Field(300.0, ge=0,
+                                       description="a node hold shrinks only after wanting fewer nodes this long")
 
 
 class ActuatorsConfig(_Strict):
     dry_run: bool = True
     enabled: list[Literal["log", "redis", "slurm", "kubernetes", "kueue", "simulator"]] = Field(
         default_factory=lambda: ["log"])
-    release_holds_on_stop: bool = Field(True, description="release scheduler holds on stop (Slurm reservations, Kueue node holds, "
-                                                "Kubernetes quotas)")
+    release_holds_on_stop: bool = Field(True, description="release scheduler holds on stop (Slurm reservations, "
+                                                "Kueue node holds, Kubernetes quotas)")
     redis: RedisActuatorConfig = Field(default_factory=RedisActuatorConfig)
     slurm: SlurmActuatorConfig = Field(default_factory=SlurmActuatorConfig)
     kubernetes: KubernetesActuatorConfig = Field(default_factory=KubernetesActuatorConfig)
@@ -284,7 +291,8 @@ class ServerConfig(_Strict):
     webhook_token: str | None = None
     webhook_token_file: Path | None = None
     max_body_bytes: int = Field(1_048_576, gt=0)
-    allow_unauthenticated_webhook: bool = Field(False, description="accept webhook posts without a token (refused otherwise)")
+    allow_unauthenticated_webhook: bool = Field(False,
+                                                description="accept webhook posts without a token (refused otherwise)")
     metrics_token: str | None = Field(None, min_length=16, description="when set (or metrics_token_file), /metrics "
                                       "answers only `Authorization: Bearer <token>` (401 otherwise): its series "
                                       "name every tenant, with its holds, limits, forecasts and preemptions")
@@ -335,7 +343,8 @@ class FailoverConfig(_Strict):
                                     description="alert names that run a cycle now")
     node_labels: list[str] = Field(default_factory=lambda: ["node", "Hostname", "hostname", "kubernetes_node"],
                                    description="labels read, in order, for the node name")
-    breaker_max_nodes: int = Field(3, ge=1, description="more nodes than this reported down within the window: no failover")
+    breaker_max_nodes: int = Field(3, ge=1,
+                                   description="more nodes than this reported down within the window: no failover")
     breaker_max_share: float = Field(0.1, gt=0, le=1, description="or more than this share of the nodes")
     breaker_window_s: float = Field(600.0, gt=0)
     node_cache_s: float = Field(30.0, ge=0, description="how long the scheduler's node list is reused")

@@ -68,7 +68,8 @@ def in_use(cfg: Config) -> tuple[Forecaster, dict]:
     selection.check_runnable(entry, cfg.cycle.resolution_s, cfg.cycle.horizon_steps)
     model = selection.resolve(entry, fc.model_dir, tuple(fc.quantiles))
     if entry.get("kind") == "lstm":
-        fb = selection.make_baseline(entry.get("fallback", "seasonal_naive_daily"), int(entry.get("season", fc.season_steps)),
+        fb = selection.make_baseline(entry.get("fallback", "seasonal_naive_daily"),
+                                     int(entry.get("season", fc.season_steps)),
                                      tuple(fc.quantiles), refresh=10, background=True)
         model = WithFallback(model, fb, model.min_history)
     return model, entry

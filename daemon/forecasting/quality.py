@@ -92,8 +92,10 @@ class ForecastQuality:
                            "Consecutive cycles with p90 coverage outside the configured bounds", registry=r)
         self.g_fallback = Gauge("gpuas_forecast_quality_fallback",
                                 "1 when live forecast quality forced a fallback to the best baseline", registry=r)
-        self.g_t_wql = Gauge("gpuas_forecast_tenant_wql", "Live weighted quantile loss per tenant", ["tenant"], registry=r)
-        self.g_t_cov = Gauge("gpuas_forecast_tenant_p90_coverage", "Live p90 coverage per tenant", ["tenant"], registry=r)
+        self.g_t_wql = Gauge("gpuas_forecast_tenant_wql", "Live weighted quantile loss per tenant", ["tenant"],
+                             registry=r)
+        self.g_t_cov = Gauge("gpuas_forecast_tenant_p90_coverage", "Live p90 coverage per tenant", ["tenant"],
+                             registry=r)
 
     # -- each cycle ---------------------------------------------------------------------------------------
     def observe(self, fc: Forecast | None, history: pd.DataFrame) -> None:
@@ -133,7 +135,8 @@ class ForecastQuality:
         loss = np.where(ok, pin, 0.0).sum(axis=1)
         demand = np.where(ok, np.abs(a), 0.0).sum(axis=1)
         covered = (ok & (a <= np.nan_to_num(pred[:, :, self.i90], nan=-np.inf))).sum(axis=1)
-        return Scored(fc.issued_at, fc.model, fc.tenants, loss, demand, covered.astype(float), ok.sum(axis=1).astype(float))
+        return Scored(fc.issued_at, fc.model, fc.tenants, loss, demand, covered.astype(float),
+                      ok.sum(axis=1).astype(float))
 
     # -- judgement and the fallback ------------------------------------------------------------------------
     def _totals(self) -> dict[str, np.ndarray]:

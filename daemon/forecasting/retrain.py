@@ -90,7 +90,8 @@ def check_history(wide: pd.DataFrame, step_s: int, where: str) -> None:
             raise DataError(f"{where}: column {col!r} has negative values (first at {s[s < 0].index[0]}): "
                             "demand cannot be negative")
         if s.nunique(dropna=True) == 1:
-            raise DataError(f"{where}: column {col!r} is constant ({s.dropna().iloc[0]:g}): nothing to forecast; drop it")
+            raise DataError(f"{where}: column {col!r} is constant ({s.dropna().iloc[0]:g}): "
+                            "nothing to forecast; drop it")
     gaps = pd.Series(wide.index.unique().sort_values()).diff().dt.total_seconds().to_numpy()[1:]
     if len(gaps):
         native = int(np.median(gaps))
@@ -228,11 +229,13 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
     try:
         current_entry = registry.read_in_use(model_dir)
         if current_entry is None or current_entry.get("kind") == "lstm":
-            cur_version = current_entry["version"] if current_entry else registry.read_manifest(model_dir).get("current")
+            cur_version = (current_entry["version"] if current_entry
+                           else registry.read_manifest(model_dir).get("current"))
             if cur_version:
                 current = registry.load_version(model_dir, cur_version)
                 if current.spec.step_s != spec.step_s:
-                    skipped["current"] = f"{current.name} forecasts at {current.spec.step_s} s steps, this history is {spec.step_s} s"
+                    skipped["current"] = (f"{current.name} forecasts at {current.spec.step_s} s steps, "
+                                          f"this history is {spec.step_s} s")
                 elif current.spec.horizon < spec.horizon:
                     skipped["current"] = f"{current.name} forecasts {current.spec.horizon} steps, {spec.horizon} needed"
                 else:
@@ -264,13 +267,16 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
     winner = min(contenders, key=lambda k: (contenders[k], k != "current"))
     runnable_why = None
     if step_s != cfg.cycle.resolution_s:
-        runnable_why = f"this history is at {step_s} s steps, the daemon runs cycle.resolution_s = {cfg.cycle.resolution_s} s"
+        runnable_why = (f"this history is at {step_s} s steps, "
+                        f"the daemon runs cycle.resolution_s = {cfg.cycle.resolution_s} s")
     elif spec.horizon < cfg.cycle.horizon_steps:
-        runnable_why = f"the horizon is {spec.horizon} steps, the daemon needs cycle.horizon_steps = {cfg.cycle.horizon_steps}"
+        runnable_why = (f"the horizon is {spec.horizon} steps, "
+                        f"the daemon needs cycle.horizon_steps = {cfg.cycle.horizon_steps}")
     report = {**result.report, "train": {"seconds": res.seconds, "epochs": res.epochs_run,
                                          "best_val_loss": res.best_val_loss, "curve": res.curve,
                                          "tenants": int(frame.shape[1]), "steps": int(len(train_frame))},
-              "best_baseline": best_name, "gain_vs_best_baseline": gain, "lstm_variant": lstm_name, "winner": winner, "scored_on": scored_on,
+              "best_baseline": best_name, "gain_vs_best_baseline": gain, "lstm_variant": lstm_name, "winner": winner,
+              "scored_on": scored_on,
               "not_scored": skipped, "blend": blend_choice.to_dict() if blend_choice else None,
               "blend_scores": blend_choice.scores if blend_choice else {}}
     if out_dir is not None:
@@ -384,6 +390,7 @@ def retrain_from_config(cfg: Config, *, source=None, data: Path | None = None, t
 
         scored_on = cluster_id(cfg)
     if model_dir is None:
-        model_dir = TRAINED_DIR if (trace is not None or (data is not None and not this_cluster)) else cfg.forecaster.model_dir
+        model_dir = (TRAINED_DIR if (trace is not None or (data is not None and not this_cluster))
+                     else cfg.forecaster.model_dir)
     return retrain_on(frame, cfg, model_dir=model_dir, step_s=step_s, scored_on=scored_on,
                       epochs=epochs, progress=progress, out_dir=out_dir, samples_per_epoch=samples_per_epoch)

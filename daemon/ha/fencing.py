@@ -6,9 +6,10 @@ one atomic step; a stale or expiring token is refused with an error in the repor
 done. One call can send many commands and run for minutes (a plan with 20 preemptions is 60
 ``scontrol`` calls, each with a 10 s timeout), longer than the lease's safety margin; so an actuator
 that can (``ChecksFence``) gets a guard that asks the lease again right before each command it sends,
-and the call stops at the first refusal (reported as its error; nothing more is sent). Read-only capabilities (jobs_on_node, cluster_jobs, cluster_nodes, node_names) pass straight through, and
-the wrapper has a capability exactly when the wrapped actuator has it (``__getattr__`` forwarding,
-see ``daemon/actuators/base.py``).
+and the call stops at the first refusal (reported as its error; nothing more is sent). Read-only
+capabilities (jobs_on_node, cluster_jobs, cluster_nodes, node_names) pass straight through, and the
+wrapper has a capability exactly when the wrapped actuator has it (``__getattr__`` forwarding, see
+``daemon/actuators/base.py``).
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ def plan_events(previous: Plan | None, plan: Plan) -> list[tuple[str, dict]]:
     if before is not None and before != plan.memory.rate_level:
         out.append(("plan_change", {"what": "rate_level", "from": before, "to": plan.memory.rate_level,
                                     "load": round(plan.load, 4),
-                                    "message": f"rate level {before} -> {plan.memory.rate_level} at load {plan.load:.0%}"}))
+                                    "message": f"rate level {before} -> {plan.memory.rate_level} "
+                                               f"at load {plan.load:.0%}"}))
     old = previous.reservations if previous is not None else {}
     for t in sorted(set(old) | set(plan.reservations)):
         a, b = int(old.get(t, 0)), int(plan.reservations.get(t, 0))

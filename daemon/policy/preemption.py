@@ -37,8 +37,8 @@ def choose(jobs: Jobs, shortfall: int, protected_tenants: np.ndarray, budget_gpu
 
 
 def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.ndarray, protected: np.ndarray,
-                  budget_gpus: int, budget_jobs: int, min_gpus: int = 1,
-                  pooled: np.ndarray | None = None, cleared_for: list[int] | None = None) -> tuple[np.ndarray, int, int]:
+                  budget_gpus: int, budget_jobs: int, min_gpus: int = 1, pooled: np.ndarray | None = None,
+                  cleared_for: list[int] | None = None) -> tuple[np.ndarray, int, int]:
     """Placement-aware choice: preempt only what makes room, on one node, for a protected tenant's job.
 
     ``need_jobs[t]`` jobs of ``job_gpus[t]`` GPUs each must find a place for protected tenant ``t`` (waiting

@@ -34,7 +34,8 @@ def tenant_limits(tenants: tuple[str, ...], tiers: tuple[Tier, ...], level: int,
     lvl = cfg.levels[level]
     load_txt = f"{load:.0%}" if math.isfinite(load) else "unknown"
     reasons = {
-        tier: (f"cluster load {load_txt} (level {level}, >= {lvl.load:.0%}): {tier} tier limited to {lvl.rate(tier):g} req/s"
+        tier: (f"cluster load {load_txt} (level {level}, >= {lvl.load:.0%}): {tier} tier limited to "
+               f"{lvl.rate(tier):g} req/s"
                if level > 0 else f"normal operation: {tier} tier limit {lvl.rate(tier):g} req/s")
         for tier in ("high", "normal", "low")
     }

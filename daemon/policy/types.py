@@ -126,7 +126,8 @@ class Plan:
     @staticmethod
     def from_dict(d: dict[str, Any]) -> "Plan":
         return Plan(
-            at=str(d["at"]), capacity=int(d["capacity"]), load=float(d["load"]) if d["load"] is not None else float("nan"),
+            at=str(d["at"]), capacity=int(d["capacity"]),
+            load=float(d["load"]) if d["load"] is not None else float("nan"),
             high_pool=int(d["high_pool"]),
             reservations={str(k): int(v) for k, v in d["reservations"].items()},
             quotas={str(k): int(v) for k, v in d.get("quotas", {}).items()},

@@ -194,9 +194,10 @@ def per_step_config(cfg: Config, step_s: int) -> Config:
     k = max(1.0, step_s / pc.preempt_budget_window_s)
     share = min(1.0, pc.preempt_budget_share * k)
     jobs = int(pc.preempt_budget_jobs * k)
-    return cfg.model_copy(update={"policy": pc.model_copy(update={"preempt_budget_share": share,
-                                                                   "preempt_budget_jobs": jobs,
-                                                                   "preempt_budget_window_s": pc.preempt_budget_window_s * k})})
+    return cfg.model_copy(update={"policy": pc.model_copy(update={
+        "preempt_budget_share": share,
+        "preempt_budget_jobs": jobs,
+        "preempt_budget_window_s": pc.preempt_budget_window_s * k})})
 
 
 def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None = None, *, steps: int,

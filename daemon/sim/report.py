@@ -71,7 +71,8 @@ def compare(summaries: list[dict], min_util: float | None = None) -> dict:
     targets = _targets(r, p, min_util)
     out.update({"predictive_point": p["label"], "predictive_utilization": p["utilization"],
                 "high_unmet": {"reactive": rh, "predictive": ph}, "normal_unmet": {"reactive": rn, "predictive": pn},
-                "low_unmet": {"reactive": r["tiers"]["low"]["unmet_gpu_min"], "predictive": p["tiers"]["low"]["unmet_gpu_min"]},
+                "low_unmet": {"reactive": r["tiers"]["low"]["unmet_gpu_min"],
+                              "predictive": p["tiers"]["low"]["unmet_gpu_min"]},
                 "preemptions": {"reactive": r["preemptions"], "predictive": p["preemptions"]},
                 "preemptions_for_high_tier": {"reactive": r["preemptions_for"]["high"],
                                               "predictive": p["preemptions_for"]["high"]},

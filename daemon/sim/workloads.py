@@ -138,9 +138,10 @@ def helios(data_dir: Path, start: str = "2020-05-14", days: float = 3.0, history
     (the trace's ``_noless_8`` GPUs: jobs of 8 GPUs or more, one whole node each here) and ``<vc>/s`` with the
     VC's mean small-job size, rounded down to 1, 2 or 4 (``_less_8``). Tiers: the `high_vcs` VCs with the
     largest quota (ties by name), or exactly the VCs named in `high_vc_names` when given, are the high tier
-    (both parts); every other VC's 8-GPU part is normal and its small-job part low (preemptible). The replayed cluster is sized at the `capacity_quantile` of total demand in the measured
-    window, on `gpus_per_node`-GPU nodes: contended at peaks, as the product assumes (the VCs' quotas add up to
-    856 GPUs, which the trace's demand exceeds only on a few days)."""
+    (both parts); every other VC's 8-GPU part is normal and its small-job part low (preemptible). The replayed
+    cluster is sized at the `capacity_quantile` of total demand in the measured window, on `gpus_per_node`-GPU
+    nodes: contended at peaks, as the product assumes (the VCs' quotas add up to 856 GPUs, which the trace's
+    demand exceeds only on a few days)."""
     root = Path(data_dir) / "helios-earth-2020"
     files = sorted(root.glob("vc*/cluster_sequence_vc.csv"))
     if not files:

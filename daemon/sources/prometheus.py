@@ -166,7 +166,8 @@ class PrometheusSource:
         try:
             items = _VECTOR.validate_python(raw)
         except ValidationError as exc:
-            raise SourceError(f"prometheus {self.shown_url}: {_shape_error(exc, 'instant vector')} [query {query!r}]") from None
+            raise SourceError(f"prometheus {self.shown_url}: {_shape_error(exc, 'instant vector')} "
+                              f"[query {query!r}]") from None
         values = _numbers([it["value"][1] for it in items], query)
         self.samples += len(values)
         return [(it["metric"], float(v)) for it, v in zip(items, values)]
@@ -211,7 +212,10 @@ class PrometheusSource:
             self.samples += len(flat)
             t = hi + self.step_s
         series = np.repeat(np.arange(len(labels), dtype=np.int64), counts)
-        cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0))
+
+        def cat(xs: list[np.ndarray]) -> np.ndarray:
+            return np.concatenate(xs) if xs else np.zeros(0)
+
         return labels, series, cat(times), cat(values)
 
     def _steps_per_request(self) -> int:

@@ -50,7 +50,8 @@ def test_stopping_daemon_releases_holds(tmp_path):
             self.released += 1
             return ActionReport("holder", False, ["release hold x"])
 
-    cfg = Config(cluster={"gpus": 64}, source=SourceConfig(simulator=SimulatorConfig(seed=1, tenants=4, warmup_steps=50)),
+    cfg = Config(cluster={"gpus": 64},
+                 source=SourceConfig(simulator=SimulatorConfig(seed=1, tenants=4, warmup_steps=50)),
                  state={"path": tmp_path / "s.sqlite"}, forecaster={"model_dir": tmp_path / "m"})
     holder = Holder()
     assert isinstance(holder, HoldsCapacity) and not isinstance(LogActuator(), HoldsCapacity)
@@ -86,7 +87,8 @@ def test_an_actuators_own_warnings_reach_every_channel(tmp_path):
             self.told.extend(notes)
             return super().notify(notes)
 
-    cfg = Config(cluster={"gpus": 64}, source=SourceConfig(simulator=SimulatorConfig(seed=1, tenants=4, warmup_steps=50)),
+    cfg = Config(cluster={"gpus": 64},
+                 source=SourceConfig(simulator=SimulatorConfig(seed=1, tenants=4, warmup_steps=50)),
                  state={"path": tmp_path / "s.sqlite"}, forecaster={"model_dir": tmp_path / "m"})
     rt = build_runtime(cfg)
     channel = Channel()

@@ -132,7 +132,8 @@ def test_retrain_scores_recalibrated_baselines_and_records_the_winners_coverage(
     f = calming_walks(n=2, days=9)
     cfg = Config(cycle={"horizon_steps": 6, "history_steps": 400}, forecaster={"season_steps": 48,
                  "model_dir": tmp_path}, retrain={"min_improvement": 0.95, "epochs": 1})
-    # no blend here (tests/forecaster/test_ensemble.py and the test above cover the recalibrated blend): a small, quick retrain
+    # no blend here (tests/forecaster/test_ensemble.py and the test above cover the recalibrated blend): a small,
+    # quick retrain
     out = retrain_on(f, cfg, model_dir=tmp_path, step_s=60, samples_per_epoch=256, progress=False, with_ets=False,
                      scored_on="simulator:default", blend=False)
     models = out.report["models"]

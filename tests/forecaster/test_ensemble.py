@@ -69,8 +69,8 @@ def test_the_blend_is_fitted_without_the_held_out_window(tmp_path):
     a = retrain_on(f, _cfg(), model_dir=tmp_path / "a", **kw)
     b = retrain_on(g, _cfg(), model_dir=tmp_path / "b", **kw)
     assert a.report["blend"] is not None and a.report["blend"] == b.report["blend"]
-    assert "lstm_blend" in a.report["models"]                  # and it was scored on the held-out window
-    assert "lstm_blend+conformal" in a.report["models"]        # also recalibrated (tests/forecaster/test_calibration.py)
+    assert "lstm_blend" in a.report["models"]                # and it was scored on the held-out window
+    assert "lstm_blend+conformal" in a.report["models"]      # also recalibrated (tests/forecaster/test_calibration.py)
     assert a.report["models"]["lstm_blend"]["wql"] != b.report["models"]["lstm_blend"]["wql"]
 
 

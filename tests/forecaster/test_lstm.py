@@ -59,7 +59,8 @@ def test_untrained_anchored_model_forecasts_its_initial_mix():
     w = np.exp([2.0] + [0.0] * (len(SPEC.anchors) + 2))
     w /= w.sum()
     h = 0
-    expect = sum(wi * c for wi, c in zip(w, cands)) + w[-2] * lag[:, 1 + h] + w[-1] * (last[:, 0] + lag[:, 1 + h] - lag[:, 0])
+    expect = (sum(wi * c for wi, c in zip(w, cands)) + w[-2] * lag[:, 1 + h]
+              + w[-1] * (last[:, 0] + lag[:, 1 + h] - lag[:, 0]))
     assert np.allclose(med[:, h], expect, atol=1e-5)
 
 

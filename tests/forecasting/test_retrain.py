@@ -94,7 +94,8 @@ def test_a_baseline_wins_where_the_lstm_does_not_and_the_daemon_uses_exactly_it(
     assert not out.promoted and m["in_use"]["kind"] == "baseline" and name in ("naive", "naive+conformal"), out.message
     assert f"{name} scored best on simulator:default" in m["in_use"]["why"]
     assert m["current"] is None                           # the new LSTM is saved, not promoted
-    fc, note = build(small_cfg().model_copy(update={"forecaster": cfg.forecaster.model_copy(update={"model_dir": tmp_path})}))
+    fc, note = build(small_cfg().model_copy(
+        update={"forecaster": cfg.forecaster.model_copy(update={"model_dir": tmp_path})}))
     assert fc.name == name and isinstance(getattr(fc, "model", fc), Naive) and f"{name} scored best" in note
 
 
@@ -150,7 +151,8 @@ def test_step_or_horizon_mismatch_is_refused_and_never_promoted(tmp_path):
     m["in_use"] = {"kind": "baseline", "name": "naive", "scored_on": "simulator:default", "step_s": 300,
                    "horizon": 12, "season": 48}
     (tmp_path / "manifest.json").write_text(json.dumps(m))
-    fc, note = build(small_cfg().model_copy(update={"forecaster": small_cfg().forecaster.model_copy(update={"model_dir": tmp_path})}))
+    fc, note = build(small_cfg().model_copy(
+        update={"forecaster": small_cfg().forecaster.model_copy(update={"model_dir": tmp_path})}))
     assert isinstance(fc, StartupSelection) and "forecasts at 300 s steps but cycle.resolution_s is 60 s" in note
 
 
@@ -159,7 +161,8 @@ def test_retrain_on_a_file_writes_to_trained_not_models(tmp_path, monkeypatch):
     f = periodic_frame(n_tenants=3, steps=48 * 12, seed=2)
     p = tmp_path / "hist.csv"
     f.reset_index().to_csv(p, index=False)
-    cfg = small_cfg().model_copy(update={"forecaster": small_cfg().forecaster.model_copy(update={"model_dir": tmp_path / "models"})})
+    cfg = small_cfg().model_copy(
+        update={"forecaster": small_cfg().forecaster.model_copy(update={"model_dir": tmp_path / "models"})})
     out = retrain_from_config(cfg, data=p, progress=False, epochs=1, samples_per_epoch=128)
     assert (tmp_path / "trained" / "manifest.json").exists() and not (tmp_path / "models").exists()
     assert out.in_use["scored_on"] == "file:hist.csv"
@@ -175,7 +178,8 @@ def test_retrain_on_a_file_writes_to_trained_not_models(tmp_path, monkeypatch):
 def test_retrain_on_a_trace_writes_to_trained_and_scores_a_short_window_from_many_origins(tmp_path, monkeypatch):
     # --trace is not this cluster either: its models land in trained/, never in forecaster.model_dir
     monkeypatch.chdir(tmp_path)
-    cfg = small_cfg().model_copy(update={"forecaster": small_cfg().forecaster.model_copy(update={"model_dir": tmp_path / "models"})})
+    cfg = small_cfg().model_copy(
+        update={"forecaster": small_cfg().forecaster.model_copy(update={"model_dir": tmp_path / "models"})})
     out = retrain_from_config(cfg, trace="azure", data_dir=SHARED_DATA, progress=False, epochs=1, samples_per_epoch=128)
     assert (tmp_path / "trained" / "manifest.json").exists() and not (tmp_path / "models").exists()
     assert out.in_use["scored_on"] == "trace:azure" and not out.promoted    # 10 s steps: the daemon runs 60 s

@@ -2,8 +2,8 @@
 
 import asyncio
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 from importlib import metadata
@@ -38,8 +38,8 @@ async def _echo(request):
 
 
 def gateway(redis_url, identity, **kw):
-    return RateLimitMiddleware(Starlette(routes=[Route("/", _echo)]), AsyncTokenBucket(aredis.Redis.from_url(redis_url)),
-                               identity, **kw)
+    return RateLimitMiddleware(Starlette(routes=[Route("/", _echo)]),
+                               AsyncTokenBucket(aredis.Redis.from_url(redis_url)), identity, **kw)
 
 
 def calls(app, requests, client=("203.0.113.9", 4711)):
@@ -89,7 +89,8 @@ def test_x_tenant_only_from_trusted_proxies_and_only_for_known_tenants(r, redis_
     assert unknown.status_code == 401 and "unknown tenant" in unknown.json()["error"]
     [outside] = calls(app, [{"X-Tenant": "a"}], client=("10.2.0.1", 5000))
     assert outside.status_code == 401
-    [no_opt_in] = calls(gateway(redis_url, Identity({key_digest(KEY_A): "a"})), [{"X-Tenant": "a"}], client=("127.0.0.1", 1))
+    [no_opt_in] = calls(gateway(redis_url, Identity({key_digest(KEY_A): "a"})), [{"X-Tenant": "a"}],
+                        client=("127.0.0.1", 1))
     assert no_opt_in.status_code == 401
 
 
@@ -614,7 +615,8 @@ def test_standalone_passes_compressed_answers_and_cookies_through(standalone):
 def test_standalone_429_with_a_reason_holding_a_line_break(r, standalone):
     """A reason is free text (a config tenant's name goes into `fixed limit for NAME`); a line break in it made
     the real server (h11) refuse the header and answer 500 instead of the 429."""
-    r.hset("gpuas:limit:a", mapping={"rate": 0.001, "burst": 1, "reason": "fixed limit for a\r\nX-Evil: 1: 0.001 req/s"})
+    r.hset("gpuas:limit:a", mapping={"rate": 0.001, "burst": 1,
+                                     "reason": "fixed limit for a\r\nX-Evil: 1: 0.001 req/s"})
     first = httpx.get(standalone + "/", headers=A)
     second = httpx.get(standalone + "/", headers=A)
     assert first.status_code == 200 and second.status_code == 429

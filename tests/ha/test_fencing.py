@@ -65,7 +65,8 @@ def test_kubernetes_apply_sends_no_write_after_the_fence_refuses():
     fence = CountingFence(allow=1 + 4)  # the wrapper's own check, then 3 PriorityClasses and the quota
     act = FencedActuator(KubernetesActuator(api, KubernetesActuatorConfig(), LOW, dry_run=False), fence)
     rep = act.apply(plan_for(Preemption("batch/train-1", "team-low", 8, "gpu-node-7", "peak ahead"),
-                             Preemption("batch/train-2", "team-low", 8, "gpu-node-7", "peak ahead"), quotas={"team-low": 40}))
+                             Preemption("batch/train-2", "team-low", 8, "gpu-node-7", "peak ahead"),
+                             quotas={"team-low": 40}))
     sent = [r for r in cap.sent if r["method"] != "GET"]
     assert [(r["method"], r["path"].rsplit("/", 1)[-1]) for r in sent] == [
         ("POST", "priorityclasses")] * 3 + [("PUT", "gpu-autoscaler")]
@@ -173,7 +174,8 @@ def test_slurm_apply_sends_no_command_after_the_lease_is_lost_mid_batch(slurm, r
         assert [state(slurm, j) for j in ids[1:]] == ["RUNNING", "RUNNING"]
         # every command that went out was checked and written to the ledger first; the refused one was not
         whats = [e["what"] for e in lease.ledger()]
-        assert whats[0].startswith("slurm: apply plan") and len(whats) == 4 and whats[2] == f"slurm: scontrol requeue {ids[0]}"
+        assert (whats[0].startswith("slurm: apply plan") and len(whats) == 4
+                and whats[2] == f"slurm: scontrol requeue {ids[0]}")
     finally:
         slurm_run(slurm["env"], "scancel", *ids, check=False)
 
@@ -187,7 +189,8 @@ def test_slurm_failover_sends_no_command_after_the_lease_is_lost_mid_batch(slurm
     ids = low_jobs(slurm)
     node = slurm["node"]
     slurm_run(slurm["env"], "scontrol", "update", f"NodeName={node}", "State=DRAIN", "Reason=test: GPU gone")
-    cfg = Config(cluster={"gpus": 64}, source=SourceConfig(simulator=SimulatorConfig(seed=1, tenants=4, warmup_steps=50)),
+    cfg = Config(cluster={"gpus": 64},
+                 source=SourceConfig(simulator=SimulatorConfig(seed=1, tenants=4, warmup_steps=50)),
                  state={"path": tmp_path / "s.sqlite"}, forecaster={"model_dir": tmp_path / "m"})
     d = Daemon(build_runtime(cfg), serve_http=False)
     try:

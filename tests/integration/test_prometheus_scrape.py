@@ -81,7 +81,8 @@ def test_idle_is_zero_and_a_failed_scrape_is_missing(tmp_path, rules):
 
             node_b.shutdown()
             node_b.server_close()
-            wait_for(lambda: count('count(up{job="dcgm-exporter"} == 0)') == 1, what="node-b scrape failing", timeout=30)
+            wait_for(lambda: count('count(up{job="dcgm-exporter"} == 0)') == 1, what="node-b scrape failing",
+                     timeout=30)
             wait_for(lambda: count(f"count({pc.missing_query})") == 1, what="team-b's GPU stale", timeout=30)
             time.sleep(1.1)
             got = src.collect(60)

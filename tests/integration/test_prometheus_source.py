@@ -40,7 +40,8 @@ def alloc(tenant, m):
 def expected():
     out = {}
     for t in GPUS:
-        out[t] = np.array([np.nan if (t == "team-c" and m in GAP) else alloc(t, m) for m in range(MINUTES)], dtype=float)
+        out[t] = np.array([np.nan if (t == "team-c" and m in GAP) else alloc(t, m) for m in range(MINUTES)],
+                          dtype=float)
     return out
 
 
@@ -144,7 +145,8 @@ def test_each_cycle_reads_only_the_new_steps(prom, tmp_path):
 
 def test_node_names_are_the_nodes_that_reported(prom):
     url, _ = prom
-    assert PrometheusSource(cfg_for(url), clock=clock_at(MINUTES - 1)).node_names() == {"node1", "node2", "node3", "node4"}
+    assert (PrometheusSource(cfg_for(url), clock=clock_at(MINUTES - 1)).node_names()
+            == {"node1", "node2", "node3", "node4"})
 
 
 def test_idle_tenant_in_a_fresh_scrape_is_zero_not_missing(prom):

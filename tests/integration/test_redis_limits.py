@@ -91,7 +91,8 @@ def test_middleware_returns_429_with_reason(r, redis_url):
         return PlainTextResponse("ok")
 
     async def go():
-        app = RateLimitMiddleware(Starlette(routes=[Route("/", hello)]), AsyncTokenBucket(aredis.Redis.from_url(redis_url)),
+        app = RateLimitMiddleware(Starlette(routes=[Route("/", hello)]),
+                                  AsyncTokenBucket(aredis.Redis.from_url(redis_url)),
                                   Identity({key_digest(KEY_A): "a"}))
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
             codes = [await c.get("/", headers={"Authorization": f"Bearer {KEY_A}"}) for _ in range(3)]
@@ -116,7 +117,8 @@ def test_middleware_fails_open_when_redis_is_down():
         dead = aredis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
         ident = Identity({key_digest(KEY_A): "a"})
         app = RateLimitMiddleware(Starlette(routes=[Route("/", hello)]), AsyncTokenBucket(dead), ident)
-        closed = RateLimitMiddleware(Starlette(routes=[Route("/", hello)]), AsyncTokenBucket(dead), ident, fail_open=False)
+        closed = RateLimitMiddleware(Starlette(routes=[Route("/", hello)]), AsyncTokenBucket(dead), ident,
+                                     fail_open=False)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
             a = await c.get("/", headers={"X-API-Key": KEY_A})
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=closed), base_url="http://gw") as c:

@@ -20,9 +20,9 @@ def slurm():
 
 def sbatch(slurm, partition, account, gpus=2, comment=None, wrap="sleep 600"):
     extra = [f"--comment={comment}"] if comment else []
-    r = subprocess.run(["sbatch", "--parsable", f"--partition={partition}", f"--account={account}", f"--gres=gpu:{gpus}",
-                        "--requeue", "-o", "/dev/null", *extra, "--wrap", wrap], env=slurm["env"], capture_output=True,
-                       text=True, check=True)
+    r = subprocess.run(["sbatch", "--parsable", f"--partition={partition}", f"--account={account}",
+                        f"--gres=gpu:{gpus}", "--requeue", "-o", "/dev/null", *extra, "--wrap", wrap],
+                       env=slurm["env"], capture_output=True, text=True, check=True)
     return r.stdout.strip().split(";")[0]
 
 
@@ -68,7 +68,8 @@ def requeue_refusing_bin(tmp_path):
         (bin_dir / b).symlink_to(f"/usr/bin/{b}")
     fail = tmp_path / "fail-requeue"
     (bin_dir / "scontrol").write_text(
-        f'#!/bin/sh\ncase "$1" in requeue) [ -e {fail} ] && {{ echo "injected: requeue refused" >&2; exit 1; }};; esac\n'
+        f'#!/bin/sh\ncase "$1" in requeue) [ -e {fail} ] && '
+        '{ echo "injected: requeue refused" >&2; exit 1; };; esac\n'
         'exec /usr/bin/scontrol "$@"\n')
     (bin_dir / "scontrol").chmod(0o755)
     return bin_dir, fail
@@ -354,7 +355,8 @@ def test_a_job_name_or_comment_cannot_spoof_the_admin_comment(slurm):
         wait_for(lambda: all(state(slurm, j).startswith("RUNNING") for j in (site, bare)), what="running", timeout=60)
         subprocess.run(["scontrol", "update", f"JobId={site}", "AdminComment=site: billing ok"], env=slurm["env"],
                        check=True)
-        rep = act(slurm).apply(plan_for(*(Preemption(j, "team-low", 1, slurm["node"], "peak ahead") for j in (site, bare))))
+        rep = act(slurm).apply(plan_for(*(Preemption(j, "team-low", 1, slurm["node"], "peak ahead")
+                                          for j in (site, bare))))
         assert rep.ok, rep.errors
         assert admin_comment(slurm, site) == "site: billing ok | gpu-autoscaler: peak ahead"
         assert admin_comment(slurm, bare) == "gpu-autoscaler: peak ahead"

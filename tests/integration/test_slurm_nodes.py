@@ -169,7 +169,8 @@ def daemon_with(tmp_path, actuators):
     from daemon.service.loop import Daemon
     from daemon.service.wiring import build_runtime
 
-    cfg = Config(cluster={"gpus": 64}, source=SourceConfig(simulator=SimulatorConfig(seed=1, tenants=4, warmup_steps=50)),
+    cfg = Config(cluster={"gpus": 64},
+                 source=SourceConfig(simulator=SimulatorConfig(seed=1, tenants=4, warmup_steps=50)),
                  state={"path": tmp_path / "s.sqlite"}, forecaster={"model_dir": tmp_path / "m"})
     d = Daemon(build_runtime(cfg), serve_http=False)
     d.runtime.actuators = list(actuators)
@@ -210,7 +211,8 @@ def test_a_node_down_alert_slurm_does_not_back_requeues_nothing_and_says_why(slu
         (ev,) = d.runtime.store.events("node_down_unconfirmed")
         assert ev["node"] == "gn1" and ev["alert"] == "GPUNodeDown" and "does not see" in ev["reason"], ev
         # turned off, the alert alone is acted on, as before
-        d.cfg = d.cfg.model_copy(update={"failover": d.cfg.failover.model_copy(update={"confirm_with_scheduler": False})})
+        d.cfg = d.cfg.model_copy(
+            update={"failover": d.cfg.failover.model_copy(update={"confirm_with_scheduler": False})})
         assert d._scheduler_disagrees("gn1") is None
     finally:
         d.runtime.close()

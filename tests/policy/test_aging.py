@@ -19,7 +19,8 @@ T0 = pd.Timestamp("2026-01-06T12:00:00Z")
 def jobs(rows):
     """rows: (id, tenant index, gpus, priority, running, runtime_s, wait_s)."""
     ids, ten, g, pr, run, rt, w = zip(*rows)
-    return Jobs(np.array(ids, dtype=object), np.array(ten), np.array(g), np.array([PRIORITY[p] for p in pr], dtype=np.int8),
+    return Jobs(np.array(ids, dtype=object), np.array(ten), np.array(g),
+                np.array([PRIORITY[p] for p in pr], dtype=np.int8),
                 np.array(run), np.array(rt, dtype=float), np.array(w, dtype=float),
                 np.array(["n1" if r else "" for r in run], dtype=object))
 
@@ -146,7 +147,8 @@ def test_aged_job_takes_the_high_tiers_hold_beyond_its_guarantee_not_the_guarant
     w = Workload("t", frame({"hi": np.full(steps, 20.0), "lo": np.where(t < 120, 0.0, 8.0)}, steps),
                  ("high", "low"), np.array([4, 8]), 32, start=100)
     first, high_unmet = {}, {}
-    for name, pol in (("default", {}), ("off", {"max_wait_steps": 100_000}), ("high_first", {"aging_before_high": False})):
+    for name, pol in (("default", {}), ("off", {"max_wait_steps": 100_000}),
+                      ("high_first", {"aging_before_high": False})):
         cfg = Config(policy={"headroom": 0.25, "max_wait_steps": 30, **pol})
         m = run_strategy("reactive", w, cfg, steps=299, check_invariants=True)
         s = np.asarray(m.served["low"])

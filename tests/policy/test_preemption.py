@@ -50,7 +50,8 @@ def test_free_room_is_used_before_anything_is_preempted():
 
 def test_nothing_is_preempted_when_no_node_can_be_made_to_fit():
     # every node has one non-preemptible normal job: no node can ever hold an 8-GPU job
-    spec = [(2, 1, "normal", "n0", 60.0), (2, 1, "normal", "n1", 60.0)] + [(1, 1, "low", n, 60.0) for n in ("n0", "n1")] * 7
+    spec = ([(2, 1, "normal", "n0", 60.0), (2, 1, "normal", "n1", 60.0)]
+            + [(1, 1, "low", n, 60.0) for n in ("n0", "n1")] * 7)
     jobs = jobs_on(spec)
     chosen, placed, left = choose_placed(jobs, nodes_of(jobs), np.array([1, 0, 0]), np.array([8, 1, 1]),
                                          np.array([True, False, False]), 100, 100)

@@ -29,7 +29,8 @@ def test_systemd_verify_catches_a_broken_unit(tmp_path):
     exe = Path(sys.executable).parent / "gpu-autoscaler"
     text = (REPO / "systemd" / UNITS[0]).read_text().replace("/opt/gpu-autoscaler/bin/gpu-autoscaler", str(exe))
     (tmp_path / UNITS[0]).write_text(text.replace("Type=notify", "Type=notifyy"))
-    r = subprocess.run(["systemd-analyze", "verify", "--man=no", str(tmp_path / UNITS[0])], capture_output=True, text=True)
+    r = subprocess.run(["systemd-analyze", "verify", "--man=no", str(tmp_path / UNITS[0])], capture_output=True,
+                       text=True)
     assert "Failed to parse service type" in r.stderr
 
 

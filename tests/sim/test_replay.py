@@ -75,7 +75,8 @@ def test_hand_computed_reactive_preempts_one_node_once_high_work_waits():
     # queued, clears one node (8 one-GPU jobs), the job starts once they drained (2 steps)
     hi = np.r_[np.zeros(150), np.full(150, 8.0)]
     w = Workload("t", frame({"hi": hi, "lo": np.full(300, 16.0)}), ("high", "low"), np.array([8, 1]), 16, start=100)
-    r = run_strategy("reactive", w, Config(policy={"headroom": 0.0, "preempt_budget_share": 0.5}), steps=199, check_invariants=True)
+    r = run_strategy("reactive", w, Config(policy={"headroom": 0.0, "preempt_budget_share": 0.5}), steps=199,
+                     check_invariants=True)
     s = r.summary()
     assert s["preemptions"] == 8 and s["tiers"]["low"]["preemptions_suffered"] == 8
     assert s["preemptions_for"] == {"high": 8, "normal": 0, "low": 0}   # every one cleared GPUs for the high tier
@@ -88,7 +89,8 @@ def test_hand_computed_reactive_preempts_one_node_once_high_work_waits():
 def test_hand_computed_perfect_forecast_clears_the_node_before_the_job_arrives():
     hi = np.r_[np.zeros(150), np.full(150, 8.0)]
     w = Workload("t", frame({"hi": hi, "lo": np.full(300, 16.0)}), ("high", "low"), np.array([8, 1]), 16, start=100)
-    r = run_strategy("perfect", w, Config(policy={"headroom": 0.0, "preempt_budget_share": 0.5}), steps=199, check_invariants=True)
+    r = run_strategy("perfect", w, Config(policy={"headroom": 0.0, "preempt_budget_share": 0.5}), steps=199,
+                     check_invariants=True)
     s = r.summary()
     assert s["tiers"]["high"]["unmet_gpu_min"] == 0 and s["preemptions"] == 8
     # the cleared node waits for the job (held): a few GPU-minutes idle, counted

@@ -73,8 +73,8 @@ def test_bank_keeps_only_the_newest_forecast_unless_asked_to_keep():
 
 
 def test_simulator_gives_exactly_the_digests_it_gave_before_its_speedups():
-    # tests/support/sim_golden.py: demand with gaps, holds, preemptions, node failures; digests pinned from the simulator
-    # as it was before the speed-ups (regenerate only for a deliberate change of the physics)
+    # tests/support/sim_golden.py: demand with gaps, holds, preemptions, node failures; digests pinned from the
+    # simulator as it was before the speed-ups (regenerate only for a deliberate change of the physics)
     from tests.support.sim_golden import FIXTURE, drive
 
     want = json.loads(FIXTURE.read_text())

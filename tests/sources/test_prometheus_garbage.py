@@ -115,8 +115,9 @@ def test_nan_infinite_or_negative_value_is_refused(fake, value):
 
 def test_nan_inside_history_is_refused(fake):
     url, crafted = fake
-    crafted.range = lambda q: (200, "application/json", ok([{"metric": {"namespace": "team-a"},
-                                                            "values": [[NOW - 60, "2"], [NOW, "NaN"]]}], "matrix"), True)
+    crafted.range = lambda q: (200, "application/json",
+                               ok([{"metric": {"namespace": "team-a"}, "values": [[NOW - 60, "2"], [NOW, "NaN"]]}],
+                                  "matrix"), True)
     with pytest.raises(SourceError, match="1 sample\\(s\\) NaN"):
         source(url).collect(60)
 

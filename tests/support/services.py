@@ -45,7 +45,8 @@ def redis_server(tmp: Path, port: int | None = None, durable: bool = False):
     port = port or free_port()
     aof = ["--appendonly", "yes", "--appendfsync", "always"] if durable else ["--appendonly", "no"]
     proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", *aof,
-                             "--dir", str(tmp), "--daemonize", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+                             "--dir", str(tmp), "--daemonize", "no"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     import redis
 
     url = f"redis://127.0.0.1:{port}/0"
@@ -174,7 +175,8 @@ def slurm_cluster(node: str = "gpunode1", nodes: tuple[str, ...] | None = None, 
                        check=True, env=env, capture_output=True)
         procs.append(subprocess.Popen(["slurmctld", "-D", "-i"], env=env, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.STDOUT))
-        wait_for(lambda: subprocess.run(["scontrol", "ping"], env=env, capture_output=True, text=True).stdout.count("UP") > 0,
+        wait_for(lambda: subprocess.run(["scontrol", "ping"], env=env, capture_output=True,
+                                        text=True).stdout.count("UP") > 0,
                  what="slurmctld", timeout=30)
         for n in names:
             procs.append(subprocess.Popen(["slurmd", "-D", "-N", n], env=env, stdout=subprocess.DEVNULL,

@@ -166,7 +166,8 @@ class SlurmActuator:
         self.tenant_of = {acct: t for t, acct in self.account_of.items()}
         self.holds = SlurmHolds(read=self._read, scontrol=self._scontrol, accounts=self.account_of,
                                 tier_of={t.name: t.tier for t in tenants}, tiers=cfg.hold_tiers,
-                                prefix=cfg.hold_name_prefix, shrink_delay_s=cfg.hold_shrink_delay_s) if cfg.holds else None
+                                prefix=cfg.hold_name_prefix,
+                                shrink_delay_s=cfg.hold_shrink_delay_s) if cfg.holds else None
         self.env = dict(os.environ)
         if cfg.slurm_conf is not None:
             self.env["SLURM_CONF"] = str(cfg.slurm_conf)
