@@ -28,6 +28,7 @@ from apscheduler.triggers.cron import CronTrigger
 from daemon.actuators.base import FencesNodes, HoldsCapacity, ReportsNodeHealth, capable
 from daemon.failover import alerts
 from daemon.policy.types import Notification
+from daemon.service.backend import DaemonBackend
 from daemon.service.cycle import CycleResult
 from daemon.service.wiring import Runtime, limit_torch_threads
 
@@ -78,6 +79,8 @@ class Daemon:
         # failover runs in its own worker under its own lock: it never waits for a cycle (nor blocks HTTP)
         self.failover_lock = threading.Lock()
         self.failover_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="failover")
+        # what the web layer reads (daemon/web/backend.py): the published snapshot and a few calls, not this object
+        self.backend = DaemonBackend(runtime, lambda: self.health(), lambda p, at: self.submit_alerts(p, at))
 
     def may_act(self) -> bool:
         """Whether this replica may change the cluster (the leader lease hooks in here). Checked first on the
@@ -120,10 +123,10 @@ class Daemon:
         from daemon.forecasting.choose import build
 
         try:
-            self.runtime.runner.forecaster, note = build(self.cfg)
-            self.runtime.runner.quality.reset(keep_fallback=False)  # a new model is scored from scratch
-            self.runtime.forecaster_note = note
-            log.info("model manifest changed: now using %s", note)
+            runner = self.runtime.runner
+            runner.forecaster, runner.forecaster_note = build(self.cfg)  # published with the next cycle
+            runner.quality.reset(keep_fallback=False)  # a new model is scored from scratch
+            log.info("model manifest changed: now using %s", runner.forecaster_note)
         except Exception as exc:
             log.error("model manifest changed but the new model cannot be used (%s); keeping the old one", exc)
 
@@ -372,8 +375,8 @@ class Daemon:
         from daemon.web.app import build_app
 
         s = self.cfg.server
-        config = uvicorn.Config(build_app(self), host=s.host, port=s.port, log_level="warning", access_log=False,
-                                lifespan="off")
+        config = uvicorn.Config(build_app(self.backend), host=s.host, port=s.port, log_level="warning",
+                                access_log=False, lifespan="off")
         self.server = uvicorn.Server(config)
         self.server.install_signal_handlers = lambda: None  # signals belong to the main thread's handler
         thread = threading.Thread(target=self.server.run, name="http", daemon=True)
