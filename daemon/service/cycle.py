@@ -45,8 +45,9 @@ class CycleResult:
 class CycleRunner:
     """Owns the cross-cycle memory; a lock keeps alert-triggered and scheduled cycles from overlapping.
 
-    `snapshot` is what the web layer reads (daemon/web/backend.py): replaced whole by `publish` at the end of
-    each cycle.
+    `cfg` is the daemon's one reference to the config in force (Runtime.cfg and Daemon.cfg read it); only
+    `Daemon.use_config` replaces it, under `lock`. `snapshot` is what the web layer reads (daemon/web/backend.py):
+    replaced whole by `publish` at the end of each cycle.
     """
 
     def __init__(self, cfg: Config, source: Source, forecaster: Forecaster, actuators: list[Actuator],

@@ -30,7 +30,6 @@ class NodeListError(Exception):
 
 @dataclass
 class Runtime:
-    cfg: Config
     source: Source
     actuators: list[Actuator]
     runner: CycleRunner
@@ -42,6 +41,11 @@ class Runtime:
     lease: object | None = None  # daemon.ha.lease.RedisLease when ha.enabled: only its holder acts
     _nodes: tuple[float, frozenset[str]] | None = field(default=None, repr=False)
     _nodes_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def cfg(self) -> Config:
+        """The config in force: the runner holds the one reference (swapped by Daemon.use_config only)."""
+        return self.runner.cfg
 
     @property
     def forecaster_note(self) -> str:
@@ -228,4 +232,4 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
     overrides = Overrides(store, _shared_overrides(lease, cfg),
                           replica=lease.replica_id if lease is not None else None)
     runner.operator_inputs = overrides.cycle_inputs  # under HA: re-read from the lease backend every cycle
-    return Runtime(cfg, source, actuators, runner, metrics, store, sim, overrides, history, lease=lease)
+    return Runtime(source, actuators, runner, metrics, store, sim, overrides, history, lease=lease)
