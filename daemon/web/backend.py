@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 HISTORY_STEPS = 240  # rows of demand history a snapshot keeps: four hours at the default 1-minute resolution
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: a field-wise == would compare frames and arrays
 class Snapshot:
     """One cycle as the web shows it. Built once, never changed: every field is the cycle's own.
 
