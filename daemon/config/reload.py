@@ -9,23 +9,20 @@ limit): the source, its history and the model were built for them at start-up, a
 staleness limit while the source judged by the old one would disagree with it. The reload names what it kept.
 The merged config is then validated as start-up validates it, so a reload can never run a config that
 start-up would refuse.
+
+Pure: this module reads, validates and merges, and returns a new Config (or raises ConfigError). Checks that
+need more than the config (token files readable by the web layer) and the swap itself are the service's
+(`Daemon.reload` and `Daemon.use_config`, daemon/service/loop.py).
 """
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from daemon.config import Config, ConfigError, load_config
 from gateway.configfile import format_validation_error
-
-if TYPE_CHECKING:
-    from daemon.service.loop import Daemon
-
-log = logging.getLogger("gpu_autoscaler.reload")
 
 RESTART_ONLY = ("cluster", "tenants", "source", "forecaster", "actuators", "server", "state", "failover", "retrain",
                 "gateway", "ha", "history")
@@ -52,27 +49,9 @@ def merge(running: Config, new: Config, origin: str = "config reload") -> tuple[
     return merged, kept
 
 
-def reload_config(daemon: "Daemon", path: Path | str | None) -> bool:
-    m = daemon.runtime.metrics
-    if path is None:
-        log.error("config reload: the daemon runs without a config file; nothing to re-read")
-        m.config_reloads.labels("error").inc()
-        return False
-    try:
-        new = load_config(path)
-        from daemon.web.auth import Access
-
-        Access(new.access)  # token files must be readable
-        cfg, kept = merge(daemon.cfg, new, f"{path} (merged with the running config)")
-    except ConfigError as exc:
-        log.error("config reload failed, keeping the running config: %s", exc)
-        m.config_reloads.labels("error").inc()
-        m.config_reload_ok.set(0)
-        return False
-    with daemon.runtime.runner.lock:  # between cycles
-        daemon.cfg = daemon.runtime.cfg = daemon.runtime.runner.cfg = cfg
-    m.config_reloads.labels("ok").inc()
-    m.config_reload_ok.set(1)
-    log.info("config reloaded from %s%s", path,
-             f"; changed but kept until a restart: {', '.join(kept)}" if kept else "")
-    return True
+def reread(path: Path | str, running: Config) -> tuple[Config, list[str]]:
+    """Read and validate the file at `path`, merged with the `running` config: the config to run with, and
+    the restart-only keys the file changed but that were kept. ConfigError when the file, or the merged
+    whole, would be refused at start-up. Nothing is swapped in here: the caller does that (Daemon.reload,
+    daemon/service/loop.py), after its own checks."""
+    return merge(running, load_config(path), f"{path} (merged with the running config)")

@@ -23,6 +23,7 @@ from daemon.policy.types import OperatorInputs, Plan, PolicyMemory
 from daemon.service.telemetry import DaemonMetrics
 from daemon.sources.base import Collected, Source, SourceError
 from daemon.state.store import StateStore
+from daemon.web.backend import HISTORY_STEPS, Snapshot
 from forecaster.baselines import Forecaster
 from forecaster.types import Forecast
 
@@ -42,11 +43,17 @@ class CycleResult:
 
 
 class CycleRunner:
-    """Owns the cross-cycle memory; a lock keeps alert-triggered and scheduled cycles from overlapping."""
+    """Owns the cross-cycle memory; a lock keeps alert-triggered and scheduled cycles from overlapping.
+
+    `cfg` is the daemon's one reference to the config in force (Runtime.cfg and Daemon.cfg read it); only
+    `Daemon.use_config` replaces it, under `lock`. `snapshot` is what the web layer reads (daemon/web/backend.py):
+    replaced whole by `publish` at the end of each cycle.
+    """
 
     def __init__(self, cfg: Config, source: Source, forecaster: Forecaster, actuators: list[Actuator],
                  store: StateStore | None = None, metrics: DaemonMetrics | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, *, forecaster_note: str = "",
+                 history: pd.DataFrame | None = None) -> None:
         self.cfg = cfg
         self.source = source
         self.forecaster = forecaster
@@ -68,7 +75,9 @@ class CycleRunner:
         self.safe_active = False
         self.last_state = None
         self.last_forecast: Forecast | None = None
-        self.last_history: pd.DataFrame | None = None
+        # what the forecaster read last cycle; before the first, a rolling history restored from disk (wiring)
+        self.last_history: pd.DataFrame | None = history
+        self.forecaster_note = forecaster_note  # which forecaster is in use and why (a model reload replaces it)
         self.operator_inputs: Callable[[], OperatorInputs] | None = None  # daemon/state/overrides.py
         self.may_act: Callable[[], bool] | None = None  # the leader lease (daemon/ha/lease.py); None: always
         self.acting = True  # whether the last cycle's plan went to the actuators (False on a standby)
@@ -81,6 +90,8 @@ class CycleRunner:
                 log.warning("restored plan is %s old (> cycle.max_plan_age_s = %gs): it is not enforced; the safe "
                             "default applies until a fresh plan is made",
                             "of unknown age" if age == float("inf") else f"{age:.0f}s", cfg.cycle.max_plan_age_s)
+        self.snapshot: Snapshot
+        self.publish()
 
     def plan_age_s(self) -> float:
         """Seconds since the last good plan was made (inf when there is none or its time is unknown)."""
@@ -177,9 +188,28 @@ class CycleRunner:
             self.forecaster = StartupSelection(self.cfg.forecaster.season_steps, tuple(self.cfg.forecaster.quantiles))
             self.quality.reset()
 
+    def publish(self) -> None:
+        """Make what the last cycle left the web layer's read model: one new Snapshot, one reference assignment.
+
+        Called at the end of every cycle that ran to its end (and once at start), under the cycle's lock, so a
+        reader sees either the whole of one cycle or the whole of the one before; a cycle that crashed
+        publishes nothing and the last snapshot stays.
+        """
+        q = self.quality
+        f = self.forecaster
+        hist = self.last_history
+        self.snapshot = Snapshot(
+            cfg=self.cfg, plan=self.last_plan, state=self.last_state, forecast=self.last_forecast,
+            # a copy: the rolling history's frame is a view whose overlap rows the next cycle refreshes
+            history=hist.iloc[-HISTORY_STEPS:].copy() if hist is not None else None,
+            quality=q.current().to_dict(), quality_summary=q.summary(), forecaster_note=self.forecaster_note,
+            fallback_error=f.last_error if isinstance(f, WithFallback) else None, cycle=self.cycles)
+
     def run_once(self) -> CycleResult:
         with self.lock:
-            return self._run()
+            res = self._run()
+            self.publish()
+            return res
 
     def _run(self) -> CycleResult:
         t0 = time.perf_counter()

@@ -26,12 +26,15 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 
 from daemon.actuators.base import FencesNodes, HoldsCapacity, ReportsNodeHealth, capable
+from daemon.config import Config, ConfigError
 from daemon.failover import alerts
 from daemon.policy.types import Notification
+from daemon.service.backend import DaemonBackend
 from daemon.service.cycle import CycleResult
 from daemon.service.wiring import Runtime, limit_torch_threads
 
 log = logging.getLogger("gpu_autoscaler.service")
+reload_log = logging.getLogger("gpu_autoscaler.reload")
 
 
 def summary_line(res: CycleResult) -> str:
@@ -56,7 +59,6 @@ class Daemon:
     def __init__(self, runtime: Runtime, *, on_cycle: Callable[[CycleResult], None] | None = None,
                  max_cycles: int | None = None, serve_http: bool | None = None) -> None:
         self.runtime = runtime
-        self.cfg = runtime.cfg
         self.on_cycle = on_cycle
         self.max_cycles = max_cycles
         self.serve_http = self.cfg.server.enabled if serve_http is None else serve_http
@@ -78,6 +80,23 @@ class Daemon:
         # failover runs in its own worker under its own lock: it never waits for a cycle (nor blocks HTTP)
         self.failover_lock = threading.Lock()
         self.failover_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="failover")
+        # what the web layer reads (daemon/web/backend.py): the published snapshot and a few calls, not this object
+        self.backend = DaemonBackend(runtime, lambda: self.health(), lambda p, at: self.submit_alerts(p, at))
+
+    @property
+    def cfg(self) -> Config:
+        """The config in force; one reference, held by the cycle runner and replaced only by `use_config`."""
+        return self.runtime.runner.cfg
+
+    def use_config(self, cfg: Config) -> None:
+        """Swap `cfg` in: the one place a running daemon's config changes (a reload, daemon/config/reload.py).
+
+        Under the runner's lock, so between cycles: a cycle runs on one config from start to end, and the
+        snapshot it publishes names the config it ran with. Daemon.cfg and Runtime.cfg read the runner's
+        reference, so there is nothing else to keep in step. HTTP handlers read it per request (tokens).
+        """
+        with self.runtime.runner.lock:
+            self.runtime.runner.cfg = cfg
 
     def may_act(self) -> bool:
         """Whether this replica may change the cluster (the leader lease hooks in here). Checked first on the
@@ -120,10 +139,10 @@ class Daemon:
         from daemon.forecasting.choose import build
 
         try:
-            self.runtime.runner.forecaster, note = build(self.cfg)
-            self.runtime.runner.quality.reset(keep_fallback=False)  # a new model is scored from scratch
-            self.runtime.forecaster_note = note
-            log.info("model manifest changed: now using %s", note)
+            runner = self.runtime.runner
+            runner.forecaster, runner.forecaster_note = build(self.cfg)  # published with the next cycle
+            runner.quality.reset(keep_fallback=False)  # a new model is scored from scratch
+            log.info("model manifest changed: now using %s", runner.forecaster_note)
         except Exception as exc:
             log.error("model manifest changed but the new model cannot be used (%s); keeping the old one", exc)
 
@@ -358,12 +377,34 @@ class Daemon:
         return "single" if self.runtime.lease is None else ("leader" if self.may_act() else "standby")
 
     def reload(self) -> bool:
-        """Re-read the config file; a bad one keeps the running config (daemon/config/reload.py)."""
-        from daemon.config.reload import reload_config
+        """Re-read the config file (SIGHUP); a bad one keeps the running config, says why in one log line and
+        counts it in `gpuas_config_reloads_total{outcome="error"}`. Reading, validating and merging is
+        daemon/config/reload.py; the token files are checked here (the web layer reads them); `use_config`
+        swaps the result in."""
+        from daemon.config.reload import reread
+        from daemon.web.auth import Access
 
+        m = self.runtime.metrics
         self.notifier.notify("RELOADING=1")
         try:
-            return reload_config(self, self.config_path)
+            if self.config_path is None:
+                reload_log.error("config reload: the daemon runs without a config file; nothing to re-read")
+                m.config_reloads.labels("error").inc()
+                return False
+            try:
+                cfg, kept = reread(self.config_path, self.cfg)
+                Access(cfg.access)  # token files must be readable
+            except ConfigError as exc:
+                reload_log.error("config reload failed, keeping the running config: %s", exc)
+                m.config_reloads.labels("error").inc()
+                m.config_reload_ok.set(0)
+                return False
+            self.use_config(cfg)
+            m.config_reloads.labels("ok").inc()
+            m.config_reload_ok.set(1)
+            reload_log.info("config reloaded from %s%s", self.config_path,
+                            f"; changed but kept until a restart: {', '.join(kept)}" if kept else "")
+            return True
         finally:
             self.notifier.notify("READY=1")
 
@@ -372,8 +413,8 @@ class Daemon:
         from daemon.web.app import build_app
 
         s = self.cfg.server
-        config = uvicorn.Config(build_app(self), host=s.host, port=s.port, log_level="warning", access_log=False,
-                                lifespan="off")
+        config = uvicorn.Config(build_app(self.backend), host=s.host, port=s.port, log_level="warning",
+                                access_log=False, lifespan="off")
         self.server = uvicorn.Server(config)
         self.server.install_signal_handlers = lambda: None  # signals belong to the main thread's handler
         thread = threading.Thread(target=self.server.run, name="http", daemon=True)

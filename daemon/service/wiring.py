@@ -19,6 +19,7 @@ from daemon.sources.base import Source
 from daemon.sources.history import History
 from daemon.state.overrides import ConfigMapOverrideStore, Overrides, RedisOverrideStore, SharedStore
 from daemon.state.store import StateStore
+from daemon.web.backend import HISTORY_STEPS
 
 log = logging.getLogger("gpu_autoscaler.runtime")
 
@@ -29,19 +30,27 @@ class NodeListError(Exception):
 
 @dataclass
 class Runtime:
-    cfg: Config
     source: Source
     actuators: list[Actuator]
     runner: CycleRunner
     metrics: DaemonMetrics
     store: StateStore | None
-    forecaster_note: str
     sim: object | None = None  # SimulatedCluster when the source is the embedded simulator
     overrides: Overrides | None = None  # operator changes at runtime, applied at the next cycle
     history: History | None = None  # the Prometheus source's rolling demand history (read API: read(), tenants())
     lease: object | None = None  # daemon.ha.lease.RedisLease when ha.enabled: only its holder acts
     _nodes: tuple[float, frozenset[str]] | None = field(default=None, repr=False)
     _nodes_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def cfg(self) -> Config:
+        """The config in force: the runner holds the one reference (swapped by Daemon.use_config only)."""
+        return self.runner.cfg
+
+    @property
+    def forecaster_note(self) -> str:
+        """Which forecaster is in use and why (held by the runner, which publishes it with each cycle)."""
+        return self.runner.forecaster_note
 
     def node_directories(self) -> list[NodeDirectory]:
         """Who can list the cluster's nodes, best first: live schedulers, the simulator, the metrics source."""
@@ -216,10 +225,11 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
     limit_torch_threads(cfg.forecaster.torch_threads)
     store = StateStore(cfg.state.path, events_keep_s=cfg.state.events_keep_days * 86400,
                        events_max_rows=cfg.state.events_max_rows) if with_store else None
-    runner = CycleRunner(cfg, source, forecaster, actuators, store, metrics)
+    runner = CycleRunner(cfg, source, forecaster, actuators, store, metrics, forecaster_note=note,
+                         history=history.frame(HISTORY_STEPS) if history is not None else None)
     if lease is not None:
         runner.may_act = lease.is_leader
     overrides = Overrides(store, _shared_overrides(lease, cfg),
                           replica=lease.replica_id if lease is not None else None)
     runner.operator_inputs = overrides.cycle_inputs  # under HA: re-read from the lease backend every cycle
-    return Runtime(cfg, source, actuators, runner, metrics, store, note, sim, overrides, history, lease=lease)
+    return Runtime(source, actuators, runner, metrics, store, sim, overrides, history, lease=lease)

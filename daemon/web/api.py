@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from daemon.state.overrides import BadChange, Overrides, OverridesUnavailable
+from daemon.state.overrides import BadChange, OverridesUnavailable
 from daemon.web import views
 from daemon.web.auth import Access, Principal
+from daemon.web.backend import Backend, Snapshot
 from daemon.web.openapi import spec
-
-if TYPE_CHECKING:
-    from daemon.service.loop import Daemon
 
 KIND_RE = re.compile(r"^[a-z][a-z_]{0,39}$")
 TENANT_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
@@ -40,13 +38,13 @@ def error(status: int, message: str, field: str | None = None) -> JSONResponse:
 class AccessHolder:
     """The Access for the config in force; rebuilt when a reload swaps the config."""
 
-    def __init__(self, daemon: "Daemon") -> None:
-        self.daemon = daemon
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
         self._cfg = None
         self._access: Access | None = None
 
     def get(self) -> Access:
-        cfg = self.daemon.cfg.access
+        cfg = self.backend.config().access
         if cfg is not self._cfg or self._access is None:
             self._access, self._cfg = Access(cfg), cfg
         return self._access
@@ -93,7 +91,11 @@ async def json_body(request: Request, cap: int = 65536) -> object:
         raise BadInput("body", f"not JSON: {exc}") from None
 
 
-def build(daemon: "Daemon", holder: AccessHolder) -> tuple[list[Route], Callable]:
+def build(backend: Backend, holder: AccessHolder) -> tuple[list[Route], Callable]:
+    """The /api/v1 routes, and the endpoint of /api/v1/plan (the app serves it at /plan too: one body).
+
+    Each handler takes `backend.snapshot()` once and reads the cycle's data from that one snapshot only.
+    """
     def who(request: Request) -> Principal | None:
         return holder.get().from_request(request)
 
@@ -110,27 +112,29 @@ def build(daemon: "Daemon", holder: AccessHolder) -> tuple[list[Route], Callable
                 return error(400, str(exc), exc.field)
         return ep
 
-    def check_tenant(p: Principal, tenant: str) -> JSONResponse | None:
+    def check_tenant(snap: Snapshot, p: Principal, tenant: str) -> JSONResponse | None:
         if not TENANT_RE.match(tenant):
             return error(400, f"tenant: not a valid tenant name: {tenant[:64]!r}", "tenant")
         if not p.may_see(tenant):  # before the existence check: other tenants' names do not leak
             return error(403, f"{p.name} may only see tenant {p.tenant}")
-        if tenant not in views.tenant_names(daemon):
+        if tenant not in views.tenant_names(snap):
             return error(404, f"unknown tenant {tenant!r}")
         return None
 
     async def plan(_: Request, p: Principal) -> Response:
-        return JSONResponse(views.plan_view(daemon))
+        return JSONResponse(views.plan_view(backend.snapshot()))
 
     async def tenants(_: Request, p: Principal) -> Response:
-        names = [t for t in views.tenant_names(daemon) if p.may_see(t)]
-        return JSONResponse({"tenants": [views.tenant_summary(daemon, t) for t in names]})
+        snap = backend.snapshot()
+        names = [t for t in views.tenant_names(snap) if p.may_see(t)]
+        return JSONResponse({"tenants": [views.tenant_summary(snap, backend, t) for t in names]})
 
     async def tenant(request: Request, p: Principal) -> Response:
+        snap = backend.snapshot()
         t = request.path_params["tenant"]
         if request.method == "PATCH" and not p.operator:
             return error(403, f"{p.name}: operator token required to change a tenant")
-        bad = check_tenant(p, t)
+        bad = check_tenant(snap, p, t)
         if bad is not None:
             return bad
         if request.method == "PATCH":
@@ -141,7 +145,7 @@ def build(daemon: "Daemon", holder: AccessHolder) -> tuple[list[Route], Callable
                 raise BadInput(exc.field, str(exc).split(": ", 1)[1]) from None
             except OverridesUnavailable as exc:  # HA: refused, never kept only on this replica
                 return error(503, str(exc))
-        return JSONResponse(views.tenant_view(daemon, t, p))
+        return JSONResponse(views.tenant_view(snap, backend, t, p))
 
     async def overrides_ep(request: Request, p: Principal) -> Response:
         if request.method == "PATCH":
@@ -154,14 +158,10 @@ def build(daemon: "Daemon", holder: AccessHolder) -> tuple[list[Route], Callable
                 return error(503, str(exc))
         return JSONResponse(overrides().all())
 
-    def overrides() -> Overrides:
-        ov = daemon.runtime.overrides
-        if ov is None:  # a runtime built without one (tests of the cycle alone): keep changes in memory
-            ov = daemon.runtime.overrides = Overrides(daemon.runtime.store)
-            daemon.runtime.runner.operator_inputs = ov.inputs
-        return ov
+    overrides = backend.overrides
 
     async def events(request: Request, p: Principal) -> Response:
+        snap = backend.snapshot()
         limit = int_param(request, "limit", 100, 1, 1000)
         before = int_param(request, "before", None, 1, 2**62)
         kind = request.query_params.get("kind") or None
@@ -169,24 +169,24 @@ def build(daemon: "Daemon", holder: AccessHolder) -> tuple[list[Route], Callable
             raise BadInput("kind", f"must be an event kind such as {list(views.EVENT_KINDS)}, got {kind[:64]!r}")
         tenant = request.query_params.get("tenant") or None
         if tenant is not None:
-            bad = check_tenant(p, tenant)
+            bad = check_tenant(snap, p, tenant)
             if bad is not None:
                 return bad
         elif not p.operator:
             tenant = p.tenant
-        store = daemon.runtime.store
-        rows = store.recent_events(limit, kind, tenant, before) if store is not None else []
-        return JSONResponse({"events": views.for_viewer(daemon, p, rows)})  # a tenant: its own part of each
+        rows = backend.events(limit, kind, tenant, before)
+        return JSONResponse({"events": views.for_viewer(snap, p, rows)})  # a tenant: its own part of each
 
     async def openapi(_: Request, p: Principal) -> Response:
         return JSONResponse(spec())
 
+    plan_ep = guarded(plan, operator=True)
     routes = [
-        Route("/api/v1/plan", guarded(plan, operator=True)),
+        Route("/api/v1/plan", plan_ep),
         Route("/api/v1/tenants", guarded(tenants)),
         Route("/api/v1/tenants/{tenant}", guarded(tenant), methods=["GET", "PATCH"]),
         Route("/api/v1/overrides", guarded(overrides_ep, operator=True), methods=["GET", "PATCH"]),
         Route("/api/v1/events", guarded(events)),
         Route("/api/v1/openapi.json", guarded(openapi)),
     ]
-    return routes, guarded
+    return routes, plan_ep

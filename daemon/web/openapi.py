@@ -28,7 +28,8 @@ def _get(summary: str, schema: dict, *, params: list | None = None, extra: dict 
 def spec(extra_paths: dict | None = None) -> dict:
     obj = {"type": "object"}
     paths: dict[str, Any] = {
-        "/api/v1/plan": _get("The plan in force: held capacity, quotas, limits with reasons, preemptions",
+        "/api/v1/plan": _get("The plan in force: held capacity, quotas, limits with reasons, preemptions, live "
+                             "forecast quality (also served at /plan)",
                              {"$ref": "#/components/schemas/Plan"}, operator=True),
         "/api/v1/tenants": _get("Tenants the token may see, one summary each",
                                 {"type": "object", "properties": {"tenants": {"type": "array", "items": {
@@ -114,7 +115,11 @@ def spec(extra_paths: dict | None = None) -> dict:
                     "stale": {"type": "boolean"}, "forecast_model": {"type": "string"},
                     "rate_level": {"type": "integer"},
                     "forecaster_note": {"type": "string", "description": "which forecaster is in use and why "
-                                        "(the whole note; the start-up line names it short)"}}},
+                                        "(the whole note; the start-up line names it short)"},
+                    "forecast_quality": {"type": "object", "description": "live scores of past forecasts against "
+                                         "what happened: wql, coverage_p90, scored, fallback, per tenant too"},
+                    "plan": {"type": "null", "description": "only before the first plan: the whole body is "
+                                                            "{\"plan\": null}"}}},
                 "TenantSummary": {"type": "object", "properties": {
                     "tenant": {"type": "string"}, "tier": {"type": "string"}, "used": nullable_num,
                     "held": {"type": ["integer", "null"]}, "quota": {"type": ["integer", "null"]},

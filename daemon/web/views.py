@@ -1,7 +1,8 @@
-"""The data the API returns and the console draws, read from what the cycle last wrote.
+"""The data the API returns and the console draws, read from one cycle's snapshot.
 
-Every function takes the running Daemon and returns plain JSON-ready dicts;
-missing data is None, never 0.
+Every function takes the `Snapshot` a request took once (daemon/web/backend.py), and, where it needs what is
+not the product of a cycle (events, overrides, health), the `Backend`; it returns plain JSON-ready dicts.
+Missing data is None, never 0.
 """
 
 from __future__ import annotations
@@ -12,12 +13,10 @@ import re
 from typing import TYPE_CHECKING, Any, Iterable
 
 from daemon.sources.redact import redact_json
+from daemon.web.backend import HISTORY_STEPS, Backend, Snapshot
 
 if TYPE_CHECKING:
-    from daemon.service.loop import Daemon
     from daemon.web.auth import Principal
-
-HISTORY_STEPS = 240  # four hours at the default 1-minute resolution
 # the policy's preemption reason named (up to five of) the tenants the GPUs were cleared for, in events stored
 # before it stopped doing so
 # (daemon/policy/engine.py): "... ahead of forecast peak (p90 within 3 steps) for tenant-a, tenant-b"
@@ -42,21 +41,6 @@ def num(x: Any) -> float | int | None:
     if not math.isfinite(f):
         return None
     return int(f) if f.is_integer() and abs(f) < 2**53 else round(f, 4)
-
-
-def _history(d: "Daemon"):
-    """What the forecaster read last cycle; before the first cycle, the persisted rolling history if any."""
-    h = d.runtime.runner.last_history
-    if h is None and d.runtime.history is not None:
-        h = d.runtime.history.frame(HISTORY_STEPS, copy=True)
-    return h
-
-
-def _fallback(d: "Daemon") -> str | None:
-    from daemon.forecasting.choose import WithFallback
-
-    f = d.runtime.runner.forecaster
-    return f.last_error if isinstance(f, WithFallback) else None
 
 
 # ---- what a tenant token may read ------------------------------------------------------------------------
@@ -118,11 +102,11 @@ def _event_for(row: dict, viewer: str, scrub) -> dict | None:
     return {**head, "tenant": viewer, **out}
 
 
-def for_viewer(d: "Daemon", viewer: "Principal", rows: list[dict]) -> list[dict]:
+def for_viewer(snap: Snapshot, viewer: "Principal", rows: list[dict]) -> list[dict]:
     """Events as `viewer` may read them: all of each for an operator, trimmed to its own tenant for a tenant."""
     if viewer.operator:
         return rows
-    scrub = _scrubber(viewer.tenant or "", _all_names(d, rows))
+    scrub = _scrubber(viewer.tenant or "", _all_names(snap, rows))
     out = []
     for r in rows:
         e = _event_for(r, viewer.tenant or "", scrub)
@@ -131,9 +115,9 @@ def for_viewer(d: "Daemon", viewer: "Principal", rows: list[dict]) -> list[dict]
     return out
 
 
-def _all_names(d: "Daemon", rows: Iterable[dict] = ()) -> set[str]:
+def _all_names(snap: Snapshot, rows: Iterable[dict] = ()) -> set[str]:
     """Every tenant name the daemon knows of now, and those the given events name (tenants that have left)."""
-    names = set(tenant_names(d))
+    names = set(tenant_names(snap))
     for r in rows:
         names.update(r.get("tenants") or [])
         names.update(r.get("by_tenant") or {})
@@ -142,18 +126,17 @@ def _all_names(d: "Daemon", rows: Iterable[dict] = ()) -> set[str]:
     return names
 
 
-def tenant_names(d: "Daemon") -> list[str]:
-    runner = d.runtime.runner
-    names: set[str] = {t.name for t in d.cfg.tenants}
-    if runner.last_plan is not None:
-        names.update(runner.last_plan.limits)
-    if runner.last_state is not None:
-        names.update(runner.last_state.tenants)
+def tenant_names(snap: Snapshot) -> list[str]:
+    names: set[str] = {t.name for t in snap.cfg.tenants}
+    if snap.plan is not None:
+        names.update(snap.plan.limits)
+    if snap.state is not None:
+        names.update(snap.state.tenants)
     return sorted(names)
 
 
-def _state_index(d: "Daemon", tenant: str) -> int | None:
-    st = d.runtime.runner.last_state
+def _state_index(snap: Snapshot, tenant: str) -> int | None:
+    st = snap.state
     if st is None:
         return None
     try:
@@ -162,17 +145,16 @@ def _state_index(d: "Daemon", tenant: str) -> int | None:
         return None
 
 
-def tier_of(d: "Daemon", tenant: str) -> str:
-    ov = d.runtime.overrides
-    if ov is not None:
-        t = ov.inputs().tiers.get(tenant)
-        if t:
-            return t
-    st = d.runtime.runner.last_state
-    i = _state_index(d, tenant)
+def tier_of(snap: Snapshot, backend: Backend, tenant: str) -> str:
+    """The operator's tier for `tenant` when one is set (it applies at the next cycle), else the cycle's."""
+    t = backend.overrides().inputs().tiers.get(tenant)
+    if t:
+        return t
+    st = snap.state
+    i = _state_index(snap, tenant)
     if st is not None and i is not None:
         return st.tiers[i]
-    return d.cfg.tier_of(tenant)
+    return snap.cfg.tier_of(tenant)
 
 
 def _limit(plan, tenant: str) -> dict | None:
@@ -183,42 +165,50 @@ def _limit(plan, tenant: str) -> dict | None:
             "throttled": lim.level > 0 or lim.reason.startswith("fixed limit")}
 
 
-def plan_view(d: "Daemon") -> dict:
-    plan = d.runtime.runner.last_plan
+def plan_view(snap: Snapshot) -> dict:
+    """The plan in force: the one body of /api/v1/plan and /plan.
+
+    The plan's fields (memory left out), each limit with its reason and whether it throttles, the whole
+    forecaster note, and the live scores of past forecasts (`forecast_quality`). `{"plan": null}` before the
+    first plan.
+    """
+    plan = snap.plan
     if plan is None:
         return {"plan": None}
     out = plan.to_dict()
-    out["forecaster_note"] = d.runtime.forecaster_note  # the whole note; the start-up line prints it short
+    out["forecaster_note"] = snap.forecaster_note  # the whole note; the start-up line prints it short
     out.pop("memory", None)
     out["load"] = num(plan.load)
     out["rate_level"] = plan.memory.rate_level
     out["limits"] = {t: _limit(plan, t) for t in plan.limits}
+    out["forecast_quality"] = snap.quality  # live scores of past forecasts, per tenant too
     return out
 
 
-def forecast_quality(d: "Daemon") -> dict | None:
+def forecast_quality(snap: Snapshot) -> dict | None:
     """Live forecast quality (scores of past forecasts against what happened; daemon/forecasting/quality.py).
 
     None until a forecast's horizon has elapsed, and the console says "not scored yet" rather than a number.
     """
-    return d.runtime.runner.quality.summary()
+    return dict(snap.quality_summary) if snap.quality_summary is not None else None
 
 
-def cluster_view(d: "Daemon", history: int = HISTORY_STEPS) -> dict:
-    rt = d.runtime
-    plan = rt.runner.last_plan
-    store = rt.store
-    hist = store.plan_history(2000) if store is not None else []
+def cluster_view(snap: Snapshot, backend: Backend, history: int = HISTORY_STEPS) -> dict:
+    cfg = snap.cfg
+    plan = snap.plan
+    hist = backend.plan_history(2000)
+    if plan is not None:  # a cycle in flight may have saved a newer plan than the snapshot's: not shown yet
+        hist = [s for s in hist if s["at"] <= plan.at]
     if hist:  # the plans of the last `history` steps' worth of time (cycles may be faster than steps)
         try:
             end = dt.datetime.fromisoformat(hist[-1]["at"])
-            since = (end - dt.timedelta(seconds=history * d.cfg.cycle.resolution_s)).isoformat()
+            since = (end - dt.timedelta(seconds=history * cfg.cycle.resolution_s)).isoformat()
             hist = [s for s in hist if s["at"] >= since]
         except (TypeError, ValueError):
             hist = hist[-history:]
-    lvl_cfg = d.cfg.ratelimits.levels
+    lvl_cfg = cfg.ratelimits.levels
     level = plan.memory.rate_level if plan is not None else 0
-    fc = rt.runner.last_forecast
+    fc = snap.forecast
     band = None
     if fc is not None and len(fc.tenants):
         p50 = fc.quantile(0.5).sum(axis=0)
@@ -226,10 +216,10 @@ def cluster_view(d: "Daemon", history: int = HISTORY_STEPS) -> dict:
         band = {"issued_at": str(fc.issued_at), "step_s": fc.step_s,
                 "p50": [num(v) for v in p50], "p90": [num(v) for v in p90]}
     demand = None
-    h = _history(d)
+    h = snap.history
     if h is not None and len(h):
         tail = h.iloc[-history:]
-        demand = {"start": str(tail.index[0]), "step_s": d.cfg.cycle.resolution_s,
+        demand = {"start": str(tail.index[0]), "step_s": cfg.cycle.resolution_s,
                   "values": [num(v) for v in tail.sum(axis=1, min_count=1).to_numpy()]}
     return {
         "at": plan.at if plan else None,
@@ -244,31 +234,31 @@ def cluster_view(d: "Daemon", history: int = HISTORY_STEPS) -> dict:
                        "rates": ({"high": lvl_cfg[level].high, "normal": lvl_cfg[level].normal,
                                   "low": lvl_cfg[level].low} if level < len(lvl_cfg) else None),
                        "levels": len(lvl_cfg)},
-        "model": {"in_use": plan.forecast_model if plan else None, "note": rt.forecaster_note,
-                  "fallback": _fallback(d), "quality": forecast_quality(d)},
+        "model": {"in_use": plan.forecast_model if plan else None, "note": snap.forecaster_note,
+                  "fallback": snap.fallback_error, "quality": forecast_quality(snap)},
         "history": [{"at": s["at"], "capacity": s["capacity"], "load": s["load"], "held": s["reserved"],
                      "rate_level": s["rate_level"]} for s in hist],
         "demand": demand,
         "forecast": band,
-        "health": redact_json(d.health()),  # a source error names the source's URL: never with its password
+        "health": redact_json(backend.health()),  # a source error names the source's URL: never its password
     }
 
 
-def tenant_summary(d: "Daemon", tenant: str) -> dict:
-    plan = d.runtime.runner.last_plan
-    st = d.runtime.runner.last_state
-    i = _state_index(d, tenant)
+def tenant_summary(snap: Snapshot, backend: Backend, tenant: str) -> dict:
+    plan = snap.plan
+    st = snap.state
+    i = _state_index(snap, tenant)
     used = num(st.used[i]) if st is not None and i is not None else None
     lim = _limit(plan, tenant)
-    return {"tenant": tenant, "tier": tier_of(d, tenant), "used": used,
+    return {"tenant": tenant, "tier": tier_of(snap, backend, tenant), "used": used,
             "held": int(plan.reservations.get(tenant, 0)) if plan else None,
             "quota": plan.quotas.get(tenant) if plan else None,
             "rate": lim["rate"] if lim else None, "throttled": lim["throttled"] if lim else None}
 
 
-def _queue(d: "Daemon", tenant: str) -> dict | None:
-    st = d.runtime.runner.last_state
-    i = _state_index(d, tenant)
+def _queue(snap: Snapshot, tenant: str) -> dict | None:
+    st = snap.state
+    i = _state_index(snap, tenant)
     if st is None or i is None or len(st.jobs) == 0:
         return None
     j = st.jobs
@@ -284,43 +274,42 @@ def _queue(d: "Daemon", tenant: str) -> dict | None:
             "expected_start": None}  # no source reports a start estimate yet
 
 
-def tenant_view(d: "Daemon", tenant: str, viewer: "Principal", history: int = HISTORY_STEPS) -> dict:
+def tenant_view(snap: Snapshot, backend: Backend, tenant: str, viewer: "Principal",
+                history: int = HISTORY_STEPS) -> dict:
     """One tenant's page. A tenant `viewer` gets its events trimmed and other tenants' names out of every
     reason and message (`for_viewer`); an operator gets them whole."""
-    rt = d.runtime
-    plan = rt.runner.last_plan
-    st = rt.runner.last_state
-    i = _state_index(d, tenant)
-    out = tenant_summary(d, tenant)
+    plan = snap.plan
+    st = snap.state
+    i = _state_index(snap, tenant)
+    out = tenant_summary(snap, backend, tenant)
     out["pending"] = num(st.pending[i]) if st is not None and i is not None else None
     out["limit"] = _limit(plan, tenant)
     out["preemptions"] = [{"job_id": p.job_id, "gpus": p.gpus, "node": p.node, "reason": p.reason}
                           for p in (plan.preemptions if plan else ()) if p.tenant == tenant]
     out["notifications"] = [{"type": n.kind, "message": n.message}
                             for n in (plan.notifications if plan else ()) if n.tenant == tenant]
-    events = rt.store.recent_events(50, tenant=tenant) if rt.store is not None else []
-    out["recent_events"] = for_viewer(d, viewer, events)
+    events = backend.events(50, tenant=tenant)
+    out["recent_events"] = for_viewer(snap, viewer, events)
     if not viewer.operator:  # the plan's own reasons name the tenants a preemption cleared GPUs for
-        scrub = _scrubber(tenant, _all_names(d, events))
+        scrub = _scrubber(tenant, _all_names(snap, events))
         out["preemptions"] = _scrubbed(out["preemptions"], scrub)
         out["notifications"] = _scrubbed(out["notifications"], scrub)
         out["limit"] = _scrubbed(out["limit"], scrub)
-    out["queue"] = _queue(d, tenant)
-    fc = rt.runner.last_forecast
+    out["queue"] = _queue(snap, tenant)
+    fc = snap.forecast
     out["forecast"] = None
     if fc is not None and tenant in fc.tenants:
         k = fc.tenants.index(tenant)
         out["forecast"] = {"model": fc.model, "issued_at": str(fc.issued_at), "step_s": fc.step_s,
                            "p50": [num(v) for v in fc.quantile(0.5)[k]],
                            "p90": [num(v) for v in fc.quantile(0.9)[k]]}
-    h = _history(d)
+    h = snap.history
     out["usage"] = None
     if h is not None and len(h) and tenant in h.columns:
         tail = h[tenant].iloc[-history:]
-        out["usage"] = {"start": str(tail.index[0]), "step_s": d.cfg.cycle.resolution_s,
+        out["usage"] = {"start": str(tail.index[0]), "step_s": snap.cfg.cycle.resolution_s,
                         "values": [num(v) for v in tail.to_numpy()]}
-    ov = rt.overrides
-    out["override"] = ov.for_tenant(tenant) if ov is not None else None
+    out["override"] = backend.overrides().for_tenant(tenant)
     out["plan_at"] = plan.at if plan else None
     return out
 

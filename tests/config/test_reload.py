@@ -58,3 +58,21 @@ def test_the_merged_config_is_checked_across_sections_as_at_start_up():
     with pytest.raises(ConfigError, match="less than one GPU") as err:
         merge(running, new, "config.toml")  # merged: 0.01 of the running 4 GPUs
     assert str(err.value).startswith("config.toml")
+
+
+def test_reread_returns_the_merged_config_and_changes_nothing(tmp_path):
+    """The module is pure: it reads, validates and merges, and returns the result; the running config object
+    is left as it was and nothing is swapped in (Daemon.use_config does that, daemon/service/loop.py)."""
+    from daemon.config.reload import reread
+
+    running = Config(server={"port": 1234}, policy={"reserve_share": 0.1})
+    before = running.model_dump()
+    path = tmp_path / "config.toml"
+    path.write_text("[server]\nport = 9999\n\n[policy]\nreserve_share = 0.3\n")
+    cfg, kept = reread(path, running)
+    assert cfg.policy.reserve_share == 0.3 and cfg.server.port == 1234 and kept == ["server"]
+    assert running.model_dump() == before and cfg is not running
+    path.write_text("[policy]\nreserve_shar = 0.3\n")  # a typo: refused, with the file named
+    with pytest.raises(ConfigError, match="reserve_shar") as err:
+        reread(path, running)
+    assert str(path) in str(err.value)

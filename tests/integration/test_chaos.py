@@ -417,7 +417,7 @@ def test_fuzzed_webhook_bodies_never_fence_a_node_or_crash(tmp_path, caplog):
     d.trigger_cycle = lambda: None
     d.cycle()
     known = d.runtime.sim.node_names()
-    app = build_app(d)
+    app = build_app(d.backend)
     seen: dict[int, int] = {}
 
     async def post(body, auth):

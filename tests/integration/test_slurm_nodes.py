@@ -211,8 +211,8 @@ def test_a_node_down_alert_slurm_does_not_back_requeues_nothing_and_says_why(slu
         (ev,) = d.runtime.store.events("node_down_unconfirmed")
         assert ev["node"] == "gn1" and ev["alert"] == "GPUNodeDown" and "does not see" in ev["reason"], ev
         # turned off, the alert alone is acted on, as before
-        d.cfg = d.cfg.model_copy(
-            update={"failover": d.cfg.failover.model_copy(update={"confirm_with_scheduler": False})})
+        d.use_config(d.cfg.model_copy(update={"failover": d.cfg.failover.model_copy(
+            update={"confirm_with_scheduler": False})}))
         assert d._scheduler_disagrees("gn1") is None
     finally:
         d.runtime.close()

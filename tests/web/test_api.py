@@ -247,10 +247,11 @@ def test_cluster_history_covers_the_last_hours_of_plans(tmp_path):
         for k in range(0, 6 * 60, 10):  # a plan every 10 minutes for 6 hours
             at = (start + pd.Timedelta(minutes=k)).isoformat()
             d.runtime.store.save_cycle(dataclasses.replace(_plan(0, {"a": 8}), at=at), "m")
-        hist = cluster_view(d)["history"]  # 240 steps of 60 s: the last 4 hours
+        b = d.backend
+        hist = cluster_view(b.snapshot(), b)["history"]  # 240 steps of 60 s: the last 4 hours
         assert hist[0]["at"] == (start + pd.Timedelta(minutes=110)).isoformat()
         assert hist[-1]["at"] == (start + pd.Timedelta(minutes=350)).isoformat() and len(hist) == 25
-        assert cluster_view(d)["model"]["quality"] is None  # no live scorer: no number is made up
+        assert cluster_view(b.snapshot(), b)["model"]["quality"] is None  # no live scorer: no number is made up
     finally:
         d.runtime.close()
 
@@ -290,7 +291,7 @@ def test_every_api_v1_route_is_in_the_description(api):
 
     d, base = api
     spec = httpx.get(f"{base}/api/v1/openapi.json", headers=h(OP)).json()
-    served = {(r.path, m.lower()) for r in build_app(d).routes if r.path.startswith("/api/v1/")
+    served = {(r.path, m.lower()) for r in build_app(d.backend).routes if r.path.startswith("/api/v1/")
               for m in (r.methods or ()) if m != "HEAD"}
     described = {(p, m) for p, ops in spec["paths"].items() for m in ops}
     assert served - described == set()

@@ -355,6 +355,7 @@ def test_cluster_page_with_a_plan_from_before_the_levels_shrank(tmp_path):
     d = Daemon(build_runtime(api_cfg(tmp_path, port, ratelimits={"levels": [{"load": 0.0, "high": 100, "normal": 10,
                                                                               "low": 5}]})))
     d.runtime.runner.last_plan = _plan(2, {"a": 8})   # level 2 of the three levels it was made with
+    d.runtime.runner.publish()                         # as the end of a cycle would
     d._start_http()
     try:
         r = httpx.get(f"http://127.0.0.1:{port}/ui/", headers={"Authorization": f"Bearer {OP}"})

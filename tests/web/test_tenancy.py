@@ -134,6 +134,7 @@ def planned(tmp_path):
         quotas={}, limits=limits, stale=False, forecast_model="m", notes=(), memory=PolicyMemory(),
         preemptions=(Preemption("sim-41", "tenant-0001", 8, "sim-node-0003", B_REASON, "tenant-0002"),),
         notifications=(Notification("tenant-0001", "preempted", f"job sim-41 preempted and requeued: {B_REASON}"),))
+    rt.runner.publish()  # what the web reads: the plan put in place, as a cycle's end would publish it
     s = rt.store
     at = "2026-01-06T13:30:00+00:00"
     s.log_event(at, "preemption", {"tenant": "tenant-0001", "job_id": "sim-41", "gpus": 8, "node": "sim-node-0003",

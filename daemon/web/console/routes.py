@@ -2,13 +2,13 @@
 
 Every page is one HTML document with its CSS inline and its charts as inline
 SVG; the Content-Security-Policy forbids loading anything, from anywhere.
+A page takes one snapshot (daemon/web/backend.py) and draws everything of the cycle from it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, quote, urlsplit
 
 from starlette.concurrency import run_in_threadpool
@@ -22,10 +22,8 @@ from daemon.state.overrides import BadChange, OverridesUnavailable
 from daemon.web import views
 from daemon.web.api import KIND_RE, TENANT_RE, AccessHolder, BadInput, int_param, read_capped
 from daemon.web.auth import COOKIE, Principal
+from daemon.web.backend import Backend, Snapshot
 from daemon.web.console.charts import Band, Chart, Line, forecast_x, series_x
-
-if TYPE_CHECKING:
-    from daemon.service.loop import Daemon
 
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; "
@@ -149,7 +147,7 @@ def tenant_chart(t: dict) -> Chart:
                           [("held for you", t["held"] or None, "s-held"), ("quota", t["quota"], "s-quota")])
 
 
-def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
+def build(backend: Backend, holder: AccessHolder) -> list[Route]:
     templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
     templates.env.globals.update(pct=pct, event_text=event_text)
 
@@ -167,12 +165,12 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
     def who(request: Request) -> Principal | None:
         return holder.get().from_request(request)
 
-    def check_tenant(request: Request, p: Principal, tenant: str) -> Response | None:
+    def check_tenant(request: Request, snap: Snapshot, p: Principal, tenant: str) -> Response | None:
         if not TENANT_RE.match(tenant):
             return problem(request, p, 400, "Bad tenant name", f"tenant: not a valid tenant name: {tenant[:64]!r}")
         if not p.may_see(tenant):
             return problem(request, p, 403, "Not your tenant", f"{p.name} may only see tenant {p.tenant}.")
-        if tenant not in views.tenant_names(daemon):
+        if tenant not in views.tenant_names(snap):
             return problem(request, p, 404, "Unknown tenant", f"No tenant {tenant!r} in the current plan or config.")
         return None
 
@@ -185,29 +183,31 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
             return RedirectResponse(f"/ui/tenants/{quote(p.tenant or '')}", status_code=303, headers=HEADERS)
         return p
 
-    def tenant_page(request: Request, p: Principal, name: str, status: int = 200, **extra) -> Response:
-        t = views.tenant_view(daemon, name, p)
+    def tenant_page(request: Request, snap: Snapshot, p: Principal, name: str, status: int = 200,
+                    **extra) -> Response:
+        t = views.tenant_view(snap, backend, name, p)
         t["override"] = t["override"] or {}
-        pc = daemon.cfg.policy
-        health = daemon.health()
+        pc = snap.cfg.policy
+        health = backend.health()
         stale = None
         if health["status"] != "ok" and health["reason"]:
             stale = redact_text(health["reason"])  # a source error names the source's URL: never its password
         return page(request, "tenant.html", status, who=p, title=name, t=t, chart=tenant_chart(t).svg(), stale=stale,
                     quantile=int(pc.quantile * 100),
-                    lead=pc.lead_time_steps * daemon.cfg.cycle.resolution_s // 60, **extra)
+                    lead=pc.lead_time_steps * snap.cfg.cycle.resolution_s // 60, **extra)
 
     async def root(request: Request) -> Response:
         p = operator_or_redirect(request)
         if isinstance(p, Response):
             return p
-        c = views.cluster_view(daemon)
-        tenants = [views.tenant_summary(daemon, t) for t in views.tenant_names(daemon)]
+        snap = backend.snapshot()
+        c = views.cluster_view(snap, backend)
+        tenants = [views.tenant_summary(snap, backend, t) for t in views.tenant_names(snap)]
         shown = sorted((t for t in tenants if t["held"] or t["throttled"]), key=lambda t: -(t["held"] or 0))[:25]
         notice = "Change saved; it applies at the next cycle." if request.query_params.get("saved") else None
         return page(request, "cluster.html", who=p, title="Cluster", c=c, load_chart=load_chart(c).svg(),
-                    band_chart=band_chart(c).svg(), levels=daemon.cfg.ratelimits.levels, tenants=shown,
-                    paused=daemon.runtime.overrides.inputs().paused_all, notice=notice)
+                    band_chart=band_chart(c).svg(), levels=snap.cfg.ratelimits.levels, tenants=shown,
+                    paused=backend.overrides().inputs().paused_all, notice=notice)
 
     async def login(request: Request) -> Response:
         nxt = request.query_params.get("next", "/ui/")
@@ -225,7 +225,7 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
                         error="That token is not valid here.")
         resp = RedirectResponse(nxt, status_code=303, headers=HEADERS)
         resp.set_cookie(COOKIE, (form.get("token") or [""])[0].strip(), httponly=True, samesite="strict", path="/",
-                        secure=daemon.cfg.access.cookie_secure)
+                        secure=backend.config().access.cookie_secure)
         return resp
 
     async def logout(request: Request) -> Response:
@@ -237,21 +237,22 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
         p = operator_or_redirect(request)
         if isinstance(p, Response):
             return p
-        rows = [views.tenant_summary(daemon, t) for t in views.tenant_names(daemon)]
-        ov = daemon.runtime.overrides
+        snap = backend.snapshot()
+        rows = [views.tenant_summary(snap, backend, t) for t in views.tenant_names(snap)]
         return page(request, "tenants.html", who=p, title="Tenants", tenants=rows,
-                    overrides=ov.all()["tenants"] if ov else {})
+                    overrides=backend.overrides().all()["tenants"])
 
     async def tenant(request: Request) -> Response:
         p = who(request)
         if p is None:
             return to_login(request)
         name = request.path_params["tenant"]
-        bad = check_tenant(request, p, name)
+        snap = backend.snapshot()
+        bad = check_tenant(request, snap, p, name)
         if bad is not None:
             return bad
         notice = "Change saved; it applies at the next cycle." if request.query_params.get("saved") else None
-        return tenant_page(request, p, name, notice=notice)
+        return tenant_page(request, snap, p, name, notice=notice)
 
     def operator_form(request: Request) -> Principal | Response:
         """The operator sending one of the console's forms, or the answer for anyone else."""
@@ -261,7 +262,7 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
         if not p.operator:
             return problem(request, p, 403, "Operators only", "Only an operator token can change this.")
         origin = request.headers.get("origin")
-        if origin is not None and not same_origin(origin, request, daemon.cfg.server.public_url):
+        if origin is not None and not same_origin(origin, request, backend.config().server.public_url):
             return problem(request, p, 403, "Cross-site form", "This form must be sent from the console itself.")
         return p
 
@@ -274,7 +275,7 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
             return problem(request, p, 413, "Form too large", f"A console form is at most {FORM_CAP} bytes.")
         paused = bool((form.get("preemption_paused") or [""])[0])
         try:  # in a worker thread: under HA the change is a round trip to the shared store
-            await run_in_threadpool(daemon.runtime.overrides.change_global, p.name, {"preemption_paused": paused})
+            await run_in_threadpool(backend.overrides().change_global, p.name, {"preemption_paused": paused})
         except OverridesUnavailable as exc:  # HA: refused, never kept only on this replica
             return problem(request, p, 503, "Change not stored", str(exc))
         return RedirectResponse("/ui/?saved=1", status_code=303, headers=HEADERS)
@@ -284,7 +285,8 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
         if isinstance(p, Response):
             return p
         name = request.path_params["tenant"]
-        bad = check_tenant(request, p, name)
+        snap = backend.snapshot()
+        bad = check_tenant(request, snap, p, name)
         if bad is not None:
             return bad
         form = await read_form(request)
@@ -300,9 +302,9 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
                 except ValueError:
                     raise BadChange(key, f"not a number: {raw[:32]!r}") from None
             change["preemption_paused"] = bool(form.get("preemption_paused"))
-            await run_in_threadpool(daemon.runtime.overrides.change_tenant, p.name, name, change)
+            await run_in_threadpool(backend.overrides().change_tenant, p.name, name, change)
         except BadChange as exc:
-            return tenant_page(request, p, name, 400, error=str(exc))
+            return tenant_page(request, snap, p, name, 400, error=str(exc))
         except OverridesUnavailable as exc:  # HA: refused, never kept only on this replica
             return problem(request, p, 503, "Change not stored", str(exc))
         return RedirectResponse(f"/ui/tenants/{quote(name)}?saved=1", status_code=303, headers=HEADERS)
@@ -318,10 +320,10 @@ def build(daemon: "Daemon", holder: AccessHolder) -> list[Route]:
             before = int_param(request, "before", None, 1, 2**62)  # the same bounds as /api/v1/events
         except BadInput as exc:
             return problem(request, p, 400, "Bad filter", str(exc))
-        store = daemon.runtime.store
-        rows = store.recent_events(100, kind, None if p.operator else p.tenant, before) if store else []
+        snap = backend.snapshot()
+        rows = backend.events(100, kind, None if p.operator else p.tenant, before)
         older = rows[-1]["id"] if len(rows) == 100 else None
-        rows = views.for_viewer(daemon, p, rows)  # a tenant reads its own part of each event only
+        rows = views.for_viewer(snap, p, rows)  # a tenant reads its own part of each event only
         return page(request, "events.html", who=p, title="Events", events=rows, kind=kind, older=older,
                     kinds=views.EVENT_KINDS)
 
