@@ -16,8 +16,7 @@ import os
 import signal
 import threading
 import time
-from collections import Counter
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Callable
 
 import sdnotify
@@ -25,10 +24,10 @@ import uvicorn
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 
-from daemon.actuators.base import FencesNodes, HoldsCapacity, ReportsNodeHealth, capable
+from daemon.actuators.base import HoldsCapacity
 from daemon.config import Config, ConfigError
 from daemon.failover import alerts
-from daemon.policy.types import Notification
+from daemon.failover.handler import Failover
 from daemon.service.backend import DaemonBackend
 from daemon.service.cycle import CycleResult
 from daemon.service.wiring import Runtime, limit_torch_threads
@@ -74,12 +73,10 @@ class Daemon:
         self.fail_nodes: dict[int, str] = {}
         self.config_path = None  # the file SIGHUP re-reads (set by the CLI)
         self._reload_wanted = threading.Event()
-        self.breaker = alerts.Breaker(self.cfg.failover)
         self._cycle_now = threading.Event()
         self._cycle_thread: threading.Thread | None = None
         # failover runs in its own worker under its own lock: it never waits for a cycle (nor blocks HTTP)
-        self.failover_lock = threading.Lock()
-        self.failover_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="failover")
+        self.failover = Failover(runtime, lambda: self.cfg.failover, self.may_act, self.trigger_cycle)
         # what the web layer reads (daemon/web/backend.py): the published snapshot and a few calls, not this object
         self.backend = DaemonBackend(runtime, lambda: self.health(), lambda p, at: self.submit_alerts(p, at))
 
@@ -165,7 +162,7 @@ class Daemon:
         if not self.ready:
             self.ready = True
             self.notifier.notify("READY=1")
-        self.runtime.metrics.breaker_open.set(1 if self.breaker.is_open(time.monotonic()) else 0)
+        self.runtime.metrics.breaker_open.set(1 if self.failover.breaker.is_open(time.monotonic()) else 0)
         self.notifier.notify(f"STATUS={summary_line(res)[:200]}")
         if self.on_cycle:
             self.on_cycle(res)
@@ -209,135 +206,19 @@ class Daemon:
                 log.exception("cycle loop: unexpected error; the loop goes on")
             next_at = started + interval
 
-    # ---- alerts ------------------------------------------------------------------------------
+    # ---- alerts (daemon/failover/handler.py does the work) ------------------------------------
     def handle_node_down(self, node: str, received: float, alertname: str) -> dict:
-        if not self.may_act():
-            log.warning("node %s down (%s): not acting, this replica may not act", node, alertname)
-            return {"node": node, "requeued": [], "seconds": 0.0, "errors": [], "skipped": "replica may not act"}
-        # not the cycle's lock: a cycle in flight (even one with hundreds of preemptions) is not waited for;
-        # failovers are serialised with each other, and the simulated cluster guards its own arrays
-        with self.failover_lock:
-            return self._node_down(node, received, alertname)
+        return self.failover.node_down(node, received, alertname)
 
     def _scheduler_disagrees(self, node: str) -> str | None:
-        """Why the scheduler's own view does not back a node-down alert, or None (act on it).
-
-        Asked of every actuator that can tell (ReportsNodeHealth) when failover.confirm_with_scheduler is on:
-        one that sees the node down, drained, failing or not responding confirms it; when every one that
-        answers sees it healthy, the alert alone moves no job. An actuator that cannot tell (no answer, an
-        unknown node) does not count, and when none can, the alert is acted on as before."""
-        if not self.cfg.failover.confirm_with_scheduler:
-            return None
-        healthy = []
-        for act in capable(self.runtime.actuators, ReportsNodeHealth):
-            try:
-                seen = act.node_down_confirmed(node)
-            except Exception as exc:  # a scheduler that cannot say: no vote
-                log.warning("node %s: %s cannot say whether it is down: %s", node, act.name, exc)
-                continue
-            if seen is True:
-                return None
-            if seen is False:
-                healthy.append(act.name)
-        if not healthy:
-            return None
-        return (f"the scheduler does not see {node} as failed ({', '.join(healthy)}: healthy); no job requeued and "
-                "nothing fenced (failover.confirm_with_scheduler)")
-
-    def _node_down(self, node: str, received: float, alertname: str) -> dict:
-        rt = self.runtime
-        disagree = self._scheduler_disagrees(node)
-        if disagree is not None:
-            took = time.perf_counter() - received
-            log.error("node %s reported down by %s but %s", node, alertname, disagree)
-            if rt.store is not None:
-                rt.store.log_event(dt.datetime.now(dt.timezone.utc).isoformat(), "node_down_unconfirmed",
-                                   {"node": node, "alert": alertname, "reason": disagree})
-            return {"node": node, "requeued": [], "seconds": round(took, 4), "errors": [], "skipped": disagree}
-        jobs = rt.jobs_on_node(node)
-        reason = f"node {node} failed ({alertname}): job requeued on healthy nodes"
-        ids = [j for j, _ in jobs]
-        per_tenant = Counter(t for _, t in jobs)
-        by_tenant: dict[str, list[str]] = {}
-        for j, t in jobs:  # the event keeps whose job is whose: a tenant token reads only its own (api/views.py)
-            by_tenant.setdefault(t, []).append(j)
-        tenants = sorted(per_tenant)
-        told = [Notification(t, "node_failed", f"{per_tenant[t]} job(s) of yours on {node} were requeued: {reason}")
-                for t in tenants]
-        errors = []
-        fenced = False
-        for act in rt.actuators:
-            # each step on its own: a requeue that fails still fences the node and tells the tenants; but once
-            # the fence refuses (this replica lost its lease), nothing more is sent by any actuator
-            steps = [("requeue", lambda a=act: a.requeue(ids, reason) if ids else None)]
-            if isinstance(act, FencesNodes):
-                steps.append(("fence", lambda a=act: a.fence_node(node, f"{alertname} alert")))
-            steps.append(("notify", lambda a=act: a.notify(told)))
-            for what, step in steps:
-                try:
-                    rep = step()
-                except Exception as exc:
-                    errors.append(f"{act.name}: {what}: {exc}")
-                    continue
-                if rep is not None:
-                    errors.extend(rep.errors)
-                    fenced = fenced or getattr(rep, "fenced", False)
-                if fenced:
-                    break
-            if fenced:
-                break
-        took = time.perf_counter() - received
-        rt.metrics.failover_seconds.observe(took)
-        if rt.store is not None:
-            rt.store.log_event(dt.datetime.now(dt.timezone.utc).isoformat(), "node_down",
-                               {"node": node, "jobs": ids, "tenants": tenants, "by_tenant": by_tenant,
-                                "seconds": took, "errors": errors})
-        log.warning("node %s down: %d jobs requeued in %.3fs%s", node, len(ids), took,
-                    f" (errors: {errors})" if errors else "")
-        return {"node": node, "requeued": ids, "seconds": round(took, 4), "errors": errors}
+        return self.failover.scheduler_disagrees(node)
 
     def submit_alerts(self, payload: alerts.WebhookPayload, received: float) -> Future:
         """Hand a webhook post to the failover worker; the HTTP handler awaits the future without blocking."""
-        return self.failover_worker.submit(self.handle_alerts, payload, received)
+        return self.failover.submit(payload, received)
 
     def handle_alerts(self, payload: alerts.WebhookPayload, received: float) -> list[dict]:
-        """Check every alert first (alerts.PayloadError: nothing is done), then act.
-
-        Node-down alerts pass the circuit breaker: too many nodes reported down at once is a monitoring
-        problem, not a reason to drain the cluster, so it is alerted on and nothing is fenced.
-        """
-        acts = alerts.actions(payload, self.cfg.failover, self.runtime.node_known)
-        down = [a.node for a in acts if a.kind == "node_down" and a.node]
-        tripped = None
-        if down:
-            ok, count, lim = self.breaker.admit(down, time.monotonic(), len(self.runtime.known_nodes()))
-            self.runtime.metrics.breaker_open.set(0 if ok else 1)
-            if not ok:
-                tripped = (f"mass node failure reported: monitoring problem? {count} nodes reported down within "
-                           f"{self.cfg.failover.breaker_window_s:g}s (limit {lim}); no failover until it clears")
-                log.error("%s (this post: %s)", tripped, ", ".join(down[:10]))
-                if self.runtime.store is not None:
-                    self.runtime.store.log_event(dt.datetime.now(dt.timezone.utc).isoformat(), "mass_node_failure",
-                                                 {"nodes": down, "count": count, "limit": lim})
-        done: list[dict] = []
-        want_cycle = False
-        for act in acts:
-            kind = "breaker" if act.kind == "node_down" and tripped else act.kind
-            fc = self.cfg.failover  # a name it does not list counts as `other`: posts cannot grow the label set
-            self.runtime.metrics.count_alert(act.alertname, kind, (*fc.node_down_alerts, *fc.cycle_alerts))
-            if kind == "breaker":
-                done.append({"action": "refused", "alert": act.alertname, "node": act.node, "reason": tripped})
-            elif act.kind == "node_down" and act.node:
-                done.append({"action": "node_down", **self.handle_node_down(act.node, received, act.alertname)})
-                want_cycle = True
-            elif act.kind == "cycle_now":
-                done.append({"action": "cycle_now", "alert": act.alertname})
-                want_cycle = True
-            else:
-                done.append({"action": act.kind, "alert": act.alertname, "node": act.node})
-        if want_cycle:
-            self.trigger_cycle()
-        return done
+        return self.failover.handle_alerts(payload, received)
 
     # ---- health ------------------------------------------------------------------------------
     def health(self) -> dict:
@@ -356,7 +237,7 @@ class Daemon:
         if runner.safe_active:
             reasons.append(f"last good plan older than {self.cfg.cycle.max_plan_age_s:g}s: safe default in force "
                            "(no holds beyond the static pool, no preemptions)")
-        if self.breaker.is_open(now):
+        if self.failover.breaker.is_open(now):
             reasons.append("failover circuit breaker open: mass node failure reported, monitoring problem?")
         ov = self.runtime.overrides
         ov_problem = ov.problem() if ov is not None else None
@@ -461,7 +342,7 @@ class Daemon:
             pass
         if self.server is not None:
             self.server.should_exit = True
-        self.failover_worker.shutdown(wait=True)
+        self.failover.close()
         release, why = self.release_on_stop()
         if self.cfg.actuators.release_holds_on_stop:
             (log.warning if self.may_act() else log.info)("stopping: %s scheduler holds: %s",
