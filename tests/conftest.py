@@ -10,6 +10,9 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("GPU_AUTOSCALER_DATA", REPO.parent / "shared" / "data"))
 
 
+pytest_plugins = ["tests.support.fixtures"]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -10,7 +10,7 @@ from daemon.failover import alerts
 from daemon.service.loop import Daemon
 from daemon.service.wiring import build_runtime
 from tests.conftest import free_port
-from tests.service.test_loop import TOKEN, alert, daemon, payload, sim_cfg  # noqa: F401 (daemon: shared fixture)
+from tests.support.daemons import TOKEN, alert, payload, sim_cfg
 from tests.support.services import wait_for
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

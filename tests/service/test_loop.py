@@ -12,45 +12,12 @@ import time
 import httpx
 import pytest
 
-from daemon.config import Config, ServerConfig, SimulatorConfig, SourceConfig
+from daemon.config import Config, ServerConfig
 from daemon.service.loop import Daemon
 from daemon.service.wiring import build_runtime
 from tests.conftest import REPO, free_port
+from tests.support.daemons import OPERATOR, TOKEN, alert, payload, sim_cfg
 from tests.support.services import alertmanager_server, wait_for
-
-TOKEN = "s3cret-token"
-OPERATOR = "operator-token-0123456789"
-
-
-def sim_cfg(tmp_path, port, **server):
-    return Config(cluster={"gpus": 256}, cycle={"interval_s": 0.5},
-                  source=SourceConfig(simulator=SimulatorConfig(seed=3, tenants=16, warmup_steps=1500)),
-                  state={"path": tmp_path / "state.sqlite"}, forecaster={"model_dir": tmp_path / "models"},
-                  server=ServerConfig(port=port, webhook_token=TOKEN, max_body_bytes=4096, **server),
-                  access={"tokens": [{"name": "ops", "role": "operator", "token": OPERATOR}]})
-
-
-@pytest.fixture
-def daemon(tmp_path):
-    port = free_port()
-    d = Daemon(build_runtime(sim_cfg(tmp_path, port)))
-    d.start()
-    base = f"http://127.0.0.1:{port}"
-    wait_for(lambda: httpx.get(f"{base}/healthz", timeout=1).status_code == 200, what="daemon healthy", timeout=30)
-    yield d, base
-    d.stop()
-
-
-def payload(alerts, status="firing"):
-    return {"version": "4", "groupKey": "{}:{alertname=\"GPUNodeDown\"}", "truncatedAlerts": 0, "status": status,
-            "receiver": "gpu-autoscaler", "groupLabels": {}, "commonLabels": {}, "commonAnnotations": {},
-            "externalURL": "http://am:9093", "alerts": alerts}
-
-
-def alert(name, status="firing", **labels):
-    return {"status": status, "labels": {"alertname": name, **labels}, "annotations": {},
-            "startsAt": "2026-01-06T13:30:00Z", "endsAt": "0001-01-01T00:00:00Z",
-            "generatorURL": "http://prom/graph", "fingerprint": "abc"}
 
 
 def test_metrics_and_health(daemon):

@@ -3,45 +3,15 @@
 import httpx
 import pytest
 
-from daemon.config import Config, ConfigError, parse_config
+from daemon.config import ConfigError, parse_config
 from daemon.policy.events import plan_events
 from daemon.policy.types import Plan, PolicyMemory, Preemption, RateLimit
 from daemon.service.loop import Daemon
 from daemon.service.wiring import build_runtime
 from daemon.web.auth import Access
 from tests.conftest import free_port
+from tests.support.daemons import OP, T1, T2, TOKENS, api_cfg, h
 from tests.support.services import wait_for
-
-OP = "operator-token-0123456789"
-T1 = "tenant-one-token-0123456789"
-T2 = "tenant-two-token-0123456789"
-TOKENS = [{"name": "ops", "role": "operator", "token": OP},
-          {"name": "alice", "role": "tenant", "tenant": "tenant-0001", "token": T1},
-          {"name": "bob", "role": "tenant", "tenant": "tenant-0002", "token": T2}]
-
-
-def api_cfg(tmp_path, port, **extra):
-    return Config(cluster={"gpus": 256}, cycle={"interval_s": 1.0},
-                  source={"simulator": {"seed": 3, "tenants": 16, "warmup_steps": 1500}},
-                  state={"path": tmp_path / "state.sqlite"}, forecaster={"model_dir": tmp_path / "models"},
-                  server={"port": port}, access={"tokens": TOKENS}, **extra)
-
-
-@pytest.fixture(scope="module")
-def api(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("api")
-    port = free_port()
-    d = Daemon(build_runtime(api_cfg(tmp, port)))
-    d.start()
-    base = f"http://127.0.0.1:{port}"
-    wait_for(lambda: d.cycles_done >= 2, what="two cycles", timeout=60)
-    yield d, base
-    d.stop()
-
-
-def h(token):
-    return {"Authorization": f"Bearer {token}"}
-
 
 ENDPOINTS = ["/plan", "/api/v1/plan", "/api/v1/tenants", "/api/v1/tenants/tenant-0001", "/api/v1/events",
              "/api/v1/openapi.json"]

@@ -15,8 +15,8 @@ import pytest
 from daemon.web.console.charts import Band, Chart, Line
 from tests.conftest import REPO, free_port
 from tests.support.browser import chromium
+from tests.support.daemons import OP, T1
 from tests.support.services import stop, wait_for
-from tests.web.test_api import OP, T1, api  # noqa: F401  (api: the fixture)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -313,7 +313,7 @@ def test_pages_before_the_first_cycle(tmp_path):
     """A daemon that has not planned yet (HTTP up, no cycle run): pages render and say so; no number is made up."""
     from daemon.service.loop import Daemon
     from daemon.service.wiring import build_runtime
-    from tests.web.test_api import api_cfg
+    from tests.support.daemons import api_cfg
 
     port = free_port()
     d = Daemon(build_runtime(api_cfg(tmp_path, port)))
@@ -349,7 +349,8 @@ def test_cluster_page_with_a_plan_from_before_the_levels_shrank(tmp_path):
     the config no longer has; the cluster page was a 500 (IndexError) until the next cycle."""
     from daemon.service.loop import Daemon
     from daemon.service.wiring import build_runtime
-    from tests.web.test_api import _plan, api_cfg
+    from tests.support.daemons import api_cfg
+    from tests.web.test_api import _plan
 
     port = free_port()
     d = Daemon(build_runtime(api_cfg(tmp_path, port, ratelimits={"levels": [{"load": 0.0, "high": 100, "normal": 10,
@@ -372,7 +373,7 @@ def test_behind_a_tls_proxy_forms_check_the_origin_against_public_url(tmp_path):
     check against the request's own URL refused every operator form behind the proxy (403)."""
     from daemon.service.loop import Daemon
     from daemon.service.wiring import build_runtime
-    from tests.web.test_api import api_cfg
+    from tests.support.daemons import api_cfg
 
     port = free_port()
     cfg = api_cfg(tmp_path, port)

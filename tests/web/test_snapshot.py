@@ -10,7 +10,7 @@ import pytest
 from daemon.service.loop import Daemon
 from daemon.service.wiring import build_runtime
 from tests.conftest import free_port
-from tests.web.test_api import OP, api_cfg, h
+from tests.support.daemons import OP, api_cfg, h
 
 
 class Paused:

@@ -1,0 +1,48 @@
+"""A daemon on the embedded simulator for the HTTP tests: its configs, tokens and the webhook's payloads.
+
+The fixtures that start one (`daemon`, `api`) are in tests/support/fixtures.py, loaded for every test.
+"""
+
+from daemon.config import Config, ServerConfig, SimulatorConfig, SourceConfig
+
+TOKEN = "s3cret-token"
+OPERATOR = "operator-token-0123456789"
+
+
+def sim_cfg(tmp_path, port, **server):
+    return Config(cluster={"gpus": 256}, cycle={"interval_s": 0.5},
+                  source=SourceConfig(simulator=SimulatorConfig(seed=3, tenants=16, warmup_steps=1500)),
+                  state={"path": tmp_path / "state.sqlite"}, forecaster={"model_dir": tmp_path / "models"},
+                  server=ServerConfig(port=port, webhook_token=TOKEN, max_body_bytes=4096, **server),
+                  access={"tokens": [{"name": "ops", "role": "operator", "token": OPERATOR}]})
+
+
+def payload(alerts, status="firing"):
+    return {"version": "4", "groupKey": "{}:{alertname=\"GPUNodeDown\"}", "truncatedAlerts": 0, "status": status,
+            "receiver": "gpu-autoscaler", "groupLabels": {}, "commonLabels": {}, "commonAnnotations": {},
+            "externalURL": "http://am:9093", "alerts": alerts}
+
+
+def alert(name, status="firing", **labels):
+    return {"status": status, "labels": {"alertname": name, **labels}, "annotations": {},
+            "startsAt": "2026-01-06T13:30:00Z", "endsAt": "0001-01-01T00:00:00Z",
+            "generatorURL": "http://prom/graph", "fingerprint": "abc"}
+
+
+OP = "operator-token-0123456789"
+T1 = "tenant-one-token-0123456789"
+T2 = "tenant-two-token-0123456789"
+TOKENS = [{"name": "ops", "role": "operator", "token": OP},
+          {"name": "alice", "role": "tenant", "tenant": "tenant-0001", "token": T1},
+          {"name": "bob", "role": "tenant", "tenant": "tenant-0002", "token": T2}]
+
+
+def api_cfg(tmp_path, port, **extra):
+    return Config(cluster={"gpus": 256}, cycle={"interval_s": 1.0},
+                  source={"simulator": {"seed": 3, "tenants": 16, "warmup_steps": 1500}},
+                  state={"path": tmp_path / "state.sqlite"}, forecaster={"model_dir": tmp_path / "models"},
+                  server={"port": port}, access={"tokens": TOKENS}, **extra)
+
+
+def h(token):
+    return {"Authorization": f"Bearer {token}"}
