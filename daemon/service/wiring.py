@@ -78,7 +78,8 @@ class Runtime:
                     continue
                 self._nodes = (now, names)
                 return names
-            raise NodeListError("cannot list the cluster's nodes: " + ("; ".join(errors) or "no scheduler or source knows them"))
+            raise NodeListError("cannot list the cluster's nodes: "
+                                + ("; ".join(errors) or "no scheduler or source knows them"))
 
     def node_known(self, node: str) -> bool:
         if node in self.known_nodes():

@@ -42,7 +42,8 @@ def spec(extra_paths: dict | None = None) -> dict:
         "/api/v1/events": _get(
             "Failovers, preemptions, notifications, plan changes and operator changes, newest first. A tenant "
             "token sees its own tenant's, trimmed to its own part: a failover lists its own jobs only, and other "
-            "tenants' names in reasons and messages read 'another tenant'", {"type": "object", "properties": {"events": {
+            "tenants' names in reasons and messages read 'another tenant'",
+            {"type": "object", "properties": {"events": {
                 "type": "array", "items": {"$ref": "#/components/schemas/Event"}}}},
             params=[{"name": "kind", "in": "query", "schema": {"type": "string", "examples": [
                         "node_down", "mass_node_failure", "preemption", "notification", "plan_change",
@@ -68,7 +69,8 @@ def spec(extra_paths: dict | None = None) -> dict:
             "$ref": "#/components/schemas/TenantChange"}}}},
         "responses": {"200": _json(obj), **change_errors, "404": {**_ERR, "description": "unknown tenant"}}}
     paths["/api/v1/overrides"] = {
-        "get": {"summary": "Operator changes in force (operator token)", "responses": {"200": _json(obj), **_AUTH_ERRORS}},
+        "get": {"summary": "Operator changes in force (operator token)",
+                "responses": {"200": _json(obj), **_AUTH_ERRORS}},
         "patch": {"summary": "Pause or resume preemptions cluster-wide (operator token)",
                   "requestBody": {"required": True, "content": {"application/json": {"schema": {
                       "$ref": "#/components/schemas/GlobalChange"}}}},

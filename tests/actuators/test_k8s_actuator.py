@@ -124,7 +124,8 @@ def _quota(ns, labelled=True, name="gpu-autoscaler"):
     meta = {"name": name, "namespace": ns, "resourceVersion": "1"}
     if labelled:
         meta["labels"] = {"app.kubernetes.io/managed-by": "gpu-autoscaler"}
-    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": meta, "spec": {"hard": {"requests.nvidia.com/gpu": "4"}}}
+    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": meta,
+            "spec": {"hard": {"requests.nvidia.com/gpu": "4"}}}
 
 
 def _quota_routes(items):
@@ -147,7 +148,8 @@ def test_stopping_deletes_our_quotas_and_no_other():
 
     routes, deleted = _quota_routes([])
     routes[("GET", r"/api/v1/namespaces/batch/resourcequotas/gpu-autoscaler")] = (200, _quota("batch"))
-    routes[("GET", r"/api/v1/namespaces/serving/resourcequotas/gpu-autoscaler")] = (200, _quota("serving", labelled=False))
+    routes[("GET", r"/api/v1/namespaces/serving/resourcequotas/gpu-autoscaler")] = (
+        200, _quota("serving", labelled=False))
     act, pool = actuator(routes)
     assert isinstance(act, HoldsCapacity)
     rep = act.release_holds()
@@ -174,7 +176,8 @@ def test_start_up_deletes_our_quotas_no_plan_of_this_config_can_ask_for():
     lst = [r for r in pool.sent if r["path"] == "/api/v1/resourcequotas"]
     assert [r["query"] for r in lst] == ["labelSelector=app.kubernetes.io/managed-by%3Dgpu-autoscaler"]
     assert deleted == ["/api/v1/namespaces/gone/resourcequotas/gpu-autoscaler"]
-    assert any("delete ResourceQuota gone/gpu-autoscaler: not a configured tenant's namespace" in a for a in rep.actions)
+    assert any("delete ResourceQuota gone/gpu-autoscaler: not a configured tenant's namespace" in a
+               for a in rep.actions)
     act.apply(plan())
     assert len([r for r in pool.sent if r["path"] == "/api/v1/resourcequotas"]) == 1
     # beside Kueue: the configured tenant's quota goes too
@@ -204,7 +207,8 @@ def test_node_failure_cordons_and_evicts_with_grace_never_deletes():
     ds["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "dcgm", "uid": "u1"}]
     mirror = pod("batch", "static-1", "")
     mirror["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "abc"}
-    pods = {"train-1": pod("batch", "train-1", "gpu-autoscaler-low"), "infer-1": pod("serving", "infer-1", "gpu-autoscaler-high")}
+    pods = {"train-1": pod("batch", "train-1", "gpu-autoscaler-low"),
+            "infer-1": pod("serving", "infer-1", "gpu-autoscaler-high")}
     routes = {
         ("GET", r"/api/v1/pods"): (200, {"apiVersion": "v1", "kind": "PodList", "metadata": {},
                                          "items": [pods["train-1"], pods["infer-1"], ds, mirror,
@@ -213,11 +217,13 @@ def test_node_failure_cordons_and_evicts_with_grace_never_deletes():
         ("GET", r"/api/v1/resourcequotas"): NO_QUOTAS,
         ("GET", r"/api/v1/namespaces/batch/pods/train-1"): (200, pods["train-1"]),
         ("GET", r"/api/v1/namespaces/serving/pods/infer-1"): (200, pods["infer-1"]),
-        ("PATCH", r"/api/v1/nodes/gpu-node-7"): (200, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-7"}}),
+        ("PATCH", r"/api/v1/nodes/gpu-node-7"): (200, {"apiVersion": "v1", "kind": "Node",
+                                                       "metadata": {"name": "gpu-node-7"}}),
         ("POST", r"/api/v1/namespaces/batch/pods/train-1/eviction"): (201, {}),
         # a PodDisruptionBudget says not now
         ("POST", r"/api/v1/namespaces/serving/pods/infer-1/eviction"): (429, {"kind": "Status", "code": 429}),
-        ("POST", r"/api/v1/namespaces/.+/events"): lambda path, body: (201, {**body, "metadata": {"name": "e1", **body["metadata"]}}),
+        ("POST", r"/api/v1/namespaces/.+/events"): lambda path, body: (
+            201, {**body, "metadata": {"name": "e1", **body["metadata"]}}),
     }
     act, pool = actuator(routes)
     jobs = act.jobs_on_node("gpu-node-7")
@@ -295,8 +301,9 @@ def test_node_names_come_from_the_node_list_and_a_glob_is_refused():
     from daemon.failover import alerts
 
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-7"}}
-    act, cap = actuator({("GET", r"/api/v1/nodes"): (200, {"apiVersion": "v1", "kind": "NodeList", "metadata": {},
-                                                         "items": [node, {**node, "metadata": {"name": "gpu-node-8"}}]})})
+    act, cap = actuator({("GET", r"/api/v1/nodes"): (
+        200, {"apiVersion": "v1", "kind": "NodeList", "metadata": {},
+              "items": [node, {**node, "metadata": {"name": "gpu-node-8"}}]})})
     names = act.node_names()
     assert names == {"gpu-node-7", "gpu-node-8"} and cap.sent[-1]["method"] == "GET"
     p = alerts.parse(('{"version":"4","status":"firing","receiver":"r","groupKey":"k","alerts":[{"status":"firing",'
@@ -409,7 +416,8 @@ def test_a_node_down_alert_is_acted_on_only_when_the_node_is_not_ready(tmp_path,
         ("GET", r"/api/v1/namespaces/batch/pods/train-1"): (200, pod("batch", "train-1", "gpu-autoscaler-low")),
         ("POST", r"/api/v1/namespaces/batch/pods/train-1/eviction"): (201, {}),
         ("PATCH", r"/api/v1/nodes/gpu-node-7"): (200, _node("gpu-node-7", ready)),
-        ("POST", r"/api/v1/namespaces/.+/events"): lambda path, body: (201, {**body, "metadata": {"name": "e1", **body["metadata"]}}),
+        ("POST", r"/api/v1/namespaces/.+/events"): lambda path, body: (
+            201, {**body, "metadata": {"name": "e1", **body["metadata"]}}),
     }
     act, pool = actuator(routes)
     d = daemon_with(tmp_path, [act])

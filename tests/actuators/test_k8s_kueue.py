@@ -64,7 +64,8 @@ def cel_rules(obj: dict) -> None:
                 "flavors must have the same number of resources as the coveredResources"
         if obj["kind"] == "ClusterQueue" and not spec.get("cohort"):
             assert not any("borrowingLimit" in r for rg in spec.get("resourceGroups", [])
-                           for f in rg["flavors"] for r in f["resources"]), "borrowingLimit must be nil when cohort is empty"
+                           for f in rg["flavors"] for r in f["resources"]), \
+                "borrowingLimit must be nil when cohort is empty"
     if obj["kind"] == "Cohort" and not spec.get("parent"):  # Kueue's webhook (the CRD's description says so)
         assert not any(k in r for rg in spec.get("resourceGroups", []) for f in rg["flavors"] for r in f["resources"]
                        for k in ("borrowingLimit", "lendingLimit")), "limits need a parent Cohort"
@@ -146,7 +147,8 @@ class FakeCluster:
 
     def add_node(self, name, gpus=8):
         self.nodes[name] = {"apiVersion": "v1", "kind": "Node",
-                            "metadata": {"name": name, "resourceVersion": "1", "labels": {"kubernetes.io/hostname": name}},
+                            "metadata": {"name": name, "resourceVersion": "1",
+                                         "labels": {"kubernetes.io/hostname": name}},
                             "spec": {}, "status": {"allocatable": {"nvidia.com/gpu": str(gpus)},
                                                    "conditions": [{"type": "Ready", "status": "True"}]}}
 
@@ -211,14 +213,16 @@ class FakeCluster:
         if self.refused(path, body):
             return self.refused(path, body)
         parts = path[len(API) + 1:].split("/")
-        k = (parts[2], parts[1], body["metadata"]["name"]) if parts[0] == "namespaces" else (parts[0], "", body["metadata"]["name"])
+        k = ((parts[2], parts[1], body["metadata"]["name"]) if parts[0] == "namespaces"
+             else (parts[0], "", body["metadata"]["name"]))
         if k in self.objs:
             return 409, {"kind": "Status", "code": 409}
         self.objs[k] = {**body, "metadata": {**body["metadata"], "resourceVersion": "1"}}
         return 201, self.objs[k]
 
     def delete(self, path, body):
-        return (200, {"kind": "Status"}) if self.objs.pop(self.key(path), None) else (404, {"kind": "Status", "code": 404})
+        return ((200, {"kind": "Status"}) if self.objs.pop(self.key(path), None)
+                else (404, {"kind": "Status", "code": 404}))
 
     def listing(self, path, body):
         if self.fail_list:
@@ -313,7 +317,8 @@ def test_whole_nodes_are_held_for_a_high_tenant_and_its_queue_admits_exactly_the
     assert rfs["default-flavor"]["spec"] == {}
     cqs = objects(c, "ClusterQueue")
     own = cqs["gpuas-tenant-team-high"]
-    assert [f["name"] for f in own["spec"]["resourceGroups"][0]["flavors"]] == ["gpuas-hold-team-high", "default-flavor"]
+    assert [f["name"] for f in own["spec"]["resourceGroups"][0]["flavors"]] == ["gpuas-hold-team-high",
+                                                                                "default-flavor"]
     assert flavors(own) == {"gpuas-hold-team-high": {"name": "nvidia.com/gpu", "nominalQuota": 16, "lendingLimit": 0},
                             "default-flavor": {"name": "nvidia.com/gpu", "nominalQuota": 0}}
     # every tenant has its own queue (a hold flavor can only sit in a queue of its tenant alone); nothing held
@@ -498,13 +503,16 @@ def test_start_up_reconciles_nodes_and_deletes_stale_objects_of_our_label_only()
     stale = [("localqueues", "gone", "gpuas", {"clusterQueue": "gpuas-tenant-old-team"}),
              ("clusterqueues", "", "gpuas-tenant-old-team", {}), ("resourceflavors", "", "gpuas-hold-old-team", {})]
     for plural, ns, name, spec in stale:
-        kind = {"localqueues": "LocalQueue", "clusterqueues": "ClusterQueue", "resourceflavors": "ResourceFlavor"}[plural]
+        kind = {"localqueues": "LocalQueue", "clusterqueues": "ClusterQueue",
+                "resourceflavors": "ResourceFlavor"}[plural]
         c.objs[(plural, ns, name)] = {"kind": kind, "metadata": {"name": name, "labels": mine,
                                                                **({"namespace": ns} if ns else {})}, "spec": spec}
-    c.objs[("clusterqueues", "", "someone-elses")] = {"kind": "ClusterQueue", "metadata": {"name": "someone-elses"}, "spec": {}}
+    c.objs[("clusterqueues", "", "someone-elses")] = {"kind": "ClusterQueue", "metadata": {"name": "someone-elses"},
+                                                      "spec": {}}
     # the high tenant's LocalQueue from before node holds pointed at the tier queue (clusterQueue is immutable)
     c.objs[("localqueues", "serving", "gpuas")] = {"kind": "LocalQueue", "metadata": {
-        "name": "gpuas", "namespace": "serving", "labels": mine, "resourceVersion": "3"}, "spec": {"clusterQueue": "gpuas-high"}}
+        "name": "gpuas", "namespace": "serving", "labels": mine, "resourceVersion": "3"},
+        "spec": {"clusterQueue": "gpuas-high"}}
     # the layout before aged holds: one ClusterQueue gpuas-normal for every normal tenant
     c.objs[("clusterqueues", "", "gpuas-normal")] = {"kind": "ClusterQueue", "metadata": {
         "name": "gpuas-normal", "labels": mine, "resourceVersion": "2"}, "spec": {"cohort": "gpu-autoscaler"}}

@@ -132,8 +132,8 @@ def test_config_backend_kubernetes_wires_the_lease_into_a_daemon(tmp_path):
                             "forecaster": {"kind": "seasonal_naive"}, "server": {"enabled": False},
                             "state": {"path": str(tmp_path / "s.db")},
                             "actuators": {"kubernetes": {"kubeconfig": str(kubeconfig)}},
-                            "ha": {"enabled": True, "backend": "kubernetes", "namespace": "gpuas", "lease_name": "leader",
-                                   "replica_id": "k1", "lease_ttl_s": 5}})
+                            "ha": {"enabled": True, "backend": "kubernetes", "namespace": "gpuas",
+                                   "lease_name": "leader", "replica_id": "k1", "lease_ttl_s": 5}})
         d = Daemon(build_runtime(cfg), serve_http=False)
         try:
             assert d.runtime.lease.tick() and d.role() == "leader"

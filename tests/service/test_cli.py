@@ -72,7 +72,8 @@ def test_a_history_shorter_than_a_season_is_a_clear_error_for_retrain_and_backte
     for steps in (30, 1439):
         idx = pd.date_range("2026-01-01", periods=steps, freq="min", tz="UTC", name="time")
         short = tmp_path / "short.csv"
-        pd.DataFrame({"time": idx, "a": np.arange(steps) + 1.0, "b": np.arange(steps) % 7 + 1.0}).to_csv(short, index=False)
+        pd.DataFrame({"time": idx, "a": np.arange(steps) + 1.0,
+                      "b": np.arange(steps) % 7 + 1.0}).to_csv(short, index=False)
         for cmd in (("retrain", "--data", str(short), "--model-dir", str(tmp_path / "m")),
                     ("backtest", "--data", str(short), "--report-dir", str(tmp_path / "rep"))):
             r = run_cli(*cmd, cwd=tmp_path)
@@ -95,7 +96,8 @@ def test_backtest_command_scores_baselines_and_the_shipped_model(tmp_path):
 
 def test_check_config(tmp_path):
     ok = run_cli("--config", str(REPO / "deploy" / "config.example.toml"), "check-config", cwd=tmp_path)
-    assert ok.returncode == 2 and "webhook_token_file" in ok.stderr     # /etc/gpu-autoscaler/webhook-token is absent here
+    # /etc/gpu-autoscaler/webhook-token is absent here
+    assert ok.returncode == 2 and "webhook_token_file" in ok.stderr
     good = tmp_path / "c.toml"
     good.write_text('[source]\nkind = "prometheus"\n[actuators]\nenabled = ["log", "redis"]\n')
     r = run_cli("--config", str(good), "check-config", cwd=tmp_path)

@@ -82,7 +82,8 @@ def test_plan_is_kept_up_to_max_age_then_safe_default(tmp_path, caplog):
     assert res.outcome == "source_error" and p.safe_default and p.stale
     assert p.reservations == {} and p.preemptions == () and p.high_pool == 51
     assert set(p.quotas.values()) == {256 - 51}
-    assert "safe default in force: no holds beyond the static pool (51 GPUs for the high tier), no preemptions" in p.notes[0]
+    assert ("safe default in force: no holds beyond the static pool (51 GPUs for the high tier), no preemptions"
+            in p.notes[0])
     assert "safe default in force" in caplog.text
     assert [r.actuator for r in res.reports] == ["simulator", "log"]      # enforced, not only said
     assert rt.sim.cluster.reservations.sum() == 0

@@ -112,7 +112,8 @@ def test_real_alertmanager_posts_to_the_running_daemon(tmp_path):
         with alertmanager_server(tmp_path, am_cfg) as (am, _):
             t0 = time.perf_counter()
             r = httpx.post(f"{am}/api/v2/alerts", json=[{"labels": {"alertname": "GPUNodeDown",
-                                                                    "node": sim.node_name(node), "severity": "critical"},
+                                                                    "node": sim.node_name(node),
+                                                                    "severity": "critical"},
                                                          "annotations": {"summary": "down"}}])
             assert r.status_code == 200
             wait_for(lambda: d.runtime.store.events("node_down"), what="webhook delivered", timeout=30)

@@ -58,7 +58,8 @@ def test_a_webhook_post_of_random_alert_names_adds_at_most_one_series(tmp_path):
         assert 'gpuas_alerts_total{alertname="other",outcome="ignore"} 1000.0' in text
         # a configured name keeps its own series
         r = httpx.post(f"{base}/alerts", json={"version": "4", "groupKey": "g", "status": "firing", "receiver": "r",
-                                               "alerts": [{"status": "firing", "labels": {"alertname": "GPUClusterLoadHigh"},
+                                               "alerts": [{"status": "firing",
+                                                           "labels": {"alertname": "GPUClusterLoadHigh"},
                                                            "startsAt": "2026-01-06T13:30:00Z"}]},
                        headers={"Authorization": f"Bearer {WEBHOOK}"})
         assert r.status_code == 200
@@ -70,7 +71,8 @@ def test_a_webhook_post_of_random_alert_names_adds_at_most_one_series(tmp_path):
 
 def plan(tenants: list[str], preempt: str | None = None) -> Plan:
     return Plan(at="2026-01-06T13:30:00+00:00", capacity=64, load=0.5, high_pool=8,
-                reservations={t: 4 for t in tenants}, quotas={}, limits={t: RateLimit(50, 100, 0, "x") for t in tenants},
+                reservations={t: 4 for t in tenants}, quotas={},
+                limits={t: RateLimit(50, 100, 0, "x") for t in tenants},
                 preemptions=(Preemption("j1", preempt, 8, "n1", "peak ahead"),) if preempt else (), notifications=(),
                 stale=False, forecast_model="m", notes=(), memory=PolicyMemory())
 
@@ -86,7 +88,8 @@ def test_a_tenant_gone_longer_than_the_limit_leaves_metrics():
     m = DaemonMetrics(clock=lambda: now[0])
     m.observe_plan(plan(["stay", "leave"], preempt="leave"), forecast(["stay", "leave"]), 3, False, 3600)
     body = generate_latest(m.registry).decode()
-    for name in ("gpuas_reservation_gpus", "gpuas_rate_limit_rps", "gpuas_forecast_peak_gpus", "gpuas_preemptions_total"):
+    for name in ("gpuas_reservation_gpus", "gpuas_rate_limit_rps", "gpuas_forecast_peak_gpus",
+                 "gpuas_preemptions_total"):
         assert {dict(ls)["tenant"] for ls in series(body, name)} >= {"leave"}, name
     now[0] = 1800.0                                              # gone, but not for long yet: still there
     m.observe_plan(plan(["stay"]), forecast(["stay"]), 3, False, 3600)

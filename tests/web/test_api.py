@@ -38,8 +38,10 @@ def test_operator_sees_everything(api):
     assert len(tenants) == 16 and {t["tenant"] for t in tenants} >= {"tenant-0001", "tenant-0002"}
     one = httpx.get(f"{base}/api/v1/tenants/tenant-0003", headers=h(OP)).json()
     assert one["tenant"] == "tenant-0003" and one["limit"]["reason"]
-    assert len(one["forecast"]["p50"]) == d.cfg.cycle.horizon_steps and len(one["forecast"]["p90"]) == d.cfg.cycle.horizon_steps
-    assert all(a <= b for a, b in zip(one["forecast"]["p50"], one["forecast"]["p90"]) if a is not None and b is not None)
+    assert (len(one["forecast"]["p50"]) == d.cfg.cycle.horizon_steps
+            and len(one["forecast"]["p90"]) == d.cfg.cycle.horizon_steps)
+    assert all(a <= b for a, b in zip(one["forecast"]["p50"], one["forecast"]["p90"])
+               if a is not None and b is not None)
     assert len(one["usage"]["values"]) == 240
     assert httpx.get(f"{base}/api/v1/events", headers=h(OP)).status_code == 200
     assert httpx.get(f"{base}/plan", headers=h(OP)).json()["capacity"] == 256
@@ -81,7 +83,8 @@ def test_unknown_tenant_and_bad_input(api):
 def test_events_newest_first_and_filtered(api):
     d, base = api
     store = d.runtime.store
-    store.log_event("2026-01-04T13:00:00+00:00", "node_down", {"node": "sim-node-0001", "jobs": [], "tenants": ["tenant-0001"]})
+    store.log_event("2026-01-04T13:00:00+00:00", "node_down", {"node": "sim-node-0001", "jobs": [],
+                                                               "tenants": ["tenant-0001"]})
     store.log_event("2026-01-04T13:00:01+00:00", "preemption", {"tenant": "tenant-0002", "job_id": "x", "gpus": 8,
                                                                 "node": "n", "reason": "test"})
     ev = httpx.get(f"{base}/api/v1/events?limit=1000", headers=h(OP)).json()["events"]
@@ -124,14 +127,16 @@ def test_bad_access_config_names_the_key(entry, key):
 def test_token_files_and_shared_tokens(tmp_path):
     f = tmp_path / "op.token"
     f.write_text(OP + "\n")
-    acc = Access(parse_config({"access": {"tokens": [{"name": "ops", "role": "operator", "token_file": str(f)}]}}).access)
+    acc = Access(parse_config({"access": {"tokens": [{"name": "ops", "role": "operator",
+                                                      "token_file": str(f)}]}}).access)
     assert acc.lookup(OP).name == "ops" and acc.lookup(OP + "x") is None and acc.lookup("") is None
     with pytest.raises(ConfigError, match="access.tokens.ops.token_file"):
         Access(parse_config({"access": {"tokens": [{"name": "ops", "role": "operator",
                                                     "token_file": str(tmp_path / "missing")}]}}).access)
     with pytest.raises(ConfigError, match="share one token"):
-        Access(parse_config({"access": {"tokens": [{"name": "a", "role": "operator", "token": OP},
-                                                   {"name": "b", "role": "tenant", "tenant": "t", "token": OP}]}}).access)
+        Access(parse_config({"access": {"tokens": [
+            {"name": "a", "role": "operator", "token": OP},
+            {"name": "b", "role": "tenant", "tenant": "t", "token": OP}]}}).access)
 
 
 def _plan(level, reservations, preemptions=(), notes=()):
@@ -312,13 +317,15 @@ def test_webhook_and_api_take_the_scheme_in_any_case(tmp_path):
     d._start_http()
     base = f"http://127.0.0.1:{port}"
     body = {"version": "4", "groupKey": "g", "status": "firing", "receiver": "r",
-            "alerts": [{"status": "firing", "labels": {"alertname": "SomethingElse"}, "startsAt": "2026-01-06T13:30:00Z"}]}
+            "alerts": [{"status": "firing", "labels": {"alertname": "SomethingElse"},
+                        "startsAt": "2026-01-06T13:30:00Z"}]}
     try:
         for scheme in ("Bearer", "bearer", "BEARER"):
             r = httpx.post(f"{base}/alerts", json=body, headers={"Authorization": f"{scheme} webhook-token-0123456789"})
             assert r.status_code == 200, (scheme, r.text)
             assert httpx.get(f"{base}/api/v1/tenants", headers={"Authorization": f"{scheme} {T1}"}).status_code == 200
-        for bad in ("Bearer webhook-token-012345678", "Bearer webhook-token-0123456789x", "Basic webhook-token-0123456789"):
+        for bad in ("Bearer webhook-token-012345678", "Bearer webhook-token-0123456789x",
+                    "Basic webhook-token-0123456789"):
             assert httpx.post(f"{base}/alerts", json=body, headers={"Authorization": bad}).status_code == 401, bad
     finally:
         d.stop()

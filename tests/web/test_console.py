@@ -259,7 +259,8 @@ def test_browser_operator_sees_the_throttled_tenant_and_its_forecast(sim_daemon)
         box = page.eval("""(() => { const s = document.querySelector('#forecast-chart');
             const b = (q) => { const e = q ? s.querySelector(q) : s; if (!e) return null;
                                const r = e.getBoundingClientRect(); return {x: r.x, w: r.width, h: r.height}; };
-            return {svg: b(null), band: b('polygon.b-p90'), p50: b('polyline.s-p50'), usage: b('polyline.s-used')}; })()""")
+            return {svg: b(null), band: b('polygon.b-p90'), p50: b('polyline.s-p50'), """
+                        "usage: b('polyline.s-used')}; })()")
         assert box["svg"]["w"] > 600 and box["svg"]["h"] > 150
         assert box["band"] and box["p50"]["w"] > 50 and box["usage"]["w"] > 300
         assert box["p50"]["x"] > box["usage"]["x"] + box["usage"]["w"] - 5   # forecast starts where usage ends
@@ -268,7 +269,8 @@ def test_browser_operator_sees_the_throttled_tenant_and_its_forecast(sim_daemon)
         # an operator throttles another tenant through the form; the next cycle's plan carries it, with its reason
         assert page.goto(f"{base}/ui/tenants/tenant-0002") == 200
         assert page.submit("#override-form", {"rate_override": "5"}) == 200
-        assert page.eval("document.querySelector('#notice').textContent") == "Change saved; it applies at the next cycle."
+        assert (page.eval("document.querySelector('#notice').textContent")
+                == "Change saved; it applies at the next cycle.")
         deadline = time.monotonic() + 30
         while page.eval("document.querySelector('#reason-text').textContent") != "fixed limit for tenant-0002: 5 req/s":
             assert time.monotonic() < deadline, "override not applied within 30 s"

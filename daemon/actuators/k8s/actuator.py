@@ -5,8 +5,8 @@ cordon + eviction for a failed node.
 Tenants map to namespaces (``tenants[].k8s_namespace``, default: the tenant's
 name); a job id is ``namespace/pod``. Only namespaces mapped to a configured
 tenant are touched, never ``kube-*``; the one exception is the start-up sweep, which deletes our own
-labelled quota from a namespace no configured tenant maps to any more (see ``sweep_quotas``). Every pod removal goes through the
-Eviction API with a grace period, so PodDisruptionBudgets are honoured; a PDB
+labelled quota from a namespace no configured tenant maps to any more (see ``sweep_quotas``). Every pod removal
+goes through the Eviction API with a grace period, so PodDisruptionBudgets are honoured; a PDB
 refusal (429) is reported and retried on a later cycle, never escalated to a
 delete. DaemonSet pods and mirror (static) pods are never evicted. For
 preemption only pods of the low PriorityClass are evicted, whatever the plan says.
@@ -71,7 +71,8 @@ class TimedApiClient(k8s.ApiClient):
             return super().call_api(method, url, header_params, body, post_params,
                                     _request_timeout if _request_timeout is not None else self.timeout_s)
         except urllib3.exceptions.HTTPError as exc:
-            raise ApiException(status=0, reason=f"no answer within {self.timeout_s:g} s: {type(exc).__name__}") from None
+            raise ApiException(status=0,
+                               reason=f"no answer within {self.timeout_s:g} s: {type(exc).__name__}") from None
 
 
 def api_client(cfg: KubernetesActuatorConfig) -> k8s.ApiClient:
@@ -128,8 +129,9 @@ class KubernetesActuator:
         if self._classes_ok:
             return
         for tier, (value, policy, desc) in PRIORITY_CLASSES.items():
-            body = k8s.V1PriorityClass(metadata=k8s.V1ObjectMeta(name=priority_class_name(tier),
-                                                                 labels={"app.kubernetes.io/managed-by": "gpu-autoscaler"}),
+            body = k8s.V1PriorityClass(metadata=k8s.V1ObjectMeta(
+                                           name=priority_class_name(tier),
+                                           labels={"app.kubernetes.io/managed-by": "gpu-autoscaler"}),
                                        value=value, preemption_policy=policy, global_default=False, description=desc)
             self._may(f"ensure PriorityClass {body.metadata.name}")
             rep.actions.append(f"ensure PriorityClass {body.metadata.name} value={value}")
@@ -283,7 +285,8 @@ class KubernetesActuator:
         if live is None or live is RETRY:  # a plan preemption: the next plan asks again if still needed
             return
         if live.spec.priority_class_name != priority_class_name("low"):
-            rep.errors.append(f"refused to evict {job_id}: PriorityClass {live.spec.priority_class_name!r} is not preemptible")
+            rep.errors.append(f"refused to evict {job_id}: PriorityClass {live.spec.priority_class_name!r} "
+                              "is not preemptible")
             return
         if live.status.phase != "Running":
             rep.actions.append(f"skip {job_id}: {live.status.phase}")
@@ -353,8 +356,8 @@ class KubernetesActuator:
     def jobs_on_node(self, node: str) -> list[tuple[str, str]]:
         pods = self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}")
         return [(f"{p.metadata.namespace}/{p.metadata.name}", self.tenant_of[p.metadata.namespace])
-                for p in pods.items if p.status.phase in ("Running", "Pending") and p.metadata.namespace in self.tenant_of
-                and evictable(p)]
+                for p in pods.items if p.status.phase in ("Running", "Pending")
+                and p.metadata.namespace in self.tenant_of and evictable(p)]
 
     def node_down_confirmed(self, node: str) -> bool | None:
         """Whether the API sees `node` as failed (ReportsNodeHealth): its Ready condition False or Unknown (the
@@ -408,7 +411,8 @@ class KubernetesActuator:
             ev = k8s.CoreV1Event(
                 metadata=k8s.V1ObjectMeta(generate_name="gpu-autoscaler-", namespace=ns),
                 involved_object=k8s.V1ObjectReference(kind="Namespace", name=ns, api_version="v1"),
-                reason="".join(w.capitalize() for w in n.kind.split("_")), message=n.message[:1000], type="Warning" if n.kind != "relaxed" else "Normal",
+                reason="".join(w.capitalize() for w in n.kind.split("_")), message=n.message[:1000],
+                type="Warning" if n.kind != "relaxed" else "Normal",
                 source=k8s.V1EventSource(component="gpu-autoscaler"))
             self._may(f"event {ns}: {n.kind}")
             rep.actions.append(f"event {ns}: {n.kind}")

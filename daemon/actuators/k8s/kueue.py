@@ -208,7 +208,8 @@ class KueueActuator:
     def local_queues(self) -> list[dict]:
         out = []
         for t, ns in sorted(self.ns_of.items()):
-            for name, cq in ((self.cfg.queue_prefix, self.tenant_queue(t)), (self.queue_name("low"), self.queue_name("low"))):
+            for name, cq in ((self.cfg.queue_prefix, self.tenant_queue(t)),
+                             (self.queue_name("low"), self.queue_name("low"))):
                 out.append({"apiVersion": f"{GROUP}/{VERSION}", "kind": "LocalQueue",
                             "metadata": {"name": name, "namespace": ns, "labels": dict(MANAGED)},
                             "spec": {"clusterQueue": cq}})
@@ -288,7 +289,8 @@ class KueueActuator:
                 items = self.custom.list_cluster_custom_object(GROUP, VERSION, plural, label_selector=selector)
                 for it in items.get("items", []):
                     meta = it.get("metadata", {})
-                    if meta.get("labels", {}).get("app.kubernetes.io/managed-by") != MANAGED["app.kubernetes.io/managed-by"]:
+                    if (meta.get("labels", {}).get("app.kubernetes.io/managed-by")
+                            != MANAGED["app.kubernetes.io/managed-by"]):
                         continue
                     ns, name = meta.get("namespace", ""), meta["name"]
                     if (plural, ns, name) in keep:

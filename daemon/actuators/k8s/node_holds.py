@@ -113,8 +113,9 @@ class NodeHolds:
               job_gpus: dict[str, int] | None = None) -> dict[str, int] | None:
         """Hold `wanted` GPUs as whole nodes, per hold: its label value (``name_part`` of a tenant, or a pool's
         value) -> GPUs. `members`: per hold, the tenants whose pods are its own (default: the tenant whose
-        ``name_part`` the value is); `job_gpus`: per hold, the GPUs of the job it is sized for (default 1). Returns the GPUs each hold's nodes now hold (what its hold flavor may
-        admit), or None when the nodes could not be read (nothing was changed)."""
+        ``name_part`` the value is); `job_gpus`: per hold, the GPUs of the job it is sized for (default 1). Returns
+        the GPUs each hold's nodes now hold (what its hold flavor may admit), or None when the nodes could not be
+        read (nothing was changed)."""
         try:
             nodes, by_tenant, firm_of = self.read()
         except ApiException as exc:
@@ -152,7 +153,8 @@ class NodeHolds:
                     for n, g in per_node.items():
                         firm[n] = firm.get(n, 0) + g
             jg = (job_gpus or {}).get(t, 1)
-            need = self.choose(free_nodes, current, gpus, mine, freed, firm, keep=False, job_gpus=jg) if gpus > 0 else []
+            need = (self.choose(free_nodes, current, gpus, mine, freed, firm, keep=False, job_gpus=jg)
+                    if gpus > 0 else [])
             ok = {n.name for n in free_nodes}
             fewer = sum(size[n] for n in need) < sum(size[n] for n in current if n in ok)
             if fewer:

@@ -94,10 +94,12 @@ class Chart:
                 else:
                     out.append(f'<polyline class="{escape(ln.css)}" data-series="{escape(ln.name)}" '
                                f'points="{" ".join(pts)}"/>')
-        out.append(f'<text class="axis" x="12" y="{PAD_T + ih / 2:.0f}" transform="rotate(-90 12 {PAD_T + ih / 2:.0f})" '
+        out.append(f'<text class="axis" x="12" y="{PAD_T + ih / 2:.0f}" '
+                   f'transform="rotate(-90 12 {PAD_T + ih / 2:.0f})" '
                    f'text-anchor="middle">{escape(self.y_label)}</text>')
         out.append("</svg>")
-        legend = "".join(f'<span class="key {escape(x.css)}">{escape(x.name)}</span>' for x in [*self.bands, *self.lines])
+        legend = "".join(f'<span class="key {escape(x.css)}">{escape(x.name)}</span>'
+                         for x in [*self.bands, *self.lines])
         return Markup(f'<figure class="chart-box"><figcaption>{escape(self.title)}</figcaption>{"".join(out)}'
                       f'<div class="legend">{legend}</div></figure>')
 
