@@ -25,10 +25,13 @@ class DaemonMetrics:
                  clock: Callable[[], float] = time.monotonic) -> None:
         r = self.registry = registry or CollectorRegistry()
         self.clock = clock
-        self.cycle_seconds = Histogram("gpuas_cycle_duration_seconds", "Wall time of one collect-forecast-plan-act cycle",
+        self.cycle_seconds = Histogram("gpuas_cycle_duration_seconds",
+                                       "Wall time of one collect-forecast-plan-act cycle",
                                        registry=r, buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30))
-        self.cycles = Counter("gpuas_cycles", "Cycles by outcome (ok, stale, source_error, error)", ["outcome"], registry=r)
-        self.staleness = Gauge("gpuas_data_staleness_seconds", "Age of the newest sample behind the last snapshot", registry=r)
+        self.cycles = Counter("gpuas_cycles", "Cycles by outcome (ok, stale, source_error, error)", ["outcome"],
+                              registry=r)
+        self.staleness = Gauge("gpuas_data_staleness_seconds", "Age of the newest sample behind the last snapshot",
+                               registry=r)
         self.source_up = Gauge("gpuas_source_up", "1 when the last collect succeeded", registry=r)
         self.plan_stale = Gauge("gpuas_plan_stale", "1 while the daemon is holding its last good plan", registry=r)
         self.last_good = Gauge("gpuas_last_good_plan_timestamp_seconds", "When the plan in force was made", registry=r)
@@ -36,7 +39,8 @@ class DaemonMetrics:
         self.capacity = Gauge("gpuas_cluster_capacity_gpus", "Healthy GPUs", registry=r)
         self.rate_level = Gauge("gpuas_rate_level", "Index of the load level in force", registry=r)
         self.fallback = Gauge("gpuas_forecaster_fallback", "1 when a baseline stands in for the model", registry=r)
-        self.forecast = Gauge("gpuas_forecast_peak_gpus", "Peak forecast over the lead time", ["tenant", "quantile"], registry=r)
+        self.forecast = Gauge("gpuas_forecast_peak_gpus", "Peak forecast over the lead time", ["tenant", "quantile"],
+                              registry=r)
         self.reservation = Gauge("gpuas_reservation_gpus", "GPUs held for a tenant", ["tenant"], registry=r)
         self.limit = Gauge("gpuas_rate_limit_rps", "Token-bucket rate per tenant", ["tenant"], registry=r)
         self.preemptions = Counter("gpuas_preemptions", "Jobs preempted", ["tenant"], registry=r)
