@@ -20,10 +20,16 @@ class GatewayConfigError(Exception):
 class ApiKey(_Strict):
     """One tenant credential: the key itself, a file holding it, or only its SHA-256 digest."""
 
-    tenant: str = Field(min_length=1)
-    key: str | None = Field(None, min_length=16)
-    key_file: Path | None = None
-    key_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
+    tenant: str = Field(min_length=1, description="the tenant a request with this key is counted and limited as "
+                        "(its `<prefix>:limit:<tenant>` bucket); one key cannot name two tenants")
+    key: str | None = Field(None, min_length=16, description="the key itself (at least 16 characters, surrounding "
+                            "whitespace dropped), written in the config file; only its SHA-256 digest is compared "
+                            "or published. Give one of key, key_file or key_sha256; prefer the other two")
+    key_file: Path | None = Field(None, description="a file holding the key (at least 16 characters, surrounding "
+                                  "whitespace dropped), read at start-up")
+    key_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$", description="only the key's SHA-256 digest, 64 "
+                                   "lowercase hex digits (`printf %s KEY | sha256sum`): the key itself need not be on "
+                                   "this host")
 
     @model_validator(mode="after")
     def _one_source(self) -> "ApiKey":

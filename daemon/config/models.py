@@ -26,25 +26,39 @@ class ConfigError(Exception):
 
 
 class ClusterConfig(_Strict):
-    name: str = "default"
+    name: str = Field("default", description="this cluster's name: a model is used only on the cluster it was scored "
+                      "on (`<source.kind>:<name>`; the shipped one on \"simulator:default\"), so renaming makes "
+                      "forecaster.kind = auto score the baselines until retrain scores a model here")
     gpus: int = Field(1024, gt=0,
                       description="GPUs in the cluster (simulator, or a fallback when the source cannot tell)")
-    gpus_per_node: int = Field(8, gt=0)
+    gpus_per_node: int = Field(8, gt=0, description="GPUs per node of the simulated cluster and of the synthetic "
+                               "replay: holds take whole nodes of this size and a job fits on one node. With "
+                               "Slurm or Kubernetes the nodes are the scheduler's own and this is not read")
 
 
 class TenantConfig(_Strict):
-    name: str = Field(min_length=1)
-    tier: Tier = "normal"
-    slurm_account: str | None = None
-    k8s_namespace: str | None = None
+    name: str = Field(min_length=1, description="the tenant as the source names it (with Prometheus: a value of "
+                      "source.prometheus.tenant_label, by default the pod's namespace); a listed tenant with no GPUs "
+                      "is 0, not absent. Kubernetes: only listed tenants' namespaces are ever touched")
+    tier: Tier = Field("normal", description="high: shares the guaranteed pool (policy.reserve_share) and gets GPUs "
+                       "held for its forecast peak; each tier has its own req/s in ratelimits.levels. Unlisted "
+                       "tenants are normal; which jobs may be preempted comes from the scheduler's job priority")
+    slurm_account: str | None = Field(None, description="Slurm account whose jobs are this tenant's, and that its "
+                                      "hold reservations admit; default: the tenant's name")
+    k8s_namespace: str | None = Field(None, description="namespace whose pods are this tenant's (its quota, queues "
+                                      "and evictions); default: the tenant's name. A `kube-*` namespace is never "
+                                      "touched")
     rate_override: float | None = Field(None, gt=0, description="fixed req/s for this tenant, ignores load levels")
 
 
 class CycleConfig(_Strict):
-    interval_s: float = Field(30.0, gt=0)
+    interval_s: float = Field(30.0, gt=0, description="seconds from the start of one cycle to the next (an alert "
+                              "can run one sooner; an overrun cycle is followed at once). /healthz says unhealthy "
+                              "when no cycle completed within max(3 x interval_s, 10 s)")
     resolution_s: int = Field(60, gt=0, description="step of the demand series and of the forecast")
     history_steps: int = Field(2880, ge=60, description="how much history the forecaster reads each cycle")
-    horizon_steps: int = Field(60, ge=1)
+    horizon_steps: int = Field(60, ge=1, description="steps (of resolution_s) forecast each cycle; the policy's "
+                               "lead times are cut to it, and a model in use that forecasts fewer steps is refused")
     stale_after_s: float = Field(180.0, gt=0, description="data older than this is stale: no new preemptions")
     max_missing_share: float = Field(0.2, ge=0, le=1, description="share of tenants without a fresh sample that "
                                                                   "makes the snapshot stale")
@@ -107,7 +121,10 @@ def _default_levels() -> list[RateLevel]:
 
 
 class RateLimitConfig(_Strict):
-    levels: list[RateLevel] = Field(default_factory=_default_levels)
+    levels: list[RateLevel] = Field(default_factory=_default_levels, description="per-tier req/s by cluster load "
+                                    "(GPUs in use / healthy GPUs): the last level whose `load` is reached applies; "
+                                    "loads strictly increasing from 0.0. Default: from 0.8 the high tier drops to "
+                                    "200 req/s and normal to 50, from 0.9 low to 50 too")
     hysteresis: float = Field(0.05, ge=0, lt=0.5, description="load must fall this far below a level to loosen")
     burst_seconds: float = Field(2.0, gt=0, description="bucket size as seconds of rate")
 
@@ -125,44 +142,79 @@ class RateLimitConfig(_Strict):
 
 
 class SimulatorConfig(_Strict):
-    seed: int = 42
-    tenants: int = Field(40, gt=0)
-    high_share: float = Field(0.1, ge=0, le=1)
+    seed: int = Field(42, description="random seed of the synthetic demand: the same seed and settings give the same "
+                      "cluster, run after run")
+    tenants: int = Field(40, gt=0, description="simulated tenants, named tenant-0000, tenant-0001, ...")
+    high_share: float = Field(0.1, ge=0, le=1, description="share of the simulated tenants in the high tier (at least "
+                              "one when above 0): the first ones by name, twice as big on average, and at least 60% "
+                              "of them with the 14:00 peak")
     low_priority_share: float = Field(0.5, ge=0, le=1, description="share of normal-tier demand that is preemptible")
     target_load: float = Field(0.85, gt=0, le=2, description="mean demand as a share of GPUs")
     peak_share: float = Field(0.3, ge=0, le=1, description="tenants with a daily 14:00 peak")
     drain_steps: int = Field(2, ge=0, description="steps a preempted job holds its GPUs while it checkpoints")
-    checkpoint_steps: int = Field(30, ge=1)
-    start_time: str = "2026-01-04T13:30:00Z"  # the first cycle lands at 13:30, before the 14:00 peak
+    checkpoint_steps: int = Field(30, ge=1, description="steps between a simulated job's checkpoints: a preempted "
+                                  "job loses the work done since its last one (counted as lost GPU-steps)")
+    start_time: str = Field("2026-01-04T13:30:00Z", description="simulated time (ISO 8601, UTC) of the first "
+                            "generated step; the first cycle comes warmup_steps later, so with the defaults at 13:30, "
+                            "half an hour before the 14:00 peak")
     warmup_steps: int = Field(2880, ge=0, description="history generated before the first cycle")
 
 
 class PrometheusConfig(_Strict):
-    url: str = "http://127.0.0.1:9090"
-    timeout_s: float = Field(5.0, gt=0)
-    retries: int = Field(2, ge=0)
-    tenant_label: str = "namespace"
-    node_label: str = "Hostname"
-    disable_ssl: bool = False
-    headers: dict[str, str] = Field(default_factory=dict)
+    url: str = Field("http://127.0.0.1:9090", description="base URL of the Prometheus HTTP API (the daemon adds "
+                     "/api/v1/...); a user:password in it is shown as `***` in logs, /healthz and the console")
+    timeout_s: float = Field(5.0, gt=0, description="seconds one request may take to connect, and then between bytes "
+                             "of the answer, before it fails")
+    retries: int = Field(2, ge=0, description="tries again of a request that failed (no connection, a timeout, a "
+                         "500/502/503/504), with backoff from 0.2 s; then the cycle's read is a source error and "
+                         "the last good plan is kept")
+    tenant_label: str = Field("namespace", description="label naming the tenant in the demand and missing queries' "
+                              "answers (their `by (...)`); its values are the tenant names. Default: the pod's "
+                              "namespace, as DCGM exporter labels an allocated GPU")
+    node_label: str = Field("Hostname", description="label naming the node in known_nodes_query's answer (DCGM "
+                            "exporter's Hostname): the names an alert's node is checked against")
+    disable_ssl: bool = Field(False, description="do not verify Prometheus' TLS certificate (https URLs); for a "
+                              "test setup only: whoever sits in the path could then feed the daemon false demand")
+    headers: dict[str, str] = Field(default_factory=dict, description="HTTP headers sent with every request, e.g. "
+                                    "Authorization for an authenticating proxy or X-Scope-OrgID for Mimir, Cortex "
+                                    "or Thanos tenancy; kept in the config file in the clear")
     max_response_mb: float = Field(64.0, gt=0, description="a bigger answer is a SourceError (read in chunks)")
     chunk_steps: int = Field(720, ge=1, description="steps per query_range request (bounds each answer's size)")
     # Demand of a tenant = GPUs allocated to it, busy or idle. DCGM exporter labels a GPU with the namespace
     # of the pod it is allocated to (empty when free).
-    demand_query: str = 'count by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""})'
+    demand_query: str = Field('count by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""})',
+                              description="PromQL: GPUs allocated per tenant (by tenant_label), busy or idle: the "
+                              "demand that is forecast and planned for")
     # Tenants with a GPU seen in the last 15m whose series is not fresh now (its node's scrape failed, so
     # Prometheus marked it stale, or the exporter dropped it): missing, not idle.
-    missing_query: str = ('count by (namespace) (last_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!=""}[15m])'
-                          ' unless on (Hostname, gpu) DCGM_FI_DEV_GPU_UTIL)')
-    util_query: str = 'avg by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""})'
-    capacity_query: str = "count(DCGM_FI_DEV_GPU_UTIL)"
-    nodes_query: str = "count by (Hostname) (DCGM_FI_DEV_GPU_UTIL)"
+    missing_query: str = Field('count by (namespace) (last_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!=""}[15m])'
+                               ' unless on (Hostname, gpu) DCGM_FI_DEV_GPU_UTIL)',
+                               description="PromQL: per tenant, GPUs it held in the last 15 minutes whose series is "
+                               "not fresh now (a failed node scrape, a dropped series): that tenant is missing "
+                               "(NaN), not idle")
+    util_query: str = Field('avg by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""})',
+                            description="not read by this version: demand is GPUs allocated, busy or idle, and no "
+                            "utilization is used; accepted so that files which set it stay valid")
+    capacity_query: str = Field("count(DCGM_FI_DEV_GPU_UTIL)", description="PromQL: the cluster's healthy GPUs (the "
+                                "plan's capacity); a step where it has no value counts as not scraped, every "
+                                "tenant missing there")
+    nodes_query: str = Field("count by (Hostname) (DCGM_FI_DEV_GPU_UTIL)", description="not read by this version: "
+                             "the nodes come from the scheduler, else from known_nodes_query; accepted so that files "
+                             "which set it stay valid")
     # nodes seen within a day: a node that just died is still known (alerts may only name known nodes)
-    known_nodes_query: str = "count by (Hostname) (max_over_time(DCGM_FI_DEV_GPU_UTIL[1d]))"
-    freshness_query: str = "max(timestamp(DCGM_FI_DEV_GPU_UTIL))"
+    known_nodes_query: str = Field("count by (Hostname) (max_over_time(DCGM_FI_DEV_GPU_UTIL[1d]))",
+                                   description="PromQL, by node_label: nodes seen within a day, so one that just "
+                                   "died is still known. When no live scheduler actuator lists the nodes, a "
+                                   "node-down alert may only name one of these")
+    freshness_query: str = Field("max(timestamp(DCGM_FI_DEV_GPU_UTIL))", description="PromQL: time of the newest "
+                                 "sample; older than cycle.stale_after_s makes the snapshot stale (no new "
+                                 "preemptions)")
     # true when deploy/prometheus/gpu-autoscaler-recording.yml is loaded: the queries that are not set
     # explicitly read its pre-aggregated series instead of every GPU's raw series
-    recording_rules: bool = False
+    recording_rules: bool = Field(False, description="true once deploy/prometheus/gpu-autoscaler-recording.yml is "
+                                  "loaded: demand_query, missing_query and capacity_query, where not set here, read "
+                                  "its pre-aggregated series instead of every GPU's raw series (far cheaper at "
+                                  "thousands of GPUs)")
 
     @model_validator(mode="before")
     @classmethod
@@ -189,7 +241,10 @@ class HistoryConfig(_Strict):
 
 
 class SourceConfig(_Strict):
-    kind: Literal["simulator", "prometheus"] = "simulator"
+    kind: Literal["simulator", "prometheus"] = Field("simulator", description="where demand and the cluster's state "
+                                                     "come from: simulator (an embedded simulated cluster, no "
+                                                     "servers needed) or prometheus (DCGM exporter metrics; jobs "
+                                                     "and nodes from the Slurm or Kubernetes actuator)")
     simulator: SimulatorConfig = Field(default_factory=SimulatorConfig)
     prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)
 
@@ -220,20 +275,29 @@ class ForecasterConfig(_Strict):
 
 
 class RedisActuatorConfig(_Strict):
-    url: str = "redis://127.0.0.1:6379/0"
-    prefix: str = "gpuas"
+    url: str = Field("redis://127.0.0.1:6379/0", description="the Redis the gateways read: per-tenant limits, API "
+                     "key digests, notifications; also the HA lease's Redis unless ha.redis_url is set")
+    prefix: str = Field("gpuas", description="prefix of every key the redis actuator writes (`<prefix>:limit:"
+                        "<tenant>`, `<prefix>:apikeys`, `<prefix>:notifications`, ...): the gateways' redis.prefix "
+                        "must be the same")
 
 
 class SlurmActuatorConfig(_Strict):
     mode: Literal["requeue", "suspend"] = Field("requeue",
                                                 description="suspend keeps GPUs allocated; requeue frees them")
-    bin_dir: Path = Path("/usr/bin")
+    bin_dir: Path = Field(Path("/usr/bin"), description="directory of scontrol, squeue, sinfo and scancel (run from "
+                          "here, never looked up on PATH)")
     slurm_conf: Path | None = Field(None, description="SLURM_CONF for scontrol/squeue (default: Slurm's own)")
-    timeout_s: float = Field(10.0, gt=0)
+    timeout_s: float = Field(10.0, gt=0, description="a Slurm command still running after this many seconds is "
+                             "killed and fails: that action's error, or for a read (squeue, sinfo) the cycle's")
     # a job's priority class comes from its QOS if mapped, else from its partition, else "normal"
     priority_by_qos: dict[str, Tier] = Field(
-        default_factory=lambda: {"high": "high", "low": "low", "preemptible": "low"})
-    priority_by_partition: dict[str, Tier] = Field(default_factory=lambda: {"high": "high", "low": "low"})
+        default_factory=lambda: {"high": "high", "low": "low", "preemptible": "low"},
+        description="job QOS -> priority class; only jobs of class low are ever preempted. Checked before "
+                    "priority_by_partition; a job matched by neither is normal")
+    priority_by_partition: dict[str, Tier] = Field(default_factory=lambda: {"high": "high", "low": "low"},
+                                                   description="job partition -> priority class, for a job whose "
+                                                               "QOS is not in priority_by_qos")
     drain_failed_nodes: bool = Field(True, description="drain a node reported down so nothing new lands on it")
     warn_signal: str = Field("USR1", pattern=r"^[A-Z0-9]+$", description="sent to the batch script before a preemption")
     # off by default: a batch script that does not trap the signal is killed by it (and not requeued)
@@ -250,21 +314,30 @@ class SlurmActuatorConfig(_Strict):
 
 
 class KubernetesActuatorConfig(_Strict):
-    in_cluster: bool = False
-    kubeconfig: Path | None = None
-    gpu_resource: str = "nvidia.com/gpu"
-    quota_name: str = "gpu-autoscaler"
-    grace_period_s: int = Field(30, ge=0)
+    in_cluster: bool = Field(False, description="connect with the pod's service account (the daemon runs in the "
+                             "cluster) instead of a kubeconfig; the kubernetes HA backend uses the same connection")
+    kubeconfig: Path | None = Field(None, description="kubeconfig file (its current context) when not in_cluster; "
+                                    "unset: $KUBECONFIG or ~/.kube/config")
+    gpu_resource: str = Field("nvidia.com/gpu", description="extended resource a GPU is requested as: counted on "
+                              "pods and nodes, and capped by the tenant quotas (`requests.<resource>`)")
+    quota_name: str = Field("gpu-autoscaler", description="name of the ResourceQuota written in each tenant "
+                            "namespace (capping GPUs of pods not in the low PriorityClass); only quotas of this name "
+                            "with the daemon's managed-by label are changed or deleted, so use no name of your own")
+    grace_period_s: int = Field(30, ge=0, description="seconds an evicted pod gets to shut down (the Eviction's "
+                                "grace period, for preemptions and for a failed node's pods)")
     timeout_s: float = Field(10.0, gt=0, description="every API request: no answer within this is that action's error")
 
 
 class KueueActuatorConfig(_Strict):
     """Kueue mode: ClusterQueues per tier in one cohort (connection: actuators.kubernetes)."""
-    cohort: str = Field("gpu-autoscaler", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    cohort: str = Field("gpu-autoscaler", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                        description="the Cohort at the root of the daemon's tree: the high, low and tenant "
+                                    "ClusterQueues and the normal and pool Cohorts sit in it")
     flavor: str = Field("default-flavor", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", description="ResourceFlavor name")
     queue_prefix: str = Field("gpuas", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
                               description="ClusterQueues <prefix>-<tier>, LocalQueues <prefix> and <prefix>-low")
-    gpu_resource: str = "nvidia.com/gpu"
+    gpu_resource: str = Field("nvidia.com/gpu", description="resource the queues' quotas are given in and node "
+                              "holds count; keep it equal to actuators.kubernetes.gpu_resource")
     hold_label: str = Field("gpu-autoscaler.io/hold",
                             pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
                             description="node label and taint key of a whole-node hold (value: the tenant)")
@@ -273,9 +346,14 @@ class KueueActuatorConfig(_Strict):
 
 
 class ActuatorsConfig(_Strict):
-    dry_run: bool = True
+    dry_run: bool = Field(True, description="every actuator reports what it would do (log, /plan, the console) and "
+                          "changes nothing; set false to act. The embedded simulator is driven either way")
     enabled: list[Literal["log", "redis", "slurm", "kubernetes", "kueue", "simulator"]] = Field(
-        default_factory=lambda: ["log"])
+        default_factory=lambda: ["log"],
+        description="what carries out the plan: log (to the log), redis (limits and API keys for the gateways), "
+                    "slurm, kubernetes (quotas, evictions, failover), kueue (queues and node holds; kubernetes beside "
+                    "it keeps failover, PriorityClasses and Events). simulator needs source.kind = simulator, whose "
+                    "cluster is driven whether listed or not")
     release_holds_on_stop: bool = Field(True, description="release scheduler holds on stop (Slurm reservations, "
                                                 "Kueue node holds, Kubernetes quotas)")
     redis: RedisActuatorConfig = Field(default_factory=RedisActuatorConfig)
@@ -285,12 +363,19 @@ class ActuatorsConfig(_Strict):
 
 
 class ServerConfig(_Strict):
-    enabled: bool = True
-    host: str = "127.0.0.1"
-    port: int = Field(9105, ge=0, le=65535)
-    webhook_token: str | None = None
-    webhook_token_file: Path | None = None
-    max_body_bytes: int = Field(1_048_576, gt=0)
+    enabled: bool = Field(True, description="serve HTTP: /metrics, /healthz, the Alertmanager webhook (/alerts), "
+                          "the console and /api/v1; off: none of them, so no failover on alerts")
+    host: str = Field("127.0.0.1", description="address to listen on; the default answers only on this host: use "
+                      "0.0.0.0 (or an address of this host) for Prometheus, Alertmanager and browsers elsewhere")
+    port: int = Field(9105, ge=0, le=65535, description="TCP port to listen on (0: one the OS picks)")
+    webhook_token: str | None = Field(None, description="bearer token Alertmanager must send to /alerts; with no "
+                                      "token (nor webhook_token_file) the webhook refuses every post unless "
+                                      "allow_unauthenticated_webhook. Prefer webhook_token_file")
+    webhook_token_file: Path | None = Field(None, description="a file holding the webhook token (read at start-up, "
+                                            "surrounding whitespace dropped; wins over webhook_token); the same "
+                                            "file can be Alertmanager's `authorization.credentials_file`")
+    max_body_bytes: int = Field(1_048_576, gt=0, description="largest webhook post accepted, in bytes; a bigger one "
+                                "gets 413 and is not read further")
     allow_unauthenticated_webhook: bool = Field(False,
                                                 description="accept webhook posts without a token (refused otherwise)")
     metrics_token: str | None = Field(None, min_length=16, description="when set (or metrics_token_file), /metrics "
@@ -346,7 +431,9 @@ class FailoverConfig(_Strict):
     breaker_max_nodes: int = Field(3, ge=1,
                                    description="more nodes than this reported down within the window: no failover")
     breaker_max_share: float = Field(0.1, gt=0, le=1, description="or more than this share of the nodes")
-    breaker_window_s: float = Field(600.0, gt=0)
+    breaker_window_s: float = Field(600.0, gt=0, description="nodes reported down within this many seconds count "
+                                    "together against breaker_max_nodes and breaker_max_share; once tripped, no "
+                                    "failover until this long after the last report over the limit")
     node_cache_s: float = Field(30.0, ge=0, description="how long the scheduler's node list is reused")
     confirm_with_scheduler: bool = Field(
         True, description="before requeueing a node's jobs on a node-down alert, ask the scheduler whether it sees "
@@ -362,10 +449,14 @@ class AccessToken(_Strict):
     token sees only its own tenant."""
 
     name: str = Field(min_length=1, description="who holds the token; written to the audit log")
-    role: Literal["operator", "tenant"]
+    role: Literal["operator", "tenant"] = Field(description="operator: sees and changes everything (tiers, rates, "
+                                                "floors, pauses); tenant: sees only `tenant`'s own pages and API, "
+                                                "and changes nothing")
     tenant: str | None = Field(None, description="the tenant a tenant token may see (role = tenant only)")
-    token: str | None = Field(None, min_length=16)
-    token_file: Path | None = None
+    token: str | None = Field(None, min_length=16, description="the token itself (at least 16 characters), written in "
+                              "the config file; give token or token_file, and prefer token_file")
+    token_file: Path | None = Field(None, description="a file holding the token (at least 16 characters, "
+                                    "surrounding whitespace dropped), read at start-up and at each reload")
 
     @model_validator(mode="after")
     def _consistent(self) -> "AccessToken":
@@ -408,10 +499,15 @@ class HAConfig(_Strict):
     """Two or more replicas, one acting: a leader lease with a fencing token, in Redis (daemon/ha/lease.py) or
     a Kubernetes Lease object (daemon/ha/lease_k8s.py)."""
 
-    enabled: bool = False
-    backend: Literal["redis", "kubernetes"] = "redis"
+    enabled: bool = Field(False, description="run as one of several replicas: each plans, only the lease holder "
+                          "acts, and each of its writes is fenced by the lease's token; off: this process acts alone")
+    backend: Literal["redis", "kubernetes"] = Field("redis", description="where the lease and the operator's "
+                                                    "overrides live: redis (ha.redis_url) or kubernetes (a Lease "
+                                                    "object in ha.namespace, over actuators.kubernetes' connection)")
     redis_url: str | None = Field(None, description="the lease's Redis (default: actuators.redis.url)")
-    prefix: str = "gpuas"
+    prefix: str = Field("gpuas", description="redis backend: prefix of the lease's keys (`<prefix>:leader`, "
+                        "`:leader:token`, `:leader:ledger`), the replicas' beats and the shared overrides; the same on "
+                        "every replica of one daemon, another for each daemon sharing the Redis")
     namespace: str = Field("default", description="kubernetes backend: the Lease's namespace")
     lease_name: str = Field("gpu-autoscaler-leader", description="kubernetes backend: the Lease object")
     replica_id: str | None = Field(None, pattern=r"^[^|#]+$", description="default: hostname:pid")
@@ -427,7 +523,9 @@ class HAConfig(_Strict):
 
 
 class StateConfig(_Strict):
-    path: Path = Path("state/gpu-autoscaler.sqlite")
+    path: Path = Field(Path("state/gpu-autoscaler.sqlite"), description="SQLite file of what survives a restart: "
+                       "the policy's memory, the last good plan, the model in use, the events and (without HA) the "
+                       "operator's overrides. Relative: to the working directory; its directory is created")
     events_keep_days: float = Field(30.0, gt=0, description="events (failovers, preemptions, operator changes) "
                                     "older than this are deleted")
     events_max_rows: int = Field(200_000, ge=1000, description="and at most this many are kept")
