@@ -248,7 +248,6 @@ PROMETHEUS_SIGNALS = (("demand per tenant: GPUs allocated, busy or idle", "deman
                       ("tenants with a stale GPU series", "missing_query"),
                       ("capacity (also: \"this step was scraped\")", "capacity_query"),
                       ("freshness", "freshness_query"),
-                      ("the nodes and their GPUs", "nodes_query"),
                       ("every node seen in the last day (which node names an alert may name)", "known_nodes_query"))
 
 
@@ -1007,11 +1006,13 @@ FOLDERS = {
 
 
 def _summary(pkg: Path) -> str:
-    """The first paragraph of a package's docstring, on one line."""
+    """The first sentence of a package's docstring, on one line (its `__init__.py` says the rest)."""
     import ast
+    import re
 
     doc = ast.get_docstring(ast.parse((pkg / "__init__.py").read_text())) or ""
-    return " ".join(doc.split("\n\n")[0].split())
+    para = " ".join(doc.split("\n\n")[0].split())
+    return re.split(r"(?<=\.)\s+(?=[A-Z`(])", para, maxsplit=1)[0].rstrip(".")
 
 
 def _wrapped(label: str, text: str, width: int = 116) -> list[str]:
@@ -1030,6 +1031,8 @@ def folder_map() -> str:
         if name == "daemon":
             for sub in sorted(p for p in (ROOT / "daemon").iterdir() if (p / "__init__.py").exists()):
                 out += _wrapped(f"  {sub.name}/", _summary(sub))
+                for subsub in sorted(p for p in sub.iterdir() if (p / "__init__.py").exists()):
+                    out += _wrapped(f"    {subsub.name}/", _summary(subsub))
     for name, text in FOLDERS.items():
         out += _wrapped(f"{name}/", text)
     return "```\n" + "\n".join(out) + "\n```"

@@ -1,4 +1,4 @@
-"""What a gateway replica needs: who is asking, an atomic Redis token-bucket check, and an ASGI middleware.
+"""The gateway, a separate deployable: who is asking, a shared Redis token bucket, an ASGI middleware.
 
 The daemon only publishes bucket parameters; the decision is made inside
 Redis by one Lua script, so any number of replicas share one bucket per

@@ -1,5 +1,8 @@
-"""The one configuration object: section models with their checks across sections (models), and the
-pure merge a reload runs (reload). `from daemon.config import Config, load_config, ConfigError`."""
+"""The one configuration object, validated at start-up and again on reload.
+
+The one configuration object: section models with their checks across sections (models), and the pure merge a reload
+runs (reload). `from daemon.config import Config, load_config, ConfigError`.
+"""
 
 from daemon.config.models import (
     RECORDED_QUERIES,

@@ -372,7 +372,7 @@ class ServerConfig(_Strict):
                                       "token (nor webhook_token_file) the webhook refuses every post unless "
                                       "allow_unauthenticated_webhook. Prefer webhook_token_file")
     webhook_token_file: Path | None = Field(None, description="a file holding the webhook token (read at start-up, "
-                                            "surrounding whitespace dropped; wins over webhook_token); the same "
+                                            "surrounding whitespace dropped; not with webhook_token as well); the same "
                                             "file can be Alertmanager's `authorization.credentials_file`")
     max_body_bytes: int = Field(1_048_576, gt=0, description="largest webhook post accepted, in bytes; a bigger one "
                                 "gets 413 and is not read further")
@@ -399,9 +399,12 @@ class ServerConfig(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _one_metrics_token(self) -> "ServerConfig":
+    def _one_token_each(self) -> "ServerConfig":
+        # two secrets for one door: an operator rotating one of them would not know which is in force
         if self.metrics_token is not None and self.metrics_token_file is not None:
             raise ValueError("give at most one of metrics_token and metrics_token_file")
+        if self.webhook_token is not None and self.webhook_token_file is not None:
+            raise ValueError("give at most one of webhook_token and webhook_token_file")
         return self
 
     def metrics_secret(self) -> str | None:
