@@ -86,6 +86,16 @@ class PolicyConfig(_Strict):
                                            "hold covers the high quantile, preemption only the likely demand")
     pool_high_tier: bool = Field(True, description="hold the high tier's reservations as one pool that any high-tier "
                                  "tenant may use (one Slurm reservation for all their accounts), not one hold each")
+    preempt_cost_aware: bool = Field(False, description="preempt for forecast demand (not for jobs waiting now) only "
+                                     "when it is forecast to arrive before the drain ends and the GPU-minutes it would "
+                                     "use the cleared GPUs for exceed the work the preemption loses since the job's "
+                                     "last checkpoint plus its drain (docs/replay.md#cost-aware-preemption)")
+    preempt_drain_s: float | None = Field(None, ge=0, description="seconds a preempted job keeps its GPUs while it "
+                                          "checkpoints and stops (Slurm GraceTime); none: the simulator's "
+                                          "drain_steps x cycle.resolution_s, so the replay and the daemon agree")
+    checkpoint_interval_s: float | None = Field(None, gt=0, description="seconds between a job's checkpoints: a "
+                                                "preemption loses the work since the last one; none: the simulator's "
+                                                "checkpoint_steps x cycle.resolution_s")
 
 
 class RateLevel(_Strict):
@@ -132,7 +142,8 @@ class SimulatorConfig(_Strict):
     target_load: float = Field(0.85, gt=0, le=2, description="mean demand as a share of GPUs")
     peak_share: float = Field(0.3, ge=0, le=1, description="tenants with a daily 14:00 peak")
     drain_steps: int = Field(2, ge=0, description="steps a preempted job holds its GPUs while it checkpoints")
-    checkpoint_steps: int = Field(30, ge=1)
+    checkpoint_steps: int = Field(30, ge=1, description="steps between a job's checkpoints: a preempted job loses the "
+                                  "work done since the last one")
     start_time: str = "2026-01-04T13:30:00Z"  # the first cycle lands at 13:30, before the 14:00 peak
     warmup_steps: int = Field(2880, ge=0, description="history generated before the first cycle")
 
