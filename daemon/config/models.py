@@ -86,7 +86,7 @@ class PolicyConfig(_Strict):
                                            "hold covers the high quantile, preemption only the likely demand")
     pool_high_tier: bool = Field(True, description="hold the high tier's reservations as one pool that any high-tier "
                                  "tenant may use (one Slurm reservation for all their accounts), not one hold each")
-    preempt_cost_aware: bool = Field(False, description="preempt for forecast demand (not for jobs waiting now) only "
+    preempt_cost_aware: bool = Field(True, description="preempt for forecast demand (not for jobs waiting now) only "
                                      "when it is forecast to arrive before the drain ends and the GPU-minutes it would "
                                      "use the cleared GPUs for exceed the work the preemption loses since the job's "
                                      "last checkpoint plus its drain (docs/replay.md#cost-aware-preemption)")
