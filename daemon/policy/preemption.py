@@ -98,12 +98,23 @@ def choose(jobs: Jobs, shortfall: int, protected_tenants: np.ndarray, budget_gpu
     order = idx[np.lexsort((jobs.runtime_s[idx], cost))]
     gpus = jobs.gpus[order]
     if gated > 0 and gate is not None:
-        # the waiting demand first, from every candidate; the forecast's only from jobs that lose less than it is worth
+        # the waiting demand first, from every candidate; the forecast's only from jobs that lose less than it is
+        # worth. The candidates are weighed in chunks, cheapest first, until enough are kept to end the prefix taken
+        # below (the shortfall or the job budget): at 50,000 jobs the rest need not be weighed
         cum = np.cumsum(gpus)
-        keep = (cum - gpus) < shortfall - gated
-        rest = np.flatnonzero(~keep)
-        keep[rest] = gate.loss(jobs, order[rest]) < worth_per_gpu * gpus[rest]
-        order, gpus = order[keep], gpus[keep]
+        first = int(np.searchsorted(cum - gpus, shortfall - gated, side="left"))
+        parts, got_g, got_n = [order[:first]], int(gpus[:first].sum()), first
+        for lo in range(first, order.size, 4096):
+            if got_g >= shortfall or got_n >= budget_jobs:
+                break
+            chunk = order[lo:lo + 4096]
+            g = jobs.gpus[chunk]
+            chunk = chunk[gate.loss(jobs, chunk) < worth_per_gpu * g]
+            parts.append(chunk)
+            got_g += int(jobs.gpus[chunk].sum())
+            got_n += chunk.size
+        order = np.concatenate(parts)
+        gpus = jobs.gpus[order]
     cum = np.cumsum(gpus)
     take = ((cum - gpus) < shortfall) & (cum <= budget_gpus)
     take[budget_jobs:] = False

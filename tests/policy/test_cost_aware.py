@@ -130,3 +130,34 @@ def test_loss_is_the_work_since_the_last_checkpoint_plus_the_drain():
     loss = loss_gpu_min(jobs, drain_s=120.0, checkpoint_s=1800.0)
     assert loss[1] == pytest.approx((200 + 120) / 60)
     assert loss[0] == pytest.approx(8 * (0 + 120) / 60)      # the 8-GPU job at exactly 3,600 s: the drain only
+
+
+def test_weighing_the_candidates_in_chunks_takes_what_weighing_them_all_would():
+    # the GPU-count path weighs candidates cheapest first, 4,096 at a time, only until the prefix it takes is
+    # settled: the same choice as filtering every candidate first
+    from daemon.policy.preemption import Gate, choose
+
+    rng = np.random.default_rng(5)
+    n = 20_000
+    jobs = Jobs(np.array([f"j{i}" for i in range(n)], dtype=object), rng.integers(1, 50, n),
+                rng.integers(1, 9, n), np.full(n, PRIORITY["low"], dtype=np.int8), np.ones(n, dtype=bool),
+                rng.uniform(0, 20_000, n), np.zeros(n), np.array(["n"] * n, dtype=object))
+    gate = Gate(np.zeros(1, dtype=np.int64), np.zeros(0), np.zeros(1, dtype=np.int64), 120.0, 1800.0)
+    protected = np.zeros(50, dtype=bool)
+    for shortfall, gated, worth, budget_g, budget_j in [(3000, 2500, 12.0, 10_000, 5000), (30_000, 29_000, 9.0,
+                                                        100_000, 50_000), (500, 400, 40.0, 300, 30),
+                                                       (60_000, 100, 5.0, 100_000, 50_000)]:
+        got = choose(jobs, shortfall, protected, budget_g, budget_j, gated, worth, gate)
+        # reference: every candidate weighed, then the same prefix rule
+        idx = np.arange(n)
+        order = idx[np.lexsort((jobs.runtime_s, jobs.gpus * jobs.runtime_s))]
+        g = jobs.gpus[order]
+        keep = (np.cumsum(g) - g) < shortfall - gated
+        keep |= loss_gpu_min(jobs, 120.0, 1800.0)[order] < worth * g
+        order, g = order[keep], g[keep]
+        cum = np.cumsum(g)
+        take = ((cum - g) < shortfall) & (cum <= budget_g)
+        take[budget_j:] = False
+        stop = np.flatnonzero(~take)
+        want = order[:int(stop[0]) if stop.size else take.size]
+        assert got.tolist() == want.tolist() and got.size > 0
