@@ -93,8 +93,13 @@ def test_hand_computed_perfect_forecast_clears_the_node_before_the_job_arrives()
                      check_invariants=True)
     s = r.summary()
     assert s["tiers"]["high"]["unmet_gpu_min"] == 0 and s["preemptions"] == 8
-    # the cleared node waits for the job (held): a few GPU-minutes idle, counted
-    assert s["preempted_idle_gpu_min"] > 0
+    # cleared as the drain ends when the job arrives (the cost-aware rule's window): nothing waits idle
+    assert s["preempted_idle_gpu_min"] == 0
+    # cleared preempt_lead_steps (3) ahead without the rule: the node waits a step for the job (held), counted
+    off = Config(policy={"headroom": 0.0, "preempt_budget_share": 0.5, "preempt_cost_aware": False})
+    s = run_strategy("perfect", w, off, steps=199, check_invariants=True).summary()
+    assert s["tiers"]["high"]["unmet_gpu_min"] == 0 and s["preemptions"] == 8
+    assert s["preempted_idle_gpu_min"] == 8
 
 
 def test_hand_computed_cost_aware_rule_and_the_decisions_it_changes():
