@@ -364,7 +364,7 @@ def _gate(state: ClusterState, view: _View, holds: _Holds, need_gpus: np.ndarray
     rows = np.repeat(who, fc_jobs[who])
     k = np.arange(rows.size) - first[rows]
     base = view.used[rows] + now_jobs[rows] * q[rows] + k * q[rows]
-    excess = np.clip(holds.path[rows] - base[:, None], 0.0, q[rows][:, None])
+    excess = np.minimum(np.fmax(holds.path[rows] - base[:, None], 0.0), q[rows][:, None])  # NaN (unknown): 0
     worth = preemption.worth_gpu_min(excess, holds.window, holds.drain_steps, holds.step_min)
     drain_s, ckpt_s = drain_and_checkpoint_s(cfg)
     return preemption.Gate(now_jobs, worth, first, drain_s, ckpt_s)

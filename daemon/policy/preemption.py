@@ -31,17 +31,24 @@ def worth_gpu_min(excess: np.ndarray, window: int, drain_steps: int, step_min: f
     one whose rise falls back before the drain ends, is worth 0. Vectorised over rows (one per forecast job of
     every protected tenant).
     """
-    y = np.nan_to_num(np.asarray(excess, dtype=float), nan=0.0)
+    y = np.asarray(excess, dtype=float)
+    if np.isnan(y).any():
+        y = np.nan_to_num(y, nan=0.0)
     rows, h = y.shape
     d = max(drain_steps, 1) - 1                          # index of the step the drain ends
     if rows == 0 or window <= 0 or d >= h:
         return np.zeros(rows)
     pos = y > 0
-    # arrives at some step i < window and stays up from there to the drain's end
-    upto = np.logical_and.accumulate(pos[:, d::-1], axis=1)[:, ::-1]     # pos[i..d] all, per i <= d
-    arrives = upto[:, :min(window, d + 1)].any(axis=1)
-    run = np.logical_and.accumulate(pos[:, d:], axis=1)                  # from the drain's end, while it lasts
-    return np.where(arrives, (y[:, d:] * run).sum(axis=1) * step_min, 0.0)
+    # arrives at some step i < window and stays up from there to the drain's end: the last step without demand
+    # up to the drain's end (-1: none) comes before the window's last step
+    down = ~pos[:, : d + 1]
+    last_down = np.where(down.any(axis=1), d - np.argmax(down[:, ::-1], axis=1), -1)
+    arrives = last_down <= min(window, d + 1) - 2
+    # from the drain's end, while it lasts: up to the first step without demand
+    gone = ~pos[:, d:]
+    end = np.where(gone.any(axis=1), np.argmax(gone, axis=1), h - d)
+    served = np.arange(h - d)[None, :] < end[:, None]
+    return np.where(arrives, np.einsum("ij,ij->i", y[:, d:], served) * step_min, 0.0)
 
 
 @dataclass(frozen=True)

@@ -161,3 +161,32 @@ def test_weighing_the_candidates_in_chunks_takes_what_weighing_them_all_would():
         stop = np.flatnonzero(~take)
         want = order[:int(stop[0]) if stop.size else take.size]
         assert got.tolist() == want.tolist() and got.size > 0
+
+
+def _worth_by_hand(row, window, drain_steps, step_min):
+    """The rule as the docs state it, one row at a time: arrives at some step i < window and stays up to the drain's
+    end d; then counts from d while it lasts."""
+    y = [0.0 if np.isnan(v) else float(v) for v in row]
+    d = max(drain_steps, 1) - 1
+    if window <= 0 or d >= len(y):
+        return 0.0
+    if not any(all(v > 0 for v in y[i: d + 1]) for i in range(min(window, d + 1))):
+        return 0.0
+    total = 0.0
+    for v in y[d:]:
+        if v <= 0:
+            break
+        total += v
+    return total * step_min
+
+
+def test_worth_matches_the_rule_as_written_on_random_rows():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        r, h = rng.integers(1, 30), rng.integers(1, 12)
+        y = rng.integers(0, 3, (r, h)).astype(float) * (rng.uniform(size=(r, h)) < 0.8)
+        y[rng.uniform(size=(r, h)) < 0.05] = np.nan
+        for window in range(4):
+            for drain in range(4):
+                got = worth_gpu_min(y, window, drain, 1.5)
+                assert got.tolist() == pytest.approx([_worth_by_hand(row, window, drain, 1.5) for row in y])
