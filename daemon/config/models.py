@@ -100,6 +100,16 @@ class PolicyConfig(_Strict):
                                            "hold covers the high quantile, preemption only the likely demand")
     pool_high_tier: bool = Field(True, description="hold the high tier's reservations as one pool that any high-tier "
                                  "tenant may use (one Slurm reservation for all their accounts), not one hold each")
+    preempt_cost_aware: bool = Field(True, description="preempt for forecast demand (not for jobs waiting now) only "
+                                     "when it is forecast to arrive before the drain ends and the GPU-minutes it would "
+                                     "use the cleared GPUs for exceed the work the preemption loses since the job's "
+                                     "last checkpoint plus its drain (docs/replay.md#cost-aware-preemption)")
+    preempt_drain_s: float | None = Field(None, ge=0, description="seconds a preempted job keeps its GPUs while it "
+                                          "checkpoints and stops (Slurm GraceTime); none: the simulator's "
+                                          "drain_steps x cycle.resolution_s, so the replay and the daemon agree")
+    checkpoint_interval_s: float | None = Field(None, gt=0, description="seconds between a job's checkpoints: a "
+                                                "preemption loses the work since the last one; none: the simulator's "
+                                                "checkpoint_steps x cycle.resolution_s")
 
 
 class RateLevel(_Strict):

@@ -46,6 +46,16 @@ def _stale_plan(state: ClusterState, memory: PolicyMemory, last: Plan | None, wh
                 memory=memory)
 
 
+def drain_and_checkpoint_s(cfg: Config) -> tuple[float, float]:
+    """The drain of a preempted job and its checkpoint interval, in seconds, as the cost-aware rule assumes them:
+    ``policy.preempt_drain_s`` and ``policy.checkpoint_interval_s``, by default the simulator's steps times the
+    cycle's resolution (so the replay and the daemon assume the same)."""
+    pc, sc, res = cfg.policy, cfg.source.simulator, cfg.cycle.resolution_s
+    drain = pc.preempt_drain_s if pc.preempt_drain_s is not None else float(sc.drain_steps * res)
+    ckpt = pc.checkpoint_interval_s if pc.checkpoint_interval_s is not None else float(sc.checkpoint_steps * res)
+    return float(drain), float(ckpt)
+
+
 def _rate_overrides(cfg: Config, ops: OperatorInputs) -> dict[str, TenantConfig]:
     out = {t.name: t for t in cfg.tenants}
     for name, rate in ops.rates.items():
@@ -88,6 +98,13 @@ class _Holds:
     pooled: np.ndarray      # bool: held together as the high tier's pool
     pool: int               # GPUs guaranteed to the high tier
     model: str              # the forecast's model name ("none" without one)
+    # the cost-aware rule (policy.preempt_cost_aware; None when off or without a forecast): the forecast at the
+    # preemption quantile, per tenant and step, the steps jobs are preempted for (those that end no later than
+    # a drain started now), the drain in steps, and a step in minutes
+    path: np.ndarray | None = None
+    window: int = 0
+    drain_steps: int = 0
+    step_min: float = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,6 +188,7 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
     tenants, n, high, used = view.tenants, view.n, view.high, view.used
     aged = aged_gpus > 0
     prev = np.array([memory.reservations.get(t, 0) for t in tenants], dtype=float)
+    path, drain_steps, step_min = None, 0, 1.0
     if forecast is not None:
         peak_all = forecast.for_tenants(tenants)
         qidx = forecast.quantile_index(pc.quantile)
@@ -180,10 +198,18 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
         # with a lower preempt_quantile, jobs are preempted only for the likely demand and the hold covers the
         # rest: what the high quantile adds is held by attrition (no new starts on held nodes), not cleared
         pidx = forecast.quantile_index(pc.preempt_quantile) if pc.preempt_quantile is not None else qidx
-        peak_soon = np.fmax.reduce(peak_all[:, :soon_steps, pidx], axis=1) if n else np.zeros(0)
+        if pc.preempt_cost_aware:
+            # the cost-aware rule: jobs are preempted only for demand that arrives before a drain started now
+            # ends; what comes later is cleared by a later cycle, when it is that close (or by the hold's attrition)
+            drain_s, _ = drain_and_checkpoint_s(cfg)
+            drain_steps = int(math.ceil(drain_s / forecast.step_s - 1e-9))
+            soon_steps = min(soon_steps, drain_steps)
+            path, step_min = peak_all[:, :, pidx], forecast.step_s / 60.0
+        peak_soon = np.fmax.reduce(peak_all[:, :soon_steps, pidx], axis=1) if n and soon_steps else np.full(n, np.nan)
         model = forecast.model
     else:
         peak = peak_soon = np.full(n, np.nan)
+        soon_steps = 0
         model = "none"
         notes.append("no forecast: reserving for current demand only")
     tgt = reservation.targets(peak, view.demand, prev, pc.headroom)
@@ -230,7 +256,7 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
     soon = np.minimum(soon, res)
     # the high tier's holds as one pool (policy.pool_high_tier): one tenant's idle reserve serves another's peak
     pooled = high.copy() if pc.pool_high_tier else np.zeros(n, dtype=bool)
-    return _Holds(res, soon, quantum, aged, floored, pooled, pool, model)
+    return _Holds(res, soon, quantum, aged, floored, pooled, pool, model, path, soon_steps, drain_steps, step_min)
 
 
 def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Aging, memory: PolicyMemory,
@@ -258,24 +284,43 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
     exempt = (jobs.running & (jobs.runtime_s < pc.preempt_min_runtime_s)) | ag.exempt
     cand_jobs, cand_index = (jobs.select(~exempt), np.flatnonzero(~exempt)) if exempt.any() else \
         (jobs, np.arange(len(jobs)))
+    need_jobs = np.ceil(need_gpus / holds.quantum - 1e-9).astype(np.int64)
+    gate = _gate(state, view, holds, need_gpus, need_jobs, cfg) \
+        if holds.path is not None and not ops.paused_all and need_jobs.any() else None
     if ops.paused_all and shortfall >= pc.min_preempt_gpus:
         notes.append(f"preemptions paused by an operator: {shortfall} GPUs not cleared")
     elif placed_view:
         # placement-aware: preempt only what makes room, on one node, for a whole job of a protected tenant
-        need_jobs = np.ceil(need_gpus / holds.quantum - 1e-9).astype(np.int64)
+        refused: list[int] = []
         chosen, _, unplaced = preemption.choose_placed(cand_jobs, state.nodes, need_jobs,
                                                        holds.quantum.astype(np.int64), protected | paused,
                                                        budget_gpus, budget_jobs, pc.min_preempt_gpus,
-                                                       pooled=holds.pooled, cleared_for=cleared_for)
+                                                       pooled=holds.pooled, cleared_for=cleared_for, gate=gate,
+                                                       refused=refused)
         chosen = cand_index[chosen]
-        if unplaced:
-            notes.append(f"{unplaced} protected jobs have no place yet (budget, candidates or topology)")
+        if refused:
+            notes.append(f"cost-aware preemption: {len(refused)} forecast jobs of {len(set(refused))} tenants not "
+                         "cleared for (their demand would use the GPUs for less than a preemption loses: the work "
+                         "since the last checkpoint plus the drain)")
+        if unplaced > len(refused):
+            notes.append(f"{unplaced - len(refused)} protected jobs have no place yet (budget, candidates or "
+                         "topology)")
     elif shortfall >= pc.min_preempt_gpus:  # no per-node view from this source: GPU counts only
+        gated, worth = 0, float("inf")
+        if gate is not None:
+            # free GPUs go to the waiting jobs first; what is short beyond their share is the forecast's
+            now_gpus = int(np.minimum(gate.now_jobs * holds.quantum, need_gpus).sum())
+            free = int(need_gpus.sum()) - shortfall
+            gated = shortfall - max(now_gpus - free, 0)
+            fc_gpus = float(((need_jobs - gate.now_jobs) * holds.quantum).sum())
+            worth = float(gate.worth.sum()) / fc_gpus if fc_gpus > 0 else 0.0
         chosen = cand_index[preemption.choose(cand_jobs, shortfall, protected | paused, budget_gpus,
-                                              budget_jobs)]
+                                              budget_jobs, gated, worth, gate)]
         got = int(jobs.gpus[chosen].sum()) if chosen.size else 0
         if got < shortfall:
-            notes.append(f"preemption budget or candidates short: {got} of {shortfall} GPUs cleared")
+            why = (f" (cost-aware preemption: forecast demand worth {worth:.1f} GPU-minutes per GPU cleared)"
+                   if gated else "")
+            notes.append(f"preemption budget or candidates short: {got} of {shortfall} GPUs cleared{why}")
     preempts: list[Preemption] = []
     notifs: list[Notification] = []
     if chosen.size:
@@ -292,6 +337,37 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
     return _Cleared(chosen, tuple(preempts), tuple(notifs),
                     avail_gpus - (float(jobs.gpus[chosen].sum()) if chosen.size else 0.0),
                     avail_jobs - float(chosen.size))
+
+
+def _gate(state: ClusterState, view: _View, holds: _Holds, need_gpus: np.ndarray, need_jobs: np.ndarray,
+          cfg: Config) -> preemption.Gate | None:
+    """The cost-aware rule's inputs (daemon/policy/preemption.py): which of each protected tenant's jobs wait now,
+    what room for each forecast job beyond them is worth, and the drain and checkpoint interval a preemption's loss
+    is counted with.
+
+    Only the high tier's need beyond its waiting jobs is forecast; aged jobs and operators' floors wait now. The
+    k-th forecast job of tenant t (size q_t) is forecast to use clip(f_t,s - B_t - k q_t, 0, q_t) GPUs at step s,
+    with f_t the forecast at the preemption quantile and B_t the GPUs the tenant uses once its waiting jobs run;
+    it is worth the GPU-minutes of that use from the end of the drain for as long as it lasts without a break
+    (preemption.worth_gpu_min), provided it arrives before the drain ends. None when no job needing room is a
+    forecast one."""
+    q = holds.quantum
+    pending = np.nan_to_num(state.pending.astype(float), nan=0.0)
+    forecast_only = view.high & ~holds.aged & ~holds.floored
+    now_gpus = np.where(forecast_only, np.minimum(need_gpus, pending), need_gpus)
+    now_jobs = np.minimum(np.ceil(now_gpus / q - 1e-9).astype(np.int64), need_jobs)
+    fc_jobs = need_jobs - now_jobs
+    who = np.flatnonzero(fc_jobs > 0)
+    if who.size == 0:  # every job needing room waits now: nothing for the rule to weigh
+        return None
+    first = np.cumsum(fc_jobs) - fc_jobs                 # where each tenant's forecast jobs start among the rows
+    rows = np.repeat(who, fc_jobs[who])
+    k = np.arange(rows.size) - first[rows]
+    base = view.used[rows] + now_jobs[rows] * q[rows] + k * q[rows]
+    excess = np.minimum(np.fmax(holds.path[rows] - base[:, None], 0.0), q[rows][:, None])  # NaN (unknown): 0
+    worth = preemption.worth_gpu_min(excess, holds.window, holds.drain_steps, holds.step_min)
+    drain_s, ckpt_s = drain_and_checkpoint_s(cfg)
+    return preemption.Gate(now_jobs, worth, first, drain_s, ckpt_s)
 
 
 def _protected_notices(aged_since: dict[str, str], memory: PolicyMemory, cfg: Config) -> list[Notification]:

@@ -1,20 +1,97 @@
-"""Which low-priority jobs to preempt to clear capacity ahead of a predicted peak."""
+"""Which low-priority jobs to preempt to clear capacity ahead of a predicted peak, and whether a preemption made
+for forecast demand is worth what it loses (the cost-aware rule, ``policy.preempt_cost_aware``)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from daemon.policy.state import HELD_BY_POOL, PRIORITY, UNHELD, Jobs, Nodes
 
 
+def loss_gpu_min(jobs: Jobs, drain_s: float, checkpoint_s: float, idx: np.ndarray | None = None) -> np.ndarray:
+    """What preempting each job (or the jobs at ``idx``) costs, in GPU-minutes: its work since its last checkpoint
+    (checkpoints every ``checkpoint_s`` from its (re)start, as the simulator books them) plus the drain, during
+    which its GPUs serve nobody."""
+    rt = jobs.runtime_s if idx is None else jobs.runtime_s[idx]
+    g = jobs.gpus if idx is None else jobs.gpus[idx]
+    since_ckpt = rt - checkpoint_s * np.floor(rt / checkpoint_s)   # np.mod, a few times faster on floats
+    return g * (since_ckpt + drain_s) / 60.0
+
+
+def worth_gpu_min(excess: np.ndarray, window: int, drain_steps: int, step_min: float) -> np.ndarray:
+    """What clearing room for each forecast job is worth: the GPU-minutes of its demand the cleared GPUs serve.
+
+    ``excess[r, i]``: GPUs the job of row ``r`` is forecast to use at step ``i + 1`` (0 to its size; NaN counts
+    as 0: a step the forecast does not know cannot justify a preemption). The demand must arrive within
+    ``window`` steps (no later than the drain of a preemption started now ends: ``window <= drain_steps``) and
+    last, without a break, until the drain ends; it then counts for as long as it lasts without a break, from the
+    step the drain ends (the cleared GPUs are free from step ``drain_steps``). A job forecast further ahead, or
+    one whose rise falls back before the drain ends, is worth 0. Vectorised over rows (one per forecast job of
+    every protected tenant).
+    """
+    y = np.asarray(excess, dtype=float)
+    if np.isnan(y).any():
+        y = np.nan_to_num(y, nan=0.0)
+    rows, h = y.shape
+    d = max(drain_steps, 1) - 1                          # index of the step the drain ends
+    if rows == 0 or window <= 0 or d >= h:
+        return np.zeros(rows)
+    pos = y > 0
+    # arrives at some step i < window and stays up from there to the drain's end: the last step without demand
+    # up to the drain's end (-1: none) comes before the window's last step
+    down = ~pos[:, : d + 1]
+    last_down = np.where(down.any(axis=1), d - np.argmax(down[:, ::-1], axis=1), -1)
+    arrives = last_down <= min(window, d + 1) - 2
+    # from the drain's end, while it lasts: up to the first step without demand
+    gone = ~pos[:, d:]
+    end = np.where(gone.any(axis=1), np.argmax(gone, axis=1), h - d)
+    served = np.arange(h - d)[None, :] < end[:, None]
+    return np.where(arrives, np.einsum("ij,ij->i", y[:, d:], served) * step_min, 0.0)
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The cost-aware rule's inputs for one plan. Per protected tenant, ``now_jobs`` of the jobs it needs room for
+    are waiting now (never subject to the rule); each job beyond those is forecast, and room for tenant t's k-th
+    forecast job is worth ``worth[first[t] + k]`` GPU-minutes (``worth_gpu_min``). Preempting a job costs
+    ``loss_gpu_min`` with this drain and checkpoint interval. A node is cleared for a forecast job only when what
+    its jobs lose is less than what that job is worth."""
+
+    now_jobs: np.ndarray
+    worth: np.ndarray       # per forecast job, tenant by tenant (``first[t]`` is where tenant t's start)
+    first: np.ndarray
+    drain_s: float
+    checkpoint_s: float
+
+    def loss(self, jobs: Jobs, idx: np.ndarray) -> np.ndarray:
+        """GPU-minutes that preempting the jobs at ``idx`` loses (computed for the candidates only: a plan at
+        50,000 jobs cannot spend a millisecond on the others)."""
+        return loss_gpu_min(jobs, self.drain_s, self.checkpoint_s, idx)
+
+    def worth_of(self, t: int, k: int) -> float:
+        """What room for tenant t's k-th job (0-based, the waiting ones first) is worth; inf for a waiting job."""
+        j = k - int(self.now_jobs[t])
+        if j < 0:
+            return float("inf")
+        end = self.first[t + 1] if t + 1 < self.first.size else self.worth.size
+        return float(self.worth[self.first[t] + j]) if self.first[t] + j < end else 0.0
+
+
 def choose(jobs: Jobs, shortfall: int, protected_tenants: np.ndarray, budget_gpus: int,
-           budget_jobs: int) -> np.ndarray:
+           budget_jobs: int, gated: int = 0, worth_per_gpu: float = float("inf"),
+           gate: Gate | None = None) -> np.ndarray:
     """Indices of the jobs to preempt, cheapest first, within both budgets.
 
     Cost is GPU-seconds of progress since the job (re)started, so a job that
     just started is taken before one that has been running for hours. Only
     running low-priority jobs of unprotected tenants are candidates: high and
     normal priority work is never touched.
+
+    The cost-aware rule without a per-node view: the last ``gated`` GPUs of the shortfall are for forecast demand
+    worth ``worth_per_gpu`` GPU-minutes per GPU cleared; once the rest is covered, only jobs whose loss per GPU
+    (``gate.loss``) is below that are taken for them.
     """
     if shortfall <= 0 or budget_gpus <= 0 or budget_jobs <= 0 or len(jobs) == 0:
         return np.empty(0, dtype=np.int64)
@@ -27,6 +104,24 @@ def choose(jobs: Jobs, shortfall: int, protected_tenants: np.ndarray, budget_gpu
     cost = jobs.gpus[idx] * jobs.runtime_s[idx]
     order = idx[np.lexsort((jobs.runtime_s[idx], cost))]
     gpus = jobs.gpus[order]
+    if gated > 0 and gate is not None:
+        # the waiting demand first, from every candidate; the forecast's only from jobs that lose less than it is
+        # worth. The candidates are weighed in chunks, cheapest first, until enough are kept to end the prefix taken
+        # below (the shortfall or the job budget): at 50,000 jobs the rest need not be weighed
+        cum = np.cumsum(gpus)
+        first = int(np.searchsorted(cum - gpus, shortfall - gated, side="left"))
+        parts, got_g, got_n = [order[:first]], int(gpus[:first].sum()), first
+        for lo in range(first, order.size, 4096):
+            if got_g >= shortfall or got_n >= budget_jobs:
+                break
+            chunk = order[lo:lo + 4096]
+            g = jobs.gpus[chunk]
+            chunk = chunk[gate.loss(jobs, chunk) < worth_per_gpu * g]
+            parts.append(chunk)
+            got_g += int(jobs.gpus[chunk].sum())
+            got_n += chunk.size
+        order = np.concatenate(parts)
+        gpus = jobs.gpus[order]
     cum = np.cumsum(gpus)
     take = ((cum - gpus) < shortfall) & (cum <= budget_gpus)
     take[budget_jobs:] = False
@@ -38,7 +133,8 @@ def choose(jobs: Jobs, shortfall: int, protected_tenants: np.ndarray, budget_gpu
 
 def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.ndarray, protected: np.ndarray,
                   budget_gpus: int, budget_jobs: int, min_gpus: int = 1, pooled: np.ndarray | None = None,
-                  cleared_for: list[int] | None = None) -> tuple[np.ndarray, int, int]:
+                  cleared_for: list[int] | None = None, gate: Gate | None = None,
+                  refused: list[int] | None = None) -> tuple[np.ndarray, int, int]:
     """Placement-aware choice: preempt only what makes room, on one node, for a protected tenant's job.
 
     ``need_jobs[t]`` jobs of ``job_gpus[t]`` GPUs each must find a place for protected tenant ``t`` (waiting
@@ -50,6 +146,11 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
     no waiting job fits are never preempted. Nothing is preempted when the jobs without a place ask fewer
     than ``min_gpus`` GPUs. Returns (job indices, jobs placed, jobs left without a place); ``cleared_for``, when
     given, receives the protected tenant each chosen job was preempted for, in the same order.
+
+    With a ``gate`` (the cost-aware rule), each tenant's jobs waiting now are placed first, and a node is cleared
+    for one of its forecast jobs only where what the node's preempted jobs lose is less than that job is worth;
+    where no node is, that job and the tenant's further forecast jobs (each worth no more) are refused, and
+    ``refused`` receives the tenant once per job refused.
     """
     empty = np.empty(0, dtype=np.int64)
     need = np.asarray(need_jobs, dtype=np.int64).copy()
@@ -66,6 +167,7 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
 
     gpus_of = np.asarray(job_gpus, dtype=np.int64)
     placed = 0
+    done = np.zeros(need.size, dtype=np.int64)  # jobs placed per tenant so far (the waiting ones come first)
     # 1. free room first, tenant by tenant (largest jobs first): the tenant's own held nodes, then open ones
     for t in np.flatnonzero(need > 0)[np.argsort(-gpus_of[need > 0], kind="stable")]:
         g = gpus_of[t]
@@ -81,6 +183,7 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
             where = elig[np.searchsorted(cum, np.arange(k), side="right")]
             np.subtract.at(avail, where, g)
             need[t] -= k
+            done[t] += k
             placed += k
     left = int(need.sum())
     if left == 0 or budget_gpus <= 0 or budget_jobs <= 0 or int((need * gpus_of).sum()) < min_gpus:
@@ -98,6 +201,7 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
     c_node = node_of[idx]
     c_g = jobs.gpus[idx].astype(np.int64)
     c_cost = (jobs.gpus[idx] * jobs.runtime_s[idx]).astype(float)
+    c_loss = gate.loss(jobs, idx) if gate is not None else None
     starts = np.r_[0, np.flatnonzero(np.diff(c_node)) + 1]
     ends = np.r_[starts[1:], idx.size]
     g_nodes = c_node[starts]
@@ -113,6 +217,7 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
             if fits.size:
                 avail[fits[np.argmin(avail[fits])]] -= g
                 need[t] -= 1
+                done[t] += 1
                 placed += 1
                 continue
             own = mine(held[g_nodes], t)
@@ -132,6 +237,15 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
             ok &= (used_gpus + freed <= budget_gpus) & (used_jobs + n_jobs <= budget_jobs)
             if not ok.any():
                 break
+            if c_loss is not None and (worth := gate.worth_of(int(t), int(done[t]))) < np.inf:
+                lost = np.where(taken, 0.0, c_loss)
+                cum_l = np.cumsum(lost)
+                node_loss = cum_l[np.minimum(pos, idx.size - 1)] - (cum_l[starts] - lost[starts])
+                ok &= node_loss < worth
+                if not ok.any():  # not worth it here, nor for the tenant's further forecast jobs (worth no more)
+                    if refused is not None:
+                        refused.extend([int(t)] * int(need[t]))
+                    break
             c = np.where(ok, cum_c[np.minimum(pos, idx.size - 1)] - base_c, np.inf)
             if (ok & own).any():  # a node held for t first: what it frees waits there for t's job
                 c = np.where(own, c, np.inf)
@@ -146,6 +260,7 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
             used_jobs += int(sl.size)
             avail[g_nodes[best]] += int(c_g[sl].sum()) - g
             need[t] -= 1
+            done[t] += 1
             placed += 1
     out = np.concatenate(chosen) if chosen else empty
     return out, placed, int(need.sum())

@@ -39,6 +39,10 @@ STRATEGIES = ("static", "reactive", "predictive", "perfect")
 TIERS = ("high", "normal", "low")
 
 
+def _knob(v) -> str:
+    return ("on" if v else "off") if isinstance(v, bool) else f"{v:g}"
+
+
 @dataclass
 class Meter:
     """Everything the replay measures, per tier (high, normal, low) and for the cluster."""
@@ -61,6 +65,11 @@ class Meter:
     preempted_idle: float = 0.0                                # GPU-steps freed by preemption, left idle
     preempted_retaken: int = 0                                 # GPUs freed by preemption, taken by unprotected work
     decision_s: list[float] = field(default_factory=list)
+    # the cost-aware rule's decisions (policy.preempt_cost_aware, counted with ``count_rule``): at every measured
+    # step the same plan is made again with the rule off, on the same state and memory; jobs that plan preempts and
+    # this one does not (refused; a job refused at several steps counts at each), jobs this one preempts and that
+    # one does not (another choice), the steps where the two differ, and the distinct jobs refused at least once
+    rule: dict[str, int] | None = None
     throttled: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
     requests: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
     step_min: float = 1.0
@@ -69,7 +78,7 @@ class Meter:
 
     @property
     def label(self) -> str:
-        k = ",".join(f"{a}={b:g}" for a, b in self.knobs.items())
+        k = ",".join(f"{a}={_knob(b)}" for a, b in self.knobs.items())
         return f"{self.name}({k})" if k else self.name
 
     def tier(self, t: str) -> dict:
@@ -102,6 +111,7 @@ class Meter:
             "preempted_idle_gpu_min": float(self.preempted_idle * m),
             "preempted_retaken_gpus": int(self.preempted_retaken),
             "tiers": {t: self.tier(t) for t in TIERS},
+            "cost_rule": dict(self.rule) if self.rule is not None else None,
             "decision_ms_mean": float(np.mean(self.decision_s) * 1000) if self.decision_s else 0.0,
             "decision_ms_p99": float(np.percentile(self.decision_s, 99) * 1000) if self.decision_s else 0.0,
             "wall_s": float(self.wall_s),
@@ -189,22 +199,31 @@ class ForecastBank:
 def per_step_config(cfg: Config, step_s: int) -> Config:
     """The replay plans once per trace step, and its clock is the trace's: the budget's token bucket
     refills per simulated second. A bucket that holds one window would cap a step longer than the window
-    at one window's budget, so the window is stretched to the step with the same rate (share per second)."""
-    pc = cfg.policy
+    at one window's budget, so the window is stretched to the step with the same rate (share per second).
+    The cost-aware rule's drain and checkpoint interval, where the policy does not set them, are the simulated
+    cluster's (its steps times the trace's step), so the policy weighs what the simulator does."""
+    pc, sc = cfg.policy, cfg.source.simulator
     k = max(1.0, step_s / pc.preempt_budget_window_s)
     share = min(1.0, pc.preempt_budget_share * k)
     jobs = int(pc.preempt_budget_jobs * k)
     return cfg.model_copy(update={"policy": pc.model_copy(update={
         "preempt_budget_share": share,
         "preempt_budget_jobs": jobs,
-        "preempt_budget_window_s": pc.preempt_budget_window_s * k})})
+        "preempt_budget_window_s": pc.preempt_budget_window_s * k,
+        "preempt_drain_s": pc.preempt_drain_s if pc.preempt_drain_s is not None else float(sc.drain_steps * step_s),
+        "checkpoint_interval_s": pc.checkpoint_interval_s if pc.checkpoint_interval_s is not None
+        else float(sc.checkpoint_steps * step_s)})})
 
 
 def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None = None, *, steps: int,
                  knobs: dict | None = None, progress: Callable[[int], None] | None = None,
-                 check_invariants: bool = False) -> Meter:
+                 check_invariants: bool = False, count_rule: bool = False) -> Meter:
     """Replay `steps` measured steps of `w` (after a warm-up) under one strategy at one setting of its knobs
-    (policy fields: reactive `headroom`; predictive `quantile`, `headroom`; static `reserve_share`)."""
+    (policy fields: reactive `headroom`; predictive `quantile`, `headroom`; static `reserve_share`).
+
+    ``count_rule``: with a forecast and the cost-aware rule on, plan every measured step a second time with the
+    rule off (same state, memory and forecast; that plan is not applied) and count the decisions the rule
+    changed (``Meter.rule``)."""
     steps = min(steps, len(w.demand) - w.start)
     if name not in STRATEGIES:
         raise ValueError(f"unknown strategy {name!r}; choose from {STRATEGIES}")
@@ -232,6 +251,11 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
     mem = PolicyMemory()
     last: Plan | None = None
     res = Meter(name, knobs, step_min=step_s / 60.0)
+    off_cfg = None
+    if count_rule and name in ("predictive", "perfect") and cfg.policy.preempt_cost_aware:
+        off_cfg = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"preempt_cost_aware": False})})
+        res.rule = {"refused": 0, "other_choice": 0, "steps_changed": 0, "jobs_refused": 0}
+        refused_ids: set = set()
     warm = min(240, w.start)
     req_scale = w.requests_per_gpu_s * step_s
     pre0 = lost0 = None
@@ -269,10 +293,20 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
             if fut.shape[1] < H:
                 fut = np.concatenate([fut, np.repeat(fut[:, -1:], H - fut.shape[1], axis=1)], axis=1)
             v = np.repeat(fut[:, :, None], 3, axis=2)
-            p = plan(Forecast(tenants, (0.5, 0.9, 0.99), v, state.at, step_s, "perfect"), state, mem, cfg, last)
+            fc = Forecast(tenants, (0.5, 0.9, 0.99), v, state.at, step_s, "perfect")
+            p = plan(fc, state, mem, cfg, last)
         else:
-            p = plan(bank.at(k), state, mem, cfg, last)
+            fc = bank.at(k)
+            p = plan(fc, state, mem, cfg, last)
         dt = time.perf_counter() - t0
+        if off_cfg is not None and measured:
+            on = {x.job_id for x in p.preemptions}
+            off = {x.job_id for x in plan(fc, state, mem, off_cfg, last).preemptions}
+            res.rule["refused"] += len(off - on)
+            res.rule["other_choice"] += len(on - off)
+            res.rule["steps_changed"] += int(on != off)
+            refused_ids |= off - on
+            res.rule["jobs_refused"] = len(refused_ids)
         if name == "static":  # no per-tenant holds, no preemption: the one pool only
             c.set_reservations(np.zeros(len(tenants), dtype=np.int64), None, pool=(high, p.high_pool))
         else:
@@ -312,16 +346,24 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
 
 def default_sweep(strategies=STRATEGIES) -> list[tuple[str, dict]]:
     """Each strategy over its own knob: static the pool share, reactive the headroom, predictive the quantile
-    and the headroom (and the lead time), perfect the headroom (and the lead time)."""
+    and the headroom (and the lead time, what is preempted for, and the cost-aware rule switched off), perfect
+    the headroom (and the same, but the quantiles: its forecast has no spread)."""
+    hs = (0.0, 0.05, 0.15)
     grid = {
         "static": [{"reserve_share": s} for s in (0.1, 0.2, 0.3, 0.4)],
         "reactive": [{"headroom": h} for h in (0.0, 0.05, 0.1, 0.15, 0.25, 0.4)],
         # and a longer lead time for the hold (an hour, the forecast's horizon): more time for held nodes to
-        # empty as their jobs end, so fewer preemptions, for more GPUs held
-        "predictive": [{"quantile": q, "headroom": h} for q in (0.5, 0.9, 0.99) for h in (0.0, 0.05, 0.15)]
-        + [{"quantile": q, "headroom": 0.05, "lead_time_steps": 60} for q in (0.5, 0.9)],
-        "perfect": [{"headroom": h} for h in (0.0, 0.05, 0.15)] + [{"headroom": h, "lead_time_steps": 60}
-                                                                   for h in (0.0, 0.05)],
+        # empty as their jobs end, so fewer preemptions, for more GPUs held; a lower quantile or a shorter lead
+        # for what is preempted (the hold keeps the high quantile); and the cost-aware rule off, to show what it
+        # changes end to end
+        "predictive": [{"quantile": q, "headroom": h} for q in (0.5, 0.9, 0.99) for h in hs]
+        + [{"quantile": q, "headroom": 0.05, "lead_time_steps": 60} for q in (0.5, 0.9)]
+        + [{"quantile": 0.9, "headroom": h, "preempt_quantile": 0.5} for h in hs]
+        + [{"quantile": q, "headroom": 0.05, "preempt_lead_steps": 1} for q in (0.5, 0.9)]
+        + [{"quantile": q, "headroom": h, "preempt_cost_aware": False} for q in (0.5, 0.9) for h in hs],
+        "perfect": [{"headroom": h} for h in hs] + [{"headroom": h, "lead_time_steps": 60} for h in (0.0, 0.05)]
+        + [{"headroom": 0.05, "preempt_lead_steps": 1}]
+        + [{"headroom": h, "preempt_cost_aware": False} for h in hs],
     }
     return [(s, k) for s in strategies for k in grid[s]]
 
@@ -354,7 +396,7 @@ def _run_group(group: list[int]) -> list[tuple[int, Meter]]:
         if any(s == "predictive" for s, _ in runs) else None
     try:
         return [(i, run_strategy(s, j["w"], j["cfg"], bank if s == "predictive" else None, steps=j["steps"],
-                                 knobs=knobs, check_invariants=j["check_invariants"]))
+                                 knobs=knobs, check_invariants=j["check_invariants"], count_rule=j["count_rule"]))
                 for i, (s, knobs) in zip(group, runs)]
     finally:
         if bank is not None:
@@ -363,11 +405,12 @@ def _run_group(group: list[int]) -> list[tuple[int, Meter]]:
 
 def run_replay(w: Workload, cfg: Config, model: Forecaster | None, *, steps: int, strategies=STRATEGIES,
                settings: list[tuple[str, dict]] | None = None, forecast_every: int = 1, progress: bool = False,
-               check_invariants: bool = False, workers: int = 1) -> list[Meter]:
+               check_invariants: bool = False, workers: int = 1, count_rule: bool = False) -> list[Meter]:
     """Run each (strategy, knobs) setting; with no `settings`, each strategy once at the configured policy.
 
     ``workers > 1`` runs the settings in that many forked processes (each with one torch thread); every
-    setting is computed exactly as in one process, so the meters are the same, only the wall time changes."""
+    setting is computed exactly as in one process, so the meters are the same, only the wall time changes.
+    ``count_rule``: count the cost-aware rule's decisions (``run_strategy``)."""
     runs = settings if settings is not None else [(s, {}) for s in strategies]
     if model is None:
         runs = [(s, k) for s, k in runs if s != "predictive"]
@@ -375,7 +418,7 @@ def run_replay(w: Workload, cfg: Config, model: Forecaster | None, *, steps: int
         import multiprocessing as mp
 
         _JOB.update(w=w, cfg=cfg, model=model, steps=steps, runs=runs, forecast_every=forecast_every,
-                    check_invariants=check_invariants)
+                    check_invariants=check_invariants, count_rule=count_rule)
         done: dict[int, Meter] = {}
         try:
             with mp.get_context("fork").Pool(min(workers, len(runs))) as pool:
@@ -401,7 +444,7 @@ def run_replay(w: Workload, cfg: Config, model: Forecaster | None, *, steps: int
                 bar = tqdm(total=steps, desc=f"{w.name}/{s}{knobs or ''}", leave=False, disable=None)
             out.append(run_strategy(s, w, cfg, bank if s == "predictive" else None, steps=steps, knobs=knobs,
                                     progress=(lambda _i, b=bar: b.update(1)) if bar else None,
-                                    check_invariants=check_invariants))
+                                    check_invariants=check_invariants, count_rule=count_rule))
             if bar:
                 bar.close()
     finally:

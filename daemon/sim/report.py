@@ -46,72 +46,119 @@ def frontier(points: list[dict], tier: str = "high") -> list[dict]:
     return sorted(out, key=lambda p: p["utilization"])
 
 
-def compare(summaries: list[dict], min_util: float | None = None) -> dict:
-    """Predictive against reactive at equal utilization, as issue #9 asks.
+# what a target's "metric" names, read from one setting's summary
+METRICS = {
+    "high_unmet": lambda s: s["tiers"]["high"]["unmet_gpu_min"],
+    "normal_unmet": lambda s: s["tiers"]["normal"]["unmet_gpu_min"],
+    "preemptions": lambda s: s["preemptions"],
+    "preempted_idle": lambda s: s["preempted_idle_gpu_min"],
+    "utilization": lambda s: s["utilization"],
+}
+OPS = {"<": lambda v, t: v < t, "<=": lambda v, t: v <= t, ">": lambda v, t: v > t, ">=": lambda v, t: v >= t}
+# knobs that mean nothing to a forecast without spread: the perfect forecast is run without them
+SPREAD_KNOBS = ("quantile", "preempt_quantile")
+
+
+def _point(points: list[dict], util: float) -> dict | None:
+    """Among ``points``, those at ``util`` or above (less the tolerance), the one with the least high-tier unmet
+    demand (the higher utilization among equals)."""
+    ok = [p for p in points if p["utilization"] >= util - UTIL_TOLERANCE]
+    return min(ok, key=lambda x: (x["tiers"]["high"]["unmet_gpu_min"], -x["utilization"])) if ok else None
+
+
+def verdicts(targets: dict, p: dict, reactive: dict, perfect: dict | None) -> dict[str, bool | None]:
+    """Each target for setting ``p``. A relative target compares ``p``'s value with reactive's point's or with the
+    perfect forecast's (``relative_to``): the ratio must meet ``op value``; where the other's value is 0, ``p``'s
+    must be 0 too. None where the perfect forecast has no point to compare with."""
+    out: dict[str, bool | None] = {}
+    for k, t in targets.items():
+        v = METRICS[t["metric"]](p)
+        rel = t.get("relative_to")
+        if rel is None:
+            out[k] = bool(OPS[t["op"]](v, t["value"]))
+            continue
+        base = reactive if rel == "reactive" else perfect
+        if base is None:
+            out[k] = None
+            continue
+        b = METRICS[t["metric"]](base)
+        out[k] = bool(v == 0) if b == 0 else bool(OPS[t["op"]](v / b, t["value"]))
+    return out
+
+
+def compare(summaries: list[dict], targets: dict | None = None) -> dict:
+    """Predictive against reactive at equal utilization, with the perfect forecast (the same engine fed the true
+    future) beside it.
 
     Reactive's best point: on its frontier, the lowest high-tier unmet among the points within one percentage
-    point of its highest utilization. Predictive's point: the lowest high-tier unmet among its settings with
-    at least that utilization (less half a point). Targets: predictive high unmet <= 50% of reactive's, normal
-    unmet no higher, preemptions <= 70%; and utilization >= `min_util` where given."""
+    point of its highest utilization. Predictive's point and the perfect forecast's point: the lowest high-tier
+    unmet among their settings with at least that utilization (less half a point). ``targets`` (bench/targets.py)
+    are checked for predictive's point; a target ``relative_to`` "perfect" compares with the perfect forecast's
+    point, so what the perfect forecast reaches and predictive does not is the gap left to forecast error."""
     by = {s: [x for x in summaries if x["strategy"] == s] for s in ("reactive", "predictive", "perfect")}
     if not by["reactive"] or not by["predictive"]:
         return {}
     rf = frontier(by["reactive"])
     top = max(p["utilization"] for p in rf)
     r = min((p for p in rf if p["utilization"] >= top - 0.01), key=lambda p: p["tiers"]["high"]["unmet_gpu_min"])
-    ok = [p for p in by["predictive"] if p["utilization"] >= r["utilization"] - UTIL_TOLERANCE]
     out = {"reactive_point": r["label"], "reactive_utilization": r["utilization"]}
-    if not ok:
+    p = _point(by["predictive"], r["utilization"])
+    if p is None:
         out["predictive_point"] = None
         out["verdict"] = "no predictive setting reaches the reactive point's utilization"
         return out
-    p = min(ok, key=lambda x: (x["tiers"]["high"]["unmet_gpu_min"], -x["utilization"]))
-    rh, ph = r["tiers"]["high"]["unmet_gpu_min"], p["tiers"]["high"]["unmet_gpu_min"]
-    rn, pn = r["tiers"]["normal"]["unmet_gpu_min"], p["tiers"]["normal"]["unmet_gpu_min"]
-    targets = _targets(r, p, min_util)
+    f = _point(by["perfect"], r["utilization"])
+    tg = targets or {}
+
+    def three(metric: str) -> dict:
+        d = {"reactive": METRICS[metric](r), "predictive": METRICS[metric](p)}
+        if f is not None:
+            d["perfect"] = METRICS[metric](f)
+        return d
+
+    ver = verdicts(tg, p, r, f)
+    ok = [x for x in by["predictive"] if x["utilization"] >= r["utilization"] - UTIL_TOLERANCE]
     out.update({"predictive_point": p["label"], "predictive_utilization": p["utilization"],
-                "high_unmet": {"reactive": rh, "predictive": ph}, "normal_unmet": {"reactive": rn, "predictive": pn},
+                "perfect_point": f["label"] if f else None, "perfect_utilization": f["utilization"] if f else None,
+                **{m: three(m) for m in ("high_unmet", "normal_unmet", "preemptions", "preempted_idle")},
                 "low_unmet": {"reactive": r["tiers"]["low"]["unmet_gpu_min"],
                               "predictive": p["tiers"]["low"]["unmet_gpu_min"]},
-                "preemptions": {"reactive": r["preemptions"], "predictive": p["preemptions"]},
                 "preemptions_for_high_tier": {"reactive": r["preemptions_for"]["high"],
                                               "predictive": p["preemptions_for"]["high"]},
                 "work_lost_gpu_min": {"reactive": r["work_lost_gpu_min"], "predictive": p["work_lost_gpu_min"]},
                 "high_held_gpus_mean": {"reactive": r.get("high_held_gpus_mean"),
                                         "predictive": p.get("high_held_gpus_mean")},
-                "targets": targets, "all_met": all(targets.values()),
+                "targets": ver, "all_met": all(v is True for v in ver.values()) if ver else None,
                 # not a target: whether ANY predictive setting at that utilization meets every target at once
                 # (the compared point is the one with the least high-tier unmet, as above)
-                "predictive_settings_meeting_all": [x["label"] for x in ok
-                                                    if all(_targets(r, x, min_util).values())]})
-    # not a target either: the same targets for the engine fed the true future, at the same utilization. Where
-    # no perfect-forecast setting meets a target, a better forecast alone cannot meet it with this engine.
+                "predictive_settings_meeting_all": [x["label"] for x in ok if tg and
+                                                    all(v is True for v in verdicts(tg, x, r, f).values())]})
+    # the perfect forecast with predictive's point's own knobs (its quantiles mean nothing without spread), where
+    # the sweep ran it: the same engine and setting, only the forecast differs
+    same = {k: v for k, v in p["knobs"].items() if k not in SPREAD_KNOBS}
+    twin = next((x for x in by["perfect"] if x["knobs"] == same), None)
+    if twin is not None:
+        out["perfect_same_knobs"] = {"label": twin["label"], "utilization": twin["utilization"],
+                                     **{m: METRICS[m](twin) for m in ("high_unmet", "normal_unmet", "preemptions",
+                                                                      "preempted_idle")}}
+    # not a target either: the same targets for every perfect-forecast setting at that utilization (those relative
+    # to the perfect forecast compare it with its own point)
     perfect = [x for x in by["perfect"] if x["utilization"] >= r["utilization"] - UTIL_TOLERANCE]
     if by["perfect"]:
-        out["perfect_targets"] = {x["label"]: _targets(r, x, min_util) for x in perfect}
-        out["perfect_settings_meeting_all"] = [x["label"] for x in perfect if all(_targets(r, x, min_util).values())]
+        out["perfect_targets"] = {x["label"]: verdicts(tg, x, r, f) for x in perfect}
+        out["perfect_settings_meeting_all"] = [x["label"] for x in perfect if tg and
+                                               all(v is True for v in verdicts(tg, x, r, f).values())]
     return out
 
 
-def _targets(r: dict, p: dict, min_util: float | None) -> dict:
-    """Issue #9's targets for predictive point ``p`` against reactive point ``r``."""
-    rh, ph = r["tiers"]["high"]["unmet_gpu_min"], p["tiers"]["high"]["unmet_gpu_min"]
-    targets = {
-        "high_unmet_at_most_half": ph <= 0.5 * rh if rh > 0 else ph == 0,
-        "normal_unmet_no_higher": p["tiers"]["normal"]["unmet_gpu_min"] <= r["tiers"]["normal"]["unmet_gpu_min"],
-        "preemptions_at_most_70pct": p["preemptions"] <= 0.7 * r["preemptions"],
-    }
-    if min_util is not None:
-        targets["utilization_at_least"] = p["utilization"] >= min_util
-    return targets
-
-
-def to_json(runs: list[Meter], meta: dict, path: Path, min_util: float | None = None) -> dict:
+def to_json(runs: list[Meter], meta: dict, path: Path) -> dict:
+    """The report as JSON: ``meta`` (the bench's; its ``targets`` are checked by ``compare``), every setting's
+    summary, each strategy's frontier and the comparison."""
     summaries = [r.summary() for r in runs]
     out = {**meta, "runs": summaries,
            "frontiers": {s: [p["label"] for p in frontier([x for x in summaries if x["strategy"] == s])]
                          for s in dict.fromkeys(x["strategy"] for x in summaries)},
-           "comparison": compare(summaries, min_util)}
+           "comparison": compare(summaries, meta.get("targets"))}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=2) + "\n")
     return out

@@ -217,7 +217,8 @@ def test_capacity_is_held_ahead_but_jobs_are_preempted_just_in_time():
     tiers = ["high", "low"]
     jobs = [(0, 10, "high", True, 100, 0)] + [(1, 10, "low", True, 100 + i, 0) for i in range(6)]
     s = make_state(tiers, jobs, capacity=70)
-    cfg = Config(policy={"preempt_budget_share": 1.0, "headroom": 0.0, "lead_time_steps": 10, "preempt_lead_steps": 3})
+    cfg = Config(policy={"preempt_budget_share": 1.0, "headroom": 0.0, "lead_time_steps": 10, "preempt_lead_steps": 3,
+                         "preempt_cost_aware": True})
 
     def peak_at(step):
         v = np.full((2, 60, 3), 10.0)
@@ -227,8 +228,14 @@ def test_capacity_is_held_ahead_but_jobs_are_preempted_just_in_time():
 
     far = plan(peak_at(7), s, PolicyMemory(), cfg)
     assert far.reservations["t0"] == 40 and far.preemptions == ()          # held, nobody preempted yet
-    near = plan(peak_at(2), s, far.memory, cfg)
+    # the cost-aware rule preempts only for demand that arrives before a drain started now ends (2 minutes): 3
+    # steps ahead is still too early
+    assert plan(peak_at(2), s, far.memory, cfg).preemptions == ()
+    near = plan(peak_at(1), s, far.memory, cfg)
     assert sum(p.gpus for p in near.preemptions) == 30                     # now it is inside the drain window
+    # without the rule, the window is preempt_lead_steps
+    off = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"preempt_cost_aware": False})})
+    assert sum(p.gpus for p in plan(peak_at(2), s, far.memory, off).preemptions) == 30
 
 
 def test_a_remembered_rate_level_the_config_no_longer_has_is_the_tightest_one():
