@@ -4,6 +4,7 @@ The one configuration object: section models with their checks across sections (
 runs (reload). `from daemon.config import Config, load_config, ConfigError`.
 """
 
+from daemon.config.fleet import ANY, DEFAULT_TYPE, UNKNOWN_TYPE, FleetConfig, NodePool, TypeResolver, accepts_type
 from daemon.config.models import (
     RECORDED_QUERIES,
     AccessConfig,
@@ -39,6 +40,7 @@ from daemon.config.models import (
 )
 
 __all__ = [
+    "ANY", "DEFAULT_TYPE", "UNKNOWN_TYPE", "FleetConfig", "NodePool", "TypeResolver", "accepts_type",
     "AccessConfig", "AccessToken", "ActuatorsConfig", "ClusterConfig", "Config", "ConfigError", "CycleConfig",
     "FailoverConfig", "ForecastQualityConfig", "ForecasterConfig", "GatewayKeysConfig", "HAConfig", "HistoryConfig",
     "KubernetesActuatorConfig", "KueueActuatorConfig", "PolicyConfig", "PrometheusConfig", "RECORDED_QUERIES",

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import Field, HttpUrl, ValidationError, field_validator, model_validator
 
+from daemon.config.fleet import FleetConfig
 from gateway.configfile import Strict as _Strict, format_validation_error, read_secret, read_toml
 from gateway.keys import ApiKey
 
@@ -553,6 +554,7 @@ class RetrainConfig(_Strict):
 
 class Config(_Strict):
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    fleet: FleetConfig = Field(default_factory=FleetConfig)
     tenants: list[TenantConfig] = Field(default_factory=list)
     cycle: CycleConfig = Field(default_factory=CycleConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)

@@ -29,6 +29,8 @@ class Jobs:
     runtime_s: np.ndarray    # float seconds since (re)start; 0 for pending
     wait_s: np.ndarray       # float seconds spent pending so far
     node: np.ndarray         # str node name ("" when pending)
+    accepts: np.ndarray | None = None  # per job, a tuple of GPU types in order of preference (() = any type);
+                                       # None: every job accepts any type (a one-model cluster)
 
     @staticmethod
     def empty() -> "Jobs":
@@ -41,7 +43,8 @@ class Jobs:
 
     def select(self, mask: np.ndarray) -> "Jobs":
         return Jobs(*(getattr(self, f)[mask] for f in ("ids", "tenant", "gpus", "priority", "running",
-                                                          "runtime_s", "wait_s", "node")))
+                                                          "runtime_s", "wait_s", "node")),
+                    accepts=None if self.accepts is None else self.accepts[mask])
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class Nodes:
     draining: np.ndarray     # int GPUs released by earlier preemptions, free once they drain
     held_by: np.ndarray      # int tenant index holding the node (reservation), -1 = none, -2 = the tier's pool,
                              # -3 = closed to every tenant (CLOSED)
+    gpu_type: np.ndarray | None = None  # str GPU type per node (daemon.config.fleet); None: all DEFAULT_TYPE
 
     def __len__(self) -> int:
         return int(self.names.shape[0])
