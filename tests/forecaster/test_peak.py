@@ -1,0 +1,115 @@
+"""The peak over the policy's lead windows: scored (hand-computed cases, gaps never read as zero), carried by the
+forecast, trained for and calibrated."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from daemon.config import PolicyConfig
+from forecaster import backtest
+from forecaster.metrics import DEFAULT_PEAK_WINDOWS, moves, peak_report, peak_scores, realised_peaks
+from forecaster.types import Forecast
+
+NAN = np.nan
+
+
+def test_the_default_windows_are_the_policys():
+    pc = PolicyConfig()
+    assert DEFAULT_PEAK_WINDOWS == {"lead": pc.lead_time_steps, "preempt": pc.preempt_lead_steps}
+
+
+def test_realised_peak_is_the_peak_of_what_was_seen_and_a_mostly_missing_window_is_not_scored():
+    a = np.array([[1.0, NAN, 5.0, 2.0],     # 2 of 3 seen: the peak of those
+                  [NAN, NAN, NAN, 3.0],     # none of 3 seen: not scored
+                  [NAN, 2.0, NAN, NAN],     # 1 of 3 seen: under half, not scored
+                  [NAN, 0.0, 0.0, 9.0]])    # seen zeros are zeros
+    got = realised_peaks(a, 3)
+    assert got[0] == 5.0 and np.isnan(got[1]) and np.isnan(got[2]) and got[3] == 0.0
+    # a missing step read as zero would score rows 1 and 2 (peak 0 and 2); over all 4 steps row 1 has 1 of 4 seen
+    assert np.isnan(realised_peaks(a, 4)[1]) and realised_peaks(a, 4)[0] == 5.0
+    assert realised_peaks(a, 3, min_observed=0.3)[2] == 2.0   # the share is a knob: 1 of 3 seen is enough at 0.3
+
+
+def test_a_gap_is_not_a_move():
+    a = np.array([[5.0, NAN, 5.0], [5.0, NAN, 0.0], [NAN, NAN, NAN], [4.0, 4.0, 4.0]])
+    last = np.array([5.0, 5.0, 5.0, NAN])   # the last tenant: no value before the window, compared within it
+    assert moves(a, last, 3).tolist() == [False, True, False, False]
+    assert moves(a, np.array([4.0, 5.0, 5.0, 3.0]), 3).tolist() == [True, True, False, True]
+
+
+def test_peak_loss_and_coverage_by_hand():
+    qs = (0.5, 0.9)
+    pred = np.array([[8.0, 12.0], [5.0, 3.5]])
+    real = np.array([10.0, 4.0])
+    # pinball: peak 10: 0.5 * 2 + 0.1 * 2 = 1.2; peak 4: 0.5 * 1 + 0.9 * 0.5 = 0.95; wQL = 2 * 2.15 / 14 / 2
+    s = peak_scores(pred, real, qs, moving=np.array([True, False]))
+    assert s["loss"] == pytest.approx(2.15 / 14)
+    assert s["coverage_p90"] == 0.5 and s["coverage_p90_strict"] == 0.5 and s["scored"] == 2
+    assert s["coverage_p90_moving"] == 1.0 and s["moving"] == 1
+
+
+def test_peak_report_with_a_tenant_with_gaps_by_hand():
+    qs = (0.5, 0.9)
+    # one origin, three tenants, four steps ahead; windows: lead 3 steps, preempt 1 step
+    actual = np.array([[[2.0, NAN, 6.0, 1.0],       # a (normal): lead peak 6 (2 of 3 seen), preempt 2
+                        [NAN, NAN, 5.0, 7.0],       # b (high): 1 of 3 seen, nothing of the first step: not scored
+                        [5.0, NAN, 5.0, 5.0]]])     # c (high): flat through a gap: scored, does not move
+    last = np.array([[2.0, 4.0, 5.0]])
+    pred = np.zeros((1, 3, 2, 2))
+    pred[0, 0, 0] = [5.0, 7.0]      # a lead: 0.5 * 1 + 0.1 * 1 = 0.6
+    pred[0, 0, 1] = [2.0, 3.0]      # a preempt: 0 + 0.1 * 1 = 0.1
+    pred[0, 1] = [[1.0, 1.0], [1.0, 1.0]]   # b: never scored (it would lose badly against a zero-read peak of 5)
+    pred[0, 2, 0] = [4.0, 4.5]      # c lead: 0.5 * 1 + 0.9 * 0.5 = 0.95; not covered
+    pred[0, 2, 1] = [5.0, 6.0]      # c preempt: 0 + 0.1 * 1 = 0.1; covered
+    rep = peak_report(pred, actual, last, qs, {"lead": 3, "preempt": 1}, np.array(["normal", "high", "high"]))
+    lead, pre = rep["lead"], rep["preempt"]
+    assert lead["steps"] == 3 and lead["scored"] == 2 and pre["scored"] == 2
+    assert lead["loss"] == pytest.approx(2 * (0.6 + 0.95) / (6 + 5) / 2)
+    assert pre["loss"] == pytest.approx(2 * (0.1 + 0.1) / (2 + 5) / 2)
+    assert rep["loss"] == pytest.approx((lead["loss"] + pre["loss"]) / 2)
+    assert lead["coverage_p90"] == 0.5 and pre["coverage_p90"] == 1.0
+    # where the series moves: a's lead window only (c is flat through its gap, a's first step equals its last)
+    assert lead["moving"] == 1 and lead["coverage_p90_moving"] == 1.0
+    assert pre["moving"] == 0 and np.isnan(pre["coverage_p90_moving"])
+    hi = lead["by_tier"]["high"]
+    assert hi["scored"] == 1 and hi["loss"] == pytest.approx(2 * 0.95 / 5 / 2) and hi["coverage_p90"] == 0.0
+    assert lead["by_tier"]["normal"]["loss"] == pytest.approx(2 * 0.6 / 6 / 2)
+
+
+class _Fixed:
+    """Forecasts the last value seen times (1, 1.5) for every step: p50 and p90."""
+
+    name = "fixed"
+    min_history = 1
+
+    def predict(self, history: pd.DataFrame, horizon: int) -> Forecast:
+        last = history.ffill().iloc[-1].to_numpy(dtype=float)
+        v = np.repeat(np.stack([last, 1.5 * last], axis=1)[:, None, :], horizon, axis=1)
+        return Forecast(tuple(map(str, history.columns)), (0.5, 0.9), v, history.index[-1], 60, self.name)
+
+
+def test_backtest_scores_the_peak_with_gaps_never_as_zero():
+    idx = pd.date_range("2026-01-01", periods=8, freq="min", tz="UTC", name="time")
+    f = pd.DataFrame({"a": [4, 4, 4, 4, 10, 2, 2, 2], "b": [4, 4, 4, 4, NAN, NAN, 3, 9.0]}, index=idx)
+    rep = backtest.run(f, {"fixed": _Fixed()}, start=4, horizon=4, history_steps=4, quantiles=(0.5, 0.9), season=2,
+                       stride=4, peak_windows={"lead": 3, "preempt": 1}, tiers={"a": "high"}).report
+    pk = rep["models"]["fixed"]["peak"]
+    # a: lead peak 10 against p50 4, p90 6: 0.5 * 6 + 0.9 * 4 = 6.6, not covered; preempt: the same step
+    # b: lead window (NaN, NaN, 3) has 1 of 3 seen: not scored; preempt window (NaN): not scored
+    assert pk["lead"]["scored"] == 1 and pk["preempt"]["scored"] == 1
+    assert pk["lead"]["loss"] == pytest.approx(2 * 6.6 / 10 / 2) and pk["lead"]["coverage_p90"] == 0.0
+    assert pk["lead"]["by_tier"]["high"]["scored"] == 1 and pk["lead"]["by_tier"]["normal"]["scored"] == 0
+    assert rep["peak_windows"] == {"lead": 3, "preempt": 1}
+
+
+def test_a_forecast_serves_its_own_peak_where_it_has_one():
+    v = np.array([[[1.0, 2.0], [3.0, 5.0], [2.0, 4.0]], [[NAN, NAN], [NAN, NAN], [NAN, NAN]]])
+    fc = Forecast(("a", "b"), (0.5, 0.9), v, pd.Timestamp("2026-01-01", tz="UTC"), 60, "m")
+    assert fc.peak_over(2, 0.9).tolist()[0] == 5.0 and np.isnan(fc.peak_over(2, 0.9)[1])
+    assert fc.peak_over(99, 0.5)[0] == 3.0            # clipped to the horizon
+    own = Forecast(fc.tenants, fc.quantiles, v, fc.issued_at, 60, "m", peaks={2: np.array([[4.0, 7.0], [1.0, 2.0]])})
+    assert own.peak_over(2, 0.9).tolist() == [7.0, 2.0] and own.peak_over(3, 0.9)[0] == 5.0
+    assert own.peak_over(2, 0.5, ("b", "x", "a"))[[0, 2]].tolist() == [1.0, 4.0]
+    assert np.isnan(own.peak_over(2, 0.5, ("b", "x", "a"))[1])
+    with pytest.raises(ValueError):
+        Forecast(fc.tenants, fc.quantiles, v, fc.issued_at, 60, "m", peaks={2: np.zeros((3, 2))})
