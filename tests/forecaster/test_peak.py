@@ -113,3 +113,62 @@ def test_a_forecast_serves_its_own_peak_where_it_has_one():
     assert np.isnan(own.peak_over(2, 0.5, ("b", "x", "a"))[1])
     with pytest.raises(ValueError):
         Forecast(fc.tenants, fc.quantiles, v, fc.issued_at, 60, "m", peaks={2: np.zeros((3, 2))})
+
+
+def blips(n=8, steps=48 * 20, seed=0, p=0.06):
+    """A flat level with one-step spikes to three times it at random steps (6% of them): under the per-step p90,
+    so the per-step quantiles, fitted as well as they can be, never see them; but over 10 steps a spike comes
+    with probability 1 - 0.94^10 = 46%, so the peak's p90 is the spike."""
+    rng = np.random.default_rng(seed)
+    idx = pd.date_range("2026-01-01", periods=steps, freq="min", tz="UTC", name="time")
+    level = 10.0 * (1 + np.arange(n))
+    v = level[None, :] * (1 + 0.05 * rng.normal(size=(steps, n)))
+    v = np.where(rng.uniform(size=(steps, n)) < p, 3 * level[None, :], v)
+    return pd.DataFrame(v, index=idx, columns=pd.Index([f"t{i}" for i in range(n)], name="tenant"))
+
+
+def test_the_peak_head_learns_the_peak_the_per_step_loss_cannot_see():
+    import torch
+
+    from forecaster.lstm import LSTMForecaster, LSTMSpec
+    from forecaster.train import train
+
+    torch.set_num_threads(1)
+    f = blips()
+    hold = 48 * 4
+    scores = {}
+    for name, windows in (("per-step", ()), ("peak head", (10, 3))):
+        spec = LSTMSpec(context=24, horizon=12, season=48, hidden=16, step_s=60, anchor="last", peak_windows=windows)
+        r = train(f.iloc[:-hold], spec, epochs=6, samples_per_epoch=2048, progress=False, seed=0, zero_init=True,
+                  weight_by_scale=True)
+        rep = backtest.run(f, {name: LSTMForecaster(r.model, name)}, start=len(f) - hold, horizon=12,
+                           history_steps=48 * 3, quantiles=spec.quantiles, season=48,
+                           peak_windows={"lead": 10, "preempt": 3}).report
+        scores[name] = rep["models"][name]
+    old, new = scores["per-step"], scores["peak head"]
+    # the per-step wQL cannot tell the two apart (the same per-step head, trained the same way) ...
+    assert abs(new["wql"] / old["wql"] - 1) < 0.03, (new["wql"], old["wql"])
+    # ... but the peak over the lead window, what the policy holds for, is far better forecast and covered
+    assert new["peak"]["lead"]["loss"] < 0.7 * old["peak"]["lead"]["loss"], (new["peak"], old["peak"])
+    assert new["peak"]["lead"]["coverage_p90"] > old["peak"]["lead"]["coverage_p90"] + 0.1
+    assert new["peak"]["preempt"]["loss"] < old["peak"]["preempt"]["loss"]
+
+
+def test_the_lstm_forecast_carries_its_peak_and_old_specs_load_without_one():
+    import torch
+
+    from forecaster.lstm import LSTMForecaster, LSTMSpec, QuantileLSTM
+
+    torch.manual_seed(0)
+    spec = LSTMSpec(context=24, horizon=12, season=48, hidden=8, step_s=60, peak_windows=(10, 3))
+    assert LSTMSpec.from_dict(spec.to_dict()) == spec
+    old = {k: v for k, v in spec.to_dict().items() if k != "peak_windows"}
+    assert LSTMSpec.from_dict(old).peak_windows == ()
+    f = blips(n=3, steps=48 * 2)
+    f.iloc[-30:, 2] = np.nan                          # a tenant with no recent sample: no forecast, no peak
+    fc = LSTMForecaster(QuantileLSTM(spec)).predict(f, 12)
+    assert set(fc.peaks) == {10, 3}
+    # untrained, the peak head's correction is zero: the peak is the largest per-step quantile over the window
+    top = np.fmax.reduce(fc.values[:, :10, :], axis=1)
+    assert np.allclose(fc.peaks[10][:2], top[:2], rtol=1e-5) and np.isnan(fc.peaks[10][2]).all()
+    assert set(LSTMForecaster(QuantileLSTM(spec)).predict(f, 5).peaks) == {3}   # a window past the horizon: none
