@@ -172,15 +172,14 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
     aged = aged_gpus > 0
     prev = np.array([memory.reservations.get(t, 0) for t in tenants], dtype=float)
     if forecast is not None:
-        peak_all = forecast.for_tenants(tenants)
         qidx = forecast.quantile_index(pc.quantile)
         steps = max(1, min(pc.lead_time_steps, forecast.horizon))
-        peak = np.fmax.reduce(peak_all[:, :steps, qidx], axis=1) if n else np.zeros(0)  # NaN only if all NaN
+        peak = forecast.peak_over(steps, pc.quantile, tenants) if n else np.zeros(0)  # NaN only if all NaN
         soon_steps = max(1, min(pc.preempt_lead_steps, steps))
         # with a lower preempt_quantile, jobs are preempted only for the likely demand and the hold covers the
         # rest: what the high quantile adds is held by attrition (no new starts on held nodes), not cleared
         pidx = forecast.quantile_index(pc.preempt_quantile) if pc.preempt_quantile is not None else qidx
-        peak_soon = np.fmax.reduce(peak_all[:, :soon_steps, pidx], axis=1) if n else np.zeros(0)
+        peak_soon = forecast.peak_over(soon_steps, forecast.quantiles[pidx], tenants) if n else np.zeros(0)
         model = forecast.model
     else:
         peak = peak_soon = np.full(n, np.nan)
