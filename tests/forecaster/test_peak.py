@@ -172,3 +172,17 @@ def test_the_lstm_forecast_carries_its_peak_and_old_specs_load_without_one():
     top = np.fmax.reduce(fc.values[:, :10, :], axis=1)
     assert np.allclose(fc.peaks[10][:2], top[:2], rtol=1e-5) and np.isnan(fc.peaks[10][2]).all()
     assert set(LSTMForecaster(QuantileLSTM(spec)).predict(f, 5).peaks) == {3}   # a window past the horizon: none
+
+
+def test_the_policy_holds_for_the_forecasts_own_peak_when_it_carries_one():
+    from daemon.config import Config
+    from daemon.policy import PolicyMemory, plan
+    from tests.policy.test_engine import flat_forecast, make_state
+
+    s = make_state(["high", "low"], [(0, 10, "high", True, 3600, 0), (1, 10, "low", True, 600, 0)], capacity=100)
+    cfg = Config(policy={"headroom": 0.0, "lead_time_steps": 10, "preempt_lead_steps": 3})
+    fc = flat_forecast(s.tenants, [30, 10])            # per-step p90 33 for t0: held in whole jobs of 10 -> 40
+    assert plan(fc, s, PolicyMemory(), cfg).reservations["t0"] == 40
+    own = Forecast(fc.tenants, fc.quantiles, fc.values, fc.issued_at, 60, "m",
+                   peaks={10: np.array([[30.0, 52.0, 60.0], [10.0, 11.0, 12.0]])})
+    assert plan(own, s, PolicyMemory(), cfg).reservations["t0"] == 60   # its own p90 peak over 10 steps: 52
