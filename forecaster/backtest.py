@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.baselines import Forecaster
-from forecaster.metrics import DEFAULT_PEAK_WINDOWS, coverage, mase, peak_report, weighted_quantile_loss
+from forecaster.metrics import DEFAULT_PEAK_WINDOWS, PEAK_MIN_OBSERVED, coverage, mase, peak_report, weighted_quantile_loss
 
 BUCKETS = ((1, 15), (16, 30), (31, 60), (61, 10_000))
 MIN_ORIGINS = 12
@@ -72,7 +72,7 @@ def forecast_peaks(fc, windows: dict[str, int], quantiles: tuple[float, ...]) ->
 def run(frame: pd.DataFrame, models: dict[str, Forecaster], *, start: int, horizon: int,
         history_steps: int, quantiles: tuple[float, ...], season: int, max_origins: int = 48,
         stride: int | None = None, peak_windows: dict[str, int] | None = None,
-        tiers: dict[str, str] | None = None) -> BacktestResult:
+        tiers: dict[str, str] | None = None, peak_min_observed: float = PEAK_MIN_OBSERVED) -> BacktestResult:
     """Origins run from `start` (index into frame) to the end, `stride` apart (by default `origin_stride`).
 
     Besides the per-step scores, each model's peak over the policy's lead windows (`peak_windows`, name ->
@@ -135,7 +135,7 @@ def run(frame: pd.DataFrame, models: dict[str, Forecaster], *, start: int, horiz
             # forecast's p90 peak, per (origin, tenant) with every step observed
             "peak_coverage_p90": _peak_coverage(p[..., i90], actual),
             # what the policy acts on: the peak over each lead window at each quantile (see peak_report)
-            "peak": peak_report(peaks[name], actual, last, qs, windows, tier_of),
+            "peak": peak_report(peaks[name], actual, last, qs, windows, tier_of, peak_min_observed),
             "seconds_per_forecast": seconds[name],
         }
     return BacktestResult(report, preds, actual, [frame.index[o] for o in origins], tuple(map(str, frame.columns)),

@@ -206,6 +206,45 @@ class LSTMForecaster:
     def min_history(self) -> int:
         return self.spec.season + 1
 
+    def own_peaks(self) -> set[int]:
+        return set(self.model.peak_windows)
+
+    def can_batch_peaks(self, windows: tuple[int, ...]) -> bool:
+        return True
+
+    @torch.no_grad()
+    def peaks_at(self, history: pd.DataFrame, ends: np.ndarray, horizon: int, windows: tuple[int, ...],
+                 batch: int = 8192) -> np.ndarray:
+        """[origin, tenant, window, Q]: the peak quantiles this model forecast from history[:e] for each e in
+        `ends` (its own peak head where it has one for a window, else the largest per-step quantile), in batches
+        of windows: what `predict` on each truncated history gives, without a call per origin."""
+        spec = self.spec
+        values = history.to_numpy(dtype=float)
+        ext_index = history.index.append(pd.date_range(history.index[-1] + pd.Timedelta(seconds=spec.step_s),
+                                                       periods=spec.horizon, freq=pd.Timedelta(seconds=spec.step_s)))
+        cal = calendar_features(ext_index)
+        n = values.shape[1]
+        ends = np.asarray(ends, dtype=np.int64)
+        origins = np.repeat(ends - 1, n)
+        tenants = np.tile(np.arange(n), len(ends))
+        own = {k: i for i, k in enumerate(self.model.peak_windows)}
+        out = np.empty((len(origins), len(windows), len(spec.quantiles)))
+        for s in range(0, len(origins), batch):
+            o, t = origins[s:s + batch], tenants[s:s + batch]
+            x, lag, cal0, last, scale = make_windows(values, cal, o, t, spec)
+            steps, pk = self.model.forward_all(torch.from_numpy(x), torch.from_numpy(lag), torch.from_numpy(cal0),
+                                               torch.from_numpy(last))
+            steps = steps.numpy()[:, :horizon, :]
+            for j, k in enumerate(windows):
+                p = pk.numpy()[:, own[k], :] if pk is not None and k in own else steps[:, :k, :].max(axis=1)
+                out[s:s + batch, j] = np.maximum(p * scale[:, None], 0.0)
+        out = out.reshape(len(ends), n, len(windows), len(spec.quantiles))
+        # as `predict`: a tenant with no sample in the context before an origin has no forecast from it
+        ctx = ends[:, None] - spec.context + np.arange(spec.context)[None, :]
+        dead = np.isnan(values[np.clip(ctx, 0, None)]).all(axis=1)                         # [O, N]
+        out[dead] = np.nan
+        return out
+
     @torch.no_grad()
     def predict(self, history: pd.DataFrame, horizon: int) -> Forecast:
         spec = self.spec

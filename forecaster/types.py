@@ -74,6 +74,15 @@ class Forecast:
         """The lead window the policy reads for `steps`: at least one step, at most the horizon."""
         return max(1, min(int(steps), self.horizon))
 
+    def peak_quantiles(self, steps: int) -> np.ndarray:
+        """[tenant, quantile]: every stored quantile of each tenant's peak over the next `steps` steps (its own
+        where carried, else the largest per-step quantile), in the forecast's tenant order."""
+        k = self.window(steps)
+        if self.peaks is not None and k in self.peaks:
+            return np.asarray(self.peaks[k], dtype=float)
+        v = self.values[:, :k, :]
+        return np.fmax.reduce(v, axis=1) if v.shape[0] else np.zeros((0, len(self.quantiles)))
+
     def peak_over(self, steps: int, q: float, tenants: tuple[str, ...] | list[str] | None = None) -> np.ndarray:
         """[tenant] the q-quantile of each tenant's peak over the next `steps` steps (clipped to the horizon).
 
@@ -87,3 +96,9 @@ class Forecast:
             return self._reorder(np.asarray(self.peaks[k], dtype=float)[:, j], tenants)
         v = self.values[:, :k, j]
         return self._reorder(np.fmax.reduce(v, axis=1) if v.shape[0] else np.zeros(0), tenants)
+
+    def with_values(self, values: np.ndarray, model: str | None = None, peaks=None) -> "Forecast":
+        """The same forecast with other per-step values (and name); its own peaks are kept unless `peaks`
+        (a mapping, or {} for none) says otherwise."""
+        return Forecast(self.tenants, self.quantiles, values, self.issued_at, self.step_s,
+                        self.model if model is None else model, self.peaks if peaks is None else (peaks or None))
