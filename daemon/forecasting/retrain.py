@@ -126,15 +126,39 @@ def trace_history(name: str, data_dir: Path | None) -> tuple[pd.DataFrame, int]:
 TRACES = ("alibaba", "azure", "helios", "servegen")
 
 
-def simulator_history(cfg: Config, days: float) -> pd.DataFrame:
+def _simulated(cfg: Config, days: float):
     from daemon.sim.workloads import generate
 
     sc = cfg.source.simulator
     steps = int(days * 86400 / cfg.cycle.resolution_s)
-    w = generate(sc.tenants, steps, cfg.cluster.gpus, seed=sc.seed, step_s=cfg.cycle.resolution_s,
-                 high_share=sc.high_share, low_share=sc.low_priority_share, target_load=sc.target_load,
-                 peak_share=sc.peak_share, start=sc.start_time)
-    return w.demand
+    return generate(sc.tenants, steps, cfg.cluster.gpus, seed=sc.seed, step_s=cfg.cycle.resolution_s,
+                    high_share=sc.high_share, low_share=sc.low_priority_share, target_load=sc.target_load,
+                    peak_share=sc.peak_share, start=sc.start_time)
+
+
+def simulator_history(cfg: Config, days: float) -> pd.DataFrame:
+    return _simulated(cfg, days).demand
+
+
+def replay_cluster(cfg: Config, days: float = 10.0, trace: str | None = None, data: Path | None = None,
+                   data_dir: Path | None = None) -> ReplayCluster | None:
+    """What `--select-by replay` replays the history on: the simulator's own tenants (tiers, job sizes) and GPUs,
+    the Alibaba trace's QoS classes as tiers, or the configured cluster (tiers from `[[tenants]]`, one GPU per
+    job); None for a file or a trace whose tenants have no tiers."""
+    if trace == "alibaba":
+        from forecaster import traces
+
+        _, tiers = traces.alibaba_demand(Path(data_dir) if data_dir else default_data_dir(), step_s=300,
+                                         last_days=50)
+        return ReplayCluster({str(k): v for k, v in tiers.items()}, None, cfg.cluster.gpus_per_node)
+    if trace is not None or data is not None:
+        return ReplayCluster.from_config(cfg) if data is not None else None
+    if cfg.source.kind == "simulator":
+        w = _simulated(cfg, days)
+        cols = [str(c) for c in w.demand.columns]
+        return ReplayCluster(dict(zip(cols, w.tiers)), cfg.cluster.gpus, cfg.cluster.gpus_per_node,
+                             {c: int(g) for c, g in zip(cols, w.job_gpus)})
+    return ReplayCluster.from_config(cfg)
 
 
 ANCHORS = (3, 6, 12, 24, 60)  # (h10a) the LSTM's median corrects a learned mix of these window means, last, season-ago
@@ -542,7 +566,8 @@ def load_history(cfg: Config, *, data: Path | None = None, trace: str | None = N
 def retrain_from_config(cfg: Config, *, source=None, data: Path | None = None, trace: str | None = None,
                         data_dir: Path | None = None, days: float = 10.0, progress: bool = True,
                         out_dir: Path | None = None, epochs: int | None = None, model_dir: Path | None = None,
-                        samples_per_epoch: int = 16384, this_cluster: bool = False) -> RetrainOutcome:
+                        samples_per_epoch: int = 16384, this_cluster: bool = False,
+                        select_by: str | None = None) -> RetrainOutcome:
     """Retrain on the configured source (into forecaster.model_dir) or on a file/trace (into `trained/`).
 
     A file or a public trace is not this cluster: its models go to a separate directory unless `model_dir`
@@ -560,5 +585,8 @@ def retrain_from_config(cfg: Config, *, source=None, data: Path | None = None, t
     if model_dir is None:
         model_dir = (TRAINED_DIR if (trace is not None or (data is not None and not this_cluster))
                      else cfg.forecaster.model_dir)
+    # the tenants' tiers break the peak scores down by tier, and with the GPUs and job sizes make a replay possible
+    cluster = replay_cluster(cfg, days, trace, data, data_dir)
     return retrain_on(frame, cfg, model_dir=model_dir, step_s=step_s, scored_on=scored_on,
-                      epochs=epochs, progress=progress, out_dir=out_dir, samples_per_epoch=samples_per_epoch)
+                      epochs=epochs, progress=progress, out_dir=out_dir, samples_per_epoch=samples_per_epoch,
+                      select_by=select_by, cluster=cluster)
