@@ -46,7 +46,7 @@ class RetrainOutcome:
     report: dict
     table: str
     in_use: dict | None = None
-
+    entries: dict[str, dict] = dataclasses.field(default_factory=dict)  # candidate -> what in_use would record
 
 class DataError(Exception):
     pass
@@ -376,27 +376,11 @@ def _score_and_choose(frame: pd.DataFrame, cfg: Config, res, candidate, spec: LS
                                         peak_scores, candidate, current, current_entry, spec, windows, hist_steps)
     rank = ({m: replay[m]["cost"] for m in replay if m != "reactive"} if replay is not None
             else scores if selected_by == "wql" else peak_scores)
-    inf = float("inf")
-
-    def r(m: str) -> float:
-        v = rank.get(m, inf)
-        return v if np.isfinite(v) else inf
-
-    best_name = min(eligible, key=r)
-    best_score = r(best_name)
+    winner, best_name, lstm_best, contenders = choose_winner(rank, eligible, lstms, cfg.retrain.min_improvement)
+    r = _ranker(rank)
     # run every cycle where the LSTM cannot: a plain or recalibrated baseline, no Holt-Winters
     fallback = min((m for m in baselines if not m.startswith("holt_winters") and peak_suffix(m)[1] is None),
                    key=lambda m: peak_scores[m] if selected_by != "wql" else scores[m])
-    # recalibrated or not, alone or blended with a baseline (and that recalibrated), peak-calibrated or not
-    lstm_best = min(lstms, key=r)
-    # the winner: the best baseline, unless the new LSTM beats it by the required margin, or the current model
-    # (already scored on this data) does better than both
-    contenders = {best_name: best_score}
-    if r(lstm_best) <= best_score * (1 - cfg.retrain.min_improvement):
-        contenders[lstm_best] = r(lstm_best)
-    if "current" in rank:
-        contenders["current"] = r("current")
-    winner = min(contenders, key=lambda k: (contenders[k], k != "current"))
     runnable_why = None
     if step_s != cfg.cycle.resolution_s:
         runnable_why = (f"this history is at {step_s} s steps, "
@@ -446,24 +430,9 @@ def _score_and_choose(frame: pd.DataFrame, cfg: Config, res, candidate, spec: LS
     # how the winner's p90 did on the held-out window: the share of actual steps at or under it, and of
     # (origin, tenant) pairs whose realised peak over the horizon stayed at or under the forecast's p90 peak
     entry.update(coverage_p90=won["coverage_p90"], peak_coverage_p90=won["peak_coverage_p90"])
-    if winner.startswith("lstm"):
-        e = lstm_entries[winner]
-        entry.update(kind="lstm", name=f"lstm:{version}", version=version, conformal=bool(e.get("conformal")))
-        if e.get("blend"):
-            entry.update(blend=e["blend"], recalibrated=bool(e.get("recalibrated")))
-        if e.get("peak_calibration"):
-            entry["peak_calibration"] = e["peak_calibration"]
-    elif winner == "current":
-        entry.update(kind="lstm", name=f"lstm:{cur_version}", version=cur_version,
-                     conformal=bool((current_entry or {}).get("conformal")))
-        for k in ("blend", "recalibrated", "peak_calibration"):
-            if (current_entry or {}).get(k) is not None:
-                entry[k] = current_entry[k]
-    else:
-        base, moving = peak_suffix(best_name)
-        entry.update(kind="baseline", name=best_name, recalibrated=base.endswith(RECAL))
-        if moving is not None:
-            entry["peak_calibration"] = {"windows": peak_wins, "moving_only": moving}
+    entries = {m: candidate_entry(m, lstm_entries, version, cur_version, current_entry, peak_wins)
+               for m in models}
+    entry.update(entries[winner])
     promoted = False
     if not promote:
         msg = f"saved {version}, nothing promoted (promotion disabled); winner {winner}: {why}"
@@ -477,7 +446,56 @@ def _score_and_choose(frame: pd.DataFrame, cfg: Config, res, candidate, spec: LS
             registry.record_rejection(model_dir, version, why)
         msg = (f"promoted {version}: {why}" if promoted else
                f"in use: {entry['name']} ({why}); {version} saved but not promoted")
-    return RetrainOutcome(version, promoted, msg, report, backtest.table(report), entry)
+    return RetrainOutcome(version, promoted, msg, report, backtest.table(report), entry, entries)
+
+
+def _ranker(rank: dict[str, float]):
+    def r(m: str) -> float:
+        v = rank.get(m, float("inf"))
+        return v if np.isfinite(v) else float("inf")
+    return r
+
+
+def choose_winner(rank: dict[str, float], eligible: list[str], lstms: list[str],
+                  min_improvement: float) -> tuple[str, str, str, dict[str, float]]:
+    """(winner, best baseline, best new LSTM variant, contenders) by `rank` (lower is better; a candidate not in it
+    is last): the best baseline, unless the new LSTM's best beats it by `min_improvement`, or the current model
+    (already scored on this data, "current" in `rank`) does better than both (a tie goes to the current model)."""
+    r = _ranker(rank)
+    best_name = min(eligible, key=r)
+    lstm_best = min(lstms, key=r)
+    contenders = {best_name: r(best_name)}
+    if r(lstm_best) <= r(best_name) * (1 - min_improvement):
+        contenders[lstm_best] = r(lstm_best)
+    if "current" in rank:
+        contenders["current"] = r("current")
+    winner = min(contenders, key=lambda k: (contenders[k], k != "current"))
+    return winner, best_name, lstm_best, contenders
+
+
+def candidate_entry(m: str, lstm_entries: dict[str, dict], version: str, cur_version: str | None,
+                    current_entry: dict | None, peak_wins: list[int]) -> dict:
+    """What `in_use` records for candidate `m` (beside the scores), from which `selection.resolve` rebuilds it."""
+    if m in lstm_entries:
+        e = lstm_entries[m]
+        out = {"kind": "lstm", "name": f"lstm:{version}", "version": version, "conformal": bool(e.get("conformal"))}
+        if e.get("blend"):
+            out.update(blend=e["blend"], recalibrated=bool(e.get("recalibrated")))
+        if e.get("peak_calibration"):
+            out["peak_calibration"] = e["peak_calibration"]
+        return out
+    if m == "current":
+        out = {"kind": "lstm", "name": f"lstm:{cur_version}", "version": cur_version,
+               "conformal": bool((current_entry or {}).get("conformal"))}
+        for k in ("blend", "recalibrated", "peak_calibration"):
+            if (current_entry or {}).get(k) is not None:
+                out[k] = current_entry[k]
+        return out
+    base, moving = peak_suffix(m)
+    out = {"kind": "baseline", "name": m, "recalibrated": base.endswith(RECAL)}
+    if moving is not None:
+        out["peak_calibration"] = {"windows": peak_wins, "moving_only": moving}
+    return out
 
 
 def _finite(x):
