@@ -11,7 +11,14 @@ import numpy as np
 import pandas as pd
 
 from forecaster.baselines import Forecaster
-from forecaster.metrics import DEFAULT_PEAK_WINDOWS, PEAK_MIN_OBSERVED, coverage, mase, peak_report, weighted_quantile_loss
+from forecaster.metrics import (
+    DEFAULT_PEAK_WINDOWS,
+    PEAK_MIN_OBSERVED,
+    coverage,
+    mase,
+    peak_report,
+    weighted_quantile_loss,
+)
 
 BUCKETS = ((1, 15), (16, 30), (31, 60), (61, 10_000))
 MIN_ORIGINS = 12
@@ -114,8 +121,8 @@ def run(frame: pd.DataFrame, models: dict[str, Forecaster], *, start: int, horiz
     i90 = int(np.argmin(np.abs(np.asarray(qs) - 0.9)))
     report: dict = {"origins": len(origins), "stride": stride, "horizon": horizon, "tenants": int(frame.shape[1]),
                     "first_origin": str(frame.index[origins[0]]), "last_origin": str(frame.index[origins[-1]]),
-                    "quantiles": list(qs), "peak_windows": {k: max(1, min(int(v), horizon)) for k, v in windows.items()},
-                    "models": {}}
+                    "quantiles": list(qs), "models": {},
+                    "peak_windows": {k: max(1, min(int(v), horizon)) for k, v in windows.items()}}
     for name, p in preds.items():
         per_h = {}
         for lo, hi in BUCKETS:

@@ -279,7 +279,8 @@ def test_selection_by_replay_is_deterministic_for_a_seed(tmp_path):
                                                                costs[a["lstm_variant_selected"]])
     e = outs[0].in_use
     assert e["select_by"] == "replay" and e["replay"]["cost"] == costs[a["winner"]]
-    assert e["peak_windows"] == {"lead": 10, "preempt": 3} and e["peak_loss"] == a["models"][a["winner"]]["peak"]["loss"]
+    assert e["peak_windows"] == {"lead": 10, "preempt": 3}
+    assert e["peak_loss"] == a["models"][a["winner"]]["peak"]["loss"]
     assert set(e["peak"]["lead"]["by_tier"]) == {"high", "low", "normal"}
 
 
