@@ -409,7 +409,8 @@ def peak_objective(a) -> dict:
                 rows.append(row)
                 ls, pa, bl = row["lstm"], row["lstm+peak_all"], row["baseline"]
                 print(f"{case} seed {seed} head {head}: wQL {ls['wql']:.4f} peak {ls['peak_loss']:.4f} "
-                      f"(lead {ls['lead_loss']:.4f} cov {ls['lead_coverage_p90']:.3f}) +peak_all {pa['peak_loss']:.4f}; "
+                      f"(lead {ls['lead_loss']:.4f} cov {ls['lead_coverage_p90']:.3f}) "
+                      f"+peak_all {pa['peak_loss']:.4f}; "
                       f"{row['best_baseline_by_peak']} {bl['peak_loss']:.4f} ({row['seconds']:.0f} s)", flush=True)
         res[case] = {"tenants": int(hist.shape[1]), "history_steps": int(len(hist)), "runs": rows,
                      "samples_per_epoch": a.trace_samples, "epochs": a.fit_epochs}
