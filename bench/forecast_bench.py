@@ -68,6 +68,8 @@ def main() -> int:
     ap.add_argument("--fit-epochs", type=int, default=4, help="--peak-objective / --select-compare: LSTM epochs "
                     "(as bench/replay_bench.py fits each trace's forecaster)")
     ap.add_argument("--replay-days", type=float, default=2.0, help="--select-compare: measured days")
+    ap.add_argument("--peak-weights", default="1", help="--peak-objective: the peak head's loss weights to try "
+                    "(retrain.peak_weight), each against the LSTM without the head")
     a = ap.parse_args()
     torch.set_num_threads(2)
     # which code and how busy the box was: a number in the README can be traced to both
@@ -391,24 +393,28 @@ def peak_objective(a) -> dict:
         hist = w.demand.iloc[: w.start]
         tiers = dict(zip(map(str, w.demand.columns), w.tiers))
         rows = []
+        variants = [(False, 1.0)] + [(True, float(x)) for x in a.peak_weights.split(",")]
         for seed in [int(x) for x in a.seeds.split(",")]:
-            for head in (False, True):
+            for head, weight in variants:
                 cfg = cfg0.model_copy(update={"retrain": cfg0.retrain.model_copy(
-                    update={"peak_head": head, "peak_calibration": ["all"], "select_by": "peak"})})
+                    update={"peak_head": head, "peak_weight": weight, "peak_calibration": ["all"],
+                            "select_by": "peak"})})
                 t0 = time.perf_counter()
                 with tempfile.TemporaryDirectory() as d:
                     r = retrain_on(hist, cfg, model_dir=Path(d), step_s=60, epochs=a.fit_epochs, progress=False,
                                    samples_per_epoch=a.trace_samples, promote=False, with_ets=False, blend=False,
                                    seed=seed, tiers=tiers, scored_on=f"bench:{case}")
                 m = r.report["models"]
-                row = {"seed": seed, "peak_head": head, "seconds": time.perf_counter() - t0,
+                row = {"seed": seed, "peak_head": head, "peak_weight": weight if head else None,
+                       "seconds": time.perf_counter() - t0,
                        "epochs": r.report["train"]["epochs"], "lstm": _peak_row(m["lstm"]),
                        "lstm+peak_all": _peak_row(m["lstm+peak_all"]),
                        "best_baseline_by_peak": r.report["best_baseline_selected"],
                        "baseline": _peak_row(m[r.report["best_baseline_selected"]])}
                 rows.append(row)
                 ls, pa, bl = row["lstm"], row["lstm+peak_all"], row["baseline"]
-                print(f"{case} seed {seed} head {head}: wQL {ls['wql']:.4f} peak {ls['peak_loss']:.4f} "
+                print(f"{case} seed {seed} head {head} (weight {weight:g}): wQL {ls['wql']:.4f} "
+                      f"peak {ls['peak_loss']:.4f} "
                       f"(lead {ls['lead_loss']:.4f} cov {ls['lead_coverage_p90']:.3f}) "
                       f"+peak_all {pa['peak_loss']:.4f}; "
                       f"{row['best_baseline_by_peak']} {bl['peak_loss']:.4f} ({row['seconds']:.0f} s)", flush=True)
