@@ -477,7 +477,8 @@ def forecast_peak_objective() -> str:
     out = [f"`python bench/forecast_bench.py --peak-objective` ({d['fit_epochs']} epochs x {n(d['samples_per_epoch'])} "
            f"windows, seeds {', '.join(map(str, d['seeds']))}): `retrain` on the history before each replay case's "
            "measured window, ranked by the peak loss, without a blend or Holt-Winters (what the replay bench fits); "
-           "the bare LSTM with and without the peak head, scored on the held-out last day of that history. "
+           "the bare LSTM with and without the peak head, scored on the held-out end of that history as `retrain` "
+           "scores. "
            "Peak loss: the mean over the two lead windows of the peak's weighted quantile loss; lead coverage: "
            "the share of realised 10-step peaks at or under the p90 peak, and among the windows where the series "
            "moves (mv).", ""]
