@@ -57,6 +57,19 @@ def main() -> int:
     ap.add_argument("--trace-epochs", type=int, default=6)
     ap.add_argument("--trace-samples", type=int, default=8192)
     ap.add_argument("--out", type=Path, default=Path("bench/out/forecast.json"))
+    ap.add_argument("--peak-objective", action="store_true",
+                    help="issue #26.2: retrain's LSTM with and without the peak head, several seeds, on the replay's "
+                         "histories (bench/out/forecast_peak_objective.json)")
+    ap.add_argument("--select-compare", action="store_true",
+                    help="issue #26.4: one retrain per case and seed, the winner by wql, peak and replay, each "
+                         "replayed on the measured window (bench/out/forecast_select_compare.json)")
+    ap.add_argument("--cases", default="synthetic,helios", help="--peak-objective / --select-compare: replay cases")
+    ap.add_argument("--seeds", default="0,1,2", help="--peak-objective / --select-compare: training seeds")
+    ap.add_argument("--fit-epochs", type=int, default=4, help="--peak-objective / --select-compare: LSTM epochs "
+                    "(as bench/replay_bench.py fits each trace's forecaster)")
+    ap.add_argument("--replay-days", type=float, default=2.0, help="--select-compare: measured days")
+    ap.add_argument("--peak-weights", default="1", help="--peak-objective: the peak head's loss weights to try "
+                    "(retrain.peak_weight), each against the LSTM without the head")
     a = ap.parse_args()
     torch.set_num_threads(2)
     # which code and how busy the box was: a number in the README can be traced to both
@@ -77,6 +90,17 @@ def main() -> int:
         out_p.parent.mkdir(parents=True, exist_ok=True)
         out_p.write_text(json.dumps(r, indent=2, default=float) + "\n")
         print(json.dumps(r, indent=2, default=float))
+        return 0
+    if a.peak_objective or a.select_compare:
+        torch.set_num_threads(1)   # 2 shared cores: one thread per process (bench/replay_bench.py measured why)
+        which = "peak_objective" if a.peak_objective else "select_compare"
+        run = peak_objective if a.peak_objective else select_compare
+        r = {**out, "threads": 1, "seeds": [int(x) for x in a.seeds.split(",")], "fit_epochs": a.fit_epochs,
+             "samples_per_epoch": a.trace_samples, "cases": run(a), "load_average_1min_at_end": os.getloadavg()[0]}
+        out_p = a.out.with_name(f"forecast_{which}.json")
+        out_p.parent.mkdir(parents=True, exist_ok=True)
+        out_p.write_text(json.dumps(r, indent=2, default=float) + "\n")
+        print(f"\nwrote {out_p}")
         return 0
     if a.only_traces:  # the real-trace table and the shipped model's 1,000-tenant timing, no synthetic training
         out["timing_shipped"] = timing_shipped(a.tenants)
@@ -325,6 +349,155 @@ def print_traces(traces: dict) -> None:
             print(f"\n{name} ({r['step_s']} s steps, horizon {r['horizon_steps']}, {r['tenants']} tenants; LSTM fit "
                   f"{r['train_seconds']:.0f} s; blend fitted before the scored window: {r.get('blend')}):")
             print(backtest.table(r["report"]))
+
+
+def replay_case(case: str, days: float):
+    """The replay bench's workloads (bench/replay_bench.py): the measured window from `w.start`, the history before."""
+    from daemon.sim import workloads
+
+    if case == "synthetic":
+        return workloads.synthetic(40, 1024, days, seed=7, target_load=1.0)
+    if case == "helios":
+        return workloads.helios(default_data_dir(), days=days, history_days=7)
+    raise SystemExit(f"unknown case {case}")
+
+
+def case_cluster(w):
+    from daemon.forecasting.replay_select import ReplayCluster
+
+    cols = [str(c) for c in w.demand.columns]
+    return ReplayCluster(dict(zip(cols, w.tiers)), w.capacity, w.gpus_per_node,
+                         {c: int(g) for c, g in zip(cols, w.job_gpus)})
+
+
+def _peak_row(m: dict) -> dict:
+    """A model's per-step and peak scores from a backtest report, flat."""
+    row = {"wql": m["wql"], "coverage_p90": m["coverage_p90"], "peak_loss": m["peak"]["loss"]}
+    for w in ("lead", "preempt"):
+        pk = m["peak"][w]
+        row.update({f"{w}_loss": pk["loss"], f"{w}_coverage_p90": pk["coverage_p90"],
+                    f"{w}_coverage_p90_moving": pk.get("coverage_p90_moving"), f"{w}_moving": pk.get("moving"),
+                    f"{w}_high_loss": pk.get("by_tier", {}).get("high", {}).get("loss"),
+                    f"{w}_high_coverage_p90": pk.get("by_tier", {}).get("high", {}).get("coverage_p90")})
+    return row
+
+
+def peak_objective(a) -> dict:
+    """Issue #26.2: `retrain` on each replay case's history with the LSTM's peak head on and off (retrain.peak_head),
+    for each seed: the bare LSTM's per-step wQL and its peak scores, and the same LSTM's peaks recalibrated on all
+    windows (lstm+peak_all). Scored by select_by = peak, no blend and no Holt-Winters (what the replay bench fits)."""
+    cfg0 = Config()
+    res: dict = {}
+    for case in a.cases.split(","):
+        w = replay_case(case, a.replay_days)
+        hist = w.demand.iloc[: w.start]
+        tiers = dict(zip(map(str, w.demand.columns), w.tiers))
+        rows = []
+        variants = [(False, 1.0)] + [(True, float(x)) for x in a.peak_weights.split(",")]
+        for seed in [int(x) for x in a.seeds.split(",")]:
+            for head, weight in variants:
+                cfg = cfg0.model_copy(update={"retrain": cfg0.retrain.model_copy(
+                    update={"peak_head": head, "peak_weight": weight, "peak_calibration": ["all"],
+                            "select_by": "peak"})})
+                t0 = time.perf_counter()
+                with tempfile.TemporaryDirectory() as d:
+                    r = retrain_on(hist, cfg, model_dir=Path(d), step_s=60, epochs=a.fit_epochs, progress=False,
+                                   samples_per_epoch=a.trace_samples, promote=False, with_ets=False, blend=False,
+                                   seed=seed, tiers=tiers, scored_on=f"bench:{case}")
+                m = r.report["models"]
+                row = {"seed": seed, "peak_head": head, "peak_weight": weight if head else None,
+                       "seconds": time.perf_counter() - t0,
+                       "epochs": r.report["train"]["epochs"], "lstm": _peak_row(m["lstm"]),
+                       "lstm+peak_all": _peak_row(m["lstm+peak_all"]),
+                       "best_baseline_by_peak": r.report["best_baseline_selected"],
+                       "baseline": _peak_row(m[r.report["best_baseline_selected"]])}
+                rows.append(row)
+                ls, pa, bl = row["lstm"], row["lstm+peak_all"], row["baseline"]
+                print(f"{case} seed {seed} head {head} (weight {weight:g}): wQL {ls['wql']:.4f} "
+                      f"peak {ls['peak_loss']:.4f} "
+                      f"(lead {ls['lead_loss']:.4f} cov {ls['lead_coverage_p90']:.3f}) "
+                      f"+peak_all {pa['peak_loss']:.4f}; "
+                      f"{row['best_baseline_by_peak']} {bl['peak_loss']:.4f} ({row['seconds']:.0f} s)", flush=True)
+        res[case] = {"tenants": int(hist.shape[1]), "history_steps": int(len(hist)), "runs": rows,
+                     "samples_per_epoch": a.trace_samples, "epochs": a.fit_epochs}
+    return res
+
+
+def select_compare(a) -> dict:
+    """Issue #26.4: for each case and seed, one `retrain` (select_by = replay, so every candidate has its wQL, its
+    peak loss and, for the replayed ones, its replay cost) on the history before the measured window; the winner
+    under each rule (`choose_winner` on that rule's scores); each distinct winner replayed over the measured window
+    (the predictive sweep, forecasting every step as the daemon does) against reactive and the perfect forecast."""
+    from daemon.forecasting.retrain import choose_winner, peak_windows_for
+    from daemon.sim import report as replay_report
+    from daemon.sim.replay import default_sweep, run_replay
+    from forecaster.selection import resolve
+
+    cfg = Config()
+    res: dict = {}
+    for case in a.cases.split(","):
+        w = replay_case(case, a.replay_days)
+        steps = min(int(a.replay_days * 1440), len(w.demand) - w.start - 1)
+        t0 = time.perf_counter()
+        base = run_replay(w, cfg, None, steps=steps, settings=default_sweep(("reactive", "perfect")))
+        base_s = [m.summary() for m in base]
+        print(f"{case}: reactive and perfect sweeps {time.perf_counter() - t0:.0f} s", flush=True)
+        seeds = {}
+        for seed in [int(x) for x in a.seeds.split(",")]:
+            with tempfile.TemporaryDirectory() as d:
+                t0 = time.perf_counter()
+                out = retrain_on(w.demand.iloc[: w.start], cfg, model_dir=Path(d), step_s=60, epochs=a.fit_epochs,
+                                 progress=False, samples_per_epoch=a.trace_samples, promote=False, with_ets=False,
+                                 seed=seed, select_by="replay", cluster=case_cluster(w),
+                                 scored_on=f"trace:{w.name}, {w.start} steps before the window")
+                fit_s = time.perf_counter() - t0
+                rep = out.report
+                models = rep["models"]
+                lstms = [m for m in models if m.startswith("lstm")]
+                eligible = [m for m in models if not m.startswith("lstm") and m != "current"]
+                ranks = {"wql": {k: v["wql"] for k, v in models.items()},
+                         "peak": {k: v["peak"]["loss"] for k, v in models.items()},
+                         "replay": {k: v["cost"] for k, v in (rep["replay"] or {}).items() if k != "reactive"}}
+                winners = {rule: choose_winner(rk, eligible, lstms, cfg.retrain.min_improvement)[0]
+                           for rule, rk in ranks.items()}
+                print(f"{case} seed {seed}: fit + score + replay selection {fit_s:.0f} s; winners {winners}",
+                      flush=True)
+                replays = {}
+                for name in dict.fromkeys(winners.values()):
+                    t1 = time.perf_counter()
+                    entry = {**{k: out.in_use[k] for k in ("scored_on", "step_s", "horizon", "season", "quantiles")},
+                             **out.entries[name]}
+                    model = resolve(entry, Path(d), tuple(cfg.forecaster.quantiles), background=False)
+                    runs = run_replay(w, cfg, model, steps=steps, settings=default_sweep(("predictive",)),
+                                      forecast_every=1)
+                    summ = [m.summary() for m in runs]
+                    cmp_ = replay_report.compare(base_s + summ, 0.85 if case == "synthetic" else None)
+                    default = next(x for x in summ if x["knobs"] == {"quantile": 0.9, "headroom": 0.05})
+                    replays[name] = {"comparison": cmp_, "default_point": _replay_row(default),
+                                     "held_out_scores": {**_peak_row(models[name]),
+                                                         "replay_cost": ranks["replay"].get(name)},
+                                     "seconds": time.perf_counter() - t1}
+                    print(f"  {name}: default point {_replay_row(default)}; at reactive's best point "
+                          f"{cmp_.get('predictive_point')}: high {cmp_.get('high_unmet')}, normal "
+                          f"{cmp_.get('normal_unmet')}, preemptions {cmp_.get('preemptions')} "
+                          f"({replays[name]['seconds']:.0f} s)", flush=True)
+            seeds[str(seed)] = {"winners": winners, "replays": replays, "fit_seconds": fit_s,
+                                "ranked_by_replay": rep["replay"], "peak_windows": peak_windows_for(cfg, 60, 60)}
+        res[case] = {"workload": w.name, "tenants": len(w.tiers), "capacity": w.capacity, "steps": steps,
+                     "reactive_perfect": base_s, "default_reactive": _replay_row(
+                         next(x for x in base_s if x["label"] == "reactive(headroom=0.05)")),
+                     "default_perfect": _replay_row(
+                         next(x for x in base_s if x["label"] == "perfect(headroom=0.05)")), "seeds": seeds}
+    return res
+
+
+def _replay_row(s: dict) -> dict:
+    from daemon.forecasting.replay_select import cost
+
+    return {"utilization": s["utilization"], "high_unmet": s["tiers"]["high"]["unmet_gpu_min"],
+            "normal_unmet": s["tiers"]["normal"]["unmet_gpu_min"], "low_unmet": s["tiers"]["low"]["unmet_gpu_min"],
+            "preemptions": s["preemptions"], "preempted_idle": s["preempted_idle_gpu_min"],
+            "work_lost": s["work_lost_gpu_min"], "cost": cost(s, dict(Config().retrain.replay_tier_weights))}
 
 
 def args_out_dir(out: Path) -> Path:

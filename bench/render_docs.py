@@ -455,6 +455,121 @@ def shipped_model_scores() -> str:
                       "*From `bench/out/shipped_model_rescore.json` and `models/manifest.json`.*"])
 
 
+# ------------------------------------------------------------------------------ the peak the policy acts on (#26)
+
+def f4(x) -> str:
+    return "n/a" if x is None or x != x else f"{x:.4f}"
+
+
+def f3(x) -> str:
+    return "n/a" if x is None or x != x else f"{x:.3f}"
+
+
+def mean(xs: list[float]) -> float:
+    xs = [x for x in xs if x is not None and x == x]
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+@block("forecast-peak-objective")
+def forecast_peak_objective() -> str:
+    d = load("forecast_peak_objective.json")
+    out = [f"`python bench/forecast_bench.py --peak-objective` ({d['fit_epochs']} epochs x {n(d['samples_per_epoch'])} "
+           f"windows, seeds {', '.join(map(str, d['seeds']))}): `retrain` on the history before each replay case's "
+           "measured window, ranked by the peak loss, without a blend or Holt-Winters (what the replay bench fits); "
+           "the bare LSTM with and without the peak head, scored on the held-out end of that history as `retrain` "
+           "scores. "
+           "Peak loss: the mean over the two lead windows of the peak's weighted quantile loss; lead coverage: "
+           "the share of realised 10-step peaks at or under the p90 peak, and among the windows where the series "
+           "moves (mv).", ""]
+    rows, notes = [], []
+
+    def variant(r: dict) -> str:
+        return f"peak head, weight {r.get('peak_weight') or 1:g}" if r["peak_head"] else "per-step only"
+
+    for case, c in d["cases"].items():
+        names = list(dict.fromkeys(variant(r) for r in c["runs"]))
+        by = {v: [r for r in c["runs"] if variant(r) == v] for v in names}
+        for r in c["runs"]:
+            ls, pa = r["lstm"], r["lstm+peak_all"]
+            rows.append([case, str(r["seed"]), variant(r), f4(ls["wql"]),
+                         f4(ls["peak_loss"]), f4(ls["lead_loss"]), f3(ls["lead_coverage_p90"]),
+                         f3(ls["lead_coverage_p90_moving"]), f4(ls["preempt_loss"]), f4(pa["peak_loss"]),
+                         f"`{r['best_baseline_by_peak']}` {f4(r['baseline']['peak_loss'])}"])
+        m = {h: mean([r["lstm"]["peak_loss"] for r in by[h]]) for h in by}
+        w = {h: mean([r["lstm"]["wql"] for r in by[h]]) for h in by}
+        cov = {h: mean([r["lstm"]["lead_coverage_p90"] for r in by[h]]) for h in by}
+        spread = {h: [r["lstm"]["peak_loss"] for r in by[h]] for h in by}
+        off = "per-step only"
+        for h in names:
+            if h == off or off not in by:
+                continue
+            notes.append(f"- {case}, {h}: the mean peak loss over {len(by[h])} seeds moves from {f4(m[off])} to "
+                         f"{f4(m[h])} ({pct(m[h] / m[off] - 1)}; the seeds alone spread it over "
+                         f"{f4(min(spread[off]))}-{f4(max(spread[off]))} without the head, "
+                         f"{f4(min(spread[h]))}-{f4(max(spread[h]))} with it), the mean lead p90 coverage from "
+                         f"{f3(cov[off])} to {f3(cov[h])}, the mean wQL from {f4(w[off])} to {f4(w[h])}.")
+    out += [table(["case", "seed", "LSTM", "wQL", "peak loss", "lead loss", "lead p90", "lead mv", "preempt loss",
+                   "+peak_all peak loss", "best baseline by peak loss"], rows), "", *notes, "",
+            source(["forecast_peak_objective.json"], d)]
+    return "\n".join(out)
+
+
+RULES = ("wql", "peak", "replay")
+
+
+@block("forecast-select-compare")
+def forecast_select_compare() -> str:
+    d = load("forecast_select_compare.json")
+    out = [f"`python bench/forecast_bench.py --select-compare` (seeds {', '.join(map(str, d['seeds']))}, "
+           f"{d['fit_epochs']} epochs x {n(d['samples_per_epoch'])} windows): one `retrain` per case and seed on the "
+           "history before the measured window scores every candidate; each rule picks its winner from those "
+           "scores; each winner is replayed over the measured window, forecasting every step, at the default "
+           "policy (quantile 0.9, headroom 0.05) and over predictive's sweep. Cost: 4 x high + normal + 0.25 x low "
+           "unmet GPU-minutes + work lost (`retrain.replay_tier_weights`).", ""]
+    rows, per_rule = [], {r: [] for r in RULES}
+    for case, c in d["cases"].items():
+        for label, key in (("reactive", "default_reactive"), ("perfect forecast", "default_perfect")):
+            x = c[key]
+            rows.append([case, "", label, "", "", "", n(x["high_unmet"]), n(x["normal_unmet"]), n(x["low_unmet"]),
+                         n(x["preemptions"]), n(x["cost"])])
+        for seed, sd in c["seeds"].items():
+            for rule in RULES:
+                name = sd["winners"][rule]
+                rp = sd["replays"][name]
+                h, x = rp["held_out_scores"], rp["default_point"]
+                per_rule[rule].append((case, x["cost"]))
+                rows.append([case, seed, f"by {rule}: `{name}`", f4(h["wql"]), f4(h["peak_loss"]),
+                             f3(h["lead_coverage_p90_moving"]), n(x["high_unmet"]), n(x["normal_unmet"]),
+                             n(x["low_unmet"]), n(x["preemptions"]), n(x["cost"])])
+    out.append(table(["case", "seed", "forecaster", "held-out wQL", "held-out peak loss", "lead p90 where it moves",
+                      "high unmet", "normal unmet", "low unmet", "preemptions", "cost"], rows))
+    cases = list(d["cases"])
+    means = {r: {case: mean([v for c, v in per_rule[r] if c == case]) for case in cases} for r in RULES}
+    best = {case: min(RULES, key=lambda r: means[r][case]) for case in cases}
+    out += ["", "Mean cost over the seeds at the default policy: " + "; ".join(
+        f"{case}: " + ", ".join(f"by {r} {n(means[r][case])}" for r in RULES) + f" (lowest: by {best[case]})"
+        for case in cases) + "."]
+    cmp_rows = []
+    for case, c in d["cases"].items():
+        for seed, sd in c["seeds"].items():
+            for rule in RULES:
+                cm = sd["replays"][sd["winners"][rule]]["comparison"]
+                if not cm or not cm.get("predictive_point"):
+                    continue
+                t = cm["targets"]
+                cmp_rows.append([case, seed, f"by {rule}", cm["predictive_point"],
+                                 f"{n(cm['high_unmet']['predictive'])} vs {n(cm['high_unmet']['reactive'])}",
+                                 f"{n(cm['normal_unmet']['predictive'])} vs {n(cm['normal_unmet']['reactive'])}",
+                                 f"{cm['preemptions']['predictive']} vs {cm['preemptions']['reactive']}",
+                                 ", ".join(k for k, ok in t.items() if ok) or "none"])
+    if cmp_rows:
+        out += ["", "At reactive's best point (equal utilization, `daemon.sim.report.compare`):", "",
+                table(["case", "seed", "rule", "predictive point", "high unmet (pred. vs reactive)",
+                       "normal unmet", "preemptions", "targets met"], cmp_rows)]
+    out += ["", source(["forecast_select_compare.json"], d)]
+    return "\n".join(out)
+
+
 # ----------------------------------------------------------------------------------- policy, failover, HA, cycle
 
 @block("policy")

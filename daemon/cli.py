@@ -233,8 +233,11 @@ def _history_opts(f):
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--this-cluster", is_flag=True,
               help="The --data file is this cluster's own history: score the models for this cluster.")
+@click.option("--select-by", type=click.Choice(["wql", "peak", "replay"]), default=None,
+              help="Rank the candidates by the per-step wQL, the loss of the peak over the policy's lead windows, "
+                   "or a replay of the held-out history through the policy (default: retrain.select_by).")
 @click.pass_context
-def retrain(ctx, data, trace, data_dir, days, epochs, model_dir, report_dir, quiet, this_cluster) -> None:
+def retrain(ctx, data, trace, data_dir, days, epochs, model_dir, report_dir, quiet, this_cluster, select_by) -> None:
     """Train a new LSTM, score it, the current model and every baseline on the most recent held-out window;
     the best becomes the model in use (models/manifest.json `in_use`). --trace/--data write to trained/
     unless --model-dir says otherwise."""
@@ -247,7 +250,8 @@ def retrain(ctx, data, trace, data_dir, days, epochs, model_dir, report_dir, qui
         if this_cluster and data is None:
             raise DataError("--this-cluster goes with --data (the file holding this cluster's history)")
         out = retrain_from_config(cfg, data=data, trace=trace, data_dir=data_dir, days=days, progress=not quiet,
-                                  out_dir=report_dir, epochs=epochs, model_dir=model_dir, this_cluster=this_cluster)
+                                  out_dir=report_dir, epochs=epochs, model_dir=model_dir, this_cluster=this_cluster,
+                                  select_by=select_by)
     except (DataError, SourceError, ModelError, ValueError) as exc:
         _fail(f"retrain: {exc}", 1)
     click.echo(out.table)

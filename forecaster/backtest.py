@@ -11,7 +11,14 @@ import numpy as np
 import pandas as pd
 
 from forecaster.baselines import Forecaster
-from forecaster.metrics import coverage, mase, weighted_quantile_loss
+from forecaster.metrics import (
+    DEFAULT_PEAK_WINDOWS,
+    PEAK_MIN_OBSERVED,
+    coverage,
+    mase,
+    peak_report,
+    weighted_quantile_loss,
+)
 
 BUCKETS = ((1, 15), (16, 30), (31, 60), (61, 10_000))
 MIN_ORIGINS = 12
@@ -36,6 +43,10 @@ class BacktestResult:
     actuals: np.ndarray                  # [origin, tenant, h]
     origins: list[pd.Timestamp]
     tenants: tuple[str, ...]
+    # model -> [origin, tenant, window, q]: the forecast's peak quantiles over each lead window (`report`'s
+    # "peak_windows", in that order), as the policy reads them (Forecast.peak_over)
+    peak_predictions: dict[str, np.ndarray] | None = None
+    last: np.ndarray | None = None       # [origin, tenant]: the last value before each origin (NaN if missing)
 
     def best_baseline(self, baselines: list[str]) -> tuple[str, float]:
         scores = {m: self.report["models"][m]["wql"] for m in baselines if m in self.report["models"]}
@@ -60,10 +71,23 @@ def _peak_coverage(upper: np.ndarray, actual: np.ndarray) -> float:
     return float((actual.max(axis=-1)[ok] <= upper.max(axis=-1)[ok]).mean())
 
 
+def forecast_peaks(fc, windows: dict[str, int], quantiles: tuple[float, ...]) -> np.ndarray:
+    """[tenant, window, q]: a forecast's peak quantiles over each lead window, as the policy reads them."""
+    return np.stack([np.stack([fc.peak_over(k, q) for q in quantiles], axis=-1) for k in windows.values()], axis=1)
+
+
 def run(frame: pd.DataFrame, models: dict[str, Forecaster], *, start: int, horizon: int,
         history_steps: int, quantiles: tuple[float, ...], season: int, max_origins: int = 48,
-        stride: int | None = None) -> BacktestResult:
-    """Origins run from `start` (index into frame) to the end, `stride` apart (by default `origin_stride`)."""
+        stride: int | None = None, peak_windows: dict[str, int] | None = None,
+        tiers: dict[str, str] | None = None, peak_min_observed: float = PEAK_MIN_OBSERVED) -> BacktestResult:
+    """Origins run from `start` (index into frame) to the end, `stride` apart (by default `origin_stride`).
+
+    Besides the per-step scores, each model's peak over the policy's lead windows (`peak_windows`, name ->
+    steps; by default the policy's default `lead` and `preempt` windows) is scored against the realised peak
+    (`forecaster.metrics.peak_report`), overall and, with `tiers` (tenant -> tier; a tenant not in it is
+    "normal", the daemon's default), by tier.
+    """
+    windows = dict(DEFAULT_PEAK_WINDOWS if peak_windows is None else peak_windows)
     if stride is None:
         stride = origin_stride(len(frame) - start, horizon)
     last = len(frame) - horizon
@@ -74,24 +98,31 @@ def run(frame: pd.DataFrame, models: dict[str, Forecaster], *, start: int, horiz
     if not origins:
         raise ValueError(f"no backtest origin: {len(frame)} steps, start {start}, horizon {horizon}")
     actual = np.stack([frame.iloc[o:o + horizon].to_numpy(dtype=float).T for o in origins])
+    last = np.stack([frame.iloc[o - 1].to_numpy(dtype=float) if o > 0 else np.full(frame.shape[1], np.nan)
+                     for o in origins])
+    qs = tuple(quantiles)
     preds: dict[str, np.ndarray] = {}
+    peaks: dict[str, np.ndarray] = {}
     seconds: dict[str, float] = {}
     for name, m in models.items():
-        out = []
+        out, pk = [], []
         t0 = time.perf_counter()
         for o in origins:
             hist = frame.iloc[max(0, o - history_steps):o]
             fc = m.predict(hist, horizon)
             out.append(fc.values)
+            pk.append(forecast_peaks(fc, windows, qs))
         seconds[name] = (time.perf_counter() - t0) / len(origins)
         preds[name] = np.stack(out)
+        peaks[name] = np.stack(pk)
     scale = seasonal_scale(frame.iloc[:start], season)
-    qs = tuple(quantiles)
+    tier_of = (np.array([tiers.get(str(c), "normal") for c in frame.columns]) if tiers is not None else None)
     i50 = int(np.argmin(np.abs(np.asarray(qs) - 0.5)))
     i90 = int(np.argmin(np.abs(np.asarray(qs) - 0.9)))
     report: dict = {"origins": len(origins), "stride": stride, "horizon": horizon, "tenants": int(frame.shape[1]),
                     "first_origin": str(frame.index[origins[0]]), "last_origin": str(frame.index[origins[-1]]),
-                    "quantiles": list(qs), "models": {}}
+                    "quantiles": list(qs), "models": {},
+                    "peak_windows": {k: max(1, min(int(v), horizon)) for k, v in windows.items()}}
     for name, p in preds.items():
         per_h = {}
         for lo, hi in BUCKETS:
@@ -110,9 +141,12 @@ def run(frame: pd.DataFrame, models: dict[str, Forecaster], *, start: int, horiz
             # the policy reserves for the peak over the lead time: how often the realised peak stays under the
             # forecast's p90 peak, per (origin, tenant) with every step observed
             "peak_coverage_p90": _peak_coverage(p[..., i90], actual),
+            # what the policy acts on: the peak over each lead window at each quantile (see peak_report)
+            "peak": peak_report(peaks[name], actual, last, qs, windows, tier_of, peak_min_observed),
             "seconds_per_forecast": seconds[name],
         }
-    return BacktestResult(report, preds, actual, [frame.index[o] for o in origins], tuple(map(str, frame.columns)))
+    return BacktestResult(report, preds, actual, [frame.index[o] for o in origins], tuple(map(str, frame.columns)),
+                          peaks, last)
 
 
 def write_report(result: BacktestResult, out_dir: Path, name: str = "backtest",
@@ -150,9 +184,18 @@ def write_report(result: BacktestResult, out_dir: Path, name: str = "backtest",
 
 def table(report: dict) -> str:
     """One row per model, best wQL first; `< p90` is the share strictly under the p90 (ties with it excluded)."""
-    rows = [f"{'model':<30} {'wQL':>8} {'MASE':>7} {'p90 cov':>8} {'< p90':>6} {'peak p90':>9} {'ms/fc':>8}"]
+    wins = report.get("peak_windows", {})
+    head = "".join(f" {f'{w}{k} loss':>10} {'p90':>5} {'mv':>5}" for w, k in wins.items())
+    rows = [f"{'model':<30} {'wQL':>8} {'MASE':>7} {'p90 cov':>8} {'< p90':>6} {'peak p90':>9}{head} {'ms/fc':>8}"]
+    nan = float("nan")
     for name, m in sorted(report["models"].items(), key=lambda kv: kv[1]["wql"]):
+        pk = m.get("peak", {})
+        cells = "".join(f" {pk.get(w, {}).get('loss', nan):>10.4f} {pk.get(w, {}).get('coverage_p90', nan):>5.3f}"
+                        f" {pk.get(w, {}).get('coverage_p90_moving', nan):>5.3f}" for w in wins)
         rows.append(f"{name:<30} {m['wql']:>8.4f} {m['mase']:>7.3f} {m['coverage_p90']:>8.3f} "
                     f"{m.get('coverage_p90_strict', float('nan')):>6.3f} "
-                    f"{m.get('peak_coverage_p90', float('nan')):>9.3f} {m['seconds_per_forecast'] * 1000:>8.1f}")
+                    f"{m.get('peak_coverage_p90', float('nan')):>9.3f}{cells} {m['seconds_per_forecast'] * 1000:>8.1f}")
+    if wins:
+        rows.append("peak columns: the peak over each lead window (steps): its quantile loss, p90 coverage, and p90 "
+                    "coverage where the series moves (mv)")
     return "\n".join(rows)

@@ -129,6 +129,15 @@ class _Vectorised:
         point = self._point(vals, ff, np.asarray(ends), horizon, params)    # [O, N, H]
         return np.stack([add_error_quantiles(p, eq) for p in point])
 
+    def can_batch_peaks(self, windows: tuple[int, ...]) -> bool:
+        return True
+
+    def peaks_at(self, history: pd.DataFrame, ends: np.ndarray, horizon: int,
+                 windows: tuple[int, ...]) -> np.ndarray:
+        """[origin, tenant, window, Q]: the largest per-step quantile over each window of `forecasts_at`."""
+        v = self.forecasts_at(history, ends, horizon)
+        return np.stack([np.fmax.reduce(v[:, :, :max(1, min(k, horizon)), :], axis=2) for k in windows], axis=2)
+
     def _short(self, history: pd.DataFrame, horizon: int) -> Forecast:
         fc = Naive(self.quantiles, self.error_window, self.max_origins).predict(history, horizon)
         return Forecast(fc.tenants, fc.quantiles, fc.values, fc.issued_at, fc.step_s, self.name)

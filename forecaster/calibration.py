@@ -257,6 +257,18 @@ class Recalibrated:
     def spec(self):
         return self.model.spec
 
+    def own_peaks(self) -> set[int]:
+        return own_peaks(self.model)
+
+    def can_batch_peaks(self, windows: tuple[int, ...]) -> bool:
+        # the per-step shift leaves a peak head's quantiles as they are: the inner model's past peaks are ours
+        return set(windows) <= own_peaks(self.model) and batched_peaks(self.model, windows)
+
+    def peaks_at(self, history, ends, horizon: int, windows: tuple[int, ...]) -> np.ndarray | None:
+        if not self.can_batch_peaks(windows):
+            return None
+        return self.model.peaks_at(history, ends, horizon, windows)
+
     def shifts(self, history, horizon: int) -> np.ndarray | None:
         """[tenant, Q] shifts from the model's forecasts at recent origins of `history`; None with < 4 origins."""
         t = len(history)
@@ -293,7 +305,9 @@ class Recalibrated:
         if shift is None:
             return Forecast(fc.tenants, fc.quantiles, fc.values, fc.issued_at, fc.step_s, self.name)
         self.last_shift = shift
-        return Forecast(fc.tenants, fc.quantiles, add_shift(fc.values, shift), fc.issued_at, fc.step_s, self.name)
+        # the per-step shift corrects the per-step quantiles; a peak head's own quantiles pass as they are (their
+        # calibration is PeakCalibrated's, on realised peaks)
+        return fc.with_values(add_shift(fc.values, shift), self.name)
 
 
     def _replayed(self, history, horizon: int):
@@ -331,7 +345,7 @@ def spreads_in(model) -> list[SpreadRefresh]:
         if m is None or id(m) in seen:
             return
         seen.add(id(m))
-        sp = getattr(m, "_spread", None) if not isinstance(m, Recalibrated) else m.spread
+        sp = getattr(m, "_spread", None) if not isinstance(m, (Recalibrated, PeakCalibrated)) else m.spread
         if isinstance(sp, SpreadRefresh):
             out.append(sp)
         for attr in ("model", "lstm", "baseline", "primary", "chosen"):
@@ -339,3 +353,153 @@ def spreads_in(model) -> list[SpreadRefresh]:
 
     walk(model)
     return out
+
+
+def own_peaks(model) -> set[int]:
+    """The lead windows for which `model`'s forecasts carry their own peak quantiles (an LSTM's peak head, passed
+    through a recalibration or mixed into a blend, or a peak calibration); empty for a plain baseline."""
+    f = getattr(model, "own_peaks", None)
+    return set(f()) if callable(f) else set()
+
+
+def batched_peaks(model, windows) -> bool:
+    """Whether `model.peaks_at` gives its past peak forecasts over `windows` in one batch (else: None)."""
+    f = getattr(model, "can_batch_peaks", None)
+    return bool(f(tuple(windows))) if callable(f) else False
+
+
+def peak_shift(pred: np.ndarray, real: np.ndarray, moving: np.ndarray | None, quantiles: tuple[float, ...],
+               min_count: int = 8) -> np.ndarray:
+    """[tenant, Q] additive shifts so each forecast peak quantile covers its nominal share of recent realised peaks.
+
+    pred [origin, tenant, Q] the forecast peak quantiles over one window, real [origin, tenant] the realised peaks
+    (NaN: not scored), moving [origin, tenant] (or None): where the series moved. With `moving`, a tenant's shift
+    is learnt from the windows where it moved (where it did not, any forecast at or above the value covers it, and
+    counting those would leave the peaks that matter under-covered), from all its windows where it moved fewer
+    than `min_count` times. A tenant with fewer than `min_count` scored windows at all borrows the shift of all
+    tenants, in units of its own level; with none anywhere, no shift.
+    """
+    resid = real[..., None] - pred                                   # [O, N, Q]
+    ok = np.isfinite(resid)
+    if moving is not None:
+        mv = ok & np.asarray(moving, dtype=bool)[..., None]
+        enough = mv[..., 0].sum(axis=0) >= min_count                 # [N]
+        resid = np.where(enough[None, :, None], np.where(mv, resid, np.nan), resid)
+    shift = np.empty(resid.shape[1:])
+    counts = np.isfinite(resid[..., 0]).sum(axis=0)
+    for j, q in enumerate(quantiles):
+        shift[:, j] = nan_quantiles(resid[:, :, j], (q,), axis=0)[0][:, 0]
+    thin = counts < min_count
+    if thin.any():
+        with np.errstate(all="ignore"):
+            level = np.nanmean(np.abs(real), axis=0)
+        level = np.where(np.isfinite(level) & (level > 0), level, 1.0)
+        rel = resid / level[None, :, None]
+        pooled = np.array([nan_quantiles(rel[:, :, j].ravel(), (q,), axis=0)[0][0] for j, q in enumerate(quantiles)])
+        shift[thin] = np.nan_to_num(pooled, nan=0.0)[None, :] * level[thin, None]
+    return np.nan_to_num(shift, nan=0.0)
+
+
+class PeakCalibrated:
+    """Any forecaster whose peak quantiles over the policy's lead windows are recalibrated per tenant on the
+    realised peaks of its own recent forecasts (split conformal, additive).
+
+    The policy holds for each tenant's q-peak over a lead window (`Forecast.peak_over`). At each forecast the model
+    also forecasts from up to `origins` recent points of the history whose windows are already known; for every
+    tenant, window and quantile q, the q-quantile of (realised peak - forecast q-peak) over those origins, where the
+    series moved (`peak_shift`), is added to today's q-peak. The per-step quantiles are left as they are; the
+    forecast carries the calibrated peaks (`Forecast.peaks`). Only the history handed to `predict` is used. The
+    shifts are recomputed every `refresh` forecasts, in a background thread when `background` is set (the daemon).
+    """
+
+    SUFFIX = "+peak"
+
+    def __init__(self, model, windows: tuple[int, ...], origins: int | None = None, window: int | None = None,
+                 refresh: int = 1, background: bool = False, forecasts_at=None, moving_only: bool = True,
+                 min_observed: float | None = None) -> None:
+        from forecaster.metrics import PEAK_MIN_OBSERVED
+
+        self.model = model
+        self.windows = tuple(sorted({max(1, int(k)) for k in windows}))
+        if not self.windows:
+            raise ValueError("PeakCalibrated needs at least one lead window")
+        # (history, ends, horizon) -> [origin, tenant, h, Q]: a baseline's vectorised forecasts from past origins
+        # (it has no peak head, so its peaks are the largest per-step quantiles); else the model's own `peaks_at`
+        # (an LSTM: every origin in one batch), else it forecasts from each origin in turn
+        self.forecasts_at = forecasts_at
+        self.batched = forecasts_at is not None or batched_peaks(model, self.windows)
+        # the recent past the shifts are learnt from: two days at 1-minute steps for a 10-step window. A GPU count
+        # moves in few windows (on Helios at 1-minute steps in 1 of 15), so a tenant's moves need many origins:
+        # 256 where the past forecasts come in one batch, 48 where the model forecasts from each in turn
+        self.origins = origins or (256 if self.batched else 48)
+        self.window = window or 288 * max(self.windows)
+        self.moving_only = moving_only
+        self.min_observed = PEAK_MIN_OBSERVED if min_observed is None else min_observed
+        self.name = f"{model.name}{self.SUFFIX}"
+        self.spread = SpreadRefresh(refresh, background)
+        self.last_shift: np.ndarray | None = None   # [tenant, window, Q]
+
+    @property
+    def refresh(self) -> int:
+        return self.spread.every
+
+    @property
+    def min_history(self) -> int:
+        return getattr(self.model, "min_history", 1)
+
+    @property
+    def spec(self):
+        return self.model.spec
+
+    def own_peaks(self) -> set[int]:
+        return set(self.windows) | own_peaks(self.model)
+
+    def _past_peaks(self, history, ends: np.ndarray, horizon: int) -> np.ndarray:
+        """[origin, tenant, window, Q]: the model's forecast peaks from history[:e] for each e in `ends`."""
+        ks = [min(k, horizon) for k in self.windows]
+        if self.forecasts_at is not None:
+            v = self.forecasts_at(history, ends, horizon)                               # [O, N, H, Q]
+            return np.stack([np.fmax.reduce(v[:, :, :k, :], axis=2) for k in ks], axis=2)
+        if batched_peaks(self.model, tuple(ks)):
+            return self.model.peaks_at(history, ends, horizon, tuple(ks))
+        with frozen_spreads(spreads_in(self.model)):
+            fcs = [self.model.predict(history.iloc[:e], horizon) for e in ends]
+        return np.stack([np.stack([fc.peak_quantiles(k) for k in ks], axis=1) for fc in fcs])
+
+    def shifts(self, history, horizon: int, quantiles: tuple[float, ...]) -> np.ndarray | None:
+        """[tenant, window, Q] shifts from the model's forecasts at recent origins of `history`; None with < 4."""
+        from forecaster.metrics import moves, realised_peaks
+
+        k_max = min(max(self.windows), horizon)
+        ends = recent_origins(len(history), k_max, first=max(1, self.min_history), window=self.window,
+                              max_origins=self.origins)
+        if len(ends) < 4:
+            return None
+        qs = tuple(quantiles)
+        vals = history.to_numpy(dtype=float).T                                         # [N, T]
+        pred = self._past_peaks(history, ends, horizon)                                 # [O, N, K, Q]
+        idx = ends[:, None] + np.arange(k_max)[None, :]
+        actual = vals[:, idx].transpose(1, 0, 2)                                        # [O, N, k_max]
+        last = vals[:, ends - 1].T                                                      # [O, N]
+        out = []
+        for i, k in enumerate(self.windows):
+            k = min(k, horizon)
+            real = realised_peaks(actual, k, self.min_observed)
+            mv = moves(actual, last, k) if self.moving_only else None
+            out.append(peak_shift(pred[:, :, i, :], real, mv, qs))
+        return np.stack(out, axis=1)
+
+    def predict(self, history, horizon: int):
+        fc = self.model.predict(history, horizon)
+        shift = self.spread.get((tuple(map(str, history.columns)), horizon, "peak"),
+                                lambda: self.shifts(history, horizon, fc.quantiles))
+        if shift is None:
+            return fc.with_values(fc.values, self.name)
+        self.last_shift = shift
+        peaks = dict(fc.peaks or {})
+        for i, k in enumerate(self.windows):
+            if k > horizon:
+                continue
+            p = np.maximum(fc.peak_quantiles(k) + shift[:, i, :], 0.0)
+            peaks[k] = np.fmax.accumulate(p, axis=1)       # NaN (no forecast for a tenant) stays NaN
+        return fc.with_values(fc.values, self.name, peaks)

@@ -41,13 +41,36 @@ class Blend:
     def min_history(self) -> int:
         return getattr(self.lstm, "min_history", 1)
 
+    def own_peaks(self) -> set[int]:
+        from forecaster.calibration import own_peaks
+
+        return own_peaks(self.lstm) | own_peaks(self.baseline)
+
+    def can_batch_peaks(self, windows: tuple[int, ...]) -> bool:
+        from forecaster.calibration import batched_peaks
+
+        # a window neither side has its own peak for is the largest step of the mix, not the mix of the peaks
+        return (set(windows) <= self.own_peaks() and batched_peaks(self.lstm, windows)
+                and batched_peaks(self.baseline, windows))
+
+    def peaks_at(self, history: pd.DataFrame, ends, horizon: int, windows: tuple[int, ...]) -> np.ndarray | None:
+        """[origin, tenant, window, Q]: the blend's past peak forecasts, each side's mixed (as `predict` mixes them)."""
+        if not self.can_batch_peaks(windows):
+            return None
+        return combine(self.lstm.peaks_at(history, ends, horizon, windows),
+                       self.baseline.peaks_at(history, ends, horizon, windows), self.weight)
+
     def predict(self, history: pd.DataFrame, horizon: int) -> Forecast:
         a = self.lstm.predict(history, horizon)
         b = self.baseline.predict(history, horizon)
         if a.tenants != b.tenants or tuple(a.quantiles) != tuple(b.quantiles):
             raise ValueError("blend: the LSTM and the baseline forecast different tenants or quantiles")
         vals = combine(a.values, b.values, self.weight)
-        return Forecast(a.tenants, a.quantiles, vals, a.issued_at, a.step_s, self.name)
+        # a side with its own peak quantiles (an LSTM's peak head) is mixed with the other's peak as the policy
+        # reads it (its largest per-step quantile over the window where it has none)
+        peaks = {k: combine(a.peak_quantiles(k), b.peak_quantiles(k), self.weight)
+                 for k in sorted(set(a.peaks or {}) | set(b.peaks or {}))}
+        return Forecast(a.tenants, a.quantiles, vals, a.issued_at, a.step_s, self.name, peaks=peaks or None)
 
 
 def combine(a: np.ndarray, b: np.ndarray, weight: float) -> np.ndarray:

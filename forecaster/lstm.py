@@ -7,6 +7,13 @@ the same scale (divided by its own recent mean). The encoder reads the last
 horizon (the seasonal-naive forecast), so the network only has to learn how
 today differs from yesterday, and it emits every quantile at once with
 non-crossing outputs (a base plus cumulative softplus increments).
+
+What the policy acts on is each tenant's peak over its lead windows at a quantile, and the largest of the
+per-step quantiles over a window is not the peak's quantile (it is at most that, and well under it where a
+rise's timing is uncertain). With `peak_windows` the network also has a direct head for the quantiles of the
+peak over the next k steps, for each k there: it starts at the largest per-step quantile over the window (its
+last layer is zero at first) and learns the correction from the realised peaks (`train`'s peak loss); the
+forecast carries it (`Forecast.peaks`) and the policy reads it through `Forecast.peak_over`.
 """
 
 from __future__ import annotations
@@ -38,11 +45,15 @@ class LSTMSpec:
     # non-empty: the median is a correction of a learned mix of anchors instead: the last value, the means of the
     # last k steps for each k here, and the season-ago value (weights per horizon step, shifted per window)
     anchors: tuple[int, ...] = ()
+    # non-empty: a direct quantile head for the peak over the next k steps, for each k here (the policy's lead
+    # windows), trained on realised peaks
+    peak_windows: tuple[int, ...] = ()
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["quantiles"] = list(self.quantiles)
         d["anchors"] = list(self.anchors)
+        d["peak_windows"] = list(self.peak_windows)
         return d
 
     @staticmethod
@@ -50,6 +61,7 @@ class LSTMSpec:
         d = dict(d)
         d["quantiles"] = tuple(d["quantiles"])
         d["anchors"] = tuple(d.get("anchors", ()))  # models saved before anchors existed have none
+        d["peak_windows"] = tuple(d.get("peak_windows", ()))  # nor a peak head, before it existed
         return LSTMSpec(**d)
 
 
@@ -76,10 +88,25 @@ class QuantileLSTM(nn.Module):
             nn.init.zeros_(self.mix_head.bias)
         self.head = nn.Sequential(nn.Linear(head_in, 2 * spec.hidden), nn.ReLU(),
                                   nn.Linear(2 * spec.hidden, spec.horizon * q))
+        self.peak_windows = tuple(max(1, min(int(k), spec.horizon)) for k in spec.peak_windows)
+        if self.peak_windows:
+            # per window and quantile: a correction of the largest per-step quantile over the window; zero at first
+            self.peak_head = nn.Sequential(nn.Linear(head_in, spec.hidden), nn.ReLU(),
+                                           nn.Linear(spec.hidden, len(self.peak_windows) * q))
+            nn.init.zeros_(self.peak_head[-1].weight)
+            nn.init.zeros_(self.peak_head[-1].bias)
 
     def forward(self, x: torch.Tensor, lag: torch.Tensor, cal0: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
         """x [B, L, 2+cal], lag [B, H] (scaled season-ago values; [B, 1 + H] with anchors, the origin's first),
         cal0 [B, cal], last [B, 1] -> [B, H, Q]."""
+        return self.forward_all(x, lag, cal0, last)[0]
+
+    def forward_all(self, x: torch.Tensor, lag: torch.Tensor, cal0: torch.Tensor,
+                    last: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The per-step quantiles [B, H, Q] and, with peak windows, the peak quantiles [B, K, Q] (else None).
+
+        A window's peak starts from the largest per-step quantile over it, detached: the peak loss trains the
+        peak head (and the shared encoder), not the per-step quantiles, which keep their own calibration."""
         _, (h, _) = self.encoder(x)
         if self.windows:
             lag0, lag = lag[:, :1], lag[:, 1:]
@@ -96,7 +123,13 @@ class QuantileLSTM(nn.Module):
         out = self.head(z).view(-1, self.spec.horizon, len(self.spec.quantiles))
         base = anchor + out[:, :, 0]  # median as a correction of the seasonal-naive (or last) value
         rest = torch.nn.functional.softplus(out[:, :, 1:]).cumsum(dim=2)
-        return torch.cat([base.unsqueeze(2), base.unsqueeze(2) + rest], dim=2)
+        steps = torch.cat([base.unsqueeze(2), base.unsqueeze(2) + rest], dim=2)
+        if not self.peak_windows:
+            return steps, None
+        top = steps.detach()
+        start = torch.stack([top[:, :k, :].amax(dim=1) for k in self.peak_windows], dim=1)   # [B, K, Q]
+        peaks = start + self.peak_head(z).view(start.shape)
+        return steps, torch.cummax(peaks, dim=2).values   # quantiles kept ordered
 
 
 def pinball(pred: torch.Tensor, target: torch.Tensor, quantiles: torch.Tensor,
@@ -173,6 +206,45 @@ class LSTMForecaster:
     def min_history(self) -> int:
         return self.spec.season + 1
 
+    def own_peaks(self) -> set[int]:
+        return set(self.model.peak_windows)
+
+    def can_batch_peaks(self, windows: tuple[int, ...]) -> bool:
+        return True
+
+    @torch.no_grad()
+    def peaks_at(self, history: pd.DataFrame, ends: np.ndarray, horizon: int, windows: tuple[int, ...],
+                 batch: int = 8192) -> np.ndarray:
+        """[origin, tenant, window, Q]: the peak quantiles this model forecast from history[:e] for each e in
+        `ends` (its own peak head where it has one for a window, else the largest per-step quantile), in batches
+        of windows: what `predict` on each truncated history gives, without a call per origin."""
+        spec = self.spec
+        values = history.to_numpy(dtype=float)
+        ext_index = history.index.append(pd.date_range(history.index[-1] + pd.Timedelta(seconds=spec.step_s),
+                                                       periods=spec.horizon, freq=pd.Timedelta(seconds=spec.step_s)))
+        cal = calendar_features(ext_index)
+        n = values.shape[1]
+        ends = np.asarray(ends, dtype=np.int64)
+        origins = np.repeat(ends - 1, n)
+        tenants = np.tile(np.arange(n), len(ends))
+        own = {k: i for i, k in enumerate(self.model.peak_windows)}
+        out = np.empty((len(origins), len(windows), len(spec.quantiles)))
+        for s in range(0, len(origins), batch):
+            o, t = origins[s:s + batch], tenants[s:s + batch]
+            x, lag, cal0, last, scale = make_windows(values, cal, o, t, spec)
+            steps, pk = self.model.forward_all(torch.from_numpy(x), torch.from_numpy(lag), torch.from_numpy(cal0),
+                                               torch.from_numpy(last))
+            steps = steps.numpy()[:, :horizon, :]
+            for j, k in enumerate(windows):
+                p = pk.numpy()[:, own[k], :] if pk is not None and k in own else steps[:, :k, :].max(axis=1)
+                out[s:s + batch, j] = np.maximum(p * scale[:, None], 0.0)
+        out = out.reshape(len(ends), n, len(windows), len(spec.quantiles))
+        # as `predict`: a tenant with no sample in the context before an origin has no forecast from it
+        ctx = ends[:, None] - spec.context + np.arange(spec.context)[None, :]
+        dead = np.isnan(values[np.clip(ctx, 0, None)]).all(axis=1)                         # [O, N]
+        out[dead] = np.nan
+        return out
+
     @torch.no_grad()
     def predict(self, history: pd.DataFrame, horizon: int) -> Forecast:
         spec = self.spec
@@ -190,14 +262,20 @@ class LSTMForecaster:
         n = values.shape[1]
         origins = np.full(n, values.shape[0] - 1)
         x, lag, cal0, last, scale = make_windows(values, cal, origins, np.arange(n), spec)
-        out = self.model(torch.from_numpy(x), torch.from_numpy(lag), torch.from_numpy(cal0), torch.from_numpy(last))
+        out, pk = self.model.forward_all(torch.from_numpy(x), torch.from_numpy(lag), torch.from_numpy(cal0),
+                                         torch.from_numpy(last))
         vals = out.numpy()[:, :horizon, :] * scale[:, None, None]
         vals = np.maximum(vals, 0.0)
         # a tenant with no recent sample at all gets no forecast, not a made-up one
         dead = np.isnan(values[-spec.context:]).all(axis=0)
         vals[dead] = np.nan
+        peaks = None
+        if pk is not None:
+            p = np.maximum(pk.numpy() * scale[:, None, None], 0.0).astype(float)
+            p[dead] = np.nan
+            peaks = {k: p[:, i, :] for i, k in enumerate(self.model.peak_windows) if k <= horizon}
         return Forecast(tuple(map(str, history.columns)), spec.quantiles, vals.astype(float), history.index[-1],
-                        step, self.name)
+                        step, self.name, peaks=peaks or None)
 
 
 # The conformal recalibration works on any forecaster (baselines and blends too) and lives with the other

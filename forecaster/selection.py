@@ -25,7 +25,7 @@ from forecaster.baselines import (
     SeasonalNaiveDW,
     _Vectorised,
 )
-from forecaster.calibration import Recalibrated, SpreadRefresh
+from forecaster.calibration import PeakCalibrated, Recalibrated, SpreadRefresh
 from forecaster.ensemble import Blend
 from forecaster.registry import ModelError, load_version
 from forecaster.types import Forecast
@@ -34,16 +34,44 @@ log = logging.getLogger("gpu_autoscaler.selection")
 
 BASELINES = ("naive", "exp_smoothing", "seasonal_naive_daily", "seasonal_naive_dw", "holt_winters")
 RECAL = "+conformal"  # a candidate's name with this suffix: that candidate recalibrated (forecaster/calibration.py)
+# a candidate's name with one of these suffixes: its peak over the policy's lead windows recalibrated per tenant on
+# realised peaks (PeakCalibrated), from the windows where the series moved (+peak) or from all (+peak_all)
+PEAK = {"+peak": True, "+peak_all": False}
+
+
+def peak_suffix(name: str) -> tuple[str, bool | None]:
+    """(the name without a peak-calibration suffix, moving_only) or (name, None) without one."""
+    for suf, moving in PEAK.items():
+        if name.endswith(suf):
+            return name[: -len(suf)], moving
+    return name, None
+
+
+def calibrate_peaks(model, windows, moving_only: bool, refresh: int = 1, background: bool = False,
+                    forecasts_at=None) -> PeakCalibrated:
+    """`model` with its peak quantiles over `windows` (steps) recalibrated on realised peaks, named with its suffix."""
+    out = PeakCalibrated(model, tuple(windows), refresh=refresh, background=background, forecasts_at=forecasts_at,
+                         moving_only=moving_only)
+    out.name = model.name + next(s for s, m in PEAK.items() if m == moving_only)
+    return out
 
 
 def make_baseline(name: str, season: int, quantiles: tuple[float, ...], refresh: int = 1,
-                  background: bool = False) -> Forecaster:
-    """A baseline by name, or `<baseline>+conformal`: that baseline recalibrated from its own recent errors.
+                  background: bool = False, peak_windows=None) -> Forecaster:
+    """A baseline by name, or `<baseline>+conformal`: that baseline recalibrated from its own recent errors; either
+    with `+peak` or `+peak_all`: its peak over `peak_windows` (steps) recalibrated on realised peaks.
 
     `refresh` > 1: the naive family recomputes its error quantiles (and a recalibrated one its shifts) every
     `refresh` forecasts only, in a background thread with `background` (the daemon); Holt-Winters re-estimates
     its parameters every 24 forecasts anyway.
     """
+    base, moving = peak_suffix(name)
+    if moving is not None:
+        if not peak_windows:
+            raise ModelError(f"{name}: a peak-calibrated baseline needs the lead windows it is calibrated for")
+        inner = make_baseline(base, season, quantiles, refresh, background)
+        at = inner.forecasts_at if isinstance(inner, _Vectorised) else None
+        return calibrate_peaks(inner, peak_windows, moving, refresh, background, at)
     if name.endswith(RECAL):
         inner = make_baseline(name[: -len(RECAL)], season, quantiles, refresh, background)
         at = inner.forecasts_at if isinstance(inner, _Vectorised) else None
@@ -90,21 +118,33 @@ def resolve(entry: dict, model_dir: Path, quantiles: tuple[float, ...], backgrou
     if entry.get("kind") == "lstm":
         return wrap_lstm(load_version(Path(model_dir), entry["version"]), entry, refresh=10, background=background)
     return make_baseline(entry["name"], int(entry["season"]), tuple(entry.get("quantiles", quantiles)),
-                         refresh=10, background=background)
+                         refresh=10, background=background, peak_windows=peak_windows_of(entry))
+
+
+def peak_windows_of(entry: dict) -> tuple[int, ...] | None:
+    """The lead windows (steps) an `in_use` entry's peak calibration is for, or None without one."""
+    pc = entry.get("peak_calibration")
+    return tuple(int(k) for k in pc["windows"]) if pc else None
 
 
 def wrap_lstm(model, entry: dict, refresh: int = 1, background: bool = False) -> Forecaster:
     """An LSTM as its `in_use` entry says it won: recalibrated from its own recent errors (`conformal`),
     blended with a baseline (`blend`: baseline name and the LSTM's weight), both, or bare; `recalibrated`:
-    the blend's output recalibrated in turn."""
+    the blend's output recalibrated in turn; `peak_calibration` (windows, moving_only): its peak over the lead
+    windows recalibrated on realised peaks, last."""
     inner = recalibrate(model, refresh, background) if entry.get("conformal") else model
     b = entry.get("blend")
-    if not b:
-        return inner
-    season = int(entry.get("season", model.spec.season))
-    partner = make_baseline(b["baseline"], season, tuple(model.spec.quantiles), refresh=refresh, background=background)
-    out = Blend(inner, partner, float(b["weight"]))
-    return recalibrate(out, refresh, background) if entry.get("recalibrated") else out
+    out = inner
+    if b:
+        season = int(entry.get("season", model.spec.season))
+        partner = make_baseline(b["baseline"], season, tuple(model.spec.quantiles), refresh=refresh,
+                                background=background)
+        out = Blend(inner, partner, float(b["weight"]))
+        out = recalibrate(out, refresh, background) if entry.get("recalibrated") else out
+    pc = entry.get("peak_calibration")
+    if pc:
+        out = calibrate_peaks(out, peak_windows_of(entry), bool(pc.get("moving_only", True)), refresh, background)
+    return out
 
 
 class StartupSelection:

@@ -11,6 +11,7 @@ import torch
 from tqdm import tqdm
 
 from forecaster.lstm import LSTMSpec, QuantileLSTM, make_windows, pinball
+from forecaster.metrics import PEAK_MIN_OBSERVED, realised_peaks
 from forecaster.series import calendar_features
 
 
@@ -28,11 +29,30 @@ def _targets(values: np.ndarray, origins: np.ndarray, tenants: np.ndarray, h: in
     return (values[idx, tenants[:, None]] / scale[:, None]).astype(np.float32)
 
 
+def _peak_targets(y: np.ndarray, spec: LSTMSpec) -> np.ndarray:
+    """[B, K] the realised peak over each peak window (scaled), NaN where too little of it was seen: a missing
+    step is never a zero, as in scoring (`forecaster.metrics.realised_peaks`)."""
+    ks = [max(1, min(int(k), spec.horizon)) for k in spec.peak_windows]
+    return np.stack([realised_peaks(y, k, PEAK_MIN_OBSERVED) for k in ks], axis=1).astype(np.float32)
+
+
 def _batch(values, cal, origins, tenants, spec, weight_by_scale: bool = False):
     x, lag, cal0, last, scale = make_windows(values, cal, origins, tenants, spec)
     y = _targets(values, origins, tenants, spec.horizon, scale)
     w = scale / max(float(scale.mean()), 1e-9) if weight_by_scale else np.ones_like(scale)
-    return [torch.from_numpy(a) for a in (x, lag, cal0, last, y, w.astype(np.float32))]
+    yp = _peak_targets(y, spec) if spec.peak_windows else np.zeros((len(y), 0), dtype=np.float32)
+    return [torch.from_numpy(a) for a in (x, lag, cal0, last, y, w.astype(np.float32), yp)]
+
+
+def _loss(model: QuantileLSTM, batch, qs: torch.Tensor, peak_weight: float) -> torch.Tensor:
+    """Pinball loss over every step, plus `peak_weight` x the pinball loss of the peak head against the realised
+    peaks over the lead windows (when the model has one)."""
+    x, lag, cal0, last, y, w, yp = batch
+    steps, peaks = model.forward_all(x, lag, cal0, last)
+    loss = pinball(steps, y, qs, w)
+    if peaks is not None and peak_weight > 0:
+        loss = loss + peak_weight * pinball(peaks, yp, qs, w)
+    return loss
 
 
 def valid_origins(n_steps: int, spec: LSTMSpec) -> tuple[int, int]:
@@ -43,13 +63,15 @@ def valid_origins(n_steps: int, spec: LSTMSpec) -> tuple[int, int]:
 def train(frame: pd.DataFrame, spec: LSTMSpec, *, epochs: int = 8, batch_size: int = 256,
           samples_per_epoch: int = 16384, lr: float = 3e-3, seed: int = 0, val_share: float = 0.2,
           patience: int = 2, progress: bool = True, val_samples: int = 4096, weight_by_scale: bool = False,
-          zero_init: bool = False) -> TrainResult:
+          zero_init: bool = False, peak_weight: float = 1.0) -> TrainResult:
     """Fit on the first (1 - val_share) of the time axis, stop early on the rest.
 
     `weight_by_scale` weighs each window's loss by its series' scale, so training ranks errors as the
     weighted quantile loss does (a big tenant's miss counts more than a small one's). `zero_init` starts
     the head's last layer at zero: the untrained model's median is then exactly its anchor (the last
     value, or the season-ago value), so training starts from that baseline instead of from noise.
+    `peak_weight`: with `spec.peak_windows`, the weight of the peak head's loss (the realised peak over each lead
+    window) next to the per-step loss; early stopping watches the same sum.
     """
     t0 = time.perf_counter()
     torch.manual_seed(seed)
@@ -86,9 +108,9 @@ def train(frame: pd.DataFrame, spec: LSTMSpec, *, epochs: int = 8, batch_size: i
         for _ in bar:
             o = rng.integers(lo, split - spec.horizon + 1, batch_size)
             t = rng.integers(0, n_ten, batch_size)
-            x, lag, cal0, last, y, w = _batch(values, cal, o, t, spec, weight_by_scale)
+            batch = _batch(values, cal, o, t, spec, weight_by_scale)
             opt.zero_grad()
-            loss = pinball(model(x, lag, cal0, last), y, qs, w)
+            loss = _loss(model, batch, qs, peak_weight)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
@@ -96,7 +118,7 @@ def train(frame: pd.DataFrame, spec: LSTMSpec, *, epochs: int = 8, batch_size: i
             bar.set_postfix(loss=f"{loss.item():.4f}")
         model.eval()
         with torch.no_grad():
-            vl = float(pinball(model(*val[:4]), val[4], qs, val[5]))
+            vl = float(_loss(model, val, qs, peak_weight))
         run = epoch + 1
         curve.append({"epoch": run, "train_loss": total / steps_per_epoch, "val_loss": vl})
         if progress:

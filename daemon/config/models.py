@@ -266,6 +266,9 @@ class ForecastQualityConfig(_Strict):
     coverage_max: float = Field(0.98, gt=0, le=1, description="p90 coverage above this is degraded (too wide)")
     fallback_after_cycles: int = Field(10, ge=1, description="cycles out of bounds before the best baseline takes over")
     min_scored: int = Field(10, ge=1, description="scored forecasts needed before quality is judged")
+    peak_min_observed: float = Field(0.5, gt=0, le=1, description="a lead window's realised peak is scored (live, "
+                                     "and by retrain) only where at least this share of its steps was observed: "
+                                     "the peak of the observed steps; a missing step is never read as zero")
 
 
 class ForecasterConfig(_Strict):
@@ -549,7 +552,37 @@ class RetrainConfig(_Strict):
     enabled: bool = False
     cron: str = "17 3 * * *"
     epochs: int = Field(8, ge=1)
-    min_improvement: float = Field(0.0, ge=0, lt=1, description="required relative gain over the best baseline")
+    min_improvement: float = Field(0.0, ge=0, lt=1, description="required relative gain over the best baseline "
+                                   "(in the score `select_by` ranks by: lower is better)")
+    select_by: Literal["wql", "peak", "replay"] = Field("peak", description="what retrain ranks the candidates by: "
+                                                        "`wql` the per-step weighted quantile loss; `peak` the "
+                                                        "quantile loss of each tenant's peak over the policy's two "
+                                                        "lead windows (their mean); `replay` the cost of a replay "
+                                                        "of the held-out history through the policy with each of "
+                                                        "the `replay_candidates` best by peak loss")
+    peak_head: bool = Field(True, description="train the LSTM with a direct quantile head for the peak over the "
+                            "policy's lead windows (lead_time_steps, preempt_lead_steps), on realised peaks")
+    peak_weight: float = Field(1.0, ge=0, description="weight of the peak head's loss next to the per-step loss")
+    peak_calibration: list[Literal["moving", "all"]] = Field(
+        default_factory=lambda: ["moving", "all"],
+        description="which per-tenant conformal peak calibrations are scored as candidates: `moving` learns each "
+                    "tenant's peak shift from the windows where its series moved (`+peak`), `all` from every "
+                    "window (`+peak_all`); empty: none")
+    replay_candidates: int = Field(6, ge=1, description="select_by = replay: how many candidates (the best by "
+                                   "peak loss) are replayed")
+    replay_forecast_every: int = Field(1, ge=1, description="select_by = replay: forecast every this many steps "
+                                       "of the replay (1: every step, as the daemon does)")
+    replay_tier_weights: dict[Tier, float] = Field(
+        default_factory=lambda: {"high": 4.0, "normal": 1.0, "low": 0.25},
+        description="select_by = replay: the replay's cost is the sum over tiers of weight x unmet GPU-minutes, "
+                    "plus the GPU-minutes of work lost to preemption")
+
+    @field_validator("replay_tier_weights")
+    @classmethod
+    def _weights_ok(cls, v: dict[str, float]) -> dict[str, float]:
+        if any(w < 0 for w in v.values()):
+            raise ValueError("tier weights must be >= 0")
+        return v
 
 
 class Config(_Strict):

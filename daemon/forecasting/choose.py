@@ -66,6 +66,13 @@ def in_use(cfg: Config) -> tuple[Forecaster, dict]:
         raise registry.ModelError(f"the model in use in {fc.model_dir} ({entry['name']}) was scored on "
                                   f"{entry['scored_on']!r}, never on this cluster ({here!r})")
     selection.check_runnable(entry, cfg.cycle.resolution_s, cfg.cycle.horizon_steps)
+    scored = entry.get("peak_windows")
+    wanted = {"lead": cfg.policy.lead_time_steps, "preempt": cfg.policy.preempt_lead_steps}
+    if scored and {k: max(1, min(v, int(entry.get("horizon", v)))) for k, v in wanted.items()} != scored:
+        # its peaks (a peak head, a peak calibration) are for the old windows: the policy falls back to the
+        # largest per-step quantile over the new ones (Forecast.peak_over), which retrain did not score
+        log.warning("the model in use (%s) was scored for lead windows %s, the policy now reads %s: retrain to "
+                    "score and calibrate the peak over these", entry["name"], scored, wanted)
     model = selection.resolve(entry, fc.model_dir, tuple(fc.quantiles))
     if entry.get("kind") == "lstm":
         fb = selection.make_baseline(entry.get("fallback", "seasonal_naive_daily"),

@@ -6,6 +6,13 @@ pinball loss summed over its quantiles and steps (reported as a weighted quantil
 tenant's actual demand) and the share of actual steps at or under its p90. The last `window` scored
 forecasts make the current scores (`ForecastQuality.current()`, the metrics below, `/plan`).
 
+What the policy acts on is each tenant's peak over its two lead windows (`policy.lead_time_steps` for the hold,
+`policy.preempt_lead_steps` for preemption), so each scored forecast is also scored there: the forecast's peak
+quantiles (`Forecast.peak_over`) against the realised peak, as a weighted quantile loss of the peaks, and the
+share of realised peaks at or under the p90 peak, overall, where the series moves and by tier
+(`forecaster.metrics`: a window is scored where at least half its steps were seen; a missing step is never
+read as zero).
+
 When the cluster's p90 coverage stays outside [coverage_min, coverage_max] for `fallback_after_cycles`
 cycles in a row, `fallback_due()` says so once: the cycle then replaces its forecaster with the best
 baseline scored on the current history (StartupSelection), logs why, and `gpuas_forecast_quality_fallback`
@@ -23,6 +30,7 @@ import numpy as np
 import pandas as pd
 from prometheus_client import CollectorRegistry, Gauge
 
+from forecaster.metrics import DEFAULT_PEAK_WINDOWS, PEAK_MIN_OBSERVED, moves, realised_peaks
 from forecaster.types import Forecast
 
 log = logging.getLogger("gpu_autoscaler.forecast_quality")
@@ -39,6 +47,9 @@ class Scored:
     demand: np.ndarray    # [tenant] sum of |actual| over the scored steps
     covered: np.ndarray   # [tenant] steps at or under p90
     steps: np.ndarray     # [tenant] scored steps (actual known)
+    # [tenant, window, 6]: per lead window, the peak's pinball loss summed over quantiles, |realised peak|, p90
+    # peak covered, scored (0/1), and among windows where the series moves: covered, moving (0/1)
+    peak: np.ndarray | None = None
 
 
 @dataclass
@@ -52,7 +63,11 @@ class QualityScores:
     out_of_bounds_cycles: int
     fallback: bool                       # live quality forced a fallback to the best baseline
     reason: str | None
-    tenants: dict[str, dict[str, float | None]] = field(default_factory=dict)  # tenant -> wql, coverage_p90
+    tenants: dict[str, dict[str, float | None]] = field(default_factory=dict)  # tenant -> wql, coverage_p90,
+    # and per lead window <w>: peak_loss_<w>, peak_coverage_p90_<w>
+    # lead window name ("lead", "preempt") -> {"steps", "loss", "coverage_p90", "coverage_p90_moving", "scored",
+    # "moving", "by_tier": {tier: the same}}: the forecast peak over that window against the realised peak
+    peak: dict[str, dict] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -65,7 +80,14 @@ def _nan_to_none(x: float) -> float | None:
 class ForecastQuality:
     def __init__(self, quantiles: tuple[float, ...], horizon: int, *, window: int = 60, coverage_min: float = 0.8,
                  coverage_max: float = 0.98, fallback_after_cycles: int = 10, min_scored: int = 10,
-                 stride: int | None = None, registry: CollectorRegistry | None = None) -> None:
+                 stride: int | None = None, registry: CollectorRegistry | None = None,
+                 peak_windows: dict[str, int] | None = None, peak_min_observed: float = PEAK_MIN_OBSERVED) -> None:
+        """`peak_windows`: lead window name -> steps, the windows the policy reads the peak over (by default its
+        default `lead_time_steps` and `preempt_lead_steps`; the daemon passes its configured ones)."""
+        self.peak_windows = {k: max(1, min(int(v), horizon))
+                             for k, v in (DEFAULT_PEAK_WINDOWS if peak_windows is None else peak_windows).items()}
+        self.peak_min_observed = peak_min_observed
+        self.tiers: dict[str, str] | None = None   # tenant -> tier, as the last observe() was told
         self.quantiles = tuple(quantiles)
         self.q = np.asarray(self.quantiles)
         self.i90 = int(np.argmin(np.abs(self.q - 0.9)))
@@ -96,10 +118,23 @@ class ForecastQuality:
                              registry=r)
         self.g_t_cov = Gauge("gpuas_forecast_tenant_p90_coverage", "Live p90 coverage per tenant", ["tenant"],
                              registry=r)
+        self.g_peak_loss = Gauge("gpuas_forecast_peak_loss", "Live weighted quantile loss of the forecast peak over "
+                                 "a policy lead window against the realised peak (tier: all, or one tier)",
+                                 ["window", "tier"], registry=r)
+        self.g_peak_cov = Gauge("gpuas_forecast_peak_p90_coverage", "Live share of realised peaks over a policy "
+                                "lead window at or under the forecast p90 peak", ["window", "tier"], registry=r)
+        self.g_peak_cov_mv = Gauge("gpuas_forecast_peak_p90_coverage_moving", "Live share of realised peaks at or "
+                                   "under the forecast p90 peak, among lead windows where the series moves",
+                                   ["window", "tier"], registry=r)
 
     # -- each cycle ---------------------------------------------------------------------------------------
-    def observe(self, fc: Forecast | None, history: pd.DataFrame) -> None:
-        """Score every kept forecast whose horizon has elapsed in `history`, then keep `fc` for later."""
+    def observe(self, fc: Forecast | None, history: pd.DataFrame, tiers: dict[str, str] | None = None) -> None:
+        """Score every kept forecast whose horizon has elapsed in `history`, then keep `fc` for later.
+
+        `tiers` (tenant -> tier, e.g. from the cycle's cluster state): the peak scores are also given by tier; a
+        tenant not in it counts as "normal" (the daemon's default tier)."""
+        if tiers is not None:
+            self.tiers = dict(tiers)
         if history is not None and len(history):
             self._score_matured(history)
         if fc is not None and np.isfinite(fc.values).any():
@@ -123,10 +158,13 @@ class ForecastQuality:
             if times[0] < history.index[0] or history.columns.intersection(fc.tenants).empty:
                 continue
             act = history.reindex(index=times, columns=list(fc.tenants)).to_numpy(dtype=float).T  # [N, H]
-            self.scored.append(self.score(fc, act))
+            last = history.reindex(index=[fc.issued_at], columns=list(fc.tenants)).to_numpy(dtype=float)[0]
+            self.scored.append(self.score(fc, act, last))
 
-    def score(self, fc: Forecast, actual: np.ndarray) -> Scored:
-        """Per-tenant pinball loss, demand, p90 hits and scored steps of one forecast against [tenant, h] actuals."""
+    def score(self, fc: Forecast, actual: np.ndarray, last: np.ndarray | None = None) -> Scored:
+        """Per-tenant pinball loss, demand, p90 hits and scored steps of one forecast against [tenant, h] actuals,
+        and the same for its peak over each lead window; `last` [tenant]: the value at the forecast's origin (what
+        says whether the series moved)."""
         pred = fc.values[:, : actual.shape[1], :]
         ok = np.isfinite(actual) & np.isfinite(pred).all(axis=2)
         a = np.where(ok, actual, 0.0)
@@ -136,14 +174,36 @@ class ForecastQuality:
         demand = np.where(ok, np.abs(a), 0.0).sum(axis=1)
         covered = (ok & (a <= np.nan_to_num(pred[:, :, self.i90], nan=-np.inf))).sum(axis=1)
         return Scored(fc.issued_at, fc.model, fc.tenants, loss, demand, covered.astype(float),
-                      ok.sum(axis=1).astype(float))
+                      ok.sum(axis=1).astype(float), self._score_peaks(fc, actual, last))
+
+    def _score_peaks(self, fc: Forecast, actual: np.ndarray, last: np.ndarray | None) -> np.ndarray:
+        n = actual.shape[0]
+        last = np.full(n, np.nan) if last is None else np.asarray(last, dtype=float)
+        out = np.zeros((n, len(self.peak_windows), 6))
+        for i, k in enumerate(self.peak_windows.values()):
+            if k > actual.shape[1]:
+                continue
+            real = realised_peaks(actual, k, self.peak_min_observed)                          # [N]
+            pred = np.stack([fc.peak_over(k, q) for q in self.quantiles], axis=1)           # [N, Q]
+            ok = np.isfinite(real) & np.isfinite(pred).all(axis=1)
+            a = np.where(ok, real, 0.0)
+            diff = a[:, None] - np.nan_to_num(pred)
+            pin = np.maximum(self.q * diff, (self.q - 1) * diff).sum(axis=1)
+            cov = ok & (a <= np.nan_to_num(pred[:, self.i90], nan=-np.inf))
+            mv = ok & moves(actual, last, k)
+            out[:, i] = np.stack([np.where(ok, pin, 0.0), np.abs(a), cov, ok, cov & mv, mv], axis=1)
+        return out
 
     # -- judgement and the fallback ------------------------------------------------------------------------
     def _totals(self) -> dict[str, np.ndarray]:
         groups: dict[tuple[str, ...], np.ndarray] = {}   # forecasts over the same tenants add up as arrays
+        width = 4 + 6 * len(self.peak_windows)   # the step scores, then each lead window's peak scores
         for s in self.scored:
-            g = groups.setdefault(s.tenants, np.zeros((len(s.tenants), 4)))
-            g += np.stack([s.loss, s.demand, s.covered, s.steps], axis=1)
+            g = groups.setdefault(s.tenants, np.zeros((len(s.tenants), width)))
+            pk = s.peak if s.peak is not None and s.peak.shape[1] == len(self.peak_windows) else \
+                np.zeros((len(s.tenants), len(self.peak_windows), 6))
+            g += np.concatenate([np.stack([s.loss, s.demand, s.covered, s.steps], axis=1),
+                                 pk.reshape(len(s.tenants), -1)], axis=1)
         acc: dict[str, np.ndarray] = {}
         for tenants, g in groups.items():
             for i, t in enumerate(tenants):
@@ -189,13 +249,41 @@ class ForecastQuality:
         self._export()
 
     # -- what others read ----------------------------------------------------------------------------------
+    def _peak_of(self, rows: list[np.ndarray], i: int) -> dict:
+        """Peak scores of lead window i from accumulated per-tenant rows."""
+        c = np.sum([r[4 + 6 * i: 10 + 6 * i] for r in rows], axis=0) if rows else np.zeros(6)
+        loss, demand, covered, scored, mcov, moving = c.tolist()
+        return {"loss": _nan_to_none(2 * loss / demand / len(self.q)) if demand > 0 else None,
+                "coverage_p90": _nan_to_none(covered / scored) if scored else None,
+                "coverage_p90_moving": _nan_to_none(mcov / moving) if moving else None,
+                "scored": int(scored), "moving": int(moving)}
+
+    def peak_scores(self, acc: dict[str, np.ndarray]) -> dict[str, dict]:
+        """Lead window name -> its live peak scores over the window of scored forecasts, and by tier."""
+        out = {}
+        for i, (name, k) in enumerate(self.peak_windows.items()):
+            w = {"steps": k, **self._peak_of(list(acc.values()), i)}
+            if self.tiers is not None:
+                by: dict[str, list[np.ndarray]] = {}
+                for t, v in acc.items():
+                    by.setdefault(self.tiers.get(t, "normal"), []).append(v)
+                w["by_tier"] = {tier: self._peak_of(rows, i) for tier, rows in sorted(by.items())}
+            out[name] = w
+        return out
+
     def current(self, acc: dict[str, np.ndarray] | None = None) -> QualityScores:
         acc = self._totals() if acc is None else acc
         wql, cov = self._cluster(acc)
-        tenants = {t: {"wql": _nan_to_none(2 * v[0] / v[1] / len(self.q)) if v[1] > 0 else None,
-                       "coverage_p90": _nan_to_none(v[2] / v[3]) if v[3] else None} for t, v in acc.items()}
+        tenants = {}
+        for t, v in acc.items():
+            row = {"wql": _nan_to_none(2 * v[0] / v[1] / len(self.q)) if v[1] > 0 else None,
+                   "coverage_p90": _nan_to_none(v[2] / v[3]) if v[3] else None}
+            for i, name in enumerate(self.peak_windows):
+                pk = self._peak_of([v], i)
+                row[f"peak_loss_{name}"], row[f"peak_coverage_p90_{name}"] = pk["loss"], pk["coverage_p90"]
+            tenants[t] = row
         return QualityScores(self.model, len(self.scored), _nan_to_none(wql), _nan_to_none(cov),
-                             self.out_of_bounds_cycles, self.fallback, self.reason, tenants)
+                             self.out_of_bounds_cycles, self.fallback, self.reason, tenants, self.peak_scores(acc))
 
     def summary(self) -> dict | None:
         """The cluster-level scores for the console (no per-tenant rows); None before anything is scored."""
@@ -206,6 +294,9 @@ class ForecastQuality:
                "wQL": None if cur.wql is None else round(cur.wql, 4),
                "p90 coverage": None if cur.coverage_p90 is None else round(cur.coverage_p90, 3),
                "fallback to baseline": cur.fallback}
+        for name, w in cur.peak.items():  # what the policy acts on: the peak over each lead window
+            out[f"peak wQL ({name}, {w['steps']} steps)"] = None if w["loss"] is None else round(w["loss"], 4)
+            out[f"peak p90 coverage ({name})"] = None if w["coverage_p90"] is None else round(w["coverage_p90"], 3)
         if cur.reason:
             out["reason"] = cur.reason
         return out
@@ -217,6 +308,13 @@ class ForecastQuality:
         self.g_scored.set(cur.scored)
         self.g_bad.set(self.out_of_bounds_cycles)
         self.g_fallback.set(1 if self.fallback else 0)
+        nan = float("nan")
+        for name, w in cur.peak.items():
+            for tier, sc in [("all", w), *w.get("by_tier", {}).items()]:
+                self.g_peak_loss.labels(name, tier).set(nan if sc["loss"] is None else sc["loss"])
+                self.g_peak_cov.labels(name, tier).set(nan if sc["coverage_p90"] is None else sc["coverage_p90"])
+                self.g_peak_cov_mv.labels(name, tier).set(nan if sc["coverage_p90_moving"] is None
+                                                          else sc["coverage_p90_moving"])
         for t, v in cur.tenants.items():
             self.g_t_wql.labels(t).set(v["wql"] if v["wql"] is not None else float("nan"))
             self.g_t_cov.labels(t).set(v["coverage_p90"] if v["coverage_p90"] is not None else float("nan"))

@@ -190,10 +190,9 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
     prev = np.array([memory.reservations.get(t, 0) for t in tenants], dtype=float)
     path, drain_steps, step_min = None, 0, 1.0
     if forecast is not None:
-        peak_all = forecast.for_tenants(tenants)
         qidx = forecast.quantile_index(pc.quantile)
         steps = max(1, min(pc.lead_time_steps, forecast.horizon))
-        peak = np.fmax.reduce(peak_all[:, :steps, qidx], axis=1) if n else np.zeros(0)  # NaN only if all NaN
+        peak = forecast.peak_over(steps, pc.quantile, tenants) if n else np.zeros(0)  # NaN only if all NaN
         soon_steps = max(1, min(pc.preempt_lead_steps, steps))
         # with a lower preempt_quantile, jobs are preempted only for the likely demand and the hold covers the
         # rest: what the high quantile adds is held by attrition (no new starts on held nodes), not cleared
@@ -204,8 +203,9 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
             drain_s, _ = drain_and_checkpoint_s(cfg)
             drain_steps = int(math.ceil(drain_s / forecast.step_s - 1e-9))
             soon_steps = min(soon_steps, drain_steps)
-            path, step_min = peak_all[:, :, pidx], forecast.step_s / 60.0
-        peak_soon = np.fmax.reduce(peak_all[:, :soon_steps, pidx], axis=1) if n and soon_steps else np.full(n, np.nan)
+            path, step_min = forecast.for_tenants(tenants)[:, :, pidx], forecast.step_s / 60.0
+        peak_soon = (forecast.peak_over(soon_steps, forecast.quantiles[pidx], tenants) if n and soon_steps
+                     else np.full(n, np.nan))
         model = forecast.model
     else:
         peak = peak_soon = np.full(n, np.nan)

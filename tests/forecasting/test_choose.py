@@ -43,3 +43,21 @@ def test_peak_coverage_compares_the_realised_peak_with_the_forecast_p90_peak():
     m = res.report["models"]["fixed"]
     assert m["peak_coverage_p90"] == pytest.approx(0.5)        # a's peaks all covered, b's never
     assert m["coverage_p90"] == pytest.approx((1.0 + 0.75) / 2)
+
+
+def test_a_model_scored_for_other_lead_windows_is_used_and_the_log_says_to_retrain(tmp_path, caplog):
+    import json
+    import shutil
+
+    from daemon.config import Config
+    from daemon.forecasting.choose import build
+    from tests.conftest import REPO
+
+    shutil.copytree(REPO / "models", tmp_path / "m")
+    man = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    man["in_use"]["peak_windows"] = {"lead": 10, "preempt": 3}
+    (tmp_path / "m" / "manifest.json").write_text(json.dumps(man))
+    fc, _ = build(Config(forecaster={"model_dir": tmp_path / "m"}))
+    assert fc.name == man["in_use"]["name"] and "lead windows" not in caplog.text
+    fc, _ = build(Config(forecaster={"model_dir": tmp_path / "m"}, policy={"lead_time_steps": 20}))
+    assert fc.name == man["in_use"]["name"] and "was scored for lead windows" in caplog.text

@@ -1,5 +1,6 @@
 import numpy as np
 import pandas as pd
+import pytest
 from prometheus_client import generate_latest
 
 from daemon.config import Config, SimulatorConfig, SourceConfig
@@ -43,6 +44,36 @@ def test_a_forecast_is_scored_once_its_horizon_has_elapsed():
     q2.observe(fc, h2.iloc[:6])
     q2.observe(None, h2)
     assert q2.current().tenants["b"]["coverage_p90"] == 0.0 and q2.scored[0].steps.tolist() == [4.0, 1.0]
+
+
+def test_the_peak_over_each_lead_window_is_scored_live_with_gaps_never_zero():
+    from prometheus_client import CollectorRegistry
+
+    idx = pd.date_range("2026-01-01", periods=10, freq="min", tz="UTC", name="time")
+    h = pd.DataFrame({"a": [10.0] * 6 + [10, 14, 12, 10], "b": [10.0] * 6 + [np.nan, np.nan, 12, 10]}, index=idx)
+    reg = CollectorRegistry()
+    q = ForecastQuality(QS, 4, min_scored=1, stride=1, peak_windows={"lead": 3, "preempt": 1}, registry=reg)
+    vals = np.broadcast_to(np.array([9.0, 11.0, 12.0]), (2, 4, 3)).copy()
+    # its own peak quantiles over the lead window (3 steps); none over 1 step: the step's quantiles serve
+    fc = Forecast(("a", "b"), QS, vals, h.index[5], 60, "m",
+                  peaks={3: np.array([[12.0, 15.0, 16.0], [1.0, 1.0, 1.0]])})
+    q.observe(fc, h.iloc[:6], tiers={"a": "high"})
+    q.observe(None, h)
+    pk = q.current().peak
+    lead, pre = pk["lead"], pk["preempt"]
+    # a: realised lead peak 14: 0.5 * 2 + 0.1 * 1 + 0.01 * 2 = 1.12, covered by 15, moving (10 -> 14)
+    # b: (NaN, NaN, 12) has 1 of 3 steps seen: not scored; it would lose badly against p90 1 if gaps were zeros
+    assert lead["scored"] == 1 and lead["loss"] == pytest.approx(2 * 1.12 / 14 / 3)
+    assert lead["coverage_p90"] == 1.0 and lead["coverage_p90_moving"] == 1.0 and lead["moving"] == 1
+    # a over 1 step: 10 against (9, 11, 12): 0.5 + 0.1 + 0.02; does not move
+    assert pre["scored"] == 1 and pre["loss"] == pytest.approx(2 * 0.62 / 10 / 3) and pre["moving"] == 0
+    assert lead["by_tier"]["high"]["scored"] == 1 and lead["by_tier"]["normal"]["scored"] == 0
+    assert q.current().tenants["a"]["peak_coverage_p90_lead"] == 1.0
+    assert q.current().tenants["b"]["peak_loss_lead"] is None
+    assert q.summary()["peak wQL (lead, 3 steps)"] == round(2 * 1.12 / 14 / 3, 4)
+    text = generate_latest(reg).decode()
+    assert 'gpuas_forecast_peak_p90_coverage{tier="high",window="lead"} 1.0' in text
+    assert 'gpuas_forecast_peak_loss{tier="all",window="preempt"}' in text
 
 
 class TooNarrow:

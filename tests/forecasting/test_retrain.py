@@ -90,13 +90,18 @@ def test_a_baseline_wins_where_the_lstm_does_not_and_the_daemon_uses_exactly_it(
     out = retrain_on(f, cfg, model_dir=tmp_path, step_s=60, samples_per_epoch=128, epochs=1, progress=False,
                      scored_on=cluster_id(cfg), with_ets=False)
     m = registry.read_manifest(tmp_path)
-    name = m["in_use"]["name"]                            # naive, bare or recalibrated from its recent errors
-    assert not out.promoted and m["in_use"]["kind"] == "baseline" and name in ("naive", "naive+conformal"), out.message
+    # naive, bare or recalibrated from its recent errors, its peak recalibrated on realised peaks or not
+    name = m["in_use"]["name"]
+    assert not out.promoted and m["in_use"]["kind"] == "baseline", out.message
+    assert name in [b + p for b in ("naive", "naive+conformal") for p in ("", "+peak", "+peak_all")], out.message
     assert f"{name} scored best on simulator:default" in m["in_use"]["why"]
     assert m["current"] is None                           # the new LSTM is saved, not promoted
     fc, note = build(small_cfg().model_copy(
         update={"forecaster": cfg.forecaster.model_copy(update={"model_dir": tmp_path})}))
-    assert fc.name == name and isinstance(getattr(fc, "model", fc), Naive) and f"{name} scored best" in note
+    inner = fc
+    while hasattr(inner, "model"):                         # through the recalibrations to the baseline
+        inner = inner.model
+    assert fc.name == name and isinstance(inner, Naive) and f"{name} scored best" in note
 
 
 def test_a_model_scored_elsewhere_is_not_used_here(tmp_path):
@@ -238,3 +243,73 @@ def test_samples_spaced_unlike_the_step_are_refused(tmp_path, spacing, message, 
     with pytest.raises(DataError, match=message):
         read_history_file(p, 60)
     assert len(read_history_file(p, fine_step)) == steps_there
+
+
+# --- select by the peak or by a replay (#26.4) ---
+
+from daemon.forecasting.replay_select import ReplayCluster  # noqa: E402
+from daemon.sim.workloads import generate  # noqa: E402
+
+
+def _sim_cluster(high_share=0.25):
+    w = generate(8, 48 * 10, 64, seed=3, high_share=high_share, step_s=60)
+    cols = [str(c) for c in w.demand.columns]
+    return w.demand, ReplayCluster(dict(zip(cols, w.tiers)), 64, 8, {c: int(g) for c, g in zip(cols, w.job_gpus)})
+
+
+def _replay_cfg():
+    cfg = small_cfg()
+    return cfg.model_copy(update={"retrain": cfg.retrain.model_copy(update={"replay_candidates": 3,
+                                                                          "peak_calibration": ["all"]})})
+
+
+def test_selection_by_replay_is_deterministic_for_a_seed(tmp_path):
+    demand, cluster = _sim_cluster()
+    cfg = _replay_cfg()
+    outs = [retrain_on(demand, cfg, model_dir=tmp_path / str(i), step_s=60, samples_per_epoch=512, epochs=1,
+                       progress=False, with_ets=False, blend=False, seed=0, select_by="replay", cluster=cluster,
+                       scored_on="simulator:default") for i in range(2)]
+    a, b = (o.report for o in outs)
+    assert a["select_by"] == "replay" and a["replay"] == b["replay"] and a["winner"] == b["winner"]
+    costs = {k: v["cost"] for k, v in a["replay"].items() if k != "reactive"}
+    assert len(costs) >= 3 and len(set(costs.values())) > 1          # the replay tells the candidates apart
+    assert "reactive" in a["replay"] and a["replay"]["reactive"]["high_unmet_gpu_min"] >= 0
+    # the winner is the cheapest replay among the best baseline, the best new LSTM (and a current model)
+    assert a["winner"] in costs and costs[a["winner"]] == min(costs[a["best_baseline_selected"]],
+                                                               costs[a["lstm_variant_selected"]])
+    e = outs[0].in_use
+    assert e["select_by"] == "replay" and e["replay"]["cost"] == costs[a["winner"]]
+    assert e["peak_windows"] == {"lead": 10, "preempt": 3}
+    assert e["peak_loss"] == a["models"][a["winner"]]["peak"]["loss"]
+    assert set(e["peak"]["lead"]["by_tier"]) == {"high", "low", "normal"}
+
+
+def test_without_a_high_tier_a_replay_cannot_choose_and_the_peak_loss_does(tmp_path):
+    demand, cluster = _sim_cluster(high_share=0.0)
+    out = retrain_on(demand, _replay_cfg(), model_dir=tmp_path, step_s=60, samples_per_epoch=256, epochs=1,
+                     progress=False, with_ets=False, blend=False, select_by="replay", cluster=cluster,
+                     scored_on="simulator:default", promote=False)
+    assert out.report["select_by"] == "peak" and out.report["replay"] is None
+    assert "no tenant is in the high tier" in out.report["select_note"]
+    peaks = {k: v["peak"]["loss"] for k, v in out.report["models"].items()}
+    assert out.report["best_baseline_selected"] == min((k for k in peaks if not k.startswith("lstm")),
+                                                       key=peaks.get)
+
+
+def test_retrain_select_by_on_the_command_line(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from daemon.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    f = periodic_frame(n_tenants=3, steps=48 * 12, seed=2)
+    f.reset_index().to_csv(tmp_path / "hist.csv", index=False)
+    (tmp_path / "c.toml").write_text('[cycle]\nhorizon_steps = 12\nhistory_steps = 400\n'
+                                     '[forecaster]\nseason_steps = 48\n[retrain]\nselect_by = "peak"\n')
+    r = CliRunner().invoke(cli, ["-c", "c.toml", "retrain", "--data", "hist.csv", "--epochs", "1", "--quiet",
+                                 "--select-by", "wql", "--model-dir", "m"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    e = registry.read_in_use(tmp_path / "m")
+    assert e["select_by"] == "wql" and ", wQL: " in e["why"] and e["peak_loss"] is not None
+    r = CliRunner().invoke(cli, ["-c", "c.toml", "retrain", "--select-by", "psychic"])
+    assert r.exit_code == 2 and "psychic" in r.output
