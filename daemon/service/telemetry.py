@@ -117,7 +117,8 @@ class DaemonMetrics:
             self.preemptions.labels(p.tenant).inc()
         if forecast is not None:
             for qi, q in enumerate(forecast.quantiles):
-                peaks = forecast.values[:, : max(1, lead), qi].max(axis=1)
+                # the peak the hold acts on: the forecast's own peak quantile where it carries one for the window
+                peaks = forecast.peak_over(max(1, lead), q)
                 for t, v in zip(forecast.tenants, peaks):
                     if math.isfinite(v):
                         self.forecast.labels(t, f"{q:g}").set(float(v))

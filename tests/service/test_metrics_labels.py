@@ -111,3 +111,15 @@ def test_forget_after_is_a_described_cycle_setting():
     assert field.default == 86400.0 and "forgotten" in field.description
     with pytest.raises(ConfigError, match="cycle.forget_tenant_after_s: Input should be greater than 0"):
         parse_config({"cycle": {"forget_tenant_after_s": 0}})
+
+
+def test_the_peak_gauge_shows_the_peak_the_hold_acts_on():
+    """The gauge took the largest per-step quantile even where the forecast carries its own peak quantiles for
+    the lead window, so /metrics showed another number than the one the policy held for."""
+    f = forecast(["a"])
+    f = f.with_values(f.values, peaks={3: np.array([[2.0, 7.0]])})  # own peak quantiles over 3 steps
+    m = DaemonMetrics()
+    m.observe_plan(plan(["a"]), f, 3, False, 3600)
+    body = generate_latest(m.registry).decode()
+    assert 'gpuas_forecast_peak_gpus{quantile="0.9",tenant="a"} 7.0' in body
+    assert 'gpuas_forecast_peak_gpus{quantile="0.5",tenant="a"} 2.0' in body
