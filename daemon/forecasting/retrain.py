@@ -29,7 +29,7 @@ def default_data_dir() -> Path:
     env = os.environ.get("GPU_AUTOSCALER_DATA")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+    return Path(__file__).resolve().parents[3] / "shared" / "data"  # ../shared/data beside the checkout
 
 
 # calibrating a forecaster's peak replays it at many past origins: Holt-Winters refits there, so it gets none

@@ -313,3 +313,13 @@ def test_retrain_select_by_on_the_command_line(tmp_path, monkeypatch):
     assert e["select_by"] == "wql" and ", wQL: " in e["why"] and e["peak_loss"] is not None
     r = CliRunner().invoke(cli, ["-c", "c.toml", "retrain", "--select-by", "psychic"])
     assert r.exit_code == 2 and "psychic" in r.output
+
+
+def test_the_public_traces_are_found_beside_the_checkout(monkeypatch):
+    """Moving retrain into daemon/forecasting/ made the default point inside the checkout, so `simulate --trace
+    helios` and the benches found no traces unless $GPU_AUTOSCALER_DATA was set."""
+    from daemon.forecasting.retrain import default_data_dir
+    from tests.conftest import REPO
+
+    monkeypatch.delenv("GPU_AUTOSCALER_DATA", raising=False)
+    assert default_data_dir() == REPO.parent / "shared" / "data"
