@@ -13,6 +13,8 @@ would have made each quantile cover its nominal share of recent actuals.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 
@@ -218,7 +220,27 @@ class SpreadRefresh:
             self._collect()
 
 
-class Recalibrated:
+class _Wrapper:
+    """What a recalibration passes through from the model it wraps (its history needs, its spec) and its own
+    spread's refresh period."""
+
+    model: Any
+    spread: SpreadRefresh
+
+    @property
+    def refresh(self) -> int:
+        return self.spread.every
+
+    @property
+    def min_history(self) -> int:
+        return getattr(self.model, "min_history", 1)
+
+    @property
+    def spec(self):
+        return self.model.spec
+
+
+class Recalibrated(_Wrapper):
     """Any forecaster recalibrated per tenant from its own recent h-step errors (split conformal, additive).
 
     At each forecast the model also forecasts from up to `origins` recent points of the history whose horizon
@@ -244,18 +266,6 @@ class Recalibrated:
         # the model's own forecasts at the origins of its last shift computation, by (tenants, horizon) and the
         # origin's last timestamp: a recalibrated blend replays this model at the same origins, no second forward
         self._replay: tuple[tuple, dict] | None = None
-
-    @property
-    def refresh(self) -> int:
-        return self.spread.every
-
-    @property
-    def min_history(self) -> int:
-        return getattr(self.model, "min_history", 1)
-
-    @property
-    def spec(self):
-        return self.model.spec
 
     def own_peaks(self) -> set[int]:
         return own_peaks(self.model)
@@ -400,7 +410,7 @@ def peak_shift(pred: np.ndarray, real: np.ndarray, moving: np.ndarray | None, qu
     return np.nan_to_num(shift, nan=0.0)
 
 
-class PeakCalibrated:
+class PeakCalibrated(_Wrapper):
     """Any forecaster whose peak quantiles over the policy's lead windows are recalibrated per tenant on the
     realised peaks of its own recent forecasts (split conformal, additive).
 
@@ -438,18 +448,6 @@ class PeakCalibrated:
         self.name = f"{model.name}{self.SUFFIX}"
         self.spread = SpreadRefresh(refresh, background)
         self.last_shift: np.ndarray | None = None   # [tenant, window, Q]
-
-    @property
-    def refresh(self) -> int:
-        return self.spread.every
-
-    @property
-    def min_history(self) -> int:
-        return getattr(self.model, "min_history", 1)
-
-    @property
-    def spec(self):
-        return self.model.spec
 
     def own_peaks(self) -> set[int]:
         return set(self.windows) | own_peaks(self.model)
