@@ -95,6 +95,8 @@ class Plan:
     # owners' work that cannot be preempted leaves less room than that (the holder could never use it), as the
     # simulator does, so that the hold moves to a node it can use
     hold_job_gpus: dict[str, int] = field(default_factory=dict)
+    # a mixed fleet (issue 24): tenant -> {GPU type: GPUs held}, summing to reservations[tenant]; empty: one model
+    holds_by_type: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def job_gpus(self, tenants: Iterable[str]) -> int:
         """GPUs of the smallest job the holds of `tenants` are sized for (one tenant's hold, or a pool's), 1 when

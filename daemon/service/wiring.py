@@ -129,7 +129,7 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
             from daemon.actuators.slurm.actuator import SlurmActuator
 
             out.append(SlurmActuator(a.slurm, cfg.tenants, dry_run=a.dry_run,
-                                     min_runtime_s=cfg.policy.preempt_min_runtime_s))
+                                     min_runtime_s=cfg.policy.preempt_min_runtime_s, fleet=cfg.fleet))
         elif name == "kubernetes":
             from daemon.actuators.k8s.actuator import KubernetesActuator
 
