@@ -37,6 +37,16 @@ Objects (API ``kueue.x-k8s.io/v1beta1``), all labelled ``app.kubernetes.io/manag
 - LocalQueue ``<prefix>`` (the tenant's own ClusterQueue) and ``<prefix>-low`` (the low queue) in each
   tenant namespace.
 
+A mixed fleet ([fleet] types; docs/fleet-schedulers.md): every GPU flavor above exists once per GPU type
+instead, selecting that type's nodes by NVIDIA's product label (``nvidia.com/gpu.product``): ``<flavor>.<type>``,
+``<prefix>-hold-<tenant>.<type>`` (hold label and product label) and ``<prefix>-pool-hold.<type>``. A tenant's
+queue lists its hold flavors (types in [fleet] order), then the pool's, then the unheld type flavors: Kueue
+tries them in that order and a pod's own node selector or affinity on the product label rules out the flavors of
+types it does not take. Each type's flavor has its own nominalQuota/lendingLimit: a hold flavor the GPUs held
+on that type's nodes (Plan.holds_by_type), the high queue and the normal Cohort the type's unheld GPUs (the
+normal cap split over the types in proportion to them). MIG profiles (their own extended resources) get no
+flavor here.
+
 Preemption is the plan's, as in the simulator: every ClusterQueue has ``reclaimWithinCohort: Never``, and
 the plan's preemptions are evictions (Eviction API, grace period, PDBs honoured) of low-priority pods,
 done after the holds so their nodes are already tainted. Objects with our label that the configuration
@@ -58,9 +68,11 @@ from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, stop_on_fence
 from daemon.actuators.k8s.actuator import KubernetesActuator, api_client, tenant_namespaces
+from daemon.actuators.k8s.flavors import PRODUCT_LABEL
 from daemon.actuators.k8s.node_holds import NodeHolds
 from daemon.actuators.k8s.objects import POOL_VALUE, name_part
 from daemon.config import KubernetesActuatorConfig, KueueActuatorConfig, TenantConfig
+from daemon.config.fleet import FleetConfig
 from daemon.policy.state import Jobs, Nodes
 from daemon.policy.types import Notification, Plan
 
@@ -79,8 +91,12 @@ class KueueActuator:
 
     def __init__(self, api_client: k8s.ApiClient, cfg: KueueActuatorConfig, tenants: list[TenantConfig],
                  dry_run: bool = True, conn: KubernetesActuatorConfig | None = None, min_runtime_s: float = 0.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, fleet: FleetConfig | None = None) -> None:
         self.custom = k8s.CustomObjectsApi(api_client)
+        # a mixed fleet: one flavor per GPU type (MIG profiles are resources of their own: none here)
+        typed = fleet is not None and fleet.typed
+        self.fleet = fleet if typed else None
+        self.types = [t for t in fleet.types if not t.startswith("mig-")] if typed else []
         self.cfg = cfg
         self.dry_run = dry_run
         self.ns_of = tenant_namespaces(tenants)
@@ -89,13 +105,15 @@ class KueueActuator:
         self.holders = sorted(self.ns_of)
         self.nodes = NodeHolds(api_client, label=cfg.hold_label, gpu_resource=cfg.gpu_resource,
                                tenants_ns=self.ns_of, shrink_delay_s=cfg.hold_shrink_delay_s, dry_run=dry_run,
-                               clock=clock)
+                               clock=clock, resolver=fleet.resolver() if typed else None)
         # evictions only (Eviction API, grace period, min run time); PriorityClasses and failover stay with
         # the kubernetes actuator
         self.pods = KubernetesActuator(api_client, conn or KubernetesActuatorConfig(), tenants, dry_run,
-                                       enforce_plan=False, min_runtime_s=min_runtime_s, hold_label=cfg.hold_label)
+                                       enforce_plan=False, min_runtime_s=min_runtime_s, hold_label=cfg.hold_label,
+                                       fleet=fleet)
         self._held: dict[str, int] = {t: 0 for t in self.holders}  # GPUs on each holder's nodes, last known
         self._pool_held = 0                                          # GPUs on the pool's nodes, last known
+        self._held_by_type: dict[str, dict[str, int]] = {}  # hold label value -> {type: GPUs}, last known
         self._sent: dict[tuple[str, str, str], dict] = {}  # (plural, namespace, name) -> spec last applied
         self._swept = False
         self._last: Plan | None = None
@@ -113,8 +131,9 @@ class KueueActuator:
 
     @staticmethod
     def from_config(conn: KubernetesActuatorConfig, cfg: KueueActuatorConfig, tenants: list[TenantConfig],
-                    dry_run: bool = True, min_runtime_s: float = 0.0) -> "KueueActuator":
-        return KueueActuator(api_client(conn), cfg, tenants, dry_run, conn, min_runtime_s)
+                    dry_run: bool = True, min_runtime_s: float = 0.0,
+                    fleet: FleetConfig | None = None) -> "KueueActuator":
+        return KueueActuator(api_client(conn), cfg, tenants, dry_run, conn, min_runtime_s, fleet=fleet)
 
     def queue_name(self, tier: str) -> str:
         return f"{self.cfg.queue_prefix}-{tier}"
@@ -215,8 +234,106 @@ class KueueActuator:
                             "spec": {"clusterQueue": cq}})
         return out
 
+    # ---- a mixed fleet: flavors per GPU type ------------------------------------------------------
+    def type_flavor(self, typ: str) -> str:
+        return f"{self.cfg.flavor}.{name_part(typ)}"
+
+    def typed_hold_flavor(self, value: str, typ: str) -> str:
+        """The hold flavor of a hold label value (a tenant's name_part, or the pool's) on one GPU type."""
+        if value == POOL_VALUE:
+            return f"{self.pool_flavor}.{name_part(typ)}"
+        return f"{self.cfg.queue_prefix}-hold-{value}.{name_part(typ)}"   # '.': no tenant's name_part has one
+
+    def product(self, typ: str) -> str:
+        """The product label value of a type's nodes: as read from them, else an alias of the type spelt as the
+        label spells it (dashes for spaces), else the type's own name."""
+        seen = self.nodes.products.get(typ)
+        if seen:
+            return seen
+        assert self.fleet is not None
+        alias = sorted(raw for raw, t in self.fleet.aliases.items() if t == typ)
+        return alias[0].replace(" ", "-") if alias else typ
+
+    def typed_quotas(self, plan: Plan) -> dict[str, dict[str, int]]:
+        """Per tier, per GPU type: the default flavors' nominalQuota (as quotas(), on each type's unheld GPUs). The
+        normal cap covers every type together; Kueue has no quota across flavors, so it is split over the types
+        in proportion to their unheld GPUs (largest remainder, ties in [fleet] order)."""
+        cap = {t: int(plan.capacity_by_type.get(t, self.nodes.capacity_by_type.get(t, 0))) for t in self.types}
+        held = {t: sum(h.get(t, 0) for h in self._held_by_type.values()) for t in self.types}
+        unheld = {t: max(cap[t] - held[t], 0) for t in self.types}
+        total = sum(unheld.values())
+        normal_total = min(max(int(min(plan.quotas.values())), 0), total) if plan.quotas else total
+        share = {t: (normal_total * unheld[t] // total if total else 0) for t in self.types}
+        rest = normal_total - sum(share.values())
+        order = sorted(self.types, key=lambda t: (-((normal_total * unheld[t]) % total if total else 0),
+                                                  self.types.index(t)))
+        for t in order[:rest]:
+            share[t] += 1
+        return {"high": {t: unheld[t] - share[t] for t in self.types}, "normal": share,
+                "low": {t: 0 for t in self.types}}
+
+    def typed_resource_flavors(self) -> list[dict]:
+        out = []
+        values = [(name_part(t), name_part(t)) for t in self.holders] + [(POOL_VALUE, POOL_VALUE)]
+        for typ in self.types:
+            product = self.product(typ)
+            out.append({"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceFlavor",
+                        "metadata": {"name": self.type_flavor(typ), "labels": dict(MANAGED)},
+                        "spec": {"nodeLabels": {PRODUCT_LABEL: product}}})
+            for value, _ in values:
+                out.append({"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceFlavor",
+                            "metadata": {"name": self.typed_hold_flavor(value, typ), "labels": dict(MANAGED)},
+                            "spec": {"nodeLabels": {self.cfg.hold_label: value, PRODUCT_LABEL: product},
+                                     "tolerations": [{"key": self.cfg.hold_label, "operator": "Equal",
+                                                      "value": value, "effect": "NoSchedule"}]}})
+        return out
+
+    def typed_objects(self, plan: Plan) -> list[tuple[str, dict]]:
+        """objects() for a mixed fleet: every GPU flavor once per type (module docstring)."""
+        q = self.typed_quotas(plan)
+        pooled = self.pooled(plan)
+        gpu = self.cfg.gpu_resource
+
+        def group(flavors: list[dict]) -> list[dict]:
+            return [{"coveredResources": [gpu], "flavors": flavors}]
+
+        def cohort(name: str, flavors: list[dict]) -> dict:
+            return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Cohort",
+                    "metadata": {"name": name, "labels": dict(MANAGED)},
+                    "spec": {"parent": self.cfg.cohort, "resourceGroups": group(flavors)}}
+
+        pool = self._held_by_type.get(POOL_VALUE, {})
+        out: list[tuple[str, dict]] = [("resourceflavors", rf) for rf in self.typed_resource_flavors()]
+        out.append(("cohorts", cohort(self.queue_name("normal"), [
+            self._flavor_quota(self.type_flavor(t), q["normal"][t], borrowingLimit=0) for t in self.types])))
+        out.append(("cohorts", cohort(self.queue_name("pool"), [
+            self._flavor_quota(self.typed_hold_flavor(POOL_VALUE, t), pool.get(t, 0), lendingLimit=0)
+            for t in self.types])))
+        for tier in ("high", "low"):
+            nss = [ns for t, ns in self.ns_of.items() if tier == "low" or self.tier_of.get(t) == tier]
+            out.append(("clusterqueues", self._cluster_queue(self.queue_name(tier), nss, [
+                self._flavor_quota(self.type_flavor(t), q[tier][t]) for t in self.types])))
+        for tenant in self.holders:
+            value = name_part(tenant)
+            mine = self._held_by_type.get(value, {})
+            if tenant in pooled:
+                where = self.queue_name("pool")
+            else:
+                where = self.queue_name("normal") if self.tier_of.get(tenant) == "normal" else self.cfg.cohort
+            flavors = [self._flavor_quota(self.typed_hold_flavor(value, t), mine.get(t, 0), lendingLimit=0)
+                       for t in self.types]
+            if tenant in pooled:
+                flavors += [self._flavor_quota(self.typed_hold_flavor(POOL_VALUE, t), 0) for t in self.types]
+            flavors += [self._flavor_quota(self.type_flavor(t), 0) for t in self.types]
+            out.append(("clusterqueues", self._cluster_queue(self.tenant_queue(tenant), [self.ns_of[tenant]],
+                                                             flavors, where)))
+        out += [("localqueues", lq) for lq in self.local_queues()]
+        return out
+
     def objects(self, plan: Plan, held: dict[str, int], pool_held: int = 0) -> list[tuple[str, dict]]:
         """Every object the plan asks for, as (plural, body), in the order they must exist."""
+        if self.types:
+            return self.typed_objects(plan)
         q = self.quotas(plan, held, pool_held)
         pooled = self.pooled(plan)
         return ([("resourceflavors", rf) for rf in self.resource_flavors()]
@@ -325,10 +442,21 @@ class KueueActuator:
         wanted[POOL_VALUE] = sum(int(plan.reservations.get(t, 0)) for t in pooled)
         members = {name_part(t): {t} for t in self.holders} | {POOL_VALUE: pooled}
         job_gpus = {name_part(t): plan.job_gpus((t,)) for t in self.holders} | {POOL_VALUE: plan.job_gpus(pooled)}
-        held = self.nodes.apply(rep, wanted, freed, members, job_gpus)
+        by_type = None
+        if self.types and plan.holds_by_type:  # a mixed fleet: each hold's GPUs on nodes of each type
+            by_type = {name_part(t): {k: int(v) for k, v in plan.holds_by_type.get(t, {}).items()}
+                       for t in self.holders if t not in pooled and t in plan.holds_by_type}
+            pool: dict[str, int] = {}
+            for t in pooled:
+                for k, v in plan.holds_by_type.get(t, {}).items():
+                    pool[k] = pool.get(k, 0) + int(v)
+            if pool:
+                by_type[POOL_VALUE] = pool
+        held = self.nodes.apply(rep, wanted, freed, members, job_gpus, by_type=by_type)
         if held is not None:  # None: nodes unreadable, nothing changed; the queues keep the last known holds
             self._held = {t: held[name_part(t)] for t in self.holders}
             self._pool_held = held[POOL_VALUE]
+            self._held_by_type = dict(self.nodes.held_by_type)
         objs = self.objects(plan, self._held, self._pool_held)
         if not self._swept:
             self.sweep(rep, objs)
@@ -349,6 +477,7 @@ class KueueActuator:
         self.nodes.release_all(rep)  # also nodes an earlier run held, when this one never applied a plan
         self._held = {t: 0 for t in self.holders}
         self._pool_held = 0
+        self._held_by_type = {}
         if self._last is None:
             return
         plan = dataclasses.replace(self._last, reservations={}, preemptions=())
