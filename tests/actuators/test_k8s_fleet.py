@@ -108,7 +108,8 @@ def rg(cq):
 
 def test_a_t4_hold_takes_t4_nodes_and_kueue_gets_a_flavor_per_type():
     c = typed_cluster()
-    c.run("batch", "low-1", "n1", 8, "gpu-autoscaler-low")   # the a100 n1 is being cleared: a type-blind pick
+    c.run("batch", "low-1", "n1", 8, "gpu-autoscaler-low")
+    c.run("serving", "infer-0", "n2", 4)     # team-high runs on the a100 n2: a type-blind hold would take n2
     act, pool = kueue(c)
     rep = act.apply(plan({"team-high": 8, "team-a": 8}, {"team-high": {"t4": 8}, "team-a": {"a100": 8}}))
     assert rep.ok, rep.errors
