@@ -25,6 +25,10 @@ the site set ResvOverRun=UNLIMITED. So the jobs are first detached from it
 are) and then it is deleted. The same detach is done for jobs on nodes a
 shrinking hold gives back.
 
+A mixed fleet (``Plan.holds_by_type``): a hold's GPUs of each type are taken in whole nodes whose GRES type is
+that type (``choose_typed``), all in the tenant's one reservation; 22.05 has no other way to reserve a GPU model
+(docs/fleet-schedulers.md).
+
 Only reservations whose name starts with the configured prefix are ever touched;
 they are read back from Slurm every cycle, so a hold left by a crash, a failed
 command or an old config is reconciled against the current plan (kept, resized
