@@ -32,6 +32,7 @@ from daemon.sources.history import History
 from daemon.sources.redact import redact_text, redact_url
 
 log = logging.getLogger("gpu_autoscaler.source.prometheus")
+SERIES_SEP = "@"     # a typed series: "<tenant>@<type>", as the policy names it (daemon/policy/fleet.py)
 MAX_POINTS = 10_000  # Prometheus refuses more than 11,000 points per series in one query_range
 
 
@@ -290,12 +291,14 @@ class PrometheusSource:
         return sorted(self.resolver.unmatched)
 
     def window_by_type(self, start: float, end: float, tenants: Iterable[str] = (),
-                       query: str | None = None) -> pd.DataFrame:
+                       query: str | None = None, flat: bool = False) -> pd.DataFrame:
         """GPUs per (tenant, GPU type) on the step grid from start to end (inclusive): demand_by_type_query, or
         `query` (usage_by_type). Columns: a two-level MultiIndex (tenant, type) over every tenant (as window)
         and every type, the configured ones and any seen (``unknown`` included); in a one-model cluster the one
         type is ``gpu``. As in window: idle is 0 at a scraped step (a tenant with no GPU of a type has 0 of it),
-        a tenant that missing_query lists is NaN on every type there, and a step with no scrape is NaN."""
+        a tenant that missing_query lists is NaN on every type there, and a step with no scrape is NaN.
+        `flat`: one column level instead, named ``<tenant>@<type>`` as the policy names a typed forecast series
+        (daemon/policy/fleet.py's series_name of a tenant's work on that one type)."""
         n = int(round((end - start) / self.step_s)) + 1
         d_keys, demand = self._grid(query or self.pc.demand_by_type_query, start, end, n,
                                     key=lambda lb: (self._label(lb), self._type_of(lb)))
@@ -321,6 +324,9 @@ class PrometheusSource:
         if self.resolver.unmatched:
             log.warning("GPU models not in [fleet] types/aliases, counted as 'unknown': %s", self.unknown_types)
         idx = pd.date_range(pd.Timestamp(start, unit="s", tz="UTC"), periods=n, freq=f"{self.step_s}s", name="time")
+        if flat:
+            return pd.DataFrame(values, index=idx,
+                                columns=pd.Index([f"{t}{SERIES_SEP}{typ}" for t, typ in cols], name="tenant"))
         return pd.DataFrame(values, index=idx, columns=cols)
 
     def usage_by_type(self, start: float, end: float, tenants: Iterable[str] = ()) -> pd.DataFrame:

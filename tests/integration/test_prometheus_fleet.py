@@ -99,6 +99,10 @@ def test_demand_per_tenant_and_type_is_read_exactly(prom):
     assert (got["team-idle"].drop(got.index[list(GAP)]) == 0).all().all()
     # the H200 GPU is kept as unknown and its model name reported
     assert got[("team-b", "unknown")].iloc[0] == 1 and src.unknown_types == [H200]
+    # one level, as the policy names typed forecast series
+    flat = src.window_by_type(T0, T0 + 60 * (MINUTES - 1), flat=True)
+    assert list(flat.columns[:3]) == ["team-a@a100", "team-a@t4", "team-a@unknown"]
+    np.testing.assert_array_equal(flat["team-b@t4"].to_numpy(), expected("team-b", "t4"))
 
 
 def test_usage_per_type_counts_busy_gpus_only(prom):
