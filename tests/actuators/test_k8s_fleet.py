@@ -141,6 +141,7 @@ def test_a_t4_hold_takes_t4_nodes_and_kueue_gets_a_flavor_per_type():
     normal = objects(c, "Cohort")["gpuas-normal"]
     assert [r["resources"][0]["nominalQuota"] for r in normal["spec"]["resourceGroups"][0]["flavors"]] == [5, 5]
     assert cqs["gpuas-high"]["spec"]["cohort"] == "gpu-autoscaler"
+    assert act.unknown_types == ["NVIDIA-H200"]                            # n9's product: reported
 
 
 def test_typed_quotas_follow_the_plans_capacity_per_type_and_split_the_cap_by_largest_remainder():

@@ -488,6 +488,14 @@ class KueueActuator:
     def cluster_jobs(self, tenants: tuple[str, ...]) -> Jobs:
         return self.pods.cluster_jobs(tenants)
 
+    @property
+    def unknown_types(self) -> list[str]:
+        """Model names (product labels, MIG resources) that match no [fleet] type or alias: kept as unknown."""
+        names = set(self.pods.resolver.unmatched) if self.pods.resolver is not None else set()
+        if self.nodes.resolver is not None:
+            names |= self.nodes.resolver.unmatched
+        return sorted(names)
+
     def cluster_nodes(self, tenants: tuple[str, ...]) -> Nodes:
         """The nodes with this actuator's holds (hold_label) read back; see view.py."""
         return self.pods.cluster_nodes(tenants)

@@ -432,7 +432,8 @@ class SlurmActuator:
         except SlurmError as exc:
             rep.errors.append(f"GPU types: {exc}; no preemption for a protected tenant this cycle")
             return {jid: p for jid, p in wanted.items() if not p.for_tenant}
-        takes: dict[str, set[str]] = {t: set(plan.holds_by_type.get(t, {})) for t in protected}
+        takes: dict[str, set[str]] = {t: {k for k, v in plan.holds_by_type.get(t, {}).items() if v > 0}
+                                      for t in protected}
         anything: set[str] = set()
         for j in pending:
             acc = accepts.get(j.job_id, ())
