@@ -102,9 +102,12 @@ def test_node_types_and_job_types_from_slurm(slurm, clean):
     typed = sbatch(slurm, "normal", "acct-high", "--gres=gpu:a100:2")
     anyone = sbatch(slurm, "normal", "acct-high", "--gres=gpu:2")
     both = sbatch(slurm, "normal", "acct-t4", "--gres=gpu:1", "--constraint=a100|t4", "--prefer=t4")
+    per_job = sbatch(slurm, "normal", "acct-t4", "--gpus=t4:1")              # squeue's tres-per-job
+    per_task = sbatch(slurm, "normal", "acct-t4", "--gpus-per-task=a100:1", "-n1")
     js = a.cluster_jobs(("team-high", "team-t4", "team-low"))
     got = dict(zip(js.ids, js.accepts))
     assert got[typed] == ("a100",) and got[anyone] == ()
+    assert got[per_job] == ("t4",) and got[per_task] == ("a100",)
     # while pending it prefers t4; once running squeue keeps only the feature that placed it (still one it takes)
     assert got[both] in (("t4", "a100"), ("t4",))
     assert a.unknown_types == []

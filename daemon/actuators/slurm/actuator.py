@@ -250,10 +250,11 @@ class SlurmActuator:
 
     def job_types(self, job_ids: list[str] | None = None) -> dict[str, tuple[str, ...]]:
         """Job id -> the GPU types it accepts, in order of preference (gres.job_accepts), from squeue's
-        tres-per-node, Feature (--constraint) and Prefer (--prefer; only a pending job has it). One squeue call;
-        ';' ends each field (a constraint holds '|' and '&'), and size 0 keeps squeue from cutting a field."""
+        tres-per-node / -job / -task (--gres or --gpus-per-node, --gpus, --gpus-per-task), Feature (--constraint)
+        and Prefer (--prefer; only a pending job has it). One squeue call; ';' ends each field (a constraint holds
+        '|' and '&'), and size 0 keeps squeue from cutting a field."""
         assert self.resolver is not None
-        args = ["squeue", "-h", "-O", "JobID:0;,tres-per-node:0;,Prefer:0;,Feature:0"]
+        args = ["squeue", "-h", "-O", "JobID:0;,tres-per-node:0;,tres-per-job:0;,tres-per-task:0;,Prefer:0;,Feature:0"]
         if job_ids:
             args += ["-j", ",".join(job_ids)]
         r = self._run(*args)
@@ -263,11 +264,12 @@ class SlurmActuator:
             raise SlurmError(f"squeue: {r.stderr.strip()}")
         out: dict[str, tuple[str, ...]] = {}
         for line in r.stdout.splitlines():
-            f = line.split(";", 3)
-            if len(f) < 4 or not f[0].strip():
+            f = line.split(";", 5)
+            if len(f) < 6 or not f[0].strip():
                 continue
-            clean = ["" if x.strip() in ("(null)", "N/A") else x.strip() for x in f]
-            out[clean[0]] = gres.job_accepts(self.resolver, clean[1], clean[3], clean[2])
+            c = ["" if x.strip() in ("(null)", "N/A") else x.strip() for x in f]
+            tres = ",".join(x for x in c[1:4] if x)
+            out[c[0]] = gres.job_accepts(self.resolver, tres, c[5], c[4])
         self._report_unmatched()
         return out
 
