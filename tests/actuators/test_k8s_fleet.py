@@ -7,6 +7,7 @@ from kubernetes import client as k8s
 from daemon.actuators.k8s.actuator import KubernetesActuator
 from daemon.actuators.k8s.flavors import PRODUCT_LABEL, pod_accepts
 from daemon.actuators.k8s.kueue import KueueActuator
+from daemon.actuators.k8s.objects import name_part
 from daemon.config import KubernetesActuatorConfig, KueueActuatorConfig
 from daemon.config.fleet import FleetConfig
 from daemon.policy.types import Plan, PolicyMemory
@@ -111,12 +112,14 @@ def test_a_t4_hold_takes_t4_nodes_and_kueue_gets_a_flavor_per_type():
     c.run("batch", "low-1", "n1", 8, "gpu-autoscaler-low")
     c.run("serving", "infer-0", "n2", 4)     # team-high runs on the a100 n2: a type-blind hold would take n2
     act, pool = kueue(c)
-    rep = act.apply(plan({"team-high": 8, "team-a": 8}, {"team-high": {"t4": 8}, "team-a": {"a100": 8}}))
+    rep = act.apply(plan({"team-high": 8, "team-a": 8, "batchy": 7},
+                         {"team-high": {"t4": 8}, "team-a": {"a100": 8}, "batchy": {"mig-1g.10gb": 7}}))
     assert rep.ok, rep.errors
     held = c.held()
     assert held["n3"] == "team-high" or held["n4"] == "team-high"          # a t4 node, not an a100 one
     assert [n for n, v in held.items() if v == "team-high"] in (["n3"], ["n4"])
     assert [n for n, v in held.items() if v == "team-a"] in (["n1"], ["n2"])
+    assert [n for n, v in held.items() if v == "batchy"] == ["n8"]                  # the MIG node
     for o in c.objs.values():
         validate(o)                                                        # the vendored CRDs, made strict
     rfs = objects(c, "ResourceFlavor")
@@ -124,8 +127,18 @@ def test_a_t4_hold_takes_t4_nodes_and_kueue_gets_a_flavor_per_type():
     assert rfs["default-flavor.t4"]["spec"] == {"nodeLabels": {PRODUCT_LABEL: T4}}
     assert rfs["gpuas-hold-team-high.t4"]["spec"]["nodeLabels"] == {
         "gpu-autoscaler.io/hold": "team-high", PRODUCT_LABEL: T4}
-    assert "default-flavor" not in rfs and not any("mig" in n for n in rfs)   # MIG: its own resource, no flavor
+    assert "default-flavor" not in rfs
+    mig = name_part("mig-1g.10gb")                                        # "mig-1g-10gb-<hash>": no '.' in names
+    assert rfs[f"default-flavor.{mig}"]["spec"] == {}                     # the resource itself selects the nodes
+    assert rfs[f"gpuas-hold-batchy.{mig}"]["spec"]["nodeLabels"] == {"gpu-autoscaler.io/hold": "batchy"}
     cqs = objects(c, "ClusterQueue")
+    # a MIG profile is its own resource: a resource group of its own in each queue, with its hold's instances
+    groups = cqs["gpuas-tenant-batchy"]["spec"]["resourceGroups"]
+    assert [g["coveredResources"] for g in groups] == [["nvidia.com/gpu"], ["nvidia.com/mig-1g.10gb"]]
+    assert groups[1]["flavors"] == [
+        {"name": f"gpuas-hold-batchy.{mig}", "resources": [{"name": "nvidia.com/mig-1g.10gb", "nominalQuota": 7,
+                                                              "lendingLimit": 0}]},
+        {"name": f"default-flavor.{mig}", "resources": [{"name": "nvidia.com/mig-1g.10gb", "nominalQuota": 0}]}]
     own = rg(cqs["gpuas-tenant-team-high"])
     # its holds first (types in [fleet] order), then the unheld type flavors; per type its own quota
     assert [n for n, _ in own] == ["gpuas-hold-team-high.a100", "gpuas-hold-team-high.t4",
@@ -140,6 +153,7 @@ def test_a_t4_hold_takes_t4_nodes_and_kueue_gets_a_flavor_per_type():
                     "default-flavor.t4": {"name": "nvidia.com/gpu", "nominalQuota": 3}}
     normal = objects(c, "Cohort")["gpuas-normal"]
     assert [r["resources"][0]["nominalQuota"] for r in normal["spec"]["resourceGroups"][0]["flavors"]] == [5, 5]
+    assert normal["spec"]["resourceGroups"][1]["flavors"][0]["resources"][0]["nominalQuota"] == 0   # MIG: all held
     assert cqs["gpuas-high"]["spec"]["cohort"] == "gpu-autoscaler"
     assert act.unknown_types == ["NVIDIA-H200"]                            # n9's product: reported
 
@@ -148,5 +162,6 @@ def test_typed_quotas_follow_the_plans_capacity_per_type_and_split_the_cap_by_la
     c = typed_cluster()
     act, _ = kueue(c)
     q = act.typed_quotas(plan({}, {}, capacity_by_type={"a100": 24, "t4": 8}, quotas={"team-a": 7}))
-    assert q["normal"] == {"a100": 5, "t4": 2} and q["high"] == {"a100": 19, "t4": 6}   # 7 * 24/32 = 5.25
+    assert q["normal"] == {"a100": 5, "t4": 2, "mig-1g.10gb": 0}               # 7 * 24/32 = 5.25
+    assert q["high"] == {"a100": 19, "t4": 6, "mig-1g.10gb": 0}
     assert sum(q["normal"].values()) == 7

@@ -44,8 +44,9 @@ queue lists its hold flavors (types in [fleet] order), then the pool's, then the
 tries them in that order and a pod's own node selector or affinity on the product label rules out the flavors of
 types it does not take. Each type's flavor has its own nominalQuota/lendingLimit: a hold flavor the GPUs held
 on that type's nodes (Plan.holds_by_type), the high queue and the normal Cohort the type's unheld GPUs (the
-normal cap split over the types in proportion to them). MIG profiles (their own extended resources) get no
-flavor here.
+normal cap split over the types in proportion to them). A MIG profile is an extended resource of its own
+(``nvidia.com/mig-1g.10gb``): each profile gets its own resource group in every queue and Cohort, with the same
+flavors per type (its instances counted as GPUs; its flavors select no product label).
 
 Preemption is the plan's, as in the simulator: every ClusterQueue has ``reclaimWithinCohort: Never``, and
 the plan's preemptions are evictions (Eviction API, grace period, PDBs honoured) of low-priority pods,
@@ -68,7 +69,7 @@ from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, stop_on_fence
 from daemon.actuators.k8s.actuator import KubernetesActuator, api_client, tenant_namespaces
-from daemon.actuators.k8s.flavors import PRODUCT_LABEL
+from daemon.actuators.k8s.flavors import MIG_PREFIX, PRODUCT_LABEL
 from daemon.actuators.k8s.node_holds import NodeHolds
 from daemon.actuators.k8s.objects import POOL_VALUE, name_part
 from daemon.config import KubernetesActuatorConfig, KueueActuatorConfig, TenantConfig
@@ -93,10 +94,11 @@ class KueueActuator:
                  dry_run: bool = True, conn: KubernetesActuatorConfig | None = None, min_runtime_s: float = 0.0,
                  clock: Callable[[], float] = time.monotonic, fleet: FleetConfig | None = None) -> None:
         self.custom = k8s.CustomObjectsApi(api_client)
-        # a mixed fleet: one flavor per GPU type (MIG profiles are resources of their own: none here)
+        # a mixed fleet: flavors per GPU type; a MIG profile is a resource of its own (a resource group each)
         typed = fleet is not None and fleet.typed
         self.fleet = fleet if typed else None
         self.types = [t for t in fleet.types if not t.startswith("mig-")] if typed else []
+        self.mig_types = [t for t in fleet.types if t.startswith("mig-")] if typed else []
         self.cfg = cfg
         self.dry_run = dry_run
         self.ns_of = tenant_namespaces(tenants)
@@ -235,6 +237,16 @@ class KueueActuator:
         return out
 
     # ---- a mixed fleet: flavors per GPU type ------------------------------------------------------
+    @property
+    def all_types(self) -> list[str]:
+        """The GPU types with flavors: the models (the GPU resource), then the MIG profiles (their own)."""
+        return self.types + self.mig_types
+
+    def resource_of(self, typ: str) -> str:
+        """The extended resource a type is asked for as: a MIG profile's own (``nvidia.com/mig-1g.10gb``), else
+        the GPU resource."""
+        return MIG_PREFIX + typ[len("mig-"):] if typ in self.mig_types else self.cfg.gpu_resource
+
     def type_flavor(self, typ: str) -> str:
         return f"{self.cfg.flavor}.{name_part(typ)}"
 
@@ -255,84 +267,117 @@ class KueueActuator:
         return alias[0].replace(" ", "-") if alias else typ
 
     def typed_quotas(self, plan: Plan) -> dict[str, dict[str, int]]:
-        """Per tier, per GPU type: the default flavors' nominalQuota (as quotas(), on each type's unheld GPUs). The
-        normal cap covers every type together; Kueue has no quota across flavors, so it is split over the types
-        in proportion to their unheld GPUs (largest remainder, ties in [fleet] order)."""
-        cap = {t: int(plan.capacity_by_type.get(t, self.nodes.capacity_by_type.get(t, 0))) for t in self.types}
-        held = {t: sum(h.get(t, 0) for h in self._held_by_type.values()) for t in self.types}
-        unheld = {t: max(cap[t] - held[t], 0) for t in self.types}
+        """Per tier, per GPU type: the default flavors' nominalQuota (as quotas(), on each type's unheld GPUs; a
+        MIG profile's are its instances). The normal cap covers every type together; Kueue has no quota across
+        flavors, so it is split over the types in proportion to their unheld GPUs (largest remainder, ties in
+        [fleet] order)."""
+        types = self.all_types
+        cap = {t: int(plan.capacity_by_type.get(t, self.nodes.capacity_by_type.get(t, 0))) for t in types}
+        held = {t: sum(h.get(t, 0) for h in self._held_by_type.values()) for t in types}
+        unheld = {t: max(cap[t] - held[t], 0) for t in types}
         total = sum(unheld.values())
         normal_total = min(max(int(min(plan.quotas.values())), 0), total) if plan.quotas else total
-        share = {t: (normal_total * unheld[t] // total if total else 0) for t in self.types}
+        share = {t: (normal_total * unheld[t] // total if total else 0) for t in types}
         rest = normal_total - sum(share.values())
-        order = sorted(self.types, key=lambda t: (-((normal_total * unheld[t]) % total if total else 0),
-                                                  self.types.index(t)))
+        order = sorted(types, key=lambda t: (-((normal_total * unheld[t]) % total if total else 0), types.index(t)))
         for t in order[:rest]:
             share[t] += 1
-        return {"high": {t: unheld[t] - share[t] for t in self.types}, "normal": share,
-                "low": {t: 0 for t in self.types}}
+        return {"high": {t: unheld[t] - share[t] for t in types}, "normal": share, "low": {t: 0 for t in types}}
 
     def typed_resource_flavors(self) -> list[dict]:
+        """A flavor per type and per (hold, type). A model's select its nodes by the product label; a MIG
+        profile's need none (only nodes that have the profile's resource can run the pod)."""
         out = []
-        values = [(name_part(t), name_part(t)) for t in self.holders] + [(POOL_VALUE, POOL_VALUE)]
-        for typ in self.types:
-            product = self.product(typ)
+        values = [name_part(t) for t in self.holders] + [POOL_VALUE]
+        for typ in self.all_types:
+            select = {} if typ in self.mig_types else {PRODUCT_LABEL: self.product(typ)}
             out.append({"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceFlavor",
                         "metadata": {"name": self.type_flavor(typ), "labels": dict(MANAGED)},
-                        "spec": {"nodeLabels": {PRODUCT_LABEL: product}}})
-            for value, _ in values:
+                        "spec": {"nodeLabels": select} if select else {}})
+            for value in values:
                 out.append({"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceFlavor",
                             "metadata": {"name": self.typed_hold_flavor(value, typ), "labels": dict(MANAGED)},
-                            "spec": {"nodeLabels": {self.cfg.hold_label: value, PRODUCT_LABEL: product},
+                            "spec": {"nodeLabels": {self.cfg.hold_label: value, **select},
                                      "tolerations": [{"key": self.cfg.hold_label, "operator": "Equal",
                                                       "value": value, "effect": "NoSchedule"}]}})
         return out
+
+    def _groups(self, flavors: Callable[[str], list[dict]]) -> list[dict]:
+        """The resource groups of a queue or Cohort: one for the GPU resource over the models' flavors
+        (`flavors(type)`: that type's entries, in order), then one per MIG profile (its own resource)."""
+        out = []
+        if self.types:
+            out.append({"coveredResources": [self.cfg.gpu_resource],
+                        "flavors": [f for t in self.types for f in flavors(t)]})
+        for t in self.mig_types:
+            out.append({"coveredResources": [self.resource_of(t)], "flavors": flavors(t)})
+        return out
+
+    def _typed_quota(self, flavor: str, typ: str, nominal: int, **limits: int) -> dict:
+        return {"name": flavor, "resources": [{"name": self.resource_of(typ), "nominalQuota": int(nominal),
+                                               **limits}]}
 
     def typed_objects(self, plan: Plan) -> list[tuple[str, dict]]:
         """objects() for a mixed fleet: every GPU flavor once per type (module docstring)."""
         q = self.typed_quotas(plan)
         pooled = self.pooled(plan)
-        gpu = self.cfg.gpu_resource
 
-        def group(flavors: list[dict]) -> list[dict]:
-            return [{"coveredResources": [gpu], "flavors": flavors}]
-
-        def cohort(name: str, flavors: list[dict]) -> dict:
+        def cohort(name: str, groups: list[dict]) -> dict:
             return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Cohort",
                     "metadata": {"name": name, "labels": dict(MANAGED)},
-                    "spec": {"parent": self.cfg.cohort, "resourceGroups": group(flavors)}}
+                    "spec": {"parent": self.cfg.cohort, "resourceGroups": groups}}
+
+        def queue(name: str, nss: list[str], groups: list[dict], where: str | None = None) -> dict:
+            body = self._cluster_queue(name, nss, [], where)
+            body["spec"]["resourceGroups"] = groups
+            return body
 
         pool = self._held_by_type.get(POOL_VALUE, {})
         out: list[tuple[str, dict]] = [("resourceflavors", rf) for rf in self.typed_resource_flavors()]
-        out.append(("cohorts", cohort(self.queue_name("normal"), [
-            self._flavor_quota(self.type_flavor(t), q["normal"][t], borrowingLimit=0) for t in self.types])))
-        out.append(("cohorts", cohort(self.queue_name("pool"), [
-            self._flavor_quota(self.typed_hold_flavor(POOL_VALUE, t), pool.get(t, 0), lendingLimit=0)
-            for t in self.types])))
+        out.append(("cohorts", cohort(self.queue_name("normal"), self._groups(lambda t: [
+            self._typed_quota(self.type_flavor(t), t, q["normal"][t], borrowingLimit=0)]))))
+        out.append(("cohorts", cohort(self.queue_name("pool"), self._groups(lambda t: [
+            self._typed_quota(self.typed_hold_flavor(POOL_VALUE, t), t, pool.get(t, 0), lendingLimit=0)]))))
         for tier in ("high", "low"):
             nss = [ns for t, ns in self.ns_of.items() if tier == "low" or self.tier_of.get(t) == tier]
-            out.append(("clusterqueues", self._cluster_queue(self.queue_name(tier), nss, [
-                self._flavor_quota(self.type_flavor(t), q[tier][t]) for t in self.types])))
+            out.append(("clusterqueues", queue(self.queue_name(tier), nss, self._groups(lambda t: [
+                self._typed_quota(self.type_flavor(t), t, q[tier][t])]))))
         for tenant in self.holders:
             value = name_part(tenant)
             mine = self._held_by_type.get(value, {})
-            if tenant in pooled:
+            is_pooled = tenant in pooled
+            if is_pooled:
                 where = self.queue_name("pool")
             else:
                 where = self.queue_name("normal") if self.tier_of.get(tenant) == "normal" else self.cfg.cohort
-            flavors = [self._flavor_quota(self.typed_hold_flavor(value, t), mine.get(t, 0), lendingLimit=0)
-                       for t in self.types]
-            if tenant in pooled:
-                flavors += [self._flavor_quota(self.typed_hold_flavor(POOL_VALUE, t), 0) for t in self.types]
-            flavors += [self._flavor_quota(self.type_flavor(t), 0) for t in self.types]
-            out.append(("clusterqueues", self._cluster_queue(self.tenant_queue(tenant), [self.ns_of[tenant]],
-                                                             flavors, where)))
+
+            def order(kind: str, ts: list[str]) -> list[dict]:
+                out_: list[dict] = []
+                for t in ts:
+                    if kind == "hold":
+                        out_.append(self._typed_quota(self.typed_hold_flavor(value, t), t, mine.get(t, 0),
+                                                      lendingLimit=0))
+                    elif kind == "pool" and is_pooled:
+                        out_.append(self._typed_quota(self.typed_hold_flavor(POOL_VALUE, t), t, 0))
+                    elif kind == "unheld":
+                        out_.append(self._typed_quota(self.type_flavor(t), t, 0))
+                return out_
+
+            # per group: its holds first (types in [fleet] order), then the pool's, then the unheld flavors
+            groups = []
+            if self.types:
+                groups.append({"coveredResources": [self.cfg.gpu_resource], "flavors": [
+                    *order("hold", self.types), *order("pool", self.types), *order("unheld", self.types)]})
+            for t in self.mig_types:
+                groups.append({"coveredResources": [self.resource_of(t)], "flavors": [
+                    *order("hold", [t]), *order("pool", [t]), *order("unheld", [t])]})
+            out.append(("clusterqueues", queue(self.tenant_queue(tenant), [self.ns_of[tenant]], groups, where)))
         out += [("localqueues", lq) for lq in self.local_queues()]
         return out
 
     def objects(self, plan: Plan, held: dict[str, int], pool_held: int = 0) -> list[tuple[str, dict]]:
         """Every object the plan asks for, as (plural, body), in the order they must exist."""
-        if self.types:
+        if self.all_types:
             return self.typed_objects(plan)
         q = self.quotas(plan, held, pool_held)
         pooled = self.pooled(plan)
@@ -443,7 +488,7 @@ class KueueActuator:
         members = {name_part(t): {t} for t in self.holders} | {POOL_VALUE: pooled}
         job_gpus = {name_part(t): plan.job_gpus((t,)) for t in self.holders} | {POOL_VALUE: plan.job_gpus(pooled)}
         by_type = None
-        if self.types and plan.holds_by_type:  # a mixed fleet: each hold's GPUs on nodes of each type
+        if self.all_types and plan.holds_by_type:  # a mixed fleet: each hold's GPUs on nodes of each type
             by_type = {name_part(t): {k: int(v) for k, v in plan.holds_by_type.get(t, {}).items()}
                        for t in self.holders if t not in pooled and t in plan.holds_by_type}
             pool: dict[str, int] = {}
