@@ -220,10 +220,24 @@ class PrometheusConfig(_Strict):
     freshness_query: str = Field("max(timestamp(DCGM_FI_DEV_GPU_UTIL))", description="PromQL: time of the newest "
                                  "sample; older than cycle.stale_after_s makes the snapshot stale (no new "
                                  "preemptions)")
+    # a mixed fleet (issue 24): the same series per (tenant, GPU model); DCGM exporter labels each GPU with
+    # modelName ("NVIDIA A100-SXM4-80GB"), which [fleet] types/aliases turn into a type
+    type_label: str = Field("modelName", description="label naming the GPU model in the *_by_type queries' answers "
+                            "(DCGM exporter's modelName; a MIG instance's profile needs its own label, e.g. "
+                            "GPU_I_PROFILE); its values are matched to fleet.types through fleet.aliases, a value "
+                            "that matches none is type \"unknown\" and reported")
+    demand_by_type_query: str = Field('count by (namespace, modelName) (DCGM_FI_DEV_GPU_UTIL{namespace!=""})',
+                                      description="PromQL: GPUs allocated per tenant and GPU model (by tenant_label "
+                                      "and type_label), busy or idle: the demand per type of a mixed fleet")
+    usage_by_type_query: str = Field('count by (namespace, modelName) (DCGM_FI_DEV_GPU_UTIL{namespace!=""} > 0)',
+                                     description="PromQL: GPUs in use (utilization above 0) per tenant and GPU model")
+    capacity_by_type_query: str = Field("count by (modelName) (DCGM_FI_DEV_GPU_UTIL)", description="PromQL: "
+                                        "healthy GPUs per GPU model (by type_label)")
     # true when deploy/prometheus/gpu-autoscaler-recording.yml is loaded: the queries that are not set
     # explicitly read its pre-aggregated series instead of every GPU's raw series
     recording_rules: bool = Field(False, description="true once deploy/prometheus/gpu-autoscaler-recording.yml is "
-                                  "loaded: demand_query, missing_query and capacity_query, where not set here, read "
+                                  "loaded: demand_query, missing_query, capacity_query and the *_by_type queries, "
+                                  "where not set here, read "
                                   "its pre-aggregated series instead of every GPU's raw series (far cheaper at "
                                   "thousands of GPUs)")
 
@@ -240,6 +254,9 @@ RECORDED_QUERIES = {
     "demand_query": "namespace:gpuas_gpus_allocated:count",
     "missing_query": "namespace:gpuas_gpus_stale:count",
     "capacity_query": "cluster:gpuas_gpus:count",
+    "demand_by_type_query": "namespace_model:gpuas_gpus_allocated:count",
+    "usage_by_type_query": "namespace_model:gpuas_gpus_busy:count",
+    "capacity_by_type_query": "model:gpuas_gpus:count",
 }
 
 

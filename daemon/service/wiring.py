@@ -129,7 +129,7 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
             from daemon.actuators.slurm.actuator import SlurmActuator
 
             out.append(SlurmActuator(a.slurm, cfg.tenants, dry_run=a.dry_run,
-                                     min_runtime_s=cfg.policy.preempt_min_runtime_s))
+                                     min_runtime_s=cfg.policy.preempt_min_runtime_s, fleet=cfg.fleet))
         elif name == "kubernetes":
             from daemon.actuators.k8s.actuator import KubernetesActuator
 
@@ -137,12 +137,13 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
             out.append(KubernetesActuator.from_config(a.kubernetes, cfg.tenants, dry_run=a.dry_run,
                                                       enforce_plan="kueue" not in a.enabled,
                                                       min_runtime_s=cfg.policy.preempt_min_runtime_s,
-                                                      hold_label=a.kueue.hold_label if "kueue" in a.enabled else None))
+                                                      hold_label=a.kueue.hold_label if "kueue" in a.enabled else None,
+                                                      fleet=cfg.fleet))
         elif name == "kueue":
             from daemon.actuators.k8s.kueue import KueueActuator
 
             out.append(KueueActuator.from_config(a.kubernetes, a.kueue, cfg.tenants, dry_run=a.dry_run,
-                                                 min_runtime_s=cfg.policy.preempt_min_runtime_s))
+                                                 min_runtime_s=cfg.policy.preempt_min_runtime_s, fleet=cfg.fleet))
     if sim is not None:
         from daemon.sim.actuator import SimulatorActuator
 

@@ -32,6 +32,7 @@ from daemon.sources.history import History
 from daemon.sources.redact import redact_text, redact_url
 
 log = logging.getLogger("gpu_autoscaler.source.prometheus")
+SERIES_SEP = "@"     # a typed series: "<tenant>@<type>", as the policy names it (daemon/policy/fleet.py)
 MAX_POINTS = 10_000  # Prometheus refuses more than 11,000 points per series in one query_range
 
 
@@ -133,6 +134,7 @@ class PrometheusSource:
         self.step_s = cfg.cycle.resolution_s
         self.tiers = {t.name: t.tier for t in cfg.tenants}
         self.known: list[str] = [t.name for t in cfg.tenants]
+        self.resolver = cfg.fleet.resolver()   # GPU model names -> [fleet] types (window_by_type)
         hc = cfg.history
         if history is None and hc.incremental:   # in memory only; the runtime passes one persisted on disk
             history = History(self.step_s, cfg.cycle.history_steps, overlap_steps=hc.overlap_steps,
@@ -228,14 +230,17 @@ class PrometheusSource:
     def _label(self, labels: dict[str, str]) -> str | None:
         return labels.get(self.pc.tenant_label)
 
-    def _grid(self, query: str, start: float, end: float, n: int) -> tuple[dict[str | None, int], np.ndarray]:
+    def _grid(self, query: str, start: float, end: float, n: int,
+              key: Callable[[dict[str, str]], object] | None = None) -> tuple[dict, np.ndarray]:
         """query_range on the step grid: {tenant label (None: none): row} and a rows x n array.
 
-        Series that share a tenant are summed; a step with no sample stays NaN.
+        Series that share a tenant are summed; a step with no sample stays NaN. `key` groups the series
+        another way (window_by_type: by (tenant, GPU type)).
         """
         labels, series, ts, v = self._range(query, start, end)
-        keys: dict[str | None, int] = {}
-        row_of = np.array([keys.setdefault(self._label(lb), len(keys)) for lb in labels], dtype=np.int64)
+        keys: dict = {}
+        key = key or self._label
+        row_of = np.array([keys.setdefault(key(lb), len(keys)) for lb in labels], dtype=np.int64)
         i = np.rint((ts - start) / self.step_s).astype(np.int64)
         ok = (i >= 0) & (i < n)
         flat = row_of[series[ok]] * n + i[ok]
@@ -273,6 +278,68 @@ class PrometheusSource:
         values[~fresh, :] = np.nan
         idx = pd.date_range(pd.Timestamp(start, unit="s", tz="UTC"), periods=n, freq=f"{self.step_s}s", name="time")
         return pd.DataFrame(values, index=idx, columns=pd.Index(names, name="tenant"))
+
+    # ---- a mixed fleet: per (tenant, GPU type) ---------------------------------------------------
+    def _type_of(self, labels: dict[str, str]) -> str:
+        """The GPU type of a series: its ``type_label`` (DCGM's modelName) through [fleet] types and aliases; a
+        name that matches none is ``unknown`` and remembered in unknown_types (reported, never dropped)."""
+        return self.resolver(labels.get(self.pc.type_label))
+
+    @property
+    def unknown_types(self) -> list[str]:
+        """Model names seen in the typed queries that no [fleet] type or alias matches (counted as unknown)."""
+        return sorted(self.resolver.unmatched)
+
+    def window_by_type(self, start: float, end: float, tenants: Iterable[str] = (),
+                       query: str | None = None, flat: bool = False) -> pd.DataFrame:
+        """GPUs per (tenant, GPU type) on the step grid from start to end (inclusive): demand_by_type_query, or
+        `query` (usage_by_type). Columns: a two-level MultiIndex (tenant, type) over every tenant (as window)
+        and every type, the configured ones and any seen (``unknown`` included); in a one-model cluster the one
+        type is ``gpu``. As in window: idle is 0 at a scraped step (a tenant with no GPU of a type has 0 of it),
+        a tenant that missing_query lists is NaN on every type there, and a step with no scrape is NaN.
+        `flat`: one column level instead, named ``<tenant>@<type>`` as the policy names a typed forecast series
+        (daemon/policy/fleet.py's series_name of a tenant's work on that one type)."""
+        n = int(round((end - start) / self.step_s)) + 1
+        d_keys, demand = self._grid(query or self.pc.demand_by_type_query, start, end, n,
+                                    key=lambda lb: (self._label(lb), self._type_of(lb)))
+        _, capacity = self._grid(self.pc.capacity_query, start, end, n)
+        fresh = (np.nan_to_num(capacity) > 0).any(axis=0)
+        m_keys, missing = self._grid(self.pc.missing_query, start, end, n)
+        d_keys = {k: r for k, r in d_keys.items() if k[0] is not None}
+        names = sorted((set(k[0] for k in d_keys) | set(m_keys) | set(self.known) | set(tenants)) - {None})
+        types = list(self.cfg.fleet.types) or [self.resolver(None)]
+        types += sorted({k[1] for k in d_keys} - set(types))
+        cols = pd.MultiIndex.from_product([names, types], names=["tenant", "type"])
+        at = {c: j for j, c in enumerate(cols)}
+        values = np.zeros((n, len(cols)))
+        for k, r in d_keys.items():
+            values[:, at[k]] = np.nan_to_num(demand[r], nan=0.0)
+        for t, r in m_keys.items():
+            if t is None:
+                continue
+            stale = np.nan_to_num(missing[r]) > 0
+            for typ in types:
+                values[stale, at[(t, typ)]] = np.nan
+        values[~fresh, :] = np.nan
+        if self.resolver.unmatched:
+            log.warning("GPU models not in [fleet] types/aliases, counted as 'unknown': %s", self.unknown_types)
+        idx = pd.date_range(pd.Timestamp(start, unit="s", tz="UTC"), periods=n, freq=f"{self.step_s}s", name="time")
+        if flat:
+            return pd.DataFrame(values, index=idx,
+                                columns=pd.Index([f"{t}{SERIES_SEP}{typ}" for t, typ in cols], name="tenant"))
+        return pd.DataFrame(values, index=idx, columns=cols)
+
+    def usage_by_type(self, start: float, end: float, tenants: Iterable[str] = ()) -> pd.DataFrame:
+        """GPUs in use (utilization above 0) per (tenant, type): usage_by_type_query, framed as window_by_type."""
+        return self.window_by_type(start, end, tenants, query=self.pc.usage_by_type_query)
+
+    def capacity_by_type(self, at: float | None = None) -> dict[str, int]:
+        """Healthy GPUs per type now (capacity_by_type_query); every configured type is listed, 0 when none."""
+        out = {t: 0 for t in self.cfg.fleet.types}
+        for labels, v in self._instant(self.pc.capacity_by_type_query, self.clock() if at is None else at):
+            typ = self._type_of(labels)
+            out[typ] = out.get(typ, 0) + int(v)
+        return out
 
     def history_range(self, span: pd.Timedelta) -> pd.DataFrame:
         end = self._aligned(self.clock())

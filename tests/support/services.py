@@ -139,9 +139,12 @@ PartitionName=low Nodes={nodes} PriorityTier=1 MaxTime=INFINITE State=UP
 
 
 @contextlib.contextmanager
-def slurm_cluster(node: str = "gpunode1", nodes: tuple[str, ...] | None = None, gpus: int = 8):
+def slurm_cluster(node: str = "gpunode1", nodes: tuple[str, ...] | None = None, gpus: int = 8,
+                  gres_types: dict[str, str] | None = None):
     """munged + slurmctld + one slurmd per node on 127.0.0.1; each node has `gpus` GPUs (empty device files
-    as GRES). Yields conf, env, dir, node (the first) and nodes."""
+    as GRES). `gres_types` (node -> GRES type, e.g. {"gn1": "a100"}) makes a mixed fleet: those nodes' GPUs are
+    typed (``Gres=gpu:a100:4``, ``Type=a100`` in gres.conf) and the node has its type as a feature too
+    (``Features=a100``, for ``--constraint``/``--prefer``). Yields conf, env, dir, node (the first) and nodes."""
     import shutil as _sh
     import tempfile
 
@@ -157,13 +160,19 @@ def slurm_cluster(node: str = "gpunode1", nodes: tuple[str, ...] | None = None, 
         (d / "spool" / n).mkdir()
         for i in range(gpus):
             (d / "dev" / f"{n}-gpu{i}").touch()
-        gres += f"NodeName={n} Name=gpu File={d}/dev/{n}-gpu[0-{gpus - 1}]\n"
+        typ = (gres_types or {}).get(n)
+        gres += (f"NodeName={n} Name=gpu" + (f" Type={typ}" if typ else "")
+                 + f" File={d}/dev/{n}-gpu[0-{gpus - 1}]\n")
     key = d / "munge.key"
     key.write_bytes(os.urandom(1024))
     key.chmod(0o400)
     conf = d / "slurm.conf"
+    def gres_of(n: str) -> str:
+        typ = (gres_types or {}).get(n)
+        return f"Gres=gpu:{typ}:{gpus} Features={typ}" if typ else f"Gres=gpu:{gpus}"
+
     lines = "".join(f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={free_port()} CPUs=16 "
-                    f"Gres=gpu:{gpus} RealMemory=1000 State=UNKNOWN\n" for n in names)
+                    f"{gres_of(n)} RealMemory=1000 State=UNKNOWN\n" for n in names)
     conf.write_text(SLURM_CONF.format(ctld_port=free_port(), d=d, node_lines=lines, nodes=",".join(names)))
     (d / "gres.conf").write_text(gres)
     env = env_with_path()

@@ -29,6 +29,7 @@ from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, stop_on_fe
 from daemon.actuators.k8s.objects import evictable, priority_class_name
 from daemon.actuators.k8s.view import nodes_view, pods_as_jobs
 from daemon.config import KubernetesActuatorConfig, TenantConfig
+from daemon.config.fleet import FleetConfig
 from daemon.policy.state import Jobs, Nodes
 from daemon.policy.types import Notification, Plan
 
@@ -89,8 +90,10 @@ class KubernetesActuator:
 
     def __init__(self, api_client: k8s.ApiClient, cfg: KubernetesActuatorConfig, tenants: list[TenantConfig],
                  dry_run: bool = True, enforce_plan: bool = True, min_runtime_s: float = 0.0,
-                 hold_label: str | None = None) -> None:
+                 hold_label: str | None = None, fleet: FleetConfig | None = None) -> None:
         self.core = k8s.CoreV1Api(api_client)
+        # a mixed fleet: node and pod GPU types (flavors.py); None: one model, as before
+        self.resolver = fleet.resolver() if fleet is not None and fleet.typed else None
         self.scheduling = k8s.SchedulingV1Api(api_client)
         self.cfg = cfg
         self.dry_run = dry_run
@@ -108,8 +111,9 @@ class KubernetesActuator:
     @staticmethod
     def from_config(cfg: KubernetesActuatorConfig, tenants: list[TenantConfig], dry_run: bool = True,
                     enforce_plan: bool = True, min_runtime_s: float = 0.0,
-                    hold_label: str | None = None) -> "KubernetesActuator":
-        return KubernetesActuator(api_client(cfg), cfg, tenants, dry_run, enforce_plan, min_runtime_s, hold_label)
+                    hold_label: str | None = None, fleet: FleetConfig | None = None) -> "KubernetesActuator":
+        return KubernetesActuator(api_client(cfg), cfg, tenants, dry_run, enforce_plan, min_runtime_s, hold_label,
+                                  fleet)
 
     def namespace(self, tenant: str) -> str | None:
         """The tenant's namespace, or None for a tenant that is not configured (never touched)."""
@@ -340,7 +344,7 @@ class KubernetesActuator:
         """Pods of tenant namespaces that ask for GPUs, Pending or Running, as the policy's Jobs (view.py).
         Raises ApiException when the API does not answer."""
         pods = self.core.list_pod_for_all_namespaces(field_selector=LIVE_PODS)
-        return pods_as_jobs(pods.items, self.tenant_of, self.cfg.gpu_resource, tenants)
+        return pods_as_jobs(pods.items, self.tenant_of, self.cfg.gpu_resource, tenants, resolver=self.resolver)
 
     def cluster_nodes(self, tenants: tuple[str, ...]) -> Nodes:
         """Every node as the policy's Nodes: allocatable GPUs, the GPUs of the pods bound there, those of pods
@@ -348,7 +352,7 @@ class KubernetesActuator:
         as the holder (view.py). Raises ApiException when the API does not answer."""
         nodes = self.core.list_node().items
         pods = self.core.list_pod_for_all_namespaces(field_selector=LIVE_PODS)
-        return nodes_view(nodes, pods.items, self.cfg.gpu_resource, tenants, self.hold_label)
+        return nodes_view(nodes, pods.items, self.cfg.gpu_resource, tenants, self.hold_label, self.resolver)
 
     def node_names(self) -> set[str]:
         return {n.metadata.name for n in self.core.list_node().items}

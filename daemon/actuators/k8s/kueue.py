@@ -37,6 +37,17 @@ Objects (API ``kueue.x-k8s.io/v1beta1``), all labelled ``app.kubernetes.io/manag
 - LocalQueue ``<prefix>`` (the tenant's own ClusterQueue) and ``<prefix>-low`` (the low queue) in each
   tenant namespace.
 
+A mixed fleet ([fleet] types; docs/fleet-schedulers.md): every GPU flavor above exists once per GPU type
+instead, selecting that type's nodes by NVIDIA's product label (``nvidia.com/gpu.product``): ``<flavor>.<type>``,
+``<prefix>-hold-<tenant>.<type>`` (hold label and product label) and ``<prefix>-pool-hold.<type>``. A tenant's
+queue lists its hold flavors (types in [fleet] order), then the pool's, then the unheld type flavors: Kueue
+tries them in that order and a pod's own node selector or affinity on the product label rules out the flavors of
+types it does not take. Each type's flavor has its own nominalQuota/lendingLimit: a hold flavor the GPUs held
+on that type's nodes (Plan.holds_by_type), the high queue and the normal Cohort the type's unheld GPUs (the
+normal cap split over the types in proportion to them). A MIG profile is an extended resource of its own
+(``nvidia.com/mig-1g.10gb``): each profile gets its own resource group in every queue and Cohort, with the same
+flavors per type (its instances counted as GPUs; its flavors select no product label).
+
 Preemption is the plan's, as in the simulator: every ClusterQueue has ``reclaimWithinCohort: Never``, and
 the plan's preemptions are evictions (Eviction API, grace period, PDBs honoured) of low-priority pods,
 done after the holds so their nodes are already tainted. Objects with our label that the configuration
@@ -58,9 +69,11 @@ from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, stop_on_fence
 from daemon.actuators.k8s.actuator import KubernetesActuator, api_client, tenant_namespaces
+from daemon.actuators.k8s.flavors import MIG_PREFIX, PRODUCT_LABEL
 from daemon.actuators.k8s.node_holds import NodeHolds
 from daemon.actuators.k8s.objects import POOL_VALUE, name_part
 from daemon.config import KubernetesActuatorConfig, KueueActuatorConfig, TenantConfig
+from daemon.config.fleet import FleetConfig
 from daemon.policy.state import Jobs, Nodes
 from daemon.policy.types import Notification, Plan
 
@@ -79,8 +92,13 @@ class KueueActuator:
 
     def __init__(self, api_client: k8s.ApiClient, cfg: KueueActuatorConfig, tenants: list[TenantConfig],
                  dry_run: bool = True, conn: KubernetesActuatorConfig | None = None, min_runtime_s: float = 0.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, fleet: FleetConfig | None = None) -> None:
         self.custom = k8s.CustomObjectsApi(api_client)
+        # a mixed fleet: flavors per GPU type; a MIG profile is a resource of its own (a resource group each)
+        typed = fleet is not None and fleet.typed
+        self.fleet = fleet if typed else None
+        self.types = [t for t in fleet.types if not t.startswith("mig-")] if typed else []
+        self.mig_types = [t for t in fleet.types if t.startswith("mig-")] if typed else []
         self.cfg = cfg
         self.dry_run = dry_run
         self.ns_of = tenant_namespaces(tenants)
@@ -89,13 +107,15 @@ class KueueActuator:
         self.holders = sorted(self.ns_of)
         self.nodes = NodeHolds(api_client, label=cfg.hold_label, gpu_resource=cfg.gpu_resource,
                                tenants_ns=self.ns_of, shrink_delay_s=cfg.hold_shrink_delay_s, dry_run=dry_run,
-                               clock=clock)
+                               clock=clock, resolver=fleet.resolver() if typed else None)
         # evictions only (Eviction API, grace period, min run time); PriorityClasses and failover stay with
         # the kubernetes actuator
         self.pods = KubernetesActuator(api_client, conn or KubernetesActuatorConfig(), tenants, dry_run,
-                                       enforce_plan=False, min_runtime_s=min_runtime_s, hold_label=cfg.hold_label)
+                                       enforce_plan=False, min_runtime_s=min_runtime_s, hold_label=cfg.hold_label,
+                                       fleet=fleet)
         self._held: dict[str, int] = {t: 0 for t in self.holders}  # GPUs on each holder's nodes, last known
         self._pool_held = 0                                          # GPUs on the pool's nodes, last known
+        self._held_by_type: dict[str, dict[str, int]] = {}  # hold label value -> {type: GPUs}, last known
         self._sent: dict[tuple[str, str, str], dict] = {}  # (plural, namespace, name) -> spec last applied
         self._swept = False
         self._last: Plan | None = None
@@ -113,8 +133,9 @@ class KueueActuator:
 
     @staticmethod
     def from_config(conn: KubernetesActuatorConfig, cfg: KueueActuatorConfig, tenants: list[TenantConfig],
-                    dry_run: bool = True, min_runtime_s: float = 0.0) -> "KueueActuator":
-        return KueueActuator(api_client(conn), cfg, tenants, dry_run, conn, min_runtime_s)
+                    dry_run: bool = True, min_runtime_s: float = 0.0,
+                    fleet: FleetConfig | None = None) -> "KueueActuator":
+        return KueueActuator(api_client(conn), cfg, tenants, dry_run, conn, min_runtime_s, fleet=fleet)
 
     def queue_name(self, tier: str) -> str:
         return f"{self.cfg.queue_prefix}-{tier}"
@@ -215,8 +236,149 @@ class KueueActuator:
                             "spec": {"clusterQueue": cq}})
         return out
 
+    # ---- a mixed fleet: flavors per GPU type ------------------------------------------------------
+    @property
+    def all_types(self) -> list[str]:
+        """The GPU types with flavors: the models (the GPU resource), then the MIG profiles (their own)."""
+        return self.types + self.mig_types
+
+    def resource_of(self, typ: str) -> str:
+        """The extended resource a type is asked for as: a MIG profile's own (``nvidia.com/mig-1g.10gb``), else
+        the GPU resource."""
+        return MIG_PREFIX + typ[len("mig-"):] if typ in self.mig_types else self.cfg.gpu_resource
+
+    def type_flavor(self, typ: str) -> str:
+        return f"{self.cfg.flavor}.{name_part(typ)}"
+
+    def typed_hold_flavor(self, value: str, typ: str) -> str:
+        """The hold flavor of a hold label value (a tenant's name_part, or the pool's) on one GPU type."""
+        if value == POOL_VALUE:
+            return f"{self.pool_flavor}.{name_part(typ)}"
+        return f"{self.cfg.queue_prefix}-hold-{value}.{name_part(typ)}"   # '.': no tenant's name_part has one
+
+    def product(self, typ: str) -> str:
+        """The product label value of a type's nodes: as read from them, else an alias of the type spelt as the
+        label spells it (dashes for spaces), else the type's own name."""
+        seen = self.nodes.products.get(typ)
+        if seen:
+            return seen
+        assert self.fleet is not None
+        alias = sorted(raw for raw, t in self.fleet.aliases.items() if t == typ)
+        return alias[0].replace(" ", "-") if alias else typ
+
+    def typed_quotas(self, plan: Plan) -> dict[str, dict[str, int]]:
+        """Per tier, per GPU type: the default flavors' nominalQuota (as quotas(), on each type's unheld GPUs; a
+        MIG profile's are its instances). The normal cap covers every type together; Kueue has no quota across
+        flavors, so it is split over the types in proportion to their unheld GPUs (largest remainder, ties in
+        [fleet] order)."""
+        types = self.all_types
+        cap = {t: int(plan.capacity_by_type.get(t, self.nodes.capacity_by_type.get(t, 0))) for t in types}
+        held = {t: sum(h.get(t, 0) for h in self._held_by_type.values()) for t in types}
+        unheld = {t: max(cap[t] - held[t], 0) for t in types}
+        total = sum(unheld.values())
+        normal_total = min(max(int(min(plan.quotas.values())), 0), total) if plan.quotas else total
+        share = {t: (normal_total * unheld[t] // total if total else 0) for t in types}
+        rest = normal_total - sum(share.values())
+        order = sorted(types, key=lambda t: (-((normal_total * unheld[t]) % total if total else 0), types.index(t)))
+        for t in order[:rest]:
+            share[t] += 1
+        return {"high": {t: unheld[t] - share[t] for t in types}, "normal": share, "low": {t: 0 for t in types}}
+
+    def typed_resource_flavors(self) -> list[dict]:
+        """A flavor per type and per (hold, type). A model's select its nodes by the product label; a MIG
+        profile's need none (only nodes that have the profile's resource can run the pod)."""
+        out = []
+        values = [name_part(t) for t in self.holders] + [POOL_VALUE]
+        for typ in self.all_types:
+            select = {} if typ in self.mig_types else {PRODUCT_LABEL: self.product(typ)}
+            out.append({"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceFlavor",
+                        "metadata": {"name": self.type_flavor(typ), "labels": dict(MANAGED)},
+                        "spec": {"nodeLabels": select} if select else {}})
+            for value in values:
+                out.append({"apiVersion": f"{GROUP}/{VERSION}", "kind": "ResourceFlavor",
+                            "metadata": {"name": self.typed_hold_flavor(value, typ), "labels": dict(MANAGED)},
+                            "spec": {"nodeLabels": {self.cfg.hold_label: value, **select},
+                                     "tolerations": [{"key": self.cfg.hold_label, "operator": "Equal",
+                                                      "value": value, "effect": "NoSchedule"}]}})
+        return out
+
+    def _groups(self, flavors: Callable[[str], list[dict]]) -> list[dict]:
+        """The resource groups of a queue or Cohort: one for the GPU resource over the models' flavors
+        (`flavors(type)`: that type's entries, in order), then one per MIG profile (its own resource)."""
+        out = []
+        if self.types:
+            out.append({"coveredResources": [self.cfg.gpu_resource],
+                        "flavors": [f for t in self.types for f in flavors(t)]})
+        for t in self.mig_types:
+            out.append({"coveredResources": [self.resource_of(t)], "flavors": flavors(t)})
+        return out
+
+    def _typed_quota(self, flavor: str, typ: str, nominal: int, **limits: int) -> dict:
+        return {"name": flavor, "resources": [{"name": self.resource_of(typ), "nominalQuota": int(nominal),
+                                               **limits}]}
+
+    def typed_objects(self, plan: Plan) -> list[tuple[str, dict]]:
+        """objects() for a mixed fleet: every GPU flavor once per type (module docstring)."""
+        q = self.typed_quotas(plan)
+        pooled = self.pooled(plan)
+
+        def cohort(name: str, groups: list[dict]) -> dict:
+            return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Cohort",
+                    "metadata": {"name": name, "labels": dict(MANAGED)},
+                    "spec": {"parent": self.cfg.cohort, "resourceGroups": groups}}
+
+        def queue(name: str, nss: list[str], groups: list[dict], where: str | None = None) -> dict:
+            body = self._cluster_queue(name, nss, [], where)
+            body["spec"]["resourceGroups"] = groups
+            return body
+
+        pool = self._held_by_type.get(POOL_VALUE, {})
+        out: list[tuple[str, dict]] = [("resourceflavors", rf) for rf in self.typed_resource_flavors()]
+        out.append(("cohorts", cohort(self.queue_name("normal"), self._groups(lambda t: [
+            self._typed_quota(self.type_flavor(t), t, q["normal"][t], borrowingLimit=0)]))))
+        out.append(("cohorts", cohort(self.queue_name("pool"), self._groups(lambda t: [
+            self._typed_quota(self.typed_hold_flavor(POOL_VALUE, t), t, pool.get(t, 0), lendingLimit=0)]))))
+        for tier in ("high", "low"):
+            nss = [ns for t, ns in self.ns_of.items() if tier == "low" or self.tier_of.get(t) == tier]
+            out.append(("clusterqueues", queue(self.queue_name(tier), nss, self._groups(lambda t: [
+                self._typed_quota(self.type_flavor(t), t, q[tier][t])]))))
+        for tenant in self.holders:
+            value = name_part(tenant)
+            mine = self._held_by_type.get(value, {})
+            is_pooled = tenant in pooled
+            if is_pooled:
+                where = self.queue_name("pool")
+            else:
+                where = self.queue_name("normal") if self.tier_of.get(tenant) == "normal" else self.cfg.cohort
+
+            def order(kind: str, ts: list[str]) -> list[dict]:
+                out_: list[dict] = []
+                for t in ts:
+                    if kind == "hold":
+                        out_.append(self._typed_quota(self.typed_hold_flavor(value, t), t, mine.get(t, 0),
+                                                      lendingLimit=0))
+                    elif kind == "pool" and is_pooled:
+                        out_.append(self._typed_quota(self.typed_hold_flavor(POOL_VALUE, t), t, 0))
+                    elif kind == "unheld":
+                        out_.append(self._typed_quota(self.type_flavor(t), t, 0))
+                return out_
+
+            # per group: its holds first (types in [fleet] order), then the pool's, then the unheld flavors
+            groups = []
+            if self.types:
+                groups.append({"coveredResources": [self.cfg.gpu_resource], "flavors": [
+                    *order("hold", self.types), *order("pool", self.types), *order("unheld", self.types)]})
+            for t in self.mig_types:
+                groups.append({"coveredResources": [self.resource_of(t)], "flavors": [
+                    *order("hold", [t]), *order("pool", [t]), *order("unheld", [t])]})
+            out.append(("clusterqueues", queue(self.tenant_queue(tenant), [self.ns_of[tenant]], groups, where)))
+        out += [("localqueues", lq) for lq in self.local_queues()]
+        return out
+
     def objects(self, plan: Plan, held: dict[str, int], pool_held: int = 0) -> list[tuple[str, dict]]:
         """Every object the plan asks for, as (plural, body), in the order they must exist."""
+        if self.all_types:
+            return self.typed_objects(plan)
         q = self.quotas(plan, held, pool_held)
         pooled = self.pooled(plan)
         return ([("resourceflavors", rf) for rf in self.resource_flavors()]
@@ -325,10 +487,21 @@ class KueueActuator:
         wanted[POOL_VALUE] = sum(int(plan.reservations.get(t, 0)) for t in pooled)
         members = {name_part(t): {t} for t in self.holders} | {POOL_VALUE: pooled}
         job_gpus = {name_part(t): plan.job_gpus((t,)) for t in self.holders} | {POOL_VALUE: plan.job_gpus(pooled)}
-        held = self.nodes.apply(rep, wanted, freed, members, job_gpus)
+        by_type = None
+        if self.all_types and plan.holds_by_type:  # a mixed fleet: each hold's GPUs on nodes of each type
+            by_type = {name_part(t): {k: int(v) for k, v in plan.holds_by_type.get(t, {}).items()}
+                       for t in self.holders if t not in pooled and t in plan.holds_by_type}
+            pool: dict[str, int] = {}
+            for t in pooled:
+                for k, v in plan.holds_by_type.get(t, {}).items():
+                    pool[k] = pool.get(k, 0) + int(v)
+            if pool:
+                by_type[POOL_VALUE] = pool
+        held = self.nodes.apply(rep, wanted, freed, members, job_gpus, by_type=by_type)
         if held is not None:  # None: nodes unreadable, nothing changed; the queues keep the last known holds
             self._held = {t: held[name_part(t)] for t in self.holders}
             self._pool_held = held[POOL_VALUE]
+            self._held_by_type = dict(self.nodes.held_by_type)
         objs = self.objects(plan, self._held, self._pool_held)
         if not self._swept:
             self.sweep(rep, objs)
@@ -349,6 +522,7 @@ class KueueActuator:
         self.nodes.release_all(rep)  # also nodes an earlier run held, when this one never applied a plan
         self._held = {t: 0 for t in self.holders}
         self._pool_held = 0
+        self._held_by_type = {}
         if self._last is None:
             return
         plan = dataclasses.replace(self._last, reservations={}, preemptions=())
@@ -358,6 +532,14 @@ class KueueActuator:
 
     def cluster_jobs(self, tenants: tuple[str, ...]) -> Jobs:
         return self.pods.cluster_jobs(tenants)
+
+    @property
+    def unknown_types(self) -> list[str]:
+        """Model names (product labels, MIG resources) that match no [fleet] type or alias: kept as unknown."""
+        names = set(self.pods.resolver.unmatched) if self.pods.resolver is not None else set()
+        if self.nodes.resolver is not None:
+            names |= self.nodes.resolver.unmatched
+        return sorted(names)
 
     def cluster_nodes(self, tenants: tuple[str, ...]) -> Nodes:
         """The nodes with this actuator's holds (hold_label) read back; see view.py."""

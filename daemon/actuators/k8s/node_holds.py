@@ -34,7 +34,9 @@ from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators import whole_nodes
 from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard
+from daemon.actuators.k8s import flavors
 from daemon.actuators.k8s.objects import evictable, gpu_quantity, name_part, node_usable, pod_gpus, priority_class_name
+from daemon.config.fleet import TypeResolver
 
 
 @dataclass(frozen=True)
@@ -46,11 +48,13 @@ class HoldNode:
     holder: str | None         # our label's value, None when not held by us
     resource_version: str
     taints: tuple[dict, ...]   # every taint, as sent back to the API
+    gpu_type: str = ""         # a mixed fleet: the node's GPU type (flavors.node_type); "" when untyped
 
 
 class NodeHolds:
     def __init__(self, api_client: k8s.ApiClient, *, label: str, gpu_resource: str, tenants_ns: dict[str, str],
-                 shrink_delay_s: float, dry_run: bool, clock: Callable[[], float] = time.monotonic) -> None:
+                 shrink_delay_s: float, dry_run: bool, clock: Callable[[], float] = time.monotonic,
+                 resolver: TypeResolver | None = None) -> None:
         self.api = api_client
         self.core = k8s.CoreV1Api(api_client)
         self.label = label
@@ -60,6 +64,10 @@ class NodeHolds:
         self.dry_run = dry_run
         self.clock = clock
         self._fewer_since: dict[str, float] = {}
+        self.resolver = resolver  # a mixed fleet: holds per GPU type on nodes of that type; None: any node
+        self.held_by_type: dict[str, dict[str, int]] = {}  # hold value -> {type: GPUs on its nodes}, last apply
+        self.products: dict[str, str] = {}  # GPU type -> its nodes' product label value, as last read
+        self.capacity_by_type: dict[str, int] = {}  # GPU type -> GPUs of its usable nodes, as last read
         self.guard: FenceGuard = NO_FENCE  # the Kueue actuator's (use_fence): raises FencingLost before a patch
 
     # ---- reading ---------------------------------------------------------------------------------
@@ -74,7 +82,7 @@ class NodeHolds:
         low = priority_class_name("low")
         for p in pods:
             node = p.spec.node_name
-            g = pod_gpus(p, self.resource)
+            g = pod_gpus(p, self.resource) + (flavors.pod_mig_gpus(p) if self.resolver is not None else 0)
             if not node or not g:
                 continue
             used[node] = used.get(node, 0) + g
@@ -89,10 +97,15 @@ class NodeHolds:
         nodes = []
         for n in nodes_raw:
             taints = tuple(self.api.sanitize_for_serialization(t) for t in (n.spec.taints or []))
-            nodes.append(HoldNode(n.metadata.name, gpu_quantity((n.status.allocatable or {}).get(self.resource, 0)),
-                                  used.get(n.metadata.name, 0), node_usable(n, self.label),
+            typ = flavors.node_type(self.resolver, n) if self.resolver is not None else ""
+            product = (n.metadata.labels or {}).get(flavors.PRODUCT_LABEL)
+            if typ and product:
+                self.products.setdefault(typ, product)
+            gpus = (flavors.node_gpus(n, self.resource, typ) if typ
+                    else gpu_quantity((n.status.allocatable or {}).get(self.resource, 0)))
+            nodes.append(HoldNode(n.metadata.name, gpus, used.get(n.metadata.name, 0), node_usable(n, self.label),
                                   (n.metadata.labels or {}).get(self.label), n.metadata.resource_version or "",
-                                  taints))
+                                  taints, typ))
         return nodes, by_tenant, firm
 
     # ---- choosing --------------------------------------------------------------------------------
@@ -107,15 +120,37 @@ class NodeHolds:
         current = whole_nodes.usable(nodes, current, firm, job_gpus)
         return whole_nodes.pick(whole_nodes.rank(nodes, current, firm, score), current, gpus, keep)
 
+    def choose_typed(self, nodes: list[HoldNode], current: set[str], gpus: int, mine: dict[str, int],
+                     freed: dict[str, int], firm: dict[str, int], keep: bool, job_gpus: int = 1,
+                     by_type: dict[str, int] | None = None) -> list[str]:
+        """`choose`, per GPU type when the hold is typed (`by_type`: type -> GPUs): each type's GPUs in whole
+        nodes of that type. While a shrink waits (`keep`), current nodes of a type no longer held stay too."""
+        if not by_type:
+            return self.choose(nodes, current, gpus, mine, freed, firm, keep, job_gpus)
+        out: set[str] = set()
+        for typ, g in sorted(by_type.items()):
+            if g <= 0:
+                continue
+            of_type = [n for n in nodes if n.gpu_type == typ]
+            names = {n.name for n in of_type}
+            out |= set(self.choose(of_type, current & names, g, mine, freed, firm, keep, job_gpus))
+        if keep:
+            typ_of = {n.name: n.gpu_type for n in nodes}
+            out |= {c for c in current if typ_of.get(c) not in by_type}
+        return sorted(out)
+
     # ---- doing it --------------------------------------------------------------------------------
     def apply(self, rep: ActionReport, wanted: dict[str, int], freed: dict[str, int],
               members: dict[str, set[str]] | None = None,
-              job_gpus: dict[str, int] | None = None) -> dict[str, int] | None:
+              job_gpus: dict[str, int] | None = None,
+              by_type: dict[str, dict[str, int]] | None = None) -> dict[str, int] | None:
         """Hold `wanted` GPUs as whole nodes, per hold: its label value (``name_part`` of a tenant, or a pool's
         value) -> GPUs. `members`: per hold, the tenants whose pods are its own (default: the tenant whose
         ``name_part`` the value is); `job_gpus`: per hold, the GPUs of the job it is sized for (default 1). Returns
         the GPUs each hold's nodes now hold (what its hold flavor may admit), or None when the nodes could not be
-        read (nothing was changed)."""
+        read (nothing was changed). `by_type`: per hold, GPUs per GPU type (a mixed fleet): each type's on nodes
+        of that type only; a hold not in it takes any node. The GPUs held per (hold, type) are then in
+        ``held_by_type``."""
         try:
             nodes, by_tenant, firm_of = self.read()
         except ApiException as exc:
@@ -135,9 +170,15 @@ class NodeHolds:
         for n in strays:  # held for a tenant that is not configured (any more): let it go now
             self._patch(rep, n, None, f"release {n.name}: held for {n.holder!r}, not a tenant that may hold")
         size = {n.name: n.gpus for n in nodes}
+        if self.resolver is not None:
+            self.capacity_by_type = {}
+            for n in nodes:
+                if n.usable:
+                    self.capacity_by_type[n.gpu_type] = self.capacity_by_type.get(n.gpu_type, 0) + n.gpus
         taken = {n for names in held.values() for n in names}
         now = self.clock()
         result: dict[str, int] = {}
+        self.held_by_type = {}
         for t in sorted(wanted):
             gpus, current = wanted[t], held[t]
             # a node that went NotReady, was cordoned or got a foreign taint leaves the hold (as in the simulator)
@@ -153,8 +194,9 @@ class NodeHolds:
                     for n, g in per_node.items():
                         firm[n] = firm.get(n, 0) + g
             jg = (job_gpus or {}).get(t, 1)
-            need = (self.choose(free_nodes, current, gpus, mine, freed, firm, keep=False, job_gpus=jg)
-                    if gpus > 0 else [])
+            typed = (by_type or {}).get(t)
+            need = (self.choose_typed(free_nodes, current, gpus, mine, freed, firm, keep=False, job_gpus=jg,
+                                      by_type=typed) if gpus > 0 else [])
             ok = {n.name for n in free_nodes}
             fewer = sum(size[n] for n in need) < sum(size[n] for n in current if n in ok)
             if fewer:
@@ -165,8 +207,8 @@ class NodeHolds:
             else:
                 self._fewer_since.pop(t, None)
                 may_shrink = True
-            target = set(need) if may_shrink else set(self.choose(free_nodes, current, gpus, mine, freed, firm,
-                                                                              keep=True, job_gpus=jg))
+            target = set(need) if may_shrink else set(self.choose_typed(free_nodes, current, gpus, mine, freed,
+                                                                        firm, keep=True, job_gpus=jg, by_type=typed))
             if gpus > sum(size[n] for n in target):
                 rep.actions.append(f"node hold {t}: only {len(target)} usable nodes for {gpus} GPUs")
             now_held = set(current)
@@ -178,6 +220,11 @@ class NodeHolds:
                     now_held.add(n)
             taken |= now_held
             result[t] = sum(size[n] for n in now_held)
+            typ_of = {n.name: n.gpu_type for n in nodes}
+            per: dict[str, int] = {}
+            for n in now_held:
+                per[typ_of[n]] = per.get(typ_of[n], 0) + size[n]
+            self.held_by_type[t] = per
         return result
 
     def release_all(self, rep: ActionReport) -> None:

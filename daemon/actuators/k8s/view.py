@@ -13,6 +13,8 @@ Kubernetes actuator and the Kueue one (which holds nodes with a label and taint,
   such pods being deleted (an eviction's grace period: ``metadata.deletionTimestamp`` set), free once they end.
   Held: our hold label's value (a tenant's ``name_part``: that tenant; the pool's value: HELD_BY_POOL; any
   other: CLOSED).
+- a mixed fleet (a ``resolver`` of [fleet] types): each node's GPU type and each pod's accepted types
+  (flavors.py: the product label, MIG resources, node selector and affinity); MIG instances count as GPUs.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import datetime as dt
 
 import numpy as np
 
+from daemon.actuators.k8s import flavors
 from daemon.actuators.k8s.objects import POOL_VALUE, gpu_quantity, name_part, node_usable, pod_gpus, priority_class_name
+from daemon.config.fleet import TypeResolver
 from daemon.policy.state import CLOSED, HELD_BY_POOL, PRIORITY, UNHELD, Jobs, Nodes
 
 TIER_OF_CLASS = {priority_class_name(t): t for t in PRIORITY}
@@ -33,7 +37,7 @@ def _seconds_since(when, now: dt.datetime) -> float:
 
 
 def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenants: tuple[str, ...],
-                 now: dt.datetime | None = None) -> Jobs:
+                 now: dt.datetime | None = None, resolver: TypeResolver | None = None) -> Jobs:
     now = now or dt.datetime.now(dt.timezone.utc)
     index = {t: i for i, t in enumerate(tenants)}
     rows = []
@@ -42,25 +46,31 @@ def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenant
         phase = p.status.phase if p.status else None
         if t not in index or phase not in ("Pending", "Running") or p.metadata.deletion_timestamp is not None:
             continue
-        g = pod_gpus(p, resource)
+        g = pod_gpus(p, resource) + (flavors.pod_mig_gpus(p) if resolver is not None else 0)
         if g <= 0:
             continue
         run = phase == "Running" and bool(p.spec.node_name)
-        rows.append((f"{p.metadata.namespace}/{p.metadata.name}", index[t], g,
+        rows.append((flavors.pod_accepts(resolver, p) if resolver is not None else None,
+                     f"{p.metadata.namespace}/{p.metadata.name}", index[t], g,
                      PRIORITY[TIER_OF_CLASS.get(p.spec.priority_class_name or "", "normal")], run,
                      _seconds_since(p.status.start_time, now) if run else 0.0,
                      0.0 if run else _seconds_since(p.metadata.creation_timestamp, now),
                      p.spec.node_name if run else ""))
     if not rows:
         return Jobs.empty()
-    ids, ten, gpus, prio, run, rt, wait, node = zip(*rows)
+    acc, ids, ten, gpus, prio, run, rt, wait, node = zip(*rows)
+    accepts = None
+    if resolver is not None:
+        accepts = np.empty(len(acc), dtype=object)
+        accepts[:] = list(acc)
     return Jobs(ids=np.array(ids, dtype=object), tenant=np.array(ten, dtype=np.int64),
                 gpus=np.array(gpus, dtype=np.int64), priority=np.array(prio, dtype=np.int8),
                 running=np.array(run, dtype=bool), runtime_s=np.array(rt, dtype=float),
-                wait_s=np.array(wait, dtype=float), node=np.array(node, dtype=object))
+                wait_s=np.array(wait, dtype=float), node=np.array(node, dtype=object), accepts=accepts)
 
 
-def nodes_view(nodes: list, pods: list, resource: str, tenants: tuple[str, ...], hold_label: str | None) -> Nodes:
+def nodes_view(nodes: list, pods: list, resource: str, tenants: tuple[str, ...], hold_label: str | None,
+               resolver: TypeResolver | None = None) -> Nodes:
     used: dict[str, int] = {}
     going: dict[str, int] = {}
     for p in pods:
@@ -68,13 +78,17 @@ def nodes_view(nodes: list, pods: list, resource: str, tenants: tuple[str, ...],
         if not node or (p.status and p.status.phase in ENDED):
             continue
         book = going if p.metadata.deletion_timestamp is not None else used
-        book[node] = book.get(node, 0) + pod_gpus(p, resource)
+        book[node] = book.get(node, 0) + pod_gpus(p, resource) + (flavors.pod_mig_gpus(p) if resolver else 0)
     holder = {name_part(t): i for i, t in enumerate(tenants)} | {POOL_VALUE: HELD_BY_POOL}
-    names, gpus, draining, free, held = [], [], [], [], []
+    names, gpus, draining, free, held, types = [], [], [], [], [], []
     for n in nodes:
         name = n.metadata.name
         ok = node_usable(n, hold_label)
-        g = gpu_quantity((n.status.allocatable or {}).get(resource, 0)) if ok else 0
+        if resolver is not None:
+            types.append(flavors.node_type(resolver, n))
+            g = flavors.node_gpus(n, resource, types[-1]) if ok else 0
+        else:
+            g = gpu_quantity((n.status.allocatable or {}).get(resource, 0)) if ok else 0
         room = max(g - used.get(name, 0), 0)
         d = min(going.get(name, 0), room)
         value = (n.metadata.labels or {}).get(hold_label) if hold_label else None
@@ -85,4 +99,5 @@ def nodes_view(nodes: list, pods: list, resource: str, tenants: tuple[str, ...],
         held.append(CLOSED if not ok else UNHELD if value is None else holder.get(value, CLOSED))
     return Nodes(names=np.array(names, dtype=object), gpus=np.array(gpus, dtype=np.int64),
                  free=np.array(free, dtype=np.int64), draining=np.array(draining, dtype=np.int64),
-                 held_by=np.array(held, dtype=np.int64))
+                 held_by=np.array(held, dtype=np.int64),
+                 gpu_type=np.array(types, dtype=object) if resolver is not None else None)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, stop_on_fence
+from daemon.actuators.slurm import gres
 from daemon.actuators.slurm.holds import (
     RunningJob,
     SlurmHolds,
@@ -37,6 +38,7 @@ from daemon.actuators.slurm.holds import (
     pool_hold_name,
 )
 from daemon.config import SlurmActuatorConfig, TenantConfig, Tier
+from daemon.config.fleet import FleetConfig, accepts_type
 from daemon.policy.state import CLOSED, HELD_BY_POOL, PRIORITY, UNHELD, Jobs, Nodes
 from daemon.policy.types import Notification, Plan, Preemption
 
@@ -149,7 +151,7 @@ class SlurmActuator:
     name = "slurm"
 
     def __init__(self, cfg: SlurmActuatorConfig, tenants: list[TenantConfig], dry_run: bool = True,
-                 min_runtime_s: float = 0.0, clock=time.monotonic) -> None:
+                 min_runtime_s: float = 0.0, clock=time.monotonic, fleet: FleetConfig | None = None) -> None:
         self.cfg = cfg
         self.dry_run = dry_run
         self.min_runtime_s = min_runtime_s  # policy.preempt_min_runtime_s, re-checked on the live job
@@ -164,10 +166,13 @@ class SlurmActuator:
         self.guard: FenceGuard = NO_FENCE
         self.account_of = {t.name: (t.slurm_account or t.name) for t in tenants}
         self.tenant_of = {acct: t for t, acct in self.account_of.items()}
+        # a mixed fleet ([fleet] types): GPU types from typed GRES and node features (gres.py); None: one model
+        self.resolver = fleet.resolver() if fleet is not None and fleet.typed else None
         self.holds = SlurmHolds(read=self._read, scontrol=self._scontrol, accounts=self.account_of,
                                 tier_of={t.name: t.tier for t in tenants}, tiers=cfg.hold_tiers,
-                                prefix=cfg.hold_name_prefix,
-                                shrink_delay_s=cfg.hold_shrink_delay_s) if cfg.holds else None
+                                prefix=cfg.hold_name_prefix, shrink_delay_s=cfg.hold_shrink_delay_s,
+                                node_type=self._node_type if self.resolver else None) if cfg.holds else None
+        self._reported: set[str] = set()
         self.env = dict(os.environ)
         if cfg.slurm_conf is not None:
             self.env["SLURM_CONF"] = str(cfg.slurm_conf)
@@ -238,6 +243,50 @@ class SlurmActuator:
             raise SlurmError(f"squeue: {r.stderr.strip()}")
         return parse_squeue(r.stdout)
 
+    # ---- GPU types (a mixed fleet) -------------------------------------------------------------
+    def _node_type(self, node) -> str:
+        assert self.resolver is not None
+        return gres.node_type(self.resolver, node.gres, node.features)
+
+    def job_types(self, job_ids: list[str] | None = None) -> dict[str, tuple[str, ...]]:
+        """Job id -> the GPU types it accepts, in order of preference (gres.job_accepts), from squeue's
+        tres-per-node / -job / -task (--gres or --gpus-per-node, --gpus, --gpus-per-task), Feature (--constraint)
+        and Prefer (--prefer; only a pending job has it). One squeue call; ';' ends each field (a constraint holds
+        '|' and '&'), and size 0 keeps squeue from cutting a field."""
+        assert self.resolver is not None
+        args = ["squeue", "-h", "-O", "JobID:0;,tres-per-node:0;,tres-per-job:0;,tres-per-task:0;,Prefer:0;,Feature:0"]
+        if job_ids:
+            args += ["-j", ",".join(job_ids)]
+        r = self._run(*args)
+        if r.returncode != 0:
+            if job_ids and "Invalid job id" in r.stderr:
+                return {}
+            raise SlurmError(f"squeue: {r.stderr.strip()}")
+        out: dict[str, tuple[str, ...]] = {}
+        for line in r.stdout.splitlines():
+            f = line.split(";", 5)
+            if len(f) < 6 or not f[0].strip():
+                continue
+            c = ["" if x.strip() in ("(null)", "N/A") else x.strip() for x in f]
+            tres = ",".join(x for x in c[1:4] if x)
+            out[c[0]] = gres.job_accepts(self.resolver, tres, c[5], c[4])
+        self._report_unmatched()
+        return out
+
+    def _report_unmatched(self) -> None:
+        """Model names no [fleet] type or alias matches: warned once each (they are kept as type unknown)."""
+        if self.resolver is None:
+            return
+        new = self.resolver.unmatched - self._reported
+        if new:
+            log.warning("GPU types not in [fleet] types/aliases, counted as 'unknown': %s", sorted(new))
+            self._reported |= new
+
+    @property
+    def unknown_types(self) -> list[str]:
+        """The model names seen that match no configured type (reported, never dropped)."""
+        return sorted(self.resolver.unmatched) if self.resolver is not None else []
+
     # ---- for the daemon's state ---------------------------------------------------------------
     def cluster_jobs(self, tenants: tuple[str, ...]) -> Jobs:
         """All pending and running jobs as the policy's columnar Jobs (unknown tenants are dropped)."""
@@ -245,6 +294,11 @@ class SlurmActuator:
         now = time.time()
         rows = [j for j in self.jobs() if j.state in ("RUNNING", "PENDING") and self.tenant(j) in index]
         run = np.array([j.state == "RUNNING" for j in rows], dtype=bool)
+        accepts = None
+        if self.resolver is not None:
+            types = self.job_types()
+            accepts = np.empty(len(rows), dtype=object)
+            accepts[:] = [types.get(j.job_id, ()) for j in rows]
         return Jobs(ids=np.array([j.job_id for j in rows], dtype=object),
                     tenant=np.array([index[self.tenant(j)] for j in rows], dtype=np.int64),
                     gpus=np.array([j.total_gpus for j in rows], dtype=np.int64),  # a 2-node job: both nodes' GPUs
@@ -253,7 +307,7 @@ class SlurmActuator:
                     # pending time drives anti-starvation; a requeued job's clock restarts at its requeue
                     wait_s=np.array([0.0 if r or not np.isfinite(j.submitted) else max(0.0, now - j.submitted)
                                      for j, r in zip(rows, run)]),
-                    node=np.array([j.nodes for j in rows], dtype=object))
+                    node=np.array([j.nodes for j in rows], dtype=object), accepts=accepts)
 
     def cluster_nodes(self, tenants: tuple[str, ...]) -> Nodes:
         """Every node slurmctld knows, as the policy's Nodes (raises SlurmError when slurmctld does not answer).
@@ -294,8 +348,12 @@ class SlurmActuator:
         room = np.maximum(gpus - np.array([n.gpus_used for n in nodes], dtype=np.int64), 0)
         draining = np.minimum(np.array([completing.get(n.name, 0) for n in nodes], dtype=np.int64), room)
         held = np.array([holder.get(n.name, UNHELD) for n in nodes], dtype=np.int64)
+        types = None
+        if self.resolver is not None:  # a mixed fleet: each node's GRES type (gres.py), unknown ones reported
+            types = np.array([self._node_type(n) for n in nodes], dtype=object)
+            self._report_unmatched()
         return Nodes(names=np.array([n.name for n in nodes], dtype=object), gpus=gpus, free=room - draining,
-                     draining=draining, held_by=np.where(ok, held, CLOSED))
+                     draining=draining, held_by=np.where(ok, held, CLOSED), gpu_type=types)
 
     def node_names(self) -> set[str]:
         """Every node slurmctld knows, one name each (sinfo -N never prints a range)."""
@@ -353,7 +411,50 @@ class SlurmActuator:
         except SlurmError as exc:
             rep.errors.append(str(exc))
             return
+        if self.resolver is not None:
+            wanted = self._for_a_type_they_take(rep, plan, wanted, live)
         self._preempt_warned(rep, wanted, live, AdminComments(self._run, sorted(live)))
+
+    def _for_a_type_they_take(self, rep: ActionReport, plan: Plan, wanted: dict[str, Preemption],
+                              live: dict[str, SlurmJob]) -> dict[str, Preemption]:
+        """A mixed fleet: only the preemptions that free GPUs of a type the protected tenant can use. What the
+        tenant takes: the types the plan holds for it (Plan.holds_by_type) and those its pending jobs accept
+        (squeue, gres.job_accepts); a pending job that takes any type, or nothing saying which, lets it be. A
+        t4 job is never requeued for a tenant whose jobs all ask for an a100: the freed GPUs would sit idle
+        (the job could not start there) while the t4 job's work is lost. Checked on the live node the job runs
+        on, not the plan's, whatever the policy decided; an unreadable Slurm skips every typed preemption."""
+        protected = {p.for_tenant for p in wanted.values() if p.for_tenant}
+        if not protected:
+            return wanted
+        try:
+            node_type = {n.name: self._node_type(n) for n in parse_nodes(self._read("scontrol", "-d", "-o", "show",
+                                                                                   "nodes"))}
+            pending = [j for j in self.jobs(states="PENDING") if self.tenant(j) in protected]
+            accepts = self.job_types([j.job_id for j in pending]) if pending else {}
+        except SlurmError as exc:
+            rep.errors.append(f"GPU types: {exc}; no preemption for a protected tenant this cycle")
+            return {jid: p for jid, p in wanted.items() if not p.for_tenant}
+        takes: dict[str, set[str]] = {t: {k for k, v in plan.holds_by_type.get(t, {}).items() if v > 0}
+                                      for t in protected}
+        anything: set[str] = set()
+        for j in pending:
+            acc = accepts.get(j.job_id, ())
+            if not acc:
+                anything.add(self.tenant(j))
+            takes[self.tenant(j)].update(acc)
+        out: dict[str, Preemption] = {}
+        for jid, p in wanted.items():
+            job = live.get(jid)
+            where = expand_hostlist(job.nodes) if job is not None and job.nodes else expand_hostlist(p.node)
+            freed = {node_type.get(n, "") for n in where} - {""}
+            t = p.for_tenant
+            if not t or t in anything or not takes.get(t) or not freed or any(accepts_type(tuple(takes[t]), f)
+                                                                              for f in freed):
+                out[jid] = p
+                continue
+            rep.actions.append(f"skip {jid}: it frees {'/'.join(sorted(freed))} GPUs and {t} takes only "
+                               f"{'/'.join(sorted(takes[t]))}")
+        return out
 
     def _preempt_warned(self, rep: ActionReport, wanted: dict[str, Preemption], live: dict[str, SlurmJob],
                         comments: "AdminComments") -> None:

@@ -25,6 +25,10 @@ the site set ResvOverRun=UNLIMITED. So the jobs are first detached from it
 are) and then it is deleted. The same detach is done for jobs on nodes a
 shrinking hold gives back.
 
+A mixed fleet (``Plan.holds_by_type``): a hold's GPUs of each type are taken in whole nodes whose GRES type is
+that type (``choose_typed``), all in the tenant's one reservation; 22.05 has no other way to reserve a GPU model
+(docs/fleet-schedulers.md).
+
 Only reservations whose name starts with the configured prefix are ever touched;
 they are read back from Slurm every cycle, so a hold left by a crash, a failed
 command or an old config is reconciled against the current plan (kept, resized
@@ -131,6 +135,8 @@ class Node:
     state: str
     gpus: int
     gpus_used: int
+    gres: str = ""       # the configured Gres= text (its GPU type: daemon/actuators/slurm/gres.py)
+    features: str = ""   # AvailableFeatures
 
     @property
     def healthy(self) -> bool:
@@ -154,7 +160,8 @@ def parse_nodes(out: str) -> list[Node]:
         kv = parse_kv_line(line)
         if "NodeName" in kv:
             nodes.append(Node(kv["NodeName"], kv.get("State", ""), _gres_gpus(kv.get("Gres", "")),
-                              _gres_gpus(kv.get("GresUsed", ""))))
+                              _gres_gpus(kv.get("GresUsed", "")), kv.get("Gres", ""),
+                              kv.get("AvailableFeatures", "")))
     return nodes
 
 
@@ -176,7 +183,7 @@ class SlurmHolds:
 
     def __init__(self, *, read: Callable[..., str], scontrol: Callable[..., bool], accounts: dict[str, str],
                  tier_of: dict[str, str], tiers: list[str], prefix: str, shrink_delay_s: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, node_type: Callable[[Node], str] | None = None) -> None:
         self.read = read                  # read("scontrol", "-o", "show", "res") -> stdout, raises on failure
         self.scontrol = scontrol          # scontrol(rep, *args) -> ok; records the action (and obeys dry run)
         self.account_of = accounts        # tenant -> Slurm account
@@ -186,6 +193,8 @@ class SlurmHolds:
         self.shrink_delay_s = shrink_delay_s
         self.clock = clock
         self._fewer_since: dict[str, float] = {}  # hold name -> since when it wants fewer nodes
+        # a mixed fleet: the GPU type of a node (its GRES type); None: one model, any node holds any tenant's GPUs
+        self.node_type = node_type
 
     # ---- what the plan asks for ----------------------------------------------------------------
     def hold_name(self, tenant: str) -> str:
@@ -213,6 +222,44 @@ class SlurmHolds:
             out[self.hold_name(t)] = (gpus, (self.account_of[t],))
         out[self.pool_name] = (pool_gpus, tuple(sorted(pool_accounts)))
         return out
+
+    def wanted_by_type(self, plan: Plan) -> dict[str, dict[str, int]]:
+        """hold name -> {GPU type: GPUs}, from the plan's holds per type (``Plan.holds_by_type``; the pool: the sum
+        of its members'). A hold not listed (a one-model plan, or a tenant the plan holds untyped) takes any node."""
+        by_type = getattr(plan, "holds_by_type", None) or {}
+        if self.node_type is None or not by_type:
+            return {}
+        out: dict[str, dict[str, int]] = {}
+        pool: dict[str, int] = {}
+        for t, types in by_type.items():
+            if t not in self.tier_of or self.tier_of[t] not in self.tiers:
+                continue
+            if t in plan.pooled:
+                for typ, g in types.items():
+                    pool[typ] = pool.get(typ, 0) + int(g)
+            else:
+                out[self.hold_name(t)] = {typ: int(g) for typ, g in types.items() if int(g) > 0}
+        if pool:
+            out[self.pool_name] = {typ: g for typ, g in pool.items() if g > 0}
+        return out
+
+    def choose_typed(self, nodes: list[Node], jobs: list[RunningJob], current: tuple[str, ...], gpus: int,
+                     accounts: tuple[str, ...], freed: dict[str, int], others: set[str], keep: bool,
+                     job_gpus: int = 1, by_type: dict[str, int] | None = None) -> list[str]:
+        """`choose`, per GPU type when the hold is typed (`by_type`: type -> GPUs): each type's GPUs in whole
+        nodes of that type only (Slurm 22.05 cannot reserve a GRES type, so the node list is what makes a hold
+        an a100 hold). While a shrink waits (`keep`), the current nodes of a type no longer held stay too."""
+        if not by_type or self.node_type is None:
+            return self.choose(nodes, jobs, current, gpus, accounts, freed, others, keep, job_gpus)
+        typ_of = {n.name: self.node_type(n) for n in nodes}
+        out: list[str] = []
+        for typ, g in sorted(by_type.items()):
+            of_type = [n for n in nodes if typ_of[n.name] == typ]
+            cur = tuple(c for c in current if typ_of.get(c) == typ)
+            out += self.choose(of_type, jobs, cur, g, accounts, freed, others, keep, job_gpus)
+        if keep:
+            out += [c for c in current if typ_of.get(c) not in by_type]
+        return sorted(set(out))
 
     def job_gpus(self, plan: Plan) -> dict[str, int]:
         """hold name -> GPUs of the job it is sized for (the pool: its smallest member's), from the plan."""
@@ -257,6 +304,7 @@ class SlurmHolds:
             rep.errors.append(f"hold: cannot read reservations/nodes: {exc}")
             return
         wanted = self.wanted(plan)
+        typed = self.wanted_by_type(plan)
         job_gpus = self.job_gpus(plan)
         ours = {r.name: r for r in self.ours(all_res)}
         # a hold under the name an earlier version gave a tenant: released below like any stray, and the
@@ -287,18 +335,21 @@ class SlurmHolds:
             later = {n for other in todo[i + 1:] for n in has[other]}
             gpus, accounts = wanted[name]
             target = self._apply_one(rep, name, gpus, accounts, ours.get(name), nodes, jobs, freed,
-                                     foreign | claimed | later, job_gpus.get(name, 1), inherit.get(name, ()))
+                                     foreign | claimed | later, job_gpus.get(name, 1), inherit.get(name, ()),
+                                     typed.get(name))
             claimed |= set(target)
 
     def _apply_one(self, rep: ActionReport, name: str, gpus: int, accounts: tuple[str, ...], mine: Reservation | None,
                    nodes: list[Node], jobs: list[RunningJob], freed: dict[str, int], others: set[str],
-                   job_gpus: int = 1, inherited: tuple[str, ...] = ()) -> list[str]:
+                   job_gpus: int = 1, inherited: tuple[str, ...] = (),
+                   by_type: dict[str, int] | None = None) -> list[str]:
         """`inherited`: the nodes of this tenant's hold under its old name (released just before), where a new
-        hold starts."""
+        hold starts. `by_type`: the hold's GPUs per type in a mixed fleet (nodes of each type only)."""
         current = tuple(n for n in (mine.nodes if mine else inherited) if n not in others)
         account = ",".join(accounts)
         size = {n.name: n.gpus for n in nodes}
-        need_nodes = self.choose(nodes, jobs, current, gpus, accounts, freed, others, keep=False, job_gpus=job_gpus)
+        need_nodes = self.choose_typed(nodes, jobs, current, gpus, accounts, freed, others, keep=False,
+                                       job_gpus=job_gpus, by_type=by_type)
         now = self.clock()
         fewer = gpus <= 0 or sum(size.get(n, 0) for n in need_nodes) < sum(size.get(n, 0) for n in current)
         if fewer and mine is not None:
@@ -309,8 +360,9 @@ class SlurmHolds:
         else:
             self._fewer_since.pop(name, None)
             may_shrink = True
-        target = need_nodes if may_shrink else self.choose(nodes, jobs, current, gpus, accounts, freed, others,
-                                                           keep=True, job_gpus=job_gpus)
+        target = need_nodes if may_shrink else self.choose_typed(nodes, jobs, current, gpus, accounts, freed,
+                                                                 others, keep=True, job_gpus=job_gpus,
+                                                                 by_type=by_type)
         if not target:
             if mine is not None and may_shrink:
                 self._delete(rep, mine, jobs, "the plan holds no GPUs for it now")

@@ -1,0 +1,100 @@
+"""GPU types in Slurm's words: typed GRES on nodes and jobs, node features in job constraints.
+
+A mixed fleet in Slurm (22.05) is typed GRES: a node's ``Gres=gpu:a100:4`` (``scontrol show node``), a job's
+``--gres=gpu:a100:2`` / ``--gpus-per-node=a100:2`` (squeue's tres-per-node ``gres:gpu:a100:2``). A job that
+takes either of two models cannot say so with GRES (one type per request); it asks for an untyped GPU and
+restricts the nodes by feature, ``--constraint="a100|t4"``, and says which it would rather have with
+``--prefer=a100`` (new in 22.05; Slurm uses it when such nodes are free, else the constraint alone). Plain
+``--constraint`` alternatives are not an order: Slurm picks among them by its own node order (best fit, node
+Weight). So what a job accepts, in order of preference, is read from those three:
+
+- a typed GRES request: that type only;
+- an untyped request with a constraint naming GPU types (node features that are configured types or aliases):
+  those types, the preferred ones first, then in the constraint's order;
+- an untyped request with only ``--prefer``: every configured type, the preferred ones first (any type runs it);
+- nothing typed: any type.
+
+Features that are not GPU types (``ib``, ``nvme``) are other constraints and are ignored here. A node's type is
+its GRES type, or (untyped GRES) a node feature that is a configured type; a node that has neither is type
+``unknown`` and its GRES text is reported (daemon.config.fleet).
+
+Pure: parsing only, no Slurm calls.
+"""
+
+from __future__ import annotations
+
+import re
+
+from daemon.config.fleet import ANY, UNKNOWN_TYPE, TypeResolver
+
+_GPU_GRES = re.compile(r"^(?:gres[:/])?gpu(?::([A-Za-z0-9_.-]+))?:(\d+)")
+_FEATURE_SPLIT = re.compile(r"[|&,\[\]()]+")
+
+
+def _parts(text: str) -> list[str]:
+    """Comma-separated GRES entries; commas inside a ``(S:0-1)`` / ``(IDX:0,2)`` suffix do not split."""
+    return [p.strip() for p in re.split(r",(?![^()]*\))", text or "") if p.strip()]
+
+
+def gres_gpu_types(text: str) -> dict[str, int]:
+    """GPUs per GRES type in a node's ``Gres=`` or a job's tres-per-node: ``gpu:a100:4(S:0-1),gpu:t4:2`` ->
+    ``{"a100": 4, "t4": 2}``; an untyped ``gpu:4`` / ``gres:gpu:2`` is under ``""``. Not a GPU (``gres:nvme:1``):
+    not counted."""
+    out: dict[str, int] = {}
+    for part in _parts(text):
+        m = _GPU_GRES.match(part)
+        if m and not (m.group(1) or "").isdigit():
+            typ = m.group(1) or ""
+            out[typ] = out.get(typ, 0) + int(m.group(2))
+    return out
+
+
+def known_type(resolver: TypeResolver, name: str) -> str | None:
+    """The configured type `name` is (a type or an alias), None when it is none: a node feature or constraint
+    term that is not a GPU type is another constraint, not an unknown GPU, so it is not reported."""
+    before = set(resolver.unmatched)
+    typ = resolver(name)
+    if typ == UNKNOWN_TYPE:
+        resolver.unmatched.intersection_update(before)
+        return None
+    return typ
+
+
+def feature_terms(expr: str) -> list[str]:
+    """The feature names in a ``--constraint`` / ``--prefer`` expression, in order: ``[a100|t4]&ib`` ->
+    ``["a100", "t4", "ib"]`` (a ``*2`` node count is dropped)."""
+    if not expr or expr.strip() in ("(null)", "N/A"):
+        return []
+    return [t.split("*")[0].strip() for t in _FEATURE_SPLIT.split(expr) if t.split("*")[0].strip()]
+
+
+def node_type(resolver: TypeResolver, gres: str, features: str = "") -> str:
+    """A node's GPU type: its GRES type (the one with most GPUs when it has several), else a feature that is a
+    configured type, else ``unknown`` (reported with the node's GRES text)."""
+    typed = {t: n for t, n in gres_gpu_types(gres).items() if t}
+    if typed:
+        return resolver(max(sorted(typed), key=lambda t: typed[t]))
+    for f in feature_terms(features):
+        t = known_type(resolver, f)
+        if t is not None:
+            return t
+    return resolver(f"untyped gres {gres or '(none)'}")
+
+
+def job_accepts(resolver: TypeResolver, tres_per_node: str, features: str = "", prefer: str = "") -> tuple[str, ...]:
+    """The types a job accepts, in order of preference (module docstring); ``ANY`` when it names none."""
+    typed = [t for t in gres_gpu_types(tres_per_node) if t]
+    if typed:
+        out: list[str] = []
+        for t in typed:
+            r = resolver(t)  # a typed request for a model nobody configured is reported, and runs nowhere held
+            if r not in out:
+                out.append(r)
+        return tuple(out)
+    allowed = [t for t in (known_type(resolver, f) for f in feature_terms(features)) if t is not None]
+    preferred = [t for t in (known_type(resolver, f) for f in feature_terms(prefer)) if t is not None]
+    if not allowed and not preferred:
+        return ANY
+    pool = allowed or list(resolver.types)
+    order = [t for t in preferred if t in pool] + pool
+    return tuple(dict.fromkeys(order))
