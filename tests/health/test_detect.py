@@ -8,6 +8,7 @@ import pytest
 from daemon.config import HealthConfig
 from daemon.health.detect import detect, trailing_run
 from daemon.health.types import GpuTrace, Telemetry
+from tests.conftest import assert_promtool_rules
 
 STEP = 60.0
 N = 90          # 90 one-minute steps
@@ -144,3 +145,7 @@ def test_config_refuses_an_action_threshold_before_the_warning_and_overlapping_x
         HealthConfig(idle_warn_minutes=60, idle_action_minutes=30)
     with pytest.raises(ValueError, match="both"):
         HealthConfig(xid_critical=[13, 79])
+
+
+def test_health_alert_rules_pass_promtool():
+    assert_promtool_rules("gpu-autoscaler-health-rules.yml", "gpu-autoscaler-health-rules.test.yml")
