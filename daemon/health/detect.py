@@ -61,6 +61,11 @@ def trailing_run(cond: np.ndarray, present: np.ndarray, step_s: float, max_gap_s
     return Run(minutes, float(first), float(last), first, last)
 
 
+def mins(m: float) -> str:
+    """Minutes as people read them: whole minutes from 10 up, one decimal below."""
+    return f"{m:.0f} min" if m >= 10 else f"{m:.1f} min"
+
+
 def _stack(gpus: list[GpuTrace], field: str) -> np.ndarray:
     return np.vstack([getattr(g, field) for g in gpus])
 
@@ -130,8 +135,8 @@ def detect_job(tel: Telemetry, gpus: list[GpuTrace], cfg: HealthConfig, stale_af
         sl = slice(hung.start, hung.end + 1)
         findings.append(Finding(
             kind="hung", job=job, scheduler=sched, tenant=tenant, gpus=names,
-            summary=f"job {job}: activity under {cfg.hung_activity_max:.0%} on all {len(gpus)} GPU(s) with the "
-                    f"framebuffer held (>= {cfg.hung_fb_min_share:.0%}) for {hung.minutes:.0f} min",
+            summary=f"job {job} hung: activity under {cfg.hung_activity_max:.0%} on all {len(gpus)} GPU(s) with "
+                    f"the framebuffer held (>= {cfg.hung_fb_min_share:.0%}) for {mins(hung.minutes)}",
             **_run_finding(tel, hung, numbers={
                 "max_activity": float(np.nanmax(act[:, sl])),
                 "min_fb_share": float(np.nanmin(share[:, sl])), "gpus": float(len(gpus))})))
@@ -142,8 +147,8 @@ def detect_job(tel: Telemetry, gpus: list[GpuTrace], cfg: HealthConfig, stale_af
             sl = slice(idle.start, idle.end + 1)
             findings.append(Finding(
                 kind="idle", job=job, scheduler=sched, tenant=tenant, gpus=names,
-                summary=f"job {job}: all {len(gpus)} GPU(s) under {cfg.idle_activity_max:.0%} activity for "
-                        f"{idle.minutes:.0f} min",
+                summary=f"job {job} idle: all {len(gpus)} GPU(s) under {cfg.idle_activity_max:.0%} activity "
+                        f"for {mins(idle.minutes)}",
                 **_run_finding(tel, idle, numbers={
                     "mean_activity": float(np.nanmean(act[:, sl])), "max_activity": float(np.nanmax(act[:, sl])),
                     "gpus": float(len(gpus))})))
@@ -185,9 +190,9 @@ def _leak(tel: Telemetry, gpus: list[GpuTrace], share: np.ndarray, cfg: HealthCo
     g0 = gpus[0]
     return Finding(kind="memory_leak", job=g0.job, scheduler=g0.scheduler, tenant=g0.tenant, gpus=_names(g),
                    since=float(t[0]), until=float(t[-1]), minutes=round(cfg.leak_window_minutes, 3),
-                   numbers=nums, summary=f"job {g0.job}: framebuffer rose from {nums['fb_share_start']:.0%} to "
-                   f"{nums['fb_share_now']:.0%} in {cfg.leak_window_minutes:g} min; full in about "
-                   f"{nums['minutes_to_full']:.0f} min")
+                   numbers=nums, summary=f"job {g0.job} memory leak: framebuffer rose from "
+                   f"{nums['fb_share_start']:.0%} to {nums['fb_share_now']:.0%} in {mins(cfg.leak_window_minutes)}; "
+                   f"full in about {mins(nums['minutes_to_full'])}")
 
 
 def _xid_findings(tel: Telemetry, gpus: list[GpuTrace], cfg: HealthConfig) -> list[Finding]:

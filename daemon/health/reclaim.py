@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from daemon.config import Config, Tier
+from daemon.health.detect import mins
 from daemon.health.types import Finding, Scheduler
 
 Verdict = Literal["warn", "requeue", "report", "protected", "over_budget", "unknown_job", "not_running"]
@@ -129,7 +130,7 @@ def decide(findings: list[Finding], jobs: dict[str, JobInfo], cfg: Config,
         first_warning = key not in warned
         if first_warning:
             warned[key] = now
-        when = "" if due is None else (" now" if due == 0 else f" in {due:.0f} min if it stays so")
+        when = "" if due is None else (" now" if due == 0 else f" in {mins(due)} if it stays so")
         plan = {"report": "it is reported only", "warn only": "it is reported only",
                 "requeue": f"it will be requeued{when}"}[action]
         msg = f"{f.summary}; tier {info.tier}: {plan}"
@@ -153,7 +154,7 @@ def decide(findings: list[Finding], jobs: dict[str, JobInfo], cfg: Config,
             budget_gpus -= info.gpus
             budget_jobs -= 1
             reclaimed.add(f.job)
-            reason = f"gpu-autoscaler health: {f.kind} for {f.minutes:.0f} min ({f.summary})"
+            reason = f"health: {f.kind} for {mins(f.minutes)} ({f.summary})"
             reclaims.append(Reclaim(f.job, f.scheduler, info.tenant, info.tier, f.kind, info.gpus, reason))
             outcomes.append(Outcome(f, info.tenant, info.tier, "requeue", action, 0.0,
                                     f"{f.summary}; tier {info.tier}: requeued now"))
