@@ -50,3 +50,12 @@ def check(base: str) -> None:
     narrowed = httpx.get(f"{base}/api/v1/health?tenant=tenant-0002", headers=h(OP)).json()
     assert [o["job"] for o in narrowed["outcomes"]] == ["22"]
     assert httpx.get(f"{base}/api/v1/health").status_code == 401
+    # the console: a tenant's page lists its own findings with the evidence and what happens when, nobody else's
+    page = httpx.get(f"{base}/ui/tenants/tenant-0001", headers=h(T1))
+    assert page.status_code == 200 and "GPU job health" in page.text
+    assert "job 11 idle; it will be requeued in 30 min" in page.text and "max_activity 0" in page.text
+    assert "job 22" not in page.text and "tenant-0002" not in page.text
+    # the cluster page (operator): allocated-but-idle GPUs per tenant and tier, every finding
+    cluster = httpx.get(f"{base}/ui/", headers=h(OP)).text
+    assert "Allocated but idle GPUs" in cluster
+    assert "<td>tenant-0002</td><td>low</td><td class=\"num\">4</td>" in cluster and "job 99 idle" in cluster
