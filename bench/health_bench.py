@@ -35,6 +35,9 @@ from daemon.sim.activity import Activity, ActivityParams  # noqa: E402
 from daemon.sim.cluster import SimCluster  # noqa: E402
 from daemon.sim.workloads import helios  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "bench"))
+import provenance  # noqa: E402  (bench/, next to this script)
+
 TIERS = ("high", "normal", "low")
 
 
@@ -117,8 +120,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
     args = ap.parse_args()
     w = helios(args.data, days=args.days, history_days=0.25)
-    out = {"workload": w.name, "days": args.days, "capacity": w.capacity, "act_steps": args.act_steps,
-           "seed": args.seed, "runs": []}
+    out = {**provenance.started(), "workload": w.name, "days": args.days, "capacity": w.capacity,
+           "act_steps": args.act_steps, "seed": args.seed, "runs": []}
     for s in map(float, args.idle_shares.split(",")):
         p = ActivityParams(idle_share=s)
         t0 = time.perf_counter()
@@ -130,6 +133,7 @@ def main() -> int:
         out["runs"].append(row)
         print(json.dumps({k: row[k] for k in ("idle_share", "dedicated_bound", "without",
                                                     "with_when_waiting", "with_always")}, indent=1))
+    provenance.finished(out)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "health.json").write_text(json.dumps(out, indent=1) + "\n")
     return 0
