@@ -167,6 +167,8 @@ class CycleRunner:
             return []
         from daemon.policy import budget
 
+        if self.health.cfg is not self.cfg:   # a reload replaced the config between cycles
+            self.health.use_config(self.cfg)
         pc, mem, now = self.cfg.policy, self.memory, self.clock()
         avail = budget.refill(mem.budget_gpus, mem.budget_jobs, mem.budget_at, now, state.capacity,
                               pc.preempt_budget_share, pc.preempt_budget_jobs, pc.preempt_budget_window_s)

@@ -76,6 +76,12 @@ class HealthRunner:
         self.memory = HealthMemory()
         self._counted_until: float | None = None   # idle GPU-minutes are counted once per sample
 
+    def use_config(self, cfg: Config) -> None:
+        """A reload: thresholds, actions and queries apply from the next cycle (the Prometheus connection stays)."""
+        self.cfg = cfg
+        if hasattr(self.telemetry, "use_config"):
+            self.telemetry.use_config(cfg)
+
     # ---- pieces ----------------------------------------------------------------------------------------------
     def _jobs(self, state: ClusterState | None) -> dict[str, JobInfo]:
         if state is None or len(state.jobs) == 0:
@@ -154,10 +160,10 @@ class HealthRunner:
                                           and r.job in a.split() for a in rep.actions) for rep in reports)
                 if sent:
                     self.metrics.reclaims.labels(r.kind, r.tier).inc()
-            if log_events is not None:
-                items = [("health_warning", {"tenant": w.tenant, "job_id": w.job, "kind": w.kind,
+            if log_events is not None:   # "finding", not "kind": an event row's kind is the event's
+                items = [("health_warning", {"tenant": w.tenant, "job_id": w.job, "finding": w.kind,
                                              "message": w.message}) for w in d.warnings]
-                items += [("health_reclaim", {"tenant": r.tenant, "job_id": r.job, "kind": r.kind, "gpus": r.gpus,
+                items += [("health_reclaim", {"tenant": r.tenant, "job_id": r.job, "finding": r.kind, "gpus": r.gpus,
                                               "reason": r.reason}) for r in d.reclaims]
                 try:
                     log_events(at, items)

@@ -64,6 +64,11 @@ class JobTelemetrySource:
         self.clock = clock
         self.step_s = float(cfg.cycle.resolution_s)
 
+    def use_config(self, cfg: Config) -> None:
+        """A reload: new queries, labels and thresholds; the connection (URL, TLS, headers) is kept."""
+        self.cfg, self.hc = cfg, cfg.health
+        self.step_s = float(cfg.cycle.resolution_s)
+
     def _range(self, query: str, start: float, end: float) -> list[_MatrixItem]:
         try:
             raw = self.prom.custom_query_range(query, dt.datetime.fromtimestamp(start, dt.timezone.utc),

@@ -136,3 +136,32 @@ def test_a_replica_that_lost_its_lease_tells_nobody_and_evicts_nothing():
         assert evictions(cap) == []
         assert any(r.fenced for r in res.reports)
         assert any(w.startswith("kubernetes: reclaim") for w in fence.asked)
+
+
+@pytest.mark.security
+def test_health_events_are_logged_and_a_tenant_reads_only_its_own(tmp_path):
+    from daemon.state.store import StateStore
+    from daemon.web import views
+    from daemon.web.auth import Principal
+    from daemon.web.backend import Snapshot
+
+    routes = {**ROUTES, ("GET", r"/api/v1/namespaces/serving/pods/infer-1"): (200, pod("serving", "infer-1",
+                                                                                      "gpu-autoscaler-high"))}
+    with capture_server(routes) as capture:
+        runner, act, _, _, clock, telem = setup(capture)
+        telem.idle = {"batch/train-1": 70, "serving/infer-1": 70}
+        st = state(["batch/train-1", "serving/infer-1"])
+        st.jobs.tenant[1], st.jobs.priority[1] = 1, 2          # infer-1 is team-high's, high priority
+        store = StateStore(tmp_path / "s.sqlite")
+        runner.run(st, [act], acting=True, budget=(64.0, 10.0), log_events=store.log_events)
+        clock.t += 60
+        runner.run(st, [act], acting=True, budget=(64.0, 10.0), log_events=store.log_events)
+        rows = store.recent_events(50)
+        kinds = sorted((r["kind"], r["tenant"], r["finding"]) for r in rows)
+        assert kinds == [("health_reclaim", "team-low", "idle"), ("health_warning", "team-high", "idle"),
+                         ("health_warning", "team-low", "idle")]
+        snap = Snapshot(cfg=runner.cfg)
+        mine = views.for_viewer(snap, Principal("alice", "tenant", "team-low"), rows)
+        assert {(e["kind"], e["tenant"]) for e in mine} == {("health_warning", "team-low"),
+                                                            ("health_reclaim", "team-low")}
+        assert "infer-1" not in str(mine)
