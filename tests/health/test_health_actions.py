@@ -165,3 +165,21 @@ def test_health_events_are_logged_and_a_tenant_reads_only_its_own(tmp_path):
         assert {(e["kind"], e["tenant"]) for e in mine} == {("health_warning", "team-low"),
                                                             ("health_reclaim", "team-low")}
         assert "infer-1" not in str(mine)
+
+
+def test_a_job_whose_telemetry_was_refused_is_neither_told_nor_evicted():
+    class Refused(Telem):
+        def read(self, end=None) -> Telemetry:
+            t = super().read(end)
+            why = "3 activity sample(s) on gpu-node-7:0 NaN, infinite, negative or over 1"
+            return Telemetry(t.end, t.step_s, t.n, t.gpus, {"batch/train-1": why})
+
+    with capture_server(ROUTES) as capture:
+        runner, act, _, cap, clock, _ = setup(capture)
+        runner.telemetry = Refused(clock, {"batch/train-1": 80})
+        st = state(["batch/train-1"])
+        for _ in range(3):
+            res = runner.run(st, [act], acting=True, budget=(64.0, 10.0))
+            clock.t += 60
+        assert res.view["outcomes"] == [] and cap.sent == []          # no Event, no eviction, not even a read
+        assert res.view["jobs"][0]["state"] == "rejected" and "NaN" in res.view["jobs"][0]["why"]
