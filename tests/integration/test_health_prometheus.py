@@ -125,6 +125,11 @@ def test_findings_come_out_exactly_and_a_stopped_exporter_is_no_data(tmp_path, r
             for j in ("107", "108"):
                 assert st[j].state == "rejected" and "claimed by jobs 107, 108" in st[j].why
             assert not {f.job for f in found} & {"105", "106", "107", "108"}
+            # a takeover: a new leader's fresh source, with nothing handed over, finds the same from history
+            _, again = detect(JobTelemetrySource(cfg).read(), cfg.health, cfg.cycle.stale_after_s)
+            first = {(f.kind, f.job): f.minutes for f in found}
+            assert {(f.kind, f.job) for f in again} == set(first)
+            assert all(f.minutes >= first[(f.kind, f.job)] for f in again if f.kind == "idle")
 
             node_c.shutdown()
             node_c.server_close()
