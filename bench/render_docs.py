@@ -1361,6 +1361,28 @@ def run(root: Path = ROOT, check: bool = False) -> list[str]:
     return problems
 
 
+@block("health-replay")
+def health_replay() -> str:
+    """bench/health_bench.py: busy utilization with and without idle reclaim, per modelled idle share."""
+    d = load("health.json")
+    rows = []
+    for r in d["runs"]:
+        ded = r["dedicated_bound"]
+        for key, name in (("without", "no reclaim"), ("with_when_waiting", "reclaim when work waits"),
+                          ("with_always", "reclaim always")):
+            x = r[key]
+            u = x["unmet_share"]
+            rows.append([pct(r["idle_share"], 0), name, pct(x["alloc_util"]), pct(x["busy_util"]),
+                         f"{pct(u['high'], 2)} / {pct(u['normal'], 2)} / {pct(u['low'], 2)}", n(x["reclaims"]["low"]),
+                         n(x["lost_gpu_minutes"]), f"{pct(ded['alloc_util'])} / {pct(ded['busy_util'])}"])
+    return "\n".join([
+        f"{d['workload']}, {d['days']:g} days, {n(d['capacity'])} GPUs shared; reclaim after {d['act_steps']} "
+        "idle minutes (low tier only, within the preemption budget).", "",
+        table(["idle share (model)", "run", "allocated", "busy", "unmet high / normal / low", "reclaims",
+               "GPU-minutes lost", "dedicated bound: allocated / busy"], rows), "",
+        source(["health.json"], d)])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="change nothing; exit 1 naming stale or malformed blocks")

@@ -112,6 +112,20 @@ class ListsClusterJobs(Protocol):
 
 
 @runtime_checkable
+class ReclaimsJobs(Protocol):
+    """Can requeue (Slurm) or evict (Kubernetes, Eviction API) jobs the health policy reclaims (daemon/health/)."""
+
+    def reclaim(self, job_ids: list[str], reason: str) -> ActionReport: ...
+
+
+@runtime_checkable
+class CommentsJobs(Protocol):
+    """Can write a note on a job its owner sees (Slurm: the AdminComment, appended)."""
+
+    def comment(self, job_ids: list[str], text: str) -> ActionReport: ...
+
+
+@runtime_checkable
 class ListsClusterNodes(Protocol):
     """Knows where the GPUs are, as the policy's Nodes: per node the healthy GPUs, the free ones, those still
     draining, and whose hold (reservation) the node is in (`held_by`: an index into `tenants`, HELD_BY_POOL,

@@ -19,6 +19,7 @@ from daemon.config.models import (
     ForecastQualityConfig,
     GatewayKeysConfig,
     HAConfig,
+    HealthConfig,
     HistoryConfig,
     KubernetesActuatorConfig,
     KueueActuatorConfig,
@@ -42,8 +43,9 @@ from daemon.config.models import (
 __all__ = [
     "ANY", "DEFAULT_TYPE", "UNKNOWN_TYPE", "FleetConfig", "NodePool", "TypeResolver", "accepts_type",
     "AccessConfig", "AccessToken", "ActuatorsConfig", "ClusterConfig", "Config", "ConfigError", "CycleConfig",
-    "FailoverConfig", "ForecastQualityConfig", "ForecasterConfig", "GatewayKeysConfig", "HAConfig", "HistoryConfig",
-    "KubernetesActuatorConfig", "KueueActuatorConfig", "PolicyConfig", "PrometheusConfig", "RECORDED_QUERIES",
+    "FailoverConfig", "ForecastQualityConfig", "ForecasterConfig", "GatewayKeysConfig", "HAConfig", "HealthConfig",
+    "HistoryConfig", "KubernetesActuatorConfig", "KueueActuatorConfig", "PolicyConfig", "PrometheusConfig",
+    "RECORDED_QUERIES",
     "RateLevel", "RateLimitConfig", "RedisActuatorConfig", "RetrainConfig", "ServerConfig", "SimulatorConfig",
     "SlurmActuatorConfig", "SourceConfig", "StateConfig", "TenantConfig", "Tier", "load_config", "parse_config",
 ]

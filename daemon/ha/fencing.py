@@ -22,7 +22,7 @@ from daemon.policy.types import Notification, Plan
 
 log = logging.getLogger("gpu_autoscaler.actuator.fenced")
 
-MUTATING = ("fence_node", "release_holds")  # optional capabilities that change the cluster
+MUTATING = ("fence_node", "release_holds", "reclaim", "comment")  # optional capabilities that change the cluster
 
 
 class Fence(Protocol):

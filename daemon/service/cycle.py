@@ -82,6 +82,8 @@ class CycleRunner:
         self.may_act: Callable[[], bool] | None = None  # the leader lease (daemon/ha/lease.py); None: always
         self.acting = True  # whether the last cycle's plan went to the actuators (False on a standby)
         self.cycles = 0
+        self.health = None  # daemon/service/health.py HealthRunner; wiring sets it when health.enabled
+        self.last_health: dict | None = None   # its last view, published in the Snapshot
         if self.last_plan is not None:
             log.info("restored last good plan from %s (%d reservations, rate level %d)", self.last_plan.at,
                      len(self.last_plan.reservations), self.memory.rate_level)
@@ -158,6 +160,30 @@ class CycleRunner:
                     log.error("actuator %s: notify: %s", act.name, exc)
         return reports
 
+    def _health(self, state) -> list[ActionReport]:
+        """Job health after the plan (daemon/service/health.py): its reclaims spend what the plan left of the
+        preemption budget, and what they leave goes back into the policy's memory."""
+        if self.health is None:
+            return []
+        from daemon.policy import budget
+
+        if self.health.cfg is not self.cfg:   # a reload replaced the config between cycles
+            self.health.use_config(self.cfg)
+        pc, mem, now = self.cfg.policy, self.memory, self.clock()
+        avail = budget.refill(mem.budget_gpus, mem.budget_jobs, mem.budget_at, now, state.capacity,
+                              pc.preempt_budget_share, pc.preempt_budget_jobs, pc.preempt_budget_window_s)
+        try:
+            res = self.health.run(state, self.actuators, self.acting, avail,
+                                  self.store.log_events if self.store is not None else None)
+        except Exception:  # health must never stop the cycle
+            log.exception("job health step failed")
+            return []
+        self.last_health = res.view
+        if self.acting and (res.budget_gpus, res.budget_jobs) != avail:
+            self.memory = dataclasses.replace(self.memory, budget_gpus=res.budget_gpus, budget_jobs=res.budget_jobs,
+                                              budget_at=now)
+        return res.reports
+
     def _forecast(self, history: pd.DataFrame) -> tuple[Forecast | None, bool]:
         h = self.cfg.cycle.horizon_steps
         try:
@@ -203,7 +229,8 @@ class CycleRunner:
             # a copy: the rolling history's frame is a view whose overlap rows the next cycle refreshes
             history=hist.iloc[-HISTORY_STEPS:].copy() if hist is not None else None,
             quality=q.current().to_dict(), quality_summary=q.summary(), forecaster_note=self.forecaster_note,
-            fallback_error=f.last_error if isinstance(f, WithFallback) else None, cycle=self.cycles)
+            fallback_error=f.last_error if isinstance(f, WithFallback) else None, cycle=self.cycles,
+            health=self.last_health)
 
     def run_once(self) -> CycleResult:
         with self.lock:
@@ -268,6 +295,7 @@ class CycleRunner:
                     log.error("state not saved (%s): the plan is applied and kept in memory; the last saved plan "
                               "stays on disk", exc)
             m.last_good.set(pd.Timestamp(plan.at).timestamp())
+        reports += self._health(state)
         m.observe_plan(plan, fc, self.cfg.policy.lead_time_steps, fell_back, self.cfg.cycle.forget_tenant_after_s)
         dt = time.perf_counter() - t0
         m.cycle_seconds.observe(dt)

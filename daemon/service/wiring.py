@@ -231,6 +231,11 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
                          history=history.frame(HISTORY_STEPS) if history is not None else None)
     if lease is not None:
         runner.may_act = lease.is_leader
+    if cfg.health.enabled and sim is None:
+        from daemon.service.health import HealthRunner
+        from daemon.sources.job_telemetry import JobTelemetrySource
+
+        runner.health = HealthRunner(cfg, JobTelemetrySource(cfg), metrics.registry)
     overrides = Overrides(store, _shared_overrides(lease, cfg),
                           replica=lease.replica_id if lease is not None else None)
     runner.operator_inputs = overrides.cycle_inputs  # under HA: re-read from the lease backend every cycle

@@ -15,6 +15,7 @@ from daemon.state.overrides import BadChange, OverridesUnavailable
 from daemon.web import views
 from daemon.web.auth import Access, Principal
 from daemon.web.backend import Backend, Snapshot
+from daemon.web.health_view import health_for
 from daemon.web.openapi import spec
 
 KIND_RE = re.compile(r"^[a-z][a-z_]{0,39}$")
@@ -177,6 +178,16 @@ def build(backend: Backend, holder: AccessHolder) -> tuple[list[Route], Callable
         rows = backend.events(limit, kind, tenant, before)
         return JSONResponse({"events": views.for_viewer(snap, p, rows)})  # a tenant: its own part of each
 
+    async def health(request: Request, p: Principal) -> Response:
+        """Per-job GPU health (docs/health.md): a tenant token reads its own tenant's rows only."""
+        snap = backend.snapshot()
+        tenant = request.query_params.get("tenant") or None
+        if tenant is not None:
+            bad = check_tenant(snap, p, tenant)
+            if bad is not None:
+                return bad
+        return JSONResponse(health_for(snap, p, tenant))
+
     async def openapi(_: Request, p: Principal) -> Response:
         return JSONResponse(spec())
 
@@ -187,6 +198,7 @@ def build(backend: Backend, holder: AccessHolder) -> tuple[list[Route], Callable
         Route("/api/v1/tenants/{tenant}", guarded(tenant), methods=["GET", "PATCH"]),
         Route("/api/v1/overrides", guarded(overrides_ep, operator=True), methods=["GET", "PATCH"]),
         Route("/api/v1/events", guarded(events)),
+        Route("/api/v1/health", guarded(health)),
         Route("/api/v1/openapi.json", guarded(openapi)),
     ]
     return routes, plan_ep

@@ -50,6 +50,9 @@ class Snapshot:
     forecaster_note: str = ""             # which forecaster is in use and why
     fallback_error: str | None = None     # why the model fell back to its baseline this cycle, if it did
     cycle: int = 0                        # cycles run when it was published (0: before the first)
+    # per-job GPU health (daemon/service/health.py): outcomes with evidence, per-job states, idle GPUs per tenant
+    # and tier; None when health is off or before the first cycle
+    health: Mapping[str, Any] | None = None
 
 
 class OverridesView(Protocol):

@@ -56,6 +56,19 @@ def spec(extra_paths: dict | None = None) -> dict:
             extra={"400": {**_ERR, "description": "bad query parameter; `field` names it"},
                    "404": {**_ERR, "description": "unknown tenant in `tenant`"}}),
         "/api/v1/openapi.json": _get("This description", obj),
+        "/api/v1/health": _get(
+            "Per-job GPU health: idle, hung, leaking and erroring jobs with their evidence (GPUs, window, numbers) "
+            "and what happens when (warn, requeue at the threshold, report only); each job's telemetry state "
+            "(ok, no_data, rejected with why); idle allocated GPUs per tenant and tier. A tenant token sees its "
+            "own tenant's rows only",
+            {"type": "object", "required": ["enabled", "outcomes", "jobs", "idle"], "properties": {
+                "enabled": {"type": "boolean"}, "at": {"type": ["string", "null"]},
+                "error": {"type": ["string", "null"]},
+                "outcomes": {"type": "array", "items": obj}, "jobs": {"type": "array", "items": obj},
+                "idle": {"type": "array", "items": obj}}},
+            params=[{"name": "tenant", "in": "query", "schema": {"type": "string"}}],
+            extra={"400": {**_ERR, "description": "malformed tenant name"},
+                   "404": {**_ERR, "description": "unknown tenant in `tenant`"}}),
     }
     change_errors = {**_AUTH_ERRORS, "400": {**_ERR, "description": "bad change; `field` names it"},
                      "503": {**_ERR, "description": "HA: the shared store of operator changes (the lease backend) "

@@ -28,7 +28,8 @@ def hide_beneficiaries(text: str) -> str:
     return _CLEARED_FOR.sub(r"\1 for protected tenants", text)
 
 
-EVENT_KINDS = ("node_down", "mass_node_failure", "preemption", "notification", "plan_change", "operator_change")
+EVENT_KINDS = ("node_down", "mass_node_failure", "preemption", "notification", "plan_change", "operator_change",
+               "health_warning", "health_reclaim")
 
 
 def num(x: Any) -> float | int | None:
@@ -78,7 +79,8 @@ def _scrubbed(obj: Any, scrub) -> Any:
     return obj
 
 
-TENANT_KINDS = ("node_down", "preemption", "notification", "plan_change", "operator_change")
+TENANT_KINDS = ("node_down", "preemption", "notification", "plan_change", "operator_change", "health_warning",
+                "health_reclaim")
 
 
 def _event_for(row: dict, viewer: str, scrub) -> dict | None:

@@ -168,3 +168,22 @@ def test_importing_the_policy_loads_no_client_library(module):
     res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+HEALTH_MAY = ("daemon.config", "daemon.health", "forecaster.types", "gateway.configfile", "gateway.keys",
+              "gateway.contract")
+
+
+def test_the_health_package_is_pure_like_the_policy():
+    """daemon/health (detectors, findings, reclaim policy) imports only config, forecaster types, numpy and pandas:
+    it is tested on hand-made series and runs the same in the daemon, the simulator and the replay."""
+    allowed_outside = {"numpy", "pandas"} | set(sys.stdlib_module_names) | {"__future__"}
+    bad = defaultdict(list)
+    for m, deps in GRAPH.items():
+        if not _under(m, "daemon.health"):
+            continue
+        for d in deps:
+            ours = d.split(".")[0] in PACKAGES
+            if (ours and not _under(d, *HEALTH_MAY)) or (not ours and d not in allowed_outside):
+                bad[m].append(d)
+    assert "daemon.health.detect" in GRAPH and dict(bad) == {}

@@ -400,6 +400,29 @@ class KubernetesActuator:
                     self._retry[jid] = reason
         return rep
 
+    def reclaim(self, job_ids: list[str], reason: str) -> ActionReport:
+        """Pods the health policy found idle or hung: evicted through the Eviction API with the grace period (a
+        PDB's refusal is reported, not retried: the next cycle decides again on fresh telemetry). DaemonSet and
+        mirror pods and pods outside tenant namespaces are never touched; a pod not running or younger than
+        policy.preempt_min_runtime_s is skipped. Each eviction is fenced."""
+        rep = ActionReport(self.name, self.dry_run)
+        with stop_on_fence(rep):
+            for jid in job_ids:
+                live = self._pod(rep, jid)
+                if live is None or live is RETRY:
+                    continue
+                if live.status.phase != "Running":
+                    rep.actions.append(f"skip {jid}: {live.status.phase}")
+                    continue
+                started = live.status.start_time
+                ran = (dt.datetime.now(dt.timezone.utc) - started).total_seconds() if started is not None else None
+                if ran is not None and ran < self.min_runtime_s:
+                    rep.actions.append(f"skip {jid}: ran {ran:.0f} s, under policy.preempt_min_runtime_s = "
+                                       f"{self.min_runtime_s:g}")
+                    continue
+                self._evict(rep, jid, reason)
+        return rep
+
     def notify(self, notes: list[Notification]) -> ActionReport:
         """One Kubernetes Event per notification in the tenant's namespace, so `kubectl get events` says why."""
         rep = ActionReport(self.name, self.dry_run)

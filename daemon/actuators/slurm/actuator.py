@@ -560,6 +560,46 @@ class SlurmActuator:
                     self._requeue_retry.update({j: (reason, next(self._retry_seq)) for j in job_ids})
         return rep
 
+    # ---- job health (daemon/health/, daemon/service/health.py) ----------------------------------------------
+    def comment(self, job_ids: list[str], text: str) -> ActionReport:
+        """Tell a job's owner in its AdminComment (appended after an admin's, replacing an earlier one of ours;
+        the user's Comment is never touched). Each `scontrol update` is fenced."""
+        rep = ActionReport(self.name, self.dry_run)
+        if not job_ids:
+            return rep
+        with stop_on_fence(rep):
+            comments = AdminComments(self._run, job_ids)
+            for jid in job_ids:
+                self._annotate(rep, jid, text, comments)
+        return rep
+
+    def reclaim(self, job_ids: list[str], reason: str) -> ActionReport:
+        """Requeue jobs the health policy found idle or hung: each re-read live first, and only a running job
+        past policy.preempt_min_runtime_s is requeued, its reason in the AdminComment. Nothing is retried: the
+        next cycle decides again on fresh telemetry."""
+        rep = ActionReport(self.name, self.dry_run)
+        if not job_ids:
+            return rep
+        try:
+            live = {j.job_id: j for j in self.jobs(job_ids)}
+        except SlurmError as exc:
+            rep.errors.append(f"reclaim: {exc}")
+            return rep
+        with stop_on_fence(rep):
+            comments = AdminComments(self._run, job_ids)
+            for jid in job_ids:
+                job = live.get(jid)
+                if job is None or job.state != "RUNNING":
+                    rep.actions.append(f"skip {jid}: {'gone' if job is None else job.state.lower()}, not running")
+                    continue
+                if job.elapsed_s < self.min_runtime_s:
+                    rep.actions.append(f"skip {jid}: ran {job.elapsed_s:.0f} s, under "
+                                       f"policy.preempt_min_runtime_s = {self.min_runtime_s:g}")
+                    continue
+                self._annotate(rep, jid, reason, comments)
+                self._scontrol(rep, "requeue", jid)
+        return rep
+
     def _retry_requeues(self, rep: ActionReport, entries: dict[str, tuple[str, int]]) -> None:
         """Requeue the failed node's jobs an earlier requeue did not move (`entries`: the retry map as this
         pass found it): those still running or suspended on a node that is still down, drained or not

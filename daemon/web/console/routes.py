@@ -24,6 +24,7 @@ from daemon.web.api import KIND_RE, TENANT_RE, AccessHolder, BadInput, int_param
 from daemon.web.auth import COOKIE, Principal
 from daemon.web.backend import Backend, Snapshot
 from daemon.web.console.charts import Band, Chart, Line, forecast_x, series_x
+from daemon.web.health_view import health_for
 
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; "
@@ -194,7 +195,8 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
             stale = redact_text(health["reason"])  # a source error names the source's URL: never its password
         return page(request, "tenant.html", status, who=p, title=name, t=t, chart=tenant_chart(t).svg(), stale=stale,
                     quantile=int(pc.quantile * 100),
-                    lead=pc.lead_time_steps * snap.cfg.cycle.resolution_s // 60, **extra)
+                    lead=pc.lead_time_steps * snap.cfg.cycle.resolution_s // 60,
+                    health=health_for(snap, p, name), **extra)
 
     async def root(request: Request) -> Response:
         p = operator_or_redirect(request)
@@ -207,7 +209,7 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
         notice = "Change saved; it applies at the next cycle." if request.query_params.get("saved") else None
         return page(request, "cluster.html", who=p, title="Cluster", c=c, load_chart=load_chart(c).svg(),
                     band_chart=band_chart(c).svg(), levels=snap.cfg.ratelimits.levels, tenants=shown,
-                    paused=backend.overrides().inputs().paused_all, notice=notice)
+                    paused=backend.overrides().inputs().paused_all, notice=notice, health=health_for(snap, p))
 
     async def login(request: Request) -> Response:
         nxt = request.query_params.get("next", "/ui/")

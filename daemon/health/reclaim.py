@@ -1,0 +1,167 @@
+"""What happens to a finding: tell the tenant, and at the action threshold, reclaim by policy. Pure.
+
+Tiers: a low-priority job's tier is ``low``; any other job's is its tenant's (high or normal). Per tier the config
+says what happens at the action threshold (``health.idle_actions``, ``health.hung_actions``): ``report`` only,
+or ``requeue`` (Slurm requeue; Kubernetes Eviction API with the grace period). Leaks and XIDs are told, never
+acted on here (a leak may still finish; a GPU error is the failover's, daemon/failover/).
+
+Limits, as for preemptions: the job must have run ``policy.preempt_min_runtime_s``; each reclaim spends the
+preemption budget (the GPUs and jobs the cycle's plan left in its token bucket, daemon/policy/budget.py), and
+one the budget cannot pay waits for a later cycle. Nothing acts on a job the scheduler does not list (a job
+label that matches no job), on a job not running, or on a job whose telemetry was refused.
+
+What survives a takeover: the idle and hung minutes are recomputed each cycle from Prometheus' history (nothing
+of them is kept in memory), so a new leader reclaims on the same evidence. Which warnings were sent is kept in
+``HealthMemory`` in memory only; a new leader may send a warning once more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from daemon.config import Config, Tier
+from daemon.health.detect import mins
+from daemon.health.types import Finding, Scheduler
+
+Verdict = Literal["warn", "requeue", "report", "protected", "over_budget", "unknown_job", "not_running"]
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """What the scheduler says of a job this cycle."""
+
+    tenant: str
+    tier: Tier            # "low" for a low-priority job, else its tenant's tier
+    gpus: int
+    running: bool
+    runtime_s: float
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happens to one finding, and when: shown to the tenant with the evidence."""
+
+    finding: Finding
+    tenant: str | None
+    tier: Tier | None
+    verdict: Verdict
+    action: str            # the configured action at the threshold: report | requeue | warn only
+    due_in_minutes: float | None   # minutes until the action threshold (0: now; None: no action comes)
+    message: str
+
+    def to_dict(self) -> dict:
+        return {**self.finding.to_dict(), "tenant": self.tenant, "tier": self.tier, "verdict": self.verdict,
+                "action": self.action, "due_in_minutes": self.due_in_minutes, "message": self.message}
+
+
+@dataclass(frozen=True)
+class Reclaim:
+    job: str
+    scheduler: Scheduler
+    tenant: str
+    tier: Tier
+    kind: str
+    gpus: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Warning_:
+    job: str
+    scheduler: Scheduler
+    tenant: str
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True)
+class HealthMemory:
+    """(job, kind) -> when the tenant was first warned (unix seconds). In memory only (see the module doc)."""
+
+    warned: dict[tuple[str, str], float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcomes: list[Outcome]
+    warnings: list[Warning_]        # new this cycle: send them
+    reclaims: list[Reclaim]         # act on these now
+    budget_gpus: float              # budget left after the reclaims
+    budget_jobs: float
+    memory: HealthMemory
+
+
+def _threshold(kind: str, cfg: Config) -> tuple[float | None, dict[Tier, str] | None]:
+    hc = cfg.health
+    if kind == "idle":
+        return hc.idle_action_minutes, hc.idle_actions
+    if kind == "hung":
+        return hc.hung_action_minutes, hc.hung_actions
+    return None, None
+
+
+def decide(findings: list[Finding], jobs: dict[str, JobInfo], cfg: Config,
+           memory: HealthMemory, now: float, budget_gpus: float, budget_jobs: float) -> Decision:
+    """Outcomes for every finding, the warnings to send and the reclaims to make this cycle.
+
+    Findings are taken longest-idle first so the budget goes to the GPUs idle longest."""
+    min_run = cfg.policy.preempt_min_runtime_s
+    outcomes: list[Outcome] = []
+    warnings: list[Warning_] = []
+    reclaims: list[Reclaim] = []
+    warned = dict(memory.warned)
+    reclaimed: set[str] = set()
+    for f in sorted(findings, key=lambda f: (-f.minutes, f.job, f.kind)):
+        info = jobs.get(f.job)
+        if info is None:
+            outcomes.append(Outcome(f, f.tenant, None, "unknown_job", "none", None,
+                                    f"{f.summary}; the scheduler lists no job {f.job!r} (a job label that matches "
+                                    "no job): nothing is done"))
+            continue
+        if not info.running:
+            outcomes.append(Outcome(f, info.tenant, info.tier, "not_running", "none", None,
+                                    f"{f.summary}; the job is not running: nothing is done"))
+            continue
+        limit, actions = _threshold(f.kind, cfg)
+        action = actions[info.tier] if actions is not None else "warn only"
+        due = None if limit is None or action == "report" else max(0.0, limit - f.minutes)
+        key = (f.job, f.kind)
+        first_warning = key not in warned
+        if first_warning:
+            warned[key] = now
+        when = "" if due is None else (" now" if due == 0 else f" in {mins(due)} if it stays so")
+        plan = {"report": "it is reported only", "warn only": "it is reported only",
+                "requeue": f"it will be requeued{when}"}[action]
+        msg = f"{f.summary}; tier {info.tier}: {plan}"
+        if first_warning and action == "requeue" and due == 0:
+            # never requeued in the cycle that first tells the tenant (a restart or a takeover sees a job idle
+            # past the threshold at once): the warning goes out now, the requeue at the next cycle
+            msg = f"{f.summary}; tier {info.tier}: it will be requeued at the next cycle if it stays so"
+            outcomes.append(Outcome(f, info.tenant, info.tier, "warn", action, due, msg))
+        elif action != "requeue" or due is None or due > 0 or f.job in reclaimed:
+            outcomes.append(Outcome(f, info.tenant, info.tier, "warn" if action == "requeue" else "report",
+                                    action, due, msg))
+        elif info.runtime_s < min_run:
+            outcomes.append(Outcome(f, info.tenant, info.tier, "protected", action, due,
+                                    f"{f.summary}; ran {info.runtime_s:.0f} s, under policy.preempt_min_runtime_s "
+                                    f"= {min_run:g}: not requeued yet"))
+        elif info.gpus > budget_gpus or budget_jobs < 1:
+            outcomes.append(Outcome(f, info.tenant, info.tier, "over_budget", action, due,
+                                    f"{f.summary}; the preemption budget is spent this cycle: requeued when it "
+                                    "refills"))
+        else:
+            budget_gpus -= info.gpus
+            budget_jobs -= 1
+            reclaimed.add(f.job)
+            reason = f"health: {f.kind} for {mins(f.minutes)} ({f.summary})"
+            reclaims.append(Reclaim(f.job, f.scheduler, info.tenant, info.tier, f.kind, info.gpus, reason))
+            outcomes.append(Outcome(f, info.tenant, info.tier, "requeue", action, 0.0,
+                                    f"{f.summary}; tier {info.tier}: requeued now"))
+        if first_warning:
+            warnings.append(Warning_(f.job, f.scheduler, info.tenant, f.kind, msg))
+    # a warning is remembered while its finding lasts: a job that got busy again, or was requeued, is warned
+    # afresh if it goes idle again
+    current = {(f.job, f.kind) for f in findings}
+    warned = {k: v for k, v in warned.items() if k in current and k[0] not in reclaimed}
+    return Decision(outcomes, warnings, reclaims, budget_gpus, budget_jobs, HealthMemory(warned))

@@ -1,0 +1,204 @@
+"""The cycle's job-health step: read per-job telemetry, detect, decide, tell and reclaim (docs/health.md).
+
+Runs after the plan is applied, on every replica (the findings, metrics and the console's view are everyone's);
+only the acting replica tells tenants and reclaims, through the actuators the cycle holds, which under HA are
+fenced (daemon/ha/fencing.py: `notify`, `comment` and `reclaim` each check the lease first, and the Slurm and
+Kubernetes actuators check it again before every command). Reclaims spend the preemption budget the plan left
+(the cycle passes it in and takes back what is left).
+
+A failed telemetry read is no data: no finding, no warning, no reclaim this cycle (the error is in the view and
+`gpuas_health_telemetry_up` is 0).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter as Tally
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+import numpy as np
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from daemon.actuators.base import ActionReport, CommentsJobs, ReclaimsJobs
+from daemon.config import Config
+from daemon.health.detect import detect
+from daemon.health.reclaim import Decision, HealthMemory, JobInfo, decide
+from daemon.health.types import JobStatus, Telemetry
+from daemon.policy.state import PRIORITY, ClusterState
+from daemon.policy.types import Notification
+from daemon.sources.base import SourceError
+
+log = logging.getLogger("gpu_autoscaler.health")
+
+ACTUATOR_OF = {"slurm": "slurm", "kubernetes": "kubernetes"}   # a job's scheduler -> the actuator that acts on it
+
+
+class TelemetryReader(Protocol):
+    def read(self, end: float | None = None) -> Telemetry: ...
+
+
+class HealthMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.idle_gpus = Gauge("gpuas_job_idle_gpus", "GPUs allocated to a job and idle (under "
+                               "health.idle_activity_max) for health.idle_warn_minutes or more", ["tenant", "tier"],
+                               registry=r)
+        self.idle_minutes = Counter("gpuas_idle_gpu_minutes", "GPU-minutes allocated to a job while idle (every "
+                                    "sample under health.idle_activity_max; missing samples do not count)",
+                                    ["tenant", "tier"], registry=r)
+        self.findings = Gauge("gpuas_health_findings", "Jobs with a finding now, by kind (idle, hung, memory_leak, "
+                              "gpu_error, app_xid) and tier", ["kind", "tier"], registry=r)
+        self.warnings = Counter("gpuas_health_warnings", "Tenants told of a finding", ["kind", "tier"], registry=r)
+        self.reclaims = Counter("gpuas_health_reclaims", "Jobs requeued or evicted by the health policy",
+                                ["kind", "tier"], registry=r)
+        self.jobs = Gauge("gpuas_health_jobs", "Jobs seen in per-job telemetry, by state (ok, no_data, rejected)",
+                          ["state"], registry=r)
+        self.up = Gauge("gpuas_health_telemetry_up", "1 when the last per-job telemetry read succeeded", registry=r)
+
+
+@dataclass
+class HealthResult:
+    view: dict[str, Any]                 # what the Snapshot carries (JSON-like)
+    reports: list[ActionReport] = field(default_factory=list)
+    budget_gpus: float = 0.0
+    budget_jobs: float = 0.0
+
+
+class HealthRunner:
+    def __init__(self, cfg: Config, telemetry: TelemetryReader, registry: CollectorRegistry,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.cfg = cfg
+        self.telemetry = telemetry
+        self.metrics = HealthMetrics(registry)
+        self.clock = clock
+        self.memory = HealthMemory()
+        self._counted_until: float | None = None   # idle GPU-minutes are counted once per sample
+
+    def use_config(self, cfg: Config) -> None:
+        """A reload: thresholds, actions and queries apply from the next cycle (the Prometheus connection stays)."""
+        self.cfg = cfg
+        if hasattr(self.telemetry, "use_config"):
+            self.telemetry.use_config(cfg)
+
+    # ---- pieces ----------------------------------------------------------------------------------------------
+    def _jobs(self, state: ClusterState | None) -> dict[str, JobInfo]:
+        if state is None or len(state.jobs) == 0:
+            return {}
+        j = state.jobs
+        out = {}
+        for i in range(len(j)):
+            tenant = state.tenants[int(j.tenant[i])]
+            tier = "low" if int(j.priority[i]) == PRIORITY["low"] else self.cfg.tier_of(tenant)
+            out[str(j.ids[i])] = JobInfo(tenant, tier, int(j.gpus[i]), bool(j.running[i]), float(j.runtime_s[i]))
+        return out
+
+    def _label(self, job: str, fallback: str | None, jobs: dict[str, JobInfo]) -> tuple[str, str]:
+        """(tenant, tier) for metrics: the scheduler's; a job it does not list counts as tenant 'unknown'."""
+        info = jobs.get(job)
+        if info is not None:
+            return info.tenant, info.tier
+        return "unknown", self.cfg.tier_of(fallback) if fallback else "normal"
+
+    def _count_idle_minutes(self, tel: Telemetry, jobs: dict[str, JobInfo]) -> None:
+        t = tel.times()
+        new = t > self._counted_until if self._counted_until is not None else t == t[-1]
+        thr = self.cfg.health.idle_activity_max
+        for g in tel.gpus:
+            if g.job in tel.rejected:
+                continue
+            a = g.activity[new]
+            n = int(np.count_nonzero(np.isfinite(a) & (a < thr)))
+            if n:
+                self.metrics.idle_minutes.labels(*self._label(g.job, g.tenant, jobs)).inc(n * tel.step_s / 60.0)
+        self._counted_until = float(t[-1])
+
+    def _publish(self, statuses: list[JobStatus], d: Decision, jobs: dict[str, JobInfo]) -> None:
+        m = self.metrics
+        idle: Tally = Tally()
+        for s in statuses:
+            if s.state == "ok" and s.idle_gpus:
+                idle[self._label(s.job, s.tenant, jobs)] += s.idle_gpus
+        m.idle_gpus.clear()
+        for (tenant, tier), n in idle.items():
+            m.idle_gpus.labels(tenant, tier).set(n)
+        m.findings.clear()
+        for (kind, tier), n in Tally((o.finding.kind, o.tier or "normal") for o in d.outcomes).items():
+            m.findings.labels(kind, tier).set(n)
+        m.jobs.clear()
+        for state, n in Tally(s.state for s in statuses).items():
+            m.jobs.labels(state).set(n)
+
+    # ---- one cycle -------------------------------------------------------------------------------------------
+    def run(self, state: ClusterState | None, actuators: list, acting: bool, budget: tuple[float, float],
+            log_events: Callable[[str, list[tuple[str, dict]]], None] | None = None) -> HealthResult:
+        now = self.clock()
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+        try:
+            tel = self.telemetry.read()
+        except SourceError as exc:
+            self.metrics.up.set(0)
+            log.error("per-job telemetry unavailable (%s): no health finding, warning or reclaim this cycle", exc)
+            return HealthResult({"at": at, "error": str(exc), "outcomes": [], "jobs": [], "idle": []},
+                                budget_gpus=budget[0], budget_jobs=budget[1])
+        self.metrics.up.set(1)
+        jobs = self._jobs(state)
+        runtime = {k: v.runtime_s for k, v in jobs.items() if v.running}
+        statuses, findings = detect(tel, self.cfg.health, self.cfg.cycle.stale_after_s, runtime)
+        d = decide(findings, jobs, self.cfg, self.memory, now, *budget)
+        self._count_idle_minutes(tel, jobs)
+        self._publish(statuses, d, jobs)
+        reports: list[ActionReport] = []
+        if acting:
+            self.memory = d.memory   # a standby keeps none: the leader's warnings are the leader's
+            reports = self._act(d, actuators)
+            for w in d.warnings:
+                self.metrics.warnings.labels(w.kind, jobs[w.job].tier).inc()
+            for r in d.reclaims:
+                sent = any(rep.ok and any((a.startswith("scontrol requeue ") or a.startswith("evict "))
+                                          and r.job in a.split() for a in rep.actions) for rep in reports)
+                if sent:
+                    self.metrics.reclaims.labels(r.kind, r.tier).inc()
+            if log_events is not None:   # "finding", not "kind": an event row's kind is the event's
+                items = [("health_warning", {"tenant": w.tenant, "job_id": w.job, "finding": w.kind,
+                                             "message": w.message}) for w in d.warnings]
+                items += [("health_reclaim", {"tenant": r.tenant, "job_id": r.job, "finding": r.kind, "gpus": r.gpus,
+                                              "reason": r.reason}) for r in d.reclaims]
+                try:
+                    log_events(at, items)
+                except Exception as exc:  # a failing disk must not stop the cycle
+                    log.error("health events not saved: %s", exc)
+        idle_rows: Tally = Tally()
+        for s in statuses:
+            if s.state == "ok" and s.idle_gpus:
+                idle_rows[self._label(s.job, s.tenant, jobs)] += s.idle_gpus
+        view = {"at": at, "error": None, "window_minutes": self.cfg.health.window_minutes(),
+                "outcomes": [o.to_dict() for o in d.outcomes],
+                "jobs": [{"job": s.job, "tenant": self._label(s.job, s.tenant, jobs)[0], "scheduler": s.scheduler,
+                          "gpus": s.gpus, "state": s.state, "why": s.why, "idle_gpus": s.idle_gpus,
+                          "busy_share": s.busy_share} for s in statuses],
+                "idle": [{"tenant": t, "tier": tier, "idle_gpus": n} for (t, tier), n in sorted(idle_rows.items())]}
+        return HealthResult(view, reports, d.budget_gpus, d.budget_jobs)
+
+    def _act(self, d: Decision, actuators: list) -> list[ActionReport]:
+        reports: list[ActionReport] = []
+        notes = [Notification(w.tenant, f"health_{w.kind}", w.message) for w in d.warnings]
+        for act in actuators:
+            try:
+                if notes:
+                    reports.append(act.notify(notes))
+                mine = [w for w in d.warnings if ACTUATOR_OF[w.scheduler] == act.name]
+                if mine and isinstance(act, CommentsJobs):
+                    for w in mine:
+                        reports.append(act.comment([w.job], w.message))
+                ours = [r for r in d.reclaims if ACTUATOR_OF[r.scheduler] == act.name]
+                if ours and isinstance(act, ReclaimsJobs):
+                    for r in ours:
+                        reports.append(act.reclaim([r.job], r.reason))
+            except Exception as exc:  # one broken actuator must not stop the others
+                reports.append(ActionReport(act.name, act.dry_run, errors=[f"health: {exc}"]))
+        for rep in reports:
+            if rep.errors:
+                log.error("health: actuator %s: %s", rep.actuator, "; ".join(rep.errors))
+        return reports

@@ -1,0 +1,122 @@
+"""How busy each simulated job's GPUs are: a busy share per job that varies over time, with idle stretches and
+hangs, beside the one cluster model (daemon/sim/cluster.py, unchanged: this module only reads its job table and
+reclaims through its `preempt`, the same requeue a preemption is).
+
+Where the shares come from: they are a model, not data. No trace we hold records GPU activity per job or per
+tenant. Helios' per-VC `gpu_utilization` column is *not* a busy share: in every row of all 16 VCs it equals
+`running_gpu_num / total_gpu_num` (GPUs allocated over the VC's quota) to the 3 decimals it is written with (checked
+by tests/sim/test_activity.py on the data when present). So the model is parameterised and every number the replay
+reports is given for the parameters it ran with:
+
+- a running job is busy, idle or hung. Busy: its share is drawn once per run from N(busy_level, busy_spread),
+  clipped to [0.05, 1]; idle: `idle_level` (under the detectors' 5% threshold); hung: 0 (framebuffer held);
+- busy -> idle with a per-step probability chosen so that a tenant's jobs are idle `idle_share[t]` of their running
+  time in the long run, idle -> busy after `mean_idle_steps` on average (geometric); busy -> hung with
+  `hang_per_step`; a hung job stays hung until it is requeued;
+- a requeued job restarts busy (it resumes from its checkpoint; with `restart_clears_idle=False` it resumes in the
+  state it was requeued in). Leaks are not modelled here: framebuffer is not part of the cluster model.
+
+Deterministic per seed: each step draws one uniform number per job slot in job-id order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from daemon.sim.cluster import RUNNING, SimCluster
+
+BUSY, IDLE, HUNG = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class ActivityParams:
+    idle_share: float = 0.25          # long-run share of a job's running time spent idle (per tenant: an array)
+    mean_idle_steps: float = 90.0     # mean length of an idle stretch, steps
+    busy_level: float = 0.8           # mean busy share while busy
+    busy_spread: float = 0.1
+    idle_level: float = 0.01
+    hang_per_step: float = 1e-4       # chance per running step that a busy job hangs
+    restart_clears_idle: bool = True
+
+
+class Activity:
+    def __init__(self, n_tenants: int, params: ActivityParams = ActivityParams(), seed: int = 0,
+                 idle_share: np.ndarray | None = None) -> None:
+        self.p = params
+        self.rng = np.random.default_rng(seed)
+        share = np.full(n_tenants, params.idle_share) if idle_share is None else np.asarray(idle_share, float)
+        if ((share < 0) | (share >= 1)).any():
+            raise ValueError("idle_share must be in [0, 1)")
+        p_out = 1.0 / params.mean_idle_steps
+        # stationary idle share s = p_in / (p_in + p_out)  =>  p_in = p_out * s / (1 - s)
+        self.p_in = np.clip(p_out * share / (1 - share), 0, 1)
+        self.p_out = p_out
+        self.state = np.zeros(0, dtype=np.int8)
+        self.level = np.zeros(0)
+        self.idle_steps = np.zeros(0, dtype=np.int64)   # consecutive steps idle or hung, while running
+        self.started = np.full(0, -1, dtype=np.int64)  # the run each state belongs to (the cluster's start step)
+
+    def _grow(self, n: int) -> None:
+        k = n - self.state.size
+        if k <= 0:
+            return
+        lv = np.clip(self.rng.normal(self.p.busy_level, self.p.busy_spread, k), 0.05, 1.0)
+        self.state = np.r_[self.state, np.zeros(k, dtype=np.int8)]
+        self.level = np.r_[self.level, lv]
+        self.idle_steps = np.r_[self.idle_steps, np.zeros(k, dtype=np.int64)]
+        self.started = np.r_[self.started, np.full(k, -1, dtype=np.int64)]
+
+    def running(self, c: SimCluster) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(job ids, tenants, GPUs) of the running jobs."""
+        live = np.flatnonzero(c.j_state[: c.size] == RUNNING)
+        return c.j_id[live], c.j_tenant[live], c.j_gpus[live]
+
+    def _started_at(self, c: SimCluster, ids: np.ndarray) -> np.ndarray:
+        live = np.flatnonzero(c.j_state[: c.size] == RUNNING)
+        return c.j_started_at[live]
+
+    def step(self, c: SimCluster) -> None:
+        """Advance every running job's state by one step (after the cluster's own step)."""
+        self._grow(c.next_id)
+        ids, ten, _ = self.running(c)
+        began = self._started_at(c, ids)
+        new_run = self.started[ids] != began          # first start, or a restart after a requeue
+        first = self.started[ids] < 0
+        self.started[ids] = began
+        restarted = ids[new_run & ~first]
+        if restarted.size and self.p.restart_clears_idle:
+            self.state[restarted] = BUSY
+            self.idle_steps[restarted] = 0
+        u = self.rng.random(ids.size)
+        st = self.state[ids]
+        go_idle = (st == BUSY) & (u < self.p_in[ten])
+        go_hung = (st == BUSY) & ~go_idle & (u > 1 - self.p.hang_per_step)
+        wake = (st == IDLE) & (u < self.p_out)
+        st = st.copy()
+        st[go_idle] = IDLE
+        st[go_hung] = HUNG
+        st[wake] = BUSY
+        self.state[ids] = st
+        quiet = st != BUSY
+        self.idle_steps[ids] = np.where(quiet, self.idle_steps[ids] + 1, 0)
+
+    def share(self, ids: np.ndarray) -> np.ndarray:
+        st = self.state[ids]
+        return np.where(st == BUSY, self.level[ids], np.where(st == IDLE, self.p.idle_level, 0.0))
+
+    def busy_gpus(self, c: SimCluster) -> float:
+        """Allocation weighted by activity: sum over running jobs of GPUs x busy share."""
+        ids, _, g = self.running(c)
+        return float((g * self.share(ids)).sum()) if ids.size else 0.0
+
+    def idle_jobs(self, c: SimCluster, min_steps: int, tenants: np.ndarray | None = None) -> np.ndarray:
+        """Running jobs idle or hung for `min_steps` or more (of `tenants` when given), longest first: what the
+        health detectors would find in the daemon (the simulator has no missing samples)."""
+        ids, ten, _ = self.running(c)
+        ok = self.idle_steps[ids] >= min_steps
+        if tenants is not None:
+            ok &= np.isin(ten, tenants)
+        sel = ids[ok]
+        return sel[np.argsort(-self.idle_steps[sel], kind="stable")]

@@ -1,0 +1,180 @@
+"""Per-job GPU telemetry from Prometheus: the DCGM exporter's per-GPU series with their job labels.
+
+Kubernetes: the exporter labels a GPU with the pod using it (`pod`, `namespace`, `container`). Slurm: with the
+job from its `--hpc-job-mapping-dir` (`hpc_job`). A series with neither is a free GPU and is skipped. Four range
+queries per cycle (all configurable, [health]): activity (DCGM_FI_PROF_GR_ENGINE_ACTIVE, falling back to
+DCGM_FI_DEV_GPU_UTIL / 100), framebuffer used and free, and the last XID.
+
+What cannot be trusted is refused per job with a clear reason, never guessed at: a NaN, infinite or negative
+sample, an activity over 1, or a GPU claimed by two jobs at the same step (a job mapping file that names a GPU
+twice). Such a job gets no finding, and nothing acts on it. The HTTP goes through prometheus-api-client with the
+same capped session and URL redaction as daemon/sources/prometheus.py.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections import defaultdict
+from typing import Callable
+
+import numpy as np
+import requests
+from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
+from pydantic import StrictStr, TypeAdapter, ValidationError
+from typing_extensions import TypedDict
+from urllib3.util.retry import Retry
+
+from daemon.config import Config
+from daemon.health.types import GpuTrace, Scheduler, Telemetry
+from daemon.sources.base import SourceError
+from daemon.sources.prometheus import CappedSession, ResponseTooLarge
+from daemon.sources.redact import redact_text, redact_url
+
+log = logging.getLogger("gpu_autoscaler.source.job_telemetry")
+
+FIELDS = ("activity", "fb_used", "fb_free", "xid")
+
+
+class _MatrixItem(TypedDict):
+    metric: dict[StrictStr, StrictStr]
+    values: list[tuple[float, StrictStr]]   # NaN allowed here: it is refused per job with a reason
+
+
+_MATRIX = TypeAdapter(list[_MatrixItem])
+
+Key = tuple[str, str, str]   # (job, host, gpu)
+
+
+class JobTelemetrySource:
+    """Reads one window of per-GPU telemetry each cycle: `read()` gives a `Telemetry` (daemon/health/types.py)."""
+
+    def __init__(self, cfg: Config, clock: Callable[[], float] = time.time) -> None:
+        self.cfg = cfg
+        self.hc = cfg.health
+        pc = cfg.source.prometheus
+        self.shown_url = redact_url(pc.url)
+        retry = Retry(total=pc.retries, backoff_factor=0.2, status_forcelist=(500, 502, 503, 504),
+                      allowed_methods=("GET",))
+        session = CappedSession(int(pc.max_response_mb * 2**20))
+        session.verify = not pc.disable_ssl
+        self.prom = PrometheusConnect(url=pc.url, headers=pc.headers or None, disable_ssl=pc.disable_ssl,
+                                      retry=retry, timeout=pc.timeout_s, session=session)
+        self.clock = clock
+        self.step_s = float(cfg.cycle.resolution_s)
+
+    def use_config(self, cfg: Config) -> None:
+        """A reload: new queries, labels and thresholds; the connection (URL, TLS, headers) is kept."""
+        self.cfg, self.hc = cfg, cfg.health
+        self.step_s = float(cfg.cycle.resolution_s)
+
+    def _range(self, query: str, start: float, end: float) -> list[_MatrixItem]:
+        try:
+            raw = self.prom.custom_query_range(query, dt.datetime.fromtimestamp(start, dt.timezone.utc),
+                                               dt.datetime.fromtimestamp(end, dt.timezone.utc), f"{self.step_s:g}s")
+        except ResponseTooLarge as exc:
+            why = str(exc)
+        except requests.exceptions.JSONDecodeError:
+            why = "the answer is not JSON (an HTML error page or a proxy in the way?)"
+        except (requests.RequestException, PrometheusApiClientException) as exc:
+            why = str(exc)[:300]
+        except (KeyError, TypeError, IndexError) as exc:
+            why = f"the answer has no data.result ({type(exc).__name__}: {exc})"
+        else:
+            try:
+                return _MATRIX.validate_python(raw)
+            except ValidationError as exc:
+                e = exc.errors(include_url=False)[0]
+                why = f"malformed range matrix at result.{'.'.join(map(str, e['loc']))}: {e['msg']}"
+        raise SourceError(redact_text(f"prometheus {self.shown_url}: {why} [query {query!r}]"))
+
+    def _job_of(self, labels: dict[str, str]) -> tuple[str, Scheduler, str | None] | None:
+        hc = self.hc
+        if labels.get(hc.slurm_job_label):
+            return labels[hc.slurm_job_label], "slurm", None
+        pod, ns = labels.get(hc.pod_label), labels.get(hc.namespace_label)
+        if pod and ns:
+            return f"{ns}/{pod}", "kubernetes", ns
+        return None
+
+    def read(self, end: float | None = None) -> Telemetry:
+        """One window ending at `end` (default: now, on the step grid) of health.window_minutes()."""
+        hc = self.hc
+        now = self.clock() if end is None else end
+        end = float(np.floor(now / self.step_s) * self.step_s)
+        n = int(round(hc.window_minutes() * 60 / self.step_s)) + 1
+        start = end - (n - 1) * self.step_s
+        grids: dict[str, dict[Key, np.ndarray]] = {}
+        meta: dict[Key, tuple[Scheduler, str | None]] = {}
+        problems: dict[str, list[str]] = defaultdict(list)
+        for name, query in zip(FIELDS, (hc.activity_query, hc.fb_used_query, hc.fb_free_query, hc.xid_query)):
+            grids[name] = self._grid(name, query, start, n, meta, problems)
+        keys = sorted(grids["activity"])   # a GPU without activity is not telemetry of a job
+        self._conflicts(keys, grids["activity"], problems)
+        nan = np.full(n, np.nan)
+        gpus = tuple(GpuTrace(job, meta[(job, host, gpu)][0], meta[(job, host, gpu)][1], host, gpu,
+                              grids["activity"][(job, host, gpu)],
+                              *(grids[f].get((job, host, gpu), nan) for f in ("fb_used", "fb_free", "xid")))
+                     for job, host, gpu in keys)
+        rejected = {job: "; ".join(dict.fromkeys(why)) for job, why in problems.items()}
+        for job, why in rejected.items():
+            log.warning("job %s: telemetry refused, nothing acts on it: %s", job, why)
+        return Telemetry(end, self.step_s, n, gpus, rejected)
+
+    def _grid(self, name: str, query: str, start: float, n: int, meta: dict, problems: dict) -> dict[Key, np.ndarray]:
+        """{(job, host, gpu): values on the grid}; the same GPU of the same job in two series (two scrape jobs
+        of one exporter) is averaged where both have a sample."""
+        hc = self.hc
+        sums: dict[Key, np.ndarray] = {}
+        counts: dict[Key, np.ndarray] = {}
+        for item in self._range(query, start, start + (n - 1) * self.step_s):
+            labels = item["metric"]
+            who = self._job_of(labels)
+            if who is None:
+                continue   # a free GPU
+            job, sched, tenant = who
+            host, gpu = labels.get(hc.host_label, ""), labels.get(hc.gpu_label, "")
+            if not host or not gpu:
+                problems[job].append(f"a {name} series without the {hc.host_label!r} or {hc.gpu_label!r} label")
+                continue
+            ts = np.array([p[0] for p in item["values"]], dtype=float)
+            try:
+                v = np.array([p[1] for p in item["values"]], dtype=float)
+            except ValueError as exc:
+                problems[job].append(f"non-numeric {name} on {host}:{gpu}: {exc}")
+                continue
+            bad = ~np.isfinite(v) | (v < 0) | ((v > 1.0) if name == "activity" else False)
+            if bad.any():
+                first = int(np.argmax(bad))
+                what = "NaN, infinite, negative or over 1" if name == "activity" else "NaN, infinite or negative"
+                problems[job].append(f"{int(bad.sum())} {name} sample(s) on {host}:{gpu} {what} "
+                                     f"(first {float(v[first])!r} at {ts[first]:.0f})")
+                v = np.where(bad, np.nan, v)
+            key = (job, host, gpu)
+            meta.setdefault(key, (sched, tenant))
+            i = np.rint((ts - start) / self.step_s).astype(np.int64)
+            ok = (i >= 0) & (i < n) & np.isfinite(v)
+            s = sums.setdefault(key, np.zeros(n))
+            c = counts.setdefault(key, np.zeros(n))
+            np.add.at(s, i[ok], v[ok])
+            np.add.at(c, i[ok], 1)
+        return {k: np.where(counts[k] > 0, sums[k] / np.maximum(counts[k], 1), np.nan) for k in sums}
+
+    @staticmethod
+    def _conflicts(keys: list[Key], act: dict[Key, np.ndarray], problems: dict) -> None:
+        """A GPU with samples for two jobs at the same step: both jobs are refused (which one uses it is
+        unknown, so neither may be called idle on its numbers)."""
+        by_gpu: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for job, host, gpu in keys:
+            by_gpu[(host, gpu)].append(job)
+        for (host, gpu), jobs in by_gpu.items():
+            if len(jobs) < 2:
+                continue
+            seen = np.vstack([np.isfinite(act[(j, host, gpu)]) for j in jobs])
+            both = seen.sum(axis=0) > 1
+            if both.any():
+                overlap = [j for j, row in zip(jobs, seen) if (row & both).any()]
+                for j in overlap:
+                    problems[j].append(f"GPU {host}:{gpu} is claimed by jobs {', '.join(overlap)} at the same time "
+                                       "(a job mapping file that names a GPU twice?)")

@@ -1,0 +1,83 @@
+"""The reclaim policy: warn first, act at the tier's threshold, within the minimum run time and the budget."""
+
+from __future__ import annotations
+
+from daemon.config import Config
+from daemon.health.reclaim import HealthMemory, JobInfo, decide
+from daemon.health.types import Finding
+
+NOW = 1_800_000_000.0
+
+
+def finding(job: str, minutes: float, kind: str = "idle", gpus: int = 8) -> Finding:
+    return Finding(kind, job, "slurm", None, tuple(f"n1:{i}" for i in range(gpus)), NOW - minutes * 60, NOW,
+                   minutes, {"max_activity": 0.0}, f"job {job}: idle for {minutes:.0f} min")
+
+
+def info(tier="low", gpus=8, running=True, runtime_s=7200.0, tenant="team-a") -> JobInfo:
+    return JobInfo(tenant, tier, gpus, running, runtime_s)
+
+
+CFG = Config()
+
+
+def run(findings, jobs, memory=None, cfg=CFG, budget=(100.0, 10.0), now=NOW):
+    return decide(findings, jobs, cfg, memory or HealthMemory(), now, *budget)
+
+
+def test_a_low_priority_job_is_warned_at_30_minutes_then_requeued_at_60():
+    d = run([finding("1", 35)], {"1": info()})
+    assert [w.job for w in d.warnings] == ["1"] and d.reclaims == []
+    o = d.outcomes[0]
+    assert o.verdict == "warn" and o.due_in_minutes == 25 and "requeued in 25 min" in o.message
+    d2 = run([finding("1", 61)], {"1": info()}, memory=d.memory, now=NOW + 26 * 60)
+    assert [(r.job, r.kind, r.gpus) for r in d2.reclaims] == [("1", "idle", 8)] and d2.warnings == []
+    assert d2.budget_gpus == 92 and d2.budget_jobs == 9
+    assert ("1", "idle") not in d2.memory.warned   # a later idle stretch is warned afresh
+
+
+def test_the_first_cycle_that_sees_a_long_idle_job_warns_and_requeues_only_at_the_next():
+    d = run([finding("1", 90)], {"1": info()})
+    assert d.reclaims == [] and d.outcomes[0].verdict == "warn" and "next cycle" in d.outcomes[0].message
+    assert [r.job for r in run([finding("1", 91)], {"1": info()}, memory=d.memory).reclaims] == ["1"]
+
+
+def test_high_and_normal_tiers_are_reported_only_by_default():
+    mem = HealthMemory({("h", "idle"): NOW - 3600, ("n", "idle"): NOW - 3600})
+    d = run([finding("h", 120), finding("n", 120)], {"h": info("high"), "n": info("normal")}, memory=mem)
+    assert d.reclaims == [] and {o.verdict for o in d.outcomes} == {"report"}
+    assert all(o.due_in_minutes is None for o in d.outcomes)
+
+
+def test_a_job_label_that_matches_no_job_and_a_job_not_running_are_left_alone():
+    mem = HealthMemory({("x", "idle"): NOW - 3600, ("p", "idle"): NOW - 3600})
+    d = run([finding("x", 120), finding("p", 120)], {"p": info(running=False)}, memory=mem)
+    assert d.reclaims == [] and d.warnings == []
+    v = {o.finding.job: o for o in d.outcomes}
+    assert v["x"].verdict == "unknown_job" and "matches no job" in v["x"].message
+    assert v["p"].verdict == "not_running"
+
+
+def test_minimum_run_time_and_the_budget_hold_reclaims_back_longest_idle_first():
+    cfg = Config(policy={"preempt_min_runtime_s": 1800})
+    mem = HealthMemory({(j, "idle"): NOW - 3600 for j in "abc"})
+    jobs = {"a": info(runtime_s=600), "b": info(), "c": info()}
+    d = run([finding("a", 70), finding("b", 65), finding("c", 80)], jobs, memory=mem, cfg=cfg, budget=(8.0, 5.0))
+    v = {o.finding.job: o.verdict for o in d.outcomes}
+    assert v == {"a": "protected", "c": "requeue", "b": "over_budget"}   # c idle longest gets the budget
+    assert [r.job for r in d.reclaims] == ["c"]
+
+
+def test_a_hung_job_is_restarted_by_requeue_and_a_leak_is_only_told():
+    mem = HealthMemory({("h", "hung"): NOW - 3600})
+    d = run([finding("h", 70, kind="hung"), finding("l", 60, kind="memory_leak")],
+            {"h": info(), "l": info()}, memory=mem)
+    assert [(r.job, r.kind) for r in d.reclaims] == [("h", "hung")]
+    leak = next(o for o in d.outcomes if o.finding.kind == "memory_leak")
+    assert leak.verdict == "report" and leak.due_in_minutes is None and [w.job for w in d.warnings] == ["l"]
+
+
+def test_report_only_config_never_reclaims():
+    cfg = Config(health={"idle_actions": {"high": "report", "normal": "report", "low": "report"}})
+    mem = HealthMemory({("1", "idle"): NOW - 3600})
+    assert run([finding("1", 300)], {"1": info()}, memory=mem, cfg=cfg).reclaims == []
