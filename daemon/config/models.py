@@ -49,6 +49,9 @@ class TenantConfig(_Strict):
                                       "and evictions); default: the tenant's name. A `kube-*` namespace is never "
                                       "touched")
     rate_override: float | None = Field(None, gt=0, description="fixed req/s for this tenant, ignores load levels")
+    job_gpus: int | None = Field(None, ge=1, description="GPUs of this tenant's typical job, read only by "
+                                 "`simulate --data/--from-source` (the replay of this cluster's history); default: "
+                                 "its --job-gpus flag, else --default-job-gpus (1)")
 
 
 class CycleConfig(_Strict):

@@ -1,0 +1,194 @@
+"""This cluster's own history as a replay workload (`gpu-autoscaler simulate --data FILE` / `--from-source`).
+
+The history is read exactly as `retrain --data` reads it (daemon.forecasting.retrain.read_history_file: CSV or
+parquet, wide or long), or from the configured source. Tiers and job sizes come from the config's `[[tenants]]`
+(`tier`, `job_gpus`) or from flags for tenants the config does not name; capacity and node size from `[cluster]`.
+The last `days` of the history are replayed; everything before is the forecaster's history and is where the
+forecaster is chosen (as `retrain` chooses, or the quick baseline-only choice the daemon makes at start-up).
+
+Input that would make the replay mean nothing is refused with one line naming the problem (``DataError``).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from daemon.config import Config
+from daemon.forecasting.retrain import DataError, read_history_file
+from daemon.sim.workloads import Workload
+from forecaster.baselines import Forecaster
+
+log = logging.getLogger("gpu_autoscaler.sim.own")
+
+TIERS = ("high", "normal", "low")
+
+
+def parse_pairs(items: Iterable[str], flag: str, kind: str) -> dict[str, str]:
+    """`NAME=VALUE` flags (repeatable) as a dict; the tenant name may itself hold `=` (the last one splits)."""
+    out: dict[str, str] = {}
+    for it in items:
+        name, sep, val = it.rpartition("=")
+        if not sep or not name or not val:
+            raise DataError(f"{flag} wants NAME={kind}, got {it!r}")
+        out[name] = val
+    return out
+
+
+def tenant_settings(cfg: Config, tier_flags: Mapping[str, str], job_flags: Mapping[str, str]
+                    ) -> tuple[dict[str, str], dict[str, int]]:
+    """Tier and job size per named tenant: the config's `[[tenants]]` first, the flags for the others (a flag for
+    a tenant the config names overrides it: the replay asks "what if")."""
+    tiers: dict[str, str] = {t.name: t.tier for t in cfg.tenants}
+    jobs: dict[str, int] = {t.name: t.job_gpus for t in cfg.tenants if t.job_gpus is not None}
+    for n, t in tier_flags.items():
+        if t not in TIERS:
+            raise DataError(f"--tier {n}={t}: the tier is one of {', '.join(TIERS)}")
+        tiers[n] = t
+    for n, g in job_flags.items():
+        try:
+            jobs[n] = int(g)
+        except ValueError:
+            raise DataError(f"--job-gpus {n}={g}: not a whole number of GPUs") from None
+        if jobs[n] < 1:
+            raise DataError(f"--job-gpus {n}={g}: a job has at least 1 GPU")
+    return tiers, jobs
+
+
+def window_steps(days: float, step_s: int) -> int:
+    return int(round(days * 86400 / step_s))
+
+
+def own_workload(frame: pd.DataFrame, cfg: Config, *, days: float, step_s: int, where: str,
+                 tier_flags: Mapping[str, str] | None = None, job_flags: Mapping[str, str] | None = None,
+                 default_job_gpus: int = 1, name: str | None = None) -> tuple[Workload, dict]:
+    """The replay workload of a tenant x time history: the last `days` are measured, the rest is history.
+
+    Tenants the config and the flags do not name are replayed as the daemon treats them (tier normal) with
+    `default_job_gpus`; they are listed in the returned notes. Refused (DataError, one line): no tenant the
+    config or flags know; less than one season (forecaster.season_steps) before the window; total demand above
+    the cluster's GPUs at every step of the window."""
+    tiers, jobs = tenant_settings(cfg, tier_flags or {}, job_flags or {})
+    cols = [str(c) for c in frame.columns]
+    frame = frame.copy()
+    frame.columns = pd.Index(cols, name="tenant")
+    known = [c for c in cols if c in tiers]
+    if not known:
+        named = sorted(tiers)
+        raise DataError(f"{where}: no tenant the config knows: the file has {_some(cols)}; the config and flags name "
+                        f"{_some(named) if named else 'none'} (add [[tenants]] or --tier NAME=TIER)")
+    unknown = [c for c in cols if c not in tiers]
+    season = cfg.forecaster.season_steps
+    measured = window_steps(days, step_s)
+    if measured < 1:
+        raise DataError(f"{where}: --days {days:g} is less than one {step_s} s step")
+    if len(frame) < season + measured:
+        raise DataError(f"{where}: {len(frame) * step_s / 86400:.2f} days of history, the replay needs "
+                        f"{(season + measured) * step_s / 86400:.2f}: a season ({season} steps) before the "
+                        f"{days:g}-day window")
+    gpn = cfg.cluster.gpus_per_node
+    cap = cfg.cluster.gpus
+    demand = np.ceil(frame.astype(float))  # GPUs are whole: a fractional mean still occupies the next GPU up
+    start = len(demand) - measured
+    total = demand.iloc[start:].sum(axis=1, min_count=1).to_numpy(dtype=float)
+    if np.all(np.nan_to_num(total, nan=np.inf) > cap):
+        raise DataError(f"{where}: demand is above the cluster's {cap} GPUs (cluster.gpus) at every step of the "
+                        f"replayed window (least {np.nanmin(total):.0f}): the replay would mean nothing; check "
+                        "cluster.gpus or the file's units")
+    tier_of = tuple(tiers.get(c, "normal") for c in cols)
+    job = np.array([min(max(1, int(jobs.get(c, default_job_gpus))), gpn) for c in cols], dtype=np.int64)
+    clipped = sorted(c for c in cols if jobs.get(c, default_job_gpus) > gpn)
+    w = Workload(name or f"own-{Path(where).stem}", demand, tier_of, job, cap, start, gpus_per_node=gpn)
+    notes = {"tenants_unnamed": unknown, "job_gpus_clipped_to_node": clipped,
+             "tiers": {t: int(sum(x == t for x in tier_of)) for t in TIERS}}
+    if unknown:
+        log.warning("%s: %d tenants not named in the config or flags, replayed as tier normal with %d-GPU jobs: %s",
+                    where, len(unknown), default_job_gpus, _some(unknown))
+    return w, notes
+
+
+def _some(names: list[str], n: int = 6) -> str:
+    return ", ".join(names[:n]) + (f" (+{len(names) - n} more)" if len(names) > n else "")
+
+
+def read_file(path: Path, cfg: Config) -> pd.DataFrame:
+    """The history file as `retrain --data` reads it, on the cycle's step (cycle.resolution_s)."""
+    return read_history_file(path, cfg.cycle.resolution_s)
+
+
+def read_source(cfg: Config, days: float, *, source=None) -> pd.DataFrame:
+    """`days` of history from the configured source: the Prometheus range (the demand query over the window), or
+    the embedded simulator's demand. A source that cannot serve `days` (its first sample is later than the start
+    asked, or it has nothing) is refused with one line."""
+    from daemon.forecasting.retrain import simulator_history
+
+    step_s = cfg.cycle.resolution_s
+    if cfg.source.kind == "simulator":
+        frame = simulator_history(cfg, days)
+        where = "source simulator"
+    else:
+        from daemon.sources.prometheus import PrometheusSource
+
+        src = source if source is not None else PrometheusSource(cfg)
+        frame = src.history_range(pd.Timedelta(days=days))
+        where = "source prometheus"
+    rows = frame.dropna(how="all")
+    if rows.empty or frame.shape[1] == 0:
+        raise DataError(f"{where}: no demand at all over the last {days:g} days")
+    want = window_steps(days, step_s)
+    have = int((frame.index[-1] - rows.index[0]).total_seconds() // step_s) + 1
+    if have < want:
+        raise DataError(f"{where}: serves {have * step_s / 86400:.2f} days (from {rows.index[0]}), "
+                        f"{days:g} asked")
+    return frame
+
+
+@dataclass
+class Choice:
+    model: Forecaster
+    name: str
+    why: str
+
+
+def choose_forecaster(before: pd.DataFrame, cfg: Config, step_s: int, *, quick: bool = False,
+                      epochs: int | None = None) -> Choice:
+    """The forecaster for the replayed window, chosen on the history before it only.
+
+    Default: as `retrain` chooses (daemon.forecasting.retrain.retrain_on): an LSTM trained on that history, the
+    configured model in use, and every baseline scored on its held-out end; the best runs, as the daemon would run
+    it. The models are written to a temporary copy of forecaster.model_dir, never to it. ``quick``: the
+    baseline-only choice the daemon makes at start-up (forecaster.selection.StartupSelection), no training."""
+    from forecaster.selection import StartupSelection, resolve
+
+    if quick:
+        sel = StartupSelection(cfg.forecaster.season_steps, tuple(cfg.forecaster.quantiles))
+        chosen = sel.select(before, cfg.cycle.horizon_steps)
+        if chosen is None:
+            raise DataError(f"the history before the window cannot choose a forecaster: {sel.why}")
+        # refresh the spread in the forecast call (not a background thread): the same history, the same numbers
+        from forecaster.selection import make_baseline
+
+        best = min((k for k, v in sel.scores.items() if np.isfinite(v)), key=lambda k: sel.scores[k])
+        model = make_baseline(best, cfg.forecaster.season_steps, tuple(cfg.forecaster.quantiles), refresh=10,
+                              background=False)
+        return Choice(model, model.name, f"quick (baselines only): {sel.why}")
+    from daemon.forecasting.retrain import retrain_on
+
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp) / "models"
+        if Path(cfg.forecaster.model_dir).is_dir():
+            shutil.copytree(cfg.forecaster.model_dir, d)
+        out = retrain_on(before, cfg, model_dir=d, step_s=step_s, epochs=epochs, progress=False, with_ets=False,
+                         scored_on=f"own history, {len(before)} steps before the window")
+        entry = out.in_use or {}
+        if not entry:
+            raise DataError(f"no forecaster chosen on the history before the window: {out.message}")
+        model = resolve(entry, d, tuple(cfg.forecaster.quantiles), background=False)
+        return Choice(model, entry.get("name", model.name), entry.get("why", out.message))
