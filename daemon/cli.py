@@ -326,8 +326,10 @@ def _objective_opts(f):
 @click.option("--from-source", "from_source", is_flag=True,
               help="Replay the history the configured source serves (Prometheus range or the simulator): "
                    "--history-days before the --days replayed.")
-@click.option("--history-days", "history_days", type=click.FloatRange(min=0.1), default=None,
+@click.option("--history-days", "history_days", type=click.FloatRange(min=0, min_open=True), default=None,
               help="--from-source: days read before the replayed window  [default: one season + 1 day]")
+@click.option("--until", default=None, metavar="TIME",
+              help="--from-source: the replayed window ends at this time (ISO 8601)  [default: now]")
 @click.option("--tier", "tier_flags", multiple=True, metavar="TENANT=TIER",
               help="--data/--from-source, repeatable: the tier of a tenant (overrides [[tenants]]).")
 @click.option("--job-gpus", "job_flags", multiple=True, metavar="TENANT=N",
@@ -358,9 +360,9 @@ def _objective_opts(f):
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/replay"),
               show_default=True)
 @click.pass_context
-def simulate(ctx, trace, data, from_source, history_days, tier_flags, job_flags, default_job_gpus, quick_forecaster,
-             epochs, recommend_, minimize, subject_to, tenants, gpus, days, seed, strategies, sweep, forecast_every,
-             high_vcs, high_vc, data_dir, out) -> None:
+def simulate(ctx, trace, data, from_source, history_days, until, tier_flags, job_flags, default_job_gpus,
+             quick_forecaster, epochs, recommend_, minimize, subject_to, tenants, gpus, days, seed, strategies, sweep,
+             forecast_every, high_vcs, high_vc, data_dir, out) -> None:
     """Replay a trace (built-in, or this cluster's own history with --data/--from-source) through static, reactive,
     predictive and perfect-forecast strategies on the same physics."""
     cfg = _load(ctx)
@@ -380,8 +382,18 @@ def simulate(ctx, trace, data, from_source, history_days, tier_flags, job_flags,
         _fail("--data and --from-source: give one (a history file, or the configured source)")
     if own and trace_given:
         _fail("--trace replays a built-in trace; --data/--from-source replay this cluster's history: give one")
-    if not own and (tier_flags or job_flags or history_days is not None or quick_forecaster or epochs is not None):
-        _fail("--tier, --job-gpus, --history-days, --quick-forecaster and --epochs go with --data or --from-source")
+    if not own and (tier_flags or job_flags or quick_forecaster or epochs is not None):
+        _fail("--tier, --job-gpus, --quick-forecaster and --epochs go with --data or --from-source")
+    if not from_source and (history_days is not None or until is not None):
+        _fail("--history-days and --until go with --from-source")
+    until_s = None
+    if until is not None:
+        import pandas as pd
+
+        try:
+            until_s = pd.Timestamp(until).timestamp()
+        except ValueError as exc:
+            _fail(f"--until {until!r}: not a time ({exc})")
     if (high_vcs is not None or high_vc) and (trace != "helios" or own):
         _fail("--high-vcs and --high-vc set the Helios tier mapping: use them with --trace helios")
     if high_vcs is not None and high_vc:
@@ -407,7 +419,7 @@ def simulate(ctx, trace, data, from_source, history_days, tier_flags, job_flags,
             else:
                 season_days = cfg.forecaster.season_steps * cfg.cycle.resolution_s / 86400
                 hist = history_days if history_days is not None else season_days + 1.0
-                frame = own_mod.read_source(cfg, days + hist)
+                frame = own_mod.read_source(cfg, days + hist, until=until_s)
                 where = f"source {cfg.source.kind}"
             w, own_notes = own_mod.own_workload(frame, cfg, days=days, step_s=cfg.cycle.resolution_s, where=where,
                                                 tier_flags=tiers_f, job_flags=jobs_f,

@@ -123,10 +123,11 @@ def read_file(path: Path, cfg: Config) -> pd.DataFrame:
     return read_history_file(path, cfg.cycle.resolution_s)
 
 
-def read_source(cfg: Config, days: float, *, source=None) -> pd.DataFrame:
-    """`days` of history from the configured source: the Prometheus range (the demand query over the window), or
-    the embedded simulator's demand. A source that cannot serve `days` (its first sample is later than the start
-    asked, or it has nothing) is refused with one line."""
+def read_source(cfg: Config, days: float, *, until: float | None = None, source=None) -> pd.DataFrame:
+    """`days` of history up to `until` (unix seconds; default now) from the configured source: the Prometheus
+    range (source.prometheus.demand_query over the window, read in chunks as the daemon backfills), or the
+    embedded simulator's demand. Steps before the source's first sample are dropped; a source that cannot serve
+    `days` (nothing, or its first sample later than the start asked) is refused with one line."""
     from daemon.forecasting.retrain import simulator_history
 
     step_s = cfg.cycle.resolution_s
@@ -134,19 +135,22 @@ def read_source(cfg: Config, days: float, *, source=None) -> pd.DataFrame:
         frame = simulator_history(cfg, days)
         where = "source simulator"
     else:
+        import time
+
         from daemon.sources.prometheus import PrometheusSource
 
-        src = source if source is not None else PrometheusSource(cfg)
-        frame = src.history_range(pd.Timedelta(days=days))
+        t = time.time() if until is None else float(until)
+        src = source if source is not None else PrometheusSource(cfg, clock=lambda: t)
+        frame = src.history_range(pd.Timedelta(days=days) - pd.Timedelta(seconds=step_s))
         where = "source prometheus"
     rows = frame.dropna(how="all")
     if rows.empty or frame.shape[1] == 0:
         raise DataError(f"{where}: no demand at all over the last {days:g} days")
     want = window_steps(days, step_s)
-    have = int((frame.index[-1] - rows.index[0]).total_seconds() // step_s) + 1
-    if have < want:
-        raise DataError(f"{where}: serves {have * step_s / 86400:.2f} days (from {rows.index[0]}), "
-                        f"{days:g} asked")
+    frame = frame.loc[rows.index[0]:]
+    if len(frame) < want:
+        raise DataError(f"{where}: cannot serve {days:g} days: its history starts at {rows.index[0]} "
+                        f"({len(frame) * step_s / 86400:.2f} days)")
     return frame
 
 
