@@ -184,15 +184,30 @@ def choose_forecaster(before: pd.DataFrame, cfg: Config, step_s: int, *, quick: 
                               background=False)
         return Choice(model, model.name, f"quick (baselines only): {sel.why}")
     from daemon.forecasting.retrain import retrain_on
+    from forecaster import registry
 
+    note = ""
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp) / "models"
-        if Path(cfg.forecaster.model_dir).is_dir():
-            shutil.copytree(cfg.forecaster.model_dir, d)
+        src = Path(cfg.forecaster.model_dir)
+        if src.is_dir():
+            # the configured model is scored too (as retrain scores it), where the history before the window is
+            # long enough for it: a model that needs more history than there is would only fail the backtest
+            n = len(before)
+            holdout = min(cfg.forecaster.season_steps, max(cfg.cycle.horizon_steps * 4, n // 5))
+            try:
+                need = registry.load_current(src).min_history
+            except registry.ModelError:
+                need = 0
+            if need <= n - holdout:
+                shutil.copytree(src, d)
+            else:
+                note = (f"; the model in {src} was not scored: it needs {need} steps of history, "
+                        f"{n - holdout} before the scored window")
         out = retrain_on(before, cfg, model_dir=d, step_s=step_s, epochs=epochs, progress=False, with_ets=False,
                          scored_on=f"own history, {len(before)} steps before the window")
         entry = out.in_use or {}
         if not entry:
             raise DataError(f"no forecaster chosen on the history before the window: {out.message}")
         model = resolve(entry, d, tuple(cfg.forecaster.quantiles), background=False)
-        return Choice(model, entry.get("name", model.name), entry.get("why", out.message))
+        return Choice(model, model.name, entry.get("why", out.message) + note)

@@ -133,3 +133,43 @@ def test_trace_and_data_together_are_refused(tmp_path):
     csv, toml = write(tmp_path, the_case())
     r = CliRunner().invoke(cli, ["-c", str(toml), "simulate", "--data", str(csv), "--trace", "helios"])
     assert r.exit_code == 2 and "give one" in r.output
+
+
+def long_case(n: int, seed: int = 0, window_shift: float = 0.0) -> dict:
+    """A day-like cycle of 100 steps (the config's season) with noise; `window_shift` adds to the last WINDOW
+    steps only (what is replayed), never to the history before it."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(n)
+    hi = np.round(8 + 6 * np.sin(2 * np.pi * t / 100) + rng.normal(0, 1, n)).clip(0)
+    lo = np.round(6 + 3 * np.cos(2 * np.pi * t / 100) + rng.normal(0, 1, n)).clip(0)
+    hi[-WINDOW:] += window_shift
+    return {"hi": hi, "lo": lo}
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_the_forecaster_is_chosen_on_the_history_before_the_window(tmp_path, quick):
+    # 500 steps before the window; the choice (retrain's, or the quick baseline-only one) reads only those: a
+    # window with other demand gives the same choice, for the same reasons
+    n = 500 + WINDOW
+    flags = ["--quick-forecaster"] if quick else ["--epochs", "1"]
+    docs = []
+    for shift in (0.0, 5.0) if quick else (0.0,):  # (one LSTM fit: it takes a minute on a shared core)
+        d = tmp_path / f"s{shift:g}"
+        d.mkdir()
+        csv, toml = write(d, long_case(n, window_shift=shift))
+        r = simulate(toml, "--data", str(csv), "--days", str(DAYS), "--tier", "lo=low", "--strategies",
+                     "reactive,predictive", "--out", str(d / "o"), *flags)
+        assert r.exit_code == 0, r.output
+        docs.append(json.loads((d / "o" / "own-history.json").read_text()))
+    a = docs[0]["forecaster_choice"]
+    assert [x["strategy"] for x in docs[0]["runs"]] == ["reactive", "predictive"]
+    assert docs[0]["forecaster"] == a["name"] and a["name"]
+    if quick:
+        assert a["why"].startswith("quick (baselines only): ")
+        assert a == docs[1]["forecaster_choice"]
+        # and the window differs: the replays' figures do
+        hi = [x["runs"][0]["tiers"]["high"]["demand_gpu_min"] for x in docs]
+        assert hi[0] != hi[1]
+    else:  # as retrain chooses: an LSTM trained and every baseline scored on the 500 steps before the window
+        assert "scored best on own history, 500 steps before the window" in a["why"]
+        assert "lstm" in a["why"] and "naive" in a["why"]
