@@ -521,6 +521,42 @@ def recommend_cmd(replay: Path, minimize: str | None, subject_to: tuple[str, ...
     click.echo(json.dumps(r, indent=2) if as_json else rec.text(r))
 
 
+@cli.command(name="shadow-report")
+@click.option("--tenant", default=None, help="Only this tenant's rows.")
+@click.option("--last", "last", type=click.IntRange(min=1), default=None,
+              help="Only the newest N cycles' records  [default: all kept]")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def shadow_report_cmd(ctx: click.Context, tenant: str | None, last: int | None, as_json: bool) -> None:
+    """What the daemon would have done while its actuators were in dry run, against the demand seen afterwards:
+    per tenant and tier, the waits its holds would have avoided, the preemptions (and work lost) they would have
+    cost, how often requests would have been throttled, and the forecast's realised coverage."""
+    cfg = _load(ctx)
+    from daemon.shadow.report import shadow_report, table
+
+    path = cfg.state.path
+    if not path.exists():
+        _fail(f"shadow-report: no state store at {path} (state.path): run the daemon with actuators.dry_run = true "
+              "first", 1)
+    import sqlite3
+
+    from daemon.state.store import StateStore
+
+    try:
+        store = StateStore(path)
+        records = store.shadow_records(last)
+        store.close()
+    except sqlite3.Error as exc:
+        _fail(f"shadow-report: cannot read {path}: {exc}", 1)
+    if not records:
+        _fail(f"shadow-report: {path} holds no shadow record: the daemon records them only while "
+              "actuators.dry_run = true (and state.shadow_records), on the acting replica", 1)
+    rep = shadow_report(records, tenant=tenant)
+    if tenant is not None and not rep["tenants"]:
+        _fail(f"shadow-report: no record names tenant {tenant!r}", 1)
+    click.echo(json.dumps(rep, indent=2) if as_json else table(rep))
+
+
 @cli.command(name="node-exporter")
 @click.option("--host", default="0.0.0.0", show_default=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=9445, show_default=True)

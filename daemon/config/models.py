@@ -545,6 +545,9 @@ class StateConfig(_Strict):
     events_keep_days: float = Field(30.0, gt=0, description="events (failovers, preemptions, operator changes) "
                                     "older than this are deleted")
     events_max_rows: int = Field(200_000, ge=1000, description="and at most this many are kept")
+    shadow_records: bool = Field(True, description="with actuators.dry_run, the acting replica records each cycle "
+                                 "what it would have done (holds, preemptions, limits, the forecast) for "
+                                 "`gpu-autoscaler shadow-report` and the console; kept as events are")
 
 
 class RetrainConfig(_Strict):

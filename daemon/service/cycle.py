@@ -126,6 +126,21 @@ class CycleRunner:
         self.metrics.leader.set(1 if self.acting else 0)
         return self.acting
 
+    def _record_shadow(self, plan: Plan, state, fc: Forecast | None, history: pd.DataFrame | None) -> None:
+        """Actuators in dry run: what this cycle would have done, in the state store for the shadow report
+        (daemon/shadow). Only the acting replica records (a standby's plan is not the one that stands); a failed
+        write never stops the cycle."""
+        if (self.store is None or not self.acting or not self.cfg.actuators.dry_run or plan.stale
+                or not self.cfg.state.shadow_records):
+            return
+        try:
+            from daemon.shadow.record import make_record
+
+            self.store.save_shadow(make_record(plan, state, fc, history, self.cfg, self.cycles))
+        except (sqlite3.Error, ValueError) as exc:
+            self.metrics.state_write_errors.inc()
+            log.warning("shadow record not saved: %s", exc)
+
     def _apply(self, plan: Plan) -> list[ActionReport]:
         m = self.metrics
         reports: list[ActionReport] = []
@@ -249,6 +264,7 @@ class CycleRunner:
         elif plan.stale:
             log.warning("%s", "; ".join(plan.notes))
         reports = self._apply(plan)
+        self._record_shadow(plan, state, fc, collected.history)
         outcome = "stale" if plan.stale else "ok"
         if not plan.stale:
             previous = self.last_plan

@@ -21,6 +21,8 @@ CREATE TABLE IF NOT EXISTS plans (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT 
                                   summary TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, kind TEXT NOT NULL,
                                    detail TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS shadow (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, record TEXT NOT NULL,
+                                   logged REAL NOT NULL);
 """
 
 
@@ -189,6 +191,31 @@ class StateStore:
         with self._lock:
             v = self._get("last_plan_made_at")
         return float(v) if v is not None else None
+
+    def save_shadow(self, record: dict) -> None:
+        """One dry-run cycle's shadow record (daemon/shadow/record.py); kept as long as events are (by write time,
+        state.events_keep_days, and at most state.events_max_rows records)."""
+        with self._lock:
+            cur = self._db.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                now = self.clock()
+                cur.execute("INSERT INTO shadow(at, record, logged) VALUES(?,?,?)",
+                            (str(record.get("at", "")), json.dumps(record, allow_nan=False), now))
+                cur.execute("DELETE FROM shadow WHERE logged < ?", (now - self.events_keep_s,))
+                cur.execute("DELETE FROM shadow WHERE id <= (SELECT MAX(id) FROM shadow) - ?", (self.events_max_rows,))
+                cur.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    cur.execute("ROLLBACK")
+                raise
+
+    def shadow_records(self, limit: int | None = None) -> list[dict]:
+        """The newest `limit` shadow records (all when None), oldest first."""
+        q = "SELECT record FROM shadow ORDER BY id DESC" + (" LIMIT ?" if limit is not None else "")
+        with self._lock:
+            rows = self._db.execute(q, (limit,) if limit is not None else ()).fetchall()
+        return [json.loads(r[0]) for r in reversed(rows)]
 
     def plan_count(self) -> int:
         with self._lock:
