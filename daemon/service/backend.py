@@ -45,6 +45,10 @@ class DaemonBackend:
         store = self._rt.store
         return store.plan_history(limit) if store is not None else []
 
+    def shadow_records(self, limit: int | None = None) -> list[dict]:
+        store = self._rt.store
+        return store.shadow_records(limit) if store is not None else []
+
     def overrides(self) -> Overrides:
         rt = self._rt
         if rt.overrides is None:  # a runtime built without one (tests of the cycle alone): keep changes in memory
