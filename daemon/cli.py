@@ -535,21 +535,36 @@ def shadow_report_cmd(ctx: click.Context, tenant: str | None, last: int | None, 
     from daemon.shadow.report import shadow_report, table
 
     path = cfg.state.path
-    if not path.exists():
-        _fail(f"shadow-report: no state store at {path} (state.path): run the daemon with actuators.dry_run = true "
-              "first", 1)
-    import sqlite3
+    if cfg.ha.enabled and cfg.ha.backend == "redis":  # every leader's records, in the lease's Redis
+        import redis
 
-    from daemon.state.store import StateStore
+        from daemon.shadow.log import RedisShadowLog
+        from daemon.sources.redact import redact_url
 
-    try:
-        store = StateStore(path)
-        records = store.shadow_records(last)
-        store.close()
-    except sqlite3.Error as exc:
-        _fail(f"shadow-report: cannot read {path}: {exc}", 1)
+        url = cfg.ha.redis_url or cfg.actuators.redis.url
+        where = f"{redact_url(url)} ({cfg.ha.prefix}:shadow)"
+        try:
+            client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+            records = RedisShadowLog(client, cfg.ha.prefix).records(last)
+        except redis.RedisError as exc:
+            _fail(f"shadow-report: cannot read {where}: {exc}", 1)
+    else:
+        where = str(path)
+        if not path.exists():
+            _fail(f"shadow-report: no state store at {path} (state.path): run the daemon with actuators.dry_run = "
+                  "true first", 1)
+        import sqlite3
+
+        from daemon.state.store import StateStore
+
+        try:
+            store = StateStore(path)
+            records = store.shadow_records(last)
+            store.close()
+        except sqlite3.Error as exc:
+            _fail(f"shadow-report: cannot read {path}: {exc}", 1)
     if not records:
-        _fail(f"shadow-report: {path} holds no shadow record: the daemon records them only while "
+        _fail(f"shadow-report: {where} holds no shadow record: the daemon records them only while "
               "actuators.dry_run = true (and state.shadow_records), on the acting replica", 1)
     rep = shadow_report(records, tenant=tenant)
     if tenant is not None and not rep["tenants"]:

@@ -46,8 +46,8 @@ class DaemonBackend:
         return store.plan_history(limit) if store is not None else []
 
     def shadow_records(self, limit: int | None = None) -> list[dict]:
-        store = self._rt.store
-        return store.shadow_records(limit) if store is not None else []
+        log = self._rt.runner.shadow_log  # under HA with Redis: the records every replica wrote as leader
+        return log.records(limit) if log is not None else []
 
     def overrides(self) -> Overrides:
         rt = self._rt

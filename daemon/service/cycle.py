@@ -81,6 +81,8 @@ class CycleRunner:
         self.operator_inputs: Callable[[], OperatorInputs] | None = None  # daemon/state/overrides.py
         self.may_act: Callable[[], bool] | None = None  # the leader lease (daemon/ha/lease.py); None: always
         self.acting = True  # whether the last cycle's plan went to the actuators (False on a standby)
+        # where dry-run cycles' shadow records go (daemon/shadow/log.py); None: the state store, if any
+        self.shadow_log = None
         self.cycles = 0
         if self.last_plan is not None:
             log.info("restored last good plan from %s (%d reservations, rate level %d)", self.last_plan.at,
@@ -130,14 +132,18 @@ class CycleRunner:
         """Actuators in dry run: what this cycle would have done, in the state store for the shadow report
         (daemon/shadow). Only the acting replica records (a standby's plan is not the one that stands); a failed
         write never stops the cycle."""
-        if (self.store is None or not self.acting or not self.cfg.actuators.dry_run or plan.stale
-                or not self.cfg.state.shadow_records):
+        if (self.shadow_log is None and self.store is None) or not self.acting or not self.cfg.actuators.dry_run \
+                or plan.stale or not self.cfg.state.shadow_records:
             return
         try:
             from daemon.shadow.record import make_record
 
-            self.store.save_shadow(make_record(plan, state, fc, history, self.cfg, self.cycles))
-        except (sqlite3.Error, ValueError) as exc:
+            rec = make_record(plan, state, fc, history, self.cfg, self.cycles)
+            if self.shadow_log is not None:
+                self.shadow_log.append(rec)
+            else:
+                self.store.save_shadow(rec)
+        except Exception as exc:  # a full disk or a Redis blip: the cycle goes on, the record is lost (counted)
             self.metrics.state_write_errors.inc()
             log.warning("shadow record not saved: %s", exc)
 

@@ -164,6 +164,16 @@ def limit_torch_threads(n: int) -> None:
         torch.set_num_threads(n)
 
 
+def shadow_log(lease: Any, cfg: Config, store: StateStore | None):
+    """Where dry-run cycles' shadow records go: the HA lease's Redis, which every replica reads (a takeover keeps
+    them), else the state store (daemon/shadow/log.py)."""
+    from daemon.shadow.log import RedisShadowLog, StoreShadowLog
+
+    if lease is not None and cfg.ha.backend == "redis":
+        return RedisShadowLog(lease.client, cfg.ha.prefix, cfg.state.events_max_rows)
+    return StoreShadowLog(store) if store is not None else None
+
+
 def _shared_overrides(lease: Any, cfg: Config) -> SharedStore | None:
     """Under HA the operator's overrides live in the lease backend, where every replica reads them
     (daemon/state/overrides.py); one replica keeps them in its SQLite store."""
@@ -230,6 +240,7 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
                          history=history.frame(HISTORY_STEPS) if history is not None else None)
     if lease is not None:
         runner.may_act = lease.is_leader
+    runner.shadow_log = shadow_log(lease, cfg, store)
     overrides = Overrides(store, _shared_overrides(lease, cfg),
                           replica=lease.replica_id if lease is not None else None)
     runner.operator_inputs = overrides.cycle_inputs  # under HA: re-read from the lease backend every cycle
