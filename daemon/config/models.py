@@ -271,7 +271,11 @@ class ForecastQualityConfig(_Strict):
 
 
 class ForecasterConfig(_Strict):
-    kind: Literal["auto", "lstm", "seasonal_naive", "ets"] = "auto"
+    kind: Literal["auto", "lstm", "seasonal_naive", "ets", "none"] = Field(
+        "auto", description="auto: the model retrain scored best on this cluster, else the best baseline on the "
+        "start-up history; lstm, seasonal_naive, ets: that one; none: no forecast, the policy plans on current "
+        "demand only (the replay's reactive strategy, what `simulate --recommend` names when the forecast does not "
+        "help on this cluster)")
     model_dir: Path = Path("models")
     quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)
     season_steps: int = Field(1440, ge=2, description="steps in one season (a day at 1-min resolution)")

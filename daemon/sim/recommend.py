@@ -150,12 +150,12 @@ def snippet(s: dict, helps: bool, exp: dict, reactive: dict | None, static: dict
     if not helps:
         head.append("# predictive does not help on this history: no predictive setting on its frontier beats "
                     "reactive under the objective; recommended: reactive")
-        head.append("# (reactive is the policy fed no forecast; this version always forecasts: the headroom below "
-                    "is reactive's, and the shadow report shows what the forecast adds live)")
     head += ["# expected over the replayed window (GPU-min):", line("recommended", exp), line("reactive", reactive),
              line("static", static)]
     knobs = s["knobs"]
-    body = ["[policy]"] + [f"{k} = {_toml_value(v)}" for k, v in knobs.items()]
+    body = ['[forecaster]', 'kind = "none"   # reactive: the policy plans on current demand only', ""] \
+        if s["strategy"] == "reactive" else []
+    body += ["[policy]"] + [f"{k} = {_toml_value(v)}" for k, v in knobs.items()]
     if not knobs:
         body.append("# the configured [policy] as it is")
     return "\n".join(head + body) + "\n"

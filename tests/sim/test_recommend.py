@@ -59,8 +59,26 @@ def test_when_predictive_does_not_help_it_says_so_and_recommends_reactive():
     r = rec.recommend(replay(REACTIVE, STATIC, worse))
     assert not r["predictive_helps"] and r["recommended"] == REACTIVE["label"] and r["strategy"] == "reactive"
     assert "predictive does not help" in r["snippet"] and "predictive does not help" in rec.text(r)
-    assert tomllib.loads(r["snippet"]) == {"policy": {"headroom": 0.1}}
+    # reactive in the daemon: no forecast (forecaster.kind = "none"), reactive's headroom; a config that validates
+    doc = tomllib.loads(r["snippet"])
+    assert doc == {"forecaster": {"kind": "none"}, "policy": {"headroom": 0.1}}
+    Config(**doc)
     assert r["expected"] == r["reactive"]
+
+
+def test_the_daemon_runs_reactive_as_the_snippet_says(tmp_path):
+    # forecaster.kind = "none": cycles plan on current demand only (no forecast), as the replay's reactive does
+    from daemon.service.wiring import build_runtime
+
+    rt = build_runtime(Config(forecaster={"kind": "none"}, state={"path": tmp_path / "s.sqlite"},
+                              source={"simulator": {"tenants": 8}}, cluster={"gpus": 64}))
+    try:
+        for _ in range(2):
+            res = rt.runner.run_once()
+            assert res.outcome == "ok" and res.plan is not None and res.forecast is None
+        assert rt.runner.snapshot.forecast is None and rt.forecaster_note.startswith("forecaster: none")
+    finally:
+        rt.close()
 
 
 @pytest.mark.parametrize("bad", ["normal_unmet", "x<=reactive", "preemptions<=2*", "preemptions=3"])
@@ -83,6 +101,8 @@ def check_figures_match(r: dict, doc: dict) -> None:
     assert r["reactive"]["label"] == doc["comparison"]["reactive_point"]
     snippet = tomllib.loads(r["snippet"])
     assert snippet.get("policy", {}) == chosen["knobs"]
+    assert (snippet.get("forecaster") == {"kind": "none"}) == (chosen["strategy"] == "reactive")
+    Config(**snippet)
     if r["predictive_helps"]:
         reactive = by[r["reactive"]["label"]]
         assert chosen["strategy"] == "predictive" and r["recommended"] in doc["frontiers"]["predictive"]
