@@ -173,3 +173,27 @@ def test_the_forecaster_is_chosen_on_the_history_before_the_window(tmp_path, qui
     else:  # as retrain chooses: an LSTM trained and every baseline scored on the 500 steps before the window
         assert "scored best on own history, 500 steps before the window" in a["why"]
         assert "lstm" in a["why"] and "naive" in a["why"]
+
+
+def test_recommend_on_a_replay_of_own_history(tmp_path):
+    # the sweep on this cluster's history, the recommendation from its JSON: a named setting whose figures are
+    # that setting's in the same JSON, and a snippet the config accepts
+    import tomllib
+
+    from daemon.config import Config
+    from daemon.sim import recommend as rec
+
+    csv, toml = write(tmp_path, long_case(500 + WINDOW))
+    out = tmp_path / "o"
+    r = simulate(toml, "--data", str(csv), "--days", str(DAYS), "--tier", "lo=low", "--quick-forecaster",
+                 "--recommend", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    doc = json.loads((out / "own-history.json").read_text())
+    got = doc["recommendation"]
+    by = {x["label"]: x for x in doc["runs"]}
+    assert got["recommended"] in by and len(by) > 20                      # the whole sweep ran
+    assert {k: v for k, v in got["expected"].items() if k != "label"} == {
+        k: f(by[got["recommended"]]) for k, f in rec.FIGURES.items()}
+    assert got == rec.recommend({k: v for k, v in doc.items() if k != "recommendation"})
+    Config(**tomllib.loads(got["snippet"]))
+    assert got["snippet"] in r.output
