@@ -419,8 +419,8 @@ def simulate(ctx, trace, data, from_source, history_days, until, tier_flags, job
             else:
                 season_days = cfg.forecaster.season_steps * cfg.cycle.resolution_s / 86400
                 hist = history_days if history_days is not None else season_days + 1.0
-                frame = own_mod.read_source(cfg, days + hist, until=until_s)
-                where = f"source {cfg.source.kind}"
+                frame, where = own_mod.read_source(cfg, days + hist, until=until_s)
+                click.echo(f"history from the {where}", err=True)
             w, own_notes = own_mod.own_workload(frame, cfg, days=days, step_s=cfg.cycle.resolution_s, where=where,
                                                 tier_flags=tiers_f, job_flags=jobs_f,
                                                 default_job_gpus=default_job_gpus,
@@ -479,7 +479,7 @@ def simulate(ctx, trace, data, from_source, history_days, until, tier_flags, job
             "steps": steps, "forecaster": getattr(model, "name", None),
             "high_tier": sorted(str(c) for c, t in zip(w.demand.columns, w.tiers) if t == "high")}
     if own:
-        meta.update({"source": str(data) if data is not None else f"source:{cfg.source.kind}",
+        meta.update({"source": str(data) if data is not None else where,
                      "window": [str(w.demand.index[w.start]), str(w.demand.index[-1])],
                      "history_steps_before": int(w.start), "forecaster_choice": choice_note, **own_notes})
     path = out / f"{w.name}.json"

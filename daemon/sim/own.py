@@ -123,14 +123,52 @@ def read_file(path: Path, cfg: Config) -> pd.DataFrame:
     return read_history_file(path, cfg.cycle.resolution_s)
 
 
-def read_source(cfg: Config, days: float, *, until: float | None = None, source=None) -> pd.DataFrame:
-    """`days` of history up to `until` (unix seconds; default now) from the configured source: the Prometheus
-    range (source.prometheus.demand_query over the window, read in chunks as the daemon backfills), or the
-    embedded simulator's demand. Steps before the source's first sample are dropped; a source that cannot serve
-    `days` (nothing, or its first sample later than the start asked) is refused with one line."""
+def history_store_path(cfg: Config) -> Path:
+    """The daemon's rolling history store (daemon/sources/history.py), where wiring puts it."""
+    return cfg.history.path or cfg.state.path.with_name(f"{cfg.state.path.stem}-history.sqlite")
+
+
+def read_history_store(path: Path, step_s: int) -> pd.DataFrame | None:
+    """The daemon's history store as a time x tenant frame, read-only (the running daemon's file is never
+    written: History() would start it over on a step it does not expect). None when it is absent, empty or at
+    another step."""
+    import sqlite3
+
+    if not Path(path).exists():
+        return None
+    try:
+        db = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True)
+        try:
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            names = [n for _, n in db.execute("SELECT col, name FROM tenants ORDER BY col")]
+            rows = db.execute("SELECT step, vals FROM steps ORDER BY step").fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        log.warning("history store %s not read: %s", path, exc)
+        return None
+    if meta.get("step_s") != str(step_s) or not rows or not names:
+        return None
+    first, last = rows[0][0], rows[-1][0]
+    vals = np.full((last - first + 1, len(names)), np.nan)
+    for step, blob in rows:
+        v = np.frombuffer(blob, dtype=np.float32)
+        vals[step - first, :len(v)] = v
+    idx = pd.date_range(pd.Timestamp(first * step_s, unit="s", tz="UTC"), periods=len(vals), freq=f"{step_s}s",
+                        name="time")
+    return pd.DataFrame(vals, index=idx, columns=pd.Index(names, name="tenant"))
+
+
+def read_source(cfg: Config, days: float, *, until: float | None = None, source=None) -> tuple[pd.DataFrame, str]:
+    """`days` of history up to `until` (unix seconds; default now) from the configured source, and where it came
+    from: the daemon's own history store when it holds the whole window up to `until` (nothing asked of
+    Prometheus), else the Prometheus range (source.prometheus.demand_query over the window, read in chunks as the
+    daemon backfills); or the embedded simulator's demand. Steps before the first sample are dropped; a source
+    that cannot serve `days` (nothing, or its first sample later than the start asked) is refused with one line."""
     from daemon.forecasting.retrain import simulator_history
 
     step_s = cfg.cycle.resolution_s
+    want = window_steps(days, step_s)
     if cfg.source.kind == "simulator":
         frame = simulator_history(cfg, days)
         where = "source simulator"
@@ -140,18 +178,27 @@ def read_source(cfg: Config, days: float, *, until: float | None = None, source=
         from daemon.sources.prometheus import PrometheusSource
 
         t = time.time() if until is None else float(until)
+        end = pd.Timestamp(np.floor(t / step_s) * step_s, unit="s", tz="UTC")
+        path = history_store_path(cfg)
+        stored = read_history_store(path, step_s) if cfg.history.incremental else None
+        if stored is not None:
+            stored = stored.loc[:end]
+        late = pd.Timedelta(seconds=max(cfg.cycle.stale_after_s, step_s))
+        if stored is not None and len(stored) >= want and stored.index[-1] >= end - late:
+            win = stored.iloc[-want:]
+            if win.iloc[0].notna().any():  # the window's first step was read (not a gap before the backfill)
+                return win, f"history store {path}"
         src = source if source is not None else PrometheusSource(cfg, clock=lambda: t)
         frame = src.history_range(pd.Timedelta(days=days) - pd.Timedelta(seconds=step_s))
         where = "source prometheus"
     rows = frame.dropna(how="all")
     if rows.empty or frame.shape[1] == 0:
         raise DataError(f"{where}: no demand at all over the last {days:g} days")
-    want = window_steps(days, step_s)
     frame = frame.loc[rows.index[0]:]
     if len(frame) < want:
         raise DataError(f"{where}: cannot serve {days:g} days: its history starts at {rows.index[0]} "
                         f"({len(frame) * step_s / 86400:.2f} days)")
-    return frame
+    return frame, where
 
 
 @dataclass
