@@ -136,7 +136,7 @@ def _toml_value(v) -> str:
 
 
 def snippet(s: dict, helps: bool, exp: dict, reactive: dict | None, static: dict | None, obj: Objective,
-            source: str) -> str:
+            source: str, forecaster: str | None = None) -> str:
     """The recommended setting as a config snippet (the `[policy]` keys the replay swept), its expected figures
     and reactive's and static's beside them as comments."""
     def line(name: str, f: dict | None) -> str:
@@ -147,6 +147,9 @@ def snippet(s: dict, helps: bool, exp: dict, reactive: dict | None, static: dict
                 f"preemptions {f['preemptions']:6d}  work lost {f['work_lost_gpu_min']:8.0f} GPU-min")
 
     head = [f"# recommended by gpu-autoscaler from {source}", f"# objective: {obj.text()}"]
+    if s["strategy"] == "predictive" and forecaster:
+        head.append(f"# replayed with the forecaster {forecaster} (forecaster.kind = \"auto\" uses the one retrain "
+                    "scores best on this cluster)")
     if not helps:
         head.append("# predictive does not help on this history: no predictive setting on its frontier beats "
                     "reactive under the objective; recommended: reactive")
@@ -193,7 +196,7 @@ def recommend(replay: dict, obj: Objective | None = None) -> dict:
             "predictive_helps": helps, "objective": obj.text(), "why": why,
             "expected": exp, "reactive": rf, "static": sf,
             "predictive_frontier": [p["label"] for p in front], "feasible": [p["label"] for p in feasible],
-            "snippet": snippet(chosen, helps, exp, rf, sf, obj, source)}
+            "snippet": snippet(chosen, helps, exp, rf, sf, obj, source, replay.get("forecaster"))}
 
 
 def text(rec: dict) -> str:
