@@ -551,7 +551,12 @@ class StateConfig(_Strict):
     events_max_rows: int = Field(200_000, ge=1000, description="and at most this many are kept")
     shadow_records: bool = Field(True, description="with actuators.dry_run, the acting replica records each cycle "
                                  "what it would have done (holds, preemptions, limits, the forecast) for "
-                                 "`gpu-autoscaler shadow-report` and the console; kept as events are")
+                                 "`gpu-autoscaler shadow-report` and the console (compressed JSON, in the state "
+                                 "store or, under HA with Redis, the lease's Redis)")
+    shadow_keep_days: float = Field(7.0, gt=0, description="shadow records older than this (by write time) are "
+                                    "deleted")
+    shadow_max_rows: int = Field(20_160, ge=100, description="and at most this many are kept (a week of 30-s cycles); "
+                                 "under HA with Redis, the stream is trimmed to about this many")
 
 
 class RetrainConfig(_Strict):

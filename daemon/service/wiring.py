@@ -170,7 +170,7 @@ def shadow_log(lease: Any, cfg: Config, store: StateStore | None):
     from daemon.shadow.log import RedisShadowLog, StoreShadowLog
 
     if lease is not None and cfg.ha.backend == "redis":
-        return RedisShadowLog(lease.client, cfg.ha.prefix, cfg.state.events_max_rows)
+        return RedisShadowLog(lease.client, cfg.ha.prefix, cfg.state.shadow_max_rows)
     return StoreShadowLog(store) if store is not None else None
 
 
@@ -235,7 +235,9 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
     log.debug("%s", note)  # the CLI's start-up line says it, short; /api/v1/plan has it whole
     limit_torch_threads(cfg.forecaster.torch_threads)
     store = StateStore(cfg.state.path, events_keep_s=cfg.state.events_keep_days * 86400,
-                       events_max_rows=cfg.state.events_max_rows) if with_store else None
+                       events_max_rows=cfg.state.events_max_rows,
+                       shadow_keep_s=cfg.state.shadow_keep_days * 86400,
+                       shadow_max_rows=cfg.state.shadow_max_rows) if with_store else None
     runner = CycleRunner(cfg, source, forecaster, actuators, store, metrics, forecaster_note=note,
                          history=history.frame(HISTORY_STEPS) if history is not None else None)
     if lease is not None:

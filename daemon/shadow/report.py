@@ -26,6 +26,8 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from daemon.shadow.record import tenants as tenant_rows
+
 TIERS = ("high", "normal", "low")
 EPS = 1e-9
 
@@ -35,7 +37,7 @@ def demand_seen(records: Iterable[dict]) -> pd.DataFrame:
     rows: dict[pd.Timestamp, dict[str, float]] = {}
     for r in records:
         at = pd.Timestamp(r["seen_at"])
-        rows[at] = {t: (np.nan if d.get("seen") is None else float(d["seen"])) for t, d in r["tenants"].items()}
+        rows[at] = {t: (np.nan if d.get("seen") is None else float(d["seen"])) for t, d in tenant_rows(r).items()}
     if not rows:
         return pd.DataFrame()
     f = pd.DataFrame.from_dict(rows, orient="index").sort_index()
@@ -67,6 +69,7 @@ def shadow_report(records: list[dict], demand: pd.DataFrame | None = None, tenan
     """The report over `records` (oldest first or not: they are ordered by `seen_at`); `tenant` keeps that
     tenant's rows only (a tenant token's view)."""
     recs = sorted(records, key=lambda r: (pd.Timestamp(r["seen_at"]), r.get("cycle", 0)))
+    recs = [{**r, "tenants": tenant_rows(r)} for r in recs]  # one decoding per record
     if not recs:
         return {"cycles": 0, "tenants": {}, "tiers": {}, "from": None, "to": None, "quantile": None,
                 "preemptions": 0, "hold_cycles": 0}

@@ -10,6 +10,7 @@ import json
 import sqlite3
 import threading
 import time
+import zlib
 from pathlib import Path
 from typing import Any, Callable
 
@@ -26,14 +27,26 @@ CREATE TABLE IF NOT EXISTS shadow (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT
 """
 
 
+def pack(record: dict) -> bytes:
+    """A shadow record as stored (SQLite, Redis): JSON (NaN where a figure is unknown), zlib-compressed."""
+    return zlib.compress(json.dumps(record, allow_nan=True, separators=(",", ":")).encode(), 1)
+
+
+def unpack(raw: bytes | str) -> dict:
+    return json.loads(zlib.decompress(raw) if isinstance(raw, bytes) else raw)
+
+
 class StateStore:
     def __init__(self, path: Path | str, keep_plans: int = 2000, events_keep_s: float = 30 * 86400,
-                 events_max_rows: int = 200_000, clock: Callable[[], float] = time.time) -> None:
+                 events_max_rows: int = 200_000, clock: Callable[[], float] = time.time,
+                 shadow_keep_s: float = 7 * 86400, shadow_max_rows: int = 20_160) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.keep_plans = keep_plans
         self.events_keep_s = events_keep_s
         self.events_max_rows = events_max_rows
+        self.shadow_keep_s = shadow_keep_s
+        self.shadow_max_rows = shadow_max_rows
         self.clock = clock
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
@@ -193,17 +206,17 @@ class StateStore:
         return float(v) if v is not None else None
 
     def save_shadow(self, record: dict) -> None:
-        """One dry-run cycle's shadow record (daemon/shadow/record.py); kept as long as events are (by write time,
-        state.events_keep_days, and at most state.events_max_rows records)."""
+        """One dry-run cycle's shadow record (daemon/shadow/record.py), compressed JSON; kept state.shadow_keep_days
+        (by write time) and at most state.shadow_max_rows records."""
         with self._lock:
             cur = self._db.cursor()
             cur.execute("BEGIN IMMEDIATE")
             try:
                 now = self.clock()
                 cur.execute("INSERT INTO shadow(at, record, logged) VALUES(?,?,?)",
-                            (str(record.get("at", "")), json.dumps(record, allow_nan=False), now))
-                cur.execute("DELETE FROM shadow WHERE logged < ?", (now - self.events_keep_s,))
-                cur.execute("DELETE FROM shadow WHERE id <= (SELECT MAX(id) FROM shadow) - ?", (self.events_max_rows,))
+                            (str(record.get("at", "")), pack(record), now))
+                cur.execute("DELETE FROM shadow WHERE logged < ?", (now - self.shadow_keep_s,))
+                cur.execute("DELETE FROM shadow WHERE id <= (SELECT MAX(id) FROM shadow) - ?", (self.shadow_max_rows,))
                 cur.execute("COMMIT")
             except BaseException:
                 if self._db.in_transaction:
@@ -215,7 +228,7 @@ class StateStore:
         q = "SELECT record FROM shadow ORDER BY id DESC" + (" LIMIT ?" if limit is not None else "")
         with self._lock:
             rows = self._db.execute(q, (limit,) if limit is not None else ()).fetchall()
-        return [json.loads(r[0]) for r in reversed(rows)]
+        return [unpack(r[0]) for r in reversed(rows)]
 
     def plan_count(self) -> int:
         with self._lock:

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from daemon.config import Config
+from daemon.shadow.record import tenants
 from daemon.shadow.report import shadow_report
 from daemon.state.store import StateStore
 
@@ -117,7 +118,7 @@ def test_shadow_report_of_a_dry_run_daemon_counts_the_decisions_the_log_shows(tm
     records = store.shadow_records()
     store.close()
     # holds: the tenants each cycle's plan held GPUs for, as the summary line counts them
-    assert [sum(1 for d in r["tenants"].values() if d["hold"] > 0) for r in records] == [int(k) for k, _, _ in lines]
+    assert [sum(1 for d in tenants(r).values() if d["hold"] > 0) for r in records] == [int(k) for k, _, _ in lines]
     assert rep["hold_cycles"] == sum(int(k) for k, _, _ in lines)
     # each preemption says why, and what work it would have lost (the simulator's checkpoint interval)
     assert all(p["reason"] and p["lost_gpu_min"] >= 0 for r in records for p in r["preemptions"])
@@ -152,3 +153,22 @@ def test_shadow_report_without_records_is_one_line(tmp_path):
     p = subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(cfg), "shadow-report"], cwd=ROOT,
                        capture_output=True, text=True)
     assert p.returncode == 1 and p.stderr.count("\n") == 1 and "no state store" in p.stderr
+
+
+def test_the_store_keeps_shadow_records_compressed_and_bounded(tmp_path):
+    now = [1000.0]
+    s = StateStore(tmp_path / "s.sqlite", clock=lambda: now[0], shadow_keep_s=3600, shadow_max_rows=5)
+    try:
+        for k in range(8):
+            s.save_shadow(rec(k, {"hi": t("high", float("nan"), used=2, hold=8)}))
+        got = s.shadow_records()
+        assert [r["cycle"] for r in got] == [4, 5, 6, 7, 8]            # the newest max_rows, oldest first
+        assert [r["cycle"] for r in s.shadow_records(2)] == [7, 8]
+        assert got[0]["tenants"]["hi"]["seen"] != got[0]["tenants"]["hi"]["seen"]   # NaN (unknown) survives
+        raw = s._db.execute("SELECT record FROM shadow LIMIT 1").fetchone()[0]
+        assert isinstance(raw, bytes)                                    # stored compressed
+        now[0] += 7200                                                   # two hours later: all older than keep_s
+        s.save_shadow(rec(9, {"hi": t("high", 1.0)}))
+        assert [r["cycle"] for r in s.shadow_records()] == [10]
+    finally:
+        s.close()
