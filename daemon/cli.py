@@ -313,11 +313,44 @@ def backtest_cmd(ctx, data, trace, data_dir, days, report_dir, tenants) -> None:
     click.echo(f"report: {j}  plot: {p}")
 
 
+def _objective_opts(f):
+    f = click.option("--minimize", default=None, metavar="METRIC",
+                     help="Recommendation: the figure to minimize  [default: high_unmet]")(f)
+    f = click.option("--subject-to", "subject_to", multiple=True, metavar="CONSTRAINT",
+                     help="Recommendation, repeatable: e.g. 'normal_unmet<=reactive', 'preemptions<=1.5*reactive', "
+                          "'utilization>=0.8'  [default: normal_unmet<=reactive and preemptions<=reactive]")(f)
+    return f
+
+
 @cli.command()
 @click.option("--trace", type=click.Choice(["synthetic", "helios", "alibaba"]), default="synthetic", show_default=True)
+@click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Replay this cluster's own history (the formats of retrain --data: time + one column per tenant "
+                   "of GPU demand, or long time,tenant,value); the last --days are replayed.")
+@click.option("--from-source", "from_source", is_flag=True,
+              help="Replay the history the configured source serves (Prometheus range or the simulator): "
+                   "--history-days before the --days replayed.")
+@click.option("--history-days", "history_days", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="--from-source: days read before the replayed window  [default: one season + 1 day]")
+@click.option("--until", default=None, metavar="TIME",
+              help="--from-source: the replayed window ends at this time (ISO 8601)  [default: now]")
+@click.option("--tier", "tier_flags", multiple=True, metavar="TENANT=TIER",
+              help="--data/--from-source, repeatable: the tier of a tenant (overrides [[tenants]]).")
+@click.option("--job-gpus", "job_flags", multiple=True, metavar="TENANT=N",
+              help="--data/--from-source, repeatable: GPUs per job of a tenant (overrides [[tenants]] job_gpus).")
+@click.option("--default-job-gpus", type=click.IntRange(min=1), default=1, show_default=True,
+              help="--data/--from-source: GPUs per job of tenants with no job size in the config or flags.")
+@click.option("--quick-forecaster", is_flag=True,
+              help="--data/--from-source: choose among the baselines only (as the daemon does at start-up) instead "
+                   "of as retrain chooses (an LSTM trained on the history before the window, and the baselines).")
+@click.option("--epochs", type=click.IntRange(min=1), default=None,
+              help="--data/--from-source: epochs of the LSTM trained on the history before the window.")
+@click.option("--recommend", "recommend_", is_flag=True,
+              help="Sweep the settings and print the recommended one as a config snippet (implies --sweep).")
+@_objective_opts
 @click.option("--tenants", type=click.IntRange(min=2), default=40, show_default=True, help="synthetic only")
 @click.option("--gpus", type=click.IntRange(min=8), default=1024, show_default=True, help="synthetic only")
-@click.option("--days", type=click.FloatRange(min=0.05), default=1.0, show_default=True)
+@click.option("--days", type=click.FloatRange(min=0.01), default=1.0, show_default=True, help="Days replayed.")
 @click.option("--seed", type=int, default=7, show_default=True, help="synthetic only")
 @click.option("--strategies", default="static,reactive,predictive,perfect", show_default=True)
 @click.option("--sweep", is_flag=True, help="Run each strategy over its own knob and compare Pareto frontiers.")
@@ -331,12 +364,14 @@ def backtest_cmd(ctx, data, trace, data_dir, days, report_dir, tenants) -> None:
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/replay"),
               show_default=True)
 @click.pass_context
-def simulate(ctx, trace, tenants, gpus, days, seed, strategies, sweep, forecast_every, high_vcs, high_vc, data_dir,
-             out) -> None:
-    """Replay a trace through static, reactive, predictive and perfect-forecast strategies on the same physics."""
+def simulate(ctx, trace, data, from_source, history_days, until, tier_flags, job_flags, default_job_gpus,
+             quick_forecaster, epochs, recommend_, minimize, subject_to, tenants, gpus, days, seed, strategies, sweep,
+             forecast_every, high_vcs, high_vc, data_dir, out) -> None:
+    """Replay a trace (built-in, or this cluster's own history with --data/--from-source) through static, reactive,
+    predictive and perfect-forecast strategies on the same physics."""
     cfg = _load(ctx)
-    from daemon.forecasting.retrain import default_data_dir
-    from daemon.sim import report, workloads
+    from daemon.forecasting.retrain import DataError, default_data_dir
+    from daemon.sim import recommend as rec, report, workloads
     from daemon.sim.replay import STRATEGIES, default_sweep, run_replay
     from forecaster.baselines import SeasonalNaive
     from forecaster.registry import ModelError
@@ -345,50 +380,200 @@ def simulate(ctx, trace, tenants, gpus, days, seed, strategies, sweep, forecast_
     bad = [s for s in chosen if s not in STRATEGIES]
     if bad:
         _fail(f"--strategies: unknown {bad}; choose from {list(STRATEGIES)}")
-    if (high_vcs is not None or high_vc) and trace != "helios":
+    own = data is not None or from_source
+    trace_given = ctx.get_parameter_source("trace") == click.core.ParameterSource.COMMANDLINE
+    if data is not None and from_source:
+        _fail("--data and --from-source: give one (a history file, or the configured source)")
+    if own and trace_given:
+        _fail("--trace replays a built-in trace; --data/--from-source replay this cluster's history: give one")
+    if not own and (tier_flags or job_flags or quick_forecaster or epochs is not None):
+        _fail("--tier, --job-gpus, --quick-forecaster and --epochs go with --data or --from-source")
+    if not from_source and (history_days is not None or until is not None):
+        _fail("--history-days and --until go with --from-source")
+    until_s = None
+    if until is not None:
+        import pandas as pd
+
+        try:
+            until_s = pd.Timestamp(until).timestamp()
+        except ValueError as exc:
+            _fail(f"--until {until!r}: not a time ({exc})")
+    if (high_vcs is not None or high_vc) and (trace != "helios" or own):
         _fail("--high-vcs and --high-vc set the Helios tier mapping: use them with --trace helios")
     if high_vcs is not None and high_vc:
         _fail("--high-vcs and --high-vc: give one (the N largest-quota VCs, or the VCs by name)")
-    data = data_dir or default_data_dir()
-    if trace == "synthetic":
-        w = workloads.synthetic(tenants, gpus, days, seed=seed)
-        w.gpus_per_node = cfg.cluster.gpus_per_node  # the configured node size (the traces bring their own)
-        w.job_gpus = w.job_gpus.clip(1, w.gpus_per_node)
-    else:
-        try:
-            w = workloads.helios(data, days=days, high_vcs=2 if high_vcs is None else high_vcs,
-                                 high_vc_names=high_vc or None) if trace == "helios" \
-                else workloads.alibaba(data, days=days)
-        except OSError as exc:
-            _fail(f"cannot read the {trace} trace: {exc}", 1)
-        except ValueError as exc:
-            _fail(f"--high-vc/--high-vcs: {exc}")
-    try:  # request volume for the throttling account follows the Azure LLM trace's minute-by-minute shape
-        w.request_shape = workloads.azure_shape(data)
-    except OSError:
-        click.echo("Azure trace not found: request volume is flat", err=True)
+    try:
+        obj = rec.objective(minimize, subject_to or None)
+    except rec.ObjectiveError as exc:
+        _fail(str(exc))
+    if recommend_:
+        sweep = True
+    data_root = data_dir or default_data_dir()
+    own_notes: dict = {}
     model = None
-    if "predictive" in chosen:
-        from daemon.forecasting.choose import in_use
+    choice_note = None
+    if own:
+        from daemon.sim import own as own_mod
 
-        try:  # the manifest's in-use model, if it was scored on the simulator; else the daily seasonal naive
-            model, _ = in_use(cfg.model_copy(update={"source": cfg.source.model_copy(update={"kind": "simulator"})}))
-            click.echo(f"predictive uses {model.name}", err=True)
-        except ModelError as exc:
-            model = SeasonalNaive(cfg.forecaster.season_steps, cfg.forecaster.quantiles)
-            click.echo(f"predictive uses {model.name} ({exc})", err=True)
-    steps = min(int(days * 1440), len(w.demand) - w.start - 1)
+        try:
+            tiers_f = own_mod.parse_pairs(tier_flags, "--tier", "TIER")
+            jobs_f = own_mod.parse_pairs(job_flags, "--job-gpus", "N")
+            if data is not None:
+                frame, where = own_mod.read_file(data, cfg), str(data)
+            else:
+                season_days = cfg.forecaster.season_steps * cfg.cycle.resolution_s / 86400
+                hist = history_days if history_days is not None else season_days + 1.0
+                frame, where = own_mod.read_source(cfg, days + hist, until=until_s)
+                click.echo(f"history from the {where}", err=True)
+            w, own_notes = own_mod.own_workload(frame, cfg, days=days, step_s=cfg.cycle.resolution_s, where=where,
+                                                tier_flags=tiers_f, job_flags=jobs_f,
+                                                default_job_gpus=default_job_gpus,
+                                                name=f"own-{data.stem}" if data is not None else "own-source")
+            if own_notes["tenants_unnamed"]:
+                click.echo(f"{len(own_notes['tenants_unnamed'])} tenants not named in the config or flags are "
+                           f"replayed as tier normal with {default_job_gpus}-GPU jobs: "
+                           f"{', '.join(own_notes['tenants_unnamed'][:6])}", err=True)
+            if "predictive" in chosen:
+                c = own_mod.choose_forecaster(w.demand.iloc[: w.start], cfg, cfg.cycle.resolution_s,
+                                              quick=quick_forecaster, epochs=epochs)
+                model, choice_note = c.model, {"name": c.name, "why": c.why}
+                click.echo(f"predictive uses {c.name}: {c.why}", err=True)
+        except DataError as exc:
+            _fail(f"simulate: {exc}", 1)
+        except Exception as exc:  # a source that cannot be read: one line, not a traceback
+            from daemon.sources.base import SourceError
+
+            if isinstance(exc, SourceError):
+                _fail(f"simulate: source {cfg.source.kind}: {exc}", 1)
+            raise
+        steps = len(w.demand) - w.start
+    else:
+        if trace == "synthetic":
+            w = workloads.synthetic(tenants, gpus, days, seed=seed)
+            w.gpus_per_node = cfg.cluster.gpus_per_node  # the configured node size (the traces bring their own)
+            w.job_gpus = w.job_gpus.clip(1, w.gpus_per_node)
+        else:
+            try:
+                w = workloads.helios(data_root, days=days, high_vcs=2 if high_vcs is None else high_vcs,
+                                     high_vc_names=high_vc or None) if trace == "helios" \
+                    else workloads.alibaba(data_root, days=days)
+            except OSError as exc:
+                _fail(f"cannot read the {trace} trace: {exc}", 1)
+            except ValueError as exc:
+                _fail(f"--high-vc/--high-vcs: {exc}")
+        try:  # request volume for the throttling account follows the Azure LLM trace's minute-by-minute shape
+            w.request_shape = workloads.azure_shape(data_root)
+        except OSError:
+            click.echo("Azure trace not found: request volume is flat", err=True)
+        if "predictive" in chosen:
+            from daemon.forecasting.choose import in_use
+
+            try:  # the manifest's in-use model, if it was scored on the simulator; else the daily seasonal naive
+                sim_cfg = cfg.model_copy(update={"source": cfg.source.model_copy(update={"kind": "simulator"})})
+                model, _ = in_use(sim_cfg)
+                click.echo(f"predictive uses {model.name}", err=True)
+            except ModelError as exc:
+                model = SeasonalNaive(cfg.forecaster.season_steps, cfg.forecaster.quantiles)
+                click.echo(f"predictive uses {model.name} ({exc})", err=True)
+        steps = min(int(days * 1440), len(w.demand) - w.start - 1)
     runs = run_replay(w, cfg, model, steps=steps, strategies=chosen,
                       settings=default_sweep(chosen) if sweep else None, forecast_every=forecast_every,
                       progress=True)
     meta = {"workload": w.name, "tenants": len(w.tiers), "capacity": w.capacity, "gpus_per_node": w.gpus_per_node,
             "steps": steps, "forecaster": getattr(model, "name", None),
             "high_tier": sorted(str(c) for c, t in zip(w.demand.columns, w.tiers) if t == "high")}
-    report.to_json(runs, meta, out / f"{w.name}.json")
-    report.pareto_figure(runs, out / f"{w.name}.png", f"{w.name}: {len(w.tiers)} tenants, {w.capacity} GPUs, "
-                                                     f"{steps / 1440:g} days")
+    if own:
+        meta.update({"source": str(data) if data is not None else where,
+                     "window": [str(w.demand.index[w.start]), str(w.demand.index[-1])],
+                     "history_steps_before": int(w.start), "forecaster_choice": choice_note, **own_notes})
+    path = out / f"{w.name}.json"
+    doc = report.to_json(runs, meta, path)
+    step_days = (w.demand.index[1] - w.demand.index[0]).total_seconds() / 86400
+    png = report.pareto_figure(runs, out / f"{w.name}.png",
+                               f"{w.name}: {len(w.tiers)} tenants, {w.capacity} GPUs, {steps * step_days:g} days")
     click.echo(report.table(runs))
-    click.echo(f"wrote {out / (w.name + '.json')} and {out / (w.name + '.png')}")
+    if doc.get("comparison"):
+        click.echo("comparison at equal utilization: " + json.dumps(
+            {k: v for k, v in doc["comparison"].items() if k in ("reactive_point", "predictive_point", "perfect_point",
+                                                                  "high_unmet", "normal_unmet", "preemptions")}))
+    if recommend_:
+        try:
+            r = rec.recommend(doc, obj)
+        except rec.ObjectiveError as exc:
+            _fail(f"recommend: {exc}", 1)
+        doc["recommendation"] = r
+        path.write_text(json.dumps(doc, indent=2) + "\n")
+        click.echo(rec.text(r))
+    click.echo(f"wrote {path} and {png}")
+
+
+@cli.command(name="recommend")
+@click.argument("replay", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@_objective_opts
+@click.option("--json", "as_json", is_flag=True, help="Print the recommendation as JSON.")
+def recommend_cmd(replay: Path, minimize: str | None, subject_to: tuple[str, ...], as_json: bool) -> None:
+    """The setting on the predictive frontier of a replay JSON (simulate --sweep) that best meets the objective,
+    as a config snippet with its expected figures and reactive's and static's beside them."""
+    from daemon.sim import recommend as rec
+
+    try:
+        obj = rec.objective(minimize, subject_to or None)
+        doc = json.loads(replay.read_text())
+        r = rec.recommend(doc, obj)
+    except (rec.ObjectiveError, ValueError, KeyError) as exc:
+        _fail(f"recommend: {replay}: {exc}", 1)
+    click.echo(json.dumps(r, indent=2) if as_json else rec.text(r))
+
+
+@cli.command(name="shadow-report")
+@click.option("--tenant", default=None, help="Only this tenant's rows.")
+@click.option("--last", "last", type=click.IntRange(min=1), default=None,
+              help="Only the newest N cycles' records  [default: all kept]")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def shadow_report_cmd(ctx: click.Context, tenant: str | None, last: int | None, as_json: bool) -> None:
+    """What the daemon would have done while its actuators were in dry run, against the demand seen afterwards:
+    per tenant and tier, the waits its holds would have avoided, the preemptions (and work lost) they would have
+    cost, how often requests would have been throttled, and the forecast's realised coverage."""
+    cfg = _load(ctx)
+    from daemon.shadow.report import shadow_report, table
+
+    path = cfg.state.path
+    if cfg.ha.enabled and cfg.ha.backend == "redis":  # every leader's records, in the lease's Redis
+        import redis
+
+        from daemon.shadow.log import RedisShadowLog
+        from daemon.sources.redact import redact_url
+
+        url = cfg.ha.redis_url or cfg.actuators.redis.url
+        where = f"{redact_url(url)} ({cfg.ha.prefix}:shadow)"
+        try:
+            client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+            records = RedisShadowLog(client, cfg.ha.prefix).records(last)
+        except redis.RedisError as exc:
+            _fail(f"shadow-report: cannot read {where}: {exc}", 1)
+    else:
+        where = str(path)
+        if not path.exists():
+            _fail(f"shadow-report: no state store at {path} (state.path): run the daemon with actuators.dry_run = "
+                  "true first", 1)
+        import sqlite3
+
+        from daemon.state.store import StateStore
+
+        try:
+            store = StateStore(path)
+            records = store.shadow_records(last)
+            store.close()
+        except sqlite3.Error as exc:
+            _fail(f"shadow-report: cannot read {path}: {exc}", 1)
+    if not records:
+        _fail(f"shadow-report: {where} holds no shadow record: the daemon records them only while "
+              "actuators.dry_run = true (and state.shadow_records), on the acting replica", 1)
+    rep = shadow_report(records, tenant=tenant)
+    if tenant is not None and not rep["tenants"]:
+        _fail(f"shadow-report: no record names tenant {tenant!r}", 1)
+    click.echo(json.dumps(rep, indent=2) if as_json else table(rep))
 
 
 @cli.command(name="node-exporter")

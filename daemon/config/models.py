@@ -50,6 +50,9 @@ class TenantConfig(_Strict):
                                       "and evictions); default: the tenant's name. A `kube-*` namespace is never "
                                       "touched")
     rate_override: float | None = Field(None, gt=0, description="fixed req/s for this tenant, ignores load levels")
+    job_gpus: int | None = Field(None, ge=1, description="GPUs of this tenant's typical job, read only by "
+                                 "`simulate --data/--from-source` (the replay of this cluster's history); default: "
+                                 "its --job-gpus flag, else --default-job-gpus (1)")
 
 
 class CycleConfig(_Strict):
@@ -289,7 +292,11 @@ class ForecastQualityConfig(_Strict):
 
 
 class ForecasterConfig(_Strict):
-    kind: Literal["auto", "lstm", "seasonal_naive", "ets"] = "auto"
+    kind: Literal["auto", "lstm", "seasonal_naive", "ets", "none"] = Field(
+        "auto", description="auto: the model retrain scored best on this cluster, else the best baseline on the "
+        "start-up history; lstm, seasonal_naive, ets: that one; none: no forecast, the policy plans on current "
+        "demand only (the replay's reactive strategy, what `simulate --recommend` names when the forecast does not "
+        "help on this cluster)")
     model_dir: Path = Path("models")
     quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)
     season_steps: int = Field(1440, ge=2, description="steps in one season (a day at 1-min resolution)")
@@ -563,6 +570,14 @@ class StateConfig(_Strict):
     events_keep_days: float = Field(30.0, gt=0, description="events (failovers, preemptions, operator changes) "
                                     "older than this are deleted")
     events_max_rows: int = Field(200_000, ge=1000, description="and at most this many are kept")
+    shadow_records: bool = Field(True, description="with actuators.dry_run, the acting replica records each cycle "
+                                 "what it would have done (holds, preemptions, limits, the forecast) for "
+                                 "`gpu-autoscaler shadow-report` and the console (compressed JSON, in the state "
+                                 "store or, under HA with Redis, the lease's Redis)")
+    shadow_keep_days: float = Field(7.0, gt=0, description="shadow records older than this (by write time) are "
+                                    "deleted")
+    shadow_max_rows: int = Field(20_160, ge=100, description="and at most this many are kept (a week of 30-s cycles); "
+                                 "under HA with Redis, the stream is trimmed to about this many")
 
 
 HealthAction = Literal["report", "requeue"]

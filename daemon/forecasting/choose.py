@@ -5,6 +5,7 @@
   cycle's step and horizon; otherwise a StartupSelection scores the baselines on the first history read.
 - "lstm": the in-use (or newest promoted) LSTM, and an error if there is none.
 - "seasonal_naive" / "ets": that baseline, always.
+- "none": no forecast; the policy plans on current demand only (reactive).
 """
 
 from __future__ import annotations
@@ -42,6 +43,18 @@ class WithFallback:
             self.last_error = f"{self.primary.name} failed: {exc}"
             log.warning("forecaster %s failed, using %s: %s", self.primary.name, self.fallback.name, exc)
             return self.fallback.predict(history, horizon)
+
+
+class NoForecast:
+    """`forecaster.kind = "none"`: no forecast at all; the policy plans on current demand only (reactive: it holds
+    what is asked now plus the headroom, and preempts only for work already waiting). For a cluster whose own
+    replay shows the forecast does not help (`simulate --recommend`)."""
+
+    name = "none"
+    min_history = 0
+
+    def predict(self, history: pd.DataFrame, horizon: int) -> Forecast | None:
+        return None
 
 
 def baseline(cfg: Config) -> Forecaster:
@@ -89,6 +102,8 @@ def build(cfg: Config) -> tuple[Forecaster, str]:
 
     fc = cfg.forecaster
     base = baseline(cfg)
+    if fc.kind == "none":
+        return NoForecast(), "forecaster: none (reactive: the policy plans on current demand only)"
     if fc.kind == "seasonal_naive":
         return base, f"forecaster: {base.name}"
     if fc.kind == "ets":

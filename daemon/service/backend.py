@@ -45,6 +45,10 @@ class DaemonBackend:
         store = self._rt.store
         return store.plan_history(limit) if store is not None else []
 
+    def shadow_records(self, limit: int | None = None) -> list[dict]:
+        log = self._rt.runner.shadow_log  # under HA with Redis: the records every replica wrote as leader
+        return log.records(limit) if log is not None else []
+
     def overrides(self) -> Overrides:
         rt = self._rt
         if rt.overrides is None:  # a runtime built without one (tests of the cycle alone): keep changes in memory

@@ -81,6 +81,8 @@ class CycleRunner:
         self.operator_inputs: Callable[[], OperatorInputs] | None = None  # daemon/state/overrides.py
         self.may_act: Callable[[], bool] | None = None  # the leader lease (daemon/ha/lease.py); None: always
         self.acting = True  # whether the last cycle's plan went to the actuators (False on a standby)
+        # where dry-run cycles' shadow records go (daemon/shadow/log.py); None: the state store, if any
+        self.shadow_log = None
         self.cycles = 0
         self.health = None  # daemon/service/health.py HealthRunner; wiring sets it when health.enabled
         self.last_health: dict | None = None   # its last view, published in the Snapshot
@@ -127,6 +129,25 @@ class CycleRunner:
         self.acting = self.may_act is None or self.may_act()
         self.metrics.leader.set(1 if self.acting else 0)
         return self.acting
+
+    def _record_shadow(self, plan: Plan, state, fc: Forecast | None, history: pd.DataFrame | None) -> None:
+        """Actuators in dry run: what this cycle would have done, in the state store for the shadow report
+        (daemon/shadow). Only the acting replica records (a standby's plan is not the one that stands); a failed
+        write never stops the cycle."""
+        if (self.shadow_log is None and self.store is None) or not self.acting or not self.cfg.actuators.dry_run \
+                or plan.stale or not self.cfg.state.shadow_records:
+            return
+        try:
+            from daemon.shadow.record import make_record
+
+            rec = make_record(plan, state, fc, history, self.cfg, self.cycles)
+            if self.shadow_log is not None:
+                self.shadow_log.append(rec)
+            else:
+                self.store.save_shadow(rec)
+        except Exception as exc:  # a full disk or a Redis blip: the cycle goes on, the record is lost (counted)
+            self.metrics.state_write_errors.inc()
+            log.warning("shadow record not saved: %s", exc)
 
     def _apply(self, plan: Plan) -> list[ActionReport]:
         m = self.metrics
@@ -276,6 +297,7 @@ class CycleRunner:
         elif plan.stale:
             log.warning("%s", "; ".join(plan.notes))
         reports = self._apply(plan)
+        self._record_shadow(plan, state, fc, collected.history)
         outcome = "stale" if plan.stale else "ok"
         if not plan.stale:
             previous = self.last_plan

@@ -165,6 +165,16 @@ def limit_torch_threads(n: int) -> None:
         torch.set_num_threads(n)
 
 
+def shadow_log(lease: Any, cfg: Config, store: StateStore | None):
+    """Where dry-run cycles' shadow records go: the HA lease's Redis, which every replica reads (a takeover keeps
+    them), else the state store (daemon/shadow/log.py)."""
+    from daemon.shadow.log import RedisShadowLog, StoreShadowLog
+
+    if lease is not None and cfg.ha.backend == "redis":
+        return RedisShadowLog(lease.client, cfg.ha.prefix, cfg.state.shadow_max_rows)
+    return StoreShadowLog(store) if store is not None else None
+
+
 def _shared_overrides(lease: Any, cfg: Config) -> SharedStore | None:
     """Under HA the operator's overrides live in the lease backend, where every replica reads them
     (daemon/state/overrides.py); one replica keeps them in its SQLite store."""
@@ -226,7 +236,9 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
     log.debug("%s", note)  # the CLI's start-up line says it, short; /api/v1/plan has it whole
     limit_torch_threads(cfg.forecaster.torch_threads)
     store = StateStore(cfg.state.path, events_keep_s=cfg.state.events_keep_days * 86400,
-                       events_max_rows=cfg.state.events_max_rows) if with_store else None
+                       events_max_rows=cfg.state.events_max_rows,
+                       shadow_keep_s=cfg.state.shadow_keep_days * 86400,
+                       shadow_max_rows=cfg.state.shadow_max_rows) if with_store else None
     runner = CycleRunner(cfg, source, forecaster, actuators, store, metrics, forecaster_note=note,
                          history=history.frame(HISTORY_STEPS) if history is not None else None)
     if lease is not None:
@@ -236,6 +248,7 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
         from daemon.sources.job_telemetry import JobTelemetrySource
 
         runner.health = HealthRunner(cfg, JobTelemetrySource(cfg), metrics.registry)
+    runner.shadow_log = shadow_log(lease, cfg, store)
     overrides = Overrides(store, _shared_overrides(lease, cfg),
                           replica=lease.replica_id if lease is not None else None)
     runner.operator_inputs = overrides.cycle_inputs  # under HA: re-read from the lease backend every cycle

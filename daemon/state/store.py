@@ -10,6 +10,7 @@ import json
 import sqlite3
 import threading
 import time
+import zlib
 from pathlib import Path
 from typing import Any, Callable
 
@@ -21,17 +22,31 @@ CREATE TABLE IF NOT EXISTS plans (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT 
                                   summary TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, kind TEXT NOT NULL,
                                    detail TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS shadow (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, record TEXT NOT NULL,
+                                   logged REAL NOT NULL);
 """
+
+
+def pack(record: dict) -> bytes:
+    """A shadow record as stored (SQLite, Redis): JSON (NaN where a figure is unknown), zlib-compressed."""
+    return zlib.compress(json.dumps(record, allow_nan=True, separators=(",", ":")).encode(), 1)
+
+
+def unpack(raw: bytes | str) -> dict:
+    return json.loads(zlib.decompress(raw) if isinstance(raw, bytes) else raw)
 
 
 class StateStore:
     def __init__(self, path: Path | str, keep_plans: int = 2000, events_keep_s: float = 30 * 86400,
-                 events_max_rows: int = 200_000, clock: Callable[[], float] = time.time) -> None:
+                 events_max_rows: int = 200_000, clock: Callable[[], float] = time.time,
+                 shadow_keep_s: float = 7 * 86400, shadow_max_rows: int = 20_160) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.keep_plans = keep_plans
         self.events_keep_s = events_keep_s
         self.events_max_rows = events_max_rows
+        self.shadow_keep_s = shadow_keep_s
+        self.shadow_max_rows = shadow_max_rows
         self.clock = clock
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
@@ -189,6 +204,31 @@ class StateStore:
         with self._lock:
             v = self._get("last_plan_made_at")
         return float(v) if v is not None else None
+
+    def save_shadow(self, record: dict) -> None:
+        """One dry-run cycle's shadow record (daemon/shadow/record.py), compressed JSON; kept state.shadow_keep_days
+        (by write time) and at most state.shadow_max_rows records."""
+        with self._lock:
+            cur = self._db.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                now = self.clock()
+                cur.execute("INSERT INTO shadow(at, record, logged) VALUES(?,?,?)",
+                            (str(record.get("at", "")), pack(record), now))
+                cur.execute("DELETE FROM shadow WHERE logged < ?", (now - self.shadow_keep_s,))
+                cur.execute("DELETE FROM shadow WHERE id <= (SELECT MAX(id) FROM shadow) - ?", (self.shadow_max_rows,))
+                cur.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    cur.execute("ROLLBACK")
+                raise
+
+    def shadow_records(self, limit: int | None = None) -> list[dict]:
+        """The newest `limit` shadow records (all when None), oldest first."""
+        q = "SELECT record FROM shadow ORDER BY id DESC" + (" LIMIT ?" if limit is not None else "")
+        with self._lock:
+            rows = self._db.execute(q, (limit,) if limit is not None else ()).fetchall()
+        return [unpack(r[0]) for r in reversed(rows)]
 
     def plan_count(self) -> int:
         with self._lock:

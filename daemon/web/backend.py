@@ -102,6 +102,11 @@ class Backend(Protocol):
         """The saved plans' headline numbers, oldest first ([] without a store)."""
         ...
 
+    def shadow_records(self, limit: int | None = None) -> list[dict]:
+        """The newest `limit` shadow records (what dry-run cycles would have done, daemon/shadow), oldest first
+        ([] without a store). A blocking read: handlers call it in a worker thread."""
+        ...
+
     def overrides(self) -> OverridesView:
         ...
 

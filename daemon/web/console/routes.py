@@ -17,6 +17,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
+from daemon.shadow.report import shadow_report
 from daemon.sources.redact import redact_text
 from daemon.state.overrides import BadChange, OverridesUnavailable
 from daemon.web import views
@@ -34,6 +35,7 @@ HEADERS = {
 }
 
 
+SHADOW_CYCLES = 1440  # dry-run cycles the "What it would have done" page reads by default (?cycles=N)
 FORM_CAP = 8192  # bytes of a console form; a longer body is refused unread (413)
 
 
@@ -329,6 +331,22 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
         return page(request, "events.html", who=p, title="Events", events=rows, kind=kind, older=older,
                     kinds=views.EVENT_KINDS)
 
+    async def shadow(request: Request) -> Response:
+        """What it would have done: the shadow report (daemon/shadow/report.py) of the newest dry-run cycles; a
+        tenant token's report is computed from its own tenant's rows only."""
+        p = who(request)
+        if p is None:
+            return to_login(request)
+        try:
+            limit = int_param(request, "cycles", SHADOW_CYCLES, 1, 100_000)
+        except BadInput as exc:
+            return problem(request, p, 400, "Bad filter", str(exc))
+        snap = backend.snapshot()
+        records = await run_in_threadpool(backend.shadow_records, limit)
+        rep = shadow_report(records, tenant=None if p.operator else p.tenant)
+        return page(request, "shadow.html", who=p, title="What it would have done", rep=rep,
+                    dry_run=snap.cfg.actuators.dry_run, cycles=limit)
+
     async def slash(_: Request) -> Response:
         return RedirectResponse("/ui/", status_code=308)
 
@@ -342,4 +360,5 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
         Route("/ui/tenants/{tenant}/override", tenant_override, methods=["POST"]),
         Route("/ui/overrides", global_override, methods=["POST"]),
         Route("/ui/events", events),
+        Route("/ui/shadow", shadow),
     ]

@@ -1,0 +1,172 @@
+"""The shadow report: the dry-run decisions recorded each cycle (record.py) against the demand seen afterwards.
+
+Pure: records in, figures out. Per tenant and per tier:
+
+- holds: cycles with GPUs held for the tenant, and the waits they would have avoided: at each step after a
+  decision (up to the next decision, at most the forecast horizon), the demand seen then above what the tenant
+  had running at the decision, as far as the hold's GPUs above that would have covered it (GPU-minutes). It counts
+  only demand that really came, so a hold for a peak that never came avoids nothing;
+- preemptions: the jobs that would have been preempted (suffered by the tenant), their GPUs and the work they
+  would have lost (GPU-minutes since their last checkpoint), and those made for the tenant;
+- limits: the cycles whose rate limit was below the tenant's request rate (throttled; only where the source
+  reports request rates) and those whose limit was tightened by load (level > 0);
+- the forecast's realised coverage: the share of decisions whose forecast (at the policy's quantile) was at or
+  above the demand seen one step later (next step), and whose peak over the horizon was at or above the peak
+  seen over that horizon (peak; only decisions whose whole horizon has been seen).
+
+The demand seen afterwards is, by default, the records' own `seen` (each cycle records the newest demand its
+source served), so the report needs the store only; a demand frame (tenant x time) can be given instead.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from daemon.shadow.record import tenants as tenant_rows
+
+TIERS = ("high", "normal", "low")
+EPS = 1e-9
+
+
+def demand_seen(records: Iterable[dict]) -> pd.DataFrame:
+    """The demand the records saw, one row per distinct `seen_at` (the last record's value wins)."""
+    rows: dict[pd.Timestamp, dict[str, float]] = {}
+    for r in records:
+        at = pd.Timestamp(r["seen_at"])
+        rows[at] = {t: (np.nan if d.get("seen") is None else float(d["seen"])) for t, d in tenant_rows(r).items()}
+    if not rows:
+        return pd.DataFrame()
+    f = pd.DataFrame.from_dict(rows, orient="index").sort_index()
+    f.index.name = "time"
+    return f
+
+
+def _new() -> dict[str, Any]:
+    return {"cycles": 0, "hold_cycles": 0, "held_gpu_cycles": 0, "waits_avoided_gpu_min": 0.0,
+            "preemptions": 0, "preempted_gpus": 0, "work_lost_gpu_min": 0.0, "preemptions_for": 0,
+            "throttled_cycles": 0, "rate_known_cycles": 0, "tightened_cycles": 0,
+            "cov_next": [0, 0], "cov_peak": [0, 0]}
+
+
+def _finish(a: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in a.items() if not k.startswith("cov_")}
+    out["waits_avoided_gpu_min"] = round(out["waits_avoided_gpu_min"], 3)
+    out["work_lost_gpu_min"] = round(out["work_lost_gpu_min"], 3)
+    out["throttled_share"] = a["throttled_cycles"] / a["rate_known_cycles"] if a["rate_known_cycles"] else None
+    out["tightened_share"] = a["tightened_cycles"] / a["cycles"] if a["cycles"] else None
+    for k in ("next", "peak"):
+        ok, n = a[f"cov_{k}"]
+        out[f"coverage_{k}"] = ok / n if n else None
+        out[f"coverage_{k}_scored"] = n
+    return out
+
+
+def shadow_report(records: list[dict], demand: pd.DataFrame | None = None, tenant: str | None = None) -> dict:
+    """The report over `records` (oldest first or not: they are ordered by `seen_at`); `tenant` keeps that
+    tenant's rows only (a tenant token's view)."""
+    recs = sorted(records, key=lambda r: (pd.Timestamp(r["seen_at"]), r.get("cycle", 0)))
+    recs = [{**r, "tenants": tenant_rows(r)} for r in recs]  # one decoding per record
+    if not recs:
+        return {"cycles": 0, "tenants": {}, "tiers": {}, "from": None, "to": None, "quantile": None,
+                "preemptions": 0, "hold_cycles": 0}
+    seen = demand if demand is not None else demand_seen(recs)
+    seen = seen.sort_index()
+    times = seen.index
+    per: dict[str, dict] = defaultdict(_new)
+    tier_of: dict[str, str] = {}
+    for k, r in enumerate(recs):
+        at = pd.Timestamp(r["seen_at"])
+        step = pd.Timedelta(seconds=int(r["step_s"]))
+        horizon = int(r["horizon_steps"])
+        end = at + horizon * step
+        nxt = next((pd.Timestamp(x["seen_at"]) for x in recs[k + 1:] if pd.Timestamp(x["seen_at"]) > at), None)
+        until = min(end, nxt) if nxt is not None else min(end, at + step)
+        covered = seen.loc[(times > at) & (times <= until)]
+        ahead = seen.loc[(times > at) & (times <= end)]
+        whole = len(ahead) >= horizon and (len(ahead) == 0 or ahead.index[-1] >= end)
+        one = seen.loc[times == at + step]
+        for t, d in r["tenants"].items():
+            if tenant is not None and t != tenant:
+                continue
+            a = per[t]
+            tier_of[t] = d.get("tier", "normal")
+            a["cycles"] += 1
+            hold = int(d.get("hold") or 0)
+            used = d.get("used")
+            if hold > 0:
+                a["hold_cycles"] += 1
+                a["held_gpu_cycles"] += hold
+                if used is not None and t in covered.columns:
+                    extra = max(hold - float(used), 0.0)
+                    got = covered[t].to_numpy(dtype=float)
+                    grow = np.clip(np.nan_to_num(got - float(used), nan=0.0), 0.0, extra)
+                    a["waits_avoided_gpu_min"] += float(grow.sum()) * step.total_seconds() / 60.0
+            rate, rr = d.get("rate"), d.get("request_rate")
+            if rate is not None and rr is not None:
+                a["rate_known_cycles"] += 1
+                a["throttled_cycles"] += int(rr > rate + EPS)
+            if (d.get("level") or 0) > 0:
+                a["tightened_cycles"] += 1
+            fn, fp = d.get("fc_next"), d.get("fc_peak")
+            if fn is not None and t in one.columns and len(one) and np.isfinite(one[t].iloc[0]):
+                a["cov_next"][1] += 1
+                a["cov_next"][0] += int(float(one[t].iloc[0]) <= fn + EPS)
+            if fp is not None and whole and t in ahead.columns and np.isfinite(ahead[t].to_numpy(dtype=float)).all():
+                a["cov_peak"][1] += 1
+                a["cov_peak"][0] += int(float(ahead[t].max()) <= fp + EPS)
+        for p in r.get("preemptions", []):
+            if tenant is None or p["tenant"] == tenant:
+                a = per[p["tenant"]]
+                tier_of.setdefault(p["tenant"], r["tenants"].get(p["tenant"], {}).get("tier", "low"))
+                a["preemptions"] += 1
+                a["preempted_gpus"] += int(p["gpus"])
+                a["work_lost_gpu_min"] += float(p.get("lost_gpu_min") or 0.0)
+            if p.get("for_tenant") and (tenant is None or p["for_tenant"] == tenant):
+                per[p["for_tenant"]]["preemptions_for"] += 1
+                tier_of.setdefault(p["for_tenant"], r["tenants"].get(p["for_tenant"], {}).get("tier", "normal"))
+    tiers: dict[str, dict] = {}
+    for tr in TIERS:
+        agg = _new()
+        names = [t for t in per if tier_of.get(t) == tr]
+        if not names:
+            continue
+        for t in names:
+            for key, v in per[t].items():
+                if key.startswith("cov_"):
+                    agg[key] = [agg[key][0] + v[0], agg[key][1] + v[1]]
+                else:
+                    agg[key] += v
+        agg["tenants"] = len(names)
+        tiers[tr] = _finish(agg)
+    out_t = {t: {"tier": tier_of.get(t, "normal"), **_finish(a)} for t, a in sorted(per.items())}
+    return {"cycles": len(recs), "from": recs[0]["at"], "to": recs[-1]["at"], "quantile": recs[-1].get("quantile"),
+            "preemptions": sum(a["preemptions"] for a in out_t.values()),
+            "hold_cycles": sum(a["hold_cycles"] for a in out_t.values()),
+            "tenants": out_t, "tiers": tiers}
+
+
+def table(rep: dict) -> str:
+    """Per tier, then per tenant, for the terminal."""
+    head = (f"{'':<28} {'tier':<6} {'cycles':>6} {'holds':>6} {'avoided':>8} {'preempt':>7} {'lost':>8} "
+            f"{'forIt':>5} {'thrott':>6} {'tight':>6} {'cov1':>5} {'covPk':>5}")
+    unit = (f"{'':<28} {'':<6} {'':>6} {'cyc':>6} {'GPU-min':>8} {'jobs':>7} {'GPU-min':>8} {'jobs':>5} "
+            f"{'%':>6} {'%':>6} {'%':>5} {'%':>5}")
+
+    def pct(x):
+        return "-" if x is None else f"{100 * x:.0f}"
+
+    def row(name, tier, a):
+        return (f"{name:<28} {tier:<6} {a['cycles']:>6} {a['hold_cycles']:>6} {a['waits_avoided_gpu_min']:>8.0f} "
+                f"{a['preemptions']:>7} {a['work_lost_gpu_min']:>8.0f} {a['preemptions_for']:>5} "
+                f"{pct(a['throttled_share']):>6} {pct(a['tightened_share']):>6} {pct(a['coverage_next']):>5} "
+                f"{pct(a['coverage_peak']):>5}")
+
+    lines = [f"shadow report: {rep['cycles']} dry-run cycles from {rep['from']} to {rep['to']}, forecast quantile "
+             f"{rep['quantile']}", head, unit]
+    lines += [row(f"tier {t}", t, a) for t, a in rep["tiers"].items()]
+    lines += [row(n[:28], a["tier"], a) for n, a in rep["tenants"].items()]
+    return "\n".join(lines)

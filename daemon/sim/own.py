@@ -1,0 +1,260 @@
+"""This cluster's own history as a replay workload (`gpu-autoscaler simulate --data FILE` / `--from-source`).
+
+The history is read exactly as `retrain --data` reads it (daemon.forecasting.retrain.read_history_file: CSV or
+parquet, wide or long), or from the configured source. Tiers and job sizes come from the config's `[[tenants]]`
+(`tier`, `job_gpus`) or from flags for tenants the config does not name; capacity and node size from `[cluster]`.
+The last `days` of the history are replayed; everything before is the forecaster's history and is where the
+forecaster is chosen (as `retrain` chooses, or the quick baseline-only choice the daemon makes at start-up).
+
+Input that would make the replay mean nothing is refused with one line naming the problem (``DataError``).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from daemon.config import Config
+from daemon.forecasting.retrain import DataError, read_history_file
+from daemon.sim.workloads import Workload
+from forecaster.baselines import Forecaster
+
+log = logging.getLogger("gpu_autoscaler.sim.own")
+
+TIERS = ("high", "normal", "low")
+
+
+def parse_pairs(items: Iterable[str], flag: str, kind: str) -> dict[str, str]:
+    """`NAME=VALUE` flags (repeatable) as a dict; the tenant name may itself hold `=` (the last one splits)."""
+    out: dict[str, str] = {}
+    for it in items:
+        name, sep, val = it.rpartition("=")
+        if not sep or not name or not val:
+            raise DataError(f"{flag} wants NAME={kind}, got {it!r}")
+        out[name] = val
+    return out
+
+
+def tenant_settings(cfg: Config, tier_flags: Mapping[str, str], job_flags: Mapping[str, str]
+                    ) -> tuple[dict[str, str], dict[str, int]]:
+    """Tier and job size per named tenant: the config's `[[tenants]]` first, the flags for the others (a flag for
+    a tenant the config names overrides it: the replay asks "what if")."""
+    tiers: dict[str, str] = {t.name: t.tier for t in cfg.tenants}
+    jobs: dict[str, int] = {t.name: t.job_gpus for t in cfg.tenants if t.job_gpus is not None}
+    for n, t in tier_flags.items():
+        if t not in TIERS:
+            raise DataError(f"--tier {n}={t}: the tier is one of {', '.join(TIERS)}")
+        tiers[n] = t
+    for n, g in job_flags.items():
+        try:
+            jobs[n] = int(g)
+        except ValueError:
+            raise DataError(f"--job-gpus {n}={g}: not a whole number of GPUs") from None
+        if jobs[n] < 1:
+            raise DataError(f"--job-gpus {n}={g}: a job has at least 1 GPU")
+    return tiers, jobs
+
+
+def window_steps(days: float, step_s: int) -> int:
+    return int(round(days * 86400 / step_s))
+
+
+def own_workload(frame: pd.DataFrame, cfg: Config, *, days: float, step_s: int, where: str,
+                 tier_flags: Mapping[str, str] | None = None, job_flags: Mapping[str, str] | None = None,
+                 default_job_gpus: int = 1, name: str | None = None) -> tuple[Workload, dict]:
+    """The replay workload of a tenant x time history: the last `days` are measured, the rest is history.
+
+    Tenants the config and the flags do not name are replayed as the daemon treats them (tier normal) with
+    `default_job_gpus`; they are listed in the returned notes. Refused (DataError, one line): no tenant the
+    config or flags know; less than one season (forecaster.season_steps) before the window; total demand above
+    the cluster's GPUs at every step of the window."""
+    tiers, jobs = tenant_settings(cfg, tier_flags or {}, job_flags or {})
+    cols = [str(c) for c in frame.columns]
+    frame = frame.copy()
+    frame.columns = pd.Index(cols, name="tenant")
+    known = [c for c in cols if c in tiers]
+    if not known:
+        named = sorted(tiers)
+        raise DataError(f"{where}: no tenant the config knows: the file has {_some(cols)}; the config and flags name "
+                        f"{_some(named) if named else 'none'} (add [[tenants]] or --tier NAME=TIER)")
+    unknown = [c for c in cols if c not in tiers]
+    season = cfg.forecaster.season_steps
+    measured = window_steps(days, step_s)
+    if measured < 1:
+        raise DataError(f"{where}: --days {days:g} is less than one {step_s} s step")
+    if len(frame) < season + measured:
+        raise DataError(f"{where}: {len(frame) * step_s / 86400:.2f} days of history, the replay needs "
+                        f"{(season + measured) * step_s / 86400:.2f}: a season ({season} steps) before the "
+                        f"{days:g}-day window")
+    gpn = cfg.cluster.gpus_per_node
+    cap = cfg.cluster.gpus
+    demand = np.ceil(frame.astype(float))  # GPUs are whole: a fractional mean still occupies the next GPU up
+    start = len(demand) - measured
+    total = demand.iloc[start:].sum(axis=1, min_count=1).to_numpy(dtype=float)
+    if np.all(np.nan_to_num(total, nan=np.inf) > cap):
+        raise DataError(f"{where}: demand is above the cluster's {cap} GPUs (cluster.gpus) at every step of the "
+                        f"replayed window (least {np.nanmin(total):.0f}): the replay would mean nothing; check "
+                        "cluster.gpus or the file's units")
+    tier_of = tuple(tiers.get(c, "normal") for c in cols)
+    job = np.array([min(max(1, int(jobs.get(c, default_job_gpus))), gpn) for c in cols], dtype=np.int64)
+    clipped = sorted(c for c in cols if jobs.get(c, default_job_gpus) > gpn)
+    w = Workload(name or f"own-{Path(where).stem}", demand, tier_of, job, cap, start, gpus_per_node=gpn)
+    notes = {"tenants_unnamed": unknown, "job_gpus_clipped_to_node": clipped,
+             "tiers": {t: int(sum(x == t for x in tier_of)) for t in TIERS}}
+    if unknown:
+        log.warning("%s: %d tenants not named in the config or flags, replayed as tier normal with %d-GPU jobs: %s",
+                    where, len(unknown), default_job_gpus, _some(unknown))
+    return w, notes
+
+
+def _some(names: list[str], n: int = 6) -> str:
+    return ", ".join(names[:n]) + (f" (+{len(names) - n} more)" if len(names) > n else "")
+
+
+def read_file(path: Path, cfg: Config) -> pd.DataFrame:
+    """The history file as `retrain --data` reads it, on the cycle's step (cycle.resolution_s)."""
+    return read_history_file(path, cfg.cycle.resolution_s)
+
+
+def history_store_path(cfg: Config) -> Path:
+    """The daemon's rolling history store (daemon/sources/history.py), where wiring puts it."""
+    return cfg.history.path or cfg.state.path.with_name(f"{cfg.state.path.stem}-history.sqlite")
+
+
+def read_history_store(path: Path, step_s: int) -> pd.DataFrame | None:
+    """The daemon's history store as a time x tenant frame, read-only (the running daemon's file is never
+    written: History() would start it over on a step it does not expect). None when it is absent, empty or at
+    another step."""
+    import sqlite3
+
+    if not Path(path).exists():
+        return None
+    try:
+        db = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True)
+        try:
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            names = [n for _, n in db.execute("SELECT col, name FROM tenants ORDER BY col")]
+            rows = db.execute("SELECT step, vals FROM steps ORDER BY step").fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        log.warning("history store %s not read: %s", path, exc)
+        return None
+    if meta.get("step_s") != str(step_s) or not rows or not names:
+        return None
+    first, last = rows[0][0], rows[-1][0]
+    vals = np.full((last - first + 1, len(names)), np.nan)
+    for step, blob in rows:
+        v = np.frombuffer(blob, dtype=np.float32)
+        vals[step - first, :len(v)] = v
+    idx = pd.date_range(pd.Timestamp(first * step_s, unit="s", tz="UTC"), periods=len(vals), freq=f"{step_s}s",
+                        name="time")
+    return pd.DataFrame(vals, index=idx, columns=pd.Index(names, name="tenant"))
+
+
+def read_source(cfg: Config, days: float, *, until: float | None = None, source=None) -> tuple[pd.DataFrame, str]:
+    """`days` of history up to `until` (unix seconds; default now) from the configured source, and where it came
+    from: the daemon's own history store when it holds the whole window up to `until` (nothing asked of
+    Prometheus), else the Prometheus range (source.prometheus.demand_query over the window, read in chunks as the
+    daemon backfills); or the embedded simulator's demand. Steps before the first sample are dropped; a source
+    that cannot serve `days` (nothing, or its first sample later than the start asked) is refused with one line."""
+    from daemon.forecasting.retrain import simulator_history
+
+    step_s = cfg.cycle.resolution_s
+    want = window_steps(days, step_s)
+    if cfg.source.kind == "simulator":
+        frame = simulator_history(cfg, days)
+        where = "source simulator"
+    else:
+        import time
+
+        from daemon.sources.prometheus import PrometheusSource
+
+        t = time.time() if until is None else float(until)
+        end = pd.Timestamp(np.floor(t / step_s) * step_s, unit="s", tz="UTC")
+        path = history_store_path(cfg)
+        stored = read_history_store(path, step_s) if cfg.history.incremental else None
+        if stored is not None:
+            stored = stored.loc[:end]
+        late = pd.Timedelta(seconds=max(cfg.cycle.stale_after_s, step_s))
+        if stored is not None and len(stored) >= want and stored.index[-1] >= end - late:
+            win = stored.iloc[-want:]
+            if win.iloc[0].notna().any():  # the window's first step was read (not a gap before the backfill)
+                return win, f"history store {path}"
+        src = source if source is not None else PrometheusSource(cfg, clock=lambda: t)
+        frame = src.history_range(pd.Timedelta(days=days) - pd.Timedelta(seconds=step_s))
+        where = "source prometheus"
+    rows = frame.dropna(how="all")
+    if rows.empty or frame.shape[1] == 0:
+        raise DataError(f"{where}: no demand at all over the last {days:g} days")
+    frame = frame.loc[rows.index[0]:]
+    if len(frame) < want:
+        raise DataError(f"{where}: cannot serve {days:g} days: its history starts at {rows.index[0]} "
+                        f"({len(frame) * step_s / 86400:.2f} days)")
+    return frame, where
+
+
+@dataclass
+class Choice:
+    model: Forecaster
+    name: str
+    why: str
+
+
+def choose_forecaster(before: pd.DataFrame, cfg: Config, step_s: int, *, quick: bool = False,
+                      epochs: int | None = None) -> Choice:
+    """The forecaster for the replayed window, chosen on the history before it only.
+
+    Default: as `retrain` chooses (daemon.forecasting.retrain.retrain_on): an LSTM trained on that history, the
+    configured model in use, and every baseline scored on its held-out end; the best runs, as the daemon would run
+    it. The models are written to a temporary copy of forecaster.model_dir, never to it. ``quick``: the
+    baseline-only choice the daemon makes at start-up (forecaster.selection.StartupSelection), no training."""
+    from forecaster.selection import StartupSelection, resolve
+
+    if quick:
+        sel = StartupSelection(cfg.forecaster.season_steps, tuple(cfg.forecaster.quantiles))
+        chosen = sel.select(before, cfg.cycle.horizon_steps)
+        if chosen is None:
+            raise DataError(f"the history before the window cannot choose a forecaster: {sel.why}")
+        # refresh the spread in the forecast call (not a background thread): the same history, the same numbers
+        from forecaster.selection import make_baseline
+
+        best = min((k for k, v in sel.scores.items() if np.isfinite(v)), key=lambda k: sel.scores[k])
+        model = make_baseline(best, cfg.forecaster.season_steps, tuple(cfg.forecaster.quantiles), refresh=10,
+                              background=False)
+        return Choice(model, model.name, f"quick (baselines only): {sel.why}")
+    from daemon.forecasting.retrain import retrain_on
+    from forecaster import registry
+
+    note = ""
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp) / "models"
+        src = Path(cfg.forecaster.model_dir)
+        if src.is_dir():
+            # the configured model is scored too (as retrain scores it), where the history before the window is
+            # long enough for it: a model that needs more history than there is would only fail the backtest
+            n = len(before)
+            holdout = min(cfg.forecaster.season_steps, max(cfg.cycle.horizon_steps * 4, n // 5))
+            try:
+                need = registry.load_current(src).min_history
+            except registry.ModelError:
+                need = 0
+            if need <= n - holdout:
+                shutil.copytree(src, d)
+            else:
+                note = (f"; the model in {src} was not scored: it needs {need} steps of history, "
+                        f"{n - holdout} before the scored window")
+        out = retrain_on(before, cfg, model_dir=d, step_s=step_s, epochs=epochs, progress=False, with_ets=False,
+                         scored_on=f"own history, {len(before)} steps before the window")
+        entry = out.in_use or {}
+        if not entry:
+            raise DataError(f"no forecaster chosen on the history before the window: {out.message}")
+        model = resolve(entry, d, tuple(cfg.forecaster.quantiles), background=False)
+        return Choice(model, model.name, entry.get("why", out.message) + note)

@@ -1,0 +1,210 @@
+"""Recommended settings from a replay (pure: reads the replay JSON that `simulate` writes, nothing else).
+
+Among the predictive settings on the predictive Pareto frontier (utilization against high-tier unmet demand,
+daemon.sim.report.frontier), the one that best meets an objective: by default the least high-tier unmet demand
+at no more than reactive's normal-tier unmet demand and no more preemptions than reactive's. Reactive's figures
+are its point in the comparison at equal utilization (report.compare: its frontier's best point at its highest
+utilization). If no predictive setting meets the constraints, or the best one is no better than reactive on the
+minimized figure, predictive does not help on this history and reactive is recommended.
+
+The objective is configurable: ``--minimize METRIC`` and any number of ``--subject-to "METRIC OP BOUND"``, where
+BOUND is a number, ``reactive`` or ``F*reactive`` (e.g. ``preemptions<=1.5*reactive``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from daemon.sim.report import METRICS, OPS, UTIL_TOLERANCE, frontier
+
+# what a recommendation prints and compares, read from one setting's summary
+FIGURES = {
+    "utilization": lambda s: s["utilization"],
+    "high_unmet": lambda s: s["tiers"]["high"]["unmet_gpu_min"],
+    "normal_unmet": lambda s: s["tiers"]["normal"]["unmet_gpu_min"],
+    "low_unmet": lambda s: s["tiers"]["low"]["unmet_gpu_min"],
+    "preemptions": lambda s: s["preemptions"],
+    "work_lost_gpu_min": lambda s: s["work_lost_gpu_min"],
+    "preempted_idle": lambda s: s["preempted_idle_gpu_min"],
+    "high_wait_p99_min": lambda s: s["tiers"]["high"]["wait_p99_min"],
+}
+LOWER_IS_BETTER = {k for k in FIGURES if k != "utilization"}
+
+
+class ObjectiveError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Constraint:
+    metric: str
+    op: str
+    bound: float | None = None      # a fixed bound, or
+    factor: float = 1.0             # factor * reactive's value (bound is None)
+
+    def text(self) -> str:
+        if self.bound is not None:
+            return f"{self.metric} {self.op} {self.bound:g}"
+        return f"{self.metric} {self.op} {'' if self.factor == 1 else f'{self.factor:g}*'}reactive"
+
+    def ok(self, s: dict, reactive: dict) -> bool:
+        v = FIGURES[self.metric](s)
+        b = self.bound if self.bound is not None else self.factor * FIGURES[self.metric](reactive)
+        return bool(OPS[self.op](v, b))
+
+
+@dataclass(frozen=True)
+class Objective:
+    minimize: str = "high_unmet"
+    constraints: tuple[Constraint, ...] = field(default_factory=lambda: (
+        Constraint("normal_unmet", "<="), Constraint("preemptions", "<=")))
+
+    def text(self) -> str:
+        c = ", ".join(x.text() for x in self.constraints)
+        return f"least {self.minimize}" + (f" at {c}" if c else "")
+
+
+_CON = re.compile(r"^\s*([a-z_0-9]+)\s*(<=|>=|<|>)\s*(?:(reactive)|([0-9.]+)\s*\*\s*reactive|([0-9.eE+-]+))\s*$")
+
+
+def parse_constraint(text: str) -> Constraint:
+    m = _CON.match(text)
+    if not m:
+        raise ObjectiveError(f"--subject-to {text!r}: want METRIC OP BOUND, BOUND a number, reactive or F*reactive "
+                             "(e.g. 'preemptions<=1.5*reactive')")
+    metric, op, rel, factor, num = m.groups()
+    if metric not in FIGURES:
+        raise ObjectiveError(f"--subject-to {text!r}: unknown metric {metric!r}; one of {', '.join(FIGURES)}")
+    try:
+        if num is not None:
+            return Constraint(metric, op, bound=float(num))
+        return Constraint(metric, op, factor=1.0 if rel else float(factor))
+    except ValueError:
+        raise ObjectiveError(f"--subject-to {text!r}: {num or factor!r} is not a number") from None
+
+
+def objective(minimize: str | None = None, subject_to: tuple[str, ...] | list[str] | None = None) -> Objective:
+    """The objective from the flags; no flags: the default (least high-tier unmet at no more than reactive's
+    normal-tier unmet and preemptions). ``subject_to`` given replaces the default constraints."""
+    m = minimize or "high_unmet"
+    if m not in LOWER_IS_BETTER:
+        raise ObjectiveError(f"--minimize {m!r}: one of {', '.join(sorted(LOWER_IS_BETTER))}")
+    if subject_to is None:
+        return Objective(m)
+    return Objective(m, tuple(parse_constraint(x) for x in subject_to))
+
+
+def reactive_point(runs: list[dict], comparison: dict | None) -> dict | None:
+    """Reactive's point in the comparison at equal utilization (by label), else chosen as report.compare does."""
+    reactive = [x for x in runs if x["strategy"] == "reactive"]
+    if not reactive:
+        return None
+    label = (comparison or {}).get("reactive_point")
+    hit = next((x for x in reactive if x["label"] == label), None)
+    if hit is not None:
+        return hit
+    rf = frontier(reactive)
+    top = max(p["utilization"] for p in rf)
+    return min((p for p in rf if p["utilization"] >= top - 0.01), key=lambda p: p["tiers"]["high"]["unmet_gpu_min"])
+
+
+def static_point(runs: list[dict], util: float | None) -> dict | None:
+    """Static's setting beside reactive: the least high-tier unmet among those at reactive's utilization (less the
+    tolerance), else the static setting with the highest utilization."""
+    st = [x for x in runs if x["strategy"] == "static"]
+    if not st:
+        return None
+    ok = [p for p in st if util is None or p["utilization"] >= util - UTIL_TOLERANCE]
+    if ok:
+        return min(ok, key=lambda x: (x["tiers"]["high"]["unmet_gpu_min"], -x["utilization"]))
+    return max(st, key=lambda x: x["utilization"])
+
+
+def figures(s: dict | None) -> dict | None:
+    if s is None:
+        return None
+    return {"label": s["label"], **{k: f(s) for k, f in FIGURES.items()}}
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    return repr(float(v))
+
+
+def snippet(s: dict, helps: bool, exp: dict, reactive: dict | None, static: dict | None, obj: Objective,
+            source: str, forecaster: str | None = None) -> str:
+    """The recommended setting as a config snippet (the `[policy]` keys the replay swept), its expected figures
+    and reactive's and static's beside them as comments."""
+    def line(name: str, f: dict | None) -> str:
+        if f is None:
+            return f"#   {name:<12} (not replayed)"
+        return (f"#   {name:<12} util {100 * f['utilization']:5.1f}%  high unmet {f['high_unmet']:9.0f}  "
+                f"normal unmet {f['normal_unmet']:9.0f}  low unmet {f['low_unmet']:9.0f}  "
+                f"preemptions {f['preemptions']:6d}  work lost {f['work_lost_gpu_min']:8.0f} GPU-min")
+
+    head = [f"# recommended by gpu-autoscaler from {source}", f"# objective: {obj.text()}"]
+    if s["strategy"] == "predictive" and forecaster:
+        head.append(f"# replayed with the forecaster {forecaster} (forecaster.kind = \"auto\" uses the one retrain "
+                    "scores best on this cluster)")
+    if not helps:
+        head.append("# predictive does not help on this history: no predictive setting on its frontier beats "
+                    "reactive under the objective; recommended: reactive")
+    head += ["# expected over the replayed window (GPU-min):", line("recommended", exp), line("reactive", reactive),
+             line("static", static)]
+    knobs = s["knobs"]
+    body = ['[forecaster]', 'kind = "none"   # reactive: the policy plans on current demand only', ""] \
+        if s["strategy"] == "reactive" else []
+    body += ["[policy]"] + [f"{k} = {_toml_value(v)}" for k, v in knobs.items()]
+    if not knobs:
+        body.append("# the configured [policy] as it is")
+    return "\n".join(head + body) + "\n"
+
+
+def recommend(replay: dict, obj: Objective | None = None) -> dict:
+    """The recommendation for one replay JSON (daemon.sim.report.to_json's output)."""
+    obj = obj or Objective()
+    runs = replay.get("runs") or []
+    reactive = reactive_point(runs, replay.get("comparison"))
+    if reactive is None:
+        raise ObjectiveError("the replay has no reactive setting: replay with --strategies including reactive")
+    static = static_point(runs, reactive["utilization"])
+    pred = [x for x in runs if x["strategy"] == "predictive"]
+    front = frontier(pred) if pred else []
+    feasible = [p for p in front if all(c.ok(p, reactive) for c in obj.constraints)]
+    key = FIGURES[obj.minimize]
+    best = min(feasible, key=lambda p: (key(p), -p["utilization"], p["preemptions"])) if feasible else None
+    helps = best is not None and key(best) < key(reactive)
+    if not pred:
+        why = "no predictive setting was replayed (no forecaster, or --strategies without predictive)"
+    elif not feasible:
+        why = (f"none of the {len(front)} predictive settings on its frontier meets "
+               + ", ".join(c.text() for c in obj.constraints))
+    elif not helps:
+        why = (f"the best predictive setting that meets the constraints ({best['label']}) has {obj.minimize} "
+               f"{key(best):g}, reactive {key(reactive):g}")
+    else:
+        why = (f"{best['label']}: {obj.minimize} {key(best):g} against reactive's {key(reactive):g}, "
+               f"the least among the {len(feasible)} predictive settings on its frontier that meet the constraints")
+    chosen = best if helps else reactive
+    exp, rf, sf = figures(chosen), figures(reactive), figures(static)
+    source = replay.get("workload", "the replay")
+    return {"recommended": chosen["label"], "strategy": chosen["strategy"], "knobs": dict(chosen["knobs"]),
+            "predictive_helps": helps, "objective": obj.text(), "why": why,
+            "expected": exp, "reactive": rf, "static": sf,
+            "predictive_frontier": [p["label"] for p in front], "feasible": [p["label"] for p in feasible],
+            "snippet": snippet(chosen, helps, exp, rf, sf, obj, source, replay.get("forecaster"))}
+
+
+def text(rec: dict) -> str:
+    """What the terminal shows: the verdict, why, and the snippet."""
+    verdict = (f"recommended: {rec['recommended']}" if rec["predictive_helps"]
+               else f"predictive does not help on this history; recommended: {rec['recommended']}")
+    return f"{verdict}\nwhy: {rec['why']}\n\n{rec['snippet']}"
+
+
+__all__ = ["Constraint", "FIGURES", "METRICS", "Objective", "ObjectiveError", "objective", "parse_constraint",
+           "recommend", "text"]

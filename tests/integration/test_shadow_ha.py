@@ -1,0 +1,60 @@
+"""Shadow records under HA (issue #27): only the acting replica records, in the lease's Redis (a real
+redis-server), so the report after a takeover holds the old leader's cycles and the new one's."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from daemon.config import parse_config
+from daemon.service.backend import DaemonBackend
+from daemon.service.wiring import build_runtime
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.services
+
+
+def config(redis_url: str, rid: str, tmp) -> dict:
+    return {"cluster": {"gpus": 256},
+            "source": {"kind": "simulator", "simulator": {"tenants": 16, "warmup_steps": 1500}},
+            "forecaster": {"kind": "seasonal_naive"},
+            "actuators": {"dry_run": True, "enabled": ["log"]},
+            "state": {"path": str(tmp / f"{rid}.sqlite")}, "server": {"enabled": False},
+            "ha": {"enabled": True, "backend": "redis", "redis_url": redis_url, "replica_id": rid, "lease_ttl_s": 5}}
+
+
+def test_only_the_leader_records_and_a_takeover_keeps_the_records(r, redis_url, tmp_path):
+    a = build_runtime(parse_config(config(redis_url, "a", tmp_path)))
+    b = build_runtime(parse_config(config(redis_url, "b", tmp_path)))
+    try:
+        assert a.lease.tick() and not b.lease.tick()        # a leads, b stands by
+        for _ in range(3):
+            a.runner.run_once()
+            b.runner.run_once()                              # b plans too, but is not the one whose plan stands
+        assert r.xlen("gpuas:shadow") == 3
+        a.lease.stop(release=True)                           # a clean hand-over
+        assert b.lease.tick()
+        for _ in range(2):
+            b.runner.run_once()
+        # b's console and report read every leader's records: a's 3 and its own 2
+        recs = DaemonBackend(b, health=lambda: {}, submit_alerts=None).shadow_records(None)
+        assert len(recs) == 5 and [x["cycle"] for x in recs] == [1, 2, 3, 4, 5]
+        # nothing in either replica's own SQLite file: the records are in the shared store only
+        assert a.store.shadow_records() == [] and b.store.shadow_records() == []
+    finally:
+        a.close()
+        b.close()
+    cfg = tmp_path / "b.toml"
+    cfg.write_text(f"""
+[state]
+path = "{tmp_path / 'b.sqlite'}"
+[ha]
+enabled = true
+backend = "redis"
+redis_url = "{redis_url}"
+""")
+    out = subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(cfg), "shadow-report", "--json"], cwd=REPO,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["cycles"] == 5

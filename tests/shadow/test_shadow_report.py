@@ -1,0 +1,174 @@
+"""The shadow report (issue #27): dry-run decisions recorded each cycle, set against the demand seen afterwards."""
+
+import json
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from daemon.config import Config
+from daemon.shadow.record import tenants
+from daemon.shadow.report import shadow_report
+from daemon.state.store import StateStore
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def rec(k: int, tenants: dict, preemptions=(), horizon: int = 3) -> dict:
+    at = pd.Timestamp("2026-01-01T00:00:00Z") + pd.Timedelta(minutes=k)
+    return {"v": 1, "at": at.isoformat(), "cycle": k + 1, "seen_at": at.isoformat(), "step_s": 60,
+            "horizon_steps": horizon, "lead_time_steps": 2, "quantile": 0.9, "model": "m", "capacity": 16,
+            "load": 0.5, "rate_level": 0, "notes": [], "tenants": tenants, "preemptions": list(preemptions)}
+
+
+def t(tier, seen, used=None, hold=0, fc_next=None, fc_peak=None, rate=100.0, rr=None, level=0):
+    return {"tier": tier, "used": seen if used is None else used, "pending": 0, "seen": seen, "hold": hold,
+            "quota": None, "rate": rate, "level": level, "limit_reason": "", "request_rate": rr,
+            "fc_next": fc_next, "fc_peak": fc_peak}
+
+
+def test_hand_computed_report():
+    # the high tenant runs 2 GPUs; the decision at minute 0 holds 8 for it; demand seen then: 2, 6, 10, 4
+    # waits avoided by the minute-0 hold: only minute 1 (the next decision at minute 1 takes over):
+    # min(6 - 2, 8 - 2) = 4; the minute-1 decision (used 6, hold 8) covers minute 2: min(10 - 6, 2) = 2;
+    # minute 2 (used 8, no hold) nothing. Coverage of the next step: fc_next 5 vs 6 (miss), 12 vs 10 (hit),
+    # 4 vs 4 (hit); peak over 3 steps only for minute 0 (the only one whose horizon was seen): max(6,10,4)=10 <= 11
+    hi = [t("high", 2, hold=8, fc_next=5, fc_peak=11), t("high", 6, hold=8, fc_next=12, fc_peak=12),
+          t("high", 10, used=8, fc_next=4, fc_peak=20), t("high", 4, fc_next=4, fc_peak=4)]
+    lo = [t("low", 8, rr=50, level=1), t("low", 8, rr=150), t("low", 8, rr=100), t("low", 8)]
+    pre = {1: [{"job_id": "j1", "tenant": "lo", "gpus": 2, "node": "n1", "reason": "r", "for_tenant": "hi",
+                "lost_gpu_min": 30.0}],
+           2: [{"job_id": "j2", "tenant": "lo", "gpus": 4, "node": "n1", "reason": "r", "for_tenant": "hi",
+                "lost_gpu_min": 12.5}]}
+    records = [rec(k, {"hi": hi[k], "lo": lo[k]}, pre.get(k, ())) for k in range(4)]
+    rep = shadow_report(records)
+    h, lo_ = rep["tenants"]["hi"], rep["tenants"]["lo"]
+    assert h["hold_cycles"] == 2 and h["waits_avoided_gpu_min"] == 4 + 2
+    assert h["coverage_next"] == pytest.approx(2 / 3) and h["coverage_next_scored"] == 3
+    assert h["coverage_peak"] == 1.0 and h["coverage_peak_scored"] == 1
+    assert h["preemptions_for"] == 2 and h["preemptions"] == 0
+    assert lo_["preemptions"] == 2 and lo_["preempted_gpus"] == 6 and lo_["work_lost_gpu_min"] == 42.5
+    assert lo_["throttled_cycles"] == 1 and lo_["throttled_share"] == pytest.approx(1 / 3)  # 150 > 100; rr unknown once
+    assert lo_["tightened_share"] == 0.25
+    assert rep["tiers"]["high"]["waits_avoided_gpu_min"] == 6 and rep["tiers"]["low"]["preemptions"] == 2
+    assert rep["preemptions"] == 2 and rep["hold_cycles"] == 2 and rep["cycles"] == 4
+    # a tenant's view holds only its own rows
+    only = shadow_report(records, tenant="lo")
+    assert set(only["tenants"]) == {"lo"} and set(only["tiers"]) == {"low"}
+
+
+def test_a_hold_for_a_peak_that_never_came_avoids_nothing():
+    records = [rec(k, {"hi": t("high", 2, hold=8, fc_next=9, fc_peak=9)}) for k in range(5)]
+    rep = shadow_report(records)
+    assert rep["tenants"]["hi"]["hold_cycles"] == 5 and rep["tenants"]["hi"]["waits_avoided_gpu_min"] == 0
+
+
+CONFIG = """
+[actuators]
+dry_run = {dry}
+enabled = ["log", "simulator"]
+
+[state]
+path = "{state}"
+
+[server]
+enabled = false
+"""
+
+
+def daemon(tmp: Path, cycles: int, dry: bool = True) -> tuple[Path, str, str]:
+    cfg = tmp / "c.toml"
+    cfg.write_text(CONFIG.format(dry=str(dry).lower(), state=tmp / "state.sqlite"))
+    p = subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(cfg), "run", "--cycles", str(cycles),
+                        "--interval", "0.01"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return cfg, p.stdout, p.stderr
+
+
+SUMMARY = re.compile(r"reserved=\d+ \((\d+) tenants\) preempt=(\d+)/(\d+)gpu")
+DECISION = re.compile(r"decision: preempt (\d+) jobs: (.*?)(?: and (\d+) more)?; ")
+JOB = re.compile(r"(\S+) \((\S+), (\d+) GPUs\)")
+
+
+def test_shadow_report_of_a_dry_run_daemon_counts_the_decisions_the_log_shows(tmp_path):
+    # the embedded simulator from 13:30 through its 14:00 peak: the plan preempts and holds; nothing is done
+    cfg, out, err = daemon(tmp_path, 45)
+    lines = [m.groups() for m in map(SUMMARY.search, out.splitlines()) if m]
+    assert len(lines) == 45
+    logged_pre = sum(int(p) for _, p, _ in lines)
+    logged_gpus = sum(int(g) for _, _, g in lines)
+    assert logged_pre > 0, "the case must preempt to test anything"
+    # the log actuator's decision lines: the same total, and per tenant where no line was cut short
+    dec = [m.groups() for m in map(DECISION.search, err.splitlines()) if m]
+    assert sum(int(n) for n, _, _ in dec) == logged_pre
+    per_tenant = Counter(j[1] for _, jobs, _ in dec for j in JOB.findall(jobs))
+    cut = any(more for _, _, more in dec)
+    rep = json.loads(subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(cfg), "shadow-report", "--json"],
+                                    cwd=ROOT, capture_output=True, text=True, check=True).stdout)
+    assert rep["cycles"] == 45
+    assert rep["preemptions"] == logged_pre
+    assert sum(a["preempted_gpus"] for a in rep["tenants"].values()) == logged_gpus
+    if not cut:
+        assert {k: a["preemptions"] for k, a in rep["tenants"].items() if a["preemptions"]} == dict(per_tenant)
+    store = StateStore(tmp_path / "state.sqlite")
+    records = store.shadow_records()
+    store.close()
+    # holds: the tenants each cycle's plan held GPUs for, as the summary line counts them
+    assert [sum(1 for d in tenants(r).values() if d["hold"] > 0) for r in records] == [int(k) for k, _, _ in lines]
+    assert rep["hold_cycles"] == sum(int(k) for k, _, _ in lines)
+    # each preemption says why, and what work it would have lost (the simulator's checkpoint interval)
+    assert all(p["reason"] and p["lost_gpu_min"] >= 0 for r in records for p in r["preemptions"])
+    assert rep["tiers"]["high"]["coverage_next_scored"] > 0
+    text = subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(cfg), "shadow-report"], cwd=ROOT,
+                          capture_output=True, text=True, check=True).stdout
+    assert "tier high" in text and "tenant-0000" in text
+
+
+def test_no_record_when_the_actuators_act_or_the_replica_stands_by(tmp_path):
+    from daemon.service.wiring import build_runtime
+
+    for dry, acting in ((False, True), (True, False), (True, True)):
+        d = tmp_path / f"{dry}-{acting}"
+        cfg = Config(actuators={"dry_run": dry, "enabled": ["log", "simulator"]}, state={"path": d / "s.sqlite"},
+                     server={"enabled": False})
+        rt = build_runtime(cfg)
+        try:
+            if not acting:
+                rt.runner.may_act = lambda: False
+            for _ in range(3):
+                rt.runner.run_once()
+            n = len(rt.runner.store.shadow_records())
+        finally:
+            rt.close()
+        assert n == (3 if dry and acting else 0), (dry, acting)
+
+
+def test_shadow_report_without_records_is_one_line(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(CONFIG.format(dry="true", state=tmp_path / "none.sqlite"))
+    p = subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(cfg), "shadow-report"], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert p.returncode == 1 and p.stderr.count("\n") == 1 and "no state store" in p.stderr
+
+
+def test_the_store_keeps_shadow_records_compressed_and_bounded(tmp_path):
+    now = [1000.0]
+    s = StateStore(tmp_path / "s.sqlite", clock=lambda: now[0], shadow_keep_s=3600, shadow_max_rows=5)
+    try:
+        for k in range(8):
+            s.save_shadow(rec(k, {"hi": t("high", float("nan"), used=2, hold=8)}))
+        got = s.shadow_records()
+        assert [r["cycle"] for r in got] == [4, 5, 6, 7, 8]            # the newest max_rows, oldest first
+        assert [r["cycle"] for r in s.shadow_records(2)] == [7, 8]
+        assert got[0]["tenants"]["hi"]["seen"] != got[0]["tenants"]["hi"]["seen"]   # NaN (unknown) survives
+        raw = s._db.execute("SELECT record FROM shadow LIMIT 1").fetchone()[0]
+        assert isinstance(raw, bytes)                                    # stored compressed
+        now[0] += 7200                                                   # two hours later: all older than keep_s
+        s.save_shadow(rec(9, {"hi": t("high", 1.0)}))
+        assert [r["cycle"] for r in s.shadow_records()] == [10]
+    finally:
+        s.close()

@@ -1,0 +1,199 @@
+"""`simulate --data FILE`: this cluster's own history replayed through the one engine (issue #27)."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from daemon.cli import cli
+from daemon.config import load_config
+from daemon.sim.replay import run_replay
+from daemon.sim.workloads import Workload
+
+N = 300          # steps in the file
+WINDOW = 200     # steps replayed (--days = 200 minutes); the 100 before are the season the config asks for
+DAYS = WINDOW / 1440
+
+CONFIG = """
+[cluster]
+gpus = 16
+gpus_per_node = 8
+
+[forecaster]
+season_steps = 100
+
+[policy]
+headroom = 0.0
+preempt_budget_share = 0.5
+reserve_share = 0.5
+
+[[tenants]]
+name = "hi"
+tier = "high"
+job_gpus = 8
+"""
+
+
+def write(tmp: Path, cols: dict, *, freq: str = "min", config: str = CONFIG) -> tuple[Path, Path]:
+    idx = pd.date_range("2026-01-01", periods=len(next(iter(cols.values()))), freq=freq, tz="UTC")
+    f = pd.DataFrame(cols, index=idx).rename_axis("time").reset_index()
+    f["time"] = f["time"].dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+    csv = tmp / "history.csv"
+    f.to_csv(csv, index=False)
+    toml = tmp / "cluster.toml"
+    toml.write_text(config)
+    return csv, toml
+
+
+def simulate(toml: Path, *args: str):
+    return CliRunner().invoke(cli, ["-c", str(toml), "simulate", *args], catch_exceptions=False)
+
+
+def the_case():
+    # 16 GPUs (two 8-GPU nodes): the low tenant fills both with 1-GPU jobs; from minute 150 of the file (50 into
+    # the window) the high tenant asks for one 8-GPU job
+    hi = np.r_[np.zeros(150), np.full(N - 150, 8.0)]
+    lo = np.r_[15.0, np.full(N - 1, 16.0)]  # not constant (a constant column is refused, as by retrain --data)
+    return {"hi": hi, "lo": lo}
+
+
+def comparable(s: dict) -> dict:
+    return {k: v for k, v in s.items() if k not in ("wall_s", "cpu_s", "decision_ms_mean", "decision_ms_p99")}
+
+
+def test_replay_of_a_csv_gives_the_built_in_engines_figures_on_the_same_workload(tmp_path):
+    cols = the_case()
+    csv, toml = write(tmp_path, cols)
+    out = tmp_path / "out"
+    # hi's tier and job size from [[tenants]]; lo's from the flags (the config does not name it)
+    r = simulate(toml, "--data", str(csv), "--days", str(DAYS), "--tier", "lo=low", "--job-gpus", "lo=1",
+                 "--strategies", "static,reactive,perfect", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    doc = json.loads((out / "own-history.json").read_text())
+    assert doc["steps"] == WINDOW and doc["capacity"] == 16 and doc["high_tier"] == ["hi"]
+    assert doc["history_steps_before"] == N - WINDOW and doc["tenants_unnamed"] == []
+    got = {s["label"]: s for s in doc["runs"]}
+    # the built-in engine on the same workload, built by hand
+    idx = pd.date_range("2026-01-01", periods=N, freq="min", tz="UTC", name="time")
+    w = Workload("t", pd.DataFrame(cols, index=idx).rename_axis(columns="tenant"), ("high", "low"),
+                 np.array([8, 1]), 16, start=N - WINDOW)
+    cfg = load_config(toml)
+    want = {m.label: m.summary() for m in run_replay(w, cfg, None, steps=WINDOW,
+                                                     strategies=("static", "reactive", "perfect"))}
+    assert set(got) == set(want) == {"static", "reactive", "perfect"}
+    for k in want:
+        assert comparable(got[k]) == comparable(want[k]), k
+    # and by hand: reactive sees the high job queued at minute 150, clears one node (8 one-GPU low jobs) which
+    # drains for 2 steps: 16 GPU-min unmet. static never preempts: the low jobs placed before the pool existed
+    # keep both nodes (they never end: constant demand), the high job waits the 150 minutes to the window's end
+    re, st = got["reactive"], got["static"]
+    assert re["preemptions"] == 8 and re["tiers"]["high"]["unmet_gpu_min"] == 16
+    assert re["tiers"]["low"]["work_lost_gpu_min"] > 0
+    assert st["preemptions"] == 0 and st["tiers"]["high"]["unmet_gpu_min"] == 8 * 150
+    # (the low tenant asked 15 at the file's first step, 16 after: the 16th job never gets the pool's free GPU)
+    assert st["tiers"]["low"]["unmet_gpu_min"] == 1 * WINDOW
+    assert got["perfect"]["tiers"]["high"]["unmet_gpu_min"] == 0
+    assert (out / "own-history.png").stat().st_size > 0
+    assert "reactive" in r.output and "util" in r.output
+
+
+def test_unnamed_tenants_replay_as_normal_and_are_listed(tmp_path):
+    cols = {**the_case(), "other": np.r_[np.zeros(N - 10), np.ones(10)]}
+    csv, toml = write(tmp_path, cols)
+    r = simulate(toml, "--data", str(csv), "--days", str(DAYS), "--strategies", "reactive", "--out",
+                 str(tmp_path / "o"))
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "o" / "own-history.json").read_text())
+    assert doc["tenants_unnamed"] == ["lo", "other"] and doc["tiers"] == {"high": 1, "normal": 2, "low": 0}
+
+
+@pytest.mark.parametrize("case, cols, extra, freq, message", [
+    ("no tenant the config knows", {"x": np.arange(N) % 7, "y": np.arange(N) % 5}, (), "min",
+     "no tenant the config knows: the file has x, y; the config and flags name hi"),
+    ("steps do not divide the resolution", None, (), "70s", "samples are 70 s apart, which does not divide evenly"),
+    ("fewer days than a season plus the window", None, ("--days", str(250 / 1440)), "min",
+     "the replay needs 0.24: a season (100 steps) before the"),
+    ("demand above capacity at every step", {"hi": np.r_[np.full(N - 1, 24.0), 32.0]}, (), "min",
+     "demand is above the cluster's 16 GPUs (cluster.gpus) at every step of the replayed window"),
+])
+def test_bad_input_is_one_line_naming_the_problem(tmp_path, case, cols, extra, freq, message):
+    csv, toml = write(tmp_path, cols if cols is not None else the_case(), freq=freq)
+    args = ["--data", str(csv), "--days", str(DAYS), "--strategies", "reactive", *extra]
+    r = CliRunner().invoke(cli, ["-c", str(toml), "simulate", *args])
+    assert r.exit_code == 1, (case, r.output)
+    lines = [x for x in r.output.strip().splitlines() if x]
+    assert len(lines) == 1 and lines[0].startswith("gpu-autoscaler: simulate: "), (case, r.output)
+    assert message in lines[0], (case, lines[0])
+
+
+def test_trace_and_data_together_are_refused(tmp_path):
+    csv, toml = write(tmp_path, the_case())
+    r = CliRunner().invoke(cli, ["-c", str(toml), "simulate", "--data", str(csv), "--trace", "helios"])
+    assert r.exit_code == 2 and "give one" in r.output
+
+
+def long_case(n: int, seed: int = 0, window_shift: float = 0.0) -> dict:
+    """A day-like cycle of 100 steps (the config's season) with noise; `window_shift` adds to the last WINDOW
+    steps only (what is replayed), never to the history before it."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(n)
+    hi = np.round(8 + 6 * np.sin(2 * np.pi * t / 100) + rng.normal(0, 1, n)).clip(0)
+    lo = np.round(6 + 3 * np.cos(2 * np.pi * t / 100) + rng.normal(0, 1, n)).clip(0)
+    hi[-WINDOW:] += window_shift
+    return {"hi": hi, "lo": lo}
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_the_forecaster_is_chosen_on_the_history_before_the_window(tmp_path, quick):
+    # 500 steps before the window; the choice (retrain's, or the quick baseline-only one) reads only those: a
+    # window with other demand gives the same choice, for the same reasons
+    n = 500 + WINDOW
+    flags = ["--quick-forecaster"] if quick else ["--epochs", "1"]
+    docs = []
+    for shift in (0.0, 5.0) if quick else (0.0,):  # (one LSTM fit: it takes a minute on a shared core)
+        d = tmp_path / f"s{shift:g}"
+        d.mkdir()
+        csv, toml = write(d, long_case(n, window_shift=shift))
+        r = simulate(toml, "--data", str(csv), "--days", str(DAYS), "--tier", "lo=low", "--strategies",
+                     "reactive,predictive", "--out", str(d / "o"), *flags)
+        assert r.exit_code == 0, r.output
+        docs.append(json.loads((d / "o" / "own-history.json").read_text()))
+    a = docs[0]["forecaster_choice"]
+    assert [x["strategy"] for x in docs[0]["runs"]] == ["reactive", "predictive"]
+    assert docs[0]["forecaster"] == a["name"] and a["name"]
+    if quick:
+        assert a["why"].startswith("quick (baselines only): ")
+        assert a == docs[1]["forecaster_choice"]
+        # and the window differs: the replays' figures do
+        hi = [x["runs"][0]["tiers"]["high"]["demand_gpu_min"] for x in docs]
+        assert hi[0] != hi[1]
+    else:  # as retrain chooses: an LSTM trained and every baseline scored on the 500 steps before the window
+        assert "scored best on own history, 500 steps before the window" in a["why"]
+        assert "lstm" in a["why"] and "naive" in a["why"]
+
+
+def test_recommend_on_a_replay_of_own_history(tmp_path):
+    # the sweep on this cluster's history, the recommendation from its JSON: a named setting whose figures are
+    # that setting's in the same JSON, and a snippet the config accepts
+    import tomllib
+
+    from daemon.config import Config
+    from daemon.sim import recommend as rec
+
+    csv, toml = write(tmp_path, long_case(500 + WINDOW))
+    out = tmp_path / "o"
+    r = simulate(toml, "--data", str(csv), "--days", str(DAYS), "--tier", "lo=low", "--quick-forecaster",
+                 "--recommend", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    doc = json.loads((out / "own-history.json").read_text())
+    got = doc["recommendation"]
+    by = {x["label"]: x for x in doc["runs"]}
+    assert got["recommended"] in by and len(by) > 20                      # the whole sweep ran
+    assert {k: v for k, v in got["expected"].items() if k != "label"} == {
+        k: f(by[got["recommended"]]) for k, f in rec.FIGURES.items()}
+    assert got == rec.recommend({k: v for k, v in doc.items() if k != "recommendation"})
+    Config(**tomllib.loads(got["snippet"]))
+    assert got["snippet"] in r.output
