@@ -95,6 +95,16 @@ class Plan:
     # owners' work that cannot be preempted leaves less room than that (the holder could never use it), as the
     # simulator does, so that the hold moves to a node it can use
     hold_job_gpus: dict[str, int] = field(default_factory=dict)
+    # A mixed fleet (issue 24, [fleet]; docs/fleet.md). All four are empty in a one-model cluster (no node carries a
+    # type), so an untyped plan is exactly what it was before.
+    # tenant -> {GPU type: GPUs held on nodes of that type}; per tenant the values sum to reservations[tenant]. An
+    # actuator puts a tenant's hold on nodes of each named type (a hold on a type the tenant's work cannot use
+    # would protect nothing).
+    holds_by_type: dict[str, dict[str, int]] = field(default_factory=dict)
+    capacity_by_type: dict[str, int] = field(default_factory=dict)      # healthy GPUs per type
+    high_pool_by_type: dict[str, int] = field(default_factory=dict)     # high tier's guaranteed GPUs per type
+    # GPU type -> what the plan did on that type and why (holds sized, work asking for a type no node has, ...)
+    notes_by_type: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def job_gpus(self, tenants: Iterable[str]) -> int:
         """GPUs of the smallest job the holds of `tenants` are sized for (one tenant's hold, or a pool's), 1 when
@@ -121,6 +131,9 @@ class Plan:
             "stale": self.stale, "forecast_model": self.forecast_model, "notes": list(self.notes),
             "memory": self.memory.to_dict(), "safe_default": self.safe_default, "pooled": list(self.pooled),
             "hold_job_gpus": dict(self.hold_job_gpus),
+            "holds_by_type": {t: dict(v) for t, v in self.holds_by_type.items()},
+            "capacity_by_type": dict(self.capacity_by_type), "high_pool_by_type": dict(self.high_pool_by_type),
+            "notes_by_type": {k: list(v) for k, v in self.notes_by_type.items()},
         }
 
     @staticmethod
@@ -138,6 +151,11 @@ class Plan:
             notes=tuple(d.get("notes", [])), memory=PolicyMemory.from_dict(d.get("memory", {})),
             safe_default=bool(d.get("safe_default", False)), pooled=tuple(str(t) for t in d.get("pooled", ())),
             hold_job_gpus={str(k): int(v) for k, v in d.get("hold_job_gpus", {}).items()},
+            holds_by_type={str(t): {str(k): int(v) for k, v in h.items()}
+                           for t, h in d.get("holds_by_type", {}).items()},
+            capacity_by_type={str(k): int(v) for k, v in d.get("capacity_by_type", {}).items()},
+            high_pool_by_type={str(k): int(v) for k, v in d.get("high_pool_by_type", {}).items()},
+            notes_by_type={str(k): tuple(str(x) for x in v) for k, v in d.get("notes_by_type", {}).items()},
         )
 
 
