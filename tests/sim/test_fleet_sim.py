@@ -136,3 +136,34 @@ def test_an_untyped_cluster_has_no_types_in_its_state():
     c.step(np.array([4.0]))
     s = c.state(("a",), ("normal",), pd.Timestamp("2026-01-01T00:00:00Z"), 60)
     assert s.nodes.gpu_type is None and s.jobs.accepts is None
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000))
+def test_a_one_type_fleet_of_any_type_jobs_runs_exactly_as_the_one_model_cluster(seed):
+    # the typed paths (placement by preference, holds in GPUs per type) reduce to the one-model cluster's when
+    # every node has one type and every job accepts any: the same jobs start on the same nodes, step for step
+    rng = np.random.default_rng(seed)
+    n, nodes = 6, 8
+    prio = rng.choice(TIERS, n)
+    job = rng.choice([1, 2, 4, 8], n)
+    plain = SimCluster([f"t{i}" for i in range(n)], prio, nodes * 8, job, drain_steps=2, checkpoint_steps=5,
+                       max_wait_steps=10)
+    typed = SimCluster([f"t{i}" for i in range(n)], prio, 0, job, drain_steps=2, checkpoint_steps=5,
+                       max_wait_steps=10, node_types=["gpu"] * nodes, node_gpus=[8] * nodes, accepts=[()] * n)
+    for _ in range(80):
+        wanted = rng.integers(0, 80, n).astype(float)
+        a, b = plain.step(wanted), typed.step(wanted)
+        assert np.array_equal(a.served, b.served) and np.array_equal(a.queued, b.queued)
+        assert np.array_equal(plain.j_node[: plain.size], typed.j_node[: typed.size])
+        if rng.uniform() < 0.3:
+            res = rng.integers(0, 40, n) * (prio == PRIORITY["high"])
+            cap = int(rng.integers(0, 64)) if rng.uniform() < 0.5 else None
+            plain.set_reservations(res, cap)
+            typed.set_reservations(res, cap)
+            assert np.array_equal(plain.node_holder, typed.node_holder)
+        elif rng.uniform() < 0.2:
+            running = np.flatnonzero(plain.j_state[: plain.size] == RUNNING)
+            ids = plain.j_id[rng.choice(running, size=min(running.size, 2), replace=False)] if running.size else []
+            plain.preempt(ids)
+            typed.preempt(ids)
