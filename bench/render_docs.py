@@ -1160,6 +1160,50 @@ def _wrapped(label: str, text: str, width: int = 116) -> list[str]:
     return [f"{label:<16}{lines[0]}"] + [" " * 16 + ln for ln in lines[1:]]
 
 
+@block("fleet")
+def fleet_block() -> str:
+    """A mixed fleet (issue 24): type-aware against type-blind plans on the same simulated fleet."""
+    d = load("fleet.json")
+    out: list[str] = []
+    names = {"synthetic": "Synthetic mixed fleet", "alibaba": "Alibaba GPU 2023, gpuspec33 on the node list's mix"}
+    for case, c in d["cases"].items():
+        mix = ", ".join(f"{f['type']} {f['nodes']}x{f['gpus_per_node']}" for f in c["fleet"])
+        out += [f"**{names.get(case, case)}** ({c['tenants']} tenants, {n(c['capacity'])} GPUs on {c['nodes']} "
+                f"nodes: {mix}; {n(c['steps'])} measured minutes, perfect forecast)", ""]
+        rows = []
+        for r in c["runs"]:
+            t = r["tiers"]
+            rows.append([r["mode"], f"{r['knobs'].get('headroom', 0):g}", pct(r["utilization"]),
+                         pct(t["high"]["unmet_share"], 2), pct(t["normal"]["unmet_share"], 2),
+                         pct(t["low"]["unmet_share"], 2), n(r["held_unusable_gpu_min"]), n(r["preemptions"]),
+                         n(r["preempted_gpus_unusable_by_beneficiary"])])
+        out += [table(["plan", "headroom", "utilization", "high unmet", "normal unmet", "low unmet",
+                       "GPU-min held on types the holder cannot use", "preemptions",
+                       "GPUs preempted for a job that cannot use them"], rows), ""]
+        eq = c["equal_utilization"]
+        if eq.get("high", {}).get("utilization") is not None:
+            out += [table(["tier", "at utilization", "type-aware unmet", "type-blind unmet"],
+                          [[t, pct(v["utilization"]), pct(v["aware"], 2), pct(v["blind"], 2)]
+                           for t, v in eq.items() if v.get("utilization") is not None]), ""]
+        mid = [r for r in c["runs"] if r["knobs"].get("headroom") == 0.1]
+        if len(mid) == 2:
+            aw, bl = (next(r for r in mid if r["mode"] == m) for m in ("aware", "blind"))
+            specs = sorted(aw["by_spec"], key=lambda s: -aw["by_spec"][s]["demand_gpu_min"])
+            out += [table(["work that accepts", "demand GPU-min", "unmet, type-aware", "unmet, type-blind"],
+                          [[s.replace("|", " or "), n(aw["by_spec"][s]["demand_gpu_min"]),
+                            n(aw["by_spec"][s]["unmet_gpu_min"]), n(bl["by_spec"][s]["unmet_gpu_min"])]
+                           for s in specs]), "",
+                    table(["GPU type", "GPUs", "in use (mean), type-aware", "in use (mean), type-blind"],
+                          [[t, n(v["capacity"]), f"{v['in_use_mean']:.1f}", f"{bl['types'][t]['in_use_mean']:.1f}"]
+                           for t, v in aw["types"].items()]), "",
+                    "*Unmet per accepted-type set and use per type at headroom 0.1.*", ""]
+    lat = d["plan_latency"]
+    out += [f"`plan()` on a typed snapshot of {n(lat['tenants'])} tenants x {lat['types']} types ({n(lat['gpus'])} "
+            f"GPUs, {n(lat['jobs'])} jobs): median {lat['p50_ms']:.1f} ms, p95 {lat['p95_ms']:.1f} ms "
+            "(goal: median < 20 ms).", "", source(["fleet.json"], d)]
+    return "\n".join(out)
+
+
 @block("folder-map")
 def folder_map() -> str:
     """Where things are: the top-level folders, and each package of daemon/, from their own docstrings."""

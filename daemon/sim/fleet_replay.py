@@ -69,13 +69,15 @@ def synthetic_fleet(tenants: int = 30, days: float = 1.0, history_days: float = 
 
 
 def alibaba_fleet(data_dir: Path, days: float = 2.0, history_days: float = 0.5,
-                  capacity_quantile: float = 0.9) -> FleetWorkload:
+                  capacity_quantile: float = 0.9, whole_fleet: bool = True) -> FleetWorkload:
     """Alibaba GPU 2023 with its GPU-type constraints (``openb_pod_list_gpuspec33.csv``) on the node list's fleet
     mix (``openb_node_list_gpu_node.csv``). A tenant is a (QoS class, gpu_spec) pair: its demand is the GPUs its
     pods hold (a GPU-sharing pod occupies one GPU), its tier the QoS class's, it accepts the spec's models in the
-    spec's order (no spec: any). The node list (6,212 GPUs) dwarfs the trace's concurrent demand, so each
-    (model, GPUs per node) group is scaled to the cluster size at ``capacity_quantile`` of total demand, at least
-    one node per model, keeping the mix."""
+    spec's order (no spec: any). The node list (6,212 GPUs) dwarfs the trace's concurrent demand, so the two are
+    brought together at ``capacity_quantile`` of total demand: with ``whole_fleet`` every node of the list is
+    kept and every tenant's demand is scaled up by one factor (the mix and the trace's shape both kept); without
+    it each (model, GPUs per node) group of nodes is scaled down to the demand (at least one node per model: a
+    coarse fleet of a dozen nodes)."""
     base = Path(data_dir) / "alibaba-gpu-2023"
     pods = pd.read_csv(base / "openb_pod_list_gpuspec33.csv")
     pods = pods[pods["num_gpu"] > 0].copy()
@@ -105,6 +107,9 @@ def alibaba_fleet(data_dir: Path, days: float = 2.0, history_days: float = 0.5,
     nodes = pd.read_csv(base / "openb_node_list_gpu_node.csv")
     groups = nodes.groupby([nodes["model"].str.lower(), "gpu"]).size()
     f = cap / float((groups.index.get_level_values(1) * groups).sum())
+    if whole_fleet:   # every node kept; demand scaled up to meet it (whole GPUs: a pod holds whole GPUs here)
+        frame = np.ceil(frame / f)
+        f = 1.0
     node_types: list[str] = []
     node_gpus: list[int] = []
     for (model, g), k in groups.items():
