@@ -400,9 +400,10 @@ def _preempt_typed(jobs, nodes, typed: fleet.TypedHolds, holds: _Holds, need_gpu
             unplaced += int(need_jobs.sum())
             continue
         who: list[int] = []
+        # the pool's nodes of this type are for the pooled tenants held on this type
         got, _, left = preemption.choose_placed(jobs, typed.nodes_of(nodes, t), need_jobs, q.astype(np.int64), keep,
-                                                budget_gpus, budget_jobs, min_gpus, pooled=holds.pooled,
-                                                cleared_for=who)
+                                                budget_gpus, budget_jobs, min_gpus,
+                                                pooled=holds.pooled & (typed.hold[:, t] > 0), cleared_for=who)
         if got.size:
             out.append(got)
             cleared_for.extend(who)

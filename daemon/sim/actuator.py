@@ -51,6 +51,7 @@ class SimulatorActuator:
             pool = (members, int(-(-int(res[members].sum()) // gpn_) * gpn_))
             res[members] = 0
         by_type = self._by_type(plan)
+        pool_types = self._pool_types(plan) if by_type is not None and plan.pooled else None
         ids = [i for i in (_sim_id(p.job_id) for p in plan.preemptions) if i is not None]
         gpn = self.cluster.gpus_per_node
         rep.actions.append(f"hold {int((-(-res // gpn)).sum())} whole nodes ({int(res.sum())} GPUs asked) for "
@@ -63,7 +64,8 @@ class SimulatorActuator:
             # preempt first: the holds then prefer the nodes the preemptions are draining
             with self.lock:
                 done, _ = self.cluster.preempt(np.array(ids)) if ids else (0, 0.0)
-                self.cluster.set_reservations(res, normal_cap, pool=pool, by_type=by_type)
+                self.cluster.set_reservations(res, normal_cap, pool=pool, by_type=by_type,
+                                              pool_types=pool_types)
             if done < len(ids):
                 rep.actions.append(f"{len(ids) - done} jobs had already left the running set")
         return rep
@@ -85,6 +87,18 @@ class SimulatorActuator:
             for typ, g in by.items():
                 if typ in pos:
                     out[row, pos[typ]] += int(g)
+        return out
+
+    def _pool_types(self, plan: Plan) -> np.ndarray:
+        """Which pooled tenants may start on the pool's nodes of each type: those the plan holds on that type."""
+        c = self.cluster
+        pos = {t: k for k, t in enumerate(c.type_names)}
+        out = np.zeros((c.n, len(c.type_names)), dtype=bool)
+        for tenant in plan.pooled:
+            i = self.index.get(tenant)
+            for typ, g in plan.holds_by_type.get(tenant, {}).items():
+                if i is not None and typ in pos and g > 0:
+                    out[i, pos[typ]] = True
         return out
 
     def requeue(self, job_ids: list[str], reason: str) -> ActionReport:

@@ -142,6 +142,7 @@ class SimCluster:
             self.acc_rank = np.zeros((self.n, 1), dtype=np.int64)
             self.tenant_accepts: list[tuple[str, ...]] = [()] * self.n
             self.runnable = np.ones(self.n, dtype=bool)
+            self.pool_types: np.ndarray | None = None
             return
         assert node_types is not None and caps is not None
         self.n_nodes = len(node_types)
@@ -161,6 +162,7 @@ class SimCluster:
                 if t in pos:  # a type no node has: accepted, never available (the job waits, and is counted)
                     rank[i, pos[t]] = min(rank[i, pos[t]], r)
         self.acc_rank = rank
+        self.pool_types = None
         # the largest job each tenant can run at all: on the biggest node of a type it accepts
         best = np.array([caps[rank[i, self.node_type] < NOT_ACCEPTED].max(initial=0) for i in range(self.n)])
         self.runnable = self.job_size <= best
@@ -263,12 +265,20 @@ class SimCluster:
 
     # ---- holds -------------------------------------------------------------------------------
     def set_reservations(self, reservations: np.ndarray, normal_cap: int | None = None,
-                         pool: tuple[np.ndarray, int] | None = None, by_type: np.ndarray | None = None) -> None:
+                         pool: tuple[np.ndarray, int] | None = None, by_type: np.ndarray | None = None,
+                         pool_types: np.ndarray | None = None) -> None:
         """Hold whole nodes: ceil(GPUs / gpus_per_node) per tenant, and optionally one pool of nodes for a set
         of tenants (``pool = (member mask, GPUs)``, held as floor(GPUs / gpus_per_node) nodes). Nodes already
         held are kept while still wanted (those where the holder runs least are let go first), except one its
-        holder can never use; new ones are taken by the actuators' rule (``whole_nodes.rank``, see below)."""
+        holder can never use; new ones are taken by the actuators' rule (``whole_nodes.rank``, see below).
+
+        A mixed fleet: ``by_type`` ((n + 1) x types GPUs, row n the pool) holds per type, and ``pool_types``
+        (n x types) says which pool members may start on the pool's nodes of each type (those the plan holds
+        there: a pooled h100 hold is for the pooled tenants held on h100, not for pooled work that runs anywhere
+        and would fill it first); None = every member on every type."""
         self.reservations = np.maximum(np.asarray(reservations, dtype=np.int64), 0)
+        if self.typed:
+            self.pool_types = None if pool_types is None else np.asarray(pool_types, dtype=bool)
         self.normal_cap = normal_cap
         if pool is not None:
             self.pool_members = np.asarray(pool[0], dtype=bool)
@@ -728,10 +738,17 @@ class SimCluster:
                 node_of[jq] = where
                 np.subtract.at(free, where, gpus[jq])
         if (held_free & (holder == n)).any():
-            jobs = np.flatnonzero(self.pool_members[ten] & (node_of < 0))
-            if jobs.size:
-                nodes = np.flatnonzero(held_free & (holder == n) & (free > 0))
-                node_of[jobs] = self._fit_typed(gpus[jobs], cls[jobs], ten[jobs], nodes, free)
+            nodes = np.flatnonzero(held_free & (holder == n) & (free > 0))
+            if self.pool_types is None:
+                jobs = np.flatnonzero(self.pool_members[ten] & (node_of < 0))
+                if jobs.size:
+                    node_of[jobs] = self._fit_typed(gpus[jobs], cls[jobs], ten[jobs], nodes, free)
+            else:  # per type, the members the plan holds there
+                for t in np.unique(self.node_type[nodes]).tolist():
+                    jobs = np.flatnonzero(self.pool_members[ten] & self.pool_types[ten, t] & (node_of < 0))
+                    if jobs.size:
+                        on_t = nodes[self.node_type[nodes] == t]
+                        node_of[jobs] = self._fit_typed(gpus[jobs], cls[jobs], ten[jobs], on_t, free)
         rest = np.flatnonzero(node_of < 0)
         open_nodes = np.flatnonzero(self.node_ok & (holder == UNHELD) & (free > 0))
         if rest.size and open_nodes.size:

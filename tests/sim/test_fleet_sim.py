@@ -57,7 +57,7 @@ def test_per_type_invariants_hold_at_every_step_on_random_fleets(seed, n, nodes,
                 by = np.zeros((n + 1, T), dtype=np.int64)
                 by[n] = cap // (2 * T)
             c.set_reservations(np.zeros(n, dtype=np.int64), None, pool=(prio == PRIORITY["high"], cap // 2),
-                               by_type=by)
+                               by_type=by, pool_types=rng.uniform(size=(n, T)) < 0.5 if aware else None)
         elif r < 0.55:
             running = np.flatnonzero(c.j_state[: c.size] == RUNNING)
             c.preempt(c.j_id[rng.choice(running, size=min(running.size, 3), replace=False)] if running.size else [])
