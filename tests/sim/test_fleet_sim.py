@@ -167,3 +167,21 @@ def test_a_one_type_fleet_of_any_type_jobs_runs_exactly_as_the_one_model_cluster
             ids = plain.j_id[rng.choice(running, size=min(running.size, 2), replace=False)] if running.size else []
             plain.preempt(ids)
             typed.preempt(ids)
+
+
+def test_a_pooled_hold_on_a_type_is_for_the_pooled_tenants_held_there():
+    # two high-tier tenants in one pool: A runs only on t4, B anywhere. The plan holds the t4 nodes for A (and
+    # B on h100). Without per-type membership B's one-GPU jobs fill the small t4 nodes first (best fit) and A,
+    # the tenant the t4 hold is for, waits
+    def run(pool_types):
+        c = _fleet([("t4",), ()], prio=[PRIORITY["high"]] * 2, types=("t4", "t4", "h100"), gpus=(2, 2, 8))
+        by = np.zeros((3, 2), dtype=np.int64)
+        by[2] = [0, 4]                                   # columns: h100, t4; row 2 = the pool
+        c.set_reservations(np.zeros(2, dtype=np.int64), pool=(np.array([True, True]), 4), by_type=by,
+                           pool_types=pool_types)
+        c.step(np.array([0.0, 10.0]))
+        st_ = c.step(np.array([4.0, 10.0]))
+        c.check_invariants()
+        return st_.served
+    assert run(np.array([[False, True], [True, False]])).tolist() == [4, 8]
+    assert run(None)[0] < 4
