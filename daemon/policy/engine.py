@@ -38,7 +38,7 @@ def _stale_plan(state: ClusterState, memory: PolicyMemory, last: Plan | None, wh
                     notes=(note, f"last good plan from {last.at}"), memory=memory, pooled=last.pooled,
                     hold_job_gpus=dict(last.hold_job_gpus), holds_by_type=dict(last.holds_by_type),
                     capacity_by_type=dict(last.capacity_by_type), high_pool_by_type=dict(last.high_pool_by_type),
-                    notes_by_type=dict(last.notes_by_type))
+                    notes_by_type=dict(last.notes_by_type), shared_cap_by_type=dict(last.shared_cap_by_type))
     limits = tenant_limits(state.tenants, state.tiers, memory.rate_level, float("nan"), cfg.ratelimits,
                            {t.name: t for t in cfg.tenants})
     return Plan(at=state.at.isoformat(), capacity=max(state.capacity, 0), load=float("nan"),
@@ -475,12 +475,16 @@ def _assemble(state: ClusterState, view: _View, holds: _Holds, cleared: _Cleared
                 notifications=notifs, stale=False, forecast_model=holds.model, notes=tuple(notes), memory=mem,
                 pooled=tuple(tenants[i] for i in np.flatnonzero(holds.pooled)),
                 hold_job_gpus={tenants[i]: int(holds.quantum[i]) for i in np.flatnonzero((res > 0) | holds.pooled)},
-                **(_typed_fields(tenants, typed) if typed is not None else {}))
+                **(_typed_fields(tenants, typed, high, holds.aged | holds.floored) if typed is not None else {}))
 
 
-def _typed_fields(tenants: tuple[str, ...], typed: fleet.TypedHolds) -> dict:
-    """The plan's per-type fields (empty on a one-model cluster)."""
+def _typed_fields(tenants: tuple[str, ...], typed: fleet.TypedHolds, high: np.ndarray, other: np.ndarray) -> dict:
+    """The plan's per-type fields (empty on a one-model cluster); the shared cap per type as `quotas` is for the
+    cluster: a type's GPUs less the high tier's guarantee there (or its holds there, if more) and other holds."""
     by = {tenants[i]: {typed.types[k]: int(typed.hold[i, k]) for k in np.flatnonzero(typed.hold[i])}
           for i in np.flatnonzero(typed.hold.sum(axis=1) > 0)}
+    shared = np.maximum(typed.cap - np.maximum(typed.pool, typed.hold[high].sum(axis=0))
+                        - typed.hold[other & ~high].sum(axis=0), 0)
     return {"holds_by_type": by, "capacity_by_type": dict(zip(typed.types, typed.cap.tolist())),
-            "high_pool_by_type": dict(zip(typed.types, typed.pool.tolist())), "notes_by_type": dict(typed.notes)}
+            "high_pool_by_type": dict(zip(typed.types, typed.pool.tolist())), "notes_by_type": dict(typed.notes),
+            "shared_cap_by_type": dict(zip(typed.types, shared.tolist()))}

@@ -52,6 +52,9 @@ class SimulatorActuator:
             res[members] = 0
         by_type = self._by_type(plan)
         pool_types = self._pool_types(plan) if by_type is not None and plan.pooled else None
+        cap_t = None
+        if by_type is not None and plan.shared_cap_by_type:
+            cap_t = np.array([plan.shared_cap_by_type.get(t, 0) for t in self.cluster.type_names], dtype=np.int64)
         ids = [i for i in (_sim_id(p.job_id) for p in plan.preemptions) if i is not None]
         gpn = self.cluster.gpus_per_node
         rep.actions.append(f"hold {int((-(-res // gpn)).sum())} whole nodes ({int(res.sum())} GPUs asked) for "
@@ -65,7 +68,7 @@ class SimulatorActuator:
             with self.lock:
                 done, _ = self.cluster.preempt(np.array(ids)) if ids else (0, 0.0)
                 self.cluster.set_reservations(res, normal_cap, pool=pool, by_type=by_type,
-                                              pool_types=pool_types)
+                                              pool_types=pool_types, normal_cap_by_type=cap_t)
             if done < len(ids):
                 rep.actions.append(f"{len(ids) - done} jobs had already left the running set")
         return rep

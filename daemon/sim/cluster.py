@@ -13,9 +13,9 @@ replay bench, so they all see the same physics:
   shared by a set of tenants (the static baseline's tier-wide pool);
 - nothing is ever placed on GPUs that are not free: every start goes through a node's free count;
 - a mixed fleet (issue 24; ``node_types``): nodes carry a GPU type and their own GPU count, each tenant's jobs
-  accept an ordered set of types (``accepts``; () = any), a job never starts on a type it does not accept and
-  tries its preferred types first, and holds may be asked per type (``set_reservations(..., by_type=)``). With
-  no ``node_types`` every path is the one-model cluster's, step for step.
+  accept an ordered set of types (``accepts``; () = any, tried largest type first), a job never starts on a type
+  it does not accept and tries its preferred types first, and holds may be asked per type
+  (``set_reservations(..., by_type=)``). With no ``node_types`` every path is the one-model cluster's, step for step.
 
 Jobs live in numpy arrays because the replay scale case has tens of thousands of them per step.
 """
@@ -143,6 +143,7 @@ class SimCluster:
             self.tenant_accepts: list[tuple[str, ...]] = [()] * self.n
             self.runnable = np.ones(self.n, dtype=bool)
             self.pool_types: np.ndarray | None = None
+            self.normal_cap_by_type: np.ndarray | None = None
             return
         assert node_types is not None and caps is not None
         self.n_nodes = len(node_types)
@@ -155,14 +156,21 @@ class SimCluster:
             raise ValueError("accepts: one entry per tenant")
         rank = np.full((self.n, T), NOT_ACCEPTED, dtype=np.int64)
         pos = {t: i for i, t in enumerate(self.type_names)}
+        # work that accepts any type tries the largest pool first (most GPUs; ties by name), as an operator orders
+        # a scheduler's node weights or a ClusterQueue's flavors so that untyped work fills the general-purpose
+        # nodes before the scarce ones; best fit alone would send one-GPU jobs to the smallest nodes first
+        gpus_of_type = np.bincount(self.node_type, weights=caps, minlength=T)
+        any_rank = np.empty(T, dtype=np.int64)
+        any_rank[np.lexsort((np.arange(T), -gpus_of_type))] = np.arange(T)
         for i, acc in enumerate(self.tenant_accepts):
             if not acc:
-                rank[i] = 0
+                rank[i] = any_rank
             for r, t in enumerate(acc):
                 if t in pos:  # a type no node has: accepted, never available (the job waits, and is counted)
                     rank[i, pos[t]] = min(rank[i, pos[t]], r)
         self.acc_rank = rank
         self.pool_types = None
+        self.normal_cap_by_type = None
         # the largest job each tenant can run at all: on the biggest node of a type it accepts
         best = np.array([caps[rank[i, self.node_type] < NOT_ACCEPTED].max(initial=0) for i in range(self.n)])
         self.runnable = self.job_size <= best
@@ -266,7 +274,7 @@ class SimCluster:
     # ---- holds -------------------------------------------------------------------------------
     def set_reservations(self, reservations: np.ndarray, normal_cap: int | None = None,
                          pool: tuple[np.ndarray, int] | None = None, by_type: np.ndarray | None = None,
-                         pool_types: np.ndarray | None = None) -> None:
+                         pool_types: np.ndarray | None = None, normal_cap_by_type: np.ndarray | None = None) -> None:
         """Hold whole nodes: ceil(GPUs / gpus_per_node) per tenant, and optionally one pool of nodes for a set
         of tenants (``pool = (member mask, GPUs)``, held as floor(GPUs / gpus_per_node) nodes). Nodes already
         held are kept while still wanted (those where the holder runs least are let go first), except one its
@@ -275,10 +283,14 @@ class SimCluster:
         A mixed fleet: ``by_type`` ((n + 1) x types GPUs, row n the pool) holds per type, and ``pool_types``
         (n x types) says which pool members may start on the pool's nodes of each type (those the plan holds
         there: a pooled h100 hold is for the pooled tenants held on h100, not for pooled work that runs anywhere
-        and would fill it first); None = every member on every type."""
+        and would fill it first); None = every member on every type. ``normal_cap_by_type`` (GPUs per type) caps
+        non-preemptible normal work per type, as ``normal_cap`` does in all (a QOS GRES limit per type, a Kueue
+        flavor's quota)."""
         self.reservations = np.maximum(np.asarray(reservations, dtype=np.int64), 0)
         if self.typed:
             self.pool_types = None if pool_types is None else np.asarray(pool_types, dtype=bool)
+            self.normal_cap_by_type = None if normal_cap_by_type is None else \
+                np.asarray(normal_cap_by_type, dtype=np.int64)
         self.normal_cap = normal_cap
         if pool is not None:
             self.pool_members = np.asarray(pool[0], dtype=bool)
@@ -758,14 +770,19 @@ class SimCluster:
                 is_norm = prio[rest] == PRIORITY["normal"]
                 over = is_norm & (np.cumsum(np.where(is_norm, gpus[rest], 0)) > room)
                 rest = rest[~over]
+            room = None
+            if self.normal_cap_by_type is not None:   # the high tier's guarantee per type: normal work kept out
+                run_t = self.running_per_type()[self.prio_of_tenant == PRIORITY["normal"]].sum(axis=0)
+                room = np.maximum(self.normal_cap_by_type - run_t, 0)
             if rest.size:
-                node_of[rest] = self._fit_typed(gpus[rest], cls[rest], ten[rest], open_nodes, free)
+                node_of[rest] = self._fit_typed(gpus[rest], cls[rest], ten[rest], open_nodes, free, room)
         return node_of
 
     def _fit_typed(self, gpus: np.ndarray, cls: np.ndarray, ten: np.ndarray, nodes: np.ndarray,
-                   free: np.ndarray) -> np.ndarray:
+                   free: np.ndarray, room: np.ndarray | None = None) -> np.ndarray:
         """``_fit`` on a mixed fleet: class by class, preference rank by rank, per set of accepted types, only on
-        nodes of the types at that rank of the set."""
+        nodes of the types at that rank of the set. ``room`` (GPUs per type, updated in place) caps what
+        non-preemptible normal work may start on each type (the plan's ``shared_cap_by_type``)."""
         out = np.full(gpus.size, -1, dtype=np.int64)
         if nodes.size == 0:
             return out
@@ -782,8 +799,21 @@ class SimCluster:
                     if not at_r.any():
                         continue
                     jobs = np.flatnonzero(in_c & (set_of == s_i) & (out < 0))
-                    if jobs.size:
+                    if not jobs.size:
+                        continue
+                    if room is None:
                         out[jobs] = self._fit(gpus[jobs], cls[jobs], nodes[at_r], free)
+                        continue
+                    normal = self.prio_of_tenant[ten] == PRIORITY["normal"]
+                    for tt in np.unique(nt[at_r]).tolist():   # type by type, normal work within its room there
+                        jj = jobs[out[jobs] < 0]
+                        if not jj.size:
+                            break
+                        nj = normal[jj]
+                        jj = jj[~(nj & (np.cumsum(np.where(nj, gpus[jj], 0)) > room[tt]))]
+                        got = self._fit(gpus[jj], cls[jj], nodes[at_r & (nt == tt)], free)
+                        out[jj] = got
+                        room[tt] -= int(gpus[jj][(got >= 0) & normal[jj]].sum())
         return out
 
     @staticmethod

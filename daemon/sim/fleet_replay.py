@@ -166,6 +166,7 @@ def run_fleet(fw: FleetWorkload, cfg: Config, mode: str, *, steps: int, knobs: d
     m = step_s / 60.0
     util, wanted_t, unmet_t = [], np.zeros(3), np.zeros(3)
     unmet_spec, wanted_spec = np.zeros(len(spec_names)), np.zeros(len(spec_names))
+    unmet_ten = np.zeros(len(tenants))
     in_use_type, useless, held_high, plan_s = np.zeros(T), 0.0, 0.0, []
     preempted, preempted_unusable = 0, 0
     mem, last = PolicyMemory(), None
@@ -184,6 +185,7 @@ def run_fleet(fw: FleetWorkload, cfg: Config, mode: str, *, steps: int, knobs: d
                 wanted_t[i] += float(st.wanted[sel].sum())
                 unmet_t[i] += float(un[sel].sum())
             np.add.at(unmet_spec, spec_of, un)
+            unmet_ten += un
             np.add.at(wanted_spec, spec_of, st.wanted)
             in_use_type += c.running_per_type().sum(axis=0)
             useless += float(c.useless_held().sum())
@@ -215,6 +217,7 @@ def run_fleet(fw: FleetWorkload, cfg: Config, mode: str, *, steps: int, knobs: d
                     for j, s in enumerate(spec_names)},
         "types": {t: {"capacity": int(c.type_capacity()[j]), "in_use_mean": float(in_use_type[j] / n)}
                   for j, t in enumerate(c.type_names)},
+        "unmet_by_tenant": {t: float(unmet_ten[i] * m) for i, t in enumerate(tenants) if unmet_ten[i] > 0},
         "held_unusable_gpu_min": useless * m,
         "high_held_gpus_mean": held_high / n,
         "preemptions": preempted,

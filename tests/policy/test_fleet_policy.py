@@ -126,3 +126,14 @@ def test_plan_round_trips_its_typed_fields():
     q = Plan.from_dict(p.to_dict())
     assert (q.holds_by_type, q.capacity_by_type, q.high_pool_by_type, q.notes_by_type) == \
         (p.holds_by_type, p.capacity_by_type, p.high_pool_by_type, p.notes_by_type)
+
+
+def test_normal_work_is_kept_out_of_each_types_guarantee():
+    # "20% of the GPUs for the high tier" means 20% of each type: the shared cap per type leaves it free of
+    # non-preemptible normal work (or the high tier's holds there, when larger)
+    cfg = Config(fleet={"types": ["t4", "v100"], "reserve_share": {"v100": 0.5}}, policy={"reserve_share": 0.25})
+    s = typed_state(["high", "normal"], NODES, [(1, 4, "normal", "t4-0", 60, ())])
+    assert plan(None, s, PolicyMemory(), cfg).shared_cap_by_type == {"t4": 12, "v100": 8}
+    s = typed_state(["high", "normal"], NODES, [(0, 8, "high", "", 0, ("v100",))] * 3)
+    p = plan(None, s, PolicyMemory(), cfg)
+    assert p.holds_by_type == {"t0": {"v100": 16}} and p.shared_cap_by_type == {"t4": 12, "v100": 0}

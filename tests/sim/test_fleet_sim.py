@@ -185,3 +185,15 @@ def test_a_pooled_hold_on_a_type_is_for_the_pooled_tenants_held_there():
         return st_.served
     assert run(np.array([[False, True], [True, False]])).tolist() == [4, 8]
     assert run(None)[0] < 4
+
+
+def test_normal_work_stays_within_its_cap_per_type():
+    c = _fleet([(), ()], prio=[PRIORITY["normal"], PRIORITY["low"]], types=("t4", "t4", "h100", "h100"),
+               gpus=(4, 4, 8, 8))
+    c.set_reservations(np.zeros(2, dtype=np.int64), normal_cap_by_type=np.array([4, 8]))   # h100, t4
+    for _ in range(3):
+        c.step(np.array([40.0, 40.0]))
+        c.check_invariants()
+    per = c.running_per_type()
+    assert per[0].tolist() == [4, 8]            # normal: 4 of h100, 8 of t4, the rest waits
+    assert per[1].tolist() == [12, 0]           # low (preemptible) borrows the rest of h100
