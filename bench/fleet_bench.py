@@ -5,7 +5,9 @@ Cases (daemon/sim/fleet_replay.py; perfect forecast, so the modes differ only in
   synthetic  3 types (h100 12x8, a100 16x8, t4 16x4 GPUs), 30 tenants with different preferences, 1 day
   alibaba    Alibaba GPU 2023 gpuspec33 pods, tenants = (QoS class, gpu_spec), on the node list's 7-model mix
              scaled to the trace's demand, 2 days
-Each mode is swept over policy.headroom, so the two can be compared at equal utilization.
+Each is swept over policy.headroom, so they can be compared at equal utilization. A third variant is type-aware
+with fleet.reserve_share per type sized from the history window (guarantee_from_history), what an operator of a
+mixed fleet would configure; the type-blind engine has one share for the cluster.
 
     nice -n 10 python bench/fleet_bench.py [--cases synthetic,alibaba] [--out bench/out]
 """
@@ -25,10 +27,17 @@ import provenance  # noqa: E402  (bench/, next to this script)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from daemon.config import Config  # noqa: E402
+from daemon.config.fleet import FleetConfig  # noqa: E402
 from daemon.forecasting.retrain import default_data_dir  # noqa: E402
 from daemon.policy import PolicyMemory, plan  # noqa: E402
 from daemon.policy.state import PRIORITY, UNHELD, ClusterState, Jobs, Nodes  # noqa: E402
-from daemon.sim.fleet_replay import MODES, alibaba_fleet, at_equal_utilization, run_fleet, synthetic_fleet  # noqa: E402
+from daemon.sim.fleet_replay import (  # noqa: E402
+    alibaba_fleet,
+    at_equal_utilization,
+    guarantee_from_history,
+    run_fleet,
+    synthetic_fleet,
+)
 from forecaster.types import Forecast  # noqa: E402
 
 HEADROOMS = (0.0, 0.1, 0.25)
@@ -95,10 +104,14 @@ def main() -> None:
         else:
             raise SystemExit(f"unknown case {case!r}")
         runs = []
-        for mode in MODES:
+        share = guarantee_from_history(fw)
+        cfg_share = cfg.model_copy(update={"fleet": FleetConfig(types=sorted(set(fw.node_types)),
+                                                                reserve_share=share)})
+        variants = [("aware", "aware", cfg), ("aware", "aware+guarantee", cfg_share), ("blind", "blind", cfg)]
+        for mode, label, c in variants:
             for h in HEADROOMS:
-                r = run_fleet(fw, cfg, mode, steps=steps, knobs={"headroom": h})
-                print(f"{case}/{mode}/headroom={h}: util {r['utilization']:.3f}, high unmet "
+                r = run_fleet(fw, c, mode, steps=steps, knobs={"headroom": h}, label=label)
+                print(f"{case}/{label}/headroom={h}: util {r['utilization']:.3f}, high unmet "
                       f"{r['tiers']['high']['unmet_share']:.3%}, unusable holds {r['held_unusable_gpu_min']:.0f} "
                       f"GPU-min, {r['wall_s']:.0f} s", file=sys.stderr, flush=True)
                 runs.append(r)
@@ -107,7 +120,7 @@ def main() -> None:
         cases[case] = {"workload": fw.w.name, "tenants": len(fw.w.demand.columns), "capacity": fw.w.capacity,
                        "nodes": len(fw.node_types),
                        "fleet": [{"type": t, "gpus_per_node": g, "nodes": k} for (t, g), k in sorted(mix.items())],
-                       "steps": steps, "runs": runs,
+                       "steps": steps, "runs": runs, "guarantee_from_history": share,
                        "equal_utilization": {t: at_equal_utilization(runs, t) for t in ("high", "normal", "low")}}
     out["cases"] = cases
     out["plan_latency"] = typed_plan_latency()

@@ -1181,22 +1181,27 @@ def fleet_block() -> str:
                        "GPU-min held on types the holder cannot use", "preemptions",
                        "GPUs preempted for a job that cannot use them"], rows), ""]
         eq = c["equal_utilization"]
+        variants = list(dict.fromkeys(r["mode"] for r in c["runs"]))
         if eq.get("high", {}).get("utilization") is not None:
-            out += [table(["tier", "at utilization", "type-aware unmet", "type-blind unmet"],
-                          [[t, pct(v["utilization"]), pct(v["aware"], 2), pct(v["blind"], 2)]
-                           for t, v in eq.items() if v.get("utilization") is not None]), ""]
-        mid = [r for r in c["runs"] if r["knobs"].get("headroom") == 0.1]
-        if len(mid) == 2:
-            aw, bl = (next(r for r in mid if r["mode"] == m) for m in ("aware", "blind"))
-            specs = sorted(aw["by_spec"], key=lambda s: -aw["by_spec"][s]["demand_gpu_min"])
-            out += [table(["work that accepts", "demand GPU-min", "unmet, type-aware", "unmet, type-blind"],
-                          [[s.replace("|", " or "), n(aw["by_spec"][s]["demand_gpu_min"]),
-                            n(aw["by_spec"][s]["unmet_gpu_min"]), n(bl["by_spec"][s]["unmet_gpu_min"])]
-                           for s in specs]), "",
-                    table(["GPU type", "GPUs", "in use (mean), type-aware", "in use (mean), type-blind"],
-                          [[t, n(v["capacity"]), f"{v['in_use_mean']:.1f}", f"{bl['types'][t]['in_use_mean']:.1f}"]
-                           for t, v in aw["types"].items()]), "",
-                    "*Unmet per accepted-type set and use per type at headroom 0.1.*", ""]
+            out += [table(["tier", "at utilization", *(f"unmet, {v}" for v in variants)],
+                          [[t, pct(e["utilization"]), *(pct(e[v], 2) for v in variants)]
+                           for t, e in eq.items() if e.get("utilization") is not None]), ""]
+        share = c.get("guarantee_from_history")
+        if share:
+            out += ["`aware+guarantee`: `fleet.reserve_share` sized from the history window, "
+                    + ", ".join(f"{t} {pct(v, 0)}" for t, v in share.items()) + ".", ""]
+        mid = {r["mode"]: r for r in c["runs"] if r["knobs"].get("headroom") == 0.1}
+        if len(mid) == len(variants):
+            first = mid[variants[0]]
+            specs = sorted(first["by_spec"], key=lambda s: -first["by_spec"][s]["demand_gpu_min"])
+            out += [table(["work that accepts", "demand GPU-min", *(f"unmet, {v}" for v in variants)],
+                          [[s.replace("|", " or "), n(first["by_spec"][s]["demand_gpu_min"]),
+                            *(n(mid[v]["by_spec"][s]["unmet_gpu_min"]) for v in variants)] for s in specs]), "",
+                    table(["GPU type", "GPUs", *(f"in use (mean), {v}" for v in variants)],
+                          [[t, n(x["capacity"]), *(f"{mid[v]['types'][t]['in_use_mean']:.1f}" for v in variants)]
+                           for t, x in first["types"].items()]), "",
+                    "*Unmet GPU-minutes per accepted-type set (every tier) and GPUs in use per type, at headroom "
+                    "0.1.*", ""]
     lat = d["plan_latency"]
     out += [f"`plan()` on a typed snapshot of {n(lat['tenants'])} tenants x {lat['types']} types ({n(lat['gpus'])} "
             f"GPUs, {n(lat['jobs'])} jobs): median {lat['p50_ms']:.1f} ms, p95 {lat['p95_ms']:.1f} ms "

@@ -71,10 +71,13 @@ class TypedHolds:
                                    gpu_type=nodes.gpu_type[m] if nodes.gpu_type is not None else None)
 
 
-def _rank(types: tuple[str, ...], accepts: tuple[str, ...], room: np.ndarray) -> list[int]:
-    """Type indices a set accepts, most preferred first; ANY: the roomiest types first."""
+def _rank(types: tuple[str, ...], accepts: tuple[str, ...], room: np.ndarray,
+          used: np.ndarray | None = None) -> list[int]:
+    """Type indices a set accepts, most preferred first; ANY: where the tenant runs now first (holding GPUs it
+    already uses displaces nobody), then the roomiest types."""
     if not accepts:
-        return [int(i) for i in np.argsort(-room, kind="stable")]
+        u = np.zeros_like(room) if used is None else used
+        return [int(i) for i in np.lexsort((-room, -u))]
     pos = {t: i for i, t in enumerate(types)}
     return [pos[t] for t in accepts if t in pos and t != UNKNOWN_TYPE]
 
@@ -158,7 +161,7 @@ def split(state: ClusterState, res: np.ndarray, protected: np.ndarray, cfg: Conf
         for k, g in zip(keys, part.tolist()):
             if g <= 0:
                 continue
-            prefs = [i for i in _rank(types, k, room) if cap[i] > 0]
+            prefs = [i for i in _rank(types, k, room, used[t]) if cap[i] > 0]
             if not prefs:   # no node has any type this work accepts: nothing held (or preempted) for it
                 for name in (k or ("any",)):
                     dropped.setdefault(name, []).append(f"{state.tenants[t]} ({g} GPUs)")

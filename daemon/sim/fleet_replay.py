@@ -128,6 +128,23 @@ def alibaba_fleet(data_dir: Path, days: float = 2.0, history_days: float = 0.5,
     return FleetWorkload(w, node_types, np.array(node_gpus, dtype=np.int64), accepts)
 
 
+def guarantee_from_history(fw: FleetWorkload) -> dict[str, float]:
+    """``fleet.reserve_share`` per type as an operator would size it from the history (the steps before the
+    measured window): the peak of the high tier's demand whose first choice is the type, as a share of the type's
+    GPUs (at most 1). Work that accepts any type counts nowhere (it can go anywhere); a type no high-tier work asks
+    for first gets no guarantee."""
+    w = fw.w
+    hist = w.demand.iloc[: w.start].to_numpy(dtype=float)
+    cap: dict[str, int] = {}
+    for t, g in zip(fw.node_types, fw.node_gpus.tolist()):
+        cap[t] = cap.get(t, 0) + int(g)
+    peak = {t: np.zeros(hist.shape[0]) for t in cap}
+    for j, (tier, acc) in enumerate(zip(w.tiers, fw.accepts)):
+        if tier == "high" and acc and acc[0] in peak:
+            peak[acc[0]] += np.nan_to_num(hist[:, j])
+    return {t: round(min(1.0, float(v.max(initial=0.0)) / cap[t]), 3) for t, v in sorted(peak.items())}
+
+
 def _perfect(demand: np.ndarray, k: int, H: int, names: tuple[str, ...], at, step_s: int) -> Forecast:
     fut = demand[k + 1: k + 1 + H].T
     if fut.shape[1] == 0:
@@ -138,9 +155,10 @@ def _perfect(demand: np.ndarray, k: int, H: int, names: tuple[str, ...], at, ste
 
 
 def run_fleet(fw: FleetWorkload, cfg: Config, mode: str, *, steps: int, knobs: dict | None = None,
-              check_invariants: bool = False) -> dict:
+              check_invariants: bool = False, label: str | None = None) -> dict:
     """One replay of ``fw`` planned ``mode`` ("aware" or "blind") with a perfect forecast (the true future:
-    what differs between the modes is then the engine's use of types, not forecast error)."""
+    what differs between the modes is then the engine's use of types, not forecast error). ``label`` names the
+    run's variant in the report (``mode`` by default; e.g. a type-aware run with a per-type guarantee)."""
     if mode not in MODES:
         raise ValueError(f"mode {mode!r}: choose from {MODES}")
     w = fw.w
@@ -208,7 +226,8 @@ def run_fleet(fw: FleetWorkload, cfg: Config, mode: str, *, steps: int, knobs: d
         mem, last = p.memory, p
     n = max(len(util), 1)
     return {
-        "mode": mode, "knobs": dict(knobs or {}), "steps": len(util),
+        "mode": label or mode, "plan": mode, "knobs": dict(knobs or {}), "steps": len(util),
+        "reserve_share_by_type": dict(cfg.fleet.reserve_share),
         "utilization": float(np.mean(util)) if util else float("nan"),
         "tiers": {t: {"demand_gpu_min": float(wanted_t[i] * m), "unmet_gpu_min": float(unmet_t[i] * m),
                       "unmet_share": float(unmet_t[i] / wanted_t[i]) if wanted_t[i] else 0.0}
@@ -228,10 +247,12 @@ def run_fleet(fw: FleetWorkload, cfg: Config, mode: str, *, steps: int, knobs: d
 
 
 def at_equal_utilization(runs: list[dict], tier: str = "high") -> dict:
-    """Each mode's unmet share of ``tier`` at the same utilization: linear interpolation along each mode's runs
-    (sorted by utilization) at the utilizations both modes reach; None where they do not overlap."""
+    """Each variant's unmet share of ``tier`` at the same utilization: linear interpolation along each variant's
+    runs (sorted by utilization) at the middle of the utilizations all variants reach; {"overlap": None} where
+    they do not overlap."""
+    modes = list(dict.fromkeys(r["mode"] for r in runs))
     by = {mo: sorted((r["utilization"], r["tiers"][tier]["unmet_share"]) for r in runs if r["mode"] == mo)
-          for mo in MODES}
+          for mo in modes}
     if not all(by.values()):
         return {}
     lo = max(v[0][0] for v in by.values())
