@@ -127,9 +127,18 @@ def simulator_history(cfg: Config, days: float) -> pd.DataFrame:
 
     sc = cfg.source.simulator
     steps = int(days * 86400 / cfg.cycle.resolution_s)
-    w = generate(sc.tenants, steps, cfg.cluster.gpus, seed=sc.seed, step_s=cfg.cycle.resolution_s,
+    pools = cfg.fleet.pools  # a mixed fleet: the simulated source's cluster and its typed series (tenant@spec)
+    gpus = sum(p.nodes * p.gpus_per_node for p in pools) if pools else cfg.cluster.gpus
+    w = generate(sc.tenants, steps, gpus, seed=sc.seed, step_s=cfg.cycle.resolution_s,
                  high_share=sc.high_share, low_share=sc.low_priority_share, target_load=sc.target_load,
                  peak_share=sc.peak_share, start=sc.start_time)
+    if pools:
+        from daemon.policy.fleet import series_name
+        from daemon.sim.workloads import fleet_accepts
+
+        acc = fleet_accepts(w.tiers, list(dict.fromkeys(p.type for p in pools)))
+        return w.demand.set_axis(pd.Index([series_name(t, a) for t, a in zip(w.demand.columns, acc)],
+                                          name="tenant"), axis=1)
     return w.demand
 
 
