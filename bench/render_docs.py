@@ -1275,6 +1275,55 @@ def _wrapped(label: str, text: str, width: int = 116) -> list[str]:
     return [f"{label:<16}{lines[0]}"] + [" " * 16 + ln for ln in lines[1:]]
 
 
+@block("fleet")
+def fleet_block() -> str:
+    """A mixed fleet (issue 24): type-aware against type-blind plans on the same simulated fleet."""
+    d = load("fleet.json")
+    out: list[str] = []
+    names = {"synthetic": "Synthetic mixed fleet", "alibaba": "Alibaba GPU 2023, gpuspec33 on the node list's mix"}
+    for case, c in d["cases"].items():
+        mix = ", ".join(f"{f['type']} {f['nodes']}x{f['gpus_per_node']}" for f in c["fleet"])
+        out += [f"**{names.get(case, case)}** ({c['tenants']} tenants, {n(c['capacity'])} GPUs on {c['nodes']} "
+                f"nodes: {mix}; {n(c['steps'])} measured minutes, perfect forecast)", ""]
+        rows = []
+        for r in c["runs"]:
+            t = r["tiers"]
+            rows.append([r["mode"], f"{r['knobs'].get('headroom', 0):g}", pct(r["utilization"]),
+                         pct(t["high"]["unmet_share"], 2), pct(t["normal"]["unmet_share"], 2),
+                         pct(t["low"]["unmet_share"], 2), n(r["held_unusable_gpu_min"]), n(r["preemptions"]),
+                         n(r["preempted_gpus_unusable_by_beneficiary"])])
+        out += [table(["plan", "headroom", "utilization", "high unmet", "normal unmet", "low unmet",
+                       "GPU-min held on types the holder cannot use", "preemptions",
+                       "GPUs preempted for a job that cannot use them"], rows), ""]
+        eq = c["equal_utilization"]
+        variants = list(dict.fromkeys(r["mode"] for r in c["runs"]))
+        if eq.get("high", {}).get("utilization") is not None:
+            out += [table(["tier", "at utilization", *(f"unmet, {v}" for v in variants)],
+                          [[t, pct(e["utilization"]), *(pct(e[v], 2) for v in variants)]
+                           for t, e in eq.items() if e.get("utilization") is not None]), ""]
+        share = c.get("guarantee_from_history")
+        if share:
+            out += ["`aware+guarantee`: `fleet.reserve_share` sized from the history window, "
+                    + ", ".join(f"{t} {pct(v, 0)}" for t, v in share.items()) + ".", ""]
+        mid = {r["mode"]: r for r in c["runs"] if r["knobs"].get("headroom") == 0.1}
+        if len(mid) == len(variants):
+            first = mid[variants[0]]
+            specs = sorted(first["by_spec"], key=lambda s: -first["by_spec"][s]["demand_gpu_min"])
+            out += [table(["work that accepts", "demand GPU-min", *(f"unmet, {v}" for v in variants)],
+                          [[s.replace("|", " or "), n(first["by_spec"][s]["demand_gpu_min"]),
+                            *(n(mid[v]["by_spec"][s]["unmet_gpu_min"]) for v in variants)] for s in specs]), "",
+                    table(["GPU type", "GPUs", *(f"in use (mean), {v}" for v in variants)],
+                          [[t, n(x["capacity"]), *(f"{mid[v]['types'][t]['in_use_mean']:.1f}" for v in variants)]
+                           for t, x in first["types"].items()]), "",
+                    "*Unmet GPU-minutes per accepted-type set (every tier) and GPUs in use per type, at headroom "
+                    "0.1.*", ""]
+    lat = d["plan_latency"]
+    out += [f"`plan()` on a typed snapshot of {n(lat['tenants'])} tenants x {lat['types']} types ({n(lat['gpus'])} "
+            f"GPUs, {n(lat['jobs'])} jobs): median {lat['p50_ms']:.1f} ms, p95 {lat['p95_ms']:.1f} ms "
+            "(goal: median < 20 ms).", "", source(["fleet.json"], d)]
+    return "\n".join(out)
+
+
 @block("folder-map")
 def folder_map() -> str:
     """Where things are: the top-level folders, and each package of daemon/, from their own docstrings."""

@@ -131,13 +131,25 @@ def _simulated(cfg: Config, days: float):
 
     sc = cfg.source.simulator
     steps = int(days * 86400 / cfg.cycle.resolution_s)
-    return generate(sc.tenants, steps, cfg.cluster.gpus, seed=sc.seed, step_s=cfg.cycle.resolution_s,
+    pools = cfg.fleet.pools  # a mixed fleet: the simulated source's cluster
+    gpus = sum(p.nodes * p.gpus_per_node for p in pools) if pools else cfg.cluster.gpus
+    return generate(sc.tenants, steps, gpus, seed=sc.seed, step_s=cfg.cycle.resolution_s,
                     high_share=sc.high_share, low_share=sc.low_priority_share, target_load=sc.target_load,
                     peak_share=sc.peak_share, start=sc.start_time)
 
 
 def simulator_history(cfg: Config, days: float) -> pd.DataFrame:
-    return _simulated(cfg, days).demand
+    """The simulated source's history; on a mixed fleet its typed series (tenant@spec), as the source serves."""
+    w = _simulated(cfg, days)
+    pools = cfg.fleet.pools
+    if pools:
+        from daemon.policy.fleet import series_name
+        from daemon.sim.workloads import fleet_accepts
+
+        acc = fleet_accepts(w.tiers, list(dict.fromkeys(p.type for p in pools)))
+        return w.demand.set_axis(pd.Index([series_name(t, a) for t, a in zip(w.demand.columns, acc)],
+                                          name="tenant"), axis=1)
+    return w.demand
 
 
 def replay_cluster(cfg: Config, days: float = 10.0, trace: str | None = None, data: Path | None = None,

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from daemon.config import Config, TenantConfig
-from daemon.policy import aging, budget, preemption, reservation
+from daemon.policy import aging, budget, fleet, preemption, reservation
 from daemon.policy.ratelimits import rate_level, tenant_limits
 from daemon.policy.state import PRIORITY, ClusterState
 from daemon.policy.types import Notification, OperatorInputs, Plan, PolicyMemory, Preemption
@@ -36,7 +36,9 @@ def _stale_plan(state: ClusterState, memory: PolicyMemory, last: Plan | None, wh
                     reservations=dict(last.reservations), quotas=dict(last.quotas), limits=dict(last.limits),
                     preemptions=(), notifications=(), stale=True, forecast_model=last.forecast_model,
                     notes=(note, f"last good plan from {last.at}"), memory=memory, pooled=last.pooled,
-                    hold_job_gpus=dict(last.hold_job_gpus))
+                    hold_job_gpus=dict(last.hold_job_gpus), holds_by_type=dict(last.holds_by_type),
+                    capacity_by_type=dict(last.capacity_by_type), high_pool_by_type=dict(last.high_pool_by_type),
+                    notes_by_type=dict(last.notes_by_type), shared_cap_by_type=dict(last.shared_cap_by_type))
     limits = tenant_limits(state.tenants, state.tiers, memory.rate_level, float("nan"), cfg.ratelimits,
                            {t.name: t for t in cfg.tenants})
     return Plan(at=state.at.isoformat(), capacity=max(state.capacity, 0), load=float("nan"),
@@ -137,7 +139,13 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     clock = state.at.timestamp() if now is None else float(now)
     ag, aged_gpus, aged_since = _aging(state, view, memory, cfg, clock, notes)
     holds = _holds(forecast, state, view, memory, cfg, ops, aged_gpus, notes)
-    cleared = _preemptions(state, view, holds, ag, memory, cfg, ops, clock, notes)
+    typed = None
+    if fleet.is_typed(state):  # a mixed fleet: the holds said per type (daemon/policy/fleet.py)
+        typed = fleet.split(state, holds.res, view.high | holds.aged | holds.floored, cfg,
+                            _typed_peaks(forecast, view.tenants, cfg), last.holds_by_type if last else None)
+        res = typed.res
+        holds = dataclasses.replace(holds, res=res, soon=np.minimum(holds.soon, res), pool=int(typed.pool.sum()))
+    cleared = _preemptions(state, view, holds, ag, memory, cfg, ops, clock, notes, typed)
     notifs = list(cleared.notifications) + _protected_notices(aged_since, memory, cfg)
     # --- rate limits follow load with hysteresis
     load = float(view.used.sum()) / view.capacity
@@ -150,7 +158,34 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     mem = PolicyMemory(reservations={}, rate_level=level, aged_since=aged_since, waited=ag.waited, stint=ag.stint,
                        aged_jobs=ag.aged_jobs, budget_gpus=cleared.budget_gpus, budget_jobs=cleared.budget_jobs,
                        budget_at=clock)
-    return _assemble(state, view, holds, cleared, tuple(notifs), limits, load, mem, notes)
+    return _assemble(state, view, holds, cleared, tuple(notifs), limits, load, mem, notes, typed)
+
+
+def _tenant_values(forecast: Forecast, tenants: tuple[str, ...]) -> np.ndarray:
+    """The forecast per tenant (tenants x horizon x quantiles). A forecast of typed series (``tenant@spec``, a
+    mixed fleet's; daemon/policy/fleet.py) is summed per tenant: a sum of quantiles, an upper bound of the sum's
+    quantile, so a hold sized from it covers every type. A plain forecast is read as it is."""
+    if not any(fleet.SERIES_SEP in t for t in forecast.tenants):
+        return forecast.for_tenants(tenants)
+    index = {t: i for i, t in enumerate(tenants)}
+    out = np.full((len(tenants), forecast.horizon, len(forecast.quantiles)), np.nan)
+    vals = forecast.values
+    for j, name in enumerate(forecast.tenants):
+        tenant, _ = fleet.split_series(name)
+        i = index.get(tenant)
+        if i is not None:
+            out[i] = np.where(np.isnan(out[i]), vals[j], out[i] + np.nan_to_num(vals[j]))
+    return out
+
+
+def _typed_peaks(forecast: Forecast | None, tenants: tuple[str, ...],
+                 cfg: Config) -> dict[int, dict[tuple[str, ...], float]] | None:
+    """Per tenant, the forecast peak over the lead time of each set of types its work accepts (typed series)."""
+    if forecast is None or not any(fleet.SERIES_SEP in t for t in forecast.tenants):
+        return None
+    steps = max(1, min(cfg.policy.lead_time_steps, forecast.horizon))
+    peak = np.fmax.reduce(forecast.values[:, :steps, forecast.quantile_index(cfg.policy.quantile)], axis=1)
+    return fleet.typed_peaks(forecast.tenants, peak, tenants)[1]
 
 
 def _aging(state: ClusterState, view: _View, memory: PolicyMemory, cfg: Config, clock: float,
@@ -190,9 +225,19 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
     prev = np.array([memory.reservations.get(t, 0) for t in tenants], dtype=float)
     path, drain_steps, step_min = None, 0, 1.0
     if forecast is not None:
+        # a mixed fleet's typed series are summed per tenant and read per step; a plain forecast serves its own
+        # peak quantiles where it carries them (Forecast.peak_over)
+        typed = any(fleet.SERIES_SEP in t for t in forecast.tenants)
+        peak_all = _tenant_values(forecast, tenants) if typed else None
+
+        def peak_over(k: int, j: int) -> np.ndarray:
+            if peak_all is None:
+                return forecast.peak_over(k, forecast.quantiles[j], tenants)
+            return np.fmax.reduce(peak_all[:, :k, j], axis=1)  # NaN only if all NaN
+
         qidx = forecast.quantile_index(pc.quantile)
         steps = max(1, min(pc.lead_time_steps, forecast.horizon))
-        peak = forecast.peak_over(steps, pc.quantile, tenants) if n else np.zeros(0)  # NaN only if all NaN
+        peak = peak_over(steps, qidx) if n else np.zeros(0)
         soon_steps = max(1, min(pc.preempt_lead_steps, steps))
         # with a lower preempt_quantile, jobs are preempted only for the likely demand and the hold covers the
         # rest: what the high quantile adds is held by attrition (no new starts on held nodes), not cleared
@@ -203,9 +248,9 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
             drain_s, _ = drain_and_checkpoint_s(cfg)
             drain_steps = int(math.ceil(drain_s / forecast.step_s - 1e-9))
             soon_steps = min(soon_steps, drain_steps)
-            path, step_min = forecast.for_tenants(tenants)[:, :, pidx], forecast.step_s / 60.0
-        peak_soon = (forecast.peak_over(soon_steps, forecast.quantiles[pidx], tenants) if n and soon_steps
-                     else np.full(n, np.nan))
+            path = (peak_all if peak_all is not None else forecast.for_tenants(tenants))[:, :, pidx]
+            step_min = forecast.step_s / 60.0
+        peak_soon = peak_over(soon_steps, pidx) if n and soon_steps else np.full(n, np.nan)
         model = forecast.model
     else:
         peak = peak_soon = np.full(n, np.nan)
@@ -260,7 +305,8 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
 
 
 def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Aging, memory: PolicyMemory,
-                 cfg: Config, ops: OperatorInputs, clock: float, notes: list[str]) -> _Cleared:
+                 cfg: Config, ops: OperatorInputs, clock: float, notes: list[str],
+                 typed: fleet.TypedHolds | None = None) -> _Cleared:
     """Clear, just in time, what protected tenants will need and free GPUs cannot cover: within the budget,
     never for a tenant without a fresh reading, never a paused tenant's job, never an exempt one."""
     pc = cfg.policy
@@ -289,6 +335,9 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
         if holds.path is not None and not ops.paused_all and need_jobs.any() else None
     if ops.paused_all and shortfall >= pc.min_preempt_gpus:
         notes.append(f"preemptions paused by an operator: {shortfall} GPUs not cleared")
+    elif typed is not None and state.nodes is not None:
+        chosen = cand_index[_preempt_typed(cand_jobs, state.nodes, typed, holds, need_gpus, protected | paused,
+                                           budget_gpus, budget_jobs, pc.min_preempt_gpus, cleared_for, notes)]
     elif placed_view:
         # placement-aware: preempt only what makes room, on one node, for a whole job of a protected tenant
         refused: list[int] = []
@@ -339,6 +388,44 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
                     avail_jobs - float(chosen.size))
 
 
+def _preempt_typed(jobs, nodes, typed: fleet.TypedHolds, holds: _Holds, need_gpus: np.ndarray,
+                   keep: np.ndarray, budget_gpus: int, budget_jobs: int, min_gpus: int, cleared_for: list[int],
+                   notes: list[str]) -> np.ndarray:
+    """Preemption on a mixed fleet: type by type, room is made only on nodes of a type the protected tenant is
+    held on (so only for work that accepts it), by the placement-aware rule (a whole job of the tenant on one
+    node of that type; whole nodes for whole-node jobs), within one budget shared by the types. A tenant's need
+    on a type is what its hold there is short of what it runs there, bounded by its need in all. The cost-aware
+    rule's gate is not applied per type (a mixed fleet preempts for what is held there and needed soon)."""
+    n, T = typed.hold.shape
+    short = np.maximum(typed.hold - typed.used, 0).astype(float)
+    total = short.sum(axis=1)
+    scale = np.divide(need_gpus, total, out=np.zeros(n), where=total > 0)
+    need_t = np.floor(short * np.minimum(scale, 1.0)[:, None] + 1e-9)
+    q = holds.quantum
+    out: list[np.ndarray] = []
+    unplaced = 0
+    for t in np.flatnonzero(need_t.sum(axis=0) > 0).tolist():
+        need_jobs = np.ceil(need_t[:, t] / q - 1e-9).astype(np.int64)
+        if not need_jobs.any() or budget_gpus <= 0 or budget_jobs <= 0:
+            unplaced += int(need_jobs.sum())
+            continue
+        who: list[int] = []
+        # the pool's nodes of this type are for the pooled tenants held on this type
+        got, _, left = preemption.choose_placed(jobs, typed.nodes_of(nodes, t), need_jobs, q.astype(np.int64), keep,
+                                                budget_gpus, budget_jobs, min_gpus,
+                                                pooled=holds.pooled & (typed.hold[:, t] > 0), cleared_for=who)
+        if got.size:
+            out.append(got)
+            cleared_for.extend(who)
+            budget_gpus -= int(jobs.gpus[got].sum())
+            budget_jobs -= int(got.size)
+        unplaced += left
+    if unplaced:
+        notes.append(f"{unplaced} protected jobs have no place yet on the types they accept (budget, candidates "
+                     "or topology)")
+    return np.concatenate(out) if out else np.empty(0, dtype=np.int64)
+
+
 def _gate(state: ClusterState, view: _View, holds: _Holds, need_gpus: np.ndarray, need_jobs: np.ndarray,
           cfg: Config) -> preemption.Gate | None:
     """The cost-aware rule's inputs (daemon/policy/preemption.py): which of each protected tenant's jobs wait now,
@@ -381,7 +468,8 @@ def _protected_notices(aged_since: dict[str, str], memory: PolicyMemory, cfg: Co
 
 
 def _assemble(state: ClusterState, view: _View, holds: _Holds, cleared: _Cleared, notifs: tuple[Notification, ...],
-              limits: dict, load: float, mem: PolicyMemory, notes: list[str]) -> Plan:
+              limits: dict, load: float, mem: PolicyMemory, notes: list[str],
+              typed: fleet.TypedHolds | None = None) -> Plan:
     """The plan: holds, the quotas that keep other work out of them, limits, preemptions, and the memory."""
     tenants, high, res = view.tenants, view.high, holds.res
     res_list = res.tolist()
@@ -396,4 +484,17 @@ def _assemble(state: ClusterState, view: _View, holds: _Holds, cleared: _Cleared
                 reservations=reserved, quotas=quotas, limits=limits, preemptions=cleared.preemptions,
                 notifications=notifs, stale=False, forecast_model=holds.model, notes=tuple(notes), memory=mem,
                 pooled=tuple(tenants[i] for i in np.flatnonzero(holds.pooled)),
-                hold_job_gpus={tenants[i]: int(holds.quantum[i]) for i in np.flatnonzero((res > 0) | holds.pooled)})
+                hold_job_gpus={tenants[i]: int(holds.quantum[i]) for i in np.flatnonzero((res > 0) | holds.pooled)},
+                **(_typed_fields(tenants, typed, high, holds.aged | holds.floored) if typed is not None else {}))
+
+
+def _typed_fields(tenants: tuple[str, ...], typed: fleet.TypedHolds, high: np.ndarray, other: np.ndarray) -> dict:
+    """The plan's per-type fields (empty on a one-model cluster); the shared cap per type as `quotas` is for the
+    cluster: a type's GPUs less the high tier's guarantee there (or its holds there, if more) and other holds."""
+    by = {tenants[i]: {typed.types[k]: int(typed.hold[i, k]) for k in np.flatnonzero(typed.hold[i])}
+          for i in np.flatnonzero(typed.hold.sum(axis=1) > 0)}
+    shared = np.maximum(typed.cap - np.maximum(typed.pool, typed.hold[high].sum(axis=0))
+                        - typed.hold[other & ~high].sum(axis=0), 0)
+    return {"holds_by_type": by, "capacity_by_type": dict(zip(typed.types, typed.cap.tolist())),
+            "high_pool_by_type": dict(zip(typed.types, typed.pool.tolist())), "notes_by_type": dict(typed.notes),
+            "shared_cap_by_type": dict(zip(typed.types, shared.tolist()))}

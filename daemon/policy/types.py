@@ -103,6 +103,10 @@ class Plan:
     holds_by_type: dict[str, dict[str, int]] = field(default_factory=dict)
     capacity_by_type: dict[str, int] = field(default_factory=dict)      # healthy GPUs per type
     high_pool_by_type: dict[str, int] = field(default_factory=dict)     # high tier's guaranteed GPUs per type
+    # GPU type -> GPUs of that type that non-preemptible work outside the high tier may use in all (the type's GPUs
+    # less the high tier's guarantee or holds there and aged/floored holds): "20% of the h100s for the high tier"
+    # keeps normal work out of those 20%, as `quotas` does for the cluster
+    shared_cap_by_type: dict[str, int] = field(default_factory=dict)
     # GPU type -> what the plan did on that type and why (holds sized, work asking for a type no node has, ...)
     notes_by_type: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -134,6 +138,7 @@ class Plan:
             "holds_by_type": {t: dict(v) for t, v in self.holds_by_type.items()},
             "capacity_by_type": dict(self.capacity_by_type), "high_pool_by_type": dict(self.high_pool_by_type),
             "notes_by_type": {k: list(v) for k, v in self.notes_by_type.items()},
+            "shared_cap_by_type": dict(self.shared_cap_by_type),
         }
 
     @staticmethod
@@ -156,6 +161,7 @@ class Plan:
             capacity_by_type={str(k): int(v) for k, v in d.get("capacity_by_type", {}).items()},
             high_pool_by_type={str(k): int(v) for k, v in d.get("high_pool_by_type", {}).items()},
             notes_by_type={str(k): tuple(str(x) for x in v) for k, v in d.get("notes_by_type", {}).items()},
+            shared_cap_by_type={str(k): int(v) for k, v in d.get("shared_cap_by_type", {}).items()},
         )
 
 

@@ -50,6 +50,11 @@ class SimulatorActuator:
             gpn_ = self.cluster.gpus_per_node
             pool = (members, int(-(-int(res[members].sum()) // gpn_) * gpn_))
             res[members] = 0
+        by_type = self._by_type(plan)
+        pool_types = self._pool_types(plan) if by_type is not None and plan.pooled else None
+        cap_t = None
+        if by_type is not None and plan.shared_cap_by_type:
+            cap_t = np.array([plan.shared_cap_by_type.get(t, 0) for t in self.cluster.type_names], dtype=np.int64)
         ids = [i for i in (_sim_id(p.job_id) for p in plan.preemptions) if i is not None]
         gpn = self.cluster.gpus_per_node
         rep.actions.append(f"hold {int((-(-res // gpn)).sum())} whole nodes ({int(res.sum())} GPUs asked) for "
@@ -62,10 +67,42 @@ class SimulatorActuator:
             # preempt first: the holds then prefer the nodes the preemptions are draining
             with self.lock:
                 done, _ = self.cluster.preempt(np.array(ids)) if ids else (0, 0.0)
-                self.cluster.set_reservations(res, normal_cap, pool=pool)
+                self.cluster.set_reservations(res, normal_cap, pool=pool, by_type=by_type,
+                                              pool_types=pool_types, normal_cap_by_type=cap_t)
             if done < len(ids):
                 rep.actions.append(f"{len(ids) - done} jobs had already left the running set")
         return rep
+
+    def _by_type(self, plan: Plan) -> np.ndarray | None:
+        """A type-aware plan's holds per (tenant, type) on a mixed fleet, pooled tenants' summed in the pool's row
+        (index n); None for a type-blind plan (holds then land by the node rule alone)."""
+        c = self.cluster
+        if not c.typed or not plan.holds_by_type:
+            return None
+        pos = {t: k for k, t in enumerate(c.type_names)}
+        out = np.zeros((c.n + 1, len(c.type_names)), dtype=np.int64)
+        pooled = set(plan.pooled)
+        for tenant, by in plan.holds_by_type.items():
+            i = self.index.get(tenant)
+            if i is None:
+                continue
+            row = c.n if tenant in pooled else i
+            for typ, g in by.items():
+                if typ in pos:
+                    out[row, pos[typ]] += int(g)
+        return out
+
+    def _pool_types(self, plan: Plan) -> np.ndarray:
+        """Which pooled tenants may start on the pool's nodes of each type: those the plan holds on that type."""
+        c = self.cluster
+        pos = {t: k for k, t in enumerate(c.type_names)}
+        out = np.zeros((c.n, len(c.type_names)), dtype=bool)
+        for tenant in plan.pooled:
+            i = self.index.get(tenant)
+            for typ, g in plan.holds_by_type.get(tenant, {}).items():
+                if i is not None and typ in pos and g > 0:
+                    out[i, pos[typ]] = True
+        return out
 
     def requeue(self, job_ids: list[str], reason: str) -> ActionReport:
         rep = ActionReport(self.name, self.dry_run, [f"requeue {j}: {reason}" for j in job_ids])

@@ -11,13 +11,18 @@ replay bench, so they all see the same physics:
   labelled nodes enforces them: only the holder's jobs may start on a held node (jobs already running there
   keep running), and the holder's jobs try its held nodes first. A hold is either one tenant's or one pool
   shared by a set of tenants (the static baseline's tier-wide pool);
-- nothing is ever placed on GPUs that are not free: every start goes through a node's free count.
+- nothing is ever placed on GPUs that are not free: every start goes through a node's free count;
+- a mixed fleet (issue 24; ``node_types``): nodes carry a GPU type and their own GPU count, each tenant's jobs
+  accept an ordered set of types (``accepts``; () = any, tried largest type first), a job never starts on a type
+  it does not accept and tries its preferred types first, and holds may be asked per type
+  (``set_reservations(..., by_type=)``). With no ``node_types`` every path is the one-model cluster's, step for step.
 
 Jobs live in numpy arrays because the replay scale case has tens of thousands of them per step.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Callable
 
@@ -27,6 +32,7 @@ from daemon.policy.state import HELD_BY_POOL, PRIORITY, ClusterState, Jobs, Node
 
 QUEUED, RUNNING, DONE = 1, 2, 3
 UNHELD = -1
+NOT_ACCEPTED = 1 << 20   # acc_rank of a type a tenant's jobs may not run on
 _COLS = ("j_id", "j_tenant", "j_gpus", "j_state", "j_queued_at", "j_started_at", "j_node", "j_wait")
 
 
@@ -67,10 +73,21 @@ class StepStats:
 class SimCluster:
     def __init__(self, tenants: list[str], tier_priority: np.ndarray, capacity: int, job_gpus: np.ndarray,
                  *, gpus_per_node: int = 8, drain_steps: int = 2, checkpoint_steps: int = 30,
-                 max_wait_steps: int = 120) -> None:
+                 max_wait_steps: int = 120, node_types: Sequence[str] | None = None,
+                 node_gpus: Sequence[int] | None = None, accepts: Sequence[tuple[str, ...]] | None = None) -> None:
+        """``node_types`` (one GPU type per node) with ``node_gpus`` (GPUs per node) builds a mixed fleet and
+        replaces ``capacity`` / ``gpus_per_node``; ``accepts`` gives per tenant the types its jobs accept, in order
+        of preference (() or None = any type)."""
         self.tenants = list(tenants)
         self.n = len(self.tenants)
         self.prio_of_tenant = np.asarray(tier_priority, dtype=np.int8)
+        self.typed = node_types is not None
+        if self.typed:
+            caps = np.asarray(node_gpus if node_gpus is not None else [gpus_per_node] * len(node_types),
+                              dtype=np.int64)
+            if caps.shape[0] != len(node_types) or (caps <= 0).any():
+                raise ValueError("node_gpus: one positive GPU count per node of node_types")
+            gpus_per_node, capacity = int(caps.max()), int(caps.sum())
         self.gpus_per_node = int(gpus_per_node)
         gpn = self.gpus_per_node
         self.job_size = np.asarray(job_gpus, dtype=np.int64)
@@ -81,6 +98,7 @@ class SimCluster:
         self.n_nodes = int(np.ceil(capacity / gpn))
         self.node_cap = np.full(self.n_nodes, gpn, dtype=np.int64)
         self.node_cap[-1] = capacity - gpn * (self.n_nodes - 1)
+        self._init_types(node_types, caps if self.typed else None, accepts)
         self.node_free = self.node_cap.copy()
         self.node_ok = np.ones(self.n_nodes, dtype=bool)
         self.node_holder = np.full(self.n_nodes, UNHELD, dtype=np.int64)  # tenant index, n = the shared pool
@@ -112,6 +130,91 @@ class SimCluster:
         self.starve_max = np.zeros(3, dtype=np.int64)          # longest cumulative wait per priority, steps
         self.preempted_idle = 0                                # GPU-steps freed by preemption and left idle
         self.preempted_retaken = 0                             # GPUs freed by preemption then taken by unprotected work
+
+    # ---- a mixed fleet -----------------------------------------------------------------------
+    def _init_types(self, node_types: Sequence[str] | None, caps: np.ndarray | None,
+                    accepts: Sequence[tuple[str, ...]] | None) -> None:
+        """Type tables: ``type_names`` (sorted), ``node_type`` (index per node), ``acc_rank[tenant, type]`` (the
+        type's place in the tenant's preference, 0 first; ``NOT_ACCEPTED`` where it may not run there)."""
+        if not self.typed:
+            self.type_names: tuple[str, ...] = ()
+            self.node_type = np.zeros(self.n_nodes, dtype=np.int64)
+            self.acc_rank = np.zeros((self.n, 1), dtype=np.int64)
+            self.tenant_accepts: list[tuple[str, ...]] = [()] * self.n
+            self.runnable = np.ones(self.n, dtype=bool)
+            self.pool_types: np.ndarray | None = None
+            self.normal_cap_by_type: np.ndarray | None = None
+            return
+        assert node_types is not None and caps is not None
+        self.n_nodes = len(node_types)
+        self.node_cap = caps.copy()
+        self.type_names = tuple(sorted(set(node_types)))
+        self.node_type = np.searchsorted(np.array(self.type_names), np.asarray(node_types)).astype(np.int64)
+        T = len(self.type_names)
+        self.tenant_accepts = [tuple(a) if a else () for a in (accepts or [()] * self.n)]
+        if len(self.tenant_accepts) != self.n:
+            raise ValueError("accepts: one entry per tenant")
+        rank = np.full((self.n, T), NOT_ACCEPTED, dtype=np.int64)
+        pos = {t: i for i, t in enumerate(self.type_names)}
+        # work that accepts any type tries the largest pool first (most GPUs; ties by name), as an operator orders
+        # a scheduler's node weights or a ClusterQueue's flavors so that untyped work fills the general-purpose
+        # nodes before the scarce ones; best fit alone would send one-GPU jobs to the smallest nodes first
+        gpus_of_type = np.bincount(self.node_type, weights=caps, minlength=T)
+        any_rank = np.empty(T, dtype=np.int64)
+        any_rank[np.lexsort((np.arange(T), -gpus_of_type))] = np.arange(T)
+        for i, acc in enumerate(self.tenant_accepts):
+            if not acc:
+                rank[i] = any_rank
+            for r, t in enumerate(acc):
+                if t in pos:  # a type no node has: accepted, never available (the job waits, and is counted)
+                    rank[i, pos[t]] = min(rank[i, pos[t]], r)
+        self.acc_rank = rank
+        self.pool_types = None
+        self.normal_cap_by_type = None
+        # the largest job each tenant can run at all: on the biggest node of a type it accepts
+        best = np.array([caps[rank[i, self.node_type] < NOT_ACCEPTED].max(initial=0) for i in range(self.n)])
+        self.runnable = self.job_size <= best
+
+    def type_capacity(self) -> np.ndarray:
+        """Healthy GPUs per type (index into ``type_names``)."""
+        return np.bincount(self.node_type[self.node_ok], weights=self.node_cap[self.node_ok],
+                           minlength=max(len(self.type_names), 1)).astype(np.int64)
+
+    def running_per_type(self) -> np.ndarray:
+        """GPUs running per (tenant, type) on healthy nodes."""
+        T = max(len(self.type_names), 1)
+        r = np.flatnonzero(self.j_state[: self.size] == RUNNING)
+        r = r[self.node_ok[self.j_node[r]]]
+        key = self.j_tenant[r] * T + self.node_type[self.j_node[r]]
+        return np.bincount(key, weights=self.j_gpus[r], minlength=self.n * T).reshape(self.n, T).astype(np.int64)
+
+    def held_per_type(self) -> np.ndarray:
+        """GPUs on healthy held nodes per (holder, type); holder n = the shared pool."""
+        T = max(len(self.type_names), 1)
+        h = self.node_ok & (self.node_holder >= 0)
+        key = self.node_holder[h] * T + self.node_type[h]
+        return np.bincount(key, weights=self.node_cap[h], minlength=(self.n + 1) * T).reshape(self.n + 1, T) \
+            .astype(np.int64)
+
+    def useless_held(self) -> np.ndarray:
+        """GPUs held per holder on nodes of a type the holder's jobs do not accept (a hold that protects nothing:
+        what a type-blind plan's holds cost on a mixed fleet). The pool's column counts nodes no member accepts."""
+        out = np.zeros(self.n + 1, dtype=np.int64)
+        if not self.typed:
+            return out
+        h = np.flatnonzero(self.node_ok & (self.node_holder >= 0))
+        holder = self.node_holder[h]
+        t = self.node_type[h]
+        own = holder < self.n
+        bad = np.zeros(h.size, dtype=bool)
+        bad[own] = self.acc_rank[holder[own], t[own]] >= NOT_ACCEPTED
+        if (~own).any():
+            members = self.pool_members
+            ok_any = (self.acc_rank[members] < NOT_ACCEPTED).any(axis=0) if members.any() else \
+                np.zeros(len(self.type_names), dtype=bool)
+            bad[~own] = ~ok_any[t[~own]]
+        np.add.at(out, holder[bad], self.node_cap[h[bad]])
+        return out
 
     # ---- bookkeeping -------------------------------------------------------------------------
     def _grow(self, extra: int) -> None:
@@ -170,16 +273,31 @@ class SimCluster:
 
     # ---- holds -------------------------------------------------------------------------------
     def set_reservations(self, reservations: np.ndarray, normal_cap: int | None = None,
-                         pool: tuple[np.ndarray, int] | None = None) -> None:
+                         pool: tuple[np.ndarray, int] | None = None, by_type: np.ndarray | None = None,
+                         pool_types: np.ndarray | None = None, normal_cap_by_type: np.ndarray | None = None) -> None:
         """Hold whole nodes: ceil(GPUs / gpus_per_node) per tenant, and optionally one pool of nodes for a set
         of tenants (``pool = (member mask, GPUs)``, held as floor(GPUs / gpus_per_node) nodes). Nodes already
         held are kept while still wanted (those where the holder runs least are let go first), except one its
-        holder can never use; new ones are taken by the actuators' rule (``whole_nodes.rank``, see below)."""
+        holder can never use; new ones are taken by the actuators' rule (``whole_nodes.rank``, see below).
+
+        A mixed fleet: ``by_type`` ((n + 1) x types GPUs, row n the pool) holds per type, and ``pool_types``
+        (n x types) says which pool members may start on the pool's nodes of each type (those the plan holds
+        there: a pooled h100 hold is for the pooled tenants held on h100, not for pooled work that runs anywhere
+        and would fill it first); None = every member on every type. ``normal_cap_by_type`` (GPUs per type) caps
+        non-preemptible normal work per type, as ``normal_cap`` does in all (a QOS GRES limit per type, a Kueue
+        flavor's quota)."""
         self.reservations = np.maximum(np.asarray(reservations, dtype=np.int64), 0)
+        if self.typed:
+            self.pool_types = None if pool_types is None else np.asarray(pool_types, dtype=bool)
+            self.normal_cap_by_type = None if normal_cap_by_type is None else \
+                np.asarray(normal_cap_by_type, dtype=np.int64)
         self.normal_cap = normal_cap
         if pool is not None:
             self.pool_members = np.asarray(pool[0], dtype=bool)
             self.pool_gpus = int(pool[1])
+        if self.typed:  # a mixed fleet: holds in GPUs, per type when the plan says (by_type: (n + 1) x types)
+            self._set_typed(by_type)
+            return
         gpn, n, N = self.gpus_per_node, self.n, self.n_nodes
         want = np.zeros(n + 1, dtype=np.int64)
         want[:n] = -(-self.reservations // gpn)
@@ -247,6 +365,89 @@ class SimCluster:
             k = ((firm * (4 * gpn + 1) + (2 * gpn - score)) * N + idx)[cand]
             best = np.argpartition(k, take - 1)[:take] if take < cand.size else np.arange(cand.size)
             holder[cand[best]] = h
+
+    def _set_typed(self, by_type: np.ndarray | None) -> None:
+        """Holds on a mixed fleet, in GPUs: per (holder, type) when ``by_type`` is given (a type-aware plan; row n
+        the pool), else per holder on any type (a type-blind plan: the hold lands where the actuators' rule puts
+        it, whether or not the holder's jobs can run there). Whole nodes, taken until the GPUs asked are covered;
+        the same rule as the one-model path otherwise (keep what is still wanted, let go of what the holder can
+        never use, release where it runs least, acquire clearable nodes with the highest score first)."""
+        n, N = self.n, self.n_nodes
+        T = max(len(self.type_names), 1)
+        aware = by_type is not None
+        want = np.zeros((n + 1, T if aware else 1), dtype=np.int64)
+        if aware:
+            want[:] = np.maximum(np.asarray(by_type, dtype=np.int64), 0)
+        else:
+            want[:n, 0] = self.reservations
+            want[n, 0] = self.pool_gpus if self.pool_members.any() else 0
+        group = self.node_type if aware else np.zeros(N, dtype=np.int64)
+        G = want.shape[1]
+        holder = self.node_holder
+        holder[~self.node_ok] = UNHELD
+        if not want.any() and not (holder >= 0).any():
+            return
+        run = np.flatnonzero(self.j_state[: self.size] == RUNNING)
+        r_ten, r_node, r_g = self.j_tenant[run], self.j_node[run], self.j_gpus[run]
+        alive = self.node_ok[r_node]
+        r_ten, r_node, r_g = r_ten[alive], r_node[alive], r_g[alive]
+        firm_j = self.prio_of_tenant[r_ten] != PRIORITY["low"]
+        firm_all = np.bincount(r_node[firm_j], weights=r_g[firm_j], minlength=N)
+        h_of_job = holder[r_node]
+        mine_j = (h_of_job == r_ten) | ((h_of_job == n) & self.pool_members[r_ten])
+        mine_firm = np.bincount(r_node[mine_j & firm_j], weights=r_g[mine_j & firm_j], minlength=N)
+        smallest = np.r_[self.job_size, self.job_size[self.pool_members].min() if self.pool_members.any() else 1]
+        held = holder >= 0
+        useless = held & (firm_all - mine_firm > self.node_cap - smallest[np.maximum(holder, 0)])
+        if aware:  # a type-aware hold never keeps a node of a type its holder cannot use
+            ok_pool = (self.acc_rank[self.pool_members] < NOT_ACCEPTED).any(axis=0) if self.pool_members.any() \
+                else np.zeros(T, dtype=bool)
+            hh = np.maximum(holder, 0)
+            usable = np.where(holder < n, self.acc_rank[np.minimum(hh, n - 1), self.node_type] < NOT_ACCEPTED,
+                              ok_pool[self.node_type]) if n else np.zeros(N, dtype=bool)
+            useless |= held & ~usable
+        holder[useless] = UNHELD
+        mine = (holder[r_node] == r_ten) | ((holder[r_node] == n) & self.pool_members[r_ten])
+        own_node = np.bincount(r_node[mine], weights=r_g[mine], minlength=N)
+        cap = self.node_cap
+
+        def have_of() -> np.ndarray:
+            h = holder >= 0
+            return np.bincount(holder[h] * G + group[h], weights=cap[h], minlength=(n + 1) * G) \
+                .reshape(n + 1, G).astype(np.int64)
+
+        have = have_of()
+        # release: per (holder, group) over its ask, the nodes where it runs least, while the rest still covers it
+        for h, g in zip(*np.nonzero(have > want)):
+            nodes = np.flatnonzero((holder == h) & (group == g))
+            nodes = nodes[lexorder(own_node[nodes].astype(np.int64))]
+            spare = int(have[h, g] - want[h, g])
+            drop = np.cumsum(cap[nodes]) <= spare
+            holder[nodes[drop]] = UNHELD
+        have = have_of()
+        need = np.maximum(want - have, 0)
+        if aware:  # never acquired where it would be let go at once (a type no holder of it can use)
+            need[:n] = np.where(self.acc_rank < NOT_ACCEPTED, need[:n], 0)
+            need[n] = np.where(ok_pool, need[n], 0)
+        if not need.any():
+            return
+        soon = self.node_free + self.node_draining()
+        idx = np.arange(N, dtype=np.int64)
+        gpn = int(cap.max()) if N else 1
+        for h, g in zip(*np.nonzero(need)):
+            cand = np.flatnonzero((holder == UNHELD) & self.node_ok & (group == g))
+            if cand.size == 0:
+                continue
+            js = np.flatnonzero(self.pool_members[r_ten]) if h == n else np.flatnonzero(r_ten == h)
+            own = np.bincount(r_node[js], weights=r_g[js], minlength=N)
+            own_firm = np.bincount(r_node[js], weights=r_g[js] * firm_j[js], minlength=N)
+            firm = (firm_all - own_firm).astype(np.int64)
+            score = (own + soon).astype(np.int64)
+            k = ((firm * (4 * gpn + 1) + (2 * gpn - score)) * N + idx)[cand]
+            cand = cand[np.argsort(k, kind="stable")]
+            covered = np.cumsum(cap[cand])
+            take = int(np.searchsorted(covered, need[h, g])) + 1   # nodes until the ask is covered
+            holder[cand[:take]] = h
 
     # ---- actions -----------------------------------------------------------------------------
     def preempt(self, job_ids: np.ndarray) -> tuple[int, float]:
@@ -440,6 +641,37 @@ class SimCluster:
         q, ten, prio, cls = q[order], ten[order], prio[order], cls[order]
         gpus = self.j_gpus[q]
         node_of = np.full(q.size, -1, dtype=np.int64)
+        if self.typed:
+            node_of = self._place_typed(q, ten, prio, cls, gpus, free)
+        else:
+            self._place(q, ten, prio, cls, gpus, free, node_of)
+        placed = node_of >= 0
+        if not placed.any():
+            return empty
+        idx, nodes = q[placed], node_of[placed]
+        self.node_free = np.where(self.node_ok, free, self.node_free)
+        if self.node_pre.any():  # GPUs freed by preemption: used by protected work, or retaken by others
+            g = gpus[placed]
+            protected = (cls[placed] == 0) | ((cls[placed] == 1) & (prio[placed] == PRIORITY["low"]))
+            by_prot = np.bincount(nodes[protected], weights=g[protected], minlength=self.n_nodes).astype(np.int64)
+            by_other = np.bincount(nodes[~protected], weights=g[~protected], minlength=self.n_nodes).astype(np.int64)
+            used = np.minimum(self.node_pre, by_prot)
+            self.node_pre -= used
+            retaken = np.minimum(self.node_pre, by_other)
+            self.node_pre -= retaken
+            self.preempted_retaken += int(retaken.sum())
+            self.node_pre = np.minimum(self.node_pre, self.node_free)
+        self.j_node[idx] = nodes
+        self.j_state[idx] = RUNNING
+        self.j_started_at[idx] = self.step_no
+        stint = self.step_no - self.j_queued_at[idx]
+        self.j_wait[idx] += stint
+        self._note_starvation(idx, self.j_wait[idx])
+        return np.stack([stint, self.j_wait[idx], self.prio_of_tenant[self.j_tenant[idx]]], axis=1).astype(float)
+
+    def _place(self, q: np.ndarray, ten: np.ndarray, prio: np.ndarray, cls: np.ndarray, gpus: np.ndarray,
+               free: np.ndarray, node_of: np.ndarray) -> None:
+        """The one-model cluster's placement (fills ``node_of``, updates ``free``)."""
         holder = self.node_holder
         # phase A: each holder's jobs go to its held nodes first (MAGNETIC). One tenant per hold and one job
         # size per tenant, so this is vectorised over holders: per holder, fullest fitting node first.
@@ -485,29 +717,104 @@ class SimCluster:
                 rest = rest[~over]
             if rest.size:
                 node_of[rest] = self._fit(gpus[rest], cls[rest], open_nodes, free)
-        placed = node_of >= 0
-        if not placed.any():
-            return empty
-        idx, nodes = q[placed], node_of[placed]
-        self.node_free = np.where(self.node_ok, free, self.node_free)
-        if self.node_pre.any():  # GPUs freed by preemption: used by protected work, or retaken by others
-            g = gpus[placed]
-            protected = (cls[placed] == 0) | ((cls[placed] == 1) & (prio[placed] == PRIORITY["low"]))
-            by_prot = np.bincount(nodes[protected], weights=g[protected], minlength=self.n_nodes).astype(np.int64)
-            by_other = np.bincount(nodes[~protected], weights=g[~protected], minlength=self.n_nodes).astype(np.int64)
-            used = np.minimum(self.node_pre, by_prot)
-            self.node_pre -= used
-            retaken = np.minimum(self.node_pre, by_other)
-            self.node_pre -= retaken
-            self.preempted_retaken += int(retaken.sum())
-            self.node_pre = np.minimum(self.node_pre, self.node_free)
-        self.j_node[idx] = nodes
-        self.j_state[idx] = RUNNING
-        self.j_started_at[idx] = self.step_no
-        stint = self.step_no - self.j_queued_at[idx]
-        self.j_wait[idx] += stint
-        self._note_starvation(idx, self.j_wait[idx])
-        return np.stack([stint, self.j_wait[idx], self.prio_of_tenant[self.j_tenant[idx]]], axis=1).astype(float)
+
+    def _place_typed(self, q: np.ndarray, ten: np.ndarray, prio: np.ndarray, cls: np.ndarray, gpus: np.ndarray,
+                     free: np.ndarray) -> np.ndarray:
+        """A mixed fleet's placement: as ``_place``, but a job only goes to nodes of a type its tenant accepts, and
+        its preferred types first (every class's first choices before anyone's second)."""
+        node_of = np.full(q.size, -1, dtype=np.int64)
+        holder, n, rank = self.node_holder, self.n, self.acc_rank
+        held_free = self.node_ok & (holder >= 0) & (free > 0)
+        own = held_free & (holder < n)
+        own[own] = rank[holder[own], self.node_type[own]] < NOT_ACCEPTED
+        hn = np.flatnonzero(own)
+        if hn.size:  # the holder's jobs on its held nodes, preferred types first, fullest node first
+            hh = holder[hn]
+            o = lexorder(free[hn], rank[hh, self.node_type[hn]], hh)
+            hn, hh = hn[o], hh[o]
+            slots = free[hn] // self.job_size[hh]
+            cum = np.cumsum(slots)
+            first = np.r_[0, np.flatnonzero(np.diff(hh)) + 1]
+            start = np.zeros(n, dtype=np.int64)
+            start[hh[first]] = cum[first] - slots[first]
+            total = np.bincount(hh, weights=slots, minlength=n).astype(np.int64)
+            jq = np.flatnonzero(total[ten] > 0)
+            if jq.size:
+                jq = jq[np.argsort(ten[jq], kind="stable")]
+                tj = ten[jq]
+                f2 = np.r_[0, np.flatnonzero(np.diff(tj)) + 1]
+                r = np.arange(jq.size) - np.repeat(f2, np.diff(np.r_[f2, jq.size]))
+                ok = r < total[tj]
+                jq, tj, r = jq[ok], tj[ok], r[ok]
+                where = hn[np.searchsorted(cum, start[tj] + r, side="right")]
+                node_of[jq] = where
+                np.subtract.at(free, where, gpus[jq])
+        if (held_free & (holder == n)).any():
+            nodes = np.flatnonzero(held_free & (holder == n) & (free > 0))
+            if self.pool_types is None:
+                jobs = np.flatnonzero(self.pool_members[ten] & (node_of < 0))
+                if jobs.size:
+                    node_of[jobs] = self._fit_typed(gpus[jobs], cls[jobs], ten[jobs], nodes, free)
+            else:  # per type, the members the plan holds there
+                for t in np.unique(self.node_type[nodes]).tolist():
+                    jobs = np.flatnonzero(self.pool_members[ten] & self.pool_types[ten, t] & (node_of < 0))
+                    if jobs.size:
+                        on_t = nodes[self.node_type[nodes] == t]
+                        node_of[jobs] = self._fit_typed(gpus[jobs], cls[jobs], ten[jobs], on_t, free)
+        rest = np.flatnonzero(node_of < 0)
+        open_nodes = np.flatnonzero(self.node_ok & (holder == UNHELD) & (free > 0))
+        if rest.size and open_nodes.size:
+            if self.normal_cap is not None:
+                run = self.running_per_tenant()
+                room = self.normal_cap - int(run[self.prio_of_tenant == PRIORITY["normal"]].sum())
+                is_norm = prio[rest] == PRIORITY["normal"]
+                over = is_norm & (np.cumsum(np.where(is_norm, gpus[rest], 0)) > room)
+                rest = rest[~over]
+            room = None
+            if self.normal_cap_by_type is not None:   # the high tier's guarantee per type: normal work kept out
+                run_t = self.running_per_type()[self.prio_of_tenant == PRIORITY["normal"]].sum(axis=0)
+                room = np.maximum(self.normal_cap_by_type - run_t, 0)
+            if rest.size:
+                node_of[rest] = self._fit_typed(gpus[rest], cls[rest], ten[rest], open_nodes, free, room)
+        return node_of
+
+    def _fit_typed(self, gpus: np.ndarray, cls: np.ndarray, ten: np.ndarray, nodes: np.ndarray,
+                   free: np.ndarray, room: np.ndarray | None = None) -> np.ndarray:
+        """``_fit`` on a mixed fleet: class by class, preference rank by rank, per set of accepted types, only on
+        nodes of the types at that rank of the set. ``room`` (GPUs per type, updated in place) caps what
+        non-preemptible normal work may start on each type (the plan's ``shared_cap_by_type``)."""
+        out = np.full(gpus.size, -1, dtype=np.int64)
+        if nodes.size == 0:
+            return out
+        rows, set_of = np.unique(self.acc_rank[ten], axis=0, return_inverse=True)
+        set_of = set_of.reshape(-1)
+        nt = self.node_type[nodes]
+        for c in np.unique(cls):
+            in_c = cls == c
+            sets = np.unique(set_of[in_c])
+            top = int(rows[sets][rows[sets] < NOT_ACCEPTED].max(initial=0))
+            for r in range(top + 1):
+                for s_i in sets.tolist():
+                    at_r = rows[s_i][nt] == r
+                    if not at_r.any():
+                        continue
+                    jobs = np.flatnonzero(in_c & (set_of == s_i) & (out < 0))
+                    if not jobs.size:
+                        continue
+                    if room is None:
+                        out[jobs] = self._fit(gpus[jobs], cls[jobs], nodes[at_r], free)
+                        continue
+                    normal = self.prio_of_tenant[ten] == PRIORITY["normal"]
+                    for tt in np.unique(nt[at_r]).tolist():   # type by type, normal work within its room there
+                        jj = jobs[out[jobs] < 0]
+                        if not jj.size:
+                            break
+                        nj = normal[jj]
+                        jj = jj[~(nj & (np.cumsum(np.where(nj, gpus[jj], 0)) > room[tt]))]
+                        got = self._fit(gpus[jj], cls[jj], nodes[at_r & (nt == tt)], free)
+                        out[jj] = got
+                        room[tt] -= int(gpus[jj][(got >= 0) & normal[jj]].sum())
+        return out
 
     @staticmethod
     def _fit(gpus: np.ndarray, cls: np.ndarray, nodes: np.ndarray, free: np.ndarray) -> np.ndarray:
@@ -541,7 +848,8 @@ class SimCluster:
         holder = np.where(self.node_holder == self.n, HELD_BY_POOL, self.node_holder)  # the shared pool
         return Nodes(names=node_name(idx) if node_name else idx, gpus=np.where(self.node_ok, self.node_cap, 0),
                      free=np.where(self.node_ok, self.node_free, 0),
-                     draining=np.where(self.node_ok, self.node_draining(), 0), held_by=holder)
+                     draining=np.where(self.node_ok, self.node_draining(), 0), held_by=holder,
+                     gpu_type=np.array(self.type_names, dtype=object)[self.node_type] if self.typed else None)
 
     def state(self, tenants: tuple[str, ...], tiers: tuple, at, step_s: int,
               job_id: Callable[[np.ndarray], np.ndarray] | None = None,
@@ -556,7 +864,8 @@ class SimCluster:
                     priority=self.prio_of_tenant[self.j_tenant[live]], running=running,
                     runtime_s=np.where(running, (self.step_no - self.j_started_at[live]) * step_s, 0.0),
                     wait_s=np.where(~running, (self.step_no - self.j_queued_at[live]) * step_s, 0.0),
-                    node=node_name(nodes) if node_name else nodes)
+                    node=node_name(nodes) if node_name else nodes,
+                    accepts=self._accepts_obj()[self.j_tenant[live]] if self.typed else None)
         failed = np.flatnonzero(~self.node_ok)
         used = np.bincount(jobs.tenant[running], weights=jobs.gpus[running], minlength=self.n)
         pending = np.bincount(jobs.tenant[~running], weights=jobs.gpus[~running], minlength=self.n)
@@ -565,6 +874,11 @@ class SimCluster:
                             jobs=jobs, draining=self.draining_gpus(),
                             failed_nodes=tuple(node_name(failed)) if node_name is not None else (),
                             nodes=self.nodes_view(node_name))
+
+    def _accepts_obj(self) -> np.ndarray:
+        out = np.empty(self.n, dtype=object)
+        out[:] = [tuple(a) for a in self.tenant_accepts]
+        return out
 
     # ---- invariants --------------------------------------------------------------------------
     def check_invariants(self) -> None:
@@ -600,5 +914,26 @@ class SimCluster:
             raise AssertionError("a hold sits on a failed node")
         if (self.node_pre > self.node_free).any():
             raise AssertionError("more preempted-idle GPUs than free GPUs on a node")
+        if self.typed:
+            self._check_types(run, on, drain)
+
+    def _check_types(self, run: np.ndarray, on: np.ndarray, drain: np.ndarray) -> None:
+        """Per type: no job runs on a type its tenant does not accept; running + draining + free = that type's
+        healthy GPUs; the per-type views sum to the cluster's."""
+        bad = self.acc_rank[self.j_tenant[run], self.node_type[self.j_node[run]]] >= NOT_ACCEPTED
+        if bad.any():
+            p = int(run[np.flatnonzero(bad)[0]])
+            raise AssertionError(f"job {int(self.j_id[p])} of tenant {int(self.j_tenant[p])} runs on type "
+                                 f"{self.type_names[self.node_type[self.j_node[p]]]!r}, which it does not accept")
+        T = len(self.type_names)
+        ok = self.node_ok
+        per = [np.bincount(self.node_type[ok], weights=x[ok], minlength=T).astype(np.int64)
+               for x in (on, drain, self.node_free)]
+        cap_t = self.type_capacity()
+        if ((per[0] + per[1] + per[2]) != cap_t).any():
+            raise AssertionError(f"per-type books off: running {per[0]} + draining {per[1]} + free {per[2]} "
+                                 f"!= capacity {cap_t}")
+        if int(cap_t.sum()) != self.capacity or int(self.running_per_type().sum()) != int(per[0].sum()):
+            raise AssertionError("per-type views do not sum to the cluster's")
 
     check_conservation = check_invariants

@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 
 from daemon.config import Config
+from daemon.policy.fleet import series_name
 from daemon.policy.state import PRIORITY, ClusterState
 from daemon.sim.cluster import SimCluster
-from daemon.sim.workloads import generate
+from daemon.sim.workloads import fleet_accepts, generate
 from daemon.sources.base import Collected, SourceError
 
 
@@ -27,14 +28,28 @@ class SimulatedCluster:
         self.step_s = cfg.cycle.resolution_s
         self.warmup = sc.warmup_steps
         total = self.warmup + extra_steps
-        self.work = generate(sc.tenants, total, cfg.cluster.gpus, seed=sc.seed, step_s=self.step_s,
+        pools = cfg.fleet.pools  # a mixed fleet (issue 24): nodes per type from [fleet] pools
+        gpus = sum(p.nodes * p.gpus_per_node for p in pools) if pools else cfg.cluster.gpus
+        self.work = generate(sc.tenants, total, gpus, seed=sc.seed, step_s=self.step_s,
                              high_share=sc.high_share, low_share=sc.low_priority_share,
                              target_load=sc.target_load, peak_share=sc.peak_share, start=sc.start_time)
         self.tenants = tuple(self.work.demand.columns)
         prio = np.array([PRIORITY[t] for t in self.work.tiers], dtype=np.int8)
-        self.cluster = SimCluster(list(self.tenants), prio, cfg.cluster.gpus, self.work.job_gpus,
+        typed: dict = {}
+        self.series = self.tenants   # the history's columns: tenants, or on a mixed fleet "tenant@accepted types"
+        job = self.work.job_gpus
+        if pools:
+            types = [p.type for p in pools]
+            accepts = fleet_accepts(self.work.tiers, list(dict.fromkeys(types)))
+            biggest = {t: max(p.gpus_per_node for p in pools if p.type == t) for t in types}
+            job = np.array([min(int(j), max(biggest[t] for t in (a or biggest))) for j, a in zip(job, accepts)])
+            typed = dict(node_types=[p.type for p in pools for _ in range(p.nodes)],
+                         node_gpus=[p.gpus_per_node for p in pools for _ in range(p.nodes)], accepts=accepts)
+            self.series = tuple(series_name(t, a) for t, a in zip(self.tenants, accepts))
+        self.cluster = SimCluster(list(self.tenants), prio, gpus, job,
                                   gpus_per_node=cfg.cluster.gpus_per_node, drain_steps=sc.drain_steps,
-                                  checkpoint_steps=sc.checkpoint_steps, max_wait_steps=cfg.policy.max_wait_steps)
+                                  checkpoint_steps=sc.checkpoint_steps, max_wait_steps=cfg.policy.max_wait_steps,
+                                  **typed)
         self.values = self.work.demand.to_numpy()
         self.pos = self.warmup  # index of the next step to play
         # bring the cluster to a steady state over the last hours of warm-up
@@ -76,6 +91,8 @@ class SimulatedCluster:
                 raise SourceError("simulated source blackout")
             lo = max(0, self.pos - history_steps)
             history = self.work.demand.iloc[lo:self.pos]
+            if self.series is not self.tenants:
+                history = history.set_axis(pd.Index(self.series, name="tenant"), axis=1)
             return Collected(history, self.snapshot())
 
     def jobs_on_node(self, node: str) -> list[tuple[str, str]]:

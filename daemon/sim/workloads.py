@@ -83,6 +83,18 @@ def generate(n_tenants: int, steps: int, capacity: int, *, seed: int = 42, step_
     return SyntheticWorkload(frame, tiers, job)
 
 
+def fleet_accepts(tiers: Sequence[str], types: Sequence[str]) -> list[tuple[str, ...]]:
+    """What each simulated tenant's jobs accept on a mixed fleet, deterministic by position and tier: high-tier
+    tenants the first type only or the first then the second; normal ones the second then the last, the last
+    only, or any; low ones any (preemptible work goes where there is room)."""
+    types = list(types)
+    if len(types) < 2:
+        return [()] * len(tiers)
+    a, b, z = types[0], types[1], types[-1]
+    choices = {"high": [(a,), (a, b)], "normal": [tuple(dict.fromkeys((b, z))), (z,), ()], "low": [()]}
+    return [choices.get(t, [()])[i % len(choices.get(t, [()]))] for i, t in enumerate(tiers)]
+
+
 @dataclass
 class Workload:
     name: str

@@ -129,6 +129,10 @@ def spec(extra_paths: dict | None = None) -> dict:
                     "preemptions": {"type": "array"}, "notifications": {"type": "array"},
                     "stale": {"type": "boolean"}, "forecast_model": {"type": "string"},
                     "rate_level": {"type": "integer"},
+                    "holds_by_type": {"type": "object", "description": "a mixed fleet: tenant -> {GPU type: GPUs "
+                                      "held on nodes of that type}; empty for a one-model cluster"},
+                    "capacity_by_type": obj, "high_pool_by_type": obj,
+                    "notes_by_type": {"type": "object", "description": "GPU type -> what the plan did there and why"},
                     "forecaster_note": {"type": "string", "description": "which forecaster is in use and why "
                                         "(the whole note; the start-up line names it short)"},
                     "forecast_quality": {"type": "object", "description": "live scores of past forecasts against "
@@ -145,7 +149,11 @@ def spec(extra_paths: dict | None = None) -> dict:
                     "preemptions": {"type": "array"}, "notifications": {"type": "array"},
                     "recent_events": {"type": "array", "items": {"$ref": "#/components/schemas/Event"}},
                     "queue": {"type": ["object", "null"]}, "forecast": {"type": ["object", "null"]},
-                    "usage": {"type": ["object", "null"]}, "override": {"type": ["object", "null"]}}}]},
+                    "usage": {"type": ["object", "null"]}, "override": {"type": ["object", "null"]},
+                    "types": {"type": ["array", "null"], "description": "a mixed fleet: per GPU type, GPUs held for "
+                              "the tenant and GPUs it uses (null for a one-model cluster)"},
+                    "pending_by_accepts": {"type": ["object", "null"], "description": "GPUs waiting per set of GPU "
+                                           "types the jobs accept (\"any\": every type)"}}}]},
                 "TenantChange": TenantChange.model_json_schema(),
                 "GlobalChange": GlobalChange.model_json_schema(),
                 "Event": {"type": "object", "required": ["id", "at", "kind"], "properties": {

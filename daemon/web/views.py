@@ -195,6 +195,67 @@ def forecast_quality(snap: Snapshot) -> dict | None:
     return dict(snap.quality_summary) if snap.quality_summary is not None else None
 
 
+def _in_use_by_type(snap: Snapshot, tenant_index: int | None = None) -> dict[str, int]:
+    """GPUs running per GPU type (one tenant's when ``tenant_index`` is given), from the cycle's snapshot: each
+    running job's node's type. Empty for a one-model cluster (no node reports a type)."""
+    st = snap.state
+    if st is None or st.nodes is None or st.nodes.gpu_type is None or len(st.jobs) == 0:
+        return {}
+    j = st.jobs
+    node_of = st.nodes.index_of(j.node)
+    on = j.running & (node_of >= 0)
+    if tenant_index is not None:
+        on &= j.tenant == tenant_index
+    types = st.nodes.gpu_type[node_of[on]].astype(str)
+    out: dict[str, int] = {}
+    for t, g in zip(types.tolist(), j.gpus[on].tolist()):
+        out[t] = out.get(t, 0) + int(g)
+    return out
+
+
+def types_view(snap: Snapshot) -> list[dict] | None:
+    """A mixed fleet per GPU type (issue 24): healthy GPUs, the high tier's guarantee, GPUs held, GPUs in use, and
+    what the plan says of that type. None for a one-model cluster."""
+    plan = snap.plan
+    if plan is None or not plan.capacity_by_type:
+        return None
+    used = _in_use_by_type(snap)
+    held: dict[str, int] = {}
+    for by in plan.holds_by_type.values():
+        for t, g in by.items():
+            held[t] = held.get(t, 0) + int(g)
+    return [{"type": t, "capacity": int(cap), "high_pool": int(plan.high_pool_by_type.get(t, 0)),
+             "held": held.get(t, 0), "in_use": used.get(t, 0), "notes": list(plan.notes_by_type.get(t, ()))}
+            for t, cap in sorted(plan.capacity_by_type.items())]
+
+
+def tenant_types(snap: Snapshot, tenant: str) -> list[dict] | None:
+    """One tenant per GPU type: GPUs held for it and GPUs it runs there, and its waiting GPUs per set of types they
+    accept. Its own numbers only (no other tenant's); None for a one-model cluster."""
+    plan = snap.plan
+    if plan is None or not plan.capacity_by_type:
+        return None
+    i = _state_index(snap, tenant)
+    used = _in_use_by_type(snap, i) if i is not None else {}
+    held = plan.holds_by_type.get(tenant, {})
+    return [{"type": t, "held": int(held.get(t, 0)), "in_use": int(used.get(t, 0))}
+            for t in sorted(plan.capacity_by_type) if held.get(t) or used.get(t)]
+
+
+def _pending_by_accepts(snap: Snapshot, tenant: str) -> dict[str, int] | None:
+    st = snap.state
+    i = _state_index(snap, tenant)
+    if st is None or i is None or st.jobs.accepts is None:
+        return None
+    j = st.jobs
+    mine = (~j.running) & (j.tenant == i)
+    out: dict[str, int] = {}
+    for acc, g in zip(j.accepts[mine].tolist(), j.gpus[mine].tolist()):
+        key = "|".join(acc) if acc else "any"
+        out[key] = out.get(key, 0) + int(g)
+    return out
+
+
 def cluster_view(snap: Snapshot, backend: Backend, history: int = HISTORY_STEPS) -> dict:
     cfg = snap.cfg
     plan = snap.plan
@@ -243,6 +304,7 @@ def cluster_view(snap: Snapshot, backend: Backend, history: int = HISTORY_STEPS)
         "demand": demand,
         "forecast": band,
         "health": redact_json(backend.health()),  # a source error names the source's URL: never its password
+        "types": types_view(snap),
     }
 
 
@@ -313,5 +375,12 @@ def tenant_view(snap: Snapshot, backend: Backend, tenant: str, viewer: "Principa
                         "values": [num(v) for v in tail.to_numpy()]}
     out["override"] = backend.overrides().for_tenant(tenant)
     out["plan_at"] = plan.at if plan else None
+    out["types"] = tenant_types(snap, tenant)
+    out["pending_by_accepts"] = _pending_by_accepts(snap, tenant)
+    if fc is not None and out["forecast"] is None:  # a mixed fleet's typed series (tenant@spec), per set of types
+        mine = [k for k, name in enumerate(fc.tenants) if name.rsplit("@", 1)[0] == tenant and "@" in name]
+        if mine:
+            out["forecast_by_accepts"] = {fc.tenants[k].rsplit("@", 1)[1]: [num(v) for v in fc.quantile(0.9)[k]]
+                                          for k in mine}
     return out
 

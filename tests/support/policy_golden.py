@@ -26,7 +26,7 @@ from forecaster.baselines import SeasonalNaive
 
 FIXTURE = Path(__file__).parent / "data" / "policy_golden.json"
 # Plan fields of a mixed fleet (issue 24), empty when no node carries a type
-TYPED_FIELDS = ("holds_by_type", "capacity_by_type", "high_pool_by_type", "notes_by_type")
+TYPED_FIELDS = ("holds_by_type", "capacity_by_type", "high_pool_by_type", "notes_by_type", "shared_cap_by_type")
 SIM = {"tenants": 24, "seed": 7, "warmup_steps": 1500, "target_load": 1.05, "peak_share": 0.5}
 CASES = {
     "default": {},

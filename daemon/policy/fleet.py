@@ -1,0 +1,212 @@
+"""Holds per GPU type on a mixed fleet (issue 24): the high tier's guarantee per type, each tenant's hold split
+over the types its work accepts, and what the plan says per type.
+
+The engine sizes each tenant's hold in GPUs as on a one-model cluster (forecast peak, headroom, hysteresis, whole
+jobs, fitted to the capacity); this module then says on which types those GPUs are held, because a hold on a
+type the tenant's jobs cannot use protects nothing:
+
+- a tenant's hold is shared among the sets of types its work accepts (its jobs' ``accepts``, weighted by the GPUs
+  they ask for, or by its typed forecast series ``tenant@spec`` when the forecast has them), and each set's share
+  goes to the set's types in order of preference, as far as each type has room (its GPUs less what is already
+  held there), then to the most preferred type anyway;
+- work that accepts only types no node has is held for nowhere (its share is dropped from the hold) and said so
+  in the plan's notes for those types: nothing is ever preempted for it;
+- the high tier's guarantee is ``fleet.reserve_share[type]`` (else ``policy.reserve_share``) of each type.
+
+Pure: numpy and pandas only, one pass over the jobs (pandas factorises the accept tuples); the per-tenant loop
+runs over held tenants only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+
+from daemon.config import Config
+from daemon.config.fleet import ANY, UNKNOWN_TYPE
+from daemon.policy import reservation
+from daemon.policy.state import ClusterState, Nodes
+
+SERIES_SEP = "@"   # a typed forecast series: "<tenant>@<spec>", spec = "h100", "v100m16|v100m32" or "*" (any type)
+ANY_SPEC = "*"
+
+
+def series_name(tenant: str, accepts: tuple[str, ...]) -> str:
+    """The forecast series of a tenant's demand for one set of types (``ANY`` = "<tenant>@*")."""
+    return f"{tenant}{SERIES_SEP}{'|'.join(accepts) if accepts else ANY_SPEC}"
+
+
+def split_series(name: str) -> tuple[str, tuple[str, ...] | None]:
+    """(tenant, accepts) of a series name; accepts None for a plain tenant series (a one-model cluster's).
+    Type names never contain "@", so the last "@" splits (a tenant name may contain one)."""
+    if SERIES_SEP not in name:
+        return name, None
+    tenant, spec = name.rsplit(SERIES_SEP, 1)
+    return tenant, (() if spec == ANY_SPEC else tuple(p for p in spec.split("|") if p))
+
+
+def is_typed(state: ClusterState) -> bool:
+    """A mixed fleet: the source reports a type per node (a one-model cluster reports none)."""
+    return state.nodes is not None and state.nodes.gpu_type is not None and len(state.nodes) > 0
+
+
+@dataclasses.dataclass(frozen=True)
+class TypedHolds:
+    types: tuple[str, ...]      # the types nodes report, sorted
+    node_type: np.ndarray       # type index per node
+    cap: np.ndarray             # healthy GPUs per type
+    pool: np.ndarray            # the high tier's guarantee per type
+    hold: np.ndarray            # (tenants x types) GPUs held
+    used: np.ndarray            # (tenants x types) GPUs running
+    res: np.ndarray             # GPUs held per tenant (= hold.sum(1)): the engine's, less work no node can take
+    notes: dict[str, tuple[str, ...]]
+
+    def nodes_of(self, nodes: Nodes, t: int) -> Nodes:
+        """The per-node view restricted to type ``t``'s nodes (jobs elsewhere are then no candidates)."""
+        m = self.node_type == t
+        return dataclasses.replace(nodes, names=nodes.names[m], gpus=nodes.gpus[m], free=nodes.free[m],
+                                   draining=nodes.draining[m], held_by=nodes.held_by[m],
+                                   gpu_type=nodes.gpu_type[m] if nodes.gpu_type is not None else None)
+
+
+def _rank(types: tuple[str, ...], accepts: tuple[str, ...], room: np.ndarray,
+          used: np.ndarray | None = None) -> list[int]:
+    """Type indices a set accepts, most preferred first; ANY: where the tenant runs now first (holding GPUs it
+    already uses displaces nobody), then the roomiest types."""
+    if not accepts:
+        u = np.zeros_like(room) if used is None else used
+        return [int(i) for i in np.lexsort((-room, -u))]
+    pos = {t: i for i, t in enumerate(types)}
+    return [pos[t] for t in accepts if t in pos and t != UNKNOWN_TYPE]
+
+
+def split(state: ClusterState, res: np.ndarray, protected: np.ndarray, cfg: Config,
+          typed_peak: dict[int, dict[tuple[str, ...], float]] | None = None,
+          last_by_type: dict[str, dict[str, int]] | None = None) -> TypedHolds:
+    """Per type: capacity, the high tier's guarantee and each held tenant's hold (see the module's doc).
+
+    ``typed_peak`` (tenant index -> accept set -> forecast peak) weighs a tenant's sets when the forecast has typed
+    series; otherwise its jobs' GPUs do; a held tenant with neither keeps the split of its last hold
+    (``last_by_type``), else is held on any type."""
+    nodes = state.nodes
+    assert nodes is not None and nodes.gpu_type is not None
+    n = len(state.tenants)
+    codes, uniq = pd.factorize(pd.Series(nodes.gpu_type.astype(str)), sort=True)
+    types = tuple(str(t) for t in uniq)
+    T = len(types)
+    node_type = codes.astype(np.int64)
+    gpus = np.asarray(nodes.gpus, dtype=np.int64)
+    cap = np.bincount(node_type, weights=gpus, minlength=T).astype(np.int64)
+    share = np.array([cfg.fleet.reserve_share.get(t, cfg.policy.reserve_share) for t in types])
+    pool = np.array([reservation.high_pool(int(c), float(s)) for c, s in zip(cap, share)], dtype=np.int64)
+    jobs = state.jobs
+    used = np.zeros((n, T), dtype=np.int64)
+    if len(jobs):
+        node_of = nodes.index_of(jobs.node)
+        on = jobs.running & (node_of >= 0)
+        key = jobs.tenant[on] * T + node_type[node_of[on]]
+        used = np.bincount(key, weights=jobs.gpus[on], minlength=n * T).reshape(n, T).astype(np.int64)
+    # demand per (held tenant, accept set)
+    held = np.flatnonzero((res > 0) & protected)
+    sets: dict[int, dict[tuple[str, ...], float]] = {}
+    if len(jobs) and held.size:
+        mine = np.isin(jobs.tenant, held)
+        acc = jobs.accepts[mine] if jobs.accepts is not None else None
+        ten, g = jobs.tenant[mine], jobs.gpus[mine].astype(float)
+        if acc is None:
+            for t in np.unique(ten).tolist():
+                sets[t] = {ANY: float(g[ten == t].sum())}
+        else:
+            acodes, auniq = pd.factorize(pd.Series(acc, dtype=object))
+            A = len(auniq)
+            w = np.bincount(ten * A + acodes, weights=g, minlength=n * A).reshape(n, A)
+            for t in held.tolist():
+                row = w[t]
+                if row.any():
+                    sets[t] = {tuple(auniq[a]) if auniq[a] else ANY: float(row[a]) for a in np.flatnonzero(row)}
+    if typed_peak:
+        for t, d in typed_peak.items():
+            if res[t] > 0 and protected[t] and sum(d.values()) > 0:
+                sets[t] = dict(d)
+    hold = np.zeros((n, T), dtype=np.int64)
+    room = cap.astype(float).copy()
+    dropped: dict[str, list[str]] = {}
+    new_res = res.astype(np.int64).copy()
+    pos = {t: i for i, t in enumerate(types)}
+    want_sets: dict[int, dict[tuple[str, ...], float]] = {}
+    for t in held.tolist():
+        d = sets.get(t)
+        if d is None:
+            prev = (last_by_type or {}).get(state.tenants[t])
+            d = {(k,): float(v) for k, v in prev.items() if k in pos and v > 0} if prev else {}
+        want_sets[t] = d or {ANY: 1.0}
+    # the high tier first; within a tier the work with the fewest types to go to first (so that flexible work
+    # does not take the only type constrained work can use), then larger holds
+    is_high = np.array([state.tiers[i] == "high" for i in held], dtype=bool)
+    choice = np.array([min(len(k) or T for k in want_sets[t]) for t in held.tolist()], dtype=np.int64)
+    order = held[np.lexsort((-res[held], choice, ~is_high))] if held.size else held
+    short: dict[str, int] = {}
+    for t in order.tolist():
+        want = int(res[t])
+        d = want_sets[t]
+        total = sum(d.values())
+        keys = list(d)
+        exact = np.array([want * d[k] / total for k in keys])
+        part = np.floor(exact).astype(np.int64)
+        left = want - int(part.sum())
+        if left > 0:
+            part[np.argsort(-(exact - part), kind="stable")[:left]] += 1
+        for k, g in zip(keys, part.tolist()):
+            if g <= 0:
+                continue
+            prefs = [i for i in _rank(types, k, room, used[t]) if cap[i] > 0]
+            if not prefs:   # no node has any type this work accepts: nothing held (or preempted) for it
+                for name in (k or ("any",)):
+                    dropped.setdefault(name, []).append(f"{state.tenants[t]} ({g} GPUs)")
+                new_res[t] -= g
+                continue
+            rest = g
+            for i in prefs:
+                take = int(min(rest, max(room[i], 0)))
+                if take:
+                    hold[t, i] += take
+                    room[i] -= take
+                    rest -= take
+                if rest == 0:
+                    break
+            if rest:  # every accepted type is held in full: a hold beyond a type's GPUs would hold nothing more
+                new_res[t] -= rest
+                short[types[prefs[0]]] = short.get(types[prefs[0]], 0) + rest
+    notes: dict[str, tuple[str, ...]] = {}
+    for i, name in enumerate(types):
+        h = int(hold[:, i].sum())
+        notes[name] = (f"{int(cap[i])} GPUs, {int(pool[i])} guaranteed to the high tier "
+                       f"({share[i]:.0%}), {h} held for {int((hold[:, i] > 0).sum())} tenants, "
+                       f"{int(used[:, i].sum())} in use",)
+    for name, gpus_short in sorted(short.items()):
+        notes[name] = notes.get(name, ()) + (f"holds short by {gpus_short} GPUs: every type that work accepts is "
+                                             "held in full",)
+    for name, who in sorted(dropped.items()):
+        line = (f"work asking for {name!r}, which no healthy node has, is held for nowhere and nothing is "
+                f"preempted for it: {', '.join(who[:5])}{' ...' if len(who) > 5 else ''}")
+        notes[name] = notes.get(name, ()) + (line,)
+    return TypedHolds(types, node_type, cap, pool, hold, used, np.maximum(new_res, 0), notes)
+
+
+def typed_peaks(names: tuple[str, ...], peak: np.ndarray, tenants: tuple[str, ...]
+                ) -> tuple[np.ndarray, dict[int, dict[tuple[str, ...], float]]]:
+    """A forecast of typed series (``tenant@spec``) read per tenant: the sum of its series' peaks (NaN where it
+    has none) and the peak per accept set, for ``split``."""
+    index = {t: i for i, t in enumerate(tenants)}
+    total = np.full(len(tenants), np.nan)
+    by: dict[int, dict[tuple[str, ...], float]] = {}
+    for name, p in zip(names, peak.tolist()):
+        tenant, acc = split_series(name)
+        i = index.get(tenant)
+        if i is None or acc is None or p != p:
+            continue
+        total[i] = p if total[i] != total[i] else total[i] + p
+        by.setdefault(i, {})[acc] = by.get(i, {}).get(acc, 0.0) + float(p)
+    return total, by

@@ -1,0 +1,92 @@
+"""The console's and the API's view of a mixed fleet (issue 24): capacity, held and in-use GPUs per type; a
+tenant's page per type, with its own numbers only."""
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from daemon.config import Config
+from daemon.policy import PolicyMemory, plan
+from daemon.policy.state import PRIORITY
+from daemon.policy.types import OperatorInputs
+from daemon.sim.actuator import SimulatorActuator
+from daemon.sim.cluster import SimCluster
+from daemon.web import views
+from daemon.web.auth import Principal
+from daemon.web.backend import Snapshot
+
+AT = pd.Timestamp("2026-01-06T13:50:00Z")
+TENANTS = ("hi-v100", "lo-any", "hi-t4")
+
+
+class _Overrides:
+    def for_tenant(self, tenant):
+        return {}
+
+    def inputs(self):
+        return OperatorInputs()
+
+    def all(self):
+        return {}
+
+
+class _Backend:
+    """What the views read besides the snapshot: no events, no plan history, no operator changes."""
+
+    def events(self, limit=100, kind=None, tenant=None, before=None):
+        return []
+
+    def plan_history(self, limit):
+        return []
+
+    def health(self):
+        return {"status": "ok"}
+
+    def overrides(self):
+        return _Overrides()
+
+
+def _snapshot(typed: bool = True) -> Snapshot:
+    prio = np.array([PRIORITY["high"], PRIORITY["low"], PRIORITY["high"]], dtype=np.int8)
+    kw = dict(node_types=["t4", "t4", "v100", "v100"], node_gpus=[4, 4, 8, 8],
+              accepts=[("v100",), (), ("t4",)]) if typed else {}
+    c = SimCluster(list(TENANTS), prio, 24, np.array([4, 2, 2]), **kw)
+    c.step(np.array([8.0, 12.0, 2.0]))
+    st = c.state(TENANTS, ("high", "low", "high"), AT, 60, node_name=lambda i: np.array([f"n{x}" for x in i]),
+                 job_id=lambda i: np.array([f"sim-{x}" for x in i]))
+    cfg = Config(fleet={"types": ["t4", "v100"], "reserve_share": {"v100": 0.5}} if typed else {})
+    p = plan(None, st, PolicyMemory(), cfg)
+    SimulatorActuator(c, TENANTS).apply(p)
+    return Snapshot(cfg=cfg, plan=p, state=st, cycle=1)
+
+
+def test_cluster_page_shows_each_type_capacity_guarantee_held_and_in_use():
+    snap = _snapshot()
+    rows = {r["type"]: r for r in views.cluster_view(snap, _Backend())["types"]}
+    assert rows["t4"]["capacity"] == 8 and rows["v100"]["capacity"] == 16
+    assert rows["v100"]["high_pool"] == 8                       # fleet.reserve_share.v100 = 50%
+    assert rows["v100"]["held"] == snap.plan.holds_by_type["hi-v100"]["v100"] >= 8
+    assert rows["t4"]["in_use"] + rows["v100"]["in_use"] == int(snap.state.used.sum())
+    assert rows["t4"]["in_use"] >= 2                             # hi-t4 runs on t4 only
+    assert all(r["notes"] for r in rows.values())
+    json.dumps(views.plan_view(snap))                            # the API body carries the typed fields
+    assert views.plan_view(snap)["holds_by_type"]["hi-v100"]["v100"] >= 8
+
+
+def test_a_tenant_page_per_type_has_only_its_own_numbers():
+    snap = _snapshot()
+    me = Principal("t", "tenant", "hi-t4")
+    page = views.tenant_view(snap, _Backend(), "hi-t4", me)
+    assert {r["type"] for r in page["types"]} == {"t4"}         # it holds and runs on t4 only
+    assert page["types"][0]["in_use"] == 2
+    text = json.dumps(page)
+    assert "hi-v100" not in text and "lo-any" not in text       # no other tenant's name or numbers
+    other = views.tenant_view(snap, _Backend(), "hi-v100", Principal("op", "operator", None))
+    assert {r["type"] for r in other["types"]} == {"v100"}
+
+
+def test_a_one_model_cluster_shows_no_types():
+    snap = _snapshot(typed=False)
+    assert views.cluster_view(snap, _Backend())["types"] is None
+    assert views.tenant_view(snap, _Backend(), "hi-t4", Principal("op", "operator", None))["types"] is None
