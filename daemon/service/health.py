@@ -15,16 +15,17 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter as Tally
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from daemon.actuators.base import ActionReport, CommentsJobs, ReclaimsJobs
+from daemon.actuators.slurm.holds import expand_hostlist
 from daemon.config import Config
 from daemon.health.detect import detect
-from daemon.health.reclaim import Decision, HealthMemory, JobInfo, decide
+from daemon.health.reclaim import Decision, HealthMemory, JobInfo, coverage_gap, decide
 from daemon.health.types import JobStatus, Telemetry
 from daemon.policy.state import PRIORITY, ClusterState
 from daemon.policy.types import Notification
@@ -91,7 +92,10 @@ class HealthRunner:
         for i in range(len(j)):
             tenant = state.tenants[int(j.tenant[i])]
             tier = "low" if int(j.priority[i]) == PRIORITY["low"] else self.cfg.tier_of(tenant)
-            out[str(j.ids[i])] = JobInfo(tenant, tier, int(j.gpus[i]), bool(j.running[i]), float(j.runtime_s[i]))
+            # a Slurm job on several nodes has a hostlist ("gn[1-2]"); a pod its one nodeName
+            nodes = tuple(expand_hostlist(str(j.node[i]))) if j.node[i] else ()
+            out[str(j.ids[i])] = JobInfo(tenant, tier, int(j.gpus[i]), bool(j.running[i]), float(j.runtime_s[i]),
+                                         nodes)
         return out
 
     def _label(self, job: str, fallback: str | None, jobs: dict[str, JobInfo]) -> tuple[str, str]:
@@ -100,6 +104,15 @@ class HealthRunner:
         if info is not None:
             return info.tenant, info.tier
         return "unknown", self.cfg.tier_of(fallback) if fallback else "normal"
+
+    @staticmethod
+    def _covered(s: JobStatus, jobs: dict[str, JobInfo]) -> JobStatus:
+        """A job whose telemetry is not exactly its allocation is `partial` (shown, never acted on)."""
+        info = jobs.get(s.job)
+        if s.state != "ok" or info is None:
+            return s
+        gap = coverage_gap(s.names, info)
+        return s if gap is None else replace(s, state="partial", why=gap)
 
     def _count_idle_minutes(self, tel: Telemetry, jobs: dict[str, JobInfo]) -> None:
         t = tel.times()
@@ -146,6 +159,7 @@ class HealthRunner:
         jobs = self._jobs(state)
         runtime = {k: v.runtime_s for k, v in jobs.items() if v.running}
         statuses, findings = detect(tel, self.cfg.health, self.cfg.cycle.stale_after_s, runtime)
+        statuses = [self._covered(s, jobs) for s in statuses]
         d = decide(findings, jobs, self.cfg, self.memory, now, *budget)
         self._count_idle_minutes(tel, jobs)
         self._publish(statuses, d, jobs)

@@ -52,8 +52,8 @@ class Clock:
 class Telem:
     """Hand-made telemetry (the Prometheus read is tested on a real server in tests/integration)."""
 
-    def __init__(self, clock: Clock, idle_minutes: dict[str, float]) -> None:
-        self.clock, self.idle = clock, idle_minutes
+    def __init__(self, clock: Clock, idle_minutes: dict[str, float], gpus: int = 8) -> None:
+        self.clock, self.idle, self.gpus = clock, idle_minutes, gpus   # GPUs seen per job (the jobs hold 8)
 
     def read(self, end=None) -> Telemetry:
         gpus = []
@@ -61,8 +61,9 @@ class Telem:
             a = np.full(N, 0.9)
             a[N - int(m):] = 0.0
             ns = job.split("/")[0]
-            gpus.append(GpuTrace(job, "kubernetes", ns, "gpu-node-7", str(i), a, np.full(N, 1e3), np.full(N, 79e3),
-                                 np.zeros(N)))
+            for k in range(self.gpus):
+                gpus.append(GpuTrace(job, "kubernetes", ns, "gpu-node-7", str(8 * i + k), a.copy(), np.full(N, 1e3),
+                                     np.full(N, 79e3), np.zeros(N)))
         return Telemetry(self.clock(), STEP, N, tuple(gpus))
 
 
@@ -183,3 +184,20 @@ def test_a_job_whose_telemetry_was_refused_is_neither_told_nor_evicted():
             clock.t += 60
         assert res.view["outcomes"] == [] and cap.sent == []          # no Event, no eviction, not even a read
         assert res.view["jobs"][0]["state"] == "rejected" and "NaN" in res.view["jobs"][0]["why"]
+
+
+@pytest.mark.security
+def test_a_pod_whose_telemetry_covers_half_its_gpus_is_neither_told_nor_evicted():
+    """The pod holds 8 GPUs; the exporter labels 4 of them (the others unlabelled, or their series lost): the 4 idle
+    GPUs are no evidence about the job, so nothing is sent, not even a warning, and operators see it as partial."""
+    with capture_server(ROUTES) as capture:
+        runner, act, _, cap, clock, _ = setup(capture)
+        runner.telemetry = Telem(clock, {"batch/train-1": 80}, gpus=4)
+        st = state(["batch/train-1"])
+        for _ in range(3):
+            res = runner.run(st, [act], acting=True, budget=(64.0, 10.0))
+            clock.t += 60
+        assert evictions(cap) == [] and cap.sent == []
+        assert [o["verdict"] for o in res.view["outcomes"]] == ["partial_telemetry"]
+        assert "covers 4 of the job's 8 GPU(s)" in res.view["outcomes"][0]["message"]
+        assert res.view["jobs"][0]["state"] == "partial"
