@@ -7,6 +7,7 @@ every error names the dotted key that is wrong.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -583,6 +584,10 @@ class StateConfig(_Strict):
 HealthAction = Literal["report", "requeue"]
 
 
+_MATCHER = r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
+_MATCHERS = re.compile(rf"{_MATCHER}(?:,{_MATCHER})*,?\s*")   # PromQL label matchers, as inside {...}
+
+
 def _default_idle_actions() -> dict[Tier, HealthAction]:
     return {"high": "report", "normal": "report", "low": "requeue"}
 
@@ -593,14 +598,20 @@ class HealthConfig(_Strict):
 
     enabled: bool = Field(False, description="read per-job GPU telemetry each cycle, publish findings (metrics, "
                           "console, API) and act on them as configured; needs source.kind = prometheus")
-    activity_query: str = Field("DCGM_FI_PROF_GR_ENGINE_ACTIVE or DCGM_FI_DEV_GPU_UTIL / 100",
+    exporter_selector: str = Field('job="dcgm-exporter"', min_length=1,
+                                   description="PromQL label matchers that select the DCGM exporter's own series "
+                                   "(put in place of $exporter in the queries): series a tenant's pods expose "
+                                   "under the DCGM names must not count. Keep honor_labels off for tenant "
+                                   "scrape jobs, so their `job`, `namespace` and `pod` labels become exported_*")
+    activity_query: str = Field("DCGM_FI_PROF_GR_ENGINE_ACTIVE{$exporter} or DCGM_FI_DEV_GPU_UTIL{$exporter} / 100",
                                 description="PromQL: per-GPU activity as a share 0..1 with the exporter's job "
                                 "labels (graphics engine active, falling back to GPU_UTIL in percent / 100); "
-                                "with the recording rules: gpuas:job_gpu_activity:ratio")
-    fb_used_query: str = Field("DCGM_FI_DEV_FB_USED", description="PromQL: per-GPU framebuffer used (MiB)")
-    fb_free_query: str = Field("DCGM_FI_DEV_FB_FREE", description="PromQL: per-GPU framebuffer free (MiB)")
-    xid_query: str = Field("DCGM_FI_DEV_XID_ERRORS", description="PromQL: per-GPU last XID (a gauge holding the "
-                           "last XID code, not a count)")
+                                "$exporter is replaced by exporter_selector; with the recording rules: "
+                                "gpuas:job_gpu_activity:ratio")
+    fb_used_query: str = Field("DCGM_FI_DEV_FB_USED{$exporter}", description="PromQL: per-GPU framebuffer used (MiB)")
+    fb_free_query: str = Field("DCGM_FI_DEV_FB_FREE{$exporter}", description="PromQL: per-GPU framebuffer free (MiB)")
+    xid_query: str = Field("DCGM_FI_DEV_XID_ERRORS{$exporter}", description="PromQL: per-GPU last XID (a gauge "
+                           "holding the last XID code, not a count)")
     slurm_job_label: str = Field("hpc_job", min_length=1, description="label naming the Slurm job (the exporter's "
                                  "--hpc-job-mapping-dir)")
     pod_label: str = Field("pod", min_length=1, description="label naming the Kubernetes pod")
@@ -652,7 +663,14 @@ class HealthConfig(_Strict):
             raise ValueError(f"XIDs {both} are in both xid_critical and xid_application")
         if any(x <= 0 for x in self.xid_critical + self.xid_application):
             raise ValueError("XIDs are positive codes")
+        if not _MATCHERS.fullmatch(self.exporter_selector):
+            raise ValueError(f"exporter_selector {self.exporter_selector!r} is not PromQL label matchers "
+                             '(name="value", name=~"regex", ... separated by commas, no braces)')
         return self
+
+    def query(self, which: str) -> str:
+        """The configured query with $exporter replaced by the exporter's selector."""
+        return getattr(self, f"{which}_query").replace("$exporter", self.exporter_selector)
 
     def window_minutes(self) -> float:
         """How much history each cycle reads: enough to see the longest threshold, plus a margin."""
