@@ -188,7 +188,11 @@ class JobTelemetrySource:
     @staticmethod
     def _conflicts(keys: list[Key], act: dict[Key, np.ndarray], problems: dict) -> None:
         """A GPU with samples for two jobs at the same step: both jobs are refused (which one uses it is
-        unknown, so neither may be called idle on its numbers)."""
+        unknown, so neither may be called idle on its numbers).
+
+        The reason each job gets names no other job: it is shown to that job's tenant (API, console), and the
+        other job may be another tenant's (its pod name, namespace or Slurm job id). The full pair goes to the
+        log, which is the operators'."""
         by_gpu: dict[tuple[str, str], list[str]] = defaultdict(list)
         for job, host, gpu in keys:
             by_gpu[(host, gpu)].append(job)
@@ -199,6 +203,8 @@ class JobTelemetrySource:
             both = seen.sum(axis=0) > 1
             if both.any():
                 overlap = [j for j, row in zip(jobs, seen) if (row & both).any()]
+                log.warning("GPU %s:%s is claimed by jobs %s at the same time: all refused", host, gpu,
+                            ", ".join(overlap))
                 for j in overlap:
-                    problems[j].append(f"GPU {host}:{gpu} is claimed by jobs {', '.join(overlap)} at the same time "
-                                       "(a job mapping file that names a GPU twice?)")
+                    problems[j].append(f"GPU {host}:{gpu} is also claimed by another job at the same time (a job "
+                                       "mapping file that names a GPU twice, or a shared/time-sliced GPU?)")

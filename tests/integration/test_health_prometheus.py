@@ -123,7 +123,8 @@ def test_findings_come_out_exactly_and_a_stopped_exporter_is_no_data(tmp_path, r
             assert st["105"].state == "rejected" and "NaN" in st["105"].why
             assert st["106"].state == "rejected" and "-0.5" in st["106"].why
             for j in ("107", "108"):
-                assert st[j].state == "rejected" and "claimed by jobs 107, 108" in st[j].why
+                assert st[j].state == "rejected" and "node-b:3 is also claimed by another job" in st[j].why
+                assert ({"107", "108"} - {j}).pop() not in st[j].why      # the other job is not named to this one
             assert not {f.job for f in found} & {"105", "106", "107", "108"}
             # a takeover: a new leader's fresh source, with nothing handed over, finds the same from history
             _, again = detect(JobTelemetrySource(cfg).read(), cfg.health, cfg.cycle.stale_after_s)
