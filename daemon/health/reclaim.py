@@ -138,7 +138,9 @@ def decide(findings: list[Finding], jobs: dict[str, JobInfo], cfg: Config,
     for f in sorted(findings, key=lambda f: (-f.minutes, f.job, f.kind)):
         info = jobs.get(f.job)
         if info is None:
-            outcomes.append(Outcome(f, f.tenant, None, "unknown_job", "none", None,
+            # no tenant: the finding's own label (a namespace on Kubernetes) is not a tenant, and a tenant that is
+            # *named* like it must not read it; such rows are the operators' (daemon/web/health_view.py)
+            outcomes.append(Outcome(f, None, None, "unknown_job", "none", None,
                                     f"{f.summary}; the scheduler lists no job {f.job!r} (a job label that matches "
                                     "no job): nothing is done"))
             continue

@@ -99,7 +99,8 @@ class HealthRunner:
         return out
 
     def _label(self, job: str, fallback: str | None, jobs: dict[str, JobInfo]) -> tuple[str, str]:
-        """(tenant, tier) for metrics: the scheduler's; a job it does not list counts as tenant 'unknown'."""
+        """(tenant, tier) for metrics (operators' only): the scheduler's; a job it does not list counts as tenant
+        'unknown'. Never used for the view: there an unlisted job has tenant None (see `run`)."""
         info = jobs.get(job)
         if info is not None:
             return info.tenant, info.tier
@@ -183,16 +184,21 @@ class HealthRunner:
                     log_events(at, items)
                 except Exception as exc:  # a failing disk must not stop the cycle
                     log.error("health events not saved: %s", exc)
+        # the view: a job the scheduler does not list has tenant None, which no tenant token matches (operators
+        # only); the string the metrics use for it ("unknown") could be a tenant's name, None cannot
         idle_rows: Tally = Tally()
         for s in statuses:
             if s.state == "ok" and s.idle_gpus:
-                idle_rows[self._label(s.job, s.tenant, jobs)] += s.idle_gpus
+                tier = self._label(s.job, s.tenant, jobs)[1]
+                idle_rows[(jobs[s.job].tenant if s.job in jobs else None, tier)] += s.idle_gpus
         view = {"at": at, "error": None, "window_minutes": self.cfg.health.window_minutes(),
                 "outcomes": [o.to_dict() for o in d.outcomes],
-                "jobs": [{"job": s.job, "tenant": self._label(s.job, s.tenant, jobs)[0], "scheduler": s.scheduler,
+                "jobs": [{"job": s.job, "tenant": jobs[s.job].tenant if s.job in jobs else None,
+                          "scheduler": s.scheduler,
                           "gpus": s.gpus, "state": s.state, "why": s.why, "idle_gpus": s.idle_gpus,
                           "busy_share": s.busy_share} for s in statuses],
-                "idle": [{"tenant": t, "tier": tier, "idle_gpus": n} for (t, tier), n in sorted(idle_rows.items())]}
+                "idle": [{"tenant": t, "tier": tier, "idle_gpus": n}
+                         for (t, tier), n in sorted(idle_rows.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))]}
         return HealthResult(view, reports, d.budget_gpus, d.budget_jobs)
 
     def _act(self, d: Decision, actuators: list) -> list[ActionReport]:

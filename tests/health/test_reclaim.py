@@ -108,3 +108,11 @@ def test_full_telemetry_on_a_two_node_job_is_acted_on():
     f = Finding("idle", "42", "slurm", None, seen, NOW - 71 * 60, NOW, 71.0, {}, "job 42 idle")
     d = run([f], {"42": info(gpus=8, nodes=("a", "b"))}, memory=HealthMemory({("42", "idle"): NOW - 3600}))
     assert [r.job for r in d.reclaims] == ["42"]
+
+
+@pytest.mark.security
+def test_an_unknown_jobs_outcome_has_no_tenant_even_with_a_namespace_label():
+    f = Finding("idle", "alpha/pod-1", "kubernetes", "alpha", ("n1:0",), NOW - 3600, NOW, 60.0, {}, "idle")
+    d = run([f], {})
+    assert d.outcomes[0].verdict == "unknown_job" and d.outcomes[0].tenant is None
+    assert d.outcomes[0].to_dict()["tenant"] is None

@@ -132,3 +132,29 @@ def test_conflict_reason_names_no_other_tenant(api):
         assert "secret-llm-run" not in page
     finally:
         d.runtime.runner.last_health = None   # the daemon is shared with other tests
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("tenant", ["unknown", "alpha"])
+def test_unlisted_jobs_are_operator_only(tenant):
+    """Pods the scheduler does not list (namespace alpha, which no tenant owns here) are shown to operators only:
+    not to a tenant token *named* "unknown" (what the metrics call such jobs) nor to one named like the pods'
+    namespace."""
+    from daemon.config import Config
+    from daemon.web.auth import Principal
+    from daemon.web.backend import Snapshot
+    from daemon.web.health_view import health_for
+
+    cfg = Config(tenants=[{"name": tenant, "k8s_namespace": "team-u"}, {"name": "beta"}])
+    traces = [_trace("alpha/other-team-pod", "kubernetes", "n1", "0", 0.0),
+              _trace("team-u/mine", "kubernetes", "n1", "1", 0.0)]
+    view = health_view(cfg, traces, {"team-u/mine": (tenant, 1, "n1")})
+    snap = Snapshot(cfg=cfg, health=view)
+    mine = health_for(snap, Principal("eve", "tenant", tenant))
+    assert [o["job"] for o in mine["outcomes"]] == ["team-u/mine"]
+    assert [j["job"] for j in mine["jobs"]] == ["team-u/mine"]
+    assert [(r["tenant"], r["idle_gpus"]) for r in mine["idle"]] == [(tenant, 1)]
+    assert "other-team-pod" not in str(mine)
+    every = health_for(snap, Principal("ops", "operator", None))
+    assert {o["job"] for o in every["outcomes"]} == {"alpha/other-team-pod", "team-u/mine"}
+    assert {(r["tenant"], r["idle_gpus"]) for r in every["idle"]} == {(None, 1), (tenant, 1)}
