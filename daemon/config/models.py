@@ -588,6 +588,9 @@ _MATCHER = r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
 _MATCHERS = re.compile(rf"{_MATCHER}(?:,{_MATCHER})*,?\s*")   # PromQL label matchers, as inside {...}
 
 
+HEALTH_MAX_STEPS = 11_000   # points Prometheus returns per series in one range query
+
+
 def _default_idle_actions() -> dict[Tier, HealthAction]:
     return {"high": "report", "normal": "report", "low": "requeue"}
 
@@ -649,6 +652,13 @@ class HealthConfig(_Strict):
     xid_application: list[int] = Field(default_factory=lambda: [13, 31, 43, 45, 68, 109],
                                        description="XIDs that are the application's own fault (the device plugin "
                                        "ignores these): reported apart, as app_xid")
+
+    @field_validator("idle_actions", "hung_actions")
+    @classmethod
+    def _every_tier(cls, v: dict[Tier, HealthAction]) -> dict[Tier, HealthAction]:
+        """A partial table (`idle_actions = {low = "requeue"}`) keeps the defaults for the tiers it leaves out,
+        so every tier has an action (a missing one would fail the whole health step each cycle)."""
+        return {**_default_idle_actions(), **v}
 
     @model_validator(mode="after")
     def _consistent(self) -> "HealthConfig":
@@ -781,6 +791,13 @@ class Config(_Strict):
         if self.health.enabled and self.source.kind != "prometheus":
             raise ValueError("health.enabled needs source.kind = 'prometheus' (per-job GPU telemetry comes from "
                              "the DCGM exporter's series)")
+        steps = self.health.window_minutes() * 60 / self.cycle.resolution_s
+        if self.health.enabled and steps > HEALTH_MAX_STEPS:
+            # each cycle allocates that many steps per GPU series before Prometheus would refuse the range
+            raise ValueError(f"health reads {self.health.window_minutes():g} min of telemetry each cycle (the longest "
+                             "of idle_action_minutes, hung_action_minutes and leak_window_minutes, plus 10): "
+                             f"{steps:.0f} steps of cycle.resolution_s, over the {HEALTH_MAX_STEPS} a Prometheus "
+                             "range query returns; lower those thresholds")
         return self
 
     def tier_of(self, tenant: str) -> Tier:
