@@ -365,6 +365,9 @@ class KubernetesActuatorConfig(_Strict):
     grace_period_s: int = Field(30, ge=0, description="seconds an evicted pod gets to shut down (the Eviction's "
                                 "grace period, for preemptions and for a failed node's pods)")
     timeout_s: float = Field(10.0, gt=0, description="every API request: no answer within this is that action's error")
+    reclaim_bare_pods: bool = Field(False, description="job health's requeue may evict a pod with no controller "
+                                    "(no ownerReferences): nothing recreates it, so the eviction deletes it for good; "
+                                    "false: such a pod is skipped and reported")
 
 
 class KueueActuatorConfig(_Strict):

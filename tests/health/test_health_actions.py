@@ -26,12 +26,16 @@ def pod(ns, name, pclass, owner=None):
          "spec": {"containers": [{"name": "c"}], "priorityClassName": pclass, "nodeName": "gpu-node-7"},
          "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}}
     if owner:
-        p["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner, "name": "x", "uid": "u1"}]
+        p["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1" if owner == "Job" else "apps/v1", "kind": owner,
+                                             "name": "x", "uid": "u1"}]
     return p
 
 
 ROUTES = {
-    ("GET", r"/api/v1/namespaces/batch/pods/train-1"): (200, pod("batch", "train-1", "gpu-autoscaler-low")),
+    ("GET", r"/api/v1/namespaces/batch/pods/train-1"): (200, pod("batch", "train-1", "gpu-autoscaler-low",
+                                                                 owner="Job")),
+    ("GET", r"/api/v1/namespaces/batch/pods/bare-1"): (200, pod("batch", "bare-1", "gpu-autoscaler-low")),
+    ("POST", r"/api/v1/namespaces/batch/pods/bare-1/eviction"): (201, {}),
     ("GET", r"/api/v1/namespaces/batch/pods/dcgm-exporter-x"): (200, pod("batch", "dcgm-exporter-x", "",
                                                                            owner="DaemonSet")),
     ("POST", r"/api/v1/namespaces/batch/pods/train-1/eviction"): (201, {}),
@@ -147,7 +151,8 @@ def test_health_events_are_logged_and_a_tenant_reads_only_its_own(tmp_path):
     from daemon.web.backend import Snapshot
 
     routes = {**ROUTES, ("GET", r"/api/v1/namespaces/serving/pods/infer-1"): (200, pod("serving", "infer-1",
-                                                                                      "gpu-autoscaler-high"))}
+                                                                                      "gpu-autoscaler-high",
+                                                                                      owner="Job"))}
     with capture_server(routes) as capture:
         runner, act, _, _, clock, telem = setup(capture)
         telem.idle = {"batch/train-1": 70, "serving/infer-1": 70}
@@ -201,3 +206,18 @@ def test_a_pod_whose_telemetry_covers_half_its_gpus_is_neither_told_nor_evicted(
         assert [o["verdict"] for o in res.view["outcomes"]] == ["partial_telemetry"]
         assert "covers 4 of the job's 8 GPU(s)" in res.view["outcomes"][0]["message"]
         assert res.view["jobs"][0]["state"] == "partial"
+
+
+@pytest.mark.security
+def test_a_bare_pod_is_not_evicted_by_default():
+    """A pod with no controller, idle past the threshold at low tier: an eviction would delete it for good (nothing
+    recreates it), so it is skipped and reported; the Job's pod next to it is evicted."""
+    with capture_server(ROUTES) as capture:
+        runner, act, _, cap, clock, _ = setup(capture)
+        runner.telemetry = Telem(clock, {"batch/bare-1": 80, "batch/train-1": 70})
+        st = state(["batch/bare-1", "batch/train-1"])
+        runner.run(st, [act], acting=True, budget=(64.0, 10.0))
+        clock.t += 60
+        res = runner.run(st, [act], acting=True, budget=(64.0, 10.0))
+        assert [e["path"] for e in evictions(cap)] == ["/api/v1/namespaces/batch/pods/train-1/eviction"]
+        assert any(a.startswith("skip batch/bare-1: no controller") for r in res.reports for a in r.actions)
