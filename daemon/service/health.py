@@ -54,8 +54,8 @@ class HealthMetrics:
         self.warnings = Counter("gpuas_health_warnings", "Tenants told of a finding", ["kind", "tier"], registry=r)
         self.reclaims = Counter("gpuas_health_reclaims", "Jobs requeued or evicted by the health policy",
                                 ["kind", "tier"], registry=r)
-        self.jobs = Gauge("gpuas_health_jobs", "Jobs seen in per-job telemetry, by state (ok, no_data, rejected)",
-                          ["state"], registry=r)
+        self.jobs = Gauge("gpuas_health_jobs", "Jobs seen in per-job telemetry, by state (ok, no_data, rejected, "
+                          "partial)", ["state"], registry=r)
         self.up = Gauge("gpuas_health_telemetry_up", "1 when the last per-job telemetry read succeeded", registry=r)
 
 
