@@ -7,6 +7,7 @@ every error names the dotted key that is wrong.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -364,6 +365,9 @@ class KubernetesActuatorConfig(_Strict):
     grace_period_s: int = Field(30, ge=0, description="seconds an evicted pod gets to shut down (the Eviction's "
                                 "grace period, for preemptions and for a failed node's pods)")
     timeout_s: float = Field(10.0, gt=0, description="every API request: no answer within this is that action's error")
+    reclaim_bare_pods: bool = Field(False, description="job health's requeue may evict a pod with no controller "
+                                    "(no ownerReferences): nothing recreates it, so the eviction deletes it for good; "
+                                    "false: such a pod is skipped and reported")
 
 
 class KueueActuatorConfig(_Strict):
@@ -583,6 +587,13 @@ class StateConfig(_Strict):
 HealthAction = Literal["report", "requeue"]
 
 
+_MATCHER = r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
+_MATCHERS = re.compile(rf"{_MATCHER}(?:,{_MATCHER})*,?\s*")   # PromQL label matchers, as inside {...}
+
+
+HEALTH_MAX_STEPS = 11_000   # points Prometheus returns per series in one range query
+
+
 def _default_idle_actions() -> dict[Tier, HealthAction]:
     return {"high": "report", "normal": "report", "low": "requeue"}
 
@@ -593,14 +604,20 @@ class HealthConfig(_Strict):
 
     enabled: bool = Field(False, description="read per-job GPU telemetry each cycle, publish findings (metrics, "
                           "console, API) and act on them as configured; needs source.kind = prometheus")
-    activity_query: str = Field("DCGM_FI_PROF_GR_ENGINE_ACTIVE or DCGM_FI_DEV_GPU_UTIL / 100",
+    exporter_selector: str = Field('job="dcgm-exporter"', min_length=1,
+                                   description="PromQL label matchers that select the DCGM exporter's own series "
+                                   "(put in place of $exporter in the queries): series a tenant's pods expose "
+                                   "under the DCGM names must not count. Keep honor_labels off for tenant "
+                                   "scrape jobs, so their `job`, `namespace` and `pod` labels become exported_*")
+    activity_query: str = Field("DCGM_FI_PROF_GR_ENGINE_ACTIVE{$exporter} or DCGM_FI_DEV_GPU_UTIL{$exporter} / 100",
                                 description="PromQL: per-GPU activity as a share 0..1 with the exporter's job "
                                 "labels (graphics engine active, falling back to GPU_UTIL in percent / 100); "
-                                "with the recording rules: gpuas:job_gpu_activity:ratio")
-    fb_used_query: str = Field("DCGM_FI_DEV_FB_USED", description="PromQL: per-GPU framebuffer used (MiB)")
-    fb_free_query: str = Field("DCGM_FI_DEV_FB_FREE", description="PromQL: per-GPU framebuffer free (MiB)")
-    xid_query: str = Field("DCGM_FI_DEV_XID_ERRORS", description="PromQL: per-GPU last XID (a gauge holding the "
-                           "last XID code, not a count)")
+                                "$exporter is replaced by exporter_selector; with the recording rules: "
+                                "gpuas:job_gpu_activity:ratio")
+    fb_used_query: str = Field("DCGM_FI_DEV_FB_USED{$exporter}", description="PromQL: per-GPU framebuffer used (MiB)")
+    fb_free_query: str = Field("DCGM_FI_DEV_FB_FREE{$exporter}", description="PromQL: per-GPU framebuffer free (MiB)")
+    xid_query: str = Field("DCGM_FI_DEV_XID_ERRORS{$exporter}", description="PromQL: per-GPU last XID (a gauge "
+                           "holding the last XID code, not a count)")
     slurm_job_label: str = Field("hpc_job", min_length=1, description="label naming the Slurm job (the exporter's "
                                  "--hpc-job-mapping-dir)")
     pod_label: str = Field("pod", min_length=1, description="label naming the Kubernetes pod")
@@ -639,6 +656,13 @@ class HealthConfig(_Strict):
                                        description="XIDs that are the application's own fault (the device plugin "
                                        "ignores these): reported apart, as app_xid")
 
+    @field_validator("idle_actions", "hung_actions")
+    @classmethod
+    def _every_tier(cls, v: dict[Tier, HealthAction]) -> dict[Tier, HealthAction]:
+        """A partial table (`idle_actions = {low = "requeue"}`) keeps the defaults for the tiers it leaves out,
+        so every tier has an action (a missing one would fail the whole health step each cycle)."""
+        return {**_default_idle_actions(), **v}
+
     @model_validator(mode="after")
     def _consistent(self) -> "HealthConfig":
         if self.idle_action_minutes < self.idle_warn_minutes:
@@ -652,7 +676,14 @@ class HealthConfig(_Strict):
             raise ValueError(f"XIDs {both} are in both xid_critical and xid_application")
         if any(x <= 0 for x in self.xid_critical + self.xid_application):
             raise ValueError("XIDs are positive codes")
+        if not _MATCHERS.fullmatch(self.exporter_selector):
+            raise ValueError(f"exporter_selector {self.exporter_selector!r} is not PromQL label matchers "
+                             '(name="value", name=~"regex", ... separated by commas, no braces)')
         return self
+
+    def query(self, which: str) -> str:
+        """The configured query with $exporter replaced by the exporter's selector."""
+        return getattr(self, f"{which}_query").replace("$exporter", self.exporter_selector)
 
     def window_minutes(self) -> float:
         """How much history each cycle reads: enough to see the longest threshold, plus a margin."""
@@ -763,6 +794,13 @@ class Config(_Strict):
         if self.health.enabled and self.source.kind != "prometheus":
             raise ValueError("health.enabled needs source.kind = 'prometheus' (per-job GPU telemetry comes from "
                              "the DCGM exporter's series)")
+        steps = self.health.window_minutes() * 60 / self.cycle.resolution_s
+        if self.health.enabled and steps > HEALTH_MAX_STEPS:
+            # each cycle allocates that many steps per GPU series before Prometheus would refuse the range
+            raise ValueError(f"health reads {self.health.window_minutes():g} min of telemetry each cycle (the longest "
+                             "of idle_action_minutes, hung_action_minutes and leak_window_minutes, plus 10): "
+                             f"{steps:.0f} steps of cycle.resolution_s, over the {HEALTH_MAX_STEPS} a Prometheus "
+                             "range query returns; lower those thresholds")
         return self
 
     def tier_of(self, tenant: str) -> Tier:

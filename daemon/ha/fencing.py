@@ -8,12 +8,18 @@ done. One call can send many commands and run for minutes (a plan with 20 preemp
 that can (``ChecksFence``) gets a guard that asks the lease again right before each command it sends,
 and the call stops at the first refusal (reported as its error; nothing more is sent). Read-only
 capabilities (jobs_on_node, cluster_jobs, cluster_nodes, node_names) pass straight through, and the
-wrapper has a capability exactly when the wrapped actuator has it (``__getattr__`` forwarding, see
-``daemon/actuators/base.py``).
+wrapper has a capability exactly when the wrapped actuator has it (see ``daemon/actuators/base.py``).
+
+The capabilities are found by ``isinstance`` against runtime-checkable Protocols (FencesNodes for the failover,
+ReclaimsJobs and CommentsJobs for job health, ...). Since Python 3.12 that check looks attributes up with
+``inspect.getattr_static``, which does not see ``__getattr__``: a wrapper that only forwarded through
+``__getattr__`` would have no capability there, and the failover would silently stop fencing nodes and job
+health stop acting. So each method of the wrapped actuator is set on the wrapper itself when it is built.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 from typing import Any, Callable, Protocol
 
@@ -51,6 +57,15 @@ class FencedActuator:
         self.on_refused = on_refused
         if isinstance(inner, ChecksFence):
             inner.use_fence(LeaseGuard(self))
+        for attr in dir(inner):
+            if attr.startswith("_") or hasattr(type(self), attr) or attr in self.__dict__:
+                continue
+            try:
+                static = inspect.getattr_static(inner, attr)
+            except AttributeError:
+                continue
+            if callable(static) or isinstance(static, (staticmethod, classmethod)):
+                self.__dict__[attr] = self._forward(attr)   # visible to getattr_static (Python >= 3.12)
 
     @property
     def dry_run(self) -> bool:
@@ -86,18 +101,26 @@ class FencedActuator:
             return ActionReport(self.name, self.dry_run, errors=[err], fenced=True)
         return self.inner.notify(notes)
 
-    def __getattr__(self, attr: str) -> Any:
-        target = getattr(self.inner, attr)  # AttributeError when the wrapped actuator lacks it
+    def _forward(self, attr: str) -> Callable[..., Any]:
+        """The wrapped actuator's method `attr`: fenced first when it changes something (MUTATING)."""
         if attr not in MUTATING:
-            return target
+            def passed(*args, **kwargs) -> Any:
+                return getattr(self.inner, attr)(*args, **kwargs)
+
+            return passed
 
         def fenced(*args, **kwargs) -> ActionReport:
+            target = getattr(self.inner, attr)
             err = self._check(f"{attr} {' '.join(map(str, args))}".strip())
             if err:
                 return ActionReport(self.name, self.dry_run, errors=[err], fenced=True)
             return target(*args, **kwargs)
 
         return fenced
+
+    def __getattr__(self, attr: str) -> Any:
+        target = getattr(self.inner, attr)  # AttributeError when the wrapped actuator lacks it
+        return self._forward(attr) if attr in MUTATING else target
 
 
 def fence_all(actuators: list[Actuator], fence: Fence, on_refused: Callable[[], None] | None = None) -> list[Actuator]:

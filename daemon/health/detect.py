@@ -4,7 +4,9 @@ Rules every detector keeps (the issue's safety line):
 - A missing sample (NaN) never counts as idle or hung time. A run of idle steps is the newest run of *present*
   samples under the threshold; a gap longer than ``max_gap_s`` ends it, a shorter one adds no time.
 - A job with no fresh telemetry (its newest sample older than ``stale_after_s``) is ``no_data``, never idle.
-- A job step counts only when every GPU of the job has a sample there: one GPU unseen is not "all idle".
+- A job step counts only when every GPU of the job has a sample there: one GPU unseen is not "all idle". Whether
+  the GPUs seen are *all* the job's GPUs (and on its nodes) only the scheduler knows: daemon/health/reclaim.py
+  (`coverage_gap`) refuses to warn or act on a job whose telemetry covers fewer or other GPUs.
 - The run is clipped to the job's time since its last (re)start when the scheduler says it: a Slurm job keeps its
   id across a requeue, and the idle minutes before the requeue must not trigger another one.
 
@@ -156,7 +158,8 @@ def detect_job(tel: Telemetry, gpus: list[GpuTrace], cfg: HealthConfig, stale_af
     if leak is not None:
         findings.append(leak)
     findings.extend(_xid_findings(tel, gpus, cfg))
-    return JobStatus(job, sched, tenant, len(gpus), "ok", idle_gpus=idle_gpus, busy_share=busy_share), findings
+    return JobStatus(job, sched, tenant, len(gpus), "ok", idle_gpus=idle_gpus, busy_share=busy_share,
+                     names=names), findings
 
 
 def _leak(tel: Telemetry, gpus: list[GpuTrace], share: np.ndarray, cfg: HealthConfig) -> Finding | None:

@@ -8,7 +8,10 @@ acted on here (a leak may still finish; a GPU error is the failover's, daemon/fa
 Limits, as for preemptions: the job must have run ``policy.preempt_min_runtime_s``; each reclaim spends the
 preemption budget (the GPUs and jobs the cycle's plan left in its token bucket, daemon/policy/budget.py), and
 one the budget cannot pay waits for a later cycle. Nothing acts on a job the scheduler does not list (a job
-label that matches no job), on a job not running, or on a job whose telemetry was refused.
+label that matches no job), on a job not running, on a job whose telemetry was refused, or on a job whose
+telemetry does not cover exactly its allocated GPUs on its own nodes (``partial_telemetry``: half of an 8-GPU
+job's series missing, or a GPU on a node the job does not run on, is not evidence that the job is idle; the job
+is reported to operators and the tenant, never warned nor acted on).
 
 What survives a takeover: the idle and hung minutes are recomputed each cycle from Prometheus' history (nothing
 of them is kept in memory), so a new leader reclaims on the same evidence. Which warnings were sent is kept in
@@ -24,7 +27,8 @@ from daemon.config import Config, Tier
 from daemon.health.detect import mins
 from daemon.health.types import Finding, Scheduler
 
-Verdict = Literal["warn", "requeue", "report", "protected", "over_budget", "unknown_job", "not_running"]
+Verdict = Literal["warn", "requeue", "report", "protected", "over_budget", "unknown_job", "not_running",
+                  "partial_telemetry"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,25 @@ class JobInfo:
     gpus: int
     running: bool
     runtime_s: float
+    nodes: tuple[str, ...] = ()   # the nodes the job runs on (empty: unknown, so no telemetry can be matched)
+
+
+def coverage_gap(gpus: tuple[str, ...] | list[str], info: JobInfo) -> str | None:
+    """Why the telemetry seen for a job ("host:gpu" names) is not exactly the job's allocation, or None when it is.
+
+    The count of distinct GPUs seen must equal the GPUs the scheduler allocated, and every GPU must sit on one of
+    the job's nodes: a missing exporter, an unscraped node or a stale/forged job mapping that attaches another
+    node's GPU all make the evidence partial, and partial evidence never acts."""
+    seen = set(gpus)
+    hosts = {g.rsplit(":", 1)[0] for g in seen}
+    foreign = sorted(hosts - set(info.nodes))
+    if foreign:
+        where = ", ".join(info.nodes) if info.nodes else "unknown nodes"
+        return (f"telemetry names GPU(s) on {', '.join(foreign)}, not among the job's nodes ({where}): "
+                "nothing is done")
+    if len(seen) != info.gpus:
+        return f"telemetry covers {len(seen)} of the job's {info.gpus} GPU(s): nothing is done"
+    return None
 
 
 @dataclass(frozen=True)
@@ -115,7 +138,9 @@ def decide(findings: list[Finding], jobs: dict[str, JobInfo], cfg: Config,
     for f in sorted(findings, key=lambda f: (-f.minutes, f.job, f.kind)):
         info = jobs.get(f.job)
         if info is None:
-            outcomes.append(Outcome(f, f.tenant, None, "unknown_job", "none", None,
+            # no tenant: the finding's own label (a namespace on Kubernetes) is not a tenant, and a tenant that is
+            # *named* like it must not read it; such rows are the operators' (daemon/web/health_view.py)
+            outcomes.append(Outcome(f, None, None, "unknown_job", "none", None,
                                     f"{f.summary}; the scheduler lists no job {f.job!r} (a job label that matches "
                                     "no job): nothing is done"))
             continue
@@ -124,6 +149,12 @@ def decide(findings: list[Finding], jobs: dict[str, JobInfo], cfg: Config,
                                     f"{f.summary}; the job is not running: nothing is done"))
             continue
         limit, actions = _threshold(f.kind, cfg)
+        gap = coverage_gap(f.gpus, info) if limit is not None else None
+        if gap is not None:
+            # neither warned nor acted on: the numbers are of some of its GPUs only (or of GPUs it does not hold)
+            outcomes.append(Outcome(f, info.tenant, info.tier, "partial_telemetry", "none", None,
+                                    f"{f.summary}; {gap}"))
+            continue
         action = actions[info.tier] if actions is not None else "warn only"
         due = None if limit is None or action == "report" else max(0.0, limit - f.minutes)
         key = (f.job, f.kind)

@@ -93,13 +93,15 @@ class Finding:
 
 @dataclass(frozen=True)
 class JobStatus:
-    """Every job seen this cycle, found or not: `state` is ok | no_data | rejected, with why."""
+    """Every job seen this cycle, found or not: `state` is ok | no_data | rejected | partial (its telemetry does
+    not cover exactly its allocated GPUs on its nodes: reported, never acted on), with why."""
 
     job: str
     scheduler: Scheduler
     tenant: str | None
     gpus: int
-    state: Literal["ok", "no_data", "rejected"]
+    state: Literal["ok", "no_data", "rejected", "partial"]
     why: str = ""
     idle_gpus: int = 0             # GPUs of this job idle past the idle threshold now
     busy_share: float | None = None  # mean activity over its GPUs at the newest step (None: no data)
+    names: tuple[str, ...] = ()    # "host:gpu" of every GPU seen for the job

@@ -15,16 +15,17 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter as Tally
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from daemon.actuators.base import ActionReport, CommentsJobs, ReclaimsJobs
+from daemon.actuators.slurm.holds import expand_hostlist
 from daemon.config import Config
 from daemon.health.detect import detect
-from daemon.health.reclaim import Decision, HealthMemory, JobInfo, decide
+from daemon.health.reclaim import Decision, HealthMemory, JobInfo, coverage_gap, decide
 from daemon.health.types import JobStatus, Telemetry
 from daemon.policy.state import PRIORITY, ClusterState
 from daemon.policy.types import Notification
@@ -53,8 +54,8 @@ class HealthMetrics:
         self.warnings = Counter("gpuas_health_warnings", "Tenants told of a finding", ["kind", "tier"], registry=r)
         self.reclaims = Counter("gpuas_health_reclaims", "Jobs requeued or evicted by the health policy",
                                 ["kind", "tier"], registry=r)
-        self.jobs = Gauge("gpuas_health_jobs", "Jobs seen in per-job telemetry, by state (ok, no_data, rejected)",
-                          ["state"], registry=r)
+        self.jobs = Gauge("gpuas_health_jobs", "Jobs seen in per-job telemetry, by state (ok, no_data, rejected, "
+                          "partial)", ["state"], registry=r)
         self.up = Gauge("gpuas_health_telemetry_up", "1 when the last per-job telemetry read succeeded", registry=r)
 
 
@@ -91,15 +92,28 @@ class HealthRunner:
         for i in range(len(j)):
             tenant = state.tenants[int(j.tenant[i])]
             tier = "low" if int(j.priority[i]) == PRIORITY["low"] else self.cfg.tier_of(tenant)
-            out[str(j.ids[i])] = JobInfo(tenant, tier, int(j.gpus[i]), bool(j.running[i]), float(j.runtime_s[i]))
+            # a Slurm job on several nodes has a hostlist ("gn[1-2]"); a pod its one nodeName
+            nodes = tuple(expand_hostlist(str(j.node[i]))) if j.node[i] else ()
+            out[str(j.ids[i])] = JobInfo(tenant, tier, int(j.gpus[i]), bool(j.running[i]), float(j.runtime_s[i]),
+                                         nodes)
         return out
 
     def _label(self, job: str, fallback: str | None, jobs: dict[str, JobInfo]) -> tuple[str, str]:
-        """(tenant, tier) for metrics: the scheduler's; a job it does not list counts as tenant 'unknown'."""
+        """(tenant, tier) for metrics (operators' only): the scheduler's; a job it does not list counts as tenant
+        'unknown'. Never used for the view: there an unlisted job has tenant None (see `run`)."""
         info = jobs.get(job)
         if info is not None:
             return info.tenant, info.tier
         return "unknown", self.cfg.tier_of(fallback) if fallback else "normal"
+
+    @staticmethod
+    def _covered(s: JobStatus, jobs: dict[str, JobInfo]) -> JobStatus:
+        """A job whose telemetry is not exactly its allocation is `partial` (shown, never acted on)."""
+        info = jobs.get(s.job)
+        if s.state != "ok" or info is None:
+            return s
+        gap = coverage_gap(s.names, info)
+        return s if gap is None else replace(s, state="partial", why=gap)
 
     def _count_idle_minutes(self, tel: Telemetry, jobs: dict[str, JobInfo]) -> None:
         t = tel.times()
@@ -146,6 +160,7 @@ class HealthRunner:
         jobs = self._jobs(state)
         runtime = {k: v.runtime_s for k, v in jobs.items() if v.running}
         statuses, findings = detect(tel, self.cfg.health, self.cfg.cycle.stale_after_s, runtime)
+        statuses = [self._covered(s, jobs) for s in statuses]
         d = decide(findings, jobs, self.cfg, self.memory, now, *budget)
         self._count_idle_minutes(tel, jobs)
         self._publish(statuses, d, jobs)
@@ -169,16 +184,21 @@ class HealthRunner:
                     log_events(at, items)
                 except Exception as exc:  # a failing disk must not stop the cycle
                     log.error("health events not saved: %s", exc)
+        # the view: a job the scheduler does not list has tenant None, which no tenant token matches (operators
+        # only); the string the metrics use for it ("unknown") could be a tenant's name, None cannot
         idle_rows: Tally = Tally()
         for s in statuses:
             if s.state == "ok" and s.idle_gpus:
-                idle_rows[self._label(s.job, s.tenant, jobs)] += s.idle_gpus
+                tier = self._label(s.job, s.tenant, jobs)[1]
+                idle_rows[(jobs[s.job].tenant if s.job in jobs else None, tier)] += s.idle_gpus
         view = {"at": at, "error": None, "window_minutes": self.cfg.health.window_minutes(),
                 "outcomes": [o.to_dict() for o in d.outcomes],
-                "jobs": [{"job": s.job, "tenant": self._label(s.job, s.tenant, jobs)[0], "scheduler": s.scheduler,
+                "jobs": [{"job": s.job, "tenant": jobs[s.job].tenant if s.job in jobs else None,
+                          "scheduler": s.scheduler,
                           "gpus": s.gpus, "state": s.state, "why": s.why, "idle_gpus": s.idle_gpus,
                           "busy_share": s.busy_share} for s in statuses],
-                "idle": [{"tenant": t, "tier": tier, "idle_gpus": n} for (t, tier), n in sorted(idle_rows.items())]}
+                "idle": [{"tenant": t, "tier": tier, "idle_gpus": n}
+                         for (t, tier), n in sorted(idle_rows.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))]}
         return HealthResult(view, reports, d.budget_gpus, d.budget_jobs)
 
     def _act(self, d: Decision, actuators: list) -> list[ActionReport]:

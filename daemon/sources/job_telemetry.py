@@ -3,12 +3,13 @@
 Kubernetes: the exporter labels a GPU with the pod using it (`pod`, `namespace`, `container`). Slurm: with the
 job from its `--hpc-job-mapping-dir` (`hpc_job`). A series with neither is a free GPU and is skipped. Four range
 queries per cycle (all configurable, [health]): activity (DCGM_FI_PROF_GR_ENGINE_ACTIVE, falling back to
-DCGM_FI_DEV_GPU_UTIL / 100), framebuffer used and free, and the last XID.
+DCGM_FI_DEV_GPU_UTIL / 100), framebuffer used and free, and the last XID, each restricted to the exporter's own
+series by `health.exporter_selector` (the `$exporter` in the queries).
 
 What cannot be trusted is refused per job with a clear reason, never guessed at: a NaN, infinite or negative
-sample, an activity over 1, or a GPU claimed by two jobs at the same step (a job mapping file that names a GPU
-twice). Such a job gets no finding, and nothing acts on it. The HTTP goes through prometheus-api-client with the
-same capped session and URL redaction as daemon/sources/prometheus.py.
+sample, an activity over 1, series for one GPU that disagree, or a GPU claimed by two jobs at the same step (a job
+mapping file that names a GPU twice). Such a job gets no finding, and nothing acts on it. The HTTP goes through
+prometheus-api-client with the same capped session and URL redaction as daemon/sources/prometheus.py.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ class _MatrixItem(TypedDict):
 _MATRIX = TypeAdapter(list[_MatrixItem])
 
 Key = tuple[str, str, str]   # (job, host, gpu)
+
+# Two series for one GPU of one job agree when they differ by at most this share of the larger value (or of 1):
+# 0.02 of activity, 2% of the framebuffer's MiB, an XID code exactly.
+DUPLICATE_TOLERANCE = 0.02
 
 
 class JobTelemetrySource:
@@ -108,8 +113,8 @@ class JobTelemetrySource:
         grids: dict[str, dict[Key, np.ndarray]] = {}
         meta: dict[Key, tuple[Scheduler, str | None]] = {}
         problems: dict[str, list[str]] = defaultdict(list)
-        for name, query in zip(FIELDS, (hc.activity_query, hc.fb_used_query, hc.fb_free_query, hc.xid_query)):
-            grids[name] = self._grid(name, query, start, n, meta, problems)
+        for name in FIELDS:
+            grids[name] = self._grid(name, hc.query(name), start, n, meta, problems)
         keys = sorted(grids["activity"])   # a GPU without activity is not telemetry of a job
         self._conflicts(keys, grids["activity"], problems)
         nan = np.full(n, np.nan)
@@ -123,11 +128,13 @@ class JobTelemetrySource:
         return Telemetry(end, self.step_s, n, gpus, rejected)
 
     def _grid(self, name: str, query: str, start: float, n: int, meta: dict, problems: dict) -> dict[Key, np.ndarray]:
-        """{(job, host, gpu): values on the grid}; the same GPU of the same job in two series (two scrape jobs
-        of one exporter) is averaged where both have a sample."""
+        """{(job, host, gpu): values on the grid}. The same GPU of the same job in several series (two scrape jobs
+        of one exporter) is kept only while the series agree (within DUPLICATE_TOLERANCE wherever two have a
+        sample); series that disagree are refused, never averaged: an average lets extra series (a tenant's pod
+        exposing the DCGM names with a victim's labels) pull a busy GPU under the idle threshold, or an idle one
+        over it."""
         hc = self.hc
-        sums: dict[Key, np.ndarray] = {}
-        counts: dict[Key, np.ndarray] = {}
+        series: dict[Key, list[np.ndarray]] = {}
         for item in self._range(query, start, start + (n - 1) * self.step_s):
             labels = item["metric"]
             who = self._job_of(labels)
@@ -155,16 +162,37 @@ class JobTelemetrySource:
             meta.setdefault(key, (sched, tenant))
             i = np.rint((ts - start) / self.step_s).astype(np.int64)
             ok = (i >= 0) & (i < n) & np.isfinite(v)
-            s = sums.setdefault(key, np.zeros(n))
-            c = counts.setdefault(key, np.zeros(n))
-            np.add.at(s, i[ok], v[ok])
-            np.add.at(c, i[ok], 1)
-        return {k: np.where(counts[k] > 0, sums[k] / np.maximum(counts[k], 1), np.nan) for k in sums}
+            row = np.full(n, np.nan)
+            row[i[ok]] = v[ok]
+            series.setdefault(key, []).append(row)
+        out: dict[Key, np.ndarray] = {}
+        for key, rows in series.items():
+            if len(rows) == 1:
+                out[key] = rows[0]
+                continue
+            m = np.vstack(rows)
+            present = np.isfinite(m)
+            hi, lo = np.fmax.reduce(m, axis=0), np.fmin.reduce(m, axis=0)   # NaN-ignoring, no warning
+            both = present.sum(axis=0) > 1
+            scale = np.maximum(1.0, np.maximum(np.abs(hi), np.abs(lo)))
+            off = both & (hi - lo > DUPLICATE_TOLERANCE * scale)
+            if off.any():
+                j = int(np.argmax(off))
+                problems[key[0]].append(f"{len(rows)} {name} series for GPU {key[1]}:{key[2]} disagree "
+                                        f"({float(lo[j]):g} vs {float(hi[j]):g} at one step): a second exporter "
+                                        "or a scrape of something else under the DCGM names?")
+            count = present.sum(axis=0)
+            out[key] = np.where(count > 0, np.where(present, m, 0.0).sum(axis=0) / np.maximum(count, 1), np.nan)
+        return out
 
     @staticmethod
     def _conflicts(keys: list[Key], act: dict[Key, np.ndarray], problems: dict) -> None:
         """A GPU with samples for two jobs at the same step: both jobs are refused (which one uses it is
-        unknown, so neither may be called idle on its numbers)."""
+        unknown, so neither may be called idle on its numbers).
+
+        The reason each job gets names no other job: it is shown to that job's tenant (API, console), and the
+        other job may be another tenant's (its pod name, namespace or Slurm job id). The full pair goes to the
+        log, which is the operators'."""
         by_gpu: dict[tuple[str, str], list[str]] = defaultdict(list)
         for job, host, gpu in keys:
             by_gpu[(host, gpu)].append(job)
@@ -175,6 +203,8 @@ class JobTelemetrySource:
             both = seen.sum(axis=0) > 1
             if both.any():
                 overlap = [j for j, row in zip(jobs, seen) if (row & both).any()]
+                log.warning("GPU %s:%s is claimed by jobs %s at the same time: all refused", host, gpu,
+                            ", ".join(overlap))
                 for j in overlap:
-                    problems[j].append(f"GPU {host}:{gpu} is claimed by jobs {', '.join(overlap)} at the same time "
-                                       "(a job mapping file that names a GPU twice?)")
+                    problems[j].append(f"GPU {host}:{gpu} is also claimed by another job at the same time (a job "
+                                       "mapping file that names a GPU twice, or a shared/time-sliced GPU?)")

@@ -23,9 +23,12 @@ def health_for(snap: Snapshot, viewer: "Principal", tenant: str | None = None) -
         return {"enabled": snap.cfg.health.enabled, "at": None, "error": None, "outcomes": [], "jobs": [],
                 "idle": []}
     only = tenant if viewer.operator else viewer.tenant
+    everything = viewer.operator and only is None
 
     def mine(row: dict) -> bool:
-        return only is None or row.get("tenant") == only
+        # a row of a job the scheduler does not list has tenant None: no tenant token matches it, whatever the
+        # tenant is named
+        return everything or (row.get("tenant") is not None and row.get("tenant") == only)
 
     err = h.get("error")
     return {"enabled": True, "at": h.get("at"),

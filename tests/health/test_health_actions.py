@@ -26,12 +26,16 @@ def pod(ns, name, pclass, owner=None):
          "spec": {"containers": [{"name": "c"}], "priorityClassName": pclass, "nodeName": "gpu-node-7"},
          "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}}
     if owner:
-        p["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner, "name": "x", "uid": "u1"}]
+        p["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1" if owner == "Job" else "apps/v1", "kind": owner,
+                                             "name": "x", "uid": "u1"}]
     return p
 
 
 ROUTES = {
-    ("GET", r"/api/v1/namespaces/batch/pods/train-1"): (200, pod("batch", "train-1", "gpu-autoscaler-low")),
+    ("GET", r"/api/v1/namespaces/batch/pods/train-1"): (200, pod("batch", "train-1", "gpu-autoscaler-low",
+                                                                 owner="Job")),
+    ("GET", r"/api/v1/namespaces/batch/pods/bare-1"): (200, pod("batch", "bare-1", "gpu-autoscaler-low")),
+    ("POST", r"/api/v1/namespaces/batch/pods/bare-1/eviction"): (201, {}),
     ("GET", r"/api/v1/namespaces/batch/pods/dcgm-exporter-x"): (200, pod("batch", "dcgm-exporter-x", "",
                                                                            owner="DaemonSet")),
     ("POST", r"/api/v1/namespaces/batch/pods/train-1/eviction"): (201, {}),
@@ -52,8 +56,8 @@ class Clock:
 class Telem:
     """Hand-made telemetry (the Prometheus read is tested on a real server in tests/integration)."""
 
-    def __init__(self, clock: Clock, idle_minutes: dict[str, float]) -> None:
-        self.clock, self.idle = clock, idle_minutes
+    def __init__(self, clock: Clock, idle_minutes: dict[str, float], gpus: int = 8) -> None:
+        self.clock, self.idle, self.gpus = clock, idle_minutes, gpus   # GPUs seen per job (the jobs hold 8)
 
     def read(self, end=None) -> Telemetry:
         gpus = []
@@ -61,8 +65,9 @@ class Telem:
             a = np.full(N, 0.9)
             a[N - int(m):] = 0.0
             ns = job.split("/")[0]
-            gpus.append(GpuTrace(job, "kubernetes", ns, "gpu-node-7", str(i), a, np.full(N, 1e3), np.full(N, 79e3),
-                                 np.zeros(N)))
+            for k in range(self.gpus):
+                gpus.append(GpuTrace(job, "kubernetes", ns, "gpu-node-7", str(8 * i + k), a.copy(), np.full(N, 1e3),
+                                     np.full(N, 79e3), np.zeros(N)))
         return Telemetry(self.clock(), STEP, N, tuple(gpus))
 
 
@@ -146,7 +151,8 @@ def test_health_events_are_logged_and_a_tenant_reads_only_its_own(tmp_path):
     from daemon.web.backend import Snapshot
 
     routes = {**ROUTES, ("GET", r"/api/v1/namespaces/serving/pods/infer-1"): (200, pod("serving", "infer-1",
-                                                                                      "gpu-autoscaler-high"))}
+                                                                                      "gpu-autoscaler-high",
+                                                                                      owner="Job"))}
     with capture_server(routes) as capture:
         runner, act, _, _, clock, telem = setup(capture)
         telem.idle = {"batch/train-1": 70, "serving/infer-1": 70}
@@ -183,3 +189,35 @@ def test_a_job_whose_telemetry_was_refused_is_neither_told_nor_evicted():
             clock.t += 60
         assert res.view["outcomes"] == [] and cap.sent == []          # no Event, no eviction, not even a read
         assert res.view["jobs"][0]["state"] == "rejected" and "NaN" in res.view["jobs"][0]["why"]
+
+
+@pytest.mark.security
+def test_a_pod_whose_telemetry_covers_half_its_gpus_is_neither_told_nor_evicted():
+    """The pod holds 8 GPUs; the exporter labels 4 of them (the others unlabelled, or their series lost): the 4 idle
+    GPUs are no evidence about the job, so nothing is sent, not even a warning, and operators see it as partial."""
+    with capture_server(ROUTES) as capture:
+        runner, act, _, cap, clock, _ = setup(capture)
+        runner.telemetry = Telem(clock, {"batch/train-1": 80}, gpus=4)
+        st = state(["batch/train-1"])
+        for _ in range(3):
+            res = runner.run(st, [act], acting=True, budget=(64.0, 10.0))
+            clock.t += 60
+        assert evictions(cap) == [] and cap.sent == []
+        assert [o["verdict"] for o in res.view["outcomes"]] == ["partial_telemetry"]
+        assert "covers 4 of the job's 8 GPU(s)" in res.view["outcomes"][0]["message"]
+        assert res.view["jobs"][0]["state"] == "partial"
+
+
+@pytest.mark.security
+def test_a_bare_pod_is_not_evicted_by_default():
+    """A pod with no controller, idle past the threshold at low tier: an eviction would delete it for good (nothing
+    recreates it), so it is skipped and reported; the Job's pod next to it is evicted."""
+    with capture_server(ROUTES) as capture:
+        runner, act, _, cap, clock, _ = setup(capture)
+        runner.telemetry = Telem(clock, {"batch/bare-1": 80, "batch/train-1": 70})
+        st = state(["batch/bare-1", "batch/train-1"])
+        runner.run(st, [act], acting=True, budget=(64.0, 10.0))
+        clock.t += 60
+        res = runner.run(st, [act], acting=True, budget=(64.0, 10.0))
+        assert [e["path"] for e in evictions(cap)] == ["/api/v1/namespaces/batch/pods/train-1/eviction"]
+        assert any(a.startswith("skip batch/bare-1: no controller") for r in res.reports for a in r.actions)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from daemon.config import Config
 from daemon.health.reclaim import HealthMemory, JobInfo, decide
 from daemon.health.types import Finding
@@ -14,8 +16,8 @@ def finding(job: str, minutes: float, kind: str = "idle", gpus: int = 8) -> Find
                    minutes, {"max_activity": 0.0}, f"job {job}: idle for {minutes:.0f} min")
 
 
-def info(tier="low", gpus=8, running=True, runtime_s=7200.0, tenant="team-a") -> JobInfo:
-    return JobInfo(tenant, tier, gpus, running, runtime_s)
+def info(tier="low", gpus=8, running=True, runtime_s=7200.0, tenant="team-a", nodes=("n1",)) -> JobInfo:
+    return JobInfo(tenant, tier, gpus, running, runtime_s, nodes)
 
 
 CFG = Config()
@@ -81,3 +83,36 @@ def test_report_only_config_never_reclaims():
     cfg = Config(health={"idle_actions": {"high": "report", "normal": "report", "low": "report"}})
     mem = HealthMemory({("1", "idle"): NOW - 3600})
     assert run([finding("1", 300)], {"1": info()}, memory=mem, cfg=cfg).reclaims == []
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("seen, nodes, why", [
+    (tuple(f"a:{i}" for i in range(4)), ("a", "b"), "covers 4 of the job's 8 GPU(s)"),   # node b's exporter down
+    (tuple(f"a:{i}" for i in range(4)) + tuple(f"n9:{i}" for i in range(4)), ("a", "b"), "n9, not among"),
+    (tuple(f"a:{i}" for i in range(8)), (), "not among the job's nodes (unknown nodes)"),
+])
+def test_partial_telemetry_never_reclaims_nor_warns(seen, nodes, why):
+    """An 8-GPU job whose telemetry covers 4 of its GPUs, or names GPUs on a node the job does not run on (a stale
+    or forged job mapping), is idle on partial evidence: already warned and due now, it is still not requeued."""
+    f = Finding("idle", "42", "slurm", None, seen, NOW - 71 * 60, NOW, 71.0, {"max_activity": 0.0},
+                "job 42 idle: all GPU(s) under 5% activity for 71 min")
+    d = run([f], {"42": info(gpus=8, nodes=nodes)}, memory=HealthMemory({("42", "idle"): NOW - 3600}))
+    assert d.reclaims == [] and d.warnings == []
+    o = d.outcomes[0]
+    assert o.verdict == "partial_telemetry" and why in o.message and "nothing is done" in o.message
+    assert d.budget_gpus == 100.0
+
+
+def test_full_telemetry_on_a_two_node_job_is_acted_on():
+    seen = tuple(f"a:{i}" for i in range(4)) + tuple(f"b:{i}" for i in range(4))
+    f = Finding("idle", "42", "slurm", None, seen, NOW - 71 * 60, NOW, 71.0, {}, "job 42 idle")
+    d = run([f], {"42": info(gpus=8, nodes=("a", "b"))}, memory=HealthMemory({("42", "idle"): NOW - 3600}))
+    assert [r.job for r in d.reclaims] == ["42"]
+
+
+@pytest.mark.security
+def test_an_unknown_jobs_outcome_has_no_tenant_even_with_a_namespace_label():
+    f = Finding("idle", "alpha/pod-1", "kubernetes", "alpha", ("n1:0",), NOW - 3600, NOW, 60.0, {}, "idle")
+    d = run([f], {})
+    assert d.outcomes[0].verdict == "unknown_job" and d.outcomes[0].tenant is None
+    assert d.outcomes[0].to_dict()["tenant"] is None

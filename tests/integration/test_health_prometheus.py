@@ -123,7 +123,8 @@ def test_findings_come_out_exactly_and_a_stopped_exporter_is_no_data(tmp_path, r
             assert st["105"].state == "rejected" and "NaN" in st["105"].why
             assert st["106"].state == "rejected" and "-0.5" in st["106"].why
             for j in ("107", "108"):
-                assert st[j].state == "rejected" and "claimed by jobs 107, 108" in st[j].why
+                assert st[j].state == "rejected" and "node-b:3 is also claimed by another job" in st[j].why
+                assert ({"107", "108"} - {j}).pop() not in st[j].why      # the other job is not named to this one
             assert not {f.job for f in found} & {"105", "106", "107", "108"}
             # a takeover: a new leader's fresh source, with nothing handed over, finds the same from history
             _, again = detect(JobTelemetrySource(cfg).read(), cfg.health, cfg.cycle.stale_after_s)
@@ -141,5 +142,40 @@ def test_findings_come_out_exactly_and_a_stopped_exporter_is_no_data(tmp_path, r
             assert st["104"].state == "no_data"
     finally:
         for s in (node_a, node_b):
+            s.shutdown()
+            s.server_close()
+
+
+@pytest.mark.security
+def test_forged_dcgm_series_of_another_scrape_job_never_make_a_busy_job_idle(tmp_path):
+    """A tenant's pod, scraped by an ordinary scrape job, exposes 20 series under the DCGM names with a victim pod's
+    labels at 0% activity. The default queries select only the exporter's scrape job, so the victim stays busy;
+    with a selector that lets them in, the series for one GPU disagree (0.9 vs 0.0) and the job is refused,
+    never averaged down to "idle" (20 x 0.0 + 0.9 over 21 is 0.043, under the 5% threshold)."""
+    victim = {"pod": "train-0", "namespace": "victim", "container": "main"}
+    real = exporter("node-a", [{"gpu": "0", "labels": victim, "act": 0.9}])
+    forged = exporter("node-a", [{"gpu": "0", "labels": {**victim, "x": f"k{i}"}, "act": 0.0} for i in range(20)])
+    prom_cfg = "global:\n  scrape_interval: 1s\n  scrape_timeout: 500ms\n  evaluation_interval: 1s\nscrape_configs:\n"
+    for job, srv in (("dcgm-exporter", real), ("tenant-pods", forged)):
+        prom_cfg += (f"  - job_name: {job}\n    static_configs:\n"
+                     f"      - targets: ['127.0.0.1:{srv.server_address[1]}']\n")
+    try:
+        with prometheus_server(tmp_path, prom_cfg) as (url, _):
+            wait_for(lambda: len(httpx.get(f"{url}/api/v1/query", params={"query": "up == 1"}).json()["data"]
+                                 ["result"]) == 2, what="both targets scraped", timeout=30)
+            time.sleep(8)    # past idle_warn_minutes (6 s) on the 1 s grid
+            cfg = health_config(url)
+            statuses, found = detect(JobTelemetrySource(cfg).read(), cfg.health, cfg.cycle.stale_after_s)
+            st = {s.job: s for s in statuses}
+            assert found == [] and st["victim/train-0"].state == "ok"
+            assert st["victim/train-0"].busy_share == pytest.approx(0.9)
+            loose = Config(**{**cfg.model_dump(), "health": {**cfg.health.model_dump(),
+                                                             "exporter_selector": 'job=~".+"'}})
+            statuses, found = detect(JobTelemetrySource(loose).read(), loose.health, loose.cycle.stale_after_s)
+            st = {s.job: s for s in statuses}
+            assert found == [] and st["victim/train-0"].state == "rejected"
+            assert "21 activity series for GPU node-a:0 disagree" in st["victim/train-0"].why
+    finally:
+        for s in (real, forged):
             s.shutdown()
             s.server_close()

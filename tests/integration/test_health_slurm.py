@@ -32,11 +32,14 @@ def test_low_idle_job_is_warned_then_requeued_high_is_reported_no_telemetry_is_l
                             sbatch(slurm, "low", "acct-low"))
         ids = (low, high, quiet)
         wait_for(lambda: all(state(slurm, j).startswith("RUNNING") for j in ids), what="jobs running", timeout=60)
+        # each job holds 2 GPUs (sbatch's default here): its telemetry covers both, or it is never acted on
         node = exporter(slurm["node"], [{"gpu": "0", "labels": {"hpc_job": low}, "act": 0.0},
-                                        {"gpu": "1", "labels": {"hpc_job": high}, "act": 0.0},
-                                        {"gpu": "2", "labels": {"hpc_job": "999999"}, "act": 0.0}])
+                                        {"gpu": "1", "labels": {"hpc_job": low}, "act": 0.0},
+                                        {"gpu": "2", "labels": {"hpc_job": high}, "act": 0.0},
+                                        {"gpu": "3", "labels": {"hpc_job": high}, "act": 0.0},
+                                        {"gpu": "4", "labels": {"hpc_job": "999999"}, "act": 0.0}])
         prom_cfg = ("global:\n  scrape_interval: 1s\n  scrape_timeout: 500ms\n"
-                    f"scrape_configs:\n  - job_name: dcgm\n    static_configs:\n"
+                    f"scrape_configs:\n  - job_name: dcgm-exporter\n    static_configs:\n"
                     f"      - targets: ['127.0.0.1:{node.server_address[1]}']\n")
         try:
             with prometheus_server(tmp_path, prom_cfg) as (url, _):
@@ -79,7 +82,7 @@ def test_low_idle_job_is_warned_then_requeued_high_is_reported_no_telemetry_is_l
                 assert admin_comment(slurm, quiet) == ""                 # no telemetry: left alone
                 assert seen[-1]["999999"] == "unknown_job"
                 assert registry.get_sample_value("gpuas_health_reclaims_total", {"kind": "idle", "tier": "low"}) == 1
-                assert registry.get_sample_value("gpuas_job_idle_gpus", {"tenant": "team-high", "tier": "high"}) == 1
+                assert registry.get_sample_value("gpuas_job_idle_gpus", {"tenant": "team-high", "tier": "high"}) == 2
                 assert registry.get_sample_value("gpuas_idle_gpu_minutes_total",
                                                  {"tenant": "team-high", "tier": "high"}) > 0
         finally:

@@ -18,14 +18,16 @@ N = 30
 
 
 class OneIdleJob:
-    def __init__(self, job: str) -> None:
-        self.job = job
+    """Every GPU the simulator allocated to the job, on the job's node, idle for the whole window."""
+
+    def __init__(self, job: str, gpus: int, node: str) -> None:
+        self.job, self.gpus, self.node = job, gpus, node
 
     def read(self, end=None) -> Telemetry:
         import time
-        a = np.zeros(N)
-        return Telemetry(time.time(), 60.0, N, (GpuTrace(self.job, "slurm", None, "node-0", "0", a, np.full(N, 1e3),
-                                                         np.full(N, 79e3), np.zeros(N)),))
+        return Telemetry(time.time(), 60.0, N, tuple(
+            GpuTrace(self.job, "slurm", None, self.node, str(k), np.zeros(N), np.full(N, 1e3), np.full(N, 79e3),
+                     np.zeros(N)) for k in range(self.gpus)))
 
 
 class Recorder:
@@ -66,7 +68,8 @@ def runtime(tmp_path, **policy):
     job = str(st.jobs.ids[low[0]])
     rec = Recorder()
     rt.runner.actuators.append(rec)
-    rt.runner.health = HealthRunner(rt.runner.cfg, OneIdleJob(job), CollectorRegistry())
+    rt.runner.health = HealthRunner(rt.runner.cfg, OneIdleJob(job, int(st.jobs.gpus[low[0]]),
+                                                              str(st.jobs.node[low[0]])), CollectorRegistry())
     return rt, rec, job
 
 

@@ -404,7 +404,8 @@ class KubernetesActuator:
         """Pods the health policy found idle or hung: evicted through the Eviction API with the grace period (a
         PDB's refusal is reported, not retried: the next cycle decides again on fresh telemetry). DaemonSet and
         mirror pods and pods outside tenant namespaces are never touched; a pod not running or younger than
-        policy.preempt_min_runtime_s is skipped. Each eviction is fenced."""
+        policy.preempt_min_runtime_s is skipped, and so is a pod with no controller (ownerReferences) unless
+        reclaim_bare_pods: nothing would recreate it. Each eviction is fenced."""
         rep = ActionReport(self.name, self.dry_run)
         with stop_on_fence(rep):
             for jid in job_ids:
@@ -413,6 +414,11 @@ class KubernetesActuator:
                     continue
                 if live.status.phase != "Running":
                     rep.actions.append(f"skip {jid}: {live.status.phase}")
+                    continue
+                if not (live.metadata.owner_references or []) and not self.cfg.reclaim_bare_pods:
+                    # nothing recreates a bare pod: its "requeue" would be its deletion
+                    rep.actions.append(f"skip {jid}: no controller (ownerReferences), an eviction would delete it "
+                                       "for good (actuators.kubernetes.reclaim_bare_pods)")
                     continue
                 started = live.status.start_time
                 ran = (dt.datetime.now(dt.timezone.utc) - started).total_seconds() if started is not None else None

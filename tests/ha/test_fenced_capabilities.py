@@ -1,0 +1,107 @@
+"""The fenced wrapper has a capability exactly when the wrapped actuator has it, under Python 3.12+'s Protocol
+check too (it looks attributes up with inspect.getattr_static, which does not see ``__getattr__``): otherwise,
+under HA, the failover would stop fencing nodes and job health stop commenting and reclaiming, silently."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+
+import pytest
+
+from daemon.actuators.base import (
+    ActionReport,
+    CommentsJobs,
+    FencesNodes,
+    ListsNodeJobs,
+    ReclaimsJobs,
+)
+from daemon.ha.fencing import FencedActuator
+
+CAPS = (FencesNodes, ReclaimsJobs, CommentsJobs, ListsNodeJobs)
+
+
+def isinstance_312(obj: object, proto: type) -> bool:
+    """runtime_checkable isinstance as Python >= 3.12 does it: every protocol member found by getattr_static."""
+    attrs = getattr(proto, "__protocol_attrs__", None) or typing._get_protocol_attrs(proto)  # 3.11: no attribute
+    for attr in attrs:
+        try:
+            inspect.getattr_static(obj, attr)
+        except AttributeError:
+            return False
+    return True
+
+
+class Full:
+    name, dry_run = "slurm", False
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def apply(self, plan):
+        return ActionReport(self.name, False)
+
+    def requeue(self, job_ids, reason):
+        return ActionReport(self.name, False)
+
+    def notify(self, notes):
+        return ActionReport(self.name, False)
+
+    def fence_node(self, node, reason):
+        self.calls.append(f"fence {node}")
+        return ActionReport(self.name, False, actions=[f"fence {node}"])
+
+    def reclaim(self, job_ids, reason):
+        self.calls.append(f"reclaim {job_ids}")
+        return ActionReport(self.name, False, actions=[f"scontrol requeue {j}" for j in job_ids])
+
+    def comment(self, job_ids, text):
+        self.calls.append(f"comment {job_ids}")
+        return ActionReport(self.name, False)
+
+    def jobs_on_node(self, node):
+        return [("1", "t")]
+
+
+class Bare:
+    name, dry_run = "redis", False
+
+    def apply(self, plan):
+        return ActionReport(self.name, False)
+
+    def requeue(self, job_ids, reason):
+        return ActionReport(self.name, False)
+
+    def notify(self, notes):
+        return ActionReport(self.name, False)
+
+
+class Fence:
+    def __init__(self, ok: bool = True) -> None:
+        self.ok, self.asked = ok, []
+
+    def fence(self, what, jobs=()):
+        self.asked.append(what)
+        return self.ok, "" if self.ok else "lease lost"
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("proto", CAPS, ids=lambda p: p.__name__)
+def test_a_fenced_actuator_has_the_capabilities_of_the_one_it_wraps_on_python_312_too(proto):
+    assert isinstance_312(Full(), proto)                       # the check itself sees a plain actuator's method
+    assert isinstance_312(FencedActuator(Full(), Fence()), proto)
+    assert isinstance(FencedActuator(Full(), Fence()), proto)   # and the interpreter's own check
+    assert not isinstance_312(FencedActuator(Bare(), Fence()), proto)
+    assert not isinstance(FencedActuator(Bare(), Fence()), proto)
+
+
+@pytest.mark.security
+def test_the_capabilities_set_on_the_wrapper_are_still_fenced():
+    inner, fence = Full(), Fence(ok=False)
+    act = FencedActuator(inner, fence)
+    for rep in (act.reclaim(["7"], "idle"), act.comment(["7"], "x"), act.fence_node("n1", "down")):
+        assert rep.fenced and rep.errors
+    assert inner.calls == [] and len(fence.asked) == 3
+    fence.ok = True
+    assert act.reclaim(["7"], "idle").actions == ["scontrol requeue 7"] and act.jobs_on_node("n1") == [("1", "t")]
+    assert inner.calls == ["reclaim ['7']"]
