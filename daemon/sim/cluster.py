@@ -682,23 +682,7 @@ class SimCluster:
             hh = holder[hn]
             o = lexorder(free[hn], hh)
             hn, hh = hn[o], hh[o]
-            slots = free[hn] // self.job_size[hh]
-            cum = np.cumsum(slots)
-            first = np.r_[0, np.flatnonzero(np.diff(hh)) + 1]
-            start = np.zeros(n, dtype=np.int64)
-            start[hh[first]] = cum[first] - slots[first]
-            total = np.bincount(hh, weights=slots, minlength=n).astype(np.int64)
-            jq = np.flatnonzero(total[ten] > 0)
-            if jq.size:
-                jq = jq[np.argsort(ten[jq], kind="stable")]
-                tj = ten[jq]
-                f2 = np.r_[0, np.flatnonzero(np.diff(tj)) + 1]
-                rank = np.arange(jq.size) - np.repeat(f2, np.diff(np.r_[f2, jq.size]))
-                ok = rank < total[tj]
-                jq, tj, rank = jq[ok], tj[ok], rank[ok]
-                where = hn[np.searchsorted(cum, start[tj] + rank, side="right")]
-                node_of[jq] = where
-                np.subtract.at(free, where, gpus[jq])
+            self._fill_held(hn, hh, ten, gpus, free, node_of)
         if (held_free & (holder == n)).any():  # the shared pool: several tenants, several job sizes
             mine = self.pool_members[ten] & (node_of < 0)
             if mine.any():
@@ -718,6 +702,29 @@ class SimCluster:
             if rest.size:
                 node_of[rest] = self._fit(gpus[rest], cls[rest], open_nodes, free)
 
+    def _fill_held(self, hn: np.ndarray, hh: np.ndarray, ten: np.ndarray, gpus: np.ndarray, free: np.ndarray,
+                   node_of: np.ndarray) -> None:
+        """Each holder's queued jobs onto its held nodes ``hn`` (holder ``hh``, grouped by holder, each group in
+        the order its nodes fill), as many as fit there; vectorised over holders (one job size per tenant)."""
+        n = self.n
+        slots = free[hn] // self.job_size[hh]
+        cum = np.cumsum(slots)
+        first = np.r_[0, np.flatnonzero(np.diff(hh)) + 1]
+        start = np.zeros(n, dtype=np.int64)
+        start[hh[first]] = cum[first] - slots[first]
+        total = np.bincount(hh, weights=slots, minlength=n).astype(np.int64)
+        jq = np.flatnonzero(total[ten] > 0)
+        if jq.size:
+            jq = jq[np.argsort(ten[jq], kind="stable")]
+            tj = ten[jq]
+            f2 = np.r_[0, np.flatnonzero(np.diff(tj)) + 1]
+            rank = np.arange(jq.size) - np.repeat(f2, np.diff(np.r_[f2, jq.size]))
+            ok = rank < total[tj]
+            jq, tj, rank = jq[ok], tj[ok], rank[ok]
+            where = hn[np.searchsorted(cum, start[tj] + rank, side="right")]
+            node_of[jq] = where
+            np.subtract.at(free, where, gpus[jq])
+
     def _place_typed(self, q: np.ndarray, ten: np.ndarray, prio: np.ndarray, cls: np.ndarray, gpus: np.ndarray,
                      free: np.ndarray) -> np.ndarray:
         """A mixed fleet's placement: as ``_place``, but a job only goes to nodes of a type its tenant accepts, and
@@ -732,23 +739,7 @@ class SimCluster:
             hh = holder[hn]
             o = lexorder(free[hn], rank[hh, self.node_type[hn]], hh)
             hn, hh = hn[o], hh[o]
-            slots = free[hn] // self.job_size[hh]
-            cum = np.cumsum(slots)
-            first = np.r_[0, np.flatnonzero(np.diff(hh)) + 1]
-            start = np.zeros(n, dtype=np.int64)
-            start[hh[first]] = cum[first] - slots[first]
-            total = np.bincount(hh, weights=slots, minlength=n).astype(np.int64)
-            jq = np.flatnonzero(total[ten] > 0)
-            if jq.size:
-                jq = jq[np.argsort(ten[jq], kind="stable")]
-                tj = ten[jq]
-                f2 = np.r_[0, np.flatnonzero(np.diff(tj)) + 1]
-                r = np.arange(jq.size) - np.repeat(f2, np.diff(np.r_[f2, jq.size]))
-                ok = r < total[tj]
-                jq, tj, r = jq[ok], tj[ok], r[ok]
-                where = hn[np.searchsorted(cum, start[tj] + r, side="right")]
-                node_of[jq] = where
-                np.subtract.at(free, where, gpus[jq])
+            self._fill_held(hn, hh, ten, gpus, free, node_of)
         if (held_free & (holder == n)).any():
             nodes = np.flatnonzero(held_free & (holder == n) & (free > 0))
             if self.pool_types is None:
