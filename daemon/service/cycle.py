@@ -48,7 +48,7 @@ def with_idle(state: ClusterState, health: dict | None) -> ClusterState:
     if not found:
         return state
     jobs = state.jobs
-    idle = np.fromiter((str(j) in found for j in jobs.ids), dtype=bool, count=len(jobs)) & jobs.running
+    idle = np.asarray(pd.Index(jobs.ids).astype(str).isin(list(found)), dtype=bool) & jobs.running   # hashed
     if not idle.any():
         return state
     return dataclasses.replace(state, jobs=dataclasses.replace(jobs, idle=idle))
