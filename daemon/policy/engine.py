@@ -377,12 +377,19 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
         # no other tenant; whom each job made room for is the operator's, in Preemption.for_tenant
         reason = (f"low-priority job preempted to clear {shortfall} GPUs ahead of forecast peak "
                   f"(p{int(pc.quantile * 100)} within {pc.preempt_lead_steps} steps) for protected tenants")
+        # a job the health step found idle or hung was taken before busy ones (preemption.choose): its reason says so
+        idle_reason = ("low-priority job found idle by the job health check (its GPUs doing no work), so preempted "
+                       f"before busy jobs, to clear {shortfall} GPUs ahead of forecast peak "
+                       f"(p{int(pc.quantile * 100)} within {pc.preempt_lead_steps} steps) for protected tenants")
+        idle = jobs.idle[chosen].tolist() if jobs.idle is not None else [False] * chosen.size
         beneficiary = [tenants[i] for i in cleared_for] if len(cleared_for) == chosen.size else [""] * chosen.size
-        for jid, ti, g, node, who in zip(jobs.ids[chosen].tolist(), jobs.tenant[chosen].tolist(),
-                                         jobs.gpus[chosen].tolist(), jobs.node[chosen].tolist(), beneficiary):
+        for jid, ti, g, node, who, was_idle in zip(jobs.ids[chosen].tolist(), jobs.tenant[chosen].tolist(),
+                                                   jobs.gpus[chosen].tolist(), jobs.node[chosen].tolist(),
+                                                   beneficiary, idle):
             t = tenants[ti]
-            preempts.append(Preemption(str(jid), t, int(g), str(node), reason, who))
-            notifs.append(Notification(t, "preempted", f"job {jid} preempted and requeued: {reason}"))
+            why = idle_reason if was_idle else reason
+            preempts.append(Preemption(str(jid), t, int(g), str(node), why, who))
+            notifs.append(Notification(t, "preempted", f"job {jid} preempted and requeued: {why}"))
     return _Cleared(chosen, tuple(preempts), tuple(notifs),
                     avail_gpus - (float(jobs.gpus[chosen].sum()) if chosen.size else 0.0),
                     avail_jobs - float(chosen.size))

@@ -51,6 +51,15 @@ def worth_gpu_min(excess: np.ndarray, window: int, drain_steps: int, step_min: f
     return np.where(arrives, np.einsum("ij,ij->i", y[:, d:], served) * step_min, 0.0)
 
 
+def idle_of(jobs: Jobs, idx: np.ndarray) -> np.ndarray | None:
+    """Which of the jobs at ``idx`` the job health step found idle or hung (``Jobs.idle``), or None when none is:
+    then the order is the cost's alone, exactly as without health data."""
+    if jobs.idle is None:
+        return None
+    m = np.asarray(jobs.idle[idx], dtype=bool)
+    return m if m.any() else None
+
+
 @dataclass(frozen=True)
 class Gate:
     """The cost-aware rule's inputs for one plan. Per protected tenant, ``now_jobs`` of the jobs it needs room for
@@ -87,7 +96,10 @@ def choose(jobs: Jobs, shortfall: int, protected_tenants: np.ndarray, budget_gpu
     Cost is GPU-seconds of progress since the job (re)started, so a job that
     just started is taken before one that has been running for hours. Only
     running low-priority jobs of unprotected tenants are candidates: high and
-    normal priority work is never touched.
+    normal priority work is never touched. A candidate the health step found idle
+    or hung (``Jobs.idle``) comes before every busy one (cheapest first among
+    them): its GPUs do no work, so taking them loses the least; the budgets and
+    the minimum run time (exempt jobs are not passed in) bind it as any other.
 
     The cost-aware rule without a per-node view: the last ``gated`` GPUs of the shortfall are for forecast demand
     worth ``worth_per_gpu`` GPU-minutes per GPU cleared; once the rest is covered, only jobs whose loss per GPU
@@ -102,7 +114,8 @@ def choose(jobs: Jobs, shortfall: int, protected_tenants: np.ndarray, budget_gpu
     if idx.size == 0:
         return idx
     cost = jobs.gpus[idx] * jobs.runtime_s[idx]
-    order = idx[np.lexsort((jobs.runtime_s[idx], cost))]
+    idle = idle_of(jobs, idx)
+    order = idx[np.lexsort((jobs.runtime_s[idx], cost) if idle is None else (jobs.runtime_s[idx], cost, ~idle))]
     gpus = jobs.gpus[order]
     if gated > 0 and gate is not None:
         # the waiting demand first, from every candidate; the forecast's only from jobs that lose less than it is
@@ -142,7 +155,9 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
     GPUs free or draining count first (no preemption), best fit, so whole nodes stay whole. For each job
     still without a place, a node is cleared: its cheapest low-priority jobs of unprotected tenants until the
     job fits there; nodes held for ``t`` (or its pool) first, because there the freed GPUs cannot be taken by
-    anyone else while they drain and wait for the job; among those, the cheapest. GPUs freed on nodes where
+    anyone else while they drain and wait for the job; among those, the cheapest. Jobs the health step found
+    idle or hung (``Jobs.idle``) are the cheapest: on a node they are taken first, and the node chosen is the one
+    whose clearing loses the fewest GPU-seconds of busy jobs (then the fewest in all). GPUs freed on nodes where
     no waiting job fits are never preempted. Nothing is preempted when the jobs without a place ask fewer
     than ``min_gpus`` GPUs. Returns (job indices, jobs placed, jobs left without a place); ``cleared_for``, when
     given, receives the protected tenant each chosen job was preempted for, in the same order.
@@ -197,7 +212,10 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
     if idx.size == 0:
         return empty, placed, left
     cost = jobs.gpus[idx] * jobs.runtime_s[idx]
-    idx = idx[np.lexsort((jobs.runtime_s[idx], cost, node_of[idx]))]
+    idle = idle_of(jobs, idx)
+    idx = idx[np.lexsort((jobs.runtime_s[idx], cost, node_of[idx]) if idle is None
+                         else (jobs.runtime_s[idx], cost, ~idle, node_of[idx]))]
+    c_idle = None if idle is None else np.asarray(jobs.idle[idx], dtype=bool)
     c_node = node_of[idx]
     c_g = jobs.gpus[idx].astype(np.int64)
     c_cost = (jobs.gpus[idx] * jobs.runtime_s[idx]).astype(float)
@@ -246,10 +264,17 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
                     if refused is not None:
                         refused.extend([int(t)] * int(need[t]))
                     break
-            c = np.where(ok, cum_c[np.minimum(pos, idx.size - 1)] - base_c, np.inf)
+            last = np.minimum(pos, idx.size - 1)
+            c = np.where(ok, cum_c[last] - base_c, np.inf)
             if (ok & own).any():  # a node held for t first: what it frees waits there for t's job
                 c = np.where(own, c, np.inf)
-            best = int(np.argmin(c))
+            if c_idle is None:
+                best = int(np.argmin(c))
+            else:  # the fewest GPU-seconds of busy jobs lost first; then the fewest in all
+                busy = np.where(taken | c_idle, 0.0, c_cost)
+                cum_b = np.cumsum(busy)
+                cb = np.where(np.isfinite(c), cum_b[last] - (cum_b[starts] - busy[starts]), np.inf)
+                best = int(np.lexsort((c, cb))[0])
             sl = np.arange(starts[best], pos[best] + 1)
             sl = sl[~taken[sl]]
             taken[sl] = True

@@ -31,6 +31,9 @@ class Jobs:
     node: np.ndarray         # str node name ("" when pending)
     accepts: np.ndarray | None = None  # per job, a tuple of GPU types in order of preference (() = any type);
                                        # None: every job accepts any type (a one-model cluster)
+    idle: np.ndarray | None = None     # per job, bool: the job health step found it idle or hung (its GPUs do no
+                                       # work), so a hold takes its GPUs before a busy job's; False or None
+                                       # (unknown: no telemetry, no health step) is busy
 
     @staticmethod
     def empty() -> "Jobs":
@@ -44,7 +47,8 @@ class Jobs:
     def select(self, mask: np.ndarray) -> "Jobs":
         return Jobs(*(getattr(self, f)[mask] for f in ("ids", "tenant", "gpus", "priority", "running",
                                                           "runtime_s", "wait_s", "node")),
-                    accepts=None if self.accepts is None else self.accepts[mask])
+                    accepts=None if self.accepts is None else self.accepts[mask],
+                    idle=None if self.idle is None else self.idle[mask])
 
 
 @dataclass(frozen=True)

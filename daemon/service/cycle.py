@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 
 from daemon import policy
@@ -19,6 +20,7 @@ from daemon.forecasting.choose import WithFallback, baseline
 from daemon.forecasting.quality import ForecastQuality
 from daemon.policy.events import plan_events
 from daemon.policy.safe import safe_default
+from daemon.policy.state import ClusterState
 from daemon.policy.types import OperatorInputs, Plan, PolicyMemory
 from daemon.service.telemetry import DaemonMetrics
 from daemon.sources.base import Collected, Source, SourceError
@@ -28,6 +30,28 @@ from forecaster.baselines import Forecaster
 from forecaster.types import Forecast
 
 log = logging.getLogger("gpu_autoscaler.cycle")
+
+
+IDLE_KINDS = ("idle", "hung")   # health findings whose job's GPUs do no work (docs/health.md)
+
+
+def with_idle(state: ClusterState, health: dict | None) -> ClusterState:
+    """The snapshot with ``Jobs.idle`` set from the last health step's findings, so that a hold takes the GPUs of
+    idle (or hung) low-priority jobs before those of busy ones (daemon/policy/preemption.py).
+
+    Only a finding makes a job idle: a job with no telemetry, or refused telemetry, has none and stays busy, and
+    a health step that failed (``error``) or did not run marks nothing. Unchanged (``idle`` None) when no running
+    job of the snapshot has such a finding, so the plan is then exactly what it is without the health step."""
+    if not health or health.get("error") or len(state.jobs) == 0:
+        return state
+    found = {str(o.get("job")) for o in health.get("outcomes") or () if o.get("kind") in IDLE_KINDS}
+    if not found:
+        return state
+    jobs = state.jobs
+    idle = np.asarray(pd.Index(jobs.ids).astype(str).isin(list(found)), dtype=bool) & jobs.running   # hashed
+    if not idle.any():
+        return state
+    return dataclasses.replace(state, jobs=dataclasses.replace(jobs, idle=idle))
 
 
 @dataclass
@@ -86,6 +110,7 @@ class CycleRunner:
         self.cycles = 0
         self.health = None  # daemon/service/health.py HealthRunner; wiring sets it when health.enabled
         self.last_health: dict | None = None   # its last view, published in the Snapshot
+        self.last_health_cycle = -1   # the cycle that made last_health: the next plan reads its idle findings
         if self.last_plan is not None:
             log.info("restored last good plan from %s (%d reservations, rate level %d)", self.last_plan.at,
                      len(self.last_plan.reservations), self.memory.rate_level)
@@ -200,6 +225,7 @@ class CycleRunner:
             log.exception("job health step failed")
             return []
         self.last_health = res.view
+        self.last_health_cycle = self.cycles
         if self.acting and (res.budget_gpus, res.budget_jobs) != avail:
             self.memory = dataclasses.replace(self.memory, budget_gpus=res.budget_gpus, budget_jobs=res.budget_jobs,
                                               budget_at=now)
@@ -291,7 +317,9 @@ class CycleRunner:
         ops = self.operator_inputs() if self.operator_inputs is not None else None
         # the preemption budget runs on wall-clock time; the embedded simulator's clock is its own (simulated)
         now = None if self.cfg.source.kind == "simulator" else self.clock()
-        plan = policy.plan(fc, state, self.memory, self.cfg, self.last_plan, ops, now=now)
+        # the health step runs after the plan: this plan reads the findings of the cycle before (none older)
+        health = self.last_health if self.last_health_cycle == self.cycles - 1 else None
+        plan = policy.plan(fc, with_idle(state, health), self.memory, self.cfg, self.last_plan, ops, now=now)
         if plan.stale and self.plan_too_old():
             plan = self._safe_default(state, "stale data")
         elif plan.stale:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from daemon.policy.state import Jobs
 from daemon.sim.cluster import RUNNING, SimCluster
 
 BUSY, IDLE, HUNG = 0, 1, 2
@@ -120,3 +121,13 @@ class Activity:
             ok &= np.isin(ten, tenants)
         sel = ids[ok]
         return sel[np.argsort(-self.idle_steps[sel], kind="stable")]
+
+    def idle_mask(self, jobs: Jobs, min_steps: int) -> np.ndarray:
+        """``Jobs.idle`` for a snapshot of the cluster (``SimCluster.state`` without id formatters: integer ids):
+        running jobs idle or hung for ``min_steps`` or more, as `idle_jobs` finds them, so that a replay's holds
+        take their GPUs first as the daemon's do from its health findings (daemon/service/cycle.py `with_idle`)."""
+        ids = np.asarray(jobs.ids, dtype=np.int64)
+        known = ids < self.idle_steps.size
+        quiet = np.zeros(ids.size, dtype=bool)
+        quiet[known] = self.idle_steps[ids[known]] >= min_steps
+        return quiet & jobs.running

@@ -3,10 +3,13 @@ allocation weighted by activity, idle jobs are found longest first; and why Heli
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
 
+from daemon.policy.preemption import choose
 from daemon.sim.activity import BUSY, IDLE, Activity, ActivityParams
 from daemon.sim.cluster import SimCluster
 from tests.conftest import REPO
@@ -49,6 +52,23 @@ def test_busy_gpus_are_allocation_weighted_by_activity_and_idle_jobs_come_longes
         c.step(np.array([4.0, 4.0]))
         a.step(c)
     assert a.state[ids[0]] == BUSY or a.idle_steps[ids[0]] < 70
+
+
+def test_the_idle_mask_feeds_the_policy_so_a_hold_takes_the_idle_job_first():
+    c = cluster(4)
+    a = Activity(2, ActivityParams(idle_share=0.0, hang_per_step=0.0), seed=0)
+    a.step(c)
+    state = c.state(("a", "b"), ("normal", "low"), pd.Timestamp("2026-01-06T12:00:00Z"), 60)
+    low = state.jobs.ids[state.jobs.running & (state.jobs.tenant == 1)]
+    a.state[low[-1]] = IDLE
+    a.idle_steps[low[-1]] = 70
+    a.idle_steps[low[0]] = 10                 # idle, but not for long enough
+    mask = a.idle_mask(state.jobs, 60)
+    assert list(state.jobs.ids[mask]) == [low[-1]]
+    keep = np.array([True, False])            # tenant a protected; b's jobs all started together (same cost)
+    assert list(choose(state.jobs, 1, keep, 100, 100)) != [int(np.flatnonzero(state.jobs.ids == low[-1])[0])]
+    jobs = dataclasses.replace(state.jobs, idle=mask)
+    assert list(jobs.ids[choose(jobs, 1, keep, 100, 100)]) == [low[-1]]
 
 
 @pytest.mark.skipif(not DATA.exists(), reason="the Helios trace is not here")
