@@ -471,7 +471,7 @@ def select_compare(a) -> dict:
                     runs = run_replay(w, cfg, model, steps=steps, settings=default_sweep(("predictive",)),
                                       forecast_every=1)
                     summ = [m.summary() for m in runs]
-                    cmp_ = replay_report.compare(base_s + summ, 0.85 if case == "synthetic" else None)
+                    cmp_ = replay_report.compare(base_s + summ, targets.REPLAY_BY_CASE.get(case, {}))
                     default = next(x for x in summ if x["knobs"] == {"quantile": 0.9, "headroom": 0.05})
                     replays[name] = {"comparison": cmp_, "default_point": _replay_row(default),
                                      "held_out_scores": {**_peak_row(models[name]),
