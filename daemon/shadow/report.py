@@ -32,12 +32,14 @@ TIERS = ("high", "normal", "low")
 EPS = 1e-9
 
 
-def demand_seen(records: Iterable[dict]) -> pd.DataFrame:
-    """The demand the records saw, one row per distinct `seen_at` (the last record's value wins)."""
+def demand_seen(records: Iterable[dict], tenant: str | None = None) -> pd.DataFrame:
+    """The demand the records saw, one row per distinct `seen_at` (the last record's value wins); `tenant`: that
+    tenant's column only."""
     rows: dict[pd.Timestamp, dict[str, float]] = {}
     for r in records:
         at = pd.Timestamp(r["seen_at"])
-        rows[at] = {t: (np.nan if d.get("seen") is None else float(d["seen"])) for t, d in tenant_rows(r).items()}
+        rows[at] = {t: (np.nan if d.get("seen") is None else float(d["seen"]))
+                    for t, d in tenant_rows(r, tenant).items()}
     if not rows:
         return pd.DataFrame()
     f = pd.DataFrame.from_dict(rows, orient="index").sort_index()
@@ -65,44 +67,67 @@ def _finish(a: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _next_times(ats: list[pd.Timestamp]) -> list[pd.Timestamp | None]:
+    """For each time of a sorted list, the first later time strictly after it (None for the last ones): one
+    backwards pass, not a scan of the rest per record (which made the report quadratic)."""
+    out: list[pd.Timestamp | None] = [None] * len(ats)
+    for k in range(len(ats) - 2, -1, -1):
+        out[k] = ats[k + 1] if ats[k + 1] > ats[k] else out[k + 1]
+    return out
+
+
 def shadow_report(records: list[dict], demand: pd.DataFrame | None = None, tenant: str | None = None) -> dict:
     """The report over `records` (oldest first or not: they are ordered by `seen_at`); `tenant` keeps that
-    tenant's rows only (a tenant token's view)."""
-    recs = sorted(records, key=lambda r: (pd.Timestamp(r["seen_at"]), r.get("cycle", 0)))
-    recs = [{**r, "tenants": tenant_rows(r)} for r in recs]  # one decoding per record
+    tenant's rows only (a tenant token's view), and decodes no other tenant's.
+
+    Linear in the records: each record's windows of the demand seen are found by binary search in the sorted
+    times (not boolean masks over all of them) and read as slices of one array."""
+    keyed = sorted(((pd.Timestamp(r["seen_at"]), r.get("cycle", 0), i) for i, r in enumerate(records)),
+                   key=lambda x: x[:2])
+    ats = [x[0] for x in keyed]
+    recs = [{**records[i], "tenants": tenant_rows(records[i], tenant)} for _, _, i in keyed]  # one decoding each
     if not recs:
         return {"cycles": 0, "tenants": {}, "tiers": {}, "from": None, "to": None, "quantile": None,
                 "preemptions": 0, "hold_cycles": 0}
     seen = demand if demand is not None else demand_seen(recs)
     seen = seen.sort_index()
+    if tenant is not None:
+        seen = seen[[c for c in seen.columns if c == tenant]]
     times = seen.index
+    vals = seen.to_numpy(dtype=float) if len(seen.columns) else np.empty((len(times), 0))
+    col = {c: j for j, c in enumerate(seen.columns)}
+    nxts = _next_times(ats)
     per: dict[str, dict] = defaultdict(_new)
     tier_of: dict[str, str] = {}
     for k, r in enumerate(recs):
-        at = pd.Timestamp(r["seen_at"])
+        at = ats[k]
         step = pd.Timedelta(seconds=int(r["step_s"]))
         horizon = int(r["horizon_steps"])
         end = at + horizon * step
-        nxt = next((pd.Timestamp(x["seen_at"]) for x in recs[k + 1:] if pd.Timestamp(x["seen_at"]) > at), None)
+        nxt = nxts[k]
         until = min(end, nxt) if nxt is not None else min(end, at + step)
-        covered = seen.loc[(times > at) & (times <= until)]
-        ahead = seen.loc[(times > at) & (times <= end)]
-        whole = len(ahead) >= horizon and (len(ahead) == 0 or ahead.index[-1] >= end)
-        one = seen.loc[times == at + step]
+        i0 = int(times.searchsorted(at, side="right"))           # first time after the decision
+        i_until = int(times.searchsorted(until, side="right"))   # covered: (at, until]
+        i_end = int(times.searchsorted(end, side="right"))       # ahead: (at, end]
+        n_ahead = max(i_end - i0, 0)
+        whole = n_ahead >= horizon and (n_ahead == 0 or times[i_end - 1] >= end)
+        j1 = int(times.searchsorted(at + step, side="left"))
+        one = j1 if j1 < len(times) and times[j1] == at + step else None  # the row seen one step later
         for t, d in r["tenants"].items():
             if tenant is not None and t != tenant:
                 continue
             a = per[t]
             tier_of[t] = d.get("tier", "normal")
             a["cycles"] += 1
+            c = col.get(t)
             hold = int(d.get("hold") or 0)
             used = d.get("used")
             if hold > 0:
                 a["hold_cycles"] += 1
                 a["held_gpu_cycles"] += hold
-                if used is not None and t in covered.columns:
+                if used is not None and c is not None:
                     extra = max(hold - float(used), 0.0)
-                    got = covered[t].to_numpy(dtype=float)
+                    got = vals[i0:max(i_until, i0), c]
                     grow = np.clip(np.nan_to_num(got - float(used), nan=0.0), 0.0, extra)
                     a["waits_avoided_gpu_min"] += float(grow.sum()) * step.total_seconds() / 60.0
             rate, rr = d.get("rate"), d.get("request_rate")
@@ -112,12 +137,14 @@ def shadow_report(records: list[dict], demand: pd.DataFrame | None = None, tenan
             if (d.get("level") or 0) > 0:
                 a["tightened_cycles"] += 1
             fn, fp = d.get("fc_next"), d.get("fc_peak")
-            if fn is not None and t in one.columns and len(one) and np.isfinite(one[t].iloc[0]):
+            if fn is not None and c is not None and one is not None and np.isfinite(vals[one, c]):
                 a["cov_next"][1] += 1
-                a["cov_next"][0] += int(float(one[t].iloc[0]) <= fn + EPS)
-            if fp is not None and whole and t in ahead.columns and np.isfinite(ahead[t].to_numpy(dtype=float)).all():
-                a["cov_peak"][1] += 1
-                a["cov_peak"][0] += int(float(ahead[t].max()) <= fp + EPS)
+                a["cov_next"][0] += int(float(vals[one, c]) <= fn + EPS)
+            if fp is not None and whole and c is not None:
+                ahead = vals[i0:i0 + n_ahead, c]
+                if np.isfinite(ahead).all():
+                    a["cov_peak"][1] += 1
+                    a["cov_peak"][0] += int(len(ahead) > 0 and float(ahead.max()) <= fp + EPS)
         for p in r.get("preemptions", []):
             if tenant is None or p["tenant"] == tenant:
                 a = per[p["tenant"]]

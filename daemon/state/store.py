@@ -226,8 +226,13 @@ class StateStore:
     def shadow_records(self, limit: int | None = None) -> list[dict]:
         """The newest `limit` shadow records (all when None), oldest first."""
         q = "SELECT record FROM shadow ORDER BY id DESC" + (" LIMIT ?" if limit is not None else "")
-        with self._lock:
-            rows = self._db.execute(q, (limit,) if limit is not None else ()).fetchall()
+        # a connection of its own, read-only, not the store's lock: a large read (the console's report) must not
+        # hold up the cycle's writes (save_cycle, log_events, save_shadow); WAL lets it read while they commit
+        db = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            rows = db.execute(q, (limit,) if limit is not None else ()).fetchall()
+        finally:
+            db.close()
         return [unpack(r[0]) for r in reversed(rows)]
 
     def plan_count(self) -> int:

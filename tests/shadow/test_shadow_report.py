@@ -172,3 +172,35 @@ def test_the_store_keeps_shadow_records_compressed_and_bounded(tmp_path):
         assert [r["cycle"] for r in s.shadow_records()] == [10]
     finally:
         s.close()
+
+
+@pytest.mark.security
+def test_reading_shadow_records_does_not_hold_the_store_lock(tmp_path):
+    # the console's report reads many records: the read must not take the lock the cycle's writes need (nor wait
+    # for it), so a large read never holds up save_cycle / log_events / save_shadow
+    import threading
+
+    s = StateStore(tmp_path / "s.sqlite")
+    try:
+        s.save_shadow(rec(0, {"hi": t("high", 1.0)}))
+        got: list = []
+        with s._lock:  # as if a writer held it (or as a writer would wait on a reader that held it)
+            th = threading.Thread(target=lambda: got.append(s.shadow_records()), daemon=True)
+            th.start()
+            th.join(5)
+            assert not th.is_alive(), "shadow_records waited for the store lock"
+        assert [r["cycle"] for r in got[0]] == [1]
+    finally:
+        s.close()
+
+
+def test_report_windows_are_the_same_with_repeated_and_unsorted_times():
+    # the linear report (binary search, one backwards pass for the next decision) gives the figures the
+    # hand-computed report gives whatever the records' order, and repeated seen_at take the newest cycle's demand
+    hi = [t("high", 2, hold=8, fc_next=5, fc_peak=11), t("high", 6, hold=8, fc_next=12, fc_peak=12),
+          t("high", 10, used=8, fc_next=4, fc_peak=20), t("high", 4, fc_next=4, fc_peak=4)]
+    records = [rec(k, {"hi": hi[k]}) for k in range(4)]
+    dup = {**rec(1, {"hi": t("high", 6, used=6, hold=0)}), "cycle": 0}  # an older cycle with the same seen_at
+    rep = shadow_report(list(reversed(records)) + [dup])["tenants"]["hi"]
+    assert rep["hold_cycles"] == 2 and rep["waits_avoided_gpu_min"] == 6 and rep["cycles"] == 5
+    assert rep["coverage_next_scored"] == 3 and rep["coverage_next"] == pytest.approx(2 / 3)  # dup: no forecast
