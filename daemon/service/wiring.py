@@ -171,7 +171,7 @@ def shadow_log(lease: Any, cfg: Config, store: StateStore | None):
     from daemon.shadow.log import RedisShadowLog, StoreShadowLog
 
     if lease is not None and cfg.ha.backend == "redis":
-        return RedisShadowLog(lease.client, cfg.ha.prefix, cfg.state.shadow_max_rows)
+        return RedisShadowLog(lease.client, cfg.ha.prefix, cfg.state.shadow_max_rows, lease=lease)
     return StoreShadowLog(store) if store is not None else None
 
 

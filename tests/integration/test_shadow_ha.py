@@ -58,3 +58,27 @@ redis_url = "{redis_url}"
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["cycles"] == 5
+
+
+@pytest.mark.security
+def test_a_deposed_leader_cannot_append_shadow_records(r, redis_url, tmp_path):
+    # a leads; its lease is taken over by b while a still believes it leads (a paused past its TTL, woken before
+    # its lease thread noticed): a's record is refused by the fencing check in the same step as the append, so the
+    # report does not count the period twice
+    a = build_runtime(parse_config(config(redis_url, "a", tmp_path)))
+    b = build_runtime(parse_config(config(redis_url, "b", tmp_path)))
+    try:
+        assert a.lease.tick() and not b.lease.tick()
+        a.runner.run_once()
+        assert r.xlen("gpuas:shadow") == 1
+        r.delete("gpuas:leader")                            # a's lease lapsed while it was paused
+        assert b.lease.tick() and b.lease.token > a.lease.token
+        assert a.lease.is_leader()                          # a's own view has not caught up yet
+        a.runner.run_once()                                 # a's cycle: it acts as leader, but writes no record
+        b.runner.run_once()
+        assert r.xlen("gpuas:shadow") == 2
+        recs = DaemonBackend(b, health=lambda: {}, submit_alerts=None).shadow_records(None)
+        assert [x["cycle"] for x in recs] == [1, 1]         # a's first cycle, b's first: nothing from a's second
+    finally:
+        a.close()
+        b.close()

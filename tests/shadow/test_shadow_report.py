@@ -204,3 +204,31 @@ def test_report_windows_are_the_same_with_repeated_and_unsorted_times():
     rep = shadow_report(list(reversed(records)) + [dup])["tenants"]["hi"]
     assert rep["hold_cycles"] == 2 and rep["waits_avoided_gpu_min"] == 6 and rep["cycles"] == 5
     assert rep["coverage_next_scored"] == 3 and rep["coverage_next"] == pytest.approx(2 / 3)  # dup: no forecast
+
+
+@pytest.mark.security
+def test_a_replica_deposed_during_the_cycle_writes_no_record(tmp_path, monkeypatch):
+    # the lease is checked again right before the write: a replica that led when the cycle began and lost the
+    # lease since (paused, woken after a takeover) must not add a record for a period the new leader records
+    import daemon.shadow.record as record
+    from daemon.service.wiring import build_runtime
+
+    cfg = Config(actuators={"dry_run": True, "enabled": ["log", "simulator"]}, state={"path": tmp_path / "s.sqlite"},
+                 server={"enabled": False})
+    made = []
+    real = record.make_record
+
+    def make(*args, **kwargs):  # the lease is lost while the second cycle's record is being made
+        made.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(record, "make_record", make)
+    rt = build_runtime(cfg)
+    try:
+        rt.runner.may_act = lambda: len(made) < 2
+        rt.runner.run_once()
+        rt.runner.run_once()
+        assert len(made) == 2 and rt.runner.acting  # the second cycle began as the leader and made its record
+        assert [r["cycle"] for r in rt.runner.store.shadow_records()] == [1]
+    finally:
+        rt.close()
