@@ -141,7 +141,7 @@ def test_a_far_outlier_timestamp_is_refused_before_resampling(tmp_path):
     r = CliRunner().invoke(cli, ["-c", str(toml), "simulate", "--data", str(csv), "--strategies", "reactive"])
     assert r.exit_code == 1, r.output
     lines = [x for x in r.output.strip().splitlines() if x]
-    assert len(lines) == 1 and lines[0].startswith("gpu-autoscaler: simulate: "), r.output
+    assert len(lines) == 1 and lines[0].startswith("gpu-autoscaler: simulate: "), (r.output, repr(r.exception))
     assert "span" in lines[0] and "105,190,561 steps of 60 s" in lines[0] and "5 distinct times" in lines[0]
     # the reader retrain --data uses is the same one, and a file with gaps within the bound still reads
     from daemon.forecasting.retrain import DataError, read_history_file
