@@ -518,8 +518,16 @@ def recommend_cmd(replay: Path, minimize: str | None, subject_to: tuple[str, ...
 
     try:
         obj = rec.objective(minimize, subject_to or None)
+    except rec.ObjectiveError as exc:
+        _fail(f"recommend: {exc}", 1)
+    try:
         doc = json.loads(replay.read_text())
+    except ValueError as exc:  # not JSON (or not UTF-8): bad input, exit 2 as for a bad argument
+        _fail(f"recommend: {replay}: not JSON: {exc}", 2)
+    try:
         r = rec.recommend(doc, obj)
+    except rec.ReplayError as exc:  # JSON, but not a replay's shape
+        _fail(f"recommend: {replay}: {exc}", 2)
     except (rec.ObjectiveError, ValueError, KeyError) as exc:
         _fail(f"recommend: {replay}: {exc}", 1)
     click.echo(json.dumps(r, indent=2) if as_json else rec.text(r))
