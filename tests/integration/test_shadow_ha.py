@@ -82,3 +82,27 @@ def test_a_deposed_leader_cannot_append_shadow_records(r, redis_url, tmp_path):
     finally:
         a.close()
         b.close()
+
+
+@pytest.mark.security
+def test_the_shadow_stream_is_trimmed_by_age_too(r, redis_url, tmp_path):
+    # records older than state.shadow_keep_days go at the next append, as in the SQLite store (a count alone let
+    # large records pile up for months in the lease's Redis). Stream ids are Redis's clock in ms: entries
+    # written "two days ago" and "an hour ago" are given those ids.
+    from daemon.state.store import pack
+
+    cfg = config(redis_url, "a", tmp_path)
+    cfg["state"]["shadow_keep_days"] = 1.0
+    a = build_runtime(parse_config(cfg))
+    try:
+        sec, usec = r.time()
+        now_ms = sec * 1000 + usec // 1000
+        old, recent = f"{now_ms - 2 * 86_400_000}-0", f"{now_ms - 3_600_000}-0"
+        for sid in (old, recent):
+            r.xadd("gpuas:shadow", {"r": pack({"cycle": 0, "seen_at": "2026-01-01T00:00:00Z"})}, id=sid)
+        assert a.lease.tick()
+        a.runner.run_once()
+        ids = [x[0].decode() for x in r.xrange("gpuas:shadow")]
+        assert len(ids) == 2 and ids[0] == recent, ids     # the two-day-old entry is gone, the recent one stays
+    finally:
+        a.close()
