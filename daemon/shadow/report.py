@@ -76,9 +76,12 @@ def _next_times(ats: list[pd.Timestamp]) -> list[pd.Timestamp | None]:
     return out
 
 
-def shadow_report(records: list[dict], demand: pd.DataFrame | None = None, tenant: str | None = None) -> dict:
+def shadow_report(records: list[dict], demand: pd.DataFrame | None = None, tenant: str | None = None,
+                  private: bool = False) -> dict:
     """The report over `records` (oldest first or not: they are ordered by `seen_at`); `tenant` keeps that
-    tenant's rows only (a tenant token's view), and decodes no other tenant's.
+    tenant's rows only (a tenant token's view), and decodes no other tenant's. `private` (the console's tenant
+    view): no figure drawn from other tenants' jobs either: `preemptions_for` (how many of others' jobs would have
+    been preempted for it) is None, as whom a preemption made room for is the operator's to know.
 
     Linear in the records: each record's windows of the demand seen are found by binary search in the sorted
     times (not boolean masks over all of them) and read as slices of one array."""
@@ -152,9 +155,12 @@ def shadow_report(records: list[dict], demand: pd.DataFrame | None = None, tenan
                 a["preemptions"] += 1
                 a["preempted_gpus"] += int(p["gpus"])
                 a["work_lost_gpu_min"] += float(p.get("lost_gpu_min") or 0.0)
-            if p.get("for_tenant") and (tenant is None or p["for_tenant"] == tenant):
+            if p.get("for_tenant") and not private and (tenant is None or p["for_tenant"] == tenant):
                 per[p["for_tenant"]]["preemptions_for"] += 1
                 tier_of.setdefault(p["for_tenant"], r["tenants"].get(p["for_tenant"], {}).get("tier", "normal"))
+    if private:
+        for a in per.values():
+            a["preemptions_for"] = None
     tiers: dict[str, dict] = {}
     for tr in TIERS:
         agg = _new()
@@ -165,6 +171,8 @@ def shadow_report(records: list[dict], demand: pd.DataFrame | None = None, tenan
             for key, v in per[t].items():
                 if key.startswith("cov_"):
                     agg[key] = [agg[key][0] + v[0], agg[key][1] + v[1]]
+                elif v is None or agg[key] is None:
+                    agg[key] = None
                 else:
                     agg[key] += v
         agg["tenants"] = len(names)
@@ -186,9 +194,12 @@ def table(rep: dict) -> str:
     def pct(x):
         return "-" if x is None else f"{100 * x:.0f}"
 
+    def dash(x):
+        return "-" if x is None else x
+
     def row(name, tier, a):
         return (f"{name:<28} {tier:<6} {a['cycles']:>6} {a['hold_cycles']:>6} {a['waits_avoided_gpu_min']:>8.0f} "
-                f"{a['preemptions']:>7} {a['work_lost_gpu_min']:>8.0f} {a['preemptions_for']:>5} "
+                f"{a['preemptions']:>7} {a['work_lost_gpu_min']:>8.0f} {dash(a['preemptions_for']):>5} "
                 f"{pct(a['throttled_share']):>6} {pct(a['tightened_share']):>6} {pct(a['coverage_next']):>5} "
                 f"{pct(a['coverage_peak']):>5}")
 

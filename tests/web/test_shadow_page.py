@@ -174,9 +174,18 @@ def test_browser_operator_sees_the_shadow_report_of_the_recorded_cycles(dry_daem
 
 
 @pytest.mark.security
-def test_browser_tenant_token_sees_only_its_own_tenant_on_the_shadow_page(dry_daemon):
-    base, records = dry_daemon
+def test_browser_tenant_token_sees_only_its_own_tenant_on_the_shadow_page(busy_daemon):
+    # over 1,440 recorded cycles where tier-mates hold in different cycles: a tier row built from the tier's
+    # tenants would differ from the tenant's own row (checked below), so the page's tier row must be its own
+    base, records = busy_daemon
+    newest = records[-SHADOW_CYCLES:]
+    everyone = shadow_report(newest)
     for token, mine, other in ((T1, "tenant-0001", "tenant-0002"), (T2, "tenant-0002", "tenant-0001")):
+        mine_rep = shadow_report(newest, tenant=mine, private=True)
+        own = mine_rep["tenants"][mine]
+        tier = own["tier"]
+        whole = everyone["tiers"][tier]
+        assert whole["tenants"] > 1 and whole["hold_cycles"] != own["hold_cycles"], "the case must tell them apart"
         with chromium() as new_page:
             page = new_page()
             page.goto(f"{base}/ui/login")
@@ -186,13 +195,33 @@ def test_browser_tenant_token_sees_only_its_own_tenant_on_the_shadow_page(dry_da
             assert rows == [f"tenant-{mine}"]
             body = page.eval("document.body.innerText")
             assert other not in body and "tenant-0000" not in body
-            # its tier row is its own figures, not the tier's across tenants
-            mine_rep = shadow_report(records, tenant=mine)
-            tier = mine_rep["tenants"][mine]["tier"]
+            # its tier row is its own figures, cell for cell, not the tier's across tenants
             assert page.eval("Array.from(document.querySelectorAll('#shadow-tiers tr[id]')).map(r => r.id)") \
                 == [f"tier-{tier}"]
-            assert int(cells(page, f"tier-{tier}")[2]) == mine_rep["tenants"][mine]["hold_cycles"]
+            tier_cells, own_cells = cells(page, f"tier-{tier}"), cells(page, f"tenant-{mine}")
+            assert tier_cells[2:] == own_cells[2:]
+            assert [int(tier_cells[2]), int(tier_cells[3]), int(tier_cells[4])] == [
+                own["hold_cycles"], round(own["waits_avoided_gpu_min"]), own["preemptions"]]
             page.screenshot(ARTEFACTS / f"shadow-{mine}.png")
+
+
+@pytest.mark.security
+def test_a_tenant_page_does_not_count_others_jobs_preempted_for_it(busy_daemon):
+    # the records hold other tenants' jobs preempted for tenant-0001: the operator sees how many, the tenant does
+    # not (whom a preemption made room for is the operator's to know)
+    base, records = busy_daemon
+    newest = records[-SHADOW_CYCLES:]
+    n_for = shadow_report(newest)["tenants"]["tenant-0001"]["preemptions_for"]
+    assert n_for > 0, "the case must preempt others' jobs for tenant-0001"
+    op = httpx.Client(base_url=base, timeout=60)
+    assert op.post("/ui/login", data={"token": OP, "next": "/ui/"}).status_code == 303
+    text = op.get("/ui/shadow").text
+    assert "preempted for it" in text and f'<td class="num for-it">{n_for}</td>' in text
+    ten = httpx.Client(base_url=base, timeout=60)
+    assert ten.post("/ui/login", data={"token": T1, "next": "/ui/"}).status_code == 303
+    r = ten.get("/ui/shadow")
+    assert r.status_code == 200 and "tenant-tenant-0001" in r.text
+    assert "preempted for it" not in r.text and "for-it" not in r.text
 
 
 @pytest.mark.security

@@ -350,7 +350,7 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
         tenant = None if p.operator else p.tenant
 
         def report() -> dict:
-            return shadow_report(backend.shadow_records(limit), tenant=tenant)
+            return shadow_report(backend.shadow_records(limit), tenant=tenant, private=tenant is not None)
 
         rep = await run_in_threadpool(report)  # off the event loop: /healthz and other pages keep answering
         return page(request, "shadow.html", who=p, title="What it would have done", rep=rep,
