@@ -567,12 +567,10 @@ def shadow_report_cmd(ctx: click.Context, tenant: str | None, last: int | None, 
                   "true first", 1)
         import sqlite3
 
-        from daemon.state.store import StateStore
+        from daemon.state.store import read_shadow_records
 
-        try:
-            store = StateStore(path)
-            records = store.shadow_records(last)
-            store.close()
+        try:  # read-only: the running daemon's file is never written; an operator who may only read it can run this
+            records = read_shadow_records(path, last)
         except sqlite3.Error as exc:
             _fail(f"shadow-report: cannot read {path}: {exc}", 1)
     if not records:

@@ -232,3 +232,42 @@ def test_a_replica_deposed_during_the_cycle_writes_no_record(tmp_path, monkeypat
         assert [r["cycle"] for r in rt.runner.store.shadow_records()] == [1]
     finally:
         rt.close()
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("daemon_running", [True, False])
+def test_shadow_report_reads_the_store_read_only_as_a_user_who_may_only_read_it(daemon_running):
+    # an operator shell that may read the daemon's state store but not write it (the systemd sandbox): the report
+    # opens it read-only (the old code opened it read-write: PRAGMA journal_mode=WAL, CREATE TABLE, ...) and the
+    # file is left as it was
+    import hashlib
+    import os
+    import shutil
+    import tempfile
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run the report as another user")
+    d = Path(tempfile.mkdtemp(dir="/tmp", prefix="ro-store-"))
+    try:
+        d.chmod(0o755)
+        s = StateStore(d / "state.sqlite")
+        for k in range(3):
+            s.save_shadow(rec(k, {"hi": t("high", 2.0, hold=4)}))
+        if not daemon_running:
+            s.close()  # a clean stop: no -wal / -shm beside the file, and the directory is not the user's
+        cfg = d / "c.toml"
+        cfg.write_text(CONFIG.format(dry="true", state=d / "state.sqlite"))
+        cfg.chmod(0o644)
+        before = hashlib.sha256((d / "state.sqlite").read_bytes()).hexdigest()
+        p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m",
+                            "daemon.cli", "-c", str(cfg), "shadow-report", "--json"], cwd=ROOT,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr[-1000:]
+        assert json.loads(p.stdout)["cycles"] == 3
+        assert hashlib.sha256((d / "state.sqlite").read_bytes()).hexdigest() == before
+        if daemon_running:
+            s.save_shadow(rec(3, {"hi": t("high", 2.0)}))  # the daemon goes on writing
+            assert len(s.shadow_records()) == 4
+            s.close()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

@@ -224,3 +224,25 @@ def test_recommend_on_a_replay_of_own_history(tmp_path):
     assert got == rec.recommend({k: v for k, v in doc.items() if k != "recommendation"})
     Config(**tomllib.loads(got["snippet"]))
     assert got["snippet"] in r.output
+
+
+def test_the_history_store_is_read_at_a_path_with_uri_characters(tmp_path):
+    # a state path with ?, # or % (a directory an operator named so): the read-only URI quotes them; built by
+    # string it opened another file name (what precedes '#' or '?') and read nothing
+    from daemon.sim.own import read_history_store
+    from daemon.sources.history import History
+
+    d = tmp_path / "gpu#1 ?x=1 %41"
+    d.mkdir()
+    h = History(60, 30, d / "gpu-history.sqlite")
+    t0 = 1_767_225_600
+
+    def fetch(start_s, end_s, tenants):
+        idx = pd.date_range(pd.Timestamp(start_s, unit="s", tz="UTC"), pd.Timestamp(end_s, unit="s", tz="UTC"),
+                            freq="60s", name="time")
+        return pd.DataFrame({"a": np.arange(len(idx)) % 5, "b": 1.0}, index=idx)
+
+    h.update(fetch, t0 + 60 * 29 + 1)
+    h.close()
+    f = read_history_store(d / "gpu-history.sqlite", 60)
+    assert f is not None and list(f.columns) == ["a", "b"] and len(f) == 30
