@@ -518,8 +518,16 @@ def recommend_cmd(replay: Path, minimize: str | None, subject_to: tuple[str, ...
 
     try:
         obj = rec.objective(minimize, subject_to or None)
+    except rec.ObjectiveError as exc:
+        _fail(f"recommend: {exc}", 1)
+    try:
         doc = json.loads(replay.read_text())
+    except ValueError as exc:  # not JSON (or not UTF-8): bad input, exit 2 as for a bad argument
+        _fail(f"recommend: {replay}: not JSON: {exc}", 2)
+    try:
         r = rec.recommend(doc, obj)
+    except rec.ReplayError as exc:  # JSON, but not a replay's shape
+        _fail(f"recommend: {replay}: {exc}", 2)
     except (rec.ObjectiveError, ValueError, KeyError) as exc:
         _fail(f"recommend: {replay}: {exc}", 1)
     click.echo(json.dumps(r, indent=2) if as_json else rec.text(r))
@@ -559,12 +567,10 @@ def shadow_report_cmd(ctx: click.Context, tenant: str | None, last: int | None, 
                   "true first", 1)
         import sqlite3
 
-        from daemon.state.store import StateStore
+        from daemon.state.store import read_shadow_records
 
-        try:
-            store = StateStore(path)
-            records = store.shadow_records(last)
-            store.close()
+        try:  # read-only: the running daemon's file is never written; an operator who may only read it can run this
+            records = read_shadow_records(path, last)
         except sqlite3.Error as exc:
             _fail(f"shadow-report: cannot read {path}: {exc}", 1)
     if not records:

@@ -579,7 +579,7 @@ class StateConfig(_Strict):
                                  "`gpu-autoscaler shadow-report` and the console (compressed JSON, in the state "
                                  "store or, under HA with Redis, the lease's Redis)")
     shadow_keep_days: float = Field(7.0, gt=0, description="shadow records older than this (by write time) are "
-                                    "deleted")
+                                    "deleted, in the state store and, under HA with Redis, from the lease's stream")
     shadow_max_rows: int = Field(20_160, ge=100, description="and at most this many are kept (a week of 30-s cycles); "
                                  "under HA with Redis, the stream is trimmed to about this many")
 

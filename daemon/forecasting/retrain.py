@@ -52,6 +52,14 @@ class DataError(Exception):
     pass
 
 
+# A history file resampled to the step has one row per step between its first and last time. A file with gaps has
+# more steps than rows, but not without bound: one outlier timestamp (a year 2200 among minutes of 2026) would
+# otherwise make a 5-line file a 100-million-row frame (gigabytes, then MemoryError or the OOM killer). Allowed:
+# SPAN_STEPS_PER_ROW steps per distinct time given (three quarters missing), plus a day of 1-min steps.
+SPAN_STEPS_PER_ROW = 4
+SPAN_SLACK_STEPS = 1440
+
+
 def read_history_file(path: Path, step_s: int) -> pd.DataFrame:
     """CSV or parquet; wide (a `time` column + one column per tenant) or long (`time, tenant, value`)."""
     path = Path(path)
@@ -96,7 +104,15 @@ def check_history(wide: pd.DataFrame, step_s: int, where: str) -> None:
         if s.nunique(dropna=True) == 1:
             raise DataError(f"{where}: column {col!r} is constant ({s.dropna().iloc[0]:g}): "
                             "nothing to forecast; drop it")
-    gaps = pd.Series(wide.index.unique().sort_values()).diff().dt.total_seconds().to_numpy()[1:]
+    times = wide.index.unique().sort_values()
+    if len(times) > 1:  # before any resampling: the frame on the step has one row per step of the whole span
+        steps = int((times[-1] - times[0]) // pd.Timedelta(seconds=step_s)) + 1
+        bound = SPAN_STEPS_PER_ROW * len(times) + SPAN_SLACK_STEPS
+        if steps > bound:
+            raise DataError(f"{where}: the samples span {times[0]} to {times[-1]} ({steps:,} steps of {step_s} s) "
+                            f"but the file has {len(times):,} distinct times (at most {bound:,} steps allowed): "
+                            "a timestamp far from the others?")
+    gaps = pd.Series(times).diff().dt.total_seconds().to_numpy()[1:]
     if len(gaps):
         native = int(np.median(gaps))
         if native <= 0 or (step_s % native and native % step_s):

@@ -166,8 +166,15 @@ class CycleRunner:
             from daemon.shadow.record import make_record
 
             rec = make_record(plan, state, fc, history, self.cfg, self.cycles)
+            # the lease again, right before the write: a replica deposed since the cycle began (paused, then woken
+            # after a takeover) must not add a second record for the period (the report would count it twice);
+            # the Redis log also checks the fencing token in the same step as the append
+            if self.may_act is not None and not self.may_act():
+                log.info("shadow record not written: this replica no longer holds the leader lease")
+                return
             if self.shadow_log is not None:
-                self.shadow_log.append(rec)
+                if not self.shadow_log.append(rec):
+                    log.info("shadow record not written: the fencing token is no longer the lease's")
             else:
                 self.store.save_shadow(rec)
         except Exception as exc:  # a full disk or a Redis blip: the cycle goes on, the record is lost (counted)

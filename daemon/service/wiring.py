@@ -171,7 +171,8 @@ def shadow_log(lease: Any, cfg: Config, store: StateStore | None):
     from daemon.shadow.log import RedisShadowLog, StoreShadowLog
 
     if lease is not None and cfg.ha.backend == "redis":
-        return RedisShadowLog(lease.client, cfg.ha.prefix, cfg.state.shadow_max_rows)
+        return RedisShadowLog(lease.client, cfg.ha.prefix, cfg.state.shadow_max_rows, lease=lease,
+                              keep_s=cfg.state.shadow_keep_days * 86400)
     return StoreShadowLog(store) if store is not None else None
 
 

@@ -89,19 +89,28 @@ def make_record(plan: Plan, state: ClusterState, fc: Forecast | None, history: p
             "preemptions": pre}
 
 
-def tenants(record: dict) -> dict[str, dict[str, Any]]:
+def tenants(record: dict, only: str | None = None) -> dict[str, dict[str, Any]]:
     """A record's per-tenant figures as {tenant: {field: value}} (None where unknown), whichever way it is stored:
-    column by column (version 2) or one dict per tenant."""
+    column by column (version 2) or one dict per tenant. `only` decodes that tenant's row alone (a tenant's view
+    of a 10,000-tenant record must not cost the decoding of all of them)."""
     if "tenants" in record:
-        return record["tenants"]
-    cols, reasons = record["cols"], record.get("reasons", [])
+        rows = record["tenants"]
+        return rows if only is None else ({only: rows[only]} if only in rows else {})
+    cols, reasons, names = record["cols"], record.get("reasons", []), record["names"]
+    if only is None:
+        idx = range(len(names))
+    else:
+        try:
+            idx = [names.index(only)]
+        except ValueError:
+            return {}
     out: dict[str, dict[str, Any]] = {}
-    for i, t in enumerate(record["names"]):
+    for i in idx:
         d: dict[str, Any] = {"tier": cols["tier"][i]}
         for k in NUMERIC:
             v = cols[k][i]
             d[k] = None if v is None or (isinstance(v, float) and v != v) or (k == "level" and v < 0) else v
         r = cols["limit_reason"][i]
         d["limit_reason"] = reasons[r] if 0 <= r < len(reasons) else None
-        out[t] = d
+        out[names[i]] = d
     return out

@@ -20,7 +20,6 @@ source served), so the report needs the store only; a demand frame (tenant x tim
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any, Iterable
 
 import numpy as np
@@ -32,12 +31,14 @@ TIERS = ("high", "normal", "low")
 EPS = 1e-9
 
 
-def demand_seen(records: Iterable[dict]) -> pd.DataFrame:
-    """The demand the records saw, one row per distinct `seen_at` (the last record's value wins)."""
+def demand_seen(records: Iterable[dict], tenant: str | None = None) -> pd.DataFrame:
+    """The demand the records saw, one row per distinct `seen_at` (the last record's value wins); `tenant`: that
+    tenant's column only."""
     rows: dict[pd.Timestamp, dict[str, float]] = {}
     for r in records:
         at = pd.Timestamp(r["seen_at"])
-        rows[at] = {t: (np.nan if d.get("seen") is None else float(d["seen"])) for t, d in tenant_rows(r).items()}
+        rows[at] = {t: (np.nan if d.get("seen") is None else float(d["seen"]))
+                    for t, d in tenant_rows(r, tenant).items()}
     if not rows:
         return pd.DataFrame()
     f = pd.DataFrame.from_dict(rows, orient="index").sort_index()
@@ -65,69 +66,197 @@ def _finish(a: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def shadow_report(records: list[dict], demand: pd.DataFrame | None = None, tenant: str | None = None) -> dict:
+def _next_times(ats: list[pd.Timestamp]) -> list[pd.Timestamp | None]:
+    """For each time of a sorted list, the first later time strictly after it (None for the last ones): one
+    backwards pass, not a scan of the rest per record (which made the report quadratic)."""
+    out: list[pd.Timestamp | None] = [None] * len(ats)
+    for k in range(len(ats) - 2, -1, -1):
+        out[k] = ats[k + 1] if ats[k + 1] > ats[k] else out[k + 1]
+    return out
+
+
+FIELDS = ("used", "seen", "hold", "rate", "level", "request_rate", "fc_next", "fc_peak")
+
+
+def _names(r: dict, only: str | None) -> list[str]:
+    names = list(r["tenants"]) if "tenants" in r else r["names"]
+    if only is None:
+        return list(names)
+    return [only] if only in names else []
+
+
+def _columns(r: dict, only: str | None) -> tuple[list[str], list[str], dict[str, np.ndarray]]:
+    """One record's per-tenant figures as arrays (NaN where unknown), without a dict per tenant; `only`: that
+    tenant's alone."""
+    names = _names(r, only)
+    if "tenants" in r:  # one dict per tenant (version 1)
+        rows = r["tenants"]
+        tiers = [rows[n].get("tier", "normal") for n in names]
+        f = {k: np.array([rows[n].get(k) for n in names], dtype=float) for k in FIELDS}
+    else:
+        cols = r["cols"]
+        if only is None:
+            tiers = list(cols["tier"])
+            f = {k: np.array(cols[k], dtype=float) for k in FIELDS}
+        else:
+            i = [r["names"].index(only)] if names else []
+            tiers = [cols["tier"][j] for j in i]
+            f = {k: np.array([cols[k][j] for j in i], dtype=float) for k in FIELDS}
+        f["level"][f["level"] < 0] = np.nan  # -1: no limit for the tenant
+    return names, tiers, f
+
+
+def shadow_report(records: list[dict], demand: pd.DataFrame | None = None, tenant: str | None = None,
+                  private: bool = False) -> dict:
     """The report over `records` (oldest first or not: they are ordered by `seen_at`); `tenant` keeps that
-    tenant's rows only (a tenant token's view)."""
-    recs = sorted(records, key=lambda r: (pd.Timestamp(r["seen_at"]), r.get("cycle", 0)))
-    recs = [{**r, "tenants": tenant_rows(r)} for r in recs]  # one decoding per record
-    if not recs:
+    tenant's rows only (a tenant token's view), and decodes no other tenant's. `private` (the console's tenant
+    view): no figure drawn from other tenants' jobs either: `preemptions_for` (how many of others' jobs would have
+    been preempted for it) is None, as whom a preemption made room for is the operator's to know.
+
+    Linear in the records, and vectorised over each record's tenants: each record's windows of the demand seen
+    are found by binary search in the sorted times (not boolean masks over all of them) and read as slices of
+    one array, its figures added into per-tenant arrays (no dict per tenant and record)."""
+    keyed = sorted(((pd.Timestamp(r["seen_at"]), r.get("cycle", 0), i) for i, r in enumerate(records)),
+                   key=lambda x: x[:2])
+    if not keyed:
         return {"cycles": 0, "tenants": {}, "tiers": {}, "from": None, "to": None, "quantile": None,
                 "preemptions": 0, "hold_cycles": 0}
-    seen = demand if demand is not None else demand_seen(recs)
-    seen = seen.sort_index()
-    times = seen.index
-    per: dict[str, dict] = defaultdict(_new)
+    ats = [x[0] for x in keyed]
+    recs = [records[i] for _, _, i in keyed]
+    # every tenant named, one index each
+    gi: dict[str, int] = {}
+    seen_lists: set[int] = set()
+    for r in recs:
+        names = r["tenants"] if "tenants" in r else r["names"]
+        if tenant is not None or id(names) not in seen_lists:  # records may share one list of names
+            seen_lists.add(id(names))
+            for n in _names(r, tenant):
+                gi.setdefault(n, len(gi))
+        for p in r.get("preemptions", []):
+            for n in (p["tenant"], p.get("for_tenant")):
+                if n and (tenant is None or n == tenant):
+                    gi.setdefault(n, len(gi))
+    gnames = list(gi)
+    nt = len(gnames)
+    cache: dict[tuple, np.ndarray] = {}
+
+    def index(names: list[str]) -> np.ndarray:
+        key = tuple(names)
+        if key not in cache:
+            cache[key] = np.array([gi[n] for n in names], dtype=np.int64)
+        return cache[key]
+
+    # the demand seen: one row per distinct seen_at (the last record's wins), one column per tenant
+    kept: list[tuple[list[str], list[str], dict[str, np.ndarray]]] = []
+    if demand is not None:
+        seen = demand.sort_index()
+        times = seen.index
+        vals = seen.to_numpy(dtype=float) if len(seen.columns) else np.empty((len(times), 0))
+        fcol = {c: j for j, c in enumerate(seen.columns)}
+        gcol = np.array([fcol.get(n, -1) for n in gnames], dtype=np.int64)
+    else:
+        times = pd.DatetimeIndex(sorted(set(ats)))
+        vals = np.full((len(times), nt), np.nan)
+        for r, at in zip(recs, ats):
+            if tenant is not None:  # one tenant's columns are small: decoded once, kept for the pass below
+                kept.append(_columns(r, tenant))
+            names, _, f = kept[-1] if tenant is not None else (_names(r, None), None, None)
+            if f is None:
+                seen_col = r["cols"]["seen"] if "tenants" not in r else [r["tenants"][n].get("seen") for n in names]
+                v = np.array(seen_col, dtype=float)
+            else:
+                v = f["seen"]
+            j = int(times.searchsorted(at))
+            vals[j] = np.nan
+            vals[j, index(names)] = v
+        gcol = np.arange(nt, dtype=np.int64)
+    z = np.zeros(nt, dtype=np.int64)
+    cyc, hold_c, held, rate_known, thr, tight = z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
+    cn_ok, cn_n, cp_ok, cp_n = z.copy(), z.copy(), z.copy(), z.copy()
+    waits = np.zeros(nt)
+    pre_n, pre_g, pre_for = z.copy(), z.copy(), z.copy()
+    lost = np.zeros(nt)
+    touched = np.zeros(nt, dtype=bool)
     tier_of: dict[str, str] = {}
+    nxts = _next_times(ats)
     for k, r in enumerate(recs):
-        at = pd.Timestamp(r["seen_at"])
+        at = ats[k]
         step = pd.Timedelta(seconds=int(r["step_s"]))
         horizon = int(r["horizon_steps"])
         end = at + horizon * step
-        nxt = next((pd.Timestamp(x["seen_at"]) for x in recs[k + 1:] if pd.Timestamp(x["seen_at"]) > at), None)
+        nxt = nxts[k]
         until = min(end, nxt) if nxt is not None else min(end, at + step)
-        covered = seen.loc[(times > at) & (times <= until)]
-        ahead = seen.loc[(times > at) & (times <= end)]
-        whole = len(ahead) >= horizon and (len(ahead) == 0 or ahead.index[-1] >= end)
-        one = seen.loc[times == at + step]
-        for t, d in r["tenants"].items():
-            if tenant is not None and t != tenant:
-                continue
-            a = per[t]
-            tier_of[t] = d.get("tier", "normal")
-            a["cycles"] += 1
-            hold = int(d.get("hold") or 0)
-            used = d.get("used")
-            if hold > 0:
-                a["hold_cycles"] += 1
-                a["held_gpu_cycles"] += hold
-                if used is not None and t in covered.columns:
-                    extra = max(hold - float(used), 0.0)
-                    got = covered[t].to_numpy(dtype=float)
-                    grow = np.clip(np.nan_to_num(got - float(used), nan=0.0), 0.0, extra)
-                    a["waits_avoided_gpu_min"] += float(grow.sum()) * step.total_seconds() / 60.0
-            rate, rr = d.get("rate"), d.get("request_rate")
-            if rate is not None and rr is not None:
-                a["rate_known_cycles"] += 1
-                a["throttled_cycles"] += int(rr > rate + EPS)
-            if (d.get("level") or 0) > 0:
-                a["tightened_cycles"] += 1
-            fn, fp = d.get("fc_next"), d.get("fc_peak")
-            if fn is not None and t in one.columns and len(one) and np.isfinite(one[t].iloc[0]):
-                a["cov_next"][1] += 1
-                a["cov_next"][0] += int(float(one[t].iloc[0]) <= fn + EPS)
-            if fp is not None and whole and t in ahead.columns and np.isfinite(ahead[t].to_numpy(dtype=float)).all():
-                a["cov_peak"][1] += 1
-                a["cov_peak"][0] += int(float(ahead[t].max()) <= fp + EPS)
+        i0 = int(times.searchsorted(at, side="right"))           # first time after the decision
+        i_until = max(int(times.searchsorted(until, side="right")), i0)   # covered: (at, until]
+        i_end = int(times.searchsorted(end, side="right"))       # ahead: (at, end]
+        n_ahead = max(i_end - i0, 0)
+        whole = n_ahead >= horizon and (n_ahead == 0 or times[i_end - 1] >= end)
+        j1 = int(times.searchsorted(at + step, side="left"))
+        one = j1 if j1 < len(times) and times[j1] == at + step else None  # the row seen one step later
+        names, tiers, f = kept[k] if kept else _columns(r, tenant)
+        if names:
+            g = index(names)
+            c = gcol[g]
+            has = c >= 0
+            tier_of.update(zip(names, tiers))
+            cyc[g] += 1
+            hold = np.trunc(np.nan_to_num(f["hold"], nan=0.0)).astype(np.int64)
+            used = f["used"]
+            m = hold > 0
+            hold_c[g[m]] += 1
+            held[g[m]] += hold[m]
+            m = m & np.isfinite(used) & has
+            if m.any() and i_until > i0:
+                got = vals[i0:i_until][:, c[m]]
+                extra = np.maximum(hold[m] - used[m], 0.0)
+                grow = np.clip(np.nan_to_num(got - used[m], nan=0.0), 0.0, extra)
+                waits[g[m]] += grow.sum(axis=0) * step.total_seconds() / 60.0
+            rate, rr = f["rate"], f["request_rate"]
+            m = np.isfinite(rate) & np.isfinite(rr)
+            rate_known[g[m]] += 1
+            thr[g[m]] += (rr[m] > rate[m] + EPS)
+            tight[g] += np.nan_to_num(f["level"], nan=0.0) > 0
+            fn, fp = f["fc_next"], f["fc_peak"]
+            if one is not None:
+                v = np.where(has, vals[one][np.where(has, c, 0)] if vals.shape[1] else np.nan, np.nan)
+                m = np.isfinite(fn) & np.isfinite(v)
+                cn_n[g[m]] += 1
+                cn_ok[g[m]] += v[m] <= fn[m] + EPS
+            if whole:
+                m = np.isfinite(fp) & has
+                if m.any():
+                    ahead = vals[i0:i0 + n_ahead][:, c[m]]
+                    fin = np.isfinite(ahead).all(axis=0)
+                    gm = g[m][fin]
+                    cp_n[gm] += 1
+                    if n_ahead > 0:
+                        cp_ok[gm] += ahead[:, fin].max(axis=0) <= fp[m][fin] + EPS
+        rt = dict(zip(names, tiers)) if r.get("preemptions") else {}
         for p in r.get("preemptions", []):
             if tenant is None or p["tenant"] == tenant:
-                a = per[p["tenant"]]
-                tier_of.setdefault(p["tenant"], r["tenants"].get(p["tenant"], {}).get("tier", "low"))
-                a["preemptions"] += 1
-                a["preempted_gpus"] += int(p["gpus"])
-                a["work_lost_gpu_min"] += float(p.get("lost_gpu_min") or 0.0)
-            if p.get("for_tenant") and (tenant is None or p["for_tenant"] == tenant):
-                per[p["for_tenant"]]["preemptions_for"] += 1
-                tier_of.setdefault(p["for_tenant"], r["tenants"].get(p["for_tenant"], {}).get("tier", "normal"))
+                j = gi[p["tenant"]]
+                touched[j] = True
+                tier_of.setdefault(p["tenant"], rt.get(p["tenant"], "low"))
+                pre_n[j] += 1
+                pre_g[j] += int(p["gpus"])
+                lost[j] += float(p.get("lost_gpu_min") or 0.0)
+            if p.get("for_tenant") and not private and (tenant is None or p["for_tenant"] == tenant):
+                j = gi[p["for_tenant"]]
+                touched[j] = True
+                pre_for[j] += 1
+                tier_of.setdefault(p["for_tenant"], rt.get(p["for_tenant"], "normal"))
+    per: dict[str, dict] = {}
+    for j in np.flatnonzero(touched | (cyc > 0)):
+        per[gnames[j]] = {
+            "cycles": int(cyc[j]), "hold_cycles": int(hold_c[j]), "held_gpu_cycles": int(held[j]),
+            "waits_avoided_gpu_min": float(waits[j]), "preemptions": int(pre_n[j]), "preempted_gpus": int(pre_g[j]),
+            "work_lost_gpu_min": float(lost[j]), "preemptions_for": int(pre_for[j]),
+            "throttled_cycles": int(thr[j]), "rate_known_cycles": int(rate_known[j]),
+            "tightened_cycles": int(tight[j]), "cov_next": [int(cn_ok[j]), int(cn_n[j])],
+            "cov_peak": [int(cp_ok[j]), int(cp_n[j])]}
+    if private:
+        for a in per.values():
+            a["preemptions_for"] = None
     tiers: dict[str, dict] = {}
     for tr in TIERS:
         agg = _new()
@@ -138,6 +267,8 @@ def shadow_report(records: list[dict], demand: pd.DataFrame | None = None, tenan
             for key, v in per[t].items():
                 if key.startswith("cov_"):
                     agg[key] = [agg[key][0] + v[0], agg[key][1] + v[1]]
+                elif v is None or agg[key] is None:
+                    agg[key] = None
                 else:
                     agg[key] += v
         agg["tenants"] = len(names)
@@ -159,9 +290,12 @@ def table(rep: dict) -> str:
     def pct(x):
         return "-" if x is None else f"{100 * x:.0f}"
 
+    def dash(x):
+        return "-" if x is None else x
+
     def row(name, tier, a):
         return (f"{name:<28} {tier:<6} {a['cycles']:>6} {a['hold_cycles']:>6} {a['waits_avoided_gpu_min']:>8.0f} "
-                f"{a['preemptions']:>7} {a['work_lost_gpu_min']:>8.0f} {a['preemptions_for']:>5} "
+                f"{a['preemptions']:>7} {a['work_lost_gpu_min']:>8.0f} {dash(a['preemptions_for']):>5} "
                 f"{pct(a['throttled_share']):>6} {pct(a['tightened_share']):>6} {pct(a['coverage_next']):>5} "
                 f"{pct(a['coverage_peak']):>5}")
 

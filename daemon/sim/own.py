@@ -137,7 +137,8 @@ def read_history_store(path: Path, step_s: int) -> pd.DataFrame | None:
     if not Path(path).exists():
         return None
     try:
-        db = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True)
+        # the URI by pathlib: a state path with ?, # or % is quoted, not read as the URI's query or fragment
+        db = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
         try:
             meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
             names = [n for _, n in db.execute("SELECT col, name FROM tenants ORDER BY col")]

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from daemon.sim.report import METRICS, OPS, UTIL_TOLERANCE, frontier
 
@@ -34,6 +37,56 @@ LOWER_IS_BETTER = {k for k in FIGURES if k != "utilization"}
 
 class ObjectiveError(ValueError):
     pass
+
+
+class ReplayError(ObjectiveError):
+    """The document is not a replay JSON (simulate's --json output): bad input, not an unmet objective."""
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _Tier(_Open):
+    unmet_gpu_min: float
+    wait_p99_min: float | None = None
+
+
+class _Tiers(_Open):
+    high: _Tier
+    normal: _Tier
+    low: _Tier
+
+
+class _Run(_Open):
+    strategy: str
+    label: str
+    knobs: dict[str, bool | int | float]
+    utilization: float
+    preemptions: int
+    work_lost_gpu_min: float
+    preempted_idle_gpu_min: float
+    tiers: _Tiers
+
+
+class _Replay(_Open):
+    """The fields of a replay JSON (daemon.sim.report.to_json) a recommendation reads; others pass through."""
+    runs: list[_Run] = []
+    comparison: dict[str, Any] | None = None
+    workload: str = "the replay"
+    forecaster: str | None = None
+
+
+def parse_replay(doc: Any) -> dict:
+    """The replay document checked for the shape `recommend` reads (a hand-edited or truncated file fails here
+    with the path of the first bad field, not with a TypeError deep in the frontier)."""
+    try:
+        return _Replay.model_validate(doc).model_dump()
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        where = ".".join(str(x) for x in e["loc"]) or "the document"
+        raise ReplayError(f"not a replay JSON (simulate --json's output): {where}: {e['msg']} "
+                          f"({exc.error_count()} problem{'s' if exc.error_count() > 1 else ''})") from None
 
 
 @dataclass(frozen=True)
@@ -167,7 +220,8 @@ def snippet(s: dict, helps: bool, exp: dict, reactive: dict | None, static: dict
 def recommend(replay: dict, obj: Objective | None = None) -> dict:
     """The recommendation for one replay JSON (daemon.sim.report.to_json's output)."""
     obj = obj or Objective()
-    runs = replay.get("runs") or []
+    replay = parse_replay(replay)
+    runs = replay["runs"]
     reactive = reactive_point(runs, replay.get("comparison"))
     if reactive is None:
         raise ObjectiveError("the replay has no reactive setting: replay with --strategies including reactive")

@@ -7,6 +7,7 @@ moment leaves either the previous committed state or the new one, never a mix.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -34,6 +35,35 @@ def pack(record: dict) -> bytes:
 
 def unpack(raw: bytes | str) -> dict:
     return json.loads(zlib.decompress(raw) if isinstance(raw, bytes) else raw)
+
+
+def connect_ro(path: Path | str) -> sqlite3.Connection:
+    """A read-only connection to an SQLite file, by a URI built with pathlib (a name with ``?``, ``#`` or ``%``
+    is quoted, not read as the URI's query or fragment). Read-only: it never writes the running daemon's file
+    (no schema creation, no journal-mode change) and works where the caller may only read it (an operator shell
+    under the systemd sandbox). A WAL file whose -shm cannot be created (no daemon has it open, in a directory
+    this caller cannot write) is opened immutable: nothing is writing it then."""
+    uri = Path(path).resolve().as_uri()
+    db = sqlite3.connect(uri + "?mode=ro", uri=True)
+    try:
+        db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        return db
+    except sqlite3.OperationalError:
+        db.close()
+        if os.access(Path(path).resolve().parent, os.W_OK):
+            raise
+        return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True)
+
+
+def read_shadow_records(path: Path | str, limit: int | None = None) -> list[dict]:
+    """The newest `limit` shadow records (all when None) of the state store at `path`, oldest first, read-only."""
+    q = "SELECT record FROM shadow ORDER BY id DESC" + (" LIMIT ?" if limit is not None else "")
+    db = connect_ro(path)
+    try:
+        rows = db.execute(q, (limit,) if limit is not None else ()).fetchall()
+    finally:
+        db.close()
+    return [unpack(r[0]) for r in reversed(rows)]
 
 
 class StateStore:
@@ -225,10 +255,9 @@ class StateStore:
 
     def shadow_records(self, limit: int | None = None) -> list[dict]:
         """The newest `limit` shadow records (all when None), oldest first."""
-        q = "SELECT record FROM shadow ORDER BY id DESC" + (" LIMIT ?" if limit is not None else "")
-        with self._lock:
-            rows = self._db.execute(q, (limit,) if limit is not None else ()).fetchall()
-        return [unpack(r[0]) for r in reversed(rows)]
+        # a connection of its own, read-only, not the store's lock: a large read (the console's report) must not
+        # hold up the cycle's writes (save_cycle, log_events, save_shadow); WAL lets it read while they commit
+        return read_shadow_records(self.path, limit)
 
     def plan_count(self) -> int:
         with self._lock:

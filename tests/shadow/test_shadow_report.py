@@ -172,3 +172,102 @@ def test_the_store_keeps_shadow_records_compressed_and_bounded(tmp_path):
         assert [r["cycle"] for r in s.shadow_records()] == [10]
     finally:
         s.close()
+
+
+@pytest.mark.security
+def test_reading_shadow_records_does_not_hold_the_store_lock(tmp_path):
+    # the console's report reads many records: the read must not take the lock the cycle's writes need (nor wait
+    # for it), so a large read never holds up save_cycle / log_events / save_shadow
+    import threading
+
+    s = StateStore(tmp_path / "s.sqlite")
+    try:
+        s.save_shadow(rec(0, {"hi": t("high", 1.0)}))
+        got: list = []
+        with s._lock:  # as if a writer held it (or as a writer would wait on a reader that held it)
+            th = threading.Thread(target=lambda: got.append(s.shadow_records()), daemon=True)
+            th.start()
+            th.join(5)
+            assert not th.is_alive(), "shadow_records waited for the store lock"
+        assert [r["cycle"] for r in got[0]] == [1]
+    finally:
+        s.close()
+
+
+def test_report_windows_are_the_same_with_repeated_and_unsorted_times():
+    # the linear report (binary search, one backwards pass for the next decision) gives the figures the
+    # hand-computed report gives whatever the records' order, and repeated seen_at take the newest cycle's demand
+    hi = [t("high", 2, hold=8, fc_next=5, fc_peak=11), t("high", 6, hold=8, fc_next=12, fc_peak=12),
+          t("high", 10, used=8, fc_next=4, fc_peak=20), t("high", 4, fc_next=4, fc_peak=4)]
+    records = [rec(k, {"hi": hi[k]}) for k in range(4)]
+    dup = {**rec(1, {"hi": t("high", 6, used=6, hold=0)}), "cycle": 0}  # an older cycle with the same seen_at
+    rep = shadow_report(list(reversed(records)) + [dup])["tenants"]["hi"]
+    assert rep["hold_cycles"] == 2 and rep["waits_avoided_gpu_min"] == 6 and rep["cycles"] == 5
+    assert rep["coverage_next_scored"] == 3 and rep["coverage_next"] == pytest.approx(2 / 3)  # dup: no forecast
+
+
+@pytest.mark.security
+def test_a_replica_deposed_during_the_cycle_writes_no_record(tmp_path, monkeypatch):
+    # the lease is checked again right before the write: a replica that led when the cycle began and lost the
+    # lease since (paused, woken after a takeover) must not add a record for a period the new leader records
+    import daemon.shadow.record as record
+    from daemon.service.wiring import build_runtime
+
+    cfg = Config(actuators={"dry_run": True, "enabled": ["log", "simulator"]}, state={"path": tmp_path / "s.sqlite"},
+                 server={"enabled": False})
+    made = []
+    real = record.make_record
+
+    def make(*args, **kwargs):  # the lease is lost while the second cycle's record is being made
+        made.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(record, "make_record", make)
+    rt = build_runtime(cfg)
+    try:
+        rt.runner.may_act = lambda: len(made) < 2
+        rt.runner.run_once()
+        rt.runner.run_once()
+        assert len(made) == 2 and rt.runner.acting  # the second cycle began as the leader and made its record
+        assert [r["cycle"] for r in rt.runner.store.shadow_records()] == [1]
+    finally:
+        rt.close()
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("daemon_running", [True, False])
+def test_shadow_report_reads_the_store_read_only_as_a_user_who_may_only_read_it(daemon_running):
+    # an operator shell that may read the daemon's state store but not write it (the systemd sandbox): the report
+    # opens it read-only (the old code opened it read-write: PRAGMA journal_mode=WAL, CREATE TABLE, ...) and the
+    # file is left as it was
+    import hashlib
+    import os
+    import shutil
+    import tempfile
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run the report as another user")
+    d = Path(tempfile.mkdtemp(dir="/tmp", prefix="ro-store-"))
+    try:
+        d.chmod(0o755)
+        s = StateStore(d / "state.sqlite")
+        for k in range(3):
+            s.save_shadow(rec(k, {"hi": t("high", 2.0, hold=4)}))
+        if not daemon_running:
+            s.close()  # a clean stop: no -wal / -shm beside the file, and the directory is not the user's
+        cfg = d / "c.toml"
+        cfg.write_text(CONFIG.format(dry="true", state=d / "state.sqlite"))
+        cfg.chmod(0o644)
+        before = hashlib.sha256((d / "state.sqlite").read_bytes()).hexdigest()
+        p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m",
+                            "daemon.cli", "-c", str(cfg), "shadow-report", "--json"], cwd=ROOT,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr[-1000:]
+        assert json.loads(p.stdout)["cycles"] == 3
+        assert hashlib.sha256((d / "state.sqlite").read_bytes()).hexdigest() == before
+        if daemon_running:
+            s.save_shadow(rec(3, {"hi": t("high", 2.0)}))  # the daemon goes on writing
+            assert len(s.shadow_records()) == 4
+            s.close()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

@@ -129,6 +129,33 @@ def test_bad_input_is_one_line_naming_the_problem(tmp_path, case, cols, extra, f
     assert message in lines[0], (case, lines[0])
 
 
+@pytest.mark.security
+def test_a_far_outlier_timestamp_is_refused_before_resampling(tmp_path):
+    # 4 samples a minute apart and one in year 2200 (the median gap is a minute): resampled to the step that is
+    # 105 million rows per column; refused with one line naming the span, before any frame of that size is made
+    csv = tmp_path / "history.csv"
+    csv.write_text("time,a,b,c,d\n" + "".join(f"2000-01-01T00:0{k}:00Z,{k},{k + 1},{k + 2},{k + 3}\n"
+                                               for k in range(4)) + "2200-01-01T00:00:00Z,1,2,3,4\n")
+    toml = tmp_path / "cluster.toml"
+    toml.write_text(CONFIG)
+    r = CliRunner().invoke(cli, ["-c", str(toml), "simulate", "--data", str(csv), "--strategies", "reactive"])
+    assert r.exit_code == 1, r.output
+    lines = [x for x in r.output.strip().splitlines() if x]
+    assert len(lines) == 1 and lines[0].startswith("gpu-autoscaler: simulate: "), (r.output, repr(r.exception))
+    assert "span" in lines[0] and "105,190,561 steps of 60 s" in lines[0] and "5 distinct times" in lines[0]
+    # the reader retrain --data uses is the same one, and a file with gaps within the bound still reads
+    from daemon.forecasting.retrain import DataError, read_history_file
+
+    with pytest.raises(DataError, match="span"):
+        read_history_file(csv, 60)
+    gappy = tmp_path / "gappy.csv"
+    idx = pd.date_range("2026-01-01", periods=1300, freq="min", tz="UTC")
+    keep = idx[(np.arange(1300) < 300) | (np.arange(1300) >= 1200)]  # 400 rows, 15 hours missing between
+    pd.DataFrame({"time": keep.strftime("%Y-%m-%dT%H:%M:%SZ"), "a": np.arange(len(keep)) % 7}).to_csv(gappy,
+                                                                                                   index=False)
+    assert len(read_history_file(gappy, 60)) == 1300
+
+
 def test_trace_and_data_together_are_refused(tmp_path):
     csv, toml = write(tmp_path, the_case())
     r = CliRunner().invoke(cli, ["-c", str(toml), "simulate", "--data", str(csv), "--trace", "helios"])
@@ -197,3 +224,25 @@ def test_recommend_on_a_replay_of_own_history(tmp_path):
     assert got == rec.recommend({k: v for k, v in doc.items() if k != "recommendation"})
     Config(**tomllib.loads(got["snippet"]))
     assert got["snippet"] in r.output
+
+
+def test_the_history_store_is_read_at_a_path_with_uri_characters(tmp_path):
+    # a state path with ?, # or % (a directory an operator named so): the read-only URI quotes them; built by
+    # string it opened another file name (what precedes '#' or '?') and read nothing
+    from daemon.sim.own import read_history_store
+    from daemon.sources.history import History
+
+    d = tmp_path / "gpu#1 ?x=1 %41"
+    d.mkdir()
+    h = History(60, 30, d / "gpu-history.sqlite")
+    t0 = 1_767_225_600
+
+    def fetch(start_s, end_s, tenants):
+        idx = pd.date_range(pd.Timestamp(start_s, unit="s", tz="UTC"), pd.Timestamp(end_s, unit="s", tz="UTC"),
+                            freq="60s", name="time")
+        return pd.DataFrame({"a": np.arange(len(idx)) % 5, "b": 1.0}, index=idx)
+
+    h.update(fetch, t0 + 60 * 29 + 1)
+    h.close()
+    f = read_history_store(d / "gpu-history.sqlite", 60)
+    assert f is not None and list(f.columns) == ["a", "b"] and len(f) == 30

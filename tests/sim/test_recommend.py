@@ -129,3 +129,28 @@ def test_simulate_recommend_on_helios_names_a_setting_whose_figures_match_the_re
     check_figures_match(doc["recommendation"], doc)
     # the stored recommendation is what the pure function gives on the stored replay
     assert rec.recommend({k: v for k, v in doc.items() if k != "recommendation"}) == doc["recommendation"]
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("text, where", [
+    ("[]", "the document"),
+    ('"x"', "the document"),
+    ('{"runs": 5}', "runs"),
+    ('{"runs": [null]}', "runs.0"),
+    ('{"runs": [{"strategy": "reactive"}]}', "runs.0.label"),
+    ('{"runs": [{"strategy": "reactive", "knobs": {}, "label": "r", "utilization": 0.8, "preemptions": 1, '
+     '"work_lost_gpu_min": 0, "preempted_idle_gpu_min": 0, "tiers": {"high": {"unmet_gpu_min": 1}}}]}',
+     "runs.0.tiers.normal"),
+    ('{"runs": [], "comparison": []}', "comparison"),
+    ("{not json", "not JSON"),
+])
+def test_a_malformed_replay_json_is_one_line_and_exit_2(tmp_path, text, where):
+    # a hand-edited, truncated or foreign JSON: one line naming the first bad field, exit 2 (bad input), never a
+    # traceback out of the frontier
+    f = tmp_path / "replay.json"
+    f.write_text(text)
+    r = CliRunner().invoke(cli, ["recommend", str(f)])
+    lines = [x for x in r.output.strip().splitlines() if x]
+    assert r.exit_code == 2, (r.output, repr(r.exception))
+    assert len(lines) == 1 and lines[0].startswith(f"gpu-autoscaler: recommend: {f}: "), r.output
+    assert where in lines[0], lines[0]

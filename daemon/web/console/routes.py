@@ -36,6 +36,10 @@ HEADERS = {
 
 
 SHADOW_CYCLES = 1440  # dry-run cycles the "What it would have done" page reads by default (?cycles=N)
+# ?cycles= is clamped to these: a tenant token to the default, an operator to a week of 1-min cycles; the report is
+# linear in them and runs in a worker thread, so one request costs bounded work and never stalls /healthz
+SHADOW_CYCLES_TENANT_MAX = SHADOW_CYCLES
+SHADOW_CYCLES_MAX = 10_080
 FORM_CAP = 8192  # bytes of a console form; a longer body is refused unread (413)
 
 
@@ -341,9 +345,14 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
             limit = int_param(request, "cycles", SHADOW_CYCLES, 1, 100_000)
         except BadInput as exc:
             return problem(request, p, 400, "Bad filter", str(exc))
+        limit = min(limit, SHADOW_CYCLES_MAX if p.operator else SHADOW_CYCLES_TENANT_MAX)
         snap = backend.snapshot()
-        records = await run_in_threadpool(backend.shadow_records, limit)
-        rep = shadow_report(records, tenant=None if p.operator else p.tenant)
+        tenant = None if p.operator else p.tenant
+
+        def report() -> dict:
+            return shadow_report(backend.shadow_records(limit), tenant=tenant, private=tenant is not None)
+
+        rep = await run_in_threadpool(report)  # off the event loop: /healthz and other pages keep answering
         return page(request, "shadow.html", who=p, title="What it would have done", rep=rep,
                     dry_run=snap.cfg.actuators.dry_run, cycles=limit)
 
