@@ -1,0 +1,114 @@
+"""A mixed fleet end to end on a real Prometheus (issue 24): DCGM-shaped series with modelName for two types (and
+one model no type names), backfilled by promtool; the daemon built from its config (build_runtime, dry run) runs
+one cycle and forecasts per (tenant, type): the high tier's hold is on the type its series use, the plan's
+capacity per type is what Prometheus reports, the live state stays per tenant, the unknown model is reported."""
+
+import logging
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from daemon.config import Config
+from daemon.service.wiring import build_runtime
+from tests.conftest import need_binary
+from tests.support.services import prometheus_server
+
+pytestmark = pytest.mark.services
+
+MINUTES = 90
+T0 = (int(time.time()) // 3600 - 4) * 3600      # 4 hours ago, on the hour
+A100, T4, H200 = "NVIDIA A100-SXM4-80GB", "Tesla T4", "NVIDIA H200"   # H200 is in no [fleet] type or alias
+NODES = {"a1": (A100, 4), "a2": (A100, 4), "t1": (T4, 4), "h1": (H200, 2)}
+
+
+def alloc(m):
+    """node -> [(tenant, GPUs allocated)] at minute m: the high tier (team-a) only ever on a100, team-b on t4
+    (and on the unknown model)."""
+    return {"a1": [("team-a", 2 + m % 3)], "a2": [("team-a", 1)], "t1": [("team-b", 2 + m % 2)],
+            "h1": [("team-b", 1)]}
+
+
+def openmetrics() -> str:
+    lines = ["# TYPE DCGM_FI_DEV_GPU_UTIL gauge"]
+    for m in range(MINUTES):
+        ts = T0 + 60 * m
+        for node, rows in alloc(m).items():
+            model, n = NODES[node]
+            g = 0
+            for tenant, count in rows:
+                for _ in range(count):
+                    lines.append(f'DCGM_FI_DEV_GPU_UTIL{{Hostname="{node}",gpu="{g}",modelName="{model}",'
+                                 f'namespace="{tenant}"}} 50 {ts}')
+                    g += 1
+            for g in range(g, n):
+                lines.append(f'DCGM_FI_DEV_GPU_UTIL{{Hostname="{node}",gpu="{g}",modelName="{model}"}} 0 {ts}')
+    lines.append("# EOF")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def prom(tmp_path_factory):
+    need_binary("promtool")
+    tmp = tmp_path_factory.mktemp("prom-fleet-cycle")
+    (tmp / "data.om").write_text(openmetrics())
+    tsdb = tmp / "tsdb"
+    subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(tmp / "data.om"), str(tsdb)],
+                   check=True, capture_output=True)
+    cfg = "global:\n  scrape_interval: 1h\nscrape_configs: []\n"
+    with prometheus_server(tmp, cfg, data_dir=tsdb, extra=["--query.lookback-delta=30s"]) as (url, proc):
+        yield url
+
+
+def config(url, tmp_path, typed=True, incremental=True):
+    return Config(source={"kind": "prometheus", "prometheus": {"url": url, "timeout_s": 5, "retries": 0}},
+                  cycle={"history_steps": MINUTES, "stale_after_s": 120, "horizon_steps": 30},
+                  forecaster={"kind": "seasonal_naive"},
+                  history={"incremental": incremental},
+                  state={"path": str(tmp_path / "state.sqlite")},
+                  tenants=[{"name": "team-a", "tier": "high"}, {"name": "team-b"}],
+                  fleet={"types": ["a100", "t4"], "aliases": {A100: "a100", T4: "t4"}} if typed else {})
+
+
+def one_cycle(cfg):
+    rt = build_runtime(cfg)
+    rt.source.clock = lambda: T0 + 60 * (MINUTES - 1) + 1
+    try:
+        return rt, rt.runner.run_once()
+    finally:
+        if rt.history is not None:
+            rt.history.close()
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+def test_one_cycle_plans_per_tenant_and_type(prom, tmp_path, caplog, incremental):
+    caplog.set_level(logging.WARNING, logger="gpu_autoscaler.source.prometheus")
+    rt, res = one_cycle(config(prom, tmp_path, incremental=incremental))
+    plan = res.plan
+    assert res.outcome == "ok", plan.notes
+    # the forecast read the typed history: one series per (tenant, type), the unknown model's GPUs kept
+    hist = res.collected.history
+    assert {"team-a@a100", "team-a@t4", "team-b@a100", "team-b@t4", "team-b@unknown"} <= set(hist.columns)
+    np.testing.assert_array_equal(hist["team-a@a100"].to_numpy(), [3 + m % 3 for m in range(MINUTES)])
+    assert (hist["team-a@t4"] == 0).all() and (hist["team-b@unknown"] == 1).all()
+    assert set(res.forecast.tenants) == set(hist.columns)
+    # the live state stays per tenant: used summed over its types
+    state = res.collected.state
+    assert state.tenants == ("team-a", "team-b")
+    m = MINUTES - 1
+    assert list(state.used) == [3 + m % 3, 2 + m % 2 + 1]
+    # per type: the high tier's hold on a100, the only type its series use; capacity as Prometheus reports it
+    assert set(plan.holds_by_type["team-a"]) == {"a100"} and plan.holds_by_type["team-a"]["a100"] > 0
+    assert plan.capacity_by_type == rt.source.capacity_by_type() == {"a100": 8, "t4": 4, "unknown": 2}
+    # the model no [fleet] type names is reported, once
+    warned = [r.getMessage() for r in caplog.records if H200 in r.getMessage()]
+    assert len(warned) == 1, warned
+
+
+def test_untyped_config_keeps_plain_tenant_series(prom, tmp_path):
+    """No [fleet] types: the history is per tenant and the plan says nothing per type, as before issue 24."""
+    _, res = one_cycle(config(prom, tmp_path, typed=False))
+    assert list(res.collected.history.columns) == ["team-a", "team-b"]
+    assert res.collected.state.nodes is None
+    assert res.plan.holds_by_type == {} and res.plan.capacity_by_type == {}
