@@ -50,13 +50,16 @@ class UpdateStats:
 
 class History:
     def __init__(self, step_s: int, steps: int, path: Path | str | None = None, *, overlap_steps: int = 1,
-                 chunk_steps: int = 720) -> None:
+                 chunk_steps: int = 720, series: str = "plain") -> None:
         if overlap_steps < 1:
             raise ValueError("overlap_steps must be >= 1 (the last step is read again)")
         self.step_s = int(step_s)
         self.steps = int(steps)
         self.overlap = int(overlap_steps)
         self.chunk = int(chunk_steps)
+        # what a column is: "plain" (a tenant) or "typed" (tenant@type, a mixed fleet's); a file written under the
+        # other kind is started over, so switching [fleet] types on or off leaves no columns that are never read
+        self.series = series
         self._lock = threading.RLock()
         self._names: list[str] = []
         self._saved_names = 0                    # names[:_saved_names] are in the tenants table
@@ -82,6 +85,11 @@ class History:
         meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
         if meta.get("step_s") not in (None, str(self.step_s)):
             log.warning("history on disk has step %ss, not %ss: starting over", meta["step_s"], self.step_s)
+            db.executescript("DELETE FROM steps; DELETE FROM tenants; DELETE FROM meta;")
+            meta = {}
+        if meta and meta.get("series", "plain") != self.series:
+            log.warning("history on disk has %s series, not %s ([fleet] types changed): starting over",
+                        meta.get("series", "plain"), self.series)
             db.executescript("DELETE FROM steps; DELETE FROM tenants; DELETE FROM meta;")
             meta = {}
         names = [n for _, n in db.execute("SELECT col, name FROM tenants ORDER BY col")]
@@ -113,7 +121,8 @@ class History:
             db.executemany("INSERT OR REPLACE INTO steps(step, vals) VALUES(?, ?)", rows)
             db.execute("DELETE FROM steps WHERE step < ?", (keep_from,))
             db.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)",
-                           [("step_s", str(self.step_s)), ("fetched_until", str(hi))])
+                           [("step_s", str(self.step_s)), ("fetched_until", str(hi))]
+                           + ([("series", self.series)] if self.series != "plain" else []))
             db.execute("COMMIT")
         except Exception:
             db.execute("ROLLBACK")

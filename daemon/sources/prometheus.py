@@ -140,7 +140,7 @@ class PrometheusSource:
         hc = cfg.history
         if history is None and hc.incremental:   # in memory only; the runtime passes one persisted on disk
             history = History(self.step_s, cfg.cycle.history_steps, overlap_steps=hc.overlap_steps,
-                              chunk_steps=hc.backfill_chunk_steps)
+                              chunk_steps=hc.backfill_chunk_steps, series="typed" if self.typed else "plain")
         self.history = history
         self.samples = 0        # samples read from Prometheus so far (bench, metrics)
         self._series_seen = 0   # most series in one range answer so far (sizes later requests)

@@ -112,3 +112,17 @@ def test_untyped_config_keeps_plain_tenant_series(prom, tmp_path):
     assert list(res.collected.history.columns) == ["team-a", "team-b"]
     assert res.collected.state.nodes is None
     assert res.plan.holds_by_type == {} and res.plan.capacity_by_type == {}
+
+
+def test_switching_fleet_types_starts_the_history_file_over(prom, tmp_path):
+    """The history file on disk is per tenant or per (tenant, type): a file written under the other kind is started
+    over, so turning [fleet] types on or off leaves no columns that no fetch fills (their NaN would count those
+    tenants missing for the whole window)."""
+    _, res = one_cycle(config(prom, tmp_path, typed=False))
+    assert list(res.collected.history.columns) == ["team-a", "team-b"]
+    _, res = one_cycle(config(prom, tmp_path, typed=True))
+    assert all("@" in c for c in res.collected.history.columns)
+    assert res.collected.state.missing == () and res.outcome == "ok"
+    _, res = one_cycle(config(prom, tmp_path, typed=False))
+    assert list(res.collected.history.columns) == ["team-a", "team-b"]
+    assert res.collected.state.missing == () and res.outcome == "ok"
