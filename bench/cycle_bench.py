@@ -398,7 +398,7 @@ def main() -> None:
     res: dict = {"tenants": a.tenants, "days": a.days, "types": a.types, "history_steps": a.steps,
                  "cores": os.cpu_count(),
                  "load_avg_at_start": os.getloadavg(), "commit": provenance.commit(),
-                 "targets": targets.CYCLE, "scenarios": {}}
+                 "targets": targets.CYCLE_FLEET if a.types else targets.CYCLE, "scenarios": {}}
     proc = None
     try:
         t = time.perf_counter()
