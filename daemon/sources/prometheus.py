@@ -341,8 +341,11 @@ class PrometheusSource:
             log.warning("GPU models not in [fleet] types/aliases, counted as 'unknown': %s", sorted(new))
 
     def _typed_window(self, start: float, end: float, names: Iterable[str] = ()) -> pd.DataFrame:
-        """The history's fetch on a mixed fleet: ``<tenant>@<type>`` columns (window_by_type, flat), every name
-        asked for among them (a tenant@type column the history already has is 0 at a scraped step, not NaN)."""
+        """The history's fetch on a mixed fleet: ``<tenant>@<type>`` columns (window_by_type, flat) for the names
+        asked for (the history's columns: 0 at a scraped step, not NaN) and each (tenant, type) with GPUs in this
+        window. Only types a tenant used get a series, as the simulator has one per set of types a tenant's work
+        accepts: a forecast of series that are 0 throughout would cost (tenants x types) for nothing."""
+        names = list(names)
         tenants, types = set(), set()
         for name in names:
             tenant, sep, typ = name.rpartition(SERIES_SEP)
@@ -351,11 +354,9 @@ class PrometheusSource:
                 types.add(typ)
             else:
                 tenants.add(name)
-        return self.window_by_type(start, end, tenants, flat=True, types=types)
-
-    def _typed_names(self) -> list[str]:
-        """The typed series every configured tenant has from the start: one per configured type."""
-        return [f"{t}{SERIES_SEP}{typ}" for t in self.known for typ in self.cfg.fleet.types]
+        frame = self.window_by_type(start, end, tenants, flat=True, types=types)
+        active = (np.nan_to_num(frame.to_numpy()) > 0).any(axis=0) | frame.columns.isin(names)
+        return frame.loc[:, active]
 
     def _nodes_by_type(self, at: float) -> Nodes:
         """A mixed fleet's node view from Prometheus (nodes_by_type_query), when no scheduler lists the nodes: each
@@ -409,15 +410,16 @@ class PrometheusSource:
         `now`), so a cycle reads each tenant's demand once; capacity and freshness are two instant queries.
         """
         now = self._aligned(self.clock())
-        fetch, names = (self._typed_window, self._typed_names()) if self.typed else (self.window, self.known)
+        fetch, names = (self._typed_window, []) if self.typed else (self.window, self.known)
         if self.history is not None:
             self.history.update(fetch, now, names)
             history = self.history.frame(history_steps)
         else:
             history = fetch(now - (history_steps - 1) * self.step_s, now, names)
         # a mixed fleet's history is per (tenant, type), "<tenant>@<type>"; the live state stays per tenant
+        # (a configured tenant with no GPU of any type in the window has no series but is in the state, at 0)
         owner = [c.rpartition(SERIES_SEP)[0] for c in history.columns] if self.typed else list(history.columns)
-        tenants = tuple(dict.fromkeys(owner))
+        tenants = tuple(dict.fromkeys(owner + self.known)) if self.typed else tuple(owner)
         cap = self._instant(self.pc.capacity_query, now)
         capacity = int(sum(v for _, v in cap))
         fresh = self._instant(self.pc.freshness_query, now)
@@ -428,7 +430,7 @@ class PrometheusSource:
         if scraped and last_is_now:
             used = history.iloc[-1].to_numpy(dtype=float, copy=True)
             if self.typed:  # a tenant's GPUs summed over its types; missing on any type is missing
-                codes = pd.factorize(pd.Index(owner))[0]   # in first-seen order, as `tenants`
+                codes = pd.factorize(pd.Index(owner))[0]   # in first-seen order, as `tenants`; the rest 0
                 gaps = np.bincount(codes, weights=np.isnan(used), minlength=len(tenants)) > 0
                 total = np.bincount(codes, weights=np.nan_to_num(used), minlength=len(tenants))
                 used = np.where(gaps, np.nan, total)

@@ -67,7 +67,7 @@ def config(url, tmp_path, typed=True, incremental=True):
                   forecaster={"kind": "seasonal_naive"},
                   history={"incremental": incremental},
                   state={"path": str(tmp_path / "state.sqlite")},
-                  tenants=[{"name": "team-a", "tier": "high"}, {"name": "team-b"}],
+                  tenants=[{"name": "team-a", "tier": "high"}, {"name": "team-b"}, {"name": "team-idle"}],
                   fleet={"types": ["a100", "t4"], "aliases": {A100: "a100", T4: "t4"}} if typed else {})
 
 
@@ -87,17 +87,19 @@ def test_one_cycle_plans_per_tenant_and_type(prom, tmp_path, caplog, incremental
     rt, res = one_cycle(config(prom, tmp_path, incremental=incremental))
     plan = res.plan
     assert res.outcome == "ok", plan.notes
-    # the forecast read the typed history: one series per (tenant, type), the unknown model's GPUs kept
+    # the forecast read the typed history: one series per (tenant, type) it ran on (as the simulator's, one per set
+    # of types a tenant's work accepts), the unknown model's GPUs kept; no series for a type a tenant never used
     hist = res.collected.history
-    assert {"team-a@a100", "team-a@t4", "team-b@a100", "team-b@t4", "team-b@unknown"} <= set(hist.columns)
+    assert sorted(hist.columns) == ["team-a@a100", "team-b@t4", "team-b@unknown"]
     np.testing.assert_array_equal(hist["team-a@a100"].to_numpy(), [3 + m % 3 for m in range(MINUTES)])
-    assert (hist["team-a@t4"] == 0).all() and (hist["team-b@unknown"] == 1).all()
+    np.testing.assert_array_equal(hist["team-b@t4"].to_numpy(), [2 + m % 2 for m in range(MINUTES)])
+    assert (hist["team-b@unknown"] == 1).all()
     assert set(res.forecast.tenants) == set(hist.columns)
-    # the live state stays per tenant: used summed over its types
+    # the live state stays per tenant: used summed over its types; a configured tenant with no GPU is there at 0
     state = res.collected.state
-    assert state.tenants == ("team-a", "team-b")
+    assert state.tenants == ("team-a", "team-b", "team-idle")
     m = MINUTES - 1
-    assert list(state.used) == [3 + m % 3, 2 + m % 2 + 1]
+    assert list(state.used) == [3 + m % 3, 2 + m % 2 + 1, 0] and state.missing == ()
     # per type: the high tier's hold on a100, the only type its series use; capacity as Prometheus reports it
     assert set(plan.holds_by_type["team-a"]) == {"a100"} and plan.holds_by_type["team-a"]["a100"] > 0
     assert plan.capacity_by_type == rt.source.capacity_by_type() == {"a100": 8, "t4": 4, "unknown": 2}
@@ -109,7 +111,7 @@ def test_one_cycle_plans_per_tenant_and_type(prom, tmp_path, caplog, incremental
 def test_untyped_config_keeps_plain_tenant_series(prom, tmp_path):
     """No [fleet] types: the history is per tenant and the plan says nothing per type, as before issue 24."""
     _, res = one_cycle(config(prom, tmp_path, typed=False))
-    assert list(res.collected.history.columns) == ["team-a", "team-b"]
+    assert list(res.collected.history.columns) == ["team-a", "team-b", "team-idle"]
     assert res.collected.state.nodes is None
     assert res.plan.holds_by_type == {} and res.plan.capacity_by_type == {}
 
@@ -119,10 +121,10 @@ def test_switching_fleet_types_starts_the_history_file_over(prom, tmp_path):
     over, so turning [fleet] types on or off leaves no columns that no fetch fills (their NaN would count those
     tenants missing for the whole window)."""
     _, res = one_cycle(config(prom, tmp_path, typed=False))
-    assert list(res.collected.history.columns) == ["team-a", "team-b"]
+    assert list(res.collected.history.columns) == ["team-a", "team-b", "team-idle"]
     _, res = one_cycle(config(prom, tmp_path, typed=True))
     assert all("@" in c for c in res.collected.history.columns)
     assert res.collected.state.missing == () and res.outcome == "ok"
     _, res = one_cycle(config(prom, tmp_path, typed=False))
-    assert list(res.collected.history.columns) == ["team-a", "team-b"]
+    assert list(res.collected.history.columns) == ["team-a", "team-b", "team-idle"]
     assert res.collected.state.missing == () and res.outcome == "ok"
