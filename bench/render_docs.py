@@ -1275,6 +1275,28 @@ def _wrapped(label: str, text: str, width: int = 116) -> list[str]:
     return [f"{label:<16}{lines[0]}"] + [" " * 16 + ln for ln in lines[1:]]
 
 
+@block("cycle-fleet")
+def cycle_fleet_block() -> str:
+    """The daemon's whole cycle on a mixed fleet against a real Prometheus: one forecast series per (tenant, type)."""
+    d = load("cycle-1000x4types.json")
+    s = d["scenarios"]["incremental"]
+    caps = ", ".join(f"{t} {n(g)}" for t, g in s["plan_capacity_by_type"].items())
+    rows = [["cycle p50 / p95 (ms)", f"{n(s['total_p50_ms'])} / {n(s['total_p95_ms'])}"]]
+    rows += [[f"- {k}", f"{n(s[f'{k}_p50_ms'])} / {n(s[f'{k}_p95_ms'])}"] for k in ("collect", "forecast", "plan")]
+    rows += [["samples read per cycle, mean / max", f"{n(s['samples_mean'])} / {n(s['samples_max'])}"],
+             ["cold start to first plan (s)", f"{s['cold_start_s']:.1f}"],
+             ["daemon RSS peak / end (GiB)", f"{s['rss_peak_gib']:.2f} / {s['rss_end_gib']:.2f}"]]
+    rows += [[f"goal: {t['what']} {goal(t)}", verdict(met(t, s))] for t in d["targets"].values()]
+    days = (_days(d["days"]) + " d").replace(" h d", " h")
+    return "\n".join([f"`bench/cycle_bench.py --types {d['types']}`: {n(d['tenants'])} tenants x {d['types']} GPU "
+                      f"types, {days} of history at 1 min in a real Prometheus (recording rules), "
+                      f"{s['cycles']} cycles after the cold start, dry run; {n(s['forecast_series'])} forecast "
+                      f"series (tenant@type), the plan's GPUs per type: {caps}; "
+                      f"{n(s['plan_tenants_held_by_type'])} tenants held per type in the last plan.", "",
+                      table(["1 cycle of the daemon", "p50 / p95 (ms), or as said"], rows), "",
+                      source(["cycle-1000x4types.json"], d)])
+
+
 @block("fleet")
 def fleet_block() -> str:
     """A mixed fleet (issue 24): type-aware against type-blind plans on the same simulated fleet."""
