@@ -20,6 +20,14 @@ plan, with its parts), RSS (peak and at the end).
 
     nice -n 10 python bench/cycle_bench.py --tenants 1000 --days 2 --out bench/out/cycle-1000.json
     nice -n 10 python bench/cycle_bench.py --tenants 10000 --days 0.5 --out bench/out/cycle-10000.json
+
+A mixed fleet (issue 24), `--types 4`: [fleet] types t0..t3, one model name per type; the recorded series are per
+(tenant, model) (namespace_model:gpuas_gpus_allocated:count, model:gpuas_gpus:count), each tenant on one type or
+split over two, nodes typed round-robin. The daemon then forecasts one series per (tenant, type) and the plan
+holds per type; each node's type comes from nodes_by_type_query, read here as 8 x the node's one raw series.
+
+    nice -n 10 python bench/cycle_bench.py --tenants 1000 --days 2 --types 4 --scenarios incremental \
+        --out bench/out/cycle-1000x4types.json
 """
 
 from __future__ import annotations
@@ -62,27 +70,66 @@ def demand(n_tenants: int, steps: int, t0: int, seed: int = 7) -> np.ndarray:
     return d.astype(np.int64)
 
 
-def write_openmetrics(path: Path, d: np.ndarray, t0: int, now: int, gpus: int) -> int:
+def model(t: int) -> str:
+    """The model name DCGM would report for type t (aliased to "t<t>" in the mixed-fleet config)."""
+    return f"NVIDIA Bench-GPU-{t}"
+
+
+def typed_split(d: np.ndarray, types: int) -> list[tuple[int, np.ndarray]]:
+    """A mixed fleet's demand per (tenant, type): tenant i on type i % types, every other tenant split 70/30 with
+    type (i + 1) % types. Returns (type, steps x tenants array) per type."""
+    n = d.shape[1]
+    two = np.arange(n) % 2 == 1
+    first = np.where(two, np.ceil(d * 0.7), d).astype(np.int64)
+    second = d - first
+    out = []
+    for t in range(types):
+        part = np.where((np.arange(n) % types == t)[None, :], first, 0)
+        part = part + np.where(((np.arange(n) + 1) % types == t)[None, :] & two[None, :], second, 0)
+        out.append((t, part))
+    return out
+
+
+def write_openmetrics(path: Path, d: np.ndarray, t0: int, now: int, gpus: int, types: int = 0) -> int:
     """Write the recorded series (all steps) and one raw DCGM series per node (last 20 min on, for the
-    freshness query); returns the number of samples."""
+    freshness query); returns the number of samples. `types`: the mixed fleet's per-model series instead."""
     steps, n = d.shape
     names = [f"t{i:05d}" for i in range(n)]
-    prefix = [f'namespace:gpuas_gpus_allocated:count{{namespace="{nm}"}} ' for nm in names]
     lines = 0
     with open(path, "w", buffering=1 << 22) as f:
-        f.write("# TYPE namespace:gpuas_gpus_allocated:count gauge\n")
-        for s in range(steps):
-            ts = f" {t0 + STEP * s}\n"
-            row = d[s]
-            nz = np.nonzero(row)[0]
-            f.write("".join(prefix[j] + str(row[j]) + ts for j in nz))
-            lines += len(nz)
+        if types:
+            f.write("# TYPE namespace_model:gpuas_gpus_allocated:count gauge\n")
+            parts = typed_split(d, types)
+            for s in range(steps):
+                ts = f" {t0 + STEP * s}\n"
+                for t, part in parts:
+                    row = part[s]
+                    nz = np.nonzero(row)[0]
+                    f.write("".join(f'namespace_model:gpuas_gpus_allocated:count{{modelName="{model(t)}",'
+                                    f'namespace="{names[j]}"}} {row[j]}{ts}' for j in nz))
+                    lines += len(nz)
+            f.write("# TYPE model:gpuas_gpus:count gauge\n")
+            for s in range(steps):
+                ts = f" {t0 + STEP * s}\n"
+                f.write("".join(f'model:gpuas_gpus:count{{modelName="{model(t)}"}} {gpus // types}{ts}'
+                                for t in range(types)))
+                lines += types
+        else:
+            prefix = [f'namespace:gpuas_gpus_allocated:count{{namespace="{nm}"}} ' for nm in names]
+            f.write("# TYPE namespace:gpuas_gpus_allocated:count gauge\n")
+            for s in range(steps):
+                ts = f" {t0 + STEP * s}\n"
+                row = d[s]
+                nz = np.nonzero(row)[0]
+                f.write("".join(prefix[j] + str(row[j]) + ts for j in nz))
+                lines += len(nz)
         f.write("# TYPE cluster:gpuas_gpus:count gauge\n")
         for s in range(steps):
             f.write(f"cluster:gpuas_gpus:count {gpus} {t0 + STEP * s}\n")
         lines += steps
         f.write("# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n")
-        raw = [f'DCGM_FI_DEV_GPU_UTIL{{Hostname="node{g:05d}",gpu="0"}} 0' for g in range(gpus // 8)]
+        typed = [f',modelName="{model(g % types)}"' if types else "" for g in range(gpus // 8)]
+        raw = [f'DCGM_FI_DEV_GPU_UTIL{{Hostname="node{g:05d}",gpu="0"{typed[g]}}} 0' for g in range(gpus // 8)]
         for s in range(max(0, (now - 1200 - t0) // STEP), steps):
             ts = f" {t0 + STEP * s}\n"
             f.write(ts.join(raw) + ts)
@@ -155,13 +202,21 @@ def child(args) -> None:
     n = args.tenants
     tenants = [{"name": f"t{i:05d}", "tier": "high" if i % 10 == 0 else ("low" if i % 5 == 1 else "normal")}
                for i in range(n)]
+    fleet: dict = {}
+    prom_extra: dict = {}
+    if args.types:
+        fleet = {"types": [f"t{t}" for t in range(args.types)],
+                 "aliases": {model(t): f"t{t}" for t in range(args.types)}}
+        # the bench writes one raw series per node (8 GPUs each): the node view counts it 8 times
+        prom_extra = {"nodes_by_type_query": "8 * count by (Hostname, modelName, namespace) (DCGM_FI_DEV_GPU_UTIL)"}
     cfg = parse_config({
+        "fleet": fleet,
         "cluster": {"gpus": args.gpus},
         "tenants": tenants,
         "cycle": {"history_steps": args.steps, "interval_s": CYCLE_S},
         "source": {"kind": "prometheus", "prometheus": {"url": args.url, "recording_rules": True, "timeout_s": 120,
                                                          "retries": 0, "max_response_mb": args.max_response_mb,
-                                                         "chunk_steps": args.chunk}},
+                                                         "chunk_steps": args.chunk, **prom_extra}},
         "forecaster": {"torch_threads": args.torch_threads or 1},
         "history": {"incremental": not args.full, "backfill_chunk_steps": args.chunk},
         "actuators": {"enabled": ["log"], "dry_run": True},
@@ -220,6 +275,10 @@ def child(args) -> None:
         "rss_peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "rss_end_bytes": rss_now,
         "history_shape": list(runner.last_state and (args.steps, len(runner.last_state.tenants)) or []),
+        "forecast_series": len(runner.last_history.columns) if runner.last_history is not None else 0,
+        "plan_types": sorted(runner.last_plan.capacity_by_type) if runner.last_plan is not None else [],
+        "plan_capacity_by_type": dict(runner.last_plan.capacity_by_type) if runner.last_plan is not None else {},
+        "plan_tenants_held_by_type": len(runner.last_plan.holds_by_type) if runner.last_plan is not None else 0,
         "forecaster": rt.forecaster_note,
     }
     rt.close()
@@ -233,7 +292,7 @@ def run_child(tmp: Path, url: str, a, name: str, *, torch_threads: int = 0, full
     argv = ["nice", "-n", "10", sys.executable, str(Path(__file__).resolve()), "--child", "--url", url,
             "--tenants", str(a.tenants), "--steps", str(a.steps), "--now", str(a.now), "--gpus", str(a.gpus),
             "--cycles", str(cycles), "--state", str(state), "--chunk", str(chunk),
-            "--max-response-mb", str(a.max_response_mb), "--spawned", str(time.time())]
+            "--max-response-mb", str(a.max_response_mb), "--spawned", str(time.time()), "--types", str(a.types)]
     if torch_threads:
         argv += ["--torch-threads", str(torch_threads)]
     if full:
@@ -267,7 +326,9 @@ def summarize(r: dict, tenants: int) -> dict:
              first_cycle_samples=r["first_cycle"]["samples"],
              first_cycle_prom_engine_s=r["first_cycle"]["prom_engine_s"],
              rss_peak_gib=r["rss_peak_bytes"] / 2**30, rss_end_gib=r["rss_end_bytes"] / 2**30,
-             forecaster=r["forecaster"])
+             forecaster=r["forecaster"], forecast_series=r.get("forecast_series", 0),
+             plan_capacity_by_type=r.get("plan_capacity_by_type", {}),
+             plan_tenants_held_by_type=r.get("plan_tenants_held_by_type", 0))
     return s
 
 
@@ -310,6 +371,7 @@ def main() -> None:
     ap.add_argument("--max-response-mb", type=float, default=64.0)
     ap.add_argument("--scenarios", default="incremental,incremental-torch-threads-cores,full-reread")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--types", type=int, default=0, help="a mixed fleet of this many GPU types (0: one model)")
     ap.add_argument("--keep", type=Path, default=None, help="keep the work dir (TSDB) here")
     # child process
     ap.add_argument("--child", action="store_true")
@@ -333,16 +395,18 @@ def main() -> None:
     a.now = int(time.time()) // STEP * STEP
     t0 = a.now - (a.steps - 1) * STEP
     total_steps = a.steps + int(run_s // STEP)
-    res: dict = {"tenants": a.tenants, "days": a.days, "history_steps": a.steps, "cores": os.cpu_count(),
+    res: dict = {"tenants": a.tenants, "days": a.days, "types": a.types, "history_steps": a.steps,
+                 "cores": os.cpu_count(),
                  "load_avg_at_start": os.getloadavg(), "commit": provenance.commit(),
-                 "targets": targets.CYCLE, "scenarios": {}}
+                 "targets": targets.CYCLE_FLEET if a.types else targets.CYCLE, "scenarios": {}}
     proc = None
     try:
         t = time.perf_counter()
         d = demand(a.tenants, total_steps, t0)
-        a.gpus = int(np.ceil(d.sum(axis=1).max() * 1.1 / 8) * 8)
+        per = 8 * max(1, a.types)   # whole nodes of 8, the same number per type
+        a.gpus = int(np.ceil(d.sum(axis=1).max() * 1.1 / per) * per)
         om = tmp / "data.om"
-        lines = write_openmetrics(om, d, t0, a.now, a.gpus)
+        lines = write_openmetrics(om, d, t0, a.now, a.gpus, a.types)
         del d
         res["generate_s"] = time.perf_counter() - t
         res["backfill_samples"] = lines

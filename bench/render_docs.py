@@ -1275,6 +1275,38 @@ def _wrapped(label: str, text: str, width: int = 116) -> list[str]:
     return [f"{label:<16}{lines[0]}"] + [" " * 16 + ln for ln in lines[1:]]
 
 
+@block("cycle-fleet")
+def cycle_fleet_block() -> str:
+    """The daemon's whole cycle on a mixed fleet against a real Prometheus: one forecast series per (tenant, type);
+    beside it the same bench without types, run right after on the same box (the load's share of the numbers)."""
+    d = load("cycle-1000x4types.json")
+    b = load("cycle-1000-untyped-baseline.json")
+    s, sb = d["scenarios"]["incremental"], b["scenarios"]["incremental"]
+    caps = ", ".join(f"{t} {n(g)}" for t, g in s["plan_capacity_by_type"].items())
+
+    def both(f: Callable[[dict], str]) -> list[str]:
+        return [f(s), f(sb)]
+
+    rows = [["cycle p50 / p95 (ms)", *both(lambda x: f"{n(x['total_p50_ms'])} / {n(x['total_p95_ms'])}")]]
+    rows += [[f"- {k}", *both(lambda x, k=k: f"{n(x[f'{k}_p50_ms'])} / {n(x[f'{k}_p95_ms'])}")]
+             for k in ("collect", "forecast", "plan")]
+    rows += [["forecast series", *both(lambda x: n(x.get("forecast_series", 0)))],
+             ["samples read per cycle, mean / max", *both(lambda x: f"{n(x['samples_mean'])} / {n(x['samples_max'])}")],
+             ["cold start to first plan (s)", *both(lambda x: f"{x['cold_start_s']:.1f}")],
+             ["daemon RSS peak / end (GiB)", *both(lambda x: f"{x['rss_peak_gib']:.2f} / {x['rss_end_gib']:.2f}")]]
+    rows += [[f"goal: {t['what']} {goal(t)}", verdict(met(t, s)), verdict(met(t, sb))]
+             for t in d["targets"].values()]
+    days = (_days(d["days"]) + " d").replace(" h d", " h")
+    return "\n".join([f"`bench/cycle_bench.py --types {d['types']}`: {n(d['tenants'])} tenants x {d['types']} GPU "
+                      f"types, {days} of history at 1 min in a real Prometheus (recording rules), "
+                      f"{s['cycles']} cycles after the cold start, dry run; the plan's GPUs per type: {caps}; "
+                      f"{n(s['plan_tenants_held_by_type'])} tenants held per type in the last plan.", "",
+                      table(["p50 / p95 (ms), or as said", f"{d['types']} types (tenant@type series)",
+                             "one model (tenant series)"], rows), "",
+                      source(["cycle-1000x4types.json"], d), "",
+                      source(["cycle-1000-untyped-baseline.json"], b)])
+
+
 @block("fleet")
 def fleet_block() -> str:
     """A mixed fleet (issue 24): type-aware against type-blind plans on the same simulated fleet."""

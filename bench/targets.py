@@ -51,6 +51,16 @@ CYCLE = {
                    "scope": "scenarios"},
 }
 
+# bench/cycle_bench.py --types 4: a mixed fleet, 1,000 tenants x 4 GPU types, one forecast series per (tenant, type)
+# (issue 9's goals, held on a typed fleet by issue 24)
+CYCLE_FLEET = {
+    "cycle_p95_1s": CYCLE["cycle_p95_1s"],
+    "plan_p50_20ms": {"what": "plan() median", "metric": "plan_p50_ms", "op": "<", "value": 20, "unit": "ms",
+                      "scope": "scenarios"},
+    "forecast_p95_200ms": {"what": "forecast p95", "metric": "forecast_p95_ms", "op": "<", "value": 200,
+                           "unit": "ms", "scope": "scenarios"},
+}
+
 # bench/replay_bench.py: issue #26's goals, set on synthetic and Helios (Alibaba has none), for predictive's point at
 # the utilization of reactive's best point. "relative_to": "perfect" compares with the perfect forecast's point at
 # that utilization (the same engine fed the true future), so that what is left is forecast error

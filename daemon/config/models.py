@@ -237,6 +237,11 @@ class PrometheusConfig(_Strict):
                                      description="PromQL: GPUs in use (utilization above 0) per tenant and GPU model")
     capacity_by_type_query: str = Field("count by (modelName) (DCGM_FI_DEV_GPU_UTIL)", description="PromQL: "
                                         "healthy GPUs per GPU model (by type_label)")
+    nodes_by_type_query: str = Field("count by (Hostname, modelName, namespace) (DCGM_FI_DEV_GPU_UTIL)",
+                                     description="PromQL: GPUs per node, GPU model and tenant (by node_label, "
+                                     "type_label and tenant_label; no tenant = free). Read on a mixed fleet only when "
+                                     "no scheduler actuator lists the nodes: it gives the policy each node's type, "
+                                     "so the plan's holds are said per type")
     # true when deploy/prometheus/gpu-autoscaler-recording.yml is loaded: the queries that are not set
     # explicitly read its pre-aggregated series instead of every GPU's raw series
     recording_rules: bool = Field(False, description="true once deploy/prometheus/gpu-autoscaler-recording.yml is "

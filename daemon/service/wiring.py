@@ -231,7 +231,8 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
             if with_store:
                 path = hc.path or cfg.state.path.with_name(f"{cfg.state.path.stem}-history.sqlite")
             history = History(cfg.cycle.resolution_s, cfg.cycle.history_steps, path,
-                              overlap_steps=hc.overlap_steps, chunk_steps=hc.backfill_chunk_steps)
+                              overlap_steps=hc.overlap_steps, chunk_steps=hc.backfill_chunk_steps,
+                              series="typed" if cfg.fleet.typed else "plain")
         source = PrometheusSource(cfg, jobs_provider=jobs_from, history=history, nodes_provider=nodes_from)
     forecaster, note = build_forecaster(cfg)
     log.debug("%s", note)  # the CLI's start-up line says it, short; /api/v1/plan has it whole

@@ -50,13 +50,16 @@ class UpdateStats:
 
 class History:
     def __init__(self, step_s: int, steps: int, path: Path | str | None = None, *, overlap_steps: int = 1,
-                 chunk_steps: int = 720) -> None:
+                 chunk_steps: int = 720, series: str = "plain") -> None:
         if overlap_steps < 1:
             raise ValueError("overlap_steps must be >= 1 (the last step is read again)")
         self.step_s = int(step_s)
         self.steps = int(steps)
         self.overlap = int(overlap_steps)
         self.chunk = int(chunk_steps)
+        # what a column is: "plain" (a tenant) or "typed" (tenant@type, a mixed fleet's); a file written under the
+        # other kind is started over, so switching [fleet] types on or off leaves no columns that are never read
+        self.series = series
         self._lock = threading.RLock()
         self._names: list[str] = []
         self._saved_names = 0                    # names[:_saved_names] are in the tenants table
@@ -82,6 +85,11 @@ class History:
         meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
         if meta.get("step_s") not in (None, str(self.step_s)):
             log.warning("history on disk has step %ss, not %ss: starting over", meta["step_s"], self.step_s)
+            db.executescript("DELETE FROM steps; DELETE FROM tenants; DELETE FROM meta;")
+            meta = {}
+        if meta and meta.get("series", "plain") != self.series:
+            log.warning("history on disk has %s series, not %s ([fleet] types changed): starting over",
+                        meta.get("series", "plain"), self.series)
             db.executescript("DELETE FROM steps; DELETE FROM tenants; DELETE FROM meta;")
             meta = {}
         names = [n for _, n in db.execute("SELECT col, name FROM tenants ORDER BY col")]
@@ -113,7 +121,8 @@ class History:
             db.executemany("INSERT OR REPLACE INTO steps(step, vals) VALUES(?, ?)", rows)
             db.execute("DELETE FROM steps WHERE step < ?", (keep_from,))
             db.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)",
-                           [("step_s", str(self.step_s)), ("fetched_until", str(hi))])
+                           [("step_s", str(self.step_s)), ("fetched_until", str(hi))]
+                           + ([("series", self.series)] if self.series != "plain" else []))
             db.execute("COMMIT")
         except Exception:
             db.execute("ROLLBACK")
@@ -181,11 +190,14 @@ class History:
             lo = max(lo, first_wanted)
             self._ensure(tenants)
             requests = 0
+            persist_lo = lo
             for c_lo in range(lo, now + 1, self.chunk):
                 c_hi = min(now, c_lo + self.chunk - 1)
                 frame = fetch(c_lo * self.step_s, c_hi * self.step_s, list(self._names))
                 requests += 1
-                self._ensure(frame.columns)
+                new = self._ensure(frame.columns)
+                if new and self.series == "typed" and self._n:
+                    persist_lo = min(persist_lo, self._zero_fill(new))
                 self._place(c_lo, c_hi)
                 steps = pd.DatetimeIndex(frame.index).as_unit("s").asi8 // self.step_s
                 ok = (steps >= self._first) & (steps < self._first + self._n)
@@ -193,7 +205,7 @@ class History:
                 cols = np.array([self._col[n] for n in frame.columns], dtype=np.int64)
                 self._vals[rows, :] = np.nan          # a re-read row is replaced whole, gaps included
                 self._vals[np.ix_(rows, cols)] = frame.to_numpy(dtype=float)[ok]
-            self._persist(lo, now, first_wanted)
+            self._persist(max(persist_lo, first_wanted), now, first_wanted)
             self.fetched_until = now
             if backfill or now % PRUNE_EVERY_STEPS == 0:
                 self._prune(set(tenants))
@@ -201,6 +213,17 @@ class History:
                 log.info("history: backfilled %d steps x %d tenants in %d requests", now - lo + 1,
                          len(self._names), requests)
             return UpdateStats(lo, now - lo + 1, requests, backfill)
+
+    def _zero_fill(self, new: list[str]) -> int:
+        """Typed series (tenant@type) are sparse: the source sends a (tenant, type) only once it has GPUs there, so
+        before that it held none of that type: 0 at every step already read that was scraped (any series has a
+        value there), not a gap. Returns the first step so changed (to be written to disk again)."""
+        rows = self._vals[self._off: self._off + self._n]
+        old = [self._col[n] for n in self._names if n not in set(new)]
+        scraped = np.isfinite(rows[:, old]).any(axis=1) if old else np.zeros(self._n, dtype=bool)
+        cols = [self._col[n] for n in new]
+        rows[np.ix_(np.flatnonzero(scraped), cols)] = 0.0
+        return self._first
 
     def _prune(self, keep: set[str]) -> None:
         """Forget tenants that held no GPU over the whole window and are not configured (namespaces come

@@ -135,10 +135,12 @@ class PrometheusSource:
         self.tiers = {t.name: t.tier for t in cfg.tenants}
         self.known: list[str] = [t.name for t in cfg.tenants]
         self.resolver = cfg.fleet.resolver()   # GPU model names -> [fleet] types (window_by_type)
+        self.typed = cfg.fleet.typed           # a mixed fleet: history per (tenant, type), nodes with a type
+        self._reported_unknown: set[str] = set()
         hc = cfg.history
         if history is None and hc.incremental:   # in memory only; the runtime passes one persisted on disk
             history = History(self.step_s, cfg.cycle.history_steps, overlap_steps=hc.overlap_steps,
-                              chunk_steps=hc.backfill_chunk_steps)
+                              chunk_steps=hc.backfill_chunk_steps, series="typed" if self.typed else "plain")
         self.history = history
         self.samples = 0        # samples read from Prometheus so far (bench, metrics)
         self._series_seen = 0   # most series in one range answer so far (sizes later requests)
@@ -291,15 +293,17 @@ class PrometheusSource:
         return sorted(self.resolver.unmatched)
 
     def window_by_type(self, start: float, end: float, tenants: Iterable[str] = (),
-                       query: str | None = None, flat: bool = False) -> pd.DataFrame:
+                       query: str | None = None, flat: bool = False, types: Iterable[str] = ()) -> pd.DataFrame:
         """GPUs per (tenant, GPU type) on the step grid from start to end (inclusive): demand_by_type_query, or
         `query` (usage_by_type). Columns: a two-level MultiIndex (tenant, type) over every tenant (as window)
         and every type, the configured ones and any seen (``unknown`` included); in a one-model cluster the one
         type is ``gpu``. As in window: idle is 0 at a scraped step (a tenant with no GPU of a type has 0 of it),
         a tenant that missing_query lists is NaN on every type there, and a step with no scrape is NaN.
         `flat`: one column level instead, named ``<tenant>@<type>`` as the policy names a typed forecast series
-        (daemon/policy/fleet.py's series_name of a tenant's work on that one type)."""
+        (daemon/policy/fleet.py's series_name of a tenant's work on that one type). `types`: types listed even when
+        none is configured or seen in this window (the history's older columns: 0 at a scraped step, not NaN)."""
         n = int(round((end - start) / self.step_s)) + 1
+        types_extra = set(types)
         d_keys, demand = self._grid(query or self.pc.demand_by_type_query, start, end, n,
                                     key=lambda lb: (self._label(lb), self._type_of(lb)))
         _, capacity = self._grid(self.pc.capacity_query, start, end, n)
@@ -308,7 +312,7 @@ class PrometheusSource:
         d_keys = {k: r for k, r in d_keys.items() if k[0] is not None}
         names = sorted((set(k[0] for k in d_keys) | set(m_keys) | set(self.known) | set(tenants)) - {None})
         types = list(self.cfg.fleet.types) or [self.resolver(None)]
-        types += sorted({k[1] for k in d_keys} - set(types))
+        types += sorted(({k[1] for k in d_keys} | set(types_extra)) - set(types))
         cols = pd.MultiIndex.from_product([names, types], names=["tenant", "type"])
         at = {c: j for j, c in enumerate(cols)}
         values = np.zeros((n, len(cols)))
@@ -321,13 +325,63 @@ class PrometheusSource:
             for typ in types:
                 values[stale, at[(t, typ)]] = np.nan
         values[~fresh, :] = np.nan
-        if self.resolver.unmatched:
-            log.warning("GPU models not in [fleet] types/aliases, counted as 'unknown': %s", self.unknown_types)
+        self._report_unknown()
         idx = pd.date_range(pd.Timestamp(start, unit="s", tz="UTC"), periods=n, freq=f"{self.step_s}s", name="time")
         if flat:
             return pd.DataFrame(values, index=idx,
                                 columns=pd.Index([f"{t}{SERIES_SEP}{typ}" for t, typ in cols], name="tenant"))
         return pd.DataFrame(values, index=idx, columns=cols)
+
+    def _report_unknown(self) -> None:
+        """Log each model name that no [fleet] type or alias matches once (a typo in an alias must be seen, and not
+        every cycle); its GPUs are counted as type ``unknown``, never dropped."""
+        new = self.resolver.unmatched - self._reported_unknown
+        if new:
+            self._reported_unknown |= new
+            log.warning("GPU models not in [fleet] types/aliases, counted as 'unknown': %s", sorted(new))
+
+    def _typed_window(self, start: float, end: float, names: Iterable[str] = ()) -> pd.DataFrame:
+        """The history's fetch on a mixed fleet: ``<tenant>@<type>`` columns (window_by_type, flat) for the names
+        asked for (the history's columns: 0 at a scraped step, not NaN) and each (tenant, type) with GPUs in this
+        window. Only types a tenant used get a series, as the simulator has one per set of types a tenant's work
+        accepts: a forecast of series that are 0 throughout would cost (tenants x types) for nothing."""
+        names = list(names)
+        tenants, types = set(), set()
+        for name in names:
+            tenant, sep, typ = name.rpartition(SERIES_SEP)
+            if sep:
+                tenants.add(tenant)
+                types.add(typ)
+            else:
+                tenants.add(name)
+        frame = self.window_by_type(start, end, tenants, flat=True, types=types)
+        active = (np.nan_to_num(frame.to_numpy()) > 0).any(axis=0) | frame.columns.isin(names)
+        return frame.loc[:, active]
+
+    def _nodes_by_type(self, at: float) -> Nodes:
+        """A mixed fleet's node view from Prometheus (nodes_by_type_query), when no scheduler lists the nodes: each
+        node's GPUs, its type (its GPUs' model; the most common one if it reports several) and its free GPUs (those
+        no tenant holds). Nothing is held or draining as far as Prometheus knows."""
+        book: dict[str, dict] = {}
+        for labels, v in self._instant(self.pc.nodes_by_type_query, at):
+            node = labels.get(self.pc.node_label)
+            if not node:
+                continue
+            b = book.setdefault(node, {"gpus": 0, "free": 0, "types": {}})
+            b["gpus"] += int(v)
+            if not labels.get(self.pc.tenant_label):
+                b["free"] += int(v)
+            typ = self._type_of(labels)
+            b["types"][typ] = b["types"].get(typ, 0) + int(v)
+        self._report_unknown()
+        names = sorted(book)
+        return Nodes(names=np.array(names, dtype=object),
+                     gpus=np.array([book[n]["gpus"] for n in names], dtype=np.int64),
+                     free=np.array([book[n]["free"] for n in names], dtype=np.int64),
+                     draining=np.zeros(len(names), dtype=np.int64),
+                     held_by=np.full(len(names), -1, dtype=np.int64),
+                     gpu_type=np.array([max(sorted(book[n]["types"]), key=book[n]["types"].get) for n in names],
+                                       dtype=object))
 
     def usage_by_type(self, start: float, end: float, tenants: Iterable[str] = ()) -> pd.DataFrame:
         """GPUs in use (utilization above 0) per (tenant, type): usage_by_type_query, framed as window_by_type."""
@@ -356,12 +410,16 @@ class PrometheusSource:
         `now`), so a cycle reads each tenant's demand once; capacity and freshness are two instant queries.
         """
         now = self._aligned(self.clock())
+        fetch, names = (self._typed_window, []) if self.typed else (self.window, self.known)
         if self.history is not None:
-            self.history.update(self.window, now, self.known)
+            self.history.update(fetch, now, names)
             history = self.history.frame(history_steps)
         else:
-            history = self.window(now - (history_steps - 1) * self.step_s, now)
-        tenants = tuple(history.columns)
+            history = fetch(now - (history_steps - 1) * self.step_s, now, names)
+        # a mixed fleet's history is per (tenant, type), "<tenant>@<type>"; the live state stays per tenant
+        # (a configured tenant with no GPU of any type in the window has no series but is in the state, at 0)
+        owner = [c.rpartition(SERIES_SEP)[0] for c in history.columns] if self.typed else list(history.columns)
+        tenants = tuple(dict.fromkeys(owner + self.known)) if self.typed else tuple(owner)
         cap = self._instant(self.pc.capacity_query, now)
         capacity = int(sum(v for _, v in cap))
         fresh = self._instant(self.pc.freshness_query, now)
@@ -371,6 +429,11 @@ class PrometheusSource:
         last_is_now = len(history) > 0 and history.index[-1].timestamp() == now
         if scraped and last_is_now:
             used = history.iloc[-1].to_numpy(dtype=float, copy=True)
+            if self.typed:  # a tenant's GPUs summed over its types; missing on any type is missing
+                codes = pd.factorize(pd.Index(owner))[0]   # in first-seen order, as `tenants`; the rest 0
+                gaps = np.bincount(codes, weights=np.isnan(used), minlength=len(tenants)) > 0
+                total = np.bincount(codes, weights=np.nan_to_num(used), minlength=len(tenants))
+                used = np.where(gaps, np.nan, total)
         else:
             used = np.full(len(tenants), np.nan)
         missing = tuple(t for t, u in zip(tenants, used) if not np.isfinite(u))
@@ -382,7 +445,7 @@ class PrometheusSource:
         tiers = tuple(self.tiers.get(t, "normal") for t in tenants)
         state = ClusterState(at=pd.Timestamp(now, unit="s", tz="UTC"), tenants=tenants, tiers=tiers,
                              capacity=capacity, used=used, pending=pending, jobs=jobs, staleness_s=staleness,
-                             missing=missing, nodes=self._nodes(tenants))
+                             missing=missing, nodes=self._nodes(tenants, now))
         if missing:
             log.warning("no fresh sample for %d tenants: %s", len(missing), ", ".join(missing[:10]))
         return Collected(history, state)
@@ -397,11 +460,12 @@ class PrometheusSource:
         except Exception as exc:  # whatever the scheduler's client raises (SlurmError, ApiException, ...)
             raise SourceError(f"cannot read the scheduler's jobs: {type(exc).__name__}: {exc}") from None
 
-    def _nodes(self, tenants: tuple[str, ...]) -> Nodes | None:
+    def _nodes(self, tenants: tuple[str, ...], now: float) -> Nodes | None:
         """The node provider's view, or None (no provider, or it failed: then the policy counts GPUs; a failed
-        read is not an empty cluster with everything free)."""
+        read is not an empty cluster with everything free). A mixed fleet with no provider reads each node's type
+        from Prometheus (_nodes_by_type), so the plan still says its holds per type."""
         if self.nodes_provider is None:
-            return None
+            return self._nodes_by_type(now) if self.typed else None
         try:
             return self.nodes_provider(tenants)
         except Exception as exc:  # whatever the scheduler's client raises: this cycle goes on without placement
