@@ -168,13 +168,17 @@ def _tenant_values(forecast: Forecast, tenants: tuple[str, ...]) -> np.ndarray:
     if not any(fleet.SERIES_SEP in t for t in forecast.tenants):
         return forecast.for_tenants(tenants)
     index = {t: i for i, t in enumerate(tenants)}
+    of = np.array([index.get(fleet.split_series(name)[0], -1) for name in forecast.tenants], dtype=np.int64)
+    keep = of >= 0
+    of, vals = of[keep], forecast.values[keep]
     out = np.full((len(tenants), forecast.horizon, len(forecast.quantiles)), np.nan)
-    vals = forecast.values
-    for j, name in enumerate(forecast.tenants):
-        tenant, _ = fleet.split_series(name)
-        i = index.get(tenant)
-        if i is not None:
-            out[i] = np.where(np.isnan(out[i]), vals[j], out[i] + np.nan_to_num(vals[j]))
+    if of.size:
+        order = np.argsort(of, kind="stable")
+        of, vals = of[order], vals[order]
+        starts = np.r_[0, np.flatnonzero(np.diff(of)) + 1]
+        sums = np.add.reduceat(np.nan_to_num(vals), starts, axis=0)
+        seen = np.logical_or.reduceat(~np.isnan(vals), starts, axis=0)
+        out[of[starts]] = np.where(seen, sums, np.nan)  # the sum of the observed series; NaN where all are NaN
     return out
 
 

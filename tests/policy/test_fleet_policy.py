@@ -6,6 +6,7 @@ import pandas as pd
 
 from daemon.config import Config
 from daemon.policy import PolicyMemory, plan
+from daemon.policy.engine import _tenant_values
 from daemon.policy.fleet import series_name, split_series
 from daemon.policy.state import PRIORITY, UNHELD, ClusterState, Jobs, Nodes
 from forecaster.types import Forecast
@@ -137,3 +138,15 @@ def test_normal_work_is_kept_out_of_each_types_guarantee():
     s = typed_state(["high", "normal"], NODES, [(0, 8, "high", "", 0, ("v100",))] * 3)
     p = plan(None, s, PolicyMemory(), cfg)
     assert p.holds_by_type == {"t0": {"v100": 16}} and p.shared_cap_by_type == {"t4": 12, "v100": 0}
+
+
+def test_typed_series_sum_per_tenant_observed_only_and_nan_where_none_is():
+    """The per-tenant forecast of typed series is the sum of its observed series, NaN only where every series of
+    the tenant is NaN, and a series of a tenant the state does not know is left out."""
+    v = np.array([[[1.0, 2.0]], [[np.nan, 3.0]], [[np.nan, np.nan]], [[5.0, 5.0]], [[7.0, 7.0]]])  # 5 x 1 x 2
+    f = Forecast(tenants=("a@t4", "a@h100", "b@t4", "c@*", "zz@t4"), quantiles=(0.5, 0.9), values=v,
+                 issued_at=None, step_s=60, model="m")
+    got = _tenant_values(f, ("a", "b", "c", "d"))
+    assert got[0, 0].tolist() == [1.0, 5.0]           # a: 1 + (missing), 2 + 3
+    assert np.isnan(got[1]).all() and np.isnan(got[3]).all()  # b: every series NaN; d: no series
+    assert got[2, 0].tolist() == [5.0, 5.0]
