@@ -14,9 +14,29 @@ reports is given for the parameters it ran with:
   time in the long run, idle -> busy after `mean_idle_steps` on average (geometric); busy -> hung with
   `hang_per_step`; a hung job stays hung until it is requeued;
 - a requeued job restarts busy (it resumes from its checkpoint; with `restart_clears_idle=False` it resumes in the
-  state it was requeued in). Leaks are not modelled here: framebuffer is not part of the cluster model.
+  state it was requeued in).
 
-Deterministic per seed: each step draws one uniform number per job slot in job-id order.
+Framebuffer (what the hung and memory-leak detectors read beside activity): each job holds a share of its GPUs'
+framebuffer, drawn once per job from N(fb_level, fb_spread) clipped to [fb_min, 0.95] (a training job's caching
+allocator keeps most of the memory it ever used, so the share is steady, and fb_min over the hung detector's 50%
+keeps a hung job's memory "held" as a real deadlocked job's is). Busy and idle jobs keep it steady; a hung job
+holds it (nothing runs, nothing is freed). A share `leak_share` of jobs leak (default 0: none): while busy their
+share rises by a per-job rate drawn from U(leak_rate_min, leak_rate_max) per step (per training step in reality;
+an idle or hung job allocates nothing new), from a steady level of at most `leak_from_max`: a job that starts near
+full runs out of memory before any trend can be fitted (the detectors need an hour and a 10% rise), an OOM loop a
+person sees from its restarts, not a leak to find here.
+
+At full the job runs out of memory and *restarts in place*: its share falls back to its steady level and the leak
+starts again (a sawtooth), rather than staying at full (a real job does not keep running with a full framebuffer
+and a failed allocation). In place, not through the cluster's requeue, because that is what an OOM does under the
+usual launchers (torchrun --max-restarts restarts the workers, a Kubernetes container restart keeps the pod and
+its GPUs) and because it keeps the cluster model and every capacity number a replay reports the same whatever
+`leak_share` is (leaks are reported, never acted on: the detectors' job is to find them). `oom_restarts` counts
+them per job. A requeue (a new process) also resets the share to the steady level.
+
+Deterministic per seed: each step draws one uniform number per job slot in job-id order. The framebuffer model
+draws from its own generator (seeded from the same seed), so the busy/idle/hung states, and every existing
+replay's numbers, are the same with or without it and whatever its parameters.
 """
 
 from __future__ import annotations
@@ -40,6 +60,13 @@ class ActivityParams:
     idle_level: float = 0.01
     hang_per_step: float = 1e-4       # chance per running step that a busy job hangs
     restart_clears_idle: bool = True
+    fb_level: float = 0.75            # mean framebuffer share a job holds (steady)
+    fb_spread: float = 0.1
+    fb_min: float = 0.55              # lowest steady share: over the hung detector's 50%, so a hung job holds it
+    leak_share: float = 0.0           # share of jobs that leak framebuffer (0: none, the default)
+    leak_rate_min: float = 0.002      # framebuffer share a leaking job adds per busy step, drawn per job
+    leak_rate_max: float = 0.004
+    leak_from_max: float = 0.7        # a leaking job's steady share is at most this (room for a visible trend)
 
 
 class Activity:
@@ -54,6 +81,18 @@ class Activity:
         # stationary idle share s = p_in / (p_in + p_out)  =>  p_in = p_out * s / (1 - s)
         self.p_in = np.clip(p_out * share / (1 - share), 0, 1)
         self.p_out = p_out
+        if not 0 <= params.leak_share <= 1:
+            raise ValueError("leak_share must be in [0, 1]")
+        if not 0 < params.leak_rate_min <= params.leak_rate_max < 1:
+            raise ValueError("need 0 < leak_rate_min <= leak_rate_max < 1")
+        if not 0 < params.fb_min <= params.leak_from_max < 1:
+            raise ValueError("need 0 < fb_min <= leak_from_max < 1")
+        # own generator: the states' draws (self.rng) are the same whatever the framebuffer model does
+        self.fb_rng = np.random.default_rng([seed, 0xFB])
+        self.fb_base = np.zeros(0)                      # steady framebuffer share per job
+        self.fb = np.zeros(0)                           # framebuffer share now
+        self.leak_rate = np.zeros(0)                    # share per busy step; 0: not leaking
+        self.oom_restarts = np.zeros(0, dtype=np.int64)
         self.state = np.zeros(0, dtype=np.int8)
         self.level = np.zeros(0)
         self.idle_steps = np.zeros(0, dtype=np.int64)   # consecutive steps idle or hung, while running
@@ -68,6 +107,14 @@ class Activity:
         self.level = np.r_[self.level, lv]
         self.idle_steps = np.r_[self.idle_steps, np.zeros(k, dtype=np.int64)]
         self.started = np.r_[self.started, np.full(k, -1, dtype=np.int64)]
+        base = np.clip(self.fb_rng.normal(self.p.fb_level, self.p.fb_spread, k), self.p.fb_min, 0.95)
+        leaks = self.fb_rng.random(k) < self.p.leak_share
+        rate = self.fb_rng.uniform(self.p.leak_rate_min, self.p.leak_rate_max, k)
+        base = np.where(leaks, np.minimum(base, self.p.leak_from_max), base)
+        self.fb_base = np.r_[self.fb_base, base]
+        self.fb = np.r_[self.fb, base]
+        self.leak_rate = np.r_[self.leak_rate, np.where(leaks, rate, 0.0)]
+        self.oom_restarts = np.r_[self.oom_restarts, np.zeros(k, dtype=np.int64)]
 
     def running(self, c: SimCluster) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(job ids, tenants, GPUs) of the running jobs."""
@@ -87,6 +134,7 @@ class Activity:
         first = self.started[ids] < 0
         self.started[ids] = began
         restarted = ids[new_run & ~first]
+        self.fb[restarted] = self.fb_base[restarted]    # a requeue is a new process: its memory starts afresh
         if restarted.size and self.p.restart_clears_idle:
             self.state[restarted] = BUSY
             self.idle_steps[restarted] = 0
@@ -102,6 +150,20 @@ class Activity:
         self.state[ids] = st
         quiet = st != BUSY
         self.idle_steps[ids] = np.where(quiet, self.idle_steps[ids] + 1, 0)
+        leak = ids[(st == BUSY) & (self.leak_rate[ids] > 0)]
+        if leak.size:
+            fb = self.fb[leak] + self.leak_rate[leak]
+            oom = fb >= 1.0                              # out of memory: restarts in place at its steady level
+            self.oom_restarts[leak[oom]] += 1
+            self.fb[leak] = np.where(oom, self.fb_base[leak], fb)
+
+    def fb_share(self, ids: np.ndarray) -> np.ndarray:
+        """Framebuffer used / total of each job's GPUs now (every GPU of a job alike)."""
+        return self.fb[ids]
+
+    def leaking(self) -> np.ndarray:
+        """Ids of the jobs the model made leak (seen so far)."""
+        return np.flatnonzero(self.leak_rate > 0)
 
     def share(self, ids: np.ndarray) -> np.ndarray:
         st = self.state[ids]

@@ -9,8 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from daemon.config.models import HealthConfig
+from daemon.health.detect import detect
+from daemon.health.types import GpuTrace, Telemetry
 from daemon.policy.preemption import choose
-from daemon.sim.activity import BUSY, IDLE, Activity, ActivityParams
+from daemon.sim.activity import BUSY, HUNG, IDLE, Activity, ActivityParams
 from daemon.sim.cluster import SimCluster
 from tests.conftest import REPO
 
@@ -76,3 +79,91 @@ def test_helios_gpu_utilization_is_allocated_over_quota_not_a_busy_share():
     for f in sorted(DATA.glob("vc*/cluster_sequence_vc.csv")):
         d = pd.read_csv(f, usecols=["running_gpu_num", "total_gpu_num", "gpu_utilization"])
         assert np.abs(d.gpu_utilization - d.running_gpu_num / d.total_gpu_num).max() < 0.001, f
+
+
+STEP_S = 60.0
+FB_MIB = 81920.0   # an 80 GB GPU's framebuffer
+
+
+def telemetry(act: np.ndarray, fb: np.ndarray, ids: np.ndarray, gpus: np.ndarray, end_step: int) -> Telemetry:
+    """The simulator's per-job series (steps x jobs) as the exporter would give them: one trace per GPU, every GPU
+    of a job alike, framebuffer in MiB (used + free = the GPU's total)."""
+    traces = []
+    for k, (j, g) in enumerate(zip(ids, gpus)):
+        for i in range(int(g)):
+            traces.append(GpuTrace(job=str(j), scheduler="slurm", tenant=None, host=f"n{j}", gpu=str(i),
+                                   activity=act[:, k].copy(), fb_used=fb[:, k] * FB_MIB,
+                                   fb_free=(1 - fb[:, k]) * FB_MIB, xid=np.zeros(act.shape[0])))
+    return Telemetry(end=end_step * STEP_S, step_s=STEP_S, n=act.shape[0], gpus=tuple(traces))
+
+
+def simulate(params: ActivityParams, steps: int, seed: int, every: int = 10):
+    """Run the simulator `steps` steps (80 jobs that start together and keep running) and feed its series through
+    the real detectors every `every` steps, on the window up to there: (activity, findings per evaluation, job
+    ids, states per step)."""
+    c = cluster()
+    a = Activity(2, params, seed=seed)
+    a.step(c)
+    ids, _, g = a.running(c)
+    act, fb, states = [], [], []
+    found: list[tuple[int, list]] = []
+    cfg = HealthConfig()
+    for s in range(1, steps + 1):
+        c.step(np.array([40.0, 40.0]))
+        a.step(c)
+        assert np.array_equal(a.running(c)[0], ids)      # no job ends or restarts in this test
+        act.append(a.share(ids))
+        fb.append(a.fb_share(ids))
+        states.append(a.state[ids].copy())
+        if s >= 90 and s % every == 0:
+            tel = telemetry(np.array(act), np.array(fb), ids, g, s)
+            found.append((s, detect(tel, cfg, stale_after_s=300)[1]))
+    return a, found, ids, np.array(states)
+
+
+def test_the_detectors_find_exactly_the_simulated_leaks_and_hangs_and_no_busy_job():
+    params = ActivityParams(idle_share=0.1, mean_idle_steps=30, hang_per_step=5e-4, leak_share=0.15)
+    a, found, ids, states = simulate(params, 360, seed=8)
+    cfg = HealthConfig()
+    leaking = {int(j) for j in a.leaking()}
+    hung_min = int(cfg.hung_warn_minutes * 60 / STEP_S)
+    # ground truth at the end: hung (the model's state) for at least hung_warn_minutes
+    hung = {int(j) for j in ids[(a.state[ids] == HUNG) & (a.idle_steps[ids] >= hung_min)]}
+    assert leaking and hung, "the seed must make some leaks and some hangs for the test to mean anything"
+    assert not leaking & hung, "a leaking job that hangs stops leaking: pick a seed without one"
+    assert (a.oom_restarts[list(leaking)] > 0).any(), "some leak must run the GPU full (the restart in place)"
+    by_kind: dict[str, set[int]] = {"memory_leak": set(), "hung": set(), "idle": set()}
+    for s, fs in found:
+        st = dict(zip(map(int, ids), states[s - 1]))
+        for f in fs:
+            j = int(f.job)
+            by_kind.setdefault(f.kind, set()).add(j)
+            if f.kind in ("hung", "idle"):
+                assert st[j] != BUSY, (s, f.summary)          # no busy job is ever called idle or hung
+            if f.kind == "idle":
+                assert st[j] == IDLE, (s, f.summary)
+    assert by_kind["memory_leak"] == leaking
+    assert by_kind["hung"] == hung
+    assert set(by_kind) <= {"memory_leak", "hung", "idle"}
+    busy_steady = set(map(int, ids)) - leaking - hung - by_kind["idle"]
+    assert busy_steady and not busy_steady & (by_kind["memory_leak"] | by_kind["hung"])
+
+
+def test_the_framebuffer_model_is_deterministic_for_a_seed_and_changes_no_state_draw():
+    params = ActivityParams(idle_share=0.2, mean_idle_steps=20, hang_per_step=1e-3, leak_share=0.3)
+    runs = []
+    for p in (params, params, ActivityParams(idle_share=0.2, mean_idle_steps=20, hang_per_step=1e-3)):
+        c = cluster()
+        a = Activity(2, p, seed=7)
+        st, fb = [], []
+        for _ in range(200):
+            c.step(np.array([40.0, 40.0]))
+            a.step(c)
+            ids, _, _ = a.running(c)
+            st.append(a.state[ids].copy())
+            fb.append(a.fb_share(ids).copy())
+        runs.append((np.array(st), np.array(fb), a.leaking()))
+    assert np.array_equal(runs[0][0], runs[1][0]) and np.array_equal(runs[0][1], runs[1][1])
+    assert np.array_equal(runs[0][2], runs[1][2]) and runs[0][2].size
+    assert np.array_equal(runs[0][0], runs[2][0])        # leaks on or off: the same busy/idle/hung states
+    assert runs[2][2].size == 0 and np.ptp(runs[2][1], axis=0).max() == 0   # no leak: every share steady
