@@ -265,7 +265,7 @@ def fleet_case():
     return {"hi@t4": hi, "lo": lo}
 
 
-def test_a_fleet_config_replays_typed_series_on_the_typed_fleet(tmp_path):
+def test_a_fleet_config_replays_typed_series_on_the_typed_fleet(tmp_path, monkeypatch):
     cols = fleet_case()
     csv, toml = write(tmp_path, cols, config=FLEET_CONFIG)
     out = tmp_path / "out"
@@ -301,6 +301,22 @@ def test_a_fleet_config_replays_typed_series_on_the_typed_fleet(tmp_path):
     blind = run_replay(Workload("b", w.demand, w.tiers, w.job_gpus, 12, start=N - WINDOW, gpus_per_node=4), cfg,
                        None, steps=WINDOW, strategies=("perfect",))[0].summary()
     assert blind["tiers"]["high"]["unmet_gpu_min"] == 0 and "by_spec" not in blind
+    # predictive: the model forecasts the tenants' columns, the engine plans them as their typed series
+    import daemon.sim.replay as replay_mod
+    from forecaster.baselines import SeasonalNaive
+
+    seen: set = set()
+    engine = replay_mod.plan
+
+    def recording(fc, *a, **k):
+        seen.add(None if fc is None else fc.tenants)
+        return engine(fc, *a, **k)
+
+    monkeypatch.setattr(replay_mod, "plan", recording)
+    pred = run_replay(w, cfg, SeasonalNaive(100, cfg.forecaster.quantiles), steps=WINDOW,
+                      strategies=("predictive",))[0].summary()
+    assert seen == {("hi@t4", "lo@*")}
+    assert pred["tiers"]["high"]["unmet_gpu_min"] == 4 * 150 and pred["by_spec"]["t4"]["unmet_gpu_min"] == 4 * 150
 
 
 @pytest.mark.parametrize("cols, message", [
