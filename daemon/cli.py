@@ -486,12 +486,19 @@ def simulate(ctx, trace, data, from_source, history_days, until, tier_flags, job
         meta.update({"source": str(data) if data is not None else where,
                      "window": [str(w.demand.index[w.start]), str(w.demand.index[-1])],
                      "history_steps_before": int(w.start), "forecaster_choice": choice_note, **own_notes})
+        if w.accepts is not None:  # replayed on the [fleet] pools: the fleet and what each tenant accepted
+            meta["fleet"] = {"pools": [p.model_dump() for p in cfg.fleet.pools],
+                             "accepts": {str(c): "|".join(a) or "any" for c, a in zip(w.demand.columns, w.accepts)}}
     path = out / f"{w.name}.json"
     doc = report.to_json(runs, meta, path)
     step_days = (w.demand.index[1] - w.demand.index[0]).total_seconds() / 86400
     png = report.pareto_figure(runs, out / f"{w.name}.png",
                                f"{w.name}: {len(w.tiers)} tenants, {w.capacity} GPUs, {steps * step_days:g} days")
     click.echo(report.table(runs))
+    for r in runs:  # a typed replay: unmet GPU-minutes per accepted-type set
+        if r.by_spec is not None:
+            click.echo(f"{r.label} unmet by accepted types: " + ", ".join(
+                f"{k} {v['unmet_gpu_min']:.0f}/{v['demand_gpu_min']:.0f} GPU-min" for k, v in r.by_spec.items()))
     if doc.get("comparison"):
         click.echo("comparison at equal utilization: " + json.dumps(
             {k: v for k, v in doc["comparison"].items() if k in ("reactive_point", "predictive_point", "perfect_point",

@@ -78,6 +78,9 @@ def own_workload(frame: pd.DataFrame, cfg: Config, *, days: float, step_s: int, 
     tiers, jobs = tenant_settings(cfg, tier_flags or {}, job_flags or {})
     cols = [str(c) for c in frame.columns]
     frame = frame.copy()
+    fleet = _fleet_columns(cols, cfg, where) if cfg.fleet.pools else None
+    if fleet is not None:
+        cols = [t for t, _ in fleet]
     frame.columns = pd.Index(cols, name="tenant")
     known = [c for c in cols if c in tiers]
     if not known:
@@ -95,23 +98,59 @@ def own_workload(frame: pd.DataFrame, cfg: Config, *, days: float, step_s: int, 
                         f"{days:g}-day window")
     gpn = cfg.cluster.gpus_per_node
     cap = cfg.cluster.gpus
+    typed: dict = {}
+    if fleet is not None:  # the simulated fleet is [fleet] pools: its GPUs are the capacity, not cluster.gpus
+        pools = cfg.fleet.pools
+        cap = sum(p.nodes * p.gpus_per_node for p in pools)
+        typed = dict(node_types=[p.type for p in pools for _ in range(p.nodes)],
+                     node_gpus=np.array([p.gpus_per_node for p in pools for _ in range(p.nodes)], dtype=np.int64),
+                     accepts=[a for _, a in fleet])
     demand = np.ceil(frame.astype(float))  # GPUs are whole: a fractional mean still occupies the next GPU up
     start = len(demand) - measured
     total = demand.iloc[start:].sum(axis=1, min_count=1).to_numpy(dtype=float)
     if np.all(np.nan_to_num(total, nan=np.inf) > cap):
-        raise DataError(f"{where}: demand is above the cluster's {cap} GPUs (cluster.gpus) at every step of the "
+        key = "fleet.pools" if fleet is not None else "cluster.gpus"
+        raise DataError(f"{where}: demand is above the cluster's {cap} GPUs ({key}) at every step of the "
                         f"replayed window (least {np.nanmin(total):.0f}): the replay would mean nothing; check "
-                        "cluster.gpus or the file's units")
+                        f"{key} or the file's units")
     tier_of = tuple(tiers.get(c, "normal") for c in cols)
-    job = np.array([min(max(1, int(jobs.get(c, default_job_gpus))), gpn) for c in cols], dtype=np.int64)
-    clipped = sorted(c for c in cols if jobs.get(c, default_job_gpus) > gpn)
-    w = Workload(name or f"own-{Path(where).stem}", demand, tier_of, job, cap, start, gpus_per_node=gpn)
+    # a job fits on one node: on a fleet, the largest node of a type the tenant accepts (as the simulated source)
+    biggest = {p.type: max(q.gpus_per_node for q in cfg.fleet.pools if q.type == p.type) for p in cfg.fleet.pools}
+    fit = [max(biggest[t] for t in (a or biggest)) for _, a in fleet] if fleet is not None else [gpn] * len(cols)
+    job = np.array([min(max(1, int(jobs.get(c, default_job_gpus))), f) for c, f in zip(cols, fit)], dtype=np.int64)
+    clipped = sorted(c for c, f in zip(cols, fit) if jobs.get(c, default_job_gpus) > f)
+    w = Workload(name or f"own-{Path(where).stem}", demand, tier_of, job, cap, start, gpus_per_node=gpn, **typed)
     notes = {"tenants_unnamed": unknown, "job_gpus_clipped_to_node": clipped,
              "tiers": {t: int(sum(x == t for x in tier_of)) for t in TIERS}}
     if unknown:
         log.warning("%s: %d tenants not named in the config or flags, replayed as tier normal with %d-GPU jobs: %s",
                     where, len(unknown), default_job_gpus, _some(unknown))
     return w, notes
+
+
+def _fleet_columns(cols: list[str], cfg: Config, where: str) -> list[tuple[str, tuple[str, ...]]]:
+    """(tenant, accepted types) of each column on a `[fleet] pools` config: a `tenant@spec` series (as the daemon
+    writes its typed history; `@*` = any type) accepts the spec's types in order, a plain tenant any type. Refused
+    (one line): a type no pool has (its work could never run), or a tenant in two columns (the simulator gives a
+    tenant one set of accepted types; sum or rename its series)."""
+    from daemon.policy.fleet import split_series
+
+    have = {p.type for p in cfg.fleet.pools}
+    out: list[tuple[str, tuple[str, ...]]] = []
+    for c in cols:
+        tenant, acc = split_series(c)
+        acc = tuple(dict.fromkeys(acc or ()))
+        missing = [t for t in acc if t not in have]
+        if missing:
+            raise DataError(f"{where}: column {c!r} accepts {', '.join(missing)}, which no [fleet] pools node has "
+                            f"(pools: {', '.join(sorted(have))})")
+        out.append((tenant, acc))
+    seen = [t for t, _ in out]
+    twice = sorted({t for t in seen if seen.count(t) > 1})
+    if twice:
+        raise DataError(f"{where}: tenant(s) in more than one column: {_some(twice)}; the replay gives a tenant one "
+                        "set of accepted types (sum or rename its series)")
+    return out
 
 
 def _some(names: list[str], n: int = 6) -> str:

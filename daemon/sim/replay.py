@@ -17,6 +17,7 @@ Pareto frontiers (utilization against high-tier unmet demand), with every tier m
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ import pandas as pd
 
 from daemon.config import Config
 from daemon.policy import Plan, PolicyMemory, plan
+from daemon.policy.fleet import series_name
 from daemon.policy.ratelimits import tenant_limits
 from daemon.policy.state import PRIORITY, ClusterState
 from daemon.sim.actuator import SimulatorActuator
@@ -75,6 +77,8 @@ class Meter:
     step_min: float = 1.0
     wall_s: float = 0.0
     cpu_s: float = 0.0                                         # CPU of its process meanwhile (forecast thread too)
+    # a typed workload (mixed fleet): demand and unmet GPU-minutes per accepted-type set ("a100|t4", "any")
+    by_spec: dict[str, dict[str, float]] | None = None
 
     @property
     def label(self) -> str:
@@ -116,6 +120,7 @@ class Meter:
             "decision_ms_p99": float(np.percentile(self.decision_s, 99) * 1000) if self.decision_s else 0.0,
             "wall_s": float(self.wall_s),
             "cpu_s": float(self.cpu_s),
+            **({"by_spec": self.by_spec} if self.by_spec is not None else {}),
         }
 
 
@@ -241,9 +246,19 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
     tier_of = np.array(w.tiers)
     masks = {t: tier_of == t for t in TIERS}
     sc = cfg.source.simulator
+    # a typed workload replays on its fleet, with the same physics as the fleet replay (daemon/sim/fleet_replay.py):
+    # nodes of several types, jobs that run only on types they accept, forecasts per `tenant@accepted types`
+    typed = w.accepts is not None
     c = SimCluster(list(tenants), prio, w.capacity, w.job_gpus, gpus_per_node=w.gpus_per_node,
                    drain_steps=sc.drain_steps, checkpoint_steps=sc.checkpoint_steps,
-                   max_wait_steps=cfg.policy.max_wait_steps)
+                   max_wait_steps=cfg.policy.max_wait_steps,
+                   **(dict(node_types=w.node_types, node_gpus=w.node_gpus, accepts=w.accepts) if typed else {}))
+    series = tuple(series_name(t, a) for t, a in zip(tenants, w.accepts)) if typed else tenants
+    if typed:
+        specs = ["|".join(a) or "any" for a in w.accepts]
+        res_specs = sorted(set(specs))
+        spec_of = np.array([res_specs.index(s) for s in specs])
+        spec_wanted, spec_unmet = np.zeros(len(res_specs)), np.zeros(len(res_specs))
     act = SimulatorActuator(c, tenants)
     index = {t: i for i, t in enumerate(tenants)}
     H = cfg.cycle.horizon_steps
@@ -274,6 +289,9 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
             res.idle_queued += min(stats.free_gpus, int(stats.queued.sum()))
             served = np.minimum(stats.served, stats.wanted)
             unmet = np.maximum(stats.wanted - stats.served, 0)
+            if typed:
+                np.add.at(spec_wanted, spec_of, stats.wanted)
+                np.add.at(spec_unmet, spec_of, unmet)
             for t, m in masks.items():
                 res.wanted[t].append(float(stats.wanted[m].sum()))
                 res.served[t].append(float(served[m].sum()))
@@ -293,10 +311,12 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
             if fut.shape[1] < H:
                 fut = np.concatenate([fut, np.repeat(fut[:, -1:], H - fut.shape[1], axis=1)], axis=1)
             v = np.repeat(fut[:, :, None], 3, axis=2)
-            fc = Forecast(tenants, (0.5, 0.9, 0.99), v, state.at, step_s, "perfect")
+            fc = Forecast(series, (0.5, 0.9, 0.99), v, state.at, step_s, "perfect")
             p = plan(fc, state, mem, cfg, last)
         else:
             fc = bank.at(k)
+            if typed:  # the model forecasts the tenants' columns; on a fleet each is its typed series
+                fc = dataclasses.replace(fc, tenants=series)
             p = plan(fc, state, mem, cfg, last)
         dt = time.perf_counter() - t0
         if off_cfg is not None and measured:
@@ -339,6 +359,10 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
             res.starvation[t] = float(starve[PRIORITY[t]] * step_s / 60.0)
         res.preempted_idle = float(c.preempted_idle - idle0)
         res.preempted_retaken = int(c.preempted_retaken - ret0)
+    if typed:
+        m = step_s / 60.0
+        res.by_spec = {s: {"demand_gpu_min": float(spec_wanted[j] * m), "unmet_gpu_min": float(spec_unmet[j] * m)}
+                       for j, s in enumerate(res_specs)}
     res.wall_s = time.perf_counter() - t_start
     res.cpu_s = time.process_time() - cpu_start
     return res

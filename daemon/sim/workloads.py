@@ -106,6 +106,11 @@ class Workload:
     requests_per_gpu_s: float = 0.5  # request volume per GPU in use, for the throttling account
     request_shape: np.ndarray | None = None  # per-minute multiplier (e.g. from the Azure trace), tiled
     gpus_per_node: int = 8                   # node size of the replayed cluster (every job fits on one node)
+    # a mixed fleet (issue 24): the type and GPUs of every node, and per tenant the types its jobs accept (in order
+    # of preference; () = any). None: one model, `capacity` GPUs on `gpus_per_node`-GPU nodes
+    node_types: list[str] | None = None
+    node_gpus: np.ndarray | None = None
+    accepts: list[tuple[str, ...]] | None = None
 
 
 

@@ -246,3 +246,87 @@ def test_the_history_store_is_read_at_a_path_with_uri_characters(tmp_path):
     h.close()
     f = read_history_store(d / "gpu-history.sqlite", 60)
     assert f is not None and list(f.columns) == ["a", "b"] and len(f) == 30
+
+
+FLEET_CONFIG = CONFIG.replace('job_gpus = 8', 'job_gpus = 4') + """
+[fleet]
+types = ["a100", "t4"]
+pools = [{type = "a100", nodes = 1, gpus_per_node = 8}, {type = "t4", nodes = 1, gpus_per_node = 4}]
+"""
+
+
+def fleet_case():
+    # a 2-type fleet: one 8-GPU a100 node, one 4-GPU t4 node. "hi" (high, 4-GPU jobs) accepts t4 only, as the
+    # daemon's typed history writes it ("hi@t4"); "lo" (low, 1-GPU jobs) is a plain column: any type. From minute
+    # 150 of the file hi asks for a second 4-GPU job: only the t4 node could run it, and it is full, so it waits
+    # though the a100 node has 5 GPUs free
+    hi = np.r_[np.full(150, 4.0), np.full(N - 150, 8.0)]
+    lo = np.r_[2.0, np.full(N - 1, 3.0)]
+    return {"hi@t4": hi, "lo": lo}
+
+
+def test_a_fleet_config_replays_typed_series_on_the_typed_fleet(tmp_path, monkeypatch):
+    cols = fleet_case()
+    csv, toml = write(tmp_path, cols, config=FLEET_CONFIG)
+    out = tmp_path / "out"
+    r = simulate(toml, "--data", str(csv), "--days", str(DAYS), "--tier", "lo=low", "--job-gpus", "lo=1",
+                 "--strategies", "static,reactive,perfect", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    doc = json.loads((out / "own-history.json").read_text())
+    # the fleet's 12 GPUs, not cluster.gpus (16); the series is the tenant "hi" (named in [[tenants]])
+    assert doc["capacity"] == 12 and doc["high_tier"] == ["hi"] and doc["tenants_unnamed"] == []
+    assert doc["fleet"]["accepts"] == {"hi": "t4", "lo": "any"}
+    got = {s["label"]: s for s in doc["runs"]}
+    # the engine on the same typed Workload built by hand
+    idx = pd.date_range("2026-01-01", periods=N, freq="min", tz="UTC", name="time")
+    w = Workload("t", pd.DataFrame({"hi": cols["hi@t4"], "lo": cols["lo"]}, index=idx).rename_axis(columns="tenant"),
+                 ("high", "low"), np.array([4, 1]), 12, start=N - WINDOW, node_types=["a100", "t4"],
+                 node_gpus=np.array([8, 4]), accepts=[("t4",), ()])
+    cfg = load_config(toml)
+    want = {m.label: m.summary() for m in run_replay(w, cfg, None, steps=WINDOW,
+                                                     strategies=("static", "reactive", "perfect"))}
+    assert set(got) == set(want) == {"static", "reactive", "perfect"}
+    for k in want:
+        assert comparable(got[k]) == comparable(want[k]), k
+    # by hand: t4 holds one 4-GPU job, so hi's second job (from minute 150 of the file, 50 into the window) never
+    # runs, under every strategy, though a100 has 5 GPUs free: 4 GPUs x 150 minutes unmet, all of it "t4" work
+    for k, s in got.items():
+        assert s["tiers"]["high"]["unmet_gpu_min"] == 4 * 150, k
+        assert s["by_spec"]["t4"] == {"demand_gpu_min": 4 * 50 + 8 * 150, "unmet_gpu_min": 4 * 150}, k
+    assert got["reactive"]["by_spec"]["any"]["unmet_gpu_min"] == got["perfect"]["by_spec"]["any"]["unmet_gpu_min"] == 0
+    # (static's pool keeps lo's one job asked after the file's first step off its free GPU, as in the one-model case)
+    assert got["static"]["by_spec"]["any"]["unmet_gpu_min"] == 1 * WINDOW
+    assert "perfect unmet by accepted types: any 0/600 GPU-min, t4 600/1400 GPU-min" in r.output
+    # type-blind (the same demand on 12 GPUs of one model): the second job runs on the free GPUs
+    blind = run_replay(Workload("b", w.demand, w.tiers, w.job_gpus, 12, start=N - WINDOW, gpus_per_node=4), cfg,
+                       None, steps=WINDOW, strategies=("perfect",))[0].summary()
+    assert blind["tiers"]["high"]["unmet_gpu_min"] == 0 and "by_spec" not in blind
+    # predictive: the model forecasts the tenants' columns, the engine plans them as their typed series
+    import daemon.sim.replay as replay_mod
+    from forecaster.baselines import SeasonalNaive
+
+    seen: set = set()
+    engine = replay_mod.plan
+
+    def recording(fc, *a, **k):
+        seen.add(None if fc is None else fc.tenants)
+        return engine(fc, *a, **k)
+
+    monkeypatch.setattr(replay_mod, "plan", recording)
+    pred = run_replay(w, cfg, SeasonalNaive(100, cfg.forecaster.quantiles), steps=WINDOW,
+                      strategies=("predictive",))[0].summary()
+    assert seen == {("hi@t4", "lo@*")}
+    assert pred["tiers"]["high"]["unmet_gpu_min"] == 4 * 150 and pred["by_spec"]["t4"]["unmet_gpu_min"] == 4 * 150
+
+
+@pytest.mark.parametrize("cols, message", [
+    ({"hi@h100": np.r_[1.0, np.full(N - 1, 2.0)]}, "'hi@h100' accepts h100, which no [fleet] pools node has"),
+    ({"hi@t4": np.r_[1.0, np.full(N - 1, 2.0)], "hi@*": np.r_[1.0, np.full(N - 1, 2.0)]},
+     "tenant(s) in more than one column: hi"),
+])
+def test_a_fleet_replay_refuses_columns_it_cannot_place(tmp_path, cols, message):
+    csv, toml = write(tmp_path, cols, config=FLEET_CONFIG)
+    r = simulate(toml, "--data", str(csv), "--days", str(DAYS), "--strategies", "static", "--out",
+                 str(tmp_path / "out"))
+    assert r.exit_code == 1 and message in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1
