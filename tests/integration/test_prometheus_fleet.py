@@ -1,7 +1,6 @@
 """A mixed fleet read from a real Prometheus (issue 24): DCGM-shaped series with modelName, backfilled by promtool;
 demand and usage per (tenant, type) read exactly, idle tenants 0 on every type, unknown models kept and reported."""
 
-import subprocess
 import time
 
 import numpy as np
@@ -9,8 +8,7 @@ import pytest
 
 from daemon.config import Config, PrometheusConfig, SourceConfig
 from daemon.sources.prometheus import PrometheusSource
-from tests.conftest import need_binary
-from tests.support.services import prometheus_server
+from tests.support.services import backfilled_prometheus
 
 pytestmark = pytest.mark.services
 
@@ -65,14 +63,7 @@ def openmetrics() -> str:
 
 @pytest.fixture(scope="module")
 def prom(tmp_path_factory):
-    need_binary("promtool")
-    tmp = tmp_path_factory.mktemp("prom-fleet")
-    (tmp / "data.om").write_text(openmetrics())
-    tsdb = tmp / "tsdb"
-    subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(tmp / "data.om"), str(tsdb)],
-                   check=True, capture_output=True)
-    cfg = "global:\n  scrape_interval: 1h\nscrape_configs: []\n"
-    with prometheus_server(tmp, cfg, data_dir=tsdb, extra=["--query.lookback-delta=30s"]) as (url, proc):
+    with backfilled_prometheus(tmp_path_factory.mktemp("prom-fleet"), openmetrics()) as (url, proc):
         yield url
 
 

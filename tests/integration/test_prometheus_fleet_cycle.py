@@ -4,7 +4,6 @@ one cycle and forecasts per (tenant, type): the high tier's hold is on the type 
 capacity per type is what Prometheus reports, the live state stays per tenant, the unknown model is reported."""
 
 import logging
-import subprocess
 import time
 
 import numpy as np
@@ -12,8 +11,7 @@ import pytest
 
 from daemon.config import Config
 from daemon.service.wiring import build_runtime
-from tests.conftest import need_binary
-from tests.support.services import prometheus_server
+from tests.support.services import backfilled_prometheus
 
 pytestmark = pytest.mark.services
 
@@ -52,14 +50,7 @@ def openmetrics() -> str:
 
 @pytest.fixture(scope="module")
 def prom(tmp_path_factory):
-    need_binary("promtool")
-    tmp = tmp_path_factory.mktemp("prom-fleet-cycle")
-    (tmp / "data.om").write_text(openmetrics())
-    tsdb = tmp / "tsdb"
-    subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(tmp / "data.om"), str(tsdb)],
-                   check=True, capture_output=True)
-    cfg = "global:\n  scrape_interval: 1h\nscrape_configs: []\n"
-    with prometheus_server(tmp, cfg, data_dir=tsdb, extra=["--query.lookback-delta=30s"]) as (url, proc):
+    with backfilled_prometheus(tmp_path_factory.mktemp("prom-fleet-cycle"), openmetrics()) as (url, proc):
         yield url
 
 

@@ -15,7 +15,7 @@ from daemon.sources.base import SourceError
 from daemon.sources.history import History
 from daemon.sources.prometheus import PrometheusSource
 from tests.conftest import free_port, need_binary
-from tests.support.services import prometheus_server
+from tests.support.services import backfilled_prometheus, prometheus_server
 
 pytestmark = pytest.mark.services
 
@@ -66,14 +66,7 @@ def openmetrics() -> str:
 
 @pytest.fixture(scope="module")
 def prom(tmp_path_factory):
-    need_binary("promtool")
-    tmp = tmp_path_factory.mktemp("prom")
-    (tmp / "data.om").write_text(openmetrics())
-    tsdb = tmp / "tsdb"
-    subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(tmp / "data.om"), str(tsdb)],
-                   check=True, capture_output=True)
-    cfg = "global:\n  scrape_interval: 1h\nscrape_configs: []\n"
-    with prometheus_server(tmp, cfg, data_dir=tsdb, extra=["--query.lookback-delta=30s"]) as (url, proc):
+    with backfilled_prometheus(tmp_path_factory.mktemp("prom"), openmetrics()) as (url, proc):
         yield url, proc
 
 

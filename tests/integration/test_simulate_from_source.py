@@ -2,7 +2,6 @@
 stored history's, exactly: the same figures as the replay of a file holding the same numbers."""
 
 import json
-import subprocess
 import time
 
 import numpy as np
@@ -11,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from daemon.cli import cli
-from tests.conftest import free_port, need_binary
-from tests.support.services import prometheus_server
+from tests.conftest import free_port
+from tests.support.services import backfilled_prometheus
 
 pytestmark = pytest.mark.services
 
@@ -41,14 +40,7 @@ def openmetrics() -> str:
 
 @pytest.fixture(scope="module")
 def prom(tmp_path_factory):
-    need_binary("promtool")
-    tmp = tmp_path_factory.mktemp("prom")
-    (tmp / "data.om").write_text(openmetrics())
-    tsdb = tmp / "tsdb"
-    subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(tmp / "data.om"), str(tsdb)],
-                   check=True, capture_output=True)
-    with prometheus_server(tmp, "global:\n  scrape_interval: 1h\nscrape_configs: []\n", data_dir=tsdb,
-                           extra=["--query.lookback-delta=30s"]) as (url, _):
+    with backfilled_prometheus(tmp_path_factory.mktemp("prom"), openmetrics()) as (url, proc):
         yield url
 
 

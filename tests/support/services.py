@@ -83,6 +83,20 @@ def prometheus_server(tmp: Path, config: str, data_dir: Path | None = None, extr
                                             "--storage.tsdb.retention.time=3650d", *(extra or [])], port)
 
 
+@contextlib.contextmanager
+def backfilled_prometheus(tmp: Path, openmetrics_text: str):
+    """A real Prometheus serving only the history in ``openmetrics_text``, written into its TSDB by
+    ``promtool tsdb create-blocks-from openmetrics`` (no scrapes); yields (url, process)."""
+    need_binary("promtool")
+    (tmp / "data.om").write_text(openmetrics_text)
+    tsdb = tmp / "tsdb"
+    subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(tmp / "data.om"), str(tsdb)],
+                   check=True, capture_output=True)
+    cfg = "global:\n  scrape_interval: 1h\nscrape_configs: []\n"
+    with prometheus_server(tmp, cfg, data_dir=tsdb, extra=["--query.lookback-delta=30s"]) as (url, proc):
+        yield url, proc
+
+
 def alertmanager_server(tmp: Path, config: str):
     exe = need_binary("prometheus-alertmanager")
     port = free_port()
