@@ -242,6 +242,15 @@ class PrometheusConfig(_Strict):
                                      "type_label and tenant_label; no tenant = free). Read on a mixed fleet only when "
                                      "no scheduler actuator lists the nodes: it gives the policy each node's type, "
                                      "so the plan's holds are said per type")
+    # issue 27: the shadow report's throttled share needs each tenant's request rate; no default query (the
+    # request metric depends on the ingress in front of the tenants), so unset means unknown, never 0
+    request_rate_query: str | None = Field(None, min_length=1, description="PromQL: requests per second per tenant "
+                                           "(by tenant_label), read once per cycle, e.g. an ingress controller's "
+                                           "`sum by (namespace) (rate(nginx_ingress_controller_requests[1m]))`; "
+                                           "fills the request rates the shadow report's throttled share is counted "
+                                           "from. Unset: request rates are unknown. A tenant absent from the answer "
+                                           "is unknown (NaN), not 0; a failed or malformed answer leaves them all "
+                                           "unknown for that cycle (logged), never fails the cycle")
     # true when deploy/prometheus/gpu-autoscaler-recording.yml is loaded: the queries that are not set
     # explicitly read its pre-aggregated series instead of every GPU's raw series
     recording_rules: bool = Field(False, description="true once deploy/prometheus/gpu-autoscaler-recording.yml is "

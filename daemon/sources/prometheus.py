@@ -445,10 +445,36 @@ class PrometheusSource:
         tiers = tuple(self.tiers.get(t, "normal") for t in tenants)
         state = ClusterState(at=pd.Timestamp(now, unit="s", tz="UTC"), tenants=tenants, tiers=tiers,
                              capacity=capacity, used=used, pending=pending, jobs=jobs, staleness_s=staleness,
-                             missing=missing, nodes=self._nodes(tenants, now))
+                             missing=missing, nodes=self._nodes(tenants, now),
+                             request_rate=self._request_rate(tenants, now))
         if missing:
             log.warning("no fresh sample for %d tenants: %s", len(missing), ", ".join(missing[:10]))
         return Collected(history, state)
+
+    def _request_rate(self, tenants: tuple[str, ...], now: float) -> np.ndarray | None:
+        """Requests per second per tenant (request_rate_query, one instant query), in `tenants` order, or None.
+
+        None (unknown) when no query is configured or its answer is unusable (no answer, malformed, a value NaN,
+        infinite or negative): the rates only feed the shadow report, so a bad answer is logged and the cycle goes
+        on; it is never read as 0. A tenant absent from the answer is NaN (unknown), not 0: an ingress that has not
+        seen a tenant says nothing of its rate. Series that share a tenant are summed; one without the tenant
+        label is ignored.
+        """
+        query = self.pc.request_rate_query
+        if query is None:
+            return None
+        try:
+            answer = self._instant(query, now)
+        except SourceError as exc:
+            log.warning("request rates unknown this cycle: %s", exc)
+            return None
+        col = {t: i for i, t in enumerate(tenants)}
+        rate = np.full(len(tenants), np.nan)
+        for labels, v in answer:
+            i = col.get(self._label(labels))
+            if i is not None:
+                rate[i] = v if np.isnan(rate[i]) else rate[i] + v
+        return rate
 
     def _jobs(self, tenants: tuple[str, ...]) -> Jobs:
         """The job provider's jobs; a failed read is a SourceError (the cycle keeps its last plan and preempts
