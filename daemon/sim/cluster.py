@@ -693,14 +693,20 @@ class SimCluster:
         rest = np.flatnonzero(node_of < 0)
         open_nodes = np.flatnonzero(self.node_ok & (holder == UNHELD) & (free > 0))
         if rest.size and open_nodes.size:
-            if self.normal_cap is not None:
-                run = self.running_per_tenant()
-                room = self.normal_cap - int(run[self.prio_of_tenant == PRIORITY["normal"]].sum())
-                is_norm = prio[rest] == PRIORITY["normal"]
-                over = is_norm & (np.cumsum(np.where(is_norm, gpus[rest], 0)) > room)
-                rest = rest[~over]
+            rest = self._under_normal_cap(rest, prio, gpus)
             if rest.size:
                 node_of[rest] = self._fit(gpus[rest], cls[rest], open_nodes, free)
+
+    def _under_normal_cap(self, rest: np.ndarray, prio: np.ndarray, gpus: np.ndarray) -> np.ndarray:
+        """The queued jobs ``rest`` (in start order) less the non-preemptible normal work that would take the
+        normal tier over its cap (the GPUs the high tier's guarantee keeps it out of)."""
+        if self.normal_cap is None:
+            return rest
+        run = self.running_per_tenant()
+        room = self.normal_cap - int(run[self.prio_of_tenant == PRIORITY["normal"]].sum())
+        is_norm = prio[rest] == PRIORITY["normal"]
+        over = is_norm & (np.cumsum(np.where(is_norm, gpus[rest], 0)) > room)
+        return rest[~over]
 
     def _fill_held(self, hn: np.ndarray, hh: np.ndarray, ten: np.ndarray, gpus: np.ndarray, free: np.ndarray,
                    node_of: np.ndarray) -> None:
@@ -755,12 +761,7 @@ class SimCluster:
         rest = np.flatnonzero(node_of < 0)
         open_nodes = np.flatnonzero(self.node_ok & (holder == UNHELD) & (free > 0))
         if rest.size and open_nodes.size:
-            if self.normal_cap is not None:
-                run = self.running_per_tenant()
-                room = self.normal_cap - int(run[self.prio_of_tenant == PRIORITY["normal"]].sum())
-                is_norm = prio[rest] == PRIORITY["normal"]
-                over = is_norm & (np.cumsum(np.where(is_norm, gpus[rest], 0)) > room)
-                rest = rest[~over]
+            rest = self._under_normal_cap(rest, prio, gpus)
             room = None
             if self.normal_cap_by_type is not None:   # the high tier's guarantee per type: normal work kept out
                 run_t = self.running_per_type()[self.prio_of_tenant == PRIORITY["normal"]].sum(axis=0)

@@ -295,13 +295,20 @@ class KubernetesActuator:
         if live.status.phase != "Running":
             rep.actions.append(f"skip {job_id}: {live.status.phase}")
             return
+        if self._too_young(rep, job_id, live):
+            return
+        self._evict(rep, job_id, reason)
+
+    def _too_young(self, rep: ActionReport, job_id: str, live) -> bool:
+        """Whether the live pod has run less than policy.preempt_min_runtime_s (said in the report): the minimum
+        run time protects a pod from a health requeue as from a preemption."""
         started = live.status.start_time
         ran = (dt.datetime.now(dt.timezone.utc) - started).total_seconds() if started is not None else None
         if ran is not None and ran < self.min_runtime_s:
             rep.actions.append(f"skip {job_id}: ran {ran:.0f} s, under policy.preempt_min_runtime_s = "
                                f"{self.min_runtime_s:g}")
-            return
-        self._evict(rep, job_id, reason)
+            return True
+        return False
 
     # ---- actuator interface -------------------------------------------------------------------
     def apply(self, plan: Plan) -> ActionReport:
@@ -420,11 +427,7 @@ class KubernetesActuator:
                     rep.actions.append(f"skip {jid}: no controller (ownerReferences), an eviction would delete it "
                                        "for good (actuators.kubernetes.reclaim_bare_pods)")
                     continue
-                started = live.status.start_time
-                ran = (dt.datetime.now(dt.timezone.utc) - started).total_seconds() if started is not None else None
-                if ran is not None and ran < self.min_runtime_s:
-                    rep.actions.append(f"skip {jid}: ran {ran:.0f} s, under policy.preempt_min_runtime_s = "
-                                       f"{self.min_runtime_s:g}")
+                if self._too_young(rep, jid, live):
                     continue
                 self._evict(rep, jid, reason)
         return rep
