@@ -176,10 +176,12 @@ def _leak(tel: Telemetry, gpus: list[GpuTrace], share: np.ndarray, cfg: HealthCo
         if ok.sum() < max(3, int(0.8 * steps)):   # too few samples to call a trend: not a leak
             continue
         x, y = (t[ok] - t[ok][0]) / 60.0, row[ok]
-        slope, icpt = np.polyfit(x, y, 1)
+        rise = float(y[-1] - y[0])
+        if not rise >= cfg.leak_min_rise_share:   # no rise, no leak: the fit is not needed (most GPUs, each cycle)
+            continue
         d = np.diff(y)
         rising = float((d >= 0).mean()) if d.size else 0.0
-        rise = float(y[-1] - y[0])
+        slope, icpt = np.polyfit(x, y, 1)
         to_full = (1.0 - y[-1]) / slope if slope > 0 else float("inf")
         if slope > 0 and rising >= cfg.leak_monotone_share and rise >= cfg.leak_min_rise_share \
                 and to_full <= cfg.leak_full_within_minutes:
@@ -207,9 +209,9 @@ def _xid_findings(tel: Telemetry, gpus: list[GpuTrace], cfg: HealthConfig) -> li
     out: dict[str, list] = {"gpu_error": [], "app_xid": []}
     for g in gpus:
         x = g.xid
-        ok = np.flatnonzero(np.isfinite(x))
-        if ok.size == 0:
+        if not (x > 0).any():   # no XID in the window (NaN compares False): nothing to report, checked cheaply
             continue
+        ok = np.flatnonzero(np.isfinite(x))
         vals = x[ok]
         changed = np.flatnonzero((vals != np.concatenate(([vals[0]], vals[:-1]))) & (vals > 0))
         for j in changed:

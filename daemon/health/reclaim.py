@@ -20,12 +20,12 @@ of them is kept in memory), so a new leader reclaims on the same evidence. Which
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from daemon.config import Config, Tier
-from daemon.health.detect import mins
-from daemon.health.types import Finding, Scheduler
+from daemon.health.detect import detect, mins
+from daemon.health.types import Finding, JobStatus, Scheduler, Telemetry
 
 Verdict = Literal["warn", "requeue", "report", "protected", "over_budget", "unknown_job", "not_running",
                   "partial_telemetry"]
@@ -196,3 +196,25 @@ def decide(findings: list[Finding], jobs: dict[str, JobInfo], cfg: Config,
     current = {(f.job, f.kind) for f in findings}
     warned = {k: v for k, v in warned.items() if k in current and k[0] not in reclaimed}
     return Decision(outcomes, warnings, reclaims, budget_gpus, budget_jobs, HealthMemory(warned))
+
+
+def covered(s: JobStatus, jobs: dict[str, JobInfo]) -> JobStatus:
+    """A job whose telemetry is not exactly its allocation is `partial` (shown, never acted on)."""
+    info = jobs.get(s.job)
+    if s.state != "ok" or info is None:
+        return s
+    gap = coverage_gap(s.names, info)
+    return s if gap is None else replace(s, state="partial", why=gap)
+
+
+def assess(tel: Telemetry, jobs: dict[str, JobInfo], cfg: Config, memory: HealthMemory, now: float,
+           budget_gpus: float, budget_jobs: float) -> tuple[list[JobStatus], Decision]:
+    """One health step on one window of telemetry: detect (each job's findings clipped to its current run), mark
+    the jobs whose telemetry is not their allocation, and decide (warnings, reclaims within the budget left).
+
+    The one place both the daemon (daemon/service/health.py `HealthRunner.run`) and the replay
+    (daemon/sim/health_replay.py) take these decisions, so the replay measures the policy the daemon runs."""
+    runtime = {k: v.runtime_s for k, v in jobs.items() if v.running}
+    statuses, findings = detect(tel, cfg.health, cfg.cycle.stale_after_s, runtime)
+    statuses = [covered(s, jobs) for s in statuses]
+    return statuses, decide(findings, jobs, cfg, memory, now, budget_gpus, budget_jobs)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter as Tally
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 import numpy as np
@@ -24,8 +24,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from daemon.actuators.base import ActionReport, CommentsJobs, ReclaimsJobs
 from daemon.actuators.slurm.holds import expand_hostlist
 from daemon.config import Config
-from daemon.health.detect import detect
-from daemon.health.reclaim import Decision, HealthMemory, JobInfo, coverage_gap, decide
+from daemon.health.reclaim import Decision, HealthMemory, JobInfo, assess
 from daemon.health.types import JobStatus, Telemetry
 from daemon.policy.state import PRIORITY, ClusterState
 from daemon.policy.types import Notification
@@ -38,6 +37,24 @@ ACTUATOR_OF = {"slurm": "slurm", "kubernetes": "kubernetes"}   # a job's schedul
 
 class TelemetryReader(Protocol):
     def read(self, end: float | None = None) -> Telemetry: ...
+
+
+def job_infos(state: ClusterState | None, cfg: Config) -> dict[str, JobInfo]:
+    """What the scheduler says of each job (tenant, tier, GPUs, running, runtime, nodes), keyed by the job id as a
+    string: a low-priority job's tier is low, any other's its tenant's. Shared by the daemon's health step and the
+    replay (daemon/sim/health_replay.py)."""
+    if state is None or len(state.jobs) == 0:
+        return {}
+    j = state.jobs
+    out = {}
+    for i in range(len(j)):
+        tenant = state.tenants[int(j.tenant[i])]
+        tier = "low" if int(j.priority[i]) == PRIORITY["low"] else cfg.tier_of(tenant)
+        # a Slurm job on several nodes has a hostlist ("gn[1-2]"); a pod its one nodeName
+        nodes = tuple(expand_hostlist(str(j.node[i]))) if j.node[i] else ()
+        out[str(j.ids[i])] = JobInfo(tenant, tier, int(j.gpus[i]), bool(j.running[i]), float(j.runtime_s[i]),
+                                     nodes)
+    return out
 
 
 class HealthMetrics:
@@ -84,20 +101,6 @@ class HealthRunner:
             self.telemetry.use_config(cfg)
 
     # ---- pieces ----------------------------------------------------------------------------------------------
-    def _jobs(self, state: ClusterState | None) -> dict[str, JobInfo]:
-        if state is None or len(state.jobs) == 0:
-            return {}
-        j = state.jobs
-        out = {}
-        for i in range(len(j)):
-            tenant = state.tenants[int(j.tenant[i])]
-            tier = "low" if int(j.priority[i]) == PRIORITY["low"] else self.cfg.tier_of(tenant)
-            # a Slurm job on several nodes has a hostlist ("gn[1-2]"); a pod its one nodeName
-            nodes = tuple(expand_hostlist(str(j.node[i]))) if j.node[i] else ()
-            out[str(j.ids[i])] = JobInfo(tenant, tier, int(j.gpus[i]), bool(j.running[i]), float(j.runtime_s[i]),
-                                         nodes)
-        return out
-
     def _label(self, job: str, fallback: str | None, jobs: dict[str, JobInfo]) -> tuple[str, str]:
         """(tenant, tier) for metrics (operators' only): the scheduler's; a job it does not list counts as tenant
         'unknown'. Never used for the view: there an unlisted job has tenant None (see `run`)."""
@@ -105,15 +108,6 @@ class HealthRunner:
         if info is not None:
             return info.tenant, info.tier
         return "unknown", self.cfg.tier_of(fallback) if fallback else "normal"
-
-    @staticmethod
-    def _covered(s: JobStatus, jobs: dict[str, JobInfo]) -> JobStatus:
-        """A job whose telemetry is not exactly its allocation is `partial` (shown, never acted on)."""
-        info = jobs.get(s.job)
-        if s.state != "ok" or info is None:
-            return s
-        gap = coverage_gap(s.names, info)
-        return s if gap is None else replace(s, state="partial", why=gap)
 
     def _count_idle_minutes(self, tel: Telemetry, jobs: dict[str, JobInfo]) -> None:
         t = tel.times()
@@ -157,11 +151,8 @@ class HealthRunner:
             return HealthResult({"at": at, "error": str(exc), "outcomes": [], "jobs": [], "idle": []},
                                 budget_gpus=budget[0], budget_jobs=budget[1])
         self.metrics.up.set(1)
-        jobs = self._jobs(state)
-        runtime = {k: v.runtime_s for k, v in jobs.items() if v.running}
-        statuses, findings = detect(tel, self.cfg.health, self.cfg.cycle.stale_after_s, runtime)
-        statuses = [self._covered(s, jobs) for s in statuses]
-        d = decide(findings, jobs, self.cfg, self.memory, now, *budget)
+        jobs = job_infos(state, self.cfg)
+        statuses, d = assess(tel, jobs, self.cfg, self.memory, now, *budget)
         self._count_idle_minutes(tel, jobs)
         self._publish(statuses, d, jobs)
         reports: list[ActionReport] = []
