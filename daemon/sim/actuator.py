@@ -109,8 +109,15 @@ class SimulatorActuator:
         ids = [i for i in (_sim_id(j) for j in job_ids) if i is not None]
         if ids and not self.dry_run:
             with self.lock:
-                self.cluster.preempt(np.array(ids))
+                done, _ = self.cluster.preempt(np.array(ids))
+            if done < len(ids):
+                rep.actions.append(f"{len(ids) - done} jobs had already left the running set")
         return rep
+
+    def reclaim(self, job_ids: list[str], reason: str) -> ActionReport:
+        """The health policy's reclaim (daemon/actuators/base.py `ReclaimsJobs`): on the simulator, as on Slurm, a
+        requeue, which is the cluster's preemption (drain, work since the checkpoint lost)."""
+        return self.requeue(job_ids, reason)
 
     def fence_node(self, node: str, reason: str) -> ActionReport:
         """The node is gone: make sure the simulated cluster schedules nothing more on it."""

@@ -222,13 +222,16 @@ def per_step_config(cfg: Config, step_s: int) -> Config:
 
 def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None = None, *, steps: int,
                  knobs: dict | None = None, progress: Callable[[int], None] | None = None,
-                 check_invariants: bool = False, count_rule: bool = False) -> Meter:
+                 check_invariants: bool = False, count_rule: bool = False, hook=None) -> Meter:
     """Replay `steps` measured steps of `w` (after a warm-up) under one strategy at one setting of its knobs
     (policy fields: reactive `headroom`; predictive `quantile`, `headroom`; static `reserve_share`).
 
     ``count_rule``: with a forecast and the cost-aware rule on, plan every measured step a second time with the
     rule off (same state, memory and forecast; that plan is not applied) and count the decisions the rule
-    changed (``Meter.rule``)."""
+    changed (``Meter.rule``).
+
+    ``hook``: the job-health step (daemon/sim/health_replay.py `HealthHook`): it marks ``Jobs.idle`` before the plan
+    and runs after the plan is applied, spending what the plan left of the preemption budget."""
     steps = min(steps, len(w.demand) - w.start)
     if name not in STRATEGIES:
         raise ValueError(f"unknown strategy {name!r}; choose from {STRATEGIES}")
@@ -299,6 +302,8 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
                 if stats.started.size:
                     res.waits[t].append(stats.started[stats.started[:, 2] == PRIORITY[t], 0])
         state = c.state(tenants, w.tiers, w.demand.index[k], step_s)
+        if hook is not None:
+            state = hook.before_plan(c, k, state, measured)
         t0 = time.perf_counter()
         if name == "static":
             p = static_plan(state, cfg)
@@ -332,6 +337,8 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
         else:
             act.apply(p)
         mem, last = p.memory, p
+        if hook is not None:
+            mem = hook.after_plan(c, k, state, mem, cfg, measured)
         if measured:
             res.decision_s.append(dt)
             for x in p.preemptions:
