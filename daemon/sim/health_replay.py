@@ -141,8 +141,10 @@ class HealthMeter:
     reclaimed: dict[str, int] = field(default_factory=lambda: {t: 0 for t in TIERS})
     reclaimed_gpus: dict[str, int] = field(default_factory=lambda: {t: 0 for t in TIERS})
     reclaim_lost: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
-    verdicts: dict[str, int] = field(default_factory=dict)   # outcome verdicts summed over health steps
+    # outcome verdicts per tier summed over health steps (a job idle for 90 steps is counted at each of them)
+    verdicts: dict[str, dict[str, int]] = field(default_factory=lambda: {t: {} for t in TIERS})
     no_data_jobs: int = 0              # job-steps the detectors found with no data
+    partial_jobs: int = 0              # job-steps whose telemetry did not cover the allocation (none expected)
     health_steps: int = 0
     health_s: float = 0.0              # wall seconds in the health step (telemetry, assess, reclaims)
 
@@ -240,8 +242,10 @@ class HealthHook:
         if measured:
             m.health_steps += 1
             for o in d.outcomes:
-                m.verdicts[o.verdict] = m.verdicts.get(o.verdict, 0) + 1
+                v = m.verdicts.setdefault(o.tier or "unknown", {})
+                v[o.verdict] = v.get(o.verdict, 0) + 1
             m.no_data_jobs += sum(s.state == "no_data" for s in statuses)
+            m.partial_jobs += sum(s.state == "partial" for s in statuses)
         m.health_s += time.perf_counter() - t0
         if (d.budget_gpus, d.budget_jobs) != avail:   # as the cycle: what the reclaims left goes back to the memory
             memory = dataclasses.replace(memory, budget_gpus=d.budget_gpus, budget_jobs=d.budget_jobs, budget_at=now)
@@ -264,8 +268,9 @@ def summary(m: Meter, h: HealthMeter) -> dict:
             if tiers[t]["demand_gpu_min"] else 0.0
     cap = max(h.capacity, 1.0)
     return {"tiers": tiers, "alloc_util": h.alloc / cap, "busy_util": h.busy / cap,
-            "idle_allocated_share": h.idle_alloc / max(h.alloc, 1.0), "verdicts": dict(sorted(h.verdicts.items())),
-            "no_data_job_steps": h.no_data_jobs, "health_steps": h.health_steps,
+            "idle_allocated_share": h.idle_alloc / max(h.alloc, 1.0),
+            "verdicts": {t: dict(sorted(v.items())) for t, v in h.verdicts.items()},
+            "no_data_job_steps": h.no_data_jobs, "partial_job_steps": h.partial_jobs, "health_steps": h.health_steps,
             "health_s": round(h.health_s, 2), "wall_s": round(m.wall_s, 2)}
 
 
