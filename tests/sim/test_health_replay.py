@@ -112,7 +112,9 @@ def test_reclaim_off_is_the_plain_replay_and_reclaims_nothing(w):
 
 
 def test_only_low_jobs_idle_past_the_action_threshold_are_requeued(w, monkeypatch):
-    cfg = FAST
+    # a minimum run time over the idle threshold, so that it decides (a job's idle run is clipped to its current
+    # run: with a shorter minimum, every job idle past the threshold has run long enough)
+    cfg = FAST.model_copy(update={"policy": FAST.policy.model_copy(update={"preempt_min_runtime_s": 1800.0})})
     assert cfg.health.idle_actions == Config().health.idle_actions == {"high": "report", "normal": "report",
                                                                        "low": "requeue"}
     m, h, rec = run(w, cfg, "requeue", monkeypatch)
@@ -122,6 +124,7 @@ def test_only_low_jobs_idle_past_the_action_threshold_are_requeued(w, monkeypatc
     limit = cfg.health.idle_action_minutes * 60 / h.step_s
     assert min(r["idle_steps"] for r in rows) >= limit
     assert min(r["runtime_s"] for r in rows) >= cfg.policy.preempt_min_runtime_s
+    assert h.meter.verdicts["low"].get("protected", 0) > 0
     v = h.meter.verdicts
     # high and normal jobs were found idle past the threshold too, and only reported
     assert v["high"].get("report", 0) + v["normal"].get("report", 0) > 0
