@@ -34,9 +34,12 @@ its GPUs) and because it keeps the cluster model and every capacity number a rep
 `leak_share` is (leaks are reported, never acted on: the detectors' job is to find them). `oom_restarts` counts
 them per job. A requeue (a new process) also resets the share to the steady level.
 
-Deterministic per seed: each step draws one uniform number per job slot in job-id order. The framebuffer model
-draws from its own generator (seeded from the same seed), so the busy/idle/hung states, and every existing
-replay's numbers, are the same with or without it and whatever its parameters.
+Deterministic per seed, and common random numbers: a job's draw at a step is a function of (seed, job id, step)
+only (`uniform`), not of which other jobs run, so two replays that differ in a few jobs (with and without idle
+reclaim, daemon/sim/health_replay.py) draw alike for every other job and their difference is the reclaims', not
+a reshuffled random stream. A job's busy level is drawn once, in job-id order. The framebuffer model draws from its
+own generator (seeded from the same seed), so the busy/idle/hung states are the same with or without it and
+whatever its parameters.
 """
 
 from __future__ import annotations
@@ -69,11 +72,30 @@ class ActivityParams:
     leak_from_max: float = 0.7        # a leaking job's steady share is at most this (room for a visible trend)
 
 
+_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def uniform(seed: int, ids: np.ndarray, step: int) -> np.ndarray:
+    """One uniform number in [0, 1) per job id at `step`, a function of (seed, id, step) alone: the SplitMix64
+    finalizer over a mix of the three (counter-based, so a job's draws do not depend on the other jobs)."""
+    with np.errstate(over="ignore"):
+        x = (np.asarray(ids, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+             + np.uint64(step & 0xFFFFFFFFFFFFFFFF) * np.uint64(0xBF58476D1CE4E5B9)
+             + np.uint64(seed & 0xFFFFFFFFFFFFFFFF) * np.uint64(0x94D049BB133111EB)) & _M64
+        x ^= x >> np.uint64(30)
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(27)
+        x *= np.uint64(0x94D049BB133111EB)
+        x ^= x >> np.uint64(31)
+    return (x >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+
+
 class Activity:
     def __init__(self, n_tenants: int, params: ActivityParams = ActivityParams(), seed: int = 0,
                  idle_share: np.ndarray | None = None) -> None:
         self.p = params
-        self.rng = np.random.default_rng(seed)
+        self.seed = int(seed)
+        self.rng = np.random.default_rng(seed)     # the busy levels, once per job in id order
         share = np.full(n_tenants, params.idle_share) if idle_share is None else np.asarray(idle_share, float)
         if ((share < 0) | (share >= 1)).any():
             raise ValueError("idle_share must be in [0, 1)")
@@ -138,7 +160,7 @@ class Activity:
         if restarted.size and self.p.restart_clears_idle:
             self.state[restarted] = BUSY
             self.idle_steps[restarted] = 0
-        u = self.rng.random(ids.size)
+        u = uniform(self.seed, ids, int(c.step_no))
         st = self.state[ids]
         go_idle = (st == BUSY) & (u < self.p_in[ten])
         go_hung = (st == BUSY) & ~go_idle & (u > 1 - self.p.hang_per_step)
