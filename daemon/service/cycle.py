@@ -218,13 +218,12 @@ class CycleRunner:
         preemption budget, and what they leave goes back into the policy's memory."""
         if self.health is None:
             return []
-        from daemon.policy import budget
+        from daemon.service.health import after_reclaims, budget_left
 
         if self.health.cfg is not self.cfg:   # a reload replaced the config between cycles
             self.health.use_config(self.cfg)
-        pc, mem, now = self.cfg.policy, self.memory, self.clock()
-        avail = budget.refill(mem.budget_gpus, mem.budget_jobs, mem.budget_at, now, state.capacity,
-                              pc.preempt_budget_share, pc.preempt_budget_jobs, pc.preempt_budget_window_s)
+        now = self.clock()
+        avail = budget_left(self.memory, now, state.capacity, self.cfg)
         try:
             res = self.health.run(state, self.actuators, self.acting, avail,
                                   self.store.log_events if self.store is not None else None)
@@ -233,9 +232,8 @@ class CycleRunner:
             return []
         self.last_health = res.view
         self.last_health_cycle = self.cycles
-        if self.acting and (res.budget_gpus, res.budget_jobs) != avail:
-            self.memory = dataclasses.replace(self.memory, budget_gpus=res.budget_gpus, budget_jobs=res.budget_jobs,
-                                              budget_at=now)
+        if self.acting:
+            self.memory = after_reclaims(self.memory, avail, (res.budget_gpus, res.budget_jobs), now)
         return res.reports
 
     def _forecast(self, history: pd.DataFrame) -> tuple[Forecast | None, bool]:

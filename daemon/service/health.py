@@ -12,6 +12,7 @@ A failed telemetry read is no data: no finding, no warning, no reclaim this cycl
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import Counter as Tally
@@ -26,8 +27,9 @@ from daemon.actuators.slurm.holds import expand_hostlist
 from daemon.config import Config
 from daemon.health.reclaim import Decision, HealthMemory, JobInfo, assess
 from daemon.health.types import JobStatus, Telemetry
+from daemon.policy import budget
 from daemon.policy.state import PRIORITY, ClusterState
-from daemon.policy.types import Notification
+from daemon.policy.types import Notification, PolicyMemory
 from daemon.sources.base import SourceError
 
 log = logging.getLogger("gpu_autoscaler.health")
@@ -55,6 +57,22 @@ def job_infos(state: ClusterState | None, cfg: Config) -> dict[str, JobInfo]:
         out[str(j.ids[i])] = JobInfo(tenant, tier, int(j.gpus[i]), bool(j.running[i]), float(j.runtime_s[i]),
                                      nodes)
     return out
+
+
+def budget_left(memory: PolicyMemory, now: float, capacity: int, cfg: Config) -> tuple[float, float]:
+    """(GPUs, jobs) the plan left of the preemption budget at `now` (the policy's token bucket,
+    daemon/policy/budget.py): what the health step's reclaims may spend. The cycle and the replay both call it."""
+    pc = cfg.policy
+    return budget.refill(memory.budget_gpus, memory.budget_jobs, memory.budget_at, now, capacity,
+                         pc.preempt_budget_share, pc.preempt_budget_jobs, pc.preempt_budget_window_s)
+
+
+def after_reclaims(memory: PolicyMemory, avail: tuple[float, float], left: tuple[float, float],
+                   now: float) -> PolicyMemory:
+    """The policy's memory with what the reclaims left of the budget (the same memory when they spent none)."""
+    if left == avail:
+        return memory
+    return dataclasses.replace(memory, budget_gpus=left[0], budget_jobs=left[1], budget_at=now)
 
 
 class HealthMetrics:

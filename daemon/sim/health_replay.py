@@ -10,10 +10,10 @@ its ``hook`` and adds what the daemon's cycle does around the plan when ``health
 - after the plan is applied: per-job telemetry of the running jobs over the health window (`Telemetry`, one
   `GpuTrace` per GPU, on the job's node), then `assess` (daemon/health/reclaim.py: `detect`, coverage, `decide`:
   the same function `HealthRunner.run` calls) with the jobs as the daemon sees them (`job_infos`,
-  daemon/service/health.py) and the preemption budget the plan left (`budget.refill` at the snapshot's time, as
-  the cycle's `_health` does); the reclaims go through the simulator's actuator (`SimulatorActuator.reclaim`: a
+  daemon/service/health.py) and the preemption budget the plan left (`budget_left` at the snapshot's time, as
+  the cycle's `_health` calls it); the reclaims go through the simulator's actuator (`SimulatorActuator.reclaim`: a
   requeue, which is the cluster's preemption, drain and work since the checkpoint lost) and what they leave of the
-  budget goes back into the policy's memory.
+  budget goes back into the policy's memory (`after_reclaims`, as in the cycle).
 
 Modes: ``off`` (no health step: the activity model runs only to measure busy utilization, and the plan is exactly
 the plain replay's), ``report`` (the health step runs and marks idle jobs for the plan, every tier's action is
@@ -42,11 +42,10 @@ from daemon.config import Config
 from daemon.config.models import TenantConfig
 from daemon.health.reclaim import HealthMemory, assess
 from daemon.health.types import GpuTrace, Telemetry
-from daemon.policy import budget
 from daemon.policy.state import ClusterState
 from daemon.policy.types import PolicyMemory
 from daemon.service.cycle import with_idle
-from daemon.service.health import job_infos
+from daemon.service.health import after_reclaims, budget_left, job_infos
 from daemon.sim.activity import BUSY, Activity, ActivityParams
 from daemon.sim.actuator import SimulatorActuator
 from daemon.sim.cluster import RUNNING, SimCluster
@@ -219,9 +218,7 @@ class HealthHook:
         now = float(state.at.timestamp())
         tel = self.telemetry.read(c, now)
         jobs = job_infos(named_nodes(state), hc)
-        pc = hc.policy
-        avail = budget.refill(memory.budget_gpus, memory.budget_jobs, memory.budget_at, now, state.capacity,
-                              pc.preempt_budget_share, pc.preempt_budget_jobs, pc.preempt_budget_window_s)
+        avail = budget_left(memory, now, state.capacity, hc)
         statuses, d = assess(tel, jobs, hc, self.memory, now, *avail)
         self.memory = d.memory
         self.view = {"error": None, "outcomes": [{"job": o.finding.job, "kind": o.finding.kind} for o in d.outcomes]}
@@ -247,9 +244,7 @@ class HealthHook:
             m.no_data_jobs += sum(s.state == "no_data" for s in statuses)
             m.partial_jobs += sum(s.state == "partial" for s in statuses)
         m.health_s += time.perf_counter() - t0
-        if (d.budget_gpus, d.budget_jobs) != avail:   # as the cycle: what the reclaims left goes back to the memory
-            memory = dataclasses.replace(memory, budget_gpus=d.budget_gpus, budget_jobs=d.budget_jobs, budget_at=now)
-        return memory
+        return after_reclaims(memory, avail, (d.budget_gpus, d.budget_jobs), now)   # as the cycle
 
 
 def summary(m: Meter, h: HealthMeter) -> dict:
