@@ -241,15 +241,34 @@ def child(args) -> None:
     src.collect = timed("collect", src.collect)
     runner.forecaster.predict = timed("forecast", runner.forecaster.predict)
     policy.plan = timed("plan", policy.plan)
+    if args.profile:
+        # the last call's arguments, to profile plan() on this state outside the bench (pickled at the end)
+        inner_plan = policy.plan
+
+        def capture(*a, **k):
+            captured["plan"] = (a, k)
+            return inner_plan(*a, **k)
+        captured: dict = {}
+        policy.plan = capture
     for act in runner.actuators:
         act.apply = timed("act", act.apply)
 
-    def cycle() -> dict:
+    prof = None
+    if args.profile:
+        import cProfile
+
+        prof = cProfile.Profile()
+
+    def cycle(profiled: bool = False) -> dict:
         acc.clear()
         s0 = src.samples
         p0 = prom_times(args.url)
         t = time.perf_counter()
+        if profiled and prof is not None:
+            prof.enable()
         res = runner.run_once()
+        if profiled and prof is not None:
+            prof.disable()
         total = time.perf_counter() - t
         p1 = prom_times(args.url)
         row = {k: acc.get(k, 0.0) for k in PHASES[:-1]}
@@ -264,7 +283,15 @@ def child(args) -> None:
     rows = []
     for _ in range(args.cycles):
         clock[0] += CYCLE_S
-        rows.append(cycle())
+        rows.append(cycle(profiled=True))
+    if prof is not None:
+        import pickle
+
+        prof.dump_stats(f"{args.profile}.prof")
+        with open(f"{args.profile}.plan.pkl", "wb") as fh:
+            pickle.dump(captured.get("plan"), fh)
+        with open(f"{args.profile}.history.pkl", "wb") as fh:
+            pickle.dump(runner.last_history, fh)
     rss_now = int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) * 1024
     out = {
         "cold_start_s": first_plan - spawned,
@@ -297,6 +324,8 @@ def run_child(tmp: Path, url: str, a, name: str, *, torch_threads: int = 0, full
         argv += ["--torch-threads", str(torch_threads)]
     if full:
         argv += ["--full"]
+    if a.profile:
+        argv += ["--profile", f"{a.profile}-{name}"]
     p = subprocess.run(argv, capture_output=True, text=True, cwd=REPO,
                        env={**os.environ, "PYTHONPATH": str(REPO)})
     for line in p.stdout.splitlines():
@@ -373,6 +402,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--types", type=int, default=0, help="a mixed fleet of this many GPU types (0: one model)")
     ap.add_argument("--keep", type=Path, default=None, help="keep the work dir (TSDB) here")
+    ap.add_argument("--profile", default=None,
+                    help="PREFIX: cProfile the timed cycles of each scenario into PREFIX-<scenario>.prof, and pickle "
+                         "the last plan() call's arguments and the last history there too (to profile offline)")
     # child process
     ap.add_argument("--child", action="store_true")
     ap.add_argument("--url")
