@@ -173,14 +173,21 @@ def _tenant_values(forecast: Forecast, tenants: tuple[str, ...]) -> np.ndarray:
         vals = forecast.values[rows]
         seen_each = ~np.isnan(vals)
         vals = np.nan_to_num(vals)
-        # a group's members one rank at a time (a tenant has a series per accept set: a few at most), added in
-        # order as reduceat would, at a fraction of its cost on a 3-d array
+        # most tenants have one or two series (one per accept set): their sum is that series or one addition, the
+        # same in any order; reduceat on a 3-d array cost 4 of plan()'s 17 ms on a 1,000 x 4 fleet, so it is
+        # kept for the groups of three or more only (where its own order of additions is the reference)
         sizes = np.diff(np.r_[starts, rows.size])
         sums, seen = vals[starts], seen_each[starts]
-        for m in range(1, int(sizes.max())):
-            g = np.flatnonzero(sizes > m)
-            sums[g] += vals[starts[g] + m]
-            seen[g] |= seen_each[starts[g] + m]
+        two = np.flatnonzero(sizes == 2)
+        sums[two] += vals[starts[two] + 1]
+        seen[two] |= seen_each[starts[two] + 1]
+        big = np.flatnonzero(sizes > 2)
+        if big.size:
+            first = np.repeat(starts[big], sizes[big])
+            member = first + np.arange(first.size) - np.repeat(np.cumsum(sizes[big]) - sizes[big], sizes[big])
+            at = np.r_[0, np.cumsum(sizes[big])[:-1]]
+            sums[big] = np.add.reduceat(vals[member], at, axis=0)
+            seen[big] = np.logical_or.reduceat(seen_each[member], at, axis=0)
         out[owner] = np.where(seen, sums, np.nan)  # the sum of the observed series; NaN where all are NaN
     return out
 

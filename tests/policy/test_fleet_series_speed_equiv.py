@@ -100,3 +100,16 @@ def test_cached_parse_follows_the_tenant_order_and_cannot_be_written():
     assert of.tolist() == [1, 0, 1]
     for a in (of, *fleet.series_groups(names, ("b", "a"))):
         assert not a.flags.writeable
+
+
+@given(st.floats(allow_nan=False), st.floats(allow_nan=False), st.integers(-5, 50), st.text(max_size=20))
+def test_rate_limit_to_dict_is_what_asdict_gave(rate, burst, level, reason):
+    """RateLimit.to_dict writes its fields out instead of dataclasses.asdict (a plan saves one per tenant each
+    cycle): the same dict, keys in the same order (the saved plan's JSON)."""
+    from dataclasses import asdict
+
+    from daemon.policy.types import RateLimit
+
+    lim = RateLimit(rate, burst, level, reason)
+    assert list(lim.to_dict().items()) == list(asdict(lim).items())
+    assert set(lim.to_dict()) == {f.name for f in __import__("dataclasses").fields(RateLimit)}
