@@ -63,13 +63,20 @@ def nan_quantiles(x: np.ndarray, quantiles: tuple[float, ...] | np.ndarray,
     Returns ([..., Q] with `axis` removed, count); NaN where a slice has no value.
     """
     x = np.moveaxis(np.asarray(x, dtype=float), axis, -1)
-    s = np.sort(x, axis=-1)                                  # NaN sort last
-    n = np.isfinite(s).sum(axis=-1)
     q = np.asarray(quantiles, dtype=float)
+    # the ranks read from each slice depend only on its count of finite values: when the slices have few distinct
+    # counts (no gaps: one), a partition at those ranks puts the same values there as a full sort, at a fraction
+    # of its cost (the spread refresh sorts [tenants x 256 origins x 60 steps] twice)
+    n = np.isfinite(x).sum(axis=-1)
     pos = (np.maximum(n, 1) - 1)[..., None] * q              # [..., Q]
     lo = np.floor(pos).astype(np.int64)
     hi = np.minimum(lo + 1, np.maximum(n - 1, 0)[..., None])
     frac = pos - lo
+    ranks = np.unique(np.concatenate([lo.ravel(), hi.ravel()]))
+    if x.shape[-1] and 0 < ranks.size <= 16:
+        s = np.partition(x, ranks, axis=-1)                  # NaN go last, as in a sort
+    else:
+        s = np.sort(x, axis=-1)                              # NaN sort last
     a = np.take_along_axis(s, lo, axis=-1)
     b = np.take_along_axis(s, hi, axis=-1)
     out = a + (b - a) * frac
