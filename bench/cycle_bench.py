@@ -21,6 +21,13 @@ plan, with its parts), RSS (peak and at the end).
     nice -n 10 python bench/cycle_bench.py --tenants 1000 --days 2 --out bench/out/cycle-1000.json
     nice -n 10 python bench/cycle_bench.py --tenants 10000 --days 0.5 --out bench/out/cycle-10000.json
 
+`--forecaster lstm` runs the shipped LSTM whatever it was scored on (the default, auto, uses the best baseline on
+a cluster the model in use was not scored on, as here); the LSTM-at-scale figures in docs/benchmarks.md are
+
+    nice -n 10 python bench/cycle_bench.py --tenants 1000 --days 2 --forecaster lstm --out bench/out/cycle-1000.json
+    nice -n 10 python bench/cycle_bench.py --tenants 10000 --days 1.1 --forecaster lstm --scenarios incremental \
+        --out bench/out/cycle-10000.json
+
 A mixed fleet (issue 24), `--types 4`: [fleet] types t0..t3, one model name per type; the recorded series are per
 (tenant, model) (namespace_model:gpuas_gpus_allocated:count, model:gpuas_gpus:count), each tenant on one type or
 split over two, nodes typed round-robin. The daemon then forecasts one series per (tenant, type) and the plan
@@ -217,7 +224,8 @@ def child(args) -> None:
         "source": {"kind": "prometheus", "prometheus": {"url": args.url, "recording_rules": True, "timeout_s": 120,
                                                          "retries": 0, "max_response_mb": args.max_response_mb,
                                                          "chunk_steps": args.chunk, **prom_extra}},
-        "forecaster": {"torch_threads": args.torch_threads or 1},
+        "forecaster": {"torch_threads": args.torch_threads or 1,
+                       **({"kind": args.forecaster} if args.forecaster else {})},
         "history": {"incremental": not args.full, "backfill_chunk_steps": args.chunk},
         "actuators": {"enabled": ["log"], "dry_run": True},
         "state": {"path": str(Path(args.state) / "state.sqlite")},
@@ -326,6 +334,8 @@ def run_child(tmp: Path, url: str, a, name: str, *, torch_threads: int = 0, full
         argv += ["--full"]
     if a.profile:
         argv += ["--profile", f"{a.profile}-{name}"]
+    if a.forecaster:
+        argv += ["--forecaster", a.forecaster]
     p = subprocess.run(argv, capture_output=True, text=True, cwd=REPO,
                        env={**os.environ, "PYTHONPATH": str(REPO)})
     for line in p.stdout.splitlines():
@@ -402,6 +412,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--types", type=int, default=0, help="a mixed fleet of this many GPU types (0: one model)")
     ap.add_argument("--keep", type=Path, default=None, help="keep the work dir (TSDB) here")
+    ap.add_argument("--forecaster", default=None,
+                    help="forecaster.kind for the daemon (default: the config's own, auto: the model in use if scored "
+                         "on this cluster, else the best baseline at start-up); `lstm` measures the shipped LSTM")
     ap.add_argument("--profile", default=None,
                     help="PREFIX: cProfile the timed cycles of each scenario into PREFIX-<scenario>.prof, and pickle "
                          "the last plan() call's arguments and the last history there too (to profile offline)")
@@ -428,7 +441,7 @@ def main() -> None:
     t0 = a.now - (a.steps - 1) * STEP
     total_steps = a.steps + int(run_s // STEP)
     res: dict = {"tenants": a.tenants, "days": a.days, "types": a.types, "history_steps": a.steps,
-                 "cores": os.cpu_count(),
+                 "cores": os.cpu_count(), "forecaster_kind": a.forecaster or "auto",
                  "load_avg_at_start": os.getloadavg(), "commit": provenance.commit(),
                  "targets": targets.CYCLE_FLEET if a.types else targets.CYCLE, "scenarios": {}}
     proc = None
