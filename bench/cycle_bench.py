@@ -13,6 +13,10 @@ the policy, the log actuator in dry run) in a child process, once per scenario:
   - the same with torch's default thread count (one per core) instead of forecaster.torch_threads = 1;
   - full re-read (history.incremental = false): every cycle reads the whole window, as before #13.
 
+Between cycles (outside their time) the bench waits for the forecaster's background spread refresh, if one is in
+flight, and records how long it waited and how long the refresh took (`settle_ms_max`, `refresh_ms_max`): the
+daemon's cycles are 30 s apart, the bench's back to back. `--no-settle` runs them without the wait.
+
 Per cycle: wall time of each phase (collect, forecast, plan, act, the rest = store and metrics), samples
 read from Prometheus, and Prometheus's own time from its /metrics (engine evaluation and HTTP handler
 time of /api/v1/query and /api/v1/query_range). Per scenario: cold start (process start to the first
@@ -267,6 +271,19 @@ def child(args) -> None:
 
         prof = cProfile.Profile()
 
+    from forecaster.calibration import spreads_in
+
+    def settle() -> tuple[float, float]:
+        """Wait for the forecaster's background spread refreshes in flight, outside every cycle's time; returns
+        (seconds waited, longest refresh's own seconds). The daemon's cycles are 30 s apart and the bench runs them
+        back to back: a refresh started in one cycle (every 10th) would otherwise run through the next few and be
+        counted in their phases, which a daemon's 30 s interval does not do unless the refresh takes that long."""
+        t = time.perf_counter()
+        spreads = spreads_in(runner.forecaster)
+        for sp in spreads:
+            sp.wait(300)
+        return time.perf_counter() - t, max((sp.seconds for sp in spreads), default=0.0)
+
     def cycle(profiled: bool = False) -> dict:
         acc.clear()
         s0 = src.samples
@@ -281,13 +298,15 @@ def child(args) -> None:
         p1 = prom_times(args.url)
         row = {k: acc.get(k, 0.0) for k in PHASES[:-1]}
         row["other"] = total - sum(row.values())
+        waited, refresh = settle() if args.settle_child else (0.0, 0.0)
+        row.update(settle_s=waited, refresh_s=refresh)
         row.update(total=total, samples=src.samples - s0, outcome=res.outcome,
                    prom_engine_s=p1["engine_s"] - p0["engine_s"], prom_http_s=p1["http_s"] - p0["http_s"],
                    error=res.error)
         return row
 
     first = cycle()
-    first_plan = time.time()
+    first_plan = time.time() - first["settle_s"]   # the plan was made before the wait
     rows = []
     for _ in range(args.cycles):
         clock[0] += CYCLE_S
@@ -336,6 +355,8 @@ def run_child(tmp: Path, url: str, a, name: str, *, torch_threads: int = 0, full
         argv += ["--profile", f"{a.profile}-{name}"]
     if a.forecaster:
         argv += ["--forecaster", a.forecaster]
+    if a.settle:
+        argv += ["--settle"]
     p = subprocess.run(argv, capture_output=True, text=True, cwd=REPO,
                        env={**os.environ, "PYTHONPATH": str(REPO)})
     for line in p.stdout.splitlines():
@@ -356,6 +377,8 @@ def summarize(r: dict, tenants: int) -> dict:
         v = np.array([c[k] for c in rows]) * 1000
         s[f"{k}_p50_ms"] = float(np.percentile(v, 50))
         s[f"{k}_p95_ms"] = float(np.percentile(v, 95))
+    s["settle_ms_max"] = float(max(c.get("settle_s", 0.0) for c in rows) * 1000)
+    s["refresh_ms_max"] = float(max(c.get("refresh_s", 0.0) for c in rows) * 1000)
     smp = np.array([c["samples"] for c in rows])
     s.update(samples_mean=float(smp.mean()), samples_max=int(smp.max()),
              samples_per_tenant_max=float(smp.max() / tenants),
@@ -415,6 +438,10 @@ def main() -> None:
     ap.add_argument("--forecaster", default=None,
                     help="forecaster.kind for the daemon (default: the config's own, auto: the model in use if scored "
                          "on this cluster, else the best baseline at start-up); `lstm` measures the shipped LSTM")
+    ap.add_argument("--no-settle", dest="settle", action="store_false",
+                    help="do not wait between cycles for the forecaster's background spread refresh (the bench's "
+                         "default waits, outside the cycles' time, and records how long: see settle())")
+    ap.add_argument("--settle", dest="settle_child", action="store_true", help=argparse.SUPPRESS)  # child
     ap.add_argument("--profile", default=None,
                     help="PREFIX: cProfile the timed cycles of each scenario into PREFIX-<scenario>.prof, and pickle "
                          "the last plan() call's arguments and the last history there too (to profile offline)")
@@ -442,6 +469,7 @@ def main() -> None:
     total_steps = a.steps + int(run_s // STEP)
     res: dict = {"tenants": a.tenants, "days": a.days, "types": a.types, "history_steps": a.steps,
                  "cores": os.cpu_count(), "forecaster_kind": a.forecaster or "auto",
+                 "settle_between_cycles": a.settle,
                  "load_avg_at_start": os.getloadavg(), "commit": provenance.commit(),
                  "targets": targets.CYCLE_FLEET if a.types else targets.CYCLE, "scenarios": {}}
     proc = None

@@ -1312,6 +1312,11 @@ def cycle_fleet_block() -> str:
     summary = (f"On this run the mixed fleet meets {len(d['targets']) - len(missed)} of its {len(d['targets'])} "
                f"goals" + (f"; not met: {'; '.join(by(t) for t in missed)}." if missed else ", all of them."))
     fc = s.get("forecaster", "")
+    if d.get("settle_between_cycles"):
+        summary += (f" Between cycles the bench waited for the forecaster's background spread refresh (every 10th "
+                    f"forecast; the daemon's cycles are 30 s apart, the bench's back to back): the longest refresh "
+                    f"took {n(s['refresh_ms_max'])} ms, the longest wait {n(s['settle_ms_max'])} ms, in no cycle's "
+                    f"time.")
     return "\n".join([f"`bench/cycle_bench.py --types {d['types']}`: {n(d['tenants'])} tenants x {d['types']} GPU "
                       f"types, {days} of history at 1 min in a real Prometheus (recording rules), "
                       f"{s['cycles']} cycles after the cold start, dry run; the plan's GPUs per type: {caps}; "
