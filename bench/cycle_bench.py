@@ -13,6 +13,10 @@ the policy, the log actuator in dry run) in a child process, once per scenario:
   - the same with torch's default thread count (one per core) instead of forecaster.torch_threads = 1;
   - full re-read (history.incremental = false): every cycle reads the whole window, as before #13.
 
+Between cycles (outside their time) the bench waits for the forecaster's background spread refresh, if one is in
+flight, and records how long it waited and how long the refresh took (`settle_ms_max`, `refresh_ms_max`): the
+daemon's cycles are 30 s apart, the bench's back to back. `--no-settle` runs them without the wait.
+
 Per cycle: wall time of each phase (collect, forecast, plan, act, the rest = store and metrics), samples
 read from Prometheus, and Prometheus's own time from its /metrics (engine evaluation and HTTP handler
 time of /api/v1/query and /api/v1/query_range). Per scenario: cold start (process start to the first
@@ -20,6 +24,13 @@ plan, with its parts), RSS (peak and at the end).
 
     nice -n 10 python bench/cycle_bench.py --tenants 1000 --days 2 --out bench/out/cycle-1000.json
     nice -n 10 python bench/cycle_bench.py --tenants 10000 --days 0.5 --out bench/out/cycle-10000.json
+
+`--forecaster lstm` runs the shipped LSTM whatever it was scored on (the default, auto, uses the best baseline on
+a cluster the model in use was not scored on, as here); the LSTM-at-scale figures in docs/benchmarks.md are
+
+    nice -n 10 python bench/cycle_bench.py --tenants 1000 --days 2 --forecaster lstm --out bench/out/cycle-1000.json
+    nice -n 10 python bench/cycle_bench.py --tenants 10000 --days 1.1 --forecaster lstm --scenarios incremental \
+        --out bench/out/cycle-10000.json
 
 A mixed fleet (issue 24), `--types 4`: [fleet] types t0..t3, one model name per type; the recorded series are per
 (tenant, model) (namespace_model:gpuas_gpus_allocated:count, model:gpuas_gpus:count), each tenant on one type or
@@ -217,7 +228,8 @@ def child(args) -> None:
         "source": {"kind": "prometheus", "prometheus": {"url": args.url, "recording_rules": True, "timeout_s": 120,
                                                          "retries": 0, "max_response_mb": args.max_response_mb,
                                                          "chunk_steps": args.chunk, **prom_extra}},
-        "forecaster": {"torch_threads": args.torch_threads or 1},
+        "forecaster": {"torch_threads": args.torch_threads or 1,
+                       **({"kind": args.forecaster} if args.forecaster else {})},
         "history": {"incremental": not args.full, "backfill_chunk_steps": args.chunk},
         "actuators": {"enabled": ["log"], "dry_run": True},
         "state": {"path": str(Path(args.state) / "state.sqlite")},
@@ -241,30 +253,72 @@ def child(args) -> None:
     src.collect = timed("collect", src.collect)
     runner.forecaster.predict = timed("forecast", runner.forecaster.predict)
     policy.plan = timed("plan", policy.plan)
+    if args.profile:
+        # the last call's arguments, to profile plan() on this state outside the bench (pickled at the end)
+        inner_plan = policy.plan
+
+        def capture(*a, **k):
+            captured["plan"] = (a, k)
+            return inner_plan(*a, **k)
+        captured: dict = {}
+        policy.plan = capture
     for act in runner.actuators:
         act.apply = timed("act", act.apply)
 
-    def cycle() -> dict:
+    prof = None
+    if args.profile:
+        import cProfile
+
+        prof = cProfile.Profile()
+
+    from forecaster.calibration import spreads_in
+
+    def settle() -> tuple[float, float]:
+        """Wait for the forecaster's background spread refreshes in flight, outside every cycle's time; returns
+        (seconds waited, longest refresh's own seconds). The daemon's cycles are 30 s apart and the bench runs them
+        back to back: a refresh started in one cycle (every 10th) would otherwise run through the next few and be
+        counted in their phases, which a daemon's 30 s interval does not do unless the refresh takes that long."""
+        t = time.perf_counter()
+        spreads = spreads_in(runner.forecaster)
+        for sp in spreads:
+            sp.wait(300)
+        return time.perf_counter() - t, max((sp.seconds for sp in spreads), default=0.0)
+
+    def cycle(profiled: bool = False) -> dict:
         acc.clear()
         s0 = src.samples
         p0 = prom_times(args.url)
         t = time.perf_counter()
+        if profiled and prof is not None:
+            prof.enable()
         res = runner.run_once()
+        if profiled and prof is not None:
+            prof.disable()
         total = time.perf_counter() - t
         p1 = prom_times(args.url)
         row = {k: acc.get(k, 0.0) for k in PHASES[:-1]}
         row["other"] = total - sum(row.values())
+        waited, refresh = settle() if args.settle_child else (0.0, 0.0)
+        row.update(settle_s=waited, refresh_s=refresh)
         row.update(total=total, samples=src.samples - s0, outcome=res.outcome,
                    prom_engine_s=p1["engine_s"] - p0["engine_s"], prom_http_s=p1["http_s"] - p0["http_s"],
                    error=res.error)
         return row
 
     first = cycle()
-    first_plan = time.time()
+    first_plan = time.time() - first["settle_s"]   # the plan was made before the wait
     rows = []
     for _ in range(args.cycles):
         clock[0] += CYCLE_S
-        rows.append(cycle())
+        rows.append(cycle(profiled=True))
+    if prof is not None:
+        import pickle
+
+        prof.dump_stats(f"{args.profile}.prof")
+        with open(f"{args.profile}.plan.pkl", "wb") as fh:
+            pickle.dump(captured.get("plan"), fh)
+        with open(f"{args.profile}.history.pkl", "wb") as fh:
+            pickle.dump(runner.last_history, fh)
     rss_now = int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) * 1024
     out = {
         "cold_start_s": first_plan - spawned,
@@ -297,6 +351,12 @@ def run_child(tmp: Path, url: str, a, name: str, *, torch_threads: int = 0, full
         argv += ["--torch-threads", str(torch_threads)]
     if full:
         argv += ["--full"]
+    if a.profile:
+        argv += ["--profile", f"{a.profile}-{name}"]
+    if a.forecaster:
+        argv += ["--forecaster", a.forecaster]
+    if a.settle:
+        argv += ["--settle"]
     p = subprocess.run(argv, capture_output=True, text=True, cwd=REPO,
                        env={**os.environ, "PYTHONPATH": str(REPO)})
     for line in p.stdout.splitlines():
@@ -317,6 +377,8 @@ def summarize(r: dict, tenants: int) -> dict:
         v = np.array([c[k] for c in rows]) * 1000
         s[f"{k}_p50_ms"] = float(np.percentile(v, 50))
         s[f"{k}_p95_ms"] = float(np.percentile(v, 95))
+    s["settle_ms_max"] = float(max(c.get("settle_s", 0.0) for c in rows) * 1000)
+    s["refresh_ms_max"] = float(max(c.get("refresh_s", 0.0) for c in rows) * 1000)
     smp = np.array([c["samples"] for c in rows])
     s.update(samples_mean=float(smp.mean()), samples_max=int(smp.max()),
              samples_per_tenant_max=float(smp.max() / tenants),
@@ -373,6 +435,16 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--types", type=int, default=0, help="a mixed fleet of this many GPU types (0: one model)")
     ap.add_argument("--keep", type=Path, default=None, help="keep the work dir (TSDB) here")
+    ap.add_argument("--forecaster", default=None,
+                    help="forecaster.kind for the daemon (default: the config's own, auto: the model in use if scored "
+                         "on this cluster, else the best baseline at start-up); `lstm` measures the shipped LSTM")
+    ap.add_argument("--no-settle", dest="settle", action="store_false",
+                    help="do not wait between cycles for the forecaster's background spread refresh (the bench's "
+                         "default waits, outside the cycles' time, and records how long: see settle())")
+    ap.add_argument("--settle", dest="settle_child", action="store_true", help=argparse.SUPPRESS)  # child
+    ap.add_argument("--profile", default=None,
+                    help="PREFIX: cProfile the timed cycles of each scenario into PREFIX-<scenario>.prof, and pickle "
+                         "the last plan() call's arguments and the last history there too (to profile offline)")
     # child process
     ap.add_argument("--child", action="store_true")
     ap.add_argument("--url")
@@ -396,7 +468,8 @@ def main() -> None:
     t0 = a.now - (a.steps - 1) * STEP
     total_steps = a.steps + int(run_s // STEP)
     res: dict = {"tenants": a.tenants, "days": a.days, "types": a.types, "history_steps": a.steps,
-                 "cores": os.cpu_count(),
+                 "cores": os.cpu_count(), "forecaster_kind": a.forecaster or "auto",
+                 "settle_between_cycles": a.settle,
                  "load_avg_at_start": os.getloadavg(), "commit": provenance.commit(),
                  "targets": targets.CYCLE_FLEET if a.types else targets.CYCLE, "scenarios": {}}
     proc = None

@@ -710,8 +710,14 @@ def cycle() -> str:
         out.append(f"- At {n(t1)} tenants the largest phase is {worst} ({n(phases[worst])} ms p50), the first to "
                    f"break the cycle goal on its own; the 12-hour columns forecast with the seasonal-naive fallback "
                    f"(the shipped LSTM needs more history).")
-    out += ["", f"*From `bench/out/cycle-1000.json`, `cycle-10000.json` and `cycle-10000-12h.json` (commit not "
-                f"recorded); 1-minute load average {min(loads):.1f} to {max(loads):.1f} during the runs.*"]
+    def made(f: str) -> str:
+        d = load(f)
+        kind = d.get("forecaster_kind")
+        return (f"`{f}` (commit {d.get('commit') or 'not recorded'}"
+                + (f", `--forecaster {kind}`" if kind and kind != "auto" else "") + ")")
+
+    out += ["", f"*From {made('cycle-1000.json')}, {made('cycle-10000.json')} and {made('cycle-10000-12h.json')} in "
+                f"bench/out; 1-minute load average {min(loads):.1f} to {max(loads):.1f} during the runs.*"]
     return "\n".join(out)
 
 
@@ -1297,12 +1303,27 @@ def cycle_fleet_block() -> str:
     rows += [[f"goal: {t['what']} {goal(t)}", verdict(met(t, s)), verdict(met(t, sb))]
              for t in d["targets"].values()]
     days = (_days(d["days"]) + " d").replace(" h d", " h")
+    missed = [t for t in d["targets"].values() if not met(t, s)]
+
+    def by(t: dict) -> str:   # how far a missed goal is: the measured value against the goal's
+        v = value_at(s, t["metric"])
+        return f"{t['what']}: {n(v)} {t.get('unit', '')} against {goal(t)} (x{v / t['value']:.2f})"
+
+    summary = (f"On this run the mixed fleet meets {len(d['targets']) - len(missed)} of its {len(d['targets'])} "
+               f"goals" + (f"; not met: {'; '.join(by(t) for t in missed)}." if missed else ", all of them."))
+    fc = s.get("forecaster", "")
+    if d.get("settle_between_cycles"):
+        summary += (f" Between cycles the bench waited for the forecaster's background spread refresh (every 10th "
+                    f"forecast; the daemon's cycles are 30 s apart, the bench's back to back): the longest refresh "
+                    f"took {n(s['refresh_ms_max'])} ms, the longest wait {n(s['settle_ms_max'])} ms, in no cycle's "
+                    f"time.")
     return "\n".join([f"`bench/cycle_bench.py --types {d['types']}`: {n(d['tenants'])} tenants x {d['types']} GPU "
                       f"types, {days} of history at 1 min in a real Prometheus (recording rules), "
                       f"{s['cycles']} cycles after the cold start, dry run; the plan's GPUs per type: {caps}; "
-                      f"{n(s['plan_tenants_held_by_type'])} tenants held per type in the last plan.", "",
+                      f"{n(s['plan_tenants_held_by_type'])} tenants held per type in the last plan. "
+                      f"The forecaster: {fc.removeprefix('forecaster: ')}.", "",
                       table(["p50 / p95 (ms), or as said", f"{d['types']} types (tenant@type series)",
-                             "one model (tenant series)"], rows), "",
+                             "one model (tenant series)"], rows), "", summary, "",
                       source(["cycle-1000x4types.json"], d), "",
                       source(["cycle-1000-untyped-baseline.json"], b)])
 

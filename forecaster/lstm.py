@@ -159,6 +159,42 @@ def _ffill_rows(a: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(out), first_val[:, None], out)
 
 
+SCALE_CHUNK = 1024   # (origin, tenant) pairs per block of season means: a block of 1024 x 1440 floats stays in cache
+
+
+def season_means(values: np.ndarray, origins: np.ndarray, tenants: np.ndarray, season: int,
+                 chunk: int | None = None) -> np.ndarray:
+    """[B] the nan-mean of values[o - season + 1 .. o, t] for each (origin o, tenant t) pair, steps before the first
+    clipped to the first (NaN where all are NaN): the scale `make_windows` divides a series by.
+
+    Why not one fancy index: that built two [B, season] index arrays and a [B, season] gather, 115 MB each for
+    10,000 tenants a cycle, read column-wise out of a [T, N] array; their page faults and cache misses made the
+    LSTM forecast grow 34x for 10x tenants (make_windows 18 ms at 1,000 tenants, 1.5 s at 10,000). Here the
+    windows are strided views (no index arrays) gathered a block of pairs at a time, each block's mean taken while
+    it is in cache; every row is the same numbers in the same order as before, so the means are bit-identical."""
+    b = len(origins)
+    chunk = chunk or SCALE_CHUNK
+    out = np.empty(b)
+    if b == 0:
+        return out
+    origins = np.asarray(origins, dtype=np.int64)
+    tenants = np.asarray(tenants, dtype=np.int64)
+    start = origins - season + 1
+    inside = start >= 0
+    swv = np.lib.stride_tricks.sliding_window_view(values, season, axis=0) if values.shape[0] >= season else None
+    with np.errstate(all="ignore"):
+        for s in range(0, b, chunk):
+            e = min(s + chunk, b)
+            st, tt, ok = start[s:e], tenants[s:e], inside[s:e]
+            if swv is not None and ok.all():
+                block = swv[st, tt]                          # [pairs, season]: swv[w, n, k] = values[w + k, n]
+            else:   # a window reaching before the first step: the old clipped index, for this block only
+                idx = np.clip(st[:, None] + np.arange(season)[None, :], 0, None)
+                block = values[idx, tt[:, None]]
+            out[s:e] = np.nanmean(block, axis=1)
+    return out
+
+
 def make_windows(values: np.ndarray, cal: np.ndarray, origins: np.ndarray, tenants: np.ndarray,
                  spec: LSTMSpec) -> tuple[np.ndarray, ...]:
     """Model inputs for (origin, tenant) pairs; `values` is [T, N] with NaN for missing.
@@ -173,11 +209,9 @@ def make_windows(values: np.ndarray, cal: np.ndarray, origins: np.ndarray, tenan
     first = 0 if spec.anchors else 1
     lag_idx = o + first + np.arange(H + 1 - first)[None, :] - S     # [B, H] (or [B, 1 + H])
     lag_idx = np.where(lag_idx > o, lag_idx - S * ((lag_idx - o - 1) // S + 1), lag_idx)
-    scale_idx = o - S + 1 + np.arange(S)[None, :]
     ti = tenants[:, None]
     ctx = values[ctx_idx, ti]
-    with np.errstate(all="ignore"):
-        scale = np.nanmean(values[np.clip(scale_idx, 0, None), ti], axis=1)
+    scale = season_means(values, origins, tenants, S)
     floor = spec.scale_floor
     scale = np.where(np.isfinite(scale) & (scale > 0), np.maximum(scale, floor), max(floor, 1.0))
     ctx_s = ctx / scale[:, None]

@@ -167,18 +167,28 @@ def _tenant_values(forecast: Forecast, tenants: tuple[str, ...]) -> np.ndarray:
     quantile, so a hold sized from it covers every type. A plain forecast is read as it is."""
     if not any(fleet.SERIES_SEP in t for t in forecast.tenants):
         return forecast.for_tenants(tenants)
-    index = {t: i for i, t in enumerate(tenants)}
-    of = np.array([index.get(fleet.split_series(name)[0], -1) for name in forecast.tenants], dtype=np.int64)
-    keep = of >= 0
-    of, vals = of[keep], forecast.values[keep]
+    rows, starts, owner = fleet.series_groups(tuple(forecast.tenants), tuple(tenants))
     out = np.full((len(tenants), forecast.horizon, len(forecast.quantiles)), np.nan)
-    if of.size:
-        order = np.argsort(of, kind="stable")
-        of, vals = of[order], vals[order]
-        starts = np.r_[0, np.flatnonzero(np.diff(of)) + 1]
-        sums = np.add.reduceat(np.nan_to_num(vals), starts, axis=0)
-        seen = np.logical_or.reduceat(~np.isnan(vals), starts, axis=0)
-        out[of[starts]] = np.where(seen, sums, np.nan)  # the sum of the observed series; NaN where all are NaN
+    if rows.size:
+        vals = forecast.values[rows]
+        seen_each = ~np.isnan(vals)
+        vals = np.nan_to_num(vals)
+        # most tenants have one or two series (one per accept set): their sum is that series or one addition, the
+        # same in any order; reduceat on a 3-d array cost 4 of plan()'s 17 ms on a 1,000 x 4 fleet, so it is
+        # kept for the groups of three or more only (where its own order of additions is the reference)
+        sizes = np.diff(np.r_[starts, rows.size])
+        sums, seen = vals[starts], seen_each[starts]
+        two = np.flatnonzero(sizes == 2)
+        sums[two] += vals[starts[two] + 1]
+        seen[two] |= seen_each[starts[two] + 1]
+        big = np.flatnonzero(sizes > 2)
+        if big.size:
+            first = np.repeat(starts[big], sizes[big])
+            member = first + np.arange(first.size) - np.repeat(np.cumsum(sizes[big]) - sizes[big], sizes[big])
+            at = np.r_[0, np.cumsum(sizes[big])[:-1]]
+            sums[big] = np.add.reduceat(vals[member], at, axis=0)
+            seen[big] = np.logical_or.reduceat(seen_each[member], at, axis=0)
+        out[owner] = np.where(seen, sums, np.nan)  # the sum of the observed series; NaN where all are NaN
     return out
 
 

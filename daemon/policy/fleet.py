@@ -20,6 +20,7 @@ runs over held tenants only.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 import pandas as pd
@@ -195,18 +196,47 @@ def split(state: ClusterState, res: np.ndarray, protected: np.ndarray, cfg: Conf
     return TypedHolds(types, node_type, cap, pool, hold, used, np.maximum(new_res, 0), notes)
 
 
+@functools.lru_cache(maxsize=8)
+def series_index(names: tuple[str, ...], tenants: tuple[str, ...]
+                 ) -> tuple[np.ndarray, tuple[tuple[str, ...] | None, ...]]:
+    """Per forecast series: the index of its tenant in ``tenants`` (-1 where none) and its accept set (None for a
+    plain tenant series). Cached: every cycle's forecast has the same series for the same tenants, and parsing
+    thousands of names twice per plan was a third of plan()'s time on a 1,000 x 4 fleet. Read-only result."""
+    index = {t: i for i, t in enumerate(tenants)}
+    parsed = [split_series(name) for name in names]
+    of = np.array([index.get(t, -1) for t, _ in parsed], dtype=np.int64)
+    of.flags.writeable = False
+    return of, tuple(acc for _, acc in parsed)
+
+
+@functools.lru_cache(maxsize=8)
+def series_groups(names: tuple[str, ...], tenants: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The series of known tenants grouped by tenant, for a per-tenant sum with one ``reduceat``: (series rows in
+    tenant order, each group's first position, each group's tenant index). Cached as ``series_index``."""
+    of = series_index(names, tenants)[0]
+    rows = np.flatnonzero(of >= 0)
+    rows = rows[np.argsort(of[rows], kind="stable")]
+    starts = np.r_[0, np.flatnonzero(np.diff(of[rows])) + 1] if rows.size else np.zeros(0, dtype=np.int64)
+    owner = of[rows[starts]] if rows.size else np.zeros(0, dtype=np.int64)
+    for a in (rows, starts, owner):
+        a.flags.writeable = False
+    return rows, starts, owner
+
+
 def typed_peaks(names: tuple[str, ...], peak: np.ndarray, tenants: tuple[str, ...]
                 ) -> tuple[np.ndarray, dict[int, dict[tuple[str, ...], float]]]:
     """A forecast of typed series (``tenant@spec``) read per tenant: the sum of its series' peaks (NaN where it
-    has none) and the peak per accept set, for ``split``."""
-    index = {t: i for i, t in enumerate(tenants)}
-    total = np.full(len(tenants), np.nan)
+    has none) and the peak per accept set, for ``split``. Sums run in series order (as one loop over them would)."""
+    of, accs = series_index(tuple(names), tuple(tenants))
+    peak = np.asarray(peak, dtype=float)
+    ok = (of >= 0) & ~np.isnan(peak) & np.array([a is not None for a in accs], dtype=bool)
+    rows = np.flatnonzero(ok)
+    # bincount adds in array order from 0.0, as a loop would (0.0 + p == p exactly)
+    total = np.bincount(of[rows], weights=peak[rows], minlength=len(tenants)).astype(float)
+    total[np.bincount(of[rows], minlength=len(tenants)) == 0] = np.nan
     by: dict[int, dict[tuple[str, ...], float]] = {}
-    for name, p in zip(names, peak.tolist()):
-        tenant, acc = split_series(name)
-        i = index.get(tenant)
-        if i is None or acc is None or p != p:
-            continue
-        total[i] = p if total[i] != total[i] else total[i] + p
-        by.setdefault(i, {})[acc] = by.get(i, {}).get(acc, 0.0) + float(p)
+    for r, i, p in zip(rows.tolist(), of[rows].tolist(), peak[rows].tolist()):
+        d = by.setdefault(i, {})
+        acc = accs[r]
+        d[acc] = d.get(acc, 0.0) + p   # type: ignore[index]
     return total, by

@@ -15,7 +15,9 @@ class RateLimit:
     reason: str       # told to the user with every 429
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # what asdict gives, written out: asdict recurses and deep-copies every field, and a plan saves one of
+        # these per tenant every cycle (10,000 tenants: 330 ms a cycle)
+        return {"rate": self.rate, "burst": self.burst, "level": self.level, "reason": self.reason}
 
 
 @dataclass(frozen=True)

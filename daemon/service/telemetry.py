@@ -11,6 +11,7 @@ import math
 import time
 from typing import Callable, Iterable
 
+import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from daemon.policy.types import Plan
@@ -69,6 +70,10 @@ class DaemonMetrics:
         self._tenants: set[str] = set()
         self._last_seen: dict[str, float] = {}          # tenant -> when a plan last had it (self.clock)
         self._forecast_labels: dict[str, set[str]] = {}  # tenant -> quantile labels it has a series for
+        # per-tenant children by label values, with the value last set: labels() validates and locks on every
+        # call, and a plan sets 4 series per tenant (10,000 tenants: 400 ms a cycle); a child is looked up once
+        # and set only when its value changed. forget_tenants drops a tenant's entries with its series.
+        self._kids: dict[str, dict[tuple[str, ...], list]] = {"reservation": {}, "limit": {}, "forecast": {}}
 
     def count_alert(self, alertname: str, outcome: str, configured: Iterable[str]) -> None:
         """One alert received; names the failover config does not list share one `other` series."""
@@ -88,9 +93,26 @@ class DaemonMetrics:
             self._tenants.discard(t)
             for m in (self.reservation, self.limit, self.preemptions):
                 m.remove(t)  # a no-op when the tenant never had that series
+            self._kids["reservation"].pop((t,), None)
+            self._kids["limit"].pop((t,), None)
             for q in self._forecast_labels.pop(t, ()):
                 self.forecast.remove(t, q)
+                self._kids["forecast"].pop((t, q), None)
         return gone
+
+    def _set(self, name: str, labels: tuple[str, ...], value: float) -> None:
+        """Set the `name` gauge's child for `labels` to `value` (see `_kids`)."""
+        kids = self._kids[name]
+        hit = kids.get(labels)
+        if hit is None:
+            child = getattr(self, name).labels(*labels)
+            child.set(value)
+            kids[labels] = [child, value]
+            if name == "forecast":
+                self._forecast_labels.setdefault(labels[0], set()).add(labels[1])
+        elif hit[1] != value:
+            hit[0].set(value)
+            hit[1] = value
 
     def observe_plan(self, plan: Plan, forecast: Forecast | None, lead: int, fallback: bool,
                      forget_after_s: float = FORGET_AFTER_S) -> None:
@@ -107,19 +129,20 @@ class DaemonMetrics:
         self.capacity.set(plan.capacity)
         self.rate_level.set(plan.memory.rate_level)
         for t in self._tenants - set(plan.reservations):
-            self.reservation.labels(t).set(0)
+            self._set("reservation", (t,), 0)
         for t, r in plan.reservations.items():
-            self.reservation.labels(t).set(r)
+            self._set("reservation", (t,), r)
         self._tenants = set(plan.reservations)
         for t, lim in plan.limits.items():
-            self.limit.labels(t).set(lim.rate)
+            self._set("limit", (t,), lim.rate)
         for p in plan.preemptions:
             self.preemptions.labels(p.tenant).inc()
         if forecast is not None:
-            for qi, q in enumerate(forecast.quantiles):
+            tenants = forecast.tenants
+            for q in forecast.quantiles:
                 # the peak the hold acts on: the forecast's own peak quantile where it carries one for the window
-                peaks = forecast.peak_over(max(1, lead), q)
-                for t, v in zip(forecast.tenants, peaks):
-                    if math.isfinite(v):
-                        self.forecast.labels(t, f"{q:g}").set(float(v))
-                        self._forecast_labels.setdefault(t, set()).add(f"{q:g}")
+                peaks = np.asarray(forecast.peak_over(max(1, lead), q), dtype=float)
+                label = f"{q:g}"
+                ok = np.isfinite(peaks)
+                for i, v in zip(np.flatnonzero(ok).tolist(), peaks[ok].tolist()):
+                    self._set("forecast", (tenants[i], label), v)
