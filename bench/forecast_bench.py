@@ -27,6 +27,7 @@ import provenance  # noqa: E402  (bench/, next to this script)
 import targets  # noqa: E402
 
 from daemon.config import Config  # noqa: E402
+from daemon.forecasting.replay_select import ReplayCluster  # noqa: E402
 from daemon.forecasting.retrain import default_data_dir, retrain_on, trace_history  # noqa: E402
 from daemon.sim.workloads import generate  # noqa: E402
 from forecaster import backtest  # noqa: E402
@@ -53,6 +54,8 @@ def main() -> int:
     ap.add_argument("--only-retrain-timing", action="store_true",
                     help="only time the product's retrain (train + blend fit + backtest) on `--tenants` simulated "
                          "tenants x `--days` (bench/out/forecast_retrain_timing.json)")
+    ap.add_argument("--select-by", default="peak,replay", help="--only-retrain-timing: the ranking rules to time "
+                    "(the first is reported as the default's)")
     ap.add_argument("--traces", default="alibaba,azure,helios,servegen")
     ap.add_argument("--trace-epochs", type=int, default=6)
     ap.add_argument("--trace-samples", type=int, default=8192)
@@ -84,8 +87,11 @@ def main() -> int:
         print(json.dumps(r, indent=2))
         return 0
     if a.only_retrain_timing:
-        r = timing_retrain(a.tenants, a.days)
-        r.update(commit=out["commit"], load_average_1min=os.getloadavg()[0], targets=targets.FORECAST_RETRAIN)
+        # one retrain per ranking rule, in one process and run (compare them as ratios); the first is the default
+        runs = [dict(timing_retrain(a.tenants, a.days, sel), load_average_1min=os.getloadavg()[0])
+                for sel in a.select_by.split(",")]
+        r = {**runs[0], "by_select": {x["select_by"]: x for x in runs}}
+        r.update(commit=out["commit"], targets=targets.FORECAST_RETRAIN)
         out_p = a.out.with_name("forecast_retrain_timing.json")
         out_p.parent.mkdir(parents=True, exist_ok=True)
         out_p.write_text(json.dumps(r, indent=2, default=float) + "\n")
@@ -259,21 +265,32 @@ def timing_shipped(tenants: int) -> dict:
     return out
 
 
-def timing_retrain(tenants: int, days: float) -> dict:
+def timing_retrain(tenants: int, days: float, select_by: str = "peak") -> dict:
     """Wall time of `retrain_on` (the default config: 8 epochs x 16,384 windows, blend fitted on the window
-    before the held-out day, every model scored on 40 tenants) for `tenants` simulated tenants x `days`."""
+    before the held-out day, every model scored on 40 tenants) for `tenants` simulated tenants x `days`, ranking
+    the candidates by `select_by`; `replay` replays the held-out day on the simulated tenants' tiers, job sizes
+    and GPUs (the workload's own)."""
     cfg = Config()
-    frame = generate(tenants, int(days * 1440), 100 * tenants, seed=11).demand
+    w = generate(tenants, int(days * 1440), 100 * tenants, seed=11)
+    frame = w.demand
+    cols = [str(c) for c in frame.columns]
+    cluster = ReplayCluster(dict(zip(cols, w.tiers)), 100 * tenants, cfg.cluster.gpus_per_node,
+                            {c: int(g) for c, g in zip(cols, w.job_gpus)})
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as d:
         r = retrain_on(frame, cfg, model_dir=Path(d), step_s=60, progress=False, promote=False,
-                       scored_on="bench:synthetic")
+                       scored_on="bench:synthetic", select_by=select_by, cluster=cluster)
     total = time.perf_counter() - t0
     rep = r.report
-    return {"tenants": tenants, "days": days, "threads": torch.get_num_threads(), "retrain_seconds": total,
-            "train_seconds": rep["train"]["seconds"], "epochs": rep["train"]["epochs"], "winner": rep["winner"],
-            "blend": rep.get("blend"), "wql": {k: v["wql"] for k, v in rep["models"].items()},
-            "rss_peak_mib": rss_mib()}
+    out = {"tenants": tenants, "days": days, "threads": torch.get_num_threads(), "select_by": rep["select_by"],
+           "select_note": rep.get("select_note"), "retrain_seconds": total,
+           "train_seconds": rep["train"]["seconds"], "epochs": rep["train"]["epochs"], "winner": rep["winner"],
+           "blend": rep.get("blend"), "wql": {k: v["wql"] for k, v in rep["models"].items()},
+           "rss_peak_mib": rss_mib()}
+    if rep.get("replay"):
+        out["replay"] = {k: {"cost": v["cost"], "capacity": v.get("capacity"), "tight": v.get("tight")}
+                         for k, v in rep["replay"].items()}
+    return out
 
 
 # trace -> (step as loaded, horizon in steps: 1 hour, or 5 minutes for the one-hour Azure trace)
@@ -363,7 +380,6 @@ def replay_case(case: str, days: float):
 
 
 def case_cluster(w):
-    from daemon.forecasting.replay_select import ReplayCluster
 
     cols = [str(c) for c in w.demand.columns]
     return ReplayCluster(dict(zip(cols, w.tiers)), w.capacity, w.gpus_per_node,

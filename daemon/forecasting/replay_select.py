@@ -8,6 +8,13 @@ history only). A candidate's cost is the sum over tiers of `retrain.replay_tier_
 GPU-minutes, plus the GPU-minutes of work lost to preemption. Nothing random: the same history, candidates and
 configuration give the same costs.
 
+A window with no contention tells the candidates nothing: at the configured GPUs every replay serves every tier, so
+every cost is 0 and the choice would fall to the order of the list. There the window is replayed again on a
+*tight* cluster, sized at the 90th percentile of the window's own total demand in whole nodes (the size the replay
+bench gives a trace), which asks which forecaster would have protected the tiers had this window been tight; each
+row says the GPUs it was replayed on (`capacity`, `tight`). Costs that still tie are broken by the peak loss
+(daemon/forecasting/retrain.py).
+
 The replay needs what the demand series does not say: each tenant's tier, the GPUs per job, the cluster's GPUs
 and node size (`ReplayCluster`). The embedded simulator knows them; for a real cluster they come from the
 configuration (tiers from `[[tenants]]`, `cluster.gpus`, `cluster.gpus_per_node`) and jobs are taken as one GPU
@@ -18,7 +25,7 @@ tenant's jobs as they were through a gap.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -46,6 +53,11 @@ class ReplayCluster:
         return any(self.tiers.get(str(t), "normal") == "high" for t in tenants)
 
 
+def _whole_nodes_p90(total: pd.Series, gpn: int) -> int:
+    total = total.dropna()
+    return int(np.ceil(np.quantile(total, 0.9) / gpn) * gpn) if len(total) else gpn
+
+
 def workload(frame: pd.DataFrame, start: int, cluster: ReplayCluster):
     """The history as a replay workload: measured from `start` (the steps before are history and warm-up)."""
     from daemon.sim.workloads import Workload
@@ -54,8 +66,7 @@ def workload(frame: pd.DataFrame, start: int, cluster: ReplayCluster):
     gpn = int(cluster.gpus_per_node)
     cap = cluster.capacity
     if cap is None:
-        total = frame.sum(axis=1, min_count=1).dropna()
-        cap = int(np.ceil(np.quantile(total, 0.9) / gpn) * gpn) if len(total) else gpn
+        cap = _whole_nodes_p90(frame.sum(axis=1, min_count=1), gpn)
     jobs = np.array([min(max(1, int(cluster.job_gpus.get(c, 1))), gpn) for c in cols], dtype=np.int64)
     tiers = tuple(cluster.tiers.get(c, "normal") for c in cols)
     return Workload("retrain-replay", frame, tiers, jobs, max(int(cap), 1), int(start), gpus_per_node=gpn)
@@ -67,8 +78,14 @@ def cost(summary: dict, weights: dict[str, float]) -> float:
                  + summary["work_lost_gpu_min"])
 
 
-def _row(summary: dict, weights: dict[str, float]) -> dict:
-    return {"cost": cost(summary, weights), "utilization": summary["utilization"],
+def contended(summary: dict) -> bool:
+    """Whether a replay had anything for a forecast to change: demand left unmet in some tier, or a preemption."""
+    return bool(summary["preemptions"] or any(summary["tiers"][t]["unmet_gpu_min"] > 0 for t in TIERS))
+
+
+def _row(summary: dict, weights: dict[str, float], capacity: int, tight: bool) -> dict:
+    return {"cost": cost(summary, weights), "capacity": int(capacity), "tight": tight,
+            "utilization": summary["utilization"],
             **{f"{t}_unmet_gpu_min": summary["tiers"][t]["unmet_gpu_min"] for t in TIERS},
             "preemptions": summary["preemptions"], "work_lost_gpu_min": summary["work_lost_gpu_min"],
             "preempted_idle_gpu_min": summary["preempted_idle_gpu_min"]}
@@ -78,16 +95,24 @@ def replay_scores(frame: pd.DataFrame, start: int, cfg: Config, cluster: ReplayC
                   models: dict[str, Callable[[], Forecaster]], *, weights: dict[str, float],
                   forecast_every: int = 1) -> dict[str, dict]:
     """{"reactive": row, name: row for each candidate}: each row the replay's cost and its parts, over the steps
-    of `frame` from `start` to the end. `models` maps a name to a function that builds that forecaster fresh (the
-    replay must not inherit a spread another run left behind). `cfg` is the daemon's configuration at the
-    history's step (cycle.resolution_s, horizon_steps, history_steps and the policy's lead windows)."""
+    of `frame` from `start` to the end, on the configured GPUs or, where the reactive replay there saw no
+    contention, on the tight cluster (module docstring). `models` maps a name to a function that builds that
+    forecaster fresh (the replay must not inherit a spread another run left behind). `cfg` is the daemon's
+    configuration at the history's step (cycle.resolution_s, horizon_steps, history_steps and the policy's lead
+    windows)."""
     from daemon.sim.replay import run_replay
 
     w = workload(frame, start, cluster)
     steps = len(frame) - start
-    out = {"reactive": _row(run_replay(w, cfg, None, steps=steps, settings=[("reactive", {})])[0].summary(),
-                            weights)}
+    react = run_replay(w, cfg, None, steps=steps, settings=[("reactive", {})])[0].summary()
+    tight = False
+    if not contended(react):
+        cap = _whole_nodes_p90(frame.iloc[start:].sum(axis=1, min_count=1), w.gpus_per_node)
+        if cap < w.capacity:
+            w, tight = replace(w, capacity=cap), True
+            react = run_replay(w, cfg, None, steps=steps, settings=[("reactive", {})])[0].summary()
+    out = {"reactive": _row(react, weights, w.capacity, tight)}
     for name, make in models.items():
         m = run_replay(w, cfg, make(), steps=steps, settings=[("predictive", {})], forecast_every=forecast_every)[0]
-        out[name] = _row(m.summary(), weights)
+        out[name] = _row(m.summary(), weights, w.capacity, tight)
     return out

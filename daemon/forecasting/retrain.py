@@ -404,7 +404,13 @@ def _score_and_choose(frame: pd.DataFrame, cfg: Config, res, candidate, spec: LS
                                         peak_scores, candidate, current, current_entry, spec, windows, hist_steps)
     rank = ({m: replay[m]["cost"] for m in replay if m != "reactive"} if replay is not None
             else scores if selected_by == "wql" else peak_scores)
-    winner, best_name, lstm_best, contenders = choose_winner(rank, eligible, lstms, cfg.retrain.min_improvement)
+    winner, best_name, lstm_best, contenders = choose_winner(rank, eligible, lstms, cfg.retrain.min_improvement,
+                                                             tie=peak_scores if replay is not None else None)
+    if replay is not None and replay["reactive"].get("tight"):
+        select_note = (f"the held-out window had no contention on the configured GPUs, so it was replayed on "
+                       f"{replay['reactive']['capacity']:,} GPUs (the 90th percentile of its total demand)")
+    if replay is not None and len({rank[m] for m in contenders}) < len(contenders):
+        select_note = ((select_note + "; ") if select_note else "") + "equal replay costs broken by the peak loss"
     r = _ranker(rank)
     # run every cycle where the LSTM cannot: a plain or recalibrated baseline, no Holt-Winters
     fallback = min((m for m in baselines if not m.startswith("holt_winters") and peak_suffix(m)[1] is None),
@@ -485,19 +491,23 @@ def _ranker(rank: dict[str, float]):
 
 
 def choose_winner(rank: dict[str, float], eligible: list[str], lstms: list[str],
-                  min_improvement: float) -> tuple[str, str, str, dict[str, float]]:
+                  min_improvement: float, tie: dict[str, float] | None = None
+                  ) -> tuple[str, str, str, dict[str, float]]:
     """(winner, best baseline, best new LSTM variant, contenders) by `rank` (lower is better; a candidate not in it
     is last): the best baseline, unless the new LSTM's best beats it by `min_improvement`, or the current model
-    (already scored on this data, "current" in `rank`) does better than both (a tie goes to the current model)."""
-    r = _ranker(rank)
-    best_name = min(eligible, key=r)
-    lstm_best = min(lstms, key=r)
+    (already scored on this data, "current" in `rank`) does better than both (a tie goes to the current model).
+    Equal ranks are broken by `tie` (lower first; a replay's costs by the peak loss), so that no choice falls to
+    the order candidates happen to be listed in."""
+    r, t = _ranker(rank), _ranker(tie or {})
+    best_name = min(eligible, key=lambda m: (r(m), t(m)))
+    lstm_best = min(lstms, key=lambda m: (r(m), t(m)))
     contenders = {best_name: r(best_name)}
-    if r(lstm_best) <= r(best_name) * (1 - min_improvement):
+    if r(lstm_best) < r(best_name) * (1 - min_improvement) or (
+            r(lstm_best) == r(best_name) * (1 - min_improvement) and t(lstm_best) < t(best_name)):
         contenders[lstm_best] = r(lstm_best)
     if "current" in rank:
         contenders["current"] = r("current")
-    winner = min(contenders, key=lambda k: (contenders[k], k != "current"))
+    winner = min(contenders, key=lambda k: (contenders[k], k != "current", t(k)))
     return winner, best_name, lstm_best, contenders
 
 

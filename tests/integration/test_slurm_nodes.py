@@ -137,8 +137,8 @@ def test_a_drained_node_has_no_healthy_gpus_and_is_no_place(slurm):
 
 
 def test_a_requeued_job_drains_before_its_gpus_are_free(slurm):
-    """A batch script that ignores SIGTERM stays COMPLETING after a requeue (until KillWait's SIGKILL): its GPUs
-    are draining, not free, and not counted twice."""
+    """A batch script that ignores SIGTERM stays COMPLETING after a requeue (until KillWait's SIGKILL, 15 s in
+    tests/support/services.py, 30 s by default): its GPUs are draining, not free, and not counted twice."""
     a = actuator(slurm)
     stubborn = sbatch(slurm, "--partition=low", "--account=acct-low", "--gres=gpu:3", "-w", "gn2",
                       wrap="trap '' TERM; while true; do sleep 1; done")

@@ -135,6 +135,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 GresTypes=gpu
 JobRequeue=1
+KillWait=15
 ReturnToService=2
 MpiDefault=none
 SwitchType=switch/none
