@@ -230,11 +230,12 @@ def make_windows(values: np.ndarray, cal: np.ndarray, origins: np.ndarray, tenan
 class LSTMForecaster:
     """Wraps a trained QuantileLSTM behind the Forecaster interface."""
 
-    # `predict` runs the network on at most this many tenants at once. One batch of 10,000 windows made the
-    # forward ~40% slower than chunks of 1-2 thousand (the LSTM's per-step [B, 4*hidden] gate tensors no longer
-    # stay in cache), which is why the forecast grew worse than linearly with the tenants. A batch up to this size
-    # runs as one, as before, so every smaller fleet's numbers are unchanged; a larger one differs from a single
-    # batch only by float32 rounding (the matmul's blocking depends on the batch size).
+    # `predict` runs the network on at most this many tenants at once. With one batch of 10,000 windows the
+    # forecast grew worse than linearly with the tenants (x14 for x10 in the cycle bench; likely the LSTM's per-step
+    # [B, 4*hidden] gate tensors falling out of cache); in chunks it is x7 (bench/out/cycle-10000.json against
+    # cycle-1000.json). A batch up to this size runs as one, as before, so every smaller fleet's numbers are
+    # unchanged; a larger one differs from a single batch only by float32 rounding (the matmul's blocking depends
+    # on the batch size).
     predict_chunk: int = 2048
 
     def __init__(self, model: QuantileLSTM, version: str = "unversioned") -> None:
