@@ -13,6 +13,7 @@ would have made each quantile cover its nominal share of recent actuals.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -139,6 +140,22 @@ def conformal_shift(pred: np.ndarray, actual: np.ndarray, quantiles: tuple[float
 _FROZEN = __import__("threading").local()   # per thread: ids of the SpreadRefresh objects held at their spread
 
 
+_PENDING_LOCK = __import__("threading").Lock()
+_PENDING: weakref.WeakSet = weakref.WeakSet()   # spreads with a due recomputation not started
+
+
+def start_pending_refreshes() -> int:
+    """Start every due background spread recomputation held back so far; returns how many started.
+
+    The daemon's cycle calls it when the cycle's work (forecast, plan, act) is done, so a refresh runs in the time
+    between cycles instead of inside the forecast that found it due. It only starts threads: it never waits.
+    """
+    with _PENDING_LOCK:
+        spreads = list(_PENDING)
+        _PENDING.clear()
+    return sum(sp.release() for sp in spreads)
+
+
 class frozen_spreads:
     """Within this block (in this thread) the given spreads are served as they are: not counted, not recomputed."""
 
@@ -162,6 +179,12 @@ class SpreadRefresh:
     in a worker thread from the history of the forecast that found the spread due, and forecasts keep the last
     spread until it is ready: the forecast call itself never pays for it. The very first spread for a tenant set
     is computed at once (a start-up cost, once).
+
+    A due background recomputation is not started inside the forecast call that found it due: it waits, pending,
+    until `start_pending_refreshes()` (the daemon's cycle calls it once its cycle's work is done), so it never
+    shares the GIL and the cores with that forecast and the rest of its cycle. Where nobody calls it (a bench, a
+    test), the pending job starts at the next `get` (or `wait`) instead: nothing is lost, and a forecast still
+    never waits for it.
     """
 
     def __init__(self, every: int = 1, background: bool = False) -> None:
@@ -174,13 +197,13 @@ class SpreadRefresh:
         self._value = None
         self._uses = 0
         self._job = None          # (key, thread, result box) of a recomputation in flight
+        self._pending = None      # (key, compute) of a due recomputation not started yet (see release)
         self.refreshes = 0        # spreads computed (for tests and the bench)
         self.seconds = 0.0        # how long the last computation took
         self.last_error: str | None = None
 
     def get(self, key, compute):
         """The spread for `key` (hashable: tenants, horizon), computing it with `compute()` when due."""
-        import threading
 
         with self._lock:
             self._collect()
@@ -190,11 +213,14 @@ class SpreadRefresh:
                 self._uses += 1
                 return self._value
             if self._key == key and self.background:
-                if self._job is None:  # due: recompute off the forecast path, serve the last one meanwhile
-                    box: dict = {}
-                    th = threading.Thread(target=self._run, args=(compute, box), name="spread-refresh", daemon=True)
-                    self._job = (key, th, box)
-                    th.start()
+                if self._job is None and self._pending is not None:
+                    self._start()   # due since an earlier forecast and nobody released it: start it now
+                elif self._job is None:
+                    # due: recompute off the forecast path from this history, serve the last one meanwhile; the
+                    # thread starts once the caller's cycle says its work is done (release), not during this call
+                    self._pending = (key, compute)
+                    with _PENDING_LOCK:
+                        _PENDING.add(self)
                 self._uses += 1
                 return self._value
         import time
@@ -204,8 +230,35 @@ class SpreadRefresh:
         self.seconds = time.perf_counter() - t0
         with self._lock:
             self._key, self._value, self._uses = key, value, 1
+            if self._pending is not None and self._pending[0] != key:
+                self._pending = None   # another tenant set: a pending job for the old one would be dropped anyway
             self.refreshes += 1
         return value
+
+    def _start(self) -> None:
+        """Start the pending recomputation in a worker thread (under the lock)."""
+        import threading
+
+        key, compute = self._pending
+        self._pending = None
+        box: dict = {}
+        th = threading.Thread(target=self._run, args=(compute, box), name="spread-refresh", daemon=True)
+        self._job = (key, th, box)
+        th.start()
+
+    @property
+    def pending(self) -> bool:
+        """Whether a due recomputation waits to be released."""
+        return self._pending is not None
+
+    def release(self) -> bool:
+        """Start the pending recomputation, if any and none is in flight; never waits for it. True if started."""
+        with self._lock:
+            self._collect()
+            if self._pending is None or self._job is not None:
+                return False
+            self._start()
+            return True
 
     def _run(self, compute, box: dict) -> None:
         import time
@@ -233,7 +286,9 @@ class SpreadRefresh:
             self.refreshes += 1
 
     def wait(self, timeout: float | None = None) -> None:
-        """Block until a background recomputation in flight is done (tests, the bench between cycles)."""
+        """Block until a background recomputation in flight (or pending: started here) is done (tests, the bench
+        between cycles)."""
+        self.release()
         job = self._job
         if job is not None:
             job[1].join(timeout)

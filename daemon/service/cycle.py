@@ -27,6 +27,7 @@ from daemon.sources.base import Collected, Source, SourceError
 from daemon.state.store import StateStore
 from daemon.web.backend import HISTORY_STEPS, Snapshot
 from forecaster.baselines import Forecaster
+from forecaster.calibration import start_pending_refreshes
 from forecaster.types import Forecast
 
 log = logging.getLogger("gpu_autoscaler.cycle")
@@ -285,10 +286,15 @@ class CycleRunner:
             health=self.last_health)
 
     def run_once(self) -> CycleResult:
-        with self.lock:
-            res = self._run()
-            self.publish()
-            return res
+        try:
+            with self.lock:
+                res = self._run()
+                self.publish()
+                return res
+        finally:
+            # a spread refresh the forecast found due starts now, in the time between cycles, not inside this
+            # cycle's forecast, plan and act (it only starts a thread: the next cycle never waits for it)
+            start_pending_refreshes()
 
     def _run(self) -> CycleResult:
         t0 = time.perf_counter()

@@ -2,6 +2,7 @@
 
 import json
 import threading
+import time
 
 import numpy as np
 import pandas as pd
@@ -84,6 +85,44 @@ def test_spread_refresh_recomputes_in_the_background_and_serves_the_last_spread_
     s.wait(10)
     assert calls == ["MainThread", "spread-refresh"] and s.get("k", compute(4)) == 2
     assert s.get("other", compute(5)) == 5                             # another tenant set: computed at once
+
+
+def test_a_due_background_refresh_waits_for_its_release_not_the_forecast_that_found_it_due():
+    """The forecast that finds the spread due must not share the cores with its refresh: the refresh is held until
+    `start_pending_refreshes()` (the daemon's cycle, once its work is done)."""
+    from forecaster.calibration import start_pending_refreshes
+
+    calls: list[str] = []
+
+    def compute(v):
+        def f():
+            calls.append(threading.current_thread().name)
+            return v
+        return f
+
+    s = SpreadRefresh(every=1, background=True)
+    assert s.get("k", compute(1)) == 1                                 # the first one at once
+    assert s.get("k", compute(2)) == 1 and s.pending                   # due: held, the last spread served
+    time.sleep(0.2)
+    assert calls == ["MainThread"] and s._job is None                  # nothing runs until released
+    assert start_pending_refreshes() >= 1 and not s.pending
+    s._job[1].join(10)
+    assert calls == ["MainThread", "spread-refresh"] and s.get("k", compute(3)) == 2
+    assert start_pending_refreshes() == 0                               # released once only
+
+
+def test_a_due_background_refresh_nobody_releases_starts_at_the_next_forecast():
+    calls: list[int] = []
+
+    def compute(v):
+        return lambda: calls.append(v) or v
+
+    s = SpreadRefresh(every=1, background=True)
+    s.get("k", compute(1))
+    assert s.get("k", compute(2)) == 1 and s.pending and s._job is None   # due, held
+    assert s.get("k", compute(3)) == 1 and not s.pending                  # next forecast: the held one starts
+    s._job[1].join(10)
+    assert calls == [1, 2] and s.get("k", compute(4)) == 2              # the held history's spread, not 3's
 
 
 def test_daemon_baseline_refreshes_its_spread_off_the_forecast_call():

@@ -74,3 +74,30 @@ def test_simulator_source_raises_source_error_in_blackout(tmp_path):
     else:
         raise AssertionError("blackout must raise SourceError")
     assert np.isfinite(rt.sim.snapshot().used).all()
+
+
+def test_a_spread_refresh_found_due_starts_after_the_cycle_not_inside_its_forecast(tmp_path):
+    """The forecast that finds a background spread refresh due must not share the cores with it for the rest of its
+    cycle: the cycle starts it once its work is done (and never waits for it)."""
+    from forecaster.calibration import SpreadRefresh
+
+    rt = build_runtime(sim_cfg(tmp_path))
+
+    class Spreading:
+        def __init__(self, inner):
+            self.inner, self.name = inner, inner.name
+            self.spread = SpreadRefresh(every=1, background=True)
+            self.started_in_forecast: list[bool] = []
+
+        def predict(self, history, horizon):
+            fc = self.inner.predict(history, horizon)
+            self.spread.get("k", lambda: len(history))
+            self.started_in_forecast.append(self.spread._job is not None)
+            return fc
+
+    f = rt.runner.forecaster = Spreading(rt.runner.forecaster)
+    assert rt.runner.run_once().outcome == "ok"            # the first spread: computed in the forecast call
+    assert rt.runner.run_once().outcome == "ok"            # due: held through this cycle, started at its end
+    assert f.started_in_forecast == [False, False] and not f.spread.pending and f.spread._job is not None
+    f.spread._job[1].join(10)
+    assert rt.runner.run_once().outcome == "ok" and f.spread.refreshes == 2
