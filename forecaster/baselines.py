@@ -163,9 +163,16 @@ class _Vectorised:
 
     def peaks_at(self, history: pd.DataFrame, ends: np.ndarray, horizon: int,
                  windows: tuple[int, ...]) -> np.ndarray:
-        """[origin, tenant, window, Q]: the largest per-step quantile over each window of `forecasts_at`."""
-        v = self.forecasts_at(history, ends, horizon)
-        return np.stack([np.fmax.reduce(v[:, :, :max(1, min(k, horizon)), :], axis=2) for k in windows], axis=2)
+        """[origin, tenant, window, Q]: the largest per-step quantile over each window of `forecasts_at` (computed
+        once per request within a scoring run, forecaster/memo.py)."""
+        from forecaster.memo import memo_peaks
+
+        def compute() -> np.ndarray:
+            v = self.forecasts_at(history, ends, horizon)
+            return np.stack([np.fmax.reduce(v[:, :, :max(1, min(k, horizon)), :], axis=2) for k in windows],
+                            axis=2)
+
+        return memo_peaks(self, history, ends, horizon, windows, compute)
 
     def _short(self, history: pd.DataFrame, horizon: int) -> Forecast:
         fc = Naive(self.quantiles, self.error_window, self.max_origins).predict(history, horizon)

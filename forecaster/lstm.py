@@ -259,7 +259,15 @@ class LSTMForecaster:
                  batch: int = 8192) -> np.ndarray:
         """[origin, tenant, window, Q]: the peak quantiles this model forecast from history[:e] for each e in
         `ends` (its own peak head where it has one for a window, else the largest per-step quantile), in batches
-        of windows: what `predict` on each truncated history gives, without a call per origin."""
+        of windows: what `predict` on each truncated history gives, without a call per origin. Computed once per
+        request within a scoring run (forecaster/memo.py)."""
+        from forecaster.memo import memo_peaks
+
+        return memo_peaks(self, history, ends, horizon, windows,
+                          lambda: self._peaks_at(history, ends, horizon, windows, batch))
+
+    def _peaks_at(self, history: pd.DataFrame, ends: np.ndarray, horizon: int, windows: tuple[int, ...],
+                  batch: int) -> np.ndarray:
         spec = self.spec
         values = history.to_numpy(dtype=float)
         ext_index = history.index.append(pd.date_range(history.index[-1] + pd.Timedelta(seconds=spec.step_s),
