@@ -56,6 +56,8 @@ def main() -> int:
                          "tenants x `--days` (bench/out/forecast_retrain_timing.json)")
     ap.add_argument("--select-by", default="peak,replay", help="--only-retrain-timing: the ranking rules to time "
                     "(the first is reported as the default's)")
+    ap.add_argument("--rule-timeout-s", type=float, default=1200.0, help="--only-retrain-timing: stop a rule's "
+                    "retrain after this long and record it as unfinished")
     ap.add_argument("--traces", default="alibaba,azure,helios,servegen")
     ap.add_argument("--trace-epochs", type=int, default=6)
     ap.add_argument("--trace-samples", type=int, default=8192)
@@ -88,11 +90,15 @@ def main() -> int:
         return 0
     if a.only_retrain_timing:
         # one retrain per ranking rule, in one process and run (compare them as ratios); the first is the default
+        # each in a child process stopped after --rule-timeout-s: a rule that cannot meet the goal is recorded as
+        # unfinished at that time rather than run for an hour
         runs = []
         for sel in a.select_by.split(","):
-            runs.append(dict(timing_retrain(a.tenants, a.days, sel), load_average_1min=os.getloadavg()[0]))
-            print(f"select_by {sel}: {runs[-1]['retrain_seconds']:.0f} s (winner {runs[-1]['winner']})", flush=True)
-        r = {**runs[0], "by_select": {x["select_by"]: x for x in runs}}
+            runs.append(timed_rule(a.tenants, a.days, sel, a.rule_timeout_s))
+            done = f"{runs[-1]['retrain_seconds']:.0f} s" if runs[-1]["finished"] else "unfinished"
+            print(f"select_by {sel}: {done} after {runs[-1]['wall_seconds']:.0f} s", flush=True)
+        first = next(x for x in runs if x["finished"])
+        r = {**first, "by_select": {x["select_by"]: x for x in runs}}
         r.update(commit=out["commit"], targets=targets.FORECAST_RETRAIN)
         out_p = a.out.with_name("forecast_retrain_timing.json")
         out_p.parent.mkdir(parents=True, exist_ok=True)
@@ -293,6 +299,30 @@ def timing_retrain(tenants: int, days: float, select_by: str = "peak") -> dict:
         out["replay"] = {k: {"cost": v["cost"], "capacity": v.get("capacity"), "tight": v.get("tight")}
                          for k, v in rep["replay"].items()}
     return out
+
+
+def _rule_child(tenants: int, days: float, select_by: str, q) -> None:
+    q.put(dict(timing_retrain(tenants, days, select_by), load_average_1min=os.getloadavg()[0]))
+
+
+def timed_rule(tenants: int, days: float, select_by: str, timeout_s: float) -> dict:
+    """`timing_retrain` in a child process, stopped after `timeout_s` (then `finished` is False)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    t0 = time.perf_counter()
+    p = ctx.Process(target=_rule_child, args=(tenants, days, select_by, q))
+    p.start()
+    try:
+        r = q.get(timeout=timeout_s)
+    except Exception:   # queue.Empty: still running at the limit
+        p.terminate()
+        p.join()
+        return {"select_by": select_by, "finished": False, "timeout_s": timeout_s, "tenants": tenants, "days": days,
+                "wall_seconds": time.perf_counter() - t0, "load_average_1min": os.getloadavg()[0]}
+    p.join()
+    return {**r, "requested": select_by, "finished": True, "wall_seconds": time.perf_counter() - t0}
 
 
 # trace -> (step as loaded, horizon in steps: 1 hour, or 5 minutes for the one-hour Azure trace)
