@@ -442,7 +442,7 @@ def forecast_retrain() -> str:
                      f"{r['retrain_seconds']:.0f} s (training {r['train_seconds']:.0f} s, {r['epochs']} epochs; "
                      f"load {r.get('load_average_1min', d.get('load_average_1min', float('nan'))):.1f} at its end)",
                      f"{goal(target)}: {verdict(met(target, r))}"])
-    rows.append(["peak RSS (the process, all runs)", f"{d['rss_peak_mib'] / 1024:.2f} GiB", "–"])
+    rows.append([f"peak RSS (`--select-by {d.get('select_by', 'wql')}`)", f"{d['rss_peak_mib'] / 1024:.2f} GiB", "–"])
     return "\n".join([
         table(["measure", "measured", "goal"], rows),
         "",
