@@ -98,7 +98,7 @@ def main() -> int:
             done = f"{runs[-1]['retrain_seconds']:.0f} s" if runs[-1]["finished"] else "unfinished"
             print(f"select_by {sel}: {done} after {runs[-1]['wall_seconds']:.0f} s", flush=True)
         first = next(x for x in runs if x["finished"])
-        r = {**first, "by_select": {x["select_by"]: x for x in runs}}
+        r = {**first, "by_select": {x.get("requested", x["select_by"]): x for x in runs}}
         r.update(commit=out["commit"], targets=targets.FORECAST_RETRAIN)
         out_p = a.out.with_name("forecast_retrain_timing.json")
         out_p.parent.mkdir(parents=True, exist_ok=True)
