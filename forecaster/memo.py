@@ -7,34 +7,53 @@ most of `retrain`'s time (at 1,000 tenants x 10 days under load: 970 s, against 
 Within `shared_past_peaks()` each (model, history content, origins, horizon, windows) is computed once and the
 copies handed out are equal to what a fresh computation gives (deterministic models: no sampling, eval mode).
 
-Only scoring opens the scope (forecaster/backtest.py): the daemon's forecasts never cache, so a history revised by
-late samples can never be served an old answer, and nothing grows in a long-running process.
+Only scoring opens the scope (forecaster/backtest.py, and retrain's replay of its candidates in
+daemon/forecasting/retrain.py, where every LSTM variant recalibrates on the same LSTM at the same replay steps):
+the daemon's forecasts never cache, so a history revised by late samples can never be served an old answer, and
+nothing grows in a long-running process. The scope is a context variable, so a thread started with the scope's
+context (the replay's forecast prefetch, `contextvars.copy_context().run`) shares it; within it at most
+`MAX_BYTES` of answers are kept (past that, requests are computed and not kept), so a replay of a large fleet
+cannot run out of memory for the sake of speed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
-import threading
 from collections.abc import Callable, Iterator
 
 import numpy as np
 import pandas as pd
 
-_LOCAL = threading.local()
+# a [256 origins, 1,000 tenants, 2 windows, 3 quantiles] float64 answer is 12 MB: room for a day's replay
+# recalibrated every hour at 1,000 tenants
+MAX_BYTES = 512 * 2**20
+
+
+class _Memo:
+    """The answers of one scope and the bytes they hold (shared by the threads that run in the scope)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple, tuple] = {}
+        self.bytes = 0
+
+
+_MEMO: contextvars.ContextVar[_Memo | None] = contextvars.ContextVar("shared_past_peaks", default=None)
 
 
 @contextlib.contextmanager
 def shared_past_peaks() -> Iterator[None]:
-    """Within this block (on this thread), `memo_peaks` computes each past-peaks request once."""
-    outer = getattr(_LOCAL, "memo", None)
-    if outer is None:
-        _LOCAL.memo = {}
+    """Within this block (in this context, and threads run in a copy of it), `memo_peaks` computes each
+    past-peaks request once."""
+    if _MEMO.get() is not None:
+        yield
+        return
+    token = _MEMO.set(_Memo())
     try:
         yield
     finally:
-        if outer is None:
-            _LOCAL.memo = None
+        _MEMO.reset(token)
 
 
 def _key(model, history: pd.DataFrame, ends, horizon: int, windows) -> tuple:
@@ -48,18 +67,23 @@ def _key(model, history: pd.DataFrame, ends, horizon: int, windows) -> tuple:
 def memo_peaks(model, history: pd.DataFrame, ends, horizon: int, windows,
                compute: Callable[[], np.ndarray | None]) -> np.ndarray | None:
     """`compute()`, or a copy of what it gave for the same request earlier in the scope."""
-    memo = getattr(_LOCAL, "memo", None)
+    memo = _MEMO.get()
     if memo is None:
         return compute()
     key = _key(model, history, ends, horizon, windows)
-    hit = memo.get(key)
+    hit = memo.entries.get(key)
     if hit is None:
-        hit = (model, compute())     # the model is kept alive with its entry: its id cannot be reused meanwhile
-        memo[key] = hit
+        val = compute()
+        size = 0 if val is None else val.nbytes
+        if memo.bytes + size > MAX_BYTES:
+            return val
+        memo.bytes += size
+        hit = (model, val)     # the model is kept alive with its entry: its id cannot be reused meanwhile
+        memo.entries[key] = hit
     return None if hit[1] is None else hit[1].copy()
 
 
 def memo_size() -> int:
     """Entries in the open scope (tests)."""
-    memo = getattr(_LOCAL, "memo", None)
-    return 0 if memo is None else len(memo)
+    memo = _MEMO.get()
+    return 0 if memo is None else len(memo.entries)

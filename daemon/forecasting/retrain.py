@@ -18,6 +18,7 @@ from forecaster import backtest, registry
 from forecaster.baselines import standard_baselines
 from forecaster.ensemble import fit_blend
 from forecaster.lstm import Conformal, LSTMSpec
+from forecaster.memo import shared_past_peaks
 from forecaster.selection import PEAK, RECAL, make_baseline, peak_suffix, wrap_lstm
 from forecaster.series import fill_short_gaps, to_frame
 from forecaster.train import train
@@ -558,21 +559,26 @@ def _replay_candidates(frame: pd.DataFrame, start: int, cfg: Config, cluster: Re
     pick += ["current"] if "current" in models else []
     season, qs = spec.season, spec.quantiles
 
+    every = cfg.retrain.replay_refresh_every
+
     def factory(m: str):
-        # as the daemon runs it (spreads every 10 forecasts) but in the forecast call: the replay depends on the
-        # history only
+        # as the daemon runs it, but the spreads recomputed every `replay_refresh_every` forecasts and in the
+        # forecast call: the replay depends on the history only
         if m in lstm_entries:
-            return lambda: wrap_lstm(candidate, lstm_entries[m], refresh=10, background=False)
+            return lambda: wrap_lstm(candidate, lstm_entries[m], refresh=every, background=False)
         if m == "current":
-            return lambda: (wrap_lstm(current, current_entry, refresh=10, background=False) if current_entry
+            return lambda: (wrap_lstm(current, current_entry, refresh=every, background=False) if current_entry
                             else current)
-        return lambda: make_baseline(m, season, qs, refresh=10, background=False,
+        return lambda: make_baseline(m, season, qs, refresh=every, background=False,
                                      peak_windows=sorted(set(windows.values())))
 
     rcfg = replay_config(cfg, spec.step_s, spec.horizon, hist_steps, windows)
-    return replay_scores(frame, start, rcfg, cluster, {m: factory(m) for m in dict.fromkeys(pick)},
-                         weights=dict(cfg.retrain.replay_tier_weights),
-                         forecast_every=cfg.retrain.replay_forecast_every)
+    # the LSTM variants (bare, conformal, blends; +peak, +peak_all) recalibrate their peaks on the same LSTM at
+    # the same replay steps: computed once for all of them (forecaster/memo.py; the same answers)
+    with shared_past_peaks():
+        return replay_scores(frame, start, rcfg, cluster, {m: factory(m) for m in dict.fromkeys(pick)},
+                             weights=dict(cfg.retrain.replay_tier_weights),
+                             forecast_every=cfg.retrain.replay_forecast_every)
 
 
 def fit_blend_before(frame: pd.DataFrame, lstm, spec: LSTMSpec, holdout: int, hist_steps: int,

@@ -17,6 +17,7 @@ Pareto frontiers (utilization against high-tier unmet demand), with every tier m
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import sys
 import time
@@ -182,7 +183,8 @@ class ForecastBank:
         self.made[base] = fc
         nxt = base + self.every
         if self._pool is not None and nxt < self.stop and nxt not in self.made:
-            self._next = (nxt, self._pool.submit(self._make, nxt))
+            # in a copy of this context: a scope the caller opened (forecaster/memo.py) holds for it too
+            self._next = (nxt, self._pool.submit(contextvars.copy_context().run, self._make, nxt))
         return fc
 
     def close(self) -> None:
