@@ -728,11 +728,11 @@ class RetrainConfig(_Strict):
                                    "peak loss) are replayed")
     replay_forecast_every: int = Field(1, ge=1, description="select_by = replay: forecast every this many steps "
                                        "of the replay (1: every step, as the daemon does)")
-    replay_refresh_every: int = Field(60, ge=1, description="select_by = replay: a candidate's spreads and peak "
+    replay_refresh_every: int = Field(10, ge=1, description="select_by = replay: a candidate's spreads and peak "
                                       "shifts are recomputed every this many of the replay's forecasts (the daemon: "
                                       "every 10 cycles, in the background). Each recomputation forecasts from 256 "
-                                      "past origins, so this sets most of the replay's time; the shifts learnt from "
-                                      "two days of origins barely move in an hour")
+                                      "past origins, most of the replay's time; but the ranking moves with it "
+                                      "(docs/forecasting.md: at 60 Helios' replay picked another forecaster)")
     replay_tier_weights: dict[Tier, float] = Field(
         default_factory=lambda: {"high": 4.0, "normal": 1.0, "low": 0.25},
         description="select_by = replay: the replay's cost is the sum over tiers of weight x unmet GPU-minutes, "
