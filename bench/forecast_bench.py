@@ -73,6 +73,8 @@ def main() -> int:
     ap.add_argument("--fit-epochs", type=int, default=4, help="--peak-objective / --select-compare: LSTM epochs "
                     "(as bench/replay_bench.py fits each trace's forecaster)")
     ap.add_argument("--replay-days", type=float, default=2.0, help="--select-compare: measured days")
+    ap.add_argument("--replay-refresh-every", type=int, default=None, help="--select-compare: the replay "
+                    "selection's retrain.replay_refresh_every (default: the configuration's)")
     ap.add_argument("--peak-weights", default="1", help="--peak-objective: the peak head's loss weights to try "
                     "(retrain.peak_weight), each against the LSTM without the head")
     a = ap.parse_args()
@@ -111,6 +113,8 @@ def main() -> int:
         run = peak_objective if a.peak_objective else select_compare
         r = {**out, "threads": 1, "seeds": [int(x) for x in a.seeds.split(",")], "fit_epochs": a.fit_epochs,
              "samples_per_epoch": a.trace_samples, "cases": run(a), "load_average_1min_at_end": os.getloadavg()[0]}
+        if a.select_compare:
+            r["replay_refresh_every"] = select_config(a).retrain.replay_refresh_every
         out_p = a.out.with_name(f"forecast_{which}.json")
         out_p.parent.mkdir(parents=True, exist_ok=True)
         out_p.write_text(json.dumps(r, indent=2, default=float) + "\n")
@@ -471,6 +475,15 @@ def peak_objective(a) -> dict:
     return res
 
 
+def select_config(a) -> Config:
+    """The configuration --select-compare's retrain runs with: the default, or the replay's refresh as asked."""
+    cfg = Config()
+    if a.replay_refresh_every is None:
+        return cfg
+    return cfg.model_copy(update={"retrain": cfg.retrain.model_copy(
+        update={"replay_refresh_every": a.replay_refresh_every})})
+
+
 def select_compare(a) -> dict:
     """Issue #26.4: for each case and seed, one `retrain` (select_by = replay, so every candidate has its wQL, its
     peak loss and, for the replayed ones, its replay cost) on the history before the measured window; the winner
@@ -481,7 +494,7 @@ def select_compare(a) -> dict:
     from daemon.sim.replay import default_sweep, run_replay
     from forecaster.selection import resolve
 
-    cfg = Config()
+    cfg = select_config(a)
     res: dict = {}
     for case in a.cases.split(","):
         w = replay_case(case, a.replay_days)

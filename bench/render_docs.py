@@ -582,6 +582,35 @@ def forecast_select_compare() -> str:
     return "\n".join(out)
 
 
+@block("forecast-select-refresh")
+def forecast_select_refresh() -> str:
+    """The replay rule's pick when its candidates recalibrate less often (a cheaper, less faithful replay)."""
+    base, d = load("forecast_select_compare.json"), load("forecast_select_compare_refresh60.json")
+    every = (base.get("replay_refresh_every", 10), d["replay_refresh_every"])
+    rows = []
+    for case, c in d["cases"].items():
+        for seed, sd in c["seeds"].items():
+            b = base["cases"].get(case, {}).get("seeds", {}).get(seed)
+            if b is None:
+                continue
+            picks = []
+            for x in (b, sd):
+                name = x["winners"]["replay"]
+                picks.append((name, x["ranked_by_replay"][name]["cost"], x["replays"][name]["default_point"]["cost"]))
+            shared = [m for m in b["ranked_by_replay"] if m in sd["ranked_by_replay"] and m != "reactive"]
+            moved = "; ".join(f"`{m}` {n(b['ranked_by_replay'][m]['cost'])} -> {n(sd['ranked_by_replay'][m]['cost'])}"
+                              for m in shared)
+            rows.append([case, seed, *[f"`{nm}` (held-out {n(h)}; measured {n(mc)})" for nm, h, mc in picks], moved])
+    out = [f"`python bench/forecast_bench.py --select-compare --replay-refresh-every {every[1]}`: the replay rule's "
+           f"winner when each replayed candidate recalibrates every {every[1]} forecasts, against every {every[0]} "
+           "(the table above); held-out: its replay cost on the window before (what it was chosen by); measured: "
+           "its cost over the measured window at the default policy.", "",
+           table(["case", "seed", f"by replay, every {every[0]}", f"by replay, every {every[1]}",
+                  f"held-out replay cost of each candidate, every {every[0]} -> {every[1]}"], rows), "",
+           source(["forecast_select_compare_refresh60.json"], d)]
+    return "\n".join(out)
+
+
 # ----------------------------------------------------------------------------------- policy, failover, HA, cycle
 
 @block("policy")
