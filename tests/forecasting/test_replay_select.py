@@ -4,7 +4,6 @@ prefetch thread, with the costs exactly as without the sharing; and `retrain.rep
 a candidate recalibrates (most of the replay's time)."""
 
 import numpy as np
-import torch
 
 from daemon.config import Config
 from daemon.forecasting import retrain
@@ -12,20 +11,8 @@ from daemon.forecasting.replay_select import ReplayCluster, replay_scores
 from daemon.sim.workloads import generate
 from forecaster import memo
 from forecaster.calibration import PeakCalibrated, Recalibrated
-from forecaster.lstm import LSTMForecaster, LSTMSpec, QuantileLSTM
-
-QS = (0.5, 0.9, 0.99)
-
-
-def random_lstm() -> LSTMForecaster:
-    spec = LSTMSpec(context=24, horizon=6, season=48, hidden=16, step_s=60, anchor="last", anchors=(3, 6, 12),
-                    peak_windows=(3, 6), quantiles=QS)
-    torch.manual_seed(7)
-    net = QuantileLSTM(spec)
-    with torch.no_grad():
-        for prm in net.parameters():
-            prm.normal_(0.0, 0.3)
-    return LSTMForecaster(net, "rand")
+from forecaster.lstm import LSTMSpec
+from tests.forecaster.test_memo import random_lstm
 
 
 def count_past_peak_batches(lstm) -> list[int]:
