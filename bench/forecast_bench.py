@@ -99,7 +99,8 @@ def main() -> int:
             runs.append(timed_rule(a.tenants, a.days, sel, a.rule_timeout_s))
             done = f"{runs[-1]['retrain_seconds']:.0f} s" if runs[-1]["finished"] else "unfinished"
             print(f"select_by {sel}: {done} after {runs[-1]['wall_seconds']:.0f} s", flush=True)
-        first = next(x for x in runs if x["finished"])
+        # the first finished rule is the default's row; with none finished, the first asked (recorded unfinished)
+        first = next((x for x in runs if x["finished"]), runs[0])
         r = {**first, "by_select": {x.get("requested", x["select_by"]): x for x in runs}}
         r.update(commit=out["commit"], targets=targets.FORECAST_RETRAIN)
         out_p = a.out.with_name("forecast_retrain_timing.json")
