@@ -26,8 +26,9 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pandas as pd
 
-# a [256 origins, 1,000 tenants, 2 windows, 3 quantiles] float64 answer is 12 MB: room for a day's replay
-# recalibrated every hour at 1,000 tenants
+# a [256 origins, 1,000 tenants, 2 windows, 3 quantiles] float64 answer is 12 MB. retrain's replay recalibrates
+# every 10 of its 1,680 forecasts (a day and the warm-up): 168 answers, 2 GB at 1,000 tenants, past this cap; there
+# the first ~40 are shared and the rest recomputed per candidate (the candidates replay one after another)
 MAX_BYTES = 512 * 2**20
 
 
