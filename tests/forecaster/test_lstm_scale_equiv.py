@@ -83,6 +83,8 @@ def reference_nan_quantiles(x, quantiles, axis=0):
     return out, n
 
 
+# +-inf inputs make inf - inf in both versions: numpy warns, the NaN it gives is part of what is compared
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 @settings(max_examples=300, deadline=None)
 @given(shape=st.lists(st.integers(0, 7), min_size=1, max_size=3).flatmap(   # one axis long enough that a partition
     lambda sh: st.integers(0, 300).map(lambda k: [k, *sh[1:]])),             # is not a full sort
