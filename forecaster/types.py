@@ -97,6 +97,32 @@ class Forecast:
         v = self.values[:, :k, j]
         return self._reorder(np.fmax.reduce(v, axis=1) if v.shape[0] else np.zeros(0), tenants)
 
+    def shifted(self, steps: int) -> "Forecast":
+        """This forecast read `steps` steps after it was made, as a replay that forecasts every few steps reads
+        it in between: the horizon moves on and its last step repeats at the end.
+
+        Its own peak quantiles are carried as what they add, per tenant and quantile, to the largest per-step
+        quantile over each window (a conformal peak shift, or what a peak head sees beyond the steps), added to
+        the shifted steps' largest. Dropped, a replay forecasting every 5 steps would run a peak-calibrated
+        forecaster as an uncalibrated one on 4 steps in 5 (and could not tell `+peak` candidates from bare ones).
+        Where that difference is not finite (every step of the window NaN) the window's peak is kept as it was.
+        """
+        s = min(int(steps), self.horizon)
+        if s <= 0:
+            return self
+        vals = np.concatenate([self.values[:, s:], np.repeat(self.values[:, -1:], s, axis=1)], axis=1)
+        peaks = None
+        if self.peaks:
+            peaks = {}
+            for k, p in self.peaks.items():
+                k = int(k)
+                p = np.asarray(p, dtype=float)
+                with np.errstate(invalid="ignore"):
+                    add = p - np.fmax.reduce(self.values[:, :k, :], axis=1)
+                    now = np.fmax.reduce(vals[:, :k, :], axis=1) + add
+                peaks[k] = np.where(np.isfinite(add), now, p)
+        return Forecast(self.tenants, self.quantiles, vals, self.issued_at, self.step_s, self.model, peaks)
+
     def with_values(self, values: np.ndarray, model: str | None = None, peaks=None) -> "Forecast":
         """The same forecast with other per-step values (and name); its own peaks are kept unless `peaks`
         (a mapping, or {} for none) says otherwise."""

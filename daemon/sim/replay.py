@@ -196,11 +196,7 @@ class ForecastBank:
     def at(self, k: int) -> Forecast:
         base = k - k % self.every
         fc = self._forecast(base)
-        s = k - base
-        if s == 0:
-            return fc
-        vals = np.concatenate([fc.values[:, s:], np.repeat(fc.values[:, -1:], s, axis=1)], axis=1)
-        return Forecast(fc.tenants, fc.quantiles, vals, fc.issued_at, fc.step_s, fc.model)
+        return fc.shifted(k - base)
 
 
 def per_step_config(cfg: Config, step_s: int) -> Config:

@@ -115,6 +115,33 @@ def test_a_forecast_serves_its_own_peak_where_it_has_one():
         Forecast(fc.tenants, fc.quantiles, v, fc.issued_at, 60, "m", peaks={2: np.zeros((3, 2))})
 
 
+def test_a_shifted_forecast_carries_what_its_own_peak_adds_by_hand():
+    """Read 2 steps after it was made (a replay forecasting every few steps), a forecast's own peak is what it
+    added to the largest per-step quantile, added to the shifted steps' largest; a tenant with no finite step
+    keeps its peak; a window it had no own peak for still falls back to the steps."""
+    from daemon.sim.replay import ForecastBank
+
+    v = np.array([[[1.0, 2.0], [3.0, 5.0], [2.0, 4.0]], [[NAN, NAN], [NAN, NAN], [NAN, NAN]]])
+    at = pd.Timestamp("2026-01-01", tz="UTC")
+    own = Forecast(("a", "b"), (0.5, 0.9), v, at, 60, "m", peaks={2: np.array([[4.0, 7.0], [1.0, 2.0]])})
+    assert own.shifted(0) is own
+    two = own.shifted(2)
+    assert two.values[0].tolist() == [[2.0, 4.0]] * 3 and np.isnan(two.values[1]).all()
+    # a: added [4 - 3, 7 - 5] = [1, 2] to the steps' largest [3, 5]; shifted, the steps' largest is [2, 4]
+    assert two.peaks[2].tolist() == [[3.0, 6.0], [1.0, 2.0]]
+    assert two.peak_over(3, 0.9)[0] == 4.0 and not two.has_peak(3)
+    assert own.shifted(1).peaks[2][0].tolist() == [4.0, 7.0]            # the steps' largest did not move
+    assert Forecast(own.tenants, own.quantiles, v, at, 60, "m").shifted(1).peaks is None
+
+    class Fixed:  # a forecaster that always says `own`
+        def predict(self, history, horizon):
+            return own
+
+    demand = pd.DataFrame({"a": np.ones(10), "b": np.ones(10)})
+    bank = ForecastBank(Fixed(), demand, 5, 3, 10)
+    assert bank.at(5) is own and bank.at(7).peaks[2].tolist() == two.peaks[2].tolist()
+
+
 def blips(n=8, steps=48 * 20, seed=0, p=0.06):
     """A flat level with one-step spikes to three times it at random steps (6% of them): under the per-step p90,
     so the per-step quantiles, fitted as well as they can be, never see them; but over 10 steps a spike comes
