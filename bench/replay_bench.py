@@ -88,6 +88,10 @@ def main() -> int:
     ap.add_argument("--scale-days", type=float, default=7.0, help="measured days of the scale case")
     ap.add_argument("--forecast-every", type=int, default=1, help="forecast every N steps in the sweep cases and "
                     "shift the last forecast in between (1: every step, as the daemon forecasts every cycle)")
+    ap.add_argument("--also-every", type=int, default=None, metavar="N",
+                    help="sweep cases: then replay again forecasting every N steps with the same fitted forecaster, "
+                    "written beside as replay_<case>_every<N>.json (no figure), so the two paces differ in nothing "
+                    "else")
     ap.add_argument("--out", type=Path, default=Path("bench/out"))
     ap.add_argument("--suffix", default="", help="write replay_<case><suffix>.json and no figure (a second run of "
                     "the same cases, e.g. at the other --forecast-every, beside the published one)")
@@ -128,21 +132,31 @@ def main() -> int:
             fit_s = time.perf_counter() - t1
             print(f"{case}: forecaster {chosen.get('name', case_model.name)}: {chosen.get('why', '')} ({fit_s:.0f} s)")
         settings = [(s, {}) for s in STRATEGIES] if case == "scale" else default_sweep()
-        load0 = os.getloadavg()[0]
-        cpu0 = cpu_seconds()
-        runs = run_replay(w, cfg, case_model, steps=steps, settings=settings, forecast_every=every, progress=True,
-                          workers=a.workers, count_rule=case != "scale")
-        seconds = time.perf_counter() - t0 - fit_s  # the replay itself; fitting the forecaster is apart
-        cpu = cpu_seconds() - cpu0
-        meta = {"case": case, "commit": commit, "workload": w.name, "tenants": len(w.tiers), "capacity": w.capacity,
-                "gpus_per_node": w.gpus_per_node, "steps": steps, "forecaster": case_model.name,
-                "forecaster_choice": chosen, "forecaster_fit_seconds": fit_s,
-                "forecast_every": every, "wall_seconds": seconds, "replay_cpu_seconds": cpu, "workers": a.workers,
-                "cpus": os.cpu_count(),
-                "loadavg_1m_start": load0, "loadavg_1m_end": os.getloadavg()[0],
-                "tiers": {t: int(sum(x == t for x in w.tiers)) for t in ("high", "normal", "low")},
-                "targets": targets.REPLAY_SCALE if case == "scale" else targets.REPLAY_BY_CASE.get(case, {})}
-        out = report.to_json(runs, meta, a.out / f"replay_{case}{a.suffix}.json")
+        paces = [(every, a.suffix)]
+        if a.also_every and case != "scale" and a.also_every != every:
+            paces.append((a.also_every, f"{a.suffix}_every{a.also_every}"))
+        for pace, suffix in paces:
+            t2 = time.perf_counter()
+            load0 = os.getloadavg()[0]
+            cpu0 = cpu_seconds()
+            runs = run_replay(w, cfg, case_model, steps=steps, settings=settings, forecast_every=pace,
+                              progress=True, workers=a.workers, count_rule=case != "scale")
+            seconds = time.perf_counter() - t2  # the replay itself; fitting the forecaster is apart
+            cpu = cpu_seconds() - cpu0
+            meta = {"case": case, "commit": commit, "workload": w.name, "tenants": len(w.tiers),
+                    "capacity": w.capacity, "gpus_per_node": w.gpus_per_node, "steps": steps,
+                    "forecaster": case_model.name, "forecaster_choice": chosen, "forecaster_fit_seconds": fit_s,
+                    "forecast_every": pace, "wall_seconds": seconds, "replay_cpu_seconds": cpu,
+                    "workers": a.workers, "cpus": os.cpu_count(),
+                    "loadavg_1m_start": load0, "loadavg_1m_end": os.getloadavg()[0],
+                    "tiers": {t: int(sum(x == t for x in w.tiers)) for t in ("high", "normal", "low")},
+                    "targets": targets.REPLAY_SCALE if case == "scale" else targets.REPLAY_BY_CASE.get(case, {})}
+            if suffix != a.suffix:
+                meta["same_forecaster_as"] = f"replay_{case}{a.suffix}.json"
+            written = report.to_json(runs, meta, a.out / f"replay_{case}{suffix}.json")
+            if suffix == a.suffix:
+                out, main_runs, main_s, main_cpu, main_load0 = written, runs, seconds, cpu, load0
+        runs, seconds, cpu, load0 = main_runs, main_s, main_cpu, main_load0
         title = (f"{w.name}: {len(w.tiers)} tenants, {w.capacity} GPUs on {w.gpus_per_node}-GPU nodes, "
                  f"{steps / 1440:.1f} days, forecaster {case_model.name}")
         if not a.suffix:
