@@ -53,11 +53,12 @@ def cpu_seconds() -> float:
 
 
 def load(case: str, days: float, data: Path, scale_days: float = 7.0, high_vcs: int = 2,
-         high_vc_names: list[str] | None = None):
+         high_vc_names: list[str] | None = None, start: str | None = None):
     if case == "synthetic":
         return workloads.synthetic(40, 1024, days, seed=7, target_load=1.0), 1
     if case == "helios":  # a week of the trace before the measured window to fit the forecaster on
-        return workloads.helios(data, days=days, history_days=7, high_vcs=high_vcs, high_vc_names=high_vc_names), 1
+        return workloads.helios(data, **({"start": start} if start else {}), days=days, history_days=7,
+                                high_vcs=high_vcs, high_vc_names=high_vc_names), 1
     if case == "alibaba":
         return workloads.alibaba(data, days=days, history_days=5), 1
     if case == "scale":
@@ -106,7 +107,12 @@ def main() -> int:
                     help="helios: the N VCs with the largest quota are the high tier")
     ap.add_argument("--high-vc", action="append", default=None, metavar="VC",
                     help="helios, repeatable: exactly these VCs are the high tier (instead of --high-vcs)")
+    ap.add_argument("--start", default=None, metavar="DATE",
+                    help="helios: the measured window's first day (default 2020-05-14; another day and tier mapping "
+                    "is a window the published figures do not use: write it with --suffix)")
     a = ap.parse_args()
+    if a.start and (a.cases != "helios" or not a.suffix):
+        raise SystemExit("--start moves the Helios window: use it with --cases helios and a --suffix")
     # one torch thread per process: on 2 shared cores, 2 intra-op threads mostly wait on each other
     # (an LSTM forecast for 1,000 tenants: 44-69 ms median with 1 thread, 147-426 ms with 2, same output)
     torch.set_num_threads(1)
@@ -117,7 +123,7 @@ def main() -> int:
     summary = {}
     for case in a.cases.split(","):
         t0 = time.perf_counter()
-        w, every = load(case, a.days, data, a.scale_days, a.high_vcs, a.high_vc)
+        w, every = load(case, a.days, data, a.scale_days, a.high_vcs, a.high_vc, a.start)
         every = max(every, a.forecast_every) if case != "scale" else every
         try:
             w.request_shape = workloads.azure_shape(data)
@@ -146,6 +152,8 @@ def main() -> int:
             meta = {"case": case, "commit": commit, "workload": w.name, "tenants": len(w.tiers),
                     "capacity": w.capacity, "gpus_per_node": w.gpus_per_node, "steps": steps,
                     "forecaster": case_model.name, "forecaster_choice": chosen, "forecaster_fit_seconds": fit_s,
+                    "window_start": str(w.demand.index[w.start]), "high_tier": sorted(
+                        {str(t).split("/")[0] for t, tier in zip(w.demand.columns, w.tiers) if tier == "high"}),
                     "forecast_every": pace, "wall_seconds": seconds, "replay_cpu_seconds": cpu,
                     "workers": a.workers, "cpus": os.cpu_count(),
                     "loadavg_1m_start": load0, "loadavg_1m_end": os.getloadavg()[0],
