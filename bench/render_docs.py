@@ -1108,12 +1108,29 @@ def replay_forecast_every() -> str:
                            f"{count('high_unmet', True)}), less normal-tier unmet in {count('normal_unmet', False)}, "
                            f"more GPU-min preempted and then idle in {count('preempted_idle', True)}.")
         files = f"`bench/out/replay_{case}.json` and `bench/out/{other_name}`"
-        note.append(f"{case} from {files} (commits {d.get('commit')} and {o.get('commit')})")
+        same = o.get("same_forecaster_as") == f"replay_{case}.json" and o.get("commit") == d.get("commit")
+        note.append(f"{case} from {files} (" + ("the same fitted forecaster, one run, commit "
+                                                 f"{d.get('commit')}" if same else
+                                                 f"commits {d.get('commit')} and {o.get('commit')}") + ")")
     if not rows:
         return "No replay at the other pace is committed."
     return "\n".join([table(["trace", "forecast every (steps)", "replay wall / CPU", "predictive point", "util",
                               "high-tier unmet", "normal-tier unmet", "preemptions", "preempted, then idle GPU-min",
                               "targets met"], rows), "", *bullets, "", "*" + "; ".join(note) + ".*"])
+
+
+@block("replay-unseen")
+def replay_unseen() -> str:
+    """The check on a window and tier mapping the published figures do not use (issue #26)."""
+    files = sorted(OUT.glob("replay_helios_unseen*.json"))
+    if not files:
+        return "No replay of another window is committed."
+    out = []
+    for f in files:
+        d = load(f.name)
+        out += [f"Window from {d['window_start'][:10]}, high tier {', '.join(d['high_tier'])}: " + replay_header(d),
+                "", replay_comparison(d), "", source([f.name])]
+    return "\n".join(out)
 
 
 @block("replay-shipped-model")
