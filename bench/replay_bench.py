@@ -122,7 +122,6 @@ def main() -> int:
     data = default_data_dir()
     summary = {}
     for case in a.cases.split(","):
-        t0 = time.perf_counter()
         w, every = load(case, a.days, data, a.scale_days, a.high_vcs, a.high_vc, a.start)
         every = max(every, a.forecast_every) if case != "scale" else every
         try:
