@@ -109,6 +109,10 @@ class PolicyConfig(_Strict):
                                      "when it is forecast to arrive before the drain ends and the GPU-minutes it would "
                                      "use the cleared GPUs for exceed the work the preemption loses since the job's "
                                      "last checkpoint plus its drain (docs/replay.md#cost-aware-preemption)")
+    preempt_worth_weight: float = Field(1.0, gt=0, description="cost-aware rule: what a GPU-minute of forecast "
+                                        "protected demand served is worth against a GPU-minute of work a preemption "
+                                        "loses (1: even; retrain's replay cost weighs a high-tier GPU-minute unmet "
+                                        "as 4, retrain.replay_tier_weights)")
     preempt_drain_s: float | None = Field(None, ge=0, description="seconds a preempted job keeps its GPUs while it "
                                           "checkpoints and stops (Slurm GraceTime); none: the simulator's "
                                           "drain_steps x cycle.resolution_s, so the replay and the daemon agree")

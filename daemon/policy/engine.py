@@ -474,6 +474,7 @@ def _gate(state: ClusterState, view: _View, holds: _Holds, need_gpus: np.ndarray
     base = view.used[rows] + now_jobs[rows] * q[rows] + k * q[rows]
     excess = np.minimum(np.fmax(holds.path[rows] - base[:, None], 0.0), q[rows][:, None])  # NaN (unknown): 0
     worth = preemption.worth_gpu_min(excess, holds.window, holds.drain_steps, holds.step_min)
+    worth = worth * cfg.policy.preempt_worth_weight
     drain_s, ckpt_s = drain_and_checkpoint_s(cfg)
     return preemption.Gate(now_jobs, worth, first, drain_s, ckpt_s)
 

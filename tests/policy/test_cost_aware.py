@@ -86,6 +86,20 @@ def test_the_rule_weighs_exactly_the_work_lost_plus_the_drain():
     assert preempted(rise(at=1, steps=8), short, low_runtime_s=1500.0) == 0
 
 
+def test_the_worth_weight_scales_what_the_forecast_demand_is_worth_against_the_work_lost():
+    # a 5-step blip is worth 8 x 4 = 32 against the 96 lost: refused at weight 1 and 2.9, cleared at 3.1
+    # (3.1 x 32 = 99.2 > 96), and a 13-step one (96, refused at 1) is cleared at any weight above 1
+    def weighted(w):
+        return CFG.model_copy(update={"policy": CFG.policy.model_copy(update={"preempt_worth_weight": w})})
+
+    assert preempted(rise(at=1, steps=5)) == 0
+    assert preempted(rise(at=1, steps=5), weighted(2.9)) == 0
+    assert preempted(rise(at=1, steps=5), weighted(3.1)) == 8
+    assert preempted(rise(at=1, steps=13), weighted(1.01)) == 8
+    # the weight does not move when demand must arrive: a rise after the drain is still left for later
+    assert preempted(rise(at=3, steps=58), weighted(100)) == 0
+
+
 def test_demand_forecast_after_the_drain_ends_is_preempted_for_later_not_now():
     # a sustained rise from step 3: a preemption now would drain by step 2 and leave the node idle a step
     assert preempted(rise(at=3, steps=58)) == 0
