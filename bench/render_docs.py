@@ -1072,6 +1072,24 @@ def replay_cost_rule() -> str:
     return "\n".join(out)
 
 
+@block("replay-worth-weight")
+def replay_worth_weight() -> str:
+    """The cost-aware rule's worth weight against the rule off, with the perfect forecast."""
+    if not (OUT / "replay_worth_weight.json").exists():
+        return "Not measured yet."
+    d = load("replay_worth_weight.json")
+    rows = []
+    for case, c in d["cases"].items():
+        for r in c["runs"]:
+            rows.append([case, r["label"], pct(r["utilization"]), *(n(_run_metric(r, m)) for m in
+                                                                   ("high_unmet", "normal_unmet")),
+                         n(r["tiers"]["low"]["unmet_gpu_min"]), n(r["preemptions"]), n(r["work_lost_gpu_min"]),
+                         n(r["preempted_idle_gpu_min"])])
+    return "\n".join([table(["case", "perfect-forecast setting", "util", "high unmet", "normal unmet", "low unmet",
+                              "preemptions", "work lost GPU-min", "preempted, then idle GPU-min"], rows), "",
+                       source(["replay_worth_weight.json"], d)])
+
+
 @block("replay-forecast-every")
 def replay_forecast_every() -> str:
     """The published replays against the same replays forecasting at the other pace (every step, as the daemon,

@@ -82,6 +82,29 @@ def fit_forecaster(w, cfg: Config, shipped: Path, epochs: int):
     return model, entry
 
 
+def worth_weights(a, weights: list[float]) -> int:
+    """The cost-aware rule's worth weight against the rule off, with the perfect forecast (no forecast error: what
+    the weighing itself costs or saves), on each sweep case."""
+    out = provenance.started()
+    out.update(weights=weights, cases={})
+    for case in a.cases.split(","):
+        w, _ = load(case, a.days, default_data_dir(), a.scale_days, a.high_vcs, a.high_vc, a.start)
+        steps = min(int(a.days * 1440), len(w.demand) - w.start - 1)
+        settings = [("perfect", {"headroom": h, **k}) for h in (0.05, 0.15)
+                    for k in [{"preempt_cost_aware": False}, *({"preempt_worth_weight": x} for x in weights)]]
+        runs = run_replay(w, Config(), None, steps=steps, settings=settings, workers=a.workers)
+        out["cases"][case] = {"workload": w.name, "steps": steps, "runs": [m.summary() for m in runs]}
+        for m in runs:
+            s = m.summary()
+            print(f"{case} {s['label']}: util {s['utilization']:.4f}, high {s['tiers']['high']['unmet_gpu_min']:.0f}, "
+                  f"normal {s['tiers']['normal']['unmet_gpu_min']:.0f}, preemptions {s['preemptions']}", flush=True)
+    provenance.finished(out)
+    path = a.out / "replay_worth_weight.json"
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {path}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default="synthetic,helios,alibaba,scale")
@@ -107,6 +130,9 @@ def main() -> int:
                     help="helios: the N VCs with the largest quota are the high tier")
     ap.add_argument("--high-vc", action="append", default=None, metavar="VC",
                     help="helios, repeatable: exactly these VCs are the high tier (instead of --high-vcs)")
+    ap.add_argument("--worth-weights", default=None, metavar="W,W,...",
+                    help="instead of the sweep: the perfect forecast at headroom 0.05 and 0.15 with the cost-aware "
+                    "rule off and at each policy.preempt_worth_weight, per case (replay_worth_weight.json)")
     ap.add_argument("--start", default=None, metavar="DATE",
                     help="helios: the measured window's first day (default 2020-05-14; another day and tier mapping "
                     "is a window the published figures do not use: write it with --suffix)")
@@ -117,6 +143,8 @@ def main() -> int:
     # (an LSTM forecast for 1,000 tenants: 44-69 ms median with 1 thread, 147-426 ms with 2, same output)
     torch.set_num_threads(1)
     commit = provenance.commit()  # the code imported now, whatever is committed while the bench runs
+    if a.worth_weights:
+        return worth_weights(a, [float(x) for x in a.worth_weights.split(",")])
     cfg = Config()
     model = load_current(a.model_dir)
     data = default_data_dir()
