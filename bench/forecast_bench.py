@@ -55,7 +55,7 @@ def main() -> int:
                     help="only time the product's retrain (train + blend fit + backtest) on `--tenants` simulated "
                          "tenants x `--days` (bench/out/forecast_retrain_timing.json)")
     ap.add_argument("--select-by", default="peak,replay", help="--only-retrain-timing: the ranking rules to time "
-                    "(the first is reported as the default's)")
+                    "(the first is reported as the default's; replay/N: forecasting every N steps in the replay)")
     ap.add_argument("--rule-timeout-s", type=float, default=1200.0, help="--only-retrain-timing: stop a rule's "
                     "retrain after this long and record it as unfinished")
     ap.add_argument("--traces", default="alibaba,azure,helios,servegen")
@@ -282,8 +282,12 @@ def timing_retrain(tenants: int, days: float, select_by: str = "peak") -> dict:
     """Wall time of `retrain_on` (the default config: 8 epochs x 16,384 windows, blend fitted on the window
     before the held-out day, every model scored on 40 tenants) for `tenants` simulated tenants x `days`, ranking
     the candidates by `select_by`; `replay` replays the held-out day on the simulated tenants' tiers, job sizes
-    and GPUs (the workload's own)."""
+    and GPUs (the workload's own). ``replay/N``: the same, forecasting every N steps in the replay
+    (`retrain.replay_forecast_every`)."""
     cfg = Config()
+    if "/" in select_by:
+        select_by, every = select_by.split("/")
+        cfg = cfg.model_copy(update={"retrain": cfg.retrain.model_copy(update={"replay_forecast_every": int(every)})})
     w = generate(tenants, int(days * 1440), 100 * tenants, seed=11)
     frame = w.demand
     cols = [str(c) for c in frame.columns]

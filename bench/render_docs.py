@@ -429,6 +429,8 @@ def forecast_retrain() -> str:
     runner_up = sorted((v, k) for k, v in w.items() if k != d["winner"])[:4]
     rows = []
     for sel, r in (d.get("by_select") or {d.get("select_by", "wql"): d}).items():
+        rule, _, every = sel.partition("/")
+        sel = rule + (f"` with `retrain.replay_forecast_every = {every}" if every else "")
         if not r.get("finished", True):   # stopped at the bench's limit (--rule-timeout-s)
             over = OPS[target["op"]](r["timeout_s"], target["value"]) is False
             rows.append([f"`retrain --select-by {sel}` end to end, {n(r['tenants'])} tenants x {r['days']:g} days "
