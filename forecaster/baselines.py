@@ -199,6 +199,34 @@ class Naive(_Vectorised):
                         _step_s(history), self.name)
 
 
+class RecentMax(_Vectorised):
+    """y[t+h] = max(y[t-k+1..t]): the most the tenant used over the last `window` steps (by default the policy's
+    lead window, 10 steps).
+
+    A series of whole jobs dips when one job ends and the next has not started yet (Helios VCs at 1-minute
+    steps); the last value then forecasts the dip, and a hold made of it shrinks just before the demand comes
+    back. Missing steps are carried forward (forecaster.series.ffill), never read as zero; NaN only before a
+    tenant's first value."""
+
+    def __init__(self, quantiles: tuple[float, ...] = (0.5, 0.9, 0.99), window: int = 10,
+                 error_window: int | None = None, max_origins: int = 256) -> None:
+        if window < 1:
+            raise ValueError(f"recent_max needs a window of 1 step or more, not {window}")
+        self.quantiles = tuple(quantiles)
+        self.window = int(window)
+        self.error_window = error_window
+        self.max_origins = max_origins
+        self.name = "recent_max"
+
+    def _point(self, vals, ff, ends, horizon, params=None):
+        at = np.asarray(ends)[:, None] - 1 - np.arange(self.window)[None, :]      # [O, k], newest first
+        top = np.fmax.reduce(ff[:, np.maximum(at, 0)], axis=2)                    # [N, O]
+        return np.repeat(top.T[:, :, None], horizon, axis=2)
+
+    def _short(self, history, horizon):
+        return Naive(self.quantiles, self.error_window, self.max_origins)._short(history, horizon)
+
+
 class SeasonalNaive(_Vectorised):
     """y[t+h] = y[t+h-season]; with less than one season of history, the last value (a young cluster still
     gets a forecast, with the naive forecast's own errors)."""
@@ -466,10 +494,10 @@ class HoltWinters:
 
 def standard_baselines(season: int, quantiles: tuple[float, ...], n_steps: int, *, with_ets: bool = True,
                        ets_agg: int | None = None) -> dict:
-    """The baselines a cluster's history allows, by name: naive, simple exponential smoothing, seasonal naive
-    (daily), daily+weekly (8 days of history), Holt-Winters (two seasons)."""
-    out: dict = {"naive": Naive(quantiles), "exp_smoothing": ExpSmoothing(quantiles),
-                 "seasonal_naive_daily": SeasonalNaive(season, quantiles)}
+    """The baselines a cluster's history allows, by name: naive, recent max, simple exponential smoothing,
+    seasonal naive (daily), daily+weekly (8 days of history), Holt-Winters (two seasons)."""
+    out: dict = {"naive": Naive(quantiles), "recent_max": RecentMax(quantiles),
+                 "exp_smoothing": ExpSmoothing(quantiles), "seasonal_naive_daily": SeasonalNaive(season, quantiles)}
     if n_steps >= 8 * season:
         out["seasonal_naive_dw"] = SeasonalNaiveDW(season, quantiles)
     hw = HoltWinters(season, quantiles, agg=ets_agg or None)

@@ -21,6 +21,7 @@ from forecaster.baselines import (
     Forecaster,
     HoltWinters,
     Naive,
+    RecentMax,
     SeasonalNaive,
     SeasonalNaiveDW,
     _Vectorised,
@@ -32,7 +33,7 @@ from forecaster.types import Forecast
 
 log = logging.getLogger("gpu_autoscaler.selection")
 
-BASELINES = ("naive", "exp_smoothing", "seasonal_naive_daily", "seasonal_naive_dw", "holt_winters")
+BASELINES = ("naive", "recent_max", "exp_smoothing", "seasonal_naive_daily", "seasonal_naive_dw", "holt_winters")
 RECAL = "+conformal"  # a candidate's name with this suffix: that candidate recalibrated (forecaster/calibration.py)
 # a candidate's name with one of these suffixes: its peak over the policy's lead windows recalibrated per tenant on
 # realised peaks (PeakCalibrated), from the windows where the series moved (+peak) or from all (+peak_all)
@@ -79,6 +80,8 @@ def make_baseline(name: str, season: int, quantiles: tuple[float, ...], refresh:
     fc: _Vectorised | None = None
     if name == "naive":
         fc = Naive(quantiles)
+    elif name == "recent_max":
+        fc = RecentMax(quantiles)
     elif name == "exp_smoothing":
         fc = ExpSmoothing(quantiles)
     elif name == "seasonal_naive_daily":
