@@ -341,6 +341,29 @@ def test_exp_smoothing_never_turns_missing_data_into_load():
     assert make_baseline("exp_smoothing+conformal", 60, (0.5, 0.9)).predict(f, 12).values.shape == (3, 12, 2)
 
 
+def test_recent_max_is_the_most_used_over_the_last_window_by_hand_and_a_gap_is_never_zero():
+    from forecaster.baselines import RecentMax
+
+    idx = pd.date_range("2026-01-01", periods=8, freq="min", tz="UTC")
+    f = pd.DataFrame({"a": [1, 5, 2, np.nan, 3, 1, 1, 1.0], "b": [np.nan, np.nan, np.nan, 4, np.nan, 2, np.nan, np.nan],
+                      "c": [np.nan] * 8}, index=idx)
+    v = f.to_numpy().T
+    point = RecentMax((0.5, 0.9), window=3)._point(v, ffill(v), np.array([1, 3, 5, 8]), 2)    # [origin, tenant, h]
+    # a: max(1); max(1, 5, 2); max(2, 2 carried over the gap, 3); max(1, 1, 1). b: nothing seen yet twice; 4 (the
+    # gap carries it); 2. c: never reported, NaN throughout
+    assert point[:, 0, 0].tolist() == [1, 5, 3, 1] and point[2:, 1, 1].tolist() == [4, 2]
+    assert np.isnan(point[:2, 1]).all() and np.isnan(point[:, 2]).all()
+    assert np.isnan(make_baseline("recent_max", 60, (0.5, 0.9)).predict(f, 4).values[2]).all()
+    with pytest.raises(ValueError):
+        RecentMax(window=0)
+    # a one-step dip between two jobs: naive forecasts the dip, the recent max the level the next job returns to
+    dip = pd.DataFrame({"a": [8.0] * 30 + [0.0]}, index=pd.date_range("2026-01-01", periods=31, freq="min", tz="UTC"))
+    vd = dip.to_numpy().T
+    assert RecentMax()._point(vd, vd, np.array([31]), 1)[0, 0, 0] == 8.0
+    assert Naive()._point(vd, vd, np.array([31]), 1)[0, 0, 0] == 0.0
+    assert "recent_max" in standard_baselines(60, (0.5, 0.9), 400)
+
+
 def test_conformal_shift_restores_nominal_coverage():
     rng = np.random.default_rng(1)
     actual = rng.normal(10, 2, size=(40, 3, 12))
