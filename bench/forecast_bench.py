@@ -73,6 +73,8 @@ def main() -> int:
     ap.add_argument("--fit-epochs", type=int, default=4, help="--peak-objective / --select-compare: LSTM epochs "
                     "(as bench/replay_bench.py fits each trace's forecaster)")
     ap.add_argument("--replay-days", type=float, default=2.0, help="--select-compare: measured days")
+    ap.add_argument("--replay-forecast-every", type=int, default=None, help="--select-compare: the replay "
+                    "selection forecasts every N steps (retrain.replay_forecast_every; default: the config's)")
     ap.add_argument("--replay-refresh-every", type=int, default=None, help="--select-compare: the replay "
                     "selection's retrain.replay_refresh_every (default: the configuration's)")
     ap.add_argument("--peak-weights", default="1", help="--peak-objective: the peak head's loss weights to try "
@@ -116,6 +118,7 @@ def main() -> int:
              "samples_per_epoch": a.trace_samples, "cases": run(a), "load_average_1min_at_end": os.getloadavg()[0]}
         if a.select_compare:
             r["replay_refresh_every"] = select_config(a).retrain.replay_refresh_every
+            r["replay_forecast_every"] = select_config(a).retrain.replay_forecast_every
         out_p = a.out.with_name(f"forecast_{which}.json")
         out_p.parent.mkdir(parents=True, exist_ok=True)
         out_p.write_text(json.dumps(r, indent=2, default=float) + "\n")
@@ -481,12 +484,14 @@ def peak_objective(a) -> dict:
 
 
 def select_config(a) -> Config:
-    """The configuration --select-compare's retrain runs with: the default, or the replay's refresh as asked."""
+    """The configuration --select-compare's retrain runs with: the default, or the replay's refresh and pace as
+    asked."""
     cfg = Config()
-    if a.replay_refresh_every is None:
+    up = {k: v for k, v in (("replay_refresh_every", a.replay_refresh_every),
+                            ("replay_forecast_every", getattr(a, "replay_forecast_every", None))) if v is not None}
+    if not up:
         return cfg
-    return cfg.model_copy(update={"retrain": cfg.retrain.model_copy(
-        update={"replay_refresh_every": a.replay_refresh_every})})
+    return cfg.model_copy(update={"retrain": cfg.retrain.model_copy(update=up)})
 
 
 def select_compare(a) -> dict:
