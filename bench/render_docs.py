@@ -532,9 +532,11 @@ RULES = ("wql", "peak", "replay")
 
 
 @block("forecast-select-compare")
-def forecast_select_compare() -> str:
-    d = load("forecast_select_compare.json")
-    out = [f"`python bench/forecast_bench.py --select-compare` (seeds {', '.join(map(str, d['seeds']))}, "
+def forecast_select_compare(fname: str = "forecast_select_compare.json") -> str:
+    d = load(fname)
+    pace = d.get("replay_forecast_every", 1)
+    flag = f" --cases {','.join(d['cases'])} --replay-forecast-every {pace}" if pace != 1 else ""
+    out = [f"`python bench/forecast_bench.py --select-compare{flag}` (seeds {', '.join(map(str, d['seeds']))}, "
            f"{d['fit_epochs']} epochs x {n(d['samples_per_epoch'])} windows): one `retrain` per case and seed on the "
            "history before the measured window scores every candidate; each rule picks its winner from those "
            "scores; each winner is replayed over the measured window, forecasting every step, at the default "
@@ -580,8 +582,16 @@ def forecast_select_compare() -> str:
         out += ["", "At reactive's best point (equal utilization, `daemon.sim.report.compare`):", "",
                 table(["case", "seed", "rule", "predictive point", "high unmet (pred. vs reactive)",
                        "normal unmet", "preemptions", "targets met"], cmp_rows)]
-    out += ["", source(["forecast_select_compare.json"], d)]
+    out += ["", source([fname], d)]
     return "\n".join(out)
+
+
+@block("forecast-select-compare-every5")
+def forecast_select_compare_every5() -> str:
+    """The same comparison with retrain's replay selection forecasting every 5 steps (the peaks carried between)."""
+    if not (OUT / "forecast_select_compare_every5.json").exists():
+        return "Not measured yet."
+    return forecast_select_compare("forecast_select_compare_every5.json")
 
 
 @block("forecast-select-refresh")
