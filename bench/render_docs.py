@@ -591,7 +591,21 @@ def forecast_select_compare_every5() -> str:
     """The same comparison with retrain's replay selection forecasting every 5 steps (the peaks carried between)."""
     if not (OUT / "forecast_select_compare_every5.json").exists():
         return "Not measured yet."
-    return forecast_select_compare("forecast_select_compare_every5.json")
+    files = ("forecast_select_compare.json", "forecast_select_compare_every5.json")
+    costs: dict = {}
+    for f in files:
+        for case, c in load(f)["cases"].items():
+            for sd in c["seeds"].values():
+                for rule in RULES:
+                    costs.setdefault(case, {}).setdefault(rule, []).append(
+                        sd["replays"][sd["winners"][rule]]["default_point"]["cost"])
+    pooled = []
+    for case, by in costs.items():
+        order = sorted(RULES, key=lambda r: mean(by[r]))
+        pooled.append(f"{case} ({len(by[RULES[0]])} runs): " + ", ".join(f"by {r} {n(mean(by[r]))}" for r in order))
+    return "\n".join([forecast_select_compare("forecast_select_compare_every5.json"), "",
+                      "Pooled over both comparisons (every run of each case, both paces of the replay selection), "
+                      "the mean cost at the default policy, lowest first: " + "; ".join(pooled) + "."])
 
 
 @block("forecast-select-refresh")
