@@ -290,6 +290,8 @@ def timing_retrain(tenants: int, days: float, select_by: str = "peak") -> dict:
     cfg = Config()
     if "/" in select_by:
         select_by, every = select_by.split("/")
+        if select_by != "replay":
+            raise SystemExit(f"{select_by}/{every}: only the replay rule forecasts in a replay (replay/N)")
         cfg = cfg.model_copy(update={"retrain": cfg.retrain.model_copy(update={"replay_forecast_every": int(every)})})
     w = generate(tenants, int(days * 1440), 100 * tenants, seed=11)
     frame = w.demand

@@ -592,20 +592,24 @@ def forecast_select_compare_every5() -> str:
     if not (OUT / "forecast_select_compare_every5.json").exists():
         return "Not measured yet."
     files = ("forecast_select_compare.json", "forecast_select_compare_every5.json")
-    costs: dict = {}
+    seen: dict = {}   # (case, rule) -> {(seed, winner, cost)}: one pick measured alike in both files counts once
     for f in files:
         for case, c in load(f)["cases"].items():
-            for sd in c["seeds"].values():
+            for seed, sd in c["seeds"].items():
                 for rule in RULES:
-                    costs.setdefault(case, {}).setdefault(rule, []).append(
-                        sd["replays"][sd["winners"][rule]]["default_point"]["cost"])
+                    name = sd["winners"][rule]
+                    seen.setdefault((case, rule), set()).add(
+                        (seed, name, sd["replays"][name]["default_point"]["cost"]))
     pooled = []
-    for case, by in costs.items():
+    for case in dict.fromkeys(k[0] for k in seen):
+        by = {r: [x[2] for x in seen[(case, r)]] for r in RULES}
         order = sorted(RULES, key=lambda r: mean(by[r]))
-        pooled.append(f"{case} ({len(by[RULES[0]])} runs): " + ", ".join(f"by {r} {n(mean(by[r]))}" for r in order))
+        pooled.append(f"{case}: " + ", ".join(f"by {r} {n(mean(by[r]))} ({len(by[r])})" for r in order))
+    commits = ", ".join(str(load(f).get("commit")) for f in files)
     return "\n".join([forecast_select_compare("forecast_select_compare_every5.json"), "",
-                      "Pooled over both comparisons (every run of each case, both paces of the replay selection), "
-                      "the mean cost at the default policy, lowest first: " + "; ".join(pooled) + "."])
+                      "Pooled over both comparisons, the mean cost at the default policy, lowest first (in brackets "
+                      "how many distinct measurements: a rule's pick measured alike in both counts once; the runs "
+                      "differ in code and candidates, commits " + commits + "): " + "; ".join(pooled) + "."])
 
 
 @block("forecast-select-refresh")

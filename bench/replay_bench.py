@@ -87,7 +87,7 @@ def worth_weights(a, weights: list[float]) -> int:
     the weighing itself costs or saves), on each sweep case."""
     out = provenance.started()
     out.update(weights=weights, cases={})
-    for case in a.cases.split(","):
+    for case in [c for c in a.cases.split(",") if c != "scale"]:   # the sweep cases only
         w, _ = load(case, a.days, default_data_dir(), a.scale_days, a.high_vcs, a.high_vc, a.start)
         steps = min(int(a.days * 1440), len(w.demand) - w.start - 1)
         settings = [("perfect", {"headroom": h, **k}) for h in (0.05, 0.15)
@@ -99,7 +99,7 @@ def worth_weights(a, weights: list[float]) -> int:
             print(f"{case} {s['label']}: util {s['utilization']:.4f}, high {s['tiers']['high']['unmet_gpu_min']:.0f}, "
                   f"normal {s['tiers']['normal']['unmet_gpu_min']:.0f}, preemptions {s['preemptions']}", flush=True)
     provenance.finished(out)
-    path = a.out / "replay_worth_weight.json"
+    path = a.out / f"replay_worth_weight{a.suffix}.json"
     path.write_text(json.dumps(out, indent=2) + "\n")
     print(f"wrote {path}")
     return 0

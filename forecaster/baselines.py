@@ -223,9 +223,6 @@ class RecentMax(_Vectorised):
         top = np.fmax.reduce(ff[:, np.maximum(at, 0)], axis=2)                    # [N, O]
         return np.repeat(top.T[:, :, None], horizon, axis=2)
 
-    def _short(self, history, horizon):
-        return Naive(self.quantiles, self.error_window, self.max_origins)._short(history, horizon)
-
 
 class SeasonalNaive(_Vectorised):
     """y[t+h] = y[t+h-season]; with less than one season of history, the last value (a young cluster still

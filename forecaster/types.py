@@ -106,6 +106,8 @@ class Forecast:
         the shifted steps' largest. Dropped, a replay forecasting every 5 steps would run a peak-calibrated
         forecaster as an uncalibrated one on 4 steps in 5 (and could not tell `+peak` candidates from bare ones).
         Where that difference is not finite (every step of the window NaN) the window's peak is kept as it was.
+        As where they are made (forecaster/calibration.py), the carried peaks are at least 0 and do not fall from one
+        quantile to the next: the hold reads one quantile and the preemption a lower one.
         """
         s = min(int(steps), self.horizon)
         if s <= 0:
@@ -120,7 +122,8 @@ class Forecast:
                 with np.errstate(invalid="ignore"):
                     add = p - np.fmax.reduce(self.values[:, :k, :], axis=1)
                     now = np.fmax.reduce(vals[:, :k, :], axis=1) + add
-                peaks[k] = np.where(np.isfinite(add), now, p)
+                kept = np.maximum(np.where(np.isfinite(add), now, p), 0.0)     # NaN stays NaN
+                peaks[k] = np.fmax.accumulate(kept, axis=1) if kept.size else kept
         return Forecast(self.tenants, self.quantiles, vals, self.issued_at, self.step_s, self.model, peaks)
 
     def with_values(self, values: np.ndarray, model: str | None = None, peaks=None) -> "Forecast":

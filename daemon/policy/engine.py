@@ -362,9 +362,11 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
                                                        refused=refused)
         chosen = cand_index[chosen]
         if refused:
+            wt = pc.preempt_worth_weight
             notes.append(f"cost-aware preemption: {len(refused)} forecast jobs of {len(set(refused))} tenants not "
                          "cleared for (their demand would use the GPUs for less than a preemption loses: the work "
-                         "since the last checkpoint plus the drain)")
+                         "since the last checkpoint plus the drain"
+                         + (f"; demand weighted x{wt:g}, policy.preempt_worth_weight)" if wt != 1 else ")"))
         if unplaced > len(refused):
             notes.append(f"{unplaced - len(refused)} protected jobs have no place yet (budget, candidates or "
                          "topology)")
@@ -381,8 +383,9 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
                                               budget_jobs, gated, worth, gate)]
         got = int(jobs.gpus[chosen].sum()) if chosen.size else 0
         if got < shortfall:
-            why = (f" (cost-aware preemption: forecast demand worth {worth:.1f} GPU-minutes per GPU cleared)"
-                   if gated else "")
+            wt = pc.preempt_worth_weight   # the demand itself, unweighted, and the weight the rule applied
+            why = (f" (cost-aware preemption: forecast demand worth {worth / wt:.1f} GPU-minutes per GPU cleared"
+                   + (f", weighted x{wt:g}" if wt != 1 else "") + ")" if gated else "")
             notes.append(f"preemption budget or candidates short: {got} of {shortfall} GPUs cleared{why}")
     preempts: list[Preemption] = []
     notifs: list[Notification] = []

@@ -132,6 +132,12 @@ def test_a_shifted_forecast_carries_what_its_own_peak_adds_by_hand():
     assert two.peak_over(3, 0.9)[0] == 4.0 and not two.has_peak(3)
     assert own.shifted(1).peaks[2][0].tolist() == [4.0, 7.0]            # the steps' largest did not move
     assert Forecast(own.tenants, own.quantiles, v, at, 60, "m").shifted(1).peaks is None
+    # as where they are made: never below 0, never lower at a higher quantile (the hold reads p90, preemption p50)
+    w = np.array([[[10.0, 20.0], [10.0, 20.0], [5.0, 11.0], [5.0, 11.0]]])
+    cross = Forecast(("a",), (0.5, 0.9), w, at, 60, "m", peaks={2: np.array([[19.0, 19.0]])}).shifted(2)
+    assert cross.peaks[2].tolist() == [[14.0, 14.0]]                      # 5 + 9 and 11 - 1 = 10, raised to 14
+    low = Forecast(("a",), (0.5, 0.9), w, at, 60, "m", peaks={2: np.array([[2.0, 5.0]])}).shifted(2)
+    assert low.peaks[2].tolist() == [[0.0, 0.0]]                          # 5 - 8 and 11 - 15: no negative demand
 
     class Fixed:  # a forecaster that always says `own`
         def predict(self, history, horizon):

@@ -94,6 +94,8 @@ def test_the_worth_weight_scales_what_the_forecast_demand_is_worth_against_the_w
 
     assert preempted(rise(at=1, steps=5)) == 0
     assert preempted(rise(at=1, steps=5), weighted(2.9)) == 0
+    notes = plan(rise(at=1, steps=5), cluster(), PolicyMemory(), weighted(2.9)).notes
+    assert any("not cleared for" in x and "weighted x2.9" in x for x in notes), notes     # says it was weighted
     assert preempted(rise(at=1, steps=5), weighted(3.1)) == 8
     assert preempted(rise(at=1, steps=13), weighted(1.01)) == 8
     # the weight does not move when demand must arrive: a rise after the drain is still left for later
