@@ -92,6 +92,7 @@ class Identity:
             await self._first.wait()
 
     async def _refresh_forever(self, first: asyncio.Event) -> None:
+        me = asyncio.current_task()
         while True:
             try:
                 await self._load()
@@ -99,6 +100,11 @@ class Identity:
                 log.exception("gateway: reading the published API keys failed")
             finally:
                 first.set()   # tried: requests no longer wait for a first read
+            if me is not None and me.cancelling():
+                # asked to stop while reading, and the read did not let the CancelledError through (it ended as
+                # a caught error or an answer): stop anyway. Seen in CI: the loop went on re-reading every
+                # refresh_s, and the event loop's shutdown waited for it forever
+                return
             await asyncio.sleep(self.refresh_s)
 
     async def _load(self) -> None:

@@ -126,6 +126,41 @@ def test_keys_published_by_the_daemon_are_used_and_revocation_takes_effect(r, re
     assert a2.status_code == 401 and b2.status_code == 200
 
 
+def test_the_key_refresher_stops_when_cancelled_even_if_a_read_swallows_the_cancellation():
+    """Not a claim about Redis (that is the test above, on a real server): a client library may end a cancelled
+    read with an error or an answer instead of letting the CancelledError through. The refresher then has to stop
+    on its own: in CI it went on re-reading every keys_refresh_s and asyncio.run's shutdown waited for it until
+    the 300 s test timeout."""
+    class Swallowing:   # a read that turns its cancellation into an answer (until told to let it through)
+        reads, let_through = 0, False
+
+        async def hgetall(self, key):
+            Swallowing.reads += 1
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                if Swallowing.let_through:
+                    raise
+                return {}
+
+    async def go():
+        ident = Identity({}, client=Swallowing(), refresh_s=0.01)
+        task = asyncio.get_running_loop().create_task(ident._refresh_forever(asyncio.Event()))
+        await asyncio.sleep(0.05)            # in its first read
+        task.cancel()
+        try:
+            await asyncio.wait_for(asyncio.shield(task), 2)
+            return True
+        except TimeoutError:                 # still re-reading: end it so that this test fails instead of hanging
+            Swallowing.let_through = True
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            return False
+
+    assert asyncio.run(go()), "the refresher kept re-reading after it was cancelled"
+    assert Swallowing.reads == 1
+
+
 def test_config_errors_name_the_key(tmp_path):
     with pytest.raises(GatewayConfigError, match=r"trusted_proxies: .*not an address"):
         parse_gateway_config({"trusted_proxies": ["10.0.0.0/33"]})
@@ -594,16 +629,18 @@ def test_standalone_trusts_x_tenant_by_the_tcp_peer_not_by_x_forwarded_for(stand
     assert spoof.status_code == 401
 
 
+# r: the module's Redis, flushed, so no limit another test left (on this xdist worker) answers 429
 @pytest.mark.services
-def test_standalone_forwards_the_path_as_sent(standalone):
+def test_standalone_forwards_the_path_as_sent(r, standalone):
     """Percent-escapes reach the upstream unchanged: %2F is not a new path segment, %3F and %23 are no query
     or fragment, and the real query survives (it used to arrive as /x/y?z=1 with ?q=1 lost)."""
     resp = httpx.get(standalone + "/x%2Fy%3Fz=1%23w?q=1", headers=A)
     assert resp.status_code == 200 and resp.json()["target"] == "/x%2Fy%3Fz=1%23w?q=1"
 
 
+# r: the module's Redis, flushed, so no limit another test left (on this xdist worker) answers 429
 @pytest.mark.services
-def test_standalone_passes_compressed_answers_and_cookies_through(standalone):
+def test_standalone_passes_compressed_answers_and_cookies_through(r, standalone):
     """The upstream's gzip body arrives as sent, with its Content-Encoding (httpx used to decode it and the
     header still said gzip, so clients could not read it), and Set-Cookie is not dropped."""
     resp = httpx.get(standalone + "/gz", headers={**A, "Accept-Encoding": "gzip"})
