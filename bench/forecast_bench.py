@@ -490,9 +490,7 @@ def select_config(a) -> Config:
     asked."""
     cfg = Config()
     up = {k: v for k, v in (("replay_refresh_every", a.replay_refresh_every),
-                            ("replay_forecast_every", getattr(a, "replay_forecast_every", None))) if v is not None}
-    if not up:
-        return cfg
+                            ("replay_forecast_every", a.replay_forecast_every)) if v is not None}
     return cfg.model_copy(update={"retrain": cfg.retrain.model_copy(update=up)})
 
 

@@ -591,10 +591,10 @@ def forecast_select_compare_every5() -> str:
     """The same comparison with retrain's replay selection forecasting every 5 steps (the peaks carried between)."""
     if not (OUT / "forecast_select_compare_every5.json").exists():
         return "Not measured yet."
-    files = ("forecast_select_compare.json", "forecast_select_compare_every5.json")
+    docs = [load(f) for f in ("forecast_select_compare.json", "forecast_select_compare_every5.json")]
     seen: dict = {}   # (case, rule) -> {(seed, winner, cost)}: one pick measured alike in both files counts once
-    for f in files:
-        for case, c in load(f)["cases"].items():
+    for d in docs:
+        for case, c in d["cases"].items():
             for seed, sd in c["seeds"].items():
                 for rule in RULES:
                     name = sd["winners"][rule]
@@ -605,7 +605,7 @@ def forecast_select_compare_every5() -> str:
         by = {r: [x[2] for x in seen[(case, r)]] for r in RULES}
         order = sorted(RULES, key=lambda r: mean(by[r]))
         pooled.append(f"{case}: " + ", ".join(f"by {r} {n(mean(by[r]))} ({len(by[r])})" for r in order))
-    commits = ", ".join(str(load(f).get("commit")) for f in files)
+    commits = ", ".join(str(d.get("commit")) for d in docs)
     return "\n".join([forecast_select_compare("forecast_select_compare_every5.json"), "",
                       "Pooled over both comparisons, the mean cost at the default policy, lowest first (in brackets "
                       "how many distinct measurements: a rule's pick measured alike in both counts once; the runs "

@@ -168,6 +168,7 @@ def main() -> int:
         paces = [(every, a.suffix)]
         if a.also_every and case != "scale" and a.also_every != every:
             paces.append((a.also_every, f"{a.suffix}_every{a.also_every}"))
+        done = []   # per pace: (json written, runs, wall s, CPU s, load at start); the first is the main pace
         for pace, suffix in paces:
             t2 = time.perf_counter()
             load0 = os.getloadavg()[0]
@@ -188,10 +189,9 @@ def main() -> int:
                     "targets": targets.REPLAY_SCALE if case == "scale" else targets.REPLAY_BY_CASE.get(case, {})}
             if suffix != a.suffix:
                 meta["same_forecaster_as"] = f"replay_{case}{a.suffix}.json"
-            written = report.to_json(runs, meta, a.out / f"replay_{case}{suffix}.json")
-            if suffix == a.suffix:
-                out, main_runs, main_s, main_cpu, main_load0 = written, runs, seconds, cpu, load0
-        runs, seconds, cpu, load0 = main_runs, main_s, main_cpu, main_load0
+            done.append((report.to_json(runs, meta, a.out / f"replay_{case}{suffix}.json"), runs, seconds, cpu,
+                         load0))
+        out, runs, seconds, cpu, load0 = done[0]
         title = (f"{w.name}: {len(w.tiers)} tenants, {w.capacity} GPUs on {w.gpus_per_node}-GPU nodes, "
                  f"{steps / 1440:.1f} days, forecaster {case_model.name}")
         if not a.suffix:

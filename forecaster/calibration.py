@@ -564,6 +564,8 @@ class PeakCalibrated(_Wrapper):
         return np.stack(out, axis=1)
 
     def predict(self, history, horizon: int):
+        from forecaster.types import ordered_peaks
+
         fc = self.model.predict(history, horizon)
         shift = self.spread.get((tuple(map(str, history.columns)), horizon, "peak"),
                                 lambda: self.shifts(history, horizon, fc.quantiles))
@@ -574,6 +576,5 @@ class PeakCalibrated(_Wrapper):
         for i, k in enumerate(self.windows):
             if k > horizon:
                 continue
-            p = np.maximum(fc.peak_quantiles(k) + shift[:, i, :], 0.0)
-            peaks[k] = np.fmax.accumulate(p, axis=1)       # NaN (no forecast for a tenant) stays NaN
+            peaks[k] = ordered_peaks(fc.peak_quantiles(k) + shift[:, i, :])
         return fc.with_values(fc.values, self.name, peaks)

@@ -20,6 +20,13 @@ import numpy as np
 import pandas as pd
 
 
+def ordered_peaks(p: np.ndarray) -> np.ndarray:
+    """[tenant, quantile] peak quantiles made readable by the policy: at least 0 (no negative demand) and not
+    falling from one quantile to the next (the hold reads one quantile, preemption a lower one); NaN (no forecast
+    for a tenant) stays NaN."""
+    return np.fmax.accumulate(np.maximum(p, 0.0), axis=1)
+
+
 @dataclass(frozen=True)
 class Forecast:
     tenants: tuple[str, ...]
@@ -122,8 +129,7 @@ class Forecast:
                 with np.errstate(invalid="ignore"):
                     add = p - np.fmax.reduce(self.values[:, :k, :], axis=1)
                     now = np.fmax.reduce(vals[:, :k, :], axis=1) + add
-                kept = np.maximum(np.where(np.isfinite(add), now, p), 0.0)     # NaN stays NaN
-                peaks[k] = np.fmax.accumulate(kept, axis=1) if kept.size else kept
+                peaks[k] = ordered_peaks(np.where(np.isfinite(add), now, p))
         return Forecast(self.tenants, self.quantiles, vals, self.issued_at, self.step_s, self.model, peaks)
 
     def with_values(self, values: np.ndarray, model: str | None = None, peaks=None) -> "Forecast":
