@@ -6,7 +6,7 @@ import pytest
 
 from daemon.config import Config
 from daemon.sim import report
-from daemon.sim.replay import STRATEGIES, default_sweep, per_step_config, run_replay, run_strategy
+from daemon.sim.replay import STRATEGIES, WORTH_WEIGHT, default_sweep, per_step_config, run_replay, run_strategy
 from daemon.sim.workloads import Workload, alibaba, helios, synthetic
 from forecaster.baselines import SeasonalNaive
 from tests.conftest import SHARED_DATA
@@ -184,6 +184,19 @@ def test_sweep_report_and_figure(small, tmp_path):
     assert out["comparison"] == got["comparison"]
     assert report.pareto_figure(runs, tmp_path / "r.png", "t").read_bytes()[:4] == b"\x89PNG"
     assert "reactive(headroom=0)" in report.table(runs)
+
+
+def test_the_sweep_runs_the_larger_worth_weight_where_it_runs_the_rule_off():
+    """The cost-aware rule's larger worth weight is measured with the fitted forecaster, beside weight 1 and the
+    rule off at the same settings, so each weight-4 row has both to be compared with (docs/replay.md)."""
+    sweep = default_sweep()
+    for strategy in ("predictive", "perfect"):
+        knobs = [k for s, k in sweep if s == strategy]
+        heavy = [k for k in knobs if k.get("preempt_worth_weight") == WORTH_WEIGHT]
+        assert heavy and WORTH_WEIGHT > 1
+        for k in heavy:
+            base = {a: b for a, b in k.items() if a != "preempt_worth_weight"}
+            assert base in knobs and {**base, "preempt_cost_aware": False} in knobs
 
 
 def test_frontier_keeps_only_undominated_points():
