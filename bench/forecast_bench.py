@@ -65,6 +65,9 @@ def main() -> int:
     ap.add_argument("--peak-objective", action="store_true",
                     help="issue #26.2: retrain's LSTM with and without the peak head, several seeds, on the replay's "
                          "histories (bench/out/forecast_peak_objective.json)")
+    ap.add_argument("--peak-calibration", action="store_true",
+                    help="issue #26.3: every retrain candidate's held-out p90 peak coverage, overall and where the "
+                         "series moves, on the replay's histories, seed 0 (bench/out/forecast_peak_calibration.json)")
     ap.add_argument("--select-compare", action="store_true",
                     help="issue #26.4: one retrain per case and seed, the winner by wql, peak and replay, each "
                          "replayed on the measured window (bench/out/forecast_select_compare.json)")
@@ -110,10 +113,11 @@ def main() -> int:
         out_p.write_text(json.dumps(r, indent=2, default=float) + "\n")
         print(json.dumps(r, indent=2, default=float))
         return 0
-    if a.peak_objective or a.select_compare:
+    if a.peak_objective or a.select_compare or a.peak_calibration:
         torch.set_num_threads(1)   # 2 shared cores: one thread per process (bench/replay_bench.py measured why)
-        which = "peak_objective" if a.peak_objective else "select_compare"
-        run = peak_objective if a.peak_objective else select_compare
+        which, run = (("peak_objective", peak_objective) if a.peak_objective else
+                      ("peak_calibration", peak_calibration) if a.peak_calibration else
+                      ("select_compare", select_compare))
         r = {**out, "threads": 1, "seeds": [int(x) for x in a.seeds.split(",")], "fit_epochs": a.fit_epochs,
              "samples_per_epoch": a.trace_samples, "cases": run(a), "load_average_1min_at_end": os.getloadavg()[0]}
         if a.select_compare:
@@ -442,6 +446,47 @@ def _peak_row(m: dict) -> dict:
                     f"{w}_high_loss": pk.get("by_tier", {}).get("high", {}).get("loss"),
                     f"{w}_high_coverage_p90": pk.get("by_tier", {}).get("high", {}).get("coverage_p90")})
     return row
+
+
+def _coverage_row(m: dict) -> dict:
+    """A candidate's peak loss and p90 peak coverage per lead window: overall, where the series moves, and for the
+    high tier where it moves (what the hold is for)."""
+    row = {"peak_loss": m["peak"]["loss"], "wql": m["wql"]}
+    for w in ("lead", "preempt"):
+        pk = m["peak"][w]
+        hi = pk.get("by_tier", {}).get("high", {})
+        row.update({f"{w}_coverage_p90": pk["coverage_p90"], f"{w}_coverage_p90_moving": pk.get("coverage_p90_moving"),
+                    f"{w}_moving": pk.get("moving"), f"{w}_high_coverage_p90_moving": hi.get("coverage_p90_moving"),
+                    f"{w}_high_moving": hi.get("moving")})
+    return row
+
+
+def peak_calibration(a) -> dict:
+    """Issue #26.3: does the conformal peak calibration make the hold's p90 cover 87-93% of the realised lead-window
+    peaks where the series moves? One `retrain` per replay case (seed 0, as the replay bench fits: no Holt-Winters),
+    every candidate's held-out peak coverage: bare, `+peak` (shifts learnt where the series moved) and `+peak_all`
+    (from every window), and which the peak loss selects."""
+    cfg = Config()
+    res: dict = {}
+    for case in a.cases.split(","):
+        w = replay_case(case, a.replay_days)
+        hist = w.demand.iloc[: w.start]
+        tiers = dict(zip(map(str, w.demand.columns), w.tiers))
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory() as d:
+            r = retrain_on(hist, cfg, model_dir=Path(d), step_s=60, epochs=a.fit_epochs, progress=False,
+                           samples_per_epoch=a.trace_samples, promote=False, with_ets=False, seed=0, tiers=tiers,
+                           scored_on=f"bench:{case}")
+        models = {k: _coverage_row(m) for k, m in r.report["models"].items() if "peak" in m}
+        chosen = r.report["winner"]
+        res[case] = {"tenants": int(hist.shape[1]), "history_steps": int(len(hist)),
+                     "seconds": time.perf_counter() - t0, "selected": chosen,
+                     "select_by": cfg.retrain.select_by, "models": models}
+        for k, m in sorted(models.items(), key=lambda kv: kv[1]["peak_loss"]):
+            print(f"{case} {k:36s} peak loss {m['peak_loss']:.4f} lead p90 cover {m['lead_coverage_p90']:.3f} "
+                  f"where it moves {m['lead_coverage_p90_moving']:.3f} (high {m['lead_high_coverage_p90_moving']})",
+                  flush=True)
+    return res
 
 
 def peak_objective(a) -> dict:
