@@ -53,9 +53,9 @@ def cpu_seconds() -> float:
 
 
 def load(case: str, days: float, data: Path, scale_days: float = 7.0, high_vcs: int = 2,
-         high_vc_names: list[str] | None = None, start: str | None = None):
+         high_vc_names: list[str] | None = None, start: str | None = None, seed: int = 7):
     if case == "synthetic":
-        return workloads.synthetic(40, 1024, days, seed=7, target_load=1.0), 1
+        return workloads.synthetic(40, 1024, days, seed=seed, target_load=1.0), 1
     if case == "helios":  # a week of the trace before the measured window to fit the forecaster on
         return workloads.helios(data, **({"start": start} if start else {}), days=days, history_days=7,
                                 high_vcs=high_vcs, high_vc_names=high_vc_names), 1
@@ -88,7 +88,7 @@ def worth_weights(a, weights: list[float]) -> int:
     out = provenance.started()
     out.update(weights=weights, cases={})
     for case in [c for c in a.cases.split(",") if c != "scale"]:   # the sweep cases only
-        w, _ = load(case, a.days, default_data_dir(), a.scale_days, a.high_vcs, a.high_vc, a.start)
+        w, _ = load(case, a.days, default_data_dir(), a.scale_days, a.high_vcs, a.high_vc, a.start, a.seed)
         steps = min(int(a.days * 1440), len(w.demand) - w.start - 1)
         settings = [("perfect", {"headroom": h, **k}) for h in (0.05, 0.15)
                     for k in [{"preempt_cost_aware": False}, *({"preempt_worth_weight": x} for x in weights)]]
@@ -136,9 +136,14 @@ def main() -> int:
     ap.add_argument("--start", default=None, metavar="DATE",
                     help="helios: the measured window's first day (default 2020-05-14; another day and tier mapping "
                     "is a window the published figures do not use: write it with --suffix)")
+    ap.add_argument("--seed", type=int, default=7,
+                    help="synthetic: the workload's seed (default 7; another is a workload the published figures do "
+                    "not use: write it with --suffix)")
     a = ap.parse_args()
     if a.start and (a.cases != "helios" or not a.suffix):
         raise SystemExit("--start moves the Helios window: use it with --cases helios and a --suffix")
+    if a.seed != 7 and (a.cases != "synthetic" or not a.suffix):
+        raise SystemExit("--seed draws another synthetic workload: use it with --cases synthetic and a --suffix")
     # one torch thread per process: on 2 shared cores, 2 intra-op threads mostly wait on each other
     # (an LSTM forecast for 1,000 tenants: 44-69 ms median with 1 thread, 147-426 ms with 2, same output)
     torch.set_num_threads(1)
@@ -150,7 +155,7 @@ def main() -> int:
     data = default_data_dir()
     summary = {}
     for case in a.cases.split(","):
-        w, every = load(case, a.days, data, a.scale_days, a.high_vcs, a.high_vc, a.start)
+        w, every = load(case, a.days, data, a.scale_days, a.high_vcs, a.high_vc, a.start, a.seed)
         every = max(every, a.forecast_every) if case != "scale" else every
         try:
             w.request_shape = workloads.azure_shape(data)
@@ -182,6 +187,7 @@ def main() -> int:
                     "forecaster": case_model.name, "forecaster_choice": chosen, "forecaster_fit_seconds": fit_s,
                     "window_start": str(w.demand.index[w.start]), "high_tier": sorted(
                         {str(t).split("/")[0] for t, tier in zip(w.demand.columns, w.tiers) if tier == "high"}),
+                    **({"workload_seed": a.seed} if case == "synthetic" else {}),
                     "forecast_every": pace, "wall_seconds": seconds, "replay_cpu_seconds": cpu,
                     "workers": a.workers, "cpus": os.cpu_count(),
                     "loadavg_1m_start": load0, "loadavg_1m_end": os.getloadavg()[0],
