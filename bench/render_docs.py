@@ -1180,11 +1180,12 @@ def replay_worth_weight_fitted() -> str:
             knobs = {k: v for k, v in knobs.items() if v is not None}
             return next((x for x in d["runs"] if x["strategy"] == r["strategy"] and x["knobs"] == knobs), None)
 
-        rows, counts = [], {}
+        rows, counts, compared = [], {}, []
         for r in heavy:
             one, off = same(r), same(r, preempt_cost_aware=False)
             if one is None or off is None:
                 continue
+            compared.append(one)
             w = r["knobs"]["preempt_worth_weight"]
             rows.append([one["label"], f"{w:g}", *(" / ".join(fmt(_run_metric(x, m)) for x in (off, one, r))
                                                    for m, fmt in (("utilization", pct), ("high_unmet", n),
@@ -1202,6 +1203,10 @@ def replay_worth_weight_fitted() -> str:
         said = "; ".join(f"{s}, {c['n']} settings: less high-tier unmet in {c['less_high']} (more in "
                          f"{c['more_high']}), fewer preemptions in {c['fewer_pre']}, less normal-tier unmet in "
                          f"{c['less_normal']}" for s, c in counts.items())
+        ruled = [r for r in compared if r["strategy"] == "predictive" and r.get("cost_rule")]
+        if ruled and all(r["cost_rule"]["steps_changed"] == 0 for r in ruled):
+            said += (f". At weight 1 the rule changed no plan in any of these {len(ruled)} predictive settings: "
+                     "each made the same preemptions as the same plan with the rule off")
         out += [f"- **{case}** (forecaster {d['forecaster']}), the larger weight against weight 1 at the same "
                 f"setting: {said}.", "",
                 table(["setting (weight 1)", "weight", "util: off / 1 / weight", "high-tier unmet",
