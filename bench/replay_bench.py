@@ -123,7 +123,8 @@ def main() -> int:
     ap.add_argument("--model-dir", type=Path, default=ROOT / "models")
     ap.add_argument("--workers", type=int, default=2,
                     help="processes the settings run in (one torch thread each; same results as 1)")
-    ap.add_argument("--fit-epochs", type=int, default=4, help="epochs of the LSTM fitted on each trace's history")
+    ap.add_argument("--fit-epochs", type=int, default=None, help="epochs of the LSTM fitted on each trace's history "
+                    "(default: retrain.epochs, as `gpu-autoscaler retrain` trains it)")
     ap.add_argument("--shipped-model", action="store_true", help="forecast every trace with the shipped model "
                     "instead of the one chosen on the trace's own history")
     ap.add_argument("--high-vcs", type=int, default=2,
@@ -185,6 +186,7 @@ def main() -> int:
             meta = {"case": case, "commit": commit, "workload": w.name, "tenants": len(w.tiers),
                     "capacity": w.capacity, "gpus_per_node": w.gpus_per_node, "steps": steps,
                     "forecaster": case_model.name, "forecaster_choice": chosen, "forecaster_fit_seconds": fit_s,
+                    "forecaster_fit_epochs": (a.fit_epochs or cfg.retrain.epochs) if fit_s else None,
                     "window_start": str(w.demand.index[w.start]), "high_tier": sorted(
                         {str(t).split("/")[0] for t, tier in zip(w.demand.columns, w.tiers) if tier == "high"}),
                     **({"workload_seed": a.seed} if case == "synthetic" else {}),
