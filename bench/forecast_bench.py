@@ -71,10 +71,12 @@ def main() -> int:
     ap.add_argument("--select-compare", action="store_true",
                     help="issue #26.4: one retrain per case and seed, the winner by wql, peak and replay, each "
                          "replayed on the measured window (bench/out/forecast_select_compare.json)")
-    ap.add_argument("--cases", default="synthetic,helios", help="--peak-objective / --select-compare: replay cases")
-    ap.add_argument("--seeds", default="0,1,2", help="--peak-objective / --select-compare: training seeds")
+    ap.add_argument("--cases", default="synthetic,helios", help="--peak-objective / --select-compare / "
+                    "--peak-calibration: replay cases")
+    ap.add_argument("--seeds", default="0,1,2", help="--peak-objective / --select-compare: training seeds "
+                    "(--peak-calibration: seed 0)")
     ap.add_argument("--fit-epochs", type=int, default=4, help="--peak-objective / --select-compare: LSTM epochs "
-                    "(as bench/replay_bench.py fits each trace's forecaster)")
+                    "(--peak-calibration: retrain.epochs, as bench/replay_bench.py fits each trace's forecaster)")
     ap.add_argument("--replay-days", type=float, default=2.0, help="--select-compare: measured days")
     ap.add_argument("--replay-forecast-every", type=int, default=None, help="--select-compare: the replay "
                     "selection forecasts every N steps (retrain.replay_forecast_every; default: the config's)")
@@ -120,6 +122,11 @@ def main() -> int:
                       ("select_compare", select_compare))
         r = {**out, "threads": 1, "seeds": [int(x) for x in a.seeds.split(",")], "fit_epochs": a.fit_epochs,
              "samples_per_epoch": a.trace_samples, "cases": run(a), "load_average_1min_at_end": os.getloadavg()[0]}
+        if a.peak_calibration:   # one seed, fitted as the replay bench fits (the cases record the epochs run)
+            cfg0 = Config()
+            r.update(seeds=[0], fit_epochs=cfg0.retrain.epochs, samples_per_epoch=None)
+            for k in ("tenants", "days"):    # the 1,000-tenant part's arguments: not used here
+                r.pop(k, None)
         if a.select_compare:
             r["replay_refresh_every"] = select_config(a).retrain.replay_refresh_every
             r["replay_forecast_every"] = select_config(a).retrain.replay_forecast_every
@@ -473,15 +480,14 @@ def peak_calibration(a) -> dict:
         hist = w.demand.iloc[: w.start]
         tiers = dict(zip(map(str, w.demand.columns), w.tiers))
         t0 = time.perf_counter()
-        with tempfile.TemporaryDirectory() as d:
-            r = retrain_on(hist, cfg, model_dir=Path(d), step_s=60, epochs=a.fit_epochs, progress=False,
-                           samples_per_epoch=a.trace_samples, promote=False, with_ets=False, seed=0, tiers=tiers,
-                           scored_on=f"bench:{case}")
+        with tempfile.TemporaryDirectory() as d:   # fitted as the replay bench fits (bench/replay_bench.py)
+            r = retrain_on(hist, cfg, model_dir=Path(d), step_s=60, progress=False, promote=False, with_ets=False,
+                           seed=0, tiers=tiers, scored_on=f"bench:{case}")
         models = {k: _coverage_row(m) for k, m in r.report["models"].items() if "peak" in m}
         chosen = r.report["winner"]
         res[case] = {"tenants": int(hist.shape[1]), "history_steps": int(len(hist)),
-                     "seconds": time.perf_counter() - t0, "selected": chosen,
-                     "select_by": cfg.retrain.select_by, "models": models}
+                     "seconds": time.perf_counter() - t0, "selected": chosen, "select_by": r.report["select_by"],
+                     "epochs": r.report["train"]["epochs"], "models": models}
         for k, m in sorted(models.items(), key=lambda kv: kv[1]["peak_loss"]):
             print(f"{case} {k:36s} peak loss {m['peak_loss']:.4f} lead p90 cover {m['lead_coverage_p90']:.3f} "
                   f"where it moves {m['lead_coverage_p90_moving']:.3f} (high {m['lead_high_coverage_p90_moving']})",

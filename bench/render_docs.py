@@ -497,7 +497,8 @@ def forecast_peak_calibration() -> str:
     d = load("forecast_peak_calibration.json")
     lo, hi = COVER_GOAL
     out = [f"`python bench/forecast_bench.py --peak-calibration --cases synthetic,helios` (seed 0, "
-           f"{d['fit_epochs']} epochs): one `retrain` on the history before each replay case's measured window, "
+           f"{d['fit_epochs']} epochs, as the replay bench fits): one `retrain` on the history before each replay "
+           "case's measured window, "
            "every candidate scored on the held-out end of that history as `retrain` scores it. Coverage: the share "
            "of realised peaks at or under the forecast's p90 peak; \"moves\": among the windows where the series "
            f"moves; the goal is {pct(lo, 0)}-{pct(hi, 0)} of the lead window's where it moves.", ""]
@@ -511,17 +512,19 @@ def forecast_peak_calibration() -> str:
             x = m[k]
             mv = x["lead_coverage_p90_moving"]
             rows.append([f"`{k}`" + (" (selected)" if k == c["selected"] else ""), f4(x["peak_loss"]),
-                         f3(x["lead_coverage_p90"]), f3(mv), f3(x["lead_high_coverage_p90_moving"]),
-                         f3(x["preempt_coverage_p90_moving"]),
+                         f4(x["lead_coverage_p90"]), f4(mv),
+                         f"{f4(x['lead_high_coverage_p90_moving'])} of {n(x.get('lead_high_moving') or 0)}",
+                         f4(x["preempt_coverage_p90_moving"]),
                          "met" if mv is not None and lo <= mv <= hi else "**not met**"])
         inside = sorted(k for k, x in m.items() if x["lead_coverage_p90_moving"] is not None
                         and lo <= x["lead_coverage_p90_moving"] <= hi)
         sel = m.get(c["selected"], {})
         out += [f"- **{case}** ({c['tenants']} tenants, {n(c['history_steps'])} steps of history, lead windows "
                 f"that move: {n(sel.get('lead_moving') or 0)}): selected by {c['select_by']} loss `{c['selected']}`, "
-                f"lead p90 coverage where it moves {f3(sel.get('lead_coverage_p90_moving'))}; candidates within the "
+                f"lead p90 coverage where it moves {f4(sel.get('lead_coverage_p90_moving'))}; candidates within the "
                 f"goal: {', '.join(f'`{k}`' for k in inside) if inside else 'none'}.", "",
-                table(["candidate", "peak loss", "lead p90 coverage", "where it moves", "high tier, where it moves",
+                table(["candidate", "peak loss", "lead p90 coverage", "where it moves",
+                       "high tier, where it moves (of windows)",
                        "preempt window, where it moves", "lead goal"], rows), ""]
     out.append(source(["forecast_peak_calibration.json"], d))
     return "\n".join(out)
@@ -850,7 +853,9 @@ def replay_header(d: dict) -> str:
     return (f"**{d['case']}**: {sum(t.values())} tenants ({t['high']} high, {t['normal']} normal, {t['low']} low), "
             f"{n(d['capacity'])} GPUs on {d['gpus_per_node']}-GPU nodes, {d['steps'] / 1440:.0f} days measured "
             f"({n(d['steps'])} minutes), {len(d['runs'])} settings, {d['wall_seconds']:.0f} s wall for the replay, "
-            f"forecaster {d['forecaster']}, forecast "
+            f"forecaster {d['forecaster']}"
+            + (f" (fitted with {d['forecaster_fit_epochs']} epochs)" if d.get("forecaster_fit_epochs") else "")
+            + ", forecast "
             + ("every step, as the daemon does" if every == 1 else f"every {every} steps and shifted in between")
             + f", commit {d.get('commit', 'not recorded')}, load average "
             f"{d['loadavg_1m_start']:.1f} -> {d['loadavg_1m_end']:.1f}")
@@ -1114,12 +1119,14 @@ def replay_cost_rule() -> str:
     out = []
     for case in REPLAY_CASES:
         d = replay(case)
-        counted = [r for r in d["runs"] if r.get("cost_rule")]
+        # weight 1, the default (the sweep's larger weight is the block above's)
+        counted = [r for r in d["runs"] if r.get("cost_rule") and r["knobs"].get("preempt_worth_weight", 1) == 1]
         if not counted:
             continue
         refused = [r["cost_rule"]["refused"] for r in counted]
         changed = [r["cost_rule"]["steps_changed"] / r["steps"] for r in counted]
-        out.append(f"- **{case}**: over the {len(counted)} settings with the rule on (predictive and perfect), "
+        out.append(f"- **{case}**: over the {len(counted)} settings with the rule on at weight 1 (predictive and "
+                   "perfect), "
                    f"{n(min(refused))} to {n(max(refused))} job preemptions refused per setting, in "
                    f"{pct(min(changed))} to {pct(max(changed))} of the plans.")
         rows = []
@@ -1167,53 +1174,60 @@ def replay_worth_weight() -> str:
 def replay_worth_weight_fitted() -> str:
     """The cost-aware rule at the sweep's larger worth weight against weight 1 and the rule off, with each case's
     fitted forecaster (predictive) and the perfect forecast, per setting of the published sweep."""
-    out = []
+    out, shown, skipped = [], [], []
     for case in REPLAY_CASES:
         d = replay(case)
-        heavy = [r for r in d["runs"] if r["knobs"].get("preempt_worth_weight", 1) != 1]
+        heavy = [r for r in d["runs"] if r["knobs"].get("preempt_worth_weight", 1) != 1
+                 and r["knobs"].get("preempt_cost_aware", True)]
         if not heavy:
+            skipped.append(case)
             continue
 
         def same(r: dict, **change) -> dict | None:
             knobs = {k: v for k, v in r["knobs"].items() if k != "preempt_worth_weight"}
             knobs.update(change)
-            knobs = {k: v for k, v in knobs.items() if v is not None}
             return next((x for x in d["runs"] if x["strategy"] == r["strategy"] and x["knobs"] == knobs), None)
 
-        rows, counts, compared = [], {}, []
+        rows, counts, pairs = [], {}, []
         for r in heavy:
             one, off = same(r), same(r, preempt_cost_aware=False)
             if one is None or off is None:
                 continue
-            compared.append(one)
+            pairs.append((one, r))
             w = r["knobs"]["preempt_worth_weight"]
             rows.append([one["label"], f"{w:g}", *(" / ".join(fmt(_run_metric(x, m)) for x in (off, one, r))
                                                    for m, fmt in (("utilization", pct), ("high_unmet", n),
                                                                   ("normal_unmet", n), ("preemptions", n),
                                                                   ("preempted_idle", n)))])
-            c = counts.setdefault(r["strategy"], {"n": 0, "less_high": 0, "more_high": 0, "fewer_pre": 0,
-                                                  "less_normal": 0})
+            c = counts.setdefault(r["strategy"], {"n": 0, **{f"{m}_{s}": 0 for m in ("high", "pre", "normal")
+                                                             for s in ("less", "more")}})
             c["n"] += 1
-            c["less_high"] += _run_metric(r, "high_unmet") < _run_metric(one, "high_unmet")
-            c["more_high"] += _run_metric(r, "high_unmet") > _run_metric(one, "high_unmet")
-            c["fewer_pre"] += _run_metric(r, "preemptions") < _run_metric(one, "preemptions")
-            c["less_normal"] += _run_metric(r, "normal_unmet") < _run_metric(one, "normal_unmet")
+            for m, key in (("high_unmet", "high"), ("preemptions", "pre"), ("normal_unmet", "normal")):
+                c[f"{key}_less"] += _run_metric(r, m) < _run_metric(one, m)
+                c[f"{key}_more"] += _run_metric(r, m) > _run_metric(one, m)
         if not rows:
+            skipped.append(case)
             continue
-        said = "; ".join(f"{s}, {c['n']} settings: less high-tier unmet in {c['less_high']} (more in "
-                         f"{c['more_high']}), fewer preemptions in {c['fewer_pre']}, less normal-tier unmet in "
-                         f"{c['less_normal']}" for s, c in counts.items())
-        ruled = [r for r in compared if r["strategy"] == "predictive" and r.get("cost_rule")]
-        if ruled and all(r["cost_rule"]["steps_changed"] == 0 for r in ruled):
-            said += (f". At weight 1 the rule changed no plan in any of these {len(ruled)} predictive settings: "
-                     "each made the same preemptions as the same plan with the rule off")
+        shown.append(case)
+        said = "; ".join(f"{s}, {c['n']} settings: less high-tier unmet in {c['high_less']} (more in "
+                         f"{c['high_more']}), fewer preemptions in {c['pre_less']} (more in {c['pre_more']}), less "
+                         f"normal-tier unmet in {c['normal_less']} (more in {c['normal_more']})"
+                         for s, c in counts.items())
+        ruled = [x for p in pairs for x in p if x["strategy"] == "predictive" and x.get("cost_rule")]
+        if ruled and all(x["cost_rule"]["steps_changed"] == 0 for x in ruled):
+            said += (". With this forecaster the rule changed no plan in any of these predictive settings, at weight "
+                     "1 or at the larger weight: each made the same preemptions as the same plan with the rule off, "
+                     "so this trace says nothing about the weight with it")
         out += [f"- **{case}** (forecaster {d['forecaster']}), the larger weight against weight 1 at the same "
                 f"setting: {said}.", "",
                 table(["setting (weight 1)", "weight", "util: off / 1 / weight", "high-tier unmet",
                        "normal-tier unmet", "preemptions", "GPU-min preempted, then idle"], rows), ""]
     if not out:
         return "Not measured yet: the committed replays predate the sweep's worth weight."
-    out.append(source([f"replay_{c}.json" for c in REPLAY_CASES if c != "alibaba"]))
+    if skipped:
+        out.append(f"Not in this sweep's committed replay: {', '.join(skipped)} (run before the weight was added).")
+        out.append("")
+    out.append(source([f"replay_{c}.json" for c in shown]))
     return "\n".join(out)
 
 
@@ -1267,7 +1281,8 @@ def replay_forecast_every() -> str:
 @block("replay-unseen")
 def replay_unseen() -> str:
     """The check on a window and tier mapping the published figures do not use (issue #26)."""
-    files = sorted(OUT.glob("replay_helios_unseen*.json")) + sorted(OUT.glob("replay_synthetic_unseen*.json"))
+    files = [f for case in ("helios", "synthetic") for f in sorted(OUT.glob(f"replay_{case}_unseen*.json"))
+             if "_every" not in f.name]   # a second pace of the same window is not another window
     if not files:
         return "No replay of another window is committed."
     out = []

@@ -88,7 +88,7 @@ def worth_weights(a, weights: list[float]) -> int:
     out = provenance.started()
     out.update(weights=weights, cases={})
     for case in [c for c in a.cases.split(",") if c != "scale"]:   # the sweep cases only
-        w, _ = load(case, a.days, default_data_dir(), a.scale_days, a.high_vcs, a.high_vc, a.start, a.seed)
+        w, _ = load(case, a.days, default_data_dir(), a.scale_days, a.high_vcs, a.high_vc, a.start, a.seed or 7)
         steps = min(int(a.days * 1440), len(w.demand) - w.start - 1)
         settings = [("perfect", {"headroom": h, **k}) for h in (0.05, 0.15)
                     for k in [{"preempt_cost_aware": False}, *({"preempt_worth_weight": x} for x in weights)]]
@@ -137,14 +137,16 @@ def main() -> int:
     ap.add_argument("--start", default=None, metavar="DATE",
                     help="helios: the measured window's first day (default 2020-05-14; another day and tier mapping "
                     "is a window the published figures do not use: write it with --suffix)")
-    ap.add_argument("--seed", type=int, default=7,
+    ap.add_argument("--seed", type=int, default=None,
                     help="synthetic: the workload's seed (default 7; another is a workload the published figures do "
                     "not use: write it with --suffix)")
     a = ap.parse_args()
     if a.start and (a.cases != "helios" or not a.suffix):
         raise SystemExit("--start moves the Helios window: use it with --cases helios and a --suffix")
-    if a.seed != 7 and (a.cases != "synthetic" or not a.suffix):
-        raise SystemExit("--seed draws another synthetic workload: use it with --cases synthetic and a --suffix")
+    if a.seed is not None and (a.cases != "synthetic" or not a.suffix or a.seed == 7
+                               or a.suffix.startswith("_every") or a.suffix == "_shipped_model"):
+        raise SystemExit("--seed draws another synthetic workload than the published one (seed 7): use it with "
+                         "--cases synthetic and a --suffix of its own (e.g. _unseen)")
     # one torch thread per process: on 2 shared cores, 2 intra-op threads mostly wait on each other
     # (an LSTM forecast for 1,000 tenants: 44-69 ms median with 1 thread, 147-426 ms with 2, same output)
     torch.set_num_threads(1)
@@ -156,7 +158,7 @@ def main() -> int:
     data = default_data_dir()
     summary = {}
     for case in a.cases.split(","):
-        w, every = load(case, a.days, data, a.scale_days, a.high_vcs, a.high_vc, a.start, a.seed)
+        w, every = load(case, a.days, data, a.scale_days, a.high_vcs, a.high_vc, a.start, a.seed or 7)
         every = max(every, a.forecast_every) if case != "scale" else every
         try:
             w.request_shape = workloads.azure_shape(data)
@@ -189,7 +191,7 @@ def main() -> int:
                     "forecaster_fit_epochs": (a.fit_epochs or cfg.retrain.epochs) if fit_s else None,
                     "window_start": str(w.demand.index[w.start]), "high_tier": sorted(
                         {str(t).split("/")[0] for t, tier in zip(w.demand.columns, w.tiers) if tier == "high"}),
-                    **({"workload_seed": a.seed} if case == "synthetic" else {}),
+                    **({"workload_seed": a.seed or 7} if case == "synthetic" else {}),
                     "forecast_every": pace, "wall_seconds": seconds, "replay_cpu_seconds": cpu,
                     "workers": a.workers, "cpus": os.cpu_count(),
                     "loadavg_1m_start": load0, "loadavg_1m_end": os.getloadavg()[0],

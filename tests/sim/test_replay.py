@@ -194,6 +194,8 @@ def test_the_sweep_runs_the_larger_worth_weight_where_it_runs_the_rule_off():
         knobs = [k for s, k in sweep if s == strategy]
         heavy = [k for k in knobs if k.get("preempt_worth_weight") == WORTH_WEIGHT]
         assert heavy and WORTH_WEIGHT > 1
+        # the weight retrain's replay cost gives a high-tier GPU-minute unmet, as docs/replay.md says
+        assert WORTH_WEIGHT == Config().retrain.replay_tier_weights["high"]
         for k in heavy:
             base = {a: b for a, b in k.items() if a != "preempt_worth_weight"}
             assert base in knobs and {**base, "preempt_cost_aware": False} in knobs
