@@ -854,7 +854,8 @@ def replay_header(d: dict) -> str:
             f"{n(d['capacity'])} GPUs on {d['gpus_per_node']}-GPU nodes, {d['steps'] / 1440:.0f} days measured "
             f"({n(d['steps'])} minutes), {len(d['runs'])} settings, {d['wall_seconds']:.0f} s wall for the replay, "
             f"forecaster {d['forecaster']}"
-            + (f" (fitted with {d['forecaster_fit_epochs']} epochs)" if d.get("forecaster_fit_epochs") else "")
+            + (f" (its LSTM candidates trained {d['forecaster_fit_epochs']} epochs)" if d.get("forecaster_fit_epochs")
+               else "")
             + ", forecast "
             + ("every step, as the daemon does" if every == 1 else f"every {every} steps and shifted in between")
             + f", commit {d.get('commit', 'not recorded')}, load average "
