@@ -455,6 +455,12 @@ def _peak_row(m: dict) -> dict:
     return row
 
 
+def case_history(case: str, days: float):
+    """A replay case's history before its measured window (what `retrain` is fitted on there) and its tiers."""
+    w = replay_case(case, days)
+    return w.demand.iloc[: w.start], dict(zip(map(str, w.demand.columns), w.tiers))
+
+
 def _coverage_row(m: dict) -> dict:
     """A candidate's peak loss and p90 peak coverage per lead window: overall, where the series moves, and for the
     high tier where it moves (what the hold is for)."""
@@ -476,9 +482,7 @@ def peak_calibration(a) -> dict:
     cfg = Config()
     res: dict = {}
     for case in a.cases.split(","):
-        w = replay_case(case, a.replay_days)
-        hist = w.demand.iloc[: w.start]
-        tiers = dict(zip(map(str, w.demand.columns), w.tiers))
+        hist, tiers = case_history(case, a.replay_days)
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory() as d:   # fitted as the replay bench fits (bench/replay_bench.py)
             r = retrain_on(hist, cfg, model_dir=Path(d), step_s=60, progress=False, promote=False, with_ets=False,
@@ -502,9 +506,7 @@ def peak_objective(a) -> dict:
     cfg0 = Config()
     res: dict = {}
     for case in a.cases.split(","):
-        w = replay_case(case, a.replay_days)
-        hist = w.demand.iloc[: w.start]
-        tiers = dict(zip(map(str, w.demand.columns), w.tiers))
+        hist, tiers = case_history(case, a.replay_days)
         rows = []
         variants = [(False, 1.0)] + [(True, float(x)) for x in a.peak_weights.split(",")]
         for seed in [int(x) for x in a.seeds.split(",")]:
