@@ -6,7 +6,15 @@ import pytest
 
 from daemon.config import Config
 from daemon.sim import report
-from daemon.sim.replay import STRATEGIES, WORTH_WEIGHT, default_sweep, per_step_config, run_replay, run_strategy
+from daemon.sim.replay import (
+    LONG_PREEMPT_LEAD,
+    STRATEGIES,
+    WORTH_WEIGHT,
+    default_sweep,
+    per_step_config,
+    run_replay,
+    run_strategy,
+)
 from daemon.sim.workloads import Workload, alibaba, helios, synthetic
 from forecaster.baselines import SeasonalNaive
 from tests.conftest import SHARED_DATA
@@ -199,6 +207,19 @@ def test_the_sweep_runs_the_larger_worth_weight_where_it_runs_the_rule_off():
         for k in heavy:
             base = {a: b for a, b in k.items() if a != "preempt_worth_weight"}
             assert base in knobs and {**base, "preempt_cost_aware": False} in knobs
+
+
+def test_the_sweep_preempts_for_the_whole_lead_window_beside_the_default_and_one_step():
+    """Predictive at p90 and the perfect forecast also clear for the hold's whole lead window (the rule off, as it
+    caps the lead at the drain), at every headroom they are swept over."""
+    sweep = default_sweep()
+    assert LONG_PREEMPT_LEAD == Config().policy.lead_time_steps > Config().policy.preempt_lead_steps
+    for strategy, extra in (("predictive", {"quantile": 0.9}), ("perfect", {})):
+        knobs = [k for s, k in sweep if s == strategy]
+        heads = sorted({k["headroom"] for k in knobs if set(k) == {"headroom", *extra}})
+        long = sorted(k["headroom"] for k in knobs if k.get("preempt_lead_steps") == LONG_PREEMPT_LEAD
+                      and k.get("preempt_cost_aware") is False and all(k.get(a) == b for a, b in extra.items()))
+        assert heads and long == heads
 
 
 def test_frontier_keeps_only_undominated_points():
