@@ -494,8 +494,8 @@ def peak_calibration(a) -> dict:
                      "epochs": r.report["train"]["epochs"], "models": models}
         for k, m in sorted(models.items(), key=lambda kv: kv[1]["peak_loss"]):
             print(f"{case} {k:36s} peak loss {m['peak_loss']:.4f} lead p90 cover {m['lead_coverage_p90']:.3f} "
-                  f"where it moves {m['lead_coverage_p90_moving']:.3f} (high {m['lead_high_coverage_p90_moving']})",
-                  flush=True)
+                  f"where it moves {m['lead_coverage_p90_moving']} (high {m['lead_high_coverage_p90_moving']})",
+                  flush=True)   # None where no window moved
     return res
 
 

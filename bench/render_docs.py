@@ -1109,8 +1109,11 @@ def replay_findings() -> str:
     return "\n".join(out)
 
 
-def _knobs_off(r: dict) -> dict:
-    return {k: v for k, v in r["knobs"].items() if k != "preempt_cost_aware"}
+def _same_setting(d: dict, r: dict, drop: str, **change) -> dict | None:
+    """The run of `d` of r's strategy whose knobs are r's without knob `drop` and with `change`: the same setting
+    with one knob back at its default (and others set)."""
+    knobs = {k: v for k, v in r["knobs"].items() if k != drop} | change
+    return next((x for x in d["runs"] if x["strategy"] == r["strategy"] and x["knobs"] == knobs), None)
 
 
 @block("replay-cost-rule")
@@ -1132,8 +1135,7 @@ def replay_cost_rule() -> str:
                    f"{pct(min(changed))} to {pct(max(changed))} of the plans.")
         rows = []
         for off in (r for r in d["runs"] if r["knobs"].get("preempt_cost_aware") is False):
-            on = next((r for r in d["runs"] if r["strategy"] == off["strategy"] and r["knobs"] == _knobs_off(off)),
-                      None)
+            on = _same_setting(d, off, "preempt_cost_aware")
             if on is None or not on.get("cost_rule"):
                 continue
             x = on["cost_rule"]
@@ -1183,15 +1185,10 @@ def replay_worth_weight_fitted() -> str:
         if not heavy:
             skipped.append(case)
             continue
-
-        def same(r: dict, **change) -> dict | None:
-            knobs = {k: v for k, v in r["knobs"].items() if k != "preempt_worth_weight"}
-            knobs.update(change)
-            return next((x for x in d["runs"] if x["strategy"] == r["strategy"] and x["knobs"] == knobs), None)
-
         rows, counts, pairs = [], {}, []
         for r in heavy:
-            one, off = same(r), same(r, preempt_cost_aware=False)
+            one = _same_setting(d, r, "preempt_worth_weight")
+            off = _same_setting(d, r, "preempt_worth_weight", preempt_cost_aware=False)
             if one is None or off is None:
                 continue
             pairs.append((one, r))

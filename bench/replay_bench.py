@@ -52,8 +52,11 @@ def cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+SYNTHETIC_SEED = 7   # the published synthetic workload's seed; --seed draws another, written with --suffix
+
+
 def load(case: str, days: float, data: Path, scale_days: float = 7.0, high_vcs: int = 2,
-         high_vc_names: list[str] | None = None, start: str | None = None, seed: int = 7):
+         high_vc_names: list[str] | None = None, start: str | None = None, seed: int = SYNTHETIC_SEED):
     if case == "synthetic":
         return workloads.synthetic(40, 1024, days, seed=seed, target_load=1.0), 1
     if case == "helios":  # a week of the trace before the measured window to fit the forecaster on
@@ -88,7 +91,7 @@ def worth_weights(a, weights: list[float]) -> int:
     out = provenance.started()
     out.update(weights=weights, cases={})
     for case in [c for c in a.cases.split(",") if c != "scale"]:   # the sweep cases only
-        w, _ = load(case, a.days, default_data_dir(), a.scale_days, a.high_vcs, a.high_vc, a.start, a.seed or 7)
+        w, _ = load(case, a.days, default_data_dir(), a.scale_days, a.high_vcs, a.high_vc, a.start, a.seed)
         steps = min(int(a.days * 1440), len(w.demand) - w.start - 1)
         settings = [("perfect", {"headroom": h, **k}) for h in (0.05, 0.15)
                     for k in [{"preempt_cost_aware": False}, *({"preempt_worth_weight": x} for x in weights)]]
@@ -143,10 +146,12 @@ def main() -> int:
     a = ap.parse_args()
     if a.start and (a.cases != "helios" or not a.suffix):
         raise SystemExit("--start moves the Helios window: use it with --cases helios and a --suffix")
-    if a.seed is not None and (a.cases != "synthetic" or not a.suffix or a.seed == 7
+    if a.seed is not None and (a.cases != "synthetic" or not a.suffix or a.seed == SYNTHETIC_SEED
                                or a.suffix.startswith("_every") or a.suffix == "_shipped_model"):
-        raise SystemExit("--seed draws another synthetic workload than the published one (seed 7): use it with "
-                         "--cases synthetic and a --suffix of its own (e.g. _unseen)")
+        raise SystemExit(f"--seed draws another synthetic workload than the published one (seed {SYNTHETIC_SEED}): "
+                         "use it with --cases synthetic and a --suffix of its own (e.g. _unseen)")
+    if a.seed is None:
+        a.seed = SYNTHETIC_SEED
     # one torch thread per process: on 2 shared cores, 2 intra-op threads mostly wait on each other
     # (an LSTM forecast for 1,000 tenants: 44-69 ms median with 1 thread, 147-426 ms with 2, same output)
     torch.set_num_threads(1)
@@ -158,7 +163,7 @@ def main() -> int:
     data = default_data_dir()
     summary = {}
     for case in a.cases.split(","):
-        w, every = load(case, a.days, data, a.scale_days, a.high_vcs, a.high_vc, a.start, a.seed or 7)
+        w, every = load(case, a.days, data, a.scale_days, a.high_vcs, a.high_vc, a.start, a.seed)
         every = max(every, a.forecast_every) if case != "scale" else every
         try:
             w.request_shape = workloads.azure_shape(data)
@@ -191,7 +196,7 @@ def main() -> int:
                     "forecaster_fit_epochs": (a.fit_epochs or cfg.retrain.epochs) if fit_s else None,
                     "window_start": str(w.demand.index[w.start]), "high_tier": sorted(
                         {str(t).split("/")[0] for t, tier in zip(w.demand.columns, w.tiers) if tier == "high"}),
-                    **({"workload_seed": a.seed or 7} if case == "synthetic" else {}),
+                    **({"workload_seed": a.seed} if case == "synthetic" else {}),
                     "forecast_every": pace, "wall_seconds": seconds, "replay_cpu_seconds": cpu,
                     "workers": a.workers, "cpus": os.cpu_count(),
                     "loadavg_1m_start": load0, "loadavg_1m_end": os.getloadavg()[0],
