@@ -182,6 +182,15 @@ def node_state(slurm, node):
     return slurm_run(slurm["env"], "sinfo", "-h", "-N", "-n", node, "-o", "%T").split()[0]
 
 
+def slurm_says(slurm) -> str:
+    """What sinfo, squeue and the reservations show, for a failure message (never raises)."""
+    out = []
+    for cmd in (["sinfo", "-N", "-o", "%N %P %T %E"], ["squeue", "-o", "%i %T %R %N"], ["scontrol", "show", "res"]):
+        said = subprocess.run(cmd, env=slurm["env"], capture_output=True, text=True)
+        out.append(f"{cmd[0]}: {said.returncode} {said.stdout!r} {said.stderr!r}")
+    return "; ".join(out)
+
+
 @pytest.mark.security
 def test_slurm_says_whether_it_sees_a_node_failed(slurm):
     # no job left on the cluster by an earlier test on this worker: set DOWN under a running job, the job is killed,
@@ -190,8 +199,11 @@ def test_slurm_says_whether_it_sees_a_node_failed(slurm):
     ids = slurm_run(slurm["env"], "squeue", "-h", "-o", "%i").split()
     if ids:
         slurm_run(slurm["env"], "scancel", *ids, check=False)
-    wait_for(lambda: not slurm_run(slurm["env"], "squeue", "-h", "-o", "%i").split() and
-             node_state(slurm, "gn3") == "idle", what="no job left and gn3 idle", timeout=60)
+    try:
+        wait_for(lambda: not slurm_run(slurm["env"], "squeue", "-h", "-o", "%i").split() and
+                 node_state(slurm, "gn3") == "idle", what="no job left and gn3 idle", timeout=60)
+    except TimeoutError as exc:   # what was left, so that a failure says why (it once timed out in a fresh clone)
+        raise AssertionError(f"{exc}; {slurm_says(slurm)}") from None
     a = actuator(slurm)
     try:
         for st in ("DOWN", "FAIL", "DRAIN"):
@@ -204,10 +216,8 @@ def test_slurm_says_whether_it_sees_a_node_failed(slurm):
             try:
                 wait_for(set_then_seen, what=f"Slurm sees gn3 {st}", timeout=60, interval=0.5)
             except TimeoutError as exc:
-                said = subprocess.run(["sinfo", "-N", "-n", "gn3", "-o", "%N %P %T %E"], env=slurm["env"],
-                                      capture_output=True, text=True)
-                raise AssertionError(f"{exc}; node_down_confirmed: {a.node_down_confirmed('gn3')!r}; sinfo: "
-                                     f"{said.returncode} {said.stdout!r} {said.stderr!r}") from None
+                raise AssertionError(f"{exc}; node_down_confirmed: {a.node_down_confirmed('gn3')!r}; "
+                                     f"{slurm_says(slurm)}") from None
             slurm_run(slurm["env"], "scontrol", "update", "NodeName=gn3", "State=RESUME")
             wait_for(lambda: a.node_down_confirmed("gn3") is False, what="gn3 back", timeout=60)
         assert a.node_down_confirmed("no-such-node") is None                  # cannot tell: not a veto
