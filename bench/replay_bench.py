@@ -85,6 +85,32 @@ def fit_forecaster(w, cfg: Config, shipped: Path, epochs: int):
     return model, entry
 
 
+def parse_settings(text: str) -> list[tuple[str, dict]]:
+    """`--settings`: a JSON list of [strategy, {knob: value}] pairs (or @FILE holding one). Every knob must be a
+    `policy` field, so that a typo is an error here, not a setting silently run at the default."""
+    from daemon.config.models import PolicyConfig
+
+    raw = Path(text[1:]).read_text() if text.startswith("@") else text
+    try:
+        items = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise SystemExit(f"--settings is not JSON: {exc}") from None
+    out = []
+    for item in items if isinstance(items, list) else [None]:
+        if not (isinstance(item, list) and len(item) == 2 and item[0] in STRATEGIES and isinstance(item[1], dict)):
+            raise SystemExit(f"--settings: each item is [strategy, {{knob: value}}] with a strategy of {STRATEGIES}; "
+                             f"got {item!r}")
+        bad = sorted(set(item[1]) - set(PolicyConfig.model_fields))
+        if bad:
+            raise SystemExit(f"--settings: {bad} are not policy knobs")
+        try:
+            PolicyConfig.model_validate({**PolicyConfig().model_dump(), **item[1]})
+        except ValueError as exc:
+            raise SystemExit(f"--settings: {item!r}: {exc}") from None
+        out.append((item[0], item[1]))
+    return out
+
+
 def worth_weights(a, weights: list[float]) -> int:
     """The cost-aware rule's worth weight against the rule off, with the perfect forecast (no forecast error: what
     the weighing itself costs or saves), on each sweep case."""
@@ -143,7 +169,17 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=None,
                     help="synthetic: the workload's seed (default 7; another is a workload the published figures do "
                     "not use: write it with --suffix)")
+    ap.add_argument("--settings", default=None, metavar="JSON",
+                    help="instead of the sweep: these [strategy, {policy knob: value}] settings (a JSON list, or "
+                    "@FILE), with the forecaster fitted as for the sweep: a what-if on one knob (e.g. an aging or "
+                    "preemption setting) for the three strategies, written as replay_<case><suffix>.json (needs "
+                    "--suffix)")
     a = ap.parse_args()
+    if a.settings is not None:
+        if not a.suffix or a.suffix.startswith("_every") or a.suffix in ("_unseen", "_shipped_model") or a.also_every:
+            raise SystemExit("--settings writes a what-if beside the published runs: give it a --suffix of its own "
+                             "(not _unseen, _shipped_model or _every*) and no --also-every")
+        a.settings = parse_settings(a.settings)
     if a.start and (a.cases != "helios" or not a.suffix):
         raise SystemExit("--start moves the Helios window: use it with --cases helios and a --suffix")
     if a.seed is not None and (a.cases != "synthetic" or not a.suffix or a.seed == SYNTHETIC_SEED
@@ -177,7 +213,7 @@ def main() -> int:
             case_model, chosen = fit_forecaster(w, cfg, a.model_dir, a.fit_epochs)
             fit_s = time.perf_counter() - t1
             print(f"{case}: forecaster {chosen.get('name', case_model.name)}: {chosen.get('why', '')} ({fit_s:.0f} s)")
-        settings = [(s, {}) for s in STRATEGIES] if case == "scale" else default_sweep()
+        settings = [(s, {}) for s in STRATEGIES] if case == "scale" else (a.settings or default_sweep())
         paces = [(every, a.suffix)]
         if a.also_every and case != "scale" and a.also_every != every:
             paces.append((a.also_every, f"{a.suffix}_every{a.also_every}"))

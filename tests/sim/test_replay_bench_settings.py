@@ -1,0 +1,62 @@
+"""`bench/replay_bench.py --settings`: a what-if on chosen policy knobs, checked before anything is fitted."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+BENCH = REPO / "bench" / "replay_bench.py"
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH.parent))          # as when run as a script: bench/ is on the path
+    spec = importlib.util.spec_from_file_location("replay_bench_settings_under_test", BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_settings_are_read_as_given_from_text_or_a_file(bench, tmp_path):
+    given = [["reactive", {"headroom": 0.1}], ["predictive", {"quantile": 0.9, "preempt_lead_steps": 5}],
+             ["perfect", {}]]
+    want = [("reactive", {"headroom": 0.1}), ("predictive", {"quantile": 0.9, "preempt_lead_steps": 5}),
+            ("perfect", {})]
+    assert bench.parse_settings(json.dumps(given)) == want
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(given))
+    assert bench.parse_settings(f"@{f}") == want
+
+
+@pytest.mark.parametrize("text, says", [
+    ('[["reactive", {"headroom": 0.1}', "not JSON"),
+    ('{"reactive": {}}', "each item is [strategy"),
+    ('[["oracle", {}]]', "each item is [strategy"),
+    ('[["reactive", {"headrom": 0.1}]]', "['headrom'] are not policy knobs"),     # a typo is not the default
+    ('[["predictive", {"quantile": 1.5}]]', "quantile"),                          # out of range
+])
+def test_a_bad_setting_is_refused_with_what_is_wrong(bench, text, says):
+    with pytest.raises(SystemExit) as exc:
+        bench.parse_settings(text)
+    assert says in str(exc.value)
+
+
+def test_settings_need_a_suffix_and_run_only_what_is_given(tmp_path):
+    s = '[["reactive", {"headroom": 0.1}], ["perfect", {"headroom": 0.05, "preempt_lead_steps": 5}]]'
+    base = [sys.executable, str(BENCH), "--cases", "synthetic", "--days", "0.02", "--shipped-model", "--workers", "1",
+            "--out", str(tmp_path), "--figures", str(tmp_path), "--settings", s]
+    for extra in ([], ["--suffix", "_unseen"], ["--suffix", "_every5"], ["--suffix", "_x", "--also-every", "5"]):
+        r = subprocess.run(base + extra, capture_output=True, text=True, timeout=120, cwd=REPO)
+        assert r.returncode == 1 and "--suffix of its own" in r.stderr, (extra, r.stderr[-500:])
+    r = subprocess.run(base + ["--suffix", "_whatif"], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-2000:]
+    d = json.loads((tmp_path / "replay_synthetic_whatif.json").read_text())
+    assert [x["label"] for x in d["runs"]] == ["reactive(headroom=0.1)",
+                                              "perfect(headroom=0.05,preempt_lead_steps=5)"]
+    assert not list(tmp_path.glob("*.png"))                   # a what-if draws no published figure
