@@ -1002,6 +1002,74 @@ for _case in REPLAY_CASES:
     BLOCKS[f"replay-{_case}"] = _replay_case_block(_case)
 
 
+
+# each what-if file, and the knob its predictive settings are summarised by (None: per knob-set only)
+WHAT_IFS = (("replay_helios_preempt_leads.json", "preempt_lead_steps"), ("replay_synthetic_aging_knobs.json", None))
+
+
+def _knob(label: str, knob: str) -> str | None:
+    inner = label[label.index("(") + 1:-1] if "(" in label else ""
+    return next((k.split("=", 1)[1] for k in inner.split(",") if k.startswith(knob + "=")), None)
+
+
+def _span(xs: list[float], fmt: Callable[[float], str]) -> str:
+    lo, hi = min(xs), max(xs)
+    return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)}-{fmt(hi)}"
+
+
+def _what_if_group(label: str) -> str:
+    """A setting's knobs without its strategy and forecast quantile: the settings one knob-set runs for each
+    strategy."""
+    inner = label[label.index("(") + 1:-1] if "(" in label else ""
+    return ",".join(k for k in inner.split(",") if k and not k.startswith("quantile=")) or "defaults"
+
+
+@block("replay-what-if")
+def replay_what_if() -> str:
+    """`replay_bench.py --settings` runs: each setting, then per knob-set predictive's preemptions against the
+    perfect forecast's with the same knobs (the third target, which the sweep's comparison checks only at one
+    point)."""
+    out = []
+    for f, by in WHAT_IFS:
+        d = load(f)
+        rows, groups = [], {}
+        for r in d["runs"]:
+            t = r["tiers"]
+            pf = r["preemptions_for"]
+            rows.append([r["label"], pct(r["utilization"]), n(t["high"]["unmet_gpu_min"]),
+                         n(t["normal"]["unmet_gpu_min"]), n(t["low"]["unmet_gpu_min"]),
+                         f"{n(r['preemptions'])} ({n(pf['high'])} / {n(pf['normal'])} / {n(pf['low'])})",
+                         n(r["preempted_idle_gpu_min"]), n(r["idle_while_queued_gpu_min"])])
+            groups.setdefault(_what_if_group(r["label"]), {})[r["strategy"]] = r
+        cmp_rows = [[g, n(x["predictive"]["preemptions"]), n(x["perfect"]["preemptions"]),
+                     pct(x["predictive"]["preemptions"] / x["perfect"]["preemptions"], 0)
+                     if x["perfect"]["preemptions"] else "–"]
+                    for g, x in groups.items() if "predictive" in x and "perfect" in x]
+        out += [f"**{d['case']}**, forecaster {d['forecaster']}, {d['steps'] / 1440:.0f} days, {len(d['runs'])} "
+                f"settings:", "",
+                table(["setting", "util", "high unmet GPU-min", "normal unmet", "low unmet",
+                       "preemptions (for high / normal / low)", "preempted, left idle GPU-min",
+                       "idle while queued GPU-min"], rows), ""]
+        if cmp_rows:
+            out += [table(["knobs (both strategies)", "predictive preemptions", "perfect forecast's",
+                           "predictive / perfect"], cmp_rows), ""]
+        if by:   # predictive's settings, summarised per value of the knob the what-if varies
+            vals: dict[str, list[dict]] = {}
+            for x in groups.values():
+                if "predictive" in x and "perfect" in x and (v := _knob(x["predictive"]["label"], by)) is not None:
+                    vals.setdefault(v, []).append(x)
+            srows = [[f"{by} = {v}", str(len(xs)),
+                      _span([x["predictive"]["tiers"]["high"]["unmet_gpu_min"] for x in xs], n),
+                      _span([x["predictive"]["preemptions"] / max(x["perfect"]["preemptions"], 1) for x in xs],
+                            lambda r: pct(r, 0)),
+                      _span([x["predictive"]["preempted_idle_gpu_min"] for x in xs], n)]
+                     for v, xs in sorted(vals.items(), key=lambda kv: float(kv[0]))]
+            out += [table([f"predictive, by {by}", "settings", "high unmet GPU-min", "preemptions / perfect's",
+                           "preempted, left idle GPU-min"], srows), ""]
+        out += [source([f], d), ""]
+    return "\n".join(out).rstrip("\n")
+
+
 @block("replay-forecasters")
 def replay_forecasters() -> str:
     out = []

@@ -60,3 +60,9 @@ def test_settings_need_a_suffix_and_run_only_what_is_given(tmp_path):
     assert [x["label"] for x in d["runs"]] == ["reactive(headroom=0.1)",
                                               "perfect(headroom=0.05,preempt_lead_steps=5)"]
     assert not list(tmp_path.glob("*.png"))                   # a what-if draws no published figure
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "bench" / "whatif").glob("*.json")))
+def test_the_committed_what_ifs_are_valid_settings(bench, name):
+    got = bench.parse_settings(f"@{REPO / 'bench' / 'whatif' / name}")
+    assert got and {s for s, _ in got} <= {"reactive", "predictive", "perfect"}
