@@ -255,7 +255,7 @@ def main() -> int:
         if cmp_:
             print("comparison at equal utilization:", json.dumps(cmp_, indent=1))
     (a.out / f"replay_summary_{'_'.join(summary)}{a.suffix}.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"\nwrote {a.out}/replay_*.json and {a.figures}/replay_*.png")
+    print(f"\nwrote {a.out}/replay_*.json" + ("" if a.suffix else f" and {a.figures}/replay_*.png"))
     return 0
 
 
