@@ -1007,21 +1007,35 @@ for _case in REPLAY_CASES:
 WHAT_IFS = (("replay_helios_preempt_leads.json", "preempt_lead_steps"), ("replay_synthetic_aging_knobs.json", None))
 
 
-def _knob(label: str, knob: str) -> str | None:
-    inner = label[label.index("(") + 1:-1] if "(" in label else ""
-    return next((k.split("=", 1)[1] for k in inner.split(",") if k.startswith(knob + "=")), None)
-
-
 def _span(xs: list[float], fmt: Callable[[float], str]) -> str:
     lo, hi = min(xs), max(xs)
-    return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)}-{fmt(hi)}"
+    return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)} to {fmt(hi)}"
 
 
-def _what_if_group(label: str) -> str:
-    """A setting's knobs without its strategy and forecast quantile: the settings one knob-set runs for each
-    strategy."""
-    inner = label[label.index("(") + 1:-1] if "(" in label else ""
-    return ",".join(k for k in inner.split(",") if k and not k.startswith("quantile=")) or "defaults"
+def _knob_set(r: dict) -> tuple:
+    """A run's knobs without the forecast quantile, which only predictive has: the key that pairs a predictive
+    setting with the perfect forecast's (and reactive's) run of the same knobs, whatever order they were given in."""
+    return tuple(sorted((k, v) for k, v in r["knobs"].items() if k != "quantile"))
+
+
+def _knob_text(key: tuple) -> str:
+    return ",".join(f"{k}={v}" for k, v in key) or "defaults"
+
+
+def _ratio(a: float, b: float) -> str:
+    return pct(a / b, 0) if b else "–"
+
+
+def _what_if_groups(d: dict, f: str) -> dict[tuple, dict[str, dict]]:
+    """Per knob-set, each strategy's run; a knob-set with two runs of one strategy (two predictive quantiles) would
+    pair the perfect forecast with only one of them, so it is refused."""
+    groups: dict[tuple, dict[str, dict]] = {}
+    for r in d["runs"]:
+        g = groups.setdefault(_knob_set(r), {})
+        if r["strategy"] in g:
+            raise ValueError(f"{f}: two {r['strategy']} runs with the knobs {_knob_text(_knob_set(r))}")
+        g[r["strategy"]] = r
+    return groups
 
 
 @block("replay-what-if")
@@ -1032,7 +1046,7 @@ def replay_what_if() -> str:
     out = []
     for f, by in WHAT_IFS:
         d = load(f)
-        rows, groups = [], {}
+        rows = []
         for r in d["runs"]:
             t = r["tiers"]
             pf = r["preemptions_for"]
@@ -1040,11 +1054,15 @@ def replay_what_if() -> str:
                          n(t["normal"]["unmet_gpu_min"]), n(t["low"]["unmet_gpu_min"]),
                          f"{n(r['preemptions'])} ({n(pf['high'])} / {n(pf['normal'])} / {n(pf['low'])})",
                          n(r["preempted_idle_gpu_min"]), n(r["idle_while_queued_gpu_min"])])
-            groups.setdefault(_what_if_group(r["label"]), {})[r["strategy"]] = r
-        cmp_rows = [[g, n(x["predictive"]["preemptions"]), n(x["perfect"]["preemptions"]),
-                     pct(x["predictive"]["preemptions"] / x["perfect"]["preemptions"], 0)
-                     if x["perfect"]["preemptions"] else "–"]
-                    for g, x in groups.items() if "predictive" in x and "perfect" in x]
+        pairs = {k: g for k, g in _what_if_groups(d, f).items() if "predictive" in g and "perfect" in g}
+        cmp_rows = []
+        for k, g in pairs.items():
+            p, q = g["predictive"], g["perfect"]
+            gap = {tier: p["preemptions_for"][tier] - q["preemptions_for"][tier] for tier in ("high", "normal", "low")}
+            cmp_rows.append([_knob_text(k), n(p["preemptions"]), n(q["preemptions"]),
+                             _ratio(p["preemptions"], q["preemptions"]),
+                             f"{p['preemptions'] - q['preemptions']:+,} ({gap['high']:+,} / {gap['normal']:+,} / "
+                             f"{gap['low']:+,})"])
         out += [f"**{d['case']}**, forecaster {d['forecaster']}, {d['steps'] / 1440:.0f} days, {len(d['runs'])} "
                 f"settings:", "",
                 table(["setting", "util", "high unmet GPU-min", "normal unmet", "low unmet",
@@ -1052,55 +1070,62 @@ def replay_what_if() -> str:
                        "idle while queued GPU-min"], rows), ""]
         if cmp_rows:
             out += [table(["knobs (both strategies)", "predictive preemptions", "perfect forecast's",
-                           "predictive / perfect"], cmp_rows), ""]
-        if by:   # predictive's settings, summarised per value of the knob the what-if varies
-            vals: dict[str, list[dict]] = {}
-            for x in groups.values():
-                if "predictive" in x and "perfect" in x and (v := _knob(x["predictive"]["label"], by)) is not None:
-                    vals.setdefault(v, []).append(x)
-            srows = [[f"{by} = {v}", str(len(xs)),
-                      _span([x["predictive"]["tiers"]["high"]["unmet_gpu_min"] for x in xs], n),
-                      _span([x["predictive"]["preemptions"] / max(x["perfect"]["preemptions"], 1) for x in xs],
-                            lambda r: pct(r, 0)),
-                      _span([x["predictive"]["preempted_idle_gpu_min"] for x in xs], n)]
-                     for v, xs in sorted(vals.items(), key=lambda kv: float(kv[0]))]
+                           "predictive / perfect", "predictive - perfect (for high / normal / low)"], cmp_rows), ""]
+        if by:   # predictive's settings beside the perfect forecast's, summarised per value of the knob varied
+            vals: dict[object, list[dict]] = {}
+            for k, g in pairs.items():
+                v = dict(k).get(by)
+                if v is not None:
+                    vals.setdefault(v, []).append(g)
+            srows = [[f"{by} = {v}", str(len(gs)),
+                      _span([g["predictive"]["tiers"]["high"]["unmet_gpu_min"] for g in gs], n),
+                      _span([g["predictive"]["preemptions"] / g["perfect"]["preemptions"] for g in gs
+                             if g["perfect"]["preemptions"]] or [float("nan")], lambda r: pct(r, 0)),
+                      _span([g["predictive"]["preempted_idle_gpu_min"] for g in gs], n),
+                      _span([g["perfect"]["preempted_idle_gpu_min"] for g in gs], n)]
+                     for v, gs in sorted(vals.items(), key=lambda kv: str(kv[0]).zfill(12))]
             out += [table([f"predictive, by {by}", "settings", "high unmet GPU-min", "preemptions / perfect's",
-                           "preempted, left idle GPU-min"], srows), ""]
+                           "preempted, left idle GPU-min", "the perfect forecast's preempted, left idle"], srows),
+                    ""]
         out += [source([f], d), ""]
     out += [_what_if_seeds()]
     return "\n".join(out).rstrip("\n")
 
 
-SEED_POINT = ("reactive(headroom=0.15)", "predictive(quantile=0.5,headroom=0.15,preempt_cost_aware=off)",
-              "predictive(quantile=0.9,headroom=0.15,preempt_cost_aware=off)",
-              "perfect(headroom=0.15,preempt_cost_aware=off)")
+SEED_FILES = ("replay_synthetic.json", "replay_synthetic_unseen.json")   # their sweeps run the same knobs
+SEED_POINT = (("reactive", {"headroom": 0.15}), ("predictive", {"quantile": 0.5, "headroom": 0.15,
+                                                                "preempt_cost_aware": False}),
+              ("predictive", {"quantile": 0.9, "headroom": 0.15, "preempt_cost_aware": False}),
+              ("perfect", {"headroom": 0.15, "preempt_cost_aware": False}))
 
 
 def _what_if_seeds() -> str:
     """The synthetic comparison's knobs (bench/whatif/synthetic_point_seeds.json) on workloads drawn with other
-    seeds, beside the published seed and the unseen one (their sweeps run the same settings): whether predictive
-    preempting more than the perfect forecast is the workload's or the forecast's."""
-    files = ["replay_synthetic.json", "replay_synthetic_unseen.json",
-             *sorted(p.name for p in OUT.glob("replay_synthetic_seed*_point.json"))]
+    seeds, beside the published seed and the unseen one: how much predictive's preemptions against the perfect
+    forecast's with the same knobs move from one workload (and its chosen forecaster) to another."""
+    files = [*SEED_FILES, *sorted(p.name for p in OUT.glob("replay_synthetic_seed*_point.json"))]
     rows = []
     for f in files:
         d = load(f)
-        by = {r["label"]: r for r in d["runs"]}
-        if not all(k in by for k in SEED_POINT):
-            continue
-        rs = [by[k] for k in SEED_POINT]
+        by = {(r["strategy"], tuple(sorted(r["knobs"].items()))): r for r in d["runs"]}
+        want = [(s, tuple(sorted(k.items()))) for s, k in SEED_POINT]
+        missing = [w for w in want if w not in by]
+        if missing:
+            raise ValueError(f"{f} has no run of {missing}")
+        rs = [by[w] for w in want]
         perf = rs[3]["preemptions"]
         rows.append([str(d.get("workload_seed", "–")), d["forecaster"],
                      " / ".join(n(r["preemptions"]) for r in rs),
-                     " / ".join(pct(r["preemptions"] / perf, 0) if perf else "–" for r in rs[1:3]),
+                     " / ".join(_ratio(r["preemptions"], perf) for r in rs[1:3]),
                      " / ".join(n(r["tiers"]["high"]["unmet_gpu_min"]) for r in rs),
-                     " / ".join(pct(r["utilization"]) for r in rs)])
+                     " / ".join(pct(r["utilization"]) for r in rs), d.get("commit", "not recorded")])
     return "\n".join([
         "The synthetic comparison's knobs (headroom 0.15; predictive at p50 and p90, the cost-aware rule off) on "
-        "workloads drawn with other seeds, each with the forecaster chosen on its own history:", "",
+        "workloads drawn with other seeds, each with the forecaster chosen on its own history (same knobs, not "
+        "each workload's own comparison point):", "",
         table(["seed", "forecaster", "preemptions: reactive / p50 / p90 / perfect", "p50 / p90 against the perfect "
                "forecast's", "high unmet GPU-min: reactive / p50 / p90 / perfect", "util: reactive / p50 / p90 / "
-               "perfect"], rows), "", source(files)])
+               "perfect", "commit"], rows), "", source(files)])
 
 
 @block("replay-forecasters")

@@ -87,27 +87,43 @@ def fit_forecaster(w, cfg: Config, shipped: Path, epochs: int):
 
 def parse_settings(text: str) -> list[tuple[str, dict]]:
     """`--settings`: a JSON list of [strategy, {knob: value}] pairs (or @FILE holding one). Every knob must be a
-    `policy` field, so that a typo is an error here, not a setting silently run at the default."""
+    `policy` field with a valid value, and what runs is the validated value (``"240"`` runs as 240, never as a
+    string the replay would trip on after the forecaster is fitted), so that a typo is an error here, not a
+    setting silently run at the default or a failure an hour in."""
     from daemon.config.models import PolicyConfig
 
-    raw = Path(text[1:]).read_text() if text.startswith("@") else text
+    try:
+        raw = Path(text[1:]).read_text() if text.startswith("@") else text
+    except OSError as exc:
+        raise SystemExit(f"--settings: cannot read {text[1:]}: {exc.strerror or exc}") from None
     try:
         items = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise SystemExit(f"--settings is not JSON: {exc}") from None
-    out = []
-    for item in items if isinstance(items, list) else [None]:
+    if not isinstance(items, list) or not items:
+        raise SystemExit("--settings: give a non-empty JSON list of [strategy, {knob: value}] (an empty one would "
+                         "run nothing; the sweep is what runs without --settings)")
+    out, seen = [], set()
+    for item in items:
         if not (isinstance(item, list) and len(item) == 2 and item[0] in STRATEGIES and isinstance(item[1], dict)):
             raise SystemExit(f"--settings: each item is [strategy, {{knob: value}}] with a strategy of {STRATEGIES}; "
                              f"got {item!r}")
         bad = sorted(set(item[1]) - set(PolicyConfig.model_fields))
         if bad:
             raise SystemExit(f"--settings: {bad} are not policy knobs")
+        unset = sorted(k for k, v in item[1].items() if v is None)
+        if unset:
+            raise SystemExit(f"--settings: {item!r}: {unset} without a value (leave a knob out to run its default)")
         try:
-            PolicyConfig.model_validate({**PolicyConfig().model_dump(), **item[1]})
+            valid = PolicyConfig.model_validate({**PolicyConfig().model_dump(), **item[1]})
         except ValueError as exc:
             raise SystemExit(f"--settings: {item!r}: {exc}") from None
-        out.append((item[0], item[1]))
+        knobs = {k: getattr(valid, k) for k in item[1]}
+        key = (item[0], tuple(sorted(knobs.items())))
+        if key in seen:
+            raise SystemExit(f"--settings: {item!r} is given twice")
+        seen.add(key)
+        out.append((item[0], knobs))
     return out
 
 
@@ -179,6 +195,9 @@ def main() -> int:
         if not a.suffix or a.suffix.startswith("_every") or a.suffix in ("_unseen", "_shipped_model") or a.also_every:
             raise SystemExit("--settings writes a what-if beside the published runs: give it a --suffix of its own "
                              "(not _unseen, _shipped_model or _every*) and no --also-every")
+        if "scale" in a.cases.split(",") or a.worth_weights:
+            raise SystemExit("--settings replays the sweep cases (synthetic, helios, alibaba): name them with --cases "
+                             "(not scale, which runs each strategy once), and not with --worth-weights")
         a.settings = parse_settings(a.settings)
     if a.start and (a.cases != "helios" or not a.suffix):
         raise SystemExit("--start moves the Helios window: use it with --cases helios and a --suffix")
@@ -213,7 +232,10 @@ def main() -> int:
             case_model, chosen = fit_forecaster(w, cfg, a.model_dir, a.fit_epochs)
             fit_s = time.perf_counter() - t1
             print(f"{case}: forecaster {chosen.get('name', case_model.name)}: {chosen.get('why', '')} ({fit_s:.0f} s)")
-        settings = [(s, {}) for s in STRATEGIES] if case == "scale" else (a.settings or default_sweep())
+        if case == "scale":
+            settings = [(s, {}) for s in STRATEGIES]
+        else:
+            settings = a.settings if a.settings is not None else default_sweep()
         paces = [(every, a.suffix)]
         if a.also_every and case != "scale" and a.also_every != every:
             paces.append((a.also_every, f"{a.suffix}_every{a.also_every}"))
@@ -240,8 +262,13 @@ def main() -> int:
                     "targets": targets.REPLAY_SCALE if case == "scale" else targets.REPLAY_BY_CASE.get(case, {})}
             if suffix != a.suffix:
                 meta["same_forecaster_as"] = f"replay_{case}{a.suffix}.json"
-            done.append((report.to_json(runs, meta, a.out / f"replay_{case}{suffix}.json"), runs, seconds, cpu,
-                         load0))
+            path = a.out / f"replay_{case}{suffix}.json"
+            rep = report.to_json(runs, meta, path)
+            if a.settings is not None:   # chosen settings, not a sweep: no point at equal utilization to compare
+                rep["comparison"] = {"verdict": "a --settings what-if: its settings are chosen, not swept, so no "
+                                                "point is compared at equal utilization"}
+                path.write_text(json.dumps(rep, indent=2) + "\n")
+            done.append((rep, runs, seconds, cpu, load0))
         out, runs, seconds, cpu, load0 = done[0]
         title = (f"{w.name}: {len(w.tiers)} tenants, {w.capacity} GPUs on {w.gpus_per_node}-GPU nodes, "
                  f"{steps / 1440:.1f} days, forecaster {case_model.name}")

@@ -1,7 +1,7 @@
 """Where the GPUs are, read from a real slurmctld with three slurmd (3 nodes x 4 GPUs): SlurmActuator.cluster_nodes;
-and whether Slurm backs a node-down alert (node_down_confirmed)."""
+and what the daemon does with a node-down alert Slurm does or does not back (whether Slurm sees a node failed at
+all: test_slurm_node_failed.py, on a cluster of its own)."""
 
-import subprocess
 import time
 
 import numpy as np
@@ -180,49 +180,6 @@ def daemon_with(tmp_path, actuators):
 
 def node_state(slurm, node):
     return slurm_run(slurm["env"], "sinfo", "-h", "-N", "-n", node, "-o", "%T").split()[0]
-
-
-def slurm_says(slurm) -> str:
-    """What sinfo, squeue and the reservations show, for a failure message (never raises)."""
-    out = []
-    for cmd in (["sinfo", "-N", "-o", "%N %P %T %E"], ["squeue", "-o", "%i %T %R %N"], ["scontrol", "show", "res"]):
-        said = subprocess.run(cmd, env=slurm["env"], capture_output=True, text=True)
-        out.append(f"{cmd[0]}: {said.returncode} {said.stdout!r} {said.stderr!r}")
-    return "; ".join(out)
-
-
-@pytest.fixture
-def own_slurm():
-    """A cluster of this test's own: the module's cluster carries what earlier tests on the same xdist worker
-    left (a job requeued onto gn3 once made it "mixed"; a later clean-start wait once timed out with all idle
-    by the time it printed), and a fresh one starts with every node idle (slurm_cluster waits for that)."""
-    with slurm_cluster(nodes=NODES, gpus=4) as s:
-        yield s
-
-
-@pytest.mark.security
-def test_slurm_says_whether_it_sees_a_node_failed(own_slurm):
-    slurm = own_slurm
-    a = actuator(slurm)
-    try:
-        for st in ("DOWN", "FAIL", "DRAIN"):
-            assert a.node_down_confirmed("gn3") is False
-            # set, then read, on each try; a failure says what sinfo printed
-            def set_then_seen(st=st):
-                slurm_run(slurm["env"], "scontrol", "update", "NodeName=gn3", f"State={st}", "Reason=test")
-                return a.node_down_confirmed("gn3") is True
-
-            try:
-                wait_for(set_then_seen, what=f"Slurm sees gn3 {st}", timeout=60, interval=0.5)
-            except TimeoutError as exc:
-                raise AssertionError(f"{exc}; node_down_confirmed: {a.node_down_confirmed('gn3')!r}; "
-                                     f"{slurm_says(slurm)}") from None
-            slurm_run(slurm["env"], "scontrol", "update", "NodeName=gn3", "State=RESUME")
-            wait_for(lambda: a.node_down_confirmed("gn3") is False, what="gn3 back", timeout=60)
-        assert a.node_down_confirmed("no-such-node") is None                  # cannot tell: not a veto
-        assert a.node_down_confirmed("gn1") is False
-    finally:
-        slurm_run(slurm["env"], "scontrol", "update", "NodeName=gn3", "State=RESUME", check=False)
 
 
 @pytest.mark.security

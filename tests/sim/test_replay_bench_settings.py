@@ -34,9 +34,23 @@ def test_settings_are_read_as_given_from_text_or_a_file(bench, tmp_path):
     assert bench.parse_settings(f"@{f}") == want
 
 
+def test_what_runs_is_the_validated_value_not_the_text(bench):
+    # a string the replay would trip on (or read "false" as true) after the forecaster is fitted
+    got = bench.parse_settings('[["reactive", {"max_wait_steps": "240", "aging_cumulative": "false", '
+                               '"headroom": 0}]]')
+    assert got == [("reactive", {"max_wait_steps": 240, "aging_cumulative": False, "headroom": 0.0})]
+    assert type(got[0][1]["max_wait_steps"]) is int and type(got[0][1]["headroom"]) is float
+
+
 @pytest.mark.parametrize("text, says", [
-    ('[["reactive", {"headroom": 0.1}', "not JSON"),
-    ('{"reactive": {}}', "each item is [strategy"),
+    ("[]", "non-empty"),                                                          # not the whole sweep
+    ('[["predictive", {"preempt_quantile": null}]]', "without a value"),
+    ('[["reactive", {"headroom": 0.1, "hysteresis": 0.1}], ["reactive", {"hysteresis": 0.1, "headroom": 0.1}]]',
+     "given twice"),
+    ('[["reactive", {"headroom": 0.1}]], ["reactive", {"headroom": 0.1}]]', "not JSON"),
+    ("@/nonexistent/what-if.json", "cannot read"),
+    ('[["reactive", {"headroom": 0.1}]', "not JSON"),
+    ('{"reactive": {}}', "JSON list"),
     ('[["oracle", {}]]', "each item is [strategy"),
     ('[["reactive", {"headrom": 0.1}]]', "['headrom'] are not policy knobs"),     # a typo is not the default
     ('[["predictive", {"quantile": 1.5}]]', "quantile"),                          # out of range
@@ -54,12 +68,16 @@ def test_settings_need_a_suffix_and_run_only_what_is_given(tmp_path):
     for extra in ([], ["--suffix", "_unseen"], ["--suffix", "_every5"], ["--suffix", "_x", "--also-every", "5"]):
         r = subprocess.run(base + extra, capture_output=True, text=True, timeout=120, cwd=REPO)
         assert r.returncode == 1 and "--suffix of its own" in r.stderr, (extra, r.stderr[-500:])
+    for extra in (["--cases", "synthetic,scale"], ["--worth-weights", "1,4"]):   # not silently ignored there
+        r = subprocess.run(base + ["--suffix", "_x"] + extra, capture_output=True, text=True, timeout=120, cwd=REPO)
+        assert r.returncode == 1 and "sweep cases" in r.stderr, (extra, r.stderr[-500:])
     r = subprocess.run(base + ["--suffix", "_whatif"], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert r.returncode == 0, r.stderr[-2000:]
     d = json.loads((tmp_path / "replay_synthetic_whatif.json").read_text())
     assert [x["label"] for x in d["runs"]] == ["reactive(headroom=0.1)",
                                               "perfect(headroom=0.05,preempt_lead_steps=5)"]
     assert not list(tmp_path.glob("*.png"))                   # a what-if draws no published figure
+    assert "predictive_point" not in d["comparison"] and "not swept" in d["comparison"]["verdict"]
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "bench" / "whatif").glob("*.json")))

@@ -211,7 +211,13 @@ def slurm_cluster(node: str = "gpunode1", nodes: tuple[str, ...] | None = None, 
             idle = {ln.split()[0] for ln in out.splitlines() if ln.split()[1:] == ["idle"]}
             return idle >= set(names)
 
-        wait_for(nodes_idle, what="slurm nodes idle", timeout=60)
+        try:
+            wait_for(nodes_idle, what="slurm nodes idle", timeout=60)
+        except TimeoutError as exc:   # a start that fails says why (a lost port, a slurmd that died, a slow box)
+            logs = "; ".join(f"{f.name}: ...{f.read_text(errors='replace')[-600:]!r}"
+                             for f in sorted(d.glob("slurm*.log")))
+            raise TimeoutError(f"{exc}; {slurm_says({'env': env})}; exited: "
+                               f"{[' '.join(p.args) for p in procs if p.poll() is not None]}; {logs}") from None
         # procs[0] is slurmctld: a test may kill it and put its restarted process there (stopped at the end)
         yield {"conf": conf, "env": env, "dir": d, "node": names[0], "nodes": names, "procs": procs}
     finally:
@@ -225,6 +231,19 @@ def slurm_cluster(node: str = "gpunode1", nodes: tuple[str, ...] | None = None, 
             except (ProcessLookupError, ValueError):
                 pass
         _sh.rmtree(d, ignore_errors=True)
+
+
+def slurm_says(slurm: dict) -> str:
+    """What sinfo, squeue and the reservations show, for a failure message (never raises). `slurm`: what
+    `slurm_cluster` yields (its "env" is all this reads)."""
+    out = []
+    for cmd in (["sinfo", "-N", "-o", "%N %P %T %E"], ["squeue", "-o", "%i %T %R %N"], ["scontrol", "show", "res"]):
+        try:
+            said = subprocess.run(cmd, env=slurm["env"], capture_output=True, text=True, timeout=30)
+            out.append(f"{cmd[0]}: {said.returncode} {said.stdout!r} {said.stderr!r}")
+        except (OSError, subprocess.SubprocessError) as exc:
+            out.append(f"{cmd[0]}: {exc}")
+    return "; ".join(out)
 
 
 def slurm_run(env: dict, *args: str, check: bool = True) -> str:
