@@ -75,8 +75,10 @@ def main() -> int:
                     "--peak-calibration: replay cases")
     ap.add_argument("--seeds", default="0,1,2", help="--peak-objective / --select-compare: training seeds "
                     "(--peak-calibration: seed 0)")
-    ap.add_argument("--fit-epochs", type=int, default=4, help="--peak-objective / --select-compare: LSTM epochs "
-                    "(--peak-calibration: retrain.epochs, as bench/replay_bench.py fits each trace's forecaster)")
+    ap.add_argument("--fit-epochs", type=int, default=None, help="--peak-objective / --select-compare: LSTM "
+                    "epochs (default: retrain.epochs, as `gpu-autoscaler retrain` and bench/replay_bench.py fit; the "
+                    "committed runs before this default say the 4 they used; --peak-calibration: always "
+                    "retrain.epochs)")
     ap.add_argument("--replay-days", type=float, default=2.0, help="--select-compare: measured days")
     ap.add_argument("--replay-forecast-every", type=int, default=None, help="--select-compare: the replay "
                     "selection forecasts every N steps (retrain.replay_forecast_every; default: the config's)")
@@ -85,6 +87,8 @@ def main() -> int:
     ap.add_argument("--peak-weights", default="1", help="--peak-objective: the peak head's loss weights to try "
                     "(retrain.peak_weight), each against the LSTM without the head")
     a = ap.parse_args()
+    if a.fit_epochs is None:
+        a.fit_epochs = Config().retrain.epochs
     torch.set_num_threads(2)
     # which code and how busy the box was: a number in the README can be traced to both
     out: dict = {"tenants": a.tenants, "days": a.days, "threads": torch.get_num_threads(),

@@ -578,10 +578,10 @@ RULES = ("wql", "peak", "replay")
 
 
 @block("forecast-select-compare")
-def forecast_select_compare(fname: str = "forecast_select_compare.json") -> str:
+def forecast_select_compare(fname: str = "forecast_select_compare.json", extra_flags: str = "") -> str:
     d = load(fname)
     pace = d.get("replay_forecast_every", 1)
-    flag = f" --cases {','.join(d['cases'])} --replay-forecast-every {pace}" if pace != 1 else ""
+    flag = (f" --cases {','.join(d['cases'])} --replay-forecast-every {pace}" if pace != 1 else "") + extra_flags
     out = [f"`python bench/forecast_bench.py --select-compare{flag}` (seeds {', '.join(map(str, d['seeds']))}, "
            f"{d['fit_epochs']} epochs x {n(d['samples_per_epoch'])} windows): one `retrain` per case and seed on the "
            "history before the measured window scores every candidate; each rule picks its winner from those "
@@ -656,6 +656,33 @@ def forecast_select_compare_every5() -> str:
                       "Pooled over both comparisons, the mean cost at the default policy, lowest first (in brackets "
                       "how many distinct measurements: a rule's pick measured alike in both counts once; the runs "
                       "differ in code and candidates, commits " + commits + "): " + "; ".join(pooled) + "."])
+
+
+@block("forecast-select-compare-epochs8")
+def forecast_select_compare_epochs8() -> str:
+    """The same comparison with the LSTM candidates fitted for retrain's epochs (the published one fitted 4): whether
+    each rule still picks what it picked, per case and seed measured in both."""
+    fname = "forecast_select_compare_epochs8.json"
+    d, base = load(fname), load("forecast_select_compare.json")
+    lines = []
+    for case, c in d["cases"].items():
+        for seed, sd in c["seeds"].items():
+            b = base["cases"].get(case, {}).get("seeds", {}).get(seed)
+            if b is None:
+                continue
+            parts = []
+            for rule in RULES:
+                now, before = sd["winners"][rule], b["winners"][rule]
+                cost_now = sd["replays"][now]["default_point"]["cost"]
+                cost_before = b["replays"][before]["default_point"]["cost"]
+                parts.append(f"by {rule} `{now}` " + ("(the same pick" if now == before else f"(was `{before}`")
+                             + f"; cost {n(cost_before)} -> {n(cost_now)})")
+            lines.append(f"- {case}, seed {seed}, {base['fit_epochs']} -> {d['fit_epochs']} epochs: " + ", ".join(parts)
+                         + ".")
+    flags = f" --cases {','.join(d['cases'])} --seeds {','.join(map(str, d['seeds']))} --fit-epochs {d['fit_epochs']}"
+    return "\n".join([forecast_select_compare(fname, flags),
+                      "", "Against the published comparison (the first table, fitted "
+                      f"{base['fit_epochs']} epochs), for the seeds both ran:", "", *lines])
 
 
 @block("forecast-select-refresh")
