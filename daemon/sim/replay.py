@@ -239,9 +239,9 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
     t_start, cpu_start = time.perf_counter(), time.process_time()
     demand = w.demand.to_numpy(dtype=float)
     step_s = int((w.demand.index[1] - w.demand.index[0]).total_seconds())
-    cfg = per_step_config(cfg, step_s)
-    if knobs:
+    if knobs:   # before the per-step scaling: a budget knob is scaled to the step as the configured budget is
         cfg = cfg.model_copy(update={"policy": cfg.policy.model_copy(update=knobs)})
+    cfg = per_step_config(cfg, step_s)
     tenants = tuple(map(str, w.demand.columns))
     prio = np.array([PRIORITY[t] for t in w.tiers], dtype=np.int8)
     tier_of = np.array(w.tiers)

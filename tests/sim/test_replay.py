@@ -173,6 +173,20 @@ def test_low_work_requeued_behind_the_high_tier_is_counted_as_starving():
     assert s["unmet_gpu_min"] == 148 * 8 and s["preemptions_suffered"] == 8
 
 
+def test_a_budget_given_as_a_knob_is_scaled_to_the_step_as_the_configured_one():
+    # a tight budget binds: 4 GPUs a 30 s window is 8 a 60 s step, one node cleared at once; a knob applied after
+    # the scaling (as before) left 4 a step, and the high job waited a step longer
+    hi = np.r_[np.zeros(150), np.full(150, 8.0)]
+    w = Workload("t", frame({"hi": hi, "lo": np.full(300, 16.0)}), ("high", "low"), np.array([8, 1]), 16, start=100)
+    share = 4 / 16
+    by_cfg = run_strategy("reactive", w, Config(policy={"headroom": 0.0, "preempt_budget_share": share}), steps=199)
+    by_knob = run_strategy("reactive", w, Config(policy={"headroom": 0.0}), steps=199,
+                           knobs={"preempt_budget_share": share})
+    a, b = by_cfg.summary(), by_knob.summary()
+    assert a["tiers"] == b["tiers"] and a["preemptions"] == b["preemptions"] == 8
+    assert a["tiers"]["high"]["unmet_gpu_min"] == 2 * 8            # asked, cleared at once, drained for 2 steps
+
+
 def test_budget_is_scaled_to_the_replay_step():
     cfg = Config(cycle={"interval_s": 30}, policy={"preempt_budget_share": 0.02, "preempt_budget_jobs": 10})
     c = per_step_config(cfg, 60)
