@@ -658,6 +658,15 @@ def forecast_select_compare_every5() -> str:
                       "differ in code and candidates, commits " + commits + "): " + "; ".join(pooled) + "."])
 
 
+def _seeds_in_both(base: dict, d: dict):
+    """(case, seed, base's run, d's run) for each case and seed both select-compare files measured."""
+    for case, c in d["cases"].items():
+        for seed, sd in c["seeds"].items():
+            b = base["cases"].get(case, {}).get("seeds", {}).get(seed)
+            if b is not None:
+                yield case, seed, b, sd
+
+
 @block("forecast-select-compare-epochs8")
 def forecast_select_compare_epochs8() -> str:
     """The same comparison with the LSTM candidates fitted for retrain's epochs (the published one fitted 4): whether
@@ -665,20 +674,16 @@ def forecast_select_compare_epochs8() -> str:
     fname = "forecast_select_compare_epochs8.json"
     d, base = load(fname), load("forecast_select_compare.json")
     lines = []
-    for case, c in d["cases"].items():
-        for seed, sd in c["seeds"].items():
-            b = base["cases"].get(case, {}).get("seeds", {}).get(seed)
-            if b is None:
-                continue
-            parts = []
-            for rule in RULES:
-                now, before = sd["winners"][rule], b["winners"][rule]
-                cost_now = sd["replays"][now]["default_point"]["cost"]
-                cost_before = b["replays"][before]["default_point"]["cost"]
-                parts.append(f"by {rule} `{now}` " + ("(the same pick" if now == before else f"(was `{before}`")
-                             + f"; cost {n(cost_before)} -> {n(cost_now)})")
-            lines.append(f"- {case}, seed {seed}, {base['fit_epochs']} -> {d['fit_epochs']} epochs: " + ", ".join(parts)
-                         + ".")
+    for case, seed, b, sd in _seeds_in_both(base, d):
+        parts = []
+        for rule in RULES:
+            now, before = sd["winners"][rule], b["winners"][rule]
+            cost_now = sd["replays"][now]["default_point"]["cost"]
+            cost_before = b["replays"][before]["default_point"]["cost"]
+            parts.append(f"by {rule} `{now}` " + ("(the same pick" if now == before else f"(was `{before}`")
+                         + f"; cost {n(cost_before)} -> {n(cost_now)})")
+        lines.append(f"- {case}, seed {seed}, {base['fit_epochs']} -> {d['fit_epochs']} epochs: " + ", ".join(parts)
+                     + ".")
     flags = f" --cases {','.join(d['cases'])} --seeds {','.join(map(str, d['seeds']))} --fit-epochs {d['fit_epochs']}"
     return "\n".join([forecast_select_compare(fname, flags),
                       "", "Against the published comparison (the first table, fitted "
@@ -691,19 +696,15 @@ def forecast_select_refresh() -> str:
     base, d = load("forecast_select_compare.json"), load("forecast_select_compare_refresh60.json")
     every = (base.get("replay_refresh_every", 10), d["replay_refresh_every"])
     rows = []
-    for case, c in d["cases"].items():
-        for seed, sd in c["seeds"].items():
-            b = base["cases"].get(case, {}).get("seeds", {}).get(seed)
-            if b is None:
-                continue
-            picks = []
-            for x in (b, sd):
-                name = x["winners"]["replay"]
-                picks.append((name, x["ranked_by_replay"][name]["cost"], x["replays"][name]["default_point"]["cost"]))
-            shared = [m for m in b["ranked_by_replay"] if m in sd["ranked_by_replay"] and m != "reactive"]
-            moved = "; ".join(f"`{m}` {n(b['ranked_by_replay'][m]['cost'])} -> {n(sd['ranked_by_replay'][m]['cost'])}"
-                              for m in shared)
-            rows.append([case, seed, *[f"`{nm}` (held-out {n(h)}; measured {n(mc)})" for nm, h, mc in picks], moved])
+    for case, seed, b, sd in _seeds_in_both(base, d):
+        picks = []
+        for x in (b, sd):
+            name = x["winners"]["replay"]
+            picks.append((name, x["ranked_by_replay"][name]["cost"], x["replays"][name]["default_point"]["cost"]))
+        shared = [m for m in b["ranked_by_replay"] if m in sd["ranked_by_replay"] and m != "reactive"]
+        moved = "; ".join(f"`{m}` {n(b['ranked_by_replay'][m]['cost'])} -> {n(sd['ranked_by_replay'][m]['cost'])}"
+                          for m in shared)
+        rows.append([case, seed, *[f"`{nm}` (held-out {n(h)}; measured {n(mc)})" for nm, h, mc in picks], moved])
     out = [f"`python bench/forecast_bench.py --select-compare --replay-refresh-every {every[1]}`: the replay rule's "
            f"winner when each replayed candidate recalibrates every {every[1]} forecasts, against every {every[0]} "
            "(the table above); held-out: its replay cost on the window before (what it was chosen by); measured: "
