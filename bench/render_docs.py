@@ -533,7 +533,8 @@ def forecast_peak_calibration() -> str:
 @block("forecast-peak-objective")
 def forecast_peak_objective() -> str:
     d = load("forecast_peak_objective.json")
-    out = [f"`python bench/forecast_bench.py --peak-objective` ({d['fit_epochs']} epochs x {n(d['samples_per_epoch'])} "
+    out = [f"`python bench/forecast_bench.py --peak-objective --fit-epochs {d['fit_epochs']}` "
+           f"({d['fit_epochs']} epochs x {n(d['samples_per_epoch'])} "
            f"windows, seeds {', '.join(map(str, d['seeds']))}): `retrain` on the history before each replay case's "
            "measured window, ranked by the peak loss, without a blend or Holt-Winters (what the replay bench fits); "
            "the bare LSTM with and without the peak head, scored on the held-out end of that history as `retrain` "
@@ -581,7 +582,8 @@ RULES = ("wql", "peak", "replay")
 def forecast_select_compare(fname: str = "forecast_select_compare.json", extra_flags: str = "") -> str:
     d = load(fname)
     pace = d.get("replay_forecast_every", 1)
-    flag = (f" --cases {','.join(d['cases'])} --replay-forecast-every {pace}" if pace != 1 else "") + extra_flags
+    flag = ((f" --cases {','.join(d['cases'])} --replay-forecast-every {pace}" if pace != 1 else "") + extra_flags
+            + f" --fit-epochs {d['fit_epochs']}")   # the default moved from 4 to retrain.epochs: say which ran
     out = [f"`python bench/forecast_bench.py --select-compare{flag}` (seeds {', '.join(map(str, d['seeds']))}, "
            f"{d['fit_epochs']} epochs x {n(d['samples_per_epoch'])} windows): one `retrain` per case and seed on the "
            "history before the measured window scores every candidate; each rule picks its winner from those "
@@ -684,7 +686,7 @@ def forecast_select_compare_epochs8() -> str:
                          + f"; cost {n(cost_before)} -> {n(cost_now)})")
         lines.append(f"- {case}, seed {seed}, {base['fit_epochs']} -> {d['fit_epochs']} epochs: " + ", ".join(parts)
                      + ".")
-    flags = f" --cases {','.join(d['cases'])} --seeds {','.join(map(str, d['seeds']))} --fit-epochs {d['fit_epochs']}"
+    flags = f" --cases {','.join(d['cases'])} --seeds {','.join(map(str, d['seeds']))}"
     return "\n".join([forecast_select_compare(fname, flags),
                       "", "Against the published comparison (the first table, fitted "
                       f"{base['fit_epochs']} epochs), for the seeds both ran:", "", *lines])
@@ -705,7 +707,8 @@ def forecast_select_refresh() -> str:
         moved = "; ".join(f"`{m}` {n(b['ranked_by_replay'][m]['cost'])} -> {n(sd['ranked_by_replay'][m]['cost'])}"
                           for m in shared)
         rows.append([case, seed, *[f"`{nm}` (held-out {n(h)}; measured {n(mc)})" for nm, h, mc in picks], moved])
-    out = [f"`python bench/forecast_bench.py --select-compare --replay-refresh-every {every[1]}`: the replay rule's "
+    out = [f"`python bench/forecast_bench.py --select-compare --replay-refresh-every {every[1]} --fit-epochs "
+           f"{d['fit_epochs']}`: the replay rule's "
            f"winner when each replayed candidate recalibrates every {every[1]} forecasts, against every {every[0]} "
            "(the table above); held-out: its replay cost on the window before (what it was chosen by); measured: "
            "its cost over the measured window at the default policy.", "",
