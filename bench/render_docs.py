@@ -1033,7 +1033,6 @@ for _case in REPLAY_CASES:
     BLOCKS[f"replay-{_case}"] = _replay_case_block(_case)
 
 
-
 # each what-if file, and the knob its predictive settings are summarised by (None: per knob-set only)
 WHAT_IFS = (("replay_helios_preempt_leads.json", "preempt_lead_steps"), ("replay_synthetic_aging_knobs.json", None))
 

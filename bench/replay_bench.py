@@ -85,6 +85,12 @@ def fit_forecaster(w, cfg: Config, shipped: Path, epochs: int):
     return model, entry
 
 
+def another_modes_suffix(suffix: str) -> bool:
+    """A suffix that --also-every (`_every<N>`) or --shipped-model writes beside the published runs: a run of another
+    workload or of chosen settings under it would be read as that one."""
+    return suffix.startswith("_every") or suffix == "_shipped_model"
+
+
 def parse_settings(text: str) -> list[tuple[str, dict]]:
     """`--settings`: a JSON list of [strategy, {knob: value}] pairs (or @FILE holding one). Every knob must be a
     `policy` field with a valid value, and what runs is the validated value (``"240"`` runs as 240, never as a
@@ -191,8 +197,10 @@ def main() -> int:
                     "preemption setting) for the three strategies, written as replay_<case><suffix>.json (needs "
                     "--suffix)")
     a = ap.parse_args()
+    if a.fit_epochs is None:
+        a.fit_epochs = Config().retrain.epochs
     if a.settings is not None:
-        if not a.suffix or a.suffix.startswith("_every") or a.suffix in ("_unseen", "_shipped_model") or a.also_every:
+        if not a.suffix or another_modes_suffix(a.suffix) or a.suffix == "_unseen" or a.also_every:
             raise SystemExit("--settings writes a what-if beside the published runs: give it a --suffix of its own "
                              "(not _unseen, _shipped_model or _every*) and no --also-every")
         if "scale" in a.cases.split(",") or a.worth_weights:
@@ -202,7 +210,7 @@ def main() -> int:
     if a.start and (a.cases != "helios" or not a.suffix):
         raise SystemExit("--start moves the Helios window: use it with --cases helios and a --suffix")
     if a.seed is not None and (a.cases != "synthetic" or not a.suffix or a.seed == SYNTHETIC_SEED
-                               or a.suffix.startswith("_every") or a.suffix == "_shipped_model"):
+                               or another_modes_suffix(a.suffix)):
         raise SystemExit(f"--seed draws another synthetic workload than the published one (seed {SYNTHETIC_SEED}): "
                          "use it with --cases synthetic and a --suffix of its own (e.g. _unseen)")
     if a.seed is None:
@@ -251,7 +259,7 @@ def main() -> int:
             meta = {"case": case, "commit": commit, "workload": w.name, "tenants": len(w.tiers),
                     "capacity": w.capacity, "gpus_per_node": w.gpus_per_node, "steps": steps,
                     "forecaster": case_model.name, "forecaster_choice": chosen, "forecaster_fit_seconds": fit_s,
-                    "forecaster_fit_epochs": (a.fit_epochs or cfg.retrain.epochs) if fit_s else None,
+                    "forecaster_fit_epochs": a.fit_epochs if fit_s else None,
                     "window_start": str(w.demand.index[w.start]), "high_tier": sorted(
                         {str(t).split("/")[0] for t, tier in zip(w.demand.columns, w.tiers) if tier == "high"}),
                     **({"workload_seed": a.seed} if case == "synthetic" else {}),
@@ -262,13 +270,12 @@ def main() -> int:
                     "targets": targets.REPLAY_SCALE if case == "scale" else targets.REPLAY_BY_CASE.get(case, {})}
             if suffix != a.suffix:
                 meta["same_forecaster_as"] = f"replay_{case}{a.suffix}.json"
-            path = a.out / f"replay_{case}{suffix}.json"
-            rep = report.to_json(runs, meta, path)
-            if a.settings is not None:   # chosen settings, not a sweep: no point at equal utilization to compare
-                rep["comparison"] = {"verdict": "a --settings what-if: its settings are chosen, not swept, so no "
-                                                "point is compared at equal utilization"}
-                path.write_text(json.dumps(rep, indent=2) + "\n")
-            done.append((rep, runs, seconds, cpu, load0))
+            # chosen settings, not a sweep: no point at equal utilization to compare
+            what_if = None if a.settings is None else {
+                "verdict": "a --settings what-if: its settings are chosen, not swept, so no point is compared at "
+                           "equal utilization"}
+            done.append((report.to_json(runs, meta, a.out / f"replay_{case}{suffix}.json", what_if), runs, seconds,
+                         cpu, load0))
         out, runs, seconds, cpu, load0 = done[0]
         title = (f"{w.name}: {len(w.tiers)} tenants, {w.capacity} GPUs on {w.gpus_per_node}-GPU nodes, "
                  f"{steps / 1440:.1f} days, forecaster {case_model.name}")

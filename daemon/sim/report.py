@@ -151,14 +151,15 @@ def compare(summaries: list[dict], targets: dict | None = None) -> dict:
     return out
 
 
-def to_json(runs: list[Meter], meta: dict, path: Path) -> dict:
+def to_json(runs: list[Meter], meta: dict, path: Path, comparison: dict | None = None) -> dict:
     """The report as JSON: ``meta`` (the bench's; its ``targets`` are checked by ``compare``), every setting's
-    summary, each strategy's frontier and the comparison."""
+    summary, each strategy's frontier and the comparison (``comparison``, when given, instead: runs that are not a
+    sweep have no point to compare at equal utilization)."""
     summaries = [r.summary() for r in runs]
     out = {**meta, "runs": summaries,
            "frontiers": {s: [p["label"] for p in frontier([x for x in summaries if x["strategy"] == s])]
                          for s in dict.fromkeys(x["strategy"] for x in summaries)},
-           "comparison": compare(summaries, meta.get("targets"))}
+           "comparison": comparison if comparison is not None else compare(summaries, meta.get("targets"))}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=2) + "\n")
     return out
