@@ -9,7 +9,10 @@ holds, drains, lost work):
               preempts only once high-priority work is already waiting;
 - predictive: the policy engine with the forecaster (the `quantile` peak over the lead time, plus `headroom`);
 - perfect:    the same engine fed the true future demand (a perfect forecast). It is not a bound on what any
-              policy can reach: the engine's other choices (lead time, budget, holds) stay as they are.
+              policy can reach: the engine's other choices (lead time, budget, holds) stay as they are. With
+              `foresight_steps` (a replay knob, not a policy one) it knows the true future only that many steps
+              ahead and repeats the last of them beyond: how far ahead a forecast must see rises for the engine
+              to meet the targets (0: it sees the demand now only).
 
 Each strategy can be run at several settings of its own knob (a sweep); the report compares them on their
 Pareto frontiers (utilization against high-tier unmet demand), with every tier measured.
@@ -39,6 +42,8 @@ from forecaster.baselines import Forecaster
 from forecaster.types import Forecast
 
 STRATEGIES = ("static", "reactive", "predictive", "perfect")
+# the perfect forecast's one knob that is not a policy field: how many steps of the true future it knows
+FORESIGHT = "foresight_steps"
 TIERS = ("high", "normal", "low")
 
 
@@ -233,14 +238,20 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
     steps = min(steps, len(w.demand) - w.start)
     if name not in STRATEGIES:
         raise ValueError(f"unknown strategy {name!r}; choose from {STRATEGIES}")
+    knobs = dict(knobs or {})
+    foresight = knobs.get(FORESIGHT)
+    if foresight is not None and (name != "perfect" or isinstance(foresight, bool) or not isinstance(foresight, int)
+                                  or foresight < 0):
+        raise ValueError(f"{FORESIGHT} is the perfect forecast's knob, a whole number of steps >= 0; got "
+                         f"{name} with {foresight!r}")
     if name == "predictive" and bank is None:
         raise ValueError("the predictive strategy needs a forecast bank (a model)")
-    knobs = dict(knobs or {})
+    policy_knobs = {k: v for k, v in knobs.items() if k != FORESIGHT}
     t_start, cpu_start = time.perf_counter(), time.process_time()
     demand = w.demand.to_numpy(dtype=float)
     step_s = int((w.demand.index[1] - w.demand.index[0]).total_seconds())
-    if knobs:   # before the per-step scaling: a budget knob is scaled to the step as the configured budget is
-        cfg = cfg.model_copy(update={"policy": cfg.policy.model_copy(update=knobs)})
+    if policy_knobs:   # before the per-step scaling: a budget knob is scaled to the step as the configured budget is
+        cfg = cfg.model_copy(update={"policy": cfg.policy.model_copy(update=policy_knobs)})
     cfg = per_step_config(cfg, step_s)
     tenants = tuple(map(str, w.demand.columns))
     prio = np.array([PRIORITY[t] for t in w.tiers], dtype=np.int8)
@@ -313,6 +324,10 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
                 fut = demand[k: k + 1].T
             if fut.shape[1] < H:
                 fut = np.concatenate([fut, np.repeat(fut[:, -1:], H - fut.shape[1], axis=1)], axis=1)
+            if foresight is not None and foresight < H:
+                # known `foresight` steps ahead, the last of them (the demand now, at 0) repeated beyond
+                seen = fut[:, foresight - 1] if foresight else demand[k].T
+                fut = np.concatenate([fut[:, :foresight], np.repeat(seen[:, None], H - foresight, axis=1)], axis=1)
             v = np.repeat(fut[:, :, None], 3, axis=2)
             fc = Forecast(series, (0.5, 0.9, 0.99), v, state.at, step_s, "perfect")
             p = plan(fc, state, mem, cfg, last)

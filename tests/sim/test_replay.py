@@ -349,3 +349,31 @@ def test_frontier_on_the_normal_tier_is_its_own_pareto_set():
     assert report.frontier([a, b, c, d], "normal") == [c, d]
     e = pt(0.84, 0, 100)                                                 # ties c on both axes: neither dominates
     assert report.frontier([c, d, e], "normal") == [c, e, d]
+
+
+def test_hand_computed_perfect_forecast_with_little_foresight_is_reactive_and_with_the_drains_is_in_time():
+    # the previous test's arrival at minute 150, seen foresight_steps ahead: seen only when it comes (0), it waits
+    # as under reactive (the drain, 2 steps); seen a step ahead, one step; seen the drain ahead, not at all
+    hi = np.r_[np.zeros(150), np.full(150, 8.0)]
+    w = Workload("t", frame({"hi": hi, "lo": np.full(300, 16.0)}), ("high", "low"), np.array([8, 1]), 16, start=100)
+    cfg = Config(policy={"headroom": 0.0, "preempt_budget_share": 0.5})
+    unmet = {f: run_strategy("perfect", w, cfg, steps=199, knobs={"foresight_steps": f},
+                             check_invariants=True).summary()["tiers"]["high"]["unmet_gpu_min"] for f in (0, 1, 2)}
+    assert unmet == {0: 16, 1: 8, 2: 0}
+    reactive = run_strategy("reactive", w, cfg, steps=199).summary()
+    assert reactive["tiers"]["high"]["unmet_gpu_min"] == unmet[0]
+    # foresight over the whole horizon is the perfect forecast itself, and the label says which was run
+    whole = run_strategy("perfect", w, cfg, steps=199, knobs={"foresight_steps": cfg.cycle.horizon_steps})
+    plain = run_strategy("perfect", w, cfg, steps=199)
+    strip = ("label", "knobs", "wall_s", "cpu_s", "decision_ms_mean", "decision_ms_p99")
+    assert {k: v for k, v in whole.summary().items() if k not in strip} == \
+        {k: v for k, v in plain.summary().items() if k not in strip}
+    assert whole.summary()["label"] == f"perfect(foresight_steps={cfg.cycle.horizon_steps})"
+
+
+@pytest.mark.parametrize("name, f", [("predictive", 2), ("perfect", -1), ("perfect", 1.5), ("perfect", True)])
+def test_foresight_is_the_perfect_forecasts_knob_in_whole_steps(name, f):
+    w = Workload("t", frame({"hi": np.zeros(300), "lo": np.full(300, 16.0)}), ("high", "low"), np.array([8, 1]), 16,
+                 start=100)
+    with pytest.raises(ValueError, match="foresight_steps"):
+        run_strategy(name, w, Config(), steps=10, knobs={"foresight_steps": f})

@@ -40,6 +40,9 @@ def test_what_runs_is_the_validated_value_not_the_text(bench):
                                '"headroom": 0}]]')
     assert got == [("reactive", {"max_wait_steps": 240, "aging_cumulative": False, "headroom": 0.0})]
     assert type(got[0][1]["max_wait_steps"]) is int and type(got[0][1]["headroom"]) is float
+    # the perfect forecast's foresight (a replay knob, not a policy field) rides along with its policy knobs
+    got = bench.parse_settings('[["perfect", {"foresight_steps": 3, "headroom": "0.1"}]]')
+    assert got == [("perfect", {"foresight_steps": 3, "headroom": 0.1})]
 
 
 @pytest.mark.parametrize("text, says", [
@@ -54,6 +57,10 @@ def test_what_runs_is_the_validated_value_not_the_text(bench):
     ('[["oracle", {}]]', "each item is [strategy"),
     ('[["reactive", {"headrom": 0.1}]]', "['headrom'] are not policy knobs"),     # a typo is not the default
     ('[["predictive", {"quantile": 1.5}]]', "quantile"),                          # out of range
+    ('[["predictive", {"foresight_steps": 2}]]', "the perfect forecast's knob"),   # a predictive forecast has its own
+    ('[["perfect", {"foresight_steps": -1}]]', "whole number of steps"),
+    ('[["perfect", {"foresight_steps": "2"}]]', "whole number of steps"),        # not a policy field: not coerced
+    ('[["perfect", {"foresight_steps": 2.5}]]', "whole number of steps"),
 ])
 def test_a_bad_setting_is_refused_with_what_is_wrong(bench, text, says):
     with pytest.raises(SystemExit) as exc:
