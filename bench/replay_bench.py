@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from daemon.config import Config  # noqa: E402
 from daemon.forecasting.retrain import default_data_dir, retrain_on  # noqa: E402
 from daemon.sim import report, workloads  # noqa: E402
-from daemon.sim.replay import FORESIGHT, STRATEGIES, default_sweep, run_replay  # noqa: E402
+from daemon.sim.replay import PERFECT_KNOBS, STRATEGIES, default_sweep, perfect_knob_error, run_replay  # noqa: E402
 from forecaster.registry import load_current  # noqa: E402
 from forecaster.selection import resolve  # noqa: E402
 
@@ -114,23 +114,22 @@ def parse_settings(text: str) -> list[tuple[str, dict]]:
         if not (isinstance(item, list) and len(item) == 2 and item[0] in STRATEGIES and isinstance(item[1], dict)):
             raise SystemExit(f"--settings: each item is [strategy, {{knob: value}}] with a strategy of {STRATEGIES}; "
                              f"got {item!r}")
-        bad = sorted(set(item[1]) - set(PolicyConfig.model_fields) - {FORESIGHT})
+        bad = sorted(set(item[1]) - set(PolicyConfig.model_fields) - set(PERFECT_KNOBS))
         if bad:
-            raise SystemExit(f"--settings: {bad} are not policy knobs (nor {FORESIGHT}, the perfect forecast's)")
+            raise SystemExit(f"--settings: {bad} are not policy knobs (nor {', '.join(PERFECT_KNOBS)}, the perfect "
+                             "forecast's)")
         unset = sorted(k for k, v in item[1].items() if v is None)
         if unset:
             raise SystemExit(f"--settings: {item!r}: {unset} without a value (leave a knob out to run its default)")
-        policy = {k: v for k, v in item[1].items() if k != FORESIGHT}
+        why = perfect_knob_error(item[0], item[1])
+        if why is not None:
+            raise SystemExit(f"--settings: {item!r}: {why}")
+        policy = {k: v for k, v in item[1].items() if k not in PERFECT_KNOBS}
         try:
             valid = PolicyConfig.model_validate({**PolicyConfig().model_dump(), **policy})
         except ValueError as exc:
             raise SystemExit(f"--settings: {item!r}: {exc}") from None
-        knobs = {k: (item[1][k] if k == FORESIGHT else getattr(valid, k)) for k in item[1]}
-        if FORESIGHT in knobs:
-            f = knobs[FORESIGHT]
-            if item[0] != "perfect" or isinstance(f, bool) or not isinstance(f, int) or f < 0:
-                raise SystemExit(f"--settings: {item!r}: {FORESIGHT} is the perfect forecast's knob, a whole number "
-                                 "of steps >= 0")
+        knobs = {k: (item[1][k] if k in PERFECT_KNOBS else getattr(valid, k)) for k in item[1]}
         key = (item[0], tuple(sorted(knobs.items())))
         if key in seen:
             raise SystemExit(f"--settings: {item!r} is given twice")

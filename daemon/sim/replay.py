@@ -12,7 +12,8 @@ holds, drains, lost work):
               policy can reach: the engine's other choices (lead time, budget, holds) stay as they are. With
               `foresight_steps` (a replay knob, not a policy one) it knows the true future only that many steps
               ahead and repeats the last of them beyond: how far ahead a forecast must see rises for the engine
-              to meet the targets (0: it sees the demand now only).
+              to meet the targets (0: it sees the demand now only). With `rises_seen` it sees only that share of
+              the rises coming (each drawn once), and meets the others when they come.
 
 Each strategy can be run at several settings of its own knob (a sweep); the report compares them on their
 Pareto frontiers (utilization against high-tier unmet demand), with every tier measured.
@@ -42,8 +43,49 @@ from forecaster.baselines import Forecaster
 from forecaster.types import Forecast
 
 STRATEGIES = ("static", "reactive", "predictive", "perfect")
-# the perfect forecast's one knob that is not a policy field: how many steps of the true future it knows
+# the perfect forecast's knobs that are not policy fields: how many steps of the true future it knows, and the share
+# of the rises in it that it sees (each rise of each tenant drawn once, the same draws for every setting)
 FORESIGHT = "foresight_steps"
+RISES_SEEN = "rises_seen"
+PERFECT_KNOBS = (FORESIGHT, RISES_SEEN)
+RISES_SEED = 26
+
+
+def perfect_knob_error(name: str, knobs: dict) -> str | None:
+    """Why these knobs' perfect-forecast part is invalid (None when it is valid): whole steps >= 0 for the foresight,
+    a share in (0, 1] for the rises seen, and only on the perfect forecast."""
+    given = [k for k in PERFECT_KNOBS if k in knobs]
+    if not given:
+        return None
+    if name != "perfect":
+        return f"{', '.join(given)}: the perfect forecast's knobs, not {name}'s"
+    f = knobs.get(FORESIGHT)
+    if f is not None and (isinstance(f, bool) or not isinstance(f, int) or f < 0):
+        return f"{FORESIGHT} is a whole number of steps >= 0, not {f!r}"
+    r = knobs.get(RISES_SEEN)
+    if r is not None and (isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r <= 1):
+        return f"{RISES_SEEN} is a share in (0, 1], not {r!r}"
+    return None
+
+
+def seen_future(fut: np.ndarray, now: np.ndarray, foresight: int | None, seen: np.ndarray | None) -> np.ndarray:
+    """The true future ``fut`` [tenant, step] as a forecast that knows only part of it: ``foresight`` steps of it,
+    the last repeated beyond (0: the demand now ``now``, repeated); with ``seen`` [tenant, step] (bool), a rise at a
+    step where it is False is not seen coming (the path stays where it was, while falls are all seen), so it is met
+    when it comes, as reactive meets it."""
+    h = fut.shape[1]
+    if seen is not None:
+        prev = np.concatenate([now[:, None], fut[:, :-1]], axis=1)
+        step = fut - prev
+        step = np.where((step > 0) & ~seen, 0.0, step)
+        gap = ~np.isfinite(step)
+        path = now[:, None] + np.cumsum(np.where(gap, 0.0, step), axis=1)
+        path = np.where(np.isfinite(now)[:, None], path, fut)   # the demand now unknown: the future as it is
+        fut = np.where(np.isfinite(fut), np.maximum(path, 0.0), fut)
+    if foresight is not None and foresight < h:
+        last = fut[:, foresight - 1] if foresight else now
+        fut = np.concatenate([fut[:, :foresight], np.repeat(last[:, None], h - foresight, axis=1)], axis=1)
+    return fut
 TIERS = ("high", "normal", "low")
 
 
@@ -239,14 +281,13 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
     if name not in STRATEGIES:
         raise ValueError(f"unknown strategy {name!r}; choose from {STRATEGIES}")
     knobs = dict(knobs or {})
-    foresight = knobs.get(FORESIGHT)
-    if foresight is not None and (name != "perfect" or isinstance(foresight, bool) or not isinstance(foresight, int)
-                                  or foresight < 0):
-        raise ValueError(f"{FORESIGHT} is the perfect forecast's knob, a whole number of steps >= 0; got "
-                         f"{name} with {foresight!r}")
+    why = perfect_knob_error(name, knobs)
+    if why is not None:
+        raise ValueError(why)
+    foresight, share = knobs.get(FORESIGHT), knobs.get(RISES_SEEN)
     if name == "predictive" and bank is None:
         raise ValueError("the predictive strategy needs a forecast bank (a model)")
-    policy_knobs = {k: v for k, v in knobs.items() if k != FORESIGHT}
+    policy_knobs = {k: v for k, v in knobs.items() if k not in PERFECT_KNOBS}
     t_start, cpu_start = time.perf_counter(), time.process_time()
     demand = w.demand.to_numpy(dtype=float)
     step_s = int((w.demand.index[1] - w.demand.index[0]).total_seconds())
@@ -272,6 +313,8 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
         spec_of = np.array([res_specs.index(s) for s in specs])
         spec_wanted, spec_unmet = np.zeros(len(res_specs)), np.zeros(len(res_specs))
     act = SimulatorActuator(c, tenants)
+    # one draw per tenant and step of the trace: whether a rise there is seen coming (RISES_SEEN)
+    draws = np.random.default_rng(RISES_SEED).random(demand.shape) if share is not None else None
     index = {t: i for i, t in enumerate(tenants)}
     H = cfg.cycle.horizon_steps
     high = masks["high"]
@@ -324,10 +367,11 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
                 fut = demand[k: k + 1].T
             if fut.shape[1] < H:
                 fut = np.concatenate([fut, np.repeat(fut[:, -1:], H - fut.shape[1], axis=1)], axis=1)
-            if foresight is not None and foresight < H:
-                # known `foresight` steps ahead, the last of them (the demand now, at 0) repeated beyond
-                seen = fut[:, foresight - 1] if foresight else demand[k].T
-                fut = np.concatenate([fut[:, :foresight], np.repeat(seen[:, None], H - foresight, axis=1)], axis=1)
+            if foresight is not None or share is not None:
+                seen = None if share is None else (draws[k + 1: k + 1 + H].T < share)
+                if seen is not None and seen.shape[1] < H:
+                    seen = np.concatenate([seen, np.ones((seen.shape[0], H - seen.shape[1]), dtype=bool)], axis=1)
+                fut = seen_future(fut, demand[k], foresight, seen)
             v = np.repeat(fut[:, :, None], 3, axis=2)
             fc = Forecast(series, (0.5, 0.9, 0.99), v, state.at, step_s, "perfect")
             p = plan(fc, state, mem, cfg, last)

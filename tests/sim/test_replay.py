@@ -8,12 +8,14 @@ from daemon.config import Config
 from daemon.sim import report
 from daemon.sim.replay import (
     LONG_PREEMPT_LEAD,
+    RISES_SEED,
     STRATEGIES,
     WORTH_WEIGHT,
     default_sweep,
     per_step_config,
     run_replay,
     run_strategy,
+    seen_future,
 )
 from daemon.sim.workloads import Workload, alibaba, helios, synthetic
 from forecaster.baselines import SeasonalNaive
@@ -371,9 +373,43 @@ def test_hand_computed_perfect_forecast_with_little_foresight_is_reactive_and_wi
     assert whole.summary()["label"] == f"perfect(foresight_steps={cfg.cycle.horizon_steps})"
 
 
-@pytest.mark.parametrize("name, f", [("predictive", 2), ("perfect", -1), ("perfect", 1.5), ("perfect", True)])
-def test_foresight_is_the_perfect_forecasts_knob_in_whole_steps(name, f):
+def test_hand_computed_a_rise_the_perfect_forecast_does_not_see_is_met_when_it_comes():
+    # the same arrival, seen the drain ahead, but only if its draw (one per tenant and step, fixed) is under the
+    # share of rises seen: above it, the job waits the drain as under reactive
+    hi = np.r_[np.zeros(150), np.full(150, 8.0)]
+    w = Workload("t", frame({"hi": hi, "lo": np.full(300, 16.0)}), ("high", "low"), np.array([8, 1]), 16, start=100)
+    cfg = Config(policy={"headroom": 0.0, "preempt_budget_share": 0.5})
+    u = np.random.default_rng(RISES_SEED).random((300, 2))[150, 0]
+
+    def unmet(share):
+        knobs = {"foresight_steps": 2, "rises_seen": share}
+        return run_strategy("perfect", w, cfg, steps=199, knobs=knobs,
+                            check_invariants=True).summary()["tiers"]["high"]["unmet_gpu_min"]
+
+    assert unmet(min(u + 1e-6, 1.0)) == 0 and unmet(max(u - 1e-6, 1e-9)) == 16
+    whole = run_strategy("perfect", w, cfg, steps=199, knobs={"rises_seen": 1.0}).summary()
+    plain = run_strategy("perfect", w, cfg, steps=199).summary()
+    strip = ("label", "knobs", "wall_s", "cpu_s", "decision_ms_mean", "decision_ms_p99")
+    assert {k: v for k, v in whole.items() if k not in strip} == {k: v for k, v in plain.items() if k not in strip}
+
+
+def test_seen_future_drops_the_unseen_rises_keeps_the_falls_and_the_gaps():
+    now = np.array([2.0, np.nan])
+    fut = np.array([[3.0, 1.0, 4.0, np.nan], [5.0, 6.0, 7.0, 8.0]])
+    seen = np.array([[False, True, True, True], [False, False, False, False]])
+    got = seen_future(fut, now, None, seen)
+    # tenant 0: the rise to 3 is not seen (stays 2), the fall of 2 is (0), the rise of 3 is (3), a gap stays a gap;
+    # tenant 1: its demand now is unknown, so its future is left as it is
+    assert np.array_equal(got, np.array([[2.0, 0.0, 3.0, np.nan], [5.0, 6.0, 7.0, 8.0]]), equal_nan=True)
+    assert np.array_equal(seen_future(fut, now, 1, None), np.array([[3.0, 3.0, 3.0, 3.0], [5.0, 5.0, 5.0, 5.0]]))
+
+
+@pytest.mark.parametrize("name, knobs", [("predictive", {"foresight_steps": 2}), ("perfect", {"foresight_steps": -1}),
+                                         ("perfect", {"foresight_steps": 1.5}), ("perfect", {"foresight_steps": True}),
+                                         ("reactive", {"rises_seen": 0.5}), ("perfect", {"rises_seen": 0}),
+                                         ("perfect", {"rises_seen": 1.5}), ("perfect", {"rises_seen": "0.5"})])
+def test_the_perfect_forecasts_own_knobs_are_its_alone_and_checked(name, knobs):
     w = Workload("t", frame({"hi": np.zeros(300), "lo": np.full(300, 16.0)}), ("high", "low"), np.array([8, 1]), 16,
                  start=100)
-    with pytest.raises(ValueError, match="foresight_steps"):
-        run_strategy(name, w, Config(), steps=10, knobs={"foresight_steps": f})
+    with pytest.raises(ValueError, match="foresight_steps|rises_seen"):
+        run_strategy(name, w, Config(), steps=10, knobs=knobs)

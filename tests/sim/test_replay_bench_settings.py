@@ -41,8 +41,8 @@ def test_what_runs_is_the_validated_value_not_the_text(bench):
     assert got == [("reactive", {"max_wait_steps": 240, "aging_cumulative": False, "headroom": 0.0})]
     assert type(got[0][1]["max_wait_steps"]) is int and type(got[0][1]["headroom"]) is float
     # the perfect forecast's foresight (a replay knob, not a policy field) rides along with its policy knobs
-    got = bench.parse_settings('[["perfect", {"foresight_steps": 3, "headroom": "0.1"}]]')
-    assert got == [("perfect", {"foresight_steps": 3, "headroom": 0.1})]
+    got = bench.parse_settings('[["perfect", {"foresight_steps": 3, "rises_seen": 0.5, "headroom": "0.1"}]]')
+    assert got == [("perfect", {"foresight_steps": 3, "rises_seen": 0.5, "headroom": 0.1})]
 
 
 @pytest.mark.parametrize("text, says", [
@@ -61,6 +61,8 @@ def test_what_runs_is_the_validated_value_not_the_text(bench):
     ('[["perfect", {"foresight_steps": -1}]]', "whole number of steps"),
     ('[["perfect", {"foresight_steps": "2"}]]', "whole number of steps"),        # not a policy field: not coerced
     ('[["perfect", {"foresight_steps": 2.5}]]', "whole number of steps"),
+    ('[["perfect", {"rises_seen": 0}]]', "a share in (0, 1]"),
+    ('[["reactive", {"rises_seen": 0.5}]]', "the perfect forecast's knob"),
 ])
 def test_a_bad_setting_is_refused_with_what_is_wrong(bench, text, says):
     with pytest.raises(SystemExit) as exc:
