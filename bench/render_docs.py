@@ -1122,6 +1122,110 @@ def replay_what_if() -> str:
     return "\n".join(out).rstrip("\n")
 
 
+# `replay_bench.py --settings @bench/whatif/<file>.json --suffix _<file>`: the perfect forecast told the true future
+# only `foresight_steps` ahead, or only a share of the rises in it (`rises_seen`), at the knobs of a published
+# comparison's points; each beside the sweep whose comparison it is checked against (the same window and tiers)
+FORESIGHT_FILES = (("replay_helios_foresight.json", "replay_helios.json"),
+                   ("replay_helios_rises.json", "replay_helios.json"),
+                   ("replay_helios_unseen_foresight.json", "replay_helios_unseen.json"),
+                   ("replay_helios_unseen_rises.json", "replay_helios_unseen.json"),
+                   ("replay_synthetic_foresight.json", "replay_synthetic.json"))
+# what each target's metric is called in the table's last column
+SHORT = {"high_unmet": "high tier", "normal_unmet": "normal tier", "preemptions": "preemptions",
+         "preempted_idle": "preempted idle", "utilization": "utilization"}
+_SAME = ("utilization", "preemptions", "preempted_idle_gpu_min")
+
+
+def _same_run(a: dict, b: dict) -> bool:
+    return a["tiers"] == b["tiers"] and all(a[k] == b[k] for k in _SAME)
+
+
+def _foresight_case(f: str, pub_name: str, drain: int) -> list[str]:
+    """One what-if file of the perfect forecast's own knobs, checked against its sweep's comparison points."""
+    from daemon.sim.replay import FORESIGHT, PERFECT_KNOBS, RISES_SEEN
+    from daemon.sim.report import UTIL_TOLERANCE, verdicts
+
+    d, pub = load(f), load(pub_name)
+    cmp_ = pub["comparison"]
+    by_label = {x["label"]: x for x in pub["runs"]}
+    r, pf = by_label[cmp_["reactive_point"]], by_label[cmp_["perfect_point"]]
+    mine = next((x for x in d["runs"] if x["label"] == r["label"]), None)
+    if mine is None or not _same_run(mine, r):
+        raise ValueError(f"{f}: its {r['label']} is not the published one in {pub_name}: measure both at one commit")
+    tg = pub["targets"]
+    rows, least_f, least_r, same0 = [], {}, {}, []
+    rh, rn, ri = r["tiers"]["high"]["unmet_gpu_min"], r["tiers"]["normal"]["unmet_gpu_min"], r["preempted_idle_gpu_min"]
+    for x in d["runs"]:
+        if x["strategy"] == "reactive":
+            continue
+        ver = verdicts(tg, x, r, pf)
+        missed = [SHORT[tg[k]["metric"]] for k, v in ver.items() if v is not True]
+        if x["utilization"] < r["utilization"] - UTIL_TOLERANCE:
+            missed.append("equal utilization")
+        fs, share = x["knobs"].get(FORESIGHT), x["knobs"].get(RISES_SEEN)
+        base = x["label"]
+        for k in PERFECT_KNOBS:
+            base = re.sub(rf"{k}=[0-9.]+,?", "", base)
+        if x["strategy"] == "perfect" and not missed:
+            if share is None and fs is not None:
+                least_f[base] = min(fs, least_f.get(base, fs))
+            elif share is not None:
+                key = f"{base} seeing {'the whole horizon' if fs is None else f'{fs} steps'} ahead"
+                least_r[key] = min(share, least_r.get(key, share))
+        if x["strategy"] == "perfect" and fs == 0 and share is None:
+            # seeing nothing ahead, the engine is reactive at the same headroom: the sweep's run, number for number
+            twin = next((y for y in pub["runs"] if y["strategy"] == "reactive"
+                         and y["knobs"] == {"headroom": x["knobs"].get("headroom")}), None)
+            same0.append(f"{twin['label'] if twin else 'no reactive run at its headroom'}: "
+                         f"{'the same numbers' if twin and _same_run(twin, x) else 'different numbers'}")
+        hi, nm, idle = x["tiers"]["high"]["unmet_gpu_min"], x["tiers"]["normal"]["unmet_gpu_min"], \
+            x["preempted_idle_gpu_min"]
+        perfect = x["strategy"] == "perfect"
+        rows.append([base, ("the whole horizon" if fs is None else str(fs)) if perfect else "–",
+                     (pct(share, 0) if share is not None else "all") if perfect else "–",
+                     pct(x["utilization"]), f"{n(hi)} ({_ratio(hi, rh)})",
+                     f"{n(nm)} ({(nm / rn - 1) * 100:+.1f}%)" if rn else n(nm),
+                     f"{n(x['preemptions'])} ({_ratio(x['preemptions'], pf['preemptions'])})",
+                     f"{n(idle)} ({_ratio(idle, ri)})", "**all met**" if not missed else "misses " + ", ".join(missed)])
+    where = f", window from {d['window_start'][:10]}, high tier {', '.join(d['high_tier'])}" \
+        if "unseen" in pub_name else ""
+    said = [f"**{d['case']}**{where}: against reactive's point {r['label']} ({pct(r['utilization'])}; high-tier "
+            f"unmet {n(rh)}, normal-tier {n(rn)}, {n(ri)} GPU-min preempted and left idle) and the perfect forecast's "
+            f"point {pf['label']} ({n(pf['preemptions'])} preemptions), from `bench/out/{pub_name}`."]
+    if least_f or not least_r:
+        said.append("The least foresight that meets every target, per knob set: "
+                    + ("; ".join(f"{k} {v} steps" for k, v in least_f.items()) or "none of these")
+                    + f" (a preemption drains for {drain} steps).")
+    if least_r:
+        said.append("The least share of rises seen that meets every target: "
+                    + "; ".join(f"{k}: {pct(v, 0)}" for k, v in least_r.items()) + ".")
+    elif any(x["knobs"].get(RISES_SEEN) is not None for x in d["runs"]):
+        said.append("No share of rises seen here meets every target.")
+    if same0:
+        said.append("Seeing nothing ahead (foresight 0), against the sweep's reactive run at the same headroom: "
+                    + "; ".join(same0) + ".")
+    return [" ".join(said), "",
+            table(["setting", "foresight, steps", "rises seen", "util", "high unmet GPU-min (of reactive's)",
+                   "normal unmet (against reactive's)", "preemptions (of the perfect point's)",
+                   "preempted, left idle GPU-min (of reactive's)", "targets, at equal utilization"], rows),
+            "", source([f], d), ""]
+
+
+@block("replay-foresight")
+def replay_foresight() -> str:
+    """How far ahead, and how many of the rises, the perfect forecast must see for the engine to meet #26's targets:
+    each setting checked, target by target, against the published comparison's reactive point and perfect-forecast
+    point (the sweep's own JSON), at that utilization. The what-if's reactive run must be the published one (same
+    engine, same window), or the two files were measured apart and are not compared."""
+    from daemon.config import Config
+
+    drain = Config().source.simulator.drain_steps
+    out = []
+    for f, pub_name in FORESIGHT_FILES:
+        out += _foresight_case(f, pub_name, drain)
+    return "\n".join(out).rstrip("\n")
+
+
 SEED_FILES = ("replay_synthetic.json", "replay_synthetic_unseen.json")   # their sweeps run the same knobs
 SEED_POINT = (("reactive", {"headroom": 0.15}), ("predictive", {"quantile": 0.5, "headroom": 0.15,
                                                                 "preempt_cost_aware": False}),
