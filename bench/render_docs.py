@@ -1140,11 +1140,9 @@ def _same_run(a: dict, b: dict) -> bool:
     return a["tiers"] == b["tiers"] and all(a[k] == b[k] for k in _SAME)
 
 
-def _foresight_case(f: str, pub_name: str, drain: int) -> list[str]:
-    """One what-if file of the perfect forecast's own knobs, checked against its sweep's comparison points."""
-    from daemon.sim.replay import FORESIGHT, PERFECT_KNOBS, RISES_SEEN
-    from daemon.sim.report import UTIL_TOLERANCE, verdicts
-
+def _points(f: str, pub_name: str) -> tuple[dict, dict, dict, dict]:
+    """A what-if file, and its sweep's reactive and perfect-forecast points and targets; the what-if's reactive run
+    must be the published one (same engine, same window), or the two were measured apart and are not compared."""
     d, pub = load(f), load(pub_name)
     cmp_ = pub["comparison"]
     by_label = {x["label"]: x for x in pub["runs"]}
@@ -1152,16 +1150,41 @@ def _foresight_case(f: str, pub_name: str, drain: int) -> list[str]:
     mine = next((x for x in d["runs"] if x["label"] == r["label"]), None)
     if mine is None or not _same_run(mine, r):
         raise ValueError(f"{f}: its {r['label']} is not the published one in {pub_name}: measure both at one commit")
-    tg = pub["targets"]
+    return d, r, pf, pub["targets"]
+
+
+def _missed(x: dict, r: dict, pf: dict, tg: dict) -> list[str]:
+    """The targets run ``x`` misses against reactive's point ``r`` and the perfect forecast's ``pf`` (and equal
+    utilization, if it is below reactive's point less the tolerance)."""
+    from daemon.sim.report import UTIL_TOLERANCE, verdicts
+
+    missed = [SHORT[tg[k]["metric"]] for k, v in verdicts(tg, x, r, pf).items() if v is not True]
+    if x["utilization"] < r["utilization"] - UTIL_TOLERANCE:
+        missed.append("equal utilization")
+    return missed
+
+
+def _least_rises_seen(f: str, pub_name: str, foresight: int) -> float | None:
+    """The least share of rises seen, at this foresight, with which the perfect forecast meets every target."""
+    from daemon.sim.replay import FORESIGHT, RISES_SEEN
+
+    d, r, pf, tg = _points(f, pub_name)
+    ok = [x["knobs"][RISES_SEEN] for x in d["runs"] if x["strategy"] == "perfect"
+          and x["knobs"].get(FORESIGHT) == foresight and RISES_SEEN in x["knobs"] and not _missed(x, r, pf, tg)]
+    return min(ok) if ok else None
+
+
+def _foresight_case(f: str, pub_name: str, drain: int) -> list[str]:
+    """One what-if file of the perfect forecast's own knobs, checked against its sweep's comparison points."""
+    from daemon.sim.replay import FORESIGHT, PERFECT_KNOBS, RISES_SEEN
+
+    d, r, pf, tg = _points(f, pub_name)
     rows, least_f, least_r, same0 = [], {}, {}, []
     rh, rn, ri = r["tiers"]["high"]["unmet_gpu_min"], r["tiers"]["normal"]["unmet_gpu_min"], r["preempted_idle_gpu_min"]
     for x in d["runs"]:
         if x["strategy"] == "reactive":
             continue
-        ver = verdicts(tg, x, r, pf)
-        missed = [SHORT[tg[k]["metric"]] for k, v in ver.items() if v is not True]
-        if x["utilization"] < r["utilization"] - UTIL_TOLERANCE:
-            missed.append("equal utilization")
+        missed = _missed(x, r, pf, tg)
         fs, share = x["knobs"].get(FORESIGHT), x["knobs"].get(RISES_SEEN)
         base = x["label"]
         for k in PERFECT_KNOBS:
@@ -1174,7 +1197,7 @@ def _foresight_case(f: str, pub_name: str, drain: int) -> list[str]:
                 least_r[key] = min(share, least_r.get(key, share))
         if x["strategy"] == "perfect" and fs == 0 and share is None:
             # seeing nothing ahead, the engine is reactive at the same headroom: the sweep's run, number for number
-            twin = next((y for y in pub["runs"] if y["strategy"] == "reactive"
+            twin = next((y for y in load(pub_name)["runs"] if y["strategy"] == "reactive"
                          and y["knobs"] == {"headroom": x["knobs"].get("headroom")}), None)
             same0.append(f"{twin['label'] if twin else 'no reactive run at its headroom'}: "
                          f"{'the same numbers' if twin and _same_run(twin, x) else 'different numbers'}")
@@ -1224,6 +1247,48 @@ def replay_foresight() -> str:
     for f, pub_name in FORESIGHT_FILES:
         out += _foresight_case(f, pub_name, drain)
     return "\n".join(out).rstrip("\n")
+
+
+# the rises what-if (and its sweep) of each rises_bench case, where one was run
+RISES_WHAT_IF = {"helios": ("replay_helios_rises.json", "replay_helios.json"),
+                 "helios_unseen": ("replay_helios_unseen_rises.json", "replay_helios_unseen.json")}
+
+
+@block("replay-rises")
+def replay_rises() -> str:
+    """bench/rises_bench.py: what an alarm after each high-tier rise sees of the next rises, the drain ahead, beside
+    the share of rises the perfect forecast had to see (the rises what-if) to meet every target."""
+    d = load("rises.json")
+    rows, said = [], []
+    for case, c in d["cases"].items():
+        by = c["by_after"]
+        cells = [f"{pct(by[str(a)]['recall'], 0)} / {pct(by[str(a)]['alarm_share'], 0)} / "
+                 f"{pct(by[str(a)]['precision'], 0)}" for a in d["after_steps"]]
+        where = f"{case} (from {c['window_start'][:10]}; {', '.join(c['high_tier'])})"
+        rows.append([where, n(by[str(d['after_steps'][0])]["rises"]), *cells])
+        if case in RISES_WHAT_IF:
+            need = _least_rises_seen(*RISES_WHAT_IF[case], c["drain_steps"])
+            if need is None:
+                said.append(f"**{case}**: no share of rises seen in its what-if meets every target")
+                continue
+            long = [a for a in d["after_steps"] if by[str(a)]["recall"] >= need]
+            if long:
+                a = long[0]
+                said.append(f"**{case}**: the perfect forecast had to see {pct(need, 0)} of the rises the drain "
+                            f"ahead; an alarm after each rise sees that many only when it lasts {a} steps, and then "
+                            f"alarms at {pct(by[str(a)]['alarm_share'], 0)} of the steps, "
+                            f"{pct(1 - by[str(a)]['precision'], 0)} of its alarms followed by no rise within the drain")
+            else:
+                a = d["after_steps"][-1]
+                said.append(f"**{case}**: the perfect forecast had to see {pct(need, 0)} of the rises the drain "
+                            f"ahead; an alarm after each rise sees at most {pct(by[str(a)]['recall'], 0)} of them "
+                            f"(lasting {a} steps, alarming at {pct(by[str(a)]['alarm_share'], 0)} of the steps, "
+                            f"{pct(1 - by[str(a)]['precision'], 0)} of its alarms followed by no rise within the "
+                            "drain)")
+    head = ["case (high tier)", "rises"] + [f"alarm lasting {a} steps: rises seen / steps alarming / alarms "
+                                            "followed by a rise" for a in d["after_steps"]]
+    return "\n".join([table(head, rows), "", *[f"- {x}." for x in said], "",
+                      source(["rises.json", *[f for f, _ in RISES_WHAT_IF.values()]], d)])
 
 
 SEED_FILES = ("replay_synthetic.json", "replay_synthetic_unseen.json")   # their sweeps run the same knobs
