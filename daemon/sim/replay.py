@@ -71,21 +71,33 @@ def perfect_knob_error(name: str, knobs: dict) -> str | None:
 def seen_future(fut: np.ndarray, now: np.ndarray, foresight: int | None, seen: np.ndarray | None) -> np.ndarray:
     """The true future ``fut`` [tenant, step] as a forecast that knows only part of it: ``foresight`` steps of it,
     the last repeated beyond (0: the demand now ``now``, repeated); with ``seen`` [tenant, step] (bool), a rise at a
-    step where it is False is not seen coming (the path stays where it was, while falls are all seen), so it is met
-    when it comes, as reactive meets it."""
+    step where it is False is not seen coming, so it is met when it comes, as reactive meets it.
+
+    With ``seen``, the path starts at the demand now and at each step adds the rise the true future makes there
+    (from its last known level: a gap is not a step) if that rise is seen, and never exceeds the true future: a fall
+    is seen down to the true level, and what an unseen rise would have added is never taken off twice (once the
+    truth falls back, the path meets it). Every rise seen, it is the true future; a tenant whose demand now is
+    unknown keeps its true future."""
     h = fut.shape[1]
     if seen is not None:
-        prev = np.concatenate([now[:, None], fut[:, :-1]], axis=1)
-        step = fut - prev
-        step = np.where((step > 0) & ~seen, 0.0, step)
-        gap = ~np.isfinite(step)
-        path = now[:, None] + np.cumsum(np.where(gap, 0.0, step), axis=1)
-        path = np.where(np.isfinite(now)[:, None], path, fut)   # the demand now unknown: the future as it is
-        fut = np.where(np.isfinite(fut), np.maximum(path, 0.0), fut)
+        out = np.full(fut.shape, np.nan)
+        path = now.astype(float).copy()          # the forecast's level so far
+        level = now.astype(float).copy()         # the true future's last known level
+        for j in range(h):
+            f = fut[:, j]
+            known = np.isfinite(f) & np.isfinite(level)
+            rise = np.where(known & seen[:, j], np.maximum(f - level, 0.0), 0.0)
+            step = np.fmin(f, path + rise)       # NaN in the future: the path carries on past the gap
+            path = np.where(known, step, path)
+            out[:, j] = np.where(np.isfinite(f), path, np.nan)
+            level = np.where(np.isfinite(f), f, level)
+        fut = np.where(np.isfinite(now)[:, None], out, fut)
     if foresight is not None and foresight < h:
         last = fut[:, foresight - 1] if foresight else now
         fut = np.concatenate([fut[:, :foresight], np.repeat(last[:, None], h - foresight, axis=1)], axis=1)
     return fut
+
+
 TIERS = ("high", "normal", "low")
 
 
@@ -114,6 +126,9 @@ class Meter:
     starvation: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
     preempted_idle: float = 0.0                                # GPU-steps freed by preemption, left idle
     preempted_retaken: int = 0                                 # GPUs freed by preemption, taken by unprotected work
+    # with RISES_SEEN: the high tier's rises in the measured window and those the perfect forecast saw coming (the
+    # share asked for is a threshold on the draws; this is the share it came to)
+    rises_high: dict[str, int] | None = None
     decision_s: list[float] = field(default_factory=list)
     # the cost-aware rule's decisions (policy.preempt_cost_aware, counted with ``count_rule``): at every measured
     # step the same plan is made again with the rule off, on the same state and memory; jobs that plan preempts and
@@ -169,6 +184,7 @@ class Meter:
             "wall_s": float(self.wall_s),
             "cpu_s": float(self.cpu_s),
             **({"by_spec": self.by_spec} if self.by_spec is not None else {}),
+            **({"rises_high": dict(self.rises_high)} if self.rises_high is not None else {}),
         }
 
 
@@ -315,12 +331,19 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
     act = SimulatorActuator(c, tenants)
     # one draw per tenant and step of the trace: whether a rise there is seen coming (RISES_SEEN)
     draws = np.random.default_rng(RISES_SEED).random(demand.shape) if share is not None else None
+    if draws is not None:   # a rise: above the step before, both observed (as bench/rises_bench.py counts them)
+        win = slice(w.start, w.start + steps)
+        up = (demand[1:] > demand[:-1]) & np.isfinite(demand[1:]) & np.isfinite(demand[:-1])
+        up = np.vstack([np.zeros((1, demand.shape[1]), dtype=bool), up])[win][:, masks["high"]]
+        res_rises = {"rises": int(up.sum()), "seen": int((up & (draws[win][:, masks["high"]] < share)).sum())}
     index = {t: i for i, t in enumerate(tenants)}
     H = cfg.cycle.horizon_steps
     high = masks["high"]
     mem = PolicyMemory()
     last: Plan | None = None
     res = Meter(name, knobs, step_min=step_s / 60.0)
+    if draws is not None:
+        res.rises_high = res_rises
     off_cfg = None
     if count_rule and name in ("predictive", "perfect") and cfg.policy.preempt_cost_aware:
         off_cfg = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"preempt_cost_aware": False})})

@@ -381,15 +381,18 @@ def test_hand_computed_a_rise_the_perfect_forecast_does_not_see_is_met_when_it_c
     cfg = Config(policy={"headroom": 0.0, "preempt_budget_share": 0.5})
     u = np.random.default_rng(RISES_SEED).random((300, 2))[150, 0]
 
-    def unmet(share):
+    def run(share):
         knobs = {"foresight_steps": 2, "rises_seen": share}
-        return run_strategy("perfect", w, cfg, steps=199, knobs=knobs,
-                            check_invariants=True).summary()["tiers"]["high"]["unmet_gpu_min"]
+        s = run_strategy("perfect", w, cfg, steps=199, knobs=knobs, check_invariants=True).summary()
+        return s["tiers"]["high"]["unmet_gpu_min"], s["rises_high"]
 
-    assert unmet(min(u + 1e-6, 1.0)) == 0 and unmet(max(u - 1e-6, 1e-9)) == 16
+    # the one high-tier rise in the window, and whether it was seen, are counted beside the share asked for
+    assert run(min(u + 1e-6, 1.0)) == (0, {"rises": 1, "seen": 1})
+    assert run(max(u - 1e-6, 1e-9)) == (16, {"rises": 1, "seen": 0})
     whole = run_strategy("perfect", w, cfg, steps=199, knobs={"rises_seen": 1.0}).summary()
     plain = run_strategy("perfect", w, cfg, steps=199).summary()
-    strip = ("label", "knobs", "wall_s", "cpu_s", "decision_ms_mean", "decision_ms_p99")
+    assert whole["rises_high"] == {"rises": 1, "seen": 1} and "rises_high" not in plain
+    strip = ("label", "knobs", "wall_s", "cpu_s", "decision_ms_mean", "decision_ms_p99", "rises_high")
     assert {k: v for k, v in whole.items() if k not in strip} == {k: v for k, v in plain.items() if k not in strip}
 
 
@@ -398,10 +401,31 @@ def test_seen_future_drops_the_unseen_rises_keeps_the_falls_and_the_gaps():
     fut = np.array([[3.0, 1.0, 4.0, np.nan], [5.0, 6.0, 7.0, 8.0]])
     seen = np.array([[False, True, True, True], [False, False, False, False]])
     got = seen_future(fut, now, None, seen)
-    # tenant 0: the rise to 3 is not seen (stays 2), the fall of 2 is (0), the rise of 3 is (3), a gap stays a gap;
-    # tenant 1: its demand now is unknown, so its future is left as it is
-    assert np.array_equal(got, np.array([[2.0, 0.0, 3.0, np.nan], [5.0, 6.0, 7.0, 8.0]]), equal_nan=True)
+    # tenant 0: the rise to 3 is not seen (stays 2), the fall to 1 is (down to the true level, not by the fall's
+    # size from where the path was), the rise of 3 from there is (4), a gap stays a gap; tenant 1: its demand now is
+    # unknown, so its future is left as it is
+    assert np.array_equal(got, np.array([[2.0, 1.0, 4.0, np.nan], [5.0, 6.0, 7.0, 8.0]]), equal_nan=True)
     assert np.array_equal(seen_future(fut, now, 1, None), np.array([[3.0, 3.0, 3.0, 3.0], [5.0, 5.0, 5.0, 5.0]]))
+    # an unseen rise that falls back costs the path nothing once the truth is back; a fall below now is seen
+    assert np.array_equal(seen_future(np.array([[12.0, 8.0], [3.0, 3.0]]), np.array([8.0, 5.0]), None,
+                                      np.zeros((2, 2), dtype=bool)), np.array([[8.0, 8.0], [3.0, 3.0]]))
+    assert np.array_equal(seen_future(np.array([[5.0, 0.0, 5.0]]), np.array([0.0]), None,
+                                      np.array([[False, True, True]])), np.array([[0.0, 0.0, 5.0]]))
+
+
+def test_seen_future_with_every_rise_seen_is_the_true_future_across_gaps():
+    # a step across a gap is measured from the level before it: a rise over a gap is seen, a fall over one too
+    fut = np.array([[np.nan, 10.0, 10.0], [np.nan, 2.0, 2.0], [1.0, np.nan, np.nan]])
+    got = seen_future(fut, np.array([5.0, 10.0, 0.0]), None, np.ones((3, 3), dtype=bool))
+    assert np.array_equal(got, fut, equal_nan=True)
+    rng = np.random.default_rng(3)
+    fut = np.where(rng.random((6, 40)) < 0.1, np.nan, rng.integers(0, 9, (6, 40)).astype(float))
+    now = rng.integers(0, 9, 6).astype(float)
+    assert np.array_equal(seen_future(fut, now, None, np.ones((6, 40), dtype=bool)), fut, equal_nan=True)
+    # and never above the true future, whatever is seen
+    part = seen_future(fut, now, None, rng.random((6, 40)) < 0.5)
+    ok = np.isfinite(fut)
+    assert np.array_equal(np.isfinite(part), ok) and (part[ok] <= fut[ok]).all()
 
 
 @pytest.mark.parametrize("name, knobs", [("predictive", {"foresight_steps": 2}), ("perfect", {"foresight_steps": -1}),

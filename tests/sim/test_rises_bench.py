@@ -36,6 +36,15 @@ def test_hand_computed_alarm_after_each_rise(bench):
     assert (got["rises"], got["seen"], got["steps"], got["alarm_steps"]) == (2, 2, 6, 6)
 
 
+def test_the_alarm_lasts_exactly_its_steps_and_sees_exactly_the_drain_ahead(bench):
+    # rises at 3 and 6; an alarm lasting 1 step is on at 3 and 6 only; seen 3 ahead: the rise at 6 (alarm at 3),
+    # not 2 or 4 ahead
+    v = np.array([0, 0, 0, 1, 1, 1, 2, 2, 2, 2], dtype=float)[:, None]
+    got = bench.after_rise_alarm(v, 0, 3, 1)
+    assert (got["rises"], got["seen"], got["alarm_steps"]) == (2, 1, 2)
+    assert bench.after_rise_alarm(v, 0, 2, 1)["seen"] == 0 and bench.after_rise_alarm(v, 0, 4, 1)["seen"] == 0
+
+
 def test_a_gap_is_not_a_rise_and_the_series_are_apart(bench):
     # a rise across a missing step is not counted; a rise in one series raises no alarm in another
     v = np.array([[0, 0], [np.nan, 0], [3, 0], [3, 0], [3, 4]], dtype=float)
