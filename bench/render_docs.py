@@ -1150,7 +1150,23 @@ def _points(f: str, pub_name: str) -> tuple[dict, dict, dict, dict]:
     mine = next((x for x in d["runs"] if x["label"] == r["label"]), None)
     if mine is None or not _same_run(mine, r):
         raise ValueError(f"{f}: its {r['label']} is not the published one in {pub_name}: measure both at one commit")
+    again = next((x for x in d["runs"] if x["label"] == pf["label"]), None)
+    if again is not None and not _same_run(again, pf):
+        raise ValueError(f"{f}: its {pf['label']} is not the published one in {pub_name}: measure both at one commit")
     return d, r, pf, pub["targets"]
+
+
+def _base_label(x: dict) -> str:
+    """A run's label without the perfect forecast's own knobs (its knob set), as the replay writes labels."""
+    from daemon.sim.replay import PERFECT_KNOBS, Meter
+
+    return Meter(x["strategy"], {k: v for k, v in x["knobs"].items() if k not in PERFECT_KNOBS}).label
+
+
+def _seen_share(x: dict) -> float | None:
+    """The share of the high tier's rises a rises_seen run saw coming (the replay's count, not the share asked)."""
+    c = x.get("rises_high")
+    return c["seen"] / c["rises"] if c and c["rises"] else None
 
 
 def _missed(x: dict, r: dict, pf: dict, tg: dict) -> list[str]:
@@ -1164,19 +1180,24 @@ def _missed(x: dict, r: dict, pf: dict, tg: dict) -> list[str]:
     return missed
 
 
-def _least_rises_seen(f: str, pub_name: str, foresight: int) -> float | None:
-    """The least share of rises seen, at this foresight, with which the perfect forecast meets every target."""
+def _rises_bracket(f: str, pub_name: str, foresight: int) -> tuple[float | None, float | None]:
+    """At this foresight, the share of the high tier's rises seen by the run with the fewest seen that meets every
+    target, and by the run with the most seen under that which misses one (None where there is none): between the
+    two lies what the perfect forecast has to see, as far as these runs tell. Returns (below, need)."""
     from daemon.sim.replay import FORESIGHT, RISES_SEEN
 
     d, r, pf, tg = _points(f, pub_name)
-    ok = [x["knobs"][RISES_SEEN] for x in d["runs"] if x["strategy"] == "perfect"
-          and x["knobs"].get(FORESIGHT) == foresight and RISES_SEEN in x["knobs"] and not _missed(x, r, pf, tg)]
-    return min(ok) if ok else None
+    runs = [x for x in d["runs"] if x["strategy"] == "perfect" and x["knobs"].get(FORESIGHT) == foresight
+            and RISES_SEEN in x["knobs"] and _seen_share(x) is not None]
+    meet = [_seen_share(x) for x in runs if not _missed(x, r, pf, tg)]
+    need = min(meet) if meet else None
+    miss = [_seen_share(x) for x in runs if _missed(x, r, pf, tg) and (need is None or _seen_share(x) < need)]
+    return (max(miss) if miss else None), need
 
 
 def _foresight_case(f: str, pub_name: str, drain: int) -> list[str]:
     """One what-if file of the perfect forecast's own knobs, checked against its sweep's comparison points."""
-    from daemon.sim.replay import FORESIGHT, PERFECT_KNOBS, RISES_SEEN
+    from daemon.sim.replay import FORESIGHT, RISES_SEEN
 
     d, r, pf, tg = _points(f, pub_name)
     rows, least_f, least_r, same0 = [], {}, {}, []
@@ -1186,15 +1207,17 @@ def _foresight_case(f: str, pub_name: str, drain: int) -> list[str]:
             continue
         missed = _missed(x, r, pf, tg)
         fs, share = x["knobs"].get(FORESIGHT), x["knobs"].get(RISES_SEEN)
-        base = x["label"]
-        for k in PERFECT_KNOBS:
-            base = re.sub(rf"{k}=[0-9.]+,?", "", base)
-        if x["strategy"] == "perfect" and not missed:
-            if share is None and fs is not None:
-                least_f[base] = min(fs, least_f.get(base, fs))
-            elif share is not None:
-                key = f"{base} seeing {'the whole horizon' if fs is None else f'{fs} steps'} ahead"
-                least_r[key] = min(share, least_r.get(key, share))
+        base = _base_label(x)
+        if x["strategy"] == "perfect" and share is None and fs is not None:
+            least_f.setdefault(base, None)
+            if not missed:
+                least_f[base] = min(fs, least_f[base] if least_f[base] is not None else fs)
+        elif x["strategy"] == "perfect" and share is not None:
+            key = f"{base} seeing {'the whole horizon' if fs is None else f'{fs} steps'} ahead"
+            least_r.setdefault(key, None)
+            seen_share = _seen_share(x)
+            if not missed and seen_share is not None:
+                least_r[key] = min(seen_share, least_r[key] if least_r[key] is not None else seen_share)
         if x["strategy"] == "perfect" and fs == 0 and share is None:
             # seeing nothing ahead, the engine is reactive at the same headroom: the sweep's run, number for number
             twin = next((y for y in load(pub_name)["runs"] if y["strategy"] == "reactive"
@@ -1205,7 +1228,9 @@ def _foresight_case(f: str, pub_name: str, drain: int) -> list[str]:
             x["preempted_idle_gpu_min"]
         perfect = x["strategy"] == "perfect"
         rows.append([base, ("the whole horizon" if fs is None else str(fs)) if perfect else "–",
-                     (pct(share, 0) if share is not None else "all") if perfect else "–",
+                     (f"{pct(share, 0)} asked, " + (f"{pct(_seen_share(x), 0)} came" if _seen_share(x) is not None
+                                                     else "not counted") if share is not None else "all")
+                     if perfect else "–",
                      pct(x["utilization"]), f"{n(hi)} ({_ratio(hi, rh)})",
                      f"{n(nm)} ({(nm / rn - 1) * 100:+.1f}%)" if rn else n(nm),
                      f"{n(x['preemptions'])} ({_ratio(x['preemptions'], pf['preemptions'])})",
@@ -1215,15 +1240,14 @@ def _foresight_case(f: str, pub_name: str, drain: int) -> list[str]:
     said = [f"**{d['case']}**{where}: against reactive's point {r['label']} ({pct(r['utilization'])}; high-tier "
             f"unmet {n(rh)}, normal-tier {n(rn)}, {n(ri)} GPU-min preempted and left idle) and the perfect forecast's "
             f"point {pf['label']} ({n(pf['preemptions'])} preemptions), from `bench/out/{pub_name}`."]
-    if least_f or not least_r:
+    if least_f:
         said.append("The least foresight that meets every target, per knob set: "
-                    + ("; ".join(f"{k} {v} steps" for k, v in least_f.items()) or "none of these")
-                    + f" (a preemption drains for {drain} steps).")
+                    + "; ".join(f"{k} {f'{v} steps' if v is not None else 'none of these'}"
+                                for k, v in least_f.items()) + f" (a preemption drains for {drain} steps).")
     if least_r:
-        said.append("The least share of rises seen that meets every target: "
-                    + "; ".join(f"{k}: {pct(v, 0)}" for k, v in least_r.items()) + ".")
-    elif any(x["knobs"].get(RISES_SEEN) is not None for x in d["runs"]):
-        said.append("No share of rises seen here meets every target.")
+        said.append("The least share of the high tier's rises seen (as they came) that meets every target, per knob "
+                    "set: " + "; ".join(f"{k}: {pct(v, 0) if v is not None else 'none of these'}"
+                                        for k, v in least_r.items()) + ".")
     if same0:
         said.append("Seeing nothing ahead (foresight 0), against the sweep's reactive run at the same headroom: "
                     + "; ".join(same0) + ".")
@@ -1267,24 +1291,29 @@ def replay_rises() -> str:
         where = f"{case} (from {c['window_start'][:10]}; {', '.join(c['high_tier'])})"
         rows.append([where, n(by[str(d['after_steps'][0])]["rises"]), *cells])
         if case in RISES_WHAT_IF:
-            need = _least_rises_seen(*RISES_WHAT_IF[case], c["drain_steps"])
+            below, need = _rises_bracket(*RISES_WHAT_IF[case], c["drain_steps"])
             if need is None:
                 said.append(f"**{case}**: no share of rises seen in its what-if meets every target")
                 continue
-            long = [a for a in d["after_steps"] if by[str(a)]["recall"] >= need]
-            if long:
-                a = long[0]
-                said.append(f"**{case}**: the perfect forecast had to see {pct(need, 0)} of the rises the drain "
-                            f"ahead; an alarm after each rise sees that many only when it lasts {a} steps, and then "
-                            f"alarms at {pct(by[str(a)]['alarm_share'], 0)} of the steps, "
+            gap = (f"between {pct(below, 0)} (a target missed) and {pct(need, 0)} (all met)" if below is not None
+                   else f"at most {pct(need, 0)}")
+            best = max(d["after_steps"], key=lambda a: by[str(a)]["recall"])
+            reach = [a for a in d["after_steps"] if by[str(a)]["recall"] >= need]
+            if reach:
+                a = reach[0]
+                said.append(f"**{case}**: the perfect forecast had to see {gap} of the high tier's rises the drain "
+                            f"ahead, with no false alarm; an alarm after each rise sees {pct(by[str(a)]['recall'], 0)} "
+                            f"when it lasts {a} steps, alarming at {pct(by[str(a)]['alarm_share'], 0)} of the steps, "
                             f"{pct(1 - by[str(a)]['precision'], 0)} of its alarms followed by no rise within the drain")
             else:
-                a = d["after_steps"][-1]
-                said.append(f"**{case}**: the perfect forecast had to see {pct(need, 0)} of the rises the drain "
-                            f"ahead; an alarm after each rise sees at most {pct(by[str(a)]['recall'], 0)} of them "
-                            f"(lasting {a} steps, alarming at {pct(by[str(a)]['alarm_share'], 0)} of the steps, "
-                            f"{pct(1 - by[str(a)]['precision'], 0)} of its alarms followed by no rise within the "
-                            "drain)")
+                a = best
+                verdict = "short of it" if below is None or by[str(a)]["recall"] <= below else \
+                    "inside that bracket, so these runs cannot tell whether it would do"
+                said.append(f"**{case}**: the perfect forecast had to see {gap} of the high tier's rises the drain "
+                            f"ahead, with no false alarm; an alarm after each rise sees at most "
+                            f"{pct(by[str(a)]['recall'], 0)} ({verdict}; lasting {a} steps, alarming at "
+                            f"{pct(by[str(a)]['alarm_share'], 0)} of the steps, {pct(1 - by[str(a)]['precision'], 0)} "
+                            "of its alarms followed by no rise within the drain)")
     head = ["case (high tier)", "rises"] + [f"alarm lasting {a} steps: rises seen / steps alarming / alarms "
                                             "followed by a rise" for a in d["after_steps"]]
     return "\n".join([table(head, rows), "", *[f"- {x}." for x in said], "",
@@ -1605,7 +1634,8 @@ def replay_forecast_every() -> str:
 def replay_unseen() -> str:
     """The check on a window and tier mapping the published figures do not use (issue #26)."""
     files = [f for case in ("helios", "synthetic") for f in sorted(OUT.glob(f"replay_{case}_unseen*.json"))
-             if "_every" not in f.name]   # a second pace of the same window is not another window
+             # a second pace of the same window is not another window, nor a what-if on it (FORESIGHT_FILES)
+             if "_every" not in f.name and f.name not in {w for w, _ in FORESIGHT_FILES}]
     if not files:
         return "No replay of another window is committed."
     out = []
