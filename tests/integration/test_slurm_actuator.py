@@ -96,6 +96,36 @@ def test_reads_jobs_as_tenants_and_priorities(slurm, jobs):
         subprocess.run(["scancel", waiting], env=slurm["env"], capture_output=True)
 
 
+def test_a_pending_job_that_free_gpus_would_not_start_is_not_demand(slurm, jobs):
+    # held, waiting for its begin time, or for another job: Slurm would not start it on GPUs a preemption freed, so
+    # it must drive no preemption (nor age): it is not in the jobs the policy reads. One waiting for GPUs still is
+    a = act(slurm)
+    opts = {"held": ["-H"], "later": ["--begin=now+3600"], "after": [f"--dependency=afterok:{jobs['high']}"]}
+    ids = {}
+    try:
+        for k, extra in opts.items():
+            r = subprocess.run(["sbatch", "--parsable", "--partition=high", "--account=acct-high", "--gres=gpu:2",
+                                "-o", "/dev/null", *extra, "--wrap", "sleep 600"], env=slurm["env"],
+                               capture_output=True, text=True, check=True)
+            ids[k] = r.stdout.strip().split(";")[0]
+        ids["gpus"] = sbatch(slurm, "high", "acct-high", gpus=8)   # 6 of 8 GPUs taken: waits for GPUs
+
+        def reasons():
+            out = subprocess.run(["squeue", "-h", "-o", "%i|%r"], env=slurm["env"], capture_output=True,
+                                 text=True).stdout
+            return dict(ln.split("|") for ln in out.splitlines())
+
+        want = {"held": "JobHeldUser", "later": "BeginTime", "after": "Dependency"}
+        wait_for(lambda: all(reasons().get(ids[k]) == v for k, v in want.items())
+                 and reasons().get(ids["gpus"]) in ("Resources", "Priority"), what="pending reasons", timeout=60)
+        js = a.cluster_jobs(("team-high", "team-low"))
+        seen = set(js.ids)
+        assert ids["gpus"] in seen and not {ids["held"], ids["later"], ids["after"]} & seen
+        assert int(js.gpus[~js.running].sum()) == 8                # the pending demand now: the one waiting job
+    finally:
+        subprocess.run(["scancel", *ids.values()], env=slurm["env"], capture_output=True)
+
+
 def test_preempt_requeues_low_and_refuses_high(slurm, jobs):
     a = act(slurm)
     plan = plan_for(Preemption(jobs["low1"], "team-low", 2, slurm["node"], "peak ahead for team-high"),

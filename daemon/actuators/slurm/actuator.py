@@ -129,6 +129,25 @@ def admin_comments_of(squeue_json: str) -> dict[str, str]:
     return out
 
 
+# pending reasons (squeue %r) that more free GPUs do not end (https://slurm.schedmd.com/job_reason_codes.html): a job
+# held, waiting for its begin time or for another job, or stopped by an accounting or partition limit would not start
+# on GPUs a preemption freed, so it is not demand now and drives no preemption nor aging. Reasons that free GPUs can
+# end (Resources, Priority, ReqNodeNotAvail, Reservation, None, ...) keep the job as demand now
+NOT_WAITING_FOR_GPUS = frozenset({
+    "BeginTime", "Dependency", "DependencyNeverSatisfied", "JobHeldUser", "JobHeldAdmin", "JobHeld",
+    "AccountingPolicy", "AccountNotAllowed", "InvalidAccount", "InvalidQOS", "PartitionDown", "PartitionInactive",
+    "PartitionTimeLimit", "PartitionNodeLimit", "JobArrayTaskLimit", "BadConstraints"})
+NOT_WAITING_PREFIXES = ("Assoc", "QOS", "Max")   # AssocGrp*, AssocMax*, QOSGrp*, QOSMax*, QOS*Limit, Max*PerAccount
+
+
+def waits_for_gpus(job: "SlurmJob") -> bool:
+    """A pending job that would start once GPUs are free (see NOT_WAITING_FOR_GPUS); False for any other state."""
+    if job.state != "PENDING":
+        return False
+    reason = job.reason.strip().strip("()")
+    return reason not in NOT_WAITING_FOR_GPUS and not reason.startswith(NOT_WAITING_PREFIXES)
+
+
 # node states (sinfo %T, lower case) in which Slurm itself sees a node as failed; a trailing '*' is NOT_RESPONDING
 FAILED_NODE_STATES = ("down", "drain", "fail", "not_responding")
 
@@ -289,10 +308,11 @@ class SlurmActuator:
 
     # ---- for the daemon's state ---------------------------------------------------------------
     def cluster_jobs(self, tenants: tuple[str, ...]) -> Jobs:
-        """All pending and running jobs as the policy's columnar Jobs (unknown tenants are dropped)."""
+        """Running jobs, and pending ones that wait for GPUs (``waits_for_gpus``: not held, not waiting for a begin
+        time, another job or an accounting limit), as the policy's columnar Jobs (unknown tenants are dropped)."""
         index = {t: i for i, t in enumerate(tenants)}
         now = time.time()
-        rows = [j for j in self.jobs() if j.state in ("RUNNING", "PENDING") and self.tenant(j) in index]
+        rows = [j for j in self.jobs() if (j.state == "RUNNING" or waits_for_gpus(j)) and self.tenant(j) in index]
         run = np.array([j.state == "RUNNING" for j in rows], dtype=bool)
         accepts = None
         if self.resolver is not None:
@@ -429,7 +449,7 @@ class SlurmActuator:
         try:
             node_type = {n.name: self._node_type(n) for n in parse_nodes(self._read("scontrol", "-d", "-o", "show",
                                                                                    "nodes"))}
-            pending = [j for j in self.jobs(states="PENDING") if self.tenant(j) in protected]
+            pending = [j for j in self.jobs(states="PENDING") if self.tenant(j) in protected and waits_for_gpus(j)]
             accepts = self.job_types([j.job_id for j in pending]) if pending else {}
         except SlurmError as exc:
             rep.errors.append(f"GPU types: {exc}; no preemption for a protected tenant this cycle")
