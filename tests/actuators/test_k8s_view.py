@@ -71,6 +71,13 @@ def test_pods_are_jobs_and_nodes_are_where_their_gpus_are():
                    "metadata": {"name": "wait-1", "namespace": "serving", "creationTimestamp": ago(40)},
                    "spec": {"priorityClassName": "gpu-autoscaler-high", "containers": [{"name": "c", "resources": {
                        "limits": {"nvidia.com/gpu": "8"}}}]}, "status": {"phase": "Pending"}})
+    c.pods.append({"apiVersion": "v1", "kind": "Pod",                # gated: not placed, so not demand now
+                   "metadata": {"name": "gated-1", "namespace": "serving", "creationTimestamp": ago(40)},
+                   "spec": {"priorityClassName": "gpu-autoscaler-high", "schedulingGates": [{"name": "x.io/wait"}],
+                            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]},
+                   "status": {"phase": "Pending"}})
+    c.run("research", "pulling", "n4", 2)                       # bound, still Pending (its image): holds its GPUs
+    c.pods[-1]["status"]["phase"] = "Pending"
     c.add_node("n8")
     c.nodes["n8"]["metadata"]["labels"][KEY] = name_part("team-high")
     c.nodes["n8"]["spec"]["taints"] = [{"key": KEY, "value": name_part("team-high"), "effect": "NoSchedule"}]
@@ -87,7 +94,8 @@ def test_pods_are_jobs_and_nodes_are_where_their_gpus_are():
            zip(jobs.ids, jobs.tenant, jobs.gpus, jobs.priority, jobs.running, jobs.node)}
     assert got == {"batch/low-1": ("batchy", 4, PRIORITY["low"], True, "n1"),
                    "serving/infer-1": ("team-high", 8, PRIORITY["high"], True, "n3"),
-                   "serving/wait-1": ("team-high", 8, PRIORITY["high"], False, "")}
+                   "serving/wait-1": ("team-high", 8, PRIORITY["high"], False, ""),
+                   "research/pulling": ("team-a", 2, PRIORITY["normal"], True, "n4")}
     runtime = dict(zip(jobs.ids, jobs.runtime_s))
     wait = dict(zip(jobs.ids, jobs.wait_s))
     late = since_start() + 1
@@ -98,7 +106,7 @@ def test_pods_are_jobs_and_nodes_are_where_their_gpus_are():
     v = view(k.cluster_nodes(NAMES))
     assert v["n1"] == (8, 2, 2, UNHELD)          # 4 used, 2 draining (an eviction's grace period), 2 free
     assert v["n2"] == (8, 7, 0, UNHELD)          # a pod of no tenant still uses its GPU (PreferNoSchedule: usable)
-    assert v["n3"] == (8, 0, 0, UNHELD) and v["n4"] == (8, 8, 0, UNHELD)   # an ended pod uses nothing
+    assert v["n3"] == (8, 0, 0, UNHELD) and v["n4"] == (8, 6, 0, UNHELD)   # an ended pod uses nothing; a bound one does
     assert v["n5"] == v["n6"] == v["n7"] == (0, 0, 0, CLOSED)             # cordoned, foreign taint, NotReady
     assert v["n8"] == (8, 8, 0, NAMES.index("team-high"))                 # our hold (its taint is ours)
     assert v["n9"] == (8, 8, 0, HELD_BY_POOL) and v["n10"][3] == CLOSED

@@ -5,8 +5,10 @@ Kubernetes actuator and the Kueue one (which holds nodes with a label and taint,
 
 - a job is a pod of a tenant namespace that asks for GPUs (``requests``, else ``limits``, of the GPU resource),
   Pending or Running and not being deleted; its id is ``namespace/pod``, its tier its PriorityClass
-  (``gpu-autoscaler-<tier>``, any other class: normal), its node ``spec.nodeName`` while Running. A Kueue
-  workload that is not admitted has no pod yet and so is not a job here.
+  (``gpu-autoscaler-<tier>``, any other class: normal), its node ``spec.nodeName`` once bound. A bound pod runs
+  (it holds its GPUs, even while Pending pulling its image); an unbound one waits, unless it has scheduling gates
+  (``spec.schedulingGates``: the scheduler will not place it, so it is not demand now). A Kueue workload that is not
+  admitted has no pod yet and so is not a job here.
 - a node's GPUs are its allocatable GPU resource; 0, and a place for no tenant (CLOSED), when it is cordoned,
   not Ready, or tainted NoSchedule/NoExecute by someone else. Used: the GPU requests of the pods bound to it
   (``spec.nodeName``) that have not ended (the scheduler's own accounting), every namespace. Draining: those of
@@ -46,10 +48,15 @@ def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenant
         phase = p.status.phase if p.status else None
         if t not in index or phase not in ("Pending", "Running") or p.metadata.deletion_timestamp is not None:
             continue
+        bound = bool(p.spec.node_name)
+        if not bound and getattr(p.spec, "scheduling_gates", None):
+            continue   # gated: the scheduler will not place it, so free GPUs would not start it (not demand now)
         g = pod_gpus(p, resource) + (flavors.pod_mig_gpus(p) if resolver is not None else 0)
         if g <= 0:
             continue
-        run = phase == "Running" and bool(p.spec.node_name)
+        # a pod bound to a node has its GPUs there (the scheduler counted them), Running or still Pending (pulling
+        # its image): it waits for no GPU, and making room for it would preempt for what it already has
+        run = bound
         rows.append((flavors.pod_accepts(resolver, p) if resolver is not None else None,
                      f"{p.metadata.namespace}/{p.metadata.name}", index[t], g,
                      PRIORITY[TIER_OF_CLASS.get(p.spec.priority_class_name or "", "normal")], run,
