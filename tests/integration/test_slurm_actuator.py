@@ -126,6 +126,29 @@ def test_a_pending_job_that_free_gpus_would_not_start_is_not_demand(slurm, jobs)
         subprocess.run(["scancel", *ids.values()], env=slurm["env"], capture_output=True)
 
 
+def test_a_held_job_waits_from_its_release_not_its_submission(slurm, jobs):
+    # held for a while, then released: it waited for GPUs only since the release, so that is its wait (aging
+    # counts it; a hold must not let a job jump the queue). A job queued all along waits from its submission
+    a = act(slurm)
+    ids = []
+    try:
+        r = subprocess.run(["sbatch", "--parsable", "--partition=low", "--account=acct-low", "--gres=gpu:8", "-H",
+                            "-o", "/dev/null", "--wrap", "sleep 600"], env=slurm["env"], capture_output=True,
+                           text=True, check=True)
+        held = r.stdout.strip().split(";")[0]
+        ids.append(held)
+        queued = sbatch(slurm, "low", "acct-low", gpus=8)
+        ids.append(queued)
+        time.sleep(6)
+        subprocess.run(["scontrol", "release", held], env=slurm["env"], capture_output=True, check=True)
+        wait_for(lambda: held in set(a.cluster_jobs(("team-high", "team-low")).ids), what="released", timeout=30)
+        js = a.cluster_jobs(("team-high", "team-low"))
+        w = dict(zip(js.ids, js.wait_s))
+        assert w[queued] >= 5 and w[held] < 4, w
+    finally:
+        subprocess.run(["scancel", *ids], env=slurm["env"], capture_output=True)
+
+
 def test_preempt_requeues_low_and_refuses_high(slurm, jobs):
     a = act(slurm)
     plan = plan_for(Preemption(jobs["low1"], "team-low", 2, slurm["node"], "peak ahead for team-high"),

@@ -262,6 +262,18 @@ class SlurmActuator:
             raise SlurmError(f"squeue: {r.stderr.strip()}")
         return parse_squeue(r.stdout)
 
+    def eligible_times(self) -> dict[str, float]:
+        """Job id -> when each pending job became, or becomes, eligible to run (squeue's EligibleTime, the
+        controller's local time; NaN where it prints none): a job held, or submitted with --begin, waits for GPUs
+        only from then. One squeue call over the pending jobs (-O: squeue -o has no field for it)."""
+        out = self._read("squeue", "-h", "-t", "PENDING", "-O", "JobID:0;,EligibleTime:0;")
+        got: dict[str, float] = {}
+        for line in out.splitlines():
+            f = line.split(";")
+            if len(f) >= 2 and f[0].strip():
+                got[f[0].strip()] = parse_submit(f[1])
+        return got
+
     # ---- GPU types (a mixed fleet) -------------------------------------------------------------
     def _node_type(self, node) -> str:
         assert self.resolver is not None
@@ -314,6 +326,14 @@ class SlurmActuator:
         now = time.time()
         rows = [j for j in self.jobs() if (j.state == "RUNNING" or waits_for_gpus(j)) and self.tenant(j) in index]
         run = np.array([j.state == "RUNNING" for j in rows], dtype=bool)
+        # a pending job's wait runs from when it became eligible, not from its submission: held, or submitted with
+        # --begin, it waited for nothing meanwhile, and counting that time would let it jump the queue by aging
+        # (policy/aging.py). Eligible time not set yet (N/A: just released, not yet evaluated): no wait yet. A job
+        # squeue -O does not list under the id %i gives (an array's combined pending line): its submission
+        eligible = self.eligible_times() if not run.all() else {}
+        since = [j.submitted if j.job_id not in eligible else
+                 (np.fmax(j.submitted, eligible[j.job_id]) if np.isfinite(eligible[j.job_id]) else now)
+                 for j in rows]
         accepts = None
         if self.resolver is not None:
             types = self.job_types()
@@ -325,8 +345,8 @@ class SlurmActuator:
                     priority=np.array([PRIORITY[self.priority(j)] for j in rows], dtype=np.int8),
                     running=run, runtime_s=np.array([j.elapsed_s if r else 0.0 for j, r in zip(rows, run)]),
                     # pending time drives anti-starvation; a requeued job's clock restarts at its requeue
-                    wait_s=np.array([0.0 if r or not np.isfinite(j.submitted) else max(0.0, now - j.submitted)
-                                     for j, r in zip(rows, run)]),
+                    wait_s=np.array([0.0 if r or not np.isfinite(t) else max(0.0, now - t)
+                                     for t, r in zip(since, run)]),
                     node=np.array([j.nodes for j in rows], dtype=object), accepts=accepts)
 
     def cluster_nodes(self, tenants: tuple[str, ...]) -> Nodes:
