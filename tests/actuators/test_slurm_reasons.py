@@ -15,9 +15,12 @@ def test_waiting_for_gpus(reason):
     assert waits_for_gpus(job("PENDING", reason))
 
 
-NOT_FOR_GPUS = ["BeginTime", "Dependency", "DependencyNeverSatisfied", "JobHeldUser", "JobHeldAdmin", "(JobHeldUser)",
-                "AssocGrpGRES", "AssocMaxJobsLimit", "QOSMaxGRESPerUser", "QOSGrpGRES", "QOSJobLimit",
-                "MaxGRESPerAccount", "AccountingPolicy", "PartitionDown", "InvalidAccount"]
+NOT_FOR_GPUS = ["BeginTime", "job requeued in held state", "launch failed requeued held", "JobHoldMaxRequeue",
+                "Licenses", "BurstBufferStageIn", "PartitionConfig", "Dependency", "DependencyNeverSatisfied",
+                "JobHeldUser", "JobHeldAdmin", "(JobHeldUser)", "AssocGrpGRES", "AssocMaxJobsLimit",
+                "QOSMaxGRESPerUser", "QOSGrpGRES", "QOSJobLimit", "MaxGRESPerAccount", "AccountingPolicy",
+                "PartitionDown", "PartitionInactive", "PartitionTimeLimit", "JobArrayTaskLimit", "BadConstraints",
+                "InvalidAccount"]
 
 
 @pytest.mark.parametrize("reason", NOT_FOR_GPUS)
@@ -27,3 +30,12 @@ def test_not_waiting_for_gpus(reason):
 
 def test_only_pending_jobs_wait():
     assert not waits_for_gpus(job("RUNNING", "None")) and not waits_for_gpus(job("SUSPENDED", "Resources"))
+
+
+def test_a_begin_time_job_is_demand_only_when_it_is_eligible_soon():
+    # a requeued job waits about two minutes under BeginTime: the same demand; one submitted --begin for an hour
+    # later is not; without its eligible time (or N/A) it is not
+    j, now = job("PENDING", "BeginTime"), 1_000_000.0
+    assert waits_for_gpus(j, now + 120, now) and waits_for_gpus(j, now - 5, now)
+    assert not waits_for_gpus(j, now + 3600, now) and not waits_for_gpus(j, float("nan"), now)
+    assert not waits_for_gpus(j, None, now)

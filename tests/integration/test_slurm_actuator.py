@@ -122,6 +122,13 @@ def test_a_pending_job_that_free_gpus_would_not_start_is_not_demand(slurm, jobs)
         seen = set(js.ids)
         assert ids["gpus"] in seen and not {ids["held"], ids["later"], ids["after"]} & seen
         assert int(js.gpus[~js.running].sum()) == 8                # the pending demand now: the one waiting job
+        # a requeued job waits under BeginTime for a couple of minutes: it stays the same demand (and keeps the wait
+        # aging banked for it), with no wait counted until it is eligible
+        subprocess.run(["scontrol", "requeue", jobs["low1"]], env=slurm["env"], capture_output=True, check=True)
+        wait_for(lambda: reasons().get(jobs["low1"]) == "BeginTime", what="requeued under BeginTime", timeout=60)
+        js = a.cluster_jobs(("team-high", "team-low"))
+        i = list(js.ids).index(jobs["low1"])
+        assert not js.running[i] and js.wait_s[i] == 0
     finally:
         subprocess.run(["scancel", *ids.values()], env=slurm["env"], capture_output=True)
 

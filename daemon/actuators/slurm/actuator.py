@@ -130,22 +130,34 @@ def admin_comments_of(squeue_json: str) -> dict[str, str]:
 
 
 # pending reasons (squeue %r) that more free GPUs do not end (https://slurm.schedmd.com/job_reason_codes.html): a job
-# held, waiting for its begin time or for another job, or stopped by an accounting or partition limit would not start
-# on GPUs a preemption freed, so it is not demand now and drives no preemption nor aging. Reasons that free GPUs can
-# end (Resources, Priority, ReqNodeNotAvail, Reservation, None, ...) keep the job as demand now
+# held, waiting for another job, a license or a burst buffer, or stopped by an accounting or partition limit would not
+# start on GPUs a preemption freed, so it is not demand now and drives no preemption nor aging. Reasons that free GPUs
+# can end (Resources, Priority, ReqNodeNotAvail, Reservation, None, ...) keep the job as demand now; so does BeginTime
+# when the job is eligible within BEGIN_SOON_S (a requeued job waits ~2 minutes under BeginTime: it is the same
+# demand, and dropping it would drop the wait anti-starvation banked for it), not a job submitted --begin for later.
+# %r prints a job's own description where it has one ("job requeued in held state"): any reason saying "held" is held
 NOT_WAITING_FOR_GPUS = frozenset({
-    "BeginTime", "Dependency", "DependencyNeverSatisfied", "JobHeldUser", "JobHeldAdmin", "JobHeld",
+    "Dependency", "DependencyNeverSatisfied", "JobHeldUser", "JobHeldAdmin", "JobHoldMaxRequeue",
     "AccountingPolicy", "AccountNotAllowed", "InvalidAccount", "InvalidQOS", "PartitionDown", "PartitionInactive",
-    "PartitionTimeLimit", "PartitionNodeLimit", "JobArrayTaskLimit", "BadConstraints"})
-NOT_WAITING_PREFIXES = ("Assoc", "QOS", "Max")   # AssocGrp*, AssocMax*, QOSGrp*, QOSMax*, QOS*Limit, Max*PerAccount
+    "PartitionTimeLimit", "PartitionNodeLimit", "PartitionConfig", "JobArrayTaskLimit", "BadConstraints", "Licenses",
+    "ReservationDeleted", "DeadLine", "SchedDefer"})
+# AssocGrp*, AssocMax*, QOSGrp*, QOSMax*, QOS*Limit, Max*PerAccount, BurstBuffer*
+NOT_WAITING_PREFIXES = ("Assoc", "QOS", "Max", "BurstBuffer")
+BEGIN_SOON_S = 300.0
 
 
-def waits_for_gpus(job: "SlurmJob") -> bool:
-    """A pending job that would start once GPUs are free (see NOT_WAITING_FOR_GPUS); False for any other state."""
+def waits_for_gpus(job: "SlurmJob", eligible_at: float | None = None, now: float | None = None) -> bool:
+    """A pending job that would start once GPUs are free (see NOT_WAITING_FOR_GPUS); False for any other state.
+    ``eligible_at`` (epoch s, squeue's EligibleTime) decides a BeginTime job: demand if it is eligible within
+    BEGIN_SOON_S of ``now``; without it, a BeginTime job is not demand."""
     if job.state != "PENDING":
         return False
     reason = job.reason.strip().strip("()")
-    return reason not in NOT_WAITING_FOR_GPUS and not reason.startswith(NOT_WAITING_PREFIXES)
+    if reason == "BeginTime":
+        now = time.time() if now is None else now
+        return eligible_at is not None and bool(np.isfinite(eligible_at)) and eligible_at <= now + BEGIN_SOON_S
+    return (reason not in NOT_WAITING_FOR_GPUS and not reason.startswith(NOT_WAITING_PREFIXES)
+            and "held" not in reason.lower())
 
 
 # node states (sinfo %T, lower case) in which Slurm itself sees a node as failed; a trailing '*' is NOT_RESPONDING
@@ -324,13 +336,16 @@ class SlurmActuator:
         time, another job or an accounting limit), as the policy's columnar Jobs (unknown tenants are dropped)."""
         index = {t: i for i, t in enumerate(tenants)}
         now = time.time()
-        rows = [j for j in self.jobs() if (j.state == "RUNNING" or waits_for_gpus(j)) and self.tenant(j) in index]
+        listed = self.jobs()
+        eligible = self.eligible_times() if any(j.state == "PENDING" for j in listed) else {}
+        rows = [j for j in listed if (j.state == "RUNNING" or waits_for_gpus(j, eligible.get(j.job_id), now))
+                and self.tenant(j) in index]
         run = np.array([j.state == "RUNNING" for j in rows], dtype=bool)
         # a pending job's wait runs from when it became eligible, not from its submission: held, or submitted with
         # --begin, it waited for nothing meanwhile, and counting that time would let it jump the queue by aging
-        # (policy/aging.py). Eligible time not set yet (N/A: just released, not yet evaluated): no wait yet. A job
-        # squeue -O does not list under the id %i gives (an array's combined pending line): its submission
-        eligible = self.eligible_times() if not run.all() else {}
+        # (policy/aging.py). Eligible time not set yet (N/A: just released, not yet evaluated), or still ahead (a
+        # requeued job): no wait yet. A job squeue -O does not list under the id %i gives (an array's combined
+        # pending line): its submission
         since = [j.submitted if j.job_id not in eligible else
                  (np.fmax(j.submitted, eligible[j.job_id]) if np.isfinite(eligible[j.job_id]) else now)
                  for j in rows]
@@ -469,7 +484,10 @@ class SlurmActuator:
         try:
             node_type = {n.name: self._node_type(n) for n in parse_nodes(self._read("scontrol", "-d", "-o", "show",
                                                                                    "nodes"))}
-            pending = [j for j in self.jobs(states="PENDING") if self.tenant(j) in protected and waits_for_gpus(j)]
+            pending = [j for j in self.jobs(states="PENDING") if self.tenant(j) in protected]
+            if pending:
+                eligible = self.eligible_times()
+                pending = [j for j in pending if waits_for_gpus(j, eligible.get(j.job_id))]
             accepts = self.job_types([j.job_id for j in pending]) if pending else {}
         except SlurmError as exc:
             rep.errors.append(f"GPU types: {exc}; no preemption for a protected tenant this cycle")
