@@ -443,3 +443,23 @@ def test_a_node_the_api_cannot_say_about_does_not_block_the_failover():
                                                      "status": {}})}
     act, _ = actuator(routes)
     assert act.node_down_confirmed("gone") is None and act.node_down_confirmed("odd") is None
+
+
+def test_a_bound_pod_still_pending_is_evicted_for_room_and_an_unbound_one_is_not():
+    # the policy reads a pod bound to a node as running there (view.py): it holds its GPUs while it pulls its image,
+    # so the plan may take it for room (it loses no work), and the eviction must then be sent; a pod no node has
+    # taken holds nothing, and is skipped
+    pulling = pod("batch", "train-1", "gpu-autoscaler-low", phase="Pending")
+    routes = dict(BASE)
+    routes[("GET", r"/api/v1/namespaces/batch/pods/train-1")] = (200, pulling)
+    act, cap = actuator(routes)
+    act.apply(plan([Preemption("batch/train-1", "team-low", 8, "", "x")]))
+    assert [r["path"] for r in cap.sent if r["path"].endswith("/eviction")] == \
+        ["/api/v1/namespaces/batch/pods/train-1/eviction"]
+    unbound = pod("batch", "train-1", "gpu-autoscaler-low", phase="Pending")
+    del unbound["spec"]["nodeName"]
+    routes[("GET", r"/api/v1/namespaces/batch/pods/train-1")] = (200, unbound)
+    act, cap = actuator(routes)
+    rep = act.apply(plan([Preemption("batch/train-1", "team-low", 8, "", "x")]))
+    assert not any(r["path"].endswith("/eviction") for r in cap.sent)
+    assert any(a == "skip batch/train-1: Pending" for a in rep.actions)

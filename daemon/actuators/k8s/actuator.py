@@ -26,7 +26,7 @@ from kubernetes import client as k8s, config as kcfg
 from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, stop_on_fence
-from daemon.actuators.k8s.objects import evictable, priority_class_name
+from daemon.actuators.k8s.objects import evictable, holds_gpus, priority_class_name
 from daemon.actuators.k8s.view import nodes_view, pods_as_jobs
 from daemon.config import KubernetesActuatorConfig, TenantConfig
 from daemon.config.fleet import FleetConfig
@@ -292,7 +292,7 @@ class KubernetesActuator:
             rep.errors.append(f"refused to evict {job_id}: PriorityClass {live.spec.priority_class_name!r} "
                               "is not preemptible")
             return
-        if live.status.phase != "Running":
+        if not holds_gpus(live):
             rep.actions.append(f"skip {job_id}: {live.status.phase}")
             return
         if self._too_young(rep, job_id, live):
@@ -419,7 +419,7 @@ class KubernetesActuator:
                 live = self._pod(rep, jid)
                 if live is None or live is RETRY:
                     continue
-                if live.status.phase != "Running":
+                if not holds_gpus(live):
                     rep.actions.append(f"skip {jid}: {live.status.phase}")
                     continue
                 if not (live.metadata.owner_references or []) and not self.cfg.reclaim_bare_pods:

@@ -59,3 +59,11 @@ def pod_gpus(pod, resource: str) -> int:
         lim = (res.limits or {}) if res else {}
         total += gpu_quantity(req.get(resource, lim.get(resource, 0)))
     return total
+
+
+def holds_gpus(pod) -> bool:
+    """Whether a pod has GPUs on a node: Running, or bound (``spec.nodeName``) and still Pending, e.g. pulling its
+    image; the policy reads both as running jobs (view.py), so both may be evicted for room or reclaimed (an
+    eviction frees what a pod stuck in its image pull holds)."""
+    phase = pod.status.phase if pod.status else None
+    return phase == "Running" or (phase == "Pending" and bool(pod.spec.node_name))
