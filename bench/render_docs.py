@@ -1206,7 +1206,7 @@ def _foresight_case(f: str, pub_name: str, drain: int) -> list[str]:
         if x["strategy"] == "reactive":
             continue
         missed = _missed(x, r, pf, tg)
-        fs, share = x["knobs"].get(FORESIGHT), x["knobs"].get(RISES_SEEN)
+        fs, share, seen_share = x["knobs"].get(FORESIGHT), x["knobs"].get(RISES_SEEN), _seen_share(x)
         base = _base_label(x)
         if x["strategy"] == "perfect" and share is None and fs is not None:
             least_f.setdefault(base, None)
@@ -1215,7 +1215,6 @@ def _foresight_case(f: str, pub_name: str, drain: int) -> list[str]:
         elif x["strategy"] == "perfect" and share is not None:
             key = f"{base} seeing {'the whole horizon' if fs is None else f'{fs} steps'} ahead"
             least_r.setdefault(key, None)
-            seen_share = _seen_share(x)
             if not missed and seen_share is not None:
                 least_r[key] = min(seen_share, least_r[key] if least_r[key] is not None else seen_share)
         if x["strategy"] == "perfect" and fs == 0 and share is None:
@@ -1228,7 +1227,7 @@ def _foresight_case(f: str, pub_name: str, drain: int) -> list[str]:
             x["preempted_idle_gpu_min"]
         perfect = x["strategy"] == "perfect"
         rows.append([base, ("the whole horizon" if fs is None else str(fs)) if perfect else "–",
-                     (f"{pct(share, 0)} asked, " + (f"{pct(_seen_share(x), 0)} came" if _seen_share(x) is not None
+                     (f"{pct(share, 0)} asked, " + (f"{pct(seen_share, 0)} came" if seen_share is not None
                                                      else "not counted") if share is not None else "all")
                      if perfect else "–",
                      pct(x["utilization"]), f"{n(hi)} ({_ratio(hi, rh)})",
@@ -1273,9 +1272,9 @@ def replay_foresight() -> str:
     return "\n".join(out).rstrip("\n")
 
 
-# the rises what-if (and its sweep) of each rises_bench case, where one was run
-RISES_WHAT_IF = {"helios": ("replay_helios_rises.json", "replay_helios.json"),
-                 "helios_unseen": ("replay_helios_unseen_rises.json", "replay_helios_unseen.json")}
+# the rises what-if (and its sweep) of each rises_bench case, where one was run: replay_<case>_rises.json
+RISES_WHAT_IF = {f.removeprefix("replay_").removesuffix("_rises.json"): (f, pub)
+                 for f, pub in FORESIGHT_FILES if f.endswith("_rises.json")}
 
 
 @block("replay-rises")
@@ -1297,7 +1296,6 @@ def replay_rises() -> str:
                 continue
             gap = (f"between {pct(below, 0)} (a target missed) and {pct(need, 0)} (all met)" if below is not None
                    else f"at most {pct(need, 0)}")
-            best = max(d["after_steps"], key=lambda a: by[str(a)]["recall"])
             reach = [a for a in d["after_steps"] if by[str(a)]["recall"] >= need]
             if reach:
                 a = reach[0]
@@ -1306,7 +1304,7 @@ def replay_rises() -> str:
                             f"when it lasts {a} steps, alarming at {pct(by[str(a)]['alarm_share'], 0)} of the steps, "
                             f"{pct(1 - by[str(a)]['precision'], 0)} of its alarms followed by no rise within the drain")
             else:
-                a = best
+                a = max(d["after_steps"], key=lambda a: by[str(a)]["recall"])
                 verdict = "short of it" if below is None or by[str(a)]["recall"] <= below else \
                     "inside that bracket, so these runs cannot tell whether it would do"
                 said.append(f"**{case}**: the perfect forecast had to see {gap} of the high tier's rises the drain "

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from daemon.config import Config  # noqa: E402
 from daemon.forecasting.retrain import default_data_dir  # noqa: E402
 from daemon.sim import workloads  # noqa: E402
+from daemon.sim.replay import rises  # noqa: E402
 
 AFTER = (1, 5, 10, 30)   # steps an after-rise alarm lasts
 # the cases as the replay bench loads them: the published Helios window, the one its figures do not use, synthetic
@@ -45,10 +46,8 @@ def after_rise_alarm(values: np.ndarray, first: int, drain: int, after: int) -> 
     Per series: a rise at t (values[t] > values[t-1], both observed). The alarm at s is on when a rise came at some
     step in [s - after + 1, s]; the rise at t is seen when the alarm at t - drain is on. Returns the rises scored,
     those seen, the steps scored, those alarming and those alarming with a rise in (s, s + drain]."""
-    v = np.asarray(values, dtype=float)
-    steps, n = v.shape
-    rise = np.zeros_like(v, dtype=bool)
-    rise[1:] = (v[1:] > v[:-1]) & np.isfinite(v[1:]) & np.isfinite(v[:-1])
+    rise = rises(values)
+    steps, n = rise.shape
     # alarm[s]: a rise in the `after` steps up to s (a running count over the rises)
     c = np.cumsum(rise, axis=0)
     lagged = np.vstack([np.zeros((after, n), dtype=c.dtype), c[:-after]]) if after < steps else np.zeros_like(c)
@@ -62,8 +61,8 @@ def after_rise_alarm(values: np.ndarray, first: int, drain: int, after: int) -> 
         seen_ahead[drain:] = alarm[:-drain] if drain else alarm
     # the last steps' "rise soon" looks past the window's end only as far as the trace goes
     tail = np.arange(steps) + drain < steps
-    rises = rise & scored[:, None]
-    return {"rises": int(rises.sum()), "seen": int((rises & seen_ahead).sum()),
+    counted = rise & scored[:, None]
+    return {"rises": int(counted.sum()), "seen": int((counted & seen_ahead).sum()),
             "steps": int(scored.sum() * n), "alarm_steps": int((alarm & scored[:, None]).sum()),
             "alarm_steps_scored": int((alarm & (scored & tail)[:, None]).sum()),
             "true_alarms": int((alarm & rise_soon & (scored & tail)[:, None]).sum())}

@@ -68,6 +68,15 @@ def perfect_knob_error(name: str, knobs: dict) -> str | None:
     return None
 
 
+def rises(values: np.ndarray) -> np.ndarray:
+    """[step, series] bool: a rise, a step whose value is above the step before, both observed (a gap is none). The
+    one definition the rises_seen knob counts and bench/rises_bench.py scores, so the two shares compare."""
+    v = np.asarray(values, dtype=float)
+    out = np.zeros(v.shape, dtype=bool)
+    out[1:] = (v[1:] > v[:-1]) & np.isfinite(v[1:]) & np.isfinite(v[:-1])
+    return out
+
+
 def seen_future(fut: np.ndarray, now: np.ndarray, foresight: int | None, seen: np.ndarray | None) -> np.ndarray:
     """The true future ``fut`` [tenant, step] as a forecast that knows only part of it: ``foresight`` steps of it,
     the last repeated beyond (0: the demand now ``now``, repeated); with ``seen`` [tenant, step] (bool), a rise at a
@@ -329,21 +338,18 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
         spec_of = np.array([res_specs.index(s) for s in specs])
         spec_wanted, spec_unmet = np.zeros(len(res_specs)), np.zeros(len(res_specs))
     act = SimulatorActuator(c, tenants)
-    # one draw per tenant and step of the trace: whether a rise there is seen coming (RISES_SEEN)
-    draws = np.random.default_rng(RISES_SEED).random(demand.shape) if share is not None else None
-    if draws is not None:   # a rise: above the step before, both observed (as bench/rises_bench.py counts them)
-        win = slice(w.start, w.start + steps)
-        up = (demand[1:] > demand[:-1]) & np.isfinite(demand[1:]) & np.isfinite(demand[:-1])
-        up = np.vstack([np.zeros((1, demand.shape[1]), dtype=bool), up])[win][:, masks["high"]]
-        res_rises = {"rises": int(up.sum()), "seen": int((up & (draws[win][:, masks["high"]] < share)).sum())}
     index = {t: i for i, t in enumerate(tenants)}
     H = cfg.cycle.horizon_steps
     high = masks["high"]
     mem = PolicyMemory()
     last: Plan | None = None
     res = Meter(name, knobs, step_min=step_s / 60.0)
+    # one draw per tenant and step of the trace: whether a rise there is seen coming (RISES_SEEN)
+    draws = np.random.default_rng(RISES_SEED).random(demand.shape) if share is not None else None
     if draws is not None:
-        res.rises_high = res_rises
+        win = slice(w.start, w.start + steps)
+        up = rises(demand)[win][:, high]
+        res.rises_high = {"rises": int(up.sum()), "seen": int((up & (draws[win][:, high] < share)).sum())}
     off_cfg = None
     if count_rule and name in ("predictive", "perfect") and cfg.policy.preempt_cost_aware:
         off_cfg = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"preempt_cost_aware": False})})
