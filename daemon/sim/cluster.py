@@ -929,3 +929,23 @@ class SimCluster:
             raise AssertionError("per-type views do not sum to the cluster's")
 
     check_conservation = check_invariants
+
+    def idle_hold_misses(self) -> np.ndarray:
+        """Queued high-tier jobs that a free held node would take: one of their tenant's own held nodes, or of the
+        shared pool's nodes where a member may start, of a type they accept, with room for the job. Empty after
+        every step (the property tests check it): a hold's free GPUs always start its protected work that cycle.
+        A hold whose nodes are full of other tenants' work that cannot be preempted is no such miss: its GPUs
+        are not idle, and only preemption or the work ending frees them."""
+        q = np.flatnonzero((self.j_state[: self.size] == QUEUED)
+                           & (self.prio_of_tenant[self.j_tenant[: self.size]] == PRIORITY["high"]))
+        if q.size == 0:
+            return q
+        ten, need = self.j_tenant[q], self.j_gpus[q]
+        holder, n = self.node_holder, self.n
+        ok = self.node_ok[None, :] & (self.node_free[None, :] >= need[:, None])
+        ok &= self.acc_rank[ten][:, self.node_type] < NOT_ACCEPTED
+        own = holder[None, :] == ten[:, None]
+        pool = (holder[None, :] == n) & self.pool_members[ten][:, None]
+        if self.typed and self.pool_types is not None:
+            pool &= self.pool_types[ten][:, self.node_type]
+        return self.j_id[q[(ok & (own | pool)).any(axis=1)]]

@@ -36,6 +36,9 @@ def test_per_type_invariants_hold_at_every_step_on_random_fleets(seed, n, nodes,
             wanted[rng.integers(n)] = np.nan
         st_ = c.step(wanted)
         c.check_invariants()
+        # issue 37: a high-tier job that fits on a free held node of a type it accepts (its tenant's own hold, or
+        # the pool's where the plan holds it) starts in that step
+        assert c.idle_hold_misses().size == 0
         assert st_.running_gpus + st_.draining_gpus + st_.free_gpus == st_.capacity
         assert int(c.running_per_type().sum()) == st_.running_gpus
         # a job never runs on a type its tenant does not accept (also inside check_invariants; said here too)

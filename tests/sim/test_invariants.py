@@ -28,6 +28,8 @@ def test_invariants_hold_at_every_step_on_random_workloads(seed, n, nodes, gpn, 
             wanted[rng.integers(n)] = np.nan               # a gap in the trace: no change
         st_ = c.step(wanted)
         c.check_invariants()
+        # a high-tier job that fits on a free node its tenant holds (or the pool it belongs to) started this step
+        assert c.idle_hold_misses().size == 0
         assert st_.running_gpus + st_.draining_gpus <= st_.capacity
         assert st_.running_gpus + st_.draining_gpus + st_.free_gpus == st_.capacity
         # served per tenant is what its running jobs hold: GPUs on healthy nodes, each job once
@@ -151,6 +153,21 @@ def test_a_shared_pool_serves_whichever_member_peaks():
     assert st_.served.tolist() == [16, 0, 16]
     st_ = c.step(np.array([0.0, 16.0, 32.0]))
     assert st_.served.tolist() == [0, 16, 16]             # b takes the pool a just left
+
+
+def test_a_high_tier_job_starts_on_its_free_hold_even_when_the_rest_is_full():
+    # issue 37: the low tier already fills the unheld node; the high tenant's job must start on the pool's free node
+    # (and on a hold of its own) in the step it arrives, not wait beside it
+    prio = np.array([PRIORITY["high"], PRIORITY["low"]])
+    for pool in (True, False):
+        c = SimCluster(["hi", "lo"], prio, 8, np.array([4, 4]), gpus_per_node=4)
+        if pool:
+            c.set_reservations(np.zeros(2, dtype=np.int64), None, pool=(prio == PRIORITY["high"], 4))
+        else:
+            c.set_reservations(np.array([4, 0]))
+        c.step(np.array([0.0, 8.0]))                       # lo runs on the one node not held
+        st_ = c.step(np.array([4.0, 8.0]))
+        assert st_.served.tolist() == [4, 4] and c.idle_hold_misses().size == 0
 
 
 def test_starvation_adds_up_every_queue_stint_of_a_job():
