@@ -8,7 +8,8 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
-	# torch first, pinned to the CPU build on disk; the project's range (<2.15) then adds nothing
+	# torch first, pinned: PyPI's 2.13.0 build (about 3 GB with its CUDA libraries; it runs on the CPU here); the
+	# project's range (<2.15) then adds nothing
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[daemon,dev]'
 	touch $(STAMP)
