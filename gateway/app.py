@@ -38,7 +38,8 @@ def build_app(cfg: GatewayConfig, app: Callable | None = None) -> RateLimitMiddl
     fallback = ProxyApp(dg.cheaper_upstream) if dg.cheaper_upstream else None
     return RateLimitMiddleware(app, AsyncTokenBucket(client, cfg.redis.prefix),
                                Identity.from_config(cfg, client, breaker), fail_open=cfg.fail_open, cache=cache,
-                               fallback=fallback, breaker=breaker)
+                               fallback=fallback, breaker=breaker,
+                               max_body_bytes=cfg.max_body_bytes)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -102,6 +102,9 @@ class GatewayConfig(_Strict):
     fail_open: bool = Field(True, description="let requests through (marked) when Redis is down")
     upstream: str | None = Field(None, description="stand-alone gateway: where allowed requests go")
     degrade: DegradeConfig = Field(default_factory=DegradeConfig)
+    max_body_bytes: int = Field(8_388_608, gt=0, description="a request body larger than this (declared in "
+                                "Content-Length, or counted as a chunked body arrives) is refused 413; the upstream "
+                                "never gets a whole one")
 
     @field_validator("upstream")
     @classmethod

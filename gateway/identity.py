@@ -146,7 +146,8 @@ class Identity:
     def known_tenant(self, tenant: str) -> bool:
         return any(t == tenant for _, t in self._entries)
 
-    def _trusted(self, scope: dict) -> bool:
+    def from_trusted_proxy(self, scope: dict) -> bool:
+        """Is the TCP peer one of `trusted_proxies` (whose X-Tenant and X-Forwarded-For are believed)?"""
         client = scope.get("client")
         if not self.trusted or not client:
             return False
@@ -166,10 +167,10 @@ class Identity:
             if tenant is not None:
                 return Caller(tenant, "api-key")
             # an authenticating proxy in front may pass on the client's own Authorization (no gateway key)
-            if claimed is None or not self._trusted(scope):
+            if claimed is None or not self.from_trusted_proxy(scope):
                 return Caller(None, "unknown API key")
         if claimed is not None:
-            if not self._trusted(scope):
+            if not self.from_trusted_proxy(scope):
                 return Caller(None, "X-Tenant is not trusted from this address; send an API key")
             if not self.known_tenant(claimed):
                 return Caller(None, "unknown tenant in X-Tenant")

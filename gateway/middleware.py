@@ -19,6 +19,48 @@ from gateway.identity import Identity
 log = logging.getLogger("gpu_autoscaler.gateway")
 
 
+class BodyTooLarge(Exception):
+    """The request body passed the gateway's max_body_bytes (raised from the `receive` the app reads)."""
+
+
+def _clean_headers(scope: dict, trusted: Callable[[dict], bool]) -> dict:
+    """The request's headers as the gateway passes them on.
+
+    - A header name with an underscore is dropped: servers that map header names to CGI-style variables
+      (``HTTP_X_TENANT``) read ``X_Tenant`` as ``X-Tenant``, so a client could forward its own tenant claim beside
+      the one the gateway sets (nginx drops them by default too).
+    - X-Forwarded-For gets the TCP peer appended, and keeps what came before only from a trusted proxy: the
+      client's own value is a claim, never an identity. X-Real-IP and Forwarded from anyone else are dropped.
+    """
+    peer = (scope.get("client") or ("", 0))[0]
+    from_proxy = trusted(scope)
+    headers, chain = [], []
+    for k, v in scope.get("headers", []):
+        if b"_" in k:
+            continue
+        if k == b"x-forwarded-for":
+            if from_proxy:
+                chain.append(v)
+            continue
+        if k in (b"x-real-ip", b"forwarded") and not from_proxy:
+            continue
+        headers.append((k, v))
+    if peer:
+        chain.append(peer.encode("latin-1"))
+    if chain:
+        headers.append((b"x-forwarded-for", b", ".join(chain)))
+    return {**scope, "headers": headers}
+
+
+def _declared_length(scope: dict) -> int | None:
+    """The Content-Length the client declared (None: none, or not a number: the server has refused it already)."""
+    raw = next((v for k, v in scope.get("headers", []) if k == b"content-length"), None)
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
 def _with_tenant(scope: dict, tenant: str) -> dict:
     """The app behind sees the authenticated tenant in X-Tenant (a client's own X-Tenant is dropped)."""
     headers = [(k, v) for k, v in scope.get("headers", []) if k != b"x-tenant"]
@@ -56,8 +98,9 @@ class RateLimitMiddleware:
 
     def __init__(self, app: Callable, bucket: AsyncTokenBucket, identity: Identity, fail_open: bool = True,
                  cache: ResponseCache | None = None, fallback: Callable | None = None,
-                 breaker: Breaker | None = None) -> None:
+                 breaker: Breaker | None = None, max_body_bytes: int | None = None) -> None:
         self.app = app
+        self.max_body_bytes = max_body_bytes
         self.bucket = bucket
         self.identity = identity
         self.fail_open = fail_open
@@ -87,12 +130,61 @@ class RateLimitMiddleware:
         if scope["type"] != "http":  # lifespan
             await self.app(scope, receive, send)
             return
+        scope = _clean_headers(scope, self.identity.from_trusted_proxy)
         who = await self.identity.caller(scope)
         if who.tenant is None:
             await self._reply(send, 401, {"error": who.via}, [(b"www-authenticate", b'Bearer realm="gpu-autoscaler"')])
             return
-        tenant = who.tenant
-        scope = _with_tenant(scope, tenant)
+        if self.max_body_bytes is None:
+            await self._http(_with_tenant(scope, who.tenant), receive, send, who.tenant)
+            return
+        declared = _declared_length(scope)
+        if declared is not None and declared > self.max_body_bytes:
+            await self._too_large(send)
+            return
+        await self._bounded(_with_tenant(scope, who.tenant), receive, send, who.tenant)
+
+    async def _too_large(self, send: Callable) -> None:
+        await self._reply(send, 413, {"error": f"request body larger than {self.max_body_bytes} bytes"},
+                          [(b"connection", b"close")])
+
+    async def _bounded(self, scope: dict, receive: Callable[[], Awaitable], send: Callable, tenant: str) -> None:
+        """`_http` with a body of at most max_body_bytes, counted as it arrives (a chunked body declares no
+        length). Past it, the app's next read raises BodyTooLarge (an upstream then sees its request broken off,
+        never a short body that looks whole), whatever the app answers is dropped, and the client gets 413."""
+        state = {"size": 0, "over": False, "started": False}
+        limit = self.max_body_bytes
+
+        async def bounded_receive():
+            if state["over"]:
+                raise BodyTooLarge()
+            msg = await receive()
+            if msg["type"] == "http.request":
+                state["size"] += len(msg.get("body", b""))
+                if state["size"] > limit:
+                    state["over"] = True
+                    raise BodyTooLarge()
+            return msg
+
+        async def guarded_send(msg):
+            if state["over"]:
+                return   # the app's answer to a body it never got whole (a 500 for the exception, say)
+            if msg["type"] == "http.response.start":
+                state["started"] = True
+            await send(msg)
+
+        try:
+            await self._http(scope, bounded_receive, guarded_send, tenant)
+        except BodyTooLarge:
+            pass
+        except Exception:
+            if not state["over"]:
+                raise
+        if state["over"] and not state["started"]:
+            await self._too_large(send)
+
+    async def _http(self, scope: dict, receive: Callable[[], Awaitable], send: Callable, tenant: str) -> None:
+        """An identified caller's request: the tenant's bucket, then the app, the degrade path or the refusal."""
         try:
             d = await self._acquire(tenant)
         except (redis.RedisError, OSError) as exc:
@@ -157,6 +249,7 @@ class RateLimitMiddleware:
         Refused before the handshake (the server answers HTTP 403): close code 1008 for an unknown caller,
         1013 with the limit's reason when the bucket is empty.
         """
+        scope = _clean_headers(scope, self.identity.from_trusted_proxy)
         who = await self.identity.caller(scope)
         if who.tenant is None:
             await send({"type": "websocket.close", "code": 1008, "reason": _close_reason(who.via)})

@@ -34,7 +34,8 @@ class ProxyApp:
     The request's path and query go upstream as the client sent them (``raw_path``: percent-escapes kept),
     joined to the upstream URL's own path; scheme, host and port are always the upstream's. A target that is
     not a path starting with ``/`` (``@host:port/x``, ``http://host/x``, ``\\host``, ``*``), or that holds a
-    ``.`` or ``..`` segment (which would leave the upstream's path prefix), is refused 400:
+    ``.`` or ``..`` segment (which would leave the upstream's path prefix) or a ``;`` (a path parameter, escaped
+    or not: ``/..;/admin`` is ``/../admin`` to an upstream that strips them), is refused 400:
     the upstream URL used to be the upstream string + the target, so ``@127.0.0.1:9302/admin`` made the
     upstream a user name and sent the request (with the tenant's headers) to any host the caller chose.
     The gateway's own credentials (Authorization, X-API-Key) are not forwarded.
@@ -57,8 +58,11 @@ class ProxyApp:
             raw = quote(scope.get("path", "")).encode("ascii")
         if not raw.startswith(b"/"):
             return None
-        if any(seg in (b".", b"..") for seg in re.split(rb"[/\\]", unquote_to_bytes(raw))):
+        path = unquote_to_bytes(raw)
+        if any(seg in (b".", b"..") for seg in re.split(rb"[/\\]", path)):
             return None   # /base/../admin would leave the upstream's path prefix (httpx removes dot segments)
+        if b";" in path:
+            return None   # a path parameter: servers that strip them (Tomcat, Jetty) read /..;/admin as /../admin
         query = scope.get("query_string") or b""
         full = _escape(self._prefix + raw) + (b"?" + _escape(query) if query else b"")
         try:
@@ -75,8 +79,8 @@ class ProxyApp:
             return
         url = self.target_url(scope)
         if url is None:
-            await reply_json(send, 400, {"error": "the request target must be a path starting "
-                                                                  "with /"}, [])
+            await reply_json(send, 400, {"error": "the request target must be a path starting with /, "
+                                                  "without . or .. segments or ;"}, [])
             return
         headers = [(k, v) for k, v in scope.get("headers", []) if k not in NOT_FORWARDED]
         sized = any(k == b"content-length" for k, _ in headers)

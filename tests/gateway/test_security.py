@@ -387,3 +387,144 @@ def test_a_tenants_cache_that_lost_half_of_its_keys_starts_afresh(r, redis_url):
     r.hset("gpuas:rcache:a", "#bytes", 10**9)          # a running total that disagrees with the entries
     [more] = _run(app, [("/q?i=10", {"X-API-Key": KEY_A})])
     assert more.status_code == 200 and _cache_state(r, "a")[0] <= 1
+
+
+# ---- request hygiene: header names, path parameters, X-Forwarded-For, the body's size ---------------------------
+
+@pytest.mark.services
+@pytest.mark.security
+def test_a_header_name_with_an_underscore_never_reaches_the_upstream(r, redis_url, tmp_path):
+    """`X_Tenant: b` went upstream beside the gateway's own `x-tenant: a`; a server that maps header names to
+    CGI variables (HTTP_X_TENANT) reads both as X-Tenant, so a tenant could claim another. Names with an
+    underscore are dropped; everything else still goes."""
+    up = Recorder("main")
+    toml = (f'upstream = "{up.url}"\nkeys_from_redis = false\n[redis]\nurl = "{redis_url}"\n'
+            f'[[keys]]\ntenant = "a"\nkey = "{KEY_A}"\n')
+    try:
+        with standalone_gateway(tmp_path, toml) as (_, port):
+            status, _ = raw_get(port, b"/v1/x", {"X-API-Key": KEY_A, "X_Tenant": "b", "x_api_key": "z",
+                                                 "X-Custom": "kept"})
+    finally:
+        up.close()
+    assert status == 200
+    [(_, _, headers)] = up.requests
+    assert not any("_" in k for k in headers), headers
+    assert headers["x-tenant"] == "a" and headers["x-custom"] == "kept"
+
+
+@pytest.mark.services
+@pytest.mark.security
+def test_a_path_parameter_is_refused_before_the_upstream(r, redis_url, tmp_path):
+    """`/..;/admin` passed the dot-segment check, and Tomcat or Jetty strip `;params` before resolving the path:
+    `/base/..;/admin` is `/admin` there. Any `;` in the path (escaped or not) is a 400 now."""
+    up = Recorder("main")
+    toml = (f'upstream = "{up.url}/base"\nkeys_from_redis = false\n[redis]\nurl = "{redis_url}"\n'
+            f'[[keys]]\ntenant = "a"\nkey = "{KEY_A}"\n')
+    try:
+        with standalone_gateway(tmp_path, toml) as (_, port):
+            refused = {t: raw_get(port, t, {"X-API-Key": KEY_A})[0]
+                       for t in (b"/..;/admin", b"/v1/..;/..;/admin", b"/v1/x;jsessionid=1", b"/v1/%2e%2e%3b/admin",
+                                 b"/v1/..%3B/admin")}
+            ok = raw_get(port, b"/v1/x?a=b;c", {"X-API-Key": KEY_A})[0]   # a ; in the query is the query's
+    finally:
+        up.close()
+    assert refused == dict.fromkeys(refused, 400)
+    assert ok == 200 and [p for _, p, _ in up.requests] == ["/base/v1/x?a=b;c"]
+
+
+@pytest.mark.services
+@pytest.mark.security
+def test_x_forwarded_for_gets_the_peer_and_a_clients_own_value_is_not_passed_on(r, redis_url, tmp_path):
+    """A client's `X-Forwarded-For: 10.9.9.9` went upstream as it was, so an upstream that logs or limits by it
+    saw whatever address the client chose. Now the peer is appended, and what came before is kept only from a
+    trusted proxy; X-Real-IP and Forwarded from anyone else are dropped."""
+    up = Recorder("main")
+    base = (f'upstream = "{up.url}"\nkeys_from_redis = false\n[redis]\nurl = "{redis_url}"\n'
+            f'[[keys]]\ntenant = "a"\nkey = "{KEY_A}"\n')
+    spoof = {"X-API-Key": KEY_A, "X-Forwarded-For": "10.9.9.9", "X-Real-IP": "10.9.9.9", "Forwarded": "for=10.9.9.9"}
+    try:
+        with standalone_gateway(tmp_path, base) as (_, port):
+            plain = raw_get(port, b"/v1/x", spoof)[0]
+        with standalone_gateway(tmp_path, 'trusted_proxies = ["127.0.0.1/32"]\n' + base) as (_, port):
+            proxied = raw_get(port, b"/v1/y", spoof)[0]
+    finally:
+        up.close()
+    assert plain == proxied == 200
+    [(_, _, untrusted), (_, _, trusted)] = up.requests
+    assert untrusted["x-forwarded-for"] == "127.0.0.1"
+    assert "x-real-ip" not in untrusted and "forwarded" not in untrusted
+    assert trusted["x-forwarded-for"] == "10.9.9.9, 127.0.0.1" and trusted["x-real-ip"] == "10.9.9.9"
+
+
+def raw_post(port: int, headers: dict[str, str], body: bytes, chunked: bool) -> tuple[int, bytes]:
+    """POST `body` over a plain socket, with Content-Length or as one chunk of a chunked body."""
+    head = b"POST /v1/gen HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+    head += b"".join(f"{k}: {v}\r\n".encode() for k, v in headers.items())
+    if chunked:
+        data = head + b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n"
+    else:
+        data = head + f"Content-Length: {len(body)}\r\n\r\n".encode() + body
+    out = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(data)
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := s.recv(65536):
+                out += chunk
+    return (int(out.split(b" ", 2)[1]) if out else 0), out
+
+
+@pytest.mark.services
+@pytest.mark.security
+def test_a_request_body_over_max_body_bytes_is_refused_413(r, redis_url, tmp_path):
+    """There was no limit: any tenant could stream gigabytes through the gateway. `max_body_bytes` now refuses a
+    larger body with 413, declared in Content-Length or counted as a chunked body arrives; the upstream gets no
+    whole request with it. A body within the limit still goes through."""
+    up = Recorder("main")
+    toml = (f'upstream = "{up.url}"\nkeys_from_redis = false\nmax_body_bytes = 1000\n[redis]\nurl = "{redis_url}"\n'
+            f'[[keys]]\ntenant = "a"\nkey = "{KEY_A}"\n')
+    key = {"X-API-Key": KEY_A}
+    try:
+        with standalone_gateway(tmp_path, toml) as (_, port):
+            sized = raw_post(port, key, b"x" * 1001, chunked=False)
+            chunked = raw_post(port, key, b"y" * 5000, chunked=True)
+            fits = raw_post(port, key, b"z" * 1000, chunked=False)
+    finally:
+        up.close()
+    assert sized[0] == 413 and b"larger than 1000 bytes" in sized[1]
+    assert chunked[0] == 413
+    assert fits[0] == 200
+    # only the one that fits reached the upstream as a request with its body
+    assert [h.get("content-length") for _, _, h in up.requests if h.get("content-length")] == ["1000"]
+
+
+def test_max_body_bytes_defaults_to_a_few_mib_and_must_be_positive():
+    from gateway.keys import GatewayConfigError
+
+    assert parse_gateway_config({}).max_body_bytes == 8 * 1024 * 1024
+    with pytest.raises(GatewayConfigError, match=r"max_body_bytes: "):
+        parse_gateway_config({"max_body_bytes": 0})
+
+
+@pytest.mark.services
+def test_an_in_process_app_reading_a_chunked_body_past_the_limit_gives_413(r, redis_url):
+    """The app behind the middleware reads the body itself (here Starlette's request.body()): past the limit its
+    read fails, its own error answer is dropped, and the client gets the 413."""
+    async def echo(request):
+        return JSONResponse({"size": len(await request.body())})
+
+    cfg = parse_gateway_config({"redis": {"url": redis_url}, "keys": [{"tenant": "a", "key": KEY_A}],
+                                "keys_from_redis": False, "max_body_bytes": 100})
+
+    async def chunks(n):
+        for _ in range(n):
+            yield b"x" * 40
+
+    async def go():
+        app = build_app(cfg, Starlette(routes=[Route("/e", echo, methods=["POST"])]))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+            big = await c.post("/e", content=chunks(3), headers={"X-API-Key": KEY_A})
+            small = await c.post("/e", content=chunks(2), headers={"X-API-Key": KEY_A})
+            return big, small
+
+    big, small = asyncio.run(go())
+    assert big.status_code == 413 and small.status_code == 200 and small.json() == {"size": 80}
