@@ -121,6 +121,7 @@ def run(ctx: click.Context, sim: bool, cycles: int | None, interval: float | Non
     click.echo(f"gpu-autoscaler: source={source_text(cfg)} actuators={[a.name for a in rt.actuators]} "
                f"dry_run={cfg.actuators.dry_run} {short_note(rt.forecaster_note)} "
                f"interval={cfg.cycle.interval_s:g}s", err=True)
+    _warn_default_redis_user(cfg)
     if demo_token is not None and cfg.server.enabled and not no_http:
         click.echo(f"gpu-autoscaler: console http://{cfg.server.host}:{cfg.server.port}/ui/ and /api/v1, "
                    f"operator token for this run: {demo_token}", err=True)
@@ -175,9 +176,23 @@ def check_config(ctx: click.Context) -> None:
         digest_map(cfg.gateway.keys, "gateway.keys")  # unreadable key files, one key for two tenants
     except GatewayConfigError as exc:
         _fail(f"config error: {exc}")
+    _warn_default_redis_user(cfg)
     click.echo(f"ok: source={source_text(cfg)} actuators={list(cfg.actuators.enabled)} "
                f"dry_run={cfg.actuators.dry_run} tenants={len(cfg.tenants)} interval={cfg.cycle.interval_s:g}s "
                f"{note}")  # a one-off check: the whole note, with why this model (or none) is used
+
+
+def _warn_default_redis_user(cfg: Config) -> None:
+    """Say loudly when the daemon's Redis URLs name no ACL user: Redis' default user can write everything, so
+    unless the gateways log in as their own restricted user their credential writes the control plane too."""
+    from daemon.config.redis_acl import url_user
+
+    for key, url in cfg.daemon_redis_urls().items():
+        if url_user(url) is None:
+            click.echo(f"warning: {key} logs in as Redis' default user: whoever holds the gateways' Redis "
+                       "credential can write the lease, the operator's overrides and their audit, and the API-key "
+                       "map, unless the gateways log in as their own ACL user; use deploy/redis/users.acl "
+                       "(gpu-autoscaler redis-acl) and log in as gpuas-daemon (docs/security.md)", err=True)
 
 
 @cli.command()
@@ -538,6 +553,32 @@ def recommend_cmd(replay: Path, minimize: str | None, subject_to: tuple[str, ...
     except (rec.ObjectiveError, ValueError, KeyError) as exc:
         _fail(f"recommend: {replay}: {exc}", 1)
     click.echo(json.dumps(r, indent=2) if as_json else rec.text(r))
+
+
+@cli.command(name="redis-acl")
+@click.option("--daemon-password-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="File holding the daemon user's password (its SHA-256 goes in the ACL).")
+@click.option("--gateway-password-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="File holding the gateways' user's password.")
+@click.pass_context
+def redis_acl_cmd(ctx: click.Context, daemon_password_file: Path | None, gateway_password_file: Path | None) -> None:
+    """Print the Redis ACL file (Redis' `aclfile`) for this config's prefixes: a daemon user that owns the
+    control plane and a gateway user that reads limits and keys and writes only its buckets. Without password
+    files the passwords are placeholders Redis refuses to load."""
+    from daemon.config.redis_acl import acl_file
+    from gateway.configfile import read_secret
+
+    cfg = _load(ctx)
+    pw = {}
+    for who, path in (("daemon", daemon_password_file), ("gateway", gateway_password_file)):
+        try:
+            pw[who] = read_secret(path, f"--{who}-password-file", ValueError) if path is not None else None
+        except ValueError as exc:
+            _fail(f"redis-acl: {exc}")
+    try:
+        click.echo(acl_file(cfg.actuators.redis.prefix, cfg.ha.prefix, pw["daemon"], pw["gateway"]), nl=False)
+    except ValueError as exc:
+        _fail(f"redis-acl: {exc}")
 
 
 @cli.command(name="shadow-report")

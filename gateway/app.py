@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from typing import Callable
+from urllib.parse import urlsplit
 
 from gateway.breaker import Breaker
 from gateway.bucket import AsyncTokenBucket, limiter_client
@@ -12,6 +13,8 @@ from gateway.degrade import ResponseCache
 from gateway.identity import Identity
 from gateway.middleware import RateLimitMiddleware
 from gateway.proxy import ProxyApp
+
+log = logging.getLogger("gpu_autoscaler.gateway")
 
 
 def build_app(cfg: GatewayConfig, app: Callable | None = None) -> RateLimitMiddleware:
@@ -23,6 +26,10 @@ def build_app(cfg: GatewayConfig, app: Callable | None = None) -> RateLimitMiddl
         if cfg.upstream is None:
             raise GatewayConfigError("upstream: the stand-alone gateway needs upstream = URL")
         app = ProxyApp(cfg.upstream)
+    if urlsplit(cfg.redis.url).username is None:
+        log.warning("gateway: redis.url names no user, so the gateway logs in as Redis' default user; with the "
+                    "shipped users (deploy/redis/users.acl) log in as gpuas-gateway, which cannot write the "
+                    "daemon's lease, overrides or API-key map (docs/security.md)")
     client = limiter_client(cfg.redis.url, cfg.redis.timeout_s)
     breaker = Breaker(cfg.redis.breaker_s)
     dg = cfg.degrade

@@ -36,8 +36,8 @@ class TokenBucket:
         self._script = client.register_script(LUA)
 
     def acquire(self, tenant: str, cost: float = 1.0) -> Decision:
-        reply = self._script(keys=[limit_key(self.prefix, tenant), bucket_key(self.prefix, tenant)],
-                             args=[cost, *self.default])
+        reply = self._script(keys=[bucket_key(self.prefix, tenant)],
+                             args=[cost, *self.default, limit_key(self.prefix, tenant)])
         return Decision.from_reply(reply)
 
 
@@ -50,8 +50,8 @@ class AsyncTokenBucket:
         self._script = client.register_script(LUA)
 
     async def acquire(self, tenant: str, cost: float = 1.0) -> Decision:
-        reply = await self._script(keys=[limit_key(self.prefix, tenant), bucket_key(self.prefix, tenant)],
-                                   args=[cost, *self.default])
+        reply = await self._script(keys=[bucket_key(self.prefix, tenant)],
+                                   args=[cost, *self.default, limit_key(self.prefix, tenant)])
         return Decision.from_reply(reply)
 
 

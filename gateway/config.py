@@ -15,7 +15,10 @@ from gateway.keys import ApiKey, GatewayConfigError, digest_map
 
 
 class GatewayRedis(_Strict):
-    url: str = Field("redis://127.0.0.1:6379/0", description="the Redis holding the buckets, limits and published keys")
+    url: str = Field("redis://127.0.0.1:6379/0", description="the Redis holding the buckets, limits and "
+                     "published keys; log in as the gateways' own ACL user "
+                     "(`redis://gpuas-gateway:PASSWORD@host:6379/0`, deploy/redis/users.acl), "
+                     "which cannot write the daemon's control state")
     prefix: str = "gpuas"
     timeout_s: float = Field(0.5, gt=0, le=30,
                              description="one Redis call (connect or command) gives up after this long; the limiter "

@@ -1,10 +1,12 @@
 -- Atomic token bucket shared by every gateway replica.
--- KEYS[1] = limit hash published by the daemon (rate, burst, reason)
--- KEYS[2] = bucket state hash (tokens, ts)
+-- KEYS[1] = bucket state hash (tokens, ts): the only key the script writes
 -- ARGV[1] = cost in tokens, ARGV[2] = default rate, ARGV[3] = default burst (no limit published yet)
+-- ARGV[4] = name of the limit hash published by the daemon (rate, burst, reason). An argument, not a KEY:
+-- Redis' ACL counts every KEY of EVALSHA as written, and the gateway's user may only read the limits
+-- (deploy/redis/users.acl); the HMGET below is checked as the read it is.
 -- Returns {allowed 0/1, tokens left, retry-after seconds, rate, reason}; numbers as strings
 -- because Redis would truncate Lua floats to integers.
-local lim = redis.call('HMGET', KEYS[1], 'rate', 'burst', 'reason')
+local lim = redis.call('HMGET', ARGV[4], 'rate', 'burst', 'reason')
 -- a published value that is not a number >= 0 (NaN, negative, garbage) counts as not published; inf is unlimited
 local function usable(x)
   return x ~= nil and x == x and x >= 0
@@ -26,7 +28,7 @@ if burst < cost then
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local b = redis.call('HMGET', KEYS[2], 'tokens', 'ts')
+local b = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
 local tokens = tonumber(b[1]) or burst
 local ts = tonumber(b[2]) or now
 if now > ts then
@@ -45,11 +47,11 @@ elseif rate > 0 then
 else
   retry = -1
 end
-redis.call('HSET', KEYS[2], 'tokens', tostring(tokens), 'ts', tostring(now))
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', tostring(now))
 -- the state lives as long as a refill from empty takes (at most 30 days; inf / inf is NaN), plus a minute
 local life = burst / math.max(rate, 0.001)
 if life ~= life or life > 2592000 then
   life = 2592000
 end
-redis.call('PEXPIRE', KEYS[2], math.ceil(life * 1000) + 60000)
+redis.call('PEXPIRE', KEYS[1], math.ceil(life * 1000) + 60000)
 return {allowed, tostring(tokens), tostring(retry), tostring(rate), reason}

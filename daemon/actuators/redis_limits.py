@@ -18,7 +18,7 @@ import redis
 
 from daemon.actuators.base import ActionReport
 from daemon.policy.types import Notification, Plan
-from gateway.contract import keys_key, limit_key
+from gateway.contract import glob_escape, keys_key, limit_key
 
 
 class RedisLimitsActuator:
@@ -77,7 +77,7 @@ class RedisLimitsActuator:
         out = {}
         self._seen = {}
         head = f"{self.prefix}:limit:"
-        keys = [k for k in self.client.scan_iter(match=f"{_glob_escape(self.prefix)}:limit:*", count=1000)
+        keys = [k for k in self.client.scan_iter(match=f"{glob_escape(self.prefix)}:limit:*", count=1000)
                 if k.decode("utf-8", "replace").startswith(head)]
         if not keys:
             return out
@@ -193,7 +193,3 @@ def _float(raw: bytes | None, default: float) -> float:
     except ValueError:
         return default
 
-
-def _glob_escape(text: str) -> str:
-    """`text` as a literal in a Redis MATCH pattern (a prefix holding * ? [ ] or \\ matches only itself)."""
-    return "".join("\\" + c if c in "*?[]\\" else c for c in text)

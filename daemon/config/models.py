@@ -333,10 +333,15 @@ class ForecasterConfig(_Strict):
 
 class RedisActuatorConfig(_Strict):
     url: str = Field("redis://127.0.0.1:6379/0", description="the Redis the gateways read: per-tenant limits, API "
-                     "key digests, notifications; also the HA lease's Redis unless ha.redis_url is set")
+                     "key digests, notifications; also the HA lease's Redis unless ha.redis_url is set. Log in as "
+                     "the daemon's own ACL user (`redis://gpuas-daemon:PASSWORD@host:6379/0`, "
+                     "deploy/redis/users.acl), never as the gateways'")
     prefix: str = Field("gpuas", description="prefix of every key the redis actuator writes (`<prefix>:limit:"
                         "<tenant>`, `<prefix>:apikeys`, `<prefix>:notifications`, ...): the gateways' redis.prefix "
                         "must be the same")
+    gateway_user: str = Field("gpuas-gateway", min_length=1, description="the Redis ACL user the gateways log in "
+                              "as: a daemon Redis URL (this url, ha.redis_url) that logs in as it is refused, since "
+                              "every gateway could then write the lease, the overrides and the key map")
 
 
 class SlurmActuatorConfig(_Strict):
@@ -567,7 +572,10 @@ class HAConfig(_Strict):
     backend: Literal["redis", "kubernetes"] = Field("redis", description="where the lease and the operator's "
                                                     "overrides live: redis (ha.redis_url) or kubernetes (a Lease "
                                                     "object in ha.namespace, over actuators.kubernetes' connection)")
-    redis_url: str | None = Field(None, description="the lease's Redis (default: actuators.redis.url)")
+    redis_url: str | None = Field(None, description="the control plane's Redis: the lease, the operator's "
+                                  "overrides and their audit stream, the shadow stream (default: "
+                                  "actuators.redis.url). Log in as the daemon's ACL user, never the gateways' "
+                                  "(docs/security.md)")
     prefix: str = Field("gpuas", description="redis backend: prefix of the lease's keys (`<prefix>:leader`, "
                         "`:leader:token`, `:leader:ledger`), the replicas' beats and the shared overrides; the same on "
                         "every replica of one daemon, another for each daemon sharing the Redis")
@@ -825,6 +833,32 @@ class Config(_Strict):
                              f"{steps:.0f} steps of cycle.resolution_s, over the {HEALTH_MAX_STEPS} a Prometheus "
                              "range query returns; lower those thresholds")
         return self
+
+    @model_validator(mode="after")
+    def _control_plane_is_not_the_gateways(self) -> "Config":
+        # the gateways' Redis user may write its buckets only (deploy/redis/users.acl); with its credential the
+        # daemon's lease, overrides, audit and key map would be writable by every gateway, so it is refused
+        from daemon.config.redis_acl import url_user
+
+        gw = self.actuators.redis.gateway_user
+        for key, url in self.daemon_redis_urls().items():
+            if url_user(url) == gw:
+                raise ValueError(f"{key} logs in as {gw!r}, the gateways' Redis user (actuators.redis.gateway_user): "
+                                 "the lease, the operator's overrides, their audit and the API-key map must not be "
+                                 "written with a gateway's credential; log in as the daemon's own user "
+                                 "(deploy/redis/users.acl, docs/security.md)")
+        return self
+
+    def daemon_redis_urls(self) -> dict[str, str]:
+        """The Redis URLs this daemon logs in with, by the config key that gives them (ha.redis_url only when the
+        lease is in Redis; its default, actuators.redis.url)."""
+        out = {}
+        if "redis" in self.actuators.enabled:
+            out["actuators.redis.url"] = self.actuators.redis.url
+        if self.ha.enabled and self.ha.backend == "redis":
+            out["ha.redis_url" if self.ha.redis_url else "actuators.redis.url (ha.redis_url's default)"] = \
+                self.ha.redis_url or self.actuators.redis.url
+        return out
 
     def tier_of(self, tenant: str) -> Tier:
         for t in self.tenants:

@@ -38,20 +38,25 @@ def stop(proc: subprocess.Popen, timeout=10):
 
 
 @contextlib.contextmanager
-def redis_server(tmp: Path, port: int | None = None, durable: bool = False):
+def redis_server(tmp: Path, port: int | None = None, durable: bool = False, aclfile: Path | None = None,
+                 ready_login: str = ""):
     """redis-server on 127.0.0.1 (a free port unless given); `durable`: an append-only file fsynced on every
-    write in `tmp`, so a restart on the same port and folder finds everything a client was told was written."""
+    write in `tmp`, so a restart on the same port and folder finds everything a client was told was written.
+    `aclfile`: its users (then `ready_login`, `user:password`, is who pings it until it answers); the URL
+    yielded names no user."""
     exe = need_binary("redis-server")
     port = port or free_port()
     aof = ["--appendonly", "yes", "--appendfsync", "always"] if durable else ["--appendonly", "no"]
-    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", *aof,
+    acl = ["--aclfile", str(aclfile)] if aclfile is not None else []
+    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", *aof, *acl,
                              "--dir", str(tmp), "--daemonize", "no"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     import redis
 
     url = f"redis://127.0.0.1:{port}/0"
+    login = f"redis://{ready_login}@127.0.0.1:{port}/0" if ready_login else url
     try:
-        wait_for(lambda: redis.Redis.from_url(url).ping(), what="redis")
+        wait_for(lambda: redis.Redis.from_url(login).ping(), what="redis")
         yield url, proc
     finally:
         stop(proc)
