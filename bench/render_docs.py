@@ -1833,7 +1833,7 @@ FOLDERS = {
     "bench": "benchmarks, their goals (targets.py), their JSON (out/), and render_docs.py, which renders every "
              "table of measured numbers in the docs from that JSON",
     "deploy": "config example, Prometheus scrape job, alert, recording and forecast rules with their promtool "
-              "tests, Alertmanager route, Grafana dashboard",
+              "tests, Alertmanager route, Grafana dashboard, Redis ACL users (redis/users.acl)",
     "systemd": "gpu-autoscaler.service (Type=notify, watchdog, sandbox), the retrain service and its timer",
     "scripts": "install-services.sh: the Debian servers the tests start",
     "tests": "one folder per package; integration/ where every test starts a real server; support/ for the "
