@@ -227,3 +227,19 @@ def test_the_gateway_warns_when_it_logs_in_to_redis_as_the_default_user(caplog):
         build_app(parse_gateway_config({"redis": {"url": f"redis://gpuas-gateway:{GATEWAY_PW}@127.0.0.1:1/0"}}),
                   _app())
     assert not caplog.records
+
+
+def test_the_acl_follows_the_configured_prefixes():
+    """Another actuators.redis.prefix (the gateways') and ha.prefix: the daemon owns both, the gateway's patterns
+    follow the first; glob characters in a prefix match only themselves; a prefix an ACL cannot hold is refused
+    with the key's name."""
+    from daemon.config.redis_acl import acl_file
+
+    text = acl_file("gw1", "ctl")
+    daemon_line, gateway_line = text.splitlines()[1:]
+    assert "~ctl:* ~gw1:* &ctl:* &gw1:*" in daemon_line
+    assert "%R~gw1:limit:* %R~gw1:apikeys ~gw1:bucket:* ~gw1:rcache:* ~gw1:rcache-idx:*" in gateway_line
+    assert "ctl" not in gateway_line
+    assert "%R~a\\*b:limit:*" in acl_file("a*b", "a*b")
+    with pytest.raises(ValueError, match=r"ha.prefix: 'two words' cannot be written in an ACL key pattern"):
+        acl_file("gpuas", "two words")
