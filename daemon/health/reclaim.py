@@ -7,8 +7,11 @@ acted on here (a leak may still finish; a GPU error is the failover's, daemon/fa
 
 Limits, as for preemptions: the job must have run ``policy.preempt_min_runtime_s``; each reclaim spends the
 preemption budget (the GPUs and jobs the cycle's plan left in its token bucket, daemon/policy/budget.py), and
-one the budget cannot pay waits for a later cycle. Nothing acts on a job the scheduler does not list (a job
-label that matches no job), on a job not running, on a job whose telemetry was refused, or on a job whose
+one the budget cannot pay waits for a later cycle. What stops a preemption stops a reclaim (``Restraints``): the
+operator's pauses (cluster-wide or per tenant) and floors, and a plan that is stale or the safe default; the
+job's tier is its tenant's effective one, an operator's change included (the caller's ``JobInfo.tier``). Such a
+reclaim is ``held`` (the tenant is still told, with why it waits). Nothing acts on a job the scheduler does not
+list (a job label that matches no job), on a job not running, on a job whose telemetry was refused, or on a job whose
 telemetry does not cover exactly its allocated GPUs on its own nodes (``partial_telemetry``: half of an 8-GPU
 job's series missing, or a GPU on a node the job does not run on, is not evidence that the job is idle; the job
 is reported to operators and the tenant, never warned nor acted on).
@@ -21,14 +24,35 @@ of them is kept in memory), so a new leader reclaims on the same evidence. Which
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, Mapping
 
 from daemon.config import Config, Tier
 from daemon.health.detect import detect, mins
 from daemon.health.types import Finding, JobStatus, Scheduler, Telemetry
 
-Verdict = Literal["warn", "requeue", "report", "protected", "over_budget", "unknown_job", "not_running",
+Verdict = Literal["warn", "requeue", "report", "protected", "over_budget", "held", "unknown_job", "not_running",
                   "partial_telemetry"]
+
+
+@dataclass(frozen=True)
+class Restraints:
+    """What, beyond the config, holds every reclaim back this cycle: the same inputs that hold the plan's
+    preemptions back (daemon/policy/engine.py), handed in as plain data so that a console pause or floor and a
+    stale snapshot stop a health requeue exactly as they stop a preemption (the caller builds it:
+    daemon/service/health.py `restraints`).
+
+    ``held``: why no job is reclaimed this cycle (the plan is stale or the safe default, every preemption is
+    paused), or None. ``tenants``: tenant -> why its jobs are not reclaimed (its preemptions paused, an operator's
+    floor). A held reclaim is warned about as usual and acted on at the first cycle nothing holds it."""
+
+    held: str | None = None
+    tenants: Mapping[str, str] = field(default_factory=dict)
+
+    def why(self, tenant: str) -> str | None:
+        return self.held if self.held is not None else self.tenants.get(tenant)
+
+
+FREE = Restraints()
 
 
 @dataclass(frozen=True)
@@ -125,10 +149,12 @@ def _threshold(kind: str, cfg: Config) -> tuple[float | None, dict[Tier, str] | 
 
 
 def decide(findings: list[Finding], jobs: dict[str, JobInfo], cfg: Config,
-           memory: HealthMemory, now: float, budget_gpus: float, budget_jobs: float) -> Decision:
+           memory: HealthMemory, now: float, budget_gpus: float, budget_jobs: float,
+           restraints: Restraints = FREE) -> Decision:
     """Outcomes for every finding, the warnings to send and the reclaims to make this cycle.
 
-    Findings are taken longest-idle first so the budget goes to the GPUs idle longest."""
+    Findings are taken longest-idle first so the budget goes to the GPUs idle longest; a reclaim `restraints`
+    hold back spends none of it."""
     min_run = cfg.policy.preempt_min_runtime_s
     outcomes: list[Outcome] = []
     warnings: list[Warning_] = []
@@ -162,10 +188,14 @@ def decide(findings: list[Finding], jobs: dict[str, JobInfo], cfg: Config,
         if first_warning:
             warned[key] = now
         when = "" if due is None else (" now" if due == 0 else f" in {mins(due)} if it stays so")
+        held = restraints.why(info.tenant) if action == "requeue" else None
         plan = {"report": "it is reported only", "warn only": "it is reported only",
-                "requeue": f"it will be requeued{when}"}[action]
+                "requeue": f"it will be requeued{when}" if held is None
+                else f"it would be requeued{when}, but not while {held}"}[action]
         msg = f"{f.summary}; tier {info.tier}: {plan}"
-        if first_warning and action == "requeue" and due == 0:
+        if held is not None and due == 0:
+            outcomes.append(Outcome(f, info.tenant, info.tier, "held", action, due, msg))
+        elif first_warning and action == "requeue" and due == 0:
             # never requeued in the cycle that first tells the tenant (a restart or a takeover sees a job idle
             # past the threshold at once): the warning goes out now, the requeue at the next cycle
             msg = f"{f.summary}; tier {info.tier}: it will be requeued at the next cycle if it stays so"
@@ -208,13 +238,14 @@ def covered(s: JobStatus, jobs: dict[str, JobInfo]) -> JobStatus:
 
 
 def assess(tel: Telemetry, jobs: dict[str, JobInfo], cfg: Config, memory: HealthMemory, now: float,
-           budget_gpus: float, budget_jobs: float) -> tuple[list[JobStatus], Decision]:
+           budget_gpus: float, budget_jobs: float, restraints: Restraints = FREE) -> tuple[list[JobStatus], Decision]:
     """One health step on one window of telemetry: detect (each job's findings clipped to its current run), mark
-    the jobs whose telemetry is not their allocation, and decide (warnings, reclaims within the budget left).
+    the jobs whose telemetry is not their allocation, and decide (warnings, reclaims within the budget left and
+    not held back by `restraints`).
 
     The one place both the daemon (daemon/service/health.py `HealthRunner.run`) and the replay
     (daemon/sim/health_replay.py) take these decisions, so the replay measures the policy the daemon runs."""
     runtime = {k: v.runtime_s for k, v in jobs.items() if v.running}
     statuses, findings = detect(tel, cfg.health, cfg.cycle.stale_after_s, runtime)
     statuses = [covered(s, jobs) for s in statuses]
-    return statuses, decide(findings, jobs, cfg, memory, now, budget_gpus, budget_jobs)
+    return statuses, decide(findings, jobs, cfg, memory, now, budget_gpus, budget_jobs, restraints)

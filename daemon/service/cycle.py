@@ -71,8 +71,9 @@ class CycleRunner:
     """Owns the cross-cycle memory; a lock keeps alert-triggered and scheduled cycles from overlapping.
 
     `cfg` is the daemon's one reference to the config in force (Runtime.cfg and Daemon.cfg read it); only
-    `Daemon.use_config` replaces it, under `lock`. `snapshot` is what the web layer reads (daemon/web/backend.py):
-    replaced whole by `publish` at the end of each cycle.
+    `Daemon.use_config` replaces it (through `use_config`, which turns the health step on or off), under `lock`.
+    `snapshot` is what the web layer reads (daemon/web/backend.py): replaced whole by `publish` at the end of each
+    cycle.
     """
 
     def __init__(self, cfg: Config, source: Source, forecaster: Forecaster, actuators: list[Actuator],
@@ -110,6 +111,9 @@ class CycleRunner:
         self.shadow_log = None
         self.cycles = 0
         self.health = None  # daemon/service/health.py HealthRunner; wiring sets it when health.enabled
+        # builds the HealthRunner when a reload turns health on and none was built yet (wiring sets it)
+        self.health_factory: Callable[[Config], object] | None = None
+        self._health_off = None   # the HealthRunner a reload turned off: its metrics stay registered, it is reused
         self.last_health: dict | None = None   # its last view, published in the Snapshot
         self.last_health_cycle = -1   # the cycle that made last_health: the next plan reads its idle findings
         if self.last_plan is not None:
@@ -122,6 +126,30 @@ class CycleRunner:
                             "of unknown age" if age == float("inf") else f"{age:.0f}s", cfg.cycle.max_plan_age_s)
         self.snapshot: Snapshot
         self.publish()
+
+    def use_config(self, cfg: Config) -> str | None:
+        """Swap `cfg` in (the caller holds `lock`: between cycles) and turn the health step on or off when its
+        ``health.enabled`` changed: the kill switch a reload gives an operator. Returns a line saying what
+        happened to the health step, or None when it did not change."""
+        was, self.cfg = self.cfg.health.enabled, cfg
+        if cfg.health.enabled == was:
+            return None
+        if not cfg.health.enabled:
+            if self.health is not None:
+                self.health.stop()
+                self._health_off, self.health = self.health, None
+            self.last_health = None   # no findings shown that nobody checks now; the next plan marks no job idle
+            return "job health turned off: no finding, warning or reclaim until health.enabled = true"
+        if self.health is None and self._health_off is not None:
+            self.health, self._health_off = self._health_off, None
+        elif self.health is None and self.health_factory is not None:
+            try:
+                self.health = self.health_factory(cfg)
+            except Exception as exc:  # the reload itself stands; the line says health did not start
+                return f"job health stays off: it could not start ({exc}); restart the daemon to turn it on"
+        if self.health is None:
+            return "job health stays off: this daemon cannot start it on a reload; restart it to turn health on"
+        return "job health turned on: findings from this cycle, reclaims from the cycle after its first warning"
 
     def plan_age_s(self) -> float:
         """Seconds since the last good plan was made (inf when there is none or its time is unknown)."""
@@ -214,12 +242,14 @@ class CycleRunner:
                     log.error("actuator %s: notify: %s", act.name, exc)
         return reports
 
-    def _health(self, state) -> list[ActionReport]:
+    def _health(self, state, plan: Plan, ops: OperatorInputs | None) -> list[ActionReport]:
         """Job health after the plan (daemon/service/health.py): its reclaims spend what the plan left of the
-        preemption budget, and what they leave goes back into the policy's memory."""
+        preemption budget, and what they leave goes back into the policy's memory. The operator's inputs the plan
+        read bind them too (effective tiers, pauses, floors), and a stale plan or the safe default holds them
+        back as it holds preemptions back (`restraints`)."""
         if self.health is None:
             return []
-        from daemon.service.health import after_reclaims, budget_left
+        from daemon.service.health import after_reclaims, budget_left, restraints
 
         if self.health.cfg is not self.cfg:   # a reload replaced the config between cycles
             self.health.use_config(self.cfg)
@@ -227,7 +257,8 @@ class CycleRunner:
         avail = budget_left(self.memory, now, state.capacity, self.cfg)
         try:
             res = self.health.run(state, self.actuators, self.acting, avail,
-                                  self.store.log_events if self.store is not None else None)
+                                  self.store.log_events if self.store is not None else None,
+                                  ops, restraints(ops, plan, self.safe_active))
         except Exception:  # health must never stop the cycle
             log.exception("job health step failed")
             return []
@@ -356,7 +387,7 @@ class CycleRunner:
                     log.error("state not saved (%s): the plan is applied and kept in memory; the last saved plan "
                               "stays on disk", exc)
             m.last_good.set(pd.Timestamp(plan.at).timestamp())
-        reports += self._health(state)
+        reports += self._health(state, plan, ops)
         m.observe_plan(plan, fc, self.cfg.policy.lead_time_steps, fell_back, self.cfg.cycle.forget_tenant_after_s)
         dt = time.perf_counter() - t0
         m.cycle_seconds.observe(dt)

@@ -8,6 +8,11 @@ Kubernetes actuators check it again before every command). Reclaims spend the pr
 
 A failed telemetry read is no data: no finding, no warning, no reclaim this cycle (the error is in the view and
 `gpuas_health_telemetry_up` is 0).
+
+The operator and the plan bind a reclaim as they bind a preemption: a job's tier is its tenant's effective tier
+(an operator's change included, `job_infos`), and `restraints` turns the operator's pauses and floors and a stale
+plan (or the safe default) into the reclaim policy's `Restraints` (daemon/health/reclaim.py), which holds the
+requeue back.
 """
 
 from __future__ import annotations
@@ -25,11 +30,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from daemon.actuators.base import ActionReport, CommentsJobs, ReclaimsJobs
 from daemon.actuators.slurm.holds import expand_hostlist
 from daemon.config import Config
-from daemon.health.reclaim import Decision, HealthMemory, JobInfo, assess
+from daemon.health.reclaim import FREE, Decision, HealthMemory, JobInfo, Restraints, assess
 from daemon.health.types import JobStatus, Telemetry
 from daemon.policy import budget
 from daemon.policy.state import PRIORITY, ClusterState
-from daemon.policy.types import Notification, PolicyMemory
+from daemon.policy.types import Notification, OperatorInputs, Plan, PolicyMemory
 from daemon.sources.base import SourceError
 
 log = logging.getLogger("gpu_autoscaler.health")
@@ -41,22 +46,42 @@ class TelemetryReader(Protocol):
     def read(self, end: float | None = None) -> Telemetry: ...
 
 
-def job_infos(state: ClusterState | None, cfg: Config) -> dict[str, JobInfo]:
+def job_infos(state: ClusterState | None, cfg: Config, ops: OperatorInputs | None = None) -> dict[str, JobInfo]:
     """What the scheduler says of each job (tenant, tier, GPUs, running, runtime, nodes), keyed by the job id as a
-    string: a low-priority job's tier is low, any other's its tenant's. Shared by the daemon's health step and the
-    replay (daemon/sim/health_replay.py)."""
+    string: a low-priority job's tier is low, any other's its tenant's effective tier (an operator's change in
+    `ops` over the config's, as the plan reads it). Shared by the daemon's health step and the replay
+    (daemon/sim/health_replay.py)."""
     if state is None or len(state.jobs) == 0:
         return {}
+    tiers = ops.tiers if ops is not None else {}
     j = state.jobs
     out = {}
     for i in range(len(j)):
         tenant = state.tenants[int(j.tenant[i])]
-        tier = "low" if int(j.priority[i]) == PRIORITY["low"] else cfg.tier_of(tenant)
+        tier = "low" if int(j.priority[i]) == PRIORITY["low"] else tiers.get(tenant) or cfg.tier_of(tenant)
         # a Slurm job on several nodes has a hostlist ("gn[1-2]"); a pod its one nodeName
         nodes = tuple(expand_hostlist(str(j.node[i]))) if j.node[i] else ()
         out[str(j.ids[i])] = JobInfo(tenant, tier, int(j.gpus[i]), bool(j.running[i]), float(j.runtime_s[i]),
                                      nodes)
     return out
+
+
+def restraints(ops: OperatorInputs | None, plan: Plan | None, safe_default: bool = False) -> Restraints:
+    """What holds every health reclaim back this cycle, from what holds the plan's preemptions back: a stale plan
+    or the safe default (no new preemptions while the data cannot be trusted), a cluster-wide pause, and per
+    tenant a pause or an operator's floor (docs/console-and-api.md: its jobs are not preempted). Each reason is
+    worded to follow "not while" in the message the tenant reads."""
+    held = None
+    if plan is not None and plan.stale:
+        note = f" ({plan.notes[0]})" if plan.notes else ""
+        held = f"the safe default is in force{note}" if safe_default else f"the plan is stale{note}"
+    elif ops is not None and ops.paused_all:
+        held = "an operator has paused preemptions"
+    if ops is None:
+        return Restraints(held)
+    tenants = {t: f"an operator's floor of {n} GPUs protects this tenant" for t, n in ops.floors.items() if n > 0}
+    tenants.update({t: "an operator has paused this tenant's preemptions" for t in ops.paused})
+    return Restraints(held, tenants)
 
 
 def budget_left(memory: PolicyMemory, now: float, capacity: int, cfg: Config) -> tuple[float, float]:
@@ -118,6 +143,15 @@ class HealthRunner:
         if hasattr(self.telemetry, "use_config"):
             self.telemetry.use_config(cfg)
 
+    def stop(self) -> None:
+        """Health turned off (a reload with ``health.enabled = false``): the gauges no longer show findings that
+        nobody checks, and the warnings sent are forgotten, so a job is warned afresh (and requeued a cycle after
+        at the earliest) when health is turned on again."""
+        self.memory = HealthMemory()
+        self._counted_until = None
+        for g in (self.metrics.idle_gpus, self.metrics.findings, self.metrics.jobs):
+            g.clear()
+
     # ---- pieces ----------------------------------------------------------------------------------------------
     def _label(self, job: str, fallback: str | None, jobs: dict[str, JobInfo]) -> tuple[str, str]:
         """(tenant, tier) for metrics (operators' only): the scheduler's; a job it does not list counts as tenant
@@ -158,7 +192,10 @@ class HealthRunner:
 
     # ---- one cycle -------------------------------------------------------------------------------------------
     def run(self, state: ClusterState | None, actuators: list, acting: bool, budget: tuple[float, float],
-            log_events: Callable[[str, list[tuple[str, dict]]], None] | None = None) -> HealthResult:
+            log_events: Callable[[str, list[tuple[str, dict]]], None] | None = None,
+            ops: OperatorInputs | None = None, held: Restraints = FREE) -> HealthResult:
+        """One health step: `ops` are the operator's inputs the cycle's plan read (its tiers name each job's tier),
+        `held` what holds reclaims back (`restraints`)."""
         now = self.clock()
         at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
         try:
@@ -169,8 +206,8 @@ class HealthRunner:
             return HealthResult({"at": at, "error": str(exc), "outcomes": [], "jobs": [], "idle": []},
                                 budget_gpus=budget[0], budget_jobs=budget[1])
         self.metrics.up.set(1)
-        jobs = job_infos(state, self.cfg)
-        statuses, d = assess(tel, jobs, self.cfg, self.memory, now, *budget)
+        jobs = job_infos(state, self.cfg, ops)
+        statuses, d = assess(tel, jobs, self.cfg, self.memory, now, *budget, held)
         self._count_idle_minutes(tel, jobs)
         self._publish(statuses, d, jobs)
         reports: list[ActionReport] = []

@@ -93,7 +93,9 @@ class Daemon:
         reference, so there is nothing else to keep in step. HTTP handlers read it per request (tokens).
         """
         with self.runtime.runner.lock:
-            self.runtime.runner.cfg = cfg
+            note = self.runtime.runner.use_config(cfg)
+        if note is not None:
+            reload_log.warning("%s", note)
 
     def may_act(self) -> bool:
         """Whether this replica may change the cluster (the leader lease hooks in here). Checked first on the

@@ -245,11 +245,17 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
                          history=history.frame(HISTORY_STEPS) if history is not None else None)
     if lease is not None:
         runner.may_act = lease.is_leader
-    if cfg.health.enabled and sim is None:
+    if sim is None:   # the embedded simulator has no per-job telemetry (config validation refuses it)
         from daemon.service.health import HealthRunner
         from daemon.sources.job_telemetry import JobTelemetrySource
 
-        runner.health = HealthRunner(cfg, JobTelemetrySource(cfg), metrics.registry)
+        def health_runner(c: Config) -> HealthRunner:
+            return HealthRunner(c, JobTelemetrySource(c), metrics.registry)
+
+        # built now when health is on; otherwise when a reload turns it on (CycleRunner.use_config)
+        runner.health_factory = health_runner
+        if cfg.health.enabled:
+            runner.health = health_runner(cfg)
     runner.shadow_log = shadow_log(lease, cfg, store)
     overrides = Overrides(store, _shared_overrides(lease, cfg),
                           replica=lease.replica_id if lease is not None else None)

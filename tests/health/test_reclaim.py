@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 
 from daemon.config import Config
-from daemon.health.reclaim import HealthMemory, JobInfo, decide
+from daemon.health.reclaim import FREE, HealthMemory, JobInfo, Restraints, decide
 from daemon.health.types import Finding
+from daemon.policy.types import OperatorInputs
+from daemon.service.health import job_infos, restraints
+from tests.policy.test_engine import make_state
 
 NOW = 1_800_000_000.0
 
@@ -23,8 +26,8 @@ def info(tier="low", gpus=8, running=True, runtime_s=7200.0, tenant="team-a", no
 CFG = Config()
 
 
-def run(findings, jobs, memory=None, cfg=CFG, budget=(100.0, 10.0), now=NOW):
-    return decide(findings, jobs, cfg, memory or HealthMemory(), now, *budget)
+def run(findings, jobs, memory=None, cfg=CFG, budget=(100.0, 10.0), now=NOW, restraints=FREE):
+    return decide(findings, jobs, cfg, memory or HealthMemory(), now, *budget, restraints)
 
 
 def test_a_low_priority_job_is_warned_at_30_minutes_then_requeued_at_60():
@@ -116,3 +119,36 @@ def test_an_unknown_jobs_outcome_has_no_tenant_even_with_a_namespace_label():
     d = run([f], {})
     assert d.outcomes[0].verdict == "unknown_job" and d.outcomes[0].tenant is None
     assert d.outcomes[0].to_dict()["tenant"] is None
+
+
+def test_restraints_hold_a_due_reclaim_back_and_spend_none_of_the_budget():
+    """What holds a preemption back holds a reclaim back: the cycle hands in why (daemon/service/health.py
+    `restraints`); a held job is told why, and another tenant's job is requeued as before."""
+    mem = HealthMemory({(j, "idle"): NOW - 3600 for j in "ab"})
+    jobs = {"a": info(tenant="team-a"), "b": info(tenant="team-b")}
+    held = Restraints(tenants={"team-a": "an operator has paused this tenant's preemptions"})
+    d = run([finding("a", 90), finding("b", 70)], jobs, memory=mem, restraints=held)
+    v = {o.finding.job: o for o in d.outcomes}
+    assert [r.job for r in d.reclaims] == ["b"] and d.budget_gpus == 92     # a's 8 GPUs not spent
+    assert v["a"].verdict == "held" and "but not while an operator has paused" in v["a"].message
+    d = run([finding("a", 90), finding("b", 70)], jobs, memory=mem, restraints=Restraints("the plan is stale"))
+    assert d.reclaims == [] and {o.verdict for o in d.outcomes} == {"held"} and d.budget_gpus == 100
+    # not due yet: a warning that says the requeue waits for the restraint
+    d = run([finding("a", 35)], jobs, restraints=held)
+    assert d.outcomes[0].verdict == "warn" and "would be requeued in 25 min" in d.warnings[0].message
+    # a report-only tier is reported, whatever holds requeues back
+    assert run([finding("a", 90)], {"a": info("normal", tenant="team-a")}, memory=mem,
+               restraints=held).outcomes[0].verdict == "report"
+
+
+def test_restraints_come_from_the_operators_inputs_and_the_plans_freshness():
+    ops = OperatorInputs(floors={"f": 4, "z": 0}, paused=frozenset({"p"}))
+    r = restraints(ops, None)
+    assert r.held is None and set(r.tenants) == {"f", "p"} and r.why("z") is None
+    assert restraints(OperatorInputs(paused_all=True), None).why("anyone") == "an operator has paused preemptions"
+    # the operator's tier is the job's tier (a low-priority job stays low)
+    st = make_state(["normal", "normal"], [(0, 2, "normal", True, 3600, 0), (1, 2, "low", True, 3600, 0)],
+                    capacity=8)
+    tenants = st.tenants
+    infos = job_infos(st, Config(), OperatorInputs(tiers={tenants[0]: "high", tenants[1]: "high"}))
+    assert sorted(i.tier for i in infos.values()) == ["high", "low"]
