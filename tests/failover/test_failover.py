@@ -54,8 +54,11 @@ def test_breaker_counts_distinct_nodes_in_a_window():
 
 
 def running_nodes(d):
-    c = d.runtime.sim.cluster
-    return [i for i in range(c.n_nodes) if ((c.j_node[: c.size] == i) & (c.j_state[: c.size] == 2)).any()]
+    """Nodes with running jobs, read under the simulator's lock: the running daemon's cycle steps (and grows) these
+    arrays, and a read mid-step could pair one step's `size` with another's."""
+    with d.runtime.sim.lock:
+        c = d.runtime.sim.cluster
+        return [i for i in range(c.n_nodes) if ((c.j_node[: c.size] == i) & (c.j_state[: c.size] == 2)).any()]
 
 
 def test_range_in_a_node_label_fences_nothing(daemon):

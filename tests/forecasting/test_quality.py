@@ -145,7 +145,9 @@ def test_plan_and_metrics_carry_the_live_scores_per_tenant(tmp_path):
     d.start()
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: d.runtime.runner.quality.current().scored >= 2, what="two scored forecasts", timeout=120)
+        # the published Snapshot's scores (made under the cycle's lock), not the live scorer's: the cycle thread
+        # appends to its deque of scored forecasts while a read from here walks it
+        wait_for(lambda: d.backend.snapshot().quality["scored"] >= 2, what="two scored forecasts", timeout=120)
         fq = httpx.get(f"{base}/plan", headers={"Authorization": f"Bearer {token}"}).json()["forecast_quality"]
         assert fq["scored"] >= 2 and 0.0 <= fq["coverage_p90"] <= 1.0 and fq["wql"] >= 0.0
         assert len(fq["tenants"]) == 6

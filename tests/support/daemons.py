@@ -3,6 +3,9 @@
 The fixtures that start one (`daemon`, `api`) are in tests/support/fixtures.py, loaded for every test.
 """
 
+from contextlib import contextmanager
+from typing import Iterator
+
 from daemon.config import Config, ServerConfig, SimulatorConfig, SourceConfig
 
 TOKEN = "s3cret-token"
@@ -27,6 +30,17 @@ def alert(name, status="firing", **labels):
     return {"status": status, "labels": {"alertname": name, **labels}, "annotations": {},
             "startsAt": "2026-01-06T13:30:00Z", "endsAt": "0001-01-01T00:00:00Z",
             "generatorURL": "http://prom/graph", "fingerprint": "abc"}
+
+
+@contextmanager
+def between_cycles(d) -> Iterator[None]:
+    """A running daemon's loop held between two cycles, for the length of the block: the runner's lock, which
+    every cycle (scheduled or alert-triggered) takes for its whole run, and inside which alone the simulator
+    steps and the plan is applied. What a test reads of the simulator or the runner in the block is what the
+    daemon sees, and stays so until the block ends; the failover worker and the HTTP server take other locks,
+    so an alert posted in the block is handled. Reading a live loop's state without it races the next cycle."""
+    with d.runtime.runner.lock:
+        yield
 
 
 OP = "operator-token-0123456789"

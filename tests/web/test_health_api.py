@@ -3,11 +3,12 @@ findings, jobs and idle GPUs; an operator sees all."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import httpx
 import pytest
 
 from tests.support.daemons import OP, T1, h
-from tests.support.services import wait_for
 
 
 def outcome(job: str, tenant: str | None, verdict: str) -> dict:
@@ -26,19 +27,31 @@ VIEW = {"at": "2026-01-06T13:30:00Z", "error": None, "window_minutes": 70.0,
                  {"tenant": "tenant-0002", "tier": "low", "idle_gpus": 4}]}
 
 
+@contextmanager
+def published(d, view: dict):
+    """`view` as a health step's, published now in the running daemon's Snapshot, and taken back after: set and
+    published under the runner's lock, between two cycles, as a cycle's end publishes it (set unlocked, it reached
+    the Snapshot at some later cycle, and stayed there for the next test until another cycle ran)."""
+    r = d.runtime.runner
+    with r.lock:
+        r.last_health = view
+        r.publish()
+    try:
+        yield
+    finally:
+        with r.lock:                     # the daemon is shared with other tests
+            r.last_health = None
+            r.publish()
+
+
 @pytest.mark.security
 def test_a_tenant_token_sees_only_its_own_tenants_findings(api):
     d, base = api
-    d.runtime.runner.last_health = VIEW       # what a health cycle publishes; the next cycle's Snapshot carries it
-    try:
+    with published(d, VIEW):
         check(base)
-    finally:
-        d.runtime.runner.last_health = None   # the daemon is shared with other tests
 
 
 def check(base: str) -> None:
-    wait_for(lambda: httpx.get(f"{base}/api/v1/health", headers=h(OP)).json()["outcomes"], what="published",
-             timeout=30)
     every = httpx.get(f"{base}/api/v1/health", headers=h(OP)).json()
     assert [o["job"] for o in every["outcomes"]] == ["11", "22", "99"] and len(every["idle"]) == 2
     mine = httpx.get(f"{base}/api/v1/health", headers=h(T1)).json()
@@ -120,18 +133,15 @@ def test_conflict_reason_names_no_other_tenant(api):
                                                       "beta/secret-llm-run": ("tenant-0002", 1, "n1")})
     assert {j["job"]: j["state"] for j in view["jobs"]} == {"alpha/train-0": "rejected",
                                                             "beta/secret-llm-run": "rejected"}
-    d.runtime.runner.last_health = view
-    try:
-        wait_for(lambda: [j["job"] for j in httpx.get(f"{base}/api/v1/health", headers=h(OP)).json()["jobs"]]
-                 == ["alpha/train-0", "beta/secret-llm-run"], what="published", timeout=30)
+    with published(d, view):
+        assert [j["job"] for j in httpx.get(f"{base}/api/v1/health", headers=h(OP)).json()["jobs"]] == \
+            ["alpha/train-0", "beta/secret-llm-run"]
         mine = httpx.get(f"{base}/api/v1/health", headers=h(T1))
         rows = mine.json()["jobs"]
         assert [r["job"] for r in rows] == ["alpha/train-0"] and "also claimed by another job" in rows[0]["why"]
         assert "secret-llm-run" not in mine.text and "beta" not in mine.text
         page = httpx.get(f"{base}/ui/tenants/tenant-0001", headers=h(T1)).text
         assert "secret-llm-run" not in page
-    finally:
-        d.runtime.runner.last_health = None   # the daemon is shared with other tests
 
 
 @pytest.mark.security
