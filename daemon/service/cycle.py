@@ -142,6 +142,7 @@ class CycleRunner:
             return "job health turned off: no finding, warning or reclaim until health.enabled = true"
         if self.health is None and self._health_off is not None:
             self.health, self._health_off = self._health_off, None
+            self.health.use_config(cfg)
         elif self.health is None and self.health_factory is not None:
             try:
                 self.health = self.health_factory(cfg)

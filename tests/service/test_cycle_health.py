@@ -216,3 +216,24 @@ def test_a_reload_turns_job_health_off_and_on(tmp_path):
     assert rec.comments == [job, job] and rec.reclaimed == [] and verdict(rt) == "warn"   # warned afresh
     r.run_once()
     assert rec.reclaimed == [job]
+
+
+def test_a_daemon_started_with_health_off_can_have_it_turned_on_by_a_reload(tmp_path):
+    """Wiring leaves the runner a way to build the health step (on Prometheus; the simulator has no per-job
+    telemetry): turned on, off and on again, the same step comes back (its metrics are registered once)."""
+    from daemon.sources.job_telemetry import JobTelemetrySource
+
+    cfg = Config(source={"kind": "prometheus", "prometheus": {"url": "http://127.0.0.1:9"}},
+                 state={"path": tmp_path / "state.sqlite"}, forecaster={"model_dir": tmp_path / "models"})
+    rt = build_runtime(cfg)
+    r = rt.runner
+    on = cfg.model_copy(update={"health": cfg.health.model_copy(update={"enabled": True})})
+    try:
+        assert r.health is None and r.use_config(cfg) is None
+        assert "turned on" in r.use_config(on) and isinstance(r.health.telemetry, JobTelemetrySource)
+        first = r.health
+        assert "turned off" in r.use_config(cfg) and r.health is None
+        again = on.model_copy()
+        assert "turned on" in r.use_config(again) and r.health is first and r.health.cfg is again
+    finally:
+        rt.close()
