@@ -58,6 +58,8 @@ import numpy as np
 import provenance  # bench/, next to this script
 import targets
 
+EXPORTER = 'job="dcgm-exporter",'   # the exporter's scrape job, as the default exporter_selector selects
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -140,7 +142,8 @@ def write_openmetrics(path: Path, d: np.ndarray, t0: int, now: int, gpus: int, t
         lines += steps
         f.write("# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n")
         typed = [f',modelName="{model(g % types)}"' if types else "" for g in range(gpus // 8)]
-        raw = [f'DCGM_FI_DEV_GPU_UTIL{{Hostname="node{g:05d}",gpu="0"{typed[g]}}} 0' for g in range(gpus // 8)]
+        raw = [f'DCGM_FI_DEV_GPU_UTIL{{{EXPORTER}Hostname="node{g:05d}",gpu="0"{typed[g]}}} 0'
+               for g in range(gpus // 8)]
         for s in range(max(0, (now - 1200 - t0) // STEP), steps):
             ts = f" {t0 + STEP * s}\n"
             f.write(ts.join(raw) + ts)
@@ -219,7 +222,8 @@ def child(args) -> None:
         fleet = {"types": [f"t{t}" for t in range(args.types)],
                  "aliases": {model(t): f"t{t}" for t in range(args.types)}}
         # the bench writes one raw series per node (8 GPUs each): the node view counts it 8 times
-        prom_extra = {"nodes_by_type_query": "8 * count by (Hostname, modelName, namespace) (DCGM_FI_DEV_GPU_UTIL)"}
+        prom_extra = {"nodes_by_type_query":
+                      "8 * count by (Hostname, modelName, namespace) (DCGM_FI_DEV_GPU_UTIL{$exporter})"}
     cfg = parse_config({
         "fleet": fleet,
         "cluster": {"gpus": args.gpus},

@@ -179,6 +179,42 @@ class SimulatorConfig(_Strict):
     warmup_steps: int = Field(2880, ge=0, description="history generated before the first cycle")
 
 
+_MATCHER = r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
+_MATCHERS = re.compile(rf"{_MATCHER}(?:,{_MATCHER})*,?\s*")   # PromQL label matchers, as inside {...}
+
+
+EXPORTER = "$exporter"   # in a query: replaced by source.prometheus.exporter_selector
+_DCGM_SERIES = re.compile(r"\bDCGM_[A-Za-z0-9_]*")
+# queries read each cycle, checked to select the exporter (util_query and nodes_query are read by no version)
+PROMETHEUS_QUERIES = ("demand", "missing", "capacity", "known_nodes", "freshness", "demand_by_type",
+                      "usage_by_type", "capacity_by_type", "nodes_by_type")
+
+
+def unselected_series(query: str) -> list[str]:
+    """The raw DCGM series a query reads without ``{$exporter}`` among its matchers.
+
+    Any scrape target can expose a series named DCGM_FI_DEV_GPU_UTIL (a tenant's pod does it with one line of
+    text), so a raw DCGM name counts only with the exporter's own labels; a query that reads a recorded series
+    (gpuas:..., namespace:gpuas_...) is not checked, as the shipped recording rules select the exporter."""
+    out = []
+    for m in _DCGM_SERIES.finditer(query):
+        rest = query[m.end():].lstrip()
+        inside = rest[1:rest.find("}")] if rest.startswith("{") and "}" in rest else None
+        if inside is None or EXPORTER not in inside:
+            out.append(m.group())
+    return out
+
+
+def refuse_unselected(queries: dict[str, str | None]) -> None:
+    """Raise naming the first query whose raw DCGM series do not select the exporter (unselected_series)."""
+    for key, text in queries.items():
+        bad = unselected_series(text or "")
+        if bad:
+            raise ValueError(f"{key} reads {bad[0]} without {{{EXPORTER}}}: any pod Prometheus scrapes can "
+                             f"expose that name and forge demand or capacity; write {bad[0]}{{{EXPORTER}, ...}} "
+                             "(source.prometheus.exporter_selector selects the DCGM exporter's series)")
+
+
 class PrometheusConfig(_Strict):
     url: str = Field("http://127.0.0.1:9090", description="base URL of the Prometheus HTTP API (the daemon adds "
                      "/api/v1/...); a user:password in it is shown as `***` in logs, /healthz and the console")
@@ -187,6 +223,13 @@ class PrometheusConfig(_Strict):
     retries: int = Field(2, ge=0, description="tries again of a request that failed (no connection, a timeout, a "
                          "500/502/503/504), with backoff from 0.2 s; then the cycle's read is a source error and "
                          "the last good plan is kept")
+    exporter_selector: str = Field('job="dcgm-exporter"', min_length=1,
+                                   description="PromQL label matchers that select the DCGM exporter's own series, "
+                                   "put in place of $exporter in every query that reads a DCGM series (demand, "
+                                   "capacity, nodes, freshness and [health]): series a tenant's pods expose under "
+                                   "the DCGM names must not count. A query that reads a DCGM series without "
+                                   "{$exporter} is refused. Keep honor_labels off for tenant scrape jobs, so their "
+                                   "`job` label cannot be the exporter's")
     tenant_label: str = Field("namespace", description="label naming the tenant in the demand and missing queries' "
                               "answers (their `by (...)`); its values are the tenant names. Default: the pod's "
                               "namespace, as DCGM exporter labels an allocated GPU")
@@ -201,31 +244,36 @@ class PrometheusConfig(_Strict):
     chunk_steps: int = Field(720, ge=1, description="steps per query_range request (bounds each answer's size)")
     # Demand of a tenant = GPUs allocated to it, busy or idle. DCGM exporter labels a GPU with the namespace
     # of the pod it is allocated to (empty when free).
-    demand_query: str = Field('count by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""})',
+    demand_query: str = Field('count by (namespace) (DCGM_FI_DEV_GPU_UTIL{$exporter, namespace!=""})',
                               description="PromQL: GPUs allocated per tenant (by tenant_label), busy or idle: the "
                               "demand that is forecast and planned for")
     # Tenants with a GPU seen in the last 15m whose series is not fresh now (its node's scrape failed, so
     # Prometheus marked it stale, or the exporter dropped it): missing, not idle.
-    missing_query: str = Field('count by (namespace) (last_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!=""}[15m])'
-                               ' unless on (Hostname, gpu) DCGM_FI_DEV_GPU_UTIL)',
+    missing_query: str = Field('count by (namespace) ('
+                               'last_over_time(DCGM_FI_DEV_GPU_UTIL{$exporter, namespace!=""}[15m])'
+                               ' unless on (Hostname, gpu) DCGM_FI_DEV_GPU_UTIL{$exporter})',
                                description="PromQL: per tenant, GPUs it held in the last 15 minutes whose series is "
                                "not fresh now (a failed node scrape, a dropped series): that tenant is missing "
                                "(NaN), not idle")
-    util_query: str = Field('avg by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""})',
+    util_query: str = Field('avg by (namespace) (DCGM_FI_DEV_GPU_UTIL{$exporter, namespace!=""})',
                             description="not read by this version: demand is GPUs allocated, busy or idle, and no "
                             "utilization is used; accepted so that files which set it stay valid")
-    capacity_query: str = Field("count(DCGM_FI_DEV_GPU_UTIL)", description="PromQL: the cluster's healthy GPUs (the "
-                                "plan's capacity); a step where it has no value counts as not scraped, every "
+    capacity_query: str = Field("count(DCGM_FI_DEV_GPU_UTIL{$exporter})", description="PromQL: the cluster's healthy "
+                                "GPUs (the plan's capacity; with a scheduler's node view, at most the GPUs it lists, "
+                                "per node where the answer carries node_label); a step where it has no value "
+                                "counts as not scraped, every "
                                 "tenant missing there")
-    nodes_query: str = Field("count by (Hostname) (DCGM_FI_DEV_GPU_UTIL)", description="not read by this version: "
+    nodes_query: str = Field("count by (Hostname) (DCGM_FI_DEV_GPU_UTIL{$exporter})",
+                             description="not read by this version: "
                              "the nodes come from the scheduler, else from known_nodes_query; accepted so that files "
                              "which set it stay valid")
     # nodes seen within a day: a node that just died is still known (alerts may only name known nodes)
-    known_nodes_query: str = Field("count by (Hostname) (max_over_time(DCGM_FI_DEV_GPU_UTIL[1d]))",
+    known_nodes_query: str = Field("count by (Hostname) (max_over_time(DCGM_FI_DEV_GPU_UTIL{$exporter}[1d]))",
                                    description="PromQL, by node_label: nodes seen within a day, so one that just "
                                    "died is still known. When no live scheduler actuator lists the nodes, a "
                                    "node-down alert may only name one of these")
-    freshness_query: str = Field("max(timestamp(DCGM_FI_DEV_GPU_UTIL))", description="PromQL: time of the newest "
+    freshness_query: str = Field("max(timestamp(DCGM_FI_DEV_GPU_UTIL{$exporter}))",
+                                 description="PromQL: time of the newest "
                                  "sample; older than cycle.stale_after_s makes the snapshot stale (no new "
                                  "preemptions)")
     # a mixed fleet (issue 24): the same series per (tenant, GPU model); DCGM exporter labels each GPU with
@@ -234,14 +282,16 @@ class PrometheusConfig(_Strict):
                             "(DCGM exporter's modelName; a MIG instance's profile needs its own label, e.g. "
                             "GPU_I_PROFILE); its values are matched to fleet.types through fleet.aliases, a value "
                             "that matches none is type \"unknown\" and reported")
-    demand_by_type_query: str = Field('count by (namespace, modelName) (DCGM_FI_DEV_GPU_UTIL{namespace!=""})',
+    demand_by_type_query: str = Field('count by (namespace, modelName) '
+                                      '(DCGM_FI_DEV_GPU_UTIL{$exporter, namespace!=""})',
                                       description="PromQL: GPUs allocated per tenant and GPU model (by tenant_label "
                                       "and type_label), busy or idle: the demand per type of a mixed fleet")
-    usage_by_type_query: str = Field('count by (namespace, modelName) (DCGM_FI_DEV_GPU_UTIL{namespace!=""} > 0)',
+    usage_by_type_query: str = Field('count by (namespace, modelName) '
+                                     '(DCGM_FI_DEV_GPU_UTIL{$exporter, namespace!=""} > 0)',
                                      description="PromQL: GPUs in use (utilization above 0) per tenant and GPU model")
-    capacity_by_type_query: str = Field("count by (modelName) (DCGM_FI_DEV_GPU_UTIL)", description="PromQL: "
+    capacity_by_type_query: str = Field("count by (modelName) (DCGM_FI_DEV_GPU_UTIL{$exporter})", description="PromQL: "
                                         "healthy GPUs per GPU model (by type_label)")
-    nodes_by_type_query: str = Field("count by (Hostname, modelName, namespace) (DCGM_FI_DEV_GPU_UTIL)",
+    nodes_by_type_query: str = Field("count by (Hostname, modelName, namespace) (DCGM_FI_DEV_GPU_UTIL{$exporter})",
                                      description="PromQL: GPUs per node, GPU model and tenant (by node_label, "
                                      "type_label and tenant_label; no tenant = free). Read on a mixed fleet only when "
                                      "no scheduler actuator lists the nodes: it gives the policy each node's type, "
@@ -269,6 +319,23 @@ class PrometheusConfig(_Strict):
         if isinstance(data, dict) and data.get("recording_rules") is True:
             data = {**RECORDED_QUERIES, **data}
         return data
+
+    @model_validator(mode="after")
+    def _queries_select_the_exporter(self) -> "PrometheusConfig":
+        if not _MATCHERS.fullmatch(self.exporter_selector):
+            raise ValueError(f"exporter_selector {self.exporter_selector!r} is not PromQL label matchers "
+                             '(name="value", name=~"regex", ... separated by commas, no braces)')
+        refuse_unselected({f"{q}_query": getattr(self, f"{q}_query")
+                                                for q in PROMETHEUS_QUERIES})
+        return self
+
+    def selects(self, query: str) -> str:
+        """`query` with $exporter replaced by exporter_selector: what is sent to Prometheus."""
+        return query.replace(EXPORTER, self.exporter_selector)
+
+    def query(self, which: str) -> str:
+        """The configured ``<which>_query``, as sent to Prometheus (selects)."""
+        return self.selects(getattr(self, f"{which}_query"))
 
 
 # What the daemon reads when recording_rules = true (the series deploy/prometheus/gpu-autoscaler-recording.yml records).
@@ -613,10 +680,7 @@ class StateConfig(_Strict):
 HealthAction = Literal["report", "requeue"]
 
 
-_MATCHER = r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
-_MATCHERS = re.compile(rf"{_MATCHER}(?:,{_MATCHER})*,?\s*")   # PromQL label matchers, as inside {...}
-
-
+HEALTH_QUERIES = ("activity", "fb_used", "fb_free", "xid")
 HEALTH_MAX_STEPS = 11_000   # points Prometheus returns per series in one range query
 
 
@@ -630,15 +694,11 @@ class HealthConfig(_Strict):
 
     enabled: bool = Field(False, description="read per-job GPU telemetry each cycle, publish findings (metrics, "
                           "console, API) and act on them as configured; needs source.kind = prometheus")
-    exporter_selector: str = Field('job="dcgm-exporter"', min_length=1,
-                                   description="PromQL label matchers that select the DCGM exporter's own series "
-                                   "(put in place of $exporter in the queries): series a tenant's pods expose "
-                                   "under the DCGM names must not count. Keep honor_labels off for tenant "
-                                   "scrape jobs, so their `job`, `namespace` and `pod` labels become exported_*")
     activity_query: str = Field("DCGM_FI_PROF_GR_ENGINE_ACTIVE{$exporter} or DCGM_FI_DEV_GPU_UTIL{$exporter} / 100",
                                 description="PromQL: per-GPU activity as a share 0..1 with the exporter's job "
                                 "labels (graphics engine active, falling back to GPU_UTIL in percent / 100); "
-                                "$exporter is replaced by exporter_selector; with the recording rules: "
+                                "$exporter is replaced by source.prometheus.exporter_selector; with the recording "
+                                "rules: "
                                 "gpuas:job_gpu_activity:ratio")
     fb_used_query: str = Field("DCGM_FI_DEV_FB_USED{$exporter}", description="PromQL: per-GPU framebuffer used (MiB)")
     fb_free_query: str = Field("DCGM_FI_DEV_FB_FREE{$exporter}", description="PromQL: per-GPU framebuffer free (MiB)")
@@ -702,14 +762,8 @@ class HealthConfig(_Strict):
             raise ValueError(f"XIDs {both} are in both xid_critical and xid_application")
         if any(x <= 0 for x in self.xid_critical + self.xid_application):
             raise ValueError("XIDs are positive codes")
-        if not _MATCHERS.fullmatch(self.exporter_selector):
-            raise ValueError(f"exporter_selector {self.exporter_selector!r} is not PromQL label matchers "
-                             '(name="value", name=~"regex", ... separated by commas, no braces)')
+        refuse_unselected({f"{q}_query": getattr(self, f"{q}_query") for q in HEALTH_QUERIES})
         return self
-
-    def query(self, which: str) -> str:
-        """The configured query with $exporter replaced by the exporter's selector."""
-        return getattr(self, f"{which}_query").replace("$exporter", self.exporter_selector)
 
     def window_minutes(self) -> float:
         """How much history each cycle reads: enough to see the longest threshold, plus a margin."""
@@ -777,6 +831,25 @@ class Config(_Strict):
     failover: FailoverConfig = Field(default_factory=FailoverConfig)
     retrain: RetrainConfig = Field(default_factory=RetrainConfig)
     health: HealthConfig = Field(default_factory=HealthConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_exporter_selector(cls, data):
+        """health.exporter_selector, where it was before it applied to every query, is read as
+        source.prometheus.exporter_selector (files that set it keep working); both set and different is refused,
+        as one of them would be silently ignored."""
+        if not isinstance(data, dict) or not isinstance(data.get("health"), dict) \
+                or "exporter_selector" not in data["health"]:
+            return data
+        health = dict(data["health"])
+        old = health.pop("exporter_selector")
+        source = dict(data.get("source") or {})
+        prom = dict(source.get("prometheus") or {})
+        if "exporter_selector" in prom and prom["exporter_selector"] != old:
+            raise ValueError("health.exporter_selector is the old place of source.prometheus.exporter_selector, "
+                             f"and they differ ({old!r} vs {prom['exporter_selector']!r}): keep the second only")
+        prom.setdefault("exporter_selector", old)
+        return {**data, "health": health, "source": {**source, "prometheus": prom}}
 
     @model_validator(mode="after")
     def _unique_tenants(self) -> "Config":

@@ -510,6 +510,7 @@ def _assemble(state: ClusterState, view: _View, holds: _Holds, cleared: _Cleared
                 notifications=notifs, stale=False, forecast_model=holds.model, notes=tuple(notes), memory=mem,
                 pooled=tuple(tenants[i] for i in np.flatnonzero(holds.pooled)),
                 hold_job_gpus={tenants[i]: int(holds.quantum[i]) for i in np.flatnonzero((res > 0) | holds.pooled)},
+                demand_capped=dict(state.capped), capacity_dropped=int(state.capacity_dropped),
                 **(_typed_fields(tenants, typed, high, holds.aged | holds.floored) if typed is not None else {}))
 
 

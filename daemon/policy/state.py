@@ -89,6 +89,10 @@ class ClusterState:
     failed_nodes: tuple[str, ...] = ()
     request_rate: np.ndarray | None = None  # req/s per tenant, when the source knows it
     nodes: Nodes | None = None     # per-node view, when the source knows placement
+    # what the source removed as not backed by the scheduler (daemon/sources/scheduler_bounds.py): per tenant, GPUs
+    # of demand above its running jobs' GPUs; and GPUs the metrics put on nodes the scheduler does not list
+    capped: dict[str, int] = field(default_factory=dict)
+    capacity_dropped: int = 0
 
     def tier_array(self) -> np.ndarray:
         return np.array([PRIORITY[t] for t in self.tiers], dtype=np.int8)

@@ -111,6 +111,11 @@ class Plan:
     shared_cap_by_type: dict[str, int] = field(default_factory=dict)
     # GPU type -> what the plan did on that type and why (holds sized, work asking for a type no node has, ...)
     notes_by_type: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Not backed by the scheduler (issue 36; daemon/sources/scheduler_bounds.py), as the source left it out of the
+    # snapshot: tenant -> GPUs of its reported demand above its running jobs' GPUs; GPUs reported on nodes the
+    # scheduler does not list. Both empty or 0 without a scheduler view.
+    demand_capped: dict[str, int] = field(default_factory=dict)
+    capacity_dropped: int = 0
 
     def job_gpus(self, tenants: Iterable[str]) -> int:
         """GPUs of the smallest job the holds of `tenants` are sized for (one tenant's hold, or a pool's), 1 when
@@ -141,6 +146,7 @@ class Plan:
             "capacity_by_type": dict(self.capacity_by_type), "high_pool_by_type": dict(self.high_pool_by_type),
             "notes_by_type": {k: list(v) for k, v in self.notes_by_type.items()},
             "shared_cap_by_type": dict(self.shared_cap_by_type),
+            "demand_capped": dict(self.demand_capped), "capacity_dropped": self.capacity_dropped,
         }
 
     @staticmethod
@@ -164,6 +170,8 @@ class Plan:
             high_pool_by_type={str(k): int(v) for k, v in d.get("high_pool_by_type", {}).items()},
             notes_by_type={str(k): tuple(str(x) for x in v) for k, v in d.get("notes_by_type", {}).items()},
             shared_cap_by_type={str(k): int(v) for k, v in d.get("shared_cap_by_type", {}).items()},
+            demand_capped={str(k): int(v) for k, v in d.get("demand_capped", {}).items()},
+            capacity_dropped=int(d.get("capacity_dropped", 0)),
         )
 
 

@@ -38,6 +38,11 @@ class DaemonMetrics:
         self.last_good = Gauge("gpuas_last_good_plan_timestamp_seconds", "When the plan in force was made", registry=r)
         self.load = Gauge("gpuas_cluster_load_ratio", "GPUs in use / healthy GPUs", registry=r)
         self.capacity = Gauge("gpuas_cluster_capacity_gpus", "Healthy GPUs", registry=r)
+        self.demand_capped = Gauge("gpuas_demand_capped_gpus", "GPUs of tenants' reported demand above their running "
+                                   "jobs' GPUs on the scheduler, left out of the plan (the plan's demand_capped says "
+                                   "whose)", registry=r)
+        self.capacity_dropped = Gauge("gpuas_capacity_dropped_gpus", "GPUs the metrics report on nodes the "
+                                      "scheduler does not list, left out of capacity", registry=r)
         self.rate_level = Gauge("gpuas_rate_level", "Index of the load level in force", registry=r)
         self.fallback = Gauge("gpuas_forecaster_fallback", "1 when a baseline stands in for the model", registry=r)
         self.forecast = Gauge("gpuas_forecast_peak_gpus", "Peak forecast over the lead time", ["tenant", "quantile"],
@@ -127,6 +132,8 @@ class DaemonMetrics:
         if math.isfinite(plan.load):
             self.load.set(plan.load)
         self.capacity.set(plan.capacity)
+        self.demand_capped.set(sum(plan.demand_capped.values()))
+        self.capacity_dropped.set(plan.capacity_dropped)
         self.rate_level.set(plan.memory.rate_level)
         for t in self._tenants - set(plan.reservations):
             self._set("reservation", (t,), 0)

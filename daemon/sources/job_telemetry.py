@@ -4,7 +4,7 @@ Kubernetes: the exporter labels a GPU with the pod using it (`pod`, `namespace`,
 job from its `--hpc-job-mapping-dir` (`hpc_job`). A series with neither is a free GPU and is skipped. Four range
 queries per cycle (all configurable, [health]): activity (DCGM_FI_PROF_GR_ENGINE_ACTIVE, falling back to
 DCGM_FI_DEV_GPU_UTIL / 100), framebuffer used and free, and the last XID, each restricted to the exporter's own
-series by `health.exporter_selector` (the `$exporter` in the queries).
+series by `source.prometheus.exporter_selector` (the `$exporter` in the queries), as every query is.
 
 What cannot be trusted is refused per job with a clear reason, never guessed at: a NaN, infinite or negative
 sample, an activity over 1, series for one GPU that disagree, or a GPU claimed by two jobs at the same step (a job
@@ -114,7 +114,8 @@ class JobTelemetrySource:
         meta: dict[Key, tuple[Scheduler, str | None]] = {}
         problems: dict[str, list[str]] = defaultdict(list)
         for name in FIELDS:
-            grids[name] = self._grid(name, hc.query(name), start, n, meta, problems)
+            query = self.cfg.source.prometheus.selects(getattr(hc, f"{name}_query"))
+            grids[name] = self._grid(name, query, start, n, meta, problems)
         keys = sorted(grids["activity"])   # a GPU without activity is not telemetry of a job
         self._conflicts(keys, grids["activity"], problems)
         nan = np.full(n, np.nan)

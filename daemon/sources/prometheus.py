@@ -30,6 +30,7 @@ from daemon.policy.state import ClusterState, Jobs, Nodes
 from daemon.sources.base import Collected, SourceError
 from daemon.sources.history import History
 from daemon.sources.redact import redact_text, redact_url
+from daemon.sources.scheduler_bounds import bound_capacity, cap_demand
 
 log = logging.getLogger("gpu_autoscaler.source.prometheus")
 SERIES_SEP = "@"     # a typed series: "<tenant>@<type>", as the policy names it (daemon/policy/fleet.py)
@@ -137,6 +138,8 @@ class PrometheusSource:
         self.resolver = cfg.fleet.resolver()   # GPU model names -> [fleet] types (window_by_type)
         self.typed = cfg.fleet.typed           # a mixed fleet: history per (tenant, type), nodes with a type
         self._reported_unknown: set[str] = set()
+        self._capped: dict[str, int] = {}    # tenant -> GPUs of demand capped, as last logged
+        self._dropped: dict[str, int] = {}   # node -> GPUs left out of capacity, as last logged
         hc = cfg.history
         if history is None and hc.incremental:   # in memory only; the runtime passes one persisted on disk
             history = History(self.step_s, cfg.cycle.history_steps, overlap_steps=hc.overlap_steps,
@@ -260,10 +263,10 @@ class PrometheusSource:
         tenant at a step with no scrape at all. Columns: every tenant seen, configured or in `tenants`.
         """
         n = int(round((end - start) / self.step_s)) + 1
-        d_keys, demand = self._grid(self.pc.demand_query, start, end, n)
-        _, capacity = self._grid(self.pc.capacity_query, start, end, n)
+        d_keys, demand = self._grid(self.pc.query("demand"), start, end, n)
+        _, capacity = self._grid(self.pc.query("capacity"), start, end, n)
         fresh = (np.nan_to_num(capacity) > 0).any(axis=0)
-        m_keys, missing = self._grid(self.pc.missing_query, start, end, n)
+        m_keys, missing = self._grid(self.pc.query("missing"), start, end, n)
         names = sorted((set(d_keys) | set(m_keys) | set(self.known) | set(tenants)) - {None})
         col = {t: j for j, t in enumerate(names)}
         values = np.zeros((n, len(names)))
@@ -304,11 +307,11 @@ class PrometheusSource:
         none is configured or seen in this window (the history's older columns: 0 at a scraped step, not NaN)."""
         n = int(round((end - start) / self.step_s)) + 1
         types_extra = set(types)
-        d_keys, demand = self._grid(query or self.pc.demand_by_type_query, start, end, n,
+        d_keys, demand = self._grid(query or self.pc.query("demand_by_type"), start, end, n,
                                     key=lambda lb: (self._label(lb), self._type_of(lb)))
-        _, capacity = self._grid(self.pc.capacity_query, start, end, n)
+        _, capacity = self._grid(self.pc.query("capacity"), start, end, n)
         fresh = (np.nan_to_num(capacity) > 0).any(axis=0)
-        m_keys, missing = self._grid(self.pc.missing_query, start, end, n)
+        m_keys, missing = self._grid(self.pc.query("missing"), start, end, n)
         d_keys = {k: r for k, r in d_keys.items() if k[0] is not None}
         names = sorted((set(k[0] for k in d_keys) | set(m_keys) | set(self.known) | set(tenants)) - {None})
         types = list(self.cfg.fleet.types) or [self.resolver(None)]
@@ -363,7 +366,7 @@ class PrometheusSource:
         node's GPUs, its type (its GPUs' model; the most common one if it reports several) and its free GPUs (those
         no tenant holds). Nothing is held or draining as far as Prometheus knows."""
         book: dict[str, dict] = {}
-        for labels, v in self._instant(self.pc.nodes_by_type_query, at):
+        for labels, v in self._instant(self.pc.query("nodes_by_type"), at):
             node = labels.get(self.pc.node_label)
             if not node:
                 continue
@@ -385,12 +388,12 @@ class PrometheusSource:
 
     def usage_by_type(self, start: float, end: float, tenants: Iterable[str] = ()) -> pd.DataFrame:
         """GPUs in use (utilization above 0) per (tenant, type): usage_by_type_query, framed as window_by_type."""
-        return self.window_by_type(start, end, tenants, query=self.pc.usage_by_type_query)
+        return self.window_by_type(start, end, tenants, query=self.pc.query("usage_by_type"))
 
     def capacity_by_type(self, at: float | None = None) -> dict[str, int]:
         """Healthy GPUs per type now (capacity_by_type_query); every configured type is listed, 0 when none."""
         out = {t: 0 for t in self.cfg.fleet.types}
-        for labels, v in self._instant(self.pc.capacity_by_type_query, self.clock() if at is None else at):
+        for labels, v in self._instant(self.pc.query("capacity_by_type"), self.clock() if at is None else at):
             typ = self._type_of(labels)
             out[typ] = out.get(typ, 0) + int(v)
         return out
@@ -420,9 +423,9 @@ class PrometheusSource:
         # (a configured tenant with no GPU of any type in the window has no series but is in the state, at 0)
         owner = [c.rpartition(SERIES_SEP)[0] for c in history.columns] if self.typed else list(history.columns)
         tenants = tuple(dict.fromkeys(owner + self.known)) if self.typed else tuple(owner)
-        cap = self._instant(self.pc.capacity_query, now)
-        capacity = int(sum(v for _, v in cap))
-        fresh = self._instant(self.pc.freshness_query, now)
+        cap = self._instant(self.pc.query("capacity"), now)
+        capacity = int(sum(v for _, v in cap))   # "this step was scraped"; the plan's capacity is bounded below
+        fresh = self._instant(self.pc.query("freshness"), now)
         newest = max((v for _, v in fresh), default=float("-inf"))
         staleness = max(0.0, self.clock() - newest) if np.isfinite(newest) else float("inf")
         scraped = capacity > 0 and staleness <= self.cfg.cycle.stale_after_s
@@ -438,6 +441,16 @@ class PrometheusSource:
             used = np.full(len(tenants), np.nan)
         missing = tuple(t for t, u in zip(tenants, used) if not np.isfinite(u))
         jobs = self._jobs(tenants)
+        capped: dict[str, int] = {}
+        if self.jobs_provider is not None:   # the scheduler's jobs bound each tenant's demand
+            used, excess = cap_demand(used, jobs)
+            capped = {tenants[i]: int(round(excess[i])) for i in np.flatnonzero(excess > 0)}
+        self._report_capped(capped)
+        nodes = self._nodes(tenants, now)
+        dropped: dict[str, int] = {}
+        if self.nodes_provider is not None and nodes is not None:   # the scheduler's nodes bound the capacity
+            capacity, dropped = bound_capacity(cap, self.pc.node_label, nodes)
+            self._report_dropped(dropped)
         pending = np.zeros(len(tenants))
         if len(jobs):
             q = ~jobs.running
@@ -445,11 +458,32 @@ class PrometheusSource:
         tiers = tuple(self.tiers.get(t, "normal") for t in tenants)
         state = ClusterState(at=pd.Timestamp(now, unit="s", tz="UTC"), tenants=tenants, tiers=tiers,
                              capacity=capacity, used=used, pending=pending, jobs=jobs, staleness_s=staleness,
-                             missing=missing, nodes=self._nodes(tenants, now),
-                             request_rate=self._request_rate(tenants, now))
+                             missing=missing, nodes=nodes, request_rate=self._request_rate(tenants, now),
+                             capped=capped, capacity_dropped=sum(dropped.values()))
         if missing:
             log.warning("no fresh sample for %d tenants: %s", len(missing), ", ".join(missing[:10]))
         return Collected(history, state)
+
+    def _report_capped(self, capped: dict[str, int]) -> None:
+        """One log line per tenant whose capped demand changed (appeared, moved or went away), not every cycle."""
+        for t in sorted(set(capped) | set(self._capped)):
+            now, before = capped.get(t, 0), self._capped.get(t, 0)
+            if now != before and now:
+                log.warning("tenant %s: Prometheus reports %d GPU(s) more than its running jobs on the scheduler "
+                            "hold; demand capped at its jobs' GPUs (series from outside the exporter?)", t, now)
+            elif now != before:
+                log.info("tenant %s: demand no longer above its jobs' GPUs on the scheduler", t)
+        self._capped = capped
+
+    def _report_dropped(self, dropped: dict[str, int]) -> None:
+        """One log line when the GPUs left out of capacity (nodes the scheduler does not list) change."""
+        if dropped != self._dropped and dropped:
+            shown = ", ".join(f"{n or 'over the scheduler total'}: {g}" for n, g in sorted(dropped.items())[:10])
+            log.warning("%d GPU(s) the metrics report are not capacity, not on the scheduler's nodes (%s)",
+                        sum(dropped.values()), shown)
+        elif dropped != self._dropped:
+            log.info("every GPU the metrics report is on a node the scheduler lists again")
+        self._dropped = dropped
 
     def _request_rate(self, tenants: tuple[str, ...], now: float) -> np.ndarray | None:
         """Requests per second per tenant (request_rate_query, one instant query), in `tenants` order, or None.
@@ -460,9 +494,9 @@ class PrometheusSource:
         seen a tenant says nothing of its rate. Series that share a tenant are summed; one without the tenant
         label is ignored.
         """
-        query = self.pc.request_rate_query
-        if query is None:
+        if self.pc.request_rate_query is None:
             return None
+        query = self.pc.query("request_rate")
         try:
             answer = self._instant(query, now)
         except SourceError as exc:
@@ -501,5 +535,5 @@ class PrometheusSource:
 
     def node_names(self) -> set[str]:
         """Nodes that reported GPUs within a day (``known_nodes_query``, grouped by ``node_label``)."""
-        return {n for labels, _ in self._instant(self.pc.known_nodes_query, self.clock())
+        return {n for labels, _ in self._instant(self.pc.query("known_nodes"), self.clock())
                 if (n := labels.get(self.pc.node_label))}

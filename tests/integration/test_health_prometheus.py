@@ -169,8 +169,9 @@ def test_forged_dcgm_series_of_another_scrape_job_never_make_a_busy_job_idle(tmp
             st = {s.job: s for s in statuses}
             assert found == [] and st["victim/train-0"].state == "ok"
             assert st["victim/train-0"].busy_share == pytest.approx(0.9)
-            loose = Config(**{**cfg.model_dump(), "health": {**cfg.health.model_dump(),
-                                                             "exporter_selector": 'job=~".+"'}})
+            dumped = cfg.model_dump()
+            dumped["source"]["prometheus"]["exporter_selector"] = 'job=~".+"'
+            loose = Config(**dumped)
             statuses, found = detect(JobTelemetrySource(loose).read(), loose.health, loose.cycle.stale_after_s)
             st = {s.job: s for s in statuses}
             assert found == [] and st["victim/train-0"].state == "rejected"

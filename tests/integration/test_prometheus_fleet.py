@@ -10,6 +10,8 @@ from daemon.config import Config, PrometheusConfig, SourceConfig
 from daemon.sources.prometheus import PrometheusSource
 from tests.support.services import backfilled_prometheus
 
+EXPORTER = 'job="dcgm-exporter",'   # the exporter's scrape job, as the default exporter_selector selects
+
 pytestmark = pytest.mark.services
 
 MINUTES = 60
@@ -52,11 +54,12 @@ def openmetrics() -> str:
             for tenant, count, busy in rows:
                 for k in range(count):
                     v = 75 if k < busy else 0
-                    lines.append(f'DCGM_FI_DEV_GPU_UTIL{{Hostname="{node}",gpu="{g}",modelName="{model}",'
+                    lines.append(f'DCGM_FI_DEV_GPU_UTIL{{{EXPORTER}Hostname="{node}",gpu="{g}",modelName="{model}",'
                                  f'namespace="{tenant}"}} {v} {ts}')
                     g += 1
             for g in range(g, n):
-                lines.append(f'DCGM_FI_DEV_GPU_UTIL{{Hostname="{node}",gpu="{g}",modelName="{model}"}} 0 {ts}')
+                lines.append(f'DCGM_FI_DEV_GPU_UTIL{{{EXPORTER}Hostname="{node}",gpu="{g}",'
+                             f'modelName="{model}"}} 0 {ts}')
     lines.append("# EOF")
     return "\n".join(lines) + "\n"
 

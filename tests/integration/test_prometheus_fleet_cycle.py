@@ -13,6 +13,8 @@ from daemon.config import Config
 from daemon.service.wiring import build_runtime
 from tests.support.services import backfilled_prometheus
 
+EXPORTER = 'job="dcgm-exporter",'   # the exporter's scrape job, as the default exporter_selector selects
+
 pytestmark = pytest.mark.services
 
 MINUTES = 90
@@ -39,11 +41,12 @@ def openmetrics() -> str:
             g = 0
             for tenant, count in rows:
                 for _ in range(count):
-                    lines.append(f'DCGM_FI_DEV_GPU_UTIL{{Hostname="{node}",gpu="{g}",modelName="{model}",'
+                    lines.append(f'DCGM_FI_DEV_GPU_UTIL{{{EXPORTER}Hostname="{node}",gpu="{g}",modelName="{model}",'
                                  f'namespace="{tenant}"}} 50 {ts}')
                     g += 1
             for g in range(g, n):
-                lines.append(f'DCGM_FI_DEV_GPU_UTIL{{Hostname="{node}",gpu="{g}",modelName="{model}"}} 0 {ts}')
+                lines.append(f'DCGM_FI_DEV_GPU_UTIL{{{EXPORTER}Hostname="{node}",gpu="{g}",'
+                             f'modelName="{model}"}} 0 {ts}')
     lines.append("# EOF")
     return "\n".join(lines) + "\n"
 

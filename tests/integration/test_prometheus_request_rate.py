@@ -19,6 +19,8 @@ from daemon.shadow.report import shadow_report
 from daemon.sources.prometheus import PrometheusSource
 from tests.support.services import backfilled_prometheus
 
+EXPORTER = 'job="dcgm-exporter",'   # the exporter's scrape job, as the default exporter_selector selects
+
 pytestmark = pytest.mark.services
 
 MINUTES = 60
@@ -50,7 +52,8 @@ def openmetrics() -> str:
     lines = ["# TYPE DCGM_FI_DEV_GPU_UTIL gauge"]
     for m in range(MINUTES):
         for g, t in enumerate(TENANTS):
-            lines.append(f'DCGM_FI_DEV_GPU_UTIL{{Hostname="node1",gpu="{g}",namespace="{t}"}} 50 {T0 + 60 * m}')
+            lines.append(f'DCGM_FI_DEV_GPU_UTIL{{{EXPORTER}Hostname="node1",gpu="{g}",namespace="{t}"}} '
+                         f'50 {T0 + 60 * m}')
     lines.append("# TYPE ingress_rps gauge")
     for m in range(MINUTES):
         for t in TENANTS:

@@ -72,7 +72,7 @@ def test_idle_is_zero_and_a_failed_scrape_is_missing(tmp_path, rules):
                 r = httpx.get(f"{url}/api/v1/query", params={"query": q}).json()["data"]["result"]
                 return float(r[0]["value"][1]) if r else 0
 
-            wait_for(lambda: count(pc.capacity_query) == 6, what="both exporters scraped", timeout=30)
+            wait_for(lambda: count(pc.query("capacity")) == 6, what="both exporters scraped", timeout=30)
             time.sleep(1.1)   # one more step on the grid
             st = src.collect(60).state
             assert st.tenants == ("team-a", "team-b", "team-c")
@@ -83,7 +83,7 @@ def test_idle_is_zero_and_a_failed_scrape_is_missing(tmp_path, rules):
             node_b.server_close()
             wait_for(lambda: count('count(up{job="dcgm-exporter"} == 0)') == 1, what="node-b scrape failing",
                      timeout=30)
-            wait_for(lambda: count(f"count({pc.missing_query})") == 1, what="team-b's GPU stale", timeout=30)
+            wait_for(lambda: count(f"count({pc.query('missing')})") == 1, what="team-b's GPU stale", timeout=30)
             time.sleep(1.1)
             got = src.collect(60)
             st = got.state

@@ -17,6 +17,8 @@ from daemon.sources.prometheus import PrometheusSource
 from tests.conftest import free_port, need_binary
 from tests.support.services import backfilled_prometheus, prometheus_server
 
+EXPORTER = 'job="dcgm-exporter",'   # the exporter's scrape job, as the default exporter_selector selects
+
 pytestmark = pytest.mark.services
 
 MINUTES = 180
@@ -57,9 +59,10 @@ def openmetrics() -> str:
             for g in range(n):
                 if g < a:
                     v = 50 + m % 40 if g < a - 1 else 0       # allocated, the last one idle
-                    lines.append(f'DCGM_FI_DEV_GPU_UTIL{{Hostname="{node}",gpu="{g}",namespace="{t}"}} {v} {ts}')
+                    lines.append(f'DCGM_FI_DEV_GPU_UTIL{{{EXPORTER}Hostname="{node}",gpu="{g}",'
+                                 f'namespace="{t}"}} {v} {ts}')
                 else:
-                    lines.append(f'DCGM_FI_DEV_GPU_UTIL{{Hostname="{node}",gpu="{g}"}} 0 {ts}')
+                    lines.append(f'DCGM_FI_DEV_GPU_UTIL{{{EXPORTER}Hostname="{node}",gpu="{g}"}} 0 {ts}')
     lines.append("# EOF")
     return "\n".join(lines) + "\n"
 

@@ -197,7 +197,7 @@ def test_a_range_answer_over_the_cap_is_asked_again_in_fewer_steps(fake):
     asked = []
 
     def sized(q):
-        if q != PrometheusConfig().demand_query:
+        if q != PrometheusConfig().query("demand"):
             return (200, "application/json", good_range(q), True)
         lo, hi = crafted.last_range
         asked.append(hi - lo)

@@ -1,0 +1,63 @@
+"""What the metrics say, bounded by what the scheduler knows (issue 36).
+
+Prometheus stores whatever its targets expose, so a series named like the DCGM exporter's may come from a
+tenant's own pod. The queries select the exporter's scrape job (source.prometheus.exporter_selector); these bounds
+are the second line, for whatever still gets through (a relabelling mistake, a tenant job with honor_labels):
+
+- capacity: GPUs on nodes the scheduler does not list are not capacity, and a node holds at most the GPUs the
+  scheduler says it has. Where the capacity answer does not say the node (the default `count(...)`), the cluster
+  holds at most the scheduler's GPUs in all.
+- demand: a tenant uses at most the GPUs of its own running jobs on the scheduler; the rest is capped and
+  reported (the plan's demand_capped, gpuas_demand_capped_gpus, one log line per tenant per change).
+
+Pure functions: no I/O, no clock. Only applied where a scheduler view exists (a Slurm or Kubernetes actuator
+lists the jobs and nodes); without one the metrics are all there is.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from daemon.policy.state import Jobs, Nodes
+
+UNNAMED = ""   # bound_capacity's key for GPUs over the scheduler's total when the answer names no node
+
+
+def bound_capacity(answer: list[tuple[dict[str, str], float]], node_label: str,
+                   nodes: Nodes | None) -> tuple[int, dict[str, int]]:
+    """(capacity, GPUs dropped per node) from a capacity answer and the scheduler's node view.
+
+    Without a view the answer is summed as it is. With one: if every series names its node (``node_label``) and
+    at least one such node is the scheduler's, each listed node counts at most the scheduler's GPUs there and an
+    unlisted node counts nothing. Otherwise (no node in the answer, or no name in common: the names are spelt
+    differently, say FQDN against short names) the sum counts at most the scheduler's GPUs in all, and the
+    excess is reported under UNNAMED.
+    """
+    total = int(sum(v for _, v in answer))
+    if nodes is None:
+        return total, {}
+    listed = {str(n): int(g) for n, g in zip(nodes.names.tolist(), nodes.gpus.tolist())}
+    if answer and all(labels.get(node_label) for labels, _ in answer):
+        by_node: dict[str, float] = defaultdict(float)
+        for labels, v in answer:
+            by_node[labels[node_label]] += v
+        if by_node.keys() & listed.keys():
+            kept = {n: min(int(v), listed[n]) for n, v in by_node.items() if n in listed}
+            dropped = {n: int(v) - kept.get(n, 0) for n, v in by_node.items() if int(v) > kept.get(n, 0)}
+            return int(sum(kept.values())), dropped
+    capacity = min(total, sum(listed.values()))
+    return capacity, ({UNNAMED: total - capacity} if total > capacity else {})
+
+
+def cap_demand(used: np.ndarray, jobs: Jobs) -> tuple[np.ndarray, np.ndarray]:
+    """(used capped, GPUs capped) per tenant: at most the GPUs of the tenant's running jobs on the scheduler.
+
+    ``used`` is indexed like the jobs' tenant column; unknown (NaN) stays unknown. A tenant using fewer GPUs than
+    its jobs hold (a job just started, its series not scraped yet) is left as it is: only an excess is removed."""
+    used = np.asarray(used, dtype=float)
+    run = jobs.running
+    running = np.bincount(jobs.tenant[run], weights=jobs.gpus[run].astype(float), minlength=len(used))[:len(used)]
+    excess = np.where(np.isfinite(used), np.maximum(used - running, 0.0), 0.0)
+    return used - excess, excess

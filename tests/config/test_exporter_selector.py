@@ -1,0 +1,104 @@
+"""One exporter selector for every Prometheus query (issue 36): a tenant's pod can expose series named like the DCGM
+exporter's, so each query that reads a DCGM series selects the exporter's own (source.prometheus.exporter_selector,
+the `$exporter` in the queries), and a config whose query does not is refused with one line naming the key."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from click.testing import CliRunner
+from pydantic import ValidationError
+
+from daemon.cli import cli
+from daemon.config import Config
+from daemon.config.models import HEALTH_QUERIES, PROMETHEUS_QUERIES, unselected_series
+
+DCGM = re.compile(r"DCGM_[A-Z0-9_]+(\{[^}]*\})?")
+
+
+def _selected(query: str, selector: str) -> bool:
+    """Every DCGM series the query reads carries the selector among its matchers."""
+    found = list(DCGM.finditer(query))
+    return bool(found) and all(m.group(1) and selector in m.group(1) for m in found)
+
+
+@pytest.mark.security
+def test_every_default_query_that_reads_dcgm_selects_the_exporters_job():
+    pc = Config().source.prometheus
+    assert pc.exporter_selector == 'job="dcgm-exporter"'
+    for q in PROMETHEUS_QUERIES:
+        assert _selected(pc.query(q), 'job="dcgm-exporter"'), (q, pc.query(q))
+    hc = Config().health
+    for q in HEALTH_QUERIES:
+        assert _selected(pc.selects(getattr(hc, f"{q}_query")), 'job="dcgm-exporter"'), q
+
+
+def test_the_selector_is_one_key_for_the_source_and_health():
+    cfg = Config(source={"prometheus": {"exporter_selector": 'job="gpu-metrics"'}})
+    pc = cfg.source.prometheus
+    assert pc.query("demand") == 'count by (namespace) (DCGM_FI_DEV_GPU_UTIL{job="gpu-metrics", namespace!=""})'
+    assert pc.query("capacity") == 'count(DCGM_FI_DEV_GPU_UTIL{job="gpu-metrics"})'
+    assert pc.selects(cfg.health.xid_query) == 'DCGM_FI_DEV_XID_ERRORS{job="gpu-metrics"}'
+
+
+def test_health_exporter_selector_is_read_as_the_one_key_and_a_second_different_one_is_refused():
+    """The key's old place ([health], before it applied to every query) keeps a file valid; both places set to
+    different selectors would leave one silently unused, so that is refused."""
+    cfg = Config(health={"exporter_selector": 'job="dcgm"'})
+    assert cfg.source.prometheus.exporter_selector == 'job="dcgm"'
+    assert 'job="dcgm"' in cfg.source.prometheus.query("known_nodes")
+    same = Config(health={"exporter_selector": 'job="dcgm"'},
+                  source={"prometheus": {"exporter_selector": 'job="dcgm"'}})
+    assert same.source.prometheus.exporter_selector == 'job="dcgm"'
+    with pytest.raises(ValidationError, match="old place of source.prometheus.exporter_selector"):
+        Config(health={"exporter_selector": 'job="a"'}, source={"prometheus": {"exporter_selector": 'job="b"'}})
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("key, query", [
+    ("demand_query", 'count by (namespace) (DCGM_FI_DEV_GPU_UTIL{namespace!=""})'),
+    ("capacity_query", "count(DCGM_FI_DEV_GPU_UTIL)"),
+    ("known_nodes_query", "count by (Hostname) (max_over_time(DCGM_FI_DEV_GPU_UTIL[1d]))"),
+    ("freshness_query", "max(timestamp(DCGM_FI_DEV_GPU_UTIL))"),
+    ("missing_query", 'count by (namespace) (last_over_time(DCGM_FI_DEV_GPU_UTIL{$exporter}[15m]) unless on '
+                      '(Hostname, gpu) DCGM_FI_DEV_GPU_UTIL)'),   # the second series is not selected
+    ("capacity_by_type_query", 'count by (modelName) (DCGM_FI_DEV_GPU_UTIL{job="dcgm-exporter"})'),
+])
+def test_a_query_that_reads_dcgm_without_the_selector_is_refused(key, query):
+    with pytest.raises(ValidationError, match=rf"{key} reads DCGM_FI_DEV_GPU_UTIL without \{{\$exporter\}}"):
+        Config(source={"prometheus": {key: query}})
+
+
+def test_a_health_query_without_the_selector_is_refused():
+    with pytest.raises(ValidationError, match=r"activity_query reads DCGM_FI_DEV_GPU_UTIL without"):
+        Config(health={"activity_query": "DCGM_FI_DEV_GPU_UTIL / 100"})
+
+
+def test_queries_of_recorded_or_other_series_are_not_checked():
+    """The shipped recording rules select the exporter themselves; a site's own metric is its own business."""
+    cfg = Config(source={"prometheus": {"recording_rules": True, "freshness_query": "max(timestamp(up))",
+                                        "capacity_query": "sum(my_gpus)"}},
+                 health={"activity_query": "gpuas:job_gpu_activity:ratio"})
+    assert cfg.source.prometheus.query("demand") == "namespace:gpuas_gpus_allocated:count"
+    assert unselected_series('DCGM_FI_DEV_GPU_UTIL{ $exporter , gpu="0"} + DCGM_FI_DEV_FB_USED{$exporter}') == []
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("bad", ['job="x"} or vector(1) or up{a="b"', "job=dcgm", "", '{job="x"}', 'job="x" or 1'])
+def test_an_exporter_selector_that_is_not_label_matchers_is_refused(bad):
+    with pytest.raises(ValidationError, match="exporter_selector"):
+        Config(source={"prometheus": {"exporter_selector": bad}})
+    with pytest.raises(ValidationError, match="exporter_selector"):
+        Config(health={"exporter_selector": bad})
+
+
+def test_check_config_refuses_an_unselected_query_in_one_line(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[source]\nkind = "prometheus"\n[source.prometheus]\n'
+                    'capacity_query = "count(DCGM_FI_DEV_GPU_UTIL)"\n')
+    res = CliRunner().invoke(cli, ["--config", str(path), "check-config"])
+    assert res.exit_code == 2, res.output
+    out = res.output.strip()
+    assert "\n" not in out and "Traceback" not in out
+    assert "source.prometheus" in out and "capacity_query reads DCGM_FI_DEV_GPU_UTIL without {$exporter}" in out

@@ -1,0 +1,153 @@
+"""A tenant cannot forge demand, capacity or nodes through metrics (issue 36), on a real Prometheus.
+
+Prometheus scrapes two targets: the DCGM exporter (scrape job `dcgm-exporter`: node-a and node-b, 8 GPUs each,
+team-a holding two of them and team-b one) and a tenant's pod (scrape job `tenant-pods`) that exposes 200 series
+under the exporter's name, for team-a, on five nodes that do not exist. Both targets are really scraped, so the
+forged series are in Prometheus beside the real ones. The daemon's queries select the exporter's job
+(source.prometheus.exporter_selector): demand, capacity and known nodes come from the exporter only, with the raw
+queries and with the shipped recording rules. With a selector that lets the forged series in, the scheduler's view
+still bounds them: a tenant's demand is capped at its running jobs' GPUs, capacity at the scheduler's nodes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import numpy as np
+import pytest
+
+from daemon.config import Config
+from daemon.policy.state import Jobs, Nodes
+from daemon.sources.prometheus import PrometheusSource
+from tests.conftest import REPO
+from tests.support.services import prometheus_server, wait_for
+
+RULES = REPO / "deploy" / "prometheus" / "gpu-autoscaler-recording.yml"
+TENANTS = [{"name": "team-a"}, {"name": "team-b"}]
+FORGED = 200
+
+pytestmark = [pytest.mark.services, pytest.mark.security]
+
+
+def serve(lines: list[str]) -> ThreadingHTTPServer:
+    """A /metrics endpoint serving `lines` (the text exposition format) on 127.0.0.1."""
+    body = ("# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n" + "\n".join(lines) + "\n").encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    return srv
+
+
+def exporter_lines() -> list[str]:
+    held = {("node-a", 0): ("team-a", 90), ("node-a", 1): ("team-a", 0), ("node-b", 0): ("team-b", 70)}
+    out = []
+    for node in ("node-a", "node-b"):
+        for g in range(8):
+            ns, util = held.get((node, g), ("", 0))
+            label = f',namespace="{ns}"' if ns else ""
+            out.append(f'DCGM_FI_DEV_GPU_UTIL{{Hostname="{node}",gpu="{g}"{label}}} {util}')
+    return out
+
+
+def forged_lines() -> list[str]:
+    return [f'DCGM_FI_DEV_GPU_UTIL{{Hostname="forged-{i // 40}",gpu="{i % 40}",namespace="team-a"}} 100'
+            for i in range(FORGED)]
+
+
+@pytest.fixture(scope="module")
+def prom(tmp_path_factory):
+    """(url) of a Prometheus scraping the exporter and the forging pod, with the recording rules loaded."""
+    tmp = tmp_path_factory.mktemp("forged")
+    real, forged = serve(exporter_lines()), serve(forged_lines())
+    cfg = ("global:\n  scrape_interval: 1s\n  scrape_timeout: 500ms\n  evaluation_interval: 1s\n"
+           f"rule_files: ['{RULES}']\nscrape_configs:\n")
+    for job, srv in (("dcgm-exporter", real), ("tenant-pods", forged)):
+        cfg += f"  - job_name: {job}\n    static_configs:\n      - targets: ['127.0.0.1:{srv.server_address[1]}']\n"
+    try:
+        with prometheus_server(tmp, cfg) as (url, _):
+            def count(q: str) -> float:
+                r = httpx.get(f"{url}/api/v1/query", params={"query": q}).json()["data"]["result"]
+                return float(r[0]["value"][1]) if r else 0.0
+
+            # both targets scraped, the forged series really in Prometheus, and the rules evaluated twice since
+            wait_for(lambda: count("count(DCGM_FI_DEV_GPU_UTIL)") == 16 + FORGED, what="both targets scraped",
+                     timeout=30)
+            wait_for(lambda: count("count(cluster:gpuas_gpus:count)") == 1, what="recording rules", timeout=30)
+            time.sleep(2.1)
+            yield url
+    finally:
+        for s in (real, forged):
+            s.shutdown()
+            s.server_close()
+
+
+def config(url: str, **prometheus) -> Config:
+    return Config(source={"kind": "prometheus", "prometheus": {"url": url, "timeout_s": 5, "retries": 0,
+                                                               **prometheus}},
+                  cycle={"history_steps": 60, "resolution_s": 1}, tenants=TENANTS)
+
+
+@pytest.mark.parametrize("rules", [False, True], ids=["raw-queries", "recording-rules"])
+def test_demand_capacity_and_nodes_come_only_from_the_exporter(prom, rules):
+    src = PrometheusSource(config(prom, recording_rules=rules))
+    got = src.collect(60)
+    st = got.state
+    assert st.tenants == ("team-a", "team-b")
+    assert st.used.tolist() == [2, 1], "the forged series counted as team-a's demand"
+    assert st.capacity == 16, "the forged series counted as capacity"
+    assert st.missing == () and st.staleness_s < 5
+    assert src.node_names() == {"node-a", "node-b"}, "the forged nodes are known"
+    # the history the forecast reads: never more than team-a's two GPUs at any scraped step
+    assert np.nanmax(got.history["team-a"].to_numpy()) == 2
+
+
+def scheduler():
+    """The scheduler's view: team-a runs one 2-GPU job on node-a, team-b one 1-GPU job on node-b."""
+    def jobs(tenants: tuple[str, ...]) -> Jobs:
+        idx = {t: i for i, t in enumerate(tenants)}
+        return Jobs(ids=np.array(["1", "2"], dtype=object), tenant=np.array([idx["team-a"], idx["team-b"]]),
+                    gpus=np.array([2, 1]), priority=np.array([1, 1], dtype=np.int8),
+                    running=np.array([True, True]), runtime_s=np.array([60.0, 60.0]), wait_s=np.zeros(2),
+                    node=np.array(["node-a", "node-b"], dtype=object))
+
+    def nodes(tenants: tuple[str, ...]) -> Nodes:
+        return Nodes(names=np.array(["node-a", "node-b"], dtype=object), gpus=np.array([8, 8]),
+                     free=np.array([6, 7]), draining=np.zeros(2, dtype=np.int64), held_by=np.array([-1, -1]))
+    return jobs, nodes
+
+
+def test_with_a_loose_selector_the_scheduler_view_bounds_what_gets_through(prom, caplog):
+    """A site that selects every scrape job (job=~".+") lets the forged series into the queries; with a scheduler
+    view, team-a's demand stops at its running job's 2 GPUs and the capacity at the scheduler's 16, both reported,
+    and the capping is logged once, not every cycle."""
+    jobs, nodes = scheduler()
+    by_node = 'count by (Hostname) (DCGM_FI_DEV_GPU_UTIL{$exporter})'
+    cfg = config(prom, exporter_selector='job=~".+"', capacity_query=by_node)
+    loose = PrometheusSource(cfg).collect(60).state
+    assert loose.used[0] == 2 + FORGED and loose.capacity == 16 + FORGED   # no scheduler view: all let in
+    src = PrometheusSource(cfg, jobs_provider=jobs, nodes_provider=nodes)
+    with caplog.at_level(logging.INFO, logger="gpu_autoscaler.source.prometheus"):
+        st = src.collect(60).state
+        src.collect(60)
+    assert st.used.tolist() == [2, 1] and st.capped == {"team-a": FORGED}
+    assert st.capacity == 16 and st.capacity_dropped == FORGED
+    capped_lines = [r for r in caplog.records if "team-a" in r.getMessage() and "capped" in r.getMessage()]
+    assert len(capped_lines) == 1, [r.getMessage() for r in caplog.records]
+    # the default count(...) names no node: the capacity is bounded by the scheduler's total instead
+    total = PrometheusSource(config(prom, exporter_selector='job=~".+"'), jobs_provider=jobs, nodes_provider=nodes)
+    assert total.collect(60).state.capacity == 16
