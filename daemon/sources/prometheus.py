@@ -443,7 +443,7 @@ class PrometheusSource:
         jobs = self._jobs(tenants)
         capped: dict[str, int] = {}
         if self.jobs_provider is not None:   # the scheduler's jobs bound each tenant's demand
-            used, excess = cap_demand(used, jobs)
+            used, excess = cap_demand(used, jobs, covered=self._covered(tenants, jobs))
             capped = {tenants[i]: int(round(excess[i])) for i in np.flatnonzero(excess > 0)}
         self._report_capped(capped)
         nodes = self._nodes(tenants, now)
@@ -463,6 +463,14 @@ class PrometheusSource:
         if missing:
             log.warning("no fresh sample for %d tenants: %s", len(missing), ", ".join(missing[:10]))
         return Collected(history, state)
+
+    def _covered(self, tenants: tuple[str, ...], jobs: Jobs) -> np.ndarray:
+        """Per tenant, whether the scheduler's view covers it: a configured tenant, or one it lists a job for. A
+        namespace that is no tenant may have pods a Kubernetes view does not list (it lists tenants' pods only);
+        its GPUs stay in the load, uncapped, and it gets no hold."""
+        covered = np.array([t in self.tiers for t in tenants], dtype=bool)
+        covered[np.unique(jobs.tenant)] = True
+        return covered
 
     def _report_capped(self, capped: dict[str, int]) -> None:
         """One log line per tenant whose capped demand changed (appeared, moved or went away), not every cycle."""

@@ -8,7 +8,9 @@ are the second line, for whatever still gets through (a relabelling mistake, a t
   scheduler says it has. Where the capacity answer does not say the node (the default `count(...)`), the cluster
   holds at most the scheduler's GPUs in all.
 - demand: a tenant uses at most the GPUs of its own running jobs on the scheduler; the rest is capped and
-  reported (the plan's demand_capped, gpuas_demand_capped_gpus, one log line per tenant per change).
+  reported (the plan's demand_capped, gpuas_demand_capped_gpus, one log line per tenant per change). A name the
+  scheduler's view does not cover (no configured tenant, no job listed: on Kubernetes, pods of other namespaces
+  are not listed) is left as it is.
 
 Pure functions: no I/O, no clock. Only applied where a scheduler view exists (a Slurm or Kubernetes actuator
 lists the jobs and nodes); without one the metrics are all there is.
@@ -51,13 +53,17 @@ def bound_capacity(answer: list[tuple[dict[str, str], float]], node_label: str,
     return capacity, ({UNNAMED: total - capacity} if total > capacity else {})
 
 
-def cap_demand(used: np.ndarray, jobs: Jobs) -> tuple[np.ndarray, np.ndarray]:
+def cap_demand(used: np.ndarray, jobs: Jobs, covered: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(used capped, GPUs capped) per tenant: at most the GPUs of the tenant's running jobs on the scheduler.
 
     ``used`` is indexed like the jobs' tenant column; unknown (NaN) stays unknown. A tenant using fewer GPUs than
-    its jobs hold (a job just started, its series not scraped yet) is left as it is: only an excess is removed."""
+    its jobs hold (a job just started, its series not scraped yet) is left as it is: only an excess is removed.
+    ``covered`` (bool per tenant, default all): the tenants whose jobs the scheduler's view lists; the others are
+    left as they are (their jobs are not known, so none is not proof of forging)."""
     used = np.asarray(used, dtype=float)
     run = jobs.running
     running = np.bincount(jobs.tenant[run], weights=jobs.gpus[run].astype(float), minlength=len(used))[:len(used)]
     excess = np.where(np.isfinite(used), np.maximum(used - running, 0.0), 0.0)
+    if covered is not None:
+        excess = np.where(covered, excess, 0.0)
     return used - excess, excess

@@ -82,6 +82,13 @@ def test_demand_above_a_tenants_running_jobs_is_capped():
     assert cap_demand(np.array([1.0, 2.0]), Jobs.empty())[1].tolist() == [1, 2]
 
 
+def test_a_tenant_the_scheduler_view_does_not_cover_is_left_as_it_is():
+    """A namespace that is no configured tenant: a Kubernetes view does not list its pods, so none listed is not
+    proof of forging; the covered tenants are still capped."""
+    capped, excess = cap_demand(np.array([5.0, 4.0]), jobs([(0, 2, True)]), covered=np.array([True, False]))
+    assert capped.tolist() == [2, 4] and excess.tolist() == [3, 0]
+
+
 def state(capped: dict[str, int], dropped: int) -> ClusterState:
     return ClusterState(at=pd.Timestamp("2026-01-01", tz="UTC"), tenants=("a", "b"), tiers=("high", "normal"),
                         capacity=16, used=np.array([2.0, 1.0]), pending=np.zeros(2), capped=capped,
