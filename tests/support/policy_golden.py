@@ -56,7 +56,9 @@ def _ops(k: int, tenants: tuple[str, ...]) -> OperatorInputs | None:
 def _plan_record(p: Plan) -> str:
     """Everything the plan says, as canonical JSON (floats kept exact by repr)."""
     d = dataclasses.asdict(p)
-    for key in TYPED_FIELDS:  # a one-model cluster leaves them empty: its record (and digest) is what it was
+    # a one-model cluster leaves the typed fields empty, and a source without a scheduler view caps nothing: the
+    # record (and digest) is what it was before those fields
+    for key in (*TYPED_FIELDS, "demand_capped", "capacity_dropped"):
         if not d.get(key):
             d.pop(key, None)
 
