@@ -9,9 +9,8 @@ grid is 1 s) so the run takes about 20 s; the detectors are the same.
 
 from __future__ import annotations
 
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -20,7 +19,7 @@ from daemon.config import Config
 from daemon.health.detect import detect
 from daemon.sources.job_telemetry import JobTelemetrySource
 from tests.conftest import REPO
-from tests.support.services import prometheus_server, wait_for
+from tests.support.services import metrics_target, prometheus_server, wait_for
 
 RULES = REPO / "deploy" / "prometheus" / "gpu-autoscaler-health-recording.yml"
 FB = 80_000.0
@@ -37,31 +36,20 @@ def exporter(node: str, gpus: list[dict]) -> ThreadingHTTPServer:
     def val(v):
         return v(time.time() - t0) if callable(v) else v
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            lines = []
-            for g in gpus:
-                lb = ",".join(f'{k}="{v}"' for k, v in {"gpu": g["gpu"], "UUID": f"GPU-{node}-{g['gpu']}",
-                                                           "Hostname": node, "modelName": "NVIDIA H100 80GB HBM3",
-                                                           **g["labels"]}.items())
-                used = val(g.get("fb", 1000.0))
-                lines += [f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{lb}}} {val(g['act'])}",
-                          f"DCGM_FI_DEV_GPU_UTIL{{{lb}}} 0",
-                          f"DCGM_FI_DEV_FB_USED{{{lb}}} {used}", f"DCGM_FI_DEV_FB_FREE{{{lb}}} {FB - used}",
-                          f"DCGM_FI_DEV_XID_ERRORS{{{lb}}} 0"]
-            body = ("\n".join(lines) + "\n").encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def text() -> str:
+        lines = []
+        for g in gpus:
+            lb = ",".join(f'{k}="{v}"' for k, v in {"gpu": g["gpu"], "UUID": f"GPU-{node}-{g['gpu']}",
+                                                       "Hostname": node, "modelName": "NVIDIA H100 80GB HBM3",
+                                                       **g["labels"]}.items())
+            used = val(g.get("fb", 1000.0))
+            lines += [f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{lb}}} {val(g['act'])}",
+                      f"DCGM_FI_DEV_GPU_UTIL{{{lb}}} 0",
+                      f"DCGM_FI_DEV_FB_USED{{{lb}}} {used}", f"DCGM_FI_DEV_FB_FREE{{{lb}}} {FB - used}",
+                      f"DCGM_FI_DEV_XID_ERRORS{{{lb}}} 0"]
+        return "\n".join(lines) + "\n"
 
-        def log_message(self, *a):
-            pass
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    return srv
+    return metrics_target(text)
 
 
 def slurm(job: str) -> dict:

@@ -12,9 +12,7 @@ still bounds them: a tenant's demand is capped at its running jobs' GPUs, capaci
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import numpy as np
@@ -24,7 +22,7 @@ from daemon.config import Config
 from daemon.policy.state import Jobs, Nodes
 from daemon.sources.prometheus import PrometheusSource
 from tests.conftest import REPO
-from tests.support.services import prometheus_server, wait_for
+from tests.support.services import metrics_target, prometheus_server, wait_for
 
 RULES = REPO / "deploy" / "prometheus" / "gpu-autoscaler-recording.yml"
 TENANTS = [{"name": "team-a"}, {"name": "team-b"}]
@@ -33,24 +31,9 @@ FORGED = 200
 pytestmark = [pytest.mark.services, pytest.mark.security]
 
 
-def serve(lines: list[str]) -> ThreadingHTTPServer:
-    """A /metrics endpoint serving `lines` (the text exposition format) on 127.0.0.1."""
-    body = ("# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n" + "\n".join(lines) + "\n").encode()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a):
-            pass
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    return srv
+def serve(lines: list[str]):
+    """A scrape target serving `lines` of DCGM_FI_DEV_GPU_UTIL (the text exposition format)."""
+    return metrics_target("# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n" + "\n".join(lines) + "\n")
 
 
 def exporter_lines() -> list[str]:

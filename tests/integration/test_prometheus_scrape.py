@@ -8,9 +8,8 @@ Run twice: with the default raw queries, and reading the shipped recording rules
 
 from __future__ import annotations
 
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import httpx
 import numpy as np
@@ -19,7 +18,7 @@ import pytest
 from daemon.config import Config, PrometheusConfig, SourceConfig
 from daemon.sources.prometheus import PrometheusSource
 from tests.conftest import REPO
-from tests.support.services import prometheus_server, wait_for
+from tests.support.services import metrics_target, prometheus_server, wait_for
 
 RULES = REPO / "deploy" / "prometheus" / "gpu-autoscaler-recording.yml"
 
@@ -32,22 +31,7 @@ def exporter(node: str, gpus: list[tuple[str, float]]) -> ThreadingHTTPServer:
     for g, (ns, util) in enumerate(gpus):
         ns_label = f',namespace="{ns}"' if ns else ""
         lines.append(f'DCGM_FI_DEV_GPU_UTIL{{Hostname="{node}",gpu="{g}"{ns_label}}} {util}')
-    body = ("\n".join(lines) + "\n").encode()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a):
-            pass
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    return srv
+    return metrics_target("\n".join(lines) + "\n")
 
 
 @pytest.mark.parametrize("rules", [False, True], ids=["raw-queries", "recording-rules"])

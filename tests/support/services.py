@@ -6,8 +6,11 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Callable
 
 import httpx
 
@@ -35,6 +38,27 @@ def stop(proc: subprocess.Popen, timeout=10):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def metrics_target(text: str | Callable[[], str]) -> ThreadingHTTPServer:
+    """A scrape target on 127.0.0.1 (a free port) answering every GET with `text` in the Prometheus text format;
+    a callable is called at each scrape (series that change over time). Stop it with shutdown() and server_close()."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = (text() if callable(text) else text).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    return srv
 
 
 @contextlib.contextmanager
