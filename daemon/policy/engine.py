@@ -161,37 +161,6 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     return _assemble(state, view, holds, cleared, tuple(notifs), limits, load, mem, notes, typed)
 
 
-def _tenant_values(forecast: Forecast, tenants: tuple[str, ...]) -> np.ndarray:
-    """The forecast per tenant (tenants x horizon x quantiles). A forecast of typed series (``tenant@spec``, a
-    mixed fleet's; daemon/policy/fleet.py) is summed per tenant: a sum of quantiles, an upper bound of the sum's
-    quantile, so a hold sized from it covers every type. A plain forecast is read as it is."""
-    if not any(fleet.SERIES_SEP in t for t in forecast.tenants):
-        return forecast.for_tenants(tenants)
-    rows, starts, owner = fleet.series_groups(tuple(forecast.tenants), tuple(tenants))
-    out = np.full((len(tenants), forecast.horizon, len(forecast.quantiles)), np.nan)
-    if rows.size:
-        vals = forecast.values[rows]
-        seen_each = ~np.isnan(vals)
-        vals = np.nan_to_num(vals)
-        # most tenants have one or two series (one per accept set): their sum is that series or one addition, the
-        # same in any order; reduceat on a 3-d array cost 4 of plan()'s 17 ms on a 1,000 x 4 fleet, so it is
-        # kept for the groups of three or more only (where its own order of additions is the reference)
-        sizes = np.diff(np.r_[starts, rows.size])
-        sums, seen = vals[starts], seen_each[starts]
-        two = np.flatnonzero(sizes == 2)
-        sums[two] += vals[starts[two] + 1]
-        seen[two] |= seen_each[starts[two] + 1]
-        big = np.flatnonzero(sizes > 2)
-        if big.size:
-            first = np.repeat(starts[big], sizes[big])
-            member = first + np.arange(first.size) - np.repeat(np.cumsum(sizes[big]) - sizes[big], sizes[big])
-            at = np.r_[0, np.cumsum(sizes[big])[:-1]]
-            sums[big] = np.add.reduceat(vals[member], at, axis=0)
-            seen[big] = np.logical_or.reduceat(seen_each[member], at, axis=0)
-        out[owner] = np.where(seen, sums, np.nan)  # the sum of the observed series; NaN where all are NaN
-    return out
-
-
 def _typed_peaks(forecast: Forecast | None, tenants: tuple[str, ...],
                  cfg: Config) -> dict[int, dict[tuple[str, ...], float]] | None:
     """Per tenant, the forecast peak over the lead time of each set of types its work accepts (typed series)."""
@@ -242,7 +211,7 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
         # a mixed fleet's typed series are summed per tenant and read per step; a plain forecast serves its own
         # peak quantiles where it carries them (Forecast.peak_over)
         typed = any(fleet.SERIES_SEP in t for t in forecast.tenants)
-        peak_all = _tenant_values(forecast, tenants) if typed else None
+        peak_all = fleet.tenant_values(forecast, tenants) if typed else None
 
         def peak_over(k: int, j: int) -> np.ndarray:
             if peak_all is None:

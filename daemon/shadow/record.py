@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from daemon.config import Config
+from daemon.policy import fleet
 from daemon.policy.state import ClusterState
 from daemon.policy.types import Plan
 from forecaster.types import Forecast
@@ -46,11 +47,13 @@ def make_record(plan: Plan, state: ClusterState, fc: Forecast | None, history: p
     seen_at = history.index[-1] if history is not None and len(history) else state.at
     seen = np.full(n, np.nan)
     if history is not None and len(history):
-        last = history.iloc[-1]
+        # a mixed fleet's history is per typed series (tenant@spec): a tenant's demand is their sum
+        last = fleet.tenant_demand(history.iloc[[-1]]).iloc[-1]
         seen = last.reindex(list(names)).to_numpy(dtype=float)
     fc_next = fc_peak = np.full(n, np.nan)
     if fc is not None:
-        vals = fc.for_tenants(names)[:, :, fc.quantile_index(q)]  # [tenant, step], NaN for a tenant it lacks
+        # [tenant, step], NaN for a tenant it lacks; typed series summed per tenant, as the policy reads them
+        vals = fleet.tenant_values(fc, names)[:, :, fc.quantile_index(q)]
         if vals.shape[1]:
             fc_next = vals[:, 0]
             with np.errstate(all="ignore"):

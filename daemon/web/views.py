@@ -12,6 +12,9 @@ import math
 import re
 from typing import TYPE_CHECKING, Any, Iterable
 
+import numpy as np
+
+from daemon.policy import fleet
 from daemon.sources.redact import redact_json
 from daemon.web.backend import HISTORY_STEPS, Backend, Snapshot
 
@@ -338,6 +341,20 @@ def _queue(snap: Snapshot, tenant: str) -> dict | None:
             "expected_start": None}  # no source reports a start estimate yet
 
 
+def _tenant_forecast(fc, tenant: str):
+    """`tenant`'s forecast (horizon x quantiles), None when the forecast has no series of it: on a mixed fleet the
+    sum of its typed series (``tenant@spec``), as the policy sizes its hold (daemon/policy/fleet.py)."""
+    mine = fleet.tenant_series(fc.tenants, tenant) if fc is not None else []
+    if not mine:
+        return None
+    idx = {name: k for k, name in enumerate(fc.tenants)}
+    v = fc.values[[idx[n] for n in mine]]
+    # fleet.tenant_values's sum (of the observed series, NaN where none is), for one tenant: that function's
+    # cache is keyed on the policy's whole tenant list, which a per-request call would evict
+    with np.errstate(all="ignore"):
+        return np.where(np.isnan(v).all(axis=0), np.nan, np.nansum(v, axis=0))
+
+
 def tenant_view(snap: Snapshot, backend: Backend, tenant: str, viewer: "Principal",
                 history: int = HISTORY_STEPS) -> dict:
     """One tenant's page. A tenant `viewer` gets its events trimmed and other tenants' names out of every
@@ -362,25 +379,27 @@ def tenant_view(snap: Snapshot, backend: Backend, tenant: str, viewer: "Principa
     out["queue"] = _queue(snap, tenant)
     fc = snap.forecast
     out["forecast"] = None
-    if fc is not None and tenant in fc.tenants:
-        k = fc.tenants.index(tenant)
+    vals = _tenant_forecast(fc, tenant)
+    if vals is not None:
         out["forecast"] = {"model": fc.model, "issued_at": str(fc.issued_at), "step_s": fc.step_s,
-                           "p50": [num(v) for v in fc.quantile(0.5)[k]],
-                           "p90": [num(v) for v in fc.quantile(0.9)[k]]}
+                           "p50": [num(v) for v in vals[:, fc.quantile_index(0.5)]],
+                           "p90": [num(v) for v in vals[:, fc.quantile_index(0.9)]]}
     h = snap.history
     out["usage"] = None
-    if h is not None and len(h) and tenant in h.columns:
-        tail = h[tenant].iloc[-history:]
+    mine = fleet.tenant_series([str(c) for c in h.columns], tenant) if h is not None and len(h) else []
+    if mine:  # a mixed fleet: the sum of the tenant's typed series, as the policy reads them
+        tail = h[mine].iloc[-history:].sum(axis=1, min_count=1)
         out["usage"] = {"start": str(tail.index[0]), "step_s": snap.cfg.cycle.resolution_s,
                         "values": [num(v) for v in tail.to_numpy()]}
     out["override"] = backend.overrides().for_tenant(tenant)
     out["plan_at"] = plan.at if plan else None
     out["types"] = tenant_types(snap, tenant)
     out["pending_by_accepts"] = _pending_by_accepts(snap, tenant)
-    if fc is not None and out["forecast"] is None:  # a mixed fleet's typed series (tenant@spec), per set of types
-        mine = [k for k, name in enumerate(fc.tenants) if name.rsplit("@", 1)[0] == tenant and "@" in name]
-        if mine:
-            out["forecast_by_accepts"] = {fc.tenants[k].rsplit("@", 1)[1]: [num(v) for v in fc.quantile(0.9)[k]]
-                                          for k in mine}
+    typed = [n for n in fleet.tenant_series(fc.tenants, tenant) if fleet.SERIES_SEP in n] if fc is not None else []
+    if typed:  # a mixed fleet's typed series (tenant@spec), per set of types; `forecast` is their sum
+        k90 = fc.quantile_index(0.9)
+        idx = {name: k for k, name in enumerate(fc.tenants)}
+        out["forecast_by_accepts"] = {n.rsplit(fleet.SERIES_SEP, 1)[1]: [num(v) for v in fc.values[idx[n], :, k90]]
+                                      for n in typed}
     return out
 

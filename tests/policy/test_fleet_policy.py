@@ -6,8 +6,7 @@ import pandas as pd
 
 from daemon.config import Config
 from daemon.policy import PolicyMemory, plan
-from daemon.policy.engine import _tenant_values
-from daemon.policy.fleet import series_name, split_series
+from daemon.policy.fleet import series_name, split_series, tenant_values as _tenant_values
 from daemon.policy.state import PRIORITY, UNHELD, ClusterState, Jobs, Nodes
 from forecaster.types import Forecast
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from daemon.policy import fleet
-from daemon.policy.engine import _tenant_values
+from daemon.policy.fleet import tenant_values as _tenant_values
 from forecaster.types import Forecast
 
 

@@ -90,3 +90,61 @@ def test_a_one_model_cluster_shows_no_types():
     snap = _snapshot(typed=False)
     assert views.cluster_view(snap, _Backend())["types"] is None
     assert views.tenant_view(snap, _Backend(), "hi-t4", Principal("op", "operator", None))["types"] is None
+
+
+# ---- issue 37: every per-tenant view sums a tenant's typed series (tenant@spec), as the policy does ----------
+
+SERIES = ("hi-v100@v100", "lo-any@*", "lo-any@t4", "hi-t4@t4")   # lo-any has work of two accept sets
+
+
+def _typed_forecast_and_history(snap: Snapshot) -> Snapshot:
+    """`snap` with the forecast and history a mixed fleet's source gives: one series per tenant and accept set."""
+    from forecaster.types import Forecast
+
+    h = 4
+    base = np.array([1.0, 2.0, 3.0, 4.0])[:, None]                       # per series
+    p50 = base + np.arange(h)[None, :]                                   # [series, step]
+    vals = np.stack([p50, p50 * 2], axis=2)                              # quantiles 0.5, 0.9
+    vals[2, 1, :] = np.nan                                               # one unknown step of one series
+    fc = Forecast(tenants=SERIES, quantiles=(0.5, 0.9), values=vals, issued_at=AT, step_s=60, model="m")
+    idx = pd.date_range(end=AT, periods=5, freq="60s")
+    hist = pd.DataFrame({s: np.arange(5, dtype=float) + k * 10 for k, s in enumerate(SERIES)}, index=idx)
+    hist.iloc[0, 2] = np.nan                                             # lo-any@t4 unknown once: the sum is the rest
+    import dataclasses
+
+    return dataclasses.replace(snap, forecast=fc, history=hist)
+
+
+def test_a_tenant_page_on_a_mixed_fleet_sums_its_typed_series():
+    """Before: "forecast": null and "usage": null beside a full forecast_by_accepts (only plain names were read)."""
+    snap = _typed_forecast_and_history(_snapshot())
+    op = Principal("op", "operator", None)
+    page = views.tenant_view(snap, _Backend(), "lo-any", op)
+    assert page["forecast"] is not None and page["usage"] is not None
+    assert page["forecast"]["p50"] == [2 + 3, 3, 4 + 5, 5 + 6]     # lo-any@* + lo-any@t4; step 1: @t4 unknown
+    assert page["forecast"]["p90"] == [10, 6, 18, 22]
+    assert page["usage"]["values"] == [10, 11 + 21, 12 + 22, 13 + 23, 14 + 24]
+    assert set(page["forecast_by_accepts"]) == {"*", "t4"}
+    one = views.tenant_view(snap, _Backend(), "hi-t4", op)
+    assert one["forecast"]["p50"] == [4, 5, 6, 7] and one["usage"]["values"] == [30, 31, 32, 33, 34]
+    json.dumps(page)
+
+
+def test_api_and_console_tenant_page_on_a_mixed_fleet_show_the_forecast():
+    from starlette.testclient import TestClient
+
+    from daemon.web.app import build_app
+    from tests.support.daemons import OP, h
+    from tests.support.web_backend import SnapshotBackend, with_tokens
+
+    snap = _typed_forecast_and_history(_snapshot())
+    import dataclasses
+
+    snap = dataclasses.replace(snap, cfg=with_tokens(snap.cfg))
+    client = TestClient(build_app(SnapshotBackend(snap)))
+    body = client.get("/api/v1/tenants/lo-any", headers=h(OP)).json()
+    assert body["forecast"]["p50"][0] == 5 and body["usage"]["values"][-1] == 14 + 24
+    client.cookies.set("gpuas_token", OP)
+    page = client.get("/ui/tenants/lo-any")
+    assert page.status_code == 200
+    assert 'id="no-forecast"' not in page.text and "polyline" in page.text and 'class="s-p50"' in page.text
