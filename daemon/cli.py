@@ -592,7 +592,7 @@ def shadow_report_cmd(ctx: click.Context, tenant: str | None, last: int | None, 
     per tenant and tier, the waits its holds would have avoided, the preemptions (and work lost) they would have
     cost, how often requests would have been throttled, and the forecast's realised coverage."""
     cfg = _load(ctx)
-    from daemon.shadow.report import shadow_report, table
+    from daemon.shadow.report import shadow_report, skipped_lines, table
 
     path = cfg.state.path
     if cfg.ha.enabled and cfg.ha.backend == "redis":  # every leader's records, in the lease's Redis
@@ -625,6 +625,10 @@ def shadow_report_cmd(ctx: click.Context, tenant: str | None, last: int | None, 
         _fail(f"shadow-report: {where} holds no shadow record: the daemon records them only while "
               "actuators.dry_run = true (and state.shadow_records), on the acting replica", 1)
     rep = shadow_report(records, tenant=tenant)
+    for line in skipped_lines(rep):  # a corrupt record costs its own cycle, one line each, never the report
+        click.echo(f"shadow-report: {where}: {line}", err=True)
+    if not rep["cycles"]:
+        _fail(f"shadow-report: none of the {len(records)} shadow records in {where} could be read", 1)
     if tenant is not None and not rep["tenants"]:
         _fail(f"shadow-report: no record names tenant {tenant!r}", 1)
     click.echo(json.dumps(rep, indent=2) if as_json else table(rep))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from daemon.state.store import StateStore, pack, unpack
+from daemon.state.store import StateStore, pack, unpack_record
 
 # KEYS[1] the leader lease, KEYS[2] the shadow stream; ARGV: this replica's lease value "<id>#<nonce>|<token>", min
 # TTL ms left, maxlen, the packed record, keep ms (0: no time bound). The record goes in only while that value is
@@ -95,7 +95,7 @@ class RedisShadowLog:
     def records(self, limit: int | None = None) -> list[dict]:
         rows = self.client.xrevrange(self.key, count=limit) if limit is not None else self.client.xrevrange(self.key)
         out = []
-        for _, fields in reversed(rows):
+        for sid, fields in reversed(rows):
             raw = fields.get(b"r", fields.get("r"))
-            out.append(unpack(raw))
+            out.append(unpack_record(sid.decode() if isinstance(sid, bytes) else str(sid), raw))
         return out

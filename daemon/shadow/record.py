@@ -117,3 +117,61 @@ def tenants(record: dict, only: str | None = None) -> dict[str, dict[str, Any]]:
         d["limit_reason"] = reasons[r] if 0 <= r < len(reasons) else None
         out[names[i]] = d
     return out
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def problem(record: Any) -> str | None:
+    """Why `record` cannot be read as a shadow record, in one phrase naming the field; None when it can.
+
+    The report (daemon/shadow/report.py) skips such a record whole, by its id: one corrupt record (a disk error,
+    a hand edit, a writer of another version) must cost its own cycle, never the report (a KeyError) or a silent
+    wrong figure. The readers (daemon/shadow/log.py, daemon/state/store.py) give bytes that are not a record as
+    ``{"id": ..., "unreadable": why}``. Structure only: the figures' being numbers is checked where they are
+    decoded (report.count)."""
+    if not isinstance(record, dict):
+        return f"not a record but a JSON {type(record).__name__}"
+    if "unreadable" in record:
+        return str(record["unreadable"])
+    for key in ("at", "seen_at", "step_s", "horizon_steps"):
+        if record.get(key) is None:
+            return f"no {key!r}"
+    try:
+        seen_at = pd.Timestamp(record["seen_at"])
+    except (TypeError, ValueError):
+        seen_at = None
+    if seen_at is None or seen_at is pd.NaT or seen_at.tzinfo is None:
+        return f"'seen_at' {str(record['seen_at'])[:40]!r} is not a time with its zone"
+    if not _is_int(record["step_s"]) or record["step_s"] <= 0:
+        return f"'step_s' {str(record['step_s'])[:20]!r} is not a whole number of seconds > 0"
+    if not _is_int(record["horizon_steps"]) or record["horizon_steps"] < 0:
+        return f"'horizon_steps' {str(record['horizon_steps'])[:20]!r} is not a whole number >= 0"
+    if "cycle" in record and not _is_int(record["cycle"]):
+        return f"'cycle' {str(record['cycle'])[:20]!r} is not a whole number"
+    if "tenants" in record:
+        rows = record["tenants"]
+        if not isinstance(rows, dict) or not all(isinstance(v, dict) for v in rows.values()):
+            return "'tenants' is not a table of tenants"
+    else:
+        names, cols = record.get("names"), record.get("cols")
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            return "no 'names' (a list of tenant names)"
+        if not isinstance(cols, dict):
+            return "no 'cols' (the per-tenant figures)"
+        for key in NUMERIC + ("tier", "limit_reason"):
+            col = cols.get(key)
+            if not isinstance(col, list) or len(col) != len(names):
+                return f"'cols.{key}' is not one value per tenant ({len(names)})"
+        if not isinstance(record.get("reasons", []), list):
+            return "'reasons' is not a list"
+    pre = record.get("preemptions", [])
+    if not isinstance(pre, list):
+        return "'preemptions' is not a list"
+    for p in pre:
+        if not isinstance(p, dict) or not isinstance(p.get("tenant"), str) or not _is_int(p.get("gpus")) \
+                or not isinstance(p.get("for_tenant") or "", str) \
+                or not isinstance(p.get("lost_gpu_min") or 0.0, (int, float)):
+            return f"a preemption without a tenant and a whole number of GPUs: {str(p)[:80]}"
+    return None

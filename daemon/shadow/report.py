@@ -20,14 +20,16 @@ source served), so the report needs the store only; a demand frame (tenant x tim
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
 
-from daemon.shadow.record import tenants as tenant_rows
+from daemon.shadow.record import problem, tenants as tenant_rows
 
 TIERS = ("high", "normal", "low")
+SKIPPED_LISTED = 20   # skipped records listed by id in a report (all are counted)
 EPS = 1e-9
 
 
@@ -106,23 +108,58 @@ def _columns(r: dict, only: str | None) -> tuple[list[str], list[str], dict[str,
     return names, tiers, f
 
 
-def shadow_report(records: list[dict], demand: pd.DataFrame | None = None, tenant: str | None = None,
-                  private: bool = False) -> dict:
-    """The report over `records` (oldest first or not: they are ordered by `seen_at`); `tenant` keeps that
-    tenant's rows only (a tenant token's view), and decodes no other tenant's. `private` (the console's tenant
-    view): no figure drawn from other tenants' jobs either: `preemptions_for` (how many of others' jobs would have
-    been preempted for it) is None, as whom a preemption made room for is the operator's to know.
+@dataclass(frozen=True)
+class Totals:
+    """What the report counts over a run of records, before it is read for one viewer (`view`): the console
+    counts them once per cycle and reads every tenant's report from them (docs/console-and-api.md)."""
+
+    cycles: int
+    first: Any                                   # the first and last records' `at` (by seen_at), their quantile
+    last: Any
+    quantile: Any
+    per: dict[str, dict[str, Any]]               # tenant -> its counters (coverage as [ok, scored])
+    tier_of: dict[str, str]
+    skipped: tuple[dict[str, Any], ...] = ()     # {"id", "problem"} of each record left out
+
+
+def skipped_lines(rep: dict) -> list[str]:
+    """One line per record a report left out (those it lists), and how many more it counted."""
+    lines = [f"shadow record {s['id']} skipped: {s['problem']}" for s in rep.get("skipped", ())]
+    more = rep.get("skipped_records", 0) - len(lines)
+    return lines + ([f"... and {more} more shadow records skipped"] if more > 0 else [])
+
+
+def count(records: list[dict], demand: pd.DataFrame | None = None, tenant: str | None = None) -> Totals:
+    """The counters of `records` (oldest first or not: they are ordered by `seen_at`); `tenant`: that tenant's
+    alone, decoding no other tenant's. A record that cannot be read (``record.problem``: a missing field, a
+    column of the wrong length, figures that are not numbers, bytes that are not a record) is left out whole and
+    listed in `skipped` by its id (its row id in the state store, its stream id in Redis, else its position).
 
     Linear in the records, and vectorised over each record's tenants: each record's windows of the demand seen
     are found by binary search in the sorted times (not boolean masks over all of them) and read as slices of
     one array, its figures added into per-tenant arrays (no dict per tenant and record)."""
-    keyed = sorted(((pd.Timestamp(r["seen_at"]), r.get("cycle", 0), i) for i, r in enumerate(records)),
-                   key=lambda x: x[:2])
+    skipped: list[dict[str, Any]] = []
+    good: list[tuple[pd.Timestamp, Any, int]] = []
+    kept_cols: dict[int, tuple[list[str], list[str], dict[str, np.ndarray]]] = {}
+    for i, r in enumerate(records):
+        why = problem(r)
+        if why is None:
+            try:  # the figures are numbers: decoded now (kept for a tenant's view, where they are small)
+                cols = _columns(r, tenant)
+                if tenant is not None:
+                    kept_cols[i] = cols
+            except (TypeError, ValueError, KeyError, IndexError) as exc:
+                why = f"figures that are not numbers ({exc})"
+        if why is not None:
+            skipped.append({"id": r.get("id", f"#{i}") if isinstance(r, dict) else f"#{i}", "problem": why})
+            continue
+        good.append((pd.Timestamp(r["seen_at"]), r.get("cycle", 0), i))
+    keyed = sorted(good, key=lambda x: x[:2])
     if not keyed:
-        return {"cycles": 0, "tenants": {}, "tiers": {}, "from": None, "to": None, "quantile": None,
-                "preemptions": 0, "hold_cycles": 0}
+        return Totals(0, None, None, None, {}, {}, tuple(skipped))
     ats = [x[0] for x in keyed]
     recs = [records[i] for _, _, i in keyed]
+    kept = [kept_cols[i] for _, _, i in keyed] if tenant is not None else []
     # every tenant named, one index each
     gi: dict[str, int] = {}
     seen_lists: set[int] = set()
@@ -147,7 +184,6 @@ def shadow_report(records: list[dict], demand: pd.DataFrame | None = None, tenan
         return cache[key]
 
     # the demand seen: one row per distinct seen_at (the last record's wins), one column per tenant
-    kept: list[tuple[list[str], list[str], dict[str, np.ndarray]]] = []
     if demand is not None:
         seen = demand.sort_index()
         times = seen.index
@@ -157,10 +193,8 @@ def shadow_report(records: list[dict], demand: pd.DataFrame | None = None, tenan
     else:
         times = pd.DatetimeIndex(sorted(set(ats)))
         vals = np.full((len(times), nt), np.nan)
-        for r, at in zip(recs, ats):
-            if tenant is not None:  # one tenant's columns are small: decoded once, kept for the pass below
-                kept.append(_columns(r, tenant))
-            names, _, f = kept[-1] if tenant is not None else (_names(r, None), None, None)
+        for k, (r, at) in enumerate(zip(recs, ats)):
+            names, _, f = kept[k] if tenant is not None else (_names(r, None), None, None)
             if f is None:
                 seen_col = r["cols"]["seen"] if "tenants" not in r else [r["tenants"][n].get("seen") for n in names]
                 v = np.array(seen_col, dtype=float)
@@ -240,7 +274,7 @@ def shadow_report(records: list[dict], demand: pd.DataFrame | None = None, tenan
                 pre_n[j] += 1
                 pre_g[j] += int(p["gpus"])
                 lost[j] += float(p.get("lost_gpu_min") or 0.0)
-            if p.get("for_tenant") and not private and (tenant is None or p["for_tenant"] == tenant):
+            if p.get("for_tenant") and (tenant is None or p["for_tenant"] == tenant):
                 j = gi[p["for_tenant"]]
                 touched[j] = True
                 pre_for[j] += 1
@@ -254,9 +288,22 @@ def shadow_report(records: list[dict], demand: pd.DataFrame | None = None, tenan
             "throttled_cycles": int(thr[j]), "rate_known_cycles": int(rate_known[j]),
             "tightened_cycles": int(tight[j]), "cov_next": [int(cn_ok[j]), int(cn_n[j])],
             "cov_peak": [int(cp_ok[j]), int(cp_n[j])]}
-    if private:
-        for a in per.values():
-            a["preemptions_for"] = None
+    return Totals(len(recs), recs[0]["at"], recs[-1]["at"], recs[-1].get("quantile"), per, tier_of, tuple(skipped))
+
+
+def view(tot: Totals, tenant: str | None = None, private: bool = False) -> dict:
+    """The report of `tot` as one viewer reads it: `tenant` keeps that tenant's rows only (a tenant token's view;
+    its tier row is its own figures). `private` (the console's tenant view): no figure drawn from other tenants'
+    jobs either: `preemptions_for` (how many of others' jobs would have been preempted for it) is None, as whom a
+    preemption made room for is the operator's to know. Cheap: dicts over the counted tenants, no record read."""
+    per = tot.per if tenant is None else ({tenant: tot.per[tenant]} if tenant in tot.per else {})
+    skipped = {"skipped_records": len(tot.skipped), "skipped": list(tot.skipped[:SKIPPED_LISTED])}
+    if not tot.cycles:
+        return {"cycles": 0, "tenants": {}, "tiers": {}, "from": None, "to": None, "quantile": None,
+                "preemptions": 0, "hold_cycles": 0, **skipped}
+    if private:  # nor a row for a tenant that appears only as the one others' jobs were preempted for
+        per = {t: {**a, "preemptions_for": None} for t, a in per.items() if a["cycles"] or a["preemptions"]}
+    tier_of = tot.tier_of
     tiers: dict[str, dict] = {}
     for tr in TIERS:
         agg = _new()
@@ -274,10 +321,18 @@ def shadow_report(records: list[dict], demand: pd.DataFrame | None = None, tenan
         agg["tenants"] = len(names)
         tiers[tr] = _finish(agg)
     out_t = {t: {"tier": tier_of.get(t, "normal"), **_finish(a)} for t, a in sorted(per.items())}
-    return {"cycles": len(recs), "from": recs[0]["at"], "to": recs[-1]["at"], "quantile": recs[-1].get("quantile"),
+    return {"cycles": tot.cycles, "from": tot.first, "to": tot.last, "quantile": tot.quantile,
             "preemptions": sum(a["preemptions"] for a in out_t.values()),
             "hold_cycles": sum(a["hold_cycles"] for a in out_t.values()),
-            "tenants": out_t, "tiers": tiers}
+            "tenants": out_t, "tiers": tiers, **skipped}
+
+
+
+
+def shadow_report(records: list[dict], demand: pd.DataFrame | None = None, tenant: str | None = None,
+                  private: bool = False) -> dict:
+    """The report over `records` (`count`, then `view`); `tenant` counts and keeps that tenant's rows only."""
+    return view(count(records, demand, tenant), tenant, private)
 
 
 def table(rep: dict) -> str:
@@ -300,7 +355,8 @@ def table(rep: dict) -> str:
                 f"{pct(a['coverage_peak']):>5}")
 
     lines = [f"shadow report: {rep['cycles']} dry-run cycles from {rep['from']} to {rep['to']}, forecast quantile "
-             f"{rep['quantile']}", head, unit]
+             f"{rep['quantile']}" + (f" ({rep['skipped_records']} corrupt records skipped)"
+                                    if rep.get("skipped_records") else ""), head, unit]
     lines += [row(f"tier {t}", t, a) for t, a in rep["tiers"].items()]
     lines += [row(n[:28], a["tier"], a) for n, a in rep["tenants"].items()]
     return "\n".join(lines)

@@ -37,6 +37,20 @@ def unpack(raw: bytes | str) -> dict:
     return json.loads(zlib.decompress(raw) if isinstance(raw, bytes) else raw)
 
 
+def unpack_record(record_id: int | str, raw: Any) -> dict:
+    """A stored shadow record with its id (``"id"``: the SQLite row id, or the Redis stream id), or, where the
+    stored bytes are not one (not zlib, not JSON, not an object), ``{"id", "unreadable": why}``: the report skips
+    it by its id (daemon/shadow/record.py problem) instead of failing on it."""
+    try:
+        rec = unpack(raw)
+    except (zlib.error, ValueError, TypeError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return {"id": record_id, "unreadable": f"not compressed JSON ({type(exc).__name__}: {str(exc)[:80]})"}
+    if not isinstance(rec, dict):
+        return {"id": record_id, "unreadable": f"not a record but a JSON {type(rec).__name__}"}
+    rec["id"] = record_id
+    return rec
+
+
 def connect_ro(path: Path | str) -> sqlite3.Connection:
     """A read-only connection to an SQLite file, by a URI built with pathlib (a name with ``?``, ``#`` or ``%``
     is quoted, not read as the URI's query or fragment). Read-only: it never writes the running daemon's file
@@ -57,13 +71,13 @@ def connect_ro(path: Path | str) -> sqlite3.Connection:
 
 def read_shadow_records(path: Path | str, limit: int | None = None) -> list[dict]:
     """The newest `limit` shadow records (all when None) of the state store at `path`, oldest first, read-only."""
-    q = "SELECT record FROM shadow ORDER BY id DESC" + (" LIMIT ?" if limit is not None else "")
+    q = "SELECT id, record FROM shadow ORDER BY id DESC" + (" LIMIT ?" if limit is not None else "")
     db = connect_ro(path)
     try:
         rows = db.execute(q, (limit,) if limit is not None else ()).fetchall()
     finally:
         db.close()
-    return [unpack(r[0]) for r in reversed(rows)]
+    return [unpack_record(r[0], r[1]) for r in reversed(rows)]
 
 
 class StateStore:

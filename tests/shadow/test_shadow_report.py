@@ -271,3 +271,83 @@ def test_shadow_report_reads_the_store_read_only_as_a_user_who_may_only_read_it(
             s.close()
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+# ---- issue 36: one corrupt record costs its own cycle, one line naming it, never the report ----------------
+
+def _store_with_corrupt_records(path: Path) -> list[int]:
+    """Six good records and three bad ones between them: bytes that are not compressed JSON, a record without
+    its seen_at, and one whose column is shorter than its names. Returns the bad ones' row ids."""
+    from daemon.state.store import pack
+
+    s = StateStore(path)
+    try:
+        for k in range(3):
+            s.save_shadow(rec(k, {"hi": t("high", 2 + k, hold=8, fc_next=5, fc_peak=9)}))
+        now = 1e12
+        columnar = {k: v for k, v in rec(4, {}).items() if k != "tenants"}
+        bad = [b"\x00not zlib", pack({k: v for k, v in rec(3, {}).items() if k != "seen_at"}),
+               pack({**columnar, "v": 2, "names": ["hi", "lo"], "cols": {"seen": [1.0], "used": [1.0]}})]
+        ids = []
+        with s._db:
+            for raw in bad:
+                ids.append(s._db.execute("INSERT INTO shadow(at, record, logged) VALUES(?,?,?)",
+                                         ("x", raw, now)).lastrowid)
+        for k in range(5, 8):
+            s.save_shadow(rec(k, {"hi": t("high", 2 + k, hold=8, fc_next=5, fc_peak=9)}))
+    finally:
+        s.close()
+    return ids
+
+
+def test_shadow_report_skips_a_corrupt_record_with_one_line_naming_it(tmp_path):
+    ids = _store_with_corrupt_records(tmp_path / "state.sqlite")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(CONFIG.format(dry="true", state=tmp_path / "state.sqlite"))
+    p = subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(cfg), "shadow-report", "--json"], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "Traceback" not in p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 3
+    for rid, line, why in zip(ids, lines, ("not compressed JSON", "no 'seen_at'", "'cols.")):
+        assert f"shadow record {rid} skipped: {why}" in line, line
+    rep = json.loads(p.stdout)
+    assert rep["cycles"] == 6 and rep["skipped_records"] == 3
+    assert [s["id"] for s in rep["skipped"]] == ids
+    assert rep["tenants"]["hi"]["cycles"] == 6
+    text = subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(cfg), "shadow-report"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert text.returncode == 0 and "(3 corrupt records skipped)" in text.stdout
+
+
+@pytest.mark.parametrize("bad", [
+    {"seen_at": "not a time"}, {"seen_at": None}, {"step_s": "60"}, {"step_s": 0}, {"horizon_steps": -1},
+    {"cycle": "x"}, {"tenants": [1, 2]}, {"tenants": {"hi": 3}},
+    {"tenants": {"hi": {"tier": "high", "seen": "many", "used": 1}}},
+    {"preemptions": [{"tenant": "hi"}]}, {"preemptions": [{"tenant": 3, "gpus": 1}]}, {"preemptions": "all"},
+])
+def test_a_record_of_the_wrong_shape_is_skipped_whole_by_its_position(bad):
+    good = [rec(k, {"hi": t("high", 2 + k, hold=8, fc_next=5, fc_peak=9)}) for k in range(4)]
+    want = shadow_report(good)
+    broken = {**rec(9, {"hi": t("high", 50, hold=60)}), **bad}
+    got = shadow_report([good[0], good[1], broken, good[2], good[3]])
+    assert got["skipped_records"] == 1 and got["skipped"][0]["id"] == "#2"
+    assert {k: v for k, v in got.items() if not k.startswith("skipped")} == \
+        {k: v for k, v in want.items() if not k.startswith("skipped")}
+
+
+def test_a_report_read_from_the_counts_is_the_report_computed_for_the_viewer():
+    # the console counts once per cycle and reads every viewer's report from the counts (daemon/web/
+    # shadow_reports.py): an operator's and each tenant token's report are the ones computed for them alone
+    from daemon.shadow.report import count, view
+    from tests.web.test_shadow_page import synthetic_records
+
+    records = synthetic_records(300, tenants=12)
+    tot = count(records)
+    assert view(tot) == shadow_report(records)
+    for k in range(12):
+        name = f"tenant-{k:04d}"
+        assert view(tot, name, private=True) == shadow_report(records, tenant=name, private=True)
+        assert view(tot, name) == shadow_report(records, tenant=name)
+    assert view(tot, "nobody", private=True) == shadow_report(records, tenant="nobody", private=True)

@@ -17,7 +17,6 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
-from daemon.shadow.report import shadow_report
 from daemon.sources.redact import redact_text
 from daemon.state.overrides import BadChange, OverridesUnavailable
 from daemon.web import views
@@ -26,6 +25,7 @@ from daemon.web.auth import COOKIE, Principal
 from daemon.web.backend import Backend, Snapshot
 from daemon.web.console.charts import Band, Chart, Line, forecast_x, series_x
 from daemon.web.health_view import health_for
+from daemon.web.shadow_reports import ShadowReports
 
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; "
@@ -35,10 +35,9 @@ HEADERS = {
 }
 
 
-SHADOW_CYCLES = 1440  # dry-run cycles the "What it would have done" page reads by default (?cycles=N)
-# ?cycles= is clamped to these: a tenant token to the default, an operator to a week of 1-min cycles; the report is
-# linear in them and runs in a worker thread, so one request costs bounded work and never stalls /healthz
-SHADOW_CYCLES_TENANT_MAX = SHADOW_CYCLES
+SHADOW_CYCLES = 1440  # dry-run cycles the "What it would have done" page reads (an operator may ask ?cycles=N)
+# an operator's ?cycles= is clamped to a week of 1-min cycles; a tenant token always reads the default window,
+# counted once per cycle for every viewer (daemon/web/shadow_reports.py)
 SHADOW_CYCLES_MAX = 10_080
 FORM_CAP = 8192  # bytes of a console form; a longer body is refused unread (413)
 
@@ -156,6 +155,7 @@ def tenant_chart(t: dict) -> Chart:
 
 def build(backend: Backend, holder: AccessHolder) -> list[Route]:
     templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+    reports = ShadowReports(backend.shadow_records)
     templates.env.globals.update(pct=pct, event_text=event_text)
 
     def page(request: Request, name: str, status: int = 200, **ctx) -> Response:
@@ -345,14 +345,14 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
             limit = int_param(request, "cycles", SHADOW_CYCLES, 1, 100_000)
         except BadInput as exc:
             return problem(request, p, 400, "Bad filter", str(exc))
-        limit = min(limit, SHADOW_CYCLES_MAX if p.operator else SHADOW_CYCLES_TENANT_MAX)
+        # a tenant token reads the one window counted for every viewer of the cycle: a window of its own choosing
+        # would be a read of every record (every tenant's) per request
+        limit = min(limit, SHADOW_CYCLES_MAX) if p.operator else SHADOW_CYCLES
         snap = backend.snapshot()
         tenant = None if p.operator else p.tenant
-
-        def report() -> dict:
-            return shadow_report(backend.shadow_records(limit), tenant=tenant, private=tenant is not None)
-
-        rep = await run_in_threadpool(report)  # off the event loop: /healthz and other pages keep answering
+        # counted once per cycle, in the reports' own worker: off the event loop (/healthz keeps answering) and
+        # out of the default thread pool (an operator's PATCH never queues behind tenants' page loads)
+        rep = await reports.report(snap.cycle, limit, tenant, private=tenant is not None)
         return page(request, "shadow.html", who=p, title="What it would have done", rep=rep,
                     dry_run=snap.cfg.actuators.dry_run, cycles=limit)
 
