@@ -25,6 +25,9 @@ UNKNOWN_TYPE = "unknown"  # a model name no type or alias matches: counted and r
 ANY: tuple[str, ...] = ()  # what a job that names no type accepts
 _TYPE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 _MIG_PREFIXES = ("nvidia.com/mig-", "mig-")
+# unknown model names a resolver remembers (to report them): a pod's node selector is the tenant's to write, so
+# the names are not bounded by the fleet; past this many, new ones are counted (`unmatched_dropped`), not kept
+UNMATCHED_MAX = 1000
 
 
 def _key(raw: str) -> str:
@@ -104,15 +107,27 @@ class TypeResolver:
         self.types: tuple[str, ...] = tuple(types)
         self._map = {_key(t): t for t in self.types}
         self._map.update({_key(raw): typ for raw, typ in (aliases or {}).items()})
-        self.unmatched: set[str] = set()
+        self.unmatched: set[str] = set()   # at most UNMATCHED_MAX names
+        self.unmatched_dropped = 0          # unknown names seen after that, not remembered
+        self._dropped_said = 0
 
     def __call__(self, raw: str | None) -> str:
         """The type of a GPU reported as ``raw`` (a model name, GRES type, product label or MIG resource)."""
         if not self.types:
             return DEFAULT_TYPE
         if raw is None or not str(raw).strip():
-            self.unmatched.add("")
+            self._unmatched("")
             return UNKNOWN_TYPE
+        s = str(raw).strip()
+        hit = self.known(s)
+        if hit is None:
+            self._unmatched(s)
+            return UNKNOWN_TYPE
+        return hit
+
+    def known(self, raw: str) -> str | None:
+        """The configured type `raw` names (a type, an alias, a MIG resource of a type), None when none: nothing
+        is remembered (a node feature that is no GPU type is another constraint, not an unknown GPU)."""
         s = str(raw).strip()
         hit = self._map.get(_key(s))
         if hit is None:
@@ -121,10 +136,27 @@ class TypeResolver:
                 if low.startswith(prefix):  # nvidia.com/mig-1g.10gb, DCGM's GPU_I_PROFILE "1g.10gb" needs an alias
                     hit = self._map.get(_key("mig-" + low[len(prefix):]))
                     break
-        if hit is None:
-            self.unmatched.add(s)
-            return UNKNOWN_TYPE
         return hit
+
+    def unreported(self, reported: set[str]) -> str | None:
+        """What to warn of once: the unknown names not in `reported` (added to it), and how many were not kept
+        since the last warning said so; None when there is nothing new."""
+        new = self.unmatched - reported
+        reported |= new
+        dropped = self.unmatched_dropped - self._dropped_said
+        self._dropped_said = self.unmatched_dropped
+        if not new and not dropped:
+            return None
+        said = [str(sorted(new))] if new else []
+        return "; ".join(said + ([f"{dropped} more names not kept (over {UNMATCHED_MAX})"] if dropped else []))
+
+    def _unmatched(self, name: str) -> None:
+        if name in self.unmatched:
+            return
+        if len(self.unmatched) < UNMATCHED_MAX:
+            self.unmatched.add(name)
+        else:
+            self.unmatched_dropped += 1
 
     def accepts(self, spec: str | Iterable[str] | None) -> tuple[str, ...]:
         """What a job accepts, in order of preference: ``"V100M16|V100M32"`` or a list of names gives those types

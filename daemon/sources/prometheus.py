@@ -338,10 +338,9 @@ class PrometheusSource:
     def _report_unknown(self) -> None:
         """Log each model name that no [fleet] type or alias matches once (a typo in an alias must be seen, and not
         every cycle); its GPUs are counted as type ``unknown``, never dropped."""
-        new = self.resolver.unmatched - self._reported_unknown
+        new = self.resolver.unreported(self._reported_unknown)
         if new:
-            self._reported_unknown |= new
-            log.warning("GPU models not in [fleet] types/aliases, counted as 'unknown': %s", sorted(new))
+            log.warning("GPU models not in [fleet] types/aliases, counted as 'unknown': %s", new)
 
     def _typed_window(self, start: float, end: float, names: Iterable[str] = ()) -> pd.DataFrame:
         """The history's fetch on a mixed fleet: ``<tenant>@<type>`` columns (window_by_type, flat) for the names

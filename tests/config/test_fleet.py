@@ -71,3 +71,23 @@ def test_bad_fleet_config_is_one_line_naming_the_field(fleet, names):
         parse_config({"fleet": fleet})
     msg = str(e.value)
     assert names in msg and "\n" not in msg.strip(), msg
+
+
+def test_unknown_names_are_remembered_up_to_a_bound_and_the_rest_counted():
+    """A pod's node selector is the tenant's to write: every new product name was kept for ever (1,010,000 after
+    50 cycles). Past UNMATCHED_MAX new names are counted, not kept, and the warning says how many."""
+    r = _fleet()
+    reported: set[str] = set()
+    for k in range(1500):
+        assert r(f"NVIDIA-FAKE-{k}") == UNKNOWN_TYPE          # still typed unknown, never dropped from the count
+    assert len(r.unmatched) < 1500
+
+    from daemon.config.fleet import UNMATCHED_MAX
+
+    assert UNMATCHED_MAX == 1000 and len(r.unmatched) == UNMATCHED_MAX and r.unmatched_dropped == 500
+    assert r("NVIDIA-FAKE-3") == UNKNOWN_TYPE and r.unmatched_dropped == 500   # a kept name is no new one
+    line = r.unreported(reported)
+    assert line.endswith(f"; 500 more names not kept (over {UNMATCHED_MAX})") and len(reported) == UNMATCHED_MAX
+    assert r.unreported(reported) is None                     # said once
+    r("NVIDIA-FAKE-new")
+    assert r.unreported(reported) == f"1 more names not kept (over {UNMATCHED_MAX})"

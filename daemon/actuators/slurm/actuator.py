@@ -320,10 +320,9 @@ class SlurmActuator:
         """Model names no [fleet] type or alias matches: warned once each (they are kept as type unknown)."""
         if self.resolver is None:
             return
-        new = self.resolver.unmatched - self._reported
+        new = self.resolver.unreported(self._reported)
         if new:
-            log.warning("GPU types not in [fleet] types/aliases, counted as 'unknown': %s", sorted(new))
-            self._reported |= new
+            log.warning("GPU types not in [fleet] types/aliases, counted as 'unknown': %s", new)
 
     @property
     def unknown_types(self) -> list[str]:

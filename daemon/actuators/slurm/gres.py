@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from daemon.config.fleet import ANY, UNKNOWN_TYPE, TypeResolver
+from daemon.config.fleet import ANY, TypeResolver
 
 _GPU_GRES = re.compile(r"^(?:gres[:/])?gpu(?::([A-Za-z0-9_.-]+))?:(\d+)")
 _FEATURE_SPLIT = re.compile(r"[|&,\[\]()]+")
@@ -52,12 +52,9 @@ def gres_gpu_types(text: str) -> dict[str, int]:
 def known_type(resolver: TypeResolver, name: str) -> str | None:
     """The configured type `name` is (a type or an alias), None when it is none: a node feature or constraint
     term that is not a GPU type is another constraint, not an unknown GPU, so it is not reported."""
-    before = set(resolver.unmatched)
-    typ = resolver(name)
-    if typ == UNKNOWN_TYPE:
-        resolver.unmatched.intersection_update(before)
-        return None
-    return typ
+    if not resolver.types:
+        return resolver(name)
+    return resolver.known(name)
 
 
 def feature_terms(expr: str) -> list[str]:
