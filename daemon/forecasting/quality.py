@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from dataclasses import asdict, dataclass, field
+from typing import Iterable
 
 import numpy as np
 import pandas as pd
@@ -126,6 +127,13 @@ class ForecastQuality:
         self.g_peak_cov_mv = Gauge("gpuas_forecast_peak_p90_coverage_moving", "Live share of realised peaks at or "
                                    "under the forecast p90 peak, among lead windows where the series moves",
                                    ["window", "tier"], registry=r)
+
+    def forget(self, tenants: Iterable[str]) -> None:
+        """Drop the per-tenant series (`gpuas_forecast_tenant_wql`, `..._p90_coverage`) of tenants gone for
+        `cycle.forget_tenant_after_s`, with the daemon's other per-tenant series (daemon/service/telemetry.py)."""
+        for t in tenants:
+            self.g_t_wql.remove(t)
+            self.g_t_cov.remove(t)
 
     # -- each cycle ---------------------------------------------------------------------------------------
     def observe(self, fc: Forecast | None, history: pd.DataFrame, tiers: dict[str, str] | None = None) -> None:

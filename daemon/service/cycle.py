@@ -389,7 +389,12 @@ class CycleRunner:
                               "stays on disk", exc)
             m.last_good.set(pd.Timestamp(plan.at).timestamp())
         reports += self._health(state, plan, ops)
-        m.observe_plan(plan, fc, self.cfg.policy.lead_time_steps, fell_back, self.cfg.cycle.forget_tenant_after_s)
+        gone = m.observe_plan(plan, fc, self.cfg.policy.lead_time_steps, fell_back,
+                              self.cfg.cycle.forget_tenant_after_s)
+        if gone:  # their series outside DaemonMetrics go with the rest: forecast quality, job health
+            self.quality.forget(gone)
+            if self.health is not None:
+                self.health.metrics.forget(gone)
         dt = time.perf_counter() - t0
         m.cycle_seconds.observe(dt)
         m.cycles.labels(outcome).inc()

@@ -22,7 +22,7 @@ import logging
 import time
 from collections import Counter as Tally
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -117,6 +117,16 @@ class HealthMetrics:
         self.jobs = Gauge("gpuas_health_jobs", "Jobs seen in per-job telemetry, by state (ok, no_data, rejected, "
                           "partial)", ["state"], registry=r)
         self.up = Gauge("gpuas_health_telemetry_up", "1 when the last per-job telemetry read succeeded", registry=r)
+
+    def forget(self, tenants: Iterable[str]) -> None:
+        """Drop `gpuas_idle_gpu_minutes{tenant, tier}` of tenants gone for `cycle.forget_tenant_after_s`, as the
+        daemon's other per-tenant series go then (daemon/service/telemetry.py forget_tenants). The gauges by
+        tenant (`gpuas_job_idle_gpus`) are rebuilt each cycle and need nothing."""
+        gone = set(tenants)
+        labels = {(s.labels["tenant"], s.labels["tier"]) for fam in self.idle_minutes.collect() for s in fam.samples
+                  if s.labels.get("tenant") in gone}
+        for tenant, tier in labels:
+            self.idle_minutes.remove(tenant, tier)
 
 
 @dataclass

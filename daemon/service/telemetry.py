@@ -120,15 +120,17 @@ class DaemonMetrics:
             hit[1] = value
 
     def observe_plan(self, plan: Plan, forecast: Forecast | None, lead: int, fallback: bool,
-                     forget_after_s: float = FORGET_AFTER_S) -> None:
+                     forget_after_s: float = FORGET_AFTER_S) -> list[str]:
+        """Export the plan; returns the tenants (and forecast series) forgotten now, whose series kept elsewhere
+        (forecast quality, job health) the cycle drops too."""
         present = set(plan.limits) | set(plan.reservations) | {p.tenant for p in plan.preemptions}
         if forecast is not None:
             present.update(forecast.tenants)
-        self.forget_tenants(present, forget_after_s)
+        gone = self.forget_tenants(present, forget_after_s)
         self.plan_stale.set(1 if plan.stale else 0)
         self.fallback.set(1 if fallback else 0)
         if plan.stale:
-            return
+            return gone
         if math.isfinite(plan.load):
             self.load.set(plan.load)
         self.capacity.set(plan.capacity)
@@ -153,3 +155,4 @@ class DaemonMetrics:
                 ok = np.isfinite(peaks)
                 for i, v in zip(np.flatnonzero(ok).tolist(), peaks[ok].tolist()):
                     self._set("forecast", (tenants[i], label), v)
+        return gone

@@ -123,3 +123,45 @@ def test_the_peak_gauge_shows_the_peak_the_hold_acts_on():
     body = generate_latest(m.registry).decode()
     assert 'gpuas_forecast_peak_gpus{quantile="0.9",tenant="a"} 7.0' in body
     assert 'gpuas_forecast_peak_gpus{quantile="0.5",tenant="a"} 2.0' in body
+
+
+def test_idle_minutes_and_forecast_quality_of_a_gone_tenant_leave_with_its_other_series(tmp_path):
+    """gpuas_idle_gpu_minutes{tenant} and gpuas_forecast_tenant_{wql,p90_coverage}{tenant} were never dropped:
+    they now follow cycle.forget_tenant_after_s like the daemon's other per-tenant series."""
+    from daemon.service.health import HealthRunner
+    from daemon.sources.base import SourceError
+
+    class NoTelemetry:
+        def read(self):
+            raise SourceError("no per-job telemetry in this test")
+
+    cfg = Config(cluster={"gpus": 256}, cycle={"forget_tenant_after_s": 3600},
+                 source={"simulator": {"seed": 3, "tenants": 4, "warmup_steps": 1500}},
+                 state={"path": tmp_path / "s.sqlite"}, forecaster={"model_dir": tmp_path / "models"})
+    rt = build_runtime(cfg)
+    try:
+        now = [0.0]
+        rt.metrics.clock = lambda: now[0]
+        runner = rt.runner
+        runner.health = HealthRunner(cfg, NoTelemetry(), rt.metrics.registry)
+        runner.run_once()
+        here = runner.last_state.tenants[0]
+        for t in ("gone", here):   # as the quality scores and the health step set them
+            runner.quality.g_t_wql.labels(t).set(0.5)
+            runner.quality.g_t_cov.labels(t).set(0.9)
+            runner.health.metrics.idle_minutes.labels(t, "low").inc(5)
+        rt.metrics.forget_tenants(["gone"], 3600)      # a plan had it at t=0
+        names = ("gpuas_idle_gpu_minutes_total", "gpuas_forecast_tenant_wql", "gpuas_forecast_tenant_p90_coverage")
+
+        def tenants_of(name: str) -> set[str]:
+            return {dict(ls)["tenant"] for ls in series(generate_latest(rt.metrics.registry).decode(), name)}
+
+        now[0] = 1800.0
+        runner.run_once()
+        assert all("gone" in tenants_of(n) for n in names)          # gone, but not for long yet
+        now[0] = 3700.0
+        runner.run_once()
+        for n in names:
+            assert "gone" not in tenants_of(n) and here in tenants_of(n), n
+    finally:
+        rt.close()
