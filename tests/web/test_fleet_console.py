@@ -1,0 +1,111 @@
+"""The console on a mixed fleet (issue 37) in a real browser (headless Chromium) against `run --sim` with
+`[fleet] pools` in dry run: a tenant's page draws its forecast (the sum of its typed series, tenant@spec) and the
+"What it would have done" page scores every tenant's forecast. Before, the tenant page said "No forecast for this
+tenant yet" and the shadow page's coverage was "–" for everyone (the records looked up plain tenant names)."""
+
+import os
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from daemon.state.store import StateStore
+from tests.conftest import REPO, free_port
+from tests.support.browser import chromium
+from tests.support.daemons import OP, T1, h
+from tests.support.services import stop, wait_for
+
+pytestmark = pytest.mark.timeout(240)
+
+ARTEFACTS = REPO / "reports" / "browser"
+
+
+@pytest.fixture(scope="module")
+def fleet_daemon(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fleet-console")
+    port = free_port()
+    state = tmp / "state.sqlite"
+    cfg = tmp / "config.toml"
+    cfg.write_text(f"""
+[cycle]
+interval_s = 1
+[source.simulator]
+seed = 3
+tenants = 12
+warmup_steps = 1500
+target_load = 1.1
+high_share = 0.25
+[fleet]
+types = ["h100", "a100", "t4"]
+pools = [{{type = "h100", nodes = 6}}, {{type = "a100", nodes = 8}}, {{type = "t4", nodes = 8, gpus_per_node = 4}}]
+[forecaster]
+kind = "seasonal_naive"
+[actuators]
+dry_run = true
+[server]
+port = {port}
+[state]
+path = "{state}"
+[[access.tokens]]
+name = "ops"
+role = "operator"
+token = "{OP}"
+[[access.tokens]]
+name = "alice"
+role = "tenant"
+tenant = "tenant-0001"
+token = "{T1}"
+""")
+    log = open(tmp / "daemon.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "--config", str(cfg), "run", "--sim"], cwd=tmp,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+
+    def cycles_recorded() -> bool:
+        if not state.exists():
+            return False
+        s = StateStore(state)
+        try:
+            return len(s.shadow_records()) >= 4
+        finally:
+            s.close()
+
+    try:
+        wait_for(cycles_recorded, what="four dry-run cycles on a mixed fleet", timeout=150)
+        yield base
+    finally:
+        stop(proc)
+        log.close()
+
+
+def test_browser_mixed_fleet_tenant_page_and_shadow_page(fleet_daemon):
+    base = fleet_daemon
+    body = httpx.get(f"{base}/api/v1/tenants/tenant-0001", headers=h(OP)).json()
+    assert body["forecast_by_accepts"], "a typed cluster: the forecast is per tenant and accepted types"
+    assert body["forecast"] is not None and body["usage"] is not None
+    with chromium() as new_page:
+        page = new_page()
+        page.goto(f"{base}/ui/login")
+        assert page.submit("form[action='/ui/login']", {"token": OP}) == 200
+        assert page.goto(f"{base}/ui/tenants/tenant-0001") == 200
+        assert page.eval("document.querySelector('#no-forecast') === null")
+        box = page.eval("""(() => { const s = document.querySelector('#forecast-chart');
+            const b = (q) => { const e = s.querySelector(q); if (!e) return null;
+                               const r = e.getBoundingClientRect(); return {x: r.x, w: r.width}; };
+            return {band: b('polygon.b-p90'), p50: b('polyline.s-p50'), usage: b('polyline.s-used')}; })()""")
+        assert box["band"] and box["p50"]["w"] > 50 and box["usage"]["w"] > 50
+        page.screenshot(ARTEFACTS / "fleet-tenant.png")
+
+        assert page.goto(f"{base}/ui/shadow") == 200
+        rows = page.eval("Array.from(document.querySelectorAll('#shadow-tenants tr[id]')).map(r => "
+                         "Array.from(r.cells).map(c => c.textContent.trim()))")
+        assert len(rows) == 12
+        # the forecast coverage of the next step: scored for every tenant (a percentage, not "–")
+        assert all(r[9].endswith("%") for r in rows), rows
+        assert any(int(r[3]) > 0 for r in rows) or any(int(r[2]) > 0 for r in rows)   # holds recorded
+        page.screenshot(ARTEFACTS / "fleet-shadow.png")
+        outside = [u for u in page.requested_urls() if not u.startswith(base) and not u.startswith("about:")]
+        assert outside == []
+    for name in ("fleet-tenant.png", "fleet-shadow.png"):
+        assert (ARTEFACTS / name).stat().st_size > 10_000, name
