@@ -4,7 +4,8 @@ The fixtures that start one (`daemon`, `api`) are in tests/support/fixtures.py, 
 """
 
 from contextlib import contextmanager
-from typing import Iterator
+from pathlib import Path
+from typing import Callable, Iterator
 
 from daemon.config import Config, ServerConfig, SimulatorConfig, SourceConfig
 
@@ -60,3 +61,37 @@ def api_cfg(tmp_path, port, **extra):
 
 def h(token):
     return {"Authorization": f"Bearer {token}"}
+
+
+def tokens_toml() -> str:
+    """TOKENS as the config file's [[access.tokens]] tables."""
+    return "".join(f'[[access.tokens]]\nname = "{t["name"]}"\nrole = "{t["role"]}"\n'
+                   + (f'tenant = "{t["tenant"]}"\n' if "tenant" in t else "") + f'token = "{t["token"]}"\n'
+                   for t in TOKENS)
+
+
+@contextmanager
+def sim_process(tmp: Path, settings: str, ready: Callable[[str], bool], what: str, timeout: float = 150):
+    """`gpu-autoscaler run --sim` as a process (the browser tests' daemon) on `settings` (TOML: everything but the
+    server's port, the state path and the tokens, which are TOKENS), with its log in `tmp/daemon.log`. Yields
+    its base URL once `ready(base)` holds; stops it after."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO, free_port
+    from tests.support.services import stop, wait_for
+
+    port = free_port()
+    cfg = tmp / "config.toml"
+    cfg.write_text(f'{settings}\n[server]\nport = {port}\n[state]\npath = "{tmp / "state.sqlite"}"\n{tokens_toml()}')
+    log = open(tmp / "daemon.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "--config", str(cfg), "run", "--sim"], cwd=tmp,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: ready(base), what=what, timeout=timeout)
+        yield base
+    finally:
+        stop(proc)
+        log.close()

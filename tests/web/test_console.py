@@ -3,10 +3,7 @@
 The same pages in a real browser (headless Chromium) are in tests/support/browser.py.
 """
 
-import os
 import re
-import subprocess
-import sys
 import time
 
 import httpx
@@ -15,8 +12,8 @@ import pytest
 from daemon.web.console.charts import Band, Chart, Line
 from tests.conftest import REPO, free_port
 from tests.support.browser import chromium
-from tests.support.daemons import OP, T1
-from tests.support.services import stop, wait_for
+from tests.support.daemons import OP, T1, sim_process
+from tests.support.services import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -179,16 +176,9 @@ def test_chart_breaks_lines_at_missing_values_and_draws_the_band():
 # ---- in a real browser: headless Chromium against `run --sim` --------------------------------------------------
 
 ARTEFACTS = REPO / "reports" / "browser"
-T2 = "tenant-two-token-0123456789"
 
 
-@pytest.fixture(scope="module")
-def sim_daemon(tmp_path_factory):
-    """`gpu-autoscaler run --sim` as a process; rate levels that throttle from 30% load, so tenants are throttled."""
-    tmp = tmp_path_factory.mktemp("browser")
-    port = free_port()
-    cfg = tmp / "config.toml"
-    cfg.write_text(f"""
+BROWSER_SETTINGS = """
 [cluster]
 gpus = 256
 [cycle]
@@ -199,42 +189,22 @@ tenants = 16
 warmup_steps = 600
 [forecaster]
 kind = "seasonal_naive"
-[server]
-port = {port}
-[state]
-path = "{tmp / 'state.sqlite'}"
 [ratelimits]
-levels = [{{load = 0.0, high = 1000, normal = 100, low = 100}}, {{load = 0.3, high = 200, normal = 50, low = 25}}]
-[[access.tokens]]
-name = "ops"
-role = "operator"
-token = "{OP}"
-[[access.tokens]]
-name = "alice"
-role = "tenant"
-tenant = "tenant-0001"
-token = "{T1}"
-[[access.tokens]]
-name = "bob"
-role = "tenant"
-tenant = "tenant-0002"
-token = "{T2}"
-""")
-    log = open(tmp / "daemon.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "--config", str(cfg), "run", "--sim"], cwd=tmp,
-                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
+levels = [{load = 0.0, high = 1000, normal = 100, low = 100}, {load = 0.3, high = 200, normal = 50, low = 25}]
+"""
 
-    def throttled() -> bool:
+
+@pytest.fixture(scope="module")
+def sim_daemon(tmp_path_factory):
+    """`gpu-autoscaler run --sim` as a process; rate levels that throttle from 30% load, so tenants are throttled."""
+    tmp = tmp_path_factory.mktemp("browser")
+
+    def throttled(base: str) -> bool:
         r = httpx.get(f"{base}/api/v1/tenants/tenant-0001", headers={"Authorization": f"Bearer {OP}"})
         return r.status_code == 200 and r.json()["limit"]["throttled"] and r.json()["forecast"] is not None
 
-    try:
-        wait_for(throttled, what="daemon with a throttled tenant", timeout=120)
+    with sim_process(tmp, BROWSER_SETTINGS, throttled, "daemon with a throttled tenant", timeout=120) as base:
         yield base
-    finally:
-        stop(proc)
-        log.close()
 
 
 def test_browser_operator_sees_the_throttled_tenant_and_its_forecast(sim_daemon):

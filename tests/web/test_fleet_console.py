@@ -3,31 +3,20 @@
 "What it would have done" page scores every tenant's forecast. Before, the tenant page said "No forecast for this
 tenant yet" and the shadow page's coverage was "–" for everyone (the records looked up plain tenant names)."""
 
-import os
-import subprocess
-import sys
-
 import httpx
 import pytest
 
 from daemon.state.store import StateStore
-from tests.conftest import REPO, free_port
+from tests.conftest import REPO
 from tests.support.browser import chromium
-from tests.support.daemons import OP, T1, h
-from tests.support.services import stop, wait_for
+from tests.support.daemons import OP, h, sim_process
 
 pytestmark = pytest.mark.timeout(240)
 
 ARTEFACTS = REPO / "reports" / "browser"
 
 
-@pytest.fixture(scope="module")
-def fleet_daemon(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("fleet-console")
-    port = free_port()
-    state = tmp / "state.sqlite"
-    cfg = tmp / "config.toml"
-    cfg.write_text(f"""
+SETTINGS = """
 [cycle]
 interval_s = 1
 [source.simulator]
@@ -38,31 +27,20 @@ target_load = 1.1
 high_share = 0.25
 [fleet]
 types = ["h100", "a100", "t4"]
-pools = [{{type = "h100", nodes = 6}}, {{type = "a100", nodes = 8}}, {{type = "t4", nodes = 8, gpus_per_node = 4}}]
+pools = [{type = "h100", nodes = 6}, {type = "a100", nodes = 8}, {type = "t4", nodes = 8, gpus_per_node = 4}]
 [forecaster]
 kind = "seasonal_naive"
 [actuators]
 dry_run = true
-[server]
-port = {port}
-[state]
-path = "{state}"
-[[access.tokens]]
-name = "ops"
-role = "operator"
-token = "{OP}"
-[[access.tokens]]
-name = "alice"
-role = "tenant"
-tenant = "tenant-0001"
-token = "{T1}"
-""")
-    log = open(tmp / "daemon.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "--config", str(cfg), "run", "--sim"], cwd=tmp,
-                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
+"""
 
-    def cycles_recorded() -> bool:
+
+@pytest.fixture(scope="module")
+def fleet_daemon(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fleet-console")
+    state = tmp / "state.sqlite"
+
+    def cycles_recorded(_: str) -> bool:
         if not state.exists():
             return False
         s = StateStore(state)
@@ -71,12 +49,8 @@ token = "{T1}"
         finally:
             s.close()
 
-    try:
-        wait_for(cycles_recorded, what="four dry-run cycles on a mixed fleet", timeout=150)
+    with sim_process(tmp, SETTINGS, cycles_recorded, "four dry-run cycles on a mixed fleet") as base:
         yield base
-    finally:
-        stop(proc)
-        log.close()
 
 
 def test_browser_mixed_fleet_tenant_page_and_shadow_page(fleet_daemon):

@@ -2,9 +2,6 @@
 `run --sim` in dry run: it renders the shadow report of the recorded cycles, and a tenant token sees only its own
 tenant."""
 
-import os
-import subprocess
-import sys
 import threading
 import time
 
@@ -15,15 +12,13 @@ import pytest
 from daemon.shadow.report import shadow_report
 from daemon.state.store import StateStore, pack
 from daemon.web.console.routes import SHADOW_CYCLES
-from tests.conftest import REPO, free_port
+from tests.conftest import REPO
 from tests.support.browser import chromium
-from tests.support.daemons import OP, T1
-from tests.support.services import stop, wait_for
+from tests.support.daemons import OP, T1, T2, sim_process
 
 pytestmark = pytest.mark.timeout(240)
 
 ARTEFACTS = REPO / "reports" / "browser"
-T2 = "tenant-two-token-0123456789"
 
 
 def synthetic_records(n: int, tenants: int = 40) -> list[dict]:
@@ -52,6 +47,21 @@ def synthetic_records(n: int, tenants: int = 40) -> list[dict]:
     return out
 
 
+SETTINGS = """
+[cluster]
+gpus = 256
+[cycle]
+interval_s = 3600
+[source.simulator]
+seed = 3
+tenants = 16
+[forecaster]
+kind = "seasonal_naive"
+[actuators]
+dry_run = true
+"""
+
+
 def prefill(state, records: list[dict]) -> None:
     """Records written straight into a new state store (one transaction, not one fsync each)."""
     s = StateStore(state)
@@ -68,47 +78,11 @@ def start_daemon(tmp, records: list[dict] = ()):
     """`run --sim` with actuators in dry run (the default) that runs its first cycle and then waits (a long
     interval): the recorded cycles stay what the page and the store are compared on. `records`: shadow records
     already in the store when it starts. Yields (base URL, the store's records once its first cycle is in)."""
-    port = free_port()
     state = tmp / "state.sqlite"
-    cfg = tmp / "config.toml"
-    cfg.write_text(f"""
-[cluster]
-gpus = 256
-[cycle]
-interval_s = 3600
-[source.simulator]
-seed = 3
-tenants = 16
-[forecaster]
-kind = "seasonal_naive"
-[actuators]
-dry_run = true
-[server]
-port = {port}
-[state]
-path = "{state}"
-[[access.tokens]]
-name = "ops"
-role = "operator"
-token = "{OP}"
-[[access.tokens]]
-name = "alice"
-role = "tenant"
-tenant = "tenant-0001"
-token = "{T1}"
-[[access.tokens]]
-name = "bob"
-role = "tenant"
-tenant = "tenant-0002"
-token = "{T2}"
-""")
     if records:
         prefill(state, records)
-    log = open(tmp / "daemon.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "--config", str(cfg), "run", "--sim"], cwd=tmp,
-                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=log, stderr=subprocess.STDOUT)
 
-    def recorded() -> bool:
+    def recorded(_: str) -> bool:
         if not state.exists():
             return False
         s = StateStore(state)
@@ -117,15 +91,11 @@ token = "{T2}"
         finally:
             s.close()
 
-    try:
-        wait_for(recorded, what="a dry-run cycle recorded", timeout=120)
+    with sim_process(tmp, SETTINGS, recorded, "a dry-run cycle recorded", timeout=120) as base:
         s = StateStore(state)
         records = s.shadow_records()
         s.close()
-        yield f"http://127.0.0.1:{port}", records
-    finally:
-        stop(proc)
-        log.close()
+        yield base, records
 
 
 @pytest.fixture(scope="module")
