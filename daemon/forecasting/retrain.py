@@ -14,6 +14,7 @@ import torch
 
 from daemon.config import Config
 from daemon.forecasting.replay_select import ReplayCluster, replay_scores
+from daemon.forecasting.times import TimeFormatError, parse_times, spacing_problem
 from forecaster import backtest, registry
 from forecaster.baselines import standard_baselines
 from forecaster.ensemble import fit_blend
@@ -70,10 +71,10 @@ def read_history_file(path: Path, step_s: int) -> pd.DataFrame:
         raise DataError(f"{path}: cannot read history: {exc}") from None
     if "time" not in df.columns:
         raise DataError(f"{path}: needs a 'time' column")
-    try:
-        df["time"] = pd.to_datetime(df["time"], utc=True)
-    except (ValueError, TypeError) as exc:
-        raise DataError(f"{path}: column 'time' is not a timestamp: {exc}") from None
+    try:  # epoch numbers by magnitude (s, ms, us, ns), text as pandas reads it: daemon/forecasting/times.py
+        df["time"], _ = parse_times(df["time"])
+    except TimeFormatError as exc:
+        raise DataError(f"{path}: {exc}") from None
     long = {"tenant", "value"} <= set(df.columns)
     if long:
         wide = df.pivot_table(index="time", columns="tenant", values="value", aggfunc="mean") \
@@ -106,6 +107,9 @@ def check_history(wide: pd.DataFrame, step_s: int, where: str) -> None:
             raise DataError(f"{where}: column {col!r} is constant ({s.dropna().iloc[0]:g}): "
                             "nothing to forecast; drop it")
     times = wide.index.unique().sort_values()
+    spacing = spacing_problem(times, step_s)  # first: data coarser than the step also spans too many steps
+    if spacing:
+        raise DataError(f"{where}: {spacing}")
     if len(times) > 1:  # before any resampling: the frame on the step has one row per step of the whole span
         steps = int((times[-1] - times[0]) // pd.Timedelta(seconds=step_s)) + 1
         bound = SPAN_STEPS_PER_ROW * len(times) + SPAN_SLACK_STEPS
@@ -113,15 +117,6 @@ def check_history(wide: pd.DataFrame, step_s: int, where: str) -> None:
             raise DataError(f"{where}: the samples span {times[0]} to {times[-1]} ({steps:,} steps of {step_s} s) "
                             f"but the file has {len(times):,} distinct times (at most {bound:,} steps allowed): "
                             "a timestamp far from the others?")
-    gaps = pd.Series(times).diff().dt.total_seconds().to_numpy()[1:]
-    if len(gaps):
-        native = int(np.median(gaps))
-        if native <= 0 or (step_s % native and native % step_s):
-            raise DataError(f"{where}: samples are {native} s apart, which does not divide evenly into the "
-                            f"{step_s} s step (cycle.resolution_s)")
-        if native > step_s:  # each sample would fill one step in native // step_s and leave the others missing
-            raise DataError(f"{where}: samples are {native} s apart, coarser than the {step_s} s step "
-                            f"(cycle.resolution_s); set the step to {native} s or more")
 
 
 def trace_history(name: str, data_dir: Path | None) -> tuple[pd.DataFrame, int]:

@@ -235,16 +235,69 @@ def test_bad_history_columns_are_named(tmp_path, column, message):
 
 @pytest.mark.parametrize("spacing, message, fine_step, steps_there", [
     ("90s", "90 s apart, which does not divide evenly into the 60 s step", 180, 50),  # 90 s into 180 s steps
-    ("300s", "300 s apart, coarser than the 60 s step", 300, 100),                  # read at its own step
+    ("300s", "300 s apart but the step is 60 s (cycle.resolution_s): set [cycle] resolution_s = 300", 300, 100),
 ])
 def test_samples_spaced_unlike_the_step_are_refused(tmp_path, spacing, message, fine_step, steps_there):
     f = periodic_frame(n_tenants=2, steps=100)
     f.index = pd.date_range("2026-01-01", periods=100, freq=spacing, tz="UTC", name="time")
     p = tmp_path / "h.csv"
     f.reset_index().to_csv(p, index=False)
-    with pytest.raises(DataError, match=message):
+    with pytest.raises(DataError, match=__import__("re").escape(message)):
         read_history_file(p, 60)
     assert len(read_history_file(p, fine_step)) == steps_there
+
+
+def test_five_minute_data_at_a_one_minute_step_is_told_so_plainly(tmp_path):
+    # a week of 5-minute samples spans more steps of 60 s than the outlier bound allows: the spacing is what is
+    # wrong, and the message says how to read it, not "a timestamp far from the others?"
+    f = periodic_frame(n_tenants=2, steps=7 * 288)
+    f.index = pd.date_range("2026-01-01", periods=len(f), freq="300s", tz="UTC", name="time")
+    p = tmp_path / "h.csv"
+    f.reset_index().to_csv(p, index=False)
+    with pytest.raises(DataError) as err:
+        read_history_file(p, 60)
+    assert str(err.value) == (f"{p}: samples are 300 s apart but the step is 60 s (cycle.resolution_s): set [cycle] "
+                              "resolution_s = 300 (and [forecaster] season_steps = 288 for a daily season) to read "
+                              "this file at its own step, or give samples 60 s apart or closer")
+    assert len(read_history_file(p, 300)) == len(f)
+
+
+@pytest.mark.parametrize("unit, scale, fraction", [("s", 1, 0.0), ("s", 1, 0.25), ("ms", 10**3, 0.0),
+                                                   ("us", 10**6, 0.0), ("ns", 10**9, 0.0)])
+def test_epoch_numbers_in_time_are_read_in_the_unit_their_magnitude_names(tmp_path, unit, scale, fraction):
+    # a Prometheus export gives epoch seconds; pandas alone read them as nanoseconds ("samples are 0 s apart")
+    f = periodic_frame(n_tenants=2, steps=200)
+    f.index = pd.date_range("2026-01-01", periods=200, freq="min", tz="UTC", name="time")
+    iso = tmp_path / "iso.csv"
+    f.reset_index().to_csv(iso, index=False)
+    want = read_history_file(iso, 60)
+    secs = ((f.index - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(seconds=1)).to_numpy()
+    g = f.reset_index(drop=True)
+    g.insert(0, "time", secs * scale + fraction if fraction else secs * scale)
+    p = tmp_path / "epoch.csv"
+    g.to_csv(p, index=False)
+    got = read_history_file(p, 60)
+    got.index = got.index.as_unit(want.index.unit)
+    if fraction:  # 0.25 s into each minute: the same minutes
+        got.index = got.index.floor("min")
+    pd.testing.assert_frame_equal(got, want, check_freq=False)
+    # numbers held as text (a parquet or JSON export may): the same unit by the same magnitude
+    from daemon.forecasting.times import parse_times
+
+    parsed, got_unit = parse_times(g["time"].astype(str))
+    assert got_unit == unit and parsed.dt.floor("min").tolist() == list(f.index)
+
+
+@pytest.mark.parametrize("times, message", [
+    ("-60,0,60", "column 'time' has a negative number (-60)"),
+    ("true,false,true", "column 'time' holds true/false, not times"),
+    ("yesterday,today,tomorrow", "column 'time' is not a timestamp"),
+])
+def test_a_time_column_that_is_no_time_is_one_line(tmp_path, times, message):
+    p = tmp_path / "h.csv"
+    p.write_text("time,a\n" + "".join(f"{t},{k}\n" for k, t in enumerate(times.split(","))))
+    with pytest.raises(DataError, match=__import__("re").escape(f"{p}: {message}")):
+        read_history_file(p, 60)
 
 
 # --- select by the peak or by a replay (#26.4) ---
