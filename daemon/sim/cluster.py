@@ -266,6 +266,13 @@ class SimCluster:
         q = np.flatnonzero(self.j_state[: self.size] == QUEUED)
         return np.bincount(self.j_tenant[q], weights=self.j_gpus[q], minlength=self.n).astype(np.int64)
 
+    def waiting_now(self) -> np.ndarray:
+        """(k, 2) for each job queued now: steps its current stint has waited so far, and its tier's priority. The
+        replay counts these at the end of its window as censored waits (a job that never started still waited)."""
+        q = np.flatnonzero(self.j_state[: self.size] == QUEUED)
+        return np.stack([self.step_no - self.j_queued_at[q], self.prio_of_tenant[self.j_tenant[q]]],
+                        axis=1).astype(float)
+
     def held_gpus(self) -> np.ndarray:
         """GPUs on healthy nodes held per holder (tenant index; index n = the shared pool)."""
         h = self.node_ok & (self.node_holder >= 0)

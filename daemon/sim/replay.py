@@ -125,7 +125,10 @@ class Meter:
     wanted: dict[str, list[float]] = field(default_factory=lambda: {t: [] for t in TIERS})
     served: dict[str, list[float]] = field(default_factory=lambda: {t: [] for t in TIERS})
     unmet: dict[str, list[float]] = field(default_factory=lambda: {t: [] for t in TIERS})
+    # steps each job waited (one stint): jobs that started in the window, and those still queued at its end with
+    # their wait so far (censored: else a tier whose jobs never start would show no wait at all)
     waits: dict[str, list[np.ndarray]] = field(default_factory=lambda: {t: [] for t in TIERS})
+    waiting_at_end: dict[str, int] = field(default_factory=lambda: {t: 0 for t in TIERS})
     high_reserved: list[float] = field(default_factory=list)
     preempted: dict[str, int] = field(default_factory=lambda: {t: 0 for t in TIERS})
     # preemptions by the tier of the tenant they cleared GPUs for (high: the forecast or waiting high-tier work;
@@ -168,6 +171,7 @@ class Meter:
             "minutes_with_unmet": float((un > 0.5).sum() * m),
             "wait_mean_min": float(w.mean()) if w.size else 0.0,
             "wait_p99_min": float(np.percentile(w, 99)) if w.size else 0.0,
+            "jobs_waiting_at_end": int(self.waiting_at_end[t]),
             "longest_starvation_min": float(self.starvation[t]),
             "preemptions_suffered": int(self.preempted[t]),
             "work_lost_gpu_min": float(self.lost[t] * m),
@@ -452,6 +456,11 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
             res.starvation[t] = float(starve[PRIORITY[t]] * step_s / 60.0)
         res.preempted_idle = float(c.preempted_idle - idle0)
         res.preempted_retaken = int(c.preempted_retaken - ret0)
+        still = c.waiting_now()  # censored waits: the jobs the window ends on, with their wait so far
+        for t in TIERS:
+            mine = still[still[:, 1] == PRIORITY[t], 0]
+            res.waits[t].append(mine)
+            res.waiting_at_end[t] = int(mine.size)
     if typed:
         m = step_s / 60.0
         res.by_spec = {s: {"demand_gpu_min": float(spec_wanted[j] * m), "unmet_gpu_min": float(spec_unmet[j] * m)}

@@ -42,6 +42,25 @@ def test_wait_mean_and_p99_per_tier_on_a_hand_computed_queue():
     assert t2["high"]["wait_mean_min"] == pytest.approx(8.0) and t2["low"]["wait_p99_min"] == pytest.approx(30.0)
 
 
+def test_jobs_still_waiting_at_the_end_count_with_their_wait_so_far():
+    # one 8-GPU node; the low tenant's 8-GPU job runs on it from the first warm-up step and static never preempts,
+    # so nothing else ever starts. Trace row k is cluster step k + 1; the window is k = 100..198 (cluster step 199
+    # last):
+    #   hi (high) asks from k = 150: queued at step 151, still waiting at the end: 199 - 151 = 48 minutes
+    #   nrm (normal) asks from k = 190: 199 - 191 = 8 minutes
+    # Counting only jobs that started, both tiers showed a p99 wait of 0 beside their unmet demand
+    n = 200
+    k = np.arange(n)
+    w = Workload("t", frame({"hi": np.where(k >= 150, 8.0, 0.0), "nrm": np.where(k >= 190, 8.0, 0.0),
+                             "lo": np.full(n, 8.0)}, n), ("high", "normal", "low"), np.array([8, 8, 8]), 8, start=100)
+    t = run_strategy("static", w, Config(policy={"reserve_share": 0.0}), steps=99, check_invariants=True
+                     ).summary()["tiers"]
+    assert t["high"]["unmet_gpu_min"] == pytest.approx(49 * 8)             # k = 150..198
+    assert t["high"]["wait_p99_min"] == pytest.approx(48) and t["high"]["wait_mean_min"] == pytest.approx(48)
+    assert t["normal"]["wait_p99_min"] == pytest.approx(8) and t["normal"]["jobs_waiting_at_end"] == 1
+    assert t["high"]["jobs_waiting_at_end"] == 1 and t["low"]["jobs_waiting_at_end"] == 0
+    assert t["low"]["wait_p99_min"] == 0  # it started in the warm-up: no measured wait
+
 def test_gpu_minutes_idle_while_work_was_queued():
     # 16 GPUs (two nodes); the static pool (50%) holds one node for the high tier, where nobody else starts.
     # The low tenant (1-GPU jobs) asks from step 100 on, after the pool is in place:
