@@ -444,6 +444,10 @@ def simulate(ctx, trace, data, from_source, history_days, until, tier_flags, job
                                                 tier_flags=tiers_f, job_flags=jobs_f,
                                                 default_job_gpus=default_job_gpus,
                                                 name=f"own-{data.stem}" if data is not None else "own-source")
+            if not own_notes["contention"]["contends"]:  # every strategy would give the same figures
+                if recommend_:
+                    raise DataError(own_notes["contention"]["message"])
+                click.echo(f"WARNING: {own_notes['contention']['message']}", err=True)
             if own_notes["tenants_unnamed"]:
                 click.echo(f"{len(own_notes['tenants_unnamed'])} tenants not named in the config or flags are "
                            f"replayed as tier normal with {default_job_gpus}-GPU jobs: "

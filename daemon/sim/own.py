@@ -23,6 +23,7 @@ import pandas as pd
 
 from daemon.config import Config
 from daemon.forecasting.retrain import DataError, read_history_file
+from daemon.sim.contention import check as check_contention
 from daemon.sim.workloads import Workload
 from forecaster.baselines import Forecaster
 
@@ -74,7 +75,8 @@ def own_workload(frame: pd.DataFrame, cfg: Config, *, days: float, step_s: int, 
     Tenants the config and the flags do not name are replayed as the daemon treats them (tier normal) with
     `default_job_gpus`; they are listed in the returned notes. Refused (DataError, one line): no tenant the
     config or flags know; less than one season (forecaster.season_steps) before the window; total demand above
-    the cluster's GPUs at every step of the window."""
+    the cluster's GPUs at every step of the window. The notes' `contention` says whether the window's demand ever
+    contends (daemon/sim/contention.py): if not, no strategy can differ and nothing may be recommended."""
     tiers, jobs = tenant_settings(cfg, tier_flags or {}, job_flags or {})
     cols = [str(c) for c in frame.columns]
     frame = frame.copy()
@@ -113,6 +115,14 @@ def own_workload(frame: pd.DataFrame, cfg: Config, *, days: float, step_s: int, 
         raise DataError(f"{where}: demand is above the cluster's {cap} GPUs ({key}) at every step of the "
                         f"replayed window (least {np.nanmin(total):.0f}): the replay would mean nothing; check "
                         f"{key} or the file's units")
+    key = "fleet.pools" if fleet is not None else "cluster.gpus"
+    type_gpus = {p.type: 0 for p in cfg.fleet.pools} if fleet is not None else None
+    for p in cfg.fleet.pools if fleet is not None else ():
+        type_gpus[p.type] += p.nodes * p.gpus_per_node
+    contention = check_contention(demand.iloc[start:], cap, cfg.policy.reserve_share,
+                                  gpus_per_node=max([gpn, *(p.gpus_per_node for p in cfg.fleet.pools)]),
+                                  accepts=[a for _, a in fleet] if fleet is not None else None,
+                                  type_gpus=type_gpus, where=where, capacity_key=key)
     tier_of = tuple(tiers.get(c, "normal") for c in cols)
     # a job fits on one node: on a fleet, the largest node of a type the tenant accepts (as the simulated source)
     biggest = {p.type: max(q.gpus_per_node for q in cfg.fleet.pools if q.type == p.type) for p in cfg.fleet.pools}
@@ -121,7 +131,7 @@ def own_workload(frame: pd.DataFrame, cfg: Config, *, days: float, step_s: int, 
     clipped = sorted(c for c, f in zip(cols, fit) if jobs.get(c, default_job_gpus) > f)
     w = Workload(name or f"own-{Path(where).stem}", demand, tier_of, job, cap, start, gpus_per_node=gpn, **typed)
     notes = {"tenants_unnamed": unknown, "job_gpus_clipped_to_node": clipped,
-             "tiers": {t: int(sum(x == t for x in tier_of)) for t in TIERS}}
+             "tiers": {t: int(sum(x == t for x in tier_of)) for t in TIERS}, "contention": contention.to_dict()}
     if unknown:
         log.warning("%s: %d tenants not named in the config or flags, replayed as tier normal with %d-GPU jobs: %s",
                     where, len(unknown), default_job_gpus, _some(unknown))

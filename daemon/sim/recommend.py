@@ -39,6 +39,11 @@ class ObjectiveError(ValueError):
     pass
 
 
+class NoContention(ObjectiveError):
+    """The replay's demand never contended for GPUs (its `contention`, daemon/sim/contention.py): every strategy
+    served it all, so there is nothing to recommend."""
+
+
 class ReplayError(ObjectiveError):
     """The document is not a replay JSON (simulate's --json output): bad input, not an unmet objective."""
 
@@ -221,6 +226,9 @@ def recommend(replay: dict, obj: Objective | None = None) -> dict:
     """The recommendation for one replay JSON (daemon.sim.report.to_json's output)."""
     obj = obj or Objective()
     replay = parse_replay(replay)
+    c = replay.get("contention")
+    if isinstance(c, dict) and c.get("contends") is False:  # simulate --data wrote it with a warning
+        raise NoContention(c.get("message") or "the replay's demand never contended for GPUs: nothing to recommend")
     runs = replay["runs"]
     reactive = reactive_point(runs, replay.get("comparison"))
     if reactive is None:

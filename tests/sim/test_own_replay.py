@@ -226,6 +226,38 @@ def test_recommend_on_a_replay_of_own_history(tmp_path):
     assert got["snippet"] in r.output
 
 
+def test_demand_that_never_contends_gets_no_recommendation_and_a_size_to_replay_it_on(tmp_path):
+    # 16 GPUs, half pooled for the high tier: 8 beside the pool. Both tenants move (1 to 3 GPUs each) but their
+    # peak, 6, never reaches 8: every strategy serves it all (the pod list: 65 GPUs on 6,212)
+    # (it would contend on 10 GPUs: 10 - 5 = 5 < 6; on 11, 11 - 5 = 6 holds it)
+    t = np.arange(500 + WINDOW)
+    cols = {"hi": 2 + np.round(np.sin(2 * np.pi * t / 100)), "lo": 2 + np.round(np.cos(2 * np.pi * t / 100))}
+    csv, toml = write(tmp_path, cols)
+    r = CliRunner().invoke(cli, ["-c", str(toml), "simulate", "--data", str(csv), "--days", str(DAYS), "--tier",
+                                 "lo=low", "--quick-forecaster", "--recommend", "--out", str(tmp_path / "o")])
+    lines = [x for x in r.output.strip().splitlines() if x]
+    assert r.exit_code == 1 and len(lines) == 1, r.output
+    assert lines[0].startswith(f"gpu-autoscaler: simulate: {csv}: demand never contends for GPUs: its peak, 6 GPUs")
+    assert "stays within the 8 the cluster's 16 (cluster.gpus) leave beside the high tier's pool" in lines[0]
+    assert "no recommendation" in lines[0] and "kind =" not in r.output
+    assert "set [cluster] gpus = 8 (the peak on whole 8-GPU nodes; contention starts below 11)" in lines[0]
+    # a plain replay runs, warns, and says so in its JSON; `recommend` on that JSON refuses in the same words
+    r = simulate(toml, "--data", str(csv), "--days", str(DAYS), "--tier", "lo=low", "--strategies", "reactive",
+                 "--out", str(tmp_path / "o"))
+    assert r.exit_code == 0 and "WARNING: " in r.output and "demand never contends" in r.output, r.output
+    out = tmp_path / "o" / "own-history.json"
+    doc = json.loads(out.read_text())
+    assert doc["contention"]["contends"] is False and doc["contention"]["peak_gpus"] == 6
+    r = CliRunner().invoke(cli, ["recommend", str(out)])
+    assert r.exit_code == 1 and "demand never contends for GPUs" in r.output and "kind =" not in r.output
+    # one GPU more of peak than the room beside the pool: it contends, and the replay recommends as before
+    cols["hi"][-10] = 7.0
+    csv, toml = write(tmp_path, cols)
+    r = simulate(toml, "--data", str(csv), "--days", str(DAYS), "--tier", "lo=low", "--strategies", "reactive",
+                 "--out", str(tmp_path / "o"))
+    assert r.exit_code == 0 and "contends" not in r.output, r.output
+    assert json.loads(out.read_text())["contention"]["contends"] is True
+
 def test_the_history_store_is_read_at_a_path_with_uri_characters(tmp_path):
     # a state path with ?, # or % (a directory an operator named so): the read-only URI quotes them; built by
     # string it opened another file name (what precedes '#' or '?') and read nothing
