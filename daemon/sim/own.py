@@ -115,14 +115,15 @@ def own_workload(frame: pd.DataFrame, cfg: Config, *, days: float, step_s: int, 
         raise DataError(f"{where}: demand is above the cluster's {cap} GPUs ({key}) at every step of the "
                         f"replayed window (least {np.nanmin(total):.0f}): the replay would mean nothing; check "
                         f"{key} or the file's units")
-    key = "fleet.pools" if fleet is not None else "cluster.gpus"
-    type_gpus = {p.type: 0 for p in cfg.fleet.pools} if fleet is not None else None
-    for p in cfg.fleet.pools if fleet is not None else ():
-        type_gpus[p.type] += p.nodes * p.gpus_per_node
+    pools = cfg.fleet.pools if fleet is not None else ()
+    type_gpus: dict[str, int] = {}
+    for p in pools:
+        type_gpus[p.type] = type_gpus.get(p.type, 0) + p.nodes * p.gpus_per_node
     contention = check_contention(demand.iloc[start:], cap, cfg.policy.reserve_share,
-                                  gpus_per_node=max([gpn, *(p.gpus_per_node for p in cfg.fleet.pools)]),
+                                  gpus_per_node=max([gpn, *(p.gpus_per_node for p in pools)]),
                                   accepts=[a for _, a in fleet] if fleet is not None else None,
-                                  type_gpus=type_gpus, where=where, capacity_key=key)
+                                  type_gpus=type_gpus or None, where=where,
+                                  capacity_key="fleet.pools" if fleet is not None else "cluster.gpus")
     tier_of = tuple(tiers.get(c, "normal") for c in cols)
     # a job fits on one node: on a fleet, the largest node of a type the tenant accepts (as the simulated source)
     biggest = {p.type: max(q.gpus_per_node for q in cfg.fleet.pools if q.type == p.type) for p in cfg.fleet.pools}
