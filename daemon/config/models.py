@@ -86,7 +86,8 @@ class PolicyConfig(_Strict):
     preempt_budget_jobs: int = Field(500, ge=0, description="jobs preempted per budget window")
     preempt_budget_window_s: float = Field(30.0, gt=0, description="the budget refills over this much time, "
                                            "whatever triggers cycles (a token bucket holding one window)")
-    hysteresis: float = Field(0.05, ge=0, lt=1, description="relative band before a reservation grows or shrinks")
+    hysteresis: float = Field(0.05, ge=0, lt=1, description="a hold grows at once and shrinks only once its target is "
+                              "this share below the next smaller hold in whole jobs; 0: holds follow the target")
     max_wait_steps: int = Field(120, ge=1, description="wait of a low- or normal-priority job (all its queue stints) "
                                 "after which it is admitted ahead of the high tier's borrowing (aging)")
     aging_cumulative: bool = Field(True, description="aging sums a job's wait over all its queue stints (requeues) "

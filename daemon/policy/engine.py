@@ -240,16 +240,6 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
         soon_steps = 0
         model = "none"
         notes.append("no forecast: reserving for current demand only")
-    tgt = reservation.targets(peak, view.demand, prev, pc.headroom)
-    res = reservation.with_hysteresis(tgt, prev, pc.hysteresis)
-    res = np.where(high, res, 0.0)
-    res = np.where(aged, used + aged_gpus, res)
-    # what must be free by the time a preemption started now has drained: preempting for the rest of
-    # the lead time would only lose work for a peak the next forecasts may take back. Jobs are preempted
-    # only for jobs (waiting now, or forecast within the drain window), never for the headroom: the
-    # headroom is held where it is free, not cleared
-    soon = np.minimum(res, reservation.targets(peak_soon, view.demand, prev, 0.0))
-    soon = np.where(aged, res, soon)
     # reservations come in whole jobs: holding 6 GPUs for a tenant whose jobs take 8 holds nothing usable
     quantum = np.ones(n)
     jobs = state.jobs
@@ -261,6 +251,18 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
             ts = t[order]
             last = np.r_[ts[1:] != ts[:-1], True]
             quantum[ts[last]] = g[order][last]
+    tgt = reservation.targets(peak, view.demand, prev, pc.headroom)
+    # the band in whole jobs, since the hold is rounded to them below (a band under one job lets it flap)
+    res = reservation.with_hysteresis(tgt, prev, pc.hysteresis, quantum)
+    res = np.where(high, res, 0.0)
+    res = np.where(aged, used + aged_gpus, res)
+    # what must be free by the time a preemption started now has drained: preempting for the rest of
+    # the lead time would only lose work for a peak the next forecasts may take back. Jobs are preempted
+    # only for jobs (waiting now, or forecast within the drain window), never for the headroom: the
+    # headroom is held where it is free, not cleared
+    soon = np.minimum(res, reservation.targets(peak_soon, view.demand, prev, 0.0))
+    soon = np.where(aged, res, soon)
+    if len(jobs):
         res = np.ceil(res / quantum - 1e-9) * quantum
         soon = np.ceil(soon / quantum - 1e-9) * quantum
     # an operator's floor: held at least this much, needed now (not only at the forecast peak)

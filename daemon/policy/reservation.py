@@ -20,9 +20,24 @@ def targets(peak: np.ndarray, demand: np.ndarray, previous: np.ndarray, headroom
     return np.where(np.isfinite(want), want, previous)
 
 
-def with_hysteresis(target: np.ndarray, previous: np.ndarray, band: float) -> np.ndarray:
-    """Grow at once (safety first); shrink only when the target is `band` below what is held."""
-    shrink = target < previous * (1.0 - band)
+def with_hysteresis(target: np.ndarray, previous: np.ndarray, band: float,
+                    quantum: np.ndarray | float = 1.0) -> np.ndarray:
+    """Grow at once (safety first); shrink only when the target is `band` below the next smaller hold in whole
+    jobs of `quantum` GPUs (what is held, rounded up to whole jobs, less one job).
+
+    Holds are rounded up to whole jobs after this (the engine), so a band on the GPUs alone lets a hold flap by a
+    job each cycle: held 152 in jobs of 8, a target of 144 is 5.3% below and shrinks the hold to 144, a target of
+    145 grows it back to 152 (issue 37). Measured against the next smaller whole-job hold, a shrink needs the
+    target `band` below where the hold lands, so growing back needs the target to rise by that band again, as
+    with 1-GPU jobs. This needs no memory beyond the hold itself (a shrink that waits K cycles would have to
+    persist a count per tenant); it holds at most one job more than the band alone would. A band of 0 turns
+    hysteresis off: the hold follows the target.
+    """
+    if band <= 0:
+        return np.asarray(target, dtype=float).copy()
+    q = np.maximum(np.asarray(quantum, dtype=float), 1.0)
+    step_down = (np.ceil(previous / q - 1e-9) - 1.0) * q
+    shrink = target < step_down * (1.0 - band)
     return np.where(target >= previous, target, np.where(shrink, target, previous))
 
 
