@@ -38,6 +38,7 @@ from daemon.policy.ratelimits import tenant_limits
 from daemon.policy.state import PRIORITY, ClusterState
 from daemon.sim.actuator import SimulatorActuator
 from daemon.sim.cluster import SimCluster
+from daemon.sim.flaps import FLAP_WINDOW_S, FlapCounter
 from daemon.sim.workloads import Workload
 from forecaster.baselines import Forecaster
 from forecaster.types import Forecast
@@ -154,6 +155,10 @@ class Meter:
     cpu_s: float = 0.0                                         # CPU of its process meanwhile (forecast thread too)
     # a typed workload (mixed fleet): demand and unmet GPU-minutes per accepted-type set ("a100|t4", "any")
     by_spec: dict[str, dict[str, float]] | None = None
+    # the plans' per-tenant holds over the measured window: moves, and moves that reverse the tenant's last one
+    # within FLAP_WINDOW_S (daemon/sim/flaps.py)
+    hold_changes: int = 0
+    hold_flaps: int = 0
 
     @property
     def label(self) -> str:
@@ -190,6 +195,8 @@ class Meter:
             "work_lost_gpu_min": float(sum(self.lost.values()) * m),
             "preempted_idle_gpu_min": float(self.preempted_idle * m),
             "preempted_retaken_gpus": int(self.preempted_retaken),
+            "hold_changes": int(self.hold_changes),
+            "hold_flaps": int(self.hold_flaps),
             "tiers": {t: self.tier(t) for t in TIERS},
             "cost_rule": dict(self.rule) if self.rule is not None else None,
             "decision_ms_mean": float(np.mean(self.decision_s) * 1000) if self.decision_s else 0.0,
@@ -363,6 +370,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
     req_scale = w.requests_per_gpu_s * step_s
     pre0 = lost0 = None
     idle0 = ret0 = 0
+    flaps = FlapCounter(max(1, FLAP_WINDOW_S // step_s))
     for k in range(w.start - warm, w.start + steps):
         measured = k >= w.start
         if measured and pre0 is None:  # count only what happens in the measured window
@@ -431,6 +439,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
             mem = hook.after_plan(c, k, state, mem, cfg, measured)
         if measured:
             res.decision_s.append(dt)
+            flaps.observe(k, p.reservations)
             for x in p.preemptions:
                 i = index.get(x.for_tenant)
                 if i is not None:
@@ -461,6 +470,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
             mine = still[still[:, 1] == PRIORITY[t], 0]
             res.waits[t].append(mine)
             res.waiting_at_end[t] = int(mine.size)
+    res.hold_changes, res.hold_flaps = flaps.changes, flaps.flaps
     if typed:
         m = step_s / 60.0
         res.by_spec = {s: {"demand_gpu_min": float(spec_wanted[j] * m), "unmet_gpu_min": float(spec_unmet[j] * m)}

@@ -126,6 +126,7 @@ def compare(summaries: list[dict], targets: dict | None = None) -> dict:
                 "preemptions_for_high_tier": {"reactive": r["preemptions_for"]["high"],
                                               "predictive": p["preemptions_for"]["high"]},
                 "work_lost_gpu_min": {"reactive": r["work_lost_gpu_min"], "predictive": p["work_lost_gpu_min"]},
+                "hold_flaps": {"reactive": r.get("hold_flaps"), "predictive": p.get("hold_flaps")},
                 "high_held_gpus_mean": {"reactive": r.get("high_held_gpus_mean"),
                                         "predictive": p.get("high_held_gpus_mean")},
                 "targets": ver, "all_met": all(v is True for v in ver.values()) if ver else None,
