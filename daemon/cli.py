@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from daemon.config import Config, ConfigError, load_config
+from daemon.text import agree, plural
 
 
 def _setup_logging(level: str) -> None:
@@ -128,7 +129,7 @@ def run(ctx: click.Context, sim: bool, cycles: int | None, interval: float | Non
     if webhook_token is not None and cfg.server.enabled and not no_http:
         click.echo(f"gpu-autoscaler: webhook http://{cfg.server.host}:{cfg.server.port}/alerts, "
                    f"webhook token for this run: {webhook_token}", err=True)
-    d = Daemon(rt, on_cycle=lambda r: click.echo(summary_line(r)), max_cycles=cycles,
+    d = Daemon(rt, on_cycle=lambda r: click.echo(summary_line(r, cfg.source.kind == "simulator")), max_cycles=cycles,
                serve_http=False if no_http else None)
     d.config_path = ctx.obj["config"]
     for spec in fail_node:
@@ -220,9 +221,9 @@ def plan(ctx: click.Context, sim: bool, as_json: bool) -> None:
     if p.reservations:
         click.echo("reservations:")
         for t, r in sorted(p.reservations.items(), key=lambda kv: -kv[1])[:20]:
-            click.echo(f"  {t:<24} {r:>7} GPUs")
+            click.echo(f"  {t:<24} {plural(r, 'GPU', fmt='>7')}")
     for pre in p.preemptions[:20]:
-        click.echo(f"preempt {pre.job_id} ({pre.tenant}, {pre.gpus} GPUs): {pre.reason}")
+        click.echo(f"preempt {pre.job_id} ({pre.tenant}, {plural(pre.gpus, 'GPU')}): {pre.reason}")
     if res.outcome != "ok":
         sys.exit(1)
 
@@ -449,7 +450,8 @@ def simulate(ctx, trace, data, from_source, history_days, until, tier_flags, job
                     raise DataError(own_notes["contention"]["message"])
                 click.echo(f"WARNING: {own_notes['contention']['message']}", err=True)
             if own_notes["tenants_unnamed"]:
-                click.echo(f"{len(own_notes['tenants_unnamed'])} tenants not named in the config or flags are "
+                click.echo(f"{plural(len(own_notes['tenants_unnamed']), 'tenant')} not named in the config or flags "
+                           f"{agree(len(own_notes['tenants_unnamed']), 'is', 'are')} "
                            f"replayed as tier normal with {default_job_gpus}-GPU jobs: "
                            f"{', '.join(own_notes['tenants_unnamed'][:6])}", err=True)
             if "predictive" in chosen:
@@ -512,7 +514,8 @@ def simulate(ctx, trace, data, from_source, history_days, until, tier_flags, job
     doc = report.to_json(runs, meta, path)
     step_days = (w.demand.index[1] - w.demand.index[0]).total_seconds() / 86400
     png = report.pareto_figure(runs, out / f"{w.name}.png",
-                               f"{w.name}: {len(w.tiers)} tenants, {w.capacity} GPUs, {steps * step_days:g} days")
+                               f"{w.name}: {plural(len(w.tiers), 'tenant')}, {plural(w.capacity, 'GPU')}, "
+                               f"{plural(steps * step_days, 'day', fmt='g')}")
     click.echo(report.table(runs))
     for r in runs:  # a typed replay: unmet GPU-minutes per accepted-type set
         if r.by_spec is not None:
@@ -652,7 +655,7 @@ def node_exporter(host: str, port: int, once: bool) -> None:
     if col.error:
         click.echo(f"gpu-autoscaler node-exporter: {col.error}; serving gpuas_node_nvml_up 0", err=True)
     else:
-        click.echo(f"gpu-autoscaler node-exporter: {col.count} GPUs, driver {col.driver}", err=True)
+        click.echo(f"gpu-autoscaler node-exporter: {plural(col.count, 'GPU')}, driver {col.driver}", err=True)
     if once:
         click.echo(generate_latest(reg).decode())
         return

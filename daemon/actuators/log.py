@@ -6,6 +6,7 @@ import logging
 
 from daemon.actuators.base import ActionReport
 from daemon.policy.types import Notification, Plan
+from daemon.text import plural
 
 log = logging.getLogger("gpu_autoscaler.actuator.log")
 
@@ -23,7 +24,7 @@ class LogActuator:
         rep = ActionReport(self.name, True)
         for t, r in sorted(plan.reservations.items()):
             if self._last_res.get(t) != r:
-                rep.actions.append(f"reserve {r} GPUs for {t}")
+                rep.actions.append(f"reserve {plural(r, 'GPU')} for {t}")
         for t in sorted(set(self._last_res) - set(plan.reservations)):
             rep.actions.append(f"release reservation of {t}")
         self._last_res = dict(plan.reservations)
@@ -33,15 +34,16 @@ class LogActuator:
                 rep.actions.append(f"limit {t} to {lim.rate:g} req/s burst {lim.burst:g} ({lim.reason})")
                 self._last_limits[t] = key
         for p in plan.preemptions:
-            rep.actions.append(f"preempt {p.job_id} of {p.tenant} ({p.gpus} GPUs on {p.node or '-'}): {p.reason}")
+            rep.actions.append(f"preempt {p.job_id} of {p.tenant} ({plural(p.gpus, 'GPU')} on {p.node or '-'}): "
+                               f"{p.reason}")
         if self.verbose:
             for a in rep.actions:
                 log.info("decision: %s", a)
         elif plan.preemptions:
             # one line per cycle: which jobs, and the reason they share
-            jobs = ", ".join(f"{p.job_id} ({p.tenant}, {p.gpus} GPUs)" for p in plan.preemptions[:8])
+            jobs = ", ".join(f"{p.job_id} ({p.tenant}, {plural(p.gpus, 'GPU')})" for p in plan.preemptions[:8])
             more = f" and {len(plan.preemptions) - 8} more" if len(plan.preemptions) > 8 else ""
-            log.info("decision: preempt %d jobs: %s%s; %s", len(plan.preemptions), jobs, more,
+            log.info("decision: preempt %s: %s%s; %s", plural(len(plan.preemptions), "job"), jobs, more,
                      plan.preemptions[0].reason)
         return rep
 

@@ -18,6 +18,7 @@ import redis
 
 from daemon.actuators.base import ActionReport
 from daemon.policy.types import Notification, Plan
+from daemon.text import plural
 from gateway.contract import glob_escape, keys_key, limit_key
 
 
@@ -125,7 +126,7 @@ class RedisLimitsActuator:
                 raw = self.client.hgetall(f"{self.prefix}:reservations")
                 self._reserved = {k.decode(): int(float(v)) for k, v in raw.items() if k != b"_"}
             if reserved != self._reserved:
-                rep.actions.append(f"set {self.prefix}:reservations for {len(reserved)} tenants")
+                rep.actions.append(f"set {self.prefix}:reservations for {plural(len(reserved), 'tenant')}")
             now = self.clock()
             present = set(plan.limits)
             if self.dry_run:

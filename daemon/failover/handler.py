@@ -25,6 +25,7 @@ from daemon.actuators.base import FencesNodes, ReportsNodeHealth, capable
 from daemon.config import FailoverConfig
 from daemon.failover import alerts
 from daemon.policy.types import Notification
+from daemon.text import agree, plural
 
 log = logging.getLogger("gpu_autoscaler.service")
 
@@ -65,8 +66,8 @@ class Failover:
             ok, count, lim = self.breaker.admit(down, time.monotonic(), len(rt.known_nodes()))
             rt.metrics.breaker_open.set(0 if ok else 1)
             if not ok:
-                tripped = (f"mass node failure reported: monitoring problem? {count} nodes reported down within "
-                           f"{fc.breaker_window_s:g}s (limit {lim}); no failover until it clears")
+                tripped = (f"mass node failure reported: monitoring problem? {plural(count, 'node')} reported down "
+                           f"within {fc.breaker_window_s:g}s (limit {lim}); no failover until it clears")
                 log.error("%s (this post: %s)", tripped, ", ".join(down[:10]))
                 if rt.store is not None:
                     rt.store.log_event(dt.datetime.now(dt.timezone.utc).isoformat(), "mass_node_failure",
@@ -143,7 +144,8 @@ class Failover:
         for j, t in jobs:  # the event keeps whose job is whose: a tenant token reads only its own (web/views.py)
             by_tenant.setdefault(t, []).append(j)
         tenants = sorted(per_tenant)
-        told = [Notification(t, "node_failed", f"{per_tenant[t]} job(s) of yours on {node} were requeued: {reason}")
+        told = [Notification(t, "node_failed", f"{plural(per_tenant[t], 'job')} of yours on {node} "
+                                                f"{agree(per_tenant[t], 'was', 'were')} requeued: {reason}")
                 for t in tenants]
         errors: list[str] = []
         fenced = False
@@ -173,6 +175,6 @@ class Failover:
             rt.store.log_event(dt.datetime.now(dt.timezone.utc).isoformat(), "node_down",
                                {"node": node, "jobs": ids, "tenants": tenants, "by_tenant": by_tenant,
                                 "seconds": took, "errors": errors})
-        log.warning("node %s down: %d jobs requeued in %.3fs%s", node, len(ids), took,
+        log.warning("node %s down: %s requeued in %.3fs%s", node, plural(len(ids), "job"), took,
                     f" (errors: {errors})" if errors else "")
         return {"node": node, "requeued": ids, "seconds": round(took, 4), "errors": errors}

@@ -25,6 +25,7 @@ from typing import Any, Callable, Protocol
 
 from daemon.actuators.base import ActionReport, Actuator, ChecksFence, FenceGuard, FencingLost
 from daemon.policy.types import Notification, Plan
+from daemon.text import plural
 
 log = logging.getLogger("gpu_autoscaler.actuator.fenced")
 
@@ -96,7 +97,7 @@ class FencedActuator:
     def notify(self, notes: list[Notification]) -> ActionReport:
         if not notes:
             return self.inner.notify(notes)
-        err = self._check(f"notify {len(notes)} tenants")
+        err = self._check(f"notify {plural(len(notes), 'tenant')}")
         if err:
             return ActionReport(self.name, self.dry_run, errors=[err], fenced=True)
         return self.inner.notify(notes)

@@ -12,6 +12,7 @@ from daemon.policy import aging, budget, fleet, preemption, reservation
 from daemon.policy.ratelimits import rate_level, tenant_limits
 from daemon.policy.state import PRIORITY, ClusterState
 from daemon.policy.types import Notification, OperatorInputs, Plan, PolicyMemory, Preemption
+from daemon.text import agree, plural
 from forecaster.types import Forecast
 
 
@@ -23,7 +24,8 @@ def staleness_reason(state: ClusterState, cfg: Config) -> str | None:
     if state.staleness_s > cfg.cycle.stale_after_s:
         return f"newest sample is {state.staleness_s:.0f}s old (> {cfg.cycle.stale_after_s:.0f}s)"
     if len(state.missing) / n > cfg.cycle.max_missing_share:
-        return f"{len(state.missing)} of {n} tenants have no fresh sample"
+        return f"{len(state.missing)} of {plural(n, 'tenant')} {agree(len(state.missing), 'has', 'have')} no fresh " \
+            "sample"
     if not math.isfinite(state.load()):
         return "GPU usage unknown"
     return None
@@ -191,8 +193,9 @@ def _aging(state: ClusterState, view: _View, memory: PolicyMemory, cfg: Config, 
         ag = dataclasses.replace(ag, waited={}, stint={}, aged_jobs={})
     adm = aging.admit(ag, jobs, view.n, ~view.high, max_wait_s, int(math.floor(pc.aging_max_share * view.capacity)))
     if adm.waiting:
-        notes.append(f"aging: {adm.waiting} tenants waited over {pc.max_wait_steps} steps and wait for a slot "
-                     f"(one job per tenant, {pc.aging_max_share:.0%} of the GPUs)")
+        notes.append(f"aging: {plural(adm.waiting, 'tenant')} waited over {plural(pc.max_wait_steps, 'step')} and "
+                     f"{agree(adm.waiting, 'waits', 'wait')} for a slot (one job per tenant, "
+                     f"{pc.aging_max_share:.0%} of the GPUs)")
     aged_since = {view.tenants[i]: memory.aged_since.get(view.tenants[i], now_iso)
                   for i in np.flatnonzero(adm.gpus > 0)}
     return ag, adm.gpus, aged_since
@@ -319,7 +322,7 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
     gate = _gate(state, view, holds, need_gpus, need_jobs, cfg) \
         if holds.path is not None and not ops.paused_all and need_jobs.any() else None
     if ops.paused_all and shortfall >= pc.min_preempt_gpus:
-        notes.append(f"preemptions paused by an operator: {shortfall} GPUs not cleared")
+        notes.append(f"preemptions paused by an operator: {plural(shortfall, 'GPU')} not cleared")
     elif typed is not None and state.nodes is not None:
         chosen = cand_index[_preempt_typed(cand_jobs, state.nodes, typed, holds, need_gpus, protected | paused,
                                            budget_gpus, budget_jobs, pc.min_preempt_gpus, cleared_for, notes)]
@@ -334,13 +337,14 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
         chosen = cand_index[chosen]
         if refused:
             wt = pc.preempt_worth_weight
-            notes.append(f"cost-aware preemption: {len(refused)} forecast jobs of {len(set(refused))} tenants not "
-                         "cleared for (their demand would use the GPUs for less than a preemption loses: the work "
-                         "since the last checkpoint plus the drain"
+            notes.append(f"cost-aware preemption: {plural(len(refused), 'forecast job')} of "
+                         f"{plural(len(set(refused)), 'tenant')} not cleared for (their demand would use the GPUs "
+                         "for less than a preemption loses: the work since the last checkpoint plus the drain"
                          + (f"; demand weighted x{wt:g}, policy.preempt_worth_weight)" if wt != 1 else ")"))
         if unplaced > len(refused):
-            notes.append(f"{unplaced - len(refused)} protected jobs have no place yet (budget, candidates or "
-                         "topology)")
+            left = unplaced - len(refused)
+            notes.append(f"{plural(left, 'protected job')} {agree(left, 'has', 'have')} no place yet (budget, "
+                         "candidates or topology)")
     elif shortfall >= pc.min_preempt_gpus:  # no per-node view from this source: GPU counts only
         gated, worth = 0, float("inf")
         if gate is not None:
@@ -357,18 +361,19 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
             wt = pc.preempt_worth_weight   # the demand itself, unweighted, and the weight the rule applied
             why = (f" (cost-aware preemption: forecast demand worth {worth / wt:.1f} GPU-minutes per GPU cleared"
                    + (f", weighted x{wt:g}" if wt != 1 else "") + ")" if gated else "")
-            notes.append(f"preemption budget or candidates short: {got} of {shortfall} GPUs cleared{why}")
+            notes.append(f"preemption budget or candidates short: {got} of {plural(shortfall, 'GPU')} cleared{why}")
     preempts: list[Preemption] = []
     notifs: list[Notification] = []
     if chosen.size:
         # the preempted tenant reads this (notices, Slurm comments, Kubernetes Events in its namespace): it names
         # no other tenant; whom each job made room for is the operator's, in Preemption.for_tenant
-        reason = (f"low-priority job preempted to clear {shortfall} GPUs ahead of forecast peak "
-                  f"(p{int(pc.quantile * 100)} within {pc.preempt_lead_steps} steps) for protected tenants")
+        reason = (f"low-priority job preempted to clear {plural(shortfall, 'GPU')} ahead of forecast peak "
+                  f"(p{int(pc.quantile * 100)} within {plural(pc.preempt_lead_steps, 'step')}) for protected tenants")
         # a job the health step found idle or hung was taken before busy ones (preemption.choose): its reason says so
         idle_reason = ("low-priority job found idle by the job health check (its GPUs doing no work), so preempted "
-                       f"before busy jobs, to clear {shortfall} GPUs ahead of forecast peak "
-                       f"(p{int(pc.quantile * 100)} within {pc.preempt_lead_steps} steps) for protected tenants")
+                       f"before busy jobs, to clear {plural(shortfall, 'GPU')} ahead of forecast peak "
+                       f"(p{int(pc.quantile * 100)} within {plural(pc.preempt_lead_steps, 'step')}) for protected "
+                       "tenants")
         idle = jobs.idle[chosen].tolist() if jobs.idle is not None else [False] * chosen.size
         beneficiary = [tenants[i] for i in cleared_for] if len(cleared_for) == chosen.size else [""] * chosen.size
         for jid, ti, g, node, who, was_idle in zip(jobs.ids[chosen].tolist(), jobs.tenant[chosen].tolist(),
@@ -456,7 +461,7 @@ def _gate(state: ClusterState, view: _View, holds: _Holds, need_gpus: np.ndarray
 def _protected_notices(aged_since: dict[str, str], memory: PolicyMemory, cfg: Config) -> list[Notification]:
     """Tell a tenant once, when aging starts protecting it."""
     pc = cfg.policy
-    return [Notification(t, "protected", f"a job waited over {pc.max_wait_steps} steps: it is held for "
+    return [Notification(t, "protected", f"a job waited over {plural(pc.max_wait_steps, 'step')}: it is held for "
                                          "ahead of normal work and of the high tier beyond its "
                                          f"guarantee, and once started not preempted for "
                                          f"{pc.aging_min_run_s:g}s")

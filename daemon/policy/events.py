@@ -6,6 +6,7 @@ Pure: the cycle writes what this returns; the console and /api/v1/events read it
 from __future__ import annotations
 
 from daemon.policy.types import Plan
+from daemon.text import plural
 
 
 def plan_events(previous: Plan | None, plan: Plan) -> list[tuple[str, dict]]:
@@ -27,5 +28,5 @@ def plan_events(previous: Plan | None, plan: Plan) -> list[tuple[str, dict]]:
         a, b = int(old.get(t, 0)), int(plan.reservations.get(t, 0))
         if a != b:
             out.append(("plan_change", {"what": "held", "tenant": t, "from": a, "to": b,
-                                        "message": f"held capacity for {t}: {a} -> {b} GPUs"}))
+                                        "message": f"held capacity for {t}: {a} -> {plural(b, 'GPU')}"}))
     return out

@@ -30,6 +30,7 @@ from daemon.config import Config
 from daemon.config.fleet import ANY, UNKNOWN_TYPE
 from daemon.policy import reservation
 from daemon.policy.state import ClusterState, Nodes
+from daemon.text import plural
 from forecaster.types import Forecast
 
 SERIES_SEP = "@"   # a typed forecast series: "<tenant>@<spec>", spec = "h100", "v100m16|v100m32" or "*" (any type)
@@ -167,7 +168,7 @@ def split(state: ClusterState, res: np.ndarray, protected: np.ndarray, cfg: Conf
             prefs = [i for i in _rank(types, k, room, used[t]) if cap[i] > 0]
             if not prefs:   # no node has any type this work accepts: nothing held (or preempted) for it
                 for name in (k or ("any",)):
-                    dropped.setdefault(name, []).append(f"{state.tenants[t]} ({g} GPUs)")
+                    dropped.setdefault(name, []).append(f"{state.tenants[t]} ({plural(g, 'GPU')})")
                 new_res[t] -= g
                 continue
             rest = g
@@ -185,12 +186,12 @@ def split(state: ClusterState, res: np.ndarray, protected: np.ndarray, cfg: Conf
     notes: dict[str, tuple[str, ...]] = {}
     for i, name in enumerate(types):
         h = int(hold[:, i].sum())
-        notes[name] = (f"{int(cap[i])} GPUs, {int(pool[i])} guaranteed to the high tier "
-                       f"({share[i]:.0%}), {h} held for {int((hold[:, i] > 0).sum())} tenants, "
+        notes[name] = (f"{plural(int(cap[i]), 'GPU')}, {int(pool[i])} guaranteed to the high tier "
+                       f"({share[i]:.0%}), {h} held for {plural(int((hold[:, i] > 0).sum()), 'tenant')}, "
                        f"{int(used[:, i].sum())} in use",)
     for name, gpus_short in sorted(short.items()):
-        notes[name] = notes.get(name, ()) + (f"holds short by {gpus_short} GPUs: every type that work accepts is "
-                                             "held in full",)
+        notes[name] = notes.get(name, ()) + (f"holds short by {plural(gpus_short, 'GPU')}: every type that work "
+                                             "accepts is held in full",)
     for name, who in sorted(dropped.items()):
         line = (f"work asking for {name!r}, which no healthy node has, is held for nowhere and nothing is "
                 f"preempted for it: {', '.join(who[:5])}{' ...' if len(who) > 5 else ''}")

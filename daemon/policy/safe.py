@@ -13,6 +13,7 @@ from daemon.config import Config, Tier
 from daemon.policy import reservation
 from daemon.policy.ratelimits import tenant_limits
 from daemon.policy.types import Plan, PolicyMemory
+from daemon.text import plural
 
 
 def safe_default(at: str, capacity: int, tenants: tuple[str, ...], tiers: tuple[Tier, ...], memory: PolicyMemory,
@@ -23,7 +24,7 @@ def safe_default(at: str, capacity: int, tenants: tuple[str, ...], tiers: tuple[
     limits = tenant_limits(tenants, tiers, memory.rate_level, float("nan"), cfg.ratelimits,
                            {t.name: t for t in cfg.tenants})
     quotas = {t: shared for t, tier in zip(tenants, tiers) if tier != "high"}
-    note = (f"{why}: safe default in force: no holds beyond the static pool ({pool} GPUs for the high tier), "
+    note = (f"{why}: safe default in force: no holds beyond the static pool ({plural(pool, 'GPU')} for the high tier), "
             f"no preemptions")
     mem = replace(memory, reservations={})
     return Plan(at=at, capacity=capacity, load=float("nan"), high_pool=pool, reservations={}, quotas=quotas,

@@ -31,23 +31,32 @@ from daemon.failover.handler import Failover
 from daemon.service.backend import DaemonBackend
 from daemon.service.cycle import CycleResult
 from daemon.service.wiring import Runtime, limit_torch_threads
+from daemon.text import plural
 
 log = logging.getLogger("gpu_autoscaler.service")
 reload_log = logging.getLogger("gpu_autoscaler.reload")
 
 
-def summary_line(res: CycleResult) -> str:
-    """One line per cycle for a person watching the terminal or the journal."""
+def summary_line(res: CycleResult, simulated: bool = False) -> str:
+    """One line per cycle for a person watching the terminal or the journal.
+
+    ``simulated``: the snapshot's time is the simulator's, not the clock's; it is labelled (``sim
+    2026-01-06T13:30``) so that it is not read as the wall-clock time the log lines beside it carry."""
     p = res.plan
     if p is None:
         return f"cycle {res.outcome}: {res.error or 'no plan'}"
     s = p.summary()
     load = f"{s['load']:.1%}" if s["load"] is not None else "?"
     head = ("STALE " if res.outcome != "ok" else "") + ("STANDBY " if not res.acted else "")
-    return (f"{head}{p.at} load={load} cap={p.capacity} reserved={s['reserved']} "
-            f"({s['reserved_tenants']} tenants) preempt={s['preemptions']}/{s['preempted_gpus']}gpu "
+    at = f"sim {p.at[:16]}" if simulated else p.at
+    return (f"{head}{at} load={load} cap={p.capacity} reserved={s['reserved']} "
+            f"({plural(s['reserved_tenants'], 'tenant')}) preempt={s['preemptions']}/{s['preempted_gpus']}gpu "
             f"level={s['rate_level']} model={p.forecast_model} {res.seconds * 1000:.0f}ms"
             + (f" | {'; '.join(p.notes)}" if p.notes else ""))
+
+
+# why a stop keeps the holds when the lease's store cannot say whether another replica is alive (a WARNING)
+UNSURE_OF_PEERS = "HA: cannot tell"
 
 
 class StartError(RuntimeError):
@@ -165,7 +174,7 @@ class Daemon:
             self.ready = True
             self.notifier.notify("READY=1")
         self.runtime.metrics.breaker_open.set(1 if self.failover.breaker.is_open(time.monotonic()) else 0)
-        self.notifier.notify(f"STATUS={summary_line(res)[:200]}")
+        self.notifier.notify(f"STATUS={summary_line(res, self.cfg.source.kind == 'simulator')[:200]}")
         if self.on_cycle:
             self.on_cycle(res)
         if self.max_cycles is not None and self.cycles_done >= self.max_cycles:
@@ -347,8 +356,10 @@ class Daemon:
         self.failover.close()
         release, why = self.release_on_stop()
         if self.cfg.actuators.release_holds_on_stop:
-            (log.warning if self.may_act() else log.info)("stopping: %s scheduler holds: %s",
-                                                          "releasing" if release else "keeping", why)
+            # a clean stop is routine (INFO); only holds kept for not knowing whether another replica is alive
+            # are worth a WARNING
+            (log.warning if why.startswith(UNSURE_OF_PEERS) else log.info)(
+                "stopping: %s scheduler holds: %s", "releasing" if release else "keeping", why)
         if release:
             self.release_holds()
         if self.runtime.lease is not None:
@@ -373,7 +384,7 @@ class Daemon:
         try:
             peers = lease.peers()
         except lease.transient as exc:
-            return False, (f"HA: cannot tell from {lease.store} whether another replica is alive ({exc}); "
+            return False, (f"{UNSURE_OF_PEERS} from {lease.store} whether another replica is alive ({exc}); "
                            "kept for whichever replica leads next")
         if peers:
             return False, f"HA: replica {', '.join(peers)} is alive and takes the lease over"

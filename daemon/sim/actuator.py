@@ -9,6 +9,7 @@ import numpy as np
 from daemon.actuators.base import ActionReport
 from daemon.policy.types import Notification, Plan
 from daemon.sim.cluster import SimCluster
+from daemon.text import plural
 
 
 def _sim_id(job_id: str) -> int | None:
@@ -57,12 +58,13 @@ class SimulatorActuator:
             cap_t = np.array([plan.shared_cap_by_type.get(t, 0) for t in self.cluster.type_names], dtype=np.int64)
         ids = [i for i in (_sim_id(p.job_id) for p in plan.preemptions) if i is not None]
         gpn = self.cluster.gpus_per_node
-        rep.actions.append(f"hold {int((-(-res // gpn)).sum())} whole nodes ({int(res.sum())} GPUs asked) for "
-                           f"{int((res > 0).sum())} tenants")
+        rep.actions.append(f"hold {plural(int((-(-res // gpn)).sum()), 'whole node')} ({plural(int(res.sum()), 'GPU')} "
+                           f"asked) for {plural(int((res > 0).sum()), 'tenant')}")
         if pool is not None and pool[1] > 0:
-            rep.actions.append(f"hold {pool[1] // gpn} whole nodes as one pool for {int(pool[0].sum())} tenants")
+            rep.actions.append(f"hold {plural(pool[1] // gpn, 'whole node')} as one pool for "
+                               f"{plural(int(pool[0].sum()), 'tenant')}")
         if ids:
-            rep.actions.append(f"preempt {len(ids)} jobs")
+            rep.actions.append(f"preempt {plural(len(ids), 'job')}")
         if not self.dry_run:
             # preempt first: the holds then prefer the nodes the preemptions are draining
             with self.lock:
@@ -70,7 +72,7 @@ class SimulatorActuator:
                 self.cluster.set_reservations(res, normal_cap, pool=pool, by_type=by_type,
                                               pool_types=pool_types, normal_cap_by_type=cap_t)
             if done < len(ids):
-                rep.actions.append(f"{len(ids) - done} jobs had already left the running set")
+                rep.actions.append(f"{plural(len(ids) - done, 'job')} had already left the running set")
         return rep
 
     def _by_type(self, plan: Plan) -> np.ndarray | None:
@@ -111,7 +113,7 @@ class SimulatorActuator:
             with self.lock:
                 done, _ = self.cluster.preempt(np.array(ids))
             if done < len(ids):
-                rep.actions.append(f"{len(ids) - done} jobs had already left the running set")
+                rep.actions.append(f"{plural(len(ids) - done, 'job')} had already left the running set")
         return rep
 
     def reclaim(self, job_ids: list[str], reason: str) -> ActionReport:

@@ -25,6 +25,8 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from daemon.text import plural
+
 log = logging.getLogger("gpu_autoscaler.history")
 
 # fetch(start_s, end_s, tenants) -> frame on the step grid from start_s to end_s inclusive, one column per
@@ -106,8 +108,8 @@ class History:
             vals[step - first, :len(v)] = v
         self._vals, self._first, self._n, self._off = vals, first, last - first + 1, 0
         self.fetched_until = int(meta["fetched_until"])
-        log.info("history: %d steps x %d tenants loaded from disk, read up to %s", self._n, len(names),
-                 pd.Timestamp(self.fetched_until * self.step_s, unit="s", tz="UTC"))
+        log.info("history: %s x %s loaded from disk, read up to %s", plural(self._n, "step"),
+                 plural(len(names), "tenant"), pd.Timestamp(self.fetched_until * self.step_s, unit="s", tz="UTC"))
 
     def _persist(self, lo: int, hi: int, keep_from: int) -> None:
         if self._db is None:
@@ -210,8 +212,8 @@ class History:
             if backfill or now % PRUNE_EVERY_STEPS == 0:
                 self._prune(set(tenants))
             if backfill:
-                log.info("history: backfilled %d steps x %d tenants in %d requests", now - lo + 1,
-                         len(self._names), requests)
+                log.info("history: backfilled %s x %s in %s", plural(now - lo + 1, "step"),
+                         plural(len(self._names), "tenant"), plural(requests, "request"))
             return UpdateStats(lo, now - lo + 1, requests, backfill)
 
     def _zero_fill(self, new: list[str]) -> int:
@@ -236,7 +238,7 @@ class History:
         if len(drop) < max(1, len(self._names) // 10):
             return
         cols = [j for j in range(len(self._names)) if j not in drop]
-        log.info("history: forgetting %d tenants idle for the whole window", len(drop))
+        log.info("history: forgetting %s idle for the whole window", plural(len(drop), "tenant"))
         self._names = [self._names[j] for j in cols]
         self._col = {n: i for i, n in enumerate(self._names)}
         self._vals = self._vals[:, cols]

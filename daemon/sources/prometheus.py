@@ -31,6 +31,7 @@ from daemon.sources.base import Collected, SourceError
 from daemon.sources.history import History
 from daemon.sources.redact import redact_text, redact_url
 from daemon.sources.scheduler_bounds import bound_capacity, cap_demand
+from daemon.text import plural
 
 log = logging.getLogger("gpu_autoscaler.source.prometheus")
 SERIES_SEP = "@"     # a typed series: "<tenant>@<type>", as the policy names it (daemon/policy/fleet.py)
@@ -460,7 +461,7 @@ class PrometheusSource:
                              missing=missing, nodes=nodes, request_rate=self._request_rate(tenants, now),
                              capped=capped, capacity_dropped=sum(dropped.values()))
         if missing:
-            log.warning("no fresh sample for %d tenants: %s", len(missing), ", ".join(missing[:10]))
+            log.warning("no fresh sample for %s: %s", plural(len(missing), "tenant"), ", ".join(missing[:10]))
         return Collected(history, state)
 
     def _covered(self, tenants: tuple[str, ...], jobs: Jobs) -> np.ndarray:

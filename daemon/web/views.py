@@ -16,6 +16,7 @@ import numpy as np
 
 from daemon.policy import fleet
 from daemon.sources.redact import redact_json
+from daemon.text import plural
 from daemon.web.backend import HISTORY_STEPS, Backend, Snapshot
 
 if TYPE_CHECKING:
@@ -99,7 +100,8 @@ def _event_for(row: dict, viewer: str, scrub) -> dict | None:
         return {**head, "node": row.get("node"), "tenant": viewer, "tenants": [viewer], "jobs": [str(j) for j in mine],
                 "seconds": row.get("seconds"),
                 # actuator errors name other tenants' jobs: a tenant learns that there were some, not which
-                "errors": [f"{len(errors)} error(s) during the failover (details for operators)"] if errors else []}
+                "errors": [f"{plural(len(errors), 'error')} during the failover (details for operators)"]
+                if errors else []}
     if kind not in TENANT_KINDS or row.get("tenant") != viewer:
         return None  # mass node failures, cluster-wide plan changes and changes to all tenants are the operator's
     out = {k: _scrubbed(v, scrub) for k, v in row.items() if k not in ("id", "at", "kind", "tenant", "tenants",

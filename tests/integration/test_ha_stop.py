@@ -63,7 +63,7 @@ def _released_in_ledger(r):
 
 
 def test_leader_stop_keeps_holds_while_a_standby_runs_and_the_last_replica_releases(r, redis_url, tmp_path, caplog):
-    caplog.set_level(logging.WARNING, logger="gpu_autoscaler.service")
+    caplog.set_level(logging.INFO, logger="gpu_autoscaler.service")  # a clean stop says so at INFO
     lead, lead_rec = _daemon(tmp_path, redis_url, "lead")
     standby, standby_rec = _daemon(tmp_path, redis_url, "standby")
     started = []
@@ -92,6 +92,7 @@ def test_leader_stop_keeps_holds_while_a_standby_runs_and_the_last_replica_relea
         assert _released_in_ledger(r) == [("standby", "recording-holds: release_holds")]
         last = [m.getMessage() for m in caplog.records if "scheduler holds" in m.getMessage()][-1]
         assert last == "stopping: releasing scheduler holds: HA: no other replica is alive, this is the last one"
+        assert {m.levelname for m in caplog.records if "scheduler holds" in m.getMessage()} == {"INFO"}
     finally:
         for d in started:
             d.stop()
@@ -110,6 +111,7 @@ def test_leader_stop_keeps_holds_when_it_cannot_tell_whether_it_is_the_last(tmp_
         proc.wait()
         lead.stop()
     said = [m.getMessage() for m in caplog.records if "scheduler holds" in m.getMessage()]
+    assert [m.levelname for m in caplog.records if "scheduler holds" in m.getMessage()] == ["WARNING"]
     assert len(said) == 1 and said[0].startswith("stopping: keeping scheduler holds: HA: cannot tell from Redis "
                                                  "whether another replica is alive")
     assert rec.released == 0

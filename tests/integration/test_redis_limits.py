@@ -31,7 +31,7 @@ def test_publishes_limits_idempotently(r, redis_url):
     act = RedisLimitsActuator(redis_url, dry_run=False)
     plan = make_plan({"a": RateLimit(50, 100, 1, "load 85%"), "b": RateLimit(200, 400, 1, "load 85%")})
     rep = act.apply(plan)
-    assert rep.ok and len(rep.actions) == 3 and rep.actions[2] == "set gpuas:reservations for 1 tenants"
+    assert rep.ok and len(rep.actions) == 3 and rep.actions[2] == "set gpuas:reservations for 1 tenant"
     assert float(r.hget(limit_key("gpuas", "a"), "rate")) == 50
     assert r.hget(limit_key("gpuas", "b"), "reason") == b"load 85%"
     assert act.apply(plan).actions == []                  # nothing changed: nothing written
@@ -156,7 +156,7 @@ def test_reservations_hash_follows_the_plan_and_drops_released_tenants(r, redis_
     assert r.hgetall("gpuas:reservations") == {b"a": b"3"}
     held_b = Plan(**{**plan.__dict__, "reservations": {"b": 5}})
     rep = act.apply(held_b)                               # same limits, other holds
-    assert rep.ok and rep.actions == ["set gpuas:reservations for 1 tenants"]
+    assert rep.ok and rep.actions == ["set gpuas:reservations for 1 tenant"]
     assert r.hgetall("gpuas:reservations") == {b"b": b"5"}
     assert act.apply(held_b).actions == []                # unchanged: nothing written
     assert act.apply(Plan(**{**plan.__dict__, "reservations": {}})).ok

@@ -63,7 +63,7 @@ def test_the_cost_aware_rule_refuses_a_blip_shorter_than_the_drain_plus_the_work
     blip = rise(at=1, steps=10)
     assert preempted(blip) == 0
     p = plan(blip, cluster(), PolicyMemory(), CFG)
-    assert any(n.startswith("cost-aware preemption: 1 forecast jobs") for n in p.notes)
+    assert any(n.startswith("cost-aware preemption: 1 forecast job of") for n in p.notes)
     assert p.reservations["t0"] == 16               # the hold is the forecast's as before: only preemption is weighed
     # a sustained rise: the node is cleared
     assert preempted(rise(at=1, steps=60)) == 8

@@ -143,7 +143,7 @@ def test_the_config_imports_nothing_else_of_the_daemon():
     assert {m: d for m, d in bad.items() if d} == {}
 
 
-POLICY_MAY = ("daemon.config", "daemon.policy", "forecaster.types", "gateway.configfile", "gateway.keys",
+POLICY_MAY = ("daemon.config", "daemon.policy", "daemon.text", "forecaster.types", "gateway.configfile", "gateway.keys",
               "gateway.contract")
 
 
@@ -170,7 +170,7 @@ def test_importing_the_policy_loads_no_client_library(module):
     assert res.returncode == 0, res.stdout + res.stderr
 
 
-HEALTH_MAY = ("daemon.config", "daemon.health", "forecaster.types", "gateway.configfile", "gateway.keys",
+HEALTH_MAY = ("daemon.config", "daemon.health", "daemon.text", "forecaster.types", "gateway.configfile", "gateway.keys",
               "gateway.contract")
 
 
@@ -187,3 +187,10 @@ def test_the_health_package_is_pure_like_the_policy():
             if (ours and not _under(d, *HEALTH_MAY)) or (not ours and d not in allowed_outside):
                 bad[m].append(d)
     assert "daemon.health.detect" in GRAPH and dict(bad) == {}
+
+
+def test_the_words_module_is_the_lowest_layer():
+    """daemon/text.py (counts with their nouns) is imported by the policy, the health checks, the actuators, the
+    service and the CLI alike: it may import nothing of ours, and nothing outside the standard library."""
+    deps = GRAPH["daemon.text"]
+    assert deps <= set(sys.stdlib_module_names) | {"__future__"}, deps

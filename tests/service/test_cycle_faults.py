@@ -72,7 +72,8 @@ def test_a_failing_requeue_still_tells_the_tenants(tmp_path):
     assert "flaky: requeue: scheduler unreachable" in out["errors"]
     assert {n.tenant for n in flaky.told} == set(on_node)
     for n in flaky.told:
-        assert n.message.startswith(f"{on_node.count(n.tenant)} job(s) of yours on ")
+        k = on_node.count(n.tenant)
+        assert n.message.startswith(f"{k} job of yours on " if k == 1 else f"{k} jobs of yours on ")
     rt.close()
 
 

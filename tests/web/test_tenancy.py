@@ -170,7 +170,7 @@ def test_no_event_or_reason_names_another_tenant(planned):
     assert pre["job_id"] == "sim-41" and pre["reason"].endswith("for protected tenants")
     old = next(e for e in ev if e["kind"] == "node_down")
     assert old["jobs"] == [] and old["tenants"] == ["tenant-0001"] and "sim-91" not in text
-    assert old["errors"] == ["1 error(s) during the failover (details for operators)"]
+    assert old["errors"] == ["1 error during the failover (details for operators)"]
     assert next(e for e in ev if e["kind"] == "notification")["message"] == "held ahead of another tenant's borrowing"
 
     one = httpx.get(f"{base}/api/v1/tenants/tenant-0001", headers=h(TA)).json()

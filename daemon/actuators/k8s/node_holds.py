@@ -37,6 +37,7 @@ from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard
 from daemon.actuators.k8s import flavors
 from daemon.actuators.k8s.objects import evictable, gpu_quantity, name_part, node_usable, pod_gpus, priority_class_name
 from daemon.config.fleet import TypeResolver
+from daemon.text import plural
 
 
 @dataclass(frozen=True)
@@ -210,13 +211,14 @@ class NodeHolds:
             target = set(need) if may_shrink else set(self.choose_typed(free_nodes, current, gpus, mine, freed,
                                                                         firm, keep=True, job_gpus=jg, by_type=typed))
             if gpus > sum(size[n] for n in target):
-                rep.actions.append(f"node hold {t}: only {len(target)} usable nodes for {gpus} GPUs")
+                rep.actions.append(f"node hold {t}: only {plural(len(target), 'usable node')} for "
+                                   f"{plural(gpus, 'GPU')}")
             now_held = set(current)
             for n in sorted(current - target):
                 if self._patch(rep, self._node(nodes, n), None, f"release {n} from the hold of {t}"):
                     now_held.discard(n)
             for n in sorted(target - current):
-                if self._patch(rep, self._node(nodes, n), t, f"hold {n} ({size[n]} GPUs) for {t}"):
+                if self._patch(rep, self._node(nodes, n), t, f"hold {n} ({plural(size[n], 'GPU')}) for {t}"):
                     now_held.add(n)
             taken |= now_held
             result[t] = sum(size[n] for n in now_held)

@@ -41,6 +41,7 @@ from daemon.config import SlurmActuatorConfig, TenantConfig, Tier
 from daemon.config.fleet import FleetConfig, accepts_type
 from daemon.policy.state import CLOSED, HELD_BY_POOL, PRIORITY, UNHELD, Jobs, Nodes
 from daemon.policy.types import Notification, Plan, Preemption
+from daemon.text import plural
 
 log = logging.getLogger("gpu_autoscaler.actuator.slurm")
 COMMENT_TAG = "gpu-autoscaler:"
@@ -555,7 +556,7 @@ class SlurmActuator:
                 self._warn(rep, job, p.reason)
                 cover += job.total_gpus
             else:
-                rep.actions.append(f"skip {jid}: jobs already warned cover the {need} GPUs the plan clears")
+                rep.actions.append(f"skip {jid}: jobs already warned cover the {plural(need, 'GPU')} the plan clears")
 
     def _preemptible(self, rep: ActionReport, job: SlurmJob, p: Preemption | None) -> bool:
         if job.state != "RUNNING":
@@ -673,7 +674,7 @@ class SlurmActuator:
                       and not set(expand_hostlist(live[j].nodes)) <= healthy)
         failed: set[str] = set()
         if todo:
-            rep.actions.append(f"retry the requeue of {len(todo)} jobs of a failed node")
+            rep.actions.append(f"retry the requeue of {plural(len(todo), 'job')} of a failed node")
             if not self._scontrol(rep, "requeue", ",".join(todo)):
                 failed = set(todo)  # kept for the next pass
         with self._retry_lock:

@@ -52,6 +52,7 @@ from typing import Callable
 from daemon.actuators import whole_nodes
 from daemon.actuators.base import ActionReport
 from daemon.policy.types import Plan
+from daemon.text import plural
 
 BAD_NODE_STATES = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "POWER", "FUTURE", "INVAL", "REBOOT", "MAINT")
 
@@ -368,9 +369,10 @@ class SlurmHolds:
                 self._delete(rep, mine, jobs, "the plan holds no GPUs for it now")
             return list(mine.nodes) if mine is not None and not may_shrink else []
         if gpus > sum(size.get(n, 0) for n in target):
-            rep.actions.append(f"hold {name}: only {len(target)} usable nodes for {gpus} GPUs")
+            rep.actions.append(f"hold {name}: only {plural(len(target), 'usable node')} for {plural(gpus, 'GPU')}")
         if mine is None:
-            rep.actions.append(f"hold {gpus} GPUs as {len(target)} whole nodes for account {account}")
+            rep.actions.append(f"hold {plural(gpus, 'GPU')} as {plural(len(target), 'whole node')} for account "
+                               f"{account}")
             self.scontrol(rep, "create", "reservation", f"ReservationName={name}", "StartTime=now",
                           "Duration=UNLIMITED", f"Accounts={account}", f"Nodes={','.join(target)}",
                           "Flags=IGNORE_JOBS,MAGNETIC")
@@ -385,7 +387,8 @@ class SlurmHolds:
         if "MAGNETIC" not in mine.flags:
             args.append("Flags+=MAGNETIC")
         if args:
-            rep.actions.append(f"resize hold {name}: {len(mine.nodes)} -> {len(target)} nodes for {gpus} GPUs")
+            rep.actions.append(f"resize hold {name}: {len(mine.nodes)} -> {plural(len(target), 'node')} for "
+                               f"{plural(gpus, 'GPU')}")
             self.scontrol(rep, "update", f"ReservationName={name}", *args)
         return target
 
@@ -405,7 +408,7 @@ class SlurmHolds:
             self.scontrol(rep, "update", f"JobId={j.job_id}", "ReservationName=")
 
     def _delete(self, rep: ActionReport, r: Reservation, jobs: list[RunningJob], why: str) -> None:
-        rep.actions.append(f"release hold {r.name} ({len(r.nodes)} nodes): {why}")
+        rep.actions.append(f"release hold {r.name} ({plural(len(r.nodes), 'node')}): {why}")
         self._detach(rep, [j for j in jobs if j.reservation == r.name])
         self.scontrol(rep, "delete", f"ReservationName={r.name}")
 

@@ -19,6 +19,7 @@ from starlette.templating import Jinja2Templates
 
 from daemon.sources.redact import redact_text
 from daemon.state.overrides import BadChange, OverridesUnavailable
+from daemon.text import plural
 from daemon.web import views
 from daemon.web.api import KIND_RE, TENANT_RE, AccessHolder, BadInput, int_param, read_capped
 from daemon.web.auth import COOKIE, Principal
@@ -85,13 +86,13 @@ def event_text(e: dict) -> str:
     if e.get("message"):
         return str(e["message"])
     if e.get("reason"):
-        job = f"job {e['job_id']} ({e.get('gpus')} GPUs) " if e.get("job_id") else ""
+        job = f"job {e['job_id']} ({plural(e.get('gpus'), 'GPU')}) " if e.get("job_id") else ""
         return f"{job}{e['reason']}"
     if e.get("kind") == "node_down":
         secs = e.get("seconds")
         took = f" in {secs:.2f}s" if isinstance(secs, (int, float)) else ""
         errs = f"; errors: {'; '.join(e['errors'])}" if e.get("errors") else ""
-        return f"node {e.get('node')} failed: {len(e.get('jobs') or [])} job(s) requeued{took}{errs}"
+        return f"node {e.get('node')} failed: {plural(len(e.get('jobs') or []), 'job')} requeued{took}{errs}"
     rest = {k: v for k, v in e.items() if k not in ("id", "at", "kind", "tenant")}
     return ", ".join(f"{k}={v}" for k, v in rest.items())
 
