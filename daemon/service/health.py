@@ -36,6 +36,7 @@ from daemon.policy import budget
 from daemon.policy.state import PRIORITY, ClusterState
 from daemon.policy.types import Notification, OperatorInputs, Plan, PolicyMemory
 from daemon.sources.base import SourceError
+from daemon.text import plural
 
 log = logging.getLogger("gpu_autoscaler.health")
 
@@ -79,7 +80,8 @@ def restraints(ops: OperatorInputs | None, plan: Plan | None, safe_default: bool
         held = "an operator has paused preemptions"
     if ops is None:
         return Restraints(held)
-    tenants = {t: f"an operator's floor of {n} GPUs protects this tenant" for t, n in ops.floors.items() if n > 0}
+    tenants = {t: f"an operator's floor of {plural(n, 'GPU')} protects this tenant"
+               for t, n in ops.floors.items() if n > 0}
     tenants.update({t: "an operator has paused this tenant's preemptions" for t in ops.paused})
     return Restraints(held, tenants)
 
