@@ -3,12 +3,13 @@ no preemption that frees a type the protected tenant cannot use. Real slurmctld 
 ``gpu:a100:4`` and gn3 with ``gpu:t4:4`` (each node has its type as a feature too)."""
 
 import time
+from timeit import repeat
 
 import numpy as np
 import pytest
 
 from daemon.actuators.slurm.actuator import SlurmActuator
-from daemon.actuators.slurm.gres import feature_terms, gres_gpu_types, job_accepts, node_type
+from daemon.actuators.slurm.gres import feature_terms, gres_gpu_types, gres_parts, job_accepts, node_type
 from daemon.actuators.slurm.holds import parse_reservations
 from daemon.config import SlurmActuatorConfig, TenantConfig
 from daemon.config.fleet import FleetConfig, TypeResolver
@@ -36,6 +37,18 @@ def test_gres_types_of_nodes_and_jobs():
     assert gres_gpu_types("gres:gpu:2") == {"": 2} and gres_gpu_types("gres/gpu:a100:2") == {"a100": 2}
     assert gres_gpu_types("gres:nvme:1") == {} and gres_gpu_types("(null)") == {}
     assert feature_terms("[a100|t4]&ib*2") == ["a100", "t4", "ib"] and feature_terms("(null)") == []
+
+
+def test_gres_parts_is_linear_in_the_input():
+    # issue 36: the look-ahead split rescanned to the next parenthesis at every comma (220 KB took 16 s). Four
+    # times the input must cost about four times as much (quadratic: sixteen); best of several runs each
+    def cost(n: int) -> float:
+        text = "gpu:a100:1," * n
+        return min(repeat(lambda: gres_parts(text), number=1, repeat=5))
+
+    assert cost(16_000) / cost(4_000) < 8
+    assert gres_parts("gpu:a100:1(IDX:0,2)," * 3 + "gpu:t4:2(S:0") == ["gpu:a100:1(IDX:0,2)"] * 3 + ["gpu:t4:2(S:0"]
+    assert gres_gpu_types("gpu:a100:1(IDX:0,2)," * 20_000) == {"a100": 20_000}
 
 
 def test_what_a_job_accepts_in_order_of_preference():

@@ -6,7 +6,15 @@ import time
 import pytest
 
 from daemon.actuators.slurm.actuator import SlurmActuator
-from daemon.actuators.slurm.holds import Node, RunningJob, SlurmHolds, expand_hostlist, parse_nodes, parse_reservations
+from daemon.actuators.slurm.holds import (
+    Node,
+    RunningJob,
+    SlurmHolds,
+    expand_hostlist,
+    parse_kv_line,
+    parse_nodes,
+    parse_reservations,
+)
 from daemon.config import SlurmActuatorConfig, TenantConfig
 from daemon.policy.types import Plan, PolicyMemory, Preemption
 from tests.support.services import slurm_cluster, slurm_run, wait_for
@@ -35,6 +43,20 @@ def test_hostlists_and_scontrol_output():
     nodes = parse_nodes("NodeName=gn1 Arch=x86_64 Gres=gpu:a100:4(S:0) GresUsed=gpu:a100:2(IDX:0-1) State=MIXED\n"
                         "NodeName=gn2 Gres=gpu:4 GresUsed=gpu:0 State=IDLE+DRAIN")
     assert (nodes[0].gpus, nodes[0].gpus_used, nodes[0].healthy) == (4, 2, True) and not nodes[1].healthy
+
+
+def test_a_node_reason_is_free_text_and_overrides_no_field():
+    # scontrol -d -o show nodes (22.05): Reason= comes last, spaces and all, then [user@time]
+    line = ("NodeName=gn1 Arch=x86_64 CoresPerSocket=1 AvailableFeatures=a100 Gres=gpu:a100:4 GresUsed=gpu:a100:4 "
+            "OS=Linux 6.1 #1 SMP PREEMPT_DYNAMIC State=DRAIN+ALLOCATED ThreadsPerCore=1 Partitions=high,low "
+            "AllocTRES= CapWatts=n/a Reason=bad gpu State=IDLE Gres=gpu:8 GresUsed=gpu:0 NodeName=gn9 "
+            "[root@2026-12-06T02:26:38]")
+    kv = parse_kv_line(line)
+    assert kv["Reason"] == "bad gpu State=IDLE Gres=gpu:8 GresUsed=gpu:0 NodeName=gn9 [root@2026-12-06T02:26:38]"
+    assert (kv["State"], kv["Gres"], kv["NodeName"], kv["AllocTRES"]) == ("DRAIN+ALLOCATED", "gpu:a100:4", "gn1", "")
+    (node,) = parse_nodes(line)
+    assert (node.name, node.gpus, node.gpus_used, node.healthy, node.features) == ("gn1", 4, 4, False, "a100")
+    assert parse_kv_line("NodeName=gn2 State=IDLE Reason=none")["Reason"] == "none"
 
 
 def holds(delay=0.0, clock=None):

@@ -125,7 +125,10 @@ def test_a_drained_node_has_no_healthy_gpus_and_is_no_place(slurm):
     job = sbatch(slurm, "--partition=low", "--account=acct-low", "--gres=gpu:2", "-w", "gn3")
     try:
         wait_for(lambda: running(slurm, job), what="job running", timeout=60)
-        slurm_run(slurm["env"], "scontrol", "update", "NodeName=gn3", "State=DRAIN", "Reason=test")
+        # the reason is free text, and scontrol prints it after the node's own State= and Gres= (issue 36)
+        slurm_run(slurm["env"], "scontrol", "update", "NodeName=gn3", "State=DRAIN",
+                  "Reason=test State=IDLE Gres=gpu:8 GresUsed=gpu:0")
+        assert "Reason=test State=IDLE Gres=gpu:8" in slurm_run(slurm["env"], "scontrol", "-o", "show", "node", "gn3")
         v = view(a.cluster_nodes(NAMES))
         # its job keeps running, but nothing new starts there: nothing is free and nothing worth clearing
         assert v["gn3"] == (0, 0, 0, CLOSED) and v["gn1"] == (4, 4, 0, UNHELD)

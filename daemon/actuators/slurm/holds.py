@@ -51,6 +51,7 @@ from typing import Callable
 
 from daemon.actuators import whole_nodes
 from daemon.actuators.base import ActionReport
+from daemon.actuators.slurm.gres import gres_parts
 from daemon.policy.types import Plan
 from daemon.text import plural
 
@@ -79,9 +80,26 @@ def expand_hostlist(text: str) -> list[str]:
     return out
 
 
+FREE_TEXT = ("Reason", "Comment")  # values that are free text: written by whoever drained the node, spaces and all
+_FREE_TEXT_AT = re.compile(r"(?:^|\s)(?:" + "|".join(FREE_TEXT) + r")=")
+
+
 def parse_kv_line(line: str) -> dict[str, str]:
-    """One line of `scontrol -o show ...`: Key=Value tokens separated by spaces."""
-    return {k: v for k, v in re.findall(r"(\w+)=(\S*)", line)}
+    """One line of `scontrol -o show ...`: Key=Value tokens separated by spaces.
+
+    A node's ``Reason=`` is free text to the end of the line (after every field scontrol prints, and with its
+    ``[user@time]``), so a reason that reads ``State=IDLE Gres=gpu:8`` must not be taken for the node's state
+    or GPUs: the fields are read only before the first free-text key, which takes the rest of the line, and a
+    key seen twice keeps its first value."""
+    out: dict[str, str] = {}
+    cut = _FREE_TEXT_AT.search(line)
+    head = line if cut is None else line[:cut.start()]
+    for k, v in re.findall(r"(\w+)=(\S*)", head):
+        out.setdefault(k, v)
+    if cut is not None:
+        key, _, rest = line[cut.start():].strip().partition("=")
+        out.setdefault(key, rest.strip())
+    return out
 
 
 POOL = "pool"
@@ -147,7 +165,7 @@ class Node:
 def _gres_gpus(text: str) -> int:
     """'gpu:4', 'gpu:a100:4(S:0-1)', 'gpu:2(IDX:0-1)' -> 4, 4, 2."""
     total = 0
-    for part in re.split(r",(?![^()]*\))", text):
+    for part in gres_parts(text):
         m = re.match(r"gpu(?::[A-Za-z0-9_.-]+)?:(\d+)", part.strip())
         if m:
             total += int(m.group(1))
