@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field, HttpUrl, ValidationError, field_validator, model_validator
 
 from daemon.config.fleet import FleetConfig
+from daemon.config.names import collisions
 from gateway.configfile import Strict as _Strict, format_validation_error, read_secret, read_toml
 from gateway.keys import ApiKey
 
@@ -858,6 +859,9 @@ class Config(_Strict):
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ValueError(f"duplicate tenant names: {sorted(dup)}")
+        clash = collisions(names)  # two tenants in one hold: one of them would lose it
+        if clash:
+            raise ValueError("; ".join(clash))
         return self
 
     @model_validator(mode="after")

@@ -662,6 +662,10 @@ def test_tenant_names_become_valid_distinct_label_values_and_names():
     assert len(set(parts)) == len(parts)                              # never two tenants on one label value
     for p in parts:
         assert len(p) <= 47 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", p), p
+    # issue 36: a tenant (and so its namespace) named as another's hashed part is not that other tenant
+    twin = name_part("ML Team")                                       # ml-team-<6 hex>
+    assert name_part(twin) != twin and name_part(twin).startswith(twin + "-")
+    assert name_part("ml-team-v2") == "ml-team-v2"
 
 
 def test_the_daemon_builds_both_kubernetes_actuators_from_one_config(tmp_path):

@@ -370,6 +370,18 @@ def test_hold_names_are_distinct_per_tenant_and_never_the_pools():
     assert hold_name("gpuas-hold", "team-high") == "gpuas-hold-team-high"
 
 
+def test_a_tenant_named_like_anothers_hashed_hold_gets_its_own():
+    """Issue 36: `ml_team-b4aa16` is a valid reservation name, and was `ml team`'s hold as it is; a name that ends
+    like a hash is hashed too now, so the two never share one (and one of them lose its hold)."""
+    from daemon.actuators.slurm.holds import hold_name
+
+    hashed = hold_name("gpuas-hold", "ml team")                      # gpuas-hold-ml_team-<6 hex>
+    twin = hashed.removeprefix("gpuas-hold-")
+    assert hold_name("gpuas-hold", twin) != hashed
+    assert hold_name("gpuas-hold", twin).startswith(hashed + "-")
+    assert hold_name("gpuas-hold", "ml-team-v2") == "gpuas-hold-ml-team-v2"   # not six hex digits: as it is
+
+
 def odd_plan(gpus: dict, pooled=()):
     return dataclasses.replace(plan(), reservations=gpus, pooled=pooled)
 
@@ -394,6 +406,27 @@ def test_tenants_named_pool_ml_team_and_ml_underscore_team_hold_their_own_reserv
         assert rep.ok, rep.errors
         assert {r.name: r.accounts for r in our_res(slurm)} == {
             "gpuas-hold-pool": ("acct-pool",), hold_name("gpuas-hold", "ml team"): ("acct-mlsp",)}
+    finally:
+        assert a.release_holds().ok and our_res(slurm) == []
+
+
+@pytest.mark.services
+def test_a_tenant_named_like_anothers_hold_and_that_other_hold_one_reservation_each(slurm):
+    """Real slurmctld: `ml team` and a tenant named as `ml team`'s hold was (`ml_team-<its hash>`) each get a
+    reservation of their own, admitting only their own account (before, both plans wrote one reservation)."""
+    from daemon.actuators.slurm.holds import hold_name
+
+    twin = hold_name("gpuas-hold", "ml team").removeprefix("gpuas-hold-")
+    tenants = [ODD[1], TenantConfig(name=twin, tier="high", slurm_account="acct-twin")]
+    a = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir="/usr/bin", hold_shrink_delay_s=0),
+                      tenants, dry_run=False)
+    try:
+        rep = a.apply(odd_plan({"ml team": 4, twin: 4}))
+        assert rep.ok, rep.errors
+        res = {r.name: r for r in our_res(slurm)}
+        assert sorted(r.accounts for r in res.values()) == [("acct-mlsp",), ("acct-twin",)]
+        assert sum(len(r.nodes) for r in res.values()) == 2
+        assert a.apply(odd_plan({"ml team": 4, twin: 4})).actions == []   # stable: neither takes the other's
     finally:
         assert a.release_holds().ok and our_res(slurm) == []
 

@@ -54,6 +54,35 @@ def test_errors_name_the_key(tmp_cfg, text, key):
     assert key in str(e.value)
 
 
+def _same_hash(variants):
+    """Two names of `variants` whose SHA-1 starts alike (six hex digits): found by search, a birthday in 2^24."""
+    import hashlib
+
+    seen = {}
+    for v in variants:
+        h = hashlib.sha1(v.encode()).hexdigest()[:6]
+        if h in seen:
+            return seen[h], v
+        seen[h] = v
+    raise AssertionError("no clash found")
+
+
+def test_tenants_whose_hold_names_would_be_one_are_refused_naming_both(tmp_cfg):
+    # issue 36: only a clash of the six-digit hash can give two tenants one hold now; the config says which two
+    import itertools
+
+    a, b = _same_hash("ml" + "".join(c) for c in itertools.product(" !@#$%^&", repeat=6))   # Slurm: "ml______-<h>"
+    with pytest.raises(ConfigError) as e:
+        load_config(tmp_cfg(f"[[tenants]]\nname={a!r}\n[[tenants]]\nname={b!r}\n"))
+    assert "Slurm hold" in str(e.value) and repr(a) in str(e.value) and repr(b) in str(e.value)
+    c, d = _same_hash("".join(x) for x in itertools.product(*[(ch, ch.upper()) for ch in "teamalphabetsoup"]))
+    with pytest.raises(ConfigError) as e:                                                    # Kubernetes: lower case
+        load_config(tmp_cfg(f"[[tenants]]\nname={c!r}\n[[tenants]]\nname={d!r}\n"))
+    assert "Kubernetes name" in str(e.value) and repr(c) in str(e.value) and repr(d) in str(e.value)
+    # a tenant named like another's hashed hold is its own tenant, not a clash (see test_slurm_holds)
+    assert len(load_config(tmp_cfg("[[tenants]]\nname='ml team'\n[[tenants]]\nname='ml_team-b4aa16'\n")).tenants) == 2
+
+
 def test_not_toml(tmp_cfg):
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(tmp_cfg("[policy\nx=1"))

@@ -1,16 +1,15 @@
 """Helpers on plain Kubernetes objects (pods, nodes, names, labels) that the Kubernetes modules share.
 
-This is the one leaf of the package: it imports nothing of the daemon, so ``actuator``, ``node_holds``,
-``view`` and ``kueue`` can all import it at the top and never have to import each other in a circle (before,
-``view`` and ``node_holds`` imported ``actuator`` for these helpers while ``actuator`` imported ``view``
-inside its methods). The imports between the other modules go one way: ``view`` and ``node_holds`` use only
-this module, ``actuator`` uses this and ``view``, ``kueue`` uses all of them.
+This is the one leaf of the package: it imports nothing of the daemon but the names (daemon.config.names),
+so ``actuator``, ``node_holds``, ``view`` and ``kueue`` can all import it at the top and never have to import
+each other in a circle (before, ``view`` and ``node_holds`` imported ``actuator`` for these helpers while
+``actuator`` imported ``view`` inside its methods). The imports between the other modules go one way: ``view``
+and ``node_holds`` use only this module, ``actuator`` uses this and ``view``, ``kueue`` uses all of them.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
+from daemon.config.names import k8s_name_part
 
 BLOCKING = ("NoSchedule", "NoExecute")  # taint effects that keep new pods off a node
 POOL_VALUE = "gpu-autoscaler.pool"  # the pool's hold label value: has a '.', which name_part never gives
@@ -29,10 +28,9 @@ def evictable(pod) -> bool:
 
 
 def name_part(tenant: str) -> str:
-    """A tenant name as a label value and DNS-1123 name part (lower case, at most 47 characters); names that
-    had to change get a short hash so two tenants never map to the same part."""
-    s = re.sub(r"[^a-z0-9-]+", "-", tenant.lower()).strip("-")[:40].strip("-") or "t"
-    return s if s == tenant else f"{s}-{hashlib.sha1(tenant.encode()).hexdigest()[:6]}"
+    """A tenant name as a label value and DNS-1123 name part (daemon.config.names: plain, or hashed so that two
+    tenants never map to the same part)."""
+    return k8s_name_part(tenant)
 
 
 def gpu_quantity(q) -> int:

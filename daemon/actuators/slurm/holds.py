@@ -34,16 +34,16 @@ they are read back from Slurm every cycle, so a hold left by a crash, a failed
 command or an old config is reconciled against the current plan (kept, resized
 or deleted).
 
-Names: ``<prefix>-<tenant>`` for a tenant whose name is a valid reservation name as it is, and
-``<prefix>-<tenant, odd characters as '_'>-<6 hex of its SHA-1>`` for any other and for a tenant named
-``pool``, so no two tenants share a hold and no tenant gets the pool's (``<prefix>-pool``). A hold made under
+Names (daemon.config.names): ``<prefix>-<tenant>`` for a tenant whose name is a valid reservation name as it
+is and does not end like a hash, and ``<prefix>-<tenant, odd characters as '_'>-<6 hex of its SHA-1>`` for any
+other and for a tenant named ``pool``, so no two tenants share a hold (the config refuses a clash of the hash)
+and no tenant gets the pool's (``<prefix>-pool``). A hold made under
 the name an earlier version gave (odd characters as '_', no hash) is not the tenant's any more: it is
 released like any stray hold of ours, and the tenant's new hold starts on its nodes.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 import time
 from dataclasses import dataclass
@@ -52,6 +52,7 @@ from typing import Callable
 from daemon.actuators import whole_nodes
 from daemon.actuators.base import ActionReport
 from daemon.actuators.slurm.gres import gres_parts
+from daemon.config.names import POOL, slurm_hold_name
 from daemon.policy.types import Plan
 from daemon.text import plural
 
@@ -102,22 +103,15 @@ def parse_kv_line(line: str) -> dict[str, str]:
     return out
 
 
-POOL = "pool"
-
-
 def pool_hold_name(prefix: str) -> str:
     """The reservation of the pooled tenants' hold."""
     return f"{prefix}-{POOL}"
 
 
 def hold_name(prefix: str, tenant: str) -> str:
-    """The reservation that holds `tenant`'s GPUs: ``<prefix>-<tenant>``; a name that had to change (odd
-    characters as '_') or would be the pool's gets a short hash of the tenant's name, as the Kueue names do,
-    so two tenants never share a hold (``ml team`` and ``ml_team``) and none takes the pool's."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", tenant)
-    if safe == tenant and tenant != POOL:
-        return f"{prefix}-{tenant}"
-    return f"{prefix}-{safe}-{hashlib.sha1(tenant.encode()).hexdigest()[:6]}"
+    """The reservation that holds `tenant`'s GPUs (daemon.config.names: plain, or hashed so that no two tenants
+    share one and none takes the pool's)."""
+    return slurm_hold_name(prefix, tenant)
 
 
 def legacy_hold_name(prefix: str, tenant: str) -> str:
