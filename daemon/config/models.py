@@ -572,6 +572,11 @@ class FailoverConfig(_Strict):
                                     "together against breaker_max_nodes and breaker_max_share; once tripped, no "
                                     "failover until this long after the last report over the limit")
     node_cache_s: float = Field(30.0, ge=0, description="how long the scheduler's node list is reused")
+    max_alert_age_s: float = Field(600.0, gt=0, allow_inf_nan=False, description="an alert that started firing "
+                                   "(or, resolved, ended) longer ago than this is refused, counted "
+                                   "(gpuas_alerts_total outcome=stale) and logged: a post replayed or held back "
+                                   "for hours must not fence a node or run a cycle. Alertmanager re-sends a firing "
+                                   "alert with its first startsAt, so only its first posts within this act")
     confirm_with_scheduler: bool = Field(
         True, description="before requeueing a node's jobs on a node-down alert, ask the scheduler whether it sees "
         "the node failed too (Slurm: DOWN, DRAIN, FAIL or NOT_RESPONDING; Kubernetes: Ready False or Unknown); when "

@@ -4,11 +4,14 @@ Parsing is strict: a payload that is not what Alertmanager sends is refused
 with a message saying which field is wrong, and nothing is acted on. Node
 names must name exactly one known node (no ranges, lists or globs), only
 configured alert names fence nodes, and a circuit breaker turns a mass
-report into an alert for a human instead of a mass failover.
+report into an alert for a human instead of a mass failover. An alert older than
+``failover.max_alert_age_s`` (a firing one by its ``startsAt``, a resolved one by its ``endsAt``) is refused:
+a post replayed or delayed for hours must not fence a node that has long been fine again, nor run cycles.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from dataclasses import dataclass
 from typing import Callable, Literal
@@ -61,9 +64,27 @@ def parse(body: bytes) -> WebhookPayload:
 
 @dataclass(frozen=True)
 class Action:
-    kind: Literal["node_down", "node_up", "cycle_now", "ignore"]
+    kind: Literal["node_down", "node_up", "cycle_now", "ignore", "stale"]
     alertname: str
     node: str | None = None
+    age_s: float = 0.0   # how long ago the alert started (firing) or ended (resolved), when it is stale
+
+
+def alert_time(text: str, where: str) -> dt.datetime:
+    """An RFC 3339 time as Alertmanager writes it (nanoseconds allowed), or a PayloadError naming the field."""
+    try:
+        t = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise PayloadError(f"{where}: {text[:40]!r} is not an RFC 3339 time") from None
+    return t if t.tzinfo is not None else t.replace(tzinfo=dt.timezone.utc)
+
+
+def age_s(alert: Alert, i: int, now: dt.datetime) -> float:
+    """Seconds since the alert started firing, or for a resolved one since it ended (its endsAt, when set)."""
+    when = alert_time(alert.startsAt, f"alerts.{i}.startsAt")
+    if alert.status == "resolved" and alert.endsAt and not alert.endsAt.startswith("0001-"):
+        when = alert_time(alert.endsAt, f"alerts.{i}.endsAt")
+    return (now - when).total_seconds()
 
 
 def node_label(alert: Alert, labels: list[str]) -> tuple[str, str] | None:
@@ -90,12 +111,25 @@ def check_node_name(value: str, where: str, known: Callable[[str], bool]) -> str
     return value
 
 
-def actions(payload: WebhookPayload, cfg: FailoverConfig, known: Callable[[str], bool]) -> list[Action]:
+def actions(payload: WebhookPayload, cfg: FailoverConfig, known: Callable[[str], bool],
+            now: dt.datetime | None = None) -> list[Action]:
     """Map each alert to what the daemon does about it.
 
-    Every node name is checked before anything is acted on: one bad name refuses the whole post.
-    Only alert names configured in ``failover.node_down_alerts`` may fence a node.
+    Every node name and time is checked before anything is acted on: one bad one refuses the whole post.
+    Only alert names configured in ``failover.node_down_alerts`` may fence a node. An alert older than
+    ``failover.max_alert_age_s`` at `now` (default: the clock) is ``stale``: nothing is done for it.
     """
+    now = now or dt.datetime.now(dt.timezone.utc)
+    out = [_stale_or(act, age_s(a, i, now), cfg.max_alert_age_s)
+           for i, (a, act) in enumerate(zip(payload.alerts, _actions(payload, cfg, known)))]
+    return out
+
+
+def _stale_or(act: Action, age: float, limit: float) -> Action:
+    return Action("stale", act.alertname, act.node, age) if age > limit and act.kind != "ignore" else act
+
+
+def _actions(payload: WebhookPayload, cfg: FailoverConfig, known: Callable[[str], bool]) -> list[Action]:
     out: list[Action] = []
     node_down = set(cfg.node_down_alerts)
     cycle = set(cfg.cycle_alerts)

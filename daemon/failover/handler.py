@@ -72,6 +72,11 @@ class Failover:
                 if rt.store is not None:
                     rt.store.log_event(dt.datetime.now(dt.timezone.utc).isoformat(), "mass_node_failure",
                                        {"nodes": down, "count": count, "limit": lim})
+        stale = [a for a in acts if a.kind == "stale"]
+        if stale:  # one line per post, however many alerts it replays
+            log.warning("webhook: %d alert(s) older than failover.max_alert_age_s = %gs refused (oldest: %s, %.0fs "
+                        "ago); nothing done for them", len(stale), fc.max_alert_age_s,
+                        max(stale, key=lambda a: a.age_s).alertname, max(a.age_s for a in stale))
         done: list[dict] = []
         want_cycle = False
         for act in acts:
@@ -80,6 +85,9 @@ class Failover:
             rt.metrics.count_alert(act.alertname, kind, (*fc.node_down_alerts, *fc.cycle_alerts))
             if kind == "breaker":
                 done.append({"action": "refused", "alert": act.alertname, "node": act.node, "reason": tripped})
+            elif kind == "stale":
+                done.append({"action": "refused", "alert": act.alertname, "node": act.node,
+                             "reason": f"stale: {act.age_s:.0f}s old, over failover.max_alert_age_s"})
             elif act.kind == "node_down" and act.node:
                 done.append({"action": "node_down", **self.node_down(act.node, received, act.alertname)})
                 want_cycle = True

@@ -41,6 +41,40 @@ def test_only_configured_alert_names_fence_a_node():
     assert [a.kind for a in alerts.actions(p, cfg, KNOWN.__contains__)][:2] == ["node_down", "node_down"]
 
 
+def test_an_alert_older_than_the_window_is_stale_and_a_bad_time_is_refused():
+    import datetime as dt
+
+    now = dt.datetime(2026, 12, 6, 3, 0, tzinfo=dt.timezone.utc)
+    old = {"startsAt": "2026-12-06T02:49:59.123456789Z"}                    # 10 min 1 s: Alertmanager's nanoseconds
+    fresh = {"startsAt": "2026-12-06T02:55:00+00:00"}
+    p = parsed({**alert("GPUNodeDown", node="gpu-node-1"), **old}, {**alert("GPUNodeDown", node="gpu-node-2"), **fresh},
+               {**alert("GPUClusterLoadHigh"), **old},
+               {**alert("GPUNodeDown", status="resolved", node="gpu-node-3"), **old, "endsAt": "2026-12-06T02:59:00Z"})
+    acts = alerts.actions(p, FailoverConfig(), KNOWN.__contains__, now=now)
+    assert [(a.kind, a.node) for a in acts] == [("stale", "gpu-node-1"), ("node_down", "gpu-node-2"),
+                                                ("stale", None), ("node_up", "gpu-node-3")]
+    assert 600 < acts[0].age_s < 602
+    assert alerts.actions(p, FailoverConfig(max_alert_age_s=3600), KNOWN.__contains__, now=now)[0].kind == "node_down"
+    with pytest.raises(alerts.PayloadError, match="alerts.1.startsAt: 'yesterday' is not an RFC 3339 time"):
+        alerts.actions(parsed(alert("GPUNodeDown", node="gpu-node-1"),
+                              {**alert("GPUNodeDown", node="gpu-node-2"), "startsAt": "yesterday"}),
+                       FailoverConfig(), KNOWN.__contains__, now=now)
+
+
+def test_an_old_alert_posted_fences_nothing_and_is_counted_and_logged_once(daemon, caplog):
+    d, base = daemon
+    node = running_nodes(d)[0]
+    old = {**alert("GPUNodeDown", node=d.runtime.sim.node_name(node)), "startsAt": "2026-01-06T13:30:00Z"}
+    with caplog.at_level("WARNING", logger="gpu_autoscaler.service"):
+        r = httpx.post(f"{base}/alerts", json=payload([old, old]), headers=AUTH)
+    assert r.status_code == 200
+    assert [a["action"] for a in r.json()["actions"]] == ["refused", "refused"]
+    assert "over failover.max_alert_age_s" in r.json()["actions"][0]["reason"]
+    assert d.runtime.sim.cluster.node_ok[node] and not d.runtime.store.events("node_down")
+    assert 'gpuas_alerts_total{alertname="GPUNodeDown",outcome="stale"} 2.0' in httpx.get(f"{base}/metrics").text
+    assert len([m for m in caplog.messages if "older than failover.max_alert_age_s" in m]) == 1
+
+
 def test_breaker_counts_distinct_nodes_in_a_window():
     b = alerts.Breaker(FailoverConfig(breaker_max_nodes=3, breaker_max_share=0.5, breaker_window_s=60))
     assert b.admit(["a"], 0, 100)[0] and b.admit(["a", "b"], 1, 100)[0] and b.admit(["c"], 2, 100)[0]

@@ -35,6 +35,7 @@ from daemon.sources.base import SourceError
 from daemon.sources.prometheus import PrometheusSource
 from daemon.state.store import StateStore
 from tests.conftest import free_port, need_binary
+from tests.support.daemons import just_now
 from tests.support.services import _http_server, redis_server, slurm_cluster, wait_for
 
 pytestmark = [pytest.mark.chaos, pytest.mark.services]
@@ -452,7 +453,7 @@ def test_fuzzed_webhook_bodies_never_fence_a_node_or_crash(tmp_path, caplog):
         good = json.dumps({"version": "4", "status": "firing", "receiver": "r", "groupKey": "g",
                            "alerts": [{"status": "firing", "labels": {"alertname": "GPUNodeDown",
                                                                       "node": "sim-node-0003"},
-                                       "startsAt": "2026-01-01T00:00:00Z"}]}).encode()
+                                       "startsAt": just_now()}]}).encode()
         assert asyncio.run(post(good, True)).status_code == 200
         assert not d.runtime.sim.cluster.node_ok[3]
     d.runtime.close()

@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 from tests.conftest import REPO
+from tests.support.daemons import just_now
 
 
 def cli_env() -> dict:
@@ -122,7 +123,7 @@ def _start(args, cwd):
 
 def _alert_post(name="GPUClusterLoadHigh"):
     return {"version": "4", "groupKey": "g", "status": "firing", "receiver": "r",
-            "alerts": [{"status": "firing", "labels": {"alertname": name}, "startsAt": "2026-01-06T13:30:00Z"}]}
+            "alerts": [{"status": "firing", "labels": {"alertname": name}, "startsAt": just_now()}]}
 
 
 def test_embedded_simulator_prints_a_webhook_token_for_the_run(tmp_path):

@@ -16,6 +16,7 @@ from daemon.service.telemetry import DaemonMetrics
 from daemon.service.wiring import build_runtime
 from forecaster.types import Forecast
 from tests.conftest import free_port
+from tests.support.daemons import just_now
 from tests.support.services import wait_for
 
 WEBHOOK = "webhook-token-0123456789"
@@ -47,7 +48,7 @@ def test_a_webhook_post_of_random_alert_names_adds_at_most_one_series(tmp_path):
         wait_for(lambda: d.cycles_done >= 1, what="a cycle", timeout=60)
         rng = random.Random(7)
         names = {"".join(rng.choices(string.ascii_letters, k=24)) for _ in range(1000)}
-        alerts = [{"status": "firing", "labels": {"alertname": n}, "startsAt": "2026-01-06T13:30:00Z"} for n in names]
+        alerts = [{"status": "firing", "labels": {"alertname": n}, "startsAt": just_now()} for n in names]
         before = series(httpx.get(f"{base}/metrics").text, "gpuas_alerts_total")
         r = httpx.post(f"{base}/alerts", json={"version": "4", "groupKey": "g", "status": "firing", "receiver": "r",
                                                "alerts": alerts}, headers={"Authorization": f"Bearer {WEBHOOK}"})
@@ -60,7 +61,7 @@ def test_a_webhook_post_of_random_alert_names_adds_at_most_one_series(tmp_path):
         r = httpx.post(f"{base}/alerts", json={"version": "4", "groupKey": "g", "status": "firing", "receiver": "r",
                                                "alerts": [{"status": "firing",
                                                            "labels": {"alertname": "GPUClusterLoadHigh"},
-                                                           "startsAt": "2026-01-06T13:30:00Z"}]},
+                                                           "startsAt": just_now()}]},
                        headers={"Authorization": f"Bearer {WEBHOOK}"})
         assert r.status_code == 200
         assert 'gpuas_alerts_total{alertname="GPUClusterLoadHigh",outcome="cycle_now"} 1.0' in \

@@ -3,6 +3,7 @@
 The fixtures that start one (`daemon`, `api`) are in tests/support/fixtures.py, loaded for every test.
 """
 
+import datetime as dt
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
@@ -21,6 +22,11 @@ def sim_cfg(tmp_path, port, **server):
                   access={"tokens": [{"name": "ops", "role": "operator", "token": OPERATOR}]})
 
 
+def just_now() -> str:
+    """An alert's startsAt for now: the webhook refuses alerts older than failover.max_alert_age_s."""
+    return dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
 def payload(alerts, status="firing"):
     return {"version": "4", "groupKey": "{}:{alertname=\"GPUNodeDown\"}", "truncatedAlerts": 0, "status": status,
             "receiver": "gpu-autoscaler", "groupLabels": {}, "commonLabels": {}, "commonAnnotations": {},
@@ -29,7 +35,7 @@ def payload(alerts, status="firing"):
 
 def alert(name, status="firing", **labels):
     return {"status": status, "labels": {"alertname": name, **labels}, "annotations": {},
-            "startsAt": "2026-01-06T13:30:00Z", "endsAt": "0001-01-01T00:00:00Z",
+            "startsAt": just_now(), "endsAt": "0001-01-01T00:00:00Z",
             "generatorURL": "http://prom/graph", "fingerprint": "abc"}
 
 

@@ -10,7 +10,7 @@ from daemon.service.loop import Daemon
 from daemon.service.wiring import build_runtime
 from daemon.web.auth import Access
 from tests.conftest import free_port
-from tests.support.daemons import OP, T1, T2, TOKENS, api_cfg, h
+from tests.support.daemons import OP, T1, T2, TOKENS, api_cfg, h, just_now
 from tests.support.services import wait_for
 
 ENDPOINTS = ["/plan", "/api/v1/plan", "/api/v1/tenants", "/api/v1/tenants/tenant-0001", "/api/v1/events",
@@ -318,7 +318,7 @@ def test_webhook_and_api_take_the_scheme_in_any_case(tmp_path):
     base = f"http://127.0.0.1:{port}"
     body = {"version": "4", "groupKey": "g", "status": "firing", "receiver": "r",
             "alerts": [{"status": "firing", "labels": {"alertname": "SomethingElse"},
-                        "startsAt": "2026-01-06T13:30:00Z"}]}
+                        "startsAt": just_now()}]}
     try:
         for scheme in ("Bearer", "bearer", "BEARER"):
             r = httpx.post(f"{base}/alerts", json=body, headers={"Authorization": f"{scheme} webhook-token-0123456789"})

@@ -15,6 +15,7 @@ from daemon.policy.types import Notification, Plan, PolicyMemory, Preemption, Ra
 from daemon.service.loop import Daemon
 from daemon.service.wiring import build_runtime
 from tests.conftest import free_port
+from tests.support.daemons import just_now
 from tests.support.services import wait_for
 
 pytestmark = [pytest.mark.security, pytest.mark.timeout(180)]
@@ -48,7 +49,7 @@ def alert(node):
     return {"version": "4", "groupKey": "g", "truncatedAlerts": 0, "status": "firing", "receiver": "gpu-autoscaler",
             "groupLabels": {}, "commonLabels": {}, "commonAnnotations": {}, "externalURL": "http://am:9093",
             "alerts": [{"status": "firing", "labels": {"alertname": "GPUNodeDown", "node": node}, "annotations": {},
-                        "startsAt": "2026-01-06T13:30:00Z", "endsAt": "0001-01-01T00:00:00Z",
+                        "startsAt": just_now(), "endsAt": "0001-01-01T00:00:00Z",
                         "generatorURL": "http://prom/graph", "fingerprint": "abc"}]}
 
 
