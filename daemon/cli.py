@@ -642,16 +642,19 @@ def shadow_report_cmd(ctx: click.Context, tenant: str | None, last: int | None, 
 
 
 @cli.command(name="node-exporter")
-@click.option("--host", default="0.0.0.0", show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to serve on; this host only unless given (e.g. the node's address for Prometheus).")
 @click.option("--port", type=click.IntRange(0, 65535), default=9445, show_default=True)
+@click.option("--squeue", default="squeue", show_default=True,
+              help="squeue that names a Slurm job's account (the job id comes from the process's cgroup).")
 @click.option("--once", is_flag=True, help="Print the metrics once and exit (no server).")
-def node_exporter(host: str, port: int, once: bool) -> None:
+def node_exporter(host: str, port: int, squeue: str, once: bool) -> None:
     """Serve per-GPU utilisation, memory and process->tenant from NVML (pynvml)."""
     from prometheus_client import generate_latest, start_http_server
 
-    from daemon.sources.nvml_exporter import registry
+    from daemon.sources.nvml_exporter import SlurmAccounts, registry
 
-    reg, col = registry()
+    reg, col = registry(SlurmAccounts(squeue))
     if col.error:
         click.echo(f"gpu-autoscaler node-exporter: {col.error}; serving gpuas_node_nvml_up 0", err=True)
     else:

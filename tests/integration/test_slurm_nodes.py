@@ -224,3 +224,24 @@ def test_a_node_down_alert_slurm_backs_is_acted_on(slurm, tmp_path):
         slurm_run(slurm["env"], "scancel", *jobs, check=False)
         slurm_run(slurm["env"], "scontrol", "update", "NodeName=gn2", "State=RESUME", check=False)
         wait_for(lambda: gone(slurm, *jobs), what="jobs gone", timeout=60)
+
+
+def test_the_nvml_exporter_names_a_jobs_account_from_slurm_not_from_its_environment(slurm, tmp_path):
+    """Issue 36, on the real slurmctld: a process whose cgroup is slurmstepd's job_<id> and whose environment claims
+    SLURM_JOB_ACCOUNT=acct-high is the job's real account (asked of squeue); a job Slurm does not know is named by
+    its id. (The test slurmd does not use cgroups, so the /proc entry is fabricated around the real job id.)"""
+    from daemon.sources.nvml_exporter import SlurmAccounts, tenant_of_pid
+
+    job = sbatch(slurm, "--partition=low", "--account=acct-low", "--gres=gpu:1")
+    try:
+        wait_for(lambda: running(slurm, job), what="job running", timeout=60)
+        for pid, jid in ((100, job), (101, "999999")):
+            (tmp_path / str(pid)).mkdir()
+            (tmp_path / str(pid) / "environ").write_bytes(b"SLURM_JOB_ACCOUNT=acct-high\0")
+            (tmp_path / str(pid) / "cgroup").write_text(f"0::/system.slice/slurmstepd.scope/job_{jid}/step_0\n")
+        accounts = SlurmAccounts(env=slurm["env"])
+        assert tenant_of_pid(100, tmp_path, accounts) == "acct-low"
+        assert tenant_of_pid(101, tmp_path, accounts) == "slurm-job-999999"
+    finally:
+        slurm_run(slurm["env"], "scancel", job, check=False)
+        wait_for(lambda: gone(slurm, job), what="job gone", timeout=60)

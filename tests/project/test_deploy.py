@@ -78,16 +78,57 @@ def test_node_exporter_says_no_driver_clearly():
     assert "gpuas_node_nvml_up" in r.stdout and 'gpuas_node_nvml_up{driver=""} 0.0' in r.stdout
 
 
-def test_tenant_of_pid_reads_slurm_and_cgroups(tmp_path):
+def test_tenant_of_pid_reads_the_job_from_the_cgroup_never_the_environment(tmp_path):
+    """Issue 36: the account came from the process's own SLURM_JOB_ACCOUNT, which the user sets. Now the job id comes
+    from slurmstepd's cgroup path (v1 and v2 shapes) and the account from Slurm for that job (here a lookup that
+    records what it was asked); the environment is not read."""
     from daemon.sources.nvml_exporter import tenant_of_pid
 
-    (tmp_path / "10").mkdir()
-    (tmp_path / "10" / "environ").write_bytes(b"PATH=/bin\0SLURM_JOB_ACCOUNT=team-a\0")
-    (tmp_path / "11").mkdir()
-    (tmp_path / "11" / "cgroup").write_text("0::/system.slice/slurmstepd.scope/job_4242/step_0\n")
-    assert tenant_of_pid(10, tmp_path) == "team-a"
-    assert tenant_of_pid(11, tmp_path) == "slurm-job-4242"
-    assert tenant_of_pid(12, tmp_path) == "unknown"
+    def proc(pid, cgroup=None, env=b"PATH=/bin\0SLURM_JOB_ACCOUNT=team-high\0"):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "environ").write_bytes(env)
+        if cgroup is not None:
+            (tmp_path / str(pid) / "cgroup").write_text(cgroup)
+
+    asked = []
+    accounts = {"4242": "team-low", "77": "team-b"}
+
+    def account_of(job):
+        asked.append(job)
+        return accounts.get(job)
+
+    proc(10, "0::/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0\n")          # cgroup v2
+    proc(11, "12:devices:/slurm/uid_1000/job_77/step_batch\n4:memory:/slurm/uid_1000/job_77/step_batch\n")  # v1
+    proc(12, "0::/system.slice/slurmstepd.scope/job_9/step_0/user/task_0/job_4242/\n")   # a job_ made below its own
+    proc(13)                                                                               # no cgroup: the env alone
+    proc(14, "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1b2c3d4e_0000_4000_8000_"
+             "123456789abc.slice/cri-containerd-aa.scope\n")
+    assert tenant_of_pid(10, tmp_path, account_of) == "team-low"         # not the team-high its environment says
+    assert tenant_of_pid(11, tmp_path, account_of) == "team-b"
+    assert tenant_of_pid(12, tmp_path, account_of) == "slurm-job-9"      # its own job, which Slurm did not name
+    assert tenant_of_pid(13, tmp_path, account_of) == "unknown"
+    assert tenant_of_pid(14, tmp_path, account_of) == "k8s-pod-1b2c3d4e-0000-4000-8000-123456789abc"
+    assert tenant_of_pid(15, tmp_path, account_of) == "unknown"          # gone
+    assert asked == ["4242", "77", "9"]
+
+
+def test_the_node_exporter_serves_this_host_only_unless_told():
+    """Issue 36: it listened on 0.0.0.0 by default. The socket it opens, read from /proc/net/tcp: 127.0.0.1."""
+    from tests.conftest import free_port
+
+    port = free_port()
+    p = subprocess.Popen([sys.executable, "-m", "daemon.cli", "node-exporter", "--port", str(port)],
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        for line in p.stderr:
+            if "serving http://" in line:
+                break
+        listening = [ln.split()[1] for ln in Path("/proc/net/tcp").read_text().splitlines()[1:]
+                     if ln.split()[3] == "0A" and ln.split()[1].endswith(f":{port:04X}")]
+        assert listening == [f"0100007F:{port:04X}"], listening             # 127.0.0.1, little-endian hex
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
 
 
 def test_shipped_scrape_job_passes_promtool(tmp_path):
