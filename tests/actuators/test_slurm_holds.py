@@ -449,3 +449,31 @@ def test_a_hold_under_its_old_name_is_released_and_the_tenant_keeps_its_nodes(sl
     finally:
         a.release_holds()
         slurm_run(slurm["env"], "scontrol", "delete", "ReservationName=gpuas-hold-ml_team", check=False)
+
+
+# ---- a reclaim re-checks the live job (issue 36) -------------------------------------------------------------
+def test_a_job_started_anew_under_its_id_or_moved_to_another_tier_is_not_requeued():
+    """The health reclaim re-reads the job right before the requeue and compares it with the job the cycle read
+    (cluster_jobs): the same id with another start (requeued and running again) or submit time, or a QOS that
+    makes it another tier, is left alone; the job as read is requeued. squeue's lines as Slurm prints them
+    (SQUEUE_FMT, %S last); the real slurmctld needs two minutes to start a requeued job again."""
+    from daemon.actuators.slurm.actuator import SQUEUE_FMT, parse_squeue
+
+    assert SQUEUE_FMT.endswith("|%S")
+
+    def line(start="2026-12-06T02:00:00", submit="2026-12-06T01:59:00", qos="normal"):
+        return f"77|acct-low|low|{qos}|RUNNING|gn1|2:00:00|gres/gpu:4|None|{submit}|(null)|1|{start}"
+
+    a = SlurmActuator(SlurmActuatorConfig(priority_by_qos={"urgent": "high"}), TENANTS, dry_run=True)
+    now = {"out": line()}
+    a.jobs = lambda job_ids=None, node=None, states=None: parse_squeue(now["out"])
+    assert parse_squeue(line())[0].started == parse_squeue(line())[0].started > 0
+    a.cluster_jobs(tuple(t.name for t in TENANTS))
+    for changed, why in ((line(start="2026-12-06T02:30:00"), "not the job the cycle read"),
+                         (line(submit="2026-12-06T02:10:00"), "not the job the cycle read"),
+                         (line(qos="urgent"), "its tier is high now, low when the cycle read it")):
+        now["out"] = changed
+        rep = a.reclaim(["77"], "health: idle")
+        assert not any("requeue" in x for x in rep.actions) and any(why in x for x in rep.actions), rep.actions
+    now["out"] = line()
+    assert "scontrol requeue 77" in a.reclaim(["77"], "health: idle").actions

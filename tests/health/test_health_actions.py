@@ -221,3 +221,47 @@ def test_a_bare_pod_is_not_evicted_by_default():
         res = runner.run(st, [act], acting=True, budget=(64.0, 10.0))
         assert [e["path"] for e in evictions(cap)] == ["/api/v1/namespaces/batch/pods/train-1/eviction"]
         assert any(a.startswith("skip batch/bare-1: no controller") for r in res.reports for a in r.actions)
+
+
+def _with_uid(p, uid, pclass=None):
+    p = {**p, "metadata": {**p["metadata"], "uid": uid}}
+    if pclass is not None:
+        p["spec"] = {**p["spec"], "priorityClassName": pclass}
+    return p
+
+
+def test_a_pod_replaced_under_the_same_name_or_moved_to_another_class_is_not_evicted():
+    """Issue 36: the reclaim re-reads the pod right before the eviction and compares it with the pod the cycle read
+    (cluster_jobs): another UID (re-created under the name) or another PriorityClass is left alone; the pod still
+    the one read is evicted with its UID as the eviction's precondition, and a 409 (replaced in between) is a skip."""
+    read = _with_uid(pod("batch", "train-1", "gpu-autoscaler-low", owner="Job"), "uid-read")
+    live = {"pod": read}
+    def eviction(path, body):
+        sent = (body["deleteOptions"].get("preconditions") or {}).get("uid")
+        return (409, {"kind": "Status", "code": 409, "reason": "Conflict"}) if sent != live["pod"]["metadata"]["uid"] \
+            else (201, {})
+
+    routes = {**ROUTES,
+              ("GET", r"/api/v1/pods"): (200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": [read]}),
+              ("GET", r"/api/v1/namespaces/batch/pods/train-1"): lambda path, body: (200, live["pod"]),
+              ("POST", r"/api/v1/namespaces/batch/pods/train-1/eviction"): eviction}
+    with capture_server(routes) as (api, cap):
+        tenants = [TenantConfig(name="team-low", tier="low", k8s_namespace="batch")]
+        act = KubernetesActuator(api, KubernetesActuatorConfig(grace_period_s=20), tenants, dry_run=False)
+        act.cluster_jobs(("team-low",))
+        live["pod"] = _with_uid(read, "uid-new")                                      # re-created under the name
+        rep = act.reclaim(["batch/train-1"], "health: idle")
+        assert evictions(cap) == [] and any("not the pod the cycle read" in a for a in rep.actions), rep.actions
+        live["pod"] = _with_uid(read, "uid-read", "gpu-autoscaler-high")              # same pod, now high
+        rep = act.reclaim(["batch/train-1"], "health: idle")
+        assert evictions(cap) == [] and any("PriorityClass" in a for a in rep.actions), rep.actions
+        live["pod"] = read                                                            # the pod the cycle read
+        rep = act.reclaim(["batch/train-1"], "health: idle")
+        (ev,) = evictions(cap)
+        assert ev["body"]["deleteOptions"]["preconditions"] == {"uid": "uid-read"} and rep.ok, rep.errors
+        # replaced between the re-read and the eviction: the API refuses the precondition, nothing is evicted
+        live["pod"] = read
+        routes[("GET", r"/api/v1/namespaces/batch/pods/train-1")] = lambda path, body: (
+            200, live.update(pod=_with_uid(read, "uid-newer")) or read)
+        rep = act.reclaim(["batch/train-1"], "health: idle")
+        assert rep.ok and any("replaced before the eviction" in a for a in rep.actions), (rep.actions, rep.errors)

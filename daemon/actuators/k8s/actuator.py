@@ -103,6 +103,8 @@ class KubernetesActuator:
         self.enforce_plan = enforce_plan  # False beside Kueue: quotas and reclaim are Kueue's, failover stays here
         self.hold_label = hold_label  # beside Kueue: the label and taint of its node holds (read back in cluster_nodes)
         self._retry: dict[str, str] = {}  # job id -> reason: failed-node evictions a PDB refused, retried each cycle
+        # job id -> (pod UID, PriorityClass) as the last cluster_jobs read it: what decisions were made on
+        self._seen: dict[str, tuple[str, str]] = {}
         self._quotas: dict[str, int | None] = {}  # namespace -> GPUs our quota caps; None: we have none there
         self._classes_ok = False
         self._quotas_swept = False  # start-up: our quotas that no plan of this configuration can ask for are gone
@@ -264,12 +266,31 @@ class KubernetesActuator:
             return None
         return live
 
-    def _evict(self, rep: ActionReport, job_id: str, reason: str) -> bool:
-        """Eviction API with the configured grace period; False when refused (a PDB answers 429)."""
+    def _changed(self, job_id: str, live) -> str | None:
+        """Why the live pod is not the one the cycle read (cluster_jobs) and decided on, or None when it is (or the
+        cycle did not read it): another UID is another pod under the same name (a StatefulSet's, a re-created
+        one); another PriorityClass changes what may be done to it. Checked right before an eviction, which then
+        carries the UID as its precondition, so the API refuses it if the pod is replaced in between."""
+        seen = self._seen.get(job_id)
+        if seen is None:
+            return None
+        uid, pclass = seen
+        if live.metadata.uid != uid:
+            return f"not the pod the cycle read (UID {live.metadata.uid}, read {uid}): replaced, left alone"
+        if (live.spec.priority_class_name or "") != pclass:
+            return (f"its PriorityClass is {live.spec.priority_class_name!r} now, {pclass!r} when the cycle read it: "
+                    "left alone")
+        return None
+
+    def _evict(self, rep: ActionReport, job_id: str, reason: str, uid: str | None = None) -> bool:
+        """Eviction API with the configured grace period; False when refused (a PDB answers 429). `uid`: the pod
+        just checked; the eviction's precondition, so a pod re-created under the name meanwhile is not evicted."""
         ns, _, pod = job_id.partition("/")
         body = k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name=pod, namespace=ns,
                                                          annotations={"gpu-autoscaler/reason": reason[:250]}),
-                              delete_options=k8s.V1DeleteOptions(grace_period_seconds=self.cfg.grace_period_s))
+                              delete_options=k8s.V1DeleteOptions(
+                                  grace_period_seconds=self.cfg.grace_period_s,
+                                  preconditions=k8s.V1Preconditions(uid=uid) if uid else None))
         self._may(f"evict {job_id}", (job_id,))
         rep.actions.append(f"evict {job_id} (grace {self.cfg.grace_period_s} s)")
         if self.dry_run:
@@ -279,6 +300,9 @@ class KubernetesActuator:
             return True
         except ApiException as exc:
             if exc.status == 404:
+                return True
+            if exc.status == 409 and uid:
+                rep.actions.append(f"skip {job_id}: replaced before the eviction (its UID is not {uid})")
                 return True
             why = "a PodDisruptionBudget refused it, retried next cycle" if exc.status == 429 else exc.reason
             rep.errors.append(f"evict {job_id}: {exc.status} {why}")
@@ -297,7 +321,11 @@ class KubernetesActuator:
             return
         if self._too_young(rep, job_id, live):
             return
-        self._evict(rep, job_id, reason)
+        why = self._changed(job_id, live)
+        if why is not None:
+            rep.actions.append(f"skip {job_id}: {why}")
+            return
+        self._evict(rep, job_id, reason, live.metadata.uid)
 
     def _too_young(self, rep: ActionReport, job_id: str, live) -> bool:
         """Whether the live pod has run less than policy.preempt_min_runtime_s (said in the report): the minimum
@@ -351,6 +379,8 @@ class KubernetesActuator:
         """Pods of tenant namespaces that ask for GPUs, Pending or Running, as the policy's Jobs (view.py).
         Raises ApiException when the API does not answer."""
         pods = self.core.list_pod_for_all_namespaces(field_selector=LIVE_PODS)
+        self._seen = {f"{p.metadata.namespace}/{p.metadata.name}": (p.metadata.uid, p.spec.priority_class_name or "")
+                      for p in pods.items if p.metadata.namespace in self.tenant_of}
         return pods_as_jobs(pods.items, self.tenant_of, self.cfg.gpu_resource, tenants, resolver=self.resolver)
 
     def cluster_nodes(self, tenants: tuple[str, ...]) -> Nodes:
@@ -411,8 +441,9 @@ class KubernetesActuator:
         """Pods the health policy found idle or hung: evicted through the Eviction API with the grace period (a
         PDB's refusal is reported, not retried: the next cycle decides again on fresh telemetry). DaemonSet and
         mirror pods and pods outside tenant namespaces are never touched; a pod not running or younger than
-        policy.preempt_min_runtime_s is skipped, and so is a pod with no controller (ownerReferences) unless
-        reclaim_bare_pods: nothing would recreate it. Each eviction is fenced."""
+        policy.preempt_min_runtime_s is skipped, and so is one that is not the pod the cycle read or not in its
+        PriorityClass (_changed; the eviction carries the UID as its precondition), and a pod with no controller
+        (ownerReferences) unless reclaim_bare_pods: nothing would recreate it. Each eviction is fenced."""
         rep = ActionReport(self.name, self.dry_run)
         with stop_on_fence(rep):
             for jid in job_ids:
@@ -429,7 +460,11 @@ class KubernetesActuator:
                     continue
                 if self._too_young(rep, jid, live):
                     continue
-                self._evict(rep, jid, reason)
+                why = self._changed(jid, live)
+                if why is not None:
+                    rep.actions.append(f"skip {jid}: {why}")
+                    continue
+                self._evict(rep, jid, reason, live.metadata.uid)
         return rep
 
     def notify(self, notes: list[Notification]) -> ActionReport:

@@ -45,7 +45,7 @@ from daemon.text import plural
 
 log = logging.getLogger("gpu_autoscaler.actuator.slurm")
 COMMENT_TAG = "gpu-autoscaler:"
-SQUEUE_FMT = "%i|%a|%P|%q|%T|%N|%M|%b|%r|%V|%v|%D"
+SQUEUE_FMT = "%i|%a|%P|%q|%T|%N|%M|%b|%r|%V|%v|%D|%S"
 
 
 class SlurmError(Exception):
@@ -66,6 +66,7 @@ class SlurmJob:
     submitted: float = float("nan")  # epoch seconds (squeue prints the controller's local time)
     reservation: str = ""
     node_count: int = 1              # nodes the job runs on, or asks for while pending
+    started: float = float("nan")    # a running job's start (%S; a requeued job that runs again starts anew)
 
     @property
     def total_gpus(self) -> int:
@@ -175,7 +176,8 @@ def parse_squeue(out: str) -> list[SlurmJob]:
                              parse_elapsed(f[6]), parse_gpus(f[7]), f[8].strip(),
                              parse_submit(f[9]) if len(f) > 9 else float("nan"),
                              f[10].strip() if len(f) > 10 and f[10].strip() != "(null)" else "",
-                             int(f[11]) if len(f) > 11 and f[11].strip().isdigit() else 1))
+                             int(f[11]) if len(f) > 11 and f[11].strip().isdigit() else 1,
+                             parse_submit(f[12]) if len(f) > 12 else float("nan")))
     return jobs
 
 
@@ -189,6 +191,8 @@ class SlurmActuator:
         self.min_runtime_s = min_runtime_s  # policy.preempt_min_runtime_s, re-checked on the live job
         self.clock = clock
         self._warned: dict[str, tuple[float, str]] = {}  # job id -> (when warned, reason)
+        # job id -> (submitted, started, tier) as the last cluster_jobs read it: what decisions were made on
+        self._seen: dict[str, tuple[float, float, Tier]] = {}
         # job id -> (reason, entry number): a failed node's jobs whose requeue failed. The failover worker adds
         # while a cycle's retry pass reads and removes, so both hold the lock; the number tells a pass that an
         # entry was added again while it waited on Slurm (it is not the pass's to remove)
@@ -340,6 +344,8 @@ class SlurmActuator:
         eligible = self.eligible_times() if any(j.state == "PENDING" for j in listed) else {}
         rows = [j for j in listed if (j.state == "RUNNING" or waits_for_gpus(j, eligible.get(j.job_id), now))
                 and self.tenant(j) in index]
+        # what the plan and the health step decide on: each job's identity and tier as read now (_changed)
+        self._seen = {j.job_id: (j.submitted, j.started, self.priority(j)) for j in rows}
         run = np.array([j.state == "RUNNING" for j in rows], dtype=bool)
         # a pending job's wait runs from when it became eligible, not from its submission: held, or submitted with
         # --begin, it waited for nothing meanwhile, and counting that time would let it jump the queue by aging
@@ -558,12 +564,35 @@ class SlurmActuator:
             else:
                 rep.actions.append(f"skip {jid}: jobs already warned cover the {plural(need, 'GPU')} the plan clears")
 
+    def _changed(self, job: SlurmJob) -> str | None:
+        """Why the live `job` is not the one the cycle read (cluster_jobs) and decided on, or None when it is (or
+        the cycle did not read it): the same id with another submit or start time is another job, or the same
+        job requeued and started again since; a QOS or partition that gives another tier changes what may be
+        done to it. Checked right before a requeue, so a decision on one job never lands on another."""
+        seen = self._seen.get(job.job_id)
+        if seen is None:
+            return None
+        submitted, started, tier = seen
+
+        def same(a: float, b: float) -> bool:
+            return a == b or (np.isnan(a) and np.isnan(b))
+
+        if not (same(submitted, job.submitted) and same(started, job.started)):
+            return "not the job the cycle read (submitted or started at another time since): left alone"
+        if self.priority(job) != tier:
+            return f"its tier is {self.priority(job)} now, {tier} when the cycle read it: left alone"
+        return None
+
     def _preemptible(self, rep: ActionReport, job: SlurmJob, p: Preemption | None) -> bool:
         if job.state != "RUNNING":
             rep.actions.append(f"skip {job.job_id}: {job.state.lower()}, not running")  # already done: idempotent
             return False
         if self.priority(job) != "low":
             rep.errors.append(f"refused to preempt {job.job_id}: priority {self.priority(job)} is not preemptible")
+            return False
+        why = self._changed(job)
+        if why is not None:
+            rep.actions.append(f"skip {job.job_id}: {why}")
             return False
         if job.elapsed_s < self.min_runtime_s:
             rep.actions.append(f"skip {job.job_id}: ran {job.elapsed_s:.0f} s, under "
@@ -633,7 +662,8 @@ class SlurmActuator:
 
     def reclaim(self, job_ids: list[str], reason: str) -> ActionReport:
         """Requeue jobs the health policy found idle or hung: each re-read live first, and only a running job
-        past policy.preempt_min_runtime_s is requeued, its reason in the AdminComment. Nothing is retried: the
+        past policy.preempt_min_runtime_s, still the job the cycle read in the tier it read (_changed), is
+        requeued, its reason in the AdminComment. Nothing is retried: the
         next cycle decides again on fresh telemetry."""
         rep = ActionReport(self.name, self.dry_run)
         if not job_ids:
@@ -653,6 +683,10 @@ class SlurmActuator:
                 if job.elapsed_s < self.min_runtime_s:
                     rep.actions.append(f"skip {jid}: ran {job.elapsed_s:.0f} s, under "
                                        f"policy.preempt_min_runtime_s = {self.min_runtime_s:g}")
+                    continue
+                why = self._changed(job)
+                if why is not None:
+                    rep.actions.append(f"skip {jid}: {why}")
                     continue
                 self._annotate(rep, jid, reason, comments)
                 self._scontrol(rep, "requeue", jid)
