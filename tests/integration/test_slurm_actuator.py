@@ -428,3 +428,27 @@ def test_a_job_name_or_comment_cannot_spoof_the_admin_comment(slurm):
     finally:
         subprocess.run(["scancel", site, bare], env=slurm["env"], capture_output=True)
 
+
+
+def test_a_job_requeued_and_running_again_under_its_id_is_not_reclaimed_for_its_earlier_run(slurm):
+    """Issue 36, on the real slurmctld: the health reclaim re-reads the job right before the requeue. A job
+    someone else requeued after the cycle read it runs again under the same id and submit time, with a new start
+    time (Slurm starts a requeued job after its BeginTime, about two minutes): it is not the run the decision was
+    about, so it is left alone; read again by the next cycle, it is the job read and is requeued."""
+    jid = sbatch(slurm, "low", "acct-low", gpus=1)
+    try:
+        wait_for(lambda: state(slurm, jid).startswith("RUNNING"), what="job running", timeout=60)
+        a = act(slurm)
+        a.cluster_jobs(("team-high", "team-low"))
+        subprocess.run(["scontrol", "requeue", jid], env=slurm["env"], check=True, capture_output=True)
+        wait_for(lambda: state(slurm, jid).startswith("PENDING"), what="job requeued", timeout=60)
+        wait_for(lambda: state(slurm, jid).startswith("RUNNING"), what="job running again", timeout=240)
+        rep = a.reclaim([jid], "health: idle")
+        assert rep.ok and not any(x.startswith("scontrol requeue") for x in rep.actions), rep.actions
+        assert any("not the job the cycle read" in x for x in rep.actions) and state(slurm, jid).startswith("RUNNING")
+        a.cluster_jobs(("team-high", "team-low"))
+        rep = a.reclaim([jid], "health: idle")
+        assert rep.ok and f"scontrol requeue {jid}" in rep.actions, (rep.actions, rep.errors)
+    finally:
+        subprocess.run(["scancel", jid], env=slurm["env"], capture_output=True)
+        wait_for(lambda: state(slurm, jid) == "", what="job gone", timeout=60)
