@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,8 +63,12 @@ SPAN_STEPS_PER_ROW = 4
 SPAN_SLACK_STEPS = 1440
 
 
-def read_history_file(path: Path, step_s: int) -> pd.DataFrame:
-    """CSV or parquet; wide (a `time` column + one column per tenant) or long (`time, tenant, value`)."""
+def read_history_file(path: Path, step_s: int, keep: Callable[[str], bool] | None = None) -> pd.DataFrame:
+    """CSV or parquet; wide (a `time` column + one column per tenant) or long (`time, tenant, value`).
+
+    Idle columns (constant, or with no value) are dropped with one warning that lists them all (one refusal per
+    column made a user rerun twenty times for one file); a column `keep` says yes to (a tenant the config lists)
+    stays, as 0 demand where it has no value, as the daemon counts a listed tenant with no GPUs."""
     path = Path(path)
     try:
         df = pd.read_parquet(path) if path.suffix in (".parquet", ".pq") else pd.read_csv(path)
@@ -81,31 +86,56 @@ def read_history_file(path: Path, step_s: int) -> pd.DataFrame:
             if pd.api.types.is_numeric_dtype(df["value"]) else df.set_index("time")[["value"]]
     else:
         wide = df.set_index("time").sort_index()
-    check_history(wide, step_s, str(path))
+    idle = check_history(wide, step_s, str(path))
     if long:
-        return to_frame(df[["time", "tenant", "value"]], step_s)
-    wide = wide.astype(float).resample(pd.Timedelta(seconds=step_s)).mean()
-    wide.columns.name = "tenant"
-    return wide
+        out = to_frame(df[["time", "tenant", "value"]], step_s)
+    else:
+        out = wide.astype(float).resample(pd.Timedelta(seconds=step_s)).mean()
+        out.columns.name = "tenant"
+    return drop_idle(out, idle, str(path), keep)
 
 
-def check_history(wide: pd.DataFrame, step_s: int, where: str) -> None:
-    """Refuse input the models would silently mis-read; the message names the column and the problem."""
+def drop_idle(frame: pd.DataFrame, idle: Mapping[str, float], where: str,
+              keep: Callable[[str], bool] | None = None) -> pd.DataFrame:
+    """The frame without its idle columns (`idle`: column -> its one value, NaN for none), said in one warning;
+    a kept one with no value is 0 throughout. Refused when nothing is left."""
+    kept = [c for c in idle if keep is not None and keep(str(c))]
+    gone = [c for c in idle if c not in kept]
+    if len(gone) == frame.shape[1]:
+        raise DataError(f"{where}: every column is constant or empty ({len(gone)}): nothing to forecast or replay")
+    if gone:
+        log.warning("%s: %d idle column(s) dropped, constant or with no value (nothing to forecast): %s", where,
+                    len(gone), ", ".join(f"{c} ({'empty' if np.isnan(idle[c]) else f'{idle[c]:g}'})" for c in gone))
+    empty = [c for c in kept if np.isnan(idle[c])]
+    if empty:
+        frame = frame.copy()
+        frame[empty] = 0.0
+    return frame.drop(columns=gone)
+
+
+def check_history(wide: pd.DataFrame, step_s: int, where: str) -> dict[str, float]:
+    """Refuse input the models would silently mis-read; the message names the column and the problem. Returns
+    the idle columns (constant, or with no value: column -> its value, NaN for none) for drop_idle."""
     if wide.shape[1] == 0 or len(wide) == 0:
         raise DataError(f"{where}: no tenant column or no row")
+    idle: dict[str, float] = {}
     for col in wide.columns:
         s = wide[col]
         if not pd.api.types.is_numeric_dtype(s):
             bad = s[pd.to_numeric(s, errors="coerce").isna() & s.notna()]
             raise DataError(f"{where}: column {col!r} is not numeric (e.g. {str(bad.iloc[0])[:20]!r})")
         if s.isna().all():
-            raise DataError(f"{where}: column {col!r} is empty")
+            idle[col] = float("nan")
+            continue
         if (s < 0).any():
             raise DataError(f"{where}: column {col!r} has negative values (first at {s[s < 0].index[0]}): "
                             "demand cannot be negative")
+        inf = np.isinf(s.to_numpy(dtype=float))
+        if inf.any():  # pandas reads "inf" as a number; resampled and summed, it would vanish or be everything
+            raise DataError(f"{where}: column {col!r} has {s[inf].iloc[0]} at {s.index[inf][0]}: GPU demand is a "
+                            "finite number")
         if s.nunique(dropna=True) == 1:
-            raise DataError(f"{where}: column {col!r} is constant ({s.dropna().iloc[0]:g}): "
-                            "nothing to forecast; drop it")
+            idle[col] = float(s.dropna().iloc[0])
     times = wide.index.unique().sort_values()
     spacing = spacing_problem(times, step_s)  # first: data coarser than the step also spans too many steps
     if spacing:
@@ -117,6 +147,7 @@ def check_history(wide: pd.DataFrame, step_s: int, where: str) -> None:
             raise DataError(f"{where}: the samples span {times[0]} to {times[-1]} ({steps:,} steps of {step_s} s) "
                             f"but the file has {len(times):,} distinct times (at most {bound:,} steps allowed): "
                             "a timestamp far from the others?")
+    return idle
 
 
 def trace_history(name: str, data_dir: Path | None) -> tuple[pd.DataFrame, int]:

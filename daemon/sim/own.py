@@ -109,6 +109,7 @@ def own_workload(frame: pd.DataFrame, cfg: Config, *, days: float, step_s: int, 
                      accepts=[a for _, a in fleet])
     demand = np.ceil(frame.astype(float))  # GPUs are whole: a fractional mean still occupies the next GPU up
     start = len(demand) - measured
+    check_values(demand, start, cap, where)
     total = demand.iloc[start:].sum(axis=1, min_count=1).to_numpy(dtype=float)
     if np.all(np.nan_to_num(total, nan=np.inf) > cap):
         key = "fleet.pools" if fleet is not None else "cluster.gpus"
@@ -137,6 +138,27 @@ def own_workload(frame: pd.DataFrame, cfg: Config, *, days: float, step_s: int, 
         log.warning("%s: %d tenants not named in the config or flags, replayed as tier normal with %d-GPU jobs: %s",
                     where, len(unknown), default_job_gpus, _some(unknown))
     return w, notes
+
+
+# A cell is one tenant's GPUs at one step. Queued demand may exceed the cluster for a while, but a cell over this
+# many times its GPUs is a unit or export error, and the simulator's memory and time grow with it (2e6 GPUs in
+# one cell of a 16-GPU cluster took 725 MB; 1e300 printed a report of 5e300 GPU-minutes unmet).
+CELL_MAX_CAPACITIES = 10
+
+
+def check_values(demand: pd.DataFrame, start: int, cap: int, where: str) -> None:
+    """Refuse (DataError, one line naming the column and time) a value that is not finite or above
+    CELL_MAX_CAPACITIES x the cluster's GPUs, and a replayed window with no value at all."""
+    vals = demand.to_numpy(dtype=float)
+    bad = ~np.isfinite(vals) & ~np.isnan(vals) | (vals > CELL_MAX_CAPACITIES * cap)
+    if bad.any():
+        r, c = (int(i[0]) for i in np.nonzero(bad))
+        raise DataError(f"{where}: column {demand.columns[c]!r} at {demand.index[r]}: {vals[r, c]:g} GPUs, over "
+                        f"{CELL_MAX_CAPACITIES} x the cluster's {cap} GPUs (or not a finite number): check the "
+                        "file's units")
+    if np.isnan(vals[start:]).all():
+        raise DataError(f"{where}: no value at all in the replayed window ({demand.index[start]} to "
+                        f"{demand.index[-1]}): every tenant's demand is missing there; check --days or the file")
 
 
 def _fleet_columns(cols: list[str], cfg: Config, where: str) -> list[tuple[str, tuple[str, ...]]]:
@@ -169,8 +191,13 @@ def _some(names: list[str], n: int = 6) -> str:
 
 
 def read_file(path: Path, cfg: Config) -> pd.DataFrame:
-    """The history file as `retrain --data` reads it, on the cycle's step (cycle.resolution_s)."""
-    return read_history_file(path, cfg.cycle.resolution_s)
+    """The history file as `retrain --data` reads it, on the cycle's step (cycle.resolution_s); an idle column of
+    a tenant the config lists stays (0 demand where it has no value), as the daemon keeps a listed tenant."""
+    from daemon.policy.fleet import split_series
+
+    listed = {t.name for t in cfg.tenants}
+    return read_history_file(path, cfg.cycle.resolution_s,
+                             keep=lambda c: c in listed or (bool(cfg.fleet.pools) and split_series(c)[0] in listed))
 
 
 def history_store_path(cfg: Config) -> Path:

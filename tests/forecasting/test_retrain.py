@@ -220,9 +220,8 @@ def test_helios_and_servegen_traces_load_as_tenant_frames():
 
 @pytest.mark.parametrize("column, message", [
     (["a", "b"] * 50, "column 'x' is not numeric"),
-    ([np.nan] * 100, "column 'x' is empty"),
     ([1.0] * 50 + [-1.0] * 50, "column 'x' has negative values"),
-    ([3.0] * 100, "column 'x' is constant (3)"),
+    ([1.0] * 50 + [np.inf] * 50, "column 'x' has inf at 2026-01-01 00:50:00+00:00: GPU demand is a finite number"),
 ])
 def test_bad_history_columns_are_named(tmp_path, column, message):
     f = periodic_frame(n_tenants=1, steps=100)
@@ -230,6 +229,23 @@ def test_bad_history_columns_are_named(tmp_path, column, message):
     p = tmp_path / "h.csv"
     f.reset_index().to_csv(p, index=False)
     with pytest.raises(DataError, match=__import__("re").escape(message)):
+        read_history_file(p, 60)
+
+
+def test_idle_history_columns_are_dropped_with_one_warning(tmp_path, caplog):
+    # constant and empty columns were refused one at a time; they are dropped, all named in one warning
+    f = periodic_frame(n_tenants=1, steps=100)
+    f["x"], f["y"], f["z"] = 3.0, np.nan, 0.0
+    p = tmp_path / "h.csv"
+    f.reset_index().to_csv(p, index=False)
+    with caplog.at_level("WARNING", logger="gpu_autoscaler.retrain"):
+        out = read_history_file(p, 60)
+    assert list(out.columns) == [c for c in f.columns if c not in ("x", "y", "z")]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{p}: 3 idle column(s) dropped, constant or with no value (nothing to forecast): x (3), y (empty), z (0)"]
+    f[f.columns[0]] = 1.0
+    f.reset_index().to_csv(p, index=False)
+    with pytest.raises(DataError, match=r"every column is constant or empty \(4\)"):
         read_history_file(p, 60)
 
 

@@ -118,6 +118,16 @@ def test_unnamed_tenants_replay_as_normal_and_are_listed(tmp_path):
      "the replay needs 0.24: a season (100 steps) before the"),
     ("demand above capacity at every step", {"hi": np.r_[np.full(N - 1, 24.0), 32.0]}, (), "min",
      "demand is above the cluster's 16 GPUs (cluster.gpus) at every step of the replayed window"),
+    # issue 36: +inf was dropped silently, 1e300 reported 5e300 unmet, 2e6 GPUs in a cell took 725 MB
+    ("an infinite value", {"hi": np.r_[np.arange(N - 1) % 5, np.inf]}, (), "min",
+     "column 'hi' has inf at 2026-01-01 04:59:00+00:00: GPU demand is a finite number"),
+    ("an absurd value", {"hi": np.r_[np.arange(N - 1) % 5, 1e300]}, (), "min",
+     "column 'hi' at 2026-01-01 04:59:00+00:00: 1e+300 GPUs, over 10 x the cluster's 16 GPUs"),
+    ("millions of GPUs in a cell", {"hi": np.r_[np.arange(N - 2) % 5, 2e6, 1]}, (), "min",
+     "column 'hi' at 2026-01-01 04:58:00+00:00: 2e+06 GPUs, over 10 x the cluster's 16 GPUs"),
+    ("a window with no value", {"hi": np.r_[np.arange(100) % 5, np.full(N - 100, np.nan)],
+                                "lo": np.r_[np.arange(100) % 3, np.full(N - 100, np.nan)]}, (), "min",
+     "no value at all in the replayed window (2026-01-01 01:40:00+00:00 to 2026-01-01 04:59:00+00:00)"),
 ])
 def test_bad_input_is_one_line_naming_the_problem(tmp_path, case, cols, extra, freq, message):
     csv, toml = write(tmp_path, cols if cols is not None else the_case(), freq=freq)
@@ -127,6 +137,27 @@ def test_bad_input_is_one_line_naming_the_problem(tmp_path, case, cols, extra, f
     lines = [x for x in r.output.strip().splitlines() if x]
     assert len(lines) == 1 and lines[0].startswith("gpu-autoscaler: simulate: "), (case, r.output)
     assert message in lines[0], (case, lines[0])
+
+
+def test_idle_columns_are_dropped_with_one_warning_and_a_listed_idle_tenant_is_zero_demand(tmp_path, caplog):
+    # issue 37: each constant column was refused on its own (20 reruns for one file). Now the unnamed idle ones
+    # (constant, or with no value) go in one warning; "hi", listed in [[tenants]], has no GPUs: it is 0 demand
+    cols = {"hi": np.full(N, np.nan), "lo": the_case()["lo"], "z": np.zeros(N), "y": np.full(N, 3.0),
+            "e": np.full(N, np.nan)}
+    csv, toml = write(tmp_path, cols)
+    from daemon.sim import own
+
+    with caplog.at_level("WARNING", logger="gpu_autoscaler.retrain"):
+        frame = own.read_file(csv, load_config(toml))
+    warned = [r.getMessage() for r in caplog.records if "idle column" in r.getMessage()]
+    assert warned == [f"{csv}: 3 idle column(s) dropped, constant or with no value (nothing to forecast): "
+                      "z (0), y (3), e (empty)"]
+    assert list(frame.columns) == ["hi", "lo"] and (frame["hi"] == 0).all() and len(frame) == N
+    r = simulate(toml, "--data", str(csv), "--days", str(DAYS), "--strategies", "reactive", "--out",
+                 str(tmp_path / "o"))
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "o" / "own-history.json").read_text())
+    assert doc["tiers"] == {"high": 1, "normal": 1, "low": 0} and doc["tenants_unnamed"] == ["lo"]
 
 
 @pytest.mark.security
