@@ -553,6 +553,8 @@ def recommend_cmd(replay: Path, minimize: str | None, subject_to: tuple[str, ...
         doc = json.loads(replay.read_text())
     except ValueError as exc:  # not JSON (or not UTF-8): bad input, exit 2 as for a bad argument
         _fail(f"recommend: {replay}: not JSON: {exc}", 2)
+    except RecursionError:  # the decoder recurses once per level: [[[[...]]]] is no replay either
+        _fail(f"recommend: {replay}: not a replay: JSON nested too deeply", 2)
     try:
         r = rec.recommend(doc, obj)
     except rec.ReplayError as exc:  # JSON, but not a replay's shape

@@ -6,14 +6,44 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
+# A duration longer than this is a typo; and the threads' waits overflow a little above 9.2e9 s, so an unbounded one
+# (`interval_s = 1e300`) would kill the thread that waits on it while the process stays up.
+MAX_DURATION_S = 10 * 365 * 86400.0
+DURATION_UNITS = {"_s": 1.0, "_seconds": 1.0, "_minutes": 60.0, "_days": 86400.0}  # the field name's suffix
 
 
 class Strict(BaseModel):
-    """Unknown keys are errors (a typo must not be ignored), and a loaded config cannot be changed in place."""
+    """Unknown keys are errors (a typo must not be ignored), and a loaded config cannot be changed in place.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    For every field of every section, here once: a boolean is `true` or `false`, never a string or a number
+    (`dry_run = "no"` would be read as false, the opposite of what it says); a number is finite (`inf` passes
+    `gt=0`); and a duration (a name ending `_s`, `_seconds`, `_minutes` or `_days`) is at most ten years."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _booleans_are_booleans(cls, v: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        if field is not None and field.annotation in (bool, bool | None) and v is not None \
+                and not isinstance(v, bool):
+            raise PydanticCustomError("bool_type", "must be true or false (unquoted), not {given}",
+                                      {"given": repr(v)})
+        return v
+
+    @field_validator("*")
+    @classmethod
+    def _durations_are_bounded(cls, v: Any, info: ValidationInfo) -> Any:
+        name = info.field_name or ""
+        unit = next((u for suffix, u in DURATION_UNITS.items() if name.endswith(suffix)), None)
+        if unit is not None and isinstance(v, int | float) and not isinstance(v, bool) and v * unit > MAX_DURATION_S:
+            raise PydanticCustomError("duration_too_long", "{v} is longer than ten years: a typo?", {"v": f"{v:g}"})
+        return v
 
 
 def format_validation_error(exc: ValidationError, origin: str) -> str:
@@ -35,6 +65,8 @@ def read_toml(path: Path, error: type[Exception]) -> dict:
         return tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise error(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses once per level of nested arrays or inline tables
+        raise error(f"{path}: not a config: arrays or tables nested too deeply") from None
 
 
 def read_secret(path: Path, where: str, error: type[Exception]) -> str:

@@ -143,6 +143,7 @@ def test_simulate_recommend_on_helios_names_a_setting_whose_figures_match_the_re
      "runs.0.tiers.normal"),
     ('{"runs": [], "comparison": []}', "comparison"),
     ("{not json", "not JSON"),
+    ('{"runs": ' + "[" * 100_000 + "]" * 100_000 + "}", "not a replay: JSON nested too deeply"),  # RecursionError
 ])
 def test_a_malformed_replay_json_is_one_line_and_exit_2(tmp_path, text, where):
     # a hand-edited, truncated or foreign JSON: one line naming the first bad field, exit 2 (bad input), never a
