@@ -11,6 +11,7 @@ import click
 
 from daemon.config import Config, ConfigError, load_config
 from daemon.text import agree, plural
+from gateway.configfile import MAX_DURATION_S
 
 
 def _setup_logging(level: str) -> None:
@@ -70,7 +71,7 @@ def cli(ctx: click.Context, config: Path | None, log_level: str) -> None:
 @click.option("--sim", is_flag=True, help="Use the embedded simulated cluster whatever the config says.")
 @click.option("--cycles", type=click.IntRange(min=1), default=None,
               help="Stop after N cycles (default: run until stopped).")
-@click.option("--interval", type=click.FloatRange(min=0.01), default=None,
+@click.option("--interval", type=click.FloatRange(min=0.01, max=MAX_DURATION_S), default=None,
               help="Seconds between cycles (overrides config).")
 @click.option("--no-http", is_flag=True, help="Do not serve /metrics, /healthz and /alerts.")
 @click.option("--port", type=click.IntRange(0, 65535), default=None, help="HTTP port (overrides config).")
@@ -139,12 +140,14 @@ def run(ctx: click.Context, sim: bool, cycles: int | None, interval: float | Non
         if rt.sim is None or rt.sim.node_index(node) is None:
             _fail(f"--fail-node: {node!r} is not a node of the simulated cluster (sim-node-0000...)")
         d.fail_nodes[int(at)] = node
-    from daemon.service.loop import StartError
+    from daemon.service.loop import Fatal, StartError
 
     try:
         d.run_forever()
     except StartError as exc:
         _fail(f"cannot start: {exc}", 1)
+    except Fatal as exc:
+        _fail(f"stopped: {exc}", 1)
 
 
 @cli.command(name="check-config")

@@ -63,6 +63,10 @@ class StartError(RuntimeError):
     """The daemon cannot start as configured (its HTTP port, say); the process exits with the reason."""
 
 
+class Fatal(RuntimeError):
+    """The daemon stopped because it could no longer plan (its cycle thread died); the process exits 1."""
+
+
 class Daemon:
     def __init__(self, runtime: Runtime, *, on_cycle: Callable[[CycleResult], None] | None = None,
                  max_cycles: int | None = None, serve_http: bool | None = None) -> None:
@@ -84,6 +88,7 @@ class Daemon:
         self._reload_wanted = threading.Event()
         self._cycle_now = threading.Event()
         self._cycle_thread: threading.Thread | None = None
+        self.fatal: str | None = None  # why the process must stop (the cycle thread died); run_forever raises it
         # failover runs in its own worker under its own lock: it never waits for a cycle (nor blocks HTTP)
         self.failover = Failover(runtime, lambda: self.cfg.failover, self.may_act, self.trigger_cycle)
         # what the web layer reads (daemon/web/backend.py): the published snapshot and a few calls, not this object
@@ -199,6 +204,17 @@ class Daemon:
             threading.Thread(target=self.cycle, daemon=True).start()
 
     def _cycle_loop(self) -> None:
+        """The cycles' thread. Should it ever die, the process stops with the reason (exit status 1, so the
+        service manager restarts it): a live process that plans nothing would look healthy to everyone."""
+        try:
+            self._cycles()
+        except BaseException as exc:
+            self.fatal = f"the cycle thread died: {type(exc).__name__}: {exc}"
+            log.critical("%s; stopping the daemon (exit status 1) so that it is restarted", self.fatal,
+                         exc_info=True)
+            self.stopped.set()
+
+    def _cycles(self) -> None:
         """Cycles paced on the monotonic clock, one at a time: a wall-clock step (NTP, a resumed VM) neither
         stalls them (a wall-clock scheduler waits out a step back) nor bunches them; a late cycle is coalesced."""
         interval = self.cfg.cycle.interval_s
@@ -255,6 +271,10 @@ class Daemon:
         if ov_problem:
             reasons.append(ov_problem)  # the shared store (HA) is unreadable: planning with the last overrides read
         alive = age is not None and age < max(3 * interval, 10)
+        if self.fatal is not None or (self._cycle_thread is not None and not self._cycle_thread.is_alive()
+                                      and not self.stopped.is_set()):
+            alive = False
+            reasons.insert(0, self.fatal or "the cycle thread is not running")
         status = "unhealthy" if not alive else ("degraded" if reasons else "ok")
         plan_age = runner.plan_age_s()
         return {"status": status, "reason": "; ".join(reasons) or None, "last_cycle_age_s": age,
@@ -427,3 +447,5 @@ class Daemon:
                     self.reload()
         finally:
             self.stop()
+        if self.fatal is not None:
+            raise Fatal(self.fatal)

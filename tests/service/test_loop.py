@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from daemon.config import Config, ServerConfig
-from daemon.service.loop import Daemon
+from daemon.service.loop import Daemon, Fatal
 from daemon.service.wiring import build_runtime
 from tests.conftest import REPO, free_port
 from tests.support.daemons import OPERATOR, TOKEN, alert, between_cycles, payload, sim_cfg
@@ -226,3 +226,24 @@ def test_redaction_keeps_everything_but_the_user_info():
     assert redact_url("https://prom.example") == "https://prom.example"
     assert redact_text("a http://u:p@h:1/x and https://v@h2/y, mailto:a@b") == \
         "a http://***@h:1/x and https://***@h2/y, mailto:a@b"
+
+
+def test_a_dead_cycle_thread_stops_the_process_and_health_says_so(tmp_path):
+    # interval_s = inf passed validation (refused now, tests/config): after the first cycle the thread's wait
+    # overflowed and it died while the process stayed up, healthy to /healthz and planning nothing. The config
+    # refuses inf; here it is forced past validation to kill the thread as it did
+    cfg = sim_cfg(tmp_path, free_port())
+    cfg = cfg.model_copy(update={"cycle": cfg.cycle.model_copy(update={"interval_s": float("inf")})})
+    d = Daemon(build_runtime(cfg), serve_http=False)
+    started = time.monotonic()
+    with pytest.raises(Fatal, match="the cycle thread died: OverflowError"):
+        d.run_forever()
+    assert time.monotonic() - started < 60 and d.cycles_done == 1
+    h = d.health()
+    assert h["status"] == "unhealthy" and h["reason"].startswith("the cycle thread died: OverflowError")
+
+
+def test_run_refuses_an_infinite_interval(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "daemon.cli", "run", "--sim", "--no-http", "--interval", "inf"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--interval" in r.stderr   # refused before anything starts
