@@ -181,6 +181,13 @@ def check_config(ctx: click.Context) -> None:
     except GatewayConfigError as exc:
         _fail(f"config error: {exc}")
     _warn_default_redis_user(cfg)
+    from daemon.state.store import check_state_path
+
+    errors, warnings = check_state_path(cfg.state.path)  # read-only: the running daemon's file is never written
+    for w in warnings:
+        click.echo(f"warning: {w}", err=True)
+    if errors:
+        _fail(f"config error: {errors[0]}")
     click.echo(f"ok: source={source_text(cfg)} actuators={list(cfg.actuators.enabled)} "
                f"dry_run={cfg.actuators.dry_run} tenants={len(cfg.tenants)} interval={cfg.cycle.interval_s:g}s "
                f"{note}")  # a one-off check: the whole note, with why this model (or none) is used

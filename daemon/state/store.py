@@ -7,6 +7,7 @@ moment leaves either the previous committed state or the new one, never a mix.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -16,6 +17,69 @@ from pathlib import Path
 from typing import Any, Callable
 
 from daemon.policy.types import Plan, PolicyMemory
+
+log = logging.getLogger("gpu_autoscaler.state")
+
+
+class StateError(Exception):
+    """The state file cannot be used at all (unreadable, not SQLite): the daemon does not start. One line naming
+    the file and what to do; its contents are never overwritten."""
+
+
+# What a start restores, how it is parsed, what it is called, and what the daemon does when the saved value is junk
+# (a hand edit, another version's file, a bad sector): it keeps going without it, and says so naming the file.
+RESTORED: dict[str, tuple[Callable[[Any], Any], str, str]] = {
+    "memory": (lambda d: PolicyMemory.from_dict(d) if d else PolicyMemory(), "policy memory",
+               "the daemon starts with a fresh one (hold ages, aging waits and the preemption budget start over)"),
+    "last_plan": (lambda d: Plan.from_dict(d) if d else None, "last good plan",
+                  "the daemon starts with none restored; its first cycle makes one"),
+    "last_plan_made_at": (lambda v: None if v is None else float(v), "time the last good plan was made",
+                          "the restored plan counts as too old to enforce until the first cycle makes one"),
+}
+
+
+def parse_saved(key: str, raw: str | None) -> tuple[Any, str | None]:
+    """(the value, None), or (None, what is wrong and what the daemon does instead) for a saved value that is junk."""
+    parse, what, instead = RESTORED[key]
+    try:
+        return parse(None if raw is None else json.loads(raw)), None
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        return None, f"the saved {what} ({key!r}) is unreadable ({type(exc).__name__}: {exc}); {instead}"
+
+
+def check_state_path(path: Path | str) -> tuple[list[str], list[str]]:
+    """(errors, warnings) about a state file, read-only, for `check-config`: errors stop the daemon (a directory it
+    cannot create or write, a file it cannot read or that is not SQLite), warnings are junk it would start without."""
+    path = Path(path)
+    where = f"state.path {path}"
+    if path.exists() and not path.is_file():
+        return [f"{where}: not a file"], []
+    parent = path.resolve().parent
+    probe = parent
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        return [f"{where}: {probe} is not a directory"], []
+    if not os.access(probe, os.W_OK | os.X_OK):
+        what = "the directory" if probe == parent else f"{parent} cannot be created: its parent"
+        return [f"{where}: {what} {probe} is not writable by this user (the store, its journal and the history "
+                "store are written there)"], []
+    if not path.exists():
+        return [], []
+    if not os.access(path, os.R_OK | os.W_OK):
+        return [f"{where}: the file is not readable and writable by this user"], []
+    try:
+        db = connect_ro(path)
+        try:
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            rows = dict(db.execute("SELECT key, value FROM kv WHERE key IN (%s)" % ",".join("?" * len(RESTORED)),
+                                   tuple(RESTORED)).fetchall()) if "kv" in tables else {}
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        return [f"{where}: not the daemon's SQLite store ({exc}): move it aside to start with no saved state, or "
+                "restore it from a backup"], []
+    return [], [f"{where}: {why}" for key in RESTORED if (why := parse_saved(key, rows.get(key))[1])]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL, updated TEXT NOT NULL);
@@ -93,14 +157,19 @@ class StateStore:
         self.shadow_max_rows = shadow_max_rows
         self.clock = clock
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(SCHEMA)
-        # retention needs the wall-clock time each event was written (`at` may be simulated time)
-        if "logged" not in {r[1] for r in self._db.execute("PRAGMA table_info(events)")}:
-            self._db.execute("ALTER TABLE events ADD COLUMN logged REAL")
-        self._db.execute("CREATE INDEX IF NOT EXISTS events_logged ON events(logged)")
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(SCHEMA)
+            # retention needs the wall-clock time each event was written (`at` may be simulated time)
+            if "logged" not in {r[1] for r in self._db.execute("PRAGMA table_info(events)")}:
+                self._db.execute("ALTER TABLE events ADD COLUMN logged REAL")
+            self._db.execute("CREATE INDEX IF NOT EXISTS events_logged ON events(logged)")
+        except sqlite3.DatabaseError as exc:
+            raise StateError(f"state.path {self.path}: not usable as the daemon's SQLite store ({exc}); the daemon "
+                             "does not start: move the file aside to start with no saved state, or restore it "
+                             "from a backup") from None
 
     def _prune_events(self, cur: sqlite3.Cursor) -> None:
         """Retention: events older than events_keep_s (by write time) and beyond the newest events_max_rows go."""
@@ -233,21 +302,25 @@ class StateStore:
             rows = self._db.execute("SELECT summary FROM plans ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
         return [json.loads(r[0]) for r in reversed(rows)]
 
-    def load_plan(self) -> Plan | None:
+    def _restore(self, key: str) -> Any:
+        """A saved value (RESTORED), or its stand-in when it is junk, with a warning naming this file."""
         with self._lock:
-            d = self._get("last_plan")
-        return Plan.from_dict(d) if d else None
+            row = self._db.execute("SELECT value FROM kv WHERE key=?", (key,)).fetchone()
+        value, why = parse_saved(key, None if row is None else row[0])
+        if why is not None:
+            log.warning("state file %s: %s", self.path, why)
+            value, _ = parse_saved(key, None)
+        return value
+
+    def load_plan(self) -> Plan | None:
+        return self._restore("last_plan")
 
     def load_memory(self) -> PolicyMemory:
-        with self._lock:
-            d = self._get("memory")
-        return PolicyMemory.from_dict(d) if d else PolicyMemory()
+        return self._restore("memory")
 
     def load_plan_made_at(self) -> float | None:
         """Wall-clock time (epoch s) the restored plan was made; None for a plan saved without one."""
-        with self._lock:
-            v = self._get("last_plan_made_at")
-        return float(v) if v is not None else None
+        return self._restore("last_plan_made_at")
 
     def save_shadow(self, record: dict) -> None:
         """One dry-run cycle's shadow record (daemon/shadow/record.py), compressed JSON; kept state.shadow_keep_days

@@ -110,6 +110,35 @@ def test_check_config(tmp_path):
     assert r.returncode == 2 and "needs source.kind" in r.stderr
 
 
+def test_check_config_checks_the_state_file(tmp_path):
+    # state.path was not looked at: a start then failed on it, or restored junk without a word
+    base = '[source]\nkind = "prometheus"\n[actuators]\nenabled = ["log"]\n[server]\nenabled = false\n'
+    (tmp_path / "a-file").write_text("x")
+    notdb = tmp_path / "notdb.sqlite"
+    notdb.write_bytes(b"not a database " * 100)
+    for state, message in [(tmp_path / "a-file" / "s.sqlite", f"{tmp_path / 'a-file'} is not a directory"),
+                           (notdb, "not the daemon's SQLite store (file is not a database): move it aside")]:
+        c = tmp_path / "c.toml"
+        c.write_text(base + f"[state]\npath = {str(state)!r}\n")
+        r = run_cli("--config", str(c), "check-config", cwd=tmp_path)
+        assert r.returncode == 2, (state, r.stdout, r.stderr)
+        last = r.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"gpu-autoscaler: config error: state.path {state}: {message}"), r.stderr
+    import sqlite3
+
+    from daemon.state.store import StateStore
+
+    junk = tmp_path / "junk.sqlite"
+    StateStore(junk).close()
+    with sqlite3.connect(junk) as db:
+        db.execute("INSERT INTO kv VALUES('memory', '{\"rate_level\": \"x\"}', '')")
+    c.write_text(base + f"[state]\npath = {str(junk)!r}\n")
+    r = run_cli("--config", str(c), "check-config", cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.startswith("ok: "), r.stderr
+    assert f"warning: state.path {junk}: the saved policy memory ('memory') is unreadable (ValueError" in r.stderr
+    assert "the daemon starts with a fresh one" in r.stderr
+
+
 def _start(args, cwd):
     """`gpu-autoscaler ARGS` in the background; its stderr lines gathered in a list as they come."""
     import threading
