@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from pydantic import Field, model_validator
 
@@ -45,9 +46,11 @@ class NodePool(_Strict):
 
 
 class FleetConfig(_Strict):
-    types: list[str] = Field(default_factory=list, description="the GPU types of a mixed fleet, short lowercase "
-                             "names (for example [\"h100\", \"a100\", \"t4\"]; a MIG profile such as "
-                             "\"mig-1g.10gb\" is a type of its own). Empty: one model, every GPU is type \"gpu\"")
+    types: list[str] = Field(default_factory=list, description="the GPU types of a mixed fleet, short names "
+                             "(for example [\"h100\", \"a100\", \"t4\"]; a MIG profile such as "
+                             "\"mig-1g.10gb\" is a type of its own), matched ignoring case wherever a type is "
+                             "named (pools, aliases, reserve_share, a history's `tenant@T4` columns). Empty: one "
+                             "model, every GPU is type \"gpu\"")
     aliases: dict[str, str] = Field(default_factory=dict, description="model names as the sources spell them -> "
                                     "a type (for example \"NVIDIA H100 80GB HBM3\" = \"h100\"); matched ignoring "
                                     "case, spaces, dashes and underscores. A type's own name always matches it")
@@ -56,6 +59,28 @@ class FleetConfig(_Strict):
                                             "policy.reserve_share")
     pools: list[NodePool] = Field(default_factory=list, description="the simulated cluster's nodes per type "
                                   "(replaces cluster.gpus / cluster.gpus_per_node for the simulator when set)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _types_ignore_case(cls, data: Any) -> Any:
+        """A type is named the same whatever its case, as aliases and the sources' model names are matched:
+        `pools = [{type = "P100"}]` is type p100, not an error (nor a second type)."""
+        if not isinstance(data, dict):
+            return data
+        def low(v: Any) -> Any:
+            return v.strip().lower() if isinstance(v, str) else v
+
+        out = dict(data)
+        if isinstance(out.get("types"), list):
+            out["types"] = [low(t) for t in out["types"]]
+        if isinstance(out.get("aliases"), dict):
+            out["aliases"] = {k: low(v) for k, v in out["aliases"].items()}
+        if isinstance(out.get("reserve_share"), dict):
+            out["reserve_share"] = {low(k): v for k, v in out["reserve_share"].items()}
+        if isinstance(out.get("pools"), list):
+            out["pools"] = [{**q, "type": low(q["type"])} if isinstance(q, dict) and "type" in q else q
+                            for q in out["pools"]]
+        return out
 
     @model_validator(mode="after")
     def _consistent(self) -> "FleetConfig":

@@ -169,11 +169,13 @@ def _fleet_columns(cols: list[str], cfg: Config, where: str) -> list[tuple[str, 
     from daemon.policy.fleet import split_series
 
     have = {p.type for p in cfg.fleet.pools}
+    resolve = cfg.fleet.resolver()  # `@P100` is type p100: case (and aliases) as the daemon reads model names
     out: list[tuple[str, tuple[str, ...]]] = []
     for c in cols:
         tenant, acc = split_series(c)
-        acc = tuple(dict.fromkeys(acc or ()))
-        missing = [t for t in acc if t not in have]
+        named = {(resolve(a) if resolve.types else a.lower()): a for a in acc or ()}
+        acc = tuple(named)
+        missing = [named[t] for t in acc if t not in have]
         if missing:
             raise DataError(f"{where}: column {c!r} accepts {', '.join(missing)}, which no [fleet] pools node has "
                             f"(pools: {', '.join(sorted(have))})")

@@ -56,12 +56,22 @@ def test_what_a_job_accepts_keeps_its_order_and_any_is_any():
     assert not accepts_type(r.accepts("L40S"), UNKNOWN_TYPE)  # nothing is reserved for a name nobody knows
 
 
+def test_types_are_matched_ignoring_case_everywhere_in_the_fleet():
+    # `type = "P100"` in a pool was refused though fleet.types has p100 (aliases and model names ignore case)
+    f = parse_config({"fleet": {"types": ["P100", "t4"], "aliases": {"Tesla P100-PCIE": "P100"},
+                                "reserve_share": {"T4": 0.5},
+                                "pools": [{"type": "p100", "nodes": 1}, {"type": "T4", "nodes": 2}]}}).fleet
+    assert f.types == ["p100", "t4"] and [p.type for p in f.pools] == ["p100", "t4"]
+    assert f.reserve_share == {"t4": 0.5} and f.resolver()("TESLA P100 PCIE") == "p100"
+
+
 @pytest.mark.parametrize("fleet, names", [
     ({"types": ["h100", "a100"], "aliases": {"NVIDIA H100": "h100", "nvidia-h100": "a100"}}, "fleet.aliases"),
     ({"types": ["h100"], "aliases": {"x": "a100"}}, "fleet.aliases"),
     ({"types": ["h100"], "reserve_share": {"h100": 1.5}}, "fleet.reserve_share.h100"),
     ({"types": ["h100"], "reserve_share": {"t4": 0.2}}, "fleet.reserve_share"),
-    ({"types": ["H100"]}, "fleet.types"),
+    ({"types": ["h100", "H100"]}, "fleet.types: listed twice: ['h100']"),   # one type whatever its case
+    ({"types": ["h 100"]}, "fleet.types"),
     ({"types": ["h100", "h100"]}, "fleet.types"),
     ({"types": ["unknown"]}, "fleet.types"),
     ({"types": ["h100"], "pools": [{"type": "t4", "nodes": 2}]}, "fleet.pools[0].type"),

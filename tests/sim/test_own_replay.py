@@ -328,6 +328,19 @@ def fleet_case():
     return {"hi@t4": hi, "lo": lo}
 
 
+def test_a_typed_column_matches_the_pool_type_ignoring_case(tmp_path):
+    # "hi@T4" was refused: "accepts T4, which no [fleet] pools node has" beside the pool of type t4
+    cols = fleet_case()
+    for name, data in (("lower", cols), ("upper", {"hi@T4": cols["hi@t4"], "lo": cols["lo"]})):
+        csv, toml = write(tmp_path, data, config=FLEET_CONFIG)
+        r = simulate(toml, "--data", str(csv), "--days", str(DAYS), "--tier", "lo=low", "--strategies", "perfect",
+                     "--out", str(tmp_path / name))
+        assert r.exit_code == 0, r.output
+    docs = [json.loads((tmp_path / n / "own-history.json").read_text()) for n in ("lower", "upper")]
+    assert docs[1]["fleet"]["accepts"] == {"hi": "t4", "lo": "any"}
+    assert comparable(docs[0]["runs"][0]) == comparable(docs[1]["runs"][0])
+
+
 def test_a_fleet_config_replays_typed_series_on_the_typed_fleet(tmp_path, monkeypatch):
     cols = fleet_case()
     csv, toml = write(tmp_path, cols, config=FLEET_CONFIG)
