@@ -47,11 +47,24 @@ url = "http://127.0.0.1:9999"
     ("[[tenants]]\nname='a'\ntier='gold'\n", "tenants.0.tier"),
     ("[ratelimits]\nlevels = [{load=0.5, high=1, normal=1, low=1}]\n", "ratelimits.levels"),
     ("[[tenants]]\nname='a'\n[[tenants]]\nname='a'\n", "duplicate tenant names"),
+    # a string or a number is not a boolean: "no" was read as false, and every non-empty string as true
+    ("[actuators]\ndry_run = 'no'\n", "actuators.dry_run: must be true or false (unquoted), not 'no'"),
+    ("[actuators]\ndry_run = 0\n", "actuators.dry_run: must be true or false (unquoted), not 0"),
+    ("[source.prometheus]\nrecording_rules = 'true'\n", "source.prometheus.recording_rules: must be true or false"),
+    ("[retrain]\nenabled = 'yes'\n", "retrain.enabled: must be true or false"),
+    # inf passed gt=0 and then killed the cycle thread; a duration past ten years overflows the threads' waits
+    ("[cycle]\ninterval_s = inf\n", "cycle.interval_s: Input should be a finite number"),
+    ("[cycle]\nstale_after_s = nan\n", "cycle.stale_after_s: Input should be a finite number"),
+    ("[policy]\nreserve_share = nan\n", "policy.reserve_share: Input should be a finite number"),
+    ("[cycle]\ninterval_s = 1e300\n", "cycle.interval_s: 1e+300 is longer than ten years: a typo?"),
+    ("[ha]\nlease_ttl_s = 1e12\n", "ha.lease_ttl_s: 1e+12 is longer than ten years"),
+    ("[health]\nidle_warn_minutes = 1e9\nidle_action_minutes = 1e9\n", "health.idle_warn_minutes: 1e+09 is longer"),
+    ("[state]\nevents_keep_days = 1e5\n", "state.events_keep_days: 100000 is longer than ten years"),
 ])
 def test_errors_name_the_key(tmp_cfg, text, key):
     with pytest.raises(ConfigError) as e:
         load_config(tmp_cfg(text))
-    assert key in str(e.value)
+    assert key in str(e.value) and "\n" not in str(e.value)
 
 
 def _same_hash(variants):
@@ -81,27 +94,6 @@ def test_tenants_whose_hold_names_would_be_one_are_refused_naming_both(tmp_cfg):
     assert "Kubernetes name" in str(e.value) and repr(c) in str(e.value) and repr(d) in str(e.value)
     # a tenant named like another's hashed hold is its own tenant, not a clash (see test_slurm_holds)
     assert len(load_config(tmp_cfg("[[tenants]]\nname='ml team'\n[[tenants]]\nname='ml_team-b4aa16'\n")).tenants) == 2
-
-
-@pytest.mark.parametrize("text, message", [
-    # a string or a number is not a boolean: "no" was read as false, and every non-empty string as true
-    ("[actuators]\ndry_run = 'no'\n", "actuators.dry_run: must be true or false (unquoted), not 'no'"),
-    ("[actuators]\ndry_run = 0\n", "actuators.dry_run: must be true or false (unquoted), not 0"),
-    ("[source.prometheus]\nrecording_rules = 'true'\n", "source.prometheus.recording_rules: must be true or false"),
-    ("[retrain]\nenabled = 'yes'\n", "retrain.enabled: must be true or false"),
-    # inf passed gt=0 and then killed the cycle thread; a duration past ten years overflows the threads' waits
-    ("[cycle]\ninterval_s = inf\n", "cycle.interval_s: Input should be a finite number"),
-    ("[cycle]\nstale_after_s = nan\n", "cycle.stale_after_s: Input should be a finite number"),
-    ("[policy]\nreserve_share = nan\n", "policy.reserve_share: Input should be a finite number"),
-    ("[cycle]\ninterval_s = 1e300\n", "cycle.interval_s: 1e+300 is longer than ten years: a typo?"),
-    ("[ha]\nlease_ttl_s = 1e12\n", "ha.lease_ttl_s: 1e+12 is longer than ten years"),
-    ("[health]\nidle_warn_minutes = 1e9\nidle_action_minutes = 1e9\n", "health.idle_warn_minutes: 1e+09 is longer"),
-    ("[state]\nevents_keep_days = 1e5\n", "state.events_keep_days: 100000 is longer than ten years"),
-])
-def test_booleans_numbers_and_durations_are_checked_in_every_section(tmp_cfg, text, message):
-    with pytest.raises(ConfigError) as e:
-        load_config(tmp_cfg(text))
-    assert message in str(e.value) and "\n" not in str(e.value)
 
 
 def test_the_bounds_leave_real_values_alone():
