@@ -341,13 +341,16 @@ class PrometheusConfig(_Strict):
 
 
 # What the daemon reads when recording_rules = true (the series deploy/prometheus/gpu-autoscaler-recording.yml records).
+# A recorded series aggregates the job label away; any scraped series carries its scrape job's, so job="" keeps a
+# pod that exposes these names itself (one line of text each) out of demand, missing and capacity.
+RECORDED = '{job=""}'
 RECORDED_QUERIES = {
-    "demand_query": "namespace:gpuas_gpus_allocated:count",
-    "missing_query": "namespace:gpuas_gpus_stale:count",
-    "capacity_query": "cluster:gpuas_gpus:count",
-    "demand_by_type_query": "namespace_model:gpuas_gpus_allocated:count",
-    "usage_by_type_query": "namespace_model:gpuas_gpus_busy:count",
-    "capacity_by_type_query": "model:gpuas_gpus:count",
+    "demand_query": "namespace:gpuas_gpus_allocated:count" + RECORDED,
+    "missing_query": "namespace:gpuas_gpus_stale:count" + RECORDED,
+    "capacity_query": "cluster:gpuas_gpus:count" + RECORDED,
+    "demand_by_type_query": "namespace_model:gpuas_gpus_allocated:count" + RECORDED,
+    "usage_by_type_query": "namespace_model:gpuas_gpus_busy:count" + RECORDED,
+    "capacity_by_type_query": "model:gpuas_gpus:count" + RECORDED,
 }
 
 
@@ -706,7 +709,7 @@ class HealthConfig(_Strict):
                                 "labels (graphics engine active, falling back to GPU_UTIL in percent / 100); "
                                 "$exporter is replaced by source.prometheus.exporter_selector; with the recording "
                                 "rules: "
-                                "gpuas:job_gpu_activity:ratio")
+                                "gpuas:job_gpu_activity:ratio{$exporter}")
     fb_used_query: str = Field("DCGM_FI_DEV_FB_USED{$exporter}", description="PromQL: per-GPU framebuffer used (MiB)")
     fb_free_query: str = Field("DCGM_FI_DEV_FB_FREE{$exporter}", description="PromQL: per-GPU framebuffer free (MiB)")
     xid_query: str = Field("DCGM_FI_DEV_XID_ERRORS{$exporter}", description="PromQL: per-GPU last XID (a gauge "

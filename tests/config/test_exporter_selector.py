@@ -80,7 +80,7 @@ def test_queries_of_recorded_or_other_series_are_not_checked():
     cfg = Config(source={"prometheus": {"recording_rules": True, "freshness_query": "max(timestamp(up))",
                                         "capacity_query": "sum(my_gpus)"}},
                  health={"activity_query": "gpuas:job_gpu_activity:ratio"})
-    assert cfg.source.prometheus.query("demand") == "namespace:gpuas_gpus_allocated:count"
+    assert cfg.source.prometheus.query("demand") == 'namespace:gpuas_gpus_allocated:count{job=""}'
     assert unselected_series('DCGM_FI_DEV_GPU_UTIL{ $exporter , gpu="0"} + DCGM_FI_DEV_FB_USED{$exporter}') == []
 
 

@@ -88,7 +88,7 @@ def test_findings_come_out_exactly_and_a_stopped_exporter_is_no_data(tmp_path, r
         prom_cfg += f"rule_files: ['{RULES}']\n"
     try:
         with prometheus_server(tmp_path, prom_cfg) as (url, _):
-            cfg = health_config(url, "gpuas:job_gpu_activity:ratio" if rules else None)
+            cfg = health_config(url, "gpuas:job_gpu_activity:ratio{$exporter}" if rules else None)
             src = JobTelemetrySource(cfg)
 
             def count(q: str) -> float:

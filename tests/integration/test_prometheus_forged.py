@@ -52,11 +52,20 @@ def forged_lines() -> list[str]:
             for i in range(FORGED)]
 
 
+# The pod also exposes the recording rules' own names: a scraped series carries its scrape job's `job` label, a
+# recorded one (aggregated by namespace or in all) has none, so the recorded queries select job="".
+FORGED_RECORDED = (f'namespace:gpuas_gpus_allocated:count{{namespace="team-a"}} {FORGED}\n'
+                   f'namespace:gpuas_gpus_stale:count{{namespace="team-b"}} 1\n'
+                   f'cluster:gpuas_gpus:count {FORGED}\n')
+
+
 @pytest.fixture(scope="module")
 def prom(tmp_path_factory):
     """(url) of a Prometheus scraping the exporter and the forging pod, with the recording rules loaded."""
     tmp = tmp_path_factory.mktemp("forged")
-    real, forged = serve(exporter_lines()), serve(forged_lines())
+    real = serve(exporter_lines())
+    forged = metrics_target("# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n" + "\n".join(forged_lines()) + "\n"
+                            + FORGED_RECORDED)
     cfg = ("global:\n  scrape_interval: 1s\n  scrape_timeout: 500ms\n  evaluation_interval: 1s\n"
            f"rule_files: ['{RULES}']\nscrape_configs:\n")
     for job, srv in (("dcgm-exporter", real), ("tenant-pods", forged)):
@@ -70,7 +79,8 @@ def prom(tmp_path_factory):
             # both targets scraped, the forged series really in Prometheus, and the rules evaluated twice since
             wait_for(lambda: count("count(DCGM_FI_DEV_GPU_UTIL)") == 16 + FORGED, what="both targets scraped",
                      timeout=30)
-            wait_for(lambda: count("count(cluster:gpuas_gpus:count)") == 1, what="recording rules", timeout=30)
+            wait_for(lambda: count("count(cluster:gpuas_gpus:count)") == 2, what="recording rules, and the forged "
+                     "recorded names scraped", timeout=30)
             time.sleep(2.1)
             yield url
     finally:
