@@ -85,6 +85,11 @@ class ProxyApp:
         headers = [(k, v) for k, v in scope.get("headers", []) if k not in NOT_FORWARDED]
         sized = any(k == b"content-length" for k, _ in headers)
         chunked = any(k == b"transfer-encoding" for k, _ in scope.get("headers", []))
+        if sized and chunked:
+            # the server read the body by its chunks; the client's Content-Length sent beside it would frame a
+            # different body upstream (a smuggling attempt or a broken client: RFC 9112 6.3, an error)
+            await reply_json(send, 400, {"error": "a request with both Content-Length and Transfer-Encoding"}, [])
+            return
         # a body with a length (kept in `headers`) or chunked is streamed; none at all stays none
         content = stream_body(receive) if sized or chunked else await read_body(receive)
         try:

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -40,12 +41,20 @@ class Recorder:
         self.name = name
         self.connections = 0
         self.requests: list[tuple[str, str, dict[str, str]]] = []
+        self.bodies: list[bytes] = []
         outer = self
 
         class H(http.server.BaseHTTPRequestHandler):
             def _answer(self):
-                n = int(self.headers.get("content-length") or 0)
-                self.rfile.read(n)
+                if self.headers.get("transfer-encoding", "").lower() == "chunked":
+                    body = b""
+                    while size := int(self.rfile.readline().split(b";")[0], 16):
+                        body += self.rfile.read(size)
+                        self.rfile.readline()
+                    self.rfile.readline()
+                else:
+                    body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                outer.bodies.append(body)
                 outer.requests.append((self.command, self.path, {k.lower(): v for k, v in self.headers.items()}))
                 body = json.dumps({"upstream": name, "target": self.path}).encode()
                 self.send_response(200)
@@ -495,6 +504,37 @@ def test_a_request_body_over_max_body_bytes_is_refused_413(r, redis_url, tmp_pat
     assert fits[0] == 200
     # only the one that fits reached the upstream as a request with its body
     assert [h.get("content-length") for _, _, h in up.requests if h.get("content-length")] == ["1000"]
+
+
+@pytest.mark.services
+@pytest.mark.security
+def test_a_request_with_both_content_length_and_transfer_encoding_is_refused(r, redis_url, tmp_path):
+    """uvicorn (h11) takes a request with both headers by its chunked body, as RFC 9112 says, and the proxy sent
+    the client's Content-Length upstream beside the de-chunked body: the upstream read `hello` as the whole
+    request and acted on it while the client had sent `hello world` (and the client got a 500). Such a request
+    is a smuggling attempt or a broken client (RFC 9112 6.3: handle it as an error); it is a 400 now, and the
+    upstream sees nothing. A plain chunked body still goes through whole."""
+    up = Recorder("main")
+    toml = (f'upstream = "{up.url}"\nkeys_from_redis = false\n[redis]\nurl = "{redis_url}"\n'
+            f'[[keys]]\ntenant = "a"\nkey = "{KEY_A}"\n')
+    both = (b"POST /v1/gen HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nX-API-Key: " + KEY_A.encode()
+            + b"\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+    try:
+        with standalone_gateway(tmp_path, toml) as (_, port):
+            out = b""
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                s.sendall(both)
+                with contextlib.suppress(ConnectionResetError):
+                    while chunk := s.recv(65536):
+                        out += chunk
+            time.sleep(0.3)   # an upstream request, had one been sent, is recorded by now
+            smuggled = list(up.requests)
+            chunked = raw_post(port, {"X-API-Key": KEY_A}, b"hello world", chunked=True)
+    finally:
+        up.close()
+    assert out.split(b" ", 2)[1] == b"400", out
+    assert smuggled == [], "the upstream got a request framed by the client's Content-Length"
+    assert chunked[0] == 200 and len(up.requests) == 1 and up.bodies == [b"hello world"]
 
 
 def test_max_body_bytes_defaults_to_a_few_mib_and_must_be_positive():
