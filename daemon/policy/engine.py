@@ -40,7 +40,8 @@ def _stale_plan(state: ClusterState, memory: PolicyMemory, last: Plan | None, wh
                     notes=(note, f"last good plan from {last.at}"), memory=memory, pooled=last.pooled,
                     hold_job_gpus=dict(last.hold_job_gpus), holds_by_type=dict(last.holds_by_type),
                     capacity_by_type=dict(last.capacity_by_type), high_pool_by_type=dict(last.high_pool_by_type),
-                    notes_by_type=dict(last.notes_by_type), shared_cap_by_type=dict(last.shared_cap_by_type))
+                    notes_by_type=dict(last.notes_by_type), shared_cap_by_type=dict(last.shared_cap_by_type),
+                    held_for=dict(last.held_for))
     limits = tenant_limits(state.tenants, state.tiers, memory.rate_level, float("nan"), cfg.ratelimits,
                            {t.name: t for t in cfg.tenants})
     return Plan(at=state.at.isoformat(), capacity=max(state.capacity, 0), load=float("nan"),
@@ -487,7 +488,17 @@ def _assemble(state: ClusterState, view: _View, holds: _Holds, cleared: _Cleared
                 pooled=tuple(tenants[i] for i in np.flatnonzero(holds.pooled)),
                 hold_job_gpus={tenants[i]: int(holds.quantum[i]) for i in np.flatnonzero((res > 0) | holds.pooled)},
                 demand_capped=dict(state.capped), capacity_dropped=int(state.capacity_dropped),
+                held_for=held_for(res, high, holds.aged, holds.floored),
                 **(_typed_fields(tenants, typed, high, holds.aged | holds.floored) if typed is not None else {}))
+
+
+def held_for(res: np.ndarray, high: np.ndarray, aged: np.ndarray, floored: np.ndarray) -> dict[str, int]:
+    """The held GPUs split by why they are held (Plan.held_for): the high tier's forecast, aged tenants
+    (anti-starvation), operators' floors. The console shows it beside the high tier's pool, which the holds exceed
+    whenever the high tier borrows beyond its guarantee or other tenants are protected."""
+    is_aged = aged & ~high
+    return {"high": int(res[high].sum()), "aged": int(res[is_aged].sum()),
+            "floor": int(res[floored & ~high & ~is_aged].sum())}
 
 
 def _typed_fields(tenants: tuple[str, ...], typed: fleet.TypedHolds, high: np.ndarray, other: np.ndarray) -> dict:

@@ -116,6 +116,11 @@ class Plan:
     # scheduler does not list. Both empty or 0 without a scheduler view.
     demand_capped: dict[str, int] = field(default_factory=dict)
     capacity_dropped: int = 0
+    # why the GPUs are held (issue 37): GPUs of `reservations` per reason, "high" (the high tier's forecast peak;
+    # it may exceed `high_pool`, the tier's guarantee, while GPUs are free to borrow), "aged" (tenants outside the
+    # high tier whose job waited max_wait: anti-starvation) and "floor" (an operator's floor_gpus); a tenant both
+    # aged and floored counts as aged. Sums to the held GPUs; empty in a plan from before it was recorded
+    held_for: dict[str, int] = field(default_factory=dict)
 
     def job_gpus(self, tenants: Iterable[str]) -> int:
         """GPUs of the smallest job the holds of `tenants` are sized for (one tenant's hold, or a pool's), 1 when
@@ -147,6 +152,7 @@ class Plan:
             "notes_by_type": {k: list(v) for k, v in self.notes_by_type.items()},
             "shared_cap_by_type": dict(self.shared_cap_by_type),
             "demand_capped": dict(self.demand_capped), "capacity_dropped": self.capacity_dropped,
+            "held_for": dict(self.held_for),
         }
 
     @staticmethod
@@ -172,6 +178,7 @@ class Plan:
             shared_cap_by_type={str(k): int(v) for k, v in d.get("shared_cap_by_type", {}).items()},
             demand_capped={str(k): int(v) for k, v in d.get("demand_capped", {}).items()},
             capacity_dropped=int(d.get("capacity_dropped", 0)),
+            held_for={str(k): int(v) for k, v in d.get("held_for", {}).items()},
         )
 
 

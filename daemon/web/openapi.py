@@ -132,6 +132,9 @@ def spec(extra_paths: dict | None = None) -> dict:
                     "holds_by_type": {"type": "object", "description": "a mixed fleet: tenant -> {GPU type: GPUs "
                                       "held on nodes of that type}; empty for a one-model cluster"},
                     "capacity_by_type": obj, "high_pool_by_type": obj,
+                    "held_for": {"type": "object", "description": "the held GPUs by why they are held: high (the high "
+                                 "tier's forecast peak, which may exceed high_pool, its guarantee), aged (anti-"
+                                 "starvation), floor (operators' floor_gpus)"},
                     "notes_by_type": {"type": "object", "description": "GPU type -> what the plan did there and why"},
                     "forecaster_note": {"type": "string", "description": "which forecaster is in use and why "
                                         "(the whole note; the start-up line names it short)"},

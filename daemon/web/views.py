@@ -295,6 +295,7 @@ def cluster_view(snap: Snapshot, backend: Backend, history: int = HISTORY_STEPS)
         "load": num(plan.load) if plan else None,
         "held": int(sum(plan.reservations.values())) if plan else None,
         "high_pool": plan.high_pool if plan else None,
+        "held_for": held_split(plan),
         "stale": plan.stale if plan else None,
         "notes": list(plan.notes) if plan else [],
         # the plan's level may be one the config no longer has (levels removed by a reload): no row to show
@@ -311,6 +312,34 @@ def cluster_view(snap: Snapshot, backend: Backend, history: int = HISTORY_STEPS)
         "health": redact_json(backend.health()),  # a source error names the source's URL: never its password
         "types": types_view(snap),
     }
+
+
+def held_split(plan) -> dict | None:
+    """Why the GPUs held exceed the high tier's pool (issue 37): the held GPUs per reason (Plan.held_for: the high
+    tier's forecast, aged tenants, operators' floors) and how far the high tier's holds go beyond its guarantee
+    (borrowed from GPUs nobody else needs now). None without a plan or for a plan from before the split was kept."""
+    if plan is None or not plan.held_for:
+        return None
+    hf = {k: int(plan.held_for.get(k, 0)) for k in ("high", "aged", "floor")}
+    return {**hf, "high_beyond_pool": max(hf["high"] - int(plan.high_pool), 0)}
+
+
+def listed_tenants(snap: Snapshot, rows: list[dict], most: int = 25) -> tuple[list[dict], dict | None]:
+    """The cluster page's short list (issue 37): the tenants holding capacity and those an operator's fixed limit
+    throttles, most held first. A rate level above 0 throttles every tenant alike, so it is said once (the second
+    value: the level, its starting load and rates) rather than listing everyone; None at level 0 or without a plan."""
+    plan = snap.plan
+    fixed = {t for t, lim in (plan.limits.items() if plan is not None else ())
+             if lim.reason.startswith("fixed limit")}
+    shown = sorted((t for t in rows if t["held"] or t["tenant"] in fixed), key=lambda t: -(t["held"] or 0))[:most]
+    level = plan.memory.rate_level if plan is not None else 0
+    levels = snap.cfg.ratelimits.levels
+    if level <= 0 or not plan.limits:
+        return shown, None
+    lv = levels[level] if level < len(levels) else None
+    return shown, {"index": level, "starts_at_load": lv.load if lv else None,
+                   "rates": {"high": lv.high, "normal": lv.normal, "low": lv.low} if lv else None,
+                   "fixed": len(fixed)}
 
 
 def tenant_summary(snap: Snapshot, backend: Backend, tenant: str) -> dict:

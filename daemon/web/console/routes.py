@@ -212,10 +212,11 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
         snap = backend.snapshot()
         c = views.cluster_view(snap, backend)
         tenants = [views.tenant_summary(snap, backend, t) for t in views.tenant_names(snap)]
-        shown = sorted((t for t in tenants if t["held"] or t["throttled"]), key=lambda t: -(t["held"] or 0))[:25]
+        shown, throttled_all = views.listed_tenants(snap, tenants)
         notice = "Change saved; it applies at the next cycle." if request.query_params.get("saved") else None
         return page(request, "cluster.html", who=p, title="Cluster", c=c, load_chart=load_chart(c).svg(),
                     band_chart=band_chart(c).svg(), levels=snap.cfg.ratelimits.levels, tenants=shown,
+                    throttled_all=throttled_all,
                     paused=backend.overrides().inputs().paused_all, notice=notice, health=health_for(snap, p))
 
     async def login(request: Request) -> Response:

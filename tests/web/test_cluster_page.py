@@ -1,0 +1,98 @@
+"""The cluster page (issue 37): why the GPUs held exceed the high tier's pool (the plan's split: the high tier's
+forecast, aged tenants, operators' floors), and a rate level that throttles everyone said once, not as a list of
+every tenant."""
+
+import dataclasses
+import re
+
+import numpy as np
+import pandas as pd
+from starlette.testclient import TestClient
+
+from daemon.config import Config
+from daemon.policy import PolicyMemory, plan
+from daemon.policy.state import PRIORITY, ClusterState, Jobs
+from daemon.policy.types import OperatorInputs
+from daemon.web.app import build_app
+from daemon.web.backend import Snapshot
+from forecaster.types import Forecast
+from tests.support.daemons import OP, h
+from tests.support.web_backend import SnapshotBackend, with_tokens
+
+T0 = pd.Timestamp("2026-01-06T12:00:00Z")
+IDLE = tuple(f"idle-{k}" for k in range(6))
+TENANTS = ("hi", "lo", "fl") + IDLE
+LEVELS = [{"load": 0.0, "high": 500, "normal": 100, "low": 50}, {"load": 0.02, "high": 400, "normal": 80, "low": 40},
+          {"load": 0.05, "high": 300, "normal": 60, "low": 30}]
+
+
+def _snapshot() -> Snapshot:
+    """hi (high) forecast to peak at 64 GPUs above a pool of 12; lo (low) with a job queued 2 hours (aged); fl
+    (normal) with an operator's floor of 16; six idle normal tenants; load 9%, so rate level 2 of LEVELS."""
+    n = len(TENANTS)
+    rows = [("h1", 0, 8, "high", True, 600.0, 0.0), ("l1", 1, 8, "low", False, 0.0, 7200.0),
+            ("f1", 2, 4, "normal", True, 600.0, 0.0)]
+    ids, ten, g, pr, run, rt, w = zip(*rows)
+    jobs = Jobs(np.array(ids, dtype=object), np.array(ten), np.array(g),
+                np.array([PRIORITY[p] for p in pr], dtype=np.int8), np.array(run), np.array(rt, dtype=float),
+                np.array(w, dtype=float), np.array(["n1" if r else "" for r in run], dtype=object))
+    used = np.zeros(n)
+    used[[0, 2]] = [8, 4]
+    pending = np.zeros(n)
+    pending[1] = 8
+    st = ClusterState(T0, TENANTS, ("high", "low", "normal") + ("normal",) * len(IDLE), 128, used, pending, jobs)
+    v = np.zeros((n, 30, 3))
+    v[0] = 64.0
+    fc = Forecast(TENANTS, (0.5, 0.9, 0.99), v, T0, 60, "test")
+    cfg = with_tokens(Config(policy={"max_wait_steps": 10, "headroom": 0, "reserve_share": 0.1},
+                             ratelimits={"levels": LEVELS}))
+    p = plan(fc, st, PolicyMemory(), cfg, ops=OperatorInputs(floors={"fl": 16}))
+    assert p.memory.rate_level == 2
+    return Snapshot(cfg=cfg, plan=p, state=st, forecast=fc, cycle=1)
+
+
+def _page(snap: Snapshot) -> str:
+    client = TestClient(build_app(SnapshotBackend(snap)))
+    client.cookies.set("gpuas_token", OP)
+    r = client.get("/ui/")
+    assert r.status_code == 200, r.text[-300:]
+    return r.text
+
+
+def test_the_cluster_page_says_why_the_held_gpus_exceed_the_high_tier_pool():
+    snap = _snapshot()
+    p = snap.plan
+    held = sum(p.reservations.values())
+    assert held > p.high_pool                                    # the puzzle: 632 held against a pool of 204
+    text = _page(snap)
+    assert f"Why {held} GPUs are held" in text
+    got = {k: int(re.search(rf'id="held-{k}">(\d+)<', text).group(1)) for k in ("high", "aged", "floor")}
+    assert got == {"high": p.reservations["hi"], "aged": 8, "floor": 16}
+    assert sum(got.values()) == held
+    assert f"{p.reservations['hi'] - p.high_pool} beyond its guarantee (the high-tier pool, {p.high_pool})" in text
+    client = TestClient(build_app(SnapshotBackend(snap)))
+    assert client.get("/api/v1/plan", headers=h(OP)).json()["held_for"] == got
+
+
+def test_a_rate_level_that_throttles_everyone_is_said_once_and_holders_are_listed():
+    """Before: "Tenants holding capacity or throttled" listed every tenant at rate level 2."""
+    snap = _snapshot()
+    text = _page(snap)
+    table = text[text.index('id="tenant-table"'):]
+    table = table[:table.index("</table>")]
+    listed = set(re.findall(r'/ui/tenants/([\w.-]+)"', table))
+    assert listed == {"hi", "lo", "fl"}                         # the holders; no idle tenant
+    assert text.count("All tenants throttled at rate level 2") == 1
+    assert "(from load 5%): high 300, normal 60, low 30 req/s" in text
+    # an operator's fixed limit throttles one tenant its own way: it is listed, and the level line says so
+    fixed = dataclasses.replace(snap.plan, limits={**snap.plan.limits, "idle-3": dataclasses.replace(
+        snap.plan.limits["idle-3"], reason="fixed limit for idle-3: 5 req/s")})
+    text = _page(dataclasses.replace(snap, plan=fixed))
+    table = text[text.index('id="tenant-table"'):]
+    assert "idle-3" in table[:table.index("</table>")] and "keeps its own" in text
+
+
+def test_at_level_0_no_throttle_line():
+    snap = _snapshot()
+    calm = dataclasses.replace(snap.plan, memory=dataclasses.replace(snap.plan.memory, rate_level=0))
+    assert 'id="throttled-all"' not in _page(dataclasses.replace(snap, plan=calm))
