@@ -96,3 +96,20 @@ def test_at_level_0_no_throttle_line():
     snap = _snapshot()
     calm = dataclasses.replace(snap.plan, memory=dataclasses.replace(snap.plan.memory, rate_level=0))
     assert 'id="throttled-all"' not in _page(dataclasses.replace(snap, plan=calm))
+
+
+def test_a_tenant_charts_title_and_legend_name_what_is_plotted():
+    """Before: the title said "GPUs used (running + queued)" and the legend "usage" for the one demand series."""
+    snap = _snapshot()
+    idx = pd.date_range(end=T0, periods=5, freq="60s")
+    snap = dataclasses.replace(snap, history=pd.DataFrame({t: np.arange(5.0) for t in TENANTS}, index=idx))
+    client = TestClient(build_app(SnapshotBackend(snap)))
+    client.cookies.set("gpuas_token", OP)
+    text = client.get("/ui/tenants/lo").text                    # a low-tier tenant
+    chart = text[text.index('id="forecast-chart"'):]
+    chart = chart[:chart.index("</figure>")]
+    title = re.search(r"<title>(.*?)</title>", chart).group(1)
+    keys = re.findall(r'<span class="key s-used">(.*?)</span>', chart)
+    series = re.findall(r'class="s-used" data-series="(.*?)"', chart)
+    assert keys == ["demand (GPUs running + queued)"] and set(series) == set(keys)
+    assert keys[0] in title and "usage" not in chart

@@ -148,9 +148,14 @@ def band_chart(c: dict) -> Chart:
                           [("capacity", c["capacity"], "s-cap"), ("held now", c["held"], "s-held")])
 
 
+DEMAND = "demand (GPUs running + queued)"
+
+
 def tenant_chart(t: dict) -> Chart:
-    return forecast_chart("forecast-chart", f"{t['tenant']}: GPUs used (running + queued) and the p50/p90 forecast",
-                          t["usage"], "usage", t["forecast"],
+    # what is drawn is the tenant's demand series (GPUs running + queued, as the policy reads it): the title and the
+    # legend name it alike (DEMAND)
+    return forecast_chart("forecast-chart", f"{t['tenant']}: {DEMAND} and its p50/p90 forecast",
+                          t["usage"], DEMAND, t["forecast"],
                           [("held for you", t["held"] or None, "s-held"), ("quota", t["quota"], "s-quota")])
 
 
