@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
+from daemon.config import DEFAULT_TYPE
 from daemon.policy import fleet
 from daemon.sources.redact import redact_json
 from daemon.text import plural
 from daemon.web.backend import HISTORY_STEPS, Backend, Snapshot
+from daemon.web.hold_use import PARTS, hold_use
 
 if TYPE_CHECKING:
     from daemon.web.auth import Principal
@@ -247,6 +249,26 @@ def tenant_types(snap: Snapshot, tenant: str) -> list[dict] | None:
             for t in sorted(plan.capacity_by_type) if held.get(t) or used.get(t)]
 
 
+def _hold_use(snap: Snapshot, backend: Backend, tenant: str) -> list[dict] | None:
+    """Per GPU type held for `tenant`, the GPUs the plan holds there (`planned`) and what occupies the nodes held
+    for it now (daemon/web/hold_use.py): its own work, others' work that cannot be preempted, others' preemptible
+    work, draining, free. None when nothing is held for it and no node is. GPU counts only: no other tenant's name."""
+    plan, st = snap.plan, snap.state
+    i = _state_index(snap, tenant)
+    if plan is None or st is None or i is None:
+        return None
+    ops = backend.overrides().inputs()
+    protected = np.array([ops.paused_all or t in plan.reservations or t in plan.pooled or t in ops.paused
+                          or ops.floors.get(t, 0) > 0 for t in st.tenants], dtype=bool)
+    use = hold_use(st, i, tenant in plan.pooled, protected)
+    planned = dict(plan.holds_by_type.get(tenant, {}))
+    if not planned and plan.reservations.get(tenant) and not plan.capacity_by_type:  # a one-model cluster
+        planned = {DEFAULT_TYPE: int(plan.reservations[tenant])}
+    rows = [{"type": t, "planned": int(planned.get(t, 0)),
+             **use.get(t, {"gpus": 0, **dict.fromkeys(PARTS, 0)})} for t in sorted(set(planned) | set(use))]
+    return rows or None
+
+
 def _pending_by_accepts(snap: Snapshot, tenant: str) -> dict[str, int] | None:
     st = snap.state
     i = _state_index(snap, tenant)
@@ -426,6 +448,7 @@ def tenant_view(snap: Snapshot, backend: Backend, tenant: str, viewer: "Principa
     out["plan_at"] = plan.at if plan else None
     out["types"] = tenant_types(snap, tenant)
     out["pending_by_accepts"] = _pending_by_accepts(snap, tenant)
+    out["hold_use"] = _hold_use(snap, backend, tenant)
     typed = [n for n in fleet.tenant_series(fc.tenants, tenant) if fleet.SERIES_SEP in n] if fc is not None else []
     if typed:  # a mixed fleet's typed series (tenant@spec), per set of types; `forecast` is their sum
         k90 = fc.quantile_index(0.9)

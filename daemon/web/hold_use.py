@@ -1,0 +1,59 @@
+"""What occupies the GPUs held for a tenant (issue 37, item 2): per GPU type, the held nodes' GPUs split into the
+tenant's own running work, other tenants' work that cannot be preempted, other tenants' preemptible work, GPUs
+draining and GPUs free.
+
+Why: a high-tier job may wait beside its own hold because the hold's GPUs are taken by other tenants' high-tier
+jobs that started there before the plan moved their holds elsewhere; high-tier work is never preempted, so those
+GPUs stay occupied, not idle, until the jobs end. The tenant page and /api/v1/tenants/<t> show this split so that
+the wait explains itself. Pure: the cycle's snapshot in, plain numbers out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from daemon.config import DEFAULT_TYPE
+from daemon.policy.state import HELD_BY_POOL, PRIORITY, ClusterState
+
+PARTS = ("own", "others_protected", "others_preemptible", "draining", "free")
+
+
+def hold_use(state: ClusterState, tenant: int, pooled: bool, protected: np.ndarray) -> dict[str, dict[str, int]]:
+    """Per GPU type, the GPUs of the nodes held for tenant `tenant` now (held by it, or by the high tier's pool when
+    it is `pooled`) and what occupies them (PARTS), with `gpus` their healthy GPUs.
+
+    `protected` (bool per tenant) marks the tenants whose work the policy never preempts besides the high tier's
+    (held for, floored, paused): another tenant's running job is preemptible only when it is low-priority and its
+    tenant is not protected (daemon/policy/preemption.py), else it counts in `others_protected`. Empty when the
+    source reports no nodes or nothing is held for the tenant."""
+    nodes = state.nodes
+    if nodes is None or len(nodes) == 0:
+        return {}
+    held = nodes.held_by == tenant
+    if pooled:
+        held |= nodes.held_by == HELD_BY_POOL
+    if not held.any():
+        return {}
+    types = nodes.gpu_type.astype(str) if nodes.gpu_type is not None else np.full(len(nodes), DEFAULT_TYPE)
+    out: dict[str, dict[str, int]] = {}
+    for k in np.flatnonzero(held):
+        row = out.setdefault(str(types[k]), {"gpus": 0, **dict.fromkeys(PARTS, 0)})
+        row["gpus"] += int(nodes.gpus[k])
+        row["draining"] += int(nodes.draining[k])
+        row["free"] += int(nodes.free[k])
+    jobs = state.jobs
+    if len(jobs):
+        node_of = nodes.index_of(jobs.node)
+        on = jobs.running & (node_of >= 0)
+        on[on] = held[node_of[on]]
+        prot = np.asarray(protected, dtype=bool)
+        for j in np.flatnonzero(on):
+            t = int(jobs.tenant[j])
+            if t == tenant:
+                part = "own"
+            elif jobs.priority[j] == PRIORITY["low"] and not prot[t]:
+                part = "others_preemptible"
+            else:
+                part = "others_protected"
+            out[str(types[node_of[j]])][part] += int(jobs.gpus[j])
+    return dict(sorted(out.items()))
