@@ -61,6 +61,7 @@ def _plan_record(p: Plan) -> str:
     for key in (*TYPED_FIELDS, "demand_capped", "capacity_dropped"):
         if not d.get(key):
             d.pop(key, None)
+    d.pop("held_for", None)  # the held GPUs by reason: a reading of `reservations` (tests/policy/test_held_for.py)
 
     def fix(x):
         if isinstance(x, float):

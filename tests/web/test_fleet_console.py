@@ -78,8 +78,26 @@ def test_browser_mixed_fleet_tenant_page_and_shadow_page(fleet_daemon):
         # the forecast coverage of the next step: scored for every tenant (a percentage, not "–")
         assert all(r[9].endswith("%") for r in rows), rows
         assert any(int(r[3]) > 0 for r in rows) or any(int(r[2]) > 0 for r in rows)   # holds recorded
+        # "throttled" as the API says it: a tenant the API calls throttled is not "–" on the shadow page (issue 37)
+        named = {r[0]: r for r in rows}
+        for t in named:
+            lim = httpx.get(f"{base}/api/v1/tenants/{t}", headers=h(OP)).json()["limit"]
+            if lim and lim["throttled"]:
+                assert named[t][7].endswith("%") and named[t][7] != "0%", named[t]
         page.screenshot(ARTEFACTS / "fleet-shadow.png")
+
+        # what runs on a held tenant's GPUs, per type (issue 37, item 2): the parts add up to the held nodes' GPUs
+        held = httpx.get(f"{base}/api/v1/plan", headers=h(OP)).json()["reservations"]
+        who = max(held, key=held.get)
+        use = httpx.get(f"{base}/api/v1/tenants/{who}", headers=h(OP)).json()["hold_use"]
+        assert use, f"{who} is held {held[who]} GPUs"
+        parts = ("own", "others_protected", "others_preemptible", "draining", "free")
+        assert all(sum(r[k] for k in parts) <= r["gpus"] for r in use), use
+        assert page.goto(f"{base}/ui/tenants/{who}") == 200
+        shown = page.eval("Array.from(document.querySelectorAll('#hold-use tr[id]')).map(r => r.id)")
+        assert shown == [f"hold-use-{r['type']}" for r in use]
+        page.screenshot(ARTEFACTS / "fleet-hold-use.png")
         outside = [u for u in page.requested_urls() if not u.startswith(base) and not u.startswith("about:")]
         assert outside == []
-    for name in ("fleet-tenant.png", "fleet-shadow.png"):
+    for name in ("fleet-tenant.png", "fleet-shadow.png", "fleet-hold-use.png"):
         assert (ARTEFACTS / name).stat().st_size > 10_000, name
