@@ -5,8 +5,8 @@ request-rate figure is apart; and the terminal table has a legend of its columns
 import pytest
 from starlette.testclient import TestClient
 
-from daemon.shadow.record import NUMERIC
 from daemon.shadow import report
+from daemon.shadow.record import NUMERIC
 from daemon.shadow.report import shadow_report, table
 from tests.shadow.test_shadow_report import rec, t
 
