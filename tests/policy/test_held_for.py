@@ -6,9 +6,10 @@ import pandas as pd
 
 from daemon.config import Config
 from daemon.policy import PolicyMemory, plan
-from daemon.policy.state import PRIORITY, ClusterState, Jobs
+from daemon.policy.state import ClusterState
 from daemon.policy.types import OperatorInputs, Plan
 from forecaster.types import Forecast
+from tests.policy.test_aging import jobs
 
 T0 = pd.Timestamp("2026-01-06T12:00:00Z")
 TENANTS = ("hi", "lo", "fl")
@@ -18,12 +19,8 @@ def _state() -> ClusterState:
     # hi (high) runs 8; lo (low) has one 8-GPU job queued for 2 hours (aged); fl (normal) runs 4, floored by an operator
     rows = [("h1", 0, 8, "high", True, 600.0, 0.0), ("l1", 1, 8, "low", False, 0.0, 7200.0),
             ("f1", 2, 4, "normal", True, 600.0, 0.0)]
-    ids, ten, g, pr, run, rt, w = zip(*rows)
-    jobs = Jobs(np.array(ids, dtype=object), np.array(ten), np.array(g),
-                np.array([PRIORITY[p] for p in pr], dtype=np.int8), np.array(run), np.array(rt, dtype=float),
-                np.array(w, dtype=float), np.array(["n1" if r else "" for r in run], dtype=object))
     return ClusterState(T0, TENANTS, ("high", "low", "normal"), 128, np.array([8.0, 0.0, 4.0]),
-                        np.array([0.0, 8.0, 0.0]), jobs)
+                        np.array([0.0, 8.0, 0.0]), jobs(rows))
 
 
 def test_the_held_gpus_are_split_by_why_they_are_held():

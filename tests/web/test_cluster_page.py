@@ -11,11 +11,12 @@ from starlette.testclient import TestClient
 
 from daemon.config import Config
 from daemon.policy import PolicyMemory, plan
-from daemon.policy.state import PRIORITY, ClusterState, Jobs
+from daemon.policy.state import ClusterState
 from daemon.policy.types import OperatorInputs
 from daemon.web.app import build_app
 from daemon.web.backend import Snapshot
 from forecaster.types import Forecast
+from tests.policy.test_aging import jobs
 from tests.support.daemons import OP, h
 from tests.support.web_backend import SnapshotBackend, with_tokens
 
@@ -32,15 +33,11 @@ def _snapshot() -> Snapshot:
     n = len(TENANTS)
     rows = [("h1", 0, 8, "high", True, 600.0, 0.0), ("l1", 1, 8, "low", False, 0.0, 7200.0),
             ("f1", 2, 4, "normal", True, 600.0, 0.0)]
-    ids, ten, g, pr, run, rt, w = zip(*rows)
-    jobs = Jobs(np.array(ids, dtype=object), np.array(ten), np.array(g),
-                np.array([PRIORITY[p] for p in pr], dtype=np.int8), np.array(run), np.array(rt, dtype=float),
-                np.array(w, dtype=float), np.array(["n1" if r else "" for r in run], dtype=object))
     used = np.zeros(n)
     used[[0, 2]] = [8, 4]
     pending = np.zeros(n)
     pending[1] = 8
-    st = ClusterState(T0, TENANTS, ("high", "low", "normal") + ("normal",) * len(IDLE), 128, used, pending, jobs)
+    st = ClusterState(T0, TENANTS, ("high", "low", "normal") + ("normal",) * len(IDLE), 128, used, pending, jobs(rows))
     v = np.zeros((n, 30, 3))
     v[0] = 64.0
     fc = Forecast(TENANTS, (0.5, 0.9, 0.99), v, T0, 60, "test")
