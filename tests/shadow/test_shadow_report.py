@@ -90,8 +90,8 @@ def daemon(tmp: Path, cycles: int, dry: bool = True) -> tuple[Path, str, str]:
 
 
 SUMMARY = re.compile(r"reserved=\d+ \((\d+) tenants\) preempt=(\d+)/(\d+)gpu")
-DECISION = re.compile(r"decision: preempt (\d+) jobs: (.*?)(?: and (\d+) more)?; ")
-JOB = re.compile(r"(\S+) \((\S+), (\d+) GPUs\)")
+DECISION = re.compile(r"decision: preempt (\d+) jobs?: (.*?)(?: and (\d+) more)?; ")
+JOB = re.compile(r"(\S+) \((\S+), (\d+) GPUs?\)")
 
 
 def test_shadow_report_of_a_dry_run_daemon_counts_the_decisions_the_log_shows(tmp_path):
