@@ -282,17 +282,15 @@ def main() -> int:
             done.append((report.to_json(runs, meta, a.out / f"replay_{case}{suffix}.json", what_if), runs, seconds,
                          cpu, load0))
         out, runs, seconds, cpu, load0 = done[0]
-        title = (f"{w.name}: {len(w.tiers)} tenants, {w.capacity} GPUs on {w.gpus_per_node}-GPU nodes, "
-                 f"{steps / 1440:.1f} days, forecaster {case_model.name}")
+        title = report.replay_title(w.name, len(w.tiers), w.capacity, steps / 1440,
+                                    f"{w.gpus_per_node}-GPU nodes, forecaster {case_model.name}")
         if not a.suffix:
             report.pareto_figure(runs, a.figures / f"replay_{case}.png", title)
         summary[case] = out
         print(f"\n== {case}: {title} ({seconds:.0f} s wall with {a.workers} worker processes, replay CPU "
               f"{cpu:.0f} s, load average {load0:.1f} -> {os.getloadavg()[0]:.1f})")
-        print(report.table(runs))
-        cmp_ = out["comparison"]
-        if cmp_:
-            print("comparison at equal utilization:", json.dumps(cmp_, indent=1))
+        print(report.table(runs, legend=len(summary) == 1))   # the legend under the first table
+        print("\n".join(report.comparison_lines(out["comparison"])))
     (a.out / f"replay_summary_{'_'.join(summary)}{a.suffix}.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(f"\nwrote {a.out}/replay_*.json" + ("" if a.suffix else f" and {a.figures}/replay_*.png"))
     return 0

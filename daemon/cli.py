@@ -380,6 +380,9 @@ def _objective_opts(f):
 @click.option("--seed", type=int, default=7, show_default=True, help="synthetic only")
 @click.option("--strategies", default="static,reactive,predictive,perfect", show_default=True)
 @click.option("--sweep", is_flag=True, help="Run each strategy over its own knob and compare Pareto frontiers.")
+@click.option("--table", "show_table", is_flag=True,
+              help="Print the full table of every setting (a sweep prints its summary only; the JSON has them all).")
+@click.option("--legend", is_flag=True, help="Print what each column of the table is under it (implies --table).")
 @click.option("--forecast-every", type=click.IntRange(min=1), default=1, show_default=True,
               help="Run the forecaster every N steps (shift the horizon in between).")
 @click.option("--high-vcs", type=click.IntRange(min=0), default=None,
@@ -392,12 +395,12 @@ def _objective_opts(f):
 @click.pass_context
 def simulate(ctx, trace, data, from_source, history_days, until, tier_flags, job_flags, default_job_gpus,
              quick_forecaster, epochs, recommend_, minimize, subject_to, tenants, gpus, days, seed, strategies, sweep,
-             forecast_every, high_vcs, high_vc, data_dir, out) -> None:
+             show_table, legend, forecast_every, high_vcs, high_vc, data_dir, out) -> None:
     """Replay a trace (built-in, or this cluster's own history with --data/--from-source) through static, reactive,
     predictive and perfect-forecast strategies on the same physics."""
     cfg = _load(ctx)
     from daemon.forecasting.retrain import DataError, default_data_dir
-    from daemon.sim import recommend as rec, report, workloads
+    from daemon.sim import recommend as rec, report, terminal, workloads
     from daemon.sim.replay import STRATEGIES, default_sweep, run_replay
     from forecaster.baselines import SeasonalNaive
     from forecaster.registry import ModelError
@@ -524,25 +527,18 @@ def simulate(ctx, trace, data, from_source, history_days, until, tier_flags, job
     doc = report.to_json(runs, meta, path)
     step_days = (w.demand.index[1] - w.demand.index[0]).total_seconds() / 86400
     png = report.pareto_figure(runs, out / f"{w.name}.png",
-                               f"{w.name}: {plural(len(w.tiers), 'tenant')}, {plural(w.capacity, 'GPU')}, "
-                               f"{plural(steps * step_days, 'day', fmt='g')}")
-    click.echo(report.table(runs))
-    for r in runs:  # a typed replay: unmet GPU-minutes per accepted-type set
-        if r.by_spec is not None:
-            click.echo(f"{r.label} unmet by accepted types: " + ", ".join(
-                f"{k} {v['unmet_gpu_min']:.0f}/{v['demand_gpu_min']:.0f} GPU-min" for k, v in r.by_spec.items()))
-    if doc.get("comparison"):
-        click.echo("comparison at equal utilization: " + json.dumps(
-            {k: v for k, v in doc["comparison"].items() if k in ("reactive_point", "predictive_point", "perfect_point",
-                                                                  "high_unmet", "normal_unmet", "preemptions")}))
+                               report.replay_title(w.name, len(w.tiers), w.capacity, steps * step_days))
+    recommendation = None
     if recommend_:
         try:
-            r = rec.recommend(doc, obj)
+            recommendation = rec.recommend(doc, obj)
         except rec.ObjectiveError as exc:
             _fail(f"recommend: {exc}", 1)
-        doc["recommendation"] = r
+        doc["recommendation"] = recommendation
         path.write_text(json.dumps(doc, indent=2) + "\n")
-        click.echo(rec.text(r))
+    for line in terminal.replay_lines(doc, recommendation, sweep=sweep, table=show_table, legend=legend,
+                                      json_path=str(path)):
+        click.echo(line)
     click.echo(f"wrote {path} and {png}")
 
 

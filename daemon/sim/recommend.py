@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from daemon.sim import shortage
 from daemon.sim.report import METRICS, OPS, UTIL_TOLERANCE, frontier
 
 # what a recommendation prints and compares, read from one setting's summary
@@ -194,7 +195,7 @@ def _toml_value(v) -> str:
 
 
 def snippet(s: dict, helps: bool, exp: dict, reactive: dict | None, static: dict | None, obj: Objective,
-            source: str, forecaster: str | None = None) -> str:
+            source: str, forecaster: str | None = None, short: str | None = None) -> str:
     """The recommended setting as a config snippet (the `[policy]` keys the replay swept), its expected figures
     and reactive's and static's beside them as comments."""
     def line(name: str, f: dict | None) -> str:
@@ -211,6 +212,8 @@ def snippet(s: dict, helps: bool, exp: dict, reactive: dict | None, static: dict
     if not helps:
         head.append("# predictive does not help on this history: no predictive setting on its frontier beats "
                     "reactive under the objective; recommended: reactive")
+    if short:
+        head.append(f"# {short}")
     head += ["# expected over the replayed window (GPU-min):", line("recommended", exp), line("reactive", reactive),
              line("static", static)]
     knobs = s["knobs"]
@@ -254,18 +257,45 @@ def recommend(replay: dict, obj: Objective | None = None) -> dict:
     chosen = best if helps else reactive
     exp, rf, sf = figures(chosen), figures(reactive), figures(static)
     source = replay.get("workload", "the replay")
+    short = shortage.structural(runs)
+    short_line = shortage.line(short)
     return {"recommended": chosen["label"], "strategy": chosen["strategy"], "knobs": dict(chosen["knobs"]),
             "predictive_helps": helps, "objective": obj.text(), "why": why,
+            "capacity_short": short, "capacity_short_line": short_line,
             "expected": exp, "reactive": rf, "static": sf,
             "predictive_frontier": [p["label"] for p in front], "feasible": [p["label"] for p in feasible],
-            "snippet": snippet(chosen, helps, exp, rf, sf, obj, source, replay.get("forecaster"))}
+            "snippet": snippet(chosen, helps, exp, rf, sf, obj, source, replay.get("forecaster"), short_line)}
+
+
+# the summary's figures: (header, key in figures(), format)
+_SUMMARY = (("util", "utilization", lambda v: f"{100 * v:.1f}%"), ("high unmet", "high_unmet", "{:,.0f}".format),
+            ("normal unmet", "normal_unmet", "{:,.0f}".format), ("low unmet", "low_unmet", "{:,.0f}".format),
+            ("preemptions", "preemptions", "{:,d}".format), ("work lost", "work_lost_gpu_min", "{:,.0f}".format))
+
+
+def summary_lines(rec: dict) -> list[str]:
+    """The short summary printed first: the verdict, the recommended setting's figures against reactive's and
+    static's (GPU-minutes over the replayed window), why, and whether capacity rather than forecasting is short."""
+    verdict = (f"recommended: {rec['recommended']}" if rec["predictive_helps"]
+               else f"predictive does not help on this history; recommended: {rec['recommended']}")
+    rows = [("", *(h for h, _, _ in _SUMMARY), "setting")]
+    for name in ("expected", "reactive", "static"):
+        f = rec.get(name)
+        if f is not None:
+            rows.append(("recommended" if name == "expected" else name, *(fmt(f[k]) for _, k, fmt in _SUMMARY),
+                         f["label"]))
+    w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    grid = ["  " + "  ".join([r[0].ljust(w[0]), *(x.rjust(n) for x, n in zip(r[1:-1], w[1:-1])), r[-1]]).rstrip()
+            for r in rows]
+    out = [verdict, *grid, f"why: {rec['why']}"]
+    if rec.get("capacity_short_line"):
+        out.append(rec["capacity_short_line"])
+    return out
 
 
 def text(rec: dict) -> str:
-    """What the terminal shows: the verdict, why, and the snippet."""
-    verdict = (f"recommended: {rec['recommended']}" if rec["predictive_helps"]
-               else f"predictive does not help on this history; recommended: {rec['recommended']}")
-    return f"{verdict}\nwhy: {rec['why']}\n\n{rec['snippet']}"
+    """What the terminal shows: the summary (verdict, figures, why), then the snippet."""
+    return "\n".join(summary_lines(rec)) + f"\n\n{rec['snippet']}"
 
 
 __all__ = ["Constraint", "FIGURES", "METRICS", "Objective", "ObjectiveError", "objective", "parse_constraint",

@@ -153,7 +153,8 @@ class Meter:
     step_min: float = 1.0
     wall_s: float = 0.0
     cpu_s: float = 0.0                                         # CPU of its process meanwhile (forecast thread too)
-    # a typed workload (mixed fleet): demand and unmet GPU-minutes per accepted-type set ("a100|t4", "any")
+    # a typed workload (mixed fleet): demand and unmet GPU-minutes per accepted-type set ("a100|t4", "any"),
+    # all tiers and the high tier's part (high_demand_gpu_min, high_unmet_gpu_min)
     by_spec: dict[str, dict[str, float]] | None = None
     # the plans' per-tenant holds over the measured window: moves, and moves that reverse the tenant's last one
     # within FLAP_WINDOW_S (daemon/sim/flaps.py)
@@ -348,6 +349,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
         res_specs = sorted(set(specs))
         spec_of = np.array([res_specs.index(s) for s in specs])
         spec_wanted, spec_unmet = np.zeros(len(res_specs)), np.zeros(len(res_specs))
+        spec_high_wanted, spec_high_unmet = np.zeros(len(res_specs)), np.zeros(len(res_specs))
     act = SimulatorActuator(c, tenants)
     index = {t: i for i, t in enumerate(tenants)}
     H = cfg.cycle.horizon_steps
@@ -388,6 +390,8 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
             if typed:
                 np.add.at(spec_wanted, spec_of, stats.wanted)
                 np.add.at(spec_unmet, spec_of, unmet)
+                np.add.at(spec_high_wanted, spec_of[high], stats.wanted[high])
+                np.add.at(spec_high_unmet, spec_of[high], unmet[high])
             for t, m in masks.items():
                 res.wanted[t].append(float(stats.wanted[m].sum()))
                 res.served[t].append(float(served[m].sum()))
@@ -473,7 +477,9 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
     res.hold_changes, res.hold_flaps = flaps.changes, flaps.flaps
     if typed:
         m = step_s / 60.0
-        res.by_spec = {s: {"demand_gpu_min": float(spec_wanted[j] * m), "unmet_gpu_min": float(spec_unmet[j] * m)}
+        res.by_spec = {s: {"demand_gpu_min": float(spec_wanted[j] * m), "unmet_gpu_min": float(spec_unmet[j] * m),
+                           "high_demand_gpu_min": float(spec_high_wanted[j] * m),
+                           "high_unmet_gpu_min": float(spec_high_unmet[j] * m)}
                        for j, s in enumerate(res_specs)}
     res.wall_s = time.perf_counter() - t_start
     res.cpu_s = time.process_time() - cpu_start

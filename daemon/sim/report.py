@@ -3,31 +3,102 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from daemon.sim.replay import Meter
+from daemon.text import plural
 
 UTIL_TOLERANCE = 0.005  # "equal utilization": within half a percentage point
 
 
-def table(runs: list[Meter]) -> str:
-    head = (f"{'setting':<36} {'util':>5} {'idleQ':>7} {'hi unmet':>8} {'hi min':>6} {'hi p99':>6} "
-            f"{'nrm unmet':>9} {'nrm p99':>7} {'low unmet':>9} {'low p99':>7} {'starve':>6} "
-            f"{'preempt':>7} {'forHi':>6} {'lost':>7} {'preIdle':>7} {'ms':>5}")
-    unit = (f"{'':<36} {'%':>5} {'GPU-min':>7} {'GPU-min':>8} {'min':>6} {'min':>6} {'GPU-min':>9} {'min':>7} "
-            f"{'GPU-min':>9} {'min':>7} {'min':>6} {'jobs':>7} {'jobs':>6} {'GPU-min':>7} {'GPU-min':>7} {'/cyc':>5}")
-    rows = [head, unit]
-    for r in runs:
-        s = r.summary()
-        h, nm, lo = (s["tiers"][t] for t in ("high", "normal", "low"))
-        starve = max(x["longest_starvation_min"] for x in s["tiers"].values())
-        rows.append(f"{s['label']:<36} {100 * s['utilization']:>5.1f} {s['idle_while_queued_gpu_min']:>7.0f} "
-                    f"{h['unmet_gpu_min']:>8.0f} {h['minutes_with_unmet']:>6.0f} {h['wait_p99_min']:>6.0f} "
-                    f"{nm['unmet_gpu_min']:>9.0f} {nm['wait_p99_min']:>7.0f} {lo['unmet_gpu_min']:>9.0f} "
-                    f"{lo['wait_p99_min']:>7.0f} {starve:>6.0f} {s['preemptions']:>7d} "
-                    f"{s['preemptions_for']['high']:>6d} {s['work_lost_gpu_min']:>7.0f} "
-                    f"{s['preempted_idle_gpu_min']:>7.0f} {s['decision_ms_mean']:>5.1f}")
-    return "\n".join(rows)
+# the table's columns: (header, unit, what it is: the legend and docs/replay.md's list, value from one setting's
+# summary, format)
+COLUMNS: tuple[tuple[str, str, str, Callable[[dict], float], str], ...] = (
+    ("util", "%", "mean utilization: running GPUs over capacity", lambda s: 100 * s["utilization"], ".1f"),
+    ("idleQ", "GPU-min", "idle while queued: GPU-minutes free while jobs waited (at most the GPUs queued; free "
+     "GPUs spread over nodes do not start a larger job)", lambda s: s["idle_while_queued_gpu_min"], ".0f"),
+    ("hi unmet", "GPU-min", "high-tier unmet demand: GPU-minutes asked for and not served",
+     lambda s: s["tiers"]["high"]["unmet_gpu_min"], ".0f"),
+    ("hi min", "min", "minutes with high-tier demand unmet", lambda s: s["tiers"]["high"]["minutes_with_unmet"],
+     ".0f"),
+    ("hi p99", "min", "high-tier wait, 99th percentile (tiers.high.wait_p99_min in the JSON)",
+     lambda s: s["tiers"]["high"]["wait_p99_min"], ".0f"),
+    ("nrm unmet", "GPU-min", "normal-tier unmet demand", lambda s: s["tiers"]["normal"]["unmet_gpu_min"], ".0f"),
+    ("nrm p99", "min", "normal-tier wait, 99th percentile", lambda s: s["tiers"]["normal"]["wait_p99_min"], ".0f"),
+    ("low unmet", "GPU-min", "low-tier unmet demand", lambda s: s["tiers"]["low"]["unmet_gpu_min"], ".0f"),
+    ("low p99", "min", "low-tier wait, 99th percentile", lambda s: s["tiers"]["low"]["wait_p99_min"], ".0f"),
+    ("starve", "min", "longest starvation: the longest any job waited in all (every queue stint), any tier",
+     lambda s: max(x["longest_starvation_min"] for x in s["tiers"].values()), ".0f"),
+    ("preempt", "jobs", "jobs preempted", lambda s: s["preemptions"], "d"),
+    ("forHi", "jobs", "preemptions made for the high tier (the rest were for tenants protected by aging)",
+     lambda s: s["preemptions_for"]["high"], "d"),
+    ("lost", "GPU-min", "work lost: GPU-minutes of preempted jobs since their last checkpoint",
+     lambda s: s["work_lost_gpu_min"], ".0f"),
+    ("preIdle", "GPU-min", "preempted, then idle: GPU-minutes a preemption freed that then sat idle",
+     lambda s: s["preempted_idle_gpu_min"], ".0f"),
+    ("ms", "/cyc", "mean decision time of the policy engine per cycle, milliseconds",
+     lambda s: s["decision_ms_mean"], ".1f"),
+)
+
+
+def _summaries(runs: list[Meter] | list[dict]) -> list[dict]:
+    return [r if isinstance(r, dict) else r.summary() for r in runs]
+
+
+def table(runs: list[Meter] | list[dict], legend: bool = False) -> str:
+    """One row per setting, every tier measured. Each column is as wide as its widest cell (a long setting name
+    moves the columns, never out of line); ``legend`` adds what each column is under the table."""
+    sums = _summaries(runs)
+    cells = [["setting", *(c[0] for c in COLUMNS)], ["", *(c[1] for c in COLUMNS)]]
+    cells += [[s["label"], *(format(c[3](s), c[4]) for c in COLUMNS)] for s in sums]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    lines = [" ".join([row[0].ljust(widths[0]), *(x.rjust(w) for x, w in zip(row[1:], widths[1:]))]).rstrip()
+             for row in cells]
+    return "\n".join(lines + ([""] + legend_lines() if legend else []))
+
+
+def legend_lines() -> list[str]:
+    """What each column of ``table`` is, one line each (docs/replay.md lists the same)."""
+    w, u = max(len(c[0]) for c in COLUMNS), max(len(c[1]) for c in COLUMNS)
+    return ["columns:"] + [f"  {c[0]:<{w}}  {c[1]:<{u}}  {c[2]}" for c in COLUMNS]
+
+
+def _n(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.0f}"
+
+
+def comparison_lines(cmp_: dict) -> list[str]:
+    """The comparison at equal utilization (``compare``'s dict) as lines a person reads: the three points, then
+    one line per figure with each strategy's value."""
+    if not cmp_:
+        return []
+    if "reactive_point" not in cmp_:
+        return [f"comparison: {cmp_.get('verdict', 'none')}"]
+    out = [f"comparison at equal utilization ({100 * cmp_['reactive_utilization']:.1f}%, reactive's best point):"]
+    pts = [("reactive", cmp_["reactive_point"], cmp_.get("reactive_utilization")),
+           ("predictive", cmp_.get("predictive_point"), cmp_.get("predictive_utilization")),
+           ("perfect", cmp_.get("perfect_point"), cmp_.get("perfect_utilization"))]
+    for name, label, util in pts:
+        if label is not None:
+            out.append(f"  {name:<11} {label}  (util {100 * util:.1f}%)")
+    if cmp_.get("predictive_point") is None:
+        return out + [f"  {cmp_.get('verdict', '')}"]
+    names = [n for n, label, _ in pts if label is not None]
+    figs = [("high-tier unmet, GPU-min", "high_unmet"), ("normal-tier unmet, GPU-min", "normal_unmet"),
+            ("low-tier unmet, GPU-min", "low_unmet"), ("preemptions", "preemptions"),
+            ("preempted, then idle, GPU-min", "preempted_idle")]
+    w = max(len(f[0]) for f in figs)
+    out.append(f"  {'':<{w}}  " + "  ".join(f"{n:>10}" for n in names))
+    for text, key in figs:
+        if key in cmp_:
+            out.append(f"  {text:<{w}}  " + "  ".join(f"{_n(cmp_[key].get(n)):>10}" for n in names))
+    tg = cmp_.get("targets") or {}
+    if tg:
+        met = [k for k, v in tg.items() if v is True]
+        missed = [k for k, v in tg.items() if v is False]
+        out.append(f"  targets: {len(met)} of {len(tg)} met" + (f"; missed: {', '.join(missed)}" if missed else ""))
+    return out
 
 
 def frontier(points: list[dict], tier: str = "high") -> list[dict]:
@@ -169,16 +240,54 @@ def to_json(runs: list[Meter], meta: dict, path: Path, comparison: dict | None =
 COLORS = {"static": "tab:gray", "reactive": "tab:orange", "predictive": "tab:blue", "perfect": "tab:green"}
 
 
-def pareto_figure(runs: list[Meter], path: Path, title: str) -> Path:
-    """Utilization against high-tier unmet and against normal-tier unmet, every setting a dot; in each panel,
-    each strategy's own Pareto frontier on that panel's tier (utilization higher, that tier's unmet lower) a
-    line."""
+def duration_text(days: float) -> str:
+    """A replayed window as a person says it, to the minute: "1 day", "23 h 59 min", "2 days 6 h" (not
+    "0.999306 days")."""
+    minutes = round(days * 1440)
+    d, rest = divmod(minutes, 1440)
+    h, m = divmod(rest, 60)
+    parts = ([plural(d, "day")] if d else []) + ([f"{h} h"] if h else []) + ([f"{m} min"] if m else [])
+    return " ".join(parts) or "0 min"
+
+
+def replay_title(name: str, tenants: int, capacity: int, days: float, detail: str = "") -> str:
+    """The figure's title: the workload, its size and the replayed window (``detail`` added after a comma)."""
+    return (f"{name}: {plural(tenants, 'tenant')}, {plural(capacity, 'GPU', fmt=',')}, {duration_text(days)}"
+            + (f", {detail}" if detail else ""))
+
+
+def _unmet_axis(ax, values: list[float], tier: str) -> None:
+    """The unmet axis: "no contention" written on the panel where no setting left any of the tier's demand unmet
+    (a flat line on a +-0.05 axis says nothing); a linear axis where the values span less than a decade (a log
+    axis there has no labelled tick); else symlog (linear up to 10 GPU-min), labelled at 1, 2 and 5 of each
+    decade."""
+    from matplotlib.ticker import FuncFormatter, SymmetricalLogLocator
+
+    pos = [v for v in values if v > 0]
+    if not pos:
+        ax.set_ylim(-1, 1)
+        ax.set_yticks([0])
+        ax.text(0.5, 0.75, f"no contention: no setting left {tier}-tier demand unmet", transform=ax.transAxes,
+                ha="center", va="center", fontsize=10, color="dimgray")
+        return
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 1 else f"{v:g}"))
+    if max(pos) < 10 * min(pos):
+        return
+    ax.set_yscale("symlog", linthresh=10)
+    ax.yaxis.set_major_locator(SymmetricalLogLocator(base=10, linthresh=10, subs=(1, 2, 5)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 1 else f"{v:g}"))
+
+
+def pareto_axes(runs: list[Meter] | list[dict], title: str):
+    """The figure ``pareto_figure`` saves: utilization against high-tier unmet and against normal-tier unmet, every
+    setting a dot; in each panel, each strategy's own Pareto frontier on that panel's tier (utilization higher,
+    that tier's unmet lower) a line."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    summaries = [r.summary() for r in runs]
+    summaries = _summaries(runs)
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
     for s in dict.fromkeys(x["strategy"] for x in summaries):
         pts = [x for x in summaries if x["strategy"] == s]
@@ -192,13 +301,21 @@ def pareto_figure(runs: list[Meter], path: Path, title: str) -> Path:
     for ax, tier in zip(axes, ("high", "normal")):
         ax.set_xlabel("mean utilization, %")
         ax.set_ylabel(f"{tier}-tier unmet demand, GPU-min")
-        ax.set_yscale("symlog", linthresh=10)
+        _unmet_axis(ax, [p["tiers"][tier]["unmet_gpu_min"] for p in summaries], tier)
         ax.grid(alpha=0.3)
         ax.set_title(f"utilization vs {tier}-tier unmet\nlines: each strategy's Pareto frontier on {tier}-tier unmet",
                      fontsize=9)
     axes[0].legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
+    return fig
+
+
+def pareto_figure(runs: list[Meter] | list[dict], path: Path, title: str) -> Path:
+    """``pareto_axes``'s figure as a PNG at ``path``."""
+    fig = pareto_axes(runs, title)
+    import matplotlib.pyplot as plt
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
     plt.close(fig)

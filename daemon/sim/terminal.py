@@ -1,0 +1,36 @@
+"""What `simulate` prints after a replay (pure: reads the replay JSON's document, returns lines).
+
+The summary comes first, as a person reads it: the recommended setting with its figures against reactive's and
+static's and why, whether capacity rather than forecasting is short, the comparison at equal utilization. The
+table of every setting (85 rows and more in a sweep) is printed on request (``table``); the JSON has it all.
+"""
+
+from __future__ import annotations
+
+from daemon.sim import recommend as rec, report, shortage
+
+
+def replay_lines(doc: dict, recommendation: dict | None = None, sweep: bool = False, table: bool = False,
+                 legend: bool = False, json_path: str = "the JSON") -> list[str]:
+    """The lines for one replay: ``doc`` is report.to_json's output, ``recommendation`` recommend.recommend's (its
+    snippet ends the output). The table prints without a sweep (a row per strategy: it is the summary), with
+    ``table`` or ``legend`` (the legend says what each column is, under it)."""
+    out: list[str] = []
+    if recommendation is not None:
+        out += rec.summary_lines(recommendation)
+    else:
+        short = shortage.line(shortage.structural(doc["runs"]))
+        out += [short] if short else []
+    out += report.comparison_lines(doc.get("comparison") or {})
+    if table or legend or not sweep:
+        out.append(report.table(doc["runs"], legend=legend))
+        for s in doc["runs"]:  # a typed replay: unmet GPU-minutes per accepted-type set
+            if s.get("by_spec") is not None:
+                out.append(f"{s['label']} unmet by accepted types: " + ", ".join(
+                    f"{k} {v['unmet_gpu_min']:.0f}/{v['demand_gpu_min']:.0f} GPU-min" for k, v in s["by_spec"].items()))
+    else:
+        out.append(f"the table of all {len(doc['runs'])} settings: --table (--legend says what each column is), "
+                   f"or {json_path}")
+    if recommendation is not None:
+        out += ["", recommendation["snippet"].rstrip("\n")]
+    return out
