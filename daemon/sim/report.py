@@ -270,12 +270,11 @@ def _unmet_axis(ax, values: list[float], tier: str) -> None:
         ax.text(0.5, 0.75, f"no contention: no setting left {tier}-tier demand unmet", transform=ax.transAxes,
                 ha="center", va="center", fontsize=10, color="dimgray")
         return
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 1 else f"{v:g}"))
-    if max(pos) < 10 * min(pos):
-        return
-    ax.set_yscale("symlog", linthresh=10)
-    ax.yaxis.set_major_locator(SymmetricalLogLocator(base=10, linthresh=10, subs=(1, 2, 5)))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 1 else f"{v:g}"))
+    if max(pos) >= 10 * min(pos):
+        ax.set_yscale("symlog", linthresh=10)
+        ax.yaxis.set_major_locator(SymmetricalLogLocator(base=10, linthresh=10, subs=(1, 2, 5)))
+    # after the scale (setting one resets the formatter): 2,000 rather than 2000 or 2x10^3
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v == int(v) else f"{v:,g}"))
 
 
 def pareto_axes(runs: list[Meter] | list[dict], title: str):
