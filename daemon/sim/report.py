@@ -87,7 +87,7 @@ def comparison_lines(cmp_: dict) -> list[str]:
     names = [n for n, label, _ in pts if label is not None]
     figs = [("high-tier unmet, GPU-min", "high_unmet"), ("normal-tier unmet, GPU-min", "normal_unmet"),
             ("low-tier unmet, GPU-min", "low_unmet"), ("preemptions", "preemptions"),
-            ("preempted, then idle, GPU-min", "preempted_idle")]
+            ("preempted, then idle, GPU-min", "preempted_idle"), ("hold flaps", "hold_flaps")]
     w = max(len(f[0]) for f in figs)
     out.append(f"  {'':<{w}}  " + "  ".join(f"{n:>10}" for n in names))
     for text, key in figs:

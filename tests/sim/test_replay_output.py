@@ -87,6 +87,7 @@ def test_a_sweep_prints_the_summary_first_and_its_table_on_request():
     # the comparison as lines, not JSON; no table (a pointer to it instead), the snippet last
     assert "{" not in text and "comparison at equal utilization (80.0%, reactive's best point):" in lines
     assert any(re.fullmatch(r"\s+high-tier unmet, GPU-min\s+100\s+40\s+0", x) for x in lines)
+    assert any(re.fullmatch(r"\s+hold flaps\s+0\s+0\s+-", x) for x in lines)
     assert not any(x.startswith("setting ") for x in lines)
     assert "the table of all 5 settings: --table (--legend says what each column is), or out.json" in lines
     assert "\n".join(lines).endswith("[policy]\nquantile = 0.5\nheadroom = 0.05")
@@ -196,3 +197,6 @@ def test_duration_text():
     assert report.duration_text(1439 / 1440) == "23 h 59 min"
     assert report.duration_text(1.0) == "1 day" and report.duration_text(2.25) == "2 days 6 h"
     assert report.duration_text(0.05) == "1 h 12 min" and report.duration_text(0.0) == "0 min"
+    assert report.replay_title("w", 1, 1, 1.0) == "w: 1 tenant, 1 GPU, 1 day"
+    assert (report.replay_title("w", 40, 6212, 1439 / 1440, "8-GPU nodes")
+            == "w: 40 tenants, 6,212 GPUs, 23 h 59 min, 8-GPU nodes")
