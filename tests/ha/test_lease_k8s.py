@@ -150,8 +150,10 @@ def test_config_backend_kubernetes_wires_the_lease_into_a_daemon(tmp_path):
 def test_kubernetes_liveness_leases_name_the_other_replicas_and_go_with_them():
     store = FakeApi()
     with capture_server(store.routes()) as (api, cap):
-        a = KubernetesLease(api, "gpuas", "leader", replica_id="a", ttl_s=1.0)
-        b = KubernetesLease(api, "gpuas", "leader", replica_id="b", ttl_s=1.0)
+        # a TTL far longer than the test: a loaded machine must not let a's lease lapse between two ticks (it did at
+        # 1 s under CI-like load, and d took the lead); c's lapse below is written into its renewTime, not waited for
+        a = KubernetesLease(api, "gpuas", "leader", replica_id="a", ttl_s=30.0)
+        b = KubernetesLease(api, "gpuas", "leader", replica_id="b", ttl_s=30.0)
         assert a.tick() and not b.tick()
         assert a.peers() == ["b"] and b.peers() == ["a"]
         beats = sorted(n for p, n in store.objs if p == "leases" and n != "leader")
@@ -159,12 +161,12 @@ def test_kubernetes_liveness_leases_name_the_other_replicas_and_go_with_them():
         assert store.obj("leases", b.beat_name)["spec"]["holderIdentity"] == b.holder
         b.stop()                                                           # a clean stop deletes its beat
         assert store.obj("leases", b.beat_name) is None and a.peers() == []
-        c = KubernetesLease(api, "gpuas", "leader", replica_id="c", ttl_s=1.0)
+        c = KubernetesLease(api, "gpuas", "leader", replica_id="c", ttl_s=30.0)
         assert not c.tick() and a.peers() == ["c"]
         # c is killed: its beat lapses at once and, once long gone, the next replica to start deletes it
         store.obj("leases", c.beat_name)["spec"]["renewTime"] = "2000-01-01T00:00:00.000000Z"
         assert a.peers() == []
-        d = KubernetesLease(api, "gpuas", "leader", replica_id="d", ttl_s=1.0)
+        d = KubernetesLease(api, "gpuas", "leader", replica_id="d", ttl_s=30.0)
         assert not d.tick()
         assert store.obj("leases", c.beat_name) is None and a.peers() == ["d"]
         a.stop()
