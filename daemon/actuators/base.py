@@ -35,6 +35,8 @@ class ActionReport:
     notifications: list[Notification] = field(default_factory=list)
     # True when the fence refused a command: this replica may not act, and nothing after the refusal was sent
     fenced: bool = False
+    # jobs whose eviction the cluster refused (a PodDisruptionBudget's 429): their GPUs were not freed
+    not_freed: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

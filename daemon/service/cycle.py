@@ -232,6 +232,10 @@ class CycleRunner:
             if rep.errors:
                 m.actuator_errors.labels(rep.actuator).inc(len(rep.errors))
                 log.error("actuator %s: %s", rep.actuator, "; ".join(rep.errors))
+            if rep.not_freed:
+                m.not_freed.labels(rep.actuator).inc(len(rep.not_freed))
+                log.warning("actuator %s: %d eviction(s) refused, their GPUs not freed: %s", rep.actuator,
+                            len(rep.not_freed), ", ".join(rep.not_freed))
             reports.append(rep)
         # what an actuator itself tells tenants (a Slurm preemption warning) goes out on every channel
         told = [n for r in reports for n in r.notifications]

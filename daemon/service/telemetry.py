@@ -65,6 +65,8 @@ class DaemonMetrics:
         self.leader = Gauge("gpuas_leader", "1 while this replica may act (the leader, or the only replica); "
                             "0 on a standby", registry=r)
         self.leader.set(1)
+        self.not_freed = Counter("gpuas_evictions_refused", "Evictions the cluster refused (a PodDisruptionBudget "
+                                 "answered 429): those jobs' GPUs were not freed", ["actuator"], registry=r)
         self.fenced = Counter("gpuas_fenced_refusals", "Actions refused because this replica's fencing token was "
                               "stale", registry=r)
         self.state_write_errors = Counter("gpuas_state_write_errors", "Cycles whose plan could not be saved "

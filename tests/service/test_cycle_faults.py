@@ -2,6 +2,8 @@
 
 import time
 
+from prometheus_client import generate_latest
+
 from daemon.actuators.base import ActionReport
 from daemon.actuators.log import LogActuator
 from daemon.service.loop import Daemon
@@ -95,3 +97,28 @@ def test_forced_lstm_is_loaded_once_and_wrapped_once(tmp_path, monkeypatch):
         fc, _ = build(Config(source={"kind": source}, forecaster={"model_dir": tmp_path / "m", "kind": "lstm"}))
         assert len(loads) == 1, (source, loads)
         assert isinstance(fc, WithFallback) and not isinstance(fc.primary, WithFallback)
+
+
+class RefusedEviction(LogActuator):
+    """A real LogActuator whose cluster refuses one eviction (a PodDisruptionBudget's 429), as the kubernetes
+    actuator reports it (tests/k8s/test_evictions.py shows that report on a real API server)."""
+
+    name = "pdb"
+
+    def apply(self, plan):
+        rep = super().apply(plan)
+        rep.errors.append("evict batch/train-1: 429 a PodDisruptionBudget refused it, retried next cycle")
+        rep.not_freed.append("batch/train-1")
+        return rep
+
+
+def test_an_eviction_the_cluster_refused_is_counted_as_not_freed_and_said(tmp_path, caplog):
+    rt = build_runtime(sim_cfg(tmp_path))
+    rt.runner.actuators.append(RefusedEviction())
+    with caplog.at_level("WARNING", logger="gpu_autoscaler"):
+        rt.runner.run_once()
+        rt.runner.run_once()
+    assert rt.metrics.not_freed.labels("pdb")._value.get() == 2
+    assert "actuator pdb: 1 eviction(s) refused, their GPUs not freed: batch/train-1" in caplog.text
+    assert b'gpuas_evictions_refused_total{actuator="pdb"} 2.0' in generate_latest(rt.metrics.registry)
+    rt.close()

@@ -306,6 +306,8 @@ class KubernetesActuator:
                 return True
             why = "a PodDisruptionBudget refused it, retried next cycle" if exc.status == 429 else exc.reason
             rep.errors.append(f"evict {job_id}: {exc.status} {why}")
+            if exc.status == 429:
+                rep.not_freed.append(job_id)
             return False
 
     def evict(self, rep: ActionReport, job_id: str, reason: str) -> None:
