@@ -4,7 +4,7 @@ VENV  ?= .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test services bench clean
+.PHONY: install run test services k8s bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -24,8 +24,13 @@ run: install
 services:
 	bash scripts/install-services.sh
 
+## the Kubernetes control plane the tests start (kube-apiserver, etcd, kwok, Kueue...), built once from the Go
+## module proxy into ~/.cache/gpu-autoscaler/k8s and reused after; it prints how long it took
+k8s:
+	bash scripts/build-k8s.sh
+
 ## install everything, then the whole test suite
-test: install services
+test: install services k8s
 	$(BIN)/python -m pytest
 
 bench: install
