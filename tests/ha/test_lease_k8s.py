@@ -177,11 +177,11 @@ def test_kubernetes_liveness_leases_name_the_other_replicas_and_go_with_them():
 
 # ---- operator overrides in a ConfigMap ---------------------------------------------------------------------
 
-def _overrides(api, tmp_path, name, store_cls=None, **kw):
+def _overrides(api, tmp_path, name, store_cls=None, namespace="gpuas", **kw):
     from daemon.state.overrides import ConfigMapOverrideStore, Overrides
     from daemon.state.store import StateStore
 
-    shared = (store_cls or ConfigMapOverrideStore)(api, "gpuas", "leader-overrides", **kw)
+    shared = (store_cls or ConfigMapOverrideStore)(api, namespace, "leader-overrides", **kw)
     return Overrides(StateStore(tmp_path / f"{name}.db"), shared, replica=name)
 
 
@@ -255,7 +255,7 @@ OP = "operator-token-0123456789"
 OPH = {"Authorization": f"Bearer {OP}"}
 
 
-def _replica_toml(tmp_path, name, kubeconfig, port):
+def _replica_toml(tmp_path, name, kubeconfig, port, namespace="gpuas"):
     path = tmp_path / f"{name}.toml"
     path.write_text(f"""
 [cluster]
@@ -278,7 +278,7 @@ kubeconfig = "{kubeconfig}"
 [ha]
 enabled = true
 backend = "kubernetes"
-namespace = "gpuas"
+namespace = "{namespace}"
 lease_name = "leader"
 replica_id = "{name}"
 lease_ttl_s = 1.0
