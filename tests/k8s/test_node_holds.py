@@ -1,0 +1,59 @@
+"""Node holds on the real kube-scheduler: the daemon's label and taint on a held node (daemon/actuators/k8s/
+node_holds.py) keep every pod without the hold's toleration off it, while the holder's pod, carrying what its hold
+ResourceFlavor makes Kueue inject (the flavor's nodeLabels and tolerations), is bound there and runs. The request
+shapes are pinned against recorded requests in tests/actuators/test_k8s_kueue.py."""
+
+import pytest
+from kubernetes import client as k8s
+
+from daemon.actuators.base import ActionReport
+from daemon.actuators.k8s.kueue import KueueActuator
+from daemon.config import KueueActuatorConfig, TenantConfig
+from tests.support.k8s_cluster import gpu_pod, pod_running, unschedulable_because, wait_unschedulable
+from tests.support.services import wait_for
+
+# one control plane for all of them: the tests of this package run on one worker
+pytestmark = pytest.mark.xdist_group("k8s")
+
+
+def test_a_held_node_takes_the_holders_pod_and_the_real_scheduler_never_binds_another_tenants_there(kube):
+    core = k8s.CoreV1Api(kube.api())
+    serving, batch = kube.namespace("serving"), kube.namespace("batch")
+    tenants = [TenantConfig(name="team-high", tier="high", k8s_namespace=serving),
+               TenantConfig(name="team-low", tier="low", k8s_namespace=batch)]
+    nodes = [kube.gpu_node(f"{serving}-n{i}", "a100", gpus=8) for i in (1, 2)]
+    try:
+        wait_for(lambda: all(kube.node_ready(n) for n in nodes), timeout=60, what="KWOK nodes Ready")
+        act = KueueActuator(kube.api(), KueueActuatorConfig(), tenants, dry_run=False)
+        rep = ActionReport("kueue", False)
+        assert act.nodes.apply(rep, {"team-high": 8, "team-low": 0}, {}) == {"team-high": 8, "team-low": 0}
+        assert rep.ok, rep.errors
+        label = KueueActuatorConfig().hold_label
+        held = [n for n in nodes if (core.read_node(n).metadata.labels or {}).get(label) == "team-high"]
+        assert len(held) == 1
+        held, free = held[0], next(n for n in nodes if n != held[0])
+        # another tenant's pod aimed at the held node: the scheduler refuses it for the hold's taint
+        core.create_namespaced_pod(batch, gpu_pod(batch, "aimed", 1, node_selector={"kubernetes.io/hostname": held}))
+        assert "untolerated taint" in wait_unschedulable(core, batch, "aimed")
+        # another tenant's pods free to go anywhere: the first fills the free node, the second finds no node
+        core.create_namespaced_pod(batch, gpu_pod(batch, "fill", 8))
+        wait_for(lambda: pod_running(core, batch, "fill"), timeout=60, what="fill Running")
+        assert core.read_namespaced_pod("fill", batch).spec.node_name == free
+        core.create_namespaced_pod(batch, gpu_pod(batch, "spill", 8))
+        wait_unschedulable(core, batch, "spill")
+        # the holder's pod, with what Kueue injects on admission on the tenant's hold flavor: bound to the held node
+        flavor = next(f for f in act.resource_flavors() if f["metadata"]["name"] == act.hold_flavor("team-high"))
+        core.create_namespaced_pod(serving, gpu_pod(serving, "infer", 4, node_selector=flavor["spec"]["nodeLabels"],
+                                                    tolerations=flavor["spec"]["tolerations"]))
+        wait_for(lambda: pod_running(core, serving, "infer"), timeout=60, what="holder's pod Running")
+        assert core.read_namespaced_pod("infer", serving).spec.node_name == held
+        # still refused, both (each raises if it was bound meanwhile)
+        assert unschedulable_because(core, batch, "aimed") and unschedulable_because(core, batch, "spill")
+        # the control: the hold released, the scheduler binds the aimed pod to that node at once
+        rep = ActionReport("kueue", False)
+        act.nodes.release_all(rep)
+        assert rep.ok, rep.errors
+        wait_for(lambda: pod_running(core, batch, "aimed"), timeout=60, what="aimed pod Running once released")
+        assert core.read_namespaced_pod("aimed", batch).spec.node_name == held
+    finally:
+        kube.delete_nodes(nodes)
