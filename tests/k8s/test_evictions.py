@@ -1,0 +1,72 @@
+"""Preemption by eviction on the real API server (daemon/actuators/k8s/actuator.py): a pod under a
+PodDisruptionBudget with no disruption left is refused (429) and keeps running and its GPUs are still used in the
+next cycle's view; an evicted pod goes (kwok ends it) and its GPUs are free on the node in the next cycle. The
+request shapes are pinned against recorded requests in tests/actuators/test_k8s_actuator.py."""
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from daemon.actuators.k8s.actuator import KubernetesActuator
+from daemon.config import KubernetesActuatorConfig, TenantConfig
+from daemon.policy.types import Plan, PolicyMemory, Preemption
+from tests.support.k8s_cluster import gpu_pod, pod_running
+from tests.support.services import wait_for
+
+# one control plane for all of them: the tests of this package run on one worker
+pytestmark = pytest.mark.xdist_group("k8s")
+
+
+def _plan(preemptions=()):
+    return Plan(at="2026-01-01T00:00:00+00:00", capacity=8, load=0.9, high_pool=0, reservations={}, quotas={},
+                limits={}, preemptions=tuple(preemptions), notifications=(), stale=False, forecast_model="x",
+                notes=(), memory=PolicyMemory())
+
+
+def _gone(core, ns, name):
+    try:
+        core.read_namespaced_pod(name, ns)
+    except ApiException as exc:
+        return exc.status == 404
+    return False
+
+
+def test_a_pdb_refuses_an_eviction_429_its_gpus_stay_used_and_an_evicted_pods_gpus_are_free_next_cycle(kube):
+    core, policy = k8s.CoreV1Api(kube.api()), k8s.PolicyV1Api(kube.api())
+    ns = kube.namespace("batch")
+    tenants = [TenantConfig(name="team-low", tier="low", k8s_namespace=ns)]
+    node = kube.gpu_node(f"{ns}-n1", "a100", gpus=8)
+    try:
+        wait_for(lambda: kube.node_ready(node), timeout=60, what="KWOK node Ready")
+        act = KubernetesActuator(kube.api(), KubernetesActuatorConfig(grace_period_s=5), tenants, dry_run=False)
+        rep = act.apply(_plan())                                        # the PriorityClasses the pods name
+        assert rep.ok, rep.errors
+        on = {"kubernetes.io/hostname": node}
+        for name, app in (("guarded", "serve-cache"), ("plain", "train")):
+            core.create_namespaced_pod(ns, gpu_pod(ns, name, 4, "gpu-autoscaler-low", on, labels={"app": app}))
+        for name in ("guarded", "plain"):
+            wait_for(lambda n=name: pod_running(core, ns, n), timeout=60, what=f"{name} Running")
+        policy.create_namespaced_pod_disruption_budget(ns, {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "cache"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "serve-cache"}}}})
+
+        def pdb_counted():
+            st = policy.read_namespaced_pod_disruption_budget("cache", ns).status
+            return st.observed_generation == 1 and st.current_healthy == 1 and st.disruptions_allowed == 0
+        wait_for(pdb_counted, timeout=60, what="the disruption controller's PDB status")
+        view = act.cluster_nodes(("team-low",))
+        assert view.free.tolist() == [0] and view.names.tolist() == [node]
+        rep = act.apply(_plan([Preemption(f"{ns}/guarded", "team-low", 4, node, "peak ahead"),
+                               Preemption(f"{ns}/plain", "team-low", 4, node, "peak ahead")]))
+        assert f"evict {ns}/guarded (grace 5 s)" in rep.actions and f"evict {ns}/plain (grace 5 s)" in rep.actions
+        assert rep.errors == [f"evict {ns}/guarded: 429 a PodDisruptionBudget refused it, retried next cycle"]
+        assert rep.not_freed == [f"{ns}/guarded"]                        # counted as not freed (cycle.py)
+        # the refused pod runs on, never deleted; the evicted one goes
+        wait_for(lambda: _gone(core, ns, "plain"), timeout=60, what="the evicted pod gone")
+        live = core.read_namespaced_pod("guarded", ns)
+        assert live.status.phase == "Running" and live.metadata.deletion_timestamp is None
+        # the next cycle's view: the evicted pod's 4 GPUs are free, the refused one's are not
+        view = act.cluster_nodes(("team-low",))
+        assert view.free.tolist() == [4] and view.draining.tolist() == [0]
+    finally:
+        kube.delete_nodes([node])
