@@ -77,7 +77,6 @@ fi
 
 jobs=${K8S_BUILD_JOBS:-$(nproc)}
 nice_level=${K8S_BUILD_NICE:-0}
-mkdir -p "$tmp/bin"
 # the version the servers report (k8s's own build stamps it the same way; kwok and Kueue read it)
 kv=$(sed -n 's/^require k8s.io\/kubernetes \(v[^ ]*\).*/\1/p; s/^\tk8s.io\/kubernetes \(v[^ ]*\).*/\1/p' \
 	"$MODS/controlplane/go.mod" | head -1)
@@ -87,19 +86,25 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 	ld+=" -X $p.gitVersion=$kv -X $p.gitMajor=$major -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
 done
 
-build() { # module, output (a file, or the directory for several packages), packages...
-	local m=$1 out=$2; shift 2
-	local t0; t0=$(date +%s)
+build() { # module, the binaries it makes (the first package's name for one package), packages...
+	# only what is missing: a build that stopped half-way resumes where it stopped
+	local m=$1 names=$2 b t0 missing=""; shift 2
+	for b in ${names//,/ }; do [[ -x $BIN/$b ]] || missing=1; done
+	[[ -n $missing ]] || return 0
+	t0=$(date +%s)
+	mkdir -p "$tmp/$m"
+	local out="$tmp/$m/"
+	(( $# > 1 )) || out="$tmp/$m/$names"
 	(cd "$MODS/$m" && nice -n "$nice_level" go build -p "$jobs" -trimpath -ldflags "$ld" -o "$out" "$@")
+	for b in ${names//,/ }; do mv "$tmp/$m/$b" "$BIN/$b"; done
 	echo "build-k8s: $m built in $(( $(date +%s) - t0 )) s"
 }
-echo "build-k8s: building ${BINARIES[*]} (Kubernetes $kv) into $BIN, go build -p $jobs"
-build etcd "$tmp/bin/etcd" go.etcd.io/etcd/server/v3
-build kwok "$tmp/bin/kwok" sigs.k8s.io/kwok/cmd/kwok
-build controlplane "$tmp/bin/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler \
-	k8s.io/kubernetes/cmd/kube-controller-manager
-build kueue "$tmp/bin/kueue" sigs.k8s.io/kueue/cmd/kueue
-rm -rf "$BIN"
-mv "$tmp/bin" "$BIN"
+echo "build-k8s: building what is missing of ${BINARIES[*]} (Kubernetes $kv) into $BIN, go build -p $jobs"
+mkdir -p "$BIN"
+build etcd etcd go.etcd.io/etcd/server/v3
+build kwok kwok sigs.k8s.io/kwok/cmd/kwok
+build controlplane kube-apiserver,kube-scheduler,kube-controller-manager k8s.io/kubernetes/cmd/kube-apiserver \
+	k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-controller-manager
+build kueue kueue sigs.k8s.io/kueue/cmd/kueue
 bins_complete || { echo "build-k8s: a binary is missing from $BIN after the build" >&2; exit 1; }
 echo "build-k8s: built $BIN in $(( $(date +%s) - start )) s"
