@@ -185,9 +185,9 @@ def _overrides(api, tmp_path, name, store_cls=None, namespace="gpuas", **kw):
     return Overrides(StateStore(tmp_path / f"{name}.db"), shared, replica=name)
 
 
-def test_kubernetes_overrides_two_writers_resourceversion_conflict_reapplies(tmp_path):
-    """Two replicas change one tenant at once: the write based on the older resourceVersion gets 409 and is
-    re-applied on the newer ConfigMap; neither change is lost and both audit events are copied on both."""
+def interleaved():
+    """A ConfigMap override store that runs `then` (another replica's write) between its first read and its
+    write; `runs`: how many times it applied its change."""
     from daemon.state.overrides import ConfigMapOverrideStore
 
     class Interleaved(ConfigMapOverrideStore):
@@ -203,11 +203,17 @@ def test_kubernetes_overrides_two_writers_resourceversion_conflict_reapplies(tmp
                 return out
             return super().update(racing, at)
 
+    return Interleaved
+
+
+def test_kubernetes_overrides_two_writers_resourceversion_conflict_reapplies(tmp_path):
+    """Two replicas change one tenant at once: the write based on the older resourceVersion gets 409 and is
+    re-applied on the newer ConfigMap; neither change is lost and both audit events are copied on both."""
     fake = FakeApi()
     with capture_server(fake.routes()) as (api, cap):
         b = _overrides(api, tmp_path, "b")
         b.change_global("ops", {"preemption_paused": True})               # creates the ConfigMap
-        a = _overrides(api, tmp_path, "a", Interleaved)
+        a = _overrides(api, tmp_path, "a", interleaved())
         a.shared.then = lambda: b.change_tenant("bob", "t1", {"floor_gpus": 4})
         conflicts = fake.conflicts
         out = a.change_tenant("alice", "t1", {"rate_override": 5})
@@ -290,63 +296,79 @@ token = "{OP}"
     return path
 
 
-@pytest.mark.services
-def test_two_daemons_on_kubernetes_a_pause_holds_across_a_kill_9_takeover(tmp_path):
-    """Two daemon processes whose lease and overrides are in the (captured) Kubernetes API. A pause set on the
-    leader's API holds after SIGKILL of the leader: the new leader plans no preemption and shows the pause
-    and its audit event."""
+def kill_9_takeover(tmp_path, kubeconfig, holder, namespace="gpuas", before_kill=None, after_takeover=None):
+    """Two daemon processes whose lease and overrides are in the Kubernetes API at `kubeconfig` (`holder()`: the
+    Lease's holderIdentity there). r1 leads, r2 stands by, a pause is set on r1's API, r1 is killed (SIGKILL)
+    and r2 takes over. Returns the PATCH's answer and r2's next five plans' preemptions, its overrides and its
+    operator_change events. `before_kill`/`after_takeover`: run at those moments (the real-apiserver test's
+    checks). The capture server's version is below; the real apiserver's is tests/k8s/test_ha_lease.py."""
     from tests.conftest import free_port
     from tests.integration.test_ha_redis import Replica
     from tests.support.services import wait_for
 
-    fake = FakeApi()
     p1, p2 = free_port(), free_port()
     b1, b2 = f"http://127.0.0.1:{p1}", f"http://127.0.0.1:{p2}"
 
     def get(base, path):
         return httpx.get(f"{base}{path}", headers=OPH, timeout=10).json()
 
+    reps = []
+    try:
+        r1 = Replica(tmp_path, "r1", _replica_toml(tmp_path, "r1", kubeconfig, p1, namespace))
+        reps.append(r1)
+        wait_for(lambda: holder().startswith("r1#") and get(b1, "/healthz")["role"] == "leader", timeout=120,
+                 what="r1 leading")
+        r2 = Replica(tmp_path, "r2", _replica_toml(tmp_path, "r2", kubeconfig, p2, namespace))
+        reps.append(r2)
+        wait_for(lambda: get(b2, "/healthz")["role"] == "standby" and get(b2, "/healthz")["cycles"] >= 2,
+                 timeout=120, what="r2 standing by")
+        # the control: in this cluster the leader's plans do preempt
+        wait_for(lambda: get(b1, "/api/v1/plan")["preemptions"], timeout=60, what="r1 preempting")
+        resp = httpx.patch(f"{b1}/api/v1/overrides", json={"preemption_paused": True}, headers=OPH)
+        assert resp.status_code == 200, resp.text
+        c2 = get(b2, "/healthz")["cycles"]  # every cycle r2 starts after these began after the pause
+        wait_for(lambda: get(b2, "/healthz")["cycles"] >= c2 + 2, timeout=30, what="r2 cycling")
+        if before_kill:
+            before_kill()
+        r1.proc.send_signal(signal.SIGKILL)
+        r1.proc.wait()
+        wait_for(lambda: holder().startswith("r2#") and get(b2, "/healthz")["role"] == "leader", timeout=60,
+                 what="r2 taking over")
+        if after_takeover:
+            after_takeover()
+        plans = {}
+        deadline = time.monotonic() + 60
+        while len(plans) < 5 and time.monotonic() < deadline:    # five plans the new leader made
+            p = get(b2, "/api/v1/plan")
+            plans[p["at"]] = p["preemptions"]
+            time.sleep(0.3)
+        return resp, plans, get(b2, "/api/v1/overrides"), get(b2, "/api/v1/events?kind=operator_change")["events"]
+    finally:
+        for rep in reps:
+            rep.close()
+
+
+def assert_the_pause_held(resp, plans, overrides, audit, namespace="gpuas"):
+    """After the takeover: five plans of the new leader without a preemption, the pause and its audit event."""
+    assert len(plans) == 5 and all(v == [] for v in plans.values()), plans
+    assert overrides["global"] == {"preemption_paused": True}
+    assert [(e["who"], e["scope"], e["replica"]) for e in audit] == [("ops", "global", "r1")]
+    assert resp.json()["stored"] == f"the Kubernetes API (ConfigMap {namespace}/leader-overrides)"
+
+
+@pytest.mark.services
+def test_two_daemons_on_kubernetes_a_pause_holds_across_a_kill_9_takeover(tmp_path):
+    """Two daemon processes whose lease and overrides are in the (captured) Kubernetes API. A pause set on the
+    leader's API holds after SIGKILL of the leader: the new leader plans no preemption and shows the pause
+    and its audit event."""
+    fake = FakeApi()
+
     def holder():
         lease = fake.obj("leases", "leader")
         return (lease or {}).get("spec", {}).get("holderIdentity") or ""
 
-    reps = []
     with capture_server(fake.routes()) as (api, cap):
-        kubeconfig = _kubeconfig(tmp_path, api.configuration.host)
-        try:
-            r1 = Replica(tmp_path, "r1", _replica_toml(tmp_path, "r1", kubeconfig, p1))
-            reps.append(r1)
-            wait_for(lambda: holder().startswith("r1#") and get(b1, "/healthz")["role"] == "leader", timeout=90,
-                     what="r1 leading")
-            r2 = Replica(tmp_path, "r2", _replica_toml(tmp_path, "r2", kubeconfig, p2))
-            reps.append(r2)
-            wait_for(lambda: get(b2, "/healthz")["role"] == "standby" and get(b2, "/healthz")["cycles"] >= 2,
-                     timeout=90, what="r2 standing by")
-            # the control: in this cluster the leader's plans do preempt
-            wait_for(lambda: get(b1, "/api/v1/plan")["preemptions"], timeout=60, what="r1 preempting")
-            resp = httpx.patch(f"{b1}/api/v1/overrides", json={"preemption_paused": True}, headers=OPH)
-            assert resp.status_code == 200, resp.text
-            c2 = get(b2, "/healthz")["cycles"]  # every cycle r2 starts after these began after the pause
-            wait_for(lambda: get(b2, "/healthz")["cycles"] >= c2 + 2, timeout=20, what="r2 cycling")
-            r1.proc.send_signal(signal.SIGKILL)
-            r1.proc.wait()
-            wait_for(lambda: holder().startswith("r2#") and get(b2, "/healthz")["role"] == "leader", timeout=30,
-                     what="r2 taking over")
-            plans = {}
-            deadline = time.monotonic() + 60
-            while len(plans) < 5 and time.monotonic() < deadline:    # five plans the new leader made
-                p = get(b2, "/api/v1/plan")
-                plans[p["at"]] = p["preemptions"]
-                time.sleep(0.3)
-            overrides = get(b2, "/api/v1/overrides")
-            audit = get(b2, "/api/v1/events?kind=operator_change")["events"]
-        finally:
-            for rep in reps:
-                rep.close()
-    assert len(plans) == 5 and all(v == [] for v in plans.values()), plans
-    assert overrides["global"] == {"preemption_paused": True}
-    assert [(e["who"], e["scope"], e["replica"]) for e in audit] == [("ops", "global", "r1")]
-    assert resp.json()["stored"] == "the Kubernetes API (ConfigMap gpuas/leader-overrides)"
+        assert_the_pause_held(*kill_9_takeover(tmp_path, _kubeconfig(tmp_path, api.configuration.host), holder))
     # what went over the wire: the ConfigMap was created, then read by both replicas every cycle
     cm_reads = [s for s in cap.sent if s["method"] == "GET" and s["path"].endswith("/configmaps/leader-overrides")]
     assert len(cm_reads) >= 10
