@@ -66,7 +66,7 @@ def cel_rules(obj: dict) -> None:
             assert not any("borrowingLimit" in r for rg in spec.get("resourceGroups", [])
                            for f in rg["flavors"] for r in f["resources"]), \
                 "borrowingLimit must be nil when cohort is empty"
-    if obj["kind"] == "Cohort" and not spec.get("parent"):  # Kueue's webhook (the CRD's description says so)
+    if obj["kind"] == "Cohort" and not spec.get("parentName"):  # Kueue's webhook (the CRD's description says so)
         assert not any(k in r for rg in spec.get("resourceGroups", []) for f in rg["flavors"] for r in f["resources"]
                        for k in ("borrowingLimit", "lendingLimit")), "limits need a parent Cohort"
     if obj["kind"] == "ClusterQueue":
@@ -107,11 +107,11 @@ def test_the_vendored_schema_rejects_what_kueue_rejects():
         with pytest.raises(jsonschema.ValidationError):
             validate(obj)
     cohort = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Cohort", "metadata": {"name": "c"},
-              "spec": {"parent": "root", "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+              "spec": {"parentName": "root", "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
                   {"name": "f", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 4, "borrowingLimit": 0}]}]}]}}
     validate(cohort)
-    with pytest.raises(jsonschema.ValidationError):                     # a field the Cohort schema lacks
-        validate({**cohort, "spec": {**cohort["spec"], "parentName": "root"}})
+    with pytest.raises(jsonschema.ValidationError):                     # a field the Cohort schema lacks (its
+        validate({**cohort, "spec": {**cohort["spec"], "parent": "root"}})  # parent before Kueue 0.17: pruned)
     with pytest.raises(AssertionError):                                 # limits without a parent
         validate({**cohort, "spec": {"resourceGroups": cohort["spec"]["resourceGroups"]}})
 
@@ -330,7 +330,7 @@ def test_whole_nodes_are_held_for_a_high_tenant_and_its_queue_admits_exactly_the
     # 56 GPUs, 16 held: the normal tenants together capped at the plan's 30 (their Cohort's quota, never
     # borrowing from the rest of the tree), the other 10 unheld GPUs lendable by the high queue
     cohort = objects(c, "Cohort")["gpuas-normal"]
-    assert cohort["spec"] == {"parent": "gpu-autoscaler", "resourceGroups": [{
+    assert cohort["spec"] == {"parentName": "gpu-autoscaler", "resourceGroups": [{
         "coveredResources": ["nvidia.com/gpu"],
         "flavors": [{"name": "default-flavor", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 30,
                                                                "borrowingLimit": 0}]}]}]}
@@ -432,7 +432,7 @@ def test_a_pooled_high_tier_holds_one_pool_only_the_pooled_tenants_queues_can_us
     assert objects(c, "ResourceFlavor")["gpuas-pool-hold"]["spec"] == {
         "nodeLabels": {KEY: "gpu-autoscaler.pool"},
         "tolerations": [{"key": KEY, "operator": "Equal", "value": "gpu-autoscaler.pool", "effect": "NoSchedule"}]}
-    assert objects(c, "Cohort")["gpuas-pool"]["spec"] == {"parent": "gpu-autoscaler", "resourceGroups": [{
+    assert objects(c, "Cohort")["gpuas-pool"]["spec"] == {"parentName": "gpu-autoscaler", "resourceGroups": [{
         "coveredResources": ["nvidia.com/gpu"],
         "flavors": [{"name": "gpuas-pool-hold", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 16,
                                                                 "lendingLimit": 0}]}]}]}

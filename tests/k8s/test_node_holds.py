@@ -8,7 +8,7 @@ from kubernetes import client as k8s
 
 from daemon.actuators.base import ActionReport
 from daemon.actuators.k8s.kueue import KueueActuator
-from daemon.config import KueueActuatorConfig, TenantConfig
+from daemon.config import KueueActuatorConfig
 from tests.support.k8s_cluster import gpu_pod, pod_running, unschedulable_because, wait_unschedulable
 from tests.support.services import wait_for
 
@@ -18,12 +18,9 @@ pytestmark = pytest.mark.xdist_group("k8s")
 
 def test_a_held_node_takes_the_holders_pod_and_the_real_scheduler_never_binds_another_tenants_there(kube):
     core = k8s.CoreV1Api(kube.api())
-    serving, batch = kube.namespace("serving"), kube.namespace("batch")
-    tenants = [TenantConfig(name="team-high", tier="high", k8s_namespace=serving),
-               TenantConfig(name="team-low", tier="low", k8s_namespace=batch)]
-    nodes = [kube.gpu_node(f"{serving}-n{i}", "a100", gpus=8) for i in (1, 2)]
+    tenants, ns, nodes = kube.tenants({"team-high": "high", "team-low": "low"})
+    serving, batch = ns["team-high"], ns["team-low"]
     try:
-        wait_for(lambda: all(kube.node_ready(n) for n in nodes), timeout=60, what="KWOK nodes Ready")
         act = KueueActuator(kube.api(), KueueActuatorConfig(), tenants, dry_run=False)
         rep = ActionReport("kueue", False)
         assert act.nodes.apply(rep, {"team-high": 8, "team-low": 0}, {}) == {"team-high": 8, "team-low": 0}

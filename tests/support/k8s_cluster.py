@@ -130,15 +130,21 @@ class ControlPlane:
         return "\n".join(p.read_text(errors="replace").splitlines()[-lines:]) if p.exists() else ""
 
     def _wait(self, name: str, check, timeout: float) -> None:
-        def alive_and(check=check):
+        """Until `check()` is truthy (exceptions mean not yet); fails at once, with its log, if `name` exits."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
             proc = self.procs.get(name)
             if proc is not None and proc.poll() is not None:
                 raise RuntimeError(f"{name} exited with {proc.returncode}:\n{self.log_tail(name)}")
-            return check()
-        try:
-            wait_for(alive_and, timeout=timeout, interval=0.2, what=name)
-        except TimeoutError as exc:
-            raise TimeoutError(f"{exc}\n--- {name} log:\n{self.log_tail(name)}") from None
+            try:
+                if check():
+                    return
+            except Exception as exc:  # not up yet
+                last = exc
+            time.sleep(0.2)
+        raise TimeoutError(f"{name} not ready after {timeout:g} s (last error: {last})\n--- {name} log:\n"
+                           f"{self.log_tail(name)}")
 
     def start(self, timeout: float = 240.0) -> "ControlPlane":
         t0 = time.monotonic()
@@ -223,12 +229,19 @@ class ControlPlane:
         converted = {yaml.safe_load((share / "crd-patches" / Path(x["path"]).name).read_text())["metadata"]["name"]
                      for x in kust.get("patches", []) if "webhook_in_" in x["path"]}
         ext = k8s.ApiextensionsV1Api(self.api())
+        names: list[str] = []
         for f in sorted((share / "crds").glob("*.yaml")):
             crd = yaml.safe_load(f.read_text())
             if crd["metadata"]["name"] in converted:
                 crd["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {
                     "clientConfig": {"url": f"{base}/convert", "caBundle": ca}, "conversionReviewVersions": ["v1"]}}
             ext.create_custom_resource_definition(crd)
+            names.append(crd["metadata"]["name"])
+
+        def established():
+            return all(any(c.type == "Established" and c.status == "True"
+                           for c in (ext.read_custom_resource_definition(n).status.conditions or [])) for n in names)
+        self._wait("kueue", established, timeout)
         adm = k8s.AdmissionregistrationV1Api(self.api())
         for doc in yaml.safe_load_all((share / "webhooks.yaml").read_text()):
             if not doc:
@@ -253,7 +266,20 @@ class ControlPlane:
             "webhook": {"port": port, "host": "127.0.0.1", "certDir": str(d)},
             "leaderElection": {"leaderElect": False}, "internalCertManagement": {"enable": False},
             "integrations": {"frameworks": ["batch/job"]}}))
-        self._run("kueue", [str(self.bins / "kueue"), f"--config={cfg}", "--feature-gates=VisibilityOnDemand=false"],
+        # Kueue 0.17 reads its metrics certificate from /etc/kueue/metrics/certs when it does not manage its own
+        # (and its own would be for a Service's DNS name, not 127.0.0.1): it runs in a mount namespace of its own
+        # where an overlay on /etc adds that directory, so nothing is written to this machine's /etc
+        upper = d / "etc-overlay"
+        (upper / "kueue" / "metrics" / "certs").mkdir(parents=True)
+        for f in ("tls.crt", "tls.key"):
+            shutil.copy(d / f, upper / "kueue" / "metrics" / "certs" / f)
+        (d / "etc-work").mkdir()
+        if shutil.which("unshare") is None:
+            raise RuntimeError("unshare not installed (Debian package util-linux): Kueue's manager needs it here")
+        overlay = f"lowerdir=/etc,upperdir={upper},workdir={d / 'etc-work'}"
+        self._run("kueue", ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                            'mount -t overlay overlay -o "$0" /etc && exec "$@"', overlay,
+                            str(self.bins / "kueue"), f"--config={cfg}", "--feature-gates=VisibilityOnDemand=false"],
                   env={"KUBECONFIG": str(self.admin_kubeconfig)})
         self._wait("kueue", lambda: httpx.get(f"http://127.0.0.1:{health}/readyz", timeout=2).status_code == 200,
                    timeout)
@@ -309,6 +335,16 @@ class ControlPlane:
         k8s.CoreV1Api(self.api()).create_node(body)
         self.made["nodes"].append(name)
         return name
+
+    def tenants(self, tiers: dict[str, str], nodes: int = 2, model: str = "a100", gpus: int = 8):
+        """A namespace per tenant (name -> tier) and `nodes` KWOK nodes, once Ready: (TenantConfigs, namespace
+        per tenant, node names)."""
+        from daemon.config import TenantConfig
+
+        ns = {t: self.namespace(t) for t in tiers}
+        names = [self.gpu_node(f"{ns[next(iter(tiers))]}-n{i}", model, gpus=gpus) for i in range(1, nodes + 1)]
+        wait_for(lambda: all(self.node_ready(n) for n in names), timeout=60, what="KWOK nodes Ready")
+        return [TenantConfig(name=t, tier=tier, k8s_namespace=ns[t]) for t, tier in tiers.items()], ns, names
 
     def node_ready(self, name: str) -> bool:
         """Ready (kwok says so) and schedulable: the node controller lifted the not-ready taint."""

@@ -192,7 +192,7 @@ class KueueActuator:
         borrow beyond it from the rest of the tree (borrowingLimit 0); what they leave idle is lent upwards."""
         return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Cohort",
                 "metadata": {"name": self.queue_name("normal"), "labels": dict(MANAGED)},
-                "spec": {"parent": self.cfg.cohort, "resourceGroups": [{
+                "spec": {"parentName": self.cfg.cohort, "resourceGroups": [{
                     "coveredResources": [self.cfg.gpu_resource],
                     "flavors": [self._flavor_quota(self.cfg.flavor, nominal, borrowingLimit=0)]}]}}
 
@@ -201,7 +201,7 @@ class KueueActuator:
         is lent to nobody outside (lendingLimit 0)."""
         return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Cohort",
                 "metadata": {"name": self.queue_name("pool"), "labels": dict(MANAGED)},
-                "spec": {"parent": self.cfg.cohort, "resourceGroups": [{
+                "spec": {"parentName": self.cfg.cohort, "resourceGroups": [{
                     "coveredResources": [self.cfg.gpu_resource],
                     "flavors": [self._flavor_quota(self.pool_flavor, pool_held, lendingLimit=0)]}]}}
 
@@ -325,7 +325,7 @@ class KueueActuator:
         def cohort(name: str, groups: list[dict]) -> dict:
             return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Cohort",
                     "metadata": {"name": name, "labels": dict(MANAGED)},
-                    "spec": {"parent": self.cfg.cohort, "resourceGroups": groups}}
+                    "spec": {"parentName": self.cfg.cohort, "resourceGroups": groups}}
 
         def queue(name: str, nss: list[str], groups: list[dict], where: str | None = None) -> dict:
             body = self._cluster_queue(name, nss, [], where)
