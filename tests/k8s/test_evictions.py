@@ -13,7 +13,8 @@ from daemon.policy.types import Plan, PolicyMemory, Preemption
 from tests.support.k8s_cluster import gpu_pod, pod_running
 from tests.support.services import wait_for
 
-# one control plane for all of them: the tests of this package run on one worker
+# meant to share one worker, and so one control plane (--dist loadgroup); pytest-xdist 3.8.0 does not group them
+# here, so each worker that runs one starts its own (tests/support/fixtures.py: kube)
 pytestmark = pytest.mark.xdist_group("k8s")
 
 

@@ -13,7 +13,8 @@ from daemon.ha.lease_k8s import KubernetesLease
 from tests.ha.test_lease_k8s import _overrides, assert_the_pause_held, interleaved, kill_9_takeover
 from tests.support.services import wait_for
 
-# one control plane for all of them: the tests of this package run on one worker
+# meant to share one worker, and so one control plane (--dist loadgroup); pytest-xdist 3.8.0 does not group them
+# here, so each worker that runs one starts its own (tests/support/fixtures.py: kube)
 pytestmark = pytest.mark.xdist_group("k8s")
 
 
