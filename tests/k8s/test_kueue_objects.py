@@ -1,7 +1,9 @@
 """The Kueue actuator's objects on a real Kueue (0.17's manager, its CRDs and webhooks, on the control plane of
 tests/support/k8s_cluster.py): the ResourceFlavors, the ClusterQueues in their Cohorts and the LocalQueues a plan
 asks for pass the real CRD validation, conversion and webhooks, and Kueue's controller reports every
-ClusterQueue active. The shapes are pinned against recorded requests in tests/actuators/test_k8s_kueue.py."""
+ClusterQueue active; and Kueue admits as the plan intends: a high-tier Workload inside its held quota while the
+low tier waits, then borrows once the plan lowers the hold. The shapes are pinned against recorded requests in
+tests/actuators/test_k8s_kueue.py."""
 
 import pytest
 from kubernetes import client as k8s
@@ -44,3 +46,73 @@ def test_the_plans_queues_are_accepted_by_the_real_kueue_and_active(kueue):
         assert rep.ok, rep.errors
     finally:
         kueue.delete_nodes(nodes)
+
+
+def _workload(ns, name, queue, gpus):
+    return {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload", "metadata": {"name": name, "namespace": ns},
+            "spec": {"queueName": queue, "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+                "restartPolicy": "Never", "containers": [{
+                    "name": "main", "image": "registry.invalid/train:1",
+                    "resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}]}}}]}}
+
+
+def _admitted_on(custom, ns, name):
+    """The flavor Kueue admitted the Workload's GPUs on; None while it has not."""
+    wl = custom.get_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", ns, "workloads", name)
+    adm = wl.get("status", {}).get("admission")
+    return adm["podSetAssignments"][0]["flavors"]["nvidia.com/gpu"] if adm else None
+
+
+def _pending(custom, ns, name):
+    """Kueue looked at the Workload and could not reserve quota for it (its QuotaReserved condition says so)."""
+    wl = custom.get_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", ns, "workloads", name)
+    assert not wl.get("status", {}).get("admission"), f"{name} was admitted"
+    return any(c["type"] == "QuotaReserved" and c["status"] == "False" and c["reason"] == "Pending"
+               for c in wl.get("status", {}).get("conditions", []))
+
+
+def test_the_high_tier_is_admitted_inside_its_hold_the_low_tier_waits_and_borrows_once_the_hold_is_lowered(kueue):
+    tenants, ns, nodes = kueue.tenants({"team-high": "high", "batchy": "low"})
+    serving, batch = ns["team-high"], ns["batchy"]
+    uid = serving[-8:]
+    # its own Cohort (nothing of another test's queues to borrow); a hold shrinks at once (no shrink delay)
+    cfg = KueueActuatorConfig(queue_prefix=f"q{uid}", cohort=f"c{uid}", hold_shrink_delay_s=0)
+    act = KueueActuator(kueue.api(), cfg, tenants, dry_run=False)
+    custom = k8s.CustomObjectsApi(kueue.api())
+
+    def plan(held):
+        return Plan(at="2026-01-01T00:00:00+00:00", capacity=16, load=0.5, high_pool=held,
+                    reservations={"team-high": held} if held else {}, quotas={"batchy": 0}, limits={},
+                    preemptions=(), notifications=(), stale=False, forecast_model="x", notes=(),
+                    memory=PolicyMemory())
+
+    rep = act.apply(plan(8))                                             # one of the two 8-GPU nodes held
+    assert rep.ok, rep.errors
+    queues = [o["metadata"]["name"] for p, o in act.objects(plan(8), act._held, act._pool_held) if p == "clusterqueues"]
+    wait_for(lambda: all(_active(custom, q) for q in queues), timeout=60, what="every ClusterQueue active")
+    hold = act.hold_flavor("team-high")
+    create = custom.create_namespaced_custom_object
+    create("kueue.x-k8s.io", "v1beta1", batch, "workloads", _workload(batch, "low-1", act.queue_name("low"), 12))
+    create("kueue.x-k8s.io", "v1beta1", serving, "workloads", _workload(serving, "high-1", act.cfg.queue_prefix, 8))
+    wait_for(lambda: _admitted_on(custom, serving, "high-1") == hold, timeout=60, what="high-1 admitted on its hold")
+    # the low tier may borrow only the 8 unheld GPUs, never the held ones: 12 wait, even once the hold is idle
+    wait_for(lambda: _pending(custom, batch, "low-1"), timeout=60, what="low-1 pending")
+    custom.delete_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", serving, "workloads", "high-1")
+    tenant_cq = act.tenant_queue("team-high")
+    wait_for(lambda: not _workloads(custom, serving) and _cq_status(custom, tenant_cq).get("admittedWorkloads") == 0,
+             timeout=60, what="high-1 gone from its queue")
+    wait_for(lambda: _cq_status(custom, act.queue_name("low")).get("pendingWorkloads") == 1, timeout=60,
+             what="the low queue looked again")
+    assert _pending(custom, batch, "low-1")
+    rep = act.apply(plan(0))                                             # the plan lowers the hold to nothing
+    assert rep.ok, rep.errors
+    wait_for(lambda: _admitted_on(custom, batch, "low-1") == act.cfg.flavor, timeout=60,
+             what="low-1 admitted once the hold is lowered")
+
+
+def _workloads(custom, ns):
+    return custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", ns, "workloads")["items"]
+
+
+def _cq_status(custom, name):
+    return custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", name).get("status", {})
