@@ -31,6 +31,7 @@ from daemon.config.models import (
     RetrainConfig,
     ServerConfig,
     SimulatorConfig,
+    SkillGateConfig,
     SlurmActuatorConfig,
     SourceConfig,
     StateConfig,
@@ -47,5 +48,6 @@ __all__ = [
     "HistoryConfig", "KubernetesActuatorConfig", "KueueActuatorConfig", "PolicyConfig", "PrometheusConfig",
     "RECORDED_QUERIES",
     "RateLevel", "RateLimitConfig", "RedisActuatorConfig", "RetrainConfig", "ServerConfig", "SimulatorConfig",
+    "SkillGateConfig",
     "SlurmActuatorConfig", "SourceConfig", "StateConfig", "TenantConfig", "Tier", "load_config", "parse_config",
 ]

@@ -76,6 +76,26 @@ class CycleConfig(_Strict):
                                          "actuator reads this at start; the series follow a reload)")
 
 
+class SkillGateConfig(_Strict):
+    """Act on the forecast per tenant only where it has shown skill (daemon/forecasting/skill.py,
+    docs/forecasting.md#the-skill-gate)."""
+
+    enabled: bool = Field(False, description="plan a tenant on the forecast only while its forecast's holds lose "
+                          "less (acting quantile's pinball loss of the peak over the lead windows) than the "
+                          "reactive hold (demand now with headroom) on the same scored windows; other tenants, and "
+                          "all until min_scored windows are scored, are planned reactively")
+    margin: float = Field(0.1, ge=0, lt=1, description="the forecast is acted on when its loss is at most "
+                          "(1 - margin) x the reactive loss: better by this share, since what it costs in "
+                          "preemptions and idle holds is not in the loss")
+    hysteresis: float = Field(0.05, ge=0, lt=1, description="a tenant acting on the forecast goes back to reactive "
+                              "only when its loss exceeds (1 - margin + hysteresis) x the reactive loss")
+    min_scored: int = Field(10, ge=1, description="forecasts scored for both rules (in every lead window) before "
+                            "a tenant may act on the forecast (at most `window`)")
+    window: int = Field(600, ge=1, description="the last scored forecasts the gate decides on (one is kept every "
+                        "cycle.horizon_steps / 12 steps: by default 5 min, so 600 is 50 hours, and a daily rise the "
+                        "forecast saw coming stays in the evidence until the next one)")
+
+
 class PolicyConfig(_Strict):
     reserve_share: float = Field(0.2, ge=0, le=1, description="guaranteed pool for the high tier")
     lead_time_steps: int = Field(10, ge=0, description="how far ahead capacity is held for a predicted peak")
@@ -121,6 +141,7 @@ class PolicyConfig(_Strict):
     checkpoint_interval_s: float | None = Field(None, gt=0, description="seconds between a job's checkpoints: a "
                                                 "preemption loses the work since the last one; none: the simulator's "
                                                 "checkpoint_steps x cycle.resolution_s")
+    skill_gate: SkillGateConfig = Field(default_factory=SkillGateConfig)
 
 
 class RateLevel(_Strict):
@@ -870,6 +891,15 @@ class Config(_Strict):
         clash = collisions(names)  # two tenants in one hold: one of them would lose it
         if clash:
             raise ValueError("; ".join(clash))
+        return self
+
+    @model_validator(mode="after")
+    def _skill_gate_can_score_enough(self) -> "Config":
+        g = self.policy.skill_gate
+        if g.min_scored > g.window:
+            raise ValueError(f"policy.skill_gate.min_scored = {g.min_scored} is more than the scored forecasts it "
+                             f"keeps (policy.skill_gate.window = {g.window}): no tenant could ever act on the "
+                             "forecast")
         return self
 
     @model_validator(mode="after")

@@ -13,6 +13,13 @@ share of realised peaks at or under the p90 peak, overall, where the series move
 (`forecaster.metrics`: a window is scored where at least half its steps were seen; a missing step is never
 read as zero).
 
+Beside each lead window's forecast peak, the same window is scored for the skill gate (daemon/forecasting/skill.py):
+the hold each rule would have made, at the policy's acting quantile (`act_quantile`, `policy.quantile`) against the
+realised peak. The forecast's hold is its peak with the policy's headroom, never under the demand at the forecast's
+origin (what reservation.targets holds); the reactive hold is that demand with the headroom. A window counts only
+where the realised peak, the forecast and the origin's demand are all known, so both rules are scored on the same
+windows (`skill()`).
+
 When the cluster's p90 coverage stays outside [coverage_min, coverage_max] for `fallback_after_cycles`
 cycles in a row, `fallback_due()` says so once: the cycle then replaces its forecaster with the best
 baseline scored on the current history (StartupSelection), logs why, and `gpuas_forecast_quality_fallback`
@@ -49,8 +56,12 @@ class Scored:
     covered: np.ndarray   # [tenant] steps at or under p90
     steps: np.ndarray     # [tenant] scored steps (actual known)
     # [tenant, window, 6]: per lead window, the peak's pinball loss summed over quantiles, |realised peak|, p90
-    # peak covered, scored (0/1), and among windows where the series moves: covered, moving (0/1)
+    # peak covered, scored (0/1), among windows where the series moves: covered, moving (0/1), and for the skill
+    # gate the acting quantile's pinball loss of the forecast's hold, of the reactive hold, compared (0/1)
     peak: np.ndarray | None = None
+
+
+PEAK_COLS = 9   # the columns of Scored.peak per lead window
 
 
 @dataclass
@@ -82,9 +93,19 @@ class ForecastQuality:
     def __init__(self, quantiles: tuple[float, ...], horizon: int, *, window: int = 60, coverage_min: float = 0.8,
                  coverage_max: float = 0.98, fallback_after_cycles: int = 10, min_scored: int = 10,
                  stride: int | None = None, registry: CollectorRegistry | None = None,
-                 peak_windows: dict[str, int] | None = None, peak_min_observed: float = PEAK_MIN_OBSERVED) -> None:
+                 peak_windows: dict[str, int] | None = None, peak_min_observed: float = PEAK_MIN_OBSERVED,
+                 act_quantile: float = 0.9, headroom: float = 0.05, skill_window: int = 600) -> None:
         """`peak_windows`: lead window name -> steps, the windows the policy reads the peak over (by default its
-        default `lead_time_steps` and `preempt_lead_steps`; the daemon passes its configured ones)."""
+        default `lead_time_steps` and `preempt_lead_steps`; the daemon passes its configured ones).
+        `act_quantile`, `headroom`: the policy's `quantile` and `headroom`, what the skill gate's holds are scored
+        with, over the last `skill_window` scored forecasts (`policy.skill_gate.window`: longer than `window`, so
+        that a daily rise the forecast saw stays in the gate's evidence until the next one)."""
+        self.act_quantile, self.headroom = float(act_quantile), float(headroom)
+        # the skill gate's evidence: per scored forecast, its tenants and [tenant, 3] (forecast hold loss, reactive
+        # hold loss, compared), and their running sums per tenant tuple (added and evicted, never re-summed)
+        self.skill_scored: deque[tuple[tuple[str, ...], np.ndarray]] = deque()
+        self.skill_window = max(1, int(skill_window))
+        self._skill_sum: dict[tuple[str, ...], list] = {}   # tenants -> [sum array, forecasts in it]
         self.peak_windows = {k: max(1, min(int(v), horizon))
                              for k, v in (DEFAULT_PEAK_WINDOWS if peak_windows is None else peak_windows).items()}
         self.peak_min_observed = peak_min_observed
@@ -143,6 +164,14 @@ class ForecastQuality:
         tenant not in it counts as "normal" (the daemon's default tier)."""
         if tiers is not None:
             self.tiers = dict(tiers)
+        self.track(fc, history)
+        acc = self._totals()   # one pass over the window serves the judgement and the export
+        self._judge(acc)
+        self._export(acc)
+
+    def track(self, fc: Forecast | None, history: pd.DataFrame | None) -> None:
+        """Score every kept forecast whose horizon has elapsed in `history` (so never one whose windows end after
+        its last row), then keep `fc`: `observe` without the judgement and the export (the replay's skill gate)."""
         if history is not None and len(history):
             self._score_matured(history)
         if fc is not None and np.isfinite(fc.values).any():
@@ -150,9 +179,6 @@ class ForecastQuality:
             if last is None or fc.issued_at >= last + pd.Timedelta(seconds=self.stride * fc.step_s):
                 self.pending.append(fc)
             self.model = fc.model
-        acc = self._totals()   # one pass over the window serves the judgement and the export
-        self._judge(acc)
-        self._export(acc)
 
     def _score_matured(self, history: pd.DataFrame) -> None:
         end = history.index[-1]
@@ -167,7 +193,27 @@ class ForecastQuality:
                 continue
             act = history.reindex(index=times, columns=list(fc.tenants)).to_numpy(dtype=float).T  # [N, H]
             last = history.reindex(index=[fc.issued_at], columns=list(fc.tenants)).to_numpy(dtype=float)[0]
-            self.scored.append(self.score(fc, act, last))
+            sc = self.score(fc, act, last)
+            self.scored.append(sc)
+            self._add_skill(sc)
+
+    def _add_skill(self, sc: Scored) -> None:
+        if sc.peak is None or sc.peak.shape[2] != PEAK_COLS:
+            return
+        pk = sc.peak
+        row = np.stack([pk[:, :, 6].sum(axis=1), pk[:, :, 7].sum(axis=1), pk[:, :, 8].min(axis=1)], axis=1)
+        self.skill_scored.append((sc.tenants, row))
+        acc = self._skill_sum.setdefault(sc.tenants, [np.zeros_like(row), 0])
+        acc[0] += row
+        acc[1] += 1
+        while len(self.skill_scored) > self.skill_window:
+            tenants, old = self.skill_scored.popleft()
+            acc = self._skill_sum[tenants]
+            acc[1] -= 1
+            if acc[1] == 0:
+                del self._skill_sum[tenants]
+            else:
+                acc[0] = np.maximum(acc[0] - old, 0.0)
 
     def score(self, fc: Forecast, actual: np.ndarray, last: np.ndarray | None = None) -> Scored:
         """Per-tenant pinball loss, demand, p90 hits and scored steps of one forecast against [tenant, h] actuals,
@@ -187,7 +233,9 @@ class ForecastQuality:
     def _score_peaks(self, fc: Forecast, actual: np.ndarray, last: np.ndarray | None) -> np.ndarray:
         n = actual.shape[0]
         last = np.full(n, np.nan) if last is None else np.asarray(last, dtype=float)
-        out = np.zeros((n, len(self.peak_windows), 6))
+        out = np.zeros((n, len(self.peak_windows), PEAK_COLS))
+        qa = self.act_quantile
+        react = last * (1.0 + self.headroom)            # the reactive hold: demand now with headroom
         for i, k in enumerate(self.peak_windows.values()):
             if k > actual.shape[1]:
                 continue
@@ -199,17 +247,25 @@ class ForecastQuality:
             pin = np.maximum(self.q * diff, (self.q - 1) * diff).sum(axis=1)
             cov = ok & (a <= np.nan_to_num(pred[:, self.i90], nan=-np.inf))
             mv = ok & moves(actual, last, k)
-            out[:, i] = np.stack([np.where(ok, pin, 0.0), np.abs(a), cov, ok, cov & mv, mv], axis=1)
+            # the skill gate: each rule's hold at the acting quantile, on windows where both are known
+            hold = np.fmax(fc.peak_over(k, qa), last) * (1.0 + self.headroom)
+            both = np.isfinite(real) & np.isfinite(hold) & np.isfinite(react)
+            a2 = np.where(both, real, 0.0)
+            gain_f, gain_r = a2 - np.where(both, hold, 0.0), a2 - np.where(both, react, 0.0)
+            pin_f = np.where(both, np.maximum(qa * gain_f, (qa - 1) * gain_f), 0.0)
+            pin_r = np.where(both, np.maximum(qa * gain_r, (qa - 1) * gain_r), 0.0)
+            out[:, i] = np.stack([np.where(ok, pin, 0.0), np.abs(a), cov, ok, cov & mv, mv, pin_f, pin_r, both],
+                                 axis=1)
         return out
 
     # -- judgement and the fallback ------------------------------------------------------------------------
     def _totals(self) -> dict[str, np.ndarray]:
         groups: dict[tuple[str, ...], np.ndarray] = {}   # forecasts over the same tenants add up as arrays
-        width = 4 + 6 * len(self.peak_windows)   # the step scores, then each lead window's peak scores
+        width = 4 + PEAK_COLS * len(self.peak_windows)   # the step scores, then each lead window's peak scores
         for s in self.scored:
             g = groups.setdefault(s.tenants, np.zeros((len(s.tenants), width)))
-            pk = s.peak if s.peak is not None and s.peak.shape[1] == len(self.peak_windows) else \
-                np.zeros((len(s.tenants), len(self.peak_windows), 6))
+            pk = s.peak if s.peak is not None and s.peak.shape[1:] == (len(self.peak_windows), PEAK_COLS) else \
+                np.zeros((len(s.tenants), len(self.peak_windows), PEAK_COLS))
             g += np.concatenate([np.stack([s.loss, s.demand, s.covered, s.steps], axis=1),
                                  pk.reshape(len(s.tenants), -1)], axis=1)
         acc: dict[str, np.ndarray] = {}
@@ -251,6 +307,8 @@ class ForecastQuality:
         """A new forecaster is in charge: score it from scratch."""
         self.pending.clear()
         self.scored.clear()
+        self.skill_scored.clear()   # a new forecaster shows its skill anew: its tenants plan reactively until then
+        self._skill_sum.clear()
         self.out_of_bounds_cycles = 0
         if not keep_fallback:
             self.fallback, self._fired, self.reason = False, False, None
@@ -259,12 +317,27 @@ class ForecastQuality:
     # -- what others read ----------------------------------------------------------------------------------
     def _peak_of(self, rows: list[np.ndarray], i: int) -> dict:
         """Peak scores of lead window i from accumulated per-tenant rows."""
-        c = np.sum([r[4 + 6 * i: 10 + 6 * i] for r in rows], axis=0) if rows else np.zeros(6)
-        loss, demand, covered, scored, mcov, moving = c.tolist()
+        c = np.sum([r[4 + PEAK_COLS * i: 4 + PEAK_COLS * (i + 1)] for r in rows], axis=0) if rows else \
+            np.zeros(PEAK_COLS)
+        loss, demand, covered, scored, mcov, moving = c[:6].tolist()
         return {"loss": _nan_to_none(2 * loss / demand / len(self.q)) if demand > 0 else None,
                 "coverage_p90": _nan_to_none(covered / scored) if scored else None,
                 "coverage_p90_moving": _nan_to_none(mcov / moving) if moving else None,
                 "scored": int(scored), "moving": int(moving)}
+
+    def skill(self) -> dict[str, tuple[float, float, int]]:
+        """Per tenant (forecast series), over the last `skill_window` scored forecasts: the acting quantile's
+        pinball loss of the forecast's hold and of the reactive hold, summed over the lead windows, and the
+        forecasts both were scored on in every lead window: what the skill gate decides on."""
+        out: dict[str, tuple[float, float, int]] = {}
+        for tenants, (arr, _) in self._skill_sum.items():
+            for t, (f, r, n) in zip(tenants, arr.tolist()):
+                if t in out:
+                    f0, r0, n0 = out[t]
+                    out[t] = (f0 + f, r0 + r, n0 + int(round(n)))
+                else:
+                    out[t] = (f, r, int(round(n)))
+        return out
 
     def peak_scores(self, acc: dict[str, np.ndarray]) -> dict[str, dict]:
         """Lead window name -> its live peak scores over the window of scored forecasts, and by tier."""
@@ -282,6 +355,7 @@ class ForecastQuality:
     def current(self, acc: dict[str, np.ndarray] | None = None) -> QualityScores:
         acc = self._totals() if acc is None else acc
         wql, cov = self._cluster(acc)
+        skill = self.skill()
         tenants = {}
         for t, v in acc.items():
             row = {"wql": _nan_to_none(2 * v[0] / v[1] / len(self.q)) if v[1] > 0 else None,
@@ -289,6 +363,10 @@ class ForecastQuality:
             for i, name in enumerate(self.peak_windows):
                 pk = self._peak_of([v], i)
                 row[f"peak_loss_{name}"], row[f"peak_coverage_p90_{name}"] = pk["loss"], pk["coverage_p90"]
+            f_loss, r_loss, n_cmp = skill.get(t, (0.0, 0.0, 0))
+            row["hold_loss_forecast"] = f_loss if n_cmp else None   # the skill gate's scores (skill())
+            row["hold_loss_reactive"] = r_loss if n_cmp else None
+            row["hold_scored"] = n_cmp
             tenants[t] = row
         return QualityScores(self.model, len(self.scored), _nan_to_none(wql), _nan_to_none(cov),
                              self.out_of_bounds_cycles, self.fallback, self.reason, tenants, self.peak_scores(acc))

@@ -124,8 +124,13 @@ class _Cleared:
 
 
 def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, cfg: Config,
-         last: Plan | None = None, ops: OperatorInputs | None = None, now: float | None = None) -> Plan:
+         last: Plan | None = None, ops: OperatorInputs | None = None, now: float | None = None,
+         acting: frozenset[str] | None = None) -> Plan:
     """``now`` (epoch seconds) drives the preemption budget; by default the snapshot's own time.
+
+    ``acting``: the tenants whose holds and preemptions act on the forecast (the skill gate's choice,
+    daemon/forecasting/skill.py, made outside the policy); every other tenant is planned reactively, as without a
+    forecast (its current demand with headroom). None: every tenant acts on the forecast.
 
     In order: operator tier changes, the staleness check (a stale snapshot keeps the last good plan), aging,
     the holds, the preemptions that clear room for them, the rate limits, then the plan as a whole.
@@ -141,11 +146,15 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     notes: list[str] = []
     clock = state.at.timestamp() if now is None else float(now)
     ag, aged_gpus, aged_since = _aging(state, view, memory, cfg, clock, notes)
-    holds = _holds(forecast, state, view, memory, cfg, ops, aged_gpus, notes)
+    reactive = _reactive_mask(view.tenants, acting, forecast, notes)
+    holds = _holds(forecast, state, view, memory, cfg, ops, aged_gpus, notes, reactive)
     typed = None
     if fleet.is_typed(state):  # a mixed fleet: the holds said per type (daemon/policy/fleet.py)
+        peaks = _typed_peaks(forecast, view.tenants, cfg)
+        if peaks is not None and reactive is not None:  # a reactive tenant's types follow its demand
+            peaks = {i: v for i, v in peaks.items() if not reactive[i]}
         typed = fleet.split(state, holds.res, view.high | holds.aged | holds.floored, cfg,
-                            _typed_peaks(forecast, view.tenants, cfg), last.holds_by_type if last else None)
+                            peaks, last.holds_by_type if last else None)
         res = typed.res
         holds = dataclasses.replace(holds, res=res, soon=np.minimum(holds.soon, res), pool=int(typed.pool.sum()))
     cleared = _preemptions(state, view, holds, ag, memory, cfg, ops, clock, notes, typed)
@@ -162,6 +171,18 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
                        aged_jobs=ag.aged_jobs, budget_gpus=cleared.budget_gpus, budget_jobs=cleared.budget_jobs,
                        budget_at=clock)
     return _assemble(state, view, holds, cleared, tuple(notifs), limits, load, mem, notes, typed)
+
+
+def _reactive_mask(tenants: tuple[str, ...], acting: frozenset[str] | None, forecast: Forecast | None,
+                   notes: list[str]) -> np.ndarray | None:
+    """Which tenants the skill gate plans reactively (None: none of them), said in the notes."""
+    if acting is None or forecast is None:
+        return None
+    mask = np.array([t not in acting for t in tenants], dtype=bool)
+    if mask.any():
+        notes.append(f"skill gate: {plural(int(mask.sum()), 'tenant')} planned reactively (the forecast has not "
+                     "shown skill for them), " + f"{plural(int((~mask).sum()), 'tenant')} on the forecast")
+    return mask
 
 
 def _typed_peaks(forecast: Forecast | None, tenants: tuple[str, ...],
@@ -203,9 +224,11 @@ def _aging(state: ClusterState, view: _View, memory: PolicyMemory, cfg: Config, 
 
 
 def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: PolicyMemory, cfg: Config,
-           ops: OperatorInputs, aged_gpus: np.ndarray, notes: list[str]) -> _Holds:
+           ops: OperatorInputs, aged_gpus: np.ndarray, notes: list[str],
+           reactive: np.ndarray | None = None) -> _Holds:
     """Reservations for the high tier (its forecast peak over the lead time), aged tenants and operator floors,
-    in whole jobs, fitted to the capacity."""
+    in whole jobs, fitted to the capacity. A `reactive` tenant's forecast is read as unknown: its hold is its
+    demand with headroom and nothing is preempted for its forecast (the skill gate)."""
     pc = cfg.policy
     tenants, n, high, used = view.tenants, view.n, view.high, view.used
     aged = aged_gpus > 0
@@ -238,6 +261,10 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
             path = (peak_all if peak_all is not None else forecast.for_tenants(tenants))[:, :, pidx]
             step_min = forecast.step_s / 60.0
         peak_soon = peak_over(soon_steps, pidx) if n and soon_steps else np.full(n, np.nan)
+        if reactive is not None and reactive.any():
+            peak, peak_soon = np.where(reactive, np.nan, peak), np.where(reactive, np.nan, peak_soon)
+            if path is not None:
+                path = np.where(reactive[:, None], np.nan, path)
         model = forecast.model
     else:
         peak = peak_soon = np.full(n, np.nan)

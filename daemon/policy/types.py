@@ -121,6 +121,9 @@ class Plan:
     # high tier whose job waited max_wait: anti-starvation) and "floor" (an operator's floor_gpus); a tenant both
     # aged and floored counts as aged. Sums to the held GPUs; empty in a plan from before it was recorded
     held_for: dict[str, int] = field(default_factory=dict)
+    # The skill gate (policy.skill_gate; daemon/forecasting/skill.py), empty while it is off: tenant -> {"acting":
+    # whether its holds and preemptions act on the forecast, "why", "forecast_loss", "reactive_loss", "scored"}
+    forecast_acting: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def job_gpus(self, tenants: Iterable[str]) -> int:
         """GPUs of the smallest job the holds of `tenants` are sized for (one tenant's hold, or a pool's), 1 when
@@ -153,6 +156,7 @@ class Plan:
             "shared_cap_by_type": dict(self.shared_cap_by_type),
             "demand_capped": dict(self.demand_capped), "capacity_dropped": self.capacity_dropped,
             "held_for": dict(self.held_for),
+            "forecast_acting": {t: dict(v) for t, v in self.forecast_acting.items()},
         }
 
     @staticmethod
@@ -179,6 +183,7 @@ class Plan:
             demand_capped={str(k): int(v) for k, v in d.get("demand_capped", {}).items()},
             capacity_dropped=int(d.get("capacity_dropped", 0)),
             held_for={str(k): int(v) for k, v in d.get("held_for", {}).items()},
+            forecast_acting={str(k): dict(v) for k, v in d.get("forecast_acting", {}).items()},
         )
 
 

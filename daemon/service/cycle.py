@@ -18,6 +18,7 @@ from daemon.actuators.base import ActionReport, Actuator
 from daemon.config import Config
 from daemon.forecasting.choose import WithFallback, baseline
 from daemon.forecasting.quality import ForecastQuality
+from daemon.forecasting.skill import Verdict, acting_set, decide
 from daemon.policy.events import plan_events
 from daemon.policy.safe import safe_default
 from daemon.policy.state import ClusterState
@@ -91,7 +92,15 @@ class CycleRunner:
         self.quality = ForecastQuality(tuple(cfg.forecaster.quantiles), cfg.cycle.horizon_steps, window=q.window,
                                        coverage_min=q.coverage_min, coverage_max=q.coverage_max,
                                        fallback_after_cycles=q.fallback_after_cycles, min_scored=q.min_scored,
-                                       registry=self.metrics.registry)
+                                       registry=self.metrics.registry,
+                                       peak_windows={"lead": cfg.policy.lead_time_steps,
+                                                     "preempt": cfg.policy.preempt_lead_steps},
+                                       peak_min_observed=q.peak_min_observed, act_quantile=cfg.policy.quantile,
+                                       headroom=cfg.policy.headroom, skill_window=cfg.policy.skill_gate.window)
+        # the skill gate's last decisions (policy.skill_gate; daemon/forecasting/skill.py), beside the scores they
+        # come from: both in memory only, so a restart or an HA takeover starts every tenant reactive until
+        # min_scored windows are scored again (the safe side)
+        self.skill: dict[str, Verdict] = {}
         self.lock = threading.Lock()
         self.memory: PolicyMemory = store.load_memory() if store else PolicyMemory()
         self.last_plan: Plan | None = store.load_plan() if store else None
@@ -132,6 +141,8 @@ class CycleRunner:
         ``health.enabled`` changed: the kill switch a reload gives an operator. Returns a line saying what
         happened to the health step, or None when it did not change."""
         was, self.cfg = self.cfg.health.enabled, cfg
+        # the skill gate scores holds as the policy in force makes them
+        self.quality.act_quantile, self.quality.headroom = cfg.policy.quantile, cfg.policy.headroom
         if cfg.health.enabled == was:
             return None
         if not cfg.health.enabled:
@@ -303,6 +314,19 @@ class CycleRunner:
             self.forecaster = StartupSelection(self.cfg.forecaster.season_steps, tuple(self.cfg.forecaster.quantiles))
             self.quality.reset()
 
+    def _skill_gate(self, tenants) -> frozenset[str] | None:
+        """The tenants this plan acts on the forecast for (None: all, the gate being off), from the live scores."""
+        gate = self.cfg.policy.skill_gate
+        if not gate.enabled:
+            self.skill = {}
+            return None
+        try:
+            self.skill = decide(self.quality.skill(), tenants, {t: v.acting for t, v in self.skill.items()}, gate)
+        except Exception:  # never stops the cycle: every tenant is planned reactively
+            log.exception("skill gate failed: every tenant planned reactively this cycle")
+            self.skill = {t: Verdict(False, "reactive: the skill gate failed (see the log)") for t in tenants}
+        return acting_set(self.skill)
+
     def publish(self) -> None:
         """Make what the last cycle left the web layer's read model: one new Snapshot, one reference assignment.
 
@@ -366,7 +390,11 @@ class CycleRunner:
         now = None if self.cfg.source.kind == "simulator" else self.clock()
         # the health step runs after the plan: this plan reads the findings of the cycle before (none older)
         health = self.last_health if self.last_health_cycle == self.cycles - 1 else None
-        plan = policy.plan(fc, with_idle(state, health), self.memory, self.cfg, self.last_plan, ops, now=now)
+        acting = self._skill_gate(state.tenants)
+        plan = policy.plan(fc, with_idle(state, health), self.memory, self.cfg, self.last_plan, ops, now=now,
+                           acting=acting)
+        if self.skill:
+            plan = dataclasses.replace(plan, forecast_acting={t: v.to_dict() for t, v in self.skill.items()})
         if plan.stale and self.plan_too_old():
             plan = self._safe_default(state, "stale data")
         elif plan.stale:

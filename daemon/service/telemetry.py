@@ -49,6 +49,9 @@ class DaemonMetrics:
                               registry=r)
         self.reservation = Gauge("gpuas_reservation_gpus", "GPUs held for a tenant", ["tenant"], registry=r)
         self.limit = Gauge("gpuas_rate_limit_rps", "Token-bucket rate per tenant", ["tenant"], registry=r)
+        self.forecast_acting = Gauge("gpuas_forecast_acting", "1 while the skill gate (policy.skill_gate) plans the "
+                                     "tenant on the forecast, 0 while it plans it reactively; absent while the gate "
+                                     "is off", ["tenant"], registry=r)
         self.preemptions = Counter("gpuas_preemptions", "Jobs preempted", ["tenant"], registry=r)
         self.actuator_errors = Counter("gpuas_actuator_errors", "Actuator failures", ["actuator"], registry=r)
         self.alerts = Counter("gpuas_alerts", "Alertmanager alerts received", ["alertname", "outcome"], registry=r)
@@ -80,7 +83,8 @@ class DaemonMetrics:
         # per-tenant children by label values, with the value last set: labels() validates and locks on every
         # call, and a plan sets 4 series per tenant (10,000 tenants: 400 ms a cycle); a child is looked up once
         # and set only when its value changed. forget_tenants drops a tenant's entries with its series.
-        self._kids: dict[str, dict[tuple[str, ...], list]] = {"reservation": {}, "limit": {}, "forecast": {}}
+        self._kids: dict[str, dict[tuple[str, ...], list]] = {"reservation": {}, "limit": {}, "forecast": {},
+                                                           "forecast_acting": {}}
 
     def count_alert(self, alertname: str, outcome: str, configured: Iterable[str]) -> None:
         """One alert received; names the failover config does not list share one `other` series."""
@@ -98,10 +102,10 @@ class DaemonMetrics:
         for t in gone:
             del self._last_seen[t]
             self._tenants.discard(t)
-            for m in (self.reservation, self.limit, self.preemptions):
+            for m in (self.reservation, self.limit, self.preemptions, self.forecast_acting):
                 m.remove(t)  # a no-op when the tenant never had that series
-            self._kids["reservation"].pop((t,), None)
-            self._kids["limit"].pop((t,), None)
+            for name in ("reservation", "limit", "forecast_acting"):
+                self._kids[name].pop((t,), None)
             for q in self._forecast_labels.pop(t, ()):
                 self.forecast.remove(t, q)
                 self._kids["forecast"].pop((t, q), None)
@@ -125,7 +129,8 @@ class DaemonMetrics:
                      forget_after_s: float = FORGET_AFTER_S) -> list[str]:
         """Export the plan; returns the tenants (and forecast series) forgotten now, whose series kept elsewhere
         (forecast quality, job health) the cycle drops too."""
-        present = set(plan.limits) | set(plan.reservations) | {p.tenant for p in plan.preemptions}
+        present = set(plan.limits) | set(plan.reservations) | {p.tenant for p in plan.preemptions} \
+            | set(plan.forecast_acting)
         if forecast is not None:
             present.update(forecast.tenants)
         gone = self.forget_tenants(present, forget_after_s)
@@ -148,6 +153,12 @@ class DaemonMetrics:
             self._set("limit", (t,), lim.rate)
         for p in plan.preemptions:
             self.preemptions.labels(p.tenant).inc()
+        if not plan.forecast_acting and self._kids["forecast_acting"]:   # the gate was turned off
+            for (t,) in list(self._kids["forecast_acting"]):
+                self.forecast_acting.remove(t)
+            self._kids["forecast_acting"].clear()
+        for t, v in plan.forecast_acting.items():
+            self._set("forecast_acting", (t,), 1.0 if v.get("acting") else 0.0)
         if forecast is not None:
             tenants = forecast.tenants
             for q in forecast.quantiles:

@@ -71,6 +71,9 @@ def make_record(plan: Plan, state: ClusterState, fc: Forecast | None, history: p
         "request_rate": _col(state.request_rate) if state.request_rate is not None else _col(np.full(n, np.nan)),
         "fc_next": _col(fc_next), "fc_peak": _col(fc_peak),
         "tier": list(state.tiers), "limit_reason": reason_idx,
+        # the skill gate (policy.skill_gate): 1 the tenant's plan acts on the forecast, 0 reactive, -1 gate off
+        "acting": [(1 if plan.forecast_acting[t].get("acting") else 0) if t in plan.forecast_acting else -1
+                   for t in names],
     }
     jobs = state.jobs
     where = {str(j): k for k, j in enumerate(jobs.ids)} if len(jobs) and plan.preemptions else {}
@@ -164,6 +167,9 @@ def problem(record: Any) -> str | None:
             col = cols.get(key)
             if not isinstance(col, list) or len(col) != len(names):
                 return f"'cols.{key}' is not one value per tenant ({len(names)})"
+        acting = cols.get("acting")   # optional: records written before the skill gate have none
+        if acting is not None and (not isinstance(acting, list) or len(acting) != len(names)):
+            return f"'cols.acting' is not one value per tenant ({len(names)})"
         if not isinstance(record.get("reasons", []), list):
             return "'reasons' is not a list"
     pre = record.get("preemptions", [])

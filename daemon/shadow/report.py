@@ -55,7 +55,7 @@ def _new() -> dict[str, Any]:
     return {"cycles": 0, "hold_cycles": 0, "held_gpu_cycles": 0, "waits_avoided_gpu_min": 0.0,
             "preemptions": 0, "preempted_gpus": 0, "work_lost_gpu_min": 0.0, "preemptions_for": 0,
             "throttled_cycles": 0, "rate_known_cycles": 0, "tightened_cycles": 0,
-            "cov_next": [0, 0], "cov_peak": [0, 0]}
+            "gated_cycles": 0, "forecast_cycles": 0, "cov_next": [0, 0], "cov_peak": [0, 0]}
 
 
 def _finish(a: dict[str, Any]) -> dict[str, Any]:
@@ -64,6 +64,8 @@ def _finish(a: dict[str, Any]) -> dict[str, Any]:
     out["work_lost_gpu_min"] = round(out["work_lost_gpu_min"], 3)
     out["throttled_share"] = a["throttled_cycles"] / a["rate_known_cycles"] if a["rate_known_cycles"] else None
     out["tightened_share"] = a["tightened_cycles"] / a["cycles"] if a["cycles"] else None
+    # the skill gate: the share of the cycles it decided in which the plan acted on the forecast
+    out["acting_share"] = a["forecast_cycles"] / a["gated_cycles"] if a["gated_cycles"] else None
     for k in ("next", "peak"):
         ok, n = a[f"cov_{k}"]
         out[f"coverage_{k}"] = ok / n if n else None
@@ -99,6 +101,7 @@ def _columns(r: dict, only: str | None) -> tuple[list[str], list[str], dict[str,
         tiers = [rows[n].get("tier", "normal") for n in names]
         f = {k: np.array([rows[n].get(k) for n in names], dtype=float) for k in FIELDS}
         f["fixed"] = np.array([_fixed(rows[n].get("limit_reason")) for n in names], dtype=bool)
+        f["acting"] = np.full(len(names), -1.0)
     else:
         cols = r["cols"]
         i = range(len(names)) if only is None else ([r["names"].index(only)] if names else [])
@@ -114,6 +117,9 @@ def _columns(r: dict, only: str | None) -> tuple[list[str], list[str], dict[str,
         lr = cols.get("limit_reason")
         f["fixed"] = (np.isin(np.array([lr[j] for j in i], dtype=np.int64), fixed_at) if fixed_at and lr is not None
                       else np.zeros(len(names), dtype=bool))
+        acting = cols.get("acting")   # the skill gate's choice (-1: off; absent in older records)
+        f["acting"] = np.full(len(names), -1.0) if acting is None else \
+            np.array(acting if only is None else [acting[j] for j in i], dtype=float)
     return names, tiers, f
 
 
@@ -225,6 +231,7 @@ def count(records: list[dict], demand: pd.DataFrame | None = None, tenant: str |
     z = np.zeros(nt, dtype=np.int64)
     cyc, hold_c, held, rate_known, thr, tight = z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
     cn_ok, cn_n, cp_ok, cp_n = z.copy(), z.copy(), z.copy(), z.copy()
+    gated, on_fc = z.copy(), z.copy()
     waits = np.zeros(nt)
     pre_n, pre_g, pre_for = z.copy(), z.copy(), z.copy()
     lost = np.zeros(nt)
@@ -273,6 +280,8 @@ def count(records: list[dict], demand: pd.DataFrame | None = None, tenant: str |
             tightened = (np.nan_to_num(f["level"], nan=0.0) > 0) | f["fixed"]
             tight[g] += tightened
             _tier_cycle(tier_cycles, tiers, hold > 0, tightened, m, over)
+            gated[g] += f["acting"] >= 0
+            on_fc[g] += f["acting"] == 1
             fn, fp = f["fc_next"], f["fc_peak"]
             if one is not None:
                 v = np.where(has, vals[one][np.where(has, c, 0)] if vals.shape[1] else np.nan, np.nan)
@@ -309,7 +318,8 @@ def count(records: list[dict], demand: pd.DataFrame | None = None, tenant: str |
             "waits_avoided_gpu_min": float(waits[j]), "preemptions": int(pre_n[j]), "preempted_gpus": int(pre_g[j]),
             "work_lost_gpu_min": float(lost[j]), "preemptions_for": int(pre_for[j]),
             "throttled_cycles": int(thr[j]), "rate_known_cycles": int(rate_known[j]),
-            "tightened_cycles": int(tight[j]), "cov_next": [int(cn_ok[j]), int(cn_n[j])],
+            "tightened_cycles": int(tight[j]), "gated_cycles": int(gated[j]), "forecast_cycles": int(on_fc[j]),
+            "cov_next": [int(cn_ok[j]), int(cn_n[j])],
             "cov_peak": [int(cp_ok[j]), int(cp_n[j])]}
     return Totals(len(recs), recs[0]["at"], recs[-1]["at"], recs[-1].get("quantile"), per, tier_of, tuple(skipped),
                   tier_cycles)

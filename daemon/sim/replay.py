@@ -39,6 +39,7 @@ from daemon.policy.state import PRIORITY, ClusterState
 from daemon.sim.actuator import SimulatorActuator
 from daemon.sim.cluster import SimCluster
 from daemon.sim.flaps import FLAP_WINDOW_S, FlapCounter
+from daemon.sim.skill_gate import ReplayGate
 from daemon.sim.workloads import Workload
 from forecaster.baselines import Forecaster
 from forecaster.types import Forecast
@@ -160,6 +161,9 @@ class Meter:
     # within FLAP_WINDOW_S (daemon/sim/flaps.py)
     hold_changes: int = 0
     hold_flaps: int = 0
+    # the skill gate (policy.skill_gate, predictive only): per measured step, the tenants acting on the forecast
+    forecast_acting: list[int] | None = None
+    tenants: int = 0
 
     @property
     def label(self) -> str:
@@ -206,6 +210,9 @@ class Meter:
             "cpu_s": float(self.cpu_s),
             **({"by_spec": self.by_spec} if self.by_spec is not None else {}),
             **({"rises_high": dict(self.rises_high)} if self.rises_high is not None else {}),
+            **({"skill_gate": {"tenant_steps_on_forecast": int(sum(self.forecast_acting)),
+                               "tenant_steps": int(len(self.forecast_acting) * self.tenants)}}
+               if self.forecast_acting is not None else {}),
         }
 
 
@@ -363,6 +370,12 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
         win = slice(w.start, w.start + steps)
         up = rises(demand)[win][:, high]
         res.rises_high = {"rises": int(up.sum()), "seen": int((up & (draws[win][:, high] < share)).sum())}
+    # the skill gate runs on the forecasts scored so far (daemon/sim/skill_gate.py), as in the daemon
+    gate = ReplayGate(cfg, w.demand, series if typed else None) \
+        if name == "predictive" and cfg.policy.skill_gate.enabled else None
+    acting = None
+    if gate is not None:
+        res.forecast_acting, res.tenants = [], len(tenants)
     off_cfg = None
     if count_rule and name in ("predictive", "perfect") and cfg.policy.preempt_cost_aware:
         off_cfg = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"preempt_cost_aware": False})})
@@ -424,11 +437,15 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
             fc = bank.at(k)
             if typed:  # the model forecasts the tenants' columns; on a fleet each is its typed series
                 fc = dataclasses.replace(fc, tenants=series)
-            p = plan(fc, state, mem, cfg, last)
+            if gate is not None:
+                acting = gate.at(k, fc, tenants)
+                if measured:
+                    res.forecast_acting.append(len(acting))
+            p = plan(fc, state, mem, cfg, last, acting=acting)
         dt = time.perf_counter() - t0
         if off_cfg is not None and measured:
             on = {x.job_id for x in p.preemptions}
-            off = {x.job_id for x in plan(fc, state, mem, off_cfg, last).preemptions}
+            off = {x.job_id for x in plan(fc, state, mem, off_cfg, last, acting=acting).preemptions}
             res.rule["refused"] += len(off - on)
             res.rule["other_choice"] += len(on - off)
             res.rule["steps_changed"] += int(on != off)

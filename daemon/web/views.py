@@ -430,6 +430,10 @@ def tenant_view(snap: Snapshot, backend: Backend, tenant: str, viewer: "Principa
         out["notifications"] = _scrubbed(out["notifications"], scrub)
         out["limit"] = _scrubbed(out["limit"], scrub)
     out["queue"] = _queue(snap, tenant)
+    # the skill gate (policy.skill_gate): whether this tenant's holds and preemptions act on the forecast, and why;
+    # None while the gate is off (every tenant acts on it)
+    out["acting_on_forecast"] = dict(plan.forecast_acting[tenant]) if plan and tenant in plan.forecast_acting \
+        else None
     fc = snap.forecast
     out["forecast"] = None
     vals = _tenant_forecast(fc, tenant)

@@ -1,0 +1,88 @@
+"""The skill gate: per tenant, act on the forecast only where it has shown skill (issue 40, item 2).
+
+A forecast has value where the demand has a pattern its lead time can see; where it has none, acting on it only
+costs (holds held idle, jobs preempted for rises that do not come). So each tenant is planned on the forecast only
+while, on the recent scored windows (ForecastQuality.skill: the acting quantile's pinball loss of each rule's hold
+against the realised peak over the policy's lead windows), the forecast's hold loses at most (1 - margin) times
+what the reactive hold (demand now with headroom) loses. It stays on the forecast until its loss exceeds
+(1 - margin + hysteresis) times the reactive loss. A tenant with fewer than `min_scored` windows scored for both is
+planned reactively: the safe side, as the policy is without a forecast.
+
+`decide` is pure: scores and the previous decisions in, decisions out. The cycle keeps the decisions beside the
+quality scorer (in memory); the replay runs the same function on the forecasts it has scored so far.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from daemon.config import SkillGateConfig
+from daemon.policy.fleet import split_series
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One tenant's decision and why, as the plan, /api/v1, the console and the metric show it."""
+
+    acting: bool
+    why: str
+    forecast_loss: float | None = None   # acting quantile's pinball loss of the forecast's holds (summed)
+    reactive_loss: float | None = None   # the same of the reactive holds, on the same windows
+    scored: int = 0                      # windows both were scored on
+
+    def to_dict(self) -> dict:
+        return {"acting": self.acting, "why": self.why, "forecast_loss": self.forecast_loss,
+                "reactive_loss": self.reactive_loss, "scored": self.scored}
+
+
+def per_tenant(scores: Mapping[str, tuple[float, float, int]]) -> dict[str, tuple[float, float, int]]:
+    """Scores by forecast series summed per tenant: a mixed fleet's typed series of one tenant decide together
+    (the fewest windows of any of its series count)."""
+    out: dict[str, tuple[float, float, int]] = {}
+    for name, (f, r, n) in scores.items():
+        t = split_series(name)[0]
+        if t in out:
+            f0, r0, n0 = out[t]
+            out[t] = (f0 + f, r0 + r, min(n0, n))
+        else:
+            out[t] = (f, r, n)
+    return out
+
+
+def decide(scores: Mapping[str, tuple[float, float, int]], tenants: Iterable[str], previous: Mapping[str, bool],
+           gate: SkillGateConfig) -> dict[str, Verdict]:
+    """Per tenant of `tenants`: whether its plan acts on the forecast, from `scores` (tenant or typed series ->
+    forecast hold loss, reactive hold loss, windows scored; ForecastQuality.skill) and `previous` (tenant ->
+    acting at the last decision; absent: not acting)."""
+    by = per_tenant(scores)
+    out: dict[str, Verdict] = {}
+    on_at, off_at = 1.0 - gate.margin, 1.0 - gate.margin + gate.hysteresis
+    for t in tenants:
+        f, r, n = by.get(t, (0.0, 0.0, 0))
+        if n < gate.min_scored:
+            out[t] = Verdict(False, f"reactive: {n} of {gate.min_scored} windows scored", None if n == 0 else f,
+                             None if n == 0 else r, n)
+            continue
+        was = bool(previous.get(t, False))
+        ratio = f / r if r > 0 else (0.0 if f <= 0 else float("inf"))
+        if r <= 0 and f <= 0:   # both perfect: nothing to gain from the forecast, and nothing to lose by reacting
+            acting, why = was, "forecast and reactive both lost nothing: " + ("kept on the forecast" if was
+                                                                             else "reactive")
+        elif was:
+            acting = ratio <= off_at
+            why = (f"forecast: its holds lose {ratio:.0%} of the reactive holds' (leaves at > {off_at:.0%})"
+                   if acting else f"reactive: the forecast's holds lose {ratio:.0%} of the reactive holds' "
+                   f"(> {off_at:.0%})")
+        else:
+            acting = ratio <= on_at
+            why = (f"forecast: its holds lose {ratio:.0%} of the reactive holds' (<= {on_at:.0%})" if acting
+                   else f"reactive: the forecast's holds lose {ratio:.0%} of the reactive holds' (needs "
+                   f"<= {on_at:.0%})")
+        out[t] = Verdict(acting, why, f, r, n)
+    return out
+
+
+def acting_set(verdicts: Mapping[str, Verdict]) -> frozenset[str]:
+    """The tenants plan() acts on the forecast for."""
+    return frozenset(t for t, v in verdicts.items() if v.acting)

@@ -1,0 +1,153 @@
+"""The skill gate (issue 40, item 2): a tenant acts on the forecast only where its forecast has shown skill."""
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from daemon.config import Config, ConfigError, SkillGateConfig, parse_config
+from daemon.forecasting.quality import ForecastQuality
+from daemon.forecasting.skill import acting_set, decide
+from daemon.policy import PolicyMemory, plan
+from forecaster.types import Forecast
+from tests.policy.test_engine import make_state
+
+QS = (0.5, 0.9, 0.99)
+H = 6
+
+
+def _scored(demand: dict[str, np.ndarray], forecast) -> ForecastQuality:
+    """Every step's forecast (`forecast(k)` -> [tenant, H] values, the same for each quantile but scaled up a
+    little for the higher ones) kept and scored by the daemon's scorer against `demand`."""
+    idx = pd.date_range("2026-01-01", periods=len(next(iter(demand.values()))), freq="min", tz="UTC")
+    hist = pd.DataFrame(demand, index=idx)
+    names = tuple(demand)
+    q = ForecastQuality(QS, H, stride=1, peak_windows={"lead": 4, "preempt": 2}, act_quantile=0.9, headroom=0.05)
+    for k in range(len(idx)):
+        v = np.asarray(forecast(k), dtype=float)
+        fc = Forecast(names, QS, np.stack([v, v * 1.01, v * 1.02], axis=2), idx[k], 60, "m")
+        q.observe(fc, hist.iloc[: k + 1])
+    return q
+
+
+def _rises(n=200):
+    """A pattern the lead time can see: 10 GPUs, 30 for 5 steps every 20."""
+    t = np.arange(n + H + 1)
+    return np.where(t % 20 >= 15, 30.0, 10.0)
+
+
+def test_a_tenant_whose_forecast_sees_its_rises_acts_on_it_one_without_skill_is_planned_reactively():
+    d = _rises()
+    n = len(d) - H - 1
+    flat = np.full(len(d), 10.0)
+    # "seen": forecast = the true future (its rises seen coming); "blind": forecast rises that never come
+    q = _scored({"seen": d[:n], "blind": flat[:n]},
+                lambda k: np.stack([d[k + 1: k + 1 + H], np.where((k + np.arange(H)) % 7 == 0, 30.0, 10.0)]))
+    sk = q.skill()
+    assert sk["seen"][2] >= 100 and sk["blind"][2] >= 100       # scored on the same windows, many of them
+    assert sk["seen"][0] < 0.5 * sk["seen"][1]                  # the forecast's holds lose far less
+    assert sk["blind"][0] > 2 * sk["blind"][1]                  # holding for rises that never come loses more
+    gate = SkillGateConfig(enabled=True)
+    v = decide(sk, ("t0", "seen", "blind"), {}, gate)
+    assert v["seen"].acting and not v["blind"].acting and not v["t0"].acting   # t0: never scored
+    assert "reactive: 0 of 10" in v["t0"].why and v["blind"].why.startswith("reactive: the forecast's holds lose")
+    # the plan: both high tier with 10 GPUs in use, both forecast to peak at 30; only "seen" is held for it
+    # (1-GPU jobs: holds come in whole jobs)
+    st = make_state(["high", "high", "low"], [(0, 1, "high", True, 600, 0)] * 10 + [(1, 1, "high", True, 600, 0)] * 10
+                    + [(2, 1, "low", True, 600, 0)] * 40, 80)
+    st = dataclasses.replace(st, tenants=("seen", "blind", "lo"))
+    fc = Forecast(("seen", "blind", "lo"), QS, np.broadcast_to(np.array([30.0, 30.0, 40.0])[:, None, None],
+                                                             (3, 60, 3)).copy(), st.at, 60, "m")
+    cfg = Config(policy={"pool_high_tier": False, "reserve_share": 0.0, "hysteresis": 0.0})
+    p = plan(fc, st, PolicyMemory(), cfg, acting=acting_set(v))
+    assert p.reservations["seen"] == 32          # ceil(30 x 1.05): the forecast peak with headroom
+    assert p.reservations["blind"] == 11         # ceil(10 x 1.05): its demand now with headroom, as without one
+    assert any("skill gate: 2 tenants planned reactively" in x for x in p.notes)
+    # None (the gate off): every tenant acts on the forecast, as before
+    off = plan(fc, st, PolicyMemory(), cfg)
+    assert off.reservations["blind"] == 32 and not any("skill gate" in x for x in off.notes)
+
+
+def test_min_scored_and_hysteresis():
+    g = SkillGateConfig(enabled=True, margin=0.1, hysteresis=0.05, min_scored=10)
+    # too few scored windows: reactive, however good the forecast looks
+    assert not decide({"a": (0.0, 9.0, 9)}, ("a",), {"a": True}, g)["a"].acting
+    # on only at <= 90% of the reactive loss; once on, off only above 95%
+    assert not decide({"a": (9.2, 10.0, 10)}, ("a",), {}, g)["a"].acting
+    assert decide({"a": (9.0, 10.0, 10)}, ("a",), {}, g)["a"].acting
+    assert decide({"a": (9.5, 10.0, 10)}, ("a",), {"a": True}, g)["a"].acting
+    assert not decide({"a": (9.6, 10.0, 10)}, ("a",), {"a": True}, g)["a"].acting
+    # a mixed fleet's typed series of one tenant decide together
+    v = decide({"a@h100": (1.0, 10.0, 12), "a@*": (8.0, 1.0, 10)}, ("a",), {}, g)["a"]
+    assert v.acting and v.scored == 10 and v.forecast_loss == 9.0 and v.reactive_loss == 11.0
+
+
+def test_the_gates_evidence_is_the_last_window_of_scored_forecasts_and_a_new_forecaster_starts_reactive():
+    d = _rises()
+    n = len(d) - H - 1
+    q = _scored({"seen": d[:n]}, lambda k: d[None, k + 1: k + 1 + H])
+    total = q.skill()["seen"][2]
+    assert total == n - H        # every forecast whose horizon ended is scored
+    q2 = ForecastQuality(QS, H, stride=1, peak_windows={"lead": 4, "preempt": 2}, skill_window=50)
+    q2.scored, q2._skill_sum, q2.skill_scored = q.scored, {}, q2.skill_scored
+    for s in q.scored:
+        q2._add_skill(s)
+    assert q2.skill()["seen"][2] == 50
+    q.reset()
+    assert q.skill() == {}
+
+
+def test_the_config_is_checked():
+    with pytest.raises(ConfigError, match="policy.skill_gate.min_scored = 700 is more than"):
+        parse_config({"policy": {"skill_gate": {"enabled": True, "min_scored": 700}}})
+    with pytest.raises(ConfigError, match="margin"):
+        parse_config({"policy": {"skill_gate": {"margin": 1.5}}})
+    assert Config().policy.skill_gate.enabled is False
+
+
+def test_the_daemon_cycle_gates_each_tenant_and_shows_it_in_the_plan_api_console_and_metrics(tmp_path):
+    import re
+
+    from prometheus_client import generate_latest
+    from starlette.testclient import TestClient
+
+    from daemon.config import SimulatorConfig, SourceConfig
+    from daemon.service.wiring import build_runtime
+    from daemon.web.app import build_app
+    from tests.support.daemons import OP, h
+    from tests.support.web_backend import SnapshotBackend, with_tokens
+
+    cfg = Config(cluster={"gpus": 128}, cycle={"horizon_steps": 5, "history_steps": 600},
+                 source=SourceConfig(simulator=SimulatorConfig(tenants=6, warmup_steps=800)),
+                 forecaster={"season_steps": 60, "model_dir": tmp_path / "none"},
+                 policy={"skill_gate": {"enabled": True, "min_scored": 3, "window": 50}},
+                 state={"path": tmp_path / "s.sqlite"})
+    rt = build_runtime(cfg)
+    try:
+        first = rt.runner.run_once().plan
+        # nothing scored yet: every tenant is planned reactively, and says why
+        assert first.forecast_acting and all(not v["acting"] and v["why"] == "reactive: 0 of 3 windows scored"
+                                             for v in first.forecast_acting.values())
+        for _ in range(14):
+            p = rt.runner.run_once().plan
+        assert set(p.forecast_acting) == set(rt.runner.last_state.tenants)
+        assert all(v["scored"] >= 3 for v in p.forecast_acting.values())     # now decided on the scores
+        assert all(v["why"].startswith("forecast: " if v["acting"] else "reactive: ")
+                   for v in p.forecast_acting.values())
+        text = generate_latest(rt.metrics.registry).decode()
+        got = {m[0]: float(m[1]) for m in re.findall(r'gpuas_forecast_acting\{tenant="([^"]+)"\} (\S+)', text)}
+        assert got == {t: float(v["acting"]) for t, v in p.forecast_acting.items()}
+        rt.metrics.forget_tenants([], -1.0)   # every tenant gone: its series goes with the others
+        assert "gpuas_forecast_acting{" not in generate_latest(rt.metrics.registry).decode()
+        snap = dataclasses.replace(rt.runner.snapshot, cfg=with_tokens(rt.runner.snapshot.cfg))
+        client = TestClient(build_app(SnapshotBackend(snap)))
+        t = sorted(p.forecast_acting)[0]
+        assert client.get("/api/v1/plan", headers=h(OP)).json()["forecast_acting"] == p.forecast_acting
+        assert client.get(f"/api/v1/tenants/{t}", headers=h(OP)).json()["acting_on_forecast"] == p.forecast_acting[t]
+        client.cookies.set("gpuas_token", OP)
+        page = client.get(f"/ui/tenants/{t}").text
+        yes = "yes" if p.forecast_acting[t]["acting"] else "no"
+        assert f"Acting on forecast: {yes}" in page and p.forecast_acting[t]["why"].split(":")[0] in page
+    finally:
+        rt.close()
