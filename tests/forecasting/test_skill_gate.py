@@ -151,3 +151,27 @@ def test_the_daemon_cycle_gates_each_tenant_and_shows_it_in_the_plan_api_console
         assert f"Acting on forecast: {yes}" in page and p.forecast_acting[t]["why"].split(":")[0] in page
     finally:
         rt.close()
+
+
+def test_the_shadow_report_counts_the_cycles_each_tenant_acted_on_the_forecast():
+    from daemon.shadow.record import make_record, problem
+    from daemon.shadow.report import shadow_report
+
+    st = make_state(["high", "low"], [(0, 1, "high", True, 600, 0), (1, 1, "low", True, 600, 0)], 8)
+    cfg = Config()
+    recs = []
+    for k, acting in enumerate(([True, False], [True, True], [False, False])):
+        at = st.at + pd.Timedelta(minutes=k)
+        s = dataclasses.replace(st, at=at)
+        p = plan(None, s, PolicyMemory(), cfg)
+        p = dataclasses.replace(p, forecast_acting={t: {"acting": a, "why": "x"} for t, a in zip(s.tenants, acting)})
+        recs.append(make_record(p, s, None, None, cfg, k))
+    off = make_record(plan(None, st, PolicyMemory(), cfg), dataclasses.replace(st, at=st.at + pd.Timedelta(minutes=3)),
+                      None, None, cfg, 3)
+    assert all(problem(r) is None for r in recs + [off]) and off["cols"]["acting"] == [-1, -1]   # gate off
+    rep = shadow_report(recs + [off])
+    t0, t1 = rep["tenants"]["t0"], rep["tenants"]["t1"]
+    assert (t0["gated_cycles"], t0["forecast_cycles"], t1["gated_cycles"], t1["forecast_cycles"]) == (3, 2, 3, 1)
+    assert t0["acting_share"] == pytest.approx(2 / 3) and rep["tiers"]["high"]["forecast_cycles"] == 2
+    bad = dict(recs[0], cols={**recs[0]["cols"], "acting": [1]})
+    assert problem(bad) == "'cols.acting' is not one value per tenant (2)"
