@@ -136,6 +136,8 @@ def spec(extra_paths: dict | None = None) -> dict:
                                  "tier's forecast peak, which may exceed high_pool, its guarantee), aged (anti-"
                                  "starvation), floor (operators' floor_gpus)"},
                     "notes_by_type": {"type": "object", "description": "GPU type -> what the plan did there and why"},
+                    "forecast_acting": {"type": "object", "description": "the skill gate (policy.skill_gate; empty "
+                                        "while off): tenant -> {acting, why, forecast_loss, reactive_loss, scored}"},
                     "forecaster_note": {"type": "string", "description": "which forecaster is in use and why "
                                         "(the whole note; the start-up line names it short)"},
                     "forecast_quality": {"type": "object", "description": "live scores of past forecasts against "
@@ -160,7 +162,10 @@ def spec(extra_paths: dict | None = None) -> dict:
                                  "occupies them: own, others_protected (never preempted), others_preemptible, "
                                  "draining, free"},
                     "pending_by_accepts": {"type": ["object", "null"], "description": "GPUs waiting per set of GPU "
-                                           "types the jobs accept (\"any\": every type)"}}}]},
+                                           "types the jobs accept (\"any\": every type)"},
+                    "acting_on_forecast": {"type": ["object", "null"], "description": "the skill gate: whether the "
+                                           "tenant's holds and preemptions act on the forecast ({acting, why, "
+                                           "forecast_loss, reactive_loss, scored}); null while the gate is off"}}}]},
                 "TenantChange": TenantChange.model_json_schema(),
                 "GlobalChange": GlobalChange.model_json_schema(),
                 "Event": {"type": "object", "required": ["id", "at", "kind"], "properties": {
