@@ -71,7 +71,11 @@ class Nodes:
         """Node index of each job's node name (-1 when pending or unknown)."""
         if len(job_nodes) == 0:
             return np.zeros(0, dtype=np.int64)
-        return pd.Index(self.names).get_indexer(np.asarray(job_nodes)).astype(np.int64)
+        names, jn = np.asarray(self.names), np.asarray(job_nodes)
+        if names.dtype.kind in "iu" and jn.dtype.kind in "iu" and np.array_equal(names, np.arange(len(names))):
+            # nodes named by their index (the simulator's replay, every step): the name is the index
+            return np.where((jn >= 0) & (jn < len(names)), jn, -1).astype(np.int64)
+        return pd.Index(names).get_indexer(jn).astype(np.int64)
 
 
 @dataclass(frozen=True)
