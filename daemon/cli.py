@@ -390,19 +390,23 @@ def _objective_opts(f):
 @click.option("--high-vc", "high_vc", multiple=True, metavar="VC",
               help="helios only, repeatable: exactly these VCs are the high tier (instead of --high-vcs)")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Processes that replay the settings side by side (the results do not change)  "
+                   "[default: the CPUs this process may use]")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/replay"),
               show_default=True)
 @click.pass_context
 def simulate(ctx, trace, data, from_source, history_days, until, tier_flags, job_flags, default_job_gpus,
              quick_forecaster, epochs, recommend_, minimize, subject_to, tenants, gpus, days, seed, strategies, sweep,
-             show_table, legend, forecast_every, high_vcs, high_vc, data_dir, out) -> None:
+             show_table, legend, forecast_every, high_vcs, high_vc, data_dir, workers, out) -> None:
     """Replay a trace (built-in, or this cluster's own history with --data/--from-source) through static, reactive,
     predictive and perfect-forecast strategies on the same physics."""
     cfg = _load(ctx)
     from daemon.forecasting.retrain import DataError, default_data_dir
     from daemon.sim import recommend as rec, report, terminal, workloads
-    from daemon.sim.replay import STRATEGIES, default_sweep, run_replay
+    from daemon.sim.replay import STRATEGIES, default_sweep, replay_workers, run_replay
     from forecaster.baselines import SeasonalNaive
+    from forecaster.progress import phase
     from forecaster.registry import ModelError
 
     chosen = tuple(s.strip() for s in strategies.split(",") if s.strip())
@@ -468,10 +472,17 @@ def simulate(ctx, trace, data, from_source, history_days, until, tier_flags, job
                            f"replayed as tier normal with {default_job_gpus}-GPU jobs: "
                            f"{', '.join(own_notes['tenants_unnamed'][:6])}", err=True)
             if "predictive" in chosen:
-                c = own_mod.choose_forecaster(w.demand.iloc[: w.start], cfg, cfg.cycle.resolution_s,
-                                              quick=quick_forecaster, epochs=epochs)
-                model, choice_note = c.model, {"name": c.name, "why": c.why}
-                click.echo(f"predictive uses {c.name}: {c.why}", err=True)
+                # the start-up selection logs every candidate's score in one long line: here they go to the JSON
+                quiet = logging.getLogger("gpu_autoscaler.selection")
+                level = quiet.level
+                quiet.setLevel(max(level, logging.WARNING))
+                try:
+                    c = own_mod.choose_forecaster(w.demand.iloc[: w.start], cfg, cfg.cycle.resolution_s,
+                                                  quick=quick_forecaster, epochs=epochs, progress=True)
+                finally:
+                    quiet.setLevel(level)
+                model, choice_note = c.model, c.details()
+                click.echo(c.line(), err=True)
         except DataError as exc:
             _fail(f"simulate: {exc}", 1)
         except Exception as exc:  # a source that cannot be read: one line, not a traceback
@@ -510,9 +521,10 @@ def simulate(ctx, trace, data, from_source, history_days, until, tier_flags, job
                 model = SeasonalNaive(cfg.forecaster.season_steps, cfg.forecaster.quantiles)
                 click.echo(f"predictive uses {model.name} ({exc})", err=True)
         steps = min(int(days * 1440), len(w.demand) - w.start - 1)
+    # the settings run in one forked process per core (the meters are the same as in one process)
     runs = run_replay(w, cfg, model, steps=steps, strategies=chosen,
                       settings=default_sweep(chosen) if sweep else None, forecast_every=forecast_every,
-                      progress=True)
+                      progress=True, workers=workers or replay_workers())
     meta = {"workload": w.name, "tenants": len(w.tiers), "capacity": w.capacity, "gpus_per_node": w.gpus_per_node,
             "steps": steps, "forecaster": getattr(model, "name", None),
             "high_tier": sorted(str(c) for c, t in zip(w.demand.columns, w.tiers) if t == "high")}
@@ -524,10 +536,11 @@ def simulate(ctx, trace, data, from_source, history_days, until, tier_flags, job
             meta["fleet"] = {"pools": [p.model_dump() for p in cfg.fleet.pools],
                              "accepts": {str(c): "|".join(a) or "any" for c, a in zip(w.demand.columns, w.accepts)}}
     path = out / f"{w.name}.json"
-    doc = report.to_json(runs, meta, path)
-    step_days = (w.demand.index[1] - w.demand.index[0]).total_seconds() / 86400
-    png = report.pareto_figure(runs, out / f"{w.name}.png",
-                               report.replay_title(w.name, len(w.tiers), w.capacity, steps * step_days))
+    with phase("writing the report and the figure"):
+        doc = report.to_json(runs, meta, path)
+        step_days = (w.demand.index[1] - w.demand.index[0]).total_seconds() / 86400
+        png = report.pareto_figure(runs, out / f"{w.name}.png",
+                                   report.replay_title(w.name, len(w.tiers), w.capacity, steps * step_days))
     recommendation = None
     if recommend_:
         try:

@@ -20,6 +20,7 @@ from forecaster.metrics import (
     peak_report,
     weighted_quantile_loss,
 )
+from forecaster.progress import Progress
 
 BUCKETS = ((1, 15), (16, 30), (31, 60), (61, 10_000))
 MIN_ORIGINS = 12
@@ -80,13 +81,15 @@ def forecast_peaks(fc, windows: dict[str, int], quantiles: tuple[float, ...]) ->
 def run(frame: pd.DataFrame, models: dict[str, Forecaster], *, start: int, horizon: int,
         history_steps: int, quantiles: tuple[float, ...], season: int, max_origins: int = 48,
         stride: int | None = None, peak_windows: dict[str, int] | None = None,
-        tiers: dict[str, str] | None = None, peak_min_observed: float = PEAK_MIN_OBSERVED) -> BacktestResult:
+        tiers: dict[str, str] | None = None, peak_min_observed: float = PEAK_MIN_OBSERVED,
+        progress: str | None = None) -> BacktestResult:
     """Origins run from `start` (index into frame) to the end, `stride` apart (by default `origin_stride`).
 
     Besides the per-step scores, each model's peak over the policy's lead windows (`peak_windows`, name ->
     steps; by default the policy's default `lead` and `preempt` windows) is scored against the realised peak
     (`forecaster.metrics.peak_report`), overall and, with `tiers` (tenant -> tier; a tenant not in it is
-    "normal", the daemon's default), by tier.
+    "normal", the daemon's default), by tier. ``progress``: the phase's name, to show the forecasts made as they
+    go (forecaster.progress; scoring dozens of candidates at 24 origins takes minutes on a big history).
     """
     windows = dict(DEFAULT_PEAK_WINDOWS if peak_windows is None else peak_windows)
     if stride is None:
@@ -107,15 +110,18 @@ def run(frame: pd.DataFrame, models: dict[str, Forecaster], *, start: int, horiz
     seconds: dict[str, float] = {}
     # candidates wrapping the same model recalibrate their peaks on its same past forecasts: computed once (so a
     # later candidate's seconds_per_forecast leaves out the part it shared)
-    with shared_past_peaks():
+    bar = Progress(progress or "backtest", len(models) * len(origins), unit="forecasts", enabled=bool(progress))
+    with shared_past_peaks(), bar:
         for name, m in models.items():
             out, pk = [], []
             t0 = time.perf_counter()
+            bar.set_phase(name)
             for o in origins:
                 hist = frame.iloc[max(0, o - history_steps):o]
                 fc = m.predict(hist, horizon)
                 out.append(fc.values)
                 pk.append(forecast_peaks(fc, windows, qs))
+                bar.update(1)
             seconds[name] = (time.perf_counter() - t0) / len(origins)
             preds[name] = np.stack(out)
             peaks[name] = np.stack(pk)

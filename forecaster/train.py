@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import torch
-from tqdm import tqdm
 
 from forecaster.lstm import LSTMSpec, QuantileLSTM, make_windows, pinball
 from forecaster.metrics import PEAK_MIN_OBSERVED, realised_peaks
+from forecaster.progress import Progress
 from forecaster.series import calendar_features
 
 
@@ -100,36 +100,40 @@ def train(frame: pd.DataFrame, spec: LSTMSpec, *, epochs: int = 8, batch_size: i
     curve = []
     run = 0
     steps_per_epoch = max(1, samples_per_epoch // batch_size)
-    for epoch in range(epochs):
-        model.train()
-        total = 0.0
-        it = range(steps_per_epoch)
-        bar = tqdm(it, desc=f"epoch {epoch + 1}/{epochs}", leave=False, disable=None if progress else True)
-        for _ in bar:
-            o = rng.integers(lo, split - spec.horizon + 1, batch_size)
-            t = rng.integers(0, n_ten, batch_size)
-            batch = _batch(values, cal, o, t, spec, weight_by_scale)
-            opt.zero_grad()
-            loss = _loss(model, batch, qs, peak_weight)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            total += loss.item()
-            bar.set_postfix(loss=f"{loss.item():.4f}")
-        model.eval()
-        with torch.no_grad():
-            vl = float(_loss(model, val, qs, peak_weight))
-        run = epoch + 1
-        curve.append({"epoch": run, "train_loss": total / steps_per_epoch, "val_loss": vl})
-        if progress:
-            tqdm.write(f"epoch {run}: train {total / steps_per_epoch:.4f} val {vl:.4f}")
-        if vl < best - 1e-5:
-            best, bad = vl, 0
-            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        else:
-            bad += 1
-            if bad >= patience:
-                break
+    # one named phase over every epoch's batches (early stopping ends it before its total): a bar on a terminal,
+    # plain lines with the ETA elsewhere (forecaster.progress), and one line per epoch with its losses
+    bar = Progress("training the LSTM", epochs * steps_per_epoch, unit="batches", enabled=progress)
+    try:
+        for epoch in range(epochs):
+            model.train()
+            total = 0.0
+            bar.set_phase(f"epoch {epoch + 1}/{epochs}")
+            for _ in range(steps_per_epoch):
+                o = rng.integers(lo, split - spec.horizon + 1, batch_size)
+                t = rng.integers(0, n_ten, batch_size)
+                batch = _batch(values, cal, o, t, spec, weight_by_scale)
+                opt.zero_grad()
+                loss = _loss(model, batch, qs, peak_weight)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                total += loss.item()
+                bar.update(1)
+            model.eval()
+            with torch.no_grad():
+                vl = float(_loss(model, val, qs, peak_weight))
+            run = epoch + 1
+            curve.append({"epoch": run, "train_loss": total / steps_per_epoch, "val_loss": vl})
+            bar.note(f"epoch {run}: train {total / steps_per_epoch:.4f} val {vl:.4f}")
+            if vl < best - 1e-5:
+                best, bad = vl, 0
+                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            else:
+                bad += 1
+                if bad >= patience:
+                    break
+    finally:
+        bar.close()
     if best_state is not None:
         model.load_state_dict(best_state)
     model.eval()

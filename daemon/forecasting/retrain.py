@@ -21,6 +21,7 @@ from forecaster.baselines import standard_baselines
 from forecaster.ensemble import fit_blend
 from forecaster.lstm import Conformal, LSTMSpec
 from forecaster.memo import shared_past_peaks
+from forecaster.progress import phase
 from forecaster.selection import PEAK, RECAL, make_baseline, peak_suffix, wrap_lstm
 from forecaster.series import fill_short_gaps, to_frame
 from forecaster.train import train
@@ -275,6 +276,23 @@ def replay_config(cfg: Config, step_s: int, horizon: int, history_steps: int, wi
     return cfg.model_copy(update={"cycle": cycle, "policy": policy})
 
 
+def train_threads(cpus: int | None = None, load: float | None = None) -> int:
+    """Torch's intra-op threads for training: the CPUs left idle by the load average, 1 to 4. On a busy box the
+    threads only wait on each other: a training batch of the own-cluster replay's LSTM (28 series, 60-step
+    context) took 5.1 s with 2 threads and 0.7 s with 1 at a load average of 15 on 2 cores (issue 37, item 7)."""
+    if cpus is None:
+        try:
+            cpus = len(os.sched_getaffinity(0))
+        except AttributeError:  # no affinity call (macOS)
+            cpus = os.cpu_count() or 1
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:  # no load average here: assume an idle box, as before
+            load = 0.0
+    return max(1, min(4, cpus, int(cpus - load + 0.5)))
+
+
 def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int, epochs: int | None = None,
                samples_per_epoch: int = 16384, seed: int = 0, progress: bool = True, backtest_tenants: int = 40,
                out_dir: Path | None = None, name: str = "retrain", horizon: int | None = None,
@@ -307,7 +325,7 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
     if n - holdout < spec.season + spec.context + spec.horizon + 20:
         raise DataError(f"history too short to retrain: {n} steps, need about {spec.season * 2 + holdout}")
     train_frame = frame.iloc[: n - holdout]
-    torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+    torch.set_num_threads(train_threads())
     res = train(train_frame, spec, epochs=epochs or cfg.retrain.epochs, samples_per_epoch=samples_per_epoch,
                 seed=seed, progress=progress, weight_by_scale=weight_by_scale, zero_init=zero_init,
                 peak_weight=cfg.retrain.peak_weight)
@@ -322,7 +340,7 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
         return _score_and_choose(frame, cfg, res, candidate, spec, windows, model_dir=model_dir, step_s=step_s,
                                  seed=seed, backtest_tenants=backtest_tenants, out_dir=out_dir, name=name,
                                  promote=promote, with_ets=with_ets, scored_on=scored_on, blend=blend,
-                                 select_by=select_by, cluster=cluster, tiers=tiers)
+                                 select_by=select_by, cluster=cluster, tiers=tiers, progress=progress)
     finally:
         torch.set_num_threads(threads)
 
@@ -330,7 +348,8 @@ def retrain_on(frame: pd.DataFrame, cfg: Config, *, model_dir: Path, step_s: int
 def _score_and_choose(frame: pd.DataFrame, cfg: Config, res, candidate, spec: LSTMSpec, windows: dict[str, int], *,
                       model_dir: Path, step_s: int, seed: int, backtest_tenants: int, out_dir: Path | None,
                       name: str, promote: bool, with_ets: bool, scored_on: str, blend: bool, select_by: str,
-                      cluster: ReplayCluster | None, tiers: dict[str, str] | None) -> RetrainOutcome:
+                      cluster: ReplayCluster | None, tiers: dict[str, str] | None,
+                      progress: bool = False) -> RetrainOutcome:
     n = len(frame)
     holdout = min(spec.season, max(spec.horizon * 4, n // 5))
     train_frame = frame.iloc[: n - holdout]
@@ -355,8 +374,9 @@ def _score_and_choose(frame: pd.DataFrame, cfg: Config, res, candidate, spec: LS
                           and (m != "holt_winters" or frame.shape[1] <= MAX_ETS_TENANTS)]
     blend_choice = None
     if blend:
-        blend_choice, why_not = fit_blend_before(train_frame[cols], candidate, spec, holdout, hist_steps,
-                                                 runnable_baselines, with_ets)
+        with phase("fitting the LSTM's blend with a baseline", enabled=progress):
+            blend_choice, why_not = fit_blend_before(train_frame[cols], candidate, spec, holdout, hist_steps,
+                                                     runnable_baselines, with_ets)
         if blend_choice is None:
             skipped["lstm_blend"] = why_not
         else:
@@ -407,7 +427,8 @@ def _score_and_choose(frame: pd.DataFrame, cfg: Config, res, candidate, spec: LS
         log.warning("not scored: %s: %s", k, why)
     result = backtest.run(bt_frame, models, start=n - holdout, horizon=spec.horizon, history_steps=hist_steps,
                           quantiles=qs, season=spec.season, max_origins=24, peak_windows=windows, tiers=tiers,
-                          peak_min_observed=cfg.forecaster.quality.peak_min_observed)
+                          peak_min_observed=cfg.forecaster.quality.peak_min_observed,
+                          progress=f"scoring {len(models)} candidates" if progress else None)
     scores = {k: float(v["wql"]) for k, v in result.report["models"].items()}
     peak_scores = {k: float(v["peak"]["loss"]) for k, v in result.report["models"].items()}
     baselines = [m for m in models if not m.startswith("lstm") and m != "current"]
@@ -427,8 +448,10 @@ def _score_and_choose(frame: pd.DataFrame, cfg: Config, res, candidate, spec: LS
                                            "no tenant is in the high tier, so no forecast changes what the policy "
                                            "holds") + "; ranked by the peak loss instead")
         else:
-            replay = _replay_candidates(frame, n - holdout, cfg, cluster, models, lstm_entries, eligible, lstms,
-                                        peak_scores, candidate, current, current_entry, spec, windows, hist_steps)
+            with phase("replaying the held-out window with each candidate", enabled=progress):
+                replay = _replay_candidates(frame, n - holdout, cfg, cluster, models, lstm_entries, eligible,
+                                            lstms, peak_scores, candidate, current, current_entry, spec, windows,
+                                            hist_steps)
     rank = ({m: replay[m]["cost"] for m in replay if m != "reactive"} if replay is not None
             else scores if selected_by == "wql" else peak_scores)
     winner, best_name, lstm_best, contenders = choose_winner(rank, eligible, lstms, cfg.retrain.min_improvement,

@@ -15,7 +15,7 @@ import logging
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -283,24 +283,58 @@ def read_source(cfg: Config, days: float, *, until: float | None = None, source=
 
 @dataclass
 class Choice:
+    """The forecaster chosen for the replayed window, and by how much it won: ``line()`` is what the replay prints
+    (one short line), ``details()`` what its JSON keeps (every score and the full reason)."""
+
     model: Forecaster
     name: str
     why: str
+    scores: dict[str, float] = field(default_factory=dict)  # candidate -> its score (lower is better)
+    unit: str = "wQL"
+    how: str = "as retrain chooses"
+    winner: str | None = None  # the candidate's name in `scores` (the model's own name may differ)
+
+    def runner_up(self) -> tuple[str, float] | None:
+        """The best-scored candidate other than the winner, and the winner's margin over it: the share of the
+        runner-up's score the winner saves (negative where the winner was kept though it scored worse)."""
+        won = self.winner or self.name
+        others = {k: v for k, v in self.scores.items() if k != won and np.isfinite(v)}
+        if not others or won not in self.scores:
+            return None
+        best = min(others, key=lambda k: others[k])
+        ref = abs(others[best])
+        return best, (others[best] - self.scores[won]) / ref if ref > 0 else 0.0
+
+    def line(self) -> str:
+        """Winner, runner-up and margin, in one line (the candidates' scores and the reason go to the JSON)."""
+        ru = self.runner_up()
+        vs = (f"runner-up {ru[0]}, {ru[1]:+.1%} on {self.unit}" if ru is not None
+              else "no runner-up scored")
+        return f"forecaster: {self.name} ({self.how}); {vs}; details in the JSON's forecaster_choice"
+
+    def details(self) -> dict:
+        ru = self.runner_up()
+        return {"name": self.name, "how": self.how, "why": self.why, "unit": self.unit,
+                "runner_up": ru[0] if ru else None, "margin": ru[1] if ru else None,
+                "scores": {k: (v if np.isfinite(v) else None) for k, v in self.scores.items()}}
 
 
 def choose_forecaster(before: pd.DataFrame, cfg: Config, step_s: int, *, quick: bool = False,
-                      epochs: int | None = None) -> Choice:
+                      epochs: int | None = None, progress: bool = False) -> Choice:
     """The forecaster for the replayed window, chosen on the history before it only.
 
     Default: as `retrain` chooses (daemon.forecasting.retrain.retrain_on): an LSTM trained on that history, the
     configured model in use, and every baseline scored on its held-out end; the best runs, as the daemon would run
     it. The models are written to a temporary copy of forecaster.model_dir, never to it. ``quick``: the
-    baseline-only choice the daemon makes at start-up (forecaster.selection.StartupSelection), no training."""
+    baseline-only choice the daemon makes at start-up (forecaster.selection.StartupSelection), no training.
+    ``progress``: name the phases on stderr (training and scoring show their done/total and ETA)."""
+    from forecaster.progress import phase
     from forecaster.selection import StartupSelection, resolve
 
     if quick:
         sel = StartupSelection(cfg.forecaster.season_steps, tuple(cfg.forecaster.quantiles))
-        chosen = sel.select(before, cfg.cycle.horizon_steps)
+        with phase("choosing the forecaster (quick: the baselines on the history's end)", enabled=progress):
+            chosen = sel.select(before, cfg.cycle.horizon_steps)
         if chosen is None:
             raise DataError(f"the history before the window cannot choose a forecaster: {sel.why}")
         # refresh the spread in the forecast call (not a background thread): the same history, the same numbers
@@ -309,7 +343,8 @@ def choose_forecaster(before: pd.DataFrame, cfg: Config, step_s: int, *, quick: 
         best = min((k for k, v in sel.scores.items() if np.isfinite(v)), key=lambda k: sel.scores[k])
         model = make_baseline(best, cfg.forecaster.season_steps, tuple(cfg.forecaster.quantiles), refresh=10,
                               background=False)
-        return Choice(model, model.name, f"quick (baselines only): {sel.why}")
+        return Choice(model, model.name, f"quick (baselines only): {sel.why}", dict(sel.scores), "wQL",
+                      "quick, baselines only", best)
     from daemon.forecasting.retrain import retrain_on
     from forecaster import registry
 
@@ -331,10 +366,16 @@ def choose_forecaster(before: pd.DataFrame, cfg: Config, step_s: int, *, quick: 
             else:
                 note = (f"; the model in {src} was not scored: it needs {need} steps of history, "
                         f"{n - holdout} before the scored window")
-        out = retrain_on(before, cfg, model_dir=d, step_s=step_s, epochs=epochs, progress=False, with_ets=False,
-                         scored_on=f"own history, {len(before)} steps before the window")
+        with phase("choosing the forecaster (an LSTM trained on the history before the window, and the "
+                   "baselines)", enabled=progress):
+            out = retrain_on(before, cfg, model_dir=d, step_s=step_s, epochs=epochs, progress=progress,
+                             with_ets=False, scored_on=f"own history, {len(before)} steps before the window")
         entry = out.in_use or {}
         if not entry:
             raise DataError(f"no forecaster chosen on the history before the window: {out.message}")
         model = resolve(entry, d, tuple(cfg.forecaster.quantiles), background=False)
-        return Choice(model, model.name, entry.get("why", out.message) + note)
+        rep = out.report
+        unit = {"wql": "wQL", "peak": "peak loss", "replay": "replay cost"}.get(rep.get("select_by"), "wQL")
+        return Choice(model, model.name, entry.get("why", out.message) + note,
+                      {k: float(v) for k, v in (rep.get("ranked") or {}).items()}, unit, "as retrain chooses",
+                      rep.get("winner"))

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -549,11 +548,16 @@ def default_sweep(strategies=STRATEGIES) -> list[tuple[str, dict]]:
     return [(s, k) for s in strategies for k in grid[s]]
 
 
-def _groups(runs: list[tuple[str, dict]]) -> list[list[int]]:
-    """Settings that run together in one process: every predictive setting shares one forecast bank, so they
-    form one group (run first: forecasting makes it the longest); every other setting is a group of its own."""
+def _groups(runs: list[tuple[str, dict]], workers: int = 1) -> list[list[int]]:
+    """Settings that run together in one process. The predictive settings share a forecast bank, so they form
+    groups of their own (run first: forecasting makes them the longest): one group, or with ``workers > 1`` one
+    per worker, each making its own bank (a forecast is made once per group, not once per setting: the sweep's 58
+    predictive settings in one group kept one core busy long after the other had run out of work). Every other
+    setting is a group of its own."""
     pred = [i for i, (s, _) in enumerate(runs) if s == "predictive"]
-    return ([pred] if pred else []) + [[i] for i, (s, _) in enumerate(runs) if s != "predictive"]
+    parts = max(1, min(workers, len(pred)))
+    return [pred[j::parts] for j in range(parts) if pred[j::parts]] + \
+        [[i] for i, (s, _) in enumerate(runs) if s != "predictive"]
 
 
 def _bank(model: Forecaster, w: Workload, cfg: Config, runs: list[tuple[str, dict]], every: int,
@@ -565,6 +569,7 @@ def _bank(model: Forecaster, w: Workload, cfg: Config, runs: list[tuple[str, dic
 
 
 _JOB: dict = {}  # what a worker process needs, inherited through fork (a DataFrame and a model are not re-pickled)
+PROGRESS_EVERY = 20  # a worker reports its steps to the parent's progress this often (a shared counter's lock)
 
 
 def _run_group(group: list[int]) -> list[tuple[int, Meter]]:
@@ -575,13 +580,41 @@ def _run_group(group: list[int]) -> list[tuple[int, Meter]]:
     runs = [j["runs"][i] for i in group]
     bank = _bank(j["model"], j["w"], j["cfg"], runs, j["forecast_every"], j["steps"]) \
         if any(s == "predictive" for s, _ in runs) else None
+    done = j.get("done")
+
+    def tick(i: int) -> None:
+        if (i + 1) % PROGRESS_EVERY == 0:
+            with done.get_lock():
+                done.value += PROGRESS_EVERY
+
     try:
-        return [(i, run_strategy(s, j["w"], j["cfg"], bank if s == "predictive" else None, steps=j["steps"],
-                                 knobs=knobs, check_invariants=j["check_invariants"], count_rule=j["count_rule"]))
-                for i, (s, knobs) in zip(group, runs)]
+        out = []
+        for i, (s, knobs) in zip(group, runs):
+            out.append((i, run_strategy(s, j["w"], j["cfg"], bank if s == "predictive" else None, steps=j["steps"],
+                                        knobs=knobs, check_invariants=j["check_invariants"],
+                                        count_rule=j["count_rule"], progress=tick if done is not None else None)))
+            if done is not None:
+                with done.get_lock():
+                    done.value += j["steps"] % PROGRESS_EVERY
+        return out
     finally:
         if bank is not None:
             bank.close()
+
+
+def replay_workers() -> int:
+    """Worker processes for a sweep: the CPUs this process may run on (a sweep's settings are independent)."""
+    import os
+
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # no affinity call (macOS)
+        return max(1, os.cpu_count() or 1)
+
+
+def replay_name(w: Workload, runs: list[tuple[str, dict]]) -> str:
+    """The progress phase's name: the workload and what is replayed."""
+    return f"replay {w.name} ({len(runs)} setting{'s' if len(runs) != 1 else ''})"
 
 
 def run_replay(w: Workload, cfg: Config, model: Forecaster | None, *, steps: int, strategies=STRATEGIES,
@@ -591,44 +624,60 @@ def run_replay(w: Workload, cfg: Config, model: Forecaster | None, *, steps: int
 
     ``workers > 1`` runs the settings in that many forked processes (each with one torch thread); every
     setting is computed exactly as in one process, so the meters are the same, only the wall time changes.
-    ``count_rule``: count the cost-aware rule's decisions (``run_strategy``)."""
+    ``count_rule``: count the cost-aware rule's decisions (``run_strategy``). ``progress``: one named phase over
+    every setting's steps on stderr (forecaster.progress: a bar on a terminal, else a plain line every 30 s and
+    every 10%, each with done/total and the ETA of the whole sweep)."""
+    from forecaster.progress import Progress
+
     runs = settings if settings is not None else [(s, {}) for s in strategies]
     if model is None:
         runs = [(s, k) for s, k in runs if s != "predictive"]
+    measured = min(steps, len(w.demand) - w.start)
+    bar = Progress(replay_name(w, runs), measured * len(runs), unit="steps", enabled=progress)
     if workers > 1 and len(runs) > 1:
         import multiprocessing as mp
 
-        _JOB.update(w=w, cfg=cfg, model=model, steps=steps, runs=runs, forecast_every=forecast_every,
-                    check_invariants=check_invariants, count_rule=count_rule)
+        ctx = mp.get_context("fork")
+        done_steps = ctx.Value("q", 0) if progress else None
+        _JOB.update(w=w, cfg=cfg, model=model, steps=measured, runs=runs, forecast_every=forecast_every,
+                    check_invariants=check_invariants, count_rule=count_rule, done=done_steps)
         done: dict[int, Meter] = {}
+        groups = _groups(runs, workers)
         try:
-            with mp.get_context("fork").Pool(min(workers, len(runs))) as pool:
-                for part in pool.imap_unordered(_run_group, _groups(runs)):
+            with ctx.Pool(min(workers, len(groups))) as pool:
+                it = pool.imap_unordered(_run_group, groups)
+                left = len(groups)
+                while left:
+                    try:
+                        part = it.next(timeout=1.0)
+                    except mp.TimeoutError:
+                        part = None
+                    except StopIteration:
+                        break
+                    if done_steps is not None:
+                        bar.update(done_steps.value - bar.n)
+                    if part is None:
+                        continue
+                    left -= 1
                     for i, m in part:
                         done[i] = m
-                        if progress:
-                            print(f"{w.name}/{m.label}: {m.wall_s:.0f} s wall, {m.cpu_s:.0f} s CPU", file=sys.stderr,
-                                  flush=True)
+                        bar.set_phase(f"{len(done)}/{len(runs)} settings done, last {m.label}")
                 pool.close()
                 pool.join()  # reaped, so their CPU time shows in getrusage(RUSAGE_CHILDREN)
         finally:
             _JOB.clear()
+            bar.close()
         return [done[i] for i in range(len(runs))]
     bank = _bank(model, w, cfg, runs, forecast_every, steps) if any(s == "predictive" for s, _ in runs) else None
     out = []
     try:
-        for s, knobs in runs:
-            bar = None
-            if progress:
-                from tqdm import tqdm
-
-                bar = tqdm(total=steps, desc=f"{w.name}/{s}{knobs or ''}", leave=False, disable=None)
+        for j, (s, knobs) in enumerate(runs):
+            bar.set_phase(f"{j + 1}/{len(runs)} {Meter(s, knobs).label}")
             out.append(run_strategy(s, w, cfg, bank if s == "predictive" else None, steps=steps, knobs=knobs,
-                                    progress=(lambda _i, b=bar: b.update(1)) if bar else None,
+                                    progress=(lambda _i: bar.update(1)) if progress else None,
                                     check_invariants=check_invariants, count_rule=count_rule))
-            if bar:
-                bar.close()
     finally:
         if bank is not None:
             bank.close()
+        bar.close()
     return out

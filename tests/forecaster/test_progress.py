@@ -87,3 +87,19 @@ def test_a_phase_without_a_count_names_its_start_and_its_time(clock):
     with prog.phase("choosing the forecaster", stream=out):
         clock.t += 75
     assert out.getvalue().splitlines() == ["choosing the forecaster...", "choosing the forecaster: done in 01:15"]
+
+
+def test_training_the_lstm_off_a_terminal_names_the_phase_and_each_epoch(capsys):
+    # retrain and the own-cluster replay's forecaster choice train through this: a log sees the phase, its ETA and
+    # each epoch's losses (tqdm alone printed nothing where stderr is not a terminal)
+    from forecaster.train import train
+    from tests.forecaster.test_lstm import SPEC, noisy_frame
+
+    res = train(noisy_frame(), SPEC, epochs=2, samples_per_epoch=256, batch_size=64, seed=0, progress=True,
+                patience=5)
+    err = capsys.readouterr().err.splitlines()
+    assert res.epochs_run == 2
+    assert err[0] == "training the LSTM: 0/8 batches (0%), 00:00 elapsed, ETA ?"
+    assert any(x.startswith("training the LSTM [epoch 2/2]: ") and "ETA" in x for x in err), err
+    assert [x.split(":")[0] for x in err if x.startswith("epoch ")] == ["epoch 1", "epoch 2"]
+    assert err[-1].startswith("training the LSTM: done, 8/8 batches in ")
