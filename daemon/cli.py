@@ -256,7 +256,7 @@ def _history_opts(f):
 @click.option("--model-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 @click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("reports"),
               show_default=True, help="Backtest JSON + PNG go here.")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--quiet", is_flag=True, help="No progress output (bars or lines).")
 @click.option("--this-cluster", is_flag=True,
               help="The --data file is this cluster's own history: score the models for this cluster.")
 @click.option("--select-by", type=click.Choice(["wql", "peak", "replay"]), default=None,
