@@ -35,8 +35,9 @@ def test_settings_are_read_as_given_from_text_or_a_file(bench, tmp_path):
 
 
 def test_what_runs_is_the_validated_value_not_the_text(bench):
-    # a string the replay would trip on (or read "false" as true) after the forecaster is fitted
-    got = bench.parse_settings('[["reactive", {"max_wait_steps": "240", "aging_cumulative": "false", '
+    # a string the replay would trip on after the forecaster is fitted; a boolean is JSON's own (a quoted "false" is
+    # refused below, as the config refuses it: it must not be read as true)
+    got = bench.parse_settings('[["reactive", {"max_wait_steps": "240", "aging_cumulative": false, '
                                '"headroom": 0}]]')
     assert got == [("reactive", {"max_wait_steps": 240, "aging_cumulative": False, "headroom": 0.0})]
     assert type(got[0][1]["max_wait_steps"]) is int and type(got[0][1]["headroom"]) is float
@@ -57,6 +58,7 @@ def test_what_runs_is_the_validated_value_not_the_text(bench):
     ('[["oracle", {}]]', "each item is [strategy"),
     ('[["reactive", {"headrom": 0.1}]]', "['headrom'] are not policy knobs"),     # a typo is not the default
     ('[["predictive", {"quantile": 1.5}]]', "quantile"),                          # out of range
+    ('[["reactive", {"aging_cumulative": "false"}]]', "must be true or false"),   # a boolean is not a string
     ('[["predictive", {"foresight_steps": 2}]]', "the perfect forecast's knob"),   # a predictive forecast has its own
     ('[["perfect", {"foresight_steps": -1}]]', "whole number of steps"),
     ('[["perfect", {"foresight_steps": "2"}]]', "whole number of steps"),        # not a policy field: not coerced
