@@ -26,7 +26,9 @@ from kubernetes import client as k8s, config as kcfg
 from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, stop_on_fence
+from daemon.actuators.k8s import rbac
 from daemon.actuators.k8s.objects import evictable, holds_gpus, priority_class_name
+from daemon.actuators.k8s.rbac import RbacRefusals
 from daemon.actuators.k8s.view import nodes_view, pods_as_jobs
 from daemon.config import KubernetesActuatorConfig, TenantConfig
 from daemon.config.fleet import FleetConfig
@@ -59,21 +61,27 @@ class TimedApiClient(k8s.ApiClient):
     """The official ApiClient with a timeout on every request and no retries of its own (the next cycle is
     the retry). The client has no default timeout, so an API server that stops answering would hang the
     cycle; and a timeout or a refused connection surfaces as a urllib3 error, not an ApiException. Here both
-    become ``ApiException(status=0)``, which every caller reports as that action's error."""
+    become ``ApiException(status=0)``, which every caller reports as that action's error. A 403 answer (RBAC
+    refused the call) is also told to `refusals`, which logs the missing permission once (rbac.py)."""
 
-    def __init__(self, configuration: k8s.Configuration | None = None, timeout_s: float = 10.0) -> None:
+    def __init__(self, configuration: k8s.Configuration | None = None, timeout_s: float = 10.0,
+                 refusals: RbacRefusals | None = None) -> None:
         configuration = configuration or k8s.Configuration.get_default_copy()
         configuration.retries = 0
         super().__init__(configuration)
         self.timeout_s = timeout_s
+        self.refusals = refusals  # None: the process's one record, rbac.REFUSALS
 
     def call_api(self, method, url, header_params=None, body=None, post_params=None, _request_timeout=None):
         try:
-            return super().call_api(method, url, header_params, body, post_params,
+            resp = super().call_api(method, url, header_params, body, post_params,
                                     _request_timeout if _request_timeout is not None else self.timeout_s)
         except urllib3.exceptions.HTTPError as exc:
             raise ApiException(status=0,
                                reason=f"no answer within {self.timeout_s:g} s: {type(exc).__name__}") from None
+        if resp.status == 403:  # the caller reports it as that action's error; the missing grant is logged once
+            (self.refusals or rbac.REFUSALS).seen(method, url)
+        return resp
 
 
 def api_client(cfg: KubernetesActuatorConfig) -> k8s.ApiClient:
