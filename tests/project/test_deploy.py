@@ -143,3 +143,52 @@ def test_shipped_scrape_job_passes_promtool(tmp_path):
     r = subprocess.run(["promtool", "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True,
                        text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_kubernetes_manifests_parse_and_agree_with_the_config_they_ship():
+    """deploy/kubernetes/: every file parses and is listed in kustomization.yaml; the ConfigMap's config.toml is
+    valid, names its tokens as files of the mounted Secret (none inline), and the Deployment, Role and scrape
+    annotations agree with it. What the RBAC grants is tested on a real API server (tests/k8s/test_deploy_rbac.py)."""
+    import tomllib
+
+    import yaml
+
+    from daemon.config.models import parse_config
+
+    d = REPO / "deploy" / "kubernetes"
+    files = sorted(p.name for p in d.glob("*.yaml"))
+    docs = {p: [x for x in yaml.safe_load_all((d / p).read_text()) if x] for p in files}
+    kust = docs.pop("kustomization.yaml")[0]
+    assert sorted(kust["resources"]) == sorted(docs), "kustomization.yaml lists every manifest"
+    by_kind = {}
+    for name, ds in docs.items():
+        for x in ds:
+            assert x.get("apiVersion") and x.get("kind") and x["metadata"].get("name"), name
+            by_kind[x["kind"]] = x
+    ns = by_kind["Namespace"]["metadata"]["name"]
+    assert kust["namespace"] == ns
+    raw = by_kind["ConfigMap"]["data"]["config.toml"]
+    cfg = parse_config(tomllib.loads(raw))
+    assert "token =" not in raw and "token=" not in raw, "tokens live in the Secret, never in the config"
+    dep = by_kind["Deployment"]
+    pod = dep["spec"]["template"]["spec"]
+    assert dep["spec"]["replicas"] == 2 and cfg.ha.enabled and cfg.ha.backend == "kubernetes" and cfg.ha.namespace == ns
+    assert pod["serviceAccountName"] == by_kind["ServiceAccount"]["metadata"]["name"]
+    assert cfg.actuators.kubernetes.in_cluster and set(cfg.actuators.enabled) >= {"kubernetes", "kueue"}
+    mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+    vols = {v["name"]: v for v in pod["volumes"]}
+    secret_dir = mounts[next(n for n, v in vols.items() if "secret" in v)]
+    assert vols[next(n for n, v in vols.items() if "secret" in v)]["secret"]["secretName"] == \
+        by_kind["Secret"]["metadata"]["name"]
+    files_named = {cfg.server.webhook_token_file, cfg.server.metrics_token_file,
+                   *(t.token_file for t in cfg.access.tokens)}
+    assert {str(p.parent) for p in files_named} == {secret_dir}
+    assert {p.name for p in files_named} == set(by_kind["Secret"]["stringData"])
+    config_dir = mounts[next(n for n, v in vols.items() if "configMap" in v)]
+    assert f"{config_dir}/config.toml" in pod["containers"][0]["args"]
+    role_names = {n for r in by_kind["Role"]["rules"] for n in r.get("resourceNames", [])}
+    assert f"{cfg.ha.lease_name}-overrides" in role_names
+    for obj in (by_kind["Service"], dep["spec"]["template"]):
+        ann = obj["metadata"]["annotations"]
+        assert ann["prometheus.io/scrape"] == "true" and ann["prometheus.io/port"] == str(cfg.server.port)
+    assert pod["containers"][0]["ports"][0]["containerPort"] == cfg.server.port and cfg.server.host == "0.0.0.0"

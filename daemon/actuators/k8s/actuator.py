@@ -491,7 +491,9 @@ class KubernetesActuator:
                 continue
             ev = k8s.CoreV1Event(
                 metadata=k8s.V1ObjectMeta(generate_name="gpu-autoscaler-", namespace=ns),
-                involved_object=k8s.V1ObjectReference(kind="Namespace", name=ns, api_version="v1"),
+                # the API server refuses (422) an Event whose involvedObject.namespace is not its own namespace, even
+                # for the Namespace object itself (cluster-scoped): so it names the namespace twice
+                involved_object=k8s.V1ObjectReference(kind="Namespace", name=ns, namespace=ns, api_version="v1"),
                 reason="".join(w.capitalize() for w in n.kind.split("_")), message=n.message[:1000],
                 type="Warning" if n.kind != "relaxed" else "Normal",
                 source=k8s.V1EventSource(component="gpu-autoscaler"))
