@@ -8,7 +8,8 @@ actuators and the kubernetes HA backend on: the leader Lease and the replicas' l
 ConfigMap, the view (nodes, pods), PriorityClasses, the start-up sweeps, node holds, Kueue's objects, a plan's
 eviction, a tenant's Event, a job-health reclaim, a dead node's cordon and its pods' eviction, and the release on
 stop. Not one call is refused (no 403: the RBAC record stays empty and every report is clean) and the API server
-shows each write. A SelfSubjectAccessReview as the ServiceAccount then shows what it may not do.
+shows each write. A SelfSubjectAccessReview as the ServiceAccount then shows what it may not do. And one cycle as
+`run` makes it (CycleRunner.run_once, a real Prometheus for the GPUs) runs clean with that token.
 
 With one verb taken out of the ClusterRole, the daemon logs the missing permission once, naming the manifest,
 goes on with everything else, and does not log it again the next cycle.
@@ -29,12 +30,15 @@ from kubernetes import client as k8s, utils as kutils
 from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators.k8s import rbac
+from daemon.actuators.k8s.objects import POOL_VALUE
+from daemon.config import TenantConfig
 from daemon.config.models import parse_config
 from daemon.policy.types import Notification, Plan, PolicyMemory, Preemption
 from daemon.service.wiring import build_runtime
 from tests.conftest import REPO
+from tests.integration.test_prometheus_scrape import exporter
 from tests.support.k8s_cluster import gpu_pod, kubeconfig, pod_running
-from tests.support.services import wait_for
+from tests.support.services import prometheus_server, wait_for
 
 pytestmark = pytest.mark.xdist_group("k8s")
 
@@ -94,7 +98,7 @@ class Install:
         self.sa_api = kube.api(self.kubeconfig)
         self.tmp = tmp_path
 
-    def config(self, tenants, prefix: str):
+    def config(self, tenants, prefix: str, prometheus: str | None = None):
         """The ConfigMap's config.toml as the daemon would read it, pointed at this cluster: the tenants' test
         namespaces, the ServiceAccount's kubeconfig instead of the pod's mount, the HA namespace, files in tmp,
         acting (not dry run), and a Kueue tree of the test's own."""
@@ -115,6 +119,9 @@ class Install:
         data["access"]["tokens"][0]["token_file"] = str(self.tmp / "op")
         data["state"] = {"path": str(self.tmp / "state.sqlite")}
         data.setdefault("policy", {})["preempt_min_runtime_s"] = 0
+        if prometheus is not None:   # the cluster's GPUs as a DCGM exporter shows them, at a test's pace
+            data["source"]["prometheus"] |= {"url": prometheus, "timeout_s": 2, "retries": 0}
+            data["cycle"] = {"history_steps": 60, "resolution_s": 1}
         return parse_config(data)
 
     def close(self) -> None:
@@ -314,4 +321,57 @@ def test_a_verb_rbac_refuses_is_logged_once_naming_the_permission_and_the_daemon
         assert cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] in (0, "0")
         rt.close()
     finally:
+        inst.close()
+
+
+@pytest.mark.services
+def test_one_daemon_cycle_with_prometheus_and_every_kubernetes_actuator_is_allowed_by_the_shipped_rbac(
+        kueue, tmp_path, refusals):
+    """The cycle itself (CycleRunner.run_once, as `run` does each interval), not its calls one by one: a real
+    Prometheus scrapes a DCGM-style exporter on the KWOK nodes, the view reads the pods and nodes with the
+    ServiceAccount's token, the plan holds a node for the high tier, and every actuator's report is clean."""
+    inst = Install(kueue, tmp_path)
+    core = k8s.CoreV1Api(kueue.api())
+    gpus = []
+    try:
+        tenants, ns, nodes = kueue.tenants({"team-high": "high", "batchy": "low"})
+        # the exporter labels a GPU with its pod's namespace, which the shipped config reads as the tenant's name
+        tenants = [TenantConfig(name=t.k8s_namespace, tier=t.tier, k8s_namespace=t.k8s_namespace) for t in tenants]
+        gpus = [exporter(n, [(ns["team-high"] if n == nodes[0] else ns["batchy"], 80)] * 4 + [("", 0)] * 4)
+                for n in nodes]
+        targets = ", ".join(f"'127.0.0.1:{g.server_address[1]}'" for g in gpus)
+        prom_cfg = ("global:\n  scrape_interval: 1s\n  scrape_timeout: 500ms\nscrape_configs:\n"
+                    f"  - job_name: dcgm-exporter\n    static_configs:\n      - targets: [{targets}]\n")
+        with prometheus_server(tmp_path, prom_cfg) as (url, _):
+            cfg = inst.config(tenants, f"p{inst.uid}", prometheus=url)
+            rt = build_runtime(cfg, with_store=False)
+            for name, node in (("serve", nodes[0]), ("batch", nodes[1])):   # each tenant's pod, where it runs
+                owner = ns["team-high"] if name == "serve" else ns["batchy"]
+                core.create_namespaced_pod(owner, gpu_pod(owner, name, 4, None, {"kubernetes.io/hostname": node}))
+                wait_for(lambda o=owner, n=name: pod_running(core, o, n), timeout=60, what=f"{name} Running")
+            assert rt.lease.tick()
+            wait_for(lambda: rt.runner.source.collect(60).state.capacity == 16, timeout=60, what="16 GPUs scraped")
+            res = rt.runner.run_once()                    # start-up: PriorityClasses, sweeps, queues, holds
+            assert res.outcome == "ok" and res.acted, res.error
+            assert [r.errors for r in res.reports if r.errors] == []
+            res = rt.runner.run_once()
+            assert res.outcome == "ok" and res.acted, res.error
+            assert sorted(res.collected.state.jobs.ids.tolist()) == sorted(
+                [f"{ns['team-high']}/serve", f"{ns['batchy']}/batch"])
+            assert sorted(res.collected.state.nodes.names.tolist()) == sorted(nodes)
+            assert [r.errors for r in res.reports if r.errors] == []
+            assert {r.actuator for r in res.reports} >= {"kubernetes", "kueue"}
+            assert res.plan.reservations.get(ns["team-high"]), res.plan.notes    # the high tier's use held ...
+            assert [(core.read_node(n).metadata.labels or {}).get("gpu-autoscaler.io/hold") for n in nodes] == \
+                [POOL_VALUE, None]             # ... on the node it runs on (the high tier is one pool by default)
+            for act in rt.actuators:
+                if hasattr(act, "release_holds"):
+                    assert act.release_holds().errors == []
+            rt.lease.stop(release=True)
+            rt.close()
+        assert refusals.logged() == set()
+    finally:
+        for g in gpus:
+            g.shutdown()
+            g.server_close()
         inst.close()
