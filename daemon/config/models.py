@@ -484,6 +484,11 @@ class KubernetesActuatorConfig(_Strict):
     reclaim_bare_pods: bool = Field(False, description="job health's requeue may evict a pod with no controller "
                                     "(no ownerReferences): nothing recreates it, so the eviction deletes it for good; "
                                     "false: such a pod is skipped and reported")
+    admission_params: str | None = Field(None, pattern=r"^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$",
+                                         description="name of the cluster-scoped AdmissionParams object the "
+                                         "admission policies read (deploy/kubernetes/admission/, whose bindings name "
+                                         "gpu-autoscaler): the daemon writes each tenant namespace's tier and the node "
+                                         "holds its pods may tolerate. Unset: not written")
 
 
 class KueueActuatorConfig(_Strict):

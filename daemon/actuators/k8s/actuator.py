@@ -27,6 +27,7 @@ from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, stop_on_fence
 from daemon.actuators.k8s import rbac
+from daemon.actuators.k8s.admission import AdmissionParams, params_spec
 from daemon.actuators.k8s.objects import evictable, holds_gpus, priority_class_name
 from daemon.actuators.k8s.rbac import RbacRefusals
 from daemon.actuators.k8s.view import nodes_view, pods_as_jobs
@@ -117,6 +118,10 @@ class KubernetesActuator:
         self._classes_ok = False
         self._quotas_swept = False  # start-up: our quotas that no plan of this configuration can ask for are gone
         self.guard: FenceGuard = NO_FENCE
+        # the admission policies' parameters (deploy/kubernetes/admission/), when the config names their ConfigMap
+        self.admission = (AdmissionParams(api_client, cfg.admission_params,
+                                          params_spec(tenants, self.ns_of, cfg.gpu_resource, hold_label), dry_run)
+                          if cfg.admission_params else None)
 
     @staticmethod
     def from_config(cfg: KubernetesActuatorConfig, tenants: list[TenantConfig], dry_run: bool = True,
@@ -356,6 +361,8 @@ class KubernetesActuator:
         return rep
 
     def _apply(self, rep: ActionReport, plan: Plan) -> None:
+        if self.admission is not None:  # first: the policies know the tiers before the high class exists
+            self.admission.sync(rep, self._may)
         self.ensure_priority_classes(rep)  # Kueue takes workload priority from these too
         for jid, reason in list(self._retry.items()):  # failed-node pods a PDB or an API error held back
             live = self._pod(rep, jid)

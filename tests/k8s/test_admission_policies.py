@@ -1,0 +1,296 @@
+"""The shipped admission policies (deploy/kubernetes/admission/) on the real kube-apiserver: each closes a hole a tenant
+could use (issue 38), with the parameters the daemon itself writes (daemon/actuators/k8s/admission.py).
+
+The CRD and the policies are applied as shipped; only names and bindings are this test's: each test's
+AdmissionParams object, policies and bindings get a name of its own (a test never meets what an earlier one left),
+the bindings' paramRef names the object the daemon writes for the test, and their namespaceSelector also asks for a
+label that only this test's namespaces carry, so the other tests' pods on this worker's control plane are never
+judged by them. They are deleted after each test. Pods are created with dryRun=All, which goes through admission
+(the refusals below are the policies') without storing anything; a Job is created for real where its controller's
+pods are the point.
+
+The params are a CRD's object, not a ConfigMap, for what these tests first met: with a ConfigMap, every rule stopped
+refusing from the second test on, once the first test's bindings were deleted (kube-apiserver 1.36.1 stops a
+built-in paramKind's informer for good when no binding names it: kubernetes/kubernetes#130887)."""
+
+import json
+import uuid
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from daemon.actuators.base import ActionReport
+from daemon.actuators.k8s.actuator import KubernetesActuator
+from daemon.actuators.k8s.admission import GROUP, KIND, PLURAL, VERSION
+from daemon.actuators.k8s.kueue import KueueActuator
+from daemon.actuators.k8s.objects import POOL_VALUE, priority_class_name
+from daemon.config import KubernetesActuatorConfig, KueueActuatorConfig, TenantConfig
+from daemon.policy.types import Plan, PolicyMemory
+from tests.conftest import REPO
+from tests.support.k8s_cluster import gpu_pod
+from tests.support.services import wait_for
+
+# meant to share one worker, and so one control plane (--dist loadgroup); pytest-xdist 3.8.0 does not group them
+# here, so each worker that runs one starts its own (tests/support/fixtures.py: kube)
+pytestmark = pytest.mark.xdist_group("k8s")
+
+POLICIES = REPO / "deploy" / "kubernetes" / "admission"
+QUEUE = "kueue.x-k8s.io/queue-name"
+HOLD = KueueActuatorConfig().hold_label
+TEST_LABEL = "gpu-autoscaler.io/admission-test"
+
+
+def _plan() -> Plan:
+    return Plan(at="2026-01-01T00:00:00+00:00", capacity=8, load=0.5, high_pool=0, reservations={}, quotas={},
+                limits={}, preemptions=(), notifications=(), stale=False, forecast_model="x", notes=(),
+                memory=PolicyMemory())
+
+
+def shipped() -> list[dict]:
+    """Every object in deploy/kubernetes/admission/, in file order."""
+    return [d for f in sorted(POLICIES.glob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
+
+
+class Admission:
+    """The shipped policies on the control plane, bound to this test's namespaces, with the daemon's parameters."""
+
+    def __init__(self, kube, tiers: dict[str, str]) -> None:
+        self.kube = kube
+        self.core = k8s.CoreV1Api(kube.api())
+        self.batch = k8s.BatchV1Api(kube.api())
+        self.adm = k8s.AdmissionregistrationV1Api(kube.api())
+        self.run = uuid.uuid4().hex[:8]
+        self.tenants = [TenantConfig(name=t, tier=tier, k8s_namespace=self.namespace(t)) for t, tier in tiers.items()]
+        self.ns = {t.name: t.k8s_namespace for t in self.tenants}
+        self.other = self.namespace("other")  # no tenant's
+        self.params = f"gpuas-{self.run}"
+        self.made: list[tuple[str, str]] = []
+
+    def namespace(self, prefix: str) -> str:
+        """A namespace the bindings select (the test's label)."""
+        ns = self.kube.namespace(prefix)
+        self.core.patch_namespace(ns, {"metadata": {"labels": {TEST_LABEL: self.run}}})
+        return ns
+
+    def write_params(self) -> KubernetesActuator:
+        """The daemon's kubernetes actuator beside Kueue (node holds on) writes the parameters, as in a cycle; it
+        also makes the PriorityClasses a pod must name."""
+        act = KubernetesActuator(self.kube.api(), KubernetesActuatorConfig(admission_params=self.params),
+                                 self.tenants, dry_run=False, enforce_plan=False, hold_label=HOLD)
+        rep = act.apply(_plan())
+        assert rep.ok, rep.errors
+        return act
+
+    def apply(self, skip: tuple[str, ...] = ()) -> None:
+        """The shipped policies and bindings (but those named in `skip`), bindings narrowed to this test."""
+        for doc in shipped():
+            if doc["kind"] == "CustomResourceDefinition":
+                continue  # the admission_crd fixture's (tests/k8s/conftest.py)
+            name = doc["metadata"]["name"]
+            # names of this test's own, so that no test meets what an earlier one left
+            doc["metadata"]["name"] = f"{name}-{self.run}"
+            if doc["kind"] == "ValidatingAdmissionPolicy":
+                self.adm.create_validating_admission_policy(doc)
+                self.made.append(("policy", doc["metadata"]["name"]))
+            elif name not in skip:
+                doc["spec"]["policyName"] += f"-{self.run}"
+                doc["spec"]["paramRef"]["name"] = self.params
+                doc["spec"]["matchResources"]["namespaceSelector"]["matchLabels"] = {TEST_LABEL: self.run}
+                self.adm.create_validating_admission_policy_binding(doc)
+                self.made.append(("binding", doc["metadata"]["name"]))
+
+    def delete(self) -> None:
+        custom = k8s.CustomObjectsApi(self.kube.api())
+        for kind, name in [*reversed(self.made), ("params", self.params)]:
+            try:
+                if kind == "binding":
+                    self.adm.delete_validating_admission_policy_binding(name)
+                elif kind == "policy":
+                    self.adm.delete_validating_admission_policy(name)
+                else:
+                    custom.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+    # ---- asking the apiserver ----------------------------------------------------------------------------------
+    def refusal(self, body: dict) -> str | None:
+        """Create `body` (a Pod or a Job) with dryRun=All: None when admitted, else the message of a policy's
+        refusal. Any other error fails the test."""
+        ns = body["metadata"]["namespace"]
+        try:
+            if body["kind"] == "Pod":
+                self.core.create_namespaced_pod(ns, body, dry_run="All")
+            else:
+                self.batch.create_namespaced_job(ns, body, dry_run="All")
+        except ApiException as exc:
+            msg = json.loads(exc.body)["message"]
+            if exc.status == 403 and "ValidatingAdmissionPolicy" in msg:
+                return msg
+            raise
+        return None
+
+    def refused(self, body: dict, rule: str) -> str:
+        """Wait until `body` is refused by the policy `rule` (a new policy, binding or parameter takes effect once
+        the apiserver's informers have it); its message."""
+        got: list[str] = []
+
+        def check() -> bool:
+            msg = self.refusal(body)
+            if msg:
+                got.append(msg)
+            return bool(msg)
+        wait_for(check, timeout=60, interval=0.2, what=f"{body['kind']} {body['metadata']['name']} refused by {rule}")
+        assert f"ValidatingAdmissionPolicy 'gpu-autoscaler-{rule}-{self.run}'" in got[-1], got[-1]
+        return got[-1]
+
+
+@pytest.fixture
+def admission(kube, admission_crd):
+    adm = Admission(kube, {"team-high": "high", "team-normal": "normal", "team-low": "low"})
+    adm.write_params()
+    try:
+        adm.apply()
+        yield adm
+    finally:
+        adm.delete()
+
+
+def job(ns: str, name: str, labels: dict | None = None, **spec) -> dict:
+    """A batch Job of one 1-GPU pod; `spec`: more fields of its pod template's spec."""
+    pod = gpu_pod(ns, "x", 1)["spec"] | {"restartPolicy": "Never"} | spec
+    meta = {"name": name, "namespace": ns, "labels": labels or {}}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
+            "spec": {"backoffLimit": 0, "template": {"spec": pod}}}
+
+
+def job_events(adm: Admission, ns: str, name: str) -> list[str]:
+    return [e.message or "" for e in adm.core.list_namespaced_event(
+        ns, field_selector=f"involvedObject.kind=Job,involvedObject.name={name}").items]
+
+
+def test_only_the_high_tiers_namespaces_may_use_the_high_priority_class(admission):
+    adm, q = admission, {QUEUE: "gpuas"}
+    high = priority_class_name("high")
+    for who, tier in (("team-normal", "normal"), ("team-low", "low")):
+        ns = adm.ns[who]
+        msg = adm.refused(gpu_pod(ns, "jump", 1, priority_class=high, labels=q), "high-priority-class")
+        assert (f"only the high tier's namespaces may use PriorityClass {high}" in msg
+                and f"namespace {ns} is a {tier}-tier tenant's" in msg
+                and "use gpu-autoscaler-normal or gpu-autoscaler-low" in msg), msg
+    msg = adm.refused(gpu_pod(adm.other, "jump", 1, priority_class=high), "high-priority-class")
+    assert f"namespace {adm.other} is no tenant's" in msg, msg
+    # the high tier's own pod, and a normal tenant on its own class: admitted
+    assert adm.refusal(gpu_pod(adm.ns["team-high"], "serve", 1, priority_class=high, labels=q)) is None
+    assert adm.refusal(gpu_pod(adm.ns["team-normal"], "web", 1, priority_class=priority_class_name("normal"),
+                               labels=q)) is None
+    # through a controller: the Job is admitted, the pods its controller makes are refused, and it says why
+    ns = adm.ns["team-low"]
+    adm.batch.create_namespaced_job(ns, job(ns, "sneak", q, priorityClassName=high))
+    wait_for(lambda: any("gpu-autoscaler high-priority-class" in m for m in job_events(adm, ns, "sneak")),
+             timeout=60, what="the Job controller's FailedCreate for the high class")
+    assert adm.core.list_namespaced_pod(ns, label_selector="job-name=sneak").items == []
+
+
+def test_only_the_holding_tenants_namespace_may_tolerate_its_hold(admission):
+    adm, q = admission, {QUEUE: "gpuas"}
+    # the tolerations Kueue adds to what it admits on each hold's flavor (kueue.py: resource_flavors)
+    kueue = KueueActuator(adm.kube.api(), KueueActuatorConfig(), adm.tenants, dry_run=True)
+    flavors = {f["metadata"]["name"]: f["spec"].get("tolerations") for f in kueue.resource_flavors()}
+    high_hold, low_hold = flavors[kueue.hold_flavor("team-high")], flavors[kueue.hold_flavor("team-low")]
+    pool = flavors[kueue.pool_flavor]
+    low, high = adm.ns["team-low"], adm.ns["team-high"]
+    msg = adm.refused(gpu_pod(low, "squat", 1, tolerations=high_hold, labels=q), "hold-tolerations")
+    assert (f"namespace {low} may not tolerate the node-hold taint {HOLD} ({HOLD}=team-high)" in msg
+            and f"this one may tolerate {HOLD}=team-low" in msg and "Remove the toleration" in msg), msg
+    # the key with Exists, and every taint: they tolerate every hold
+    msg = adm.refused(gpu_pod(low, "any", 1, tolerations=[{"key": HOLD, "operator": "Exists"}], labels=q),
+                      "hold-tolerations")
+    assert f"({HOLD} Exists)" in msg, msg
+    msg = adm.refused(gpu_pod(low, "all", 1, tolerations=[{"operator": "Exists"}], labels=q), "hold-tolerations")
+    assert "(<every taint> Exists)" in msg, msg
+    # the pool is the high tier's: a low tenant may not tolerate it; a namespace that is no tenant's holds none
+    assert f"({HOLD}={POOL_VALUE})" in adm.refused(gpu_pod(low, "pool", 1, tolerations=pool, labels=q),
+                                                    "hold-tolerations")
+    assert "this namespace holds none" in adm.refused(gpu_pod(adm.other, "x", 1, tolerations=low_hold),
+                                                      "hold-tolerations")
+    # each holder's own, and the high tier's pool: admitted; so is a toleration of something else
+    assert adm.refusal(gpu_pod(high, "own", 1, tolerations=high_hold, labels=q)) is None
+    assert adm.refusal(gpu_pod(high, "pooled", 1, tolerations=pool, labels=q)) is None
+    assert adm.refusal(gpu_pod(low, "own", 1, tolerations=low_hold, labels=q)) is None
+    assert adm.refusal(gpu_pod(low, "gpu", 1, tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists"}],
+                               labels=q)) is None
+    # an update may add tolerations: adding another's hold to a pod that runs is refused too
+    adm.core.create_namespaced_pod(low, gpu_pod(low, "live", 1, tolerations=low_hold, labels=q))
+    with pytest.raises(ApiException) as err:
+        adm.core.patch_namespaced_pod("live", low, [{"op": "add", "path": "/spec/tolerations/-",
+                                                     "value": high_hold[0]}])
+    assert err.value.status == 403 and "gpu-autoscaler hold-tolerations" in err.value.body
+    adm.core.patch_namespaced_pod("live", low, {"metadata": {"labels": {"touched": "yes"}}})  # what it had: kept
+
+
+def test_a_gpu_pod_in_a_tenant_namespace_must_carry_a_kueue_queue_name(admission):
+    adm = admission
+    low = adm.ns["team-low"]
+    msg = adm.refused(gpu_pod(low, "bypass", 1), "queue-name")
+    assert (f"a Pod asking for nvidia.com/gpu in tenant namespace {low} must carry the label {QUEUE}" in msg
+            and "bypass Kueue" in msg), msg
+    msg = adm.refused(job(low, "bypass"), "queue-name")
+    assert f"a Job asking for nvidia.com/gpu in tenant namespace {low}" in msg, msg
+    # a tenant cannot pass its bare pod off as a Job's: only the Job controller's own pods need no queue name
+    forged = gpu_pod(low, "forged", 1)
+    forged["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j",
+                                              "uid": str(uuid.uuid4()), "controller": True}]
+    adm.refused(forged, "queue-name")
+    # with a queue name, without GPUs, or outside the tenant namespaces: admitted
+    assert adm.refusal(gpu_pod(low, "queued", 1, labels={QUEUE: "gpuas-low"})) is None
+    cpu = gpu_pod(low, "cpu", 1)
+    cpu["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    assert adm.refusal(cpu) is None
+    assert adm.refusal(gpu_pod(adm.other, "elsewhere", 1)) is None
+    # a Job with its queue name: admitted, and the pod its controller makes (no queue name of its own) too
+    adm.batch.create_namespaced_job(low, job(low, "train", {QUEUE: "gpuas"}))
+    wait_for(lambda: adm.core.list_namespaced_pod(low, label_selector="job-name=train").items, timeout=60,
+             what="the Job controller's pod")
+    assert not any("gpu-autoscaler" in m for m in job_events(adm, low, "train"))
+
+
+def test_the_rules_follow_the_parameters_the_daemon_writes(kube, admission_crd):
+    """A tenant that becomes high-tier in the daemon's config may use the high class once the daemon has written
+    it; before that the same pod is refused. No rule judges anything until the parameters exist."""
+    adm = Admission(kube, {"team-a": "normal"})
+    try:
+        adm.apply()
+        ns = adm.ns["team-a"]
+        KubernetesActuator(kube.api(), KubernetesActuatorConfig(), [], dry_run=False).ensure_priority_classes(
+            ActionReport("kubernetes", False))
+        pod = gpu_pod(ns, "p", 1, priority_class=priority_class_name("high"), labels={QUEUE: "gpuas"})
+        assert adm.refusal(pod) is None  # no parameters yet (parameterNotFoundAction: Allow)
+        adm.write_params()
+        adm.refused(pod, "high-priority-class")
+        adm.tenants = [TenantConfig(name="team-a", tier="high", k8s_namespace=ns)]
+        adm.write_params()
+        wait_for(lambda: adm.refusal(pod) is None, timeout=60, what="the high class admitted once team-a is high")
+    finally:
+        adm.delete()
+
+
+def test_the_shipped_bindings_spare_the_system_namespaces_and_read_the_daemons_params():
+    bindings = {d["metadata"]["name"]: d for d in shipped() if d["kind"] == "ValidatingAdmissionPolicyBinding"}
+    policies = {d["metadata"]["name"]: d for d in shipped() if d["kind"] == "ValidatingAdmissionPolicy"}
+    assert set(bindings) == set(policies) == {f"gpu-autoscaler-{r}" for r in
+                                              ("high-priority-class", "hold-tolerations", "queue-name")}
+    (crd,) = [d for d in shipped() if d["kind"] == "CustomResourceDefinition"]
+    for p in policies.values():  # the kind the daemon writes (daemon/actuators/k8s/admission.py)
+        assert p["spec"]["paramKind"] == {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND}
+        assert p["spec"]["failurePolicy"] == "Fail"
+    assert crd["spec"]["group"] == GROUP and crd["spec"]["names"]["plural"] == PLURAL
+    assert crd["spec"]["scope"] == "Cluster"
+    for b in bindings.values():
+        assert b["spec"]["policyName"] == b["metadata"]["name"] and b["spec"]["validationActions"] == ["Deny"]
+        assert b["spec"]["paramRef"] == {"name": "gpu-autoscaler", "parameterNotFoundAction": "Allow"}
+        (expr,) = b["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+        assert expr["key"] == "kubernetes.io/metadata.name" and expr["operator"] == "NotIn"
+        assert {"kube-system", "gpu-autoscaler"} <= set(expr["values"])
