@@ -109,11 +109,34 @@ class Admission:
                     self.adm.delete_validating_admission_policy_binding(name)
                 elif kind == "policy":
                     self.adm.delete_validating_admission_policy(name)
+                elif kind in ("clusterqueues", "resourceflavors"):
+                    custom.delete_cluster_custom_object("kueue.x-k8s.io", "v1beta1", kind, name)
                 else:
                     custom.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
             except ApiException as exc:
                 if exc.status != 404:
                     raise
+
+    def queue(self, ns: str, name: str) -> None:
+        """A LocalQueue `name` in `ns` on a ClusterQueue of 8 GPUs of this test's own, for the Jobs a test creates
+        for real (the `kueue` fixture's manager runs). A GPU Job must carry a queue name (the queue-name rule), so
+        Kueue's Job webhook suspends it, and the Job controller makes its pods only once Kueue has admitted it.
+        Whether Kueue ran depended on whether an earlier test on the worker had started it: with it running and no
+        queue, the Jobs stayed suspended and no pod was ever made."""
+        custom, kq = k8s.CustomObjectsApi(self.kube.api()), ("kueue.x-k8s.io", "v1beta1")
+        rf = cq = f"gpuas-{self.run}"
+        custom.create_cluster_custom_object(*kq, "resourceflavors", {
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": rf}, "spec": {}})
+        self.made.append(("resourceflavors", rf))
+        custom.create_cluster_custom_object(*kq, "clusterqueues", {
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": cq},
+            "spec": {"namespaceSelector": {}, "resourceGroups": [{
+                "coveredResources": ["nvidia.com/gpu"],
+                "flavors": [{"name": rf, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]}]}]}})
+        self.made.append(("clusterqueues", cq))
+        custom.create_namespaced_custom_object(*kq, ns, "localqueues", {
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue", "metadata": {"name": name, "namespace": ns},
+            "spec": {"clusterQueue": cq}})
 
     # ---- asking the apiserver ----------------------------------------------------------------------------------
     def refusal(self, body: dict) -> str | None:
@@ -171,7 +194,7 @@ def job_events(adm: Admission, ns: str, name: str) -> list[str]:
         ns, field_selector=f"involvedObject.kind=Job,involvedObject.name={name}").items]
 
 
-def test_only_the_high_tiers_namespaces_may_use_the_high_priority_class(admission):
+def test_only_the_high_tiers_namespaces_may_use_the_high_priority_class(admission, kueue):
     adm, q = admission, {QUEUE: "gpuas"}
     high = priority_class_name("high")
     for who, tier in (("team-normal", "normal"), ("team-low", "low")):
@@ -188,9 +211,10 @@ def test_only_the_high_tiers_namespaces_may_use_the_high_priority_class(admissio
                                labels=q)) is None
     # through a controller: the Job is admitted, the pods its controller makes are refused, and it says why
     ns = adm.ns["team-low"]
+    adm.queue(ns, "gpuas")
     adm.batch.create_namespaced_job(ns, job(ns, "sneak", q, priorityClassName=high))
     wait_for(lambda: any("gpu-autoscaler high-priority-class" in m for m in job_events(adm, ns, "sneak")),
-             timeout=60, what="the Job controller's FailedCreate for the high class")
+             timeout=120, what="the Job controller's FailedCreate for the high class")
     assert adm.core.list_namespaced_pod(ns, label_selector="job-name=sneak").items == []
 
 
@@ -231,7 +255,7 @@ def test_only_the_holding_tenants_namespace_may_tolerate_its_hold(admission):
     adm.core.patch_namespaced_pod("live", low, {"metadata": {"labels": {"touched": "yes"}}})  # what it had: kept
 
 
-def test_a_gpu_pod_in_a_tenant_namespace_must_carry_a_kueue_queue_name(admission):
+def test_a_gpu_pod_in_a_tenant_namespace_must_carry_a_kueue_queue_name(admission, kueue):
     adm = admission
     low = adm.ns["team-low"]
     msg = adm.refused(gpu_pod(low, "bypass", 1), "queue-name")
@@ -251,8 +275,9 @@ def test_a_gpu_pod_in_a_tenant_namespace_must_carry_a_kueue_queue_name(admission
     assert adm.refusal(cpu) is None
     assert adm.refusal(gpu_pod(adm.other, "elsewhere", 1)) is None
     # a Job with its queue name: admitted, and the pod its controller makes (no queue name of its own) too
+    adm.queue(low, "gpuas")
     adm.batch.create_namespaced_job(low, job(low, "train", {QUEUE: "gpuas"}))
-    wait_for(lambda: adm.core.list_namespaced_pod(low, label_selector="job-name=train").items, timeout=60,
+    wait_for(lambda: adm.core.list_namespaced_pod(low, label_selector="job-name=train").items, timeout=120,
              what="the Job controller's pod")
     assert not any("gpu-autoscaler" in m for m in job_events(adm, low, "train"))
 
