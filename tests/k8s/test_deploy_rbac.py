@@ -45,12 +45,16 @@ pytestmark = pytest.mark.xdist_group("k8s")
 MANIFESTS = REPO / "deploy" / "kubernetes"
 SHIPPED_NS = "gpu-autoscaler"
 OP_TOKEN = "op-" + "x" * 29
+PARAMS = "gpu-autoscaler"   # the AdmissionParams object (cluster-scoped: one per control plane, the CRD's per test)
+ADM = ("gpu-autoscaler.io", "v1alpha1", "admissionparams")
 
 
 def manifests() -> dict[str, dict]:
-    """The documents kustomization.yaml lists, by kind (one of each)."""
+    """The documents kustomization.yaml lists, by kind (one of each), but the admission policies' (admission/: their
+    CRD is the admission_crd fixture's, the policies are test_admission_policies.py's)."""
     kust = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
-    docs = [d for f in kust["resources"] for d in yaml.safe_load_all((MANIFESTS / f).read_text()) if d]
+    docs = [d for f in kust["resources"] if not f.startswith("admission/")
+            for d in yaml.safe_load_all((MANIFESTS / f).read_text()) if d]
     by_kind = {d["kind"]: d for d in docs}
     assert len(by_kind) == len(docs), "one document of each kind"
     return by_kind
@@ -111,10 +115,13 @@ class Install:
         data = tomllib.loads(self.docs["ConfigMap"]["data"]["config.toml"])
         assert data["actuators"]["enabled"] == ["log", "kubernetes", "kueue"] and data["ha"]["backend"] == "kubernetes"
         assert data["actuators"]["kubernetes"]["in_cluster"] is True and data["ha"]["namespace"] == SHIPPED_NS
+        params = data["actuators"]["kubernetes"]["admission_params"]
+        assert params == PARAMS, "the name the shipped bindings' paramRef and the ClusterRole's resourceNames give"
         data["tenants"] = [{"name": t.name, "tier": t.tier, "k8s_namespace": t.k8s_namespace} for t in tenants]
         data["actuators"]["dry_run"] = False
         data["actuators"]["kubernetes"] = {"in_cluster": False, "kubeconfig": str(self.kubeconfig),
-                                           "grace_period_s": 5, "reclaim_bare_pods": True}
+                                           "grace_period_s": 5, "reclaim_bare_pods": True,
+                                           "admission_params": params}
         data["actuators"]["kueue"] = {"queue_prefix": prefix, "cohort": f"c{self.uid}", "hold_shrink_delay_s": 0}
         data["ha"]["namespace"] = self.ns
         data["forecaster"] = {"kind": "seasonal_naive"}
@@ -183,7 +190,7 @@ def _ok(rep):
 
 
 def test_a_full_cycle_with_every_kubernetes_actuator_runs_on_the_shipped_rbac_and_nothing_more_is_granted(
-        kueue, tmp_path, refusals):
+        kueue, admission_crd, tmp_path, refusals):
     inst = Install(kueue, tmp_path)
     admin = kueue.api()
     core, custom = k8s.CoreV1Api(admin), k8s.CustomObjectsApi(admin)
@@ -220,8 +227,12 @@ def test_a_full_cycle_with_every_kubernetes_actuator_runs_on_the_shipped_rbac_an
         rt.overrides.change_global("ops", {"preemption_paused": False})
         assert rt.overrides.refresh() and rt.overrides.problem() is None
 
-        # first cycle: PriorityClasses, the sweeps, the holds and every Kueue object
+        # first cycle: the admission policies' parameters, PriorityClasses, the sweeps, the holds, Kueue's objects
         _ok(kube_act.apply(_plan({})))
+        params = custom.get_cluster_custom_object(*ADM, PARAMS)
+        assert params["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gpu-autoscaler"
+        assert {n: e["tier"] for n, e in params["spec"]["namespaces"].items()} == {
+            ns["team-high"]: "high", batch: "low"}
         _ok(kueue_act.apply(_plan({"team-high": 8})))
         assert {p.metadata.name for p in sched.list_priority_class().items} >= {
             "gpu-autoscaler-high", "gpu-autoscaler-normal", "gpu-autoscaler-low"}
@@ -248,6 +259,8 @@ def test_a_full_cycle_with_every_kubernetes_actuator_runs_on_the_shipped_rbac_an
         view = rt.runner.source.nodes_provider(("team-high", "batchy"))
         assert dict(zip(view.names.tolist(), view.free.tolist()))[free] == 2
         note = Notification("batchy", "preempted", "victim makes room for team-high")
+        # someone made the low tenant high-tier in the parameters: the daemon reads them and puts them back (update)
+        custom.patch_cluster_custom_object(*ADM, PARAMS, {"spec": {"namespaces": {batch: {"tier": "high"}}}})
         plan = _plan({"team-high": 8}, [Preemption(f"{batch}/victim", "batchy", 2, free, "room for team-high")], [note])
         for act in (kube_act, kueue_act):
             _ok(act.apply(plan))
@@ -260,6 +273,7 @@ def test_a_full_cycle_with_every_kubernetes_actuator_runs_on_the_shipped_rbac_an
         for name in ("victim", "idle", "stranded"):
             wait_for(lambda n=name: _evicted(core, batch, n), timeout=60, what=f"{name} evicted")
         assert core.read_node(free).spec.unschedulable is True
+        assert custom.get_cluster_custom_object(*ADM, PARAMS)["spec"]["namespaces"][batch]["tier"] == "low"
         events = core.list_namespaced_event(batch).items
         assert any(e.source.component == "gpu-autoscaler" and e.reason == "Preempted" for e in events)
 
@@ -294,12 +308,22 @@ def test_a_full_cycle_with_every_kubernetes_actuator_runs_on_the_shipped_rbac_an
         assert not may("update", "priorityclasses", group="scheduling.k8s.io")
         assert not may("create", "clusterroles", group="rbac.authorization.k8s.io")
         assert not may("update", "leases", "kube-system", group="coordination.k8s.io")
+        # the admission policies: it writes their parameters, by that name only, and cannot touch the policies
+        assert may("create", "admissionparams", group=ADM[0]) and may("update", "admissionparams", group=ADM[0],
+                                                                       name=PARAMS)
+        assert not may("update", "admissionparams", group=ADM[0], name="other")
+        assert not may("delete", "admissionparams", group=ADM[0], name=PARAMS)
+        assert not may("list", "admissionparams", group=ADM[0])
+        for kind in ("validatingadmissionpolicies", "validatingadmissionpolicybindings"):
+            assert not may("update", kind, group="admissionregistration.k8s.io")
+            assert not may("delete", kind, group="admissionregistration.k8s.io")
+        assert not may("delete", "customresourcedefinitions", group="apiextensions.k8s.io")
     finally:
         inst.close()
 
 
 def test_a_verb_rbac_refuses_is_logged_once_naming_the_permission_and_the_daemon_goes_on(
-        kueue, tmp_path, refusals, caplog):
+        kueue, admission_crd, tmp_path, refusals, caplog):
     inst = Install(kueue, tmp_path, drop_verb=("nodes", "patch"))
     core, custom = k8s.CoreV1Api(kueue.api()), k8s.CustomObjectsApi(kueue.api())
     try:
@@ -332,7 +356,7 @@ def test_a_verb_rbac_refuses_is_logged_once_naming_the_permission_and_the_daemon
 
 @pytest.mark.services
 def test_one_daemon_cycle_with_prometheus_and_every_kubernetes_actuator_is_allowed_by_the_shipped_rbac(
-        kueue, tmp_path, refusals):
+        kueue, admission_crd, tmp_path, refusals):
     """The cycle itself (CycleRunner.run_once, as `run` does each interval), not its calls one by one: a real
     Prometheus scrapes a DCGM-style exporter on the KWOK nodes, the view reads the pods and nodes with the
     ServiceAccount's token, the plan holds a node for the high tier, and every actuator's report is clean."""

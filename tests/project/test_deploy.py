@@ -146,9 +146,12 @@ def test_shipped_scrape_job_passes_promtool(tmp_path):
 
 
 def test_the_kubernetes_manifests_parse_and_agree_with_the_config_they_ship():
-    """deploy/kubernetes/: every file parses and is listed in kustomization.yaml; the ConfigMap's config.toml is
-    valid, names its tokens as files of the mounted Secret (none inline), and the Deployment, Role and scrape
-    annotations agree with it. What the RBAC grants is tested on a real API server (tests/k8s/test_deploy_rbac.py)."""
+    """deploy/kubernetes/: every file parses and is listed in kustomization.yaml, the admission policies' too (their
+    CRD before them); the ConfigMap's config.toml is valid, names its tokens as files of the mounted Secret (none
+    inline), and the Deployment, Role, scrape annotations and admission policies agree with it: the policies read
+    the AdmissionParams object the config names, which the ClusterRole lets the daemon write, and their bindings
+    leave the daemon's own namespace alone. What the RBAC grants is tested on a real API server
+    (tests/k8s/test_deploy_rbac.py)."""
     import tomllib
 
     import yaml
@@ -156,10 +159,12 @@ def test_the_kubernetes_manifests_parse_and_agree_with_the_config_they_ship():
     from daemon.config.models import parse_config
 
     d = REPO / "deploy" / "kubernetes"
-    files = sorted(p.name for p in d.glob("*.yaml"))
+    files = sorted(str(p.relative_to(d)) for p in [*d.glob("*.yaml"), *d.glob("admission/*.yaml")])
     docs = {p: [x for x in yaml.safe_load_all((d / p).read_text()) if x] for p in files}
     kust = docs.pop("kustomization.yaml")[0]
     assert sorted(kust["resources"]) == sorted(docs), "kustomization.yaml lists every manifest"
+    admission = [f for f in kust["resources"] if f.startswith("admission/")]
+    assert admission[0] == "admission/params-crd.yaml", "the CRD before the policies that read its object"
     by_kind = {}
     for name, ds in docs.items():
         for x in ds:
@@ -192,3 +197,22 @@ def test_the_kubernetes_manifests_parse_and_agree_with_the_config_they_ship():
         ann = obj["metadata"]["annotations"]
         assert ann["prometheus.io/scrape"] == "true" and ann["prometheus.io/port"] == str(cfg.server.port)
     assert pod["containers"][0]["ports"][0]["containerPort"] == cfg.server.port and cfg.server.host == "0.0.0.0"
+    # the admission policies: their parameters are the object the daemon writes, by a name the ClusterRole grants
+    params = cfg.actuators.kubernetes.admission_params
+    assert params, "configmap.yaml sets actuators.kubernetes.admission_params"
+    crd = by_kind["CustomResourceDefinition"]["spec"]
+    param_kind = {"apiVersion": f"{crd['group']}/{crd['versions'][0]['name']}", "kind": crd["names"]["kind"]}
+    policies = [x for f in admission for x in docs[f] if x["kind"] == "ValidatingAdmissionPolicy"]
+    bindings = [x for f in admission for x in docs[f] if x["kind"] == "ValidatingAdmissionPolicyBinding"]
+    assert len(policies) == len(bindings) == 3
+    assert all(x["spec"]["paramKind"] == param_kind for x in policies)
+    assert {b["spec"]["policyName"] for b in bindings} == {x["metadata"]["name"] for x in policies}
+    for b in bindings:
+        assert b["spec"]["paramRef"]["name"] == params, b["metadata"]["name"]
+        # the daemon's own pods (its namespace, the Deployment's) are never judged by the tenants' rules
+        excluded = [e for e in b["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+                    if e["key"] == "kubernetes.io/metadata.name" and e["operator"] == "NotIn"]
+        assert len(excluded) == 1 and dep["metadata"]["namespace"] in excluded[0]["values"], b["metadata"]["name"]
+    grants = [(r["verbs"], r.get("resourceNames")) for r in by_kind["ClusterRole"]["rules"]
+              if r["apiGroups"] == [crd["group"]] and r["resources"] == [crd["names"]["plural"]]]
+    assert sorted(grants) == sorted([(["create"], None), (["get", "update"], [params])]), grants

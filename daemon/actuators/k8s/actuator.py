@@ -118,7 +118,7 @@ class KubernetesActuator:
         self._classes_ok = False
         self._quotas_swept = False  # start-up: our quotas that no plan of this configuration can ask for are gone
         self.guard: FenceGuard = NO_FENCE
-        # the admission policies' parameters (deploy/kubernetes/admission/), when the config names their ConfigMap
+        # the admission policies' parameters (deploy/kubernetes/admission/), when the config names their object
         self.admission = (AdmissionParams(api_client, cfg.admission_params,
                                           params_spec(tenants, self.ns_of, cfg.gpu_resource, hold_label), dry_run)
                           if cfg.admission_params else None)
