@@ -40,8 +40,10 @@ from daemon.config.models import (
     load_config,
     parse_config,
 )
+from daemon.config.windows import WindowConfig
 
 __all__ = [
+    "WindowConfig",
     "ANY", "DEFAULT_TYPE", "UNKNOWN_TYPE", "FleetConfig", "NodePool", "TypeResolver", "accepts_type",
     "AccessConfig", "AccessToken", "ActuatorsConfig", "ClusterConfig", "Config", "ConfigError", "CycleConfig",
     "FailoverConfig", "ForecastQualityConfig", "ForecasterConfig", "GatewayKeysConfig", "HAConfig", "HealthConfig",

@@ -13,8 +13,9 @@ from typing import Literal
 
 from pydantic import Field, HttpUrl, ValidationError, field_validator, model_validator
 
-from daemon.config.fleet import FleetConfig
+from daemon.config.fleet import DEFAULT_TYPE, FleetConfig
 from daemon.config.names import collisions
+from daemon.config.windows import WindowConfig, problems as window_problems
 from gateway.configfile import Strict as _Strict, format_validation_error, read_secret, read_toml
 from gateway.keys import ApiKey
 
@@ -867,6 +868,8 @@ class Config(_Strict):
     failover: FailoverConfig = Field(default_factory=FailoverConfig)
     retrain: RetrainConfig = Field(default_factory=RetrainConfig)
     health: HealthConfig = Field(default_factory=HealthConfig)
+    windows: list[WindowConfig] = Field(default_factory=list, description="recurring capacity windows "
+                                        "(docs/windows.md): GPUs a tenant is held at a time that recurs")
 
     @model_validator(mode="before")
     @classmethod
@@ -969,6 +972,28 @@ class Config(_Strict):
                                  "written with a gateway's credential; log in as the daemon's own user "
                                  "(deploy/redis/users.acl, docs/security.md)")
         return self
+
+    @model_validator(mode="after")
+    def _windows_fit(self) -> "Config":
+        # refused at start and reload: a window larger than its type's GPUs, or windows that overlap with more
+        # GPUs than there are (each named, with the time); the API checks a change against the live capacity
+        bad = window_problems(self.windows, self.known_capacity(), self.fleet.typed,
+                              [t.name for t in self.tenants])
+        if bad:
+            raise ValueError("; ".join(bad))
+        return self
+
+    def known_capacity(self) -> dict[str, int]:
+        """GPUs per type known from the config alone: the simulated cluster's (fleet.pools, else cluster.gpus);
+        empty for a real scheduler, whose GPUs only it can tell (checked against its snapshot at runtime)."""
+        if self.fleet.pools:
+            out: dict[str, int] = {}
+            for p in self.fleet.pools:
+                out[p.type] = out.get(p.type, 0) + p.nodes * p.gpus_per_node
+            return out
+        if self.source.kind == "simulator" and not self.fleet.typed:
+            return {DEFAULT_TYPE: self.cluster.gpus}
+        return {}
 
     def daemon_redis_urls(self) -> dict[str, str]:
         """The Redis URLs this daemon logs in with, by the config key that gives them (ha.redis_url only when the

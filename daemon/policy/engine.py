@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from daemon.config import Config, TenantConfig
-from daemon.policy import aging, budget, fleet, preemption, reservation
+from daemon.policy import aging, budget, fleet, preemption, reservation, windows
 from daemon.policy.ratelimits import rate_level, tenant_limits
 from daemon.policy.state import PRIORITY, ClusterState
 from daemon.policy.types import Notification, OperatorInputs, Plan, PolicyMemory, Preemption
@@ -147,12 +147,20 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     clock = state.at.timestamp() if now is None else float(now)
     ag, aged_gpus, aged_since = _aging(state, view, memory, cfg, clock, notes)
     reactive = _reactive_mask(view.tenants, acting, forecast, notes)
-    holds = _holds(forecast, state, view, memory, cfg, ops, aged_gpus, notes, reactive)
+    win = _window_demand(state, view, cfg, ops, notes)
+    holds = _holds(forecast, state, view, memory, cfg, ops, aged_gpus, notes, reactive, win)
     typed = None
     if fleet.is_typed(state):  # a mixed fleet: the holds said per type (daemon/policy/fleet.py)
         peaks = _typed_peaks(forecast, view.tenants, cfg)
         if peaks is not None and reactive is not None:  # a reactive tenant's types follow its demand
             peaks = {i: v for i, v in peaks.items() if not reactive[i]}
+        if win is not None and win[2]:  # a window's GPUs are held on the types it names
+            peaks = dict(peaks or {})
+            for i, by_type in win[2].items():
+                d = dict(peaks.get(i, {}))
+                for t, g in by_type.items():
+                    d[(t,)] = max(d.get((t,), 0.0), float(g))
+                peaks[i] = d
         typed = fleet.split(state, holds.res, view.high | holds.aged | holds.floored, cfg,
                             peaks, last.holds_by_type if last else None)
         res = typed.res
@@ -171,6 +179,36 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
                        aged_jobs=ag.aged_jobs, budget_gpus=cleared.budget_gpus, budget_jobs=cleared.budget_jobs,
                        budget_at=clock)
     return _assemble(state, view, holds, cleared, tuple(notifs), limits, load, mem, notes, typed)
+
+
+def _window_demand(state: ClusterState, view: _View, cfg: Config, ops: OperatorInputs, notes: list[str]
+                   ) -> tuple[np.ndarray, np.ndarray, dict[int, dict[str, int]]] | None:
+    """The recurring windows' demand now (daemon/policy/windows.py): GPUs held at least and GPUs to clear per
+    tenant, and per tenant index the GPUs per type; None without windows. The config's windows, with the
+    operator's (API) ones replacing those of the same name; each that asks for something says why in the notes."""
+    ws = {w.name: w for w in cfg.windows}
+    ws.update({w.name: w for w in ops.windows})
+    if not ws:
+        return None
+    drain_s, _ = drain_and_checkpoint_s(cfg)
+    ds = windows.demands(ws.values(), state.at, drain_s, cfg.cycle.interval_s)
+    if not ds:
+        return None
+    pos = {t: i for i, t in enumerate(view.tenants)}
+    hold, clear, by_type = windows.per_tenant(ds)
+    h, c = np.zeros(view.n), np.zeros(view.n)
+    typed: dict[int, dict[str, int]] = {}
+    for d in ds:
+        if d.tenant not in pos:
+            notes.append(f"{d.reason}, but tenant {d.tenant} is not in the snapshot: nothing held for it")
+            continue
+        notes.append(f"{d.reason}: {plural(d.gpus, 'GPU')} held for {d.tenant}")
+    for t, g in hold.items():
+        if t in pos:
+            h[pos[t]], c[pos[t]] = g, clear.get(t, 0)
+            if cfg.fleet.typed:
+                typed[pos[t]] = by_type[t]
+    return h, c, typed
 
 
 def _reactive_mask(tenants: tuple[str, ...], acting: frozenset[str] | None, forecast: Forecast | None,
@@ -225,7 +263,8 @@ def _aging(state: ClusterState, view: _View, memory: PolicyMemory, cfg: Config, 
 
 def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: PolicyMemory, cfg: Config,
            ops: OperatorInputs, aged_gpus: np.ndarray, notes: list[str],
-           reactive: np.ndarray | None = None) -> _Holds:
+           reactive: np.ndarray | None = None,
+           win: tuple[np.ndarray, np.ndarray, dict] | None = None) -> _Holds:
     """Reservations for the high tier (its forecast peak over the lead time), aged tenants and operator floors,
     in whole jobs, fitted to the capacity. A `reactive` tenant's forecast is read as unknown: its hold is its
     demand with headroom and nothing is preempted for its forecast (the skill gate)."""
@@ -301,6 +340,10 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
     floored = (floor > 0) & ~high
     res = np.maximum(res, floor)
     soon = np.maximum(soon, floor)
+    if win is not None:  # a recurring window: held at least its GPUs from its lead time, cleared by its start
+        res = np.maximum(res, win[0])
+        soon = np.maximum(soon, win[1])
+        floored = floored | ((win[0] > 0) & ~high)
     capacity = view.capacity
     pool = reservation.high_pool(capacity, pc.reserve_share)
     # aged jobs are held for first, from everything but the high tier's guarantee (its static pool, or its own

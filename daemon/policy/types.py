@@ -6,6 +6,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from daemon.config.windows import WindowConfig
+
 
 @dataclass(frozen=True)
 class RateLimit:
@@ -196,3 +198,6 @@ class OperatorInputs:
     floors: dict[str, int] = field(default_factory=dict)        # tenant -> GPUs held at least
     paused: frozenset[str] = frozenset()                        # tenants whose jobs are not preempted
     paused_all: bool = False                                    # no preemptions at all
+    # recurring windows operators declared through the API (the config's are cfg.windows); one of the same
+    # name replaces the config's
+    windows: tuple[WindowConfig, ...] = ()

@@ -1,0 +1,262 @@
+"""Recurring capacity windows (issue 39): GPUs a tenant is known to need at a time that recurs.
+
+A window is declared demand: "team-a needs 16 GPUs every weekday from 14:00 Europe/Paris for 2 hours". The plan
+holds them from ``reclaim_before_minutes`` ahead of each start (daemon/policy/windows.py), Slurm carries them as a
+recurring reservation (daemon/actuators/slurm/windows.py), operators add and change them in the config
+(``[[windows]]``) or through the API (daemon/state/overrides.py).
+
+Next starts come from APScheduler's CronTrigger (a window's recurrence is a crontab or daily / weekly / weekdays
+at a time of day, in its own time zone, so 14:00 Europe/Paris stays 14:00 across daylight saving). Pure: no clock
+is read here; checks that need a time take it as an argument.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable, Mapping
+from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from apscheduler.triggers.cron import CronTrigger
+from pydantic import Field, field_validator, model_validator
+
+from gateway.configfile import Strict as _Strict
+
+WINDOW_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+# how far ahead overlaps are looked for: two weeks of starts cover every daily, weekday and weekly pattern twice
+CHECK_PERIOD = dt.timedelta(days=14)
+_TIME = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
+
+
+class WindowConfig(_Strict):
+    """One recurring window. Either ``cron`` or ``every`` (+ ``at``) gives the recurrence."""
+
+    name: str = Field(description="the window's name (lowercase letters, digits, '-', '_'; up to 40): it names "
+                      "the Slurm reservation (gpuas-win-<name>) and says why GPUs are held")
+    tenant: str = Field(min_length=1, description="the tenant whose GPUs these are (one of [[tenants]])")
+    gpus: int | dict[str, int] = Field(description="GPUs held during the window: a number on a one-model "
+                                       "cluster, or GPU type -> GPUs on a mixed fleet (fleet.types)")
+    cron: str | None = Field(None, description="a crontab (minute hour day month weekday) of the starts, in "
+                             "`timezone`; instead of every/at")
+    every: Literal["daily", "weekly", "weekdays"] | None = Field(None, description="daily, weekly (on `day`) or "
+                                                                 "weekdays (Monday to Friday), at `at`")
+    at: str | None = Field(None, description="the start's time of day, HH:MM in `timezone` (with `every`)")
+    day: Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"] | None = Field(
+        None, description="the day of a weekly window")
+    timezone: str = Field("UTC", description="the IANA time zone of the starts (Europe/Paris)")
+    duration_minutes: float = Field(gt=0, description="how long each occurrence lasts")
+    reclaim_before_minutes: float = Field(30.0, ge=0, description="the lead time: the hold is in place, and "
+                                          "low-priority work on those GPUs drained, from this long before each "
+                                          "start (longer when the drain itself takes longer)")
+    borrowable_before: bool = Field(True, description="true: before the lead time others may use the GPUs (no "
+                                    "hold); false: they are held from the window's creation on")
+
+    @field_validator("name")
+    @classmethod
+    def _name_ok(cls, v: str) -> str:
+        if not WINDOW_NAME.match(v):
+            raise ValueError(f"{v!r} is not a window name (lowercase letters, digits, '-', '_'; up to 40)")
+        return v
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpus_ok(cls, v: int | dict[str, int]) -> int | dict[str, int]:
+        if isinstance(v, dict):
+            if not v:
+                raise ValueError("names no GPU type")
+            bad = {t: n for t, n in v.items() if n <= 0}
+            if bad:
+                raise ValueError(f"GPUs per type must be > 0: {bad}")
+            return {str(t).strip().lower(): int(n) for t, n in v.items()}
+        if v <= 0:
+            raise ValueError("must be > 0")
+        return v
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone_ok(cls, v: str) -> str:
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"{v!r} is not an IANA time zone (Europe/Paris, UTC)") from None
+        return v
+
+    @model_validator(mode="after")
+    def _recurrence_ok(self) -> "WindowConfig":
+        if (self.cron is None) == (self.every is None):
+            raise ValueError(f"window {self.name!r}: give either cron or every (with at), not "
+                             + ("both" if self.cron else "neither"))
+        if self.every is not None:
+            if self.at is None or not _TIME.match(self.at):
+                raise ValueError(f"window {self.name!r}: at = {self.at!r} is not a time of day HH:MM")
+            if (self.every == "weekly") != (self.day is not None):
+                raise ValueError(f"window {self.name!r}: day is " + ("needed by every = 'weekly'"
+                                 if self.day is None else "read only with every = 'weekly'"))
+        elif self.at is not None or self.day is not None:
+            raise ValueError(f"window {self.name!r}: at and day go with every, not with cron")
+        try:
+            self.trigger()
+        except ValueError as exc:
+            raise ValueError(f"window {self.name!r}: cron = {self.cron!r} is not a crontab: {exc}") from None
+        return self
+
+    # ---- the recurrence -------------------------------------------------------------------------------------
+    def crontab(self) -> str:
+        """The recurrence as a crontab (``every``/``at`` written as one)."""
+        if self.cron is not None:
+            return self.cron
+        assert self.at is not None
+        hh, mm = (int(x) for x in self.at.split(":"))
+        dow = {"daily": "*", "weekdays": "mon-fri", "weekly": self.day or "*"}[self.every or "daily"]
+        return f"{mm} {hh} * * {dow}"
+
+    def trigger(self) -> CronTrigger:
+        f = self.crontab().split()
+        if len(f) == 5:
+            f[4] = cron_weekdays(f[4])
+        return CronTrigger.from_crontab(" ".join(f), timezone=ZoneInfo(self.timezone))
+
+    def starts(self, since: dt.datetime, until: dt.datetime) -> list[dt.datetime]:
+        """The starts in [since, until), in the window's time zone."""
+        trig, out = self.trigger(), []
+        t = trig.get_next_fire_time(None, since)
+        while t is not None and t < until:
+            out.append(t)
+            t = trig.get_next_fire_time(t, t + dt.timedelta(seconds=1))
+        return out
+
+    def occurrence(self, now: dt.datetime) -> dt.datetime | None:
+        """The start of the occurrence in progress at `now`, else of the next one (None: none ever again)."""
+        return self.trigger().get_next_fire_time(None, now - self.duration + dt.timedelta(microseconds=1))
+
+    @property
+    def duration(self) -> dt.timedelta:
+        return dt.timedelta(minutes=self.duration_minutes)
+
+    @property
+    def lead(self) -> dt.timedelta:
+        return dt.timedelta(minutes=self.reclaim_before_minutes)
+
+    def slurm_flag(self) -> str | None:
+        """The recurrence as a Slurm reservation flag (DAILY, WEEKLY, WEEKDAY), None when Slurm cannot say it
+        (the next occurrence is then reserved alone and re-created once it has passed)."""
+        if self.every is not None:
+            return {"daily": "DAILY", "weekly": "WEEKLY", "weekdays": "WEEKDAY"}[self.every]
+        f = (self.cron or "").split()
+        if len(f) != 5 or not f[0].isdigit() or not f[1].isdigit() or f[2:4] != ["*", "*"]:
+            return None
+        dow = f[4].lower()
+        if dow == "*":
+            return "DAILY"
+        if dow in ("1-5", "mon-fri"):
+            return "WEEKDAY"
+        if dow in DAYS or (dow.isdigit() and 0 <= int(dow) <= 7):
+            return "WEEKLY"
+        return None
+
+    def gpus_by_type(self, default_type: str) -> dict[str, int]:
+        return dict(self.gpus) if isinstance(self.gpus, dict) else {default_type: int(self.gpus)}
+
+    def total_gpus(self) -> int:
+        return int(sum(self.gpus.values())) if isinstance(self.gpus, dict) else int(self.gpus)
+
+    def describe(self) -> str:
+        """How the plan says it: "window batch opens 14:00 Europe/Paris"."""
+        when = self.at if self.at is not None else f"cron {self.cron!r}"
+        return f"window {self.name} opens {when} {self.timezone}"
+
+
+_CRON_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+def cron_weekdays(field: str) -> str:
+    """A crontab's weekday field with its numbers as names: crontab counts 0 (and 7) as Sunday, APScheduler 3's
+    CronTrigger 0 as Monday (its from_crontab passes the numbers through), so "1-5" would run Tuesday to
+    Saturday. A numeric range is written out day by day ("0-2": "sun,mon,tue"), as a named range cannot wrap."""
+    out = []
+    for part in field.split(","):
+        m = re.fullmatch(r"([0-7])(?:-([0-7]))?", part.strip())
+        if m is None:
+            out.append(part)
+            continue
+        a, b = int(m.group(1)), int(m.group(2) if m.group(2) is not None else m.group(1))
+        if b < a:
+            raise ValueError(f"weekday range {part!r} runs backwards")
+        out.extend(_CRON_DAYS[d] for d in range(a, b + 1))
+    return ",".join(dict.fromkeys(out))
+
+
+def problems(windows: Iterable[WindowConfig], capacity: Mapping[str, int], typed: bool, tenants: Iterable[str] = (),
+             since: dt.datetime | None = None, default_type: str = "gpu") -> list[str]:
+    """Why these windows cannot all be kept, one line each (empty: they can): a name twice, an unknown tenant or
+    type, a number of GPUs on a mixed fleet (or types on a one-model cluster), a window larger than its type's
+    capacity, one that overlaps itself, and windows whose holds overlap with more GPUs than the type has
+    (both windows and the time named). `capacity`: GPUs per type (`default_type` on a one-model cluster); a type
+    not in it is not checked for size (its capacity is known only to the scheduler). Holds count from
+    reclaim_before ahead of each start. `since`: where the check period starts (the caller's clock)."""
+    ws = list(windows)
+    out: list[str] = []
+    known_tenants = set(tenants)
+    names = [w.name for w in ws]
+    for n in sorted({n for n in names if names.count(n) > 1}):
+        out.append(f"windows: the name {n!r} is used twice")
+    for w in ws:
+        where = f"windows.{w.name}"
+        if known_tenants and w.tenant not in known_tenants:
+            out.append(f"{where}.tenant: {w.tenant!r} is not one of [[tenants]] {sorted(known_tenants)}")
+        if typed and not isinstance(w.gpus, dict):
+            out.append(f"{where}.gpus: a mixed fleet needs GPUs per type, for example {{h100 = {w.gpus}}}")
+            continue
+        if not typed and isinstance(w.gpus, dict):
+            out.append(f"{where}.gpus: this cluster has one GPU model (no fleet.types): give a number")
+            continue
+        for t, g in w.gpus_by_type(default_type).items():
+            if typed and t not in capacity:
+                out.append(f"{where}.gpus: {t!r} is not a GPU type of this fleet {sorted(capacity)}")
+            elif t in capacity and g > capacity[t]:
+                what = f"{t} GPUs" if typed else "GPUs"
+                out.append(f"{where}.gpus: {g} is more than the {capacity[t]} {what} the cluster has")
+    if out:
+        return out
+    start = since or dt.datetime.now(dt.timezone.utc)
+    end = start + CHECK_PERIOD
+    spans: dict[str, list[tuple[dt.datetime, dt.datetime, WindowConfig, int]]] = {}
+    for w in ws:
+        occ = w.starts(start - w.duration, end + w.lead)
+        for a, b in zip(occ, occ[1:]):
+            if b - a < w.duration + w.lead:
+                out.append(f"windows.{w.name}: an occurrence ({_fmt(b)}) starts, or is reclaimed for, before the "
+                           f"one before it ({_fmt(a)}) has ended: shorten duration_minutes or "
+                           "reclaim_before_minutes")
+                break
+        for s in occ:
+            for t, g in w.gpus_by_type(default_type).items():
+                spans.setdefault(t, []).append((s - w.lead, s + w.duration, w, g))
+    if out:
+        return out
+    seen: set[tuple[str, ...]] = set()
+    for t, items in sorted(spans.items()):
+        cap = capacity.get(t)
+        if cap is None:
+            continue
+        for a, _b, _w, _g in sorted(items, key=lambda x: x[0]):
+            live = [(a2, b2, w2, g2) for a2, b2, w2, g2 in items if a2 <= a < b2]
+            total = sum(g2 for *_x, g2 in live)
+            if total <= cap or len(live) < 2:
+                continue
+            key = (t,) + tuple(sorted(w2.name for *_y, w2, _g2 in live))
+            if key in seen:
+                continue
+            seen.add(key)
+            lo, hi = max(x[0] for x in live), min(x[1] for x in live)
+            who = " and ".join(f"{w2.name} ({g2})" for *_z, w2, g2 in sorted(live, key=lambda x: x[2].name))
+            what = f"{t} GPUs" if typed else "GPUs"
+            out.append(f"windows: {who} overlap from {_fmt(lo)} to {_fmt(hi)} (holds from reclaim_before on) with "
+                       f"{total} {what}, more than the {cap} the cluster has")
+    return out
+
+
+def _fmt(t: dt.datetime) -> str:
+    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

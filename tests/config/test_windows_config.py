@@ -1,0 +1,99 @@
+"""[[windows]] (issue 39): each bad field is one line naming it; a window larger than its type's GPUs and
+overlapping windows with more GPUs than there are are refused at start and at reload, the conflict named."""
+
+import datetime as dt
+
+import pytest
+
+from daemon.config import ConfigError, WindowConfig, parse_config
+from daemon.config.reload import merge
+
+BASE = {"cluster": {"gpus": 32}, "tenants": [{"name": "a", "tier": "high"}, {"name": "b"}]}
+
+
+def _w(name="x", tenant="a", gpus=16, **kw):
+    return {"name": name, "tenant": tenant, "gpus": gpus, "duration_minutes": 120,
+            **({"every": "daily", "at": "14:00", "timezone": "Europe/Paris"} | kw)}
+
+
+def _refused(windows, base=BASE) -> str:
+    with pytest.raises(ConfigError) as e:
+        parse_config({**base, "windows": windows})
+    msg = str(e.value)
+    assert "\n" not in msg and "Traceback" not in msg
+    return msg
+
+
+def test_a_good_window_loads_with_its_slurm_flag():
+    cfg = parse_config({**BASE, "windows": [_w(), _w("y", "b", 8, every="weekdays", at="09:00"),
+                                            _w("z", "b", 8, every="weekly", day="sun", at="20:00"),
+                                            _w("c", "b", 4, every=None, at=None, timezone="UTC",
+                                               cron="30 3 1 * *")]})
+    assert [w.slurm_flag() for w in cfg.windows] == ["DAILY", "WEEKDAY", "WEEKLY", None]
+
+
+def test_a_window_larger_than_the_cluster_is_refused():
+    assert "windows.x.gpus: 40 is more than the 32 GPUs the cluster has" in _refused([_w(gpus=40)])
+
+
+def test_a_window_larger_than_its_type_is_refused_on_a_mixed_fleet():
+    fleet = {**BASE, "fleet": {"types": ["h100", "a100"], "pools": [{"type": "h100", "nodes": 1},
+                                                                     {"type": "a100", "nodes": 4}]}}
+    assert "windows.x.gpus: 9 is more than the 8 h100 GPUs the cluster has" in \
+        _refused([_w(gpus={"h100": 9, "a100": 8})], fleet)
+    assert "a mixed fleet needs GPUs per type" in _refused([_w(gpus=8)], fleet)
+    assert "'t4' is not a GPU type of this fleet" in _refused([_w(gpus={"t4": 1})], fleet)
+    parse_config({**fleet, "windows": [_w(gpus={"h100": 8}), _w("y", "b", {"h100": 8}, at="20:00")]})
+
+
+def test_overlapping_windows_over_the_capacity_are_refused_with_both_and_the_time_named():
+    # x: 14:00-16:00 Paris daily, held from 13:30; y: weekdays 15:00 Paris, held from 14:30 -> they overlap
+    # 14:30-16:00 Paris (13:30-15:00 UTC in December) on the first weekday
+    msg = _refused([_w(gpus=20), _w("y", "b", 20, every="weekdays", at="15:00", duration_minutes=60)])
+    assert "x (20) and y (20) overlap from" in msg and "13:30 UTC to" in msg and "15:00 UTC" in msg
+    assert "40 GPUs, more than the 32" in msg
+    # the same two at times that do not meet, or that fit together, are kept
+    parse_config({**BASE, "windows": [_w(gpus=20), _w("y", "b", 20, every="weekdays", at="17:00")]})
+    parse_config({**BASE, "windows": [_w(gpus=16), _w("y", "b", 16, every="weekdays", at="15:00")]})
+
+
+def test_a_crontab_sunday_is_sunday_and_its_overlap_with_a_weekly_window_is_found():
+    # crontab weekdays count Sunday as 0: "0 14 * * 0" is Sunday, as the weekly window on sun is
+    msg = _refused([_w(gpus=20, every=None, at=None, cron="0 14 * * 0"),
+                    _w("y", "b", 20, every="weekly", day="sun", at="15:00", duration_minutes=30)])
+    assert "x (20) and y (20) overlap" in msg
+
+
+def test_each_bad_field_is_named_on_one_line():
+    assert "at = '25:00' is not a time of day" in _refused([_w(at="25:00")])
+    assert "cron = 'nope' is not a crontab" in _refused([_w(every=None, at=None, cron="nope")])
+    assert "'Mars/Olympus' is not an IANA time zone" in _refused([_w(timezone="Mars/Olympus")])
+    assert "give either cron or every" in _refused([_w(cron="0 1 * * *")])
+    assert "day is needed by every = 'weekly'" in _refused([_w(every="weekly")])
+    assert "windows.x.tenant: 'nobody' is not one of [[tenants]]" in _refused([_w(tenant="nobody")])
+    assert "the name 'x' is used twice" in _refused([_w(), _w(at="20:00")])
+    assert "windows.0.duration_minutes" in _refused([_w(duration_minutes=0)])
+    assert "before the one before it" in _refused([_w(duration_minutes=24 * 60)])
+    assert "not a window name" in _refused([_w(name="Bad Name")])
+
+
+def test_a_reload_that_adds_an_overlap_is_refused():
+    running = parse_config({**BASE, "windows": [_w(gpus=20)]})
+    new = parse_config({**BASE, "windows": [_w(gpus=20)]}).model_copy()
+    with pytest.raises(ConfigError, match="x .20. and y .20. overlap"):
+        merge(running, type(new).model_construct(**{**dict(new), "windows": [
+            WindowConfig.model_validate(_w(gpus=20)),
+            WindowConfig.model_validate(_w("y", "b", 20, at="15:00"))]}))
+
+
+def test_starts_follow_the_windows_time_zone_across_daylight_saving():
+    w = WindowConfig.model_validate(_w())
+    winter = w.starts(dt.datetime(2026, 12, 7, tzinfo=dt.timezone.utc), dt.datetime(2026, 12, 8,
+                                                                                     tzinfo=dt.timezone.utc))
+    summer = w.starts(dt.datetime(2026, 7, 7, tzinfo=dt.timezone.utc), dt.datetime(2026, 7, 8,
+                                                                                   tzinfo=dt.timezone.utc))
+    assert [s.astimezone(dt.timezone.utc).hour for s in winter + summer] == [13, 12]
+    weekdays = WindowConfig.model_validate(_w(every=None, at=None, cron="0 9 * * 1-5"))
+    got = weekdays.starts(dt.datetime(2026, 12, 6, tzinfo=dt.timezone.utc), dt.datetime(2026, 12, 13,
+                                                                                        tzinfo=dt.timezone.utc))
+    assert [s.strftime("%a") for s in got] == ["Mon", "Tue", "Wed", "Thu", "Fri"]

@@ -1,0 +1,103 @@
+"""A recurring window on the simulator (issue 39): the plan holds the window's GPUs from its lead time and drains
+the low-priority work on them, so at the window's start the hold is in place, nothing low runs or drains on the
+held nodes, and the tenant's work starts at once; before the lead time the GPUs are lent out."""
+
+import datetime as dt
+
+import numpy as np
+import pandas as pd
+
+from daemon.config import parse_config
+from daemon.policy.engine import plan
+from daemon.policy.state import PRIORITY
+from daemon.policy.types import OperatorInputs, PolicyMemory
+from daemon.sim.actuator import SimulatorActuator
+from daemon.sim.cluster import RUNNING, SimCluster
+
+PARIS = dt.timezone(dt.timedelta(hours=1))   # Europe/Paris in December (CET)
+TENANTS = ("batch", "lo")
+STEP_S = 300
+
+
+def _config(borrowable: bool = True, in_config: bool = True) -> tuple:
+    window = {"name": "eod", "tenant": "batch", "gpus": 16, "every": "daily", "at": "14:00",
+              "timezone": "Europe/Paris", "duration_minutes": 60, "reclaim_before_minutes": 30,
+              "borrowable_before": borrowable}
+    cfg = parse_config({
+        "cluster": {"gpus": 32, "gpus_per_node": 8},
+        "tenants": [{"name": "batch", "tier": "normal"}, {"name": "lo", "tier": "low"}],
+        "cycle": {"interval_s": STEP_S, "resolution_s": STEP_S},
+        "source": {"simulator": {"drain_steps": 2}},
+        "policy": {"preempt_budget_share": 1.0, "preempt_min_runtime_s": 0},
+        "windows": [window] if in_config else [],
+    })
+    ops = OperatorInputs() if in_config else OperatorInputs(windows=(type(cfg).model_validate(
+        {**cfg.model_dump(), "windows": [window]}).windows[0],))
+    return cfg, ops
+
+
+def _run(cfg, ops, start: dt.datetime, end: dt.datetime, wants) -> list[tuple]:
+    """Step the simulator from `start` to `end`, planning each step; per step (time, plan, cluster, stats)."""
+    prio = np.array([PRIORITY["normal"], PRIORITY["low"]], dtype=np.int8)
+    c = SimCluster(list(TENANTS), prio, 32, np.array([8, 1]), gpus_per_node=8, drain_steps=2)
+    act = SimulatorActuator(c, TENANTS)
+    mem, last, out = PolicyMemory(), None, []
+    t = start
+    c.step(np.array(wants(t), dtype=float))
+    while t < end:
+        t += dt.timedelta(seconds=STEP_S)
+        st = c.state(TENANTS, ("normal", "low"), pd.Timestamp(t), STEP_S)
+        p = plan(None, st, mem, cfg, last, ops)
+        mem, last = p.memory, p
+        act.apply(p)
+        stats = c.step(np.array(wants(t), dtype=float))
+        c.check_invariants()
+        out.append((t, p, c, stats, _low_on_held(c)))
+    return out
+
+
+def _low_on_held(c: SimCluster) -> tuple[int, int]:
+    """(low GPUs running, GPUs draining) on the nodes held for the window's tenant."""
+    held = np.flatnonzero(c.node_holder == 0)
+    run = np.flatnonzero(c.j_state[: c.size] == RUNNING)
+    low = run[(c.j_tenant[run] == 1) & np.isin(c.j_node[run], held)]
+    return int(c.j_gpus[low].sum()), int(c.node_draining()[held].sum())
+
+
+def _wants(t: dt.datetime) -> list[float]:
+    local = t.astimezone(PARIS)
+    in_window = dt.time(14, 0) <= local.time() < dt.time(15, 0)
+    return [16.0 if in_window else 0.0, 32.0]           # the low tenant would fill the whole cluster
+
+
+def test_the_hold_is_in_place_and_low_work_drained_at_the_windows_start():
+    for in_config in (True, False):   # declared in the config, or by an operator through the API
+        cfg, ops = _config(in_config=in_config)
+        steps = _run(cfg, ops, dt.datetime(2026, 12, 7, 12, 0, tzinfo=PARIS), dt.datetime(2026, 12, 7, 14, 30,
+                                                                                            tzinfo=PARIS), _wants)
+        by = {t.astimezone(PARIS).strftime("%H:%M"): (p, c, s, low) for t, p, c, s, low in steps}
+        # before the lead time the GPUs are borrowed: no hold, the low tenant runs on all 32
+        p, _c, s, _low = by["13:00"]
+        assert "batch" not in p.reservations and int(s.served[1]) == 32
+        # from 13:30 (30 min ahead) the hold is there and says why
+        p, _c, _s, _low = by["13:30"]
+        assert p.reservations.get("batch", 0) >= 16
+        assert any("window eod opens 14:00 Europe/Paris" in n for n in p.notes), p.notes
+        assert sum(x.gpus for x in by["13:30"][0].preemptions) >= 16
+        # by the start (the plan made at 13:55, applied before 14:00) the held nodes run no low work and nothing
+        # drains there: the window's 16 GPUs start in the 14:00 step
+        p, c, s, low = by["13:55"]
+        assert p.reservations.get("batch", 0) >= 16 and low == (0, 0)
+        assert int((c.node_holder == 0).sum()) * 8 >= 16
+        p, _c, s, _low = by["14:00"]
+        assert int(s.served[0]) == 16 and int(s.queued[0]) == 0, (s.served, s.queued)
+
+
+def test_a_window_not_borrowable_before_is_held_from_creation_but_cleared_only_at_its_lead_time():
+    cfg, ops = _config(borrowable=False)
+    steps = _run(cfg, ops, dt.datetime(2026, 12, 7, 11, 0, tzinfo=PARIS), dt.datetime(2026, 12, 7, 14, 0,
+                                                                                        tzinfo=PARIS), _wants)
+    early = [p for t, p, *_ in steps if t.astimezone(PARIS).time() < dt.time(13, 30)]
+    assert early and all(p.reservations.get("batch", 0) >= 16 for p in early)
+    assert all(not p.preemptions for p in early)                 # held by attrition, not cleared, until 13:30
+    assert any(p.preemptions for t, p, *_ in steps if t.astimezone(PARIS).time() >= dt.time(13, 30))
