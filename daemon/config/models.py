@@ -465,6 +465,9 @@ class SlurmActuatorConfig(_Strict):
                                                "(with slurm enabled: every tier, as the plan and simulator hold)")
     hold_name_prefix: str = Field("gpuas-hold", pattern=r"^[A-Za-z0-9_.-]+$",
                                   description="reservations named so are the daemon's own; no other is touched")
+    window_name_prefix: str = Field("gpuas-win", pattern=r"^[A-Za-z0-9_.-]+$",
+                                    description="recurring windows' reservations are named <prefix>-<window> "
+                                                "(docs/windows.md); no other is touched by them")
     hold_shrink_delay_s: float = Field(300.0, ge=0,
                                        description="a hold shrinks only after wanting fewer nodes this long")
 
@@ -505,6 +508,9 @@ class KueueActuatorConfig(_Strict):
     hold_label: str = Field("gpu-autoscaler.io/hold",
                             pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
                             description="node label and taint key of a whole-node hold (value: the tenant)")
+    window_name_prefix: str = Field("gpuas-win", pattern=r"^[A-Za-z0-9_.-]+$",
+                                    description="recurring windows' reservations are named <prefix>-<window> "
+                                                "(docs/windows.md); no other is touched by them")
     hold_shrink_delay_s: float = Field(300.0, ge=0,
                                        description="a node hold shrinks only after wanting fewer nodes this long")
 

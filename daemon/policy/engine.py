@@ -139,9 +139,10 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     if ops.tiers:
         state = dataclasses.replace(state, tiers=tuple(ops.tiers.get(t, tier)  # type: ignore[misc]
                                                        for t, tier in zip(state.tenants, state.tiers)))
+    in_force = tuple(w.model_dump(mode="json") for w in _windows_in_force(cfg, ops).values())
     why = staleness_reason(state, cfg)
     if why is not None:
-        return _stale_plan(state, memory, last, why, cfg)
+        return dataclasses.replace(_stale_plan(state, memory, last, why, cfg), windows=in_force)
     view = _View.of(state)
     notes: list[str] = []
     clock = state.at.timestamp() if now is None else float(now)
@@ -178,7 +179,15 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     mem = PolicyMemory(reservations={}, rate_level=level, aged_since=aged_since, waited=ag.waited, stint=ag.stint,
                        aged_jobs=ag.aged_jobs, budget_gpus=cleared.budget_gpus, budget_jobs=cleared.budget_jobs,
                        budget_at=clock)
-    return _assemble(state, view, holds, cleared, tuple(notifs), limits, load, mem, notes, typed)
+    return dataclasses.replace(_assemble(state, view, holds, cleared, tuple(notifs), limits, load, mem, notes, typed),
+                               windows=in_force)
+
+
+def _windows_in_force(cfg: Config, ops: OperatorInputs) -> dict:
+    """The config's windows, with the operator's (API) ones added or replacing those of the same name."""
+    ws = {w.name: w for w in cfg.windows}
+    ws.update({w.name: w for w in ops.windows})
+    return ws
 
 
 def _window_demand(state: ClusterState, view: _View, cfg: Config, ops: OperatorInputs, notes: list[str]
@@ -186,8 +195,7 @@ def _window_demand(state: ClusterState, view: _View, cfg: Config, ops: OperatorI
     """The recurring windows' demand now (daemon/policy/windows.py): GPUs held at least and GPUs to clear per
     tenant, and per tenant index the GPUs per type; None without windows. The config's windows, with the
     operator's (API) ones replacing those of the same name; each that asks for something says why in the notes."""
-    ws = {w.name: w for w in cfg.windows}
-    ws.update({w.name: w for w in ops.windows})
+    ws = _windows_in_force(cfg, ops)
     if not ws:
         return None
     drain_s, _ = drain_and_checkpoint_s(cfg)

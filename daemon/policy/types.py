@@ -126,6 +126,9 @@ class Plan:
     # The skill gate (policy.skill_gate; daemon/forecasting/skill.py), empty while it is off: tenant -> {"acting":
     # whether its holds and preemptions act on the forecast, "why", "forecast_loss", "reactive_loss", "scored"}
     forecast_acting: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the recurring windows in force (issue 39; the config's and the operator's, as their config dicts): what a
+    # scheduler that can hold ahead reserves by itself (Slurm's recurring reservations)
+    windows: tuple[dict[str, Any], ...] = ()
 
     def job_gpus(self, tenants: Iterable[str]) -> int:
         """GPUs of the smallest job the holds of `tenants` are sized for (one tenant's hold, or a pool's), 1 when
@@ -159,6 +162,7 @@ class Plan:
             "demand_capped": dict(self.demand_capped), "capacity_dropped": self.capacity_dropped,
             "held_for": dict(self.held_for),
             "forecast_acting": {t: dict(v) for t, v in self.forecast_acting.items()},
+            "windows": [dict(w) for w in self.windows],
         }
 
     @staticmethod
@@ -186,6 +190,7 @@ class Plan:
             capacity_dropped=int(d.get("capacity_dropped", 0)),
             held_for={str(k): int(v) for k, v in d.get("held_for", {}).items()},
             forecast_acting={str(k): dict(v) for k, v in d.get("forecast_acting", {}).items()},
+            windows=tuple(dict(w) for w in d.get("windows", ())),
         )
 
 

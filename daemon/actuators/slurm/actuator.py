@@ -29,6 +29,7 @@ import numpy as np
 from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, stop_on_fence
 from daemon.actuators.slurm import gres
 from daemon.actuators.slurm.holds import (
+    Node,
     RunningJob,
     SlurmHolds,
     expand_hostlist,
@@ -37,7 +38,8 @@ from daemon.actuators.slurm.holds import (
     parse_reservations,
     pool_hold_name,
 )
-from daemon.config import SlurmActuatorConfig, TenantConfig, Tier
+from daemon.actuators.slurm.windows import SlurmWindows, parse_window_reservations
+from daemon.config import SlurmActuatorConfig, TenantConfig, Tier, WindowConfig
 from daemon.config.fleet import FleetConfig, accepts_type
 from daemon.policy.state import CLOSED, HELD_BY_POOL, PRIORITY, UNHELD, Jobs, Nodes
 from daemon.policy.types import Notification, Plan, Preemption
@@ -208,6 +210,9 @@ class SlurmActuator:
                                 tier_of={t.name: t.tier for t in tenants}, tiers=cfg.hold_tiers,
                                 prefix=cfg.hold_name_prefix, shrink_delay_s=cfg.hold_shrink_delay_s,
                                 node_type=self._node_type if self.resolver else None) if cfg.holds else None
+        # recurring windows as Slurm's own recurring reservations (windows.py), with the holds' node rule
+        self.windows = SlurmWindows(read=self._read, scontrol=self._scontrol, holds=self.holds,
+                                    prefix=cfg.window_name_prefix, clock=time.time) if self.holds else None
         self._reported: set[str] = set()
         self.env = dict(os.environ)
         if cfg.slurm_conf is not None:
@@ -394,7 +399,13 @@ class SlurmActuator:
         index[pool_hold_name(self.cfg.hold_name_prefix)] = HELD_BY_POOL
         nodes = parse_nodes(self._read("scontrol", "-d", "-o", "show", "nodes"))
         holder: dict[str, int] = {}
-        for r in parse_reservations(self._read("scontrol", "-o", "show", "reservation")):
+        res_out = self._read("scontrol", "-o", "show", "reservation")
+        # an active window's reservation holds its nodes for the window's tenant (windows.py)
+        pos = {t: i for i, t in enumerate(tenants)}
+        for w in parse_window_reservations(res_out, self.cfg.window_name_prefix):
+            owners = {pos.get(self.tenant_of.get(a, ""), CLOSED) for a in w.accounts}
+            index[w.name] = owners.pop() if len(owners) == 1 else CLOSED
+        for r in parse_reservations(res_out):
             if r.state.upper() != "ACTIVE":
                 continue
             who = index.get(r.name, CLOSED)
@@ -458,7 +469,9 @@ class SlurmActuator:
             self._retry_requeues(rep, retry)
         if self.holds is not None:  # first: freed GPUs must already be held when the preemptions free them
             try:
-                self.holds.apply(plan, rep, self._hold_jobs())
+                jobs = self._hold_jobs()
+                covered = self._apply_windows(rep, plan, jobs)
+                self.holds.apply(plan, rep, jobs, covered)
             except SlurmError as exc:
                 rep.errors.append(f"hold: {exc}")
         wanted = {p.job_id: p for p in plan.preemptions}
@@ -475,6 +488,19 @@ class SlurmActuator:
         if self.resolver is not None:
             wanted = self._for_a_type_they_take(rep, plan, wanted, live)
         self._preempt_warned(rep, wanted, live, AdminComments(self._run, sorted(live)))
+
+    def _apply_windows(self, rep: ActionReport, plan: Plan, jobs: list[RunningJob]) -> dict[str, int]:
+        """The windows' reservations made ahead (windows.py); returns account -> GPUs its active windows' reservations
+        hold now, which its hold need not hold again."""
+        if self.windows is None:
+            return {}
+        ws = [WindowConfig.model_validate(w) for w in plan.windows]
+        res_out = self._read("scontrol", "-o", "show", "reservation")
+        if not ws and not parse_window_reservations(res_out, self.cfg.window_name_prefix):
+            return {}
+        nodes: list[Node] = parse_nodes(self._read("scontrol", "-d", "-o", "show", "nodes"))
+        self.windows.apply(ws, rep, jobs, res_out, nodes)
+        return self.windows.active_gpus(self._read("scontrol", "-o", "show", "reservation"), nodes)
 
     def _for_a_type_they_take(self, rep: ActionReport, plan: Plan, wanted: dict[str, Preemption],
                               live: dict[str, SlurmJob]) -> dict[str, Preemption]:

@@ -309,7 +309,10 @@ class SlurmHolds:
         return whole_nodes.pick(whole_nodes.rank(usable, current, firm, score), current, gpus, keep)
 
     # ---- doing it --------------------------------------------------------------------------------
-    def apply(self, plan: Plan, rep: ActionReport, jobs: list[RunningJob]) -> None:
+    def apply(self, plan: Plan, rep: ActionReport, jobs: list[RunningJob],
+              covered: dict[str, int] | None = None) -> None:
+        """`covered`: account -> GPUs its active windows' reservations hold (daemon/actuators/slurm/windows.py);
+        a hold for that account holds only the rest."""
         try:
             all_res = parse_reservations(self.read("scontrol", "-o", "show", "reservation"))
             nodes = parse_nodes(self.read("scontrol", "-d", "-o", "show", "nodes"))
@@ -317,6 +320,8 @@ class SlurmHolds:
             rep.errors.append(f"hold: cannot read reservations/nodes: {exc}")
             return
         wanted = self.wanted(plan)
+        if covered:
+            wanted = {k: (max(g - sum(covered.get(a, 0) for a in accts), 0), accts) for k, (g, accts) in wanted.items()}
         typed = self.wanted_by_type(plan)
         job_gpus = self.job_gpus(plan)
         ours = {r.name: r for r in self.ours(all_res)}

@@ -1,0 +1,211 @@
+"""Recurring windows as real Slurm reservations, created ahead (issue 39), so a window holds while the daemon is down.
+
+Each window of the plan (``Plan.windows``: the config's and the operator's) is one reservation, made for its next
+occurrence whose lead time is still ahead:
+
+    scontrol create reservation ReservationName=gpuas-win-<name> StartTime=<start - reclaim_before>
+        Duration=<reclaim_before + duration> Accounts=<the tenant's account> Nodes=<whole nodes>
+        Flags=IGNORE_JOBS,MAGNETIC,DAILY|WEEKLY|WEEKDAY
+
+- The recurrence flag makes slurmctld move the reservation to the next occurrence by itself when one ends. A
+  crontab Slurm cannot say (only "M H * * *", weekdays and one weekday are) gets the next occurrence alone, with
+  no flag; once it has passed, the next apply creates the following one (and says so each time).
+- StartTime is written in this host's local time, which is how scontrol reads it: the daemon and slurmctld must
+  share a time zone (docs/windows.md). A window's own time zone only decides when its starts fall.
+- Slurm 22.05 reserves whole nodes, not GPUs (as the holds, daemon/actuators/slurm/holds.py): the window's GPUs
+  in whole nodes, per GPU type on a mixed fleet, never nodes in another reservation (Slurm would refuse the
+  overlap in time with our own UNLIMITED holds).
+- ``IGNORE_JOBS``: the reservation can be made on nodes with jobs running; Slurm itself starts no job there whose
+  time limit reaches into the window. The plan clears what still runs there at the lead time (the preemptions:
+  the window's nodes are the tenant's held nodes once the reservation is active, ``SlurmActuator.cluster_nodes``).
+- ``MAGNETIC``: the tenant's jobs use it without asking.
+
+While a window's reservation is active its nodes count toward the tenant's hold (``SlurmHolds`` holds only the
+rest). A reservation is re-made (deleted and created) only while it is not active, when the window changed;
+one whose window is gone is deleted, its jobs detached first (they keep running). Only reservations named
+``<prefix>-<window>`` are touched.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from daemon.actuators.base import ActionReport
+from daemon.actuators.slurm.holds import (
+    Node,
+    RunningJob,
+    SlurmHolds,
+    expand_hostlist,
+    parse_kv_line,
+    parse_reservations,
+)
+from daemon.config.fleet import DEFAULT_TYPE
+from daemon.config.windows import WindowConfig
+from daemon.text import plural
+
+SLURM_TIME = "%Y-%m-%dT%H:%M:%S"
+
+
+@dataclass(frozen=True)
+class WindowReservation:
+    """A reservation of ours as `scontrol -o show reservation` gives it."""
+
+    name: str
+    start: dt.datetime          # naive local time, as slurmctld prints it
+    duration_min: int
+    nodes: tuple[str, ...]
+    accounts: tuple[str, ...]
+    flags: frozenset[str]
+    state: str
+
+
+def parse_duration_min(text: str) -> int:
+    """Slurm's ``[days-]HH:MM:SS`` (or ``MM:SS``, ``UNLIMITED``) in whole minutes; -1 for UNLIMITED."""
+    if text.upper() in ("UNLIMITED", "INFINITE"):
+        return -1
+    days, _, rest = text.rpartition("-")
+    parts = [int(p) for p in rest.split(":")]
+    while len(parts) < 3:
+        parts.insert(0, 0)
+    h, m, s = parts
+    return (int(days) if days else 0) * 1440 + h * 60 + m + (1 if s else 0)
+
+
+def parse_window_reservations(out: str, prefix: str) -> list[WindowReservation]:
+    res = []
+    for line in out.splitlines():
+        kv = parse_kv_line(line)
+        name = kv.get("ReservationName", "")
+        if not name.startswith(prefix + "-"):
+            continue
+        try:
+            start = dt.datetime.strptime(kv.get("StartTime", ""), SLURM_TIME)
+        except ValueError:
+            start = dt.datetime.min
+        res.append(WindowReservation(name, start, parse_duration_min(kv.get("Duration", "0")),
+                                     tuple(expand_hostlist(kv.get("Nodes", ""))),
+                                     tuple(a for a in kv.get("Accounts", "").split(",") if a and a != "(null)"),
+                                     frozenset(f for f in kv.get("Flags", "").split(",") if f),
+                                     kv.get("State", "ACTIVE").upper()))
+    return res
+
+
+def window_reservation_name(prefix: str, window: str) -> str:
+    return f"{prefix}-{window}"
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """The reservation a window wants now."""
+
+    name: str
+    start: dt.datetime           # local, naive (what scontrol reads)
+    duration_min: int
+    account: str
+    gpus: int
+    by_type: dict[str, int]
+    flag: str | None
+
+
+def wanted(w: WindowConfig, now: dt.datetime) -> tuple[dt.datetime, int, str | None] | None:
+    """(StartTime, Duration in minutes, flag) of the reservation for `w`: its first occurrence whose lead time
+    is still ahead of `now` (an occurrence already being reclaimed for is the plan's hold's, not re-made here);
+    None when it never starts again."""
+    t = w.trigger()
+    start = t.get_next_fire_time(None, now + w.lead + dt.timedelta(seconds=1))
+    if start is None:
+        return None
+    begin = (start - w.lead).astimezone().replace(tzinfo=None, microsecond=0)
+    return begin, int(math.ceil((w.lead + w.duration).total_seconds() / 60 - 1e-9)), w.slurm_flag()
+
+
+class SlurmWindows:
+    """Keeps one reservation per window, matched to the plan's windows; see the module docstring."""
+
+    def __init__(self, *, read: Callable[..., str], scontrol: Callable[..., bool], holds: SlurmHolds,
+                 prefix: str, clock: Callable[[], float]) -> None:
+        self.read = read
+        self.scontrol = scontrol
+        self.holds = holds                # its node choice and account map (the holds' rule for whole nodes)
+        self.prefix = prefix
+        self.clock = clock                # epoch seconds
+
+    def active_gpus(self, all_out: str, nodes: list[Node]) -> dict[str, int]:
+        """Account -> GPUs of its windows' reservations active now (what the tenant's hold need not hold again)."""
+        size = {n.name: n.gpus for n in nodes}
+        out: dict[str, int] = {}
+        for r in parse_window_reservations(all_out, self.prefix):
+            if r.state == "ACTIVE":
+                for a in r.accounts:
+                    out[a] = out.get(a, 0) + sum(size.get(n, 0) for n in r.nodes)
+        return out
+
+    def apply(self, windows: Iterable[WindowConfig], rep: ActionReport, jobs: list[RunningJob], res_out: str,
+              nodes: list[Node]) -> None:
+        now = dt.datetime.fromtimestamp(self.clock(), dt.timezone.utc)
+        mine = {r.name: r for r in parse_window_reservations(res_out, self.prefix)}
+        others = {n for r in parse_reservations(res_out) if r.name not in mine for n in r.nodes}
+        want: dict[str, Wanted] = {}
+        for w in windows:
+            account = self.holds.account_of.get(w.tenant)
+            if account is None:
+                rep.errors.append(f"window {w.name}: tenant {w.tenant} is not configured; no reservation")
+                continue
+            got = wanted(w, now)
+            if got is None:
+                continue
+            start, dur, flag = got
+            want[window_reservation_name(self.prefix, w.name)] = Wanted(
+                window_reservation_name(self.prefix, w.name), start, dur, account, w.total_gpus(),
+                w.gpus_by_type(DEFAULT_TYPE) if isinstance(w.gpus, dict) else {}, flag)
+            if flag is None:
+                rep.actions.append(f"window {w.name}: Slurm has no recurrence for cron {w.cron!r}: only its next "
+                                   f"occurrence ({start:%Y-%m-%d %H:%M}) is reserved, and re-made each time")
+        for name, r in sorted(mine.items()):
+            if name not in want:
+                self._delete(rep, r, jobs, "no such window now")
+        taken = set(others)
+        for name, wt in sorted(want.items()):
+            r = mine.get(name)
+            if r is not None and (r.state == "ACTIVE" or self._same(r, wt, nodes)):
+                taken |= set(r.nodes)
+                continue
+            if r is not None:
+                self._delete(rep, r, jobs, "its window changed")
+            targets = self.holds.choose_typed(nodes, jobs, (), wt.gpus, (wt.account,), {}, taken, keep=False,
+                                              by_type=wt.by_type or None)
+            size = {n.name: n.gpus for n in nodes}
+            if sum(size.get(n, 0) for n in targets) < wt.gpus:
+                rep.errors.append(f"window {name}: only {plural(len(targets), 'free node')} for "
+                                  f"{plural(wt.gpus, 'GPU')} outside other reservations; not reserved")
+                continue
+            flags = "IGNORE_JOBS,MAGNETIC" + (f",{wt.flag}" if wt.flag else "")
+            rep.actions.append(f"window {name}: reserve {plural(wt.gpus, 'GPU')} as "
+                               f"{plural(len(targets), 'whole node')} from {wt.start:%Y-%m-%d %H:%M} for "
+                               f"{wt.duration_min} min" + (f", {wt.flag}" if wt.flag else ""))
+            if self.scontrol(rep, "create", "reservation", f"ReservationName={name}",
+                             f"StartTime={wt.start.strftime(SLURM_TIME)}", f"Duration={wt.duration_min}",
+                             f"Accounts={wt.account}", f"Nodes={','.join(targets)}", f"Flags={flags}"):
+                taken |= set(targets)
+
+    def _same(self, r: WindowReservation, wt: Wanted, nodes: list[Node]) -> bool:
+        """Whether `r` is what the window wants: its start (slurmctld moves a recurring one on by itself, so a
+        later start of the same recurrence counts), duration, account, flag and GPUs."""
+        size = {n.name: n.gpus for n in nodes}
+        held = sum(size.get(n, 0) for n in r.nodes)
+        step = {"DAILY": dt.timedelta(days=1), "WEEKLY": dt.timedelta(days=7)}.get(wt.flag or "")
+        same_start = r.start == wt.start or (wt.flag is not None and r.start >= wt.start and (
+            step is None or (r.start - wt.start) % step == dt.timedelta(0)))
+        flag_ok = (wt.flag in r.flags) if wt.flag else not (r.flags & {"DAILY", "WEEKLY", "WEEKDAY", "WEEKEND"})
+        return (same_start and r.duration_min == wt.duration_min and r.accounts == (wt.account,) and flag_ok
+                and wt.gpus <= held < wt.gpus + max(size.values(), default=1))
+
+    def _delete(self, rep: ActionReport, r: WindowReservation, jobs: list[RunningJob], why: str) -> None:
+        rep.actions.append(f"release window reservation {r.name}: {why}")
+        for j in jobs:
+            if j.reservation == r.name:
+                self.scontrol(rep, "update", f"JobId={j.job_id}", "ReservationName=")
+        self.scontrol(rep, "delete", f"ReservationName={r.name}")

@@ -1,0 +1,122 @@
+"""Recurring windows on a real slurmctld (3 nodes x 4 GPUs, issue 39): each window is a recurring reservation made
+ahead, with StartTime (the start less reclaim_before), Duration and the recurrence flag; at its start it holds its
+nodes for the tenant, the plan's preemptions drain the low work there, and the tenant's job starts in it."""
+
+import datetime as dt
+
+import pytest
+
+from daemon.actuators.slurm.actuator import SlurmActuator
+from daemon.actuators.slurm.holds import parse_kv_line
+from daemon.actuators.slurm.windows import parse_duration_min, parse_window_reservations
+from daemon.config import SlurmActuatorConfig, WindowConfig
+from daemon.policy.types import Plan, PolicyMemory, Preemption
+from tests.actuators.test_slurm_holds import TENANTS, jobs, sbatch
+from tests.support.services import slurm_cluster, slurm_run, wait_for
+
+NODES = ("gn1", "gn2", "gn3")
+
+
+def test_slurm_durations_in_minutes():
+    assert [parse_duration_min(x) for x in ("00:06:00", "1-02:00:00", "90:00", "UNLIMITED", "00:00:30")] == \
+        [6, 1560, 90, -1, 1]
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    with slurm_cluster(nodes=NODES, gpus=4) as s:
+        yield s
+
+
+@pytest.fixture
+def full(slurm):
+    """Six low-priority 2-GPU jobs fill the 12 GPUs."""
+    ids = [sbatch(slurm, "low", "acct-low") for _ in range(6)]
+    wait_for(lambda: all(jobs(slurm).get(j, ("",))[0] == "RUNNING" for j in ids), what="low jobs running", timeout=60)
+    yield ids
+    slurm_run(slurm["env"], "scancel", "-u", "root", check=False)
+    for r in parse_window_reservations(slurm_run(slurm["env"], "scontrol", "-o", "show", "reservation"), "gpuas"):
+        slurm_run(slurm["env"], "scontrol", "delete", f"ReservationName={r.name}", check=False)
+    wait_for(lambda: not jobs(slurm), what="queue empty", timeout=60)
+
+
+def actuator(slurm):
+    return SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir="/usr/bin", warn_lead_s=0), TENANTS,
+                         dry_run=False)
+
+
+def plan(windows, reserve=None, *pre):
+    return Plan(at="2026-01-01T00:00:00+00:00", capacity=12, load=1.0, high_pool=2,
+                reservations=reserve or {}, quotas={}, limits={}, preemptions=tuple(pre), notifications=(),
+                stale=False, forecast_model="x", notes=(), memory=PolicyMemory(),
+                windows=tuple(w.model_dump(mode="json") for w in windows))
+
+
+def shown(slurm, name):
+    return parse_kv_line(slurm_run(slurm["env"], "scontrol", "-o", "show", "reservation", name))
+
+
+def window(name, tenant="team-norm", gpus=4, **kw):
+    return WindowConfig.model_validate({"name": name, "tenant": tenant, "gpus": gpus, "timezone": "UTC", **kw})
+
+
+@pytest.mark.services
+def test_a_window_is_a_recurring_reservation_made_ahead_that_holds_and_is_drained_at_its_start(slurm, full):
+    now = dt.datetime.now(dt.timezone.utc)
+    # the reservation starts at the first whole minute at least 40 s ahead: the window opens a minute after it
+    begin = (now + dt.timedelta(seconds=100)).replace(second=0, microsecond=0)
+    start = begin + dt.timedelta(minutes=1)
+    daily = window("eod", cron=f"{start.minute} {start.hour} * * *", duration_minutes=5, reclaim_before_minutes=1)
+    weekly = window("sunday", tenant="team-high", every="weekly", day="sun", at="03:00", duration_minutes=60)
+    weekdays = window("nine", tenant="team-high2", every="weekdays", at="09:00", duration_minutes=30,
+                      reclaim_before_minutes=15)
+    a = actuator(slurm)
+    rep = a.apply(plan([daily, weekly, weekdays]))
+    assert rep.ok, rep.errors
+    r = shown(slurm, "gpuas-win-eod")
+    assert r["StartTime"] == begin.astimezone().strftime("%Y-%m-%dT%H:%M:%S")   # the start less reclaim_before
+    assert r["Duration"] == "00:06:00"                                            # reclaim_before + duration
+    assert {"DAILY", "IGNORE_JOBS", "MAGNETIC"} <= set(r["Flags"].split(",")) and r["Accounts"] == "acct-norm"
+    assert r["State"] == "INACTIVE"
+    assert "WEEKLY" in shown(slurm, "gpuas-win-sunday")["Flags"].split(",")
+    nine = shown(slurm, "gpuas-win-nine")
+    assert "WEEKDAY" in nine["Flags"].split(",") and nine["StartTime"].endswith("T08:45:00")
+    assert nine["Duration"] == "00:45:00"
+    assert a.apply(plan([daily, weekly, weekdays])).actions == []      # the same windows again: nothing to do
+    node = r["Nodes"]
+    # the daemon is not needed for the hold: slurmctld starts it
+    wait_for(lambda: shown(slurm, "gpuas-win-eod")["State"] == "ACTIVE", what="window reservation active",
+             timeout=150)
+    view = a.cluster_nodes(tuple(t.name for t in TENANTS))
+    assert {n: int(h) for n, h in zip(view.names, view.held_by) if n == node} == {node: 3}  # team-norm's
+    # the plan holds the window's 4 GPUs for team-norm and preempts the low work on its node: the reservation
+    # covers the hold (no second one), the low jobs drain and the tenant's job starts in the window
+    low_there = [j for j, v in jobs(slurm).items() if v[1] == node]
+    assert low_there
+    rep = a.apply(plan([daily, weekly, weekdays], {"team-norm": 4},
+                       *(Preemption(j, "team-low", 2, node, "window eod opens") for j in low_there)))
+    assert rep.ok, rep.errors
+    names = [x.name for x in parse_window_reservations(slurm_run(slurm["env"], "scontrol", "-o", "show",
+                                                                 "reservation"), "gpuas")]
+    assert "gpuas-hold-team-norm" not in names
+    wait_for(lambda: all(jobs(slurm)[j][0] == "PENDING" for j in low_there), what="low jobs requeued", timeout=30)
+    mine = sbatch(slurm, "normal", "acct-norm", gpus=4)
+    wait_for(lambda: jobs(slurm)[mine][0] == "RUNNING", what="the window's job running", timeout=60)
+    assert jobs(slurm)[mine][1:] == (node, "gpuas-win-eod")
+    assert not any(v[1] == node for j, v in jobs(slurm).items() if j != mine and v[0] == "RUNNING")
+    # a window that goes away takes its reservation with it (its job detached, still running)
+    rep = a.apply(plan([weekly, weekdays]))
+    assert rep.ok, rep.errors
+    assert "gpuas-win-eod" not in slurm_run(slurm["env"], "scontrol", "-o", "show", "reservation")
+    assert jobs(slurm)[mine][:2] == ("RUNNING", node)
+
+
+@pytest.mark.services
+def test_a_crontab_slurm_cannot_say_reserves_the_next_occurrence_only_and_says_so(slurm, full):
+    monthly = window("monthly", cron="30 2 1 * *", duration_minutes=60, reclaim_before_minutes=0)
+    rep = actuator(slurm).apply(plan([monthly]))
+    assert rep.ok, rep.errors
+    assert any("only its next occurrence" in x for x in rep.actions)
+    r = shown(slurm, "gpuas-win-monthly")
+    flags = set(r["Flags"].split(","))
+    assert not flags & {"DAILY", "WEEKLY", "WEEKDAY"} and r["StartTime"].endswith("-01T02:30:00")
