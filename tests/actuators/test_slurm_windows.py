@@ -83,6 +83,10 @@ def test_a_window_is_a_recurring_reservation_made_ahead_that_holds_and_is_draine
     assert "WEEKDAY" in nine["Flags"].split(",") and nine["StartTime"].endswith("T08:45:00")
     assert nine["Duration"] == "00:45:00"
     assert a.apply(plan([daily, weekly, weekdays])).actions == []      # the same windows again: nothing to do
+    # windows that go away take their reservations with them
+    assert a.apply(plan([daily])).ok
+    out = slurm_run(slurm["env"], "scontrol", "-o", "show", "reservation")
+    assert [x.name for x in parse_window_reservations(out, "gpuas")] == ["gpuas-win-eod"]
     node = r["Nodes"]
     # the daemon is not needed for the hold: slurmctld starts it
     wait_for(lambda: shown(slurm, "gpuas-win-eod")["State"] == "ACTIVE", what="window reservation active",
@@ -93,7 +97,7 @@ def test_a_window_is_a_recurring_reservation_made_ahead_that_holds_and_is_draine
     # covers the hold (no second one), the low jobs drain and the tenant's job starts in the window
     low_there = [j for j, v in jobs(slurm).items() if v[1] == node]
     assert low_there
-    rep = a.apply(plan([daily, weekly, weekdays], {"team-norm": 4},
+    rep = a.apply(plan([daily], {"team-norm": 4},
                        *(Preemption(j, "team-low", 2, node, "window eod opens") for j in low_there)))
     assert rep.ok, rep.errors
     names = [x.name for x in parse_window_reservations(slurm_run(slurm["env"], "scontrol", "-o", "show",
@@ -104,8 +108,8 @@ def test_a_window_is_a_recurring_reservation_made_ahead_that_holds_and_is_draine
     wait_for(lambda: jobs(slurm)[mine][0] == "RUNNING", what="the window's job running", timeout=60)
     assert jobs(slurm)[mine][1:] == (node, "gpuas-win-eod")
     assert not any(v[1] == node for j, v in jobs(slurm).items() if j != mine and v[0] == "RUNNING")
-    # a window that goes away takes its reservation with it (its job detached, still running)
-    rep = a.apply(plan([weekly, weekdays]))
+    # a window that goes away while open takes its reservation with it (its job detached, still running)
+    rep = a.apply(plan([]))
     assert rep.ok, rep.errors
     assert "gpuas-win-eod" not in slurm_run(slurm["env"], "scontrol", "-o", "show", "reservation")
     assert jobs(slurm)[mine][:2] == ("RUNNING", node)
