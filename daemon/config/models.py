@@ -471,6 +471,15 @@ class SlurmActuatorConfig(_Strict):
     hold_shrink_delay_s: float = Field(300.0, ge=0,
                                        description="a hold shrinks only after wanting fewer nodes this long")
 
+    @model_validator(mode="after")
+    def _windows_are_not_holds(self) -> "SlurmActuatorConfig":
+        # the holds release every reservation named <hold prefix>-*: a window's named so would be released
+        h, w = self.hold_name_prefix, self.window_name_prefix
+        if w == h or w.startswith(h + "-") or h.startswith(w + "-"):
+            raise ValueError(f"actuators.slurm.window_name_prefix = {w!r} and hold_name_prefix = {h!r}: one names "
+                             "the other's reservations (the holds would release the windows'); pick apart names")
+        return self
+
 
 class KubernetesActuatorConfig(_Strict):
     in_cluster: bool = Field(False, description="connect with the pod's service account (the daemon runs in the "

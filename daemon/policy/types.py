@@ -162,7 +162,8 @@ class Plan:
             "demand_capped": dict(self.demand_capped), "capacity_dropped": self.capacity_dropped,
             "held_for": dict(self.held_for),
             "forecast_acting": {t: dict(v) for t, v in self.forecast_acting.items()},
-            "windows": [dict(w) for w in self.windows],
+            # only when there are some: a plan without windows is the dict it was before windows existed
+            **({"windows": [dict(w) for w in self.windows]} if self.windows else {}),
         }
 
     @staticmethod

@@ -1,4 +1,5 @@
-"""Operator changes at runtime: per-tenant tier, rate override, floor on held capacity, pause of preemptions.
+"""Operator changes at runtime: per-tenant tier, rate override, floor on held capacity, pause of preemptions,
+and recurring windows (issue 39, docs/windows.md) declared beside the config's.
 
 Each change is validated, stored together with an audit event (who, when, what changed, from and to) in one
 atomic write, and handed to the next cycle's plan() as an OperatorInputs.
@@ -39,7 +40,7 @@ from typing import Any, Callable, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from daemon.config import Tier
+from daemon.config import Tier, WindowConfig
 from daemon.policy.types import OperatorInputs
 from daemon.state.store import StateStore
 
@@ -76,6 +77,27 @@ class GlobalChange(BaseModel):
     preemption_paused: bool | None = Field(None, description="true: no job is preempted")
 
 
+class WindowRefused(Exception):
+    """A window the others (and the cluster) cannot take: an overlap over the capacity, a window larger than its
+    type (the API answers 409). Not a ValueError, so a shared store's transaction does not read it as a malformed
+    document."""
+
+
+def parse_window(name: str, body: Any) -> WindowConfig:
+    """A PUT body as a window named `name` (the path's name wins; a body naming another is refused)."""
+    if not isinstance(body, dict):
+        raise BadChange("body", "must be a JSON object")
+    if "name" in body and body["name"] != name:
+        raise BadChange("name", f"{body['name']!r} is not the window's name in the path ({name!r})")
+    try:
+        return WindowConfig.model_validate({**body, "name": name})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "body"
+        msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
+        raise BadChange(field, msg) from None
+
+
 def _parse(model: type[BaseModel], body: Any) -> BaseModel:
     if not isinstance(body, dict):
         raise BadChange("body", "must be a JSON object")
@@ -110,11 +132,26 @@ def _empty() -> dict:
     return {"tenants": {}, "global": {}}
 
 
+def _windows_of(doc: dict) -> dict[str, dict]:
+    return dict(doc.get("windows") or {})
+
+
+def _with_windows(doc: dict, windows: dict[str, dict]) -> dict:
+    """`doc` with these windows; the key only when there are some (a document from before windows is the same)."""
+    out = {"tenants": doc["tenants"], "global": doc["global"]}
+    if windows:
+        out["windows"] = {k: dict(v) for k, v in sorted(windows.items())}
+    return out
+
+
 def checked(doc: Any) -> dict:
     """A stored overrides document, checked field by field: anyone with access to the shared store (another
     version of the daemon, a person with redis-cli) may have written it. Raises ValueError."""
-    if not isinstance(doc, dict) or set(doc) - {"tenants", "global"}:
+    if not isinstance(doc, dict) or set(doc) - {"tenants", "global", "windows"}:
         raise ValueError("not an overrides document")
+    windows = doc.get("windows") or {}
+    if not isinstance(windows, dict):
+        raise ValueError("windows must be an object")
     tenants, glob = doc.get("tenants", {}), doc.get("global", {})
     if not isinstance(tenants, dict) or not isinstance(glob, dict):
         raise ValueError("tenants and global must be objects")
@@ -124,9 +161,13 @@ def checked(doc: Any) -> dict:
                 raise ValueError(f"tenant {t!r}: not an object")
             TenantChange.model_validate(v)
         GlobalChange.model_validate(glob)
+        for name, w in windows.items():
+            if not isinstance(w, dict) or WindowConfig.model_validate(w).name != name:
+                raise ValueError(f"window {name!r}: not a window of that name")
     except ValidationError as exc:
         raise ValueError(str(exc).splitlines()[0]) from None
-    return {"tenants": {str(t): dict(v) for t, v in sorted(tenants.items())}, "global": dict(glob)}
+    return _with_windows({"tenants": {str(t): dict(v) for t, v in sorted(tenants.items())}, "global": dict(glob)},
+                         windows)
 
 
 @dataclass
@@ -326,6 +367,7 @@ class Overrides:
         saved = store.get_value(KEY) if store is not None else None
         self._tenants: dict[str, dict[str, Any]] = dict((saved or {}).get("tenants", {}))
         self._global: dict[str, Any] = dict((saved or {}).get("global", {}))
+        self._windows: dict[str, dict] = dict((saved or {}).get("windows", {}))
         self._cursor: str | None = None  # how far the audit was read, without a local store
         self.read_at: float | None = None  # epoch s of the last good read of the shared store
         self.read_error: str | None = None  # why the last read failed; None when it worked
@@ -333,7 +375,13 @@ class Overrides:
             self.refresh()
 
     def _snapshot(self) -> dict:
-        return {"tenants": {t: dict(v) for t, v in sorted(self._tenants.items())}, "global": dict(self._global)}
+        return _with_windows({"tenants": {t: dict(v) for t, v in sorted(self._tenants.items())},
+                              "global": dict(self._global)}, self._windows)
+
+    def windows(self) -> dict[str, dict]:
+        """The operator's windows, name -> its config dict."""
+        with self._lock:
+            return {k: dict(v) for k, v in sorted(self._windows.items())}
 
     def all(self) -> dict:
         with self._lock:
@@ -351,7 +399,8 @@ class Overrides:
                 rates={k: float(v["rate_override"]) for k, v in t.items() if v.get("rate_override")},
                 floors={k: int(v["floor_gpus"]) for k, v in t.items() if v.get("floor_gpus")},
                 paused=frozenset(k for k, v in t.items() if v.get("preemption_paused")),
-                paused_all=bool(self._global.get("preemption_paused")))
+                paused_all=bool(self._global.get("preemption_paused")),
+                windows=tuple(WindowConfig.model_validate(w) for _, w in sorted(self._windows.items())))
 
     def cycle_inputs(self) -> OperatorInputs:
         """What a cycle plans with: under HA re-read from the shared store first (the last read if that fails)."""
@@ -381,6 +430,7 @@ class Overrides:
             changed = doc != self._snapshot()
             self._tenants = {t: dict(v) for t, v in doc["tenants"].items()}
             self._global = dict(doc["global"])
+            self._windows = _windows_of(doc)
         if changed and self.store is not None:
             try:
                 self.store.put_value(KEY, doc, _now())
@@ -407,7 +457,7 @@ class Overrides:
                 got = self.shared.read(cursor)
                 if got.doc is None:
                     mine = self.all()
-                    if mine["tenants"] or mine["global"]:
+                    if mine["tenants"] or mine["global"] or mine.get("windows"):
                         # nothing there but this replica holds overrides: the shared store lost them (a Redis
                         # restarted empty) or HA was just turned on; put them back rather than drop a pause
                         if self.shared.seed(mine):
@@ -473,8 +523,8 @@ class Overrides:
                 tenants = {t: v for t, v in doc["tenants"].items() if t != tenant}
                 if after:
                     tenants[tenant] = after
-                return {"tenants": tenants, "global": doc["global"]}, self._detail(who, "tenant", tenant, before,
-                                                                                   after)
+                return _with_windows({"tenants": tenants, "global": doc["global"]}, _windows_of(doc)), \
+                    self._detail(who, "tenant", tenant, before, after)
 
             new, detail = self._shared_change(mutate)
             return {"tenant": tenant, "override": new["tenants"].get(tenant, {}), "audit": detail,
@@ -505,7 +555,8 @@ class Overrides:
             def mutate(doc: dict) -> tuple[dict, dict]:
                 before = dict(doc["global"])
                 after = _applied(before, change)
-                return {"tenants": doc["tenants"], "global": after}, self._detail(who, "global", None, before, after)
+                return _with_windows({"tenants": doc["tenants"], "global": after}, _windows_of(doc)), \
+                    self._detail(who, "global", None, before, after)
 
             new, detail = self._shared_change(mutate)
             return {"global": new["global"], "audit": detail, "applies": APPLIES_HA, "stored": self.shared.where}
@@ -519,3 +570,51 @@ class Overrides:
                 self._global = before
                 raise
         return {"global": after, "audit": detail, "applies": APPLIES}
+
+    def change_window(self, who: str, name: str, window: WindowConfig | None,
+                      check: Callable[[dict[str, WindowConfig]], list[str]]) -> dict:
+        """Create or replace (`window`) or delete (None) the operator's window `name`, audited like every other
+        change. `check(the operator's windows after the change)` says why they cannot be kept (overlaps over the
+        capacity, with the config's windows): run on the document the write is based on, so two replicas that
+        each add half of an overlap cannot both succeed. Raises WindowRefused, or KeyError for a delete of a
+        window that is not there."""
+        def next_windows(current: dict[str, dict]) -> tuple[dict[str, dict], dict, dict]:
+            before = dict(current.get(name, {}))
+            if window is None and not before:
+                raise KeyError(name)
+            after = window.model_dump(mode="json") if window is not None else {}
+            out = {k: v for k, v in current.items() if k != name}
+            if after:
+                out[name] = after
+                bad = check({k: WindowConfig.model_validate(v) for k, v in out.items()})
+                if bad:
+                    raise WindowRefused("; ".join(bad))
+            return out, before, after
+
+        def detail(before: dict, after: dict) -> dict:
+            d = self._detail(who, "window", (after or before).get("tenant"), before, after)
+            d["window"] = name
+            verb = "deleted" if not after else ("created" if not before else "changed")
+            d["message"] = f"{who} {verb} window {name} of {(after or before).get('tenant')}: " + \
+                d["message"].split(": ", 1)[1]
+            return d
+
+        if self.shared is not None:
+            def mutate(doc: dict) -> tuple[dict, dict]:
+                ws, before, after = next_windows(_windows_of(doc))
+                return _with_windows({"tenants": doc["tenants"], "global": doc["global"]}, ws), detail(before, after)
+
+            new, d = self._shared_change(mutate)
+            return {"window": _windows_of(new).get(name), "audit": d, "applies": APPLIES_HA,
+                    "stored": self.shared.where}
+        with self._lock:
+            old = dict(self._windows)
+            self._windows, before, after = next_windows(old)
+            try:
+                d = detail(before, after)
+                if self.store is not None:
+                    self.store.put_value(KEY, self._snapshot(), _now(), (EVENT_KIND, d))
+            except BaseException:
+                self._windows = old
+                raise
+        return {"window": after or None, "audit": d, "applies": APPLIES}

@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from daemon.state.overrides import BadChange, OverridesUnavailable
-from daemon.web import views
+from daemon.web import views, windows_api
 from daemon.web.auth import Access, Principal
 from daemon.web.backend import Backend, Snapshot
 from daemon.web.health_view import health_for
@@ -200,5 +200,6 @@ def build(backend: Backend, holder: AccessHolder) -> tuple[list[Route], Callable
         Route("/api/v1/events", guarded(events)),
         Route("/api/v1/health", guarded(health)),
         Route("/api/v1/openapi.json", guarded(openapi)),
+        *windows_api.build(backend, guarded, error, json_body, BadInput),
     ]
     return routes, plan_ep

@@ -72,6 +72,10 @@ class OverridesView(Protocol):
 
     def change_global(self, who: str, body: Any) -> dict: ...
 
+    def windows(self) -> dict[str, dict]: ...
+
+    def change_window(self, who: str, name: str, window: Any, check: Any) -> dict: ...
+
 
 class NodesUnavailable(Exception):
     """What the future of `Backend.submit_alerts` raises when no scheduler or source can list the nodes:

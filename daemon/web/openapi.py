@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from daemon.config import WindowConfig
 from daemon.state.overrides import GlobalChange, TenantChange
 
 _ERR = {"description": "error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
@@ -88,6 +89,29 @@ def spec(extra_paths: dict | None = None) -> dict:
                   "requestBody": {"required": True, "content": {"application/json": {"schema": {
                       "$ref": "#/components/schemas/GlobalChange"}}}},
                   "responses": {"200": _json(obj), **change_errors}}}
+    name_param = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+    window = {"$ref": "#/components/schemas/Window"}
+    paths["/api/v1/windows"] = _get(
+        "Recurring capacity windows (docs/windows.md), the config's (source config) and the operator's (source "
+        "api), with the next start and when its hold begins; a tenant token sees its own tenant's only",
+        {"type": "object", "properties": {"windows": {"type": "array", "items": window}}})
+    paths["/api/v1/windows/{name}"] = {
+        **_get("One window", window, params=[name_param],
+               extra={"404": {**_ERR, "description": "no such window (or another tenant's)"}}),
+        "put": {"summary": "Create or replace an operator's window (operator token); audited, stored with the "
+                           "overrides (HA: in the lease backend), applied at the next cycle",
+                "parameters": [name_param],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                    "$ref": "#/components/schemas/WindowChange"}}}},
+                "responses": {"200": _json(obj), **change_errors,
+                              "409": {**_ERR, "description": "the cluster cannot take it: larger than its type's "
+                                                             "GPUs, or an overlap over the capacity (both windows "
+                                                             "and the time named); or a window of the config file"}}},
+        "delete": {"summary": "Delete an operator's window (operator token); audited",
+                   "parameters": [name_param],
+                   "responses": {"200": _json(obj), **change_errors,
+                                 "404": {**_ERR, "description": "no such operator's window"},
+                                 "409": {**_ERR, "description": "a window of the config file"}}}}
     paths["/api/v1/alerts"] = {"post": {
         "summary": "The Alertmanager webhook (also at /alerts): node-down alerts fail the node over. It takes the "
                    "webhook token (server.webhook_token_file), not an access token",
@@ -168,6 +192,11 @@ def spec(extra_paths: dict | None = None) -> dict:
                                            "forecast_loss, reactive_loss, scored}); null while the gate is off"}}}]},
                 "TenantChange": TenantChange.model_json_schema(),
                 "GlobalChange": GlobalChange.model_json_schema(),
+                "WindowChange": WindowConfig.model_json_schema(),
+                "Window": {"type": "object", "additionalProperties": True, "properties": {
+                    "name": {"type": "string"}, "tenant": {"type": "string"}, "source": {"type": "string"},
+                    "next_start": {"type": ["string", "null"]}, "held_from": {"type": ["string", "null"]},
+                    "slurm_flag": {"type": ["string", "null"]}}},
                 "Event": {"type": "object", "required": ["id", "at", "kind"], "properties": {
                     "id": {"type": "integer"}, "at": {"type": "string"}, "kind": {"type": "string"},
                     "tenant": {"type": "string"}}, "additionalProperties": True},

@@ -1,0 +1,100 @@
+"""/api/v1/windows: recurring capacity windows (issue 39, docs/windows.md), the config's and the operator's.
+
+GET lists the windows the caller may see (a tenant token: its own tenant's only; another tenant's window is
+404, as if it did not exist, so names do not leak). An operator token PUTs (creates or replaces) and DELETEs
+the operator's windows; each change is audited like the other operator changes and stored where they are
+(under HA in the lease backend, so a takeover keeps them). A window of the config file is changed in the file.
+A change the cluster cannot take (a window larger than its type's GPUs, an overlap over the capacity with the
+config's windows or the operator's) is refused with 409, the conflict named.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Callable
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from daemon.config import DEFAULT_TYPE, Config, WindowConfig
+from daemon.config.windows import WINDOW_NAME, problems
+from daemon.state.overrides import BadChange, OverridesUnavailable, WindowRefused, parse_window
+from daemon.web.auth import Principal
+from daemon.web.backend import Backend, Snapshot
+
+
+def capacity_now(snap: Snapshot, cfg: Config) -> dict[str, int]:
+    """GPUs per type as the last plan saw them (the scheduler's own count), else what the config knows."""
+    p = snap.plan
+    if p is not None and not p.stale:
+        if cfg.fleet.typed and p.capacity_by_type:
+            return dict(p.capacity_by_type)
+        if not cfg.fleet.typed and p.capacity > 0:
+            return {DEFAULT_TYPE: int(p.capacity)}
+    return cfg.known_capacity()
+
+
+def window_view(w: WindowConfig, source: str, now: dt.datetime) -> dict[str, Any]:
+    nxt = w.occurrence(now)
+    return {**w.model_dump(mode="json"), "source": source, "slurm_flag": w.slurm_flag(),
+            "next_start": nxt.isoformat() if nxt is not None else None,
+            "held_from": (nxt - w.lead).isoformat() if nxt is not None else None}
+
+
+def build(backend: Backend, guarded: Callable, error: Callable, json_body: Callable,
+          bad_input: type[Exception]) -> list[Route]:
+    def visible(p: Principal) -> list[dict[str, Any]]:
+        cfg, now = backend.config(), dt.datetime.now(dt.timezone.utc)
+        ops = {k: WindowConfig.model_validate(v) for k, v in backend.overrides().windows().items()}
+        out = [window_view(w, "config", now) for w in cfg.windows if w.name not in ops]
+        out += [window_view(w, "api", now) for w in ops.values()]
+        return sorted((w for w in out if p.may_see(w["tenant"])), key=lambda w: w["name"])
+
+    async def listing(_: Request, p: Principal) -> Response:
+        return JSONResponse({"windows": visible(p)})
+
+    async def one(request: Request, p: Principal) -> Response:
+        name = request.path_params["name"]
+        if not WINDOW_NAME.match(name):
+            return error(400, f"name: not a window name: {name[:64]!r}", "name")
+        if request.method in ("PUT", "DELETE"):
+            if not p.operator:
+                return error(403, f"{p.name}: operator token required to change a window")
+            return await change(request, p, name)
+        for w in visible(p):
+            if w["name"] == name:
+                return JSONResponse(w)
+        return error(404, f"unknown window {name!r}")
+
+    async def change(request: Request, p: Principal, name: str) -> Response:
+        cfg = backend.config()
+        if any(w.name == name for w in cfg.windows):
+            return error(409, f"window {name!r} is in the config file: change it there (and reload)")
+        window = None
+        if request.method == "PUT":
+            try:
+                window = parse_window(name, await json_body(request))
+            except BadChange as exc:
+                raise bad_input(exc.field, str(exc).split(": ", 1)[1]) from None
+        snap = backend.snapshot()
+
+        def check(ops: dict[str, WindowConfig]) -> list[str]:
+            merged = {w.name: w for w in cfg.windows}
+            merged.update(ops)
+            return problems(merged.values(), capacity_now(snap, cfg), cfg.fleet.typed,
+                            [t.name for t in cfg.tenants])
+
+        try:  # in a worker thread: under HA the change is a round trip to the shared store
+            return JSONResponse(await run_in_threadpool(backend.overrides().change_window, p.name, name, window,
+                                                        check))
+        except WindowRefused as exc:
+            return error(409, str(exc), "gpus")
+        except KeyError:
+            return error(404, f"unknown window {name!r}")
+        except OverridesUnavailable as exc:  # HA: refused, never kept only on this replica
+            return error(503, str(exc))
+
+    return [Route("/api/v1/windows", guarded(listing)),
+            Route("/api/v1/windows/{name}", guarded(one), methods=["GET", "PUT", "DELETE"])]

@@ -1,0 +1,64 @@
+"""/api/v1/windows against a daemon on the embedded simulator (real uvicorn, real HTTP; 256 GPUs): operators
+create, change and delete windows, audited; a tenant sees only its own and changes none; a window the cluster
+cannot take is refused with the conflict named; the next cycle's plan carries the window."""
+
+import httpx
+
+from tests.support.daemons import OP, T1, T2, h
+from tests.support.services import wait_for
+
+W = {"tenant": "tenant-0001", "gpus": 64, "every": "daily", "at": "14:00", "timezone": "Europe/Paris",
+     "duration_minutes": 120, "reclaim_before_minutes": 30}
+
+
+def test_operators_manage_windows_and_a_tenant_sees_only_its_own(api):
+    d, base = api
+    r = httpx.put(f"{base}/api/v1/windows/eod", json=W, headers=h(OP))
+    assert r.status_code == 200, r.text
+    assert r.json()["audit"]["who"] == "ops" and r.json()["audit"]["window"] == "eod"
+    assert "ops created window eod of tenant-0001" in r.json()["audit"]["message"]
+    other = {**W, "tenant": "tenant-0002", "gpus": 8, "at": "03:00"}
+    assert httpx.put(f"{base}/api/v1/windows/night", json=other, headers=h(OP)).status_code == 200
+    listed = httpx.get(f"{base}/api/v1/windows", headers=h(OP)).json()["windows"]
+    assert [(w["name"], w["source"], w["slurm_flag"]) for w in listed] == [("eod", "api", "DAILY"),
+                                                                          ("night", "api", "DAILY")]
+    assert listed[0]["next_start"].endswith("+01:00") and "T14:00:00" in listed[0]["next_start"]
+    # a tenant: its own window only; another's is not there at all, and it changes none
+    assert [w["name"] for w in httpx.get(f"{base}/api/v1/windows", headers=h(T1)).json()["windows"]] == ["eod"]
+    assert httpx.get(f"{base}/api/v1/windows/eod", headers=h(T1)).json()["gpus"] == 64
+    assert httpx.get(f"{base}/api/v1/windows/eod", headers=h(T2)).status_code == 404
+    assert httpx.get(f"{base}/api/v1/windows", headers=h(T2)).json()["windows"][0]["name"] == "night"
+    for token in (T1, T2):
+        assert httpx.put(f"{base}/api/v1/windows/eod", json={**W, "gpus": 8}, headers=h(token)).status_code == 403
+        assert httpx.delete(f"{base}/api/v1/windows/eod", headers=h(token)).status_code == 403
+    assert httpx.get(f"{base}/api/v1/windows/eod", headers=h(OP)).json()["gpus"] == 64
+    # the next cycle's plan carries it (what Slurm reserves ahead)
+    wait_for(lambda: any(w["name"] == "eod" for w in d.last_result.plan.windows), what="the plan's windows",
+             timeout=30)
+    # changed, then deleted, each audited
+    assert httpx.put(f"{base}/api/v1/windows/eod", json={**W, "gpus": 32}, headers=h(OP)).status_code == 200
+    assert httpx.delete(f"{base}/api/v1/windows/eod", headers=h(OP)).status_code == 200
+    assert httpx.delete(f"{base}/api/v1/windows/eod", headers=h(OP)).status_code == 404
+    assert httpx.get(f"{base}/api/v1/windows/eod", headers=h(OP)).status_code == 404
+    ev = [e for e in httpx.get(f"{base}/api/v1/events?kind=operator_change", headers=h(OP)).json()["events"]
+          if e.get("window") == "eod"]
+    assert [e["changes"].get("gpus", {}).get("to") for e in ev] == [None, 32, 64]   # newest first
+    assert httpx.delete(f"{base}/api/v1/windows/night", headers=h(OP)).status_code == 200
+
+
+def test_a_window_the_cluster_cannot_take_is_refused_with_the_conflict_named(api):
+    _, base = api
+    r = httpx.put(f"{base}/api/v1/windows/huge", json={**W, "gpus": 300}, headers=h(OP))
+    assert r.status_code == 409 and "300 is more than the 256 GPUs" in r.json()["error"]
+    assert httpx.put(f"{base}/api/v1/windows/a", json={**W, "gpus": 200}, headers=h(OP)).status_code == 200
+    r = httpx.put(f"{base}/api/v1/windows/b", json={**W, "tenant": "tenant-0002", "gpus": 100, "at": "15:00"},
+                  headers=h(OP))
+    assert r.status_code == 409
+    assert "a (200) and b (100) overlap from" in r.json()["error"] and "300 GPUs" in r.json()["error"]
+    assert [w["name"] for w in httpx.get(f"{base}/api/v1/windows", headers=h(OP)).json()["windows"]] == ["a"]
+    r = httpx.put(f"{base}/api/v1/windows/c", json={**W, "at": "99:00"}, headers=h(OP))
+    assert r.status_code == 400 and "not a time of day" in r.json()["error"]
+    r = httpx.put(f"{base}/api/v1/windows/c", json={**W, "bogus": 1}, headers=h(OP))
+    assert r.status_code == 400 and r.json()["field"] == "bogus"
+    assert httpx.put(f"{base}/api/v1/windows/Bad%20Name", json=W, headers=h(OP)).status_code == 400
+    assert httpx.delete(f"{base}/api/v1/windows/a", headers=h(OP)).status_code == 200
