@@ -11,7 +11,7 @@ from daemon.actuators.slurm.holds import parse_kv_line
 from daemon.actuators.slurm.windows import parse_duration_min, parse_window_reservations
 from daemon.config import SlurmActuatorConfig, WindowConfig
 from daemon.policy.types import Plan, PolicyMemory, Preemption
-from tests.actuators.test_slurm_holds import TENANTS, jobs, sbatch
+from tests.actuators.test_slurm_holds import TENANTS, full, jobs, sbatch  # noqa: F401 (full: a fixture)
 from tests.support.services import slurm_cluster, slurm_run, wait_for
 
 NODES = ("gn1", "gn2", "gn3")
@@ -26,18 +26,6 @@ def test_slurm_durations_in_minutes():
 def slurm():
     with slurm_cluster(nodes=NODES, gpus=4) as s:
         yield s
-
-
-@pytest.fixture
-def full(slurm):
-    """Six low-priority 2-GPU jobs fill the 12 GPUs."""
-    ids = [sbatch(slurm, "low", "acct-low") for _ in range(6)]
-    wait_for(lambda: all(jobs(slurm).get(j, ("",))[0] == "RUNNING" for j in ids), what="low jobs running", timeout=60)
-    yield ids
-    slurm_run(slurm["env"], "scancel", "-u", "root", check=False)
-    for r in parse_window_reservations(slurm_run(slurm["env"], "scontrol", "-o", "show", "reservation"), "gpuas"):
-        slurm_run(slurm["env"], "scontrol", "delete", f"ReservationName={r.name}", check=False)
-    wait_for(lambda: not jobs(slurm), what="queue empty", timeout=60)
 
 
 def actuator(slurm):
@@ -61,7 +49,8 @@ def window(name, tenant="team-norm", gpus=4, **kw):
 
 
 @pytest.mark.services
-def test_a_window_is_a_recurring_reservation_made_ahead_that_holds_and_is_drained_at_its_start(slurm, full):
+@pytest.mark.usefixtures("full")
+def test_a_window_is_a_recurring_reservation_made_ahead_that_holds_and_is_drained_at_its_start(slurm):
     now = dt.datetime.now(dt.timezone.utc)
     # the reservation starts at the first whole minute at least 40 s ahead: the window opens a minute after it
     begin = (now + dt.timedelta(seconds=100)).replace(second=0, microsecond=0)
@@ -116,7 +105,8 @@ def test_a_window_is_a_recurring_reservation_made_ahead_that_holds_and_is_draine
 
 
 @pytest.mark.services
-def test_a_crontab_slurm_cannot_say_reserves_the_next_occurrence_only_and_says_so(slurm, full):
+@pytest.mark.usefixtures("full")
+def test_a_crontab_slurm_cannot_say_reserves_the_next_occurrence_only_and_says_so(slurm):
     monthly = window("monthly", cron="30 2 1 * *", duration_minutes=60, reclaim_before_minutes=0)
     rep = actuator(slurm).apply(plan([monthly]))
     assert rep.ok, rep.errors
