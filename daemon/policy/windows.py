@@ -35,6 +35,8 @@ def demands(windows: Iterable[WindowConfig], now: dt.datetime, drain_s: float, c
     """Each window's demand at `now` (only those that ask for something). The lead is reclaim_before, at least
     the drain plus one cycle, so that a preemption made at the first plan of the lead has drained by the start."""
     out = []
+    if now.tzinfo is None:  # a snapshot's time without a zone is UTC (the sources' own)
+        now = now.replace(tzinfo=dt.timezone.utc)
     for w in windows:
         start = w.occurrence(now)
         if start is None:

@@ -43,17 +43,36 @@ def window_view(w: WindowConfig, source: str, now: dt.datetime) -> dict[str, Any
             "held_from": (nxt - w.lead).isoformat() if nxt is not None else None}
 
 
+def visible(backend: Backend, p: Principal) -> list[dict[str, Any]]:
+    """The config's and the operator's windows `p` may see (an operator's replaces the config's of its name), by
+    name, each with its source and next start."""
+    cfg, now = backend.config(), dt.datetime.now(dt.timezone.utc)
+    ops = {k: WindowConfig.model_validate(v) for k, v in backend.overrides().windows().items()}
+    out = [window_view(w, "config", now) for w in cfg.windows if w.name not in ops]
+    out += [window_view(w, "api", now) for w in ops.values()]
+    return sorted((w for w in out if p.may_see(w["tenant"])), key=lambda w: w["name"])
+
+
+def change(backend: Backend, who: str, name: str, window: WindowConfig | None) -> dict:
+    """Store (or delete, None) the operator's window `name`, checked with the config's against the capacity the
+    last plan saw. Blocking (HA: the shared store): call it in a worker thread. Raises WindowRefused (also for a
+    window of the config file), KeyError (no such operator's window), OverridesUnavailable."""
+    cfg, snap = backend.config(), backend.snapshot()
+    if any(w.name == name for w in cfg.windows):
+        raise WindowRefused(f"window {name!r} is in the config file: change it there (and reload)")
+
+    def check(ops: dict[str, WindowConfig]) -> list[str]:
+        merged = {w.name: w for w in cfg.windows}
+        merged.update(ops)
+        return problems(merged.values(), capacity_now(snap, cfg), cfg.fleet.typed, [t.name for t in cfg.tenants])
+
+    return backend.overrides().change_window(who, name, window, check)
+
+
 def build(backend: Backend, guarded: Callable, error: Callable, json_body: Callable,
           bad_input: type[Exception]) -> list[Route]:
-    def visible(p: Principal) -> list[dict[str, Any]]:
-        cfg, now = backend.config(), dt.datetime.now(dt.timezone.utc)
-        ops = {k: WindowConfig.model_validate(v) for k, v in backend.overrides().windows().items()}
-        out = [window_view(w, "config", now) for w in cfg.windows if w.name not in ops]
-        out += [window_view(w, "api", now) for w in ops.values()]
-        return sorted((w for w in out if p.may_see(w["tenant"])), key=lambda w: w["name"])
-
     async def listing(_: Request, p: Principal) -> Response:
-        return JSONResponse({"windows": visible(p)})
+        return JSONResponse({"windows": visible(backend, p)})
 
     async def one(request: Request, p: Principal) -> Response:
         name = request.path_params["name"]
@@ -62,35 +81,23 @@ def build(backend: Backend, guarded: Callable, error: Callable, json_body: Calla
         if request.method in ("PUT", "DELETE"):
             if not p.operator:
                 return error(403, f"{p.name}: operator token required to change a window")
-            return await change(request, p, name)
-        for w in visible(p):
+            return await put_or_delete(request, p, name)
+        for w in visible(backend, p):
             if w["name"] == name:
                 return JSONResponse(w)
         return error(404, f"unknown window {name!r}")
 
-    async def change(request: Request, p: Principal, name: str) -> Response:
-        cfg = backend.config()
-        if any(w.name == name for w in cfg.windows):
-            return error(409, f"window {name!r} is in the config file: change it there (and reload)")
+    async def put_or_delete(request: Request, p: Principal, name: str) -> Response:
         window = None
         if request.method == "PUT":
             try:
                 window = parse_window(name, await json_body(request))
             except BadChange as exc:
                 raise bad_input(exc.field, str(exc).split(": ", 1)[1]) from None
-        snap = backend.snapshot()
-
-        def check(ops: dict[str, WindowConfig]) -> list[str]:
-            merged = {w.name: w for w in cfg.windows}
-            merged.update(ops)
-            return problems(merged.values(), capacity_now(snap, cfg), cfg.fleet.typed,
-                            [t.name for t in cfg.tenants])
-
         try:  # in a worker thread: under HA the change is a round trip to the shared store
-            return JSONResponse(await run_in_threadpool(backend.overrides().change_window, p.name, name, window,
-                                                        check))
+            return JSONResponse(await run_in_threadpool(change, backend, p.name, name, window))
         except WindowRefused as exc:
-            return error(409, str(exc), "gpus")
+            return error(409, str(exc))
         except KeyError:
             return error(404, f"unknown window {name!r}")
         except OverridesUnavailable as exc:  # HA: refused, never kept only on this replica

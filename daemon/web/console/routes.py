@@ -18,9 +18,9 @@ from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
 from daemon.sources.redact import redact_text
-from daemon.state.overrides import BadChange, OverridesUnavailable
+from daemon.state.overrides import BadChange, OverridesUnavailable, WindowRefused, parse_window
 from daemon.text import plural
-from daemon.web import views
+from daemon.web import views, windows_api
 from daemon.web.api import KIND_RE, TENANT_RE, AccessHolder, BadInput, int_param, read_capped
 from daemon.web.auth import COOKIE, Principal
 from daemon.web.backend import Backend, Snapshot
@@ -157,6 +157,29 @@ def tenant_chart(t: dict) -> Chart:
     return forecast_chart("forecast-chart", f"{t['tenant']}: {DEMAND} and its p50/p90 forecast",
                           t["usage"], DEMAND, t["forecast"],
                           [("held for you", t["held"] or None, "s-held"), ("quota", t["quota"], "s-quota")])
+
+
+def window_form(form: dict[str, list[str]]) -> dict:
+    """The console's window form as the API's body: empty fields left out, numbers as numbers, GPUs as a number or
+    "h100=8,a100=8" (BadChange naming the field that is not one)."""
+    def one(key: str) -> str:
+        return (form.get(key) or [""])[0].strip()
+
+    body: dict = {k: one(k) for k in ("tenant", "every", "day", "at", "cron", "timezone") if one(k)}
+    for key in ("duration_minutes", "reclaim_before_minutes"):
+        if one(key):
+            try:
+                body[key] = float(one(key))
+            except ValueError:
+                raise BadChange(key, f"not a number: {one(key)[:32]!r}") from None
+    raw = one("gpus")
+    try:
+        body["gpus"] = {k.strip(): int(v) for k, v in (x.split("=", 1) for x in raw.split(","))} if "=" in raw \
+            else int(raw)
+    except ValueError:
+        raise BadChange("gpus", f"not a number of GPUs (16) or GPUs per type (h100=8,a100=8): {raw[:32]!r}") from None
+    body["borrowable_before"] = bool(form.get("borrowable_before"))
+    return body
 
 
 def build(backend: Backend, holder: AccessHolder) -> list[Route]:
@@ -363,6 +386,40 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
         return page(request, "shadow.html", who=p, title="What it would have done", rep=rep,
                     dry_run=snap.cfg.actuators.dry_run, cycles=limit)
 
+    def windows_page(request: Request, p: Principal, status: int = 200, **extra) -> Response:
+        return page(request, "windows.html", status, who=p, title="Windows",
+                    windows=windows_api.visible(backend, p), **extra)
+
+    async def windows(request: Request) -> Response:
+        """Recurring windows (docs/windows.md): a tenant sees its own tenant's; an operator all, and changes them."""
+        p = who(request)
+        if p is None:
+            return to_login(request)
+        notice = "Change saved; it applies at the next cycle." if request.query_params.get("saved") else None
+        return windows_page(request, p, notice=notice)
+
+    async def window_change(request: Request) -> Response:
+        p = operator_form(request)
+        if isinstance(p, Response):
+            return p
+        form = await read_form(request)
+        if form is None:
+            return problem(request, p, 413, "Form too large", f"A console form is at most {FORM_CAP} bytes.")
+        delete = "name" in request.path_params
+        name = request.path_params["name"] if delete else (form.get("name") or [""])[0].strip()
+        try:
+            window = None if delete else parse_window(name, window_form(form))
+            await run_in_threadpool(windows_api.change, backend, p.name, name, window)
+        except BadChange as exc:
+            return windows_page(request, p, 400, error=str(exc))
+        except WindowRefused as exc:
+            return windows_page(request, p, 409, error=str(exc))
+        except KeyError:
+            return windows_page(request, p, 404, error=f"unknown window {name!r}")
+        except OverridesUnavailable as exc:  # HA: refused, never kept only on this replica
+            return problem(request, p, 503, "Change not stored", str(exc))
+        return RedirectResponse("/ui/windows?saved=1", status_code=303, headers=HEADERS)
+
     async def slash(_: Request) -> Response:
         return RedirectResponse("/ui/", status_code=308)
 
@@ -376,5 +433,8 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
         Route("/ui/tenants/{tenant}/override", tenant_override, methods=["POST"]),
         Route("/ui/overrides", global_override, methods=["POST"]),
         Route("/ui/events", events),
+        Route("/ui/windows", windows),
+        Route("/ui/windows", window_change, methods=["POST"]),
+        Route("/ui/windows/{name}/delete", window_change, methods=["POST"]),
         Route("/ui/shadow", shadow),
     ]
