@@ -304,13 +304,21 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
             return problem(request, p, 403, "Cross-site form", "This form must be sent from the console itself.")
         return p
 
-    async def global_override(request: Request) -> Response:
+    async def operator_form_body(request: Request) -> tuple[Principal, dict[str, list[str]]] | Response:
+        """operator_form, then the form's fields (a form over FORM_CAP is refused unread: 413)."""
         p = operator_form(request)
         if isinstance(p, Response):
             return p
         form = await read_form(request)
         if form is None:
             return problem(request, p, 413, "Form too large", f"A console form is at most {FORM_CAP} bytes.")
+        return p, form
+
+    async def global_override(request: Request) -> Response:
+        got = await operator_form_body(request)
+        if isinstance(got, Response):
+            return got
+        p, form = got
         paused = bool((form.get("preemption_paused") or [""])[0])
         try:  # in a worker thread: under HA the change is a round trip to the shared store
             await run_in_threadpool(backend.overrides().change_global, p.name, {"preemption_paused": paused})
@@ -399,12 +407,10 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
         return windows_page(request, p, notice=notice)
 
     async def window_change(request: Request) -> Response:
-        p = operator_form(request)
-        if isinstance(p, Response):
-            return p
-        form = await read_form(request)
-        if form is None:
-            return problem(request, p, 413, "Form too large", f"A console form is at most {FORM_CAP} bytes.")
+        got = await operator_form_body(request)
+        if isinstance(got, Response):
+            return got
+        p, form = got
         delete = "name" in request.path_params
         name = request.path_params["name"] if delete else (form.get("name") or [""])[0].strip()
         try:
