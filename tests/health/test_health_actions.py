@@ -115,6 +115,8 @@ def test_an_idle_low_priority_pod_is_evicted_through_the_eviction_api_and_a_daem
         assert {o["verdict"] for o in first.view["outcomes"]} == {"warn"} and evictions(cap) == []
         events = [r for r in cap.sent if r["path"].endswith("/events")]
         assert events and all(e["body"]["reason"] == "HealthIdle" for e in events)   # told: a Kubernetes Event
+        # the API server refuses (422) an Event whose involvedObject is in another namespace than its own
+        assert all(e["body"]["involvedObject"]["namespace"] == "batch" for e in events)
         clock.t += 60
         second = runner.run(st, [act], acting=True, budget=(64.0, 10.0))
         assert {o["verdict"] for o in second.view["outcomes"]} == {"requeue"}
