@@ -17,3 +17,10 @@ def plural(n: float, noun: str, many: str | None = None, fmt: str = "") -> str:
 def agree(n: float, one: str, many: str) -> str:
     """The word that agrees with a count of ``n``: ``agree(1, "has", "have")`` is "has"."""
     return one if n == 1 else many
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one log line: its type and its message with every run of whitespace one space. Some
+    clients' messages span lines (the Kubernetes client's ApiException is "(0)\\nReason: ...\\n"), and a line
+    that says why a cycle kept its plan must stay one line."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"

@@ -31,7 +31,7 @@ from daemon.sources.base import Collected, SourceError
 from daemon.sources.history import History
 from daemon.sources.redact import redact_text, redact_url
 from daemon.sources.scheduler_bounds import bound_capacity, cap_demand
-from daemon.text import plural
+from daemon.text import one_line, plural
 
 log = logging.getLogger("gpu_autoscaler.source.prometheus")
 SERIES_SEP = "@"     # a typed series: "<tenant>@<type>", as the policy names it (daemon/policy/fleet.py)
@@ -526,7 +526,7 @@ class PrometheusSource:
         try:
             return self.jobs_provider(tenants)
         except Exception as exc:  # whatever the scheduler's client raises (SlurmError, ApiException, ...)
-            raise SourceError(f"cannot read the scheduler's jobs: {type(exc).__name__}: {exc}") from None
+            raise SourceError(f"cannot read the scheduler's jobs: {one_line(exc)}") from None
 
     def _nodes(self, tenants: tuple[str, ...], now: float) -> Nodes | None:
         """The node provider's view, or None (no provider, or it failed: then the policy counts GPUs; a failed
@@ -537,8 +537,8 @@ class PrometheusSource:
         try:
             return self.nodes_provider(tenants)
         except Exception as exc:  # whatever the scheduler's client raises: this cycle goes on without placement
-            log.warning("cannot read the scheduler's nodes (%s: %s): this cycle preempts by GPU counts, "
-                        "without placement", type(exc).__name__, exc)
+            log.warning("cannot read the scheduler's nodes (%s): this cycle preempts by GPU counts, "
+                        "without placement", one_line(exc))
             return None
 
     def node_names(self) -> set[str]:

@@ -364,7 +364,8 @@ def test_an_api_server_that_does_not_answer_is_an_error_per_action_retried_next_
     t0 = _time.monotonic()
     rep = act.requeue(["batch/train-1"], "node down")
     assert _time.monotonic() - t0 < 1.4                          # did not wait for the answer
-    assert any("read pod batch/train-1: 0 no answer within 0.3 s" in e for e in rep.errors), rep.errors
+    assert any("read pod batch/train-1: 0 the API server http://127.0.0.1:" in e and "gave no answer within 0.3 s" in e
+               for e in rep.errors), rep.errors
     assert not [r for r in pool.sent if r["path"].endswith("/eviction")]
     hang.clear()
     rep = act.apply(plan(quotas={}))                             # next cycle: retried

@@ -78,11 +78,20 @@ class TimedApiClient(k8s.ApiClient):
             resp = super().call_api(method, url, header_params, body, post_params,
                                     _request_timeout if _request_timeout is not None else self.timeout_s)
         except urllib3.exceptions.HTTPError as exc:
-            raise ApiException(status=0,
-                               reason=f"no answer within {self.timeout_s:g} s: {type(exc).__name__}") from None
+            raise ApiException(status=0, reason=self._why(exc)) from None
         if resp.status == 403:  # the caller reports it as that action's error; the missing grant is logged once
             (self.refusals or rbac.REFUSALS).seen(method, url)
         return resp
+
+    def _why(self, exc: urllib3.exceptions.HTTPError) -> str:
+        """What went wrong, in the operator's words: nothing listens (refused) is not a slow server (timeout)."""
+        cause = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason else exc
+        host = self.configuration.host
+        if isinstance(cause, urllib3.exceptions.NewConnectionError):
+            return f"the API server {host} is unreachable (connection refused or no route)"
+        if isinstance(cause, urllib3.exceptions.TimeoutError):
+            return f"the API server {host} gave no answer within {self.timeout_s:g} s"
+        return f"the API server {host} did not answer: {type(cause).__name__}"
 
 
 def api_client(cfg: KubernetesActuatorConfig) -> k8s.ApiClient:
