@@ -238,6 +238,11 @@ class FakeCluster:
             ("GET", r"/api/v1/pods"): lambda p, b: (200, {"apiVersion": "v1", "kind": "PodList", "metadata": {},
                                                            "items": self.pods}),
             ("PATCH", r"/api/v1/nodes/[^/]+"): self.patch_node,
+            ("GET", API): (200, {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": API[6:],
+                                 "resources": [{"name": p, "singularName": "", "namespaced": p == "localqueues",
+                                                "kind": "", "verbs": ["get"]}
+                                               for p in ("resourceflavors", "clusterqueues", "cohorts",
+                                                         "localqueues")]}),
             ("GET", API + r"/(resourceflavors|clusterqueues|cohorts|localqueues)"): self.listing,
             ("GET", API + r"/.+"): self.get, ("PUT", API + r"/.+"): self.put,
             ("POST", API + r"/.+"): self.post, ("DELETE", API + r"/.+"): self.delete,
@@ -304,7 +309,8 @@ def test_whole_nodes_are_held_for_a_high_tenant_and_its_queue_admits_exactly_the
     assert [r["path"] for r in patches] == ["/api/v1/nodes/n1", "/api/v1/nodes/n3"]
     assert patches[0]["headers"]["content-type"] == "application/strategic-merge-patch+json"
     assert patches[0]["body"]["metadata"]["resourceVersion"] == "1"    # optimistic: a concurrent change wins
-    assert pool.sent[1]["query"] == "fieldSelector=status.phase%3DRunning"
+    assert pool.sent[0]["path"] == API                                   # discovery: Kueue's CRDs served
+    assert pool.sent[2]["query"] == "fieldSelector=status.phase%3DRunning"
     # the eviction comes after the nodes are tainted: the evicted pod cannot come back there
     order = [r["path"] for r in writes(pool)]
     assert order.index("/api/v1/namespaces/batch/pods/low-1/eviction") > order.index("/api/v1/nodes/n3")

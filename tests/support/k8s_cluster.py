@@ -146,7 +146,9 @@ class ControlPlane:
         raise TimeoutError(f"{name} not ready after {timeout:g} s (last error: {last})\n--- {name} log:\n"
                            f"{self.log_tail(name)}")
 
-    def start(self, timeout: float = 240.0) -> "ControlPlane":
+    def start(self, timeout: float = 240.0, api_only: bool = False) -> "ControlPlane":
+        """Everything, or with `api_only` etcd and the apiserver alone (a few seconds: for a test that needs an
+        API server of its own, such as one without Kueue's CRDs, beside the worker's shared one)."""
         t0 = time.monotonic()
         d, b = self.tmp, self.bins
         make_certs(d)
@@ -180,6 +182,9 @@ class ControlPlane:
             return httpx.get(f"{self.server}/readyz", verify=tls, timeout=5).status_code == 200
         self._wait("kube-apiserver", api_ready, timeout)
         self.timings["kube-apiserver"] = time.monotonic() - t0
+        if api_only:
+            self.timings["ready"] = self.timings["kube-apiserver"]
+            return self
         for comp, user in (("kube-scheduler", "scheduler"), ("kube-controller-manager", "controller-manager")):
             kc = kubeconfig(d / f"{user}.kubeconfig", self.server, d / "ca.crt", d / f"{user}.crt", d / f"{user}.key")
             port = free_port()
@@ -372,10 +377,10 @@ class ControlPlane:
                     raise
 
 
-def start_control_plane(tmp: Path) -> ControlPlane:
+def start_control_plane(tmp: Path, api_only: bool = False) -> ControlPlane:
     cp = ControlPlane(tmp, find_binaries())
     try:
-        return cp.start()
+        return cp.start(api_only=api_only)
     except BaseException:
         cp.stop()
         raise

@@ -118,6 +118,7 @@ class KueueActuator:
         self._held_by_type: dict[str, dict[str, int]] = {}  # hold label value -> {type: GPUs}, last known
         self._sent: dict[tuple[str, str, str], dict] = {}  # (plural, namespace, name) -> spec last applied
         self._swept = False
+        self._api_ok = False  # discovery said Kueue's CRDs are served (api_problem); asked until it does
         self._last: Plan | None = None
         self.guard: FenceGuard = NO_FENCE
 
@@ -475,8 +476,43 @@ class KueueActuator:
             self._apply(rep, plan)
         return rep
 
+    def api_problem(self) -> str | None:
+        """Why this API server cannot take the Kueue objects, in one line naming what is missing, or None (it can,
+        or discovery failed: then the writes say what failed). Asked each cycle until it once finds no problem: the
+        group and version (``kueue.x-k8s.io/v1beta1``) served, and each kind's CRD in it."""
+        want = ", ".join(f"{p}.{GROUP}" for p in PLURALS)
+        try:
+            served = {r.name for r in self.custom.get_api_resources(GROUP, VERSION).resources or []
+                      if "/" not in r.name}                              # not the subresources (status)
+        except ApiException as exc:
+            if exc.status != 404:
+                return None
+            try:
+                groups = k8s.ApisApi(self.custom.api_client).get_api_versions().groups or []
+            except ApiException:
+                return None
+            other = [v.group_version for g in groups if g.name == GROUP for v in g.versions or []]
+            if not other:
+                return (f"Kueue's CRDs are not installed: the API server serves no {GROUP} API (needed at {VERSION}: "
+                        f"{want}); install Kueue (docs/kubernetes.md); no Kueue object or node hold is written")
+            return (f"Kueue's API {GROUP}/{VERSION} is not served: the API server has {', '.join(other)} only (a "
+                    f"Kueue of another version); install one that serves {VERSION} (docs/kubernetes.md); no Kueue "
+                    "object or node hold is written")
+        missing = [f"{p}.{GROUP}" for p in PLURALS if p not in served]
+        if missing:
+            return (f"Kueue's CRD {', '.join(missing)} is missing at {VERSION} (the API server serves "
+                    f"{', '.join(sorted(served)) or 'none'} of {GROUP}/{VERSION}); install Kueue's CRDs "
+                    "(docs/kubernetes.md); no Kueue object or node hold is written")
+        return None
+
     def _apply(self, rep: ActionReport, plan: Plan) -> None:
         self._last = plan
+        if not self._api_ok and not self.dry_run:
+            problem = self.api_problem()
+            if problem is not None:
+                rep.errors.append(problem)
+                return
+            self._api_ok = True
         freed: dict[str, int] = {}
         for p in plan.preemptions:
             if p.node:
