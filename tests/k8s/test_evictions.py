@@ -1,6 +1,7 @@
 """Preemption by eviction on the real API server (daemon/actuators/k8s/actuator.py): a pod under a
 PodDisruptionBudget with no disruption left is refused (429) and keeps running and its GPUs are still used in the
-next cycle's view; an evicted pod goes (kwok ends it) and its GPUs are free on the node in the next cycle. The
+next cycle's view; an evicted pod goes (kwok ends it) and its GPUs are free on the node in the next cycle. A
+refused eviction is sent again once a cycle, never in a tight loop (the apiserver's own request count). The
 request shapes are pinned against recorded requests in tests/actuators/test_k8s_actuator.py."""
 
 import pytest
@@ -71,3 +72,51 @@ def test_a_pdb_refuses_an_eviction_429_its_gpus_stay_used_and_an_evicted_pods_gp
         assert view.free.tolist() == [4] and view.draining.tolist() == [0]
     finally:
         kube.delete_nodes([node])
+
+
+def _evictions_refused(kube):
+    """Eviction requests the apiserver answered 429, by its own request counter (/metrics)."""
+    import ssl
+
+    import httpx
+
+    tls = ssl.create_default_context(cafile=str(kube.tmp / "ca.crt"))
+    tls.load_cert_chain(str(kube.tmp / "admin.crt"), str(kube.tmp / "admin.key"))
+    text = httpx.get(f"{kube.server}/metrics", verify=tls, timeout=10).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("apiserver_request_total{") and 'subresource="eviction"' in line
+               and 'code="429"' in line)
+
+
+def test_an_eviction_a_pdb_refuses_is_sent_once_a_cycle_never_in_a_tight_loop(kube):
+    """The refused pod is asked for again at the next cycle only: a plan's preemption once per cycle, a failed
+    node's pod (kept for retry) once per cycle, each counted as not freed; by the apiserver's own count."""
+    core, policy = k8s.CoreV1Api(kube.api()), k8s.PolicyV1Api(kube.api())
+    ns = kube.namespace("pdb")
+    tenants = [TenantConfig(name="team-low", tier="low", k8s_namespace=ns)]
+    node = kube.gpu_node(f"{ns}-n1", "a100", gpus=8)
+    wait_for(lambda: kube.node_ready(node), timeout=60, what="KWOK node Ready")
+    act = KubernetesActuator(kube.api(), KubernetesActuatorConfig(grace_period_s=5), tenants, dry_run=False)
+    assert act.apply(_plan()).ok
+    core.create_namespaced_pod(ns, gpu_pod(ns, "guarded", 4, "gpu-autoscaler-low", {"kubernetes.io/hostname": node},
+                                           labels={"app": "cache"}))
+    wait_for(lambda: pod_running(core, ns, "guarded"), timeout=60, what="guarded Running")
+    policy.create_namespaced_pod_disruption_budget(ns, {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "cache"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "cache"}}}})
+    wait_for(lambda: policy.read_namespaced_pod_disruption_budget("cache", ns).status.observed_generation == 1,
+             timeout=60, what="the disruption controller's PDB status")
+    job = f"{ns}/guarded"
+    before = _evictions_refused(kube)
+    for cycle in range(1, 4):                                            # a plan preempting it, three cycles
+        rep = act.apply(_plan([Preemption(job, "team-low", 4, node, "peak ahead")]))
+        assert rep.not_freed == [job]
+        assert _evictions_refused(kube) - before == cycle
+    rep = act.requeue([job], "node failed")                              # a failed node's pod: kept for retry
+    assert rep.not_freed == [job] and _evictions_refused(kube) - before == 4
+    for cycle in range(1, 4):                                            # retried once a cycle, no more
+        rep = act.apply(_plan())
+        assert rep.not_freed == [job], rep
+        assert _evictions_refused(kube) - before == 4 + cycle
+    live = core.read_namespaced_pod("guarded", ns)
+    assert live.status.phase == "Running" and live.metadata.deletion_timestamp is None
