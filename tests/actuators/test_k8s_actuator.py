@@ -107,19 +107,6 @@ def test_dry_run_sends_nothing_that_writes():
     assert all(r["method"] == "GET" for r in pool.sent)
 
 
-def test_pdb_refusal_is_reported_not_raised():
-    routes = dict(BASE)
-    routes[("POST", r"/api/v1/namespaces/batch/pods/train-1/eviction")] = (429, {"kind": "Status", "code": 429})
-    act, pool = actuator(routes)
-    rep = act.apply(plan([Preemption("batch/train-1", "team-low", 8, "", "x")]))
-    assert any("evict batch/train-1: 429" in e for e in rep.errors)
-    assert not [r for r in pool.sent if r["method"] == "DELETE"]          # never escalated to a delete
-    # a later plan that still asks for it: the eviction is sent again (nothing remembered against the pod)
-    routes[("POST", r"/api/v1/namespaces/batch/pods/train-1/eviction")] = (201, {})
-    assert act.apply(plan([Preemption("batch/train-1", "team-low", 8, "", "x")])).ok
-    assert len([r for r in pool.sent if r["path"].endswith("/eviction")]) == 2
-
-
 def _quota(ns, labelled=True, name="gpu-autoscaler"):
     meta = {"name": name, "namespace": ns, "resourceVersion": "1"}
     if labelled:

@@ -64,6 +64,10 @@ def test_two_override_writers_on_a_real_configmap_the_older_version_is_refused_a
     assert json.loads(cm["overrides.json"]) == {"tenants": {"t1": {"floor_gpus": 4, "rate_override": 5.0}},
                                                 "global": {"preemption_paused": True}}
     assert [e["detail"]["who"] for e in json.loads(cm["audit.json"])] == ["ops", "bob", "alice"]
+    for ov in (a, b):                       # both replicas read the result, and each audit event is copied once
+        assert ov.refresh() and ov.inputs().paused_all and ov.for_tenant("t1")["floor_gpus"] == 4
+        assert [e["who"] for e in ov.store.events("operator_change")] == ["ops", "bob", "alice"]
+        assert ov.refresh() and len(ov.store.events("operator_change")) == 3
 
 
 @pytest.mark.services
