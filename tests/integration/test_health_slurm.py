@@ -20,7 +20,7 @@ from daemon.service.health import HealthRunner
 from daemon.sources.job_telemetry import JobTelemetrySource
 from tests.integration.test_health_prometheus import exporter
 from tests.integration.test_slurm_actuator import act, admin_comment, sbatch, state
-from tests.support.services import prometheus_server, slurm_cluster, wait_for
+from tests.support.services import prometheus_server, scrape_config, slurm_cluster, wait_for
 
 pytestmark = pytest.mark.services
 TENANTS = ("team-high", "team-low")
@@ -38,11 +38,8 @@ def test_low_idle_job_is_warned_then_requeued_high_is_reported_no_telemetry_is_l
                                         {"gpu": "2", "labels": {"hpc_job": high}, "act": 0.0},
                                         {"gpu": "3", "labels": {"hpc_job": high}, "act": 0.0},
                                         {"gpu": "4", "labels": {"hpc_job": "999999"}, "act": 0.0}])
-        prom_cfg = ("global:\n  scrape_interval: 1s\n  scrape_timeout: 500ms\n"
-                    f"scrape_configs:\n  - job_name: dcgm-exporter\n    static_configs:\n"
-                    f"      - targets: ['127.0.0.1:{node.server_address[1]}']\n")
         try:
-            with prometheus_server(tmp_path, prom_cfg) as (url, _):
+            with prometheus_server(tmp_path, scrape_config(node)) as (url, _):
                 cfg = Config(source={"kind": "prometheus", "prometheus": {"url": url, "timeout_s": 2, "retries": 0}},
                              cycle={"history_steps": 60, "resolution_s": 1, "stale_after_s": 3},
                              tenants=[{"name": "team-high", "tier": "high", "slurm_account": "acct-high"},

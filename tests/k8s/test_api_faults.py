@@ -21,7 +21,7 @@ from daemon.service.loop import Daemon
 from daemon.service.wiring import build_runtime
 from tests.conftest import free_port
 from tests.support.k8s_cluster import gpu_pod, kubeconfig, pod_running
-from tests.support.services import metrics_target, prometheus_server, wait_for
+from tests.support.services import metrics_target, prometheus_server, scrape_config, wait_for
 from tests.support.tcp_gate import TcpGate
 
 pytestmark = [pytest.mark.xdist_group("k8s"), pytest.mark.services]
@@ -59,11 +59,8 @@ def world(kube, tmp_path):
     gate = TcpGate((api.hostname, api.port))
     kc = kubeconfig(tmp_path / "daemon.kubeconfig", f"https://127.0.0.1:{gate.port}", kube.tmp / "ca.crt",
                     kube.tmp / "admin.crt", kube.tmp / "admin.key")
-    prom_cfg = (f"global:\n  scrape_interval: 1s\n  scrape_timeout: 500ms\nscrape_configs:\n"
-                f"  - job_name: dcgm-exporter\n    static_configs:\n"
-                f"      - targets: ['127.0.0.1:{target.server_address[1]}']\n")
     try:
-        with prometheus_server(tmp_path, prom_cfg) as (url, _):
+        with prometheus_server(tmp_path, scrape_config(target)) as (url, _):
             cfg = Config(source={"kind": "prometheus", "prometheus": {"url": url, "timeout_s": 2, "retries": 0}},
                          cycle={"history_steps": 60, "resolution_s": 1, "interval_s": 1},
                          forecaster={"kind": "seasonal_naive"},

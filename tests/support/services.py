@@ -100,6 +100,13 @@ def _http_server(tmp: Path, name: str, argv: list[str], port: int):
         log.close()
 
 
+def scrape_config(*targets: ThreadingHTTPServer, job: str = "dcgm-exporter") -> str:
+    """A prometheus.yml scraping `targets` (metrics_target servers on 127.0.0.1) every second as `job`."""
+    listed = ", ".join(f"'127.0.0.1:{t.server_address[1]}'" for t in targets)
+    return ("global:\n  scrape_interval: 1s\n  scrape_timeout: 500ms\n"
+            f"scrape_configs:\n  - job_name: {job}\n    static_configs:\n      - targets: [{listed}]\n")
+
+
 def prometheus_server(tmp: Path, config: str, data_dir: Path | None = None, extra: list[str] | None = None):
     exe = need_binary("prometheus")
     port = free_port()
