@@ -265,24 +265,6 @@ def test_quota_caps_only_non_preemptible_pods_in_tenant_namespaces_only():
         {"scopeName": "PriorityClass", "operator": "NotIn", "values": ["gpu-autoscaler-low"]}]}
 
 
-def test_min_runtime_protects_a_pod_that_just_started():
-    import datetime as dt
-
-    young = pod("batch", "train-1", "gpu-autoscaler-low")
-    young["status"]["startTime"] = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=30)).strftime(
-        "%Y-%m-%dT%H:%M:%SZ")
-    routes = dict(BASE)
-    routes[("GET", r"/api/v1/namespaces/batch/pods/train-1")] = (200, young)
-    act, pool = actuator(routes)
-    act.min_runtime_s = 600
-    rep = act.apply(plan([Preemption("batch/train-1", "team-low", 8, "", "x")]))
-    assert rep.ok and any("policy.preempt_min_runtime_s" in a for a in rep.actions)
-    assert not any(r["path"].endswith("/eviction") for r in pool.sent)
-    act.min_runtime_s = 10
-    act.apply(plan([Preemption("batch/train-1", "team-low", 8, "", "x")]))
-    assert any(r["path"].endswith("/eviction") for r in pool.sent)
-
-
 def test_node_names_come_from_the_node_list_and_a_glob_is_refused():
     from daemon.config import FailoverConfig
     from daemon.failover import alerts
@@ -382,47 +364,6 @@ def test_api_client_from_a_kubeconfig_has_the_configured_timeout(tmp_path):
     with pytest.raises(ApiException) as exc:
         KubernetesActuator(api, KubernetesActuatorConfig(), []).node_names()
     assert exc.value.status == 0
-
-
-def _node(name, ready):
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
-            "status": {"conditions": [{"type": "MemoryPressure", "status": "False"},
-                                      {"type": "Ready", "status": ready}]}}
-
-
-@pytest.mark.security
-@pytest.mark.parametrize("ready,acts", [("True", False), ("False", True), ("Unknown", True)])
-def test_a_node_down_alert_is_acted_on_only_when_the_node_is_not_ready(tmp_path, ready, acts):
-    """failover.confirm_with_scheduler: a GPUNodeDown alert for a node the API shows Ready moves no pod and
-    cordons nothing (the disagreement is the webhook's answer and an event); NotReady or Unknown: as before."""
-    from tests.integration.test_slurm_nodes import daemon_with
-
-    routes = {
-        ("GET", r"/api/v1/nodes/gpu-node-7"): (200, _node("gpu-node-7", ready)),
-        ("GET", r"/api/v1/pods"): (200, {"apiVersion": "v1", "kind": "PodList", "metadata": {},
-                                         "items": [pod("batch", "train-1", "gpu-autoscaler-low")]}),
-        ("GET", r"/api/v1/namespaces/batch/pods/train-1"): (200, pod("batch", "train-1", "gpu-autoscaler-low")),
-        ("POST", r"/api/v1/namespaces/batch/pods/train-1/eviction"): (201, {}),
-        ("PATCH", r"/api/v1/nodes/gpu-node-7"): (200, _node("gpu-node-7", ready)),
-        ("POST", r"/api/v1/namespaces/.+/events"): lambda path, body: (
-            201, {**body, "metadata": {"name": "e1", **body["metadata"]}}),
-    }
-    act, pool = actuator(routes)
-    d = daemon_with(tmp_path, [act])
-    try:
-        out = d.handle_node_down("gpu-node-7", 0.0, "GPUNodeDown")
-        writes = [(r["method"], r["path"]) for r in pool.sent if r["method"] != "GET"]
-        if acts:
-            assert out["requeued"] == ["batch/train-1"] and "skipped" not in out, out
-            assert ("POST", "/api/v1/namespaces/batch/pods/train-1/eviction") in writes
-            assert ("PATCH", "/api/v1/nodes/gpu-node-7") in writes
-        else:
-            assert writes == [] and out["requeued"] == [], (writes, out)
-            assert "the scheduler does not see gpu-node-7 as failed (kubernetes: healthy)" in out["skipped"]
-            assert [e["node"] for e in d.runtime.store.events("node_down_unconfirmed")] == ["gpu-node-7"]
-        assert pool.sent[0]["path"] == "/api/v1/nodes/gpu-node-7"          # asked before anything else
-    finally:
-        d.runtime.close()
 
 
 def test_a_node_the_api_cannot_say_about_does_not_block_the_failover():

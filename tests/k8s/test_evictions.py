@@ -120,3 +120,26 @@ def test_an_eviction_a_pdb_refuses_is_sent_once_a_cycle_never_in_a_tight_loop(ku
         assert _evictions_refused(kube) - before == 4 + cycle
     live = core.read_namespaced_pod("guarded", ns)
     assert live.status.phase == "Running" and live.metadata.deletion_timestamp is None
+
+
+def test_a_pod_younger_than_the_minimum_run_time_is_not_evicted_an_older_one_is(kube):
+    """policy.preempt_min_runtime_s against the pod's real startTime (kwok's, when it started it)."""
+    core = k8s.CoreV1Api(kube.api())
+    ns = kube.namespace("young")
+    tenants = [TenantConfig(name="team-low", tier="low", k8s_namespace=ns)]
+    node = kube.gpu_node(f"{ns}-n1", "a100", gpus=8)
+    wait_for(lambda: kube.node_ready(node), timeout=60, what="KWOK node Ready")
+    act = KubernetesActuator(kube.api(), KubernetesActuatorConfig(grace_period_s=5), tenants, dry_run=False,
+                             min_runtime_s=600)
+    assert act.apply(_plan()).ok
+    core.create_namespaced_pod(ns, gpu_pod(ns, "young", 4, "gpu-autoscaler-low", {"kubernetes.io/hostname": node}))
+    wait_for(lambda: pod_running(core, ns, "young"), timeout=60, what="young Running")
+    preempt = _plan([Preemption(f"{ns}/young", "team-low", 4, node, "peak ahead")])
+    rep = act.apply(preempt)
+    assert rep.ok and any(a.startswith(f"skip {ns}/young: ran ") and "policy.preempt_min_runtime_s = 600" in a
+                          for a in rep.actions), rep.actions
+    assert core.read_namespaced_pod("young", ns).metadata.deletion_timestamp is None
+    act.min_runtime_s = 0
+    rep = act.apply(preempt)
+    assert f"evict {ns}/young (grace 5 s)" in rep.actions, rep.actions
+    wait_for(lambda: _gone(core, ns, "young"), timeout=60, what="the pod evicted")

@@ -1,11 +1,12 @@
 """Node failover on the real control plane (daemon/failover/handler.py through daemon/actuators/k8s/actuator.py): a
-KWOK node goes NotReady (kwok stops managing it and its Ready condition is set False, as the node controller does
-for a kubelet that stopped reporting), the webhook gets the ``GPUNodeDown`` post that the shipped rule
+KWOK node goes NotReady (kwok stops managing it and its Ready condition is set Unknown, as the node controller
+does for a kubelet that stopped reporting), the webhook gets the ``GPUNodeDown`` post that the shipped rule
 (deploy/prometheus/gpu-autoscaler-rules.yml) and route (deploy/alertmanager/gpu-autoscaler.yml) send, and within
 the 30 s of the seed the daemon has evicted the node's pods through the Eviction API, their Job's replacement runs
 on a healthy node, the node is cordoned and the tenant is told by an Event in its namespace. The daemon is a real
 one (its HTTP server, its failover worker) on the embedded simulator with the Kubernetes actuator on; the
-webhook's own checks are tested in tests/failover."""
+webhook's own checks are tested in tests/failover. Before it fails, the same alert for the node still Ready moves
+nothing (failover.confirm_with_scheduler)."""
 
 import time
 
@@ -65,18 +66,29 @@ def test_a_notready_node_reported_by_the_alert_gets_its_pods_evicted_requeued_an
         wait_for(lambda: running_on(bad) == ["train-a", "train-b"], timeout=60, what="both pods Running on bad")
         first = {p.metadata.name for p in core.list_namespaced_pod(ns).items}
         core.patch_node(good, {"spec": {"unschedulable": False}})
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        # an alert for a node the API still shows Ready (failover.confirm_with_scheduler): nothing moves
+        a = alert("GPUNodeDown", node=bad, severity="critical", gpu_autoscaler="node")
+        r = httpx.post(f"{base}/alerts", json=payload([a]), headers=auth, timeout=30)
+        act = r.json()["actions"][0]
+        assert act["requeued"] == [] and f"the scheduler does not see {bad} as failed (kubernetes: healthy)" in \
+            act["skipped"], act
+        assert [e["node"] for e in d.runtime.store.events("node_down_unconfirmed")] == [bad]
+        assert running_on(bad) == ["train-a", "train-b"] and not core.read_node(bad).spec.unschedulable
 
-        # the node fails: kwok no longer keeps it Ready, its Ready condition goes False
+        # the node fails: kwok no longer keeps it Ready, and its Ready condition goes Unknown, as the node
+        # controller sets it for a kubelet that stopped posting
         t0 = time.monotonic()
         core.patch_node(bad, {"metadata": {"annotations": {KWOK_NODE: "failed"}}})
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         core.patch_node_status(bad, {"status": {"conditions": [{
-            "type": "Ready", "status": "False", "reason": "KubeletDown", "message": "the kubelet stopped reporting",
-            "lastHeartbeatTime": now, "lastTransitionTime": now}]}})
+            "type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+            "message": "Kubelet stopped posting node status.", "lastHeartbeatTime": now,
+            "lastTransitionTime": now}]}})
         wait_for(lambda: not kube.node_ready(bad), timeout=30, what="bad NotReady")
         # the shipped route's post: alertname and the node label the rule's label_replace gives
         a = alert("GPUNodeDown", node=bad, severity="critical", gpu_autoscaler="node")
-        r = httpx.post(f"{base}/alerts", json=payload([a]), headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
+        r = httpx.post(f"{base}/alerts", json=payload([a]), headers=auth, timeout=30)
         assert r.status_code == 200, r.text
         act = r.json()["actions"][0]
         assert act["action"] == "node_down" and sorted(act["requeued"]) == sorted(f"{ns}/{p}" for p in first), act
