@@ -67,7 +67,8 @@ def test_kueue_crds_missing_or_of_another_version_are_one_line_naming_them_and_n
         # v1beta1 served again, but for the Cohort
         for p in ("resourceflavors", "clusterqueues", "localqueues"):
             _put(ext, _crd(p))
-        wait_for(lambda: "is missing" in said(), timeout=30, what="three CRDs at v1beta1 discovered")
+        wait_for(lambda: said().startswith("Kueue's CRD cohorts.kueue.x-k8s.io is missing"), timeout=30,
+                 what="the three CRDs at v1beta1 discovered")                # discovery sees them one by one
         assert said().startswith("Kueue's CRD cohorts.kueue.x-k8s.io is missing at v1beta1 (the API server serves "
                                  "clusterqueues, localqueues, resourceflavors of kueue.x-k8s.io/v1beta1)")
     finally:
