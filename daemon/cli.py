@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sys
@@ -395,10 +396,19 @@ def _objective_opts(f):
                    "[default: the CPUs this process may use]")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/replay"),
               show_default=True)
+@click.option("--min-gpus", "min_gpus", is_flag=True,
+              help="Instead of comparing at this size: the smallest cluster (whole nodes) on which each strategy "
+                   "meets the SLO (--slo-high, --slo-normal), and what predictive saves.")
+@click.option("--slo-high", "slo_high", type=float, default=None,
+              help="--min-gpus: share of the high tier's demand allowed unmet (and of its requests throttled)  "
+                   "[default: 0.001]")
+@click.option("--slo-normal", "slo_normal", type=float, default=None,
+              help="--min-gpus: share of the normal tier's demand allowed unmet  [default: 0.02]")
 @click.pass_context
 def simulate(ctx, trace, data, from_source, history_days, until, tier_flags, job_flags, default_job_gpus,
              quick_forecaster, epochs, recommend_, minimize, subject_to, tenants, gpus, days, seed, strategies, sweep,
-             show_table, legend, forecast_every, high_vcs, high_vc, data_dir, workers, out) -> None:
+             show_table, legend, forecast_every, high_vcs, high_vc, data_dir, workers, out, min_gpus, slo_high,
+             slo_normal) -> None:
     """Replay a trace (built-in, or this cluster's own history with --data/--from-source) through static, reactive,
     predictive and perfect-forecast strategies on the same physics."""
     cfg = _load(ctx)
@@ -441,6 +451,7 @@ def simulate(ctx, trace, data, from_source, history_days, until, tier_flags, job
         _fail(str(exc))
     if recommend_:
         sweep = True
+    slo = _slo(min_gpus, slo_high, slo_normal, sweep)
     data_root = data_dir or default_data_dir()
     own_notes: dict = {}
     model = None
@@ -521,6 +532,9 @@ def simulate(ctx, trace, data, from_source, history_days, until, tier_flags, job
                 model = SeasonalNaive(cfg.forecaster.season_steps, cfg.forecaster.quantiles)
                 click.echo(f"predictive uses {model.name} ({exc})", err=True)
         steps = min(int(days * 1440), len(w.demand) - w.start - 1)
+    if slo is not None:
+        _min_gpus(w, cfg, model, steps, chosen, slo, forecast_every, out)
+        return
     # the settings run in one forked process per core (the meters are the same as in one process)
     runs = run_replay(w, cfg, model, steps=steps, strategies=chosen,
                       settings=default_sweep(chosen) if sweep else None, forecast_every=forecast_every,
@@ -553,6 +567,48 @@ def simulate(ctx, trace, data, from_source, history_days, until, tier_flags, job
                                       json_path=str(path)):
         click.echo(line)
     click.echo(f"wrote {path} and {png}")
+
+
+def _slo(min_gpus: bool, high: float | None, normal: float | None, sweep: bool):
+    """simulate's SLO for --min-gpus (None without it); a bad share or a flag without --min-gpus is one line."""
+    from daemon.sim.sizing import SLO, slo_error
+
+    if not min_gpus:
+        if high is not None or normal is not None:
+            _fail("--slo-high and --slo-normal go with --min-gpus")
+        return None
+    if sweep:
+        _fail("--min-gpus sizes each strategy at one setting: not with --sweep or --recommend")
+    slo = SLO()
+    for flag, v in (("--slo-high", high), ("--slo-normal", normal)):
+        why = None if v is None else slo_error(flag, v)
+        if why is not None:
+            _fail(why)
+    return SLO(high=slo.high if high is None else high, normal=slo.normal if normal is None else normal,
+               high_requests=slo.high_requests if high is None else high)
+
+
+def _min_gpus(w, cfg: Config, model, steps: int, chosen: tuple[str, ...], slo, forecast_every: int, out: Path) -> None:
+    """simulate --min-gpus: each strategy's smallest cluster for the SLO, one line each and predictive's savings;
+    the JSON (every size tried) under --out."""
+    from daemon.sim import sizing
+
+    try:
+        found = sizing.size_all(w, cfg, model, steps=steps, strategies=chosen, slo=slo, forecast_every=forecast_every,
+                                progress=lambda line: click.echo(line, err=True))
+    except ValueError as exc:
+        _fail(f"simulate --min-gpus: {exc}", 1)
+    doc = {"workload": w.name, "steps": steps, "gpus_per_node": w.gpus_per_node, "own_nodes": sizing.node_count(w),
+           "slo": dataclasses.asdict(slo), "forecaster": getattr(model, "name", None),
+           "strategies": {s: z.summary() for s, z in found.items()}, "savings": sizing.savings(found)}
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{w.name}_min_gpus.json"
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    click.echo(f"the smallest cluster meeting the SLO (high tier <= {slo.high:.2%} unmet, normal <= "
+               f"{slo.normal:.2%}) over {steps} steps of {w.name}:")
+    for line in sizing.lines(found):
+        click.echo(line)
+    click.echo(f"wrote {path}")
 
 
 @cli.command(name="recommend")

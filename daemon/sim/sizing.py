@@ -1,0 +1,297 @@
+"""The GPUs each strategy needs for the same SLO (issue 40, item 3): the smallest cluster, in whole nodes, on which
+one strategy at one knob setting meets one service-level objective over the replayed window.
+
+Why: at a fixed cluster size the strategies trade tiers against each other and utilization; what an operator buys
+is GPUs. Holding the SLO fixed and shrinking the cluster until it is just met turns every strategy's figures into
+one number, its GPUs, and so into the saving a forecast brings.
+
+The SLO (``SLO``): the high tier has at most ``high`` of its GPU demand unmet, the normal tier at most ``normal``;
+where the replay measures inference requests (``Meter.inf_requests`` / ``inf_throttled`` per tier, read with
+getattr and ignored when absent) the high tier also has at most ``high_requests`` of its requests throttled.
+
+The search (``min_size``) brackets, then bisects: from the workload's own size it steps down while the SLO is met
+(to one node at least) or up until it is met (up to ``max_nodes``), each step twice the last, then bisects between
+the largest size known
+to miss and the smallest known to meet, each size one replay, at most ``max_replays`` in all. Bisection
+assumes the SLO is monotone in the size; it need not be (a larger cluster can change which nodes a hold takes and
+whom a preemption hits), so the result says whether the found size less one node was replayed and missed. When
+the largest size tried still misses, the result is "not met" and says that size.
+
+The forecast bank (the forecasts of demand, which do not depend on the cluster) is made once and reused across
+sizes. Static keeps its pool share (``policy.reserve_share``) of whatever size is replayed.
+
+Scaling a mixed fleet ([fleet] pools, a typed workload): the search is over the fleet's total node count, and every
+pool keeps its share of the nodes: nodes are handed out one at a time to the pool whose share is furthest ahead of
+what it holds (the D'Hondt rule, so no pool shrinks when the fleet grows), each pool at least one node.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from daemon.config import Config
+from daemon.sim.replay import STRATEGIES, ForecastBank, Meter, _bank, run_strategy
+from daemon.sim.workloads import Workload
+from forecaster.baselines import Forecaster
+
+MAX_REPLAYS = 24   # replays per strategy: the bracket (at most log2 of the size range) and the bisection
+
+
+@dataclass(frozen=True)
+class SLO:
+    """Shares of each tier's demand allowed unmet (and of the high tier's requests allowed throttled)."""
+
+    high: float = 0.001
+    normal: float = 0.02
+    high_requests: float = 0.001
+
+
+def slo_error(name: str, value: float) -> str | None:
+    """Why an SLO share is invalid (None when it is valid): a share in [0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 <= value < 1:
+        return f"{name} is the share of demand allowed unmet, in [0, 1) (0.001 = 0.1%), not {value!r}"
+    return None
+
+
+def _share(part: float, whole: float) -> float:
+    return part / whole if whole > 0 else 0.0
+
+
+def slo_figures(m: Meter) -> dict:
+    """The SLO's figures from one replay: each tier's unmet share of its demand (high, normal) and, where the replay
+    measured inference requests, the high tier's throttled share (None where it did not)."""
+    hi, no = m.tier("high"), m.tier("normal")
+    req, thr = getattr(m, "inf_requests", None), getattr(m, "inf_throttled", None)
+    inf = None
+    if req is not None and thr is not None and req.get("high", 0) > 0:
+        inf = _share(float(thr.get("high", 0.0)), float(req["high"]))
+    return {"high_unmet_share": _share(hi["unmet_gpu_min"], hi["demand_gpu_min"]),
+            "normal_unmet_share": _share(no["unmet_gpu_min"], no["demand_gpu_min"]),
+            "high_throttled_share": inf}
+
+
+def meets(fig: dict, slo: SLO) -> bool:
+    """Whether the figures meet the SLO (the requests' part only where they were measured)."""
+    return fig["high_unmet_share"] <= slo.high and fig["normal_unmet_share"] <= slo.normal and \
+        (fig["high_throttled_share"] is None or fig["high_throttled_share"] <= slo.high_requests)
+
+
+def node_count(w: Workload) -> int:
+    """The workload's own size in whole nodes."""
+    if w.node_gpus is not None:
+        return len(w.node_gpus)
+    return max(1, math.ceil(w.capacity / w.gpus_per_node))
+
+
+def pool_nodes(counts: dict[str, int], total: int) -> dict[str, int]:
+    """A fleet's pools (type -> nodes) scaled to `total` nodes, each keeping its share: one node each, then one at a
+    time to the pool with the largest share / (nodes + 1) (D'Hondt: a pool never loses a node as `total` grows)."""
+    if total < len(counts):
+        raise ValueError(f"{total} nodes cannot hold one of each of the fleet's {len(counts)} pools")
+    out = {t: 1 for t in counts}
+    for _ in range(total - len(counts)):
+        t = max(counts, key=lambda x: (counts[x] / (out[x] + 1), x))
+        out[t] += 1
+    return out
+
+
+def resize(w: Workload, nodes: int) -> Workload:
+    """`w` on a cluster of `nodes` whole nodes (demand, tiers, jobs unchanged). Untyped: nodes x gpus_per_node GPUs;
+    a mixed fleet: every pool scaled by the same factor (``pool_nodes``), each node keeping its type's GPUs."""
+    if w.node_types is None or w.node_gpus is None:
+        return dataclasses.replace(w, capacity=nodes * w.gpus_per_node)
+    types = list(dict.fromkeys(w.node_types))
+    gpus = {t: int(g) for t, g in zip(w.node_types, w.node_gpus)}
+    counts = {t: sum(x == t for x in w.node_types) for t in types}
+    new = pool_nodes(counts, nodes)
+    node_types = [t for t in types for _ in range(new[t])]
+    node_gpus = np.array([gpus[t] for t in node_types], dtype=np.int64)
+    return dataclasses.replace(w, capacity=int(node_gpus.sum()), node_types=node_types, node_gpus=node_gpus)
+
+
+@dataclass
+class Try:
+    nodes: int
+    gpus: int
+    met: bool
+    figures: dict
+    meter: Meter = field(repr=False)
+
+
+@dataclass
+class Sizing:
+    """One strategy's search: every size tried and the smallest found to meet the SLO (None: none tried did)."""
+
+    strategy: str
+    knobs: dict
+    slo: SLO
+    tries: list[Try]
+    found: Try | None
+    largest_tried: int
+    below_missed: bool | None  # the found size less one node replayed and missed (None: not replayed, 1 node)
+
+    def summary(self) -> dict:
+        out = {"strategy": self.strategy, "knobs": dict(self.knobs), "met": self.found is not None,
+               "replays": len(self.tries), "largest_nodes_tried": self.largest_tried,
+               "one_node_less_misses": self.below_missed,
+               "tries": [{"nodes": t.nodes, "gpus": t.gpus, "met": t.met, **t.figures} for t in self.tries]}
+        if self.found is None:
+            out["note"] = f"not met: the largest size tried, {self.largest_tried} nodes, still misses the SLO"
+            return out
+        m = self.found.meter
+        s = m.summary()
+        steps = len(m.util)
+        gpu_steps = self.found.gpus * steps
+        served = sum(float(np.sum(m.served[t])) for t in m.served)
+        out.update(nodes=self.found.nodes, gpus=self.found.gpus, gpu_hours=gpu_steps * m.step_min / 60.0,
+                   allocated_utilization=s["utilization"], busy_utilization=_share(served, gpu_steps),
+                   preemptions=s["preemptions"], **self.found.figures,
+                   tiers={t: {k: s["tiers"][t][k] for k in ("demand_gpu_min", "unmet_gpu_min")} for t in s["tiers"]})
+        if self.below_missed is False:
+            out["note"] = (f"the SLO is not monotone here: {self.found.nodes - 1} nodes also met it (bisection "
+                           "assumes a larger cluster never does worse)")
+        return out
+
+
+def min_size(w: Workload, cfg: Config, strategy: str, *, steps: int, bank: ForecastBank | None = None,
+             knobs: dict | None = None, slo: SLO = SLO(), start_nodes: int | None = None,
+             max_nodes: int | None = None, max_replays: int = MAX_REPLAYS, first: int | None = None,
+             progress: Callable[[str], None] | None = None) -> Sizing:
+    """The smallest cluster in whole nodes on which `strategy` (at `knobs`) meets `slo` over `steps` measured steps
+    of `w`: a bracket from `start_nodes` (default: the workload's own size) in steps of `first` nodes (default:
+    half of it) that double until the SLO changes side, then bisection; no size above `max_nodes` (default: 8x the
+    workload's own) and at most `max_replays` replays."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; choose from {STRATEGIES}")
+    own = node_count(w)
+    floor = len(set(w.node_types)) if w.node_types is not None else 1
+    top = max(max_nodes if max_nodes is not None else 8 * own, floor)
+    n0 = min(max(start_nodes if start_nodes is not None else own, floor), top)
+    tried: dict[int, Try] = {}
+    order: list[Try] = []
+
+    def replay(nodes: int) -> Try:
+        if nodes not in tried:
+            r = resize(w, nodes)
+            m = run_strategy(strategy, r, cfg, bank, steps=steps, knobs=knobs)
+            fig = slo_figures(m)
+            tried[nodes] = Try(nodes, r.capacity, meets(fig, slo), fig, m)
+            order.append(tried[nodes])
+            if progress is not None:
+                t = tried[nodes]
+                progress(f"{strategy}: {nodes} nodes ({t.gpus} GPUs): {'meets' if t.met else 'misses'} the SLO "
+                         f"(high {fig['high_unmet_share']:.3%}, normal {fig['normal_unmet_share']:.3%} unmet)")
+        return tried[nodes]
+
+    # the bracket: an exponential search from n0 (steps of `first`, doubling), down while the SLO is met, up while
+    # it is missed; lo is the largest size known to miss (floor - 1: below every size), hi the smallest to meet
+    lo, hi = floor - 1, None
+    d = max(1, first if first is not None else n0 // 2)
+    if replay(n0).met:
+        hi = n0
+        while hi > floor and len(order) < max_replays:
+            n = max(floor, hi - d)
+            if not replay(n).met:
+                lo = n
+                break
+            hi, d = n, d * 2
+    else:
+        lo = n0
+        while lo < top and len(order) < max_replays:
+            n = min(top, lo + d)
+            if replay(n).met:
+                hi = n
+                break
+            lo, d = n, d * 2
+    while hi is not None and hi - lo > 1 and len(order) < max_replays:
+        mid = (lo + hi) // 2
+        if replay(mid).met:
+            hi = mid
+        else:
+            lo = mid
+    found = tried[hi] if hi is not None else None
+    below = None
+    if found is not None and found.nodes > floor:
+        if found.nodes - 1 not in tried:   # the bisection ran out of replays: the check is one more
+            replay(found.nodes - 1)
+        below = not tried[found.nodes - 1].met
+    return Sizing(strategy, dict(knobs or {}), slo, order, found, max(tried), below)
+
+
+SIZING_KNOBS = {"static": {"reserve_share": 0.2}, "reactive": {}, "predictive": {}, "perfect": {}}
+
+
+def gated(cfg: Config) -> Config:
+    """`cfg` with the skill gate on (policy.skill_gate.enabled): predictive acts on the forecast only per tenant
+    where it has shown skill, as issue 40 sizes it."""
+    gate = cfg.policy.skill_gate.model_copy(update={"enabled": True})
+    return cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"skill_gate": gate})})
+
+
+def size_all(w: Workload, cfg: Config, model: Forecaster | None, *, steps: int, strategies=STRATEGIES,
+             slo: SLO = SLO(), forecast_every: int = 1, max_nodes: int | None = None,
+             max_replays: int = MAX_REPLAYS, progress: Callable[[str], None] | None = None) -> dict[str, Sizing]:
+    """Each strategy's smallest cluster for `slo` (static at a 20% pool, reactive and perfect at the configured
+    policy, predictive with the skill gate on). One forecast bank for every predictive replay; the sizes found
+    for earlier strategies start the later searches (fewer replays: the sizes are near each other)."""
+    out: dict[str, Sizing] = {}
+    bank = None
+    start = None
+    try:
+        for s in strategies:
+            if s == "predictive":
+                if model is None:
+                    continue
+                bank = _bank(model, w, cfg, [("predictive", {}), ("predictive", {})], forecast_every, steps)
+            out[s] = min_size(w, gated(cfg) if s == "predictive" else cfg, s, steps=steps,
+                              bank=bank if s == "predictive" else None, knobs=SIZING_KNOBS[s], slo=slo,
+                              start_nodes=start, first=None if start is None else max(1, start // 16),
+                              max_nodes=max_nodes, max_replays=max_replays, progress=progress)
+            if out[s].found is not None:
+                start = out[s].found.nodes
+    finally:
+        if bank is not None:
+            bank.close()
+    return out
+
+
+def savings(found: dict[str, Sizing], of: str = "predictive") -> dict[str, float | None]:
+    """The share of GPUs `of` saves against each other strategy (None where either missed the SLO)."""
+    me = found.get(of)
+    out: dict[str, float | None] = {}
+    for s, z in found.items():
+        if s == of:
+            continue
+        ok = me is not None and me.found is not None and z.found is not None
+        out[s] = 1 - me.found.gpus / z.found.gpus if ok else None
+    return out
+
+
+def lines(found: dict[str, Sizing]) -> list[str]:
+    """One line per strategy, then the savings of predictive against static and reactive."""
+    out = []
+    for s, z in found.items():
+        d = z.summary()
+        if not d["met"]:
+            out.append(f"{s:<10} {d['note']}")
+            continue
+        fig = f"high {d['high_unmet_share']:.3%} unmet, normal {d['normal_unmet_share']:.3%}"
+        if d["high_throttled_share"] is not None:
+            fig += f", high requests {d['high_throttled_share']:.3%} throttled"
+        mono = "" if d["one_node_less_misses"] is not False else f" ({d['note']})"
+        out.append(f"{s:<10} {d['gpus']:>6} GPUs ({d['nodes']} nodes), {d['gpu_hours']:,.0f} GPU-h, utilization "
+                   f"{d['allocated_utilization']:.1%} allocated / {d['busy_utilization']:.1%} busy; {fig}; "
+                   f"{d['replays']} replays{mono}")
+    sv = savings(found)
+    parts = [f"{'saves' if v >= 0 else 'needs'} {abs(v):.1%} {'of' if v >= 0 else 'more than'} {s}'s GPUs"
+             if v is not None else f"no comparison with {s} (not met)" for s, v in sv.items() if s in ("static",
+                                                                                                   "reactive")]
+    if "predictive" in found and parts:
+        out.append("predictive " + ", ".join(parts))
+    return out
