@@ -110,3 +110,13 @@ def ha(interval_s: float) -> dict:
     tests/integration/test_ha_redis.py requires)."""
     return {"takeover_2_intervals": {"what": "takeover after kill -9 (slowest round)", "metric": "max_s", "op": "<",
                                      "value": 2 * interval_s, "unit": "s"}}
+
+# bench/sizing_bench.py (issue 40, item 3): the smallest cluster meeting the SLO, predictive (skill gate on) against
+# the static 20% pool and reactive, as the share of their GPUs it saves. ServeGen's (>= 20% against static, >= 10%
+# against reactive) come when the inference tenants land
+SIZING = {"synthetic": {"fewer_than_static_20pct": {"what": "predictive needs >= 20% fewer GPUs than static",
+                                                    "against": "static", "at_least": 0.2}},
+          "servegen": {"fewer_than_static_20pct": {"what": "predictive needs >= 20% fewer GPUs than static",
+                                                   "against": "static", "at_least": 0.2},
+                       "fewer_than_reactive_10pct": {"what": "predictive needs >= 10% fewer GPUs than reactive",
+                                                     "against": "reactive", "at_least": 0.1}}}

@@ -1,0 +1,86 @@
+"""The GPUs each strategy needs for the same SLO (issue 40, item 3), per trace: the smallest cluster in whole nodes
+on which static (a 20% pool), reactive, predictive (the skill gate on) and the perfect forecast each meet the SLO
+(high tier <= 0.1% of its demand unmet, normal <= 2%) over the replayed window (daemon/sim/sizing.py), with the
+forecaster chosen on the trace's own history before the window as bench/replay_bench.py chooses it. Writes
+bench/out/sizing_<trace>.json: every size tried, the found size's GPUs, GPU-hours, allocated and busy utilization,
+predictive's savings and the issue's targets (bench/targets.py SIZING) met or not.
+
+    nice -n 10 python bench/sizing_bench.py [--cases synthetic,helios,alibaba] [--days 1] [--out bench/out]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+import provenance  # noqa: E402  (bench/, next to this script)
+import targets  # noqa: E402
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from replay_bench import fit_forecaster, load  # noqa: E402
+
+from daemon.config import Config  # noqa: E402
+from daemon.forecasting.retrain import default_data_dir  # noqa: E402
+from daemon.sim import sizing  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def verdicts(case: str, savings: dict) -> dict:
+    """Each of the case's targets: met or not, with the gap (what predictive saves less the goal)."""
+    out = {}
+    for key, t in targets.SIZING.get(case, {}).items():
+        got = savings.get(t["against"])
+        out[key] = {**t, "saving": got, "met": None if got is None else got >= t["at_least"],
+                    "gap": None if got is None else got - t["at_least"]}
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", default="synthetic,helios,alibaba")
+    ap.add_argument("--days", type=float, default=1.0, help="measured days per trace")
+    ap.add_argument("--out", type=Path, default=Path("bench/out"))
+    ap.add_argument("--model-dir", type=Path, default=ROOT / "models")
+    ap.add_argument("--fit-epochs", type=int, default=None, help="epochs of the LSTM fitted on each trace's history")
+    ap.add_argument("--forecast-every", type=int, default=1)
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    epochs = a.fit_epochs if a.fit_epochs is not None else Config().retrain.epochs
+    cfg, data, slo = Config(), default_data_dir(), sizing.SLO()
+    for case in a.cases.split(","):
+        out = provenance.started()
+        w, _ = load(case, a.days, data)
+        steps = min(int(a.days * 1440), len(w.demand) - w.start - 1)
+        t0 = time.perf_counter()
+        model, chosen = fit_forecaster(w, cfg, a.model_dir, epochs)
+        fit_s = time.perf_counter() - t0
+        print(f"{case}: forecaster {chosen.get('name', model.name)} ({fit_s:.0f} s)", flush=True)
+        t1 = time.perf_counter()
+        found = sizing.size_all(w, cfg, model, steps=steps, slo=slo, forecast_every=a.forecast_every,
+                                progress=lambda line: print(f"  {line}", flush=True))
+        sv = sizing.savings(found)
+        out.update(case=case, workload=w.name, tenants=len(w.tiers), gpus_per_node=w.gpus_per_node,
+                   own_nodes=sizing.node_count(w), own_gpus=w.capacity, steps=steps,
+                   window=[str(w.demand.index[w.start]), str(w.demand.index[w.start + steps - 1])],
+                   forecaster=model.name, forecaster_choice=chosen, forecaster_fit_seconds=fit_s,
+                   forecaster_fit_epochs=epochs, forecast_every=a.forecast_every, slo=dataclasses.asdict(slo),
+                   sizing_seconds=time.perf_counter() - t1,
+                   strategies={s: z.summary() for s, z in found.items()}, savings=sv, targets=verdicts(case, sv))
+        provenance.finished(out)
+        path = a.out / f"sizing_{case}.json"
+        path.write_text(json.dumps(out, indent=2) + "\n")
+        print("\n".join(sizing.lines(found)))
+        print(f"wrote {path} ({out['bench_wall_seconds']:.0f} s, load {out['load_average_1min_at_start']:.1f} -> "
+              f"{out['load_average_1min_at_end']:.1f})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
