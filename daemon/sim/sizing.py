@@ -136,6 +136,10 @@ class Sizing:
     largest_tried: int
     below_missed: bool | None  # the found size less one node replayed and missed (None: not replayed, 1 node)
 
+    def tried_nodes(self, nodes: int) -> Try | None:
+        """The replay at `nodes` nodes, if that size was tried."""
+        return next((t for t in self.tries if t.nodes == nodes), None)
+
     def summary(self) -> dict:
         out = {"strategy": self.strategy, "knobs": dict(self.knobs), "met": self.found is not None,
                "replays": len(self.tries), "largest_nodes_tried": self.largest_tried,

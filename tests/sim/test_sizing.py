@@ -1,0 +1,155 @@
+"""The GPUs each strategy needs for the same SLO (issue 40, item 3): the bisection finds a size known by hand."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from daemon.cli import cli
+from daemon.config import Config
+from daemon.sim import sizing
+from daemon.sim.replay import Meter, run_strategy
+from daemon.sim.workloads import Workload
+
+N, START = 600, 300
+
+
+def _frame(**cols) -> pd.DataFrame:
+    idx = pd.date_range("2026-01-01", periods=N, freq="min", tz="UTC")
+    return pd.DataFrame(cols, index=idx).rename_axis(columns="tenant")
+
+
+def _constant(d: float = 20.0) -> Workload:
+    """The high tier alone, asking a constant `d` GPUs in 1-GPU jobs: the smallest 8-GPU-node cluster that meets
+    any SLO is ceil(d / 8) nodes, whatever the strategy."""
+    return Workload("const", _frame(hi=np.full(N, d)), ("high",), np.array([1]), 64, start=START)
+
+
+def _rise() -> Workload:
+    """A high tenant of one 8-GPU job that rises to three for 100 minutes (steps 400-499), beside 32 GPUs of low
+    work in 1-GPU jobs. Reactive preempts only once the high jobs wait, and a preempted job holds its GPUs for the
+    drain (2 steps): each node it must clear costs 8 GPUs x 2 min = 16 GPU-min unmet, four times the 0.1% of the
+    high tier's 4,000 GPU-min the SLO allows. So reactive needs the rise to fit in free GPUs: 32 + 24 = 56 GPUs,
+    7 nodes. The perfect forecast clears the nodes ahead of the rise, so it needs fewer."""
+    t = np.arange(N)
+    hi = np.where((t >= 400) & (t < 500), 24.0, 8.0)
+    return Workload("rise", _frame(hi=hi, lo=np.full(N, 32.0)), ("high", "low"), np.array([8, 1]), 64, start=START)
+
+
+RISE_CFG = Config(policy={"headroom": 0.0, "preempt_budget_share": 0.5})
+
+
+def _scan(w: Workload, cfg: Config, strategy: str, top: int) -> int:
+    """The smallest size meeting the SLO by replaying every size from 1 node up (what the bisection must match)."""
+    for n in range(1, top + 1):
+        if sizing.meets(sizing.slo_figures(run_strategy(strategy, sizing.resize(w, n), cfg, steps=N - START)),
+                        sizing.SLO()):
+            return n
+    raise AssertionError("no size met the SLO")
+
+
+@pytest.mark.parametrize("strategy", ["static", "reactive", "perfect"])
+def test_the_bisection_finds_the_smallest_whole_node_cluster_for_a_constant_demand(strategy):
+    z = sizing.min_size(_constant(20.0), Config(), strategy, steps=N - START, knobs=sizing.SIZING_KNOBS[strategy])
+    assert z.found is not None and z.found.nodes == 3 and z.found.gpus == 24    # ceil(20 / 8) nodes
+    assert z.below_missed is True and z.tried_nodes(2).met is False
+    d = z.summary()
+    assert d["gpus"] == 24 and d["high_unmet_share"] == 0.0
+    assert d["busy_utilization"] == pytest.approx(20 / 24) and d["allocated_utilization"] == pytest.approx(20 / 24)
+    assert d["gpu_hours"] == pytest.approx(24 * (N - START) / 60)
+
+
+def test_reactive_needs_the_rise_to_fit_beside_the_low_work_and_the_perfect_forecast_needs_less():
+    w = _rise()
+    reactive = sizing.min_size(w, RISE_CFG, "reactive", steps=N - START)
+    perfect = sizing.min_size(w, RISE_CFG, "perfect", steps=N - START)
+    assert reactive.found.nodes == 7                          # (32 + 24) / 8, by hand
+    # one node less: one node of the rise must be cleared, and the drain leaves it unmet 2 steps (16 GPU-min)
+    six = reactive.tried_nodes(6)
+    assert six is not None and not six.met
+    assert six.figures["high_unmet_share"] == pytest.approx(16 / 4000)
+    assert perfect.found.nodes < reactive.found.nodes
+    # the bisection's answers are the smallest sizes an exhaustive scan finds
+    assert perfect.found.nodes == _scan(w, RISE_CFG, "perfect", 8)
+    assert reactive.found.nodes == _scan(w, RISE_CFG, "reactive", 8)
+
+
+def test_a_size_that_misses_at_the_top_of_the_bracket_is_reported_as_not_met():
+    z = sizing.min_size(_rise(), RISE_CFG, "reactive", steps=N - START, max_nodes=6)
+    assert z.found is None and z.largest_tried == 6
+    d = z.summary()
+    assert d["met"] is False and "the largest size tried, 6 nodes, still misses the SLO" in d["note"]
+    assert sizing.lines({"reactive": z}) == [f"reactive   {d['note']}"]
+
+
+def test_the_number_of_replays_is_bounded():
+    z = sizing.min_size(_constant(20.0), Config(), "reactive", steps=N - START, start_nodes=64, max_replays=3)
+    assert len(z.tries) <= 4          # 3, and the check of the found size less one node
+
+
+def test_the_slo_reads_inference_requests_only_where_the_replay_measured_them():
+    m = Meter("reactive", {})
+    for t in ("high", "normal", "low"):
+        m.wanted[t], m.served[t], m.unmet[t] = [100.0], [100.0], [0.0]
+    assert sizing.slo_figures(m)["high_throttled_share"] is None and sizing.meets(sizing.slo_figures(m), sizing.SLO())
+    m.inf_requests = {"high": 10_000.0, "normal": 5.0}
+    m.inf_throttled = {"high": 20.0, "normal": 5.0}
+    fig = sizing.slo_figures(m)
+    assert fig["high_throttled_share"] == pytest.approx(0.002) and not sizing.meets(fig, sizing.SLO())
+    assert sizing.meets(fig, sizing.SLO(high_requests=0.005))
+
+
+def test_a_fleet_scales_every_pool_by_the_same_share_and_no_pool_shrinks_as_it_grows():
+    counts = {"a100": 6, "t4": 2}
+    last = {"a100": 0, "t4": 0}
+    for total in range(2, 40):
+        got = sizing.pool_nodes(counts, total)
+        assert sum(got.values()) == total and all(got[t] >= max(1, last[t]) for t in counts)
+        last = got
+    assert sizing.pool_nodes(counts, 16) == {"a100": 12, "t4": 4}
+    w = Workload("f", _frame(hi=np.full(N, 4.0)), ("high",), np.array([1]), 64, start=START,
+                 node_types=["a100"] * 6 + ["t4"] * 2, node_gpus=np.array([8] * 6 + [4] * 2), accepts=[()])
+    r = sizing.resize(w, 4)
+    assert r.node_types == ["a100", "a100", "a100", "t4"] and r.capacity == 28
+    with pytest.raises(ValueError, match="one of each"):
+        sizing.pool_nodes(counts, 1)
+
+
+@pytest.mark.parametrize("flags, word", [(["--slo-high", "1.5"], "--slo-high"), (["--slo-normal", "-0.1"],
+                                                                                  "--slo-normal"),
+                                         (["--slo-high", "nan"], "--slo-high")])
+def test_a_bad_slo_is_one_line(flags, word):
+    r = CliRunner().invoke(cli, ["simulate", "--min-gpus", *flags])
+    assert r.exit_code == 2
+    lines = [x for x in r.output.strip().splitlines() if x]
+    assert len(lines) == 1 and word in lines[0] and "[0, 1)" in lines[0]
+
+
+def test_slo_flags_without_min_gpus_are_one_line():
+    r = CliRunner().invoke(cli, ["simulate", "--slo-high", "0.01"])
+    assert r.exit_code == 2 and r.output.strip().endswith(": --slo-high and --slo-normal go with --min-gpus")
+
+
+def test_simulate_min_gpus_on_a_users_data_prints_a_line_per_strategy_and_the_savings(tmp_path):
+    f = tmp_path / "own.csv"
+    t = np.arange(800)    # _rise's case with 400 steps of history before the 200 replayed (the choice needs 400)
+    idx = pd.date_range("2026-01-01", periods=800, freq="min", tz="UTC", name="time")
+    pd.DataFrame({"hi": np.where((t >= 650) & (t < 750), 24.0, 8.0), "lo": np.full(800, 32.0)},
+                 index=idx).reset_index().to_csv(f, index=False)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[cluster]\ngpus = 64\n[forecaster]\nseason_steps = 100\n'
+                   '[policy]\nheadroom = 0.0\npreempt_budget_share = 0.5\n'
+                   '[[tenants]]\nname = "hi"\ntier = "high"\njob_gpus = 8\n'
+                   '[[tenants]]\nname = "lo"\ntier = "low"\njob_gpus = 1\n')
+    r = CliRunner().invoke(cli, ["--config", str(cfg), "simulate", "--data", str(f), "--days", str(200 / 1440),
+                                 "--min-gpus", "--quick-forecaster", "--out", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    out = r.output.splitlines()
+    for s in ("static", "reactive", "predictive", "perfect"):
+        assert sum(x.startswith(s) and " GPUs (" in x for x in out) == 1, out
+    assert any(x.startswith("predictive saves") or x.startswith("predictive needs") for x in out), out
+    doc = json.loads((tmp_path / "o" / "own-own_min_gpus.json").read_text())
+    assert set(doc["strategies"]) == {"static", "reactive", "predictive", "perfect"} and doc["slo"]["high"] == 0.001
+    assert doc["strategies"]["reactive"]["nodes"] == 7     # the rise's hand-computed size (see _rise)
