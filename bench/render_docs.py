@@ -1409,6 +1409,47 @@ def replay_summary() -> str:
                       "*From `bench/out/replay_synthetic.json`, `replay_helios.json` and `replay_alibaba.json`.*"])
 
 
+SIZING_CASES = ("synthetic", "helios", "alibaba")
+
+
+def _sizing_row(case: str, z: dict) -> list[str]:
+    if not z["met"]:
+        return [case, z["strategy"], f"**not met**: {z['largest_nodes_tried']} nodes (the largest tried) miss",
+                "–", "–", "–", "–", "–", str(z["replays"])]
+    below = {True: "misses", False: "**also meets** (not monotone)", None: "–"}[z["one_node_less_misses"]]
+    return [case, z["strategy"], f"{n(z['gpus'])} ({z['nodes']} nodes)", n(z["gpu_hours"]),
+            pct(z["allocated_utilization"]), pct(z["busy_utilization"]),
+            f"{pct(z['high_unmet_share'], 3)} / {pct(z['normal_unmet_share'], 2)}", below, str(z["replays"])]
+
+
+@block("replay-sizing")
+def replay_sizing() -> str:
+    """bench/sizing_bench.py: each strategy's smallest cluster for the SLO per trace, and the issue's targets."""
+    rows, notes, files = [], [], []
+    for case in SIZING_CASES:
+        f = f"sizing_{case}.json"
+        if not (OUT / f).exists():
+            continue
+        d = load(f)
+        files.append(f)
+        rows += [_sizing_row(case, z) for z in d["strategies"].values()]
+        sv = ", ".join(f"{pct(v)} of {s}'s" if v is not None else f"no comparison with {s} (not met)"
+                       for s, v in d["savings"].items() if s in ("static", "reactive"))
+        notes.append(f"- **{case}** ({d['window'][0][:16]} to {d['window'][1][:16]}, {d['steps']:,} steps, forecaster "
+                     f"{d['forecaster']}; the trace's own size {d['own_nodes']} nodes; commit {d['commit']}, "
+                     f"{load_avg(d)}, {d['bench_wall_seconds'] / 60:.0f} min): predictive saves {sv} GPUs.")
+        for t in d["targets"].values():
+            got = "not measured (a strategy missed the SLO)" if t["saving"] is None else (
+                f"{verdict(t['met'])}: {pct(t['saving'])}, {'+' if t['gap'] >= 0 else ''}"
+                f"{100 * t['gap']:.1f} points against the goal")
+            notes.append(f"  - target: {t['what']}: {got}.")
+    if not files:
+        return "*No `bench/out/sizing_*.json` yet: run `python bench/sizing_bench.py`.*"
+    head = ["trace", "strategy", "GPUs at the SLO", "GPU-hours", "allocated util.", "busy util.",
+            "high / normal unmet", "one node less", "replays"]
+    return "\n".join([table(head, rows), "", *notes, "", source(files)])
+
+
 @block("replay-findings")
 def replay_findings() -> str:
     out = []
