@@ -6,6 +6,7 @@ bench/out/sizing_<trace>.json: every size tried, the found size's GPUs, GPU-hour
 predictive's savings and the issue's targets (bench/targets.py SIZING) met or not.
 
     nice -n 10 python bench/sizing_bench.py [--cases synthetic,helios,alibaba] [--days 1] [--out bench/out]
+                                            [--quick-forecaster]
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from replay_bench import fit_forecaster, load  # noqa: E402
 from daemon.config import Config  # noqa: E402
 from daemon.forecasting.retrain import default_data_dir  # noqa: E402
 from daemon.sim import sizing  # noqa: E402
+from daemon.sim.own import choose_forecaster  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -50,6 +52,9 @@ def main() -> int:
     ap.add_argument("--model-dir", type=Path, default=ROOT / "models")
     ap.add_argument("--fit-epochs", type=int, default=None, help="epochs of the LSTM fitted on each trace's history")
     ap.add_argument("--forecast-every", type=int, default=1)
+    ap.add_argument("--quick-forecaster", action="store_true",
+                    help="choose among the baselines on the history before the window (the daemon's start-up choice, "
+                    "no LSTM trained): on the loaded shared box an LSTM's training and forecasts take the hour")
     a = ap.parse_args()
     torch.set_num_threads(1)
     epochs = a.fit_epochs if a.fit_epochs is not None else Config().retrain.epochs
@@ -59,7 +64,11 @@ def main() -> int:
         w, _ = load(case, a.days, data)
         steps = min(int(a.days * 1440), len(w.demand) - w.start - 1)
         t0 = time.perf_counter()
-        model, chosen = fit_forecaster(w, cfg, a.model_dir, epochs)
+        if a.quick_forecaster:
+            c = choose_forecaster(w.demand.iloc[: w.start], cfg, 60, quick=True)
+            model, chosen = c.model, c.details()
+        else:
+            model, chosen = fit_forecaster(w, cfg, a.model_dir, epochs)
         fit_s = time.perf_counter() - t0
         print(f"{case}: forecaster {chosen.get('name', model.name)} ({fit_s:.0f} s)", flush=True)
         t1 = time.perf_counter()
@@ -70,7 +79,8 @@ def main() -> int:
                    own_nodes=sizing.node_count(w), own_gpus=w.capacity, steps=steps,
                    window=[str(w.demand.index[w.start]), str(w.demand.index[w.start + steps - 1])],
                    forecaster=model.name, forecaster_choice=chosen, forecaster_fit_seconds=fit_s,
-                   forecaster_fit_epochs=epochs, forecast_every=a.forecast_every, slo=dataclasses.asdict(slo),
+                   forecaster_fit_epochs=None if a.quick_forecaster else epochs, forecast_every=a.forecast_every,
+                   slo=dataclasses.asdict(slo),
                    sizing_seconds=time.perf_counter() - t1,
                    strategies={s: z.summary() for s, z in found.items()}, savings=sv, targets=verdicts(case, sv))
         provenance.finished(out)
