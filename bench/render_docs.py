@@ -1435,8 +1435,9 @@ def replay_sizing() -> str:
         rows += [_sizing_row(case, z) for z in d["strategies"].values()]
         sv = ", ".join(f"{pct(v)} of {s}'s" if v is not None else f"no comparison with {s} (not met)"
                        for s, v in d["savings"].items() if s in ("static", "reactive"))
+        how = " (chosen among the baselines)" if d.get("forecaster_fit_epochs") is None else ""
         notes.append(f"- **{case}** ({d['window'][0][:16]} to {d['window'][1][:16]}, {d['steps']:,} steps, forecaster "
-                     f"{d['forecaster']}; the trace's own size {d['own_nodes']} nodes; commit {d['commit']}, "
+                     f"{d['forecaster']}{how}; the trace's own size {d['own_nodes']} nodes; commit {d['commit']}, "
                      f"{load_avg(d)}, {d['bench_wall_seconds'] / 60:.0f} min): predictive saves {sv} GPUs.")
         for t in d["targets"].values():
             got = "not measured (a strategy missed the SLO)" if t["saving"] is None else (
