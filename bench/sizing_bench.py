@@ -6,7 +6,7 @@ bench/out/sizing_<trace>.json: every size tried, the found size's GPUs, GPU-hour
 predictive's savings and the issue's targets (bench/targets.py SIZING) met or not.
 
     nice -n 10 python bench/sizing_bench.py [--cases synthetic,helios,alibaba] [--days 1] [--out bench/out]
-                                            [--quick-forecaster]
+                                            [--quick-forecaster] [--suffix _lstm]
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ def main() -> int:
     ap.add_argument("--model-dir", type=Path, default=ROOT / "models")
     ap.add_argument("--fit-epochs", type=int, default=None, help="epochs of the LSTM fitted on each trace's history")
     ap.add_argument("--forecast-every", type=int, default=1)
+    ap.add_argument("--suffix", default="", help="write sizing_<trace><suffix>.json (another forecaster choice beside "
+                    "the published run)")
     ap.add_argument("--quick-forecaster", action="store_true",
                     help="choose among the baselines on the history before the window (the daemon's start-up choice, "
                     "no LSTM trained): on the loaded shared box an LSTM's training and forecasts take the hour")
@@ -84,7 +86,7 @@ def main() -> int:
                    sizing_seconds=time.perf_counter() - t1,
                    strategies={s: z.summary() for s, z in found.items()}, savings=sv, targets=verdicts(case, sv))
         provenance.finished(out)
-        path = a.out / f"sizing_{case}.json"
+        path = a.out / f"sizing_{case}{a.suffix}.json"
         path.write_text(json.dumps(out, indent=2) + "\n")
         print("\n".join(sizing.lines(found)))
         print(f"wrote {path} ({out['bench_wall_seconds']:.0f} s, load {out['load_average_1min_at_start']:.1f} -> "
