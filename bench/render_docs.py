@@ -1412,14 +1412,22 @@ def replay_summary() -> str:
 SIZING_CASES = ("synthetic", "helios", "alibaba")
 
 
-def _sizing_row(case: str, z: dict) -> list[str]:
+def _binding(z: dict, slo: dict) -> str:
+    """The SLO part nearest its limit at the found size (what a smaller cluster would break first)."""
+    parts = {"high": z["high_unmet_share"] / slo["high"] if slo["high"] else 0.0,
+             "normal": z["normal_unmet_share"] / slo["normal"] if slo["normal"] else 0.0}
+    return max(parts, key=lambda k: parts[k])
+
+
+def _sizing_row(case: str, z: dict, slo: dict) -> list[str]:
     if not z["met"]:
         return [case, z["strategy"], f"**not met**: {z['largest_nodes_tried']} nodes (the largest tried) miss",
-                "–", "–", "–", "–", "–", str(z["replays"])]
+                "–", "–", "–", "–", "–", "–", str(z["replays"])]
     below = {True: "misses", False: "**also meets** (not monotone)", None: "–"}[z["one_node_less_misses"]]
     return [case, z["strategy"], f"{n(z['gpus'])} ({z['nodes']} nodes)", n(z["gpu_hours"]),
             pct(z["allocated_utilization"]), pct(z["busy_utilization"]),
-            f"{pct(z['high_unmet_share'], 3)} / {pct(z['normal_unmet_share'], 2)}", below, str(z["replays"])]
+            f"{pct(z['high_unmet_share'], 3)} / {pct(z['normal_unmet_share'], 2)}", _binding(z, slo), below,
+            str(z["replays"])]
 
 
 @block("replay-sizing")
@@ -1432,13 +1440,14 @@ def replay_sizing() -> str:
             continue
         d = load(f)
         files.append(f)
-        rows += [_sizing_row(case, z) for z in d["strategies"].values()]
-        sv = ", ".join(f"{pct(v)} of {s}'s" if v is not None else f"no comparison with {s} (not met)"
+        rows += [_sizing_row(case, z, d["slo"]) for z in d["strategies"].values()]
+        sv = "; ".join(f"{'saves' if v >= 0 else 'needs'} {pct(abs(v))} {'of' if v >= 0 else 'more than'} {s}'s GPUs"
+                       if v is not None else f"no comparison with {s} (not met)"
                        for s, v in d["savings"].items() if s in ("static", "reactive"))
         how = " (chosen among the baselines)" if d.get("forecaster_fit_epochs") is None else ""
         notes.append(f"- **{case}** ({d['window'][0][:16]} to {d['window'][1][:16]}, {d['steps']:,} steps, forecaster "
                      f"{d['forecaster']}{how}; the trace's own size {d['own_nodes']} nodes; commit {d['commit']}, "
-                     f"{load_avg(d)}, {d['bench_wall_seconds'] / 60:.0f} min): predictive saves {sv} GPUs.")
+                     f"{load_avg(d)}, {d['bench_wall_seconds'] / 60:.0f} min): predictive {sv}.")
         for t in d["targets"].values():
             got = "not measured (a strategy missed the SLO)" if t["saving"] is None else (
                 f"{verdict(t['met'])}: {pct(t['saving'])}, {'+' if t['gap'] >= 0 else ''}"
@@ -1447,7 +1456,7 @@ def replay_sizing() -> str:
     if not files:
         return "*No `bench/out/sizing_*.json` yet: run `python bench/sizing_bench.py`.*"
     head = ["trace", "strategy", "GPUs at the SLO", "GPU-hours", "allocated util.", "busy util.",
-            "high / normal unmet", "one node less", "replays"]
+            "high / normal unmet", "nearest its limit", "one node less", "replays"]
     return "\n".join([table(head, rows), "", *notes, "", source(files)])
 
 

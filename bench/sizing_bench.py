@@ -61,8 +61,9 @@ def main() -> int:
     torch.set_num_threads(1)
     epochs = a.fit_epochs if a.fit_epochs is not None else Config().retrain.epochs
     cfg, data, slo = Config(), default_data_dir(), sizing.SLO()
+    commit = provenance.commit()  # the code imported now, whatever is committed while the bench runs
     for case in a.cases.split(","):
-        out = provenance.started()
+        out = {**provenance.started(), "commit": commit}
         w, _ = load(case, a.days, data)
         steps = min(int(a.days * 1440), len(w.demand) - w.start - 1)
         t0 = time.perf_counter()
