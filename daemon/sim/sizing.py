@@ -11,11 +11,12 @@ getattr and ignored when absent) the high tier also has at most ``high_requests`
 
 The search (``min_size``) brackets, then bisects: from the workload's own size it steps down while the SLO is met
 (to one node at least) or up until it is met (up to ``max_nodes``), each step twice the last, then bisects between
-the largest size known
-to miss and the smallest known to meet, each size one replay, at most ``max_replays`` in all. Bisection
-assumes the SLO is monotone in the size; it need not be (a larger cluster can change which nodes a hold takes and
-whom a preemption hits), so the result says whether the found size less one node was replayed and missed. When
-the largest size tried still misses, the result is "not met" and says that size.
+the largest size known to miss and the smallest known to meet, each size one replay, at most ``max_replays`` in
+all. Bisection assumes the SLO is monotone in the size; it need not be (a larger cluster can change which nodes a
+hold takes and whom a preemption hits), so the result says whether the found size less one node was replayed and
+missed; one node more is replayed too, and any size tried that met the SLO below a larger one that missed it is
+named. When the largest size tried
+still misses, the result is "not met" and says that size.
 
 The forecast bank (the forecasts of demand, which do not depend on the cluster) is made once and reused across
 sizes. Static keeps its pool share (``policy.reserve_share``) of whatever size is replayed.
@@ -157,10 +158,24 @@ class Sizing:
                    allocated_utilization=s["utilization"], busy_utilization=_share(served, gpu_steps),
                    preemptions=s["preemptions"], **self.found.figures,
                    tiers={t: {k: s["tiers"][t][k] for k in ("demand_gpu_min", "unmet_gpu_min")} for t in s["tiers"]})
+        notes = []
         if self.below_missed is False:
-            out["note"] = (f"the SLO is not monotone here: {self.found.nodes - 1} nodes also met it (bisection "
-                           "assumes a larger cluster never does worse)")
+            notes.append(f"not the smallest: {self.found.nodes - 1} nodes also meet the SLO (the replays ran out "
+                         "before the bisection closed)")
+        pair = self.not_monotone()
+        if pair is not None:
+            notes.append(f"the SLO is not monotone in the size here: {pair[0]} nodes meet it, {pair[1]} miss it "
+                         "(bisection assumes a larger cluster never does worse)")
+        out["monotone_in_tries"] = pair is None
+        if notes:
+            out["note"] = "; ".join(notes)
         return out
+
+    def not_monotone(self) -> tuple[int, int] | None:
+        """A size that met the SLO and a larger one that missed it, among the sizes tried (None: none such)."""
+        met = sorted(t.nodes for t in self.tries if t.met)
+        missed = sorted((t.nodes for t in self.tries if not t.met), reverse=True)
+        return next(((a, b) for a in met for b in missed if b > a), None)
 
 
 def min_size(w: Workload, cfg: Config, strategy: str, *, steps: int, bank: ForecastBank | None = None,
@@ -170,7 +185,8 @@ def min_size(w: Workload, cfg: Config, strategy: str, *, steps: int, bank: Forec
     """The smallest cluster in whole nodes on which `strategy` (at `knobs`) meets `slo` over `steps` measured steps
     of `w`: a bracket from `start_nodes` (default: the workload's own size) in steps of `first` nodes (default:
     half of it) that double until the SLO changes side, then bisection; no size above `max_nodes` (default: 8x the
-    workload's own) and at most `max_replays` replays."""
+    workload's own) and at most `max_replays` replays, and then the sizes one node below and above the found one
+    (the checks of the bisection's assumption)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose from {STRATEGIES}")
     own = node_count(w)
@@ -225,6 +241,8 @@ def min_size(w: Workload, cfg: Config, strategy: str, *, steps: int, bank: Forec
         if found.nodes - 1 not in tried:   # the bisection ran out of replays: the check is one more
             replay(found.nodes - 1)
         below = not tried[found.nodes - 1].met
+    if found is not None and found.nodes < top and found.nodes + 1 not in tried:
+        replay(found.nodes + 1)   # a larger size that misses shows the SLO is not monotone here (not_monotone)
     return Sizing(strategy, dict(knobs or {}), slo, order, found, max(tried), below)
 
 
@@ -288,7 +306,7 @@ def lines(found: dict[str, Sizing]) -> list[str]:
         fig = f"high {d['high_unmet_share']:.3%} unmet, normal {d['normal_unmet_share']:.3%}"
         if d["high_throttled_share"] is not None:
             fig += f", high requests {d['high_throttled_share']:.3%} throttled"
-        mono = "" if d["one_node_less_misses"] is not False else f" ({d['note']})"
+        mono = f" ({d['note']})" if "note" in d else ""
         out.append(f"{s:<10} {d['gpus']:>6} GPUs ({d['nodes']} nodes), {d['gpu_hours']:,.0f} GPU-h, utilization "
                    f"{d['allocated_utilization']:.1%} allocated / {d['busy_utilization']:.1%} busy; {fig}; "
                    f"{d['replays']} replays{mono}")

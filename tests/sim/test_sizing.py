@@ -86,7 +86,7 @@ def test_a_size_that_misses_at_the_top_of_the_bracket_is_reported_as_not_met():
 
 def test_the_number_of_replays_is_bounded():
     z = sizing.min_size(_constant(20.0), Config(), "reactive", steps=N - START, start_nodes=64, max_replays=3)
-    assert len(z.tries) <= 4          # 3, and the check of the found size less one node
+    assert len(z.tries) <= 5          # 3, and the checks of the found size less one node and plus one
 
 
 def test_the_slo_reads_inference_requests_only_where_the_replay_measured_them():
@@ -153,3 +153,38 @@ def test_simulate_min_gpus_on_a_users_data_prints_a_line_per_strategy_and_the_sa
     doc = json.loads((tmp_path / "o" / "own-own_min_gpus.json").read_text())
     assert set(doc["strategies"]) == {"static", "reactive", "predictive", "perfect"} and doc["slo"]["high"] == 0.001
     assert doc["strategies"]["reactive"]["nodes"] == 7     # the rise's hand-computed size (see _rise)
+
+
+def _fake_replays(monkeypatch, meets_at):
+    """Replays whose SLO is met exactly at the node counts `meets_at` says (a constructed SLO, monotone or not)."""
+    def fake(strategy, w, cfg, bank=None, *, steps, knobs=None):
+        m = Meter(strategy, {})
+        ok = meets_at(w.capacity // w.gpus_per_node)
+        for t in ("high", "normal", "low"):
+            m.wanted[t], m.served[t], m.unmet[t] = [100.0], [100.0 if ok else 50.0], [0.0 if ok else 50.0]
+        m.util = [1.0]
+        return m
+    monkeypatch.setattr(sizing, "run_strategy", fake)
+
+
+def test_a_size_met_below_a_larger_one_missed_is_named_not_monotone(monkeypatch):
+    _fake_replays(monkeypatch, lambda n: n >= 10)
+    z = sizing.min_size(_constant(), Config(), "reactive", steps=10, start_nodes=16, first=4)
+    # 16, 12 meet, 4 misses; bisection: 8 misses, 10 meets, 9 misses; then one node more, 11, meets
+    assert [t.nodes for t in z.tries] == [16, 12, 4, 8, 10, 9, 11]
+    assert z.found.nodes == 10 and z.below_missed is True and z.summary()["monotone_in_tries"] is True
+    _fake_replays(monkeypatch, lambda n: n >= 10 or n == 8)
+    z = sizing.min_size(_constant(), Config(), "reactive", steps=10, start_nodes=16, first=4)
+    # the same path finds 8 (7 misses below it); one node more, 9, misses: the bisection's assumption fails here
+    d = z.summary()
+    assert z.found.nodes == 8 and z.below_missed is True and z.not_monotone() == (8, 9)
+    assert d["monotone_in_tries"] is False and "not monotone in the size here: 8 nodes meet it, 9 miss it" in d["note"]
+    assert d["note"] in sizing.lines({"reactive": z})[0]
+
+
+def test_a_bisection_cut_short_by_the_replay_budget_says_the_found_size_is_not_the_smallest(monkeypatch):
+    _fake_replays(monkeypatch, lambda n: n >= 2)
+    z = sizing.min_size(_constant(), Config(), "reactive", steps=10, start_nodes=64, max_replays=3)
+    # 64 and 32 meet, 1 misses: out of replays with 32 found; 31 is replayed as the check, and meets
+    assert z.found.nodes == 32 and z.below_missed is False
+    assert "not the smallest: 31 nodes also meet the SLO" in z.summary()["note"]
