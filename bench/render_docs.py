@@ -1423,7 +1423,9 @@ def _sizing_row(case: str, z: dict, slo: dict) -> list[str]:
     if not z["met"]:
         return [case, z["strategy"], f"**not met**: {z['largest_nodes_tried']} nodes (the largest tried) miss",
                 "–", "–", "–", "–", "–", "–", str(z["replays"])]
-    below = {True: "misses", False: "**also meets** (not monotone)", None: "–"}[z["one_node_less_misses"]]
+    below = {True: "misses", False: "**also meets** (not the smallest)", None: "–"}[z["one_node_less_misses"]]
+    if z.get("monotone_in_tries") is False:
+        below += "; **not monotone**: " + z["note"].split("here: ")[-1].split(" (")[0]
     return [case, z["strategy"], f"{n(z['gpus'])} ({z['nodes']} nodes)", n(z["gpu_hours"]),
             pct(z["allocated_utilization"]), pct(z["busy_utilization"]),
             f"{pct(z['high_unmet_share'], 3)} / {pct(z['normal_unmet_share'], 2)}", _binding(z, slo), below,
