@@ -1,0 +1,301 @@
+"""When will a pending job start? A p50 and a p90 start time for every pending job (issue 39, item 3).
+
+Kueue's visibility API gives a queue position and no wait; Slurm's ``squeue --start`` only what the backfill
+scheduler derives from time limits. The daemon also knows the holds its plan places and the forecast of
+higher-priority demand, so it can say more, and say how sure it is.
+
+The model is meant to be explained in one paragraph to a tenant:
+
+1. GPUs sit in pools: per GPU type, per holder (nobody, a tenant's hold, the high tier's pooled hold). GPUs held
+   for another tenant are never free for this job.
+2. Each running job releases its GPUs into its node's pool at its expected end: the time limit less the time run
+   (Slurm) when known, or else the quantile of the remaining run of its tenant's finished jobs that ran at least
+   as long (``RunLengths``, learned from history). The p50 estimate uses every job's median end, the p90 estimate
+   every job's 90th-percentile end.
+3. Higher tiers' forecast growth (GPUs above what they ask now and hold) is served first: it eats free unheld GPUs
+   as they appear before any pending job of a lower tier.
+4. Pending jobs are served in the scheduler's order (high; normal and aged low; low; then longest-waiting first,
+   as the simulator and Slurm's priority order), each taking the first accepted type with room, at the first
+   release after which it fits. A job started in this simulation releases its GPUs again after its tenant's
+   unconditional run-length quantile.
+
+A job that never fits within what is known is ``unknown`` (with why), never a guess: running jobs with neither a
+time limit nor a tenant history give no release time.
+
+Pure: plain data in, plain data out; the service feeds ``RunLengths`` each cycle and shows the result.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from daemon.policy.state import HELD_BY_POOL, PRIORITY, UNHELD, ClusterState
+
+QUANTILES = (0.5, 0.9)
+ANY = ""   # the GPU type of every node in a one-model cluster
+
+
+class RunLengths:
+    """Per tenant, the run lengths (seconds) of its last ``keep`` finished jobs: the basis of a running job's
+    expected end where no time limit gives one. Small and pure: the caller says which jobs finished."""
+
+    def __init__(self, keep: int = 500, min_samples: int = 5) -> None:
+        self.keep, self.min_samples = int(keep), int(min_samples)
+        self._runs: dict[str, deque[float]] = {}
+        self._sorted: dict[str, np.ndarray] = {}
+
+    def observe(self, tenant: str, run_s: float) -> None:
+        """One finished job of `tenant` ran `run_s` seconds (a preempted or requeued job is not finished)."""
+        if not np.isfinite(run_s) or run_s < 0:
+            return
+        self._runs.setdefault(tenant, deque(maxlen=self.keep)).append(float(run_s))
+        self._sorted.pop(tenant, None)
+
+    def samples(self, tenant: str) -> int:
+        return len(self._runs.get(tenant, ()))
+
+    def _arr(self, tenant: str) -> np.ndarray | None:
+        runs = self._runs.get(tenant)
+        if runs is None or len(runs) < self.min_samples:
+            return None
+        a = self._sorted.get(tenant)
+        if a is None:
+            a = self._sorted[tenant] = np.sort(np.fromiter(runs, dtype=float))
+        return a
+
+    def remaining(self, tenant: str, elapsed_s: float, q: float) -> float | None:
+        """The q-quantile of the rest of a run that has lasted `elapsed_s`: among the tenant's finished runs that
+        lasted at least as long, q of them ended within this much more. None without ``min_samples`` runs, or when
+        no finished run lasted that long (the job is past anything seen: no basis)."""
+        a = self._arr(tenant)
+        if a is None:
+            return None
+        longer = a[np.searchsorted(a, elapsed_s, side="left"):]
+        if longer.size == 0:
+            return None
+        return max(float(np.quantile(longer, q)) - float(elapsed_s), 0.0)
+
+    def to_dict(self) -> dict[str, list[float]]:
+        return {t: list(r) for t, r in self._runs.items()}
+
+
+@dataclass(frozen=True)
+class Eta:
+    """A pending job's start estimate: seconds after the snapshot (None = unknown) and why."""
+
+    job_id: str
+    tenant: str
+    gpus: int
+    position: int            # 0-based place in the scheduler's order among pending jobs
+    p50_s: float | None
+    p90_s: float | None
+    basis: str               # what the estimate rests on, or why it is unknown
+
+    def to_dict(self) -> dict:
+        return {"job_id": self.job_id, "tenant": self.tenant, "gpus": self.gpus, "position": self.position,
+                "p50_s": self.p50_s, "p90_s": self.p90_s, "basis": self.basis}
+
+
+def scheduler_order(priority: np.ndarray, wait_s: np.ndarray, max_wait_s: float | None = None) -> np.ndarray:
+    """Indices of pending jobs in the order the scheduler serves them: high first, then normal and low work that
+    waited `max_wait_s` (aging), then low; within a class, the longest waiting first (the simulator's order)."""
+    prio = np.asarray(priority)
+    wait = np.asarray(wait_s, dtype=float)
+    aged = np.zeros(prio.shape, dtype=bool) if max_wait_s is None else wait >= max_wait_s
+    cls = np.where(prio == PRIORITY["high"], 0, np.where((prio == PRIORITY["normal"]) | aged, 1, 2))
+    return np.lexsort((-wait, cls))
+
+
+def forecast_growth(peaks: Mapping[str, Sequence[float]], state: ClusterState,
+                    reservations: Mapping[str, int]) -> dict[str, tuple[float, ...]]:
+    """Per tenant and quantile, the GPUs its forecast peak over the horizon adds above what it asks now (running +
+    queued) and above its hold (a hold already keeps those GPUs from others): what will want unheld GPUs soon.
+    `peaks`: tenant -> peak per quantile of QUANTILES. Unknown demand adds nothing (no basis to add)."""
+    out: dict[str, tuple[float, ...]] = {}
+    dem = state.demand
+    for i, t in enumerate(state.tenants):
+        pk = peaks.get(t)
+        if pk is None or not np.isfinite(dem[i]):
+            continue
+        base = max(float(dem[i]), float(reservations.get(t, 0)))
+        out[t] = tuple(max(float(p) - base, 0.0) if np.isfinite(p) else 0.0 for p in pk)
+    return out
+
+
+def estimate(state: ClusterState, run_lengths: RunLengths, *, reservations: Mapping[str, int] | None = None,
+             pooled: Sequence[str] = (), time_limit_s: Mapping[str, float] | None = None,
+             growth: Mapping[str, Sequence[float]] | None = None, max_wait_s: float | None = None,
+             drain_s: float = 120.0, quantiles: Sequence[float] = QUANTILES) -> list[Eta]:
+    """The start estimate of every pending job of `state` (see the module's docstring for the model).
+
+    `reservations` (tenant -> GPUs held) is used only without a node view (``state.nodes``), where holds have no
+    place: a tenant's unused hold is then its own pool. `pooled`: tenants sharing the high tier's pooled hold.
+    `time_limit_s`: job id -> its time limit (Slurm). `growth`: tenant -> forecast GPUs above its demand and hold,
+    per quantile (``forecast_growth``), served before lower tiers' pending jobs."""
+    jobs = state.jobs
+    pend = np.flatnonzero(~jobs.running)
+    if pend.size == 0:
+        return []
+    order = pend[scheduler_order(jobs.priority[pend], jobs.wait_s[pend], max_wait_s)]
+    results = [_run(state, run_lengths, order, q, dict(reservations or {}), set(pooled), dict(time_limit_s or {}),
+                    dict(growth or {}), qi, drain_s) for qi, q in enumerate(quantiles)]
+    out = []
+    for pos, j in enumerate(order):
+        starts = [r[0].get(int(j)) for r in results]
+        p50, p90 = starts[0], starts[-1]
+        if p50 is None:
+            p90, basis = None, results[0][1]
+        else:
+            basis = results[0][2][int(j)]
+            if p90 is None:
+                basis += f"; p90 {results[-1][1]}"
+            else:
+                p90 = max(p90, p50)
+        out.append(Eta(str(jobs.ids[j]), state.tenants[int(jobs.tenant[j])], int(jobs.gpus[j]), pos, p50, p90,
+                       basis))
+    return out
+
+
+def _types_of(state: ClusterState) -> tuple[np.ndarray, np.ndarray]:
+    """Per node its GPU type and holder (or one pseudo-node per holder without a node view)."""
+    n = state.nodes
+    assert n is not None
+    types = np.full(len(n), ANY, dtype=object) if n.gpu_type is None else np.asarray(n.gpu_type, dtype=object)
+    return types, np.asarray(n.held_by)
+
+
+def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: dict[str, int], pooled: set[str],
+         limits: dict[str, float], growth: dict[str, Sequence[float]], qi: int,
+         drain_s: float) -> tuple[dict[int, float], str, dict[int, str]]:
+    """One quantile's simulation: job index -> start seconds, the reason for the unplaced, and each job's basis."""
+    jobs, tenants = state.jobs, state.tenants
+    tix = {t: i for i, t in enumerate(tenants)}
+    pool_ids = {tix[t] for t in pooled if t in tix}
+    free: dict[tuple[str, int], float] = {}
+    events: list[tuple[float, int, str, int, float]] = []   # (time, seq, type, holder, gpus)
+    seq = 0
+    unknown_ends = 0
+    running = np.flatnonzero(jobs.running)
+
+    def end_of(j: int, elapsed: float) -> tuple[float | None, str]:
+        lim = limits.get(str(jobs.ids[j]))
+        hist = rl.remaining(tenants[int(jobs.tenant[j])], elapsed, q)
+        if lim is not None and np.isfinite(lim):
+            left = max(float(lim) - elapsed, 0.0)
+            return (left if hist is None else min(hist, left)), "time limit"
+        return hist, "run-length history"
+
+    bases: set[str] = set()
+    if state.nodes is not None:
+        types, holders = _types_of(state)
+        nodes = state.nodes
+        for i in range(len(nodes)):
+            key = (str(types[i]), int(holders[i]))
+            free[key] = free.get(key, 0.0) + float(nodes.free[i])
+            if nodes.draining[i] > 0:
+                events.append((drain_s, seq, key[0], key[1], float(nodes.draining[i])))
+                seq += 1
+        node_ix = nodes.index_of(jobs.node[running])
+        for j, ni in zip(running, node_ix):
+            if ni < 0:
+                continue
+            end, how = end_of(int(j), float(jobs.runtime_s[j]))
+            if end is None:
+                unknown_ends += 1
+                continue
+            bases.add(how)
+            events.append((end, seq, str(types[ni]), int(holders[ni]), float(jobs.gpus[j])))
+            seq += 1
+    else:
+        # no placement: one pool per holder; a tenant's unused hold is its own, the rest unheld
+        used = np.nan_to_num(state.used)
+        held = {tix[t]: max(float(g) - float(used[tix[t]]), 0.0) for t, g in res.items() if t in tix}
+        total_free = float(state.capacity) - float(used.sum()) - float(state.draining)
+        for h, g in held.items():
+            free[(ANY, h)] = g
+        free[(ANY, UNHELD)] = max(total_free - sum(held.values()), 0.0)
+        if state.draining:
+            events.append((drain_s, seq, ANY, UNHELD, float(state.draining)))
+            seq += 1
+        for j in running:
+            end, how = end_of(int(j), float(jobs.runtime_s[j]))
+            if end is None:
+                unknown_ends += 1
+                continue
+            bases.add(how)
+            events.append((end, seq, ANY, UNHELD, float(jobs.gpus[j])))
+            seq += 1
+    heapq.heapify(events)
+    # higher tiers' forecast growth: per priority, GPUs still to be eaten from unheld pools
+    ahead = {p: 0.0 for p in PRIORITY.values()}
+    for t, g in growth.items():
+        if t in tix and qi < len(g):
+            ahead[PRIORITY[state.tiers[tix[t]]]] += float(g[qi])
+    types_all = sorted({k[0] for k in free} | {e[2] for e in events})
+    waiting = [int(j) for j in order]
+    starts: dict[int, float] = {}
+    job_basis: dict[int, str] = {}
+    now = 0.0
+    while True:
+        # the growth of each tier eats unheld GPUs first (highest tier first)
+        for p in sorted(ahead, reverse=True):
+            for t in types_all:
+                k = (t, UNHELD)
+                take = min(ahead[p], free.get(k, 0.0))
+                if take > 0:
+                    free[k] -= take
+                    ahead[p] -= take
+        still = []
+        for j in waiting:
+            tn = int(jobs.tenant[j])
+            prio = int(jobs.priority[j])
+            if any(ahead[p] > 1e-9 for p in ahead if p > prio):
+                still.append(j)    # a higher tier's forecast growth is still unserved: it comes first
+                continue
+            owners = [tn, UNHELD] + ([HELD_BY_POOL] if tn in pool_ids else [])
+            acc = () if jobs.accepts is None else tuple(jobs.accepts[j] or ())
+            cand = [t for t in (acc or types_all) if t in types_all] if acc else types_all
+            g = float(jobs.gpus[j])
+            placed = False
+            for t in cand:
+                room = sum(free.get((t, o), 0.0) for o in owners)
+                if room + 1e-9 < g:
+                    continue
+                took_from: int | None = None
+                for o in owners:    # own hold first, then unheld GPUs, then the pooled hold
+                    take = min(g, free.get((t, o), 0.0))
+                    if take > 0:
+                        free[(t, o)] -= take
+                        g -= take
+                        took_from = o if took_from is None else took_from
+                    if g <= 1e-9:
+                        break
+                starts[j] = now
+                job_basis[j] = "fits the GPUs free now" if now == 0 else ", ".join(sorted(bases))
+                run = rl.remaining(tenants[tn], 0.0, q)
+                if run is not None:   # it runs its tenant's usual length, then frees its GPUs where it took them
+                    heapq.heappush(events, (now + run, seq, t, UNHELD if took_from is None else took_from,
+                                            float(jobs.gpus[j])))
+                    seq += 1
+                    bases.add("run-length history")
+                placed = True
+                break
+            if not placed:
+                still.append(j)
+        waiting = still
+        if not waiting or not events:
+            break
+        now = events[0][0]
+        while events and events[0][0] <= now + 1e-9:
+            _, _, t, h, g = heapq.heappop(events)
+            free[(t, h)] = free.get((t, h), 0.0) + g
+    if unknown_ends:
+        why = f"unknown: {unknown_ends} running job(s) have neither a time limit nor a run-length history"
+    else:
+        why = "unknown: not enough GPUs this job may use free up within the running jobs' known ends"
+    return starts, why, job_basis

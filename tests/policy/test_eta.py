@@ -1,0 +1,97 @@
+"""The start-time estimate (daemon/policy/eta.py) on a queue small enough to work out by hand.
+
+Two 4-GPU nodes. n0 is unheld: job A (tenant a, 2 GPUs, time limit 600 s, 100 s run: ends at 500) and 2 GPUs free.
+n1 is held for the high tenant h: job B (h, 2 GPUs, limit 1000 s, 200 s run: ends at 800) and 2 held GPUs free.
+Pending, in the scheduler's order: P1 (tenant n, normal, 2 GPUs, waited 300 s), P2 (n, normal, 3 GPUs, waited
+200 s), P3 (l, low, 1 GPU, waited 500 s: low comes after normal even though it waited longest).
+Tenant n's finished runs: 200, 300, 400, 500, 600 s (median 400, 90th percentile 560); a and l have no history.
+
+By hand, p50: P1 fits the 2 unheld GPUs now (0) and runs 400 s; at 400 its 2 GPUs come back: P2 (3) does not
+fit, P3 (1) does (400); at 500 A's 2 come back: 1 + 2 = 3, P2 starts (500). B's GPUs (800) go back to h's hold
+and never serve these jobs. The hold matters: without it P3 would fit the 2 held GPUs at 0.
+p90: P1 at 0 runs 560 s; at 500 A's 2 GPUs come back: P3 starts (500), 1 left; at 560 P1's 2: P2 starts (560).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from daemon.policy.eta import RunLengths, estimate, forecast_growth, scheduler_order
+from daemon.policy.state import UNHELD, ClusterState, Jobs, Nodes
+
+TENANTS = ("a", "h", "n", "l")
+TIERS = ("normal", "high", "normal", "low")
+
+
+def _state(hold: bool = True) -> ClusterState:
+    jobs = Jobs(ids=np.array(["A", "B", "P1", "P2", "P3"], dtype=object),
+                tenant=np.array([0, 1, 2, 2, 3]), gpus=np.array([2, 2, 2, 3, 1]),
+                priority=np.array([1, 2, 1, 1, 0], dtype=np.int8),
+                running=np.array([True, True, False, False, False]),
+                runtime_s=np.array([100.0, 200.0, 0, 0, 0]), wait_s=np.array([0, 0, 300.0, 200.0, 500.0]),
+                node=np.array(["n0", "n1", "", "", ""], dtype=object))
+    nodes = Nodes(names=np.array(["n0", "n1"], dtype=object), gpus=np.array([4, 4]), free=np.array([2, 2]),
+                  draining=np.array([0, 0]), held_by=np.array([UNHELD, 1 if hold else UNHELD]))
+    return ClusterState(at=pd.Timestamp("2026-01-05T00:00:00Z"), tenants=TENANTS, tiers=TIERS, capacity=8,
+                        used=np.array([2.0, 2, 0, 0]), pending=np.array([0.0, 0, 5, 1]), jobs=jobs, nodes=nodes)
+
+
+def _history() -> RunLengths:
+    rl = RunLengths(min_samples=5)
+    for r in (200, 300, 400, 500, 600):
+        rl.observe("n", r)
+    return rl
+
+
+LIMITS = {"A": 600.0, "B": 1000.0}
+
+
+def test_the_eta_on_a_hand_computed_queue():
+    got = {e.job_id: e for e in estimate(_state(), _history(), time_limit_s=LIMITS)}
+    assert [got[j].position for j in ("P1", "P2", "P3")] == [0, 1, 2]
+    assert {j: got[j].p50_s for j in got} == {"P1": 0.0, "P2": 500.0, "P3": 400.0}
+    assert {j: got[j].p90_s for j in got} == {"P1": 0.0, "P2": 560.0, "P3": 500.0}
+    assert "time limit" in got["P2"].basis and "run-length history" in got["P2"].basis
+
+
+def test_gpus_held_for_another_tenant_are_not_free_for_the_job():
+    free_for_all = {e.job_id: e.p50_s for e in estimate(_state(hold=False), _history(), time_limit_s=LIMITS)}
+    assert free_for_all["P3"] == 0.0     # the 2 GPUs h holds would take it at once
+
+
+def test_higher_tiers_forecast_growth_eats_free_gpus_first():
+    """h's forecast adds 2 GPUs (p50) and 4 (p90): the 2 unheld GPUs free now go to it, so P1 waits for A (500)."""
+    got = {e.job_id: e for e in estimate(_state(), _history(), time_limit_s=LIMITS, growth={"h": (2.0, 4.0)})}
+    assert got["P1"].p50_s == 500.0
+    # p90: growth of 4 eats the 2 free now and A's 2 at 500; nothing else frees unheld GPUs (B's go to h's hold)
+    assert got["P1"].p90_s is None and "p90 unknown" in got["P1"].basis
+
+
+def test_unknown_when_there_is_no_basis():
+    """No time limits and no history: no running job has an end, the queue's head does not fit now: unknown."""
+    got = {e.job_id: e for e in estimate(_state(), RunLengths())}
+    assert got["P1"].p50_s == 0.0                      # it fits the free GPUs now: that needs no basis
+    assert got["P2"].p50_s is None and got["P2"].p90_s is None
+    assert "neither a time limit nor a run-length history" in got["P2"].basis
+
+
+def test_run_lengths_condition_on_the_time_already_run():
+    rl = _history()
+    assert rl.remaining("n", 0, 0.5) == 400.0
+    assert rl.remaining("n", 450, 0.5) == 100.0        # runs >= 450: 500, 600; median 550, less 450
+    assert rl.remaining("n", 700, 0.5) is None         # past every run seen: no basis
+    assert rl.remaining("a", 0, 0.5) is None           # no history
+
+
+def test_scheduler_order_ages_low_work():
+    prio = np.array([0, 1, 2, 0])
+    wait = np.array([900.0, 10.0, 5.0, 100.0])
+    assert list(scheduler_order(prio, wait)) == [2, 1, 0, 3]
+    assert list(scheduler_order(prio, wait, max_wait_s=600)) == [2, 0, 1, 3]
+
+
+def test_forecast_growth_counts_above_demand_and_hold():
+    s = _state()
+    g = forecast_growth({"h": (5.0, 7.0), "n": (3.0, 9.0)}, s, {"h": 4})
+    assert g == {"h": (1.0, 3.0), "n": (0.0, 4.0)}
