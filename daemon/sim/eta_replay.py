@@ -1,0 +1,146 @@
+"""The start-time estimate (daemon/policy/eta.py) scored in the replay (issue 39, item 4).
+
+Each measured step, after the plan is applied (its holds are on the simulated nodes), every job seen pending for
+the first time gets the estimate the daemon would give it then, from what the cluster shows at that step only:
+the running jobs, the holds, and the run lengths of the jobs that finished so far. When the job starts, the
+estimate is scored: the p50's absolute error and whether the start came by the p90. Beside it, the naive estimate
+the issue compares with: the GPUs needed ahead in the queue (this job's included, less the GPUs free to it now)
+divided by the recent rate at which GPUs freed up.
+
+Nothing here reads the trace: the hook sees the simulated cluster after step k, which the replay built from the
+demand up to k (tests/sim/test_eta_replay.py changes the trace after k and checks the estimates up to k).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from daemon.config import Config
+from daemon.policy.eta import RunLengths, estimate
+from daemon.policy.state import UNHELD, ClusterState
+from daemon.policy.types import PolicyMemory
+from daemon.sim.cluster import SimCluster
+from daemon.sim.replay import ForecastBank, Meter, run_strategy
+from daemon.sim.workloads import Workload
+
+RATE_WINDOW_STEPS = 60     # the naive estimate's "recent": GPUs freed over the last hour of 1-minute steps
+
+
+@dataclass(frozen=True)
+class Made:
+    """One job's estimates, made at step `at` when it was first seen waiting: predicted start steps (None =
+    unknown)."""
+
+    at: int
+    tenant: str
+    p50: int | None
+    p90: int | None
+    naive: int | None
+
+
+@dataclass
+class EtaScore:
+    """The scored estimates: per job that waited and started, (made, actual start step)."""
+
+    step_s: int
+    made: dict[int, Made] = field(default_factory=dict)
+    started: dict[int, int] = field(default_factory=dict)
+
+    def summary(self) -> dict:
+        """p50 absolute error (median, minutes), p90 coverage, the naive estimate's error; unknowns counted."""
+        m = self.step_s / 60.0
+        done = [(self.made[j], s) for j, s in self.started.items() if j in self.made]
+        known = [(e, s) for e, s in done if e.p50 is not None]
+        err = np.array([abs(s - e.p50) * m for e, s in known])
+        p90 = [(e, s) for e, s in done if e.p90 is not None]
+        cov = np.array([s <= e.p90 for e, s in p90], dtype=bool)
+        naive = np.array([abs(s - e.naive) * m for e, s in done if e.naive is not None])
+        wait = np.array([(s - e.at) * m for e, s in done])
+        med = float(np.median(err)) if err.size else None
+        nmed = float(np.median(naive)) if naive.size else None
+        return {
+            "jobs_waited_and_started": len(done), "still_waiting_or_withdrawn": len(self.made) - len(done),
+            "p50_known": len(known), "p90_known": len(p90), "naive_known": int(naive.size),
+            "median_wait_min": float(np.median(wait)) if wait.size else None,
+            "p50_median_abs_error_min": med, "p50_mean_abs_error_min": float(err.mean()) if err.size else None,
+            "p90_coverage": float(cov.mean()) if cov.size else None,
+            "naive_median_abs_error_min": nmed,
+            "error_vs_naive": (med / nmed) if med is not None and nmed else None,
+        }
+
+
+class EtaHook:
+    """`run_strategy`'s hook: estimates each job when it first waits, scores it when it starts."""
+
+    def __init__(self, tenants: tuple[str, ...], step_s: int, *, keep: int = 500, min_samples: int = 5) -> None:
+        self.tenants = tenants
+        self.step_s = int(step_s)
+        self.runs = RunLengths(keep=keep, min_samples=min_samples)
+        self.score = EtaScore(self.step_s)
+        self._running: dict[int, tuple[int, float]] = {}    # job id -> (tenant, runtime_s) at the last step
+        self._freed: deque[int] = deque(maxlen=RATE_WINDOW_STEPS)
+        self._seen: set[int] = set()
+
+    def before_plan(self, c: SimCluster, k: int, state: ClusterState, measured: bool) -> ClusterState:
+        jobs = state.jobs
+        ids = jobs.ids.astype(np.int64)
+        live = set(ids.tolist())
+        freed = 0
+        for j, (t, run) in self._running.items():
+            if j not in live:           # finished (a preempted job is queued again, so still live)
+                self.runs.observe(self.tenants[t], run + self.step_s)
+                freed += int(c.job_size[t])
+        self._freed.append(freed)
+        run_mask = jobs.running
+        self._running = dict(zip(ids[run_mask].tolist(), zip(jobs.tenant[run_mask].tolist(),
+                                                             jobs.runtime_s[run_mask].tolist())))
+        for j in ids[run_mask].tolist():
+            if j in self.score.made and j not in self.score.started:
+                self.score.started[j] = k
+        return state
+
+    def after_plan(self, c: SimCluster, k: int, state: ClusterState, mem: PolicyMemory, cfg: Config,
+                   measured: bool) -> PolicyMemory:
+        jobs = state.jobs
+        ids = jobs.ids.astype(np.int64)
+        new = [j for j in ids[~jobs.running].tolist() if j not in self._seen]
+        self._seen.update(new)
+        if not measured or not new:
+            return mem
+        now = dataclasses.replace(state, nodes=c.nodes_view())     # the holds the plan just placed
+        pooled = tuple(t for t, m in zip(self.tenants, c.pool_members) if m)
+        etas = estimate(now, self.runs, pooled=pooled, max_wait_s=cfg.policy.max_wait_steps * self.step_s)
+        new_set = set(new)
+        rate = sum(self._freed) / (len(self._freed) * self.step_s) if self._freed else 0.0
+        free_unheld = int(now.nodes.free[now.nodes.held_by == UNHELD].sum())
+        ahead = 0
+        for e in etas:
+            ahead += e.gpus
+            j = int(e.job_id)
+            if j not in new_set:
+                continue
+            need = max(ahead - free_unheld, 0)
+            naive = k + 1 if need == 0 else (self._step(k, need / rate) if rate > 0 else None)
+            self.score.made[j] = Made(k, e.tenant, self._step(k, e.p50_s), self._step(k, e.p90_s), naive)
+        return mem
+
+    def _step(self, k: int, s: float | None) -> int | None:
+        """The step a start `s` seconds after step k's snapshot falls on (the next schedule at the earliest)."""
+        return None if s is None else k + max(math.ceil(s / self.step_s - 1e-9), 1)
+
+
+def run_eta(w: Workload, cfg: Config, *, steps: int, strategy: str = "reactive", bank: ForecastBank | None = None,
+            knobs: dict | None = None) -> tuple[Meter, EtaHook]:
+    """Replay `steps` measured steps of `w` under `strategy` with the estimate scored (``hook.score.summary()``).
+    Not the perfect forecast: its holds read the future, and so would the estimates made from them."""
+    if strategy == "perfect":
+        raise ValueError("the ETA replay does not run the perfect forecast: its holds read the trace's future")
+    step_s = int((w.demand.index[1] - w.demand.index[0]).total_seconds())
+    hook = EtaHook(tuple(map(str, w.demand.columns)), step_s)
+    m = run_strategy(strategy, w, cfg, bank, steps=steps, knobs=knobs, hook=hook)
+    return m, hook
