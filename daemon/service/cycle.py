@@ -23,6 +23,7 @@ from daemon.policy.events import plan_events
 from daemon.policy.safe import safe_default
 from daemon.policy.state import ClusterState
 from daemon.policy.types import OperatorInputs, Plan, PolicyMemory
+from daemon.service.eta import EtaTracker
 from daemon.service.telemetry import DaemonMetrics
 from daemon.sources.base import Collected, Source, SourceError
 from daemon.state.store import StateStore
@@ -125,6 +126,10 @@ class CycleRunner:
         self._health_off = None   # the HealthRunner a reload turned off: its metrics stay registered, it is reused
         self.last_health: dict | None = None   # its last view, published in the Snapshot
         self.last_health_cycle = -1   # the cycle that made last_health: the next plan reads its idle findings
+        # start-time estimates of pending jobs (daemon/service/eta.py): made after each good plan, served by the API
+        self.eta = EtaTracker(self.metrics.registry, clock,
+                              max_wait_s=cfg.policy.max_wait_steps * cfg.cycle.resolution_s)
+        self.last_eta: dict | None = None
         if self.last_plan is not None:
             log.info("restored last good plan from %s (%d reservations, rate level %d)", self.last_plan.at,
                      len(self.last_plan.reservations), self.memory.rate_level)
@@ -327,6 +332,14 @@ class CycleRunner:
             self.skill = {t: Verdict(False, "reactive: the skill gate failed (see the log)") for t in tenants}
         return acting_set(self.skill)
 
+    def _estimate(self, state, plan: Plan, fc: Forecast | None) -> None:
+        """The pending jobs' start estimates for this plan. What goes wrong here is logged and shows as no fresh
+        estimate (its age grows); it never stops the cycle that already acted."""
+        try:
+            self.last_eta = self.eta.update(state, plan, fc)
+        except Exception:   # noqa: BLE001 - an estimate is advice: the cycle goes on without it
+            log.exception("start-time estimates not made this cycle")
+
     def publish(self) -> None:
         """Make what the last cycle left the web layer's read model: one new Snapshot, one reference assignment.
 
@@ -343,7 +356,7 @@ class CycleRunner:
             history=hist.iloc[-HISTORY_STEPS:].copy() if hist is not None else None,
             quality=q.current().to_dict(), quality_summary=q.summary(), forecaster_note=self.forecaster_note,
             fallback_error=f.last_error if isinstance(f, WithFallback) else None, cycle=self.cycles,
-            health=self.last_health)
+            health=self.last_health, eta=self.last_eta)
 
     def run_once(self) -> CycleResult:
         try:
@@ -420,6 +433,7 @@ class CycleRunner:
                     log.error("state not saved (%s): the plan is applied and kept in memory; the last saved plan "
                               "stays on disk", exc)
             m.last_good.set(pd.Timestamp(plan.at).timestamp())
+            self._estimate(state, plan, fc)
         reports += self._health(state, plan, ops)
         gone = m.observe_plan(plan, fc, self.cfg.policy.lead_time_steps, fell_back,
                               self.cfg.cycle.forget_tenant_after_s)

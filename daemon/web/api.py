@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Callable
 
 from starlette.concurrency import run_in_threadpool
@@ -15,6 +16,7 @@ from daemon.state.overrides import BadChange, OverridesUnavailable
 from daemon.web import views, windows_api
 from daemon.web.auth import Access, Principal
 from daemon.web.backend import Backend, Snapshot
+from daemon.web.eta_view import eta_for
 from daemon.web.health_view import health_for
 from daemon.web.openapi import spec
 
@@ -188,6 +190,21 @@ def build(backend: Backend, holder: AccessHolder) -> tuple[list[Route], Callable
                 return bad
         return JSONResponse(health_for(snap, p, tenant))
 
+    async def eta(request: Request, p: Principal) -> Response:
+        """Pending jobs' start estimates with their age (docs/eta.md); a tenant token reads its own jobs only."""
+        snap = backend.snapshot()
+        tenant = request.query_params.get("tenant") or None
+        if tenant is not None:
+            bad = check_tenant(snap, p, tenant)
+            if bad is not None:
+                return bad
+        elif not p.operator:
+            tenant = p.tenant
+        job = request.query_params.get("job") or None
+        if job is not None and len(job) > 256:
+            raise BadInput("job", "a job id is at most 256 characters")
+        return JSONResponse(eta_for(snap.eta, time.time(), tenant, job))
+
     async def openapi(_: Request, p: Principal) -> Response:
         return JSONResponse(spec())
 
@@ -199,6 +216,7 @@ def build(backend: Backend, holder: AccessHolder) -> tuple[list[Route], Callable
         Route("/api/v1/overrides", guarded(overrides_ep, operator=True), methods=["GET", "PATCH"]),
         Route("/api/v1/events", guarded(events)),
         Route("/api/v1/health", guarded(health)),
+        Route("/api/v1/eta", guarded(eta)),
         Route("/api/v1/openapi.json", guarded(openapi)),
         *windows_api.build(backend, guarded, error, json_body, BadInput),
     ]

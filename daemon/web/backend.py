@@ -53,6 +53,8 @@ class Snapshot:
     # per-job GPU health (daemon/service/health.py): outcomes with evidence, per-job states, idle GPUs per tenant
     # and tier; None when health is off or before the first cycle
     health: Mapping[str, Any] | None = None
+    # pending jobs' start estimates (daemon/service/eta.py): made_at (epoch s) and one row per job; None before
+    eta: Mapping[str, Any] | None = None
 
 
 class OverridesView(Protocol):

@@ -70,6 +70,17 @@ def spec(extra_paths: dict | None = None) -> dict:
             params=[{"name": "tenant", "in": "query", "schema": {"type": "string"}}],
             extra={"400": {**_ERR, "description": "malformed tenant name"},
                    "404": {**_ERR, "description": "unknown tenant in `tenant`"}}),
+        "/api/v1/eta": _get(
+            "Pending jobs' start estimates (docs/eta.md): per job its place in the scheduler's order, p50 and p90 "
+            "start (seconds after made_at and as times; null = unknown) and what they rest on or why unknown; "
+            "age_s is how old the estimates are. A tenant token sees its own jobs only",
+            {"type": "object", "required": ["made_at", "age_s", "jobs"], "properties": {
+                "made_at": {"type": ["string", "null"]}, "age_s": {"type": ["number", "null"]},
+                "jobs": {"type": "array", "items": obj}}},
+            params=[{"name": "tenant", "in": "query", "schema": {"type": "string"}},
+                    {"name": "job", "in": "query", "schema": {"type": "string", "maxLength": 256}}],
+            extra={"400": {**_ERR, "description": "malformed tenant name or job id"},
+                   "404": {**_ERR, "description": "unknown tenant in `tenant`"}}),
     }
     change_errors = {**_AUTH_ERRORS, "400": {**_ERR, "description": "bad change; `field` names it"},
                      "503": {**_ERR, "description": "HA: the shared store of operator changes (the lease backend) "

@@ -1,0 +1,112 @@
+"""The start-time estimates the daemon shows (issue 39, item 3): made each cycle by the pure estimator
+(daemon/policy/eta.py) from the cycle's state, plan and forecast; scored when a job starts.
+
+What it keeps between cycles, in memory only (a restart relearns; no estimate is better than a wrong one): the
+tenants' finished run lengths (a job running last cycle and gone now finished; one requeued is still live), and the
+first estimate of each pending job, so that when it starts the error of what it was told first is measured.
+
+Metrics: ``gpuas_eta_age_seconds`` (how old the estimates served are, read at scrape time),
+``gpuas_eta_error_seconds`` (per tier, the absolute error of the p50 first given, observed when the job starts) and
+``gpuas_eta_p90_covered`` (per tier, whether the start came by the p90 first given).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+import numpy as np
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from daemon.policy.eta import QUANTILES, RunLengths, estimate, forecast_growth
+from daemon.policy.state import ClusterState
+from daemon.policy.types import Plan
+from daemon.web.eta_view import iso
+from forecaster.types import Forecast
+
+log = logging.getLogger(__name__)
+
+KEEP_FIRST = 100_000   # pending jobs whose first estimate is remembered (the oldest go first)
+
+
+def peaks_of(fc: Forecast | None, quantiles=QUANTILES) -> dict[str, tuple[float, ...]]:
+    """tenant -> its forecast peak over the horizon at each quantile (a typed series ``tenant@types`` adds to its
+    tenant)."""
+    if fc is None:
+        return {}
+    out: dict[str, list[float]] = {}
+    for i, s in enumerate(fc.tenants):
+        t = s.split("@", 1)[0]
+        pk = [float(np.nanmax(fc.quantile(q)[i])) if np.isfinite(fc.quantile(q)[i]).any() else float("nan")
+              for q in quantiles]
+        prev = out.get(t)
+        out[t] = pk if prev is None else [a + b for a, b in zip(prev, pk)]
+    return {t: tuple(v) for t, v in out.items()}
+
+
+class EtaTracker:
+    def __init__(self, registry: CollectorRegistry, clock: Callable[[], float], *, max_wait_s: float | None = None,
+                 keep: int = 500, min_samples: int = 5) -> None:
+        self.clock = clock
+        self.max_wait_s = max_wait_s
+        self.runs = RunLengths(keep=keep, min_samples=min_samples)
+        self._running: dict[str, tuple[str, float]] = {}
+        self._first: dict[str, tuple[str, float | None, float | None]] = {}   # job -> (tier, p50, p90) wall times
+        self.made_at: float | None = None
+        self.view: dict[str, Any] | None = None
+        self.age = Gauge("gpuas_eta_age_seconds", "Age of the start-time estimates served (absent before the first)",
+                         registry=registry)
+        self.age.set_function(lambda: float("nan") if self.made_at is None else self.clock() - self.made_at)
+        self.error = Histogram("gpuas_eta_error_seconds", "Absolute error of the p50 start estimate a job was first "
+                               "given, observed when it starts", ["tier"], registry=registry,
+                               buckets=(60, 300, 900, 1800, 3600, 7200, 14400, 43200, 86400))
+        self.covered = Counter("gpuas_eta_p90_covered", "Jobs started, by whether they started by the p90 estimate "
+                               "they were first given", ["tier", "covered"], registry=registry)
+
+    def update(self, state: ClusterState, plan: Plan | None, fc: Forecast | None) -> dict[str, Any]:
+        """Learn from what finished and started since last cycle, estimate every pending job; returns the view the
+        API and console show."""
+        now = self.clock()
+        jobs = state.jobs
+        ids = [str(x) for x in jobs.ids]
+        live = set(ids)
+        since = 0.0 if self.made_at is None else max(now - self.made_at, 0.0)
+        for j, (t, run) in self._running.items():
+            if j not in live:   # it ended since the last cycle: counted as run to now (at most a cycle long)
+                self.runs.observe(t, run + since)
+        tier_of = dict(zip(state.tenants, state.tiers))
+        self._running = {}
+        for j, i, run, r in zip(ids, jobs.tenant, jobs.runtime_s, jobs.running):
+            if not r:
+                continue
+            self._running[j] = (state.tenants[int(i)], float(run))
+            first = self._first.pop(j, None)
+            if first is not None:
+                self._score(first, now - float(run))
+        res = dict(plan.reservations) if plan is not None else {}
+        growth = forecast_growth(peaks_of(fc), state, res) if fc is not None else None
+        etas = estimate(state, self.runs, reservations=res, pooled=plan.pooled if plan is not None else (),
+                        growth=growth, max_wait_s=self.max_wait_s)
+        rows = []
+        for e in etas:
+            p50 = None if e.p50_s is None else now + e.p50_s
+            p90 = None if e.p90_s is None else now + e.p90_s
+            if e.job_id not in self._first:
+                self._first[e.job_id] = (tier_of.get(e.tenant, "normal"), p50, p90)
+            rows.append({**e.to_dict(), "p50_at": iso(p50), "p90_at": iso(p90)})
+        pending = {e.job_id for e in etas}
+        for j in [j for j in self._first if j not in pending and j not in live]:
+            del self._first[j]          # withdrawn while waiting: never started, nothing to score
+        while len(self._first) > KEEP_FIRST:
+            del self._first[next(iter(self._first))]
+        self.made_at = now
+        self.view = {"made_at": now, "jobs": rows}
+        return self.view
+
+    def _score(self, first: tuple[str, float | None, float | None], started: float) -> None:
+        tier, p50, p90 = first
+        if p50 is not None:
+            self.error.labels(tier).observe(abs(started - p50))
+        if p90 is not None:
+            self.covered.labels(tier, "true" if started <= p90 else "false").inc()
+

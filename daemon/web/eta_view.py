@@ -1,0 +1,22 @@
+"""The pending jobs' start estimates as the API and the console show them (made by daemon/service/eta.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+
+def iso(t: float | None) -> str | None:
+    """An epoch time as ISO 8601 UTC; None stays None (unknown)."""
+    return None if t is None else pd.Timestamp(t, unit="s", tz="UTC").isoformat()
+
+
+def eta_for(view: dict[str, Any] | None, now: float, tenant: str | None = None,
+            job: str | None = None) -> dict[str, Any]:
+    """The estimates with their age, one tenant's or one job's only when asked (None before the first)."""
+    if view is None:
+        return {"made_at": None, "age_s": None, "jobs": []}
+    rows = [r for r in view["jobs"]
+            if (tenant is None or r["tenant"] == tenant) and (job is None or r["job_id"] == job)]
+    return {"made_at": iso(view["made_at"]), "age_s": round(now - view["made_at"], 3), "jobs": rows}

@@ -1,0 +1,73 @@
+"""The daemon's start-time estimates (daemon/service/eta.py): learned run lengths, the first estimate scored when
+the job starts (metrics), withdrawn jobs forgotten, made every good cycle on the embedded simulator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from prometheus_client import CollectorRegistry
+
+from daemon.config import Config, SimulatorConfig, SourceConfig
+from daemon.policy.state import ClusterState, Jobs
+from daemon.service.eta import EtaTracker
+from daemon.service.wiring import build_runtime
+
+TENANTS = ("a", "b")
+
+
+def _state(running: dict[str, float], pending: dict[str, float]) -> ClusterState:
+    """Tenant a's jobs; `running`: id -> seconds run, `pending`: id -> seconds waited; 4 GPUs, 1-GPU jobs."""
+    ids = [*running, *pending]
+    r = np.array([True] * len(running) + [False] * len(pending))
+    jobs = Jobs(ids=np.array(ids, dtype=object), tenant=np.zeros(len(ids), dtype=np.int64),
+                gpus=np.ones(len(ids), dtype=np.int64), priority=np.ones(len(ids), dtype=np.int8), running=r,
+                runtime_s=np.array([*running.values(), *[0.0] * len(pending)]),
+                wait_s=np.array([*[0.0] * len(running), *pending.values()]), node=np.array([""] * len(ids)))
+    return ClusterState(at=pd.Timestamp("2026-01-05T00:00:00Z"), tenants=TENANTS, tiers=("normal", "low"),
+                        capacity=len(running), used=np.array([float(len(running)), 0.0]),
+                        pending=np.array([float(len(pending)), 0.0]), jobs=jobs)
+
+
+def test_the_first_estimate_is_scored_when_the_job_starts():
+    now = [1000.0]
+    reg = CollectorRegistry()
+    t = EtaTracker(reg, lambda: now[0], min_samples=1)
+    # the cluster is full; J0 finished at 600 s: the history says a run lasts 600 s
+    t.update(_state({"J0": 540.0, "J1": 100.0, "J2": 100.0, "J3": 100.0, "J4": 100.0}, {}), None, None)
+    now[0] = 1060.0
+    view = t.update(_state({"J1": 160.0, "J2": 160.0, "J3": 160.0, "J4": 160.0}, {"P": 0.0}), None, None)
+    (row,) = view["jobs"]
+    # J1..J4 have run 160 s of the 600 the one finished run lasted: 440 s left
+    assert row["job_id"] == "P" and row["p50_s"] == 440.0 and row["p50_at"] == "1970-01-01T00:25:00+00:00"
+    assert reg.get_sample_value("gpuas_eta_age_seconds") == 0.0
+    now[0] = 1100.0
+    assert reg.get_sample_value("gpuas_eta_age_seconds") == 40.0
+    # P starts 300 s later than told (it has run 60 s at 1860): error 300 s, past its p90 (also 1500)
+    now[0] = 1860.0
+    t.update(_state({"J1": 960.0, "J2": 960.0, "J3": 960.0, "P": 60.0}, {}), None, None)
+    assert reg.get_sample_value("gpuas_eta_error_seconds_sum", {"tier": "normal"}) == 300.0
+    assert reg.get_sample_value("gpuas_eta_p90_covered_total", {"tier": "normal", "covered": "false"}) == 1.0
+
+
+def test_a_job_withdrawn_while_waiting_is_not_scored():
+    reg = CollectorRegistry()
+    t = EtaTracker(reg, lambda: 0.0)
+    t.update(_state({"J1": 1.0}, {"P": 0.0}), None, None)
+    t.update(_state({"J1": 2.0}, {}), None, None)
+    t.update(_state({"J1": 3.0, "P": 1.0}, {}), None, None)      # a new job reusing the id: not scored
+    assert reg.get_sample_value("gpuas_eta_error_seconds_count", {"tier": "normal"}) is None
+
+
+def test_every_good_cycle_estimates_the_pending_jobs(tmp_path):
+    cfg = Config(cluster={"gpus": 64}, source=SourceConfig(simulator=SimulatorConfig(seed=5, tenants=20,
+                                                                                     warmup_steps=1500)),
+                 state={"path": tmp_path / "state.sqlite"}, forecaster={"model_dir": tmp_path / "models"})
+    rt = build_runtime(cfg)
+    rt.runner.run_once()
+    snap = rt.runner.snapshot
+    st = rt.runner.last_state
+    pending = {str(j) for j, r in zip(st.jobs.ids, st.jobs.running) if not r}
+    assert pending and snap.eta is not None
+    assert {r["job_id"] for r in snap.eta["jobs"]} == pending
+    assert sorted(r["position"] for r in snap.eta["jobs"]) == list(range(len(pending)))
+    rt.close()
