@@ -120,3 +120,11 @@ SIZING = {"synthetic": {"fewer_than_static_20pct": {"what": "predictive needs >=
                                                    "against": "static", "at_least": 0.2},
                        "fewer_than_reactive_10pct": {"what": "predictive needs >= 10% fewer GPUs than reactive",
                                                      "against": "reactive", "at_least": 0.1}}}
+
+# bench/eta_bench.py: issue 39's goals for the start-time estimate made when a job starts to wait, per trace
+ETA = {
+    "p90_coverage_85_95": {"what": "p90 covers 85-95% of actual starts", "metric": "p90_coverage", "op": "in",
+                           "value": [0.85, 0.95]},
+    "error_at_most_half_naive": {"what": "median abs error <= half the naive estimate's", "metric": "error_vs_naive",
+                                 "op": "<=", "value": 0.5},
+}

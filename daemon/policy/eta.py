@@ -75,10 +75,15 @@ class RunLengths:
         a = self._arr(tenant)
         if a is None:
             return None
-        longer = a[np.searchsorted(a, elapsed_s, side="left"):]
-        if longer.size == 0:
+        lo = int(np.searchsorted(a, elapsed_s, side="left"))
+        n = a.shape[0] - lo
+        if n == 0:
             return None
-        return max(float(np.quantile(longer, q)) - float(elapsed_s), 0.0)
+        # np.quantile's default (linear) on a[lo:], written out: called per running job per cycle
+        pos = q * (n - 1)
+        i = int(pos)
+        v = float(a[lo + i]) if i + 1 >= n else float(a[lo + i]) + (pos - i) * float(a[lo + i + 1] - a[lo + i])
+        return max(v - float(elapsed_s), 0.0)
 
     def to_dict(self) -> dict[str, list[float]]:
         return {t: list(r) for t, r in self._runs.items()}
@@ -238,6 +243,9 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
             ahead[PRIORITY[state.tiers[tix[t]]]] += float(g[qi])
     types_all = sorted({k[0] for k in free} | {e[2] for e in events})
     waiting = [int(j) for j in order]
+    # plain lists: the scan below reads them per job and per release, where numpy scalars cost more than the work
+    cols_tenant, cols_prio, cols_gpus = jobs.tenant.tolist(), jobs.priority.tolist(), jobs.gpus.tolist()
+    min_gpus = min((float(cols_gpus[j]) for j in waiting), default=0.0)
     starts: dict[int, float] = {}
     job_basis: dict[int, str] = {}
     now = 0.0
@@ -250,17 +258,26 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
                 if take > 0:
                     free[k] -= take
                     ahead[p] -= take
+        # the highest tier whose growth is still unserved: pending jobs of lower tiers wait for it
+        blocking = max((p for p, g in ahead.items() if g > 1e-9), default=-1)
+        total = sum(free.values())
         still = []
-        for j in waiting:
-            tn = int(jobs.tenant[j])
-            prio = int(jobs.priority[j])
-            if any(ahead[p] > 1e-9 for p in ahead if p > prio):
+        no_room: dict[tuple[int, tuple], float] = {}   # (tenant, types) -> smallest job that found no room
+        for i, j in enumerate(waiting):
+            if total < min_gpus - 1e-9:     # no GPU left that any job could use: the rest wait for a release
+                still.extend(waiting[i:])
+                break
+            tn = int(cols_tenant[j])
+            if int(cols_prio[j]) < blocking:
                 still.append(j)    # a higher tier's forecast growth is still unserved: it comes first
                 continue
-            owners = [tn, UNHELD] + ([HELD_BY_POOL] if tn in pool_ids else [])
             acc = () if jobs.accepts is None else tuple(jobs.accepts[j] or ())
+            g = float(cols_gpus[j])
+            if g >= no_room.get((tn, acc), float("inf")):
+                still.append(j)    # a job as large of the same tenant and types did not fit in this scan
+                continue
+            owners = [tn, UNHELD] + ([HELD_BY_POOL] if tn in pool_ids else [])
             cand = [t for t in (acc or types_all) if t in types_all] if acc else types_all
-            g = float(jobs.gpus[j])
             placed = False
             for t in cand:
                 room = sum(free.get((t, o), 0.0) for o in owners)
@@ -271,6 +288,7 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
                     take = min(g, free.get((t, o), 0.0))
                     if take > 0:
                         free[(t, o)] -= take
+                        total -= take
                         g -= take
                         took_from = o if took_from is None else took_from
                     if g <= 1e-9:
@@ -280,13 +298,14 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
                 run = rl.remaining(tenants[tn], 0.0, q)
                 if run is not None:   # it runs its tenant's usual length, then frees its GPUs where it took them
                     heapq.heappush(events, (now + run, seq, t, UNHELD if took_from is None else took_from,
-                                            float(jobs.gpus[j])))
+                                            float(cols_gpus[j])))
                     seq += 1
                     bases.add("run-length history")
                 placed = True
                 break
             if not placed:
                 still.append(j)
+                no_room[(tn, acc)] = min(g, no_room.get((tn, acc), float("inf")))
         waiting = still
         if not waiting or not events:
             break
