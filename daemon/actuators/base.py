@@ -128,6 +128,15 @@ class CommentsJobs(Protocol):
 
 
 @runtime_checkable
+class ShowsEta(Protocol):
+    """Can show pending jobs' start estimates where their owners look (Slurm: the AdminComment, beside squeue's
+    own expected start). `rows` are daemon/service/eta.py's: job_id, p50_s, p90_s (None = unknown); seconds after
+    `made_at` (epoch)."""
+
+    def show_eta(self, rows: list[dict], made_at: float) -> ActionReport: ...
+
+
+@runtime_checkable
 class ListsClusterNodes(Protocol):
     """Knows where the GPUs are, as the policy's Nodes: per node the healthy GPUs, the free ones, those still
     draining, and whose hold (reservation) the node is in (`held_by`: an index into `tenants`, HELD_BY_POOL,

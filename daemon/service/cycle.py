@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from daemon import policy
-from daemon.actuators.base import ActionReport, Actuator
+from daemon.actuators.base import ActionReport, Actuator, ShowsEta
 from daemon.config import Config
 from daemon.forecasting.choose import WithFallback, baseline
 from daemon.forecasting.quality import ForecastQuality
@@ -332,13 +332,18 @@ class CycleRunner:
             self.skill = {t: Verdict(False, "reactive: the skill gate failed (see the log)") for t in tenants}
         return acting_set(self.skill)
 
-    def _estimate(self, state, plan: Plan, fc: Forecast | None) -> None:
-        """The pending jobs' start estimates for this plan. What goes wrong here is logged and shows as no fresh
-        estimate (its age grows); it never stops the cycle that already acted."""
+    def _estimate(self, state, plan: Plan, fc: Forecast | None) -> list[ActionReport]:
+        """The pending jobs' start estimates for this plan, shown by the actuators that can (the Slurm job's
+        AdminComment) when this replica acts. What goes wrong here is logged and shows as no fresh estimate (its
+        age grows); it never stops the cycle that already acted."""
         try:
-            self.last_eta = self.eta.update(state, plan, fc)
+            self.last_eta = view = self.eta.update(state, plan, fc)
         except Exception:   # noqa: BLE001 - an estimate is advice: the cycle goes on without it
             log.exception("start-time estimates not made this cycle")
+            return []
+        if not self.acting:
+            return []
+        return [a.show_eta(view["jobs"], view["made_at"]) for a in self.actuators if isinstance(a, ShowsEta)]
 
     def publish(self) -> None:
         """Make what the last cycle left the web layer's read model: one new Snapshot, one reference assignment.
@@ -433,7 +438,7 @@ class CycleRunner:
                     log.error("state not saved (%s): the plan is applied and kept in memory; the last saved plan "
                               "stays on disk", exc)
             m.last_good.set(pd.Timestamp(plan.at).timestamp())
-            self._estimate(state, plan, fc)
+            reports += self._estimate(state, plan, fc)
         reports += self._health(state, plan, ops)
         gone = m.observe_plan(plan, fc, self.cfg.policy.lead_time_steps, fell_back,
                               self.cfg.cycle.forget_tenant_after_s)

@@ -1,4 +1,5 @@
 import json
+import re
 import subprocess
 import time
 
@@ -452,3 +453,37 @@ def test_a_job_requeued_and_running_again_under_its_id_is_not_reclaimed_for_its_
     finally:
         subprocess.run(["scancel", jid], env=slurm["env"], capture_output=True)
         wait_for(lambda: state(slurm, jid) == "", what="job gone", timeout=60)
+
+
+MADE = 1767607200.0   # 2026-01-05T10:00:00Z
+ETA_RE = r"( slurm=\d{4}-\d\d-\d\dT\d\d:\d\dZ)?"
+
+
+def test_a_pending_jobs_start_estimate_is_in_its_admin_comment_beside_the_sites(slurm, jobs):
+    """show_eta on the real slurmctld: the estimate's part is written beside the site's AdminComment (with
+    squeue --start's own when the backfill scheduler gave one), not rewritten while it moves under 5 minutes,
+    replaced in place when it moves, kept when a reason is written after it."""
+    a = act(slurm)
+    j = sbatch(slurm, "high", "acct-high", gpus=8)            # 6 of 8 GPUs taken: it waits
+    try:
+        wait_for(lambda: state(slurm, j).startswith("PENDING"), what="pending", timeout=60)
+        subprocess.run(["scontrol", "update", f"JobId={j}", "AdminComment=site: billing ok"], env=slurm["env"],
+                       check=True)
+        rep = a.show_eta([{"job_id": j, "p50_s": 600.0, "p90_s": None}], MADE)
+        assert rep.ok, rep.errors
+        assert re.fullmatch(r"site: billing ok \| gpu-autoscaler-eta: p50=2026-01-05T10:10Z p90=unknown" + ETA_RE,
+                            admin_comment(slurm, j))
+        assert a.show_eta([{"job_id": j, "p50_s": 840.0, "p90_s": None}], MADE).actions == []   # moved 4 min
+        rep = a.show_eta([{"job_id": j, "p50_s": 1200.0, "p90_s": 3000.0}], MADE)
+        assert rep.ok and len(rep.actions) == 1, rep.errors
+        assert re.fullmatch(r"site: billing ok \| gpu-autoscaler-eta: p50=2026-01-05T10:20Z p90=2026-01-05T10:50Z"
+                            + ETA_RE, admin_comment(slurm, j))
+        assert a.comment([j], "health: a note").ok
+        assert re.fullmatch(r"site: billing ok \| gpu-autoscaler-eta: p50=2026-01-05T10:20Z p90=2026-01-05T10:50Z"
+                            + ETA_RE + r" \| gpu-autoscaler: health: a note", admin_comment(slurm, j))
+        rep = a.show_eta([{"job_id": j, "p50_s": None, "p90_s": None}], MADE)
+        assert rep.ok, rep.errors
+        assert re.fullmatch(r"site: billing ok \| gpu-autoscaler-eta: p50=unknown p90=unknown" + ETA_RE
+                            + r" \| gpu-autoscaler: health: a note", admin_comment(slurm, j))
+    finally:
+        subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)

@@ -47,6 +47,11 @@ from daemon.text import plural
 
 log = logging.getLogger("gpu_autoscaler.actuator.slurm")
 COMMENT_TAG = "gpu-autoscaler:"
+# the start estimate's own part of the AdminComment (not COMMENT_TAG: a reason written later keeps it, and it
+# replaces only its own earlier part): "gpu-autoscaler-eta: p50=2026-01-05T10:20Z p90=2026-01-05T11:05Z
+# slurm=2026-01-05T10:40Z", each value a UTC time to the minute or "unknown"; slurm= only when squeue --start has one
+ETA_TAG = "gpu-autoscaler-eta:"
+ETA_REWRITE_S = 300.0   # an estimate is rewritten when its p50 or p90 moved this much (or became (un)known)
 SQUEUE_FMT = "%i|%a|%P|%q|%T|%N|%M|%b|%r|%V|%v|%D|%S"
 
 
@@ -193,6 +198,8 @@ class SlurmActuator:
         self.min_runtime_s = min_runtime_s  # policy.preempt_min_runtime_s, re-checked on the live job
         self.clock = clock
         self._warned: dict[str, tuple[float, str]] = {}  # job id -> (when warned, reason)
+        # job id -> (p50, p90) epoch times of the start estimate last written in its AdminComment (show_eta)
+        self._eta_written: dict[str, tuple[float | None, float | None]] = {}
         # job id -> (submitted, started, tier) as the last cluster_jobs read it: what decisions were made on
         self._seen: dict[str, tuple[float, float, Tier]] = {}
         # job id -> (reason, entry number): a failed node's jobs whose requeue failed. The failover worker adds
@@ -686,6 +693,47 @@ class SlurmActuator:
                 self._annotate(rep, jid, text, comments)
         return rep
 
+    def show_eta(self, rows: list[dict], made_at: float) -> ActionReport:
+        """Each pending job's start estimate in its AdminComment (ETA_TAG's part, beside anything else there), with
+        Slurm's own expected start (squeue %S, set by the backfill scheduler) when it has one. Written only when
+        it moved by ETA_REWRITE_S or more since this replica last wrote it: a queue of thousands is not rewritten
+        every cycle. Each `scontrol update` is fenced."""
+        rep = ActionReport(self.name, self.dry_run)
+        if not rows:
+            return rep
+
+        def at(s: float | None) -> float | None:
+            return None if s is None else made_at + float(s)
+
+        want = {str(r["job_id"]): (at(r.get("p50_s")), at(r.get("p90_s"))) for r in rows}
+        changed = [j for j, v in want.items() if _moved(self._eta_written.get(j), v)]
+        self._eta_written = {j: v for j, v in self._eta_written.items() if j in want}
+        if not changed:
+            return rep
+        try:
+            own = {j.job_id: j.started for j in self.jobs(changed) if j.state == "PENDING"}
+        except SlurmError as exc:
+            rep.errors.append(str(exc))
+            return rep
+        with stop_on_fence(rep):
+            comments = AdminComments(self._run, changed)
+            for jid in changed:
+                if jid not in own:
+                    continue      # started or gone since the cycle read it
+                p50, p90 = want[jid]
+                part = f"{ETA_TAG} p50={_utc(p50)} p90={_utc(p90)}"
+                if np.isfinite(own[jid]):
+                    part += f" slurm={_utc(own[jid])}"
+                try:
+                    prev = "" if self.dry_run else comments.of(jid)
+                except SlurmError as exc:
+                    rep.errors.append(str(exc))
+                    break
+                text = with_eta(prev, part)
+                if self._scontrol(rep, "update", f"JobId={jid}", f"AdminComment={text[:900]}"):
+                    self._eta_written[jid] = want[jid]
+        return rep
+
     def reclaim(self, job_ids: list[str], reason: str) -> ActionReport:
         """Requeue jobs the health policy found idle or hung: each re-read live first, and only a running job
         past policy.preempt_min_runtime_s, still the job the cycle read in the tier it read (_changed), is
@@ -764,6 +812,32 @@ class SlurmActuator:
     def notify(self, notes: list[Notification]) -> ActionReport:
         # preempted and requeued jobs carry their reason in the job comment (squeue -o %k shows it)
         return ActionReport(self.name, self.dry_run)
+
+
+def with_eta(comment: str, part: str) -> str:
+    """`comment` (an AdminComment, parts joined by " | ") with its estimate part replaced by `part`, placed before
+    our reason (COMMENT_TAG's part, which _annotate rewrites with everything after it) so that a reason written
+    later keeps it."""
+    parts = [p.strip() for p in comment.split("|")]
+    keep = [p for p in parts if p and not p.startswith(ETA_TAG)]
+    at = next((i for i, p in enumerate(keep) if p.startswith(COMMENT_TAG)), len(keep))
+    return " | ".join([*keep[:at], part, *keep[at:]])
+
+
+def _utc(t: float | None) -> str:
+    """An epoch time as the AdminComment's compact UTC minute, or "unknown"."""
+    return "unknown" if t is None else time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime(t))
+
+
+def _moved(old: tuple[float | None, float | None] | None, new: tuple[float | None, float | None]) -> bool:
+    """Whether an estimate is worth rewriting: never written, a side became known or unknown, or moved
+    ETA_REWRITE_S or more."""
+    if old is None:
+        return True
+    for a, b in zip(old, new):
+        if (a is None) != (b is None) or (a is not None and b is not None and abs(a - b) >= ETA_REWRITE_S):
+            return True
+    return False
 
 
 class AdminComments:
