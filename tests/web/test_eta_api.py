@@ -42,6 +42,9 @@ def test_a_tenant_sees_its_own_jobs_estimates_with_their_age(api):
             narrowed = httpx.get(f"{base}/api/v1/eta?tenant=tenant-0002", headers=h(OP)).json()
             assert [j["job_id"] for j in narrowed["jobs"]] == ["22"]
             assert httpx.get(f"{base}/api/v1/eta").status_code == 401
+            page = httpx.get(f"{base}/ui/tenants/tenant-0001", headers=h(T1))
+            assert page.status_code == 200 and "When will my jobs start?" in page.text
+            assert "<td>11</td>" in page.text and "<td>12</td>" in page.text and "<td>22</td>" not in page.text
             spec = httpx.get(f"{base}/api/v1/openapi.json", headers=h(T1)).json()
             assert "200" in spec["paths"]["/api/v1/eta"]["get"]["responses"]
         finally:

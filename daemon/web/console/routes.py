@@ -8,6 +8,7 @@ A page takes one snapshot (daemon/web/backend.py) and draws everything of the cy
 from __future__ import annotations
 
 import datetime as dt
+import time
 from pathlib import Path
 from urllib.parse import parse_qs, quote, urlsplit
 
@@ -25,6 +26,7 @@ from daemon.web.api import KIND_RE, TENANT_RE, AccessHolder, BadInput, int_param
 from daemon.web.auth import COOKIE, Principal
 from daemon.web.backend import Backend, Snapshot
 from daemon.web.console.charts import Band, Chart, Line, forecast_x, series_x
+from daemon.web.eta_view import eta_for
 from daemon.web.health_view import health_for
 from daemon.web.shadow_reports import ShadowReports
 
@@ -231,7 +233,7 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
         return page(request, "tenant.html", status, who=p, title=name, t=t, chart=tenant_chart(t).svg(), stale=stale,
                     quantile=int(pc.quantile * 100),
                     lead=pc.lead_time_steps * snap.cfg.cycle.resolution_s // 60,
-                    health=health_for(snap, p, name), **extra)
+                    health=health_for(snap, p, name), eta=eta_for(snap.eta, time.time(), name), **extra)
 
     async def root(request: Request) -> Response:
         p = operator_or_redirect(request)
