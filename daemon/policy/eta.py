@@ -89,6 +89,33 @@ class RunLengths:
         return {t: list(r) for t, r in self._runs.items()}
 
 
+class Lateness:
+    """How late jobs started against the p50 they were first given, per tier (seconds, the last ``keep``): the
+    p90 is widened to at least the p50 plus the 90th percentile of it. The release model knows nothing of work
+    that arrives after the estimate (a new higher-priority job, a hold that grows), so its own p90 is too sure;
+    what the past misses say is the honest margin. Fed only with jobs that already started: it never reads ahead."""
+
+    def __init__(self, keep: int = 500, min_samples: int = 20) -> None:
+        self.keep, self.min_samples = int(keep), int(min_samples)
+        self._late: dict[str, deque[float]] = {}
+
+    def observe(self, tier: str, late_s: float) -> None:
+        if np.isfinite(late_s):
+            self._late.setdefault(tier, deque(maxlen=self.keep)).append(float(late_s))
+
+    def margin(self, tier: str, q: float = 0.9) -> float | None:
+        """The q-quantile of lateness in `tier` (0 at least); every tier's together while the tier has fewer than
+        ``min_samples``; None while they have too."""
+        d = self._late.get(tier)
+        if d is not None and len(d) >= self.min_samples:
+            a = np.fromiter(d, dtype=float)
+        else:
+            a = np.fromiter((x for v in self._late.values() for x in v), dtype=float)
+            if a.size < self.min_samples:
+                return None
+        return max(float(np.quantile(a, q)), 0.0)
+
+
 @dataclass(frozen=True)
 class Eta:
     """A pending job's start estimate: seconds after the snapshot (None = unknown) and why."""
@@ -135,13 +162,15 @@ def forecast_growth(peaks: Mapping[str, Sequence[float]], state: ClusterState,
 def estimate(state: ClusterState, run_lengths: RunLengths, *, reservations: Mapping[str, int] | None = None,
              pooled: Sequence[str] = (), time_limit_s: Mapping[str, float] | None = None,
              growth: Mapping[str, Sequence[float]] | None = None, max_wait_s: float | None = None,
-             drain_s: float = 120.0, quantiles: Sequence[float] = QUANTILES) -> list[Eta]:
+             drain_s: float = 120.0, quantiles: Sequence[float] = QUANTILES,
+             lateness: Lateness | None = None) -> list[Eta]:
     """The start estimate of every pending job of `state` (see the module's docstring for the model).
 
     `reservations` (tenant -> GPUs held) is used only without a node view (``state.nodes``), where holds have no
     place: a tenant's unused hold is then its own pool. `pooled`: tenants sharing the high tier's pooled hold.
     `time_limit_s`: job id -> its time limit (Slurm). `growth`: tenant -> forecast GPUs above its demand and hold,
-    per quantile (``forecast_growth``), served before lower tiers' pending jobs."""
+    per quantile (``forecast_growth``), served before lower tiers' pending jobs. `lateness`: past starts' lateness
+    against their p50, per tier; the p90 is at least the p50 plus its 90th percentile."""
     jobs = state.jobs
     pend = np.flatnonzero(~jobs.running)
     if pend.size == 0:
@@ -161,6 +190,11 @@ def estimate(state: ClusterState, run_lengths: RunLengths, *, reservations: Mapp
                 basis += f"; p90 {results[-1][1]}"
             else:
                 p90 = max(p90, p50)
+                tier = state.tiers[int(jobs.tenant[j])]
+                m = None if lateness is None else lateness.margin(tier)
+                if m is not None and p50 + m > p90:
+                    p90 = p50 + m
+                    basis += "; p90 widened by past lateness"
         out.append(Eta(str(jobs.ids[j]), state.tenants[int(jobs.tenant[j])], int(jobs.gpus[j]), pos, p50, p90,
                        basis))
     return out

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from daemon.policy.eta import QUANTILES, RunLengths, estimate, forecast_growth
+from daemon.policy.eta import QUANTILES, Lateness, RunLengths, estimate, forecast_growth
 from daemon.policy.state import ClusterState
 from daemon.policy.types import Plan
 from daemon.web.eta_view import iso
@@ -50,6 +50,7 @@ class EtaTracker:
         self.clock = clock
         self.max_wait_s = max_wait_s
         self.runs = RunLengths(keep=keep, min_samples=min_samples)
+        self.late = Lateness()
         self._running: dict[str, tuple[str, float]] = {}
         self._first: dict[str, tuple[str, float | None, float | None]] = {}   # job -> (tier, p50, p90) wall times
         self.made_at: float | None = None
@@ -86,7 +87,7 @@ class EtaTracker:
         res = dict(plan.reservations) if plan is not None else {}
         growth = forecast_growth(peaks_of(fc), state, res) if fc is not None else None
         etas = estimate(state, self.runs, reservations=res, pooled=plan.pooled if plan is not None else (),
-                        growth=growth, max_wait_s=self.max_wait_s)
+                        growth=growth, max_wait_s=self.max_wait_s, lateness=self.late)
         rows = []
         for e in etas:
             p50 = None if e.p50_s is None else now + e.p50_s
@@ -107,6 +108,7 @@ class EtaTracker:
         tier, p50, p90 = first
         if p50 is not None:
             self.error.labels(tier).observe(abs(started - p50))
+            self.late.observe(tier, started - p50)
         if p90 is not None:
             self.covered.labels(tier, "true" if started <= p90 else "false").inc()
 

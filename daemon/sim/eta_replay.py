@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from daemon.config import Config
-from daemon.policy.eta import RunLengths, estimate
+from daemon.policy.eta import Lateness, RunLengths, estimate
 from daemon.policy.state import UNHELD, ClusterState
 from daemon.policy.types import PolicyMemory
 from daemon.sim.cluster import SimCluster
@@ -77,8 +77,11 @@ class EtaScore:
 class EtaHook:
     """`run_strategy`'s hook: estimates each job when it first waits, scores it when it starts."""
 
-    def __init__(self, tenants: tuple[str, ...], step_s: int, *, keep: int = 500, min_samples: int = 5) -> None:
+    def __init__(self, tenants: tuple[str, ...], step_s: int, *, tiers: tuple[str, ...] | None = None,
+                 keep: int = 500, min_samples: int = 5) -> None:
         self.tenants = tenants
+        self.tier_of = dict(zip(tenants, tiers or ("normal",) * len(tenants)))
+        self.late = Lateness()
         self.step_s = int(step_s)
         self.runs = RunLengths(keep=keep, min_samples=min_samples)
         self.score = EtaScore(self.step_s)
@@ -102,6 +105,9 @@ class EtaHook:
         for j in ids[run_mask].tolist():
             if j in self.score.made and j not in self.score.started:
                 self.score.started[j] = k
+                made = self.score.made[j]
+                if made.p50 is not None:   # how late it came against its p50: the p90's margin from now on
+                    self.late.observe(self.tier_of[made.tenant], (k - made.p50) * self.step_s)
         return state
 
     def after_plan(self, c: SimCluster, k: int, state: ClusterState, mem: PolicyMemory, cfg: Config,
@@ -114,7 +120,8 @@ class EtaHook:
             return mem
         now = dataclasses.replace(state, nodes=c.nodes_view())     # the holds the plan just placed
         pooled = tuple(t for t, m in zip(self.tenants, c.pool_members) if m)
-        etas = estimate(now, self.runs, pooled=pooled, max_wait_s=cfg.policy.max_wait_steps * self.step_s)
+        etas = estimate(now, self.runs, pooled=pooled, max_wait_s=cfg.policy.max_wait_steps * self.step_s,
+                        lateness=self.late)
         new_set = set(new)
         rate = sum(self._freed) / (len(self._freed) * self.step_s) if self._freed else 0.0
         free_unheld = int(now.nodes.free[now.nodes.held_by == UNHELD].sum())
@@ -141,6 +148,6 @@ def run_eta(w: Workload, cfg: Config, *, steps: int, strategy: str = "reactive",
     if strategy == "perfect":
         raise ValueError("the ETA replay does not run the perfect forecast: its holds read the trace's future")
     step_s = int((w.demand.index[1] - w.demand.index[0]).total_seconds())
-    hook = EtaHook(tuple(map(str, w.demand.columns)), step_s)
+    hook = EtaHook(tuple(map(str, w.demand.columns)), step_s, tiers=tuple(w.tiers))
     m = run_strategy(strategy, w, cfg, bank, steps=steps, knobs=knobs, hook=hook)
     return m, hook

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from daemon.policy.eta import RunLengths, estimate, forecast_growth, scheduler_order
+from daemon.policy.eta import Lateness, RunLengths, estimate, forecast_growth, scheduler_order
 from daemon.policy.state import UNHELD, ClusterState, Jobs, Nodes
 
 TENANTS = ("a", "h", "n", "l")
@@ -95,3 +95,17 @@ def test_forecast_growth_counts_above_demand_and_hold():
     s = _state()
     g = forecast_growth({"h": (5.0, 7.0), "n": (3.0, 9.0)}, s, {"h": 4})
     assert g == {"h": (1.0, 3.0), "n": (0.0, 4.0)}
+
+
+def test_the_p90_is_widened_by_how_late_past_starts_came():
+    """Normal jobs started 600 s after their p50 (20 times): the p90 of a normal job is at least its p50 + 600.
+    The low tier has too few of its own (1 of 20 needed): it reads every tier's, 600 s at the 90th percentile."""
+    late = Lateness(min_samples=20)
+    for _ in range(20):
+        late.observe("normal", 600.0)
+    late.observe("low", 3600.0)
+    got = {e.job_id: e for e in estimate(_state(), _history(), time_limit_s=LIMITS, lateness=late)}
+    assert {j: got[j].p90_s for j in got} == {"P1": 600.0, "P2": 1100.0, "P3": 1000.0}
+    assert {j: got[j].p50_s for j in got} == {"P1": 0.0, "P2": 500.0, "P3": 400.0}     # the p50s are unchanged
+    assert "widened" in got["P2"].basis
+    assert Lateness(min_samples=20).margin("normal") is None           # no history: the model's p90 stands
