@@ -163,21 +163,23 @@ def estimate(state: ClusterState, run_lengths: RunLengths, *, reservations: Mapp
              pooled: Sequence[str] = (), time_limit_s: Mapping[str, float] | None = None,
              growth: Mapping[str, Sequence[float]] | None = None, max_wait_s: float | None = None,
              drain_s: float = 120.0, quantiles: Sequence[float] = QUANTILES,
-             lateness: Lateness | None = None) -> list[Eta]:
+             lateness: Lateness | None = None, windows: Sequence[tuple[float, str, float]] = ()) -> list[Eta]:
     """The start estimate of every pending job of `state` (see the module's docstring for the model).
 
     `reservations` (tenant -> GPUs held) is used only without a node view (``state.nodes``), where holds have no
     place: a tenant's unused hold is then its own pool. `pooled`: tenants sharing the high tier's pooled hold.
     `time_limit_s`: job id -> its time limit (Slurm). `growth`: tenant -> forecast GPUs above its demand and hold,
     per quantile (``forecast_growth``), served before lower tiers' pending jobs. `lateness`: past starts' lateness
-    against their p50, per tier; the p90 is at least the p50 plus its 90th percentile."""
+    against their p50, per tier; the p90 is at least the p50 plus its 90th percentile. `windows`: holds a recurring
+    window will place later, as (seconds from now its hold begins, tenant, GPUs): from then on they take free
+    unheld GPUs before any other tenant's pending job, for the window's tenant alone."""
     jobs = state.jobs
     pend = np.flatnonzero(~jobs.running)
     if pend.size == 0:
         return []
     order = pend[scheduler_order(jobs.priority[pend], jobs.wait_s[pend], max_wait_s)]
     results = [_run(state, run_lengths, order, q, dict(reservations or {}), set(pooled), dict(time_limit_s or {}),
-                    dict(growth or {}), qi, drain_s) for qi, q in enumerate(quantiles)]
+                    dict(growth or {}), qi, drain_s, tuple(windows)) for qi, q in enumerate(quantiles)]
     out = []
     for pos, j in enumerate(order):
         starts = [r[0].get(int(j)) for r in results]
@@ -209,8 +211,8 @@ def _types_of(state: ClusterState) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: dict[str, int], pooled: set[str],
-         limits: dict[str, float], growth: dict[str, Sequence[float]], qi: int,
-         drain_s: float) -> tuple[dict[int, float], str, dict[int, str]]:
+         limits: dict[str, float], growth: dict[str, Sequence[float]], qi: int, drain_s: float,
+         windows: tuple[tuple[float, str, float], ...] = ()) -> tuple[dict[int, float], str, dict[int, str]]:
     """One quantile's simulation: job index -> start seconds, the reason for the unplaced, and each job's basis."""
     jobs, tenants = state.jobs, state.tenants
     tix = {t: i for i, t in enumerate(tenants)}
@@ -269,6 +271,12 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
             bases.add(how)
             events.append((end, seq, ANY, UNHELD, float(jobs.gpus[j])))
             seq += 1
+    # windows' holds to come: a release of nothing at each, so that the simulation stops there
+    pending_windows = sorted((float(t), tix[tn], float(g)) for t, tn, g in windows if tn in tix and t > 0)
+    for t_w, _, _ in pending_windows:
+        events.append((t_w, seq, ANY, UNHELD, 0.0))
+        seq += 1
+    debt: dict[int, float] = {}        # tenant -> window GPUs still to take from unheld pools
     heapq.heapify(events)
     # higher tiers' forecast growth: per priority, GPUs still to be eaten from unheld pools
     ahead = {p: 0.0 for p in PRIORITY.values()}
@@ -284,6 +292,17 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
     job_basis: dict[int, str] = {}
     now = 0.0
     while True:
+        while pending_windows and pending_windows[0][0] <= now + 1e-9:
+            _, tw, gw = pending_windows.pop(0)
+            debt[tw] = debt.get(tw, 0.0) + gw
+        # a window's hold takes unheld GPUs into its tenant's pool before anyone's pending job
+        for tw in debt:
+            for t in types_all:
+                take = min(debt[tw], free.get((t, UNHELD), 0.0))
+                if take > 0:
+                    free[(t, UNHELD)] -= take
+                    free[(t, tw)] = free.get((t, tw), 0.0) + take
+                    debt[tw] -= take
         # the growth of each tier eats unheld GPUs first (highest tier first)
         for p in sorted(ahead, reverse=True):
             for t in types_all:

@@ -12,12 +12,15 @@ Metrics: ``gpuas_eta_age_seconds`` (how old the estimates served are, read at sc
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from typing import Any, Callable
 
 import numpy as np
+import pandas as pd
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from daemon.config.windows import WindowConfig
 from daemon.policy.eta import QUANTILES, Lateness, RunLengths, estimate, forecast_growth
 from daemon.policy.state import ClusterState
 from daemon.policy.types import Plan
@@ -42,6 +45,27 @@ def peaks_of(fc: Forecast | None, quantiles=QUANTILES) -> dict[str, tuple[float,
         prev = out.get(t)
         out[t] = pk if prev is None else [a + b for a, b in zip(prev, pk)]
     return {t: tuple(v) for t, v in out.items()}
+
+
+WINDOW_AHEAD_S = 86400.0   # windows whose hold begins within this much are counted
+
+
+def windows_ahead(plan: Plan, at: pd.Timestamp) -> list[tuple[float, str, float]]:
+    """The plan's recurring windows whose hold has not begun yet (one in force is already among the holds), as
+    (seconds after `at` the hold begins: the next start less reclaim_before, tenant, GPUs)."""
+    now = at.to_pydatetime()
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=dt.timezone.utc)
+    out = []
+    for d in plan.windows:
+        w = WindowConfig.model_validate(d)
+        start = w.occurrence(now)
+        if start is None:
+            continue
+        t = (start - w.lead - now).total_seconds()
+        if 0 < t <= WINDOW_AHEAD_S:
+            out.append((t, w.tenant, float(w.total_gpus())))
+    return out
 
 
 class EtaTracker:
@@ -87,7 +111,8 @@ class EtaTracker:
         res = dict(plan.reservations) if plan is not None else {}
         growth = forecast_growth(peaks_of(fc), state, res) if fc is not None else None
         etas = estimate(state, self.runs, reservations=res, pooled=plan.pooled if plan is not None else (),
-                        growth=growth, max_wait_s=self.max_wait_s, lateness=self.late)
+                        growth=growth, max_wait_s=self.max_wait_s, lateness=self.late,
+                        windows=windows_ahead(plan, state.at) if plan is not None else ())
         rows = []
         for e in etas:
             p50 = None if e.p50_s is None else now + e.p50_s

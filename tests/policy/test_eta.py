@@ -109,3 +109,13 @@ def test_the_p90_is_widened_by_how_late_past_starts_came():
     assert {j: got[j].p50_s for j in got} == {"P1": 0.0, "P2": 500.0, "P3": 400.0}     # the p50s are unchanged
     assert "widened" in got["P2"].basis
     assert Lateness(min_samples=20).margin("normal") is None           # no history: the model's p90 stands
+
+
+def test_a_windows_hold_to_come_is_not_free_for_others():
+    """Tenant a's window holds 1 GPU from 300 s on: at 400, of P1's 2 GPUs one goes to the window and P3 takes the
+    other; at 500 A's 2 do not make the 3 P2 needs, and nothing else is known to free up: P2 is unknown (500
+    without the window)."""
+    got = {e.job_id: e for e in estimate(_state(), _history(), time_limit_s=LIMITS, windows=[(300.0, "a", 1.0)])}
+    assert {j: got[j].p50_s for j in got} == {"P1": 0.0, "P2": None, "P3": 400.0}
+    assert {e.job_id: e.p50_s for e in estimate(_state(), _history(), time_limit_s=LIMITS,
+                                                windows=[(900.0, "a", 1.0)])}["P2"] == 500.0   # after P2's start

@@ -9,7 +9,8 @@ from prometheus_client import CollectorRegistry
 
 from daemon.config import Config, SimulatorConfig, SourceConfig
 from daemon.policy.state import ClusterState, Jobs
-from daemon.service.eta import EtaTracker
+from daemon.policy.types import Plan, PolicyMemory
+from daemon.service.eta import EtaTracker, windows_ahead
 from daemon.service.wiring import build_runtime
 
 TENANTS = ("a", "b")
@@ -71,3 +72,15 @@ def test_every_good_cycle_estimates_the_pending_jobs(tmp_path):
     assert {r["job_id"] for r in snap.eta["jobs"]} == pending
     assert sorted(r["position"] for r in snap.eta["jobs"]) == list(range(len(pending)))
     rt.close()
+
+
+def test_a_windows_hold_ahead_is_handed_to_the_estimate():
+    """A daily 14:00 window with 30 min reclaim_before, at 13:00 UTC: its hold begins in 30 min; at 13:45 it is in
+    force (already among the plan's holds), so none is handed on."""
+    w = {"name": "eod", "tenant": "batch", "gpus": 16, "every": "daily", "at": "14:00", "timezone": "UTC",
+         "duration_minutes": 60, "reclaim_before_minutes": 30}
+    plan = Plan(at="2026-01-05T13:00:00+00:00", capacity=32, load=0.5, high_pool=0, reservations={}, quotas={},
+                limits={}, preemptions=(), notifications=(), stale=False, forecast_model="x", notes=(),
+                memory=PolicyMemory(), windows=(w,))
+    assert windows_ahead(plan, pd.Timestamp("2026-01-05T13:00:00Z")) == [(1800.0, "batch", 16.0)]
+    assert windows_ahead(plan, pd.Timestamp("2026-01-05T13:45:00Z")) == []
