@@ -124,6 +124,15 @@ def build(backend: Backend, holder: AccessHolder) -> tuple[list[Route], Callable
             return error(404, f"unknown tenant {tenant!r}")
         return None
 
+    def asked_tenant(request: Request, snap: Snapshot, p: Principal,
+                     own: bool = True) -> tuple[str | None, JSONResponse | None]:
+        """The `tenant` query parameter checked (else the refusal), or without one: a tenant token's own tenant
+        when `own`, None (every tenant the viewer may see) otherwise and for an operator."""
+        tenant = request.query_params.get("tenant") or None
+        if tenant is not None:
+            return tenant, check_tenant(snap, p, tenant)
+        return (p.tenant if own and not p.operator else None), None
+
     async def plan(_: Request, p: Principal) -> Response:
         return JSONResponse(views.plan_view(backend.snapshot()))
 
@@ -170,36 +179,26 @@ def build(backend: Backend, holder: AccessHolder) -> tuple[list[Route], Callable
         kind = request.query_params.get("kind") or None
         if kind is not None and not KIND_RE.match(kind):
             raise BadInput("kind", f"must be an event kind such as {list(views.EVENT_KINDS)}, got {kind[:64]!r}")
-        tenant = request.query_params.get("tenant") or None
-        if tenant is not None:
-            bad = check_tenant(snap, p, tenant)
-            if bad is not None:
-                return bad
-        elif not p.operator:
-            tenant = p.tenant
+        tenant, bad = asked_tenant(request, snap, p)
+        if bad is not None:
+            return bad
         rows = backend.events(limit, kind, tenant, before)
         return JSONResponse({"events": views.for_viewer(snap, p, rows)})  # a tenant: its own part of each
 
     async def health(request: Request, p: Principal) -> Response:
         """Per-job GPU health (docs/health.md): a tenant token reads its own tenant's rows only."""
         snap = backend.snapshot()
-        tenant = request.query_params.get("tenant") or None
-        if tenant is not None:
-            bad = check_tenant(snap, p, tenant)
-            if bad is not None:
-                return bad
+        tenant, bad = asked_tenant(request, snap, p, own=False)
+        if bad is not None:
+            return bad
         return JSONResponse(health_for(snap, p, tenant))
 
     async def eta(request: Request, p: Principal) -> Response:
         """Pending jobs' start estimates with their age (docs/eta.md); a tenant token reads its own jobs only."""
         snap = backend.snapshot()
-        tenant = request.query_params.get("tenant") or None
-        if tenant is not None:
-            bad = check_tenant(snap, p, tenant)
-            if bad is not None:
-                return bad
-        elif not p.operator:
-            tenant = p.tenant
+        tenant, bad = asked_tenant(request, snap, p)
+        if bad is not None:
+            return bad
         job = request.query_params.get("job") or None
         if job is not None and len(job) > 256:
             raise BadInput("job", "a job id is at most 256 characters")
