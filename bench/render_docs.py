@@ -1786,8 +1786,8 @@ def eta() -> str:
             notes.append(f"- {case}: {t['what']} ({goal(t)}): {shown}, {verdict(met(t, e))}.")
     out = [table(["trace", "jobs waited and started", "median wait, min", "p50 median abs error, min",
                   "naive median abs error, min", "p90 coverage", "p50 known"], rows) if rows else "", "", *notes]
-    if used:
-        out += ["", source(used, load(used[0]))]
+    if used:   # each trace's run names its own commit and load
+        out += ["", " ".join(source([f], load(f)) for f in used)]
     return "\n".join(out).strip("\n") + "\n"
 
 
