@@ -122,6 +122,9 @@ class SimCluster:
         self.pool_members = np.zeros(self.n, dtype=bool)
         self.pool_gpus = 0
         self.normal_cap: int | None = None
+        # per tenant: when its demand falls, its NEWEST running jobs go first (an inference service's replicas: the
+        # ones still cold-starting, then the last started), not the oldest (a batch tenant's work that is done)
+        self.newest_first = np.zeros(self.n, dtype=bool)
         # meters
         self.total_preemptions = 0
         self.total_lost = 0.0
@@ -261,6 +264,16 @@ class SimCluster:
         r = np.flatnonzero(self.j_state[: self.size] == RUNNING)
         r = r[self.node_ok[self.j_node[r]]]  # stranded jobs on a dead node serve nothing
         return np.bincount(self.j_tenant[r], weights=self.j_gpus[r], minlength=self.n).astype(np.int64)
+
+    def ready_per_tenant(self, warm_steps: np.ndarray) -> np.ndarray:
+        """Jobs per tenant running on a healthy node for at least ``warm_steps[tenant]`` steps: an inference
+        service's replicas past their cold start. A replica preempted or requeued restarts cold (its start step is
+        reset when it is placed again)."""
+        r = np.flatnonzero(self.j_state[: self.size] == RUNNING)
+        r = r[self.node_ok[self.j_node[r]]]
+        ten = self.j_tenant[r]
+        warm = (self.step_no - self.j_started_at[r]) >= np.asarray(warm_steps, dtype=np.int64)[ten]
+        return np.bincount(ten[warm], minlength=self.n).astype(np.int64)
 
     def queued_per_tenant(self) -> np.ndarray:
         q = np.flatnonzero(self.j_state[: self.size] == QUEUED)
@@ -585,13 +598,17 @@ class SimCluster:
         self.size += k
 
     def _finish(self, act: np.ndarray, drop: np.ndarray) -> None:
-        """Tenants whose demand fell lose queued jobs first (newest), then running ones (oldest: done)."""
+        """Tenants whose demand fell lose queued jobs first (newest), then running ones (oldest: done; for a
+        `newest_first` tenant the newest, so an inference service keeps its warm replicas)."""
         sel = act[drop[self.j_tenant[act]] > 0]
         if sel.size == 0:
             return
         queued = self.j_state[sel] == QUEUED
-        # queued (newest first) before running (oldest first); both are step numbers, so the key stays small
-        key = np.where(queued, -self.j_queued_at[sel], self.step_no + 1 + self.j_started_at[sel])
+        # queued (newest first) before running (oldest first, or newest first for a `newest_first` tenant); all are
+        # step numbers, so the key stays small
+        started = self.j_started_at[sel]
+        run_key = np.where(self.newest_first[self.j_tenant[sel]], self.step_no - started, started)
+        key = np.where(queued, -self.j_queued_at[sel], self.step_no + 1 + run_key)
         order = lexorder(key, self.j_tenant[sel])
         sel = sel[order]
         ten = self.j_tenant[sel]

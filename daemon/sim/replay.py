@@ -38,6 +38,7 @@ from daemon.policy.state import PRIORITY, ClusterState
 from daemon.sim.actuator import SimulatorActuator
 from daemon.sim.cluster import SimCluster
 from daemon.sim.flaps import FLAP_WINDOW_S, FlapCounter
+from daemon.sim.inference import InferenceRun
 from daemon.sim.skill_gate import ReplayGate
 from daemon.sim.workloads import Workload
 from forecaster.baselines import Forecaster
@@ -150,6 +151,13 @@ class Meter:
     rule: dict[str, int] | None = None
     throttled: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
     requests: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
+    # inference services (daemon/sim/inference.py): their requests per tier, counted one by one through the
+    # gateway: arrivals = served (on time) + throttled (429) + late (served at a later step, or still waiting)
+    inference: bool = False
+    inf_requests: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
+    inf_served: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
+    inf_throttled: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
+    inf_late: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
     step_min: float = 1.0
     wall_s: float = 0.0
     cpu_s: float = 0.0                                         # CPU of its process meanwhile (forecast thread too)
@@ -185,6 +193,8 @@ class Meter:
             "preemptions_suffered": int(self.preempted[t]),
             "work_lost_gpu_min": float(self.lost[t] * m),
             "throttled_share": self.throttled[t] / self.requests[t] if self.requests[t] else 0.0,
+            **({"inf_requests": self.inf_requests[t], "inf_served": self.inf_served[t],
+                "inf_throttled": self.inf_throttled[t], "inf_late": self.inf_late[t]} if self.inference else {}),
         }
 
     def summary(self) -> dict:
@@ -363,6 +373,14 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
     mem = PolicyMemory()
     last: Plan | None = None
     res = Meter(name, knobs, step_min=step_s / 60.0)
+    inf = inference_run(w, cfg, name, tenants, step_s, c)
+    inf_fc: Forecast | None = None   # the forecast the inference autoscalers read (made at the step before)
+    vol_masks = masks
+    if inf is not None:
+        res.inference = True
+        batch = np.ones(len(tenants), dtype=bool)
+        batch[inf.cols] = False      # the GPU-volume request account is the batch tenants' only
+        vol_masks = {t: m & batch for t, m in masks.items()}
     # one draw per tenant and step of the trace: whether a rise there is seen coming (RISES_SEEN)
     draws = np.random.default_rng(RISES_SEED).random(demand.shape) if share is not None else None
     if draws is not None:
@@ -391,9 +409,14 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
             pre0, lost0 = c.preempted_per_tenant.copy(), c.lost_per_tenant.copy()
             idle0, ret0 = c.preempted_idle, c.preempted_retaken
             c.starve_max[:] = 0
-        stats = c.step(demand[k])
+        stats = c.step(demand[k] if inf is None else inf.wanted(k, demand, inf_fc))
         if check_invariants:
             c.check_invariants()
+        if inf is not None:
+            # what a service needs is its need now: GPUs its autoscaler asked for beyond it are not unmet demand
+            stats.wanted[inf.cols] = np.where(np.isfinite(demand[k, inf.cols]), demand[k, inf.cols],
+                                              stats.served[inf.cols])
+            inf.account(k, c, last, res if measured else None)
         if measured:
             res.util.append(stats.running_gpus / max(stats.capacity, 1))
             res.idle_queued += min(stats.free_gpus, int(stats.queued.sum()))
@@ -441,6 +464,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
                 if measured:
                     res.forecast_acting.append(len(acting))
             p = plan(fc, state, mem, cfg, last, acting=acting)
+            inf_fc = fc
         dt = time.perf_counter() - t0
         if off_cfg is not None and measured:
             on = {x.job_id for x in p.preemptions}
@@ -470,7 +494,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
             vol = np.maximum(stats.wanted, 0) * req_scale * shape
             rate = np.array([p.limits[t].rate for t in tenants]) * step_s
             thr = np.maximum(vol - rate, 0)
-            for t, m in masks.items():
+            for t, m in vol_masks.items():
                 res.requests[t] += float(vol[m].sum())
                 res.throttled[t] += float(thr[m].sum())
         if progress and measured:
@@ -500,6 +524,24 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
     res.wall_s = time.perf_counter() - t_start
     res.cpu_s = time.process_time() - cpu_start
     return res
+
+
+def inference_run(w: Workload, cfg: Config, name: str, tenants: tuple[str, ...], step_s: int,
+                  c: SimCluster) -> InferenceRun | None:
+    """The workload's inference services for one run (None when it has none): their replicas leave newest first,
+    and the gateway admits at the last plan's per-tenant limits (before the first plan, the lowest load level's)."""
+    if not w.inference:
+        return None
+    if w.rates is None:
+        raise ValueError(f"workload {w.name}: inference tenants without request rates")
+    overrides = {t.name: t for t in cfg.tenants}
+    first = tenant_limits(tenants, w.tiers, 0, float("nan"), cfg.ratelimits, overrides)
+    run = InferenceRun(w.inference, w.rates.reindex(w.demand.index), tenants, w.tiers, name, step_s=step_s,
+                       drain_steps=cfg.source.simulator.drain_steps, quantile=cfg.policy.quantile,
+                       burst_seconds=cfg.ratelimits.burst_seconds,
+                       limit_now=lambda p: first if p is None else p.limits)
+    c.newest_first[run.cols] = True
+    return run
 
 
 # the cost-aware rule's worth weight the sweep also runs (beside 1, the default, and the rule off): a high-tier

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from daemon.config import Tier
+from daemon.sim.inference import InferenceSpec
 from forecaster import traces
 
 
@@ -111,7 +112,11 @@ class Workload:
     node_types: list[str] | None = None
     node_gpus: np.ndarray | None = None
     accepts: list[tuple[str, ...]] | None = None
-
+    # inference services (daemon/sim/inference.py): per inference tenant its replica spec, and the requests/s
+    # that arrive per step (same index as demand, one column per inference tenant; their demand columns are
+    # their GPU need at the previous step's rate)
+    inference: dict[str, InferenceSpec] | None = None
+    rates: pd.DataFrame | None = None
 
 
 def synthetic(tenants: int = 40, gpus: int = 1024, days: float = 2.0, seed: int = 7, history_days: float = 2.0,

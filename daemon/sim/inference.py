@@ -1,0 +1,181 @@
+"""Inference services in the replay: requests per second in, replicas out, each replica serving only after a cold
+start (issue 40, item 1).
+
+An inference tenant's demand column is its GPU NEED at the rate its autoscaler sees (the previous step's observed
+rate, as an HPA or KEDA on the request rate sees the last window): ceil(rate x (1 + headroom) / replica_rps) x
+gpus_per_replica. So the forecast bank, the policy engine, holds and preemption stay as they are: they forecast
+and hold GPUs. What the replay adds per inference tenant:
+
+- the replicas its own autoscaler asks for each step, by strategy (``Autoscaler``): static and reactive the need
+  now (an HPA); predictive the larger of that and the forecast's peak need over the next cold start + drain steps
+  (AWS predictive scaling only ever adds to reactive); perfect the true need's peak over those steps;
+- a replica is one job of ``gpus_per_replica`` GPUs; it serves from ``cold_start_s`` after it was placed
+  (``SimCluster.ready_per_tenant``), and on scale-down the newest replicas (cold ones first) go;
+- the gateway (``Gateway``): a token bucket per tenant admits at min(ready replicas x replica_rps, the plan's
+  limit for the tenant) with a burst of that rate x ``burst_seconds`` (a fluid bucket at step granularity, tokens
+  carried); what it refuses is throttled (a 429 with Retry-After). Admitted requests the ready replicas cannot
+  serve in the step wait in a backlog served first the next step: they are late. Per step, served + throttled +
+  late == arrivals.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from forecaster.types import Forecast
+
+
+@dataclass(frozen=True)
+class InferenceSpec:
+    """One inference service: GPUs per replica (G), requests/s one ready replica serves (R), the seconds from a
+    replica's placement to its first served request (S: load the model, warm up), and the autoscaler's headroom
+    over the rate it sees."""
+
+    gpus_per_replica: int
+    replica_rps: float
+    cold_start_s: float
+    headroom: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.gpus_per_replica < 1 or not self.replica_rps > 0 or not self.cold_start_s >= 0 \
+                or not self.headroom >= 0:
+            raise ValueError(f"inference spec: gpus_per_replica >= 1, replica_rps > 0, cold_start_s >= 0 and "
+                             f"headroom >= 0, not {self}")
+
+    def cold_steps(self, step_s: int) -> int:
+        """Whole steps of cold start: a replica placed at step k serves from step k + cold_steps."""
+        return int(math.ceil(self.cold_start_s / step_s - 1e-9))
+
+    def need_gpus(self, rate: np.ndarray | pd.Series | float) -> np.ndarray:
+        """GPUs for ``rate`` requests/s with the headroom, in whole replicas; a missing rate stays missing."""
+        r = np.asarray(rate, dtype=float)
+        reps = np.ceil(np.maximum(r, 0.0) * (1.0 + self.headroom) / self.replica_rps - 1e-9)
+        return np.where(np.isfinite(r), reps * self.gpus_per_replica, np.nan)
+
+
+def need_frame(rates: pd.DataFrame, specs: Mapping[str, InferenceSpec]) -> pd.DataFrame:
+    """Each inference tenant's demand column: its GPU need at the PREVIOUS step's observed rate (the first step
+    at its own rate), the series the forecaster, the policy and the reactive autoscaler all see."""
+    seen = rates.shift(1)
+    seen.iloc[:1] = rates.iloc[:1]
+    return pd.DataFrame({c: specs[c].need_gpus(seen[c].to_numpy()) for c in rates.columns}, index=rates.index)
+
+
+class Autoscaler:
+    """The GPUs each inference tenant's own autoscaler asks for at a step, by strategy (the module's docstring)."""
+
+    def __init__(self, strategy: str, cols: np.ndarray, specs: list[InferenceSpec], step_s: int,
+                 drain_steps: int, quantile: float) -> None:
+        self.strategy, self.cols, self.quantile = strategy, cols, quantile
+        self.gpus = np.array([s.gpus_per_replica for s in specs], dtype=float)
+        # the lead a new replica needs: its cold start, plus the drain of what is preempted for it
+        self.lead = np.array([s.cold_steps(step_s) for s in specs], dtype=np.int64) + int(drain_steps)
+
+    def wanted(self, k: int, demand: np.ndarray, fc: Forecast | None) -> np.ndarray:
+        """GPUs per inference tenant (``cols`` of the demand) at step ``k``; ``fc`` the forecast made at the step
+        before (its first step is step k), None when there is none yet."""
+        now = demand[k, self.cols]
+        if self.strategy == "perfect":
+            out = now.copy()
+            for j, (c, lead) in enumerate(zip(self.cols, self.lead)):
+                ahead = demand[k: k + lead + 1, c]
+                if np.isfinite(ahead).any():
+                    out[j] = np.fmax(now[j], np.nanmax(ahead))
+            return out
+        if self.strategy != "predictive" or fc is None:
+            return now
+        q = fc.quantile(self.quantile)[self.cols]
+        out = now.copy()
+        for j, lead in enumerate(self.lead):
+            ahead = q[j, : lead + 1]
+            if np.isfinite(ahead).any():
+                peak = np.ceil(np.nanmax(ahead) / self.gpus[j] - 1e-9) * self.gpus[j]  # whole replicas
+                out[j] = np.fmax(now[j], peak)
+        return out
+
+
+@dataclass
+class StepRequests:
+    """One step's requests per inference tenant."""
+
+    arrivals: np.ndarray
+    served: np.ndarray        # served in the step they arrived
+    throttled: np.ndarray     # refused by the gateway's token bucket (429 with Retry-After)
+    late: np.ndarray          # admitted, but served at a later step (or still waiting)
+
+
+class Gateway:
+    """Per inference tenant: a token bucket refilled at min(ready replicas x R, the plan's limit) req/s, holding
+    at most that rate x ``burst_seconds`` tokens (carried from step to step), and the backlog of admitted requests
+    the ready replicas have not served yet (served first at the next step)."""
+
+    def __init__(self, n: int, burst_seconds: float) -> None:
+        self.burst_seconds = float(burst_seconds)
+        self.tokens = np.zeros(n)
+        self.backlog = np.zeros(n)
+
+    def step(self, arrivals: np.ndarray, serve_rps: np.ndarray, limit_rps: np.ndarray, step_s: float) -> StepRequests:
+        a = np.maximum(np.nan_to_num(np.asarray(arrivals, dtype=float), nan=0.0), 0.0)
+        rate = np.minimum(serve_rps, limit_rps)
+        self.tokens = np.minimum(self.tokens, rate * self.burst_seconds)   # the bucket shrinks with its rate
+        can = self.tokens + rate * step_s
+        admitted = np.minimum(a, can)
+        self.tokens = np.minimum(can - admitted, rate * self.burst_seconds)
+        capacity = serve_rps * step_s
+        old = np.minimum(self.backlog, capacity)                             # yesterday's late ones first
+        on_time = np.minimum(admitted, capacity - old)
+        late = admitted - on_time
+        self.backlog += late - old
+        return StepRequests(a, on_time, a - admitted, late)
+
+
+class InferenceRun:
+    """One replay run's inference tenants: what their autoscalers ask for each step, and their requests through
+    the gateway, counted per tier into the meter (``inf_requests``, ``inf_served``, ``inf_throttled``,
+    ``inf_late``)."""
+
+    def __init__(self, specs: Mapping[str, InferenceSpec], rates: pd.DataFrame, tenants: tuple[str, ...],
+                 tiers: tuple[str, ...], strategy: str, *, step_s: int, drain_steps: int, quantile: float,
+                 burst_seconds: float, limit_now) -> None:
+        names = [t for t in tenants if t in specs]
+        pos = {t: i for i, t in enumerate(tenants)}
+        self.names = tuple(names)
+        self.cols = np.array([pos[t] for t in names], dtype=np.int64)
+        sp = [specs[t] for t in names]
+        self.warm = np.zeros(len(tenants), dtype=np.int64)
+        self.warm[self.cols] = [s.cold_steps(step_s) for s in sp]
+        self.rps = np.array([s.replica_rps for s in sp], dtype=float)
+        self.step_s = step_s
+        self.arrivals = rates[list(names)].to_numpy(dtype=float) * step_s
+        self.tiers = np.array([tiers[c] for c in self.cols])
+        self.scaler = Autoscaler(strategy, self.cols, sp, step_s, drain_steps, quantile)
+        self.gateway = Gateway(len(names), burst_seconds)
+        self.limit_now = limit_now       # plan -> {tenant: RateLimit}: the plan's limits (the first step's before any)
+
+    def wanted(self, k: int, demand: np.ndarray, fc: Forecast | None) -> np.ndarray:
+        """The GPUs every tenant asks for at step ``k``: batch tenants their demand, inference tenants what their
+        autoscalers ask."""
+        out = demand[k].astype(float).copy()
+        out[self.cols] = self.scaler.wanted(k, demand, fc)
+        return out
+
+    def account(self, k: int, cluster, plan, meter=None) -> StepRequests:
+        """Step ``k``'s requests through the gateway (the replicas ready after the cluster's step, the limits of
+        the last plan); added to ``meter`` per tier when given (a measured step)."""
+        ready = cluster.ready_per_tenant(self.warm)[self.cols]
+        lim = self.limit_now(plan)
+        limit = np.array([lim[t].rate for t in self.names], dtype=float)
+        r = self.gateway.step(self.arrivals[k], ready * self.rps, limit, self.step_s)
+        if meter is not None:
+            for t in set(self.tiers.tolist()):
+                m = self.tiers == t
+                meter.inf_requests[t] += float(r.arrivals[m].sum())
+                meter.inf_served[t] += float(r.served[m].sum())
+                meter.inf_throttled[t] += float(r.throttled[m].sum())
+                meter.inf_late[t] += float(r.late[m].sum())
+        return r
