@@ -103,3 +103,46 @@ def servegen_rates(data_dir: Path) -> pd.DataFrame:
     frame = pd.DataFrame(cols).sort_index()
     frame.index.name, frame.columns.name = "time", "tenant"
     return frame
+
+
+SERVEGEN_WINDOW_S = 600
+
+
+def servegen_windows(data_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """ServeGen m-small per client and 10-minute window: the mean request rate (req/s) and the coefficient of
+    variation of the inter-arrival times (0 where the client was idle), as two time x client frames. A file that
+    is not the trace's format is refused with one line naming the file and row (ValueError)."""
+    root = Path(data_dir) / "servegen-2025" / "m-small"
+    files = sorted(root.glob("chunk-*-trace.csv"), key=lambda p: int(p.name.split("-")[1]))
+    if not files:
+        raise OSError(f"no ServeGen files under {root}")
+    rates, cvs = {}, {}
+    for f in files:
+        try:
+            d = pd.read_csv(f, header=None, usecols=[0, 1, 2], names=["t", "rate", "cv"])
+        except (ValueError, pd.errors.ParserError) as exc:
+            raise ValueError(f"{f}: not a ServeGen trace (timestamp,rate,cv,...): {exc}") from None
+        for col in ("t", "rate", "cv"):
+            v = pd.to_numeric(d[col], errors="coerce")
+            bad = ~np.isfinite(v.to_numpy(dtype=float)) | (v.to_numpy(dtype=float) < 0)
+            if col == "cv":
+                bad &= d[col].notna().to_numpy()  # an idle window may leave the cv empty
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise ValueError(f"{f}: row {i + 1}: {col} {str(d[col].iloc[i])!r} is not a number >= 0")
+            d[col] = v
+        t = d["t"].to_numpy(dtype=float)
+        bad = (t % SERVEGEN_WINDOW_S != 0) | np.r_[False, np.diff(t) <= 0]
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"{f}: row {i + 1}: timestamp {d['t'].iloc[i]:g} is not the next 10-minute window")
+        name = f"servegen-{f.name.split('-')[1]}"
+        at = SERVEGEN_EPOCH + pd.to_timedelta(d["t"], unit="s")
+        rates[name] = pd.Series(d["rate"].to_numpy(dtype=float), index=at)
+        cvs[name] = pd.Series(d["cv"].fillna(0.0).to_numpy(dtype=float), index=at)
+    out = []
+    for cols in (rates, cvs):
+        frame = pd.DataFrame(cols).sort_index()
+        frame.index.name, frame.columns.name = "time", "tenant"
+        out.append(frame)
+    return out[0], out[1]

@@ -1,0 +1,108 @@
+"""The ServeGen workload: 43 real LLM API clients (Alibaba Cloud Model Studio, m-small) as inference services,
+beside synthetic batch tenants on the same cluster (`simulate --trace servegen`; issue 40, item 1).
+
+- Arrivals: per minute, a count drawn from the 10-minute window's rate and CV. The count of a renewal process over
+  T seconds has mean rate x T and variance ~ rate x T x cv^2; a minute's count can at most be the whole window's,
+  so the variance is capped at 9 x mean^2 (all of a window's requests in one of its ten minutes). Over-dispersed
+  counts are negative-binomial draws with that mean and variance, the others Poisson. Deterministic per seed.
+- Clients idle in more than 90% of the replayed window (history included) are left out.
+- Tiers: the `high_share` of the kept clients with the largest mean rate (at least one) are the high tier, the
+  others normal.
+- Rates: the gateway's tight limit (the lowest per-tier rate in `ratelimits.levels`: by default 200 req/s high, 50
+  normal above 80% load) is the plan's per-tenant limit. ServeGen's biggest clients exceed it, so each client's
+  rate is scaled by one factor, min(1, 0.9 x its tier's tight limit / its p99 rate over the window) (the CV kept):
+  a service the operator has sized to fit its tier's limit. The factors are in the workload's notes.
+- Batch: `batch_tenants` tenants of the synthetic generator (daemon/sim/workloads.py), their mean demand
+  `batch_ratio` x the services' mean GPU need; the cluster is the `capacity_quantile` of the sum of every tenant's
+  demand over the measured window, in whole nodes, so peaks contend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from daemon.sim.inference import InferenceSpec, need_frame
+from daemon.sim.workloads import Workload, generate
+from forecaster import traces
+
+IDLE_MAX = 0.9
+
+
+def draw_arrivals(rate: pd.DataFrame, cv: pd.DataFrame, seed: int, step_s: int = 60) -> pd.DataFrame:
+    """Requests arriving per step (counts), one column per client, from windows of mean rate ``rate`` (req/s)
+    and inter-arrival CV ``cv`` (same shape), each window spread over its steps (the module's docstring)."""
+    win_s = int((rate.index[1] - rate.index[0]).total_seconds()) if len(rate) > 1 else traces.SERVEGEN_WINDOW_S
+    per = max(1, win_s // step_s)
+    idx = pd.date_range(rate.index[0], periods=len(rate) * per, freq=pd.Timedelta(seconds=step_s), name="time")
+    r = np.repeat(rate.to_numpy(dtype=float), per, axis=0)
+    c = np.repeat(cv.to_numpy(dtype=float), per, axis=0)
+    mean = np.maximum(r, 0.0) * step_s
+    var = np.minimum(mean * c ** 2, (per - 1) * mean ** 2 if per > 1 else mean * c ** 2)
+    rng = np.random.default_rng(seed)
+    over = var > mean * (1 + 1e-9)
+    out = rng.poisson(np.where(over, 0.0, mean)).astype(float)
+    if over.any():  # negative binomial: n = mean^2 / (var - mean), p = mean / var
+        m, v = mean[over], var[over]
+        out[over] = rng.negative_binomial(m ** 2 / (v - m), m / v)
+    return pd.DataFrame(out, index=idx, columns=rate.columns)
+
+
+@dataclass(frozen=True)
+class ServeGenNotes:
+    """What the workload chose: the clients left out as idle, the high tier, and each client's rate factor."""
+
+    idle: tuple[str, ...]
+    high: tuple[str, ...]
+    rate_factor: dict[str, float]
+
+    def to_dict(self) -> dict:
+        return {"idle_clients_left_out": list(self.idle), "high_tier": list(self.high),
+                "rate_factor": {k: round(v, 4) for k, v in self.rate_factor.items()}}
+
+
+def servegen(data_dir: Path, *, days: float = 1.0, history_days: float = 2.0, seed: int = 7,
+             cold_start_s: float = 180.0, gpus_per_replica: int = 1, replica_rps: float = 5.0, headroom: float = 0.1,
+             high_share: float = 0.15, tight_limits: dict[str, float] | None = None, batch_tenants: int = 20,
+             batch_ratio: float = 2.0, capacity_quantile: float = 0.9, gpus_per_node: int = 8,
+             step_s: int = 60) -> tuple[Workload, ServeGenNotes]:
+    """The last ``history_days + days`` of the 14-day trace, per ``step_s``; the last ``days`` are measured."""
+    rate, cv = traces.servegen_windows(data_dir)
+    total_days = (len(rate) * traces.SERVEGEN_WINDOW_S) / 86400
+    if history_days + days > total_days + 1e-9:
+        raise ValueError(f"ServeGen has {total_days:g} days: --days {days:g} after {history_days:g} days of history "
+                         "do not fit")
+    keep_w = int(round((history_days + days) * 86400 / traces.SERVEGEN_WINDOW_S))
+    rate, cv = rate.iloc[-keep_w:], cv.iloc[-keep_w:]
+    idle_share = (rate <= 0).mean()
+    idle = tuple(c for c in rate.columns if idle_share[c] > IDLE_MAX)
+    rate, cv = rate.drop(columns=list(idle)), cv.drop(columns=list(idle))
+    n_high = max(1, int(round(high_share * rate.shape[1])))
+    by_mean = sorted(rate.columns, key=lambda c: (-rate[c].mean(), c))
+    high = tuple(by_mean[:n_high])
+    limits = tight_limits or {"high": 200.0, "normal": 50.0}
+    factor = {c: float(min(1.0, 0.9 * limits["high" if c in high else "normal"] / max(rate[c].quantile(0.99), 1e-9)))
+              for c in rate.columns}
+    arrivals = draw_arrivals(rate * pd.Series(factor), cv, seed, step_s)
+    rates = arrivals / step_s
+    specs = {c: InferenceSpec(gpus_per_replica, replica_rps, cold_start_s, headroom) for c in rates.columns}
+    need = need_frame(rates, specs)
+    hist = int(round(history_days * 86400 / step_s))
+    steps = len(need)
+    mean_need = float(need.iloc[hist:].sum(axis=1).mean())
+    batch_gpus = max(gpus_per_node, int(round(batch_ratio * mean_need / 0.85)))
+    b = generate(batch_tenants, steps, batch_gpus, seed=seed, step_s=step_s, start=str(need.index[0]))
+    b.demand.index = need.index
+    demand = pd.concat([need, b.demand], axis=1)
+    demand.columns.name = "tenant"
+    tiers = tuple("high" if c in high else "normal" for c in need.columns) + tuple(b.tiers)
+    job = np.r_[np.full(need.shape[1], gpus_per_replica, dtype=np.int64),
+                np.minimum(b.job_gpus, gpus_per_node)].astype(np.int64)
+    total = demand.iloc[hist:].sum(axis=1)
+    cap = int(np.ceil(np.quantile(total, capacity_quantile) / gpus_per_node) * gpus_per_node)
+    name = f"servegen-m-small-cold{cold_start_s / 60:g}m"
+    w = Workload(name, demand, tiers, job, cap, hist, gpus_per_node=gpus_per_node, inference=specs, rates=rates)
+    return w, ServeGenNotes(idle, high, factor)

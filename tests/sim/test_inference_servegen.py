@@ -1,0 +1,79 @@
+"""The ServeGen workload (daemon/sim/servegen.py): arrivals drawn per minute from each window's rate and CV,
+deterministic per seed; a malformed trace file is one clear line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from daemon.sim.servegen import draw_arrivals, servegen
+from forecaster import traces
+from tests.conftest import SHARED_DATA
+
+SERVEGEN = SHARED_DATA / "servegen-2025" / "m-small"
+
+
+def _windows(rate: list[float], cv: list[float]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    idx = pd.date_range("2025-01-06", periods=len(rate), freq="600s", tz="UTC", name="time")
+    return pd.DataFrame({"c": rate}, index=idx), pd.DataFrame({"c": cv}, index=idx)
+
+
+def test_arrivals_are_deterministic_per_seed_and_their_window_mean_is_the_rate():
+    """Per window, the mean of the minutes' counts over many windows is rate x 60 (within 3 standard errors of the
+    drawn variance), at a CV of 1 (Poisson) and 4 (over-dispersed: negative binomial); the same seed gives the
+    same counts, another seed others."""
+    n = 3000
+    rate, cv = _windows([2.0] * n + [5.0] * n, [1.0] * n + [4.0] * n)
+    a = draw_arrivals(rate, cv, seed=11)
+    assert a.shape == (2 * n * 10, 1) and (a["c"] >= 0).all() and (a["c"] == a["c"].round()).all()
+    assert a.equals(draw_arrivals(rate, cv, seed=11))
+    assert not a.equals(draw_arrivals(rate, cv, seed=12))
+    for part, r, c in ((a["c"].iloc[: n * 10], 2.0, 1.0), (a["c"].iloc[n * 10:], 5.0, 4.0)):
+        mean, var = r * 60, min(r * 60 * c ** 2, 9 * (r * 60) ** 2)
+        assert abs(part.mean() - mean) < 3 * np.sqrt(var / part.size)
+        assert part.var() == pytest.approx(var, rel=0.15)
+
+
+def test_an_idle_window_has_no_arrivals_and_a_huge_cv_is_capped_at_the_window():
+    rate, cv = _windows([0.0, 1.0], [0.0, 500.0])
+    a = draw_arrivals(pd.concat([rate] * 2000), pd.concat([cv] * 2000), seed=1).to_numpy().reshape(-1, 2, 10)
+    assert (a[:, 0] == 0).all()
+    busy = a[:, 1].reshape(-1)
+    assert busy.var() == pytest.approx(9 * 60.0 ** 2, rel=0.15)    # not 60 x 500^2: a minute holds <= its window
+
+
+@pytest.mark.parametrize("row,text,why", [
+    ("0,abc,1,Gamma,1,1", "rate 'abc'", "not a number"),
+    ("0,-1,1,Gamma,1,1", "rate '-1'", "not a number"),
+    ("0,1,1,Gamma,1,1\n300,1,1,Gamma,1,1", "row 2: timestamp 300", "10-minute window"),
+])
+def test_a_malformed_servegen_file_is_one_line_naming_file_and_row(tmp_path, row, text, why):
+    root = tmp_path / "servegen-2025" / "m-small"
+    root.mkdir(parents=True)
+    (root / "chunk-0-trace.csv").write_text(row + "\n")
+    with pytest.raises(ValueError) as e:
+        traces.servegen_windows(tmp_path)
+    msg = str(e.value)
+    assert "\n" not in msg and "chunk-0-trace.csv" in msg and text in msg and why in msg
+
+
+@pytest.mark.skipif(not SERVEGEN.exists(), reason="ServeGen m-small not in ../shared/data")
+def test_the_servegen_workload_keeps_busy_clients_scales_them_under_their_limit_and_adds_batch():
+    w, notes = servegen(SHARED_DATA, days=0.25, history_days=1.0, cold_start_s=300)
+    rate, _ = traces.servegen_windows(SHARED_DATA)
+    kept = [c for c in w.demand.columns if c in (w.inference or {})]
+    assert len(kept) + len(notes.idle) == rate.shape[1]
+    assert set(notes.high) <= set(kept) and 1 <= len(notes.high) <= 0.2 * len(kept) + 1
+    assert {w.tiers[list(w.demand.columns).index(c)] for c in notes.high} == {"high"}
+    # the biggest client by mean rate is high, and scaled so its p99 fits under the high tier's 200 req/s
+    window = rate.iloc[-int(1.25 * 144):]
+    top = window.mean().idxmax()
+    assert top in notes.high and notes.rate_factor[top] == pytest.approx(0.9 * 200 / window[top].quantile(0.99))
+    assert all(v.cold_steps(60) == 5 for v in w.inference.values())
+    batch = [c for c in w.demand.columns if c not in w.inference]
+    assert len(batch) == 20 and w.capacity % 8 == 0
+    total = w.demand.iloc[w.start:].sum(axis=1)
+    assert (total > w.capacity).any() and (total < w.capacity).any()   # peaks contend
+    again, _ = servegen(SHARED_DATA, days=0.25, history_days=1.0, cold_start_s=300)
+    assert again.rates.equals(w.rates)
