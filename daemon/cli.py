@@ -350,7 +350,12 @@ def _objective_opts(f):
 
 
 @cli.command()
-@click.option("--trace", type=click.Choice(["synthetic", "helios", "alibaba"]), default="synthetic", show_default=True)
+@click.option("--trace", type=click.Choice(["synthetic", "helios", "alibaba", "servegen"]), default="synthetic",
+              show_default=True, help="servegen: the 43 ServeGen m-small LLM API clients as inference services "
+                                      "(requests in, replicas out) beside synthetic batch tenants")
+@click.option("--cold-start", "cold_start", default=None, metavar="DURATION",
+              help="servegen: seconds from a replica's placement to its first served request, e.g. 3m or 90s  "
+                   "[default: 3m]")
 @click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Replay this cluster's own history (the formats of retrain --data: time + one column per tenant "
                    "of GPU demand, or long time,tenant,value); the last --days are replayed.")
@@ -378,7 +383,8 @@ def _objective_opts(f):
 @click.option("--tenants", type=click.IntRange(min=2), default=40, show_default=True, help="synthetic only")
 @click.option("--gpus", type=click.IntRange(min=8), default=1024, show_default=True, help="synthetic only")
 @click.option("--days", type=click.FloatRange(min=0.01), default=1.0, show_default=True, help="Days replayed.")
-@click.option("--seed", type=int, default=7, show_default=True, help="synthetic only")
+@click.option("--seed", type=int, default=7, show_default=True,
+              help="synthetic: the generator's draw; servegen: the requests' arrivals and the batch tenants")
 @click.option("--strategies", default="static,reactive,predictive,perfect", show_default=True)
 @click.option("--sweep", is_flag=True, help="Run each strategy over its own knob and compare Pareto frontiers.")
 @click.option("--table", "show_table", is_flag=True,
@@ -405,7 +411,7 @@ def _objective_opts(f):
 @click.option("--slo-normal", "slo_normal", type=float, default=None,
               help="--min-gpus: share of the normal tier's demand allowed unmet  [default: 0.02]")
 @click.pass_context
-def simulate(ctx, trace, data, from_source, history_days, until, tier_flags, job_flags, default_job_gpus,
+def simulate(ctx, trace, cold_start, data, from_source, history_days, until, tier_flags, job_flags, default_job_gpus,
              quick_forecaster, epochs, recommend_, minimize, subject_to, tenants, gpus, days, seed, strategies, sweep,
              show_table, legend, forecast_every, high_vcs, high_vc, data_dir, workers, out, min_gpus, slo_high,
              slo_normal) -> None:
@@ -441,6 +447,11 @@ def simulate(ctx, trace, data, from_source, history_days, until, tier_flags, job
             until_s = pd.Timestamp(until).timestamp()
         except ValueError as exc:
             _fail(f"--until {until!r}: not a time ({exc})")
+    cold_s = 180.0
+    if cold_start is not None:
+        if trace != "servegen" or own:
+            _fail("--cold-start is the inference services' cold start: use it with --trace servegen")
+        cold_s = _duration_s(cold_start, "--cold-start")
     if (high_vcs is not None or high_vc) and (trace != "helios" or own):
         _fail("--high-vcs and --high-vc set the Helios tier mapping: use them with --trace helios")
     if high_vcs is not None and high_vc:
@@ -508,6 +519,18 @@ def simulate(ctx, trace, data, from_source, history_days, until, tier_flags, job
             w = workloads.synthetic(tenants, gpus, days, seed=seed)
             w.gpus_per_node = cfg.cluster.gpus_per_node  # the configured node size (the traces bring their own)
             w.job_gpus = w.job_gpus.clip(1, w.gpus_per_node)
+        elif trace == "servegen":
+            from daemon.sim.servegen import servegen
+
+            tight = {t: min(lvl.rate(t) for lvl in cfg.ratelimits.levels) for t in ("high", "normal")}
+            try:
+                w, sg_notes = servegen(data_root, days=days, seed=seed, cold_start_s=cold_s, tight_limits=tight,
+                                       gpus_per_node=cfg.cluster.gpus_per_node)
+            except OSError as exc:
+                _fail(f"cannot read the servegen trace: {exc}", 1)
+            except ValueError as exc:
+                _fail(f"servegen: {exc}", 1)
+            own_notes = {"inference": {"cold_start_s": cold_s, **sg_notes.to_dict()}}
         else:
             try:
                 w = workloads.helios(data_root, days=days, high_vcs=2 if high_vcs is None else high_vcs,
@@ -542,6 +565,8 @@ def simulate(ctx, trace, data, from_source, history_days, until, tier_flags, job
     meta = {"workload": w.name, "tenants": len(w.tiers), "capacity": w.capacity, "gpus_per_node": w.gpus_per_node,
             "steps": steps, "forecaster": getattr(model, "name", None),
             "high_tier": sorted(str(c) for c, t in zip(w.demand.columns, w.tiers) if t == "high")}
+    if w.inference:
+        meta.update(own_notes)
     if own:
         meta.update({"source": str(data) if data is not None else where,
                      "window": [str(w.demand.index[w.start]), str(w.demand.index[-1])],
@@ -609,6 +634,15 @@ def _min_gpus(w, cfg: Config, model, steps: int, chosen: tuple[str, ...], slo, f
     for line in sizing.lines(found):
         click.echo(line)
     click.echo(f"wrote {path}")
+
+def _duration_s(text: str, flag: str) -> float:
+    """Seconds of a duration written as ``90s``, ``3m`` / ``3min`` or ``1h`` (one line naming the flag if not)."""
+    import re
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)\s*", text)
+    if m is None:
+        _fail(f"{flag} {text!r}: a duration with its unit, e.g. 90s, 3m or 1h")
+    return float(m.group(1)) * {"s": 1, "m": 60, "min": 60, "h": 3600}[m.group(2)]
 
 
 @cli.command(name="recommend")

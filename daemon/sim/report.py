@@ -42,26 +42,60 @@ COLUMNS: tuple[tuple[str, str, str, Callable[[dict], float], str], ...] = (
 )
 
 
+
+def _inf(tier: str, key: str) -> Callable[[dict], float]:
+    return lambda s: s["tiers"][tier][key]
+
+
+def _inf_share(tier: str) -> Callable[[dict], float]:
+    def share(s: dict) -> float:
+        t = s["tiers"][tier]
+        return 100 * t["inf_throttled"] / t["inf_requests"] if t["inf_requests"] else 0.0
+    return share
+
+
+# an inference workload's requests per tier (daemon/sim/inference.py): arrived = served + throttled + late
+INFERENCE_COLUMNS: tuple[tuple[str, str, str, Callable[[dict], float], str], ...] = (
+    ("hi req", "req", "high-tier inference requests that arrived", _inf("high", "inf_requests"), ",.0f"),
+    ("hi served", "req", "high-tier requests served in the minute they arrived", _inf("high", "inf_served"), ",.0f"),
+    ("hi thr", "req", "high-tier requests throttled by the gateway (429 with Retry-After): no ready replica "
+     "had room, or over the tenant's limit", _inf("high", "inf_throttled"), ",.0f"),
+    ("hi thr%", "%", "high-tier requests throttled, share of those that arrived", _inf_share("high"), ".3f"),
+    ("hi late", "req", "high-tier requests admitted but served a minute or more late (or never, at the end)",
+     _inf("high", "inf_late"), ",.0f"),
+    ("nrm req", "req", "normal-tier inference requests that arrived", _inf("normal", "inf_requests"), ",.0f"),
+    ("nrm thr", "req", "normal-tier requests throttled", _inf("normal", "inf_throttled"), ",.0f"),
+    ("nrm thr%", "%", "normal-tier requests throttled, share of those that arrived", _inf_share("normal"), ".3f"),
+    ("nrm late", "req", "normal-tier requests served late", _inf("normal", "inf_late"), ",.0f"),
+)
+
+
+def has_inference(runs: list[Meter] | list[dict]) -> bool:
+    """Whether the replay's workload had inference services (its summaries count their requests per tier)."""
+    return any("inf_requests" in s["tiers"]["high"] for s in _summaries(runs))
+
+
 def _summaries(runs: list[Meter] | list[dict]) -> list[dict]:
     return [r if isinstance(r, dict) else r.summary() for r in runs]
 
 
-def table(runs: list[Meter] | list[dict], legend: bool = False) -> str:
+def table(runs: list[Meter] | list[dict], legend: bool = False, columns=COLUMNS) -> str:
     """One row per setting, every tier measured. Each column is as wide as its widest cell (a long setting name
-    moves the columns, never out of line); ``legend`` adds what each column is under the table."""
+    moves the columns, never out of line); ``legend`` adds what each column is under the table. ``columns``:
+    INFERENCE_COLUMNS for the requests of an inference workload's services."""
     sums = _summaries(runs)
-    cells = [["setting", *(c[0] for c in COLUMNS)], ["", *(c[1] for c in COLUMNS)]]
-    cells += [[s["label"], *(format(c[3](s), c[4]) for c in COLUMNS)] for s in sums]
+    cells = [["setting", *(c[0] for c in columns)], ["", *(c[1] for c in columns)]]
+    cells += [[s["label"], *(format(c[3](s), c[4]) for c in columns)] for s in sums]
     widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
     lines = [" ".join([row[0].ljust(widths[0]), *(x.rjust(w) for x, w in zip(row[1:], widths[1:]))]).rstrip()
              for row in cells]
-    return "\n".join(lines + ([""] + legend_lines() if legend else []))
+    return "\n".join(lines + ([""] + legend_lines(columns) if legend else []))
 
 
-def legend_lines() -> list[str]:
+def legend_lines(columns=COLUMNS) -> list[str]:
     """What each column of ``table`` is, one line each (docs/replay.md lists the same)."""
-    w, u = max(len(c[0]) for c in COLUMNS), max(len(c[1]) for c in COLUMNS)
-    return ["columns:"] + [f"  {c[0]:<{w}}  {c[1]:<{u}}  {c[2]}" for c in COLUMNS]
+    w, u = max(len(c[0]) for c in columns), max(len(c[1]) for c in columns)
+    return ["columns:"] + [f"  {c[0]:<{w}}  {c[1]:<{u}}  {c[2]}" for c in columns]
 
 
 def _n(v: float | None) -> str:

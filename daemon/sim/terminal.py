@@ -31,6 +31,9 @@ def replay_lines(doc: dict, recommendation: dict | None = None, sweep: bool = Fa
     else:
         out.append(f"the table of all {len(doc['runs'])} settings: --table (--legend says what each column is), "
                    f"or {json_path}")
+    if report.has_inference(doc["runs"]):  # the services' requests per tier, every setting (a few columns)
+        out += ["inference requests per tier (arrived = served + throttled + late):",
+                report.table(doc["runs"], legend=legend, columns=report.INFERENCE_COLUMNS)]
     if recommendation is not None:
         out += ["", recommendation["snippet"].rstrip("\n")]
     return out

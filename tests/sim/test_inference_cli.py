@@ -1,0 +1,60 @@
+"""`simulate --trace servegen` end to end, as a user runs it (the CLI in a subprocess)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO, SHARED_DATA
+
+SERVEGEN = SHARED_DATA / "servegen-2025" / "m-small"
+
+
+def _simulate(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "daemon.cli", "simulate", "--data-dir", str(SHARED_DATA),
+                           "--out", str(tmp_path), "--workers", "1", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.skipif(not SERVEGEN.exists(), reason="ServeGen m-small not in ../shared/data")
+def test_simulate_servegen_prints_the_requests_per_tier(tmp_path):
+    r = _simulate(tmp_path, "--trace", "servegen", "--days", "0.25", "--cold-start", "5m",
+                  "--strategies", "reactive,perfect")
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = r.stdout
+    assert "inference requests per tier (arrived = served + throttled + late):" in out
+    head = out[out.index("inference requests per tier"):].splitlines()[1]
+    assert head.split()[:4] == ["setting", "hi", "req", "hi"] and "nrm thr%" in head
+    doc = json.loads((tmp_path / "servegen-m-small-cold5m.json").read_text())
+    assert doc["inference"]["cold_start_s"] == 300.0 and doc["inference"]["high_tier"]
+    rows = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.split()[:1] in (["reactive"], ["perfect"])}
+    for run in doc["runs"]:
+        for tier in ("high", "normal"):
+            t = run["tiers"][tier]
+            assert t["inf_requests"] > 0 and 0 <= t["inf_throttled"] <= t["inf_requests"]
+            assert t["inf_served"] + t["inf_throttled"] + t["inf_late"] == pytest.approx(t["inf_requests"])
+        # the printed row is the JSON's: the high tier's requests and throttled requests
+        hi = run["tiers"]["high"]
+        assert f"{hi['inf_requests']:,.0f}" in rows[run["strategy"]] and f"{hi['inf_throttled']:,.0f}" in \
+            rows[run["strategy"]]
+    by = {run["strategy"]: run["tiers"]["high"]["inf_throttled"] for run in doc["runs"]}
+    assert by["perfect"] < by["reactive"]      # replicas placed a cold start ahead
+
+
+@pytest.mark.parametrize("args,line", [
+    (("--trace", "servegen", "--cold-start", "5"), "--cold-start '5': a duration with its unit"),
+    (("--trace", "synthetic", "--cold-start", "5m"), "--cold-start is the inference services' cold start"),
+])
+def test_a_bad_cold_start_is_one_line(args, line):
+    from click.testing import CliRunner
+
+    from daemon.cli import cli
+
+    r = CliRunner().invoke(cli, ["simulate", *args])
+    assert r.exit_code == 2 and line in r.output and "Traceback" not in r.output
+    assert len(r.output.strip().splitlines()) == 1, r.output
