@@ -40,6 +40,13 @@ class ClusterConfig(_Strict):
                                "Slurm or Kubernetes the nodes are the scheduler's own and this is not read")
 
 
+class InferenceConfig(_Strict):
+    gpus_per_replica: int = Field(ge=1, description="GPUs of one replica (one job)")
+    replica_rps: float = Field(gt=0, description="requests/s one ready replica serves")
+    cold_start_s: float = Field(ge=0, description="seconds from a replica's placement to its first served request")
+    headroom: float = Field(0.1, ge=0, description="the service's autoscaler's headroom over the rate it sees")
+
+
 class TenantConfig(_Strict):
     name: str = Field(min_length=1, description="the tenant as the source names it (with Prometheus: a value of "
                       "source.prometheus.tenant_label, by default the pod's namespace); a listed tenant with no GPUs "
@@ -56,6 +63,11 @@ class TenantConfig(_Strict):
     job_gpus: int | None = Field(None, ge=1, description="GPUs of this tenant's typical job, read only by "
                                  "`simulate --data/--from-source` (the replay of this cluster's history); default: "
                                  "its --job-gpus flag, else --default-job-gpus (1)")
+    inference: InferenceConfig | None = Field(None, description="read only by `simulate --data`: this tenant is an "
+                                              "inference service whose column holds requests/s; a "
+                                              "`[tenants.inference]` table with gpus_per_replica, replica_rps, "
+                                              "cold_start_s (and headroom, default 0.1) turns them into replicas "
+                                              "(docs/own-cluster.md)")
 
 
 class CycleConfig(_Strict):

@@ -24,6 +24,7 @@ import pandas as pd
 from daemon.config import Config
 from daemon.forecasting.retrain import DataError, read_history_file
 from daemon.sim.contention import check as check_contention
+from daemon.sim.inference import InferenceSpec, need_frame
 from daemon.sim.workloads import Workload
 from forecaster.baselines import Forecaster
 
@@ -63,6 +64,65 @@ def tenant_settings(cfg: Config, tier_flags: Mapping[str, str], job_flags: Mappi
     return tiers, jobs
 
 
+# a column's unit, named in the header as `svc-a[req/s]`: GPUs (the default) or requests/s of an inference service
+UNITS = ("GPU", "req/s")
+
+
+def split_unit(col: str) -> tuple[str, str | None]:
+    """`name[unit]` -> (name, unit); a column without brackets -> (column, None)."""
+    c = str(col)
+    if c.endswith("]") and "[" in c:
+        name, _, unit = c[:-1].rpartition("[")
+        if name:
+            return name.strip(), unit.strip()
+    return c, None
+
+
+def rate_columns(frame: pd.DataFrame, cfg: Config, where: str) -> tuple[pd.DataFrame, dict[str, InferenceSpec],
+                                                                        pd.DataFrame | None]:
+    """Each column's unit: a `[req/s]` column, or one of a tenant with a `[tenants.inference]` section, holds an
+    inference service's requests/s, and becomes its GPU need (daemon/sim/inference.py) with the section's
+    replica spec. Returns the frame in GPUs with plain tenant names, the specs and the rates (None: no service).
+    Refused (one line naming the column): an unknown unit, a rate column with no replica spec in the config."""
+    conf = {t.name: t.inference for t in cfg.tenants if t.inference is not None}
+    names, rate_of = [], {}
+    for c in frame.columns:
+        name, unit = split_unit(c)
+        if unit is not None and unit not in UNITS:
+            raise DataError(f"{where}: column {c!r}: unknown unit {unit!r}; a column is GPUs ([GPU] or no unit) or "
+                            "an inference service's requests/s ([req/s])")
+        if unit == "GPU" and name in conf:
+            raise DataError(f"{where}: column {c!r} is GPUs, but [tenants.inference] makes {name} a service whose "
+                            "column is requests/s: name its unit [req/s] or drop the section")
+        if unit == "req/s" or (unit is None and name in conf):
+            if name not in conf:
+                raise DataError(f"{where}: column {c!r} is requests/s, but the config gives {name} no replica spec: "
+                                f"add a [tenants.inference] table (gpus_per_replica, replica_rps, cold_start_s) to "
+                                f"its [[tenants]] entry")
+            rate_of[name] = c
+        names.append(name)
+    out = frame.copy()
+    out.columns = pd.Index(names, name="tenant")
+    if not rate_of:
+        return out, {}, None
+    if cfg.fleet.pools:
+        raise DataError(f"{where}: inference services ({_some(sorted(rate_of))}) on a [fleet] pools config are "
+                        "not replayed yet: replay them without [fleet]")
+    specs = {n: InferenceSpec(i.gpus_per_replica, i.replica_rps, i.cold_start_s, i.headroom)
+             for n, i in conf.items() if n in rate_of}
+    rates = frame[[rate_of[n] for n in rate_of]].astype(float)
+    rates.columns = pd.Index(list(rate_of), name="tenant")
+    bad = (rates < 0).to_numpy()
+    if bad.any():
+        r, c = (int(i[0]) for i in np.nonzero(bad))
+        raise DataError(f"{where}: column {rate_of[rates.columns[c]]!r} at {rates.index[r]}: {rates.iat[r, c]:g} "
+                        "requests/s, below 0")
+    need = need_frame(rates, specs)
+    for n in rate_of:
+        out[n] = need[n]
+    return out, specs, rates
+
+
 def window_steps(days: float, step_s: int) -> int:
     return int(round(days * 86400 / step_s))
 
@@ -78,8 +138,10 @@ def own_workload(frame: pd.DataFrame, cfg: Config, *, days: float, step_s: int, 
     the cluster's GPUs at every step of the window. The notes' `contention` says whether the window's demand ever
     contends (daemon/sim/contention.py): if not, no strategy can differ and nothing may be recommended."""
     tiers, jobs = tenant_settings(cfg, tier_flags or {}, job_flags or {})
+    frame, specs, rates = rate_columns(frame, cfg, where)
+    for n, sp in specs.items():   # a service's job is one replica
+        jobs[n] = sp.gpus_per_replica
     cols = [str(c) for c in frame.columns]
-    frame = frame.copy()
     fleet = _fleet_columns(cols, cfg, where) if cfg.fleet.pools else None
     if fleet is not None:
         cols = [t for t, _ in fleet]
@@ -131,9 +193,13 @@ def own_workload(frame: pd.DataFrame, cfg: Config, *, days: float, step_s: int, 
     fit = [max(biggest[t] for t in (a or biggest)) for _, a in fleet] if fleet is not None else [gpn] * len(cols)
     job = np.array([min(max(1, int(jobs.get(c, default_job_gpus))), f) for c, f in zip(cols, fit)], dtype=np.int64)
     clipped = sorted(c for c, f in zip(cols, fit) if jobs.get(c, default_job_gpus) > f)
-    w = Workload(name or f"own-{Path(where).stem}", demand, tier_of, job, cap, start, gpus_per_node=gpn, **typed)
+    w = Workload(name or f"own-{Path(where).stem}", demand, tier_of, job, cap, start, gpus_per_node=gpn, **typed,
+                 inference=specs or None, rates=rates)
     notes = {"tenants_unnamed": unknown, "job_gpus_clipped_to_node": clipped,
              "tiers": {t: int(sum(x == t for x in tier_of)) for t in TIERS}, "contention": contention.to_dict()}
+    if specs:
+        notes["inference"] = {n: {"gpus_per_replica": s.gpus_per_replica, "replica_rps": s.replica_rps,
+                                  "cold_start_s": s.cold_start_s, "headroom": s.headroom} for n, s in specs.items()}
     if unknown:
         log.warning("%s: %d tenants not named in the config or flags, replayed as tier normal with %d-GPU jobs: %s",
                     where, len(unknown), default_job_gpus, _some(unknown))
@@ -199,7 +265,8 @@ def read_file(path: Path, cfg: Config) -> pd.DataFrame:
 
     listed = {t.name for t in cfg.tenants}
     return read_history_file(path, cfg.cycle.resolution_s,
-                             keep=lambda c: c in listed or (bool(cfg.fleet.pools) and split_series(c)[0] in listed))
+                             keep=lambda c: split_unit(c)[0] in listed
+                             or (bool(cfg.fleet.pools) and split_series(c)[0] in listed))
 
 
 def history_store_path(cfg: Config) -> Path:
