@@ -172,8 +172,10 @@ class InferenceRun:
         limit = np.array([lim[t].rate for t in self.names], dtype=float)
         r = self.gateway.step(self.arrivals[k], ready * self.rps, limit, self.step_s)
         if meter is not None:
+            gpus = cluster.running_per_tenant()[self.cols]
             for t in set(self.tiers.tolist()):
                 m = self.tiers == t
+                meter.inf_gpu[t] += float(gpus[m].sum())
                 meter.inf_requests[t] += float(r.arrivals[m].sum())
                 meter.inf_served[t] += float(r.served[m].sum())
                 meter.inf_throttled[t] += float(r.throttled[m].sum())

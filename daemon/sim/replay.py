@@ -158,6 +158,9 @@ class Meter:
     inf_served: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
     inf_throttled: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
     inf_late: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
+    # GPU-steps the services' replicas ran (cold ones included): what their requests cost, to compare strategies at
+    # equal GPU-hours
+    inf_gpu: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
     step_min: float = 1.0
     wall_s: float = 0.0
     cpu_s: float = 0.0                                         # CPU of its process meanwhile (forecast thread too)
@@ -194,7 +197,8 @@ class Meter:
             "work_lost_gpu_min": float(self.lost[t] * m),
             "throttled_share": self.throttled[t] / self.requests[t] if self.requests[t] else 0.0,
             **({"inf_requests": self.inf_requests[t], "inf_served": self.inf_served[t],
-                "inf_throttled": self.inf_throttled[t], "inf_late": self.inf_late[t]} if self.inference else {}),
+                "inf_throttled": self.inf_throttled[t], "inf_late": self.inf_late[t],
+                "inf_gpu_min": float(self.inf_gpu[t] * m)} if self.inference else {}),
         }
 
     def summary(self) -> dict:

@@ -67,6 +67,9 @@ INFERENCE_COLUMNS: tuple[tuple[str, str, str, Callable[[dict], float], str], ...
     ("nrm thr", "req", "normal-tier requests throttled", _inf("normal", "inf_throttled"), ",.0f"),
     ("nrm thr%", "%", "normal-tier requests throttled, share of those that arrived", _inf_share("normal"), ".3f"),
     ("nrm late", "req", "normal-tier requests served late", _inf("normal", "inf_late"), ",.0f"),
+    ("svc GPU", "GPU-min", "GPU-minutes the services' replicas ran, cold ones included: what their requests cost "
+     "(compare strategies at equal GPU-hours)", lambda s: sum(t.get("inf_gpu_min", 0.0) for t in s["tiers"].values()),
+     ",.0f"),
 )
 
 

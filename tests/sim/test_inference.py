@@ -46,6 +46,7 @@ def test_the_cold_start_delays_service_hand_computed(cold_min):
     assert m.inf_late["high"] == 0.0
     t = m.summary()["tiers"]["high"]
     assert (t["inf_requests"], t["inf_throttled"]) == (28 * per_step, dark * per_step)
+    assert t["inf_gpu_min"] == 2 * 27                   # 2 one-GPU replicas ran from step 13 to 39, cold or not
 
 
 def test_the_perfect_autoscaler_places_replicas_a_cold_start_ahead():
