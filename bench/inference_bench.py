@@ -38,7 +38,7 @@ from daemon.sim.servegen import servegen  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 STRATEGIES = ("reactive", "predictive", "perfect")
 TIERS = ("high", "normal", "low")
-REACTIVE_HEADROOMS = (0.2, 0.35, 0.5)   # besides the workload's own 0.1
+REACTIVE_HEADROOMS = (0.2, 0.35, 0.5, 0.75, 1.0)   # besides the workload's own 0.1
 
 
 def with_headroom(w, h: float):

@@ -2226,6 +2226,43 @@ def own_replay_timing() -> str:
     return "\n".join(out)
 
 
+@block("replay-inference")
+def replay_inference() -> str:
+    """ServeGen's services beside batch at each cold start (bench/inference_bench.py)."""
+    d = load("inference_servegen.json")
+    tg = d["targets"]
+    rows, gaps = [], []
+    for c in d["cases"]:
+        for s in ("reactive", "predictive", "perfect"):
+            r = c["runs"][s]
+            hi, nr = r["tiers"]["high"], r["tiers"]["normal"]
+            svc = sum(t["inf_gpu_min"] for t in r["tiers"].values()) / 60
+            rows.append([f"{c['cold_start_min']:g} min", s, n(hi["inf_throttled"]),
+                         pct(hi["inf_throttled"] / hi["inf_requests"], 3) if hi["inf_requests"] else "-",
+                         pct(nr["inf_throttled"] / nr["inf_requests"], 3) if nr["inf_requests"] else "-",
+                         n(hi["inf_late"] + nr["inf_late"]), n(svc), n(r["tiers"]["low"]["unmet_gpu_min"]),
+                         pct(r["utilization"])])
+        eq, g0 = c.get("high_throttled_gap_closed_equal_gpu"), c.get("high_throttled_gap_closed")
+        judged = c["cold_start_min"] >= tg["from_cold_start_min"]
+        v = ("-" if not judged else "no point at equal GPU-hours" if eq is None
+             else f"{verdict(eq >= tg['gap_closed_min'])}; goal {pct(tg['gap_closed_goal'], 0)}: "
+                  f"{verdict(eq >= tg['gap_closed_goal'])}")
+        at = c.get("reactive_high_throttled_at_predictive_gpu")
+        gaps.append([f"{c['cold_start_min']:g} min", "-" if g0 is None else pct(g0), "-" if at is None else n(at),
+                     "-" if eq is None else pct(eq), v])
+    out = [f"ServeGen m-small, {d['days']:g} day{'s' if d['days'] != 1 else ''} replayed after 2 days of history, seed {d['seed']}, the forecaster the "
+           f"daemon chooses at start-up ({', '.join(sorted({c['forecaster'] for c in d['cases']}))}); the same "
+           f"cluster ({', '.join(sorted({n(c['capacity_gpus']) for c in d['cases']}))} GPUs) for every strategy.", "",
+           table(["cold start", "strategy", "high-tier throttled", "share", "normal-tier throttled share",
+                  "late (high + normal)", "services' GPU-hours", "low-tier (batch) unmet GPU-min", "utilization"],
+                 rows), "",
+           table(["cold start", "gap to perfect closed (default headroom)",
+                  "reactive's high-tier throttled at predictive's GPU-hours", "gap closed at equal GPU-hours",
+                  f"target >= {pct(tg['gap_closed_min'], 0)} (cold starts >= {tg['from_cold_start_min']:g} min)"],
+                 gaps), "", source(["inference_servegen.json"], d)]
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="change nothing; exit 1 naming stale or malformed blocks")
