@@ -2250,7 +2250,8 @@ def replay_inference() -> str:
         at = c.get("reactive_high_throttled_at_predictive_gpu")
         gaps.append([f"{c['cold_start_min']:g} min", "-" if g0 is None else pct(g0), "-" if at is None else n(at),
                      "-" if eq is None else pct(eq), v])
-    out = [f"ServeGen m-small, {d['days']:g} day{'s' if d['days'] != 1 else ''} replayed after 2 days of history, seed {d['seed']}, the forecaster the "
+    days = f"{d['days']:g} day{'s' if d['days'] != 1 else ''}"
+    out = [f"ServeGen m-small, {days} replayed after 2 days of history, seed {d['seed']}, the forecaster the "
            f"daemon chooses at start-up ({', '.join(sorted({c['forecaster'] for c in d['cases']}))}); the same "
            f"cluster ({', '.join(sorted({n(c['capacity_gpus']) for c in d['cases']}))} GPUs) for every strategy.", "",
            table(["cold start", "strategy", "high-tier throttled", "share", "normal-tier throttled share",
