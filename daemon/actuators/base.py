@@ -137,6 +137,16 @@ class ShowsEta(Protocol):
 
 
 @runtime_checkable
+class KeepsClusterView(Protocol):
+    """Keeps its view of the cluster by watching it (Kubernetes: list-then-watch, daemon/actuators/k8s/
+    informer.py): the service starts the watches with the daemon and stops them with it."""
+
+    def start_view(self) -> None: ...
+
+    def stop_view(self) -> None: ...
+
+
+@runtime_checkable
 class ListsClusterNodes(Protocol):
     """Knows where the GPUs are, as the policy's Nodes: per node the healthy GPUs, the free ones, those still
     draining, and whose hold (reservation) the node is in (`held_by`: an index into `tenants`, HELD_BY_POOL,

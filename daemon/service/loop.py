@@ -24,7 +24,7 @@ import uvicorn
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 
-from daemon.actuators.base import HoldsCapacity
+from daemon.actuators.base import HoldsCapacity, KeepsClusterView
 from daemon.config import Config, ConfigError
 from daemon.failover import alerts
 from daemon.failover.handler import Failover
@@ -357,6 +357,9 @@ class Daemon:
             lease.on_elected = lambda token: self.trigger_cycle()  # act at once, not at the next interval
             lease.tick()  # know the role before the first cycle
             lease.run()
+        for act in self.runtime.actuators:
+            if isinstance(act, KeepsClusterView):
+                act.start_view()  # the watches list now, so the first cycle finds the view ready
         self.scheduler.start()
         self._cycle_thread = threading.Thread(target=self._cycle_loop, name="cycles", daemon=True)
         self._cycle_thread.start()

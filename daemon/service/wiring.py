@@ -9,7 +9,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from daemon.actuators.base import Actuator, ListsClusterJobs, ListsClusterNodes, ListsNodeJobs, NodeDirectory
+from daemon.actuators.base import (
+    Actuator,
+    KeepsClusterView,
+    ListsClusterJobs,
+    ListsClusterNodes,
+    ListsNodeJobs,
+    NodeDirectory,
+)
 from daemon.actuators.log import LogActuator
 from daemon.config import Config, ConfigError
 from daemon.forecasting.choose import build as build_forecaster
@@ -100,14 +107,26 @@ class Runtime:
         return [(str(j), st.tenants[int(t)]) for j, t in zip(st.jobs.ids[mask], st.jobs.tenant[mask])]
 
     def close(self) -> None:
+        for act in self.actuators:
+            if isinstance(act, KeepsClusterView):
+                act.stop_view()
         if self.store is not None:
             self.store.close()
         if self.history is not None:
             self.history.close()
 
 
+def _cluster_view(cfg: Config):
+    """The Kubernetes view of pods and nodes, kept by list-then-watch (one for the kubernetes and kueue actuators)."""
+    from daemon.actuators.k8s.actuator import api_client
+    from daemon.actuators.k8s.informer import ClusterView
+
+    return ClusterView(api_client(cfg.actuators.kubernetes), request_timeout_s=cfg.actuators.kubernetes.timeout_s)
+
+
 def _actuators(cfg: Config, sim) -> list[Actuator]:
     out: list[Actuator] = []
+    view = None  # the Kubernetes view, made for the first Kubernetes actuator and shared
     a = cfg.actuators
     for name in a.enabled:
         if name == "log":
@@ -133,17 +152,20 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
         elif name == "kubernetes":
             from daemon.actuators.k8s.actuator import KubernetesActuator
 
+            view = view or _cluster_view(cfg)
             # beside Kueue, quotas and reclaim are Kueue's: this one keeps failover, PriorityClasses and Events
             out.append(KubernetesActuator.from_config(a.kubernetes, cfg.tenants, dry_run=a.dry_run,
                                                       enforce_plan="kueue" not in a.enabled,
                                                       min_runtime_s=cfg.policy.preempt_min_runtime_s,
                                                       hold_label=a.kueue.hold_label if "kueue" in a.enabled else None,
-                                                      fleet=cfg.fleet))
+                                                      fleet=cfg.fleet, view=view))
         elif name == "kueue":
             from daemon.actuators.k8s.kueue import KueueActuator
 
+            view = view or _cluster_view(cfg)
             out.append(KueueActuator.from_config(a.kubernetes, a.kueue, cfg.tenants, dry_run=a.dry_run,
-                                                 min_runtime_s=cfg.policy.preempt_min_runtime_s, fleet=cfg.fleet))
+                                                 min_runtime_s=cfg.policy.preempt_min_runtime_s, fleet=cfg.fleet,
+                                                 view=view))
     if sim is not None:
         from daemon.sim.actuator import SimulatorActuator
 

@@ -113,6 +113,7 @@ class ControlPlane:
     logs: dict[str, object] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)  # seconds from start to each component ready
     server: str = ""
+    etcd: str = ""  # etcd's client URL (a test compacts its history to see a watch expire)
     admin_kubeconfig: Path | None = None
     health: dict[str, str] = field(default_factory=dict)  # component -> its /healthz URL
     made: dict[str, list[str]] = field(default_factory=lambda: {"namespaces": [], "nodes": []})  # since cleanup()
@@ -155,7 +156,7 @@ class ControlPlane:
         make_certs(d)
         self.timings["certs"] = time.monotonic() - t0
         etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
-        etcd = f"http://127.0.0.1:{etcd_port}"
+        etcd = self.etcd = f"http://127.0.0.1:{etcd_port}"
         self._run("etcd", [str(b / "etcd"), "--name", "test", "--data-dir", str(d / "etcd"),
                            "--listen-client-urls", etcd, "--advertise-client-urls", etcd,
                            "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
@@ -357,6 +358,31 @@ class ControlPlane:
         node = k8s.CoreV1Api(self.api()).read_node(name)
         ready = any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
         return ready and not any(t.key.startswith("node.kubernetes.io/") for t in (node.spec.taints or []))
+
+    def request_counts(self) -> dict[tuple[str, str, str], float]:
+        """The apiserver's own count of requests served, from its /metrics (apiserver_request_total summed over
+        codes and the rest): (verb, resource, scope) -> requests since it started."""
+        tls = ssl.create_default_context(cafile=str(self.tmp / "ca.crt"))
+        tls.load_cert_chain(str(self.tmp / "admin.crt"), str(self.tmp / "admin.key"))
+        text = httpx.get(f"{self.server}/metrics", verify=tls, timeout=30).text
+        out: dict[tuple[str, str, str], float] = {}
+        for line in text.splitlines():
+            if not line.startswith("apiserver_request_total{"):
+                continue
+            labels, _, value = line[len("apiserver_request_total{"):].rpartition("} ")
+            kv = dict(part.split("=", 1) for part in labels.split('",') if "=" in part)
+            key = tuple(kv.get(k, "").strip('"') for k in ("verb", "resource", "scope"))
+            out[key] = out.get(key, 0.0) + float(value)
+        return out
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to its current revision (what the apiserver does every 5 minutes): a watch
+        from an older resourceVersion that etcd serves (no watch cache: events) is answered 410 Gone."""
+        rev = int(httpx.post(f"{self.etcd}/v3/kv/range", json={"key": base64.b64encode(b"/").decode()},
+                             timeout=10).json()["header"]["revision"])
+        httpx.post(f"{self.etcd}/v3/kv/compaction", json={"revision": str(rev), "physical": True},
+                   timeout=30).raise_for_status()
+        return rev
 
     def cleanup(self) -> None:
         """After a test: its pods go at once (grace 0, so none is left for the scheduler to place on the next

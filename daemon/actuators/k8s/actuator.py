@@ -13,7 +13,8 @@ preemption only pods of the low PriorityClass are evicted, whatever the plan say
 With Kueue, see kueue.py: quotas become ClusterQueues and Kueue reclaims.
 Every write (a PriorityClass, a quota, an eviction, a cordon, an Event) is checked against the fence right
 before it is sent (``FenceGuard``, see daemon/ha/fencing.py); a batch stops at the first refusal.
-The daemon's view of jobs and of where GPUs are (pods, nodes, node holds) is read here too: view.py.
+The daemon's view of jobs and of where GPUs are (pods, nodes, node holds) is read here too: view.py; built by
+from_config, it is kept by list-then-watch (informer.py), so a cycle reads a snapshot instead of listing.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from kubernetes.client.exceptions import ApiException
 from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, stop_on_fence
 from daemon.actuators.k8s import rbac
 from daemon.actuators.k8s.admission import AdmissionParams, params_spec
+from daemon.actuators.k8s.informer import LIVE_PODS, ClusterView
 from daemon.actuators.k8s.objects import evictable, holds_gpus, priority_class_name
 from daemon.actuators.k8s.rbac import RbacRefusals
 from daemon.actuators.k8s.view import nodes_view, pods_as_jobs
@@ -38,7 +40,6 @@ from daemon.policy.types import Notification, Plan
 
 log = logging.getLogger("gpu_autoscaler.actuator.kubernetes")
 
-LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"  # pods that hold (or wait for) their GPUs
 RETRY = object()  # _pod: the API did not answer whether the pod may be evicted; try again next cycle
 
 PRIORITY_CLASSES = {
@@ -108,8 +109,11 @@ class KubernetesActuator:
 
     def __init__(self, api_client: k8s.ApiClient, cfg: KubernetesActuatorConfig, tenants: list[TenantConfig],
                  dry_run: bool = True, enforce_plan: bool = True, min_runtime_s: float = 0.0,
-                 hold_label: str | None = None, fleet: FleetConfig | None = None) -> None:
+                 hold_label: str | None = None, fleet: FleetConfig | None = None,
+                 view: ClusterView | None = None) -> None:
         self.core = k8s.CoreV1Api(api_client)
+        # pods and nodes kept by list-then-watch (informer.py); None: listed on each read, as before
+        self.view = view
         # a mixed fleet: node and pod GPU types (flavors.py); None: one model, as before
         self.resolver = fleet.resolver() if fleet is not None and fleet.typed else None
         self.scheduling = k8s.SchedulingV1Api(api_client)
@@ -135,9 +139,19 @@ class KubernetesActuator:
     @staticmethod
     def from_config(cfg: KubernetesActuatorConfig, tenants: list[TenantConfig], dry_run: bool = True,
                     enforce_plan: bool = True, min_runtime_s: float = 0.0,
-                    hold_label: str | None = None, fleet: FleetConfig | None = None) -> "KubernetesActuator":
+                    hold_label: str | None = None, fleet: FleetConfig | None = None,
+                    view: ClusterView | None = None) -> "KubernetesActuator":
         return KubernetesActuator(api_client(cfg), cfg, tenants, dry_run, enforce_plan, min_runtime_s, hold_label,
-                                  fleet)
+                                  fleet, view=view)
+
+    def start_view(self) -> None:
+        """The service starts: the watches of the view begin (KeepsClusterView)."""
+        if self.view is not None:
+            self.view.start()
+
+    def stop_view(self) -> None:
+        if self.view is not None:
+            self.view.stop()
 
     def namespace(self, tenant: str) -> str | None:
         """The tenant's namespace, or None for a tenant that is not configured (never touched)."""
@@ -403,21 +417,30 @@ class KubernetesActuator:
 
     def cluster_jobs(self, tenants: tuple[str, ...]) -> Jobs:
         """Pods of tenant namespaces that ask for GPUs, Pending or Running, as the policy's Jobs (view.py).
-        Raises ApiException when the API does not answer."""
-        pods = self.core.list_pod_for_all_namespaces(field_selector=LIVE_PODS)
+        Raises ApiException when the API does not answer, ViewStale when the watched view is stale. With a view,
+        this is the read that takes the cycle's snapshot."""
+        pods = self.view.snapshot().pods if self.view is not None else \
+            self.core.list_pod_for_all_namespaces(field_selector=LIVE_PODS).items
         self._seen = {f"{p.metadata.namespace}/{p.metadata.name}": (p.metadata.uid, p.spec.priority_class_name or "")
-                      for p in pods.items if p.metadata.namespace in self.tenant_of}
-        return pods_as_jobs(pods.items, self.tenant_of, self.cfg.gpu_resource, tenants, resolver=self.resolver)
+                      for p in pods if p.metadata.namespace in self.tenant_of}
+        return pods_as_jobs(pods, self.tenant_of, self.cfg.gpu_resource, tenants, resolver=self.resolver)
 
     def cluster_nodes(self, tenants: tuple[str, ...]) -> Nodes:
         """Every node as the policy's Nodes: allocatable GPUs, the GPUs of the pods bound there, those of pods
         being deleted as draining, cordoned/NotReady/foreign-tainted nodes as 0 GPUs and closed, our hold label
-        as the holder (view.py). Raises ApiException when the API does not answer."""
-        nodes = self.core.list_node().items
-        pods = self.core.list_pod_for_all_namespaces(field_selector=LIVE_PODS)
-        return nodes_view(nodes, pods.items, self.cfg.gpu_resource, tenants, self.hold_label, self.resolver)
+        as the holder (view.py). Raises ApiException when the API does not answer, ViewStale when the watched
+        view is stale; with a view, the cycle's snapshot (the one cluster_jobs took)."""
+        if self.view is not None:
+            snap = self.view.current()
+            nodes, pods = snap.nodes, snap.pods
+        else:
+            nodes = self.core.list_node().items
+            pods = self.core.list_pod_for_all_namespaces(field_selector=LIVE_PODS).items
+        return nodes_view(nodes, pods, self.cfg.gpu_resource, tenants, self.hold_label, self.resolver)
 
     def node_names(self) -> set[str]:
+        if self.view is not None:
+            return {n.metadata.name for n in self.view.snapshot().nodes}
         return {n.metadata.name for n in self.core.list_node().items}
 
     def jobs_on_node(self, node: str) -> list[tuple[str, str]]:

@@ -70,6 +70,7 @@ from kubernetes.client.exceptions import ApiException
 from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, stop_on_fence
 from daemon.actuators.k8s.actuator import KubernetesActuator, api_client, tenant_namespaces
 from daemon.actuators.k8s.flavors import MIG_PREFIX, PRODUCT_LABEL
+from daemon.actuators.k8s.informer import ClusterView
 from daemon.actuators.k8s.node_holds import NodeHolds
 from daemon.actuators.k8s.objects import POOL_VALUE, name_part
 from daemon.config import KubernetesActuatorConfig, KueueActuatorConfig, TenantConfig
@@ -92,7 +93,8 @@ class KueueActuator:
 
     def __init__(self, api_client: k8s.ApiClient, cfg: KueueActuatorConfig, tenants: list[TenantConfig],
                  dry_run: bool = True, conn: KubernetesActuatorConfig | None = None, min_runtime_s: float = 0.0,
-                 clock: Callable[[], float] = time.monotonic, fleet: FleetConfig | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, fleet: FleetConfig | None = None,
+                 view: ClusterView | None = None) -> None:
         self.custom = k8s.CustomObjectsApi(api_client)
         # a mixed fleet: flavors per GPU type; a MIG profile is a resource of its own (a resource group each)
         typed = fleet is not None and fleet.typed
@@ -107,12 +109,12 @@ class KueueActuator:
         self.holders = sorted(self.ns_of)
         self.nodes = NodeHolds(api_client, label=cfg.hold_label, gpu_resource=cfg.gpu_resource,
                                tenants_ns=self.ns_of, shrink_delay_s=cfg.hold_shrink_delay_s, dry_run=dry_run,
-                               clock=clock, resolver=fleet.resolver() if typed else None)
+                               clock=clock, resolver=fleet.resolver() if typed else None, view=view)
         # evictions only (Eviction API, grace period, min run time); PriorityClasses and failover stay with
         # the kubernetes actuator
         self.pods = KubernetesActuator(api_client, conn or KubernetesActuatorConfig(), tenants, dry_run,
                                        enforce_plan=False, min_runtime_s=min_runtime_s, hold_label=cfg.hold_label,
-                                       fleet=fleet)
+                                       fleet=fleet, view=view)
         self._held: dict[str, int] = {t: 0 for t in self.holders}  # GPUs on each holder's nodes, last known
         self._pool_held = 0                                          # GPUs on the pool's nodes, last known
         self._held_by_type: dict[str, dict[str, int]] = {}  # hold label value -> {type: GPUs}, last known
@@ -135,8 +137,15 @@ class KueueActuator:
     @staticmethod
     def from_config(conn: KubernetesActuatorConfig, cfg: KueueActuatorConfig, tenants: list[TenantConfig],
                     dry_run: bool = True, min_runtime_s: float = 0.0,
-                    fleet: FleetConfig | None = None) -> "KueueActuator":
-        return KueueActuator(api_client(conn), cfg, tenants, dry_run, conn, min_runtime_s, fleet=fleet)
+                    fleet: FleetConfig | None = None, view: ClusterView | None = None) -> "KueueActuator":
+        return KueueActuator(api_client(conn), cfg, tenants, dry_run, conn, min_runtime_s, fleet=fleet, view=view)
+
+    def start_view(self) -> None:
+        """The service starts: the watches of the view begin (KeepsClusterView)."""
+        self.pods.start_view()
+
+    def stop_view(self) -> None:
+        self.pods.stop_view()
 
     def queue_name(self, tier: str) -> str:
         return f"{self.cfg.queue_prefix}-{tier}"

@@ -35,6 +35,7 @@ from kubernetes.client.exceptions import ApiException
 from daemon.actuators import whole_nodes
 from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard
 from daemon.actuators.k8s import flavors
+from daemon.actuators.k8s.informer import ClusterView
 from daemon.actuators.k8s.objects import evictable, gpu_quantity, name_part, node_usable, pod_gpus, priority_class_name
 from daemon.config.fleet import TypeResolver
 from daemon.text import plural
@@ -55,8 +56,9 @@ class HoldNode:
 class NodeHolds:
     def __init__(self, api_client: k8s.ApiClient, *, label: str, gpu_resource: str, tenants_ns: dict[str, str],
                  shrink_delay_s: float, dry_run: bool, clock: Callable[[], float] = time.monotonic,
-                 resolver: TypeResolver | None = None) -> None:
+                 resolver: TypeResolver | None = None, view: ClusterView | None = None) -> None:
         self.api = api_client
+        self.view = view  # the watched view (informer.py): the cycle's snapshot instead of two lists
         self.core = k8s.CoreV1Api(api_client)
         self.label = label
         self.resource = gpu_resource
@@ -74,9 +76,15 @@ class NodeHolds:
     # ---- reading ---------------------------------------------------------------------------------
     def read(self) -> tuple[list[HoldNode], dict[str, dict[str, int]], dict[str | None, dict[str, int]]]:
         """Nodes; GPUs per node per tenant of the running pods; and GPUs per node of the running pods the
-        daemon may not evict, per owner (a tenant, or None outside the tenant namespaces). Raises ApiException."""
-        nodes_raw = self.core.list_node().items
-        pods = self.core.list_pod_for_all_namespaces(field_selector="status.phase=Running").items
+        daemon may not evict, per owner (a tenant, or None outside the tenant namespaces). Raises ApiException
+        (ViewStale with a watched view that is stale)."""
+        if self.view is not None:
+            snap = self.view.current()
+            nodes_raw = snap.nodes
+            pods = [p for p in snap.pods if p.status is not None and p.status.phase == "Running"]
+        else:
+            nodes_raw = self.core.list_node().items
+            pods = self.core.list_pod_for_all_namespaces(field_selector="status.phase=Running").items
         used: dict[str, int] = {}
         by_tenant: dict[str, dict[str, int]] = {}
         firm: dict[str | None, dict[str, int]] = {}

@@ -1,6 +1,7 @@
 """The cluster as the Kubernetes API shows it: pods as the policy's Jobs, nodes as its Nodes.
 
-Two list calls per cycle through the official client (nodes; pods of all namespaces), read by both the plain
+Pods of all namespaces and nodes, from the daemon's watched view (informer.py: listed once, then watched; one
+snapshot per cycle), or listed through the official client where no view is given; read by both the plain
 Kubernetes actuator and the Kueue one (which holds nodes with a label and taint, node_holds.py):
 
 - a job is a pod of a tenant namespace that asks for GPUs (``requests``, else ``limits``, of the GPU resource),

@@ -1,0 +1,266 @@
+"""The daemon's Kubernetes view of pods and nodes, kept by list-then-watch instead of two full lists per cycle.
+
+At 1,000 nodes and 10,000 pods a full list of every pod costs the apiserver and the daemon seconds each cycle
+(bench/k8s_scale_bench.py). Here each kind is listed once (in pages), then watched from the list's
+resourceVersion with bookmarks, in a thread of its own (``Reflector``); the cycle takes one ``Snapshot`` of both
+stores under one lock. The watch is re-opened from the last resourceVersion when the server ends it (its
+timeout); a 410 Gone (the version was compacted away) leads to a fresh list; any other failure to a reconnect
+with a growing, jittered backoff.
+
+A view whose watch is down is **stale**: ``ClusterView.snapshot`` raises ``ViewStale`` naming the kind, since
+when and why, so the cycle keeps its last plan and preempts nothing new (the source reports a SourceError, as for
+an apiserver that does not answer). Missing data is never an empty cluster.
+
+Pods: live ones only (``LIVE_PODS``, as the lists before); nodes: all. Objects are the official client's models,
+as the lists gave them, and are replaced, never changed, so a snapshot stays consistent while the watch goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from kubernetes import client as k8s, watch as kwatch
+from kubernetes.client.exceptions import ApiException
+
+log = logging.getLogger("gpu_autoscaler.actuator.kubernetes.view")
+
+LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"  # pods that hold (or wait for) their GPUs
+PAGE = 500                # objects per list page: each page answers within the request timeout at any size
+WATCH_S = 300             # the server ends each watch after about this (then it is re-opened, no list)
+BACKOFF_S = (0.5, 30.0)   # first and longest wait before reconnecting after a failure
+
+
+class ViewStale(RuntimeError):
+    """The view cannot be trusted now (not listed yet, or a watch down): the cycle must not act on it."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Both stores at one instant: what one cycle reads."""
+
+    pods: list
+    nodes: list
+    at: float  # time.time() when taken
+
+
+class Reflector:
+    """One kind (pods or nodes) listed, then watched, in a store of key -> object.
+
+    ``step()`` is one turn of the loop (a list, or one watch until it ends), so a test can drive it on a real
+    apiserver without a thread; ``run()`` repeats it with backoff until stopped."""
+
+    def __init__(self, kind: str, list_func: Callable, *, field_selector: str | None = None,
+                 request_timeout_s: float = 10.0, watch_s: int = WATCH_S) -> None:
+        self.kind = kind
+        self.list_func = list_func
+        self.field_selector = field_selector
+        self.request_timeout_s = request_timeout_s
+        self.watch_s = watch_s
+        self.store: dict[str, object] = {}
+        self.rv: str | None = None      # resume the watch from here; None: list first
+        self.lists = 0                  # full lists done (a test and the bench count them)
+        self.watches = 0                # watches opened
+        self.fresh = False              # listed, and the watch is up or about to be re-opened
+        self.why_stale = "not listed yet"
+        self.stale_since = time.time()
+        self.lock = threading.Lock()    # the ClusterView's: shared, so a snapshot sees both kinds at once
+        self._watch = kwatch.Watch()
+        self._resp = None               # the open watch's response: stop() closes it to end a blocked read
+        self._stopped = threading.Event()
+
+    @staticmethod
+    def key(obj) -> str:
+        m = obj.metadata
+        return f"{m.namespace}/{m.name}" if m.namespace else m.name
+
+    def _kwargs(self) -> dict:
+        return {"field_selector": self.field_selector} if self.field_selector else {}
+
+    def _stale(self, why: str) -> None:
+        with self.lock:
+            if self.fresh:
+                self.stale_since = time.time()
+            self.fresh = False
+            self.why_stale = why
+
+    def relist(self) -> None:
+        """A full list, in pages of PAGE, replacing the store; the watch resumes from its resourceVersion."""
+        items: list = []
+        cont = None
+        while True:
+            page = self.list_func(limit=PAGE, _continue=cont, _request_timeout=self.request_timeout_s,
+                                  **self._kwargs())
+            items.extend(page.items)
+            cont = page.metadata._continue
+            if not cont:
+                break
+        with self.lock:
+            self.store = {self.key(o): o for o in items}
+            self.rv = page.metadata.resource_version
+            self.lists += 1
+            self.fresh = True
+            self.why_stale = ""
+
+    def watch_once(self) -> None:
+        """One watch from ``rv`` until the server ends it (normal: fresh stays) or it fails (raises)."""
+        resp = self.list_func(watch=True, resource_version=self.rv, allow_watch_bookmarks=True,
+                              timeout_seconds=self.watch_s, _preload_content=False,
+                              _request_timeout=(self.request_timeout_s, self.watch_s + 30), **self._kwargs())
+        self.watches += 1
+        self._resp = resp
+        with self.lock:
+            if not self.fresh:
+                self.fresh, self.why_stale = True, ""  # the watch is up again from a version we hold
+        return_type = self._watch.get_return_type(self.list_func)
+        try:
+            for line in kwatch.watch.iter_resp_lines(resp):
+                if self._stopped.is_set():
+                    return
+                ev = self._watch.unmarshal_event(line, return_type)
+                if ev is None:
+                    continue
+                kind = ev["type"]
+                if kind == "ERROR":
+                    obj = ev["raw_object"]
+                    raise ApiException(status=obj.get("code", 0), reason=f"{obj.get('reason')}: {obj.get('message')}")
+                if kind == "BOOKMARK":
+                    self.rv = ev["raw_object"]["metadata"]["resourceVersion"]
+                    continue
+                obj = ev["object"]
+                with self.lock:
+                    if kind == "DELETED":
+                        self.store.pop(self.key(obj), None)
+                    else:
+                        self.store[self.key(obj)] = obj
+                    self.rv = obj.metadata.resource_version
+        finally:
+            self._resp = None
+            resp.close()
+            resp.release_conn()
+
+    def step(self) -> bool:
+        """One turn: a list when none is held, else one watch. False when it failed (the view is stale now)."""
+        try:
+            if self.rv is None:
+                self.relist()
+            else:
+                self.watch_once()
+            return True
+        except ApiException as exc:
+            if exc.status == 410:  # the version is gone from the server's history: list again
+                self.rv = None
+                self._stale(f"the watch expired (410 {exc.reason}); listing again")
+            else:
+                self._stale(f"{exc.status} {exc.reason}")
+        except Exception as exc:  # a connection that broke, a read timeout: reconnect from the version held
+            self._stale(f"{type(exc).__name__}: {exc}")
+        return False
+
+    def run(self) -> None:
+        """Until stop(): steps, with a jittered backoff that doubles after each failure in a row."""
+        wait, said = BACKOFF_S[0], ""
+        while not self._stopped.is_set():
+            if self.step():
+                if said and self.fresh:
+                    log.info("Kubernetes view of %s is up to date again", self.kind)
+                    said = ""
+                wait = BACKOFF_S[0]
+                continue
+            if self._stopped.is_set():
+                return
+            if self.why_stale != said:  # once per reason, not per retry
+                log.warning("Kubernetes view of %s is stale (%s): retrying with backoff", self.kind, self.why_stale)
+                said = self.why_stale
+            self._stopped.wait(wait * random.uniform(0.8, 1.2))
+            wait = min(wait * 2, BACKOFF_S[1])
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._stale("stopped")
+        resp = self._resp
+        conn = getattr(resp, "connection", None) or getattr(resp, "_connection", None)
+        sock = getattr(conn, "sock", None)
+        if sock is not None:
+            try:  # a close would wait for the blocked read; a shutdown ends it at once (the reader sees EOF)
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class ClusterView:
+    """Pods (live) and nodes, each kept by a Reflector thread; one consistent Snapshot per cycle.
+
+    Started by the service (``start``) or by the first snapshot, which then waits up to ``sync_timeout_s`` for
+    the first lists; stopped with the daemon."""
+
+    def __init__(self, api_client: k8s.ApiClient, *, request_timeout_s: float = 10.0,
+                 sync_timeout_s: float = 120.0, watch_s: int = WATCH_S) -> None:
+        core = k8s.CoreV1Api(api_client)
+        self.pods = Reflector("pods", core.list_pod_for_all_namespaces, field_selector=LIVE_PODS,
+                              request_timeout_s=request_timeout_s, watch_s=watch_s)
+        self.nodes = Reflector("nodes", core.list_node, request_timeout_s=request_timeout_s, watch_s=watch_s)
+        self.lock = threading.Lock()
+        self.pods.lock = self.nodes.lock = self.lock
+        self.sync_timeout_s = sync_timeout_s
+        self._threads: list[threading.Thread] = []
+        self._start_lock = threading.Lock()
+        self._last: Snapshot | None = None
+
+    @property
+    def reflectors(self) -> tuple[Reflector, Reflector]:
+        return self.pods, self.nodes
+
+    def start(self) -> None:
+        """The two watch threads (once; daemon threads, so a one-shot command never hangs on them)."""
+        with self._start_lock:
+            if self._threads:
+                return
+            for r in self.reflectors:
+                t = threading.Thread(target=r.run, name=f"k8s-watch-{r.kind}", daemon=True)
+                t.start()
+                self._threads.append(t)
+
+    def stop(self) -> None:
+        for r in self.reflectors:
+            r.stop()
+        for t in self._threads:
+            t.join(timeout=5)
+
+    def wait_synced(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if all(r.fresh for r in self.reflectors):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def snapshot(self) -> Snapshot:
+        """Both stores as of now; raises ViewStale, saying which kind, since when and why, when either cannot be
+        trusted (not listed yet, or its watch down)."""
+        if not self._threads:
+            self.start()
+            self.wait_synced(self.sync_timeout_s)
+        with self.lock:
+            stale = [r for r in self.reflectors if not r.fresh]
+            if not stale:
+                self._last = Snapshot(pods=list(self.pods.store.values()), nodes=list(self.nodes.store.values()),
+                                      at=time.time())
+                return self._last
+            why = "; ".join(f"{r.kind}: {r.why_stale} (for {max(0.0, time.time() - r.stale_since):.0f} s)"
+                            for r in stale)
+        raise ViewStale(f"the Kubernetes view is stale, not used this cycle: {why}")
+
+    def current(self, reuse_s: float = 10.0) -> Snapshot:
+        """The cycle's snapshot: the one the cycle's job read took (``snapshot``), so the jobs, the nodes and the
+        node holds of one cycle are one instant; a new one when none was taken within `reuse_s` or the view is
+        stale now (ViewStale)."""
+        last = self._last
+        if last is not None and time.time() - last.at < reuse_s and all(r.fresh for r in self.reflectors):
+            return last
+        return self.snapshot()
