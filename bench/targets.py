@@ -128,3 +128,12 @@ ETA = {
     "error_at_most_half_naive": {"what": "median abs error <= half the naive estimate's", "metric": "error_vs_naive",
                                  "op": "<=", "value": 0.5},
 }
+
+# bench/k8s_scale_bench.py: the daemon's Kubernetes view and cycle on the real control plane, 1,000 KWOK GPU nodes and
+# 10,000 pods (issue 38, item 6)
+K8S_SCALE = {
+    "cycle_p95_2s": {"what": "cycle p95 (the reads, plan, Kueue and kubernetes actuators), steady state",
+                     "metric": "daemon.cycle_p95_ms", "op": "<", "value": 2000, "unit": "ms"},
+    "no_relist": {"what": "full lists of pods or nodes during the cycles (after the view's first)",
+                  "metric": "daemon.full_lists_in_cycles", "op": "==", "value": 0, "unit": ""},
+}
