@@ -118,3 +118,30 @@ def test_a_cut_watch_makes_the_view_stale_and_the_cycle_refuses_it_until_it_is_b
     finally:
         view.stop()
         relay.cut()
+
+
+def test_an_apiserver_down_at_start_is_said_at_the_first_read_not_waited_for(tmp_path):
+    """No apiserver where the kubeconfig points: the first read fails at once with the reason (the daemon starts
+    degraded and says so), instead of waiting the sync timeout for a list that cannot come."""
+    import time
+
+    from kubernetes import config as kcfg
+
+    from daemon.actuators.k8s.actuator import TimedApiClient
+    from tests.conftest import free_port
+
+    port = free_port()  # nothing listens there
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(f"apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{port}\n"
+                  "users:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: x\n  context:\n    cluster: c\n"
+                  "    user: u\ncurrent-context: x\n")
+    conf = k8s.Configuration()
+    kcfg.load_kube_config(config_file=str(kc), client_configuration=conf)
+    view = ClusterView(TimedApiClient(conf, timeout_s=2), request_timeout_s=2, sync_timeout_s=120)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(ViewStale, match=r"the Kubernetes view is stale.*no answer within 2 s"):
+            view.snapshot()
+        assert time.monotonic() - t0 < 60
+    finally:
+        view.stop()

@@ -34,6 +34,7 @@ LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"  # pods that hold (or
 PAGE = 500                # objects per list page: each page answers within the request timeout at any size
 WATCH_S = 300             # the server ends each watch after about this (then it is re-opened, no list)
 BACKOFF_S = (0.5, 30.0)   # first and longest wait before reconnecting after a failure
+NOT_LISTED = "not listed yet"
 
 
 class ViewStale(RuntimeError):
@@ -67,7 +68,7 @@ class Reflector:
         self.lists = 0                  # full lists done (a test and the bench count them)
         self.watches = 0                # watches opened
         self.fresh = False              # listed, and the watch is up or about to be re-opened
-        self.why_stale = "not listed yet"
+        self.why_stale = NOT_LISTED
         self.stale_since = time.time()
         self.lock = threading.Lock()    # the ClusterView's: shared, so a snapshot sees both kinds at once
         self._watch = kwatch.Watch()
@@ -196,8 +197,8 @@ class Reflector:
 class ClusterView:
     """Pods (live) and nodes, each kept by a Reflector thread; one consistent Snapshot per cycle.
 
-    Started by the service (``start``) or by the first snapshot, which then waits up to ``sync_timeout_s`` for
-    the first lists; stopped with the daemon."""
+    Started by the service (``start``) or by the first snapshot. The first snapshot waits for the first lists (up
+    to ``sync_timeout_s``, 10,000 pods take seconds) unless one fails; stopped with the daemon."""
 
     def __init__(self, api_client: k8s.ApiClient, *, request_timeout_s: float = 10.0,
                  sync_timeout_s: float = 120.0, watch_s: int = WATCH_S) -> None:
@@ -240,12 +241,19 @@ class ClusterView:
             time.sleep(0.05)
         return False
 
+    def _first_sync(self) -> None:
+        """Before the first lists: wait for them (up to sync_timeout_s), so a cycle at start-up reads the cluster
+        rather than failing for a list still on its way; not once a list failed (the apiserver down: said now)."""
+        deadline = time.monotonic() + self.sync_timeout_s
+        while time.monotonic() < deadline and not all(r.fresh for r in self.reflectors) and \
+                all(r.fresh or (r.lists == 0 and r.why_stale == NOT_LISTED) for r in self.reflectors):
+            time.sleep(0.05)
+
     def snapshot(self) -> Snapshot:
         """Both stores as of now; raises ViewStale, saying which kind, since when and why, when either cannot be
         trusted (not listed yet, or its watch down)."""
-        if not self._threads:
-            self.start()
-            self.wait_synced(self.sync_timeout_s)
+        self.start()
+        self._first_sync()
         with self.lock:
             stale = [r for r in self.reflectors if not r.fresh]
             if not stale:
