@@ -61,6 +61,15 @@ def test_cycles_read_the_watched_view_with_no_list_after_the_first_and_see_a_new
         assert _lists(kube) == first, (before, first, _lists(kube))
         assert first["pods"] - before["pods"] >= 1 and first["nodes"] - before["nodes"] >= 1
         assert kub.view is kueue.pods.view and kub.view.pods.lists == 1 and kub.view.nodes.lists == 1
+        # what the view holds of them: what the daemon reads, not the fields it never does (most of their size)
+        wait_for(lambda: core.read_namespaced_pod("late", ns["team-a"]).status.conditions, timeout=60,
+                 what="the pod's conditions on the server")
+        snap = kub.view.snapshot()
+        pod = next(p for p in snap.pods if p.metadata.name == "late")
+        node = next(n for n in snap.nodes if n.metadata.name == nodes[0])
+        assert pod.metadata.uid and pod.spec.containers and pod.status.phase
+        assert pod.metadata.managed_fields is None and pod.status.conditions is None
+        assert node.metadata.managed_fields is None and any(c.type == "Ready" for c in node.status.conditions)
     finally:
         rt.close()
         kube.delete_nodes(nodes)

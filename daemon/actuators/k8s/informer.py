@@ -17,6 +17,7 @@ as the lists gave them, and are replaced, never changed, so a snapshot stays con
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import socket
@@ -35,6 +36,17 @@ PAGE = 500                # objects per list page: each page answers within the 
 WATCH_S = 300             # the server ends each watch after about this (then it is re-opened, no list)
 BACKOFF_S = (0.5, 30.0)   # first and longest wait before reconnecting after a failure
 NOT_LISTED = "not listed yet"
+
+
+# what the daemon never reads of a pod or a node (view.py, node_holds.py, objects.py, flavors.py), dropped from the
+# view: the server's field bookkeeping, a pod's conditions, container statuses and volumes, a node's image list
+POD_DROPPED = (("metadata", "managedFields"), ("status", "conditions"), ("status", "containerStatuses"),
+               ("status", "initContainerStatuses"), ("status", "ephemeralContainerStatuses"), ("spec", "volumes"))
+NODE_DROPPED = (("metadata", "managedFields"), ("status", "images"))
+
+
+def _body(resp) -> str:
+    return resp.data.decode("utf-8", errors="replace") if isinstance(resp.data, bytes) else str(resp.data)
 
 
 class ViewStale(RuntimeError):
@@ -57,12 +69,16 @@ class Reflector:
     apiserver without a thread; ``run()`` repeats it with backoff until stopped."""
 
     def __init__(self, kind: str, list_func: Callable, *, field_selector: str | None = None,
-                 request_timeout_s: float = 10.0, watch_s: int = WATCH_S) -> None:
+                 request_timeout_s: float = 10.0, watch_s: int = WATCH_S,
+                 dropped: tuple[tuple[str, ...], ...] = (("metadata", "managedFields"),)) -> None:
         self.kind = kind
+        self.dropped = dropped
         self.list_func = list_func
         self.field_selector = field_selector
         self.request_timeout_s = request_timeout_s
         self.watch_s = watch_s
+        self.api_client = list_func.__self__.api_client  # a bound method of CoreV1Api: its client deserializes
+        self.model_type = kwatch.Watch().get_return_type(list_func)  # V1Pod, V1Node
         self.store: dict[str, object] = {}
         self.rv: str | None = None      # resume the watch from here; None: list first
         self.lists = 0                  # full lists done (a test and the bench count them)
@@ -71,9 +87,19 @@ class Reflector:
         self.why_stale = NOT_LISTED
         self.stale_since = time.time()
         self.lock = threading.Lock()    # the ClusterView's: shared, so a snapshot sees both kinds at once
-        self._watch = kwatch.Watch()
         self._resp = None               # the open watch's response: stop() closes it to end a blocked read
         self._stopped = threading.Event()
+
+    def _model(self, raw: dict):
+        """The official client's model of one object, without the fields the daemon never reads (`dropped`): they
+        are most of a pod's or node's size, and the view holds every one."""
+        for path in self.dropped:
+            parent = raw
+            for part in path[:-1]:
+                parent = parent.get(part) if isinstance(parent, dict) else None
+            if isinstance(parent, dict):
+                parent.pop(path[-1], None)
+        return self.api_client.deserialize(json.dumps(raw), self.model_type, "application/json")
 
     @staticmethod
     def key(obj) -> str:
@@ -95,15 +121,18 @@ class Reflector:
         items: list = []
         cont = None
         while True:
-            page = self.list_func(limit=PAGE, _continue=cont, _request_timeout=self.request_timeout_s,
-                                  **self._kwargs())
-            items.extend(page.items)
-            cont = page.metadata._continue
+            resp = self.list_func(limit=PAGE, _continue=cont, _request_timeout=self.request_timeout_s,
+                                  _preload_content=False, **self._kwargs())
+            if not 200 <= resp.status <= 299:
+                raise ApiException(status=resp.status, reason=f"{resp.reason}: {_body(resp)[:300]!r}")
+            page = json.loads(_body(resp))
+            items += [self._model(o) for o in page.get("items") or []]
+            cont = page["metadata"].get("continue")
             if not cont:
                 break
         with self.lock:
             self.store = {self.key(o): o for o in items}
-            self.rv = page.metadata.resource_version
+            self.rv = page["metadata"]["resourceVersion"]
             self.lists += 1
             self.fresh = True
             self.why_stale = ""
@@ -118,22 +147,22 @@ class Reflector:
         with self.lock:
             if not self.fresh:
                 self.fresh, self.why_stale = True, ""  # the watch is up again from a version we hold
-        return_type = self._watch.get_return_type(self.list_func)
         try:
+            if not 200 <= resp.status <= 299:
+                raise ApiException(status=resp.status, reason=f"{resp.reason}: {_body(resp)[:300]!r}")
             for line in kwatch.watch.iter_resp_lines(resp):
                 if self._stopped.is_set():
                     return
-                ev = self._watch.unmarshal_event(line, return_type)
-                if ev is None:
+                if not line.strip():
                     continue
-                kind = ev["type"]
+                ev = json.loads(line)
+                kind, raw = ev["type"], ev["object"]
                 if kind == "ERROR":
-                    obj = ev["raw_object"]
-                    raise ApiException(status=obj.get("code", 0), reason=f"{obj.get('reason')}: {obj.get('message')}")
+                    raise ApiException(status=raw.get("code", 0), reason=f"{raw.get('reason')}: {raw.get('message')}")
                 if kind == "BOOKMARK":
-                    self.rv = ev["raw_object"]["metadata"]["resourceVersion"]
+                    self.rv = raw["metadata"]["resourceVersion"]
                     continue
-                obj = ev["object"]
+                obj = self._model(raw)
                 with self.lock:
                     if kind == "DELETED":
                         self.store.pop(self.key(obj), None)
@@ -204,8 +233,9 @@ class ClusterView:
                  sync_timeout_s: float = 120.0, watch_s: int = WATCH_S) -> None:
         core = k8s.CoreV1Api(api_client)
         self.pods = Reflector("pods", core.list_pod_for_all_namespaces, field_selector=LIVE_PODS,
-                              request_timeout_s=request_timeout_s, watch_s=watch_s)
-        self.nodes = Reflector("nodes", core.list_node, request_timeout_s=request_timeout_s, watch_s=watch_s)
+                              request_timeout_s=request_timeout_s, watch_s=watch_s, dropped=POD_DROPPED)
+        self.nodes = Reflector("nodes", core.list_node, request_timeout_s=request_timeout_s, watch_s=watch_s,
+                               dropped=NODE_DROPPED)
         self.lock = threading.Lock()
         self.pods.lock = self.nodes.lock = self.lock
         self.sync_timeout_s = sync_timeout_s
