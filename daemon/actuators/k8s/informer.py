@@ -11,8 +11,9 @@ A view whose watch is down is **stale**: ``ClusterView.snapshot`` raises ``ViewS
 when and why, so the cycle keeps its last plan and preempts nothing new (the source reports a SourceError, as for
 an apiserver that does not answer). Missing data is never an empty cluster.
 
-Pods: live ones only (``LIVE_PODS``, as the lists before); nodes: all. Objects are the official client's models,
-as the lists gave them, and are replaced, never changed, so a snapshot stays consistent while the watch goes on.
+Pods: live ones only (``LIVE_PODS``, as the lists before); nodes: all. Objects are the official client's models
+without the fields the daemon never reads (POD_DROPPED, NODE_DROPPED: most of their size), and are replaced, never
+changed, so a snapshot stays consistent while the watch goes on.
 """
 
 from __future__ import annotations
