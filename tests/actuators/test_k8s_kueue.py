@@ -707,9 +707,28 @@ def test_the_daemon_builds_both_kubernetes_actuators_from_one_config(tmp_path):
     # both read the nodes back with the hold label (held_by of ListsClusterNodes), whichever the runtime asks
     assert kube.hold_label == kq.pods.hold_label == cfg.actuators.kueue.hold_label
     assert isinstance(kq.custom.api_client, TimedApiClient) and kq.custom.api_client.timeout_s == 4
+    # one watched view of pods and nodes for both (tests/k8s/test_view_watch.py: on the real apiserver); the capture
+    # server serves no watch, so the reads here are its lists
+    assert kube.view is not None and kube.view is kq.pods.view is kq.nodes.view
+    kq.pods.view = kq.nodes.view = None
     p = Plan(**{**plan(8).__dict__, "quotas": {"batchy": 40}})
     assert kq.apply(p).ok and c.held() == {"n1": "team-high"}
     assert pool.sent[0]["headers"]["authorization"] == "Bearer t"          # the kubeconfig's credentials
+
+
+def test_a_list_answer_with_no_resource_version_makes_the_view_stale_in_one_line():
+    """A list the view could not watch from (no metadata.resourceVersion: no Kubernetes apiserver answers so, the
+    capture server here does): the view is stale and says why, in one line, instead of a KeyError."""
+    from daemon.actuators.k8s.informer import ClusterView, ViewStale
+
+    api, _ = served(FakeCluster().routes())
+    view = ClusterView(api, sync_timeout_s=30)
+    try:
+        with pytest.raises(ViewStale, match=r"(pods|nodes): ValueError: the list of (pods|nodes) has no "
+                                            r"metadata.resourceVersion to watch from \(for \d+ s\)"):
+            view.snapshot()
+    finally:
+        view.stop()
 
 
 def test_a_held_node_the_holder_can_never_use_is_let_go_as_in_the_simulator():

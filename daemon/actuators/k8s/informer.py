@@ -131,9 +131,12 @@ class Reflector:
             cont = page["metadata"].get("continue")
             if not cont:
                 break
+        rv = page["metadata"].get("resourceVersion")
+        if not rv:  # a watch could not resume from anything: not an answer a Kubernetes apiserver gives
+            raise ValueError(f"the list of {self.kind} has no metadata.resourceVersion to watch from")
         with self.lock:
             self.store = {self.key(o): o for o in items}
-            self.rv = page["metadata"]["resourceVersion"]
+            self.rv = rv
             self.lists += 1
             self.fresh = True
             self.why_stale = ""
