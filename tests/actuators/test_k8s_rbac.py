@@ -15,6 +15,9 @@ BASE = "https://127.0.0.1:6443"
     ("PATCH", "/api/v1/nodes/n1", Permission("patch", "", "nodes", "")),
     ("GET", "/api/v1/nodes", Permission("list", "", "nodes", "")),
     ("GET", "/api/v1/nodes?watch=true", Permission("watch", "", "nodes", "")),
+    # the official client's watch, as the daemon's view sends it (a Python bool in the query)
+    ("GET", "/api/v1/pods?fieldSelector=status.phase%21%3DSucceeded&watch=True&allowWatchBookmarks=True",
+     Permission("watch", "", "pods", "")),
     ("GET", "/api/v1/pods?fieldSelector=status.phase%21%3DSucceeded", Permission("list", "", "pods", "")),
     ("GET", "/api/v1/namespaces/t/pods/p", Permission("get", "", "pods", "t")),
     ("POST", "/api/v1/namespaces/t/pods/p/eviction", Permission("create", "", "pods/eviction", "t")),

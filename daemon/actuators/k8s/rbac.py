@@ -66,8 +66,8 @@ def permission(method: str, url: str) -> Permission | None:
     resource, name, sub = rest[0], (rest[1] if len(rest) > 1 else ""), (rest[2] if len(rest) > 2 else "")
     m = method.upper()
     if m == "GET":
-        verb = ("watch" if parse_qs(parts.query).get("watch", [""])[0] in ("true", "1") else "list") if not name \
-            else "get"
+        watch = parse_qs(parts.query).get("watch", [""])[0].lower() in ("true", "1")  # the client sends True
+        verb = ("watch" if watch else "list") if not name else "get"
     elif m == "DELETE":
         verb = "delete" if name else "deletecollection"
     else:
