@@ -75,6 +75,32 @@ def test_cycles_read_the_watched_view_with_no_list_after_the_first_and_see_a_new
         kube.delete_nodes(nodes)
 
 
+def test_a_hold_patched_from_the_view_is_released_at_once_from_the_patch_answer(kube):
+    """The Kueue node holds read the watched view: a hold made and released at once (a daemon stopping right after a
+    cycle) releases that node, from the version its own patch answered, not the view's older one (a 409)."""
+    from daemon.actuators.base import ActionReport
+    from daemon.actuators.k8s.kueue import KueueActuator
+    from daemon.config import KueueActuatorConfig
+
+    core = k8s.CoreV1Api(kube.api())
+    tenants, ns, nodes = kube.tenants({"team-high": "high"}, nodes=1)
+    view = ClusterView(kube.api())
+    act = KueueActuator(kube.api(), KueueActuatorConfig(), tenants, dry_run=False, view=view)
+    label = KueueActuatorConfig().hold_label
+    try:
+        rep = ActionReport("kueue", False)
+        assert act.nodes.apply(rep, {"team-high": 8}, {}) == {"team-high": 8} and rep.ok, rep.errors
+        assert (core.read_node(nodes[0]).metadata.labels or {}).get(label) == "team-high"
+        rep = ActionReport("kueue", False)
+        act.nodes.release_all(rep)
+        assert rep.ok, rep.errors
+        assert label not in (core.read_node(nodes[0]).metadata.labels or {})
+        assert view.nodes.lists == 1
+    finally:
+        view.stop()
+        kube.delete_nodes(nodes)
+
+
 def test_an_expired_watch_410_leads_to_a_new_list(kube):
     """The Reflector is the pods' and nodes' one; its kind here is events, which the apiserver watches from etcd
     (no watch cache), so compacting etcd's history makes the real apiserver answer the resumed watch 410 Gone."""

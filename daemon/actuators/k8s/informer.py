@@ -1,11 +1,11 @@
 """The daemon's Kubernetes view of pods and nodes, kept by list-then-watch instead of two full lists per cycle.
 
 At 1,000 nodes and 10,000 pods a full list of every pod costs the apiserver and the daemon seconds each cycle
-(bench/k8s_scale_bench.py). Here each kind is listed once (in pages), then watched from the list's
-resourceVersion with bookmarks, in a thread of its own (``Reflector``); the cycle takes one ``Snapshot`` of both
-stores under one lock. The watch is re-opened from the last resourceVersion when the server ends it (its
-timeout); a 410 Gone (the version was compacted away) leads to a fresh list; any other failure to a reconnect
-with a growing, jittered backoff.
+(bench/k8s_scale_bench.py). Here each kind is listed once (in pages), then watched from the list's resourceVersion
+with bookmarks, in a thread of its own (``Reflector``); the cycle's reads of jobs and nodes take one ``Snapshot`` of
+both stores under one lock; a node the daemon patched is in the store from the patch's answer. The watch is
+re-opened from the last resourceVersion when the server ends it (its timeout); a 410 Gone (the version was compacted
+away) leads to a fresh list; any other failure to a reconnect with a growing, jittered backoff.
 
 A view whose watch is down is **stale**: ``ClusterView.snapshot`` raises ``ViewStale`` naming the kind, since
 when and why, so the cycle keeps its last plan and preempts nothing new (the source reports a SourceError, as for
@@ -44,6 +44,11 @@ NOT_LISTED = "not listed yet"
 POD_DROPPED = (("metadata", "managedFields"), ("status", "conditions"), ("status", "containerStatuses"),
                ("status", "initContainerStatuses"), ("status", "ephemeralContainerStatuses"), ("spec", "volumes"))
 NODE_DROPPED = (("metadata", "managedFields"), ("status", "images"))
+
+
+def _newer(a: str | None, b: str | None) -> bool:
+    """Whether version `a` is newer than `b`: etcd's revisions are numbers; anything else counts as not newer."""
+    return bool(a and b and a.isdigit() and b.isdigit() and int(a) > int(b))
 
 
 def _body(resp) -> str:
@@ -116,6 +121,17 @@ class Reflector:
                 self.stale_since = time.time()
             self.fresh = False
             self.why_stale = why
+
+    def observe(self, obj) -> None:
+        """An object this process just wrote (a node hold's patch answer), in the store at once, so its next write
+        is made from that version and not refused (409) while the watch's event for it is on its way. Kept only
+        if newer than the stored one (resourceVersions compared as etcd's numbers where they are numbers)."""
+        key = self.key(obj)
+        with self.lock:
+            have = self.store.get(key)
+            if have is not None and _newer(have.metadata.resource_version, obj.metadata.resource_version):
+                return
+            self.store[key] = obj
 
     def relist(self) -> None:
         """A full list, in pages of PAGE, replacing the store; the watch resumes from its resourceVersion."""
@@ -299,9 +315,9 @@ class ClusterView:
         raise ViewStale(f"the Kubernetes view is stale, not used this cycle: {why}")
 
     def current(self, reuse_s: float = 10.0) -> Snapshot:
-        """The cycle's snapshot: the one the cycle's job read took (``snapshot``), so the jobs, the nodes and the
-        node holds of one cycle are one instant; a new one when none was taken within `reuse_s` or the view is
-        stale now (ViewStale)."""
+        """The cycle's snapshot: the one the cycle's job read took (``snapshot``), so the jobs and the nodes the
+        cycle plans on are one instant; a new one when none was taken within `reuse_s` or the view is stale now
+        (ViewStale). The node holds, which write, read the latest (``snapshot``) instead."""
         last = self._last
         if last is not None and time.time() - last.at < reuse_s and all(r.fresh for r in self.reflectors):
             return last

@@ -78,8 +78,8 @@ class NodeHolds:
         """Nodes; GPUs per node per tenant of the running pods; and GPUs per node of the running pods the
         daemon may not evict, per owner (a tenant, or None outside the tenant namespaces). Raises ApiException
         (ViewStale with a watched view that is stale)."""
-        if self.view is not None:
-            snap = self.view.current()
+        if self.view is not None:  # the latest the view has: the holds are patched from these versions
+            snap = self.view.snapshot()
             nodes_raw = snap.nodes
             pods = [p for p in snap.pods if p.status is not None and p.status.phase == "Running"]
         else:
@@ -266,7 +266,9 @@ class NodeHolds:
         body = {"metadata": {"labels": {self.label: value}, "resourceVersion": node.resource_version},
                 "spec": {"taints": taints}}
         try:
-            self.core.patch_node(node.name, body)
+            done = self.core.patch_node(node.name, body)
+            if self.view is not None and done is not None:
+                self.view.nodes.observe(done)  # the next read (a release at stop) patches from this version
             return True
         except ApiException as exc:  # reported; the next cycle reads the node again
             rep.errors.append(f"{action}: {exc.status} {exc.reason}")
