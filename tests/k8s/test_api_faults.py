@@ -90,8 +90,10 @@ def test_the_apiserver_down_at_start_the_daemon_starts_degraded_and_says_so(worl
             wait_for(lambda: httpx.get(f"{base}/healthz", timeout=2).json()["status"] == "degraded", timeout=60,
                      what="/healthz degraded")
             h = httpx.get(f"{base}/healthz", timeout=2).json()
-            assert h["reason"].startswith("source unavailable: cannot read the scheduler's jobs: ApiException: (0) "
-                                          f"Reason: the API server https://127.0.0.1:{gate.port} is unreachable"), h
+            # the daemon's watched view (daemon/actuators/k8s/informer.py) could not list: stale, and why
+            assert h["reason"].startswith("source unavailable: cannot read the scheduler's jobs: ViewStale: the "
+                                          "Kubernetes view is stale, not used this cycle: "), h
+            assert f"the API server https://127.0.0.1:{gate.port} is unreachable" in h["reason"], h
             lines = [r.getMessage() for r in caplog.records if "cannot read the scheduler's jobs" in r.getMessage()]
             assert lines and all("\n" not in m for m in lines), lines          # one line each, no traceback
             assert not any(r.exc_info for r in caplog.records), "a traceback was logged"
@@ -109,7 +111,10 @@ def test_the_apiserver_down_mid_run_keeps_the_plan_and_preempts_nothing(world):
     good = rt.runner.run_once()
     assert good.outcome == "ok", good.error
     assert f"{low}/{pod}" in set(good.collected.state.jobs.ids)          # the real pod, read through the gate
+    view = next(a for a in rt.actuators if getattr(a, "view", None) is not None).view
     gate.close()
+    # the watched view's connections are cut: it says so before the cycle reads it (not a race with the cycle)
+    wait_for(lambda: not view.pods.fresh and not view.nodes.fresh, timeout=30, what="the view stale")
     down = rt.runner.run_once()
     assert down.outcome == "source_error" and "cannot read the scheduler's jobs" in down.error, down.error
     assert down.plan is good.plan and rt.runner.last_plan is good.plan  # the last good plan is kept
@@ -117,5 +122,6 @@ def test_the_apiserver_down_mid_run_keeps_the_plan_and_preempts_nothing(world):
     gate.open()
     live = core.read_namespaced_pod(pod, low)
     assert live.metadata.deletion_timestamp is None and live.status.phase == "Running"
+    wait_for(lambda: view.wait_synced(0.1), timeout=60, what="the view up again (its reconnect backoff)")
     back = rt.runner.run_once()
     assert back.outcome == "ok", back.error

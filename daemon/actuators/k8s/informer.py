@@ -206,8 +206,8 @@ class Reflector:
             if exc.status == 410:  # the version is gone from the server's history: list again
                 self.rv = None
                 self._stale(f"the watch expired (410 {exc.reason}); listing again")
-            else:
-                self._stale(f"{exc.status} {exc.reason}")
+            else:  # status 0: no answer (the client's reason says so)
+                self._stale(f"{exc.status} {exc.reason}" if exc.status else str(exc.reason))
         except Exception as exc:  # a connection that broke, a read timeout: reconnect from the version held
             self._stale(f"{type(exc).__name__}: {exc}")
         return False
