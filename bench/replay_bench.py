@@ -39,7 +39,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from daemon.config import Config  # noqa: E402
 from daemon.forecasting.retrain import default_data_dir, retrain_on  # noqa: E402
 from daemon.sim import report, workloads  # noqa: E402
-from daemon.sim.replay import PERFECT_KNOBS, STRATEGIES, default_sweep, perfect_knob_error, run_replay  # noqa: E402
+from daemon.sim.replay import (  # noqa: E402
+    GATE_MARGIN,
+    REPLAY_KNOBS,
+    STRATEGIES,
+    default_sweep,
+    perfect_knob_error,
+    run_replay,
+)
 from forecaster.registry import load_current  # noqa: E402
 from forecaster.selection import resolve  # noqa: E402
 
@@ -114,28 +121,42 @@ def parse_settings(text: str) -> list[tuple[str, dict]]:
         if not (isinstance(item, list) and len(item) == 2 and item[0] in STRATEGIES and isinstance(item[1], dict)):
             raise SystemExit(f"--settings: each item is [strategy, {{knob: value}}] with a strategy of {STRATEGIES}; "
                              f"got {item!r}")
-        bad = sorted(set(item[1]) - set(PolicyConfig.model_fields) - set(PERFECT_KNOBS))
+        bad = sorted(set(item[1]) - set(PolicyConfig.model_fields) - set(REPLAY_KNOBS))
         if bad:
-            raise SystemExit(f"--settings: {bad} are not policy knobs (nor {', '.join(PERFECT_KNOBS)}, the perfect "
-                             "forecast's)")
+            raise SystemExit(f"--settings: {bad} are not policy knobs (nor {', '.join(REPLAY_KNOBS)}, the replay's "
+                             "own)")
         unset = sorted(k for k, v in item[1].items() if v is None)
         if unset:
             raise SystemExit(f"--settings: {item!r}: {unset} without a value (leave a knob out to run its default)")
         why = perfect_knob_error(item[0], item[1])
         if why is not None:
             raise SystemExit(f"--settings: {item!r}: {why}")
-        policy = {k: v for k, v in item[1].items() if k not in PERFECT_KNOBS}
+        policy = {k: v for k, v in item[1].items() if k not in REPLAY_KNOBS}
         try:
             valid = PolicyConfig.model_validate({**PolicyConfig().model_dump(), **policy})
         except ValueError as exc:
             raise SystemExit(f"--settings: {item!r}: {exc}") from None
-        knobs = {k: (item[1][k] if k in PERFECT_KNOBS else getattr(valid, k)) for k in item[1]}
+        knobs = {k: (item[1][k] if k in REPLAY_KNOBS else getattr(valid, k)) for k in item[1]}
         key = (item[0], tuple(sorted(knobs.items())))
         if key in seen:
             raise SystemExit(f"--settings: {item!r} is given twice")
         seen.add(key)
         out.append((item[0], knobs))
     return out
+
+
+# --gate-margins: predictive's settings run ungated and with the skill gate at each margin; the knobs the
+# equal-utilization comparison needs (the quantile and the headroom, with the cost-aware rule on and off: the
+# published points of synthetic and Helios are among these or next to them), reactive over its whole headroom sweep
+GATE_HEADROOMS = (0.0, 0.05, 0.1, 0.15, 0.25, 0.4)
+
+
+def gate_sweep(margins: list[float]) -> list[tuple[str, dict]]:
+    """The skill gate's sweep: reactive's headrooms, and predictive's grid ungated and gated at each margin."""
+    grid = [{"quantile": q, "headroom": h, **extra} for extra in ({}, {"preempt_cost_aware": False})
+            for q in (0.5, 0.9) for h in GATE_HEADROOMS[1:]]
+    return [("reactive", {"headroom": h}) for h in GATE_HEADROOMS] + [("predictive", k) for k in grid] + \
+        [("predictive", {**k, GATE_MARGIN: m}) for m in margins for k in grid]
 
 
 def worth_weights(a, weights: list[float]) -> int:
@@ -201,7 +222,22 @@ def main() -> int:
                     "@FILE), with the forecaster fitted as for the sweep: a what-if on one knob (e.g. an aging or "
                     "preemption setting) for the three strategies, written as replay_<case><suffix>.json (needs "
                     "--suffix)")
+    ap.add_argument("--gate-margins", default=None, metavar="M,M,...",
+                    help="instead of the sweep: the skill gate's sweep (reactive, predictive ungated and gated at each "
+                    "policy.skill_gate.margin), compared at reactive's best point per variant against issue 40's "
+                    "checks (needs --suffix)")
     a = ap.parse_args()
+    if a.gate_margins is not None:
+        if not a.suffix or another_modes_suffix(a.suffix) or a.suffix == "_unseen" or a.settings or a.also_every:
+            raise SystemExit("--gate-margins writes its own sweep beside the published runs: give it a --suffix of "
+                             "its own (not _unseen, _shipped_model or _every*), and no --settings or --also-every")
+        try:
+            a.gate_margins = [float(x) for x in a.gate_margins.split(",")]
+        except ValueError:
+            raise SystemExit(f"--gate-margins: give margins in [0, 1) separated by commas, not {a.gate_margins!r}") \
+                from None
+        if not a.gate_margins or any(not 0 <= m < 1 for m in a.gate_margins):
+            raise SystemExit(f"--gate-margins: each margin is in [0, 1), got {a.gate_margins}")
     if a.fit_epochs is None:
         a.fit_epochs = Config().retrain.epochs
     if a.settings is not None:
@@ -247,6 +283,8 @@ def main() -> int:
             print(f"{case}: forecaster {chosen.get('name', case_model.name)}: {chosen.get('why', '')} ({fit_s:.0f} s)")
         if case == "scale":
             settings = [(s, {}) for s in STRATEGIES]
+        elif a.gate_margins is not None:
+            settings = gate_sweep(a.gate_margins)
         else:
             settings = a.settings if a.settings is not None else default_sweep()
         paces = [(every, a.suffix)]
@@ -275,10 +313,15 @@ def main() -> int:
                     "targets": targets.REPLAY_SCALE if case == "scale" else targets.REPLAY_BY_CASE.get(case, {})}
             if suffix != a.suffix:
                 meta["same_forecaster_as"] = f"replay_{case}{a.suffix}.json"
+            if a.gate_margins is not None:   # the gate's checks, per variant, instead of issue 26's
+                meta["targets"] = targets.REPLAY_GATED_BY_CASE.get(case, targets.REPLAY_GATED)
+                meta["gate_margins"] = a.gate_margins
             # chosen settings, not a sweep: no point at equal utilization to compare
             what_if = None if a.settings is None else {
                 "verdict": "a --settings what-if: its settings are chosen, not swept, so no point is compared at "
                            "equal utilization"}
+            if a.gate_margins is not None:
+                what_if = report.gate_compare([r.summary() for r in runs], a.gate_margins, meta["targets"])
             done.append((report.to_json(runs, meta, a.out / f"replay_{case}{suffix}.json", what_if), runs, seconds,
                          cpu, load0))
         out, runs, seconds, cpu, load0 = done[0]
@@ -290,7 +333,12 @@ def main() -> int:
         print(f"\n== {case}: {title} ({seconds:.0f} s wall with {a.workers} worker processes, replay CPU "
               f"{cpu:.0f} s, load average {load0:.1f} -> {os.getloadavg()[0]:.1f})")
         print(report.table(runs, legend=len(summary) == 1))   # the legend under the first table
-        print("\n".join(report.comparison_lines(out["comparison"])))
+        if a.gate_margins is None:
+            print("\n".join(report.comparison_lines(out["comparison"])))
+        else:
+            for variant, c in out["comparison"].items():
+                print(f"-- {variant}:")
+                print("\n".join(report.comparison_lines(c)) if c.get("predictive_point") else c.get("verdict", c))
     (a.out / f"replay_summary_{'_'.join(summary)}{a.suffix}.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(f"\nwrote {a.out}/replay_*.json" + ("" if a.suffix else f" and {a.figures}/replay_*.png"))
     return 0
