@@ -92,6 +92,27 @@ def fit_forecaster(w, cfg: Config, shipped: Path, epochs: int):
     return model, entry
 
 
+def reuse_choice(path: Path, case: str, w, cfg: Config, model_dir: Path):
+    """The forecaster `path` (a committed replay JSON) chose, for a run of the same case on the same history (the
+    same window start and high tier: the choice is made on the history before the window only); one line naming
+    what differs otherwise."""
+    try:
+        d = json.loads(path.read_text())
+        entry = dict(d["forecaster_choice"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SystemExit(f"--choice-from {path}: not a replay JSON with a forecaster_choice ({exc})") from None
+    high = sorted({str(t).split("/")[0] for t, tier in zip(w.demand.columns, w.tiers) if tier == "high"})
+    here = {"case": case, "window_start": str(w.demand.index[w.start]), "high_tier": high}
+    for k, v in here.items():
+        if d.get(k) != v:
+            raise SystemExit(f"--choice-from {path}: its {k} is {d.get(k)!r}, this run's {v!r}: another history")
+    if entry.get("kind") != "baseline":
+        raise SystemExit(f"--choice-from {path}: it chose {d.get('forecaster')!r}, an LSTM fitted in that run and "
+                         "not kept; fit again (no --choice-from) or use --shipped-model")
+    entry["reused_from"] = path.name
+    return resolve(entry, model_dir, tuple(cfg.forecaster.quantiles), background=False), entry
+
+
 def another_modes_suffix(suffix: str) -> bool:
     """A suffix that --also-every (`_every<N>`) or --shipped-model writes beside the published runs: a run of another
     workload or of chosen settings under it would be read as that one."""
@@ -222,6 +243,10 @@ def main() -> int:
                     "@FILE), with the forecaster fitted as for the sweep: a what-if on one knob (e.g. an aging or "
                     "preemption setting) for the three strategies, written as replay_<case><suffix>.json (needs "
                     "--suffix)")
+    ap.add_argument("--choice-from", type=Path, default=None, metavar="JSON",
+                    help="instead of fitting: the forecaster a committed replay of the same case, window and high "
+                    "tier chose (its forecaster_choice; a baseline, since a fitted LSTM version is not kept), "
+                    "which a fit on the same history would choose again")
     ap.add_argument("--gate-margins", default=None, metavar="M,M,...",
                     help="instead of the sweep: the skill gate's sweep (reactive, predictive ungated and gated at each "
                     "policy.skill_gate.margin), compared at reactive's best point per variant against issue 40's "
@@ -276,7 +301,10 @@ def main() -> int:
         steps = min(int((a.scale_days if case == "scale" else a.days) * 1440), len(w.demand) - w.start - 1)
         chosen, fit_s = {"name": model.name, "why": "the shipped model (--shipped-model, or the scale case)"}, 0.0
         case_model = model
-        if case != "scale" and not a.shipped_model:
+        if case != "scale" and a.choice_from is not None:
+            case_model, chosen = reuse_choice(a.choice_from, case, w, cfg, a.model_dir)
+            print(f"{case}: forecaster {chosen['name']}, as {a.choice_from.name} chose on the same history")
+        elif case != "scale" and not a.shipped_model:
             t1 = time.perf_counter()
             case_model, chosen = fit_forecaster(w, cfg, a.model_dir, a.fit_epochs)
             fit_s = time.perf_counter() - t1
