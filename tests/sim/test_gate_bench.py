@@ -4,7 +4,6 @@ variant at reactive's best point (daemon/sim/report.py gate_compare), the margin
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -14,17 +13,10 @@ import pytest
 from daemon.sim import report
 from daemon.sim.replay import GATE_MARGIN, perfect_knob_error
 from tests.conftest import REPO
+from tests.sim import test_replay_bench_settings as settings_tests
 
 BENCH = REPO / "bench" / "replay_bench.py"
-
-
-@pytest.fixture
-def bench(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH.parent))
-    spec = importlib.util.spec_from_file_location("replay_bench_gate_under_test", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+bench = settings_tests.bench   # the fixture: the bench as a module, as the --settings tests load it
 
 
 def _run(strategy: str, util: float, high: float, normal: float, low: float, pre: int, **knobs) -> dict:

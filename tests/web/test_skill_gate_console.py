@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from tests.conftest import REPO
-from tests.support.browser import chromium
+from tests.support.browser import chromium, logged_in
 from tests.support.daemons import OP, sim_process
 
 pytestmark = pytest.mark.timeout(300)
@@ -60,9 +60,7 @@ def gated_daemon(tmp_path_factory):
 def test_browser_operator_sees_per_tenant_whether_the_plan_acts_on_its_forecast_and_why(gated_daemon):
     base = gated_daemon
     with chromium() as new_page:
-        page = new_page()
-        page.goto(f"{base}/ui/login")
-        assert page.submit("form[action='/ui/login']", {"token": OP}) == 200
+        page = logged_in(new_page, base, OP)
 
         # the tenants table: a column that says yes or no, and why, for every tenant
         assert page.goto(f"{base}/ui/tenants") == 200
