@@ -99,6 +99,12 @@ def render(load: Callable[[str], dict], exists: Callable[[str], bool], pct: Call
         what = f"window from {d['window_start'][:10]}, high tier {', '.join(d['high_tier'])}"
         out += [f"{header(d)}; {what}" + (" (**unseen**: reported at the chosen margin only)" if role == "unseen"
                                           else ""), ""]
+        grid = [r["label"].removeprefix("predictive") for r in d["runs"]
+                if r["strategy"] == "predictive" and "gate_margin" not in r["knobs"]]
+        out += [f"Predictive settings (each ungated and gated): {', '.join(grid)}; forecaster "
+                + (f"as `{d['forecaster_choice']['reused_from']}` chose" if d["forecaster_choice"].get("reused_from")
+                   else "the shipped model" if "why" in d["forecaster_choice"] and "shipped" in
+                   d["forecaster_choice"]["why"] else "fitted on the history") + ".", ""]
         first = d["comparison"]["ungated"]
         if not first.get("reactive_point"):
             out += [f"No comparison: {first.get('verdict', 'no reactive runs')}.", ""]
