@@ -174,10 +174,12 @@ GATE_HEADROOMS = (0.0, 0.05, 0.1, 0.15, 0.25, 0.4)
 GATE_PREDICTIVE = [{"quantile": 0.9, "headroom": h} for h in GATE_HEADROOMS]
 
 
-def gate_sweep(margins: list[float]) -> list[tuple[str, dict]]:
-    """The skill gate's sweep: reactive's headrooms, and predictive's grid ungated and gated at each margin."""
-    return [("reactive", {"headroom": h}) for h in GATE_HEADROOMS] + [("predictive", k) for k in GATE_PREDICTIVE] + \
-        [("predictive", {**k, GATE_MARGIN: m}) for m in margins for k in GATE_PREDICTIVE]
+def gate_sweep(margins: list[float], headrooms: list[float] | None = None) -> list[tuple[str, dict]]:
+    """The skill gate's sweep: reactive's headrooms, and predictive's grid ungated and gated at each margin;
+    `headrooms`: predictive's only at these (a smaller run where the forecasts are slow to make)."""
+    grid = [k for k in GATE_PREDICTIVE if headrooms is None or k["headroom"] in headrooms]
+    return [("reactive", {"headroom": h}) for h in GATE_HEADROOMS] + [("predictive", k) for k in grid] + \
+        [("predictive", {**k, GATE_MARGIN: m}) for m in margins for k in grid]
 
 
 def worth_weights(a, weights: list[float]) -> int:
@@ -251,7 +253,18 @@ def main() -> int:
                     help="instead of the sweep: the skill gate's sweep (reactive, predictive ungated and gated at each "
                     "policy.skill_gate.margin), compared at reactive's best point per variant against issue 40's "
                     "checks (needs --suffix)")
+    ap.add_argument("--gate-headrooms", default=None, metavar="H,H,...",
+                    help="with --gate-margins: predictive only at these of reactive's headrooms (the forecasts of a "
+                    "fitted LSTM are slow to make on a loaded box)")
     a = ap.parse_args()
+    if a.gate_headrooms is not None:
+        try:
+            a.gate_headrooms = [float(x) for x in a.gate_headrooms.split(",")]
+        except ValueError:
+            raise SystemExit(f"--gate-headrooms: give headrooms separated by commas, not {a.gate_headrooms!r}") \
+                from None
+        if a.gate_margins is None or not set(a.gate_headrooms) <= set(GATE_HEADROOMS):
+            raise SystemExit(f"--gate-headrooms goes with --gate-margins and names some of {list(GATE_HEADROOMS)}")
     if a.gate_margins is not None:
         if not a.suffix or another_modes_suffix(a.suffix) or a.suffix == "_unseen" or a.settings or a.also_every:
             raise SystemExit("--gate-margins writes its own sweep beside the published runs: give it a --suffix of "
@@ -312,7 +325,7 @@ def main() -> int:
         if case == "scale":
             settings = [(s, {}) for s in STRATEGIES]
         elif a.gate_margins is not None:
-            settings = gate_sweep(a.gate_margins)
+            settings = gate_sweep(a.gate_margins, a.gate_headrooms)
         else:
             settings = a.settings if a.settings is not None else default_sweep()
         paces = [(every, a.suffix)]
