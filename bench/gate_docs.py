@@ -49,7 +49,8 @@ def check_text(c: dict, key: str, t: dict, pct: Callable[[float, int], str], n: 
     if t["metric"] == "high_gain_kept":
         kept = c.get("high_gain_kept")
         if kept is None:
-            return f"{t['what']}: no gain to keep (the ungated point gained nothing on the high tier)"
+            return (f"{t['what']}: not measured (no ungated point at reactive's utilization, or it gained nothing "
+                    "on the high tier)")
         gap = "" if ok else f", {100 * (t['value'] - kept):.0f} pt short"
         return f"{t['what']}: kept {pct(kept, 0)} ({'met' if ok else '**not met**'}{gap})"
     p, r = _ratio(c, t["metric"])
@@ -113,7 +114,7 @@ def render(load: Callable[[str], dict], exists: Callable[[str], bool], pct: Call
         for v in shown:
             c = d["comparison"].get(v, {})
             if not c.get("predictive_point"):
-                rows.append([v, c.get("verdict", "no point"), *([""] * 7)])
+                rows.append([v, c.get("verdict", "no point"), *([""] * 6)])
                 continue
             gate = c.get("skill_gate") or {}
             share = pct(gate["tenant_steps_on_forecast"] / gate["tenant_steps"], 0) \
@@ -123,9 +124,11 @@ def render(load: Callable[[str], dict], exists: Callable[[str], bool], pct: Call
                          *(f"{n(c[k]['predictive'])}" for k in ("high_unmet", "normal_unmet", "low_unmet",
                                                                 "preemptions")),
                          share, f"{sum(x is True for x in tg.values())} of {len(tg)}"])
+        r = next(x for x in d["runs"] if x["label"] == first["reactive_point"])
         out += [f"Reactive's best point {first['reactive_point']} ({pct(first['reactive_utilization'], 1)}): "
-                f"high-tier unmet {n(first['high_unmet']['reactive'])}, normal {n(first['normal_unmet']['reactive'])}, "
-                f"low {n(first['low_unmet']['reactive'])} GPU-min, {n(first['preemptions']['reactive'])} preemptions.",
+                f"high-tier unmet {n(r['tiers']['high']['unmet_gpu_min'])}, normal "
+                f"{n(r['tiers']['normal']['unmet_gpu_min'])}, low {n(r['tiers']['low']['unmet_gpu_min'])} GPU-min, "
+                f"{n(r['preemptions'])} preemptions.",
                 "", table(["predictive", "point (util)", "high unmet", "normal unmet", "low unmet", "preemptions",
                            "tenant-steps on the forecast", "checks met"], rows), ""]
         if m is not None and d["comparison"].get(variant(m), {}).get("predictive_point"):
