@@ -1354,6 +1354,16 @@ def _what_if_seeds() -> str:
                "perfect", "commit"], rows), "", source(files)])
 
 
+@block("skill-gate-replay")
+def skill_gate_replay() -> str:
+    """The skill gate in the replay (issue 40, item 2): bench/gate_docs.py."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import gate_docs
+
+    return gate_docs.render(load, lambda f: (OUT / f).exists(), pct, n, table, replay_header,
+                            lambda files, d: source(files, d))
+
+
 @block("replay-forecasters")
 def replay_forecasters() -> str:
     out = []

@@ -39,7 +39,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from daemon.config import Config  # noqa: E402
 from daemon.forecasting.retrain import default_data_dir, retrain_on  # noqa: E402
 from daemon.sim import report, workloads  # noqa: E402
-from daemon.sim.replay import PERFECT_KNOBS, STRATEGIES, default_sweep, perfect_knob_error, run_replay  # noqa: E402
+from daemon.sim.replay import (  # noqa: E402
+    GATE_MARGIN,
+    REPLAY_KNOBS,
+    STRATEGIES,
+    default_sweep,
+    perfect_knob_error,
+    run_replay,
+)
 from forecaster.registry import load_current  # noqa: E402
 from forecaster.selection import resolve  # noqa: E402
 
@@ -85,6 +92,27 @@ def fit_forecaster(w, cfg: Config, shipped: Path, epochs: int):
     return model, entry
 
 
+def reuse_choice(path: Path, case: str, w, cfg: Config, model_dir: Path):
+    """The forecaster `path` (a committed replay JSON) chose, for a run of the same case on the same history (the
+    same window start and high tier: the choice is made on the history before the window only); one line naming
+    what differs otherwise."""
+    try:
+        d = json.loads(path.read_text())
+        entry = dict(d["forecaster_choice"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SystemExit(f"--choice-from {path}: not a replay JSON with a forecaster_choice ({exc})") from None
+    high = sorted({str(t).split("/")[0] for t, tier in zip(w.demand.columns, w.tiers) if tier == "high"})
+    here = {"case": case, "window_start": str(w.demand.index[w.start]), "high_tier": high}
+    for k, v in here.items():
+        if d.get(k) != v:
+            raise SystemExit(f"--choice-from {path}: its {k} is {d.get(k)!r}, this run's {v!r}: another history")
+    if entry.get("kind") != "baseline":
+        raise SystemExit(f"--choice-from {path}: it chose {d.get('forecaster')!r}, an LSTM fitted in that run and "
+                         "not kept; fit again (no --choice-from) or use --shipped-model")
+    entry["reused_from"] = path.name
+    return resolve(entry, model_dir, tuple(cfg.forecaster.quantiles), background=False), entry
+
+
 def another_modes_suffix(suffix: str) -> bool:
     """A suffix that --also-every (`_every<N>`) or --shipped-model writes beside the published runs: a run of another
     workload or of chosen settings under it would be read as that one."""
@@ -114,28 +142,44 @@ def parse_settings(text: str) -> list[tuple[str, dict]]:
         if not (isinstance(item, list) and len(item) == 2 and item[0] in STRATEGIES and isinstance(item[1], dict)):
             raise SystemExit(f"--settings: each item is [strategy, {{knob: value}}] with a strategy of {STRATEGIES}; "
                              f"got {item!r}")
-        bad = sorted(set(item[1]) - set(PolicyConfig.model_fields) - set(PERFECT_KNOBS))
+        bad = sorted(set(item[1]) - set(PolicyConfig.model_fields) - set(REPLAY_KNOBS))
         if bad:
-            raise SystemExit(f"--settings: {bad} are not policy knobs (nor {', '.join(PERFECT_KNOBS)}, the perfect "
-                             "forecast's)")
+            raise SystemExit(f"--settings: {bad} are not policy knobs (nor {', '.join(REPLAY_KNOBS)}, the replay's "
+                             "own)")
         unset = sorted(k for k, v in item[1].items() if v is None)
         if unset:
             raise SystemExit(f"--settings: {item!r}: {unset} without a value (leave a knob out to run its default)")
         why = perfect_knob_error(item[0], item[1])
         if why is not None:
             raise SystemExit(f"--settings: {item!r}: {why}")
-        policy = {k: v for k, v in item[1].items() if k not in PERFECT_KNOBS}
+        policy = {k: v for k, v in item[1].items() if k not in REPLAY_KNOBS}
         try:
             valid = PolicyConfig.model_validate({**PolicyConfig().model_dump(), **policy})
         except ValueError as exc:
             raise SystemExit(f"--settings: {item!r}: {exc}") from None
-        knobs = {k: (item[1][k] if k in PERFECT_KNOBS else getattr(valid, k)) for k in item[1]}
+        knobs = {k: (item[1][k] if k in REPLAY_KNOBS else getattr(valid, k)) for k in item[1]}
         key = (item[0], tuple(sorted(knobs.items())))
         if key in seen:
             raise SystemExit(f"--settings: {item!r} is given twice")
         seen.add(key)
         out.append((item[0], knobs))
     return out
+
+
+# --gate-margins: predictive's settings run ungated and with the skill gate at each margin, over the knobs the
+# equal-utilization comparison needs and no more (these replays are slow): the policy's quantile (p90) over the same
+# six headrooms as reactive, so that a gate which plans every tenant reactively can reach each of reactive's points
+# (with p50 and p90 at three headrooms only, reactive's best point on Helios, headroom 0.25, had no gated twin)
+GATE_HEADROOMS = (0.0, 0.05, 0.1, 0.15, 0.25, 0.4)
+GATE_PREDICTIVE = [{"quantile": 0.9, "headroom": h} for h in GATE_HEADROOMS]
+
+
+def gate_sweep(margins: list[float], headrooms: list[float] | None = None) -> list[tuple[str, dict]]:
+    """The skill gate's sweep: reactive's headrooms, and predictive's grid ungated and gated at each margin;
+    `headrooms`: predictive's only at these (a smaller run where the forecasts are slow to make)."""
+    grid = [k for k in GATE_PREDICTIVE if headrooms is None or k["headroom"] in headrooms]
+    return [("reactive", {"headroom": h}) for h in GATE_HEADROOMS] + [("predictive", k) for k in grid] + \
+        [("predictive", {**k, GATE_MARGIN: m}) for m in margins for k in grid]
 
 
 def worth_weights(a, weights: list[float]) -> int:
@@ -201,7 +245,37 @@ def main() -> int:
                     "@FILE), with the forecaster fitted as for the sweep: a what-if on one knob (e.g. an aging or "
                     "preemption setting) for the three strategies, written as replay_<case><suffix>.json (needs "
                     "--suffix)")
+    ap.add_argument("--choice-from", type=Path, default=None, metavar="JSON",
+                    help="instead of fitting: the forecaster a committed replay of the same case, window and high "
+                    "tier chose (its forecaster_choice; a baseline, since a fitted LSTM version is not kept), "
+                    "which a fit on the same history would choose again")
+    ap.add_argument("--gate-margins", default=None, metavar="M,M,...",
+                    help="instead of the sweep: the skill gate's sweep (reactive, predictive ungated and gated at each "
+                    "policy.skill_gate.margin), compared at reactive's best point per variant against issue 40's "
+                    "checks (needs --suffix)")
+    ap.add_argument("--gate-headrooms", default=None, metavar="H,H,...",
+                    help="with --gate-margins: predictive only at these of reactive's headrooms (the forecasts of a "
+                    "fitted LSTM are slow to make on a loaded box)")
     a = ap.parse_args()
+    if a.gate_headrooms is not None:
+        try:
+            a.gate_headrooms = [float(x) for x in a.gate_headrooms.split(",")]
+        except ValueError:
+            raise SystemExit(f"--gate-headrooms: give headrooms separated by commas, not {a.gate_headrooms!r}") \
+                from None
+        if a.gate_margins is None or not set(a.gate_headrooms) <= set(GATE_HEADROOMS):
+            raise SystemExit(f"--gate-headrooms goes with --gate-margins and names some of {list(GATE_HEADROOMS)}")
+    if a.gate_margins is not None:
+        if not a.suffix or another_modes_suffix(a.suffix) or a.suffix == "_unseen" or a.settings or a.also_every:
+            raise SystemExit("--gate-margins writes its own sweep beside the published runs: give it a --suffix of "
+                             "its own (not _unseen, _shipped_model or _every*), and no --settings or --also-every")
+        try:
+            a.gate_margins = [float(x) for x in a.gate_margins.split(",")]
+        except ValueError:
+            raise SystemExit(f"--gate-margins: give margins in [0, 1) separated by commas, not {a.gate_margins!r}") \
+                from None
+        if not a.gate_margins or any(not 0 <= m < 1 for m in a.gate_margins):
+            raise SystemExit(f"--gate-margins: each margin is in [0, 1), got {a.gate_margins}")
     if a.fit_epochs is None:
         a.fit_epochs = Config().retrain.epochs
     if a.settings is not None:
@@ -240,13 +314,18 @@ def main() -> int:
         steps = min(int((a.scale_days if case == "scale" else a.days) * 1440), len(w.demand) - w.start - 1)
         chosen, fit_s = {"name": model.name, "why": "the shipped model (--shipped-model, or the scale case)"}, 0.0
         case_model = model
-        if case != "scale" and not a.shipped_model:
+        if case != "scale" and a.choice_from is not None:
+            case_model, chosen = reuse_choice(a.choice_from, case, w, cfg, a.model_dir)
+            print(f"{case}: forecaster {chosen['name']}, as {a.choice_from.name} chose on the same history")
+        elif case != "scale" and not a.shipped_model:
             t1 = time.perf_counter()
             case_model, chosen = fit_forecaster(w, cfg, a.model_dir, a.fit_epochs)
             fit_s = time.perf_counter() - t1
             print(f"{case}: forecaster {chosen.get('name', case_model.name)}: {chosen.get('why', '')} ({fit_s:.0f} s)")
         if case == "scale":
             settings = [(s, {}) for s in STRATEGIES]
+        elif a.gate_margins is not None:
+            settings = gate_sweep(a.gate_margins, a.gate_headrooms)
         else:
             settings = a.settings if a.settings is not None else default_sweep()
         paces = [(every, a.suffix)]
@@ -275,10 +354,15 @@ def main() -> int:
                     "targets": targets.REPLAY_SCALE if case == "scale" else targets.REPLAY_BY_CASE.get(case, {})}
             if suffix != a.suffix:
                 meta["same_forecaster_as"] = f"replay_{case}{a.suffix}.json"
+            if a.gate_margins is not None:   # the gate's checks, per variant, instead of issue 26's
+                meta["targets"] = targets.REPLAY_GATED_BY_CASE.get(case, targets.REPLAY_GATED)
+                meta["gate_margins"] = a.gate_margins
             # chosen settings, not a sweep: no point at equal utilization to compare
             what_if = None if a.settings is None else {
                 "verdict": "a --settings what-if: its settings are chosen, not swept, so no point is compared at "
                            "equal utilization"}
+            if a.gate_margins is not None:
+                what_if = report.gate_compare([r.summary() for r in runs], a.gate_margins, meta["targets"])
             done.append((report.to_json(runs, meta, a.out / f"replay_{case}{suffix}.json", what_if), runs, seconds,
                          cpu, load0))
         out, runs, seconds, cpu, load0 = done[0]
@@ -290,7 +374,12 @@ def main() -> int:
         print(f"\n== {case}: {title} ({seconds:.0f} s wall with {a.workers} worker processes, replay CPU "
               f"{cpu:.0f} s, load average {load0:.1f} -> {os.getloadavg()[0]:.1f})")
         print(report.table(runs, legend=len(summary) == 1))   # the legend under the first table
-        print("\n".join(report.comparison_lines(out["comparison"])))
+        if a.gate_margins is None:
+            print("\n".join(report.comparison_lines(out["comparison"])))
+        else:
+            for variant, c in out["comparison"].items():
+                print(f"-- {variant}:")
+                print("\n".join(report.comparison_lines(c)) if c.get("predictive_point") else c.get("verdict", c))
     (a.out / f"replay_summary_{'_'.join(summary)}{a.suffix}.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(f"\nwrote {a.out}/replay_*.json" + ("" if a.suffix else f" and {a.figures}/replay_*.png"))
     return 0

@@ -81,6 +81,25 @@ REPLAY_SYNTHETIC = {**REPLAY, "utilization_at_least": {"what": "utilization >= 8
                                                        "op": ">=", "value": 0.85}}
 REPLAY_BY_CASE = {"synthetic": REPLAY_SYNTHETIC, "helios": REPLAY}
 
+# bench/replay_bench.py --gate-margins: issue 40's checks for predictive with the skill gate (policy.skill_gate), at
+# the utilization of reactive's best point, per trace; "keeps_gain" only where the forecast has skill (synthetic)
+REPLAY_GATED = {
+    # no tier's unmet more than 5% above reactive's: the high tier's is held to no higher, below
+    "normal_unmet_5pct": {"what": "normal-tier unmet at most 5% above reactive's", "metric": "normal_unmet",
+                          "relative_to": "reactive", "op": "<=", "value": 1.05},
+    "low_unmet_5pct": {"what": "low-tier unmet at most 5% above reactive's", "metric": "low_unmet",
+                       "relative_to": "reactive", "op": "<=", "value": 1.05},
+    "preemptions_110pct": {"what": "preemptions at most 110% of reactive's", "metric": "preemptions",
+                           "relative_to": "reactive", "op": "<=", "value": 1.10},
+    "high_unmet_no_higher": {"what": "high-tier unmet no higher than reactive's", "metric": "high_unmet",
+                             "relative_to": "reactive", "op": "<=", "value": 1.0},
+}
+# the share of the ungated predictive's high-tier gain over reactive (each at its own equal-utilization point) that
+# the gated one keeps (daemon/sim/report.py gate_compare)
+REPLAY_GATED_SKILL = {"keeps_gain": {"what": "keeps >= 80% of the ungated predictive's high-tier gain over "
+                                     "reactive", "metric": "high_gain_kept", "op": ">=", "value": 0.8}}
+REPLAY_GATED_BY_CASE = {"synthetic": {**REPLAY_GATED, **REPLAY_GATED_SKILL}}
+
 # bench/replay_bench.py --cases scale: all strategies over 7 days on 2 cores
 REPLAY_SCALE = {
     "scale_15min": {"what": "all four strategies, 1,000 tenants, 100,000 GPUs, 7 days", "metric": "wall_seconds",

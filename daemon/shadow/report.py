@@ -399,6 +399,8 @@ LEGEND = (
     ("over", "% of cycles whose limit was below its request rate (- where the source reports no request rates)"),
     ("cov1", "% of decisions whose forecast was at or above the demand seen one step later"),
     ("covPk", "% of decisions whose forecast peak was at or above the peak seen over the horizon"),
+    ("onFc", "% of the cycles the skill gate decided in which its plan acted on the forecast (- while the gate is "
+             "off; a tier: of its tenants' cycles)"),
 )
 
 
@@ -411,9 +413,9 @@ def legend() -> str:
 def table(rep: dict) -> str:
     """Per tier, then per tenant, for the terminal, with the legend of its columns under it."""
     head = (f"{'':<28} {'tier':<6} {'cycles':>6} {'holds':>6} {'avoided':>8} {'preempt':>7} {'lost':>8} "
-            f"{'forIt':>5} {'thrott':>6} {'over':>6} {'cov1':>5} {'covPk':>5}")
+            f"{'forIt':>5} {'thrott':>6} {'over':>6} {'cov1':>5} {'covPk':>5} {'onFc':>5}")
     unit = (f"{'':<28} {'':<6} {'':>6} {'cyc':>6} {'GPU-min':>8} {'jobs':>7} {'GPU-min':>8} {'jobs':>5} "
-            f"{'%':>6} {'%':>6} {'%':>5} {'%':>5}")
+            f"{'%':>6} {'%':>6} {'%':>5} {'%':>5} {'%':>5}")
 
     def pct(x):
         return "-" if x is None else f"{100 * x:.0f}"
@@ -425,7 +427,7 @@ def table(rep: dict) -> str:
         return (f"{name:<28} {tier:<6} {a['cycles']:>6} {a['hold_cycles']:>6} {a['waits_avoided_gpu_min']:>8.0f} "
                 f"{a['preemptions']:>7} {a['work_lost_gpu_min']:>8.0f} {dash(a['preemptions_for']):>5} "
                 f"{pct(a['tightened_share']):>6} {pct(a['throttled_share']):>6} {pct(a['coverage_next']):>5} "
-                f"{pct(a['coverage_peak']):>5}")
+                f"{pct(a['coverage_peak']):>5} {pct(a.get('acting_share')):>5}")
 
     lines = [f"shadow report: {rep['cycles']} dry-run cycles from {rep['from']} to {rep['to']}, forecast quantile "
              f"{rep['quantile']}" + (f" ({rep['skipped_records']} corrupt records skipped)"

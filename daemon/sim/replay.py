@@ -51,11 +51,21 @@ FORESIGHT = "foresight_steps"
 RISES_SEEN = "rises_seen"
 PERFECT_KNOBS = (FORESIGHT, RISES_SEEN)
 RISES_SEED = 26
+# predictive's replay knob that is not a flat policy field: the skill gate on (policy.skill_gate.enabled) at this
+# policy.skill_gate.margin, so a sweep runs the gated and the ungated predictive beside each other on one forecast bank
+GATE_MARGIN = "gate_margin"
+REPLAY_KNOBS = (*PERFECT_KNOBS, GATE_MARGIN)
 
 
 def perfect_knob_error(name: str, knobs: dict) -> str | None:
-    """Why these knobs' perfect-forecast part is invalid (None when it is valid): whole steps >= 0 for the foresight,
-    a share in (0, 1] for the rises seen, and only on the perfect forecast."""
+    """Why these knobs' replay part is invalid (None when it is valid): whole steps >= 0 for the foresight, a share
+    in (0, 1] for the rises seen, and only on the perfect forecast; the gate's margin in [0, 1), only on
+    predictive."""
+    g = knobs.get(GATE_MARGIN)
+    if GATE_MARGIN in knobs and name != "predictive":
+        return f"{GATE_MARGIN}: the skill gate's margin acts on predictive's plans only, not {name}'s"
+    if g is not None and (isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 <= g < 1):
+        return f"{GATE_MARGIN} is the skill gate's margin in [0, 1), not {g!r}"
     given = [k for k in PERFECT_KNOBS if k in knobs]
     if not given:
         return None
@@ -344,7 +354,10 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
     foresight, share = knobs.get(FORESIGHT), knobs.get(RISES_SEEN)
     if name == "predictive" and bank is None:
         raise ValueError("the predictive strategy needs a forecast bank (a model)")
-    policy_knobs = {k: v for k, v in knobs.items() if k not in PERFECT_KNOBS}
+    policy_knobs = {k: v for k, v in knobs.items() if k not in REPLAY_KNOBS}
+    if knobs.get(GATE_MARGIN) is not None:
+        policy_knobs["skill_gate"] = cfg.policy.skill_gate.model_copy(
+            update={"enabled": True, "margin": float(knobs[GATE_MARGIN])})
     t_start, cpu_start = time.perf_counter(), time.process_time()
     demand = w.demand.to_numpy(dtype=float)
     step_s = int((w.demand.index[1] - w.demand.index[0]).total_seconds())

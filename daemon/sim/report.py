@@ -158,6 +158,7 @@ def frontier(points: list[dict], tier: str = "high") -> list[dict]:
 METRICS = {
     "high_unmet": lambda s: s["tiers"]["high"]["unmet_gpu_min"],
     "normal_unmet": lambda s: s["tiers"]["normal"]["unmet_gpu_min"],
+    "low_unmet": lambda s: s["tiers"]["low"]["unmet_gpu_min"],
     "preemptions": lambda s: s["preemptions"],
     "preempted_idle": lambda s: s["preempted_idle_gpu_min"],
     "utilization": lambda s: s["utilization"],
@@ -257,6 +258,36 @@ def compare(summaries: list[dict], targets: dict | None = None) -> dict:
         out["perfect_targets"] = {x["label"]: verdicts(tg, x, r, f) for x in perfect}
         out["perfect_settings_meeting_all"] = [x["label"] for x in perfect if tg and
                                                all(v is True for v in verdicts(tg, x, r, f).values())]
+    return out
+
+
+def gate_compare(summaries: list[dict], margins: list[float], targets: dict) -> dict:
+    """The skill gate measured (issue 40, item 2): reactive against predictive ungated and against predictive gated
+    at each margin (the replay knob ``gate_margin``), each by ``compare``'s equal-utilization matching on its own
+    settings, so every variant is compared at reactive's same best point. ``targets`` (bench/targets.py
+    REPLAY_GATED...) are checked for each gated point; ``high_gain_kept`` is the share of the ungated point's
+    high-tier gain over reactive that the gated point keeps (None where the ungated one gained nothing)."""
+    from daemon.sim.replay import GATE_MARGIN
+
+    base = [x for x in summaries if x["strategy"] != "predictive"]
+    pred = [x for x in summaries if x["strategy"] == "predictive"]
+    plain = {k: v for k, v in targets.items() if v["metric"] != "high_gain_kept"}
+    out = {"ungated": compare(base + [x for x in pred if GATE_MARGIN not in x["knobs"]], plain)}
+    ug = out["ungated"]
+    gain = (ug["high_unmet"]["reactive"] - ug["high_unmet"]["predictive"]) if ug.get("predictive_point") else None
+    for m in margins:
+        c = compare(base + [x for x in pred if x["knobs"].get(GATE_MARGIN) == m], plain)
+        if c.get("predictive_point"):
+            kept = None if gain is None or gain <= 0 else \
+                (c["high_unmet"]["reactive"] - c["high_unmet"]["predictive"]) / gain
+            c["high_gain_kept"] = kept
+            for k, t in targets.items():
+                if t["metric"] == "high_gain_kept":
+                    c["targets"][k] = None if kept is None else bool(OPS[t["op"]](kept, t["value"]))
+            c["all_met"] = all(v is True for v in c["targets"].values())
+            p = next(x for x in pred if x["label"] == c["predictive_point"])
+            c["skill_gate"] = p.get("skill_gate")
+        out[f"{GATE_MARGIN}={m:g}"] = c
     return out
 
 

@@ -182,7 +182,10 @@ def spec(extra_paths: dict | None = None) -> dict:
                 "TenantSummary": {"type": "object", "properties": {
                     "tenant": {"type": "string"}, "tier": {"type": "string"}, "used": nullable_num,
                     "held": {"type": ["integer", "null"]}, "quota": {"type": ["integer", "null"]},
-                    "rate": nullable_num, "throttled": {"type": ["boolean", "null"]}}},
+                    "rate": nullable_num, "throttled": {"type": ["boolean", "null"]},
+                    "acting_on_forecast": {"type": ["object", "null"], "description": "the skill gate: whether the "
+                                           "tenant's holds and preemptions act on the forecast ({acting, why, "
+                                           "forecast_loss, reactive_loss, scored}); null while the gate is off"}}},
                 "Tenant": {"allOf": [{"$ref": "#/components/schemas/TenantSummary"}, {"type": "object", "properties": {
                     "pending": nullable_num,
                     "limit": {"anyOf": [{"$ref": "#/components/schemas/Limit"}, {"type": "null"}]},  # null: no plan yet
@@ -197,10 +200,7 @@ def spec(extra_paths: dict | None = None) -> dict:
                                  "occupies them: own, others_protected (never preempted), others_preemptible, "
                                  "draining, free"},
                     "pending_by_accepts": {"type": ["object", "null"], "description": "GPUs waiting per set of GPU "
-                                           "types the jobs accept (\"any\": every type)"},
-                    "acting_on_forecast": {"type": ["object", "null"], "description": "the skill gate: whether the "
-                                           "tenant's holds and preemptions act on the forecast ({acting, why, "
-                                           "forecast_loss, reactive_loss, scored}); null while the gate is off"}}}]},
+                                           "types the jobs accept (\"any\": every type)"}}}]},
                 "TenantChange": TenantChange.model_json_schema(),
                 "GlobalChange": GlobalChange.model_json_schema(),
                 "WindowChange": WindowConfig.model_json_schema(),

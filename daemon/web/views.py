@@ -373,7 +373,11 @@ def tenant_summary(snap: Snapshot, backend: Backend, tenant: str) -> dict:
     return {"tenant": tenant, "tier": tier_of(snap, backend, tenant), "used": used,
             "held": int(plan.reservations.get(tenant, 0)) if plan else None,
             "quota": plan.quotas.get(tenant) if plan else None,
-            "rate": lim["rate"] if lim else None, "throttled": lim["throttled"] if lim else None}
+            "rate": lim["rate"] if lim else None, "throttled": lim["throttled"] if lim else None,
+            # the skill gate (policy.skill_gate): whether this tenant's holds and preemptions act on the forecast,
+            # and why; None while the gate is off (every tenant acts on it)
+            "acting_on_forecast": dict(plan.forecast_acting[tenant]) if plan and tenant in plan.forecast_acting
+            else None}
 
 
 def _queue(snap: Snapshot, tenant: str) -> dict | None:
@@ -430,10 +434,6 @@ def tenant_view(snap: Snapshot, backend: Backend, tenant: str, viewer: "Principa
         out["notifications"] = _scrubbed(out["notifications"], scrub)
         out["limit"] = _scrubbed(out["limit"], scrub)
     out["queue"] = _queue(snap, tenant)
-    # the skill gate (policy.skill_gate): whether this tenant's holds and preemptions act on the forecast, and why;
-    # None while the gate is off (every tenant acts on it)
-    out["acting_on_forecast"] = dict(plan.forecast_acting[tenant]) if plan and tenant in plan.forecast_acting \
-        else None
     fc = snap.forecast
     out["forecast"] = None
     vals = _tenant_forecast(fc, tenant)

@@ -107,6 +107,7 @@ def test_the_config_is_checked():
 
 
 def test_the_daemon_cycle_gates_each_tenant_and_shows_it_in_the_plan_api_console_and_metrics(tmp_path):
+    import html
     import re
 
     from prometheus_client import generate_latest
@@ -129,6 +130,8 @@ def test_the_daemon_cycle_gates_each_tenant_and_shows_it_in_the_plan_api_console
         # nothing scored yet: every tenant is planned reactively, and says why
         assert first.forecast_acting and all(not v["acting"] and v["why"] == "reactive: 0 of 3 windows scored"
                                              for v in first.forecast_acting.values())
+        # and the plan is made so: the cycle gave plan() the gate's choice (a reactive tenant's forecast unread)
+        assert any(x.startswith("skill gate: 6 tenants planned reactively") for x in first.notes), first.notes
         for _ in range(14):
             p = rt.runner.run_once().plan
         assert set(p.forecast_acting) == set(rt.runner.last_state.tenants)
@@ -149,6 +152,15 @@ def test_the_daemon_cycle_gates_each_tenant_and_shows_it_in_the_plan_api_console
         page = client.get(f"/ui/tenants/{t}").text
         yes = "yes" if p.forecast_acting[t]["acting"] else "no"
         assert f"Acting on forecast: {yes}" in page and p.forecast_acting[t]["why"].split(":")[0] in page
+        # the list: /api/v1/tenants and the console's tenants table say it for every tenant
+        rows = client.get("/api/v1/tenants", headers=h(OP)).json()["tenants"]
+        assert {r["tenant"]: r["acting_on_forecast"] for r in rows} == p.forecast_acting
+        table = client.get("/ui/tenants").text
+        assert "<th>acting on forecast</th>" in table
+        for name, v in p.forecast_acting.items():
+            row = re.search(rf'<tr id="row-{name}">.*?</tr>', table, re.S).group(0)
+            got = re.search(r'<td class="acting"><b>(yes|no)</b> <span class="muted">([^<]*)</span>', row).groups()
+            assert (got[0], html.unescape(got[1])) == ("yes" if v["acting"] else "no", v["why"])
     finally:
         rt.close()
 
@@ -170,7 +182,12 @@ def test_the_shadow_report_counts_the_cycles_each_tenant_acted_on_the_forecast()
                       None, None, cfg, 3)
     assert all(problem(r) is None for r in recs + [off]) and off["cols"]["acting"] == [-1, -1]   # gate off
     rep = shadow_report(recs + [off])
+    from daemon.shadow.report import table
+
     t0, t1 = rep["tenants"]["t0"], rep["tenants"]["t1"]
+    # the terminal table's last column (onFc): % of the gated cycles on the forecast
+    rows = {line.split()[0]: line.split() for line in table(rep).splitlines() if line.startswith("t")}
+    assert rows["t0"][-1] == "67" and rows["t1"][-1] == "33" and "onFc" in table(rep)
     assert (t0["gated_cycles"], t0["forecast_cycles"], t1["gated_cycles"], t1["forecast_cycles"]) == (3, 2, 3, 1)
     assert t0["acting_share"] == pytest.approx(2 / 3) and rep["tiers"]["high"]["forecast_cycles"] == 2
     bad = dict(recs[0], cols={**recs[0]["cols"], "acting": [1]})

@@ -1,6 +1,8 @@
 """The skill gate in the replay (issue 40, item 2): the daemon's rule on the forecasts scored so far, never on the
 future."""
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
@@ -65,3 +67,54 @@ def test_with_the_gate_the_seasonal_tenant_keeps_acting_ahead_and_the_gate_off_c
     r = run_strategy("reactive", w, off, steps=N - START - 1).summary()
     hi = [x.summary()["tiers"]["high"]["unmet_gpu_min"] for x in (gated, ungated)]
     assert hi[0] == hi[1] == 0 < r["tiers"]["high"]["unmet_gpu_min"]
+
+
+class _BlindFor:
+    """SeasonalNaive(60) for every tenant but `blind`, whose forecast is a rise to 8 GPUs that never comes: a
+    forecast with no skill for that tenant beside one with skill for the other."""
+
+    def __init__(self, blind: str) -> None:
+        self.inner, self.blind, self.name = SeasonalNaive(60), blind, "seasonal-but-blind"
+
+    def predict(self, history: pd.DataFrame, horizon: int):
+        fc = self.inner.predict(history, horizon)
+        v = fc.values.copy()
+        v[fc.tenants.index(self.blind)] = 8.0
+        return dataclasses.replace(fc, values=v, model=self.name)
+
+
+def test_in_the_replay_a_tenant_without_skill_is_planned_reactively_and_one_with_skill_on_the_forecast():
+    """Two high tenants: `hi`'s forecast sees its hourly job coming, `blind`'s forecasts a job that never comes (its
+    demand is 0). Ungated, the plan holds 8 GPUs for `blind` all along and low work waits off them; gated, `blind`
+    is planned as reactive plans it (nothing held for it) while `hi` is still held ahead of its rises (no high-tier
+    unmet, where reactive has some)."""
+    n = N
+    t = np.arange(n)
+    idx = pd.date_range("2026-01-01", periods=n, freq="min", tz="UTC")
+    demand = pd.DataFrame({"hi": np.where(t % 60 >= 45, 8.0, 0.0), "blind": np.zeros(n), "lo": np.full(n, 24.0)},
+                          index=idx).rename_axis(columns="tenant")
+    w = Workload("t", demand, ("high", "high", "low"), np.array([8, 8, 1]), 24, start=START)
+    off = Config(policy={"headroom": 0.0, "preempt_budget_share": 0.5})
+    steps = n - START - 1
+
+    def run(cfg):
+        bank = ForecastBank(_BlindFor("blind"), w.demand, 1, cfg.cycle.horizon_steps, cfg.cycle.history_steps)
+        return run_strategy("predictive", w, cfg, bank, steps=steps, check_invariants=True).summary()
+
+    gated, ungated = run(CFG), run(off)
+    reactive = run_strategy("reactive", w, off, steps=steps).summary()
+    # the gate's own verdicts at the end of the window, on the scores kept so far
+    gate = ReplayGate(CFG, w.demand)
+    bank = ForecastBank(_BlindFor("blind"), w.demand, 1, 60, 2880)
+    for k in range(START - 240, n - 1):
+        acting = gate.at(k, bank.at(k), ("hi", "blind", "lo"))
+    assert "hi" in acting and "blind" not in acting
+    assert gate.verdicts["blind"].why.startswith("reactive: the forecast's holds lose")
+    # ungated, 8 GPUs are held for `blind` on top of `hi`'s; gated, none: the same holds as reactive's for it
+    # ungated, 8 GPUs stand held for `blind` (low work kept off them); gated, only `hi`'s rises are held for
+    assert gated["high_held_gpus_mean"] < ungated["high_held_gpus_mean"] - 4
+    assert gated["tiers"]["low"]["unmet_gpu_min"] < 0.5 * ungated["tiers"]["low"]["unmet_gpu_min"]
+    # `hi` stays on the forecast: held ahead of its rises, as ungated, where reactive meets them late
+    assert gated["tiers"]["high"]["unmet_gpu_min"] == ungated["tiers"]["high"]["unmet_gpu_min"] == 0
+    assert reactive["tiers"]["high"]["unmet_gpu_min"] > 0
+    assert 0 < gated["skill_gate"]["tenant_steps_on_forecast"] < gated["skill_gate"]["tenant_steps"]

@@ -116,6 +116,14 @@ class Page:
         return path
 
 
+def logged_in(new_page, base: str, token: str) -> Page:
+    """A new page logged in to the console at `base` with `token` (through its login form)."""
+    page = new_page()
+    page.goto(f"{base}/ui/login")
+    assert page.submit("form[action='/ui/login']", {"token": token}) == 200
+    return page
+
+
 @contextlib.contextmanager
 def chromium(width: int = 1280, height: int = 900):
     """A fresh headless Chromium with its own profile; yields a function that opens a new Page."""

@@ -11,7 +11,7 @@ import pytest
 
 from daemon.web.console.charts import Band, Chart, Line
 from tests.conftest import REPO, free_port
-from tests.support.browser import chromium
+from tests.support.browser import chromium, logged_in
 from tests.support.daemons import OP, T1, sim_process
 from tests.support.services import wait_for
 
@@ -261,9 +261,7 @@ def test_browser_operator_sees_the_throttled_tenant_and_its_forecast(sim_daemon)
 def test_browser_tenant_token_cannot_open_another_tenants_page(sim_daemon):
     base = sim_daemon
     with chromium() as new_page:
-        page = new_page()
-        page.goto(f"{base}/ui/login")
-        assert page.submit("form[action='/ui/login']", {"token": T1}) == 200
+        page = logged_in(new_page, base, T1)
         assert page.eval("location.pathname") == "/ui/tenants/tenant-0001"   # sent to its own tenant
         assert page.eval("document.querySelector('#forecast-chart') !== null")
         assert page.goto(f"{base}/ui/tenants/tenant-0002") == 403

@@ -280,6 +280,7 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
         snap = backend.snapshot()
         rows = [views.tenant_summary(snap, backend, t) for t in views.tenant_names(snap)]
         return page(request, "tenants.html", who=p, title="Tenants", tenants=rows,
+                    gated=any(t["acting_on_forecast"] is not None for t in rows),
                     overrides=backend.overrides().all()["tenants"])
 
     async def tenant(request: Request) -> Response:
