@@ -63,3 +63,15 @@ def test_a_weekday_peak_is_proposed_for_weekdays_and_a_typed_series_names_its_ty
     assert p.every == "weekdays" and p.at in ("09:45", "10:00") and p.gpu_type == "a100"
     assert p.to_window()["gpus"] == {"a100": p.gpus}
     assert propose(frame, exclude=("team-w",)) == []
+
+
+def test_two_weeks_of_history_are_decomposed_with_the_weekly_season_too():
+    idx = pd.date_range("2026-11-16", periods=15 * 1440, freq="min", tz="UTC", name="time")
+    rng = np.random.default_rng(6)
+    minute = idx.hour * 60 + idx.minute
+    peak = np.where((minute >= 20 * 60) & (minute < 21 * 60), 16.0, 0.0)
+    weekend = np.where(idx.day_of_week >= 5, -5.0, 0.0)       # a weekly swing MSTL takes apart from the peak
+    s = pd.Series(np.round(20 + weekend + peak + rng.normal(0, 1.5, len(idx))), index=idx)
+    p = propose_series(s, "team-m")
+    assert p is not None and p.method == "MSTL(daily, weekly)"
+    assert p.at in ("19:45", "20:00") and 30 <= p.gpus <= 42
