@@ -28,10 +28,13 @@ class TenantMeter:
     def __init__(self, n: int) -> None:
         self.unmet = np.zeros(n)
         self.held_idle = np.zeros(n)
+        self.by_step: list[np.ndarray] = []     # per measured step, each tenant's queued GPUs (when it came)
 
     def before_plan(self, c, k, state, measured):
         if measured:
-            self.unmet += np.nan_to_num(np.asarray(state.pending, dtype=float))
+            queued = np.nan_to_num(np.asarray(state.pending, dtype=float))
+            self.unmet += queued
+            self.by_step.append(queued)
             held = np.asarray(c.held_gpus(), dtype=float)[: len(self.unmet)]
             self.held_idle += np.maximum(held - np.nan_to_num(np.asarray(state.used, dtype=float)), 0.0)
         return state
@@ -47,6 +50,7 @@ class WindowRun:
     meter: Meter
     unmet_gpu_min: dict[str, float]
     held_idle_gpu_min: dict[str, float]
+    unmet_by_step: np.ndarray        # [measured step, tenant] GPUs queued
 
 
 def with_windows(cfg: Config, windows: Iterable[dict | WindowConfig]) -> Config:
@@ -63,7 +67,8 @@ def replay(w: Workload, cfg: Config, strategy: str, *, steps: int, bank: Forecas
     m = run_strategy(strategy, w, cfg, bank, steps=steps, knobs=knobs, hook=hook)
     step_min = m.step_min
     return WindowRun(m, {t: float(hook.unmet[i] * step_min) for i, t in enumerate(tenants)},
-                     {t: float(hook.held_idle[i] * step_min) for i, t in enumerate(tenants)})
+                     {t: float(hook.held_idle[i] * step_min) for i, t in enumerate(tenants)},
+                     np.array(hook.by_step).reshape(-1, len(tenants)))
 
 
 def evidence(w: Workload, cfg: Config, windows: list[dict], *, steps: int) -> dict[str, dict]:
