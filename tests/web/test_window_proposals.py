@@ -16,6 +16,8 @@ from tests.support.daemons import OP, T1, api_cfg, h
 from tests.support.services import wait_for
 
 STEP, DAYS = 60, 8
+# the evidence is two replays of 7 days (with and without the window) in the proposals' worker: minutes on a loaded box
+pytestmark = pytest.mark.timeout(900)
 
 
 def _fetch(start_s, end_s, known):
