@@ -23,6 +23,7 @@ class SyntheticWorkload:
     demand: pd.DataFrame        # time x tenant, GPUs wanted
     tiers: tuple[Tier, ...]
     job_gpus: np.ndarray        # GPUs per job for each tenant
+    peaked: np.ndarray | None = None  # per tenant: whether it has the 14:00 peak (the truth a window bench scores)
 
 
 def tenant_tiers(n: int, high_share: float, low_share: float, rng: np.random.Generator) -> tuple[Tier, ...]:
@@ -81,7 +82,7 @@ def generate(n_tenants: int, steps: int, capacity: int, *, seed: int = 42, step_
     names = [f"tenant-{i:04d}" for i in range(n)]
     frame = pd.DataFrame(demand.T, index=idx, columns=pd.Index(names, name="tenant"))
     del t
-    return SyntheticWorkload(frame, tiers, job)
+    return SyntheticWorkload(frame, tiers, job, has_peak.copy())
 
 
 def fleet_accepts(tiers: Sequence[str], types: Sequence[str]) -> list[tuple[str, ...]]:

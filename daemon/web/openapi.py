@@ -106,6 +106,15 @@ def spec(extra_paths: dict | None = None) -> dict:
         "Recurring capacity windows (docs/windows.md), the config's (source config) and the operator's (source "
         "api), with the next start and when its hold begins; a tenant token sees its own tenant's only",
         {"type": "object", "properties": {"windows": {"type": "array", "items": window}}})
+    paths["/api/v1/windows/proposals"] = _get(
+        "Windows proposed from the history store (docs/windows.md): each tenant's recurring peak with its "
+        "evidence (days seen, size, the replayed unmet without and with it, GPU-minutes held idle); computed off "
+        "the cycle, 202 with status computing until ready; accept one by PUT /api/v1/windows/{name} with its "
+        "`window`", {"type": "object", "required": ["status"], "properties": {
+            "status": {"type": "string", "enum": ["computing", "ready", "no history", "failed"]},
+            "proposals": {"type": "array", "items": obj}, "significance": {"type": "string"}}},
+        params=[{"name": "timezone", "in": "query", "schema": {"type": "string"}}],
+        extra={"202": _json(obj), "400": {**_ERR, "description": "not an IANA time zone"}}, operator=True)
     paths["/api/v1/windows/{name}"] = {
         **_get("One window", window, params=[name_param],
                extra={"404": {**_ERR, "description": "no such window (or another tenant's)"}}),

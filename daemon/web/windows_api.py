@@ -23,6 +23,9 @@ from daemon.config.windows import WINDOW_NAME, problems
 from daemon.state.overrides import BadChange, OverridesUnavailable, WindowRefused, parse_window
 from daemon.web.auth import Principal
 from daemon.web.backend import Backend, Snapshot
+from daemon.web.window_proposals import WindowProposals
+
+_PROPOSALS: dict[int, WindowProposals] = {}
 
 
 def capacity_now(snap: Snapshot, cfg: Config) -> dict[str, int]:
@@ -69,10 +72,44 @@ def change(backend: Backend, who: str, name: str, window: WindowConfig | None) -
     return backend.overrides().change_window(who, name, window, check)
 
 
+def declared(backend: Backend) -> list[dict]:
+    """The windows in force (the config's, the operator's replacing those of their name) as dicts."""
+    ws = {w.name: w.model_dump(mode="json") for w in backend.config().windows}
+    ws.update(backend.overrides().windows())
+    return list(ws.values())
+
+
+def proposals(backend: Backend) -> WindowProposals:
+    """The backend's proposals (one computation worker and cache per backend, shared by the API and the console)."""
+    if id(backend) not in _PROPOSALS:
+        _PROPOSALS[id(backend)] = WindowProposals(backend.config, lambda: declared(backend))
+    return _PROPOSALS[id(backend)]
+
+
+def proposal_zone(backend: Backend, asked: str | None) -> str:
+    """The proposals' time zone: the one asked for, else the config's windows' (the first), else UTC."""
+    if asked:
+        return asked
+    ws = backend.config().windows
+    return ws[0].timezone if ws else "UTC"
+
+
 def build(backend: Backend, guarded: Callable, error: Callable, json_body: Callable,
           bad_input: type[Exception]) -> list[Route]:
     async def listing(_: Request, p: Principal) -> Response:
         return JSONResponse({"windows": visible(backend, p)})
+
+    async def proposed(request: Request, p: Principal) -> Response:
+        """Windows proposed from the history (operators only): 202 while they are computed, off the cycle."""
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        zone = proposal_zone(backend, request.query_params.get("timezone"))
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            return error(400, f"timezone: {zone[:64]!r} is not an IANA time zone (Europe/Paris, UTC)", "timezone")
+        res = await run_in_threadpool(proposals(backend).get, zone)
+        return JSONResponse(res, status_code=202 if res["status"] == "computing" else 200)
 
     async def one(request: Request, p: Principal) -> Response:
         name = request.path_params["name"]
@@ -104,4 +141,5 @@ def build(backend: Backend, guarded: Callable, error: Callable, json_body: Calla
             return error(503, str(exc))
 
     return [Route("/api/v1/windows", guarded(listing)),
+            Route("/api/v1/windows/proposals", guarded(proposed, operator=True)),
             Route("/api/v1/windows/{name}", guarded(one), methods=["GET", "PUT", "DELETE"])]

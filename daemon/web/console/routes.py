@@ -398,8 +398,11 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
                     dry_run=snap.cfg.actuators.dry_run, cycles=limit)
 
     def windows_page(request: Request, p: Principal, status: int = 200, **extra) -> Response:
+        # an operator sees the windows proposed from the history (computed in their own worker, never here)
+        proposed = windows_api.proposals(backend).get(windows_api.proposal_zone(backend, None)) \
+            if p.operator else None
         return page(request, "windows.html", status, who=p, title="Windows",
-                    windows=windows_api.visible(backend, p), **extra)
+                    windows=windows_api.visible(backend, p), proposed=proposed, **extra)
 
     async def windows(request: Request) -> Response:
         """Recurring windows (docs/windows.md): a tenant sees its own tenant's; an operator all, and changes them."""
@@ -429,6 +432,28 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
             return problem(request, p, 503, "Change not stored", str(exc))
         return RedirectResponse("/ui/windows?saved=1", status_code=303, headers=HEADERS)
 
+    async def window_accept(request: Request) -> Response:
+        """Accept a proposed window: declared as the API's PUT declares one (windows_api.change, audited)."""
+        got = await operator_form_body(request)
+        if isinstance(got, Response):
+            return got
+        p, _form = got
+        name = request.path_params["name"]
+        props = windows_api.proposals(backend)
+        found = await run_in_threadpool(props.find, name, windows_api.proposal_zone(backend, None))
+        if found is None:
+            return windows_page(request, p, 404, error=f"no proposed window {name!r} (the proposals moved on)")
+        try:
+            window = parse_window(name, found)
+            await run_in_threadpool(windows_api.change, backend, p.name, name, window)
+        except BadChange as exc:
+            return windows_page(request, p, 400, error=str(exc))
+        except WindowRefused as exc:
+            return windows_page(request, p, 409, error=str(exc))
+        except OverridesUnavailable as exc:
+            return problem(request, p, 503, "Change not stored", str(exc))
+        return RedirectResponse("/ui/windows?saved=1", status_code=303, headers=HEADERS)
+
     async def slash(_: Request) -> Response:
         return RedirectResponse("/ui/", status_code=308)
 
@@ -445,5 +470,6 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
         Route("/ui/windows", windows),
         Route("/ui/windows", window_change, methods=["POST"]),
         Route("/ui/windows/{name}/delete", window_change, methods=["POST"]),
+        Route("/ui/windows/proposals/{name}/accept", window_accept, methods=["POST"]),
         Route("/ui/shadow", shadow),
     ]

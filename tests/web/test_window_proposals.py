@@ -1,0 +1,95 @@
+"""Windows proposed from the history (issue 39, item 2) on a daemon (real uvicorn, real HTTP) whose history store
+holds 8 days of tenant-0001 peaking at 14:00 UTC every day and tenant-0002 without a peak: the API lists the one
+proposal with its evidence to operators only, the console shows it with an accept button, and accepting it
+declares the window through the operator's path (audited); nothing is declared before."""
+
+import httpx
+import numpy as np
+import pandas as pd
+import pytest
+
+from daemon.service.loop import Daemon
+from daemon.service.wiring import build_runtime
+from daemon.sources.history import History
+from tests.conftest import free_port
+from tests.support.daemons import OP, T1, api_cfg, h
+from tests.support.services import wait_for
+
+STEP, DAYS = 60, 8
+# the evidence is two replays of 7 days (with and without the window) in the proposals' worker: minutes on a loaded box
+pytestmark = pytest.mark.timeout(900)
+
+
+def _fetch(start_s, end_s, known):
+    idx = pd.date_range(pd.Timestamp(start_s, unit="s", tz="UTC"), pd.Timestamp(end_s, unit="s", tz="UTC"),
+                        freq=f"{STEP}s")
+    rng = np.random.default_rng(int(start_s))
+    minute = idx.hour * 60 + idx.minute
+    peak = np.where((minute >= 14 * 60) & (minute < 15 * 60), 40.0, 0.0)
+    return pd.DataFrame({"tenant-0001": np.round(20 + peak + rng.normal(0, 2, len(idx))),
+                         "tenant-0002": np.round(30 + rng.normal(0, 3, len(idx)))}, index=idx)
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("proposals")
+    store = tmp / "history.sqlite"
+    now = (pd.Timestamp.now(tz="UTC").floor("D") - pd.Timedelta(minutes=1)).timestamp()
+    hist = History(STEP, DAYS * 1440, store)
+    hist.update(_fetch, now, ["tenant-0001", "tenant-0002"])
+    hist.close()
+    port = free_port()
+    d = Daemon(build_runtime(api_cfg(tmp, port, history={"path": store})))
+    d.start()
+    base = f"http://127.0.0.1:{port}"
+    wait_for(lambda: d.cycles_done >= 1, what="a cycle", timeout=60)
+    yield d, base
+    d.stop()
+
+
+def _proposals(base):
+    out = {}
+
+    def ready():
+        r = httpx.get(f"{base}/api/v1/windows/proposals", headers=h(OP), timeout=30)
+        out["r"] = r
+        return r.status_code == 200
+    wait_for(ready, what="the proposals computed", timeout=400)
+    return out["r"].json()
+
+
+def test_proposals_are_listed_to_operators_only_and_accepting_one_declares_it(daemon):
+    d, base = daemon
+    assert httpx.get(f"{base}/api/v1/windows/proposals", headers=h(T1)).status_code == 403
+    assert httpx.get(f"{base}/api/v1/windows/proposals?timezone=Mars/Base", headers=h(OP)).status_code == 400
+    res = _proposals(base)
+    assert res["status"] == "ready", res
+    [p] = res["proposals"]
+    assert p["tenant"] == "tenant-0001" and p["every"] == "daily" and p["at"] in ("13:45", "14:00")
+    assert 55 <= p["gpus"] <= 70 and p["days_seen"] >= 5
+    ev = p["evidence"]
+    assert "unmet_gpu_min_without" in ev, res.get("evidence_note")
+    assert ev["unmet_gpu_min_without"] >= ev["unmet_gpu_min_with"] and "held_idle_gpu_min" in ev
+    assert httpx.get(f"{base}/api/v1/windows", headers=h(OP)).json()["windows"] == []   # nothing acted on
+    # the console: a tenant sees no proposals; an operator sees it and accepts it
+    t1 = httpx.Client(base_url=base, timeout=30)
+    op = httpx.Client(base_url=base, timeout=30)
+    try:
+        for c, tok in ((t1, T1), (op, OP)):
+            assert c.post("/ui/login", data={"token": tok, "next": "/ui/windows"}).status_code == 303
+        assert 'id="proposal-table"' not in t1.get("/ui/windows").text
+        page = op.get("/ui/windows").text
+        assert 'id="proposal-table"' in page and f'/ui/windows/proposals/{p["name"]}/accept' in page
+        assert t1.post(f"/ui/windows/proposals/{p['name']}/accept").status_code == 403
+        r = op.post(f"/ui/windows/proposals/{p['name']}/accept")
+        assert r.status_code == 303, r.text
+    finally:
+        t1.close()
+        op.close()
+    [w] = httpx.get(f"{base}/api/v1/windows", headers=h(OP)).json()["windows"]
+    assert (w["name"], w["source"], w["gpus"], w["at"]) == (p["name"], "api", p["gpus"], p["at"])
+    ev = [e for e in httpx.get(f"{base}/api/v1/events?kind=operator_change", headers=h(OP)).json()["events"]
+          if e.get("window") == p["name"]]
+    assert ev and ev[0]["who"] == "ops"
+    # the tenant has its window now: it is proposed no more
+    assert _proposals(base)["proposals"] == []
