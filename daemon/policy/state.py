@@ -34,6 +34,9 @@ class Jobs:
     idle: np.ndarray | None = None     # per job, bool: the job health step found it idle or hung (its GPUs do no
                                        # work), so a hold takes its GPUs before a busy job's; False or None
                                        # (unknown: no telemetry, no health step) is busy
+    time_limit_s: np.ndarray | None = None  # per job, float seconds it may run in all (Slurm's TimeLimit), NaN when
+                                            # it has none or it is unknown; None: no scheduler limits (Kubernetes,
+                                            # the simulator). The start estimate ends a running job by it
 
     @staticmethod
     def empty() -> "Jobs":
@@ -48,7 +51,8 @@ class Jobs:
         return Jobs(*(getattr(self, f)[mask] for f in ("ids", "tenant", "gpus", "priority", "running",
                                                           "runtime_s", "wait_s", "node")),
                     accepts=None if self.accepts is None else self.accepts[mask],
-                    idle=None if self.idle is None else self.idle[mask])
+                    idle=None if self.idle is None else self.idle[mask],
+                    time_limit_s=None if self.time_limit_s is None else self.time_limit_s[mask])
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,10 @@ class EtaTracker:
                 self._score(first, now - float(run))
         res = dict(plan.reservations) if plan is not None else {}
         growth = forecast_growth(peaks_of(fc), state, res) if fc is not None else None
+        lim = jobs.time_limit_s
+        limits = {} if lim is None else {j: float(v) for j, v in zip(ids, lim) if np.isfinite(v)}
         etas = estimate(state, self.runs, reservations=res, pooled=plan.pooled if plan is not None else (),
+                        time_limit_s=limits,
                         growth=growth, max_wait_s=self.max_wait_s, lateness=self.late,
                         windows=windows_ahead(plan, state.at) if plan is not None else ())
         rows = []

@@ -459,7 +459,7 @@ def test_a_job_started_anew_under_its_id_or_moved_to_another_tier_is_not_requeue
     (SQUEUE_FMT, %S last); the real slurmctld needs two minutes to start a requeued job again."""
     from daemon.actuators.slurm.actuator import SQUEUE_FMT, parse_squeue
 
-    assert SQUEUE_FMT.endswith("|%S")
+    assert SQUEUE_FMT.split("|")[12] == "%S"
 
     def line(start="2026-12-06T02:00:00", submit="2026-12-06T01:59:00", qos="normal"):
         return f"77|acct-low|low|{qos}|RUNNING|gn1|2:00:00|gres/gpu:4|None|{submit}|(null)|1|{start}"

@@ -39,3 +39,17 @@ def test_a_begin_time_job_is_demand_only_when_it_is_eligible_soon():
     assert waits_for_gpus(j, now + 120, now) and waits_for_gpus(j, now - 5, now)
     assert not waits_for_gpus(j, now + 3600, now) and not waits_for_gpus(j, float("nan"), now)
     assert not waits_for_gpus(j, None, now)
+
+
+def test_a_time_limit_is_read_and_none_is_not_zero():
+    """squeue %l: a TimeLimit in %M's form is seconds; UNLIMITED or NOT_SET is no limit (NaN), never 0, which
+    would tell the start estimate the job ends now."""
+    import math
+
+    from daemon.actuators.slurm.actuator import parse_squeue, parse_time_limit
+
+    assert parse_time_limit("1-02:00:00") == 93600.0 and parse_time_limit("10:00") == 600.0
+    assert all(math.isnan(parse_time_limit(t)) for t in ("UNLIMITED", "NOT_SET", "", "INFINITE"))
+    line = "7|acct|p|normal|RUNNING|gn1|5:00|gres/gpu:2|None|2026-12-06T02:00:00|(null)|1|2026-12-06T02:00:00|"
+    assert parse_squeue(line + "30:00")[0].time_limit_s == 1800.0
+    assert math.isnan(parse_squeue(line + "UNLIMITED")[0].time_limit_s)

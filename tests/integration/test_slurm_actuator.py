@@ -3,6 +3,8 @@ import re
 import subprocess
 import time
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from daemon.actuators.slurm.actuator import SlurmActuator, parse_elapsed, parse_gpus
@@ -487,3 +489,43 @@ def test_a_pending_jobs_start_estimate_is_in_its_admin_comment_beside_the_sites(
                             + r" \| gpu-autoscaler: health: a note", admin_comment(slurm, j))
     finally:
         subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)
+
+
+def test_a_running_jobs_time_limit_moves_a_pending_jobs_start_estimate(slurm):
+    """The Slurm source reads each running job's TimeLimit (%l) beside its elapsed time (%M) into the Jobs it gives
+    the policy, and the estimate ends the job by it: on the real slurmctld, an 8-GPU job waiting behind one running
+    with a 10-minute limit is estimated to start when that limit runs out (no run-length history yet), and raising
+    the limit to 30 minutes moves the estimate 20 minutes later."""
+    from prometheus_client import CollectorRegistry
+
+    from daemon.policy.state import ClusterState
+    from daemon.service.eta import EtaTracker
+
+    tenants, a = ("team-high", "team-low"), act(slurm, dry_run=True)
+
+    def eta_of(jid):
+        jobs, nodes = a.cluster_jobs(tenants), a.cluster_nodes(tenants)
+        used = np.array([float(jobs.gpus[jobs.running & (jobs.tenant == i)].sum()) for i in range(2)])
+        pending = np.array([float(jobs.gpus[~jobs.running & (jobs.tenant == i)].sum()) for i in range(2)])
+        st = ClusterState(at=pd.Timestamp.now(tz="UTC"), tenants=tenants, tiers=("high", "low"),
+                          capacity=int(nodes.gpus.sum()), used=used, pending=pending, jobs=jobs, nodes=nodes)
+        rows = EtaTracker(CollectorRegistry(), time.time).update(st, None, None)["jobs"]
+        return next(r for r in rows if r["job_id"] == jid), dict(zip(jobs.ids, jobs.runtime_s))
+
+    run = subprocess.run(["sbatch", "--parsable", "--partition=low", "--account=acct-low", "--gres=gpu:8",
+                          "--time=10", "-o", "/dev/null", "--wrap", "sleep 600"], env=slurm["env"],
+                         capture_output=True, text=True, check=True).stdout.strip().split(";")[0]
+    wait = ""
+    try:
+        wait_for(lambda: state(slurm, run).startswith("RUNNING"), what="limited job running", timeout=60)
+        wait = sbatch(slurm, "low", "acct-low", gpus=8)
+        wait_for(lambda: state(slurm, wait).startswith("PENDING"), what="pending", timeout=60)
+        first, elapsed = eta_of(wait)
+        assert first["p50_s"] is not None and "time limit" in first["basis"], first
+        assert first["p50_s"] == pytest.approx(600.0 - elapsed[run], abs=5.0), (first, elapsed)
+        subprocess.run(["scontrol", "update", f"JobId={run}", "TimeLimit=30"], env=slurm["env"], check=True)
+        later, elapsed = eta_of(wait)
+        assert later["p50_s"] == pytest.approx(1800.0 - elapsed[run], abs=5.0), (later, elapsed)
+        assert later["p50_s"] - first["p50_s"] > 1100.0
+    finally:
+        subprocess.run(["scancel", run, *([wait] if wait else [])], env=slurm["env"], capture_output=True)

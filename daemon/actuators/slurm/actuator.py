@@ -52,7 +52,7 @@ COMMENT_TAG = "gpu-autoscaler:"
 # slurm=2026-01-05T10:40Z", each value a UTC time to the minute or "unknown"; slurm= only when squeue --start has one
 ETA_TAG = "gpu-autoscaler-eta:"
 ETA_REWRITE_S = 300.0   # an estimate is rewritten when its p50 or p90 moved this much (or became (un)known)
-SQUEUE_FMT = "%i|%a|%P|%q|%T|%N|%M|%b|%r|%V|%v|%D|%S"
+SQUEUE_FMT = "%i|%a|%P|%q|%T|%N|%M|%b|%r|%V|%v|%D|%S|%l"
 
 
 class SlurmError(Exception):
@@ -74,6 +74,7 @@ class SlurmJob:
     reservation: str = ""
     node_count: int = 1              # nodes the job runs on, or asks for while pending
     started: float = float("nan")    # a running job's start (%S; a requeued job that runs again starts anew)
+    time_limit_s: float = float("nan")  # %l, its TimeLimit; NaN when UNLIMITED, not set or not read
 
     @property
     def total_gpus(self) -> int:
@@ -94,6 +95,15 @@ def parse_elapsed(text: str) -> float:
         parts.insert(0, 0)
     h, m, s = parts
     return float(days * 86400 + h * 3600 + m * 60 + s)
+
+
+def parse_time_limit(text: str) -> float:
+    """squeue %l: a TimeLimit in %M's form, or NaN when the job has none (UNLIMITED, INFINITE, NOT_SET, N/A, blank).
+    Not parse_elapsed: a limit that is not set is no limit, where 0 would say the job ends now."""
+    text = text.strip()
+    if not text or text.upper() in ("UNLIMITED", "INFINITE", "NOT_SET", "N/A", "INVALID"):
+        return float("nan")
+    return parse_elapsed(text)
 
 
 def parse_gpus(tres: str) -> int:
@@ -184,7 +194,8 @@ def parse_squeue(out: str) -> list[SlurmJob]:
                              parse_submit(f[9]) if len(f) > 9 else float("nan"),
                              f[10].strip() if len(f) > 10 and f[10].strip() != "(null)" else "",
                              int(f[11]) if len(f) > 11 and f[11].strip().isdigit() else 1,
-                             parse_submit(f[12]) if len(f) > 12 else float("nan")))
+                             parse_submit(f[12]) if len(f) > 12 else float("nan"),
+                             parse_time_limit(f[13]) if len(f) > 13 else float("nan")))
     return jobs
 
 
@@ -380,7 +391,9 @@ class SlurmActuator:
                     # pending time drives anti-starvation; a requeued job's clock restarts at its requeue
                     wait_s=np.array([0.0 if r or not np.isfinite(t) else max(0.0, now - t)
                                      for t, r in zip(since, run)]),
-                    node=np.array([j.nodes for j in rows], dtype=object), accepts=accepts)
+                    node=np.array([j.nodes for j in rows], dtype=object), accepts=accepts,
+                    # the start estimate ends a running job by its time limit (policy/eta.py)
+                    time_limit_s=np.array([j.time_limit_s for j in rows], dtype=float))
 
     def cluster_nodes(self, tenants: tuple[str, ...]) -> Nodes:
         """Every node slurmctld knows, as the policy's Nodes (raises SlurmError when slurmctld does not answer).
