@@ -76,9 +76,13 @@ class Autoscaler:
         # the lead a new replica needs: its cold start, plus the drain of what is preempted for it
         self.lead = np.array([s.cold_steps(step_s) for s in specs], dtype=np.int64) + int(drain_steps)
 
-    def wanted(self, k: int, demand: np.ndarray, fc: Forecast | None) -> np.ndarray:
+    def wanted(self, k: int, demand: np.ndarray, fc: Forecast | None,
+               on_forecast: np.ndarray | None = None) -> np.ndarray:
         """GPUs per inference tenant (``cols`` of the demand) at step ``k``; ``fc`` the forecast made at the step
-        before (its first step is step k), None when there is none yet."""
+        before (its first step is step k), None when there is none yet. ``on_forecast`` (one flag per service, the
+        skill gate's verdict made with that forecast; None: all) says which services' predictive autoscaler may
+        act on the forecast: a service whose forecast has shown no skill scales reactively, as AWS predictive
+        scaling only ever adds to what its reactive scaling decides where the forecast has earned it."""
         now = demand[k, self.cols]
         if self.strategy == "perfect":
             out = now.copy()
@@ -92,6 +96,8 @@ class Autoscaler:
         q = fc.quantile(self.quantile)[self.cols]
         out = now.copy()
         for j, lead in enumerate(self.lead):
+            if on_forecast is not None and not on_forecast[j]:
+                continue
             ahead = q[j, : lead + 1]
             if np.isfinite(ahead).any():
                 peak = np.ceil(np.nanmax(ahead) / self.gpus[j] - 1e-9) * self.gpus[j]  # whole replicas
@@ -157,11 +163,13 @@ class InferenceRun:
         self.gateway = Gateway(len(names), burst_seconds)
         self.limit_now = limit_now       # plan -> {tenant: RateLimit}: the plan's limits (the first step's before any)
 
-    def wanted(self, k: int, demand: np.ndarray, fc: Forecast | None) -> np.ndarray:
+    def wanted(self, k: int, demand: np.ndarray, fc: Forecast | None,
+               acting: frozenset[str] | None = None) -> np.ndarray:
         """The GPUs every tenant asks for at step ``k``: batch tenants their demand, inference tenants what their
-        autoscalers ask."""
+        autoscalers ask. ``acting``: the skill gate's tenants acting on ``fc`` (None: the gate is off, all do)."""
         out = demand[k].astype(float).copy()
-        out[self.cols] = self.scaler.wanted(k, demand, fc)
+        on = None if acting is None else np.array([t in acting for t in self.names], dtype=bool)
+        out[self.cols] = self.scaler.wanted(k, demand, fc, on)
         return out
 
     def account(self, k: int, cluster, plan, meter=None) -> StepRequests:

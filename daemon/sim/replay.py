@@ -392,6 +392,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
     res = Meter(name, knobs, step_min=step_s / 60.0)
     inf = inference_run(w, cfg, name, tenants, step_s, c)
     inf_fc: Forecast | None = None   # the forecast the inference autoscalers read (made at the step before)
+    inf_acting: frozenset[str] | None = None   # and the skill gate's verdict made with it (None: gate off)
     vol_masks = masks
     if inf is not None:
         res.inference = True
@@ -426,7 +427,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
             pre0, lost0 = c.preempted_per_tenant.copy(), c.lost_per_tenant.copy()
             idle0, ret0 = c.preempted_idle, c.preempted_retaken
             c.starve_max[:] = 0
-        stats = c.step(demand[k] if inf is None else inf.wanted(k, demand, inf_fc))
+        stats = c.step(demand[k] if inf is None else inf.wanted(k, demand, inf_fc, inf_acting))
         if check_invariants:
             c.check_invariants()
         if inf is not None:
@@ -481,7 +482,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
                 if measured:
                     res.forecast_acting.append(len(acting))
             p = plan(fc, state, mem, cfg, last, acting=acting)
-            inf_fc = fc
+            inf_fc, inf_acting = fc, acting
         dt = time.perf_counter() - t0
         if off_cfg is not None and measured:
             on = {x.job_id for x in p.preemptions}
