@@ -1419,7 +1419,7 @@ def replay_summary() -> str:
                       "*From `bench/out/replay_synthetic.json`, `replay_helios.json` and `replay_alibaba.json`.*"])
 
 
-SIZING_CASES = ("synthetic", "helios", "alibaba")
+SIZING_CASES = ("synthetic", "helios", "alibaba", "servegen")
 
 
 def _binding(z: dict, slo: dict) -> str:
@@ -1438,7 +1438,9 @@ def _sizing_row(case: str, z: dict, slo: dict) -> list[str]:
         below += "; **not monotone**: " + z["note"].split("here: ")[-1].split(" (")[0]
     return [case, z["strategy"], f"{n(z['gpus'])} ({z['nodes']} nodes)", n(z["gpu_hours"]),
             pct(z["allocated_utilization"]), pct(z["busy_utilization"]),
-            f"{pct(z['high_unmet_share'], 3)} / {pct(z['normal_unmet_share'], 2)}", _binding(z, slo), below,
+            f"{pct(z['high_unmet_share'], 3)} / {pct(z['normal_unmet_share'], 2)}"
+            + ("" if z.get("high_throttled_share") is None else
+               f"; high requests {pct(z['high_throttled_share'], 3)} throttled"), _binding(z, slo), below,
             str(z["replays"])]
 
 
@@ -1460,6 +1462,10 @@ def replay_sizing() -> str:
         notes.append(f"- **{case}** ({d['window'][0][:16]} to {d['window'][1][:16]}, {d['steps']:,} steps, forecaster "
                      f"{d['forecaster']}{how}; the trace's own size {d['own_nodes']} nodes; commit {d['commit']}, "
                      f"{load_avg(d)}, {d['bench_wall_seconds'] / 60:.0f} min): predictive {sv}.")
+        if "service_headroom" in d:  # inference services: each strategy sized at its best HPA headroom
+            hr = ", ".join(f"{k} {v:g}" for k, v in d["service_headroom"].items())
+            notes.append(f"  - services' cold start {d['service_cold_start_min']:g} min; each strategy at the "
+                         f"services' HPA headroom of {', '.join(d['by_service_headroom'])} with the fewest GPUs: {hr}.")
         for t in d["targets"].values():
             got = "not measured (a strategy missed the SLO)" if t["saving"] is None else (
                 f"{verdict(t['met'])}: {pct(t['saving'])}, {'+' if t['gap'] >= 0 else ''}"
