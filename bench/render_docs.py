@@ -1431,7 +1431,10 @@ def _binding(z: dict, slo: dict) -> str:
 
 def _sizing_row(case: str, z: dict, slo: dict) -> list[str]:
     if not z["met"]:
-        return [case, z["strategy"], f"**not met**: {z['largest_nodes_tried']} nodes (the largest tried) miss",
+        big = [t for t in z.get("tries", []) if t.get("nodes") == z["largest_nodes_tried"]]
+        why = "" if not big or big[0].get("high_throttled_share") is None else \
+            f" (high requests {pct(big[0]['high_throttled_share'], 2)} throttled there)"
+        return [case, z["strategy"], f"**not met**: {z['largest_nodes_tried']} nodes (the largest tried) miss{why}",
                 "–", "–", "–", "–", "–", "–", str(z["replays"])]
     below = {True: "misses", False: "**also meets** (not the smallest)", None: "–"}[z["one_node_less_misses"]]
     if z.get("monotone_in_tries") is False:
@@ -1465,7 +1468,8 @@ def replay_sizing() -> str:
         if "service_headroom" in d:  # inference services: each strategy sized at its best HPA headroom
             hr = ", ".join(f"{k} {v:g}" for k, v in d["service_headroom"].items())
             notes.append(f"  - services' cold start {d['service_cold_start_min']:g} min; each strategy at the "
-                         f"services' HPA headroom of {', '.join(d['by_service_headroom'])} with the fewest GPUs: {hr}.")
+                         f"services' HPA headroom of {', '.join(d['by_service_headroom'])} with the fewest GPUs "
+                         f"(the first tried where it met at none): {hr}.")
         for t in d["targets"].values():
             got = "not measured (a strategy missed the SLO)" if t["saving"] is None else (
                 f"{verdict(t['met'])}: {pct(t['saving'])}, {'+' if t['gap'] >= 0 else ''}"
