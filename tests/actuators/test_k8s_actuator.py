@@ -190,15 +190,11 @@ def test_start_up_deletes_our_quotas_no_plan_of_this_config_can_ask_for():
 
 
 def test_node_failure_cordons_and_evicts_with_grace_never_deletes():
-    ds = pod("batch", "dcgm-exporter-x", "")
-    ds["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "dcgm", "uid": "u1"}]
-    mirror = pod("batch", "static-1", "")
-    mirror["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "abc"}
     pods = {"train-1": pod("batch", "train-1", "gpu-autoscaler-low"),
             "infer-1": pod("serving", "infer-1", "gpu-autoscaler-high")}
     routes = {
         ("GET", r"/api/v1/pods"): (200, {"apiVersion": "v1", "kind": "PodList", "metadata": {},
-                                         "items": [pods["train-1"], pods["infer-1"], ds, mirror,
+                                         "items": [pods["train-1"], pods["infer-1"],
                                                    pod("kube-system", "coredns-1", "system-cluster-critical")]}),
         ("POST", r"/apis/scheduling.k8s.io/v1/priorityclasses"): (201, {}),
         ("GET", r"/api/v1/resourcequotas"): NO_QUOTAS,
@@ -215,7 +211,7 @@ def test_node_failure_cordons_and_evicts_with_grace_never_deletes():
     act, pool = actuator(routes)
     jobs = act.jobs_on_node("gpu-node-7")
     assert pool.sent[0]["query"] == "fieldSelector=spec.nodeName%3Dgpu-node-7"
-    # DaemonSet and mirror pods are not jobs to move; kube-system is not a tenant's
+    # kube-system is not a tenant's (DaemonSet and mirror pods: tests/k8s/test_unevictable.py)
     assert jobs == [("batch/train-1", "team-low"), ("serving/infer-1", "team-high")]
     assert act.fence_node("gpu-node-7", "down").ok
     patch = [r for r in pool.sent if r["method"] == "PATCH"][0]
@@ -239,19 +235,6 @@ def test_node_failure_cordons_and_evicts_with_grace_never_deletes():
     evt = [r for r in pool.sent if r["path"].endswith("/events")][0]
     assert evt["path"] == "/api/v1/namespaces/batch/events" and evt["body"]["reason"] == "NodeFailed"
     assert evt["body"]["source"]["component"] == "gpu-autoscaler"
-
-
-def test_daemonset_pods_and_foreign_namespaces_are_never_evicted():
-    ds = pod("batch", "dcgm-exporter-x", "gpu-autoscaler-low")
-    ds["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "dcgm", "uid": "u1"}]
-    routes = dict(BASE)
-    routes[("GET", r"/api/v1/namespaces/batch/pods/dcgm-exporter-x")] = (200, ds)
-    act, pool = actuator(routes)
-    rep = act.apply(plan([Preemption("batch/dcgm-exporter-x", "team-low", 1, "", "x"),
-                          Preemption("kube-system/coredns-1", "kube-system", 1, "", "x")]))
-    assert any("refused to evict kube-system/coredns-1" in e for e in rep.errors)
-    assert not any(r["path"].endswith("/eviction") for r in pool.sent)
-    assert not any("kube-system" in r["path"] for r in pool.sent)
 
 
 def test_quota_caps_only_non_preemptible_pods_in_tenant_namespaces_only():
@@ -372,23 +355,3 @@ def test_a_node_the_api_cannot_say_about_does_not_block_the_failover():
                                                      "status": {}})}
     act, _ = actuator(routes)
     assert act.node_down_confirmed("gone") is None and act.node_down_confirmed("odd") is None
-
-
-def test_a_bound_pod_still_pending_is_evicted_for_room_and_an_unbound_one_is_not():
-    # the policy reads a pod bound to a node as running there (view.py): it holds its GPUs while it pulls its image,
-    # so the plan may take it for room (it loses no work), and the eviction must then be sent; a pod no node has
-    # taken holds nothing, and is skipped
-    pulling = pod("batch", "train-1", "gpu-autoscaler-low", phase="Pending")
-    routes = dict(BASE)
-    routes[("GET", r"/api/v1/namespaces/batch/pods/train-1")] = (200, pulling)
-    act, cap = actuator(routes)
-    act.apply(plan([Preemption("batch/train-1", "team-low", 8, "", "x")]))
-    assert [r["path"] for r in cap.sent if r["path"].endswith("/eviction")] == \
-        ["/api/v1/namespaces/batch/pods/train-1/eviction"]
-    unbound = pod("batch", "train-1", "gpu-autoscaler-low", phase="Pending")
-    del unbound["spec"]["nodeName"]
-    routes[("GET", r"/api/v1/namespaces/batch/pods/train-1")] = (200, unbound)
-    act, cap = actuator(routes)
-    rep = act.apply(plan([Preemption("batch/train-1", "team-low", 8, "", "x")]))
-    assert not any(r["path"].endswith("/eviction") for r in cap.sent)
-    assert any(a == "skip batch/train-1: Pending" for a in rep.actions)

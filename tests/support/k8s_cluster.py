@@ -32,12 +32,14 @@ from tests.support.services import stop, wait_for
 
 BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok")
 # the controllers the tests need: PDB status (disruption), service accounts and their tokens, namespace deletion,
-# owner references, the workload controllers Kueue's jobs go through, node lifecycle (it lifts the not-ready
-# taint the TaintNodesByCondition admission puts on every new node once kwok reports it Ready), and resource quota
-# (a ResourceQuota's status, which quota admission needs before it admits a pod against it)
+# owner references, the workload controllers Kueue's jobs go through, DaemonSets (their pods on the nodes they
+# select), node lifecycle (it lifts the not-ready taint the TaintNodesByCondition admission puts on every new node
+# once kwok reports it Ready), and resource quota (a ResourceQuota's status, which quota admission needs before it
+# admits a pod against it)
 CONTROLLERS = ",".join(f"{c}-controller" for c in (
     "serviceaccount", "serviceaccount-token", "disruption", "namespace", "garbage-collector", "replicaset",
-    "deployment", "job", "pod-garbage-collector", "root-ca-certificate-publisher", "node-lifecycle", "resourcequota"))
+    "deployment", "daemonset", "job", "pod-garbage-collector", "root-ca-certificate-publisher", "node-lifecycle",
+    "resourcequota"))
 KWOK_NODE = "kwok.x-k8s.io/node"
 # kwok's own stages, from the pinned module (build-k8s.sh copies them beside the binaries): nodes become Ready and
 # renew their Lease, bound pods become Running, deleted pods go
