@@ -9,10 +9,15 @@ reactive's high-tier throttled requests are interpolated at predictive's service
 GPU-hours. Per cold start and strategy the JSON keeps every tier's requests (arrived, served, throttled, late),
 the services' GPU-minutes and the GPU figures; per cold start, the share of the gap from reactive's high-tier
 throttled requests to the perfect forecast's that predictive closes, at the default headroom and at equal
-GPU-hours (issue 40's target: at least 25%, the goal 50%, for every cold start of 3 minutes or more). The
-forecaster is the one the daemon chooses at start-up (the baselines scored on the history before the window).
+GPU-hours (issue 40's target: at least 25%, the goal 50%, for every cold start of 3 minutes or more), and
+reactive's batch tiers' (normal, low) unmet GPU-minutes read off at predictive's GPU-hours the same way (the target:
+predictive's no higher). The predictive replica autoscaler scales to the forecast's `--replica-quantiles` (the
+config key policy.replica_quantile): the first is the predictive row, each other one runs beside it with the same
+figures. The forecaster is the one the daemon chooses at start-up (the baselines scored on the history before the
+window).
 
     nice -n 10 python bench/inference_bench.py [--days 1] [--cold-starts 1,3,5,9] [--seed 7] [--workers 2]
+        [--replica-quantiles 0.5,0.9]
 """
 
 from __future__ import annotations
@@ -32,12 +37,13 @@ from daemon.config import Config  # noqa: E402
 from daemon.forecasting.retrain import default_data_dir  # noqa: E402
 from daemon.sim.inference import need_frame  # noqa: E402
 from daemon.sim.own import choose_forecaster  # noqa: E402
-from daemon.sim.replay import run_replay  # noqa: E402
+from daemon.sim.replay import replica_quantile, run_replay  # noqa: E402
 from daemon.sim.servegen import servegen  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 STRATEGIES = ("reactive", "predictive", "perfect")
 TIERS = ("high", "normal", "low")
+BATCH_TIERS = ("normal", "low")   # the tiers batch work runs in beside the services (the target: no higher unmet)
 REACTIVE_HEADROOMS = (0.2, 0.35, 0.5, 0.75, 1.0)   # besides the workload's own 0.1
 
 
@@ -71,7 +77,41 @@ def gap_closed(reactive: float, predictive: float, perfect: float) -> float | No
     return (reactive - predictive) / gap if gap > 0 else None
 
 
-def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int) -> dict:
+def run_row(m) -> dict:
+    """One run's figures kept in the JSON: utilization, preemptions and every tier's requests and GPU-minutes."""
+    s = m.summary()
+    return {"utilization": s["utilization"], "preemptions": s["preemptions"],
+            "tiers": {t: {k: s["tiers"][t][k] for k in ("inf_requests", "inf_served", "inf_throttled", "inf_late",
+                                                         "inf_gpu_min", "demand_gpu_min", "unmet_gpu_min")}
+                      for t in TIERS}}
+
+
+def with_replica_quantile(cfg: Config, q: float) -> Config:
+    """``cfg`` with the predictive replica autoscaler at the forecast's quantile ``q`` (policy.replica_quantile)."""
+    return cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"replica_quantile": q})})
+
+
+def versus_reactive(pred: dict, perfect: dict, reactive: dict, points: list[dict]) -> dict:
+    """A predictive run against reactive's: the gap to perfect closed at the default headroom and at equal service
+    GPU-hours, and reactive's batch tiers' (low, normal) unmet GPU-minutes at predictive's service GPU-hours, read
+    off between reactive's headrooms (``points``: service_gpu_min, high_inf_throttled, unmet_gpu_min)."""
+    thr = {k: r["tiers"]["high"]["inf_throttled"] for k, r in (("p", pred), ("o", perfect), ("r", reactive))}
+    gpu = service_gpu_min(pred)
+    eq = at_equal_gpu([(p["service_gpu_min"], p["high_inf_throttled"]) for p in points], gpu)
+    unmet = {t: at_equal_gpu([(p["service_gpu_min"], p["unmet_gpu_min"][t]) for p in points], gpu)
+             for t in BATCH_TIERS}
+    return {"high_throttled_gap_closed": gap_closed(thr["r"], thr["p"], thr["o"]),
+            "reactive_high_throttled_at_predictive_gpu": eq,
+            "high_throttled_gap_closed_equal_gpu": None if eq is None else gap_closed(eq, thr["p"], thr["o"]),
+            "reactive_unmet_gpu_min_at_predictive_gpu": unmet,
+            "batch_unmet_no_higher_equal_gpu": None if any(v is None for v in unmet.values()) else all(
+                pred["tiers"][t]["unmet_gpu_min"] <= unmet[t] for t in BATCH_TIERS)}
+
+
+def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, quantiles: list[float]) -> dict:
+    """One cold start: reactive, perfect and predictive with its replica autoscaler at ``quantiles[0]`` (the runs
+    under ``runs``), predictive at each further quantile (``predictive_at_replica_quantile``), and reactive at
+    each of REACTIVE_HEADROOMS for the comparison at equal GPU-hours."""
     cfg = Config()
     tight = {t: min(lvl.rate(t) for lvl in cfg.ratelimits.levels) for t in ("high", "normal")}
     w, notes = servegen(data, days=days, seed=seed, cold_start_s=cold_min * 60, tight_limits=tight,
@@ -79,20 +119,19 @@ def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int) 
     t0 = time.perf_counter()
     choice = choose_forecaster(w.demand.iloc[: w.start], cfg, 60, quick=True)
     steps = len(w.demand) - w.start
-    runs = run_replay(w, cfg, choice.model, steps=steps, strategies=STRATEGIES, workers=workers)
+    runs = run_replay(w, with_replica_quantile(cfg, quantiles[0]), choice.model, steps=steps, strategies=STRATEGIES,
+                      workers=workers)
     out = {"cold_start_min": cold_min, "workload": w.name, "capacity_gpus": w.capacity, "steps": steps,
-           "gpu_hours": w.capacity * steps / 60, "forecaster": choice.name, "wall_s": time.perf_counter() - t0,
-           "inference": notes.to_dict(), "runs": {}}
-    for m in runs:
-        s = m.summary()
-        out["runs"][m.name] = {
-            "utilization": s["utilization"], "preemptions": s["preemptions"],
-            "tiers": {t: {k: s["tiers"][t][k] for k in ("inf_requests", "inf_served", "inf_throttled", "inf_late",
-                                                         "inf_gpu_min", "demand_gpu_min", "unmet_gpu_min")}
-                      for t in TIERS}}
-    r = {k: out["runs"][k]["tiers"]["high"]["inf_throttled"] for k in STRATEGIES}
-    out["high_throttled_gap_closed"] = gap_closed(r["reactive"], r["predictive"], r["perfect"])
-    pts = [(service_gpu_min(out["runs"]["reactive"]), r["reactive"])]
+           "gpu_hours": w.capacity * steps / 60, "forecaster": choice.name, "replica_quantile": quantiles[0],
+           "wall_s": time.perf_counter() - t0, "inference": notes.to_dict(),
+           "runs": {m.name: run_row(m) for m in runs}, "predictive_at_replica_quantile": {}}
+    for q in quantiles[1:]:
+        (m,) = run_replay(w, with_replica_quantile(cfg, q), choice.model, steps=steps, strategies=("predictive",),
+                          workers=1)
+        out["predictive_at_replica_quantile"][f"{q:g}"] = run_row(m)
+    reactive = out["runs"]["reactive"]
+    points = [{"service_gpu_min": service_gpu_min(reactive), "high_inf_throttled": reactive["tiers"]["high"][
+        "inf_throttled"], "unmet_gpu_min": {t: reactive["tiers"][t]["unmet_gpu_min"] for t in TIERS}}]
     out["reactive_headrooms"] = {}
     for h in REACTIVE_HEADROOMS:
         (m,) = run_replay(with_headroom(w, h), cfg, None, steps=steps, strategies=("reactive",), workers=1)
@@ -101,11 +140,10 @@ def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int) 
                "high_inf_throttled": s["tiers"]["high"]["inf_throttled"], "utilization": s["utilization"],
                "unmet_gpu_min": {t: s["tiers"][t]["unmet_gpu_min"] for t in TIERS}}
         out["reactive_headrooms"][f"{h:g}"] = row
-        pts.append((row["service_gpu_min"], row["high_inf_throttled"]))
-    pred_gpu = service_gpu_min(out["runs"]["predictive"])
-    eq = at_equal_gpu(pts, pred_gpu)
-    out["reactive_high_throttled_at_predictive_gpu"] = eq
-    out["high_throttled_gap_closed_equal_gpu"] = None if eq is None else gap_closed(eq, r["predictive"], r["perfect"])
+        points.append(row)
+    out.update(versus_reactive(out["runs"]["predictive"], out["runs"]["perfect"], reactive, points))
+    for r in out["predictive_at_replica_quantile"].values():
+        r.update(versus_reactive(r, out["runs"]["perfect"], reactive, points))
     out["wall_s"] = time.perf_counter() - t0
     return out
 
@@ -116,15 +154,23 @@ def main() -> None:
     ap.add_argument("--cold-starts", default="1,3,5,9", help="minutes, comma-separated")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--replica-quantiles", default=None,
+                    help="the predictive replica autoscaler's forecast quantiles (policy.replica_quantile), comma-"
+                         "separated: the first is the predictive row, the others run beside it (default: the config's)")
     ap.add_argument("--data-dir", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
     a = ap.parse_args()
     doc = {**provenance.started(), "bench": "inference", "days": a.days, "seed": a.seed,
            "command": "python bench/inference_bench.py " + " ".join(sys.argv[1:]),
-           "targets": {"gap_closed_min": 0.25, "gap_closed_goal": 0.5, "from_cold_start_min": 3}, "cases": []}
+           "targets": {"gap_closed_min": 0.25, "gap_closed_goal": 0.5, "from_cold_start_min": 3,
+                       "batch_unmet_no_higher": True}, "cases": []}
+    quantiles = ([float(x) for x in a.replica_quantiles.split(",")] if a.replica_quantiles
+                 else [replica_quantile(Config())])
+    doc["replica_quantiles"] = quantiles
     for c in (float(x) for x in a.cold_starts.split(",")):
         print(f"cold start {c:g} min...", file=sys.stderr, flush=True)
-        doc["cases"].append(run_case(c, a.days, a.seed, a.data_dir or default_data_dir(), a.workers))
+        doc["cases"].append(run_case(c, a.days, a.seed, a.data_dir or default_data_dir(), a.workers,
+                                     quantiles))
     doc = provenance.finished(doc)
     a.out.mkdir(parents=True, exist_ok=True)
     path = a.out / "inference_servegen.json"

@@ -544,6 +544,12 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
     return res
 
 
+def replica_quantile(cfg: Config) -> float:
+    """The forecast quantile the predictive replica autoscaler scales to: policy.replica_quantile, else the hold's."""
+    q = cfg.policy.replica_quantile
+    return cfg.policy.quantile if q is None else q
+
+
 def inference_run(w: Workload, cfg: Config, name: str, tenants: tuple[str, ...], step_s: int,
                   c: SimCluster) -> InferenceRun | None:
     """The workload's inference services for one run (None when it has none): their replicas leave newest first,
@@ -555,7 +561,7 @@ def inference_run(w: Workload, cfg: Config, name: str, tenants: tuple[str, ...],
     overrides = {t.name: t for t in cfg.tenants}
     first = tenant_limits(tenants, w.tiers, 0, float("nan"), cfg.ratelimits, overrides)
     run = InferenceRun(w.inference, w.rates.reindex(w.demand.index), tenants, w.tiers, name, step_s=step_s,
-                       drain_steps=cfg.source.simulator.drain_steps, quantile=cfg.policy.quantile,
+                       drain_steps=cfg.source.simulator.drain_steps, quantile=replica_quantile(cfg),
                        burst_seconds=cfg.ratelimits.burst_seconds,
                        limit_now=lambda p: first if p is None else p.limits)
     c.newest_first[run.cols] = True
