@@ -2,7 +2,8 @@
 throttled requests per variant, beside reactive at several HPA headrooms, on one window and cold start.
 
 Variants: predictive at the default (holds and replica autoscaler at policy.quantile), the replica autoscaler at
-the forecast's p50 with the holds at policy.quantile, the reverse, both at p50, and the skill gate on; reactive at
+the forecast's p50 with the holds at policy.quantile, the reverse, both at p50 (the config keys
+policy.replica_quantile and policy.quantile), and the skill gate on; reactive at
 headrooms 0.1 (the workload's), 0.2, 0.35 and 0.5; perfect. What separates the causes: at equal service GPU-hours
 (the replicas started ahead) does predictive's batch unmet still exceed reactive's (holds, preemptions), and does
 the plan's quantile or the autoscaler's move it. Writes bench/out/inference_variants_servegen.json.
@@ -13,11 +14,9 @@ the plan's quantile or the autoscaler's move it. Writes bench/out/inference_vari
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 from pathlib import Path
-from unittest import mock
 
 import provenance  # noqa: E402  (bench/, next to this script)
 
@@ -27,7 +26,6 @@ from inference_bench import with_headroom  # noqa: E402
 
 from daemon.config import Config  # noqa: E402
 from daemon.forecasting.retrain import default_data_dir  # noqa: E402
-from daemon.sim import inference  # noqa: E402
 from daemon.sim.own import choose_forecaster  # noqa: E402
 from daemon.sim.replay import run_replay  # noqa: E402
 from daemon.sim.servegen import servegen  # noqa: E402
@@ -43,21 +41,11 @@ def row(m) -> dict:
             "normal_unmet_gpu_min": t["normal"]["unmet_gpu_min"], "preemptions": s["preemptions"]}
 
 
-def with_quantile(cfg: Config, q: float) -> Config:
-    return cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"quantile": q})})
-
-
-def scaler_at(q: float | None):
-    """The replica autoscaler at quantile ``q`` whatever the plan's (the replay passes policy.quantile; None: as
-    it is). A bench-only override: no config key sets the autoscaler's quantile apart yet."""
-    if q is None:
-        return contextlib.nullcontext()
-    real = inference.InferenceRun
-
-    class At(real):
-        def __init__(self, *a, **k) -> None:
-            super().__init__(*a, **{**k, "quantile": q})
-    return mock.patch("daemon.sim.replay.InferenceRun", At)
+def with_quantiles(cfg: Config, plan: float | None = None, scaler: float | None = None) -> Config:
+    """``cfg`` with the plan's quantile (policy.quantile) and the replica autoscaler's (policy.replica_quantile) set
+    where given."""
+    upd = {k: v for k, v in (("quantile", plan), ("replica_quantile", scaler)) if v is not None}
+    return cfg.model_copy(update={"policy": cfg.policy.model_copy(update=upd)})
 
 
 def main() -> None:
@@ -78,16 +66,16 @@ def main() -> None:
     gate = cfg.policy.skill_gate.model_copy(update={"enabled": True})
     gated = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"skill_gate": gate})})
     q = cfg.policy.quantile
-    runs = [("default (plan and autoscaler at policy.quantile)", cfg, None, ("reactive", "predictive", "perfect")),
-            ("autoscaler p50, plan at policy.quantile", cfg, 0.5, ("predictive",)),
-            ("autoscaler at policy.quantile, plan p50", with_quantile(cfg, 0.5), q, ("predictive",)),
-            ("autoscaler and plan p50", with_quantile(cfg, 0.5), None, ("predictive",)),
-            ("skill gate on", gated, None, ("predictive",))]
-    for label, c, sq, strategies in runs:
-        with scaler_at(sq):
-            for m in run_replay(w, c, model, steps=steps, strategies=strategies, workers=1):
-                doc["variants"].append({"variant": label, **row(m)})
-                print(doc["variants"][-1], file=sys.stderr, flush=True)
+    runs = [("default (plan and autoscaler at policy.quantile)", with_quantiles(cfg, scaler=q),
+             ("reactive", "predictive", "perfect")),
+            ("autoscaler p50, plan at policy.quantile", with_quantiles(cfg, scaler=0.5), ("predictive",)),
+            ("autoscaler at policy.quantile, plan p50", with_quantiles(cfg, 0.5, q), ("predictive",)),
+            ("autoscaler and plan p50", with_quantiles(cfg, 0.5, 0.5), ("predictive",)),
+            ("skill gate on", gated, ("predictive",))]
+    for label, c, strategies in runs:
+        for m in run_replay(w, c, model, steps=steps, strategies=strategies, workers=1):
+            doc["variants"].append({"variant": label, **row(m)})
+            print(doc["variants"][-1], file=sys.stderr, flush=True)
     for h in (0.2, 0.35, 0.5):
         (m,) = run_replay(with_headroom(w, h), cfg, None, steps=steps, strategies=("reactive",), workers=1)
         doc["variants"].append({"variant": f"reactive at HPA headroom {h:g}", **row(m)})

@@ -138,10 +138,11 @@ class PolicyConfig(_Strict):
     preempt_quantile: float | None = Field(None, gt=0, lt=1, description="forecast quantile jobs are preempted for "
                                            "within preempt_lead_steps; none: `quantile`, as the hold. Lower: the "
                                            "hold covers the high quantile, preemption only the likely demand")
-    replica_quantile: float | None = Field(None, gt=0, lt=1, description="forecast quantile an inference service's "
-                                           "predictive replica autoscaler scales to (the peak over its cold start "
-                                           "plus drain); none: `quantile`, as the hold. Lower: fewer replicas "
-                                           "started ahead, more GPUs left to batch (docs/replay.md)")
+    replica_quantile: float | None = Field(None, gt=0, lt=1, description="read by `simulate` and the replay: "
+                                           "forecast quantile an inference service's predictive replica autoscaler "
+                                           "scales to (the peak over its cold start plus drain); none: `quantile`, "
+                                           "as the hold. Lower: fewer replicas started ahead, more GPUs left to "
+                                           "batch (docs/replay.md)")
     pool_high_tier: bool = Field(True, description="hold the high tier's reservations as one pool that any high-tier "
                                  "tenant may use (one Slurm reservation for all their accounts), not one hold each")
     preempt_cost_aware: bool = Field(True, description="preempt for forecast demand (not for jobs waiting now) only "
