@@ -2283,39 +2283,60 @@ def own_replay_timing() -> str:
 
 @block("replay-inference")
 def replay_inference() -> str:
-    """ServeGen's services beside batch at each cold start (bench/inference_bench.py)."""
+    """ServeGen's services beside batch at each cold start (bench/inference_bench.py): every strategy's requests and
+    GPUs, and per predictive replica quantile the gap to perfect closed and the batch tiers' unmet against
+    reactive's at equal GPU-hours."""
     d = load("inference_servegen.json")
     tg = d["targets"]
     rows, gaps = [], []
-    for c in d["cases"]:
-        for s in ("reactive", "predictive", "perfect"):
-            r = c["runs"][s]
-            hi, nr = r["tiers"]["high"], r["tiers"]["normal"]
-            svc = sum(t["inf_gpu_min"] for t in r["tiers"].values()) / 60
-            rows.append([f"{c['cold_start_min']:g} min", s, n(hi["inf_throttled"]),
-                         pct(hi["inf_throttled"] / hi["inf_requests"], 3) if hi["inf_requests"] else "-",
-                         pct(nr["inf_throttled"] / nr["inf_requests"], 3) if nr["inf_requests"] else "-",
-                         n(hi["inf_late"] + nr["inf_late"]), n(svc), n(r["tiers"]["low"]["unmet_gpu_min"]),
-                         pct(r["utilization"])])
-        eq, g0 = c.get("high_throttled_gap_closed_equal_gpu"), c.get("high_throttled_gap_closed")
+
+    def qname(q: float | None) -> str:
+        return "" if q is None else f" (replicas at p{100 * q:g})"
+
+    def row(c: dict, label: str, r: dict) -> list[str]:
+        hi, nr = r["tiers"]["high"], r["tiers"]["normal"]
+        svc = sum(t["inf_gpu_min"] for t in r["tiers"].values()) / 60
+        return [f"{c['cold_start_min']:g} min", label, n(hi["inf_throttled"]),
+                pct(hi["inf_throttled"] / hi["inf_requests"], 3) if hi["inf_requests"] else "-",
+                pct(nr["inf_throttled"] / nr["inf_requests"], 3) if nr["inf_requests"] else "-",
+                n(hi["inf_late"] + nr["inf_late"]), n(svc), n(r["tiers"]["normal"]["unmet_gpu_min"]),
+                n(r["tiers"]["low"]["unmet_gpu_min"]), pct(r["utilization"])]
+
+    def gap(c: dict, label: str, g: dict, r: dict) -> list[str]:
+        eq, g0 = g.get("high_throttled_gap_closed_equal_gpu"), g.get("high_throttled_gap_closed")
         judged = c["cold_start_min"] >= tg["from_cold_start_min"]
         v = ("-" if not judged else "no point at equal GPU-hours" if eq is None
              else f"{verdict(eq >= tg['gap_closed_min'])}; goal {pct(tg['gap_closed_goal'], 0)}: "
                   f"{verdict(eq >= tg['gap_closed_goal'])}")
-        at = c.get("reactive_high_throttled_at_predictive_gpu")
-        gaps.append([f"{c['cold_start_min']:g} min", "-" if g0 is None else pct(g0), "-" if at is None else n(at),
-                     "-" if eq is None else pct(eq), v])
+        at = g.get("reactive_high_throttled_at_predictive_gpu")
+        un = g.get("reactive_unmet_gpu_min_at_predictive_gpu")
+        ok = g.get("batch_unmet_no_higher_equal_gpu")
+        unmet = "-" if un is None else " / ".join(
+            f"{n(r['tiers'][t]['unmet_gpu_min'])} vs {'-' if un[t] is None else n(un[t])}" for t in ("normal", "low"))
+        return [f"{c['cold_start_min']:g} min", label, "-" if g0 is None else pct(g0), "-" if at is None else n(at),
+                "-" if eq is None else pct(eq), v, unmet,
+                "-" if not judged or un is None else "no point at equal GPU-hours" if ok is None else verdict(ok)]
+
+    for c in d["cases"]:
+        q0 = c.get("replica_quantile")
+        for s in ("reactive", "predictive", "perfect"):
+            rows.append(row(c, s + (qname(q0) if s == "predictive" else ""), c["runs"][s]))
+        gaps.append(gap(c, "predictive" + qname(q0), c, c["runs"]["predictive"]))
+        for q, r in c.get("predictive_at_replica_quantile", {}).items():
+            rows.append(row(c, "predictive" + qname(float(q)), r))
+            gaps.append(gap(c, "predictive" + qname(float(q)), r, r))
     days = f"{d['days']:g} day{'s' if d['days'] != 1 else ''}"
     out = [f"ServeGen m-small, {days} replayed after 2 days of history, seed {d['seed']}, the forecaster the "
            f"daemon chooses at start-up ({', '.join(sorted({c['forecaster'] for c in d['cases']}))}); the same "
            f"cluster ({', '.join(sorted({n(c['capacity_gpus']) for c in d['cases']}))} GPUs) for every strategy.", "",
            table(["cold start", "strategy", "high-tier throttled", "share", "normal-tier throttled share",
-                  "late (high + normal)", "services' GPU-hours", "low-tier (batch) unmet GPU-min", "utilization"],
-                 rows), "",
-           table(["cold start", "gap to perfect closed (default headroom)",
+                  "late (high + normal)", "services' GPU-hours", "normal-tier unmet GPU-min",
+                  "low-tier (batch) unmet GPU-min", "utilization"], rows), "",
+           table(["cold start", "predictive", "gap to perfect closed (default headroom)",
                   "reactive's high-tier throttled at predictive's GPU-hours", "gap closed at equal GPU-hours",
-                  f"target >= {pct(tg['gap_closed_min'], 0)} (cold starts >= {tg['from_cold_start_min']:g} min)"],
-                 gaps), "", source(["inference_servegen.json"], d)]
+                  f"target >= {pct(tg['gap_closed_min'], 0)} (cold starts >= {tg['from_cold_start_min']:g} min)",
+                  "normal / low unmet GPU-min: predictive vs reactive at its GPU-hours",
+                  "target: batch unmet no higher"], gaps), "", source(["inference_servegen.json"], d)]
     return "\n".join(out)
 
 
