@@ -79,6 +79,9 @@ def test_fenced_wrapper_forwards_exactly_the_capabilities_and_reads_without_fenc
     assert isinstance(log_only[0], FencedActuator) and not isinstance(log_only[1], FencedActuator)
 
 
+PAUSE_TTL_S = 2.0
+
+
 def test_paused_old_leader_cannot_preempt_what_the_new_leader_preempted(r, redis_url):
     """Two replicas on ONE shared simulated cluster. The leader computes a plan and 'pauses' before applying
     it; its lease expires, the standby takes over and preempts; the old leader wakes and applies its stale plan.
@@ -97,7 +100,9 @@ def test_paused_old_leader_cannot_preempt_what_the_new_leader_preempted(r, redis
                     preempted[p.job_id] += 1
                 return rep
 
-        la, lb = lease(redis_url, "old"), lease(redis_url, "new")
+        # a lease acts only with 30% of its TTL left: at 0.5 s a cycle had 0.35 s from the tick to its action, which
+        # a loaded CI box (four test workers beside a control plane) overran, and the new leader did not act
+        la, lb = lease(redis_url, "old", ttl=PAUSE_TTL_S), lease(redis_url, "new", ttl=PAUSE_TTL_S)
         runners = []
         for ls in (la, lb):
             acts = [Counting(sim.cluster, sim.tenants, node_index=sim.node_index)]
@@ -112,7 +117,7 @@ def test_paused_old_leader_cannot_preempt_what_the_new_leader_preempted(r, redis
         assert old.run_once().acted and not new.run_once().acted     # the standby plans but does not act
         old.may_act = lambda: False                                  # compute, then 'pause' before acting
         stale_plan = old.run_once().plan
-        time.sleep(0.6)                                              # the pause outlasts the TTL
+        time.sleep(PAUSE_TTL_S + 0.1)                                # the pause outlasts the TTL
         assert lb.tick() and lb.token > (la.token or 0)
         took_over = new.run_once()
         assert took_over.acted and took_over.plan.preemptions
