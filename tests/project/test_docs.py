@@ -65,7 +65,7 @@ def test_met_is_computed_from_the_goal_in_the_json(tmp_path, monkeypatch):
     measured = d["via_alertmanager"]["receipt_to_requeued_s"]
     d["targets"]["via_alertmanager_5s"]["value"] = measured / 2
     (out / "failover.json").write_text(json.dumps(d))
-    monkeypatch.setattr(render_docs, "OUT", out)
+    monkeypatch.setattr(render_docs.common, "OUT", out)   # load, exists and out_glob read it there
     render_docs.load.cache_clear()
     try:
         assert "**not met**" in render_docs.BLOCKS["failover"]()

@@ -1,0 +1,126 @@
+"""Renderers for README.md: results at a glance (each bench's headline against its goal) and the folder map,
+read from the packages' own docstrings."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from bench.render.common import ROOT, TRACES, _gain, block, goal, load, met, ms, n, pct, table, value_at, verdict
+from bench.render.replay import _change, replay, replay_verdicts, verdict3
+
+
+@block("results-at-a-glance")
+def results() -> str:
+    def shown(v: float, unit: str) -> str:
+        return (f"{v:.3g} {unit}" if v < 10 else f"{v:,.0f} {unit}").strip()
+
+    rows = []
+    ft = load("forecast_traces.json")
+    t15 = ft["targets"]["lstm_15pct_better"]
+    ok = [name for name, t in ft["traces"].items() if met(t15, t)]
+    rows.append(["[forecast](docs/benchmarks.md#forecaster): LSTM family against the best fair baseline (wQL), "
+                 "real traces",
+                 ", ".join(f"{TRACES[k].split(',')[0]} {_gain(t['gain_vs_best_baseline']).replace('**', '')}"
+                           for k, t in ft["traces"].items()),
+                 f"{pct(t15['value'], 0)} better", f"met on {len(ok)} of {len(ft['traces'])}"])
+    short = {"high_unmet": "high-tier unmet", "normal_unmet": "normal-tier unmet", "preemptions": "preemptions",
+             "preempted_idle": "preempted, then idle"}
+    for case in ("synthetic", "helios"):
+        d = replay(case)
+        v = replay_verdicts(d)
+        c = d["comparison"]
+        rel = {k: t for k, t in d["targets"].items() if t.get("relative_to")}
+        whose = {"reactive": "reactive's", "perfect": "the perfect forecast's"}
+
+        def measured(t: dict) -> str:
+            other = c[t["metric"]].get(t["relative_to"])
+            return (f"{short[t['metric']]} {_change(t, c[t['metric']]['predictive'], other)}"
+                    + ("" if t["relative_to"] == "reactive" else " of the perfect forecast's")
+                    if other is not None else f"{short[t['metric']]}: no perfect-forecast setting to compare")
+
+        rows.append([f"[replay](docs/replay.md#what-the-numbers-say), {case}: predictive against reactive at equal "
+                     "utilization",
+                     "; ".join(measured(t) for t in rel.values()),
+                     "; ".join(f"no more than {whose[t['relative_to']]}" if t["value"] == 1 else
+                               f"{t['op']} {pct(t['value'], 0)} of {whose[t['relative_to']]}" for t in rel.values()),
+                     "; ".join(verdict3(v[k]) for k in rel)])
+    lstm = ft["targets"]["lstm_p95"]
+    rows.append(["[forecast call](docs/benchmarks.md#forecaster), LSTM, 1,000 tenants, p95",
+                 ms(value_at(ft, lstm["metric"])), goal(lstm), verdict(met(lstm, ft))])
+    for f, key, page, what in (("policy.json", "plan_p95", "benchmarks.md#policy-and-rate-limiting", "policy"),
+                               ("failover.json", "via_alertmanager_5s", "benchmarks.md#failover-under-load",
+                                "node failover under load"),
+                               ("ha-takeover.json", "takeover_2_intervals", "high-availability.md#measured-takeover",
+                                "HA"),
+                               ("forecast_retrain_timing.json", "retrain_10min", "benchmarks.md#forecaster", "retrain"),
+                               ("replay_scale.json", "scale_15min", "benchmarks.md#scale", "replay at scale")):
+        d = load(f)
+        t = d["targets"][key]
+        label = t["what"]
+        if d.get("by_select"):   # retrain timed per ranking rule: the default's stands for it here
+            sys.path.insert(0, str(ROOT))
+            from daemon.config.models import RetrainConfig
+
+            sel = RetrainConfig().select_by
+            d = {**d, **d["by_select"].get(sel, {})}
+            label += f" (default `--select-by {sel}`; every rule: [forecaster](docs/benchmarks.md#forecaster))"
+        rows.append([f"[{what}](docs/{page}): {label}", shown(value_at(d, t["metric"]), t.get("unit", "")), goal(t),
+                     verdict(met(t, d))])
+    cy = load("cycle-1000.json")
+    s = cy["scenarios"]["incremental"]
+    keys = ("cycle_p95_1s", "cold_start_60s", "rss_1_5gib")
+    ts = [cy["targets"][k] for k in keys]
+    rows.append([f"[the whole cycle against Prometheus](docs/benchmarks.md#the-whole-cycle-against-a-real-prometheus), "
+                 f"{n(cy['tenants'])} tenants x {cy['days']:g} days: " + "; ".join(t["what"] for t in ts),
+                 "; ".join(shown(value_at(s, t["metric"]), t["unit"]) for t in ts), "; ".join(goal(t) for t in ts),
+                 "; ".join(verdict(met(t, s)) for t in ts)])
+    return table(["measure", "measured", "goal", "verdict"], rows)
+
+
+# folders that are not Python packages: what they hold (the packages say it in their own docstrings)
+FOLDERS = {
+    "models": "the shipped default model and its manifest; `retrain` writes new versions beside it",
+    "bench": "benchmarks, their goals (targets.py), their JSON (out/), and render_docs.py, which renders every "
+             "table of measured numbers in the docs from that JSON",
+    "deploy": "config example, Prometheus scrape job, alert, recording and forecast rules with their promtool "
+              "tests, Alertmanager route, Grafana dashboard, Redis ACL users (redis/users.acl)",
+    "systemd": "gpu-autoscaler.service (Type=notify, watchdog, sandbox), the retrain service and its timer",
+    "scripts": "install-services.sh: the Debian servers the tests start",
+    "tests": "one folder per package; integration/ where every test starts a real server; support/ for the "
+             "helpers (real servers, headless Chromium, the Kubernetes capture server) and data",
+    "docs": "one page per concern",
+}
+
+
+def _summary(pkg: Path) -> str:
+    """The first sentence of a package's docstring, on one line (its `__init__.py` says the rest)."""
+    import ast
+
+    doc = ast.get_docstring(ast.parse((pkg / "__init__.py").read_text())) or ""
+    para = " ".join(doc.split("\n\n")[0].split())
+    return re.split(r"(?<=\.)\s+(?=[A-Z`(])", para, maxsplit=1)[0].rstrip(".")
+
+
+def _wrapped(label: str, text: str, width: int = 116) -> list[str]:
+    import textwrap
+
+    lines = textwrap.wrap(text, width - 16) or [""]
+    return [f"{label:<16}{lines[0]}"] + [" " * 16 + ln for ln in lines[1:]]
+
+
+@block("folder-map")
+def folder_map() -> str:
+    """Where things are: the top-level folders, and each package of daemon/, from their own docstrings."""
+    out = []
+    for name in ("daemon", "forecaster", "gateway"):
+        out += _wrapped(f"{name}/", _summary(ROOT / name))
+        if name == "daemon":
+            for sub in sorted(p for p in (ROOT / "daemon").iterdir() if (p / "__init__.py").exists()):
+                out += _wrapped(f"  {sub.name}/", _summary(sub))
+                for subsub in sorted(p for p in sub.iterdir() if (p / "__init__.py").exists()):
+                    out += _wrapped(f"    {subsub.name}/", _summary(subsub))
+    for name, text in FOLDERS.items():
+        out += _wrapped(f"{name}/", text)
+    return "```\n" + "\n".join(out) + "\n```"

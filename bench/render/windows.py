@@ -1,0 +1,40 @@
+"""Renderer for docs/windows.md: the scheduled-windows bench on the synthetic trace."""
+
+from __future__ import annotations
+
+from bench.render.common import block, listing, load, n, pct, source, table, verdict
+
+
+@block("windows-synthetic")
+def windows_synthetic() -> str:
+    """bench/windows_bench.py: the windows proposed from the 7 days before the measured window on synthetic,
+    replayed with predictive (the high tier's proposals; the high and normal tiers'), against predictive without
+    windows and the perfect forecast."""
+    d = load("windows_synthetic.json")
+    names = {"predictive": "predictive, no windows",
+             "predictive_with_high_tier_windows": "predictive + the high tier's proposed windows",
+             "predictive_with_high_and_normal_tier_windows": "predictive + the high and normal tiers' proposed windows",
+             "perfect": "perfect forecast, no windows"}
+    rows = [[names[k], n(r["high_unmet_gpu_min_at_1400_tenants"]), n(r["of_which_12_16_utc"]),
+             n(r["high_unmet_gpu_min"]), n(r["normal_unmet_gpu_min"]), n(r["preemptions"]), n(r["held_idle_gpu_min"]),
+             pct(r["utilization"])] for k, r in d["runs"].items()]
+    lines = []
+    for key, what in (("high", "the high tier's windows"), ("high_normal", "the high and normal tiers' windows")):
+        v = d["verdict"][key]
+        cut = "no high-tier unmet at the 14:00 tenants without windows" if v["cut"] is None else \
+            (f"14:00 tenants' high-tier unmet cut by {pct(v['cut'])}" if v["cut"] >= 0 else
+             f"14:00 tenants' high-tier unmet rose by {pct(-v['cut'])}") \
+            + f" (target: cut >= {pct(d['target']['cut'], 0)})"
+        lines.append(f"- {what}: {verdict(v['met'])}: {cut}; normal-tier unmet "
+                     f"{v['normal_unmet_delta_gpu_min']:+,.0f} GPU-min, preemptions {v['preemptions_delta']:+d}.")
+    props = [f"{p['tenant']} ({p['tier']}) {p['gpus']} GPUs {p['every']} {p['at']} {p['timezone']}, "
+             f"{p['duration_minutes']:.0f} min, seen {p['days_seen']}/{p['days_checked']} days" for p in d["proposals"]]
+    return "\n".join([
+        f"Synthetic ({d['workload']}, seed {d['seed']}), {d['measured_days']:g} measured day(s) after "
+        f"{d['history_days']} days of history; forecaster {d['forecaster']} ({d['forecaster_choice']}). "
+        f"High-tier tenants with the 14:00 peak: {listing(d['tenants_with_1400_peak']['high'])}.", "",
+        table(["run", "high unmet at 14:00 tenants (GPU-min)", "of which 12:00-16:00 UTC", "high unmet (GPU-min)",
+               "normal unmet (GPU-min)", "preemptions", "held idle (GPU-min)", "utilization"], rows), "",
+        f"Target: {d['target']['what']}.", "", *lines, "",
+        f"Proposed ({len(props)}): " + "; ".join(props) + ".", "",
+        source(["windows_synthetic.json"], d)])
