@@ -7,7 +7,22 @@ import re
 import sys
 from pathlib import Path
 
-from bench.render.common import ROOT, TRACES, _gain, block, goal, load, met, ms, n, pct, table, value_at, verdict
+from bench.render.common import (
+    ROOT,
+    TRACES,
+    _gain,
+    block,
+    exists,
+    goal,
+    load,
+    met,
+    ms,
+    n,
+    pct,
+    table,
+    value_at,
+    verdict,
+)
 from bench.render.replay import _change, replay, replay_verdicts, verdict3
 
 
@@ -83,8 +98,6 @@ def results() -> str:
 def _new_claims(shown) -> list[list[str]]:
     """Issues 38-40's headline goals: inference services (ServeGen), the GPUs for one SLO, the Kubernetes view at
     scale and the start-time estimate, each read from its bench JSON (absent JSON: no row)."""
-    from bench.render.common import exists
-
     rows = []
     if exists("inference_servegen.json"):
         d = load("inference_servegen.json")
