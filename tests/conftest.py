@@ -20,10 +20,33 @@ SHARED_DATA = Path(os.environ.get("GPU_AUTOSCALER_DATA", REPO.parent / "shared" 
 pytest_plugins = ["tests.support.fixtures"]
 
 
+_PORT_BASE, _PORT_SLICE = 12000, 2500   # below Linux's ephemeral range (32768-60999 by default)
+_next_port: list[int] = []
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port no other test worker and no outgoing connection will take before the server binds it.
+
+    Port 0 hands out a port from the ephemeral range, which the kernel also gives every outgoing connection
+    and every other worker's port-0 probe: CI once lost a slurmd's port ("Address already in use") between
+    the probe and slurmd's bind while four workers and a control plane ran. So each xdist worker takes its
+    own slice below the ephemeral range, and hands each port out once (a counter), checked free by a bind."""
+    if not _next_port:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+        idx = int(worker[2:]) if worker[2:].isdigit() else 0
+        _next_port.append(_PORT_BASE + (idx % 8) * _PORT_SLICE)
+    start = _next_port[0]
+    lo = start - (start - _PORT_BASE) % _PORT_SLICE
+    for _ in range(_PORT_SLICE):
+        port = _next_port[0]
+        _next_port[0] = lo + (port + 1 - lo) % _PORT_SLICE
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port left in {lo}-{lo + _PORT_SLICE - 1}")
 
 
 def need_binary(name: str) -> str:
