@@ -1,7 +1,8 @@
 """The one configuration object, validated at start-up and again on reload.
 
-The one configuration object: section models with their checks across sections (models), and the pure merge a reload
-runs (reload). `from daemon.config import Config, load_config, ConfigError`.
+The one configuration object: the top-level model with its checks across sections (models; each section in a
+models_<concern> module beside it), and the pure merge a reload runs (reload).
+`from daemon.config import Config, load_config, ConfigError`.
 """
 
 from daemon.config.fleet import ANY, DEFAULT_TYPE, UNKNOWN_TYPE, FleetConfig, NodePool, TypeResolver, accepts_type

@@ -1,0 +1,127 @@
+"""The config sections of the actuators that apply a plan: Redis, Slurm, Kubernetes and Kueue."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from daemon.config.models_base import Tier
+from gateway.configfile import Strict as _Strict
+
+
+class RedisActuatorConfig(_Strict):
+    url: str = Field("redis://127.0.0.1:6379/0", description="the Redis the gateways read: per-tenant limits, API "
+                     "key digests, notifications; also the HA lease's Redis unless ha.redis_url is set. Log in as "
+                     "the daemon's own ACL user (`redis://gpuas-daemon:PASSWORD@host:6379/0`, "
+                     "deploy/redis/users.acl), never as the gateways'")
+    prefix: str = Field("gpuas", description="prefix of every key the redis actuator writes (`<prefix>:limit:"
+                        "<tenant>`, `<prefix>:apikeys`, `<prefix>:notifications`, ...): the gateways' redis.prefix "
+                        "must be the same")
+    gateway_user: str = Field("gpuas-gateway", min_length=1, description="the Redis ACL user the gateways log in "
+                              "as: a daemon Redis URL (this url, ha.redis_url) that logs in as it is refused, since "
+                              "every gateway could then write the lease, the overrides and the key map")
+
+
+class SlurmActuatorConfig(_Strict):
+    mode: Literal["requeue", "suspend"] = Field("requeue",
+                                                description="suspend keeps GPUs allocated; requeue frees them")
+    bin_dir: Path = Field(Path("/usr/bin"), description="directory of scontrol, squeue, sinfo and scancel (run from "
+                          "here, never looked up on PATH)")
+    slurm_conf: Path | None = Field(None, description="SLURM_CONF for scontrol/squeue (default: Slurm's own)")
+    timeout_s: float = Field(10.0, gt=0, description="a Slurm command still running after this many seconds is "
+                             "killed and fails: that action's error, or for a read (squeue, sinfo) the cycle's")
+    # a job's priority class comes from its QOS if mapped, else from its partition, else "normal"
+    priority_by_qos: dict[str, Tier] = Field(
+        default_factory=lambda: {"high": "high", "low": "low", "preemptible": "low"},
+        description="job QOS -> priority class; only jobs of class low are ever preempted. Checked before "
+                    "priority_by_partition; a job matched by neither is normal")
+    priority_by_partition: dict[str, Tier] = Field(default_factory=lambda: {"high": "high", "low": "low"},
+                                                   description="job partition -> priority class, for a job whose "
+                                                               "QOS is not in priority_by_qos")
+    drain_failed_nodes: bool = Field(True, description="drain a node reported down so nothing new lands on it")
+    warn_signal: str = Field("USR1", pattern=r"^[A-Z0-9]+$", description="sent to the batch script before a preemption")
+    # off by default: a batch script that does not trap the signal is killed by it (and not requeued)
+    warn_lead_s: float = Field(0.0, ge=0, description="time between the warning and the requeue (0: no warning)")
+    # holds: one whole-node reservation (Flags=IGNORE_JOBS,MAGNETIC) per tenant the plan reserves GPUs for
+    holds: bool = Field(True, description="hold the plan's reserved GPUs with a Slurm reservation")
+    hold_tiers: list[Tier] = Field(default_factory=lambda: ["high", "normal", "low"],
+                                   description="tiers whose tenants get a hold when the plan reserves GPUs for them "
+                                               "(with slurm enabled: every tier, as the plan and simulator hold)")
+    hold_name_prefix: str = Field("gpuas-hold", pattern=r"^[A-Za-z0-9_.-]+$",
+                                  description="reservations named so are the daemon's own; no other is touched")
+    window_name_prefix: str = Field("gpuas-win", pattern=r"^[A-Za-z0-9_.-]+$",
+                                    description="recurring windows' reservations are named <prefix>-<window> "
+                                                "(docs/windows.md); no other is touched by them")
+    hold_shrink_delay_s: float = Field(300.0, ge=0,
+                                       description="a hold shrinks only after wanting fewer nodes this long")
+
+    @model_validator(mode="after")
+    def _windows_are_not_holds(self) -> "SlurmActuatorConfig":
+        # the holds release every reservation named <hold prefix>-*: a window's named so would be released
+        h, w = self.hold_name_prefix, self.window_name_prefix
+        if w == h or w.startswith(h + "-") or h.startswith(w + "-"):
+            raise ValueError(f"actuators.slurm.window_name_prefix = {w!r} and hold_name_prefix = {h!r}: one names "
+                             "the other's reservations (the holds would release the windows'); pick apart names")
+        return self
+
+
+class KubernetesActuatorConfig(_Strict):
+    in_cluster: bool = Field(False, description="connect with the pod's service account (the daemon runs in the "
+                             "cluster) instead of a kubeconfig; the kubernetes HA backend uses the same connection")
+    kubeconfig: Path | None = Field(None, description="kubeconfig file (its current context) when not in_cluster; "
+                                    "unset: $KUBECONFIG or ~/.kube/config")
+    gpu_resource: str = Field("nvidia.com/gpu", description="extended resource a GPU is requested as: counted on "
+                              "pods and nodes, and capped by the tenant quotas (`requests.<resource>`)")
+    quota_name: str = Field("gpu-autoscaler", description="name of the ResourceQuota written in each tenant "
+                            "namespace (capping GPUs of pods not in the low PriorityClass); only quotas of this name "
+                            "with the daemon's managed-by label are changed or deleted, so use no name of your own")
+    grace_period_s: int = Field(30, ge=0, description="seconds an evicted pod gets to shut down (the Eviction's "
+                                "grace period, for preemptions and for a failed node's pods)")
+    timeout_s: float = Field(10.0, gt=0, description="every API request: no answer within this is that action's error")
+    reclaim_bare_pods: bool = Field(False, description="job health's requeue may evict a pod with no controller "
+                                    "(no ownerReferences): nothing recreates it, so the eviction deletes it for good; "
+                                    "false: such a pod is skipped and reported")
+    admission_params: str | None = Field(None, pattern=r"^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$",
+                                         description="name of the cluster-scoped AdmissionParams object the "
+                                         "admission policies read (deploy/kubernetes/admission/, whose bindings name "
+                                         "gpu-autoscaler): the daemon writes each tenant namespace's tier and the node "
+                                         "holds its pods may tolerate. Unset: not written")
+
+
+class KueueActuatorConfig(_Strict):
+    """Kueue mode: ClusterQueues per tier in one cohort (connection: actuators.kubernetes)."""
+    cohort: str = Field("gpu-autoscaler", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                        description="the Cohort at the root of the daemon's tree: the high, low and tenant "
+                                    "ClusterQueues and the normal and pool Cohorts sit in it")
+    flavor: str = Field("default-flavor", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", description="ResourceFlavor name")
+    queue_prefix: str = Field("gpuas", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                              description="ClusterQueues <prefix>-<tier>, LocalQueues <prefix> and <prefix>-low")
+    gpu_resource: str = Field("nvidia.com/gpu", description="resource the queues' quotas are given in and node "
+                              "holds count; keep it equal to actuators.kubernetes.gpu_resource")
+    hold_label: str = Field("gpu-autoscaler.io/hold",
+                            pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+                            description="node label and taint key of a whole-node hold (value: the tenant)")
+    window_name_prefix: str = Field("gpuas-win", pattern=r"^[A-Za-z0-9_.-]+$",
+                                    description="recurring windows' reservations are named <prefix>-<window> "
+                                                "(docs/windows.md); no other is touched by them")
+    hold_shrink_delay_s: float = Field(300.0, ge=0,
+                                       description="a node hold shrinks only after wanting fewer nodes this long")
+
+
+class ActuatorsConfig(_Strict):
+    dry_run: bool = Field(True, description="every actuator reports what it would do (log, /plan, the console) and "
+                          "changes nothing; set false to act. The embedded simulator is driven either way")
+    enabled: list[Literal["log", "redis", "slurm", "kubernetes", "kueue", "simulator"]] = Field(
+        default_factory=lambda: ["log"],
+        description="what carries out the plan: log (to the log), redis (limits and API keys for the gateways), "
+                    "slurm, kubernetes (quotas, evictions, failover), kueue (queues and node holds; kubernetes beside "
+                    "it keeps failover, PriorityClasses and Events). simulator needs source.kind = simulator, whose "
+                    "cluster is driven whether listed or not")
+    release_holds_on_stop: bool = Field(True, description="release scheduler holds on stop (Slurm reservations, "
+                                                "Kueue node holds, Kubernetes quotas)")
+    redis: RedisActuatorConfig = Field(default_factory=RedisActuatorConfig)
+    slurm: SlurmActuatorConfig = Field(default_factory=SlurmActuatorConfig)
+    kubernetes: KubernetesActuatorConfig = Field(default_factory=KubernetesActuatorConfig)
+    kueue: KueueActuatorConfig = Field(default_factory=KueueActuatorConfig)
