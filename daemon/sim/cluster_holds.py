@@ -1,0 +1,191 @@
+"""Holds in the simulated cluster: whole-node reservations that only their holder's jobs may start on,
+as a Slurm reservation or a Kueue quota on labelled nodes enforces them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from daemon.policy.state import PRIORITY
+from daemon.sim.cluster_jobs import NOT_ACCEPTED, RUNNING, UNHELD, lexorder
+
+
+class Holds:
+    """SimCluster's holds: which nodes each tenant (or the shared pool) holds, overall and per type."""
+
+    # ---- holds -------------------------------------------------------------------------------
+    def set_reservations(self, reservations: np.ndarray, normal_cap: int | None = None,
+                         pool: tuple[np.ndarray, int] | None = None, by_type: np.ndarray | None = None,
+                         pool_types: np.ndarray | None = None, normal_cap_by_type: np.ndarray | None = None) -> None:
+        """Hold whole nodes: ceil(GPUs / gpus_per_node) per tenant, and optionally one pool of nodes for a set
+        of tenants (``pool = (member mask, GPUs)``, held as floor(GPUs / gpus_per_node) nodes). Nodes already
+        held are kept while still wanted (those where the holder runs least are let go first), except one its
+        holder can never use; new ones are taken by the actuators' rule (``whole_nodes.rank``, see below).
+
+        A mixed fleet: ``by_type`` ((n + 1) x types GPUs, row n the pool) holds per type, and ``pool_types``
+        (n x types) says which pool members may start on the pool's nodes of each type (those the plan holds
+        there: a pooled h100 hold is for the pooled tenants held on h100, not for pooled work that runs anywhere
+        and would fill it first); None = every member on every type. ``normal_cap_by_type`` (GPUs per type) caps
+        non-preemptible normal work per type, as ``normal_cap`` does in all (a QOS GRES limit per type, a Kueue
+        flavor's quota)."""
+        self.reservations = np.maximum(np.asarray(reservations, dtype=np.int64), 0)
+        if self.typed:
+            self.pool_types = None if pool_types is None else np.asarray(pool_types, dtype=bool)
+            self.normal_cap_by_type = None if normal_cap_by_type is None else \
+                np.asarray(normal_cap_by_type, dtype=np.int64)
+        self.normal_cap = normal_cap
+        if pool is not None:
+            self.pool_members = np.asarray(pool[0], dtype=bool)
+            self.pool_gpus = int(pool[1])
+        if self.typed:  # a mixed fleet: holds in GPUs, per type when the plan says (by_type: (n + 1) x types)
+            self._set_typed(by_type)
+            return
+        gpn, n, N = self.gpus_per_node, self.n, self.n_nodes
+        want = np.zeros(n + 1, dtype=np.int64)
+        want[:n] = -(-self.reservations // gpn)
+        want[n] = self.pool_gpus // gpn if self.pool_members.any() else 0
+        holder = self.node_holder
+        holder[~self.node_ok] = UNHELD
+        have = np.bincount(holder[holder >= 0], minlength=n + 1)
+        if (want == have).all() and not (holder >= 0).any():
+            return                                       # nothing held, nothing wanted
+        run = np.flatnonzero(self.j_state[: self.size] == RUNNING)
+        r_ten, r_node, r_g = self.j_tenant[run], self.j_node[run], self.j_gpus[run]
+        alive = self.node_ok[r_node]
+        r_ten, r_node, r_g = r_ten[alive], r_node[alive], r_g[alive]
+        firm_j = self.prio_of_tenant[r_ten] != PRIORITY["low"]           # work that cannot be preempted
+        firm_all = np.bincount(r_node[firm_j], weights=r_g[firm_j], minlength=N)
+        # a held node its holder can never use (other owners' work that cannot be preempted leaves no room for
+        # the holder's job, even with everything preemptible cleared) is let go, so that the hold can move to
+        # one it can use; a hold otherwise keeps its nodes
+        h_of_job = holder[r_node]
+        mine_j = (h_of_job == r_ten) | ((h_of_job == n) & self.pool_members[r_ten])
+        mine_firm = np.bincount(r_node[mine_j & firm_j], weights=r_g[mine_j & firm_j], minlength=N)
+        smallest = np.r_[self.job_size, self.job_size[self.pool_members].min() if self.pool_members.any() else 1]
+        held_ok = holder >= 0
+        useless = held_ok & (firm_all - mine_firm > self.node_cap - smallest[np.maximum(holder, 0)])
+        if (want == have).all() and not useless.any():
+            return
+        if useless.any():
+            holder[useless] = UNHELD
+            have = np.bincount(holder[holder >= 0], minlength=n + 1)
+        # release: per shrinking holder, the held nodes where it runs least
+        shrink = want < have
+        if shrink.any():
+            h_of_job = holder[r_node]
+            mine = (h_of_job == r_ten) | ((h_of_job == n) & self.pool_members[r_ten])
+            own_node = np.bincount(r_node[mine], weights=r_g[mine], minlength=N)
+            cand = np.flatnonzero((holder >= 0) & shrink[np.maximum(holder, 0)])
+            o = lexorder(own_node[cand].astype(np.int64), holder[cand])
+            cand = cand[o]
+            hc = holder[cand]
+            first = np.r_[0, np.flatnonzero(np.diff(hc)) + 1]
+            rank = np.arange(cand.size) - np.repeat(first, np.diff(np.r_[first, cand.size]))
+            holder[cand[rank < (have - want)[hc]]] = UNHELD
+            have = np.bincount(holder[holder >= 0], minlength=n + 1)
+        need = np.maximum(want - have, 0)
+        if not need.any():
+            return
+        # acquire: by the rule the actuators use (daemon/actuators/whole_nodes.rank), one growing holder at a time,
+        # tenants in index order and the pool last: nodes that can be cleared (no work of another owner that cannot
+        # be preempted) first, then those with the least such work; among equals the highest score (the holder's
+        # GPUs there + free GPUs + GPUs draining, which includes what this plan's preemptions free); then the index
+        soon = self.node_free + self.node_draining()
+        idx = np.arange(N, dtype=np.int64)
+        by_t = np.argsort(r_ten, kind="stable")
+        t_start = np.searchsorted(r_ten[by_t], np.arange(n + 1))
+        for h in np.flatnonzero(need).tolist():
+            js = np.flatnonzero(self.pool_members[r_ten]) if h == n else by_t[t_start[h]: t_start[h + 1]]
+            cand = np.flatnonzero((holder == UNHELD) & self.node_ok)
+            take = int(min(need[h], cand.size))
+            if take <= 0:
+                continue
+            own = np.bincount(r_node[js], weights=r_g[js], minlength=N)
+            own_firm = np.bincount(r_node[js], weights=r_g[js] * firm_j[js], minlength=N)
+            firm = (firm_all - own_firm).astype(np.int64)
+            score = (own + soon).astype(np.int64)
+            k = ((firm * (4 * gpn + 1) + (2 * gpn - score)) * N + idx)[cand]
+            best = np.argpartition(k, take - 1)[:take] if take < cand.size else np.arange(cand.size)
+            holder[cand[best]] = h
+
+    def _set_typed(self, by_type: np.ndarray | None) -> None:
+        """Holds on a mixed fleet, in GPUs: per (holder, type) when ``by_type`` is given (a type-aware plan; row n
+        the pool), else per holder on any type (a type-blind plan: the hold lands where the actuators' rule puts
+        it, whether or not the holder's jobs can run there). Whole nodes, taken until the GPUs asked are covered;
+        the same rule as the one-model path otherwise (keep what is still wanted, let go of what the holder can
+        never use, release where it runs least, acquire clearable nodes with the highest score first)."""
+        n, N = self.n, self.n_nodes
+        T = max(len(self.type_names), 1)
+        aware = by_type is not None
+        want = np.zeros((n + 1, T if aware else 1), dtype=np.int64)
+        if aware:
+            want[:] = np.maximum(np.asarray(by_type, dtype=np.int64), 0)
+        else:
+            want[:n, 0] = self.reservations
+            want[n, 0] = self.pool_gpus if self.pool_members.any() else 0
+        group = self.node_type if aware else np.zeros(N, dtype=np.int64)
+        G = want.shape[1]
+        holder = self.node_holder
+        holder[~self.node_ok] = UNHELD
+        if not want.any() and not (holder >= 0).any():
+            return
+        run = np.flatnonzero(self.j_state[: self.size] == RUNNING)
+        r_ten, r_node, r_g = self.j_tenant[run], self.j_node[run], self.j_gpus[run]
+        alive = self.node_ok[r_node]
+        r_ten, r_node, r_g = r_ten[alive], r_node[alive], r_g[alive]
+        firm_j = self.prio_of_tenant[r_ten] != PRIORITY["low"]
+        firm_all = np.bincount(r_node[firm_j], weights=r_g[firm_j], minlength=N)
+        h_of_job = holder[r_node]
+        mine_j = (h_of_job == r_ten) | ((h_of_job == n) & self.pool_members[r_ten])
+        mine_firm = np.bincount(r_node[mine_j & firm_j], weights=r_g[mine_j & firm_j], minlength=N)
+        smallest = np.r_[self.job_size, self.job_size[self.pool_members].min() if self.pool_members.any() else 1]
+        held = holder >= 0
+        useless = held & (firm_all - mine_firm > self.node_cap - smallest[np.maximum(holder, 0)])
+        if aware:  # a type-aware hold never keeps a node of a type its holder cannot use
+            ok_pool = (self.acc_rank[self.pool_members] < NOT_ACCEPTED).any(axis=0) if self.pool_members.any() \
+                else np.zeros(T, dtype=bool)
+            hh = np.maximum(holder, 0)
+            usable = np.where(holder < n, self.acc_rank[np.minimum(hh, n - 1), self.node_type] < NOT_ACCEPTED,
+                              ok_pool[self.node_type]) if n else np.zeros(N, dtype=bool)
+            useless |= held & ~usable
+        holder[useless] = UNHELD
+        mine = (holder[r_node] == r_ten) | ((holder[r_node] == n) & self.pool_members[r_ten])
+        own_node = np.bincount(r_node[mine], weights=r_g[mine], minlength=N)
+        cap = self.node_cap
+
+        def have_of() -> np.ndarray:
+            h = holder >= 0
+            return np.bincount(holder[h] * G + group[h], weights=cap[h], minlength=(n + 1) * G) \
+                .reshape(n + 1, G).astype(np.int64)
+
+        have = have_of()
+        # release: per (holder, group) over its ask, the nodes where it runs least, while the rest still covers it
+        for h, g in zip(*np.nonzero(have > want)):
+            nodes = np.flatnonzero((holder == h) & (group == g))
+            nodes = nodes[lexorder(own_node[nodes].astype(np.int64))]
+            spare = int(have[h, g] - want[h, g])
+            drop = np.cumsum(cap[nodes]) <= spare
+            holder[nodes[drop]] = UNHELD
+        have = have_of()
+        need = np.maximum(want - have, 0)
+        if aware:  # never acquired where it would be let go at once (a type no holder of it can use)
+            need[:n] = np.where(self.acc_rank < NOT_ACCEPTED, need[:n], 0)
+            need[n] = np.where(ok_pool, need[n], 0)
+        if not need.any():
+            return
+        soon = self.node_free + self.node_draining()
+        idx = np.arange(N, dtype=np.int64)
+        gpn = int(cap.max()) if N else 1
+        for h, g in zip(*np.nonzero(need)):
+            cand = np.flatnonzero((holder == UNHELD) & self.node_ok & (group == g))
+            if cand.size == 0:
+                continue
+            js = np.flatnonzero(self.pool_members[r_ten]) if h == n else np.flatnonzero(r_ten == h)
+            own = np.bincount(r_node[js], weights=r_g[js], minlength=N)
+            own_firm = np.bincount(r_node[js], weights=r_g[js] * firm_j[js], minlength=N)
+            firm = (firm_all - own_firm).astype(np.int64)
+            score = (own + soon).astype(np.int64)
+            k = ((firm * (4 * gpn + 1) + (2 * gpn - score)) * N + idx)[cand]
+            cand = cand[np.argsort(k, kind="stable")]
+            covered = np.cumsum(cap[cand])
+            take = int(np.searchsorted(covered, need[h, g])) + 1   # nodes until the ask is covered
+            holder[cand[:take]] = h
