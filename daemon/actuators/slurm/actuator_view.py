@@ -1,0 +1,189 @@
+"""What the Slurm actuator reads for the daemon's state: jobs and nodes as the policy sees them, each job's
+and node's GPU type (a mixed fleet), and whether a node is really down."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from daemon.actuators.slurm import gres
+from daemon.actuators.slurm.holds import (
+    RunningJob,
+    expand_hostlist,
+    hold_name,
+    parse_nodes,
+    parse_reservations,
+    pool_hold_name,
+)
+from daemon.actuators.slurm.squeue import FAILED_NODE_STATES, SlurmError, waits_for_gpus
+from daemon.actuators.slurm.windows import parse_window_reservations
+from daemon.policy.state import CLOSED, HELD_BY_POOL, PRIORITY, UNHELD, Jobs, Nodes
+
+log = logging.getLogger("gpu_autoscaler.actuator.slurm")   # the actuator's logger (same name as actuator.py's)
+
+
+class ClusterView:
+    """SlurmActuator's reads: squeue and scontrol turned into Jobs and Nodes."""
+
+    # ---- GPU types (a mixed fleet) -------------------------------------------------------------
+    def _node_type(self, node) -> str:
+        assert self.resolver is not None
+        return gres.node_type(self.resolver, node.gres, node.features)
+
+    def job_types(self, job_ids: list[str] | None = None) -> dict[str, tuple[str, ...]]:
+        """Job id -> the GPU types it accepts, in order of preference (gres.job_accepts), from squeue's
+        tres-per-node / -job / -task (--gres or --gpus-per-node, --gpus, --gpus-per-task), Feature (--constraint)
+        and Prefer (--prefer; only a pending job has it). One squeue call; ';' ends each field (a constraint holds
+        '|' and '&'), and size 0 keeps squeue from cutting a field."""
+        assert self.resolver is not None
+        args = ["squeue", "-h", "-O", "JobID:0;,tres-per-node:0;,tres-per-job:0;,tres-per-task:0;,Prefer:0;,Feature:0"]
+        if job_ids:
+            args += ["-j", ",".join(job_ids)]
+        r = self._run(*args)
+        if r.returncode != 0:
+            if job_ids and "Invalid job id" in r.stderr:
+                return {}
+            raise SlurmError(f"squeue: {r.stderr.strip()}")
+        out: dict[str, tuple[str, ...]] = {}
+        for line in r.stdout.splitlines():
+            f = line.split(";", 5)
+            if len(f) < 6 or not f[0].strip():
+                continue
+            c = ["" if x.strip() in ("(null)", "N/A") else x.strip() for x in f]
+            tres = ",".join(x for x in c[1:4] if x)
+            out[c[0]] = gres.job_accepts(self.resolver, tres, c[5], c[4])
+        self._report_unmatched()
+        return out
+
+    def _report_unmatched(self) -> None:
+        """Model names no [fleet] type or alias matches: warned once each (they are kept as type unknown)."""
+        if self.resolver is None:
+            return
+        new = self.resolver.unreported(self._reported)
+        if new:
+            log.warning("GPU types not in [fleet] types/aliases, counted as 'unknown': %s", new)
+
+    @property
+    def unknown_types(self) -> list[str]:
+        """The model names seen that match no configured type (reported, never dropped)."""
+        return sorted(self.resolver.unmatched) if self.resolver is not None else []
+
+    # ---- for the daemon's state ---------------------------------------------------------------
+    def cluster_jobs(self, tenants: tuple[str, ...]) -> Jobs:
+        """Running jobs, and pending ones that wait for GPUs (``waits_for_gpus``: not held, not waiting for a begin
+        time, another job or an accounting limit), as the policy's columnar Jobs (unknown tenants are dropped)."""
+        index = {t: i for i, t in enumerate(tenants)}
+        now = time.time()
+        listed = self.jobs()
+        eligible = self.eligible_times() if any(j.state == "PENDING" for j in listed) else {}
+        rows = [j for j in listed if (j.state == "RUNNING" or waits_for_gpus(j, eligible.get(j.job_id), now))
+                and self.tenant(j) in index]
+        # what the plan and the health step decide on: each job's identity and tier as read now (_changed)
+        self._seen = {j.job_id: (j.submitted, j.started, self.priority(j)) for j in rows}
+        run = np.array([j.state == "RUNNING" for j in rows], dtype=bool)
+        # a pending job's wait runs from when it became eligible, not from its submission: held, or submitted with
+        # --begin, it waited for nothing meanwhile, and counting that time would let it jump the queue by aging
+        # (policy/aging.py). Eligible time not set yet (N/A: just released, not yet evaluated), or still ahead (a
+        # requeued job): no wait yet. A job squeue -O does not list under the id %i gives (an array's combined
+        # pending line): its submission
+        since = [j.submitted if j.job_id not in eligible else
+                 (np.fmax(j.submitted, eligible[j.job_id]) if np.isfinite(eligible[j.job_id]) else now)
+                 for j in rows]
+        accepts = None
+        if self.resolver is not None:
+            types = self.job_types()
+            accepts = np.empty(len(rows), dtype=object)
+            accepts[:] = [types.get(j.job_id, ()) for j in rows]
+        return Jobs(ids=np.array([j.job_id for j in rows], dtype=object),
+                    tenant=np.array([index[self.tenant(j)] for j in rows], dtype=np.int64),
+                    gpus=np.array([j.total_gpus for j in rows], dtype=np.int64),  # a 2-node job: both nodes' GPUs
+                    priority=np.array([PRIORITY[self.priority(j)] for j in rows], dtype=np.int8),
+                    running=run, runtime_s=np.array([j.elapsed_s if r else 0.0 for j, r in zip(rows, run)]),
+                    # pending time drives anti-starvation; a requeued job's clock restarts at its requeue
+                    wait_s=np.array([0.0 if r or not np.isfinite(t) else max(0.0, now - t)
+                                     for t, r in zip(since, run)]),
+                    node=np.array([j.nodes for j in rows], dtype=object), accepts=accepts,
+                    # the start estimate ends a running job by its time limit (policy/eta.py)
+                    time_limit_s=np.array([j.time_limit_s for j in rows], dtype=float))
+
+    def cluster_nodes(self, tenants: tuple[str, ...]) -> Nodes:
+        """Every node slurmctld knows, as the policy's Nodes (raises SlurmError when slurmctld does not answer).
+
+        - names: ``NodeName`` of ``scontrol -d -o show nodes``, as squeue's %N spells a single-node job's node
+          (cluster_jobs' node column). A job on several nodes has a hostlist there, which names no node: the
+          policy does not pick it to clear one node, but its GPUs count as used on each of its nodes (below).
+        - gpus: the configured GPUs (``Gres=gpu:N``); 0 when the node is DOWN, DRAIN(ING/ED), FAIL,
+          NOT_RESPONDING (``*``), powered down, in maintenance or rebooting: it takes no new job.
+        - free: configured minus allocated (``GresUsed``, Slurm's own count over every job on the node,
+          multi-node jobs included) minus draining.
+        - draining: GPUs of COMPLETING jobs on the node (a requeued job is COMPLETING until its processes are
+          gone and its epilog has run). Slurm does not say why a job ends, so this is every completing job's
+          GPUs, the daemon's preemptions and jobs that ended by themselves alike: all of them are free once they
+          drain. Slurm takes a completing job's GPUs out of GresUsed at once (seen on 22.05), so they are not
+          counted twice; were they still in GresUsed, free would be under-counted, never over-counted.
+        - held_by: the daemon's own active reservations (slurm_holds.py names them): a tenant's hold gives the
+          tenant's index into `tenants`, the pool's gives HELD_BY_POOL. Any other active reservation, a hold of
+          ours for a tenant not in `tenants`, and an unhealthy node give CLOSED: not a place for any tenant, so
+          nothing is preempted there (a drained node's jobs keep running, but nothing new starts there).
+        """
+        index = {hold_name(self.cfg.hold_name_prefix, t): i for i, t in enumerate(tenants)}
+        index[pool_hold_name(self.cfg.hold_name_prefix)] = HELD_BY_POOL
+        nodes = parse_nodes(self._read("scontrol", "-d", "-o", "show", "nodes"))
+        holder: dict[str, int] = {}
+        res_out = self._read("scontrol", "-o", "show", "reservation")
+        # an active window's reservation holds its nodes for the window's tenant (windows.py)
+        pos = {t: i for i, t in enumerate(tenants)}
+        for w in parse_window_reservations(res_out, self.cfg.window_name_prefix):
+            owners = {pos.get(self.tenant_of.get(a, ""), CLOSED) for a in w.accounts}
+            index[w.name] = owners.pop() if len(owners) == 1 else CLOSED
+        for r in parse_reservations(res_out):
+            if r.state.upper() != "ACTIVE":
+                continue
+            who = index.get(r.name, CLOSED)
+            for n in r.nodes:  # a node in someone else's reservation too is closed whatever else holds it
+                holder[n] = CLOSED if CLOSED in (who, holder.get(n)) else who
+        completing: dict[str, int] = {}
+        for j in self.jobs(states="COMPLETING"):
+            for n in expand_hostlist(j.nodes):
+                completing[n] = completing.get(n, 0) + j.gpus
+        ok = np.array([n.healthy for n in nodes], dtype=bool)
+        gpus = np.array([n.gpus for n in nodes], dtype=np.int64) * ok
+        room = np.maximum(gpus - np.array([n.gpus_used for n in nodes], dtype=np.int64), 0)
+        draining = np.minimum(np.array([completing.get(n.name, 0) for n in nodes], dtype=np.int64), room)
+        held = np.array([holder.get(n.name, UNHELD) for n in nodes], dtype=np.int64)
+        types = None
+        if self.resolver is not None:  # a mixed fleet: each node's GRES type (gres.py), unknown ones reported
+            types = np.array([self._node_type(n) for n in nodes], dtype=object)
+            self._report_unmatched()
+        return Nodes(names=np.array([n.name for n in nodes], dtype=object), gpus=gpus, free=room - draining,
+                     draining=draining, held_by=np.where(ok, held, CLOSED), gpu_type=types)
+
+    def node_names(self) -> set[str]:
+        """Every node slurmctld knows, one name each (sinfo -N never prints a range)."""
+        r = self._run("sinfo", "-h", "-N", "-o", "%N")
+        if r.returncode != 0:
+            raise SlurmError(f"sinfo: {r.stderr.strip()}")
+        return {line.strip() for line in r.stdout.splitlines() if line.strip()}
+
+    def node_down_confirmed(self, node: str) -> bool | None:
+        """Whether slurmctld itself sees `node` as failed (ReportsNodeHealth): DOWN, DRAIN(ED/ING), FAIL(ING) or
+        NOT_RESPONDING ('*') is True, any other state False; None when Slurm does not answer or does not know
+        the node (then the alert is acted on alone)."""
+        try:
+            r = self._run("sinfo", "-h", "-N", "-n", node, "-o", "%T")
+        except SlurmError as exc:
+            log.warning("cannot ask Slurm about node %s: %s", node, exc)
+            return None
+        states = {line.strip().lower() for line in r.stdout.splitlines() if line.strip()}
+        if r.returncode != 0 or not states:
+            return None
+        return any(st.endswith("*") or any(bad in st for bad in FAILED_NODE_STATES) for st in states)
+
+    def jobs_on_node(self, node: str) -> list[tuple[str, str]]:
+        return [(j.job_id, self.tenant(j)) for j in self.jobs(node=node) if j.state in ("RUNNING", "SUSPENDED")]
+
+    def _hold_jobs(self) -> list[RunningJob]:
+        return [RunningJob(j.job_id, j.account, tuple(expand_hostlist(j.nodes)), j.gpus, j.reservation,
+                           j.state == "RUNNING") for j in self.jobs() if j.state in ("RUNNING", "PENDING", "SUSPENDED")]

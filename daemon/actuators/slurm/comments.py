@@ -1,0 +1,99 @@
+"""The AdminComment the daemon writes on a Slurm job: its reason (COMMENT_TAG) and its start estimate
+(ETA_TAG), each replacing only its own earlier part, and the comments read back from squeue --json."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from daemon.actuators.slurm.squeue import SlurmError
+
+COMMENT_TAG = "gpu-autoscaler:"
+# the start estimate's own part of the AdminComment (not COMMENT_TAG: a reason written later keeps it, and it
+# replaces only its own earlier part): "gpu-autoscaler-eta: p50=2026-01-05T10:20Z p90=2026-01-05T11:05Z
+# slurm=2026-01-05T10:40Z", each value a UTC time to the minute or "unknown"; slurm= only when squeue --start has one
+ETA_TAG = "gpu-autoscaler-eta:"
+ETA_REWRITE_S = 300.0   # an estimate is rewritten when its p50 or p90 moved this much (or became (un)known)
+
+
+def admin_comments_of(squeue_json: str) -> dict[str, str]:
+    """Job id -> AdminComment, from `squeue --json` (raises ValueError on output that is not its JSON).
+
+    Not from `scontrol show job`: that prints ``Key=value`` text in which the job's name, working directory,
+    command and Comment are the user's free text, so a job named ``x AdminComment=...`` reads as an
+    AdminComment there (and the daemon would write it back over the admin's). JSON has one field for it.
+    Slurm 22.05 ignores filters with --json and lists every job; a job is found under the id squeue's %i
+    prints for it (an array task as ``<array job>_<task>``, a het component as ``<het job>+<offset>``) and
+    under its own job id."""
+    data = json.loads(squeue_json)
+    if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
+        raise ValueError("no 'jobs' list in squeue --json")
+    out: dict[str, str] = {}
+    for j in data["jobs"]:
+        if not isinstance(j, dict) or j.get("job_id") is None:
+            continue
+        text = j.get("admin_comment") or ""
+        out[str(j["job_id"])] = text
+        if j.get("array_task_id") is not None and j.get("array_job_id"):
+            out[f"{j['array_job_id']}_{j['array_task_id']}"] = text
+        if j.get("het_job_id"):
+            out[f"{j['het_job_id']}+{j.get('het_job_offset', 0)}"] = text
+    return out
+
+
+def with_eta(comment: str, part: str) -> str:
+    """`comment` (an AdminComment, parts joined by " | ") with its estimate part replaced by `part`, placed before
+    our reason (COMMENT_TAG's part, which _annotate rewrites with everything after it) so that a reason written
+    later keeps it."""
+    parts = [p.strip() for p in comment.split("|")]
+    keep = [p for p in parts if p and not p.startswith(ETA_TAG)]
+    at = next((i for i, p in enumerate(keep) if p.startswith(COMMENT_TAG)), len(keep))
+    return " | ".join([*keep[:at], part, *keep[at:]])
+
+
+def _utc(t: float | None) -> str:
+    """An epoch time as the AdminComment's compact UTC minute, or "unknown"."""
+    return "unknown" if t is None else time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime(t))
+
+
+def _moved(old: tuple[float | None, float | None] | None, new: tuple[float | None, float | None]) -> bool:
+    """Whether an estimate is worth rewriting: never written, a side became known or unknown, or moved
+    ETA_REWRITE_S or more."""
+    if old is None:
+        return True
+    for a, b in zip(old, new):
+        if (a is None) != (b is None) or (a is not None and b is not None and abs(a - b) >= ETA_REWRITE_S):
+            return True
+    return False
+
+
+class AdminComments:
+    """The AdminComment of a batch's jobs, read once per batch (on first need) with `squeue --json` (see
+    admin_comments_of); a failed read is remembered for the batch, so a controller that does not answer is
+    not asked again per job. A job Slurm does not list has none."""
+
+    def __init__(self, run, job_ids: list[str]) -> None:
+        self.run = run  # run(*args) -> CompletedProcess, raises SlurmError
+        self.job_ids = list(job_ids)
+        self._known: dict[str, str] | None = None
+        self._failed: SlurmError | None = None
+
+    def of(self, job_id: str) -> str:
+        if self._failed is not None:
+            raise self._failed
+        if self._known is None:
+            try:
+                r = self.run("squeue", "--json", "-j", ",".join(self.job_ids or [job_id]))
+                if r.returncode != 0 and "Invalid job id" in r.stderr:
+                    self._known = {}  # a Slurm that honours -j with --json: none of them is queued any more
+                elif r.returncode != 0:
+                    raise SlurmError(f"squeue --json: {(r.stderr or r.stdout).strip()}")
+                else:
+                    self._known = admin_comments_of(r.stdout)
+            except ValueError as exc:
+                self._failed = SlurmError(f"squeue --json: unreadable output: {exc}")
+                raise self._failed from None
+            except SlurmError as exc:
+                self._failed = exc
+                raise
+        return self._known.get(job_id, "")

@@ -1,0 +1,131 @@
+"""What squeue says about Slurm's jobs: its output format parsed into SlurmJob, Slurm's durations, times and
+GPU counts, and whether a pending job waits for GPUs (and not for a limit GPUs cannot lift)."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+SQUEUE_FMT = "%i|%a|%P|%q|%T|%N|%M|%b|%r|%V|%v|%D|%S|%l"
+
+
+class SlurmError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    job_id: str
+    account: str
+    partition: str
+    qos: str
+    state: str
+    nodes: str
+    elapsed_s: float
+    gpus: int                        # per node (squeue's %b is the GPUs asked per node)
+    reason: str
+    submitted: float = float("nan")  # epoch seconds (squeue prints the controller's local time)
+    reservation: str = ""
+    node_count: int = 1              # nodes the job runs on, or asks for while pending
+    started: float = float("nan")    # a running job's start (%S; a requeued job that runs again starts anew)
+    time_limit_s: float = float("nan")  # %l, its TimeLimit; NaN when UNLIMITED, not set or not read
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus * max(1, self.node_count)
+
+
+def parse_elapsed(text: str) -> float:
+    """squeue %M: [days-][hours:]minutes:seconds."""
+    text = text.strip()
+    if not text or text in ("INVALID", "NOT_SET"):
+        return 0.0
+    days = 0
+    if "-" in text:
+        d, text = text.split("-", 1)
+        days = int(d)
+    parts = [int(p) for p in text.split(":")]
+    while len(parts) < 3:
+        parts.insert(0, 0)
+    h, m, s = parts
+    return float(days * 86400 + h * 3600 + m * 60 + s)
+
+
+def parse_time_limit(text: str) -> float:
+    """squeue %l: a TimeLimit in %M's form, or NaN when the job has none (UNLIMITED, INFINITE, NOT_SET, N/A, blank).
+    Not parse_elapsed: a limit that is not set is no limit, where 0 would say the job ends now."""
+    text = text.strip()
+    if not text or text.upper() in ("UNLIMITED", "INFINITE", "NOT_SET", "N/A", "INVALID"):
+        return float("nan")
+    return parse_elapsed(text)
+
+
+def parse_gpus(tres: str) -> int:
+    """'gres:gpu:2', 'gres/gpu:a100:4', 'gpu:8' -> GPU count (0 when none)."""
+    total = 0
+    for part in tres.split(","):
+        m = re.search(r"gpu(?::[A-Za-z0-9_.-]+)?[:=](\d+)", part)
+        if m:
+            total += int(m.group(1))
+    return total
+
+
+def parse_submit(text: str) -> float:
+    try:
+        return time.mktime(time.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return float("nan")
+
+
+# pending reasons (squeue %r) that more free GPUs do not end (https://slurm.schedmd.com/job_reason_codes.html): a job
+# held, waiting for another job, a license or a burst buffer, or stopped by an accounting or partition limit would not
+# start on GPUs a preemption freed, so it is not demand now and drives no preemption nor aging. Reasons that free GPUs
+# can end (Resources, Priority, ReqNodeNotAvail, Reservation, None, ...) keep the job as demand now; so does BeginTime
+# when the job is eligible within BEGIN_SOON_S (a requeued job waits ~2 minutes under BeginTime: it is the same
+# demand, and dropping it would drop the wait anti-starvation banked for it), not a job submitted --begin for later.
+# %r prints a job's own description where it has one ("job requeued in held state"): any reason saying "held" is held
+NOT_WAITING_FOR_GPUS = frozenset({
+    "Dependency", "DependencyNeverSatisfied", "JobHeldUser", "JobHeldAdmin", "JobHoldMaxRequeue",
+    "AccountingPolicy", "AccountNotAllowed", "InvalidAccount", "InvalidQOS", "PartitionDown", "PartitionInactive",
+    "PartitionTimeLimit", "PartitionNodeLimit", "PartitionConfig", "JobArrayTaskLimit", "BadConstraints", "Licenses",
+    "ReservationDeleted", "DeadLine", "SchedDefer"})
+# AssocGrp*, AssocMax*, QOSGrp*, QOSMax*, QOS*Limit, Max*PerAccount, BurstBuffer*
+NOT_WAITING_PREFIXES = ("Assoc", "QOS", "Max", "BurstBuffer")
+BEGIN_SOON_S = 300.0
+
+
+def waits_for_gpus(job: "SlurmJob", eligible_at: float | None = None, now: float | None = None) -> bool:
+    """A pending job that would start once GPUs are free (see NOT_WAITING_FOR_GPUS); False for any other state.
+    ``eligible_at`` (epoch s, squeue's EligibleTime) decides a BeginTime job: demand if it is eligible within
+    BEGIN_SOON_S of ``now``; without it, a BeginTime job is not demand."""
+    if job.state != "PENDING":
+        return False
+    reason = job.reason.strip().strip("()")
+    if reason == "BeginTime":
+        now = time.time() if now is None else now
+        return eligible_at is not None and bool(np.isfinite(eligible_at)) and eligible_at <= now + BEGIN_SOON_S
+    return (reason not in NOT_WAITING_FOR_GPUS and not reason.startswith(NOT_WAITING_PREFIXES)
+            and "held" not in reason.lower())
+
+
+# node states (sinfo %T, lower case) in which Slurm itself sees a node as failed; a trailing '*' is NOT_RESPONDING
+FAILED_NODE_STATES = ("down", "drain", "fail", "not_responding")
+
+
+def parse_squeue(out: str) -> list[SlurmJob]:
+    jobs = []
+    for line in out.splitlines():
+        f = line.split("|")
+        if len(f) < 9:
+            continue
+        jobs.append(SlurmJob(f[0].strip(), f[1].strip(), f[2].strip(), f[3].strip(), f[4].strip(), f[5].strip(),
+                             parse_elapsed(f[6]), parse_gpus(f[7]), f[8].strip(),
+                             parse_submit(f[9]) if len(f) > 9 else float("nan"),
+                             f[10].strip() if len(f) > 10 and f[10].strip() != "(null)" else "",
+                             int(f[11]) if len(f) > 11 and f[11].strip().isdigit() else 1,
+                             parse_submit(f[12]) if len(f) > 12 else float("nan"),
+                             parse_time_limit(f[13]) if len(f) > 13 else float("nan")))
+    return jobs
