@@ -121,6 +121,13 @@ def comparison_lines(cmp_: dict) -> list[str]:
             out.append(f"  {name:<11} {label}  (util {100 * util:.1f}%)")
     if cmp_.get("predictive_point") is None:
         return out + [f"  {cmp_.get('verdict', '')}"]
+    # a point is matched at reactive's utilization or above: one far above is not "equal", so say how far, and how
+    # to get nearer points, rather than let the header claim it (a default run has one setting per strategy)
+    for name, label, util in pts[1:]:
+        gap = 100 * (util - cmp_["reactive_utilization"]) if label is not None else 0.0
+        if gap > 1.0:
+            out.append(f"  note: {name}'s nearest setting runs {gap:.1f} pt above reactive's utilization, not at "
+                       "it: no setting of it came nearer (--sweep tries more settings)")
     names = [n for n, label, _ in pts if label is not None]
     figs = [("high-tier unmet, GPU-min", "high_unmet"), ("normal-tier unmet, GPU-min", "normal_unmet"),
             ("low-tier unmet, GPU-min", "low_unmet"), ("preemptions", "preemptions"),

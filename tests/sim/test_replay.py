@@ -437,3 +437,15 @@ def test_the_perfect_forecasts_own_knobs_are_its_alone_and_checked(name, knobs):
                  start=100)
     with pytest.raises(ValueError, match="foresight_steps|rises_seen"):
         run_strategy(name, w, Config(), steps=10, knobs=knobs)
+
+
+def test_comparison_lines_say_when_the_matched_point_is_far_above_reactives_utilization():
+    """A default run has one setting per strategy: its predictive point may run far above reactive's utilization;
+    the printed comparison must not pass that off as equal utilization."""
+    r = _pt("reactive", "r", 0.927, 56, 503, 10)
+    far = _pt("predictive", "p", 0.973, 801, 3946, 7)
+    lines = report.comparison_lines(report.compare([r, far], TARGETS))
+    note = [ln for ln in lines if "note: predictive" in ln]
+    assert note and "4.6 pt above reactive's utilization" in note[0] and "--sweep" in note[0]
+    near = _pt("predictive", "q", 0.93, 40, 500, 9)
+    assert not [ln for ln in report.comparison_lines(report.compare([r, near], TARGETS)) if "note:" in ln]
