@@ -19,6 +19,9 @@ The model is meant to be explained in one paragraph to a tenant:
    release after which it fits. A job started in this simulation releases its GPUs again after its tenant's
    unconditional run-length quantile.
 
+The p90 this model gives is then calibrated on how late the jobs that already started came against theirs
+(daemon/policy/eta_calibration.py): the model cannot see work that arrives after the estimate.
+
 A job that never fits within what is known is ``unknown`` (with why), never a guess: running jobs with neither a
 time limit nor a tenant history give no release time.
 
@@ -89,33 +92,6 @@ class RunLengths:
         return {t: list(r) for t, r in self._runs.items()}
 
 
-class Lateness:
-    """How late jobs started against the p50 they were first given, per tier (seconds, the last ``keep``): the
-    p90 is widened to at least the p50 plus the 90th percentile of it. The release model knows nothing of work
-    that arrives after the estimate (a new higher-priority job, a hold that grows), so its own p90 is too sure;
-    what the past misses say is the honest margin. Fed only with jobs that already started: it never reads ahead."""
-
-    def __init__(self, keep: int = 500, min_samples: int = 20) -> None:
-        self.keep, self.min_samples = int(keep), int(min_samples)
-        self._late: dict[str, deque[float]] = {}
-
-    def observe(self, tier: str, late_s: float) -> None:
-        if np.isfinite(late_s):
-            self._late.setdefault(tier, deque(maxlen=self.keep)).append(float(late_s))
-
-    def margin(self, tier: str, q: float = 0.9) -> float | None:
-        """The q-quantile of lateness in `tier` (0 at least); every tier's together while the tier has fewer than
-        ``min_samples``; None while they have too."""
-        d = self._late.get(tier)
-        if d is not None and len(d) >= self.min_samples:
-            a = np.fromiter(d, dtype=float)
-        else:
-            a = np.fromiter((x for v in self._late.values() for x in v), dtype=float)
-            if a.size < self.min_samples:
-                return None
-        return max(float(np.quantile(a, q)), 0.0)
-
-
 @dataclass(frozen=True)
 class Eta:
     """A pending job's start estimate: seconds after the snapshot (None = unknown) and why."""
@@ -127,6 +103,7 @@ class Eta:
     p50_s: float | None
     p90_s: float | None
     basis: str               # what the estimate rests on, or why it is unknown
+    p90_model_s: float | None = None   # the release model's own p90 before calibration (eta_calibration.py)
 
     def to_dict(self) -> dict:
         return {"job_id": self.job_id, "tenant": self.tenant, "gpus": self.gpus, "position": self.position,
@@ -163,14 +140,13 @@ def estimate(state: ClusterState, run_lengths: RunLengths, *, reservations: Mapp
              pooled: Sequence[str] = (), time_limit_s: Mapping[str, float] | None = None,
              growth: Mapping[str, Sequence[float]] | None = None, max_wait_s: float | None = None,
              drain_s: float = 120.0, quantiles: Sequence[float] = QUANTILES,
-             lateness: Lateness | None = None, windows: Sequence[tuple[float, str, float]] = ()) -> list[Eta]:
+             windows: Sequence[tuple[float, str, float]] = ()) -> list[Eta]:
     """The start estimate of every pending job of `state` (see the module's docstring for the model).
 
     `reservations` (tenant -> GPUs held) is used only without a node view (``state.nodes``), where holds have no
     place: a tenant's unused hold is then its own pool. `pooled`: tenants sharing the high tier's pooled hold.
     `time_limit_s`: job id -> its time limit (Slurm). `growth`: tenant -> forecast GPUs above its demand and hold,
-    per quantile (``forecast_growth``), served before lower tiers' pending jobs. `lateness`: past starts' lateness
-    against their p50, per tier; the p90 is at least the p50 plus its 90th percentile. `windows`: holds a recurring
+    per quantile (``forecast_growth``), served before lower tiers' pending jobs. `windows`: holds a recurring
     window will place later, as (seconds from now its hold begins, tenant, GPUs): from then on they take free
     unheld GPUs before any other tenant's pending job, for the window's tenant alone."""
     jobs = state.jobs
@@ -192,11 +168,6 @@ def estimate(state: ClusterState, run_lengths: RunLengths, *, reservations: Mapp
                 basis += f"; p90 {results[-1][1]}"
             else:
                 p90 = max(p90, p50)
-                tier = state.tiers[int(jobs.tenant[j])]
-                m = None if lateness is None else lateness.margin(tier)
-                if m is not None and p50 + m > p90:
-                    p90 = p50 + m
-                    basis += "; p90 widened by past lateness"
         out.append(Eta(str(jobs.ids[j]), state.tenants[int(jobs.tenant[j])], int(jobs.gpus[j]), pos, p50, p90,
                        basis))
     return out

@@ -128,7 +128,8 @@ class CycleRunner:
         self.last_health_cycle = -1   # the cycle that made last_health: the next plan reads its idle findings
         # start-time estimates of pending jobs (daemon/service/eta.py): made after each good plan, served by the API
         self.eta = EtaTracker(self.metrics.registry, clock,
-                              max_wait_s=cfg.policy.max_wait_steps * cfg.cycle.resolution_s)
+                              max_wait_s=cfg.policy.max_wait_steps * cfg.cycle.resolution_s,
+                              floor_s=cfg.cycle.interval_s)
         self.last_eta: dict | None = None
         if self.last_plan is not None:
             log.info("restored last good plan from %s (%d reservations, rate level %d)", self.last_plan.at,

@@ -2,8 +2,11 @@
 (daemon/policy/eta.py) from the cycle's state, plan and forecast; scored when a job starts.
 
 What it keeps between cycles, in memory only (a restart relearns; no estimate is better than a wrong one): the
-tenants' finished run lengths (a job running last cycle and gone now finished; one requeued is still live), and the
-first estimate of each pending job, so that when it starts the error of what it was told first is measured.
+tenants' finished run lengths (a job running last cycle and gone now finished; one requeued is still live), the
+first estimate of each pending job, so that when it starts the error of what it was told first is measured, and
+the p90's calibration (daemon/policy/eta_calibration.py), fed with each started job's first estimate. A replica
+that takes over starts all three empty: the p90 is the model's own until 20 jobs have started under it (the first
+estimates are not stored, so the calibration cannot be rebuilt from the history).
 
 Metrics: ``gpuas_eta_age_seconds`` (how old the estimates served are, read at scrape time),
 ``gpuas_eta_error_seconds`` (per tier, the absolute error of the p50 first given, observed when the job starts) and
@@ -21,7 +24,8 @@ import pandas as pd
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from daemon.config.windows import WindowConfig
-from daemon.policy.eta import QUANTILES, Lateness, RunLengths, estimate, forecast_growth
+from daemon.policy.eta import QUANTILES, RunLengths, estimate, forecast_growth
+from daemon.policy.eta_calibration import Calibration, calibrate
 from daemon.policy.state import ClusterState
 from daemon.policy.types import Plan
 from daemon.web.eta_view import iso
@@ -70,13 +74,14 @@ def windows_ahead(plan: Plan, at: pd.Timestamp) -> list[tuple[float, str, float]
 
 class EtaTracker:
     def __init__(self, registry: CollectorRegistry, clock: Callable[[], float], *, max_wait_s: float | None = None,
-                 keep: int = 500, min_samples: int = 5) -> None:
+                 keep: int = 500, min_samples: int = 5, floor_s: float = 60.0) -> None:
         self.clock = clock
         self.max_wait_s = max_wait_s
         self.runs = RunLengths(keep=keep, min_samples=min_samples)
-        self.late = Lateness()
+        self.cal = Calibration(floor_s=floor_s)   # floor_s: a job that fits now starts at the next cycle
         self._running: dict[str, tuple[str, float]] = {}
-        self._first: dict[str, tuple[str, float | None, float | None]] = {}   # job -> (tier, p50, p90) wall times
+        # job -> (tier, made at, p50, p90 wall times, the model's p90 seconds after `made at`)
+        self._first: dict[str, tuple[str, float, float | None, float | None, float | None]] = {}
         self.made_at: float | None = None
         self.view: dict[str, Any] | None = None
         self.age = Gauge("gpuas_eta_age_seconds", "Age of the start-time estimates served (absent before the first)",
@@ -114,14 +119,15 @@ class EtaTracker:
         limits = {} if lim is None else {j: float(v) for j, v in zip(ids, lim) if np.isfinite(v)}
         etas = estimate(state, self.runs, reservations=res, pooled=plan.pooled if plan is not None else (),
                         time_limit_s=limits,
-                        growth=growth, max_wait_s=self.max_wait_s, lateness=self.late,
+                        growth=growth, max_wait_s=self.max_wait_s,
                         windows=windows_ahead(plan, state.at) if plan is not None else ())
+        etas = calibrate(etas, tier_of, self.cal.factors(now))
         rows = []
         for e in etas:
             p50 = None if e.p50_s is None else now + e.p50_s
             p90 = None if e.p90_s is None else now + e.p90_s
             if e.job_id not in self._first:
-                self._first[e.job_id] = (tier_of.get(e.tenant, "normal"), p50, p90)
+                self._first[e.job_id] = (tier_of.get(e.tenant, "normal"), now, p50, p90, e.p90_model_s)
             rows.append({**e.to_dict(), "p50_at": iso(p50), "p90_at": iso(p90)})
         pending = {e.job_id for e in etas}
         for j in [j for j in self._first if j not in pending and j not in live]:
@@ -132,11 +138,11 @@ class EtaTracker:
         self.view = {"made_at": now, "jobs": rows}
         return self.view
 
-    def _score(self, first: tuple[str, float | None, float | None], started: float) -> None:
-        tier, p50, p90 = first
+    def _score(self, first: tuple[str, float, float | None, float | None, float | None], started: float) -> None:
+        tier, made_at, p50, p90, p90_model_s = first
+        self.cal.observe(tier, made_at, started, p90_model_s, None if p50 is None else p50 - made_at)
         if p50 is not None:
             self.error.labels(tier).observe(abs(started - p50))
-            self.late.observe(tier, started - p50)
         if p90 is not None:
             self.covered.labels(tier, "true" if started <= p90 else "false").inc()
 

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from daemon.config import Config
-from daemon.policy.eta import Lateness, RunLengths, estimate
+from daemon.policy.eta import RunLengths, estimate
+from daemon.policy.eta_calibration import Calibration, calibrate
 from daemon.policy.state import UNHELD, ClusterState
 from daemon.policy.types import PolicyMemory
 from daemon.sim.cluster import SimCluster
@@ -41,6 +42,9 @@ class Made:
     p50: int | None
     p90: int | None
     naive: int | None
+    p90_model_s: float | None = None   # the release model's p90 (seconds after step `at`), before calibration
+    p50_model_s: float | None = None   # and its p50
+    p50_scaled: int | None = None      # the p50 scaled by the median ratio too (measured, not what is shown)
 
 
 @dataclass
@@ -60,9 +64,11 @@ class EtaScore:
         p90 = [(e, s) for e, s in done if e.p90 is not None]
         cov = np.array([s <= e.p90 for e, s in p90], dtype=bool)
         naive = np.array([abs(s - e.naive) * m for e, s in done if e.naive is not None])
+        scaled = np.array([abs(s - e.p50_scaled) * m for e, s in done if e.p50_scaled is not None])
         wait = np.array([(s - e.at) * m for e, s in done])
         med = float(np.median(err)) if err.size else None
         nmed = float(np.median(naive)) if naive.size else None
+        smed = float(np.median(scaled)) if scaled.size else None
         return {
             "jobs_waited_and_started": len(done), "still_waiting_or_withdrawn": len(self.made) - len(done),
             "p50_known": len(known), "p90_known": len(p90), "naive_known": int(naive.size),
@@ -71,6 +77,8 @@ class EtaScore:
             "p90_coverage": float(cov.mean()) if cov.size else None,
             "naive_median_abs_error_min": nmed,
             "error_vs_naive": (med / nmed) if med is not None and nmed else None,
+            "p50_scaled_median_abs_error_min": smed,
+            "p50_scaled_error_vs_naive": (smed / nmed) if smed is not None and nmed else None,
         }
 
 
@@ -78,11 +86,11 @@ class EtaHook:
     """`run_strategy`'s hook: estimates each job when it first waits, scores it when it starts."""
 
     def __init__(self, tenants: tuple[str, ...], step_s: int, *, tiers: tuple[str, ...] | None = None,
-                 keep: int = 500, min_samples: int = 5) -> None:
+                 keep: int = 500, min_samples: int = 5, calibration: Calibration | None = None) -> None:
         self.tenants = tenants
         self.tier_of = dict(zip(tenants, tiers or ("normal",) * len(tenants)))
-        self.late = Lateness()
         self.step_s = int(step_s)
+        self.cal = Calibration(floor_s=self.step_s) if calibration is None else calibration
         self.runs = RunLengths(keep=keep, min_samples=min_samples)
         self.score = EtaScore(self.step_s)
         self._running: dict[int, tuple[int, float]] = {}    # job id -> (tenant, runtime_s) at the last step
@@ -105,9 +113,9 @@ class EtaHook:
         for j in ids[run_mask].tolist():
             if j in self.score.made and j not in self.score.started:
                 self.score.started[j] = k
-                made = self.score.made[j]
-                if made.p50 is not None:   # how late it came against its p50: the p90's margin from now on
-                    self.late.observe(self.tier_of[made.tenant], (k - made.p50) * self.step_s)
+                made = self.score.made[j]   # how late it came against its model p90: the p90's scale from now on
+                self.cal.observe(self.tier_of[made.tenant], made.at * self.step_s, k * self.step_s,
+                                 made.p90_model_s, made.p50_model_s)
         return state
 
     def after_plan(self, c: SimCluster, k: int, state: ClusterState, mem: PolicyMemory, cfg: Config,
@@ -120,8 +128,10 @@ class EtaHook:
             return mem
         now = dataclasses.replace(state, nodes=c.nodes_view())     # the holds the plan just placed
         pooled = tuple(t for t, m in zip(self.tenants, c.pool_members) if m)
-        etas = estimate(now, self.runs, pooled=pooled, max_wait_s=cfg.policy.max_wait_steps * self.step_s,
-                        lateness=self.late)
+        model = estimate(now, self.runs, pooled=pooled, max_wait_s=cfg.policy.max_wait_steps * self.step_s)
+        factors = self.cal.factors(k * self.step_s)
+        etas = calibrate(model, self.tier_of, factors)
+        p50_scaled = {e.job_id: e.p50_s for e in calibrate(model, self.tier_of, factors, p50=True)}
         new_set = set(new)
         rate = sum(self._freed) / (len(self._freed) * self.step_s) if self._freed else 0.0
         free_unheld = int(now.nodes.free[now.nodes.held_by == UNHELD].sum())
@@ -133,7 +143,8 @@ class EtaHook:
                 continue
             need = max(ahead - free_unheld, 0)
             naive = k + 1 if need == 0 else (self._step(k, need / rate) if rate > 0 else None)
-            self.score.made[j] = Made(k, e.tenant, self._step(k, e.p50_s), self._step(k, e.p90_s), naive)
+            self.score.made[j] = Made(k, e.tenant, self._step(k, e.p50_s), self._step(k, e.p90_s), naive,
+                                      e.p90_model_s, e.p50_s, self._step(k, p50_scaled[e.job_id]))
         return mem
 
     def _step(self, k: int, s: float | None) -> int | None:
@@ -142,12 +153,13 @@ class EtaHook:
 
 
 def run_eta(w: Workload, cfg: Config, *, steps: int, strategy: str = "reactive", bank: ForecastBank | None = None,
-            knobs: dict | None = None) -> tuple[Meter, EtaHook]:
+            knobs: dict | None = None, calibration: Calibration | None = None) -> tuple[Meter, EtaHook]:
     """Replay `steps` measured steps of `w` under `strategy` with the estimate scored (``hook.score.summary()``).
+    `calibration`: the p90's (default: the daemon's settings, one step the shortest wait).
     Not the perfect forecast: its holds read the future, and so would the estimates made from them."""
     if strategy == "perfect":
         raise ValueError("the ETA replay does not run the perfect forecast: its holds read the trace's future")
     step_s = int((w.demand.index[1] - w.demand.index[0]).total_seconds())
-    hook = EtaHook(tuple(map(str, w.demand.columns)), step_s, tiers=tuple(w.tiers))
+    hook = EtaHook(tuple(map(str, w.demand.columns)), step_s, tiers=tuple(w.tiers), calibration=calibration)
     m = run_strategy(strategy, w, cfg, bank, steps=steps, knobs=knobs, hook=hook)
     return m, hook

@@ -17,7 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from daemon.policy.eta import Lateness, RunLengths, estimate, forecast_growth, scheduler_order
+from daemon.policy.eta import RunLengths, estimate, forecast_growth, scheduler_order
+from daemon.policy.eta_calibration import Calibration, calibrate
 from daemon.policy.state import UNHELD, ClusterState, Jobs, Nodes
 
 TENANTS = ("a", "h", "n", "l")
@@ -97,18 +98,22 @@ def test_forecast_growth_counts_above_demand_and_hold():
     assert g == {"h": (1.0, 3.0), "n": (0.0, 4.0)}
 
 
-def test_the_p90_is_widened_by_how_late_past_starts_came():
-    """Normal jobs started 600 s after their p50 (20 times): the p90 of a normal job is at least its p50 + 600.
-    The low tier has too few of its own (1 of 20 needed): it reads every tier's, 600 s at the 90th percentile."""
-    late = Lateness(min_samples=20)
-    for _ in range(20):
-        late.observe("normal", 600.0)
-    late.observe("low", 3600.0)
-    got = {e.job_id: e for e in estimate(_state(), _history(), time_limit_s=LIMITS, lateness=late)}
-    assert {j: got[j].p90_s for j in got} == {"P1": 600.0, "P2": 1100.0, "P3": 1000.0}
+def test_the_p90_is_scaled_by_how_late_past_starts_came():
+    """Normal jobs started after twice the wait their model p90 said (60 of them): a normal job's p90 doubles. The low
+    tier has 1 of the 50 it needs of its own: it reads every tier's (61, the 90th percentile also 2). P1 fits now:
+    one cycle (60 s), doubled. The p50s are the model's."""
+    cal = Calibration(floor_s=60.0)
+    for i in range(60):
+        cal.observe("normal", made_at=0.0, started_at=1000.0, p90_model_s=500.0)
+    cal.observe("low", made_at=0.0, started_at=9000.0, p90_model_s=500.0)
+    model = estimate(_state(), _history(), time_limit_s=LIMITS)
+    got = {e.job_id: e for e in calibrate(model, dict(zip(TENANTS, TIERS)), cal.factors(9000.0))}
+    assert {j: got[j].p90_s for j in got} == {"P1": 120.0, "P2": 1120.0, "P3": 1000.0}
+    assert {j: got[j].p90_model_s for j in got} == {"P1": 0.0, "P2": 560.0, "P3": 500.0}
     assert {j: got[j].p50_s for j in got} == {"P1": 0.0, "P2": 500.0, "P3": 400.0}     # the p50s are unchanged
-    assert "widened" in got["P2"].basis
-    assert Lateness(min_samples=20).margin("normal") is None           # no history: the model's p90 stands
+    assert "scaled x2.00" in got["P2"].basis
+    fresh = calibrate(estimate(_state(), _history(), time_limit_s=LIMITS), {}, Calibration().factors(9000.0))
+    assert {e.job_id: e.p90_s for e in fresh} == {"P1": 0.0, "P2": 560.0, "P3": 500.0}   # no history: the model's
 
 
 def test_a_windows_hold_to_come_is_not_free_for_others():

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from prometheus_client import CollectorRegistry
 
 from daemon.config import Config, SimulatorConfig, SourceConfig
+from daemon.policy.eta_calibration import Calibration
 from daemon.policy.state import ClusterState, Jobs
 from daemon.policy.types import Plan, PolicyMemory
 from daemon.service.eta import EtaTracker, windows_ahead
@@ -84,3 +86,20 @@ def test_a_windows_hold_ahead_is_handed_to_the_estimate():
                 memory=PolicyMemory(), windows=(w,))
     assert windows_ahead(plan, pd.Timestamp("2026-01-05T13:00:00Z")) == [(1800.0, "batch", 16.0)]
     assert windows_ahead(plan, pd.Timestamp("2026-01-05T13:45:00Z")) == []
+
+
+def test_the_daemon_scales_the_p90_by_the_jobs_that_started_under_it():
+    """The calibration lives in the tracker: P is told a p90 440 s out (model) at 1060 and starts at 1800 (740 s:
+    1.68x). With one started job enough (min_all=1 here), Q, pending next, gets its model p90 times 740/440."""
+    now = [1000.0]
+    t = EtaTracker(CollectorRegistry(), lambda: now[0], min_samples=1)
+    t.cal = Calibration(min_all=1, min_tier=1, floor_s=30.0)
+    t.update(_state({"J0": 540.0, "J1": 100.0, "J2": 100.0, "J3": 100.0, "J4": 100.0}, {}), None, None)
+    now[0] = 1060.0
+    (p,) = t.update(_state({"J1": 160.0, "J2": 160.0, "J3": 160.0, "J4": 160.0}, {"P": 0.0}), None, None)["jobs"]
+    assert p["p90_s"] == 440.0 and "scaled" not in p["basis"]          # nothing started yet: the model's own
+    now[0] = 1860.0
+    (q,) = t.update(_state({"J1": 300.0, "J2": 300.0, "J3": 300.0, "P": 60.0}, {"Q": 0.0}), None, None)["jobs"]
+    # runs seen: 600 and J4's 960; the J's have run 300: 480 s left at the median, 624 at the 90th percentile
+    assert q["p50_s"] == 480.0 and q["p90_s"] == pytest.approx(624.0 * 740.0 / 440.0)
+    assert "scaled x1.68" in q["basis"]

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from daemon.config import Config
+from daemon.policy.eta_calibration import Calibration
 from daemon.sim.eta_replay import EtaScore, Made, run_eta
 from daemon.sim.workloads import synthetic
 
@@ -21,11 +22,20 @@ def w():
     return synthetic(tenants=12, gpus=128, days=0.5, seed=7, history_days=1.5, target_load=1.0)
 
 
+def _eager() -> Calibration:
+    """The p90's calibration from the first started job on (this short replay starts 17 of those it scores), seeded
+    with one job from before the replay that started after 3x its model p90, so that the scale is not 1."""
+    cal = Calibration(min_all=1, min_tier=1, floor_s=60.0)
+    cal.observe("normal", made_at=0.0, started_at=180.0, p90_model_s=60.0)
+    return cal
+
+
 def test_the_eta_never_reads_the_future_in_the_replay(w):
     """Change the trace after step k: every estimate made up to k is identical; later ones are not (the change
     matters, so the first half is not equal by accident). k is a step at which several jobs began to wait, so an
-    estimate that peeked even one step ahead would differ there."""
-    _, a = run_eta(w, Config(), steps=STEPS)
+    estimate that peeked even one step ahead would differ there. The p90's calibration is in force by k: it learns
+    only from the jobs that started by then."""
+    _, a = run_eta(w, Config(), steps=STEPS, calibration=_eager())
     ats = np.array([m.at for m in a.score.made.values()])
     near = ats[(ats >= w.start + CUT - 30) & (ats <= w.start + CUT)]
     k = int(np.bincount(near).argmax())
@@ -33,11 +43,14 @@ def test_the_eta_never_reads_the_future_in_the_replay(w):
     d = w.demand.copy()
     rng = np.random.default_rng(1)
     d.iloc[k + 1:] = np.ceil(d.iloc[k + 1:].to_numpy() * rng.uniform(0.3, 2.0, d.iloc[k + 1:].shape))
-    _, b = run_eta(dataclasses.replace(w, demand=d), Config(), steps=STEPS)
+    _, b = run_eta(dataclasses.replace(w, demand=d), Config(), steps=STEPS, calibration=_eager())
     early_a = {j: m for j, m in a.score.made.items() if m.at <= k}
     early_b = {j: m for j, m in b.score.made.items() if m.at <= k}
     assert len(early_a) > 10
     assert early_a == early_b
+    # the p90 was calibrated by then (on the jobs started by k only): the calibration is covered by this check
+    assert a.cal.factors(k * a.step_s).by_tier
+    assert any(m.p90 != a._step(m.at, m.p90_model_s) for m in early_a.values())
     late_a = {j: m for j, m in a.score.made.items() if m.at > k}
     late_b = {j: m for j, m in b.score.made.items() if m.at > k}
     assert late_a != late_b
@@ -55,10 +68,11 @@ def test_the_replay_scores_estimates_of_jobs_that_waited(w):
 def test_the_score_by_hand():
     """Three jobs on 2-minute steps: errors |12-10|, |20-14|, |5-5| steps = 4, 12, 0 min (median 4); p90 covers
     the first and third (12 <= 13, 5 <= 6) not the second (20 > 16): 2/3; naive errors |12-2|, |20-18| steps = 20, 4 min
-    and one unknown (median 12)."""
+    and one unknown (median 12). The p50 scaled (measured beside): |12-12|, |20-17| steps = 0, 6 min, one unknown
+    (median 3)."""
     s = EtaScore(step_s=120)
-    s.made = {1: Made(0, "a", 10, 13, 2), 2: Made(1, "a", 14, 16, 18), 3: Made(2, "b", 5, 6, None),
-              4: Made(3, "b", 9, 9, 9)}
+    s.made = {1: Made(0, "a", 10, 13, 2, p50_scaled=12), 2: Made(1, "a", 14, 16, 18, p50_scaled=17),
+              3: Made(2, "b", 5, 6, None), 4: Made(3, "b", 9, 9, 9)}
     s.started = {1: 12, 2: 20, 3: 5}
     got = s.summary()
     assert got["jobs_waited_and_started"] == 3 and got["still_waiting_or_withdrawn"] == 1
@@ -66,3 +80,4 @@ def test_the_score_by_hand():
     assert got["p90_coverage"] == pytest.approx(2 / 3)
     assert got["naive_median_abs_error_min"] == 12.0
     assert got["error_vs_naive"] == pytest.approx(4 / 12)
+    assert got["p50_scaled_median_abs_error_min"] == 3.0 and got["p50_scaled_error_vs_naive"] == pytest.approx(3 / 12)

@@ -1,0 +1,109 @@
+"""The p90 start estimate calibrated on the jobs that already started (issue 39's ETA target: the p90 covers 85-95%).
+
+The release model (daemon/policy/eta.py) cannot see work that arrives after the estimate (a higher-priority job, a
+hold that grows, a job that is withdrawn ahead), so its own p90 is too sure on one trace and too wide on another.
+What it missed on the jobs that have started says how far off it is. Online split-conformal, scaled:
+
+- each job that started gives one ratio, its actual wait over the wait its model p90 said, both from the moment
+  of its first estimate and at least ``floor_s`` (one cycle: a job that "fits now" still starts at the next one);
+- a new estimate's p90 is its model p90 wait (at least ``floor_s``) times the 90th percentile of the ratios of its
+  tier's last ``keep`` started jobs, or of every tier's together while its tier has fewer than ``min_tier``; the
+  model's own p90 while all tiers together have fewer than ``min_all``. Never below the p50.
+
+A ratio, not a shift: the misses grow with the wait (a 2-minute estimate is a few minutes off, a 2-hour one an hour),
+and the tiers differ (the low tier waits behind everyone's new work). The replay (bench/eta_bench.py) showed the
+scaled p90 covering about 90% on both synthetic and Helios, where a shift of the p50 covered 82% and 96%.
+
+The same for the p50 (its wait times the median of actual / model p50 wait) is there to be measured, and off: on
+the replay it made the median error larger (bench/out/eta_*.json, ``p50_scaled``), because the p50's misses are
+spread both ways around 1 rather than biased.
+
+Never reads ahead: an observation carries the time its job started, and ``factors(now)`` uses only those that
+started by `now`. Pure: the caller says which jobs started and when.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from daemon.policy.eta import Eta
+
+
+@dataclass(frozen=True)
+class Factors:
+    """The p90 scale per tier at one moment (tier -> (factor, what it rests on)); a tier absent has none."""
+
+    by_tier: Mapping[str, tuple[float, float, str]]    # (p90 scale, p50 scale, what it rests on)
+    floor_s: float
+
+
+class Calibration:
+    """The ratios (actual wait / model p90 wait, and / model p50 wait) of started jobs, per tier, with the time
+    each started."""
+
+    def __init__(self, q: float = 0.9, keep: int = 500, min_tier: int = 50, min_all: int = 20,
+                 floor_s: float = 60.0) -> None:
+        if not 0 < q < 1 or floor_s <= 0:
+            raise ValueError(f"Calibration: q must be in (0, 1) and floor_s > 0, got q={q}, floor_s={floor_s}")
+        self.q, self.keep, self.min_tier, self.min_all = q, int(keep), int(min_tier), int(min_all)
+        self.floor_s = float(floor_s)
+        # tier -> (started_at, p90 ratio, p50 ratio), oldest first
+        self._obs: dict[str, deque[tuple[float, float, float]]] = {}
+
+    def observe(self, tier: str, made_at: float, started_at: float, p90_model_s: float | None,
+                p50_model_s: float | None = None) -> None:
+        """A job of `tier` first estimated at `made_at` (its model p90 `p90_model_s` seconds after that, its p50
+        `p50_model_s`) started at `started_at` (same clock). Unknown p90s and starts before the estimate teach
+        nothing; an unknown p50 gives the p50 no ratio (NaN, skipped)."""
+        if p90_model_s is None or not np.isfinite(p90_model_s) or not np.isfinite(started_at) \
+                or started_at < made_at:
+            return
+        waited = max(started_at - made_at, self.floor_s)
+        r50 = float("nan") if p50_model_s is None else waited / max(float(p50_model_s), self.floor_s)
+        self._obs.setdefault(tier, deque(maxlen=self.keep)).append(
+            (float(started_at), waited / max(float(p90_model_s), self.floor_s), r50))
+
+    def samples(self, tier: str | None = None) -> int:
+        return sum(len(d) for t, d in self._obs.items() if tier is None or t == tier)
+
+    def factors(self, now: float) -> Factors:
+        """Each tier's p90 scale from the jobs that started by `now` only (see the module's docstring)."""
+        seen = {t: np.array([(r90, r50) for s, r90, r50 in d if s <= now], dtype=float).reshape(-1, 2)
+                for t, d in self._obs.items()}
+        everyone = np.concatenate([*seen.values()]) if seen else np.empty((0, 2))
+        out: dict[str, tuple[float, float, str]] = {}
+        if len(everyone) >= self.min_all:
+            out[""] = (*self._scales(everyone), f"every tier's {len(everyone)} started jobs")
+        for t, r in seen.items():
+            if len(r) >= self.min_tier:
+                out[t] = (*self._scales(r), f"the tier's {len(r)} started jobs")
+        return Factors(out, self.floor_s)
+
+    def _scales(self, r: np.ndarray) -> tuple[float, float]:
+        """The p90 scale (q-quantile of the p90 ratios) and the p50 scale (median of the p50 ratios; 1 without)."""
+        r50 = r[:, 1][np.isfinite(r[:, 1])]
+        return float(np.quantile(r[:, 0], self.q)), float(np.median(r50)) if r50.size else 1.0
+
+
+def calibrate(etas: Sequence[Eta], tier_of: Mapping[str, str], factors: Factors, *,
+              p50: bool = False) -> list[Eta]:
+    """The estimates with each p90 scaled by its tier's factor (or every tier's), the model's own p90 kept in
+    ``p90_model_s``; with `p50`, the p50 scaled by its median ratio too (measured in the replay, off in the daemon).
+    An unknown p50 or p90 stays unknown; with no factor the model's estimate stands."""
+    out = []
+    for e in etas:
+        f = factors.by_tier.get(tier_of.get(e.tenant, ""), factors.by_tier.get(""))
+        if e.p50_s is None or e.p90_s is None or f is None:
+            out.append(dataclasses.replace(e, p90_model_s=e.p90_s))
+            continue
+        p50_s = max(e.p50_s, factors.floor_s) * f[1] if p50 else e.p50_s
+        p90 = max(max(e.p90_s, factors.floor_s) * f[0], p50_s)
+        what = f"p90 scaled x{f[0]:.2f}" + (f", p50 x{f[1]:.2f}" if p50 else "")
+        out.append(dataclasses.replace(e, p50_s=p50_s, p90_s=p90, p90_model_s=e.p90_s,
+                                       basis=f"{e.basis}; {what} by how late {f[2]} came"))
+    return out

@@ -1,0 +1,104 @@
+"""The p90 start estimate calibrated on the jobs that already started (daemon/policy/eta_calibration.py): a known
+ratio is covered, a job that has not started by the time of the estimate is never used, the tier falls back to
+every tier's, and without enough started jobs the model's p90 stands."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from daemon.policy.eta import Eta
+from daemon.policy.eta_calibration import Calibration, calibrate
+
+TIERS = {"n": "normal", "l": "low"}
+
+
+def _eta(job: str, tenant: str, p50: float | None, p90: float | None) -> Eta:
+    return Eta(job, tenant, 1, 0, p50, p90, "time limit")
+
+
+def test_a_known_ratio_is_covered():
+    """Jobs that start after 3x the wait their model p90 said: a new job's p90 is 3x its model p90, and the p50 is
+    left as it was."""
+    cal = Calibration(floor_s=60.0)
+    for i in range(60):
+        cal.observe("normal", made_at=1000.0 * i, started_at=1000.0 * i + 3 * 200.0, p90_model_s=200.0)
+    (e,) = calibrate([_eta("J", "n", 100.0, 400.0)], TIERS, cal.factors(1e9))
+    assert e.p90_s == pytest.approx(1200.0) and e.p50_s == 100.0 and e.p90_model_s == 400.0
+    assert "x3.00" in e.basis
+
+
+def test_a_random_stream_is_covered_about_90_percent():
+    """Actual waits of (model p90 wait) x a ratio drawn from one distribution: the calibrated p90 of new jobs
+    drawn from it covers 85-95% of them (the model's own p90 covered a third)."""
+    rng = np.random.default_rng(3)
+    cal = Calibration(keep=500, floor_s=60.0)
+    for i in range(500):
+        p90 = float(rng.uniform(60, 3600))
+        cal.observe("normal", 0.0, p90 * float(rng.lognormal(0.3, 0.8)), p90)
+    f = cal.factors(1e9)
+    p90s = rng.uniform(60, 3600, 2000)
+    actual = p90s * rng.lognormal(0.3, 0.8, 2000)
+    got = calibrate([_eta(str(i), "n", 0.0, float(p)) for i, p in enumerate(p90s)], TIERS, f)
+    covered = np.mean([a <= e.p90_s for a, e in zip(actual, got)])
+    assert 0.85 <= covered <= 0.95
+    assert np.mean(actual <= p90s) < 0.4
+
+
+def test_a_job_that_has_not_started_by_the_estimate_is_never_used():
+    """20 jobs started by t=10000 at 2x their model p90; 40 more start later, at 10x. An estimate made at 10000
+    scales by 2: the later ones are not read, even though they were handed over already."""
+    cal = Calibration(min_all=20, min_tier=50, floor_s=60.0)
+    for i in range(20):
+        cal.observe("normal", made_at=float(i), started_at=float(i) + 1200.0, p90_model_s=600.0)
+    for i in range(40):
+        cal.observe("normal", made_at=9000.0, started_at=10001.0 + i, p90_model_s=60.0)   # 1001+ s: ratio > 16
+    assert cal.factors(10000.0).by_tier[""][0] == pytest.approx(2.0)
+    assert "" in cal.factors(10000.0).by_tier and "normal" not in cal.factors(10000.0).by_tier
+    assert cal.factors(20000.0).by_tier["normal"][0] > 10    # once they started, they count
+
+
+def test_a_tier_with_too_few_reads_every_tiers_and_too_few_in_all_keeps_the_model():
+    cal = Calibration(min_all=20, min_tier=50, floor_s=60.0)
+    for _ in range(19):
+        cal.observe("normal", 0.0, 1200.0, 600.0)
+    a, b = calibrate([_eta("A", "n", 0.0, 600.0), _eta("B", "l", None, None)], TIERS, cal.factors(1e9))
+    assert a.p90_s == 600.0 and b.p90_s is None and "scaled" not in a.basis     # 19 < 20: the model's p90 stands
+    for _ in range(40):
+        cal.observe("normal", 0.0, 1200.0, 600.0)
+    cal.observe("low", 0.0, 6000.0, 600.0)
+    a, b, c = calibrate([_eta("A", "n", 0.0, 600.0), _eta("B", "l", 100.0, 300.0), _eta("C", "l", None, None)],
+                        TIERS, cal.factors(1e9))
+    assert a.p90_s == pytest.approx(1200.0)          # normal: its own 59 (>= 50)
+    assert b.p90_s == pytest.approx(600.0)           # low: 1 of its own, every tier's 60: the 90th percentile is 2
+    assert c.p90_s is None and c.p50_s is None       # unknown stays unknown
+
+
+def test_the_p90_is_never_below_the_p50_and_a_job_that_fits_now_gets_a_cycle():
+    cal = Calibration(min_all=20, min_tier=20, floor_s=60.0)
+    for _ in range(20):
+        cal.observe("normal", 0.0, 60.0, 6000.0)       # started after one cycle, told 100 min: ratio 0.01
+        cal.observe("low", 0.0, 600.0, 0.0)            # told "fits now", started after 10 min: ratio 10
+    a, b = calibrate([_eta("A", "n", 300.0, 1200.0), _eta("B", "l", 0.0, 0.0)], TIERS, cal.factors(1e9))
+    assert a.p90_s == 300.0                           # 1200 s x 0.01 = 12 s, floored at the p50
+    assert b.p90_s == pytest.approx(600.0)            # "now" counts as one cycle (60 s), x 10
+
+
+def test_bad_settings_are_refused_with_one_line():
+    with pytest.raises(ValueError, match="q must be in"):
+        Calibration(q=1.5)
+
+
+def test_the_p50_is_scaled_by_the_median_ratio_only_when_asked():
+    """Started jobs waited 1x, 2x and 4x their model p50 (20 each): the median ratio is 2. Asked, a p50 of 300 s
+    becomes 600 s; by default (the daemon) the p50 stays the model's."""
+    cal = Calibration(min_all=20, floor_s=60.0)
+    for r in (1.0, 2.0, 4.0):
+        for _ in range(20):
+            cal.observe("normal", 0.0, 300.0 * r, p90_model_s=600.0, p50_model_s=300.0)
+    f = cal.factors(1e9)
+    (kept,) = calibrate([_eta("A", "n", 300.0, 600.0)], TIERS, f)
+    (scaled,) = calibrate([_eta("A", "n", 300.0, 600.0)], TIERS, f, p50=True)
+    assert kept.p50_s == 300.0 and scaled.p50_s == pytest.approx(600.0)
+    assert kept.p90_s == scaled.p90_s == pytest.approx(1200.0)       # 90th percentile of 0.5, 1, 2 (x20): 2
+    assert "p50 x2.00" in scaled.basis and "p50" not in kept.basis.split(";")[-1]
