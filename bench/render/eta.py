@@ -34,6 +34,10 @@ def eta() -> str:
                 continue
             shown = pct(v) if t["metric"] == "p90_coverage" else f"{v:.2f}"
             notes.append(f"- {case}: {t['what']} ({goal(t)}): {shown}, {verdict(met(t, e))}.")
+        if e.get("p50_scaled_error_vs_naive") is not None:
+            notes.append(f"- {case}: the p50 scaled by the median ratio too (measured, not shown): median abs error "
+                         f"{mins(e['p50_scaled_median_abs_error_min'])} min, "
+                         f"{e['p50_scaled_error_vs_naive']:.2f} of the naive estimate's.")
     out = [table(["trace", "jobs waited and started", "median wait, min", "p50 median abs error, min",
                   "naive median abs error, min", "p90 coverage", "p50 known"], rows) if rows else "", "", *notes]
     if used:   # each trace's run names its own commit and load

@@ -11,12 +11,14 @@ What it missed on the jobs that have started says how far off it is. Online spli
   model's own p90 while all tiers together have fewer than ``min_all``. Never below the p50.
 
 A ratio, not a shift: the misses grow with the wait (a 2-minute estimate is a few minutes off, a 2-hour one an hour),
-and the tiers differ (the low tier waits behind everyone's new work). The replay (bench/eta_bench.py) showed the
-scaled p90 covering about 90% on both synthetic and Helios, where a shift of the p50 covered 82% and 96%.
+and the tiers differ (the low tier waits behind everyone's new work at a median of well over 1, the others near 1).
+On the replay (bench/eta_bench.py, docs/eta.md) the scaled p90 came within the target on synthetic and Helios
+where the p50 plus a fixed margin was under on one and over on the other; buckets by queue position or by the
+model's wait did no better than the tier.
 
 The same for the p50 (its wait times the median of actual / model p50 wait) is there to be measured, and off: on
-the replay it made the median error larger (bench/out/eta_*.json, ``p50_scaled``), because the p50's misses are
-spread both ways around 1 rather than biased.
+the replay (``p50_scaled`` in bench/out/eta_*.json) it made synthetic's error larger and Helios's barely smaller:
+the p50's misses are spread both ways around 1 rather than biased.
 
 Never reads ahead: an observation carries the time its job started, and ``factors(now)`` uses only those that
 started by `now`. Pure: the caller says which jobs started and when.
