@@ -38,7 +38,8 @@ from daemon.policy.eta import Eta
 
 @dataclass(frozen=True)
 class Factors:
-    """The p90 scale per tier at one moment (tier -> (factor, what it rests on)); a tier absent has none."""
+    """The scales per tier at one moment, from the jobs started by then; "" is every tier's together, and a tier
+    absent reads it (no scale at all while "" is absent too)."""
 
     by_tier: Mapping[str, tuple[float, float, str]]    # (p90 scale, p50 scale, what it rests on)
     floor_s: float
@@ -69,9 +70,6 @@ class Calibration:
         r50 = float("nan") if p50_model_s is None else waited / max(float(p50_model_s), self.floor_s)
         self._obs.setdefault(tier, deque(maxlen=self.keep)).append(
             (float(started_at), waited / max(float(p90_model_s), self.floor_s), r50))
-
-    def samples(self, tier: str | None = None) -> int:
-        return sum(len(d) for t, d in self._obs.items() if tier is None or t == tier)
 
     def factors(self, now: float) -> Factors:
         """Each tier's p90 scale from the jobs that started by `now` only (see the module's docstring)."""
