@@ -4,9 +4,10 @@
 What it keeps between cycles, in memory only (a restart relearns; no estimate is better than a wrong one): the
 tenants' finished run lengths (a job running last cycle and gone now finished; one requeued is still live), the
 first estimate of each pending job, so that when it starts the error of what it was told first is measured, and
-the p90's calibration (daemon/policy/eta_calibration.py), fed with each started job's first estimate. A replica
-that takes over starts all three empty: the p90 is the model's own until 20 jobs have started under it (the first
-estimates are not stored, so the calibration cannot be rebuilt from the history).
+the p90's calibration (daemon/policy/eta_calibration.py), fed with each started job's first estimate. Every replica
+updates them every good cycle, the standby too (only the acting one shows the estimates on Slurm), so a takeover
+keeps them; a replica that starts has all three empty: the p90 is the model's own until 20 jobs have started under
+it (the first estimates are not stored, so the calibration cannot be rebuilt from the history).
 
 Metrics: ``gpuas_eta_age_seconds`` (how old the estimates served are, read at scrape time),
 ``gpuas_eta_error_seconds`` (per tier, the absolute error of the p50 first given, observed when the job starts) and

@@ -103,3 +103,23 @@ def test_the_daemon_scales_the_p90_by_the_jobs_that_started_under_it():
     # runs seen: 600 and J4's 960; the J's have run 300: 480 s left at the median, 624 at the 90th percentile
     assert q["p50_s"] == 480.0 and q["p90_s"] == pytest.approx(624.0 * 740.0 / 440.0)
     assert "scaled x1.68" in q["basis"]
+
+
+def test_a_standby_learns_the_p90s_calibration_too(tmp_path):
+    """Every replica estimates every good cycle (only the acting one writes to Slurm): a standby reading the same
+    cluster has learned the run lengths and the calibration when it takes over. Here a replica that never acts
+    learns from the jobs that start while it stands by (one started job is enough for this test's calibration)."""
+    cfg = Config(cluster={"gpus": 64}, source=SourceConfig(simulator=SimulatorConfig(seed=5, tenants=20,
+                                                                                     warmup_steps=1500)),
+                 state={"path": tmp_path / "state.sqlite"}, forecaster={"model_dir": tmp_path / "models"})
+    rt = build_runtime(cfg)
+    rt.runner.may_act = lambda: False
+    tracker = rt.runner.eta
+    tracker.cal = Calibration(min_all=1, min_tier=1, floor_s=cfg.cycle.interval_s)
+    for _ in range(1000):    # a cycle is one simulated step: jobs start within a few hundred
+        rt.runner.run_once()
+        if tracker.cal.factors(float("inf")).by_tier:
+            break
+    assert not rt.runner.acting and rt.runner.snapshot.eta is not None
+    assert tracker.cal.factors(float("inf")).by_tier and tracker.runs.to_dict()
+    rt.close()
