@@ -2,7 +2,8 @@
 
 Each measured step, after the plan is applied (its holds are on the simulated nodes), every job seen pending for
 the first time gets the estimate the daemon would give it then, from what the cluster shows at that step only:
-the running jobs, the holds, and the run lengths of the jobs that finished so far. When the job starts, the
+the running jobs, the holds, and the run lengths of the jobs that finished so far, its p90 calibrated as the
+daemon's on the scored jobs that started so far (daemon/policy/eta_calibration.py). When the job starts, the
 estimate is scored: the p50's absolute error and whether the start came by the p90. Beside it, the naive estimate
 the issue compares with: the GPUs needed ahead in the queue (this job's included, less the GPUs free to it now)
 divided by the recent rate at which GPUs freed up.
