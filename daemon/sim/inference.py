@@ -9,6 +9,9 @@ and hold GPUs. What the replay adds per inference tenant:
 - the replicas its own autoscaler asks for each step, by strategy (``Autoscaler``): static and reactive the need
   now (an HPA); predictive the larger of that and the forecast's peak need over the next cold start + drain steps
   (AWS predictive scaling only ever adds to reactive); perfect the true need's peak over those steps;
+- the plan holds GPUs for those replicas and preempts for them on the forecast at the autoscaler's quantile
+  (``InferenceRun.plan_forecast``): a hold at a higher quantile than the replicas ask for keeps GPUs idle that no
+  replica will start on, and preempts batch work for them;
 - a replica is one job of ``gpus_per_replica`` GPUs; it serves from ``cold_start_s`` after it was placed
   (``SimCluster.ready_per_tenant``), and on scale-down the newest replicas (cold ones first) go;
 - the gateway (``Gateway``): a token bucket per tenant admits at min(ready replicas x replica_rps, the plan's
@@ -20,6 +23,7 @@ and hold GPUs. What the replay adds per inference tenant:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Mapping
@@ -171,6 +175,28 @@ class InferenceRun:
         on = None if acting is None else np.array([t in acting for t in self.names], dtype=bool)
         out[self.cols] = self.scaler.wanted(k, demand, fc, on)
         return out
+
+    def plan_forecast(self, fc: Forecast) -> Forecast:
+        """The forecast the plan holds and preempts on: every quantile of a service's rows (and of its peaks) is
+        its autoscaler's quantile, so the daemon holds GPUs for, and preempts batch work for, the replicas the
+        service will ask for. Read at the plan's own quantile (policy.quantile, p90 by default, above the
+        autoscaler's policy.replica_quantile), a service's hold covered replicas no autoscaler asks for: GPUs idle
+        and batch jobs preempted for nothing (ServeGen, issue 40). Batch tenants' rows are unchanged."""
+        pos = {t: i for i, t in enumerate(fc.tenants)}
+        rows = np.array([pos[t] for t in self.names if t in pos], dtype=np.int64)
+        if not rows.size:
+            return fc
+        j = fc.quantile_index(self.scaler.quantile)
+        values = fc.values.copy()
+        values[rows] = values[rows][:, :, j:j + 1]
+        peaks = None
+        if fc.peaks is not None:
+            peaks = {}
+            for k, p in fc.peaks.items():
+                p = np.array(p, dtype=float)
+                p[rows] = p[rows][:, j:j + 1]
+                peaks[k] = p
+        return dataclasses.replace(fc, values=values, peaks=peaks)
 
     def account(self, k: int, cluster, plan, meter=None) -> StepRequests:
         """Step ``k``'s requests through the gateway (the replicas ready after the cluster's step, the limits of

@@ -481,8 +481,10 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
                 acting = gate.at(k, fc, tenants)
                 if measured:
                     res.forecast_acting.append(len(acting))
-            p = plan(fc, state, mem, cfg, last, acting=acting)
             inf_fc, inf_acting = fc, acting
+            if inf is not None:  # the services' holds and preemptions at their autoscaler's quantile
+                fc = inf.plan_forecast(fc)
+            p = plan(fc, state, mem, cfg, last, acting=acting)
         dt = time.perf_counter() - t0
         if off_cfg is not None and measured:
             on = {x.job_id for x in p.preemptions}
