@@ -123,6 +123,12 @@ class PolicyConfig(_Strict):
                                            "scales to (the peak over its cold start plus drain); none: `quantile`, "
                                            "as the hold. Lower: fewer replicas started ahead, more GPUs left to "
                                            "batch (docs/replay.md)")
+    replica_ahead_tiers: list[Tier] = Field(default_factory=lambda: ["high", "normal", "low"],
+                                            description="read by `simulate` and the replay: the tiers whose "
+                                            "inference services' predictive replica autoscaler starts replicas ahead "
+                                            "on the forecast; a service in another tier scales on its need now, as "
+                                            "reactive (only the high tier's replicas ahead have holds and preemption "
+                                            "behind them; others take the GPUs of their own tier's batch)")
     pool_high_tier: bool = Field(True, description="hold the high tier's reservations as one pool that any high-tier "
                                  "tenant may use (one Slurm reservation for all their accounts), not one hold each")
     preempt_cost_aware: bool = Field(True, description="preempt for forecast demand (not for jobs waiting now) only "

@@ -151,7 +151,7 @@ class InferenceRun:
 
     def __init__(self, specs: Mapping[str, InferenceSpec], rates: pd.DataFrame, tenants: tuple[str, ...],
                  tiers: tuple[str, ...], strategy: str, *, step_s: int, drain_steps: int, quantile: float,
-                 burst_seconds: float, limit_now) -> None:
+                 burst_seconds: float, limit_now, ahead_tiers: tuple[str, ...] | None = None) -> None:
         names = [t for t in tenants if t in specs]
         pos = {t: i for i, t in enumerate(tenants)}
         self.names = tuple(names)
@@ -163,6 +163,9 @@ class InferenceRun:
         self.step_s = step_s
         self.arrivals = rates[list(names)].to_numpy(dtype=float) * step_s
         self.tiers = np.array([tiers[c] for c in self.cols])
+        # the services whose predictive autoscaler may start replicas ahead (policy.replica_ahead_tiers; None: all)
+        self.ahead = frozenset(t for t, tier in zip(self.names, self.tiers)
+                               if ahead_tiers is None or tier in ahead_tiers)
         self.scaler = Autoscaler(strategy, self.cols, sp, step_s, drain_steps, quantile)
         self.gateway = Gateway(len(names), burst_seconds)
         self.limit_now = limit_now       # plan -> {tenant: RateLimit}: the plan's limits (the first step's before any)
@@ -170,9 +173,11 @@ class InferenceRun:
     def wanted(self, k: int, demand: np.ndarray, fc: Forecast | None,
                acting: frozenset[str] | None = None) -> np.ndarray:
         """The GPUs every tenant asks for at step ``k``: batch tenants their demand, inference tenants what their
-        autoscalers ask. ``acting``: the skill gate's tenants acting on ``fc`` (None: the gate is off, all do)."""
+        autoscalers ask. ``acting``: the skill gate's tenants acting on ``fc`` (None: the gate is off, all do);
+        a service outside ``ahead_tiers`` never acts on it."""
         out = demand[k].astype(float).copy()
-        on = None if acting is None else np.array([t in acting for t in self.names], dtype=bool)
+        ahead = self.ahead if acting is None else self.ahead & acting
+        on = None if len(ahead) == len(self.names) else np.array([t in ahead for t in self.names], dtype=bool)
         out[self.cols] = self.scaler.wanted(k, demand, fc, on)
         return out
 

@@ -565,7 +565,8 @@ def inference_run(w: Workload, cfg: Config, name: str, tenants: tuple[str, ...],
     run = InferenceRun(w.inference, w.rates.reindex(w.demand.index), tenants, w.tiers, name, step_s=step_s,
                        drain_steps=cfg.source.simulator.drain_steps, quantile=replica_quantile(cfg),
                        burst_seconds=cfg.ratelimits.burst_seconds,
-                       limit_now=lambda p: first if p is None else p.limits)
+                       limit_now=lambda p: first if p is None else p.limits,
+                       ahead_tiers=tuple(cfg.policy.replica_ahead_tiers))
     c.newest_first[run.cols] = True
     return run
 
