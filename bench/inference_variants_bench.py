@@ -3,7 +3,8 @@ throttled requests per variant, beside reactive at several HPA headrooms, on one
 
 Variants: predictive at the default (holds and replica autoscaler at policy.quantile), the replica autoscaler at
 the forecast's p50 with the holds at policy.quantile, the reverse, both at p50 (the config keys
-policy.replica_quantile and policy.quantile), and the skill gate on; reactive at
+policy.replica_quantile and policy.quantile), the skill gate on, and the autoscaler at p50 starting replicas ahead
+for the high tier's services only (policy.replica_ahead_tiers); reactive at
 headrooms 0.1 (the workload's), 0.2, 0.35 and 0.5; perfect. What separates the causes: at equal service GPU-hours
 (the replicas started ahead) does predictive's batch unmet still exceed reactive's (holds, preemptions), and does
 the plan's quantile or the autoscaler's move it. Writes bench/out/inference_variants_servegen.json.
@@ -71,7 +72,10 @@ def main() -> None:
             ("autoscaler p50, plan at policy.quantile", with_quantiles(cfg, scaler=0.5), ("predictive",)),
             ("autoscaler at policy.quantile, plan p50", with_quantiles(cfg, 0.5, q), ("predictive",)),
             ("autoscaler and plan p50", with_quantiles(cfg, 0.5, 0.5), ("predictive",)),
-            ("skill gate on", gated, ("predictive",))]
+            ("skill gate on", gated, ("predictive",)),
+            ("autoscaler p50, replicas ahead for the high tier only", with_quantiles(cfg, scaler=0.5).model_copy(
+                update={"policy": with_quantiles(cfg, scaler=0.5).policy.model_copy(
+                    update={"replica_ahead_tiers": ["high"]})}), ("predictive",))]
     for label, c, strategies in runs:
         for m in run_replay(w, c, model, steps=steps, strategies=strategies, workers=1):
             doc["variants"].append({"variant": label, **row(m)})
