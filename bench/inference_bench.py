@@ -13,8 +13,9 @@ GPU-hours (issue 40's target: at least 25%, the goal 50%, for every cold start o
 reactive's batch tiers' (normal, low) unmet GPU-minutes read off at predictive's GPU-hours the same way (the target:
 predictive's no higher). The predictive replica autoscaler scales to the forecast's `--replica-quantiles` (the
 config key policy.replica_quantile): the first is the predictive row, each other one runs beside it with the same
-figures. The forecaster is the one the daemon chooses at start-up (the baselines scored on the history before the
-window).
+figures; `predictive_high_tier_ahead` is the first quantile's autoscaler starting replicas ahead for the high tier's
+services only (policy.replica_ahead_tiers = [high]), with the same figures. The forecaster is the one the daemon
+chooses at start-up (the baselines scored on the history before the window).
 
     nice -n 10 python bench/inference_bench.py [--days 1] [--cold-starts 1,3,5,9] [--seed 7] [--workers 2]
         [--replica-quantiles 0.5,0.9]
@@ -129,6 +130,12 @@ def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, 
         (m,) = run_replay(w, with_replica_quantile(cfg, q), choice.model, steps=steps, strategies=("predictive",),
                           workers=1)
         out["predictive_at_replica_quantile"][f"{q:g}"] = run_row(m)
+    # the same autoscaler starting replicas ahead for the high tier's services only (policy.replica_ahead_tiers)
+    high_only = with_replica_quantile(cfg, quantiles[0])
+    high_only = high_only.model_copy(update={"policy": high_only.policy.model_copy(
+        update={"replica_ahead_tiers": ["high"]})})
+    (m,) = run_replay(w, high_only, choice.model, steps=steps, strategies=("predictive",), workers=1)
+    out["predictive_high_tier_ahead"] = run_row(m)
     reactive = out["runs"]["reactive"]
     points = [{"service_gpu_min": service_gpu_min(reactive), "high_inf_throttled": reactive["tiers"]["high"][
         "inf_throttled"], "unmet_gpu_min": {t: reactive["tiers"][t]["unmet_gpu_min"] for t in TIERS}}]
@@ -142,7 +149,7 @@ def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, 
         out["reactive_headrooms"][f"{h:g}"] = row
         points.append(row)
     out.update(versus_reactive(out["runs"]["predictive"], out["runs"]["perfect"], reactive, points))
-    for r in out["predictive_at_replica_quantile"].values():
+    for r in [*out["predictive_at_replica_quantile"].values(), out["predictive_high_tier_ahead"]]:
         r.update(versus_reactive(r, out["runs"]["perfect"], reactive, points))
     out["wall_s"] = time.perf_counter() - t0
     return out

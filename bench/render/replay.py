@@ -618,6 +618,12 @@ def replay_inference() -> str:
         for q, r in c.get("predictive_at_replica_quantile", {}).items():
             rows.append(row(c, "predictive" + qname(float(q)), r))
             gaps.append(gap(c, "predictive" + qname(float(q)), r, r))
+        r = c.get("predictive_high_tier_ahead")
+        if r is not None:  # policy.replica_ahead_tiers = [high]
+            label = "predictive (" + ("" if q0 is None else f"replicas at p{100 * q0:g}, ") + \
+                "ahead for the high tier only)"
+            rows.append(row(c, label, r))
+            gaps.append(gap(c, label, r, r))
     days = f"{d['days']:g} day{'s' if d['days'] != 1 else ''}"
     out = [f"ServeGen m-small, {days} replayed after 2 days of history, seed {d['seed']}, the forecaster the "
            f"daemon chooses at start-up ({', '.join(sorted({c['forecaster'] for c in d['cases']}))}); the same "
