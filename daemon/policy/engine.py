@@ -110,6 +110,9 @@ class _Holds:
     window: int = 0
     drain_steps: int = 0
     step_min: float = 1.0
+    # GPUs the recurring windows ask to have cleared now per tenant (known demand; None without windows): neither
+    # weighed by the cost-aware rule nor paid from the forecast's preemption budget
+    known: np.ndarray | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -359,16 +362,24 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
     # work that waited max_wait; admission is bounded (aging.admit), so this costs the high tier at most
     # aging_max_share of the GPUs beyond its guarantee
     # (policy.aging_before_high, default on; off: the high tier is served first and aged jobs get what is left)
+    # a window's GPUs are held first, whole: declared, and checked against the capacity when declared
+    # (daemon/config/windows.py); the rest (the forecast, aged jobs, floors) is fitted into what they leave
+    wheld = np.zeros(n) if win is None else np.minimum(win[0], res)
+    res, room = res - wheld, max(capacity - int(wheld.sum()), 0)
     if pc.aging_before_high:
-        aged_room = max(capacity - min(pool, int(np.where(high, res, 0.0).sum())), 0)
+        aged_room = max(room - min(pool, int(np.where(high, res, 0.0).sum())), 0)
         aged_res = reservation.fit_to_capacity(np.where(aged, res, 0.0), aged, aged_room)
-        res = aged_res + reservation.fit_to_capacity(np.where(aged, 0.0, res), high, capacity - int(aged_res.sum()))
+        res = aged_res + reservation.fit_to_capacity(np.where(aged, 0.0, res), high, room - int(aged_res.sum()))
     else:
-        res = reservation.fit_to_capacity(res, high, capacity)
+        res = reservation.fit_to_capacity(res, high, room)
+    res = res + wheld.astype(np.int64)
     soon = np.minimum(soon, res)
     # the high tier's holds as one pool (policy.pool_high_tier): one tenant's idle reserve serves another's peak
     pooled = high.copy() if pc.pool_high_tier else np.zeros(n, dtype=bool)
-    return _Holds(res, soon, quantum, aged, floored, pooled, pool, model, path, soon_steps, drain_steps, step_min)
+    if win is not None:  # a window's hold is its tenant's alone (a Slurm reservation for its account), not the pool's
+        pooled &= win[0] <= 0
+    return _Holds(res, soon, quantum, aged, floored, pooled, pool, model, path, soon_steps, drain_steps, step_min,
+                  known=None if win is None else win[1])
 
 
 def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Aging, memory: PolicyMemory,
@@ -388,6 +399,13 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
                                            capacity, pc.preempt_budget_share, pc.preempt_budget_jobs,
                                            pc.preempt_budget_window_s)
     budget_gpus, budget_jobs = int(math.floor(avail_gpus + 1e-9)), int(math.floor(avail_jobs + 1e-9))
+    # a window's drain has its own budget: the whole jobs it asks to clear now (spread over its lead time by
+    # daemon/policy/windows.py); the bucket pays only what is preempted beyond it
+    win_gpus = 0
+    if holds.known is not None:
+        win_need = np.minimum(need_gpus, np.maximum(holds.known - used, 0))
+        win_gpus = int((np.ceil(win_need / holds.quantum - 1e-9) * holds.quantum).sum())
+        budget_gpus, budget_jobs = budget_gpus + win_gpus, budget_jobs + win_gpus
     chosen = np.empty(0, dtype=np.int64)
     cleared_for: list[int] = []  # per chosen job (placement-aware choice): the tenant it is preempted for
     placed_view = state.nodes is not None and len(state.nodes) > 0
@@ -412,7 +430,9 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
                                                        holds.quantum.astype(np.int64), protected | paused,
                                                        budget_gpus, budget_jobs, pc.min_preempt_gpus,
                                                        pooled=holds.pooled, cleared_for=cleared_for, gate=gate,
-                                                       refused=refused)
+                                                       refused=refused,
+                                                       takeable=_on_window_nodes(cand_jobs, state.nodes, holds,
+                                                                                 paused))
         chosen = cand_index[chosen]
         if refused:
             wt = pc.preempt_worth_weight
@@ -462,9 +482,23 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
             why = idle_reason if was_idle else reason
             preempts.append(Preemption(str(jid), t, int(g), str(node), why, who))
             notifs.append(Notification(t, "preempted", f"job {jid} preempted and requeued: {why}"))
-    return _Cleared(chosen, tuple(preempts), tuple(notifs),
-                    avail_gpus - (float(jobs.gpus[chosen].sum()) if chosen.size else 0.0),
-                    avail_jobs - float(chosen.size))
+    spent = float(jobs.gpus[chosen].sum()) if chosen.size else 0.0
+    return _Cleared(chosen, tuple(preempts), tuple(notifs), avail_gpus - max(spent - win_gpus, 0.0),
+                    avail_jobs - max(float(chosen.size) - win_gpus, 0.0))
+
+
+def _on_window_nodes(jobs, nodes, holds: _Holds, paused: np.ndarray) -> np.ndarray | None:
+    """Per job: low-priority work (of a tenant not paused) on the nodes held for a tenant whose window is being
+    cleared. A window's nodes are its tenant's alone from the lead time and drained by the start, whoever's
+    preemptible work is there (an aged tenant's too: only a job started through aging is exempt, and those are not
+    among the candidates); None without windows."""
+    if holds.known is None or not (holds.known > 0).any():
+        return None
+    held = np.asarray(nodes.held_by)
+    win_node = (held >= 0) & (holds.known[np.clip(held, 0, holds.known.size - 1)] > 0)
+    at = nodes.index_of(jobs.node)
+    on = np.where(at >= 0, win_node[np.maximum(at, 0)], False)
+    return on & (jobs.priority == PRIORITY["low"]) & ~paused[jobs.tenant]
 
 
 def _preempt_typed(jobs, nodes, typed: fleet.TypedHolds, holds: _Holds, need_gpus: np.ndarray,
@@ -521,6 +555,8 @@ def _gate(state: ClusterState, view: _View, holds: _Holds, need_gpus: np.ndarray
     pending = np.nan_to_num(state.pending.astype(float), nan=0.0)
     forecast_only = view.high & ~holds.aged & ~holds.floored
     now_gpus = np.where(forecast_only, np.minimum(need_gpus, pending), need_gpus)
+    if holds.known is not None:  # what a window asks to clear is known demand, not the forecast's
+        now_gpus = np.maximum(now_gpus, np.minimum(need_gpus, np.maximum(holds.known - view.used, 0)))
     now_jobs = np.minimum(np.ceil(now_gpus / q - 1e-9).astype(np.int64), need_jobs)
     fc_jobs = need_jobs - now_jobs
     who = np.flatnonzero(fc_jobs > 0)

@@ -147,7 +147,7 @@ def choose(jobs: Jobs, shortfall: int, protected_tenants: np.ndarray, budget_gpu
 def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.ndarray, protected: np.ndarray,
                   budget_gpus: int, budget_jobs: int, min_gpus: int = 1, pooled: np.ndarray | None = None,
                   cleared_for: list[int] | None = None, gate: Gate | None = None,
-                  refused: list[int] | None = None) -> tuple[np.ndarray, int, int]:
+                  refused: list[int] | None = None, takeable: np.ndarray | None = None) -> tuple[np.ndarray, int, int]:
     """Placement-aware choice: preempt only what makes room, on one node, for a protected tenant's job.
 
     ``need_jobs[t]`` jobs of ``job_gpus[t]`` GPUs each must find a place for protected tenant ``t`` (waiting
@@ -166,6 +166,10 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
     for one of its forecast jobs only where what the node's preempted jobs lose is less than that job is worth;
     where no node is, that job and the tenant's further forecast jobs (each worth no more) are refused, and
     ``refused`` receives the tenant once per job refused.
+
+    ``takeable`` (per job): low-priority jobs that are candidates even though their tenant is protected: those on
+    the nodes a window holds (its drain clears them, daemon/policy/windows.py; only the window's tenant may use
+    those nodes, so only it gains from them).
     """
     empty = np.empty(0, dtype=np.int64)
     need = np.asarray(need_jobs, dtype=np.int64).copy()
@@ -207,7 +211,7 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
     node_of = nodes.index_of(jobs.node)
     cand = jobs.running & (jobs.priority == PRIORITY["low"]) & (node_of >= 0)
     if protected.size:
-        cand &= ~protected[jobs.tenant]
+        cand &= ~protected[jobs.tenant] | (False if takeable is None else np.asarray(takeable, dtype=bool))
     idx = np.flatnonzero(cand)
     if idx.size == 0:
         return empty, placed, left

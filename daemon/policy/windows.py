@@ -1,10 +1,15 @@
 """Recurring windows as known demand (issue 39): what each window asks of the plan at a given time.
 
 From ``start - lead`` (the window's reclaim_before, or the drain plus a cycle when a preemption's drain takes
-longer: the GPUs must be free by the start) the tenant's hold is at least the window's GPUs and the plan clears
-them (preempts low-priority work on them, the drain ahead of the start). Before that the GPUs stay borrowable
-(no hold) unless the window says ``borrowable_before = false``: then they are held from the window's creation
-on, by attrition only (nothing new starts on them; nothing is preempted until the lead time).
+longer: the GPUs must be free by the start) the tenant's hold is at least the window's GPUs, held for the tenant
+alone (never shared with a pool: a Slurm reservation for its account, its ClusterQueue's quota), and the plan
+clears them: it preempts low-priority work on them, spread evenly over the lead (``clear_gpus`` rises by the
+window's GPUs x cycle / (lead - drain) each cycle, and reaches all of them at the plan made a drain and a cycle
+before the start, so they have drained by the start). A window's clearing is known demand: it is not weighed by
+the cost-aware rule and has its own preemption budget (what it asks to clear now), so it neither waits on nor
+spends the budget kept for the forecast. Before that the GPUs stay borrowable (no hold) unless the window says
+``borrowable_before = false``: then they are held from the window's creation on, by attrition only (nothing new
+starts on them; nothing is preempted until the lead time).
 
 Pure: the time is the snapshot's, handed in.
 """
@@ -12,6 +17,7 @@ Pure: the time is the snapshot's, handed in.
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -26,8 +32,22 @@ class WindowDemand:
     tenant: str
     gpus: int                     # GPUs held at least (0: nothing asked now)
     by_type: dict[str, int]       # of which per GPU type (a mixed fleet; one entry on a one-model cluster)
-    clear: bool                   # the lead time has come: preempt so that they are free by the start
-    reason: str                   # "window batch opens 14:00 Europe/Paris (in 25 min; held from 13:30)"
+    clear_gpus: int               # of which to be free for the tenant (or used by it) now: the drain so far
+    reason: str                   # "window batch opens 14:00 Europe/Paris (in 25 min; held from 13:30, ...)"
+
+    @property
+    def clear(self) -> bool:
+        """The lead time has come: the plan preempts so that the GPUs are free by the start."""
+        return self.clear_gpus > 0
+
+
+def cleared_share(now: dt.datetime, start: dt.datetime, lead: dt.timedelta, drain_s: float, cycle_s: float) -> float:
+    """The share of a window's GPUs cleared by the plan made at `now` (between ``start - lead`` and the start):
+    one cycle's share at the lead time, one more each cycle, all of them at ``start - drain - cycle`` (a
+    preemption made then has drained a cycle before the start)."""
+    span = max(lead.total_seconds() - drain_s, cycle_s, 1e-9)
+    done = (now - (start - lead)).total_seconds() + cycle_s
+    return min(max(done / span, 0.0), 1.0)
 
 
 def demands(windows: Iterable[WindowConfig], now: dt.datetime, drain_s: float, cycle_s: float,
@@ -43,31 +63,35 @@ def demands(windows: Iterable[WindowConfig], now: dt.datetime, drain_s: float, c
             continue
         lead = max(w.lead, dt.timedelta(seconds=drain_s + cycle_s))
         end = start + w.duration
+        gpus = w.total_gpus()
         opens = f"window {w.name} opens {start:%H:%M} {w.timezone}"
         if start <= now < end:
             why = f"{opens}: open until {end.astimezone(start.tzinfo):%H:%M}"
-            out.append(WindowDemand(w.name, w.tenant, w.total_gpus(), w.gpus_by_type(default_type), True, why))
+            out.append(WindowDemand(w.name, w.tenant, gpus, w.gpus_by_type(default_type), gpus, why))
         elif now >= start - lead:
             mins = (start - now).total_seconds() / 60
-            why = f"{opens} (in {mins:.0f} min; held and cleared from {(start - lead).astimezone(start.tzinfo):%H:%M})"
-            out.append(WindowDemand(w.name, w.tenant, w.total_gpus(), w.gpus_by_type(default_type), True, why))
+            clear = min(gpus, math.ceil(gpus * cleared_share(now, start, lead, drain_s, cycle_s) - 1e-9))
+            by = (start - dt.timedelta(seconds=drain_s + cycle_s)).astimezone(start.tzinfo)
+            why = (f"{opens} (in {mins:.0f} min; held from {(start - lead).astimezone(start.tzinfo):%H:%M}, "
+                   f"{clear} of {gpus} cleared now, all by {by:%H:%M})")
+            out.append(WindowDemand(w.name, w.tenant, gpus, w.gpus_by_type(default_type), clear, why))
         elif not w.borrowable_before:
             why = f"{opens}: held ahead (borrowable_before = false), cleared from " \
                   f"{(start - lead).astimezone(start.tzinfo):%H:%M}"
-            out.append(WindowDemand(w.name, w.tenant, w.total_gpus(), w.gpus_by_type(default_type), False, why))
+            out.append(WindowDemand(w.name, w.tenant, gpus, w.gpus_by_type(default_type), 0, why))
     return out
 
 
 def per_tenant(ds: Iterable[WindowDemand]) -> tuple[dict[str, int], dict[str, int], dict[str, dict[str, int]]]:
-    """(GPUs held at least, GPUs to clear now, GPUs per type) per tenant, windows of one tenant summed (they may
-    overlap: the config refuses only those that exceed the capacity)."""
+    """(GPUs held at least, GPUs to have cleared now, GPUs per type) per tenant, windows of one tenant summed (they
+    may overlap: the config refuses only those that exceed the capacity)."""
     hold: dict[str, int] = {}
     clear: dict[str, int] = {}
     typed: dict[str, dict[str, int]] = {}
     for d in ds:
         hold[d.tenant] = hold.get(d.tenant, 0) + d.gpus
-        if d.clear:
-            clear[d.tenant] = clear.get(d.tenant, 0) + d.gpus
+        if d.clear_gpus:
+            clear[d.tenant] = clear.get(d.tenant, 0) + d.clear_gpus
         tt = typed.setdefault(d.tenant, {})
         for t, g in d.by_type.items():
             tt[t] = tt.get(t, 0) + g

@@ -13,6 +13,7 @@ from daemon.policy.state import PRIORITY
 from daemon.policy.types import OperatorInputs, PolicyMemory
 from daemon.sim.actuator import SimulatorActuator
 from daemon.sim.cluster import RUNNING, SimCluster
+from forecaster.types import Forecast
 
 PARIS = dt.timezone(dt.timedelta(hours=1))   # Europe/Paris in December (CET)
 TENANTS = ("batch", "lo")
@@ -83,7 +84,10 @@ def test_the_hold_is_in_place_and_low_work_drained_at_the_windows_start():
         p, _c, _s, _low = by["13:30"]
         assert p.reservations.get("batch", 0) >= 16
         assert any("window eod opens 14:00 Europe/Paris" in n for n in p.notes), p.notes
-        assert sum(x.gpus for x in by["13:30"][0].preemptions) >= 16
+        # the drain is spread over the lead: a quarter of the 16 GPUs a plan (30 min less the 10-min drain, in
+        # 5-min cycles), all of them by 13:45 (a drain and a cycle before the start)
+        drained = [sum(x.gpus for x in by[hm][0].preemptions) for hm in ("13:30", "13:35", "13:40", "13:45")]
+        assert drained == [4, 4, 4, 4], drained
         # by the start (the plan made at 13:55, applied before 14:00) the held nodes run no low work and nothing
         # drains there: the window's 16 GPUs start in the 14:00 step
         p, c, s, low = by["13:55"]
@@ -101,3 +105,83 @@ def test_a_window_not_borrowable_before_is_held_from_creation_but_cleared_only_a
     assert early and all(p.reservations.get("batch", 0) >= 16 for p in early)
     assert all(not p.preemptions for p in early)                 # held by attrition, not cleared, until 13:30
     assert any(p.preemptions for t, p, *_ in steps if t.astimezone(PARIS).time() >= dt.time(13, 30))
+
+
+# ---- two high tenants and a low one: the window's hold is its tenant's alone, its drain its own -------------------
+TRIO = ("other", "win", "lo")       # `other` first: at a tie its queued jobs are placed first
+
+
+def _trio_config(share: float, gpus: int = 32, **policy) -> object:
+    return parse_config({
+        "cluster": {"gpus": gpus, "gpus_per_node": 8},
+        "tenants": [{"name": "other", "tier": "high"}, {"name": "win", "tier": "high"}, {"name": "lo", "tier": "low"}],
+        "cycle": {"interval_s": STEP_S, "resolution_s": STEP_S},
+        "source": {"simulator": {"drain_steps": 2}},
+        "policy": {"preempt_budget_share": share, "preempt_min_runtime_s": 0, **policy},
+        "windows": [{"name": "eod", "tenant": "win", "gpus": 16, "every": "daily", "at": "14:00",
+                     "timezone": "Europe/Paris", "duration_minutes": 60, "reclaim_before_minutes": 30}]})
+
+
+def _trio(cfg, wants, forecast=None) -> dict[str, tuple]:
+    """13:00 to 14:10 Paris; per step (local HH:MM) the plan, the step's stats and the GPUs `other` runs on the
+    nodes held for `win`. `forecast(t)`: each tenant's forecast per step ahead (None: no forecast)."""
+    prio = np.array([PRIORITY["high"], PRIORITY["high"], PRIORITY["low"]], dtype=np.int8)
+    c = SimCluster(list(TRIO), prio, cfg.cluster.gpus, np.array([8, 8, 1]), gpus_per_node=8, drain_steps=2)
+    act = SimulatorActuator(c, TRIO)
+    mem, last, out = PolicyMemory(), None, {}
+    t = dt.datetime(2026, 12, 7, 13, 0, tzinfo=PARIS)
+    c.step(np.array(wants(t), dtype=float))
+    while t < dt.datetime(2026, 12, 7, 14, 10, tzinfo=PARIS):
+        t += dt.timedelta(seconds=STEP_S)
+        st = c.state(TRIO, ("high", "high", "low"), pd.Timestamp(t), STEP_S)
+        fc = None
+        if forecast is not None:
+            v = np.repeat(np.asarray(forecast(t), dtype=float)[:, :, None], 3, axis=2)
+            fc = Forecast(TRIO, (0.5, 0.9, 0.99), v, st.at, STEP_S, "test")
+        p = plan(fc, st, mem, cfg, last)
+        mem, last = p.memory, p
+        act.apply(p)
+        stats = c.step(np.array(wants(t), dtype=float))
+        c.check_invariants()
+        run = np.flatnonzero(c.j_state[: c.size] == RUNNING)
+        mine = run[(c.j_tenant[run] == 0) & np.isin(c.j_node[run], np.flatnonzero(c.node_holder == 1))]
+        out[t.astimezone(PARIS).strftime("%H:%M")] = (p, stats, int(c.j_gpus[mine].sum()))
+    return out
+
+
+def test_a_windows_hold_serves_only_its_tenant_not_the_high_tiers_pool():
+    """The high tier's holds are one pool (policy.pool_high_tier), but a window's is its tenant's alone, as a Slurm
+    reservation for its account: another high tenant whose jobs queue at the same time does not take it. Before,
+    the window was folded into the pool and `other`'s burst, queued first, took the GPUs cleared for `win`."""
+    def wants(t):
+        in_window = dt.time(14, 0) <= t.astimezone(PARIS).time() < dt.time(15, 0)
+        return [24.0 if in_window else 8.0, 16.0 if in_window else 0.0, 32.0]
+
+    by = _trio(_trio_config(1.0), wants)
+    p, _s, _on = by["13:45"]
+    assert "win" not in p.pooled and "other" in p.pooled and p.reservations["win"] >= 16
+    assert "win" in by["13:05"][0].pooled                     # before its lead time it pools as before
+    _p, s, on_win = by["14:00"]
+    assert int(s.served[1]) == 16 and int(s.queued[1]) == 0, (s.served, s.queued)
+    assert all(on == 0 for _p, _s, on in by.values())      # `other` never runs on the window's nodes
+
+
+def test_a_windows_drain_has_its_own_budget_spread_over_the_lead_and_is_not_weighed_as_a_forecast():
+    """The forecast's preemption budget (2% of 32 GPUs: none) and the cost-aware rule (the forecast sees no demand
+    of `win` ahead: clearing for it would be worth nothing) both kept the window's GPUs from being cleared, so its
+    jobs waited at the start. The window's drain is known demand with its own budget: 4 GPUs a plan over the lead,
+    all 16 by 13:45, and its jobs start at 14:00."""
+    def wants(t):
+        in_window = dt.time(14, 0) <= t.astimezone(PARIS).time() < dt.time(15, 0)
+        return [8.0, 16.0 if in_window else 0.0, 32.0]
+
+    def forecast(t):   # every tenant flat at its demand now: the window is not in the forecast
+        return np.repeat(np.array([[8.0], [0.0], [32.0]]), 12, axis=1)
+
+    by = _trio(_trio_config(0.02), wants, forecast)
+    drained = [sum(x.gpus for x in by[hm][0].preemptions if x.for_tenant == "win")
+               for hm in ("13:30", "13:35", "13:40", "13:45")]
+    assert drained == [4, 4, 4, 4], drained
+    assert all(not by[hm][0].preemptions for hm in ("13:05", "13:15", "13:25"))   # nothing before the lead
+    _p, s, _on = by["14:00"]
+    assert int(s.served[1]) == 16 and int(s.queued[1]) == 0, (s.served, s.queued)
