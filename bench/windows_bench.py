@@ -8,7 +8,10 @@ meter), and the GPU-minutes held idle (held GPUs above the holder's use, every t
 WINDOWS): the proposed windows cut the 14:00 tenants' high-tier unmet by >= 80% against predictive without windows,
 at no more normal-tier unmet and no more preemptions.
 
-    nice -n 10 python bench/windows_bench.py [--days 1] [--quick-forecaster] [--out bench/out]
+    nice -n 10 python bench/windows_bench.py [--days 1] [--quick-forecaster] [--seed 7] [--out bench/out]
+
+Another seed than 7 (the generator's draw of tenants, peaks and bursts) writes windows_synthetic_seed<N>.json beside
+it, to show the result is not one draw's.
 """
 
 from __future__ import annotations
@@ -56,12 +59,13 @@ def main() -> int:
     ap.add_argument("--days", type=float, default=1.0, help="measured days after the 7 days of history")
     ap.add_argument("--quick-forecaster", action="store_true",
                     help="the baseline-only choice (no LSTM trained on the history): what a loaded box can finish")
+    ap.add_argument("--seed", type=int, default=SEED, help="the synthetic generator's seed (default 7)")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "out")
     a = ap.parse_args()
     out = provenance.started()
     per_day = 1440
     hist, steps = HISTORY_DAYS * per_day, int(a.days * per_day)
-    g = workloads.generate(TENANTS, hist + steps + 61, GPUS, seed=SEED, target_load=1.0)
+    g = workloads.generate(TENANTS, hist + steps + 61, GPUS, seed=a.seed, target_load=1.0)
     w = workloads.Workload(f"synthetic-{TENANTS}x{GPUS}", g.demand, g.tiers, g.job_gpus, GPUS, hist)
     tenants = [str(c) for c in w.demand.columns]
     peaked_high = [t for t, tier, p in zip(tenants, w.tiers, g.peaked) if tier == "high" and p]
@@ -104,7 +108,7 @@ def main() -> int:
                 "preemptions_delta": win["preemptions"] - base["preemptions"]}
 
     out.update({
-        "workload": w.name, "seed": SEED, "history_days": HISTORY_DAYS, "measured_days": a.days,
+        "workload": w.name, "seed": a.seed, "history_days": HISTORY_DAYS, "measured_days": a.days,
         "window_start": str(w.demand.index[hist]), "forecaster": choice.name,
         "forecaster_choice": "quick (baselines only)" if a.quick_forecaster else "as retrain chooses",
         "forecaster_fit_seconds": round(fit_s, 1), "propose_seconds": round(propose_s, 1),
@@ -119,7 +123,7 @@ def main() -> int:
                     "high_normal": judge(runs["predictive_with_high_and_normal_tier_windows"])}})
     provenance.finished(out)
     a.out.mkdir(parents=True, exist_ok=True)
-    path = a.out / "windows_synthetic.json"
+    path = a.out / ("windows_synthetic.json" if a.seed == SEED else f"windows_synthetic_seed{a.seed}.json")
     path.write_text(json.dumps(out, indent=2) + "\n")
     print(f"wrote {path}: {out['verdict']}")
     return 0
