@@ -10,7 +10,18 @@ def windows_synthetic() -> str:
     """bench/windows_bench.py: the windows proposed from the 7 days before the measured window on synthetic,
     replayed with predictive (the high tier's proposals; the high and normal tiers'), against predictive without
     windows and the perfect forecast."""
-    d = load("windows_synthetic.json")
+    return _synthetic("windows_synthetic.json")
+
+
+@block("windows-synthetic-seed12")
+def windows_synthetic_seed12() -> str:
+    """bench/windows_bench.py --seed 12: the same on another draw of the generator (its tenants, peaks and bursts),
+    so the result is not one draw's."""
+    return _synthetic("windows_synthetic_seed12.json")
+
+
+def _synthetic(name: str) -> str:
+    d = load(name)
     names = {"predictive": "predictive, no windows",
              "predictive_with_high_tier_windows": "predictive + the high tier's proposed windows",
              "predictive_with_high_and_normal_tier_windows": "predictive + the high and normal tiers' proposed windows",
@@ -37,4 +48,4 @@ def windows_synthetic() -> str:
                "normal unmet (GPU-min)", "preemptions", "held idle (GPU-min)", "utilization"], rows), "",
         f"Target: {d['target']['what']}.", "", *lines, "",
         f"Proposed ({len(props)}): " + "; ".join(props) + ".", "",
-        source(["windows_synthetic.json"], d)])
+        source([name], d)])
