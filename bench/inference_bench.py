@@ -24,7 +24,6 @@ chooses at start-up (the baselines scored on the history before the window).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import time
@@ -36,26 +35,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from daemon.config import Config  # noqa: E402
 from daemon.forecasting.retrain import default_data_dir  # noqa: E402
-from daemon.sim.inference import need_frame  # noqa: E402
 from daemon.sim.own import choose_forecaster  # noqa: E402
 from daemon.sim.replay import replica_quantile, run_replay  # noqa: E402
 from daemon.sim.servegen import servegen  # noqa: E402
+from daemon.sim.sizing import with_service_headroom as with_headroom  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 STRATEGIES = ("reactive", "predictive", "perfect")
 TIERS = ("high", "normal", "low")
 BATCH_TIERS = ("normal", "low")   # the tiers batch work runs in beside the services (the target: no higher unmet)
 REACTIVE_HEADROOMS = (0.2, 0.35, 0.5, 0.75, 1.0)   # besides the workload's own 0.1
-
-
-def with_headroom(w, h: float):
-    """The workload with its services' HPA headroom at ``h``: their demand recomputed, all else the same."""
-    specs = {c: dataclasses.replace(s, headroom=h) for c, s in w.inference.items()}
-    d = w.demand.copy()
-    need = need_frame(w.rates, specs)
-    for c in specs:
-        d[c] = need[c]
-    return dataclasses.replace(w, demand=d, inference=specs)
 
 
 def service_gpu_min(run: dict) -> float:

@@ -3,10 +3,13 @@ on which static (a 20% pool), reactive, predictive (the skill gate on) and the p
 (high tier <= 0.1% of its demand unmet, normal <= 2%) over the replayed window (daemon/sim/sizing.py), with the
 forecaster chosen on the trace's own history before the window as bench/replay_bench.py chooses it. Writes
 bench/out/sizing_<trace>.json: every size tried, the found size's GPUs, GPU-hours, allocated and busy utilization,
-predictive's savings and the issue's targets (bench/targets.py SIZING) met or not.
+predictive's savings and the issue's targets (bench/targets.py SIZING) met or not. On a trace with inference
+services (servegen) every strategy is sized at each setting of its services' knobs (the HPA headroom, and
+predictive's replica quantile; sizing.sweep) and its figure is its fewest GPUs over them, the setting named.
 
     nice -n 10 python bench/sizing_bench.py [--cases synthetic,helios,alibaba,servegen] [--days 1] [--out bench/out]
                                             [--quick-forecaster] [--suffix _lstm]
+                                            [--headrooms 0.5,1,1.5,2,3] [--replica-quantiles 0.5,0.9]
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from inference_bench import with_headroom  # noqa: E402
 from replay_bench import fit_forecaster, load  # noqa: E402
 
 from daemon.config import Config  # noqa: E402
@@ -35,30 +37,6 @@ from daemon.sim.servegen import servegen  # noqa: E402
 
 # ServeGen's services' cold start in the sizing: the middle of the inference bench's 1-9 min sweep
 SERVEGEN_COLD_START_MIN = 5.0
-# the services' HPA headrooms each strategy is sized at (its fewest GPUs over them is its figure): no cluster size
-# lets a service whose replicas start 5 min late throttle under 0.1% of its requests at the default 10% headroom
-# (tried: at 0.1 static, reactive and predictive missed it up to 4x the nodes), so each may buy it with headroom
-SERVICE_HEADROOMS = (0.5, 1.0, 2.0)
-
-
-def size_over_headrooms(w, cfg: Config, model, *, steps: int, slo, forecast_every: int, headrooms,
-                        progress) -> tuple[dict, dict]:
-    """Each strategy sized at each of the services' `headrooms`; per strategy the headroom with the fewest GPUs
-    meeting the SLO (the smallest headroom where none meets). Returns (best per strategy, every headroom's
-    summaries)."""
-    best: dict = {}
-    every: dict = {}
-    for h in headrooms:
-        progress(f"services' headroom {h:g}")
-        found = sizing.size_all(with_headroom(w, h), cfg, model, steps=steps, slo=slo, forecast_every=forecast_every,
-                                max_nodes=2 * sizing.node_count(w), progress=progress)
-        every[f"{h:g}"] = {s: {**z.summary(), "headroom": h} for s, z in found.items()}
-        for s, z in found.items():
-            old = best.get(s)
-            if old is None or (z.found is not None and (old[1].found is None or z.found.gpus < old[1].found.gpus)):
-                best[s] = (h, z)
-    return best, every
-
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -80,6 +58,10 @@ def main() -> int:
     ap.add_argument("--model-dir", type=Path, default=ROOT / "models")
     ap.add_argument("--fit-epochs", type=int, default=None, help="epochs of the LSTM fitted on each trace's history")
     ap.add_argument("--forecast-every", type=int, default=1)
+    ap.add_argument("--headrooms", type=lambda v: tuple(map(float, v.split(","))), default=sizing.SERVICE_HEADROOMS,
+                    help="the services' HPA headrooms each strategy is sized at (inference traces)")
+    ap.add_argument("--replica-quantiles", type=lambda v: tuple(map(float, v.split(","))),
+                    default=sizing.REPLICA_QUANTILES, help="predictive's replica autoscaler's forecast quantiles")
     ap.add_argument("--suffix", default="", help="write sizing_<trace><suffix>.json (another forecaster choice beside "
                     "the published run)")
     ap.add_argument("--quick-forecaster", action="store_true",
@@ -109,11 +91,12 @@ def main() -> int:
         print(f"{case}: forecaster {chosen.get('name', model.name)} ({fit_s:.0f} s)", flush=True)
         t1 = time.perf_counter()
         say = lambda line: print(f"  {line}", flush=True)  # noqa: E731
-        every = None
-        if w.inference:
-            best, every = size_over_headrooms(w, cfg, model, steps=steps, slo=slo, forecast_every=a.forecast_every,
-                                              headrooms=SERVICE_HEADROOMS, progress=say)
-            found = {s: z for s, (_, z) in best.items()}
+        swept = None
+        if w.inference:  # each strategy at each setting of its services' knobs, its fewest GPUs over them
+            settings = sizing.service_settings(headrooms=a.headrooms, quantiles=a.replica_quantiles)
+            swept = sizing.sweep(w, cfg, model, steps=steps, settings=settings, slo=slo,
+                                 forecast_every=a.forecast_every, progress=say)
+            found = sizing.chosen(swept)
         else:
             found = sizing.size_all(w, cfg, model, steps=steps, slo=slo, forecast_every=a.forecast_every,
                                     progress=say)
@@ -126,14 +109,14 @@ def main() -> int:
                    slo=dataclasses.asdict(slo),
                    sizing_seconds=time.perf_counter() - t1,
                    strategies={s: z.summary() for s, z in found.items()}, savings=sv, targets=verdicts(case, sv))
-        if every is not None:  # the services' headroom each strategy was sized at, and every headroom's sizes
-            out.update(service_cold_start_min=SERVEGEN_COLD_START_MIN,
-                       service_headroom={s: h for s, (h, _) in best.items()}, by_service_headroom=every)
+        if swept is not None:  # the setting each strategy was sized at, and every setting's search
+            out.update(service_cold_start_min=SERVEGEN_COLD_START_MIN, service_settings=settings,
+                       strategies={s: x.summary() for s, x in swept.items()})
         provenance.finished(out)
         a.out.mkdir(parents=True, exist_ok=True)
         path = a.out / f"sizing_{case}{a.suffix}.json"
         path.write_text(json.dumps(out, indent=2) + "\n")
-        print("\n".join(sizing.lines(found)))
+        print("\n".join(sizing.lines(found) if swept is None else sizing.swept_lines(swept)))
         print(f"wrote {path} ({out['bench_wall_seconds']:.0f} s, load {out['load_average_1min_at_start']:.1f} -> "
               f"{out['load_average_1min_at_end']:.1f})", flush=True)
     return 0

@@ -16,7 +16,15 @@ all. Bisection assumes the SLO is monotone in the size; it need not be (a larger
 hold takes and whom a preemption hits), so the result says whether the found size less one node was replayed and
 missed; one node more is replayed too, and any size tried that met the SLO below a larger one that missed it is
 named. When the largest size tried
-still misses, the result is "not met" and says that size.
+still misses, the result is "not met" and says that size; unless that size is a floor (``Sizing.floor``): there no
+GPU the high and normal tiers needed went unmet, so what misses is the inference services' throttled share, their
+replicas' cold-start lag, which no larger cluster removes; that setting "never meets" the SLO. ``min_size(top_first=
+True)`` replays the top of the bracket first, so a setting with a floor costs one replay.
+
+The knobs each strategy is sized at (``sweep``): as fairly as the forecast's own, every strategy is sized at every
+setting of its services' knobs (the HPA headroom over the rate, ``with_service_headroom``; predictive also the
+forecast quantile its replica autoscaler scales to, ``replica_quantile``), and its answer is the fewest GPUs over
+the settings that meet the SLO, naming the setting.
 
 The forecast bank (the forecasts of demand, which do not depend on the cluster) is made once and reused across
 sizes. Static keeps its pool share (``policy.reserve_share``) of whatever size is replayed.
@@ -36,10 +44,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from daemon.config import Config
+from daemon.sim.inference import need_frame
 from daemon.sim.replay import STRATEGIES, ForecastBank, Meter, _bank, run_strategy
 from daemon.sim.workloads import Workload
 from forecaster.baselines import Forecaster
 
+SERVICE_HEADROOM = "service_headroom"   # a setting's key: the services' HPA headroom (the workload, not the policy)
 MAX_REPLAYS = 24   # replays per strategy: the bracket (at most log2 of the size range) and the bisection
 
 
@@ -137,6 +147,19 @@ class Sizing:
     largest_tried: int
     below_missed: bool | None  # the found size less one node replayed and missed (None: not replayed, 1 node)
 
+    def floor(self) -> Try | None:
+        """The largest size tried, when it misses only on the services' throttled requests with no GPU of the high
+        and normal tiers unmet: a floor, the replicas' cold-start lag, that no larger cluster lowers (None: the SLO
+        was met, or a larger cluster could still help)."""
+        if self.found is not None or not self.tries:
+            return None
+        top = self.tried_nodes(self.largest_tried)
+        f = top.figures
+        if f["high_unmet_share"] == 0 and f["normal_unmet_share"] == 0 and f["high_throttled_share"] is not None \
+                and f["high_throttled_share"] > self.slo.high_requests:
+            return top
+        return None
+
     def tried_nodes(self, nodes: int) -> Try | None:
         """The replay at `nodes` nodes, if that size was tried."""
         return next((t for t in self.tries if t.nodes == nodes), None)
@@ -147,7 +170,14 @@ class Sizing:
                "one_node_less_misses": self.below_missed,
                "tries": [{"nodes": t.nodes, "gpus": t.gpus, "met": t.met, **t.figures} for t in self.tries]}
         if self.found is None:
-            out["note"] = f"not met: the largest size tried, {self.largest_tried} nodes, still misses the SLO"
+            top = self.floor()
+            out["never_meets"] = top is not None
+            out["note"] = f"not met: the largest size tried, {self.largest_tried} nodes, still misses the SLO" \
+                if top is None else (
+                    f"never meets: at {top.nodes} nodes no GPU the high and normal tiers needed went unmet, yet "
+                    f"{top.figures['high_throttled_share']:.3%} of the high tier's requests were throttled (the SLO "
+                    f"allows {self.slo.high_requests:.3%}): the replicas' cold-start lag, which no larger cluster "
+                    "removes")
             return out
         m = self.found.meter
         s = m.summary()
@@ -181,12 +211,13 @@ class Sizing:
 def min_size(w: Workload, cfg: Config, strategy: str, *, steps: int, bank: ForecastBank | None = None,
              knobs: dict | None = None, slo: SLO = SLO(), start_nodes: int | None = None,
              max_nodes: int | None = None, max_replays: int = MAX_REPLAYS, first: int | None = None,
-             progress: Callable[[str], None] | None = None) -> Sizing:
+             top_first: bool = False, progress: Callable[[str], None] | None = None) -> Sizing:
     """The smallest cluster in whole nodes on which `strategy` (at `knobs`) meets `slo` over `steps` measured steps
     of `w`: a bracket from `start_nodes` (default: the workload's own size) in steps of `first` nodes (default:
     half of it) that double until the SLO changes side, then bisection; no size above `max_nodes` (default: 8x the
     workload's own) and at most `max_replays` replays, and then the sizes one node below and above the found one
-    (the checks of the bisection's assumption)."""
+    (the checks of the bisection's assumption). ``top_first``: replay `max_nodes` first and stop there if it misses
+    (a setting that misses at the top costs one replay, not a bracket)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose from {STRATEGIES}")
     own = node_count(w)
@@ -208,6 +239,9 @@ def min_size(w: Workload, cfg: Config, strategy: str, *, steps: int, bank: Forec
                 progress(f"{strategy}: {nodes} nodes ({t.gpus} GPUs): {'meets' if t.met else 'misses'} the SLO "
                          f"(high {fig['high_unmet_share']:.3%}, normal {fig['normal_unmet_share']:.3%} unmet)")
         return tried[nodes]
+
+    if top_first and not replay(top).met:
+        return Sizing(strategy, dict(knobs or {}), slo, order, None, top, None)
 
     # the bracket: an exponential search from n0 (steps of `first`, doubling), down while the SLO is met, up while
     # it is missed; lo is the largest size known to miss (floor - 1: below every size), hi the smallest to meet
@@ -283,6 +317,111 @@ def size_all(w: Workload, cfg: Config, model: Forecaster | None, *, steps: int, 
     return out
 
 
+SERVICE_HEADROOMS = (0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0, 40.0)  # the services' HPA headrooms sized at:
+# the usual ones, then up to where ServeGen's reactive replicas, 5 min late, throttle under 0.1% (40x: bursts of 20x)
+REPLICA_QUANTILES = (0.5, 0.9)                  # and predictive's replica autoscaler's forecast quantiles
+
+
+def with_service_headroom(w: Workload, h: float) -> Workload:
+    """The workload with its services' HPA headroom at ``h``: their demand (the GPU need the autoscalers, the
+    forecast and the policy see) recomputed from their rates, all else the same."""
+    specs = {c: dataclasses.replace(s, headroom=h) for c, s in w.inference.items()}
+    d = w.demand.copy()
+    need = need_frame(w.rates, specs)
+    for c in specs:
+        d[c] = need[c]
+    return dataclasses.replace(w, demand=d, inference=specs)
+
+
+def service_settings(strategies=STRATEGIES, headrooms=SERVICE_HEADROOMS,
+                     quantiles=REPLICA_QUANTILES) -> dict[str, list[dict]]:
+    """Each strategy's settings of its services' knobs: every headroom, and for predictive every headroom at each
+    replica quantile (the knobs the forecast brings are tuned as the baselines' are)."""
+    return {s: [{SERVICE_HEADROOM: h, **({"replica_quantile": q} if q is not None else {})}
+                for h in headrooms for q in (quantiles if s == "predictive" else (None,))] for s in strategies}
+
+
+def roomy_nodes(w: Workload, steps: int) -> int:
+    """Whole nodes holding every tenant's peak demand (to the end of the replay) at once: on a cluster this large
+    no tenant's need waits on another's, so a miss there is not the cluster's size."""
+    peaks = w.demand.iloc[: w.start + steps].max().fillna(0.0)
+    return max(1, math.ceil(float(peaks.sum()) / w.gpus_per_node))
+
+
+@dataclass
+class Swept:
+    """One strategy sized at each of its settings: its answer is the setting with the fewest GPUs that meets the
+    SLO (the first listed on a tie)."""
+
+    strategy: str
+    settings: list[tuple[dict, Sizing]]
+
+    def best(self) -> tuple[dict, Sizing] | None:
+        met = [(i, st, z) for i, (st, z) in enumerate(self.settings) if z.found is not None]
+        if not met:
+            return None
+        _, st, z = min(met, key=lambda x: (x[2].found.gpus, x[0]))
+        return st, z
+
+    def chosen(self) -> tuple[dict, Sizing]:
+        """The best setting, or (none meets) the first, whose search is what the strategy reports."""
+        return self.best() or self.settings[0]
+
+    def summary(self) -> dict:
+        st, z = self.chosen()
+        rows = []
+        for s, y in self.settings:
+            d = y.summary()
+            rows.append({"setting": s, "met": d["met"], "never_meets": d.get("never_meets", False),
+                         "gpus": d.get("gpus"), "nodes": d.get("nodes"), "replays": d["replays"],
+                         "largest_nodes_tried": d["largest_nodes_tried"], "note": d.get("note")})
+        return {**z.summary(), "setting": st, "setting_met": self.best() is not None, "settings": rows}
+
+
+def sweep(w: Workload, cfg: Config, model: Forecaster | None, *, steps: int,
+          settings: dict[str, list[dict]] | None = None, slo: SLO = SLO(), forecast_every: int = 1,
+          max_nodes: int | None = None, max_replays: int = MAX_REPLAYS,
+          progress: Callable[[str], None] | None = None) -> dict[str, Swept]:
+    """Each strategy's smallest cluster for `slo` at each of its `settings` (default ``service_settings()``): a
+    setting's ``service_headroom`` re-derives the services' demand, its other keys are policy knobs (over
+    ``SIZING_KNOBS``; predictive with the skill gate on). Each setting's top size (`max_nodes`, default the larger
+    of twice the workload's own and ``roomy_nodes``) is replayed first, so a setting that never meets costs one
+    replay. One forecast bank per headroom serves every predictive setting and size there; a strategy's search
+    starts from the smallest size it met so far."""
+    settings = settings if settings is not None else service_settings()
+    heads = list(dict.fromkeys(st.get(SERVICE_HEADROOM) for sts in settings.values() for st in sts))
+    out: dict[str, list[tuple[dict, Sizing]]] = {s: [] for s in settings if s != "predictive" or model is not None}
+    hint: dict[str, int] = {}
+    for h in heads:
+        wh = w if h is None else with_service_headroom(w, h)
+        top = max_nodes if max_nodes is not None else max(2 * node_count(w), roomy_nodes(wh, steps))
+        bank = None
+        try:
+            for s in out:
+                for st in (x for x in settings[s] if x.get(SERVICE_HEADROOM) == h):
+                    if s == "predictive" and bank is None:
+                        bank = _bank(model, wh, cfg, [("predictive", {}), ("predictive", {})], forecast_every, steps)
+                    knobs = {**SIZING_KNOBS[s], **{k: v for k, v in st.items() if k != SERVICE_HEADROOM}}
+                    say = None if progress is None else (lambda line, st=st: progress(f"{st}: {line}"))
+                    start = hint.get(s, next(iter(hint.values()), None))
+                    z = min_size(wh, gated(cfg) if s == "predictive" else cfg, s, steps=steps,
+                                 bank=bank if s == "predictive" else None, knobs=knobs, slo=slo, start_nodes=start,
+                                 first=None if start is None else max(1, start // 16), max_nodes=top,
+                                 max_replays=max_replays, top_first=True, progress=say)
+                    out[s].append((dict(st), z))
+                    if z.found is not None:
+                        hint[s] = min(hint.get(s, z.found.nodes), z.found.nodes)
+        finally:
+            if bank is not None:
+                bank.close()
+    return {s: Swept(s, r) for s, r in out.items() if r}
+
+
+def chosen(swept: dict[str, Swept]) -> dict[str, Sizing]:
+    """Each strategy's search at its chosen setting (what ``savings`` and ``lines`` read)."""
+    return {s: x.chosen()[1] for s, x in swept.items()}
+
+
 def savings(found: dict[str, Sizing], of: str = "predictive") -> dict[str, float | None]:
     """The share of GPUs `of` saves against each other strategy (None where either missed the SLO)."""
     me = found.get(of)
@@ -316,4 +455,15 @@ def lines(found: dict[str, Sizing]) -> list[str]:
                                                                                                    "reactive")]
     if "predictive" in found and parts:
         out.append("predictive " + ", ".join(parts))
+    return out
+
+
+def swept_lines(swept: dict[str, Swept]) -> list[str]:
+    """``lines`` at each strategy's chosen setting, then per strategy the setting chosen and those never meeting."""
+    out = lines(chosen(swept))
+    for s, x in swept.items():
+        b = x.best()
+        never = [st for st, z in x.settings if z.floor() is not None]
+        out.append(f"{s:<10} " + (f"at {b[0]}" if b is not None else "meets the SLO at no setting")
+                   + (f"; never meets at {', '.join(map(str, never))} (the throttled floor)" if never else ""))
     return out
