@@ -188,3 +188,57 @@ def test_a_bisection_cut_short_by_the_replay_budget_says_the_found_size_is_not_t
     # 64 and 32 meet, 1 misses: out of replays with 32 found; 31 is replayed as the check, and meets
     assert z.found.nodes == 32 and z.below_missed is False
     assert "not the smallest: 31 nodes also meet the SLO" in z.summary()["note"]
+
+
+def _service() -> Workload:
+    """One high-tier inference service (1-GPU replicas serving 1 req/s each, a 2-minute cold start) whose rate
+    jumps from 10 to 18 req/s at step 450. Its autoscaler sees the last step's rate, so the replicas for the jump
+    serve from step 453: at headroom 0.5 its 15 ready replicas throttle 3 req/s for 3 steps, ~510 requests (less
+    the bucket's 30-token burst) of the 252,000 measured, 0.2%, over the SLO's 0.1% at every size. At headroom 1
+    its 20 replicas hold the jump; the need after it is 36 GPUs, 5 nodes; at headroom 2 it is 54 GPUs, 7 nodes."""
+    from daemon.sim.inference import InferenceSpec, need_frame
+
+    rates = _frame(svc=np.where(np.arange(N) >= 450, 18.0, 10.0))
+    specs = {"svc": InferenceSpec(gpus_per_replica=1, replica_rps=1.0, cold_start_s=120.0, headroom=0.5)}
+    return Workload("svc", need_frame(rates, specs), ("high",), np.array([1]), 64, start=START, inference=specs,
+                    rates=rates)
+
+
+H = "service_headroom"   # a setting's key: the services' HPA headroom
+
+
+def test_a_setting_whose_throttled_floor_is_above_the_slo_is_reported_as_never_meeting():
+    w = _service()
+    z = sizing.min_size(w, Config(), "reactive", steps=N - START, max_nodes=8)
+    top = z.tried_nodes(8)
+    assert z.found is None and top.figures["high_unmet_share"] == 0.0           # no GPU it needed went unmet
+    assert top.figures["high_throttled_share"] == pytest.approx(510 / 252_000, rel=0.05)
+    d = z.summary()
+    assert d["never_meets"] is True and d["note"].startswith("never meets: at 8 nodes no GPU the high and normal")
+    assert "0.202% of the high tier's requests were throttled" in d["note"]
+    # replaying the top first finds it in one replay
+    once = sizing.min_size(w, Config(), "reactive", steps=N - START, max_nodes=8, top_first=True)
+    assert [t.nodes for t in once.tries] == [8] and once.floor() is not None
+    # a miss for want of GPUs is no floor: a larger cluster could meet it
+    short = sizing.min_size(sizing.with_service_headroom(w, 1.0), Config(), "reactive", steps=N - START,
+                            max_nodes=4)
+    assert short.found is None and short.floor() is None and short.summary()["never_meets"] is False
+
+
+def test_the_sweep_picks_the_setting_with_the_fewest_gpus_that_meets_the_slo():
+    settings = {"reactive": [{H: 0.5}, {H: 2.0}, {H: 1.0}], "perfect": [{H: 0.5}, {H: 1.0}]}
+    swept = sizing.sweep(_service(), Config(), None, steps=N - START, settings=settings, max_nodes=10)
+    reactive = {st[H]: z for st, z in swept["reactive"].settings}
+    assert reactive[0.5].floor() is not None and len(reactive[0.5].tries) == 1     # skipped after one replay
+    assert reactive[1.0].found.nodes == 5 and reactive[2.0].found.nodes == 7       # 36 and 54 GPUs, by hand
+    assert swept["reactive"].best()[0] == {H: 1.0}
+    d = swept["reactive"].summary()
+    assert d["setting"] == {H: 1.0} and d["gpus"] == 40 and d["setting_met"] is True
+    assert [(r["setting"][H], r["met"], r["never_meets"], r["nodes"]) for r in d["settings"]] == \
+        [(0.5, False, True, None), (2.0, True, False, 7), (1.0, True, False, 5)]
+    # the perfect forecast starts the replicas a cold start ahead of the jump: headroom 0.5 meets, 27 GPUs, 4 nodes
+    assert swept["perfect"].best()[0] == {H: 0.5} and swept["perfect"].best()[1].found.nodes == 4
+    assert sizing.chosen(swept)["reactive"] is reactive[1.0]
+    out = sizing.swept_lines(swept)
+    assert "reactive   at {'service_headroom': 1.0}; never meets at {'service_headroom': 0.5} (the throttled floor)" \
+        in out
