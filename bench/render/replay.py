@@ -254,17 +254,30 @@ def _binding(z: dict, slo: dict) -> str:
     return max(parts, key=lambda k: parts[k])
 
 
+def _setting(st: dict) -> str:
+    """A sizing setting in words: the services' HPA headroom, and predictive's replica quantile."""
+    parts = [f"headroom {st['service_headroom']:g}"] if st.get("service_headroom") is not None else []
+    if st.get("replica_quantile") is not None:
+        parts.append(f"p{100 * st['replica_quantile']:g} replicas")
+    return ", ".join(parts)
+
+
 def _sizing_row(case: str, z: dict, slo: dict) -> list[str]:
+    who = z["strategy"] + (f" ({_setting(z['setting'])})" if z.get("setting_met") else "")
     if not z["met"]:
         big = [t for t in z.get("tries", []) if t.get("nodes") == z["largest_nodes_tried"]]
-        why = "" if not big or big[0].get("high_throttled_share") is None else \
-            f" (high requests {pct(big[0]['high_throttled_share'], 2)} throttled there)"
-        return [case, z["strategy"], f"**not met**: {z['largest_nodes_tried']} nodes (the largest tried) miss{why}",
-                "–", "–", "–", "–", "–", "–", str(z["replays"])]
+        thr = None if not big else big[0].get("high_throttled_share")
+        why = "" if thr is None else f" (high requests {pct(thr, 2)} throttled there)"
+        what = f"**not met**: {z['largest_nodes_tried']} nodes (the largest tried) miss{why}"
+        if "settings" in z:
+            what = (f"**never meets** at any setting: the throttled floor ({pct(thr, 2)} of high requests at "
+                    f"{z['largest_nodes_tried']} nodes, nothing unmet)" if all(r["never_meets"] for r in z["settings"])
+                    else f"**not met** at any setting (at {_setting(z['setting'])}: {what[len('**not met**: '):]})")
+        return [case, who, what, "–", "–", "–", "–", "–", "–", str(z["replays"])]
     below = {True: "misses", False: "**also meets** (not the smallest)", None: "–"}[z["one_node_less_misses"]]
     if z.get("monotone_in_tries") is False:
         below += "; **not monotone**: " + z["note"].split("here: ")[-1].split(" (")[0]
-    return [case, z["strategy"], f"{n(z['gpus'])} ({z['nodes']} nodes)", n(z["gpu_hours"]),
+    return [case, who, f"{n(z['gpus'])} ({z['nodes']} nodes)", n(z["gpu_hours"]),
             pct(z["allocated_utilization"]), pct(z["busy_utilization"]),
             f"{pct(z['high_unmet_share'], 3)} / {pct(z['normal_unmet_share'], 2)}"
             + ("" if z.get("high_throttled_share") is None else
@@ -272,10 +285,37 @@ def _sizing_row(case: str, z: dict, slo: dict) -> list[str]:
             str(z["replays"])]
 
 
+def _settings_table(d: dict) -> list[str]:
+    """Every setting's answer for a trace sized over its services' knobs: GPUs where it meets the SLO, "floor" and
+    the high tier's throttled share at the top where it never does (one row per setting of the services)."""
+    cols = [(s, r) for s, z in d["strategies"].items() for r in z.get("settings", [])]
+    keys = list(dict.fromkeys((s, r["setting"].get("replica_quantile")) for s, r in cols))
+    heads = list(dict.fromkeys(r["setting"].get("service_headroom") for _, r in cols))
+
+    def cell(s: str, r: dict) -> str:
+        if r["met"]:
+            return f"{n(r['gpus'])} ({r['nodes']})" + (" ←" if r["setting"] == d["strategies"][s]["setting"] and
+                                                         d["strategies"][s]["setting_met"] else "")
+        if r.get("not_fewer_than") is not None:
+            return f"≥ {r['not_fewer_than']} nodes"
+        return "floor" if r["never_meets"] else f"not met ≤ {r['largest_nodes_tried']} nodes"
+
+    rows = []
+    for h in heads:
+        row = [f"{h:g}"]
+        for s, q in keys:
+            r = next((r for s2, r in cols if s2 == s and r["setting"].get("service_headroom") == h
+                      and r["setting"].get("replica_quantile") == q), None)
+            row.append("–" if r is None else cell(s, r))
+        rows.append(row)
+    head = ["services' headroom", *(s + ("" if q is None else f" (p{100 * q:g} replicas)") for s, q in keys)]
+    return [table(head, rows)]
+
+
 @block("replay-sizing")
 def replay_sizing() -> str:
     """bench/sizing_bench.py: each strategy's smallest cluster for the SLO per trace, and the issue's targets."""
-    rows, notes, files = [], [], []
+    rows, notes, files, settings_tables = [], [], [], []
     for case in SIZING_CASES:
         f = f"sizing_{case}.json"
         if not exists(f):
@@ -290,11 +330,14 @@ def replay_sizing() -> str:
         notes.append(f"- **{case}** ({d['window'][0][:16]} to {d['window'][1][:16]}, {d['steps']:,} steps, forecaster "
                      f"{d['forecaster']}{how}; the trace's own size {d['own_nodes']} nodes; commit {d['commit']}, "
                      f"{load_avg(d)}, {d['bench_wall_seconds'] / 60:.0f} min): predictive {sv}.")
-        if "service_headroom" in d:  # inference services: each strategy sized at its best HPA headroom
-            hr = ", ".join(f"{k} {v:g}" for k, v in d["service_headroom"].items())
-            notes.append(f"  - services' cold start {d['service_cold_start_min']:g} min; each strategy at the "
-                         f"services' HPA headroom of {', '.join(d['by_service_headroom'])} with the fewest GPUs "
-                         f"(the first tried where it met at none): {hr}.")
+        if "service_settings" in d:  # inference services: each strategy sized at every setting of their knobs
+            got = "; ".join(f"{s} at {_setting(z['setting'])}" if z["setting_met"] else f"{s} at none"
+                            for s, z in d["strategies"].items())
+            notes.append(f"  - services' cold start {d['service_cold_start_min']:g} min; each strategy is sized at "
+                         "every setting below and gets its fewest GPUs (GPUs (nodes) per setting, ← the one chosen; "
+                         "floor: never meets, the replicas' cold-start lag throttles too much at any size): "
+                         f"{got}.")
+            settings_tables.append((case, _settings_table(d)))
         for t in d["targets"].values():
             got = "not measured (a strategy missed the SLO)" if t["saving"] is None else (
                 f"{verdict(t['met'])}: {pct(t['saving'])}, {'+' if t['gap'] >= 0 else ''}"
@@ -304,7 +347,8 @@ def replay_sizing() -> str:
         return "*No `bench/out/sizing_*.json` yet: run `python bench/sizing_bench.py`.*"
     head = ["trace", "strategy", "GPUs at the SLO", "GPU-hours", "allocated util.", "busy util.",
             "high / normal unmet", "nearest its limit", "one node less", "replays"]
-    return "\n".join([table(head, rows), "", *notes, "", source(files)])
+    per = [x for case, t in settings_tables for x in ("", f"Each setting on {case}:", "", *t)]
+    return "\n".join([table(head, rows), "", *notes, *per, "", source(files)])
 
 
 @block("replay-findings")

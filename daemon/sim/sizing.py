@@ -146,12 +146,13 @@ class Sizing:
     found: Try | None
     largest_tried: int
     below_missed: bool | None  # the found size less one node replayed and missed (None: not replayed, 1 node)
+    beaten: int | None = None  # another setting met at this many nodes and this one missed one node fewer
 
     def floor(self) -> Try | None:
         """The largest size tried, when it misses only on the services' throttled requests with no GPU of the high
         and normal tiers unmet: a floor, the replicas' cold-start lag, that no larger cluster lowers (None: the SLO
         was met, or a larger cluster could still help)."""
-        if self.found is not None or not self.tries:
+        if self.found is not None or not self.tries or self.beaten is not None:
             return None
         top = self.tried_nodes(self.largest_tried)
         f = top.figures
@@ -169,6 +170,11 @@ class Sizing:
                "replays": len(self.tries), "largest_nodes_tried": self.largest_tried,
                "one_node_less_misses": self.below_missed,
                "tries": [{"nodes": t.nodes, "gpus": t.gpus, "met": t.met, **t.figures} for t in self.tries]}
+        if self.found is None and self.beaten is not None:
+            out.update(never_meets=False, not_fewer_than=self.beaten,
+                       note=f"no fewer than {self.beaten} nodes: another setting met there and this one misses at "
+                            f"{self.beaten - 1}")
+            return out
         if self.found is None:
             top = self.floor()
             out["never_meets"] = top is not None
@@ -211,13 +217,16 @@ class Sizing:
 def min_size(w: Workload, cfg: Config, strategy: str, *, steps: int, bank: ForecastBank | None = None,
              knobs: dict | None = None, slo: SLO = SLO(), start_nodes: int | None = None,
              max_nodes: int | None = None, max_replays: int = MAX_REPLAYS, first: int | None = None,
-             top_first: bool = False, progress: Callable[[str], None] | None = None) -> Sizing:
+             top_first: bool = False, beat: int | None = None,
+             progress: Callable[[str], None] | None = None) -> Sizing:
     """The smallest cluster in whole nodes on which `strategy` (at `knobs`) meets `slo` over `steps` measured steps
     of `w`: a bracket from `start_nodes` (default: the workload's own size) in steps of `first` nodes (default:
     half of it) that double until the SLO changes side, then bisection; no size above `max_nodes` (default: 8x the
     workload's own) and at most `max_replays` replays, and then the sizes one node below and above the found one
     (the checks of the bisection's assumption). ``top_first``: replay `max_nodes` first and stop there if it misses
-    (a setting that misses at the top costs one replay, not a bracket)."""
+    (a setting that misses at the top costs one replay, not a bracket). ``beat``: a size another setting met, so
+    only a smaller answer matters: `beat` - 1 is replayed first and a miss there ends the search (a smaller cluster
+    is taken to do no better, as the bisection takes it); a meet there is the top of the search below it."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose from {STRATEGIES}")
     own = node_count(w)
@@ -237,10 +246,16 @@ def min_size(w: Workload, cfg: Config, strategy: str, *, steps: int, bank: Forec
             if progress is not None:
                 t = tried[nodes]
                 progress(f"{strategy}: {nodes} nodes ({t.gpus} GPUs): {'meets' if t.met else 'misses'} the SLO "
-                         f"(high {fig['high_unmet_share']:.3%}, normal {fig['normal_unmet_share']:.3%} unmet)")
+                         f"(high {fig['high_unmet_share']:.3%}, normal {fig['normal_unmet_share']:.3%} unmet"
+                         + ("" if fig["high_throttled_share"] is None else
+                            f"; high requests {fig['high_throttled_share']:.3%} throttled") + ")")
         return tried[nodes]
 
-    if top_first and not replay(top).met:
+    if beat is not None and beat - 1 >= floor:
+        if not replay(beat - 1).met:
+            return Sizing(strategy, dict(knobs or {}), slo, order, None, beat - 1, None, beaten=beat)
+        top, n0 = beat - 1, min(n0, beat - 1)
+    elif top_first and not replay(top).met:
         return Sizing(strategy, dict(knobs or {}), slo, order, None, top, None)
 
     # the bracket: an exponential search from n0 (steps of `first`, doubling), down while the SLO is met, up while
@@ -373,6 +388,7 @@ class Swept:
         for s, y in self.settings:
             d = y.summary()
             rows.append({"setting": s, "met": d["met"], "never_meets": d.get("never_meets", False),
+                         "not_fewer_than": d.get("not_fewer_than"),
                          "gpus": d.get("gpus"), "nodes": d.get("nodes"), "replays": d["replays"],
                          "largest_nodes_tried": d["largest_nodes_tried"], "note": d.get("note")})
         return {**z.summary(), "setting": st, "setting_met": self.best() is not None, "settings": rows}
@@ -386,8 +402,9 @@ def sweep(w: Workload, cfg: Config, model: Forecaster | None, *, steps: int,
     setting's ``service_headroom`` re-derives the services' demand, its other keys are policy knobs (over
     ``SIZING_KNOBS``; predictive with the skill gate on). Each setting's top size (`max_nodes`, default the larger
     of twice the workload's own and ``roomy_nodes``) is replayed first, so a setting that never meets costs one
-    replay. One forecast bank per headroom serves every predictive setting and size there; a strategy's search
-    starts from the smallest size it met so far."""
+    replay; and once a strategy met the SLO at some setting, each later setting first replays one node fewer and
+    stops there if it misses (it cannot do better), so a setting that cannot beat the best so far costs one replay.
+    One forecast bank per headroom serves every predictive setting and size there."""
     settings = settings if settings is not None else service_settings()
     heads = list(dict.fromkeys(st.get(SERVICE_HEADROOM) for sts in settings.values() for st in sts))
     out: dict[str, list[tuple[dict, Sizing]]] = {s: [] for s in settings if s != "predictive" or model is not None}
@@ -407,7 +424,7 @@ def sweep(w: Workload, cfg: Config, model: Forecaster | None, *, steps: int,
                     z = min_size(wh, gated(cfg) if s == "predictive" else cfg, s, steps=steps,
                                  bank=bank if s == "predictive" else None, knobs=knobs, slo=slo, start_nodes=start,
                                  first=None if start is None else max(1, start // 16), max_nodes=top,
-                                 max_replays=max_replays, top_first=True, progress=say)
+                                 max_replays=max_replays, top_first=True, beat=hint.get(s), progress=say)
                     out[s].append((dict(st), z))
                     if z.found is not None:
                         hint[s] = min(hint.get(s, z.found.nodes), z.found.nodes)

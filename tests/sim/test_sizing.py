@@ -236,8 +236,12 @@ def test_the_sweep_picks_the_setting_with_the_fewest_gpus_that_meets_the_slo():
     assert d["setting"] == {H: 1.0} and d["gpus"] == 40 and d["setting_met"] is True
     assert [(r["setting"][H], r["met"], r["never_meets"], r["nodes"]) for r in d["settings"]] == \
         [(0.5, False, True, None), (2.0, True, False, 7), (1.0, True, False, 5)]
-    # the perfect forecast starts the replicas a cold start ahead of the jump: headroom 0.5 meets, 27 GPUs, 4 nodes
+    # the perfect forecast starts the replicas a cold start ahead of the jump: headroom 0.5 meets, 27 GPUs, 4 nodes;
+    # headroom 1 then only has to be tried one node fewer, 3 nodes, where it misses: no fewer than 4, one replay
     assert swept["perfect"].best()[0] == {H: 0.5} and swept["perfect"].best()[1].found.nodes == 4
+    (_, one), = [x for x in swept["perfect"].settings if x[0] == {H: 1.0}]
+    assert [t.nodes for t in one.tries] == [3] and one.found is None and one.floor() is None
+    assert swept["perfect"].summary()["settings"][1]["not_fewer_than"] == 4
     assert sizing.chosen(swept)["reactive"] is reactive[1.0]
     out = sizing.swept_lines(swept)
     assert "reactive   at {'service_headroom': 1.0}; never meets at {'service_headroom': 0.5} (the throttled floor)" \
