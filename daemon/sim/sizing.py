@@ -404,11 +404,13 @@ def sweep(w: Workload, cfg: Config, model: Forecaster | None, *, steps: int,
     of twice the workload's own and ``roomy_nodes``) is replayed first, so a setting that never meets costs one
     replay; and once a strategy met the SLO at some setting, each later setting first replays one node fewer and
     stops there if it misses (it cannot do better), so a setting that cannot beat the best so far costs one replay.
-    One forecast bank per headroom serves every predictive setting and size there."""
+    A search starts from the strategy's best size so far, else the size found last (the sizes are near each
+    other). One forecast bank per headroom serves every predictive setting and size there."""
     settings = settings if settings is not None else service_settings()
     heads = list(dict.fromkeys(st.get(SERVICE_HEADROOM) for sts in settings.values() for st in sts))
     out: dict[str, list[tuple[dict, Sizing]]] = {s: [] for s in settings if s != "predictive" or model is not None}
     hint: dict[str, int] = {}
+    last: int | None = None
     for h in heads:
         wh = w if h is None else with_service_headroom(w, h)
         top = max_nodes if max_nodes is not None else max(2 * node_count(w), roomy_nodes(wh, steps))
@@ -420,7 +422,7 @@ def sweep(w: Workload, cfg: Config, model: Forecaster | None, *, steps: int,
                         bank = _bank(model, wh, cfg, [("predictive", {}), ("predictive", {})], forecast_every, steps)
                     knobs = {**SIZING_KNOBS[s], **{k: v for k, v in st.items() if k != SERVICE_HEADROOM}}
                     say = None if progress is None else (lambda line, st=st: progress(f"{st}: {line}"))
-                    start = hint.get(s, next(iter(hint.values()), None))
+                    start = hint.get(s, last)   # its own best so far, else the size found last
                     z = min_size(wh, gated(cfg) if s == "predictive" else cfg, s, steps=steps,
                                  bank=bank if s == "predictive" else None, knobs=knobs, slo=slo, start_nodes=start,
                                  first=None if start is None else max(1, start // 16), max_nodes=top,
@@ -428,6 +430,7 @@ def sweep(w: Workload, cfg: Config, model: Forecaster | None, *, steps: int,
                     out[s].append((dict(st), z))
                     if z.found is not None:
                         hint[s] = min(hint.get(s, z.found.nodes), z.found.nodes)
+                        last = z.found.nodes
         finally:
             if bank is not None:
                 bank.close()
