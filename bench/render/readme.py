@@ -125,7 +125,8 @@ def _new_claims(shown) -> list[list[str]]:
             rows.append([f"[GPUs for one SLO](docs/replay.md#the-gpus-each-strategy-needs-for-the-same-slo), {case} "
                          f"({d['steps'] / 60:.3g} h replayed): " + t["what"],
                          "no saving measurable (predictive misses the SLO at every size tried)" if saving is None
-                         else f"{pct(saving, 1)} fewer", f">= {pct(t['at_least'], 0)} fewer",
+                         else f"{pct(saving, 1)} fewer" if saving >= 0 else f"{pct(-saving, 1)} more",
+                         f">= {pct(t['at_least'], 0)} fewer",
                          verdict(bool(t.get("met")))])
     if exists("k8s_scale.json"):
         d = load("k8s_scale.json")

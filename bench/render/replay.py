@@ -316,8 +316,10 @@ def _settings_table(d: dict) -> list[str]:
 def replay_sizing() -> str:
     """bench/sizing_bench.py: each strategy's smallest cluster for the SLO per trace, and the issue's targets."""
     rows, notes, files, settings_tables = [], [], [], []
-    for case in SIZING_CASES:
-        f = f"sizing_{case}.json"
+    # each trace's published run, then its runs with a suffix (e.g. sizing_servegen_1day.json: a longer window)
+    runs = [(c, f"sizing_{c}.json") for c in SIZING_CASES] + \
+        [(p.stem.removeprefix("sizing_"), p.name) for c in SIZING_CASES for p in out_glob(f"sizing_{c}_*.json")]
+    for case, f in runs:
         if not exists(f):
             continue
         d = load(f)
