@@ -270,8 +270,11 @@ def _sizing_row(case: str, z: dict, slo: dict) -> list[str]:
         why = "" if thr is None else f" (high requests {pct(thr, 2)} throttled there)"
         what = f"**not met**: {z['largest_nodes_tried']} nodes (the largest tried) miss{why}"
         if "settings" in z:
-            what = (f"**never meets** at any setting: the throttled floor ({pct(thr, 2)} of high requests at "
-                    f"{z['largest_nodes_tried']} nodes, nothing unmet)" if all(r["never_meets"] for r in z["settings"])
+            low = min(z["settings"], key=lambda r: r.get("top_high_throttled_share") or 0.0)
+            what = (f"**never meets** at any setting: the throttled floor (high requests throttled with nothing "
+                    f"unmet: {pct(thr, 2)} at {_setting(z['settings'][0]['setting'])}, at the least "
+                    f"{pct(low.get('top_high_throttled_share') or 0.0, 2)} at {_setting(low['setting'])})"
+                    if all(r["never_meets"] for r in z["settings"])
                     else f"**not met** at any setting (at {_setting(z['setting'])}: {what[len('**not met**: '):]})")
         return [case, who, what, "–", "–", "–", "–", "–", "–", str(z["replays"])]
     below = {True: "misses", False: "**also meets** (not the smallest)", None: "–"}[z["one_node_less_misses"]]
@@ -298,7 +301,10 @@ def _settings_table(d: dict) -> list[str]:
                                                          d["strategies"][s]["setting_met"] else "")
         if r.get("not_fewer_than") is not None:
             return f"≥ {r['not_fewer_than']} nodes"
-        return "floor" if r["never_meets"] else f"not met ≤ {r['largest_nodes_tried']} nodes"
+        if r["never_meets"]:
+            thr = r.get("top_high_throttled_share")
+            return "floor" + ("" if thr is None else f" ({pct(thr, 2)})")
+        return f"not met ≤ {r['largest_nodes_tried']} nodes"
 
     rows = []
     for h in heads:
@@ -337,7 +343,8 @@ def replay_sizing() -> str:
                             for s, z in d["strategies"].items())
             notes.append(f"  - services' cold start {d['service_cold_start_min']:g} min; each strategy is sized at "
                          "every setting below and gets its fewest GPUs (GPUs (nodes) per setting, ← the one chosen; "
-                         "floor: never meets, the replicas' cold-start lag throttles too much at any size): "
+                         "floor: never meets, the replicas' cold-start lag throttles too much at any size, with the "
+                         "high tier's throttled share at the top size): "
                          f"{got}.")
             settings_tables.append((case, _settings_table(d)))
         for t in d["targets"].values():

@@ -390,7 +390,9 @@ class Swept:
             rows.append({"setting": s, "met": d["met"], "never_meets": d.get("never_meets", False),
                          "not_fewer_than": d.get("not_fewer_than"),
                          "gpus": d.get("gpus"), "nodes": d.get("nodes"), "replays": d["replays"],
-                         "largest_nodes_tried": d["largest_nodes_tried"], "note": d.get("note")})
+                         "largest_nodes_tried": d["largest_nodes_tried"], "note": d.get("note"),
+                         # the high tier's throttled share at the largest size tried: a floor's height
+                         "top_high_throttled_share": y.tried_nodes(y.largest_tried).figures["high_throttled_share"]})
         return {**z.summary(), "setting": st, "setting_met": self.best() is not None, "settings": rows}
 
 

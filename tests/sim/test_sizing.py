@@ -230,6 +230,8 @@ def test_the_sweep_picks_the_setting_with_the_fewest_gpus_that_meets_the_slo():
     swept = sizing.sweep(_service(), Config(), None, steps=N - START, settings=settings, max_nodes=10)
     reactive = {st[H]: z for st, z in swept["reactive"].settings}
     assert reactive[0.5].floor() is not None and len(reactive[0.5].tries) == 1     # skipped after one replay
+    assert swept["reactive"].summary()["settings"][0]["top_high_throttled_share"] == \
+        pytest.approx(510 / 252_000, rel=0.05)
     assert reactive[1.0].found.nodes == 5 and reactive[2.0].found.nodes == 7       # 36 and 54 GPUs, by hand
     assert swept["reactive"].best()[0] == {H: 1.0}
     d = swept["reactive"].summary()
