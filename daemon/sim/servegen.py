@@ -5,6 +5,10 @@ beside synthetic batch tenants on the same cluster (`simulate --trace servegen`;
   T seconds has mean rate x T and variance ~ rate x T x cv^2; a minute's count can at most be the whole window's,
   so the variance is capped at 9 x mean^2 (all of a window's requests in one of its ten minutes). Over-dispersed
   counts are negative-binomial draws with that mean and variance, the others Poisson. Deterministic per seed.
+- Gaps: a 10-minute window where every client is at 0 at once is missing data (forecaster/traces.py), not idle
+  load; each client's rate and CV there are interpolated in time between the windows either side (the edges
+  carried), and the workload's notes count the windows filled. Replaying them as 0 would scale every service to no
+  replica and measure the cold start back, a collapse the real load never had.
 - Clients idle in more than 90% of the replayed window (history included) are left out.
 - Tiers: the `high_share` of the kept clients with the largest mean rate (at least one) are the high tier, the
   others normal.
@@ -58,10 +62,12 @@ class ServeGenNotes:
     idle: tuple[str, ...]
     high: tuple[str, ...]
     rate_factor: dict[str, float]
+    gap_windows_filled: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         return {"idle_clients_left_out": list(self.idle), "high_tier": list(self.high),
-                "rate_factor": {k: round(v, 4) for k, v in self.rate_factor.items()}}
+                "rate_factor": {k: round(v, 4) for k, v in self.rate_factor.items()},
+                "gap_windows_filled": list(self.gap_windows_filled)}
 
 
 def servegen(data_dir: Path, *, days: float = 1.0, history_days: float = 2.0, seed: int = 7,
@@ -77,6 +83,8 @@ def servegen(data_dir: Path, *, days: float = 1.0, history_days: float = 2.0, se
                          "do not fit")
     keep_w = int(round((history_days + days) * 86400 / traces.SERVEGEN_WINDOW_S))
     rate, cv = rate.iloc[-keep_w:], cv.iloc[-keep_w:]
+    gaps = tuple(str(t) for t in rate.index[rate.isna().all(axis=1)])
+    rate, cv = (f.interpolate(method="time").ffill().bfill().fillna(0.0) for f in (rate, cv))
     idle_share = (rate <= 0).mean()
     idle = tuple(c for c in rate.columns if idle_share[c] > IDLE_MAX)
     rate, cv = rate.drop(columns=list(idle)), cv.drop(columns=list(idle))
@@ -105,4 +113,4 @@ def servegen(data_dir: Path, *, days: float = 1.0, history_days: float = 2.0, se
     cap = int(np.ceil(np.quantile(total, capacity_quantile) / gpus_per_node) * gpus_per_node)
     name = f"servegen-m-small-cold{cold_start_s / 60:g}m"
     w = Workload(name, demand, tiers, job, cap, hist, gpus_per_node=gpus_per_node, inference=specs, rates=rates)
-    return w, ServeGenNotes(idle, high, factor)
+    return w, ServeGenNotes(idle, high, factor, gaps)

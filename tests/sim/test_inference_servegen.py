@@ -67,7 +67,7 @@ def test_the_servegen_workload_keeps_busy_clients_scales_them_under_their_limit_
     assert set(notes.high) <= set(kept) and 1 <= len(notes.high) <= 0.2 * len(kept) + 1
     assert {w.tiers[list(w.demand.columns).index(c)] for c in notes.high} == {"high"}
     # the biggest client by mean rate is high, and scaled so its p99 fits under the high tier's 200 req/s
-    window = rate.iloc[-int(1.25 * 144):]
+    window = rate.iloc[-int(1.25 * 144):].interpolate(method="time")   # the trace's gaps filled, as the workload does
     top = window.mean().idxmax()
     assert top in notes.high and notes.rate_factor[top] == pytest.approx(0.9 * 200 / window[top].quantile(0.99))
     assert all(v.cold_steps(60) == 5 for v in w.inference.values())
@@ -77,3 +77,25 @@ def test_the_servegen_workload_keeps_busy_clients_scales_them_under_their_limit_
     assert (total > w.capacity).any() and (total < w.capacity).any()   # peaks contend
     again, _ = servegen(SHARED_DATA, days=0.25, history_days=1.0, cold_start_s=300)
     assert again.rates.equals(w.rates)
+
+
+def test_a_window_where_every_client_is_at_zero_is_a_gap_not_idle_load(tmp_path):
+    """One client at 0 is idle (data/README.md); every client at 0 at once, between windows of load, is a gap in
+    the collection: missing, never zero load."""
+    root = tmp_path / "servegen-2025" / "m-small"
+    root.mkdir(parents=True)
+    (root / "chunk-0-trace.csv").write_text("0,10,1,Gamma,1,1\n600,0,,,,\n1200,0,,,,\n1800,30,1,Gamma,1,1\n")
+    (root / "chunk-1-trace.csv").write_text("0,4,1,Gamma,1,1\n600,0,,,,\n1200,6,1,Gamma,1,1\n1800,8,1,Gamma,1,1\n")
+    rate, cv = traces.servegen_windows(tmp_path)
+    assert rate.iloc[1].isna().all() and cv.iloc[1].isna().all()      # both at 0: a gap
+    assert rate.iloc[2].tolist() == [0.0, 6.0]                          # one at 0: idle
+    assert traces.servegen_gaps(rate.fillna(0.0)).tolist() == [False, True, False, False]
+
+
+@pytest.mark.skipif(not SERVEGEN.exists(), reason="ServeGen m-small not in ../shared/data")
+def test_the_workload_fills_the_traces_gaps_between_the_windows_either_side():
+    w, notes = servegen(SHARED_DATA, days=1.0, history_days=0.5, cold_start_s=300)
+    gaps = pd.DatetimeIndex(notes.gap_windows_filled)
+    assert len(gaps) > 0 and notes.to_dict()["gap_windows_filled"]       # the last day has gaps (02:00, 05:00)
+    total = w.rates.sum(axis=1).resample("10min").mean()
+    assert (total.loc[gaps] > 0.5 * total.median()).all()               # the services' load goes on through them
