@@ -128,10 +128,18 @@ class CommentsJobs(Protocol):
 
 
 @runtime_checkable
+class ListsQueuedJobs(Protocol):
+    """Knows pending jobs that have no pod or job of their own yet, for the start-time estimates only (Kueue: the
+    Workloads it has not admitted), as the policy's columnar Jobs (all pending)."""
+
+    def queued_jobs(self, tenants: tuple[str, ...]) -> "Jobs": ...
+
+
+@runtime_checkable
 class ShowsEta(Protocol):
     """Can show pending jobs' start estimates where their owners look (Slurm: the AdminComment, beside squeue's
-    own expected start). `rows` are daemon/service/eta.py's: job_id, p50_s, p90_s (None = unknown); seconds after
-    `made_at` (epoch)."""
+    own expected start; Kueue: annotations on the Workload). `rows` are daemon/service/eta.py's: job_id, p50_s,
+    p90_s (None = unknown; seconds after `made_at`, epoch) and basis."""
 
     def show_eta(self, rows: list[dict], made_at: float) -> ActionReport: ...
 
