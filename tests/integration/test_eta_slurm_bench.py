@@ -1,28 +1,25 @@
 """`bench/eta_slurm_bench.py` on a real slurmctld (the backfill scheduler fills squeue --start's StartTime from time
 limits): a job waiting behind a running one gets both estimates at the same cycle, the daemon's written into its
-AdminComment beside Slurm's own (``slurm=``), and both are scored against its actual start."""
+AdminComment beside Slurm's own (``slurm=``), and both are scored against its actual start. The committed
+bench/out/eta_slurm.json has the same structure for every job it scores."""
 
 from __future__ import annotations
 
-import importlib.util
+import json
 import re
 
 import pytest
 
 from tests.conftest import REPO
+from tests.support.bench_script import load_bench
 from tests.support.services import slurm_cluster
 
-BENCH = REPO / "bench" / "eta_slurm_bench.py"
 COMMENT = re.compile(r"gpu-autoscaler-eta: p50=\S+ p90=\S+ slurm=\d{4}-\d\d-\d\dT\d\d:\d\dZ")
 
 
 @pytest.fixture
 def bench(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH.parent))
-    spec = importlib.util.spec_from_file_location("eta_slurm_bench_under_test", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench(monkeypatch, "eta_slurm_bench")
 
 
 def _paired(job: dict) -> None:
@@ -49,3 +46,10 @@ def test_a_waiting_job_gets_both_estimates_and_both_are_scored_against_its_start
     assert s["slurm_median_abs_error_min"] == pytest.approx(abs(second["paired"]["slurm"] - second["started"]) / 60,
                                                             abs=0.01)
 
+
+def test_the_committed_bench_scores_only_jobs_with_both_estimates_and_the_comment_beside_slurms():
+    d = json.loads((REPO / "bench" / "out" / "eta_slurm.json").read_text())
+    scored = [j for j in d["jobs"] if "paired" in j and j.get("started") is not None]
+    assert len(scored) == d["scores"]["jobs_scored"] > 0
+    for j in scored:
+        _paired(j)
