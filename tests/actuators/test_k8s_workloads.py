@@ -105,3 +105,16 @@ def test_queued_jobs_join_the_state_for_the_estimator_only():
     assert out.jobs.accepts.tolist() == [("a100",), ()]                    # a Workload takes any type
     assert st.pending.tolist() == [0.0] and len(st.jobs) == 1              # the plan's state is not changed
     assert with_queued(st, [Jobs.empty()]) is st
+
+
+def test_a_dry_run_reports_a_workloads_estimate_once_until_it_moves():
+    r = reader()
+    r.jobs([wl("a")], ("team-a",), now=NOW)
+    rows = [{"job_id": workload_id("ns-a", "a"), "p50_s": 600.0, "p90_s": None, "basis": "time limit"}]
+    assert len(r.changes(rows, T, dry_run=True)) == 1
+    r.jobs([wl("a")], ("team-a",), now=NOW)                               # nothing was written on it
+    assert r.changes(rows, T, dry_run=True) == []
+    assert r.changes([{**rows[0], "p50_s": 900.0}], T, dry_run=True)[0][2][P50] == "2026-01-05T10:15:00Z"
+    r.jobs([wl("a", admitted=True, notes={REASON: "x"})], ("team-a",), now=NOW)
+    assert r.changes([], T, dry_run=True) == [("ns-a", "a", dict.fromkeys(OURS))]
+    assert r.changes([], T, dry_run=True) == []

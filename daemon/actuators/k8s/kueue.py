@@ -592,7 +592,7 @@ class KueueActuator:
         moved 5 minutes or more; removed from a Workload once admitted. Each patch is fenced."""
         rep = ActionReport(self.name, self.dry_run)
         with stop_on_fence(rep):
-            for ns, name, notes in self.workloads.changes(rows, made_at):
+            for ns, name, notes in self.workloads.changes(rows, made_at, self.dry_run):
                 what = "clear the estimate of" if all(v is None for v in notes.values()) else "annotate"
                 self._may(f"{what} Workload {ns}/{name}")
                 rep.actions.append(f"{what} Workload {ns}/{name}")

@@ -140,6 +140,9 @@ class Workloads:
         self.admitted: list[tuple[str, str]] = []   # (namespace, name): admitted, still carrying our estimate
         self._said: set[str] = set()            # malformed Workloads already logged (uid)
         self._write_version: str | None = None  # STORED where the API server serves it, else VERSION
+        # a dry run writes nothing, so the Workloads never carry what it would have written: what it said it would
+        # write is kept here instead, so that its reports do not list every waiting Workload every cycle
+        self.told: dict[tuple[str, str], tuple[float | None, float | None] | None] = {}   # None: cleared
 
     def list(self) -> list[dict]:
         """Every Workload of every namespace, in pages (an ApiException when the API does not answer)."""
@@ -199,23 +202,35 @@ class Workloads:
                     running=np.zeros(n, dtype=bool), runtime_s=np.zeros(n), wait_s=np.array(wait, dtype=float),
                     node=np.array([""] * n, dtype=object))
 
-    def changes(self, rows: list[dict], made_at: float) -> list[tuple[str, str, dict]]:
+    def changes(self, rows: list[dict], made_at: float, dry_run: bool = False) -> list[tuple[str, str, dict]]:
         """The patches to send: (namespace, name, annotations; None removes one) for each waiting Workload whose
         estimate moved REWRITE_S or more or became (un)known against what it carries (or that carries none yet),
-        and for each admitted one that still carries ours."""
+        and for each admitted one that still carries ours. In a dry run, against what it last said it would write."""
         out = []
+        told: dict[tuple[str, str], tuple[float | None, float | None] | None] = {}
         for r in rows:
             q = self.queued.get(str(r.get("job_id")))
             if q is None:
                 continue
             p50 = None if r.get("p50_s") is None else made_at + float(r["p50_s"])
             p90 = None if r.get("p90_s") is None else made_at + float(r["p90_s"])
-            if q.written and not _moved((q.p50, q.p90), (p50, p90)):
+            key = (q.namespace, q.name)
+            prev = self.told.get(key) if dry_run else None
+            if prev is not None:
+                told[key] = prev
+                if not _moved(prev, (p50, p90)):
+                    continue
+            elif q.written and not _moved((q.p50, q.p90), (p50, p90)):
                 continue
+            told[key] = (p50, p90)
             out.append((q.namespace, q.name, {P50: rfc3339(p50), P90: rfc3339(p90),
                                               REASON: str(r.get("basis") or "")[:500]}))
-        for ns, name in self.admitted:
-            out.append((ns, name, dict.fromkeys(OURS)))
+        for key in self.admitted:
+            told[key] = None
+            if not (dry_run and key in self.told and self.told[key] is None):
+                out.append((*key, dict.fromkeys(OURS)))
+        if dry_run:
+            self.told = told
         return out
 
     def patch(self, namespace: str, name: str, annotations: dict) -> None:
