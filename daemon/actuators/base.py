@@ -134,6 +134,11 @@ class ListsQueuedJobs(Protocol):
 
     def queued_jobs(self, tenants: tuple[str, ...]) -> "Jobs": ...
 
+    def queued_starts(self) -> dict[str, float]:
+        """Of the jobs queued_jobs has listed (by id), those that have left the queue as this read found them, and
+        when (epoch): their start, against which their first estimate is scored (Kueue: the admission)."""
+        ...
+
 
 @runtime_checkable
 class ShowsEta(Protocol):

@@ -339,14 +339,19 @@ class CycleRunner:
         age grows); it never stops the cycle that already acted. Pending jobs with no pod yet (Kueue's Workloads
         that wait) are read from the actuators that know them and estimated too; when that read fails, no estimate
         is made this cycle (one without that queue would be too soon for everyone behind it)."""
+        starts: dict[str, float] = {}
         try:
-            queued = [a.queued_jobs(state.tenants) for a in self.actuators if isinstance(a, ListsQueuedJobs)]
+            queued = []
+            for a in self.actuators:
+                if isinstance(a, ListsQueuedJobs):
+                    queued.append(a.queued_jobs(state.tenants))
+                    starts.update(a.queued_starts())
         except Exception as exc:   # noqa: BLE001 - an API that does not answer: said in one line, no estimate
             log.warning("start-time estimates not made this cycle: the queued jobs could not be read (%s: %s)",
                         type(exc).__name__, exc)
             return []
         try:
-            self.last_eta = view = self.eta.update(with_queued(state, queued), plan, fc)
+            self.last_eta = view = self.eta.update(with_queued(state, queued), plan, fc, started=starts)
         except Exception:   # noqa: BLE001 - an estimate is advice: the cycle goes on without it
             log.exception("start-time estimates not made this cycle")
             return []

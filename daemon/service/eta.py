@@ -125,9 +125,11 @@ class EtaTracker:
         self.covered = Counter("gpuas_eta_p90_covered", "Jobs started, by whether they started by the p90 estimate "
                                "they were first given", ["tier", "covered"], registry=registry)
 
-    def update(self, state: ClusterState, plan: Plan | None, fc: Forecast | None) -> dict[str, Any]:
+    def update(self, state: ClusterState, plan: Plan | None, fc: Forecast | None,
+               started: dict[str, float] | None = None) -> dict[str, Any]:
         """Learn from what finished and started since last cycle, estimate every pending job; returns the view the
-        API and console show."""
+        API and console show. `started`: jobs that left the queue without running in `state` (a Kueue Workload
+        admitted: its pods are other jobs), id -> when (epoch): their first estimate is scored against it."""
         now = self.clock()
         jobs = state.jobs
         ids = [str(x) for x in jobs.ids]
@@ -145,6 +147,10 @@ class EtaTracker:
             first = self._first.pop(j, None)
             if first is not None:
                 self._score(first, now - float(run))
+        for j, t in (started or {}).items():
+            first = self._first.pop(j, None)
+            if first is not None:
+                self._score(first, float(t))
         res = dict(plan.reservations) if plan is not None else {}
         growth = forecast_growth(peaks_of(fc), state, res) if fc is not None else None
         lim = jobs.time_limit_s

@@ -2,8 +2,9 @@
 manager (tests/support/k8s_cluster.py): batch Jobs go through Kueue's own job integration (suspended, a Workload
 made, admitted, unsuspended, their pods bound to KWOK nodes and Running). A Job that waits for quota has a Workload
 and no pod: the Kueue actuator reads it as a pending job, the estimator gives it a start, and the estimate is written
-on the Workload as annotations; not rewritten while it moves under 5 minutes; removed once Kueue admits it. A
-Workload the daemon cannot read (a fractional GPU) is one log line and skipped."""
+on the Workload as annotations; not rewritten while it moves under 5 minutes; removed once Kueue admits it, when the
+estimate it was first given is scored against the admission. A Workload the daemon cannot read (a fractional GPU) is
+one log line and skipped."""
 
 from __future__ import annotations
 
@@ -96,7 +97,8 @@ def test_a_waiting_workload_carries_its_start_estimate_until_kueue_admits_it(kue
     wait_for(lambda: custom.get_namespaced_custom_object(*KQ, batch, "workloads", halves).get("status", {}).get(
         "conditions"), timeout=60, what="Kueue saw halves")
 
-    tracker = EtaTracker(CollectorRegistry(), time.time)
+    reg = CollectorRegistry()
+    tracker = EtaTracker(reg, time.time)
     for _ in range(5):   # the tenant's history: its jobs ran 10 minutes (what the tracker learns as jobs end)
         tracker.runs.observe("batchy", 600.0)
 
@@ -106,7 +108,7 @@ def test_a_waiting_workload_carries_its_start_estimate_until_kueue_admits_it(kue
         st = ClusterState(at=pd.Timestamp.now(tz="UTC"), tenants=names, tiers=("low",), capacity=int(view.gpus.sum()),
                           used=used, pending=np.array([float(jobs.gpus[~jobs.running].sum())]), jobs=jobs, nodes=view)
         queued = act.queued_jobs(names)
-        return tracker.update(with_queued(st, [queued]), None, None), queued
+        return tracker.update(with_queued(st, [queued]), None, None, started=act.queued_starts()), queued
 
     view, queued = cycle()
     sid = workload_id(batch, second)
@@ -136,11 +138,16 @@ def test_a_waiting_workload_carries_its_start_estimate_until_kueue_admits_it(kue
     assert _rfc3339(notes[P50]) == pytest.approx(view["made_at"] + row["p50_s"], abs=1.0)
 
     # first ends: Kueue admits second, which is no job of the estimate any more and loses the annotations, once
+    freed = time.time()
     batch_api.delete_namespaced_job("first", batch, propagation_policy="Background")
     wait_for(lambda: (_workload_of(custom, batch, "second") or {}).get("status", {}).get("admission"), timeout=90,
              what="second admitted")
     view, queued = cycle()
     assert sid not in queued.ids.tolist() and sid not in [r["job_id"] for r in view["jobs"]]
+    # its admission (Kueue's Admitted condition, to the second) is its start: the first estimate is scored against it
+    admitted = act.queued_starts()[sid]
+    assert freed - 1.0 <= admitted <= time.time()
+    assert reg.get_sample_value("gpuas_eta_error_seconds_count", {"tier": "low"}) == 1.0
     rep = act.show_eta(view["jobs"], view["made_at"])
     assert rep.ok and rep.actions == [f"clear the estimate of Workload {batch}/{second}"], (rep.actions, rep.errors)
     notes = custom.get_namespaced_custom_object(*KQ, batch, "workloads", second)["metadata"].get("annotations") or {}

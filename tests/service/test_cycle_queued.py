@@ -1,6 +1,7 @@
 """Pending jobs with no pod yet (Kueue's Workloads that wait: ListsQueuedJobs) are estimated by the cycle and shown
 (daemon/service/cycle.py `_estimate`), without entering the plan; when they cannot be read, the cycle says so in one
-line and makes no estimate (one without them would be too soon for everyone behind them)."""
+line and makes no estimate (one without them would be too soon for everyone behind them); once one leaves the queue
+(admitted), the estimate it was first given is scored against when."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import logging
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from daemon.actuators.base import ActionReport
 from daemon.config import Config
@@ -44,15 +46,21 @@ class Queue:
 
     def __init__(self) -> None:
         self.fail: Exception | None = None
+        self.admitted: float | None = None   # when the Workload was admitted (it leaves the queue)
         self.shown: list[list[dict]] = []
         self.plans = []
 
     def queued_jobs(self, tenants):
         if self.fail is not None:
             raise self.fail
+        if self.admitted is not None:
+            return Jobs.empty()
         return Jobs(np.array(["ns/workload/w"], dtype=object), np.array([0]), np.array([4]),
                     np.array([PRIORITY["normal"]], dtype=np.int8), np.array([False]), np.array([0.0]),
                     np.array([120.0]), np.array([""], dtype=object))
+
+    def queued_starts(self):
+        return {} if self.admitted is None else {"ns/workload/w": self.admitted}
 
     def show_eta(self, rows, made_at):
         self.shown.append(rows)
@@ -89,3 +97,9 @@ def test_a_queued_workload_is_estimated_and_shown_but_not_planned_on_and_a_faile
     assert lines == ["start-time estimates not made this cycle: the queued jobs could not be read (RuntimeError: "
                      "the API server gave no answer within 10 s)"]
     assert not any(x.exc_info for x in caplog.records)                    # one line, no traceback
+    # Kueue admits it 600 s after the first estimate, which said 540 s: scored as its start (60 s late)
+    q.fail, q.admitted = None, made + 600.0
+    assert r.run_once().outcome == "ok" and r.last_eta["jobs"] == []
+    reg = r.metrics.registry
+    assert reg.get_sample_value("gpuas_eta_error_seconds_sum", {"tier": "normal"}) == pytest.approx(60.0)
+    assert reg.get_sample_value("gpuas_eta_p90_covered_total", {"tier": "normal", "covered": "false"}) == 1.0

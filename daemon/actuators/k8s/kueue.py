@@ -587,6 +587,10 @@ class KueueActuator:
         have no pod, so cluster_jobs does not see them). Raises ApiException when the API does not answer."""
         return self.workloads.jobs(self.workloads.list(), tenants)
 
+    def queued_starts(self) -> dict[str, float]:
+        """The admitted Workloads as the last queued_jobs read found them: job id -> when admitted (epoch)."""
+        return dict(self.workloads.started)
+
     def show_eta(self, rows: list[dict], made_at: float) -> ActionReport:
         """The estimates of the Workloads queued_jobs read, as annotations on them (workloads.py): only where they
         moved 5 minutes or more; removed from a Workload once admitted. Each patch is fenced."""

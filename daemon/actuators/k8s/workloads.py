@@ -11,7 +11,8 @@ finished, not being deleted) becomes a pending job: its id ``<namespace>/workloa
 LocalQueue, else normal (as a pod's). A Workload asking for no GPU is not a job (as a pod). A malformed one (no
 podSets, a count or a GPU quantity that is not one) is skipped with one log line naming it and the field, once.
 
-Only the estimator reads these: the plan does not (it plans on pods, as before).
+Only the estimator reads these: the plan does not (it plans on pods, as before). An admitted Workload's admission
+time is its start for the estimate's error metrics (what it was first told is scored against it).
 
 The estimate goes back on the Workload, where ``kubectl get workload -o yaml`` shows it, as annotations (one merge
 patch, fenced like every write): ``gpu-autoscaler.io/eta-p50`` and ``eta-p90`` (RFC 3339, UTC, to the second;
@@ -114,6 +115,14 @@ def waits(wl: dict) -> bool:
     return not any(c.get("type") == "Finished" and c.get("status") == "True" for c in st.get("conditions") or [])
 
 
+def admitted_at(wl: dict) -> float | None:
+    """When Kueue admitted the Workload (its Admitted condition's lastTransitionTime, epoch), or None."""
+    for c in (wl.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Admitted" and c.get("status") == "True":
+            return _epoch(c.get("lastTransitionTime"))
+    return None
+
+
 def _epoch(text: str | None) -> float | None:
     if not text:
         return None
@@ -138,6 +147,7 @@ class Workloads:
         self.low_queue = low_queue
         self.queued: dict[str, Queued] = {}     # job id -> the Workload, as the last read found it
         self.admitted: list[tuple[str, str]] = []   # (namespace, name): admitted, still carrying our estimate
+        self.started: dict[str, float] = {}     # job id -> when Kueue admitted it (epoch), for the admitted ones
         self._said: set[str] = set()            # malformed Workloads already logged (uid)
         self._write_version: str | None = None  # STORED where the API server serves it, else VERSION
         # a dry run writes nothing, so the Workloads never carry what it would have written: what it said it would
@@ -162,6 +172,7 @@ class Workloads:
         rows = []
         queued: dict[str, Queued] = {}
         admitted = []
+        started: dict[str, float] = {}
         for wl in items:
             meta = wl.get("metadata") or {}
             ns, name = meta.get("namespace", ""), meta.get("name", "")
@@ -170,8 +181,12 @@ class Workloads:
                 continue
             notes = meta.get("annotations") or {}
             if not waits(wl):
-                if (wl.get("status") or {}).get("admission") and any(k in notes for k in OURS):
-                    admitted.append((ns, name))
+                if (wl.get("status") or {}).get("admission"):
+                    at = admitted_at(wl)
+                    if at is not None:
+                        started[workload_id(ns, name)] = at
+                    if any(k in notes for k in OURS):
+                        admitted.append((ns, name))
                 continue
             try:
                 g = workload_gpus(wl, self.resource)
@@ -192,7 +207,7 @@ class Workloads:
             created = _epoch(meta.get("creationTimestamp"))
             wait = max(now.timestamp() - created, 0.0) if created is not None else 0.0
             rows.append((jid, index[t], g, PRIORITY[tier], wait))
-        self.queued, self.admitted = queued, admitted
+        self.queued, self.admitted, self.started = queued, admitted, started
         if not rows:
             return Jobs.empty()
         ids, ten, gpus, prio, wait = zip(*rows)
