@@ -88,8 +88,11 @@ def test_annotations_are_written_first_then_only_when_moved_5_minutes_and_cleare
     r.jobs([wl("u")], ("team-a",), now=NOW)
     unknown = [{"job_id": workload_id("ns-a", "u"), "p50_s": None, "p90_s": None, "basis": "unknown: no basis"}]
     assert r.changes(unknown, T) == [("ns-a", "u", {P50: None, P90: None, REASON: "unknown: no basis"})]
-    r.jobs([wl("a", admitted=True, notes=written), wl("b", admitted=True)], ("team-a",), now=NOW)
+    b = wl("b", admitted=True)
+    b["status"]["conditions"] = [{"type": "Admitted", "status": "True", "lastTransitionTime": "2026-01-05T10:07:00Z"}]
+    r.jobs([wl("a", admitted=True, notes=written), b], ("team-a",), now=NOW)
     assert r.changes(rows, T) == [("ns-a", "a", dict.fromkeys(OURS))]     # b carries none of ours: left alone
+    assert r.started == {workload_id("ns-a", "b"): T + 420}               # when b was admitted: its start
 
 
 def test_queued_jobs_join_the_state_for_the_estimator_only():
