@@ -10,8 +10,12 @@ import logging
 import numpy as np
 import pandas as pd
 import pytest
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
 
+from daemon.actuators.k8s.kueue import KueueActuator, QueueUnreadable
 from daemon.actuators.k8s.workloads import OURS, P50, P90, REASON, Malformed, Workloads, workload_gpus, workload_id
+from daemon.config import KueueActuatorConfig, TenantConfig
 from daemon.policy.state import PRIORITY, ClusterState, Jobs
 from daemon.service.eta import with_queued
 
@@ -121,3 +125,16 @@ def test_a_dry_run_reports_a_workloads_estimate_once_until_it_moves():
     r.jobs([wl("a", admitted=True, notes={REASON: "x"})], ("team-a",), now=NOW)
     assert r.changes([], T, dry_run=True) == [("ns-a", "a", dict.fromkeys(OURS))]
     assert r.changes([], T, dry_run=True) == []
+
+
+def test_a_workload_list_the_api_refuses_is_one_line():
+    class Refusing:
+        def list_cluster_custom_object(self, *a, **k):
+            raise ApiException(status=403, reason="Forbidden")
+
+    act = KueueActuator(k8s.ApiClient(), KueueActuatorConfig(),
+                        [TenantConfig(name="team-a", tier="normal")])
+    act.workloads.custom = Refusing()
+    with pytest.raises(QueueUnreadable) as e:
+        act.queued_jobs(("team-a",))
+    assert str(e.value) == "cannot list Kueue Workloads (kueue.x-k8s.io/v1beta1): 403 Forbidden"

@@ -89,6 +89,10 @@ KINDS = {"localqueues": "LocalQueue", "clusterqueues": "ClusterQueue", "cohorts"
          "resourceflavors": "ResourceFlavor"}
 
 
+class QueueUnreadable(RuntimeError):
+    """The Workloads that wait could not be read: no start-time estimate this cycle (one line says why)."""
+
+
 class KueueActuator:
     name = "kueue"
 
@@ -584,8 +588,14 @@ class KueueActuator:
 
     def queued_jobs(self, tenants: tuple[str, ...]) -> Jobs:
         """The Workloads Kueue has not admitted, as pending jobs for the start-time estimates (workloads.py; they
-        have no pod, so cluster_jobs does not see them). Raises ApiException when the API does not answer."""
-        return self.workloads.jobs(self.workloads.list(), tenants)
+        have no pod, so cluster_jobs does not see them). Raises QueueUnreadable, in one line, when the API does not
+        answer or refuses (an ApiException's text holds the whole answer, headers and body)."""
+        try:
+            items = self.workloads.list()
+        except ApiException as exc:
+            raise QueueUnreadable(f"cannot list Kueue Workloads ({GROUP}/{VERSION}): {exc.status} {exc.reason}") \
+                from None
+        return self.workloads.jobs(items, tenants)
 
     def queued_starts(self) -> dict[str, float]:
         """The admitted Workloads as the last queued_jobs read found them: job id -> when admitted (epoch)."""
