@@ -14,6 +14,7 @@ against the actual start (squeue's StartTime once it runs): the absolute error o
 StartTime, and whether the start came by the daemon's p90.
 
     nice -n 10 python bench/eta_slurm_bench.py [--jobs 30] [--seed 1] [--out bench/out/eta_slurm.json]
+    nice -n 10 python bench/eta_slurm_bench.py --near-limit --jobs 24 --out bench/out/eta_slurm_near_limit.json
 """
 
 from __future__ import annotations
@@ -45,12 +46,17 @@ TENANT, ACCOUNT = "team-a", "acct-a"
 OUT = Path(__file__).resolve().parent / "out" / "eta_slurm.json"
 
 
-def job_specs(n: int, seed: int) -> list[dict]:
-    """`n` jobs: GPUs 2, 4 or 8; a time limit of 2 or 3 minutes; a real run of 30-100 s (always inside the limit);
-    in three waves, at 0, 90 and 180 s (by the later ones some jobs have ended: the tracker has a history)."""
+def job_specs(n: int, seed: int, near_limit: bool = False) -> list[dict]:
+    """`n` jobs: GPUs 2, 4 or 8; a time limit of 2 or 3 minutes; a real run of 30-100 s (always inside the limit),
+    or with `near_limit` of 85% of its limit to 5 s short of it (the case where the limits say it all); in three
+    waves, at 0, 90 and 180 s (by the later ones some jobs have ended: the tracker has a history)."""
     rng = random.Random(seed)
-    return [{"gpus": rng.choice((2, 4, 4, 8)), "limit_min": rng.choice((2, 3)), "run_s": rng.randint(30, 100),
-             "submit_s": 90 * min(3 * i // n, 2)} for i in range(n)]
+    out = []
+    for i in range(n):
+        gpus, limit = rng.choice((2, 4, 4, 8)), rng.choice((2, 3))
+        run = rng.randint(int(0.85 * 60 * limit), 60 * limit - 5) if near_limit else rng.randint(30, 100)
+        out.append({"gpus": gpus, "limit_min": limit, "run_s": run, "submit_s": 90 * min(3 * i // n, 2)})
+    return out
 
 
 def _admin_comments(env: dict) -> dict[str, str]:
@@ -156,13 +162,16 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--nodes", type=int, default=2, help="slurmd nodes of 8 GPUs each")
     ap.add_argument("--cycle-s", type=float, default=5.0)
+    ap.add_argument("--near-limit", action="store_true",
+                    help="runs of 85%% of their limit to 5 s short of it (default: 30-100 s on 2-3 min limits)")
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args()
     out = provenance.started()
-    specs = job_specs(a.jobs, a.seed)
+    specs = job_specs(a.jobs, a.seed, a.near_limit)
     with slurm_cluster(nodes=tuple(f"gn{i + 1}" for i in range(a.nodes))) as slurm:
         res = run(slurm, specs, cycle_s=a.cycle_s)
     out.update({"jobs_submitted": a.jobs, "seed": a.seed, "nodes": a.nodes, "gpus_per_node": 8,
+                "runs": "85% of the limit to 5 s short" if a.near_limit else "30-100 s on 2-3 min limits",
                 "cycle_s": a.cycle_s, **res})
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(provenance.finished(out), indent=1) + "\n")
