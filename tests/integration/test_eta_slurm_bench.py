@@ -47,8 +47,9 @@ def test_a_waiting_job_gets_both_estimates_and_both_are_scored_against_its_start
                                                             abs=0.01)
 
 
-def test_the_committed_bench_scores_only_jobs_with_both_estimates_and_the_comment_beside_slurms():
-    d = json.loads((REPO / "bench" / "out" / "eta_slurm.json").read_text())
+@pytest.mark.parametrize("name", ["eta_slurm.json", "eta_slurm_near_limit.json"])
+def test_the_committed_bench_scores_only_jobs_with_both_estimates_and_the_comment_beside_slurms(name):
+    d = json.loads((REPO / "bench" / "out" / name).read_text())
     scored = [j for j in d["jobs"] if "paired" in j and j.get("started") is not None]
     assert len(scored) == d["scores"]["jobs_scored"] > 0
     for j in scored:
