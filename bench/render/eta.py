@@ -7,16 +7,22 @@ from bench.render.common import block, exists, goal, load, met, n, pct, source, 
 ETA_CASES = (("synthetic", "eta_synthetic.json"), ("helios", "eta_helios.json"))
 
 
+def measured(cases, notes: list[str], used: list[str]):
+    """(case, its JSON) for each case whose bench JSON exists (its file added to `used`); a note for each that
+    does not."""
+    for case, f in cases:
+        if not exists(f):
+            notes.append(f"- {case}: not measured yet.")
+            continue
+        used.append(f)
+        yield case, load(f)
+
+
 @block("eta")
 def eta() -> str:
     """The start-time estimate scored on the replay (bench/eta_bench.py), per trace, against issue 39's targets."""
     rows, notes, used = [], [], []
-    for case, f in ETA_CASES:
-        if not exists(f):
-            notes.append(f"- {case}: not measured yet.")
-            continue
-        d = load(f)
-        used.append(f)
+    for case, d in measured(ETA_CASES, notes, used):
         e = d["eta"]
 
         def mins(x):
@@ -58,12 +64,7 @@ def eta_slurm() -> str:
         return "-" if x is None else f"{x:.2f}"
 
     rows, notes, used = [], [], []
-    for case, f in ETA_SLURM_CASES:
-        if not exists(f):
-            notes.append(f"- {case}: not measured yet.")
-            continue
-        d = load(f)
-        used.append(f)
+    for case, d in measured(ETA_SLURM_CASES, notes, used):
         s = d["scores"]
         if not s.get("jobs_scored"):
             notes.append(f"- {case}: no job waited long enough for both estimates.")
