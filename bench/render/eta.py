@@ -7,16 +7,22 @@ from bench.render.common import block, exists, goal, load, met, n, pct, source, 
 ETA_CASES = (("synthetic", "eta_synthetic.json"), ("helios", "eta_helios.json"))
 
 
+def measured(cases, notes: list[str], used: list[str]):
+    """(case, its JSON) for each case whose bench JSON exists (its file added to `used`); a note for each that
+    does not."""
+    for case, f in cases:
+        if not exists(f):
+            notes.append(f"- {case}: not measured yet.")
+            continue
+        used.append(f)
+        yield case, load(f)
+
+
 @block("eta")
 def eta() -> str:
     """The start-time estimate scored on the replay (bench/eta_bench.py), per trace, against issue 39's targets."""
     rows, notes, used = [], [], []
-    for case, f in ETA_CASES:
-        if not exists(f):
-            notes.append(f"- {case}: not measured yet.")
-            continue
-        d = load(f)
-        used.append(f)
+    for case, d in measured(ETA_CASES, notes, used):
         e = d["eta"]
 
         def mins(x):
@@ -42,4 +48,47 @@ def eta() -> str:
                   "naive median abs error, min", "p90 coverage", "p50 known"], rows) if rows else "", "", *notes]
     if used:   # each trace's run names its own commit and load
         out += ["", " ".join(source([f], load(f)) for f in used)]
+    return "\n".join(out).strip("\n") + "\n"
+
+
+ETA_SLURM_CASES = (("runs shorter than their limits", "eta_slurm.json"),
+                   ("runs near their limits", "eta_slurm_near_limit.json"))
+
+
+@block("eta-slurm")
+def eta_slurm() -> str:
+    """The daemon's estimate beside `squeue --start` on a real slurmctld (bench/eta_slurm_bench.py), both scored
+    against the actual starts, and which was closer, per case (how long the jobs run against their limits)."""
+
+    def m(x):
+        return "-" if x is None else f"{x:.2f}"
+
+    rows, notes, used = [], [], []
+    for case, d in measured(ETA_SLURM_CASES, notes, used):
+        s = d["scores"]
+        if not s.get("jobs_scored"):
+            notes.append(f"- {case}: no job waited long enough for both estimates.")
+            continue
+        cov = s.get("daemon_p90_coverage")
+        hist = (f"{s['with_history']}: {m(s['with_history_daemon_p50_median_abs_error_min'])} / "
+                f"{m(s['with_history_slurm_median_abs_error_min'])}") if s.get("with_history") else "0"
+        rows.append([f"{case} ({d.get('runs', '30-100 s on 2-3 min limits')}; {n(d['jobs_submitted'])} jobs, "
+                     f"{d['wall_s'] / 60:.1f} min)", f"{s['jobs_scored']} of {s['jobs_waited_over_10s']}",
+                     m(s["daemon_p50_median_abs_error_min"]), m(s["slurm_median_abs_error_min"]),
+                     f"{m(s['daemon_p50_mean_abs_error_min'])} / {m(s['slurm_mean_abs_error_min'])}",
+                     f"{s['daemon_closer']} / {s['slurm_closer']}", pct(s["slurm_late_share"]),
+                     "-" if cov is None else pct(cov), hist])
+        dm, sm = s["daemon_p50_median_abs_error_min"], s["slurm_median_abs_error_min"]
+        closer = "the daemon's p50" if dm < sm else "Slurm's StartTime" if sm < dm else "neither (equal)"
+        notes.append(f"- {case}: closer by the median absolute error: {closer} ({m(dm)} against {m(sm)} min).")
+    out = [table(["case", "jobs scored (of those that waited > 10 s)", "daemon p50 median abs error, min",
+                  "Slurm StartTime median abs error, min", "mean abs error, daemon / Slurm, min",
+                  "jobs where closer, daemon / Slurm", "starts after Slurm's (it was too early)",
+                  "starts by the daemon's p90", "with a run-length history: jobs, median abs error daemon / Slurm"],
+                 rows) if rows else "", "", *notes]
+    if used:
+        d0 = load(used[0])
+        out += ["", f"{d0['nodes']} nodes of {d0['gpus_per_node']} GPUs, a cycle every {d0['cycle_s']:g} s; a job "
+                "is scored when it had both estimates at one cycle and then started.",
+                "", " ".join(source([f], load(f)) for f in used)]
     return "\n".join(out).strip("\n") + "\n"

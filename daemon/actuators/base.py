@@ -128,10 +128,23 @@ class CommentsJobs(Protocol):
 
 
 @runtime_checkable
+class ListsQueuedJobs(Protocol):
+    """Knows pending jobs that have no pod or job of their own yet, for the start-time estimates only (Kueue: the
+    Workloads it has not admitted), as the policy's columnar Jobs (all pending)."""
+
+    def queued_jobs(self, tenants: tuple[str, ...]) -> "Jobs": ...
+
+    def queued_starts(self) -> dict[str, float]:
+        """Of the jobs queued_jobs has listed (by id), those that have left the queue as this read found them, and
+        when (epoch): their start, against which their first estimate is scored (Kueue: the admission)."""
+        ...
+
+
+@runtime_checkable
 class ShowsEta(Protocol):
     """Can show pending jobs' start estimates where their owners look (Slurm: the AdminComment, beside squeue's
-    own expected start). `rows` are daemon/service/eta.py's: job_id, p50_s, p90_s (None = unknown); seconds after
-    `made_at` (epoch)."""
+    own expected start; Kueue: annotations on the Workload). `rows` are daemon/service/eta.py's: job_id, p50_s,
+    p90_s (None = unknown; seconds after `made_at`, epoch) and basis."""
 
     def show_eta(self, rows: list[dict], made_at: float) -> ActionReport: ...
 

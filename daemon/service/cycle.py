@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from daemon import policy
-from daemon.actuators.base import ActionReport, Actuator, ShowsEta
+from daemon.actuators.base import ActionReport, Actuator, ListsQueuedJobs, ShowsEta
 from daemon.config import Config
 from daemon.forecasting.choose import WithFallback, baseline
 from daemon.forecasting.quality import ForecastQuality
@@ -23,7 +23,7 @@ from daemon.policy.events import plan_events
 from daemon.policy.safe import safe_default
 from daemon.policy.state import ClusterState
 from daemon.policy.types import OperatorInputs, Plan, PolicyMemory
-from daemon.service.eta import EtaTracker
+from daemon.service.eta import EtaTracker, with_queued
 from daemon.service.telemetry import DaemonMetrics
 from daemon.sources.base import Collected, Source, SourceError
 from daemon.state.store import StateStore
@@ -336,9 +336,22 @@ class CycleRunner:
     def _estimate(self, state, plan: Plan, fc: Forecast | None) -> list[ActionReport]:
         """The pending jobs' start estimates for this plan, shown by the actuators that can (the Slurm job's
         AdminComment) when this replica acts. What goes wrong here is logged and shows as no fresh estimate (its
-        age grows); it never stops the cycle that already acted."""
+        age grows); it never stops the cycle that already acted. Pending jobs with no pod yet (Kueue's Workloads
+        that wait) are read from the actuators that know them and estimated too; when that read fails, no estimate
+        is made this cycle (one without that queue would be too soon for everyone behind it)."""
+        starts: dict[str, float] = {}
         try:
-            self.last_eta = view = self.eta.update(state, plan, fc)
+            queued = []
+            for a in self.actuators:
+                if isinstance(a, ListsQueuedJobs):
+                    queued.append(a.queued_jobs(state.tenants))
+                    starts.update(a.queued_starts())
+        except Exception as exc:   # noqa: BLE001 - an API that does not answer: said in one line, no estimate
+            log.warning("start-time estimates not made this cycle: the queued jobs could not be read (%s: %s)",
+                        type(exc).__name__, exc)
+            return []
+        try:
+            self.last_eta = view = self.eta.update(with_queued(state, queued), plan, fc, started=starts)
         except Exception:   # noqa: BLE001 - an estimate is advice: the cycle goes on without it
             log.exception("start-time estimates not made this cycle")
             return []

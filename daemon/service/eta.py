@@ -16,6 +16,7 @@ Metrics: ``gpuas_eta_age_seconds`` (how old the estimates served are, read at sc
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 from typing import Any, Callable
@@ -27,7 +28,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from daemon.config.windows import WindowConfig
 from daemon.policy.eta import QUANTILES, RunLengths, estimate, forecast_growth
 from daemon.policy.eta_calibration import Calibration, calibrate
-from daemon.policy.state import ClusterState
+from daemon.policy.state import ClusterState, Jobs
 from daemon.policy.types import Plan
 from daemon.web.eta_view import iso
 from forecaster.types import Forecast
@@ -50,6 +51,36 @@ def peaks_of(fc: Forecast | None, quantiles=QUANTILES) -> dict[str, tuple[float,
         prev = out.get(t)
         out[t] = pk if prev is None else [a + b for a, b in zip(prev, pk)]
     return {t: tuple(v) for t, v in out.items()}
+
+
+def with_queued(state: ClusterState, queued: list[Jobs]) -> ClusterState:
+    """`state` with pending jobs that have no pod yet (Kueue's Workloads that wait: ListsQueuedJobs) added to its
+    jobs and to its tenants' pending GPUs, for the estimator only: the plan was made on `state` as it was."""
+    extra = [q for q in queued if len(q)]
+    if not extra:
+        return state
+    parts = [state.jobs, *extra]
+
+    def col(name: str, fill) -> np.ndarray | None:
+        if all(getattr(p, name) is None for p in parts):
+            return None
+        out = []
+        for p in parts:
+            v = getattr(p, name)
+            if v is None:
+                v = np.empty(len(p), dtype=object) if fill == () else np.full(len(p), fill)
+                if fill == ():
+                    v[:] = [()] * len(p)
+            out.append(v)
+        return np.concatenate(out)
+
+    jobs = Jobs(*(np.concatenate([getattr(p, f) for p in parts]) for f in
+                  ("ids", "tenant", "gpus", "priority", "running", "runtime_s", "wait_s", "node")),
+                accepts=col("accepts", ()), idle=col("idle", False), time_limit_s=col("time_limit_s", np.nan))
+    pending = np.array(state.pending, dtype=float, copy=True)
+    for q in extra:
+        np.add.at(pending, q.tenant[~q.running], q.gpus[~q.running])
+    return dataclasses.replace(state, jobs=jobs, pending=pending)
 
 
 WINDOW_AHEAD_S = 86400.0   # windows whose hold begins within this much are counted
@@ -94,9 +125,11 @@ class EtaTracker:
         self.covered = Counter("gpuas_eta_p90_covered", "Jobs started, by whether they started by the p90 estimate "
                                "they were first given", ["tier", "covered"], registry=registry)
 
-    def update(self, state: ClusterState, plan: Plan | None, fc: Forecast | None) -> dict[str, Any]:
+    def update(self, state: ClusterState, plan: Plan | None, fc: Forecast | None,
+               started: dict[str, float] | None = None) -> dict[str, Any]:
         """Learn from what finished and started since last cycle, estimate every pending job; returns the view the
-        API and console show."""
+        API and console show. `started`: jobs that left the queue without running in `state` (a Kueue Workload
+        admitted: its pods are other jobs), id -> when (epoch): their first estimate is scored against it."""
         now = self.clock()
         jobs = state.jobs
         ids = [str(x) for x in jobs.ids]
@@ -114,6 +147,10 @@ class EtaTracker:
             first = self._first.pop(j, None)
             if first is not None:
                 self._score(first, now - float(run))
+        for j, t in (started or {}).items():
+            first = self._first.pop(j, None)
+            if first is not None:
+                self._score(first, float(t))
         res = dict(plan.reservations) if plan is not None else {}
         growth = forecast_growth(peaks_of(fc), state, res) if fc is not None else None
         lim = jobs.time_limit_s

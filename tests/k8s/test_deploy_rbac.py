@@ -6,10 +6,11 @@ TokenRequest API; the daemon is wired from the ConfigMap's own config.toml (buil
 kubeconfig holding that token, and drives every Kubernetes call of a full cycle with the kubernetes and kueue
 actuators and the kubernetes HA backend on: the leader Lease and the replicas' liveness Leases, the overrides
 ConfigMap, the view (nodes, pods), PriorityClasses, the start-up sweeps, node holds, Kueue's objects, a plan's
-eviction, a tenant's Event, a job-health reclaim, a dead node's cordon and its pods' eviction, and the release on
-stop. Not one call is refused (no 403: the RBAC record stays empty and every report is clean) and the API server
-shows each write. A SelfSubjectAccessReview as the ServiceAccount then shows what it may not do. And one cycle as
-`run` makes it (CycleRunner.run_once, a real Prometheus for the GPUs) runs clean with that token.
+eviction, a tenant's Event, a waiting Kueue Workload read and its start estimate patched on, a job-health
+reclaim, a dead node's cordon and its pods' eviction, and the release on stop. Not one call is refused (no 403: the
+RBAC record stays empty and every report is clean) and the API server shows each write. A SelfSubjectAccessReview
+as the ServiceAccount then shows what it may not do. And one cycle as `run` makes it (CycleRunner.run_once, a real
+Prometheus for the GPUs) runs clean with that token.
 
 With one verb taken out of the ClusterRole, the daemon logs the missing permission once, naming the manifest,
 goes on with everything else, and does not log it again the next cycle.
@@ -31,6 +32,7 @@ from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators.k8s import rbac
 from daemon.actuators.k8s.objects import POOL_VALUE
+from daemon.actuators.k8s.workloads import workload_id
 from daemon.config import TenantConfig
 from daemon.config.models import parse_config
 from daemon.policy.types import Notification, Plan, PolicyMemory, Preemption
@@ -265,6 +267,20 @@ def test_a_full_cycle_with_every_kubernetes_actuator_runs_on_the_shipped_rbac_an
         for act in (kube_act, kueue_act):
             _ok(act.apply(plan))
             _ok(act.notify([note]))
+        # a Workload Kueue cannot admit (more GPUs than there are) waits with no pod: read as a queued job, and its
+        # start estimate patched onto it
+        custom.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", batch, "workloads", {
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload", "metadata": {"name": "huge"},
+            "spec": {"queueName": f"{prefix}-low", "podSets": [{"name": "main", "count": 8, "template": {"spec": {
+                "restartPolicy": "Never", "containers": [{"name": "main", "image": "registry.invalid/train:1",
+                                                          "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}}}]}})
+        queued = kueue_act.queued_jobs(("team-high", "batchy"))
+        assert queued.ids.tolist() == [workload_id(batch, "huge")] and queued.gpus.tolist() == [64]
+        _ok(kueue_act.show_eta([{"job_id": workload_id(batch, "huge"), "p50_s": 600.0, "p90_s": None,
+                                 "basis": "time limit"}], 1_800_000_000.0))
+        notes = custom.get_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", batch, "workloads",
+                                                    "huge")["metadata"]["annotations"]
+        assert notes["gpu-autoscaler.io/eta-p50"] == "2027-01-15T08:10:00Z" and "gpu-autoscaler.io/eta-p90" not in notes
         _ok(kube_act.reclaim([f"{batch}/idle"], "idle for an hour"))
         assert free in kube_act.node_names() and kube_act.node_down_confirmed(free) is False
         assert (f"{batch}/stranded", "batchy") in kube_act.jobs_on_node(free)   # (with idle, while it goes)
@@ -306,6 +322,10 @@ def test_a_full_cycle_with_every_kubernetes_actuator_runs_on_the_shipped_rbac_an
         assert not may("update", "configmaps", inst.ns, name="gpu-autoscaler-config")  # its own config: mounted only
         assert not may("get", "configmaps", batch)
         assert not may("update", "priorityclasses", group="scheduling.k8s.io")
+        # Kueue's Workloads: listed and patched (their start estimate), never updated, deleted or made
+        assert may("patch", "workloads", batch, group="kueue.x-k8s.io")
+        for verb in ("update", "delete", "create", "get"):
+            assert not may(verb, "workloads", batch, group="kueue.x-k8s.io")
         assert not may("create", "clusterroles", group="rbac.authorization.k8s.io")
         assert not may("update", "leases", "kube-system", group="coordination.k8s.io")
         # the admission policies: it writes their parameters, by that name only, and cannot touch the policies

@@ -52,19 +52,16 @@ def test_simulate_rejects_a_bad_helios_tier_mapping(tmp_path):
 
 
 def test_the_replay_bench_takes_the_same_mapping(monkeypatch):
-    import importlib.util
     import subprocess
     import sys
 
     from tests.conftest import REPO
+    from tests.support.bench_script import load_bench
 
     path = REPO / "bench" / "replay_bench.py"
     r = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "--high-vcs" in r.stdout and "--high-vc VC" in r.stdout
-    monkeypatch.syspath_prepend(str(path.parent))          # as when run as a script: bench/ is on the path
-    spec = importlib.util.spec_from_file_location("replay_bench_under_test", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_bench(monkeypatch, "replay_bench")
     w, _ = bench.load("helios", 0.05, SHARED_DATA, high_vc_names=["vcJLV"])
     assert _high(w) == {"vcJLV"}
     assert _high(bench.load("helios", 0.05, SHARED_DATA, high_vcs=1)[0]) == {"vc6YE"}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -10,17 +9,14 @@ import sys
 import pytest
 
 from tests.conftest import REPO
+from tests.support.bench_script import load_bench
 
 BENCH = REPO / "bench" / "replay_bench.py"
 
 
 @pytest.fixture
 def bench(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH.parent))          # as when run as a script: bench/ is on the path
-    spec = importlib.util.spec_from_file_location("replay_bench_settings_under_test", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench(monkeypatch, "replay_bench")
 
 
 def test_settings_are_read_as_given_from_text_or_a_file(bench, tmp_path):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -11,17 +10,14 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO, SHARED_DATA
+from tests.support.bench_script import load_bench
 
 BENCH = REPO / "bench" / "rises_bench.py"
 
 
 @pytest.fixture
 def bench(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH.parent))
-    spec = importlib.util.spec_from_file_location("rises_bench_under_test", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench(monkeypatch, "rises_bench")
 
 
 def test_hand_computed_alarm_after_each_rise(bench):

@@ -73,6 +73,7 @@ from daemon.actuators.k8s.flavors import MIG_PREFIX, PRODUCT_LABEL
 from daemon.actuators.k8s.informer import ClusterView
 from daemon.actuators.k8s.node_holds import NodeHolds
 from daemon.actuators.k8s.objects import POOL_VALUE, name_part
+from daemon.actuators.k8s.workloads import Workloads
 from daemon.config import KubernetesActuatorConfig, KueueActuatorConfig, TenantConfig
 from daemon.config.fleet import FleetConfig
 from daemon.policy.state import Jobs, Nodes
@@ -86,6 +87,10 @@ TIERS = ("high", "normal", "low")
 PLURALS = ("localqueues", "clusterqueues", "cohorts", "resourceflavors")  # deletion order: users first
 KINDS = {"localqueues": "LocalQueue", "clusterqueues": "ClusterQueue", "cohorts": "Cohort",
          "resourceflavors": "ResourceFlavor"}
+
+
+class QueueUnreadable(RuntimeError):
+    """The Workloads that wait could not be read: no start-time estimate this cycle (one line says why)."""
 
 
 class KueueActuator:
@@ -123,6 +128,9 @@ class KueueActuator:
         self._api_ok = False  # discovery said Kueue's CRDs are served (api_problem); asked until it does
         self._last: Plan | None = None
         self.guard: FenceGuard = NO_FENCE
+        # the Workloads that wait for admission: read for the start-time estimates, which go back on them
+        self.workloads = Workloads(self.custom, {ns: t for t, ns in self.ns_of.items()}, cfg.gpu_resource,
+                                   self.queue_name("low"))
 
     def use_fence(self, guard: FenceGuard) -> None:
         """Check `guard` right before each write (ChecksFence): the Kueue objects, the node holds, the evictions."""
@@ -577,6 +585,39 @@ class KueueActuator:
 
     def cluster_jobs(self, tenants: tuple[str, ...]) -> Jobs:
         return self.pods.cluster_jobs(tenants)
+
+    def queued_jobs(self, tenants: tuple[str, ...]) -> Jobs:
+        """The Workloads Kueue has not admitted, as pending jobs for the start-time estimates (workloads.py; they
+        have no pod, so cluster_jobs does not see them). Raises QueueUnreadable, in one line, when the API does not
+        answer or refuses (an ApiException's text holds the whole answer, headers and body)."""
+        try:
+            items = self.workloads.list()
+        except ApiException as exc:
+            raise QueueUnreadable(f"cannot list Kueue Workloads ({GROUP}/{VERSION}): {exc.status} {exc.reason}") \
+                from None
+        return self.workloads.jobs(items, tenants)
+
+    def queued_starts(self) -> dict[str, float]:
+        """The admitted Workloads as the last queued_jobs read found them: job id -> when admitted (epoch)."""
+        return dict(self.workloads.started)
+
+    def show_eta(self, rows: list[dict], made_at: float) -> ActionReport:
+        """The estimates of the Workloads queued_jobs read, as annotations on them (workloads.py): only where they
+        moved 5 minutes or more; removed from a Workload once admitted. Each patch is fenced."""
+        rep = ActionReport(self.name, self.dry_run)
+        with stop_on_fence(rep):
+            for ns, name, notes in self.workloads.changes(rows, made_at, self.dry_run):
+                what = "clear the estimate of" if all(v is None for v in notes.values()) else "annotate"
+                self._may(f"{what} Workload {ns}/{name}")
+                rep.actions.append(f"{what} Workload {ns}/{name}")
+                if self.dry_run:
+                    continue
+                try:
+                    self.workloads.patch(ns, name, notes)
+                except ApiException as exc:
+                    if exc.status != 404:   # gone since the read: nothing to show it on
+                        rep.errors.append(f"Workload {ns}/{name}: {exc.status} {exc.reason}: {str(exc.body)[:300]}")
+        return rep
 
     @property
     def unknown_types(self) -> list[str]:

@@ -80,8 +80,8 @@ class SlurmActuator(ClusterView, Requeue):
         self.min_runtime_s = min_runtime_s  # policy.preempt_min_runtime_s, re-checked on the live job
         self.clock = clock
         self._warned: dict[str, tuple[float, str]] = {}  # job id -> (when warned, reason)
-        # job id -> (p50, p90) epoch times of the start estimate last written in its AdminComment (show_eta)
-        self._eta_written: dict[str, tuple[float | None, float | None]] = {}
+        # job id -> (p50, p90, Slurm's own) epoch times of the start estimate last written in its AdminComment
+        self._eta_written: dict[str, tuple[float | None, ...]] = {}
         # job id -> (submitted, started, tier) as the last cluster_jobs read it: what decisions were made on
         self._seen: dict[str, tuple[float, float, Tier]] = {}
         # job id -> (reason, entry number): a failed node's jobs whose requeue failed. The failover worker adds
@@ -248,8 +248,9 @@ class SlurmActuator(ClusterView, Requeue):
     def show_eta(self, rows: list[dict], made_at: float) -> ActionReport:
         """Each pending job's start estimate in its AdminComment (ETA_TAG's part, beside anything else there), with
         Slurm's own expected start (squeue %S, set by the backfill scheduler) when it has one. Written only when
-        it moved by ETA_REWRITE_S or more since this replica last wrote it: a queue of thousands is not rewritten
-        every cycle. Each `scontrol update` is fenced."""
+        one of the three moved by ETA_REWRITE_S or more (or became known or unknown) since this replica last wrote
+        it: a queue of thousands is not rewritten every cycle, and Slurm's start appears once its backfill pass sets
+        it. One squeue of the pending jobs per call; each `scontrol update` is fenced."""
         rep = ActionReport(self.name, self.dry_run)
         if not rows:
             return rep
@@ -257,25 +258,26 @@ class SlurmActuator(ClusterView, Requeue):
         def at(s: float | None) -> float | None:
             return None if s is None else made_at + float(s)
 
-        want = {str(r["job_id"]): (at(r.get("p50_s")), at(r.get("p90_s"))) for r in rows}
+        try:   # one squeue: Slurm's own start of each, which backfill may set after ours was written
+            own = {j.job_id: (float(j.started) if np.isfinite(j.started) else None)
+                   for j in self.jobs(states="PENDING")}
+        except SlurmError as exc:
+            rep.errors.append(str(exc))
+            return rep
+        # a job started or gone since the cycle read it has nothing to show
+        want = {str(r["job_id"]): (at(r.get("p50_s")), at(r.get("p90_s")), own[str(r["job_id"])]) for r in rows
+                if str(r["job_id"]) in own}
         changed = [j for j, v in want.items() if _moved(self._eta_written.get(j), v)]
         self._eta_written = {j: v for j, v in self._eta_written.items() if j in want}
         if not changed:
             return rep
-        try:
-            own = {j.job_id: j.started for j in self.jobs(changed) if j.state == "PENDING"}
-        except SlurmError as exc:
-            rep.errors.append(str(exc))
-            return rep
         with stop_on_fence(rep):
             comments = AdminComments(self._run, changed)
             for jid in changed:
-                if jid not in own:
-                    continue      # started or gone since the cycle read it
-                p50, p90 = want[jid]
+                p50, p90, slurm = want[jid]
                 part = f"{ETA_TAG} p50={_utc(p50)} p90={_utc(p90)}"
-                if np.isfinite(own[jid]):
-                    part += f" slurm={_utc(own[jid])}"
+                if slurm is not None:
+                    part += f" slurm={_utc(slurm)}"
                 try:
                     prev = "" if self.dry_run else comments.of(jid)
                 except SlurmError as exc:

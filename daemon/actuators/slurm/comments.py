@@ -56,7 +56,7 @@ def _utc(t: float | None) -> str:
     return "unknown" if t is None else time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime(t))
 
 
-def _moved(old: tuple[float | None, float | None] | None, new: tuple[float | None, float | None]) -> bool:
+def _moved(old: tuple[float | None, ...] | None, new: tuple[float | None, ...]) -> bool:
     """Whether an estimate is worth rewriting: never written, a side became known or unknown, or moved
     ETA_REWRITE_S or more."""
     if old is None:

@@ -1,0 +1,271 @@
+"""Kueue Workloads that wait for admission: read as pending jobs for the start-time estimate, and given it back as
+annotations (issue 39, item 3).
+
+A Workload Kueue has not admitted has no pod (its Job is suspended, its pods are gated), so the pod view (view.py)
+does not see it: a Kueue cluster's queue is invisible there. Here every Workload of a tenant namespace is listed
+(``kueue.x-k8s.io/v1beta1``, in pages, each cycle) and each one that waits (no ``status.admission``, active, not
+finished, not being deleted) becomes a pending job: its id ``<namespace>/workload/<name>`` (a pod's name has no
+``/``, so it never meets a pod's id), its tenant the namespace's, its GPUs the sum over its podSets of
+``count`` x the GPU resource each pod asks for (requests, else limits, of every container), its wait since its
+``creationTimestamp``, its tier its PriorityClass's (``gpu-autoscaler-<tier>``), else low on the tenant's low
+LocalQueue, else normal (as a pod's). A Workload asking for no GPU is not a job (as a pod). A malformed one (no
+podSets, a count or a GPU quantity that is not one) is skipped with one log line naming it and the field, once.
+
+Only the estimator reads these: the plan does not (it plans on pods, as before). An admitted Workload's admission
+time is its start for the estimate's error metrics (what it was first told is scored against it).
+
+The estimate goes back on the Workload, where ``kubectl get workload -o yaml`` shows it, as annotations (one merge
+patch, fenced like every write): ``gpu-autoscaler.io/eta-p50`` and ``eta-p90`` (RFC 3339, UTC, to the second;
+absent while unknown) and ``eta-reason`` (what it rests on, or why it is unknown). Rewritten only when the p50 or
+p90 moved 5 minutes or more or became (un)known, compared with what the Workload carries now (so a replica that
+takes over does not rewrite them all); once Kueue admits the Workload, they are removed. Annotations rather than an
+Event: an Event per move would pile up beside the Workload and expire in an hour; an annotation is the one current
+estimate.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+from kubernetes.client.exceptions import ApiException
+from kubernetes.utils import parse_quantity
+
+from daemon.actuators.k8s.objects import priority_class_name
+from daemon.policy.state import PRIORITY, Jobs
+
+log = logging.getLogger("gpu_autoscaler.actuator.kueue.workloads")
+
+GROUP, VERSION, PLURAL = "kueue.x-k8s.io", "v1beta1", "workloads"
+# the version Kueue 0.17 stores Workloads in: a patch sent at v1beta1 is converted there and back, and the round trip
+# changes priorityClassSource, which Kueue's CRD forbids while quota is reserved (a 422 on an admitted Workload)
+STORED = "v1beta2"
+P50, P90, REASON = "gpu-autoscaler.io/eta-p50", "gpu-autoscaler.io/eta-p90", "gpu-autoscaler.io/eta-reason"
+OURS = (P50, P90, REASON)
+REWRITE_S = 300.0     # an estimate is rewritten when its p50 or p90 moved this much (or became (un)known)
+PAGE = 500
+TIER_OF_CLASS = {priority_class_name(t): t for t in PRIORITY}
+
+
+class Malformed(ValueError):
+    """A Workload the daemon cannot read as a job: the message names the field."""
+
+
+@dataclass(frozen=True)
+class Queued:
+    """A Workload that waits: where it is and the estimate it carries now (epoch seconds, None = absent)."""
+
+    namespace: str
+    name: str
+    p50: float | None
+    p90: float | None
+    written: bool     # it carries an estimate of ours (the reason is always written)
+
+
+def workload_id(namespace: str, name: str) -> str:
+    return f"{namespace}/workload/{name}"
+
+
+def _gpus_per_pod(template: dict, resource: str, where: str) -> int:
+    spec = (template or {}).get("spec")
+    if not isinstance(spec, dict) or not isinstance(spec.get("containers"), list):
+        raise Malformed(f"{where}.template.spec.containers is missing")
+    total = 0
+    for c in spec["containers"]:
+        res = (c or {}).get("resources") or {}
+        q = (res.get("requests") or {}).get(resource, (res.get("limits") or {}).get(resource))
+        if q is None:
+            continue
+        try:
+            v = parse_quantity(q)
+        except (ValueError, TypeError):
+            raise Malformed(f"{where} container {c.get('name')!r} asks for {resource}={q!r}, not a quantity") from None
+        if v != int(v) or v < 0:
+            raise Malformed(f"{where} container {c.get('name')!r} asks for {resource}={q!r}, not a whole count")
+        total += int(v)
+    return total
+
+
+def workload_gpus(wl: dict, resource: str) -> int:
+    """GPUs a Workload asks for: over its podSets, count x each pod's GPUs. Raises Malformed naming the field."""
+    sets = (wl.get("spec") or {}).get("podSets")
+    if not isinstance(sets, list) or not sets:
+        raise Malformed("spec.podSets is missing or empty")
+    total = 0
+    for i, ps in enumerate(sets):
+        where = f"spec.podSets[{i}]"
+        if not isinstance(ps, dict):
+            raise Malformed(f"{where} is not an object")
+        count = ps.get("count", 1)
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise Malformed(f"{where}.count is {count!r}, not a count of pods")
+        total += count * _gpus_per_pod(ps.get("template"), resource, where)
+    return total
+
+
+def waits(wl: dict) -> bool:
+    """Whether Kueue holds the Workload back: not admitted (no quota reserved), active, not finished, not going."""
+    st = wl.get("status") or {}
+    if st.get("admission") or (wl.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    if (wl.get("spec") or {}).get("active") is False:
+        return False
+    return not any(c.get("type") == "Finished" and c.get("status") == "True" for c in st.get("conditions") or [])
+
+
+def admitted_at(wl: dict) -> float | None:
+    """When Kueue admitted the Workload (its Admitted condition's lastTransitionTime, epoch), or None."""
+    for c in (wl.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Admitted" and c.get("status") == "True":
+            return _epoch(c.get("lastTransitionTime"))
+    return None
+
+
+def _epoch(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        t = dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None   # not ours to read: rewritten with a good one
+    return (t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)).timestamp()
+
+
+def rfc3339(t: float | None) -> str | None:
+    return None if t is None else dt.datetime.fromtimestamp(round(t), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Workloads:
+    """The pending Workloads of the tenants' namespaces, read each cycle; the estimates written back on them."""
+
+    def __init__(self, custom, tenant_of_ns: dict[str, str], resource: str, low_queue: str) -> None:
+        self.custom = custom
+        self.tenant_of = tenant_of_ns
+        self.resource = resource
+        self.low_queue = low_queue
+        self.queued: dict[str, Queued] = {}     # job id -> the Workload, as the last read found it
+        self.admitted: list[tuple[str, str]] = []   # (namespace, name): admitted, still carrying our estimate
+        self.started: dict[str, float] = {}     # job id -> when Kueue admitted it (epoch), for the admitted ones
+        self._said: set[str] = set()            # malformed Workloads already logged (uid)
+        self._write_version: str | None = None  # STORED where the API server serves it, else VERSION
+        # a dry run writes nothing, so the Workloads never carry what it would have written: what it said it would
+        # write is kept here instead, so that its reports do not list every waiting Workload every cycle
+        self.told: dict[tuple[str, str], tuple[float | None, float | None] | None] = {}   # None: cleared
+
+    def list(self) -> list[dict]:
+        """Every Workload of every namespace, in pages (an ApiException when the API does not answer)."""
+        out: list[dict] = []
+        cont = None
+        while True:
+            page = self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, limit=PAGE, _continue=cont)
+            out += page.get("items") or []
+            cont = (page.get("metadata") or {}).get("continue")
+            if not cont:
+                return out
+
+    def jobs(self, items: list[dict], tenants: tuple[str, ...], now: dt.datetime | None = None) -> Jobs:
+        """The waiting Workloads among `items` as pending Jobs (module docstring); remembers them for write()."""
+        now = now or dt.datetime.now(dt.timezone.utc)
+        index = {t: i for i, t in enumerate(tenants)}
+        rows = []
+        queued: dict[str, Queued] = {}
+        admitted = []
+        started: dict[str, float] = {}
+        for wl in items:
+            meta = wl.get("metadata") or {}
+            ns, name = meta.get("namespace", ""), meta.get("name", "")
+            t = self.tenant_of.get(ns)
+            if t not in index:
+                continue
+            notes = meta.get("annotations") or {}
+            if not waits(wl):
+                if (wl.get("status") or {}).get("admission"):
+                    at = admitted_at(wl)
+                    if at is not None:
+                        started[workload_id(ns, name)] = at
+                    if any(k in notes for k in OURS):
+                        admitted.append((ns, name))
+                continue
+            try:
+                g = workload_gpus(wl, self.resource)
+            except Malformed as exc:
+                key = meta.get("uid") or f"{ns}/{name}"
+                if key not in self._said:
+                    self._said.add(key)
+                    log.warning("Kueue Workload %s/%s skipped for the start-time estimates: %s", ns, name, exc)
+                continue
+            if g <= 0:
+                continue
+            jid = workload_id(ns, name)
+            queued[jid] = Queued(ns, name, _epoch(notes.get(P50)), _epoch(notes.get(P90)), REASON in notes)
+            spec = wl.get("spec") or {}
+            tier = TIER_OF_CLASS.get(spec.get("priorityClassName") or "")
+            if tier is None:
+                tier = "low" if spec.get("queueName") == self.low_queue else "normal"
+            created = _epoch(meta.get("creationTimestamp"))
+            wait = max(now.timestamp() - created, 0.0) if created is not None else 0.0
+            rows.append((jid, index[t], g, PRIORITY[tier], wait))
+        self.queued, self.admitted, self.started = queued, admitted, started
+        if not rows:
+            return Jobs.empty()
+        ids, ten, gpus, prio, wait = zip(*rows)
+        n = len(ids)
+        return Jobs(ids=np.array(ids, dtype=object), tenant=np.array(ten, dtype=np.int64),
+                    gpus=np.array(gpus, dtype=np.int64), priority=np.array(prio, dtype=np.int8),
+                    running=np.zeros(n, dtype=bool), runtime_s=np.zeros(n), wait_s=np.array(wait, dtype=float),
+                    node=np.array([""] * n, dtype=object))
+
+    def changes(self, rows: list[dict], made_at: float, dry_run: bool = False) -> list[tuple[str, str, dict]]:
+        """The patches to send: (namespace, name, annotations; None removes one) for each waiting Workload whose
+        estimate moved REWRITE_S or more or became (un)known against what it carries (or that carries none yet),
+        and for each admitted one that still carries ours. In a dry run, against what it last said it would write."""
+        out = []
+        told: dict[tuple[str, str], tuple[float | None, float | None] | None] = {}
+        for r in rows:
+            q = self.queued.get(str(r.get("job_id")))
+            if q is None:
+                continue
+            p50 = None if r.get("p50_s") is None else made_at + float(r["p50_s"])
+            p90 = None if r.get("p90_s") is None else made_at + float(r["p90_s"])
+            key = (q.namespace, q.name)
+            prev = self.told.get(key) if dry_run else None
+            if prev is not None:
+                told[key] = prev
+                if not _moved(prev, (p50, p90)):
+                    continue
+            elif q.written and not _moved((q.p50, q.p90), (p50, p90)):
+                continue
+            told[key] = (p50, p90)
+            out.append((q.namespace, q.name, {P50: rfc3339(p50), P90: rfc3339(p90),
+                                              REASON: str(r.get("basis") or "")[:500]}))
+        for key in self.admitted:
+            told[key] = None
+            if not (dry_run and key in self.told and self.told[key] is None):
+                out.append((*key, dict.fromkeys(OURS)))
+        if dry_run:
+            self.told = told
+        return out
+
+    def patch(self, namespace: str, name: str, annotations: dict) -> None:
+        """One merge patch of the Workload's annotations (None removes one), at the version Kueue stores Workloads
+        in where served (STORED); an ApiException when refused."""
+        if self._write_version is None:
+            try:
+                served = {r.name for r in self.custom.get_api_resources(GROUP, STORED).resources or []}
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                served = set()
+            self._write_version = STORED if PLURAL in served else VERSION
+        self.custom.patch_namespaced_custom_object(GROUP, self._write_version, namespace, PLURAL, name,
+                                                   {"metadata": {"annotations": annotations}},
+                                                   _content_type="application/merge-patch+json")
+
+
+def _moved(old: tuple[float | None, float | None], new: tuple[float | None, float | None]) -> bool:
+    for a, b in zip(old, new):
+        if (a is None) != (b is None) or (a is not None and b is not None and abs(a - b) >= REWRITE_S):
+            return True
+    return False

@@ -1,0 +1,140 @@
+"""Kueue Workloads as pending jobs for the start-time estimate, and the annotations written back
+(daemon/actuators/k8s/workloads.py), on Workload objects as the API server returns them. On the real control plane
+with Kueue: tests/k8s/test_kueue_workload_eta.py."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+import numpy as np
+import pandas as pd
+import pytest
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from daemon.actuators.k8s.kueue import KueueActuator, QueueUnreadable
+from daemon.actuators.k8s.workloads import OURS, P50, P90, REASON, Malformed, Workloads, workload_gpus, workload_id
+from daemon.config import KueueActuatorConfig, TenantConfig
+from daemon.policy.state import PRIORITY, ClusterState, Jobs
+from daemon.service.eta import with_queued
+
+NOW = dt.datetime(2026, 1, 5, 10, 0, tzinfo=dt.timezone.utc)
+T = NOW.timestamp()
+
+
+def wl(name, ns="ns-a", gpus="4", count=2, queue="q", pclass=None, admitted=False, notes=None, **spec):
+    body = {"metadata": {"name": name, "namespace": ns, "uid": f"u-{name}", "creationTimestamp": "2026-01-05T09:50:00Z",
+                         "annotations": notes or {}},
+            "spec": {"queueName": queue, "podSets": [{"name": "main", "count": count, "template": {"spec": {
+                "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus}}},
+                               {"name": "side", "resources": {}}]}}}], **spec},
+            "status": {"admission": {"clusterQueue": "cq"}} if admitted else {}}
+    if pclass:
+        body["spec"]["priorityClassName"] = pclass
+    return body
+
+
+def reader():
+    return Workloads(None, {"ns-a": "team-a", "ns-b": "team-b"}, "nvidia.com/gpu", "q-low")
+
+
+def test_waiting_workloads_are_pending_jobs_with_their_gpus_tier_and_wait():
+    r = reader()
+    jobs = r.jobs([wl("a"), wl("b", ns="ns-b", queue="q-low", count=1, gpus="8"),
+                   wl("c", pclass="gpu-autoscaler-high"), wl("admitted", admitted=True),
+                   wl("off", active=False), wl("other-ns", ns="kube-system"), wl("no-gpu", gpus="0")],
+                  ("team-a", "team-b"), now=NOW)
+    assert jobs.ids.tolist() == [workload_id("ns-a", "a"), workload_id("ns-b", "b"), workload_id("ns-a", "c")]
+    assert jobs.ids[0] == "ns-a/workload/a"
+    assert jobs.gpus.tolist() == [8, 8, 8]                         # count x the GPUs each pod asks for
+    assert jobs.tenant.tolist() == [0, 1, 0]
+    assert jobs.priority.tolist() == [PRIORITY["normal"], PRIORITY["low"], PRIORITY["high"]]
+    assert jobs.wait_s.tolist() == [600.0] * 3 and not jobs.running.any()
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"spec": {"queueName": "q"}}, "spec.podSets is missing or empty"),
+    ({"spec": {"podSets": []}}, "spec.podSets is missing or empty"),
+    ({"spec": {"podSets": [{"count": "two", "template": {"spec": {"containers": []}}}]}}, "spec.podSets[0].count"),
+    ({"spec": {"podSets": [{"count": 1, "template": {}}]}}, "spec.podSets[0].template.spec.containers"),
+    ({"spec": {"podSets": [{"count": 1, "template": {"spec": {"containers": [
+        {"name": "c", "resources": {"requests": {"nvidia.com/gpu": "lots"}}}]}}}]}}, "'lots', not a quantity"),
+])
+def test_a_malformed_workload_names_the_field(body, field):
+    with pytest.raises(Malformed, match=field.replace("[", r"\[").replace("]", r"\]")):
+        workload_gpus(body, "nvidia.com/gpu")
+
+
+def test_a_malformed_workload_is_one_line_and_skipped_once(caplog):
+    r = reader()
+    bad = wl("bad")
+    del bad["spec"]["podSets"]
+    caplog.set_level(logging.WARNING)
+    for _ in range(3):
+        jobs = r.jobs([bad, wl("good")], ("team-a",), now=NOW)
+        assert jobs.ids.tolist() == [workload_id("ns-a", "good")]
+    assert [x.getMessage() for x in caplog.records] == [
+        "Kueue Workload ns-a/bad skipped for the start-time estimates: spec.podSets is missing or empty"]
+
+
+def test_annotations_are_written_first_then_only_when_moved_5_minutes_and_cleared_once_admitted():
+    r = reader()
+    r.jobs([wl("a")], ("team-a",), now=NOW)
+    rows = [{"job_id": workload_id("ns-a", "a"), "p50_s": 600.0, "p90_s": None, "basis": "time limit"}]
+    assert r.changes(rows, T) == [("ns-a", "a", {P50: "2026-01-05T10:10:00Z", P90: None, REASON: "time limit"})]
+    written = {P50: "2026-01-05T10:10:00Z", REASON: "time limit"}
+    r.jobs([wl("a", notes=written)], ("team-a",), now=NOW)
+    assert r.changes([{**rows[0], "p50_s": 840.0}], T) == []              # 4 minutes: not rewritten
+    assert r.changes([{**rows[0], "p50_s": 900.0}], T)[0][2][P50] == "2026-01-05T10:15:00Z"
+    assert r.changes([{**rows[0], "p90_s": 1200.0}], T)[0][2][P90] == "2026-01-05T10:20:00Z"   # became known
+    # unknown at first: the reason is written all the same
+    r.jobs([wl("u")], ("team-a",), now=NOW)
+    unknown = [{"job_id": workload_id("ns-a", "u"), "p50_s": None, "p90_s": None, "basis": "unknown: no basis"}]
+    assert r.changes(unknown, T) == [("ns-a", "u", {P50: None, P90: None, REASON: "unknown: no basis"})]
+    b = wl("b", admitted=True)
+    b["status"]["conditions"] = [{"type": "Admitted", "status": "True", "lastTransitionTime": "2026-01-05T10:07:00Z"}]
+    r.jobs([wl("a", admitted=True, notes=written), b], ("team-a",), now=NOW)
+    assert r.changes(rows, T) == [("ns-a", "a", dict.fromkeys(OURS))]     # b carries none of ours: left alone
+    assert r.started == {workload_id("ns-a", "b"): T + 420}               # when b was admitted: its start
+
+
+def test_queued_jobs_join_the_state_for_the_estimator_only():
+    accepts = np.empty(1, dtype=object)
+    accepts[0] = ("a100",)
+    pods = Jobs(np.array(["ns-a/p"], dtype=object), np.array([0]), np.array([4]), np.array([1], dtype=np.int8),
+                np.array([True]), np.array([60.0]), np.array([0.0]), np.array(["n1"], dtype=object), accepts=accepts)
+    st = ClusterState(at=pd.Timestamp(NOW), tenants=("team-a",), tiers=("normal",), capacity=8,
+                      used=np.array([4.0]), pending=np.array([0.0]), jobs=pods)
+    q = reader().jobs([wl("a")], ("team-a",), now=NOW)
+    out = with_queued(st, [q, Jobs.empty()])
+    assert out.jobs.ids.tolist() == ["ns-a/p", "ns-a/workload/a"] and out.pending.tolist() == [8.0]
+    assert out.jobs.accepts.tolist() == [("a100",), ()]                    # a Workload takes any type
+    assert st.pending.tolist() == [0.0] and len(st.jobs) == 1              # the plan's state is not changed
+    assert with_queued(st, [Jobs.empty()]) is st
+
+
+def test_a_dry_run_reports_a_workloads_estimate_once_until_it_moves():
+    r = reader()
+    r.jobs([wl("a")], ("team-a",), now=NOW)
+    rows = [{"job_id": workload_id("ns-a", "a"), "p50_s": 600.0, "p90_s": None, "basis": "time limit"}]
+    assert len(r.changes(rows, T, dry_run=True)) == 1
+    r.jobs([wl("a")], ("team-a",), now=NOW)                               # nothing was written on it
+    assert r.changes(rows, T, dry_run=True) == []
+    assert r.changes([{**rows[0], "p50_s": 900.0}], T, dry_run=True)[0][2][P50] == "2026-01-05T10:15:00Z"
+    r.jobs([wl("a", admitted=True, notes={REASON: "x"})], ("team-a",), now=NOW)
+    assert r.changes([], T, dry_run=True) == [("ns-a", "a", dict.fromkeys(OURS))]
+    assert r.changes([], T, dry_run=True) == []
+
+
+def test_a_workload_list_the_api_refuses_is_one_line():
+    class Refusing:
+        def list_cluster_custom_object(self, *a, **k):
+            raise ApiException(status=403, reason="Forbidden")
+
+    act = KueueActuator(k8s.ApiClient(), KueueActuatorConfig(),
+                        [TenantConfig(name="team-a", tier="normal")])
+    act.workloads.custom = Refusing()
+    with pytest.raises(QueueUnreadable) as e:
+        act.queued_jobs(("team-a",))
+    assert str(e.value) == "cannot list Kueue Workloads (kueue.x-k8s.io/v1beta1): 403 Forbidden"
