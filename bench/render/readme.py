@@ -120,11 +120,12 @@ def _new_claims(shown) -> list[list[str]]:
             continue
         d = load(f)
         ts = d.get("targets") or {}
+        st = d.get("strategies") or {}
         for t in ts.values():
             saving = t.get("saving")
             rows.append([f"[GPUs for one SLO](docs/replay.md#the-gpus-each-strategy-needs-for-the-same-slo), {case} "
                          f"({d['steps'] / 60:.3g} h replayed): " + t["what"],
-                         "no saving measurable (predictive misses the SLO at every size tried)" if saving is None
+                         _no_saving(st, t.get("against", "")) if saving is None
                          else f"{pct(saving, 1)} fewer" if saving >= 0 else f"{pct(-saving, 1)} more",
                          f">= {pct(t['at_least'], 0)} fewer",
                          verdict(bool(t.get("met")))])
@@ -196,3 +197,13 @@ def folder_map() -> str:
     for name, text in FOLDERS.items():
         out += _wrapped(f"{name}/", text)
     return "```\n" + "\n".join(out) + "\n```"
+
+
+def _no_saving(strategies: dict, against: str) -> str:
+    """Why a sizing target has no saving: which of the two strategies met the SLO at no size tried (a floor no
+    cluster size removes, or the top of the bracket), and the GPUs of the one that did."""
+    def said(name: str) -> str:
+        s = strategies.get(name) or {}
+        return f"{name} {s['gpus']:,} GPUs" if s.get("met") else f"{name} meets it at no size tried"
+    return f"no ratio: {said('predictive')}, {said(against)}"
+
