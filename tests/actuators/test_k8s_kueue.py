@@ -138,6 +138,7 @@ class FakeCluster:
         self.lost = set()        # nodes whose patch is applied but answered 504 (the answer was lost)
         self.fail_write = {}     # (plural, name) -> HTTP status to answer a POST/PUT of that object with
         self.fail_list = 0       # HTTP status to answer every list of Kueue objects with (0: answer)
+        self.conflicts = {}      # (plural, name) -> how many PUTs of it to answer 409 Conflict (moved under us)
         for i in range(1, 8):
             self.add_node(f"n{i}")
         self.nodes["n5"]["spec"]["unschedulable"] = True                                   # cordoned
@@ -205,6 +206,10 @@ class FakeCluster:
     def put(self, path, body):
         if self.refused(path, body):
             return self.refused(path, body)
+        k = self.key(path)
+        if self.conflicts.get((k[0], k[2]), 0) > 0:
+            self.conflicts[(k[0], k[2])] -= 1
+            return 409, {"kind": "Status", "code": 409, "reason": "Conflict"}
         body = {**body, "metadata": {**body["metadata"], "resourceVersion": "9"}}
         self.objs[self.key(path)] = body
         return 200, body
@@ -607,6 +612,26 @@ def test_a_refused_kueue_object_write_is_reported_and_written_the_next_cycle():
     assert ("clusterqueues", "", "gpuas-tenant-old-team") not in c.objs
     n = len(writes(pool))
     assert act.apply(plan(8)).ok and len(writes(pool)) == n                # and then nothing more to do
+
+
+def test_a_kueue_object_that_moves_under_a_write_is_read_and_written_again_keeping_kueues_finalizer():
+    """On the real control plane Kueue's controller adds its finalizer to a new flavor or queue between our read
+    and our replace, and the replace is answered 409 Conflict (seen in CI). The write is tried again within the
+    cycle, and a replace keeps the finalizer and annotations Kueue put there."""
+    c = FakeCluster()
+    act, pool, c = kueue(c)
+    assert act.apply(plan(8)).ok
+    k = ("clusterqueues", "", "gpuas-tenant-team-high")
+    fin = ["kueue.x-k8s.io/resource-in-use"]
+    c.objs[k]["metadata"] = {**c.objs[k]["metadata"], "finalizers": fin, "annotations": {"kueue": "x"}}
+    c.conflicts[("clusterqueues", "gpuas-tenant-team-high")] = 2            # two moves, the third write lands
+    rep = act.apply(plan(16))                                                # a hold grows at once
+    assert rep.ok, rep.errors
+    assert flavors(c.objs[k])["gpuas-hold-team-high"]["nominalQuota"] == 16
+    assert c.objs[k]["metadata"]["finalizers"] == fin and c.objs[k]["metadata"]["annotations"] == {"kueue": "x"}
+    c.conflicts[("clusterqueues", "gpuas-tenant-team-high")] = 5            # it keeps moving: one error, no loop
+    rep = act.apply(plan(24))
+    assert rep.errors == ["ClusterQueue gpuas-tenant-team-high: 409 Conflict"]
 
 
 def test_nodes_unreadable_change_nothing():

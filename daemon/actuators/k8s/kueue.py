@@ -81,6 +81,7 @@ from daemon.policy.types import Notification, Plan
 
 log = logging.getLogger("gpu_autoscaler.actuator.kueue")
 
+CONFLICT_TRIES = 3  # reads and writes of one Kueue object per cycle when the API answers 409 Conflict
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta1"
 MANAGED = {"app.kubernetes.io/managed-by": "gpu-autoscaler"}
 TIERS = ("high", "normal", "low")
@@ -419,34 +420,49 @@ class KueueActuator:
         if self.dry_run:
             return
         ns = meta.get("namespace")
-        try:
+        # a 409 is the object moving under us between the read and the write (Kueue's controller adds its
+        # finalizer to a new flavor or queue and updates their status): read again and write again, a few times
+        for attempt in range(CONFLICT_TRIES):
             try:
-                cur = (self.custom.get_namespaced_custom_object(GROUP, VERSION, ns, plural, meta["name"]) if ns else
-                       self.custom.get_cluster_custom_object(GROUP, VERSION, plural, meta["name"]))
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-                cur = None
-            if cur is not None and plural == "localqueues" and \
-                    (cur.get("spec") or {}).get("clusterQueue") != body["spec"]["clusterQueue"]:
-                self._may(f"re-create LocalQueue {where}")
-                rep.actions.append(f"re-create LocalQueue {where}: its clusterQueue is immutable")
-                self._delete(plural, ns, meta["name"])
-                cur = None
-            if cur is None:
-                if ns:
-                    self.custom.create_namespaced_custom_object(GROUP, VERSION, ns, plural, body)
-                else:
-                    self.custom.create_cluster_custom_object(GROUP, VERSION, plural, body)
+                self._write(rep, plural, ns, body, where)
+                self._sent[key] = body["spec"]
+                return
+            except ApiException as exc:  # reported; the next cycle tries again
+                if exc.status == 409 and attempt + 1 < CONFLICT_TRIES:
+                    continue
+                rep.errors.append(f"{body['kind']} {where}: {exc.status} {exc.reason}")
+                return
+
+    def _write(self, rep: ActionReport, plural: str, ns: str | None, body: dict, where: str) -> None:
+        """One read and one create or replace of ``body``. A replace keeps what others put on the object's
+        metadata (Kueue's finalizer, annotations, owners): it replaces our spec and labels, not theirs."""
+        meta = body["metadata"]
+        try:
+            cur = (self.custom.get_namespaced_custom_object(GROUP, VERSION, ns, plural, meta["name"]) if ns else
+                   self.custom.get_cluster_custom_object(GROUP, VERSION, plural, meta["name"]))
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            cur = None
+        if cur is not None and plural == "localqueues" and \
+                (cur.get("spec") or {}).get("clusterQueue") != body["spec"]["clusterQueue"]:
+            self._may(f"re-create LocalQueue {where}")
+            rep.actions.append(f"re-create LocalQueue {where}: its clusterQueue is immutable")
+            self._delete(plural, ns, meta["name"])
+            cur = None
+        if cur is None:
+            if ns:
+                self.custom.create_namespaced_custom_object(GROUP, VERSION, ns, plural, body)
             else:
-                new = {**body, "metadata": {**meta, "resourceVersion": cur["metadata"]["resourceVersion"]}}
-                if ns:
-                    self.custom.replace_namespaced_custom_object(GROUP, VERSION, ns, plural, meta["name"], new)
-                else:
-                    self.custom.replace_cluster_custom_object(GROUP, VERSION, plural, meta["name"], new)
-            self._sent[key] = body["spec"]
-        except ApiException as exc:  # reported; the next cycle tries again
-            rep.errors.append(f"{body['kind']} {where}: {exc.status} {exc.reason}")
+                self.custom.create_cluster_custom_object(GROUP, VERSION, plural, body)
+            return
+        theirs = {k: v for k, v in (cur.get("metadata") or {}).items()
+                  if k in ("finalizers", "annotations", "ownerReferences") and k not in meta}
+        new = {**body, "metadata": {**meta, **theirs, "resourceVersion": cur["metadata"]["resourceVersion"]}}
+        if ns:
+            self.custom.replace_namespaced_custom_object(GROUP, VERSION, ns, plural, meta["name"], new)
+        else:
+            self.custom.replace_cluster_custom_object(GROUP, VERSION, plural, meta["name"], new)
 
     def _delete(self, plural: str, ns: str | None, name: str) -> None:
         try:
