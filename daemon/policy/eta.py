@@ -40,6 +40,10 @@ import numpy as np
 from daemon.policy.state import HELD_BY_POOL, PRIORITY, UNHELD, ClusterState
 
 QUANTILES = (0.5, 0.9)
+# an estimate written on a job (Slurm's AdminComment, a Kueue Workload's annotations) is rewritten only when a side
+# moved this much or became known or unknown: a user sees a stable promise, and the scheduler is not written to
+# every cycle
+REWRITE_S = 300.0
 ANY = ""   # the GPU type of every node in a one-model cluster
 
 
@@ -342,3 +346,15 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
     else:
         why = "unknown: not enough GPUs this job may use free up within the running jobs' known ends"
     return starts, why, job_basis
+
+
+def moved(old: Sequence[float | None] | None, new: Sequence[float | None]) -> bool:
+    """Whether an estimate written on a job is worth rewriting (REWRITE_S): never written, a side became known
+    or unknown, or moved REWRITE_S or more. Sides are times or durations, in seconds."""
+    if old is None:
+        return True
+    for a, b in zip(old, new):
+        if (a is None) != (b is None) or (a is not None and b is not None and abs(a - b) >= REWRITE_S):
+            return True
+    return False
+

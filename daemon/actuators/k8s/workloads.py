@@ -34,6 +34,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
 from daemon.actuators.k8s.objects import priority_class_name
+from daemon.policy.eta import moved as _moved
 from daemon.policy.state import PRIORITY, Jobs
 
 log = logging.getLogger("gpu_autoscaler.actuator.kueue.workloads")
@@ -44,7 +45,6 @@ GROUP, VERSION, PLURAL = "kueue.x-k8s.io", "v1beta1", "workloads"
 STORED = "v1beta2"
 P50, P90, REASON = "gpu-autoscaler.io/eta-p50", "gpu-autoscaler.io/eta-p90", "gpu-autoscaler.io/eta-reason"
 OURS = (P50, P90, REASON)
-REWRITE_S = 300.0     # an estimate is rewritten when its p50 or p90 moved this much (or became (un)known)
 PAGE = 500
 TIER_OF_CLASS = {priority_class_name(t): t for t in PRIORITY}
 
@@ -219,8 +219,9 @@ class Workloads:
 
     def changes(self, rows: list[dict], made_at: float, dry_run: bool = False) -> list[tuple[str, str, dict]]:
         """The patches to send: (namespace, name, annotations; None removes one) for each waiting Workload whose
-        estimate moved REWRITE_S or more or became (un)known against what it carries (or that carries none yet),
-        and for each admitted one that still carries ours. In a dry run, against what it last said it would write."""
+        estimate moved (daemon.policy.eta.moved: REWRITE_S or more, or became (un)known) against what it carries (or
+        that carries none yet), and for each admitted one that still carries ours. In a dry run, against what it
+        last said it would write."""
         out = []
         told: dict[tuple[str, str], tuple[float | None, float | None] | None] = {}
         for r in rows:
@@ -263,9 +264,3 @@ class Workloads:
                                                    {"metadata": {"annotations": annotations}},
                                                    _content_type="application/merge-patch+json")
 
-
-def _moved(old: tuple[float | None, float | None], new: tuple[float | None, float | None]) -> bool:
-    for a, b in zip(old, new):
-        if (a is None) != (b is None) or (a is not None and b is not None and abs(a - b) >= REWRITE_S):
-            return True
-    return False

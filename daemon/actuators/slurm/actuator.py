@@ -33,10 +33,8 @@ from daemon.actuators.slurm.actuator_preempt import Requeue
 from daemon.actuators.slurm.actuator_view import ClusterView
 from daemon.actuators.slurm.comments import (  # re-exported: the old import path keeps working
     COMMENT_TAG,
-    ETA_REWRITE_S,
     ETA_TAG,
     AdminComments,
-    _moved,
     _utc,
     admin_comments_of,
     with_eta,
@@ -65,6 +63,7 @@ from daemon.actuators.slurm.squeue import (  # re-exported: the old import path 
 from daemon.actuators.slurm.windows import SlurmWindows, parse_window_reservations
 from daemon.config import SlurmActuatorConfig, TenantConfig, Tier, WindowConfig
 from daemon.config.fleet import FleetConfig
+from daemon.policy.eta import moved
 from daemon.policy.types import Notification, Plan
 
 log = logging.getLogger("gpu_autoscaler.actuator.slurm")
@@ -248,7 +247,7 @@ class SlurmActuator(ClusterView, Requeue):
     def show_eta(self, rows: list[dict], made_at: float) -> ActionReport:
         """Each pending job's start estimate in its AdminComment (ETA_TAG's part, beside anything else there), with
         Slurm's own expected start (squeue %S, set by the backfill scheduler) when it has one. Written only when
-        one of the three moved by ETA_REWRITE_S or more (or became known or unknown) since this replica last wrote
+        one of the three moved by eta.REWRITE_S or more (or became known or unknown) since this replica last wrote
         it: a queue of thousands is not rewritten every cycle, and Slurm's start appears once its backfill pass sets
         it. One squeue of the pending jobs per call; each `scontrol update` is fenced."""
         rep = ActionReport(self.name, self.dry_run)
@@ -267,7 +266,7 @@ class SlurmActuator(ClusterView, Requeue):
         # a job started or gone since the cycle read it has nothing to show
         want = {str(r["job_id"]): (at(r.get("p50_s")), at(r.get("p90_s")), own[str(r["job_id"])]) for r in rows
                 if str(r["job_id"]) in own}
-        changed = [j for j, v in want.items() if _moved(self._eta_written.get(j), v)]
+        changed = [j for j, v in want.items() if moved(self._eta_written.get(j), v)]
         self._eta_written = {j: v for j, v in self._eta_written.items() if j in want}
         if not changed:
             return rep
@@ -316,7 +315,6 @@ __all__ = [  # what the modules above hold, importable from here as before
     "AdminComments",
     "BEGIN_SOON_S",
     "COMMENT_TAG",
-    "ETA_REWRITE_S",
     "ETA_TAG",
     "FAILED_NODE_STATES",
     "NOT_WAITING_FOR_GPUS",

@@ -13,7 +13,6 @@ COMMENT_TAG = "gpu-autoscaler:"
 # replaces only its own earlier part): "gpu-autoscaler-eta: p50=2026-01-05T10:20Z p90=2026-01-05T11:05Z
 # slurm=2026-01-05T10:40Z", each value a UTC time to the minute or "unknown"; slurm= only when squeue --start has one
 ETA_TAG = "gpu-autoscaler-eta:"
-ETA_REWRITE_S = 300.0   # an estimate is rewritten when its p50 or p90 moved this much (or became (un)known)
 
 
 def admin_comments_of(squeue_json: str) -> dict[str, str]:
@@ -54,17 +53,6 @@ def with_eta(comment: str, part: str) -> str:
 def _utc(t: float | None) -> str:
     """An epoch time as the AdminComment's compact UTC minute, or "unknown"."""
     return "unknown" if t is None else time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime(t))
-
-
-def _moved(old: tuple[float | None, ...] | None, new: tuple[float | None, ...]) -> bool:
-    """Whether an estimate is worth rewriting: never written, a side became known or unknown, or moved
-    ETA_REWRITE_S or more."""
-    if old is None:
-        return True
-    for a, b in zip(old, new):
-        if (a is None) != (b is None) or (a is not None and b is not None and abs(a - b) >= ETA_REWRITE_S):
-            return True
-    return False
 
 
 class AdminComments:
