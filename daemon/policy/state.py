@@ -54,6 +54,31 @@ class Jobs:
                     idle=None if self.idle is None else self.idle[mask],
                     time_limit_s=None if self.time_limit_s is None else self.time_limit_s[mask])
 
+    @staticmethod
+    def concat(parts: "list[Jobs]") -> "Jobs":
+        """The jobs of ``parts`` in order. An optional column stays None only where every part lacks it; a part
+        without it gets that column's meaning of "unknown" (any type, busy, no limit), so jobs read from a second
+        source (Kueue's waiting Workloads beside the pods) join without inventing what the source did not say."""
+        if not parts:
+            return Jobs.empty()
+
+        def col(name: str, fill) -> np.ndarray | None:
+            if all(getattr(p, name) is None for p in parts):
+                return None
+            out = []
+            for p in parts:
+                v = getattr(p, name)
+                if v is None:
+                    v = np.empty(len(p), dtype=object) if fill == () else np.full(len(p), fill)
+                    if fill == ():
+                        v[:] = [()] * len(p)
+                out.append(v)
+            return np.concatenate(out)
+
+        return Jobs(*(np.concatenate([getattr(p, f) for p in parts]) for f in
+                      ("ids", "tenant", "gpus", "priority", "running", "runtime_s", "wait_s", "node")),
+                    accepts=col("accepts", ()), idle=col("idle", False), time_limit_s=col("time_limit_s", np.nan))
+
 
 @dataclass(frozen=True)
 class Nodes:

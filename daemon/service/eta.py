@@ -59,24 +59,7 @@ def with_queued(state: ClusterState, queued: list[Jobs]) -> ClusterState:
     extra = [q for q in queued if len(q)]
     if not extra:
         return state
-    parts = [state.jobs, *extra]
-
-    def col(name: str, fill) -> np.ndarray | None:
-        if all(getattr(p, name) is None for p in parts):
-            return None
-        out = []
-        for p in parts:
-            v = getattr(p, name)
-            if v is None:
-                v = np.empty(len(p), dtype=object) if fill == () else np.full(len(p), fill)
-                if fill == ():
-                    v[:] = [()] * len(p)
-            out.append(v)
-        return np.concatenate(out)
-
-    jobs = Jobs(*(np.concatenate([getattr(p, f) for p in parts]) for f in
-                  ("ids", "tenant", "gpus", "priority", "running", "runtime_s", "wait_s", "node")),
-                accepts=col("accepts", ()), idle=col("idle", False), time_limit_s=col("time_limit_s", np.nan))
+    jobs = Jobs.concat([state.jobs, *extra])
     pending = np.array(state.pending, dtype=float, copy=True)
     for q in extra:
         np.add.at(pending, q.tenant[~q.running], q.gpus[~q.running])
