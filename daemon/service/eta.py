@@ -12,6 +12,12 @@ it (the first estimates are not stored, so the calibration cannot be rebuilt fro
 Metrics: ``gpuas_eta_age_seconds`` (how old the estimates served are, read at scrape time),
 ``gpuas_eta_error_seconds`` (per tier, the absolute error of the p50 first given, observed when the job starts) and
 ``gpuas_eta_p90_covered`` (per tier, whether the start came by the p90 first given).
+
+Clocks: estimates and scores are on the wall clock, the time the jobs' run and wait times are counted in on a
+real cluster. The embedded simulator (`run --sim`) runs a minute of cluster time per cycle, so its job times are
+on the snapshot's clock: there (``state_time``) the estimates are made on ``state.at``, and only their age is read
+on the wall clock. Mixed, a job's start was scored as wall time minus simulated run time, and the console showed
+today's date beside the simulation's.
 """
 
 from __future__ import annotations
@@ -89,19 +95,21 @@ def windows_ahead(plan: Plan, at: pd.Timestamp) -> list[tuple[float, str, float]
 
 class EtaTracker:
     def __init__(self, registry: CollectorRegistry, clock: Callable[[], float], *, max_wait_s: float | None = None,
-                 keep: int = 500, min_samples: int = 5, floor_s: float = 60.0) -> None:
+                 keep: int = 500, min_samples: int = 5, floor_s: float = 60.0, state_time: bool = False) -> None:
         self.clock = clock
+        self.state_time = state_time   # estimate on state.at (the embedded simulator's clock), not the wall's
         self.max_wait_s = max_wait_s
         self.runs = RunLengths(keep=keep, min_samples=min_samples)
         self.cal = Calibration(floor_s=floor_s)   # floor_s: a job that fits now starts at the next cycle
         self._running: dict[str, tuple[str, float]] = {}
         # job -> (tier, made at, p50, p90 wall times, the model's p90 seconds after `made at`)
         self._first: dict[str, tuple[str, float, float | None, float | None, float | None]] = {}
-        self.made_at: float | None = None
+        self.made_at: float | None = None      # on the estimates' clock
+        self.made_wall: float | None = None    # on the wall clock: the estimates' age
         self.view: dict[str, Any] | None = None
         self.age = Gauge("gpuas_eta_age_seconds", "Age of the start-time estimates served (absent before the first)",
                          registry=registry)
-        self.age.set_function(lambda: float("nan") if self.made_at is None else self.clock() - self.made_at)
+        self.age.set_function(lambda: float("nan") if self.made_wall is None else self.clock() - self.made_wall)
         self.error = Histogram("gpuas_eta_error_seconds", "Absolute error of the p50 start estimate a job was first "
                                "given, observed when it starts", ["tier"], registry=registry,
                                buckets=(60, 300, 900, 1800, 3600, 7200, 14400, 43200, 86400))
@@ -113,7 +121,8 @@ class EtaTracker:
         """Learn from what finished and started since last cycle, estimate every pending job; returns the view the
         API and console show. `started`: jobs that left the queue without running in `state` (a Kueue Workload
         admitted: its pods are other jobs), id -> when (epoch): their first estimate is scored against it."""
-        now = self.clock()
+        wall = self.clock()
+        now = float(state.at.timestamp()) if self.state_time else wall
         jobs = state.jobs
         ids = [str(x) for x in jobs.ids]
         live = set(ids)
@@ -155,8 +164,8 @@ class EtaTracker:
             del self._first[j]          # withdrawn while waiting: never started, nothing to score
         while len(self._first) > KEEP_FIRST:
             del self._first[next(iter(self._first))]
-        self.made_at = now
-        self.view = {"made_at": now, "jobs": rows}
+        self.made_at, self.made_wall = now, wall
+        self.view = {"made_at": now, "made_wall": wall, "jobs": rows}
         return self.view
 
     def _score(self, first: tuple[str, float, float | None, float | None, float | None], started: float) -> None:

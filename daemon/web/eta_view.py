@@ -19,4 +19,5 @@ def eta_for(view: dict[str, Any] | None, now: float, tenant: str | None = None,
         return {"made_at": None, "age_s": None, "jobs": []}
     rows = [r for r in view["jobs"]
             if (tenant is None or r["tenant"] == tenant) and (job is None or r["job_id"] == job)]
-    return {"made_at": iso(view["made_at"]), "age_s": round(now - view["made_at"], 3), "jobs": rows}
+    made_wall = view.get("made_wall", view["made_at"])   # the age on the wall clock (the simulator's differs)
+    return {"made_at": iso(view["made_at"]), "age_s": round(now - made_wall, 3), "jobs": rows}

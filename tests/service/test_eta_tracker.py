@@ -18,7 +18,7 @@ from daemon.service.wiring import build_runtime
 TENANTS = ("a", "b")
 
 
-def _state(running: dict[str, float], pending: dict[str, float]) -> ClusterState:
+def _state(running: dict[str, float], pending: dict[str, float], at: float | None = None) -> ClusterState:
     """Tenant a's jobs; `running`: id -> seconds run, `pending`: id -> seconds waited; 4 GPUs, 1-GPU jobs."""
     ids = [*running, *pending]
     r = np.array([True] * len(running) + [False] * len(pending))
@@ -26,7 +26,8 @@ def _state(running: dict[str, float], pending: dict[str, float]) -> ClusterState
                 gpus=np.ones(len(ids), dtype=np.int64), priority=np.ones(len(ids), dtype=np.int8), running=r,
                 runtime_s=np.array([*running.values(), *[0.0] * len(pending)]),
                 wait_s=np.array([*[0.0] * len(running), *pending.values()]), node=np.array([""] * len(ids)))
-    return ClusterState(at=pd.Timestamp("2026-01-05T00:00:00Z"), tenants=TENANTS, tiers=("normal", "low"),
+    when = pd.Timestamp("2026-01-05T00:00:00Z") if at is None else pd.Timestamp(at, unit="s", tz="UTC")
+    return ClusterState(at=when, tenants=TENANTS, tiers=("normal", "low"),
                         capacity=len(running), used=np.array([float(len(running)), 0.0]),
                         pending=np.array([float(len(pending)), 0.0]), jobs=jobs)
 
@@ -52,6 +53,25 @@ def test_the_first_estimate_is_scored_when_the_job_starts():
     assert reg.get_sample_value("gpuas_eta_p90_covered_total", {"tier": "normal", "covered": "false"}) == 1.0
 
 
+def test_on_the_simulators_clock_the_estimate_and_its_score_are_on_the_snapshots_time():
+    """The embedded simulator runs a minute of cluster time per 2 s cycle: job times are on its clock. The same
+    queue as above, its snapshots 60 s apart while the wall clock barely moves: the same estimate, scored the same;
+    only the age is on the wall clock. On the wall clock (the old code) P's start was read as wall minus its
+    simulated run time, an error of hours."""
+    wall = [5000.0]
+    reg = CollectorRegistry()
+    t = EtaTracker(reg, lambda: wall[0], min_samples=1, state_time=True)
+    t.update(_state({"J0": 540.0, "J1": 100.0, "J2": 100.0, "J3": 100.0, "J4": 100.0}, {}, at=1000.0), None, None)
+    wall[0] = 5002.0
+    view = t.update(_state({"J1": 160.0, "J2": 160.0, "J3": 160.0, "J4": 160.0}, {"P": 0.0}, at=1060.0), None, None)
+    (row,) = view["jobs"]
+    assert row["p50_s"] == 440.0 and row["p50_at"] == "1970-01-01T00:25:00+00:00" and view["made_at"] == 1060.0
+    wall[0] = 5003.0
+    assert reg.get_sample_value("gpuas_eta_age_seconds") == 1.0
+    t.update(_state({"J1": 960.0, "J2": 960.0, "J3": 960.0, "P": 60.0}, {}, at=1860.0), None, None)
+    assert reg.get_sample_value("gpuas_eta_error_seconds_sum", {"tier": "normal"}) == 300.0
+
+
 def test_a_job_withdrawn_while_waiting_is_not_scored():
     reg = CollectorRegistry()
     t = EtaTracker(reg, lambda: 0.0)
@@ -73,6 +93,7 @@ def test_every_good_cycle_estimates_the_pending_jobs(tmp_path):
     assert pending and snap.eta is not None
     assert {r["job_id"] for r in snap.eta["jobs"]} == pending
     assert sorted(r["position"] for r in snap.eta["jobs"]) == list(range(len(pending)))
+    assert snap.eta["made_at"] == st.at.timestamp()     # the simulation's time, not today's (the console shows both)
     rt.close()
 
 
