@@ -71,7 +71,7 @@ def run(slurm: dict, specs: list[dict], cycle_s: float = 5.0, timeout_s: float =
     env = slurm["env"]
     cfg = SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir="/usr/bin")
     act = SlurmActuator(cfg, [TenantConfig(name=TENANT, tier="normal", slurm_account=ACCOUNT)], dry_run=False)
-    tracker = EtaTracker(CollectorRegistry(), time.time)
+    tracker = EtaTracker(CollectorRegistry(), time.time, resolution_s=cycle_s)   # its cycle, as the daemon's
     tenants = (TENANT,)
     t0 = time.time()
     todo = sorted(range(len(specs)), key=lambda i: specs[i]["submit_s"])

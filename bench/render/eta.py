@@ -92,3 +92,18 @@ def eta_slurm() -> str:
                 "is scored when it had both estimates at one cycle and then started.",
                 "", " ".join(source([f], load(f)) for f in used)]
     return "\n".join(out).strip("\n") + "\n"
+
+
+@block("eta-scale")
+def eta_scale() -> str:
+    """How long one estimate of every pending job takes on a big contended cluster (bench/eta_scale_bench.py)."""
+    f = "eta_scale.json"
+    if not exists(f):
+        return "Not measured yet.\n"
+    d = load(f)
+    t = d["target"]
+    return (f"{n(d['tenants'])} tenants, {n(d['gpus'])} GPUs on {n(d['nodes'])} nodes, {n(d['running_jobs'])} running "
+            f"jobs, {n(d['pending_jobs'])} pending: one estimate of every pending job (p50 and p90) took "
+            f"{d['estimate_p50_ms']:,.0f} ms (median of {d['repeats']}, at most {d['estimate_max_ms']:,.0f} ms); "
+            f"{d['pending_with_p50']:,} of the pending jobs got a p50. Target {goal(t)}: "
+            f"{verdict(d['met'])}.\n\n{source([f], d)}\n")

@@ -95,8 +95,12 @@ def windows_ahead(plan: Plan, at: pd.Timestamp) -> list[tuple[float, str, float]
 
 class EtaTracker:
     def __init__(self, registry: CollectorRegistry, clock: Callable[[], float], *, max_wait_s: float | None = None,
-                 keep: int = 500, min_samples: int = 5, floor_s: float = 60.0, state_time: bool = False) -> None:
+                 keep: int = 500, min_samples: int = 5, floor_s: float = 60.0, state_time: bool = False,
+                 resolution_s: float | None = None) -> None:
         self.clock = clock
+        # releases within one cycle are one step of the estimate (daemon.policy.eta.RESOLUTION_S): a job starts at a
+        # cycle, so finer is no truer, and a big cluster's queue is rescanned once a cycle of its future, not per job
+        self.resolution_s = floor_s if resolution_s is None else float(resolution_s)
         self.state_time = state_time   # estimate on state.at (the embedded simulator's clock), not the wall's
         self.max_wait_s = max_wait_s
         self.runs = RunLengths(keep=keep, min_samples=min_samples)
@@ -150,7 +154,8 @@ class EtaTracker:
         etas = estimate(state, self.runs, reservations=res, pooled=plan.pooled if plan is not None else (),
                         time_limit_s=limits,
                         growth=growth, max_wait_s=self.max_wait_s,
-                        windows=windows_ahead(plan, state.at) if plan is not None else ())
+                        windows=windows_ahead(plan, state.at) if plan is not None else (),
+                        resolution_s=self.resolution_s)
         etas = calibrate(etas, tier_of, self.cal.factors(now))
         rows = []
         for e in etas:

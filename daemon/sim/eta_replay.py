@@ -129,7 +129,8 @@ class EtaHook:
             return mem
         now = dataclasses.replace(state, nodes=c.nodes_view())     # the holds the plan just placed
         pooled = tuple(t for t, m in zip(self.tenants, c.pool_members) if m)
-        model = estimate(now, self.runs, pooled=pooled, max_wait_s=cfg.policy.max_wait_steps * self.step_s)
+        model = estimate(now, self.runs, pooled=pooled, max_wait_s=cfg.policy.max_wait_steps * self.step_s,
+                         resolution_s=self.step_s)
         factors = self.cal.factors(k * self.step_s)
         etas = calibrate(model, self.tier_of, factors)
         p50_scaled = {e.job_id: e.p50_s for e in calibrate(model, self.tier_of, factors, p50=True)}

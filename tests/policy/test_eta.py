@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from daemon.policy.eta import RunLengths, estimate, forecast_growth, scheduler_order
 from daemon.policy.eta_calibration import Calibration, calibrate
@@ -49,11 +50,21 @@ LIMITS = {"A": 600.0, "B": 1000.0}
 
 
 def test_the_eta_on_a_hand_computed_queue():
-    got = {e.job_id: e for e in estimate(_state(), _history(), time_limit_s=LIMITS)}
+    got = {e.job_id: e for e in estimate(_state(), _history(), time_limit_s=LIMITS, resolution_s=0.0)}
     assert [got[j].position for j in ("P1", "P2", "P3")] == [0, 1, 2]
     assert {j: got[j].p50_s for j in got} == {"P1": 0.0, "P2": 500.0, "P3": 400.0}
     assert {j: got[j].p90_s for j in got} == {"P1": 0.0, "P2": 560.0, "P3": 500.0}
     assert "time limit" in got["P2"].basis and "run-length history" in got["P2"].basis
+
+
+def test_releases_within_a_minute_are_taken_together_at_the_last_of_them():
+    """The p90's releases at 500 and 560 s are one step at the default resolution (60 s): P3, which fits after the
+    first, is told 560, a minute late at most and never early; 30 s keeps them apart."""
+    got = {e.job_id: e for e in estimate(_state(), _history(), time_limit_s=LIMITS)}
+    assert {j: got[j].p90_s for j in got} == {"P1": 0.0, "P2": 560.0, "P3": 560.0}
+    assert {j: got[j].p50_s for j in got} == {"P1": 0.0, "P2": 500.0, "P3": 400.0}
+    apart = {e.job_id: e for e in estimate(_state(), _history(), time_limit_s=LIMITS, resolution_s=30.0)}
+    assert apart["P3"].p90_s == 500.0
 
 
 def test_gpus_held_for_another_tenant_are_not_free_for_the_job():
@@ -106,13 +117,14 @@ def test_the_p90_is_scaled_by_how_late_past_starts_came():
     for i in range(60):
         cal.observe("normal", made_at=0.0, started_at=1000.0, p90_model_s=500.0)
     cal.observe("low", made_at=0.0, started_at=9000.0, p90_model_s=500.0)
-    model = estimate(_state(), _history(), time_limit_s=LIMITS)
+    model = estimate(_state(), _history(), time_limit_s=LIMITS, resolution_s=0.0)
     got = {e.job_id: e for e in calibrate(model, dict(zip(TENANTS, TIERS)), cal.factors(9000.0))}
     assert {j: got[j].p90_s for j in got} == {"P1": 120.0, "P2": 1120.0, "P3": 1000.0}
     assert {j: got[j].p90_model_s for j in got} == {"P1": 0.0, "P2": 560.0, "P3": 500.0}
     assert {j: got[j].p50_s for j in got} == {"P1": 0.0, "P2": 500.0, "P3": 400.0}     # the p50s are unchanged
     assert "scaled x2.00" in got["P2"].basis
-    fresh = calibrate(estimate(_state(), _history(), time_limit_s=LIMITS), {}, Calibration().factors(9000.0))
+    fresh = calibrate(estimate(_state(), _history(), time_limit_s=LIMITS, resolution_s=0.0), {},
+                      Calibration().factors(9000.0))
     assert {e.job_id: e.p90_s for e in fresh} == {"P1": 0.0, "P2": 560.0, "P3": 500.0}   # no history: the model's
 
 
@@ -124,3 +136,23 @@ def test_a_windows_hold_to_come_is_not_free_for_others():
     assert {j: got[j].p50_s for j in got} == {"P1": 0.0, "P2": None, "P3": 400.0}
     assert {e.job_id: e.p50_s for e in estimate(_state(), _history(), time_limit_s=LIMITS,
                                                 windows=[(900.0, "a", 1.0)])}["P2"] == 500.0   # after P2's start
+
+
+def test_remaining_for_many_runs_is_numpys_quantile_of_the_runs_that_lasted_as_long():
+    """The vectorised remaining run (every running job of a tenant at once) against np.quantile on each job's own
+    survivors, written the slow way: equal, and NaN past every run seen."""
+    rng = np.random.default_rng(3)
+    rl = RunLengths()
+    runs = rng.lognormal(7.0, 1.0, size=60)
+    for r in runs:
+        rl.observe("t", float(r))
+    elapsed = np.r_[rng.uniform(0, runs.max(), size=200), runs[:5], runs.max() + 1.0]
+    for q in (0.5, 0.9):
+        got = rl.remaining_many("t", elapsed, q)
+        for e, g in zip(elapsed, got):
+            left = runs[runs >= e]
+            if left.size == 0:
+                assert np.isnan(g)
+            else:
+                assert g == pytest.approx(max(float(np.quantile(left, q)) - e, 0.0), abs=1e-6)
+    assert np.isnan(RunLengths().remaining_many("t", np.array([1.0]), 0.5)).all()
