@@ -88,6 +88,17 @@ class RunLengths:
         v = float(self.remaining_many(tenant, np.array([float(elapsed_s)]), q)[0])
         return None if np.isnan(v) else v
 
+    def usual(self, tenant: str, q: float) -> float | None:
+        """`remaining` of a run not started yet (the q-quantile of all its tenant's runs), without array overhead:
+        asked once per tenant per estimate, for the jobs the estimate starts."""
+        a = self._arr(tenant)
+        if a is None:
+            return None
+        pos = q * (a.shape[0] - 1)
+        i = int(pos)
+        v = float(a[i]) if i + 1 >= a.shape[0] else float(a[i]) + (pos - i) * float(a[i + 1] - a[i])
+        return max(v, 0.0)
+
     def remaining_many(self, tenant: str, elapsed_s: np.ndarray, q: float) -> np.ndarray:
         """`remaining` for many runs of one tenant at once (NaN where it is None): a big cluster has tens of
         thousands of running jobs, each asked every cycle for each quantile."""
@@ -220,7 +231,7 @@ def _ends(jobs, running: np.ndarray, tenants: tuple[str, ...], rl: RunLengths, q
     return ends, by_limit
 
 
-def _could_fit(free: dict[tuple[str, int], float], waiting: list[int], jobs, t_ix: dict[str, int],
+def _could_fit(free: dict[tuple[str, int], float], waiting: np.ndarray, jobs, t_ix: dict[str, int],
                accepts_type: np.ndarray, in_pool: np.ndarray) -> np.ndarray:
     """Per waiting job, whether it fits in the GPUs it may use (its own hold, unheld, the pooled hold if it shares
     it) on some type it accepts, all free now: a bound the scan checks first, in one pass, since placing other jobs
@@ -360,26 +371,27 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
         # the highest tier whose growth is still unserved: pending jobs of lower tiers wait for it
         blocking = max((p for p, g in ahead.items() if g > 1e-9), default=-1)
         total = sum(free.values())
-        still = []
         no_room: dict[tuple[int, tuple], float] = {}   # (tenant, types) -> smallest job that found no room
-        could = _could_fit(free, waiting, jobs, t_ix, accepts_type, in_pool).tolist()
-        could_at, placed_since = 0, False    # the bound is of waiting[could_at:], made before the placements since
-        for i, j in enumerate(waiting):
+        w_arr = np.asarray(waiting, dtype=np.int64)
+        keep = np.ones(w_arr.shape[0], dtype=bool)       # still waiting after this scan
+        # only the jobs that fit in all the GPUs they may use are checked (placing others only takes from those);
+        # after a placement the bound is out of date, and made again for the rest at the next job that fails
+        cands = np.flatnonzero(_could_fit(free, w_arr, jobs, t_ix, accepts_type, in_pool)).tolist()
+        placed_since = False
+        k = 0
+        while k < len(cands):
+            i = cands[k]
+            k += 1
+            j = waiting[i]
             if total < min_gpus - 1e-9:     # no GPU left that any job could use: the rest wait for a release
-                still.extend(waiting[i:])
                 break
-            if not could[i - could_at]:
-                still.append(j)    # more GPUs than all it may use are free: placing others only takes from them
-                continue
             tn = int(cols_tenant[j])
             if int(cols_prio[j]) < blocking:
-                still.append(j)    # a higher tier's forecast growth is still unserved: it comes first
-                continue
+                continue           # a higher tier's forecast growth is still unserved: it comes first
             acc = () if jobs.accepts is None else tuple(jobs.accepts[j] or ())
             g = float(cols_gpus[j])
             if g >= no_room.get((tn, acc), float("inf")):
-                still.append(j)    # a job as large of the same tenant and types did not fit in this scan
-                continue
+                continue           # a job as large of the same tenant and types did not fit in this scan
             owners = [tn, UNHELD] + ([HELD_BY_POOL] if tn in pool_ids else [])
             cand = [t for t in (acc or types_all) if t in types_all] if acc else types_all
             placed = False
@@ -400,7 +412,7 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
                 starts[j] = now
                 job_basis[j] = "fits the GPUs free now" if now == 0 else ", ".join(sorted(bases))
                 if tn not in usual:
-                    usual[tn] = rl.remaining(tenants[tn], 0.0, q)
+                    usual[tn] = rl.usual(tenants[tn], q)
                 run = usual[tn]
                 if run is not None:   # it runs its tenant's usual length, then frees its GPUs where it took them
                     heapq.heappush(events, (now + run, seq, t, UNHELD if took_from is None else took_from,
@@ -408,15 +420,16 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
                     seq += 1
                     bases.add("run-length history")
                 placed = True
-                placed_since = True
                 break
-            if not placed:
-                still.append(j)
+            if placed:
+                keep[i] = False
+                placed_since = True
+            else:
                 no_room[(tn, acc)] = min(g, no_room.get((tn, acc), float("inf")))
-                if placed_since:   # the bound is out of date: the jobs placed took GPUs; bound the rest again
-                    could = _could_fit(free, waiting[i + 1:], jobs, t_ix, accepts_type, in_pool).tolist()
-                    could_at, placed_since = i + 1, False
-        waiting = still
+                if placed_since:
+                    rest = _could_fit(free, w_arr[i + 1:], jobs, t_ix, accepts_type, in_pool)
+                    cands, k, placed_since = (i + 1 + np.flatnonzero(rest)).tolist(), 0, False
+        waiting = w_arr[keep].tolist()
         if not waiting or not events:
             break
         # the next release, and every other within resolution_s of it (not past a window's hold to come): all

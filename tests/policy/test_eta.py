@@ -155,4 +155,6 @@ def test_remaining_for_many_runs_is_numpys_quantile_of_the_runs_that_lasted_as_l
                 assert np.isnan(g)
             else:
                 assert g == pytest.approx(max(float(np.quantile(left, q)) - e, 0.0), abs=1e-6)
+        assert rl.usual("t", q) == pytest.approx(rl.remaining("t", 0.0, q), abs=1e-9)
     assert np.isnan(RunLengths().remaining_many("t", np.array([1.0]), 0.5)).all()
+    assert RunLengths().usual("t", 0.5) is None
