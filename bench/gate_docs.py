@@ -25,6 +25,21 @@ def variant(m: float) -> str:
     return f"gate_margin={m:g}"
 
 
+def on_forecast(gate: dict | None, pct: Callable[[float, int], str]) -> str:
+    """The share of tenant-steps the plan acted on the forecast for: of the tenants whose verdict it reads (the high
+    tier, and inference services that may start replicas ahead). A JSON from before that count has only the share
+    of all tenants (``tenant_steps_on_forecast`` of ``tenant_steps``, normal and low tiers included, whose verdict
+    changes nothing), said as such."""
+    if not gate:
+        return "all (ungated)"
+    if "read_tenant_steps" in gate:
+        steps = gate["read_tenant_steps"]
+        return pct(gate["read_tenant_steps_on_forecast"] / steps, 0) if steps else "none read"
+    if gate.get("tenant_steps"):
+        return f"{pct(gate['tenant_steps_on_forecast'] / gate['tenant_steps'], 0)} of all tenants"
+    return "all (ungated)"
+
+
 def _ratio(c: dict, metric: str) -> tuple[float, float]:
     """(predictive, reactive) for a check's metric at the comparison's points."""
     v = c[metric]
@@ -116,9 +131,7 @@ def render(load: Callable[[str], dict], exists: Callable[[str], bool], pct: Call
             if not c.get("predictive_point"):
                 rows.append([v, c.get("verdict", "no point"), *([""] * 6)])
                 continue
-            gate = c.get("skill_gate") or {}
-            share = pct(gate["tenant_steps_on_forecast"] / gate["tenant_steps"], 0) \
-                if gate.get("tenant_steps") else "all (ungated)"
+            share = on_forecast(c.get("skill_gate"), pct)
             tg = c["targets"]
             rows.append([v, f"{c['predictive_point']} ({pct(c['predictive_utilization'], 1)})",
                          *(f"{n(c[k]['predictive'])}" for k in ("high_unmet", "normal_unmet", "low_unmet",

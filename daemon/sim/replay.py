@@ -181,9 +181,25 @@ class Meter:
     # within FLAP_WINDOW_S (daemon/sim/flaps.py)
     hold_changes: int = 0
     hold_flaps: int = 0
-    # the skill gate (policy.skill_gate, predictive only): per measured step, the tenants acting on the forecast
+    # the skill gate (policy.skill_gate, predictive only): per measured step, the tenants acting on the forecast,
+    # all of them and those whose verdict the run reads (``read``: the high tier, whose holds and preemptions are
+    # the only ones the plan makes on the forecast, and the inference services that may start replicas ahead); a
+    # normal or low tenant's verdict changes nothing, so counting it said the forecast was acted on where it was not
     forecast_acting: list[int] | None = None
+    forecast_acting_read: list[int] | None = None
     tenants: int = 0
+    tenants_read: int = 0
+
+    def gate_counts(self) -> dict[str, int]:
+        """The skill gate's tenant-steps on the forecast: of the tenants whose verdict the run reads (``read_*``,
+        the figure that says how much the forecast was acted on) and of all tenants (``all_*``; before this split
+        the JSON's ``tenant_steps_on_forecast`` and ``tenant_steps`` were these)."""
+        steps = len(self.forecast_acting or [])
+        return {"read_tenants": int(self.tenants_read),
+                "read_tenant_steps_on_forecast": int(sum(self.forecast_acting_read or [])),
+                "read_tenant_steps": int(steps * self.tenants_read),
+                "all_tenant_steps_on_forecast": int(sum(self.forecast_acting or [])),
+                "all_tenant_steps": int(steps * self.tenants)}
 
     @property
     def label(self) -> str:
@@ -233,9 +249,7 @@ class Meter:
             "cpu_s": float(self.cpu_s),
             **({"by_spec": self.by_spec} if self.by_spec is not None else {}),
             **({"rises_high": dict(self.rises_high)} if self.rises_high is not None else {}),
-            **({"skill_gate": {"tenant_steps_on_forecast": int(sum(self.forecast_acting)),
-                               "tenant_steps": int(len(self.forecast_acting) * self.tenants)}}
-               if self.forecast_acting is not None else {}),
+            **({"skill_gate": self.gate_counts()} if self.forecast_acting is not None else {}),
         }
 
 
@@ -409,8 +423,11 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
     gate = ReplayGate(cfg, w.demand, series if typed else None) \
         if name == "predictive" and cfg.policy.skill_gate.enabled else None
     acting = None
+    read: frozenset[str] = frozenset()   # the tenants whose verdict this run reads (Meter.forecast_acting_read)
     if gate is not None:
+        read = frozenset(tenants[i] for i in np.flatnonzero(high)) | (inf.ahead if inf is not None else frozenset())
         res.forecast_acting, res.tenants = [], len(tenants)
+        res.forecast_acting_read, res.tenants_read = [], len(read)
     off_cfg = None
     if count_rule and name in ("predictive", "perfect") and cfg.policy.preempt_cost_aware:
         off_cfg = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"preempt_cost_aware": False})})
@@ -481,6 +498,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
                 acting = gate.at(k, fc, tenants)
                 if measured:
                     res.forecast_acting.append(len(acting))
+                    res.forecast_acting_read.append(len(acting & read))
             inf_fc, inf_acting = fc, acting
             if inf is not None:  # the services' holds and preemptions at their autoscaler's quantile
                 fc = inf.plan_forecast(fc)

@@ -86,6 +86,23 @@ def test_the_docs_choose_the_margin_on_the_choice_windows_only():
     assert gate_docs.choose(files) == 0.1                      # a tie: the smaller margin
 
 
+def test_the_docs_show_the_share_of_the_tenants_the_plan_reads_and_an_old_jsons_as_of_all_tenants():
+    sys.path.insert(0, str(REPO / "bench"))
+    import gate_docs
+
+    def pct(x: float, d: int) -> str:
+        return f"{100 * x:.{d}f}%"
+
+    new = {"read_tenants": 4, "read_tenant_steps": 400, "read_tenant_steps_on_forecast": 100,
+           "all_tenant_steps": 4000, "all_tenant_steps_on_forecast": 1600}
+    assert gate_docs.on_forecast(new, pct) == "25%"
+    # a JSON from before the split: its only count is of all tenants, and it says so
+    assert gate_docs.on_forecast({"tenant_steps": 4000, "tenant_steps_on_forecast": 1600}, pct) == "40% of all tenants"
+    assert gate_docs.on_forecast(None, pct) == "all (ungated)"
+    assert gate_docs.on_forecast({**new, "read_tenants": 0, "read_tenant_steps": 0,
+                                  "read_tenant_steps_on_forecast": 0}, pct) == "none read"
+
+
 def test_choice_from_another_history_or_an_lstm_is_refused_in_one_line(tmp_path):
     base = [sys.executable, str(BENCH), "--cases", "synthetic", "--days", "0.02", "--workers", "1", "--out",
             str(tmp_path), "--figures", str(tmp_path), "--gate-margins", "0.1", "--suffix", "_g"]

@@ -56,7 +56,8 @@ def test_the_replays_gate_decisions_up_to_a_step_do_not_depend_on_the_demand_aft
     # that never come), so the equality above is not for want of a difference to see
     assert same.forecast_acting[upto:] != changed.forecast_acting[upto:]
     s = same.summary()["skill_gate"]
-    assert s["tenant_steps"] == 2 * (N - START - 1) and 0 < s["tenant_steps_on_forecast"] < s["tenant_steps"]
+    assert s["all_tenant_steps"] == 2 * (N - START - 1)
+    assert 0 < s["all_tenant_steps_on_forecast"] < s["all_tenant_steps"]
 
 
 def test_with_the_gate_the_seasonal_tenant_keeps_acting_ahead_and_the_gate_off_changes_nothing():
@@ -117,4 +118,40 @@ def test_in_the_replay_a_tenant_without_skill_is_planned_reactively_and_one_with
     # `hi` stays on the forecast: held ahead of its rises, as ungated, where reactive meets them late
     assert gated["tiers"]["high"]["unmet_gpu_min"] == ungated["tiers"]["high"]["unmet_gpu_min"] == 0
     assert reactive["tiers"]["high"]["unmet_gpu_min"] > 0
-    assert 0 < gated["skill_gate"]["tenant_steps_on_forecast"] < gated["skill_gate"]["tenant_steps"]
+    g2 = gated["skill_gate"]
+    assert 0 < g2["read_tenant_steps_on_forecast"] < g2["read_tenant_steps"] == 2 * steps
+
+
+def test_the_gate_count_is_of_the_tenants_whose_verdict_the_plan_reads():
+    """The plan acts on the forecast for the high tier's holds and preemptions only (daemon/policy/engine.py), so a
+    low tenant the forecast sees coming, whose verdict is "acting", was never planned on the forecast. `lo` (low)
+    has an hourly job a seasonal forecast sees; `hi` (high) is forecast a job that never comes: the gate puts `lo`
+    on the forecast and keeps `hi` reactive, and the count of tenant-steps on the forecast that the plan read is 0
+    (the count of all tenants, the JSON's old `tenant_steps_on_forecast`, counted `lo`'s)."""
+    t = np.arange(N)
+    idx = pd.date_range("2026-01-01", periods=N, freq="min", tz="UTC")
+    demand = pd.DataFrame({"hi": np.zeros(N), "lo": np.where(t % 60 >= 45, 8.0, 0.0), "fill": np.full(N, 8.0)},
+                          index=idx).rename_axis(columns="tenant")
+    w = Workload("t", demand, ("high", "low", "low"), np.array([8, 8, 1]), 24, start=START)
+    bank = ForecastBank(_BlindFor("hi"), w.demand, 1, CFG.cycle.horizon_steps, CFG.cycle.history_steps)
+    run = run_strategy("predictive", w, CFG, bank, steps=N - START - 1, check_invariants=True)
+    s = run.summary()["skill_gate"]
+    steps = N - START - 1
+    assert s["read_tenants"] == 1 and s["read_tenant_steps"] == steps
+    assert s["read_tenant_steps_on_forecast"] == 0
+    assert s["all_tenant_steps"] == 3 * steps and s["all_tenant_steps_on_forecast"] > steps // 2
+
+
+def test_the_gate_count_of_a_high_tenant_on_the_forecast_is_its_steps_on_it():
+    """The seasonal high tenant of _workload: the read count is the steps at which the gate (run alone on the same
+    forecasts) has it acting, and the low tenant beside it, constant, never acts."""
+    w = _workload("same")
+    run = _run(w)
+    s = run.summary()["skill_gate"]
+    gate = ReplayGate(CFG, w.demand)
+    bank = ForecastBank(SeasonalNaive(60), w.demand, 1, CFG.cycle.horizon_steps, CFG.cycle.history_steps)
+    on = 0
+    for k in range(START - 240, N - 1):
+        acting = gate.at(k, bank.at(k), ("hi", "lo"))
+        on += k >= START and "hi" in acting
+    assert s["read_tenants"] == 1 and s["read_tenant_steps_on_forecast"] == on > 0
