@@ -68,3 +68,19 @@ def test_a_service_with_no_skill_scales_as_reactive_and_one_with_skill_scales_ah
     # skill: "daily" acts on the forecast, its replicas start ahead of the rises and it throttles far less
     assert g["high"]["inf_throttled"] < 0.5 * r["high"]["inf_throttled"]
     assert g["high"]["inf_gpu_min"] > r["high"]["inf_gpu_min"]
+
+
+def test_the_gate_count_reads_a_normal_tier_service_only_where_its_autoscaler_may_act_ahead():
+    """A service's verdict is read by its replica autoscaler, whatever its tier: "noisy" (normal) counts among the
+    tenants whose verdict the run reads while policy.replica_ahead_tiers names its tier, and not once it does not
+    (its autoscaler then scales on its need now, and the plan holds for the high tier only)."""
+    w = _workload()
+    both = _predictive(w, CFG).summary()["skill_gate"]
+    high_only = Config(policy={"skill_gate": {"enabled": True, "window": 12, "min_scored": 6},
+                               "replica_ahead_tiers": ["high"]})
+    one = _predictive(w, high_only).summary()["skill_gate"]
+    steps = N - START - 1
+    assert both["read_tenants"] == 2 and both["read_tenant_steps"] == 2 * steps
+    assert one["read_tenants"] == 1 and one["read_tenant_steps"] == steps
+    # "noisy" has no skill and is never on the forecast: the read tenant-steps on it are "daily"'s in both runs
+    assert 0 < one["read_tenant_steps_on_forecast"] == both["read_tenant_steps_on_forecast"]
