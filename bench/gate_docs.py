@@ -76,6 +76,25 @@ def check_text(c: dict, key: str, t: dict, pct: Callable[[float, int], str], n: 
     return f"{what}: {n(p)} against {n(r)}, {pct(p / r, 0)} of reactive's ({'met' if ok else '**not met**'}{gap})"
 
 
+def meeting_measured(d: dict) -> str:
+    """Which margins tried meet every check that was measured (one not measured, the gain kept where no ungated
+    point reaches reactive's utilization, is left aside and named): the answer to "is there a margin that meets
+    every target here", which the choice rule, ranking by checks met, does not give."""
+    ok, unmeasured = [], set()
+    for x in d["gate_margins"]:
+        c = d["comparison"].get(variant(x), {})
+        if not c.get("predictive_point"):
+            continue
+        unmeasured |= {k for k, v in c["targets"].items() if v is None}
+        if all(v is not False for v in c["targets"].values()):
+            ok.append(f"{x:g}")
+    tried = ", ".join(f"{x:g}" for x in d["gate_margins"])
+    aside = (" (" + "; ".join(d["targets"][k]["what"] for k in sorted(unmeasured)) + ": not measured, left aside)"
+             if unmeasured else "")
+    return (f"Margins tried ({tried}) whose point meets every check measured{aside}: "
+            + (", ".join(ok) if ok else "**none**") + ".")
+
+
 def choose(files: dict[str, dict]) -> float | None:
     """The margin, by the rule in the module's docstring, from the windows marked "choice"."""
     chosen = [files[f] for _, f, role in GATE_FILES if role == "choice" and f in files]
@@ -144,6 +163,8 @@ def render(load: Callable[[str], dict], exists: Callable[[str], bool], pct: Call
                 f"{n(r['preemptions'])} preemptions.",
                 "", table(["predictive", "point (util)", "high unmet", "normal unmet", "low unmet", "preemptions",
                            "tenant-steps on the forecast", "checks met"], rows), ""]
+        if role == "choice":
+            out += [meeting_measured(d), ""]
         if m is not None and d["comparison"].get(variant(m), {}).get("predictive_point"):
             c = d["comparison"][variant(m)]
             verdicts[f] = c["all_met"]

@@ -86,6 +86,25 @@ def test_the_docs_choose_the_margin_on_the_choice_windows_only():
     assert gate_docs.choose(files) == 0.1                      # a tie: the smaller margin
 
 
+def test_the_docs_say_which_margins_meet_every_measured_check_and_none_when_none_does():
+    sys.path.insert(0, str(REPO / "bench"))
+    import gate_docs
+    import targets
+
+    tg = targets.REPLAY_GATED_BY_CASE["synthetic"]   # with the gain kept, not measured without an ungated twin
+    runs = [_run("reactive", 0.9, 100, 1000, 1000, 100, headroom=0.15),
+            _run("predictive", 0.7, 0, 0, 0, 0, quantile=0.9),                          # no ungated twin
+            _run("predictive", 0.9, 90, 1200, 1000, 100, quantile=0.9, gate_margin=0.1),   # normal 20% over
+            _run("predictive", 0.9, 101, 1000, 1000, 100, quantile=0.9, gate_margin=0.2)]  # high 1% over
+    d = {"targets": tg, "gate_margins": [0.1, 0.2], "comparison": report.gate_compare(runs, [0.1, 0.2], tg)}
+    assert gate_docs.meeting_measured(d) == ("Margins tried (0.1, 0.2) whose point meets every check measured "
+                                             f"({tg['keeps_gain']['what']}: not measured, left aside): **none**.")
+    runs.append(_run("predictive", 0.9, 100, 1000, 1000, 100, quantile=0.9, gate_margin=0.3))
+    d = {"targets": tg, "gate_margins": [0.1, 0.2, 0.3],
+         "comparison": report.gate_compare(runs, [0.1, 0.2, 0.3], tg)}
+    assert gate_docs.meeting_measured(d).endswith("left aside): 0.3.")
+
+
 def test_the_docs_show_the_share_of_the_tenants_the_plan_reads_and_an_old_jsons_as_of_all_tenants():
     sys.path.insert(0, str(REPO / "bench"))
     import gate_docs
