@@ -113,6 +113,9 @@ class _Holds:
     # GPUs the recurring windows ask to have cleared now per tenant (known demand; None without windows): neither
     # weighed by the cost-aware rule nor paid from the forecast's preemption budget
     known: np.ndarray | None = None
+    # GPUs per tenant its windows hold now, its alone (a Slurm reservation for its account); a pooled tenant's
+    # hold beyond them stays in the high tier's pool (None without windows)
+    own: np.ndarray | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,6 +172,8 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
                             peaks, last.holds_by_type if last else None)
         res = typed.res
         holds = dataclasses.replace(holds, res=res, soon=np.minimum(holds.soon, res), pool=int(typed.pool.sum()))
+        if holds.own is not None:  # per type, a window's tenant holds apart from the pool (its GPUs are not split)
+            holds = dataclasses.replace(holds, pooled=holds.pooled & (holds.own <= 0))
     cleared = _preemptions(state, view, holds, ag, memory, cfg, ops, clock, notes, typed)
     notifs = list(cleared.notifications) + _protected_notices(aged_since, memory, cfg)
     # --- rate limits follow load with hysteresis
@@ -376,10 +381,8 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
     soon = np.minimum(soon, res)
     # the high tier's holds as one pool (policy.pool_high_tier): one tenant's idle reserve serves another's peak
     pooled = high.copy() if pc.pool_high_tier else np.zeros(n, dtype=bool)
-    if win is not None:  # a window's hold is its tenant's alone (a Slurm reservation for its account), not the pool's
-        pooled &= win[0] <= 0
     return _Holds(res, soon, quantum, aged, floored, pooled, pool, model, path, soon_steps, drain_steps, step_min,
-                  known=None if win is None else win[1])
+                  known=None if win is None else win[1], own=None if win is None else wheld.astype(np.int64))
 
 
 def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Aging, memory: PolicyMemory,
@@ -426,13 +429,9 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
     elif placed_view:
         # placement-aware: preempt only what makes room, on one node, for a whole job of a protected tenant
         refused: list[int] = []
-        chosen, _, unplaced = preemption.choose_placed(cand_jobs, state.nodes, need_jobs,
-                                                       holds.quantum.astype(np.int64), protected | paused,
-                                                       budget_gpus, budget_jobs, pc.min_preempt_gpus,
-                                                       pooled=holds.pooled, cleared_for=cleared_for, gate=gate,
-                                                       refused=refused,
-                                                       takeable=_on_window_nodes(cand_jobs, state.nodes, holds,
-                                                                                 paused))
+        chosen, unplaced = _choose_placed(cand_jobs, state.nodes, holds, used, need_jobs, protected | paused,
+                                          budget_gpus, budget_jobs, pc.min_preempt_gpus, cleared_for, gate, refused,
+                                          _on_window_nodes(cand_jobs, state.nodes, holds, paused))
         chosen = cand_index[chosen]
         if refused:
             wt = pc.preempt_worth_weight
@@ -485,6 +484,42 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
     spent = float(jobs.gpus[chosen].sum()) if chosen.size else 0.0
     return _Cleared(chosen, tuple(preempts), tuple(notifs), avail_gpus - max(spent - win_gpus, 0.0),
                     avail_jobs - max(float(chosen.size) - win_gpus, 0.0))
+
+
+def _choose_placed(jobs, nodes, holds: _Holds, used: np.ndarray, need_jobs: np.ndarray, protected: np.ndarray,
+                   budget_gpus: int, budget_jobs: int, min_gpus: int, cleared_for: list[int],
+                   gate: preemption.Gate | None, refused: list[int],
+                   takeable: np.ndarray | None) -> tuple[np.ndarray, int]:
+    """preemption.choose_placed: (jobs chosen, jobs left without a place). When a pooled tenant's window is being
+    cleared, in two passes over one view of the room and one budget: first the window's own need (the GPUs it asks
+    to have cleared now beyond what its tenant uses, in whole jobs) on its own nodes or unheld ones, never the
+    pool's (what is free or cleared there goes to whichever pooled tenant starts first: it is not the window's);
+    then the rest, the tenant's need beyond its window included, which may use the pool as before."""
+    q = holds.quantum.astype(np.int64)
+    apart = None if holds.known is None else holds.pooled & (holds.known > 0)
+    if apart is None or not apart.any():
+        chosen, _, left = preemption.choose_placed(jobs, nodes, need_jobs, q, protected, budget_gpus, budget_jobs,
+                                                   min_gpus, pooled=holds.pooled, cleared_for=cleared_for, gate=gate,
+                                                   refused=refused, takeable=takeable)
+        return chosen, left
+    known = np.asarray(holds.known, dtype=float)
+    win_jobs = np.where(apart, np.minimum(need_jobs, np.ceil(np.maximum(known - used, 0) / holds.quantum - 1e-9)),
+                        0).astype(np.int64)
+    avail = preemption.room(nodes)
+    first, _, left1 = preemption.choose_placed(jobs, nodes, win_jobs, q, protected, budget_gpus, budget_jobs,
+                                               min_gpus, pooled=holds.pooled & ~apart, cleared_for=cleared_for,
+                                               takeable=takeable, avail=avail)
+    keep = np.ones(len(jobs), dtype=bool)
+    keep[first] = False
+    rest_at = np.flatnonzero(keep)
+    if gate is not None:  # the window's jobs were the first of the tenant's jobs waiting now
+        gate = dataclasses.replace(gate, now_jobs=np.maximum(gate.now_jobs - win_jobs, 0))
+    second, _, left2 = preemption.choose_placed(
+        jobs.select(keep), nodes, need_jobs - win_jobs, q, protected,
+        budget_gpus - int(jobs.gpus[first].sum()), budget_jobs - int(first.size), min_gpus, pooled=holds.pooled,
+        cleared_for=cleared_for, gate=gate, refused=refused, takeable=None if takeable is None else takeable[keep],
+        avail=avail)
+    return np.concatenate([first, rest_at[second]]).astype(np.int64), left1 + left2
 
 
 def _on_window_nodes(jobs, nodes, holds: _Holds, paused: np.ndarray) -> np.ndarray | None:
@@ -603,6 +638,8 @@ def _assemble(state: ClusterState, view: _View, holds: _Holds, cleared: _Cleared
                 hold_job_gpus={tenants[i]: int(holds.quantum[i]) for i in np.flatnonzero((res > 0) | holds.pooled)},
                 demand_capped=dict(state.capped), capacity_dropped=int(state.capacity_dropped),
                 held_for=held_for(res, high, holds.aged, holds.floored),
+                window_holds={} if holds.own is None else
+                {tenants[i]: int(holds.own[i]) for i in np.flatnonzero(holds.own > 0)},
                 **(_typed_fields(tenants, typed, high, holds.aged | holds.floored) if typed is not None else {}))
 
 

@@ -144,10 +144,18 @@ def choose(jobs: Jobs, shortfall: int, protected_tenants: np.ndarray, budget_gpu
     return order[:n]
 
 
+def room(nodes: Nodes) -> np.ndarray:
+    """GPUs per node free now or once what drains there has drained (0 on a node that is down)."""
+    avail = (nodes.free + nodes.draining).astype(np.int64)
+    avail[nodes.gpus <= 0] = 0
+    return avail
+
+
 def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.ndarray, protected: np.ndarray,
                   budget_gpus: int, budget_jobs: int, min_gpus: int = 1, pooled: np.ndarray | None = None,
                   cleared_for: list[int] | None = None, gate: Gate | None = None,
-                  refused: list[int] | None = None, takeable: np.ndarray | None = None) -> tuple[np.ndarray, int, int]:
+                  refused: list[int] | None = None, takeable: np.ndarray | None = None,
+                  avail: np.ndarray | None = None) -> tuple[np.ndarray, int, int]:
     """Placement-aware choice: preempt only what makes room, on one node, for a protected tenant's job.
 
     ``need_jobs[t]`` jobs of ``job_gpus[t]`` GPUs each must find a place for protected tenant ``t`` (waiting
@@ -170,13 +178,15 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
     ``takeable`` (per job): low-priority jobs that are candidates even though their tenant is protected: those on
     the nodes a window holds (its drain clears them, daemon/policy/windows.py; only the window's tenant may use
     those nodes, so only it gains from them).
+
+    ``avail`` (per node, GPUs free or draining; ``room(nodes)``): the room to start from, updated in place with what
+    this call places and frees, so that a second call for other jobs sees what the first took.
     """
     empty = np.empty(0, dtype=np.int64)
     need = np.asarray(need_jobs, dtype=np.int64).copy()
     if len(nodes) == 0 or not need.any():
         return empty, 0, int(need.sum())
-    avail = (nodes.free + nodes.draining).astype(np.int64)
-    avail[nodes.gpus <= 0] = 0
+    avail = room(nodes) if avail is None else avail
     held = nodes.held_by
     pooled = np.zeros(need.size, dtype=bool) if pooled is None else np.asarray(pooled, dtype=bool)
 
@@ -271,7 +281,10 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
             last = np.minimum(pos, idx.size - 1)
             c = np.where(ok, cum_c[last] - base_c, np.inf)
             if (ok & own).any():  # a node held for t first: what it frees waits there for t's job
-                c = np.where(own, c, np.inf)
+                # and its own hold (a window's, held apart from its pool) before the pool's, which the pool's
+                # other tenants may take first
+                alone = held[g_nodes] == t
+                c = np.where(alone if (ok & alone).any() else own, c, np.inf)
             if c_idle is None:
                 best = int(np.argmin(c))
             else:  # the fewest GPU-seconds of busy jobs lost first; then the fewest in all

@@ -129,6 +129,9 @@ class Plan:
     # the recurring windows in force (issue 39; the config's and the operator's, as their config dicts): what a
     # scheduler that can hold ahead reserves by itself (Slurm's recurring reservations)
     windows: tuple[dict[str, Any], ...] = ()
+    # tenant -> GPUs of its reservation its windows hold now: its alone (only its account), also when the tenant is
+    # pooled; a pooled tenant's hold beyond them is in the pool, so the window adds to what it may use
+    window_holds: dict[str, int] = field(default_factory=dict)
 
     def job_gpus(self, tenants: Iterable[str]) -> int:
         """GPUs of the smallest job the holds of `tenants` are sized for (one tenant's hold, or a pool's), 1 when
@@ -164,6 +167,7 @@ class Plan:
             "forecast_acting": {t: dict(v) for t, v in self.forecast_acting.items()},
             # only when there are some: a plan without windows is the dict it was before windows existed
             **({"windows": [dict(w) for w in self.windows]} if self.windows else {}),
+            **({"window_holds": dict(self.window_holds)} if self.window_holds else {}),
         }
 
     @staticmethod
@@ -192,6 +196,7 @@ class Plan:
             held_for={str(k): int(v) for k, v in d.get("held_for", {}).items()},
             forecast_acting={str(k): dict(v) for k, v in d.get("forecast_acting", {}).items()},
             windows=tuple(dict(w) for w in d.get("windows", ())),
+            window_holds={str(k): int(v) for k, v in d.get("window_holds", {}).items()},
         )
 
 

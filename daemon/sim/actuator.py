@@ -48,9 +48,15 @@ class SimulatorActuator:
                 i = self.index.get(t)
                 if i is not None:
                     members[i] = True
+            # a pooled tenant's window is its own hold (its reservation, only its account); the rest is the pool's
+            own = np.zeros(self.cluster.n, dtype=np.int64)
+            for t, g in plan.window_holds.items():
+                i = self.index.get(t)
+                if i is not None and members[i]:
+                    own[i] = min(int(g), int(res[i]))
             gpn_ = self.cluster.gpus_per_node
-            pool = (members, int(-(-int(res[members].sum()) // gpn_) * gpn_))
-            res[members] = 0
+            pool = (members, int(-(-int((res - own)[members].sum()) // gpn_) * gpn_))
+            res[members] = own[members]
         by_type = self._by_type(plan)
         pool_types = self._pool_types(plan) if by_type is not None and plan.pooled else None
         cap_t = None

@@ -68,6 +68,8 @@ class Holds:
         if useless.any():
             holder[useless] = UNHELD
             have = np.bincount(holder[holder >= 0], minlength=n + 1)
+        if self.pool_members.any() and have[n] > want[n]:
+            self._hand_over(want, have, r_ten, r_node, r_g, firm_j)
         # release: per shrinking holder, the held nodes where it runs least
         shrink = want < have
         if shrink.any():
@@ -106,6 +108,29 @@ class Holds:
             k = ((firm * (4 * gpn + 1) + (2 * gpn - score)) * N + idx)[cand]
             best = np.argpartition(k, take - 1)[:take] if take < cand.size else np.arange(cand.size)
             holder[cand[best]] = h
+
+    def _hand_over(self, want: np.ndarray, have: np.ndarray, r_ten: np.ndarray, r_node: np.ndarray, r_g: np.ndarray,
+                   firm_j: np.ndarray) -> None:
+        """A pool member whose own hold grows (its window's, held apart from the pool) takes first the pool's nodes
+        it runs on, of those the shrinking pool gives up: its work there stays where it is, and what the pool lets
+        go of is where it was already running. Per member in index order, the nodes where it runs most (and where
+        its job still fits beside others' work that cannot be preempted). Updates ``have``."""
+        n, N, holder = self.n, self.n_nodes, self.node_holder
+        for h in np.flatnonzero(self.pool_members & (want[:n] > have[:n])).tolist():
+            spare = int(have[n] - want[n])
+            if spare <= 0:
+                return
+            js = r_ten == h
+            own = np.bincount(r_node[js], weights=r_g[js], minlength=N)
+            others_firm = np.bincount(r_node[~js & firm_j], weights=r_g[~js & firm_j], minlength=N)
+            cand = np.flatnonzero((holder == n) & (own > 0) & (others_firm <= self.node_cap - self.job_size[h]))
+            if cand.size == 0:
+                continue
+            cand = cand[lexorder(others_firm[cand].astype(np.int64), -own[cand].astype(np.int64))]
+            take = cand[: min(int(want[h] - have[h]), spare)]
+            holder[take] = h
+            have[h] += take.size
+            have[n] -= take.size
 
     def _set_typed(self, by_type: np.ndarray | None) -> None:
         """Holds on a mixed fleet, in GPUs: per (holder, type) when ``by_type`` is given (a type-aware plan; row n

@@ -38,3 +38,38 @@ def test_the_tenants_hold_flavor_quota_is_raised_at_the_windows_lead_time():
     assert list(c.held().values()).count("team-a") == 2                # two whole 8-GPU nodes
     for o in c.objs.values():
         validate(o)
+
+
+def test_a_pooled_tenants_window_is_its_own_hold_beside_the_pool_and_takes_the_pool_node_it_runs_on():
+    """A pooled high tenant's window (Plan.window_holds) is held apart: its hold flavor's quota is the window's GPUs,
+    the pool's is the pooled holds beyond them, and its queue still lists the pool flavor (it borrows the pool
+    beyond its window). The window takes first the pool's node where the tenant's pods run (relabelled, its
+    pods stay), as the simulator does. Before, a pooled tenant held nothing of its own: its window was the pool's."""
+    import dataclasses
+
+    from daemon.config import TenantConfig
+    from tests.actuators.test_k8s_kueue import FakeCluster, plan as base_plan
+
+    tenants = [*TENANTS, TenantConfig(name="team-high2", tier="high", k8s_namespace="serving2")]
+    c = FakeCluster()
+    c.run("serving", "h-0", "n3", 8)                      # team-high runs on n3
+    c.run("serving2", "h2-0", "n4", 4)                    # team-high2 on n4
+    c.run("research", "a-1", "n1", 1)                     # normal work (not evictable) on n1 and n2
+    c.run("research", "a-2", "n2", 1)
+    act, _, c = kueue(c, tenants=tenants)
+    pooled = ("team-high", "team-high2")
+    assert act.apply(dataclasses.replace(base_plan({"team-high": 8, "team-high2": 8}), pooled=pooled)).ok
+    assert c.held() == {"n3": "gpu-autoscaler.pool", "n4": "gpu-autoscaler.pool"}
+    during = dataclasses.replace(base_plan({"team-high": 8, "team-high2": 8}), pooled=pooled,
+                                 window_holds={"team-high": 8})
+    rep = act.apply(during)
+    assert rep.ok, rep.errors
+    assert c.held() == {"n3": "team-high", "n4": "gpu-autoscaler.pool"}, c.held()
+    cq = objects(c, "ClusterQueue")["gpuas-tenant-team-high"]
+    assert [f["name"] for f in cq["spec"]["resourceGroups"][0]["flavors"]] == [
+        "gpuas-hold-team-high", "gpuas-pool-hold", "default-flavor"]
+    assert flavors(cq)["gpuas-hold-team-high"]["nominalQuota"] == 8
+    assert objects(c, "Cohort")["gpuas-pool"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0][
+        "nominalQuota"] == 8
+    for o in c.objs.values():
+        validate(o)

@@ -39,6 +39,7 @@ def test_an_operators_window_replaces_the_configs_and_the_plan_carries_them():
     p = plan(None, _state("13:45", False), PolicyMemory(), cfg, ops=ops)
     assert p.reservations["win"] == 16 and [w["gpus"] for w in p.windows] == [16]
     assert Plan.from_dict(p.to_dict()).windows == p.windows
+    assert p.window_holds == {"win": 16} and Plan.from_dict(p.to_dict()).window_holds == {"win": 16}
     assert "windows" not in plan(None, _state("13:45", False), PolicyMemory(),
                                  parse_config({"tenants": [{"name": "win"}]})).to_dict()
 

@@ -62,3 +62,23 @@ def test_a_held_node_full_of_work_that_cannot_be_preempted_is_let_go_for_one_the
     assert c.node_holder.tolist() == [UNHELD, 1]       # but node 0 can never run its job: the hold moves
     st = c.step(np.array([8.0, 8.0]))
     assert st.served.tolist() == [8, 8]
+
+
+def test_a_pooled_tenants_window_hold_takes_the_pools_nodes_it_runs_on():
+    """A pooled high tenant whose window is held apart from the pool (Plan.window_holds) takes first the pool's
+    nodes where it already runs, of those the shrinking pool gives up; its jobs stay where they are. Before, the
+    pool let go of the node where its members ran least (b's) and the window took a node full of low work, while
+    a's own job kept a pool node: the pool ran short by the node a still used."""
+    prio = np.array([PRIORITY["high"], PRIORITY["high"], PRIORITY["low"]], dtype=np.int8)
+    c = SimCluster(["a", "b", "lo"], prio, 32, np.array([8, 4, 1]), gpus_per_node=8)
+    members = np.array([True, True, False])
+    c.set_reservations(np.zeros(3, dtype=np.int64), pool=(members, 16))
+    c.step(np.array([8.0, 4.0, 24.0]))
+    on = {int(c.j_tenant[i]): int(c.j_node[i]) for i in np.flatnonzero(c.j_state[: c.size] == RUNNING)
+          if c.j_tenant[i] < 2}
+    pool_nodes = set(np.flatnonzero(c.node_holder == 3).tolist())
+    assert pool_nodes == {on[0], on[1]} and on[0] != on[1]        # a's and b's jobs run on the pool's two nodes
+    c.set_reservations(np.array([8, 0, 0]), pool=(members, 8))     # a's window: 8 of its own, the pool 8 (b's)
+    assert np.flatnonzero(c.node_holder == 0).tolist() == [on[0]]  # the node a runs on, handed over
+    assert np.flatnonzero(c.node_holder == 3).tolist() == [on[1]]  # the pool keeps b's
+    c.check_invariants()

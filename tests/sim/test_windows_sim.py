@@ -159,11 +159,31 @@ def test_a_windows_hold_serves_only_its_tenant_not_the_high_tiers_pool():
 
     by = _trio(_trio_config(1.0), wants)
     p, _s, _on = by["13:45"]
-    assert "win" not in p.pooled and "other" in p.pooled and p.reservations["win"] >= 16
-    assert "win" in by["13:05"][0].pooled                     # before its lead time it pools as before
+    assert p.window_holds == {"win": 16} and p.reservations["win"] >= 16     # its window held apart from the pool
+    assert "win" in by["13:05"][0].pooled and not by["13:05"][0].window_holds  # before its lead time: the pool only
     _p, s, on_win = by["14:00"]
     assert int(s.served[1]) == 16 and int(s.queued[1]) == 0, (s.served, s.queued)
     assert all(on == 0 for _p, _s, on in by.values())      # `other` never runs on the window's nodes
+
+
+def test_a_windows_hold_adds_to_what_its_tenant_may_use_the_pool_and_free_gpus_stay_open_to_it():
+    """The window is held apart for its tenant, and beyond it the tenant still borrows the high tier's pool, as a
+    Slurm account may run outside its reservation and a Kueue queue borrows in its cohort. `other`'s forecast
+    holds two nodes in the pool that it does not use yet; `win` asks 24 GPUs at 14:00 against its window's 16: the
+    8 more start at once on the pool's idle node. Before, the window's tenant left the pool for the window's lead
+    and duration: its third job waited while the pool's GPUs sat idle."""
+    def wants(t):
+        in_window = dt.time(14, 0) <= t.astimezone(PARIS).time() < dt.time(15, 0)
+        return [0.0, 24.0 if in_window else 0.0, 32.0]
+
+    def forecast(t):   # `other` forecast at 16 throughout (its hold), `win` at nothing beyond its window
+        return np.repeat(np.array([[16.0], [0.0], [32.0]]), 12, axis=1)
+
+    by = _trio(_trio_config(1.0), wants, forecast)
+    p, _s, _on = by["13:55"]
+    assert "win" in p.pooled and p.window_holds == {"win": 16}, (p.pooled, p.window_holds)
+    _p, s, _on = by["14:00"]
+    assert int(s.served[1]) == 24 and int(s.queued[1]) == 0, (s.served, s.queued)
 
 
 def test_a_windows_drain_has_its_own_budget_spread_over_the_lead_and_is_not_weighed_as_a_forecast():

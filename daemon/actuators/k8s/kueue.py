@@ -551,9 +551,12 @@ class KueueActuator:
             if p.node:
                 freed[p.node] = freed.get(p.node, 0) + int(p.gpus)
         pooled = self.pooled(plan)
-        # per hold label value: a tenant's own hold (nothing for a pooled one), and the pool (their sum)
-        wanted = {name_part(t): 0 if t in pooled else int(plan.reservations.get(t, 0)) for t in self.holders}
-        wanted[POOL_VALUE] = sum(int(plan.reservations.get(t, 0)) for t in pooled)
+        # per hold label value: a tenant's own hold (for a pooled one only what its windows hold now, its alone:
+        # Plan.window_holds), and the pool (the pooled tenants' holds beyond that)
+        own = {t: min(int(plan.window_holds.get(t, 0)), int(plan.reservations.get(t, 0))) if t in pooled
+               else int(plan.reservations.get(t, 0)) for t in self.holders}
+        wanted = {name_part(t): own[t] for t in self.holders}
+        wanted[POOL_VALUE] = sum(int(plan.reservations.get(t, 0)) - own[t] for t in pooled)
         members = {name_part(t): {t} for t in self.holders} | {POOL_VALUE: pooled}
         job_gpus = {name_part(t): plan.job_gpus((t,)) for t in self.holders} | {POOL_VALUE: plan.job_gpus(pooled)}
         by_type = None
