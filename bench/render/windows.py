@@ -30,14 +30,20 @@ def _synthetic(name: str) -> str:
              n(r["high_unmet_gpu_min"]), n(r["normal_unmet_gpu_min"]), n(r["preemptions"]), n(r["held_idle_gpu_min"]),
              pct(r["utilization"])] for k, r in d["runs"].items()]
     lines = []
+    base = d["runs"]["predictive"]["high_unmet_gpu_min_at_1400_tenants"]
     for key, what in (("high", "the high tier's windows"), ("high_normal", "the high and normal tiers' windows")):
         v = d["verdict"][key]
+        r = d["runs"][f"predictive_with_{key.replace('_', '_and_')}_tier_windows"]
+        outside = r["high_unmet_gpu_min_at_1400_tenants"] - r["of_which_12_16_utc"]
         cut = "no high-tier unmet at the 14:00 tenants without windows" if v["cut"] is None else \
             (f"14:00 tenants' high-tier unmet cut by {pct(v['cut'])}" if v["cut"] >= 0 else
              f"14:00 tenants' high-tier unmet rose by {pct(-v['cut'])}") \
             + f" (target: cut >= {pct(d['target']['cut'], 0)})"
         lines.append(f"- {what}: {verdict(v['met'])}: {cut}; normal-tier unmet "
-                     f"{v['normal_unmet_delta_gpu_min']:+,.0f} GPU-min, preemptions {v['preemptions_delta']:+d}.")
+                     f"{v['normal_unmet_delta_gpu_min']:+,.0f} GPU-min, preemptions {v['preemptions_delta']:+d}."
+                     + (f" Of what is left, {n(outside)} GPU-min falls outside 12:00-16:00 UTC, where no window is: "
+                        f"with nothing left inside, the cut would be {pct(1 - outside / base)}."
+                        if base > 0 and outside > 0 else ""))
     props = [f"{p['tenant']} ({p['tier']}) {p['gpus']} GPUs {p['every']} {p['at']} {p['timezone']}, "
              f"{p['duration_minutes']:.0f} min, seen {p['days_seen']}/{p['days_checked']} days" for p in d["proposals"]]
     return "\n".join([

@@ -337,6 +337,15 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
             ts = t[order]
             last = np.r_[ts[1:] != ts[:-1], True]
             quantum[ts[last]] = g[order][last]
+    if win is not None and state.nodes is not None and len(state.nodes):
+        # a window whose tenant's jobs take whole nodes is cleared whole from its lead time, not spread over the
+        # lead (daemon/policy/windows.py): a node cleared in part holds none of its jobs, and the lead is the time
+        # the work there that cannot be preempted has to end
+        whole = (quantum >= int(np.max(state.nodes.gpus))) & (win[1] > 0)
+        for i in np.flatnonzero(whole & (win[1] < win[0])):
+            notes.append(f"window of {tenants[i]}: its jobs take whole nodes, so all {plural(int(win[0][i]), 'GPU')} "
+                         "are cleared from the lead time")
+        win = (win[0], np.where(whole, win[0], win[1]), win[2])
     tgt = reservation.targets(peak, view.demand, prev, pc.headroom)
     # the band in whole jobs, since the hold is rounded to them below (a band under one job lets it flap)
     res = reservation.with_hysteresis(tgt, prev, pc.hysteresis, quantum)

@@ -1,11 +1,13 @@
 """Recurring windows as known demand (issue 39): what each window asks of the plan at a given time.
 
 From ``start - lead`` (the window's reclaim_before, or the drain plus a cycle when a preemption's drain takes
-longer: the GPUs must be free by the start) the tenant's hold is at least the window's GPUs, held for the tenant
-alone (never shared with a pool: a Slurm reservation for its account, its ClusterQueue's quota), and the plan
+longer: the GPUs must be free by the start) the tenant's hold is at least the window's GPUs, those held for the
+tenant alone (never the pool's: a Slurm reservation for its account, its hold flavor's quota; Plan.window_holds),
+while the rest of a pooled tenant's hold stays in the pool, so the window adds to what it may use; and the plan
 clears them: it preempts low-priority work on them, spread evenly over the lead (``clear_gpus`` rises by the
 window's GPUs x cycle / (lead - drain) each cycle, and reaches all of them at the plan made a drain and a cycle
-before the start, so they have drained by the start). A window's clearing is known demand: it is not weighed by
+before the start, so they have drained by the start; the plan asks all of them from the lead time for a tenant
+whose jobs take whole nodes, daemon/policy/engine.py). A window's clearing is known demand: it is not weighed by
 the cost-aware rule and has its own preemption budget (what it asks to clear now), so it neither waits on nor
 spends the budget kept for the forecast. Before that the GPUs stay borrowable (no hold) unless the window says
 ``borrowable_before = false``: then they are held from the window's creation on, by attrition only (nothing new

@@ -114,3 +114,30 @@ def test_a_crontab_slurm_cannot_say_reserves_the_next_occurrence_only_and_says_s
     r = shown(slurm, "gpuas-win-monthly")
     flags = set(r["Flags"].split(","))
     assert not flags & {"DAILY", "WEEKLY", "WEEKDAY"} and r["StartTime"].endswith("-01T02:30:00")
+
+
+def test_a_pooled_tenants_active_window_leaves_the_rest_of_its_hold_in_the_pools_reservation():
+    """Slurm side of Plan.window_holds: a pooled high tenant keeps its account in the pool's reservation while its
+    window's reservation is active, and the pool holds the pooled holds less what the active window holds (the
+    `covered` GPUs), so the window adds to what the account may use: its jobs run in the window's reservation,
+    in the pool's and outside both."""
+    from daemon.actuators.base import ActionReport
+    from daemon.actuators.slurm.holds import SlurmHolds
+    from tests.actuators.test_slurm_holds import TENANTS as ALL
+
+    sent = []
+    nodes = "\n".join(f"NodeName=gn{i} State=IDLE Gres=gpu:4 GresUsed=gpu:0" for i in range(1, 5))
+    h = SlurmHolds(read=lambda *a: nodes if "nodes" in a else "", accounts={t.name: t.slurm_account for t in ALL},
+                   scontrol=lambda rep, *a: sent.append(a) or True, tier_of={t.name: t.tier for t in ALL},
+                   tiers=["high"], prefix="gpuas-hold", shrink_delay_s=0.0)
+    p = Plan(at="2026-01-01T00:00:00+00:00", capacity=16, load=1.0, high_pool=4,
+             reservations={"team-high": 8, "team-high2": 4}, quotas={}, limits={}, preemptions=(), notifications=(),
+             stale=False, forecast_model="x", notes=(), memory=PolicyMemory(), pooled=("team-high", "team-high2"),
+             window_holds={"team-high": 4})
+    rep = ActionReport("slurm", False)
+    h.apply(p, rep, [], covered={"acct-high": 4})        # the window's reservation holds one 4-GPU node
+    made = {a[2]: a for a in sent if a[:2] == ("create", "reservation")}
+    pool = made["ReservationName=gpuas-hold-pool"]
+    assert "Accounts=acct-high,acct-high2" in pool                                    # the account stays pooled
+    assert len(next(x for x in pool if x.startswith("Nodes=")).split(",")) == 2      # 8 + 4 - 4 GPUs: 2 nodes
+    assert "ReservationName=gpuas-hold-team-high" not in made                         # nothing held twice

@@ -205,3 +205,22 @@ def test_a_windows_drain_has_its_own_budget_spread_over_the_lead_and_is_not_weig
     assert all(not by[hm][0].preemptions for hm in ("13:05", "13:15", "13:25"))   # nothing before the lead
     _p, s, _on = by["14:00"]
     assert int(s.served[1]) == 16 and int(s.queued[1]) == 0, (s.served, s.queued)
+
+
+def test_a_window_whose_jobs_take_whole_nodes_is_cleared_whole_from_its_lead_time():
+    """`win`'s jobs take a whole 8-GPU node. Spread over the lead, its window cleared a quarter of its 16 GPUs a
+    plan, and with its one running job counted nothing at 13:30: a node cleared in part holds none of its jobs, and
+    the lead is the time the work there has to end. Now all of it is asked for at the lead time: the 8 GPUs beyond
+    its running job are cleared as soon as the window's nodes are held (the 13:30 plan's hold, taken from the pool
+    the whole cluster is), a whole node. A tenant of 1-GPU jobs still spreads its drain
+    (test_the_hold_is_in_place_and_low_work_drained_at_the_windows_start)."""
+    def wants(t):
+        in_window = dt.time(14, 0) <= t.astimezone(PARIS).time() < dt.time(15, 0)
+        return [8.0, 16.0 if in_window else 8.0, 32.0]
+
+    by = _trio(_trio_config(1.0), wants)
+    cleared = [x for hm in ("13:30", "13:35") for x in by[hm][0].preemptions if x.for_tenant == "win"]
+    assert sum(x.gpus for x in cleared) == 8 and len({x.node for x in cleared}) == 1, cleared
+    assert any("its jobs take whole nodes" in n for n in by["13:30"][0].notes), by["13:30"][0].notes
+    _p, s, _on = by["14:00"]
+    assert int(s.served[1]) == 16 and int(s.queued[1]) == 0, (s.served, s.queued)
