@@ -41,7 +41,7 @@ def _stale_plan(state: ClusterState, memory: PolicyMemory, last: Plan | None, wh
                     hold_job_gpus=dict(last.hold_job_gpus), holds_by_type=dict(last.holds_by_type),
                     capacity_by_type=dict(last.capacity_by_type), high_pool_by_type=dict(last.high_pool_by_type),
                     notes_by_type=dict(last.notes_by_type), shared_cap_by_type=dict(last.shared_cap_by_type),
-                    held_for=dict(last.held_for))
+                    held_for=dict(last.held_for), window_holds=dict(last.window_holds))
     limits = tenant_limits(state.tenants, state.tiers, memory.rate_level, float("nan"), cfg.ratelimits,
                            {t.name: t for t in cfg.tenants})
     return Plan(at=state.at.isoformat(), capacity=max(state.capacity, 0), load=float("nan"),

@@ -1,6 +1,8 @@
 """A recurring window in the pure plan (issue 39): on a mixed fleet its GPUs are held on the types it names; an
 operator's (API) window replaces the config's of the same name; the plan carries the windows in force."""
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
@@ -40,6 +42,10 @@ def test_an_operators_window_replaces_the_configs_and_the_plan_carries_them():
     assert p.reservations["win"] == 16 and [w["gpus"] for w in p.windows] == [16]
     assert Plan.from_dict(p.to_dict()).windows == p.windows
     assert p.window_holds == {"win": 16} and Plan.from_dict(p.to_dict()).window_holds == {"win": 16}
+    # a stale snapshot keeps the last good plan, the window's own hold with it (not folded into a pool)
+    stale = dataclasses.replace(_state("13:50", False), used=np.full(2, np.nan))
+    kept = plan(None, stale, PolicyMemory(), cfg, p, ops=ops)
+    assert kept.stale and kept.window_holds == {"win": 16}
     assert "windows" not in plan(None, _state("13:45", False), PolicyMemory(),
                                  parse_config({"tenants": [{"name": "win"}]})).to_dict()
 
