@@ -7,7 +7,13 @@ The replay runs the reactive strategy (the engine with no forecast): its holds r
 needed. One JSON per trace, rendered into docs/eta.md by bench/render_docs.py:
 
     nice -n 10 python bench/eta_bench.py --cases synthetic --days 1
-    nice -n 10 python bench/eta_bench.py --cases helios --days 3     # a day of Helios has few waits (42)
+    nice -n 10 python bench/eta_bench.py --cases helios --days 3 --breakdown   # a day of Helios has few waits (42)
+    nice -n 10 python bench/eta_bench.py --cases helios --days 3 --start 2020-05-24 --suffix _unseen --breakdown
+
+The second Helios window (from 2020-05-24; the default one starts 2020-05-14) is the unseen check: nothing was
+chosen on it. ``--breakdown`` adds where the error comes from (daemon/sim/eta_breakdown.py): the scored jobs'
+errors by tier, GPUs, wait, jobs that overtook them and jobs ahead that left, the running jobs' end errors, and
+the replay scored again with the unknowns made known (hindsight: evidence, not an estimator).
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default="synthetic,helios")
     ap.add_argument("--days", type=float, default=1.0)
+    ap.add_argument("--start", default=None, help="Helios: the first measured day (default 2020-05-14)")
+    ap.add_argument("--suffix", default="", help="appended to the JSON's name (eta_<case><suffix>.json)")
+    ap.add_argument("--breakdown", action="store_true", help="add where the error comes from (and hindsight)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
     a = ap.parse_args()
     sys.path.insert(0, str(ROOT))
@@ -35,6 +44,7 @@ def main() -> int:
     from daemon.config import Config
     from daemon.forecasting.retrain import default_data_dir
     from daemon.sim import workloads
+    from daemon.sim.eta_breakdown import BreakdownHook, HindsightHook, breakdown
     from daemon.sim.eta_replay import run_eta
 
     cfg = Config()
@@ -44,16 +54,27 @@ def main() -> int:
             return 2
         out = provenance.started()
         w = workloads.synthetic(40, 1024, a.days, seed=7, target_load=1.0) if case == "synthetic" else \
-            workloads.helios(default_data_dir(), days=a.days)
+            workloads.helios(default_data_dir(), days=a.days, **({"start": a.start} if a.start else {}))
         steps = min(int(a.days * 1440), len(w.demand) - w.start - 1)
         t0 = time.perf_counter()
-        m, hook = run_eta(w, cfg, steps=steps, strategy="reactive", knobs={"headroom": 0.05})
+        run = dict(cfg=cfg, steps=steps, strategy="reactive", knobs={"headroom": 0.05})
+        m, hook = run_eta(w, **run, hook_class=BreakdownHook if a.breakdown else None)
         out.update({"case": case, "workload": w.name, "days": a.days, "steps": steps, "strategy": "reactive",
+                    "first_measured": str(w.demand.index[w.start]),
                     "headroom": 0.05, "replay_wall_s": round(time.perf_counter() - t0, 1),
                     "high_unmet_gpu_min": float(sum(m.unmet["high"]) * m.step_min),
                     "eta": hook.score.summary(), "targets": targets.ETA})
+        if a.breakdown:
+            out["breakdown"] = breakdown(hook)
+            out["hindsight"] = {}
+            for name, known in (("running_ends_known", {"ends"}), ("withdrawals_known", {"withdrawals"}),
+                                ("both_known", {"ends", "withdrawals"})):
+                _, hh = run_eta(w, **run, hook_class=HindsightHook, fates=hook.fates, known=frozenset(known))
+                s = hh.score.summary()
+                out["hindsight"][name] = {k: s[k] for k in ("p50_median_abs_error_min", "error_vs_naive",
+                                                             "p90_coverage", "jobs_waited_and_started")}
         a.out.mkdir(parents=True, exist_ok=True)
-        path = a.out / f"eta_{case}.json"
+        path = a.out / f"eta_{case}{a.suffix}.json"
         path.write_text(json.dumps(provenance.finished(out), indent=1) + "\n")
         print(path, json.dumps(out["eta"]))
     return 0

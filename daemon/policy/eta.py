@@ -133,6 +133,7 @@ class Eta:
     p90_s: float | None
     basis: str               # what the estimate rests on, or why it is unknown
     p90_model_s: float | None = None   # the release model's own p90 before calibration (eta_calibration.py)
+    p50_model_s: float | None = None   # and its own p50, before the blend with the naive estimate
 
     def to_dict(self) -> dict:
         return {"job_id": self.job_id, "tenant": self.tenant, "gpus": self.gpus, "position": self.position,
@@ -447,6 +448,31 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
     else:
         why = "unknown: not enough GPUs this job may use free up within the running jobs' known ends"
     return starts, why, job_basis
+
+
+def free_to_pending(state: ClusterState, reservations: Mapping[str, int] | None = None) -> float:
+    """GPUs free now that no hold keeps from pending work: on the nodes no one holds, or without a node view the
+    capacity less what runs, drains and every hold's unused GPUs."""
+    n = state.nodes
+    if n is not None:
+        return float(np.asarray(n.free)[np.asarray(n.held_by) == UNHELD].sum())
+    used = np.nan_to_num(state.used)
+    tix = {t: i for i, t in enumerate(state.tenants)}
+    held = sum(max(float(g) - float(used[tix[t]]), 0.0) for t, g in (reservations or {}).items() if t in tix)
+    return max(float(state.capacity) - float(used.sum()) - float(state.draining) - held, 0.0)
+
+
+def naive_waits(etas: Sequence[Eta], free_gpus: float, rate_gpus_per_s: float) -> dict[str, float | None]:
+    """The naive estimate issue 39 compares with, per pending job: the GPUs needed ahead of it in the scheduler's
+    order (its own included, `etas` in that order) less `free_gpus` (free to pending work now), over the recent rate
+    at which GPUs freed up. 0 when they fit now; None (unknown) when nothing freed up lately."""
+    out: dict[str, float | None] = {}
+    ahead = 0.0
+    for e in etas:
+        ahead += e.gpus
+        need = max(ahead - float(free_gpus), 0.0)
+        out[e.job_id] = 0.0 if need <= 0 else (need / rate_gpus_per_s if rate_gpus_per_s > 0 else None)
+    return out
 
 
 def moved(old: Sequence[float | None] | None, new: Sequence[float | None]) -> bool:

@@ -20,6 +20,16 @@ The same for the p50 (its wait times the median of actual / model p50 wait) is t
 the replay (``p50_scaled`` in bench/out/eta_*.json) it made synthetic's error larger and Helios's barely smaller:
 the p50's misses are spread both ways around 1 rather than biased.
 
+The p50 is blended with the naive estimate (the GPUs needed ahead in the queue over the recent rate at which GPUs
+free up, ``naive_waits`` in daemon/policy/eta.py): ``w x model + (1 - w) x naive``, `w` the one of
+``BLEND_WEIGHTS`` whose blend had the least median absolute error on the started jobs (ties: the larger `w`), and
+1 (the model alone) unless that error is at most ``BLEND_GAIN`` of the model's own: the tier's once it has
+``min_blend`` started jobs with both, else every tier's together once they have, else 1. Why: the release model's errors come from what it cannot see when it is made (bench/out/eta_helios
+*.json, ``breakdown``: high-tier work that arrives and starts first, jobs ahead that leave the queue, running jobs
+that end hours from their tenant's run-length history); where those dominate, the queue's aggregate rate of GPUs
+freed is the better guide (Helios' second window, where the model alone erred 1.9x the naive's), and where they do
+not the weight stays at the model.
+
 Never reads ahead: an observation carries the time its job started, and ``factors(now)`` uses only those that
 started by `now`. Pure: the caller says which jobs started and when.
 """
@@ -43,6 +53,13 @@ class Factors:
 
     by_tier: Mapping[str, tuple[float, float, str]]    # (p90 scale, p50 scale, what it rests on)
     floor_s: float
+    blend: Mapping[str, float] = dataclasses.field(default_factory=dict)   # tier ("" every tier) -> the p50's w
+
+
+BLEND_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)   # the model's share in the p50 (the rest is the naive estimate)
+# a blend replaces the model's p50 only where it cut the model's own median absolute error on the started jobs to at
+# most this share: a blend that barely wins on past batches of starts is noise, and the model stays
+BLEND_GAIN = 0.8
 
 
 class Calibration:
@@ -50,39 +67,62 @@ class Calibration:
     each started."""
 
     def __init__(self, q: float = 0.9, keep: int = 500, min_tier: int = 50, min_all: int = 20,
-                 floor_s: float = 60.0) -> None:
+                 floor_s: float = 60.0, min_blend: int = 100) -> None:
         if not 0 < q < 1 or floor_s <= 0:
             raise ValueError(f"Calibration: q must be in (0, 1) and floor_s > 0, got q={q}, floor_s={floor_s}")
         self.q, self.keep, self.min_tier, self.min_all = q, int(keep), int(min_tier), int(min_all)
         self.floor_s = float(floor_s)
-        # tier -> (started_at, p90 ratio, p50 ratio), oldest first
-        self._obs: dict[str, deque[tuple[float, float, float]]] = {}
+        self.min_blend = int(min_blend)
+        # tier -> (started_at, p90 ratio, p50 ratio, waited, model p50 wait, naive wait), oldest first (NaN: unknown)
+        self._obs: dict[str, deque[tuple[float, float, float, float, float, float]]] = {}
 
     def observe(self, tier: str, made_at: float, started_at: float, p90_model_s: float | None,
-                p50_model_s: float | None = None) -> None:
+                p50_model_s: float | None = None, naive_s: float | None = None) -> None:
         """A job of `tier` first estimated at `made_at` (its model p90 `p90_model_s` seconds after that, its p50
-        `p50_model_s`) started at `started_at` (same clock). Unknown p90s and starts before the estimate teach
-        nothing; an unknown p50 gives the p50 no ratio (NaN, skipped)."""
+        `p50_model_s`, the naive estimate `naive_s`) started at `started_at` (same clock). Unknown p90s and starts
+        before the estimate teach nothing; an unknown p50 gives the p50 no ratio (NaN, skipped) and no blend, as an
+        unknown naive estimate gives no blend."""
         if p90_model_s is None or not np.isfinite(p90_model_s) or not np.isfinite(started_at) \
                 or started_at < made_at:
             return
         waited = max(started_at - made_at, self.floor_s)
         r50 = float("nan") if p50_model_s is None else waited / max(float(p50_model_s), self.floor_s)
+        nan = float("nan")
         self._obs.setdefault(tier, deque(maxlen=self.keep)).append(
-            (float(started_at), waited / max(float(p90_model_s), self.floor_s), r50))
+            (float(started_at), waited / max(float(p90_model_s), self.floor_s), r50, float(started_at - made_at),
+             nan if p50_model_s is None else float(p50_model_s), nan if naive_s is None else float(naive_s)))
 
     def factors(self, now: float) -> Factors:
         """Each tier's p90 scale from the jobs that started by `now` only (see the module's docstring)."""
-        seen = {t: np.array([(r90, r50) for s, r90, r50 in d if s <= now], dtype=float).reshape(-1, 2)
+        seen = {t: np.array([o[1:] for o in d if o[0] <= now], dtype=float).reshape(-1, 5)
                 for t, d in self._obs.items()}
-        everyone = np.concatenate([*seen.values()]) if seen else np.empty((0, 2))
+        everyone = np.concatenate([*seen.values()]) if seen else np.empty((0, 5))
         out: dict[str, tuple[float, float, str]] = {}
+        blend: dict[str, float] = {}
         if len(everyone) >= self.min_all:
             out[""] = (*self._scales(everyone), f"every tier's {len(everyone)} started jobs")
         for t, r in seen.items():
             if len(r) >= self.min_tier:
                 out[t] = (*self._scales(r), f"the tier's {len(r)} started jobs")
-        return Factors(out, self.floor_s)
+        for t, r in [("", everyone), *seen.items()]:
+            w = self._blend(r)
+            if w is not None:
+                blend[t] = w
+        return Factors(out, self.floor_s, blend)
+
+    def _blend(self, r: np.ndarray) -> float | None:
+        """The model's weight in the p50 (BLEND_WEIGHTS) whose blend with the naive estimate erred least (median
+        absolute error) on the started jobs that have both; None with fewer than ``min_blend`` of them (jobs start
+        in batches after one release, so a few dozen are a few events: a weight learned on them swings)."""
+        ok = np.isfinite(r[:, 3]) & np.isfinite(r[:, 4])
+        if ok.sum() < self.min_blend:
+            return None
+        waited, model, naive = r[ok, 2], r[ok, 3], r[ok, 4]
+        errs = [float(np.median(np.abs(waited - (w * model + (1.0 - w) * naive)))) for w in BLEND_WEIGHTS]
+        best = min(errs)
+        if best > BLEND_GAIN * errs[BLEND_WEIGHTS.index(1.0)]:
+            return 1.0
+        return max(w for w, e in zip(BLEND_WEIGHTS, errs) if e <= best + 1e-9)
 
     def _scales(self, r: np.ndarray) -> tuple[float, float]:
         """The p90 scale (q-quantile of the p90 ratios) and the p50 scale (median of the p50 ratios; 1 without)."""
@@ -91,19 +131,28 @@ class Calibration:
 
 
 def calibrate(etas: Sequence[Eta], tier_of: Mapping[str, str], factors: Factors, *,
-              p50: bool = False) -> list[Eta]:
+              p50: bool = False, naive: Mapping[str, float | None] | None = None) -> list[Eta]:
     """The estimates with each p90 scaled by its tier's factor (or every tier's), the model's own p90 kept in
-    ``p90_model_s``; with `p50`, the p50 scaled by its median ratio too (measured in the replay, off in the daemon).
-    An unknown p50 or p90 stays unknown; with no factor the model's estimate stands."""
+    ``p90_model_s``; with `naive` (job id -> the naive estimate's wait, ``naive_waits``) each p50 blended with it
+    by its tier's weight (the model's own p50 kept in ``p50_model_s``); with `p50`, the p50 scaled by its median
+    ratio too (measured in the replay, off in the daemon). An unknown p50 or p90 stays unknown, as does a p50 with no
+    naive estimate to blend with; with no factor the model's estimate stands."""
     out = []
     for e in etas:
-        f = factors.by_tier.get(tier_of.get(e.tenant, ""), factors.by_tier.get(""))
+        tier = tier_of.get(e.tenant, "")
+        f = factors.by_tier.get(tier, factors.by_tier.get(""))
         if e.p50_s is None or e.p90_s is None or f is None:
-            out.append(dataclasses.replace(e, p90_model_s=e.p90_s))
+            out.append(dataclasses.replace(e, p90_model_s=e.p90_s, p50_model_s=e.p50_s))
             continue
+        w = factors.blend.get(tier, factors.blend.get("", 1.0))
+        nv = None if naive is None else naive.get(e.job_id)
         p50_s = max(e.p50_s, factors.floor_s) * f[1] if p50 else e.p50_s
+        blended = nv is not None and w < 1.0
+        if blended:
+            p50_s = w * p50_s + (1.0 - w) * float(nv)
         p90 = max(max(e.p90_s, factors.floor_s) * f[0], p50_s)
-        what = f"p90 scaled x{f[0]:.2f}" + (f", p50 x{f[1]:.2f}" if p50 else "")
-        out.append(dataclasses.replace(e, p50_s=p50_s, p90_s=p90, p90_model_s=e.p90_s,
+        what = f"p90 scaled x{f[0]:.2f}" + (f", p50 x{f[1]:.2f}" if p50 else "") + \
+            (f", p50 {w:.2f} of the model's and {1 - w:.2f} of the queue's rate" if blended else "")
+        out.append(dataclasses.replace(e, p50_s=p50_s, p90_s=p90, p90_model_s=e.p90_s, p50_model_s=e.p50_s,
                                        basis=f"{e.basis}; {what} by how late {f[2]} came"))
     return out

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+from collections import deque
 from typing import Any, Callable
 
 import numpy as np
@@ -32,7 +33,7 @@ import pandas as pd
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from daemon.config.windows import WindowConfig
-from daemon.policy.eta import QUANTILES, RunLengths, estimate, forecast_growth
+from daemon.policy.eta import QUANTILES, RunLengths, estimate, forecast_growth, free_to_pending, naive_waits
 from daemon.policy.eta_calibration import Calibration, calibrate
 from daemon.policy.state import ClusterState, Jobs
 from daemon.policy.types import Plan
@@ -41,6 +42,7 @@ from forecaster.types import Forecast
 
 log = logging.getLogger(__name__)
 
+RATE_WINDOW_S = 3600.0  # the naive estimate's "recent": GPUs freed by the jobs that ended over the last hour
 KEEP_FIRST = 100_000   # pending jobs whose first estimate is remembered (the oldest go first)
 
 
@@ -105,9 +107,13 @@ class EtaTracker:
         self.max_wait_s = max_wait_s
         self.runs = RunLengths(keep=keep, min_samples=min_samples)
         self.cal = Calibration(floor_s=floor_s)   # floor_s: a job that fits now starts at the next cycle
-        self._running: dict[str, tuple[str, float]] = {}
-        # job -> (tier, made at, p50, p90 wall times, the model's p90 seconds after `made at`)
-        self._first: dict[str, tuple[str, float, float | None, float | None, float | None]] = {}
+        self._running: dict[str, tuple[str, float, float]] = {}     # job -> (tenant, seconds run, GPUs)
+        # job -> (tier, made at, p50, p90 wall times, the model's p90, its p50 and the naive estimate, seconds after
+        # `made at`)
+        self._first: dict[str, tuple[str, float, float | None, float | None, float | None, float | None,
+                                     float | None]] = {}
+        self._freed: deque[tuple[float, float]] = deque()   # (when seen ended, GPUs) over the last RATE_WINDOW_S
+        self._since: float | None = None                    # the first cycle: the rate's window before an hour
         self.made_at: float | None = None      # on the estimates' clock
         self.made_wall: float | None = None    # on the wall clock: the estimates' age
         self.view: dict[str, Any] | None = None
@@ -131,15 +137,19 @@ class EtaTracker:
         ids = [str(x) for x in jobs.ids]
         live = set(ids)
         since = 0.0 if self.made_at is None else max(now - self.made_at, 0.0)
-        for j, (t, run) in self._running.items():
+        for j, (t, run, g) in self._running.items():
             if j not in live:   # it ended since the last cycle: counted as run to now (at most a cycle long)
                 self.runs.observe(t, run + since)
+                self._freed.append((now, g))
+        while self._freed and self._freed[0][0] < now - RATE_WINDOW_S:
+            self._freed.popleft()
+        self._since = now if self._since is None else self._since
         tier_of = dict(zip(state.tenants, state.tiers))
         self._running = {}
-        for j, i, run, r in zip(ids, jobs.tenant, jobs.runtime_s, jobs.running):
+        for j, i, run, r, g in zip(ids, jobs.tenant, jobs.runtime_s, jobs.running, jobs.gpus):
             if not r:
                 continue
-            self._running[j] = (state.tenants[int(i)], float(run))
+            self._running[j] = (state.tenants[int(i)], float(run), float(g))
             first = self._first.pop(j, None)
             if first is not None:
                 self._score(first, now - float(run))
@@ -156,13 +166,17 @@ class EtaTracker:
                         growth=growth, max_wait_s=self.max_wait_s,
                         windows=windows_ahead(plan, state.at) if plan is not None else (),
                         resolution_s=self.resolution_s)
-        etas = calibrate(etas, tier_of, self.cal.factors(now))
+        window = min(now - self._since, RATE_WINDOW_S)
+        rate = sum(g for _, g in self._freed) / window if window > 0 else 0.0
+        naive = naive_waits(etas, free_to_pending(state, res), rate)
+        etas = calibrate(etas, tier_of, self.cal.factors(now), naive=naive)
         rows = []
         for e in etas:
             p50 = None if e.p50_s is None else now + e.p50_s
             p90 = None if e.p90_s is None else now + e.p90_s
             if e.job_id not in self._first:
-                self._first[e.job_id] = (tier_of.get(e.tenant, "normal"), now, p50, p90, e.p90_model_s)
+                self._first[e.job_id] = (tier_of.get(e.tenant, "normal"), now, p50, p90, e.p90_model_s,
+                                         e.p50_model_s, naive.get(e.job_id))
             rows.append({**e.to_dict(), "p50_at": iso(p50), "p90_at": iso(p90)})
         pending = {e.job_id for e in etas}
         for j in [j for j in self._first if j not in pending and j not in live]:
@@ -173,9 +187,10 @@ class EtaTracker:
         self.view = {"made_at": now, "made_wall": wall, "jobs": rows}
         return self.view
 
-    def _score(self, first: tuple[str, float, float | None, float | None, float | None], started: float) -> None:
-        tier, made_at, p50, p90, p90_model_s = first
-        self.cal.observe(tier, made_at, started, p90_model_s, None if p50 is None else p50 - made_at)
+    def _score(self, first: tuple[str, float, float | None, float | None, float | None, float | None, float | None],
+               started: float) -> None:
+        tier, made_at, p50, p90, p90_model_s, p50_model_s, naive_s = first
+        self.cal.observe(tier, made_at, started, p90_model_s, p50_model_s, naive_s)
         if p50 is not None:
             self.error.labels(tier).observe(abs(started - p50))
         if p90 is not None:

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from daemon.config import Config
-from daemon.policy.eta import RunLengths, estimate
+from daemon.policy.eta import RunLengths, estimate, free_to_pending, naive_waits
 from daemon.policy.eta_calibration import Calibration, calibrate
-from daemon.policy.state import UNHELD, ClusterState
+from daemon.policy.state import ClusterState
 from daemon.policy.types import PolicyMemory
 from daemon.sim.cluster import SimCluster
 from daemon.sim.replay import ForecastBank, Meter, run_strategy
@@ -46,6 +46,7 @@ class Made:
     p90_model_s: float | None = None   # the release model's p90 (seconds after step `at`), before calibration
     p50_model_s: float | None = None   # and its p50
     p50_scaled: int | None = None      # the p50 scaled by the median ratio too (measured, not what is shown)
+    naive_s: float | None = None       # the naive estimate in seconds after step `at` (the p50's blend learns from it)
 
 
 @dataclass
@@ -116,7 +117,7 @@ class EtaHook:
                 self.score.started[j] = k
                 made = self.score.made[j]   # how late it came against its model p90: the p90's scale from now on
                 self.cal.observe(self.tier_of[made.tenant], made.at * self.step_s, k * self.step_s,
-                                 made.p90_model_s, made.p50_model_s)
+                                 made.p90_model_s, made.p50_model_s, made.naive_s)
         return state
 
     def after_plan(self, c: SimCluster, k: int, state: ClusterState, mem: PolicyMemory, cfg: Config,
@@ -129,25 +130,31 @@ class EtaHook:
             return mem
         now = dataclasses.replace(state, nodes=c.nodes_view())     # the holds the plan just placed
         pooled = tuple(t for t, m in zip(self.tenants, c.pool_members) if m)
-        model = estimate(now, self.runs, pooled=pooled, max_wait_s=cfg.policy.max_wait_steps * self.step_s,
-                         resolution_s=self.step_s)
+        seen_now, runs, limits = self.model_inputs(now)
+        model = estimate(seen_now, runs, pooled=pooled, time_limit_s=limits,
+                         max_wait_s=cfg.policy.max_wait_steps * self.step_s, resolution_s=self.step_s)
         factors = self.cal.factors(k * self.step_s)
-        etas = calibrate(model, self.tier_of, factors)
+        rate = sum(self._freed) / (len(self._freed) * self.step_s) if self._freed else 0.0
+        naive = naive_waits(model, free_to_pending(now), rate)
+        etas = calibrate(model, self.tier_of, factors, naive=naive)
         p50_scaled = {e.job_id: e.p50_s for e in calibrate(model, self.tier_of, factors, p50=True)}
         new_set = set(new)
-        rate = sum(self._freed) / (len(self._freed) * self.step_s) if self._freed else 0.0
-        free_unheld = int(now.nodes.free[now.nodes.held_by == UNHELD].sum())
-        ahead = 0
         for e in etas:
-            ahead += e.gpus
             j = int(e.job_id)
-            if j not in new_set:
-                continue
-            need = max(ahead - free_unheld, 0)
-            naive = k + 1 if need == 0 else (self._step(k, need / rate) if rate > 0 else None)
-            self.score.made[j] = Made(k, e.tenant, self._step(k, e.p50_s), self._step(k, e.p90_s), naive,
-                                      e.p90_model_s, e.p50_s, self._step(k, p50_scaled[e.job_id]))
+            if j in new_set:
+                self.score.made[j] = Made(k, e.tenant, self._step(k, e.p50_s), self._step(k, e.p90_s),
+                                          self._step(k, naive[e.job_id]), e.p90_model_s, e.p50_model_s,
+                                          self._step(k, p50_scaled[e.job_id]), naive[e.job_id])
+        self.record(k, seen_now, etas, new_set)
         return mem
+
+    def model_inputs(self, state: ClusterState) -> tuple[ClusterState, RunLengths, dict[str, float]]:
+        """What the estimate is made from: the cluster as seen now, the run lengths learned so far, no time limits
+        (the simulator has none). daemon/sim/eta_breakdown.py's hindsight replaces them; nothing else does."""
+        return state, self.runs, {}
+
+    def record(self, k: int, state: ClusterState, etas: list, new: set[int]) -> None:
+        """Called with each step's estimates (daemon/sim/eta_breakdown.py records what it needs); nothing here."""
 
     def _step(self, k: int, s: float | None) -> int | None:
         """The step a start `s` seconds after step k's snapshot falls on (the next schedule at the earliest)."""
@@ -155,13 +162,16 @@ class EtaHook:
 
 
 def run_eta(w: Workload, cfg: Config, *, steps: int, strategy: str = "reactive", bank: ForecastBank | None = None,
-            knobs: dict | None = None, calibration: Calibration | None = None) -> tuple[Meter, EtaHook]:
+            knobs: dict | None = None, calibration: Calibration | None = None,
+            hook_class: type[EtaHook] | None = None, **hook_kw) -> tuple[Meter, EtaHook]:
     """Replay `steps` measured steps of `w` under `strategy` with the estimate scored (``hook.score.summary()``).
-    `calibration`: the p90's (default: the daemon's settings, one step the shortest wait).
+    `calibration`: the p90's (default: the daemon's settings, one step the shortest wait). `hook_class` (and its
+    extra arguments `hook_kw`): an ``EtaHook`` that records more (daemon/sim/eta_breakdown.py).
     Not the perfect forecast: its holds read the future, and so would the estimates made from them."""
     if strategy == "perfect":
         raise ValueError("the ETA replay does not run the perfect forecast: its holds read the trace's future")
     step_s = int((w.demand.index[1] - w.demand.index[0]).total_seconds())
-    hook = EtaHook(tuple(map(str, w.demand.columns)), step_s, tiers=tuple(w.tiers), calibration=calibration)
+    hook = (hook_class or EtaHook)(tuple(map(str, w.demand.columns)), step_s, tiers=tuple(w.tiers),
+                                   calibration=calibration, **hook_kw)
     m = run_strategy(strategy, w, cfg, bank, steps=steps, knobs=knobs, hook=hook)
     return m, hook

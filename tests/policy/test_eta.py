@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from daemon.policy.eta import RunLengths, estimate, forecast_growth, scheduler_order
+from daemon.policy.eta import Eta, RunLengths, estimate, forecast_growth, naive_waits, scheduler_order
 from daemon.policy.eta_calibration import Calibration, calibrate
 from daemon.policy.state import UNHELD, ClusterState, Jobs, Nodes
 
@@ -158,3 +158,11 @@ def test_remaining_for_many_runs_is_numpys_quantile_of_the_runs_that_lasted_as_l
         assert rl.usual("t", q) == pytest.approx(rl.remaining("t", 0.0, q), abs=1e-9)
     assert np.isnan(RunLengths().remaining_many("t", np.array([1.0]), 0.5)).all()
     assert RunLengths().usual("t", 0.5) is None
+
+
+def test_the_naive_estimate_by_hand():
+    """Jobs of 2, 4 and 1 GPUs in the scheduler's order, 3 GPUs free, 1 GPU freed every 60 s: the first fits
+    now (0 s), the second needs 3 more (180 s), the third 4 more (240 s); nothing freed lately: unknown."""
+    etas = [Eta("a", "n", 2, 0, 0.0, 0.0, ""), Eta("b", "n", 4, 1, 0.0, 0.0, ""), Eta("c", "n", 1, 2, 0.0, 0.0, "")]
+    assert naive_waits(etas, 3.0, 1 / 60) == pytest.approx({"a": 0.0, "b": 180.0, "c": 240.0})
+    assert naive_waits(etas, 3.0, 0.0) == {"a": 0.0, "b": None, "c": None}

@@ -102,3 +102,60 @@ def test_the_p50_is_scaled_by_the_median_ratio_only_when_asked():
     assert kept.p50_s == 300.0 and scaled.p50_s == pytest.approx(600.0)
     assert kept.p90_s == scaled.p90_s == pytest.approx(1200.0)       # 90th percentile of 0.5, 1, 2 (x20): 2
     assert "p50 x2.00" in scaled.basis and "p50" not in kept.basis.split(";")[-1]
+
+
+def _blend_history(cal: Calibration, model_off: float, n: int = 100, started_at: float = 0.0) -> None:
+    """`n` started jobs that waited 600 s: the naive estimate said 600, the model 600 x `model_off`."""
+    for _ in range(n):
+        cal.observe("normal", 0.0, 600.0 + started_at, p90_model_s=1200.0, p50_model_s=600.0 * model_off,
+                    naive_s=600.0)
+
+
+def test_the_p50_leans_on_the_naive_estimate_where_it_erred_less():
+    """100 started jobs the naive estimate got right and the model 3x too late: the weight is 0, a new job's p50
+    is its naive estimate (its model p50 kept in p50_model_s), and the basis says so. A job with no naive
+    estimate keeps its model p50."""
+    cal = Calibration(floor_s=60.0)
+    _blend_history(cal, model_off=3.0)
+    f = cal.factors(1e9)
+    assert f.blend["normal"] == 0.0
+    a, b = calibrate([_eta("A", "n", 900.0, 1800.0), _eta("B", "n", 900.0, 1800.0)], TIERS, f,
+                     naive={"A": 300.0, "B": None})
+    assert a.p50_s == pytest.approx(300.0) and a.p50_model_s == 900.0 and "queue's rate" in a.basis
+    assert b.p50_s == 900.0 and "queue's rate" not in b.basis
+    assert a.p90_s >= a.p50_s
+
+
+def test_the_p50_stays_the_models_where_the_model_erred_less():
+    """The same jobs with the model right and the naive estimate 3x too late (a tie goes to the model too)."""
+    cal = Calibration(floor_s=60.0)
+    for _ in range(100):
+        cal.observe("normal", 0.0, 600.0, p90_model_s=1200.0, p50_model_s=600.0, naive_s=1800.0)
+    f = cal.factors(1e9)
+    assert f.blend["normal"] == 1.0
+    (a,) = calibrate([_eta("A", "n", 900.0, 1800.0)], TIERS, f, naive={"A": 300.0})
+    assert a.p50_s == 900.0
+
+
+def test_the_blend_waits_for_enough_started_jobs_and_never_for_later_ones():
+    """99 started jobs are too few (the model alone); jobs that start after the estimate's time are not used, so
+    the weight learned at 1000 s rests on the jobs started by then only."""
+    cal = Calibration(floor_s=60.0)
+    _blend_history(cal, model_off=3.0, n=99)
+    assert "normal" not in cal.factors(1e9).blend and "" not in cal.factors(1e9).blend
+    _blend_history(cal, model_off=3.0, n=1, started_at=5000.0)
+    assert "normal" not in cal.factors(1000.0).blend
+    assert cal.factors(1e9).blend["normal"] == 0.0
+    # another tier with no history of its own takes every tier's weight
+    (low,) = calibrate([_eta("L", "l", 900.0, 1800.0)], TIERS, cal.factors(1e9), naive={"L": 300.0})
+    assert low.p50_s == pytest.approx(300.0)
+
+
+def test_a_blend_that_barely_wins_leaves_the_model():
+    """Half the jobs waited 750 s, half 1200 s; the model said 700, the naive estimate 1000: the model's median
+    absolute error is 275 s (50 and 500), the best blend's (w = 0.75: 775 s) 225 s (25 and 425), 0.82 of it, not
+    0.8: the model stays."""
+    cal = Calibration(floor_s=60.0)
+    for waited in (750.0, 1200.0) * 50:
+        cal.observe("normal", 0.0, waited, p90_model_s=1200.0, p50_model_s=700.0, naive_s=1000.0)
+    assert cal.factors(1e9).blend["normal"] == 1.0

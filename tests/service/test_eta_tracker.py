@@ -144,3 +144,21 @@ def test_a_standby_learns_the_p90s_calibration_too(tmp_path):
     assert not rt.runner.acting and rt.runner.snapshot.eta is not None
     assert tracker.cal.factors(float("inf")).by_tier and tracker.runs.to_dict()
     rt.close()
+
+
+def test_the_p50_leans_on_the_queues_rate_once_that_erred_less():
+    """J0 ends at 1060 (1 GPU freed in the first 60 s: the naive estimate of P, 1 GPU short, is 60 s; the run-length
+    history says 400 s). P starts at 1140, 80 s after: the naive estimate was the closer, so the weight is 0 and
+    R, 1 GPU short at 1200 (1 GPU freed in 200 s), is told 200 s, not the model's 260 s."""
+    now = [1000.0]
+    t = EtaTracker(CollectorRegistry(), lambda: now[0], min_samples=1)
+    t.cal = Calibration(min_all=1, min_tier=1, min_blend=1, floor_s=60.0)
+    t.update(_state({"J0": 500.0, "J1": 100.0, "J2": 100.0, "J3": 100.0}, {}), None, None)
+    now[0] = 1060.0
+    (p,) = t.update(_state({"J1": 160.0, "J2": 160.0, "J3": 160.0, "Q": 0.0}, {"P": 0.0}), None, None)["jobs"]
+    assert p["p50_s"] == 400.0       # no started job yet: the model's
+    now[0] = 1200.0
+    (r,) = t.update(_state({"J1": 300.0, "J2": 300.0, "J3": 300.0, "Q": 140.0, "P": 60.0}, {"R": 0.0}),
+                    None, None)["jobs"]
+    assert t.cal.factors(now[0]).blend["normal"] == 0.0
+    assert r["p50_s"] == pytest.approx(200.0) and "queue's rate" in r["basis"]

@@ -25,8 +25,10 @@ def w():
 def _eager() -> Calibration:
     """The p90's calibration from the first started job on (this short replay starts 17 of those it scores), seeded
     with one job from before the replay that started after 3x its model p90, so that the scale is not 1."""
-    cal = Calibration(min_all=1, min_tier=1, floor_s=60.0)
-    cal.observe("normal", made_at=0.0, started_at=180.0, p90_model_s=60.0)
+    cal = Calibration(min_all=1, min_tier=1, min_blend=1, floor_s=60.0)
+    # and the p50's blend with the naive estimate from the first started job on, seeded with one that the naive
+    # estimate got right and the model did not (so that the weight is not 1)
+    cal.observe("normal", made_at=0.0, started_at=180.0, p90_model_s=60.0, p50_model_s=1800.0, naive_s=180.0)
     return cal
 
 
@@ -51,6 +53,8 @@ def test_the_eta_never_reads_the_future_in_the_replay(w):
     # the p90 was calibrated by then (on the jobs started by k only): the calibration is covered by this check
     assert a.cal.factors(k * a.step_s).by_tier
     assert any(m.p90 != a._step(m.at, m.p90_model_s) for m in early_a.values())
+    # and so was the p50's blend with the naive estimate (learned on the same started jobs only)
+    assert any(m.p50 != a._step(m.at, m.p50_model_s) for m in early_a.values())
     late_a = {j: m for j, m in a.score.made.items() if m.at > k}
     late_b = {j: m for j, m in b.score.made.items() if m.at > k}
     assert late_a != late_b
