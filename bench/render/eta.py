@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from bench.render.common import block, exists, goal, load, met, n, pct, source, table, verdict
 
-ETA_CASES = (("synthetic", "eta_synthetic.json"), ("helios", "eta_helios.json"))
+ETA_CASES = (("synthetic", "eta_synthetic.json"), ("helios", "eta_helios.json"),
+             ("helios, second window", "eta_helios_second.json"), ("helios, unseen window", "eta_helios_unseen.json"))
+HELIOS_CASES = ETA_CASES[1:]
 
 
 def measured(cases, notes: list[str], used: list[str]):
@@ -29,7 +31,8 @@ def eta() -> str:
             return "-" if x is None else f"{x:.1f}"
 
         cov = e["p90_coverage"]
-        rows.append([f"{case} ({d['days']:g} day, {d['strategy']})", n(e["jobs_waited_and_started"]),
+        since = f" from {d['first_measured'][:10]}" if d.get("first_measured") else ""
+        rows.append([f"{case} ({d['days']:g} day{since}, {d['strategy']})", n(e["jobs_waited_and_started"]),
                      mins(e["median_wait_min"]), mins(e["p50_median_abs_error_min"]),
                      mins(e["naive_median_abs_error_min"]), "-" if cov is None else pct(cov),
                      f"{e['p50_known']} / {e['jobs_waited_and_started']}"])
@@ -47,6 +50,48 @@ def eta() -> str:
     out = [table(["trace", "jobs waited and started", "median wait, min", "p50 median abs error, min",
                   "naive median abs error, min", "p90 coverage", "p50 known"], rows) if rows else "", "", *notes]
     if used:   # each trace's run names its own commit and load
+        out += ["", " ".join(source([f], load(f)) for f in used)]
+    return "\n".join(out).strip("\n") + "\n"
+
+
+@block("eta-breakdown")
+def eta_breakdown() -> str:
+    """Where the p50's error comes from on each Helios window (bench/eta_bench.py --breakdown,
+    daemon/sim/eta_breakdown.py): the scored jobs grouped by what happened while they waited, the running jobs' end
+    errors, and the replay re-scored with the unknowns made known (hindsight)."""
+
+    def m(x):
+        return "-" if x is None else f"{x:.1f}"
+
+    rows, notes, used = [], [], []
+    for case, f in HELIOS_CASES:
+        if not exists(f) or "breakdown" not in load(f):
+            continue
+        d = load(f)
+        used.append(f)
+        b = d["breakdown"]
+        for what, key in (("tier", "by_tier"), ("jobs that arrived later and started first",
+                                                 "by_overtaken_by_later_arrivals"),
+                          ("jobs ahead that left the queue unstarted", "by_jobs_ahead_withdrawn")):
+            for lab, g in b[key].items():
+                rows.append([case, f"{what}: {lab}", n(g["jobs"]), m(g["median_wait_min"]),
+                             m(g["p50_median_abs_error_min"]), m(g["p50_median_signed_error_min"]),
+                             m(g["naive_median_abs_error_min"])])
+        r = b["running_end_error_min"]
+        notes.append(f"- {case}: the jobs running at each estimate ended {m(r['median'])} min after their run-length "
+                     f"p50 at the median (10th-90th percentile {m(r['p10'])} to {m(r['p90'])}; "
+                     f"{pct(b['running_end_unknown_share'])} had no basis, so never ended in the estimate).")
+        h = d.get("hindsight", {})
+        if h:
+            parts = [f"{label} {h[k]['error_vs_naive']:.2f}" for label, k in
+                     (("the running jobs' ends known", "running_ends_known"),
+                      ("the withdrawals known", "withdrawals_known"), ("both", "both_known")) if k in h]
+            notes.append(f"- {case}: the release model's p50 error against the naive estimate's with (hindsight, "
+                         f"reads the future) " + ", ".join(parts) + f"; as measured {d['eta']['error_vs_naive']:.2f}.")
+    out = [table(["window", "jobs grouped by", "jobs", "median wait, min", "p50 median abs error, min",
+                  "p50 median signed error, min (+: started later)", "naive median abs error, min"], rows)
+           if rows else "- not measured yet.", "", *notes]
+    if used:
         out += ["", " ".join(source([f], load(f)) for f in used)]
     return "\n".join(out).strip("\n") + "\n"
 

@@ -136,7 +136,7 @@ def _new_claims(shown) -> list[list[str]]:
                      f"{n(d['input']['pods'])} pods: " + "; ".join(t["what"] for t in ts),
                      "; ".join(shown(value_at(d, t["metric"]), t["unit"]) for t in ts),
                      "; ".join(goal(t) for t in ts), "; ".join(verdict(met(t, d)) for t in ts)])
-    for case in ("synthetic", "helios"):
+    for case in ("synthetic", "helios", "helios_unseen"):
         f = f"eta_{case}.json"
         if not exists(f):
             continue
@@ -144,7 +144,8 @@ def _new_claims(shown) -> list[list[str]]:
         e, ts = d["eta"], d["targets"]
         cov, err = ts["p90_coverage_85_95"], ts["error_at_most_half_naive"]
         lo, hi = cov["value"]
-        rows.append([f"[start-time estimate](docs/eta.md), {case}: p90 coverage of actual starts; p50 median error "
+        label = case.replace("_unseen", " (unseen window)")
+        rows.append([f"[start-time estimate](docs/eta.md), {label}: p90 coverage of actual starts; p50 median error "
                      "against the naive estimate's",
                      f"{pct(e['p90_coverage'], 1)}; {e['error_vs_naive']:.2f}",
                      f"{pct(lo, 0)}-{pct(hi, 0)}; <= {err['value']:g}",

@@ -37,6 +37,7 @@ class Fates:
     seen: dict[int, int] = dataclasses.field(default_factory=dict)
     started: dict[int, int] = dataclasses.field(default_factory=dict)
     ended: dict[int, int] = dataclasses.field(default_factory=dict)   # left the table (finished or withdrawn)
+    tier: dict[int, str] = dataclasses.field(default_factory=dict)
 
     def note(self, k: int, ids: Iterable[int], running: Iterable[int], gone: Iterable[int]) -> None:
         for j in ids:
@@ -61,6 +62,9 @@ class BreakdownHook(EtaHook):
         ids = state.jobs.ids.astype(np.int64)
         live = set(ids.tolist())
         self.fates.note(k, ids.tolist(), ids[state.jobs.running].tolist(), self._live - live)
+        for i, j in enumerate(ids.tolist()):
+            if j not in self.fates.tier:
+                self.fates.tier[j] = self.tier_of[self.tenants[int(state.jobs.tenant[i])]]
         self._live = live
         return super().before_plan(c, k, state, measured)
 
@@ -110,12 +114,16 @@ def breakdown(h: BreakdownHook) -> dict:
     f = h.fates
     rows = []
     run_err, unknown, n_run = [], 0, 0
+    overtakers: dict[str, dict[str, int]] = {}   # the overtaken job's tier -> the overtaking jobs' tiers -> count
     for j, s in h.score.started.items():
         e, ctx = h.score.made.get(j), h.context.get(j)
         if e is None or ctx is None or e.p50 is None:
             continue
         k = ctx["k"]
         overtaken = [o for o, sk in f.started.items() if o != j and f.seen.get(o, -1) > k and sk <= s]
+        by = overtakers.setdefault(h.tier_of[e.tenant], {})
+        for o in overtaken:
+            by[f.tier.get(o, "?")] = by.get(f.tier.get(o, "?"), 0) + 1
         withdrawn = sum(1 for o in ctx["ahead"] if o not in f.started and f.ended.get(o, 1 << 60) <= s)
         errs = []
         for rid, r in ctx["ends"].items():
@@ -141,6 +149,7 @@ def breakdown(h: BreakdownHook) -> dict:
         "by_wait_min": _group(rows, "wait_bucket", wait_labels),
         "by_overtaken_by_later_arrivals": _group(rows, "overtaken_bucket", n_lab),
         "by_jobs_ahead_withdrawn": _group(rows, "withdrawn_bucket", n_lab),
+        "overtaking_jobs_by_tier": overtakers,
         "running_end_error_min": {"median": float(np.median(run_err)) if run_err else None,
                                   "p10": float(np.quantile(run_err, 0.1)) if run_err else None,
                                   "p90": float(np.quantile(run_err, 0.9)) if run_err else None,
