@@ -24,11 +24,11 @@ The p50 is blended with the naive estimate (the GPUs needed ahead in the queue o
 free up, ``naive_waits`` in daemon/policy/eta.py): ``w x model + (1 - w) x naive``, `w` the one of
 ``BLEND_WEIGHTS`` whose blend had the least median absolute error on the started jobs (ties: the larger `w`), and
 1 (the model alone) unless that error is at most ``BLEND_GAIN`` of the model's own: the tier's once it has
-``min_blend`` started jobs with both, else every tier's together once they have, else 1. Why: the release model's errors come from what it cannot see when it is made (bench/out/eta_helios
-*.json, ``breakdown``: high-tier work that arrives and starts first, jobs ahead that leave the queue, running jobs
-that end hours from their tenant's run-length history); where those dominate, the queue's aggregate rate of GPUs
-freed is the better guide (Helios' second window, where the model alone erred 1.9x the naive's), and where they do
-not the weight stays at the model.
+``min_blend`` started jobs with both, else every tier's together once they have, else 1. Why: the release model
+errs from what it cannot see when it is made (bench/out/eta_helios*.json, ``breakdown``: high-tier work that
+arrives and starts first, jobs ahead that leave the queue, running jobs that end hours from their tenant's
+run-length history); where those dominate, the queue's aggregate rate of GPUs freed is the better guide (Helios'
+second window, where the model alone erred 1.9x the naive estimate's), and where they do not the model stays.
 
 Never reads ahead: an observation carries the time its job started, and ``factors(now)`` uses only those that
 started by `now`. Pure: the caller says which jobs started and when.
