@@ -79,8 +79,13 @@ def eta_breakdown() -> str:
                              m(g["naive_median_abs_error_min"])])
         r = b["running_end_error_min"]
         notes.append(f"- {case}: the jobs running at each estimate ended {m(r['median'])} min after their run-length "
-                     f"p50 at the median (10th-90th percentile {m(r['p10'])} to {m(r['p90'])}; "
+                     f"p50 at the median (negative: before it; 10th-90th percentile {m(r['p10'])} to {m(r['p90'])}; "
                      f"{pct(b['running_end_unknown_share'])} had no basis, so never ended in the estimate).")
+        for tier, by in sorted(b.get("overtaking_jobs_by_tier", {}).items()):
+            if by:
+                top = sorted(by.items(), key=lambda x: -x[1])
+                notes.append(f"- {case}: the jobs that overtook the {tier} tier's scored jobs (once per job "
+                             "overtaken), by their tier: " + ", ".join(f"{t} {n(c)}" for t, c in top) + ".")
         h = d.get("hindsight", {})
         if h:
             parts = [f"{label} {h[k]['error_vs_naive']:.2f}" for label, k in
