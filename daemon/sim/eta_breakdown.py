@@ -198,5 +198,6 @@ class _NoRunningHistory(RunLengths):
     def __init__(self, base: RunLengths) -> None:
         self.__dict__.update(base.__dict__)
 
-    def remaining(self, tenant: str, elapsed_s: float, q: float) -> float | None:
-        return None if elapsed_s > 0 else super().remaining(tenant, elapsed_s, q)
+    def remaining_many(self, tenant: str, elapsed_s: np.ndarray, q: float) -> np.ndarray:
+        e = np.asarray(elapsed_s, dtype=float)
+        return np.where(e > 0, np.nan, super().remaining_many(tenant, e, q))
