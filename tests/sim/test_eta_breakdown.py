@@ -64,3 +64,17 @@ def test_buckets_by_hand():
     edges = (0, 5, 15, float("inf"))
     assert [_bucket(x, edges) for x in (0, 1, 5, 6, 15, 99)] == ["0", "0-5", "0-5", "5-15", "5-15", ">15"]
     assert np.isfinite(edges[1])
+
+
+def test_hindsight_reads_no_history_for_a_job_already_running():
+    """With the true ends known, a running job's end is its true end alone: the history says nothing of it (NaN),
+    while a job not started yet keeps its tenant's usual run."""
+    from daemon.policy.eta import RunLengths
+    from daemon.sim.eta_breakdown import _NoRunningHistory
+
+    rl = RunLengths(min_samples=1)
+    for r in (100.0, 200.0, 300.0):
+        rl.observe("t", r)
+    got = _NoRunningHistory(rl).remaining_many("t", np.array([0.0, 50.0]), 0.5)
+    assert got[0] == pytest.approx(200.0) and np.isnan(got[1])
+    assert _NoRunningHistory(rl).remaining("t", 50.0, 0.5) is None
