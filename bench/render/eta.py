@@ -92,7 +92,8 @@ def eta_breakdown() -> str:
                      (("the running jobs' ends known", "running_ends_known"),
                       ("the withdrawals known", "withdrawals_known"), ("both", "both_known")) if k in h]
             notes.append(f"- {case}: the release model's p50 error against the naive estimate's with (hindsight, "
-                         f"reads the future) " + ", ".join(parts) + f"; as measured {d['eta']['error_vs_naive']:.2f}.")
+                         "reads the future) " + ", ".join(parts)
+                         + f"; the p50 served (blended) {d['eta']['error_vs_naive']:.2f}.")
     out = [table(["window", "jobs grouped by", "jobs", "median wait, min", "p50 median abs error, min",
                   "p50 median signed error, min (+: started later)", "naive median abs error, min"], rows)
            if rows else "- not measured yet.", "", *notes]
