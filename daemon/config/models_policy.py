@@ -25,6 +25,10 @@ class InferenceConfig(_Strict):
     replica_rps: float = Field(gt=0, description="requests/s one ready replica serves")
     cold_start_s: float = Field(ge=0, description="seconds from a replica's placement to its first served request")
     headroom: float = Field(0.1, ge=0, description="the service's autoscaler's headroom over the rate it sees")
+    scale_down_stabilization_s: float = Field(300.0, ge=0, description="the service's autoscaler scales down only "
+                                              "to the largest replica count it recommended over this window "
+                                              "(an HPA's behavior.scaleDown.stabilizationWindowSeconds, 300 s by "
+                                              "default); scale-up is at once; 0 scales down at once")
 
 
 class TenantConfig(_Strict):
@@ -46,7 +50,8 @@ class TenantConfig(_Strict):
     inference: InferenceConfig | None = Field(None, description="read only by `simulate --data`: this tenant is an "
                                               "inference service whose column holds requests/s; a "
                                               "`[tenants.inference]` table with gpus_per_replica, replica_rps, "
-                                              "cold_start_s (and headroom, default 0.1) turns them into replicas "
+                                              "cold_start_s (and headroom, default 0.1, scale_down_stabilization_s, "
+                                              "default 300) turns them into replicas "
                                               "(docs/own-cluster.md)")
 
 

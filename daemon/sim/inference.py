@@ -8,7 +8,12 @@ and hold GPUs. What the replay adds per inference tenant:
 
 - the replicas its own autoscaler asks for each step, by strategy (``Autoscaler``): static and reactive the need
   now (an HPA); predictive the larger of that and the forecast's peak need over the next cold start + drain steps
-  (AWS predictive scaling only ever adds to reactive); perfect the true need's peak over those steps;
+  (AWS predictive scaling only ever adds to reactive); perfect the true need's peak over those steps. Every
+  strategy then keeps an HPA's scale-down stabilization (``InferenceSpec.scale_down_stabilization_s``, 300 s as
+  HPA's default): the count is the max of its own recommendations over that window, so scale-up is at once and
+  scale-down waits. Without it a burst's replicas left the next quiet minute and the next burst, a cold start
+  later, was throttled: ServeGen's over-dispersed minutes made static and reactive miss the SLO at any headroom,
+  a baseline no operator runs;
 - the plan holds GPUs for those replicas and preempts for them on the forecast at the autoscaler's quantile
   (``InferenceRun.plan_forecast``): a hold at a higher quantile than the replicas ask for keeps GPUs idle that no
   replica will start on, and preempts batch work for them;
@@ -37,23 +42,32 @@ from forecaster.types import Forecast
 @dataclass(frozen=True)
 class InferenceSpec:
     """One inference service: GPUs per replica (G), requests/s one ready replica serves (R), the seconds from a
-    replica's placement to its first served request (S: load the model, warm up), and the autoscaler's headroom
-    over the rate it sees."""
+    replica's placement to its first served request (S: load the model, warm up), the autoscaler's headroom over
+    the rate it sees, and its scale-down stabilization window (an HPA's behavior.scaleDown.
+    stabilizationWindowSeconds, 300 s by default as kube-controller-manager's: the replica count is the max of
+    the recommendations over that window; 0 scales down at once)."""
 
     gpus_per_replica: int
     replica_rps: float
     cold_start_s: float
     headroom: float = 0.1
+    scale_down_stabilization_s: float = 300.0
 
     def __post_init__(self) -> None:
         if self.gpus_per_replica < 1 or not self.replica_rps > 0 or not self.cold_start_s >= 0 \
-                or not self.headroom >= 0:
-            raise ValueError(f"inference spec: gpus_per_replica >= 1, replica_rps > 0, cold_start_s >= 0 and "
-                             f"headroom >= 0, not {self}")
+                or not self.headroom >= 0 or not self.scale_down_stabilization_s >= 0:
+            raise ValueError(f"inference spec: gpus_per_replica >= 1, replica_rps > 0, cold_start_s >= 0, "
+                             f"headroom >= 0 and scale_down_stabilization_s >= 0, not {self}")
 
     def cold_steps(self, step_s: int) -> int:
         """Whole steps of cold start: a replica placed at step k serves from step k + cold_steps."""
         return int(math.ceil(self.cold_start_s / step_s - 1e-9))
+
+    def stabilization_steps(self, step_s: int) -> int:
+        """Steps whose recommendations the replica count is the max of, this one included: an HPA keeps those
+        made within the window (strictly after now - window), so with a step of ``step_s`` the last
+        ceil(window / step) of them, and at least this step's (0 s: scale down at once)."""
+        return max(1, int(math.ceil(self.scale_down_stabilization_s / step_s - 1e-9)))
 
     def need_gpus(self, rate: np.ndarray | pd.Series | float) -> np.ndarray:
         """GPUs for ``rate`` requests/s with the headroom, in whole replicas; a missing rate stays missing."""
@@ -71,7 +85,10 @@ def need_frame(rates: pd.DataFrame, specs: Mapping[str, InferenceSpec]) -> pd.Da
 
 
 class Autoscaler:
-    """The GPUs each inference tenant's own autoscaler asks for at a step, by strategy (the module's docstring)."""
+    """The GPUs each inference tenant's own autoscaler asks for at a step, by strategy (the module's docstring).
+
+    Stateful by one thing, the HPA's: a ring of each service's last recommendations (by step), whose max over the
+    service's stabilization window is the count asked for (``stabilize``)."""
 
     def __init__(self, strategy: str, cols: np.ndarray, specs: list[InferenceSpec], step_s: int,
                  drain_steps: int, quantile: float) -> None:
@@ -79,14 +96,36 @@ class Autoscaler:
         self.gpus = np.array([s.gpus_per_replica for s in specs], dtype=float)
         # the lead a new replica needs: its cold start, plus the drain of what is preempted for it
         self.lead = np.array([s.cold_steps(step_s) for s in specs], dtype=np.int64) + int(drain_steps)
+        self.window = np.array([s.stabilization_steps(step_s) for s in specs], dtype=np.int64)
+        size = int(self.window.max()) if len(specs) else 1
+        self.ring = np.full((size, len(specs)), np.nan)           # recommendations, row k % size holds step k's
+        self.ring_step = np.full(size, np.iinfo(np.int64).min, dtype=np.int64)  # the step each row holds
+
+    def stabilize(self, k: int, recommended: np.ndarray) -> np.ndarray:
+        """Step ``k``'s recommendation per service in, the count asked for out: the max of the recommendations
+        of the last ``window`` steps (this one included; a missing one is skipped, all missing stays missing).
+        Scale-up is at once (this step's recommendation is in the max), scale-down waits until the window holds
+        no larger one: an HPA's behavior.scaleDown.stabilizationWindowSeconds. A step asked again replaces its
+        recommendation."""
+        row = k % len(self.ring_step)
+        self.ring[row], self.ring_step[row] = recommended, k
+        age = k - self.ring_step                                   # steps since each row's recommendation
+        inside = (age[:, None] >= 0) & (age[:, None] < self.window[None, :])
+        return np.fmax.reduce(np.where(inside, self.ring, np.nan), axis=0)
 
     def wanted(self, k: int, demand: np.ndarray, fc: Forecast | None,
                on_forecast: np.ndarray | None = None) -> np.ndarray:
-        """GPUs per inference tenant (``cols`` of the demand) at step ``k``; ``fc`` the forecast made at the step
-        before (its first step is step k), None when there is none yet. ``on_forecast`` (one flag per service, the
-        skill gate's verdict made with that forecast; None: all) says which services' predictive autoscaler may
-        act on the forecast: a service whose forecast has shown no skill scales reactively, as AWS predictive
-        scaling only ever adds to what its reactive scaling decides where the forecast has earned it."""
+        """GPUs per inference tenant (``cols`` of the demand) at step ``k``, asked once per step in step order;
+        ``fc`` the forecast made at the step before (its first step is step k), None when there is none yet.
+        ``on_forecast`` (one flag per service, the skill gate's verdict made with that forecast; None: all) says
+        which services' predictive autoscaler may act on the forecast: a service whose forecast has shown no skill
+        scales reactively, as AWS predictive scaling only ever adds to what its reactive scaling decides where the
+        forecast has earned it. Every strategy's recommendation is then stabilized (``stabilize``)."""
+        return self.stabilize(k, self.recommend(k, demand, fc, on_forecast))
+
+    def recommend(self, k: int, demand: np.ndarray, fc: Forecast | None,
+                  on_forecast: np.ndarray | None) -> np.ndarray:
+        """The strategy's recommendation at step ``k``, before the stabilization (``wanted``'s arguments)."""
         now = demand[k, self.cols]
         if self.strategy == "perfect":
             out = now.copy()

@@ -108,7 +108,8 @@ def rate_columns(frame: pd.DataFrame, cfg: Config, where: str) -> tuple[pd.DataF
     if cfg.fleet.pools:
         raise DataError(f"{where}: inference services ({_some(sorted(rate_of))}) on a [fleet] pools config are "
                         "not replayed yet: replay them without [fleet]")
-    specs = {n: InferenceSpec(i.gpus_per_replica, i.replica_rps, i.cold_start_s, i.headroom)
+    specs = {n: InferenceSpec(i.gpus_per_replica, i.replica_rps, i.cold_start_s, i.headroom,
+                              i.scale_down_stabilization_s)
              for n, i in conf.items() if n in rate_of}
     rates = frame[[rate_of[n] for n in rate_of]].astype(float)
     rates.columns = pd.Index(list(rate_of), name="tenant")
@@ -199,7 +200,9 @@ def own_workload(frame: pd.DataFrame, cfg: Config, *, days: float, step_s: int, 
              "tiers": {t: int(sum(x == t for x in tier_of)) for t in TIERS}, "contention": contention.to_dict()}
     if specs:
         notes["inference"] = {n: {"gpus_per_replica": s.gpus_per_replica, "replica_rps": s.replica_rps,
-                                  "cold_start_s": s.cold_start_s, "headroom": s.headroom} for n, s in specs.items()}
+                                  "cold_start_s": s.cold_start_s, "headroom": s.headroom,
+                                  "scale_down_stabilization_s": s.scale_down_stabilization_s}
+                              for n, s in specs.items()}
     if unknown:
         log.warning("%s: %d tenants not named in the config or flags, replayed as tier normal with %d-GPU jobs: %s",
                     where, len(unknown), default_job_gpus, _some(unknown))

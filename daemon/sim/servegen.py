@@ -16,6 +16,9 @@ beside synthetic batch tenants on the same cluster (`simulate --trace servegen`;
   normal above 80% load) is the plan's per-tenant limit. ServeGen's biggest clients exceed it, so each client's
   rate is scaled by one factor, min(1, 0.9 x its tier's tight limit / its p99 rate over the window) (the CV kept):
   a service the operator has sized to fit its tier's limit. The factors are in the workload's notes.
+- Replicas: `gpus_per_replica` GPUs each, serving `replica_rps` after `cold_start_s`; each service's autoscaler
+  has `headroom` over the rate it sees and scales down after `scale_down_stabilization_s` (an HPA's default 300 s;
+  daemon/sim/inference.py).
 - Batch: `batch_tenants` tenants of the synthetic generator (daemon/sim/workloads.py), their mean demand
   `batch_ratio` x the services' mean GPU need; the cluster is the `capacity_quantile` of the sum of every tenant's
   demand over the measured window, in whole nodes, so peaks contend.
@@ -57,15 +60,18 @@ def draw_arrivals(rate: pd.DataFrame, cv: pd.DataFrame, seed: int, step_s: int =
 
 @dataclass(frozen=True)
 class ServeGenNotes:
-    """What the workload chose: the clients left out as idle, the high tier, and each client's rate factor."""
+    """What the workload chose: the clients left out as idle, the high tier, each client's rate factor, the gap
+    windows filled and the services' scale-down stabilization."""
 
     idle: tuple[str, ...]
     high: tuple[str, ...]
     rate_factor: dict[str, float]
     gap_windows_filled: tuple[str, ...] = ()
+    scale_down_stabilization_s: float = 300.0
 
     def to_dict(self) -> dict:
         return {"idle_clients_left_out": list(self.idle), "high_tier": list(self.high),
+                "scale_down_stabilization_s": self.scale_down_stabilization_s,
                 "rate_factor": {k: round(v, 4) for k, v in self.rate_factor.items()},
                 "gap_windows_filled": list(self.gap_windows_filled)}
 
@@ -74,7 +80,7 @@ def servegen(data_dir: Path, *, days: float = 1.0, history_days: float = 2.0, se
              cold_start_s: float = 180.0, gpus_per_replica: int = 1, replica_rps: float = 5.0, headroom: float = 0.1,
              high_share: float = 0.15, tight_limits: dict[str, float] | None = None, batch_tenants: int = 20,
              batch_ratio: float = 2.0, capacity_quantile: float = 0.9, gpus_per_node: int = 8,
-             step_s: int = 60) -> tuple[Workload, ServeGenNotes]:
+             step_s: int = 60, scale_down_stabilization_s: float = 300.0) -> tuple[Workload, ServeGenNotes]:
     """The last ``history_days + days`` of the 14-day trace, per ``step_s``; the last ``days`` are measured."""
     rate, cv = traces.servegen_windows(data_dir)
     total_days = (len(rate) * traces.SERVEGEN_WINDOW_S) / 86400
@@ -96,7 +102,8 @@ def servegen(data_dir: Path, *, days: float = 1.0, history_days: float = 2.0, se
               for c in rate.columns}
     arrivals = draw_arrivals(rate * pd.Series(factor), cv, seed, step_s)
     rates = arrivals / step_s
-    specs = {c: InferenceSpec(gpus_per_replica, replica_rps, cold_start_s, headroom) for c in rates.columns}
+    specs = {c: InferenceSpec(gpus_per_replica, replica_rps, cold_start_s, headroom, scale_down_stabilization_s)
+             for c in rates.columns}
     need = need_frame(rates, specs)
     hist = int(round(history_days * 86400 / step_s))
     steps = len(need)
@@ -113,4 +120,4 @@ def servegen(data_dir: Path, *, days: float = 1.0, history_days: float = 2.0, se
     cap = int(np.ceil(np.quantile(total, capacity_quantile) / gpus_per_node) * gpus_per_node)
     name = f"servegen-m-small-cold{cold_start_s / 60:g}m"
     w = Workload(name, demand, tiers, job, cap, hist, gpus_per_node=gpus_per_node, inference=specs, rates=rates)
-    return w, ServeGenNotes(idle, high, factor, gaps)
+    return w, ServeGenNotes(idle, high, factor, gaps, scale_down_stabilization_s)
