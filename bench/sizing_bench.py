@@ -4,12 +4,14 @@ on which static (a 20% pool), reactive, predictive (the skill gate on) and the p
 forecaster chosen on the trace's own history before the window as bench/replay_bench.py chooses it. Writes
 bench/out/sizing_<trace>.json: every size tried, the found size's GPUs, GPU-hours, allocated and busy utilization,
 predictive's savings and the issue's targets (bench/targets.py SIZING) met or not. On a trace with inference
-services (servegen) every strategy is sized at each setting of its services' knobs (the HPA headroom, and
-predictive's replica quantile; sizing.sweep) and its figure is its fewest GPUs over them, the setting named.
+services (servegen) every strategy is sized at each setting of its services' knobs (the HPA headroom and
+scale-down stabilization window, and predictive's replica quantile; sizing.sweep) and its figure is its fewest
+GPUs over them, the setting named.
 
     nice -n 10 python bench/sizing_bench.py [--cases synthetic,helios,alibaba,servegen] [--days 1] [--out bench/out]
                                             [--quick-forecaster] [--suffix _lstm]
-                                            [--headrooms 0.5,1,1.5,2,3] [--replica-quantiles 0.5,0.9]
+                                            [--headrooms 0.5,1,2,3] [--replica-quantiles 0.5,0.9]
+                                            [--stabilizations 300,900]
 """
 
 from __future__ import annotations
@@ -60,6 +62,9 @@ def main() -> int:
     ap.add_argument("--forecast-every", type=int, default=1)
     ap.add_argument("--headrooms", type=lambda v: tuple(map(float, v.split(","))), default=sizing.SERVICE_HEADROOMS,
                     help="the services' HPA headrooms each strategy is sized at (inference traces)")
+    ap.add_argument("--stabilizations", type=lambda v: tuple(map(float, v.split(","))),
+                    default=sizing.SERVICE_STABILIZATIONS,
+                    help="the services' HPA scale-down stabilization windows (s) every strategy is sized at")
     ap.add_argument("--replica-quantiles", type=lambda v: tuple(map(float, v.split(","))),
                     default=sizing.REPLICA_QUANTILES, help="predictive's replica autoscaler's forecast quantiles")
     ap.add_argument("--suffix", default="", help="write sizing_<trace><suffix>.json (another forecaster choice beside "
@@ -93,7 +98,8 @@ def main() -> int:
         say = lambda line: print(f"  {line}", flush=True)  # noqa: E731
         swept = None
         if w.inference:  # each strategy at each setting of its services' knobs, its fewest GPUs over them
-            settings = sizing.service_settings(headrooms=a.headrooms, quantiles=a.replica_quantiles)
+            settings = sizing.service_settings(headrooms=a.headrooms, quantiles=a.replica_quantiles,
+                                               stabilizations=a.stabilizations)
             swept = sizing.sweep(w, cfg, model, steps=steps, settings=settings, slo=slo,
                                  forecast_every=a.forecast_every, progress=say)
             found = sizing.chosen(swept)

@@ -255,8 +255,11 @@ def _binding(z: dict, slo: dict) -> str:
 
 
 def _setting(st: dict) -> str:
-    """A sizing setting in words: the services' HPA headroom, and predictive's replica quantile."""
+    """A sizing setting in words: the services' HPA headroom and scale-down window, and predictive's replica
+    quantile."""
     parts = [f"headroom {st['service_headroom']:g}"] if st.get("service_headroom") is not None else []
+    if st.get("service_stabilization_s") is not None:
+        parts.append(f"scale-down window {st['service_stabilization_s']:g} s")
     if st.get("replica_quantile") is not None:
         parts.append(f"p{100 * st['replica_quantile']:g} replicas")
     return ", ".join(parts)
@@ -293,7 +296,8 @@ def _settings_table(d: dict) -> list[str]:
     the high tier's throttled share at the top where it never does (one row per setting of the services)."""
     cols = [(s, r) for s, z in d["strategies"].items() for r in z.get("settings", [])]
     keys = list(dict.fromkeys((s, r["setting"].get("replica_quantile")) for s, r in cols))
-    heads = list(dict.fromkeys(r["setting"].get("service_headroom") for _, r in cols))
+    heads = list(dict.fromkeys((r["setting"].get("service_headroom"), r["setting"].get("service_stabilization_s"))
+                               for _, r in cols))
 
     def cell(s: str, r: dict) -> str:
         if r["met"]:
@@ -307,14 +311,17 @@ def _settings_table(d: dict) -> list[str]:
         return f"not met ≤ {r['largest_nodes_tried']} nodes"
 
     rows = []
-    for h in heads:
-        row = [f"{h:g}"]
+    windows = any(b is not None for _, b in heads)
+    for h, b in heads:
+        row = [f"{h:g}" + ("" if not windows else f" / {'–' if b is None else f'{b:g} s'}")]
         for s, q in keys:
             r = next((r for s2, r in cols if s2 == s and r["setting"].get("service_headroom") == h
+                      and r["setting"].get("service_stabilization_s") == b
                       and r["setting"].get("replica_quantile") == q), None)
             row.append("–" if r is None else cell(s, r))
         rows.append(row)
-    head = ["services' headroom", *(s + ("" if q is None else f" (p{100 * q:g} replicas)") for s, q in keys)]
+    head = ["services' headroom" + (" / scale-down window" if windows else ""),
+            *(s + ("" if q is None else f" (p{100 * q:g} replicas)") for s, q in keys)]
     return [table(head, rows)]
 
 

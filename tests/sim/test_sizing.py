@@ -248,3 +248,34 @@ def test_the_sweep_picks_the_setting_with_the_fewest_gpus_that_meets_the_slo():
     out = sizing.swept_lines(swept)
     assert "reactive   at {'service_headroom': 1.0}; never meets at {'service_headroom': 0.5} (the throttled floor)" \
         in out
+
+
+B = "service_stabilization_s"   # and their HPA's scale-down stabilization window
+
+
+def _bursty_service() -> Workload:
+    """One high-tier service at 10 req/s (replicas of 10 req/s, 1 GPU, no headroom, a 3-minute cold start) with a
+    one-minute burst to 20 req/s every 4 minutes from step 100 (in the replay's warm-up) on. Scaling down at once,
+    the burst's second replica leaves the next minute and every burst throttles half its requests (~8% of all);
+    with a 300 s window each burst comes back inside the window, so the second replica placed for the first burst
+    stays and nothing in the measured window is throttled: 2 GPUs, one node."""
+    from daemon.sim.inference import InferenceSpec, need_frame
+
+    r = np.full(N, 10.0)
+    r[100::4] = 20.0
+    rates = _frame(svc=r)
+    specs = {"svc": InferenceSpec(1, 10.0, 180.0, headroom=0.0)}
+    return Workload("bursty", need_frame(rates, specs), ("high",), np.array([1]), 16, start=START, inference=specs,
+                    rates=rates)
+
+
+def test_the_sweep_sizes_every_strategy_at_each_scale_down_window():
+    st = sizing.service_settings(headrooms=(1.0,), quantiles=(0.5,), stabilizations=(0.0, 300.0))
+    assert st["reactive"] == st["static"] == st["perfect"] == [{H: 1.0, B: 0.0}, {H: 1.0, B: 300.0}]
+    assert st["predictive"] == [{H: 1.0, B: 0.0, "replica_quantile": 0.5}, {H: 1.0, B: 300.0, "replica_quantile": 0.5}]
+    swept = sizing.sweep(_bursty_service(), Config(), None, steps=N - START,
+                         settings={"reactive": [{H: 0.0, B: 0.0}, {H: 0.0, B: 300.0}]}, max_nodes=2)
+    (at_once, z0), (kept, z300) = swept["reactive"].settings
+    assert z0.floor() is not None and z0.tried_nodes(2).figures["high_throttled_share"] > 0.05
+    assert z300.found is not None and z300.found.nodes == 1 and z300.found.figures["high_throttled_share"] == 0.0
+    assert swept["reactive"].best()[0] == {H: 0.0, B: 300.0}
