@@ -685,9 +685,13 @@ def replay_inference() -> str:
             rows.append(row(c, label, r))
             gaps.append(gap(c, label, r, r))
     days = f"{d['days']:g} day{'s' if d['days'] != 1 else ''}"
+    windows = sorted({f"{c['inference']['scale_down_stabilization_s']:g}" for c in d["cases"]
+                      if "scale_down_stabilization_s" in c.get("inference", {})})
     out = [f"ServeGen m-small, {days} replayed after 2 days of history, seed {d['seed']}, the forecaster the "
            f"daemon chooses at start-up ({', '.join(sorted({c['forecaster'] for c in d['cases']}))}); the same "
-           f"cluster ({', '.join(sorted({n(c['capacity_gpus']) for c in d['cases']}))} GPUs) for every strategy.", "",
+           f"cluster ({', '.join(sorted({n(c['capacity_gpus']) for c in d['cases']}))} GPUs) for every strategy"
+           + ("." if not windows else f"; every strategy's services scale down after a {'/'.join(windows)} s "
+              "window (an HPA's scale-down stabilization; scale-up at once)."), "",
            table(["cold start", "strategy", "high-tier throttled", "share", "normal-tier throttled share",
                   "late (high + normal)", "services' GPU-hours", "normal-tier unmet GPU-min",
                   "low-tier (batch) unmet GPU-min", "utilization"], rows), "",
