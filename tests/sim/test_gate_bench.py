@@ -41,8 +41,8 @@ def test_the_gate_margin_is_a_replay_knob_of_predictive_only(bench):
         assert [{a: b for a, b in k.items() if a != GATE_MARGIN} for k in pred if k.get(GATE_MARGIN) == m] == ungated
 
 
-def test_each_gated_variant_is_compared_at_reactives_best_point_with_the_gain_it_keeps():
-    import targets
+def test_each_gated_variant_is_compared_at_reactives_best_point_with_the_gain_it_keeps(bench):
+    import targets  # bench/ is on sys.path while the fixture holds it
 
     tg = targets.REPLAY_GATED_BY_CASE["synthetic"]
     runs = [_run("reactive", 0.90, 400, 1000, 5000, 100, headroom=0.15),
