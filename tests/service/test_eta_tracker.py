@@ -12,8 +12,9 @@ from daemon.config import Config, SimulatorConfig, SourceConfig
 from daemon.policy.eta_calibration import Calibration
 from daemon.policy.state import ClusterState, Jobs
 from daemon.policy.types import Plan, PolicyMemory
-from daemon.service.eta import EtaTracker, windows_ahead
+from daemon.service.eta import EtaTracker, peaks_of, windows_ahead
 from daemon.service.wiring import build_runtime
+from forecaster.types import Forecast
 
 TENANTS = ("a", "b")
 
@@ -162,3 +163,25 @@ def test_the_p50_leans_on_the_queues_rate_once_that_erred_less():
                     None, None)["jobs"]
     assert t.cal.factors(now[0]).blend["normal"] == 0.0
     assert r["p50_s"] == pytest.approx(200.0) and "queue's rate" in r["basis"]
+
+
+def test_forecast_peaks_per_tenant_sum_typed_series_and_keep_an_unforecast_one_unknown():
+    """peaks_of (vectorised) against the per-tenant loop it replaced: each series' largest value over the horizon
+    at each quantile, a typed series tenant@type added to its tenant, a series with no finite value NaN."""
+    rng = np.random.default_rng(1)
+    names = ("a", "b@a100", "b@t4", "c", "d@a100")
+    vals = rng.uniform(0, 50, size=(5, 6, 3))
+    vals[3] = np.nan                     # c: no forecast
+    vals[4, :3] = np.nan                 # d: half the horizon missing
+    fc = Forecast(names, (0.5, 0.9, 0.99), vals, pd.Timestamp("2026-01-05T00:00:00Z"), 60, "m")
+    got = peaks_of(fc)
+    want: dict[str, list[float]] = {}
+    for i, s in enumerate(names):
+        t = s.split("@", 1)[0]
+        pk = [float(np.nanmax(fc.quantile(q)[i])) if np.isfinite(fc.quantile(q)[i]).any() else float("nan")
+              for q in (0.5, 0.9)]
+        want[t] = pk if t not in want else [x + y for x, y in zip(want[t], pk)]
+    assert set(got) == set(want) == {"a", "b", "c", "d"}
+    for t in want:
+        assert got[t] == pytest.approx(tuple(want[t]), nan_ok=True)
+    assert all(np.isnan(x) for x in got["c"])
