@@ -282,12 +282,10 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
     free: dict[tuple[str, int], float] = {}
     events: list[tuple[float, int, str, int, float]] = []   # (time, seq, type, holder, gpus)
     seq = 0
-    unknown_ends = 0
     running = np.flatnonzero(jobs.running)
 
     ends, by_limit = _ends(jobs, running, tenants, rl, q, limits)
     known = np.isfinite(ends)
-    unknown_ends = int((~known).sum())
 
     bases: set[str] = set()
     if state.nodes is not None:
@@ -302,7 +300,7 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
                 events.append((drain_s, seq, str(t), int(h), float(d)))
                 seq += 1
         node_ix = nodes.index_of(jobs.node[running])
-        placed = node_ix >= 0
+        placed = node_ix >= 0             # a job on a node the view does not have gives back nothing known
         unknown_ends = int((placed & ~known).sum())
         use = placed & known
         _add_bases(bases, by_limit[use])
@@ -320,6 +318,7 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
         if state.draining:
             events.append((drain_s, seq, ANY, UNHELD, float(state.draining)))
             seq += 1
+        unknown_ends = int((~known).sum())
         _add_bases(bases, by_limit[known])
         for end, g in zip(ends[known].tolist(), jobs.gpus[running][known].tolist()):
             events.append((end, seq, ANY, UNHELD, float(g)))
