@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import sys
@@ -10,8 +9,10 @@ from pathlib import Path
 
 import click
 
-from daemon.config import Config, ConfigError, load_config
-from daemon.text import agree, plural
+from daemon.cli_common import _fail, _load
+from daemon.cli_simulate import _objective_opts, simulate
+from daemon.config import Config, ConfigError
+from daemon.text import plural
 from gateway.configfile import MAX_DURATION_S
 
 
@@ -39,22 +40,6 @@ def source_text(cfg: Config) -> str:
     return cfg.source.kind
 
 
-def _load(ctx: click.Context, sim: bool = False) -> Config:
-    try:
-        cfg = load_config(ctx.obj["config"])
-    except ConfigError as exc:
-        click.echo(f"gpu-autoscaler: config error: {exc}", err=True)
-        sys.exit(2)
-    if sim:
-        cfg = cfg.model_copy(update={"source": cfg.source.model_copy(update={"kind": "simulator"})})
-    return cfg
-
-
-def _fail(msg: str, code: int = 2) -> None:
-    click.echo(f"gpu-autoscaler: {msg}", err=True)
-    sys.exit(code)
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", "-c", "config", type=click.Path(dir_okay=False, path_type=Path),
               envvar="GPU_AUTOSCALER_CONFIG", default=None,
@@ -66,6 +51,9 @@ def cli(ctx: click.Context, config: Path | None, log_level: str) -> None:
     _setup_logging(log_level)
     ctx.ensure_object(dict)
     ctx.obj["config"] = config
+
+
+cli.add_command(simulate)
 
 
 @cli.command()
@@ -338,311 +326,6 @@ def backtest_cmd(ctx, data, trace, data_dir, days, report_dir, tenants) -> None:
     j, p = backtest.write_report(res, report_dir, "backtest")
     click.echo(backtest.table(res.report))
     click.echo(f"report: {j}  plot: {p}")
-
-
-def _objective_opts(f):
-    f = click.option("--minimize", default=None, metavar="METRIC",
-                     help="Recommendation: the figure to minimize  [default: high_unmet]")(f)
-    f = click.option("--subject-to", "subject_to", multiple=True, metavar="CONSTRAINT",
-                     help="Recommendation, repeatable: e.g. 'normal_unmet<=reactive', 'preemptions<=1.5*reactive', "
-                          "'utilization>=0.8'  [default: normal_unmet<=reactive and preemptions<=reactive]")(f)
-    return f
-
-
-@cli.command()
-@click.option("--trace", type=click.Choice(["synthetic", "helios", "alibaba", "servegen"]), default="synthetic",
-              show_default=True, help="servegen: the 43 ServeGen m-small LLM API clients as inference services "
-                                      "(requests in, replicas out) beside synthetic batch tenants")
-@click.option("--cold-start", "cold_start", default=None, metavar="DURATION",
-              help="servegen: seconds from a replica's placement to its first served request, e.g. 3m or 90s  "
-                   "[default: 3m]")
-@click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Replay this cluster's own history (the formats of retrain --data: time + one column per tenant "
-                   "of GPU demand, or long time,tenant,value); the last --days are replayed.")
-@click.option("--from-source", "from_source", is_flag=True,
-              help="Replay the history the configured source serves (Prometheus range or the simulator): "
-                   "--history-days before the --days replayed.")
-@click.option("--history-days", "history_days", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="--from-source: days read before the replayed window  [default: one season + 1 day]")
-@click.option("--until", default=None, metavar="TIME",
-              help="--from-source: the replayed window ends at this time (ISO 8601)  [default: now]")
-@click.option("--tier", "tier_flags", multiple=True, metavar="TENANT=TIER",
-              help="--data/--from-source, repeatable: the tier of a tenant (overrides [[tenants]]).")
-@click.option("--job-gpus", "job_flags", multiple=True, metavar="TENANT=N",
-              help="--data/--from-source, repeatable: GPUs per job of a tenant (overrides [[tenants]] job_gpus).")
-@click.option("--default-job-gpus", type=click.IntRange(min=1), default=1, show_default=True,
-              help="--data/--from-source: GPUs per job of tenants with no job size in the config or flags.")
-@click.option("--quick-forecaster", is_flag=True,
-              help="--data/--from-source: choose among the baselines only (as the daemon does at start-up) instead "
-                   "of as retrain chooses (an LSTM trained on the history before the window, and the baselines).")
-@click.option("--epochs", type=click.IntRange(min=1), default=None,
-              help="--data/--from-source: epochs of the LSTM trained on the history before the window.")
-@click.option("--recommend", "recommend_", is_flag=True,
-              help="Sweep the settings and print the recommended one as a config snippet (implies --sweep).")
-@_objective_opts
-@click.option("--tenants", type=click.IntRange(min=2), default=40, show_default=True, help="synthetic only")
-@click.option("--gpus", type=click.IntRange(min=8), default=1024, show_default=True, help="synthetic only")
-@click.option("--days", type=click.FloatRange(min=0.01), default=1.0, show_default=True, help="Days replayed.")
-@click.option("--seed", type=int, default=7, show_default=True,
-              help="synthetic: the generator's draw; servegen: the requests' arrivals and the batch tenants")
-@click.option("--strategies", default="static,reactive,predictive,perfect", show_default=True)
-@click.option("--sweep", is_flag=True, help="Run each strategy over its own knob and compare Pareto frontiers.")
-@click.option("--table", "show_table", is_flag=True,
-              help="Print the full table of every setting (a sweep prints its summary only; the JSON has them all).")
-@click.option("--legend", is_flag=True, help="Print what each column of the table is under it (implies --table).")
-@click.option("--forecast-every", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Run the forecaster every N steps (shift the horizon in between).")
-@click.option("--high-vcs", type=click.IntRange(min=0), default=None,
-              help="helios only: the N VCs with the largest quota are the high tier  [default: 2]")
-@click.option("--high-vc", "high_vc", multiple=True, metavar="VC",
-              help="helios only, repeatable: exactly these VCs are the high tier (instead of --high-vcs)")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
-@click.option("--workers", type=click.IntRange(min=1), default=None,
-              help="Processes that replay the settings side by side (the results do not change)  "
-                   "[default: the CPUs this process may use]")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/replay"),
-              show_default=True)
-@click.option("--min-gpus", "min_gpus", is_flag=True,
-              help="Instead of comparing at this size: the smallest cluster (whole nodes) on which each strategy "
-                   "meets the SLO (--slo-high, --slo-normal), and what predictive saves.")
-@click.option("--slo-high", "slo_high", type=float, default=None,
-              help="--min-gpus: share of the high tier's demand allowed unmet (and of its requests throttled)  "
-                   "[default: 0.001]")
-@click.option("--slo-normal", "slo_normal", type=float, default=None,
-              help="--min-gpus: share of the normal tier's demand allowed unmet  [default: 0.02]")
-@click.pass_context
-def simulate(ctx, trace, cold_start, data, from_source, history_days, until, tier_flags, job_flags, default_job_gpus,
-             quick_forecaster, epochs, recommend_, minimize, subject_to, tenants, gpus, days, seed, strategies, sweep,
-             show_table, legend, forecast_every, high_vcs, high_vc, data_dir, workers, out, min_gpus, slo_high,
-             slo_normal) -> None:
-    """Replay a trace (built-in, or this cluster's own history with --data/--from-source) through static, reactive,
-    predictive and perfect-forecast strategies on the same physics."""
-    cfg = _load(ctx)
-    from daemon.forecasting.retrain import DataError, default_data_dir
-    from daemon.sim import recommend as rec, report, terminal, workloads
-    from daemon.sim.replay import STRATEGIES, default_sweep, replay_workers, run_replay
-    from forecaster.baselines import SeasonalNaive
-    from forecaster.progress import phase
-    from forecaster.registry import ModelError
-
-    chosen = tuple(s.strip() for s in strategies.split(",") if s.strip())
-    bad = [s for s in chosen if s not in STRATEGIES]
-    if bad:
-        _fail(f"--strategies: unknown {bad}; choose from {list(STRATEGIES)}")
-    own = data is not None or from_source
-    trace_given = ctx.get_parameter_source("trace") == click.core.ParameterSource.COMMANDLINE
-    if data is not None and from_source:
-        _fail("--data and --from-source: give one (a history file, or the configured source)")
-    if own and trace_given:
-        _fail("--trace replays a built-in trace; --data/--from-source replay this cluster's history: give one")
-    if not own and (tier_flags or job_flags or quick_forecaster or epochs is not None):
-        _fail("--tier, --job-gpus, --quick-forecaster and --epochs go with --data or --from-source")
-    if not from_source and (history_days is not None or until is not None):
-        _fail("--history-days and --until go with --from-source")
-    until_s = None
-    if until is not None:
-        import pandas as pd
-
-        try:
-            until_s = pd.Timestamp(until).timestamp()
-        except ValueError as exc:
-            _fail(f"--until {until!r}: not a time ({exc})")
-    cold_s = 180.0
-    if cold_start is not None:
-        if trace != "servegen" or own:
-            _fail("--cold-start is the inference services' cold start: use it with --trace servegen")
-        cold_s = _duration_s(cold_start, "--cold-start")
-    if (high_vcs is not None or high_vc) and (trace != "helios" or own):
-        _fail("--high-vcs and --high-vc set the Helios tier mapping: use them with --trace helios")
-    if high_vcs is not None and high_vc:
-        _fail("--high-vcs and --high-vc: give one (the N largest-quota VCs, or the VCs by name)")
-    try:
-        obj = rec.objective(minimize, subject_to or None)
-    except rec.ObjectiveError as exc:
-        _fail(str(exc))
-    if recommend_:
-        sweep = True
-    slo = _slo(min_gpus, slo_high, slo_normal, sweep)
-    data_root = data_dir or default_data_dir()
-    own_notes: dict = {}
-    model = None
-    choice_note = None
-    if own:
-        from daemon.sim import own as own_mod
-
-        try:
-            tiers_f = own_mod.parse_pairs(tier_flags, "--tier", "TIER")
-            jobs_f = own_mod.parse_pairs(job_flags, "--job-gpus", "N")
-            if data is not None:
-                frame, where = own_mod.read_file(data, cfg), str(data)
-            else:
-                season_days = cfg.forecaster.season_steps * cfg.cycle.resolution_s / 86400
-                hist = history_days if history_days is not None else season_days + 1.0
-                frame, where = own_mod.read_source(cfg, days + hist, until=until_s)
-                click.echo(f"history from the {where}", err=True)
-            w, own_notes = own_mod.own_workload(frame, cfg, days=days, step_s=cfg.cycle.resolution_s, where=where,
-                                                tier_flags=tiers_f, job_flags=jobs_f,
-                                                default_job_gpus=default_job_gpus,
-                                                name=f"own-{data.stem}" if data is not None else "own-source")
-            if not own_notes["contention"]["contends"]:  # every strategy would give the same figures
-                if recommend_:
-                    raise DataError(own_notes["contention"]["message"])
-                click.echo(f"WARNING: {own_notes['contention']['message']}", err=True)
-            if own_notes["tenants_unnamed"]:
-                click.echo(f"{plural(len(own_notes['tenants_unnamed']), 'tenant')} not named in the config or flags "
-                           f"{agree(len(own_notes['tenants_unnamed']), 'is', 'are')} "
-                           f"replayed as tier normal with {default_job_gpus}-GPU jobs: "
-                           f"{', '.join(own_notes['tenants_unnamed'][:6])}", err=True)
-            if "predictive" in chosen:
-                # the start-up selection logs every candidate's score in one long line: here they go to the JSON
-                quiet = logging.getLogger("gpu_autoscaler.selection")
-                level = quiet.level
-                quiet.setLevel(max(level, logging.WARNING))
-                try:
-                    c = own_mod.choose_forecaster(w.demand.iloc[: w.start], cfg, cfg.cycle.resolution_s,
-                                                  quick=quick_forecaster, epochs=epochs, progress=True)
-                finally:
-                    quiet.setLevel(level)
-                model, choice_note = c.model, c.details()
-                click.echo(c.line(), err=True)
-        except DataError as exc:
-            _fail(f"simulate: {exc}", 1)
-        except Exception as exc:  # a source that cannot be read: one line, not a traceback
-            from daemon.sources.base import SourceError
-
-            if isinstance(exc, SourceError):
-                _fail(f"simulate: source {cfg.source.kind}: {exc}", 1)
-            raise
-        steps = len(w.demand) - w.start
-    else:
-        if trace == "synthetic":
-            w = workloads.synthetic(tenants, gpus, days, seed=seed)
-            w.gpus_per_node = cfg.cluster.gpus_per_node  # the configured node size (the traces bring their own)
-            w.job_gpus = w.job_gpus.clip(1, w.gpus_per_node)
-        elif trace == "servegen":
-            from daemon.sim.servegen import servegen
-
-            tight = {t: min(lvl.rate(t) for lvl in cfg.ratelimits.levels) for t in ("high", "normal")}
-            try:
-                w, sg_notes = servegen(data_root, days=days, seed=seed, cold_start_s=cold_s, tight_limits=tight,
-                                       gpus_per_node=cfg.cluster.gpus_per_node)
-            except OSError as exc:
-                _fail(f"cannot read the servegen trace: {exc}", 1)
-            except ValueError as exc:
-                _fail(f"servegen: {exc}", 1)
-            own_notes = {"inference": {"cold_start_s": cold_s, **sg_notes.to_dict()}}
-        else:
-            try:
-                w = workloads.helios(data_root, days=days, high_vcs=2 if high_vcs is None else high_vcs,
-                                     high_vc_names=high_vc or None) if trace == "helios" \
-                    else workloads.alibaba(data_root, days=days)
-            except OSError as exc:
-                _fail(f"cannot read the {trace} trace: {exc}", 1)
-            except ValueError as exc:
-                _fail(f"--high-vc/--high-vcs: {exc}")
-        try:  # request volume for the throttling account follows the Azure LLM trace's minute-by-minute shape
-            w.request_shape = workloads.azure_shape(data_root)
-        except OSError:
-            click.echo("Azure trace not found: request volume is flat", err=True)
-        if "predictive" in chosen:
-            from daemon.forecasting.choose import in_use
-
-            try:  # the manifest's in-use model, if it was scored on the simulator; else the daily seasonal naive
-                sim_cfg = cfg.model_copy(update={"source": cfg.source.model_copy(update={"kind": "simulator"})})
-                model, _ = in_use(sim_cfg)
-                click.echo(f"predictive uses {model.name}", err=True)
-            except ModelError as exc:
-                model = SeasonalNaive(cfg.forecaster.season_steps, cfg.forecaster.quantiles)
-                click.echo(f"predictive uses {model.name} ({exc})", err=True)
-        steps = min(int(days * 1440), len(w.demand) - w.start - 1)
-    if slo is not None:
-        _min_gpus(w, cfg, model, steps, chosen, slo, forecast_every, out)
-        return
-    # the settings run in one forked process per core (the meters are the same as in one process)
-    runs = run_replay(w, cfg, model, steps=steps, strategies=chosen,
-                      settings=default_sweep(chosen) if sweep else None, forecast_every=forecast_every,
-                      progress=True, workers=workers or replay_workers())
-    meta = {"workload": w.name, "tenants": len(w.tiers), "capacity": w.capacity, "gpus_per_node": w.gpus_per_node,
-            "steps": steps, "forecaster": getattr(model, "name", None),
-            "high_tier": sorted(str(c) for c, t in zip(w.demand.columns, w.tiers) if t == "high")}
-    if w.inference:
-        meta.update(own_notes)
-    if own:
-        meta.update({"source": str(data) if data is not None else where,
-                     "window": [str(w.demand.index[w.start]), str(w.demand.index[-1])],
-                     "history_steps_before": int(w.start), "forecaster_choice": choice_note, **own_notes})
-        if w.accepts is not None:  # replayed on the [fleet] pools: the fleet and what each tenant accepted
-            meta["fleet"] = {"pools": [p.model_dump() for p in cfg.fleet.pools],
-                             "accepts": {str(c): "|".join(a) or "any" for c, a in zip(w.demand.columns, w.accepts)}}
-    path = out / f"{w.name}.json"
-    with phase("writing the report and the figure"):
-        doc = report.to_json(runs, meta, path)
-        step_days = (w.demand.index[1] - w.demand.index[0]).total_seconds() / 86400
-        png = report.pareto_figure(runs, out / f"{w.name}.png",
-                                   report.replay_title(w.name, len(w.tiers), w.capacity, steps * step_days))
-    recommendation = None
-    if recommend_:
-        try:
-            recommendation = rec.recommend(doc, obj)
-        except rec.ObjectiveError as exc:
-            _fail(f"recommend: {exc}", 1)
-        doc["recommendation"] = recommendation
-        path.write_text(json.dumps(doc, indent=2) + "\n")
-    for line in terminal.replay_lines(doc, recommendation, sweep=sweep, table=show_table, legend=legend,
-                                      json_path=str(path)):
-        click.echo(line)
-    click.echo(f"wrote {path} and {png}")
-
-
-def _slo(min_gpus: bool, high: float | None, normal: float | None, sweep: bool):
-    """simulate's SLO for --min-gpus (None without it); a bad share or a flag without --min-gpus is one line."""
-    from daemon.sim.sizing import SLO, slo_error
-
-    if not min_gpus:
-        if high is not None or normal is not None:
-            _fail("--slo-high and --slo-normal go with --min-gpus")
-        return None
-    if sweep:
-        _fail("--min-gpus sizes each strategy at one setting: not with --sweep or --recommend")
-    slo = SLO()
-    for flag, v in (("--slo-high", high), ("--slo-normal", normal)):
-        why = None if v is None else slo_error(flag, v)
-        if why is not None:
-            _fail(why)
-    return SLO(high=slo.high if high is None else high, normal=slo.normal if normal is None else normal,
-               high_requests=slo.high_requests if high is None else high)
-
-
-def _min_gpus(w, cfg: Config, model, steps: int, chosen: tuple[str, ...], slo, forecast_every: int, out: Path) -> None:
-    """simulate --min-gpus: each strategy's smallest cluster for the SLO, one line each and predictive's savings;
-    the JSON (every size tried) under --out."""
-    from daemon.sim import sizing
-
-    try:
-        found = sizing.size_all(w, cfg, model, steps=steps, strategies=chosen, slo=slo, forecast_every=forecast_every,
-                                progress=lambda line: click.echo(line, err=True))
-    except ValueError as exc:
-        _fail(f"simulate --min-gpus: {exc}", 1)
-    doc = {"workload": w.name, "steps": steps, "gpus_per_node": w.gpus_per_node, "own_nodes": sizing.node_count(w),
-           "slo": dataclasses.asdict(slo), "forecaster": getattr(model, "name", None),
-           "strategies": {s: z.summary() for s, z in found.items()}, "savings": sizing.savings(found)}
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{w.name}_min_gpus.json"
-    path.write_text(json.dumps(doc, indent=2) + "\n")
-    click.echo(f"the smallest cluster meeting the SLO (high tier <= {slo.high:.2%} unmet, normal <= "
-               f"{slo.normal:.2%}) over {steps} steps of {w.name}:")
-    for line in sizing.lines(found):
-        click.echo(line)
-    click.echo(f"wrote {path}")
-
-def _duration_s(text: str, flag: str) -> float:
-    """Seconds of a duration written as ``90s``, ``3m`` / ``3min`` or ``1h`` (one line naming the flag if not)."""
-    import re
-
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)\s*", text)
-    if m is None:
-        _fail(f"{flag} {text!r}: a duration with its unit, e.g. 90s, 3m or 1h")
-    return float(m.group(1)) * {"s": 1, "m": 60, "min": 60, "h": 3600}[m.group(2)]
 
 
 @cli.command(name="recommend")
