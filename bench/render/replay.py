@@ -325,6 +325,17 @@ def _settings_table(d: dict) -> list[str]:
     return [table(head, rows)]
 
 
+def _ceiling(d: dict, t: dict) -> str:
+    """What the perfect forecast saves against the target's baseline on the same run: the most any forecast could
+    save on this trace and physics, so a target above it is out of a forecaster's reach, not a knob away."""
+    perfect, base = d["strategies"].get("perfect"), d["strategies"].get(t["against"])
+    if not perfect or not base or not perfect.get("met") or not base.get("met") or not base.get("gpus"):
+        return ""
+    ceiling = 1.0 - perfect["gpus"] / base["gpus"]
+    reach = "" if ceiling >= t["at_least"] else ": below the goal, so no forecast can meet it on this run"
+    return f" (the perfect forecast saves {pct(ceiling)} of {t['against']}'s{reach})"
+
+
 @block("replay-sizing")
 def replay_sizing() -> str:
     """bench/sizing_bench.py: each strategy's smallest cluster for the SLO per trace, and the issue's targets."""
@@ -358,7 +369,7 @@ def replay_sizing() -> str:
             got = "not measured (a strategy missed the SLO)" if t["saving"] is None else (
                 f"{verdict(t['met'])}: {pct(t['saving'])}, {'+' if t['gap'] >= 0 else ''}"
                 f"{100 * t['gap']:.1f} points against the goal")
-            notes.append(f"  - target: {t['what']}: {got}.")
+            notes.append(f"  - target: {t['what']}: {got}{_ceiling(d, t)}.")
     if not files:
         return "*No `bench/out/sizing_*.json` yet: run `python bench/sizing_bench.py`.*"
     head = ["trace", "strategy", "GPUs at the SLO", "GPU-hours", "allocated util.", "busy util.",

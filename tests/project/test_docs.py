@@ -76,6 +76,29 @@ def test_met_is_computed_from_the_goal_in_the_json(tmp_path, monkeypatch):
     assert "README.md: generated:results-at-a-glance is stale (run: python bench/render_docs.py)" in problems
 
 
+def test_a_sizing_target_names_the_perfect_forecasts_saving_from_the_json(tmp_path, monkeypatch):
+    """Beside each sizing target the docs say what the perfect forecast saved on the same run, read from the JSON:
+    a goal above it is out of any forecast's reach, and says so only then."""
+    out = tmp_path / "out"
+    shutil.copytree(REPO / "bench" / "out", out)
+    d = json.loads((out / "sizing_synthetic.json").read_text())
+    static = d["strategies"]["static"]["gpus"]
+    monkeypatch.setattr(render_docs.common, "OUT", out)
+    render_docs.load.cache_clear()
+    try:
+        for perfect, reach in ((static, True), (static // 2, False)):
+            d["strategies"]["perfect"]["gpus"] = perfect
+            (out / "sizing_synthetic.json").write_text(json.dumps(d))
+            render_docs.load.cache_clear()
+            lines = render_docs.BLOCKS["replay-sizing"]().splitlines()
+            at = next(i for i, x in enumerate(lines) if x.startswith("- **synthetic**"))
+            line = next(x for x in lines[at:] if x.startswith("  - target:"))
+            assert f"the perfect forecast saves {1 - perfect / static:.1%} of static's" in line
+            assert ("no forecast can meet it" in line) is reach
+    finally:
+        render_docs.load.cache_clear()
+
+
 @pytest.mark.parametrize("text, error", [
     ("a\n<!-- generated:policy -->\nx\n", "never closed"),
     ("<!-- /generated:policy -->\n", "was not opened"),
