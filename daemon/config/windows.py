@@ -13,6 +13,7 @@ is read here; checks that need a time take it as an argument.
 from __future__ import annotations
 
 import datetime as dt
+import heapq
 import re
 from collections.abc import Iterable, Mapping
 from typing import Literal
@@ -27,6 +28,13 @@ WINDOW_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 # how far ahead overlaps are looked for: two weeks of starts cover every daily, weekday and weekly pattern twice
 CHECK_PERIOD = dt.timedelta(days=14)
+# a window starts at most this often on average (24 a day: hourly). The plan runs once a cycle and holds a window from
+# its lead (at least a drain and a cycle) ahead: a window every minute would be a hold at all times, and its 20,160
+# starts in the check period made the overlap check take half a minute (a PUT, a start or a reload held up)
+MAX_STARTS_PER_DAY = 24
+# whether a crontab ever fires is asked from this date (a 5-field crontab names no year: the answer does not depend
+# on it, and a fixed date keeps the model free of the clock)
+_EVER_FROM = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
 _TIME = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
 
 
@@ -60,6 +68,14 @@ class WindowConfig(_Strict):
             raise ValueError(f"{v!r} is not a window name (lowercase letters, digits, '-', '_'; up to 40)")
         return v
 
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _gpus_not_booleans(cls, v: object) -> object:
+        # `gpus = true` would be read as 1 GPU (a bool is an int): a typo, not a count
+        if isinstance(v, bool) or (isinstance(v, dict) and any(isinstance(n, bool) for n in v.values())):
+            raise ValueError("must be a number of GPUs, not true or false")
+        return v
+
     @field_validator("gpus")
     @classmethod
     def _gpus_ok(cls, v: int | dict[str, int]) -> int | dict[str, int]:
@@ -69,7 +85,13 @@ class WindowConfig(_Strict):
             bad = {t: n for t, n in v.items() if n <= 0}
             if bad:
                 raise ValueError(f"GPUs per type must be > 0: {bad}")
-            return {str(t).strip().lower(): int(n) for t, n in v.items()}
+            out: dict[str, int] = {}
+            for t, n in v.items():
+                key = str(t).strip().lower()
+                if key in out:   # "h100" and "H100" are one type: the second would silently replace the first
+                    raise ValueError(f"the GPU type {key!r} is given twice ({sorted(v)})")
+                out[key] = int(n)
+            return out
         if v <= 0:
             raise ValueError("must be > 0")
         return v
@@ -97,9 +119,19 @@ class WindowConfig(_Strict):
         elif self.at is not None or self.day is not None:
             raise ValueError(f"window {self.name!r}: at and day go with every, not with cron")
         try:
-            self.trigger()
+            trig = self.trigger()
         except ValueError as exc:
             raise ValueError(f"window {self.name!r}: cron = {self.cron!r} is not a crontab: {exc}") from None
+        if self.cron is not None:
+            f = self.cron.split()
+            if f[2] != "*" and f[4] != "*":
+                # crontab fires when either the day of the month or the weekday matches; APScheduler's CronTrigger
+                # only when both do ("0 9 1 * 1": the 1st and every Monday to cron, Mondays that are the 1st here)
+                raise ValueError(f"window {self.name!r}: cron = {self.cron!r} restricts both the day of the month "
+                                 "and the weekday, which crontab and the scheduler read differently: give one "
+                                 "(two windows for both)")
+            if trig.get_next_fire_time(None, _EVER_FROM) is None:
+                raise ValueError(f"window {self.name!r}: cron = {self.cron!r} never fires (no such date)")
         return self
 
     # ---- the recurrence -------------------------------------------------------------------------------------
@@ -118,11 +150,11 @@ class WindowConfig(_Strict):
             f[4] = cron_weekdays(f[4])
         return CronTrigger.from_crontab(" ".join(f), timezone=ZoneInfo(self.timezone))
 
-    def starts(self, since: dt.datetime, until: dt.datetime) -> list[dt.datetime]:
-        """The starts in [since, until), in the window's time zone."""
+    def starts(self, since: dt.datetime, until: dt.datetime, limit: int | None = None) -> list[dt.datetime]:
+        """The starts in [since, until), in the window's time zone (at most `limit` of them, the first)."""
         trig, out = self.trigger(), []
         t = trig.get_next_fire_time(None, since)
-        while t is not None and t < until:
+        while t is not None and t < until and (limit is None or len(out) < limit):
             out.append(t)
             t = trig.get_next_fire_time(t, t + dt.timedelta(seconds=1))
         return out
@@ -205,7 +237,9 @@ def problems(windows: Iterable[WindowConfig], capacity: Mapping[str, int], typed
     for w in ws:
         where = f"windows.{w.name}"
         if known_tenants and w.tenant not in known_tenants:
-            out.append(f"{where}.tenant: {w.tenant!r} is not one of [[tenants]] {sorted(known_tenants)}")
+            known = sorted(known_tenants)
+            shown = ", ".join(known[:10]) + (f" and {len(known) - 10} more" if len(known) > 10 else "")
+            out.append(f"{where}.tenant: {w.tenant[:64]!r} is not one of [[tenants]] ({shown})")
         if typed and not isinstance(w.gpus, dict):
             out.append(f"{where}.gpus: a mixed fleet needs GPUs per type, for example {{h100 = {w.gpus}}}")
             continue
@@ -222,8 +256,14 @@ def problems(windows: Iterable[WindowConfig], capacity: Mapping[str, int], typed
         return out
     start = since or dt.datetime.now(dt.timezone.utc)
     end = start + CHECK_PERIOD
+    most = MAX_STARTS_PER_DAY * CHECK_PERIOD.days
     spans: dict[str, list[tuple[dt.datetime, dt.datetime, WindowConfig, int]]] = {}
     for w in ws:
+        if len(w.starts(start, end, limit=most + 1)) > most:
+            out.append(f"windows.{w.name}.cron: {w.crontab()!r} starts more "
+                       f"than {most} times in the {CHECK_PERIOD.days} days checked: a window recurs at most "
+                       f"{MAX_STARTS_PER_DAY} times a day (hourly)")
+            continue
         occ = w.starts(start - w.duration, end + w.lead)
         for a, b in zip(occ, occ[1:]):
             if b - a < w.duration + w.lead:
@@ -241,11 +281,25 @@ def problems(windows: Iterable[WindowConfig], capacity: Mapping[str, int], typed
         cap = capacity.get(t)
         if cap is None:
             continue
-        for a, _b, _w, _g in sorted(items, key=lambda x: x[0]):
-            live = [(a2, b2, w2, g2) for a2, b2, w2, g2 in items if a2 <= a < b2]
-            total = sum(g2 for *_x, g2 in live)
-            if total <= cap or len(live) < 2:
+        # a sweep over the holds in order of their start: at each start, the holds live then (begun, not ended)
+        # and their GPUs; n log n (every hold against every other was minutes at a few thousand holds)
+        items = sorted(items, key=lambda x: x[0])
+        ends: list[tuple[dt.datetime, int]] = []   # (end, index in items) of the live holds
+        live_at: dict[int, tuple[dt.datetime, dt.datetime, WindowConfig, int]] = {}
+        total, i = 0, 0
+        while i < len(items):
+            a = items[i][0]
+            while i < len(items) and items[i][0] == a:
+                heapq.heappush(ends, (items[i][1], i))
+                live_at[i] = items[i]
+                total += items[i][3]
+                i += 1
+            while ends and ends[0][0] <= a:
+                _e, j = heapq.heappop(ends)
+                total -= live_at.pop(j)[3]
+            if total <= cap or len(live_at) < 2:
                 continue
+            live = list(live_at.values())
             key = (t,) + tuple(sorted(w2.name for *_y, w2, _g2 in live))
             if key in seen:
                 continue

@@ -23,6 +23,7 @@ from daemon.config.windows import WINDOW_NAME, problems
 from daemon.state.overrides import BadChange, OverridesUnavailable, WindowRefused, parse_window
 from daemon.web.auth import Principal
 from daemon.web.backend import Backend, Snapshot
+from daemon.web.views import tenant_names
 from daemon.web.window_proposals import WindowProposals
 
 _PROPOSALS: dict[int, WindowProposals] = {}
@@ -67,7 +68,10 @@ def change(backend: Backend, who: str, name: str, window: WindowConfig | None) -
     def check(ops: dict[str, WindowConfig]) -> list[str]:
         merged = {w.name: w for w in cfg.windows}
         merged.update(ops)
-        return problems(merged.values(), capacity_now(snap, cfg), cfg.fleet.typed, [t.name for t in cfg.tenants])
+        # the tenants the daemon knows: the config's, else (none listed) those its source and plan name, so that a
+        # window for a tenant that does not exist ('tënant-0001') is refused, not stored to hold GPUs for no one
+        return problems(merged.values(), capacity_now(snap, cfg), cfg.fleet.typed,
+                        [t.name for t in cfg.tenants] or tenant_names(snap))
 
     return backend.overrides().change_window(who, name, window, check)
 

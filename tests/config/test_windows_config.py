@@ -97,3 +97,39 @@ def test_starts_follow_the_windows_time_zone_across_daylight_saving():
     got = weekdays.starts(dt.datetime(2026, 12, 6, tzinfo=dt.timezone.utc), dt.datetime(2026, 12, 13,
                                                                                         tzinfo=dt.timezone.utc))
     assert [s.strftime("%a") for s in got] == ["Mon", "Tue", "Wed", "Thu", "Fri"]
+
+
+def test_a_crontab_that_never_fires_or_reads_two_ways_is_refused():
+    # 30 February never comes: the window would be declared, listed with no next start and never hold anything
+    assert "cron = '0 9 30 2 *' never fires" in _refused([_w(every=None, at=None, cron="0 9 30 2 *")])
+    # crontab fires on the 1st AND on every Monday; APScheduler only on a Monday that is the 1st
+    msg = _refused([_w(every=None, at=None, cron="0 9 1 * 1")])
+    assert "restricts both the day of the month and the weekday" in msg
+    parse_config({**BASE, "windows": [_w(every=None, at=None, cron="0 9 1 * *"),
+                                      _w("y", "b", 8, every=None, at=None, cron="0 3 * * 1")]})
+
+
+def test_a_window_that_starts_more_often_than_hourly_is_refused_at_once():
+    # every minute, no lead: 20,160 starts in the two weeks checked; the overlap check compared every hold with every
+    # other one (half a minute on its own); now it is refused, named, before any pair is looked at
+    many = _w(every=None, at=None, cron="* * * * *", duration_minutes=0.5, reclaim_before_minutes=0)
+    assert "windows.x.cron: '* * * * *' starts more than 336 times in the 14 days checked" in _refused([many])
+    parse_config({**BASE, "windows": [_w(every=None, at=None, cron="0 * * * *", duration_minutes=30,
+                                         reclaim_before_minutes=10)]})
+
+
+def test_overlaps_among_many_hourly_windows_are_found_by_the_sweep():
+    # 12 hourly windows of 2 GPUs each (4,032 holds in the check period): together 24 of 32 GPUs fit; a 13th of 9
+    # GPUs overlaps them all, and the conflict names all thirteen
+    ws = [_w(f"h{i:02d}", "b", 2, every=None, at=None, timezone="UTC", cron=f"{i} * * * *", duration_minutes=45,
+             reclaim_before_minutes=5) for i in range(12)]
+    parse_config({**BASE, "windows": ws})
+    msg = _refused([*ws, _w("big", "a", 9, every="daily", at="12:00", timezone="UTC", duration_minutes=60)])
+    assert "big (9) and h00 (2) and h01 (2)" in msg and "h11 (2) overlap" in msg and "33 GPUs, more than the 32" in msg
+
+
+def test_gpus_as_a_boolean_or_a_type_given_twice_is_refused():
+    assert "windows.0.gpus: Value error, must be a number of GPUs, not true or false" in _refused([_w(gpus=True)])
+    fleet = {**BASE, "fleet": {"types": ["h100"], "pools": [{"type": "h100", "nodes": 4}]}}
+    msg = _refused([_w(gpus={"h100": 2, "H100": 8})], fleet)
+    assert "the GPU type 'h100' is given twice" in msg

@@ -62,3 +62,36 @@ def test_a_window_the_cluster_cannot_take_is_refused_with_the_conflict_named(api
     assert r.status_code == 400 and r.json()["field"] == "bogus"
     assert httpx.put(f"{base}/api/v1/windows/Bad%20Name", json=W, headers=h(OP)).status_code == 400
     assert httpx.delete(f"{base}/api/v1/windows/a", headers=h(OP)).status_code == 200
+
+
+def test_hostile_window_bodies_get_one_line_each_and_nothing_is_stored(api):
+    _, base = api
+
+    def put(name, body=None, content=None):
+        r = httpx.put(f"{base}/api/v1/windows/{name}", json=body, content=content,
+                      headers={**h(OP), "content-type": "application/json"})
+        assert "Traceback" not in r.text and "\n" not in r.json()["error"], r.text
+        return r
+
+    # refused before any check of the calendar
+    r = put("w", content=b'{"tenant": "tenant-0001", "gpus": NaN}')
+    assert r.status_code == 400 and r.json()["field"] == "gpus.int" and "finite" in r.json()["error"]
+    r = put("w", {**W, "gpus": True})
+    assert r.status_code == 400 and "not true or false" in r.json()["error"]
+    assert put("w", {**W, "gpus": -4}).status_code == 400
+    assert put("w", {**W, "duration_minutes": 1e300}).json()["field"] == "duration_minutes"
+    r = put("w", {**W, "timezone": "Europe/Atlantis"})
+    assert r.status_code == 400 and "not an IANA time zone" in r.json()["error"]
+    r = put("w", content=b"[" * 70_000)
+    assert r.status_code == 400 and r.json()["field"] == "body" and "over 65536 bytes" in r.json()["error"]
+    cron = {k: v for k, v in W.items() if k != "at"} | {"every": None}
+    r = put("w", {**cron, "cron": "0 14 30 2 *"})
+    assert r.status_code == 400 and "never fires" in r.json()["error"]
+    r = put("w", {**cron, "cron": "0 14 1 * 1"})
+    assert r.status_code == 400 and "both the day of the month and the weekday" in r.json()["error"]
+    # a window every minute: refused, named (it held the request for half a minute before, then was stored)
+    r = put("w", {**cron, "cron": "* * * * *", "duration_minutes": 0.5, "reclaim_before_minutes": 0})
+    assert r.status_code == 409 and "starts more than 336 times" in r.json()["error"]
+    r = put("w", {**W, "tenant": "tënant-0001"})
+    assert r.status_code == 409 and "is not one of [[tenants]]" in r.json()["error"]
+    assert httpx.get(f"{base}/api/v1/windows", headers=h(OP)).json()["windows"] == []
