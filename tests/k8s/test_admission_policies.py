@@ -140,12 +140,15 @@ class Admission:
 
     # ---- asking the apiserver ----------------------------------------------------------------------------------
     def refusal(self, body: dict) -> str | None:
-        """Create `body` (a Pod or a Job) with dryRun=All: None when admitted, else the message of a policy's
-        refusal. Any other error fails the test."""
+        """Create `body` (a Pod, a Job or a Kueue Workload) with dryRun=All: None when admitted, else the message of a
+        policy's refusal. Any other error fails the test."""
         ns = body["metadata"]["namespace"]
         try:
             if body["kind"] == "Pod":
                 self.core.create_namespaced_pod(ns, body, dry_run="All")
+            elif body["kind"] == "Workload":
+                k8s.CustomObjectsApi(self.kube.api()).create_namespaced_custom_object(
+                    "kueue.x-k8s.io", "v1beta2", ns, "workloads", body, dry_run="All")
             else:
                 self.batch.create_namespaced_job(ns, body, dry_run="All")
         except ApiException as exc:
@@ -209,13 +212,35 @@ def test_only_the_high_tiers_namespaces_may_use_the_high_priority_class(admissio
     assert adm.refusal(gpu_pod(adm.ns["team-high"], "serve", 1, priority_class=high, labels=q)) is None
     assert adm.refusal(gpu_pod(adm.ns["team-normal"], "web", 1, priority_class=priority_class_name("normal"),
                                labels=q)) is None
-    # through a controller: the Job is admitted, the pods its controller makes are refused, and it says why
+    # through a controller: the Job itself is refused, so Kueue never makes a Workload of it
     ns = adm.ns["team-low"]
     adm.queue(ns, "gpuas")
-    adm.batch.create_namespaced_job(ns, job(ns, "sneak", q, priorityClassName=high))
-    wait_for(lambda: any("gpu-autoscaler high-priority-class" in m for m in job_events(adm, ns, "sneak")),
-             timeout=120, what="the Job controller's FailedCreate for the high class")
-    assert adm.core.list_namespaced_pod(ns, label_selector="job-name=sneak").items == []
+    msg = adm.refused(job(ns, "sneak", q, priorityClassName=high), "high-priority-class")
+    assert f"namespace {ns} is a low-tier tenant's" in msg, msg
+    assert adm.refusal(job(adm.ns["team-high"], "serve", q, priorityClassName=high)) is None
+
+
+def workload(ns: str, name: str, priority_class: str) -> dict:
+    """A Kueue Workload of one 1-GPU pod on `priority_class`, as Kueue makes one for a job of any kind it manages."""
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": name, "namespace": ns},
+            "spec": {"queueName": "gpuas", "priority": 1000,
+                     "priorityClassRef": {"group": "scheduling.k8s.io", "kind": "PriorityClass",
+                                          "name": priority_class},
+                     "podSets": [{"name": "main", "count": 1, "template": {"spec": gpu_pod(ns, "x", 1)["spec"]}}]}}
+
+
+def test_a_kueue_workload_on_the_high_class_is_refused_outside_the_high_tier(admission, kueue):
+    """A Job on the high class that Kueue suspends makes no pod until it is admitted: the pod rule alone let Kueue
+    admit it ahead of every other tenant's work as high-priority (its pods were refused only afterwards, the quota
+    taken), and the start-time estimates read it as high-tier work. Kueue makes a Workload for every job kind it
+    manages (a JobSet, a RayJob...), so the Workload is refused too."""
+    adm, high = admission, priority_class_name("high")
+    for who, tier in (("team-normal", "normal"), ("team-low", "low")):
+        ns = adm.ns[who]
+        msg = adm.refused(workload(ns, "jump", high), "high-priority-class")
+        assert f"namespace {ns} is a {tier}-tier tenant's" in msg, msg
+    assert adm.refusal(workload(adm.ns["team-high"], "serve", high)) is None
+    assert adm.refusal(workload(adm.ns["team-low"], "own", priority_class_name("low"))) is None
 
 
 def test_only_the_holding_tenants_namespace_may_tolerate_its_hold(admission):
