@@ -53,3 +53,30 @@ def test_a_time_limit_is_read_and_none_is_not_zero():
     line = "7|acct|p|normal|RUNNING|gn1|5:00|gres/gpu:2|None|2026-12-06T02:00:00|(null)|1|2026-12-06T02:00:00|"
     assert parse_squeue(line + "30:00")[0].time_limit_s == 1800.0
     assert math.isnan(parse_squeue(line + "UNLIMITED")[0].time_limit_s)
+
+
+def test_squeue_output_that_is_not_its_lines_is_an_error_never_no_jobs():
+    """A line of squeue's output that is not SQUEUE_FMT's (a wrapper's message on stdout, a cut line, a field of the
+    wrong kind) is a SlurmError naming the line: it was skipped, so output that was all garbage read as an empty
+    queue, and the scheduler's view, which bounds each tenant's demand, capped every tenant's to 0."""
+    import subprocess
+
+    from daemon.actuators.slurm.actuator import SlurmActuator, SlurmError, parse_squeue
+    from daemon.config import SlurmActuatorConfig, TenantConfig
+
+    good = "7|acct|p|normal|RUNNING|gn1|5:00|gres/gpu:2|None|2026-12-06T02:00:00|(null)|1|2026-12-06T02:00:00|30:00"
+    assert [j.job_id for j in parse_squeue(good + "\n\n" + good.replace("7|", "8|", 1))] == ["7", "8"]
+    with pytest.raises(SlurmError, match=r"line 1 has 1 fields, not 14 .*'<html><body>Service Unavailable"):
+        parse_squeue("<html><body>Service Unavailable</body></html>")
+    with pytest.raises(SlurmError, match="line 2 has 5 fields"):
+        parse_squeue(good + "\n" + "9|acct|p|normal|RUNN")
+    with pytest.raises(SlurmError, match=r"line 1: %M \(elapsed\) is 'soon'"):
+        parse_squeue(good.replace("|5:00|", "|soon|"))
+    with pytest.raises(SlurmError, match=r"line 1: %l \(time limit\) is 'a while'"):
+        parse_squeue(good.replace("|30:00", "|a while"))
+
+    act = SlurmActuator(SlurmActuatorConfig(), [TenantConfig(name="t", slurm_account="acct")], dry_run=True)
+    act._run = lambda *args: subprocess.CompletedProcess(args, 0, stdout="slurm wrapper: maintenance at 18:00\n",
+                                                         stderr="")
+    with pytest.raises(SlurmError, match="line 1 has 1 fields"):
+        act.jobs()

@@ -116,16 +116,32 @@ FAILED_NODE_STATES = ("down", "drain", "fail", "not_responding")
 
 
 def parse_squeue(out: str) -> list[SlurmJob]:
+    """squeue -h -o SQUEUE_FMT's lines as jobs (lines of 9 fields or more: older callers ask for fewer). A line that is
+    not one (a wrapper's message on stdout, a cut line, a field that is not its kind) raises SlurmError naming the
+    line and the field: skipped, it was a job missing from the view, and the view bounds every tenant's demand, so
+    output that was all garbage read as no job at all, every tenant's demand capped to 0."""
     jobs = []
-    for line in out.splitlines():
-        f = line.split("|")
-        if len(f) < 9:
+    width = len(SQUEUE_FMT.split("|"))
+    for n, line in enumerate(out.splitlines(), 1):
+        if not line.strip():
             continue
+        f = line.split("|")
+        if not 9 <= len(f) <= width:
+            raise SlurmError(f"squeue: line {n} has {len(f)} fields, not {width} ({SQUEUE_FMT}): {line[:120]!r}")
+        try:
+            elapsed = parse_elapsed(f[6])
+        except ValueError:
+            raise SlurmError(f"squeue: line {n}: %M (elapsed) is {f[6][:40]!r}, "
+                             "not [days-][hours:]minutes:seconds") from None
+        try:
+            limit = parse_time_limit(f[13]) if len(f) > 13 else float("nan")
+        except ValueError:
+            raise SlurmError(f"squeue: line {n}: %l (time limit) is {f[13][:40]!r}, not a duration") from None
         jobs.append(SlurmJob(f[0].strip(), f[1].strip(), f[2].strip(), f[3].strip(), f[4].strip(), f[5].strip(),
-                             parse_elapsed(f[6]), parse_gpus(f[7]), f[8].strip(),
+                             elapsed, parse_gpus(f[7]), f[8].strip(),
                              parse_submit(f[9]) if len(f) > 9 else float("nan"),
                              f[10].strip() if len(f) > 10 and f[10].strip() != "(null)" else "",
                              int(f[11]) if len(f) > 11 and f[11].strip().isdigit() else 1,
                              parse_submit(f[12]) if len(f) > 12 else float("nan"),
-                             parse_time_limit(f[13]) if len(f) > 13 else float("nan")))
+                             limit))
     return jobs
