@@ -75,6 +75,8 @@ def read_history_file(path: Path, step_s: int, keep: Callable[[str], bool] | Non
         df = pd.read_parquet(path) if path.suffix in (".parquet", ".pq") else pd.read_csv(path)
     except Exception as exc:
         raise DataError(f"{path}: cannot read history: {exc}") from None
+    if path.suffix not in (".parquet", ".pq"):
+        _header_once(path)
     if "time" not in df.columns:
         raise DataError(f"{path}: needs a 'time' column")
     try:  # epoch numbers by magnitude (s, ms, us, ns), text as pandas reads it: daemon/forecasting/times.py
@@ -94,6 +96,21 @@ def read_history_file(path: Path, step_s: int, keep: Callable[[str], bool] | Non
         out = wide.astype(float).resample(pd.Timedelta(seconds=step_s)).mean()
         out.columns.name = "tenant"
     return drop_idle(out, idle, str(path), keep)
+
+
+def _header_once(path: Path) -> None:
+    """Refuse a CSV header that names a column twice: pandas reads the second `team-b` as `team-b.1`, a tenant of
+    its own that the replay (or the training) would add beside the first."""
+    import csv
+
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
+        header = next(csv.reader(f), [])
+    seen: set[str] = set()
+    for name in (h.strip() for h in header):
+        if name in seen:
+            raise DataError(f"{path}: the header names column {name[:64]!r} twice: one column per tenant (sum them, "
+                            "or rename one)")
+        seen.add(name)
 
 
 def drop_idle(frame: pd.DataFrame, idle: Mapping[str, float], where: str,

@@ -101,6 +101,11 @@ def rate_columns(frame: pd.DataFrame, cfg: Config, where: str) -> tuple[pd.DataF
                                 f"its [[tenants]] entry")
             rate_of[name] = c
         names.append(name)
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:  # `svc-a` and `svc-a[req/s]`, `team-b` and `team-b[GPU]`: were two columns of one tenant, both replayed
+        cols = [str(c) for c, n in zip(frame.columns, names) if n == twice[0]]
+        raise DataError(f"{where}: columns {' and '.join(repr(c) for c in cols)} are both tenant {twice[0]!r}: one "
+                        "column per tenant (sum them, or rename one)")
     out = frame.copy()
     out.columns = pd.Index(names, name="tenant")
     if not rate_of:
@@ -113,11 +118,12 @@ def rate_columns(frame: pd.DataFrame, cfg: Config, where: str) -> tuple[pd.DataF
              for n, i in conf.items() if n in rate_of}
     rates = frame[[rate_of[n] for n in rate_of]].astype(float)
     rates.columns = pd.Index(list(rate_of), name="tenant")
-    bad = (rates < 0).to_numpy()
+    # below 0, or infinite (its need was NaN, missing, while the replay served an infinite rate); NaN is missing
+    bad = ((rates < 0) | np.isinf(rates)).to_numpy()
     if bad.any():
         r, c = (int(i[0]) for i in np.nonzero(bad))
         raise DataError(f"{where}: column {rate_of[rates.columns[c]]!r} at {rates.index[r]}: {rates.iat[r, c]:g} "
-                        "requests/s, below 0")
+                        "requests/s, " + ("below 0" if rates.iat[r, c] < 0 else "not a finite number"))
     need = need_frame(rates, specs)
     for n in rate_of:
         out[n] = need[n]

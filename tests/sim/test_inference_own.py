@@ -88,3 +88,42 @@ def test_split_unit():
     assert own.split_unit("svc-a") == ("svc-a", None)
     assert own.split_unit("a[b]c") == ("a[b]c", None)
     assert pd.Index(["x[GPU]"]).map(lambda c: own.split_unit(c)[0]).tolist() == ["x"]
+
+
+def _refused_line(tmp_path, cols: dict, config: str, header: list[str] | None = None) -> str:
+    """The one line `simulate --data` and own_workload refuse the file with (`header`: the CSV's own header, for
+    names a dict cannot hold twice)."""
+    csv, toml = write(tmp_path, cols, config=config)
+    if header is not None:
+        lines = csv.read_text().splitlines()
+        csv.write_text("\n".join([",".join(["time", *header]), *lines[1:]]) + "\n")
+    r = simulate(toml, "--data", str(csv), "--days", f"{WINDOW_DAYS}", "--strategies", "reactive")
+    assert r.exit_code == 1 and len(r.output.strip().splitlines()) == 1, r.output
+    return r.output.strip()
+
+
+def test_an_infinite_rate_or_a_tenant_in_two_columns_is_one_line(tmp_path):
+    # an infinite rate was replayed as served (its need NaN, missing), where a frame came from elsewhere than the
+    # file reader (which refuses it first): one line naming the column and the time
+    cols = _cols()
+    cols["svc[req/s]"][250] = np.inf
+    assert "column 'svc[req/s]' has inf at" in _refused_line(tmp_path, cols, CONFIG + SERVICE + LOW)
+    cfg = load_config(write(tmp_path, _cols(), config=CONFIG + SERVICE + LOW)[1])
+    frame = pd.DataFrame(cols, index=pd.date_range("2026-01-01", periods=N, freq="min", tz="UTC", name="time"))
+    with pytest.raises(DataError, match=r"column 'svc\[req/s\]' at 2026-01-01 04:10:00\+00:00: inf requests/s, "
+                                        "not a finite number"):
+        own.own_workload(frame, cfg, days=WINDOW_DAYS, step_s=60, where="frame")
+    # `svc` and `svc[req/s]` (or `lo` and `lo[GPU]`) were two columns of one tenant, both replayed
+    cols = _cols() | {"svc": np.full(N, 3.0)}
+    assert "columns 'svc[req/s]' and 'svc' are both tenant 'svc'" in _refused_line(tmp_path, cols,
+                                                                                  CONFIG + SERVICE + LOW)
+    cols = _cols() | {"lo[GPU]": np.r_[1.0, np.full(N - 1, 2.0)]}
+    assert "columns 'lo' and 'lo[GPU]' are both tenant 'lo'" in _refused_line(tmp_path, cols,
+                                                                              CONFIG + SERVICE + LOW)
+
+
+def test_a_csv_header_naming_a_column_twice_is_one_line(tmp_path):
+    # pandas reads a second `lo` as `lo.1`, a tenant of its own the replay would add (tier normal)
+    cols = _cols() | {"lo2": np.r_[2.0, np.full(N - 1, 3.0)]}
+    out = _refused_line(tmp_path, cols, CONFIG + SERVICE + LOW, header=["lo", "svc[req/s]", "lo"])
+    assert "history.csv: the header names column 'lo' twice" in out, out
