@@ -28,6 +28,9 @@ def test_operators_add_and_delete_windows_in_the_console_and_tenants_see_their_o
         assert refused.status_code == 409 and "eod (64) and more (250) overlap" in refused.text
         bad = op.post("/ui/windows", data={**FORM, "name": "typo", "gpus": "sixteen"})
         assert bad.status_code == 400 and "gpus: not a number of GPUs" in bad.text
+        # a type given twice was the last one, the first dropped: refused, as the API refuses it
+        twice = op.post("/ui/windows", data={**FORM, "name": "twice", "gpus": "h100=2,h100=8"})
+        assert twice.status_code == 400 and "the GPU type &#39;h100&#39; is given twice" in twice.text, twice.text
         mine = t1.get("/ui/windows").text
         assert "eod" in mine and 'id="window-form"' not in mine
         assert "eod" not in t2.get("/ui/windows").text

@@ -176,10 +176,14 @@ def window_form(form: dict[str, list[str]]) -> dict:
                 raise BadChange(key, f"not a number: {one(key)[:32]!r}") from None
     raw = one("gpus")
     try:
-        body["gpus"] = {k.strip(): int(v) for k, v in (x.split("=", 1) for x in raw.split(","))} if "=" in raw \
-            else int(raw)
+        pairs = [(k.strip(), int(v)) for k, v in (x.split("=", 1) for x in raw.split(","))] if "=" in raw else None
+        body["gpus"] = int(raw) if pairs is None else dict(pairs)
     except ValueError:
         raise BadChange("gpus", f"not a number of GPUs (16) or GPUs per type (h100=8,a100=8): {raw[:32]!r}") from None
+    types = [k.lower() for k, _ in pairs or ()]
+    twice = next((t for t in types if types.count(t) > 1), None)
+    if twice is not None:   # a dict keeps the last: "h100=2,h100=8" was 8, the first dropped without a word
+        raise BadChange("gpus", f"the GPU type {twice[:32]!r} is given twice: {raw[:64]!r}")
     body["borrowable_before"] = bool(form.get("borrowable_before"))
     return body
 
