@@ -36,6 +36,10 @@ from daemon.text import one_line, plural
 log = logging.getLogger("gpu_autoscaler.source.prometheus")
 SERIES_SEP = "@"     # a typed series: "<tenant>@<type>", as the policy names it (daemon/policy/fleet.py)
 MAX_POINTS = 10_000  # Prometheus refuses more than 11,000 points per series in one query_range
+# the tenants' GPUs at a step may exceed what capacity_query counts there by this factor (plus OVER_SLACK_GPUS) before
+# the answers are refused as not counting the same GPUs: a demand query that sums something else (memory in MiB, a
+# utilisation in %) would otherwise plan holds, and preempt, for a thousand times the cluster
+OVER_FACTOR, OVER_SLACK_GPUS = 2.0, 8.0
 
 
 class ResponseTooLarge(requests.RequestException):
@@ -267,6 +271,7 @@ class PrometheusSource:
         d_keys, demand = self._grid(self.pc.query("demand"), start, end, n)
         _, capacity = self._grid(self.pc.query("capacity"), start, end, n)
         fresh = (np.nan_to_num(capacity) > 0).any(axis=0)
+        self._within_capacity(demand, capacity, start, "demand")
         m_keys, missing = self._grid(self.pc.query("missing"), start, end, n)
         names = sorted((set(d_keys) | set(m_keys) | set(self.known) | set(tenants)) - {None})
         col = {t: j for j, t in enumerate(names)}
@@ -284,6 +289,24 @@ class PrometheusSource:
         values[~fresh, :] = np.nan
         idx = pd.date_range(pd.Timestamp(start, unit="s", tz="UTC"), periods=n, freq=f"{self.step_s}s", name="time")
         return pd.DataFrame(values, index=idx, columns=pd.Index(names, name="tenant"))
+
+    def _within_capacity(self, demand: np.ndarray, capacity: np.ndarray, start: float, what: str) -> None:
+        """Refuse (SourceError naming the step and both totals) answers whose tenants hold more GPUs at a scraped
+        step than OVER_FACTOR x capacity_query's count there (+ OVER_SLACK_GPUS): the two do not count the same
+        GPUs (a query that sums memory or a percentage), and a plan on them would hold, and preempt, for GPUs that
+        do not exist. Steps without a capacity sample are not judged (they are missing anyway)."""
+        if demand.size == 0 or capacity.size == 0:
+            return
+        cap = np.nansum(capacity, axis=0)
+        used = np.nansum(demand, axis=0)
+        bad = (cap > 0) & (used > OVER_FACTOR * cap + OVER_SLACK_GPUS)
+        if bad.any():
+            i = int(np.argmax(bad))
+            at = pd.Timestamp(start + i * self.step_s, unit="s", tz="UTC")
+            raise SourceError(f"prometheus {self.shown_url}: {what}_query counts {used[i]:,.0f} GPUs for the tenants "
+                              f"at {at:%Y-%m-%d %H:%M} UTC, capacity_query {cap[i]:,.0f}: they do not count the "
+                              "same GPUs (a query summing memory or a percentage?); refusing the answers "
+                              f"[query {self.pc.query(what)!r}]")
 
     # ---- a mixed fleet: per (tenant, GPU type) ---------------------------------------------------
     def _type_of(self, labels: dict[str, str]) -> str:
@@ -312,6 +335,7 @@ class PrometheusSource:
                                     key=lambda lb: (self._label(lb), self._type_of(lb)))
         _, capacity = self._grid(self.pc.query("capacity"), start, end, n)
         fresh = (np.nan_to_num(capacity) > 0).any(axis=0)
+        self._within_capacity(demand, capacity, start, "usage_by_type" if query else "demand_by_type")
         m_keys, missing = self._grid(self.pc.query("missing"), start, end, n)
         d_keys = {k: r for k, r in d_keys.items() if k[0] is not None}
         names = sorted((set(k[0] for k in d_keys) | set(m_keys) | set(self.known) | set(tenants)) - {None})

@@ -197,6 +197,9 @@ def test_a_range_answer_over_the_cap_is_asked_again_in_fewer_steps(fake):
     asked = []
 
     def sized(q):
+        if q.startswith("count("):   # a cluster with room for the 3,000 tenants' GPUs (16 would be refused)
+            return (200, "application/json", ok([{"metric": {}, "values": [[NOW - 60 * i, "4096"] for i in range(60)]}],
+                                                "matrix"), True)
         if q != PrometheusConfig().query("demand"):
             return (200, "application/json", good_range(q), True)
         lo, hi = crafted.last_range
@@ -210,3 +213,26 @@ def test_a_range_answer_over_the_cap_is_asked_again_in_fewer_steps(fake):
     got = src.collect(60)
     assert len(got.history.columns) == 3001 and got.history.iloc[-1].drop("team-a").eq(1).all()
     assert max(asked) > 15 * 60 and asked[-1] <= 15 * 60     # it started bigger, then split
+
+
+def test_demand_that_cannot_be_gpus_of_this_cluster_is_refused(fake):
+    """A demand query that sums something else (GPU memory in MiB here: 40,960 per tenant on a 16-GPU cluster) was
+    read as 40,960 GPUs of demand, which the plan would hold and preempt for. At a step where capacity_query counts
+    16 GPUs, the tenants may hold at most 2 x 16 + 8; more is refused, the step and both totals named."""
+    url, crafted = fake
+
+    def demand_of(value: str):
+        def answer(query: str):
+            if "unless" in query or query.startswith("count("):
+                return 200, "application/json", good_range(query), True
+            return 200, "application/json", ok([{"metric": {"namespace": "team-a"},
+                                                  "values": [[NOW - 60, "2"], [NOW, value]]}], "matrix"), True
+        return answer
+
+    crafted.range = demand_of("40960")
+    with pytest.raises(SourceError, match=r"demand_query counts 40,960 GPUs for the tenants at 2025-12-04 00:00 UTC, "
+                                          r"capacity_query 16: they do not count the same GPUs"):
+        source(url).collect(60)
+    # up to twice the capacity and 8 (a custom capacity_query that leaves out unhealthy GPUs still allocated) reads
+    crafted.range = demand_of("40")
+    assert source(url).collect(60).state.used.tolist() == [40.0]
