@@ -66,6 +66,8 @@ class WindowConfig(_Strict):
     def _name_ok(cls, v: str) -> str:
         if not WINDOW_NAME.match(v):
             raise ValueError(f"{v!r} is not a window name (lowercase letters, digits, '-', '_'; up to 40)")
+        if v == "proposals":   # /api/v1/windows/proposals is the proposals' listing: such a window could not be read
+            raise ValueError("'proposals' is reserved (the API's /api/v1/windows/proposals): choose another name")
         return v
 
     @field_validator("gpus", mode="before")

@@ -75,6 +75,7 @@ def test_each_bad_field_is_named_on_one_line():
     assert "windows.0.duration_minutes" in _refused([_w(duration_minutes=0)])
     assert "before the one before it" in _refused([_w(duration_minutes=24 * 60)])
     assert "not a window name" in _refused([_w(name="Bad Name")])
+    assert "'proposals' is reserved" in _refused([_w(name="proposals")])
 
 
 def test_a_reload_that_adds_an_overlap_is_refused():

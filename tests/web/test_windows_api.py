@@ -92,6 +92,9 @@ def test_hostile_window_bodies_get_one_line_each_and_nothing_is_stored(api):
     # a window every minute: refused, named (it held the request for half a minute before, then was stored)
     r = put("w", {**cron, "cron": "* * * * *", "duration_minutes": 0.5, "reclaim_before_minutes": 0})
     assert r.status_code == 409 and "starts more than 336 times" in r.json()["error"]
+    # a window named like the proposals' listing could be stored and never read back (GET lists the proposals)
+    r = put("proposals", W)
+    assert r.status_code == 400 and "'proposals' is reserved" in r.json()["error"]
     r = put("w", {**W, "tenant": "tënant-0001"})
     assert r.status_code == 409 and "is not one of [[tenants]]" in r.json()["error"]
     assert httpx.get(f"{base}/api/v1/windows", headers=h(OP)).json()["windows"] == []
