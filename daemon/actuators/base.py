@@ -57,6 +57,11 @@ class FenceGuard:
     def check(self, what: str, jobs: Sequence[str] = ()) -> None:
         """Return when the command `what` (on `jobs`) may be sent now; raise FencingLost when it may not."""
 
+    def term(self) -> int | None:
+        """The fencing token this replica acts under now (None: no lease). An actuator that skips a write it
+        already sent forgets what it sent when the term changes: another leader may have written since."""
+        return None
+
 
 NO_FENCE = FenceGuard()
 

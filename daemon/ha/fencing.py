@@ -48,6 +48,10 @@ class LeaseGuard(FenceGuard):
         if err:
             raise FencingLost(err.removeprefix("fenced: "))
 
+    def term(self) -> int | None:
+        token = getattr(self.owner._fence, "token", None)
+        return token if isinstance(token, int) else None
+
 
 class FencedActuator:
     def __init__(self, inner: Actuator, fence: Fence, on_refused: Callable[[], None] | None = None) -> None:

@@ -60,3 +60,38 @@ def test_two_replicas_adding_halves_of_an_overlap_do_not_both_succeed(r, redis_u
     assert list(json.loads(r.get("gpuas:overrides"))["windows"]) == ["one"]
     b.refresh()
     assert [e["window"] for e in b.store.recent_events(kind="operator_change")] == ["one"]   # no trace of "two"
+
+
+def test_an_accepted_proposal_and_the_hold_it_plans_survive_a_takeover(r, redis_url, tmp_path):
+    """A proposal accepted on the old leader (the API's accept is the window's PUT, parse_window on its `window`) is
+    in the successor's inputs, and the successor, with a fresh memory, plans the window's hold as the old leader
+    did: the same reservation and the same GPUs held apart as the window's (Plan.window_holds), at the lead time."""
+    import numpy as np
+    import pandas as pd
+
+    from daemon.config import parse_config
+    from daemon.forecasting.windows_proposed import propose_series
+    from daemon.policy.engine import plan
+    from daemon.policy.state import ClusterState
+    from daemon.policy.types import PolicyMemory
+    from daemon.state.overrides import parse_window
+    from tests.forecasting.test_windows_proposed import IDX, _noise, _peak
+
+    p = propose_series(pd.Series(np.round(_noise(1, level=4.0) + _peak(14, 12)), index=IDX), "t1", timezone="UTC")
+    assert p is not None and p.gpus <= 32
+    body = p.to_window()
+    leader = _replica(tmp_path, redis_url, "a")
+    leader.change_window("ops", p.name, parse_window(p.name, body), _check)
+    successor = _replica(tmp_path, redis_url, "b")
+    assert [w.model_dump(mode="json") for w in successor.cycle_inputs().windows] == \
+        [WindowConfig.model_validate(body).model_dump(mode="json")]
+    cfg = parse_config({"tenants": [{"name": "t1", "tier": "high"}, {"name": "t2", "tier": "high"}],
+                        "cluster": {"gpus": 32}})
+    start = pd.Timestamp(f"2026-12-07T{body['at']}:00+00:00")
+    st = ClusterState(at=start - pd.Timedelta(minutes=10), tenants=("t1", "t2"), tiers=("high", "high"),
+                      capacity=32, used=np.zeros(2), pending=np.zeros(2))
+    old = plan(None, st, PolicyMemory(), cfg, ops=leader.cycle_inputs())
+    new = plan(None, st, PolicyMemory(), cfg, ops=successor.cycle_inputs())
+    assert old.window_holds == new.window_holds == {"t1": p.gpus}
+    assert new.reservations["t1"] >= p.gpus and new.reservations == old.reservations
+    assert [w["name"] for w in new.windows] == [p.name]

@@ -1,0 +1,117 @@
+"""A window's Kueue quota across an HA takeover (issue 39), on the real control plane with Kueue's manager and a real
+redis-server lease: the quota one leader raised at the window's lead time is restored at the window's end by the
+leader of then, whichever replica that is. A fresh replica that takes over writes every object it plans; a replica
+that leads again after another one led (a leader paused past its lease, then elected again) must not skip the
+write because it once sent the same spec itself: the other leader wrote another one since."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import redis
+from kubernetes import client as k8s
+
+from daemon.actuators.k8s.kueue import KueueActuator
+from daemon.config import KueueActuatorConfig, parse_config
+from daemon.ha.fencing import FencedActuator
+from daemon.ha.lease import RedisLease
+from daemon.policy.engine import plan
+from daemon.policy.state import ClusterState
+from daemon.policy.types import PolicyMemory
+
+pytestmark = [pytest.mark.xdist_group("k8s"), pytest.mark.services]
+
+
+def _plans(tenants):
+    """The plans before the window's lead time (13:00), in it (13:40) and after its end (15:10): the window holds
+    8 GPUs for team-a from 13:30 to 15:00 UTC."""
+    cfg = parse_config({"tenants": [t.model_dump() for t in tenants],
+                        "windows": [{"name": "eod", "tenant": "team-a", "gpus": 8, "every": "daily", "at": "14:00",
+                                     "timezone": "UTC", "duration_minutes": 60, "reclaim_before_minutes": 30}]})
+    names = tuple(t.name for t in tenants)
+
+    def at(hhmm):
+        st = ClusterState(at=pd.Timestamp(f"2026-12-07T{hhmm}:00+00:00"), tenants=names,
+                          tiers=tuple(t.tier for t in tenants), capacity=16, used=np.zeros(len(names)),
+                          pending=np.zeros(len(names)))
+        return plan(None, st, PolicyMemory(), cfg)
+
+    before, during, after = at("13:00"), at("13:40"), at("15:10")
+    assert "team-a" not in before.reservations and during.reservations["team-a"] == 8
+    assert "team-a" not in after.reservations
+    return before, during, after
+
+
+def _replica(kueue, cfg, tenants, redis_url, name):
+    """A replica: its own Kueue actuator (a new process: nothing sent yet), fenced by its own lease."""
+    lease = RedisLease(redis.Redis.from_url(redis_url), replica_id=name, ttl_s=60)
+    return lease, FencedActuator(KueueActuator(kueue.api(), cfg, tenants, dry_run=False), lease)
+
+
+def _quota(kueue, act):
+    cq = k8s.CustomObjectsApi(kueue.api()).get_cluster_custom_object(
+        "kueue.x-k8s.io", "v1beta1", "clusterqueues", act.tenant_queue("team-a"))
+    flavors = cq["spec"]["resourceGroups"][0]["flavors"]
+    return int({f["name"]: f["resources"][0]["nominalQuota"] for f in flavors}[act.hold_flavor("team-a")])
+
+
+def _held(kueue, nodes, act):
+    core = k8s.CoreV1Api(kueue.api())
+    return sorted(n for n in nodes if (core.read_node(n).metadata.labels or {}).get(act.cfg.hold_label) == "team-a")
+
+
+def _dies(r):
+    """The leader dies without a clean stop (kill -9): its lease key lapses (deleted here, as its TTL would)."""
+    r.delete("gpuas:leader")
+
+
+def test_the_quota_a_dead_leader_raised_for_a_window_is_restored_at_its_end_by_the_new_leader(kueue, r, redis_url):
+    tenants, ns, nodes = kueue.tenants({"team-a": "normal", "team-high": "high"})
+    uid = ns["team-a"][-8:]
+    cfg = KueueActuatorConfig(queue_prefix=f"q{uid}", cohort=f"c{uid}", hold_shrink_delay_s=0)
+    before, during, after = _plans(tenants)
+    try:
+        lease_a, a = _replica(kueue, cfg, tenants, redis_url, "a")
+        assert lease_a.tick() and lease_a.token == 1
+        assert a.apply(before).ok
+        rep = a.apply(during)                                   # the lead time: the window's quota and nodes
+        assert rep.ok, rep.errors
+        assert _quota(kueue, a) == 8 and len(_held(kueue, nodes, a)) == 1
+        _dies(r)
+        lease_b, b = _replica(kueue, cfg, tenants, redis_url, "b")
+        assert lease_b.tick() and lease_b.token == 2
+        assert a.apply(after).fenced                            # the old leader's stale token is refused
+        assert _quota(kueue, a) == 8
+        rep = b.apply(after)                                    # the window's end, planned by the new leader
+        assert rep.ok, rep.errors
+        assert _quota(kueue, b) == 0 and _held(kueue, nodes, b) == []
+        assert {e["token"] for e in lease_b.ledger() if e["holder"] == "b"} == {2}   # every write of b's fenced
+    finally:
+        kueue.delete_nodes(nodes)
+
+
+def test_a_replica_leading_again_rewrites_the_quota_another_leader_changed_since_it_led(kueue, r, redis_url):
+    """The stale-cache case: a sent the plan before the window (quota 0), lost the lease (paused), b raised the
+    window's quota at its lead time and died in the window; a leads again at the window's end and plans quota 0,
+    the spec it once sent. Before, a skipped that write (its record of what it sent said 0) and the window's
+    quota stayed raised after the window, its nodes released: the tenant's queue kept 8 GPUs of quota on no node."""
+    tenants, ns, nodes = kueue.tenants({"team-a": "normal", "team-high": "high"})
+    uid = ns["team-a"][-8:]
+    cfg = KueueActuatorConfig(queue_prefix=f"q{uid}", cohort=f"c{uid}", hold_shrink_delay_s=0)
+    before, during, after = _plans(tenants)
+    try:
+        lease_a, a = _replica(kueue, cfg, tenants, redis_url, "a")
+        assert lease_a.tick()
+        assert a.apply(before).ok and _quota(kueue, a) == 0
+        _dies(r)                                                # a paused past its lease
+        assert not lease_a.tick()                               # it notices: it stands by
+        lease_b, b = _replica(kueue, cfg, tenants, redis_url, "b")
+        assert lease_b.tick()
+        assert b.apply(during).ok and _quota(kueue, b) == 8 and len(_held(kueue, nodes, b)) == 1
+        _dies(r)                                                # b dies in the window
+        assert lease_a.tick() and lease_a.token == 3            # a leads again
+        rep = a.apply(after)
+        assert rep.ok, rep.errors
+        assert _held(kueue, nodes, a) == []
+        assert _quota(kueue, a) == 0, "the window's quota stayed raised after the window's end"
+    finally:
+        kueue.delete_nodes(nodes)
