@@ -29,10 +29,12 @@ import targets  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from daemon.config import Config  # noqa: E402
+from daemon.config.windows import WindowConfig  # noqa: E402
 from daemon.forecasting.windows_proposed import SIGNIFICANCE, propose  # noqa: E402
 from daemon.sim import workloads  # noqa: E402
 from daemon.sim.own import choose_forecaster  # noqa: E402
 from daemon.sim.replay import ForecastBank  # noqa: E402
+from daemon.sim.windows_breakdown import WindowBreakdown  # noqa: E402
 from daemon.sim.windows_evidence import replay, with_windows  # noqa: E402
 
 SEED, TENANTS, GPUS, HISTORY_DAYS = 7, 40, 1024, 7
@@ -90,8 +92,14 @@ def main() -> int:
                                 ("predictive_with_high_and_normal_tier_windows", "predictive", variants["high_normal"]),
                                 ("perfect", "perfect", [])):
         b = bank() if strategy == "predictive" else None
+        # why a 14:00 tenant still waits while its window holds (daemon/sim/windows_breakdown.py)
+        look = WindowBreakdown(len(tenants), tenants, [WindowConfig.model_validate(x) for x in ws],
+                               peaked_high) if ws else None
         try:
-            runs[label] = measure(replay(w, with_windows(cfg, ws), strategy, steps=steps, bank=b), w, peaked_high)
+            run = replay(w, with_windows(cfg, ws), strategy, steps=steps, bank=b, hook=look)
+            runs[label] = measure(run, w, peaked_high)
+            if look is not None:
+                runs[label]["while_window_holds"] = look.summary(run.meter.step_min)
         finally:
             if b is not None:
                 b.close()

@@ -60,10 +60,11 @@ def with_windows(cfg: Config, windows: Iterable[dict | WindowConfig]) -> Config:
 
 
 def replay(w: Workload, cfg: Config, strategy: str, *, steps: int, bank: ForecastBank | None = None,
-           knobs: dict | None = None) -> WindowRun:
-    """`w` replayed under `strategy` with `cfg` (its windows included), with the per-tenant counts."""
+           knobs: dict | None = None, hook: TenantMeter | None = None) -> WindowRun:
+    """`w` replayed under `strategy` with `cfg` (its windows included), with the per-tenant counts (`hook`: a
+    TenantMeter that also looks at more, daemon/sim/windows_breakdown.py)."""
     tenants = [str(c) for c in w.demand.columns]
-    hook = TenantMeter(len(tenants))
+    hook = hook if hook is not None else TenantMeter(len(tenants))
     m = run_strategy(strategy, w, cfg, bank, steps=steps, knobs=knobs, hook=hook)
     step_min = m.step_min
     return WindowRun(m, {t: float(hook.unmet[i] * step_min) for i, t in enumerate(tenants)},

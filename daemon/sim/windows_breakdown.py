@@ -1,0 +1,123 @@
+"""Why a windowed tenant waits while its window holds (issue 39, the windows bench): per replayed step, for each
+tenant asked about that has jobs queued while one of its windows is in place (from ``start - lead`` to its end),
+what its window's nodes carried and where else a job of it could have gone.
+
+A window's GPUs are its tenant's own held nodes. A job of the tenant waits there when they are full of its own work
+(its demand above the window's GPUs: then the pool and the unheld nodes had no room for a job either), or when part
+of them carries something else: another tenant's low-priority work not cleared yet, another tenant's work that
+cannot be preempted (it ends by attrition), GPUs still draining from a preemption, or free GPUs in pieces smaller
+than the tenant's job. Each step's queued GPU-minutes go to one cause, the first of these that applies:
+
+- ``demand_above_window``: the window's nodes hold no room for one more job of the tenant (nothing but its own work,
+  or less than a job of anything else), and neither the pool nor the unheld nodes had a free place for one;
+- ``draining``: GPUs of the window's nodes are still draining from a preemption;
+- ``low_not_cleared``: low-priority work of another tenant on the window's nodes;
+- ``others_firm``: another tenant's work that cannot be preempted on the window's nodes;
+- ``free_in_pieces``: free GPUs on the window's nodes, none a place for a whole job;
+- ``other``: anything else (a place existed after the step: the scheduler's order).
+
+It reads the snapshot the plan reads (ClusterState: jobs, nodes, holders), after the step's scheduling, and changes
+nothing the replay does.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+
+import numpy as np
+
+from daemon.config.windows import WindowConfig
+from daemon.policy.state import HELD_BY_POOL, PRIORITY
+from daemon.sim.windows_evidence import TenantMeter
+
+CAUSES = ("demand_above_window", "draining", "low_not_cleared", "others_firm", "free_in_pieces", "other")
+
+
+def _in_place(ws: list[WindowConfig], now: dt.datetime) -> tuple[WindowConfig, str] | None:
+    """The window of `ws` in place at `now` and its phase ("lead": held, not open yet; "open"), or None."""
+    for w in ws:
+        start = w.occurrence(now)
+        if start is not None and start - w.lead <= now < start + w.duration:
+            return w, ("open" if now >= start else "lead")
+    return None
+
+
+class WindowBreakdown(TenantMeter):
+    """A replay hook (TenantMeter's counts, plus per step the cause of each asked tenant's queued GPUs)."""
+
+    def __init__(self, n: int, tenants: list[str], windows: Iterable[WindowConfig], ask: Iterable[str]) -> None:
+        super().__init__(n)
+        self.tenants = tenants
+        ask = set(ask)
+        self.windows = {t: [w for w in windows if w.tenant == t] for t in ask}
+        self.rows: list[dict] = []
+
+    def before_plan(self, c, k, state, measured):
+        state = super().before_plan(c, k, state, measured)
+        if measured and state.nodes is not None and state.jobs is not None:
+            self._look(state)
+        return state
+
+    def _look(self, state) -> None:
+        now = state.at.to_pydatetime()
+        if now.tzinfo is None:
+            now = now.replace(tzinfo=dt.timezone.utc)
+        jobs, nodes = state.jobs, state.nodes
+        pending = np.nan_to_num(np.asarray(state.pending, dtype=float))
+        at = nodes.index_of(jobs.node)
+        held = np.asarray(nodes.held_by)
+        run = jobs.running & (at >= 0)
+        on = np.where(at >= 0, held[np.maximum(at, 0)], -1)
+        free = np.asarray(nodes.free, dtype=np.int64)
+        for t, ws in self.windows.items():
+            i = self.tenants.index(t)
+            if pending[i] <= 0 or not ws:
+                continue
+            got = _in_place(ws, now)
+            if got is None:
+                continue
+            w, phase = got
+            mine = held == i
+            size = int(jobs.gpus[jobs.tenant == i].max()) if (jobs.tenant == i).any() else 1
+            theirs = run & (on == i) & (jobs.tenant != i)
+            low = int(jobs.gpus[theirs & (jobs.priority == PRIORITY["low"])].sum())
+            firm = int(jobs.gpus[theirs & (jobs.priority != PRIORITY["low"])].sum())
+            draining = int(np.asarray(nodes.draining)[mine].sum())
+            free_mine = int(free[mine].sum())
+            places = int((free[mine] // size).sum())
+            pool_places = int((free[held == HELD_BY_POOL] // size).sum())
+            unheld_places = int((free[(held < 0) & (held != HELD_BY_POOL)] // size).sum())
+            own = int(jobs.gpus[run & (on == i) & (jobs.tenant == i)].sum())
+            held_gpus = int(np.asarray(nodes.gpus)[mine].sum())
+            if held_gpus - own < size:  # nothing but its own work there, or less than one job of anything else
+                cause = "demand_above_window" if pool_places == 0 and unheld_places == 0 else "other"
+            elif draining:
+                cause = "draining"
+            elif low:
+                cause = "low_not_cleared"
+            elif firm:
+                cause = "others_firm"
+            elif free_mine and places == 0:
+                cause = "free_in_pieces"
+            else:
+                cause = "other"
+            self.rows.append({"at": now.strftime("%H:%M"), "tenant": t, "window": w.name, "phase": phase,
+                              "window_gpus": w.total_gpus(), "job_gpus": size,
+                              "running": int(np.asarray(state.used)[i]), "queued": int(pending[i]),
+                              "held": held_gpus, "own_on_held": own, "low_on_held": low, "others_firm_on_held": firm,
+                              "draining_on_held": draining, "free_on_held": free_mine, "places_on_held": places,
+                              "places_in_pool": pool_places, "places_unheld": unheld_places, "cause": cause})
+
+    def summary(self, step_min: float) -> dict:
+        """GPU-minutes queued per cause (all tenants asked), per tenant and cause, and the steps."""
+        by: dict[str, float] = dict.fromkeys(CAUSES, 0.0)
+        per: dict[str, dict[str, float]] = {}
+        for r in self.rows:
+            g = r["queued"] * step_min
+            by[r["cause"]] += g
+            per.setdefault(r["tenant"], {}).setdefault(r["cause"], 0.0)
+            per[r["tenant"]][r["cause"]] += g
+        return {"causes": CAUSES, "gpu_min_by_cause": {k: round(v, 1) for k, v in by.items()},
+                "gpu_min_by_tenant": {t: {k: round(v, 1) for k, v in d.items()} for t, d in sorted(per.items())},
+                "steps": self.rows}

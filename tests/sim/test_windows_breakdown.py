@@ -1,0 +1,52 @@
+"""Why a windowed tenant waits while its window holds (daemon/sim/windows_breakdown.py, the windows bench's
+evidence): each step's queued GPUs go to one cause, from what the window's nodes carry and where else a job fits."""
+
+import numpy as np
+import pandas as pd
+
+from daemon.config import WindowConfig
+from daemon.policy.state import HELD_BY_POOL, UNHELD, ClusterState, Jobs, Nodes
+from daemon.sim.windows_breakdown import WindowBreakdown
+
+WIN = WindowConfig.model_validate({"name": "w", "tenant": "a", "gpus": 16, "every": "daily", "at": "14:00",
+                                   "timezone": "UTC", "duration_minutes": 60, "reclaim_before_minutes": 30})
+
+
+def _state(hhmm, running, held_by, free, queued=8, draining=(0, 0, 0, 0)):
+    """Tenants a (the window's, 8-GPU jobs), b (normal), c (low); 4 nodes of 8 GPUs; `running`: (tenant, GPUs, node)."""
+    rows = [*running, (0, queued, -1)]
+    t, g, node = (np.array(x) for x in zip(*rows))
+    jobs = Jobs(ids=np.arange(len(rows)), tenant=t, gpus=g, priority=np.array([(2, 1, 0)[x] for x in t], dtype=np.int8),
+                running=node >= 0, runtime_s=np.zeros(len(rows)), wait_s=np.zeros(len(rows)), node=node)
+    nodes = Nodes(names=np.arange(4), gpus=np.full(4, 8), free=np.array(free), draining=np.array(draining),
+                  held_by=np.array(held_by))
+    used = np.bincount(t[node >= 0], weights=g[node >= 0], minlength=3)
+    return ClusterState(at=pd.Timestamp(f"2026-12-07T{hhmm}:00+00:00"), tenants=("a", "b", "c"),
+                        tiers=("high", "normal", "low"), capacity=32, used=used, pending=np.array([queued, 0, 0.0]),
+                        jobs=jobs, nodes=nodes)
+
+
+def _cause(st):
+    look = WindowBreakdown(3, ["a", "b", "c"], [WIN], ["a"])
+    look._look(st)
+    return [r["cause"] for r in look.rows], look
+
+
+def test_each_cause_of_a_wait_while_the_window_holds():
+    held = [0, 0, HELD_BY_POOL, UNHELD]
+    full = [(0, 8, 0), (0, 8, 1), (1, 8, 2), (1, 8, 3)]
+    assert _cause(_state("14:10", full, held, [0, 0, 0, 0]))[0] == ["demand_above_window"]
+    # its own nodes are full, but the pool had a place: not the window's doing
+    assert _cause(_state("14:10", full[:3], held, [0, 0, 0, 8]))[0] == ["other"]
+    assert _cause(_state("13:40", [(0, 8, 0), (2, 4, 1), (1, 8, 2)], held, [0, 4, 0, 8]))[0] == ["low_not_cleared"]
+    assert _cause(_state("13:40", [(0, 8, 0), (1, 2, 1), (1, 8, 2)], held, [0, 6, 0, 8]))[0] == ["others_firm"]
+    assert _cause(_state("13:40", [(0, 8, 0), (1, 8, 2)], held, [0, 4, 0, 8], draining=(0, 4, 0, 0)))[0] == [
+        "draining"]
+    # before the lead time (13:30) and after the window (15:00) nothing is counted: no window is in place
+    assert _cause(_state("13:20", full, held, [0, 0, 0, 0]))[0] == []
+    assert _cause(_state("15:00", full, held, [0, 0, 0, 0]))[0] == []
+    rows, look = _cause(_state("14:10", full, held, [0, 0, 0, 0]))
+    s = look.summary(1.0)
+    assert s["gpu_min_by_cause"]["demand_above_window"] == 8.0 and s["gpu_min_by_tenant"] == {
+        "a": {"demand_above_window": 8.0}}
+    assert s["steps"][0]["phase"] == "open" and s["steps"][0]["own_on_held"] == 16
