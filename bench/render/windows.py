@@ -44,6 +44,16 @@ def _synthetic(name: str) -> str:
                      + (f" Of what is left, {n(outside)} GPU-min falls outside 12:00-16:00 UTC, where no window is: "
                         f"with nothing left inside, the cut would be {pct(1 - outside / base)}."
                         if base > 0 and outside > 0 else ""))
+    why = {"demand_above_window": "its demand above its window's GPUs (its nodes full of its own work, no place in "
+                                  "the pool or unheld)", "draining": "GPUs of its window still draining",
+           "low_not_cleared": "low work not yet cleared off its window's nodes",
+           "others_firm": "another tenant's work that cannot be preempted on its window's nodes",
+           "free_in_pieces": "free GPUs on its window's nodes in pieces smaller than its jobs", "other": "other"}
+    b = d["runs"]["predictive_with_high_tier_windows"].get("while_window_holds")
+    if b is not None:
+        parts = [f"{n(g)} GPU-min {why[c]}" for c, g in b["gpu_min_by_cause"].items() if g > 0]
+        lines.append("- while a high-tier window held, its 14:00 tenant waited for: "
+                     + ("; ".join(parts) if parts else "nothing") + " (per step in the JSON's while_window_holds).")
     props = [f"{p['tenant']} ({p['tier']}) {p['gpus']} GPUs {p['every']} {p['at']} {p['timezone']}, "
              f"{p['duration_minutes']:.0f} min, seen {p['days_seen']}/{p['days_checked']} days" for p in d["proposals"]]
     return "\n".join([

@@ -406,6 +406,12 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
     paused = np.array([t in ops.paused for t in tenants], dtype=bool) if ops.paused else np.zeros(n, dtype=bool)
     # a tenant with no fresh reading is not a tenant using nothing: it drives no preemption
     need_gpus = np.where(protected & view.known, np.maximum(holds.soon - used, 0), 0.0)
+    # a window's GPUs are its tenant's own nodes: what it runs in the pool or on unheld nodes is not the window's,
+    # so its drain is counted against what the tenant runs on its own nodes (_on_own_nodes)
+    win_used = used if holds.known is None else _on_own_nodes(state, n, used)
+    if holds.known is not None:
+        need_gpus = np.where(protected & view.known & (holds.known > 0),
+                             np.maximum(need_gpus, holds.known - win_used), need_gpus)
     # the budget is a token bucket in time (daemon/policy/budget.py): alert-triggered cycles do not multiply it
     avail_gpus, avail_jobs = budget.refill(memory.budget_gpus, memory.budget_jobs, memory.budget_at, clock,
                                            capacity, pc.preempt_budget_share, pc.preempt_budget_jobs,
@@ -415,7 +421,7 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
     # daemon/policy/windows.py); the bucket pays only what is preempted beyond it
     win_gpus = 0
     if holds.known is not None:
-        win_need = np.minimum(need_gpus, np.maximum(holds.known - used, 0))
+        win_need = np.minimum(need_gpus, np.maximum(holds.known - win_used, 0))
         win_gpus = int((np.ceil(win_need / holds.quantum - 1e-9) * holds.quantum).sum())
         budget_gpus, budget_jobs = budget_gpus + win_gpus, budget_jobs + win_gpus
     chosen = np.empty(0, dtype=np.int64)
@@ -438,7 +444,7 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
     elif placed_view:
         # placement-aware: preempt only what makes room, on one node, for a whole job of a protected tenant
         refused: list[int] = []
-        chosen, unplaced = _choose_placed(cand_jobs, state.nodes, holds, used, need_jobs, protected | paused,
+        chosen, unplaced = _choose_placed(cand_jobs, state.nodes, holds, win_used, need_jobs, protected | paused,
                                           budget_gpus, budget_jobs, pc.min_preempt_gpus, cleared_for, gate, refused,
                                           _on_window_nodes(cand_jobs, state.nodes, holds, paused))
         chosen = cand_index[chosen]
@@ -529,6 +535,18 @@ def _choose_placed(jobs, nodes, holds: _Holds, used: np.ndarray, need_jobs: np.n
         cleared_for=cleared_for, gate=gate, refused=refused, takeable=None if takeable is None else takeable[keep],
         avail=avail)
     return np.concatenate([first, rest_at[second]]).astype(np.int64), left1 + left2
+
+
+def _on_own_nodes(state: ClusterState, n: int, used: np.ndarray) -> np.ndarray:
+    """GPUs each tenant runs on the nodes it holds itself (not the pool's, not unheld ones); `used` where the source
+    gives no per-node view."""
+    jobs, nodes = state.jobs, state.nodes
+    if nodes is None or not len(nodes) or not len(jobs):
+        return used
+    at = nodes.index_of(jobs.node)
+    held = np.asarray(nodes.held_by)
+    own = jobs.running & (at >= 0) & (np.where(at >= 0, held[np.maximum(at, 0)], -1) == jobs.tenant)
+    return np.bincount(jobs.tenant[own], weights=jobs.gpus[own], minlength=n).astype(float)
 
 
 def _on_window_nodes(jobs, nodes, holds: _Holds, paused: np.ndarray) -> np.ndarray | None:

@@ -84,3 +84,33 @@ def test_a_window_is_held_whole_before_other_holds_are_fitted_to_the_capacity():
                       capacity=32, used=np.array([0.0, 24.0]), pending=np.array([0.0, 16.0]))
     p = plan(None, st, PolicyMemory(), cfg)
     assert p.reservations["win"] == 16 and p.reservations["other"] == 16, p.reservations
+
+
+def test_a_pooled_tenants_window_is_drained_on_its_own_nodes_whatever_it_runs_in_the_pool():
+    """A window's GPUs are its tenant's own nodes; what the tenant runs in the high tier's pool is not the window's.
+    The drain counted all the tenant ran: win ran 8 GPUs on its window's node and 8 in the pool, so with a 16-GPU
+    window it asked nothing cleared, and low work stayed on the window's second node into the window (on synthetic
+    seed 12, tenant-0000 waited beside it while its demand rose past its window). It now clears that node."""
+    from daemon.sim.cluster import SimCluster
+
+    cfg = parse_config({"cluster": {"gpus": 32, "gpus_per_node": 8},
+                        "tenants": [{"name": "win", "tier": "high"}, {"name": "hi", "tier": "high"},
+                                    {"name": "lo", "tier": "low"}],
+                        "cycle": {"interval_s": 60, "resolution_s": 60},
+                        "policy": {"preempt_budget_share": 1.0, "preempt_min_runtime_s": 0},
+                        "windows": [{**WIN, "gpus": 16}]})
+    c = SimCluster(["win", "hi", "lo"], np.array([2, 2, 0], dtype=np.int8), 32, np.array([8, 8, 8]),
+                   gpus_per_node=8)
+    for _ in range(3):
+        c.step(np.array([16.0, 0.0, 16.0]))                    # win and lo run two 8-GPU jobs each, a node each
+    node_of = {int(t): [int(n) for n in c.j_node[: c.size][(c.j_tenant[: c.size] == t) & (c.j_state[: c.size] == 2)]]
+               for t in (0, 2)}
+    own, pooled = node_of[0]
+    low_own, _ = node_of[2]
+    c.node_holder[[own, low_own]] = 0              # the window's two nodes: win runs on one, lo on the other
+    c.node_holder[pooled] = c.n                    # win's other job runs in the high tier's pool
+    st = c.state(("win", "hi", "lo"), ("high", "high", "low"), pd.Timestamp("2026-12-07T13:45:00+00:00"), 60)
+    p = plan(None, st, PolicyMemory(), cfg)
+    assert p.window_holds == {"win": 16}
+    taken = [(x.for_tenant, int(x.node)) for x in p.preemptions]
+    assert taken == [("win", low_own)], p.preemptions
