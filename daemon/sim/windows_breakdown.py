@@ -10,10 +10,11 @@ than the tenant's job. Each step's queued GPU-minutes go to one cause, the first
 
 - ``demand_above_window``: the window's nodes hold no room for one more job of the tenant (nothing but its own work,
   or less than a job of anything else), and neither the pool nor the unheld nodes had a free place for one;
-- ``draining``: GPUs of the window's nodes are still draining from a preemption;
-- ``low_not_cleared``: low-priority work of another tenant on the window's nodes;
-- ``others_firm``: another tenant's work that cannot be preempted on the window's nodes;
-- ``free_in_pieces``: free GPUs on the window's nodes, none a place for a whole job;
+- ``draining``: a place for a job on the window's nodes once the drains there are done;
+- ``low_not_cleared``: a place once another tenant's low-priority work there is cleared too (the plan did not);
+- ``others_firm``: no place even then: another tenant's work that cannot be preempted takes part of each node
+  with room (it ends by attrition);
+- ``free_in_pieces``: free GPUs on the window's nodes, none a place for a whole job, and nothing else there;
 - ``other``: anything else (a place existed after the step: the scheduler's order).
 
 It reads the snapshot the plan reads (ClusterState: jobs, nodes, holders), after the step's scheduling, and changes
@@ -90,24 +91,41 @@ class WindowBreakdown(TenantMeter):
             unheld_places = int((free[(held < 0) & (held != HELD_BY_POOL)] // size).sum())
             own = int(jobs.gpus[run & (on == i) & (jobs.tenant == i)].sum())
             held_gpus = int(np.asarray(nodes.gpus)[mine].sum())
+            # per window node: what would be free were the low work there cleared and the drains done
+            m = np.flatnonzero(mine)
+            low_at = np.bincount(at[theirs & (jobs.priority == PRIORITY["low"])],
+                                 weights=jobs.gpus[theirs & (jobs.priority == PRIORITY["low"])],
+                                 minlength=len(held)).astype(np.int64)
+            drain_at = np.asarray(nodes.draining, dtype=np.int64)
+            after_drain = int(((free[m] + drain_at[m]) // size).sum())
+            after_clear = int(((free[m] + drain_at[m] + low_at[m]) // size).sum())
             if held_gpus - own < size:  # nothing but its own work there, or less than one job of anything else
                 cause = "demand_above_window" if pool_places == 0 and unheld_places == 0 else "other"
-            elif draining:
+            elif places:
+                cause = "other"
+            elif after_drain:
                 cause = "draining"
-            elif low:
+            elif after_clear:
                 cause = "low_not_cleared"
             elif firm:
                 cause = "others_firm"
-            elif free_mine and places == 0:
+            elif free_mine:
                 cause = "free_in_pieces"
             else:
                 cause = "other"
+            cap = np.asarray(nodes.gpus, dtype=np.int64)
+            busy = [{"gpus": int(cap[j]), "own": int(jobs.gpus[run & (at == j) & (jobs.tenant == i)].sum()),
+                     "low": int(low_at[j]),
+                     "firm": int(jobs.gpus[theirs & (at == j) & (jobs.priority != PRIORITY["low"])].sum()),
+                     "draining": int(drain_at[j]), "free": int(free[j])} for j in m]
+            shared = [b for b in busy if b["own"] < b["gpus"]]
             self.rows.append({"at": now.strftime("%H:%M"), "tenant": t, "window": w.name, "phase": phase,
                               "window_gpus": w.total_gpus(), "job_gpus": size,
                               "running": int(np.asarray(state.used)[i]), "queued": int(pending[i]),
                               "held": held_gpus, "own_on_held": own, "low_on_held": low, "others_firm_on_held": firm,
                               "draining_on_held": draining, "free_on_held": free_mine, "places_on_held": places,
-                              "places_in_pool": pool_places, "places_unheld": unheld_places, "cause": cause})
+                              "places_in_pool": pool_places, "places_unheld": unheld_places,
+                              "window_nodes_not_all_its_own": shared, "cause": cause})
 
     def summary(self, step_min: float) -> dict:
         """GPU-minutes queued per cause (all tenants asked), per tenant and cause, and the steps."""

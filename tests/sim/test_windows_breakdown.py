@@ -40,6 +40,11 @@ def test_each_cause_of_a_wait_while_the_window_holds():
     assert _cause(_state("14:10", full[:3], held, [0, 0, 0, 8]))[0] == ["other"]
     assert _cause(_state("13:40", [(0, 8, 0), (2, 4, 1), (1, 8, 2)], held, [0, 4, 0, 8]))[0] == ["low_not_cleared"]
     assert _cause(_state("13:40", [(0, 8, 0), (1, 2, 1), (1, 8, 2)], held, [0, 6, 0, 8]))[0] == ["others_firm"]
+    # low work beside work that cannot be preempted: clearing it would make no place for an 8-GPU job
+    rows, look = _cause(_state("13:40", [(0, 8, 0), (1, 4, 1), (2, 2, 1), (1, 8, 2)], held, [0, 2, 0, 8]))
+    assert rows == ["others_firm"]
+    assert look.rows[0]["window_nodes_not_all_its_own"] == [{"gpus": 8, "own": 0, "low": 2, "firm": 4, "draining": 0,
+                                                             "free": 2}]
     assert _cause(_state("13:40", [(0, 8, 0), (1, 8, 2)], held, [0, 4, 0, 8], draining=(0, 4, 0, 0)))[0] == [
         "draining"]
     # before the lead time (13:30) and after the window (15:00) nothing is counted: no window is in place
