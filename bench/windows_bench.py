@@ -6,7 +6,8 @@ Measured per run: the high tier's unmet GPU-minutes at the 14:00 tenants (high-t
 14:00 peak; per tenant, GPUs queued after each step), the normal tier's unmet and the preemptions (the replay's
 meter), and the GPU-minutes held idle (held GPUs above the holder's use, every tenant). Target (bench/targets.py
 WINDOWS): the proposed windows cut the 14:00 tenants' high-tier unmet by >= 80% against predictive without windows,
-at no more normal-tier unmet and no more preemptions.
+at no more normal-tier unmet and no more preemptions. For each windowed run, ``while_window_holds`` says per step why a
+14:00 tenant still waited while its window held (daemon/sim/windows_breakdown.py), and sums the GPU-minutes per cause.
 
     nice -n 10 python bench/windows_bench.py [--days 1] [--quick-forecaster] [--seed 7] [--out bench/out]
 
