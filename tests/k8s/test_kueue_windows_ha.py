@@ -59,16 +59,22 @@ def _held(kueue, nodes, act):
     return sorted(n for n in nodes if (core.read_node(n).metadata.labels or {}).get(act.cfg.hold_label) == "team-a")
 
 
+def _cluster(kueue):
+    """Two tenants (team-a with the window) and two 8-GPU nodes; the queues in a Cohort of their own (nothing of
+    another test's), holds that shrink at once; and the plans before, in and after the window."""
+    tenants, ns, nodes = kueue.tenants({"team-a": "normal", "team-high": "high"})
+    uid = ns["team-a"][-8:]
+    cfg = KueueActuatorConfig(queue_prefix=f"q{uid}", cohort=f"c{uid}", hold_shrink_delay_s=0)
+    return tenants, nodes, cfg, _plans(tenants)
+
+
 def _dies(r):
     """The leader dies without a clean stop (kill -9): its lease key lapses (deleted here, as its TTL would)."""
     r.delete("gpuas:leader")
 
 
 def test_the_quota_a_dead_leader_raised_for_a_window_is_restored_at_its_end_by_the_new_leader(kueue, r, redis_url):
-    tenants, ns, nodes = kueue.tenants({"team-a": "normal", "team-high": "high"})
-    uid = ns["team-a"][-8:]
-    cfg = KueueActuatorConfig(queue_prefix=f"q{uid}", cohort=f"c{uid}", hold_shrink_delay_s=0)
-    before, during, after = _plans(tenants)
+    tenants, nodes, cfg, (before, during, after) = _cluster(kueue)
     try:
         lease_a, a = _replica(kueue, cfg, tenants, redis_url, "a")
         assert lease_a.tick() and lease_a.token == 1
@@ -94,10 +100,7 @@ def test_a_replica_leading_again_rewrites_the_quota_another_leader_changed_since
     window's quota at its lead time and died in the window; a leads again at the window's end and plans quota 0,
     the spec it once sent. Before, a skipped that write (its record of what it sent said 0) and the window's
     quota stayed raised after the window, its nodes released: the tenant's queue kept 8 GPUs of quota on no node."""
-    tenants, ns, nodes = kueue.tenants({"team-a": "normal", "team-high": "high"})
-    uid = ns["team-a"][-8:]
-    cfg = KueueActuatorConfig(queue_prefix=f"q{uid}", cohort=f"c{uid}", hold_shrink_delay_s=0)
-    before, during, after = _plans(tenants)
+    tenants, nodes, cfg, (before, during, after) = _cluster(kueue)
     try:
         lease_a, a = _replica(kueue, cfg, tenants, redis_url, "a")
         assert lease_a.tick()
