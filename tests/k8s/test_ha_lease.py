@@ -70,6 +70,27 @@ def test_two_override_writers_on_a_real_configmap_the_older_version_is_refused_a
         assert ov.refresh() and len(ov.store.events("operator_change")) == 3
 
 
+def test_a_window_set_on_one_replica_is_the_successors_on_a_real_configmap(kube, tmp_path):
+    """With the Kubernetes lease backend the operator's windows live in the overrides ConfigMap (as in Redis): a
+    window set through one replica is in a new replica's inputs, beside the tenants' overrides, and it deletes it."""
+    from daemon.config import WindowConfig
+    from daemon.config.windows import problems
+
+    ns = kube.namespace("ov")
+    api = kube.api()
+    check = lambda ws: problems(ws.values(), {"gpu": 32}, False)  # noqa: E731
+    win = WindowConfig.model_validate({"name": "eod", "tenant": "t1", "gpus": 16, "every": "daily", "at": "14:00",
+                                       "timezone": "UTC", "duration_minutes": 60})
+    a = _overrides(api, tmp_path, "a", namespace=ns)
+    a.change_tenant("ops", "t1", {"floor_gpus": 4})
+    a.change_window("ops", "eod", win, check)
+    b = _overrides(api, tmp_path, "b", namespace=ns)      # a new replica: its own SQLite, never told of either
+    assert b.refresh() and [w.model_dump() for w in b.cycle_inputs().windows] == [win.model_dump()]
+    assert b.for_tenant("t1") == {"floor_gpus": 4}
+    b.change_window("ops", "eod", None, check)
+    assert a.refresh() and a.cycle_inputs().windows == () and a.for_tenant("t1") == {"floor_gpus": 4}
+
+
 @pytest.mark.services
 def test_two_daemons_on_a_real_lease_kill_9_the_leader_the_standby_takes_over_and_overrides_survive(kube, tmp_path):
     """Two daemon processes whose lease and overrides are in the real API server. The leader is killed (SIGKILL):
