@@ -47,10 +47,21 @@ def window_view(w: WindowConfig, source: str, now: dt.datetime) -> dict[str, Any
             "held_from": (nxt - w.lead).isoformat() if nxt is not None else None}
 
 
+def plan_clock(snap: Snapshot, cfg: Config) -> dt.datetime:
+    """Now on the clock the plan holds windows by (the snapshot's time, daemon/policy/engine.py): on the embedded
+    simulator its own clock (a simulated day, not today), the last plan's time; elsewhere the wall clock, which a
+    real source's snapshots follow. A window's next start read on the other clock would not be the one held."""
+    if cfg.source.kind == "simulator" and snap.plan is not None:
+        at = dt.datetime.fromisoformat(snap.plan.at)
+        return at if at.tzinfo is not None else at.replace(tzinfo=dt.timezone.utc)
+    return dt.datetime.now(dt.timezone.utc)
+
+
 def visible(backend: Backend, p: Principal) -> list[dict[str, Any]]:
     """The config's and the operator's windows `p` may see (an operator's replaces the config's of its name), by
-    name, each with its source and next start."""
-    cfg, now = backend.config(), dt.datetime.now(dt.timezone.utc)
+    name, each with its source and next start (on the plan's clock)."""
+    cfg = backend.config()
+    now = plan_clock(backend.snapshot(), cfg)
     ops = {k: WindowConfig.model_validate(v) for k, v in backend.overrides().windows().items()}
     out = [window_view(w, "config", now) for w in cfg.windows if w.name not in ops]
     out += [window_view(w, "api", now) for w in ops.values()]

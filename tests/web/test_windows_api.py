@@ -98,3 +98,26 @@ def test_hostile_window_bodies_get_one_line_each_and_nothing_is_stored(api):
     r = put("w", {**W, "tenant": "tënant-0001"})
     assert r.status_code == 409 and "is not one of [[tenants]]" in r.json()["error"]
     assert httpx.get(f"{base}/api/v1/windows", headers=h(OP)).json()["windows"] == []
+
+
+def test_a_windows_next_start_is_on_the_clock_the_plan_holds_it_by(api):
+    """On the embedded simulator the plan holds a window by the simulator's own clock (a day in January 2026), not
+    today's date: `make run`'s console and API said the next start on the wall clock, months from the start the
+    plan was about to hold, so the window seemed not to be coming while its hold was already in place."""
+    import datetime as dt
+
+    _, base = api
+    w = {**W, "tenant": "tenant-0003", "gpus": 8, "at": "10:00", "timezone": "UTC", "duration_minutes": 60}
+    assert httpx.put(f"{base}/api/v1/windows/clock", json=w, headers=h(OP)).status_code == 200
+    try:
+        plan_at = dt.datetime.fromisoformat(httpx.get(f"{base}/api/v1/plan", headers=h(OP)).json()["at"])
+        for got in (httpx.get(f"{base}/api/v1/windows/clock", headers=h(OP)).json(),
+                    next(x for x in httpx.get(f"{base}/api/v1/windows", headers=h(OP)).json()["windows"]
+                         if x["name"] == "clock")):
+            start = dt.datetime.fromisoformat(got["next_start"])
+            # the next 10:00 UTC after the plan's time (the one in progress, 60 min, counts): within a day of it
+            assert plan_at - dt.timedelta(minutes=60) < start <= plan_at + dt.timedelta(days=1), (got, plan_at)
+            assert start.hour == 10 and start.minute == 0
+            assert dt.datetime.fromisoformat(got["held_from"]) == start - dt.timedelta(minutes=30)
+    finally:
+        assert httpx.delete(f"{base}/api/v1/windows/clock", headers=h(OP)).status_code == 200
