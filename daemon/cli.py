@@ -104,6 +104,12 @@ def run(ctx: click.Context, sim: bool, cycles: int | None, interval: float | Non
             cfg.server.token()  # an unreadable token file must stop the start, not the first webhook
             cfg.server.metrics_secret()
             Access(cfg.access)
+        if cfg.source.kind == "simulator":  # a new cluster each run: its own store, afresh (daemon/state/sim_store.py)
+            from daemon.state.sim_store import fresh_sim_store
+
+            cfg, note = fresh_sim_store(cfg, _load(ctx).source.kind if sim else "simulator")
+            if note:
+                click.echo(f"gpu-autoscaler: {note}", err=True)
         rt = build_runtime(cfg)
     except ConfigError as exc:
         _fail(f"config error: {exc}")

@@ -221,3 +221,39 @@ def test_the_start_line_names_the_forecaster_once_and_short(tmp_path):
     assert dbg.returncode == 0, dbg.stderr
     note = [ln for ln in dbg.stderr.splitlines() if " DEBUG " in ln and "forecaster: " in ln]
     assert len(note) == 1 and "scored" in note[0] and len(note[0]) > 300, note
+
+
+def test_each_run_of_the_simulated_cluster_starts_afresh_and_never_touches_a_real_clusters_store(tmp_path):
+    """The simulator is a new cluster each run, its clock starting again at 13:30: a second `make run` restored the
+    first run's plan and memory into it and kept its plans, events and shadow records beside the new ones under the
+    same simulated times (the console's chart zigzagged between the runs, a tenant's events came twice)."""
+    import sqlite3
+
+    def ats(db):
+        with sqlite3.connect(db) as c:
+            return ([a for (a,) in c.execute("SELECT at FROM plans ORDER BY id")],
+                    [a for (a,) in c.execute("SELECT at FROM shadow ORDER BY id")],
+                    c.execute("SELECT COUNT(*) FROM events WHERE kind = 'plan_change'").fetchone()[0])
+
+    runs = []
+    for _ in range(2):
+        r = run_cli("run", "--sim", "--cycles", "3", "--interval", "0.2", "--no-http", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        runs.append((r, ats(tmp_path / "state" / "gpu-autoscaler.sqlite")))
+    (first, (plans1, shadow1, changes1)), (second, (plans2, shadow2, changes2)) = runs
+    assert len(plans1) == 3 and plans2 == plans1 and shadow2 == shadow1 == plans1   # the second run's alone
+    assert changes2 == changes1                         # the same simulated cluster: the same holds, none twice
+    assert "restored last good plan" not in second.stderr
+    assert "previous run's plans, events and shadow records are kept in" in second.stderr
+    assert ats(tmp_path / "state" / "gpu-autoscaler-previous.sqlite")[0] == plans1
+    # `--sim` over a real cluster's config: its store is that cluster's, never read or moved
+    real = tmp_path / "real" / "state.sqlite"
+    real.parent.mkdir()
+    real.write_bytes(b"the real cluster's store")
+    cfg = tmp_path / "real.toml"
+    cfg.write_text(f'[source]\nkind = "prometheus"\n[state]\npath = "{real}"\n[forecaster]\nkind = "seasonal_naive"\n')
+    r = run_cli("--config", str(cfg), "run", "--sim", "--cycles", "2", "--interval", "0.2", "--no-http",
+                cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert real.read_bytes() == b"the real cluster's store"
+    assert len(ats(real.with_name("state-sim.sqlite"))[0]) == 2
