@@ -10,6 +10,7 @@ the daemon reads at start-up and uses the best.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -150,6 +151,24 @@ def wrap_lstm(model, entry: dict, refresh: int = 1, background: bool = False) ->
     return out
 
 
+def steps_needed(before: int, holdout: Callable[[int], int]) -> int:
+    """The fewest steps of history `n` that leave `before` steps ahead of a held-out end of `holdout(n)` steps.
+
+    Why not `before + holdout(n)`: the held-out end grows with the history (a fifth of it), so the count said for
+    the history at hand was short of what a longer one needs, and a user who added exactly that was refused again.
+    `holdout` never shrinks as `n` grows and grows by less than `n` does, so the first `n` that fits is found by
+    counting up (a few hundred steps at most: the held-out end is at most a season)."""
+    n = before
+    while n - holdout(n) < before:
+        n += 1
+    return n
+
+
+def startup_holdout(n: int, season: int, horizon: int) -> int:
+    """The held-out end StartupSelection scores on, for `n` steps of history."""
+    return max(4 * horizon, min(season, n // 5))
+
+
 class StartupSelection:
     """Scores the cheap baselines (bare and recalibrated) on the first history it is given and forecasts with the
     best of them.
@@ -181,9 +200,10 @@ class StartupSelection:
 
     def select(self, history: pd.DataFrame, horizon: int) -> Forecaster | None:
         n = len(history)
-        holdout = max(4 * horizon, min(self.season, n // 5))
+        holdout = startup_holdout(n, self.season, horizon)
         if n - holdout < self.season + horizon or history.shape[1] == 0:
-            self.why = f"not selected yet: {n} steps of history, need {self.season + horizon + holdout}"
+            need = steps_needed(self.season + horizon, lambda m: startup_holdout(m, self.season, horizon))
+            self.why = f"not selected yet: {n} steps of history, need {need}"
             return None
         cols = list(history.columns)
         if len(cols) > self.max_tenants:

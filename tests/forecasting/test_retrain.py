@@ -145,6 +145,21 @@ def test_startup_selection_scores_the_baselines_on_the_history():
     assert young.chosen is None and "not selected yet" in young.why
 
 
+def test_the_history_a_refusal_says_is_needed_is_enough():
+    """`simulate --data --quick-forecaster` on 1,800 steps said "need 1860"; 1,860 steps were refused again (the
+    held-out end grows with the history: a fifth of it). The count said is now the fewest steps that choose."""
+    import re
+
+    season, horizon = 144, 6
+    short = StartupSelection(season, (0.5, 0.9, 0.99))
+    short.predict(random_walks(steps=170), horizon)
+    need = int(re.search(r"need (\d+)", short.why).group(1))
+    for steps, chooses in ((need - 1, False), (need, True)):
+        sel = StartupSelection(season, (0.5, 0.9, 0.99))
+        sel.predict(random_walks(steps=steps), horizon)
+        assert (sel.chosen is not None) is chooses, (steps, sel.why)
+
+
 def test_step_or_horizon_mismatch_is_refused_and_never_promoted(tmp_path):
     f = periodic_frame(n_tenants=4, steps=48 * 14, seed=1)
     f5 = f.copy()
