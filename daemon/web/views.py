@@ -381,21 +381,30 @@ def tenant_summary(snap: Snapshot, backend: Backend, tenant: str) -> dict:
 
 
 def _queue(snap: Snapshot, tenant: str) -> dict | None:
+    """The tenant's place in the queue: its next job in the scheduler's order (high first, aged work, then low;
+    the longest waiting first within each: daemon/policy/eta.py), that job's p50 start estimate, and how long its
+    oldest job has waited. By wait time alone a high tier's job that starts next read as #65 of 170."""
+    from daemon.policy.eta import scheduler_order
+
     st = snap.state
     i = _state_index(snap, tenant)
     if st is None or i is None or len(st.jobs) == 0:
         return None
     j = st.jobs
-    pending = ~j.running
-    mine = pending & (j.tenant == i)
+    pending = np.flatnonzero(~j.running)
+    mine = j.tenant[pending] == i
     if not mine.any():
         return {"pending_jobs": 0, "pending_gpus": 0, "position": None, "expected_start": None}
-    # the queue in wait order: oldest first; where the tenant's oldest pending job stands
-    oldest = float(j.wait_s[mine].max())
-    position = int((j.wait_s[pending] > oldest).sum()) + 1
-    return {"pending_jobs": int(mine.sum()), "pending_gpus": int(j.gpus[mine].sum()), "position": position,
-            "queue_length": int(pending.sum()), "longest_wait_s": num(oldest),
-            "expected_start": None}  # no source reports a start estimate yet
+    cfg = snap.cfg
+    order = pending[scheduler_order(j.priority[pending], j.wait_s[pending],
+                                    cfg.policy.max_wait_steps * cfg.cycle.resolution_s)]
+    position = int(np.flatnonzero(j.tenant[order] == i)[0])
+    first = str(j.ids[order[position]])
+    nxt = next((r for r in (snap.eta or {}).get("jobs", ()) if r["job_id"] == first), None)
+    return {"pending_jobs": int(mine.sum()), "pending_gpus": int(j.gpus[pending[mine]].sum()),
+            "position": position + 1, "queue_length": int(pending.size),
+            "longest_wait_s": num(float(j.wait_s[pending[mine]].max())),
+            "expected_start": nxt["p50_at"] if nxt else None}
 
 
 def _tenant_forecast(fc, tenant: str):
