@@ -10,6 +10,8 @@ with or without a zone; a time without a zone is UTC).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 
@@ -29,6 +31,18 @@ def epoch_unit(values: np.ndarray) -> str:
     return next((u for bound, u in EPOCH_UNITS if mag < bound), "ns")
 
 
+def _unreadable(col: pd.Series, exc: Exception) -> str:
+    """Why a text `time` column is no time, in one line naming the first value that is none and its row. pandas'
+    own message ran to four lines of advice about its `format` argument and named no row."""
+    parsed = pd.to_datetime(col, utc=True, errors="coerce", format="mixed")
+    bad = np.flatnonzero(parsed.isna().to_numpy() & col.notna().to_numpy())
+    if bad.size == 0:  # each value reads alone, not together (a column of times in several zones' formats)
+        return f"column 'time' is not a timestamp: {str(exc).splitlines()[0]}"
+    i = int(bad[0])
+    return (f"column 'time', data row {i + 1}: {str(col.iloc[i])[:40]!r} is not a time (ISO 8601, e.g. "
+            "2026-01-04T13:30:00Z, or epoch seconds, milliseconds, microseconds or nanoseconds)")
+
+
 def parse_times(col: pd.Series) -> tuple[pd.Series, str | None]:
     """`time` as UTC timestamps, and the epoch unit its numbers were read in (None for text).
 
@@ -40,10 +54,13 @@ def parse_times(col: pd.Series) -> tuple[pd.Series, str | None]:
     nums = col if pd.api.types.is_numeric_dtype(col) else pd.to_numeric(col, errors="coerce")
     numeric = pd.api.types.is_numeric_dtype(col) or ((nums.notna() == col.notna()).all() and col.notna().any())
     if not numeric:
-        try:
-            return pd.to_datetime(col, utc=True), None
-        except (ValueError, TypeError, OverflowError) as exc:
-            raise TimeFormatError(f"column 'time' is not a timestamp: {exc}") from None
+        # pandas warns (two lines on stderr) when it cannot infer one format: the refusal below says it in one
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            try:
+                return pd.to_datetime(col, utc=True), None
+            except (ValueError, TypeError, OverflowError) as exc:
+                raise TimeFormatError(_unreadable(col, exc)) from None
     v = nums.to_numpy(dtype=float)
     finite = v[np.isfinite(v)]
     if finite.size == 0:

@@ -322,13 +322,20 @@ def test_epoch_numbers_in_time_are_read_in_the_unit_their_magnitude_names(tmp_pa
 @pytest.mark.parametrize("times, message", [
     ("-60,0,60", "column 'time' has a negative number (-60)"),
     ("true,false,true", "column 'time' holds true/false, not times"),
-    ("yesterday,today,tomorrow", "column 'time' is not a timestamp"),
+    ("yesterday,today,tomorrow", "column 'time', data row 1: 'yesterday' is not a time (ISO 8601"),
+    # one bad value among good ones: pandas' four-line advice on `format` named no row
+    ("2026-01-04T13:30:00Z,2026-01-04T13:31:00Z,2026-01-04T13:32:00Z,soon,2026-01-04T13:34:00Z",
+     "column 'time', data row 4: 'soon' is not a time (ISO 8601"),
 ])
 def test_a_time_column_that_is_no_time_is_one_line(tmp_path, times, message):
     p = tmp_path / "h.csv"
     p.write_text("time,a\n" + "".join(f"{t},{k}\n" for k, t in enumerate(times.split(","))))
-    with pytest.raises(DataError, match=__import__("re").escape(f"{p}: {message}")):
+    import warnings
+
+    with warnings.catch_warnings(), pytest.raises(DataError, match=__import__("re").escape(f"{p}: {message}")) as got:
+        warnings.simplefilter("error")        # pandas' UserWarning on stderr was two more lines
         read_history_file(p, 60)
+    assert "\n" not in str(got.value)
 
 
 # --- select by the peak or by a replay (#26.4) ---
