@@ -110,3 +110,17 @@ def test_a_tenant_charts_title_and_legend_name_what_is_plotted():
     series = re.findall(r'class="s-used" data-series="(.*?)"', chart)
     assert keys == ["demand (GPUs running + queued)"] and set(series) == set(keys)
     assert keys[0] in title and "usage" not in chart
+
+
+def test_the_tenant_tables_name_their_units():
+    """The cluster page's and the tenants page's tables headed their GPU counts 'used', 'held' and 'quota' beside
+    a 'req/s' column: a number of GPUs or of requests? Each count now says GPUs."""
+    snap = _snapshot()
+    client = TestClient(build_app(SnapshotBackend(snap)))
+    client.cookies.set("gpuas_token", OP)
+    for path, table_id in (("/ui/", "tenant-table"), ("/ui/tenants", None)):
+        text = client.get(path).text
+        if table_id:
+            text = text[text.index(f'id="{table_id}"'):]
+        heads = re.findall(r"<th[^>]*>([^<]*)</th>", text[:text.index("</tr>")])
+        assert heads[2:6] == ["GPUs used", "GPUs held", "quota, GPUs", "req/s"], (path, heads)
