@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pandas as pd
 
@@ -74,6 +75,11 @@ def in_use(cfg: Config) -> tuple[Forecaster, dict]:
     entry = registry.read_in_use(fc.model_dir)
     here = cluster_id(cfg)
     if entry is None:
+        manifest = Path(fc.model_dir) / registry.MANIFEST
+        if not manifest.exists():  # said as "no `in_use` in the manifest", a manifest that is not there at all
+            where = "" if manifest.is_absolute() else f", relative to the working directory {Path.cwd()}"
+            raise registry.ModelError(f"{fc.model_dir}: no model manifest ({manifest}{where}; "
+                                      "forecaster.model_dir)")
         raise registry.ModelError(f"{fc.model_dir}: no model scored on any cluster yet (no `in_use` in the manifest)")
     if entry["scored_on"] != here:
         raise registry.ModelError(f"the model in use in {fc.model_dir} ({entry['name']}) was scored on "

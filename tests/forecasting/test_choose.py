@@ -61,3 +61,22 @@ def test_a_model_scored_for_other_lead_windows_is_used_and_the_log_says_to_retra
     assert fc.name == man["in_use"]["name"] and "lead windows" not in caplog.text
     fc, _ = build(Config(forecaster={"model_dir": tmp_path / "m"}, policy={"lead_time_steps": 20}))
     assert fc.name == man["in_use"]["name"] and "was scored for lead windows" in caplog.text
+
+
+def test_a_model_dir_with_no_manifest_is_said_so_not_a_manifest_without_in_use(tmp_path, monkeypatch):
+    """`run --sim` from outside the checkout (forecaster.model_dir "models" is relative) warned "no model scored on
+    any cluster yet (no `in_use` in the manifest)": there was no manifest at all, and the line did not say where
+    it looked. Now it names the file it looked for and the working directory a relative one is read from."""
+    import json
+
+    from daemon.config import Config
+    from daemon.forecasting.choose import build
+
+    monkeypatch.chdir(tmp_path)
+    _, note = build(Config(forecaster={"model_dir": "models"}))
+    assert "no model manifest (models/manifest.json, relative to the working directory " in note, note
+    assert str(tmp_path) in note and "in_use" not in note
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "manifest.json").write_text(json.dumps({"format": 1, "current": None, "versions": []}))
+    _, note = build(Config(forecaster={"model_dir": "models"}))
+    assert "no model scored on any cluster yet (no `in_use` in the manifest)" in note, note
