@@ -221,7 +221,9 @@ class ForecasterConfig(_Strict):
         "start-up history; lstm, seasonal_naive, ets: that one; none: no forecast, the policy plans on current "
         "demand only (the replay's reactive strategy, what `simulate --recommend` names when the forecast does not "
         "help on this cluster)")
-    model_dir: Path = Path("models")
+    model_dir: Path = Field(Path("models"), description="the models and their manifest (`retrain` writes them); "
+                            "relative: to the working directory (`make run` runs in the checkout, whose "
+                            "models/ holds the shipped model)")
     quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)
     season_steps: int = Field(1440, ge=2, description="steps in one season (a day at 1-min resolution)")
     quality: ForecastQualityConfig = Field(default_factory=ForecastQualityConfig)
