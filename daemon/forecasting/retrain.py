@@ -516,7 +516,8 @@ def _score_and_choose(frame: pd.DataFrame, cfg: Config, res, candidate, spec: LS
     if select_note:
         why += f"; {select_note}"
     if not winner.startswith("lstm") and lstm_best not in contenders:
-        why += f"; the new LSTM did not beat {best_name} by {cfg.retrain.min_improvement:.0%}"
+        margin = cfg.retrain.min_improvement  # "did not beat X by 0%" read as a tie it had not been
+        why += f"; the new LSTM did not beat {best_name}" + (f" by {margin:.0%}" if margin > 0 else "")
     won = result.report["models"][winner]
     entry = {"scored_on": scored_on, "step_s": int(step_s), "horizon": int(spec.horizon), "season": int(spec.season),
              "quantiles": list(qs), "wql": scores[winner], "scores": scores, "fallback": fallback, "why": why,

@@ -160,6 +160,15 @@ def test_the_history_a_refusal_says_is_needed_is_enough():
         assert (sel.chosen is not None) is chooses, (steps, sel.why)
 
 
+
+def test_a_losing_lstm_is_said_not_to_beat_the_baseline_without_a_zero_margin(tmp_path):
+    """With retrain.min_improvement = 0 (the default) `retrain` said "the new LSTM did not beat X by 0%"."""
+    cfg = small_cfg(min_improvement=0.0)
+    out = retrain_on(random_walks(), cfg, model_dir=tmp_path, step_s=60, samples_per_epoch=128, epochs=1,
+                     progress=False, scored_on=cluster_id(cfg), with_ets=False, select_by="peak")
+    assert "the new LSTM did not beat " in out.message, out.message     # a barely trained LSTM on random walks
+    assert "by 0%" not in out.message
+
 def test_step_or_horizon_mismatch_is_refused_and_never_promoted(tmp_path):
     f = periodic_frame(n_tenants=4, steps=48 * 14, seed=1)
     f5 = f.copy()
