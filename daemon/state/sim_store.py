@@ -9,13 +9,41 @@ zigzagging between two runs, listed a tenant's events twice and counted both run
 The earlier run's store is moved aside (`<stem>-previous<suffix>`, replacing an older one), not deleted. A store
 that belongs to a real cluster (`run --sim` over a config whose source is Prometheus) is never touched: the
 simulated run keeps its own beside it, `<stem>-sim<suffix>`.
+
+A run holds an exclusive lock on `<store>.lock` for as long as it runs (the kernel drops it when the process ends,
+however it ends). A second run over the same store while the first still runs is refused with one line before
+anything is moved: moving a live run's database and its WAL from under it would leave it writing to the
+"previous" copy while the new run started a store of its own.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 from pathlib import Path
 
 from daemon.config import Config
+
+# the lock of this process's simulated run, kept open (and so held) until the process ends
+_held: list[int] = []
+
+
+class StoreInUse(RuntimeError):
+    """Another process runs the simulated cluster on this store."""
+
+
+def _lock(path: Path) -> None:
+    """Hold `<path>.lock` exclusively for the rest of this process, or raise StoreInUse naming it."""
+    lock = Path(f"{path}.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StoreInUse(f"another run of the simulated cluster uses the state store {path} (it holds {lock}); "
+                         "stop it first, or give this one another state.path") from None
+    _held.append(fd)
 
 # SQLite's files of one store: the database, and in WAL mode its log and shared-memory index beside it
 _PARTS = ("", "-wal", "-shm")
@@ -28,11 +56,13 @@ def _path_with(path: Path, tag: str) -> Path:
 def fresh_sim_store(cfg: Config, configured_kind: str) -> tuple[Config, str | None]:
     """`cfg` (whose source is the simulator) with the state path this simulated run keeps, the earlier run's store
     there moved aside; and a line saying what was done, None when there was nothing to move. `configured_kind` is
-    the source the config file named before `--sim`: any other than the simulator's store is a real cluster's."""
+    the source the config file named before `--sim`: any other than the simulator's store is a real cluster's.
+    Raises StoreInUse, moving nothing, while another process runs on that store."""
     path = cfg.state.path
     if configured_kind != "simulator":
         path = _path_with(path, "sim")
         cfg = cfg.model_copy(update={"state": cfg.state.model_copy(update={"path": path})})
+    _lock(path)
     files = [Path(f"{path}{part}") for part in _PARTS]
     if not any(f.exists() for f in files):
         return cfg, None

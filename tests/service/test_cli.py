@@ -257,3 +257,33 @@ def test_each_run_of_the_simulated_cluster_starts_afresh_and_never_touches_a_rea
     assert r.returncode == 0, r.stderr
     assert real.read_bytes() == b"the real cluster's store"
     assert len(ats(real.with_name("state-sim.sqlite"))[0]) == 2
+
+
+def test_a_second_simulated_run_on_a_live_runs_store_is_refused_and_moves_nothing(tmp_path):
+    """A second `make run` while the first still runs moved the live run's database and WAL aside before the port
+    clash stopped it: the first went on writing into the "previous" copy. Now the run holding the store's lock (a
+    process here, as a running daemon holds it) keeps it: the second is one line and nothing is moved."""
+    import subprocess
+    import sys
+
+    store = tmp_path / "state" / "gpu-autoscaler.sqlite"
+    store.parent.mkdir()
+    store.write_bytes(b"the live run's store")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
+         "fcntl.flock(fd, fcntl.LOCK_EX); print('locked', flush=True); sys.stdin.read()", f"{store}.lock"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        r = run_cli("run", "--sim", "--cycles", "1", "--interval", "0.2", "--no-http", cwd=tmp_path)
+    finally:
+        holder.communicate("", timeout=30)
+    assert r.returncode != 0
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and "another run of the simulated cluster uses the state store" in lines[0], r.stderr
+    assert store.read_bytes() == b"the live run's store"
+    assert not store.with_name("gpu-autoscaler-previous.sqlite").exists()
+    # once the other run has ended, the lock is free and a run starts afresh as before
+    r = run_cli("run", "--sim", "--cycles", "1", "--interval", "0.2", "--no-http", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert store.with_name("gpu-autoscaler-previous.sqlite").read_bytes() == b"the live run's store"
