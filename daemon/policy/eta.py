@@ -53,6 +53,7 @@ REWRITE_S = 300.0
 # batching made the p50 a minute later and its error 0.60 of the naive estimate's instead of 0.50
 RESOLUTION_S = 60.0
 EXACT_BELOW = 2000
+RATE_WINDOW_S = 3600.0   # the naive estimate's "recent" (FreedRate): the GPUs freed over the last hour
 ANY = ""   # the GPU type of every node in a one-model cluster
 
 
@@ -190,8 +191,10 @@ def estimate(state: ClusterState, run_lengths: RunLengths, *, reservations: Mapp
     order = pend[scheduler_order(jobs.priority[pend], jobs.wait_s[pend], max_wait_s)]
     if int(jobs.running.sum()) < exact_below:
         resolution_s = 0.0
+    types_all, accepts_type = _accepted_types(state, order, windows)
     results = [_run(state, run_lengths, order, q, dict(reservations or {}), set(pooled), dict(time_limit_s or {}),
-                    dict(growth or {}), qi, drain_s, tuple(windows), resolution_s) for qi, q in enumerate(quantiles)]
+                    dict(growth or {}), qi, drain_s, tuple(windows), resolution_s, types_all, accepts_type)
+               for qi, q in enumerate(quantiles)]
     out = []
     for pos, j in enumerate(order):
         starts = [r[0].get(int(j)) for r in results]
@@ -215,6 +218,25 @@ def _types_of(state: ClusterState) -> tuple[np.ndarray, np.ndarray]:
     assert n is not None
     types = np.full(len(n), ANY, dtype=object) if n.gpu_type is None else np.asarray(n.gpu_type, dtype=object)
     return types, np.asarray(n.held_by)
+
+
+def _accepted_types(state: ClusterState, order: np.ndarray,
+                    windows: Sequence[tuple[float, str, float]]) -> tuple[list[str], np.ndarray]:
+    """The GPU types the scan knows (every node's type; ``ANY`` without a node view, or when a window's hold is to
+    come: its release is typeless), sorted, and per job which of them it accepts (rows of the pending jobs in
+    `order` filled; a job that names none accepts all). The same for every quantile: made once per estimate."""
+    types = {ANY} if state.nodes is None else {str(t) for t in _types_of(state)[0]}
+    if any(tn in state.tenants and t > 0 for t, tn, _ in windows):
+        types.add(ANY)
+    types_all = sorted(types)
+    jobs = state.jobs
+    accepts_type = np.ones((len(jobs), len(types_all)), dtype=bool)
+    if jobs.accepts is not None:
+        for j in order.tolist():
+            acc = tuple(jobs.accepts[j] or ())
+            if acc:
+                accepts_type[j] = [t in acc for t in types_all]
+    return types_all, accepts_type
 
 
 def _ends(jobs, running: np.ndarray, tenants: tuple[str, ...], rl: RunLengths, q: float,
@@ -273,9 +295,10 @@ def _add_bases(bases: set[str], by_limit: np.ndarray) -> None:
 
 def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: dict[str, int], pooled: set[str],
          limits: dict[str, float], growth: dict[str, Sequence[float]], qi: int, drain_s: float,
-         windows: tuple[tuple[float, str, float], ...] = (),
-         resolution_s: float = 0.0) -> tuple[dict[int, float], str, dict[int, str]]:
-    """One quantile's simulation: job index -> start seconds, the reason for the unplaced, and each job's basis."""
+         windows: tuple[tuple[float, str, float], ...], resolution_s: float, types_all: list[str],
+         accepts_type: np.ndarray) -> tuple[dict[int, float], str, dict[int, str]]:
+    """One quantile's simulation: job index -> start seconds, the reason for the unplaced, and each job's basis.
+    `types_all`, `accepts_type`: ``_accepted_types``."""
     jobs, tenants = state.jobs, state.tenants
     tix = {t: i for i, t in enumerate(tenants)}
     pool_ids = {tix[t] for t in pooled if t in tix}
@@ -335,7 +358,6 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
     for t, g in growth.items():
         if t in tix and qi < len(g):
             ahead[PRIORITY[state.tiers[tix[t]]]] += float(g[qi])
-    types_all = sorted({k[0] for k in free} | {e[2] for e in events})
     waiting = [int(j) for j in order]
     # plain lists: the scan below reads them per job and per release, where numpy scalars cost more than the work
     cols_tenant, cols_prio, cols_gpus = jobs.tenant.tolist(), jobs.priority.tolist(), jobs.gpus.tolist()
@@ -343,14 +365,8 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
     starts: dict[int, float] = {}
     job_basis: dict[int, str] = {}
     usual: dict[int, float | None] = {}   # tenant -> its run length's quantile, for the jobs started here
-    # for the scan's bound: per pending job, the types it accepts (types_all's order), and who shares the pool
+    # for the scan's bound: the types' columns of accepts_type, and who shares the pool
     t_ix = {t: i for i, t in enumerate(types_all)}
-    accepts_type = np.ones((len(jobs), len(types_all)), dtype=bool)
-    if jobs.accepts is not None:
-        for j in waiting:
-            acc = tuple(jobs.accepts[j] or ())
-            if acc:
-                accepts_type[j] = [t in acc for t in types_all]
     in_pool = np.zeros(len(tenants), dtype=bool)
     in_pool[list(pool_ids)] = True
     now = 0.0
@@ -465,6 +481,35 @@ def free_to_pending(state: ClusterState, reservations: Mapping[str, int] | None 
     tix = {t: i for i, t in enumerate(state.tenants)}
     held = sum(max(float(g) - float(used[tix[t]]), 0.0) for t, g in (reservations or {}).items() if t in tix)
     return max(float(state.capacity) - float(used.sum()) - float(state.draining) - held, 0.0)
+
+
+class FreedRate:
+    """The naive estimate's "recent rate at which GPUs free up": the GPUs of the jobs seen ending over the last
+    `window_s`, over that window (or over the time since the first observation, before a whole window has passed).
+    One definition for the daemon (daemon/service/eta.py, per cycle) and the replay (daemon/sim/eta_replay.py, per
+    step), so that what the replay scores is what the daemon serves. The caller says what ended and when."""
+
+    def __init__(self, window_s: float = RATE_WINDOW_S) -> None:
+        if window_s <= 0:
+            raise ValueError(f"FreedRate: window_s must be > 0, got {window_s}")
+        self.window_s = float(window_s)
+        self._freed: deque[tuple[float, float]] = deque()   # (when seen ended, GPUs), oldest first
+        self._since: float | None = None                    # the first observation: the span before a window
+
+    def observe(self, at: float, gpus: float) -> None:
+        """`gpus` GPUs were seen freed at `at` (one call per job, or per cycle with their sum; 0 starts the
+        clock without freeing anything)."""
+        self._since = at if self._since is None else self._since
+        if gpus:
+            self._freed.append((float(at), float(gpus)))
+
+    def rate(self, now: float) -> float:
+        """GPUs per second freed over the `window_s` before `now` (the end of the window counted, its start not:
+        an hour of 60 s cycles is 60 of them); 0 at the first observation (no time over which to count yet)."""
+        while self._freed and self._freed[0][0] <= now - self.window_s:
+            self._freed.popleft()
+        span = 0.0 if self._since is None else min(now - self._since, self.window_s)
+        return sum(g for _, g in self._freed) / span if span > 0 else 0.0
 
 
 def naive_waits(etas: Sequence[Eta], free_gpus: float, rate_gpus_per_s: float) -> dict[str, float | None]:

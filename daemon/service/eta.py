@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
-from collections import deque
 from typing import Any, Callable
 
 import numpy as np
@@ -33,7 +32,7 @@ import pandas as pd
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from daemon.config.windows import WindowConfig
-from daemon.policy.eta import QUANTILES, RunLengths, estimate, forecast_growth, free_to_pending, naive_waits
+from daemon.policy.eta import QUANTILES, FreedRate, RunLengths, estimate, forecast_growth, free_to_pending, naive_waits
 from daemon.policy.eta_calibration import Calibration, calibrate
 from daemon.policy.state import ClusterState, Jobs
 from daemon.policy.types import Plan
@@ -42,7 +41,6 @@ from forecaster.types import Forecast
 
 log = logging.getLogger(__name__)
 
-RATE_WINDOW_S = 3600.0  # the naive estimate's "recent": GPUs freed by the jobs that ended over the last hour
 KEEP_FIRST = 100_000   # pending jobs whose first estimate is remembered (the oldest go first)
 
 
@@ -117,8 +115,7 @@ class EtaTracker:
         # `made at`)
         self._first: dict[str, tuple[str, float, float | None, float | None, float | None, float | None,
                                      float | None]] = {}
-        self._freed: deque[tuple[float, float]] = deque()   # (when seen ended, GPUs) over the last RATE_WINDOW_S
-        self._since: float | None = None                    # the first cycle: the rate's window before an hour
+        self.freed = FreedRate()   # the naive estimate's rate: GPUs of the jobs seen ending, over the last hour
         self.made_at: float | None = None      # on the estimates' clock
         self.made_wall: float | None = None    # on the wall clock: the estimates' age
         self.view: dict[str, Any] | None = None
@@ -142,13 +139,12 @@ class EtaTracker:
         ids = [str(x) for x in jobs.ids]
         live = set(ids)
         since = 0.0 if self.made_at is None else max(now - self.made_at, 0.0)
+        freed = 0.0
         for j, (t, run, g) in self._running.items():
             if j not in live:   # it ended since the last cycle: counted as run to now (at most a cycle long)
                 self.runs.observe(t, run + since)
-                self._freed.append((now, g))
-        while self._freed and self._freed[0][0] < now - RATE_WINDOW_S:
-            self._freed.popleft()
-        self._since = now if self._since is None else self._since
+                freed += g
+        self.freed.observe(now, freed)
         tier_of = dict(zip(state.tenants, state.tiers))
         self._running = {}
         for j, i, run, r, g in zip(ids, jobs.tenant, jobs.runtime_s, jobs.running, jobs.gpus):
@@ -172,9 +168,7 @@ class EtaTracker:
                         growth=growth, max_wait_s=self.max_wait_s,
                         windows=windows_ahead(plan, state.at) if plan is not None else (),
                         resolution_s=self.resolution_s)
-        window = min(now - self._since, RATE_WINDOW_S)
-        rate = sum(g for _, g in self._freed) / window if window > 0 else 0.0
-        naive = naive_waits(etas, free_to_pending(state, res), rate)
+        naive = naive_waits(etas, free_to_pending(state, res), self.freed.rate(now))
         etas = calibrate(etas, tier_of, self.cal.factors(now), naive=naive)
         rows = []
         for e in etas:

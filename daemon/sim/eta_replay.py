@@ -16,21 +16,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from daemon.config import Config
-from daemon.policy.eta import RunLengths, estimate, free_to_pending, naive_waits
+from daemon.policy.eta import FreedRate, RunLengths, estimate, free_to_pending, naive_waits
 from daemon.policy.eta_calibration import Calibration, calibrate
 from daemon.policy.state import ClusterState
 from daemon.policy.types import PolicyMemory
 from daemon.sim.cluster import SimCluster
 from daemon.sim.replay import ForecastBank, Meter, run_strategy
 from daemon.sim.workloads import Workload
-
-RATE_WINDOW_STEPS = 60     # the naive estimate's "recent": GPUs freed over the last hour of 1-minute steps
 
 
 @dataclass(frozen=True)
@@ -96,7 +93,7 @@ class EtaHook:
         self.runs = RunLengths(keep=keep, min_samples=min_samples)
         self.score = EtaScore(self.step_s)
         self._running: dict[int, tuple[int, float]] = {}    # job id -> (tenant, runtime_s) at the last step
-        self._freed: deque[int] = deque(maxlen=RATE_WINDOW_STEPS)
+        self.freed = FreedRate()   # the naive estimate's rate, as the daemon's (daemon/service/eta.py)
         self._seen: set[int] = set()
 
     def before_plan(self, c: SimCluster, k: int, state: ClusterState, measured: bool) -> ClusterState:
@@ -108,7 +105,7 @@ class EtaHook:
             if j not in live:           # finished (a preempted job is queued again, so still live)
                 self.runs.observe(self.tenants[t], run + self.step_s)
                 freed += int(c.job_size[t])
-        self._freed.append(freed)
+        self.freed.observe(k * self.step_s, freed)
         run_mask = jobs.running
         self._running = dict(zip(ids[run_mask].tolist(), zip(jobs.tenant[run_mask].tolist(),
                                                              jobs.runtime_s[run_mask].tolist())))
@@ -134,8 +131,7 @@ class EtaHook:
         model = estimate(seen_now, runs, pooled=pooled, time_limit_s=limits,
                          max_wait_s=cfg.policy.max_wait_steps * self.step_s, resolution_s=self.step_s)
         factors = self.cal.factors(k * self.step_s)
-        rate = sum(self._freed) / (len(self._freed) * self.step_s) if self._freed else 0.0
-        naive = naive_waits(model, free_to_pending(now), rate)
+        naive = naive_waits(model, free_to_pending(now), self.freed.rate(k * self.step_s))
         etas = calibrate(model, self.tier_of, factors, naive=naive)
         p50_scaled = {e.job_id: e.p50_s for e in calibrate(model, self.tier_of, factors, p50=True)}
         new_set = set(new)

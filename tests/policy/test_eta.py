@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from daemon.policy.eta import Eta, RunLengths, estimate, forecast_growth, naive_waits, scheduler_order
+from daemon.policy.eta import Eta, FreedRate, RunLengths, estimate, forecast_growth, naive_waits, scheduler_order
 from daemon.policy.eta_calibration import Calibration, calibrate
 from daemon.policy.state import UNHELD, ClusterState, Jobs, Nodes
 
@@ -170,3 +170,21 @@ def test_the_naive_estimate_by_hand():
     etas = [Eta("a", "n", 2, 0, 0.0, 0.0, ""), Eta("b", "n", 4, 1, 0.0, 0.0, ""), Eta("c", "n", 1, 2, 0.0, 0.0, "")]
     assert naive_waits(etas, 3.0, 1 / 60) == pytest.approx({"a": 0.0, "b": 180.0, "c": 240.0})
     assert naive_waits(etas, 3.0, 0.0) == {"a": 0.0, "b": None, "c": None}
+
+
+def test_the_rate_gpus_free_up_is_over_the_last_hour_or_since_the_first_observation():
+    """The naive estimate's rate (one helper for the daemon and the replay): observed at 0 (nothing), 60 (2 GPUs)
+    and 120 s (4): 6 GPUs in 120 s before an hour has passed. At 3660 the 2 of 60 s are an hour old and out (an hour
+    of 60 s cycles is 60 of them, not 61): 4 in 3600 s. Nothing observed yet, or no time passed: 0."""
+    r = FreedRate()
+    assert r.rate(0.0) == 0.0
+    r.observe(0.0, 0.0)
+    assert r.rate(0.0) == 0.0
+    r.observe(60.0, 2.0)
+    r.observe(120.0, 4.0)
+    assert r.rate(120.0) == pytest.approx(6 / 120)
+    assert r.rate(3659.0) == pytest.approx(6 / 3600)
+    assert r.rate(3660.0) == pytest.approx(4 / 3600)
+    assert r.rate(3720.0) == 0.0
+    with pytest.raises(ValueError, match="window_s"):
+        FreedRate(0.0)
