@@ -32,6 +32,9 @@ def _objective_opts(f):
 @click.option("--cold-start", "cold_start", default=None, metavar="DURATION",
               help="servegen: seconds from a replica's placement to its first served request, e.g. 3m or 90s  "
                    "[default: 3m]")
+@click.option("--scale-down-stabilization", "stabilization", default=None, metavar="DURATION",
+              help="servegen: the services' HPA scale-down stabilization window, e.g. 5m or 0s (scale down at once; "
+                   "replicas are the max of the window's recommendations)  [default: 300s]")
 @click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Replay this cluster's own history (the formats of retrain --data: time + one column per tenant "
                    "of GPU demand, or long time,tenant,value); the last --days are replayed.")
@@ -87,10 +90,10 @@ def _objective_opts(f):
 @click.option("--slo-normal", "slo_normal", type=float, default=None,
               help="--min-gpus: share of the normal tier's demand allowed unmet  [default: 0.02]")
 @click.pass_context
-def simulate(ctx, trace, cold_start, data, from_source, history_days, until, tier_flags, job_flags, default_job_gpus,
-             quick_forecaster, epochs, recommend_, minimize, subject_to, tenants, gpus, days, seed, strategies, sweep,
-             show_table, legend, forecast_every, high_vcs, high_vc, data_dir, workers, out, min_gpus, slo_high,
-             slo_normal) -> None:
+def simulate(ctx, trace, cold_start, stabilization, data, from_source, history_days, until, tier_flags, job_flags,
+             default_job_gpus, quick_forecaster, epochs, recommend_, minimize, subject_to, tenants, gpus, days, seed,
+             strategies, sweep, show_table, legend, forecast_every, high_vcs, high_vc, data_dir, workers, out, min_gpus,
+             slo_high, slo_normal) -> None:
     """Replay a trace (built-in, or this cluster's own history with --data/--from-source) through static, reactive,
     predictive and perfect-forecast strategies on the same physics."""
     cfg = _load(ctx)
@@ -128,6 +131,12 @@ def simulate(ctx, trace, cold_start, data, from_source, history_days, until, tie
         if trace != "servegen" or own:
             _fail("--cold-start is the inference services' cold start: use it with --trace servegen")
         cold_s = _duration_s(cold_start, "--cold-start")
+    stab_s = 300.0
+    if stabilization is not None:
+        if trace != "servegen" or own:
+            _fail("--scale-down-stabilization is the inference services' HPA window: use it with --trace servegen "
+                  "(for --data, [tenants.inference] scale_down_stabilization_s)")
+        stab_s = _duration_s(stabilization, "--scale-down-stabilization")
     if (high_vcs is not None or high_vc) and (trace != "helios" or own):
         _fail("--high-vcs and --high-vc set the Helios tier mapping: use them with --trace helios")
     if high_vcs is not None and high_vc:
@@ -201,7 +210,7 @@ def simulate(ctx, trace, cold_start, data, from_source, history_days, until, tie
             tight = {t: min(lvl.rate(t) for lvl in cfg.ratelimits.levels) for t in ("high", "normal")}
             try:
                 w, sg_notes = servegen(data_root, days=days, seed=seed, cold_start_s=cold_s, tight_limits=tight,
-                                       gpus_per_node=cfg.cluster.gpus_per_node)
+                                       gpus_per_node=cfg.cluster.gpus_per_node, scale_down_stabilization_s=stab_s)
             except OSError as exc:
                 _fail(f"cannot read the servegen trace: {exc}", 1)
             except ValueError as exc:
