@@ -14,8 +14,19 @@ reactive's batch tiers' (normal, low) unmet GPU-minutes read off at predictive's
 predictive's no higher). The predictive replica autoscaler scales to the forecast's `--replica-quantiles` (the
 config key policy.replica_quantile): the first is the predictive row, each other one runs beside it with the same
 figures; `predictive_high_tier_ahead` is the first quantile's autoscaler starting replicas ahead for the high tier's
-services only (policy.replica_ahead_tiers = [high]), with the same figures. The forecaster is the one the daemon
-chooses at start-up (the baselines scored on the history before the window).
+services only (policy.replica_ahead_tiers = [high]), with the same figures; `predictive_batch_reactive` is the first
+quantile's run with the plan acting on the forecast for the services only (the replay knob forecast_for = services:
+the batch tenants planned as the skill gate plans a tenant it does not trust), with the same figures. The
+forecaster is the one the daemon chooses at start-up (the baselines scored on the history before the window).
+
+The ceiling of any forecast of the rate (`perfect_rate`, a bench label, not a strategy a user picks): the perfect
+forecast with its `rates_only` knob knows the services' future window RATES (the means ServeGen's per-minute
+arrivals are drawn from), never the draws, on the same physics, at the workload's headroom and at each of
+REACTIVE_HEADROOMS. Per cold start the JSON keeps each point, the share of reactive's gap to the perfect forecast it
+closes at its own service GPU-hours (reactive read off there), the largest of those, and perfect-rate read off at
+predictive's service GPU-hours (its throttled requests interpolated between its headrooms): what a forecast of the
+rate could close at predictive's budget. `perfect_rate.nowcast` knows the rate of the minute before only (foresight
+0, at the workload's headroom): what a perfect estimate of the rate now, with no foresight, closes.
 
     nice -n 10 python bench/inference_bench.py [--days 1] [--cold-starts 1,3,5,9] [--seed 7] [--workers 2]
         [--replica-quantiles 0.5,0.9]
@@ -36,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from daemon.config import Config  # noqa: E402
 from daemon.forecasting.retrain import default_data_dir  # noqa: E402
 from daemon.sim.own import choose_forecaster  # noqa: E402
-from daemon.sim.replay import replica_quantile, run_replay  # noqa: E402
+from daemon.sim.replay import FORECAST_FOR, FORESIGHT, RATES_ONLY, replica_quantile, run_replay  # noqa: E402
 from daemon.sim.servegen import servegen  # noqa: E402
 from daemon.sim.sizing import with_service_headroom as with_headroom  # noqa: E402
 
@@ -45,6 +56,8 @@ STRATEGIES = ("reactive", "predictive", "perfect")
 TIERS = ("high", "normal", "low")
 BATCH_TIERS = ("normal", "low")   # the tiers batch work runs in beside the services (the target: no higher unmet)
 REACTIVE_HEADROOMS = (0.2, 0.35, 0.5, 0.75, 1.0)   # besides the workload's own 0.1
+PERFECT_RATE = ("perfect", {RATES_ONLY: True})      # the perfect forecast knowing the services' rates, not the draws
+RATE_NOWCAST = ("perfect", {RATES_ONLY: True, FORESIGHT: 0})   # and knowing only the rate now, none ahead
 
 
 def service_gpu_min(run: dict) -> float:
@@ -65,6 +78,31 @@ def gap_closed(reactive: float, predictive: float, perfect: float) -> float | No
     """The share of reactive's excess over the perfect forecast that predictive removes (None: no gap)."""
     gap = reactive - perfect
     return (reactive - predictive) / gap if gap > 0 else None
+
+
+def perfect_rate_ceiling(rows: dict[str, dict], nowcast: dict, pred: dict, perfect: dict, reactive: dict,
+                         points: list[dict]) -> dict:
+    """The rate-knowing perfect forecast (``rows``: its run per headroom) against reactive's gap to the perfect
+    forecast: each point's share closed at its own service GPU-hours (reactive read off there; None outside reactive's
+    span), the largest, and the share closed at predictive's service GPU-hours (perfect-rate's throttled requests
+    read off between its points, reactive's likewise): the most a forecast of the rate closes at that budget."""
+    thr_o = perfect["tiers"]["high"]["inf_throttled"]
+    react = [(p["service_gpu_min"], p["high_inf_throttled"]) for p in points]
+    for r in [*rows.values(), nowcast]:
+        eq = at_equal_gpu(react, service_gpu_min(r))
+        r["reactive_high_throttled_at_its_gpu"] = eq
+        r["high_throttled_gap_closed_equal_gpu"] = None if eq is None else gap_closed(
+            eq, r["tiers"]["high"]["inf_throttled"], thr_o)
+    closed = [r["high_throttled_gap_closed_equal_gpu"] for r in rows.values()
+              if r["high_throttled_gap_closed_equal_gpu"] is not None]
+    gpu = service_gpu_min(pred)
+    at_pred = at_equal_gpu([(service_gpu_min(r), r["tiers"]["high"]["inf_throttled"]) for r in rows.values()], gpu)
+    eq_pred = at_equal_gpu(react, gpu)
+    return {"label": "perfect-rate: the perfect forecast knowing the services' future window rates, not the draws",
+            "at_headroom": rows, "nowcast": nowcast, "gap_closed_equal_gpu_max": max(closed) if closed else None,
+            "high_throttled_at_predictive_gpu": at_pred,
+            "gap_closed_at_predictive_gpu": None if at_pred is None or eq_pred is None else gap_closed(
+                eq_pred, at_pred, thr_o)}
 
 
 def run_row(m) -> dict:
@@ -109,8 +147,11 @@ def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, 
     t0 = time.perf_counter()
     choice = choose_forecaster(w.demand.iloc[: w.start], cfg, 60, quick=True)
     steps = len(w.demand) - w.start
-    runs = run_replay(w, with_replica_quantile(cfg, quantiles[0]), choice.model, steps=steps, strategies=STRATEGIES,
-                      workers=workers)
+    main = run_replay(w, with_replica_quantile(cfg, quantiles[0]), choice.model, steps=steps,
+                      settings=[(s, {}) for s in STRATEGIES] + [PERFECT_RATE, RATE_NOWCAST], workers=workers)
+    runs = main[:len(STRATEGIES)]
+    rate_rows = {f"{w.inference[next(iter(w.inference))].headroom:g}": run_row(main[-2])}
+    nowcast = run_row(main[-1])
     out = {"cold_start_min": cold_min, "workload": w.name, "capacity_gpus": w.capacity, "steps": steps,
            "gpu_hours": w.capacity * steps / 60, "forecaster": choice.name, "replica_quantile": quantiles[0],
            "wall_s": time.perf_counter() - t0, "inference": notes.to_dict(),
@@ -125,12 +166,19 @@ def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, 
         update={"replica_ahead_tiers": ["high"]})})
     (m,) = run_replay(w, high_only, choice.model, steps=steps, strategies=("predictive",), workers=1)
     out["predictive_high_tier_ahead"] = run_row(m)
+    # the plan acting on the forecast for the services only, the batch tenants planned reactively (the replay's
+    # forecast_for knob): what of predictive's batch unmet above reactive's the batch tenants' forecast costs
+    (m,) = run_replay(w, with_replica_quantile(cfg, quantiles[0]), choice.model, steps=steps,
+                      settings=[("predictive", {FORECAST_FOR: "services"})], workers=1)
+    out["predictive_batch_reactive"] = run_row(m)
     reactive = out["runs"]["reactive"]
     points = [{"service_gpu_min": service_gpu_min(reactive), "high_inf_throttled": reactive["tiers"]["high"][
         "inf_throttled"], "unmet_gpu_min": {t: reactive["tiers"][t]["unmet_gpu_min"] for t in TIERS}}]
     out["reactive_headrooms"] = {}
     for h in REACTIVE_HEADROOMS:
-        (m,) = run_replay(with_headroom(w, h), cfg, None, steps=steps, strategies=("reactive",), workers=1)
+        m, rate_m = run_replay(with_headroom(w, h), cfg, None, steps=steps, settings=[("reactive", {}), PERFECT_RATE],
+                               workers=workers)
+        rate_rows[f"{h:g}"] = run_row(rate_m)
         s = m.summary()
         row = {"service_gpu_min": sum(s["tiers"][t]["inf_gpu_min"] for t in TIERS),
                "high_inf_throttled": s["tiers"]["high"]["inf_throttled"], "utilization": s["utilization"],
@@ -138,8 +186,11 @@ def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, 
         out["reactive_headrooms"][f"{h:g}"] = row
         points.append(row)
     out.update(versus_reactive(out["runs"]["predictive"], out["runs"]["perfect"], reactive, points))
-    for r in [*out["predictive_at_replica_quantile"].values(), out["predictive_high_tier_ahead"]]:
+    for r in [*out["predictive_at_replica_quantile"].values(), out["predictive_high_tier_ahead"],
+              out["predictive_batch_reactive"]]:
         r.update(versus_reactive(r, out["runs"]["perfect"], reactive, points))
+    out["perfect_rate"] = perfect_rate_ceiling(rate_rows, nowcast, out["runs"]["predictive"], out["runs"]["perfect"],
+                                               reactive, points)
     out["wall_s"] = time.perf_counter() - t0
     return out
 

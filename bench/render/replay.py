@@ -695,6 +695,12 @@ def replay_inference() -> str:
                 "ahead for the high tier only)"
             rows.append(row(c, label, r))
             gaps.append(gap(c, label, r, r))
+        r = c.get("predictive_batch_reactive")
+        if r is not None:  # the replay knob forecast_for = services
+            label = "predictive (" + ("" if q0 is None else f"replicas at p{100 * q0:g}, ") + \
+                "batch tenants planned reactively)"
+            rows.append(row(c, label, r))
+            gaps.append(gap(c, label, r, r))
     days = f"{d['days']:g} day{'s' if d['days'] != 1 else ''}"
     windows = sorted({f"{c['inference']['scale_down_stabilization_s']:g}" for c in d["cases"]
                       if "scale_down_stabilization_s" in c.get("inference", {})})
@@ -710,5 +716,52 @@ def replay_inference() -> str:
                   "reactive's high-tier throttled at predictive's GPU-hours", "gap closed at equal GPU-hours",
                   f"target >= {pct(tg['gap_closed_min'], 0)} (cold starts >= {tg['from_cold_start_min']:g} min)",
                   "normal / low unmet GPU-min: predictive vs reactive at its GPU-hours",
-                  "target: batch unmet no higher"], gaps), "", source(["inference_servegen.json"], d)]
+                  "target: batch unmet no higher"], gaps)]
+    ceiling = _rate_ceiling(d)
+    if ceiling:
+        out += ["", *ceiling]
+    out += ["", source(["inference_servegen.json"], d)]
     return "\n".join(out)
+
+
+def _rate_ceiling(d: dict) -> list[str]:
+    """The perfect-rate rows (bench/inference_bench.py ``perfect_rate``): per cold start what the perfect forecast
+    knowing the services' window rates, not the minutes' draws, closes of reactive's gap at equal GPU-hours, beside
+    predictive's; and one sentence saying whether that ceiling reaches the target. Empty where the JSON has none."""
+    tg = d["targets"]
+    cases = [c for c in d["cases"] if "perfect_rate" in c]
+    if not cases:
+        return []
+    rows = []
+    for c in cases:
+        pr = c["perfect_rate"]
+        pts = "; ".join(f"{h}: {n(r['tiers']['high']['inf_throttled'])} at "
+                        f"{n(sum(t['inf_gpu_min'] for t in r['tiers'].values()) / 60)} h"
+                        + ("" if r["high_throttled_gap_closed_equal_gpu"] is None
+                           else f", {pct(r['high_throttled_gap_closed_equal_gpu'])}")
+                        for h, r in pr["at_headroom"].items())
+        mx, at = pr["gap_closed_equal_gpu_max"], pr["gap_closed_at_predictive_gpu"]
+        eq = c.get("high_throttled_gap_closed_equal_gpu")
+        now = (pr.get("nowcast") or {}).get("high_throttled_gap_closed_equal_gpu")
+        rows.append([f"{c['cold_start_min']:g} min", pts, "-" if mx is None else pct(mx),
+                     "-" if at is None else pct(at), "-" if now is None else pct(now), "-" if eq is None else pct(eq)])
+    judged = [c for c in cases if c["cold_start_min"] >= tg["from_cold_start_min"]]
+    ceil = [c["perfect_rate"]["gap_closed_at_predictive_gpu"] for c in judged]
+    ceil = [x for x in ceil if x is not None]
+    pred = [c["high_throttled_gap_closed_equal_gpu"] for c in judged if c.get("high_throttled_gap_closed_equal_gpu")
+            is not None]
+    out = [table(["cold start", "perfect-rate per HPA headroom: high-tier throttled at services' GPU-hours, gap "
+                  "closed at equal GPU-hours", "largest gap closed at equal GPU-hours",
+                  "gap closed at predictive's GPU-hours",
+                  "nowcast (the rate now, no foresight): gap closed at its GPU-hours",
+                  "predictive's at equal GPU-hours"], rows)]
+    if ceil and pred:
+        reach = min(ceil) >= tg["gap_closed_min"]
+        out += ["", f"At cold starts of {tg['from_cold_start_min']:g} minutes or more, knowing the rates closes "
+                f"{pct(min(ceil))} to {pct(max(ceil))} of the gap at predictive's GPU-hours, predictive "
+                f"{pct(min(pred))} to {pct(max(pred))}: " + (
+                    f"the {pct(tg['gap_closed_min'], 0)} target is within what a forecast of the rate can reach, "
+                    "so the shortfall is the forecast's, not the draws'." if reach else
+                    f"even a perfect forecast of the rate stays under the {pct(tg['gap_closed_min'], 0)} target: "
+                    "the rest of the gap is the minutes' draws, which no forecast of the rate sees.")]
+    return out

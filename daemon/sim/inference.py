@@ -84,6 +84,27 @@ def need_frame(rates: pd.DataFrame, specs: Mapping[str, InferenceSpec]) -> pd.Da
     return pd.DataFrame({c: specs[c].need_gpus(seen[c].to_numpy()) for c in rates.columns}, index=rates.index)
 
 
+def rate_future(demand: pd.DataFrame, expected: pd.DataFrame | None, specs: Mapping[str, InferenceSpec]) -> np.ndarray:
+    """The trace as a forecast that knows the services' future RATES but not the draws knows it (the perfect
+    forecast's ``rates_only`` knob, daemon/sim/replay.py): every service's demand column is its need at the rate its
+    arrivals were drawn from (``expected``: ServeGen's window rate, the mean of each minute's draw), on the same
+    shift as its demand (``need_frame``); batch tenants' columns are their true demand. The ceiling of what a
+    forecast of the rate can do: the per-minute draws around it are noise no causal forecast sees."""
+    if not specs:
+        raise ValueError("rates_only: the workload has no inference services, so there is no rate to know")
+    if expected is None:
+        raise ValueError("rates_only: the workload has no expected rates (only observed ones, as a user's own "
+                         "--data): the rates its arrivals were drawn from are not known")
+    missing = [c for c in specs if c not in expected.columns]
+    if missing:
+        raise ValueError(f"rates_only: no expected rate for the services {', '.join(missing)}")
+    need = need_frame(expected.reindex(demand.index)[list(specs)], specs)
+    out = demand.copy()
+    for c in specs:
+        out[c] = need[c]
+    return out.to_numpy(dtype=float)
+
+
 class Autoscaler:
     """The GPUs each inference tenant's own autoscaler asks for at a step, by strategy (the module's docstring).
 
@@ -91,8 +112,9 @@ class Autoscaler:
     service's stabilization window is the count asked for (``stabilize``)."""
 
     def __init__(self, strategy: str, cols: np.ndarray, specs: list[InferenceSpec], step_s: int,
-                 drain_steps: int, quantile: float) -> None:
+                 drain_steps: int, quantile: float, foresight: int | None = None) -> None:
         self.strategy, self.cols, self.quantile = strategy, cols, quantile
+        self.foresight = foresight   # perfect: the steps of the future it knows (None: all; 0: the need now only)
         self.gpus = np.array([s.gpus_per_replica for s in specs], dtype=float)
         # the lead a new replica needs: its cold start, plus the drain of what is preempted for it
         self.lead = np.array([s.cold_steps(step_s) for s in specs], dtype=np.int64) + int(drain_steps)
@@ -114,23 +136,27 @@ class Autoscaler:
         return np.fmax.reduce(np.where(inside, self.ring, np.nan), axis=0)
 
     def wanted(self, k: int, demand: np.ndarray, fc: Forecast | None,
-               on_forecast: np.ndarray | None = None) -> np.ndarray:
+               on_forecast: np.ndarray | None = None, future: np.ndarray | None = None) -> np.ndarray:
         """GPUs per inference tenant (``cols`` of the demand) at step ``k``, asked once per step in step order;
         ``fc`` the forecast made at the step before (its first step is step k), None when there is none yet.
         ``on_forecast`` (one flag per service, the skill gate's verdict made with that forecast; None: all) says
         which services' predictive autoscaler may act on the forecast: a service whose forecast has shown no skill
         scales reactively, as AWS predictive scaling only ever adds to what its reactive scaling decides where the
-        forecast has earned it. Every strategy's recommendation is then stabilized (``stabilize``)."""
-        return self.stabilize(k, self.recommend(k, demand, fc, on_forecast))
+        forecast has earned it. ``future``: what the perfect autoscaler knows of the steps ahead (None: the demand
+        itself; ``rate_future``: the services' need at their drawn-from rates); the need now is always the demand's.
+        Every strategy's recommendation is then stabilized (``stabilize``)."""
+        return self.stabilize(k, self.recommend(k, demand, fc, on_forecast, future))
 
     def recommend(self, k: int, demand: np.ndarray, fc: Forecast | None,
-                  on_forecast: np.ndarray | None) -> np.ndarray:
+                  on_forecast: np.ndarray | None, future: np.ndarray | None = None) -> np.ndarray:
         """The strategy's recommendation at step ``k``, before the stabilization (``wanted``'s arguments)."""
         now = demand[k, self.cols]
         if self.strategy == "perfect":
             out = now.copy()
+            known = demand if future is None else future
             for j, (c, lead) in enumerate(zip(self.cols, self.lead)):
-                ahead = demand[k: k + lead + 1, c]
+                # with foresight f it knows f steps ahead and repeats the last beyond: the peak is over those
+                ahead = known[k: k + (lead if self.foresight is None else min(lead, self.foresight)) + 1, c]
                 if np.isfinite(ahead).any():
                     out[j] = np.fmax(now[j], np.nanmax(ahead))
             return out
@@ -190,7 +216,8 @@ class InferenceRun:
 
     def __init__(self, specs: Mapping[str, InferenceSpec], rates: pd.DataFrame, tenants: tuple[str, ...],
                  tiers: tuple[str, ...], strategy: str, *, step_s: int, drain_steps: int, quantile: float,
-                 burst_seconds: float, limit_now, ahead_tiers: tuple[str, ...] | None = None) -> None:
+                 burst_seconds: float, limit_now, ahead_tiers: tuple[str, ...] | None = None,
+                 foresight: int | None = None) -> None:
         names = [t for t in tenants if t in specs]
         pos = {t: i for i, t in enumerate(tenants)}
         self.names = tuple(names)
@@ -205,19 +232,20 @@ class InferenceRun:
         # the services whose predictive autoscaler may start replicas ahead (policy.replica_ahead_tiers; None: all)
         self.ahead = frozenset(t for t, tier in zip(self.names, self.tiers)
                                if ahead_tiers is None or tier in ahead_tiers)
-        self.scaler = Autoscaler(strategy, self.cols, sp, step_s, drain_steps, quantile)
+        self.scaler = Autoscaler(strategy, self.cols, sp, step_s, drain_steps, quantile, foresight)
         self.gateway = Gateway(len(names), burst_seconds)
         self.limit_now = limit_now       # plan -> {tenant: RateLimit}: the plan's limits (the first step's before any)
 
     def wanted(self, k: int, demand: np.ndarray, fc: Forecast | None,
-               acting: frozenset[str] | None = None) -> np.ndarray:
+               acting: frozenset[str] | None = None, future: np.ndarray | None = None) -> np.ndarray:
         """The GPUs every tenant asks for at step ``k``: batch tenants their demand, inference tenants what their
         autoscalers ask. ``acting``: the skill gate's tenants acting on ``fc`` (None: the gate is off, all do);
-        a service outside ``ahead_tiers`` never acts on it."""
+        a service outside ``ahead_tiers`` never acts on it. ``future``: what the perfect autoscaler knows ahead
+        (``Autoscaler.wanted``)."""
         out = demand[k].astype(float).copy()
         ahead = self.ahead if acting is None else self.ahead & acting
         on = None if len(ahead) == len(self.names) else np.array([t in ahead for t in self.names], dtype=bool)
-        out[self.cols] = self.scaler.wanted(k, demand, fc, on)
+        out[self.cols] = self.scaler.wanted(k, demand, fc, on, future)
         return out
 
     def plan_forecast(self, fc: Forecast) -> Forecast:

@@ -13,7 +13,9 @@ holds, drains, lost work):
               `foresight_steps` (a replay knob, not a policy one) it knows the true future only that many steps
               ahead and repeats the last of them beyond: how far ahead a forecast must see rises for the engine
               to meet the targets (0: it sees the demand now only). With `rises_seen` it sees only that share of
-              the rises coming (each drawn once), and meets the others when they come.
+              the rises coming (each drawn once), and meets the others when they come. With `rates_only` it knows
+              the inference services' future RATES only (what their arrivals are drawn from), not the draws:
+              the most a forecast of the rate could do (daemon/sim/inference.py `rate_future`).
 
 Each strategy can be run at several settings of its own knob (a sweep); the report compares them on their
 Pareto frontiers (utilization against high-tier unmet demand), with every tier measured.
@@ -38,7 +40,7 @@ from daemon.policy.state import PRIORITY, ClusterState
 from daemon.sim.actuator import SimulatorActuator
 from daemon.sim.cluster import SimCluster
 from daemon.sim.flaps import FLAP_WINDOW_S, FlapCounter
-from daemon.sim.inference import InferenceRun
+from daemon.sim.inference import InferenceRun, rate_future
 from daemon.sim.skill_gate import ReplayGate
 from daemon.sim.workloads import Workload
 from forecaster.baselines import Forecaster
@@ -49,12 +51,16 @@ STRATEGIES = ("static", "reactive", "predictive", "perfect")
 # of the rises in it that it sees (each rise of each tenant drawn once, the same draws for every setting)
 FORESIGHT = "foresight_steps"
 RISES_SEEN = "rises_seen"
-PERFECT_KNOBS = (FORESIGHT, RISES_SEEN)
+RATES_ONLY = "rates_only"
+PERFECT_KNOBS = (FORESIGHT, RISES_SEEN, RATES_ONLY)
 RISES_SEED = 26
 # predictive's replay knob that is not a flat policy field: the skill gate on (policy.skill_gate.enabled) at this
 # policy.skill_gate.margin, so a sweep runs the gated and the ungated predictive beside each other on one forecast bank
 GATE_MARGIN = "gate_margin"
-REPLAY_KNOBS = (*PERFECT_KNOBS, GATE_MARGIN)
+# and "services": the plan acts on the forecast for the inference services only; the batch tenants are planned as
+# the skill gate plans a tenant it does not trust (their holds the demand now, nothing preempted for their forecast)
+FORECAST_FOR = "forecast_for"
+REPLAY_KNOBS = (*PERFECT_KNOBS, GATE_MARGIN, FORECAST_FOR)
 
 
 def perfect_knob_error(name: str, knobs: dict) -> str | None:
@@ -66,6 +72,8 @@ def perfect_knob_error(name: str, knobs: dict) -> str | None:
         return f"{GATE_MARGIN}: the skill gate's margin acts on predictive's plans only, not {name}'s"
     if g is not None and (isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 <= g < 1):
         return f"{GATE_MARGIN} is the skill gate's margin in [0, 1), not {g!r}"
+    if FORECAST_FOR in knobs and (name != "predictive" or knobs[FORECAST_FOR] != "services"):
+        return f"{FORECAST_FOR}: 'services' on predictive only, not {knobs[FORECAST_FOR]!r} on {name}"
     given = [k for k in PERFECT_KNOBS if k in knobs]
     if not given:
         return None
@@ -77,6 +85,8 @@ def perfect_knob_error(name: str, knobs: dict) -> str | None:
     r = knobs.get(RISES_SEEN)
     if r is not None and (isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r <= 1):
         return f"{RISES_SEEN} is a share in (0, 1], not {r!r}"
+    if RATES_ONLY in knobs and not isinstance(knobs[RATES_ONLY], bool):
+        return f"{RATES_ONLY} is true or false, not {knobs[RATES_ONLY]!r}"
     return None
 
 
@@ -123,7 +133,7 @@ TIERS = ("high", "normal", "low")
 
 
 def _knob(v) -> str:
-    return ("on" if v else "off") if isinstance(v, bool) else f"{v:g}"
+    return ("on" if v else "off") if isinstance(v, bool) else v if isinstance(v, str) else f"{v:g}"
 
 
 @dataclass
@@ -374,6 +384,8 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
             update={"enabled": True, "margin": float(knobs[GATE_MARGIN])})
     t_start, cpu_start = time.perf_counter(), time.process_time()
     demand = w.demand.to_numpy(dtype=float)
+    # what the perfect forecast knows of the future: the trace, or with rates_only the services' need at their rates
+    future = rate_future(w.demand, w.expected_rates, w.inference or {}) if knobs.get(RATES_ONLY) else demand
     step_s = int((w.demand.index[1] - w.demand.index[0]).total_seconds())
     if policy_knobs:   # before the per-step scaling: a budget knob is scaled to the step as the configured budget is
         cfg = cfg.model_copy(update={"policy": cfg.policy.model_copy(update=policy_knobs)})
@@ -404,7 +416,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
     mem = PolicyMemory()
     last: Plan | None = None
     res = Meter(name, knobs, step_min=step_s / 60.0)
-    inf = inference_run(w, cfg, name, tenants, step_s, c)
+    inf = inference_run(w, cfg, name, tenants, step_s, c, foresight if name == "perfect" else None)
     inf_fc: Forecast | None = None   # the forecast the inference autoscalers read (made at the step before)
     inf_acting: frozenset[str] | None = None   # and the skill gate's verdict made with it (None: gate off)
     vol_masks = masks
@@ -428,6 +440,9 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
         read = frozenset(tenants[i] for i in np.flatnonzero(high)) | (inf.ahead if inf is not None else frozenset())
         res.forecast_acting, res.tenants = [], len(tenants)
         res.forecast_acting_read, res.tenants_read = [], len(read)
+    only_services = None if FORECAST_FOR not in knobs else frozenset(inf.names if inf is not None else ())
+    if only_services is not None and not only_services:
+        raise ValueError(f"{FORECAST_FOR}=services: workload {w.name} has no inference services")
     off_cfg = None
     if count_rule and name in ("predictive", "perfect") and cfg.policy.preempt_cost_aware:
         off_cfg = cfg.model_copy(update={"policy": cfg.policy.model_copy(update={"preempt_cost_aware": False})})
@@ -444,7 +459,8 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
             pre0, lost0 = c.preempted_per_tenant.copy(), c.lost_per_tenant.copy()
             idle0, ret0 = c.preempted_idle, c.preempted_retaken
             c.starve_max[:] = 0
-        stats = c.step(demand[k] if inf is None else inf.wanted(k, demand, inf_fc, inf_acting))
+        stats = c.step(demand[k] if inf is None else inf.wanted(k, demand, inf_fc, inf_acting,
+                                                                 future if name == "perfect" else None))
         if check_invariants:
             c.check_invariants()
         if inf is not None:
@@ -477,16 +493,16 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
         elif name == "reactive":
             p = plan(None, state, mem, cfg, last)
         elif name == "perfect":
-            fut = demand[k + 1: k + 1 + H].T
+            fut = future[k + 1: k + 1 + H].T
             if fut.shape[1] == 0:  # the trace ends here: the future looks like now
-                fut = demand[k: k + 1].T
+                fut = future[k: k + 1].T
             if fut.shape[1] < H:
                 fut = np.concatenate([fut, np.repeat(fut[:, -1:], H - fut.shape[1], axis=1)], axis=1)
             if foresight is not None or share is not None:
                 seen = None if share is None else (draws[k + 1: k + 1 + H].T < share)
                 if seen is not None and seen.shape[1] < H:
                     seen = np.concatenate([seen, np.ones((seen.shape[0], H - seen.shape[1]), dtype=bool)], axis=1)
-                fut = seen_future(fut, demand[k], foresight, seen)
+                fut = seen_future(fut, future[k], foresight, seen)
             v = np.repeat(fut[:, :, None], 3, axis=2)
             fc = Forecast(series, (0.5, 0.9, 0.99), v, state.at, step_s, "perfect")
             p = plan(fc, state, mem, cfg, last)
@@ -500,6 +516,8 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
                     res.forecast_acting.append(len(acting))
                     res.forecast_acting_read.append(len(acting & read))
             inf_fc, inf_acting = fc, acting
+            if only_services is not None:    # FORECAST_FOR: the batch tenants' plan as the gate's reactive one
+                acting = only_services if acting is None else acting & only_services
             if inf is not None:  # the services' holds and preemptions at their autoscaler's quantile
                 fc = inf.plan_forecast(fc)
             p = plan(fc, state, mem, cfg, last, acting=acting)
@@ -571,9 +589,10 @@ def replica_quantile(cfg: Config) -> float:
 
 
 def inference_run(w: Workload, cfg: Config, name: str, tenants: tuple[str, ...], step_s: int,
-                  c: SimCluster) -> InferenceRun | None:
+                  c: SimCluster, foresight: int | None = None) -> InferenceRun | None:
     """The workload's inference services for one run (None when it has none): their replicas leave newest first,
-    and the gateway admits at the last plan's per-tenant limits (before the first plan, the lowest load level's)."""
+    and the gateway admits at the last plan's per-tenant limits (before the first plan, the lowest load level's).
+    ``foresight``: the perfect forecast's FORESIGHT knob, which its replica autoscaler keeps too."""
     if not w.inference:
         return None
     if w.rates is None:
@@ -584,7 +603,7 @@ def inference_run(w: Workload, cfg: Config, name: str, tenants: tuple[str, ...],
                        drain_steps=cfg.source.simulator.drain_steps, quantile=replica_quantile(cfg),
                        burst_seconds=cfg.ratelimits.burst_seconds,
                        limit_now=lambda p: first if p is None else p.limits,
-                       ahead_tiers=tuple(cfg.policy.replica_ahead_tiers))
+                       ahead_tiers=tuple(cfg.policy.replica_ahead_tiers), foresight=foresight)
     c.newest_first[run.cols] = True
     return run
 

@@ -39,14 +39,22 @@ from forecaster import traces
 IDLE_MAX = 0.9
 
 
+def per_step(rate: pd.DataFrame, step_s: int = 60) -> pd.DataFrame:
+    """Each window's value on every ``step_s`` step it spans (a window's rate is the mean of each of its steps'
+    draws: the expected rate ``Workload.expected_rates`` keeps)."""
+    win_s = int((rate.index[1] - rate.index[0]).total_seconds()) if len(rate) > 1 else traces.SERVEGEN_WINDOW_S
+    per = max(1, win_s // step_s)
+    idx = pd.date_range(rate.index[0], periods=len(rate) * per, freq=pd.Timedelta(seconds=step_s), name="time")
+    return pd.DataFrame(np.repeat(rate.to_numpy(dtype=float), per, axis=0), index=idx, columns=rate.columns)
+
+
 def draw_arrivals(rate: pd.DataFrame, cv: pd.DataFrame, seed: int, step_s: int = 60) -> pd.DataFrame:
     """Requests arriving per step (counts), one column per client, from windows of mean rate ``rate`` (req/s)
     and inter-arrival CV ``cv`` (same shape), each window spread over its steps (the module's docstring)."""
     win_s = int((rate.index[1] - rate.index[0]).total_seconds()) if len(rate) > 1 else traces.SERVEGEN_WINDOW_S
     per = max(1, win_s // step_s)
-    idx = pd.date_range(rate.index[0], periods=len(rate) * per, freq=pd.Timedelta(seconds=step_s), name="time")
-    r = np.repeat(rate.to_numpy(dtype=float), per, axis=0)
-    c = np.repeat(cv.to_numpy(dtype=float), per, axis=0)
+    steps = per_step(rate, step_s)
+    r, c = steps.to_numpy(), per_step(cv, step_s).to_numpy()
     mean = np.maximum(r, 0.0) * step_s
     var = np.minimum(mean * c ** 2, (per - 1) * mean ** 2 if per > 1 else mean * c ** 2)
     rng = np.random.default_rng(seed)
@@ -55,7 +63,7 @@ def draw_arrivals(rate: pd.DataFrame, cv: pd.DataFrame, seed: int, step_s: int =
     if over.any():  # negative binomial: n = mean^2 / (var - mean), p = mean / var
         m, v = mean[over], var[over]
         out[over] = rng.negative_binomial(m ** 2 / (v - m), m / v)
-    return pd.DataFrame(out, index=idx, columns=rate.columns)
+    return pd.DataFrame(out, index=steps.index, columns=rate.columns)
 
 
 @dataclass(frozen=True)
@@ -102,6 +110,7 @@ def servegen(data_dir: Path, *, days: float = 1.0, history_days: float = 2.0, se
               for c in rate.columns}
     arrivals = draw_arrivals(rate * pd.Series(factor), cv, seed, step_s)
     rates = arrivals / step_s
+    expected = per_step(rate * pd.Series(factor), step_s)
     specs = {c: InferenceSpec(gpus_per_replica, replica_rps, cold_start_s, headroom, scale_down_stabilization_s)
              for c in rates.columns}
     need = need_frame(rates, specs)
@@ -119,5 +128,6 @@ def servegen(data_dir: Path, *, days: float = 1.0, history_days: float = 2.0, se
     total = demand.iloc[hist:].sum(axis=1)
     cap = int(np.ceil(np.quantile(total, capacity_quantile) / gpus_per_node) * gpus_per_node)
     name = f"servegen-m-small-cold{cold_start_s / 60:g}m"
-    w = Workload(name, demand, tiers, job, cap, hist, gpus_per_node=gpus_per_node, inference=specs, rates=rates)
+    w = Workload(name, demand, tiers, job, cap, hist, gpus_per_node=gpus_per_node, inference=specs, rates=rates,
+                 expected_rates=expected)
     return w, ServeGenNotes(idle, high, factor, gaps, scale_down_stabilization_s)

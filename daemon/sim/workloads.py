@@ -118,6 +118,10 @@ class Workload:
     # their GPU need at the previous step's rate)
     inference: dict[str, InferenceSpec] | None = None
     rates: pd.DataFrame | None = None
+    # the requests/s each step's arrivals were DRAWN from (ServeGen: the 10-minute window's rate, the mean of the
+    # minute's draw), same index and columns as ``rates``; None where only the observed rates exist (a user's own
+    # --data). The perfect forecast's rates_only knob knows these, not the draws
+    expected_rates: pd.DataFrame | None = None
 
 
 def synthetic(tenants: int = 40, gpus: int = 1024, days: float = 2.0, seed: int = 7, history_days: float = 2.0,
