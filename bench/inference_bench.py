@@ -16,7 +16,9 @@ config key policy.replica_quantile): the first is the predictive row, each other
 figures; `predictive_high_tier_ahead` is the first quantile's autoscaler starting replicas ahead for the high tier's
 services only (policy.replica_ahead_tiers = [high]), with the same figures; `predictive_batch_reactive` is the first
 quantile's run with the plan acting on the forecast for the services only (the replay knob forecast_for = services:
-the batch tenants planned as the skill gate plans a tenant it does not trust), with the same figures. The
+the batch tenants planned as the skill gate plans a tenant it does not trust), and `predictive_seasonal` the same
+autoscaler and plan with one change, the forecaster: the daily seasonal naive, recalibrated (`SEASONAL`), each with
+the same figures. The
 forecaster is the one the daemon chooses at start-up (the baselines scored on the history before the window).
 
 The ceiling of any forecast of the rate (`perfect_rate`, a bench label, not a strategy a user picks): the perfect
@@ -50,6 +52,7 @@ from daemon.sim.own import choose_forecaster  # noqa: E402
 from daemon.sim.replay import FORECAST_FOR, FORESIGHT, RATES_ONLY, replica_quantile, run_replay  # noqa: E402
 from daemon.sim.servegen import servegen  # noqa: E402
 from daemon.sim.sizing import with_service_headroom as with_headroom  # noqa: E402
+from forecaster.selection import make_baseline  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 STRATEGIES = ("reactive", "predictive", "perfect")
@@ -57,6 +60,7 @@ TIERS = ("high", "normal", "low")
 BATCH_TIERS = ("normal", "low")   # the tiers batch work runs in beside the services (the target: no higher unmet)
 REACTIVE_HEADROOMS = (0.2, 0.35, 0.5, 0.75, 1.0)   # besides the workload's own 0.1
 PERFECT_RATE = ("perfect", {RATES_ONLY: True})      # the perfect forecast knowing the services' rates, not the draws
+SEASONAL = "seasonal_naive_daily+conformal"          # predictive_seasonal's forecaster (one change: the forecaster)
 RATE_NOWCAST = ("perfect", {RATES_ONLY: True, FORESIGHT: 0})   # and knowing only the rate now, none ahead
 
 
@@ -171,6 +175,12 @@ def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, 
     (m,) = run_replay(w, with_replica_quantile(cfg, quantiles[0]), choice.model, steps=steps,
                       settings=[("predictive", {FORECAST_FOR: "services"})], workers=1)
     out["predictive_batch_reactive"] = run_row(m)
+    # one change, the forecaster: the daily seasonal naive (recalibrated), which sees yesterday's rise at this hour
+    seasonal = make_baseline(SEASONAL, cfg.forecaster.season_steps, tuple(cfg.forecaster.quantiles), refresh=10,
+                             background=False)
+    (m,) = run_replay(w, with_replica_quantile(cfg, quantiles[0]), seasonal, steps=steps, strategies=("predictive",),
+                      workers=1)
+    out["predictive_seasonal"] = {"forecaster": seasonal.name, **run_row(m)}
     reactive = out["runs"]["reactive"]
     points = [{"service_gpu_min": service_gpu_min(reactive), "high_inf_throttled": reactive["tiers"]["high"][
         "inf_throttled"], "unmet_gpu_min": {t: reactive["tiers"][t]["unmet_gpu_min"] for t in TIERS}}]
@@ -187,7 +197,7 @@ def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, 
         points.append(row)
     out.update(versus_reactive(out["runs"]["predictive"], out["runs"]["perfect"], reactive, points))
     for r in [*out["predictive_at_replica_quantile"].values(), out["predictive_high_tier_ahead"],
-              out["predictive_batch_reactive"]]:
+              out["predictive_batch_reactive"], out["predictive_seasonal"]]:
         r.update(versus_reactive(r, out["runs"]["perfect"], reactive, points))
     out["perfect_rate"] = perfect_rate_ceiling(rate_rows, nowcast, out["runs"]["predictive"], out["runs"]["perfect"],
                                                reactive, points)
