@@ -785,11 +785,15 @@ def _rate_ceiling(d: dict) -> list[str]:
                   "gap closed at predictive's GPU-hours",
                   "nowcast (the rate now, no foresight): gap closed at its GPU-hours",
                   "predictive's at equal GPU-hours"], rows)]
+    now = [(c["perfect_rate"].get("nowcast") or {}).get("high_throttled_gap_closed_equal_gpu") for c in judged]
+    now = [x for x in now if x is not None]
     if ceil and pred:
         reach = min(ceil) >= tg["gap_closed_min"]
         out += ["", f"At cold starts of {tg['from_cold_start_min']:g} minutes or more, knowing the rates closes "
                 f"{pct(min(ceil))} to {pct(max(ceil))} of the gap at predictive's GPU-hours, predictive "
-                f"{pct(min(pred))} to {pct(max(pred))}: " + (
+                f"{pct(min(pred))} to {pct(max(pred))}"
+                + ("" if not now else f", and knowing only the rate now (the nowcast) {pct(min(now))} to "
+                   f"{pct(max(now))}, so what closes the gap is seeing the next windows' rates coming") + ": " + (
                     f"the {pct(tg['gap_closed_min'], 0)} target is within what a forecast of the rate can reach, "
                     "so the shortfall is the forecast's, not the draws'." if reach else
                     f"even a perfect forecast of the rate stays under the {pct(tg['gap_closed_min'], 0)} target: "
