@@ -41,7 +41,8 @@ def _stale_plan(state: ClusterState, memory: PolicyMemory, last: Plan | None, wh
                     hold_job_gpus=dict(last.hold_job_gpus), holds_by_type=dict(last.holds_by_type),
                     capacity_by_type=dict(last.capacity_by_type), high_pool_by_type=dict(last.high_pool_by_type),
                     notes_by_type=dict(last.notes_by_type), shared_cap_by_type=dict(last.shared_cap_by_type),
-                    held_for=dict(last.held_for), window_holds=dict(last.window_holds))
+                    held_for=dict(last.held_for), window_holds=dict(last.window_holds),
+                    window_holds_by_type={t: dict(v) for t, v in last.window_holds_by_type.items()})
     limits = tenant_limits(state.tenants, state.tiers, memory.rate_level, float("nan"), cfg.ratelimits,
                            {t.name: t for t in cfg.tenants})
     return Plan(at=state.at.isoformat(), capacity=max(state.capacity, 0), load=float("nan"),
@@ -161,19 +162,14 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
         peaks = _typed_peaks(forecast, view.tenants, cfg)
         if peaks is not None and reactive is not None:  # a reactive tenant's types follow its demand
             peaks = {i: v for i, v in peaks.items() if not reactive[i]}
-        if win is not None and win[2]:  # a window's GPUs are held on the types it names
-            peaks = dict(peaks or {})
-            for i, by_type in win[2].items():
-                d = dict(peaks.get(i, {}))
-                for t, g in by_type.items():
-                    d[(t,)] = max(d.get((t,), 0.0), float(g))
-                peaks[i] = d
+        # a window's GPUs are held first on the types it names, its tenant's alone; a pooled tenant's hold beyond
+        # them stays in the pool on each type, as on one model
         typed = fleet.split(state, holds.res, view.high | holds.aged | holds.floored, cfg,
-                            peaks, last.holds_by_type if last else None)
+                            peaks, last.holds_by_type if last else None, win[2] if win is not None else None)
         res = typed.res
         holds = dataclasses.replace(holds, res=res, soon=np.minimum(holds.soon, res), pool=int(typed.pool.sum()))
-        if holds.own is not None:  # per type, a window's tenant holds apart from the pool (its GPUs are not split)
-            holds = dataclasses.replace(holds, pooled=holds.pooled & (holds.own <= 0))
+        if holds.own is not None and typed.window is not None:
+            holds = dataclasses.replace(holds, own=typed.window.sum(axis=1).astype(np.int64))
     cleared = _preemptions(state, view, holds, ag, memory, cfg, ops, clock, notes, typed)
     notifs = list(cleared.notifications) + _protected_notices(aged_since, memory, cfg)
     # --- rate limits follow load with hysteresis
@@ -577,6 +573,7 @@ def _preempt_typed(jobs, nodes, typed: fleet.TypedHolds, holds: _Holds, need_gpu
     scale = np.divide(need_gpus, total, out=np.zeros(n), where=total > 0)
     need_t = np.floor(short * np.minimum(scale, 1.0)[:, None] + 1e-9)
     q = holds.quantum
+    win_jobs = _window_jobs_typed(typed, holds, need_t)
     out: list[np.ndarray] = []
     unplaced = 0
     for t in np.flatnonzero(need_t.sum(axis=0) > 0).tolist():
@@ -585,20 +582,56 @@ def _preempt_typed(jobs, nodes, typed: fleet.TypedHolds, holds: _Holds, need_gpu
             unplaced += int(need_jobs.sum())
             continue
         who: list[int] = []
-        # the pool's nodes of this type are for the pooled tenants held on this type
-        got, _, left = preemption.choose_placed(jobs, typed.nodes_of(nodes, t), need_jobs, q.astype(np.int64), keep,
-                                                budget_gpus, budget_jobs, min_gpus,
-                                                pooled=holds.pooled & (typed.hold[:, t] > 0), cleared_for=who)
+        # the pool's nodes of this type are for the pooled tenants held on this type; a pooled tenant's window
+        # there is cleared first on its own nodes or unheld ones, never counting the pool's room as the window's
+        # (as _choose_placed on one model), then the rest of its need may use the pool as before
+        on_t = typed.nodes_of(nodes, t)
+        pooled_t = holds.pooled & (typed.hold[:, t] > 0)
+        wj = np.zeros(n, dtype=np.int64) if win_jobs is None else np.minimum(win_jobs[:, t], need_jobs)
+        avail = preemption.room(on_t)
+        first = np.empty(0, dtype=np.int64)
+        if wj.any():
+            first, _, left = preemption.choose_placed(jobs, on_t, wj, q.astype(np.int64), keep, budget_gpus,
+                                                      budget_jobs, min_gpus, pooled=pooled_t & (wj <= 0),
+                                                      cleared_for=who, avail=avail)
+            unplaced += left
+            budget_gpus -= int(jobs.gpus[first].sum())
+            budget_jobs -= int(first.size)
+        rest_jobs, rest_at = jobs, np.arange(len(jobs))
+        if first.size:
+            rest = np.ones(len(jobs), dtype=bool)
+            rest[first] = False
+            rest_jobs, rest_at = jobs.select(rest), np.flatnonzero(rest)
+        second, _, left = preemption.choose_placed(rest_jobs, on_t, need_jobs - wj, q.astype(np.int64), keep,
+                                                   budget_gpus, budget_jobs, min_gpus, pooled=pooled_t,
+                                                   cleared_for=who, avail=avail)
+        got = np.concatenate([first, rest_at[second]]).astype(np.int64)
         if got.size:
             out.append(got)
             cleared_for.extend(who)
-            budget_gpus -= int(jobs.gpus[got].sum())
-            budget_jobs -= int(got.size)
+            budget_gpus -= int(jobs.gpus[rest_at[second]].sum())
+            budget_jobs -= int(second.size)
         unplaced += left
     if unplaced:
         notes.append(f"{unplaced} protected jobs have no place yet on the types they accept (budget, candidates "
                      "or topology)")
     return np.concatenate(out) if out else np.empty(0, dtype=np.int64)
+
+
+def _window_jobs_typed(typed: fleet.TypedHolds, holds: _Holds, need_t: np.ndarray) -> np.ndarray | None:
+    """(tenants x types) whole jobs a pooled tenant's windows ask to have cleared now on each type: the drain so far
+    (``holds.known``) shared over the window's types as its GPUs are, less what the tenant runs there, within its
+    need there; None when no pooled tenant's window is being cleared."""
+    if typed.window is None or holds.known is None:
+        return None
+    w = typed.window.astype(float)
+    tot = w.sum(axis=1, keepdims=True)
+    known_t = np.minimum(w, np.ceil(np.divide(w * holds.known[:, None], tot, out=np.zeros_like(w), where=tot > 0)
+                                    - 1e-9))
+    gpus = np.minimum(need_t, np.maximum(known_t - typed.used, 0))
+    jobs = np.ceil(gpus / holds.quantum[:, None] - 1e-9).astype(np.int64)
+    jobs[~holds.pooled] = 0
+    return jobs if jobs.any() else None
 
 
 def _gate(state: ClusterState, view: _View, holds: _Holds, need_gpus: np.ndarray, need_jobs: np.ndarray,
@@ -667,6 +700,9 @@ def _assemble(state: ClusterState, view: _View, holds: _Holds, cleared: _Cleared
                 held_for=held_for(res, high, holds.aged, holds.floored),
                 window_holds={} if holds.own is None else
                 {tenants[i]: int(holds.own[i]) for i in np.flatnonzero(holds.own > 0)},
+                window_holds_by_type={} if typed is None or typed.window is None else
+                {tenants[i]: {typed.types[k]: int(typed.window[i, k]) for k in np.flatnonzero(typed.window[i])}
+                 for i in np.flatnonzero(typed.window.sum(axis=1) > 0)},
                 **(_typed_fields(tenants, typed, high, holds.aged | holds.floored) if typed is not None else {}))
 
 
