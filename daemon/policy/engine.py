@@ -435,8 +435,9 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
     if ops.paused_all and shortfall >= pc.min_preempt_gpus:
         notes.append(f"preemptions paused by an operator: {plural(shortfall, 'GPU')} not cleared")
     elif typed is not None and state.nodes is not None:
+        own_t = None if holds.known is None else _on_own_nodes_typed(state, typed, n)
         chosen = cand_index[_preempt_typed(cand_jobs, state.nodes, typed, holds, need_gpus, protected | paused,
-                                           budget_gpus, budget_jobs, pc.min_preempt_gpus, cleared_for, notes)]
+                                           budget_gpus, budget_jobs, pc.min_preempt_gpus, cleared_for, notes, own_t)]
     elif placed_view:
         # placement-aware: preempt only what makes room, on one node, for a whole job of a protected tenant
         refused: list[int] = []
@@ -561,33 +562,36 @@ def _on_window_nodes(jobs, nodes, holds: _Holds, paused: np.ndarray) -> np.ndarr
 
 def _preempt_typed(jobs, nodes, typed: fleet.TypedHolds, holds: _Holds, need_gpus: np.ndarray,
                    keep: np.ndarray, budget_gpus: int, budget_jobs: int, min_gpus: int, cleared_for: list[int],
-                   notes: list[str]) -> np.ndarray:
+                   notes: list[str], own_t: np.ndarray | None = None) -> np.ndarray:
     """Preemption on a mixed fleet: type by type, room is made only on nodes of a type the protected tenant is
     held on (so only for work that accepts it), by the placement-aware rule (a whole job of the tenant on one
     node of that type; whole nodes for whole-node jobs), within one budget shared by the types. A tenant's need
     on a type is what its hold there is short of what it runs there, bounded by its need in all. The cost-aware
-    rule's gate is not applied per type (a mixed fleet preempts for what is held there and needed soon)."""
+    rule's gate is not applied per type (a mixed fleet preempts for what is held there and needed soon). A
+    window's drain on a type is counted against what its tenant runs on its own nodes of that type (``own_t``,
+    as _on_own_nodes on one model) and placed first (see the loop)."""
     n, T = typed.hold.shape
     short = np.maximum(typed.hold - typed.used, 0).astype(float)
     total = short.sum(axis=1)
     scale = np.divide(need_gpus, total, out=np.zeros(n), where=total > 0)
     need_t = np.floor(short * np.minimum(scale, 1.0)[:, None] + 1e-9)
     q = holds.quantum
-    win_jobs = _window_jobs_typed(typed, holds, need_t)
+    win_jobs = _window_jobs_typed(typed, holds, own_t, need_gpus > 0)
     out: list[np.ndarray] = []
     unplaced = 0
-    for t in np.flatnonzero(need_t.sum(axis=0) > 0).tolist():
-        need_jobs = np.ceil(need_t[:, t] / q - 1e-9).astype(np.int64)
+    wanted = need_t.sum(axis=0) + (0 if win_jobs is None else win_jobs.sum(axis=0))
+    for t in np.flatnonzero(wanted > 0).tolist():
+        wj = np.zeros(n, dtype=np.int64) if win_jobs is None else win_jobs[:, t]
+        need_jobs = np.maximum(np.ceil(need_t[:, t] / q - 1e-9).astype(np.int64), wj)
         if not need_jobs.any() or budget_gpus <= 0 or budget_jobs <= 0:
             unplaced += int(need_jobs.sum())
             continue
         who: list[int] = []
-        # the pool's nodes of this type are for the pooled tenants held on this type; a pooled tenant's window
-        # there is cleared first on its own nodes or unheld ones, never counting the pool's room as the window's
-        # (as _choose_placed on one model), then the rest of its need may use the pool as before
+        # the pool's nodes of this type are for the pooled tenants held on this type; a window there is cleared
+        # first on its tenant's own nodes or unheld ones, never counting the pool's room as the window's (as
+        # _choose_placed on one model), then the rest of its need may use the pool as before
         on_t = typed.nodes_of(nodes, t)
         pooled_t = holds.pooled & (typed.hold[:, t] > 0)
-        wj = np.zeros(n, dtype=np.int64) if win_jobs is None else np.minimum(win_jobs[:, t], need_jobs)
         avail = preemption.room(on_t)
         first = np.empty(0, dtype=np.int64)
         if wj.any():
@@ -618,20 +622,34 @@ def _preempt_typed(jobs, nodes, typed: fleet.TypedHolds, holds: _Holds, need_gpu
     return np.concatenate(out) if out else np.empty(0, dtype=np.int64)
 
 
-def _window_jobs_typed(typed: fleet.TypedHolds, holds: _Holds, need_t: np.ndarray) -> np.ndarray | None:
-    """(tenants x types) whole jobs a pooled tenant's windows ask to have cleared now on each type: the drain so far
-    (``holds.known``) shared over the window's types as its GPUs are, less what the tenant runs there, within its
-    need there; None when no pooled tenant's window is being cleared."""
-    if typed.window is None or holds.known is None:
+def _window_jobs_typed(typed: fleet.TypedHolds, holds: _Holds, own_t: np.ndarray | None, needs: np.ndarray
+                       ) -> np.ndarray | None:
+    """(tenants x types) whole jobs the windows ask to have cleared now on each type: the drain so far
+    (``holds.known``) shared over the window's types as its GPUs are, less what the tenant runs on its own nodes of
+    that type (what it runs in the pool is not the window's), for tenants that drive preemption (``needs``: a
+    fresh reading, protected); None when no window is being cleared."""
+    if typed.window is None or holds.known is None or own_t is None:
         return None
     w = typed.window.astype(float)
     tot = w.sum(axis=1, keepdims=True)
     known_t = np.minimum(w, np.ceil(np.divide(w * holds.known[:, None], tot, out=np.zeros_like(w), where=tot > 0)
                                     - 1e-9))
-    gpus = np.minimum(need_t, np.maximum(known_t - typed.used, 0))
-    jobs = np.ceil(gpus / holds.quantum[:, None] - 1e-9).astype(np.int64)
-    jobs[~holds.pooled] = 0
+    jobs = np.ceil(np.maximum(known_t - own_t, 0) / holds.quantum[:, None] - 1e-9).astype(np.int64)
+    jobs[~needs] = 0
     return jobs if jobs.any() else None
+
+
+def _on_own_nodes_typed(state: ClusterState, typed: fleet.TypedHolds, n: int) -> np.ndarray:
+    """(tenants x types) GPUs each tenant runs on the nodes it holds itself (_on_own_nodes per GPU type)."""
+    jobs, nodes = state.jobs, state.nodes
+    out = np.zeros((n, len(typed.types)))
+    if nodes is None or not len(nodes) or not len(jobs):
+        return out
+    at = nodes.index_of(jobs.node)
+    held = np.asarray(nodes.held_by)
+    own = jobs.running & (at >= 0) & (np.where(at >= 0, held[np.maximum(at, 0)], -1) == jobs.tenant)
+    np.add.at(out, (jobs.tenant[own], typed.node_type[at[own]]), jobs.gpus[own])
+    return out
 
 
 def _gate(state: ClusterState, view: _View, holds: _Holds, need_gpus: np.ndarray, need_jobs: np.ndarray,

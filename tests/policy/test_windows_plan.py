@@ -147,3 +147,12 @@ def test_on_a_mixed_fleet_a_window_is_held_per_type_apart_from_the_pool_and_its_
     assert Plan.from_dict(p.to_dict()).window_holds_by_type == {"t0": {"h100": 8}}
     on_h100 = [x for x in p.preemptions if x.for_tenant == "t0" and x.node.startswith("h")]
     assert sum(x.gpus for x in on_h100) == 8 and {x.node for x in on_h100} == {"h1"}, p.preemptions
+    # what t0 runs in the pool (8 GPUs on the pool's h0) is not its window's: the window's 8 are still cleared on
+    # h1, as on one model (test_a_pooled_tenants_window_is_drained_on_its_own_nodes_whatever_it_runs_in_the_pool)
+    st = typed_state(["high", "high", "low"], nodes, [(0, 8, "high", "h0", 600, ()), *low])
+    st = dataclasses.replace(st, at=pd.Timestamp("2026-12-07T13:59:00+00:00"),
+                             nodes=dataclasses.replace(st.nodes, held_by=np.array([HELD_BY_POOL, UNHELD, UNHELD,
+                                                                                   UNHELD])))
+    p = plan(fc, st, PolicyMemory(), cfg)
+    on_h100 = [x for x in p.preemptions if x.for_tenant == "t0" and x.node.startswith("h")]
+    assert sum(x.gpus for x in on_h100) == 8 and {x.node for x in on_h100} == {"h1"}, p.preemptions
