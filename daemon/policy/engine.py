@@ -41,7 +41,8 @@ def _stale_plan(state: ClusterState, memory: PolicyMemory, last: Plan | None, wh
                     hold_job_gpus=dict(last.hold_job_gpus), holds_by_type=dict(last.holds_by_type),
                     capacity_by_type=dict(last.capacity_by_type), high_pool_by_type=dict(last.high_pool_by_type),
                     notes_by_type=dict(last.notes_by_type), shared_cap_by_type=dict(last.shared_cap_by_type),
-                    held_for=dict(last.held_for), window_holds=dict(last.window_holds))
+                    held_for=dict(last.held_for), window_holds=dict(last.window_holds),
+                    window_holds_by_type={t: dict(v) for t, v in last.window_holds_by_type.items()})
     limits = tenant_limits(state.tenants, state.tiers, memory.rate_level, float("nan"), cfg.ratelimits,
                            {t.name: t for t in cfg.tenants})
     return Plan(at=state.at.isoformat(), capacity=max(state.capacity, 0), load=float("nan"),
@@ -161,19 +162,14 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
         peaks = _typed_peaks(forecast, view.tenants, cfg)
         if peaks is not None and reactive is not None:  # a reactive tenant's types follow its demand
             peaks = {i: v for i, v in peaks.items() if not reactive[i]}
-        if win is not None and win[2]:  # a window's GPUs are held on the types it names
-            peaks = dict(peaks or {})
-            for i, by_type in win[2].items():
-                d = dict(peaks.get(i, {}))
-                for t, g in by_type.items():
-                    d[(t,)] = max(d.get((t,), 0.0), float(g))
-                peaks[i] = d
+        # a window's GPUs are held first on the types it names, its tenant's alone; a pooled tenant's hold beyond
+        # them stays in the pool on each type, as on one model
         typed = fleet.split(state, holds.res, view.high | holds.aged | holds.floored, cfg,
-                            peaks, last.holds_by_type if last else None)
+                            peaks, last.holds_by_type if last else None, win[2] if win is not None else None)
         res = typed.res
         holds = dataclasses.replace(holds, res=res, soon=np.minimum(holds.soon, res), pool=int(typed.pool.sum()))
-        if holds.own is not None:  # per type, a window's tenant holds apart from the pool (its GPUs are not split)
-            holds = dataclasses.replace(holds, pooled=holds.pooled & (holds.own <= 0))
+        if holds.own is not None and typed.window is not None:
+            holds = dataclasses.replace(holds, own=typed.window.sum(axis=1).astype(np.int64))
     cleared = _preemptions(state, view, holds, ag, memory, cfg, ops, clock, notes, typed)
     notifs = list(cleared.notifications) + _protected_notices(aged_since, memory, cfg)
     # --- rate limits follow load with hysteresis
@@ -439,8 +435,9 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
     if ops.paused_all and shortfall >= pc.min_preempt_gpus:
         notes.append(f"preemptions paused by an operator: {plural(shortfall, 'GPU')} not cleared")
     elif typed is not None and state.nodes is not None:
+        own_t = None if holds.known is None else _on_own_nodes_typed(state, typed, n)
         chosen = cand_index[_preempt_typed(cand_jobs, state.nodes, typed, holds, need_gpus, protected | paused,
-                                           budget_gpus, budget_jobs, pc.min_preempt_gpus, cleared_for, notes)]
+                                           budget_gpus, budget_jobs, pc.min_preempt_gpus, cleared_for, notes, own_t)]
     elif placed_view:
         # placement-aware: preempt only what makes room, on one node, for a whole job of a protected tenant
         refused: list[int] = []
@@ -565,40 +562,94 @@ def _on_window_nodes(jobs, nodes, holds: _Holds, paused: np.ndarray) -> np.ndarr
 
 def _preempt_typed(jobs, nodes, typed: fleet.TypedHolds, holds: _Holds, need_gpus: np.ndarray,
                    keep: np.ndarray, budget_gpus: int, budget_jobs: int, min_gpus: int, cleared_for: list[int],
-                   notes: list[str]) -> np.ndarray:
+                   notes: list[str], own_t: np.ndarray | None = None) -> np.ndarray:
     """Preemption on a mixed fleet: type by type, room is made only on nodes of a type the protected tenant is
     held on (so only for work that accepts it), by the placement-aware rule (a whole job of the tenant on one
     node of that type; whole nodes for whole-node jobs), within one budget shared by the types. A tenant's need
     on a type is what its hold there is short of what it runs there, bounded by its need in all. The cost-aware
-    rule's gate is not applied per type (a mixed fleet preempts for what is held there and needed soon)."""
+    rule's gate is not applied per type (a mixed fleet preempts for what is held there and needed soon). A
+    window's drain on a type is counted against what its tenant runs on its own nodes of that type (``own_t``,
+    as _on_own_nodes on one model) and placed first (see the loop)."""
     n, T = typed.hold.shape
     short = np.maximum(typed.hold - typed.used, 0).astype(float)
     total = short.sum(axis=1)
     scale = np.divide(need_gpus, total, out=np.zeros(n), where=total > 0)
     need_t = np.floor(short * np.minimum(scale, 1.0)[:, None] + 1e-9)
     q = holds.quantum
+    win_jobs = _window_jobs_typed(typed, holds, own_t, need_gpus > 0)
     out: list[np.ndarray] = []
     unplaced = 0
-    for t in np.flatnonzero(need_t.sum(axis=0) > 0).tolist():
-        need_jobs = np.ceil(need_t[:, t] / q - 1e-9).astype(np.int64)
+    wanted = need_t.sum(axis=0) + (0 if win_jobs is None else win_jobs.sum(axis=0))
+    for t in np.flatnonzero(wanted > 0).tolist():
+        wj = np.zeros(n, dtype=np.int64) if win_jobs is None else win_jobs[:, t]
+        need_jobs = np.maximum(np.ceil(need_t[:, t] / q - 1e-9).astype(np.int64), wj)
         if not need_jobs.any() or budget_gpus <= 0 or budget_jobs <= 0:
             unplaced += int(need_jobs.sum())
             continue
         who: list[int] = []
-        # the pool's nodes of this type are for the pooled tenants held on this type
-        got, _, left = preemption.choose_placed(jobs, typed.nodes_of(nodes, t), need_jobs, q.astype(np.int64), keep,
-                                                budget_gpus, budget_jobs, min_gpus,
-                                                pooled=holds.pooled & (typed.hold[:, t] > 0), cleared_for=who)
+        # the pool's nodes of this type are for the pooled tenants held on this type; a window there is cleared
+        # first on its tenant's own nodes or unheld ones, never counting the pool's room as the window's (as
+        # _choose_placed on one model), then the rest of its need may use the pool as before
+        on_t = typed.nodes_of(nodes, t)
+        pooled_t = holds.pooled & (typed.hold[:, t] > 0)
+        avail = preemption.room(on_t)
+        first = np.empty(0, dtype=np.int64)
+        if wj.any():
+            first, _, left = preemption.choose_placed(jobs, on_t, wj, q.astype(np.int64), keep, budget_gpus,
+                                                      budget_jobs, min_gpus, pooled=pooled_t & (wj <= 0),
+                                                      cleared_for=who, avail=avail)
+            unplaced += left
+            budget_gpus -= int(jobs.gpus[first].sum())
+            budget_jobs -= int(first.size)
+        rest_jobs, rest_at = jobs, np.arange(len(jobs))
+        if first.size:
+            rest = np.ones(len(jobs), dtype=bool)
+            rest[first] = False
+            rest_jobs, rest_at = jobs.select(rest), np.flatnonzero(rest)
+        second, _, left = preemption.choose_placed(rest_jobs, on_t, need_jobs - wj, q.astype(np.int64), keep,
+                                                   budget_gpus, budget_jobs, min_gpus, pooled=pooled_t,
+                                                   cleared_for=who, avail=avail)
+        got = np.concatenate([first, rest_at[second]]).astype(np.int64)
         if got.size:
             out.append(got)
             cleared_for.extend(who)
-            budget_gpus -= int(jobs.gpus[got].sum())
-            budget_jobs -= int(got.size)
+            budget_gpus -= int(jobs.gpus[rest_at[second]].sum())
+            budget_jobs -= int(second.size)
         unplaced += left
     if unplaced:
         notes.append(f"{unplaced} protected jobs have no place yet on the types they accept (budget, candidates "
                      "or topology)")
     return np.concatenate(out) if out else np.empty(0, dtype=np.int64)
+
+
+def _window_jobs_typed(typed: fleet.TypedHolds, holds: _Holds, own_t: np.ndarray | None, needs: np.ndarray
+                       ) -> np.ndarray | None:
+    """(tenants x types) whole jobs the windows ask to have cleared now on each type: the drain so far
+    (``holds.known``) shared over the window's types as its GPUs are, less what the tenant runs on its own nodes of
+    that type (what it runs in the pool is not the window's), for tenants that drive preemption (``needs``: a
+    fresh reading, protected); None when no window is being cleared."""
+    if typed.window is None or holds.known is None or own_t is None:
+        return None
+    w = typed.window.astype(float)
+    tot = w.sum(axis=1, keepdims=True)
+    known_t = np.minimum(w, np.ceil(np.divide(w * holds.known[:, None], tot, out=np.zeros_like(w), where=tot > 0)
+                                    - 1e-9))
+    jobs = np.ceil(np.maximum(known_t - own_t, 0) / holds.quantum[:, None] - 1e-9).astype(np.int64)
+    jobs[~needs] = 0
+    return jobs if jobs.any() else None
+
+
+def _on_own_nodes_typed(state: ClusterState, typed: fleet.TypedHolds, n: int) -> np.ndarray:
+    """(tenants x types) GPUs each tenant runs on the nodes it holds itself (_on_own_nodes per GPU type)."""
+    jobs, nodes = state.jobs, state.nodes
+    out = np.zeros((n, len(typed.types)))
+    if nodes is None or not len(nodes) or not len(jobs):
+        return out
+    at = nodes.index_of(jobs.node)
+    held = np.asarray(nodes.held_by)
+    own = jobs.running & (at >= 0) & (np.where(at >= 0, held[np.maximum(at, 0)], -1) == jobs.tenant)
+    np.add.at(out, (jobs.tenant[own], typed.node_type[at[own]]), jobs.gpus[own])
+    return out
 
 
 def _gate(state: ClusterState, view: _View, holds: _Holds, need_gpus: np.ndarray, need_jobs: np.ndarray,
@@ -667,6 +718,9 @@ def _assemble(state: ClusterState, view: _View, holds: _Holds, cleared: _Cleared
                 held_for=held_for(res, high, holds.aged, holds.floored),
                 window_holds={} if holds.own is None else
                 {tenants[i]: int(holds.own[i]) for i in np.flatnonzero(holds.own > 0)},
+                window_holds_by_type={} if typed is None or typed.window is None else
+                {tenants[i]: {typed.types[k]: int(typed.window[i, k]) for k in np.flatnonzero(typed.window[i])}
+                 for i in np.flatnonzero(typed.window.sum(axis=1) > 0)},
                 **(_typed_fields(tenants, typed, high, holds.aged | holds.floored) if typed is not None else {}))
 
 

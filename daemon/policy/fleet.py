@@ -11,7 +11,10 @@ type the tenant's jobs cannot use protects nothing:
   held there), then to the most preferred type anyway;
 - work that accepts only types no node has is held for nowhere (its share is dropped from the hold) and said so
   in the plan's notes for those types: nothing is ever preempted for it;
-- the high tier's guarantee is ``fleet.reserve_share[type]`` (else ``policy.reserve_share``) of each type.
+- the high tier's guarantee is ``fleet.reserve_share[type]`` (else ``policy.reserve_share``) of each type;
+- a recurring window's GPUs are held first on the types it names, its tenant's alone (``TypedHolds.window``,
+  Plan.window_holds_by_type): only the hold beyond them is split as above, and a pooled tenant's part of it stays
+  in the high tier's pool on each type, as on one model.
 
 Pure: numpy and pandas only, one pass over the jobs (pandas factorises the accept tuples); the per-tenant loop
 runs over held tenants only.
@@ -66,6 +69,9 @@ class TypedHolds:
     used: np.ndarray            # (tenants x types) GPUs running
     res: np.ndarray             # GPUs held per tenant (= hold.sum(1)): the engine's, less work no node can take
     notes: dict[str, tuple[str, ...]]
+    # (tenants x types) of `hold`, the GPUs its windows hold there (its alone: a pooled tenant's hold beyond them
+    # on each type is the pool's); None without windows
+    window: np.ndarray | None = None
 
     def nodes_of(self, nodes: Nodes, t: int) -> Nodes:
         """The per-node view restricted to type ``t``'s nodes (jobs elsewhere are then no candidates)."""
@@ -97,12 +103,15 @@ def factorize_types(gpu_type: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def split(state: ClusterState, res: np.ndarray, protected: np.ndarray, cfg: Config,
           typed_peak: dict[int, dict[tuple[str, ...], float]] | None = None,
-          last_by_type: dict[str, dict[str, int]] | None = None) -> TypedHolds:
+          last_by_type: dict[str, dict[str, int]] | None = None,
+          windows: dict[int, dict[str, int]] | None = None) -> TypedHolds:
     """Per type: capacity, the high tier's guarantee and each held tenant's hold (see the module's doc).
 
     ``typed_peak`` (tenant index -> accept set -> forecast peak) weighs a tenant's sets when the forecast has typed
     series; otherwise its jobs' GPUs do; a held tenant with neither keeps the split of its last hold
-    (``last_by_type``), else is held on any type."""
+    (``last_by_type``), else is held on any type. ``windows`` (tenant index -> GPU type -> GPUs its windows hold
+    now) are held first, on the types they name, whole (a window was checked against each type's capacity when it
+    was declared); only the tenant's hold beyond them is split over its sets, as any other hold."""
     nodes = state.nodes
     assert nodes is not None and nodes.gpu_type is not None
     n = len(state.tenants)
@@ -155,6 +164,21 @@ def split(state: ClusterState, res: np.ndarray, protected: np.ndarray, cfg: Conf
             prev = (last_by_type or {}).get(state.tenants[t])
             d = {(k,): float(v) for k, v in prev.items() if k in pos and v > 0} if prev else {}
         want_sets[t] = d or {ANY: 1.0}
+    win = None
+    if windows:
+        win = np.zeros((n, T), dtype=np.int64)
+        for t, by in sorted(windows.items()):
+            if not (res[t] > 0 and protected[t]):
+                continue
+            left = int(res[t])
+            for name, g in sorted(by.items()):
+                i = pos.get(name)
+                take = 0 if i is None else int(min(g, left, max(room[i], 0)))
+                if take > 0:
+                    win[t, i] += take
+                    room[i] -= take
+                    left -= take
+        hold += win
     # the high tier first; within a tier the work with the fewest types to go to first (so that flexible work
     # does not take the only type constrained work can use), then larger holds
     is_high = np.array([state.tiers[i] == "high" for i in held], dtype=bool)
@@ -162,7 +186,9 @@ def split(state: ClusterState, res: np.ndarray, protected: np.ndarray, cfg: Conf
     order = held[np.lexsort((-res[held], choice, ~is_high))] if held.size else held
     short: dict[str, int] = {}
     for t in order.tolist():
-        want = int(res[t])
+        want = int(res[t]) - (int(win[t].sum()) if win is not None else 0)
+        if want <= 0:
+            continue
         d = want_sets[t]
         total = sum(d.values())
         keys = list(d)
@@ -205,7 +231,7 @@ def split(state: ClusterState, res: np.ndarray, protected: np.ndarray, cfg: Conf
         line = (f"work asking for {name!r}, which no healthy node has, is held for nowhere and nothing is "
                 f"preempted for it: {', '.join(who[:5])}{' ...' if len(who) > 5 else ''}")
         notes[name] = notes.get(name, ()) + (line,)
-    return TypedHolds(types, node_type, cap, pool, hold, used, np.maximum(new_res, 0), notes)
+    return TypedHolds(types, node_type, cap, pool, hold, used, np.maximum(new_res, 0), notes, win)
 
 
 @functools.lru_cache(maxsize=8)

@@ -132,6 +132,9 @@ class Plan:
     # tenant -> GPUs of its reservation its windows hold now: its alone (only its account), also when the tenant is
     # pooled; a pooled tenant's hold beyond them is in the pool, so the window adds to what it may use
     window_holds: dict[str, int] = field(default_factory=dict)
+    # a mixed fleet: tenant -> {GPU type: GPUs of its window_holds on that type} (each at most its holds_by_type
+    # there); a pooled tenant's holds_by_type beyond them is the pool's on that type. Empty on a one-model cluster
+    window_holds_by_type: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def job_gpus(self, tenants: Iterable[str]) -> int:
         """GPUs of the smallest job the holds of `tenants` are sized for (one tenant's hold, or a pool's), 1 when
@@ -168,6 +171,8 @@ class Plan:
             # only when there are some: a plan without windows is the dict it was before windows existed
             **({"windows": [dict(w) for w in self.windows]} if self.windows else {}),
             **({"window_holds": dict(self.window_holds)} if self.window_holds else {}),
+            **({"window_holds_by_type": {t: dict(v) for t, v in self.window_holds_by_type.items()}}
+               if self.window_holds_by_type else {}),
         }
 
     @staticmethod
@@ -197,6 +202,8 @@ class Plan:
             forecast_acting={str(k): dict(v) for k, v in d.get("forecast_acting", {}).items()},
             windows=tuple(dict(w) for w in d.get("windows", ())),
             window_holds={str(k): int(v) for k, v in d.get("window_holds", {}).items()},
+            window_holds_by_type={str(t): {str(k): int(v) for k, v in h.items()}
+                                  for t, h in d.get("window_holds_by_type", {}).items()},
         )
 
 

@@ -2,7 +2,8 @@
 
 From ``start - lead`` (the window's reclaim_before, or the drain plus a cycle when a preemption's drain takes
 longer: the GPUs must be free by the start) the tenant's hold is at least the window's GPUs, those held for the
-tenant alone (never the pool's: a Slurm reservation for its account, its hold flavor's quota; Plan.window_holds),
+tenant alone (never the pool's: a Slurm reservation for its account, its hold flavor's quota; Plan.window_holds,
+per GPU type on a mixed fleet: Plan.window_holds_by_type),
 while the rest of a pooled tenant's hold stays in the pool, so the window adds to what it may use; and the plan
 clears them: it preempts low-priority work on them, spread evenly over the lead (``clear_gpus`` rises by the
 window's GPUs x cycle / (lead - drain) each cycle, and reaches all of them at the plan made a drain and a cycle

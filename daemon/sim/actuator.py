@@ -83,7 +83,9 @@ class SimulatorActuator:
 
     def _by_type(self, plan: Plan) -> np.ndarray | None:
         """A type-aware plan's holds per (tenant, type) on a mixed fleet, pooled tenants' summed in the pool's row
-        (index n); None for a type-blind plan (holds then land by the node rule alone)."""
+        (index n), except what a pooled tenant's windows hold on each type (Plan.window_holds_by_type): that stays
+        in its own row, its alone, as a Kueue hold flavor's quota per type or a Slurm window reservation's nodes of
+        each type hold it; None for a type-blind plan (holds then land by the node rule alone)."""
         c = self.cluster
         if not c.typed or not plan.holds_by_type:
             return None
@@ -94,10 +96,13 @@ class SimulatorActuator:
             i = self.index.get(tenant)
             if i is None:
                 continue
-            row = c.n if tenant in pooled else i
+            win = plan.window_holds_by_type.get(tenant, {}) if tenant in pooled else {}
             for typ, g in by.items():
                 if typ in pos:
-                    out[row, pos[typ]] += int(g)
+                    own = min(int(win.get(typ, 0)), int(g))
+                    out[i, pos[typ]] += own if tenant in pooled else int(g)
+                    if tenant in pooled:
+                        out[c.n, pos[typ]] += int(g) - own
         return out
 
     def _pool_types(self, plan: Plan) -> np.ndarray:

@@ -183,6 +183,9 @@ class Holds:
                 .reshape(n + 1, G).astype(np.int64)
 
         have = have_of()
+        if aware and self.pool_members.any():
+            self._hand_over_typed(want, have, r_ten, r_node, r_g, firm_j)
+            have = have_of()
         # release: per (holder, group) over its ask, the nodes where it runs least, while the rest still covers it
         for h, g in zip(*np.nonzero(have > want)):
             nodes = np.flatnonzero((holder == h) & (group == g))
@@ -214,3 +217,32 @@ class Holds:
             covered = np.cumsum(cap[cand])
             take = int(np.searchsorted(covered, need[h, g])) + 1   # nodes until the ask is covered
             holder[cand[:take]] = h
+
+    def _hand_over_typed(self, want: np.ndarray, have: np.ndarray, r_ten: np.ndarray, r_node: np.ndarray,
+                         r_g: np.ndarray, firm_j: np.ndarray) -> None:
+        """``_hand_over`` per GPU type (a mixed fleet; ``want``/``have``: (n + 1) x types GPUs, row n the pool): a
+        pool member whose own hold grows on a type (its window's there, held apart from the pool) takes first the
+        pool's nodes of that type where it runs, of the GPUs the pool gives up on that type: its work stays where it
+        is. Per member in index order, the nodes where it runs most (where its job still fits beside others' work
+        that cannot be preempted). Updates ``have``."""
+        n, N, holder, cap = self.n, self.n_nodes, self.node_holder, self.node_cap
+        for h in np.flatnonzero(self.pool_members).tolist():
+            grows = np.flatnonzero((want[h] > have[h]) & (have[n] > want[n]))
+            if grows.size == 0:
+                continue
+            js = r_ten == h
+            own = np.bincount(r_node[js], weights=r_g[js], minlength=N)
+            others_firm = np.bincount(r_node[~js & firm_j], weights=r_g[~js & firm_j], minlength=N)
+            for g in grows.tolist():
+                grow, spare = int(want[h, g] - have[h, g]), int(have[n, g] - want[n, g])
+                cand = np.flatnonzero((holder == n) & (self.node_type == g) & self.node_ok & (own > 0)
+                                      & (others_firm <= cap - self.job_size[h]))
+                for k in cand[lexorder(others_firm[cand].astype(np.int64), -own[cand].astype(np.int64))].tolist():
+                    if grow <= 0:
+                        break
+                    if cap[k] <= spare:
+                        holder[k] = h
+                        grow -= int(cap[k])
+                        spare -= int(cap[k])
+                        have[h, g] += int(cap[k])
+                        have[n, g] -= int(cap[k])

@@ -176,6 +176,12 @@ def spec(extra_paths: dict | None = None) -> dict:
                     "holds_by_type": {"type": "object", "description": "a mixed fleet: tenant -> {GPU type: GPUs "
                                       "held on nodes of that type}; empty for a one-model cluster"},
                     "capacity_by_type": obj, "high_pool_by_type": obj,
+                    "window_holds": {"type": "object", "description": "only while a recurring window holds: tenant "
+                                     "-> GPUs of its hold its windows hold now, its alone (a pooled tenant's hold "
+                                     "beyond them is the pool's)"},
+                    "window_holds_by_type": {"type": "object", "description": "a mixed fleet, only while a window "
+                                             "holds: tenant -> {GPU type: GPUs of its holds_by_type there that its "
+                                             "windows hold}"},
                     "held_for": {"type": "object", "description": "the held GPUs by why they are held: high (the high "
                                  "tier's forecast peak, which may exceed high_pool, its guarantee), aged (anti-"
                                  "starvation), floor (operators' floor_gpus)"},

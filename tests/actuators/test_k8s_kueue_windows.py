@@ -73,3 +73,45 @@ def test_a_pooled_tenants_window_is_its_own_hold_beside_the_pool_and_takes_the_p
         "nominalQuota"] == 8
     for o in c.objs.values():
         validate(o)
+
+
+def test_on_a_mixed_fleet_a_pooled_tenants_window_is_its_hold_flavor_on_its_type_and_the_rest_the_pools():
+    """A mixed fleet (a100 n1 n2, t4 n3 n4): team-high's window holds 8 t4 GPUs (Plan.window_holds_by_type), its
+    hold beyond them (8 a100) and team-high2's (8 a100) are the pool's. Its hold flavor for t4 gets the window's
+    8 on the t4 node its pod runs on (n3, handed over from the pool, its pod stays), the pool keeps both a100
+    nodes, and team-high's queue still lists the pool's flavors. Before, a pooled tenant's window was held on any
+    type (its per-type ask was not passed on) and the pool kept asking for its window's t4 GPUs too."""
+    import dataclasses
+
+    from daemon.actuators.k8s.kueue import KueueActuator
+    from daemon.config import KueueActuatorConfig, TenantConfig
+    from tests.actuators.test_k8s_actuator import served
+    from tests.actuators.test_k8s_fleet import FLEET, plan as typed_plan, rg, typed_cluster
+    from tests.actuators.test_k8s_kueue import Clock
+
+    tenants = [*TENANTS, TenantConfig(name="team-high2", tier="high", k8s_namespace="serving2")]
+    c = typed_cluster()
+    c.run("serving", "h-0", "n3", 8)                      # team-high runs on the t4 n3
+    c.run("serving2", "h2-0", "n1", 4)                    # team-high2 on the a100 n1
+    api, _cap = served(c.routes())
+    act = KueueActuator(api, KueueActuatorConfig(), tenants, dry_run=False, clock=Clock(), fleet=FLEET)
+    pooled = ("team-high", "team-high2")
+    before = typed_plan({"team-high": 8, "team-high2": 8}, {"team-high": {"t4": 8}, "team-high2": {"a100": 8}},
+                        pooled=pooled)
+    assert act.apply(before).ok
+    assert c.held() == {"n1": "gpu-autoscaler.pool", "n3": "gpu-autoscaler.pool"}, c.held()
+    during = dataclasses.replace(
+        typed_plan({"team-high": 16, "team-high2": 8}, {"team-high": {"t4": 8, "a100": 8}, "team-high2": {"a100": 8}},
+                   pooled=pooled),
+        window_holds={"team-high": 8}, window_holds_by_type={"team-high": {"t4": 8}})
+    rep = act.apply(during)
+    assert rep.ok, rep.errors
+    assert c.held() == {"n1": "gpu-autoscaler.pool", "n2": "gpu-autoscaler.pool", "n3": "team-high"}, c.held()
+    own = dict(rg(objects(c, "ClusterQueue")["gpuas-tenant-team-high"]))
+    assert own["gpuas-hold-team-high.t4"]["nominalQuota"] == 8 and own["gpuas-hold-team-high.a100"]["nominalQuota"] == 0
+    assert {"gpuas-pool-hold.a100", "gpuas-pool-hold.t4"} <= set(own)          # it still borrows the pool
+    pool = objects(c, "Cohort")["gpuas-pool"]["spec"]["resourceGroups"][0]["flavors"]
+    assert {f["name"]: f["resources"][0]["nominalQuota"] for f in pool} == {"gpuas-pool-hold.a100": 16,
+                                                                          "gpuas-pool-hold.t4": 0}
+    for o in c.objs.values():
+        validate(o)

@@ -141,3 +141,34 @@ def test_a_pooled_tenants_active_window_leaves_the_rest_of_its_hold_in_the_pools
     assert "Accounts=acct-high,acct-high2" in pool                                    # the account stays pooled
     assert len(next(x for x in pool if x.startswith("Nodes=")).split(",")) == 2      # 8 + 4 - 4 GPUs: 2 nodes
     assert "ReservationName=gpuas-hold-team-high" not in made                         # nothing held twice
+
+
+def test_on_a_mixed_fleet_a_pooled_tenants_active_window_leaves_the_rest_of_each_type_in_the_pool():
+    """A mixed fleet (gn1, gn2 a100; gn3, gn4 t4): team-high's window holds one t4 node (its reservation, made
+    ahead on nodes of its type); the pool's reservation holds the pooled holds per type less what the active window
+    holds of that type (`covered_by_type`): the two a100 nodes (team-high's 4 beyond its window, team-high2's 4),
+    no t4 node. Before, the pool's per-type ask kept the window's t4 GPUs: it reserved a t4 node the window's
+    reservation already held for the same account, three nodes for 8 GPUs."""
+    from daemon.actuators.base import ActionReport
+    from daemon.actuators.slurm.holds import SlurmHolds
+    from tests.actuators.test_slurm_holds import TENANTS as ALL
+
+    sent = []
+    typ = {"gn1": "a100", "gn2": "a100", "gn3": "t4", "gn4": "t4"}
+    nodes = "\n".join(f"NodeName={n} State=IDLE Gres=gpu:{t}:4 GresUsed=gpu:{t}:0" for n, t in typ.items())
+    h = SlurmHolds(read=lambda *a: nodes if "nodes" in a else "", accounts={t.name: t.slurm_account for t in ALL},
+                   scontrol=lambda rep, *a: sent.append(a) or True, tier_of={t.name: t.tier for t in ALL},
+                   tiers=["high"], prefix="gpuas-hold", shrink_delay_s=0.0, node_type=lambda n: typ[n.name])
+    p = Plan(at="2026-01-01T00:00:00+00:00", capacity=16, load=1.0, high_pool=4,
+             reservations={"team-high": 8, "team-high2": 4}, quotas={}, limits={}, preemptions=(), notifications=(),
+             stale=False, forecast_model="x", notes=(), memory=PolicyMemory(), pooled=("team-high", "team-high2"),
+             holds_by_type={"team-high": {"t4": 4, "a100": 4}, "team-high2": {"a100": 4}},
+             window_holds={"team-high": 4}, window_holds_by_type={"team-high": {"t4": 4}})
+    rep = ActionReport("slurm", False)
+    h.apply(p, rep, [], covered={"acct-high": 4}, covered_by_type={"acct-high": {"t4": 4}})
+    made = {a[2]: a for a in sent if a[:2] == ("create", "reservation")}
+    pool = made["ReservationName=gpuas-hold-pool"]
+    assert "Accounts=acct-high,acct-high2" in pool                                    # the account stays pooled
+    assert sorted(next(x for x in pool if x.startswith("Nodes=")).removeprefix("Nodes=").split(",")) == \
+        ["gn1", "gn2"], pool
+    assert "ReservationName=gpuas-hold-team-high" not in made                         # nothing held twice

@@ -114,3 +114,45 @@ def test_a_pooled_tenants_window_is_drained_on_its_own_nodes_whatever_it_runs_in
     assert p.window_holds == {"win": 16}
     taken = [(x.for_tenant, int(x.node)) for x in p.preemptions]
     assert taken == [("win", low_own)], p.preemptions
+
+
+def test_on_a_mixed_fleet_a_window_is_held_per_type_apart_from_the_pool_and_its_tenant_stays_pooled():
+    """Two types, two high tenants and a low one; `t0`'s window holds 8 h100 GPUs, its forecast asks 16 a100. The
+    window's 8 are its own on h100 (window_holds_by_type), its 8 beyond them stay in the pool on a100 (`t0` stays
+    pooled), and the window's drain clears 8 h100 GPUs of low work on an h100 node that is not the pool's: the
+    pool's idle h100 node (h0) is not counted as the window's, the pool's other members may start there first.
+    Before, on a mixed fleet `t0` left the pool for the window: its whole hold was its own."""
+    from daemon.policy.state import HELD_BY_POOL
+    from forecaster.types import Forecast
+    from tests.policy.test_fleet_policy import typed_state
+
+    cfg = parse_config({"tenants": [{"name": "t0", "tier": "high"}, {"name": "t1", "tier": "high"},
+                                    {"name": "t2", "tier": "low"}],
+                        "fleet": {"types": ["h100", "a100"], "pools": [{"type": "h100", "nodes": 2},
+                                                                        {"type": "a100", "nodes": 2}]},
+                        "policy": {"preempt_budget_share": 1.0, "headroom": 0.0, "preempt_min_runtime_s": 0},
+                        "windows": [{**WIN, "tenant": "t0", "gpus": {"h100": 8}}]})
+    nodes = [("h0", "h100", 8), ("h1", "h100", 8), ("a0", "a100", 8), ("a1", "a100", 8)]
+    low = [(2, 1, "low", node, 600, ()) for node in ("h1", "a0", "a1") for _ in range(8)]
+    st = typed_state(["high", "high", "low"], nodes, [(0, 8, "high", "", 0, ()), *low])
+    st = dataclasses.replace(st, at=pd.Timestamp("2026-12-07T13:59:00+00:00"),
+                             nodes=dataclasses.replace(st.nodes, held_by=np.array([HELD_BY_POOL, UNHELD, UNHELD,
+                                                                                   UNHELD])))
+    v = np.array([[0.0], [16.0], [8.0], [24.0]])[:, :, None].repeat(12, axis=1).repeat(3, axis=2)
+    fc = Forecast(("t0@h100", "t0@a100", "t1@*", "t2@*"), (0.5, 0.9, 0.99), v, st.at, 300, "test")
+    p = plan(fc, st, PolicyMemory(), cfg)
+    assert "t0" in p.pooled, p.pooled
+    assert p.window_holds == {"t0": 8} and p.window_holds_by_type == {"t0": {"h100": 8}}
+    assert p.holds_by_type["t0"] == {"h100": 8, "a100": 8}, p.holds_by_type   # 8 its window's, 8 the pool's
+    assert Plan.from_dict(p.to_dict()).window_holds_by_type == {"t0": {"h100": 8}}
+    on_h100 = [x for x in p.preemptions if x.for_tenant == "t0" and x.node.startswith("h")]
+    assert sum(x.gpus for x in on_h100) == 8 and {x.node for x in on_h100} == {"h1"}, p.preemptions
+    # what t0 runs in the pool (8 GPUs on the pool's h0) is not its window's: the window's 8 are still cleared on
+    # h1, as on one model (test_a_pooled_tenants_window_is_drained_on_its_own_nodes_whatever_it_runs_in_the_pool)
+    st = typed_state(["high", "high", "low"], nodes, [(0, 8, "high", "h0", 600, ()), *low])
+    st = dataclasses.replace(st, at=pd.Timestamp("2026-12-07T13:59:00+00:00"),
+                             nodes=dataclasses.replace(st.nodes, held_by=np.array([HELD_BY_POOL, UNHELD, UNHELD,
+                                                                                   UNHELD])))
+    p = plan(fc, st, PolicyMemory(), cfg)
+    on_h100 = [x for x in p.preemptions if x.for_tenant == "t0" and x.node.startswith("h")]
+    assert sum(x.gpus for x in on_h100) == 8 and {x.node for x in on_h100} == {"h1"}, p.preemptions

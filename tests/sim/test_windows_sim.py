@@ -122,30 +122,38 @@ def _trio_config(share: float, gpus: int = 32, **policy) -> object:
                      "timezone": "Europe/Paris", "duration_minutes": 60, "reclaim_before_minutes": 30}]})
 
 
-def _trio(cfg, wants, forecast=None) -> dict[str, tuple]:
-    """13:00 to 14:10 Paris; per step (local HH:MM) the plan, the step's stats and the GPUs `other` runs on the
-    nodes held for `win`. `forecast(t)`: each tenant's forecast per step ahead (None: no forecast)."""
-    prio = np.array([PRIORITY["high"], PRIORITY["high"], PRIORITY["low"]], dtype=np.int8)
-    c = SimCluster(list(TRIO), prio, cfg.cluster.gpus, np.array([8, 8, 1]), gpus_per_node=8, drain_steps=2)
-    act = SimulatorActuator(c, TRIO)
-    mem, last, out = PolicyMemory(), None, {}
+def steps(c: SimCluster, tenants: tuple, tiers: tuple, cfg, wants, forecast=None, series: tuple | None = None):
+    """13:00 to 14:10 Paris, planning and applying each step on `c`; yields (local HH:MM, plan, the step's stats).
+    `forecast(t)`: each series' forecast per step ahead (None: no forecast); `series`: its names (the tenants')."""
+    act = SimulatorActuator(c, tenants)
+    mem, last = PolicyMemory(), None
     t = dt.datetime(2026, 12, 7, 13, 0, tzinfo=PARIS)
     c.step(np.array(wants(t), dtype=float))
     while t < dt.datetime(2026, 12, 7, 14, 10, tzinfo=PARIS):
         t += dt.timedelta(seconds=STEP_S)
-        st = c.state(TRIO, ("high", "high", "low"), pd.Timestamp(t), STEP_S)
+        st = c.state(tenants, tiers, pd.Timestamp(t), STEP_S)
         fc = None
         if forecast is not None:
             v = np.repeat(np.asarray(forecast(t), dtype=float)[:, :, None], 3, axis=2)
-            fc = Forecast(TRIO, (0.5, 0.9, 0.99), v, st.at, STEP_S, "test")
+            fc = Forecast(series or tenants, (0.5, 0.9, 0.99), v, st.at, STEP_S, "test")
         p = plan(fc, st, mem, cfg, last)
         mem, last = p.memory, p
         act.apply(p)
         stats = c.step(np.array(wants(t), dtype=float))
         c.check_invariants()
+        yield t.astimezone(PARIS).strftime("%H:%M"), p, stats
+
+
+def _trio(cfg, wants, forecast=None) -> dict[str, tuple]:
+    """13:00 to 14:10 Paris; per step (local HH:MM) the plan, the step's stats and the GPUs `other` runs on the
+    nodes held for `win`. `forecast(t)`: each tenant's forecast per step ahead (None: no forecast)."""
+    prio = np.array([PRIORITY["high"], PRIORITY["high"], PRIORITY["low"]], dtype=np.int8)
+    c = SimCluster(list(TRIO), prio, cfg.cluster.gpus, np.array([8, 8, 1]), gpus_per_node=8, drain_steps=2)
+    out = {}
+    for hm, p, stats in steps(c, TRIO, ("high", "high", "low"), cfg, wants, forecast):
         run = np.flatnonzero(c.j_state[: c.size] == RUNNING)
         mine = run[(c.j_tenant[run] == 0) & np.isin(c.j_node[run], np.flatnonzero(c.node_holder == 1))]
-        out[t.astimezone(PARIS).strftime("%H:%M")] = (p, stats, int(c.j_gpus[mine].sum()))
+        out[hm] = (p, stats, int(c.j_gpus[mine].sum()))
     return out
 
 

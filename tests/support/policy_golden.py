@@ -58,7 +58,8 @@ def _plan_record(p: Plan) -> str:
     d = dataclasses.asdict(p)
     # a one-model cluster leaves the typed fields empty, and a source without a scheduler view caps nothing: the
     # record (and digest) is what it was before those fields; so do the skill gate while it is off and no windows
-    for key in (*TYPED_FIELDS, "demand_capped", "capacity_dropped", "forecast_acting", "windows", "window_holds"):
+    for key in (*TYPED_FIELDS, "demand_capped", "capacity_dropped", "forecast_acting", "windows", "window_holds",
+                "window_holds_by_type"):
         if not d.get(key):
             d.pop(key, None)
     d.pop("held_for", None)  # the held GPUs by reason: a reading of `reservations` (tests/policy/test_held_for.py)

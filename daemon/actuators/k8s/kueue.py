@@ -575,10 +575,19 @@ class KueueActuator:
         if self.all_types and plan.holds_by_type:  # a mixed fleet: each hold's GPUs on nodes of each type
             by_type = {name_part(t): {k: int(v) for k, v in plan.holds_by_type.get(t, {}).items()}
                        for t in self.holders if t not in pooled and t in plan.holds_by_type}
+            # a pooled tenant's windows on each type are its own hold there (its hold flavor's quota per type,
+            # Plan.window_holds_by_type), the rest of its hold on that type the pool's
             pool: dict[str, int] = {}
             for t in pooled:
+                win = plan.window_holds_by_type.get(t, {})
+                mine: dict[str, int] = {}
                 for k, v in plan.holds_by_type.get(t, {}).items():
-                    pool[k] = pool.get(k, 0) + int(v)
+                    own_k = min(int(win.get(k, 0)), int(v))
+                    if own_k > 0:
+                        mine[k] = own_k
+                    pool[k] = pool.get(k, 0) + int(v) - own_k
+                if mine and t in self.holders:
+                    by_type[name_part(t)] = mine
             if pool:
                 by_type[POOL_VALUE] = pool
         held = self.nodes.apply(rep, wanted, freed, members, job_gpus, by_type=by_type)

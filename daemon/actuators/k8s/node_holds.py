@@ -188,7 +188,7 @@ class NodeHolds:
             self._patch(rep, n, None, f"release {n.name}: held for {n.holder!r}, not a tenant that may hold")
         size = {n.name: n.gpus for n in nodes}
         if POOL_VALUE in held and POOL_VALUE in members:
-            self._hand_over(rep, nodes, held, wanted, members, by_tenant, firm_of, job_gpus or {})
+            self._hand_over(rep, nodes, held, wanted, members, by_tenant, firm_of, job_gpus or {}, by_type or {})
         if self.resolver is not None:
             self.capacity_by_type = {}
             for n in nodes:
@@ -249,41 +249,61 @@ class NodeHolds:
 
     def _hand_over(self, rep: ActionReport, nodes: list[HoldNode], held: dict[str, set[str]], wanted: dict[str, int],
                    members: dict[str, set[str]], by_tenant: dict[str, dict[str, int]],
-                   firm_of: dict[str | None, dict[str, int]], job_gpus: dict[str, int]) -> None:
+                   firm_of: dict[str | None, dict[str, int]], job_gpus: dict[str, int],
+                   by_type: dict[str, dict[str, int]]) -> None:
         """A pooled tenant whose own hold grows (its window's, held apart from the pool: Plan.window_holds) takes
         first the pool's nodes where its pods run, of the GPUs the shrinking pool gives up, as the simulator does
         (daemon/sim/cluster_holds.py, Holds._hand_over): its pods stay where they are and the pool lets go of
         nodes its tenant keeps using. Per hold in name order, the nodes where it runs most (and where its job
-        still fits beside others' pods that cannot be evicted); updates ``held``."""
+        still fits beside others' pods that cannot be evicted); updates ``held``. A mixed fleet (`by_type` for
+        the hold and the pool): per GPU type, the pool's nodes of a type where the hold grows and the pool
+        shrinks (Holds._hand_over_typed)."""
         pool = members[POOL_VALUE]
-        spare = sum(n.gpus for n in nodes if n.name in held[POOL_VALUE]) - wanted.get(POOL_VALUE, 0)
+        pool_by = by_type.get(POOL_VALUE)
         for value in sorted(wanted):
             own = members.get(value, set())
-            grow = wanted[value] - sum(n.gpus for n in nodes if n.name in held[value])
-            if value == POOL_VALUE or not own or not own <= pool or grow <= 0:
+            if value == POOL_VALUE or not own or not own <= pool:
                 continue
-            mine: dict[str, int] = {}
-            for who in own:
-                for n, g in by_tenant.get(who, {}).items():
-                    mine[n] = mine.get(n, 0) + g
-            firm: dict[str, int] = {}
-            for owner, per_node in firm_of.items():
-                if owner not in own:
-                    for n, g in per_node.items():
-                        firm[n] = firm.get(n, 0) + g
-            jg = max(int(job_gpus.get(value, 1)), 1)
-            cand = sorted((n for n in nodes if n.name in held[POOL_VALUE] and n.usable and mine.get(n.name, 0) > 0
-                           and firm.get(n.name, 0) <= n.gpus - jg),
-                          key=lambda n: (firm.get(n.name, 0), -mine.get(n.name, 0), n.name))
-            for n in cand:
-                if grow <= 0 or spare < n.gpus:
-                    break
-                if self._patch(rep, n, value, f"hand {n.name} over from the pool to the hold of {value} "
-                                              "(its window's; its pods run there)"):
-                    held[POOL_VALUE].discard(n.name)
-                    held[value].add(n.name)
-                    grow -= n.gpus
-                    spare -= n.gpus
+            if pool_by is not None and value in by_type:
+                for typ, g in sorted(by_type[value].items()):
+                    of_type = [n for n in nodes if n.gpu_type == typ]
+                    self._hand_over_one(rep, of_type, held, value, own, g, pool_by.get(typ, 0), by_tenant, firm_of,
+                                        job_gpus)
+            elif pool_by is None:
+                self._hand_over_one(rep, nodes, held, value, own, wanted[value], wanted.get(POOL_VALUE, 0),
+                                    by_tenant, firm_of, job_gpus)
+
+    def _hand_over_one(self, rep: ActionReport, nodes: list[HoldNode], held: dict[str, set[str]], value: str,
+                       own: set[str], want: int, pool_want: int, by_tenant: dict[str, dict[str, int]],
+                       firm_of: dict[str | None, dict[str, int]], job_gpus: dict[str, int]) -> None:
+        """`_hand_over` of one hold among `nodes` (all of them, or one type's): it asks `want` GPUs, the pool
+        `pool_want`."""
+        spare = sum(n.gpus for n in nodes if n.name in held[POOL_VALUE]) - pool_want
+        grow = want - sum(n.gpus for n in nodes if n.name in held[value])
+        if grow <= 0 or spare <= 0:
+            return
+        mine: dict[str, int] = {}
+        for who in own:
+            for n, g in by_tenant.get(who, {}).items():
+                mine[n] = mine.get(n, 0) + g
+        firm: dict[str, int] = {}
+        for owner, per_node in firm_of.items():
+            if owner not in own:
+                for n, g in per_node.items():
+                    firm[n] = firm.get(n, 0) + g
+        jg = max(int(job_gpus.get(value, 1)), 1)
+        cand = sorted((n for n in nodes if n.name in held[POOL_VALUE] and n.usable and mine.get(n.name, 0) > 0
+                       and firm.get(n.name, 0) <= n.gpus - jg),
+                      key=lambda n: (firm.get(n.name, 0), -mine.get(n.name, 0), n.name))
+        for n in cand:
+            if grow <= 0 or spare < n.gpus:
+                break
+            if self._patch(rep, n, value, f"hand {n.name} over from the pool to the hold of {value} "
+                                          "(its window's; its pods run there)"):
+                held[POOL_VALUE].discard(n.name)
+                held[value].add(n.name)
+                grow -= n.gpus
+                spare -= n.gpus
 
     def release_all(self, rep: ActionReport) -> None:
         """Un-hold every node carrying our label; no pod is stopped."""

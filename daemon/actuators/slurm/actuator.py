@@ -199,8 +199,8 @@ class SlurmActuator(ClusterView, Requeue):
         if self.holds is not None:  # first: freed GPUs must already be held when the preemptions free them
             try:
                 jobs = self._hold_jobs()
-                covered = self._apply_windows(rep, plan, jobs)
-                self.holds.apply(plan, rep, jobs, covered)
+                covered, covered_by_type = self._apply_windows(rep, plan, jobs)
+                self.holds.apply(plan, rep, jobs, covered, covered_by_type)
             except SlurmError as exc:
                 rep.errors.append(f"hold: {exc}")
         wanted = {p.job_id: p for p in plan.preemptions}
@@ -218,18 +218,20 @@ class SlurmActuator(ClusterView, Requeue):
             wanted = self._for_a_type_they_take(rep, plan, wanted, live)
         self._preempt_warned(rep, wanted, live, AdminComments(self._run, sorted(live)))
 
-    def _apply_windows(self, rep: ActionReport, plan: Plan, jobs: list[RunningJob]) -> dict[str, int]:
+    def _apply_windows(self, rep: ActionReport, plan: Plan, jobs: list[RunningJob]
+                       ) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
         """The windows' reservations made ahead (windows.py); returns account -> GPUs its active windows' reservations
-        hold now, which its hold need not hold again."""
+        hold now, which its hold need not hold again, and the same per GPU type (a mixed fleet; else empty)."""
         if self.windows is None:
-            return {}
+            return {}, {}
         ws = [WindowConfig.model_validate(w) for w in plan.windows]
         res_out = self._read("scontrol", "-o", "show", "reservation")
         if not ws and not parse_window_reservations(res_out, self.cfg.window_name_prefix):
-            return {}
+            return {}, {}
         nodes: list[Node] = parse_nodes(self._read("scontrol", "-d", "-o", "show", "nodes"))
         self.windows.apply(ws, rep, jobs, res_out, nodes)
-        return self.windows.active_gpus(self._read("scontrol", "-o", "show", "reservation"), nodes)
+        now_out = self._read("scontrol", "-o", "show", "reservation")
+        return self.windows.active_gpus(now_out, nodes), self.windows.active_gpus_by_type(now_out, nodes)
 
     # ---- job health (daemon/health/, daemon/service/health.py) ----------------------------------------------
     def comment(self, job_ids: list[str], text: str) -> ActionReport:

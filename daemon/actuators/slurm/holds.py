@@ -310,9 +310,12 @@ class SlurmHolds:
 
     # ---- doing it --------------------------------------------------------------------------------
     def apply(self, plan: Plan, rep: ActionReport, jobs: list[RunningJob],
-              covered: dict[str, int] | None = None) -> None:
+              covered: dict[str, int] | None = None,
+              covered_by_type: dict[str, dict[str, int]] | None = None) -> None:
         """`covered`: account -> GPUs its active windows' reservations hold (daemon/actuators/slurm/windows.py);
-        a hold for that account holds only the rest."""
+        a hold for that account holds only the rest. `covered_by_type` (a mixed fleet): account -> GPU type -> GPUs
+        of those reservations' nodes of that type; a typed hold for that account holds only the rest of each type
+        (a pooled tenant's window on h100 leaves the pool its hold beyond the window, per type)."""
         try:
             all_res = parse_reservations(self.read("scontrol", "-o", "show", "reservation"))
             nodes = parse_nodes(self.read("scontrol", "-d", "-o", "show", "nodes"))
@@ -323,6 +326,12 @@ class SlurmHolds:
         if covered:
             wanted = {k: (max(g - sum(covered.get(a, 0) for a in accts), 0), accts) for k, (g, accts) in wanted.items()}
         typed = self.wanted_by_type(plan)
+        if covered_by_type:
+            for name, types in list(typed.items()):
+                accts = wanted.get(name, (0, ()))[1]
+                typed[name] = {typ: g - sum(covered_by_type.get(a, {}).get(typ, 0) for a in accts)
+                               for typ, g in types.items()}
+                typed[name] = {typ: g for typ, g in typed[name].items() if g > 0}
         job_gpus = self.job_gpus(plan)
         ours = {r.name: r for r in self.ours(all_res)}
         # a hold under the name an earlier version gave a tenant: released below like any stray, and the

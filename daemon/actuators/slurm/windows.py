@@ -143,6 +143,25 @@ class SlurmWindows:
                     out[a] = out.get(a, 0) + sum(size.get(n, 0) for n in r.nodes)
         return out
 
+    def active_gpus_by_type(self, all_out: str, nodes: list[Node]) -> dict[str, dict[str, int]]:
+        """Account -> GPU type -> GPUs of its windows' reservations active now, on a mixed fleet (the holds' node
+        types); empty on a one-model cluster. A typed hold holds only the rest of each type."""
+        if self.holds.node_type is None:
+            return {}
+        of = {n.name: n for n in nodes}
+        out: dict[str, dict[str, int]] = {}
+        for r in parse_window_reservations(all_out, self.prefix):
+            if r.state != "ACTIVE":
+                continue
+            for a in r.accounts:
+                per = out.setdefault(a, {})
+                for name in r.nodes:
+                    n = of.get(name)
+                    if n is not None:
+                        typ = self.holds.node_type(n)
+                        per[typ] = per.get(typ, 0) + n.gpus
+        return out
+
     def apply(self, windows: Iterable[WindowConfig], rep: ActionReport, jobs: list[RunningJob], res_out: str,
               nodes: list[Node]) -> None:
         now = dt.datetime.fromtimestamp(self.clock(), dt.timezone.utc)
