@@ -15,9 +15,10 @@ actuator has it.
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Callable, Generic, Iterator, Protocol, Sequence, TypeVar, runtime_checkable
 
 from daemon.policy.types import Notification, Plan
 
@@ -64,6 +65,52 @@ class FenceGuard:
 
 
 NO_FENCE = FenceGuard()
+
+K = TypeVar("K")
+V = TypeVar("V")
+_NO_TERM_YET = object()
+
+
+class TermRecord(MutableMapping[K, V], Generic[K, V]):
+    """What this replica last wrote (key -> value), kept for one fencing term only: a dict that empties itself
+    whenever ``guard().term()`` is not the term it was filled in.
+
+    Why: an actuator that skips a write because its record says it already sent that value is right only while
+    no one else writes. A replica that leads again (paused past its lease, then elected again) was not the only
+    writer meanwhile: the other leader may have changed or deleted the object (a quota raised, an estimate
+    rewritten). So a new term starts with nothing recorded, and every object the plan wants is compared with
+    the plan again and written. `guard` is a callable because actuators get their guard after they are built
+    (``use_fence``); the term is asked on every access, a local read (the lease's token), no call to the lease."""
+
+    def __init__(self, guard: Callable[[], FenceGuard]) -> None:
+        self._guard = guard
+        self._data: dict[K, V] = {}
+        self._term: object = _NO_TERM_YET  # asked on first use: the owner may set its guard after building this
+
+    def _now(self) -> dict[K, V]:
+        term = self._guard().term()
+        if term != self._term:
+            self._data.clear()
+            self._term = term
+        return self._data
+
+    def __getitem__(self, key: K) -> V:
+        return self._now()[key]
+
+    def __setitem__(self, key: K, value: V) -> None:
+        self._now()[key] = value
+
+    def __delitem__(self, key: K) -> None:
+        del self._now()[key]
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(list(self._now()))
+
+    def __len__(self) -> int:
+        return len(self._now())
+
+    def __repr__(self) -> str:
+        return f"TermRecord(term={self._term}, {self._data!r})"
 
 
 @contextmanager

@@ -491,6 +491,47 @@ def test_a_pending_jobs_start_estimate_is_in_its_admin_comment_beside_the_sites(
         subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)
 
 
+def test_a_replica_leading_again_rewrites_the_start_estimate_another_leader_changed(slurm, jobs, r, redis_url):
+    """HA with a real redis-server lease: a writes a pending job's estimate (p50 10:10), is paused past its lease;
+    b leads and writes 10:30, then dies; a leads again and plans 10:10. Before, a skipped the write (its record
+    said 10:10, within 5 minutes of its plan) and the comment went on showing b's stale 10:30."""
+    import redis
+
+    from daemon.ha.fencing import FencedActuator
+    from daemon.ha.lease import RedisLease
+
+    def replica(name):
+        lease = RedisLease(redis.Redis.from_url(redis_url), replica_id=name, ttl_s=60)
+        return lease, FencedActuator(act(slurm), lease)
+
+    def shown():
+        return re.search(r"p50=(\S+)", admin_comment(slurm, j)).group(1)
+
+    j = sbatch(slurm, "high", "acct-high", gpus=8)            # 6 of 8 GPUs taken: it waits
+    try:
+        wait_for(lambda: state(slurm, j).startswith("PENDING"), what="pending", timeout=60)
+        lease_a, a = replica("a")
+        assert lease_a.tick() and lease_a.token == 1
+        rep = a.show_eta([{"job_id": j, "p50_s": 600.0, "p90_s": None}], MADE)
+        assert rep.ok and rep.actions, rep.errors
+        assert shown() == "2026-01-05T10:10Z"
+        r.delete("gpuas:leader")                               # a paused past its lease (its key lapsed)
+        assert not lease_a.tick()
+        lease_b, b = replica("b")
+        assert lease_b.tick() and lease_b.token == 2
+        rep = b.show_eta([{"job_id": j, "p50_s": 1800.0, "p90_s": None}], MADE)
+        assert rep.ok and rep.actions, rep.errors
+        assert shown() == "2026-01-05T10:30Z"
+        r.delete("gpuas:leader")                               # b dies
+        assert lease_a.tick() and lease_a.token == 3           # a leads again
+        rep = a.show_eta([{"job_id": j, "p50_s": 600.0, "p90_s": None}], MADE)
+        assert rep.ok, rep.errors
+        assert shown() == "2026-01-05T10:10Z", "the other leader's estimate stayed"
+        assert {e["token"] for e in lease_a.ledger() if e["holder"] == "a"} == {1, 3}   # every write fenced
+    finally:
+        subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)
+
+
 def test_a_running_jobs_time_limit_moves_a_pending_jobs_start_estimate(slurm):
     """The Slurm source reads each running job's TimeLimit (%l) beside its elapsed time (%M) into the Jobs it gives
     the policy, and the estimate ends the job by it: on the real slurmctld, an 8-GPU job waiting behind one running

@@ -63,3 +63,54 @@ def test_the_cap_refuses_a_normal_pod_over_it_never_a_low_one_and_the_sweeps_tou
     rep = act.release_holds()                                            # the daemon stops
     assert rep.ok and rep.actions == [f"delete ResourceQuota {team}/gpu-autoscaler: the daemon stops"], rep
     assert _quotas(core, team) == [] and _quotas(core, theirs) == ["gpu-autoscaler"]
+
+
+def _replica(kube, tenants, redis_url, name):
+    """A replica: its own actuator (a new process: no quota written yet), fenced by its own real Redis lease."""
+    import redis
+
+    from daemon.ha.fencing import FencedActuator
+    from daemon.ha.lease import RedisLease
+
+    lease = RedisLease(redis.Redis.from_url(redis_url), replica_id=name, ttl_s=60)
+    return lease, FencedActuator(KubernetesActuator(kube.api(), KubernetesActuatorConfig(), tenants, dry_run=False),
+                                 lease)
+
+
+def _cap(core, ns):
+    """The GPUs our quota in `ns` caps, None when there is none."""
+    try:
+        return int(core.read_namespaced_resource_quota("gpu-autoscaler", ns).spec.hard["requests.nvidia.com/gpu"])
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+@pytest.mark.services
+def test_a_replica_leading_again_rewrites_the_caps_another_leader_changed_since_it_led(kube, r, redis_url):
+    """The stale record: a caps team-a at 10 and has no cap on team-b, is paused past its lease; b leads and caps
+    team-a at 40 and team-b at 6, then dies; a leads again with its first plan. Before, a skipped both writes
+    (its record said 10 and none) and the caps stayed 40 and 6: team-a's real cap was lost."""
+    core = k8s.CoreV1Api(kube.api())
+    ns_a, ns_b = kube.namespace("team-a"), kube.namespace("team-b")
+    tenants = [TenantConfig(name="team-a", tier="normal", k8s_namespace=ns_a),
+               TenantConfig(name="team-b", tier="normal", k8s_namespace=ns_b)]
+    lease_a, a = _replica(kube, tenants, redis_url, "a")
+    assert lease_a.tick() and lease_a.token == 1
+    rep = a.apply(_plan({"team-a": 10}))
+    assert rep.ok, rep.errors
+    assert (_cap(core, ns_a), _cap(core, ns_b)) == (10, None)
+    r.delete("gpuas:leader")                                    # a paused past its lease (its key lapsed)
+    assert not lease_a.tick()                                   # it notices: it stands by
+    lease_b, b = _replica(kube, tenants, redis_url, "b")
+    assert lease_b.tick() and lease_b.token == 2
+    rep = b.apply(_plan({"team-a": 40, "team-b": 6}))
+    assert rep.ok, rep.errors
+    assert (_cap(core, ns_a), _cap(core, ns_b)) == (40, 6)
+    r.delete("gpuas:leader")                                    # b dies
+    assert lease_a.tick() and lease_a.token == 3                # a leads again
+    rep = a.apply(_plan({"team-a": 10}))
+    assert rep.ok, rep.errors
+    assert (_cap(core, ns_a), _cap(core, ns_b)) == (10, None), "another leader's caps stayed"
+    assert {e["token"] for e in lease_a.ledger() if e["holder"] == "a"} == {1, 3}   # every write of a's fenced

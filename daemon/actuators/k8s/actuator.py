@@ -26,7 +26,7 @@ import urllib3
 from kubernetes import client as k8s, config as kcfg
 from kubernetes.client.exceptions import ApiException
 
-from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, stop_on_fence
+from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, TermRecord, stop_on_fence
 from daemon.actuators.k8s import rbac
 from daemon.actuators.k8s.admission import AdmissionParams, params_spec
 from daemon.actuators.k8s.informer import LIVE_PODS, ClusterView
@@ -127,7 +127,9 @@ class KubernetesActuator:
         self._retry: dict[str, str] = {}  # job id -> reason: failed-node evictions a PDB refused, retried each cycle
         # job id -> (pod UID, PriorityClass) as the last cluster_jobs read it: what decisions were made on
         self._seen: dict[str, tuple[str, str]] = {}
-        self._quotas: dict[str, int | None] = {}  # namespace -> GPUs our quota caps; None: we have none there
+        # namespace -> GPUs our quota caps (None: we have none there), as this replica wrote or read it in this
+        # fencing term only (TermRecord): a replica leading again must not skip a cap another leader changed since
+        self._quotas: TermRecord[str, int | None] = TermRecord(lambda: self.guard)
         self._classes_ok = False
         self._quotas_swept = False  # start-up: our quotas that no plan of this configuration can ask for are gone
         self.guard: FenceGuard = NO_FENCE

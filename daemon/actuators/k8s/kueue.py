@@ -67,7 +67,7 @@ from typing import Callable
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, stop_on_fence
+from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, TermRecord, stop_on_fence
 from daemon.actuators.k8s.actuator import KubernetesActuator, api_client, tenant_namespaces
 from daemon.actuators.k8s.flavors import MIG_PREFIX, PRODUCT_LABEL
 from daemon.actuators.k8s.informer import ClusterView
@@ -124,11 +124,10 @@ class KueueActuator:
         self._held: dict[str, int] = {t: 0 for t in self.holders}  # GPUs on each holder's nodes, last known
         self._pool_held = 0                                          # GPUs on the pool's nodes, last known
         self._held_by_type: dict[str, dict[str, int]] = {}  # hold label value -> {type: GPUs}, last known
-        # (plural, namespace, name) -> spec last applied, in the term `_term` (the fencing token): a replica that
-        # leads again after another led (a paused leader, a standby that led before) must not skip a write
-        # because it once sent that spec; the other leader may have written another one since (a window's quota)
-        self._sent: dict[tuple[str, str, str], dict] = {}
-        self._term: int | None = None
+        # (plural, namespace, name) -> spec last applied, in this fencing term only (TermRecord): a replica that
+        # leads again after another led must not skip a write because it once sent that spec; the other leader
+        # may have written another one since (a window's quota)
+        self._sent: TermRecord[tuple[str, str, str], dict] = TermRecord(lambda: self.guard)
         self._swept = False
         self._api_ok = False  # discovery said Kueue's CRDs are served (api_problem); asked until it does
         self._last: Plan | None = None
@@ -542,16 +541,8 @@ class KueueActuator:
                     "(docs/kubernetes.md); no Kueue object or node hold is written")
         return None
 
-    def _check_term(self) -> None:
-        """A new term (another fencing token than the last write's): forget what was sent, so every object is
-        compared with the plan again and written; what this replica sent before may have been replaced."""
-        if self.guard.term() != self._term:
-            self._sent.clear()
-            self._term = self.guard.term()
-
     def _apply(self, rep: ActionReport, plan: Plan) -> None:
         self._last = plan
-        self._check_term()
         if not self._api_ok and not self.dry_run:
             problem = self.api_problem()
             if problem is not None:
@@ -612,7 +603,6 @@ class KueueActuator:
         return rep
 
     def _release(self, rep: ActionReport) -> None:
-        self._check_term()
         self.nodes.release_all(rep)  # also nodes an earlier run held, when this one never applied a plan
         self._held = {t: 0 for t in self.holders}
         self._pool_held = 0

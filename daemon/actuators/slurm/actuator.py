@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 
-from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, stop_on_fence
+from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, TermRecord, stop_on_fence
 from daemon.actuators.slurm.actuator_preempt import Requeue
 from daemon.actuators.slurm.actuator_view import ClusterView
 from daemon.actuators.slurm.comments import (  # re-exported: the old import path keeps working
@@ -79,8 +79,9 @@ class SlurmActuator(ClusterView, Requeue):
         self.min_runtime_s = min_runtime_s  # policy.preempt_min_runtime_s, re-checked on the live job
         self.clock = clock
         self._warned: dict[str, tuple[float, str]] = {}  # job id -> (when warned, reason)
-        # job id -> (p50, p90, Slurm's own) epoch times of the start estimate last written in its AdminComment
-        self._eta_written: dict[str, tuple[float | None, ...]] = {}
+        # job id -> (p50, p90, Slurm's own) epoch times of the start estimate last written in its AdminComment, in
+        # this fencing term only (TermRecord): another leader may have rewritten the comment since this one led
+        self._eta_written: TermRecord[str, tuple[float | None, ...]] = TermRecord(lambda: self.guard)
         # job id -> (submitted, started, tier) as the last cluster_jobs read it: what decisions were made on
         self._seen: dict[str, tuple[float, float, Tier]] = {}
         # job id -> (reason, entry number): a failed node's jobs whose requeue failed. The failover worker adds
@@ -269,7 +270,8 @@ class SlurmActuator(ClusterView, Requeue):
         want = {str(r["job_id"]): (at(r.get("p50_s")), at(r.get("p90_s")), own[str(r["job_id"])]) for r in rows
                 if str(r["job_id"]) in own}
         changed = [j for j, v in want.items() if moved(self._eta_written.get(j), v)]
-        self._eta_written = {j: v for j, v in self._eta_written.items() if j in want}
+        for j in [j for j in self._eta_written if j not in want]:
+            del self._eta_written[j]
         if not changed:
             return rep
         with stop_on_fence(rep):
