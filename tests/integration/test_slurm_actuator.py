@@ -278,6 +278,56 @@ def test_min_runtime_protects_a_job_that_just_started(slurm):
         subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)
 
 
+def test_a_replica_leading_again_warns_afresh_not_on_its_warning_of_an_earlier_term(slurm, tmp_path, r, redis_url):
+    """HA with a real redis-server lease: a warns a job (SIGUSR1: the job checkpoints), is paused past its lease; b
+    leads and preempts nothing, then dies; a leads again an hour later and its plan names the job again. Before, a
+    requeued it at once on its hour-old warning (an hour of work since the checkpoint lost); now it warns again and
+    requeues only after the lead."""
+    import redis
+
+    from daemon.ha.fencing import FencedActuator
+    from daemon.ha.lease import RedisLease
+
+    now = [100.0]
+
+    def replica(name):
+        lease = RedisLease(redis.Redis.from_url(redis_url), replica_id=name, ttl_s=60)
+        return lease, FencedActuator(act(slurm, lead=30, clock=lambda: now[0]), lease)
+
+    flag = tmp_path / "usr1"
+    script = (f"trap 'echo checkpoint >> {flag}' USR1; touch {tmp_path}/ready-$SLURM_JOB_ID; "
+              "while true; do sleep 1; done")
+    j = sbatch(slurm, "low", "acct-low", wrap=script)
+    try:
+        wait_for(lambda: (tmp_path / f"ready-{j}").exists(), what="trap set", timeout=60)
+        p = plan_for(Preemption(j, "team-low", 2, slurm["node"], "peak ahead for team-high"))
+        lease_a, a = replica("a")
+        assert lease_a.tick() and lease_a.token == 1
+        rep = a.apply(p)
+        assert rep.ok and f"scancel --signal=USR1 --batch {j}" in rep.actions, (rep.actions, rep.errors)
+        wait_for(lambda: flag.exists() and flag.read_text().count("checkpoint") == 1, what="first warning trapped",
+                 timeout=30)
+        r.delete("gpuas:leader")                                # a paused past its lease
+        assert not lease_a.tick()
+        lease_b, b = replica("b")
+        assert lease_b.tick() and lease_b.token == 2
+        assert b.apply(plan_for()).ok                           # b's plans spare the job
+        r.delete("gpuas:leader")                                # b dies
+        now[0] += 3600
+        assert lease_a.tick() and lease_a.token == 3            # a leads again, an hour on
+        rep = a.apply(p)
+        assert rep.ok, rep.errors
+        assert f"scontrol requeue {j}" not in rep.actions, "requeued on a warning of an earlier term"
+        assert f"scancel --signal=USR1 --batch {j}" in rep.actions, rep.actions
+        wait_for(lambda: flag.read_text().count("checkpoint") == 2, what="second warning trapped", timeout=30)
+        assert state(slurm, j).startswith("RUNNING")
+        now[0] += 30
+        rep = a.apply(p)                                        # the new lead over: requeued now
+        assert rep.ok and f"scontrol requeue {j}" in rep.actions, (rep.actions, rep.errors)
+    finally:
+        subprocess.run(["scancel", j], env=slurm["env"], capture_output=True)
+
+
 def test_the_warning_signal_kills_a_script_that_does_not_trap_it(slurm):
     """Why warnings are off by default: SIGUSR1's default action ends the batch script, and the job with it."""
     j = sbatch(slurm, "low", "acct-low", wrap="sleep 600")

@@ -78,7 +78,9 @@ class SlurmActuator(ClusterView, Requeue):
         self.dry_run = dry_run
         self.min_runtime_s = min_runtime_s  # policy.preempt_min_runtime_s, re-checked on the live job
         self.clock = clock
-        self._warned: dict[str, tuple[float, str]] = {}  # job id -> (when warned, reason)
+        # job id -> (when warned, reason), in this fencing term only (TermRecord): a replica leading again did not
+        # see the plans of the leader between (which may have spared the job); it warns afresh, not on an old signal
+        self._warned: TermRecord[str, tuple[float, str]] = TermRecord(lambda: self.guard)
         # job id -> (p50, p90, Slurm's own) epoch times of the start estimate last written in its AdminComment, in
         # this fencing term only (TermRecord): another leader may have rewritten the comment since this one led
         self._eta_written: TermRecord[str, tuple[float | None, ...]] = TermRecord(lambda: self.guard)
