@@ -144,13 +144,17 @@ class RedisLimitsActuator:
                     pipe.hset(f"{self.prefix}:reservations", mapping=reserved)
             if not len(pipe):  # nothing changed, nothing to forget or refresh
                 return rep
-            if changed or gone:  # a forgotten limit is a change for the gateways too
+            # every write of ours moves the version, the holds' hash too: a replica that leads again sees that
+            # another leader wrote since (_check_version) and re-reads, instead of skipping a write by its record
+            bump = bool(changed or gone) or reserved != self._reserved
+            if bump:
                 pipe.incr(f"{self.prefix}:limits:version")
+            if changed or gone:  # a forgotten limit is a change for the gateways too
                 pipe.publish(f"{self.prefix}:limits", json.dumps({"at": plan.at, "changed": sorted(changed),
                                                                   "forgotten": gone}))
             res = pipe.execute()
-            if changed or gone:
-                self._version = str(res[-2]).encode()  # what the INCR above made it
+            if bump:
+                self._version = str(res[-2 if changed or gone else -1]).encode()  # what the INCR above made it
             for t, lim in changed.items():
                 self._published[t] = (lim.rate, lim.burst, lim.reason)
             for t in present & set(self._published):

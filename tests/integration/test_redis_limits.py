@@ -163,6 +163,23 @@ def test_reservations_hash_follows_the_plan_and_drops_released_tenants(r, redis_
     assert not r.exists("gpuas:reservations")
 
 
+def test_a_replica_leading_again_rewrites_the_holds_another_leader_changed(r, redis_url):
+    """HA: a publishes the holds (a: 3), is paused; b leads with the same limits and other holds (a: 8); a leads
+    again with its plan. Before, a skipped the write (its record said a: 3, and b's holds-only write left the
+    version a checks as it was) and the hash went on saying 8: a hold no plan of the leader asked for."""
+    lim = {"a": RateLimit(50, 100, 1, "x")}
+    plan = make_plan(lim)
+    a, b = RedisLimitsActuator(redis_url, dry_run=False), RedisLimitsActuator(redis_url, dry_run=False)
+    assert a.apply(plan).ok and r.hgetall("gpuas:reservations") == {b"a": b"3"}
+    rep = b.apply(Plan(**{**plan.__dict__, "reservations": {"a": 8}}))
+    assert rep.ok and rep.actions == ["set gpuas:reservations for 1 tenant"], rep
+    assert r.hgetall("gpuas:reservations") == {b"a": b"8"}
+    rep = a.apply(plan)
+    assert rep.ok and rep.actions == ["set gpuas:reservations for 1 tenant"], rep
+    assert r.hgetall("gpuas:reservations") == {b"a": b"3"}, "the other leader's holds stayed"
+    assert a.apply(plan).actions == []                    # then unchanged: nothing written
+
+
 def test_keys_of_tenants_gone_longer_than_the_limit_are_deleted(r, redis_url):
     """`<prefix>:limit:<tenant>` keys of tenants who left stayed in Redis for ever; now the actuator deletes
     its own once the tenant has been absent from the plans for forget_after_s, and keeps everyone else's."""
