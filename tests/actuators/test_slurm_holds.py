@@ -177,6 +177,45 @@ def test_hold_keeps_low_jobs_off_and_lets_the_high_tier_on(slurm, full):
 
 
 @pytest.mark.services
+def test_a_replica_leading_again_waits_the_shrink_delay_afresh(slurm, full, r, redis_url):
+    """HA with a real redis-server lease: a holds 3 nodes and starts wanting fewer (the delay running), is paused
+    past its lease; b leads and its plans want the 3 nodes again, then b dies; a leads again 900 s on and wants
+    fewer. Before, a shrank at once, on the wish it saw start 900 s ago and not since (b's plans between wanted
+    more); now the delay starts again."""
+    import redis
+
+    from daemon.ha.fencing import FencedActuator
+    from daemon.ha.lease import RedisLease
+
+    now = [1000.0]
+
+    def replica(name):
+        lease = RedisLease(redis.Redis.from_url(redis_url), replica_id=name, ttl_s=60)
+        return lease, FencedActuator(actuator(slurm, delay=300, clock=lambda: now[0]), lease)
+
+    lease_a, a = replica("a")
+    assert lease_a.tick() and lease_a.token == 1
+    assert a.apply(plan(10)).ok and len(our_res(slurm)[0].nodes) == 3
+    now[0] += 100
+    assert a.apply(plan(3)).ok and len(our_res(slurm)[0].nodes) == 3      # wants fewer: the delay runs
+    r.delete("gpuas:leader")                                              # a paused past its lease
+    assert not lease_a.tick()
+    lease_b, b = replica("b")
+    assert lease_b.tick() and lease_b.token == 2
+    rep = b.apply(plan(10))                                               # b's plans want the 3 nodes
+    assert rep.ok and len(our_res(slurm)[0].nodes) == 3, rep.errors
+    r.delete("gpuas:leader")                                              # b dies
+    now[0] += 900
+    assert lease_a.tick() and lease_a.token == 3                          # a leads again
+    rep = a.apply(plan(3))
+    assert rep.ok, rep.errors
+    assert len(our_res(slurm)[0].nodes) == 3, "shrank on a wish for fewer seen in an earlier term"
+    now[0] += 300
+    rep = a.apply(plan(3))
+    assert rep.ok and len(our_res(slurm)[0].nodes) == 1, rep.errors     # its own 300 s: shrinks
+
+
+@pytest.mark.services
 def test_hold_grows_at_once_and_shrinks_after_the_delay(slurm, full):
     now = [1000.0]
     a = actuator(slurm, delay=300, clock=lambda: now[0])

@@ -55,3 +55,52 @@ def test_a_held_node_takes_the_holders_pod_and_the_real_scheduler_never_binds_an
         assert core.read_namespaced_pod("aimed", batch).spec.node_name == held
     finally:
         kube.delete_nodes(nodes)
+
+
+@pytest.mark.services
+def test_a_replica_leading_again_waits_the_shrink_delay_afresh(kube, r, redis_url):
+    """HA with a real redis-server lease: a holds both nodes for team-high and starts wanting one (the 300 s delay
+    runs), is paused past its lease; b leads and wants both again, then dies; a leads again 900 s on and wants
+    one. Before, a released a node at once, on the wish it saw start 900 s ago and not since (b's plans between
+    wanted both); now the delay starts again."""
+    import redis
+
+    from daemon.ha.fencing import FencedActuator
+    from daemon.ha.lease import RedisLease
+
+    core = k8s.CoreV1Api(kube.api())
+    tenants, _, nodes = kube.tenants({"team-high": "high", "team-low": "low"})
+    cfg = KueueActuatorConfig(hold_shrink_delay_s=300)
+    now = [1000.0]
+
+    def replica(name):
+        lease = RedisLease(redis.Redis.from_url(redis_url), replica_id=name, ttl_s=60)
+        inner = KueueActuator(kube.api(), cfg, tenants, dry_run=False)
+        inner.nodes.clock = lambda: now[0]
+        return lease, FencedActuator(inner, lease), inner.nodes
+
+    def hold(holds, gpus):
+        rep = ActionReport("kueue", False)
+        holds.apply(rep, {"team-high": gpus, "team-low": 0}, {})
+        assert rep.ok, rep.errors
+        return sum((core.read_node(n).metadata.labels or {}).get(cfg.hold_label) == "team-high" for n in nodes)
+
+    try:
+        lease_a, _, a = replica("a")
+        assert lease_a.tick() and lease_a.token == 1
+        assert hold(a, 16) == 2
+        now[0] += 100
+        assert hold(a, 8) == 2                                    # wants one: the delay runs
+        r.delete("gpuas:leader")                                  # a paused past its lease
+        assert not lease_a.tick()
+        lease_b, _, b = replica("b")
+        assert lease_b.tick() and lease_b.token == 2
+        assert hold(b, 16) == 2                                   # b's plans want both
+        r.delete("gpuas:leader")                                  # b dies
+        now[0] += 900
+        assert lease_a.tick() and lease_a.token == 3              # a leads again
+        assert hold(a, 8) == 2, "released on a wish for fewer seen in an earlier term"
+        now[0] += 300
+        assert hold(a, 8) == 1                                    # its own 300 s: shrinks
+    finally:
+        kube.delete_nodes(nodes)

@@ -33,7 +33,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators import whole_nodes
-from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard
+from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, TermRecord
 from daemon.actuators.k8s import flavors
 from daemon.actuators.k8s.informer import ClusterView
 from daemon.actuators.k8s.objects import (
@@ -74,7 +74,9 @@ class NodeHolds:
         self.shrink_delay_s = shrink_delay_s
         self.dry_run = dry_run
         self.clock = clock
-        self._fewer_since: dict[str, float] = {}
+        # holder -> since when its hold wants fewer nodes, as this replica saw it in this fencing term (TermRecord):
+        # one that leads again did not see the plans between, which may have wanted more
+        self._fewer_since: TermRecord[str, float] = TermRecord(lambda: self.guard)
         self.resolver = resolver  # a mixed fleet: holds per GPU type on nodes of that type; None: any node
         self.held_by_type: dict[str, dict[str, int]] = {}  # hold value -> {type: GPUs on its nodes}, last apply
         self.products: dict[str, str] = {}  # GPU type -> its nodes' product label value, as last read

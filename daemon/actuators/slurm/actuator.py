@@ -100,7 +100,8 @@ class SlurmActuator(ClusterView, Requeue):
         self.holds = SlurmHolds(read=self._read, scontrol=self._scontrol, accounts=self.account_of,
                                 tier_of={t.name: t.tier for t in tenants}, tiers=cfg.hold_tiers,
                                 prefix=cfg.hold_name_prefix, shrink_delay_s=cfg.hold_shrink_delay_s,
-                                node_type=self._node_type if self.resolver else None) if cfg.holds else None
+                                node_type=self._node_type if self.resolver else None,
+                                guard=lambda: self.guard) if cfg.holds else None
         # recurring windows as Slurm's own recurring reservations (windows.py), with the holds' node rule
         self.windows = SlurmWindows(read=self._read, scontrol=self._scontrol, holds=self.holds,
                                     prefix=cfg.window_name_prefix, clock=time.time) if self.holds else None

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from daemon.actuators import whole_nodes
-from daemon.actuators.base import ActionReport
+from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, TermRecord
 from daemon.actuators.slurm.gres import gres_parts
 from daemon.config.names import POOL, slurm_hold_name
 from daemon.policy.types import Plan
@@ -196,7 +196,8 @@ class SlurmHolds:
 
     def __init__(self, *, read: Callable[..., str], scontrol: Callable[..., bool], accounts: dict[str, str],
                  tier_of: dict[str, str], tiers: list[str], prefix: str, shrink_delay_s: float,
-                 clock: Callable[[], float] = time.monotonic, node_type: Callable[[Node], str] | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, node_type: Callable[[Node], str] | None = None,
+                 guard: Callable[[], FenceGuard] = lambda: NO_FENCE) -> None:
         self.read = read                  # read("scontrol", "-o", "show", "res") -> stdout, raises on failure
         self.scontrol = scontrol          # scontrol(rep, *args) -> ok; records the action (and obeys dry run)
         self.account_of = accounts        # tenant -> Slurm account
@@ -205,7 +206,9 @@ class SlurmHolds:
         self.prefix = prefix
         self.shrink_delay_s = shrink_delay_s
         self.clock = clock
-        self._fewer_since: dict[str, float] = {}  # hold name -> since when it wants fewer nodes
+        # hold name -> since when it wants fewer nodes, as this replica saw it in this fencing term (TermRecord,
+        # `guard`: the actuator's): one that leads again did not see the plans between, which may have wanted more
+        self._fewer_since: TermRecord[str, float] = TermRecord(guard)
         # a mixed fleet: the GPU type of a node (its GRES type); None: one model, any node holds any tenant's GPUs
         self.node_type = node_type
 
