@@ -14,8 +14,10 @@ import pandas as pd
 import torch
 
 from daemon.config import Config
+from daemon.forecasting.errors import DataError
 from daemon.forecasting.replay_select import ReplayCluster, replay_scores
 from daemon.forecasting.times import TimeFormatError, parse_times, spacing_problem
+from daemon.forecasting.units import gpu_columns
 from forecaster import backtest, registry
 from forecaster.baselines import standard_baselines
 from forecaster.ensemble import fit_blend
@@ -51,10 +53,6 @@ class RetrainOutcome:
     table: str
     in_use: dict | None = None
     entries: dict[str, dict] = dataclasses.field(default_factory=dict)  # candidate -> what in_use would record
-
-class DataError(Exception):
-    pass
-
 
 # A history file resampled to the step has one row per step between its first and last time. A file with gaps has
 # more steps than rows, but not without bound: one outlier timestamp (a year 2200 among minutes of 2026) would
@@ -674,10 +672,12 @@ def fit_blend_before(frame: pd.DataFrame, lstm, spec: LSTMSpec, holdout: int, hi
 
 def load_history(cfg: Config, *, data: Path | None = None, trace: str | None = None, data_dir: Path | None = None,
                  days: float = 10.0, source=None) -> tuple[pd.DataFrame, int]:
-    """History to train or score on, and its step: a file, a public trace, or the configured source."""
+    """History to train or score on, and its step: a file, a public trace, or the configured source. A file's
+    columns are read in their units as `simulate --data` reads them (daemon/forecasting/units.py): a service's
+    requests/s become its GPU need, the series the daemon forecasts, named by the tenant."""
     step_s = cfg.cycle.resolution_s
     if data is not None:
-        frame = read_history_file(data, step_s)
+        frame, _, _ = gpu_columns(read_history_file(data, step_s), cfg, str(data))
     elif trace is not None:
         frame, step_s = trace_history(trace, data_dir)
     elif cfg.source.kind == "simulator":

@@ -29,59 +29,16 @@ and hold GPUs. What the replay adds per inference tenant:
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
 import pandas as pd
 
+from daemon.forecasting.units import InferenceSpec, need_frame
 from forecaster.types import Forecast
 
-
-@dataclass(frozen=True)
-class InferenceSpec:
-    """One inference service: GPUs per replica (G), requests/s one ready replica serves (R), the seconds from a
-    replica's placement to its first served request (S: load the model, warm up), the autoscaler's headroom over
-    the rate it sees, and its scale-down stabilization window (an HPA's behavior.scaleDown.
-    stabilizationWindowSeconds, 300 s by default as kube-controller-manager's: the replica count is the max of
-    the recommendations over that window; 0 scales down at once)."""
-
-    gpus_per_replica: int
-    replica_rps: float
-    cold_start_s: float
-    headroom: float = 0.1
-    scale_down_stabilization_s: float = 300.0
-
-    def __post_init__(self) -> None:
-        if self.gpus_per_replica < 1 or not self.replica_rps > 0 or not self.cold_start_s >= 0 \
-                or not self.headroom >= 0 or not self.scale_down_stabilization_s >= 0:
-            raise ValueError(f"inference spec: gpus_per_replica >= 1, replica_rps > 0, cold_start_s >= 0, "
-                             f"headroom >= 0 and scale_down_stabilization_s >= 0, not {self}")
-
-    def cold_steps(self, step_s: int) -> int:
-        """Whole steps of cold start: a replica placed at step k serves from step k + cold_steps."""
-        return int(math.ceil(self.cold_start_s / step_s - 1e-9))
-
-    def stabilization_steps(self, step_s: int) -> int:
-        """Steps whose recommendations the replica count is the max of, this one included: an HPA keeps those
-        made within the window (strictly after now - window), so with a step of ``step_s`` the last
-        ceil(window / step) of them, and at least this step's (0 s: scale down at once)."""
-        return max(1, int(math.ceil(self.scale_down_stabilization_s / step_s - 1e-9)))
-
-    def need_gpus(self, rate: np.ndarray | pd.Series | float) -> np.ndarray:
-        """GPUs for ``rate`` requests/s with the headroom, in whole replicas; a missing rate stays missing."""
-        r = np.asarray(rate, dtype=float)
-        reps = np.ceil(np.maximum(r, 0.0) * (1.0 + self.headroom) / self.replica_rps - 1e-9)
-        return np.where(np.isfinite(r), reps * self.gpus_per_replica, np.nan)
-
-
-def need_frame(rates: pd.DataFrame, specs: Mapping[str, InferenceSpec]) -> pd.DataFrame:
-    """Each inference tenant's demand column: its GPU need at the PREVIOUS step's observed rate (the first step
-    at its own rate), the series the forecaster, the policy and the reactive autoscaler all see."""
-    seen = rates.shift(1)
-    seen.iloc[:1] = rates.iloc[:1]
-    return pd.DataFrame({c: specs[c].need_gpus(seen[c].to_numpy()) for c in rates.columns}, index=rates.index)
+__all__ = ["Autoscaler", "Gateway", "InferenceSpec", "need_frame"]  # the spec and need: one home below, for retrain
 
 
 def rate_future(demand: pd.DataFrame, expected: pd.DataFrame | None, specs: Mapping[str, InferenceSpec]) -> np.ndarray:

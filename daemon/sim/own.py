@@ -1,10 +1,11 @@
 """This cluster's own history as a replay workload (`gpu-autoscaler simulate --data FILE` / `--from-source`).
 
 The history is read exactly as `retrain --data` reads it (daemon.forecasting.retrain.read_history_file: CSV or
-parquet, wide or long), or from the configured source. Tiers and job sizes come from the config's `[[tenants]]`
-(`tier`, `job_gpus`) or from flags for tenants the config does not name; capacity and node size from `[cluster]`.
-The last `days` of the history are replayed; everything before is the forecaster's history and is where the
-forecaster is chosen (as `retrain` chooses, or the quick baseline-only choice the daemon makes at start-up).
+parquet, wide or long; each column's unit by daemon/forecasting/units.py, as retrain and backtest read it), or
+from the configured source. Tiers and job sizes come from the config's `[[tenants]]` (`tier`, `job_gpus`) or from
+flags for tenants the config does not name; capacity and node size from `[cluster]`. The last `days` of the
+history are replayed; everything before is the forecaster's history and is where the forecaster is chosen (as
+`retrain` chooses, or the quick baseline-only choice the daemon makes at start-up).
 
 Input that would make the replay mean nothing is refused with one line naming the problem (``DataError``).
 """
@@ -22,9 +23,10 @@ import numpy as np
 import pandas as pd
 
 from daemon.config import Config
-from daemon.forecasting.retrain import DataError, read_history_file
+from daemon.forecasting.errors import DataError
+from daemon.forecasting.retrain import read_history_file
+from daemon.forecasting.units import InferenceSpec, gpu_columns, split_unit
 from daemon.sim.contention import check as check_contention
-from daemon.sim.inference import InferenceSpec, need_frame
 from daemon.sim.workloads import Workload
 from forecaster.baselines import Forecaster
 
@@ -64,69 +66,15 @@ def tenant_settings(cfg: Config, tier_flags: Mapping[str, str], job_flags: Mappi
     return tiers, jobs
 
 
-# a column's unit, named in the header as `svc-a[req/s]`: GPUs (the default) or requests/s of an inference service
-UNITS = ("GPU", "req/s")
-
-
-def split_unit(col: str) -> tuple[str, str | None]:
-    """`name[unit]` -> (name, unit); a column without brackets -> (column, None)."""
-    c = str(col)
-    if c.endswith("]") and "[" in c:
-        name, _, unit = c[:-1].rpartition("[")
-        if name:
-            return name.strip(), unit.strip()
-    return c, None
-
-
 def rate_columns(frame: pd.DataFrame, cfg: Config, where: str) -> tuple[pd.DataFrame, dict[str, InferenceSpec],
                                                                         pd.DataFrame | None]:
-    """Each column's unit: a `[req/s]` column, or one of a tenant with a `[tenants.inference]` section, holds an
-    inference service's requests/s, and becomes its GPU need (daemon/sim/inference.py) with the section's
-    replica spec. Returns the frame in GPUs with plain tenant names, the specs and the rates (None: no service).
-    Refused (one line naming the column): an unknown unit, a rate column with no replica spec in the config."""
-    conf = {t.name: t.inference for t in cfg.tenants if t.inference is not None}
-    names, rate_of = [], {}
-    for c in frame.columns:
-        name, unit = split_unit(c)
-        if unit is not None and unit not in UNITS:
-            raise DataError(f"{where}: column {c!r}: unknown unit {unit!r}; a column is GPUs ([GPU] or no unit) or "
-                            "an inference service's requests/s ([req/s])")
-        if unit == "GPU" and name in conf:
-            raise DataError(f"{where}: column {c!r} is GPUs, but [tenants.inference] makes {name} a service whose "
-                            "column is requests/s: name its unit [req/s] or drop the section")
-        if unit == "req/s" or (unit is None and name in conf):
-            if name not in conf:
-                raise DataError(f"{where}: column {c!r} is requests/s, but the config gives {name} no replica spec: "
-                                f"add a [tenants.inference] table (gpus_per_replica, replica_rps, cold_start_s) to "
-                                f"its [[tenants]] entry")
-            rate_of[name] = c
-        names.append(name)
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:  # `svc-a` and `svc-a[req/s]`, `team-b` and `team-b[GPU]`: were two columns of one tenant, both replayed
-        cols = [str(c) for c, n in zip(frame.columns, names) if n == twice[0]]
-        raise DataError(f"{where}: columns {' and '.join(repr(c) for c in cols)} are both tenant {twice[0]!r}: one "
-                        "column per tenant (sum them, or rename one)")
-    out = frame.copy()
-    out.columns = pd.Index(names, name="tenant")
-    if not rate_of:
-        return out, {}, None
-    if cfg.fleet.pools:
-        raise DataError(f"{where}: inference services ({_some(sorted(rate_of))}) on a [fleet] pools config are "
+    """The frame in GPUs with plain tenant names, the inference services' specs and rates, read as retrain and
+    backtest read them (daemon/forecasting/units.py: gpu_columns). Refused besides (one line): a service on a
+    `[fleet] pools` config, which the replay does not run yet."""
+    out, specs, rates = gpu_columns(frame, cfg, where)
+    if specs and cfg.fleet.pools:
+        raise DataError(f"{where}: inference services ({_some(sorted(specs))}) on a [fleet] pools config are "
                         "not replayed yet: replay them without [fleet]")
-    specs = {n: InferenceSpec(i.gpus_per_replica, i.replica_rps, i.cold_start_s, i.headroom,
-                              i.scale_down_stabilization_s)
-             for n, i in conf.items() if n in rate_of}
-    rates = frame[[rate_of[n] for n in rate_of]].astype(float)
-    rates.columns = pd.Index(list(rate_of), name="tenant")
-    # below 0, or infinite (its need was NaN, missing, while the replay served an infinite rate); NaN is missing
-    bad = ((rates < 0) | np.isinf(rates)).to_numpy()
-    if bad.any():
-        r, c = (int(i[0]) for i in np.nonzero(bad))
-        raise DataError(f"{where}: column {rate_of[rates.columns[c]]!r} at {rates.index[r]}: {rates.iat[r, c]:g} "
-                        "requests/s, " + ("below 0" if rates.iat[r, c] < 0 else "not a finite number"))
-    need = need_frame(rates, specs)
-    for n in rate_of:
-        out[n] = need[n]
     return out, specs, rates
 
 

@@ -194,3 +194,13 @@ def test_the_words_module_is_the_lowest_layer():
     service and the CLI alike: it may import nothing of ours, and nothing outside the standard library."""
     deps = GRAPH["daemon.text"]
     assert deps <= set(sys.stdlib_module_names) | {"__future__"}, deps
+
+
+def test_the_history_units_are_below_the_simulator_and_retrain():
+    """daemon/forecasting/units.py (a history file's columns and units: a service's requests/s as its GPU need) is
+    read alike by `simulate --data`, `retrain --data` and `backtest --data`: it imports nothing of the simulator or
+    of retrain (which would load torch), so both may import it."""
+    deps = GRAPH["daemon.forecasting.units"]
+    assert not [d for d in deps if _under(d, "daemon.sim", "daemon.forecasting.retrain", "daemon.service")], deps
+    assert "daemon.forecasting.units" in GRAPH["daemon.sim.own"] | GRAPH["daemon.sim.inference"]
+    assert "daemon.forecasting.units" in GRAPH["daemon.forecasting.retrain"]
