@@ -14,12 +14,14 @@ import io
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    from forecaster.lstm import LSTMForecaster, QuantileLSTM
 
-from forecaster.lstm import LSTMForecaster, LSTMSpec, QuantileLSTM
-
+# torch (and forecaster.lstm, which needs it) is imported where a model is saved or loaded, not with this module:
+# the daemon reads the manifest at start-up on every forecaster kind (forecasting/choose.py), and a daemon that runs
+# a baseline never needs torch, whose import alone is about 450 MiB of RSS (bench/cycle_bench.py)
 FORMAT = 1
 MANIFEST = "manifest.json"
 
@@ -77,6 +79,8 @@ def save_version(model_dir: Path, model: QuantileLSTM, meta: dict[str, Any], ver
     vdir = model_dir / version
     if vdir.exists():
         raise ModelError(f"{vdir} already exists")
+    import torch
+
     buf = io.BytesIO()
     torch.save(model.state_dict(), buf)
     weights = buf.getvalue()
@@ -113,6 +117,10 @@ def record_rejection(model_dir: Path, version: str, reason: str) -> None:
 
 
 def load_version(model_dir: Path, version: str) -> LSTMForecaster:
+    import torch
+
+    from forecaster.lstm import LSTMForecaster, LSTMSpec, QuantileLSTM
+
     vdir = Path(model_dir) / version
     try:
         meta = json.loads((vdir / "meta.json").read_text())
