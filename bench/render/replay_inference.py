@@ -1,0 +1,171 @@
+"""Renderer for docs/replay.md's inference block (bench/inference_bench.py): the services' throttled requests per
+strategy and cold start, the gap closed at equal GPU-hours, the batch tiers beside them and the rate ceiling.
+Its own module because docs/replay.md's renderers outgrew one file."""
+
+from __future__ import annotations
+
+from bench.render.common import (
+    block,
+    load,
+    n,
+    pct,
+    source,
+    table,
+    verdict,
+)
+
+
+@block("replay-inference")
+def replay_inference() -> str:
+    """ServeGen's services beside batch at each cold start (bench/inference_bench.py): every strategy's requests and
+    GPUs, and per predictive replica quantile the gap to perfect closed and the batch tiers' unmet against
+    reactive's at equal GPU-hours."""
+    d = load("inference_servegen.json")
+    tg = d["targets"]
+    rows, gaps = [], []
+
+    def qname(q: float | None) -> str:
+        return "" if q is None else f" (replicas at p{100 * q:g})"
+
+    def row(c: dict, label: str, r: dict) -> list[str]:
+        hi, nr = r["tiers"]["high"], r["tiers"]["normal"]
+        svc = sum(t["inf_gpu_min"] for t in r["tiers"].values()) / 60
+        return [f"{c['cold_start_min']:g} min", label, n(hi["inf_throttled"]),
+                pct(hi["inf_throttled"] / hi["inf_requests"], 3) if hi["inf_requests"] else "-",
+                pct(nr["inf_throttled"] / nr["inf_requests"], 3) if nr["inf_requests"] else "-",
+                n(hi["inf_late"] + nr["inf_late"]), n(svc), n(r["tiers"]["normal"]["unmet_gpu_min"]),
+                n(r["tiers"]["low"]["unmet_gpu_min"]), pct(r["utilization"])]
+
+    def gap(c: dict, label: str, g: dict, r: dict) -> list[str]:
+        eq, g0 = g.get("high_throttled_gap_closed_equal_gpu"), g.get("high_throttled_gap_closed")
+        judged = c["cold_start_min"] >= tg["from_cold_start_min"]
+        v = ("-" if not judged else "no point at equal GPU-hours" if eq is None
+             else f"{verdict(eq >= tg['gap_closed_min'])}; goal {pct(tg['gap_closed_goal'], 0)}: "
+                  f"{verdict(eq >= tg['gap_closed_goal'])}")
+        at = g.get("reactive_high_throttled_at_predictive_gpu")
+        un = g.get("reactive_unmet_gpu_min_at_predictive_gpu")
+        ok = g.get("batch_unmet_no_higher_equal_gpu")
+        unmet = "-" if un is None else " / ".join(
+            f"{n(r['tiers'][t]['unmet_gpu_min'])} vs {'-' if un[t] is None else n(un[t])}" for t in ("normal", "low"))
+        return [f"{c['cold_start_min']:g} min", label, "-" if g0 is None else pct(g0), "-" if at is None else n(at),
+                "-" if eq is None else pct(eq), v, unmet,
+                "-" if not judged or un is None else "no point at equal GPU-hours" if ok is None else verdict(ok)]
+
+    for c in d["cases"]:
+        q0 = c.get("replica_quantile")
+        for s in ("reactive", "predictive", "perfect"):
+            rows.append(row(c, s + (qname(q0) if s == "predictive" else ""), c["runs"][s]))
+        gaps.append(gap(c, "predictive" + qname(q0), c, c["runs"]["predictive"]))
+        for q, r in c.get("predictive_at_replica_quantile", {}).items():
+            rows.append(row(c, "predictive" + qname(float(q)), r))
+            gaps.append(gap(c, "predictive" + qname(float(q)), r, r))
+        r = c.get("predictive_high_tier_ahead")
+        if r is not None:  # policy.replica_ahead_tiers = [high]
+            label = "predictive (" + ("" if q0 is None else f"replicas at p{100 * q0:g}, ") + \
+                "ahead for the high tier only)"
+            rows.append(row(c, label, r))
+            gaps.append(gap(c, label, r, r))
+        r = c.get("predictive_seasonal")
+        if r is not None:  # one change: the forecaster
+            label = "predictive (" + ("" if q0 is None else f"replicas at p{100 * q0:g}, ") + \
+                f"forecaster {r['forecaster']})"
+            rows.append(row(c, label, r))
+            gaps.append(gap(c, label, r, r))
+        r = c.get("predictive_batch_reactive")
+        if r is not None:  # the replay knob forecast_for = services
+            label = "predictive (" + ("" if q0 is None else f"replicas at p{100 * q0:g}, ") + \
+                "batch tenants planned reactively)"
+            rows.append(row(c, label, r))
+            gaps.append(gap(c, label, r, r))
+    days = f"{d['days']:g} day{'s' if d['days'] != 1 else ''}"
+    windows = sorted({f"{c['inference']['scale_down_stabilization_s']:g}" for c in d["cases"]
+                      if "scale_down_stabilization_s" in c.get("inference", {})})
+    out = [f"ServeGen m-small, {days} replayed after 2 days of history, seed {d['seed']}, the forecaster the "
+           f"daemon chooses at start-up ({', '.join(sorted({c['forecaster'] for c in d['cases']}))}); the same "
+           f"cluster ({', '.join(sorted({n(c['capacity_gpus']) for c in d['cases']}))} GPUs) for every strategy"
+           + ("." if not windows else f"; every strategy's services scale down after a {'/'.join(windows)} s "
+              "window (an HPA's scale-down stabilization; scale-up at once)."), "",
+           table(["cold start", "strategy", "high-tier throttled", "share", "normal-tier throttled share",
+                  "late (high + normal)", "services' GPU-hours", "normal-tier unmet GPU-min",
+                  "low-tier (batch) unmet GPU-min", "utilization"], rows), "",
+           table(["cold start", "predictive", "gap to perfect closed (default headroom)",
+                  "reactive's high-tier throttled at predictive's GPU-hours", "gap closed at equal GPU-hours",
+                  f"target >= {pct(tg['gap_closed_min'], 0)} (cold starts >= {tg['from_cold_start_min']:g} min)",
+                  "normal / low unmet GPU-min: predictive vs reactive at its GPU-hours",
+                  "target: batch unmet no higher"], gaps)]
+    split = _batch_split(d)
+    if split:
+        out += ["", split]
+    ceiling = _rate_ceiling(d)
+    if ceiling:
+        out += ["", *ceiling]
+    out += ["", source(["inference_servegen.json"], d)]
+    return "\n".join(out)
+
+
+def _batch_split(d: dict) -> str:
+    """One sentence: at how many cold starts predictive's batch unmet is no higher than reactive's at equal GPU-hours,
+    as run and with the batch tenants planned reactively (``predictive_batch_reactive``); empty where the JSON has
+    no such run."""
+    cases = [c for c in d["cases"] if "predictive_batch_reactive" in c]
+    if not cases:
+        return ""
+    ok = [c.get("batch_unmet_no_higher_equal_gpu") is True for c in cases]
+    split = [c["predictive_batch_reactive"].get("batch_unmet_no_higher_equal_gpu") is True for c in cases]
+    per = "; ".join(
+        f"{c['cold_start_min']:g} min: normal " + " / low ".join(
+            f"{n(c['runs']['predictive']['tiers'][t]['unmet_gpu_min'])} -> "
+            f"{n(c['predictive_batch_reactive']['tiers'][t]['unmet_gpu_min'])}" for t in ("normal", "low"))
+        + f", preemptions {n(c['runs']['predictive']['preemptions'])} -> "
+          f"{n(c['predictive_batch_reactive']['preemptions'])}" for c in cases)
+    return (f"Where predictive's batch unmet comes from: with the batch tenants planned reactively and the services "
+            f"on the forecast (`forecast_for = services`), the batch tiers' unmet is no higher than reactive's at "
+            f"equal GPU-hours at {split.count(True)} of {len(cases)} cold starts ({ok.count(True)} of {len(cases)} as "
+            f"predictive runs): {per} (batch unmet GPU-min, normal / low, as run -> batch planned reactively).")
+
+
+def _rate_ceiling(d: dict) -> list[str]:
+    """The perfect-rate rows (bench/inference_bench.py ``perfect_rate``): per cold start what the perfect forecast
+    knowing the services' window rates, not the minutes' draws, closes of reactive's gap at equal GPU-hours, beside
+    predictive's; and one sentence saying whether that ceiling reaches the target. Empty where the JSON has none."""
+    tg = d["targets"]
+    cases = [c for c in d["cases"] if "perfect_rate" in c]
+    if not cases:
+        return []
+    rows = []
+    for c in cases:
+        pr = c["perfect_rate"]
+        pts = "; ".join(f"{h}: {n(r['tiers']['high']['inf_throttled'])} at "
+                        f"{n(sum(t['inf_gpu_min'] for t in r['tiers'].values()) / 60)} h"
+                        + ("" if r["high_throttled_gap_closed_equal_gpu"] is None
+                           else f", {pct(r['high_throttled_gap_closed_equal_gpu'])}")
+                        for h, r in pr["at_headroom"].items())
+        mx, at = pr["gap_closed_equal_gpu_max"], pr["gap_closed_at_predictive_gpu"]
+        eq = c.get("high_throttled_gap_closed_equal_gpu")
+        now = (pr.get("nowcast") or {}).get("high_throttled_gap_closed_equal_gpu")
+        rows.append([f"{c['cold_start_min']:g} min", pts, "-" if mx is None else pct(mx),
+                     "-" if at is None else pct(at), "-" if now is None else pct(now), "-" if eq is None else pct(eq)])
+    judged = [c for c in cases if c["cold_start_min"] >= tg["from_cold_start_min"]]
+    ceil = [c["perfect_rate"]["gap_closed_at_predictive_gpu"] for c in judged]
+    ceil = [x for x in ceil if x is not None]
+    pred = [c["high_throttled_gap_closed_equal_gpu"] for c in judged if c.get("high_throttled_gap_closed_equal_gpu")
+            is not None]
+    out = [table(["cold start", "perfect-rate per HPA headroom: high-tier throttled at services' GPU-hours, gap "
+                  "closed at equal GPU-hours", "largest gap closed at equal GPU-hours",
+                  "gap closed at predictive's GPU-hours",
+                  "nowcast (the rate now, no foresight): gap closed at its GPU-hours",
+                  "predictive's at equal GPU-hours"], rows)]
+    now = [(c["perfect_rate"].get("nowcast") or {}).get("high_throttled_gap_closed_equal_gpu") for c in judged]
+    now = [x for x in now if x is not None]
+    if ceil and pred:
+        reach = min(ceil) >= tg["gap_closed_min"]
+        out += ["", f"At cold starts of {tg['from_cold_start_min']:g} minutes or more, knowing the rates closes "
+                f"{pct(min(ceil))} to {pct(max(ceil))} of the gap at predictive's GPU-hours, predictive "
+                f"{pct(min(pred))} to {pct(max(pred))}"
+                + ("" if not now else f", and knowing only the rate now (the nowcast) {pct(min(now))} to "
+                   f"{pct(max(now))}, so what closes the gap is seeing the next windows' rates coming") + ": " + (
+                    f"the {pct(tg['gap_closed_min'], 0)} target is within what a forecast of the rate can reach, "
+                    "so the shortfall is the forecast's, not the draws'." if reach else
+                    f"even a perfect forecast of the rate stays under the {pct(tg['gap_closed_min'], 0)} target: "
+                    "the rest of the gap is the minutes' draws, which no forecast of the rate sees.")]
+    return out
