@@ -24,8 +24,8 @@ from pathlib import Path
 
 from daemon.config import Config
 
-# the lock of this process's simulated run, kept open (and so held) until the process ends
-_held: list[int] = []
+# the locks of this process's simulated runs (store path -> fd), kept open (and so held) until the process ends
+_held: dict[str, int] = {}
 
 
 class StoreInUse(RuntimeError):
@@ -33,7 +33,10 @@ class StoreInUse(RuntimeError):
 
 
 def _lock(path: Path) -> None:
-    """Hold `<path>.lock` exclusively for the rest of this process, or raise StoreInUse naming it."""
+    """Hold `<path>.lock` exclusively for the rest of this process, or raise StoreInUse naming it. Held once per
+    process: flock is per open file, so a second open and lock here would refuse this process's own store."""
+    if str(path) in _held:
+        return
     lock = Path(f"{path}.lock")
     lock.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
@@ -43,7 +46,8 @@ def _lock(path: Path) -> None:
         os.close(fd)
         raise StoreInUse(f"another run of the simulated cluster uses the state store {path} (it holds {lock}); "
                          "stop it first, or give this one another state.path") from None
-    _held.append(fd)
+    _held[str(path)] = fd
+
 
 # SQLite's files of one store: the database, and in WAL mode its log and shared-memory index beside it
 _PARTS = ("", "-wal", "-shm")

@@ -287,3 +287,16 @@ def test_a_second_simulated_run_on_a_live_runs_store_is_refused_and_moves_nothin
     r = run_cli("run", "--sim", "--cycles", "1", "--interval", "0.2", "--no-http", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert store.with_name("gpu-autoscaler-previous.sqlite").read_bytes() == b"the live run's store"
+
+
+def test_the_simulated_store_lock_is_held_once_per_process(tmp_path):
+    """flock is per open file: a second lock of the same store by this process must not refuse its own run (one
+    process asking twice, e.g. a run restarted in-process); another store is locked on its own."""
+    from daemon.state import sim_store
+
+    store = tmp_path / "state" / "a.sqlite"
+    sim_store._lock(store)
+    sim_store._lock(store)                     # the same process again: no StoreInUse
+    other = tmp_path / "state" / "b.sqlite"
+    sim_store._lock(other)
+    assert {str(store), str(other)} <= set(sim_store._held)
