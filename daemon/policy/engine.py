@@ -537,13 +537,22 @@ def _choose_placed(jobs, nodes, holds: _Holds, used: np.ndarray, need_jobs: np.n
 def _on_own_nodes(state: ClusterState, n: int, used: np.ndarray) -> np.ndarray:
     """GPUs each tenant runs on the nodes it holds itself (not the pool's, not unheld ones); `used` where the source
     gives no per-node view."""
+    mine = _running_on_own_node(state)
+    if mine is None:
+        return used
+    jobs, own = state.jobs, mine[0]
+    return np.bincount(jobs.tenant[own], weights=jobs.gpus[own], minlength=n).astype(float)
+
+
+def _running_on_own_node(state: ClusterState) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per job: whether it runs on a node its own tenant holds, and its node's index (-1: not in the view); None
+    without a per-node view or jobs. The one test behind _on_own_nodes and _on_own_nodes_typed."""
     jobs, nodes = state.jobs, state.nodes
     if nodes is None or not len(nodes) or not len(jobs):
-        return used
+        return None
     at = nodes.index_of(jobs.node)
     held = np.asarray(nodes.held_by)
-    own = jobs.running & (at >= 0) & (np.where(at >= 0, held[np.maximum(at, 0)], -1) == jobs.tenant)
-    return np.bincount(jobs.tenant[own], weights=jobs.gpus[own], minlength=n).astype(float)
+    return jobs.running & (at >= 0) & (np.where(at >= 0, held[np.maximum(at, 0)], -1) == jobs.tenant), at
 
 
 def _on_window_nodes(jobs, nodes, holds: _Holds, paused: np.ndarray) -> np.ndarray | None:
@@ -641,13 +650,11 @@ def _window_jobs_typed(typed: fleet.TypedHolds, holds: _Holds, own_t: np.ndarray
 
 def _on_own_nodes_typed(state: ClusterState, typed: fleet.TypedHolds, n: int) -> np.ndarray:
     """(tenants x types) GPUs each tenant runs on the nodes it holds itself (_on_own_nodes per GPU type)."""
-    jobs, nodes = state.jobs, state.nodes
     out = np.zeros((n, len(typed.types)))
-    if nodes is None or not len(nodes) or not len(jobs):
+    mine = _running_on_own_node(state)
+    if mine is None:
         return out
-    at = nodes.index_of(jobs.node)
-    held = np.asarray(nodes.held_by)
-    own = jobs.running & (at >= 0) & (np.where(at >= 0, held[np.maximum(at, 0)], -1) == jobs.tenant)
+    jobs, (own, at) = state.jobs, mine
     np.add.at(out, (jobs.tenant[own], typed.node_type[at[own]]), jobs.gpus[own])
     return out
 
