@@ -503,34 +503,48 @@ def _choose_placed(jobs, nodes, holds: _Holds, used: np.ndarray, need_jobs: np.n
                    gate: preemption.Gate | None, refused: list[int],
                    takeable: np.ndarray | None) -> tuple[np.ndarray, int]:
     """preemption.choose_placed: (jobs chosen, jobs left without a place). When a pooled tenant's window is being
-    cleared, in two passes over one view of the room and one budget: first the window's own need (the GPUs it asks
-    to have cleared now beyond what its tenant uses, in whole jobs) on its own nodes or unheld ones, never the
-    pool's (what is free or cleared there goes to whichever pooled tenant starts first: it is not the window's);
-    then the rest, the tenant's need beyond its window included, which may use the pool as before."""
-    q = holds.quantum.astype(np.int64)
-    apart = None if holds.known is None else holds.pooled & (holds.known > 0)
-    if apart is None or not apart.any():
-        chosen, _, left = preemption.choose_placed(jobs, nodes, need_jobs, q, protected, budget_gpus, budget_jobs,
-                                                   min_gpus, pooled=holds.pooled, cleared_for=cleared_for, gate=gate,
-                                                   refused=refused, takeable=takeable)
-        return chosen, left
-    known = np.asarray(holds.known, dtype=float)
-    win_jobs = np.where(apart, np.minimum(need_jobs, np.ceil(np.maximum(known - used, 0) / holds.quantum - 1e-9)),
-                        0).astype(np.int64)
+    cleared, its own need (the GPUs it asks to have cleared now beyond what its tenant uses, in whole jobs) is
+    placed first, apart from the pool (_window_first); then the rest, the tenant's need beyond its window
+    included, which may use the pool as before."""
+    win_jobs = np.zeros(len(need_jobs), dtype=np.int64)
+    if holds.known is not None:
+        apart = holds.pooled & (holds.known > 0)
+        known = np.asarray(holds.known, dtype=float)
+        win_jobs = np.where(apart, np.minimum(need_jobs, np.ceil(np.maximum(known - used, 0) / holds.quantum - 1e-9)),
+                            0).astype(np.int64)
+    return _window_first(jobs, nodes, win_jobs, need_jobs, holds.quantum.astype(np.int64), protected, budget_gpus,
+                         budget_jobs, min_gpus, holds.pooled, cleared_for, gate, refused, takeable)
+
+
+def _window_first(jobs, nodes, win_jobs: np.ndarray, need_jobs: np.ndarray, q: np.ndarray, protected: np.ndarray,
+                  budget_gpus: int, budget_jobs: int, min_gpus: int, pooled: np.ndarray, cleared_for: list[int],
+                  gate: preemption.Gate | None = None, refused: list[int] | None = None,
+                  takeable: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """preemption.choose_placed in two passes over one view of the room and one budget: first each window's jobs
+    (``win_jobs``, at most ``need_jobs``) on its tenant's own nodes or unheld ones, never the pool's (what is free
+    or cleared there goes to whichever pooled tenant starts first: it is not the window's); then the rest of
+    ``need_jobs``, which may use the pool. One pass, as before windows, when no window is being cleared. Returns
+    (jobs chosen, jobs left without a place); shared by one model (_choose_placed) and each type of a mixed fleet
+    (_preempt_typed)."""
     avail = preemption.room(nodes)
-    first, _, left1 = preemption.choose_placed(jobs, nodes, win_jobs, q, protected, budget_gpus, budget_jobs,
-                                               min_gpus, pooled=holds.pooled & ~apart, cleared_for=cleared_for,
-                                               takeable=takeable, avail=avail)
-    keep = np.ones(len(jobs), dtype=bool)
-    keep[first] = False
-    rest_at = np.flatnonzero(keep)
-    if gate is not None:  # the window's jobs were the first of the tenant's jobs waiting now
-        gate = dataclasses.replace(gate, now_jobs=np.maximum(gate.now_jobs - win_jobs, 0))
+    first = np.empty(0, dtype=np.int64)
+    left1 = 0
+    if win_jobs.any():
+        first, _, left1 = preemption.choose_placed(jobs, nodes, win_jobs, q, protected, budget_gpus, budget_jobs,
+                                                   min_gpus, pooled=pooled & (win_jobs <= 0),
+                                                   cleared_for=cleared_for, takeable=takeable, avail=avail)
+        if gate is not None:  # the window's jobs were the first of the tenant's jobs waiting now
+            gate = dataclasses.replace(gate, now_jobs=np.maximum(gate.now_jobs - win_jobs, 0))
+    rest_jobs, rest_at = jobs, np.arange(len(jobs))
+    if first.size:
+        keep = np.ones(len(jobs), dtype=bool)
+        keep[first] = False
+        rest_jobs, rest_at = jobs.select(keep), np.flatnonzero(keep)
+        takeable = None if takeable is None else takeable[keep]
     second, _, left2 = preemption.choose_placed(
-        jobs.select(keep), nodes, need_jobs - win_jobs, q, protected,
-        budget_gpus - int(jobs.gpus[first].sum()), budget_jobs - int(first.size), min_gpus, pooled=holds.pooled,
-        cleared_for=cleared_for, gate=gate, refused=refused, takeable=None if takeable is None else takeable[keep],
-        avail=avail)
+        rest_jobs, nodes, need_jobs - win_jobs, q, protected, budget_gpus - int(jobs.gpus[first].sum()),
+        budget_jobs - int(first.size), min_gpus, pooled=pooled, cleared_for=cleared_for, gate=gate, refused=refused,
+        takeable=takeable, avail=avail)
     return np.concatenate([first, rest_at[second]]).astype(np.int64), left1 + left2
 
 
@@ -597,33 +611,15 @@ def _preempt_typed(jobs, nodes, typed: fleet.TypedHolds, holds: _Holds, need_gpu
             continue
         who: list[int] = []
         # the pool's nodes of this type are for the pooled tenants held on this type; a window there is cleared
-        # first on its tenant's own nodes or unheld ones, never counting the pool's room as the window's (as
-        # _choose_placed on one model), then the rest of its need may use the pool as before
-        on_t = typed.nodes_of(nodes, t)
-        pooled_t = holds.pooled & (typed.hold[:, t] > 0)
-        avail = preemption.room(on_t)
-        first = np.empty(0, dtype=np.int64)
-        if wj.any():
-            first, _, left = preemption.choose_placed(jobs, on_t, wj, q.astype(np.int64), keep, budget_gpus,
-                                                      budget_jobs, min_gpus, pooled=pooled_t & (wj <= 0),
-                                                      cleared_for=who, avail=avail)
-            unplaced += left
-            budget_gpus -= int(jobs.gpus[first].sum())
-            budget_jobs -= int(first.size)
-        rest_jobs, rest_at = jobs, np.arange(len(jobs))
-        if first.size:
-            rest = np.ones(len(jobs), dtype=bool)
-            rest[first] = False
-            rest_jobs, rest_at = jobs.select(rest), np.flatnonzero(rest)
-        second, _, left = preemption.choose_placed(rest_jobs, on_t, need_jobs - wj, q.astype(np.int64), keep,
-                                                   budget_gpus, budget_jobs, min_gpus, pooled=pooled_t,
-                                                   cleared_for=who, avail=avail)
-        got = np.concatenate([first, rest_at[second]]).astype(np.int64)
+        # first on its tenant's own nodes or unheld ones, never counting the pool's room as the window's, then the
+        # rest of its need may use the pool as before (_window_first, as on one model)
+        got, left = _window_first(jobs, typed.nodes_of(nodes, t), wj, need_jobs, q.astype(np.int64), keep,
+                                  budget_gpus, budget_jobs, min_gpus, holds.pooled & (typed.hold[:, t] > 0), who)
         if got.size:
             out.append(got)
             cleared_for.extend(who)
-            budget_gpus -= int(jobs.gpus[rest_at[second]].sum())
-            budget_jobs -= int(second.size)
+            budget_gpus -= int(jobs.gpus[got].sum())
+            budget_jobs -= int(got.size)
         unplaced += left
     if unplaced:
         notes.append(f"{unplaced} protected jobs have no place yet on the types they accept (budget, candidates "
