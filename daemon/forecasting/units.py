@@ -114,9 +114,8 @@ def gpu_columns(frame: pd.DataFrame, cfg: Config, where: str) -> tuple[pd.DataFr
     out.columns = pd.Index(names, name="tenant")
     if not rate_of:
         return out, {}, None
-    specs = {n: InferenceSpec(i.gpus_per_replica, i.replica_rps, i.cold_start_s, i.headroom,
-                              i.scale_down_stabilization_s)
-             for n, i in conf.items() if n in rate_of}
+    # the config's table has the spec's fields, by name: a field added to both reaches the replay without a third edit
+    specs = {n: InferenceSpec(**i.model_dump()) for n, i in conf.items() if n in rate_of}
     rates = frame[[rate_of[n] for n in rate_of]].astype(float)
     rates.columns = pd.Index(list(rate_of), name="tenant")
     # below 0, or infinite (its need was NaN, missing, while the replay served an infinite rate); NaN is missing
