@@ -29,7 +29,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from daemon.config.windows import WindowConfig
-from daemon.policy.state import HELD_BY_POOL, PRIORITY
+from daemon.policy.state import HELD_BY_POOL, PRIORITY, UNHELD
 from daemon.sim.windows_evidence import TenantMeter
 
 CAUSES = ("demand_above_window", "draining", "low_not_cleared", "others_firm", "free_in_pieces", "other")
@@ -88,7 +88,7 @@ class WindowBreakdown(TenantMeter):
             free_mine = int(free[mine].sum())
             places = int((free[mine] // size).sum())
             pool_places = int((free[held == HELD_BY_POOL] // size).sum())
-            unheld_places = int((free[(held < 0) & (held != HELD_BY_POOL)] // size).sum())
+            unheld_places = int((free[held == UNHELD] // size).sum())
             own = int(jobs.gpus[run & (on == i) & (jobs.tenant == i)].sum())
             held_gpus = int(np.asarray(nodes.gpus)[mine].sum())
             # per window node: what would be free were the low work there cleared and the drains done
