@@ -70,7 +70,6 @@ def need_frame(rates: pd.DataFrame, specs: Mapping[str, InferenceSpec]) -> pd.Da
     return pd.DataFrame({c: specs[c].need_gpus(seen[c].to_numpy()) for c in rates.columns}, index=rates.index)
 
 
-
 def split_unit(col: str) -> tuple[str, str | None]:
     """`name[unit]` -> (name, unit); a column without brackets -> (column, None)."""
     c = str(col)

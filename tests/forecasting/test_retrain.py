@@ -160,7 +160,6 @@ def test_the_history_a_refusal_says_is_needed_is_enough():
         assert (sel.chosen is not None) is chooses, (steps, sel.why)
 
 
-
 def test_a_losing_lstm_is_said_not_to_beat_the_baseline_without_a_zero_margin(tmp_path):
     """With retrain.min_improvement = 0 (the default) `retrain` said "the new LSTM did not beat X by 0%"."""
     cfg = small_cfg(min_improvement=0.0)
