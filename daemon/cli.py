@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from daemon.cli_common import _fail, _load
+from daemon.cli_common import _as_sim, _fail, _load
 from daemon.cli_simulate import _objective_opts, simulate
 from daemon.config import Config, ConfigError
 from daemon.text import plural
@@ -70,7 +70,8 @@ cli.add_command(simulate)
 def run(ctx: click.Context, sim: bool, cycles: int | None, interval: float | None, no_http: bool,
         port: int | None, fail_node: tuple[str, ...]) -> None:
     """Run the daemon: collect -> forecast -> plan -> act every cycle."""
-    cfg = _load(ctx, sim)
+    configured = _load(ctx)  # as the file says: --sim over a real cluster's config keeps that store (fresh_sim_store)
+    cfg = _as_sim(configured) if sim else configured
     if interval is None and cfg.source.kind == "simulator" and ctx.obj["config"] is None:
         interval = 2.0  # the embedded demo: one simulated minute every 2 s
     if interval is not None:
@@ -107,7 +108,7 @@ def run(ctx: click.Context, sim: bool, cycles: int | None, interval: float | Non
         if cfg.source.kind == "simulator":  # a new cluster each run: its own store, afresh (daemon/state/sim_store.py)
             from daemon.state.sim_store import fresh_sim_store
 
-            cfg, note = fresh_sim_store(cfg, _load(ctx).source.kind if sim else "simulator")
+            cfg, note = fresh_sim_store(cfg, configured.source.kind)
             if note:
                 click.echo(f"gpu-autoscaler: {note}", err=True)
         rt = build_runtime(cfg)

@@ -16,9 +16,12 @@ def _load(ctx: click.Context, sim: bool = False) -> Config:
     except ConfigError as exc:
         click.echo(f"gpu-autoscaler: config error: {exc}", err=True)
         sys.exit(2)
-    if sim:
-        cfg = cfg.model_copy(update={"source": cfg.source.model_copy(update={"kind": "simulator"})})
-    return cfg
+    return _as_sim(cfg) if sim else cfg
+
+
+def _as_sim(cfg: Config) -> Config:
+    """`cfg` over the embedded simulated cluster whatever its source (`--sim`)."""
+    return cfg.model_copy(update={"source": cfg.source.model_copy(update={"kind": "simulator"})})
 
 
 def _fail(msg: str, code: int = 2) -> None:
