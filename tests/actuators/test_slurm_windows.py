@@ -172,3 +172,31 @@ def test_on_a_mixed_fleet_a_pooled_tenants_active_window_leaves_the_rest_of_each
     assert sorted(next(x for x in pool if x.startswith("Nodes=")).removeprefix("Nodes=").split(",")) == \
         ["gn1", "gn2"], pool
     assert "ReservationName=gpuas-hold-team-high" not in made                         # nothing held twice
+
+
+def test_active_windows_gpus_per_account_and_on_a_mixed_fleet_per_type():
+    """SlurmWindows.active_gpus: the active window reservations' GPUs per account (what its hold need not hold again)
+    and, on a mixed fleet, per account and GPU type (covered_by_type); an inactive reservation, another prefix's and
+    a node the node list does not know count for nothing; a one-model cluster has no per-type figures."""
+    from types import SimpleNamespace
+
+    from daemon.actuators.slurm.holds import Node
+    from daemon.actuators.slurm.windows import SlurmWindows
+
+    typ = {"gn1": "a100", "gn2": "a100", "gn3": "t4"}
+    nodes = [Node(n, "IDLE", 4, 0) for n in typ]
+    out = "\n".join([
+        "ReservationName=gpuas-win-a State=ACTIVE Nodes=gn[1,3] Accounts=acct-high,acct-norm",
+        "ReservationName=gpuas-win-b State=ACTIVE Nodes=gn2,gn9 Accounts=acct-high",
+        "ReservationName=gpuas-win-c State=INACTIVE Nodes=gn1 Accounts=acct-high",
+        "ReservationName=other-d State=ACTIVE Nodes=gn1 Accounts=acct-high",
+    ])
+
+    def windows(node_type):
+        return SlurmWindows(read=lambda *a: "", scontrol=lambda *a: True, prefix="gpuas-win", clock=lambda: 0.0,
+                            holds=SimpleNamespace(node_type=node_type))
+
+    assert windows(lambda n: typ[n.name]).active_gpus(out, nodes) == (
+        {"acct-high": 12, "acct-norm": 8},
+        {"acct-high": {"a100": 8, "t4": 4}, "acct-norm": {"a100": 4, "t4": 4}})
+    assert windows(None).active_gpus(out, nodes) == ({"acct-high": 12, "acct-norm": 8}, {})

@@ -234,8 +234,7 @@ class SlurmActuator(ClusterView, Requeue):
             return {}, {}
         nodes: list[Node] = parse_nodes(self._read("scontrol", "-d", "-o", "show", "nodes"))
         self.windows.apply(ws, rep, jobs, res_out, nodes)
-        now_out = self._read("scontrol", "-o", "show", "reservation")
-        return self.windows.active_gpus(now_out, nodes), self.windows.active_gpus_by_type(now_out, nodes)
+        return self.windows.active_gpus(self._read("scontrol", "-o", "show", "reservation"), nodes)
 
     # ---- job health (daemon/health/, daemon/service/health.py) ----------------------------------------------
     def comment(self, job_ids: list[str], text: str) -> ActionReport:

@@ -133,34 +133,25 @@ class SlurmWindows:
         self.prefix = prefix
         self.clock = clock                # epoch seconds
 
-    def active_gpus(self, all_out: str, nodes: list[Node]) -> dict[str, int]:
-        """Account -> GPUs of its windows' reservations active now (what the tenant's hold need not hold again)."""
-        size = {n.name: n.gpus for n in nodes}
-        out: dict[str, int] = {}
-        for r in parse_window_reservations(all_out, self.prefix):
-            if r.state == "ACTIVE":
-                for a in r.accounts:
-                    out[a] = out.get(a, 0) + sum(size.get(n, 0) for n in r.nodes)
-        return out
-
-    def active_gpus_by_type(self, all_out: str, nodes: list[Node]) -> dict[str, dict[str, int]]:
-        """Account -> GPU type -> GPUs of its windows' reservations active now, on a mixed fleet (the holds' node
-        types); empty on a one-model cluster. A typed hold holds only the rest of each type."""
-        if self.holds.node_type is None:
-            return {}
+    def active_gpus(self, all_out: str, nodes: list[Node]) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+        """Account -> GPUs of its windows' reservations active now (what the tenant's hold need not hold again); and
+        on a mixed fleet account -> GPU type -> those GPUs per type (the holds' node types; empty on a one-model
+        cluster): a typed hold holds only the rest of each type. One pass over the reservations for both."""
         of = {n.name: n for n in nodes}
-        out: dict[str, dict[str, int]] = {}
+        out: dict[str, int] = {}
+        by_type: dict[str, dict[str, int]] = {}
         for r in parse_window_reservations(all_out, self.prefix):
             if r.state != "ACTIVE":
                 continue
+            known = [of[name] for name in r.nodes if name in of]
             for a in r.accounts:
-                per = out.setdefault(a, {})
-                for name in r.nodes:
-                    n = of.get(name)
-                    if n is not None:
+                out[a] = out.get(a, 0) + sum(n.gpus for n in known)
+                if self.holds.node_type is not None:
+                    per = by_type.setdefault(a, {})
+                    for n in known:
                         typ = self.holds.node_type(n)
                         per[typ] = per.get(typ, 0) + n.gpus
-        return out
+        return out, by_type
 
     def apply(self, windows: Iterable[WindowConfig], rep: ActionReport, jobs: list[RunningJob], res_out: str,
               nodes: list[Node]) -> None:
