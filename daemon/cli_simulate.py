@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from daemon.cli_common import _fail, _load
+from daemon.cli_common import _as_sim, _fail, _load
 from daemon.config import Config
 from daemon.text import agree, plural
 
@@ -233,7 +233,7 @@ def simulate(ctx, trace, cold_start, stabilization, data, from_source, history_d
             from daemon.forecasting.choose import in_use
 
             try:  # the manifest's in-use model, if it was scored on the simulator; else the daily seasonal naive
-                sim_cfg = cfg.model_copy(update={"source": cfg.source.model_copy(update={"kind": "simulator"})})
+                sim_cfg = _as_sim(cfg)
                 model, _ = in_use(sim_cfg)
                 click.echo(f"predictive uses {model.name}", err=True)
             except ModelError as exc:
