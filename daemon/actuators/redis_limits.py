@@ -147,6 +147,7 @@ class RedisLimitsActuator:
             # every write of ours moves the version, the holds' hash too: a replica that leads again sees that
             # another leader wrote since (_check_version) and re-reads, instead of skipping a write by its record
             bump = bool(changed or gone) or reserved != self._reserved
+            incr_at = len(pipe)  # the INCR's place among the pipeline's replies, whatever is queued after it
             if bump:
                 pipe.incr(f"{self.prefix}:limits:version")
             if changed or gone:  # a forgotten limit is a change for the gateways too
@@ -154,7 +155,7 @@ class RedisLimitsActuator:
                                                                   "forgotten": gone}))
             res = pipe.execute()
             if bump:
-                self._version = str(res[-2 if changed or gone else -1]).encode()  # what the INCR above made it
+                self._version = str(res[incr_at]).encode()  # what the INCR above made it
             for t, lim in changed.items():
                 self._published[t] = (lim.rate, lim.burst, lim.reason)
             for t in present & set(self._published):
