@@ -50,6 +50,36 @@ def refuse_unselected(queries: dict[str, str | None]) -> None:
                              "(source.prometheus.exporter_selector selects the DCGM exporter's series)")
 
 
+INGRESS = "$ingress"   # in request_rate_query: replaced by source.prometheus.ingress_selector
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
+_LABEL_LISTS = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)")
+_SELECTOR = re.compile(r"(?<![\w:.])([A-Za-z_:][\w:]*)?\s*(\{[^{}]*\})?")
+_CALL = re.compile(r"\s*(?:\(|(?:by|without)\b)", re.I)   # after a name: it is a function or an aggregation
+_NOT_SERIES = frozenset({"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset", "and",
+                         "or", "unless", "atan2", "inf", "nan", "start", "end"})
+
+
+def unselected_rates(query: str) -> list[str]:
+    """The series a request-rate query reads without ``{$ingress}`` among their matchers (a bare `{...}` is named
+    by its matchers).
+
+    Prometheus scrapes tenant pods too (their annotations ask for it), and a pod can expose the ingress' metric name
+    with its own namespace: summed by namespace, its samples add to the tenant's rate. Every vector selector must
+    therefore select the ingress' own series. Strings, durations and the label lists of by/without/on/ignoring/
+    group_* are not selectors; a name followed by `(` is a function."""
+    text = _LABEL_LISTS.sub(" ", _STRINGS.sub('""', query))
+    out = []
+    for m in _SELECTOR.finditer(text):
+        name, matchers = m.group(1), m.group(2)
+        if (not name and not matchers) or (name or "").lower() in _NOT_SERIES:
+            continue
+        if name and matchers is None and _CALL.match(text, m.end()):
+            continue   # a function or an aggregation
+        if matchers is None or INGRESS not in matchers:
+            out.append(name or "a selector {...}")
+    return out
+
+
 class PrometheusConfig(_Strict):
     url: str = Field("http://127.0.0.1:9090", description="base URL of the Prometheus HTTP API (the daemon adds "
                      "/api/v1/...); a user:password in it is shown as `***` in logs, /healthz and the console")
@@ -65,6 +95,11 @@ class PrometheusConfig(_Strict):
                                    "the DCGM names must not count. A query that reads a DCGM series without "
                                    "{$exporter} is refused. Keep honor_labels off for tenant scrape jobs, so their "
                                    "`job` label cannot be the exporter's")
+    ingress_selector: str = Field('job="ingress-nginx"', min_length=1,
+                                  description="PromQL label matchers that select the ingress controller's own "
+                                  "series, put in place of $ingress in request_rate_query: requests a tenant's pods "
+                                  "expose under the ingress' metric name must not add to its rate. A "
+                                  "request_rate_query whose series lack {$ingress} is refused")
     tenant_label: str = Field("namespace", description="label naming the tenant in the demand and missing queries' "
                               "answers (their `by (...)`); its values are the tenant names. Default: the pod's "
                               "namespace, as DCGM exporter labels an allocated GPU")
@@ -135,7 +170,9 @@ class PrometheusConfig(_Strict):
     # request metric depends on the ingress in front of the tenants), so unset means unknown, never 0
     request_rate_query: str | None = Field(None, min_length=1, description="PromQL: requests per second per tenant "
                                            "(by tenant_label), read once per cycle, e.g. an ingress controller's "
-                                           "`sum by (namespace) (rate(nginx_ingress_controller_requests[1m]))`; "
+                                           "`sum by (namespace) (rate(nginx_ingress_controller_requests{$ingress}"
+                                           "[1m]))`; every series it reads must carry {$ingress} (ingress_selector), "
+                                           "else the config is refused; "
                                            "fills the request rates the shadow report's throttled share is counted "
                                            "from. Unset: request rates are unknown. A tenant absent from the answer "
                                            "is unknown (NaN), not 0; a failed or malformed answer leaves them all "
@@ -162,11 +199,21 @@ class PrometheusConfig(_Strict):
                              '(name="value", name=~"regex", ... separated by commas, no braces)')
         refuse_unselected({f"{q}_query": getattr(self, f"{q}_query")
                                                 for q in PROMETHEUS_QUERIES})
+        if not _MATCHERS.fullmatch(self.ingress_selector):
+            raise ValueError(f"ingress_selector {self.ingress_selector!r} is not PromQL label matchers "
+                             '(name="value", name=~"regex", ... separated by commas, no braces)')
+        bad = unselected_rates(self.request_rate_query or "")
+        if bad:
+            raise ValueError(f"request_rate_query reads {bad[0]} without {{{INGRESS}}}: any pod Prometheus scrapes "
+                             "can expose that name and add to its tenant's request rate; write "
+                             f"{bad[0]}{{{INGRESS}, ...}} (source.prometheus.ingress_selector selects the ingress "
+                             "controller's series)")
         return self
 
     def selects(self, query: str) -> str:
-        """`query` with $exporter replaced by exporter_selector: what is sent to Prometheus."""
-        return query.replace(EXPORTER, self.exporter_selector)
+        """`query` with $exporter replaced by exporter_selector and $ingress by ingress_selector: what is sent to
+        Prometheus."""
+        return query.replace(EXPORTER, self.exporter_selector).replace(INGRESS, self.ingress_selector)
 
     def query(self, which: str) -> str:
         """The configured ``<which>_query``, as sent to Prometheus (selects)."""

@@ -525,6 +525,13 @@ class PrometheusSource:
         on; it is never read as 0. A tenant absent from the answer is NaN (unknown), not 0: an ingress that has not
         seen a tenant says nothing of its rate. Series that share a tenant are summed; one without the tenant
         label is ignored.
+
+        Only the ingress' own series are read (`{$ingress}`, source.prometheus.ingress_selector; a query without it
+        is refused at config load): Prometheus scrapes tenant pods too, and a pod exposing the ingress' metric name
+        for its namespace would add to its rate. The rates are read nowhere but the shadow report (not the plan,
+        the limits, the skill gate or the inference sizing), so a forged rate would move a tenant's
+        `throttled_share` there (its limit read as below its requests), the figure an operator weighs before
+        setting limits or going live.
         """
         if self.pc.request_rate_query is None:
             return None

@@ -102,3 +102,51 @@ def test_check_config_refuses_an_unselected_query_in_one_line(tmp_path):
     out = res.output.strip()
     assert "\n" not in out and "Traceback" not in out
     assert "source.prometheus" in out and "capacity_query reads DCGM_FI_DEV_GPU_UTIL without {$exporter}" in out
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("query, series", [
+    ("sum by (namespace) (rate(nginx_ingress_controller_requests[1m]))", "nginx_ingress_controller_requests"),
+    ('sum by (namespace) (rate(nginx_ingress_controller_requests{job="ingress-nginx"}[1m]))',
+     "nginx_ingress_controller_requests"),                                 # a literal job, not the one key
+    ("sum by (namespace) (rate(a{$ingress}[1m])) or sum by (namespace) (rate(b[1m]))", "b"),   # one of two
+    ('sum by (namespace) (rate({__name__="nginx_ingress_controller_requests"}[1m]))', "a selector {...}"),
+])
+def test_a_request_rate_query_without_the_ingress_selector_is_refused(query, series):
+    """A tenant's pod can expose the ingress' request metric for its own namespace, and summed by namespace its
+    samples add to the tenant's rate: every series the query reads must select the ingress' own ({$ingress})."""
+    with pytest.raises(ValidationError, match=rf"request_rate_query reads {re.escape(series)} without "
+                                              r"\{\$ingress\}"):
+        Config(source={"prometheus": {"request_rate_query": query}})
+
+
+def test_the_ingress_selector_replaces_the_placeholder_in_the_request_rate_query():
+    q = ('sum by (namespace) (rate(nginx_ingress_controller_requests{$ingress, status!~"5.."}[5m] offset 1m)) '
+         '/ on (namespace) group_left max by (namespace) (up{$ingress})')
+    pc = Config(source={"prometheus": {"request_rate_query": q}}).source.prometheus
+    assert pc.ingress_selector == 'job="ingress-nginx"'
+    assert pc.query("request_rate") == q.replace("$ingress", 'job="ingress-nginx"')
+    pc = Config(source={"prometheus": {"request_rate_query": q, "ingress_selector": 'job="traefik"'}}).source.prometheus
+    assert pc.query("request_rate") == q.replace("$ingress", 'job="traefik"')
+    from daemon.config.models_source import unselected_rates
+
+    assert unselected_rates('label_replace(sum by (ingress) (rate(x{$ingress}[5m:1m])), "namespace", "$1", '
+                            '"ingress", "(.*)") * 1e3 > bool Inf') == []
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("bad", ['job="x"} or vector(1) or up{a="b"', "job=ingress", '{job="x"}'])
+def test_an_ingress_selector_that_is_not_label_matchers_is_refused(bad):
+    with pytest.raises(ValidationError, match="ingress_selector"):
+        Config(source={"prometheus": {"ingress_selector": bad}})
+
+
+def test_check_config_refuses_an_unselected_request_rate_query_in_one_line(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[source]\nkind = "prometheus"\n[source.prometheus]\n'
+                    'request_rate_query = "sum by (namespace) (rate(nginx_ingress_controller_requests[1m]))"\n')
+    res = CliRunner().invoke(cli, ["--config", str(path), "check-config"])
+    assert res.exit_code == 2, res.output
+    out = res.output.strip()
+    assert "\n" not in out and "Traceback" not in out
+    assert "request_rate_query reads nginx_ingress_controller_requests without {$ingress}" in out

@@ -57,6 +57,13 @@ def forged_lines() -> list[str]:
 FORGED_RECORDED = (f'namespace:gpuas_gpus_allocated:count{{namespace="team-a"}} {FORGED}\n'
                    f'namespace:gpuas_gpus_stale:count{{namespace="team-b"}} 1\n'
                    f'cluster:gpuas_gpus:count {FORGED}\n')
+# The ingress controller's request rates (scrape job `ingress-nginx`), and the same metric from the tenant's pod for
+# its own namespace, once as itself and once claiming the ingress' job (honor_labels off: it becomes exported_job).
+INGRESS_RPS = {"team-a": 12.0, "team-b": 3.0}
+RATE_QUERY = "sum by (namespace) (ingress_rps{$ingress})"
+FORGED_RPS = ('# TYPE ingress_rps gauge\n'
+              'ingress_rps{namespace="team-a",pod="own"} 500\n'
+              'ingress_rps{namespace="team-a",pod="own",job="ingress-nginx"} 700\n')
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +72,12 @@ def prom(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("forged")
     real = serve(exporter_lines())
     forged = metrics_target("# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n" + "\n".join(forged_lines()) + "\n"
-                            + FORGED_RECORDED)
+                            + FORGED_RECORDED + FORGED_RPS)
+    ingress = metrics_target("# TYPE ingress_rps gauge\n"
+                             + "".join(f'ingress_rps{{namespace="{t}"}} {v}\n' for t, v in INGRESS_RPS.items()))
     cfg = ("global:\n  scrape_interval: 1s\n  scrape_timeout: 500ms\n  evaluation_interval: 1s\n"
            f"rule_files: ['{RULES}']\nscrape_configs:\n")
-    for job, srv in (("dcgm-exporter", real), ("tenant-pods", forged)):
+    for job, srv in (("dcgm-exporter", real), ("tenant-pods", forged), ("ingress-nginx", ingress)):
         cfg += f"  - job_name: {job}\n    static_configs:\n      - targets: ['127.0.0.1:{srv.server_address[1]}']\n"
     try:
         with prometheus_server(tmp, cfg) as (url, _):
@@ -79,12 +88,14 @@ def prom(tmp_path_factory):
             # both targets scraped, the forged series really in Prometheus, and the rules evaluated twice since
             wait_for(lambda: count("count(DCGM_FI_DEV_GPU_UTIL)") == 16 + FORGED, what="both targets scraped",
                      timeout=30)
+            wait_for(lambda: count("count(ingress_rps)") == 4, what="the ingress and the pod's rates scraped",
+                     timeout=30)
             wait_for(lambda: count("count(cluster:gpuas_gpus:count)") == 2, what="recording rules, and the forged "
                      "recorded names scraped", timeout=30)
             time.sleep(2.1)
             yield url
     finally:
-        for s in (real, forged):
+        for s in (real, forged, ingress):
             s.shutdown()
             s.server_close()
 
@@ -144,3 +155,16 @@ def test_with_a_loose_selector_the_scheduler_view_bounds_what_gets_through(prom,
     # the default count(...) names no node: the capacity is bounded by the scheduler's total instead
     total = PrometheusSource(config(prom, exporter_selector='job=~".+"'), jobs_provider=jobs, nodes_provider=nodes)
     assert total.collect(60).state.capacity == 16
+
+
+def test_a_tenants_pod_does_not_add_to_its_request_rate(prom):
+    """The pod exposes the ingress' request metric for its own namespace (twice: as itself and under the ingress'
+    job label). Summed by namespace without a selector, team-a's rate is 12 + 500 + 700 req/s, which would raise the
+    share of cycles its rate limit reads as too low in the shadow report; request_rate_query selects the ingress'
+    job ({$ingress}, ingress_selector), so the rate read is the ingress' 12."""
+    raw = httpx.get(f"{prom}/api/v1/query", params={"query": "sum by (namespace) (ingress_rps)"}).json()
+    unselected = {r["metric"]["namespace"]: float(r["value"][1]) for r in raw["data"]["result"]}
+    assert unselected == {"team-a": 12.0 + 500 + 700, "team-b": 3.0}   # the forged series are in Prometheus
+    st = PrometheusSource(config(prom, request_rate_query=RATE_QUERY)).collect(60).state
+    assert st.tenants == ("team-a", "team-b")
+    assert st.request_rate.tolist() == [INGRESS_RPS["team-a"], INGRESS_RPS["team-b"]]

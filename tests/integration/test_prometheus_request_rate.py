@@ -20,6 +20,7 @@ from daemon.sources.prometheus import PrometheusSource
 from tests.support.services import backfilled_prometheus
 
 EXPORTER = 'job="dcgm-exporter",'   # the exporter's scrape job, as the default exporter_selector selects
+INGRESS = 'job="ingress-nginx",'    # the ingress controller's, as the default ingress_selector selects
 
 pytestmark = pytest.mark.services
 
@@ -27,8 +28,8 @@ MINUTES = 60
 T0 = (int(time.time()) // 3600 - 3) * 3600        # 3 hours ago, on the hour
 TENANTS = ("team-a", "team-b", "team-c", "team-d")
 QUIET = range(20, 30)                              # team-c sends no request here (no series at all)
-GAUGE = "sum by (namespace) (ingress_rps)"
-COUNTER = "sum by (namespace) (rate(nginx_ingress_controller_requests_total[5m]))"
+GAUGE = "sum by (namespace) (ingress_rps{$ingress})"
+COUNTER = "sum by (namespace) (rate(nginx_ingress_controller_requests_total{$ingress}[5m]))"
 LIMIT = {"team-a": 20.0, "team-b": 20.0, "team-c": 4.0, "team-d": 1.0}   # the plan's limits, req/s
 
 
@@ -60,12 +61,12 @@ def openmetrics() -> str:
             for p in (0, 1):
                 v = rps(t, m, p) if (t == "team-b" or p == 0) else None
                 if v is not None:
-                    lines.append(f'ingress_rps{{namespace="{t}",pod="ing-{p}"}} {v} {T0 + 60 * m}')
-        lines.append(f'ingress_rps{{pod="ing-0"}} 999 {T0 + 60 * m}')   # no tenant label: not anyone's rate
+                    lines.append(f'ingress_rps{{{INGRESS}namespace="{t}",pod="ing-{p}"}} {v} {T0 + 60 * m}')
+        lines.append(f'ingress_rps{{{INGRESS}pod="ing-0"}} 999 {T0 + 60 * m}')   # no tenant label: not anyone's rate
     lines.append("# TYPE nginx_ingress_controller_requests counter")
     count = 1000.0
     for m in range(MINUTES):   # team-a only, at a steady 12 req/s: the counter grows 720 a minute
-        lines.append(f'nginx_ingress_controller_requests_total{{namespace="team-a"}} {count} {T0 + 60 * m}')
+        lines.append(f'nginx_ingress_controller_requests_total{{{INGRESS}namespace="team-a"}} {count} {T0 + 60 * m}')
         count += 12 * 60
     lines.append("# EOF")
     return "\n".join(lines) + "\n"
@@ -109,7 +110,8 @@ def test_no_query_configured_is_unknown(prom):
     assert collect(prom, None, 10).request_rate is None
 
 
-@pytest.mark.parametrize("query", ["-" + GAUGE, "sum by (namespace (ingress_rps)", "ingress_rps / 0 - 1"])
+@pytest.mark.parametrize("query", ["-" + GAUGE, "sum by (namespace (ingress_rps{$ingress})",
+                                   "ingress_rps{$ingress} / 0 - 1"])
 def test_a_bad_answer_leaves_the_rates_unknown_and_the_cycle_goes_on(prom, query, caplog):
     # negative, a syntax error (Prometheus answers 400), NaN/-Inf: never 0, never a failed cycle
     st = collect(prom, query, 10)
