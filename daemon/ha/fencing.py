@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from daemon.actuators.base import ActionReport, Actuator, ChecksFence, FenceGuard, FencingLost
 from daemon.policy.types import Notification, Plan
@@ -32,8 +32,19 @@ log = logging.getLogger("gpu_autoscaler.actuator.fenced")
 MUTATING = ("fence_node", "release_holds", "reclaim", "comment")  # optional capabilities that change the cluster
 
 
+@runtime_checkable
 class Fence(Protocol):
-    def fence(self, what: str, jobs: list[str] | tuple[str, ...] = ()) -> tuple[bool, str]: ...
+    """The leader lease as the wrapper sees it (daemon/ha/lease.py's backends)."""
+
+    def fence(self, what: str, jobs: list[str] | tuple[str, ...] = ()) -> tuple[bool, str]:
+        """May the act `what` (on `jobs`) happen now? (ok, why not)."""
+        ...
+
+    def term(self) -> int | None:
+        """The fencing token of the term this replica leads, None while it does not lead. The actuators' records
+        of what they wrote (TermRecord) are kept per term: a fence that could not say would keep them across a
+        takeover, so it is declared here, not read from an attribute by convention."""
+        ...
 
 
 class LeaseGuard(FenceGuard):
@@ -49,12 +60,13 @@ class LeaseGuard(FenceGuard):
             raise FencingLost(err.removeprefix("fenced: "))
 
     def term(self) -> int | None:
-        token = getattr(self.owner._fence, "token", None)
-        return token if isinstance(token, int) else None
+        return self.owner._fence.term()
 
 
 class FencedActuator:
     def __init__(self, inner: Actuator, fence: Fence, on_refused: Callable[[], None] | None = None) -> None:
+        if not isinstance(fence, Fence):   # its term() too: without it every term would look alike
+            raise TypeError(f"{type(fence).__name__} is no Fence: it needs fence() and term()")
         self.inner = inner
         self._fence = fence
         self.name = inner.name

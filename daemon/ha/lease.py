@@ -144,6 +144,10 @@ class Lease:
     def fence(self, what: str, jobs: list[str] | tuple[str, ...] = ()) -> tuple[bool, str]:
         raise NotImplementedError
 
+    def term(self) -> int | None:
+        """The fencing token this replica holds (daemon/ha/fencing.py's Fence), None while it does not lead."""
+        return self.token
+
     def _beat(self) -> None:
         """Say this replica is alive for a TTL (every tick, leader or not)."""
 

@@ -16,7 +16,7 @@ from daemon.actuators.base import (
     ListsNodeJobs,
     ReclaimsJobs,
 )
-from daemon.ha.fencing import FencedActuator
+from daemon.ha.fencing import FencedActuator, LeaseGuard
 
 CAPS = (FencesNodes, ReclaimsJobs, CommentsJobs, ListsNodeJobs)
 
@@ -84,6 +84,9 @@ class Fence:
         self.asked.append(what)
         return self.ok, "" if self.ok else "lease lost"
 
+    def term(self):
+        return 1
+
 
 @pytest.mark.security
 @pytest.mark.parametrize("proto", CAPS, ids=lambda p: p.__name__)
@@ -105,3 +108,38 @@ def test_the_capabilities_set_on_the_wrapper_are_still_fenced():
     fence.ok = True
     assert act.reclaim(["7"], "idle").actions == ["scontrol requeue 7"] and act.jobs_on_node("n1") == [("1", "t")]
     assert inner.calls == ["reclaim ['7']"]
+
+
+class Termed(Fence):
+    """A fence whose term the test sets, and no `token` attribute (the lease's private field)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now: int | None = 4
+
+    def term(self):
+        return self.now
+
+
+@pytest.mark.security
+def test_the_guard_reads_the_term_the_fence_declares():
+    """The guard's term (what TermRecord keys the actuators' records by) is the Fence's term(); it was read from
+    the fence's `token` attribute, so any other fence gave None in every term and the records outlived a
+    takeover."""
+    fence = Termed()
+    guard = LeaseGuard(FencedActuator(Full(), fence))
+    assert guard.term() == 4
+    fence.now = None
+    assert guard.term() is None
+    fence.now = 9
+    assert guard.term() == 9
+
+
+@pytest.mark.security
+def test_a_fence_without_a_term_is_refused_when_an_actuator_is_wrapped():
+    class NoTerm:
+        def fence(self, what, jobs=()):
+            return True, ""
+
+    with pytest.raises(TypeError, match=r"NoTerm is no Fence: it needs fence\(\) and term\(\)"):
+        FencedActuator(Full(), NoTerm())

@@ -54,6 +54,9 @@ class CountingFence:
             return True, ""
         return False, "fencing token 7 is stale or about to expire"
 
+    def term(self):
+        return 7
+
 
 # ---- Kubernetes: the official client's requests, counted -------------------------------------------------
 def test_kubernetes_apply_sends_no_write_after_the_fence_refuses():

@@ -80,6 +80,9 @@ class Fence:
         self.asked.append(what)
         return (self.ok, "" if self.ok else "lease lost to replica b")
 
+    def term(self):
+        return 1
+
 
 def state(ids: list[str]) -> ClusterState:
     n = len(ids)
