@@ -648,6 +648,23 @@ def test_nodes_unreadable_change_nothing():
     assert flavors(objects(c, "ClusterQueue")["gpuas-tenant-team-high"])["gpuas-hold-team-high"]["nominalQuota"] == 8
 
 
+def test_nodes_unreadable_at_stop_release_nothing_and_keep_the_quotas():
+    """The daemon stops and the nodes cannot be read: no node was un-held, so the hold flavors keep their quota
+    (before, it went to 0 beside nodes still held for the tenant)."""
+    c = FakeCluster()
+    act, pool, c = kueue(c)
+    assert act.apply(plan(8)).ok
+    routes = c.routes()
+    routes[("GET", r"/api/v1/nodes")] = (503, {"kind": "Status", "code": 503})
+    api, pool2 = served(routes)
+    act.nodes.core = k8s.CoreV1Api(api)
+    sent = len(writes(pool))
+    rep = act.release_holds()
+    assert any("cannot read nodes" in e for e in rep.errors)
+    assert writes(pool2) == [] and len(writes(pool)) == sent          # no node patched, no Kueue object written
+    assert flavors(objects(c, "ClusterQueue")["gpuas-tenant-team-high"])["gpuas-hold-team-high"]["nominalQuota"] == 8
+
+
 def test_kueue_dry_run_writes_nothing():
     act, pool, _ = kueue()
     rep = act.apply(plan(12, pre=[Preemption("batch/low-1", "batchy", 8, "n1", "x")]))

@@ -35,7 +35,7 @@ def test_the_plans_queues_are_accepted_by_the_real_kueue_and_active(kueue):
         rep = act.apply(plan)
         assert rep.ok, rep.errors
         custom = k8s.CustomObjectsApi(kueue.api())
-        queues = [o["metadata"]["name"] for plural, o in act.objects(plan, act._held, act._pool_held)
+        queues = [o["metadata"]["name"] for plural, o in act.objects(plan, *act._holds())
                   if plural == "clusterqueues"]
         assert act.tenant_queue("team-high") in queues
         wait_for(lambda: all(_active(custom, q) for q in queues), timeout=60, what="every ClusterQueue active")
@@ -88,7 +88,7 @@ def test_the_high_tier_is_admitted_inside_its_hold_the_low_tier_waits_and_borrow
 
     rep = act.apply(plan(8))                                             # one of the two 8-GPU nodes held
     assert rep.ok, rep.errors
-    queues = [o["metadata"]["name"] for p, o in act.objects(plan(8), act._held, act._pool_held) if p == "clusterqueues"]
+    queues = [o["metadata"]["name"] for p, o in act.objects(plan(8), *act._holds()) if p == "clusterqueues"]
     wait_for(lambda: all(_active(custom, q) for q in queues), timeout=60, what="every ClusterQueue active")
     hold = act.hold_flavor("team-high")
     create = custom.create_namespaced_custom_object

@@ -4,11 +4,14 @@ leader of then, whichever replica that is. A fresh replica that takes over write
 that leads again after another one led (a leader paused past its lease, then elected again) must not skip the
 write because it once sent the same spec itself: the other leader wrote another one since."""
 
+import logging
+
 import numpy as np
 import pandas as pd
 import pytest
 import redis
 from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators.k8s.kueue import KueueActuator
 from daemon.config import KueueActuatorConfig, parse_config
@@ -17,6 +20,8 @@ from daemon.ha.lease import RedisLease
 from daemon.policy.engine import plan
 from daemon.policy.state import ClusterState
 from daemon.policy.types import PolicyMemory
+from tests.support.k8s_cluster import kubeconfig
+from tests.support.services import wait_for
 
 pytestmark = [pytest.mark.xdist_group("k8s"), pytest.mark.services]
 
@@ -41,10 +46,11 @@ def _plans(tenants):
     return before, during, after
 
 
-def _replica(kueue, cfg, tenants, redis_url, name):
-    """A replica: its own Kueue actuator (a new process: nothing sent yet), fenced by its own lease."""
+def _replica(kueue, cfg, tenants, redis_url, name, api=None):
+    """A replica: its own Kueue actuator (a new process: nothing sent yet), fenced by its own lease; `api`: its
+    client (default the admin's)."""
     lease = RedisLease(redis.Redis.from_url(redis_url), replica_id=name, ttl_s=60)
-    return lease, FencedActuator(KueueActuator(kueue.api(), cfg, tenants, dry_run=False), lease)
+    return lease, FencedActuator(KueueActuator(api or kueue.api(), cfg, tenants, dry_run=False), lease)
 
 
 def _quota(kueue, act):
@@ -116,5 +122,126 @@ def test_a_replica_leading_again_rewrites_the_quota_another_leader_changed_since
         assert rep.ok, rep.errors
         assert _held(kueue, nodes, a) == []
         assert _quota(kueue, a) == 0, "the window's quota stayed raised after the window's end"
+    finally:
+        kueue.delete_nodes(nodes)
+
+
+@pytest.fixture
+def limited(kueue, tmp_path):
+    """(client, allow): a ServiceAccount's client that may write Kueue's objects, and read nodes and pods (and
+    patch nodes) while allow(True); after allow(False) the API server's RBAC refuses its node reads (403), its
+    Kueue writes still go through."""
+    ns = kueue.namespace("sa")
+    name = f"gpuas-test-replica-{ns[-8:]}"
+    core, rbac = k8s.CoreV1Api(kueue.api()), k8s.RbacAuthorizationV1Api(kueue.api())
+
+    def role(nodes: bool) -> dict:
+        rules = [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["*"], "verbs": ["*"]}]
+        if nodes:
+            rules.append({"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "patch"]})
+        return {"metadata": {"name": name}, "rules": rules}
+
+    core.create_namespaced_service_account(ns, {"metadata": {"name": "replica"}})
+    rbac.create_cluster_role(role(True))
+    rbac.create_cluster_role_binding({"metadata": {"name": name}, "roleRef": {
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": "replica", "namespace": ns}]})
+    tok = core.create_namespaced_service_account_token("replica", ns, k8s.AuthenticationV1TokenRequest(
+        spec=k8s.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)))
+    api = kueue.api(kubeconfig(tmp_path / "sa.kubeconfig", kueue.server, kueue.tmp / "ca.crt",
+                               token=tok.status.token))
+
+    def reads_nodes() -> bool:
+        try:
+            k8s.CoreV1Api(api).list_node(limit=1)
+            return True
+        except ApiException as exc:
+            if exc.status != 403:
+                raise
+            return False
+
+    def allow(on: bool) -> None:
+        rbac.replace_cluster_role(name, role(on))
+        wait_for(lambda: reads_nodes() == on, timeout=30, what=f"node reads {'allowed' if on else 'refused'}")
+
+    try:
+        wait_for(reads_nodes, timeout=30, what="the ServiceAccount's binding in force")
+        yield api, allow
+    finally:
+        api.close()
+        rbac.delete_cluster_role_binding(name)
+        rbac.delete_cluster_role(name)
+
+
+def _quotas(kueue, cfg) -> dict[str, dict]:
+    """The spec of every ClusterQueue and Cohort of the test's tree (by name): the quotas."""
+    custom = k8s.CustomObjectsApi(kueue.api())
+    return {o["metadata"]["name"]: o["spec"] for plural in ("clusterqueues", "cohorts")
+            for o in custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta1", plural)["items"]
+            if o["metadata"]["name"].startswith(cfg.queue_prefix)}
+
+
+def test_a_replica_leading_again_writes_no_quota_from_its_old_terms_holds(kueue, r, redis_url, limited, caplog):
+    """a held team-a's window (8 GPUs on one node) in term 1, paused; b ended the window in term 2 (nodes and
+    quota released) and died; a leads again in term 3 and cannot read the nodes (RBAC refuses). Before, a wrote the
+    quotas from term 1's holds (team-a's hold quota 8 again, on no held node); now it writes no quota until it has
+    read the nodes in this term, and says why once."""
+    api, allow = limited
+    tenants, nodes, cfg, (before, during, after) = _cluster(kueue)
+    try:
+        lease_a, a = _replica(kueue, cfg, tenants, redis_url, "a", api)
+        assert lease_a.tick() and lease_a.token == 1
+        rep = a.apply(during)
+        assert rep.ok, rep.errors
+        assert _quota(kueue, a) == 8 and len(_held(kueue, nodes, a)) == 1
+        _dies(r)
+        assert not lease_a.tick()
+        lease_b, b = _replica(kueue, cfg, tenants, redis_url, "b")
+        assert lease_b.tick() and lease_b.token == 2
+        rep = b.apply(after)
+        assert rep.ok, rep.errors
+        assert _quota(kueue, b) == 0 and _held(kueue, nodes, b) == []
+        _dies(r)
+        allow(False)                                            # a's node reads are refused from now on
+        assert lease_a.tick() and lease_a.token == 3
+        quotas = _quotas(kueue, cfg)
+        with caplog.at_level(logging.WARNING, logger="gpu_autoscaler.actuator.kueue"):
+            for _ in range(2):
+                rep = a.apply(after)
+                assert any("cannot read nodes/pods: 403" in e for e in rep.errors), rep.errors
+                assert _quota(kueue, a) == 0, "the quota was written from the holds of a's earlier term"
+                assert _quotas(kueue, cfg) == quotas
+        said = [rec.getMessage() for rec in caplog.records if "no ClusterQueue or Cohort quota" in rec.getMessage()]
+        assert len(said) == 1 and "\n" not in said[0], said
+        assert "since it began to lead (node holds: cannot read nodes/pods: 403 Forbidden)" in said[0]
+        allow(True)                                             # read in this term: the quotas follow the nodes
+        rep = a.apply(during)
+        assert rep.ok, rep.errors
+        assert _quota(kueue, a) == 8 and len(_held(kueue, nodes, a)) == 1
+    finally:
+        kueue.delete_nodes(nodes)
+
+
+def test_a_new_process_that_cannot_read_the_nodes_writes_no_quota_from_none_held(kueue, r, redis_url, limited):
+    """b holds team-a's window and dies; c, a new process, leads and cannot read the nodes. Before, c wrote the
+    quotas as if nothing were held (team-a's hold quota 0 beside its held node, the unheld GPUs all the others');
+    now the quotas b wrote stay until c has read the nodes."""
+    api, allow = limited
+    tenants, nodes, cfg, (before, during, after) = _cluster(kueue)
+    try:
+        lease_b, b = _replica(kueue, cfg, tenants, redis_url, "b")
+        assert lease_b.tick()
+        rep = b.apply(during)
+        assert rep.ok, rep.errors
+        assert _quota(kueue, b) == 8 and len(_held(kueue, nodes, b)) == 1
+        _dies(r)
+        allow(False)
+        lease_c, c = _replica(kueue, cfg, tenants, redis_url, "c", api)
+        assert lease_c.tick() and lease_c.token == 2
+        quotas = _quotas(kueue, cfg)
+        rep = c.apply(during)
+        assert any("cannot read nodes/pods: 403" in e for e in rep.errors), rep.errors
+        assert _quota(kueue, c) == 8, "a new process wrote team-a's hold quota from no held GPU"
+        assert _quotas(kueue, cfg) == quotas and len(_held(kueue, nodes, c)) == 1
     finally:
         kueue.delete_nodes(nodes)

@@ -86,6 +86,7 @@ GROUP, VERSION = "kueue.x-k8s.io", "v1beta1"
 MANAGED = {"app.kubernetes.io/managed-by": "gpu-autoscaler"}
 TIERS = ("high", "normal", "low")
 PLURALS = ("localqueues", "clusterqueues", "cohorts", "resourceflavors")  # deletion order: users first
+QUOTAS = ("clusterqueues", "cohorts")  # the objects whose quotas follow the GPUs on held nodes
 KINDS = {"localqueues": "LocalQueue", "clusterqueues": "ClusterQueue", "cohorts": "Cohort",
          "resourceflavors": "ResourceFlavor"}
 
@@ -121,9 +122,13 @@ class KueueActuator:
         self.pods = KubernetesActuator(api_client, conn or KubernetesActuatorConfig(), tenants, dry_run,
                                        enforce_plan=False, min_runtime_s=min_runtime_s, hold_label=cfg.hold_label,
                                        fleet=fleet, view=view)
-        self._held: dict[str, int] = {t: 0 for t in self.holders}  # GPUs on each holder's nodes, last known
-        self._pool_held = 0                                          # GPUs on the pool's nodes, last known
-        self._held_by_type: dict[str, dict[str, int]] = {}  # hold label value -> {type: GPUs}, last known
+        # hold label value (name_part of a tenant, or POOL_VALUE) -> GPUs on its nodes, and -> {type: GPUs}, as read
+        # in this fencing term only (TermRecord): the quotas are written from these. Another term's figures (a
+        # replica that leads again) or none (a new process) are guesses: until the nodes are read in this term no
+        # quota is written (_holds)
+        self._held: TermRecord[str, int] = TermRecord(lambda: self.guard)
+        self._held_by_type: TermRecord[str, dict[str, int]] = TermRecord(lambda: self.guard)
+        self._told_unread: TermRecord[str, bool] = TermRecord(lambda: self.guard)  # said once per term
         # (plural, namespace, name) -> spec last applied, in this fencing term only (TermRecord): a replica that
         # leads again after another led must not skip a write because it once sent that spec; the other leader
         # may have written another one since (a window's quota)
@@ -582,15 +587,21 @@ class KueueActuator:
             if pool:
                 by_type[POOL_VALUE] = pool
         held = self.nodes.apply(rep, wanted, freed, members, job_gpus, by_type=by_type)
-        if held is not None:  # None: nodes unreadable, nothing changed; the queues keep the last known holds
-            self._held = {t: held[name_part(t)] for t in self.holders}
-            self._pool_held = held[POOL_VALUE]
-            self._held_by_type = dict(self.nodes.held_by_type)
-        objs = self.objects(plan, self._held, self._pool_held)
+        if held is not None:  # None: nodes unreadable, nothing changed; the queues keep this term's last read
+            self._read(held, self.nodes.held_by_type)
+        known = self._holds()
+        objs = self.objects(plan, *(known or ({}, 0)))   # unknown: for the names and the quota-free objects only
         if not self._swept:
             self.sweep(rep, objs)
         for plural, body in objs:
-            self._ensure(rep, plural, body)
+            if known is not None or plural not in QUOTAS:
+                self._ensure(rep, plural, body)
+        if known is None and not self._told_unread.get("nodes"):
+            self._told_unread["nodes"] = True
+            why = next((e for e in rep.errors if e.startswith("node holds:")), "")
+            log.warning("kueue: no ClusterQueue or Cohort quota is written until this replica reads the nodes: it has "
+                        "not since it %s (%s), and the GPUs its holds had before are a guess; the quotas in the API "
+                        "stay", "began to lead" if self.guard.term() is not None else "started", why)
         for p in plan.preemptions:  # after the holds: the nodes they clear are already tainted
             self.pods.evict(rep, p.job_id, p.reason)
 
@@ -602,16 +613,30 @@ class KueueActuator:
             self._release(rep)
         return rep
 
+    def _read(self, held: dict[str, int], by_type: dict[str, dict[str, int]]) -> None:
+        """The GPUs each hold's nodes have now (per label value; and per type), as read in this term."""
+        self._held.clear()
+        self._held.update(held)
+        self._held_by_type.clear()
+        self._held_by_type.update(by_type)
+
+    def _holds(self) -> tuple[dict[str, int], int] | None:
+        """GPUs on each holder's nodes and on the pool's, as read in this fencing term; None when the nodes have
+        not been read in it (every read includes the pool's value)."""
+        if POOL_VALUE not in self._held:
+            return None
+        return {t: self._held.get(name_part(t), 0) for t in self.holders}, self._held[POOL_VALUE]
+
     def _release(self, rep: ActionReport) -> None:
-        self.nodes.release_all(rep)  # also nodes an earlier run held, when this one never applied a plan
-        self._held = {t: 0 for t in self.holders}
-        self._pool_held = 0
-        self._held_by_type = {}
+        # also nodes an earlier run held, when this one never applied a plan
+        if not self.nodes.release_all(rep):
+            return   # the nodes could not be read: still held, so the quotas in the API still fit them
+        self._read({v: 0 for v in [*map(name_part, self.holders), POOL_VALUE]}, {})
         if self._last is None:
             return
         plan = dataclasses.replace(self._last, reservations={}, preemptions=())
-        for plural, body in self.objects(plan, self._held, 0):
-            if plural in ("clusterqueues", "cohorts"):
+        for plural, body in self.objects(plan, {}, 0):
+            if plural in QUOTAS:
                 self._ensure(rep, plural, body)
 
     def cluster_jobs(self, tenants: tuple[str, ...]) -> Jobs:

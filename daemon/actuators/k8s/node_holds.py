@@ -307,17 +307,19 @@ class NodeHolds:
                 grow -= n.gpus
                 spare -= n.gpus
 
-    def release_all(self, rep: ActionReport) -> None:
-        """Un-hold every node carrying our label; no pod is stopped."""
+    def release_all(self, rep: ActionReport) -> bool:
+        """Un-hold every node carrying our label; no pod is stopped. False when the nodes could not be read (none
+        was released)."""
         try:
             nodes, _, _ = self.read()
         except ApiException as exc:
             rep.errors.append(f"node holds: cannot read nodes/pods: {exc.status} {exc.reason}")
-            return
+            return False
         for n in nodes:
             if n.holder is not None:
                 self._patch(rep, n, None, f"release {n.name}: the daemon stops")
         self._fewer_since.clear()
+        return True
 
     @staticmethod
     def _node(nodes: list[HoldNode], name: str) -> HoldNode:
