@@ -634,7 +634,9 @@ def test_a_kueue_object_that_moves_under_a_write_is_read_and_written_again_keepi
     assert rep.errors == ["ClusterQueue gpuas-tenant-team-high: 409 Conflict"]
 
 
-def test_nodes_unreadable_change_nothing():
+def _held_8_then_nodes_unreadable():
+    """An actuator that held 8 GPUs for team-high, whose node reads now answer 503: (actuator, its Kueue objects'
+    capture pool, the nodes' capture pool, cluster)."""
     c = FakeCluster()
     act, pool, c = kueue(c)
     assert act.apply(plan(8)).ok
@@ -642,27 +644,30 @@ def test_nodes_unreadable_change_nothing():
     routes[("GET", r"/api/v1/nodes")] = (503, {"kind": "Status", "code": 503})
     api, pool2 = served(routes)
     act.nodes.core = k8s.CoreV1Api(api)
+    return act, pool, pool2, c
+
+
+def hold_quota(c):
+    return flavors(objects(c, "ClusterQueue")["gpuas-tenant-team-high"])["gpuas-hold-team-high"]["nominalQuota"]
+
+
+def test_nodes_unreadable_change_nothing():
+    act, pool, pool2, c = _held_8_then_nodes_unreadable()
     rep = act.apply(plan(24))
     assert any("cannot read nodes" in e for e in rep.errors)
     assert not [r for r in pool2.sent if r["method"] == "PATCH"]
-    assert flavors(objects(c, "ClusterQueue")["gpuas-tenant-team-high"])["gpuas-hold-team-high"]["nominalQuota"] == 8
+    assert hold_quota(c) == 8
 
 
 def test_nodes_unreadable_at_stop_release_nothing_and_keep_the_quotas():
     """The daemon stops and the nodes cannot be read: no node was un-held, so the hold flavors keep their quota
     (before, it went to 0 beside nodes still held for the tenant)."""
-    c = FakeCluster()
-    act, pool, c = kueue(c)
-    assert act.apply(plan(8)).ok
-    routes = c.routes()
-    routes[("GET", r"/api/v1/nodes")] = (503, {"kind": "Status", "code": 503})
-    api, pool2 = served(routes)
-    act.nodes.core = k8s.CoreV1Api(api)
+    act, pool, pool2, c = _held_8_then_nodes_unreadable()
     sent = len(writes(pool))
     rep = act.release_holds()
     assert any("cannot read nodes" in e for e in rep.errors)
     assert writes(pool2) == [] and len(writes(pool)) == sent          # no node patched, no Kueue object written
-    assert flavors(objects(c, "ClusterQueue")["gpuas-tenant-team-high"])["gpuas-hold-team-high"]["nominalQuota"] == 8
+    assert hold_quota(c) == 8
 
 
 def test_kueue_dry_run_writes_nothing():
