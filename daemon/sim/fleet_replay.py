@@ -165,7 +165,7 @@ def run_fleet(fw: FleetWorkload, cfg: Config, mode: str, *, steps: int, knobs: d
     steps = min(steps, len(w.demand) - w.start - 1)
     demand = w.demand.to_numpy(dtype=float)
     step_s = int((w.demand.index[1] - w.demand.index[0]).total_seconds())
-    if knobs:   # before the per-step scaling, as in daemon/sim/replay.py
+    if knobs:   # before the per-step scaling, as in daemon/sim/strategy.py
         cfg = cfg.model_copy(update={"policy": cfg.policy.model_copy(update=knobs)})
     cfg = per_step_config(cfg, step_s)
     tenants = tuple(map(str, w.demand.columns))

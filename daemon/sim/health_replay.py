@@ -1,6 +1,6 @@
 """The job-health step on the one simulator: the daemon's own decisions, each step, beside the replay's plan.
 
-`run_strategy` (daemon/sim/replay.py) replays a trace through the policy's `plan()` on `SimCluster`; this module is
+`run_strategy` (daemon/sim/strategy.py) replays a trace through the policy's `plan()` on `SimCluster`; this module is
 its ``hook`` and adds what the daemon's cycle does around the plan when ``health.enabled`` (daemon/service/cycle.py):
 
 - before the plan: the jobs' GPUs advance one step of the activity model (daemon/sim/activity.py: busy, idle, hung,

@@ -385,7 +385,7 @@ def test_a_fleet_config_replays_typed_series_on_the_typed_fleet(tmp_path, monkey
                        None, steps=WINDOW, strategies=("perfect",))[0].summary()
     assert blind["tiers"]["high"]["unmet_gpu_min"] == 0 and "by_spec" not in blind
     # predictive: the model forecasts the tenants' columns, the engine plans them as their typed series
-    import daemon.sim.replay as replay_mod
+    import daemon.sim.strategy as replay_mod
     from forecaster.baselines import SeasonalNaive
 
     seen: set = set()

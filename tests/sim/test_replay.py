@@ -31,7 +31,7 @@ def small():
 def test_every_strategy_keeps_the_invariants_and_the_books(small, monkeypatch):
     # each strategy's cluster keeps its own books (tests/support/sim_books.py): job stints read from the job table,
     # drains from the preemptions it was given; the Meter's figures are checked against them
-    monkeypatch.setattr("daemon.sim.replay.SimCluster", BookedSimCluster)
+    monkeypatch.setattr("daemon.sim.strategy.SimCluster", BookedSimCluster)
     BookedSimCluster.instances.clear()
     steps = 240
     runs = run_replay(small, Config(), SeasonalNaive(1440), steps=steps, check_invariants=True)
