@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from daemon.policy.hand_over import hand_over
 from daemon.policy.state import PRIORITY
 from daemon.sim.cluster_jobs import NOT_ACCEPTED, RUNNING, UNHELD, lexorder
 
@@ -113,21 +114,23 @@ class Holds:
                    firm_j: np.ndarray) -> None:
         """A pool member whose own hold grows (its window's, held apart from the pool) takes first the pool's nodes
         it runs on, of those the shrinking pool gives up: its work there stays where it is, and what the pool lets
-        go of is where it was already running. Per member in index order, the nodes where it runs most (and where
-        its job still fits beside others' work that cannot be preempted). Updates ``have``."""
-        n, N, holder = self.n, self.n_nodes, self.node_holder
+        go of is where it was already running. Per member in index order, the nodes the one hand-over rule picks
+        (daemon/policy/hand_over.py, which the Kubernetes node holds call too: NodeHolds._hand_over). Updates
+        ``have`` (nodes)."""
+        n, N, holder, cap = self.n, self.n_nodes, self.node_holder, self.node_cap
         for h in np.flatnonzero(self.pool_members & (want[:n] > have[:n])).tolist():
-            spare = int(have[n] - want[n])
-            if spare <= 0:
+            if have[n] <= want[n]:
                 return
+            pool = np.flatnonzero(holder == n)            # all usable: a node that is not is unheld before
             js = r_ten == h
             own = np.bincount(r_node[js], weights=r_g[js], minlength=N)
             others_firm = np.bincount(r_node[~js & firm_j], weights=r_g[~js & firm_j], minlength=N)
-            cand = np.flatnonzero((holder == n) & (own > 0) & (others_firm <= self.node_cap - self.job_size[h]))
-            if cand.size == 0:
-                continue
-            cand = cand[lexorder(others_firm[cand].astype(np.int64), -own[cand].astype(np.int64))]
-            take = cand[: min(int(want[h] - have[h]), spare)]
+            # in GPUs, as the actuator counts: the asks are whole nodes of gpus_per_node (the last node may be smaller)
+            gpn = self.gpus_per_node
+            grow = int(want[h]) * gpn - int(cap[holder == h].sum())
+            spare = int(cap[pool].sum()) - int(want[n]) * gpn
+            take = pool[hand_over(cap[pool], own[pool], others_firm[pool], grow=grow, spare=spare,
+                                  job_gpus=int(self.job_size[h]))]
             holder[take] = h
             have[h] += take.size
             have[n] -= take.size
@@ -223,8 +226,8 @@ class Holds:
         """``_hand_over`` per GPU type (a mixed fleet; ``want``/``have``: (n + 1) x types GPUs, row n the pool): a
         pool member whose own hold grows on a type (its window's there, held apart from the pool) takes first the
         pool's nodes of that type where it runs, of the GPUs the pool gives up on that type: its work stays where it
-        is. Per member in index order, the nodes where it runs most (where its job still fits beside others' work
-        that cannot be preempted). Updates ``have``."""
+        is. Per member in index order, per type, the nodes the one hand-over rule picks (daemon/policy/hand_over.py;
+        NodeHolds._hand_over on Kubernetes). Updates ``have``."""
         n, N, holder, cap = self.n, self.n_nodes, self.node_holder, self.node_cap
         for h in np.flatnonzero(self.pool_members).tolist():
             grows = np.flatnonzero((want[h] > have[h]) & (have[n] > want[n]))
@@ -234,15 +237,10 @@ class Holds:
             own = np.bincount(r_node[js], weights=r_g[js], minlength=N)
             others_firm = np.bincount(r_node[~js & firm_j], weights=r_g[~js & firm_j], minlength=N)
             for g in grows.tolist():
-                grow, spare = int(want[h, g] - have[h, g]), int(have[n, g] - want[n, g])
-                cand = np.flatnonzero((holder == n) & (self.node_type == g) & self.node_ok & (own > 0)
-                                      & (others_firm <= cap - self.job_size[h]))
-                for k in cand[lexorder(others_firm[cand].astype(np.int64), -own[cand].astype(np.int64))].tolist():
-                    if grow <= 0:
-                        break
-                    if cap[k] <= spare:
-                        holder[k] = h
-                        grow -= int(cap[k])
-                        spare -= int(cap[k])
-                        have[h, g] += int(cap[k])
-                        have[n, g] -= int(cap[k])
+                pool = np.flatnonzero((holder == n) & (self.node_type == g) & self.node_ok)
+                take = pool[hand_over(cap[pool], own[pool], others_firm[pool], grow=int(want[h, g] - have[h, g]),
+                                      spare=int(have[n, g] - want[n, g]), job_gpus=int(self.job_size[h]))]
+                holder[take] = h
+                got = int(cap[take].sum())
+                have[h, g] += got
+                have[n, g] -= got

@@ -46,6 +46,7 @@ from daemon.actuators.k8s.objects import (
     priority_class_name,
 )
 from daemon.config.fleet import TypeResolver
+from daemon.policy.hand_over import hand_over
 from daemon.text import plural
 
 
@@ -256,10 +257,10 @@ class NodeHolds:
         """A pooled tenant whose own hold grows (its window's, held apart from the pool: Plan.window_holds) takes
         first the pool's nodes where its pods run, of the GPUs the shrinking pool gives up, as the simulator does
         (daemon/sim/cluster_holds.py, Holds._hand_over): its pods stay where they are and the pool lets go of
-        nodes its tenant keeps using. Per hold in name order, the nodes where it runs most (and where its job
-        still fits beside others' pods that cannot be evicted); updates ``held``. A mixed fleet (`by_type` for
-        the hold and the pool): per GPU type, the pool's nodes of a type where the hold grows and the pool
-        shrinks (Holds._hand_over_typed)."""
+        nodes its tenant keeps using. Per hold in name order, the nodes the one hand-over rule picks
+        (daemon/policy/hand_over.py: where it runs most and its job still fits beside others' pods that cannot be
+        evicted); updates ``held``. A mixed fleet (`by_type` for the hold and the pool): per GPU type, the pool's
+        nodes of a type where the hold grows and the pool shrinks (Holds._hand_over_typed)."""
         pool = members[POOL_VALUE]
         pool_by = by_type.get(POOL_VALUE)
         for value in sorted(wanted):
@@ -279,9 +280,14 @@ class NodeHolds:
                        own: set[str], want: int, pool_want: int, by_tenant: dict[str, dict[str, int]],
                        firm_of: dict[str | None, dict[str, int]], job_gpus: dict[str, int]) -> None:
         """`_hand_over` of one hold among `nodes` (all of them, or one type's): it asks `want` GPUs, the pool
-        `pool_want`."""
-        spare = sum(n.gpus for n in nodes if n.name in held[POOL_VALUE]) - pool_want
-        grow = want - sum(n.gpus for n in nodes if n.name in held[value])
+        `pool_want`. The nodes are those the one hand-over rule picks (daemon/policy/hand_over.py, which the
+        simulator calls too), over the pool's usable nodes by name. Only usable nodes count as held (what the
+        pool can spare, what the hold has), as in ``apply`` and in the simulator: a NotReady or cordoned node
+        leaves its hold."""
+        usable = sorted((n for n in nodes if n.usable), key=lambda n: n.name)
+        pool = [n for n in usable if n.name in held[POOL_VALUE]]
+        spare = sum(n.gpus for n in pool) - pool_want
+        grow = want - sum(n.gpus for n in usable if n.name in held[value])
         if grow <= 0 or spare <= 0:
             return
         mine: dict[str, int] = {}
@@ -293,19 +299,14 @@ class NodeHolds:
             if owner not in own:
                 for n, g in per_node.items():
                     firm[n] = firm.get(n, 0) + g
-        jg = max(int(job_gpus.get(value, 1)), 1)
-        cand = sorted((n for n in nodes if n.name in held[POOL_VALUE] and n.usable and mine.get(n.name, 0) > 0
-                       and firm.get(n.name, 0) <= n.gpus - jg),
-                      key=lambda n: (firm.get(n.name, 0), -mine.get(n.name, 0), n.name))
-        for n in cand:
-            if grow <= 0 or spare < n.gpus:
-                break
+        picked = hand_over([n.gpus for n in pool], [mine.get(n.name, 0) for n in pool],
+                           [firm.get(n.name, 0) for n in pool], grow=grow, spare=spare,
+                           job_gpus=int(job_gpus.get(value, 1)))
+        for n in (pool[i] for i in picked):
             if self._patch(rep, n, value, f"hand {n.name} over from the pool to the hold of {value} "
                                           "(its window's; its pods run there)"):
                 held[POOL_VALUE].discard(n.name)
                 held[value].add(n.name)
-                grow -= n.gpus
-                spare -= n.gpus
 
     def release_all(self, rep: ActionReport) -> bool:
         """Un-hold every node carrying our label; no pod is stopped. False when the nodes could not be read (none
