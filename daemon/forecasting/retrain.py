@@ -69,14 +69,17 @@ def read_history_file(path: Path, step_s: int, keep: Callable[[str], bool] | Non
     column made a user rerun twenty times for one file); a column `keep` says yes to (a tenant the config lists)
     stays, as 0 demand where it has no value, as the daemon counts a listed tenant with no GPUs."""
     path = Path(path)
-    try:
-        df = pd.read_parquet(path) if path.suffix in (".parquet", ".pq") else pd.read_csv(path)
-    except Exception as exc:
-        raise DataError(f"{path}: cannot read history: {exc}") from None
-    if path.suffix not in (".parquet", ".pq"):
-        _header_once(path)
+    csv = path.suffix not in (".parquet", ".pq")
+    try:  # skipinitialspace: `time, team-a` (a space after each comma, as people type it) names `team-a`
+        df = pd.read_csv(path, skipinitialspace=True) if csv else pd.read_parquet(path)
+    except Exception as exc:  # pandas' parser errors end in a newline and may span lines: one line
+        raise DataError(f"{path}: cannot read history: {' '.join(str(exc).split())}") from None
+    if csv:
+        df = _named_columns(df, _header_once(path), path)
     if "time" not in df.columns:
-        raise DataError(f"{path}: needs a 'time' column")
+        seen = ", ".join(repr(str(c)[:40]) for c in df.columns[:6]) + (", ..." if df.shape[1] > 6 else "")
+        sep = " (a CSV's columns are separated by commas)" if csv and df.shape[1] == 1 else ""
+        raise DataError(f"{path}: needs a 'time' column; the header has {seen}{sep}")
     try:  # epoch numbers by magnitude (s, ms, us, ns), text as pandas reads it: daemon/forecasting/times.py
         df["time"], _ = parse_times(df["time"])
     except TimeFormatError as exc:
@@ -96,19 +99,36 @@ def read_history_file(path: Path, step_s: int, keep: Callable[[str], bool] | Non
     return drop_idle(out, idle, str(path), keep)
 
 
-def _header_once(path: Path) -> None:
-    """Refuse a CSV header that names a column twice: pandas reads the second `team-b` as `team-b.1`, a tenant of
-    its own that the replay (or the training) would add beside the first."""
+def _header_once(path: Path) -> list[str]:
+    """The CSV header's names, stripped (`team-a ` is the config's `team-a`, not a tenant of its own). Refused: a
+    name given twice: pandas reads the second `team-b` as `team-b.1`, a tenant of its own that the replay (or the
+    training) would add beside the first."""
     import csv
 
-    with open(path, newline="", encoding="utf-8", errors="replace") as f:
-        header = next(csv.reader(f), [])
+    # read as pandas reads it: a spreadsheet's byte-order mark is no part of the first name, a space after a comma
+    with open(path, newline="", encoding="utf-8-sig", errors="replace") as f:
+        header = [h.strip() for h in next(csv.reader(f, skipinitialspace=True), [])]
     seen: set[str] = set()
-    for name in (h.strip() for h in header):
-        if name in seen:
+    for name in header:
+        if name in seen and name:
             raise DataError(f"{path}: the header names column {name[:64]!r} twice: one column per tenant (sum them, "
                             "or rename one)")
         seen.add(name)
+    return header
+
+
+def _named_columns(df: pd.DataFrame, header: list[str], path: Path) -> pd.DataFrame:
+    """The frame under the header's stripped names. A column with no name is dropped when it holds no value (a
+    comma at the end of every line) and refused when it does: pandas names it `Unnamed: 2`, a tenant of its own,
+    and an index written by `to_csv` would be one whose demand is the row number."""
+    if len(header) != df.shape[1]:  # pandas took a first column as the index: leave its names as they are
+        return df
+    for i, name in enumerate(header):
+        if not name and df.iloc[:, i].notna().any():
+            raise DataError(f"{path}: column {i + 1} of the header has no name but holds values: name its tenant, "
+                            "or drop the column (an index written by pandas' to_csv: write with index=False)")
+    df.columns = header
+    return df.loc[:, [bool(h) for h in header]]
 
 
 def drop_idle(frame: pd.DataFrame, idle: Mapping[str, float], where: str,
