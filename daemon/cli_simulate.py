@@ -173,11 +173,12 @@ def simulate(ctx, trace, cold_start, stabilization, data, from_source, history_d
                 if recommend_:
                     raise DataError(own_notes["contention"]["message"])
                 click.echo(f"WARNING: {own_notes['contention']['message']}", err=True)
-            if own_notes["tenants_unnamed"]:
-                click.echo(f"{plural(len(own_notes['tenants_unnamed']), 'tenant')} not named in the config or flags "
-                           f"{agree(len(own_notes['tenants_unnamed']), 'is', 'are')} "
-                           f"replayed as tier normal with {default_job_gpus}-GPU jobs: "
-                           f"{', '.join(own_notes['tenants_unnamed'][:6])}", err=True)
+            unnamed = own_notes["tenants_unnamed"]
+            if unnamed:  # all of them counted, the first six named
+                more = f" (+{len(unnamed) - 6} more)" if len(unnamed) > 6 else ""
+                click.echo(f"{plural(len(unnamed), 'tenant')} not named in the config or flags "
+                           f"{agree(len(unnamed), 'is', 'are')} replayed as tier normal with {default_job_gpus}-GPU "
+                           f"jobs: {', '.join(unnamed[:6])}{more}", err=True)
             if "predictive" in chosen:
                 # the start-up selection logs every candidate's score in one long line: here they go to the JSON
                 quiet = logging.getLogger("gpu_autoscaler.selection")

@@ -157,9 +157,9 @@ def own_workload(frame: pd.DataFrame, cfg: Config, *, days: float, step_s: int, 
                                   "cold_start_s": s.cold_start_s, "headroom": s.headroom,
                                   "scale_down_stabilization_s": s.scale_down_stabilization_s}
                               for n, s in specs.items()}
-    if unknown:
-        log.warning("%s: %d tenants not named in the config or flags, replayed as tier normal with %d-GPU jobs: %s",
-                    where, len(unknown), default_job_gpus, _some(unknown))
+    if unknown:  # notes["tenants_unnamed"]: the caller tells the user (simulate: one line), so only debug here
+        log.debug("%s: %d tenant(s) not named in the config or flags, replayed as tier normal with %d-GPU jobs: %s",
+                  where, len(unknown), default_job_gpus, _some(unknown))
     return w, notes
 
 

@@ -73,3 +73,23 @@ def test_an_unnamed_column_with_no_value_is_dropped_quietly(tmp_path):
     csv, _ = write(tmp_path, {**the_case(), "x": np.full(N, np.nan)})
     _rewrite(csv, lambda line: line.replace(",x", ","))
     assert list(read_history_file(csv, 60).columns) == ["hi", "lo"]
+
+
+def test_tenants_the_config_does_not_name_are_said_once_all_counted(tmp_path):
+    # the command as a user runs it (its own logging): the list came twice, a log WARNING ("1 tenants not named")
+    # and the command's own line; and the command's line named six with no word of the rest
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    extra = {f"x{k}": np.r_[np.zeros(N - 10), np.full(10, 1.0 + k % 2)] for k in range(7)}
+    csv, toml = write(tmp_path, {**the_case(), **extra})
+    r = subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(toml), "simulate", "--data", str(csv), "--days",
+                        str(DAYS), "--strategies", "reactive", "--quick-forecaster", "--workers", "1",
+                        "--out", str(tmp_path / "o")], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 0, r.stderr
+    said = [line for line in r.stderr.splitlines() if "not named in the config" in line]
+    assert said == ["8 tenants not named in the config or flags are replayed as tier normal with 1-GPU jobs: "
+                    "lo, x0, x1, x2, x3, x4 (+2 more)"], r.stderr
