@@ -211,8 +211,10 @@ def spec(extra_paths: dict | None = None) -> dict:
                     "types": {"type": ["array", "null"], "description": "a mixed fleet: per GPU type, GPUs held for "
                               "the tenant and GPUs it uses (null for a one-model cluster)"},
                     "hold_use": {"type": ["array", "null"], "description": "per GPU type held for the tenant: "
-                                 "planned (GPUs the plan holds there), gpus (of the nodes held now), and what "
-                                 "occupies them: own, others_protected (never preempted), others_preemptible, "
+                                 "planned (GPUs the plan holds there), pooled (the nodes are the high tier's "
+                                 "pool, held for all its tenants), gpus (of the nodes held now), and what "
+                                 "occupies them: own, pool_others (the high tier's pool's other tenants, whom it "
+                                 "is held for too), others_protected (never preempted), others_preemptible, "
                                  "draining, free"},
                     "pending_by_accepts": {"type": ["object", "null"], "description": "GPUs waiting per set of GPU "
                                            "types the jobs accept (\"any\": every type)"}}}]},

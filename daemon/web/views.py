@@ -251,8 +251,9 @@ def tenant_types(snap: Snapshot, tenant: str) -> list[dict] | None:
 
 def _hold_use(snap: Snapshot, backend: Backend, tenant: str) -> list[dict] | None:
     """Per GPU type held for `tenant`, the GPUs the plan holds there (`planned`) and what occupies the nodes held
-    for it now (daemon/web/hold_use.py): its own work, others' work that cannot be preempted, others' preemptible
-    work, draining, free. None when nothing is held for it and no node is. GPU counts only: no other tenant's name."""
+    for it now (daemon/web/hold_use.py): its own work, the high tier's pool's other tenants' work, others' work
+    that cannot be preempted, others' preemptible work, draining, free (`pooled`: the nodes are the pool's). None
+    when nothing is held for it and no node is. GPU counts only: no other tenant's name."""
     plan, st = snap.plan, snap.state
     i = _state_index(snap, tenant)
     if plan is None or st is None or i is None:
@@ -260,11 +261,13 @@ def _hold_use(snap: Snapshot, backend: Backend, tenant: str) -> list[dict] | Non
     ops = backend.overrides().inputs()
     protected = np.array([ops.paused_all or t in plan.reservations or t in plan.pooled or t in ops.paused
                           or ops.floors.get(t, 0) > 0 for t in st.tenants], dtype=bool)
-    use = hold_use(st, i, tenant in plan.pooled, protected)
+    pool = np.array([tenant in plan.pooled and t in plan.pooled for t in st.tenants], dtype=bool)
+    use = hold_use(st, i, pool, protected)
     planned = dict(plan.holds_by_type.get(tenant, {}))
     if not planned and plan.reservations.get(tenant) and not plan.capacity_by_type:  # a one-model cluster
         planned = {DEFAULT_TYPE: int(plan.reservations[tenant])}
-    rows = [{"type": t, "planned": int(planned.get(t, 0)),
+    pooled = tenant in plan.pooled
+    rows = [{"type": t, "planned": int(planned.get(t, 0)), "pooled": pooled,
              **use.get(t, {"gpus": 0, **dict.fromkeys(PARTS, 0)})} for t in sorted(set(planned) | set(use))]
     return rows or None
 

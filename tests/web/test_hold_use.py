@@ -14,10 +14,12 @@ from daemon.policy.types import Plan, PolicyMemory
 from daemon.web.app import build_app
 from daemon.web.backend import Snapshot
 from daemon.web.hold_use import hold_use
+from tests.conftest import REPO
 from tests.support.daemons import OP, h
 from tests.support.web_backend import SnapshotBackend, with_tokens
 
 AT = pd.Timestamp("2026-01-06T13:50:00Z")
+REPO_REPORTS = REPO / "reports" / "browser"
 TENANTS = ("tenant-0001", "other-high", "other-low", "floored-low")
 
 
@@ -44,18 +46,24 @@ def _state() -> ClusterState:
 def test_the_split_of_a_hold_on_a_hand_made_state():
     st = _state()
     protected = np.array([True, True, False, True])           # held, high, unprotected, floored
-    use = hold_use(st, 0, False, protected)
-    assert use == {"g2": {"gpus": 16, "own": 6, "others_protected": 4 + 2, "others_preemptible": 2, "draining": 2,
-                          "free": 0},
-                   "t4": {"gpus": 8, "own": 0, "others_protected": 0, "others_preemptible": 0, "draining": 0,
-                          "free": 8}}
-    assert hold_use(st, 1, False, protected) == {}              # nothing held for other-high
+    alone = np.zeros(4, dtype=bool)                            # no pool
+    use = hold_use(st, 0, alone, protected)
+    assert use == {"g2": {"gpus": 16, "own": 6, "pool_others": 0, "others_protected": 4 + 2, "others_preemptible": 2,
+                          "draining": 2, "free": 0},
+                   "t4": {"gpus": 8, "own": 0, "pool_others": 0, "others_protected": 0, "others_preemptible": 0,
+                          "draining": 0, "free": 8}}
+    assert hold_use(st, 1, alone, protected) == {}              # nothing held for other-high
     pooled = st.nodes.held_by.copy()
     pooled[1] = HELD_BY_POOL                                   # n2 held for the high tier's pool
 
     st2 = dataclasses.replace(st, nodes=dataclasses.replace(st.nodes, held_by=pooled))
-    assert hold_use(st2, 0, True, protected)["g2"]["gpus"] == 16
-    assert hold_use(st2, 0, False, protected)["g2"]["gpus"] == 8   # not pooled: its own nodes only
+    pool = np.array([True, True, False, False])                # held for tenant-0001 and other-high together
+    g2 = hold_use(st2, 0, pool, protected)["g2"]
+    assert g2["gpus"] == 16
+    # other-high's job on the pool is the pool's other tenant's work, not work that "started there before the plan
+    # held the nodes"; floored-low's on tenant-0001's own n1 still is
+    assert (g2["pool_others"], g2["others_protected"], g2["others_preemptible"]) == (4, 2, 2)
+    assert hold_use(st2, 0, alone, protected)["g2"]["gpus"] == 8   # not pooled: its own nodes only
 
 
 def _snapshot() -> Snapshot:
@@ -77,8 +85,8 @@ def test_the_tenant_page_and_the_api_say_what_occupies_the_hold():
     client = TestClient(build_app(backend))
     body = client.get("/api/v1/tenants/tenant-0001", headers=h(T1)).json()   # the tenant's own token
     rows = {r["type"]: r for r in body["hold_use"]}
-    assert rows["g2"] == {"type": "g2", "planned": 16, "gpus": 16, "own": 6, "others_protected": 6,
-                          "others_preemptible": 2, "draining": 2, "free": 0}
+    assert rows["g2"] == {"type": "g2", "planned": 16, "pooled": False, "gpus": 16, "own": 6, "pool_others": 0,
+                          "others_protected": 6, "others_preemptible": 2, "draining": 2, "free": 0}
     assert rows["t4"]["free"] == 8
     assert "other-high" not in str(body["hold_use"])            # GPU counts only, no other tenant's name
     client.cookies.set("gpuas_token", OP)
@@ -88,3 +96,61 @@ def test_the_tenant_page_and_the_api_say_what_occupies_the_hold():
     assert '<td class="num others-protected">6</td>' in row and '<td class="num others-preemptible">2</td>' in row
     assert "6 of your held g2 GPUs run other tenants' work that is never preempted" in text
     assert 'id="hold-occupied-t4"' not in text
+
+
+def test_on_the_high_tiers_pool_the_page_counts_the_pools_other_tenants_apart():
+    """Before: on `run --sim` a high-tier tenant held 18 GPUs of the 600-GPU pool read "GPUs held for you: 18" and
+    "481 of your held gpu GPUs run other tenants' work that is never preempted (... that started there before the
+    plan held these nodes for you)": the other high-tier tenants' work, on the pool held for them too."""
+    st = _state()
+    pool_nodes = st.nodes.held_by.copy()
+    pool_nodes[:3] = HELD_BY_POOL                              # n1..n3 are the high tier's pool
+    snap = _snapshot()
+    snap = dataclasses.replace(snap, state=dataclasses.replace(st, nodes=dataclasses.replace(st.nodes,
+                                                                                             held_by=pool_nodes)),
+                               plan=dataclasses.replace(snap.plan, pooled=("tenant-0001", "other-high")))
+    backend = SnapshotBackend(snap)
+    backend.overrides().change_tenant("op", "floored-low", {"floor_gpus": 2})
+    client = TestClient(build_app(backend))
+    rows = {r["type"]: r for r in client.get("/api/v1/tenants/tenant-0001", headers=h(OP)).json()["hold_use"]}
+    assert rows["g2"]["pooled"] and (rows["g2"]["pool_others"], rows["g2"]["others_protected"]) == (4, 2)
+    client.cookies.set("gpuas_token", OP)
+    text = client.get("/ui/tenants/tenant-0001").text
+    assert "held together for every high-tier tenant" in text
+    row = text[text.index('id="hold-use-g2"'):]
+    row = row[:row.index("</tr>")]
+    assert '<td class="num pool-others">4</td>' in row and '<td class="num others-protected">2</td>' in row
+    assert "2 of the pool's g2 GPUs run other tenants' work that is never preempted" in text
+    assert "of your held g2 GPUs" not in text
+
+
+def test_in_the_browser_a_pooled_tenant_sees_the_pool_counted_as_a_pool(tmp_path):
+    """`run --sim` (the high tier held as one pool) in headless Chromium, as the tenant and as an operator: the page
+    says the nodes are the pool and counts the pool's other tenants apart, so no count of "your held GPUs" exceeds
+    the GPUs held."""
+    import httpx
+
+    from tests.support.browser import chromium, logged_in
+    from tests.support.daemons import T1, sim_process
+    from tests.web.test_console import BROWSER_SETTINGS
+
+    def pool_in_use(base: str) -> bool:
+        r = httpx.get(f"{base}/api/v1/tenants/tenant-0001", headers=h(OP))
+        rows = r.json().get("hold_use") if r.status_code == 200 else None
+        return bool(rows) and all(x["pooled"] for x in rows) and sum(x["pool_others"] for x in rows) > 0
+
+    with sim_process(tmp_path, BROWSER_SETTINGS, pool_in_use, "a pooled tenant with others on the pool") as base, \
+            chromium() as new_page:
+        for token in (T1, OP):
+            page = logged_in(new_page, base, token)
+            assert page.goto(f"{base}/ui/tenants/tenant-0001") == 200
+            assert "held together for every high-tier tenant" in page.eval("document.querySelector('#hold-pooled')"
+                                                                            ".textContent")
+            cells = page.eval("Array.from(document.querySelectorAll('#hold-use tr[id^=hold-use-]')).map(r => "
+                              "Array.from(r.cells).map(c => c.textContent))")
+            for _type, planned, gpus, own, pool_others, protected, preemptible, draining, free in cells:
+                assert int(gpus) == sum(map(int, (own, pool_others, protected, preemptible, draining, free)))
+            assert sum(int(c[4]) for c in cells) > 0
+            text = page.eval("document.querySelector('#hold-use').innerText")
+            assert "of your held" not in text, text
+            page.screenshot(REPO_REPORTS / f"tenant-pool-{'tenant' if token == T1 else 'operator'}.png")
