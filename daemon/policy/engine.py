@@ -477,13 +477,16 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
     if chosen.size:
         # the preempted tenant reads this (notices, Slurm comments, Kubernetes Events in its namespace): it names
         # no other tenant; whom each job made room for is the operator's, in Preemption.for_tenant
-        reason = (f"low-priority job preempted to clear {plural(shortfall, 'GPU')} ahead of forecast peak "
-                  f"(p{int(pc.quantile * 100)} within {plural(pc.preempt_lead_steps, 'step')}) for protected tenants")
+        ahead = f"ahead of forecast peak (p{int(pc.quantile * 100)} within {plural(pc.preempt_lead_steps, 'step')})"
+        # the cluster's free GPUs may cover the GPUs short and a protected job still not fit on one node: the
+        # placement-aware choice then clears room on one, and a count of GPUs short (0 or below) would say nothing
+        what = (f"to clear {plural(shortfall, 'GPU')} {ahead} for protected tenants" if shortfall > 0 else
+                f"to make room on one node for a protected tenant's job {ahead}: the free GPUs are not on a node it "
+                "fits")
+        reason = f"low-priority job preempted {what}"
         # a job the health step found idle or hung was taken before busy ones (preemption.choose): its reason says so
         idle_reason = ("low-priority job found idle by the job health check (its GPUs doing no work), so preempted "
-                       f"before busy jobs, to clear {plural(shortfall, 'GPU')} ahead of forecast peak "
-                       f"(p{int(pc.quantile * 100)} within {plural(pc.preempt_lead_steps, 'step')}) for protected "
-                       "tenants")
+                       f"before busy jobs, {what}")
         idle = jobs.idle[chosen].tolist() if jobs.idle is not None else [False] * chosen.size
         beneficiary = [tenants[i] for i in cleared_for] if len(cleared_for) == chosen.size else [""] * chosen.size
         for jid, ti, g, node, who, was_idle in zip(jobs.ids[chosen].tolist(), jobs.tenant[chosen].tolist(),
