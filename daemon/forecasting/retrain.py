@@ -527,7 +527,10 @@ def _score_and_choose(frame: pd.DataFrame, cfg: Config, res, candidate, spec: LS
                         "peak_loss": peak_scores["lstm"], "peak_windows": windows},
             "train_seconds": res.seconds, "epochs": res.epochs_run}
     version = registry.save_version(model_dir, res.model, meta)
-    unit = {"wql": "wQL", "peak": "peak loss", "replay": "replay cost"}[selected_by]
+    # the peak loss is no column of the table: say it is the mean of the lead windows' loss columns
+    cols = " and ".join(f"{w}{k}" for w, k in windows.items())  # as forecaster/backtest.py's table heads them
+    unit = {"wql": "wQL", "peak": f"peak loss, the mean of the {cols} loss columns",
+            "replay": "replay cost"}[selected_by]
     ranked = ", ".join(f"{k} {v:.4f}" if selected_by != "replay" else f"{k} {v:,.0f}"
                        for k, v in sorted(rank.items(), key=lambda kv: r(kv[0])))
     why = f"{winner} scored best on {scored_on} (last {holdout} steps, {unit}: {ranked})"
