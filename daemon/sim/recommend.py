@@ -267,10 +267,13 @@ def recommend(replay: dict, obj: Objective | None = None) -> dict:
             "snippet": snippet(chosen, helps, exp, rf, sf, obj, source, replay.get("forecaster"), short_line)}
 
 
-# the summary's figures: (header, key in figures(), format)
-_SUMMARY = (("util", "utilization", lambda v: f"{100 * v:.1f}%"), ("high unmet", "high_unmet", "{:,.0f}".format),
-            ("normal unmet", "normal_unmet", "{:,.0f}".format), ("low unmet", "low_unmet", "{:,.0f}".format),
-            ("preemptions", "preemptions", "{:,d}".format), ("work lost", "work_lost_gpu_min", "{:,.0f}".format))
+# the summary's figures: (header, unit, key in figures(), format)
+_SUMMARY = (("util", "%", "utilization", lambda v: f"{100 * v:.1f}%"),
+            ("high unmet", "GPU-min", "high_unmet", "{:,.0f}".format),
+            ("normal unmet", "GPU-min", "normal_unmet", "{:,.0f}".format),
+            ("low unmet", "GPU-min", "low_unmet", "{:,.0f}".format),
+            ("preemptions", "jobs", "preemptions", "{:,d}".format),
+            ("work lost", "GPU-min", "work_lost_gpu_min", "{:,.0f}".format))
 
 
 def summary_lines(rec: dict) -> list[str]:
@@ -278,11 +281,12 @@ def summary_lines(rec: dict) -> list[str]:
     static's (GPU-minutes over the replayed window), why, and whether capacity rather than forecasting is short."""
     verdict = (f"recommended: {rec['recommended']}" if rec["predictive_helps"]
                else f"predictive does not help on this history; recommended: {rec['recommended']}")
-    rows = [("", *(h for h, _, _ in _SUMMARY), "setting")]
+    # a unit under each head, as the replay's table has: the figures are over the whole replayed window
+    rows = [("", *(h for h, _, _, _ in _SUMMARY), "setting"), ("", *(u for _, u, _, _ in _SUMMARY), "")]
     for name in ("expected", "reactive", "static"):
         f = rec.get(name)
         if f is not None:
-            rows.append(("recommended" if name == "expected" else name, *(fmt(f[k]) for _, k, fmt in _SUMMARY),
+            rows.append(("recommended" if name == "expected" else name, *(fmt(f[k]) for _, _, k, fmt in _SUMMARY),
                          f["label"]))
     w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     grid = ["  " + "  ".join([r[0].ljust(w[0]), *(x.rjust(n) for x, n in zip(r[1:-1], w[1:-1])), r[-1]]).rstrip()

@@ -81,9 +81,13 @@ def test_a_sweep_prints_the_summary_first_and_its_table_on_request():
     text = "\n".join(lines)
     assert lines[0] == "recommended: predictive(quantile=0.5,headroom=0.05)"
     # the recommended setting's figures against reactive's and static's, then why
-    rows = {x.split()[0]: x.split() for x in lines[1:5]}
+    rows = {x.split()[0]: x.split() for x in lines[1:6]}
     assert rows["recommended"][1:3] == ["81.0%", "40"] and rows["reactive"][1:3] == ["80.0%", "100"]
-    assert rows["static"][1:3] == ["81.0%", "300"] and lines[5].startswith("why: ")
+    assert rows["static"][1:3] == ["81.0%", "300"] and lines[6].startswith("why: ")
+    # each figure's unit under its head (the unmet and the work lost are GPU-minutes over the replayed window)
+    assert lines[2].split() == ["%", "GPU-min", "GPU-min", "GPU-min", "jobs", "GPU-min"]
+    heads = ("util", "high unmet", "normal unmet", "low unmet", "preemptions", "work lost")
+    assert [lines[1].index(h) + len(h) for h in heads] == [m.end() for m in re.finditer(r"\S+", lines[2])]
     # the comparison as lines, not JSON; no table (a pointer to it instead), the snippet last
     assert "{" not in text and "comparison at equal utilization (80.0%, reactive's best point):" in lines
     assert any(re.fullmatch(r"\s+high-tier unmet, GPU-min\s+100\s+40\s+0", x) for x in lines)
