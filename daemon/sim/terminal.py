@@ -31,9 +31,24 @@ def replay_lines(doc: dict, recommendation: dict | None = None, sweep: bool = Fa
     else:
         out.append(f"the table of all {len(doc['runs'])} settings: --table (--legend says what each column is), "
                    f"or {json_path}")
-    if report.has_inference(doc["runs"]):  # the services' requests per tier, every setting (a few columns)
-        out += ["inference requests per tier (arrived = served + throttled + late):",
-                report.table(doc["runs"], legend=legend, columns=report.INFERENCE_COLUMNS)]
+    if report.has_inference(doc["runs"]):  # the services' requests per tier (a few columns)
+        runs, head = doc["runs"], "inference requests per tier (arrived = served + throttled + late):"
+        if sweep and not (table or legend):  # as the table above: the settings named, not the whole sweep's rows
+            named = _named(doc, recommendation)
+            runs = [s for s in runs if s["label"] in named]
+            head = (f"inference requests per tier (arrived = served + throttled + late), the settings named above "
+                    f"(all {len(doc['runs'])}: --table):")
+        out += [head, report.table(runs, legend=legend, columns=report.INFERENCE_COLUMNS)]
     if recommendation is not None:
         out += ["", recommendation["snippet"].rstrip("\n")]
     return out
+
+
+def _named(doc: dict, recommendation: dict | None) -> set[str]:
+    """The settings the summary and the comparison name: the recommended one, reactive's and static's beside it,
+    and the comparison's points."""
+    cmp_ = doc.get("comparison") or {}
+    named = {cmp_.get(k) for k in ("reactive_point", "predictive_point", "perfect_point")}
+    for k in ("expected", "reactive", "static"):
+        named.add(((recommendation or {}).get(k) or {}).get("label"))
+    return {x for x in named if x}

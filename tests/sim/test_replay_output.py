@@ -204,3 +204,30 @@ def test_duration_text():
     assert report.replay_title("w", 1, 1, 1.0) == "w: 1 tenant, 1 GPU, 1 day"
     assert (report.replay_title("w", 40, 6212, 1439 / 1440, "8-GPU nodes")
             == "w: 40 tenants, 6,212 GPUs, 23 h 59 min, 8-GPU nodes")
+
+
+def test_a_sweep_prints_the_services_requests_of_the_settings_it_names_not_of_every_setting():
+    """Before: `simulate --data` with a [req/s] column and --recommend printed the summary, then the pointer 'the
+    table of all 95 settings: --table', then 95 rows of the services' requests, and the snippet only after them."""
+    from daemon.sim import terminal
+
+    doc = sweep_doc()
+    doc["runs"].insert(1, summary("static", {"reserve_share": 0.4}, 0.70, 500))   # a setting no line names
+    for k, s in enumerate(doc["runs"]):
+        for tier in ("high", "normal", "low"):
+            s["tiers"][tier].update(inf_requests=1000.0, inf_served=990.0 - k, inf_throttled=10.0 + k, inf_late=0.0,
+                                    inf_gpu_min=5.0)
+    doc["comparison"] = report.compare(doc["runs"])
+    r = rec.recommend(doc)
+    lines = terminal.replay_lines(doc, r, sweep=True)
+    i = next(k for k, x in enumerate(lines) if x.startswith("inference requests per tier"))
+    assert lines[i].endswith("the settings named above (all 6: --table):"), lines[i]
+    shown = [x.split()[0] for x in lines[i + 1].splitlines()[2:]]
+    named = {r["expected"]["label"], r["reactive"]["label"], r["static"]["label"],
+             *(doc["comparison"][k] for k in ("reactive_point", "predictive_point", "perfect_point"))}
+    assert set(shown) == named and "static(reserve_share=0.4)" not in shown, shown
+    # --table: every setting, as the per-tier table
+    full = terminal.replay_lines(doc, r, sweep=True, table=True)
+    j = next(k for k, x in enumerate(full) if x.startswith("inference requests per tier"))
+    assert full[j] == "inference requests per tier (arrived = served + throttled + late):"
+    assert len(full[j + 1].splitlines()) == 2 + len(doc["runs"])
