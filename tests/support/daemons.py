@@ -96,7 +96,12 @@ def sim_process(tmp: Path, settings: str, ready: Callable[[str], bool], what: st
                             env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: ready(base), what=what, timeout=timeout)
+        def died() -> str | None:  # a port taken after the probe, a bad config: say so now, not as "not ready"
+            if proc.poll() is None:
+                return None
+            return f"run --sim exited with {proc.returncode}; its log ends: {(tmp / 'daemon.log').read_text()[-2000:]}"
+
+        wait_for(lambda: ready(base), what=what, timeout=timeout, dead=died)
         yield base
     finally:
         stop(proc)

@@ -17,10 +17,15 @@ import httpx
 from tests.conftest import free_port, need_binary
 
 
-def wait_for(check, timeout=30.0, interval=0.1, what="service"):
+def wait_for(check, timeout=30.0, interval=0.1, what="service", dead=None):
+    """Wait until `check()` holds. `dead()`, when given, says why waiting longer is pointless (the process died):
+    a RuntimeError at once rather than the whole timeout."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
+        why = dead() if dead is not None else None
+        if why:
+            raise RuntimeError(f"{what}: {why}")
         try:
             if check():
                 return
