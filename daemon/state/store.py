@@ -13,6 +13,8 @@ import sqlite3
 import threading
 import time
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
@@ -180,6 +182,30 @@ class StateStore:
         with self._lock:
             self._db.close()
 
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Cursor]:
+        """One write transaction under the store's lock: BEGIN IMMEDIATE (the write lock taken up front, so a
+        replica sharing the file waits at the start, not half-way), COMMIT when the block ends,
+        ROLLBACK on any exception (incl. KeyboardInterrupt), which is raised again: a cycle's plan, memory and
+        events are saved together or not at all."""
+        with self._lock:
+            cur = self._db.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                yield cur
+                cur.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:  # SQLite may have rolled back itself (disk full)
+                    cur.execute("ROLLBACK")
+                raise
+
+    @staticmethod
+    def _put_kv(cur: sqlite3.Cursor, key: str, text: str, updated: Any) -> None:
+        """Insert or replace one key's value (JSON text), within the caller's transaction."""
+        cur.execute("INSERT INTO kv(key, value, updated) VALUES(?,?,?) "
+                    "ON CONFLICT(key) DO UPDATE SET value=excluded.value, updated=excluded.updated",
+                    (key, text, updated))
+
     def _get(self, key: str) -> Any | None:
         row = self._db.execute("SELECT value FROM kv WHERE key=?", (key,)).fetchone()
         return json.loads(row[0]) if row else None
@@ -187,24 +213,14 @@ class StateStore:
     def save_cycle(self, plan: Plan, model: str, made_at: float | None = None) -> None:
         """Commit the plan, the memory it carries, the model in use and when (epoch s) as one transaction."""
         now = plan.at
-        with self._lock:
-            cur = self._db.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                for key, value in (("last_plan", plan.to_dict()), ("memory", plan.memory.to_dict()),
-                                   ("model", model), ("last_plan_made_at", made_at)):
-                    cur.execute("INSERT INTO kv(key, value, updated) VALUES(?,?,?) "
-                                "ON CONFLICT(key) DO UPDATE SET value=excluded.value, updated=excluded.updated",
-                                (key, json.dumps(value, allow_nan=True), now))
-                cur.execute("INSERT INTO plans(at, stale, summary) VALUES(?,?,?)",
-                            (now, int(plan.stale), json.dumps(plan.summary())))
-                cur.execute("DELETE FROM plans WHERE id <= (SELECT MAX(id) FROM plans) - ?", (self.keep_plans,))
-                self._prune_events(cur)
-                cur.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:  # SQLite may have rolled back itself (disk full)
-                    cur.execute("ROLLBACK")
-                raise
+        with self._transaction() as cur:
+            for key, value in (("last_plan", plan.to_dict()), ("memory", plan.memory.to_dict()),
+                               ("model", model), ("last_plan_made_at", made_at)):
+                self._put_kv(cur, key, json.dumps(value, allow_nan=True), now)
+            cur.execute("INSERT INTO plans(at, stale, summary) VALUES(?,?,?)",
+                        (now, int(plan.stale), json.dumps(plan.summary())))
+            cur.execute("DELETE FROM plans WHERE id <= (SELECT MAX(id) FROM plans) - ?", (self.keep_plans,))
+            self._prune_events(cur)
 
     def log_event(self, at: str, kind: str, detail: dict) -> None:
         with self._lock:
@@ -217,58 +233,30 @@ class StateStore:
 
     def put_value(self, key: str, value: Any, at: str, event: tuple[str, dict] | None = None) -> None:
         """Write one value and, in the same transaction, the event that records who changed it."""
-        with self._lock:
-            cur = self._db.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                cur.execute("INSERT INTO kv(key, value, updated) VALUES(?,?,?) "
-                            "ON CONFLICT(key) DO UPDATE SET value=excluded.value, updated=excluded.updated",
-                            (key, json.dumps(value), at))
-                if event is not None:
-                    cur.execute("INSERT INTO events(at, kind, detail, logged) VALUES(?,?,?,?)",
-                                (at, event[0], json.dumps(event[1]), self.clock()))
-                cur.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:  # SQLite may have rolled back itself (disk full)
-                    cur.execute("ROLLBACK")
-                raise
+        with self._transaction() as cur:
+            self._put_kv(cur, key, json.dumps(value), at)
+            if event is not None:
+                cur.execute("INSERT INTO events(at, kind, detail, logged) VALUES(?,?,?,?)",
+                            (at, event[0], json.dumps(event[1]), self.clock()))
 
     def log_events(self, at: str, items: list[tuple[str, dict]]) -> None:
         """Several events in one transaction (one fsync)."""
         if not items:
             return
-        with self._lock:
-            cur = self._db.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                now = self.clock()
-                cur.executemany("INSERT INTO events(at, kind, detail, logged) VALUES(?,?,?,?)",
-                                [(at, k, json.dumps(d), now) for k, d in items])
-                cur.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:  # SQLite may have rolled back itself (disk full)
-                    cur.execute("ROLLBACK")
-                raise
+        with self._transaction() as cur:
+            now = self.clock()
+            cur.executemany("INSERT INTO events(at, kind, detail, logged) VALUES(?,?,?,?)",
+                            [(at, k, json.dumps(d), now) for k, d in items])
 
     def mirror_events(self, cursor_key: str, cursor: Any, items: list[tuple[str, str, dict]]) -> None:
         """Events copied from a store shared by several replicas (HA overrides), and how far the copy got
         (`cursor` under `cursor_key`), in one transaction: a crash in between neither copies one twice nor
         skips one."""
-        with self._lock:
-            cur = self._db.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                now = self.clock()
-                cur.executemany("INSERT INTO events(at, kind, detail, logged) VALUES(?,?,?,?)",
-                                [(at, k, json.dumps(d), now) for at, k, d in items])
-                cur.execute("INSERT INTO kv(key, value, updated) VALUES(?,?,?) "
-                            "ON CONFLICT(key) DO UPDATE SET value=excluded.value, updated=excluded.updated",
-                            (cursor_key, json.dumps(cursor), items[-1][0] if items else ""))
-                cur.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:  # SQLite may have rolled back itself (disk full)
-                    cur.execute("ROLLBACK")
-                raise
+        with self._transaction() as cur:
+            now = self.clock()
+            cur.executemany("INSERT INTO events(at, kind, detail, logged) VALUES(?,?,?,?)",
+                            [(at, k, json.dumps(d), now) for at, k, d in items])
+            self._put_kv(cur, cursor_key, json.dumps(cursor), items[-1][0] if items else "")
 
     def events(self, kind: str | None = None) -> list[dict]:
         with self._lock:
@@ -325,20 +313,12 @@ class StateStore:
     def save_shadow(self, record: dict) -> None:
         """One dry-run cycle's shadow record (daemon/shadow/record.py), compressed JSON; kept state.shadow_keep_days
         (by write time) and at most state.shadow_max_rows records."""
-        with self._lock:
-            cur = self._db.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                now = self.clock()
-                cur.execute("INSERT INTO shadow(at, record, logged) VALUES(?,?,?)",
-                            (str(record.get("at", "")), pack(record), now))
-                cur.execute("DELETE FROM shadow WHERE logged < ?", (now - self.shadow_keep_s,))
-                cur.execute("DELETE FROM shadow WHERE id <= (SELECT MAX(id) FROM shadow) - ?", (self.shadow_max_rows,))
-                cur.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:
-                    cur.execute("ROLLBACK")
-                raise
+        with self._transaction() as cur:
+            now = self.clock()
+            cur.execute("INSERT INTO shadow(at, record, logged) VALUES(?,?,?)",
+                        (str(record.get("at", "")), pack(record), now))
+            cur.execute("DELETE FROM shadow WHERE logged < ?", (now - self.shadow_keep_s,))
+            cur.execute("DELETE FROM shadow WHERE id <= (SELECT MAX(id) FROM shadow) - ?", (self.shadow_max_rows,))
 
     def shadow_records(self, limit: int | None = None) -> list[dict]:
         """The newest `limit` shadow records (all when None), oldest first."""
