@@ -124,6 +124,24 @@ def stop_on_fence(rep: "ActionReport") -> Iterator[None]:
         rep.fenced = True
 
 
+class FencedApply:
+    """The `apply` of an actuator whose plan is one fenced batch: the report it returns is the actuator's own, and
+    a FencingLost in `_apply` ends the batch there (stop_on_fence), so the cycle learns this replica may not act
+    instead of seeing an exception. The actuator writes `_apply(rep, plan)`, the steps, in its order."""
+
+    name: str
+    dry_run: bool
+
+    def apply(self, plan: Plan) -> ActionReport:
+        rep = ActionReport(self.name, self.dry_run)
+        with stop_on_fence(rep):
+            self._apply(rep, plan)
+        return rep
+
+    def _apply(self, rep: ActionReport, plan: Plan) -> None:
+        raise NotImplementedError
+
+
 @runtime_checkable
 class Actuator(Protocol):
     """Every actuator: applies plans, requeues jobs off a failed node, tells tenants why."""

@@ -26,7 +26,7 @@ import urllib3
 from kubernetes import client as k8s, config as kcfg
 from kubernetes.client.exceptions import ApiException
 
-from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, TermRecord, stop_on_fence
+from daemon.actuators.base import NO_FENCE, ActionReport, FencedApply, FenceGuard, TermRecord, stop_on_fence
 from daemon.actuators.k8s import rbac
 from daemon.actuators.k8s.admission import AdmissionParams, params_spec
 from daemon.actuators.k8s.informer import LIVE_PODS, ClusterView
@@ -104,7 +104,7 @@ def api_client(cfg: KubernetesActuatorConfig) -> k8s.ApiClient:
     return TimedApiClient(timeout_s=cfg.timeout_s)
 
 
-class KubernetesActuator:
+class KubernetesActuator(FencedApply):
     name = "kubernetes"
 
     def __init__(self, api_client: k8s.ApiClient, cfg: KubernetesActuatorConfig, tenants: list[TenantConfig],
@@ -378,13 +378,7 @@ class KubernetesActuator:
             return True
         return False
 
-    # ---- actuator interface -------------------------------------------------------------------
-    def apply(self, plan: Plan) -> ActionReport:
-        rep = ActionReport(self.name, self.dry_run)
-        with stop_on_fence(rep):
-            self._apply(rep, plan)
-        return rep
-
+    # ---- actuator interface (apply: FencedApply) ----------------------------------------------
     def _apply(self, rep: ActionReport, plan: Plan) -> None:
         if self.admission is not None:  # first: the policies know the tiers before the high class exists
             self.admission.sync(rep, self._may)

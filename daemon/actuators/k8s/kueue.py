@@ -67,7 +67,7 @@ from typing import Callable
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, TermRecord, stop_on_fence
+from daemon.actuators.base import NO_FENCE, ActionReport, FencedApply, FenceGuard, TermRecord, stop_on_fence
 from daemon.actuators.k8s.actuator import KubernetesActuator, api_client, tenant_namespaces
 from daemon.actuators.k8s.flavors import MIG_PREFIX, PRODUCT_LABEL
 from daemon.actuators.k8s.informer import ClusterView
@@ -95,7 +95,7 @@ class QueueUnreadable(RuntimeError):
     """The Workloads that wait could not be read: no start-time estimate this cycle (one line says why)."""
 
 
-class KueueActuator:
+class KueueActuator(FencedApply):
     name = "kueue"
 
     def __init__(self, api_client: k8s.ApiClient, cfg: KueueActuatorConfig, tenants: list[TenantConfig],
@@ -510,13 +510,7 @@ class KueueActuator:
             return
         self._swept = True
 
-    # ---- actuator interface -------------------------------------------------------------------
-    def apply(self, plan: Plan) -> ActionReport:
-        rep = ActionReport(self.name, self.dry_run)
-        with stop_on_fence(rep):
-            self._apply(rep, plan)
-        return rep
-
+    # ---- actuator interface (apply: FencedApply) ----------------------------------------------
     def api_problem(self) -> str | None:
         """Why this API server cannot take the Kueue objects, in one line naming what is missing, or None (it can,
         or discovery failed: then the writes say what failed). Asked each cycle until it once finds no problem: the

@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 
-from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, TermRecord, stop_on_fence
+from daemon.actuators.base import NO_FENCE, ActionReport, FencedApply, FenceGuard, TermRecord, stop_on_fence
 from daemon.actuators.slurm.actuator_preempt import Requeue
 from daemon.actuators.slurm.actuator_view import ClusterView
 from daemon.actuators.slurm.comments import (  # re-exported: the old import path keeps working
@@ -69,7 +69,7 @@ from daemon.policy.types import Notification, Plan
 log = logging.getLogger("gpu_autoscaler.actuator.slurm")
 
 
-class SlurmActuator(ClusterView, Requeue):
+class SlurmActuator(FencedApply, ClusterView, Requeue):
     name = "slurm"
 
     def __init__(self, cfg: SlurmActuatorConfig, tenants: list[TenantConfig], dry_run: bool = True,
@@ -188,13 +188,7 @@ class SlurmActuator(ClusterView, Requeue):
                 got[f[0].strip()] = parse_submit(f[1])
         return got
 
-    # ---- actuator interface -------------------------------------------------------------------
-    def apply(self, plan: Plan) -> ActionReport:
-        rep = ActionReport(self.name, self.dry_run)
-        with stop_on_fence(rep):
-            self._apply(rep, plan)
-        return rep
-
+    # ---- actuator interface (apply: FencedApply) ----------------------------------------------
     def _apply(self, rep: ActionReport, plan: Plan) -> None:
         with self._retry_lock:
             retry = dict(self._requeue_retry)
