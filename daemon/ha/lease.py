@@ -67,17 +67,22 @@ end
 return 0
 """
 
-# The fence: KEYS[1] lease, KEYS[2] ledger; ARGV = value "<id>#<nonce>|<token>", min TTL ms left, what, jobs,
-# ledger maxlen, replica id.
-# 1 = go ahead (and the act is in the ledger), 0 = refused (stale or expiring token), nothing written.
-FENCE = """
+# The opening of every script that writes only for the lease holder (FENCE; daemon/shadow/log.py's APPEND):
+# KEYS[1] the lease, ARGV[1] this replica's lease value "<id>#<nonce>|<token>", ARGV[2] the TTL in ms the lease must
+# still have. 0 = refused (stale or expiring token) before anything is written; else the script goes on.
+HOLDS_LEASE = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
   return 0
 end
-local sep = string.find(ARGV[1], '|', 1, true)
+"""
+
+# The fence: KEYS[1] lease, KEYS[2] ledger; ARGV = value "<id>#<nonce>|<token>", min TTL ms left, what, jobs,
+# ledger maxlen, replica id.
+# 1 = go ahead (and the act is in the ledger), 0 = refused (stale or expiring token), nothing written.
+FENCE = HOLDS_LEASE + """local sep = string.find(ARGV[1], '|', 1, true)
 local t = redis.call('TIME')
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'holder', ARGV[6],
            'token', string.sub(ARGV[1], sep + 1), 'what', ARGV[3], 'jobs', ARGV[4],

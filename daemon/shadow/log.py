@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from daemon.ha.lease import HOLDS_LEASE
 from daemon.state.store import StateStore, pack, unpack_record
 
 # KEYS[1] the leader lease, KEYS[2] the shadow stream; ARGV: this replica's lease value "<id>#<nonce>|<token>", min
@@ -18,14 +19,7 @@ from daemon.state.store import StateStore, pack, unpack_record
 # still the lease's (with some TTL left), in one step: a replica deposed (paused, then woken after a takeover)
 # between its "am I the leader" and its write cannot append a second record for the same period. Entries older
 # than keep ms (their stream ids are Redis's clock in ms) go in the same step. 1 = appended, 0 = refused.
-APPEND = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return 0
-end
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
-  return 0
-end
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'r', ARGV[4])
+APPEND = HOLDS_LEASE + """redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'r', ARGV[4])
 if tonumber(ARGV[5]) > 0 then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
