@@ -24,15 +24,11 @@ def alibaba_pods(data_dir: Path) -> pd.DataFrame:
     return pods
 
 
-def alibaba_demand(data_dir: Path, step_s: int = 300, last_days: float | None = 50.0,
-                   by: str = "qos") -> tuple[pd.DataFrame, dict[str, str]]:
-    """GPUs alive per step from pod create/delete times, one column per QoS class (LS ~ high, BE ~ low).
-
-    A pod counts from creation (its demand starts then, whether or not it was
-    scheduled) until deletion.
-    """
-    pods = alibaba_pods(data_dir)
-    pods = pods[pods["gpus"] > 0]
+def gpus_alive(pods: pd.DataFrame, by: str, step_s: int) -> pd.DataFrame:
+    """The GPUs (column ``gpus``) of the Alibaba pods alive in each step, one column per value of ``pods[by]``
+    (sorted), indexed by time from ALIBABA_EPOCH to the last deletion. A pod counts from the step of its creation
+    (its demand starts then, whether or not it was scheduled) until the step of its deletion, at least one step.
+    Shared by alibaba_demand and the simulator's typed fleet (daemon/sim/fleet_replay.py), so both count alike."""
     end = int(pods["deletion_time"].max() // step_s) + 1
     groups = sorted(pods[by].unique())
     out = np.zeros((end + 1, len(groups)))
@@ -45,8 +41,21 @@ def alibaba_demand(data_dir: Path, step_s: int = 300, last_days: float | None = 
         np.add.at(delta, np.maximum(e, s + 1), -sub["gpus"].to_numpy())
         out[:, j] = np.cumsum(delta)[: end + 1]
     idx = pd.date_range(ALIBABA_EPOCH, periods=end + 1, freq=pd.Timedelta(seconds=step_s), name="time")
+    return pd.DataFrame(np.maximum(out, 0), index=idx, columns=pd.Index(groups, name="tenant"))
+
+
+def alibaba_demand(data_dir: Path, step_s: int = 300, last_days: float | None = 50.0,
+                   by: str = "qos") -> tuple[pd.DataFrame, dict[str, str]]:
+    """GPUs alive per step from pod create/delete times, one column per QoS class (LS ~ high, BE ~ low).
+
+    A pod counts from creation (its demand starts then, whether or not it was
+    scheduled) until deletion.
+    """
+    pods = alibaba_pods(data_dir)
+    alive = gpus_alive(pods[pods["gpus"] > 0], by, step_s)
+    groups = list(alive.columns)
     names = [f"alibaba-{g}" for g in groups]
-    frame = pd.DataFrame(np.round(np.maximum(out, 0), 3), index=idx, columns=pd.Index(names, name="tenant"))
+    frame = alive.round(3).set_axis(pd.Index(names, name="tenant"), axis=1)
     if last_days is not None:
         frame = frame[frame.index >= frame.index[-1] - pd.Timedelta(days=last_days)]
     tiers = {f"alibaba-{g}": QOS_TIER.get(g, "normal") for g in groups}

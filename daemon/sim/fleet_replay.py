@@ -85,20 +85,7 @@ def alibaba_fleet(data_dir: Path, days: float = 2.0, history_days: float = 0.5,
     pods["spec"] = pods["gpu_spec"].fillna("").map(
         lambda s: "|".join(dict.fromkeys(p.strip().lower() for p in str(s).split("|") if p.strip())))
     pods["tenant"] = pods["qos"] + "/" + pods["spec"].replace("", "any")
-    step_s = 60
-    end = int(pods["deletion_time"].max() // step_s) + 1
-    names = sorted(pods["tenant"].unique())
-    out = np.zeros((end + 1, len(names)))
-    for j, name in enumerate(names):
-        sub = pods[pods["tenant"] == name]
-        s = (sub["creation_time"] // step_s).astype(int).to_numpy()
-        e = (sub["deletion_time"] // step_s).astype(int).to_numpy()
-        delta = np.zeros(end + 2)
-        np.add.at(delta, s, sub["gpus"].to_numpy())
-        np.add.at(delta, np.maximum(e, s + 1), -sub["gpus"].to_numpy())
-        out[:, j] = np.cumsum(delta)[: end + 1]
-    idx = pd.date_range(traces.ALIBABA_EPOCH, periods=end + 1, freq=pd.Timedelta(seconds=step_s), name="time")
-    frame = pd.DataFrame(np.maximum(out, 0), index=idx, columns=pd.Index(names, name="tenant"))
+    frame = traces.gpus_alive(pods, "tenant", step_s=60)
     frame = frame[frame.index >= frame.index[-1] - pd.Timedelta(days=days + history_days)]
     frame = frame.loc[:, frame.sum() > 0]
     names = list(frame.columns)
