@@ -22,17 +22,14 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from daemon.sim import shortage
 from daemon.sim.report import METRICS, OPS, UTIL_TOLERANCE, frontier
 
-# what a recommendation prints and compares, read from one setting's summary
-FIGURES = {
-    "utilization": lambda s: s["utilization"],
-    "high_unmet": lambda s: s["tiers"]["high"]["unmet_gpu_min"],
-    "normal_unmet": lambda s: s["tiers"]["normal"]["unmet_gpu_min"],
-    "low_unmet": lambda s: s["tiers"]["low"]["unmet_gpu_min"],
-    "preemptions": lambda s: s["preemptions"],
+# what a recommendation prints and compares, read from one setting's summary, in the order printed: a target's
+# metrics (report.METRICS, read the same way) and two more
+_MORE = {
     "work_lost_gpu_min": lambda s: s["work_lost_gpu_min"],
-    "preempted_idle": lambda s: s["preempted_idle_gpu_min"],
     "high_wait_p99_min": lambda s: s["tiers"]["high"]["wait_p99_min"],
 }
+FIGURES = {k: {**METRICS, **_MORE}[k] for k in ("utilization", "high_unmet", "normal_unmet", "low_unmet", "preemptions",
+                                                 "work_lost_gpu_min", "preempted_idle", "high_wait_p99_min")}
 LOWER_IS_BETTER = {k for k in FIGURES if k != "utilization"}
 
 
