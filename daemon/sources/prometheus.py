@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from typing import Annotated, Callable, Iterable
+from typing import Annotated, Any, Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -171,15 +171,19 @@ class PrometheusSource:
             why = why[:300] + "..."
         raise SourceError(redact_text(f"prometheus {self.shown_url}: {why} [query {query!r}]"))
 
+    def _shaped(self, shape: TypeAdapter, raw: Any, what: str, query: str) -> list:
+        """The answer's data.result checked against `shape` (labels strings, samples [time, "value"] pairs), or one
+        SourceError line naming the server, the first misshapen place and the query."""
+        try:
+            return shape.validate_python(raw)
+        except ValidationError as exc:
+            raise SourceError(f"prometheus {self.shown_url}: {_shape_error(exc, what)} [query {query!r}]") from None
+
     def _instant(self, query: str, at: float) -> list[tuple[dict[str, str], float]]:
         """An instant vector, checked: labels are strings, every value a finite count >= 0."""
         raw = self._call(self.prom.custom_query, query, params={"time": f"{at:.3f}"})
         self.requests += 1
-        try:
-            items = _VECTOR.validate_python(raw)
-        except ValidationError as exc:
-            raise SourceError(f"prometheus {self.shown_url}: {_shape_error(exc, 'instant vector')} "
-                              f"[query {query!r}]") from None
+        items = self._shaped(_VECTOR, raw, "instant vector", query)
         values = _numbers([it["value"][1] for it in items], query)
         self.samples += len(values)
         return [(it["metric"], float(v)) for it, v in zip(items, values)]
@@ -210,11 +214,7 @@ class PrometheusSource:
                 continue
             finally:
                 self.requests += 1
-            try:
-                items = _MATRIX.validate_python(raw)
-            except ValidationError as exc:
-                raise SourceError(f"prometheus {self.shown_url}: {_shape_error(exc, 'range matrix')} "
-                                  f"[query {query!r}]") from None
+            items = self._shaped(_MATRIX, raw, "range matrix", query)
             flat = [p for it in items for p in it["values"]]
             self._series_seen = max(self._series_seen, len(items))
             labels.extend(it["metric"] for it in items)

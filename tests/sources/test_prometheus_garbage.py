@@ -147,6 +147,18 @@ def test_missing_fields_and_wrong_types_are_refused(fake, item, where):
         source(url).collect(60)
 
 
+@pytest.mark.parametrize("item, where", [
+    ({"metric": {"namespace": "team-a"}, "values": [[NOW, 3]]}, "result.0.values.0.1"),     # value not a string
+    ({"metric": {"namespace": "team-a"}}, "result.0.values"),                              # no values field
+])
+def test_a_misshapen_range_matrix_is_refused_naming_the_place_and_the_query(fake, item, where):
+    url, crafted = fake
+    crafted.range = lambda q: (200, "application/json", ok([item], "matrix"), True)
+    with pytest.raises(SourceError, match=rf"^prometheus {url}: malformed range matrix at "
+                                          rf"{where.replace('.', '[.]')}: .* \(1 problem\(s\)\) \[query '"):
+        source(url).collect(60)
+
+
 def test_a_scalar_where_a_vector_belongs_is_refused(fake):
     url, crafted = fake
     crafted.instant = lambda q: (200, "application/json", json.dumps(
