@@ -128,6 +128,16 @@ class NodeHolds:
                                   taints, typ))
         return nodes, by_tenant, firm
 
+    def _read_or_say(self, rep: ActionReport) -> tuple[list[HoldNode], dict[str, dict[str, int]],
+                                                       dict[str | None, dict[str, int]]] | None:
+        """read(), or None with the API's refusal as the report's one error line (apply and release_all then change
+        nothing: no node is held or released on nodes this replica did not see)."""
+        try:
+            return self.read()
+        except ApiException as exc:
+            rep.errors.append(f"node holds: cannot read nodes/pods: {exc.status} {exc.reason}")
+            return None
+
     # ---- choosing --------------------------------------------------------------------------------
     @staticmethod
     def choose(nodes: list[HoldNode], current: set[str], gpus: int, mine: dict[str, int], freed: dict[str, int],
@@ -171,11 +181,10 @@ class NodeHolds:
         read (nothing was changed). `by_type`: per hold, GPUs per GPU type (a mixed fleet): each type's on nodes
         of that type only; a hold not in it takes any node. The GPUs held per (hold, type) are then in
         ``held_by_type``."""
-        try:
-            nodes, by_tenant, firm_of = self.read()
-        except ApiException as exc:
-            rep.errors.append(f"node holds: cannot read nodes/pods: {exc.status} {exc.reason}")
+        got = self._read_or_say(rep)
+        if got is None:
             return None
+        nodes, by_tenant, firm_of = got
         if members is None:
             members = {name_part(t): {t} for t in self.tenant_of_ns.values()}
         held: dict[str, set[str]] = {t: set() for t in wanted}
@@ -311,11 +320,10 @@ class NodeHolds:
     def release_all(self, rep: ActionReport) -> bool:
         """Un-hold every node carrying our label; no pod is stopped. False when the nodes could not be read (none
         was released)."""
-        try:
-            nodes, _, _ = self.read()
-        except ApiException as exc:
-            rep.errors.append(f"node holds: cannot read nodes/pods: {exc.status} {exc.reason}")
+        got = self._read_or_say(rep)
+        if got is None:
             return False
+        nodes = got[0]
         for n in nodes:
             if n.holder is not None:
                 self._patch(rep, n, None, f"release {n.name}: the daemon stops")
