@@ -359,6 +359,12 @@ class KubernetesActuator(FencedApply):
         if not holds_gpus(live):
             rep.actions.append(f"skip {job_id}: {live.status.phase}")
             return
+        self._evict_if_unchanged(rep, job_id, reason, live)
+
+    def _evict_if_unchanged(self, rep: ActionReport, job_id: str, reason: str, live) -> None:
+        """The last checks of every eviction of a running pod the cycle chose (a preemption, a reclaim): not before
+        policy.preempt_min_runtime_s (_too_young), and only the pod the cycle read, still in its PriorityClass
+        (_changed; the eviction carries the UID as its precondition). A skip is said in the report."""
         if self._too_young(rep, job_id, live):
             return
         why = self._changed(job_id, live)
@@ -503,13 +509,7 @@ class KubernetesActuator(FencedApply):
                     rep.actions.append(f"skip {jid}: no controller (ownerReferences), an eviction would delete it "
                                        "for good (actuators.kubernetes.reclaim_bare_pods)")
                     continue
-                if self._too_young(rep, jid, live):
-                    continue
-                why = self._changed(jid, live)
-                if why is not None:
-                    rep.actions.append(f"skip {jid}: {why}")
-                    continue
-                self._evict(rep, jid, reason, live.metadata.uid)
+                self._evict_if_unchanged(rep, jid, reason, live)
         return rep
 
     def notify(self, notes: list[Notification]) -> ActionReport:
