@@ -49,21 +49,9 @@ class Holds:
         have = np.bincount(holder[holder >= 0], minlength=n + 1)
         if (want == have).all() and not (holder >= 0).any():
             return                                       # nothing held, nothing wanted
-        run = np.flatnonzero(self.j_state[: self.size] == RUNNING)
-        r_ten, r_node, r_g = self.j_tenant[run], self.j_node[run], self.j_gpus[run]
-        alive = self.node_ok[r_node]
-        r_ten, r_node, r_g = r_ten[alive], r_node[alive], r_g[alive]
-        firm_j = self.prio_of_tenant[r_ten] != PRIORITY["low"]           # work that cannot be preempted
-        firm_all = np.bincount(r_node[firm_j], weights=r_g[firm_j], minlength=N)
-        # a held node its holder can never use (other owners' work that cannot be preempted leaves no room for
-        # the holder's job, even with everything preemptible cleared) is let go, so that the hold can move to
-        # one it can use; a hold otherwise keeps its nodes
-        h_of_job = holder[r_node]
-        mine_j = (h_of_job == r_ten) | ((h_of_job == n) & self.pool_members[r_ten])
-        mine_firm = np.bincount(r_node[mine_j & firm_j], weights=r_g[mine_j & firm_j], minlength=N)
-        smallest = np.r_[self.job_size, self.job_size[self.pool_members].min() if self.pool_members.any() else 1]
-        held_ok = holder >= 0
-        useless = held_ok & (firm_all - mine_firm > self.node_cap - smallest[np.maximum(holder, 0)])
+        # a held node its holder can never use is let go, so that the hold can move to one it can use; a hold
+        # otherwise keeps its nodes
+        r_ten, r_node, r_g, firm_j, firm_all, useless = self._running_and_useless(holder)
         if (want == have).all() and not useless.any():
             return
         if useless.any():
@@ -109,6 +97,26 @@ class Holds:
             k = ((firm * (4 * gpn + 1) + (2 * gpn - score)) * N + idx)[cand]
             best = np.argpartition(k, take - 1)[:take] if take < cand.size else np.arange(cand.size)
             holder[cand[best]] = h
+
+    def _running_and_useless(self, holder: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                                                  np.ndarray, np.ndarray]:
+        """What both hold rules (one model, typed) start from: the running jobs on usable nodes (tenant, node,
+        GPUs), which of them cannot be preempted (not the low tier), those firm GPUs per node, and the held nodes
+        their holder can never use: other owners' firm work leaves no room for the holder's smallest job there,
+        even with everything preemptible cleared (a pool's holder: its members' smallest job)."""
+        n, N = self.n, self.n_nodes
+        run = np.flatnonzero(self.j_state[: self.size] == RUNNING)
+        r_ten, r_node, r_g = self.j_tenant[run], self.j_node[run], self.j_gpus[run]
+        alive = self.node_ok[r_node]
+        r_ten, r_node, r_g = r_ten[alive], r_node[alive], r_g[alive]
+        firm_j = self.prio_of_tenant[r_ten] != PRIORITY["low"]           # work that cannot be preempted
+        firm_all = np.bincount(r_node[firm_j], weights=r_g[firm_j], minlength=N)
+        h_of_job = holder[r_node]
+        mine_j = (h_of_job == r_ten) | ((h_of_job == n) & self.pool_members[r_ten])
+        mine_firm = np.bincount(r_node[mine_j & firm_j], weights=r_g[mine_j & firm_j], minlength=N)
+        smallest = np.r_[self.job_size, self.job_size[self.pool_members].min() if self.pool_members.any() else 1]
+        useless = (holder >= 0) & (firm_all - mine_firm > self.node_cap - smallest[np.maximum(holder, 0)])
+        return r_ten, r_node, r_g, firm_j, firm_all, useless
 
     def _hand_over(self, want: np.ndarray, have: np.ndarray, r_ten: np.ndarray, r_node: np.ndarray, r_g: np.ndarray,
                    firm_j: np.ndarray) -> None:
@@ -156,18 +164,8 @@ class Holds:
         holder[~self.node_ok] = UNHELD
         if not want.any() and not (holder >= 0).any():
             return
-        run = np.flatnonzero(self.j_state[: self.size] == RUNNING)
-        r_ten, r_node, r_g = self.j_tenant[run], self.j_node[run], self.j_gpus[run]
-        alive = self.node_ok[r_node]
-        r_ten, r_node, r_g = r_ten[alive], r_node[alive], r_g[alive]
-        firm_j = self.prio_of_tenant[r_ten] != PRIORITY["low"]
-        firm_all = np.bincount(r_node[firm_j], weights=r_g[firm_j], minlength=N)
-        h_of_job = holder[r_node]
-        mine_j = (h_of_job == r_ten) | ((h_of_job == n) & self.pool_members[r_ten])
-        mine_firm = np.bincount(r_node[mine_j & firm_j], weights=r_g[mine_j & firm_j], minlength=N)
-        smallest = np.r_[self.job_size, self.job_size[self.pool_members].min() if self.pool_members.any() else 1]
+        r_ten, r_node, r_g, firm_j, firm_all, useless = self._running_and_useless(holder)
         held = holder >= 0
-        useless = held & (firm_all - mine_firm > self.node_cap - smallest[np.maximum(holder, 0)])
         if aware:  # a type-aware hold never keeps a node of a type its holder cannot use
             ok_pool = (self.acc_rank[self.pool_members] < NOT_ACCEPTED).any(axis=0) if self.pool_members.any() \
                 else np.zeros(T, dtype=bool)
