@@ -25,34 +25,37 @@ class Decision:
         return Decision(bool(int(allowed)), float(dec(tokens)), float(dec(retry)), float(dec(rate)), dec(reason))
 
 
-class TokenBucket:
+class _Bucket:
+    """What the two clients share: the tenant's bucket and limit keys under `prefix`, the defaults for a tenant
+    with no published limit, and the script's call (sync or async, as the client is)."""
+
+    def __init__(self, client: redis.Redis | aredis.Redis, prefix: str = "gpuas", default_rate: float = 100.0,
+                 default_burst: float = 200.0) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.default = (default_rate, default_burst)
+        self._script = client.register_script(LUA)
+
+    def _call(self, tenant: str, cost: float):
+        """The script's reply (a list), or with an asyncio client the awaitable of it."""
+        return self._script(keys=[bucket_key(self.prefix, tenant)],
+                            args=[cost, *self.default, limit_key(self.prefix, tenant)])
+
+
+class TokenBucket(_Bucket):
     """Synchronous client (for tests, tools and sync gateways)."""
 
-    def __init__(self, client: redis.Redis, prefix: str = "gpuas", default_rate: float = 100.0,
-                 default_burst: float = 200.0) -> None:
-        self.client = client
-        self.prefix = prefix
-        self.default = (default_rate, default_burst)
-        self._script = client.register_script(LUA)
+    client: redis.Redis
 
     def acquire(self, tenant: str, cost: float = 1.0) -> Decision:
-        reply = self._script(keys=[bucket_key(self.prefix, tenant)],
-                             args=[cost, *self.default, limit_key(self.prefix, tenant)])
-        return Decision.from_reply(reply)
+        return Decision.from_reply(self._call(tenant, cost))
 
 
-class AsyncTokenBucket:
-    def __init__(self, client: aredis.Redis, prefix: str = "gpuas", default_rate: float = 100.0,
-                 default_burst: float = 200.0) -> None:
-        self.client = client
-        self.prefix = prefix
-        self.default = (default_rate, default_burst)
-        self._script = client.register_script(LUA)
+class AsyncTokenBucket(_Bucket):
+    client: aredis.Redis
 
     async def acquire(self, tenant: str, cost: float = 1.0) -> Decision:
-        reply = await self._script(keys=[bucket_key(self.prefix, tenant)],
-                                   args=[cost, *self.default, limit_key(self.prefix, tenant)])
-        return Decision.from_reply(reply)
+        return Decision.from_reply(await self._call(tenant, cost))
 
 
 def limiter_client(url: str, timeout_s: float = 0.5) -> aredis.Redis:
