@@ -17,6 +17,7 @@ from daemon.actuators.base import (
     ReclaimsJobs,
 )
 from daemon.ha.fencing import FencedActuator, LeaseGuard
+from tests.support.actuators import QuietActuator
 
 CAPS = (FencesNodes, ReclaimsJobs, CommentsJobs, ListsNodeJobs)
 
@@ -32,20 +33,11 @@ def isinstance_312(obj: object, proto: type) -> bool:
     return True
 
 
-class Full:
+class Full(QuietActuator):
     name, dry_run = "slurm", False
 
     def __init__(self) -> None:
         self.calls: list[str] = []
-
-    def apply(self, plan):
-        return ActionReport(self.name, False)
-
-    def requeue(self, job_ids, reason):
-        return ActionReport(self.name, False)
-
-    def notify(self, notes):
-        return ActionReport(self.name, False)
 
     def fence_node(self, node, reason):
         self.calls.append(f"fence {node}")
@@ -63,17 +55,8 @@ class Full:
         return [("1", "t")]
 
 
-class Bare:
+class Bare(QuietActuator):
     name, dry_run = "redis", False
-
-    def apply(self, plan):
-        return ActionReport(self.name, False)
-
-    def requeue(self, job_ids, reason):
-        return ActionReport(self.name, False)
-
-    def notify(self, notes):
-        return ActionReport(self.name, False)
 
 
 class Fence:

@@ -35,6 +35,7 @@ from daemon.sources.base import SourceError
 from daemon.sources.prometheus import PrometheusSource
 from daemon.state.store import StateStore
 from tests.conftest import free_port, need_binary
+from tests.support.actuators import QuietActuator
 from tests.support.daemons import just_now
 from tests.support.services import _http_server, redis_server, slurm_cluster, wait_for
 
@@ -64,7 +65,7 @@ def figures(tmp_path_factory):
           f"{FIGURES['inputs_fuzzed']} inputs fuzzed ({out})")
 
 
-class Recorder:
+class Recorder(QuietActuator):
     """An actuator that remembers what it was asked to do (and when)."""
 
     name = "recorder"
@@ -76,12 +77,6 @@ class Recorder:
     def apply(self, plan):
         self.applied.append((time.time(), plan))
         return ActionReport(self.name, False, [f"apply {plan.at}"])
-
-    def requeue(self, job_ids, reason):
-        return ActionReport(self.name, False)
-
-    def notify(self, notes):
-        return ActionReport(self.name, False)
 
 
 # ---- Prometheus killed and restarted while cycles run ---------------------------------------------------------

@@ -16,6 +16,7 @@ from daemon.ha.fencing import fence_all
 from daemon.ha.lease import RedisLease
 from daemon.service.loop import Daemon
 from daemon.service.wiring import build_runtime
+from tests.support.actuators import QuietActuator
 from tests.support.services import wait_for
 
 pytestmark = pytest.mark.services
@@ -24,7 +25,7 @@ SMALL = {"cluster": {"gpus": 128}, "source": {"kind": "simulator", "simulator": 
          "forecaster": {"kind": "seasonal_naive"}, "cycle": {"interval_s": 0.5}}
 
 
-class RecordingHolds:
+class RecordingHolds(QuietActuator):
     """An actuator that holds capacity on a scheduler: it records every release_holds."""
 
     name = "recording-holds"
@@ -32,15 +33,6 @@ class RecordingHolds:
 
     def __init__(self) -> None:
         self.released = 0
-
-    def apply(self, plan):
-        return ActionReport(self.name, False)
-
-    def requeue(self, job_ids, reason):
-        return ActionReport(self.name, False)
-
-    def notify(self, notes):
-        return ActionReport(self.name, False)
 
     def release_holds(self):
         self.released += 1

@@ -18,6 +18,7 @@ from daemon.health.types import GpuTrace, Telemetry
 from daemon.policy.state import PRIORITY
 from daemon.service.health import HealthRunner
 from daemon.service.wiring import build_runtime
+from tests.support.actuators import QuietActuator
 
 N = 30
 
@@ -37,7 +38,7 @@ class OneIdleJob:
                      np.zeros(N)) for k in range(self.gpus)))
 
 
-class Recorder:
+class Recorder(QuietActuator):
     """Stands for the Slurm actuator's health capabilities; records what it is asked."""
 
     name, dry_run = "slurm", False
@@ -45,15 +46,6 @@ class Recorder:
     def __init__(self) -> None:
         self.reclaimed: list[str] = []
         self.comments: list[str] = []
-
-    def apply(self, plan):
-        return ActionReport(self.name, False)
-
-    def requeue(self, job_ids, reason):
-        return ActionReport(self.name, False)
-
-    def notify(self, notes):
-        return ActionReport(self.name, False)
 
     def comment(self, job_ids, text):
         self.comments += job_ids

@@ -18,6 +18,7 @@ from daemon.policy.state import PRIORITY, Jobs
 from daemon.service.cycle import CycleRunner
 from daemon.sources.base import Collected
 from tests.policy.test_engine import AT, flat_forecast, make_state
+from tests.support.actuators import QuietActuator
 
 
 class Cluster:
@@ -39,7 +40,7 @@ class Flat:
         return flat_forecast(tuple(history.columns), [8], horizon)
 
 
-class Queue:
+class Queue(QuietActuator):
     """An actuator that knows one waiting Workload of t0 (4 GPUs) and records what it was asked to show."""
 
     name, dry_run = "queue", False
@@ -68,12 +69,6 @@ class Queue:
 
     def apply(self, plan):
         self.plans.append(plan)
-        return ActionReport(self.name, False)
-
-    def requeue(self, job_ids, reason):
-        return ActionReport(self.name, False)
-
-    def notify(self, notes):
         return ActionReport(self.name, False)
 
 
