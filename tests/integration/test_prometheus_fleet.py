@@ -8,9 +8,8 @@ import pytest
 
 from daemon.config import Config, PrometheusConfig, SourceConfig
 from daemon.sources.prometheus import PrometheusSource
+from tests.support.dcgm import fleet_openmetrics
 from tests.support.services import backfilled_prometheus
-
-EXPORTER = 'job="dcgm-exporter",'   # the exporter's scrape job, as the default exporter_selector selects
 
 pytestmark = pytest.mark.services
 
@@ -43,25 +42,8 @@ def expected(tenant, typ, busy=False):
 
 
 def openmetrics() -> str:
-    lines = ["# TYPE DCGM_FI_DEV_GPU_UTIL gauge"]
-    for m in range(MINUTES):
-        if m in GAP:
-            continue
-        ts = T0 + 60 * m
-        for node, rows in alloc(m).items():
-            model, n = NODES[node]
-            g = 0
-            for tenant, count, busy in rows:
-                for k in range(count):
-                    v = 75 if k < busy else 0
-                    lines.append(f'DCGM_FI_DEV_GPU_UTIL{{{EXPORTER}Hostname="{node}",gpu="{g}",modelName="{model}",'
-                                 f'namespace="{tenant}"}} {v} {ts}')
-                    g += 1
-            for g in range(g, n):
-                lines.append(f'DCGM_FI_DEV_GPU_UTIL{{{EXPORTER}Hostname="{node}",gpu="{g}",'
-                             f'modelName="{model}"}} 0 {ts}')
-    lines.append("# EOF")
-    return "\n".join(lines) + "\n"
+    return fleet_openmetrics(NODES, lambda m: {node: [(t, [75] * b + [0] * (n - b)) for t, n, b in rows]
+                                               for node, rows in alloc(m).items()}, MINUTES, T0, skip=GAP)
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,8 @@ import pytest
 
 from daemon.config import Config
 from daemon.service.wiring import build_runtime
+from tests.support.dcgm import fleet_openmetrics
 from tests.support.services import backfilled_prometheus
-
-EXPORTER = 'job="dcgm-exporter",'   # the exporter's scrape job, as the default exporter_selector selects
 
 pytestmark = pytest.mark.services
 
@@ -33,22 +32,8 @@ def alloc(m):
 
 
 def openmetrics() -> str:
-    lines = ["# TYPE DCGM_FI_DEV_GPU_UTIL gauge"]
-    for m in range(MINUTES):
-        ts = T0 + 60 * m
-        for node, rows in alloc(m).items():
-            model, n = NODES[node]
-            g = 0
-            for tenant, count in rows:
-                for _ in range(count):
-                    lines.append(f'DCGM_FI_DEV_GPU_UTIL{{{EXPORTER}Hostname="{node}",gpu="{g}",modelName="{model}",'
-                                 f'namespace="{tenant}"}} 50 {ts}')
-                    g += 1
-            for g in range(g, n):
-                lines.append(f'DCGM_FI_DEV_GPU_UTIL{{{EXPORTER}Hostname="{node}",gpu="{g}",'
-                             f'modelName="{model}"}} 0 {ts}')
-    lines.append("# EOF")
-    return "\n".join(lines) + "\n"
+    return fleet_openmetrics(NODES, lambda m: {node: [(t, [50] * n) for t, n in rows]
+                                               for node, rows in alloc(m).items()}, MINUTES, T0)
 
 
 @pytest.fixture(scope="module")
