@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from daemon.policy.state import PRIORITY
 from daemon.sim.cluster import NOT_ACCEPTED, RUNNING, SimCluster
+from tests.support.sim_books import disrupt
 
 TIERS = [PRIORITY["high"], PRIORITY["normal"], PRIORITY["low"]]
 TYPES = ("a100", "h100", "t4")
@@ -61,15 +62,8 @@ def test_per_type_invariants_hold_at_every_step_on_random_fleets(seed, n, nodes,
                 by[n] = cap // (2 * T)
             c.set_reservations(np.zeros(n, dtype=np.int64), None, pool=(prio == PRIORITY["high"], cap // 2),
                                by_type=by, pool_types=rng.uniform(size=(n, T)) < 0.5 if aware else None)
-        elif r < 0.55:
-            running = np.flatnonzero(c.j_state[: c.size] == RUNNING)
-            c.preempt(c.j_id[rng.choice(running, size=min(running.size, 3), replace=False)] if running.size else [])
-        elif r < 0.58:
-            c.fail_node(int(rng.integers(c.n_nodes)), requeue=bool(rng.integers(2)))
-        elif r < 0.62:
-            for node in np.flatnonzero(~c.node_ok):
-                c.preempt(c.j_id[c.running_on(node)])
-                c.restore_node(int(node))
+        else:
+            disrupt(c, rng, r)
         c.check_invariants()
         held = c.held_per_type()
         assert int(held.sum()) == int(c.held_gpus().sum())

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from daemon.policy.state import PRIORITY
 from daemon.sim.cluster import QUEUED, RUNNING, SimCluster
-from tests.support.sim_books import BookedSimCluster
+from tests.support.sim_books import BookedSimCluster, disrupt
 
 TIERS = [PRIORITY["high"], PRIORITY["normal"], PRIORITY["low"]]
 
@@ -40,15 +40,8 @@ def test_invariants_hold_at_every_step_on_random_workloads(seed, n, nodes, gpn, 
                                int(rng.integers(0, cap)) if rng.uniform() < 0.5 else None)
         elif r < 0.4:
             c.set_reservations(np.zeros(n, dtype=np.int64), None, pool=(prio == PRIORITY["high"], cap // 2))
-        elif r < 0.55:
-            run = np.flatnonzero(c.j_state[: c.size] == RUNNING)
-            c.preempt(c.j_id[rng.choice(run, size=min(run.size, 3), replace=False)] if run.size else [])
-        elif r < 0.58:
-            c.fail_node(int(rng.integers(c.n_nodes)), requeue=bool(rng.integers(2)))
-        elif r < 0.62:
-            for node in np.flatnonzero(~c.node_ok):
-                c.preempt(c.j_id[c.running_on(node)])
-                c.restore_node(int(node))
+        else:
+            disrupt(c, rng, r)
         c.check_invariants()
     # GPU-minutes conserved, against books kept from the job table and the actions taken (tests/support/sim_books.py):
     # served per tenant = the GPU-steps of its job stints (preempted, requeued, finished and stranded ones

@@ -103,3 +103,19 @@ class BookedSimCluster(SimCluster):
         total = run.sum() + self.b_draining + self.r_free
         assert total == self.b_capacity, (f"healthy GPU-steps {self.b_capacity} != running {run.sum()} + "
                                           f"draining {self.b_draining} + free {self.r_free}")
+
+
+def disrupt(c: SimCluster, rng: np.random.Generator, r: float) -> None:
+    """The property tests' disruptions of a simulated cluster, chosen by `r` (uniform in [0, 1), drawn by the
+    caller, who gives r < 0.4 to the hold actions): 0.40-0.55 preempt up to three running jobs at random,
+    0.55-0.58 fail a random node (requeueing its jobs or not), 0.58-0.62 restore every failed node (its jobs
+    preempted first); otherwise nothing."""
+    if 0.4 <= r < 0.55:
+        running = np.flatnonzero(c.j_state[: c.size] == RUNNING)
+        c.preempt(c.j_id[rng.choice(running, size=min(running.size, 3), replace=False)] if running.size else [])
+    elif 0.55 <= r < 0.58:
+        c.fail_node(int(rng.integers(c.n_nodes)), requeue=bool(rng.integers(2)))
+    elif 0.58 <= r < 0.62:
+        for node in np.flatnonzero(~c.node_ok):
+            c.preempt(c.j_id[c.running_on(node)])
+            c.restore_node(int(node))
