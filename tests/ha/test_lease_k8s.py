@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from daemon.ha.lease_k8s import KubernetesLease
+from tests.support.daemons import ha_replica_toml
 from tests.support.k8s_capture import capture_server
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/gpuas/leases"
@@ -204,38 +205,8 @@ OPH = {"Authorization": f"Bearer {OP}"}
 
 
 def _replica_toml(tmp_path, name, kubeconfig, port, namespace="gpuas"):
-    path = tmp_path / f"{name}.toml"
-    path.write_text(f"""
-[cluster]
-gpus = 256
-[cycle]
-interval_s = 1.0
-[source]
-kind = "simulator"
-[source.simulator]
-tenants = 16
-warmup_steps = 1500
-[forecaster]
-kind = "seasonal_naive"
-[server]
-port = {port}
-[state]
-path = "{tmp_path / f'{name}.sqlite'}"
-[actuators.kubernetes]
-kubeconfig = "{kubeconfig}"
-[ha]
-enabled = true
-backend = "kubernetes"
-namespace = "{namespace}"
-lease_name = "leader"
-replica_id = "{name}"
-lease_ttl_s = 1.0
-[[access.tokens]]
-name = "ops"
-role = "operator"
-token = "{OP}"
-""")
-    return path
+    return ha_replica_toml(tmp_path, name, port, f'backend = "kubernetes"\nnamespace = "{namespace}"\n'
+                           'lease_name = "leader"\n', f'[actuators.kubernetes]\nkubeconfig = "{kubeconfig}"\n')
 
 
 def kill_9_takeover(tmp_path, kubeconfig, holder, namespace="gpuas", before_kill=None, after_takeover=None):

@@ -18,6 +18,7 @@ from daemon.state.overrides import Overrides
 from daemon.state.store import StateStore
 from tests.conftest import free_port
 from tests.integration.test_ha_redis import Replica, _entries
+from tests.support.daemons import ha_replica_toml
 from tests.support.services import redis_server, wait_for
 
 pytestmark = pytest.mark.services
@@ -26,35 +27,8 @@ OP = "operator-token-0123456789"
 OPH = {"Authorization": f"Bearer {OP}"}
 
 
-def _toml(tmp_path, name, redis_url, port, interval=1.0, ttl=1.0):
-    path = tmp_path / f"{name}.toml"
-    path.write_text(f"""
-[cluster]
-gpus = 256
-[cycle]
-interval_s = {interval}
-[source]
-kind = "simulator"
-[source.simulator]
-tenants = 16
-warmup_steps = 1500
-[forecaster]
-kind = "seasonal_naive"
-[server]
-port = {port}
-[state]
-path = "{tmp_path / f'{name}.sqlite'}"
-[ha]
-enabled = true
-redis_url = "{redis_url}"
-replica_id = "{name}"
-lease_ttl_s = {ttl}
-[[access.tokens]]
-name = "ops"
-role = "operator"
-token = "{OP}"
-""")
-    return path
+def _toml(tmp_path, name, redis_url, port):
+    return ha_replica_toml(tmp_path, name, port, f'redis_url = "{redis_url}"\n')
 
 
 def _get(base, path):

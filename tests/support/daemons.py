@@ -76,6 +76,40 @@ def tokens_toml() -> str:
                    for t in TOKENS)
 
 
+
+def ha_replica_toml(tmp_path: Path, name: str, port: int, ha: str, sections: str = "") -> Path:
+    """The config file of one HA replica process on the simulator (tests/integration/test_ha_redis.py Replica):
+    256 GPUs, 16 tenants, a cycle a second, its own state file, the operator token OP, lease_ttl_s 1.0. `ha`: the
+    backend's [ha] keys (redis_url; or backend, namespace, lease_name); `sections`: whole tables before [ha]
+    (the Kubernetes actuator's kubeconfig)."""
+    path = tmp_path / f"{name}.toml"
+    path.write_text(f"""
+[cluster]
+gpus = 256
+[cycle]
+interval_s = 1.0
+[source]
+kind = "simulator"
+[source.simulator]
+tenants = 16
+warmup_steps = 1500
+[forecaster]
+kind = "seasonal_naive"
+[server]
+port = {port}
+[state]
+path = "{tmp_path / f'{name}.sqlite'}"
+{sections}[ha]
+enabled = true
+{ha}replica_id = "{name}"
+lease_ttl_s = 1.0
+[[access.tokens]]
+name = "ops"
+role = "operator"
+token = "{OP}"
+""")
+    return path
+
 @contextmanager
 def sim_process(tmp: Path, settings: str, ready: Callable[[str], bool], what: str, timeout: float = 150):
     """`gpu-autoscaler run --sim` as a process (the browser tests' daemon) on `settings` (TOML: everything but the
