@@ -91,6 +91,19 @@ def invoke(toml, *args):
     return CliRunner().invoke(cli, ["-c", str(toml), "simulate", *args, "--strategies", "static,reactive,perfect"])
 
 
+def replayed_from_a_file(tmp_path) -> dict:
+    """The same numbers as the source holds (demand, every minute), in a CSV file replayed with --data over the
+    same window: the report the source's replay must match, setting by setting."""
+    rows = [{"time": pd.Timestamp(T0 + 60 * m, unit="s", tz="UTC").isoformat(), **demand(m)} for m in range(MINUTES)]
+    csv = tmp_path / "same.csv"
+    pd.DataFrame(rows).to_csv(csv, index=False)
+    plain = tmp_path / "plain.toml"
+    plain.write_text(COMMON)
+    r = invoke(plain, "--data", str(csv), "--days", str(WINDOW / 1440), "--out", str(tmp_path / "file"))
+    assert r.exit_code == 0, r.output
+    return json.loads((tmp_path / "file" / "own-same.json").read_text())
+
+
 def test_from_source_replays_exactly_the_stored_history(prom, tmp_path):
     toml = tmp_path / "prom.toml"
     toml.write_text(source_config(prom))
@@ -104,14 +117,7 @@ def test_from_source_replays_exactly_the_stored_history(prom, tmp_path):
                              str(pd.Timestamp(END, unit="s", tz="UTC"))]
     assert got["history_steps_before"] == MINUTES - WINDOW
     # the same numbers in a file, replayed with --data: the same figures, setting by setting
-    rows = [{"time": pd.Timestamp(T0 + 60 * m, unit="s", tz="UTC").isoformat(), **demand(m)} for m in range(MINUTES)]
-    csv = tmp_path / "same.csv"
-    pd.DataFrame(rows).to_csv(csv, index=False)
-    plain = tmp_path / "plain.toml"
-    plain.write_text(COMMON)
-    r = invoke(plain, "--data", str(csv), "--days", str(WINDOW / 1440), "--out", str(tmp_path / "file"))
-    assert r.exit_code == 0, r.output
-    want = json.loads((tmp_path / "file" / "own-same.json").read_text())
+    want = replayed_from_a_file(tmp_path)
     assert [x["label"] for x in got["runs"]] == [x["label"] for x in want["runs"]] == ["static", "reactive", "perfect"]
     for a, b in zip(got["runs"], want["runs"]):
         assert comparable(a) == comparable(b), a["label"]
@@ -174,13 +180,7 @@ def test_from_source_reads_the_daemons_history_store_when_it_holds_the_window(tm
     assert r.exit_code == 0, r.output
     got = json.loads((tmp_path / "src" / "own-source.json").read_text())
     assert got["source"].startswith("history store ") and got["steps"] == WINDOW
-    rows = [{"time": pd.Timestamp(T0 + 60 * m, unit="s", tz="UTC").isoformat(), **demand(m)} for m in range(MINUTES)]
-    csv = tmp_path / "same.csv"
-    pd.DataFrame(rows).to_csv(csv, index=False)
-    plain = tmp_path / "plain.toml"
-    plain.write_text(COMMON)
-    r = invoke(plain, "--data", str(csv), "--days", str(WINDOW / 1440), "--out", str(tmp_path / "file"))
-    want = json.loads((tmp_path / "file" / "own-same.json").read_text())
+    want = replayed_from_a_file(tmp_path)
     for a, b in zip(got["runs"], want["runs"]):
         assert comparable(a) == comparable(b), a["label"]
     # asked for more than the store holds: Prometheus is asked, and (unreachable here) that is one line

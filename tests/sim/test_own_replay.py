@@ -64,6 +64,16 @@ def comparable(s: dict) -> dict:
     return {k: v for k, v in s.items() if k not in ("wall_s", "cpu_s", "decision_ms_mean", "decision_ms_p99")}
 
 
+def assert_same_as_the_engine(got: dict, w: Workload, toml) -> None:
+    """`got` (label -> summary, from the CLI's replay of a file) holds the figures the built-in engine gives on
+    the Workload `w` built by hand with the same config, setting by setting (timings aside)."""
+    want = {m.label: m.summary() for m in run_replay(w, load_config(toml), None, steps=WINDOW,
+                                                     strategies=("static", "reactive", "perfect"))}
+    assert set(got) == set(want) == {"static", "reactive", "perfect"}
+    for k in want:
+        assert comparable(got[k]) == comparable(want[k]), k
+
+
 def test_replay_of_a_csv_gives_the_built_in_engines_figures_on_the_same_workload(tmp_path):
     cols = the_case()
     csv, toml = write(tmp_path, cols)
@@ -80,12 +90,7 @@ def test_replay_of_a_csv_gives_the_built_in_engines_figures_on_the_same_workload
     idx = pd.date_range("2026-01-01", periods=N, freq="min", tz="UTC", name="time")
     w = Workload("t", pd.DataFrame(cols, index=idx).rename_axis(columns="tenant"), ("high", "low"),
                  np.array([8, 1]), 16, start=N - WINDOW)
-    cfg = load_config(toml)
-    want = {m.label: m.summary() for m in run_replay(w, cfg, None, steps=WINDOW,
-                                                     strategies=("static", "reactive", "perfect"))}
-    assert set(got) == set(want) == {"static", "reactive", "perfect"}
-    for k in want:
-        assert comparable(got[k]) == comparable(want[k]), k
+    assert_same_as_the_engine(got, w, toml)
     # and by hand: reactive sees the high job queued at minute 150, clears one node (8 one-GPU low jobs) which
     # drains for 2 steps: 16 GPU-min unmet. static never preempts: the low jobs placed before the pool existed
     # keep both nodes (they never end: constant demand), the high job waits the 150 minutes to the window's end
@@ -358,12 +363,8 @@ def test_a_fleet_config_replays_typed_series_on_the_typed_fleet(tmp_path, monkey
     w = Workload("t", pd.DataFrame({"hi": cols["hi@t4"], "lo": cols["lo"]}, index=idx).rename_axis(columns="tenant"),
                  ("high", "low"), np.array([4, 1]), 12, start=N - WINDOW, node_types=["a100", "t4"],
                  node_gpus=np.array([8, 4]), accepts=[("t4",), ()])
+    assert_same_as_the_engine(got, w, toml)
     cfg = load_config(toml)
-    want = {m.label: m.summary() for m in run_replay(w, cfg, None, steps=WINDOW,
-                                                     strategies=("static", "reactive", "perfect"))}
-    assert set(got) == set(want) == {"static", "reactive", "perfect"}
-    for k in want:
-        assert comparable(got[k]) == comparable(want[k]), k
     # by hand: t4 holds one 4-GPU job, so hi's second job (from minute 150 of the file, 50 into the window) never
     # runs, under every strategy, though a100 has 5 GPUs free: 4 GPUs x 150 minutes unmet, all of it "t4" work
     for k, s in got.items():
