@@ -18,6 +18,7 @@ import pytest
 from daemon.ha.lease_k8s import KubernetesLease
 from tests.support.daemons import ha_replica_toml
 from tests.support.k8s_capture import capture_server
+from tests.support.overrides import interleaved as interleaved_store
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/gpuas/leases"
 CONFIGMAPS = "/api/v1/namespaces/gpuas/configmaps"
@@ -166,20 +167,7 @@ def interleaved():
     write; `runs`: how many times it applied its change."""
     from daemon.state.overrides import ConfigMapOverrideStore
 
-    class Interleaved(ConfigMapOverrideStore):
-        then = None
-        runs = 0
-
-        def update(self, mutate, at):
-            def racing(doc):
-                out = mutate(doc)
-                self.runs += 1
-                if self.runs == 1:
-                    self.then()
-                return out
-            return super().update(racing, at)
-
-    return Interleaved
+    return interleaved_store(ConfigMapOverrideStore)
 
 
 def test_kubernetes_overrides_api_down_refuses_changes_and_keeps_the_last_read(tmp_path):

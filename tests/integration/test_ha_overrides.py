@@ -19,6 +19,7 @@ from daemon.state.store import StateStore
 from tests.conftest import free_port
 from tests.integration.test_ha_redis import Replica, _entries
 from tests.support.daemons import ha_replica_toml
+from tests.support.overrides import interleaved
 from tests.support.services import redis_server, wait_for
 
 pytestmark = pytest.mark.services
@@ -186,26 +187,9 @@ def test_two_writers_at_once_lose_neither_change(r, redis_url, tmp_path):
     """WATCH/MULTI: a write based on a document someone changed since is run again on the new one."""
     from daemon.state.overrides import RedisOverrideStore
 
-    class Interleaved(RedisOverrideStore):
-        """Between this writer's read and its write, `then` runs (another replica's write)."""
-
-        def __init__(self, client, then):
-            super().__init__(client)
-            self.then, self.runs = then, 0
-
-        def update(self, mutate, at):
-            def racing(doc):
-                out = mutate(doc)
-                self.runs += 1
-                if self.runs == 1:
-                    self.then()
-                return out
-
-            return super().update(racing, at)
-
     b = Overrides(StateStore(tmp_path / "b.db"), RedisOverrideStore(redis.Redis.from_url(redis_url)), replica="b")
-    shared_a = Interleaved(redis.Redis.from_url(redis_url),
-                           lambda: b.change_tenant("bob", "t1", {"floor_gpus": 4}))
+    shared_a = interleaved(RedisOverrideStore)(redis.Redis.from_url(redis_url))
+    shared_a.then = lambda: b.change_tenant("bob", "t1", {"floor_gpus": 4})
     a = Overrides(StateStore(tmp_path / "a.db"), shared_a, replica="a")
     out = a.change_tenant("alice", "t1", {"rate_override": 5})
     assert shared_a.runs == 2                                   # the first try was refused by EXEC
