@@ -14,7 +14,7 @@ from daemon.actuators.slurm.holds import parse_reservations
 from daemon.config import SlurmActuatorConfig, TenantConfig
 from daemon.config.fleet import FleetConfig, TypeResolver
 from daemon.policy.types import Plan, PolicyMemory, Preemption
-from tests.support.services import slurm_cluster, slurm_run, wait_for
+from tests.support.services import slurm_cluster, slurm_jobs as jobs, slurm_reset, slurm_run, wait_for
 
 NODES = ("gn1", "gn2", "gn3")
 TYPES = {"gn1": "a100", "gn2": "a100", "gn3": "t4"}
@@ -84,12 +84,6 @@ def sbatch(slurm, partition, account, *gres):
                      *gres, "--requeue", "-o", "/dev/null", "--wrap", "sleep 600").strip().split(";")[0]
 
 
-def jobs(slurm):
-    """job id -> (state, node, reservation)."""
-    out = slurm_run(slurm["env"], "squeue", "-h", "-o", "%i|%T|%N|%v")
-    return {f[0]: (f[1], f[2], f[3]) for f in (ln.split("|") for ln in out.splitlines())}
-
-
 def running(slurm, ids):
     wait_for(lambda: all(jobs(slurm).get(j, ("",))[0] == "RUNNING" for j in ids), what="jobs running", timeout=60)
 
@@ -102,10 +96,7 @@ def actuator(slurm, fleet=FLEET):
 @pytest.fixture
 def clean(slurm):
     yield
-    slurm_run(slurm["env"], "scancel", "-u", "root", check=False)
-    for r in parse_reservations(slurm_run(slurm["env"], "scontrol", "-o", "show", "reservation")):
-        slurm_run(slurm["env"], "scontrol", "delete", f"ReservationName={r.name}", check=False)
-    wait_for(lambda: not jobs(slurm), what="queue empty", timeout=60)
+    slurm_reset(slurm)
 
 
 @pytest.mark.services

@@ -17,7 +17,7 @@ from daemon.actuators.slurm.holds import (
 )
 from daemon.config import SlurmActuatorConfig, TenantConfig
 from daemon.policy.types import Plan, PolicyMemory, Preemption
-from tests.support.services import slurm_cluster, slurm_run, wait_for
+from tests.support.services import slurm_cluster, slurm_jobs as jobs, slurm_reset, slurm_run, wait_for
 
 NODES = ("gn1", "gn2", "gn3")
 TENANTS = [TenantConfig(name="team-high", tier="high", slurm_account="acct-high"),
@@ -110,12 +110,6 @@ def sbatch(slurm, partition, account, gpus=2):
                      f"--gres=gpu:{gpus}", "--requeue", "-o", "/dev/null", "--wrap", "sleep 600").strip().split(";")[0]
 
 
-def jobs(slurm):
-    """job id -> (state, node, reservation)."""
-    out = slurm_run(slurm["env"], "squeue", "-h", "-o", "%i|%T|%N|%v")
-    return {f[0]: (f[1], f[2], f[3]) for f in (ln.split("|") for ln in out.splitlines())}
-
-
 def our_res(slurm):
     return [r for r in parse_reservations(slurm_run(slurm["env"], "scontrol", "-o", "show", "reservation"))
             if r.name.startswith("gpuas-hold")]
@@ -136,10 +130,7 @@ def full(slurm):
     ids = [sbatch(slurm, "low", "acct-low") for _ in range(6)]
     wait_for(lambda: all(jobs(slurm).get(j, ("",))[0] == "RUNNING" for j in ids), what="low jobs running", timeout=60)
     yield ids
-    slurm_run(slurm["env"], "scancel", "-u", "root", check=False)
-    for r in parse_reservations(slurm_run(slurm["env"], "scontrol", "-o", "show", "reservation")):
-        slurm_run(slurm["env"], "scontrol", "delete", f"ReservationName={r.name}", check=False)
-    wait_for(lambda: not jobs(slurm), what="queue empty", timeout=60)
+    slurm_reset(slurm)
 
 
 @pytest.mark.services
@@ -387,10 +378,7 @@ def test_a_hold_stuck_on_a_node_full_of_firm_work_moves_on_the_real_slurmctld(sl
         assert len(res.nodes) == 1 and res.nodes != (node,)   # a 4-GPU job never fits there: the hold moved
         assert jobs(slurm)[norm][:2] == ("RUNNING", node)     # the normal job was not touched
     finally:
-        slurm_run(slurm["env"], "scancel", "-u", "root", check=False)
-        for r in parse_reservations(slurm_run(slurm["env"], "scontrol", "-o", "show", "reservation")):
-            slurm_run(slurm["env"], "scontrol", "delete", f"ReservationName={r.name}", check=False)
-        wait_for(lambda: not jobs(slurm), what="queue empty", timeout=60)
+        slurm_reset(slurm)
 
 
 # ---- hold names: one per tenant, never the pool's ---------------------------------------------------------

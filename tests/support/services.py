@@ -292,6 +292,24 @@ def slurm_run(env: dict, *args: str, check: bool = True) -> str:
     return subprocess.run(list(args), env=env, capture_output=True, text=True, check=check).stdout
 
 
+def slurm_jobs(slurm: dict) -> dict[str, tuple[str, str, str]]:
+    """Job id -> (state, node, reservation) of every job in a test cluster's queue (`slurm`: what slurm_cluster
+    yields)."""
+    out = slurm_run(slurm["env"], "squeue", "-h", "-o", "%i|%T|%N|%v")
+    return {f[0]: (f[1], f[2], f[3]) for f in (ln.split("|") for ln in out.splitlines())}
+
+
+def slurm_reset(slurm: dict) -> None:
+    """A test cluster as the next test expects it: every job cancelled, every reservation deleted, and the queue
+    seen empty (a cancelled job leaves it only once slurmd has ended it)."""
+    from daemon.actuators.slurm.holds import parse_reservations
+
+    slurm_run(slurm["env"], "scancel", "-u", "root", check=False)
+    for r in parse_reservations(slurm_run(slurm["env"], "scontrol", "-o", "show", "reservation")):
+        slurm_run(slurm["env"], "scontrol", "delete", f"ReservationName={r.name}", check=False)
+    wait_for(lambda: not slurm_jobs(slurm), what="queue empty", timeout=60)
+
+
 def slurm_bin_without_controller(tmp: Path) -> Path:
     """A bin_dir of the real Slurm commands whose `scontrol` cannot reach slurmctld (squeue still can)."""
     bin_dir = tmp / "bin-no-scontrol"
