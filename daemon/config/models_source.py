@@ -30,7 +30,9 @@ def unselected_series(query: str) -> list[str]:
 
     Any scrape target can expose a series named DCGM_FI_DEV_GPU_UTIL (a tenant's pod does it with one line of
     text), so a raw DCGM name counts only with the exporter's own labels; a query that reads a recorded series
-    (gpuas:..., namespace:gpuas_...) is not checked, as the shipped recording rules select the exporter."""
+    (gpuas:..., namespace:gpuas_...) is not checked, as the shipped recording rules select the exporter. Comments
+    are dropped first: Prometheus ignores them, so a `$exporter` in one selects nothing."""
+    query = without_comments(query)
     out = []
     for m in _DCGM_SERIES.finditer(query):
         rest = query[m.end():].lstrip()
@@ -51,12 +53,20 @@ def refuse_unselected(queries: dict[str, str | None]) -> None:
 
 
 INGRESS = "$ingress"   # in request_rate_query: replaced by source.prometheus.ingress_selector
-_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
+# PromQL's strings and comments, in one pass from the left: a `#` inside a string is text, a quote inside a comment
+# is commented out (a comment runs to the end of its line)
+_STRINGS_COMMENTS = re.compile(r'("(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`)|#[^\n]*')
 _LABEL_LISTS = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)")
 _SELECTOR = re.compile(r"(?<![\w:.])([A-Za-z_:][\w:]*)?\s*(\{[^{}]*\})?")
 _CALL = re.compile(r"\s*(?:\(|(?:by|without)\b)", re.I)   # after a name: it is a function or an aggregation
 _NOT_SERIES = frozenset({"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset", "and",
                          "or", "unless", "atan2", "inf", "nan", "start", "end"})
+
+
+def without_comments(query: str, strings: str | None = None) -> str:
+    """`query` with its comments blanked (and its strings replaced by `strings` when given), read as Prometheus
+    lexes it: a comment hides what follows on its line from Prometheus, not from a scan that reads every `{`."""
+    return _STRINGS_COMMENTS.sub(lambda m: (m.group() if strings is None else strings) if m.group(1) else " ", query)
 
 
 def unselected_rates(query: str) -> list[str]:
@@ -65,18 +75,18 @@ def unselected_rates(query: str) -> list[str]:
 
     Prometheus scrapes tenant pods too (their annotations ask for it), and a pod can expose the ingress' metric name
     with its own namespace: summed by namespace, its samples add to the tenant's rate. Every vector selector must
-    therefore select the ingress' own series. Strings, durations and the label lists of by/without/on/ignoring/
-    group_* are not selectors; a name followed by `(` is a function."""
-    text = _LABEL_LISTS.sub(" ", _STRINGS.sub('""', query))
+    therefore select the ingress' own series. Strings, comments, durations and the label lists of by/without/on/
+    ignoring/group_* are not selectors; a name followed by `(` is a function. Outside strings and comments a `{`
+    opens nothing but a selector, so every `{...}` must carry $ingress, also one after a keyword (`x or {...}`)."""
+    text = _LABEL_LISTS.sub(" ", without_comments(query, strings='""'))
     out = []
     for m in _SELECTOR.finditer(text):
         name, matchers = m.group(1), m.group(2)
-        if (not name and not matchers) or (name or "").lower() in _NOT_SERIES:
-            continue
-        if name and matchers is None and _CALL.match(text, m.end()):
-            continue   # a function or an aggregation
+        keyword = (name or "").lower() in _NOT_SERIES
+        if matchers is None and (not name or keyword or _CALL.match(text, m.end())):
+            continue   # no selector: a keyword, a function or an aggregation
         if matchers is None or INGRESS not in matchers:
-            out.append(name or "a selector {...}")
+            out.append(name if name and not keyword else "a selector {...}")
     return out
 
 

@@ -168,3 +168,36 @@ def test_a_tenants_pod_does_not_add_to_its_request_rate(prom):
     st = PrometheusSource(config(prom, request_rate_query=RATE_QUERY)).collect(60).state
     assert st.tenants == ("team-a", "team-b")
     assert st.request_rate.tolist() == [INGRESS_RPS["team-a"], INGRESS_RPS["team-b"]]
+
+
+# Queries that read the pod's series although every `{...}` the old scan saw carried the selector: a bare `{...}`
+# after `or` (the scan took the keyword for the selector's name and skipped it), a quote in a comment (the scan read
+# the lines between two commented quotes as a string) and a comment inside the braces (Prometheus ignores the
+# `$ingress` or `$exporter` in it).
+HIDDEN = [
+    ("request_rate_query", 'sum by (namespace) (ingress_rps{$ingress} or {__name__="ingress_rps"})', 12 + 500 + 700),
+    ("request_rate_query", 'sum by (namespace) (ingress_rps{$ingress} # "\n or ingress_rps # "\n)',
+     12 + 500 + 700),
+    ("request_rate_query", "sum by (namespace) (ingress_rps{ # $ingress\n})", 12 + 500 + 700),
+    ("demand_query", 'count by (namespace) (DCGM_FI_DEV_GPU_UTIL{ # $exporter\n namespace!=""})', 2 + FORGED),
+]
+
+
+@pytest.mark.parametrize("key, query, forged", HIDDEN, ids=["or-bare-braces", "quote-in-comment",
+                                                             "comment-in-braces", "dcgm-comment-in-braces"])
+def test_a_query_that_hides_an_unselected_series_from_the_check_is_refused(prom, key, query, forged):
+    """Each query reads team-a's forged series on this Prometheus (the sum is the pod's, not the ingress' 12 or the
+    exporter's 2), so the config that holds it is refused, naming the key."""
+    sent = query.replace("$ingress", 'job="ingress-nginx"').replace("$exporter", 'job="dcgm-exporter"')
+    r = httpx.get(f"{prom}/api/v1/query", params={"query": sent}).json()
+    assert r["status"] == "success", r
+    assert {x["metric"]["namespace"]: float(x["value"][1]) for x in r["data"]["result"]}["team-a"] == forged
+    with pytest.raises(ValueError, match=rf"{key} reads .* without \{{\$(ingress|exporter)\}}"):
+        config(prom, **{key: query})
+
+
+def test_a_comment_in_a_selected_query_is_not_refused(prom):
+    """A comment is not a series: the words and quotes in it neither refuse the query nor select anything."""
+    query = "sum by (namespace) (ingress_rps{$ingress})  # the ingress' own series, \"not the pods'\"\n"
+    st = PrometheusSource(config(prom, request_rate_query=query)).collect(60).state
+    assert st.request_rate.tolist() == [INGRESS_RPS["team-a"], INGRESS_RPS["team-b"]]
