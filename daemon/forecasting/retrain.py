@@ -15,6 +15,7 @@ import torch
 
 from daemon.config import Config
 from daemon.forecasting.errors import DataError
+from daemon.forecasting.history_csv import read_csv_columns
 from daemon.forecasting.replay_select import ReplayCluster, replay_scores
 from daemon.forecasting.times import TimeFormatError, parse_times, spacing_problem
 from daemon.forecasting.units import gpu_columns
@@ -70,14 +71,15 @@ def read_history_file(path: Path, step_s: int, keep: Callable[[str], bool] | Non
     stays, as 0 demand where it has no value, as the daemon counts a listed tenant with no GPUs."""
     path = Path(path)
     csv = path.suffix not in (".parquet", ".pq")
-    try:  # skipinitialspace: `time, team-a` (a space after each comma, as people type it) names `team-a`
-        df = pd.read_csv(path, skipinitialspace=True) if csv else pd.read_parquet(path)
+    try:
+        df = read_csv_columns(path) if csv else pd.read_parquet(path)
+    except DataError:
+        raise
     except Exception as exc:  # pandas' parser errors end in a newline and may span lines: one line
         raise DataError(f"{path}: cannot read history: {' '.join(str(exc).split())}") from None
-    if csv:
-        df = _named_columns(df, _header_once(path), path)
     if "time" not in df.columns:
-        seen = ", ".join(repr(str(c)[:40]) for c in df.columns[:6]) + (", ..." if df.shape[1] > 6 else "")
+        seen = ", ".join(repr(str(c)[:40]) for c in df.columns[:6]) + (", ..." if df.shape[1] > 6 else "") \
+            or "no names"
         sep = " (a CSV's columns are separated by commas)" if csv and df.shape[1] == 1 else ""
         raise DataError(f"{path}: needs a 'time' column; the header has {seen}{sep}")
     try:  # epoch numbers by magnitude (s, ms, us, ns), text as pandas reads it: daemon/forecasting/times.py
@@ -97,38 +99,6 @@ def read_history_file(path: Path, step_s: int, keep: Callable[[str], bool] | Non
         out = wide.astype(float).resample(pd.Timedelta(seconds=step_s)).mean()
         out.columns.name = "tenant"
     return drop_idle(out, idle, str(path), keep)
-
-
-def _header_once(path: Path) -> list[str]:
-    """The CSV header's names, stripped (`team-a ` is the config's `team-a`, not a tenant of its own). Refused: a
-    name given twice: pandas reads the second `team-b` as `team-b.1`, a tenant of its own that the replay (or the
-    training) would add beside the first."""
-    import csv
-
-    # read as pandas reads it: a spreadsheet's byte-order mark is no part of the first name, a space after a comma
-    with open(path, newline="", encoding="utf-8-sig", errors="replace") as f:
-        header = [h.strip() for h in next(csv.reader(f, skipinitialspace=True), [])]
-    seen: set[str] = set()
-    for name in header:
-        if name in seen and name:
-            raise DataError(f"{path}: the header names column {name[:64]!r} twice: one column per tenant (sum them, "
-                            "or rename one)")
-        seen.add(name)
-    return header
-
-
-def _named_columns(df: pd.DataFrame, header: list[str], path: Path) -> pd.DataFrame:
-    """The frame under the header's stripped names. A column with no name is dropped when it holds no value (a
-    comma at the end of every line) and refused when it does: pandas names it `Unnamed: 2`, a tenant of its own,
-    and an index written by `to_csv` would be one whose demand is the row number."""
-    if len(header) != df.shape[1]:  # pandas took a first column as the index: leave its names as they are
-        return df
-    for i, name in enumerate(header):
-        if not name and df.iloc[:, i].notna().any():
-            raise DataError(f"{path}: column {i + 1} of the header has no name but holds values: name its tenant, "
-                            "or drop the column (an index written by pandas' to_csv: write with index=False)")
-    df.columns = header
-    return df.loc[:, [bool(h) for h in header]]
 
 
 def drop_idle(frame: pd.DataFrame, idle: Mapping[str, float], where: str,

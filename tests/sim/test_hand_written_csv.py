@@ -56,6 +56,13 @@ def test_spaces_around_names_and_a_spreadsheets_marks_are_not_part_of_the_names(
      "needs a 'time' column; the header has 'timestamp', 'hi', 'lo'"),
     ("a row with a field too many", lambda i, line: line + ",3" if i == 120 else line,
      "cannot read history: Error tokenizing data. C error: Expected 3 fields in line 121, saw 4"),
+    # every line a value past the header: pandas took the times as the index, shifted each column one to the left
+    ("a value past the header on every line", lambda i, line: line + ",1" if i else line,
+     "line 2 has 4 fields, the header names 3 columns: a value past the header's last column belongs to no column"),
+    # a blank first line: the names were not stripped, so `lo` and `lo ` were two tenants
+    ("a name given twice below a blank line", lambda i, line: "\n" + line + ",lo " if i == 0 else line + ",1",
+     "the header names column 'lo' twice"),
+    ("commas only", lambda i, line: ",,", "needs a 'time' column; the header has no names"),
 ])
 def test_a_mistake_in_a_hand_written_csv_is_one_line(tmp_path, case, change, message):
     csv, toml = write(tmp_path, the_case(), config=CONFIG + LOW)
@@ -67,6 +74,18 @@ def test_a_mistake_in_a_hand_written_csv_is_one_line(tmp_path, case, change, mes
     r = simulate(toml, "--data", str(csv), "--days", str(DAYS), "--strategies", "reactive")
     assert r.exit_code == 1 and len(r.output.strip().splitlines()) == 1, (case, r.output)
     assert message in r.output, (case, r.output)
+
+
+def test_a_comma_ending_every_line_but_the_headers_shifts_no_column(tmp_path):
+    # pandas read the data lines' extra (empty) field as a sign that the first column is the index: the times
+    # became the index and `time` held hi's demand, read as seconds of 1970; hi held lo's, lo was empty
+    csv, _ = write(tmp_path, the_case())
+    _rewrite(csv, lambda line: line if line.startswith("time") else line + ",")
+    got = read_history_file(csv, 60)
+    (tmp_path / "plain").mkdir()
+    want = read_history_file(write(tmp_path / "plain", the_case())[0], 60)
+    assert list(got.columns) == ["hi", "lo"] and got.index[0].year > 2000
+    assert got.equals(want)
 
 
 def test_an_unnamed_column_with_no_value_is_dropped_quietly(tmp_path):
