@@ -20,6 +20,8 @@ _MATCHERS = re.compile(rf"{_MATCHER}(?:,{_MATCHER})*,?\s*")   # PromQL label mat
 
 EXPORTER = "$exporter"   # in a query: replaced by source.prometheus.exporter_selector
 _DCGM_SERIES = re.compile(r"\bDCGM_[A-Za-z0-9_]*")
+_BRACES = re.compile(r"\{[^{}]*\}")   # outside strings and comments, a selector's matchers
+_NAME_PATTERN = re.compile(r"__name__\s*(?:=~|!~|!=)\s*(?:\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|`[^`]*`)")
 # queries read each cycle, checked to select the exporter (util_query and nodes_query are read by no version)
 PROMETHEUS_QUERIES = ("demand", "missing", "capacity", "known_nodes", "freshness", "demand_by_type",
                       "usage_by_type", "capacity_by_type", "nodes_by_type")
@@ -30,15 +32,25 @@ def unselected_series(query: str) -> list[str]:
 
     Any scrape target can expose a series named DCGM_FI_DEV_GPU_UTIL (a tenant's pod does it with one line of
     text), so a raw DCGM name counts only with the exporter's own labels; a query that reads a recorded series
-    (gpuas:..., namespace:gpuas_...) is not checked, as the shipped recording rules select the exporter. Comments
-    are dropped first: Prometheus ignores them, so a `$exporter` in one selects nothing."""
-    query = without_comments(query)
+    (gpuas:..., namespace:gpuas_...) is not checked, as the shipped recording rules select the exporter. A DCGM name
+    inside braces (`{__name__="DCGM_..."}`) is selected by those braces; a name pattern (`__name__=~`, `!~`, `!=`)
+    may match DCGM names, so its braces need $exporter too. Comments are dropped first: Prometheus ignores them, so
+    a `$exporter` in one selects nothing."""
+    text = without_comments(query, keep_length=True)
+    blank = without_comments(query, strings="", keep_length=True)   # the same places, strings' insides blanked
+    braces = [(m.start(), m.end(), EXPORTER in m.group()) for m in _BRACES.finditer(blank)]
     out = []
-    for m in _DCGM_SERIES.finditer(query):
-        rest = query[m.end():].lstrip()
-        inside = rest[1:rest.find("}")] if rest.startswith("{") and "}" in rest else None
-        if inside is None or EXPORTER not in inside:
+    for m in _DCGM_SERIES.finditer(text):
+        inside = next((sel for a, b, sel in braces if a < m.start() < b), None)
+        if inside is None:   # a name outside braces: selected by the braces that follow it
+            rest = blank[m.end():].lstrip()
+            inside = rest.startswith("{") and EXPORTER in rest[:rest.find("}") + 1]
+        if not inside:
             out.append(m.group())
+    for a, b, selected in braces:
+        pattern = _NAME_PATTERN.search(text[a:b])
+        if pattern and not selected:
+            out.append(f"a selector {pattern.group()}")
     return out
 
 
@@ -47,8 +59,10 @@ def refuse_unselected(queries: dict[str, str | None]) -> None:
     for key, text in queries.items():
         bad = unselected_series(text or "")
         if bad:
+            fix = f"add {EXPORTER} to its braces" if bad[0].startswith("a selector") else \
+                f"write {bad[0]}{{{EXPORTER}, ...}}"
             raise ValueError(f"{key} reads {bad[0]} without {{{EXPORTER}}}: any pod Prometheus scrapes can "
-                             f"expose that name and forge demand or capacity; write {bad[0]}{{{EXPORTER}, ...}} "
+                             f"expose that name and forge demand or capacity; {fix} "
                              "(source.prometheus.exporter_selector selects the DCGM exporter's series)")
 
 
@@ -63,10 +77,18 @@ _NOT_SERIES = frozenset({"by", "without", "on", "ignoring", "group_left", "group
                          "or", "unless", "atan2", "inf", "nan", "start", "end"})
 
 
-def without_comments(query: str, strings: str | None = None) -> str:
-    """`query` with its comments blanked (and its strings replaced by `strings` when given), read as Prometheus
-    lexes it: a comment hides what follows on its line from Prometheus, not from a scan that reads every `{`."""
-    return _STRINGS_COMMENTS.sub(lambda m: (m.group() if strings is None else strings) if m.group(1) else " ", query)
+def without_comments(query: str, strings: str | None = None, keep_length: bool = False) -> str:
+    """`query` with its comments blanked (and its strings' insides replaced by `strings` when given), read as
+    Prometheus lexes it: a comment hides what follows on its line from Prometheus, not from a scan that reads every
+    `{`. keep_length: blanked with as many spaces, so that a place in the result is the same place in `query`."""
+    def sub(m: re.Match) -> str:
+        if not m.group(1):
+            return " " * len(m.group()) if keep_length else " "
+        if strings is None:
+            return m.group()
+        inner = " " * (len(m.group()) - 2) if keep_length else strings
+        return m.group()[0] + inner + m.group()[-1]
+    return _STRINGS_COMMENTS.sub(sub, query)
 
 
 def unselected_rates(query: str) -> list[str]:
@@ -78,7 +100,7 @@ def unselected_rates(query: str) -> list[str]:
     therefore select the ingress' own series. Strings, comments, durations and the label lists of by/without/on/
     ignoring/group_* are not selectors; a name followed by `(` is a function. Outside strings and comments a `{`
     opens nothing but a selector, so every `{...}` must carry $ingress, also one after a keyword (`x or {...}`)."""
-    text = _LABEL_LISTS.sub(" ", without_comments(query, strings='""'))
+    text = _LABEL_LISTS.sub(" ", without_comments(query, strings=""))
     out = []
     for m in _SELECTOR.finditer(text):
         name, matchers = m.group(1), m.group(2)

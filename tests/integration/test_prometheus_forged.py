@@ -180,11 +180,14 @@ HIDDEN = [
      12 + 500 + 700),
     ("request_rate_query", "sum by (namespace) (ingress_rps{ # $ingress\n})", 12 + 500 + 700),
     ("demand_query", 'count by (namespace) (DCGM_FI_DEV_GPU_UTIL{ # $exporter\n namespace!=""})', 2 + FORGED),
+    # a name pattern: the old check saw no DCGM name ('DCGM.*' has no 'DCGM_')
+    ("demand_query", 'count by (namespace) ({__name__=~"DCGM.*", namespace!=""})', 2 + FORGED),
 ]
 
 
 @pytest.mark.parametrize("key, query, forged", HIDDEN, ids=["or-bare-braces", "quote-in-comment",
-                                                             "comment-in-braces", "dcgm-comment-in-braces"])
+                                                             "comment-in-braces", "dcgm-comment-in-braces",
+                                                             "dcgm-name-pattern"])
 def test_a_query_that_hides_an_unselected_series_from_the_check_is_refused(prom, key, query, forged):
     """Each query reads team-a's forged series on this Prometheus (the sum is the pod's, not the ingress' 12 or the
     exporter's 2), so the config that holds it is refused, naming the key."""
@@ -201,3 +204,11 @@ def test_a_comment_in_a_selected_query_is_not_refused(prom):
     query = "sum by (namespace) (ingress_rps{$ingress})  # the ingress' own series, \"not the pods'\"\n"
     st = PrometheusSource(config(prom, request_rate_query=query)).collect(60).state
     assert st.request_rate.tolist() == [INGRESS_RPS["team-a"], INGRESS_RPS["team-b"]]
+
+
+def test_a_dcgm_name_selected_in_its_braces_is_not_refused(prom):
+    """`{__name__="DCGM_...", $exporter}` selects the exporter's series: the old check, which looked for braces
+    after the name, refused it."""
+    query = 'count by (namespace) ({__name__="DCGM_FI_DEV_GPU_UTIL", $exporter, namespace!=""})'
+    st = PrometheusSource(config(prom, demand_query=query)).collect(60).state
+    assert st.used.tolist() == [2, 1]
