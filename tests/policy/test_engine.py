@@ -118,6 +118,10 @@ def test_a_silent_high_tenant_does_not_trigger_preemption():
     p = plan(flat_forecast(s.tenants, [8] + [np.nan] + [10] * 8), silent, mem, cfg)
     assert not p.stale and p.reservations["t1"] == 30              # its reservation is kept, not zeroed
     assert p.preemptions == ()                                     # and its "0 in use" does not preempt anyone
+    # not only because the cost-aware rule finds its unknown forecast worth nothing: without the rule, too
+    off = Config(policy={"preempt_budget_share": 1.0, "headroom": 0.0, "preempt_cost_aware": False})
+    p = plan(flat_forecast(s.tenants, [8] + [np.nan] + [10] * 8), silent, mem, off)
+    assert p.reservations["t1"] == 30 and p.preemptions == ()
 
 
 def test_reservation_hysteresis():
@@ -140,6 +144,18 @@ def test_rate_levels_tighten_at_once_and_loosen_with_hysteresis():
     assert rate_level(0.76, 1, rl) == 1
     assert rate_level(0.70, 2, rl) == 0
     assert rate_level(float("nan"), 2, rl) == 2       # no data is no reason to relax
+
+
+def test_a_rate_level_applies_from_its_load_exactly():
+    """"The last level whose `load` is reached applies": 80% of the GPUs in use is the 0.8 level (high 200, normal
+    50 req/s), not the one below it; 79.9% is not."""
+    rl = CFG.ratelimits
+    assert rate_level(0.8, 0, rl) == 1 and rate_level(0.9, 0, rl) == 2 and rate_level(0.9, 1, rl) == 2
+    assert rate_level(0.799, 0, rl) == 0
+    tiers = ["high", "normal", "low"]
+    s = make_state(tiers, [(1, 80, "normal", True, 10, 0)], capacity=100)
+    p = plan(flat_forecast(s.tenants, [0, 80, 0]), s, PolicyMemory(), CFG)
+    assert (p.limits["t0"].rate, p.limits["t1"].rate, p.limits["t2"].rate) == (200, 50, 100)
 
 
 def test_limits_follow_the_seed_example():
