@@ -25,7 +25,7 @@ from daemon.config import (
 )
 from daemon.ha.fencing import FencedActuator
 from daemon.ha.lease import RedisLease
-from daemon.policy.types import Plan, PolicyMemory, Preemption
+from daemon.policy.types import Notification, Plan, PolicyMemory, Preemption
 from tests.actuators.test_k8s_actuator import BASE, _capture_servers, pod, served  # noqa: F401 (autouse fixture)
 from tests.actuators.test_k8s_kueue import FakeCluster, kueue, writes
 from tests.support.services import slurm_cluster, slurm_run, wait_for
@@ -92,6 +92,48 @@ def test_kubernetes_failover_evicts_nothing_after_the_fence_refuses():
     assert not act.inner._retry                 # not retried by this replica either: it may not act
     cordon = act.fence_node("gpu-node-7", "GPUNodeDown alert")
     assert cordon.fenced and not [r for r in cap.sent if r["method"] == "PATCH"]
+
+
+def test_kubernetes_quota_delete_is_fenced_too():
+    """The daemon stops (release_holds) and deletes our quota in each tenant namespace: a replica whose lease is
+    lost between the call's check and the DELETE sends no DELETE (another leader may have written that quota)."""
+    ours = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {
+        "name": "gpu-autoscaler", "namespace": "batch", "labels": {"app.kubernetes.io/managed-by": "gpu-autoscaler"}},
+        "spec": {"hard": {"requests.nvidia.com/gpu": "8"}}}
+    routes = dict(BASE)
+    routes[("GET", r"/api/v1/namespaces/batch/resourcequotas/gpu-autoscaler")] = (200, ours)
+    routes[("DELETE", r"/api/v1/namespaces/batch/resourcequotas/gpu-autoscaler")] = (200, {})
+    api, cap = served(routes)
+    fence = CountingFence(allow=1)  # the wrapper's own check of release_holds; the DELETE's is refused
+    act = FencedActuator(KubernetesActuator(api, KubernetesActuatorConfig(), LOW, dry_run=False), fence)
+    rep = act.release_holds()
+    assert rep.fenced and fence.asked[-1] == "kubernetes: delete ResourceQuota batch/gpu-autoscaler"
+    assert not [r for r in cap.sent if r["method"] == "DELETE"]
+    fence.allow = 10
+    assert act.release_holds().ok and [r["method"] for r in cap.sent if r["method"] == "DELETE"] == ["DELETE"]
+
+
+def test_kubernetes_cordon_and_each_event_are_checked_right_before_they_are_sent():
+    """Past the wrapper's check of the call, the cordon's PATCH and each Event's POST are checked again right
+    before they are sent (a notify sends up to 200 Events): a lease lost in between sends nothing more."""
+    routes = dict(BASE)
+    routes[("PATCH", r"/api/v1/nodes/gpu-node-7")] = (200, {"apiVersion": "v1", "kind": "Node",
+                                                         "metadata": {"name": "gpu-node-7"}})
+    routes[("POST", r"/api/v1/namespaces/batch/events")] = (201, {
+        "apiVersion": "v1", "kind": "Event", "metadata": {"name": "e", "namespace": "batch"},
+        "involvedObject": {"kind": "Namespace", "name": "batch", "namespace": "batch"}})
+    api, cap = served(routes)
+    fence = CountingFence(allow=1)
+    act = FencedActuator(KubernetesActuator(api, KubernetesActuatorConfig(), LOW, dry_run=False), fence)
+    rep = act.fence_node("gpu-node-7", "GPUNodeDown alert")
+    assert rep.fenced and fence.asked == ["kubernetes: fence_node gpu-node-7 GPUNodeDown alert",
+                                          "kubernetes: cordon gpu-node-7"]
+    assert not [r for r in cap.sent if r["method"] == "PATCH"]
+    fence.asked, fence.allow = [], 2   # the call's check and the first Event's
+    notes = [Notification("team-low", "throttled", "limited"), Notification("team-low", "preempted", "job 1")]
+    rep = act.notify(notes)
+    assert rep.fenced and len(fence.asked) == 3
+    assert [r["method"] for r in cap.sent if r["path"].endswith("/events")] == ["POST"]
 
 
 def test_kueue_apply_stops_holding_nodes_and_writing_queues_after_the_fence_refuses():
