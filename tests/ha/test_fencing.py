@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from daemon.actuators.k8s.actuator import KubernetesActuator
+from daemon.actuators.k8s.workloads import workload_id
 from daemon.actuators.slurm.actuator import SlurmActuator
 from daemon.config import (
     Config,
@@ -147,6 +148,46 @@ def test_kueue_apply_stops_holding_nodes_and_writing_queues_after_the_fence_refu
     assert [(r["method"], r["path"]) for r in writes(cap)] == [("PATCH", "/api/v1/nodes/n1")]
     assert c.held() == {"n1": "team-high"} and not c.objs    # no queue, no second node, no eviction
     assert rep.fenced and any("stale" in e for e in rep.errors)
+
+
+def test_kueue_objects_are_checked_one_by_one_right_before_they_are_written():
+    """With nothing to hold, a plan's writes are the Kueue objects (flavors, queues, quotas), each checked right
+    before it is sent: the lease lost after the first is written sends no second one."""
+    inner, cap, c = kueue(FakeCluster())
+    fence = CountingFence(allow=1 + 1)                     # the wrapper's check, then one Kueue object
+    act = FencedActuator(inner, fence)
+    rep = act.apply(plan_for(quotas={"team-a": 30, "batchy": 30}, capacity=56))
+    assert rep.fenced and len(writes(cap)) == 1 and len(c.objs) == 1
+    assert fence.asked[1].startswith("kueue: apply ") and len(fence.asked) == 3
+
+
+def test_kueue_start_up_sweep_deletes_nothing_once_the_lease_is_lost():
+    """The first apply deletes our Kueue objects the configuration no longer names (sweep): each DELETE is checked
+    right before it is sent."""
+    c = FakeCluster()
+    c.objs[("localqueues", "batch", "gone")] = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+                                                "metadata": {"name": "gone", "namespace": "batch",
+                                                             "labels": {"app.kubernetes.io/managed-by":
+                                                                        "gpu-autoscaler"}}}
+    inner, cap, c = kueue(c)
+    fence = CountingFence(allow=1)                          # the wrapper's check only
+    rep = FencedActuator(inner, fence).apply(plan_for(quotas={"team-a": 30, "batchy": 30}, capacity=56))
+    assert rep.fenced and writes(cap) == [] and ("localqueues", "batch", "gone") in c.objs
+    assert fence.asked[1] == "kueue: delete LocalQueue batch/gone"
+
+
+def test_kueue_workload_estimates_are_written_only_under_the_lease():
+    """show_eta is no call the wrapper checks (an estimate is advice, sent every cycle): each Workload's patch is
+    checked right before it is sent, so a replica that lost its lease annotates nothing."""
+    from tests.actuators.test_k8s_workloads import NOW, T, wl
+
+    inner, cap, _c = kueue(FakeCluster())
+    act = FencedActuator(inner, CountingFence(allow=0))
+    inner.workloads.jobs([wl("a", ns="research")], ("team-a",), now=NOW)
+    rows = [{"job_id": workload_id("research", "a"), "p50_s": 600.0, "p90_s": None, "basis": "time limit"}]
+    rep = act.show_eta(rows, T)
+    assert rep.fenced and rep.actions == [] and writes(cap) == []
+    assert act.refused == 1
 
 
 # ---- Slurm: the real slurmctld, a real redis-server lease taken over mid-batch ---------------------------
