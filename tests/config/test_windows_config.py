@@ -7,6 +7,7 @@ import pytest
 
 from daemon.config import ConfigError, WindowConfig, parse_config
 from daemon.config.reload import merge
+from daemon.config.windows import problems
 
 BASE = {"cluster": {"gpus": 32}, "tenants": [{"name": "a", "tier": "high"}, {"name": "b"}]}
 
@@ -134,3 +135,20 @@ def test_gpus_as_a_boolean_or_a_type_given_twice_is_refused():
     fleet = {**BASE, "fleet": {"types": ["h100"], "pools": [{"type": "h100", "nodes": 4}]}}
     msg = _refused([_w(gpus={"h100": 2, "H100": 8})], fleet)
     assert "the GPU type 'h100' is given twice" in msg
+
+
+def test_holds_that_meet_end_to_start_do_not_overlap():
+    # x: 14:00-16:00 Paris; y at 16:30, held from 16:00: x's hold has ended when y's begins, 20 + 20 is never held
+    parse_config({**BASE, "windows": [_w(gpus=20), _w("y", "b", 20, at="16:30", duration_minutes=60)]})
+    msg = _refused([_w(gpus=20), _w("y", "b", 20, at="16:29", duration_minutes=60)])   # one minute earlier
+    assert "x (20) and y (20) overlap from" in msg
+
+
+def test_an_occurrence_in_progress_when_the_check_starts_is_checked_too():
+    # x began at 14:00 Paris, before the check (14:30): y's hold from 14:30 meets it until 16:00. Both are yearly,
+    # so no later occurrence in the two weeks checked meets the other
+    x = WindowConfig(**_w(gpus=20, every=None, at=None, cron="0 14 6 12 *"))
+    y = WindowConfig(**_w("y", "b", 20, every=None, at=None, cron="0 15 6 12 *", duration_minutes=60))
+    since = dt.datetime(2026, 12, 6, 13, 30, tzinfo=dt.timezone.utc)     # 14:30 Paris
+    out = problems([x, y], {"gpu": 32}, False, since=since)
+    assert len(out) == 1 and "x (20) and y (20) overlap from 2026-12-06 13:30 UTC to 2026-12-06 15:00 UTC" in out[0]

@@ -69,6 +69,19 @@ def test_a_tenant_whose_forecast_sees_its_rises_acts_on_it_one_without_skill_is_
     assert off.reservations["blind"] == 32 and not any("skill gate" in x for x in off.notes)
 
 
+def test_a_reactive_tenants_forecast_drives_no_preemption():
+    """A tenant the gate plans reactively is held its demand now with headroom, and jobs are preempted only for
+    jobs, never for the headroom: its forecast rise (20 GPUs here, 10 in use) clears nothing; on the forecast, it
+    does."""
+    st = make_state(["high", "low"], [(0, 10, "high", True, 600, 0)] + [(1, 1, "low", True, 600, 0)] * 10, 20)
+    fc = Forecast(("t0", "t1"), QS, np.broadcast_to(np.array([20.0, 10.0])[:, None, None], (2, 60, 3)).copy(),
+                  st.at, 60, "m")
+    cfg = Config(policy={"headroom": 0.5, "preempt_budget_share": 1.0, "preempt_cost_aware": False,
+                         "pool_high_tier": False})
+    assert plan(fc, st, PolicyMemory(), cfg, acting=frozenset()).preemptions == ()
+    assert plan(fc, st, PolicyMemory(), cfg, acting=frozenset({"t0"})).preemptions
+
+
 def test_min_scored_and_hysteresis():
     g = SkillGateConfig(enabled=True, margin=0.1, hysteresis=0.05, min_scored=10)
     # too few scored windows: reactive, however good the forecast looks
@@ -78,6 +91,12 @@ def test_min_scored_and_hysteresis():
     assert decide({"a": (9.0, 10.0, 10)}, ("a",), {}, g)["a"].acting
     assert decide({"a": (9.5, 10.0, 10)}, ("a",), {"a": True}, g)["a"].acting
     assert not decide({"a": (9.6, 10.0, 10)}, ("a",), {"a": True}, g)["a"].acting
+    # at the thresholds exactly (figures exact in binary): on at (1 - margin), still on at (1 - margin + hysteresis)
+    g = SkillGateConfig(enabled=True, margin=0.25, hysteresis=0.25, min_scored=10)
+    assert decide({"a": (7.5, 10.0, 10)}, ("a",), {}, g)["a"].acting
+    assert decide({"a": (10.0, 10.0, 10)}, ("a",), {"a": True}, g)["a"].acting
+    assert not decide({"a": (10.0, 10.0, 10)}, ("a",), {}, g)["a"].acting
+    g = SkillGateConfig(enabled=True, margin=0.1, hysteresis=0.05, min_scored=10)
     # a mixed fleet's typed series of one tenant decide together
     v = decide({"a@h100": (1.0, 10.0, 12), "a@*": (8.0, 1.0, 10)}, ("a",), {}, g)["a"]
     assert v.acting and v.scored == 10 and v.forecast_loss == 9.0 and v.reactive_loss == 11.0
@@ -161,6 +180,34 @@ def test_the_daemon_cycle_gates_each_tenant_and_shows_it_in_the_plan_api_console
             row = re.search(rf'<tr id="row-{name}">.*?</tr>', table, re.S).group(0)
             got = re.search(r'<td class="acting"><b>(yes|no)</b> <span class="muted">([^<]*)</span>', row).groups()
             assert (got[0], html.unescape(got[1])) == ("yes" if v["acting"] else "no", v["why"])
+    finally:
+        rt.close()
+
+
+def test_the_daemon_cycle_gives_each_decision_the_one_before_it(tmp_path):
+    """The cycle's gate has hysteresis: a tenant on the forecast stays on it while its loss is within (1 - margin +
+    hysteresis) x the reactive loss, where a tenant not on it does not go on. Its scores here: a forecast that is
+    the demand now, losing what the reactive hold loses (ratio 1.0, between 0.9 and 1.1)."""
+    from daemon.config import SimulatorConfig, SourceConfig
+    from daemon.forecasting.skill import Verdict
+    from daemon.service.wiring import build_runtime
+
+    cfg = Config(cluster={"gpus": 16}, cycle={"horizon_steps": 5, "history_steps": 100},
+                 source=SourceConfig(simulator=SimulatorConfig(tenants=2, warmup_steps=120)),
+                 forecaster={"season_steps": 60, "model_dir": tmp_path / "none"},
+                 policy={"skill_gate": {"enabled": True, "min_scored": 3, "margin": 0.1, "hysteresis": 0.2}},
+                 state={"path": tmp_path / "s.sqlite"})
+    d = _rises()
+    rt = build_runtime(cfg)
+    try:
+        cycle = rt.runner
+        cycle.quality = _scored({"a": d}, lambda k: np.full((1, H), d[k]))
+        f, r, _ = cycle.quality.skill()["a"]
+        assert 0.9 < f / r <= 1.1
+        assert cycle._skill_gate(("a",)) == frozenset()                        # not on it: stays reactive
+        cycle.skill = {"a": Verdict(True, "forecast: its holds lose 80% of the reactive holds'")}
+        assert cycle._skill_gate(("a",)) == frozenset({"a"})                   # on it: stays on it
+        assert cycle._skill_gate(("a",)) == frozenset({"a"}) and "leaves at > 110%" in cycle.skill["a"].why
     finally:
         rt.close()
 

@@ -17,6 +17,7 @@ from daemon.actuators.base import (
     ReclaimsJobs,
 )
 from daemon.ha.fencing import FencedActuator, LeaseGuard
+from daemon.policy.types import Notification, Plan, PolicyMemory, Preemption
 from tests.support.actuators import QuietActuator
 
 CAPS = (FencesNodes, ReclaimsJobs, CommentsJobs, ListsNodeJobs)
@@ -61,10 +62,11 @@ class Bare(QuietActuator):
 
 class Fence:
     def __init__(self, ok: bool = True) -> None:
-        self.ok, self.asked = ok, []
+        self.ok, self.asked, self.jobs = ok, [], []
 
     def fence(self, what, jobs=()):
         self.asked.append(what)
+        self.jobs.append(tuple(jobs))
         return self.ok, "" if self.ok else "lease lost"
 
     def term(self):
@@ -126,3 +128,47 @@ def test_a_fence_without_a_term_is_refused_when_an_actuator_is_wrapped():
 
     with pytest.raises(TypeError, match=r"NoTerm is no Fence: it needs fence\(\) and term\(\)"):
         FencedActuator(Full(), NoTerm())
+
+
+class Recording(Bare):
+    """The three calls every actuator has, each recorded when it reaches the actuator (a Redis limit write, a
+    tenant's e-mail, a requeue): what a stale leader must never send."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def apply(self, plan):
+        self.calls.append("apply")
+        return ActionReport(self.name, False, actions=["apply"])
+
+    def requeue(self, job_ids, reason):
+        self.calls.append(f"requeue {job_ids}")
+        return ActionReport(self.name, False)
+
+    def notify(self, notes):
+        self.calls.append(f"notify {len(notes)}")
+        return ActionReport(self.name, False)
+
+
+def _plan(preempt: tuple[str, ...]) -> Plan:
+    return Plan(at="2024-01-01T00:00:00", capacity=8, load=0.5, high_pool=0, reservations={}, quotas={},
+                limits={}, preemptions=tuple(Preemption(j, "t", 1, "n1", "x") for j in preempt), notifications=(),
+                stale=False, forecast_model="m", notes=(), memory=PolicyMemory())
+
+
+@pytest.mark.security
+def test_a_stale_leader_sends_no_plan_requeue_or_notification_and_each_act_names_its_jobs_to_the_fence():
+    """Each call that changes something asks the fence first, with the jobs it acts on (the lease writes them
+    into its ledger, the audit of who did what under which token): a refused fence sends nothing, notifications
+    to tenants included (a stale leader telling a tenant of a preemption the real leader did not make)."""
+    inner, fence = Recording(), Fence(ok=False)
+    act = FencedActuator(inner, fence)
+    note = Notification("t", "preempted", "job 7 preempted")
+    for rep in (act.apply(_plan(("7", "8"))), act.requeue(["9"], "node down"), act.notify([note])):
+        assert rep.fenced and rep.errors
+    assert inner.calls == []
+    assert fence.jobs == [("7", "8"), ("9",), ()]
+    assert act.notify([]).ok and inner.calls == ["notify 0"] and len(fence.asked) == 3  # none to send: not asked
+    fence.ok = True
+    assert act.apply(_plan(())).actions == ["apply"] and act.notify([note]).ok and act.requeue(["9"], "x").ok
+    assert inner.calls == ["notify 0", "apply", "notify 1", "requeue ['9']"]

@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from daemon.actuators.k8s.actuator import KubernetesActuator
+from daemon.actuators.k8s.workloads import workload_id
 from daemon.actuators.slurm.actuator import SlurmActuator
 from daemon.config import (
     Config,
@@ -25,7 +26,7 @@ from daemon.config import (
 )
 from daemon.ha.fencing import FencedActuator
 from daemon.ha.lease import RedisLease
-from daemon.policy.types import Plan, PolicyMemory, Preemption
+from daemon.policy.types import Notification, Plan, PolicyMemory, Preemption
 from tests.actuators.test_k8s_actuator import BASE, _capture_servers, pod, served  # noqa: F401 (autouse fixture)
 from tests.actuators.test_k8s_kueue import FakeCluster, kueue, writes
 from tests.support.services import slurm_cluster, slurm_run, wait_for
@@ -94,6 +95,48 @@ def test_kubernetes_failover_evicts_nothing_after_the_fence_refuses():
     assert cordon.fenced and not [r for r in cap.sent if r["method"] == "PATCH"]
 
 
+def test_kubernetes_quota_delete_is_fenced_too():
+    """The daemon stops (release_holds) and deletes our quota in each tenant namespace: a replica whose lease is
+    lost between the call's check and the DELETE sends no DELETE (another leader may have written that quota)."""
+    ours = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {
+        "name": "gpu-autoscaler", "namespace": "batch", "labels": {"app.kubernetes.io/managed-by": "gpu-autoscaler"}},
+        "spec": {"hard": {"requests.nvidia.com/gpu": "8"}}}
+    routes = dict(BASE)
+    routes[("GET", r"/api/v1/namespaces/batch/resourcequotas/gpu-autoscaler")] = (200, ours)
+    routes[("DELETE", r"/api/v1/namespaces/batch/resourcequotas/gpu-autoscaler")] = (200, {})
+    api, cap = served(routes)
+    fence = CountingFence(allow=1)  # the wrapper's own check of release_holds; the DELETE's is refused
+    act = FencedActuator(KubernetesActuator(api, KubernetesActuatorConfig(), LOW, dry_run=False), fence)
+    rep = act.release_holds()
+    assert rep.fenced and fence.asked[-1] == "kubernetes: delete ResourceQuota batch/gpu-autoscaler"
+    assert not [r for r in cap.sent if r["method"] == "DELETE"]
+    fence.allow = 10
+    assert act.release_holds().ok and [r["method"] for r in cap.sent if r["method"] == "DELETE"] == ["DELETE"]
+
+
+def test_kubernetes_cordon_and_each_event_are_checked_right_before_they_are_sent():
+    """Past the wrapper's check of the call, the cordon's PATCH and each Event's POST are checked again right
+    before they are sent (a notify sends up to 200 Events): a lease lost in between sends nothing more."""
+    routes = dict(BASE)
+    routes[("PATCH", r"/api/v1/nodes/gpu-node-7")] = (200, {"apiVersion": "v1", "kind": "Node",
+                                                         "metadata": {"name": "gpu-node-7"}})
+    routes[("POST", r"/api/v1/namespaces/batch/events")] = (201, {
+        "apiVersion": "v1", "kind": "Event", "metadata": {"name": "e", "namespace": "batch"},
+        "involvedObject": {"kind": "Namespace", "name": "batch", "namespace": "batch"}})
+    api, cap = served(routes)
+    fence = CountingFence(allow=1)
+    act = FencedActuator(KubernetesActuator(api, KubernetesActuatorConfig(), LOW, dry_run=False), fence)
+    rep = act.fence_node("gpu-node-7", "GPUNodeDown alert")
+    assert rep.fenced and fence.asked == ["kubernetes: fence_node gpu-node-7 GPUNodeDown alert",
+                                          "kubernetes: cordon gpu-node-7"]
+    assert not [r for r in cap.sent if r["method"] == "PATCH"]
+    fence.asked, fence.allow = [], 2   # the call's check and the first Event's
+    notes = [Notification("team-low", "throttled", "limited"), Notification("team-low", "preempted", "job 1")]
+    rep = act.notify(notes)
+    assert rep.fenced and len(fence.asked) == 3
+    assert [r["method"] for r in cap.sent if r["path"].endswith("/events")] == ["POST"]
+
+
 def test_kueue_apply_stops_holding_nodes_and_writing_queues_after_the_fence_refuses():
     c = FakeCluster()
     c.run("batch", "low-1", "n1", 8, "gpu-autoscaler-low")
@@ -105,6 +148,46 @@ def test_kueue_apply_stops_holding_nodes_and_writing_queues_after_the_fence_refu
     assert [(r["method"], r["path"]) for r in writes(cap)] == [("PATCH", "/api/v1/nodes/n1")]
     assert c.held() == {"n1": "team-high"} and not c.objs    # no queue, no second node, no eviction
     assert rep.fenced and any("stale" in e for e in rep.errors)
+
+
+def test_kueue_objects_are_checked_one_by_one_right_before_they_are_written():
+    """With nothing to hold, a plan's writes are the Kueue objects (flavors, queues, quotas), each checked right
+    before it is sent: the lease lost after the first is written sends no second one."""
+    inner, cap, c = kueue(FakeCluster())
+    fence = CountingFence(allow=1 + 1)                     # the wrapper's check, then one Kueue object
+    act = FencedActuator(inner, fence)
+    rep = act.apply(plan_for(quotas={"team-a": 30, "batchy": 30}, capacity=56))
+    assert rep.fenced and len(writes(cap)) == 1 and len(c.objs) == 1
+    assert fence.asked[1].startswith("kueue: apply ") and len(fence.asked) == 3
+
+
+def test_kueue_start_up_sweep_deletes_nothing_once_the_lease_is_lost():
+    """The first apply deletes our Kueue objects the configuration no longer names (sweep): each DELETE is checked
+    right before it is sent."""
+    c = FakeCluster()
+    c.objs[("localqueues", "batch", "gone")] = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+                                                "metadata": {"name": "gone", "namespace": "batch",
+                                                             "labels": {"app.kubernetes.io/managed-by":
+                                                                        "gpu-autoscaler"}}}
+    inner, cap, c = kueue(c)
+    fence = CountingFence(allow=1)                          # the wrapper's check only
+    rep = FencedActuator(inner, fence).apply(plan_for(quotas={"team-a": 30, "batchy": 30}, capacity=56))
+    assert rep.fenced and writes(cap) == [] and ("localqueues", "batch", "gone") in c.objs
+    assert fence.asked[1] == "kueue: delete LocalQueue batch/gone"
+
+
+def test_kueue_workload_estimates_are_written_only_under_the_lease():
+    """show_eta is no call the wrapper checks (an estimate is advice, sent every cycle): each Workload's patch is
+    checked right before it is sent, so a replica that lost its lease annotates nothing."""
+    from tests.actuators.test_k8s_workloads import NOW, T, wl
+
+    inner, cap, _c = kueue(FakeCluster())
+    act = FencedActuator(inner, CountingFence(allow=0))
+    inner.workloads.jobs([wl("a", ns="research")], ("team-a",), now=NOW)
+    rows = [{"job_id": workload_id("research", "a"), "p50_s": 600.0, "p90_s": None, "basis": "time limit"}]
+    rep = act.show_eta(rows, T)
+    assert rep.fenced and rep.actions == [] and writes(cap) == []
+    assert act.refused == 1
 
 
 # ---- Slurm: the real slurmctld, a real redis-server lease taken over mid-batch ---------------------------

@@ -3,6 +3,7 @@ time, a takeover when the holder stops renewing, a stale holder's write refused 
 operator's overrides in a real ConfigMap that survive a kill -9 of the leader. The same paths against recorded
 requests are in tests/ha/test_lease_k8s.py."""
 
+import datetime as dt
 import json
 
 import pytest
@@ -45,6 +46,22 @@ def test_one_holder_on_a_real_lease_takeover_raises_the_token_and_a_stale_write_
     assert coord.read_namespaced_lease("leader", ns).spec.holder_identity == b.holder
     b.stop(release=True)                                                # a clean stop frees the lease at once
     assert a.tick() and a.token == 3
+    a.stop()
+
+
+def test_a_real_lease_with_too_little_time_left_does_not_act(kube):
+    """The fence refuses an act when the lease, as the API server holds it, has less than the safety margin left
+    (a renewal that went astray: the act could outlast the lease), like the Redis backend's PTTL check."""
+    ns = kube.namespace("ha-margin")
+    coord = k8s.CoordinationV1Api(kube.api())
+    a = KubernetesLease(kube.api(), ns, "leader", replica_id="a", ttl_s=10.0, safety_margin=0.5)
+    assert a.tick() and a.fence("apply plan 1") == (True, "")
+    held = coord.read_namespaced_lease("leader", ns)
+    held.spec.renew_time = held.spec.renew_time - dt.timedelta(seconds=7)   # 3 s of 10 s left on the server (< 50%)
+    coord.replace_namespaced_lease("leader", ns, held)
+    a._valid_until = float("inf")                                          # a's own clock would still let it act
+    ok, why = a.fence("apply plan 2")
+    assert not ok and "about to expire" in why
     a.stop()
 
 

@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pandas as pd
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -97,6 +99,40 @@ def test_stale_data_keeps_last_plan_and_preempts_nothing():
     assert plan(fc, gaps, good.memory, CFG, last=good).stale   # 1 of 2 tenants silent > 20%
 
 
+def test_a_stale_plan_keeps_every_hold_of_the_last_good_plan():
+    """A stale cycle applies the last good plan again: every hold in it (a window's, a type's, the quotas), not
+    only the reservations, or the actuators would let go of what a window holds on the first stale cycle."""
+    tiers = ["high", "low"]
+    jobs = [(1, 10, "low", True, 100, 0) for _ in range(10)]
+    s = make_state(tiers, jobs, capacity=100)
+    good = dataclasses.replace(
+        plan(flat_forecast(s.tenants, [60, 50]), s, PolicyMemory(), CFG), quotas={"t1": 40},
+        window_holds={"t1": 16}, window_holds_by_type={"t1": {"h100": 16}}, holds_by_type={"t0": {"h100": 8}},
+        capacity_by_type={"h100": 100}, high_pool_by_type={"h100": 20}, shared_cap_by_type={"h100": 80},
+        notes_by_type={"h100": ("x",)}, held_for={"high": 60, "floor": 16}, hold_job_gpus={"t0": 10, "t1": 8})
+    stale = plan(flat_forecast(s.tenants, [60, 50]), make_state(tiers, jobs, capacity=100, staleness=10_000),
+                 good.memory, CFG, last=good)
+    assert stale.stale and stale.preemptions == ()
+    for f in ("capacity", "load", "high_pool", "reservations", "quotas", "limits", "pooled", "hold_job_gpus",
+              "holds_by_type", "capacity_by_type", "high_pool_by_type", "notes_by_type", "shared_cap_by_type",
+              "held_for", "window_holds", "window_holds_by_type", "forecast_model"):
+        assert getattr(stale, f) == getattr(good, f), f
+
+
+def test_no_healthy_gpus_or_no_usage_reading_is_stale_data_not_an_idle_cluster():
+    tiers = ["high", "low"]
+    jobs = [(1, 10, "low", True, 100, 0) for _ in range(10)]
+    good = plan(flat_forecast(("t0", "t1"), [60, 50]), make_state(tiers, jobs, capacity=100), PolicyMemory(), CFG)
+    down = make_state(tiers, jobs, capacity=0)
+    p = plan(flat_forecast(down.tenants, [60, 50]), down, good.memory, CFG, last=good)
+    assert p.stale and "source reports no healthy GPUs" in p.notes[0] and p.reservations == good.reservations
+    s = make_state(tiers, jobs, capacity=100)
+    blind = ClusterState(s.at, s.tenants, s.tiers, s.capacity, np.full(2, np.nan), s.pending, s.jobs)
+    p = plan(flat_forecast(s.tenants, [60, 50]), blind, good.memory, CFG, last=good)
+    assert p.stale and "GPU usage unknown" in p.notes[0] and p.preemptions == ()
+    assert p.reservations == good.reservations and p.limits == good.limits
+
+
 def test_missing_forecast_is_not_zero_demand():
     tiers = ["high", "low"]
     s = make_state(tiers, [(0, 20, "high", True, 10, 0)], capacity=100)
@@ -118,6 +154,10 @@ def test_a_silent_high_tenant_does_not_trigger_preemption():
     p = plan(flat_forecast(s.tenants, [8] + [np.nan] + [10] * 8), silent, mem, cfg)
     assert not p.stale and p.reservations["t1"] == 30              # its reservation is kept, not zeroed
     assert p.preemptions == ()                                     # and its "0 in use" does not preempt anyone
+    # not only because the cost-aware rule finds its unknown forecast worth nothing: without the rule, too
+    off = Config(policy={"preempt_budget_share": 1.0, "headroom": 0.0, "preempt_cost_aware": False})
+    p = plan(flat_forecast(s.tenants, [8] + [np.nan] + [10] * 8), silent, mem, off)
+    assert p.reservations["t1"] == 30 and p.preemptions == ()
 
 
 def test_reservation_hysteresis():
@@ -140,6 +180,18 @@ def test_rate_levels_tighten_at_once_and_loosen_with_hysteresis():
     assert rate_level(0.76, 1, rl) == 1
     assert rate_level(0.70, 2, rl) == 0
     assert rate_level(float("nan"), 2, rl) == 2       # no data is no reason to relax
+
+
+def test_a_rate_level_applies_from_its_load_exactly():
+    """"The last level whose `load` is reached applies": 80% of the GPUs in use is the 0.8 level (high 200, normal
+    50 req/s), not the one below it; 79.9% is not."""
+    rl = CFG.ratelimits
+    assert rate_level(0.8, 0, rl) == 1 and rate_level(0.9, 0, rl) == 2 and rate_level(0.9, 1, rl) == 2
+    assert rate_level(0.799, 0, rl) == 0
+    tiers = ["high", "normal", "low"]
+    s = make_state(tiers, [(1, 80, "normal", True, 10, 0)], capacity=100)
+    p = plan(flat_forecast(s.tenants, [0, 80, 0]), s, PolicyMemory(), CFG)
+    assert (p.limits["t0"].rate, p.limits["t1"].rate, p.limits["t2"].rate) == (200, 50, 100)
 
 
 def test_limits_follow_the_seed_example():

@@ -73,6 +73,37 @@ def test_budget_stops_a_clearing_it_cannot_finish():
     assert chosen.size == 0 and left == 1                   # 7 GPUs of budget cannot make an 8-GPU hole
 
 
+def test_the_job_budget_stops_a_clearing_it_cannot_finish():
+    # GPUs enough (100), jobs not: an 8-GPU hole needs 8 one-GPU jobs preempted, 7 are allowed
+    jobs = jobs_on([(1, 1, "low", "n0", 60.0)] * 8 + [(1, 1, "low", "n1", 60.0)] * 8)
+    chosen, placed, left = choose_placed(jobs, nodes_of(jobs), np.array([1, 0]), np.array([8, 1]),
+                                         np.array([True, False]), 100, 7)
+    assert chosen.size == 0 and left == 1
+    chosen, _, left = choose_placed(jobs, nodes_of(jobs), np.array([1, 0]), np.array([8, 1]),
+                                    np.array([True, False]), 100, 8)
+    assert chosen.size == 8 and left == 0
+
+
+def test_a_need_below_min_preempt_gpus_preempts_nothing():
+    jobs = jobs_on([(1, 1, "low", "n0", 60.0)] * 8 + [(1, 1, "low", "n1", 60.0)] * 8)
+    args = (np.array([1, 0]), np.array([1, 1]), np.array([True, False]), 100, 100)
+    chosen, placed, left = choose_placed(jobs, nodes_of(jobs), *args, min_gpus=2)
+    assert chosen.size == 0 and placed == 0 and left == 1
+    chosen, placed, left = choose_placed(jobs, nodes_of(jobs), *args, min_gpus=1)
+    assert chosen.size == 1 and placed == 1 and left == 0
+
+
+def test_a_down_node_has_no_room_whatever_its_free_column_says():
+    # n0 is down (0 healthy GPUs) and its last reading still says 8 free: nothing can start there, so the job's
+    # room is made on n1
+    jobs = jobs_on([(1, 1, "low", "n1", 60.0)] * 8)
+    nodes = Nodes(np.array(["n0", "n1"], dtype=object), np.array([0, 8]), np.array([8, 0]), np.zeros(2, dtype=int),
+                  np.full(2, -1))
+    chosen, placed, left = choose_placed(jobs, nodes, np.array([1, 0]), np.array([8, 1]), np.array([True, False]),
+                                         100, 100)
+    assert placed == 1 and left == 0 and chosen.size == 8 and set(jobs.node[chosen]) == {"n1"}
+
+
 def test_plan_with_a_node_view_preempts_one_whole_node():
     spec = [(1, 1, "low", "n0", 400.0)] * 4 + [(1, 1, "low", "n1", 300.0)] * 8 + [(0, 8, "high", "n2", 600.0)]
     jobs = jobs_on(spec)

@@ -2,6 +2,7 @@
 operator's (API) window replaces the config's of the same name; the plan carries the windows in force."""
 
 import dataclasses
+import datetime as dt
 
 import numpy as np
 import pandas as pd
@@ -156,3 +157,19 @@ def test_on_a_mixed_fleet_a_window_is_held_per_type_apart_from_the_pool_and_its_
     p = plan(fc, st, PolicyMemory(), cfg)
     on_h100 = [x for x in p.preemptions if x.for_tenant == "t0" and x.node.startswith("h")]
     assert sum(x.gpus for x in on_h100) == 8 and {x.node for x in on_h100} == {"h1"}, p.preemptions
+
+
+def test_a_lead_shorter_than_a_drain_is_lengthened_so_the_gpus_are_free_by_the_start():
+    """reclaim_before 5 min, a drain of 10 and a cycle of 1: the hold and the clearing start 11 min ahead (a
+    preemption made 5 min ahead would still be draining at the start): all of it at 13:49."""
+    from daemon.policy.windows import demands
+
+    w = WindowConfig.model_validate({**WIN, "gpus": 8, "reclaim_before_minutes": 5, "timezone": "UTC"})
+
+    def at(hhmm: str):
+        return demands([w], dt.datetime.fromisoformat(f"2026-12-07T{hhmm}:00+00:00"), 600.0, 60.0)
+
+    assert at("13:48") == []
+    first = at("13:49")
+    assert len(first) == 1 and first[0].gpus == 8 and first[0].clear_gpus == 8
+    assert "held from 13:49" in first[0].reason and "all by 13:49" in first[0].reason

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from daemon.config import Config
+from daemon.forecasting.skill import decide
 from daemon.sim.replay import ForecastBank, run_strategy
 from daemon.sim.skill_gate import ReplayGate
 from daemon.sim.workloads import Workload
@@ -155,3 +156,25 @@ def test_the_gate_count_of_a_high_tenant_on_the_forecast_is_its_steps_on_it():
         acting = gate.at(k, bank.at(k), ("hi", "lo"))
         on += k >= START and "hi" in acting
     assert s["read_tenants"] == 1 and s["read_tenant_steps_on_forecast"] == on > 0
+
+
+def test_the_replays_gate_keeps_the_daemons_hysteresis_from_one_decision_to_the_next():
+    """The replay decides as the daemon's cycle does: each decision is given the one before it, so a tenant on the
+    forecast stays on it until its loss passes (1 - margin + hysteresis) x the reactive loss. Here the forecast
+    misses the lasting rise after step T: for some steps the tenant stays on the forecast where a first decision
+    would not put it."""
+    cfg = Config(policy={"headroom": 0.0, "preempt_budget_share": 0.5,
+                         "skill_gate": {"enabled": True, "window": 12, "min_scored": 6, "hysteresis": 0.6}})
+    w = _workload("on")
+    gate = ReplayGate(cfg, w.demand)
+    bank = ForecastBank(SeasonalNaive(60), w.demand, 1, 60, 2880)
+    kept = 0
+    for k in range(START, N - 1):
+        before = {t: v.acting for t, v in gate.verdicts.items()}
+        gate.at(k, bank.at(k), ("hi", "lo"))
+        skill = gate.quality.skill()
+        again = decide(skill, ("hi", "lo"), before, cfg.policy.skill_gate)
+        assert {t: v.acting for t, v in gate.verdicts.items()} == {t: v.acting for t, v in again.items()}
+        first = decide(skill, ("hi", "lo"), {}, cfg.policy.skill_gate)
+        kept += sum(gate.verdicts[t].acting and not first[t].acting for t in ("hi", "lo"))
+    assert kept > 0
