@@ -15,11 +15,10 @@ import time
 import pytest
 
 from daemon.actuators.slurm.actuator import SlurmActuator
-from daemon.actuators.slurm.holds import parse_reservations
 from daemon.config import SlurmActuatorConfig
-from tests.actuators.test_slurm_holds import TENANTS, jobs
+from tests.actuators.test_slurm_holds import TENANTS
 from tests.actuators.test_slurm_windows import plan, shown, window
-from tests.support.services import slurm_cluster, slurm_run, wait_for
+from tests.support.services import slurm_cluster, slurm_jobs, slurm_reset, slurm_run, wait_for
 
 NODES = ("gn1", "gn2", "gn3", "gn4", "gn5")
 CYCLE_S = 15.0          # the nodes are picked again once the StartTime is within 2 x 15 s
@@ -34,11 +33,8 @@ def slurm():
 @pytest.fixture
 def clean(slurm):
     yield
-    env = slurm["env"]
-    slurm_run(env, "scancel", "-u", "root", check=False)
-    for r in parse_reservations(slurm_run(env, "scontrol", "-o", "show", "reservation")):
-        slurm_run(env, "scontrol", "delete", f"ReservationName={r.name}", check=False)
-    slurm_run(env, "scontrol", "update", f"NodeName={','.join(NODES)}", "State=RESUME", check=False)
+    slurm_reset(slurm)
+    slurm_run(slurm["env"], "scontrol", "update", f"NodeName={','.join(NODES)}", "State=RESUME", check=False)
 
 
 def actuator(slurm):
@@ -51,7 +47,7 @@ def firm_job_on(slurm, node):
     reservation (1 minute), then given no time limit by the admin: it now runs into the reservation."""
     jid = slurm_run(slurm["env"], "sbatch", "--parsable", "--partition=normal", "--account=acct-norm", f"-w{node}",
                     "--time=1", "--gres=gpu:2", "-o", "/dev/null", "--wrap", "sleep 600").strip().split(";")[0]
-    wait_for(lambda: jobs(slurm).get(jid, ("",))[0] == "RUNNING", what=f"the job on {node} running", timeout=80)
+    wait_for(lambda: slurm_jobs(slurm).get(jid, ("",))[0] == "RUNNING", what=f"the job on {node} running", timeout=80)
     slurm_run(slurm["env"], "scontrol", "update", f"JobId={jid}", "TimeLimit=UNLIMITED")
     return jid
 
