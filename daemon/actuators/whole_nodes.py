@@ -33,10 +33,12 @@ def usable(nodes: Sequence[SizedNode], current: set[str] | tuple[str, ...], firm
 
 
 def rank(nodes: Sequence[SizedNode], current: set[str] | tuple[str, ...], firm: dict[str, int],
-         score: dict[str, int]) -> list[SizedNode]:
+         score: dict[str, int], prefer: set[str] | tuple[str, ...] = ()) -> list[SizedNode]:
     """`nodes` in the order a hold takes them (module docstring). `firm`: per node, GPUs of other owners' work
-    that cannot be preempted; `score`: per node, the holder's GPUs + free GPUs + GPUs the plan frees."""
-    return sorted(nodes, key=lambda n: (n.name not in current, firm.get(n.name, 0), -score.get(n.name, 0), n.name))
+    that cannot be preempted; `score`: per node, the holder's GPUs + free GPUs + GPUs the plan frees. `prefer`:
+    nodes that win a tie of those two before the name does (a pick made afresh that should not move for nothing)."""
+    return sorted(nodes, key=lambda n: (n.name not in current, firm.get(n.name, 0), -score.get(n.name, 0),
+                                        n.name not in prefer, n.name))
 
 
 def pick(order: Sequence[SizedNode], current: set[str] | tuple[str, ...], gpus: int, keep: bool) -> list[str]:

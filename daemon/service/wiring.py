@@ -148,7 +148,8 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
             from daemon.actuators.slurm.actuator import SlurmActuator
 
             out.append(SlurmActuator(a.slurm, cfg.tenants, dry_run=a.dry_run,
-                                     min_runtime_s=cfg.policy.preempt_min_runtime_s, fleet=cfg.fleet))
+                                     min_runtime_s=cfg.policy.preempt_min_runtime_s, fleet=cfg.fleet,
+                                     cycle_s=cfg.cycle.interval_s))
         elif name == "kubernetes":
             from daemon.actuators.k8s.actuator import KubernetesActuator
 

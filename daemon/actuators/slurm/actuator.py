@@ -43,6 +43,7 @@ from daemon.actuators.slurm.holds import (
     Node,
     RunningJob,
     SlurmHolds,
+    freed_by,
     parse_nodes,
 )
 from daemon.actuators.slurm.squeue import (  # re-exported: the old import path keeps working
@@ -73,7 +74,8 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
     name = "slurm"
 
     def __init__(self, cfg: SlurmActuatorConfig, tenants: list[TenantConfig], dry_run: bool = True,
-                 min_runtime_s: float = 0.0, clock=time.monotonic, fleet: FleetConfig | None = None) -> None:
+                 min_runtime_s: float = 0.0, clock=time.monotonic, fleet: FleetConfig | None = None,
+                 cycle_s: float = 30.0) -> None:
         self.cfg = cfg
         self.dry_run = dry_run
         self.min_runtime_s = min_runtime_s  # policy.preempt_min_runtime_s, re-checked on the live job
@@ -102,9 +104,11 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
                                 prefix=cfg.hold_name_prefix, shrink_delay_s=cfg.hold_shrink_delay_s,
                                 node_type=self._node_type if self.resolver else None,
                                 guard=lambda: self.guard) if cfg.holds else None
-        # recurring windows as Slurm's own recurring reservations (windows.py), with the holds' node rule
+        # recurring windows as Slurm's own recurring reservations (windows.py), with the holds' node rule; their
+        # nodes picked again at each lead time, caught by one of the last two cycles (cycle_s: cycle.interval_s)
         self.windows = SlurmWindows(read=self._read, scontrol=self._scontrol, holds=self.holds,
-                                    prefix=cfg.window_name_prefix, clock=time.time) if self.holds else None
+                                    prefix=cfg.window_name_prefix, clock=time.time, repick_within_s=2 * cycle_s,
+                                    guard=lambda: self.guard) if self.holds else None
         self._reported: set[str] = set()
         self.env = dict(os.environ)
         if cfg.slurm_conf is not None:
@@ -227,7 +231,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         if not ws and not parse_window_reservations(res_out, self.cfg.window_name_prefix):
             return {}, {}
         nodes: list[Node] = parse_nodes(self._read("scontrol", "-d", "-o", "show", "nodes"))
-        self.windows.apply(ws, rep, jobs, res_out, nodes)
+        self.windows.apply(ws, rep, jobs, res_out, nodes, freed_by(plan))
         return self.windows.active_gpus(self._read("scontrol", "-o", "show", "reservation"), nodes)
 
     # ---- job health (daemon/health/, daemon/service/health.py) ----------------------------------------------

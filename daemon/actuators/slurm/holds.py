@@ -120,6 +120,16 @@ def legacy_hold_name(prefix: str, tenant: str) -> str:
     return f"{prefix}-" + re.sub(r"[^A-Za-z0-9_.-]", "_", tenant)
 
 
+def freed_by(plan: Plan) -> dict[str, int]:
+    """Node -> GPUs the plan's preemptions free there (a node choice counts them as free)."""
+    freed: dict[str, int] = {}
+    for p in plan.preemptions:
+        if p.node:
+            for n in expand_hostlist(p.node):
+                freed[n] = freed.get(n, 0) + p.gpus
+    return freed
+
+
 @dataclass(frozen=True)
 class Reservation:
     name: str
@@ -261,18 +271,19 @@ class SlurmHolds:
 
     def choose_typed(self, nodes: list[Node], jobs: list[RunningJob], current: tuple[str, ...], gpus: int,
                      accounts: tuple[str, ...], freed: dict[str, int], others: set[str], keep: bool,
-                     job_gpus: int = 1, by_type: dict[str, int] | None = None) -> list[str]:
+                     job_gpus: int = 1, by_type: dict[str, int] | None = None,
+                     prefer: tuple[str, ...] = ()) -> list[str]:
         """`choose`, per GPU type when the hold is typed (`by_type`: type -> GPUs): each type's GPUs in whole
         nodes of that type only (Slurm 22.05 cannot reserve a GRES type, so the node list is what makes a hold
         an a100 hold). While a shrink waits (`keep`), the current nodes of a type no longer held stay too."""
         if not by_type or self.node_type is None:
-            return self.choose(nodes, jobs, current, gpus, accounts, freed, others, keep, job_gpus)
+            return self.choose(nodes, jobs, current, gpus, accounts, freed, others, keep, job_gpus, prefer)
         typ_of = {n.name: self.node_type(n) for n in nodes}
         out: list[str] = []
         for typ, g in sorted(by_type.items()):
             of_type = [n for n in nodes if typ_of[n.name] == typ]
             cur = tuple(c for c in current if typ_of.get(c) == typ)
-            out += self.choose(of_type, jobs, cur, g, accounts, freed, others, keep, job_gpus)
+            out += self.choose(of_type, jobs, cur, g, accounts, freed, others, keep, job_gpus, prefer)
         if keep:
             out += [c for c in current if typ_of.get(c) not in by_type]
         return sorted(set(out))
@@ -288,13 +299,14 @@ class SlurmHolds:
 
     def choose(self, nodes: list[Node], jobs: list[RunningJob], current: tuple[str, ...], gpus: int,
                accounts: tuple[str, ...], freed: dict[str, int], others: set[str], keep: bool,
-               job_gpus: int = 1) -> list[str]:
+               job_gpus: int = 1, prefer: tuple[str, ...] = ()) -> list[str]:
         """Whole nodes covering `gpus`: the current ones first (no churn; all of them when `keep`), then
         nodes that can be cleared (no job there of another account that cannot be preempted: as the hold
         stops new starts they empty, and the rest can be preempted), then those with the least such work;
         among equals, where the held accounts already run, GPUs are free or the plan's preemptions free them.
         Never a node in someone else's reservation, never a down or drained one, and a current node kept only while
-        a job of `job_gpus` GPUs still fits beside that work (whole_nodes.usable)."""
+        a job of `job_gpus` GPUs still fits beside that work (whole_nodes.usable). `prefer`: nodes that win a tie
+        before the name does (a window's nodes picked again at its lead time stay where they are among equals)."""
         preemptible = {self.account_of[t] for t, tier in self.tier_of.items() if tier == "low"}
         held_here: dict[str, int] = {}
         firm: dict[str, int] = {}  # GPUs of other accounts' jobs that cannot be preempted, per node
@@ -309,7 +321,7 @@ class SlurmHolds:
         usable = [n for n in nodes if n.healthy and n.gpus > 0 and n.name not in others]
         score = {n.name: held_here.get(n.name, 0) + (n.gpus - n.gpus_used) + freed.get(n.name, 0) for n in usable}
         current = tuple(c for c in current if c in whole_nodes.usable(usable, current, firm, job_gpus))
-        return whole_nodes.pick(whole_nodes.rank(usable, current, firm, score), current, gpus, keep)
+        return whole_nodes.pick(whole_nodes.rank(usable, current, firm, score, prefer), current, gpus, keep)
 
     # ---- doing it --------------------------------------------------------------------------------
     def apply(self, plan: Plan, rep: ActionReport, jobs: list[RunningJob],
@@ -352,11 +364,7 @@ class SlurmHolds:
                 self._delete(rep, stray, jobs, why)
                 self._fewer_since.pop(name, None)
         foreign = {n for r in all_res if r.name not in ours for n in r.nodes}
-        freed: dict[str, int] = {}
-        for p in plan.preemptions:
-            if p.node:
-                for n in expand_hostlist(p.node):
-                    freed[n] = freed.get(n, 0) + p.gpus
+        freed = freed_by(plan)
         todo = [name for name in wanted if wanted[name][0] > 0 or name in ours]
         has = {name: ours[name].nodes if name in ours else inherit.get(name, ()) for name in todo}
         claimed: set[str] = set()

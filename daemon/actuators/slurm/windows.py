@@ -20,6 +20,20 @@ occurrence whose lead time is still ahead:
   the window's nodes are the tenant's held nodes once the reservation is active, ``SlurmActuator.cluster_nodes``).
 - ``MAGNETIC``: the tenant's jobs use it without asking.
 
+When the nodes are picked: twice. At creation (up to a day ahead, so that the window holds even if the daemon is
+down at its lead time), and again at the lead time of each occurrence, as the simulator and Kueue pick a window's
+nodes then, from the cluster as it is: once the reservation's StartTime is at most ``repick_within_s`` away (two
+cycle intervals: the daemon acts once per cycle, and one late cycle must not miss it), the window's nodes are
+chosen again by the same rule (``SlurmHolds.choose_typed``, outside every other reservation; its own nodes win a
+tie) and, only when that choice differs, moved in place with ``scontrol update ReservationName=<name>
+Nodes=<list>``. slurmctld (22.05) keeps StartTime, Duration, IGNORE_JOBS, MAGNETIC and the recurrence flag through
+that update, and a DAILY, WEEKLY or WEEKDAY reservation keeps the new nodes for its next occurrences, until their own
+lead time picks again. At most once per occurrence (its StartTime) in a fencing term (``TermRecord``): no churn
+every cycle. A replica that leads in the middle picks again from the cluster as it finds it; on the same cluster
+that is the same choice (no update), so doing it again is harmless. Never while the reservation is active (its
+jobs run there). An update slurmctld refuses (a reservation made on the node in between) leaves the old nodes: the
+reservation still holds them, and the report says so.
+
 While a window's reservation is active its nodes count toward the tenant's hold (``SlurmHolds`` holds only the
 rest). A reservation is re-made (deleted and created) only while it is not active, when the window changed;
 one whose window is gone is deleted, its jobs detached first (they keep running). Only reservations named
@@ -31,9 +45,9 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from daemon.actuators.base import ActionReport
+from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, TermRecord
 from daemon.actuators.slurm.holds import (
     Node,
     RunningJob,
@@ -126,12 +140,18 @@ class SlurmWindows:
     """Keeps one reservation per window, matched to the plan's windows; see the module docstring."""
 
     def __init__(self, *, read: Callable[..., str], scontrol: Callable[..., bool], holds: SlurmHolds,
-                 prefix: str, clock: Callable[[], float]) -> None:
+                 prefix: str, clock: Callable[[], float], repick_within_s: float = 60.0,
+                 guard: Callable[[], FenceGuard] = lambda: NO_FENCE) -> None:
         self.read = read
         self.scontrol = scontrol
         self.holds = holds                # its node choice and account map (the holds' rule for whole nodes)
         self.prefix = prefix
         self.clock = clock                # epoch seconds
+        # an inactive reservation's nodes are picked again once its StartTime is this close (two cycle intervals)
+        self.repick_within_s = repick_within_s
+        # reservation name -> the StartTime (occurrence) whose nodes were picked at its lead time, in this fencing
+        # term: at most one pick per occurrence; a replica that leads again picks again (same cluster, same choice)
+        self._picked: TermRecord[str, dt.datetime] = TermRecord(guard)
 
     def active_gpus(self, all_out: str, nodes: list[Node]) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
         """Account -> GPUs of its windows' reservations active now (what the tenant's hold need not hold again); and
@@ -154,7 +174,9 @@ class SlurmWindows:
         return out, by_type
 
     def apply(self, windows: Iterable[WindowConfig], rep: ActionReport, jobs: list[RunningJob], res_out: str,
-              nodes: list[Node]) -> None:
+              nodes: list[Node], freed: dict[str, int] | None = None) -> None:
+        """`freed`: node -> GPUs this plan's preemptions free there (holds.freed_by), counted as free when a
+        window's nodes are picked again at its lead time, as the simulator counts draining GPUs."""
         now = dt.datetime.fromtimestamp(self.clock(), dt.timezone.utc)
         mine = {r.name: r for r in parse_window_reservations(res_out, self.prefix)}
         others = {n for r in parse_reservations(res_out) if r.name not in mine for n in r.nodes}
@@ -178,9 +200,15 @@ class SlurmWindows:
             if name not in want:
                 self._delete(rep, r, jobs, "no such window now")
         taken = set(others)
+        local_now = now.astimezone().replace(tzinfo=None)
         for name, wt in sorted(want.items()):
             r = mine.get(name)
             if r is not None and (r.state == "ACTIVE" or self._same(r, wt, nodes)):
+                if r.state != "ACTIVE" and 0 < (r.start - local_now).total_seconds() <= self.repick_within_s:
+                    # every other reservation's nodes as they are now (the ones moved earlier in this pass too)
+                    busy = others | {n for o in mine.values() if o.name != name for n in o.nodes}
+                    r = self._pick_at_lead(rep, r, wt, nodes, jobs, busy, freed or {})
+                    mine[name] = r
                 taken |= set(r.nodes)
                 continue
             if r is not None:
@@ -200,6 +228,37 @@ class SlurmWindows:
                              f"StartTime={wt.start.strftime(SLURM_TIME)}", f"Duration={wt.duration_min}",
                              f"Accounts={wt.account}", f"Nodes={','.join(targets)}", f"Flags={flags}"):
                 taken |= set(targets)
+                if (wt.start - local_now).total_seconds() <= self.repick_within_s:
+                    self._picked[name] = wt.start    # made at its lead time: that was the pick for this occurrence
+
+    def _pick_at_lead(self, rep: ActionReport, r: WindowReservation, wt: Wanted, nodes: list[Node],
+                      jobs: list[RunningJob], busy: set[str], freed: dict[str, int]) -> WindowReservation:
+        """The nodes of `r`'s coming occurrence picked again at its lead time, as the simulator picks a window's
+        nodes then: the rule the reservation was made with (choose_typed, from scratch, never a node of another
+        reservation in `busy`), from the cluster as it is now and the GPUs this plan frees (`freed`), its own nodes
+        winning a tie (no move for nothing).
+        Moved in place only when the choice differs; once per occurrence. Returns the reservation as it is after
+        (its old nodes when the move is refused)."""
+        if self._picked.get(r.name) == r.start:
+            return r
+        self._picked[r.name] = r.start
+        targets = self.holds.choose_typed(nodes, jobs, (), wt.gpus, (wt.account,), freed, busy, keep=False,
+                                          by_type=wt.by_type or None, prefer=r.nodes)
+        size = {n.name: n.gpus for n in nodes}
+        if sorted(targets) == sorted(r.nodes):
+            return r
+        if sum(size.get(n, 0) for n in targets) < wt.gpus:
+            rep.actions.append(f"window {r.name}: keeps {','.join(r.nodes)} for its start at {r.start:%H:%M}: only "
+                               f"{plural(len(targets), 'node')} outside other reservations for "
+                               f"{plural(wt.gpus, 'GPU')}")
+            return r
+        rep.actions.append(f"window {r.name}: its start at {r.start:%Y-%m-%d %H:%M} is near; its nodes picked now, "
+                           f"as the plan picks them: {','.join(r.nodes)} -> {','.join(targets)}")
+        if self.scontrol(rep, "update", f"ReservationName={r.name}", f"Nodes={','.join(targets)}"):
+            return replace(r, nodes=tuple(targets))
+        rep.errors.append(f"window {r.name}: slurmctld refused the move to {','.join(targets)}; it keeps "
+                          f"{','.join(r.nodes)}, still reserved for its start at {r.start:%Y-%m-%d %H:%M}")
+        return r
 
     def _same(self, r: WindowReservation, wt: Wanted, nodes: list[Node]) -> bool:
         """Whether `r` is what the window wants: its start (slurmctld moves a recurring one on by itself, so a
