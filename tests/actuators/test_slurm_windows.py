@@ -200,3 +200,36 @@ def test_active_windows_gpus_per_account_and_on_a_mixed_fleet_per_type():
         {"acct-high": 12, "acct-norm": 8},
         {"acct-high": {"a100": 8, "t4": 4}, "acct-norm": {"a100": 4, "t4": 4}})
     assert windows(None).active_gpus(out, nodes) == ({"acct-high": 12, "acct-norm": 8}, {})
+
+
+def test_a_recurring_reservation_just_after_its_occurrence_ended_is_left_for_slurmctld_to_move_on():
+    """After an occurrence ends, slurmctld shows the reservation INACTIVE at its past StartTime for some seconds
+    (about 20 s on 22.05) before it moves it to the next occurrence by itself. In that gap it is the same window:
+    nothing is deleted, re-made or detached. Before, it read as 'its window changed' every day, and its jobs were
+    detached. A reservation still at its past occurrence well after (slurmctld did not move it) is re-made."""
+    from types import SimpleNamespace
+
+    from daemon.actuators.base import ActionReport
+    from daemon.actuators.slurm.holds import Node, RunningJob
+    from daemon.actuators.slurm.windows import MOVE_ON_GRACE, SlurmWindows
+
+    w = window("eod", cron="0 14 * * *", duration_minutes=60, reclaim_before_minutes=15)
+    ended = dt.datetime(2026, 3, 2, 15, 0, tzinfo=dt.timezone.utc)        # yesterday 13:45 + 75 min of reservation
+    begin = (ended - dt.timedelta(minutes=75)).astimezone().replace(tzinfo=None)
+    line = (f"ReservationName=gpuas-win-eod StartTime={begin:%Y-%m-%dT%H:%M:%S} Duration=01:15:00 Nodes=gn1 "
+            "Accounts=acct-norm Flags=IGNORE_JOBS,MAGNETIC,DAILY State=INACTIVE")
+    nodes = [Node(n, "IDLE", 4, 0) for n in ("gn1", "gn2")]
+    jobs = [RunningJob("7", "acct-norm", ("gn1",), 4, "gpuas-win-eod", True)]   # a job in it, not to be detached
+
+    def apply_at(t: dt.datetime) -> list[tuple]:
+        calls: list[tuple] = []
+        holds = SimpleNamespace(account_of={"team-norm": "acct-norm"}, node_type=None,
+                                choose_typed=lambda *a, **k: ["gn2"])
+        sw = SlurmWindows(read=lambda *a: "", scontrol=lambda rep, *a: calls.append(a) or True, holds=holds,
+                          prefix="gpuas-win", clock=t.timestamp)
+        sw.apply([w], ActionReport("slurm", False), jobs, line, nodes)
+        return calls
+
+    assert apply_at(ended + dt.timedelta(seconds=20)) == []
+    stale = apply_at(ended + MOVE_ON_GRACE + dt.timedelta(minutes=1))
+    assert ("delete", "ReservationName=gpuas-win-eod") in stale and any(c[0] == "create" for c in stale)

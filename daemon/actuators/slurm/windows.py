@@ -61,6 +61,9 @@ from daemon.config.windows import WindowConfig
 from daemon.text import plural
 
 SLURM_TIME = "%Y-%m-%dT%H:%M:%S"
+# how long after a recurring reservation's occurrence ends it may still show that occurrence (INACTIVE, its past
+# StartTime) before slurmctld moves it on: about 20 s on slurmctld 22.05; a few cycles of margin
+MOVE_ON_GRACE = dt.timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -203,7 +206,7 @@ class SlurmWindows:
         local_now = now.astimezone().replace(tzinfo=None)
         for name, wt in sorted(want.items()):
             r = mine.get(name)
-            if r is not None and (r.state == "ACTIVE" or self._same(r, wt, nodes)):
+            if r is not None and (r.state == "ACTIVE" or self._same(r, wt, nodes, local_now)):
                 if r.state != "ACTIVE" and 0 < (r.start - local_now).total_seconds() <= self.repick_within_s:
                     # every other reservation's nodes as they are now (the ones moved earlier in this pass too)
                     busy = others | {n for o in mine.values() if o.name != name for n in o.nodes}
@@ -260,13 +263,20 @@ class SlurmWindows:
                           f"{','.join(r.nodes)}, still reserved for its start at {r.start:%Y-%m-%d %H:%M}")
         return r
 
-    def _same(self, r: WindowReservation, wt: Wanted, nodes: list[Node]) -> bool:
+    def _same(self, r: WindowReservation, wt: Wanted, nodes: list[Node], local_now: dt.datetime) -> bool:
         """Whether `r` is what the window wants: its start (slurmctld moves a recurring one on by itself, so a
-        later start of the same recurrence counts), duration, account, flag and GPUs."""
+        later start of the same recurrence counts, and so does an occurrence that ended less than
+        ``MOVE_ON_GRACE`` ago: slurmctld shows it INACTIVE at its past start for some seconds before it moves it to
+        the next, and re-making it then detached its jobs and logged 'its window changed' every day), duration,
+        account, flag and GPUs."""
         size = {n.name: n.gpus for n in nodes}
         held = sum(size.get(n, 0) for n in r.nodes)
         step = {"DAILY": dt.timedelta(days=1), "WEEKLY": dt.timedelta(days=7)}.get(wt.flag or "")
-        same_start = r.start == wt.start or (wt.flag is not None and r.start >= wt.start and (
+        ended = r.start + dt.timedelta(minutes=r.duration_min)
+        moving_on = (wt.flag is not None and wt.flag in r.flags and r.start < wt.start
+                     and ended <= local_now < ended + MOVE_ON_GRACE
+                     and (step is None or (wt.start - r.start) % step == dt.timedelta(0)))
+        same_start = r.start == wt.start or moving_on or (wt.flag is not None and r.start >= wt.start and (
             step is None or (r.start - wt.start) % step == dt.timedelta(0)))
         flag_ok = (wt.flag in r.flags) if wt.flag else not (r.flags & {"DAILY", "WEEKLY", "WEEKDAY", "WEEKEND"})
         return (same_start and r.duration_min == wt.duration_min and r.accounts == (wt.account,) and flag_ok
