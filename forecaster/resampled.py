@@ -9,6 +9,8 @@ changes the autoscaler needs to start replicas a cold start ahead (issue 40).
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pandas as pd
 
@@ -46,7 +48,11 @@ class Resampled:
     the window the last observation falls in is still filling, so it is forecast, not averaged from part of it.
     A fine step of the horizon takes the forecast of the window it falls in; a step past the inner forecast's last
     window takes that last window's. The inner forecast's own peak quantiles are for windows of its steps, not of
-    the fine steps, so they are not carried: the peak over a lead window is the largest per-step quantile."""
+    the fine steps, so they are not carried: the peak over a lead window is the largest per-step quantile.
+
+    The windows given to ``inner`` change only when one is completed (or, with a sliding history, when the first one
+    is no longer whole), so its last forecast is reused while they are the same: at one-minute steps and 10-minute
+    windows, one inner forecast in about five calls instead of every call."""
 
     def __init__(self, inner, step_s: int) -> None:
         if int(step_s) <= 0:
@@ -54,6 +60,7 @@ class Resampled:
         self.inner = inner
         self.step_s = int(step_s)
         self.name = f"{inner.name}@{self.step_s}s"
+        self._last: tuple[bytes, Forecast] | None = None   # (digest of the windows and horizon, inner forecast)
 
     def windows(self, history: pd.DataFrame) -> pd.DataFrame:
         return window_means(history, self.step_s)
@@ -69,6 +76,19 @@ class Resampled:
         ahead = issued.value + fine * 10**9 * np.arange(1, horizon + 1)    # each fine step of the horizon
         need = int(ahead[-1] // ns) - first + 1
         most = getattr(getattr(self.inner, "spec", None), "horizon", need)   # an LSTM forecasts its horizon at most
-        fc = self.inner.predict(coarse, max(1, min(need, most)))
+        fc = self._inner(coarse, max(1, min(need, most)))
         pos = np.clip(ahead // ns - first, 0, fc.horizon - 1)
         return Forecast(fc.tenants, fc.quantiles, fc.values[:, pos, :], issued, fine, self.name)
+
+    def _inner(self, coarse: pd.DataFrame, horizon: int) -> Forecast:
+        """The inner forecast of ``coarse``: the last one again when the windows (times, tenants, values) and the
+        horizon are those it was made from."""
+        h = hashlib.blake2b(digest_size=16)
+        h.update(coarse.index.as_unit("ns").asi8.tobytes())
+        h.update("\0".join(map(str, coarse.columns)).encode())
+        h.update(np.ascontiguousarray(coarse.to_numpy(dtype=float)).tobytes())
+        h.update(str(horizon).encode())
+        key = h.digest()
+        if self._last is None or self._last[0] != key:
+            self._last = (key, self.inner.predict(coarse, horizon))
+        return self._last[1]

@@ -91,3 +91,18 @@ def test_a_step_that_does_not_divide_the_window_is_one_line():
     idx = pd.date_range("2025-01-01", periods=20, freq="7min", tz="UTC")
     with pytest.raises(ValueError, match="420 s steps does not divide into 600 s windows"):
         window_means(pd.DataFrame({"svc": np.ones(20)}, index=idx), 600)
+
+
+def test_the_inner_forecast_is_made_again_only_when_a_window_changes():
+    inner = WindowIndex()
+    r = Resampled(inner, 600)
+    h = minutes("2025-01-01 00:00", 40)
+    for end in range(31, 40):          # 00:30 .. 00:38: the window 00:30 still filling, the same whole windows
+        r.predict(h.iloc[:end], 20)
+    assert len(inner.seen) == 1
+    fc = r.predict(h, 20)              # 00:39 completes the window 00:30
+    assert len(inner.seen) == 2 and fc.quantile(0.5)[0][0] == 134.5
+    g = h.copy()
+    g.iloc[5, 0] = -1.0                # a past window revised: forecast again
+    r.predict(g, 20)
+    assert len(inner.seen) == 3
