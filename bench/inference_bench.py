@@ -21,7 +21,9 @@ autoscaler and plan with one change, the forecaster: the daily seasonal naive, r
 the same figures; `predictive_windows` (with `--window-forecaster`) changes the forecaster only, too: the one
 `retrain` chooses (retrain_on, promotion off) on the services' GPU need averaged into the trace's 10-minute windows
 over the history before the window (the series the forecast_traces row scores the LSTM on), run at the replay's
-minute through forecaster.resampled.Resampled (each minute reads its window's forecast), fitted once per bench run.
+minute through forecaster.resampled.Resampled (each minute reads its window's forecast), fitted once per bench run,
+and `predictive_windows_seasonal` the daily seasonal naive (recalibrated) on the same windows at each replica
+quantile.
 The forecaster is otherwise the one the daemon chooses at start-up (the baselines scored on the history before the
 window). `--history-days` (default 2) sets that history: 2 days is the least that retrain accepts at 10-minute
 windows.
@@ -225,6 +227,15 @@ def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, 
         (m,) = run_replay(w, with_replica_quantile(cfg, quantiles[0]), wmodel, steps=steps,
                           strategies=("predictive",), workers=1)
         out["predictive_windows"] = {"forecaster": wmodel.name, "choice": winfo, **run_row(m)}
+        # and the daily seasonal naive (recalibrated) on the same windows, at every replica quantile
+        out["predictive_windows_seasonal"] = {}
+        for q in quantiles:
+            wseason = Resampled(make_baseline(SEASONAL, 86400 // WINDOW_S, tuple(cfg.forecaster.quantiles),
+                                              refresh=10, background=False), WINDOW_S)
+            (m,) = run_replay(w, with_replica_quantile(cfg, q), wseason, steps=steps, strategies=("predictive",),
+                              workers=1)
+            out["predictive_windows_seasonal"][f"{q:g}"] = {"forecaster": wseason.name, "replica_quantile": q,
+                                                            **run_row(m)}
     reactive = out["runs"]["reactive"]
     points = [{"service_gpu_min": service_gpu_min(reactive), "high_inf_throttled": reactive["tiers"]["high"][
         "inf_throttled"], "unmet_gpu_min": {t: reactive["tiers"][t]["unmet_gpu_min"] for t in TIERS}}]
@@ -242,7 +253,7 @@ def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, 
     out.update(versus_reactive(out["runs"]["predictive"], out["runs"]["perfect"], reactive, points))
     for r in [*out["predictive_at_replica_quantile"].values(), out["predictive_high_tier_ahead"],
               out["predictive_batch_reactive"], out["predictive_seasonal"],
-              *([out["predictive_windows"]] if windows else [])]:
+              *([out["predictive_windows"], *out["predictive_windows_seasonal"].values()] if windows else [])]:
         r.update(versus_reactive(r, out["runs"]["perfect"], reactive, points))
     out["perfect_rate"] = perfect_rate_ceiling(rate_rows, nowcast, out["runs"]["predictive"], out["runs"]["perfect"],
                                                reactive, points)
@@ -263,7 +274,7 @@ def main() -> None:
                     help="days of the trace before the window (the forecasters are chosen and fitted on them)")
     ap.add_argument("--window-forecaster", action="store_true",
                     help="also run predictive_windows: the forecaster retrain chooses on the services' 10-minute "
-                         "windows (an LSTM fitted per bench run; its replays are the bench's slowest)")
+                         "windows (an LSTM trained once per bench run: minutes)")
     ap.add_argument("--epochs", type=int, default=None, help="predictive_windows' LSTM (default: retrain.epochs)")
     ap.add_argument("--data-dir", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out")

@@ -77,6 +77,11 @@ def replay_inference() -> str:
                 f"forecaster {r['choice']['candidate']} on {r['choice']['step_s'] // 60:g}-minute windows)"
             rows.append(row(c, label, r))
             gaps.append(gap(c, label, r, r))
+        for q, r in c.get("predictive_windows_seasonal", {}).items():
+            name = r["forecaster"].rsplit("@", 1)[0]   # the model, not Resampled's "@600s"
+            label = f"predictive (replicas at p{100 * float(q):g}, forecaster {name} on 10-minute windows)"
+            rows.append(row(c, label, r))
+            gaps.append(gap(c, label, r, r))
         r = c.get("predictive_batch_reactive")
         if r is not None:  # the replay knob forecast_for = services
             label = "predictive (" + ("" if q0 is None else f"replicas at p{100 * q0:g}, ") + \
