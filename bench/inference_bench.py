@@ -18,8 +18,15 @@ services only (policy.replica_ahead_tiers = [high]), with the same figures; `pre
 quantile's run with the plan acting on the forecast for the services only (the replay knob forecast_for = services:
 the batch tenants planned as the skill gate plans a tenant it does not trust), and `predictive_seasonal` the same
 autoscaler and plan with one change, the forecaster: the daily seasonal naive, recalibrated (`SEASONAL`), each with
-the same figures. The
-forecaster is the one the daemon chooses at start-up (the baselines scored on the history before the window).
+the same figures; `predictive_windows` (with `--window-forecaster`) changes the forecaster only, too: the one
+`retrain` chooses (retrain_on, promotion off) on the services' GPU need averaged into the trace's 10-minute windows
+over the history before the window (the series the forecast_traces row scores the LSTM on), run at the replay's
+minute through forecaster.resampled.Resampled (each minute reads its window's forecast), fitted once per bench run,
+and `predictive_windows_seasonal` the daily seasonal naive (recalibrated) on the same windows at each replica
+quantile.
+The forecaster is otherwise the one the daemon chooses at start-up (the baselines scored on the history before the
+window). `--history-days` (default 2) sets that history: 2 days is the least that retrain accepts at 10-minute
+windows.
 
 The ceiling of any forecast of the rate (`perfect_rate`, a bench label, not a strategy a user picks): the perfect
 forecast with its `rates_only` knob knows the services' future window RATES (the means ServeGen's per-minute
@@ -31,7 +38,7 @@ rate could close at predictive's budget. `perfect_rate.nowcast` knows the rate o
 0, at the workload's headroom): what a perfect estimate of the rate now, with no foresight, closes.
 
     nice -n 10 python bench/inference_bench.py [--days 1] [--cold-starts 1,3,5,9] [--seed 7] [--workers 2]
-        [--replica-quantiles 0.5,0.9]
+        [--replica-quantiles 0.5,0.9] [--history-days 2] [--window-forecaster [--epochs N]]
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -47,12 +55,14 @@ import provenance  # noqa: E402  (bench/, next to this script)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from daemon.config import Config  # noqa: E402
-from daemon.forecasting.retrain import default_data_dir  # noqa: E402
+from daemon.forecasting.retrain import default_data_dir, retrain_on  # noqa: E402
 from daemon.sim.own import choose_forecaster  # noqa: E402
 from daemon.sim.replay import FORECAST_FOR, FORESIGHT, RATES_ONLY, replica_quantile, run_replay  # noqa: E402
 from daemon.sim.servegen import servegen  # noqa: E402
 from daemon.sim.sizing import with_service_headroom as with_headroom  # noqa: E402
-from forecaster.selection import make_baseline  # noqa: E402
+from forecaster import traces  # noqa: E402
+from forecaster.resampled import Resampled, window_means  # noqa: E402
+from forecaster.selection import make_baseline, resolve  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 STRATEGIES = ("reactive", "predictive", "perfect")
@@ -62,6 +72,36 @@ REACTIVE_HEADROOMS = (0.2, 0.35, 0.5, 0.75, 1.0)   # besides the workload's own 
 PERFECT_RATE = ("perfect", {RATES_ONLY: True})      # the perfect forecast knowing the services' rates, not the draws
 SEASONAL = "seasonal_naive_daily+conformal"          # predictive_seasonal's forecaster (one change: the forecaster)
 RATE_NOWCAST = ("perfect", {RATES_ONLY: True, FORESIGHT: 0})   # and knowing only the rate now, none ahead
+WINDOW_S = traces.SERVEGEN_WINDOW_S   # predictive_windows' forecaster runs on the trace's 10-minute windows
+_WINDOW_MODELS: dict = {}             # (data, days, history days, seed) -> (model, entry): the need is the same at
+                                      # every cold start, so the model is fitted once per run of the bench
+
+
+def window_forecaster(w, cfg: Config, key: tuple, epochs: int | None = None):
+    """The forecaster `retrain` puts in use on the services' history before the window, averaged into the trace's
+    10-minute windows (the services' GPU need per window: the series the forecast_traces row scores the LSTM on),
+    run at the replay's step through forecaster.resampled.Resampled. Trained and chosen by retrain_on, promotion
+    off (the daemon's cycle runs at 60 s steps; a 600 s model is what retrain would choose here, not what it runs).
+    Returns the model and what was chosen and why."""
+    if key in _WINDOW_MODELS:
+        return _WINDOW_MODELS[key]
+    hist = window_means(w.demand.iloc[: w.start][list(w.inference)], WINDOW_S)
+    # the forecast covers the daemon's horizon from any minute of a window: one window more than the horizon holds
+    horizon = -(-cfg.cycle.horizon_steps * cfg.cycle.resolution_s // WINDOW_S) + 1
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp) / "models"
+        out = retrain_on(hist, cfg, model_dir=d, step_s=WINDOW_S, epochs=epochs, progress=False, horizon=horizon,
+                         promote=False, with_ets=False,
+                         scored_on=f"trace:servegen m-small, the services' {len(hist)} windows before the window")
+        entry = out.in_use
+        model = Resampled(resolve(entry, d, tuple(cfg.forecaster.quantiles), background=False), WINDOW_S)
+    rep = out.report
+    info = {"candidate": rep["winner"], "name": entry["name"], "why": entry["why"], "step_s": WINDOW_S,
+            "horizon_windows": horizon, "history_windows": len(hist), "lstm_variant": rep["lstm_variant"],
+            "best_baseline": rep["best_baseline"],
+            "gain_vs_best_baseline": rep["gain_vs_best_baseline"], "wql": entry["wql"]}
+    _WINDOW_MODELS[key] = (model, info)
+    return model, info
 
 
 def service_gpu_min(run: dict) -> float:
@@ -140,14 +180,15 @@ def versus_reactive(pred: dict, perfect: dict, reactive: dict, points: list[dict
                 pred["tiers"][t]["unmet_gpu_min"] <= unmet[t] for t in BATCH_TIERS)}
 
 
-def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, quantiles: list[float]) -> dict:
+def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, quantiles: list[float],
+             history_days: float = 2.0, epochs: int | None = None, windows: bool = False) -> dict:
     """One cold start: reactive, perfect and predictive with its replica autoscaler at ``quantiles[0]`` (the runs
     under ``runs``), predictive at each further quantile (``predictive_at_replica_quantile``), and reactive at
     each of REACTIVE_HEADROOMS for the comparison at equal GPU-hours."""
     cfg = Config()
     tight = {t: min(lvl.rate(t) for lvl in cfg.ratelimits.levels) for t in ("high", "normal")}
-    w, notes = servegen(data, days=days, seed=seed, cold_start_s=cold_min * 60, tight_limits=tight,
-                        gpus_per_node=cfg.cluster.gpus_per_node)
+    w, notes = servegen(data, days=days, history_days=history_days, seed=seed, cold_start_s=cold_min * 60,
+                        tight_limits=tight, gpus_per_node=cfg.cluster.gpus_per_node)
     t0 = time.perf_counter()
     choice = choose_forecaster(w.demand.iloc[: w.start], cfg, 60, quick=True)
     steps = len(w.demand) - w.start
@@ -181,6 +222,20 @@ def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, 
     (m,) = run_replay(w, with_replica_quantile(cfg, quantiles[0]), seasonal, steps=steps, strategies=("predictive",),
                       workers=1)
     out["predictive_seasonal"] = {"forecaster": seasonal.name, **run_row(m)}
+    if windows:  # one change, the forecaster: the one retrain chooses on the services' 10-minute windows
+        wmodel, winfo = window_forecaster(w, cfg, (str(data), days, history_days, seed), epochs)
+        (m,) = run_replay(w, with_replica_quantile(cfg, quantiles[0]), wmodel, steps=steps,
+                          strategies=("predictive",), workers=1)
+        out["predictive_windows"] = {"forecaster": wmodel.name, "choice": winfo, **run_row(m)}
+        # and the daily seasonal naive (recalibrated) on the same windows, at every replica quantile
+        out["predictive_windows_seasonal"] = {}
+        for q in quantiles:
+            wseason = Resampled(make_baseline(SEASONAL, 86400 // WINDOW_S, tuple(cfg.forecaster.quantiles),
+                                              refresh=10, background=False), WINDOW_S)
+            (m,) = run_replay(w, with_replica_quantile(cfg, q), wseason, steps=steps, strategies=("predictive",),
+                              workers=1)
+            out["predictive_windows_seasonal"][f"{q:g}"] = {"forecaster": wseason.name, "replica_quantile": q,
+                                                            **run_row(m)}
     reactive = out["runs"]["reactive"]
     points = [{"service_gpu_min": service_gpu_min(reactive), "high_inf_throttled": reactive["tiers"]["high"][
         "inf_throttled"], "unmet_gpu_min": {t: reactive["tiers"][t]["unmet_gpu_min"] for t in TIERS}}]
@@ -197,7 +252,8 @@ def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, 
         points.append(row)
     out.update(versus_reactive(out["runs"]["predictive"], out["runs"]["perfect"], reactive, points))
     for r in [*out["predictive_at_replica_quantile"].values(), out["predictive_high_tier_ahead"],
-              out["predictive_batch_reactive"], out["predictive_seasonal"]]:
+              out["predictive_batch_reactive"], out["predictive_seasonal"],
+              *([out["predictive_windows"], *out["predictive_windows_seasonal"].values()] if windows else [])]:
         r.update(versus_reactive(r, out["runs"]["perfect"], reactive, points))
     out["perfect_rate"] = perfect_rate_ceiling(rate_rows, nowcast, out["runs"]["predictive"], out["runs"]["perfect"],
                                                reactive, points)
@@ -214,10 +270,16 @@ def main() -> None:
     ap.add_argument("--replica-quantiles", default=None,
                     help="the predictive replica autoscaler's forecast quantiles (policy.replica_quantile), comma-"
                          "separated: the first is the predictive row, the others run beside it (default: the config's)")
+    ap.add_argument("--history-days", type=float, default=2.0,
+                    help="days of the trace before the window (the forecasters are chosen and fitted on them)")
+    ap.add_argument("--window-forecaster", action="store_true",
+                    help="also run predictive_windows: the forecaster retrain chooses on the services' 10-minute "
+                         "windows (an LSTM trained once per bench run: minutes)")
+    ap.add_argument("--epochs", type=int, default=None, help="predictive_windows' LSTM (default: retrain.epochs)")
     ap.add_argument("--data-dir", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
     a = ap.parse_args()
-    doc = {**provenance.started(), "bench": "inference", "days": a.days, "seed": a.seed,
+    doc = {**provenance.started(), "bench": "inference", "days": a.days, "history_days": a.history_days, "seed": a.seed,
            "command": "python bench/inference_bench.py " + " ".join(sys.argv[1:]),
            "targets": {"gap_closed_min": 0.25, "gap_closed_goal": 0.5, "from_cold_start_min": 3,
                        "batch_unmet_no_higher": True}, "cases": []}
@@ -227,7 +289,7 @@ def main() -> None:
     for c in (float(x) for x in a.cold_starts.split(",")):
         print(f"cold start {c:g} min...", file=sys.stderr, flush=True)
         doc["cases"].append(run_case(c, a.days, a.seed, a.data_dir or default_data_dir(), a.workers,
-                                     quantiles))
+                                     quantiles, a.history_days, a.epochs, a.window_forecaster))
     doc = provenance.finished(doc)
     a.out.mkdir(parents=True, exist_ok=True)
     path = a.out / "inference_servegen.json"

@@ -71,6 +71,17 @@ def replay_inference() -> str:
                 f"forecaster {r['forecaster']})"
             rows.append(row(c, label, r))
             gaps.append(gap(c, label, r, r))
+        r = c.get("predictive_windows")
+        if r is not None:  # one change: the forecaster retrain chooses on the services' 10-minute windows
+            label = "predictive (" + ("" if q0 is None else f"replicas at p{100 * q0:g}, ") + \
+                f"forecaster {r['choice']['candidate']} on {r['choice']['step_s'] // 60:g}-minute windows)"
+            rows.append(row(c, label, r))
+            gaps.append(gap(c, label, r, r))
+        for q, r in c.get("predictive_windows_seasonal", {}).items():
+            name = r["forecaster"].rsplit("@", 1)[0]   # the model, not Resampled's "@600s"
+            label = f"predictive (replicas at p{100 * float(q):g}, forecaster {name} on 10-minute windows)"
+            rows.append(row(c, label, r))
+            gaps.append(gap(c, label, r, r))
         r = c.get("predictive_batch_reactive")
         if r is not None:  # the replay knob forecast_for = services
             label = "predictive (" + ("" if q0 is None else f"replicas at p{100 * q0:g}, ") + \
@@ -80,7 +91,8 @@ def replay_inference() -> str:
     days = f"{d['days']:g} day{'s' if d['days'] != 1 else ''}"
     windows = sorted({f"{c['inference']['scale_down_stabilization_s']:g}" for c in d["cases"]
                       if "scale_down_stabilization_s" in c.get("inference", {})})
-    out = [f"ServeGen m-small, {days} replayed after 2 days of history, seed {d['seed']}, the forecaster the "
+    hist = d.get("history_days", 2)
+    out = [f"ServeGen m-small, {days} replayed after {hist:g} days of history, seed {d['seed']}, the forecaster the "
            f"daemon chooses at start-up ({', '.join(sorted({c['forecaster'] for c in d['cases']}))}); the same "
            f"cluster ({', '.join(sorted({n(c['capacity_gpus']) for c in d['cases']}))} GPUs) for every strategy"
            + ("." if not windows else f"; every strategy's services scale down after a {'/'.join(windows)} s "
