@@ -60,6 +60,7 @@ class Admission:
         self.kube = kube
         self.core = k8s.CoreV1Api(kube.api())
         self.batch = k8s.BatchV1Api(kube.api())
+        self.apps = k8s.AppsV1Api(kube.api())
         self.adm = k8s.AdmissionregistrationV1Api(kube.api())
         self.run = uuid.uuid4().hex[:8]
         self.tenants = [TenantConfig(name=t, tier=tier, k8s_namespace=self.namespace(t)) for t, tier in tiers.items()]
@@ -140,8 +141,8 @@ class Admission:
 
     # ---- asking the apiserver ----------------------------------------------------------------------------------
     def refusal(self, body: dict) -> str | None:
-        """Create `body` (a Pod, a Job or a Kueue Workload) with dryRun=All: None when admitted, else the message of a
-        policy's refusal. Any other error fails the test."""
+        """Create `body` (a Pod, a Job, a DaemonSet or a Kueue Workload) with dryRun=All: None when admitted, else the
+        message of a policy's refusal. Any other error fails the test."""
         ns = body["metadata"]["namespace"]
         try:
             if body["kind"] == "Pod":
@@ -149,6 +150,8 @@ class Admission:
             elif body["kind"] == "Workload":
                 k8s.CustomObjectsApi(self.kube.api()).create_namespaced_custom_object(
                     "kueue.x-k8s.io", "v1beta2", ns, "workloads", body, dry_run="All")
+            elif body["kind"] == "DaemonSet":
+                self.apps.create_namespaced_daemon_set(ns, body, dry_run="All")
             else:
                 self.batch.create_namespaced_job(ns, body, dry_run="All")
         except ApiException as exc:
@@ -307,6 +310,82 @@ def test_a_gpu_pod_in_a_tenant_namespace_must_carry_a_kueue_queue_name(admission
     assert not any("gpu-autoscaler" in m for m in job_events(adm, low, "train"))
 
 
+def daemonset(ns: str, name: str, gpus: int) -> dict:
+    """A DaemonSet whose pods ask for `gpus` nvidia.com/gpu (none: a CPU request), on nodes of a label no node
+    carries (so that one created for real makes no pod)."""
+    pod = gpu_pod(ns, "x", gpus)["spec"] | {"nodeSelector": {TEST_LABEL: "no-node"}}
+    if not gpus:
+        pod["containers"][0]["resources"] = {"requests": {"cpu": "100m"}}
+    sel = {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": ns},
+            "spec": {"selector": {"matchLabels": sel}, "template": {"metadata": {"labels": sel}, "spec": pod}}}
+
+
+def owned_by_a_daemonset(pod: dict) -> dict:
+    pod["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds",
+                                           "uid": str(uuid.uuid4()), "controller": True}]
+    return pod
+
+
+def test_a_tenant_may_not_run_a_gpu_daemonset(admission):
+    """The daemon never evicts a DaemonSet's pod (objects.evictable: it would come straight back), so a tenant's GPU
+    DaemonSet would hold GPUs on every node that no plan could free, and make its nodes look firm to the holds."""
+    adm, q = admission, {QUEUE: "gpuas"}
+    low = adm.ns["team-low"]
+    msg = adm.refused(daemonset(low, "squat", 1), "gpu-daemonsets")
+    assert (f"a DaemonSet may not ask for nvidia.com/gpu in tenant namespace {low}" in msg
+            and "never preempted" in msg and "GPU DaemonSets are the cluster's" in msg), msg
+    # a GPU pod claiming a DaemonSet owner, as the DaemonSet controller or a tenant would make one: refused too
+    msg = adm.refused(owned_by_a_daemonset(gpu_pod(low, "forged", 1, labels=q)), "gpu-daemonsets")
+    assert f"a Pod owned by a DaemonSet may not ask for nvidia.com/gpu in tenant namespace {low}" in msg, msg
+    # a CPU DaemonSet in a tenant's namespace, and the cluster's GPU DaemonSet (an exporter's, in a namespace that
+    # is no tenant's) and its pods: admitted
+    assert adm.refusal(daemonset(low, "logs", 0)) is None
+    assert adm.refusal(daemonset(adm.other, "dcgm-exporter", 1)) is None
+    assert adm.refusal(owned_by_a_daemonset(gpu_pod(adm.other, "dcgm-exporter-x", 1))) is None
+    # an update may add GPUs to a tenant's DaemonSet, or a DaemonSet owner to its GPU pod: refused too
+    adm.apps.create_namespaced_daemon_set(low, daemonset(low, "grow", 0))
+    with pytest.raises(ApiException) as err:
+        adm.apps.patch_namespaced_daemon_set("grow", low, {"spec": {"template": {"spec": {"containers": [
+            {"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}})
+    assert err.value.status == 403 and "gpu-autoscaler gpu-daemonsets" in err.value.body
+    adm.apps.patch_namespaced_daemon_set("grow", low, {"metadata": {"labels": {"touched": "yes"}}})  # no GPUs: kept
+    adm.core.create_namespaced_pod(low, gpu_pod(low, "live", 1, labels=q))
+    with pytest.raises(ApiException) as err:
+        adm.core.patch_namespaced_pod("live", low, owned_by_a_daemonset({"metadata": {}}))
+    assert err.value.status == 403 and "gpu-autoscaler gpu-daemonsets" in err.value.body
+
+
+def test_a_gpu_daemonset_made_before_its_namespace_was_a_tenants_can_still_be_deleted(admission):
+    """A GPU DaemonSet that was there before the rule (or before its namespace became a tenant's) may not be
+    changed while it still asks for GPUs, but deleting it must not get stuck: the finalizers are removed by an
+    update of the object being deleted."""
+    adm = admission
+    ns = adm.namespace("late")
+    body = daemonset(ns, "old", 1)
+    body["metadata"]["finalizers"] = ["gpu-autoscaler.io/admission-test"]
+    adm.apps.create_namespaced_daemon_set(ns, body)  # no tenant's yet: admitted
+    unstick = {"metadata": {"finalizers": None}}
+    try:
+        adm.tenants.append(TenantConfig(name="team-late", tier="low", k8s_namespace=ns))
+        adm.write_params()
+        adm.refused(daemonset(ns, "new", 1), "gpu-daemonsets")
+        with pytest.raises(ApiException) as err:
+            adm.apps.patch_namespaced_daemon_set("old", ns, {"metadata": {"labels": {"touched": "yes"}}})
+        assert err.value.status == 403 and "gpu-autoscaler gpu-daemonsets" in err.value.body
+        adm.apps.delete_namespaced_daemon_set("old", ns)
+        adm.apps.patch_namespaced_daemon_set("old", ns, unstick)
+    finally:  # a failure above leaves no DaemonSet that keeps its namespace from being deleted
+        adm.delete()
+        try:
+            adm.apps.patch_namespaced_daemon_set("old", ns, unstick)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+    wait_for(lambda: not adm.apps.list_namespaced_daemon_set(ns, field_selector="metadata.name=old").items,
+             timeout=60, what="the old GPU DaemonSet gone")
+
+
 def test_the_rules_follow_the_parameters_the_daemon_writes(kube, admission_crd):
     """A tenant that becomes high-tier in the daemon's config may use the high class once the daemon has written
     it; before that the same pod is refused. No rule judges anything until the parameters exist."""
@@ -331,7 +410,8 @@ def test_the_shipped_bindings_spare_the_system_namespaces_and_read_the_daemons_p
     bindings = {d["metadata"]["name"]: d for d in shipped() if d["kind"] == "ValidatingAdmissionPolicyBinding"}
     policies = {d["metadata"]["name"]: d for d in shipped() if d["kind"] == "ValidatingAdmissionPolicy"}
     assert set(bindings) == set(policies) == {f"gpu-autoscaler-{r}" for r in
-                                              ("high-priority-class", "hold-tolerations", "queue-name")}
+                                              ("high-priority-class", "hold-tolerations", "queue-name",
+                                               "gpu-daemonsets")}
     (crd,) = [d for d in shipped() if d["kind"] == "CustomResourceDefinition"]
     for p in policies.values():  # the kind the daemon writes (daemon/actuators/k8s/admission.py)
         assert p["spec"]["paramKind"] == {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND}

@@ -20,7 +20,9 @@ def priority_class_name(tier: str) -> str:
 
 
 def evictable(pod) -> bool:
-    """Not a DaemonSet's pod (it would come straight back on the same node) nor a mirror/static pod."""
+    """Not a DaemonSet's pod (it would come straight back on the same node) nor a mirror/static pod. Such a pod is
+    never preempted and counts as firm work, so a tenant's GPU DaemonSet is refused at admission
+    (deploy/kubernetes/admission/gpu-daemonsets.yaml)."""
     meta = pod.metadata
     if (meta.annotations or {}).get("kubernetes.io/config.mirror"):
         return False
