@@ -119,6 +119,10 @@ def drop_idle(frame: pd.DataFrame, idle: Mapping[str, float], where: str,
     return frame.drop(columns=gone)
 
 
+# the largest value a history column may hold (GPUs, or requests per second for a service)
+MAX_VALUE = 1e9
+
+
 def check_history(wide: pd.DataFrame, step_s: int, where: str) -> dict[str, float]:
     """Refuse input the models would silently mis-read; the message names the column and the problem. Returns
     the idle columns (constant, or with no value: column -> its value, NaN for none) for drop_idle."""
@@ -140,6 +144,10 @@ def check_history(wide: pd.DataFrame, step_s: int, where: str) -> dict[str, floa
         if inf.any():  # pandas reads "inf" as a number; resampled and summed, it would vanish or be everything
             raise DataError(f"{where}: column {col!r} has {s[inf].iloc[0]} at {s.index[inf][0]}: GPU demand is a "
                             "finite number")
+        huge = s.to_numpy(dtype=float) > MAX_VALUE
+        if huge.any():  # 1e308 is finite, but summed or scaled it is inf: a unit mistake or a hostile file
+            raise DataError(f"{where}: column {col!r} has {s[huge].iloc[0]:g} at {s.index[huge][0]}: more than "
+                            f"{MAX_VALUE:g}, which no cluster's GPUs or service's requests per second reach")
         if s.nunique(dropna=True) == 1:
             idle[col] = float(s.dropna().iloc[0])
     times = wide.index.unique().sort_values()

@@ -245,6 +245,7 @@ def test_helios_and_servegen_traces_load_as_tenant_frames():
     (["a", "b"] * 50, "column 'x' is not numeric"),
     ([1.0] * 50 + [-1.0] * 50, "column 'x' has negative values"),
     ([1.0] * 50 + [np.inf] * 50, "column 'x' has inf at 2026-01-01 00:50:00+00:00: GPU demand is a finite number"),
+    ([1.0] * 50 + [1e308] * 50, "column 'x' has 1e+308 at 2026-01-01 00:50:00+00:00: more than 1e+09"),
 ])
 def test_bad_history_columns_are_named(tmp_path, column, message):
     f = periodic_frame(n_tenants=1, steps=100)
