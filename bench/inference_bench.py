@@ -23,7 +23,8 @@ the same figures; `predictive_windows` (with `--window-forecaster`) changes the 
 over the history before the window (the series the forecast_traces row scores the LSTM on), run at the replay's
 minute through forecaster.resampled.Resampled (each minute reads its window's forecast), fitted once per bench run,
 and `predictive_windows_seasonal` the daily seasonal naive (recalibrated) on the same windows at each replica
-quantile.
+quantile, the last quantile's also with the batch tenants planned reactively
+(`predictive_windows_seasonal_batch_reactive`).
 The forecaster is otherwise the one the daemon chooses at start-up (the baselines scored on the history before the
 window). `--history-days` (default 2) sets that history: 2 days is the least that retrain accepts at 10-minute
 windows.
@@ -236,6 +237,15 @@ def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, 
                               workers=1)
             out["predictive_windows_seasonal"][f"{q:g}"] = {"forecaster": wseason.name, "replica_quantile": q,
                                                             **run_row(m)}
+        # the last of them with the batch tenants planned reactively (forecast_for = services): what of its batch
+        # unmet above reactive's the batch tenants' forecast costs
+        q = quantiles[-1]
+        wseason = Resampled(make_baseline(SEASONAL, 86400 // WINDOW_S, tuple(cfg.forecaster.quantiles),
+                                          refresh=10, background=False), WINDOW_S)
+        (m,) = run_replay(w, with_replica_quantile(cfg, q), wseason, steps=steps,
+                          settings=[("predictive", {FORECAST_FOR: "services"})], workers=1)
+        out["predictive_windows_seasonal_batch_reactive"] = {"forecaster": wseason.name, "replica_quantile": q,
+                                                             **run_row(m)}
     reactive = out["runs"]["reactive"]
     points = [{"service_gpu_min": service_gpu_min(reactive), "high_inf_throttled": reactive["tiers"]["high"][
         "inf_throttled"], "unmet_gpu_min": {t: reactive["tiers"][t]["unmet_gpu_min"] for t in TIERS}}]
@@ -253,7 +263,8 @@ def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, 
     out.update(versus_reactive(out["runs"]["predictive"], out["runs"]["perfect"], reactive, points))
     for r in [*out["predictive_at_replica_quantile"].values(), out["predictive_high_tier_ahead"],
               out["predictive_batch_reactive"], out["predictive_seasonal"],
-              *([out["predictive_windows"], *out["predictive_windows_seasonal"].values()] if windows else [])]:
+              *([out["predictive_windows"], *out["predictive_windows_seasonal"].values(),
+                 out["predictive_windows_seasonal_batch_reactive"]] if windows else [])]:
         r.update(versus_reactive(r, out["runs"]["perfect"], reactive, points))
     out["perfect_rate"] = perfect_rate_ceiling(rate_rows, nowcast, out["runs"]["predictive"], out["runs"]["perfect"],
                                                reactive, points)

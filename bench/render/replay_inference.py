@@ -82,6 +82,13 @@ def replay_inference() -> str:
             label = f"predictive (replicas at p{100 * float(q):g}, forecaster {name} on 10-minute windows)"
             rows.append(row(c, label, r))
             gaps.append(gap(c, label, r, r))
+        r = c.get("predictive_windows_seasonal_batch_reactive")
+        if r is not None:  # the last of those with forecast_for = services
+            name = r["forecaster"].rsplit("@", 1)[0]
+            label = (f"predictive (replicas at p{100 * float(r['replica_quantile']):g}, forecaster {name} on "
+                     "10-minute windows, batch tenants planned reactively)")
+            rows.append(row(c, label, r))
+            gaps.append(gap(c, label, r, r))
         r = c.get("predictive_batch_reactive")
         if r is not None:  # the replay knob forecast_for = services
             label = "predictive (" + ("" if q0 is None else f"replicas at p{100 * q0:g}, ") + \
