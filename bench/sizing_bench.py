@@ -9,7 +9,7 @@ scale-down stabilization window, and predictive's replica quantile; sizing.sweep
 GPUs over them, the setting named.
 
     nice -n 10 python bench/sizing_bench.py [--cases synthetic,helios,alibaba,servegen] [--days 1] [--out bench/out]
-                                            [--quick-forecaster] [--suffix _lstm]
+                                            [--quick-forecaster | --seasonal-windows] [--suffix _lstm]
                                             [--headrooms 0.5,1,2,3] [--replica-quantiles 0.5,0.9]
                                             [--stabilizations 300,900]
 """
@@ -29,6 +29,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from inference_bench import SEASONAL  # noqa: E402
 from replay_bench import fit_forecaster, load  # noqa: E402
 
 from daemon.config import Config  # noqa: E402
@@ -36,6 +37,9 @@ from daemon.forecasting.retrain import default_data_dir  # noqa: E402
 from daemon.sim import sizing  # noqa: E402
 from daemon.sim.own import choose_forecaster  # noqa: E402
 from daemon.sim.servegen import servegen  # noqa: E402
+from forecaster.resampled import Resampled  # noqa: E402
+from forecaster.selection import make_baseline  # noqa: E402
+from forecaster.traces import SERVEGEN_WINDOW_S  # noqa: E402
 
 # ServeGen's services' cold start in the sizing: the middle of the inference bench's 1-9 min sweep
 SERVEGEN_COLD_START_MIN = 5.0
@@ -69,6 +73,10 @@ def main() -> int:
                     default=sizing.REPLICA_QUANTILES, help="predictive's replica autoscaler's forecast quantiles")
     ap.add_argument("--suffix", default="", help="write sizing_<trace><suffix>.json (another forecaster choice beside "
                     "the published run)")
+    ap.add_argument("--seasonal-windows", action="store_true",
+                    help="the forecaster is the daily seasonal naive (recalibrated) on the trace's 10-minute windows, "
+                    "the one that closed the inference gap at p90 in bench/inference_bench.py, not the one chosen "
+                    "on the history (servegen only)")
     ap.add_argument("--quick-forecaster", action="store_true",
                     help="choose among the baselines on the history before the window (the daemon's start-up choice, "
                     "no LSTM trained): on the loaded shared box an LSTM's training and forecasts take the hour")
@@ -87,7 +95,13 @@ def main() -> int:
             w, _ = load(case, a.days, data)
         steps = min(int(a.days * 1440), len(w.demand) - w.start - 1)
         t0 = time.perf_counter()
-        if a.quick_forecaster:
+        if a.seasonal_windows:
+            if case != "servegen":
+                ap.error("--seasonal-windows: servegen only (its rates come in 10-minute windows)")
+            model = Resampled(make_baseline(SEASONAL, 86400 // SERVEGEN_WINDOW_S, tuple(cfg.forecaster.quantiles),
+                                            refresh=10, background=False), SERVEGEN_WINDOW_S)
+            chosen = {"name": model.name, "why": "--seasonal-windows: set, not chosen on the history"}
+        elif a.quick_forecaster:
             c = choose_forecaster(w.demand.iloc[: w.start], cfg, 60, quick=True)
             model, chosen = c.model, c.details()
         else:
