@@ -78,6 +78,14 @@ _WINDOW_MODELS: dict = {}             # (data, days, history days, seed) -> (mod
                                       # every cold start, so the model is fitted once per run of the bench
 
 
+def seasonal_windows(cfg: Config) -> Resampled:
+    """A fresh daily seasonal naive (recalibrated) on the trace's 10-minute windows, run at the replay's minute: the
+    forecaster of the predictive_windows_seasonal rows (and of bench/sizing_bench.py --seasonal-windows). Fresh per
+    run: its recalibration and Resampled's last inner forecast are state."""
+    return Resampled(make_baseline(SEASONAL, 86400 // WINDOW_S, tuple(cfg.forecaster.quantiles), refresh=10,
+                                   background=False), WINDOW_S)
+
+
 def window_forecaster(w, cfg: Config, key: tuple, epochs: int | None = None):
     """The forecaster `retrain` puts in use on the services' history before the window, averaged into the trace's
     10-minute windows (the services' GPU need per window: the series the forecast_traces row scores the LSTM on),
@@ -231,8 +239,7 @@ def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, 
         # and the daily seasonal naive (recalibrated) on the same windows, at every replica quantile
         out["predictive_windows_seasonal"] = {}
         for q in quantiles:
-            wseason = Resampled(make_baseline(SEASONAL, 86400 // WINDOW_S, tuple(cfg.forecaster.quantiles),
-                                              refresh=10, background=False), WINDOW_S)
+            wseason = seasonal_windows(cfg)
             (m,) = run_replay(w, with_replica_quantile(cfg, q), wseason, steps=steps, strategies=("predictive",),
                               workers=1)
             out["predictive_windows_seasonal"][f"{q:g}"] = {"forecaster": wseason.name, "replica_quantile": q,
@@ -240,8 +247,7 @@ def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, 
         # the last of them with the batch tenants planned reactively (forecast_for = services): what of its batch
         # unmet above reactive's the batch tenants' forecast costs
         q = quantiles[-1]
-        wseason = Resampled(make_baseline(SEASONAL, 86400 // WINDOW_S, tuple(cfg.forecaster.quantiles),
-                                          refresh=10, background=False), WINDOW_S)
+        wseason = seasonal_windows(cfg)
         (m,) = run_replay(w, with_replica_quantile(cfg, q), wseason, steps=steps,
                           settings=[("predictive", {FORECAST_FOR: "services"})], workers=1)
         out["predictive_windows_seasonal_batch_reactive"] = {"forecaster": wseason.name, "replica_quantile": q,

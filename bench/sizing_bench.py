@@ -29,7 +29,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from inference_bench import SEASONAL  # noqa: E402
+from inference_bench import seasonal_windows  # noqa: E402
 from replay_bench import fit_forecaster, load  # noqa: E402
 
 from daemon.config import Config  # noqa: E402
@@ -37,9 +37,6 @@ from daemon.forecasting.retrain import default_data_dir  # noqa: E402
 from daemon.sim import sizing  # noqa: E402
 from daemon.sim.own import choose_forecaster  # noqa: E402
 from daemon.sim.servegen import servegen  # noqa: E402
-from forecaster.resampled import Resampled  # noqa: E402
-from forecaster.selection import make_baseline  # noqa: E402
-from forecaster.traces import SERVEGEN_WINDOW_S  # noqa: E402
 
 # ServeGen's services' cold start in the sizing: the middle of the inference bench's 1-9 min sweep
 SERVEGEN_COLD_START_MIN = 5.0
@@ -98,8 +95,7 @@ def main() -> int:
         if a.seasonal_windows:
             if case != "servegen":
                 ap.error("--seasonal-windows: servegen only (its rates come in 10-minute windows)")
-            model = Resampled(make_baseline(SEASONAL, 86400 // SERVEGEN_WINDOW_S, tuple(cfg.forecaster.quantiles),
-                                            refresh=10, background=False), SERVEGEN_WINDOW_S)
+            model = seasonal_windows(cfg)
             chosen = {"name": model.name, "why": "--seasonal-windows: set, not chosen on the history"}
         elif a.quick_forecaster:
             c = choose_forecaster(w.demand.iloc[: w.start], cfg, 60, quick=True)
