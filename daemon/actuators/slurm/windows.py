@@ -139,6 +139,13 @@ def wanted(w: WindowConfig, now: dt.datetime) -> tuple[dt.datetime, int, str | N
     return begin, int(math.ceil((w.lead + w.duration).total_seconds() / 60 - 1e-9)), w.slurm_flag()
 
 
+def gpus_on(nodes: list[Node], names: Iterable[str]) -> int:
+    """The GPUs of the nodes named (a name not among `nodes`, e.g. a node gone from sinfo, counts none): what a
+    reservation on them holds, the one measure its making, its move at the lead time and its check agree on."""
+    size = {n.name: n.gpus for n in nodes}
+    return sum(size.get(n, 0) for n in names)
+
+
 class SlurmWindows:
     """Keeps one reservation per window, matched to the plan's windows; see the module docstring."""
 
@@ -218,8 +225,7 @@ class SlurmWindows:
                 self._delete(rep, r, jobs, "its window changed")
             targets = self.holds.choose_typed(nodes, jobs, (), wt.gpus, (wt.account,), {}, taken, keep=False,
                                               by_type=wt.by_type or None)
-            size = {n.name: n.gpus for n in nodes}
-            if sum(size.get(n, 0) for n in targets) < wt.gpus:
+            if gpus_on(nodes, targets) < wt.gpus:
                 rep.errors.append(f"window {name}: only {plural(len(targets), 'free node')} for "
                                   f"{plural(wt.gpus, 'GPU')} outside other reservations; not reserved")
                 continue
@@ -247,10 +253,9 @@ class SlurmWindows:
         self._picked[r.name] = r.start
         targets = self.holds.choose_typed(nodes, jobs, (), wt.gpus, (wt.account,), freed, busy, keep=False,
                                           by_type=wt.by_type or None, prefer=r.nodes)
-        size = {n.name: n.gpus for n in nodes}
         if sorted(targets) == sorted(r.nodes):
             return r
-        if sum(size.get(n, 0) for n in targets) < wt.gpus:
+        if gpus_on(nodes, targets) < wt.gpus:
             rep.actions.append(f"window {r.name}: keeps {','.join(r.nodes)} for its start at {r.start:%H:%M}: only "
                                f"{plural(len(targets), 'node')} outside other reservations for "
                                f"{plural(wt.gpus, 'GPU')}")
@@ -269,8 +274,7 @@ class SlurmWindows:
         ``MOVE_ON_GRACE`` ago: slurmctld shows it INACTIVE at its past start for some seconds before it moves it to
         the next, and re-making it then detached its jobs and logged 'its window changed' every day), duration,
         account, flag and GPUs."""
-        size = {n.name: n.gpus for n in nodes}
-        held = sum(size.get(n, 0) for n in r.nodes)
+        held = gpus_on(nodes, r.nodes)
         step = {"DAILY": dt.timedelta(days=1), "WEEKLY": dt.timedelta(days=7)}.get(wt.flag or "")
         ended = r.start + dt.timedelta(minutes=r.duration_min)
         moving_on = (wt.flag is not None and wt.flag in r.flags and r.start < wt.start
@@ -280,7 +284,7 @@ class SlurmWindows:
             step is None or (r.start - wt.start) % step == dt.timedelta(0)))
         flag_ok = (wt.flag in r.flags) if wt.flag else not (r.flags & {"DAILY", "WEEKLY", "WEEKDAY", "WEEKEND"})
         return (same_start and r.duration_min == wt.duration_min and r.accounts == (wt.account,) and flag_ok
-                and wt.gpus <= held < wt.gpus + max(size.values(), default=1))
+                and wt.gpus <= held < wt.gpus + max((n.gpus for n in nodes), default=1))
 
     def _delete(self, rep: ActionReport, r: WindowReservation, jobs: list[RunningJob], why: str) -> None:
         rep.actions.append(f"release window reservation {r.name}: {why}")
