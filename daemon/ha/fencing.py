@@ -29,7 +29,8 @@ from daemon.text import plural
 
 log = logging.getLogger("gpu_autoscaler.actuator.fenced")
 
-MUTATING = ("fence_node", "release_holds", "reclaim", "comment")  # optional capabilities that change the cluster
+# optional capabilities that change the cluster (show_eta writes AdminComments / Workload annotations)
+MUTATING = ("fence_node", "release_holds", "reclaim", "comment", "show_eta")
 
 
 @runtime_checkable
@@ -128,7 +129,11 @@ class FencedActuator:
 
         def fenced(*args, **kwargs) -> ActionReport:
             target = getattr(self.inner, attr)
-            err = self._check(f"{attr} {' '.join(map(str, args))}".strip())
+            if attr == "show_eta":   # rows of pending jobs: the ledger gets their ids, not the rows' text
+                rows = args[0] if args else kwargs.get("rows", [])
+                err = self._check(f"show_eta {plural(len(rows), 'pending job')}", [str(r["job_id"]) for r in rows])
+            else:
+                err = self._check(f"{attr} {' '.join(map(str, args))}".strip())
             if err:
                 return ActionReport(self.name, self.dry_run, errors=[err], fenced=True)
             return target(*args, **kwargs)

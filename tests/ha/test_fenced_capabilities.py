@@ -172,3 +172,34 @@ def test_a_stale_leader_sends_no_plan_requeue_or_notification_and_each_act_names
     fence.ok = True
     assert act.apply(_plan(())).actions == ["apply"] and act.notify([note]).ok and act.requeue(["9"], "x").ok
     assert inner.calls == ["notify 0", "apply", "notify 1", "requeue ['9']"]
+
+
+class Estimates(Bare):
+    """An actuator that writes pending jobs' start estimates into the scheduler (Slurm's AdminComment, a Kueue
+    Workload's annotations): a change to the cluster like any other."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def show_eta(self, rows, made_at):
+        self.calls.append(f"show_eta {[r['job_id'] for r in rows]}")
+        return ActionReport(self.name, False, actions=[f"estimate {r['job_id']}" for r in rows])
+
+
+@pytest.mark.security
+def test_start_estimates_are_written_only_under_the_lease_and_name_their_jobs_to_the_fence():
+    """The wrapper passed show_eta through unchecked: a stale leader's estimates overwrote the real leader's in the
+    scheduler whenever the actuator's own per-command check was missing or wrong. Now the wrapper asks first."""
+    from daemon.actuators.base import ShowsEta
+
+    inner, fence = Estimates(), Fence(ok=False)
+    act = FencedActuator(inner, fence)
+    assert isinstance(act, ShowsEta) and not isinstance(FencedActuator(Bare(), Fence()), ShowsEta)
+    rows = [{"job_id": 7, "p50_s": 60.0, "p90_s": None, "basis": "x"}, {"job_id": "8", "p50_s": None,
+                                                                       "p90_s": None, "basis": "y"}]
+    rep = act.show_eta(rows, 0.0)
+    assert rep.fenced and rep.errors and inner.calls == []
+    assert fence.asked == ["redis: show_eta 2 pending jobs"]
+    assert fence.jobs == [("7", "8")]
+    fence.ok = True
+    assert act.show_eta(rows, 0.0).actions == ["estimate 7", "estimate 8"] and inner.calls == ["show_eta [7, '8']"]
