@@ -118,6 +118,14 @@ class Config(_Strict):
         return {**data, "health": health, "source": {**source, "prometheus": prom}}
 
     @model_validator(mode="after")
+    def _health_queries_select_the_exporter(self) -> "Config":
+        """[health]'s queries read DCGM series too: checked here, where source.prometheus.exporter_selector (what
+        their $exporter becomes) is known."""
+        refuse_unselected({f"health.{q}_query": getattr(self.health, f"{q}_query") for q in HEALTH_QUERIES},
+                          self.source.prometheus.exporter_selector)
+        return self
+
+    @model_validator(mode="after")
     def _unique_tenants(self) -> "Config":
         names = [t.name for t in self.tenants]
         dup = {n for n in names if names.count(n) > 1}

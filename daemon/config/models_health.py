@@ -8,7 +8,6 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from daemon.config.models_base import Tier
-from daemon.config.models_source import refuse_unselected
 from gateway.configfile import Strict as _Strict
 
 HealthAction = Literal["report", "requeue"]
@@ -96,8 +95,7 @@ class HealthConfig(_Strict):
             raise ValueError(f"XIDs {both} are in both xid_critical and xid_application")
         if any(x <= 0 for x in self.xid_critical + self.xid_application):
             raise ValueError("XIDs are positive codes")
-        refuse_unselected({f"{q}_query": getattr(self, f"{q}_query") for q in HEALTH_QUERIES})
-        return self
+        return self   # the queries' selector is checked by Config, which knows source.prometheus.exporter_selector
 
     def window_minutes(self) -> float:
         """How much history each cycle reads: enough to see the longest threshold, plus a margin."""

@@ -4,7 +4,7 @@ retrain."""
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -12,52 +12,52 @@ from pydantic import Field, field_validator, model_validator
 
 from daemon.config.models_base import Tier
 from daemon.config.models_policy import SimulatorConfig
+from daemon.config.promql_selectors import (
+    DEFAULT_EXPORTER,
+    DEFAULT_INGRESS,
+    EXPORTER,
+    INGRESS,
+    any_name,
+    dcgm_name,
+    label_matchers,
+    unselected,
+)
 from gateway.configfile import Strict as _Strict
 
-_MATCHER = r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
-_MATCHERS = re.compile(rf"{_MATCHER}(?:,{_MATCHER})*,?\s*")   # PromQL label matchers, as inside {...}
-
-
-EXPORTER = "$exporter"   # in a query: replaced by source.prometheus.exporter_selector
-_DCGM_SERIES = re.compile(r"\bDCGM_[A-Za-z0-9_]*")
-_BRACES = re.compile(r"\{[^{}]*\}")   # outside strings and comments, a selector's matchers
-_NAME_PATTERN = re.compile(r"__name__\s*(?:=~|!~|!=)\s*(?:\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|`[^`]*`)")
 # queries read each cycle, checked to select the exporter (util_query and nodes_query are read by no version)
 PROMETHEUS_QUERIES = ("demand", "missing", "capacity", "known_nodes", "freshness", "demand_by_type",
                       "usage_by_type", "capacity_by_type", "nodes_by_type")
 
 
-def unselected_series(query: str) -> list[str]:
-    """The raw DCGM series a query reads without ``{$exporter}`` among its matchers.
-
-    Any scrape target can expose a series named DCGM_FI_DEV_GPU_UTIL (a tenant's pod does it with one line of
-    text), so a raw DCGM name counts only with the exporter's own labels; a query that reads a recorded series
-    (gpuas:..., namespace:gpuas_...) is not checked, as the shipped recording rules select the exporter. A DCGM name
-    inside braces (`{__name__="DCGM_..."}`) is selected by those braces; a name pattern (`__name__=~`, `!~`, `!=`)
-    may match DCGM names, so its braces need $exporter too. Comments are dropped first: Prometheus ignores them, so
-    a `$exporter` in one selects nothing."""
-    text = without_comments(query, keep_length=True)
-    blank = without_comments(query, strings="", keep_length=True)   # the same places, strings' insides blanked
-    braces = [(m.start(), m.end(), EXPORTER in m.group()) for m in _BRACES.finditer(blank)]
-    out = []
-    for m in _DCGM_SERIES.finditer(text):
-        inside = next((sel for a, b, sel in braces if a < m.start() < b), None)
-        if inside is None:   # a name outside braces: selected by the braces that follow it
-            rest = blank[m.end():].lstrip()
-            inside = rest.startswith("{") and EXPORTER in rest[:rest.find("}") + 1]
-        if not inside:
-            out.append(m.group())
-    for a, b, selected in braces:
-        pattern = _NAME_PATTERN.search(text[a:b])
-        if pattern and not selected:
-            out.append(f"a selector {pattern.group()}")
-    return out
+def unselected_series(query: str, selector: str = DEFAULT_EXPORTER) -> list[str]:
+    """The raw DCGM series a query reads without ``{$exporter}`` among its matchers (promql_selectors.dcgm_name:
+    a DCGM name, or a selector whose name is not fixed); ValueError when it does not parse."""
+    return unselected(query, EXPORTER, selector, dcgm_name)
 
 
-def refuse_unselected(queries: dict[str, str | None]) -> None:
-    """Raise naming the first query whose raw DCGM series do not select the exporter (unselected_series)."""
+def unselected_rates(query: str, selector: str = DEFAULT_INGRESS) -> list[str]:
+    """The series a request-rate query reads without ``{$ingress}`` among their matchers: every one counts, as a
+    tenant's pod can expose the ingress' metric with its own namespace and, summed by namespace, add to its rate.
+    ValueError when it does not parse."""
+    return unselected(query, INGRESS, selector, any_name)
+
+
+def _checked(key: str, query: str, placeholder: str, check: Callable[[str], list[str]]) -> list[str]:
+    """check(query), its ValueError (the parser's) said in one line naming the key."""
+    try:
+        return check(query)
+    except ValueError as exc:
+        raise ValueError(f"{key} is not a PromQL query Prometheus can run ({placeholder} replaced by its selector): "
+                         f"{exc}") from None
+
+
+def refuse_unselected(queries: dict[str, str | None], selector: str) -> None:
+    """Raise naming the first query whose raw DCGM series do not select the exporter (unselected_series), or that
+    does not parse."""
     for key, text in queries.items():
-        bad = unselected_series(text or "")
+        if text is None:
+            continue
+        bad = _checked(key, text, EXPORTER, lambda q: unselected_series(q, selector))
         if bad:
             fix = f"add {EXPORTER} to its braces" if bad[0].startswith("a selector") else \
                 f"write {bad[0]}{{{EXPORTER}, ...}}"
@@ -66,50 +66,12 @@ def refuse_unselected(queries: dict[str, str | None]) -> None:
                              "(source.prometheus.exporter_selector selects the DCGM exporter's series)")
 
 
-INGRESS = "$ingress"   # in request_rate_query: replaced by source.prometheus.ingress_selector
-# PromQL's strings and comments, in one pass from the left: a `#` inside a string is text, a quote inside a comment
-# is commented out (a comment runs to the end of its line)
-_STRINGS_COMMENTS = re.compile(r'("(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`)|#[^\n]*')
-_LABEL_LISTS = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)")
-_SELECTOR = re.compile(r"(?<![\w:.])([A-Za-z_:][\w:]*)?\s*(\{[^{}]*\})?")
-_CALL = re.compile(r"\s*(?:\(|(?:by|without)\b)", re.I)   # after a name: it is a function or an aggregation
-_NOT_SERIES = frozenset({"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset", "and",
-                         "or", "unless", "atan2", "inf", "nan", "start", "end"})
-
-
-def without_comments(query: str, strings: str | None = None, keep_length: bool = False) -> str:
-    """`query` with its comments blanked (and its strings' insides replaced by `strings` when given), read as
-    Prometheus lexes it: a comment hides what follows on its line from Prometheus, not from a scan that reads every
-    `{`. keep_length: blanked with as many spaces, so that a place in the result is the same place in `query`."""
-    def sub(m: re.Match) -> str:
-        if not m.group(1):
-            return " " * len(m.group()) if keep_length else " "
-        if strings is None:
-            return m.group()
-        inner = " " * (len(m.group()) - 2) if keep_length else strings
-        return m.group()[0] + inner + m.group()[-1]
-    return _STRINGS_COMMENTS.sub(sub, query)
-
-
-def unselected_rates(query: str) -> list[str]:
-    """The series a request-rate query reads without ``{$ingress}`` among their matchers (a bare `{...}` is named
-    by its matchers).
-
-    Prometheus scrapes tenant pods too (their annotations ask for it), and a pod can expose the ingress' metric name
-    with its own namespace: summed by namespace, its samples add to the tenant's rate. Every vector selector must
-    therefore select the ingress' own series. Strings, comments, durations and the label lists of by/without/on/
-    ignoring/group_* are not selectors; a name followed by `(` is a function. Outside strings and comments a `{`
-    opens nothing but a selector, so every `{...}` must carry $ingress, also one after a keyword (`x or {...}`)."""
-    text = _LABEL_LISTS.sub(" ", without_comments(query, strings=""))
-    out = []
-    for m in _SELECTOR.finditer(text):
-        name, matchers = m.group(1), m.group(2)
-        keyword = (name or "").lower() in _NOT_SERIES
-        if matchers is None and (not name or keyword or _CALL.match(text, m.end())):
-            continue   # no selector: a keyword, a function or an aggregation
-        if matchers is None or INGRESS not in matchers:
-            out.append(name if name and not keyword else "a selector {...}")
-    return out
+def _refuse_bad_selector(key: str, selector: str) -> None:
+    try:
+        label_matchers(selector)
+    except ValueError as exc:
+        raise ValueError(f"{key} {selector!r} is not PromQL label matchers ({exc}; write name=\"value\", "
+                         'name=~"regex", ... separated by commas, no braces)') from None
 
 
 class PrometheusConfig(_Strict):
@@ -120,14 +82,14 @@ class PrometheusConfig(_Strict):
     retries: int = Field(2, ge=0, description="tries again of a request that failed (no connection, a timeout, a "
                          "500/502/503/504), with backoff from 0.2 s; then the cycle's read is a source error and "
                          "the last good plan is kept")
-    exporter_selector: str = Field('job="dcgm-exporter"', min_length=1,
+    exporter_selector: str = Field(DEFAULT_EXPORTER, min_length=1,
                                    description="PromQL label matchers that select the DCGM exporter's own series, "
                                    "put in place of $exporter in every query that reads a DCGM series (demand, "
                                    "capacity, nodes, freshness and [health]): series a tenant's pods expose under "
                                    "the DCGM names must not count. A query that reads a DCGM series without "
                                    "{$exporter} is refused. Keep honor_labels off for tenant scrape jobs, so their "
                                    "`job` label cannot be the exporter's")
-    ingress_selector: str = Field('job="ingress-nginx"', min_length=1,
+    ingress_selector: str = Field(DEFAULT_INGRESS, min_length=1,
                                   description="PromQL label matchers that select the ingress controller's own "
                                   "series, put in place of $ingress in request_rate_query: requests a tenant's pods "
                                   "expose under the ingress' metric name must not add to its rate. A "
@@ -226,20 +188,18 @@ class PrometheusConfig(_Strict):
 
     @model_validator(mode="after")
     def _queries_select_the_exporter(self) -> "PrometheusConfig":
-        if not _MATCHERS.fullmatch(self.exporter_selector):
-            raise ValueError(f"exporter_selector {self.exporter_selector!r} is not PromQL label matchers "
-                             '(name="value", name=~"regex", ... separated by commas, no braces)')
-        refuse_unselected({f"{q}_query": getattr(self, f"{q}_query")
-                                                for q in PROMETHEUS_QUERIES})
-        if not _MATCHERS.fullmatch(self.ingress_selector):
-            raise ValueError(f"ingress_selector {self.ingress_selector!r} is not PromQL label matchers "
-                             '(name="value", name=~"regex", ... separated by commas, no braces)')
-        bad = unselected_rates(self.request_rate_query or "")
-        if bad:
-            raise ValueError(f"request_rate_query reads {bad[0]} without {{{INGRESS}}}: any pod Prometheus scrapes "
-                             "can expose that name and add to its tenant's request rate; write "
-                             f"{bad[0]}{{{INGRESS}, ...}} (source.prometheus.ingress_selector selects the ingress "
-                             "controller's series)")
+        _refuse_bad_selector("exporter_selector", self.exporter_selector)
+        refuse_unselected({f"{q}_query": getattr(self, f"{q}_query") for q in PROMETHEUS_QUERIES},
+                          self.exporter_selector)
+        _refuse_bad_selector("ingress_selector", self.ingress_selector)
+        if self.request_rate_query is not None:
+            bad = _checked("request_rate_query", self.request_rate_query, INGRESS,
+                           lambda q: unselected_rates(q, self.ingress_selector))
+            if bad:
+                raise ValueError(f"request_rate_query reads {bad[0]} without {{{INGRESS}}}: any pod Prometheus "
+                                 "scrapes can expose that name and add to its tenant's request rate; write "
+                                 f"{bad[0]}{{{INGRESS}, ...}} (source.prometheus.ingress_selector selects the "
+                                 "ingress controller's series)")
         return self
 
     def selects(self, query: str) -> str:

@@ -85,7 +85,8 @@ def test_queries_of_recorded_or_other_series_are_not_checked():
 
 
 @pytest.mark.security
-@pytest.mark.parametrize("bad", ['job="x"} or vector(1) or up{a="b"', "job=dcgm", "", '{job="x"}', 'job="x" or 1'])
+@pytest.mark.parametrize("bad", ['job="x"} or vector(1) or up{a="b"', "job=dcgm", "", '{job="x"}', 'job="x" or 1',
+                                 "  ", '__name__="DCGM_FI_DEV_GPU_UTIL"', 'job=~"("'])
 def test_an_exporter_selector_that_is_not_label_matchers_is_refused(bad):
     with pytest.raises(ValidationError, match="exporter_selector"):
         Config(source={"prometheus": {"exporter_selector": bad}})
@@ -143,3 +144,66 @@ def test_the_ingress_selector_replaces_the_placeholder_in_the_request_rate_query
 def test_an_ingress_selector_that_is_not_label_matchers_is_refused(bad):
     with pytest.raises(ValidationError, match="ingress_selector"):
         Config(source={"prometheus": {"ingress_selector": bad}})
+
+
+# Queries the hand scan let through although they read a series without the selector: a keyword used as a metric
+# name (Prometheus reads `sum(offset)` as the sum of a metric named offset), braces with no metric name (they match
+# every name, the DCGM ones too) and an `or` between matchers (VictoriaMetrics' and the parser's syntax: each
+# alternative is a selector of its own).
+KEYWORD_NAMED = [
+    ("request_rate_query", "sum by (namespace) (offset)", "offset"),
+    ("request_rate_query", "sum by (namespace) (rate(ingress_rps{$ingress}[1m]) or rate(by[1m]))", "by"),
+    ("request_rate_query", "sum by (namespace) (ingress_rps{$ingress} or start)", "start"),
+    ("request_rate_query", "sum by (namespace) (ingress_rps{$ingress} or end)", "end"),
+    ("request_rate_query", "sum by (namespace) (ingress_rps{$ingress} or without)", "without"),
+    ("request_rate_query", 'sum by (namespace) (ingress_rps{$ingress or namespace="team-a"})', "ingress_rps"),
+    ("demand_query", 'count by (namespace) ({namespace!="", gpu!=""})', 'a selector {namespace!="",gpu!=""}'),
+    ("capacity_query", 'count(DCGM_FI_DEV_GPU_UTIL{$exporter or gpu!=""})', "DCGM_FI_DEV_GPU_UTIL"),
+]
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("key, query, series", KEYWORD_NAMED)
+def test_a_series_the_hand_scan_did_not_see_is_refused(key, query, series):
+    placeholder = "$ingress" if key == "request_rate_query" else "$exporter"
+    with pytest.raises(ValidationError, match=rf"{key} reads {re.escape(series)} without "
+                                              rf"\{{{re.escape(placeholder)}\}}"):
+        Config(source={"prometheus": {key: query}})
+
+
+@pytest.mark.parametrize("key, query", [
+    ("request_rate_query", 'sum by (namespace) (rate(ingress_rps{$ingress, code!~"5.."}[5m] offset 1m @ end()))'),
+    ("request_rate_query", 'sum by (namespace) (ingress_rps{$ingress, a="1" or $ingress, b="2"})  # "or" {x}'),
+    ("request_rate_query", "max_over_time(sum by (namespace) (rate(ingress_rps{$ingress}[1m]))[10m:1m]) * 1"),
+    ("demand_query", 'count by (namespace) ({__name__=~"DCGM_FI_DEV_GPU_UTIL|DCGM_FI_PROF_.*", $exporter})'),
+    ("demand_query", "count by (namespace) (gpuas:custom{job=\"\"} or on (namespace) my_site_metric)"),
+    # a DCGM name in a string is text, not a series (the hand scan refused it)
+    ("demand_by_type_query", 'count by (namespace, modelName) (label_replace(DCGM_FI_DEV_GPU_UTIL{$exporter, '
+                             'namespace!=""}, "read", "DCGM_FI_DEV_GPU_UTIL", "", ""))'),
+])
+def test_a_query_whose_every_series_is_selected_is_accepted(key, query):
+    """Selected in a range, a subquery, with offset and @, in each `or` alternative, by a name pattern; recorded
+    series and a site's own metrics are not DCGM series; strings and comments are not series."""
+    pc = Config(source={"prometheus": {key: query}}).source.prometheus
+    assert pc.query(key.removesuffix("_query")) == query.replace("$ingress", 'job="ingress-nginx"').replace(
+        "$exporter", 'job="dcgm-exporter"')
+
+
+@pytest.mark.parametrize("line, key, said", [
+    ('request_rate_query = "sum by (namespace (ingress_rps{$ingress})"', "request_rate_query",
+     "unclosed left parenthesis"),
+    ('demand_query = "count by (namespace) (DCGM_FI_DEV_GPU_UTIL{$exporter, gpu=~\\"(\\"})"', "demand_query",
+     "illegal regex"),
+    ('capacity_query = "count(DCGM_FI_DEV_GPU_UTIL $exporter)"', "capacity_query", "invalid promql query"),
+    ('[health]\nxid_query = "DCGM_FI_DEV_XID_ERRORS{$exporter}["', "health.xid_query",
+     "unexpected end of input inside brackets"),
+])
+def test_a_query_that_does_not_parse_is_refused_in_one_line_with_the_parsers_message(tmp_path, line, key, said):
+    """Prometheus would answer each with a parse error every cycle: refused at start instead, naming the key."""
+    path = tmp_path / "c.toml"
+    path.write_text(f'[source]\nkind = "prometheus"\n[source.prometheus]\n{line}\n')
+    res = CliRunner().invoke(cli, ["--config", str(path), "check-config"])
+    assert res.exit_code == 2, res.output
+    out = res.output.strip()
+    assert "\n" not in out and "Traceback" not in out
+    assert f"{key} is not a PromQL query Prometheus can run" in out and said in out, out

@@ -64,6 +64,9 @@ RATE_QUERY = "sum by (namespace) (ingress_rps{$ingress})"
 FORGED_RPS = ('# TYPE ingress_rps gauge\n'
               'ingress_rps{namespace="team-a",pod="own"} 500\n'
               'ingress_rps{namespace="team-a",pod="own",job="ingress-nginx"} 700\n')
+# ... and a series named like a PromQL keyword, which Prometheus reads as a metric where a selector may stand
+FORGED_OFFSET = 'offset{namespace="team-a"} 900\n'
+
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +75,7 @@ def prom(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("forged")
     real = serve(exporter_lines())
     forged = metrics_target("# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n" + "\n".join(forged_lines()) + "\n"
-                            + FORGED_RECORDED + FORGED_RPS)
+                            + FORGED_RECORDED + FORGED_RPS + FORGED_OFFSET)
     ingress = metrics_target("# TYPE ingress_rps gauge\n"
                              + "".join(f'ingress_rps{{namespace="{t}"}} {v}\n' for t, v in INGRESS_RPS.items()))
     cfg = ("global:\n  scrape_interval: 1s\n  scrape_timeout: 500ms\n  evaluation_interval: 1s\n"
@@ -88,8 +91,8 @@ def prom(tmp_path_factory):
             # both targets scraped, the forged series really in Prometheus, and the rules evaluated twice since
             wait_for(lambda: count("count(DCGM_FI_DEV_GPU_UTIL)") == 16 + FORGED, what="both targets scraped",
                      timeout=30)
-            wait_for(lambda: count("count(ingress_rps)") == 4, what="the ingress and the pod's rates scraped",
-                     timeout=30)
+            wait_for(lambda: count("count(ingress_rps)") == 4 and count("count({__name__='offset'})") == 1,
+                     what="the ingress and the pod's rates scraped", timeout=30)
             wait_for(lambda: count("count(cluster:gpuas_gpus:count)") == 2, what="recording rules, and the forged "
                      "recorded names scraped", timeout=30)
             time.sleep(2.1)
@@ -182,12 +185,17 @@ HIDDEN = [
     ("demand_query", 'count by (namespace) (DCGM_FI_DEV_GPU_UTIL{ # $exporter\n namespace!=""})', 2 + FORGED),
     # a name pattern: the old check saw no DCGM name ('DCGM.*' has no 'DCGM_')
     ("demand_query", 'count by (namespace) ({__name__=~"DCGM.*", namespace!=""})', 2 + FORGED),
+    # the hand scan took `offset` for the keyword; Prometheus reads it as a metric's name
+    ("request_rate_query", "sum by (namespace) (ingress_rps{$ingress} or offset)", 12 + 900),
+    # braces without a name match every name, the DCGM ones too (the hand scan looked for a DCGM name or pattern)
+    ("demand_query", 'count by (namespace) ({namespace!="", gpu!=""})', 2 + FORGED),
 ]
 
 
 @pytest.mark.parametrize("key, query, forged", HIDDEN, ids=["or-bare-braces", "quote-in-comment",
                                                              "comment-in-braces", "dcgm-comment-in-braces",
-                                                             "dcgm-name-pattern"])
+                                                             "dcgm-name-pattern", "keyword-as-name",
+                                                             "dcgm-no-name"])
 def test_a_query_that_hides_an_unselected_series_from_the_check_is_refused(prom, key, query, forged):
     """Each query reads team-a's forged series on this Prometheus (the sum is the pod's, not the ingress' 12 or the
     exporter's 2), so the config that holds it is refused, naming the key."""
