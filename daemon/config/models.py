@@ -122,7 +122,7 @@ class Config(_Strict):
         """[health]'s queries read DCGM series too: checked here, where source.prometheus.exporter_selector (what
         their $exporter becomes) is known."""
         refuse_unselected({f"health.{q}_query": getattr(self.health, f"{q}_query") for q in HEALTH_QUERIES},
-                          self.source.prometheus.exporter_selector)
+                          self.source.prometheus.exporter_selector, self.source.prometheus.ingress_selector)
         return self
 
     @model_validator(mode="after")

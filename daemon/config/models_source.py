@@ -20,6 +20,7 @@ from daemon.config.promql_selectors import (
     any_name,
     dcgm_name,
     label_matchers,
+    substitute,
     unselected,
 )
 from gateway.configfile import Strict as _Strict
@@ -29,17 +30,21 @@ PROMETHEUS_QUERIES = ("demand", "missing", "capacity", "known_nodes", "freshness
                       "usage_by_type", "capacity_by_type", "nodes_by_type")
 
 
-def unselected_series(query: str, selector: str = DEFAULT_EXPORTER) -> list[str]:
+def _placeholders(exporter: str, ingress: str) -> dict[str, str]:
+    return {EXPORTER: exporter, INGRESS: ingress}
+
+
+def unselected_series(query: str, exporter: str = DEFAULT_EXPORTER, ingress: str = DEFAULT_INGRESS) -> list[str]:
     """The raw DCGM series a query reads without ``{$exporter}`` among its matchers (promql_selectors.dcgm_name:
     a DCGM name, or a selector whose name is not fixed); ValueError when it does not parse."""
-    return unselected(query, EXPORTER, selector, dcgm_name)
+    return unselected(query, EXPORTER, _placeholders(exporter, ingress), dcgm_name)
 
 
-def unselected_rates(query: str, selector: str = DEFAULT_INGRESS) -> list[str]:
+def unselected_rates(query: str, exporter: str = DEFAULT_EXPORTER, ingress: str = DEFAULT_INGRESS) -> list[str]:
     """The series a request-rate query reads without ``{$ingress}`` among their matchers: every one counts, as a
     tenant's pod can expose the ingress' metric with its own namespace and, summed by namespace, add to its rate.
     ValueError when it does not parse."""
-    return unselected(query, INGRESS, selector, any_name)
+    return unselected(query, INGRESS, _placeholders(exporter, ingress), any_name)
 
 
 def _checked(key: str, query: str, placeholder: str, check: Callable[[str], list[str]]) -> list[str]:
@@ -51,13 +56,13 @@ def _checked(key: str, query: str, placeholder: str, check: Callable[[str], list
                          f"{exc}") from None
 
 
-def refuse_unselected(queries: dict[str, str | None], selector: str) -> None:
+def refuse_unselected(queries: dict[str, str | None], exporter: str, ingress: str) -> None:
     """Raise naming the first query whose raw DCGM series do not select the exporter (unselected_series), or that
     does not parse."""
     for key, text in queries.items():
         if text is None:
             continue
-        bad = _checked(key, text, EXPORTER, lambda q: unselected_series(q, selector))
+        bad = _checked(key, text, EXPORTER, lambda q: unselected_series(q, exporter, ingress))
         if bad:
             fix = f"add {EXPORTER} to its braces" if bad[0].startswith("a selector") else \
                 f"write {bad[0]}{{{EXPORTER}, ...}}"
@@ -189,12 +194,12 @@ class PrometheusConfig(_Strict):
     @model_validator(mode="after")
     def _queries_select_the_exporter(self) -> "PrometheusConfig":
         _refuse_bad_selector("exporter_selector", self.exporter_selector)
-        refuse_unselected({f"{q}_query": getattr(self, f"{q}_query") for q in PROMETHEUS_QUERIES},
-                          self.exporter_selector)
         _refuse_bad_selector("ingress_selector", self.ingress_selector)
+        refuse_unselected({f"{q}_query": getattr(self, f"{q}_query") for q in PROMETHEUS_QUERIES},
+                          self.exporter_selector, self.ingress_selector)
         if self.request_rate_query is not None:
             bad = _checked("request_rate_query", self.request_rate_query, INGRESS,
-                           lambda q: unselected_rates(q, self.ingress_selector))
+                           lambda q: unselected_rates(q, self.exporter_selector, self.ingress_selector))
             if bad:
                 raise ValueError(f"request_rate_query reads {bad[0]} without {{{INGRESS}}}: any pod Prometheus "
                                  "scrapes can expose that name and add to its tenant's request rate; write "
@@ -205,7 +210,7 @@ class PrometheusConfig(_Strict):
     def selects(self, query: str) -> str:
         """`query` with $exporter replaced by exporter_selector and $ingress by ingress_selector: what is sent to
         Prometheus."""
-        return query.replace(EXPORTER, self.exporter_selector).replace(INGRESS, self.ingress_selector)
+        return substitute(query, _placeholders(self.exporter_selector, self.ingress_selector))
 
     def query(self, which: str) -> str:
         """The configured ``<which>_query``, as sent to Prometheus (selects)."""

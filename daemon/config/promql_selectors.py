@@ -10,7 +10,8 @@ keyword or a metric name, and each wrong guess (`sum(offset)` reads a metric nam
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 import promql_parser
@@ -19,6 +20,7 @@ EXPORTER = "$exporter"   # in a query: replaced by source.prometheus.exporter_se
 INGRESS = "$ingress"     # in request_rate_query: replaced by source.prometheus.ingress_selector
 DEFAULT_EXPORTER = 'job="dcgm-exporter"'
 DEFAULT_INGRESS = 'job="ingress-nginx"'
+_PLACEHOLDER = re.compile(r"\$(?:exporter|ingress)")
 # Put beside the configured matchers where the placeholder stands, in the tree that is checked only (never sent):
 # a selector carrying it got the configured matchers from the one key, not from a literal copy of today's value.
 # Label names starting with __ are reserved to Prometheus, so no scraped series' selector holds this one.
@@ -73,16 +75,24 @@ def label_matchers(text: str) -> frozenset[Matcher]:
     return found
 
 
-def selectors(query: str, placeholder: str, selector: str) -> list[Selector]:
+def substitute(query: str, selectors: Mapping[str, str]) -> str:
+    """`query` as sent to Prometheus: each placeholder ($exporter, $ingress) replaced by its configured selector, in
+    one pass (a selector holding the other placeholder's text stays as written)."""
+    return _PLACEHOLDER.sub(lambda m: selectors.get(m.group(), m.group()), query)
+
+
+def selectors(query: str, placeholder: str, configured: Mapping[str, str]) -> list[Selector]:
     """Every vector selector the query reads (also inside a range, a subquery, a function's or an aggregation's
-    arguments), one per `or` alternative of its braces, with `placeholder` replaced by `selector` and the mark.
-    ValueError with the parser's message (one line) when the query, as sent to Prometheus, does not parse."""
+    arguments), one per `or` alternative of its braces, with the placeholders replaced (substitute) and the mark put
+    beside `placeholder`'s selector. ValueError with the parser's message (one line) when the query, as sent to
+    Prometheus, does not parse."""
     try:
-        promql_parser.parse(query.replace(placeholder, selector))   # what is sent
+        promql_parser.parse(substitute(query, configured))   # what is sent
     except ValueError as exc:
         raise ValueError(_one_line(exc)) from None
+    marked = {**configured, placeholder: f'{_MARK}="{placeholder[1:]}", {configured[placeholder]}'}
     try:
-        expr = promql_parser.parse(query.replace(placeholder, f'{_MARK}="{placeholder[1:]}", {selector}'))
+        expr = promql_parser.parse(substitute(query, marked))
     except ValueError as exc:   # parses without the mark: the placeholder sits outside a selector's braces
         raise ValueError(f"{placeholder} is not inside a selector's braces ({_one_line(exc)})") from None
     found: list[Selector] = []
@@ -101,16 +111,17 @@ def selectors(query: str, placeholder: str, selector: str) -> list[Selector]:
     return found
 
 
-def unselected(query: str, placeholder: str, selector: str,
+def unselected(query: str, placeholder: str, configured: Mapping[str, str],
                needs: Callable[[Selector], str | None]) -> list[str]:
     """What `query` reads without `placeholder` among its matchers: for every selector that `needs` names (its
     series may be forged), that name, unless the selector carries the configured matchers put there by the
-    placeholder. ValueError (one line) when the query or the selector does not parse."""
-    configured = label_matchers(selector) | {Matcher(_MARK, "=", placeholder[1:])}
+    placeholder (`configured`: each placeholder's selector). ValueError (one line) when the query or the selector
+    does not parse."""
+    wanted = label_matchers(configured[placeholder]) | {Matcher(_MARK, "=", placeholder[1:])}
     out = []
-    for sel in selectors(query, placeholder, selector):
+    for sel in selectors(query, placeholder, configured):
         name = needs(sel)
-        if name is not None and not configured <= sel.matchers:
+        if name is not None and not wanted <= sel.matchers:
             out.append(name)
     return out
 

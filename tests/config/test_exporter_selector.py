@@ -207,3 +207,10 @@ def test_a_query_that_does_not_parse_is_refused_in_one_line_with_the_parsers_mes
     out = res.output.strip()
     assert "\n" not in out and "Traceback" not in out
     assert f"{key} is not a PromQL query Prometheus can run" in out and said in out, out
+
+
+def test_the_placeholders_are_replaced_in_one_pass_as_checked():
+    """What is checked is what is sent: a selector whose value holds the other placeholder's text is sent as
+    written (replaced one after the other, `$ingress` inside the exporter's selector became a broken query)."""
+    pc = Config(source={"prometheus": {"exporter_selector": 'job="$ingress"'}}).source.prometheus
+    assert pc.query("capacity") == 'count(DCGM_FI_DEV_GPU_UTIL{job="$ingress"})'
