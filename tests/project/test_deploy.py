@@ -216,3 +216,27 @@ def test_the_kubernetes_manifests_parse_and_agree_with_the_config_they_ship():
     grants = [(r["verbs"], r.get("resourceNames")) for r in by_kind["ClusterRole"]["rules"]
               if r["apiGroups"] == [crd["group"]] and r["resources"] == [crd["names"]["plural"]]]
     assert sorted(grants) == sorted([(["create"], None), (["get", "update"], [params])]), grants
+
+
+@pytest.mark.security
+def test_every_dashboard_query_reads_the_daemons_own_series_only():
+    """A tenant's pod that Prometheus scrapes can expose the daemon's metric names (gpuas_plan_stale 0,
+    gpuas_reservation_gpus{tenant=...}); the operators' dashboard, like the alert rules, reads only the series of the
+    daemon's scrape job: every vector selector of every panel, parsed as Prometheus reads it, carries
+    job="gpu-autoscaler"."""
+    import json
+
+    import promql_parser
+
+    dashboard = json.loads((REPO / "deploy" / "grafana" / "gpu-autoscaler-dashboard.json").read_text())
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel.get("targets", [])]
+    assert len(exprs) >= 10
+    unselected = []
+    for expr in exprs:
+        def visit(node, expr=expr):
+            if isinstance(node, promql_parser.VectorSelector) and not any(
+                    (m.name, m.value) == ("job", "gpu-autoscaler") and m.op == promql_parser.MatchOp.Equal
+                    for m in node.matchers.matchers):
+                unselected.append(f"{node} in {expr}")
+        promql_parser.walk(promql_parser.parse(expr), visit)
+    assert unselected == []
