@@ -185,6 +185,8 @@ HIDDEN = [
     ("demand_query", 'count by (namespace) (DCGM_FI_DEV_GPU_UTIL{ # $exporter\n namespace!=""})', 2 + FORGED),
     # a name pattern: the old check saw no DCGM name ('DCGM.*' has no 'DCGM_')
     ("demand_query", 'count by (namespace) ({__name__=~"DCGM.*", namespace!=""})', 2 + FORGED),
+    # a comment ends at a carriage return for Prometheus; the hand scan read it to the newline
+    ("request_rate_query", "sum by (namespace) (ingress_rps{$ingress} # \r or ingress_rps)", 12 + 500 + 700),
     # the hand scan took `offset` for the keyword; Prometheus reads it as a metric's name
     ("request_rate_query", "sum by (namespace) (ingress_rps{$ingress} or offset)", 12 + 900),
     # braces without a name match every name, the DCGM ones too (the hand scan looked for a DCGM name or pattern)
@@ -194,8 +196,8 @@ HIDDEN = [
 
 @pytest.mark.parametrize("key, query, forged", HIDDEN, ids=["or-bare-braces", "quote-in-comment",
                                                              "comment-in-braces", "dcgm-comment-in-braces",
-                                                             "dcgm-name-pattern", "keyword-as-name",
-                                                             "dcgm-no-name"])
+                                                             "dcgm-name-pattern", "comment-ends-at-cr",
+                                                             "keyword-as-name", "dcgm-no-name"])
 def test_a_query_that_hides_an_unselected_series_from_the_check_is_refused(prom, key, query, forged):
     """Each query reads team-a's forged series on this Prometheus (the sum is the pod's, not the ingress' 12 or the
     exporter's 2), so the config that holds it is refused, naming the key."""
@@ -220,3 +222,29 @@ def test_a_dcgm_name_selected_in_its_braces_is_not_refused(prom):
     query = 'count by (namespace) ({__name__="DCGM_FI_DEV_GPU_UTIL", $exporter, namespace!=""})'
     st = PrometheusSource(config(prom, demand_query=query)).collect(60).state
     assert st.used.tolist() == [2, 1]
+
+
+# Where a parser could read a query otherwise than Prometheus: quotes and escapes, comments and line ends, keywords in
+# capitals or as names, the forms of a range, a subquery, offset and @, and binary operators.
+LEXED = [
+    r'ingress_rps{a="\\"} or b', "ingress_rps{a='\\''} or b", 'ingress_rps{a="}#"} or b',
+    r'ingress_rps{a="\u0022"} or b',
+    "ingress_rps # c\r or b", "ingress_rps #c\u2028 or b", 'ingress_rps{a="1"}\n#}\nor b', "ingress_rps\tor\tb",
+    "SUM(ingress_rps) OR b", "sum(offset) by (x) unless on () start", "sum(by) + sum(without) * end",
+    "ingress_rps OFFSET 1m and b @ end()", "rate(ingress_rps[5m:] offset -1m) / ignoring (a) group_left b",
+    "topk(scalar(b), ingress_rps) > bool 1", "{__name__=~\"ingress.*\", a!=\"\"} atan2 -b",
+]
+
+
+@pytest.mark.parametrize("query", LEXED)
+def test_the_checks_parser_reads_each_query_as_prometheus_does(prom, query):
+    """The selector check trusts promql-parser to see the series Prometheus reads. Prometheus' own formatting of the
+    query (format_query, its syntax tree printed) holds the same selectors as the parser reads in the query."""
+    from daemon.config.promql_selectors import DEFAULT_EXPORTER, DEFAULT_INGRESS, EXPORTER, INGRESS, selectors
+
+    def read(q: str) -> list[tuple]:
+        return sorted((s.name or "", sorted(s.matchers)) for s in
+                      selectors(q, INGRESS, {EXPORTER: DEFAULT_EXPORTER, INGRESS: DEFAULT_INGRESS}))
+    r = httpx.get(f"{prom}/api/v1/format_query", params={"query": query}).json()
+    assert r["status"] == "success", r
+    assert read(query) == read(r["data"]), r["data"]
