@@ -17,6 +17,7 @@ from daemon.config.promql_selectors import (
     DEFAULT_INGRESS,
     EXPORTER,
     INGRESS,
+    Unparsable,
     any_name,
     dcgm_name,
     label_matchers,
@@ -51,9 +52,11 @@ def _checked(key: str, query: str, placeholder: str, check: Callable[[str], list
     """check(query), its ValueError (the parser's) said in one line naming the key."""
     try:
         return check(query)
-    except ValueError as exc:
+    except Unparsable as exc:
         raise ValueError(f"{key} is not a PromQL query Prometheus can run ({placeholder} replaced by its selector): "
                          f"{exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"{key}: {exc}") from None
 
 
 def refuse_unselected(queries: dict[str, str | None], exporter: str, ingress: str) -> None:

@@ -23,9 +23,13 @@ DEFAULT_INGRESS = 'job="ingress-nginx"'
 _PLACEHOLDER = re.compile(r"\$(?:exporter|ingress)")
 # Put beside the configured matchers where the placeholder stands, in the tree that is checked only (never sent):
 # a selector carrying it got the configured matchers from the one key, not from a literal copy of today's value.
-# Label names starting with __ are reserved to Prometheus, so no scraped series' selector holds this one.
+# Label names starting with __ are reserved to Prometheus: no query of a site needs this one.
 _MARK = "__gpuas_selected_by__"
 _NAME = "__name__"
+
+
+class Unparsable(ValueError):
+    """The query, as sent to Prometheus, does not parse: Prometheus would answer it with an error every cycle."""
 
 
 class Matcher(NamedTuple):
@@ -84,17 +88,18 @@ def substitute(query: str, selectors: Mapping[str, str]) -> str:
 def selectors(query: str, placeholder: str, configured: Mapping[str, str]) -> list[Selector]:
     """Every vector selector the query reads (also inside a range, a subquery, a function's or an aggregation's
     arguments), one per `or` alternative of its braces, with the placeholders replaced (substitute) and the mark put
-    beside `placeholder`'s selector. ValueError with the parser's message (one line) when the query, as sent to
-    Prometheus, does not parse."""
+    beside `placeholder`'s selector. Unparsable with the parser's message (one line) when the query, as sent to
+    Prometheus, does not parse; ValueError when `placeholder` is not in braces."""
     try:
         promql_parser.parse(substitute(query, configured))   # what is sent
     except ValueError as exc:
-        raise ValueError(_one_line(exc)) from None
+        raise Unparsable(_one_line(exc)) from None
     marked = {**configured, placeholder: f'{_MARK}="{placeholder[1:]}", {configured[placeholder]}'}
     try:
         expr = promql_parser.parse(substitute(query, marked))
     except ValueError as exc:   # parses without the mark: the placeholder sits outside a selector's braces
-        raise ValueError(f"{placeholder} is not inside a selector's braces ({_one_line(exc)})") from None
+        raise ValueError(f"{placeholder} stands outside a selector's braces (in a string?), where it selects "
+                         f"nothing ({_one_line(exc)})") from None
     found: list[Selector] = []
 
     def visit(node: promql_parser.Expr) -> None:

@@ -214,3 +214,11 @@ def test_the_placeholders_are_replaced_in_one_pass_as_checked():
     written (replaced one after the other, `$ingress` inside the exporter's selector became a broken query)."""
     pc = Config(source={"prometheus": {"exporter_selector": 'job="$ingress"'}}).source.prometheus
     assert pc.query("capacity") == 'count(DCGM_FI_DEV_GPU_UTIL{job="$ingress"})'
+
+
+def test_a_placeholder_outside_braces_is_refused_in_one_line():
+    """Sent, the replacement string holds the selector's text and parses, but selects nothing: said so, with the
+    key."""
+    query = "label_replace(ingress_rps{$ingress}, \"by\", \"$ingress\", \"\", \"\")"
+    with pytest.raises(ValidationError, match=r"request_rate_query: \$ingress stands outside a selector's braces"):
+        Config(source={"prometheus": {"request_rate_query": query, "ingress_selector": "job='ingress-nginx'"}})
