@@ -100,13 +100,19 @@ def test_an_exporter_selector_that_is_not_label_matchers_is_refused(bad):
      "request_rate_query reads nginx_ingress_controller_requests without {$ingress}"),
 ])
 def test_check_config_refuses_an_unselected_query_in_one_line(tmp_path, line, said):
+    out = check_config_refusal(tmp_path, line)
+    assert "source.prometheus" in out and said in out
+
+
+def check_config_refusal(tmp_path, line: str) -> str:
+    """check-config's one line (exit 2, no traceback) on a Prometheus source config holding `line`."""
     path = tmp_path / "c.toml"
     path.write_text(f'[source]\nkind = "prometheus"\n[source.prometheus]\n{line}\n')
     res = CliRunner().invoke(cli, ["--config", str(path), "check-config"])
     assert res.exit_code == 2, res.output
     out = res.output.strip()
     assert "\n" not in out and "Traceback" not in out
-    assert "source.prometheus" in out and said in out
+    return out
 
 
 @pytest.mark.security
@@ -200,12 +206,7 @@ def test_a_query_whose_every_series_is_selected_is_accepted(key, query):
 ])
 def test_a_query_that_does_not_parse_is_refused_in_one_line_with_the_parsers_message(tmp_path, line, key, said):
     """Prometheus would answer each with a parse error every cycle: refused at start instead, naming the key."""
-    path = tmp_path / "c.toml"
-    path.write_text(f'[source]\nkind = "prometheus"\n[source.prometheus]\n{line}\n')
-    res = CliRunner().invoke(cli, ["--config", str(path), "check-config"])
-    assert res.exit_code == 2, res.output
-    out = res.output.strip()
-    assert "\n" not in out and "Traceback" not in out
+    out = check_config_refusal(tmp_path, line)
     assert f"{key} is not a PromQL query Prometheus can run" in out and said in out, out
 
 
