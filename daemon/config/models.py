@@ -146,6 +146,22 @@ class Config(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _services_window_fits_the_cycle(self) -> "Config":
+        sv, step = self.forecaster.services, self.cycle.resolution_s
+        if sv.kind != "same" and sv.window_s % step:
+            raise ValueError(f"forecaster.services.window_s = {sv.window_s} is not a multiple of "
+                             f"cycle.resolution_s = {step}: the services' windows must hold whole steps")
+        if sv.kind == "seasonal_windows":
+            from forecaster.composite import min_history_steps  # here only: importing the config stays light
+
+            need = min_history_steps(sv.window_s, step)
+            if self.cycle.history_steps < need:
+                raise ValueError(f"forecaster.services.kind = 'seasonal_windows' needs cycle.history_steps >= "
+                                 f"{need} (a day of {sv.window_s} s windows, one more, and the one filling); it is "
+                                 f"{self.cycle.history_steps}")
+        return self
+
+    @model_validator(mode="after")
     def _ets_has_the_history_it_needs(self) -> "Config":
         # with less history Holt-Winters' seasonal fit cannot run and it would forecast the last value with no
         # spread at all, under its own name

@@ -47,13 +47,14 @@ class TenantConfig(_Strict):
     job_gpus: int | None = Field(None, ge=1, description="GPUs of this tenant's typical job, read only by "
                                  "`simulate --data/--from-source` (the replay of this cluster's history); default: "
                                  "its --job-gpus flag, else --default-job-gpus (1)")
-    inference: InferenceConfig | None = Field(None, description="read only by `simulate`, `retrain` and `backtest` "
+    inference: InferenceConfig | None = Field(None, description="`simulate`, `retrain` and `backtest` "
                                               "`--data`: this tenant is an inference service whose column holds "
                                               "requests/s, read as its GPU need; a "
                                               "`[tenants.inference]` table with gpus_per_replica, replica_rps, "
                                               "cold_start_s (and headroom, default 0.1, scale_down_stabilization_s, "
                                               "default 300) turns them into replicas "
-                                              "(docs/own-cluster.md)")
+                                              "(docs/own-cluster.md). The daemon forecasts it on its window "
+                                              "means (forecaster.services)")
 
 
 class CycleConfig(_Strict):

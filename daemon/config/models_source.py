@@ -262,6 +262,27 @@ class ForecastQualityConfig(_Strict):
                                      "the peak of the observed steps; a missing step is never read as zero")
 
 
+class ServicesForecastConfig(_Strict):
+    """How the inference services (tenants with a `[tenants.inference]` table) are forecast
+    (docs/forecasting.md#inference-services)."""
+
+    kind: Literal["auto", "seasonal_windows", "same"] = Field(
+        "auto", description="auto and seasonal_windows: the services' columns are forecast by the daily seasonal "
+        "naive (recalibrated) on their window_s-second window means, once the history holds a day of windows (auto "
+        "uses the main forecaster until then); same: by the main forecaster at the cycle's step, as batch tenants")
+    window_s: int = Field(600, gt=0, description="the services' window in seconds (a multiple of "
+                          "cycle.resolution_s): their load is averaged into whole windows of this length, and the "
+                          "seasonal naive's season is a day of them (86400 / window_s)")
+
+    @field_validator("window_s")
+    @classmethod
+    def _window_divides_a_day(cls, v: int) -> int:
+        if 86400 % v:
+            raise ValueError(f"forecaster.services.window_s = {v} does not divide a day (86400 s) into whole "
+                             "windows: the daily season would not be whole")
+        return v
+
+
 class ForecasterConfig(_Strict):
     kind: Literal["auto", "lstm", "seasonal_naive", "ets", "none"] = Field(
         "auto", description="auto: the model retrain scored best on this cluster, else the best baseline on the "
@@ -274,6 +295,7 @@ class ForecasterConfig(_Strict):
     quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)
     season_steps: int = Field(1440, ge=2, description="steps in one season (a day at 1-min resolution)")
     quality: ForecastQualityConfig = Field(default_factory=ForecastQualityConfig)
+    services: ServicesForecastConfig = Field(default_factory=ServicesForecastConfig)
     torch_threads: int = Field(1, ge=1, description="torch intra-op threads for the cycle's forecast "
                                                     "(1: fastest on a small or shared machine, bench/cycle_bench.py)")
 

@@ -6,6 +6,9 @@
 - "lstm": the in-use (or newest promoted) LSTM, and an error if there is none.
 - "seasonal_naive" / "ets": that baseline, always.
 - "none": no forecast; the policy plans on current demand only (reactive).
+
+Inference services (tenants with a `[tenants.inference]` table) get their own model on their window means beside
+whichever of these is chosen, unless forecaster.services.kind = "same" (daemon/forecasting/services.py).
 """
 
 from __future__ import annotations
@@ -102,7 +105,18 @@ def in_use(cfg: Config) -> tuple[Forecaster, dict]:
 
 
 def build(cfg: Config) -> tuple[Forecaster, str]:
-    """The forecaster for the daemon and a one-line note on what was chosen and why."""
+    """The forecaster for the daemon and a one-line note on what was chosen and why: the main one (below), with the
+    inference services' columns forecast by their own model on their window means (daemon/forecasting/services.py;
+    forecaster.services.kind = "same" leaves them to the main one)."""
+    from daemon.forecasting.services import service_tenants, with_services
+
+    model, note = _main(cfg)
+    model, svc_note = with_services(cfg, model, service_tenants(cfg), background=True)
+    return model, f"{note}; {svc_note}" if svc_note else note
+
+
+def _main(cfg: Config) -> tuple[Forecaster, str]:
+    """The main forecaster (every tenant that is not an inference service) and why."""
     from forecaster import registry
     from forecaster.selection import StartupSelection
 

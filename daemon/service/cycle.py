@@ -317,7 +317,12 @@ class CycleRunner:
 
             log.warning("live forecast quality degraded: %s; %s is replaced by the best baseline on the current "
                         "history until the model is reloaded", why, self.forecaster.name)
-            self.forecaster = StartupSelection(self.cfg.forecaster.season_steps, tuple(self.cfg.forecaster.quantiles))
+            from daemon.forecasting.services import service_tenants, with_services
+
+            # the services keep their own model on their windows (forecaster.services): only the main one is replaced
+            self.forecaster, _ = with_services(
+                self.cfg, StartupSelection(self.cfg.forecaster.season_steps, tuple(self.cfg.forecaster.quantiles)),
+                service_tenants(self.cfg), background=True)
             self.quality.reset()
 
     def _skill_gate(self, tenants) -> frozenset[str] | None:
