@@ -186,7 +186,8 @@ def simulate(ctx, trace, cold_start, stabilization, data, from_source, history_d
                 quiet.setLevel(max(level, logging.WARNING))
                 try:
                     c = own_mod.choose_forecaster(w.demand.iloc[: w.start], cfg, cfg.cycle.resolution_s,
-                                                  quick=quick_forecaster, epochs=epochs, progress=True)
+                                                  quick=quick_forecaster, epochs=epochs, progress=True,
+                                                  services=list(w.inference or ()))
                 finally:
                     quiet.setLevel(level)
                 model, choice_note = c.model, c.details()
@@ -240,6 +241,12 @@ def simulate(ctx, trace, cold_start, stabilization, data, from_source, history_d
             except ModelError as exc:
                 model = SeasonalNaive(cfg.forecaster.season_steps, cfg.forecaster.quantiles)
                 click.echo(f"predictive uses {model.name} ({exc})", err=True)
+            if w.inference:  # the services on their window means, as the daemon forecasts them (forecaster.services)
+                from daemon.forecasting.services import with_services
+
+                model, svc_note = with_services(cfg, model, list(w.inference), background=False)
+                if svc_note:
+                    click.echo(f"predictive: {svc_note}", err=True)
         steps = min(int(days * 1440), len(w.demand) - w.start - 1)
     if slo is not None:
         _min_gpus(w, cfg, model, steps, chosen, slo, forecast_every, out)

@@ -344,8 +344,23 @@ class Choice:
 
 
 def choose_forecaster(before: pd.DataFrame, cfg: Config, step_s: int, *, quick: bool = False,
-                      epochs: int | None = None, progress: bool = False) -> Choice:
-    """The forecaster for the replayed window, chosen on the history before it only.
+                      epochs: int | None = None, progress: bool = False, services: Iterable[str] = ()) -> Choice:
+    """The forecaster for the replayed window, chosen on the history before it only, with the inference
+    ``services``' columns forecast on their window means as the daemon forecasts them (forecaster.services,
+    daemon/forecasting/services.py): the replay's predictive row runs what the daemon runs.
+    """
+    choice = _choose_main(before, cfg, step_s, quick=quick, epochs=epochs, progress=progress)
+    from daemon.forecasting.services import with_services
+
+    model, note = with_services(cfg, choice.model, services, background=False)
+    if note:
+        choice.model, choice.name, choice.why = model, model.name, f"{choice.why}; {note}"
+    return choice
+
+
+def _choose_main(before: pd.DataFrame, cfg: Config, step_s: int, *, quick: bool = False,
+                 epochs: int | None = None, progress: bool = False) -> Choice:
+    """The main forecaster (every tenant but the services) for the replayed window, on the history before it only.
 
     Default: as `retrain` chooses (daemon.forecasting.retrain.retrain_on): an LSTM trained on that history, the
     configured model in use, and every baseline scored on its held-out end; the best runs, as the daemon would run
