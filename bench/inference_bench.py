@@ -25,9 +25,12 @@ minute through forecaster.resampled.Resampled (each minute reads its window's fo
 and `predictive_windows_seasonal` the daily seasonal naive (recalibrated) on the same windows at each replica
 quantile, the last quantile's also with the batch tenants planned reactively
 (`predictive_windows_seasonal_batch_reactive`).
-The forecaster is otherwise the one the daemon chooses at start-up (the baselines scored on the history before the
-window). `--history-days` (default 2) sets that history: 2 days is the least that retrain accepts at 10-minute
-windows.
+`predictive_product` (at each replica quantile) is what the daemon and `simulate` run since forecaster.services:
+the start-up choice for the batch tenants, the services' columns forecast on their window means
+(daemon/forecasting/services.py), chosen on the history before the window only.
+The forecaster is otherwise the one the daemon chose at start-up before forecaster.services (the baselines scored on
+the history before the window, every tenant at the minute: forecaster.services.kind = "same"). `--history-days`
+(default 2) sets that history: 2 days is the least that retrain accepts at 10-minute windows.
 
 The ceiling of any forecast of the rate (`perfect_rate`, a bench label, not a strategy a user picks): the perfect
 forecast with its `rates_only` knob knows the services' future window RATES (the means ServeGen's per-minute
@@ -62,6 +65,7 @@ from daemon.sim.replay import FORECAST_FOR, FORESIGHT, RATES_ONLY, replica_quant
 from daemon.sim.servegen import servegen  # noqa: E402
 from daemon.sim.sizing import with_service_headroom as with_headroom  # noqa: E402
 from forecaster import traces  # noqa: E402
+from forecaster.composite import seasonal_windows as services_seasonal_windows  # noqa: E402
 from forecaster.resampled import Resampled, window_means  # noqa: E402
 from forecaster.selection import make_baseline, resolve  # noqa: E402
 
@@ -82,8 +86,7 @@ def seasonal_windows(cfg: Config) -> Resampled:
     """A fresh daily seasonal naive (recalibrated) on the trace's 10-minute windows, run at the replay's minute: the
     forecaster of the predictive_windows_seasonal rows (and of bench/sizing_bench.py --seasonal-windows). Fresh per
     run: its recalibration and Resampled's last inner forecast are state."""
-    return Resampled(make_baseline(SEASONAL, 86400 // WINDOW_S, tuple(cfg.forecaster.quantiles), refresh=10,
-                                   background=False), WINDOW_S)
+    return services_seasonal_windows(WINDOW_S, tuple(cfg.forecaster.quantiles), background=False)
 
 
 def window_forecaster(w, cfg: Config, key: tuple, epochs: int | None = None):
@@ -231,6 +234,15 @@ def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, 
     (m,) = run_replay(w, with_replica_quantile(cfg, quantiles[0]), seasonal, steps=steps, strategies=("predictive",),
                       workers=1)
     out["predictive_seasonal"] = {"forecaster": seasonal.name, **run_row(m)}
+    # the product's choice (what the daemon and `simulate` now run): the start-up choice for the batch tenants and
+    # the services on their window means (forecaster.services, daemon/forecasting/services.py), chosen on the
+    # history before the window only, at each replica quantile
+    out["predictive_product"] = {}
+    for q in quantiles:
+        product = choose_forecaster(w.demand.iloc[: w.start], cfg, 60, quick=True, services=list(w.inference))
+        (m,) = run_replay(w, with_replica_quantile(cfg, q), product.model, steps=steps, strategies=("predictive",),
+                          workers=1)
+        out["predictive_product"][f"{q:g}"] = {"forecaster": product.name, "replica_quantile": q, **run_row(m)}
     if windows:  # one change, the forecaster: the one retrain chooses on the services' 10-minute windows
         wmodel, winfo = window_forecaster(w, cfg, (str(data), days, history_days, seed), epochs)
         (m,) = run_replay(w, with_replica_quantile(cfg, quantiles[0]), wmodel, steps=steps,
@@ -268,7 +280,7 @@ def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, 
         points.append(row)
     out.update(versus_reactive(out["runs"]["predictive"], out["runs"]["perfect"], reactive, points))
     for r in [*out["predictive_at_replica_quantile"].values(), out["predictive_high_tier_ahead"],
-              out["predictive_batch_reactive"], out["predictive_seasonal"],
+              out["predictive_batch_reactive"], out["predictive_seasonal"], *out["predictive_product"].values(),
               *([out["predictive_windows"], *out["predictive_windows_seasonal"].values(),
                  out["predictive_windows_seasonal_batch_reactive"]] if windows else [])]:
         r.update(versus_reactive(r, out["runs"]["perfect"], reactive, points))

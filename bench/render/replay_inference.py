@@ -59,6 +59,10 @@ def replay_inference() -> str:
         for q, r in c.get("predictive_at_replica_quantile", {}).items():
             rows.append(row(c, "predictive" + qname(float(q)), r))
             gaps.append(gap(c, "predictive" + qname(float(q)), r, r))
+        for q, r in c.get("predictive_product", {}).items():   # what the daemon and `simulate` run
+            label = f"predictive (replicas at p{100 * float(q):g}, the product's choice: {_product_name(r)})"
+            rows.append(row(c, label, r))
+            gaps.append(gap(c, label, r, r))
         r = c.get("predictive_high_tier_ahead")
         if r is not None:  # policy.replica_ahead_tiers = [high]
             label = "predictive (" + ("" if q0 is None else f"replicas at p{100 * q0:g}, ") + \
@@ -99,8 +103,11 @@ def replay_inference() -> str:
     windows = sorted({f"{c['inference']['scale_down_stabilization_s']:g}" for c in d["cases"]
                       if "scale_down_stabilization_s" in c.get("inference", {})})
     hist = d.get("history_days", 2)
+    chose = ', '.join(sorted({c['forecaster'] for c in d['cases']}))
     out = [f"ServeGen m-small, {days} replayed after {hist:g} days of history, seed {d['seed']}, the forecaster the "
-           f"daemon chooses at start-up ({', '.join(sorted({c['forecaster'] for c in d['cases']}))}); the same "
+           f"daemon chooses at start-up for every tenant ({chose}"
+           + (", as before forecaster.services: `kind = \"same\"`; the product's choice rows run the services on "
+              "their window means)" if any("predictive_product" in c for c in d["cases"]) else ")") + "; the same "
            f"cluster ({', '.join(sorted({n(c['capacity_gpus']) for c in d['cases']}))} GPUs) for every strategy"
            + ("." if not windows else f"; every strategy's services scale down after a {'/'.join(windows)} s "
               "window (an HPA's scale-down stabilization; scale-up at once)."), "",
@@ -112,6 +119,9 @@ def replay_inference() -> str:
                   f"target >= {pct(tg['gap_closed_min'], 0)} (cold starts >= {tg['from_cold_start_min']:g} min)",
                   "normal / low unmet GPU-min: predictive vs reactive at its GPU-hours",
                   "target: batch unmet no higher"], gaps)]
+    product = _product(d)
+    if product:
+        out += ["", product]
     split = _batch_split(d)
     if split:
         out += ["", split]
@@ -120,6 +130,38 @@ def replay_inference() -> str:
         out += ["", *ceiling]
     out += ["", source(["inference_servegen.json"], d)]
     return "\n".join(out)
+
+
+def _product_name(r: dict) -> str:
+    """The product's forecaster in short: "<main> for batch, <services' model> on 10-minute windows for the
+    services" (Resampled's "@600s" said in minutes)."""
+    main, _, svc = r["forecaster"].partition(" | services: ")
+    if not svc:
+        return main
+    model, _, step = svc.rpartition("@")
+    return f"{main} for batch, {model} on {int(step.rstrip('s')) // 60:g}-minute windows for the services"
+
+
+def _product(d: dict) -> str:
+    """One sentence: the share of the gap to perfect that the product's choice closes at equal GPU-hours, per cold
+    start and replica quantile, against the target; empty where the JSON has no product rows."""
+    tg = d["targets"]
+    cases = [c for c in d["cases"] if c.get("predictive_product")]
+    if not cases:
+        return ""
+    per = []
+    for q in cases[0]["predictive_product"]:
+        got = [(c["cold_start_min"], c["predictive_product"][q].get("high_throttled_gap_closed_equal_gpu"))
+               for c in cases]
+        judged = [g for m, g in got if m >= tg["from_cold_start_min"]]
+        met = bool(judged) and all(g is not None and g >= tg["gap_closed_min"] for g in judged)
+        per.append(f"at p{100 * float(q):g} replicas " + " / ".join("-" if g is None else pct(g) for _, g in got)
+                   + f" (target >= {pct(tg['gap_closed_min'], 0)} from {tg['from_cold_start_min']:g} min: "
+                     f"{verdict(met)})")
+    mins = " / ".join(f"{c['cold_start_min']:g}" for c in cases)
+    return (f"The product's choice (what the daemon and `simulate` run: forecaster.services, "
+            f"docs/forecasting.md#inference-services) closes of the gap from reactive to the perfect forecast at "
+            f"equal GPU-hours, at {mins} min cold start: " + "; ".join(per) + ".")
 
 
 def _batch_split(d: dict) -> str:
