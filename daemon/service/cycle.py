@@ -30,6 +30,7 @@ from daemon.state.store import StateStore
 from daemon.web.backend import HISTORY_STEPS, Snapshot
 from forecaster.baselines import Forecaster
 from forecaster.calibration import start_pending_refreshes
+from forecaster.composite import ServicesComposite
 from forecaster.types import Forecast
 
 log = logging.getLogger("gpu_autoscaler.cycle")
@@ -55,6 +56,22 @@ def with_idle(state: ClusterState, health: dict | None) -> ClusterState:
     if not idle.any():
         return state
     return dataclasses.replace(state, jobs=dataclasses.replace(jobs, idle=idle))
+
+
+def main_fell_back(f) -> bool:
+    """Whether the main model (an LSTM behind WithFallback, also behind the services' composite) fell back to its
+    baseline this cycle: the fallback metric. The services' own model handing them to the main one (a young
+    history, forecaster.services) is said in ``fallback_error`` only: it is the rule until a day of windows."""
+    main = f.main if isinstance(f, ServicesComposite) else f
+    return isinstance(main, WithFallback) and main.last_error is not None
+
+
+def fallback_error(f) -> str | None:
+    """Why the forecast fell back this cycle (the main model's and the services' reasons), for the API."""
+    main = f.main if isinstance(f, ServicesComposite) else f
+    errs = [main.last_error if isinstance(main, WithFallback) else None,
+            f.last_error if isinstance(f, ServicesComposite) else None]
+    return "; ".join(e for e in errs if e) or None
 
 
 @dataclass
@@ -294,8 +311,7 @@ class CycleRunner:
         h = self.cfg.cycle.horizon_steps
         try:
             fc = self.forecaster.predict(history, h)
-            fell_back = isinstance(self.forecaster, WithFallback) and self.forecaster.last_error is not None
-            return fc, fell_back
+            return fc, main_fell_back(self.forecaster)
         except Exception as exc:
             log.warning("forecast failed (%s); using %s", exc, self.fallback.name)
             try:
@@ -379,7 +395,7 @@ class CycleRunner:
             # a copy: the rolling history's frame is a view whose overlap rows the next cycle refreshes
             history=hist.iloc[-HISTORY_STEPS:].copy() if hist is not None else None,
             quality=q.current().to_dict(), quality_summary=q.summary(), forecaster_note=self.forecaster_note,
-            fallback_error=f.last_error if isinstance(f, WithFallback) else None, cycle=self.cycles,
+            fallback_error=fallback_error(f), cycle=self.cycles,
             health=self.last_health, eta=self.last_eta)
 
     def run_once(self) -> CycleResult:

@@ -88,3 +88,28 @@ def test_a_daemon_cycle_forecasts_a_service_from_yesterdays_window_at_this_hour(
     p50 = fc.values[i, :, fc.quantile_index(0.5)]
     assert p50[inside] == pytest.approx(np.full(10, 50.0), abs=1.0)     # yesterday's window mean, every minute
     assert p50[~inside & (ahead < marks["rise"])] == pytest.approx(10.0, abs=1.0)   # the flat level before it
+
+
+def test_a_main_lstm_falling_back_behind_the_services_composite_still_counts_as_a_fallback(tmp_path):
+    """The composite wraps the main model: its WithFallback (an LSTM that failed) must still light the fallback
+    metric and the API's reason, and the services' own hand-over (too little history) is said there too."""
+    from daemon.forecasting.choose import WithFallback, baseline
+    from forecaster.composite import ServicesComposite, seasonal_windows
+
+    cfg = Config(cluster={"gpus": 256}, tenants=[{"name": "tenant-0003", "inference": SERVICE}],
+                 source=SourceConfig(simulator=SimulatorConfig(seed=5, tenants=20, warmup_steps=300)),
+                 state={"path": tmp_path / "state.sqlite"}, forecaster={"model_dir": tmp_path / "models"})
+    rt = build_runtime(cfg)
+
+    class Broken:
+        name, min_history = "broken-lstm", 0
+
+        def predict(self, history, horizon):
+            raise RuntimeError("weights exploded")
+
+    rt.runner.forecaster = ServicesComposite(WithFallback(Broken(), baseline(cfg)), seasonal_windows(600, (0.5, 0.9,
+                                             0.99)), ["tenant-0003"], services_min_history=1460)
+    res = rt.runner.run_once()
+    assert res.outcome == "ok" and rt.metrics.fallback._value.get() == 1
+    err = rt.runner.snapshot.fallback_error
+    assert "broken-lstm failed: weights exploded" in err and "steps of history < 1460" in err
