@@ -63,3 +63,15 @@ def test_a_bad_cold_start_or_stabilization_is_one_line(args, line):
     r = CliRunner().invoke(cli, ["simulate", *args])
     assert r.exit_code == 2 and line in r.output and "Traceback" not in r.output
     assert len(r.output.strip().splitlines()) == 1, r.output
+
+
+@pytest.mark.skipif(not SERVEGEN.exists(), reason="ServeGen m-small not in ../shared/data")
+def test_simulate_servegen_predictive_runs_the_services_on_their_window_model(tmp_path):
+    # the product's forecaster (forecaster.services): the services on their 10-minute window means, batch on the
+    # main model, as the daemon runs them
+    r = _simulate(tmp_path, "--trace", "servegen", "--days", "0.05", "--cold-start", "5m",
+                  "--strategies", "predictive")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "predictive: services (" in r.stderr
+    doc = json.loads((tmp_path / "servegen-m-small-cold5m.json").read_text())
+    assert doc["forecaster"].endswith(" | services: seasonal_naive_144+conformal@600s")
