@@ -1,4 +1,9 @@
-"""Applies plans to the embedded simulated cluster (the 'real system' of `run --sim` and of the replay)."""
+"""Applies plans to the embedded simulated cluster (the 'real system' of `run --sim` and of the replay).
+
+A window is carried out as the replay's scheduler would: by default as on Kueue (the tenant's hold from the window's
+lead time, nothing before: the GPUs are lent until then, and the hold is handed the pool's nodes where the tenant
+runs); with ``windows_ahead`` (a replay whose config enables the Slurm actuator: ``replays_slurm``) as on Slurm, a
+reservation made ahead on which nothing new starts, and never on the pool's nodes (SimCluster ``_ahead``)."""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import contextlib
 import numpy as np
 
 from daemon.actuators.base import ActionReport
+from daemon.config.windows import WindowConfig
 from daemon.policy.types import Notification, Plan
 from daemon.sim.cluster import SimCluster
 from daemon.text import plural
@@ -19,12 +25,18 @@ def _sim_id(job_id: str) -> int | None:
         return None
 
 
+def replays_slurm(actuators_enabled: list[str]) -> bool:
+    """Whether a replay carries windows out as Slurm does (its config enables the Slurm actuator), not as Kueue."""
+    return "slurm" in actuators_enabled
+
+
 class SimulatorActuator:
     name = "simulator"
 
     def __init__(self, cluster: SimCluster, tenants: tuple[str, ...], dry_run: bool = False,
-                 node_index=None, lock=None) -> None:
+                 node_index=None, lock=None, windows_ahead: bool = False) -> None:
         self.cluster = cluster
+        self.windows_ahead = windows_ahead   # Slurm's windows: reservations made ahead (module docstring)
         self.lock = lock or contextlib.nullcontext()  # shared with the simulated source when one drives it
         self.node_index = node_index or (lambda name: None)
         self.index = {t: i for i, t in enumerate(tenants)}
@@ -76,7 +88,8 @@ class SimulatorActuator:
             with self.lock:
                 done, _ = self.cluster.preempt(np.array(ids)) if ids else (0, 0.0)
                 self.cluster.set_reservations(res, normal_cap, pool=pool, by_type=by_type,
-                                              pool_types=pool_types, normal_cap_by_type=cap_t)
+                                              pool_types=pool_types, normal_cap_by_type=cap_t,
+                                              ahead=self._ahead(plan) if self.windows_ahead else None)
             if done < len(ids):
                 rep.actions.append(f"{plural(len(ids) - done, 'job')} had already left the running set")
         return rep
@@ -103,6 +116,31 @@ class SimulatorActuator:
                     out[i, pos[typ]] += own if tenant in pooled else int(g)
                     if tenant in pooled:
                         out[c.n, pos[typ]] += int(g) - own
+        return out
+
+    def _ahead(self, plan: Plan) -> np.ndarray:
+        """Per tenant (and GPU type on a mixed fleet: one column per ``type_names``, else one), the GPUs of its
+        windows whose Slurm reservation is made ahead and not active now: all its windows' GPUs (a window's
+        reservation is made when it is declared, and slurmctld moves it on to the next occurrence by itself) less
+        what the plan holds for them now (``window_holds``, from the lead time)."""
+        c = self.cluster
+        names = list(c.type_names) if c.typed else ["gpu"]
+        pos = {t: k for k, t in enumerate(names)}
+        out = np.zeros((c.n, len(names)), dtype=np.int64)
+        for d in plan.windows:
+            w = WindowConfig.model_validate(d)
+            i = self.index.get(w.tenant)
+            for typ, g in w.gpus_by_type(names[0]).items():
+                if i is not None and typ in pos:
+                    out[i, pos[typ]] += g
+        for t, g in plan.window_holds.items():
+            i = self.index.get(t)
+            if i is None:
+                continue
+            by = plan.window_holds_by_type.get(t) if c.typed else None
+            for typ, held in (by or {names[0]: g}).items():
+                if typ in pos:
+                    out[i, pos[typ]] = max(out[i, pos[typ]] - int(held), 0)
         return out
 
     def _pool_types(self, plan: Plan) -> np.ndarray:

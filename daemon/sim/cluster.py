@@ -10,7 +10,8 @@ replay bench, so they all see the same physics:
 - holds are whole-node reservations, as a Slurm reservation (IGNORE_JOBS, MAGNETIC) or a Kueue quota on
   labelled nodes enforces them: only the holder's jobs may start on a held node (jobs already running there
   keep running), and the holder's jobs try its held nodes first. A hold is either one tenant's or one pool
-  shared by a set of tenants (the static baseline's tier-wide pool);
+  shared by a set of tenants (the static baseline's tier-wide pool). A window replayed as on Slurm is also a
+  reservation made ahead, on whose nodes nothing new starts until it is active (cluster_holds ``_ahead``);
 - nothing is ever placed on GPUs that are not free: every start goes through a node's free count;
 - a mixed fleet (issue 24; ``node_types``): nodes carry a GPU type and their own GPU count, each tenant's jobs
   accept an ordered set of types (``accepts``; () = any, tried largest type first), a job never starts on a type
@@ -87,6 +88,9 @@ class SimCluster(FleetTypes, Holds, Preemption, Placement, Invariants):
         self.node_ok = np.ones(self.n_nodes, dtype=bool)
         self.node_holder = np.full(self.n_nodes, UNHELD, dtype=np.int64)  # tenant index, n = the shared pool
         self.node_pre = np.zeros(self.n_nodes, dtype=np.int64)  # free GPUs freed by a preemption, not reused yet
+        # Slurm's windows (set_reservations(ahead=...), Holds._ahead): the tenant whose window's reservation, made
+        # ahead and not active yet, is on the node (UNHELD: none). Nothing new starts there (cluster_placement)
+        self.node_ahead = np.full(self.n_nodes, UNHELD, dtype=np.int64)
         self.drain_steps = int(drain_steps)
         self.checkpoint_steps = int(checkpoint_steps)
         self.max_wait_steps = int(max_wait_steps)

@@ -16,7 +16,8 @@ class Holds:
     # ---- holds -------------------------------------------------------------------------------
     def set_reservations(self, reservations: np.ndarray, normal_cap: int | None = None,
                          pool: tuple[np.ndarray, int] | None = None, by_type: np.ndarray | None = None,
-                         pool_types: np.ndarray | None = None, normal_cap_by_type: np.ndarray | None = None) -> None:
+                         pool_types: np.ndarray | None = None, normal_cap_by_type: np.ndarray | None = None,
+                         ahead: np.ndarray | None = None) -> None:
         """Hold whole nodes: ceil(GPUs / gpus_per_node) per tenant, and optionally one pool of nodes for a set
         of tenants (``pool = (member mask, GPUs)``, held as floor(GPUs / gpus_per_node) nodes). Nodes already
         held are kept while still wanted (those where the holder runs least are let go first), except one its
@@ -27,7 +28,11 @@ class Holds:
         there: a pooled h100 hold is for the pooled tenants held on h100, not for pooled work that runs anywhere
         and would fill it first); None = every member on every type. ``normal_cap_by_type`` (GPUs per type) caps
         non-preemptible normal work per type, as ``normal_cap`` does in all (a QOS GRES limit per type, a Kueue
-        flavor's quota)."""
+        flavor's quota).
+
+        ``ahead`` (n x groups GPUs: one column on a one-model cluster, one per type on a mixed fleet) replays Slurm's
+        windows (None: Kueue's, whose window is a hold from its lead time and nothing before): per tenant, the GPUs
+        of its windows whose reservation is made ahead and not active now. See ``_ahead``."""
         self.reservations = np.maximum(np.asarray(reservations, dtype=np.int64), 0)
         if self.typed:
             self.pool_types = None if pool_types is None else np.asarray(pool_types, dtype=bool)
@@ -38,7 +43,7 @@ class Holds:
             self.pool_members = np.asarray(pool[0], dtype=bool)
             self.pool_gpus = int(pool[1])
         if self.typed:  # a mixed fleet: holds in GPUs, per type when the plan says (by_type: (n + 1) x types)
-            self._set_typed(by_type)
+            self._set_typed(by_type, ahead)
             return
         gpn, n, N = self.gpus_per_node, self.n, self.n_nodes
         want = np.zeros(n + 1, dtype=np.int64)
@@ -46,18 +51,19 @@ class Holds:
         want[n] = self.pool_gpus // gpn if self.pool_members.any() else 0
         holder = self.node_holder
         holder[~self.node_ok] = UNHELD
+        was = holder.copy()
         have = np.bincount(holder[holder >= 0], minlength=n + 1)
-        if (want == have).all() and not (holder >= 0).any():
+        if ahead is None and (want == have).all() and not (holder >= 0).any():
             return                                       # nothing held, nothing wanted
         # a held node its holder can never use is let go, so that the hold can move to one it can use; a hold
         # otherwise keeps its nodes
         r_ten, r_node, r_g, firm_j, firm_all, useless = self._running_and_useless(holder)
-        if (want == have).all() and not useless.any():
+        if ahead is None and (want == have).all() and not useless.any():
             return
         if useless.any():
             holder[useless] = UNHELD
             have = np.bincount(holder[holder >= 0], minlength=n + 1)
-        if self.pool_members.any() and have[n] > want[n]:
+        if self.pool_members.any() and have[n] > want[n] and ahead is None:   # Slurm: no hand-over (_ahead)
             self._hand_over(want, have, r_ten, r_node, r_g, firm_j)
         # release: per shrinking holder, the held nodes where it runs least
         shrink = want < have
@@ -74,7 +80,9 @@ class Holds:
             holder[cand[rank < (have - want)[hc]]] = UNHELD
             have = np.bincount(holder[holder >= 0], minlength=n + 1)
         need = np.maximum(want - have, 0)
+        closed = self._ahead(ahead, was, np.zeros(N, dtype=np.int64), r_ten, r_node, r_g, firm_j, firm_all)
         if not need.any():
+            self._ahead_done(ahead)
             return
         # acquire: by the rule the actuators use (daemon/actuators/whole_nodes.rank), one growing holder at a time,
         # tenants in index order and the pool last: nodes that can be cleared (no work of another owner that cannot
@@ -86,7 +94,7 @@ class Holds:
         t_start = np.searchsorted(r_ten[by_t], np.arange(n + 1))
         for h in np.flatnonzero(need).tolist():
             js = np.flatnonzero(self.pool_members[r_ten]) if h == n else by_t[t_start[h]: t_start[h + 1]]
-            cand = np.flatnonzero((holder == UNHELD) & self.node_ok)
+            cand = np.flatnonzero((holder == UNHELD) & self.node_ok & ~self._closed_to(closed, h, was))
             take = int(min(need[h], cand.size))
             if take <= 0:
                 continue
@@ -94,9 +102,10 @@ class Holds:
             own_firm = np.bincount(r_node[js], weights=r_g[js] * firm_j[js], minlength=N)
             firm = (firm_all - own_firm).astype(np.int64)
             score = (own + soon).astype(np.int64)
-            k = ((firm * (4 * gpn + 1) + (2 * gpn - score)) * N + idx)[cand]
+            k = (((firm * (4 * gpn + 1) + (2 * gpn - score)) * 2 + (self.node_ahead != h)) * N + idx)[cand]
             best = np.argpartition(k, take - 1)[:take] if take < cand.size else np.arange(cand.size)
             holder[cand[best]] = h
+        self._ahead_done(ahead)
 
     def _running_and_useless(self, holder: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                                                                   np.ndarray, np.ndarray]:
@@ -143,7 +152,7 @@ class Holds:
             have[h] += take.size
             have[n] -= take.size
 
-    def _set_typed(self, by_type: np.ndarray | None) -> None:
+    def _set_typed(self, by_type: np.ndarray | None, ahead: np.ndarray | None = None) -> None:
         """Holds on a mixed fleet, in GPUs: per (holder, type) when ``by_type`` is given (a type-aware plan; row n
         the pool), else per holder on any type (a type-blind plan: the hold lands where the actuators' rule puts
         it, whether or not the holder's jobs can run there). Whole nodes, taken until the GPUs asked are covered;
@@ -162,7 +171,8 @@ class Holds:
         G = want.shape[1]
         holder = self.node_holder
         holder[~self.node_ok] = UNHELD
-        if not want.any() and not (holder >= 0).any():
+        was = holder.copy()
+        if ahead is None and not want.any() and not (holder >= 0).any():
             return
         r_ten, r_node, r_g, firm_j, firm_all, useless = self._running_and_useless(holder)
         held = holder >= 0
@@ -184,7 +194,7 @@ class Holds:
                 .reshape(n + 1, G).astype(np.int64)
 
         have = have_of()
-        if aware and self.pool_members.any():
+        if aware and self.pool_members.any() and ahead is None:   # Slurm: no hand-over (_ahead)
             self._hand_over_typed(want, have, r_ten, r_node, r_g, firm_j)
             have = have_of()
         # release: per (holder, group) over its ask, the nodes where it runs least, while the rest still covers it
@@ -199,13 +209,15 @@ class Holds:
         if aware:  # never acquired where it would be let go at once (a type no holder of it can use)
             need[:n] = np.where(self.acc_rank < NOT_ACCEPTED, need[:n], 0)
             need[n] = np.where(ok_pool, need[n], 0)
+        closed = self._ahead(ahead, was, self.node_type, r_ten, r_node, r_g, firm_j, firm_all)
         if not need.any():
+            self._ahead_done(ahead)
             return
         soon = self.node_free + self.node_draining()
         idx = np.arange(N, dtype=np.int64)
         gpn = int(cap.max()) if N else 1
         for h, g in zip(*np.nonzero(need)):
-            cand = np.flatnonzero((holder == UNHELD) & self.node_ok & (group == g))
+            cand = np.flatnonzero((holder == UNHELD) & self.node_ok & (group == g) & ~self._closed_to(closed, h, was))
             if cand.size == 0:
                 continue
             js = np.flatnonzero(self.pool_members[r_ten]) if h == n else np.flatnonzero(r_ten == h)
@@ -213,11 +225,12 @@ class Holds:
             own_firm = np.bincount(r_node[js], weights=r_g[js] * firm_j[js], minlength=N)
             firm = (firm_all - own_firm).astype(np.int64)
             score = (own + soon).astype(np.int64)
-            k = ((firm * (4 * gpn + 1) + (2 * gpn - score)) * N + idx)[cand]
+            k = (((firm * (4 * gpn + 1) + (2 * gpn - score)) * 2 + (self.node_ahead != h)) * N + idx)[cand]
             cand = cand[np.argsort(k, kind="stable")]
             covered = np.cumsum(cap[cand])
             take = int(np.searchsorted(covered, need[h, g])) + 1   # nodes until the ask is covered
             holder[cand[:take]] = h
+        self._ahead_done(ahead)
 
     def _hand_over_typed(self, want: np.ndarray, have: np.ndarray, r_ten: np.ndarray, r_node: np.ndarray,
                          r_g: np.ndarray, firm_j: np.ndarray) -> None:
@@ -242,3 +255,75 @@ class Holds:
                 got = int(cap[take].sum())
                 have[h, g] += got
                 have[n, g] -= got
+
+    # ---- Slurm's windows, reserved ahead -----------------------------------------------------
+    def _ahead(self, ahead: np.ndarray | None, was: np.ndarray, group: np.ndarray, r_ten: np.ndarray,
+               r_node: np.ndarray, r_g: np.ndarray, firm_j: np.ndarray,
+               firm_all: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Slurm's windows (``ahead`` not None; None: Kueue's, nothing to do). On Slurm a window is a reservation
+        made ahead (``IGNORE_JOBS``), which slurmctld moves on to the next occurrence on the same nodes
+        (daemon/actuators/slurm/windows.py), and tests/actuators/test_slurm_windows_ahead.py shows on a real
+        slurmctld what it does before it is active: it starts there no job, of any account, whose time limit reaches
+        into it, and it cannot be made on, nor moved to, a node of another reservation (the pool's UNLIMITED hold).
+        A simulated job has no time limit (its end is when its tenant's demand falls, which nothing knows at its
+        start: Slurm's INFINITE, the partitions' default), so from the moment a window's reservation is made nothing
+        new starts on its nodes (``node_ahead``, cluster_placement) until it is active (the tenant's hold); what
+        runs there keeps running.
+
+        Per tenant and group (GPU type) with GPUs reserved ahead: its reserved nodes are kept while they cover
+        them; else they are made afresh, all or none as scontrol makes a reservation, from the nodes in no hold and
+        no other window's reservation: first the nodes its hold has just let go (the occurrence that ended: the
+        reservation keeps its nodes), then by the holds' acquire rule. A tenant with none ahead (its window active,
+        or gone) keeps its marks through this call's acquisition, so that its growing hold prefers them (the
+        actuator's pick at the lead time: its own nodes win a tie); ``_ahead_done`` then clears them.
+
+        Returns what ``_closed_to`` reads: the marks and which of them expire."""
+        if ahead is None:
+            return None
+        want = np.asarray(ahead, dtype=np.int64).reshape(self.n, -1)
+        mark, holder, cap, N = self.node_ahead, self.node_holder, self.node_cap, self.n_nodes
+        mark[~self.node_ok | ((holder >= 0) & (mark != holder))] = UNHELD
+        soon = self.node_free + self.node_draining()
+        gpn = int(cap.max()) if N else 1
+        idx = np.arange(N, dtype=np.int64)
+        for t, g in zip(*np.nonzero(want)):
+            mine = np.flatnonzero((mark == t) & (group == g))
+            if int(cap[mine].sum()) >= want[t, g]:
+                continue
+            mark[mine] = UNHELD
+            cand = np.flatnonzero((holder == UNHELD) & (mark == UNHELD) & self.node_ok & (group == g))
+            if int(cap[cand].sum()) < want[t, g]:
+                continue                               # not reserved now (scontrol refuses); tried again next time
+            js = r_ten == t
+            own = np.bincount(r_node[js], weights=r_g[js], minlength=N)
+            firm = (firm_all - np.bincount(r_node[js], weights=r_g[js] * firm_j[js], minlength=N)).astype(np.int64)
+            k = (((was != t) * (4 * gpn + 1) * (gpn + 1) + firm * (4 * gpn + 1) + (2 * gpn - (own + soon)))
+                 * N + idx)[cand].astype(np.int64)
+            cand = cand[np.argsort(k, kind="stable")]
+            take = int(np.searchsorted(np.cumsum(cap[cand]), want[t, g])) + 1
+            mark[cand[:take]] = t
+        at = np.maximum(mark, 0)
+        expiring = (mark >= 0) & (want[at, group] == 0)
+        return mark.copy(), expiring
+
+    def _closed_to(self, closed: tuple[np.ndarray, np.ndarray] | None, h: int, was: np.ndarray) -> np.ndarray:
+        """The nodes holder `h` may not take (Slurm's windows; none on Kueue's): another reservation's, as they
+        were before this call for a pooled tenant's own hold (its window's: on Slurm it is picked before the holds
+        shrink, and never on the pool's nodes, so it is not handed the pool's), and every window's reserved ahead
+        but its own that is now active."""
+        if closed is None:
+            return np.zeros(self.n_nodes, dtype=bool)
+        mark, expiring = closed
+        out = (mark >= 0) & ~((mark == h) & expiring)
+        if h < self.n and self.pool_members[h]:
+            out |= (was >= 0) & (was != h)
+        return out
+
+    def _ahead_done(self, ahead: np.ndarray | None) -> None:
+        """After the acquisition: a window's reservation that is active now is the tenant's hold, no longer ahead."""
+        if ahead is None:
+            return
+        want = np.asarray(ahead, dtype=np.int64).reshape(self.n, -1)
+        mark = self.node_ahead
+        group = self.node_type if want.shape[1] > 1 or self.typed else np.zeros(self.n_nodes, dtype=np.int64)
+        mark[(mark >= 0) & (want[np.maximum(mark, 0), group] == 0)] = UNHELD

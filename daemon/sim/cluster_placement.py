@@ -1,5 +1,6 @@
 """Where the simulated cluster starts queued jobs: by priority, on their holder's held nodes first, on one
-node each (so fragmentation is real), on a type they accept, never on GPUs that are not free."""
+node each (so fragmentation is real), on a type they accept, never on GPUs that are not free, nor on a Slurm
+window's reservation made ahead (cluster_holds ``_ahead``)."""
 
 from __future__ import annotations
 
@@ -78,9 +79,10 @@ class Placement:
                 nodes = np.flatnonzero(held_free & (holder == n) & (free > 0))
                 jobs = np.flatnonzero(mine)
                 node_of[jobs] = self._fit(gpus[jobs], cls[jobs], nodes, free)
-        # phase B: everything else on unheld nodes, in class order; non-preemptible normal work is capped
+        # phase B: everything else on unheld nodes, in class order; non-preemptible normal work is capped. Not on a
+        # node of a Slurm window's reservation made ahead (node_ahead): no job, whose time limit is none, starts there
         rest = np.flatnonzero(node_of < 0)
-        open_nodes = np.flatnonzero(self.node_ok & (holder == UNHELD) & (free > 0))
+        open_nodes = np.flatnonzero(self.node_ok & (holder == UNHELD) & (self.node_ahead == UNHELD) & (free > 0))
         if rest.size and open_nodes.size:
             rest = self._under_normal_cap(rest, prio, gpus)
             if rest.size:
@@ -148,7 +150,7 @@ class Placement:
                         on_t = nodes[self.node_type[nodes] == t]
                         node_of[jobs] = self._fit_typed(gpus[jobs], cls[jobs], ten[jobs], on_t, free)
         rest = np.flatnonzero(node_of < 0)
-        open_nodes = np.flatnonzero(self.node_ok & (holder == UNHELD) & (free > 0))
+        open_nodes = np.flatnonzero(self.node_ok & (holder == UNHELD) & (self.node_ahead == UNHELD) & (free > 0))
         if rest.size and open_nodes.size:
             rest = self._under_normal_cap(rest, prio, gpus)
             room = None

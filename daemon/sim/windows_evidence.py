@@ -37,6 +37,10 @@ class TenantMeter:
             self.by_step.append(queued)
             held = np.asarray(c.held_gpus(), dtype=float)[: len(self.unmet)]
             self.held_idle += np.maximum(held - np.nan_to_num(np.asarray(state.used, dtype=float)), 0.0)
+            # a Slurm window's reservation made ahead (SimCluster._ahead): its free GPUs are idle, kept for its tenant
+            ahead = (c.node_ahead >= 0) & c.node_ok
+            self.held_idle += np.bincount(c.node_ahead[ahead], weights=c.node_free[ahead],
+                                          minlength=len(self.held_idle))[: len(self.held_idle)]
         return state
 
     def after_plan(self, c, k, state, mem, cfg, measured):

@@ -1,0 +1,144 @@
+"""A window replayed as Slurm carries it out (issue 39, "the replay does no more than the real actuators"): its
+reservation is made ahead, and slurmctld starts on its nodes no job whose time limit reaches into it (a simulated
+job has none), of any account, until it is active; nor can it be made on the nodes of the high tier's pool hold (an
+UNLIMITED reservation). tests/actuators/test_slurm_windows_ahead.py shows both on a real slurmctld. Replayed as
+Kueue, a window is the tenant's hold from its lead time only: the GPUs are lent until then, and the hold is handed
+the pool's nodes where its tenant runs."""
+
+import datetime as dt
+
+import numpy as np
+import pandas as pd
+
+from daemon.config import parse_config
+from daemon.policy.engine import plan
+from daemon.policy.state import PRIORITY
+from daemon.policy.types import OperatorInputs, PolicyMemory
+from daemon.sim.actuator import SimulatorActuator, replays_slurm
+from daemon.sim.cluster import RUNNING, UNHELD, SimCluster
+
+PARIS = dt.timezone(dt.timedelta(hours=1))   # Europe/Paris in December (CET)
+TENANTS = ("batch", "lo")
+STEP_S = 300
+
+
+def _cfg(actuators: list[str]):
+    return parse_config({
+        "cluster": {"gpus": 32, "gpus_per_node": 8},
+        "tenants": [{"name": "batch", "tier": "normal"}, {"name": "lo", "tier": "low"}],
+        "cycle": {"interval_s": STEP_S, "resolution_s": STEP_S},
+        "source": {"simulator": {"drain_steps": 2}},
+        "policy": {"preempt_budget_share": 1.0, "preempt_min_runtime_s": 0},
+        "actuators": {"enabled": actuators},
+        "windows": [{"name": "eod", "tenant": "batch", "gpus": 16, "every": "daily", "at": "14:00",
+                     "timezone": "Europe/Paris", "duration_minutes": 60, "reclaim_before_minutes": 30,
+                     "borrowable_before": True}],
+    })
+
+
+def _wants(t: dt.datetime) -> list[float]:
+    """The window's tenant wants its 16 GPUs from 14:00; the low tenant 16 GPUs until 12:30, then the whole cluster."""
+    local = t.astimezone(PARIS).time()
+    return [16.0 if dt.time(14, 0) <= local < dt.time(15, 0) else 0.0, 16.0 if local < dt.time(12, 30) else 32.0]
+
+
+def _replay(actuators: list[str]) -> dict[str, dict[str, np.ndarray]]:
+    """Plan and step from 12:00 to 15:30 Paris; per step (HH:MM) the GPUs running per tenant, the nodes' holders,
+    their windows reserved ahead, their free GPUs and the low tenant's GPUs on each."""
+    cfg = _cfg(actuators)
+    prio = np.array([PRIORITY["normal"], PRIORITY["low"]], dtype=np.int8)
+    c = SimCluster(list(TENANTS), prio, 32, np.array([8, 8]), gpus_per_node=8, drain_steps=2)
+    act = SimulatorActuator(c, TENANTS, windows_ahead=replays_slurm(cfg.actuators.enabled))
+    mem, last, out = PolicyMemory(), None, {}
+    t = dt.datetime(2026, 12, 7, 12, 0, tzinfo=PARIS)
+    c.step(np.array(_wants(t)))
+    while t < dt.datetime(2026, 12, 7, 15, 30, tzinfo=PARIS):
+        t += dt.timedelta(seconds=STEP_S)
+        p = plan(None, c.state(TENANTS, ("normal", "low"), pd.Timestamp(t), STEP_S), mem, cfg, last, OperatorInputs())
+        mem, last = p.memory, p
+        act.apply(p)
+        c.step(np.array(_wants(t)))
+        c.check_invariants()
+        run = np.flatnonzero(c.j_state[: c.size] == RUNNING)
+        low = run[c.j_tenant[run] == 1]
+        out[t.astimezone(PARIS).strftime("%H:%M")] = {
+            "running": c.running_per_tenant(), "holder": c.node_holder.copy(), "ahead": c.node_ahead.copy(),
+            "free": c.node_free.copy(), "low_on": np.bincount(c.j_node[low], weights=c.j_gpus[low], minlength=4)}
+    return out
+
+
+def _running_on(c: SimCluster, nodes: np.ndarray, tenant: int) -> int:
+    run = np.flatnonzero(c.j_state[: c.size] == RUNNING)
+    return int(c.j_gpus[run[(c.j_tenant[run] == tenant) & np.isin(c.j_node[run], nodes)]].sum())
+
+
+def test_on_slurm_nothing_new_starts_on_a_windows_nodes_reserved_ahead_until_its_lead_time():
+    kueue, slurm = _replay(["log"]), _replay(["slurm"])
+    # Kueue lends the window's GPUs until its lead time (13:30): the low tenant runs on all 32
+    assert kueue["13:00"]["running"].tolist() == [0, 32] and not (kueue["13:00"]["ahead"] >= 0).any()
+    # Slurm: the reservation is made at the first plan, on the two free nodes; the low tenant's 16 GPUs that ran
+    # before keep running, and nothing new starts on the reserved nodes: it runs 16 and waits for the rest
+    s = slurm["13:00"]
+    ahead = np.flatnonzero(s["ahead"] == 0)
+    assert ahead.size == 2 and (s["holder"][ahead] == UNHELD).all()
+    assert s["running"].tolist() == [0, 16] and s["low_on"][ahead].sum() == 0
+    assert (s["free"][ahead] == 8).all()                      # reserved, idle: lent to no one
+    # at the window's start both hold it for the tenant and it runs its 16 GPUs
+    for by in (kueue, slurm):
+        assert by["14:05"]["running"][0] == 16
+    # while it is active the reservation is the tenant's hold, not reserved ahead; after it, reserved ahead again,
+    # on the nodes it had (slurmctld moves a DAILY reservation on to the next day on the same nodes), and the low
+    # tenant does not get them back as it does on Kueue
+    assert not (slurm["14:30"]["ahead"] >= 0).any()
+    held = np.flatnonzero(slurm["14:30"]["holder"] == 0)
+    assert held.size == 2
+    assert np.flatnonzero(slurm["15:25"]["ahead"] == 0).tolist() == held.tolist()
+    assert slurm["15:25"]["running"][1] == 16 and kueue["15:25"]["running"][1] == 32
+
+
+def _pooled_cluster() -> SimCluster:
+    """Two pooled high tenants (8-GPU jobs) and a low one on 4 nodes of 8; the pool holds nodes 0 and 1, where
+    tenant a runs 8 GPUs on each."""
+    prio = np.array([PRIORITY["high"], PRIORITY["high"], PRIORITY["low"]], dtype=np.int8)
+    c = SimCluster(["a", "b", "lo"], prio, 32, np.array([8, 8, 8]), gpus_per_node=8)
+    members = np.array([True, True, False])
+    c.set_reservations(np.zeros(3), pool=(members, 16))
+    c.step(np.array([16.0, 0.0, 16.0]))
+    pool = np.flatnonzero(c.node_holder == 3)
+    assert _running_on(c, pool, 0) == 16
+    return c
+
+
+def test_on_slurm_a_windows_reservation_takes_none_of_the_pools_nodes():
+    members = np.array([True, True, False])
+    # tenant a's window (8 GPUs) becomes its own hold; the pool shrinks by as much
+    kueue, slurm = _pooled_cluster(), _pooled_cluster()
+    pool = np.flatnonzero(kueue.node_holder == 3)
+    kueue.set_reservations(np.array([8, 0, 0]), pool=(members, 8))
+    slurm.set_reservations(np.array([8, 0, 0]), pool=(members, 8), ahead=np.zeros((3, 1)))
+    # Kueue relabels one of the pool's nodes where a runs: its hold is in place, its jobs where they were
+    assert np.isin(np.flatnonzero(kueue.node_holder == 0), pool).all()
+    # Slurm cannot make the window's reservation on the pool's UNLIMITED one: a node outside it
+    mine = np.flatnonzero(slurm.node_holder == 0)
+    assert mine.size == 1 and not np.isin(mine, pool).any()
+    assert (slurm.node_holder == 3).sum() == 1
+
+
+def test_on_slurm_a_mixed_fleets_window_is_reserved_ahead_on_its_type_and_lent_to_no_one():
+    # nodes 0, 1: a100; 2, 3: h100 (type_names sorted). The window asks 8 h100 GPUs for tenant w
+    prio = np.array([PRIORITY["normal"], PRIORITY["low"]], dtype=np.int8)
+    c = SimCluster(["w", "lo"], prio, 0, np.array([8, 8]), node_types=["a100", "a100", "h100", "h100"],
+                   node_gpus=[8, 8, 8, 8], accepts=[("h100",), ()])
+    ahead = np.array([[0, 8], [0, 0]])
+    c.set_reservations(np.zeros(2), by_type=np.zeros((3, 2)), ahead=ahead)
+    assert np.flatnonzero(c.node_ahead == 0).size == 1 and c.node_type[c.node_ahead == 0].tolist() == [1]
+    c.step(np.array([0.0, 32.0]))
+    assert c.running_per_tenant().tolist() == [0, 24]            # the low tenant waits for the reserved node
+    # the window active (its hold of 8 h100 GPUs, none ahead): its hold takes the node reserved for it
+    mark = np.flatnonzero(c.node_ahead == 0)
+    hold = np.zeros((3, 2))
+    hold[0, 1] = 8
+    c.set_reservations(np.array([8, 0]), by_type=hold, ahead=np.zeros((2, 2)))
+    assert np.flatnonzero(c.node_holder == 0).tolist() == mark.tolist() and not (c.node_ahead >= 0).any()
+    c.step(np.array([8.0, 32.0]))
+    assert c.running_per_tenant().tolist() == [8, 24]
