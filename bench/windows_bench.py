@@ -6,8 +6,12 @@ Measured per run: the high tier's unmet GPU-minutes at the 14:00 tenants (high-t
 14:00 peak; per tenant, GPUs queued after each step), the normal tier's unmet and the preemptions (the replay's
 meter), and the GPU-minutes held idle (held GPUs above the holder's use, every tenant). Target (bench/targets.py
 WINDOWS): the proposed windows cut the 14:00 tenants' high-tier unmet by >= 80% against predictive without windows,
-at no more normal-tier unmet and no more preemptions. For each windowed run, ``while_window_holds`` says per step why a
-14:00 tenant still waited while its window held (daemon/sim/windows_breakdown.py), and sums the GPU-minutes per cause.
+at no more normal-tier unmet and no more preemptions. Each windowed run is replayed twice: as Kueue carries a window
+out (the tenant's hold from the lead time; the GPUs lent before) and as Slurm does (``_on_slurm``: a reservation made
+ahead, on which no job starts until it is active, never on the pool's nodes; daemon/sim/cluster_holds.py _ahead);
+the GPUs a Slurm window's reservation keeps free ahead count as held idle. For each windowed run,
+``while_window_holds`` says per step why a 14:00 tenant still waited while its window held
+(daemon/sim/windows_breakdown.py), and sums the GPU-minutes per cause.
 
     nice -n 10 python bench/windows_bench.py [--days 1] [--quick-forecaster] [--seed 7] [--out bench/out]
 
@@ -73,6 +77,7 @@ def main() -> int:
     tenants = [str(c) for c in w.demand.columns]
     peaked_high = [t for t, tier, p in zip(tenants, w.tiers, g.peaked) if tier == "high" and p]
     cfg = Config()
+    on_slurm = cfg.model_copy(update={"actuators": cfg.actuators.model_copy(update={"enabled": ["slurm"]})})
     t0 = time.perf_counter()
     props = propose(w.demand.iloc[:hist], timezone="UTC")
     propose_s = time.perf_counter() - t0
@@ -88,16 +93,19 @@ def main() -> int:
                             keep=False, prefetch=True, stop=w.start + steps)
 
     runs = {}
-    for label, strategy, ws in (("predictive", "predictive", []),
-                                ("predictive_with_high_tier_windows", "predictive", variants["high"]),
-                                ("predictive_with_high_and_normal_tier_windows", "predictive", variants["high_normal"]),
-                                ("perfect", "perfect", [])):
+    for label, strategy, ws, base_cfg in (
+            ("predictive", "predictive", [], cfg),
+            ("predictive_with_high_tier_windows", "predictive", variants["high"], cfg),
+            ("predictive_with_high_and_normal_tier_windows", "predictive", variants["high_normal"], cfg),
+            ("predictive_with_high_tier_windows_on_slurm", "predictive", variants["high"], on_slurm),
+            ("predictive_with_high_and_normal_tier_windows_on_slurm", "predictive", variants["high_normal"], on_slurm),
+            ("perfect", "perfect", [], cfg)):
         b = bank() if strategy == "predictive" else None
         # why a 14:00 tenant still waits while its window holds (daemon/sim/windows_breakdown.py)
         look = WindowBreakdown(len(tenants), tenants, [WindowConfig.model_validate(x) for x in ws],
                                peaked_high) if ws else None
         try:
-            run = replay(w, with_windows(cfg, ws), strategy, steps=steps, bank=b, hook=look)
+            run = replay(w, with_windows(base_cfg, ws), strategy, steps=steps, bank=b, hook=look)
             runs[label] = measure(run, w, peaked_high)
             if look is not None:
                 runs[label]["while_window_holds"] = look.summary(run.meter.step_min)
@@ -129,7 +137,9 @@ def main() -> int:
                                     "would hold GPUs for preemptible work)"},
         "windows": variants, "runs": runs, "target": target,
         "verdict": {"high": judge(runs["predictive_with_high_tier_windows"]),
-                    "high_normal": judge(runs["predictive_with_high_and_normal_tier_windows"])}})
+                    "high_normal": judge(runs["predictive_with_high_and_normal_tier_windows"]),
+                    "high_on_slurm": judge(runs["predictive_with_high_tier_windows_on_slurm"]),
+                    "high_normal_on_slurm": judge(runs["predictive_with_high_and_normal_tier_windows_on_slurm"])}})
     provenance.finished(out)
     a.out.mkdir(parents=True, exist_ok=True)
     path = a.out / ("windows_synthetic.json" if a.seed == SEED else f"windows_synthetic_seed{a.seed}.json")

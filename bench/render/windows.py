@@ -25,15 +25,22 @@ def _synthetic(name: str) -> str:
     names = {"predictive": "predictive, no windows",
              "predictive_with_high_tier_windows": "predictive + the high tier's proposed windows",
              "predictive_with_high_and_normal_tier_windows": "predictive + the high and normal tiers' proposed windows",
+             "predictive_with_high_tier_windows_on_slurm": "the high tier's windows, on Slurm",
+             "predictive_with_high_and_normal_tier_windows_on_slurm": "the high and normal tiers' windows, on Slurm",
              "perfect": "perfect forecast, no windows"}
     rows = [[names[k], n(r["high_unmet_gpu_min_at_1400_tenants"]), n(r["of_which_12_16_utc"]),
              n(r["high_unmet_gpu_min"]), n(r["normal_unmet_gpu_min"]), n(r["preemptions"]), n(r["held_idle_gpu_min"]),
              pct(r["utilization"])] for k, r in d["runs"].items()]
     lines = []
     base = d["runs"]["predictive"]["high_unmet_gpu_min_at_1400_tenants"]
-    for key, what in (("high", "the high tier's windows"), ("high_normal", "the high and normal tiers' windows")):
+    for key, what in (("high", "the high tier's windows"), ("high_normal", "the high and normal tiers' windows"),
+                      ("high_on_slurm", "the high tier's windows, on Slurm"),
+                      ("high_normal_on_slurm", "the high and normal tiers' windows, on Slurm")):
+        if key not in d["verdict"]:
+            continue
         v = d["verdict"][key]
-        r = d["runs"][f"predictive_with_{key.replace('_', '_and_')}_tier_windows"]
+        tiers, _, on = key.partition("_on_")
+        r = d["runs"][f"predictive_with_{tiers.replace('_', '_and_')}_tier_windows" + (f"_on_{on}" if on else "")]
         outside = r["high_unmet_gpu_min_at_1400_tenants"] - r["of_which_12_16_utc"]
         cut = "no high-tier unmet at the 14:00 tenants without windows" if v["cut"] is None else \
             (f"14:00 tenants' high-tier unmet cut by {pct(v['cut'])}" if v["cut"] >= 0 else
@@ -49,11 +56,13 @@ def _synthetic(name: str) -> str:
            "low_not_cleared": "low work not yet cleared off its window's nodes",
            "others_firm": "another tenant's work that cannot be preempted on its window's nodes",
            "free_in_pieces": "free GPUs on its window's nodes in pieces smaller than its jobs", "other": "other"}
-    b = d["runs"]["predictive_with_high_tier_windows"].get("while_window_holds")
-    if b is not None:
-        parts = [f"{n(g)} GPU-min {why[c]}" for c, g in b["gpu_min_by_cause"].items() if g > 0]
-        lines.append("- while a high-tier window held, its 14:00 tenant waited for: "
-                     + ("; ".join(parts) if parts else "nothing") + " (per step in the JSON's while_window_holds).")
+    for run, on in (("predictive_with_high_tier_windows", ""),
+                    ("predictive_with_high_tier_windows_on_slurm", " on Slurm")):
+        b = d["runs"].get(run, {}).get("while_window_holds")
+        if b is not None:
+            parts = [f"{n(g)} GPU-min {why[c]}" for c, g in b["gpu_min_by_cause"].items() if g > 0]
+            lines.append(f"- while a high-tier window held{on}, its 14:00 tenant waited for: "
+                         + ("; ".join(parts) if parts else "nothing") + " (per step in the JSON's while_window_holds).")
     props = [f"{p['tenant']} ({p['tier']}) {p['gpus']} GPUs {p['every']} {p['at']} {p['timezone']}, "
              f"{p['duration_minutes']:.0f} min, seen {p['days_seen']}/{p['days_checked']} days" for p in d["proposals"]]
     return "\n".join([
