@@ -262,7 +262,7 @@ class Holds:
                firm_all: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """Slurm's windows (``ahead`` not None; None: Kueue's, nothing to do). On Slurm a window is a reservation
         made ahead (``IGNORE_JOBS``), which slurmctld moves on to the next occurrence on the same nodes
-        (daemon/actuators/slurm/windows.py), and tests/actuators/test_slurm_windows_ahead.py shows on a real
+        (daemon/actuators/slurm/windows.py), and tests/actuators/test_slurm_windows.py shows on a real
         slurmctld what it does before it is active: it starts there no job, of any account, whose time limit reaches
         into it, and it cannot be made on, nor moved to, a node of another reservation (the pool's UNLIMITED hold).
         A simulated job has no time limit (its end is when its tenant's demand falls, which nothing knows at its

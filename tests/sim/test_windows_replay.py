@@ -69,7 +69,7 @@ class _Holders(TenantMeter):
 def test_replayed_as_slurm_a_pooled_tenants_window_is_not_handed_the_pools_nodes():
     """Two pooled high tenants (h runs 16 GPUs in the pool) and a low one on 4 nodes of 8; h's window of 8 GPUs at
     14:00. Kueue relabels a pool node where h runs for its window at the lead time (13:30); Slurm cannot make the
-    window's reservation on the pool's UNLIMITED one (tests/actuators/test_slurm_windows_ahead.py): one outside it."""
+    window's reservation on the pool's UNLIMITED one (tests/actuators/test_slurm_windows.py): one outside it."""
     idx = pd.date_range("2020-03-02", periods=2 * 1440, freq="min", tz="UTC", name="time")
     frame = pd.DataFrame({"h": np.full(len(idx), 16.0), "h2": np.full(len(idx), 8.0), "lo": np.full(len(idx), 32.0)},
                          index=idx)

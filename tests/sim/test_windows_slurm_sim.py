@@ -1,7 +1,7 @@
 """A window replayed as Slurm carries it out (issue 39, "the replay does no more than the real actuators"): its
 reservation is made ahead, and slurmctld starts on its nodes no job whose time limit reaches into it (a simulated
 job has none), of any account, until it is active; nor can it be made on the nodes of the high tier's pool hold (an
-UNLIMITED reservation). tests/actuators/test_slurm_windows_ahead.py shows both on a real slurmctld. Replayed as
+UNLIMITED reservation). tests/actuators/test_slurm_windows.py shows both on a real slurmctld. Replayed as
 Kueue, a window is the tenant's hold from its lead time only: the GPUs are lent until then, and the hold is handed
 the pool's nodes where its tenant runs."""
 
