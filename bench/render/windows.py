@@ -44,13 +44,14 @@ def _synthetic(name: str) -> str:
         outside = r["high_unmet_gpu_min_at_1400_tenants"] - r["of_which_12_16_utc"]
         cut = "no high-tier unmet at the 14:00 tenants without windows" if v["cut"] is None else \
             (f"14:00 tenants' high-tier unmet cut by {pct(v['cut'])}" if v["cut"] >= 0 else
-             f"14:00 tenants' high-tier unmet rose by {pct(-v['cut'])}") \
+             f"14:00 tenants' high-tier unmet rose from {n(base)} to "
+             f"{n(r['high_unmet_gpu_min_at_1400_tenants'])} GPU-min") \
             + f" (target: cut >= {pct(d['target']['cut'], 0)})"
         lines.append(f"- {what}: {verdict(v['met'])}: {cut}; normal-tier unmet "
                      f"{v['normal_unmet_delta_gpu_min']:+,.0f} GPU-min, preemptions {v['preemptions_delta']:+d}."
                      + (f" Of what is left, {n(outside)} GPU-min falls outside 12:00-16:00 UTC, where no window is: "
                         f"with nothing left inside, the cut would be {pct(1 - outside / base)}."
-                        if base > 0 and outside > 0 else ""))
+                        if base > 0 and outside > 0 and v["cut"] is not None and v["cut"] >= 0 else ""))
     why = {"demand_above_window": "its demand above its window's GPUs (its nodes full of its own work, no place in "
                                   "the pool or unheld)", "draining": "GPUs of its window still draining",
            "low_not_cleared": "low work not yet cleared off its window's nodes",
