@@ -13,6 +13,7 @@ model forecasts the services' columns too, and ``last_error`` says why.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable
 
@@ -47,13 +48,16 @@ class ServicesComposite:
         return svc, [c for c in columns if str(c) not in self.services]
 
     def predict(self, history: pd.DataFrame, horizon: int) -> Forecast | None:
+        """The merged forecast; its ``tenant_models`` names, for each service, the model that forecast it (the
+        services' model, or the main one before it serves or when it fails), so the skill gate judges a service
+        on that model's windows only (daemon/forecasting/quality.py)."""
         svc, rest = self.split(history.columns)
         if not svc:
             return self.main.predict(history, horizon)
         if len(history) < self.services_min_history:
             self.last_error = (f"{self.services_model.name}: {len(history)} steps of history < "
                                f"{self.services_min_history}; {self.main.name} forecasts the services until then")
-            return self.main.predict(history, horizon)
+            return _named(self.main.predict(history, horizon), svc)
         try:
             sfc = self.services_model.predict(history[svc], horizon)
             self.last_error = None
@@ -61,13 +65,22 @@ class ServicesComposite:
             self.last_error = f"{self.services_model.name} failed on the services ({exc}); {self.main.name} used"
             log.warning("services' forecaster %s failed, using %s for the services: %s",
                         self.services_model.name, self.main.name, exc)
-            return self.main.predict(history, horizon)
+            return _named(self.main.predict(history, horizon), svc)
         if not rest:
-            return sfc
+            return _named(sfc, svc)
         mfc = self.main.predict(history[rest], horizon)
         if mfc is None:   # the main model plans on current demand only: so do the services
             return None
         return merge(history.columns, mfc, sfc)
+
+
+def _named(fc: Forecast | None, services) -> Forecast | None:
+    """``fc`` with each of ``services`` it forecasts named as forecast by its model (Forecast.tenant_models)."""
+    if fc is None:
+        return None
+    have = set(fc.tenants)
+    models = {**(fc.tenant_models or {}), **{str(t): fc.model for t in services if str(t) in have}}
+    return dataclasses.replace(fc, tenant_models=models)
 
 
 def merge(columns, main: Forecast, services: Forecast) -> Forecast:
@@ -96,8 +109,9 @@ def merge(columns, main: Forecast, services: Forecast) -> Forecast:
         for k in peaks or {}:
             peaks[k][dst] = fc.peak_quantiles(k)[src]
     issued = max(main.issued_at, services.issued_at)
+    models = {t: (fc.tenant_models or {}).get(t, fc.model) for fc in (main, services) for t in fc.tenants}
     return Forecast(tenants, tuple(main.quantiles), values, issued, main.step_s,
-                    f"{main.model} | services: {services.model}", peaks=peaks or None)
+                    f"{main.model} | services: {services.model}", peaks=peaks or None, tenant_models=models)
 
 
 SEASONAL_WINDOWS = "seasonal_naive_daily+conformal"   # the services' baseline, on their window means

@@ -38,6 +38,9 @@ class Forecast:
     # optional: lead window (steps) -> [tenant, quantile] quantiles of each tenant's peak over the next that many
     # steps (same unit as `values`); absent, or a window not in it, the peak is the largest per-step quantile
     peaks: Mapping[int, np.ndarray] | None = field(default=None, compare=False)
+    # optional: tenant -> the model that forecast it, where one forecast merges two (forecaster/composite.py: the
+    # inference services' own model beside the main one); the skill gate judges a tenant on one model's windows
+    tenant_models: Mapping[str, str] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.values.shape[0] != len(self.tenants) or self.values.shape[2] != len(self.quantiles):
@@ -130,10 +133,12 @@ class Forecast:
                     add = p - np.fmax.reduce(self.values[:, :k, :], axis=1)
                     now = np.fmax.reduce(vals[:, :k, :], axis=1) + add
                 peaks[k] = ordered_peaks(np.where(np.isfinite(add), now, p))
-        return Forecast(self.tenants, self.quantiles, vals, self.issued_at, self.step_s, self.model, peaks)
+        return Forecast(self.tenants, self.quantiles, vals, self.issued_at, self.step_s, self.model, peaks,
+                        self.tenant_models)
 
     def with_values(self, values: np.ndarray, model: str | None = None, peaks=None) -> "Forecast":
         """The same forecast with other per-step values (and name); its own peaks are kept unless `peaks`
         (a mapping, or {} for none) says otherwise."""
         return Forecast(self.tenants, self.quantiles, values, self.issued_at, self.step_s,
-                        self.model if model is None else model, self.peaks if peaks is None else (peaks or None))
+                        self.model if model is None else model, self.peaks if peaks is None else (peaks or None),
+                        self.tenant_models)

@@ -106,6 +106,9 @@ class ForecastQuality:
         self.skill_scored: deque[tuple[tuple[str, ...], np.ndarray]] = deque()
         self.skill_window = max(1, int(skill_window))
         self._skill_sum: dict[tuple[str, ...], list] = {}   # tenants -> [sum array, forecasts in it]
+        # tenant -> the model its skill evidence is from, for the tenants a forecast names one for
+        # (Forecast.tenant_models: the inference services); when it changes, that tenant's evidence starts anew
+        self._skill_model: dict[str, str] = {}
         self.peak_windows = {k: max(1, min(int(v), horizon))
                              for k, v in (DEFAULT_PEAK_WINDOWS if peak_windows is None else peak_windows).items()}
         self.peak_min_observed = peak_min_observed
@@ -174,6 +177,11 @@ class ForecastQuality:
         its last row), then keep `fc`: `observe` without the judgement and the export (the replay's skill gate)."""
         if history is not None and len(history):
             self._score_matured(history)
+        if fc is not None and fc.tenant_models:
+            changed = [t for t, m in fc.tenant_models.items() if self._skill_model.get(t, m) != m]
+            self._skill_model.update(fc.tenant_models)
+            if changed:
+                self._drop_skill(changed)
         if fc is not None and np.isfinite(fc.values).any():
             last = self.pending[-1].issued_at if self.pending else None
             if last is None or fc.issued_at >= last + pd.Timedelta(seconds=self.stride * fc.step_s):
@@ -195,13 +203,19 @@ class ForecastQuality:
             last = history.reindex(index=[fc.issued_at], columns=list(fc.tenants)).to_numpy(dtype=float)[0]
             sc = self.score(fc, act, last)
             self.scored.append(sc)
-            self._add_skill(sc)
+            self._add_skill(sc, fc.tenant_models)
 
-    def _add_skill(self, sc: Scored) -> None:
+    def _add_skill(self, sc: Scored, models: dict[str, str] | None = None) -> None:
+        """Add one scored forecast to the skill gate's evidence; `models` (Forecast.tenant_models): a tenant
+        forecast by another model than the one it is now judged on (a forecast made before the services' model
+        took over, scored after) adds nothing."""
         if sc.peak is None or sc.peak.shape[2] != PEAK_COLS:
             return
         pk = sc.peak
         row = np.stack([pk[:, :, 6].sum(axis=1), pk[:, :, 7].sum(axis=1), pk[:, :, 8].min(axis=1)], axis=1)
+        for i, t in enumerate(sc.tenants):
+            if models and t in models and self._skill_model.get(t, models[t]) != models[t]:
+                row[i] = 0.0
         self.skill_scored.append((sc.tenants, row))
         acc = self._skill_sum.setdefault(sc.tenants, [np.zeros_like(row), 0])
         acc[0] += row
@@ -214,6 +228,20 @@ class ForecastQuality:
                 del self._skill_sum[tenants]
             else:
                 acc[0] = np.maximum(acc[0] - old, 0.0)
+
+    def _drop_skill(self, tenants: Iterable[str]) -> None:
+        """Forget the skill evidence of `tenants` (another model forecasts them now): they plan reactively until
+        min_scored windows of the new model are scored, as after `reset`."""
+        drop = set(tenants)
+        for names, row in self.skill_scored:
+            for i, t in enumerate(names):
+                if t in drop:
+                    row[i] = 0.0
+        self._skill_sum = {}
+        for names, row in self.skill_scored:
+            acc = self._skill_sum.setdefault(names, [np.zeros_like(row), 0])
+            acc[0] += row
+            acc[1] += 1
 
     def score(self, fc: Forecast, actual: np.ndarray, last: np.ndarray | None = None) -> Scored:
         """Per-tenant pinball loss, demand, p90 hits and scored steps of one forecast against [tenant, h] actuals,
@@ -309,6 +337,7 @@ class ForecastQuality:
         self.scored.clear()
         self.skill_scored.clear()   # a new forecaster shows its skill anew: its tenants plan reactively until then
         self._skill_sum.clear()
+        self._skill_model.clear()
         self.out_of_bounds_cycles = 0
         if not keep_fallback:
             self.fallback, self._fired, self.reason = False, False, None
