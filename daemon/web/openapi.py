@@ -206,7 +206,9 @@ def spec(extra_paths: dict | None = None) -> dict:
                     "limit": {"anyOf": [{"$ref": "#/components/schemas/Limit"}, {"type": "null"}]},  # null: no plan yet
                     "preemptions": {"type": "array"}, "notifications": {"type": "array"},
                     "recent_events": {"type": "array", "items": {"$ref": "#/components/schemas/Event"}},
-                    "queue": {"type": ["object", "null"]}, "forecast": {"type": ["object", "null"]},
+                    "queue": {"type": ["object", "null"]},
+                    "forecast": {"type": ["object", "null"], "description": "{model, issued_at, step_s, p50, p90}; "
+                                 "model: the one that forecast this tenant (an inference service's own, or the main)"},
                     "usage": {"type": ["object", "null"]}, "override": {"type": ["object", "null"]},
                     "types": {"type": ["array", "null"], "description": "a mixed fleet: per GPU type, GPUs held for "
                               "the tenant and GPUs it uses (null for a one-model cluster)"},

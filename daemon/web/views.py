@@ -424,6 +424,14 @@ def _tenant_forecast(fc, tenant: str):
         return np.where(np.isnan(v).all(axis=0), np.nan, np.nansum(v, axis=0))
 
 
+def _tenant_model(fc, tenant: str) -> str:
+    """The model that forecast `tenant`: with inference services the forecast is two models' merged
+    (forecaster/composite.py), and its name names both, so a tenant's page would not say which one is its own."""
+    models = fc.tenant_models or {}
+    names = {models.get(n, fc.model) for n in fleet.tenant_series(fc.tenants, tenant)}
+    return names.pop() if len(names) == 1 else fc.model
+
+
 def tenant_view(snap: Snapshot, backend: Backend, tenant: str, viewer: "Principal",
                 history: int = HISTORY_STEPS) -> dict:
     """One tenant's page. A tenant `viewer` gets its events trimmed and other tenants' names out of every
@@ -450,7 +458,7 @@ def tenant_view(snap: Snapshot, backend: Backend, tenant: str, viewer: "Principa
     out["forecast"] = None
     vals = _tenant_forecast(fc, tenant)
     if vals is not None:
-        out["forecast"] = {"model": fc.model, "issued_at": str(fc.issued_at), "step_s": fc.step_s,
+        out["forecast"] = {"model": _tenant_model(fc, tenant), "issued_at": str(fc.issued_at), "step_s": fc.step_s,
                            "p50": [num(v) for v in vals[:, fc.quantile_index(0.5)]],
                            "p90": [num(v) for v in vals[:, fc.quantile_index(0.9)]]}
     h = snap.history

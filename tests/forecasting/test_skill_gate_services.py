@@ -7,6 +7,8 @@ and the replay (daemon/sim/skill_gate.py) alike they must not keep a skilful ser
 next `policy.skill_gate.window` scored forecasts.
 """
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
@@ -87,3 +89,52 @@ def test_the_daemons_scorer_gives_the_service_the_same_evidence_as_the_replay():
     assert q.skill() == gate.quality.skill()
     v = decide(q.skill(), ("svc",), {}, p.skill_gate)["svc"]
     assert v.acting and v.scored == N - H - (SWITCH - 1), v
+
+
+def test_the_daemon_judges_a_service_on_its_own_model_from_the_switch_and_its_page_names_that_model(tmp_path):
+    """The daemon on the embedded simulator, one tenant an inference service, its history a few steps short of
+    the services' model's day of windows: from the cycle that model takes over, the gate counts only its
+    windows for the service (the batch tenants keep every window), and the tenant's record and console page name
+    the model that forecast that tenant, not the merged name of both."""
+    from starlette.testclient import TestClient
+
+    from daemon.config import SimulatorConfig, SourceConfig
+    from daemon.service.wiring import build_runtime
+    from daemon.web.app import build_app
+    from forecaster.composite import min_history_steps
+    from tests.support.daemons import OP, h
+    from tests.support.web_backend import SnapshotBackend, with_tokens
+
+    need = min_history_steps(600, 60)
+    svc = "tenant-0000"
+    cfg = Config(cluster={"gpus": 64}, cycle={"horizon_steps": 5},
+                 source=SourceConfig(simulator=SimulatorConfig(tenants=3, warmup_steps=need - 4)),
+                 forecaster={"season_steps": 60, "model_dir": tmp_path / "none"},
+                 tenants=[{"name": svc, "tier": "high",
+                           "inference": {"gpus_per_replica": 1, "replica_rps": 5, "cold_start_s": 180}}],
+                 policy={"skill_gate": {"enabled": True, "min_scored": 3, "window": 50}},
+                 state={"path": tmp_path / "s.sqlite"})
+    rt = build_runtime(cfg)
+    try:
+        cycle = rt.runner
+        own = []   # per cycle: whether the services' model forecast the service
+        for _ in range(16):
+            p = cycle.run_once().plan
+            fc = cycle.last_forecast
+            own.append(" | services: " in fc.model)
+        switch = own.index(True)
+        assert 0 < switch and all(own[switch:]), own            # the main model first, then the services' own
+        n = len(own) - switch - cfg.cycle.horizon_steps           # the services' model's forecasts matured
+        scored = {t: v["scored"] for t, v in p.forecast_acting.items()}
+        assert scored[svc] == n, (scored, switch)
+        assert scored["tenant-0001"] == len(own) - cfg.cycle.horizon_steps, scored
+        # the tenant's record and page name its own model
+        snap = dataclasses.replace(cycle.snapshot, cfg=with_tokens(cycle.snapshot.cfg))
+        client = TestClient(build_app(SnapshotBackend(snap)))
+        main_model, svc_model = fc.model.split(" | services: ")
+        assert client.get(f"/api/v1/tenants/{svc}", headers=h(OP)).json()["forecast"]["model"] == svc_model
+        assert client.get("/api/v1/tenants/tenant-0001", headers=h(OP)).json()["forecast"]["model"] == main_model
+        client.cookies.set("gpuas_token", OP)
+        assert f"Forecast by {svc_model} from" in client.get(f"/ui/tenants/{svc}").text
+    finally:
+        rt.close()
