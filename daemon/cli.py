@@ -27,9 +27,12 @@ def _setup_logging(level: str) -> None:
 
 
 def short_note(note: str) -> str:
-    """The forecaster note's first clause (`forecaster: NAME from DIR`): the start-up line stays one short line;
-    the whole note, with its scores, is logged at debug level and served in /api/v1/plan."""
-    return note.split(" (", 1)[0]
+    """The forecaster note's first clause (`forecaster: NAME from DIR`), and with inference services the model
+    that forecasts them (`services (N): NAME`): the start-up line stays one short line and still names every
+    model in use; the whole note, with its scores, is logged at debug level and served in /api/v1/plan."""
+    main, sep, services = note.partition("; services (")
+    out = main.split(" (", 1)[0]
+    return f"{out}; services ({services.split(' on their ', 1)[0]}" if sep else out
 
 
 def source_text(cfg: Config) -> str:

@@ -300,3 +300,16 @@ def test_the_simulated_store_lock_is_held_once_per_process(tmp_path):
     other = tmp_path / "state" / "b.sqlite"
     sim_store._lock(other)
     assert {str(store), str(other)} <= set(sim_store._held)
+
+
+def test_the_start_line_names_the_inference_services_model(tmp_path):
+    """With an inference service in the config the start line named only the main forecaster (its note was cut at
+    the first parenthesis), while check-config and /api/v1/plan named the services' own model too."""
+    cfg = tmp_path / "svc.toml"
+    cfg.write_text('[[tenants]]\nname = "tenant-0000"\ntier = "high"\n[tenants.inference]\ngpus_per_replica = 1\n'
+                   'replica_rps = 5\ncold_start_s = 180\n')
+    r = run_cli("--config", str(cfg), "run", "--sim", "--cycles", "1", "--interval", "0.2", "--no-http", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    start = next(ln for ln in r.stderr.splitlines() if ln.startswith("gpu-autoscaler: source="))
+    assert "; services (1): seasonal_naive_144+conformal@600s interval=" in start, start
+    assert len(start) < 250, start
