@@ -31,6 +31,9 @@ def replay_lines(doc: dict, recommendation: dict | None = None, sweep: bool = Fa
     else:
         out.append(f"the table of all {len(doc['runs'])} settings: --table (--legend says what each column is), "
                    f"or {json_path}")
+    shown = doc["runs"] if table or legend or not sweep else \
+        [s for s in doc["runs"] if s["label"] in _named(doc, recommendation)]
+    out += gate_lines(shown, report.has_inference(doc["runs"]))
     if report.has_inference(doc["runs"]):  # the services' requests per tier (a few columns)
         runs, head = doc["runs"], "inference requests per tier (arrived = served + throttled + late):"
         if sweep and not (table or legend):  # as the table above: the settings named, not the whole sweep's rows
@@ -41,6 +44,27 @@ def replay_lines(doc: dict, recommendation: dict | None = None, sweep: bool = Fa
         out += [head, report.table(runs, legend=legend, columns=report.INFERENCE_COLUMNS)]
     if recommendation is not None:
         out += ["", recommendation["snippet"].rstrip("\n")]
+    return out
+
+
+def gate_lines(runs: list[dict], services: bool) -> list[str]:
+    """One line per setting the skill gate ran in (policy.skill_gate.enabled, predictive): the share of steps it
+    planned on the forecast. Without it, a config that turned the gate on printed the same table as one with it
+    off, and only the JSON said whether the forecast was acted on at all."""
+    out = []
+    for s in runs:
+        g = s.get("skill_gate")
+        if not g:
+            continue
+        if "read_tenant_steps" in g:
+            read, on = g["read_tenant_steps"], g["read_tenant_steps_on_forecast"]
+            whose = (f"the {g['read_tenants']} tenants whose verdict the plan reads (the high tier"
+                     f"{' and the inference services' if services else ''})")
+        else:   # a JSON from before the read/all split: all tenants only
+            read, on, whose = g.get("tenant_steps", 0), g.get("tenant_steps_on_forecast", 0), "all tenants"
+        share = f"{on / read:.1%}" if read else "none"
+        out.append(f"skill gate, {s['label']}: acted on the forecast for {share} of the steps of {whose}; "
+                   f"reactive for the rest")
     return out
 
 

@@ -231,3 +231,21 @@ def test_a_sweep_prints_the_services_requests_of_the_settings_it_names_not_of_ev
     j = next(k for k, x in enumerate(full) if x.startswith("inference requests per tier"))
     assert full[j] == "inference requests per tier (arrived = served + throttled + late):"
     assert len(full[j + 1].splitlines()) == 2 + len(doc["runs"])
+
+
+def test_a_replay_with_the_skill_gate_says_how_much_it_acted_on_the_forecast():
+    """A config with policy.skill_gate.enabled printed the same table as one without: only the JSON's skill_gate
+    said whether predictive acted on the forecast at all. Now one line per gated setting."""
+    from daemon.sim import terminal
+
+    doc = sweep_doc()
+    doc["runs"][2]["skill_gate"] = {"read_tenants": 4, "read_tenant_steps_on_forecast": 30, "read_tenant_steps": 120,
+                                    "all_tenant_steps_on_forecast": 90, "all_tenant_steps": 300}
+    want = ("skill gate, predictive(quantile=0.5,headroom=0.05): acted on the forecast for 25.0% of the steps of "
+            "the 4 tenants whose verdict the plan reads (the high tier); reactive for the rest")
+    assert want in terminal.replay_lines(doc, rec.recommend(doc), sweep=True)
+    assert want in terminal.replay_lines(doc, table=True, sweep=True)
+    doc["runs"][2]["skill_gate"] = {"tenant_steps_on_forecast": 0, "tenant_steps": 300}   # an older JSON
+    assert ("skill gate, predictive(quantile=0.5,headroom=0.05): acted on the forecast for 0.0% of the steps of "
+            "all tenants; reactive for the rest") in terminal.replay_lines(doc, table=True)
+    assert not any(x.startswith("skill gate") for x in terminal.replay_lines(sweep_doc(), table=True))
