@@ -75,7 +75,9 @@ class ServicesComposite:
 
 
 def _named(fc: Forecast | None, services) -> Forecast | None:
-    """``fc`` with each of ``services`` it forecasts named as forecast by its model (Forecast.tenant_models)."""
+    """``fc`` with each of ``services`` it forecasts named as forecast by its model (Forecast.tenant_models: the
+    services only, so the skill gate starts a service's evidence anew when its model changes, never a batch
+    tenant's when the main model's name does)."""
     if fc is None:
         return None
     have = set(fc.tenants)
@@ -109,9 +111,18 @@ def merge(columns, main: Forecast, services: Forecast) -> Forecast:
         for k in peaks or {}:
             peaks[k][dst] = fc.peak_quantiles(k)[src]
     issued = max(main.issued_at, services.issued_at)
-    models = {t: (fc.tenant_models or {}).get(t, fc.model) for fc in (main, services) for t in fc.tenants}
     return Forecast(tenants, tuple(main.quantiles), values, issued, main.step_s,
-                    f"{main.model} | services: {services.model}", peaks=peaks or None, tenant_models=models)
+                    f"{main.model}{SERVICES_SEP}{services.model}", peaks=peaks or None,
+                    tenant_models={t: services.model for t in services.tenants})
+
+
+SERVICES_SEP = " | services: "   # a merged forecast's name: "<main model> | services: <services' model>"
+
+
+def model_of(fc: Forecast, tenant: str) -> str:
+    """The model that forecast ``tenant``: a service's is named in ``tenant_models``; any other tenant's is the
+    main model, the first part of a merged forecast's name."""
+    return (fc.tenant_models or {}).get(tenant) or fc.model.split(SERVICES_SEP, 1)[0]
 
 
 SEASONAL_WINDOWS = "seasonal_naive_daily+conformal"   # the services' baseline, on their window means

@@ -38,8 +38,9 @@ class Forecast:
     # optional: lead window (steps) -> [tenant, quantile] quantiles of each tenant's peak over the next that many
     # steps (same unit as `values`); absent, or a window not in it, the peak is the largest per-step quantile
     peaks: Mapping[int, np.ndarray] | None = field(default=None, compare=False)
-    # optional: tenant -> the model that forecast it, where one forecast merges two (forecaster/composite.py: the
-    # inference services' own model beside the main one); the skill gate judges a tenant on one model's windows
+    # optional: inference service -> the model that forecast it, where one forecast merges two
+    # (forecaster/composite.py: the services' own model beside the main one); the skill gate judges a service on
+    # one model's windows
     tenant_models: Mapping[str, str] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:

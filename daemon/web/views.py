@@ -20,6 +20,7 @@ from daemon.sources.redact import redact_json
 from daemon.text import plural
 from daemon.web.backend import HISTORY_STEPS, Backend, Snapshot
 from daemon.web.hold_use import PARTS, hold_use
+from forecaster.composite import model_of
 
 if TYPE_CHECKING:
     from daemon.web.auth import Principal
@@ -427,8 +428,7 @@ def _tenant_forecast(fc, tenant: str):
 def _tenant_model(fc, tenant: str) -> str:
     """The model that forecast `tenant`: with inference services the forecast is two models' merged
     (forecaster/composite.py), and its name names both, so a tenant's page would not say which one is its own."""
-    models = fc.tenant_models or {}
-    names = {models.get(n, fc.model) for n in fleet.tenant_series(fc.tenants, tenant)}
+    names = {model_of(fc, n) for n in fleet.tenant_series(fc.tenants, tenant)}
     return names.pop() if len(names) == 1 else fc.model
 
 

@@ -38,21 +38,23 @@ class _Fixed:
     """A fake forecaster: every column forecast by ``values(k)`` (k: the history's last step), the higher
     quantiles a little above."""
 
-    def __init__(self, name: str, values) -> None:
+    def __init__(self, name: str, values, named=None) -> None:
         self.name, self.values, self.min_history = name, values, 0
+        self.named = named or (lambda k: name)   # the forecast's model name at step k (a fallback renames it)
 
     def predict(self, history: pd.DataFrame, horizon: int) -> Forecast:
         k = len(history) - 1
         v = np.tile(np.asarray(self.values(k), dtype=float)[None, :horizon], (history.shape[1], 1))
         return Forecast(tuple(map(str, history.columns)), QS, np.stack([v, v * 1.01, v * 1.02], axis=2),
-                        history.index[-1], 60, self.name)
+                        history.index[-1], 60, self.named(k))
 
 
 def _setup():
     idx = pd.date_range("2026-01-01", periods=N, freq="min", tz="UTC")
     demand = pd.DataFrame({"batch": np.full(N, 10.0), "svc": TRUE[:N]}, index=idx)
     # the main model holds for 200 GPUs always: far worse than reacting; the services' model sees the rises
-    main = _Fixed("main", lambda k: np.full(H, 200.0))
+    # (its forecasts' name changes at step 320, as an LSTM's falling back does: the batch tenant keeps its evidence)
+    main = _Fixed("main", lambda k: np.full(H, 200.0), lambda k: "main" if k < 320 else "main's fallback")
     seen = _Fixed("windows", lambda k: TRUE[k + 1: k + 1 + H])
     model = ServicesComposite(main, seen, ["svc"], services_min_history=SWITCH)
     cfg = Config(policy={"lead_time_steps": 4, "preempt_lead_steps": 2, "skill_gate": {"enabled": True}})
