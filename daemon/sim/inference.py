@@ -9,11 +9,13 @@ and hold GPUs. What the replay adds per inference tenant:
 - the replicas its own autoscaler asks for each step, by strategy (``Autoscaler``): static and reactive the need
   now (an HPA); predictive the larger of that and the forecast's peak need over the next cold start + drain steps
   (AWS predictive scaling only ever adds to reactive); perfect the true need's peak over those steps. Every
-  strategy then keeps an HPA's scale-down stabilization (``InferenceSpec.scale_down_stabilization_s``, 300 s as
-  HPA's default): the count is the max of its own recommendations over that window, so scale-up is at once and
-  scale-down waits. Without it a burst's replicas left the next quiet minute and the next burst, a cold start
-  later, was throttled: ServeGen's over-dispersed minutes made static and reactive miss the SLO at any headroom,
-  a baseline no operator runs;
+  strategy keeps an HPA's scale-down stabilization (``InferenceSpec.scale_down_stabilization_s``, 300 s as
+  HPA's default) on the need now: the count is the max of the needs over that window and of the forecast's
+  replicas now, so scale-up is at once, scale-down of the measured need waits, and replicas started for a
+  forecast rise leave as soon as the forecast no longer asks for them (``Autoscaler.wanted``). Without the
+  window a burst's replicas left the next quiet minute and the next burst, a cold start later, was throttled:
+  ServeGen's over-dispersed minutes made static and reactive miss the SLO at any headroom, a baseline no operator
+  runs;
 - the plan holds GPUs for those replicas and preempts for them on the forecast at the autoscaler's quantile
   (``InferenceRun.plan_forecast``): a hold at a higher quantile than the replicas ask for keeps GPUs idle that no
   replica will start on, and preempts batch work for them;
@@ -65,8 +67,8 @@ def rate_future(demand: pd.DataFrame, expected: pd.DataFrame | None, specs: Mapp
 class Autoscaler:
     """The GPUs each inference tenant's own autoscaler asks for at a step, by strategy (the module's docstring).
 
-    Stateful by one thing, the HPA's: a ring of each service's last recommendations (by step), whose max over the
-    service's stabilization window is the count asked for (``stabilize``)."""
+    Stateful by one thing, the HPA's: a ring of each service's last needs (by step), whose max over the service's
+    stabilization window is the least count asked for (``stabilize``); the forecast's replicas add to it unheld."""
 
     def __init__(self, strategy: str, cols: np.ndarray, specs: list[InferenceSpec], step_s: int,
                  drain_steps: int, quantile: float, foresight: int | None = None) -> None:
@@ -101,8 +103,15 @@ class Autoscaler:
         scales reactively, as AWS predictive scaling only ever adds to what its reactive scaling decides where the
         forecast has earned it. ``future``: what the perfect autoscaler knows of the steps ahead (None: the demand
         itself; ``rate_future``: the services' need at their drawn-from rates); the need now is always the demand's.
-        Every strategy's recommendation is then stabilized (``stabilize``)."""
-        return self.stabilize(k, self.recommend(k, demand, fc, on_forecast, future))
+        The count asked is the larger of the need now stabilized (``stabilize``: the HPA's scale-down window) and
+        the strategy's recommendation as it is now, NOT stabilized: the forecast's replicas are a floor set ahead
+        (an HPA's minReplicas raised by a predictive controller, AWS predictive scaling's minimum capacity), which
+        the HPA's window does not hold once the forecast falls; the window keeps what the service was measured to
+        need. Stabilizing the forecast's peak too kept its p90 replicas a window past every forecast rise that
+        did not come, on GPUs the low tier's batch was queued for (ServeGen, issue 40). For static and reactive
+        the recommendation is the need now, so this is the HPA's count as before."""
+        rec = self.recommend(k, demand, fc, on_forecast, future)
+        return np.fmax(self.stabilize(k, demand[k, self.cols]), rec)
 
     def recommend(self, k: int, demand: np.ndarray, fc: Forecast | None,
                   on_forecast: np.ndarray | None, future: np.ndarray | None = None) -> np.ndarray:
