@@ -98,7 +98,8 @@ def main() -> int:
             model = seasonal_windows(cfg)
             chosen = {"name": model.name, "why": "--seasonal-windows: set, not chosen on the history"}
         elif a.quick_forecaster:
-            c = choose_forecaster(w.demand.iloc[: w.start], cfg, 60, quick=True)
+            # as the daemon and `simulate` choose: the services (if any) on their own window model
+            c = choose_forecaster(w.demand.iloc[: w.start], cfg, 60, quick=True, services=list(w.inference or ()))
             model, chosen = c.model, c.details()
         else:
             model, chosen = fit_forecaster(w, cfg, a.model_dir, epochs)
