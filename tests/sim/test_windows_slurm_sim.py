@@ -142,3 +142,29 @@ def test_on_slurm_a_mixed_fleets_window_is_reserved_ahead_on_its_type_and_lent_t
     assert np.flatnonzero(c.node_holder == 0).tolist() == mark.tolist() and not (c.node_ahead >= 0).any()
     c.step(np.array([8.0, 32.0]))
     assert c.running_per_tenant().tolist() == [8, 24]
+
+
+def test_on_slurm_a_windows_reservation_stays_on_its_nodes_all_or_none():
+    """Constructed on 4 free nodes of 8, where every node ties but on the ones a window had: slurmctld moves a
+    DAILY reservation on to its next occurrence on the same nodes, keeps it there while it covers the window, the
+    window's hold at its lead time is on its reservation's nodes, and a reservation is made on all the nodes it
+    needs or on none."""
+    prio = np.array([PRIORITY["normal"], PRIORITY["low"]], dtype=np.int8)
+    c = SimCluster(["w", "lo"], prio, 32, np.array([8, 8]), gpus_per_node=8)
+    none_ahead, ahead = np.zeros((2, 1), dtype=np.int64), np.array([[16], [0]])
+    c.step(np.array([0.0, 16.0]))                        # the low tenant on nodes 0 and 1
+    c.set_reservations(np.array([16, 0]), ahead=none_ahead)
+    assert np.flatnonzero(c.node_holder == 0).tolist() == [2, 3]   # the window active: its hold on the free ones
+    c.step(np.array([0.0, 0.0]))
+    assert (c.node_free == 8).all()                      # everything ended: the nodes tie
+    c.set_reservations(np.zeros(2), ahead=ahead)         # the window over: reserved ahead for the next occurrence
+    assert np.flatnonzero(c.node_ahead == 0).tolist() == [2, 3] and (c.node_holder == UNHELD).all()
+    c.set_reservations(np.zeros(2), ahead=ahead)         # kept while it covers the window
+    assert np.flatnonzero(c.node_ahead == 0).tolist() == [2, 3]
+    c.set_reservations(np.array([16, 0]), ahead=none_ahead)        # the lead time: the hold on its own nodes
+    assert np.flatnonzero(c.node_holder == 0).tolist() == [2, 3] and not (c.node_ahead >= 0).any()
+    # 8 GPUs outside any hold for a window of 16: scontrol refuses it, nothing is reserved (tried again later)
+    full = SimCluster(["w", "lo"], prio, 32, np.array([8, 8]), gpus_per_node=8)
+    full.set_reservations(np.array([0, 24]), ahead=none_ahead)
+    full.set_reservations(np.array([0, 24]), ahead=ahead)
+    assert (full.node_holder == 1).sum() == 3 and not (full.node_ahead >= 0).any()
