@@ -168,3 +168,27 @@ def test_on_slurm_a_windows_reservation_stays_on_its_nodes_all_or_none():
     full.set_reservations(np.array([0, 24]), ahead=none_ahead)
     full.set_reservations(np.array([0, 24]), ahead=ahead)
     assert (full.node_holder == 1).sum() == 3 and not (full.node_ahead >= 0).any()
+
+
+def test_on_slurm_a_mixed_fleets_window_reservation_is_no_other_holds_and_becomes_its_own_hold():
+    """Constructed: nodes 0, 1 a100, nodes 2, 3 h100; both tenants run on h100 only. The window's reservation ahead
+    (8 h100 GPUs) lands on the free h100 node 3; another tenant's h100 hold of 16 gets node 2 only, never the
+    reserved one; at the lead time the window's hold is on node 3, though node 2 ties with it by then."""
+    prio = np.array([PRIORITY["normal"], PRIORITY["low"]], dtype=np.int8)
+    c = SimCluster(["w", "lo"], prio, 0, np.array([8, 8]), node_types=["a100", "a100", "h100", "h100"],
+                   node_gpus=[8, 8, 8, 8], accepts=[("h100",), ("h100",)])
+    ahead = np.array([[0, 8], [0, 0]])
+    c.step(np.array([0.0, 8.0]))                                    # the low tenant on node 2
+    c.set_reservations(np.zeros(2), by_type=np.zeros((3, 2)), ahead=ahead)
+    assert np.flatnonzero(c.node_ahead == 0).tolist() == [3]
+    lo_hold = np.zeros((3, 2))
+    lo_hold[1, 1] = 16
+    c.set_reservations(np.array([0, 16]), by_type=lo_hold, ahead=ahead)
+    assert np.flatnonzero(c.node_holder == 1).tolist() == [2] and np.flatnonzero(c.node_ahead == 0).tolist() == [3]
+    c.set_reservations(np.zeros(2), by_type=np.zeros((3, 2)), ahead=ahead)
+    c.step(np.array([0.0, 0.0]))
+    assert (c.node_free == 8).all()
+    w_hold = np.zeros((3, 2))
+    w_hold[0, 1] = 8
+    c.set_reservations(np.array([8, 0]), by_type=w_hold, ahead=np.zeros((2, 2)))
+    assert np.flatnonzero(c.node_holder == 0).tolist() == [3] and not (c.node_ahead >= 0).any()
