@@ -192,3 +192,32 @@ def test_on_slurm_a_mixed_fleets_window_reservation_is_no_other_holds_and_become
     w_hold[0, 1] = 8
     c.set_reservations(np.array([8, 0]), by_type=w_hold, ahead=np.zeros((2, 2)))
     assert np.flatnonzero(c.node_holder == 0).tolist() == [3] and not (c.node_ahead >= 0).any()
+
+
+def test_on_slurm_a_mixed_fleets_pooled_window_takes_none_of_the_pools_nodes():
+    """The pooled case on a mixed fleet (the typed holds' own hand-over): Kueue hands tenant a's window one of the
+    pool's h100 nodes where a runs, Slurm makes it on an h100 node outside the pool's reservation."""
+    members, pool_types = np.array([True, True, False]), np.array([[False, True], [False, True], [False, False]])
+
+    def pooled() -> SimCluster:
+        prio = np.array([PRIORITY["high"], PRIORITY["high"], PRIORITY["low"]], dtype=np.int8)
+        c = SimCluster(["a", "b", "lo"], prio, 0, np.array([8, 8, 8]), node_types=["a100"] + ["h100"] * 4,
+                       node_gpus=[8] * 5)
+        pool = np.zeros((4, 2))
+        pool[3, 1] = 16
+        c.set_reservations(np.zeros(3), pool=(members, 16), by_type=pool, pool_types=pool_types)
+        c.step(np.array([16.0, 0.0, 16.0]))
+        return c
+
+    window = np.zeros((4, 2))
+    window[0, 1], window[3, 1] = 8, 8              # a's window in its own row, the pool the rest
+    kueue, slurm = pooled(), pooled()
+    pool = np.flatnonzero(kueue.node_holder == 3)
+    assert pool.size == 2 and _running_on(kueue, pool, 0) == 16
+    kueue.set_reservations(np.array([8, 0, 0]), pool=(members, 8), by_type=window, pool_types=pool_types)
+    assert np.isin(np.flatnonzero(kueue.node_holder == 0), pool).all()
+    slurm.set_reservations(np.array([8, 0, 0]), pool=(members, 8), by_type=window, pool_types=pool_types,
+                           ahead=np.zeros((3, 2)))
+    mine = np.flatnonzero(slurm.node_holder == 0)
+    assert mine.size == 1 and not np.isin(mine, pool).any() and slurm.node_type[mine].tolist() == [1]
+    assert (slurm.node_holder == 3).sum() == 1
