@@ -5,6 +5,7 @@ UNLIMITED reservation). tests/actuators/test_slurm_windows.py shows both on a re
 Kueue, a window is the tenant's hold from its lead time only: the GPUs are lent until then, and the hold is handed
 the pool's nodes where its tenant runs."""
 
+import dataclasses
 import datetime as dt
 
 import numpy as np
@@ -221,3 +222,22 @@ def test_on_slurm_a_mixed_fleets_pooled_window_takes_none_of_the_pools_nodes():
     mine = np.flatnonzero(slurm.node_holder == 0)
     assert mine.size == 1 and not np.isin(mine, pool).any() and slurm.node_type[mine].tolist() == [1]
     assert (slurm.node_holder == 3).sum() == 1
+
+
+def test_on_slurm_an_active_window_on_a_mixed_fleet_is_reserved_ahead_no_more():
+    """At the lead time the plan holds the window's h100 GPUs (window_holds_by_type): what is reserved ahead is its
+    GPUs less those, on their type (the first type, a100, has none to take them from)."""
+    from daemon.policy.types import Plan, PolicyMemory
+
+    prio = np.array([PRIORITY["normal"], PRIORITY["low"]], dtype=np.int8)
+    c = SimCluster(["w", "lo"], prio, 0, np.array([8, 8]), node_types=["a100", "a100", "h100", "h100"],
+                   node_gpus=[8, 8, 8, 8], accepts=[("h100",), ()])
+    act = SimulatorActuator(c, ("w", "lo"), windows_ahead=True)
+    window = {"name": "eod", "tenant": "w", "gpus": {"h100": 8}, "every": "daily", "at": "14:00",
+              "timezone": "Europe/Paris", "duration_minutes": 60}
+    base = Plan(at="2026-12-07T13:00:00+00:00", capacity=32, load=0.5, high_pool=0, reservations={}, quotas={},
+                limits={}, preemptions=(), notifications=(), stale=False, forecast_model="m", notes=(),
+                memory=PolicyMemory(), windows=(window,))
+    assert act._ahead(base).tolist() == [[0, 8], [0, 0]]
+    held = dataclasses.replace(base, window_holds={"w": 8}, window_holds_by_type={"w": {"h100": 8}})
+    assert act._ahead(held).tolist() == [[0, 0], [0, 0]]
