@@ -53,7 +53,9 @@ def test_main_peaks_are_kept_and_a_service_reads_its_largest_step():
 def test_a_service_missing_from_the_history_is_not_forecast_as_zero():
     main, svc = Const("main", 1.0), Const("svc", 7.0)
     fc = ServicesComposite(main, svc, ["s", "gone"]).predict(history(["s", "b"]), 5)
-    assert "gone" not in fc.tenants
+    assert "gone" not in fc.tenants and "gone" not in fc.tenant_models
+    young = ServicesComposite(main, svc, ["s", "gone"], services_min_history=100).predict(history(["s", "b"]), 5)
+    assert young.tenant_models == {"s": "main"}        # the main model forecasts the services until it serves
     assert np.isnan(fc.peak_over(5, 0.5, tenants=["gone", "s"])[0])
 
 
@@ -101,6 +103,7 @@ def test_services_only_get_their_model_alone_and_no_main_forecast_means_none():
     main, svc = Const("main", 1.0, fail=True), Const("svc", 7.0)
     fc = ServicesComposite(main, svc, ["s1", "s2"]).predict(history(["s2", "s1"]), 5)
     assert main.seen == [] and fc.tenants == ("s2", "s1") and fc.values[:, :, 0].max() == 7.0
+    assert fc.tenant_models == {"s2": "svc", "s1": "svc"}      # the skill gate's evidence per service's model
 
     class NoForecast(Const):
         def predict(self, history, horizon):
@@ -108,6 +111,8 @@ def test_services_only_get_their_model_alone_and_no_main_forecast_means_none():
             return None
 
     assert ServicesComposite(NoForecast("none", 0.0), svc, ["s"]).predict(history(["s", "b"]), 5) is None
+    young = ServicesComposite(NoForecast("none", 0.0), svc, ["s"], services_min_history=100)
+    assert young.predict(history(["s", "b"]), 5) is None                  # before the services' model serves too
 
 
 def test_the_composite_keeps_the_main_models_min_history():
