@@ -59,12 +59,10 @@ def _checked(key: str, query: str, placeholder: str, check: Callable[[str], list
         raise ValueError(f"{key}: {exc}") from None
 
 
-def refuse_unselected(queries: dict[str, str | None], exporter: str, ingress: str) -> None:
+def refuse_unselected(queries: dict[str, str], exporter: str, ingress: str) -> None:
     """Raise naming the first query whose raw DCGM series do not select the exporter (unselected_series), or that
     does not parse."""
     for key, text in queries.items():
-        if text is None:
-            continue
         bad = _checked(key, text, EXPORTER, lambda q: unselected_series(q, exporter, ingress))
         if bad:
             fix = f"add {EXPORTER} to its braces" if bad[0].startswith("a selector") else \

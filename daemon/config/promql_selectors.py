@@ -43,7 +43,8 @@ class Selector(NamedTuple):
     """One vector selector's alternative (`{a="1" or b="2"}` has two): its literal name and matchers."""
     name: str | None
     matchers: frozenset[Matcher]
-    text: str   # for messages: the matchers as the parser prints them, without the mark
+    text: str   # for messages: the matchers as the parser prints them (never the mark's: a selector carrying it
+    #             carries the configured matchers too, and is never said unselected)
 
 
 # the parser's MatchOp is neither hashable nor named: its operator as PromQL writes it
@@ -67,15 +68,13 @@ def label_matchers(text: str) -> frozenset[Matcher]:
         expr = promql_parser.parse(f"x{{{text}}}")
     except ValueError as exc:
         raise ValueError(_one_line(exc)) from None
-    if not isinstance(expr, promql_parser.VectorSelector) or expr.name != "x" or expr.offset or expr.at:
+    if not isinstance(expr, promql_parser.VectorSelector) or expr.offset or expr.at:
         raise ValueError("more than label matchers")
     if expr.matchers.or_matchers:
         raise ValueError("`or` between matchers")
     found = frozenset(_matcher(m) for m in expr.matchers.matchers)
-    if not found:
+    if not found:   # a __name__ matcher never gets here: the parser refuses the name set twice (x and __name__)
         raise ValueError("no matcher")
-    if any(m.name == _NAME for m in found):
-        raise ValueError("it names a metric (__name__)")
     return found
 
 
@@ -103,14 +102,12 @@ def selectors(query: str, placeholder: str, configured: Mapping[str, str]) -> li
     found: list[Selector] = []
 
     def visit(node: promql_parser.Expr) -> None:
-        if isinstance(node, promql_parser.MatrixSelector):
-            node = node.vector_selector
+        # walk visits a range's (MatrixSelector's) and a subquery's vector selector as a node of its own
         if not isinstance(node, promql_parser.VectorSelector):
             return
         groups = node.matchers.or_matchers or [node.matchers.matchers]
         for group in groups:
-            text = ",".join(str(m) for m in group if m.name != _MARK)
-            found.append(Selector(node.name, frozenset(_matcher(m) for m in group), text))
+            found.append(Selector(node.name, frozenset(_matcher(m) for m in group), ",".join(map(str, group))))
 
     promql_parser.walk(expr, visit)
     return found

@@ -70,6 +70,15 @@ def test_a_query_that_reads_dcgm_without_the_selector_is_refused(key, query):
         Config(source={"prometheus": {key: query}})
 
 
+@pytest.mark.security
+def test_every_dcgm_family_is_checked_not_only_the_dev_fields():
+    """The profiling fields (DCGM_FI_PROF_*, the default activity query's) are DCGM series a pod can forge too."""
+    with pytest.raises(ValidationError, match=r"demand_query reads DCGM_FI_PROF_GR_ENGINE_ACTIVE without"):
+        Config(source={"prometheus": {"demand_query": "count by (namespace) (DCGM_FI_PROF_GR_ENGINE_ACTIVE > 0)"}})
+    with pytest.raises(ValidationError, match=r"activity_query reads DCGM_FI_PROF_GR_ENGINE_ACTIVE without"):
+        Config(health={"activity_query": "DCGM_FI_PROF_GR_ENGINE_ACTIVE or DCGM_FI_DEV_GPU_UTIL{$exporter} / 100"})
+
+
 def test_a_health_query_without_the_selector_is_refused():
     with pytest.raises(ValidationError, match=r"activity_query reads DCGM_FI_DEV_GPU_UTIL without"):
         Config(health={"activity_query": "DCGM_FI_DEV_GPU_UTIL / 100"})
@@ -85,13 +94,28 @@ def test_queries_of_recorded_or_other_series_are_not_checked():
 
 
 @pytest.mark.security
-@pytest.mark.parametrize("bad", ['job="x"} or vector(1) or up{a="b"', "job=dcgm", "", '{job="x"}', 'job="x" or 1',
-                                 "  ", '__name__="DCGM_FI_DEV_GPU_UTIL"', 'job=~"("'])
+@pytest.mark.parametrize("bad", ['job="x"} or vector(1) or up{a="b"', "job=dcgm", '{job="x"}', 'job="x" or 1',
+                                 "  ", '__name__="DCGM_FI_DEV_GPU_UTIL"', 'job=~"("',
+                                 # a comment ends the query: the rest of each query would be cut off
+                                 'job="dcgm-exporter"} offset 1h #', 'job="dcgm-exporter"} @ 100 #'])
 def test_an_exporter_selector_that_is_not_label_matchers_is_refused(bad):
-    with pytest.raises(ValidationError, match="exporter_selector"):
+    """Refused as the selector it is (the error names the key's value), not later as a query it breaks: the
+    ValidationError echoes its input, so matching the key's name alone would pass whatever refused it."""
+    said = rf"exporter_selector {re.escape(repr(bad))} is not PromQL label matchers"
+    with pytest.raises(ValidationError, match=said):
         Config(source={"prometheus": {"exporter_selector": bad}})
-    with pytest.raises(ValidationError, match="exporter_selector"):
+    with pytest.raises(ValidationError, match=said):
         Config(health={"exporter_selector": bad})
+    with pytest.raises(ValidationError, match="exporter_selector"):
+        Config(source={"prometheus": {"exporter_selector": ""}})   # empty: pydantic's min_length says it
+
+
+@pytest.mark.parametrize("bad, why", [('job="a" or job="b"', "`or` between matchers"), ("  ", "no matcher"),
+                                      ('__name__="DCGM_FI_DEV_GPU_UTIL"', "metric name must not be set twice"),
+                                      ('job="a"} offset 1h #', "more than label matchers")])
+def test_the_selectors_refusal_says_why(bad, why):
+    with pytest.raises(ValidationError, match=re.escape(why)):
+        Config(source={"prometheus": {"exporter_selector": bad}})
 
 
 @pytest.mark.parametrize("line, said", [
@@ -148,7 +172,7 @@ def test_the_ingress_selector_replaces_the_placeholder_in_the_request_rate_query
 @pytest.mark.security
 @pytest.mark.parametrize("bad", ['job="x"} or vector(1) or up{a="b"', "job=ingress", '{job="x"}'])
 def test_an_ingress_selector_that_is_not_label_matchers_is_refused(bad):
-    with pytest.raises(ValidationError, match="ingress_selector"):
+    with pytest.raises(ValidationError, match=rf"ingress_selector {re.escape(repr(bad))} is not PromQL label"):
         Config(source={"prometheus": {"ingress_selector": bad}})
 
 

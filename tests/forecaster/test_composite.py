@@ -53,7 +53,9 @@ def test_main_peaks_are_kept_and_a_service_reads_its_largest_step():
 def test_a_service_missing_from_the_history_is_not_forecast_as_zero():
     main, svc = Const("main", 1.0), Const("svc", 7.0)
     fc = ServicesComposite(main, svc, ["s", "gone"]).predict(history(["s", "b"]), 5)
-    assert "gone" not in fc.tenants
+    assert "gone" not in fc.tenants and "gone" not in fc.tenant_models
+    young = ServicesComposite(main, svc, ["s", "gone"], services_min_history=100).predict(history(["s", "b"]), 5)
+    assert young.tenant_models == {"s": "main"}        # the main model forecasts the services until it serves
     assert np.isnan(fc.peak_over(5, 0.5, tenants=["gone", "s"])[0])
 
 
@@ -73,4 +75,70 @@ def test_merging_forecasts_of_other_quantiles_is_refused():
     a = Const("a", 1.0).predict(h[["a"]], 3)
     b = Forecast(("b",), (0.5, 0.99), np.zeros((1, 3, 2)), h.index[-1], 60, "b")
     with pytest.raises(ValueError, match="quantiles"):
+        merge(["a", "b"], a, b)
+
+
+def test_without_services_in_the_history_only_the_main_model_runs_and_no_fallback_is_said():
+    """No service column this cycle: the services' model is not asked (asked with no column it would fail and the
+    API would say a fallback every cycle)."""
+    main, svc = Const("main", 1.0), Const("svc", 7.0, fail=True)
+    comp = ServicesComposite(main, svc, ["s"])
+    fc = comp.predict(history(["a", "b"]), 5)
+    assert svc.seen == [] and fc.tenants == ("a", "b") and comp.last_error is None
+
+
+def test_the_services_model_runs_from_exactly_its_minimum_history_and_its_old_reason_is_cleared():
+    main, svc = Const("main", 1.0), Const("svc", 7.0)
+    comp = ServicesComposite(main, svc, ["s"], services_min_history=40)
+    comp.predict(history(["s", "b"], n=39), 5)
+    assert svc.seen == [] and "39 steps of history < 40" in comp.last_error
+    fc = comp.predict(history(["s", "b"], n=40), 5)
+    assert svc.seen == [["s"]] and fc.values[:, 0, 0].tolist() == [7.0, 1.0]
+    assert comp.last_error is None      # the API's fallback reason is this cycle's, not the young history's
+
+
+def test_services_only_get_their_model_alone_and_no_main_forecast_means_none():
+    """Every tenant a service: the main model is not asked. The main model planning on current demand only (no
+    forecast): so do the services."""
+    main, svc = Const("main", 1.0, fail=True), Const("svc", 7.0)
+    fc = ServicesComposite(main, svc, ["s1", "s2"]).predict(history(["s2", "s1"]), 5)
+    assert main.seen == [] and fc.tenants == ("s2", "s1") and fc.values[:, :, 0].max() == 7.0
+    assert fc.tenant_models == {"s2": "svc", "s1": "svc"}      # the skill gate's evidence per service's model
+
+    class NoForecast(Const):
+        def predict(self, history, horizon):
+            super().predict(history, horizon)
+            return None
+
+    assert ServicesComposite(NoForecast("none", 0.0), svc, ["s"]).predict(history(["s", "b"]), 5) is None
+    young = ServicesComposite(NoForecast("none", 0.0), svc, ["s"], services_min_history=100)
+    assert young.predict(history(["s", "b"]), 5) is None                  # before the services' model serves too
+
+
+def test_the_composite_keeps_the_main_models_min_history():
+    class Needs(Const):
+        min_history = 123
+
+    assert ServicesComposite(Needs("main", 1.0), Const("svc", 7.0), ["s"]).min_history == 123
+
+
+def test_merge_keeps_the_shorter_horizon_its_first_steps_and_nan_where_no_model_forecasts():
+    """A column neither model forecasts is missing (NaN), never zero load; the horizon is the shorter one, from the
+    first step; the merge is issued at the later of the two."""
+    h = history(["a", "s", "c"])
+    values = np.arange(8, dtype=float).reshape(1, 8, 1) * np.ones((1, 8, 2))
+    a = Forecast(("a",), Q, values, h.index[-1], 60, "m")
+    s = Forecast(("s",), Q, np.full((1, 5, 2), 7.0), h.index[-2], 60, "v")
+    fc = merge(["a", "s", "c"], a, s)
+    assert fc.horizon == 5 and fc.values[0, :, 0].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert fc.values[1, :, 0].tolist() == [7.0] * 5
+    assert np.isnan(fc.values[2]).all()
+    assert fc.issued_at == h.index[-1]
+
+
+def test_merging_forecasts_at_other_steps_is_refused():
+    h = history(["a", "b"])
+    a = Const("a", 1.0).predict(h[["a"]], 3)
+    b = Forecast(("b",), Q, np.zeros((1, 3, 2)), h.index[-1], 600, "b")
+    with pytest.raises(ValueError, match="600 s steps"):
         merge(["a", "b"], a, b)

@@ -113,3 +113,56 @@ def test_a_main_lstm_falling_back_behind_the_services_composite_still_counts_as_
     assert res.outcome == "ok" and rt.metrics.fallback._value.get() == 1
     err = rt.runner.snapshot.fallback_error
     assert "broken-lstm failed: weights exploded" in err and "steps of history < 1460" in err
+
+
+def test_with_services_leaves_reactive_alone_and_needs_a_day_of_windows_at_the_cycles_step(tmp_path):
+    """`none` (reactive, the replay's baseline row) stays without any forecast, services or not; the services' model
+    waits for a day of windows counted in the cycle's steps (1,460 at 60 s, 730 at 120 s); a replay's model
+    recomputes its spreads in the forecast call (reproducible), the daemon's in a thread."""
+    from daemon.forecasting.choose import NoForecast
+    from daemon.forecasting.services import with_services
+    from forecaster.composite import ServicesComposite
+
+    cfg = Config(tenants=[{"name": "chat", "inference": SERVICE}], forecaster={"model_dir": tmp_path})
+    none = NoForecast()
+    assert with_services(cfg, none, ["chat"]) == (none, "")
+    main = build(Config(forecaster={"model_dir": tmp_path, "kind": "seasonal_naive"}))[0]
+    model, _ = with_services(cfg, main, ["chat"])
+    assert isinstance(model, ServicesComposite) and model.services_min_history == 1460
+    assert model.services_model.inner.spread.background is False
+    assert with_services(cfg, main, ["chat"], background=True)[0].services_model.inner.spread.background is True
+    slow = Config(tenants=[{"name": "chat", "inference": SERVICE}], cycle={"resolution_s": 120},
+                  forecaster={"model_dir": tmp_path})
+    assert with_services(slow, main, ["chat"])[0].services_min_history == 730
+
+
+def test_seasonal_windows_needs_exactly_its_history_steps():
+    load_text("[cycle]\nhistory_steps = 1460\n[forecaster.services]\nkind = \"seasonal_windows\"\n", "ok.toml")
+    with pytest.raises(ConfigError, match="needs cycle.history_steps >= 1460"):
+        load_text("[cycle]\nhistory_steps = 1459\n[forecaster.services]\nkind = \"seasonal_windows\"\n", "bad.toml")
+
+
+def test_when_live_quality_replaces_the_main_model_the_services_keep_their_own(tmp_path):
+    """The quality fallback swaps the main model for the best baseline; the services stay on their window model."""
+    from forecaster.composite import ServicesComposite
+    from forecaster.selection import StartupSelection
+
+    cfg = Config(cluster={"gpus": 256}, tenants=[{"name": "tenant-0003", "inference": SERVICE}],
+                 source=SourceConfig(simulator=SimulatorConfig(seed=5, tenants=20, warmup_steps=300)),
+                 state={"path": tmp_path / "state.sqlite"}, forecaster={"model_dir": tmp_path / "models"})
+    runner = build_runtime(cfg).runner
+
+    class Degraded:
+        def observe(self, fc, history):
+            pass
+
+        def fallback_due(self):
+            return "coverage 0.2 < 0.5"
+
+        def reset(self):
+            self.was_reset = True
+
+    runner.quality = Degraded()
+    runner._score_forecasts(None, None)
+    assert isinstance(runner.forecaster, ServicesComposite) and runner.forecaster.services == {"tenant-0003"}
+    assert isinstance(runner.forecaster.main, StartupSelection) and runner.quality.was_reset

@@ -203,3 +203,22 @@ def test_start_estimates_are_written_only_under_the_lease_and_name_their_jobs_to
     assert fence.jobs == [("7", "8")]
     fence.ok = True
     assert act.show_eta(rows, 0.0).actions == ["estimate 7", "estimate 8"] and inner.calls == ["show_eta [7, '8']"]
+
+
+@pytest.mark.security
+def test_start_estimates_passed_by_keyword_name_their_jobs_to_the_fence():
+    inner, fence = Estimates(), Fence(ok=True)
+    rows = [{"job_id": 3, "p50_s": 1.0, "p90_s": None, "basis": "x"}]
+    assert FencedActuator(inner, fence).show_eta(rows=rows, made_at=0.0).actions == ["estimate 3"]
+    assert fence.asked == ["redis: show_eta 1 pending job"] and fence.jobs == [("3",)]
+
+
+@pytest.mark.security
+def test_a_capability_the_wrapped_actuator_gains_after_wrapping_is_still_fenced():
+    """The wrapper copies the capabilities it sees when it wraps; one set on the actuator later (an instance
+    attribute) is found by __getattr__, and fenced there too."""
+    inner, fence = Estimates(), Fence(ok=False)
+    act = FencedActuator(inner, fence)
+    inner.reclaim = lambda job_ids, reason: ActionReport(inner.name, False, actions=["reclaimed"])
+    rep = act.reclaim(["5"], "idle")
+    assert rep.fenced and rep.errors and fence.asked == ["redis: reclaim ['5'] idle"]

@@ -5,6 +5,7 @@ UNLIMITED reservation). tests/actuators/test_slurm_windows.py shows both on a re
 Kueue, a window is the tenant's hold from its lead time only: the GPUs are lent until then, and the hold is handed
 the pool's nodes where its tenant runs."""
 
+import dataclasses
 import datetime as dt
 
 import numpy as np
@@ -142,3 +143,101 @@ def test_on_slurm_a_mixed_fleets_window_is_reserved_ahead_on_its_type_and_lent_t
     assert np.flatnonzero(c.node_holder == 0).tolist() == mark.tolist() and not (c.node_ahead >= 0).any()
     c.step(np.array([8.0, 32.0]))
     assert c.running_per_tenant().tolist() == [8, 24]
+
+
+def test_on_slurm_a_windows_reservation_stays_on_its_nodes_all_or_none():
+    """Constructed on 4 free nodes of 8, where every node ties but on the ones a window had: slurmctld moves a
+    DAILY reservation on to its next occurrence on the same nodes, keeps it there while it covers the window, the
+    window's hold at its lead time is on its reservation's nodes, and a reservation is made on all the nodes it
+    needs or on none."""
+    prio = np.array([PRIORITY["normal"], PRIORITY["low"]], dtype=np.int8)
+    c = SimCluster(["w", "lo"], prio, 32, np.array([8, 8]), gpus_per_node=8)
+    none_ahead, ahead = np.zeros((2, 1), dtype=np.int64), np.array([[16], [0]])
+    c.step(np.array([0.0, 16.0]))                        # the low tenant on nodes 0 and 1
+    c.set_reservations(np.array([16, 0]), ahead=none_ahead)
+    assert np.flatnonzero(c.node_holder == 0).tolist() == [2, 3]   # the window active: its hold on the free ones
+    c.step(np.array([0.0, 0.0]))
+    assert (c.node_free == 8).all()                      # everything ended: the nodes tie
+    c.set_reservations(np.zeros(2), ahead=ahead)         # the window over: reserved ahead for the next occurrence
+    assert np.flatnonzero(c.node_ahead == 0).tolist() == [2, 3] and (c.node_holder == UNHELD).all()
+    c.set_reservations(np.zeros(2), ahead=ahead)         # kept while it covers the window
+    assert np.flatnonzero(c.node_ahead == 0).tolist() == [2, 3]
+    c.set_reservations(np.array([16, 0]), ahead=none_ahead)        # the lead time: the hold on its own nodes
+    assert np.flatnonzero(c.node_holder == 0).tolist() == [2, 3] and not (c.node_ahead >= 0).any()
+    # 8 GPUs outside any hold for a window of 16: scontrol refuses it, nothing is reserved (tried again later)
+    full = SimCluster(["w", "lo"], prio, 32, np.array([8, 8]), gpus_per_node=8)
+    full.set_reservations(np.array([0, 24]), ahead=none_ahead)
+    full.set_reservations(np.array([0, 24]), ahead=ahead)
+    assert (full.node_holder == 1).sum() == 3 and not (full.node_ahead >= 0).any()
+
+
+def test_on_slurm_a_mixed_fleets_window_reservation_is_no_other_holds_and_becomes_its_own_hold():
+    """Constructed: nodes 0, 1 a100, nodes 2, 3 h100; both tenants run on h100 only. The window's reservation ahead
+    (8 h100 GPUs) lands on the free h100 node 3; another tenant's h100 hold of 16 gets node 2 only, never the
+    reserved one; at the lead time the window's hold is on node 3, though node 2 ties with it by then."""
+    prio = np.array([PRIORITY["normal"], PRIORITY["low"]], dtype=np.int8)
+    c = SimCluster(["w", "lo"], prio, 0, np.array([8, 8]), node_types=["a100", "a100", "h100", "h100"],
+                   node_gpus=[8, 8, 8, 8], accepts=[("h100",), ("h100",)])
+    ahead = np.array([[0, 8], [0, 0]])
+    c.step(np.array([0.0, 8.0]))                                    # the low tenant on node 2
+    c.set_reservations(np.zeros(2), by_type=np.zeros((3, 2)), ahead=ahead)
+    assert np.flatnonzero(c.node_ahead == 0).tolist() == [3]
+    lo_hold = np.zeros((3, 2))
+    lo_hold[1, 1] = 16
+    c.set_reservations(np.array([0, 16]), by_type=lo_hold, ahead=ahead)
+    assert np.flatnonzero(c.node_holder == 1).tolist() == [2] and np.flatnonzero(c.node_ahead == 0).tolist() == [3]
+    c.set_reservations(np.zeros(2), by_type=np.zeros((3, 2)), ahead=ahead)
+    c.step(np.array([0.0, 0.0]))
+    assert (c.node_free == 8).all()
+    w_hold = np.zeros((3, 2))
+    w_hold[0, 1] = 8
+    c.set_reservations(np.array([8, 0]), by_type=w_hold, ahead=np.zeros((2, 2)))
+    assert np.flatnonzero(c.node_holder == 0).tolist() == [3] and not (c.node_ahead >= 0).any()
+
+
+def test_on_slurm_a_mixed_fleets_pooled_window_takes_none_of_the_pools_nodes():
+    """The pooled case on a mixed fleet (the typed holds' own hand-over): Kueue hands tenant a's window one of the
+    pool's h100 nodes where a runs, Slurm makes it on an h100 node outside the pool's reservation."""
+    members, pool_types = np.array([True, True, False]), np.array([[False, True], [False, True], [False, False]])
+
+    def pooled() -> SimCluster:
+        prio = np.array([PRIORITY["high"], PRIORITY["high"], PRIORITY["low"]], dtype=np.int8)
+        c = SimCluster(["a", "b", "lo"], prio, 0, np.array([8, 8, 8]), node_types=["a100"] + ["h100"] * 4,
+                       node_gpus=[8] * 5)
+        pool = np.zeros((4, 2))
+        pool[3, 1] = 16
+        c.set_reservations(np.zeros(3), pool=(members, 16), by_type=pool, pool_types=pool_types)
+        c.step(np.array([16.0, 0.0, 16.0]))
+        return c
+
+    window = np.zeros((4, 2))
+    window[0, 1], window[3, 1] = 8, 8              # a's window in its own row, the pool the rest
+    kueue, slurm = pooled(), pooled()
+    pool = np.flatnonzero(kueue.node_holder == 3)
+    assert pool.size == 2 and _running_on(kueue, pool, 0) == 16
+    kueue.set_reservations(np.array([8, 0, 0]), pool=(members, 8), by_type=window, pool_types=pool_types)
+    assert np.isin(np.flatnonzero(kueue.node_holder == 0), pool).all()
+    slurm.set_reservations(np.array([8, 0, 0]), pool=(members, 8), by_type=window, pool_types=pool_types,
+                           ahead=np.zeros((3, 2)))
+    mine = np.flatnonzero(slurm.node_holder == 0)
+    assert mine.size == 1 and not np.isin(mine, pool).any() and slurm.node_type[mine].tolist() == [1]
+    assert (slurm.node_holder == 3).sum() == 1
+
+
+def test_on_slurm_an_active_window_on_a_mixed_fleet_is_reserved_ahead_no_more():
+    """At the lead time the plan holds the window's h100 GPUs (window_holds_by_type): what is reserved ahead is its
+    GPUs less those, on their type (the first type, a100, has none to take them from)."""
+    from daemon.policy.types import Plan, PolicyMemory
+
+    prio = np.array([PRIORITY["normal"], PRIORITY["low"]], dtype=np.int8)
+    c = SimCluster(["w", "lo"], prio, 0, np.array([8, 8]), node_types=["a100", "a100", "h100", "h100"],
+                   node_gpus=[8, 8, 8, 8], accepts=[("h100",), ()])
+    act = SimulatorActuator(c, ("w", "lo"), windows_ahead=True)
+    window = {"name": "eod", "tenant": "w", "gpus": {"h100": 8}, "every": "daily", "at": "14:00",
+              "timezone": "Europe/Paris", "duration_minutes": 60}
+    base = Plan(at="2026-12-07T13:00:00+00:00", capacity=32, load=0.5, high_pool=0, reservations={}, quotas={},
+                limits={}, preemptions=(), notifications=(), stale=False, forecast_model="m", notes=(),
+                memory=PolicyMemory(), windows=(window,))
+    assert act._ahead(base).tolist() == [[0, 8], [0, 0]]
+    held = dataclasses.replace(base, window_holds={"w": 8}, window_holds_by_type={"w": {"h100": 8}})
+    assert act._ahead(held).tolist() == [[0, 0], [0, 0]]
