@@ -7,9 +7,11 @@ Measured per run: the high tier's unmet GPU-minutes at the 14:00 tenants (high-t
 meter), and the GPU-minutes held idle (held GPUs above the holder's use, every tenant). Target (bench/targets.py
 WINDOWS): the proposed windows cut the 14:00 tenants' high-tier unmet by >= 80% against predictive without windows,
 at no more normal-tier unmet and no more preemptions. Each windowed run is replayed twice: as Kueue carries a window
-out (the tenant's hold from the lead time; the GPUs lent before) and as Slurm does (``_on_slurm``: a reservation made
-ahead, on which no job starts until it is active, never on the pool's nodes; daemon/sim/cluster_holds.py _ahead);
-the GPUs a Slurm window's reservation keeps free ahead count as held idle. For each windowed run,
+out (the tenant's hold from the lead time; the GPUs lent before) and as Slurm does, with the reservation made ahead
+(``_on_slurm``: ``actuators.slurm.windows_reserved = "ahead"``, on which no job starts until it is active) and made
+at the lead time (``_on_slurm_at_lead``, the default: the nodes lent before), never on the pool's nodes
+(daemon/sim/cluster_holds.py _ahead); the GPUs a Slurm window's reservation keeps free before it is active count as
+held idle. For each windowed run,
 ``while_window_holds`` says per step why a 14:00 tenant still waited while its window held
 (daemon/sim/windows_breakdown.py), and sums the GPU-minutes per cause.
 
@@ -77,7 +79,11 @@ def main() -> int:
     tenants = [str(c) for c in w.demand.columns]
     peaked_high = [t for t, tier, p in zip(tenants, w.tiers, g.peaked) if tier == "high" and p]
     cfg = Config()
-    on_slurm = cfg.model_copy(update={"actuators": cfg.actuators.model_copy(update={"enabled": ["slurm"]})})
+    def slurm(reserved: str) -> Config:
+        return cfg.model_copy(update={"actuators": cfg.actuators.model_copy(update={
+            "enabled": ["slurm"], "slurm": cfg.actuators.slurm.model_copy(update={"windows_reserved": reserved})})})
+
+    on_slurm, at_lead = slurm("ahead"), slurm("at_lead")
     t0 = time.perf_counter()
     props = propose(w.demand.iloc[:hist], timezone="UTC")
     propose_s = time.perf_counter() - t0
@@ -99,6 +105,9 @@ def main() -> int:
             ("predictive_with_high_and_normal_tier_windows", "predictive", variants["high_normal"], cfg),
             ("predictive_with_high_tier_windows_on_slurm", "predictive", variants["high"], on_slurm),
             ("predictive_with_high_and_normal_tier_windows_on_slurm", "predictive", variants["high_normal"], on_slurm),
+            ("predictive_with_high_tier_windows_on_slurm_at_lead", "predictive", variants["high"], at_lead),
+            ("predictive_with_high_and_normal_tier_windows_on_slurm_at_lead", "predictive", variants["high_normal"],
+             at_lead),
             ("perfect", "perfect", [], cfg)):
         b = bank() if strategy == "predictive" else None
         # why a 14:00 tenant still waits while its window holds (daemon/sim/windows_breakdown.py)
@@ -139,7 +148,10 @@ def main() -> int:
         "verdict": {"high": judge(runs["predictive_with_high_tier_windows"]),
                     "high_normal": judge(runs["predictive_with_high_and_normal_tier_windows"]),
                     "high_on_slurm": judge(runs["predictive_with_high_tier_windows_on_slurm"]),
-                    "high_normal_on_slurm": judge(runs["predictive_with_high_and_normal_tier_windows_on_slurm"])}})
+                    "high_normal_on_slurm": judge(runs["predictive_with_high_and_normal_tier_windows_on_slurm"]),
+                    "high_on_slurm_at_lead": judge(runs["predictive_with_high_tier_windows_on_slurm_at_lead"]),
+                    "high_normal_on_slurm_at_lead":
+                        judge(runs["predictive_with_high_and_normal_tier_windows_on_slurm_at_lead"])}})
     provenance.finished(out)
     a.out.mkdir(parents=True, exist_ok=True)
     path = a.out / ("windows_synthetic.json" if a.seed == SEED else f"windows_synthetic_seed{a.seed}.json")

@@ -56,6 +56,13 @@ class SlurmActuatorConfig(_Strict):
                                                 "(docs/windows.md); no other is touched by them")
     hold_shrink_delay_s: float = Field(300.0, ge=0,
                                        description="a hold shrinks only after wanting fewer nodes this long")
+    # at_lead by default: a job without a time limit (INFINITE, the default of a partition with no DefaultTime)
+    # never starts on a reservation that exists and is not active yet, so one made ahead idles its nodes all day
+    windows_reserved: Literal["ahead", "at_lead"] = Field(
+        "at_lead", description="when a window's reservation is made (docs/windows.md): at_lead, for its next "
+                               "occurrence only, at its lead time (its nodes free for any job before; none made "
+                               "while the daemon is down); ahead, recurring (DAILY/WEEKLY/WEEKDAY), at the first "
+                               "plan (it holds while the daemon is down, but starts no job without a time limit)")
 
     @model_validator(mode="after")
     def _windows_are_not_holds(self) -> "SlurmActuatorConfig":

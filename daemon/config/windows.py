@@ -165,6 +165,13 @@ class WindowConfig(_Strict):
         """The start of the occurrence in progress at `now`, else of the next one (None: none ever again)."""
         return self.trigger().get_next_fire_time(None, now - self.duration + dt.timedelta(microseconds=1))
 
+    def next_lead(self, now: dt.datetime) -> dt.datetime | None:
+        """The lead time (start less reclaim_before) of the first occurrence whose lead time is still ahead of `now`
+        (an occurrence already being reclaimed for is the plan's hold's); None when it never starts again. When a
+        Slurm reservation for the window is made for, and how soon it is made with ``windows_reserved = at_lead``."""
+        start = self.trigger().get_next_fire_time(None, now + self.lead + dt.timedelta(seconds=1))
+        return None if start is None else start - self.lead
+
     @property
     def duration(self) -> dt.timedelta:
         return dt.timedelta(minutes=self.duration_minutes)

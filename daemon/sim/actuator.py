@@ -3,15 +3,20 @@
 A window is carried out as the replay's scheduler would: by default as on Kueue (the tenant's hold from the window's
 lead time, nothing before: the GPUs are lent until then, and the hold is handed the pool's nodes where the tenant
 runs); with ``windows_ahead`` (a replay whose config enables the Slurm actuator: ``replays_slurm``) as on Slurm, a
-reservation made ahead on which nothing new starts, and never on the pool's nodes (SimCluster ``_ahead``)."""
+reservation on which nothing new starts until it is active, and never on the pool's nodes (SimCluster ``_ahead``):
+made at the first plan (``actuators.slurm.windows_reserved = "ahead"``), or with ``at_lead_s`` (``"at_lead"``, the
+default: ``windows_at_lead_s``) only once the occurrence's lead time is that close, as the Slurm actuator makes it
+(daemon/actuators/slurm/windows.py), so that before then its nodes are lent to any job."""
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 
 import numpy as np
 
 from daemon.actuators.base import ActionReport
+from daemon.config import Config
 from daemon.config.windows import WindowConfig
 from daemon.policy.types import Notification, Plan
 from daemon.sim.cluster import SimCluster
@@ -30,13 +35,22 @@ def replays_slurm(actuators_enabled: list[str]) -> bool:
     return "slurm" in actuators_enabled
 
 
+def windows_at_lead_s(cfg: Config) -> float | None:
+    """How close a window's lead time is when the replay's Slurm makes its reservation: None when it is made ahead
+    (``windows_reserved = "ahead"``); else two cycle intervals, the Slurm actuator's margin (``repick_within_s``)."""
+    if cfg.actuators.slurm.windows_reserved == "ahead":
+        return None
+    return 2.0 * cfg.cycle.interval_s
+
+
 class SimulatorActuator:
     name = "simulator"
 
     def __init__(self, cluster: SimCluster, tenants: tuple[str, ...], dry_run: bool = False,
-                 node_index=None, lock=None, windows_ahead: bool = False) -> None:
+                 node_index=None, lock=None, windows_ahead: bool = False, at_lead_s: float | None = None) -> None:
         self.cluster = cluster
         self.windows_ahead = windows_ahead   # Slurm's windows: reservations made ahead (module docstring)
+        self.at_lead_s = at_lead_s           # made only this close to the lead time (None: at the first plan)
         self.lock = lock or contextlib.nullcontext()  # shared with the simulated source when one drives it
         self.node_index = node_index or (lambda name: None)
         self.index = {t: i for i, t in enumerate(tenants)}
@@ -121,14 +135,21 @@ class SimulatorActuator:
     def _ahead(self, plan: Plan) -> np.ndarray:
         """Per tenant (and GPU type on a mixed fleet: one column per ``type_names``, else one), the GPUs of its
         windows whose Slurm reservation is made ahead and not active now: all its windows' GPUs (a window's
-        reservation is made when it is declared, and slurmctld moves it on to the next occurrence by itself) less
+        reservation is made when it is declared, and slurmctld moves it on to the next occurrence by itself; with
+        ``at_lead_s``, only a window whose next lead time is at most that far: the reservation is made then) less
         what the plan holds for them now (``window_holds``, from the lead time)."""
         c = self.cluster
         names = list(c.type_names) if c.typed else ["gpu"]
         pos = {t: k for k, t in enumerate(names)}
         out = np.zeros((c.n, len(names)), dtype=np.int64)
+        now = dt.datetime.fromisoformat(plan.at)
+        now = now if now.tzinfo is not None else now.replace(tzinfo=dt.timezone.utc)   # a naive replay index: UTC
         for d in plan.windows:
             w = WindowConfig.model_validate(d)
+            if self.at_lead_s is not None:
+                lead = w.next_lead(now)
+                if lead is None or (lead - now).total_seconds() > self.at_lead_s:
+                    continue
             i = self.index.get(w.tenant)
             for typ, g in w.gpus_by_type(names[0]).items():
                 if i is not None and typ in pos:

@@ -26,7 +26,7 @@ from daemon.config import Config
 from daemon.policy import Plan, PolicyMemory, plan
 from daemon.policy.fleet import series_name
 from daemon.policy.state import PRIORITY
-from daemon.sim.actuator import SimulatorActuator, replays_slurm
+from daemon.sim.actuator import SimulatorActuator, replays_slurm, windows_at_lead_s
 from daemon.sim.cluster import NOT_ACCEPTED, SimCluster
 from daemon.sim.replay import TIERS, per_step_config
 from daemon.sim.workloads import Workload, generate
@@ -161,7 +161,8 @@ def run_fleet(fw: FleetWorkload, cfg: Config, mode: str, *, steps: int, knobs: d
     c = SimCluster(list(tenants), prio, 0, w.job_gpus, drain_steps=sc.drain_steps,
                    checkpoint_steps=sc.checkpoint_steps, max_wait_steps=cfg.policy.max_wait_steps,
                    node_types=fw.node_types, node_gpus=fw.node_gpus, accepts=fw.accepts)
-    act = SimulatorActuator(c, tenants, windows_ahead=replays_slurm(cfg.actuators.enabled))
+    act = SimulatorActuator(c, tenants, windows_ahead=replays_slurm(cfg.actuators.enabled),
+                            at_lead_s=windows_at_lead_s(cfg))
     series = tuple(series_name(t, a) for t, a in zip(tenants, fw.accepts)) if mode == "aware" else tenants
     tier_of = np.array(w.tiers)
     specs = [fw.spec(i) for i in range(len(tenants))]

@@ -19,7 +19,7 @@ from daemon.policy import Plan, PolicyMemory, plan
 from daemon.policy.fleet import series_name
 from daemon.policy.ratelimits import tenant_limits
 from daemon.policy.state import PRIORITY, ClusterState
-from daemon.sim.actuator import SimulatorActuator, replays_slurm
+from daemon.sim.actuator import SimulatorActuator, replays_slurm, windows_at_lead_s
 from daemon.sim.cluster import SimCluster
 from daemon.sim.flaps import FLAP_WINDOW_S, FlapCounter
 from daemon.sim.forecast_bank import ForecastBank
@@ -125,7 +125,8 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
         spec_of = np.array([res_specs.index(s) for s in specs])
         spec_wanted, spec_unmet = np.zeros(len(res_specs)), np.zeros(len(res_specs))
         spec_high_wanted, spec_high_unmet = np.zeros(len(res_specs)), np.zeros(len(res_specs))
-    act = SimulatorActuator(c, tenants, windows_ahead=replays_slurm(cfg.actuators.enabled))
+    act = SimulatorActuator(c, tenants, windows_ahead=replays_slurm(cfg.actuators.enabled),
+                            at_lead_s=windows_at_lead_s(cfg))
     index = {t: i for i, t in enumerate(tenants)}
     H = cfg.cycle.horizon_steps
     high = masks["high"]

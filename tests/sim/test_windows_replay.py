@@ -40,18 +40,27 @@ def test_the_replay_opens_a_window_at_the_traces_time_and_meets_the_peak():
     assert with_.held_idle_gpu_min["batch"] > without.held_idle_gpu_min["batch"]
 
 
+def _on_slurm(cfg, reserved: str):
+    return cfg.model_copy(update={"actuators": cfg.actuators.model_copy(update={
+        "enabled": ["slurm"], "slurm": cfg.actuators.slurm.model_copy(update={"windows_reserved": reserved})})})
+
+
 def test_replayed_as_slurm_a_windows_nodes_are_lent_to_no_one_after_it_until_the_next():
-    """With the Slurm actuator in the config the replay carries a window out as Slurm does (its reservation made
-    ahead; tests/sim/test_windows_slurm_sim.py): the low work that the lead time drained off the window's two nodes
-    cannot start there again after the window (15:00-24:00), where Kueue lends them back at once."""
+    """With the Slurm actuator in the config and windows_reserved = ahead the replay carries a window out as Slurm
+    does (its reservation made ahead; tests/sim/test_windows_slurm_sim.py): the low work that the lead time drained
+    off the window's two nodes cannot start there again after the window (15:00-24:00), where Kueue lends them
+    back at once. With at_lead (the default) no reservation exists until the next lead time: lent back, as Kueue."""
     w, cfg = _workload(), _cfg()
-    slurm_cfg = cfg.model_copy(update={"actuators": cfg.actuators.model_copy(update={"enabled": ["slurm"]})})
     kueue = replay(w, with_windows(cfg, [WINDOW]), "reactive", steps=1440)
-    slurm = replay(w, with_windows(slurm_cfg, [WINDOW]), "reactive", steps=1440)
+    slurm = replay(w, with_windows(_on_slurm(cfg, "ahead"), [WINDOW]), "reactive", steps=1440)
     assert slurm.unmet_gpu_min["lo"] >= kueue.unmet_gpu_min["lo"] + 16 * 60 * 8
     assert slurm.unmet_gpu_min["batch"] <= kueue.unmet_gpu_min["batch"] + 16     # the window itself is kept
     # the reserved nodes' free GPUs are kept for the window's tenant: held idle
     assert slurm.held_idle_gpu_min["batch"] >= kueue.held_idle_gpu_min["batch"] + 16 * 60 * 8
+    at_lead = replay(w, with_windows(_on_slurm(cfg, "at_lead"), [WINDOW]), "reactive", steps=1440)
+    assert at_lead.unmet_gpu_min["lo"] <= kueue.unmet_gpu_min["lo"] + 16 * 2 * 3     # at most its few minutes ahead
+    assert at_lead.unmet_gpu_min["batch"] <= kueue.unmet_gpu_min["batch"] + 16
+    assert at_lead.held_idle_gpu_min["batch"] <= kueue.held_idle_gpu_min["batch"] + 16 * 2 * 3
 
 
 class _Holders(TenantMeter):

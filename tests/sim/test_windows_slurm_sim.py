@@ -15,7 +15,7 @@ from daemon.config import parse_config
 from daemon.policy.engine import plan
 from daemon.policy.state import PRIORITY
 from daemon.policy.types import OperatorInputs, PolicyMemory
-from daemon.sim.actuator import SimulatorActuator, replays_slurm
+from daemon.sim.actuator import SimulatorActuator, replays_slurm, windows_at_lead_s
 from daemon.sim.cluster import RUNNING, UNHELD, SimCluster
 
 PARIS = dt.timezone(dt.timedelta(hours=1))   # Europe/Paris in December (CET)
@@ -23,14 +23,14 @@ TENANTS = ("batch", "lo")
 STEP_S = 300
 
 
-def _cfg(actuators: list[str]):
+def _cfg(actuators: list[str], reserved: str = "ahead"):
     return parse_config({
         "cluster": {"gpus": 32, "gpus_per_node": 8},
         "tenants": [{"name": "batch", "tier": "normal"}, {"name": "lo", "tier": "low"}],
         "cycle": {"interval_s": STEP_S, "resolution_s": STEP_S},
         "source": {"simulator": {"drain_steps": 2}},
         "policy": {"preempt_budget_share": 1.0, "preempt_min_runtime_s": 0},
-        "actuators": {"enabled": actuators},
+        "actuators": {"enabled": actuators, "slurm": {"windows_reserved": reserved}},
         "windows": [{"name": "eod", "tenant": "batch", "gpus": 16, "every": "daily", "at": "14:00",
                      "timezone": "Europe/Paris", "duration_minutes": 60, "reclaim_before_minutes": 30,
                      "borrowable_before": True}],
@@ -43,13 +43,14 @@ def _wants(t: dt.datetime) -> list[float]:
     return [16.0 if dt.time(14, 0) <= local < dt.time(15, 0) else 0.0, 16.0 if local < dt.time(12, 30) else 32.0]
 
 
-def _replay(actuators: list[str]) -> dict[str, dict[str, np.ndarray]]:
+def _replay(actuators: list[str], reserved: str = "ahead") -> dict[str, dict[str, np.ndarray]]:
     """Plan and step from 12:00 to 15:30 Paris; per step (HH:MM) the GPUs running per tenant, the nodes' holders,
     their windows reserved ahead, their free GPUs and the low tenant's GPUs on each."""
-    cfg = _cfg(actuators)
+    cfg = _cfg(actuators, reserved)
     prio = np.array([PRIORITY["normal"], PRIORITY["low"]], dtype=np.int8)
     c = SimCluster(list(TENANTS), prio, 32, np.array([8, 8]), gpus_per_node=8, drain_steps=2)
-    act = SimulatorActuator(c, TENANTS, windows_ahead=replays_slurm(cfg.actuators.enabled))
+    act = SimulatorActuator(c, TENANTS, windows_ahead=replays_slurm(cfg.actuators.enabled),
+                            at_lead_s=windows_at_lead_s(cfg))
     mem, last, out = PolicyMemory(), None, {}
     t = dt.datetime(2026, 12, 7, 12, 0, tzinfo=PARIS)
     c.step(np.array(_wants(t)))
@@ -66,6 +67,20 @@ def _replay(actuators: list[str]) -> dict[str, dict[str, np.ndarray]]:
             "running": c.running_per_tenant(), "holder": c.node_holder.copy(), "ahead": c.node_ahead.copy(),
             "free": c.node_free.copy(), "low_on": np.bincount(c.j_node[low], weights=c.j_gpus[low], minlength=4)}
     return out
+
+
+def test_on_slurm_at_lead_the_windows_nodes_are_lent_until_its_reservation_is_made_at_the_lead_time():
+    """windows_reserved = at_lead: the reservation is made only two cycles (10 min) before the lead time (13:30),
+    so until then its nodes are any job's, as on Kueue; ahead keeps them idle from the first plan."""
+    ahead, at_lead = _replay(["slurm"], "ahead"), _replay(["slurm"], "at_lead")
+    assert ahead["13:00"]["running"].tolist() == [0, 16] and (ahead["13:00"]["ahead"] >= 0).sum() == 2
+    for t in ("12:30", "13:00", "13:15"):
+        assert at_lead[t]["running"].tolist() == [0, 32] and not (at_lead[t]["ahead"] >= 0).any(), t
+    # made at 13:20 (its lead time 13:30 is two cycles away) on two nodes, where the low work still runs
+    assert (at_lead["13:20"]["ahead"] == 0).sum() == 2
+    assert at_lead["14:05"]["running"][0] == 16
+    # after the window: no reservation until the next day's lead time; the low tenant gets the nodes back
+    assert not (at_lead["15:25"]["ahead"] >= 0).any() and at_lead["15:25"]["running"].tolist() == [0, 32]
 
 
 def _running_on(c: SimCluster, nodes: np.ndarray, tenant: int) -> int:
