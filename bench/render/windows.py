@@ -25,8 +25,13 @@ def _synthetic(name: str) -> str:
     names = {"predictive": "predictive, no windows",
              "predictive_with_high_tier_windows": "predictive + the high tier's proposed windows",
              "predictive_with_high_and_normal_tier_windows": "predictive + the high and normal tiers' proposed windows",
-             "predictive_with_high_tier_windows_on_slurm": "the high tier's windows, on Slurm",
-             "predictive_with_high_and_normal_tier_windows_on_slurm": "the high and normal tiers' windows, on Slurm",
+             "predictive_with_high_tier_windows_on_slurm": "the high tier's windows, on Slurm, reserved ahead",
+             "predictive_with_high_and_normal_tier_windows_on_slurm":
+                 "the high and normal tiers' windows, on Slurm, reserved ahead",
+             "predictive_with_high_tier_windows_on_slurm_at_lead":
+                 "the high tier's windows, on Slurm, reserved at the lead time",
+             "predictive_with_high_and_normal_tier_windows_on_slurm_at_lead":
+                 "the high and normal tiers' windows, on Slurm, reserved at the lead time",
              "perfect": "perfect forecast, no windows"}
     rows = [[names[k], n(r["high_unmet_gpu_min_at_1400_tenants"]), n(r["of_which_12_16_utc"]),
              n(r["high_unmet_gpu_min"]), n(r["normal_unmet_gpu_min"]), n(r["preemptions"]), n(r["held_idle_gpu_min"]),
@@ -34,8 +39,11 @@ def _synthetic(name: str) -> str:
     lines = []
     base = d["runs"]["predictive"]["high_unmet_gpu_min_at_1400_tenants"]
     for key, what in (("high", "the high tier's windows"), ("high_normal", "the high and normal tiers' windows"),
-                      ("high_on_slurm", "the high tier's windows, on Slurm"),
-                      ("high_normal_on_slurm", "the high and normal tiers' windows, on Slurm")):
+                      ("high_on_slurm", "the high tier's windows, on Slurm, reserved ahead"),
+                      ("high_normal_on_slurm", "the high and normal tiers' windows, on Slurm, reserved ahead"),
+                      ("high_on_slurm_at_lead", "the high tier's windows, on Slurm, reserved at the lead time"),
+                      ("high_normal_on_slurm_at_lead",
+                       "the high and normal tiers' windows, on Slurm, reserved at the lead time")):
         if key not in d["verdict"]:
             continue
         v = d["verdict"][key]
@@ -58,7 +66,8 @@ def _synthetic(name: str) -> str:
            "others_firm": "another tenant's work that cannot be preempted on its window's nodes",
            "free_in_pieces": "free GPUs on its window's nodes in pieces smaller than its jobs", "other": "other"}
     for run, on in (("predictive_with_high_tier_windows", ""),
-                    ("predictive_with_high_tier_windows_on_slurm", " on Slurm")):
+                    ("predictive_with_high_tier_windows_on_slurm", " on Slurm, reserved ahead"),
+                    ("predictive_with_high_tier_windows_on_slurm_at_lead", " on Slurm, reserved at the lead time")):
         b = d["runs"].get(run, {}).get("while_window_holds")
         if b is not None:
             parts = [f"{n(g)} GPU-min {why[c]}" for c, g in b["gpu_min_by_cause"].items() if g > 0]

@@ -30,8 +30,8 @@ def slurm():
 
 
 def actuator(slurm):
-    return SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir="/usr/bin", warn_lead_s=0), TENANTS,
-                         dry_run=False)
+    return SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir="/usr/bin", warn_lead_s=0,
+                                             windows_reserved="ahead"), TENANTS, dry_run=False)
 
 
 def plan(windows, reserve=None, *pre):
@@ -332,3 +332,37 @@ def test_a_windows_reservation_takes_no_node_of_the_pools_unlimited_hold(slurm):
     moved = subprocess.run(["scontrol", "update", "ReservationName=gpuas-win-high", f"Nodes={pool['Nodes']}"],
                            env=slurm["env"], capture_output=True, text=True)
     assert moved.returncode != 0 and "overlaps with another reservation" in moved.stderr
+
+
+@pytest.mark.services
+@pytest.mark.usefixtures("cleaned")
+def test_at_lead_a_window_is_reserved_only_at_its_lead_time_for_that_occurrence_alone(slurm):
+    """windows_reserved = at_lead (the default): no reservation before the lead time (its nodes are any job's, none
+    without a time limit kept off them), then, within two cycle intervals of it, one for that occurrence alone:
+    StartTime the start less reclaim_before, Duration reclaim_before + duration, no recurrence flag (slurmctld purges
+    it once it ends); kept while it is active."""
+    a = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir="/usr/bin", warn_lead_s=0), TENANTS,
+                      dry_run=False, cycle_s=15.0)                   # made once StartTime is within 2 x 15 s
+    now = dt.datetime.now(dt.timezone.utc)
+    begin = (now + dt.timedelta(seconds=60)).replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
+    start = begin + dt.timedelta(minutes=1)
+    daily = window("eod", cron=f"{start.minute} {start.hour} * * *", duration_minutes=5, reclaim_before_minutes=1)
+    rep = a.apply(plan([daily]))
+    assert rep.ok and rep.actions == [], (rep.actions, rep.errors)
+    assert "gpuas-win-eod" not in slurm_run(slurm["env"], "scontrol", "-o", "show", "reservation")
+    # the lead time two cycles away: the reservation is made, for this occurrence only
+    wait_for(lambda: dt.datetime.now(dt.timezone.utc) >= begin - dt.timedelta(seconds=25), what="the lead time near",
+             timeout=150)
+    rep = a.apply(plan([daily]))
+    assert rep.ok, rep.errors
+    r = shown(slurm, "gpuas-win-eod")
+    assert r["StartTime"] == begin.astimezone().strftime("%Y-%m-%dT%H:%M:%S") and r["Duration"] == "00:06:00"
+    flags = set(r["Flags"].split(","))
+    assert {"IGNORE_JOBS", "MAGNETIC"} <= flags and not flags & {"DAILY", "WEEKLY", "WEEKDAY", "WEEKEND"}
+    assert r["Accounts"] == "acct-norm" and r["State"] == "INACTIVE"
+    assert a.apply(plan([daily])).actions == []                      # the same window again: nothing to do
+    # active: kept (the next occurrence is not reserved before its own lead time)
+    wait_for(lambda: shown(slurm, "gpuas-win-eod")["State"] == "ACTIVE", what="the reservation active", timeout=90)
+    rep = a.apply(plan([daily]))
+    assert rep.ok and rep.actions == [], (rep.actions, rep.errors)
+    assert shown(slurm, "gpuas-win-eod")["StartTime"] == r["StartTime"]

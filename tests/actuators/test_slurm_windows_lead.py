@@ -38,7 +38,8 @@ def clean(slurm):
 
 
 def actuator(slurm):
-    return SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir="/usr/bin", warn_lead_s=0), TENANTS,
+    return SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir="/usr/bin", warn_lead_s=0,
+                                             windows_reserved="ahead"), TENANTS,
                          dry_run=False, cycle_s=CYCLE_S)
 
 

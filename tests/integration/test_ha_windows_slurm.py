@@ -29,7 +29,8 @@ def slurm():
 def _replica(slurm, redis_url, name):
     """A replica: a new process's Slurm actuator (it knows nothing of the reservations), fenced by its lease."""
     lease = RedisLease(redis.Redis.from_url(redis_url), replica_id=name, ttl_s=60)
-    inner = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir="/usr/bin", warn_lead_s=0),
+    inner = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir="/usr/bin", warn_lead_s=0,
+                                             windows_reserved="ahead"),
                           TENANTS, dry_run=False)
     return lease, FencedActuator(inner, lease)
 

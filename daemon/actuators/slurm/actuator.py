@@ -108,7 +108,8 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         # nodes picked again at each lead time, caught by one of the last two cycles (cycle_s: cycle.interval_s)
         self.windows = SlurmWindows(read=self._read, scontrol=self._scontrol, holds=self.holds,
                                     prefix=cfg.window_name_prefix, clock=time.time, repick_within_s=2 * cycle_s,
-                                    guard=lambda: self.guard) if self.holds else None
+                                    guard=lambda: self.guard, at_lead=cfg.windows_reserved == "at_lead"
+                                    ) if self.holds else None
         self._reported: set[str] = set()
         self.env = dict(os.environ)
         if cfg.slurm_conf is not None:

@@ -1,4 +1,15 @@
-"""Recurring windows as real Slurm reservations, created ahead (issue 39), so a window holds while the daemon is down.
+"""Recurring windows as real Slurm reservations (issue 39), made at each lead time or created ahead.
+
+When, ``actuators.slurm.windows_reserved`` says:
+
+- ``at_lead`` (the default): each occurrence's reservation alone (no recurrence flag; slurmctld purges it once it
+  has ended), made only once its StartTime is ``repick_within_s`` (two cycle intervals) away, and kept while that
+  occurrence is under way. Before then its nodes are any job's. Why the default: slurmctld starts on a reservation
+  that exists and is not active no job whose time limit reaches into it, and a job without one (INFINITE, the
+  default of a partition with no DefaultTime) never starts there, the tenant's own included: one made ahead idles
+  its nodes from one occurrence to the next. The cost: while the daemon is down no occurrence is reserved.
+- ``ahead``: recurring, made at the first plan, as below; it holds while the daemon is down, and only jobs with a
+  time limit ending before its StartTime borrow its nodes (for partitions with a DefaultTime or MaxTime).
 
 Each window of the plan (``Plan.windows``: the config's and the operator's) is one reservation, made for its next
 occurrence whose lead time is still ahead:
@@ -131,11 +142,10 @@ def wanted(w: WindowConfig, now: dt.datetime) -> tuple[dt.datetime, int, str | N
     """(StartTime, Duration in minutes, flag) of the reservation for `w`: its first occurrence whose lead time
     is still ahead of `now` (an occurrence already being reclaimed for is the plan's hold's, not re-made here);
     None when it never starts again."""
-    t = w.trigger()
-    start = t.get_next_fire_time(None, now + w.lead + dt.timedelta(seconds=1))
-    if start is None:
+    lead = w.next_lead(now)
+    if lead is None:
         return None
-    begin = (start - w.lead).astimezone().replace(tzinfo=None, microsecond=0)
+    begin = lead.astimezone().replace(tzinfo=None, microsecond=0)
     return begin, int(math.ceil((w.lead + w.duration).total_seconds() / 60 - 1e-9)), w.slurm_flag()
 
 
@@ -151,7 +161,7 @@ class SlurmWindows:
 
     def __init__(self, *, read: Callable[..., str], scontrol: Callable[..., bool], holds: SlurmHolds,
                  prefix: str, clock: Callable[[], float], repick_within_s: float = 60.0,
-                 guard: Callable[[], FenceGuard] = lambda: NO_FENCE) -> None:
+                 guard: Callable[[], FenceGuard] = lambda: NO_FENCE, at_lead: bool = False) -> None:
         self.read = read
         self.scontrol = scontrol
         self.holds = holds                # its node choice and account map (the holds' rule for whole nodes)
@@ -159,6 +169,9 @@ class SlurmWindows:
         self.clock = clock                # epoch seconds
         # an inactive reservation's nodes are picked again once its StartTime is this close (two cycle intervals)
         self.repick_within_s = repick_within_s
+        # windows_reserved = at_lead: each occurrence's reservation made alone (no recurrence flag), only once its
+        # StartTime is repick_within_s away; until then no reservation starves the jobs without a time limit
+        self.at_lead = at_lead
         # reservation name -> the StartTime (occurrence) whose nodes were picked at its lead time, in this fencing
         # term: at most one pick per occurrence; a replica that leads again picks again (same cluster, same choice)
         self._picked: TermRecord[str, dt.datetime] = TermRecord(guard)
@@ -191,6 +204,8 @@ class SlurmWindows:
         mine = {r.name: r for r in parse_window_reservations(res_out, self.prefix)}
         others = {n for r in parse_reservations(res_out) if r.name not in mine for n in r.nodes}
         want: dict[str, Wanted] = {}
+        later: set[str] = set()
+        local_now = now.astimezone().replace(tzinfo=None)
         for w in windows:
             account = self.holds.account_of.get(w.tenant)
             if account is None:
@@ -200,17 +215,26 @@ class SlurmWindows:
             if got is None:
                 continue
             start, dur, flag = got
-            want[window_reservation_name(self.prefix, w.name)] = Wanted(
-                window_reservation_name(self.prefix, w.name), start, dur, account, w.total_gpus(),
-                w.gpus_by_type(DEFAULT_TYPE) if isinstance(w.gpus, dict) else {}, flag)
-            if flag is None:
+            name = window_reservation_name(self.prefix, w.name)
+            if self.at_lead:
+                flag = None
+                r = mine.get(name)
+                if r is not None and r.start - dt.timedelta(seconds=self.repick_within_s) <= local_now < (
+                        r.start + dt.timedelta(minutes=r.duration_min)) and r.start < start:
+                    start = r.start             # the occurrence under way (or at its lead time): it is kept
+                elif (start - local_now).total_seconds() > self.repick_within_s:
+                    later.add(name)             # made at its lead time, not before
+                    continue
+            want[name] = Wanted(name, start, dur, account, w.total_gpus(),
+                                w.gpus_by_type(DEFAULT_TYPE) if isinstance(w.gpus, dict) else {}, flag)
+            if flag is None and not self.at_lead:
                 rep.actions.append(f"window {w.name}: Slurm has no recurrence for cron {w.cron!r}: only its next "
                                    f"occurrence ({start:%Y-%m-%d %H:%M}) is reserved, and re-made each time")
         for name, r in sorted(mine.items()):
             if name not in want:
-                self._delete(rep, r, jobs, "no such window now")
+                self._delete(rep, r, jobs, "made at its lead time only (actuators.slurm.windows_reserved = at_lead)"
+                             if name in later else "no such window now")
         taken = set(others)
-        local_now = now.astimezone().replace(tzinfo=None)
         for name, wt in sorted(want.items()):
             r = mine.get(name)
             if r is not None and (r.state == "ACTIVE" or self._same(r, wt, nodes, local_now)):
