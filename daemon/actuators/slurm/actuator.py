@@ -223,8 +223,9 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
 
     def _apply_windows(self, rep: ActionReport, plan: Plan, jobs: list[RunningJob]
                        ) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
-        """The windows' reservations made ahead (windows.py); returns account -> GPUs its active windows' reservations
-        hold now, which its hold need not hold again, and the same per GPU type (a mixed fleet; else empty)."""
+        """The windows' reservations, made at the lead time or ahead (windows.py); returns account -> GPUs its
+        active windows' reservations hold now, which its hold need not hold again, and the same per GPU type (a
+        mixed fleet; else empty)."""
         if self.windows is None:
             return {}, {}
         ws = [WindowConfig.model_validate(w) for w in plan.windows]
