@@ -347,6 +347,10 @@ def test_at_lead_a_window_is_reserved_only_at_its_lead_time_for_that_occurrence_
     begin = (now + dt.timedelta(seconds=60)).replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
     start = begin + dt.timedelta(minutes=1)
     daily = window("eod", cron=f"{start.minute} {start.hour} * * *", duration_minutes=5, reclaim_before_minutes=1)
+    # one made ahead before (windows_reserved was "ahead") is released, saying why
+    assert actuator(slurm).apply(plan([daily])).ok and "DAILY" in shown(slurm, "gpuas-win-eod")["Flags"]
+    rep = a.apply(plan([daily]))
+    assert rep.ok and any("made at its lead time only" in x for x in rep.actions), (rep.actions, rep.errors)
     rep = a.apply(plan([daily]))
     assert rep.ok and rep.actions == [], (rep.actions, rep.errors)
     assert "gpuas-win-eod" not in slurm_run(slurm["env"], "scontrol", "-o", "show", "reservation")
@@ -366,3 +370,18 @@ def test_at_lead_a_window_is_reserved_only_at_its_lead_time_for_that_occurrence_
     rep = a.apply(plan([daily]))
     assert rep.ok and rep.actions == [], (rep.actions, rep.errors)
     assert shown(slurm, "gpuas-win-eod")["StartTime"] == r["StartTime"]
+
+
+@pytest.mark.services
+@pytest.mark.usefixtures("cleaned")
+def test_reserved_ahead_the_log_names_once_the_partitions_that_give_jobs_no_time_limit(slurm, caplog):
+    """The test cluster's partitions have MaxTime=INFINITE and no DefaultTime: a job without --time never starts
+    on a window's reservation made ahead; the log says so, once per actuator."""
+    a = actuator(slurm)
+    with caplog.at_level("WARNING", logger="gpu_autoscaler.actuator.slurm"):
+        assert a.apply(plan([in_three_hours()])).ok
+        said = [r.getMessage() for r in caplog.records if "reserved ahead" in r.getMessage()]
+        assert len(said) == 1 and "partitions high,normal,low give a job without --time no time limit" in said[0]
+        caplog.clear()
+        assert a.apply(plan([in_three_hours()])).ok
+        assert not [r for r in caplog.records if "reserved ahead" in r.getMessage()]

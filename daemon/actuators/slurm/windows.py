@@ -54,6 +54,7 @@ one whose window is gone is deleted, its jobs detached first (they keep running)
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -70,6 +71,8 @@ from daemon.actuators.slurm.holds import (
 from daemon.config.fleet import DEFAULT_TYPE
 from daemon.config.windows import WindowConfig
 from daemon.text import plural
+
+log = logging.getLogger("gpu_autoscaler.actuator.slurm")
 
 SLURM_TIME = "%Y-%m-%dT%H:%M:%S"
 # how long after a recurring reservation's occurrence ends it may still show that occurrence (INACTIVE, its past
@@ -119,6 +122,18 @@ def parse_window_reservations(out: str, prefix: str) -> list[WindowReservation]:
                                      frozenset(f for f in kv.get("Flags", "").split(",") if f),
                                      kv.get("State", "ACTIVE").upper()))
     return res
+
+
+def untimed_partitions(out: str) -> list[str]:
+    """The partitions (``scontrol -o show partition``) that give a job without ``--time`` no time limit (no
+    DefaultTime, MaxTime UNLIMITED): such a job never starts on a window's reservation made ahead."""
+    names = []
+    for line in out.splitlines():
+        kv = parse_kv_line(line)
+        if kv.get("PartitionName") and kv.get("DefaultTime", "NONE").upper() == "NONE" \
+                and kv.get("MaxTime", "UNLIMITED").upper() in ("UNLIMITED", "INFINITE"):
+            names.append(kv["PartitionName"])
+    return names
 
 
 def window_reservation_name(prefix: str, window: str) -> str:
@@ -172,6 +187,7 @@ class SlurmWindows:
         # windows_reserved = at_lead: each occurrence's reservation made alone (no recurrence flag), only once its
         # StartTime is repick_within_s away; until then no reservation starves the jobs without a time limit
         self.at_lead = at_lead
+        self._checked_partitions = False  # "ahead": the partitions without a time limit said once (apply)
         # reservation name -> the StartTime (occurrence) whose nodes were picked at its lead time, in this fencing
         # term: at most one pick per occurrence; a replica that leads again picks again (same cluster, same choice)
         self._picked: TermRecord[str, dt.datetime] = TermRecord(guard)
@@ -201,6 +217,9 @@ class SlurmWindows:
         """`freed`: node -> GPUs this plan's preemptions free there (holds.freed_by), counted as free when a
         window's nodes are picked again at its lead time, as the simulator counts draining GPUs."""
         now = dt.datetime.fromtimestamp(self.clock(), dt.timezone.utc)
+        windows = list(windows)
+        if windows and not self.at_lead and not self._checked_partitions:
+            self._warn_untimed()
         mine = {r.name: r for r in parse_window_reservations(res_out, self.prefix)}
         others = {n for r in parse_reservations(res_out) if r.name not in mine for n in r.nodes}
         want: dict[str, Wanted] = {}
@@ -263,6 +282,21 @@ class SlurmWindows:
                 taken |= set(targets)
                 if (wt.start - local_now).total_seconds() <= self.repick_within_s:
                     self._picked[name] = wt.start    # made at its lead time: that was the pick for this occurrence
+
+    def _warn_untimed(self) -> None:
+        """Once, in the log (the report says what was done): with reservations made ahead, which partitions start
+        jobs with no time limit (those never start on a window's nodes between its occurrences, the tenant's own
+        included)."""
+        try:
+            untimed = untimed_partitions(self.read("scontrol", "-o", "show", "partition"))
+        except Exception as exc:  # noqa: BLE001 (a failed read only skips this warning; the next apply tries again)
+            log.warning("windows reserved ahead: could not read the partitions (%s)", exc)
+            return
+        self._checked_partitions = True
+        if untimed:
+            log.warning("windows are reserved ahead (actuators.slurm.windows_reserved = ahead), but partitions %s "
+                        "give a job without --time no time limit: none of those starts on a window's nodes between "
+                        "its occurrences; give them a DefaultTime, or use at_lead", ",".join(untimed))
 
     def _pick_at_lead(self, rep: ActionReport, r: WindowReservation, wt: Wanted, nodes: list[Node],
                       jobs: list[RunningJob], busy: set[str], freed: dict[str, int]) -> WindowReservation:
