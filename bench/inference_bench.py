@@ -63,7 +63,7 @@ from daemon.forecasting.retrain import default_data_dir, retrain_on  # noqa: E40
 from daemon.sim.own import choose_forecaster  # noqa: E402
 from daemon.sim.replay import FORECAST_FOR, FORESIGHT, RATES_ONLY, replica_quantile, run_replay  # noqa: E402
 from daemon.sim.servegen import servegen  # noqa: E402
-from daemon.sim.sizing import with_service_headroom as with_headroom  # noqa: E402
+from daemon.sim.sizing import gated, with_service_headroom as with_headroom  # noqa: E402
 from forecaster import traces  # noqa: E402
 from forecaster.composite import seasonal_windows as services_seasonal_windows  # noqa: E402
 from forecaster.resampled import Resampled, window_means  # noqa: E402
@@ -192,15 +192,61 @@ def versus_reactive(pred: dict, perfect: dict, reactive: dict, points: list[dict
                 pred["tiers"][t]["unmet_gpu_min"] <= unmet[t] for t in BATCH_TIERS)}
 
 
+def reactive_points(case: dict) -> list[dict]:
+    """Reactive's (service GPU-minutes, high-tier throttled, unmet per tier) at the workload's headroom and at each
+    of REACTIVE_HEADROOMS, from a case's ``runs.reactive`` and ``reactive_headrooms``: the points `versus_reactive`
+    reads off between."""
+    reactive = case["runs"]["reactive"]
+    return [{"service_gpu_min": service_gpu_min(reactive), "high_inf_throttled": reactive["tiers"]["high"][
+        "inf_throttled"], "unmet_gpu_min": {t: reactive["tiers"][t]["unmet_gpu_min"] for t in TIERS}},
+        *case["reactive_headrooms"].values()]
+
+
+def gated_product_row(w, cfg: Config, q: float) -> dict:
+    """The product's choice (as `predictive_product`) at replica quantile ``q`` with the skill gate on (`gated`:
+    policy.skill_gate.enabled): predictive acts on the forecast only per tenant where it has shown skill, so the
+    batch tenants whose forecast has none are planned reactively by the product's own rule (issue 40, item 2).
+    Keeps the gate's per-tenant counts (``skill_gate``) beside the figures."""
+    product = choose_forecaster(w.demand.iloc[: w.start], cfg, 60, quick=True, services=list(w.inference))
+    (m,) = run_replay(w, gated(with_replica_quantile(cfg, q)), product.model, steps=len(w.demand) - w.start,
+                      strategies=("predictive",), workers=1)
+    return {"forecaster": product.name, "replica_quantile": q, "skill_gate_enabled": True, **run_row(m),
+            "skill_gate": m.summary().get("skill_gate")}
+
+
+def servegen_workload(cold_min: float, days: float, seed: int, data: Path, history_days: float, cfg: Config):
+    """The bench's workload at one cold start: ServeGen's services beside the synthetic batch tenants."""
+    tight = {t: min(lvl.rate(t) for lvl in cfg.ratelimits.levels) for t in ("high", "normal")}
+    return servegen(data, days=days, history_days=history_days, seed=seed, cold_start_s=cold_min * 60,
+                    tight_limits=tight, gpus_per_node=cfg.cluster.gpus_per_node)
+
+
+def add_gated_product(path: Path, data: Path, q: float) -> None:
+    """Adds `predictive_product_gated` at replica quantile ``q`` to every case of the committed JSON at ``path``
+    (run with the JSON's days, history and seed) without re-running its other rows; the row records its own
+    commit, load and wall time, since the rest of the JSON was measured on an earlier commit."""
+    doc = json.loads(path.read_text())
+    for case in doc["cases"]:
+        print(f"gated product, cold start {case['cold_start_min']:g} min...", file=sys.stderr, flush=True)
+        prov = provenance.started()
+        cfg = Config()
+        w, _ = servegen_workload(case["cold_start_min"], doc["days"], doc["seed"], data, doc["history_days"], cfg)
+        row = gated_product_row(w, cfg, q)
+        row.update(versus_reactive(row, case["runs"]["perfect"], case["runs"]["reactive"], reactive_points(case)))
+        row["provenance"] = provenance.finished(prov) | {
+            "command": "python bench/inference_bench.py " + " ".join(sys.argv[1:])}
+        case["predictive_product_gated"] = row
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"wrote {path}", file=sys.stderr)
+
+
 def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, quantiles: list[float],
              history_days: float = 2.0, epochs: int | None = None, windows: bool = False) -> dict:
     """One cold start: reactive, perfect and predictive with its replica autoscaler at ``quantiles[0]`` (the runs
     under ``runs``), predictive at each further quantile (``predictive_at_replica_quantile``), and reactive at
     each of REACTIVE_HEADROOMS for the comparison at equal GPU-hours."""
     cfg = Config()
-    tight = {t: min(lvl.rate(t) for lvl in cfg.ratelimits.levels) for t in ("high", "normal")}
-    w, notes = servegen(data, days=days, history_days=history_days, seed=seed, cold_start_s=cold_min * 60,
-                        tight_limits=tight, gpus_per_node=cfg.cluster.gpus_per_node)
+    w, notes = servegen_workload(cold_min, days, seed, data, history_days, cfg)
     t0 = time.perf_counter()
     choice = choose_forecaster(w.demand.iloc[: w.start], cfg, 60, quick=True)
     steps = len(w.demand) - w.start
@@ -243,6 +289,9 @@ def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, 
         (m,) = run_replay(w, with_replica_quantile(cfg, q), product.model, steps=steps, strategies=("predictive",),
                           workers=1)
         out["predictive_product"][f"{q:g}"] = {"forecaster": product.name, "replica_quantile": q, **run_row(m)}
+    # the last of them with the skill gate on (the product's way to plan a tenant reactively where the forecast
+    # has shown no skill, issue 40 item 2)
+    out["predictive_product_gated"] = gated_product_row(w, cfg, quantiles[-1])
     if windows:  # one change, the forecaster: the one retrain chooses on the services' 10-minute windows
         wmodel, winfo = window_forecaster(w, cfg, (str(data), days, history_days, seed), epochs)
         (m,) = run_replay(w, with_replica_quantile(cfg, quantiles[0]), wmodel, steps=steps,
@@ -265,8 +314,6 @@ def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, 
         out["predictive_windows_seasonal_batch_reactive"] = {"forecaster": wseason.name, "replica_quantile": q,
                                                              **run_row(m)}
     reactive = out["runs"]["reactive"]
-    points = [{"service_gpu_min": service_gpu_min(reactive), "high_inf_throttled": reactive["tiers"]["high"][
-        "inf_throttled"], "unmet_gpu_min": {t: reactive["tiers"][t]["unmet_gpu_min"] for t in TIERS}}]
     out["reactive_headrooms"] = {}
     for h in REACTIVE_HEADROOMS:
         m, rate_m = run_replay(with_headroom(w, h), cfg, None, steps=steps, settings=[("reactive", {}), PERFECT_RATE],
@@ -277,10 +324,11 @@ def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, 
                "high_inf_throttled": s["tiers"]["high"]["inf_throttled"], "utilization": s["utilization"],
                "unmet_gpu_min": {t: s["tiers"][t]["unmet_gpu_min"] for t in TIERS}}
         out["reactive_headrooms"][f"{h:g}"] = row
-        points.append(row)
+    points = reactive_points(out)
     out.update(versus_reactive(out["runs"]["predictive"], out["runs"]["perfect"], reactive, points))
     for r in [*out["predictive_at_replica_quantile"].values(), out["predictive_high_tier_ahead"],
               out["predictive_batch_reactive"], out["predictive_seasonal"], *out["predictive_product"].values(),
+              out["predictive_product_gated"],
               *([out["predictive_windows"], *out["predictive_windows_seasonal"].values(),
                  out["predictive_windows_seasonal_batch_reactive"]] if windows else [])]:
         r.update(versus_reactive(r, out["runs"]["perfect"], reactive, points))
@@ -306,8 +354,16 @@ def main() -> None:
                          "windows (an LSTM trained once per bench run: minutes)")
     ap.add_argument("--epochs", type=int, default=None, help="predictive_windows' LSTM (default: retrain.epochs)")
     ap.add_argument("--data-dir", type=Path, default=None)
+    ap.add_argument("--only-gated-product", action="store_true",
+                    help="add predictive_product_gated (at the last --replica-quantiles) to the committed "
+                         "inference_servegen.json in --out, run with its days, history and seed, its other rows "
+                         "left as they are")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
     a = ap.parse_args()
+    if a.only_gated_product:
+        q = float(a.replica_quantiles.split(",")[-1]) if a.replica_quantiles else replica_quantile(Config())
+        add_gated_product(a.out / "inference_servegen.json", a.data_dir or default_data_dir(), q)
+        return
     doc = {**provenance.started(), "bench": "inference", "days": a.days, "history_days": a.history_days, "seed": a.seed,
            "command": "python bench/inference_bench.py " + " ".join(sys.argv[1:]),
            "targets": {"gap_closed_min": 0.25, "gap_closed_goal": 0.5, "from_cold_start_min": 3,

@@ -63,6 +63,12 @@ def replay_inference() -> str:
             label = f"predictive (replicas at p{100 * float(q):g}, the product's choice: {_product_name(r)})"
             rows.append(row(c, label, r))
             gaps.append(gap(c, label, r, r))
+        r = c.get("predictive_product_gated")
+        if r is not None:  # the product's choice with the skill gate on (policy.skill_gate.enabled)
+            label = (f"predictive (replicas at p{100 * float(r['replica_quantile']):g}, the product's choice, "
+                     "skill gate on)")
+            rows.append(row(c, label, r))
+            gaps.append(gap(c, label, r, r))
         r = c.get("predictive_high_tier_ahead")
         if r is not None:  # policy.replica_ahead_tiers = [high]
             label = "predictive (" + ("" if q0 is None else f"replicas at p{100 * q0:g}, ") + \
@@ -122,6 +128,9 @@ def replay_inference() -> str:
     product = _product(d)
     if product:
         out += ["", product]
+    gated = _product_gated(d)
+    if gated:
+        out += ["", gated]
     split = _batch_split(d)
     if split:
         out += ["", split]
@@ -162,6 +171,36 @@ def _product(d: dict) -> str:
     return (f"The product's choice (what the daemon and `simulate` run: forecaster.services, "
             f"docs/forecasting.md#inference-services) closes of the gap from reactive to the perfect forecast at "
             f"equal GPU-hours, at {mins} min cold start: " + "; ".join(per) + ".")
+
+
+def _product_gated(d: dict) -> str:
+    """One sentence: the product's choice with the skill gate on (``predictive_product_gated``, the product's own
+    way to plan a tenant reactively where its forecast has shown no skill) against both of issue 40's targets, per
+    cold start: the gap closed at equal GPU-hours and the batch tiers' unmet against reactive's there. Empty where
+    the JSON has no such row."""
+    tg = d["targets"]
+    cases = [c for c in d["cases"] if c.get("predictive_product_gated")]
+    if not cases:
+        return ""
+    q = cases[0]["predictive_product_gated"]["replica_quantile"]
+    per, gap_ok, batch_ok = [], [], []
+    for c in cases:
+        r = c["predictive_product_gated"]
+        eq, un, ok = (r.get("high_throttled_gap_closed_equal_gpu"), r.get("reactive_unmet_gpu_min_at_predictive_gpu"),
+                      r.get("batch_unmet_no_higher_equal_gpu"))
+        if c["cold_start_min"] >= tg["from_cold_start_min"]:
+            gap_ok.append(eq is not None and eq >= tg["gap_closed_min"])
+        batch_ok.append(ok is True)
+        unmet = "no point at equal GPU-hours" if un is None else " / ".join(
+            f"{n(r['tiers'][t]['unmet_gpu_min'])} vs {'-' if un[t] is None else n(un[t])}" for t in ("normal", "low"))
+        per.append(f"{c['cold_start_min']:g} min: gap {'-' if eq is None else pct(eq)}, batch unmet (normal / low) "
+                   f"{unmet}")
+    return ("With the skill gate on (policy.skill_gate.enabled, docs/forecasting.md#the-skill-gate-act-on-the-"
+            f"forecast-only-where-it-has-skill), the product's choice at p{100 * q:g} replicas: " + "; ".join(per)
+            + f" (reactive's read off at its GPU-hours). Gap target >= "
+            f"{pct(tg['gap_closed_min'], 0)} from {tg['from_cold_start_min']:g} min: "
+            f"{verdict(bool(gap_ok) and all(gap_ok))}; batch unmet no higher than reactive's at "
+            f"{batch_ok.count(True)} of {len(cases)} cold starts.")
 
 
 def _batch_split(d: dict) -> str:
