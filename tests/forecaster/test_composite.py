@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from forecaster.composite import ServicesComposite, merge
+from forecaster.composite import ServicesComposite, merge, model_of
 from forecaster.types import Forecast
 
 Q = (0.5, 0.9)
@@ -142,3 +142,16 @@ def test_merging_forecasts_at_other_steps_is_refused():
     b = Forecast(("b",), Q, np.zeros((1, 3, 2)), h.index[-1], 600, "b")
     with pytest.raises(ValueError, match="600 s steps"):
         merge(["a", "b"], a, b)
+
+
+def test_on_a_mixed_fleet_a_services_typed_series_go_to_the_services_model():
+    """On a mixed fleet the forecast's series are ``<tenant>@<spec>`` (daemon/policy/fleet.py): a service's typed
+    series went to the main model, so its window model never served there. The last "@" splits (a tenant's name
+    may hold one); another tenant whose name only starts like a service's stays with the main model."""
+    main, svc = Const("main", 1.0), Const("svc", 7.0)
+    cols = ["b1@h100", "s1@h100", "s1@v100m16|v100m32", "a@b@*", "s10@h100", "s1"]
+    fc = ServicesComposite(main, svc, ["s1", "a@b"]).predict(history(cols), 5)
+    assert svc.seen == [["s1@h100", "s1@v100m16|v100m32", "a@b@*", "s1"]] and main.seen == [["b1@h100", "s10@h100"]]
+    assert fc.tenants == tuple(cols)
+    assert dict(fc.tenant_models) == {c: "svc" for c in ("s1@h100", "s1@v100m16|v100m32", "a@b@*", "s1")}
+    assert model_of(fc, "s1") == "svc" and model_of(fc, "a@b") == "svc" and model_of(fc, "s10") == "main"
