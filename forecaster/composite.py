@@ -42,17 +42,22 @@ class ServicesComposite:
         self.min_history = int(getattr(main, "min_history", 0) or 0)
         self.last_error: str | None = None
 
-    def is_service(self, column) -> bool:
-        """A service's column: its name, or on a mixed fleet one of its typed series ``<tenant>@<spec>`` (the policy's
-        series names, daemon/policy/fleet.py: a type never holds "@", so the last one splits), which otherwise fell
-        to the main model, so a mixed fleet's services never got their window model."""
-        name = str(column)
-        return name in self.services or ("@" in name and name.rsplit("@", 1)[0] in self.services)
-
     def split(self, columns) -> tuple[list, list]:
-        """(the services' columns, the others), each in the history's order."""
-        svc = [c for c in columns if self.is_service(c)]
-        return svc, [c for c in columns if not self.is_service(c)]
+        """(the services' columns, the others), each in the history's order. A service's column is its name, or on
+        a mixed fleet one of its typed series ``<tenant>@<spec>``, read as daemon/policy/fleet.tenant_series reads
+        them (a type never holds "@", so the last one splits; a plain series wins, so on a one-model cluster a
+        tenant named "a@b" is not service a's): typed series fell to the main model before, so a mixed fleet's
+        services never got their window model."""
+        plain = {str(c) for c in columns}
+
+        def of_service(name: str) -> bool:
+            if name in self.services:
+                return True
+            tenant = name.rsplit("@", 1)[0] if "@" in name else None
+            return tenant in self.services and tenant not in plain
+
+        svc = [c for c in columns if of_service(str(c))]
+        return svc, [c for c in columns if not of_service(str(c))]
 
     def predict(self, history: pd.DataFrame, horizon: int) -> Forecast | None:
         """The merged forecast; its ``tenant_models`` names, for each service, the model that forecast it (the
@@ -127,12 +132,10 @@ SERVICES_SEP = " | services: "   # a merged forecast's name: "<main model> | ser
 
 
 def model_of(fc: Forecast, tenant: str) -> str:
-    """The model that forecast ``tenant``: a service's is named in ``tenant_models`` (on a mixed fleet under its
-    typed series ``<tenant>@<spec>``, all forecast by one model); any other tenant's is the main model, the first
-    part of a merged forecast's name."""
-    models = fc.tenant_models or {}
-    typed = (m for k, m in models.items() if "@" in k and k.rsplit("@", 1)[0] == tenant)
-    return models.get(tenant) or next(typed, None) or fc.model.split(SERVICES_SEP, 1)[0]
+    """The model that forecast ``tenant`` (a series name: the console asks per series, fleet.tenant_series): a
+    service's is named in ``tenant_models``; any other tenant's is the main model, the first part of a merged
+    forecast's name."""
+    return (fc.tenant_models or {}).get(tenant) or fc.model.split(SERVICES_SEP, 1)[0]
 
 
 SEASONAL_WINDOWS = "seasonal_naive_daily+conformal"   # the services' baseline, on their window means

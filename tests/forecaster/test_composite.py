@@ -149,9 +149,17 @@ def test_on_a_mixed_fleet_a_services_typed_series_go_to_the_services_model():
     series went to the main model, so its window model never served there. The last "@" splits (a tenant's name
     may hold one); another tenant whose name only starts like a service's stays with the main model."""
     main, svc = Const("main", 1.0), Const("svc", 7.0)
-    cols = ["b1@h100", "s1@h100", "s1@v100m16|v100m32", "a@b@*", "s10@h100", "s1"]
+    cols = ["b1@h100", "s1@h100", "s1@v100m16|v100m32", "a@b@*", "s10@h100"]
     fc = ServicesComposite(main, svc, ["s1", "a@b"]).predict(history(cols), 5)
-    assert svc.seen == [["s1@h100", "s1@v100m16|v100m32", "a@b@*", "s1"]] and main.seen == [["b1@h100", "s10@h100"]]
+    assert svc.seen == [["s1@h100", "s1@v100m16|v100m32", "a@b@*"]] and main.seen == [["b1@h100", "s10@h100"]]
     assert fc.tenants == tuple(cols)
-    assert dict(fc.tenant_models) == {c: "svc" for c in ("s1@h100", "s1@v100m16|v100m32", "a@b@*", "s1")}
-    assert model_of(fc, "s1") == "svc" and model_of(fc, "a@b") == "svc" and model_of(fc, "s10") == "main"
+    assert dict(fc.tenant_models) == {c: "svc" for c in ("s1@h100", "s1@v100m16|v100m32", "a@b@*")}
+    assert model_of(fc, "s1@h100") == "svc" and model_of(fc, "a@b@*") == "svc" and model_of(fc, "s10@h100") == "main"
+
+
+def test_on_a_one_model_cluster_a_tenant_named_like_a_services_typed_series_stays_with_the_main_model():
+    """As daemon/policy/fleet.tenant_series reads series: a plain series wins, so a tenant named "s1@x" beside
+    service s1 is its own tenant, not s1's typed series."""
+    main, svc = Const("main", 1.0), Const("svc", 7.0)
+    ServicesComposite(main, svc, ["s1"]).predict(history(["s1", "s1@x"]), 5)
+    assert svc.seen == [["s1"]] and main.seen == [["s1@x"]]
