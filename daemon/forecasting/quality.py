@@ -217,9 +217,7 @@ class ForecastQuality:
             if models and t in models and self._skill_model.get(t, models[t]) != models[t]:
                 row[i] = 0.0
         self.skill_scored.append((sc.tenants, row))
-        acc = self._skill_sum.setdefault(sc.tenants, [np.zeros_like(row), 0])
-        acc[0] += row
-        acc[1] += 1
+        self._sum_skill(sc.tenants, row)
         while len(self.skill_scored) > self.skill_window:
             tenants, old = self.skill_scored.popleft()
             acc = self._skill_sum[tenants]
@@ -239,9 +237,13 @@ class ForecastQuality:
                     row[i] = 0.0
         self._skill_sum = {}
         for names, row in self.skill_scored:
-            acc = self._skill_sum.setdefault(names, [np.zeros_like(row), 0])
-            acc[0] += row
-            acc[1] += 1
+            self._sum_skill(names, row)
+
+    def _sum_skill(self, tenants: tuple[str, ...], row: np.ndarray) -> None:
+        """Add one scored forecast's skill row to the running sum of the forecasts of these tenants."""
+        acc = self._skill_sum.setdefault(tenants, [np.zeros_like(row), 0])
+        acc[0] += row
+        acc[1] += 1
 
     def score(self, fc: Forecast, actual: np.ndarray, last: np.ndarray | None = None) -> Scored:
         """Per-tenant pinball loss, demand, p90 hits and scored steps of one forecast against [tenant, h] actuals,
