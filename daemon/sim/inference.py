@@ -245,6 +245,15 @@ class InferenceRun:
         r = self.gateway.step(self.arrivals[k], ready * self.rps, limit, self.step_s)
         if meter is not None:
             gpus = cluster.running_per_tenant()[self.cols]
+            if meter.inf_by_service is None:
+                meter.inf_by_service = {t: {"tier": str(tier), "requests": 0.0, "throttled": 0.0, "gpu_min": 0.0}
+                                        for t, tier in zip(self.names, self.tiers)}
+            step_min = self.step_s / 60.0
+            for j, t in enumerate(self.names):
+                row = meter.inf_by_service[t]
+                row["requests"] += float(r.arrivals[j])
+                row["throttled"] += float(r.throttled[j])
+                row["gpu_min"] += float(gpus[j]) * step_min
             for t in set(self.tiers.tolist()):
                 m = self.tiers == t
                 meter.inf_gpu[t] += float(gpus[m].sum())

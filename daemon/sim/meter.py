@@ -76,6 +76,12 @@ class Meter:
     forecast_acting_read: list[int] | None = None
     tenants: int = 0
     tenants_read: int = 0
+    # per tenant (gate on): measured steps on the forecast, and the verdict the window ended on (skill.Verdict's
+    # dict): which tenants the gate trusted, and why, beside what acting on them cost or bought
+    gate_by_tenant: dict[str, dict] | None = None
+    # per inference service: tier, requests arrived and throttled, GPU-minutes of its replicas over the measured
+    # window (the tiers' figures above, not summed): where a strategy's throttled requests come from
+    inf_by_service: dict[str, dict] | None = None
 
     def gate_counts(self) -> dict[str, int]:
         """The skill gate's tenant-steps on the forecast: of the tenants whose verdict the run reads (``read_*``,
@@ -137,4 +143,6 @@ class Meter:
             **({"by_spec": self.by_spec} if self.by_spec is not None else {}),
             **({"rises_high": dict(self.rises_high)} if self.rises_high is not None else {}),
             **({"skill_gate": self.gate_counts()} if self.forecast_acting is not None else {}),
+            **({"skill_gate_by_tenant": self.gate_by_tenant} if self.gate_by_tenant is not None else {}),
+            **({"services": self.inf_by_service} if self.inf_by_service is not None else {}),
         }

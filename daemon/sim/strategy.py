@@ -156,6 +156,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
     if gate is not None:
         read = frozenset(tenants[i] for i in np.flatnonzero(high)) | (inf.ahead if inf is not None else frozenset())
         res.forecast_acting, res.tenants = [], len(tenants)
+        res.gate_by_tenant = {t: {"steps_on_forecast": 0} for t in tenants}
         res.forecast_acting_read, res.tenants_read = [], len(read)
     only_services = None if FORECAST_FOR not in knobs else frozenset(inf.names if inf is not None else ())
     if only_services is not None and not only_services:
@@ -232,6 +233,8 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
                 if measured:
                     res.forecast_acting.append(len(acting))
                     res.forecast_acting_read.append(len(acting & read))
+                    for t in acting:
+                        res.gate_by_tenant[t]["steps_on_forecast"] += 1
             inf_fc, inf_acting = fc, acting
             if only_services is not None:    # FORECAST_FOR: the batch tenants' plan as the gate's reactive one
                 acting = only_services if acting is None else acting & only_services
@@ -288,6 +291,9 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
             res.waits[t].append(mine)
             res.waiting_at_end[t] = int(mine.size)
     res.hold_changes, res.hold_flaps = flaps.changes, flaps.flaps
+    if gate is not None:   # the verdict each tenant's window ended on
+        for t, v in gate.verdicts.items():
+            res.gate_by_tenant.setdefault(t, {"steps_on_forecast": 0})["verdict"] = v.to_dict()
     if typed:
         m = step_s / 60.0
         res.by_spec = {s: {"demand_gpu_min": float(spec_wanted[j] * m), "unmet_gpu_min": float(spec_unmet[j] * m),

@@ -84,3 +84,26 @@ def test_the_gate_count_reads_a_normal_tier_service_only_where_its_autoscaler_ma
     assert one["read_tenants"] == 1 and one["read_tenant_steps"] == steps
     # "noisy" has no skill and is never on the forecast: the read tenant-steps on it are "daily"'s in both runs
     assert 0 < one["read_tenant_steps_on_forecast"] == both["read_tenant_steps_on_forecast"]
+
+
+def test_each_service_and_each_tenants_verdict_is_counted_and_adds_up_to_the_tiers():
+    """The replay opens the tiers up (bench/inference_breakdown_bench.py): per service its requests, throttled
+    requests and GPU-minutes, adding up to its tier's; per tenant the measured steps on the forecast, adding up to
+    the gate's count, and the verdict the window ended on."""
+    w = _workload()
+    s = _predictive(w, CFG).summary()
+    svc, by, tiers = s["services"], s["skill_gate_by_tenant"], s["tiers"]
+    assert set(svc) == {"daily", "noisy"} and svc["daily"]["tier"] == "high" and svc["noisy"]["tier"] == "normal"
+    for name, tier in (("daily", "high"), ("noisy", "normal")):
+        assert svc[name]["requests"] == tiers[tier]["inf_requests"]
+        assert svc[name]["throttled"] == tiers[tier]["inf_throttled"]
+        assert abs(svc[name]["gpu_min"] - tiers[tier]["inf_gpu_min"]) < 1e-6
+    steps = s["steps"]
+    assert sum(v["steps_on_forecast"] for v in by.values()) == s["skill_gate"]["all_tenant_steps_on_forecast"]
+    # "daily" has skill: on the forecast most of the window, and its window ends there; "noisy" never is
+    assert by["daily"]["steps_on_forecast"] > steps // 2 and by["daily"]["verdict"]["acting"]
+    assert by["noisy"]["steps_on_forecast"] == 0 and not by["noisy"]["verdict"]["acting"]
+    assert by["noisy"]["verdict"]["why"].startswith("reactive")
+    # gate off: no per-tenant verdicts, the services still counted
+    off = _predictive(w, OFF).summary()
+    assert "skill_gate_by_tenant" not in off and set(off["services"]) == {"daily", "noisy"}
