@@ -21,9 +21,14 @@ SIZING_CASES = ("synthetic", "helios", "alibaba", "servegen")
 
 
 def _binding(z: dict, slo: dict) -> str:
-    """The SLO part nearest its limit at the found size (what a smaller cluster would break first)."""
+    """The SLO part nearest its limit at the found size (what a smaller cluster would break first): the high tier's
+    unmet GPU demand, the normal tier's, and where the replay measures inference requests the high tier's throttled
+    requests (the SLO's high_requests, daemon/sim/sizing.py)."""
     parts = {"high": z["high_unmet_share"] / slo["high"] if slo["high"] else 0.0,
              "normal": z["normal_unmet_share"] / slo["normal"] if slo["normal"] else 0.0}
+    limit = slo.get("high_requests", slo["high"])
+    if z.get("high_throttled_share") is not None and limit:
+        parts["high requests"] = z["high_throttled_share"] / limit
     return max(parts, key=lambda k: parts[k])
 
 

@@ -99,6 +99,18 @@ def test_a_sizing_target_names_the_perfect_forecasts_saving_from_the_json(tmp_pa
         render_docs.load.cache_clear()
 
 
+def test_the_sizing_tables_binding_part_counts_the_high_tiers_throttled_requests():
+    """"Nearest its limit" names the SLO part a smaller cluster breaks first; on a trace with services that is
+    often the high tier's throttled requests (ServeGen: 0.083% of 0.1% where the normal tier is at 0.04% of 2%),
+    which it once left out and named the normal tier."""
+    binding = render_docs.replay_sizing._binding
+    slo = {"high": 0.001, "normal": 0.02, "high_requests": 0.001}
+    z = {"high_unmet_share": 0.0, "normal_unmet_share": 0.0004, "high_throttled_share": 0.00083}
+    assert binding(z, slo) == "high requests"
+    assert binding({**z, "high_throttled_share": None}, slo) == "normal"      # a batch-only trace
+    assert binding({**z, "high_unmet_share": 0.00095}, slo) == "high"
+
+
 @pytest.mark.parametrize("text, error", [
     ("a\n<!-- generated:policy -->\nx\n", "never closed"),
     ("<!-- /generated:policy -->\n", "was not opened"),
