@@ -4,6 +4,7 @@ retrain."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
@@ -25,6 +26,8 @@ from daemon.config.promql_selectors import (
     unselected,
 )
 from gateway.configfile import Strict as _Strict
+
+log = logging.getLogger("gpu_autoscaler.config")
 
 # queries read each cycle, checked to select the exporter (util_query and nodes_query are read by no version)
 PROMETHEUS_QUERIES = ("demand", "missing", "capacity", "known_nodes", "freshness", "demand_by_type",
@@ -127,7 +130,8 @@ class PrometheusConfig(_Strict):
                                "(NaN), not idle")
     util_query: str = Field('avg by (namespace) (DCGM_FI_DEV_GPU_UTIL{$exporter, namespace!=""})',
                             description="not read by this version: demand is GPUs allocated, busy or idle, and no "
-                            "utilization is used; accepted so that files which set it stay valid")
+                            "utilization is used; accepted so that files which set it stay valid (one WARNING line at "
+                            "load says so)")
     capacity_query: str = Field("count(DCGM_FI_DEV_GPU_UTIL{$exporter})", description="PromQL: the cluster's healthy "
                                 "GPUs (the plan's capacity; with a scheduler's node view, at most the GPUs it lists, "
                                 "per node where the answer carries node_label); a step where it has no value "
@@ -136,7 +140,7 @@ class PrometheusConfig(_Strict):
     nodes_query: str = Field("count by (Hostname) (DCGM_FI_DEV_GPU_UTIL{$exporter})",
                              description="not read by this version: "
                              "the nodes come from the scheduler, else from known_nodes_query; accepted so that files "
-                             "which set it stay valid")
+                             "which set it stay valid (one WARNING line at load says so)")
     # nodes seen within a day: a node that just died is still known (alerts may only name known nodes)
     known_nodes_query: str = Field("count by (Hostname) (max_over_time(DCGM_FI_DEV_GPU_UTIL{$exporter}[1d]))",
                                    description="PromQL, by node_label: nodes seen within a day, so one that just "
@@ -191,6 +195,16 @@ class PrometheusConfig(_Strict):
         if isinstance(data, dict) and data.get("recording_rules") is True:
             data = {**RECORDED_QUERIES, **data}
         return data
+
+    @model_validator(mode="after")
+    def _unread_keys_are_said(self) -> "PrometheusConfig":
+        """A key this version does not read is accepted (files that set it stay valid) but said, once per load:
+        an operator who tunes it would otherwise wait for an effect that never comes."""
+        for key in sorted({"util_query", "nodes_query"} & self.model_fields_set):
+            log.warning("source.prometheus.%s is set but not read by this version (%s); remove it", key,
+                        "demand is GPUs allocated, no utilization is used" if key == "util_query"
+                        else "the nodes come from the scheduler, else from known_nodes_query")
+        return self
 
     @model_validator(mode="after")
     def _queries_select_the_exporter(self) -> "PrometheusConfig":

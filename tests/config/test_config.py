@@ -161,3 +161,19 @@ def test_every_actuator_takes_a_pooled_high_tier_hold():
         assert parse_config({"actuators": {"enabled": enabled}}).policy.pool_high_tier
     cfg = parse_config({"actuators": {"enabled": ["log", "kueue"]}, "policy": {"pool_high_tier": False}})
     assert not cfg.policy.pool_high_tier
+
+
+def test_a_key_this_version_does_not_read_is_accepted_and_said_once_per_load(caplog):
+    """source.prometheus.util_query and nodes_query stay valid (old files load) but do nothing: setting one says
+    so in one WARNING line naming it; leaving them out says nothing."""
+    from daemon.config import parse_config
+
+    with caplog.at_level("WARNING", logger="gpu_autoscaler.config"):
+        parse_config({"source": {"prometheus": {"util_query": 'avg(DCGM_FI_DEV_GPU_UTIL{$exporter})'}}})
+    lines = [r.getMessage() for r in caplog.records if r.name == "gpu_autoscaler.config"]
+    assert len(lines) == 1 and lines[0].startswith("source.prometheus.util_query is set but not read")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="gpu_autoscaler.config"):
+        parse_config({"source": {"prometheus": {"recording_rules": True}}})
+        parse_config({})
+    assert not [r for r in caplog.records if r.name == "gpu_autoscaler.config"]
