@@ -77,15 +77,24 @@ def main() -> int:
     ap.add_argument("--quick-forecaster", action="store_true",
                     help="choose among the baselines on the history before the window (the daemon's start-up choice, "
                     "no LSTM trained): on the loaded shared box an LSTM's training and forecasts take the hour")
+    ap.add_argument("--flat-rate-limits", action="store_true",
+                    help="every strategy's gateway keeps ratelimits' first level whatever the load, as the static "
+                    "strategy's does (its plan never tightens): a comparison where only the capacity policy differs "
+                    "(needs --suffix)")
     a = ap.parse_args()
+    if a.flat_rate_limits and not a.suffix:
+        ap.error("--flat-rate-limits writes its own JSON beside the published run: give it a --suffix")
     torch.set_num_threads(1)
     epochs = a.fit_epochs if a.fit_epochs is not None else Config().retrain.epochs
     cfg, data, slo = Config(), default_data_dir(), sizing.SLO()
+    if a.flat_rate_limits:   # the load levels the plan tightens by are gone: every plan's limits are level 0's
+        cfg = cfg.model_copy(update={"ratelimits": cfg.ratelimits.model_copy(
+            update={"levels": cfg.ratelimits.levels[:1]})})
     commit = provenance.commit()  # the code imported now, whatever is committed while the bench runs
     for case in a.cases.split(","):
         out = {**provenance.started(), "commit": commit}
         if case == "servegen":  # the inference services beside synthetic batch, as bench/inference_bench.py builds them
-            tight = {t: min(lvl.rate(t) for lvl in cfg.ratelimits.levels) for t in ("high", "normal")}
+            tight = {t: min(lvl.rate(t) for lvl in Config().ratelimits.levels) for t in ("high", "normal")}
             w, _ = servegen(data, days=a.days, cold_start_s=SERVEGEN_COLD_START_MIN * 60, tight_limits=tight,
                             gpus_per_node=cfg.cluster.gpus_per_node)
         else:
@@ -123,6 +132,7 @@ def main() -> int:
                    window=[str(w.demand.index[w.start]), str(w.demand.index[w.start + steps - 1])],
                    forecaster=model.name, forecaster_choice=chosen, forecaster_fit_seconds=fit_s,
                    forecaster_fit_epochs=None if a.quick_forecaster else epochs, forecast_every=a.forecast_every,
+                   flat_rate_limits=a.flat_rate_limits,
                    slo=dataclasses.asdict(slo),
                    sizing_seconds=time.perf_counter() - t1,
                    strategies={s: z.summary() for s, z in found.items()}, savings=sv, targets=verdicts(case, sv))

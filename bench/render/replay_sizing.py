@@ -131,9 +131,12 @@ def replay_sizing() -> str:
                        if v is not None else f"no comparison with {s} (not met)"
                        for s, v in d["savings"].items() if s in ("static", "reactive"))
         how = " (chosen among the baselines)" if d.get("forecaster_fit_epochs") is None else ""
+        flat = (" **Every strategy's gateway at the first rate level whatever the load** (`--flat-rate-limits`: as "
+                "static's plan never tightens; the published rows tighten reactive's, predictive's and perfect's "
+                "above 80% load): only the capacity policy differs." if d.get("flat_rate_limits") else "")
         notes.append(f"- **{case}** ({d['window'][0][:16]} to {d['window'][1][:16]}, {d['steps']:,} steps, forecaster "
                      f"{d['forecaster']}{how}; the trace's own size {d['own_nodes']} nodes; commit {d['commit']}, "
-                     f"{load_avg(d)}, {d['bench_wall_seconds'] / 60:.0f} min): predictive {sv}.")
+                     f"{load_avg(d)}, {d['bench_wall_seconds'] / 60:.0f} min): predictive {sv}.{flat}")
         if "service_settings" in d:  # inference services: each strategy sized at every setting of their knobs
             got = "; ".join(f"{s} at {_setting(z['setting'])}" if z["setting_met"] else f"{s} at none"
                             for s, z in d["strategies"].items())
