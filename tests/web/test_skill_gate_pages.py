@@ -1,0 +1,55 @@
+"""The console's pages say what the plan holds a tenant for when the skill gate (policy.skill_gate) plans it
+reactively: found on `make run` with the gate on, where the tenant page said "Capacity is held for the p90 peak over
+the next 10 minutes" beside "Acting on forecast: no ... held for your demand now with headroom"."""
+
+import dataclasses
+import html
+import re
+
+import pytest
+from starlette.testclient import TestClient
+
+from daemon.config import Config, SimulatorConfig, SourceConfig
+from daemon.service.wiring import build_runtime
+from daemon.web.app import build_app
+from tests.support.daemons import OP
+from tests.support.web_backend import SnapshotBackend, with_tokens
+
+
+def _text(page: str) -> str:
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", page)))
+
+
+@pytest.fixture(scope="module")
+def first_cycle(tmp_path_factory):
+    """One cycle of the simulator with the gate on: nothing scored yet, so every tenant is planned reactively."""
+    tmp = tmp_path_factory.mktemp("gate")
+    cfg = Config(cluster={"gpus": 128}, cycle={"horizon_steps": 5, "history_steps": 600},
+                 source=SourceConfig(simulator=SimulatorConfig(tenants=6, warmup_steps=800)),
+                 forecaster={"season_steps": 60, "model_dir": tmp / "none"},
+                 policy={"skill_gate": {"enabled": True, "min_scored": 3, "window": 50}},
+                 state={"path": tmp / "s.sqlite"})
+    rt = build_runtime(cfg)
+    try:
+        plan = rt.runner.run_once().plan
+        snap = dataclasses.replace(rt.runner.snapshot, cfg=with_tokens(rt.runner.snapshot.cfg))
+        yield plan, snap
+    finally:
+        rt.close()
+
+
+def _client(snap) -> TestClient:
+    client = TestClient(build_app(SnapshotBackend(snap)))
+    client.cookies.set("gpuas_token", OP)
+    return client
+
+
+def test_a_reactive_tenants_page_does_not_say_its_capacity_is_held_for_the_forecast_peak(first_cycle):
+    plan, snap = first_cycle
+    st = snap.state
+    high = [t for t, tier in zip(st.tenants, st.tiers) if tier == "high"]
+    assert high and all(not plan.forecast_acting[t]["acting"] for t in high)
+    text = _text(_client(snap).get(f"/ui/tenants/{high[0]}").text)
+    assert "Acting on forecast: no" in text
+    assert "Capacity is held for the p90 peak" not in text
+    assert "Capacity is not held for this forecast: the skill gate plans you reactively" in text
