@@ -25,7 +25,7 @@ def first_cycle(tmp_path_factory):
     """One cycle of the simulator with the gate on: nothing scored yet, so every tenant is planned reactively."""
     tmp = tmp_path_factory.mktemp("gate")
     cfg = Config(cluster={"gpus": 128}, cycle={"horizon_steps": 5, "history_steps": 600},
-                 source=SourceConfig(simulator=SimulatorConfig(tenants=6, warmup_steps=800)),
+                 source=SourceConfig(simulator=SimulatorConfig(tenants=6, high_share=0.4, warmup_steps=800)),
                  forecaster={"season_steps": 60, "model_dir": tmp / "none"},
                  policy={"skill_gate": {"enabled": True, "min_scored": 3, "window": 50}},
                  state={"path": tmp / "s.sqlite"})
@@ -53,3 +53,23 @@ def test_a_reactive_tenants_page_does_not_say_its_capacity_is_held_for_the_forec
     assert "Acting on forecast: no" in text
     assert "Capacity is held for the p90 peak" not in text
     assert "Capacity is not held for this forecast: the skill gate plans you reactively" in text
+
+
+def test_the_cluster_page_says_the_high_tiers_holds_follow_the_forecast_only_where_the_gate_acts_on_it(first_cycle):
+    """It said "for the high tier's forecast peak" while the gate planned every high-tier tenant reactively."""
+    plan, snap = first_cycle
+    st = snap.state
+    high = [t for t, tier in zip(st.tenants, st.tiers) if tier == "high"]
+    assert len(high) > 1 and plan.held_for.get("high", 0) > 0
+    text = _text(_client(snap).get("/ui/").text)
+    assert "for the high tier's forecast peak" not in text
+    assert (f"for the high tier's demand now with headroom: the skill gate plans all {len(high)} high-tier tenants "
+            "reactively") in text
+    # one of them on its forecast: the page says how many
+    acting = {**plan.forecast_acting, high[0]: {**plan.forecast_acting[high[0]], "acting": True}}
+    one = dataclasses.replace(snap, plan=dataclasses.replace(plan, forecast_acting=acting))
+    text = _text(_client(one).get("/ui/").text)
+    assert f"the forecast peak of the 1 of its {len(high)} tenants the skill gate acts on the forecast for" in text
+    # the gate off: as before
+    off = dataclasses.replace(snap, plan=dataclasses.replace(plan, forecast_acting={}))
+    assert "for the high tier's forecast peak" in _text(_client(off).get("/ui/").text)
