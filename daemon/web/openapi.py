@@ -225,7 +225,10 @@ def spec(extra_paths: dict | None = None) -> dict:
                 "WindowChange": WindowConfig.model_json_schema(),
                 "Window": {"type": "object", "additionalProperties": True, "properties": {
                     "name": {"type": "string"}, "tenant": {"type": "string"}, "source": {"type": "string"},
-                    "next_start": {"type": ["string", "null"]}, "held_from": {"type": ["string", "null"]},
+                    "next_start": {"type": ["string", "null"], "description": "the occurrence in progress, else "
+                                   "the next one"}, "held_from": {"type": ["string", "null"]},
+                    "open_until": {"type": ["string", "null"], "description": "while an occurrence is in progress, "
+                                   "its end"},
                     "slurm_flag": {"type": ["string", "null"]}}},
                 "Event": {"type": "object", "required": ["id", "at", "kind"], "properties": {
                     "id": {"type": "integer"}, "at": {"type": "string"}, "kind": {"type": "string"},
