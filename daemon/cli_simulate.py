@@ -158,6 +158,7 @@ def simulate(ctx, trace, cold_start, stabilization, data, from_source, history_d
         try:
             tiers_f = own_mod.parse_pairs(tier_flags, "--tier", "TIER")
             jobs_f = own_mod.parse_pairs(job_flags, "--job-gpus", "N")
+            known = None   # the tiers and job sizes the source itself knows: the embedded simulator's tenants'
             if data is not None:
                 frame, where = own_mod.read_file(data, cfg), str(data)
             else:
@@ -165,10 +166,13 @@ def simulate(ctx, trace, cold_start, stabilization, data, from_source, history_d
                 hist = history_days if history_days is not None else season_days + 1.0
                 frame, where = own_mod.read_source(cfg, days + hist, until=until_s)
                 click.echo(f"history from the {where}", err=True)
+                if cfg.source.kind == "simulator":
+                    known = own_mod.simulator_settings(cfg, days + hist)
             w, own_notes = own_mod.own_workload(frame, cfg, days=days, step_s=cfg.cycle.resolution_s, where=where,
                                                 tier_flags=tiers_f, job_flags=jobs_f,
                                                 default_job_gpus=default_job_gpus,
-                                                name=f"own-{data.stem}" if data is not None else "own-source")
+                                                name=f"own-{data.stem}" if data is not None else "own-source",
+                                                source=known)
             if not own_notes["contention"]["contends"]:  # every strategy would give the same figures
                 if recommend_:
                     raise DataError(own_notes["contention"]["message"])
