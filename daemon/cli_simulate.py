@@ -252,6 +252,8 @@ def simulate(ctx, trace, cold_start, stabilization, data, from_source, history_d
                 if svc_note:
                     click.echo(f"predictive: {svc_note}", err=True)
         steps = min(int(days * 1440), len(w.demand) - w.start - 1)
+        if slo is None and not w.inference and w.accepts is None:
+            own_notes = _builtin_contention(w, cfg, steps, days, trace, recommend_) or own_notes
     if slo is not None:
         _min_gpus(w, cfg, model, steps, chosen, slo, forecast_every, out)
         return
@@ -262,7 +264,7 @@ def simulate(ctx, trace, cold_start, stabilization, data, from_source, history_d
     meta = {"workload": w.name, "tenants": len(w.tiers), "capacity": w.capacity, "gpus_per_node": w.gpus_per_node,
             "steps": steps, "forecaster": getattr(model, "name", None),
             "high_tier": sorted(str(c) for c, t in zip(w.demand.columns, w.tiers) if t == "high")}
-    if w.inference:
+    if w.inference or "contention" in own_notes:
         meta.update(own_notes)
     if own:
         meta.update({"source": str(data) if data is not None else where,
@@ -289,6 +291,28 @@ def simulate(ctx, trace, cold_start, stabilization, data, from_source, history_d
                                       json_path=str(path)):
         click.echo(line)
     click.echo(f"wrote {path} and {png}")
+
+
+def _builtin_contention(w, cfg, steps: int, days: float, trace: str, recommend_: bool) -> dict | None:
+    """A built-in trace's replayed window whose demand never contends for GPUs (a short --days of the synthetic
+    night): every strategy serves it all and every figure is 0. Said on one WARNING line and kept in the JSON's
+    `contention`, so that `recommend` on it refuses, as for one's own history (daemon/sim/contention.py); with
+    --recommend, refused at once. None when it contends."""
+    from daemon.sim.contention import check
+
+    share = cfg.policy.reserve_share
+    c = check(w.demand.iloc[w.start:w.start + steps], int(w.capacity), share, gpus_per_node=w.gpus_per_node)
+    if c.contends:
+        return None
+    more = "more --days" + (" or fewer --gpus" if trace == "synthetic" else "")
+    msg = (f"{w.name}, {days:g} days replayed: demand never contends for GPUs: its peak, {c.peak_gpus} GPUs at "
+           f"{c.peak_at}, stays within the {c.free_gpus} the cluster's {c.capacity} leave beside the high tier's pool "
+           f"(policy.reserve_share {share:g}), so every strategy serves it all and the replay cannot tell them apart; "
+           f"no recommendation. Replay {more}")
+    if recommend_:
+        _fail(f"simulate: {msg}", 1)
+    click.echo(f"WARNING: {msg}", err=True)
+    return {"contention": {**c.to_dict(), "message": msg}}
 
 
 def _slo(min_gpus: bool, high: float | None, normal: float | None, sweep: bool):
