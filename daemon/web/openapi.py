@@ -71,7 +71,9 @@ def spec(extra_paths: dict | None = None) -> dict:
             extra={"400": {**_ERR, "description": "malformed tenant name"},
                    "404": {**_ERR, "description": "unknown tenant in `tenant`"}}),
         "/api/v1/eta": _get(
-            "Pending jobs' start estimates (docs/eta.md): per job its place in the scheduler's order, p50 and p90 "
+            "Pending jobs' start estimates (docs/eta.md): per job its place in the scheduler's order (position, "
+            "from 0: the job started next is 0, where the tenant record's queue.position and the console count "
+            "from 1), p50 and p90 "
             "start (seconds after made_at and as times; null = unknown) and what they rest on or why unknown; "
             "age_s is how old the estimates are. A tenant token sees its own jobs only",
             {"type": "object", "required": ["made_at", "age_s", "jobs"], "properties": {
