@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from daemon.config import Tier, WindowConfig
 from daemon.policy.types import OperatorInputs
 from daemon.state.store import StateStore
+from gateway.configfile import error_text
 
 log = logging.getLogger("gpu_autoscaler.overrides")
 
@@ -94,7 +95,7 @@ def parse_window(name: str, body: Any) -> WindowConfig:
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "body"
-        msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
+        msg = error_text(err, "unknown field")
         raise BadChange(field, msg) from None
 
 
@@ -108,7 +109,7 @@ def _parse(model: type[BaseModel], body: Any) -> BaseModel:
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "body"
-        msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
+        msg = error_text(err, "unknown field")
         raise BadChange(field, msg) from None
 
 
