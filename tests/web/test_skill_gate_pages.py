@@ -73,3 +73,29 @@ def test_the_cluster_page_says_the_high_tiers_holds_follow_the_forecast_only_whe
     # the gate off: as before
     off = dataclasses.replace(snap, plan=dataclasses.replace(plan, forecast_acting={}))
     assert "for the high tier's forecast peak" in _text(_client(off).get("/ui/").text)
+
+
+def test_a_tenant_outside_the_high_tier_is_told_its_verdict_changes_nothing(first_cycle):
+    """Found on `make run` with the gate on: a low-tier tenant's page said "Acting on forecast: no — reactive: ...:
+    held for your demand now with headroom, and nothing preempted for your forecast" (or "yes" once scored), while
+    only the high tier's holds and preemptions follow a forecast: a low tenant is held nothing on its demand either."""
+    plan, snap = first_cycle
+    st = snap.state
+    other = [t for t, tier in zip(st.tenants, st.tiers) if tier != "high"]
+    high = [t for t, tier in zip(st.tenants, st.tiers) if tier == "high"]
+    assert other and high
+    client = _client(snap)
+    tier = dict(zip(st.tenants, st.tiers))[other[0]]
+    text = _text(client.get(f"/ui/tenants/{other[0]}").text)
+    assert "Acting on forecast: no" in text
+    assert "held for your demand now with headroom" not in text
+    assert (f"Only the high tier's holds and preemptions follow a forecast: for a {tier}-tier tenant this verdict "
+            "changes nothing") in text
+    assert "Capacity is not held for this forecast" not in text
+    # a high-tier tenant's page keeps saying what reactive means for it
+    assert "held for your demand now with headroom" in _text(client.get(f"/ui/tenants/{high[0]}").text)
+    table = client.get("/ui/tenants").text
+    row = table[table.index(f'<tr id="row-{other[0]}">'):]
+    assert "(read for the high tier only)" in row[:row.index("</tr>")]
+    row = table[table.index(f'<tr id="row-{high[0]}">'):]
+    assert "(read for the high tier only)" not in row[:row.index("</tr>")]
