@@ -1,6 +1,7 @@
 """The console's pages say what the plan holds a tenant for when the skill gate (policy.skill_gate) plans it
 reactively: found on `make run` with the gate on, where the tenant page said "Capacity is held for the p90 peak over
-the next 10 minutes" beside "Acting on forecast: no ... held for your demand now with headroom"."""
+the next 10 minutes" beside "Acting on forecast: no ... held for your demand now with headroom". The same cycle
+serves the cluster page's live forecast quality card's test."""
 
 import dataclasses
 import html
@@ -99,3 +100,13 @@ def test_a_tenant_outside_the_high_tier_is_told_its_verdict_changes_nothing(firs
     assert "(read for the high tier only)" in row[:row.index("</tr>")]
     row = table[table.index(f'<tr id="row-{high[0]}">'):]
     assert "(read for the high tier only)" not in row[:row.index("</tr>")]
+
+
+def test_the_live_forecast_quality_card_says_yes_or_no_not_pythons_true_or_false(first_cycle):
+    """make run's cluster page read "fallback to baseline False" once the forecasts were scored."""
+    _, snap = first_cycle
+    scored = dataclasses.replace(snap, quality_summary={"fallback to baseline": False, "forecasts scored": 18})
+    text = _text(_client(scored).get("/ui/").text)
+    assert "fallback to baseline no" in text and "False" not in text
+    fell = dataclasses.replace(snap, quality_summary={"fallback to baseline": True})
+    assert "fallback to baseline yes" in _text(_client(fell).get("/ui/").text)
