@@ -6,6 +6,7 @@ from typing import Any
 
 from daemon.config import WindowConfig
 from daemon.state.overrides import GlobalChange, TenantChange
+from daemon.web.views import EVENT_KINDS
 
 _ERR = {"description": "error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 _AUTH_ERRORS = {"401": {**_ERR, "description": "no valid token"},
@@ -46,9 +47,7 @@ def spec(extra_paths: dict | None = None) -> dict:
             "tenants' names in reasons and messages read 'another tenant'",
             {"type": "object", "properties": {"events": {
                 "type": "array", "items": {"$ref": "#/components/schemas/Event"}}}},
-            params=[{"name": "kind", "in": "query", "schema": {"type": "string", "examples": [
-                        "node_down", "mass_node_failure", "preemption", "notification", "plan_change",
-                        "operator_change"]}},
+            params=[{"name": "kind", "in": "query", "schema": {"type": "string", "enum": list(EVENT_KINDS)}},
                     {"name": "tenant", "in": "query", "schema": {"type": "string"}},
                     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000,
                                                                  "default": 100}},

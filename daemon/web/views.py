@@ -35,8 +35,10 @@ def hide_beneficiaries(text: str) -> str:
     return _CLEARED_FOR.sub(r"\1 for protected tenants", text)
 
 
-EVENT_KINDS = ("node_down", "mass_node_failure", "preemption", "notification", "plan_change", "operator_change",
-               "health_warning", "health_reclaim")
+# every kind the daemon writes (daemon/failover/handler.py, daemon/policy/events.py, daemon/service/health.py,
+# daemon/state/overrides.py): the console's filters, and what /api/v1/events and /ui/events accept as `kind`
+EVENT_KINDS = ("node_down", "node_down_unconfirmed", "mass_node_failure", "preemption", "notification", "plan_change",
+               "operator_change", "health_warning", "health_reclaim")
 
 
 def num(x: Any) -> float | int | None:
