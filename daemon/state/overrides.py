@@ -125,6 +125,18 @@ def _applied(before: dict, change: BaseModel) -> dict:
     return after
 
 
+def _said(v: Any, unset: str = "(config)") -> str:
+    """A value in an audit message as an operator reads it (the event's `changes` keep the values themselves): no
+    value is `unset` (a tenant's field: the config's), true/false as the API writes them, 20.0 as 20."""
+    if v is None:
+        return unset
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -500,7 +512,9 @@ class Overrides:
     def _detail(self, who: str, scope: str, tenant: str | None, before: dict, after: dict) -> dict:
         changes = {k: {"from": before.get(k), "to": after.get(k)} for k in sorted(set(before) | set(after))
                    if before.get(k) != after.get(k)}
-        what = ", ".join(f"{k} {c['from']} -> {c['to']}" for k, c in changes.items()) or "no change"
+        unset = "(none)" if scope == "window" else "(config)"   # a tenant's or the global field: the config's
+        what = ", ".join(f"{k} {_said(c['from'], unset)} -> {_said(c['to'], unset)}"
+                         for k, c in changes.items()) or "no change"
         detail: dict[str, Any] = {"who": who, "scope": scope, "changes": changes,
                                   "message": f"{who} changed {tenant or 'all tenants'}: {what}"}
         if tenant is not None:
@@ -596,8 +610,12 @@ class Overrides:
             d = self._detail(who, "window", (after or before).get("tenant"), before, after)
             d["window"] = name
             verb = "deleted" if not after else ("created" if not before else "changed")
-            d["message"] = f"{who} {verb} window {name} of {(after or before).get('tenant')}: " + \
-                d["message"].split(": ", 1)[1]
+            head = f"{who} {verb} window {name} of {(after or before).get('tenant')}"
+            if not before or not after:   # a new or deleted window: what it is (was), not "(config) -> 14:00"
+                d["message"] = f"{head}: " + ", ".join(f"{k} {_said(v)}" for k, v in sorted((after or before).items())
+                                                       if v is not None and k != "name")
+            else:
+                d["message"] = f"{head}: " + d["message"].split(": ", 1)[1]
             return d
 
         if self.shared is not None:
