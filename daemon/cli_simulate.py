@@ -158,6 +158,7 @@ def simulate(ctx, trace, cold_start, stabilization, data, from_source, history_d
         try:
             tiers_f = own_mod.parse_pairs(tier_flags, "--tier", "TIER")
             jobs_f = own_mod.parse_pairs(job_flags, "--job-gpus", "N")
+            known = None   # the tiers and job sizes the source itself knows: the embedded simulator's tenants'
             if data is not None:
                 frame, where = own_mod.read_file(data, cfg), str(data)
             else:
@@ -165,10 +166,13 @@ def simulate(ctx, trace, cold_start, stabilization, data, from_source, history_d
                 hist = history_days if history_days is not None else season_days + 1.0
                 frame, where = own_mod.read_source(cfg, days + hist, until=until_s)
                 click.echo(f"history from the {where}", err=True)
+                if cfg.source.kind == "simulator":
+                    known = own_mod.simulator_settings(cfg, days + hist)
             w, own_notes = own_mod.own_workload(frame, cfg, days=days, step_s=cfg.cycle.resolution_s, where=where,
                                                 tier_flags=tiers_f, job_flags=jobs_f,
                                                 default_job_gpus=default_job_gpus,
-                                                name=f"own-{data.stem}" if data is not None else "own-source")
+                                                name=f"own-{data.stem}" if data is not None else "own-source",
+                                                source=known)
             if not own_notes["contention"]["contends"]:  # every strategy would give the same figures
                 if recommend_:
                     raise DataError(own_notes["contention"]["message"])
@@ -248,6 +252,8 @@ def simulate(ctx, trace, cold_start, stabilization, data, from_source, history_d
                 if svc_note:
                     click.echo(f"predictive: {svc_note}", err=True)
         steps = min(int(days * 1440), len(w.demand) - w.start - 1)
+        if slo is None and not w.inference and w.accepts is None:
+            own_notes = _builtin_contention(w, cfg, steps, days, trace, recommend_) or own_notes
     if slo is not None:
         _min_gpus(w, cfg, model, steps, chosen, slo, forecast_every, out)
         return
@@ -258,7 +264,7 @@ def simulate(ctx, trace, cold_start, stabilization, data, from_source, history_d
     meta = {"workload": w.name, "tenants": len(w.tiers), "capacity": w.capacity, "gpus_per_node": w.gpus_per_node,
             "steps": steps, "forecaster": getattr(model, "name", None),
             "high_tier": sorted(str(c) for c, t in zip(w.demand.columns, w.tiers) if t == "high")}
-    if w.inference:
+    if w.inference or "contention" in own_notes:
         meta.update(own_notes)
     if own:
         meta.update({"source": str(data) if data is not None else where,
@@ -285,6 +291,28 @@ def simulate(ctx, trace, cold_start, stabilization, data, from_source, history_d
                                       json_path=str(path)):
         click.echo(line)
     click.echo(f"wrote {path} and {png}")
+
+
+def _builtin_contention(w, cfg, steps: int, days: float, trace: str, recommend_: bool) -> dict | None:
+    """A built-in trace's replayed window whose demand never contends for GPUs (a short --days of the synthetic
+    night): every strategy serves it all and every figure is 0. Said on one WARNING line and kept in the JSON's
+    `contention`, so that `recommend` on it refuses, as for one's own history (daemon/sim/contention.py); with
+    --recommend, refused at once. None when it contends."""
+    from daemon.sim.contention import check
+
+    share = cfg.policy.reserve_share
+    c = check(w.demand.iloc[w.start:w.start + steps], int(w.capacity), share, gpus_per_node=w.gpus_per_node)
+    if c.contends:
+        return None
+    more = "more --days" + (" or fewer --gpus" if trace == "synthetic" else "")
+    msg = (f"{w.name}, {days:g} days replayed: demand never contends for GPUs: its peak, {c.peak_gpus} GPUs at "
+           f"{c.peak_at}, stays within the {c.free_gpus} the cluster's {c.capacity} leave beside the high tier's pool "
+           f"(policy.reserve_share {share:g}), so every strategy serves it all and the replay cannot tell them apart; "
+           f"no recommendation. Replay {more}")
+    if recommend_:
+        _fail(f"simulate: {msg}", 1)
+    click.echo(f"WARNING: {msg}", err=True)
+    return {"contention": {**c.to_dict(), "message": msg}}
 
 
 def _slo(min_gpus: bool, high: float | None, normal: float | None, sweep: bool):

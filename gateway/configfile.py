@@ -46,12 +46,21 @@ class Strict(BaseModel):
         return v
 
 
+def error_text(err: Any, unknown: str = "unknown key") -> str:
+    """What one pydantic error says is wrong, as the user reads it: a validator's own sentence without pydantic's
+    "Value error, " in front of it (the key or field is named beside it)."""
+    if err["type"] == "extra_forbidden":
+        return unknown
+    msg = str(err["msg"])
+    return msg.removeprefix("Value error, ") if err["type"] == "value_error" else msg
+
+
 def format_validation_error(exc: ValidationError, origin: str) -> str:
     """One line: `origin: dotted.key: what is wrong; ...`."""
     parts = []
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "<root>"
-        parts.append(f"{key}: {'unknown key' if err['type'] == 'extra_forbidden' else err['msg']}")
+        parts.append(f"{key}: {error_text(err)}")
     return f"{origin}: " + "; ".join(parts)
 
 

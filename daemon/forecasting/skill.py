@@ -5,7 +5,7 @@ costs (holds held idle, jobs preempted for rises that do not come). So each tena
 while, on the recent scored windows (ForecastQuality.skill: the acting quantile's pinball loss of each rule's hold
 against the realised peak over the policy's lead windows), the forecast's hold loses at most (1 - margin) times
 what the reactive hold (demand now with headroom) loses. It stays on the forecast until its loss exceeds
-(1 - margin + hysteresis) times the reactive loss. A tenant with fewer than `min_scored` windows scored for both is
+(1 - margin + hysteresis) times the reactive loss. A tenant with fewer than `min_scored` forecasts scored for both is
 planned reactively: the safe side, as the policy is without a forecast.
 
 `decide` is pure: scores and the previous decisions in, decisions out. The cycle keeps the decisions beside the
@@ -29,7 +29,7 @@ class Verdict:
     why: str
     forecast_loss: float | None = None   # acting quantile's pinball loss of the forecast's holds (summed)
     reactive_loss: float | None = None   # the same of the reactive holds, on the same windows
-    scored: int = 0                      # windows both were scored on
+    scored: int = 0                      # forecasts both were scored on (in every lead window)
 
     def to_dict(self) -> dict:
         return {"acting": self.acting, "why": self.why, "forecast_loss": self.forecast_loss,
@@ -53,7 +53,7 @@ def per_tenant(scores: Mapping[str, tuple[float, float, int]]) -> dict[str, tupl
 def decide(scores: Mapping[str, tuple[float, float, int]], tenants: Iterable[str], previous: Mapping[str, bool],
            gate: SkillGateConfig) -> dict[str, Verdict]:
     """Per tenant of `tenants`: whether its plan acts on the forecast, from `scores` (tenant or typed series ->
-    forecast hold loss, reactive hold loss, windows scored; ForecastQuality.skill) and `previous` (tenant ->
+    forecast hold loss, reactive hold loss, forecasts scored; ForecastQuality.skill) and `previous` (tenant ->
     acting at the last decision; absent: not acting)."""
     by = per_tenant(scores)
     out: dict[str, Verdict] = {}
@@ -61,7 +61,7 @@ def decide(scores: Mapping[str, tuple[float, float, int]], tenants: Iterable[str
     for t in tenants:
         f, r, n = by.get(t, (0.0, 0.0, 0))
         if n < gate.min_scored:
-            out[t] = Verdict(False, f"reactive: {n} of {gate.min_scored} windows scored", None if n == 0 else f,
+            out[t] = Verdict(False, f"reactive: {n} of {gate.min_scored} forecasts scored", None if n == 0 else f,
                              None if n == 0 else r, n)
             continue
         was = bool(previous.get(t, False))

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from daemon.config import Config, TenantConfig
-from daemon.policy import aging, budget, fleet, preemption, reservation, windows
+from daemon.policy import aging, budget, fleet, preempt_reason, preemption, reservation, windows
 from daemon.policy.ratelimits import rate_level, tenant_limits
 from daemon.policy.state import PRIORITY, ClusterState
 from daemon.policy.types import Notification, OperatorInputs, Plan, PolicyMemory, Preemption
@@ -478,11 +478,17 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
         # the preempted tenant reads this (notices, Slurm comments, Kubernetes Events in its namespace): it names
         # no other tenant; whom each job made room for is the operator's, in Preemption.for_tenant
         ahead = f"ahead of forecast peak (p{int(pc.quantile * 100)} within {plural(pc.preempt_lead_steps, 'step')})"
-        # the cluster's free GPUs may cover the GPUs short and a protected job still not fit on one node: the
-        # placement-aware choice then clears room on one, and a count of GPUs short (0 or below) would say nothing
-        what = (f"to clear {plural(shortfall, 'GPU')} {ahead} for protected tenants" if shortfall > 0 else
-                f"to make room on one node for a protected tenant's job {ahead}: the free GPUs are not on a node it "
-                "fits")
+        # for what: the forecast only where the need of those the jobs were cleared for is the forecast's
+        # (daemon/policy/preempt_reason.py); the cluster's free GPUs may cover the GPUs short and a protected job
+        # still not fit on one node: the placement-aware choice then clears room on one, and a count of GPUs short
+        # (0 or below) would say nothing
+        of = protected & view.known
+        if len(cleared_for) == chosen.size:
+            of = np.zeros(n, dtype=bool)
+            of[np.asarray(cleared_for, dtype=np.int64)] = True
+        kinds = preempt_reason.needs(need_gpus, state.pending, holds.quantum, view.high, holds.aged, holds.floored,
+                                     None if holds.known is None else holds.known - win_used, of)
+        what = preempt_reason.cleared_for(kinds, plural(shortfall, "GPU") if shortfall > 0 else None, ahead)
         reason = f"low-priority job preempted {what}"
         # a job the health step found idle or hung was taken before busy ones (preemption.choose): its reason says so
         idle_reason = ("low-priority job found idle by the job health check (its GPUs doing no work), so preempted "

@@ -46,12 +46,16 @@ def parse_pairs(items: Iterable[str], flag: str, kind: str) -> dict[str, str]:
     return out
 
 
-def tenant_settings(cfg: Config, tier_flags: Mapping[str, str], job_flags: Mapping[str, str]
+def tenant_settings(cfg: Config, tier_flags: Mapping[str, str], job_flags: Mapping[str, str],
+                    source: tuple[Mapping[str, str], Mapping[str, int]] | None = None
                     ) -> tuple[dict[str, str], dict[str, int]]:
     """Tier and job size per named tenant: the config's `[[tenants]]` first, the flags for the others (a flag for
-    a tenant the config names overrides it: the replay asks "what if")."""
-    tiers: dict[str, str] = {t.name: t.tier for t in cfg.tenants}
-    jobs: dict[str, int] = {t.name: t.job_gpus for t in cfg.tenants if t.job_gpus is not None}
+    a tenant the config names overrides it: the replay asks "what if"); beneath both, `source`'s (tiers, job
+    sizes): the embedded simulator's own tenants, as the daemon plans them on `run --sim`."""
+    tiers: dict[str, str] = dict(source[0]) if source else {}
+    jobs: dict[str, int] = dict(source[1]) if source else {}
+    tiers.update({t.name: t.tier for t in cfg.tenants})
+    jobs.update({t.name: t.job_gpus for t in cfg.tenants if t.job_gpus is not None})
     for n, t in tier_flags.items():
         if t not in TIERS:
             raise DataError(f"--tier {n}={t}: the tier is one of {', '.join(TIERS)}")
@@ -84,15 +88,17 @@ def window_steps(days: float, step_s: int) -> int:
 
 def own_workload(frame: pd.DataFrame, cfg: Config, *, days: float, step_s: int, where: str,
                  tier_flags: Mapping[str, str] | None = None, job_flags: Mapping[str, str] | None = None,
-                 default_job_gpus: int = 1, name: str | None = None) -> tuple[Workload, dict]:
+                 default_job_gpus: int = 1, name: str | None = None,
+                 source: tuple[Mapping[str, str], Mapping[str, int]] | None = None) -> tuple[Workload, dict]:
     """The replay workload of a tenant x time history: the last `days` are measured, the rest is history.
 
     Tenants the config and the flags do not name are replayed as the daemon treats them (tier normal) with
     `default_job_gpus`; they are listed in the returned notes. Refused (DataError, one line): no tenant the
     config or flags know; less than one season (forecaster.season_steps) before the window; total demand above
     the cluster's GPUs at every step of the window. The notes' `contention` says whether the window's demand ever
-    contends (daemon/sim/contention.py): if not, no strategy can differ and nothing may be recommended."""
-    tiers, jobs = tenant_settings(cfg, tier_flags or {}, job_flags or {})
+    contends (daemon/sim/contention.py): if not, no strategy can differ and nothing may be recommended. `source`:
+    the tiers and job sizes the source itself knows (simulator_settings), beneath the config's and the flags'."""
+    tiers, jobs = tenant_settings(cfg, tier_flags or {}, job_flags or {}, source)
     frame, specs, rates = rate_columns(frame, cfg, where)
     for n, sp in specs.items():   # a service's job is one replica
         jobs[n] = sp.gpus_per_replica
@@ -104,7 +110,8 @@ def own_workload(frame: pd.DataFrame, cfg: Config, *, days: float, step_s: int, 
     known = [c for c in cols if c in tiers]
     if not known:
         named = sorted(tiers)
-        raise DataError(f"{where}: no tenant the config knows: the file has {_some(cols)}; the config and flags name "
+        it = "the source" if where.startswith("source ") else "the file"
+        raise DataError(f"{where}: no tenant the config knows: {it} has {_some(cols)}; the config and flags name "
                         f"{_some(named) if named else 'none'} (add [[tenants]] or --tier NAME=TIER)")
     unknown = [c for c in cols if c not in tiers]
     season = cfg.forecaster.season_steps
@@ -261,6 +268,15 @@ def read_history_store(path: Path, step_s: int) -> pd.DataFrame | None:
     idx = pd.date_range(pd.Timestamp(first * step_s, unit="s", tz="UTC"), periods=len(vals), freq=f"{step_s}s",
                         name="time")
     return pd.DataFrame(vals, index=idx, columns=pd.Index(names, name="tenant"))
+
+
+def simulator_settings(cfg: Config, days: float) -> tuple[dict[str, str], dict[str, int]]:
+    """The embedded simulator's tenants' tiers and job sizes (the source's own, as `run --sim` plans them), for a
+    replay of its history (`simulate --from-source` without a config naming them)."""
+    from daemon.forecasting.retrain import replay_cluster
+
+    rc = replay_cluster(cfg, days)
+    return dict(rc.tiers), dict(rc.job_gpus)
 
 
 def read_source(cfg: Config, days: float, *, until: float | None = None, source=None) -> tuple[pd.DataFrame, str]:

@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from daemon.config import Tier, WindowConfig
 from daemon.policy.types import OperatorInputs
 from daemon.state.store import StateStore
+from gateway.configfile import error_text
 
 log = logging.getLogger("gpu_autoscaler.overrides")
 
@@ -94,7 +95,7 @@ def parse_window(name: str, body: Any) -> WindowConfig:
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "body"
-        msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
+        msg = error_text(err, "unknown field")
         raise BadChange(field, msg) from None
 
 
@@ -108,7 +109,7 @@ def _parse(model: type[BaseModel], body: Any) -> BaseModel:
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "body"
-        msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
+        msg = error_text(err, "unknown field")
         raise BadChange(field, msg) from None
 
 
@@ -122,6 +123,18 @@ def _applied(before: dict, change: BaseModel) -> dict:
         else:
             after[k] = v
     return after
+
+
+def _said(v: Any, unset: str = "(config)") -> str:
+    """A value in an audit message as an operator reads it (the event's `changes` keep the values themselves): no
+    value is `unset` (a tenant's field: the config's), true/false as the API writes them, 20.0 as 20."""
+    if v is None:
+        return unset
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
 
 
 def _now() -> str:
@@ -499,7 +512,9 @@ class Overrides:
     def _detail(self, who: str, scope: str, tenant: str | None, before: dict, after: dict) -> dict:
         changes = {k: {"from": before.get(k), "to": after.get(k)} for k in sorted(set(before) | set(after))
                    if before.get(k) != after.get(k)}
-        what = ", ".join(f"{k} {c['from']} -> {c['to']}" for k, c in changes.items()) or "no change"
+        unset = "(none)" if scope == "window" else "(config)"   # a tenant's or the global field: the config's
+        what = ", ".join(f"{k} {_said(c['from'], unset)} -> {_said(c['to'], unset)}"
+                         for k, c in changes.items()) or "no change"
         detail: dict[str, Any] = {"who": who, "scope": scope, "changes": changes,
                                   "message": f"{who} changed {tenant or 'all tenants'}: {what}"}
         if tenant is not None:
@@ -595,8 +610,12 @@ class Overrides:
             d = self._detail(who, "window", (after or before).get("tenant"), before, after)
             d["window"] = name
             verb = "deleted" if not after else ("created" if not before else "changed")
-            d["message"] = f"{who} {verb} window {name} of {(after or before).get('tenant')}: " + \
-                d["message"].split(": ", 1)[1]
+            head = f"{who} {verb} window {name} of {(after or before).get('tenant')}"
+            if not before or not after:   # a new or deleted window: what it is (was), not "(config) -> 14:00"
+                d["message"] = f"{head}: " + ", ".join(f"{k} {_said(v)}" for k, v in sorted((after or before).items())
+                                                       if v is not None and k != "name")
+            else:
+                d["message"] = f"{head}: " + d["message"].split(": ", 1)[1]
             return d
 
         if self.shared is not None:

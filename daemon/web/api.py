@@ -20,7 +20,6 @@ from daemon.web.eta_view import eta_for
 from daemon.web.health_view import health_for
 from daemon.web.openapi import spec
 
-KIND_RE = re.compile(r"^[a-z][a-z_]{0,39}$")
 TENANT_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 
 
@@ -177,8 +176,8 @@ def build(backend: Backend, holder: AccessHolder) -> tuple[list[Route], Callable
         limit = int_param(request, "limit", 100, 1, 1000)
         before = int_param(request, "before", None, 1, 2**62)
         kind = request.query_params.get("kind") or None
-        if kind is not None and not KIND_RE.match(kind):
-            raise BadInput("kind", f"must be an event kind such as {list(views.EVENT_KINDS)}, got {kind[:64]!r}")
+        if kind is not None and kind not in views.EVENT_KINDS:   # a typo would list nothing, as if none happened
+            raise BadInput("kind", f"must be one of {', '.join(views.EVENT_KINDS)}, got {kind[:64]!r}")
         tenant, bad = asked_tenant(request, snap, p)
         if bad is not None:
             return bad

@@ -6,6 +6,7 @@ from typing import Any
 
 from daemon.config import WindowConfig
 from daemon.state.overrides import GlobalChange, TenantChange
+from daemon.web.views import EVENT_KINDS
 
 _ERR = {"description": "error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 _AUTH_ERRORS = {"401": {**_ERR, "description": "no valid token"},
@@ -46,9 +47,7 @@ def spec(extra_paths: dict | None = None) -> dict:
             "tenants' names in reasons and messages read 'another tenant'",
             {"type": "object", "properties": {"events": {
                 "type": "array", "items": {"$ref": "#/components/schemas/Event"}}}},
-            params=[{"name": "kind", "in": "query", "schema": {"type": "string", "examples": [
-                        "node_down", "mass_node_failure", "preemption", "notification", "plan_change",
-                        "operator_change"]}},
+            params=[{"name": "kind", "in": "query", "schema": {"type": "string", "enum": list(EVENT_KINDS)}},
                     {"name": "tenant", "in": "query", "schema": {"type": "string"}},
                     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000,
                                                                  "default": 100}},
@@ -71,7 +70,9 @@ def spec(extra_paths: dict | None = None) -> dict:
             extra={"400": {**_ERR, "description": "malformed tenant name"},
                    "404": {**_ERR, "description": "unknown tenant in `tenant`"}}),
         "/api/v1/eta": _get(
-            "Pending jobs' start estimates (docs/eta.md): per job its place in the scheduler's order, p50 and p90 "
+            "Pending jobs' start estimates (docs/eta.md): per job its place in the scheduler's order (position, "
+            "from 0: the job started next is 0, where the tenant record's queue.position and the console count "
+            "from 1), p50 and p90 "
             "start (seconds after made_at and as times; null = unknown) and what they rest on or why unknown; "
             "age_s is how old the estimates are. A tenant token sees its own jobs only",
             {"type": "object", "required": ["made_at", "age_s", "jobs"], "properties": {
@@ -225,7 +226,10 @@ def spec(extra_paths: dict | None = None) -> dict:
                 "WindowChange": WindowConfig.model_json_schema(),
                 "Window": {"type": "object", "additionalProperties": True, "properties": {
                     "name": {"type": "string"}, "tenant": {"type": "string"}, "source": {"type": "string"},
-                    "next_start": {"type": ["string", "null"]}, "held_from": {"type": ["string", "null"]},
+                    "next_start": {"type": ["string", "null"], "description": "the occurrence in progress, else "
+                                   "the next one"}, "held_from": {"type": ["string", "null"]},
+                    "open_until": {"type": ["string", "null"], "description": "while an occurrence is in progress, "
+                                   "its end"},
                     "slurm_flag": {"type": ["string", "null"]}}},
                 "Event": {"type": "object", "required": ["id", "at", "kind"], "properties": {
                     "id": {"type": "integer"}, "at": {"type": "string"}, "kind": {"type": "string"},

@@ -35,8 +35,10 @@ def hide_beneficiaries(text: str) -> str:
     return _CLEARED_FOR.sub(r"\1 for protected tenants", text)
 
 
-EVENT_KINDS = ("node_down", "mass_node_failure", "preemption", "notification", "plan_change", "operator_change",
-               "health_warning", "health_reclaim")
+# every kind the daemon writes (daemon/failover/handler.py, daemon/policy/events.py, daemon/service/health.py,
+# daemon/state/overrides.py): the console's filters, and what /api/v1/events and /ui/events accept as `kind`
+EVENT_KINDS = ("node_down", "node_down_unconfirmed", "mass_node_failure", "preemption", "notification", "plan_change",
+               "operator_change", "health_warning", "health_reclaim")
 
 
 def num(x: Any) -> float | int | None:
@@ -321,7 +323,7 @@ def cluster_view(snap: Snapshot, backend: Backend, history: int = HISTORY_STEPS)
         "load": num(plan.load) if plan else None,
         "held": int(sum(plan.reservations.values())) if plan else None,
         "high_pool": plan.high_pool if plan else None,
-        "held_for": held_split(plan),
+        "held_for": held_split(plan, snap),
         "stale": plan.stale if plan else None,
         "notes": list(plan.notes) if plan else [],
         # the plan's level may be one the config no longer has (levels removed by a reload): no row to show
@@ -340,14 +342,22 @@ def cluster_view(snap: Snapshot, backend: Backend, history: int = HISTORY_STEPS)
     }
 
 
-def held_split(plan) -> dict | None:
+def held_split(plan, snap: Snapshot | None = None) -> dict | None:
     """Why the GPUs held exceed the high tier's pool (issue 37): the held GPUs per reason (Plan.held_for: the high
     tier's forecast, aged tenants, operators' floors) and how far the high tier's holds go beyond its guarantee
-    (borrowed from GPUs nobody else needs now). None without a plan or for a plan from before the split was kept."""
+    (borrowed from GPUs nobody else needs now). None without a plan or for a plan from before the split was kept.
+    With the skill gate on (Plan.forecast_acting), `high_acting` of the `high_tenants` are held for their forecast,
+    the others for their demand now with headroom (the cycle's tiers, from `snap`)."""
     if plan is None or not plan.held_for:
         return None
     hf = {k: int(plan.held_for.get(k, 0)) for k in ("high", "aged", "floor")}
-    return {**hf, "high_beyond_pool": max(hf["high"] - int(plan.high_pool), 0)}
+    out = {**hf, "high_beyond_pool": max(hf["high"] - int(plan.high_pool), 0)}
+    st = snap.state if snap is not None else None
+    if plan.forecast_acting and st is not None:
+        high = [t for t, tier in zip(st.tenants, st.tiers) if tier == "high"]
+        out["high_tenants"] = len(high)
+        out["high_acting"] = sum(1 for t in high if (plan.forecast_acting.get(t) or {}).get("acting"))
+    return out
 
 
 def listed_tenants(snap: Snapshot, rows: list[dict], most: int = 25) -> tuple[list[dict], dict | None]:

@@ -41,10 +41,14 @@ def capacity_now(snap: Snapshot, cfg: Config) -> dict[str, int]:
 
 
 def window_view(w: WindowConfig, source: str, now: dt.datetime) -> dict[str, Any]:
+    """The window as listed: `next_start` is the occurrence in progress at `now`, else the next one; `open_until`
+    its end while it is in progress (None otherwise), so a start already past is not read as one to come."""
     nxt = w.occurrence(now)
+    open_until = nxt + w.duration if nxt is not None and nxt <= now else None
     return {**w.model_dump(mode="json"), "source": source, "slurm_flag": w.slurm_flag(),
             "next_start": nxt.isoformat() if nxt is not None else None,
-            "held_from": (nxt - w.lead).isoformat() if nxt is not None else None}
+            "held_from": (nxt - w.lead).isoformat() if nxt is not None else None,
+            "open_until": open_until.isoformat() if open_until is not None else None}
 
 
 def plan_clock(snap: Snapshot, cfg: Config) -> dt.datetime:

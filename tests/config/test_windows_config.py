@@ -131,7 +131,7 @@ def test_overlaps_among_many_hourly_windows_are_found_by_the_sweep():
 
 
 def test_gpus_as_a_boolean_or_a_type_given_twice_is_refused():
-    assert "windows.0.gpus: Value error, must be a number of GPUs, not true or false" in _refused([_w(gpus=True)])
+    assert "windows.0.gpus: must be a number of GPUs, not true or false" in _refused([_w(gpus=True)])
     fleet = {**BASE, "fleet": {"types": ["h100"], "pools": [{"type": "h100", "nodes": 4}]}}
     msg = _refused([_w(gpus={"h100": 2, "H100": 8})], fleet)
     assert "the GPU type 'h100' is given twice" in msg

@@ -147,7 +147,7 @@ def test_the_daemon_cycle_gates_each_tenant_and_shows_it_in_the_plan_api_console
     try:
         first = rt.runner.run_once().plan
         # nothing scored yet: every tenant is planned reactively, and says why
-        assert first.forecast_acting and all(not v["acting"] and v["why"] == "reactive: 0 of 3 windows scored"
+        assert first.forecast_acting and all(not v["acting"] and v["why"] == "reactive: 0 of 3 forecasts scored"
                                              for v in first.forecast_acting.values())
         # and the plan is made so: the cycle gave plan() the gate's choice (a reactive tenant's forecast unread)
         assert any(x.startswith("skill gate: 6 tenants planned reactively") for x in first.notes), first.notes

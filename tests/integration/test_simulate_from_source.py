@@ -148,13 +148,29 @@ def test_an_unreachable_prometheus_is_one_line(tmp_path):
 
 
 def test_from_source_with_the_embedded_simulator(tmp_path):
-    # no config: the embedded simulator is the source; its tenants are named by the flags only
+    # no config: the embedded simulator is the source; its tenants are the simulator's (tiers and job sizes, as
+    # `run --sim` plans them), the flags over them: "what if tenant-0000 were low, tenant-0004 high"
     r = CliRunner().invoke(cli, ["simulate", "--from-source", "--days", "0.5", "--history-days", "1",
-                                 "--tier", "tenant-0000=high", "--strategies", "reactive", "--out", str(tmp_path)])
+                                 "--tier", "tenant-0000=low", "--tier", "tenant-0004=high", "--strategies",
+                                 "reactive", "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
     doc = json.loads((tmp_path / "own-source.json").read_text())
-    assert doc["high_tier"] == ["tenant-0000"] and doc["steps"] == 720
+    assert sorted(doc["high_tier"]) == ["tenant-0001", "tenant-0002", "tenant-0003", "tenant-0004"]
+    assert doc["steps"] == 720 and doc["tenants_unnamed"] == []
     assert np.isfinite(doc["runs"][0]["utilization"])
+
+
+def test_from_source_with_the_embedded_simulator_and_a_config_naming_no_tenant(tmp_path):
+    """Found on a first day: `simulate --from-source` with a config whose source is the simulator and no [[tenants]]
+    was refused ("no tenant the config knows: the file has tenant-0000, ..."), while `run --sim` on the same
+    config plans those tenants with the simulator's tiers."""
+    cfg = tmp_path / "sim.toml"
+    cfg.write_text('[source]\nkind = "simulator"\n')
+    r = CliRunner().invoke(cli, ["-c", str(cfg), "simulate", "--from-source", "--days", "0.25", "--history-days",
+                                 "1", "--strategies", "reactive", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "own-source.json").read_text())
+    assert sorted(doc["high_tier"]) == ["tenant-0000", "tenant-0001", "tenant-0002", "tenant-0003"]
 
 
 def test_from_source_reads_the_daemons_history_store_when_it_holds_the_window(tmp_path):

@@ -23,5 +23,36 @@ def test_a_preemption_never_claims_to_clear_zero_or_fewer_gpus(monkeypatch):
     golden.drive("plain")   # the pinned policy run (tests/support/policy_golden.py): per-tenant holds, on nodes
     counts = [int(m.group(1)) for r in reasons for m in re.finditer(r"to clear (-?\d+) GPU", r)]
     assert counts and min(counts) > 0, sorted(set(counts))[:5]
-    room = [r for r in reasons if "to make room on one node for a protected tenant's job ahead of forecast peak" in r]
+    room = [r for r in reasons if "to make room on one node for a protected tenant's job" in r]
     assert room and all(r.endswith("the free GPUs are not on a node it fits") for r in room), room[:1]
+
+
+def _reasons(monkeypatch, case: str, **kwargs) -> list[str]:
+    reasons: list[str] = []
+
+    def recording(*args, **kw):
+        p = real_plan(*args, **kw, **kwargs)
+        reasons.extend(x.reason for x in p.preemptions)
+        return p
+
+    monkeypatch.setattr(golden, "plan", recording)
+    golden.drive(case)
+    return reasons
+
+
+def test_a_preemption_for_tenants_the_skill_gate_plans_reactively_claims_no_forecast(monkeypatch):
+    """Found on `make run` with policy.skill_gate on: every tenant planned reactively (no forecast scored yet), yet
+    every preemption said "... ahead of forecast peak (p90 within 3 steps) for protected tenants". A reactive tenant's
+    jobs are cleared for only for its jobs waiting now (and aged tenants', floors'), and the reason says so."""
+    reasons = _reasons(monkeypatch, "plain", acting=frozenset())   # the gate: no tenant acts on the forecast
+    assert reasons, "the case must preempt"
+    assert not [r for r in reasons if "forecast" in r], [r for r in reasons if "forecast" in r][:2]
+    assert any("for protected tenants' jobs waiting now" in r for r in reasons), reasons[:2]
+
+
+def test_the_reason_names_the_forecast_only_where_the_need_is_the_forecasts(monkeypatch):
+    reasons = _reasons(monkeypatch, "default")                      # the gate off: the high tier on its forecast
+    assert any(r.endswith("ahead of forecast peak (p90 within 3 steps) for protected tenants") for r in reasons)
+    # aged tenants' and floors' needs are what waits now, not the forecast's
+    assert any(r.endswith("for protected tenants' jobs waiting now") for r in reasons), sorted(set(reasons))[:5]
+    assert any(r.endswith("for protected tenants' floors an operator set") for r in reasons), sorted(set(reasons))[:5]

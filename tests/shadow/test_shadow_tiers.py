@@ -98,5 +98,42 @@ def test_the_shadow_page_shows_throttled_as_the_api_says_and_tier_cycles():
     row = text[text.index('id="tier-high"'):]
     row = row[:row.index("</tr>")]
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
-    assert cells[2] == "2"                                        # cycles with a hold: 2, not 3 tenant-cycles
+    assert cells[2] == "4" and cells[3] == "2"    # its cycles, and cycles with a hold: 2, not 3 tenant-cycles
     assert 'class="num throttled">100%' in row and "not reported" in row
+
+
+def test_the_shadow_page_has_a_cycles_column_for_tiers_and_tenants():
+    """The page's footnote explained a tier's cycles, and docs/own-cluster.md lists a `cycles` column, but neither
+    table had one, so "cycles with a hold" had no count to be read against (found on `make run`)."""
+    import re
+
+    from daemon.config import Config
+    from daemon.web.app import build_app
+    from daemon.web.backend import Snapshot
+    from tests.support.daemons import OP
+    from tests.support.web_backend import SnapshotBackend, with_tokens
+
+    recs = _records()
+    del recs[0]["tenants"]["c"]                                   # c is named in 3 of the 4 cycles
+    snap = Snapshot(cfg=with_tokens(Config()), plan=None, state=None, cycle=1)
+    client = TestClient(build_app(SnapshotBackend(snap, recs)))
+    client.cookies.set("gpuas_token", OP)
+    text = client.get("/ui/shadow").text
+
+    def header(table: str) -> list[str]:
+        part = text[text.index(f'id="{table}"'):]
+        row = part[:part.index("</tr>")]
+        return [re.sub(r"<[^>]+>", "", h).strip() for h in re.findall(r"<th[^>]*>(.*?)</th>", row)]
+
+    def cells(row_id: str) -> list[str]:
+        row = text[text.index(f'id="{row_id}"'):]
+        row = row[:row.index("</tr>")]
+        return [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+
+    assert header("shadow-tiers")[:4] == ["tier", "", "cycles", "cycles with a hold"]
+    assert header("shadow-tenants")[:4] == ["tenant", "tier", "cycles", "cycles with a hold"]
+    assert cells("tier-high")[:4] == ["high", "", "4", "2"]       # each cycle once, 2 of them with a hold
+    assert cells("tenant-c")[:4] == ["c", "high", "3", "0"]
+    assert cells("tenant-a")[:4] == ["a", "high", "4", "2"]
+    assert len(header("shadow-tiers")) == len(cells("tier-high"))
+    assert len(header("shadow-tenants")) == len(cells("tenant-a"))

@@ -75,15 +75,17 @@ def test_browser_mixed_fleet_tenant_page_and_shadow_page(fleet_daemon):
         rows = page.eval("Array.from(document.querySelectorAll('#shadow-tenants tr[id]')).map(r => "
                          "Array.from(r.cells).map(c => c.textContent.trim()))")
         assert len(rows) == 12
+        # tenant, tier, cycles, cycles with a hold, waits avoided, preemptions, lost, for it, throttled, over the
+        # limit, coverage next step, at the peak, acting on forecast
         # the forecast coverage of the next step: scored for every tenant (a percentage, not "–")
-        assert all(r[9].endswith("%") for r in rows), rows
-        assert any(int(r[3]) > 0 for r in rows) or any(int(r[2]) > 0 for r in rows)   # holds recorded
+        assert all(r[10].endswith("%") for r in rows), rows
+        assert any(int(r[4]) > 0 for r in rows) or any(int(r[3]) > 0 for r in rows)   # holds recorded
         # "throttled" as the API says it: a tenant the API calls throttled is not "–" on the shadow page (issue 37)
         named = {r[0]: r for r in rows}
         for t in named:
             lim = httpx.get(f"{base}/api/v1/tenants/{t}", headers=h(OP)).json()["limit"]
             if lim and lim["throttled"]:
-                assert named[t][7].endswith("%") and named[t][7] != "0%", named[t]
+                assert named[t][8].endswith("%") and named[t][8] != "0%", named[t]
         page.screenshot(ARTEFACTS / "fleet-shadow.png")
 
         # what runs on a held tenant's GPUs, per type (issue 37, item 2): the parts add up to the held nodes' GPUs

@@ -132,12 +132,12 @@ def test_browser_operator_sees_the_shadow_report_of_the_recorded_cycles(dry_daem
         for name, a in rep["tenants"].items():
             c = cells(page, f"tenant-{name}")
             assert c[0] == name and c[1] == a["tier"]
-            assert [int(c[2]), int(c[3]), int(c[4]), int(c[5]), int(c[6])] == [
-                a["hold_cycles"], round(a["waits_avoided_gpu_min"]), a["preemptions"], round(a["work_lost_gpu_min"]),
-                a["preemptions_for"]]
+            assert [int(c[2]), int(c[3]), int(c[4]), int(c[5]), int(c[6]), int(c[7])] == [
+                a["cycles"], a["hold_cycles"], round(a["waits_avoided_gpu_min"]), a["preemptions"],
+                round(a["work_lost_gpu_min"]), a["preemptions_for"]]
         for tier, a in rep["tiers"].items():
             c = cells(page, f"tier-{tier}")
-            assert int(c[2]) == a["hold_cycles"] and int(c[4]) == a["preemptions"]
+            assert int(c[2]) == a["cycles"] and int(c[3]) == a["hold_cycles"] and int(c[5]) == a["preemptions"]
         page.screenshot(ARTEFACTS / "shadow.png")
         outside = [u for u in page.requested_urls() if not u.startswith(base) and not u.startswith("about:")]
         assert outside == []
@@ -174,8 +174,8 @@ def test_browser_tenant_token_sees_only_its_own_tenant_on_the_shadow_page(busy_d
                 == [f"tier-{tier}"]
             tier_cells, own_cells = cells(page, f"tier-{tier}"), cells(page, f"tenant-{mine}")
             assert tier_cells[2:] == own_cells[2:]
-            assert [int(tier_cells[2]), int(tier_cells[3]), int(tier_cells[4])] == [
-                own["hold_cycles"], round(own["waits_avoided_gpu_min"]), own["preemptions"]]
+            assert [int(tier_cells[2]), int(tier_cells[3]), int(tier_cells[4]), int(tier_cells[5])] == [
+                own["cycles"], own["hold_cycles"], round(own["waits_avoided_gpu_min"]), own["preemptions"]]
             page.screenshot(ARTEFACTS / f"shadow-{mine}.png")
 
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.timeout(300)
 
 ARTEFACTS = REPO / "reports" / "browser"
 
-# one-second cycles, a 5-step horizon and 3 scored windows: the gate decides on scores within a minute
+# one-second cycles, a 5-step horizon and 3 scored forecasts: the gate decides on scores within a minute
 SETTINGS = """
 [cluster]
 gpus = 256
@@ -47,7 +47,7 @@ def _api_acting(base: str) -> dict:
 
 @pytest.fixture(scope="module")
 def gated_daemon(tmp_path_factory):
-    """The daemon once every tenant's gate has decided on scored windows (not "n of 3 windows scored")."""
+    """The daemon once every tenant's gate has decided on scored windows (not "n of 3 forecasts scored")."""
     def decided(base: str) -> bool:
         acting = _api_acting(base)
         return bool(acting) and all(v["scored"] >= 3 for v in acting.values())

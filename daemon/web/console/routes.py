@@ -22,7 +22,7 @@ from daemon.sources.redact import redact_text
 from daemon.state.overrides import BadChange, OverridesUnavailable, WindowRefused, parse_window
 from daemon.text import plural
 from daemon.web import views, windows_api
-from daemon.web.api import KIND_RE, TENANT_RE, AccessHolder, BadInput, int_param, read_capped
+from daemon.web.api import TENANT_RE, AccessHolder, BadInput, int_param, read_capped
 from daemon.web.auth import COOKIE, Principal
 from daemon.web.backend import Backend, Snapshot
 from daemon.web.console.charts import Band, Chart, Line, forecast_x, series_x
@@ -367,8 +367,9 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
         if p is None:
             return to_login(request)
         kind = request.query_params.get("kind") or None
-        if kind is not None and not KIND_RE.match(kind):
-            return problem(request, p, 400, "Bad filter", f"kind: not an event kind: {kind[:40]!r}")
+        if kind is not None and kind not in views.EVENT_KINDS:
+            return problem(request, p, 400, "Bad filter", f"kind: not an event kind: {kind[:40]!r} (one of "
+                           f"{', '.join(views.EVENT_KINDS)})")
         try:
             before = int_param(request, "before", None, 1, 2**62)  # the same bounds as /api/v1/events
         except BadInput as exc:
