@@ -17,7 +17,7 @@ import numpy as np
 
 from daemon.actuators.base import ActionReport
 from daemon.config import Config
-from daemon.config.windows import WindowConfig
+from daemon.config.windows import window_of
 from daemon.policy.types import Notification, Plan
 from daemon.policy.windows import pool_spare
 from daemon.sim.cluster import SimCluster
@@ -158,7 +158,7 @@ class SimulatorActuator:
         now = dt.datetime.fromisoformat(plan.at)
         now = now if now.tzinfo is not None else now.replace(tzinfo=dt.timezone.utc)   # a naive replay index: UTC
         for d in plan.windows:
-            w = WindowConfig.model_validate(d)
+            w = window_of(d)
             if self.at_lead_s is not None:
                 lead = w.next_lead(now)
                 if lead is None or (lead - now).total_seconds() > self.at_lead_s:

@@ -279,3 +279,32 @@ def test_on_slurm_at_lead_a_pooled_windows_reservation_takes_the_pools_nodes_whe
     assert mine.size == 1 and np.isin(mine, pool).all()
     assert np.flatnonzero(c.node_holder == 3).tolist() == [n for n in pool.tolist() if n != mine[0]]
     assert _running_on(c, mine, 0) == 8             # a's job there keeps running, now in its window's reservation
+
+
+def test_the_replays_slurm_reads_a_plans_windows_without_validating_them_again_each_step(monkeypatch):
+    """A plan's windows are validated once per distinct window (daemon/config/windows.py window_of), not at every
+    step of the replay (nor every cycle of the Slurm actuator): the same plan applied twice validates nothing more."""
+    from daemon.config.windows import WindowConfig
+    from daemon.policy.types import Plan, PolicyMemory
+
+    calls = []
+    real = WindowConfig.model_validate.__func__
+
+    def counting(cls, *a, **kw):
+        calls.append(1)
+        return real(cls, *a, **kw)
+
+    monkeypatch.setattr(WindowConfig, "model_validate", classmethod(counting))
+    c = SimCluster(["w", "lo"], np.array([PRIORITY["normal"], PRIORITY["low"]], dtype=np.int8), 32,
+                   np.array([8, 8]), gpus_per_node=8)
+    act = SimulatorActuator(c, ("w", "lo"), windows_ahead=True, at_lead_s=600.0)
+    window = {"name": "once", "tenant": "w", "gpus": 8, "every": "daily", "at": "03:17", "timezone": "UTC",
+              "duration_minutes": 60}
+    p = Plan(at="2026-12-07T12:00:00+00:00", capacity=32, load=0.5, high_pool=0, reservations={}, quotas={},
+             limits={}, preemptions=(), notifications=(), stale=False, forecast_model="m", notes=(),
+             memory=PolicyMemory(), windows=(window,))
+    act.apply(p)
+    first = len(calls)
+    act.apply(p)
+    act.apply(dataclasses.replace(p, at="2026-12-07T12:01:00+00:00"))
+    assert first <= 1 and len(calls) == first

@@ -62,8 +62,9 @@ from daemon.actuators.slurm.squeue import (  # re-exported: the old import path 
     waits_for_gpus,
 )
 from daemon.actuators.slurm.windows import SlurmWindows, parse_window_reservations
-from daemon.config import SlurmActuatorConfig, TenantConfig, Tier, WindowConfig
+from daemon.config import SlurmActuatorConfig, TenantConfig, Tier
 from daemon.config.fleet import FleetConfig
+from daemon.config.windows import window_of
 from daemon.policy.eta import moved
 from daemon.policy.types import Notification, Plan
 
@@ -228,7 +229,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         mixed fleet; else empty)."""
         if self.windows is None:
             return {}, {}
-        ws = [WindowConfig.model_validate(w) for w in plan.windows]
+        ws = [window_of(w) for w in plan.windows]
         res_out = self._read("scontrol", "-o", "show", "reservation")
         if not ws and not parse_window_reservations(res_out, self.cfg.window_name_prefix):
             return {}, {}
