@@ -113,3 +113,15 @@ def pool_spare(plan: Plan, tenant: str, gpu_type: str | None, gpus: int) -> int:
     held = plan.holds_by_type.get(tenant, {}).get(gpu_type, 0) if gpu_type is not None \
         else plan.reservations.get(tenant, 0)
     return max(min(int(gpus), int(held)), 0)
+
+
+# how close a Slurm window's StartTime (its lead time) is when its reservation is made (windows_reserved =
+# "at_lead") and its nodes are picked again ("ahead"): two cycle intervals, since the daemon acts once per cycle and
+# one late cycle must not miss it. The Slurm actuator (daemon/actuators/slurm/windows.py repick_within_s) and its
+# replay (daemon/sim/actuator.py windows_at_lead_s) both read it here
+MARGIN_CYCLES = 2
+
+
+def reserve_margin_s(cycle_s: float) -> float:
+    """Seconds before a window's lead time within which its Slurm reservation is made, or its nodes picked again."""
+    return MARGIN_CYCLES * float(cycle_s)

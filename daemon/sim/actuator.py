@@ -19,7 +19,7 @@ from daemon.actuators.base import ActionReport
 from daemon.config import Config
 from daemon.config.windows import window_of
 from daemon.policy.types import Notification, Plan
-from daemon.policy.windows import pool_spare
+from daemon.policy.windows import pool_spare, reserve_margin_s
 from daemon.sim.cluster import SimCluster
 from daemon.text import plural
 
@@ -38,10 +38,11 @@ def replays_slurm(actuators_enabled: list[str]) -> bool:
 
 def windows_at_lead_s(cfg: Config) -> float | None:
     """How close a window's lead time is when the replay's Slurm makes its reservation: None when it is made ahead
-    (``windows_reserved = "ahead"``); else two cycle intervals, the Slurm actuator's margin (``repick_within_s``)."""
+    (``windows_reserved = "ahead"``); else the Slurm actuator's margin, two cycle intervals
+    (daemon/policy/windows.py ``reserve_margin_s``)."""
     if cfg.actuators.slurm.windows_reserved == "ahead":
         return None
-    return 2.0 * cfg.cycle.interval_s
+    return reserve_margin_s(cfg.cycle.interval_s)
 
 
 class SimulatorActuator:

@@ -67,6 +67,7 @@ from daemon.config.fleet import FleetConfig
 from daemon.config.windows import window_of
 from daemon.policy.eta import moved
 from daemon.policy.types import Notification, Plan
+from daemon.policy.windows import reserve_margin_s
 
 log = logging.getLogger("gpu_autoscaler.actuator.slurm")
 
@@ -108,7 +109,8 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         # recurring windows as Slurm's own recurring reservations (windows.py), with the holds' node rule; their
         # nodes picked again at each lead time, caught by one of the last two cycles (cycle_s: cycle.interval_s)
         self.windows = SlurmWindows(read=self._read, scontrol=self._scontrol, holds=self.holds,
-                                    prefix=cfg.window_name_prefix, clock=time.time, repick_within_s=2 * cycle_s,
+                                    prefix=cfg.window_name_prefix, clock=time.time,
+                                    repick_within_s=reserve_margin_s(cycle_s),
                                     guard=lambda: self.guard, at_lead=cfg.windows_reserved == "at_lead"
                                     ) if self.holds else None
         self._reported: set[str] = set()
