@@ -24,6 +24,7 @@ it, to show the result is not one draw's.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import sys
 import time
@@ -41,10 +42,30 @@ from daemon.forecasting.windows_proposed import SIGNIFICANCE, propose  # noqa: E
 from daemon.sim import workloads  # noqa: E402
 from daemon.sim.own import choose_forecaster  # noqa: E402
 from daemon.sim.replay import ForecastBank  # noqa: E402
-from daemon.sim.windows_breakdown import WindowBreakdown  # noqa: E402
+from daemon.sim.windows_breakdown import WindowBreakdown, window_in_place  # noqa: E402
 from daemon.sim.windows_evidence import replay, with_windows  # noqa: E402
 
 SEED, TENANTS, GPUS, HISTORY_DAYS = 7, 40, 1024, 7
+
+
+def left_steps(run, w, peaked_high: list[str], windows: list[WindowConfig]) -> list[dict]:
+    """Each measured step where a 14:00 tenant still queued GPUs: when, who, how many, its demand then, and where
+    that step falls against its window ("none": it has none; "outside" it, with the minutes to its next lead time;
+    "lead": held, not open yet; "open"), so that what is left can be told apart from what a window could hold."""
+    cols = [list(w.demand.columns).index(t) for t in peaked_high]
+    times = w.demand.index[w.start: w.start + len(run.unmet_by_step)]
+    out = []
+    for i, j in zip(*np.nonzero(run.unmet_by_step[:, cols])):
+        t, now = peaked_high[j], times[i].to_pydatetime()
+        now = now if now.tzinfo is not None else now.replace(tzinfo=dt.timezone.utc)
+        mine = [x for x in windows if x.tenant == t]
+        got = window_in_place(mine, now)
+        where = got[1] if got else ("none" if not mine else "outside")
+        leads = [(x.occurrence(now) - x.lead - now).total_seconds() / 60 for x in mine if x.occurrence(now)]
+        out.append({"at": f"{now:%H:%M}", "tenant": t, "queued_gpus": float(run.unmet_by_step[i, cols[j]]),
+                    "demand_gpus": float(w.demand.iloc[w.start + i, cols[j]]), "window": where,
+                    "minutes_to_lead": round(min(leads)) if where == "outside" and leads else None})
+    return out
 
 
 def measure(run, w, peaked_high: list[str]) -> dict:
@@ -116,6 +137,9 @@ def main() -> int:
         try:
             run = replay(w, with_windows(base_cfg, ws), strategy, steps=steps, bank=b, hook=look)
             runs[label] = measure(run, w, peaked_high)
+            step_min = run.meter.step_min
+            runs[label]["left_at_1400_tenants"] = left_steps(run, w, peaked_high,
+                                                             [WindowConfig.model_validate(x) for x in ws])
             if look is not None:
                 runs[label]["while_window_holds"] = look.summary(run.meter.step_min)
         finally:
@@ -123,6 +147,10 @@ def main() -> int:
                 b.close()
         print(label, runs[label], flush=True)
     base, key, target = runs["predictive"], "high_unmet_gpu_min_at_1400_tenants", targets.WINDOWS
+    without = {(x["at"], x["tenant"]) for x in base["left_at_1400_tenants"]}
+    for r in runs.values():   # a step where the tenant also queued without windows
+        for x in r["left_at_1400_tenants"]:
+            x["also_without_windows"] = (x["at"], x["tenant"]) in without
 
     def judge(win: dict) -> dict:
         cut = 1 - win[key] / base[key] if base[key] > 0 else None
@@ -134,7 +162,8 @@ def main() -> int:
                 "preemptions_delta": win["preemptions"] - base["preemptions"]}
 
     out.update({
-        "workload": w.name, "seed": a.seed, "history_days": HISTORY_DAYS, "measured_days": a.days,
+        "workload": w.name, "seed": a.seed, "step_minutes": step_min, "history_days": HISTORY_DAYS,
+        "measured_days": a.days,
         "window_start": str(w.demand.index[hist]), "forecaster": choice.name,
         "forecaster_choice": "quick (baselines only)" if a.quick_forecaster else "as retrain chooses",
         "forecaster_fit_seconds": round(fit_s, 1), "propose_seconds": round(propose_s, 1),

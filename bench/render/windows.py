@@ -73,6 +73,12 @@ def _synthetic(name: str) -> str:
             parts = [f"{n(g)} GPU-min {why[c]}" for c, g in b["gpu_min_by_cause"].items() if g > 0]
             lines.append(f"- while a high-tier window held{on}, its 14:00 tenant waited for: "
                          + ("; ".join(parts) if parts else "nothing") + " (per step in the JSON's while_window_holds).")
+    for run, on in (("predictive_with_high_tier_windows", ""),
+                    ("predictive_with_high_tier_windows_on_slurm_at_lead", " on Slurm, reserved at the lead time")):
+        left = d["runs"].get(run, {}).get("left_at_1400_tenants")
+        if left is not None:
+            lines.append(f"- what is left with the high tier's windows{on}, by tenant and span of minutes: "
+                         + ("; ".join(_spans(left, d.get("step_minutes", 1.0))) or "nothing") + ".")
     props = [f"{p['tenant']} ({p['tier']}) {p['gpus']} GPUs {p['every']} {p['at']} {p['timezone']}, "
              f"{p['duration_minutes']:.0f} min, seen {p['days_seen']}/{p['days_checked']} days" for p in d["proposals"]]
     return "\n".join([
@@ -84,3 +90,30 @@ def _synthetic(name: str) -> str:
         f"Target: {d['target']['what']}.", "", *lines, "",
         f"Proposed ({len(props)}): " + "; ".join(props) + ".", "",
         source([name], d)])
+
+
+def _spans(left: list[dict], step_min: float) -> list[str]:
+    """The steps where a 14:00 tenant still queued (the bench's left_at_1400_tenants), as spans of consecutive
+    minutes per tenant: when, GPU-minutes, where against its window, and whether it queued then without windows."""
+    def minute(at: str) -> int:
+        h, m = at.split(":")
+        return int(h) * 60 + int(m)
+
+    out, cur = [], None
+    for x in sorted(left, key=lambda x: (x["tenant"], minute(x["at"]))):
+        place = {"open": "in its open window", "lead": "in its window's lead", "none": "it has no window"}.get(
+            x["window"], f"{x.get('minutes_to_lead')} min before its window's lead time")
+        if x["window"] == "outside" and (x.get("minutes_to_lead") or 0) > 120:
+            place = "hours from its window"
+        key = (x["tenant"], place, x["also_without_windows"])
+        if cur is not None and cur["key"] == key and minute(x["at"]) == cur["last"] + 1:
+            cur["last"], cur["gpu_min"] = minute(x["at"]), cur["gpu_min"] + x["queued_gpus"] * step_min
+            cur["peak"] = max(cur["peak"], x["demand_gpus"])
+            continue
+        cur = {"key": key, "first": x["at"], "last": minute(x["at"]), "gpu_min": x["queued_gpus"] * step_min,
+               "peak": x["demand_gpus"]}
+        out.append(cur)
+    return [f"{c['key'][0]} {c['first']}" + (f"-{c['last'] // 60:02d}:{c['last'] % 60:02d}"
+                                             if minute(c["first"]) != c["last"] else "")
+            + f" {n(c['gpu_min'])} GPU-min ({c['key'][1]}, demand up to {n(c['peak'])} GPUs"
+            + (", as without windows" if c["key"][2] else "") + ")" for c in out]

@@ -13,7 +13,9 @@ is read here; checks that need a time take it as an argument.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import heapq
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Literal
@@ -323,3 +325,15 @@ def problems(windows: Iterable[WindowConfig], capacity: Mapping[str, int], typed
 
 def _fmt(t: dt.datetime) -> str:
     return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def window_of(d: Mapping) -> WindowConfig:
+    """A plan's window (``Plan.windows``: each a WindowConfig as JSON) as the WindowConfig it was dumped from,
+    validated once per distinct window and then reused: the replay's and the actuators' per-step and per-cycle
+    reads of the same windows no longer re-validate them (and rebuild nothing else). Callers must not change it."""
+    return _window_of(json.dumps(dict(d), sort_keys=True))
+
+
+@functools.lru_cache(maxsize=256)
+def _window_of(text: str) -> WindowConfig:
+    return WindowConfig.model_validate(json.loads(text))

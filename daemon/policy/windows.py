@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from daemon.config.windows import WindowConfig
+from daemon.policy.types import Plan
 
 
 @dataclass(frozen=True)
@@ -99,3 +100,28 @@ def per_tenant(ds: Iterable[WindowDemand]) -> tuple[dict[str, int], dict[str, in
         for t, g in d.by_type.items():
             tt[t] = tt.get(t, 0) + g
     return hold, clear, typed
+
+
+def pool_spare(plan: Plan, tenant: str, gpu_type: str | None, gpus: int) -> int:
+    """How many of a pooled tenant's window's `gpus` (of `gpu_type` on a mixed fleet, else None) the high tier's
+    pool gives up when the window opens, so that a window's reservation made at its lead time may take them from
+    the pool's nodes (Slurm, ``windows_reserved = "at_lead"``: daemon/actuators/slurm/windows.py, and its replay,
+    daemon/sim/cluster_holds.py ``_ahead``): the window's GPUs held apart from the pool, at most the tenant's hold
+    in the plan now (its hold beyond the window stays in the pool). 0 for a tenant not in the pool."""
+    if tenant not in plan.pooled:
+        return 0
+    held = plan.holds_by_type.get(tenant, {}).get(gpu_type, 0) if gpu_type is not None \
+        else plan.reservations.get(tenant, 0)
+    return max(min(int(gpus), int(held)), 0)
+
+
+# how close a Slurm window's StartTime (its lead time) is when its reservation is made (windows_reserved =
+# "at_lead") and its nodes are picked again ("ahead"): two cycle intervals, since the daemon acts once per cycle and
+# one late cycle must not miss it. The Slurm actuator (daemon/actuators/slurm/windows.py repick_within_s) and its
+# replay (daemon/sim/actuator.py windows_at_lead_s) both read it here
+MARGIN_CYCLES = 2
+
+
+def reserve_margin_s(cycle_s: float) -> float:
+    """Seconds before a window's lead time within which its Slurm reservation is made, or its nodes picked again."""
+    return MARGIN_CYCLES * float(cycle_s)

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from daemon.config.windows import WindowConfig
+from daemon.config.windows import window_of
 from daemon.policy.eta import QUANTILES, FreedRate, RunLengths, estimate, forecast_growth, free_to_pending, naive_waits
 from daemon.policy.eta_calibration import Calibration, calibrate
 from daemon.policy.state import ClusterState, Jobs
@@ -88,7 +88,7 @@ def windows_ahead(plan: Plan, at: pd.Timestamp) -> list[tuple[float, str, float]
         now = now.replace(tzinfo=dt.timezone.utc)
     out = []
     for d in plan.windows:
-        w = WindowConfig.model_validate(d)
+        w = window_of(d)
         start = w.occurrence(now)
         if start is None:
             continue

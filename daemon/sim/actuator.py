@@ -17,8 +17,9 @@ import numpy as np
 
 from daemon.actuators.base import ActionReport
 from daemon.config import Config
-from daemon.config.windows import WindowConfig
+from daemon.config.windows import window_of
 from daemon.policy.types import Notification, Plan
+from daemon.policy.windows import pool_spare, reserve_margin_s
 from daemon.sim.cluster import SimCluster
 from daemon.text import plural
 
@@ -37,10 +38,11 @@ def replays_slurm(actuators_enabled: list[str]) -> bool:
 
 def windows_at_lead_s(cfg: Config) -> float | None:
     """How close a window's lead time is when the replay's Slurm makes its reservation: None when it is made ahead
-    (``windows_reserved = "ahead"``); else two cycle intervals, the Slurm actuator's margin (``repick_within_s``)."""
+    (``windows_reserved = "ahead"``); else the Slurm actuator's margin, two cycle intervals
+    (daemon/policy/windows.py ``reserve_margin_s``)."""
     if cfg.actuators.slurm.windows_reserved == "ahead":
         return None
-    return 2.0 * cfg.cycle.interval_s
+    return reserve_margin_s(cfg.cycle.interval_s)
 
 
 class SimulatorActuator:
@@ -65,6 +67,7 @@ class SimulatorActuator:
             if i is not None:
                 res[i] = r
         normal_cap = min(plan.quotas.values()) if plan.quotas else None
+        ahead, from_pool = self._ahead(plan) if self.windows_ahead else (None, None)
         # a pooled hold: the pooled tenants' reservations held together, as whole nodes (one Slurm reservation
         # with all their accounts); a plan without a pool after one with it lets the pool go
         pool = None
@@ -80,10 +83,13 @@ class SimulatorActuator:
                 i = self.index.get(t)
                 if i is not None and members[i]:
                     own[i] = min(int(g), int(res[i]))
+            # a window's reservation made at its lead time, not active yet, covers its tenant's share of the pool
+            # already (the Slurm actuator's ``covered``), so that the pool does not take other nodes for it
+            pre = np.minimum(from_pool.sum(axis=1), res - own) if from_pool is not None else 0
             gpn_ = self.cluster.gpus_per_node
-            pool = (members, int(-(-int((res - own)[members].sum()) // gpn_) * gpn_))
+            pool = (members, int(-(-int((res - own - pre)[members].sum()) // gpn_) * gpn_))
             res[members] = own[members]
-        by_type = self._by_type(plan)
+        by_type = self._by_type(plan, from_pool)
         pool_types = self._pool_types(plan) if by_type is not None and plan.pooled else None
         cap_t = None
         if by_type is not None and plan.shared_cap_by_type:
@@ -103,16 +109,18 @@ class SimulatorActuator:
                 done, _ = self.cluster.preempt(np.array(ids)) if ids else (0, 0.0)
                 self.cluster.set_reservations(res, normal_cap, pool=pool, by_type=by_type,
                                               pool_types=pool_types, normal_cap_by_type=cap_t,
-                                              ahead=self._ahead(plan) if self.windows_ahead else None)
+                                              ahead=ahead, ahead_from_pool=from_pool)
             if done < len(ids):
                 rep.actions.append(f"{plural(len(ids) - done, 'job')} had already left the running set")
         return rep
 
-    def _by_type(self, plan: Plan) -> np.ndarray | None:
+    def _by_type(self, plan: Plan, from_pool: np.ndarray | None = None) -> np.ndarray | None:
         """A type-aware plan's holds per (tenant, type) on a mixed fleet, pooled tenants' summed in the pool's row
         (index n), except what a pooled tenant's windows hold on each type (Plan.window_holds_by_type): that stays
         in its own row, its alone, as a Kueue hold flavor's quota per type or a Slurm window reservation's nodes of
-        each type hold it; None for a type-blind plan (holds then land by the node rule alone)."""
+        each type hold it; None for a type-blind plan (holds then land by the node rule alone). `from_pool`
+        (``_ahead``): what a Slurm window's reservation made at its lead time covers of its tenant's pool share per
+        type before it is active, left out of the pool's row."""
         c = self.cluster
         if not c.typed or not plan.holds_by_type:
             return None
@@ -129,23 +137,29 @@ class SimulatorActuator:
                     own = min(int(win.get(typ, 0)), int(g))
                     out[i, pos[typ]] += own if tenant in pooled else int(g)
                     if tenant in pooled:
-                        out[c.n, pos[typ]] += int(g) - own
+                        pre = min(int(from_pool[i, pos[typ]]), int(g) - own) if from_pool is not None else 0
+                        out[c.n, pos[typ]] += int(g) - own - pre
         return out
 
-    def _ahead(self, plan: Plan) -> np.ndarray:
+    def _ahead(self, plan: Plan) -> tuple[np.ndarray, np.ndarray | None]:
         """Per tenant (and GPU type on a mixed fleet: one column per ``type_names``, else one), the GPUs of its
         windows whose Slurm reservation is made ahead and not active now: all its windows' GPUs (a window's
         reservation is made when it is declared, and slurmctld moves it on to the next occurrence by itself; with
         ``at_lead_s``, only a window whose next lead time is at most that far: the reservation is made then) less
-        what the plan holds for them now (``window_holds``, from the lead time)."""
+        what the plan holds for them now (``window_holds``, from the lead time). And, with ``at_lead_s`` (else
+        None), how many of them a pooled tenant's reservation may take from the pool's nodes: what the pool gives
+        up when the window opens, its window's GPUs up to the tenant's hold in the plan now (the actuator's rule,
+        daemon/policy/windows.py ``pool_spare``, which the Slurm actuator uses)."""
         c = self.cluster
         names = list(c.type_names) if c.typed else ["gpu"]
         pos = {t: k for k, t in enumerate(names)}
         out = np.zeros((c.n, len(names)), dtype=np.int64)
+        from_pool = np.zeros((c.n, len(names)), dtype=np.int64) if self.at_lead_s is not None else None
+        pooled = set(plan.pooled)
         now = dt.datetime.fromisoformat(plan.at)
         now = now if now.tzinfo is not None else now.replace(tzinfo=dt.timezone.utc)   # a naive replay index: UTC
         for d in plan.windows:
-            w = WindowConfig.model_validate(d)
+            w = window_of(d)
             if self.at_lead_s is not None:
                 lead = w.next_lead(now)
                 if lead is None or (lead - now).total_seconds() > self.at_lead_s:
@@ -154,6 +168,8 @@ class SimulatorActuator:
             for typ, g in w.gpus_by_type(names[0]).items():
                 if i is not None and typ in pos:
                     out[i, pos[typ]] += g
+                    if from_pool is not None and w.tenant in pooled:
+                        from_pool[i, pos[typ]] += pool_spare(plan, w.tenant, typ if c.typed else None, g)
         for t, g in plan.window_holds.items():
             i = self.index.get(t)
             if i is None:
@@ -162,7 +178,7 @@ class SimulatorActuator:
             for typ, held in (by or {names[0]: g}).items():
                 if typ in pos:
                     out[i, pos[typ]] = max(out[i, pos[typ]] - int(held), 0)
-        return out
+        return out, from_pool
 
     def _pool_types(self, plan: Plan) -> np.ndarray:
         """Which pooled tenants may start on the pool's nodes of each type: those the plan holds on that type."""

@@ -17,7 +17,7 @@ class Holds:
     def set_reservations(self, reservations: np.ndarray, normal_cap: int | None = None,
                          pool: tuple[np.ndarray, int] | None = None, by_type: np.ndarray | None = None,
                          pool_types: np.ndarray | None = None, normal_cap_by_type: np.ndarray | None = None,
-                         ahead: np.ndarray | None = None) -> None:
+                         ahead: np.ndarray | None = None, ahead_from_pool: np.ndarray | None = None) -> None:
         """Hold whole nodes: ceil(GPUs / gpus_per_node) per tenant, and optionally one pool of nodes for a set
         of tenants (``pool = (member mask, GPUs)``, held as floor(GPUs / gpus_per_node) nodes). Nodes already
         held are kept while still wanted (those where the holder runs least are let go first), except one its
@@ -32,7 +32,9 @@ class Holds:
 
         ``ahead`` (n x groups GPUs: one column on a one-model cluster, one per type on a mixed fleet) replays Slurm's
         windows (None: Kueue's, whose window is a hold from its lead time and nothing before): per tenant, the GPUs
-        of its windows whose reservation is made ahead and not active now. See ``_ahead``."""
+        of its windows whose reservation is made ahead and not active now; ``ahead_from_pool`` (the same shape, or
+        None) how many of those GPUs a pooled tenant's reservation made now may take from the pool's nodes (Slurm's
+        windows made at the lead time, ``windows_reserved = "at_lead"``). See ``_ahead``."""
         self.reservations = np.maximum(np.asarray(reservations, dtype=np.int64), 0)
         if self.typed:
             self.pool_types = None if pool_types is None else np.asarray(pool_types, dtype=bool)
@@ -43,7 +45,7 @@ class Holds:
             self.pool_members = np.asarray(pool[0], dtype=bool)
             self.pool_gpus = int(pool[1])
         if self.typed:  # a mixed fleet: holds in GPUs, per type when the plan says (by_type: (n + 1) x types)
-            self._set_typed(by_type, ahead)
+            self._set_typed(by_type, ahead, ahead_from_pool)
             return
         gpn, n, N = self.gpus_per_node, self.n, self.n_nodes
         want = np.zeros(n + 1, dtype=np.int64)
@@ -79,8 +81,10 @@ class Holds:
             rank = np.arange(cand.size) - np.repeat(first, np.diff(np.r_[first, cand.size]))
             holder[cand[rank < (have - want)[hc]]] = UNHELD
             have = np.bincount(holder[holder >= 0], minlength=n + 1)
+        closed = self._ahead(ahead, was, np.zeros(N, dtype=np.int64), r_ten, r_node, r_g, firm_j, firm_all,
+                             ahead_from_pool)
+        have = np.bincount(holder[holder >= 0], minlength=n + 1)     # a window's reservation took pool nodes
         need = np.maximum(want - have, 0)
-        closed = self._ahead(ahead, was, np.zeros(N, dtype=np.int64), r_ten, r_node, r_g, firm_j, firm_all)
         if not need.any():
             self._ahead_done(ahead)
             return
@@ -152,7 +156,8 @@ class Holds:
             have[h] += take.size
             have[n] -= take.size
 
-    def _set_typed(self, by_type: np.ndarray | None, ahead: np.ndarray | None = None) -> None:
+    def _set_typed(self, by_type: np.ndarray | None, ahead: np.ndarray | None = None,
+                   ahead_from_pool: np.ndarray | None = None) -> None:
         """Holds on a mixed fleet, in GPUs: per (holder, type) when ``by_type`` is given (a type-aware plan; row n
         the pool), else per holder on any type (a type-blind plan: the hold lands where the actuators' rule puts
         it, whether or not the holder's jobs can run there). Whole nodes, taken until the GPUs asked are covered;
@@ -204,12 +209,12 @@ class Holds:
             spare = int(have[h, g] - want[h, g])
             drop = np.cumsum(cap[nodes]) <= spare
             holder[nodes[drop]] = UNHELD
+        closed = self._ahead(ahead, was, self.node_type, r_ten, r_node, r_g, firm_j, firm_all, ahead_from_pool)
         have = have_of()
         need = np.maximum(want - have, 0)
         if aware:  # never acquired where it would be let go at once (a type no holder of it can use)
             need[:n] = np.where(self.acc_rank < NOT_ACCEPTED, need[:n], 0)
             need[n] = np.where(ok_pool, need[n], 0)
-        closed = self._ahead(ahead, was, self.node_type, r_ten, r_node, r_g, firm_j, firm_all)
         if not need.any():
             self._ahead_done(ahead)
             return
@@ -258,8 +263,8 @@ class Holds:
 
     # ---- Slurm's windows, reserved ahead -----------------------------------------------------
     def _ahead(self, ahead: np.ndarray | None, was: np.ndarray, group: np.ndarray, r_ten: np.ndarray,
-               r_node: np.ndarray, r_g: np.ndarray, firm_j: np.ndarray,
-               firm_all: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+               r_node: np.ndarray, r_g: np.ndarray, firm_j: np.ndarray, firm_all: np.ndarray,
+               from_pool: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
         """Slurm's windows (``ahead`` not None; None: Kueue's, nothing to do). On Slurm a window is a reservation
         made ahead (``IGNORE_JOBS``), which slurmctld moves on to the next occurrence on the same nodes
         (daemon/actuators/slurm/windows.py), and tests/actuators/test_slurm_windows.py shows on a real
@@ -273,7 +278,12 @@ class Holds:
         Per tenant and group (GPU type) with GPUs reserved ahead: its reserved nodes are kept while they cover
         them; else they are made afresh, all or none as scontrol makes a reservation, from the nodes in no hold and
         no other window's reservation: first the nodes its hold has just let go (the occurrence that ended: the
-        reservation keeps its nodes), then by the holds' acquire rule. A tenant with none ahead (its window active,
+        reservation keeps its nodes), then by the holds' acquire rule. A pooled tenant's reservation made at its
+        lead time (``from_pool``: up to that many of its GPUs, what the pool gives up when the window opens) takes
+        first the pool's nodes where the tenant runs, by the hand-over rule (daemon/policy/hand_over.py); they
+        leave the pool (the Slurm actuator takes them out of the pool's reservation before it makes the window's,
+        daemon/actuators/slurm/windows.py), and the pool's hold takes others by its own rule until the window
+        opens. A tenant with none ahead (its window active,
         or gone) keeps its marks through this call's acquisition, so that its growing hold prefers them (the
         actuator's pick at the lead time: its own nodes win a tie); ``_ahead_done`` then clears them.
 
@@ -291,16 +301,24 @@ class Holds:
             if int(cap[mine].sum()) >= want[t, g]:
                 continue
             mark[mine] = UNHELD
-            cand = np.flatnonzero((holder == UNHELD) & (mark == UNHELD) & self.node_ok & (group == g))
-            if int(cap[cand].sum()) < want[t, g]:
-                continue                               # not reserved now (scontrol refuses); tried again next time
             js = r_ten == t
             own = np.bincount(r_node[js], weights=r_g[js], minlength=N)
             firm = (firm_all - np.bincount(r_node[js], weights=r_g[js] * firm_j[js], minlength=N)).astype(np.int64)
+            handed = np.zeros(0, dtype=np.int64)
+            if from_pool is not None and from_pool[t, g] > 0 and self.pool_members[t]:
+                pool = np.flatnonzero((holder == self.n) & (mark == UNHELD) & self.node_ok & (group == g))
+                handed = pool[hand_over(cap[pool], own[pool], firm[pool], grow=int(want[t, g]),
+                                        spare=int(from_pool[t, g]), job_gpus=int(self.job_size[t]))]
+            rest = int(want[t, g]) - int(cap[handed].sum())
+            cand = np.flatnonzero((holder == UNHELD) & (mark == UNHELD) & self.node_ok & (group == g))
+            if int(cap[cand].sum()) < rest:
+                continue                               # not reserved now (scontrol refuses); tried again next time
             k = (((was != t) * (4 * gpn + 1) * (gpn + 1) + firm * (4 * gpn + 1) + (2 * gpn - (own + soon)))
                  * N + idx)[cand].astype(np.int64)
             cand = cand[np.argsort(k, kind="stable")]
-            take = int(np.searchsorted(np.cumsum(cap[cand]), want[t, g])) + 1
+            take = int(np.searchsorted(np.cumsum(cap[cand]), rest)) + 1 if rest > 0 else 0
+            holder[handed] = UNHELD                    # out of the pool's reservation, into the window's
+            mark[handed] = t
             mark[cand[:take]] = t
         at = np.maximum(mark, 0)
         expiring = (mark >= 0) & (want[at, group] == 0)

@@ -35,7 +35,7 @@ from daemon.sim.windows_evidence import TenantMeter
 CAUSES = ("demand_above_window", "draining", "low_not_cleared", "others_firm", "free_in_pieces", "other")
 
 
-def _in_place(ws: list[WindowConfig], now: dt.datetime) -> tuple[WindowConfig, str] | None:
+def window_in_place(ws: list[WindowConfig], now: dt.datetime) -> tuple[WindowConfig, str] | None:
     """The window of `ws` in place at `now` and its phase ("lead": held, not open yet; "open"), or None."""
     for w in ws:
         start = w.occurrence(now)
@@ -75,7 +75,7 @@ class WindowBreakdown(TenantMeter):
             i = self.tenants.index(t)
             if pending[i] <= 0 or not ws:
                 continue
-            got = _in_place(ws, now)
+            got = window_in_place(ws, now)
             if got is None:
                 continue
             w, phase = got

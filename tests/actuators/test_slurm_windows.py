@@ -385,3 +385,40 @@ def test_reserved_ahead_the_log_names_once_the_partitions_that_give_jobs_no_time
         caplog.clear()
         assert a.apply(plan([in_three_hours()])).ok
         assert not [r for r in caplog.records if "reserved ahead" in r.getMessage()]
+
+
+@pytest.mark.services
+@pytest.mark.usefixtures("cleaned")
+def test_at_lead_a_pooled_tenants_window_takes_the_pools_node_where_it_runs(slurm):
+    """windows_reserved = at_lead, a pooled tenant's window: its reservation, made at the lead time, is on the pool's
+    node where the tenant's job runs (taken out of the pool's reservation first: slurmctld refuses an overlap), as
+    Kueue's hold and the replay take it; the job keeps running there, and the pool neither takes the free node for
+    the GPUs it gives up when the window opens nor loses its other node. Before, the window went to the free node
+    outside the pool, whose nodes carry other tenants' work on a busy cluster, and the pool kept the tenant's."""
+    a = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir="/usr/bin", warn_lead_s=0), TENANTS,
+                      dry_run=False, cycle_s=900.0)          # its lead time is within two cycles (30 min)
+    pooled = ("team-high", "team-high2")
+    reserve = {"team-high": 4, "team-high2": 4}
+    assert a.apply(pooled_plan([], reserve=reserve, pooled=pooled)).ok
+    pool = set(expand(shown(slurm, "gpuas-hold-pool")["Nodes"]))
+    assert len(pool) == 2
+    job = whole_node_job(slurm, "acct-high")
+    wait_for(lambda: slurm_jobs(slurm).get(job, ("",))[0] == "RUNNING", what="the pooled job running", timeout=60)
+    there = slurm_jobs(slurm)[job][1]
+    assert there in pool
+    start = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=20)).strftime("%H:%M")
+    w = window("high", tenant="team-high", gpus=4, every="daily", at=start, duration_minutes=60,
+               reclaim_before_minutes=10)
+    rep = a.apply(pooled_plan([w], reserve=reserve, pooled=pooled))
+    assert rep.ok, rep.errors
+    r = shown(slurm, "gpuas-win-high")
+    assert r["Nodes"] == there and r["State"] == "INACTIVE" and r["Accounts"] == "acct-high", (r, rep.actions)
+    assert set(expand(shown(slurm, "gpuas-hold-pool")["Nodes"])) == pool - {there}
+    assert slurm_jobs(slurm)[job][:2] == ("RUNNING", there)
+    assert a.apply(pooled_plan([w], reserve=reserve, pooled=pooled)).actions == []     # nothing more to do
+
+
+def expand(nodes: str) -> list[str]:
+    from daemon.actuators.slurm.holds import expand_hostlist
+
+    return expand_hostlist(nodes)

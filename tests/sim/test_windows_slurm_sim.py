@@ -253,6 +253,58 @@ def test_on_slurm_an_active_window_on_a_mixed_fleet_is_reserved_ahead_no_more():
     base = Plan(at="2026-12-07T13:00:00+00:00", capacity=32, load=0.5, high_pool=0, reservations={}, quotas={},
                 limits={}, preemptions=(), notifications=(), stale=False, forecast_model="m", notes=(),
                 memory=PolicyMemory(), windows=(window,))
-    assert act._ahead(base).tolist() == [[0, 8], [0, 0]]
+    assert act._ahead(base)[0].tolist() == [[0, 8], [0, 0]]
     held = dataclasses.replace(base, window_holds={"w": 8}, window_holds_by_type={"w": {"h100": 8}})
-    assert act._ahead(held).tolist() == [[0, 0], [0, 0]]
+    assert act._ahead(held)[0].tolist() == [[0, 0], [0, 0]]
+
+
+def test_on_slurm_at_lead_a_pooled_windows_reservation_takes_the_pools_nodes_where_its_tenant_runs():
+    """windows_reserved = at_lead: two cycles before the lead time the reservation of pooled tenant a's window
+    (8 GPUs) is made on one of the pool's nodes where a runs (the hand-over rule, as Kueue's hold takes them at the
+    lead time; the Slurm actuator takes the node out of the pool's reservation first), and the pool, which gives
+    those GPUs up when the window opens, does not take another node for them meanwhile. Before, the reservation
+    went outside the pool, on the low tenant's nodes, and the pool kept both of a's nodes."""
+    from daemon.policy.types import Plan, PolicyMemory
+
+    c = _pooled_cluster()
+    pool = np.flatnonzero(c.node_holder == 3)
+    act = SimulatorActuator(c, ("a", "b", "lo"), windows_ahead=True, at_lead_s=600.0)
+    window = {"name": "eod", "tenant": "a", "gpus": 8, "every": "daily", "at": "14:00", "timezone": "Europe/Paris",
+              "duration_minutes": 60, "reclaim_before_minutes": 30}
+    p = Plan(at="2026-12-07T12:25:00+00:00", capacity=32, load=1.0, high_pool=16, reservations={"a": 16},
+             quotas={}, limits={}, preemptions=(), notifications=(), stale=False, forecast_model="m", notes=(),
+             memory=PolicyMemory(), pooled=("a", "b"), windows=(window,), hold_job_gpus={"a": 8, "b": 8})
+    act.apply(p)                                    # its lead time, 13:30 Paris (12:30 UTC), 5 min away
+    mine = np.flatnonzero(c.node_ahead == 0)
+    assert mine.size == 1 and np.isin(mine, pool).all()
+    assert np.flatnonzero(c.node_holder == 3).tolist() == [n for n in pool.tolist() if n != mine[0]]
+    assert _running_on(c, mine, 0) == 8             # a's job there keeps running, now in its window's reservation
+
+
+def test_the_replays_slurm_reads_a_plans_windows_without_validating_them_again_each_step(monkeypatch):
+    """A plan's windows are validated once per distinct window (daemon/config/windows.py window_of), not at every
+    step of the replay (nor every cycle of the Slurm actuator): the same plan applied twice validates nothing more."""
+    from daemon.config.windows import WindowConfig
+    from daemon.policy.types import Plan, PolicyMemory
+
+    calls = []
+    real = WindowConfig.model_validate.__func__
+
+    def counting(cls, *a, **kw):
+        calls.append(1)
+        return real(cls, *a, **kw)
+
+    monkeypatch.setattr(WindowConfig, "model_validate", classmethod(counting))
+    c = SimCluster(["w", "lo"], np.array([PRIORITY["normal"], PRIORITY["low"]], dtype=np.int8), 32,
+                   np.array([8, 8]), gpus_per_node=8)
+    act = SimulatorActuator(c, ("w", "lo"), windows_ahead=True, at_lead_s=600.0)
+    window = {"name": "once", "tenant": "w", "gpus": 8, "every": "daily", "at": "03:17", "timezone": "UTC",
+              "duration_minutes": 60}
+    p = Plan(at="2026-12-07T12:00:00+00:00", capacity=32, load=0.5, high_pool=0, reservations={}, quotas={},
+             limits={}, preemptions=(), notifications=(), stale=False, forecast_model="m", notes=(),
+             memory=PolicyMemory(), windows=(window,))
+    act.apply(p)
+    first = len(calls)
+    act.apply(p)
+    act.apply(dataclasses.replace(p, at="2026-12-07T12:01:00+00:00"))
+    assert first <= 1 and len(calls) == first

@@ -62,10 +62,12 @@ from daemon.actuators.slurm.squeue import (  # re-exported: the old import path 
     waits_for_gpus,
 )
 from daemon.actuators.slurm.windows import SlurmWindows, parse_window_reservations
-from daemon.config import SlurmActuatorConfig, TenantConfig, Tier, WindowConfig
+from daemon.config import SlurmActuatorConfig, TenantConfig, Tier
 from daemon.config.fleet import FleetConfig
+from daemon.config.windows import window_of
 from daemon.policy.eta import moved
 from daemon.policy.types import Notification, Plan
+from daemon.policy.windows import reserve_margin_s
 
 log = logging.getLogger("gpu_autoscaler.actuator.slurm")
 
@@ -107,7 +109,8 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         # recurring windows as Slurm's own recurring reservations (windows.py), with the holds' node rule; their
         # nodes picked again at each lead time, caught by one of the last two cycles (cycle_s: cycle.interval_s)
         self.windows = SlurmWindows(read=self._read, scontrol=self._scontrol, holds=self.holds,
-                                    prefix=cfg.window_name_prefix, clock=time.time, repick_within_s=2 * cycle_s,
+                                    prefix=cfg.window_name_prefix, clock=time.time,
+                                    repick_within_s=reserve_margin_s(cycle_s),
                                     guard=lambda: self.guard, at_lead=cfg.windows_reserved == "at_lead"
                                     ) if self.holds else None
         self._reported: set[str] = set()
@@ -228,13 +231,13 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         mixed fleet; else empty)."""
         if self.windows is None:
             return {}, {}
-        ws = [WindowConfig.model_validate(w) for w in plan.windows]
+        ws = [window_of(w) for w in plan.windows]
         res_out = self._read("scontrol", "-o", "show", "reservation")
         if not ws and not parse_window_reservations(res_out, self.cfg.window_name_prefix):
             return {}, {}
         nodes: list[Node] = parse_nodes(self._read("scontrol", "-d", "-o", "show", "nodes"))
-        self.windows.apply(ws, rep, jobs, res_out, nodes, freed_by(plan))
-        return self.windows.active_gpus(self._read("scontrol", "-o", "show", "reservation"), nodes)
+        self.windows.apply(ws, rep, jobs, res_out, nodes, freed_by(plan), plan)
+        return self.windows.active_gpus(self._read("scontrol", "-o", "show", "reservation"), nodes, plan)
 
     # ---- job health (daemon/health/, daemon/service/health.py) ----------------------------------------------
     def comment(self, job_ids: list[str], text: str) -> ActionReport:

@@ -25,7 +25,10 @@ occurrence whose lead time is still ahead:
   share a time zone (docs/windows.md). A window's own time zone only decides when its starts fall.
 - Slurm 22.05 reserves whole nodes, not GPUs (as the holds, daemon/actuators/slurm/holds.py): the window's GPUs
   in whole nodes, per GPU type on a mixed fleet, never nodes in another reservation (Slurm would refuse the
-  overlap in time with our own UNLIMITED holds).
+  overlap in time with our own UNLIMITED holds), but for ``at_lead`` and a pooled tenant: its reservation takes
+  first the pool's nodes where the tenant runs, by the hand-over rule Kueue's hold uses (``_from_pool``), taken
+  out of the pool's reservation just before; until the window opens they count toward the pool's GPUs that the
+  window takes (``active_gpus``), so the pool does not take other nodes for them.
 - ``IGNORE_JOBS``: the reservation can be made on nodes with jobs running; Slurm itself starts no job there whose
   time limit reaches into the window. The plan clears what still runs there at the lead time (the preemptions:
   the window's nodes are the tenant's held nodes once the reservation is active, ``SlurmActuator.cluster_nodes``).
@@ -62,6 +65,7 @@ from dataclasses import dataclass, replace
 from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, TermRecord
 from daemon.actuators.slurm.holds import (
     Node,
+    Reservation,
     RunningJob,
     SlurmHolds,
     expand_hostlist,
@@ -70,6 +74,9 @@ from daemon.actuators.slurm.holds import (
 )
 from daemon.config.fleet import DEFAULT_TYPE
 from daemon.config.windows import WindowConfig
+from daemon.policy.hand_over import hand_over
+from daemon.policy.types import Plan
+from daemon.policy.windows import pool_spare
 from daemon.text import plural
 
 log = logging.getLogger("gpu_autoscaler.actuator.slurm")
@@ -151,6 +158,7 @@ class Wanted:
     gpus: int
     by_type: dict[str, int]
     flag: str | None
+    tenant: str = ""
 
 
 def wanted(w: WindowConfig, now: dt.datetime) -> tuple[dt.datetime, int, str | None] | None:
@@ -192,36 +200,52 @@ class SlurmWindows:
         # term: at most one pick per occurrence; a replica that leads again picks again (same cluster, same choice)
         self._picked: TermRecord[str, dt.datetime] = TermRecord(guard)
 
-    def active_gpus(self, all_out: str, nodes: list[Node]) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    def active_gpus(self, all_out: str, nodes: list[Node], plan: Plan | None = None
+                    ) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
         """Account -> GPUs of its windows' reservations active now (what the tenant's hold need not hold again); and
         on a mixed fleet account -> GPU type -> those GPUs per type (the holds' node types; empty on a one-model
-        cluster): a typed hold holds only the rest of each type. One pass over the reservations for both."""
+        cluster): a typed hold holds only the rest of each type. One pass over the reservations for both.
+
+        With ``at_lead`` and the `plan`, a pooled tenant's reservation made at its lead time and not active yet
+        counts too, up to what the pool gives up when it opens (``pool_spare``): it took those GPUs from the pool's
+        nodes (``_from_pool``), and the pool's reservation must not take others for them meanwhile."""
         of = {n.name: n for n in nodes}
+        pending = self.at_lead and plan is not None and bool(plan.pooled)
+        tenant_of = {a: t for t, a in self.holds.account_of.items()} if pending else {}
         out: dict[str, int] = {}
         by_type: dict[str, dict[str, int]] = {}
         for r in parse_window_reservations(all_out, self.prefix):
-            if r.state != "ACTIVE":
-                continue
             known = [of[name] for name in r.nodes if name in of]
             for a in r.accounts:
-                out[a] = out.get(a, 0) + sum(n.gpus for n in known)
+                per: dict[str | None, int] = {}
+                for n in known:
+                    typ = self.holds.node_type(n) if self.holds.node_type is not None else None
+                    per[typ] = per.get(typ, 0) + n.gpus
+                if r.state != "ACTIVE":
+                    if not pending or tenant_of.get(a) not in plan.pooled:
+                        continue
+                    per = {typ: pool_spare(plan, tenant_of[a], typ, g) for typ, g in per.items()}
+                out[a] = out.get(a, 0) + sum(per.values())
                 if self.holds.node_type is not None:
-                    per = by_type.setdefault(a, {})
-                    for n in known:
-                        typ = self.holds.node_type(n)
-                        per[typ] = per.get(typ, 0) + n.gpus
+                    mine = by_type.setdefault(a, {})
+                    for typ, g in per.items():
+                        mine[str(typ)] = mine.get(str(typ), 0) + g
         return out, by_type
 
     def apply(self, windows: Iterable[WindowConfig], rep: ActionReport, jobs: list[RunningJob], res_out: str,
-              nodes: list[Node], freed: dict[str, int] | None = None) -> None:
+              nodes: list[Node], freed: dict[str, int] | None = None, plan: Plan | None = None) -> None:
         """`freed`: node -> GPUs this plan's preemptions free there (holds.freed_by), counted as free when a
-        window's nodes are picked again at its lead time, as the simulator counts draining GPUs."""
+        window's nodes are picked again at its lead time, as the simulator counts draining GPUs. `plan`: with
+        ``at_lead``, a pooled tenant's reservation takes first the pool's nodes where it runs (``_from_pool``)."""
         now = dt.datetime.fromtimestamp(self.clock(), dt.timezone.utc)
         windows = list(windows)
         if windows and not self.at_lead and not self._checked_partitions:
             self._warn_untimed()
         mine = {r.name: r for r in parse_window_reservations(res_out, self.prefix)}
         others = {n for r in parse_reservations(res_out) if r.name not in mine for n in r.nodes}
+        # with at_lead, the pool's reservation: a pooled tenant's window takes its nodes where it runs (_from_pool)
+        pools = {r.name: r for r in parse_reservations(res_out) if r.name == self.holds.pool_name} \
+            if self.at_lead and plan is not None and plan.pooled else {}
         want: dict[str, Wanted] = {}
         later: set[str] = set()
         local_now = now.astimezone().replace(tzinfo=None)
@@ -245,7 +269,7 @@ class SlurmWindows:
                     later.add(name)             # made at its lead time, not before
                     continue
             want[name] = Wanted(name, start, dur, account, w.total_gpus(),
-                                w.gpus_by_type(DEFAULT_TYPE) if isinstance(w.gpus, dict) else {}, flag)
+                                w.gpus_by_type(DEFAULT_TYPE) if isinstance(w.gpus, dict) else {}, flag, w.tenant)
             if flag is None and not self.at_lead:
                 rep.actions.append(f"window {w.name}: Slurm has no recurrence for cron {w.cron!r}: only its next "
                                    f"occurrence ({start:%Y-%m-%d %H:%M}) is reserved, and re-made each time")
@@ -266,11 +290,20 @@ class SlurmWindows:
                 continue
             if r is not None:
                 self._delete(rep, r, jobs, "its window changed")
-            targets = self.holds.choose_typed(nodes, jobs, (), wt.gpus, (wt.account,), {}, taken, keep=False,
-                                              by_type=wt.by_type or None)
+            pool = next(iter(pools.values()), None)
+            handed = self._from_pool(wt, plan, pool, nodes, jobs) if pool is not None and plan is not None else []
+            rest_by = {typ: g - gpus_on([n for n in nodes if self.holds.node_type is not None
+                                         and self.holds.node_type(n) == typ], handed)
+                       for typ, g in wt.by_type.items()}
+            rest = wt.gpus - gpus_on(nodes, handed)
+            targets = handed + (self.holds.choose_typed(nodes, jobs, (), rest, (wt.account,), {}, taken, keep=False,
+                                                        by_type={t: g for t, g in rest_by.items() if g > 0} or None)
+                                if rest > 0 else [])
             if gpus_on(nodes, targets) < wt.gpus:
                 rep.errors.append(f"window {name}: only {plural(len(targets), 'free node')} for "
                                   f"{plural(wt.gpus, 'GPU')} outside other reservations; not reserved")
+                continue
+            if handed and not self._shrink_pool(rep, pool, handed, jobs, name):
                 continue
             flags = "IGNORE_JOBS,MAGNETIC" + (f",{wt.flag}" if wt.flag else "")
             rep.actions.append(f"window {name}: reserve {plural(wt.gpus, 'GPU')} as "
@@ -282,6 +315,57 @@ class SlurmWindows:
                 taken |= set(targets)
                 if (wt.start - local_now).total_seconds() <= self.repick_within_s:
                     self._picked[name] = wt.start    # made at its lead time: that was the pick for this occurrence
+
+    def _from_pool(self, wt: Wanted, plan: Plan, pool: Reservation, nodes: list[Node],
+                   jobs: list[RunningJob]) -> list[str]:
+        """The pool's nodes a pooled tenant's reservation made at its lead time takes (``at_lead``): where the
+        tenant runs, by the one hand-over rule (daemon/policy/hand_over.py, as Kueue's window hold and the
+        simulator take them), at most the GPUs the pool gives up when the window opens (``pool_spare``: the
+        window's, up to the tenant's hold in the plan), per GPU type on a mixed fleet. The tenant's jobs there keep
+        running, in its window's reservation; without this the window's nodes were only those outside the pool,
+        where the other tenants' work that cannot be preempted runs, and the pool let go of the nodes the tenant
+        ran on."""
+        if wt.tenant not in plan.pooled:
+            return []
+        preemptible = {self.holds.account_of[t] for t, tier in self.holds.tier_of.items() if tier == "low"}
+        own: dict[str, int] = {}
+        firm: dict[str, int] = {}
+        for j in jobs:
+            if j.running:
+                for n in j.nodes:
+                    if j.account == wt.account:
+                        own[n] = own.get(n, 0) + j.gpus
+                    elif j.account not in preemptible:
+                        firm[n] = firm.get(n, 0) + j.gpus
+        in_pool = sorted((n for n in nodes if n.name in set(pool.nodes) and n.healthy and n.gpus > 0),
+                         key=lambda n: n.name)
+        typed = self.holds.node_type is not None and wt.by_type
+        out: list[str] = []
+        for typ, g in (sorted(wt.by_type.items()) if typed else [(None, wt.gpus)]):
+            cand = [n for n in in_pool if typ is None or self.holds.node_type(n) == typ]
+            spare = pool_spare(plan, wt.tenant, typ, g)
+            take = hand_over([n.gpus for n in cand], [own.get(n.name, 0) for n in cand],
+                             [firm.get(n.name, 0) for n in cand], grow=g, spare=spare,
+                             job_gpus=plan.job_gpus((wt.tenant,)))
+            out += [cand[i].name for i in take]
+        return out
+
+    def _shrink_pool(self, rep: ActionReport, pool: Reservation, handed: list[str], jobs: list[RunningJob],
+                     name: str) -> bool:
+        """Take `handed` out of the pool's reservation (its jobs there detached first: they keep running), so that
+        the window's reservation can be made on them (slurmctld refuses an overlap). False when slurmctld refuses."""
+        rest = [n for n in pool.nodes if n not in handed]
+        rep.actions.append(f"window {name}: takes {plural(len(handed), 'node')} of {pool.name} where its tenant "
+                           f"runs ({','.join(handed)}): the pool gives them up when the window opens")
+        for j in jobs:
+            if j.reservation == pool.name and set(j.nodes) & set(handed):
+                self.scontrol(rep, "update", f"JobId={j.job_id}", "ReservationName=")
+        ok = self.scontrol(rep, "update", f"ReservationName={pool.name}", f"Nodes={','.join(rest)}") if rest else \
+            self.scontrol(rep, "delete", f"ReservationName={pool.name}")
+        if not ok:
+            rep.errors.append(f"window {name}: slurmctld refused to take {','.join(handed)} out of {pool.name}; "
+                              "not reserved now, tried again next cycle")
+        return bool(ok)
 
     def _warn_untimed(self) -> None:
         """Once, in the log (the report says what was done): with reservations made ahead, which partitions start
