@@ -26,10 +26,24 @@ _PLACEHOLDER = re.compile(r"\$(?:exporter|ingress)")
 # Label names starting with __ are reserved to Prometheus: no query of a site needs this one.
 _MARK = "__gpuas_selected_by__"
 _NAME = "__name__"
+# Bounds on a query before and after it is parsed. promql-parser recurses once per level of nesting and per operator
+# of a chain: a query of 20,000 `(` (or `-`) overflowed the stack and killed the process (a segfault, no line at
+# all: on a reload, the running daemon), its parse time grows with the square of the depth, and its `walk` with
+# about the cube (500 nested parentheses: 4 s, 1,000: over 30 s). A site's queries are a few hundred characters,
+# a few levels deep: these refuse only what no site writes.
+MAX_QUERY_CHARS = 8192    # as sent (its placeholders replaced)
+MAX_OPERATORS = 512       # brackets and operators outside strings and comments: bounds the parse's recursion
+MAX_DEPTH = 64            # levels of the parsed tree: bounds `walk`
+_OPERATOR = re.compile(r"[(\[+\-*/%^<>=!]|\b(?:and|or|unless|atan2)\b", re.IGNORECASE)
+_SKIPPED = re.compile(r'"(?:[^"\\]|\\.)*"?|\'(?:[^\'\\]|\\.)*\'?|`[^`]*`?|#[^\n]*', re.DOTALL)
 
 
 class Unparsable(ValueError):
     """The query, as sent to Prometheus, does not parse: Prometheus would answer it with an error every cycle."""
+
+
+class TooLarge(ValueError):
+    """The query is past the bounds (MAX_QUERY_CHARS, MAX_OPERATORS, MAX_DEPTH): refused unparsed or unwalked."""
 
 
 class Matcher(NamedTuple):
@@ -60,12 +74,60 @@ def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
+def _too_big(query: str) -> str | None:
+    """Why `query` is refused before it is parsed (its length, or more brackets and operators than MAX_OPERATORS
+    outside strings and comments), else None."""
+    if len(query) > MAX_QUERY_CHARS:
+        return f"{len(query):,} characters, over the {MAX_QUERY_CHARS:,} a query may have"
+    ops = len(_OPERATOR.findall(_SKIPPED.sub(" ", query)))
+    if ops > MAX_OPERATORS:
+        return f"{ops:,} brackets and operators, over the {MAX_OPERATORS} a query may have"
+    return None
+
+
+def _children(node: object) -> list:
+    """The sub-expressions of a parsed node (its accessors; an unknown node is a leaf here: only the depth bound
+    reads this, the selectors are found by promql_parser.walk)."""
+    if isinstance(node, (promql_parser.ParenExpr, promql_parser.UnaryExpr, promql_parser.SubqueryExpr)):
+        return [node.expr]
+    if isinstance(node, promql_parser.BinaryExpr):
+        return [node.lhs, node.rhs]
+    if isinstance(node, promql_parser.AggregateExpr):
+        return [node.expr, node.param]
+    if isinstance(node, promql_parser.Call):
+        return list(node.args)
+    return []
+
+
+def _depth(expr: promql_parser.Expr) -> int:
+    """Levels of the tree, counted without recursion; stops past MAX_DEPTH."""
+    deepest, todo = 0, [(expr, 1)]
+    while todo:
+        node, d = todo.pop()
+        deepest = max(deepest, d)
+        if deepest > MAX_DEPTH:
+            break
+        todo.extend((c, d + 1) for c in _children(node) if isinstance(c, promql_parser.Expr))
+    return deepest
+
+
+def _parse(query: str) -> promql_parser.Expr:
+    """promql_parser.parse within the bounds above (TooLarge past them, in one line); the parser's ValueError."""
+    why = _too_big(query)
+    if why is not None:
+        raise TooLarge(f"too large to check: {why}")
+    expr = promql_parser.parse(query)
+    if _depth(expr) > MAX_DEPTH:
+        raise TooLarge(f"too large to check: nested more than {MAX_DEPTH} levels deep")
+    return expr
+
+
 def label_matchers(text: str) -> frozenset[Matcher]:
     """The matchers of a configured selector (`job="dcgm-exporter"`), as the parser reads them inside a selector's
     braces. ValueError when `text` is not a comma-separated list of label matchers: anything else (a brace, an `or`,
     a metric name) would change the query it is put into."""
     try:
-        expr = promql_parser.parse(f"x{{{text}}}")
+        expr = _parse(f"x{{{text}}}")
     except ValueError as exc:
         raise ValueError(_one_line(exc)) from None
     if not isinstance(expr, promql_parser.VectorSelector) or expr.offset or expr.at:
@@ -90,11 +152,14 @@ def selectors(query: str, placeholder: str, configured: Mapping[str, str]) -> li
     beside `placeholder`'s selector. Unparsable with the parser's message (one line) when the query, as sent to
     Prometheus, does not parse; ValueError when `placeholder` is not in braces."""
     try:
-        promql_parser.parse(substitute(query, configured))   # what is sent
+        _parse(substitute(query, configured))   # what is sent
+    except TooLarge:
+        raise
     except ValueError as exc:
         raise Unparsable(_one_line(exc)) from None
     marked = {**configured, placeholder: f'{_MARK}="{placeholder[1:]}", {configured[placeholder]}'}
     try:
+        # within the bounds too: the mark adds one matcher where each placeholder's selector stands (the same depth)
         expr = promql_parser.parse(substitute(query, marked))
     except ValueError as exc:   # parses without the mark: the placeholder sits outside a selector's braces
         raise ValueError(f"{placeholder} stands outside a selector's braces (in a string?), where it selects "

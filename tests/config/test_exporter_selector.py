@@ -247,3 +247,35 @@ def test_a_placeholder_outside_braces_is_refused_in_one_line():
     query = "label_replace(ingress_rps{$ingress}, \"by\", \"$ingress\", \"\", \"\")"
     with pytest.raises(ValidationError, match=r"request_rate_query: \$ingress stands outside a selector's braces"):
         Config(source={"prometheus": {"request_rate_query": query, "ingress_selector": "job='ingress-nginx'"}})
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("query, said", [
+    ("(" * 20_000 + "count(DCGM_FI_DEV_GPU_UTIL{$exporter})" + ")" * 20_000, "40,048 characters, over the 8,192"),
+    ("-" * 8_000 + "count(DCGM_FI_DEV_GPU_UTIL{$exporter})", "8,002 brackets and operators, over the 512"),
+])
+def test_a_query_the_parser_would_crash_on_is_refused_in_one_line(tmp_path, query, said):
+    """promql-parser recurses per level of nesting: 20,000 parentheses (or a chain of `-`) overflowed its stack and
+    the process died of a segfault, no line at all (on a reload, the running daemon). Refused before the parse.
+    In a process of its own: on the old code this test's own process would have died."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "c.toml"
+    path.write_text(f'[source]\nkind = "prometheus"\n[source.prometheus]\ncapacity_query = "{query}"\n')
+    res = subprocess.run([sys.executable, "-m", "daemon.cli", "--config", str(path), "check-config"],
+                         capture_output=True, text=True, timeout=120)
+    out = (res.stdout + res.stderr).strip()
+    assert res.returncode == 2, (res.returncode, out[-300:])
+    assert "\n" not in out and f"capacity_query: too large to check: {said}" in out, out[-300:]
+
+
+@pytest.mark.parametrize("depth", [65, 200])
+def test_a_query_nested_deeper_than_the_walk_can_take_is_refused(tmp_path, depth):
+    """The parser's `walk` takes about the cube of the depth (500 nested parentheses, 1,001 characters: 4 s; 1,000:
+    over 30 s), at each start, reload and check-config: past MAX_DEPTH levels the query is refused, unwalked."""
+    inner = "count(DCGM_FI_DEV_GPU_UTIL{$exporter})"
+    out = check_config_refusal(tmp_path, f'capacity_query = "{"(" * depth}{inner}{")" * depth}"')
+    assert "capacity_query: too large to check: nested more than 64 levels deep" in out, out
+    ok = "(" * 60 + inner + ")" * 60   # as deep as a site's query never is, and still checked
+    assert Config(source={"prometheus": {"capacity_query": ok}}).source.prometheus.capacity_query == ok
