@@ -26,7 +26,7 @@ from pydantic import Field, field_validator, model_validator
 
 from gateway.configfile import Strict as _Strict
 
-WINDOW_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+WINDOW_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}\Z")   # \Z: `$` also matches before a final newline
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 # how far ahead overlaps are looked for: two weeks of starts cover every daily, weekday and weekly pattern twice
 CHECK_PERIOD = dt.timedelta(days=14)
@@ -37,7 +37,7 @@ MAX_STARTS_PER_DAY = 24
 # whether a crontab ever fires is asked from this date (a 5-field crontab names no year: the answer does not depend
 # on it, and a fixed date keeps the model free of the clock)
 _EVER_FROM = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
-_TIME = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
+_TIME = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)\Z")
 
 
 class WindowConfig(_Strict):

@@ -152,3 +152,11 @@ def test_an_occurrence_in_progress_when_the_check_starts_is_checked_too():
     since = dt.datetime(2026, 12, 6, 13, 30, tzinfo=dt.timezone.utc)     # 14:30 Paris
     out = problems([x, y], {"gpu": 32}, False, since=since)
     assert len(out) == 1 and "x (20) and y (20) overlap from 2026-12-06 13:30 UTC to 2026-12-06 15:00 UTC" in out[0]
+
+
+@pytest.mark.security
+def test_a_name_or_time_with_a_final_newline_is_refused():
+    """The checks were `^...$` regexes, and `$` also matches before a final newline: a window named "x\\n" was
+    accepted, stored and made into the argument ReservationName=gpuas-win-x\\n of scontrol (and "14:00\\n" a time)."""
+    assert "not a window name" in _refused([_w(name="x\n")])
+    assert "is not a time of day" in _refused([_w(at="14:00\n")])

@@ -61,6 +61,9 @@ def test_a_window_the_cluster_cannot_take_is_refused_with_the_conflict_named(api
     r = httpx.put(f"{base}/api/v1/windows/c", json={**W, "bogus": 1}, headers=h(OP))
     assert r.status_code == 400 and r.json()["field"] == "bogus"
     assert httpx.put(f"{base}/api/v1/windows/Bad%20Name", json=W, headers=h(OP)).status_code == 400
+    # `^...$` took a final newline (`$` matches before one): "a%0A" was a window, its Slurm reservation "gpuas-win-a\n"
+    assert httpx.put(f"{base}/api/v1/windows/zz%0A", json=W, headers=h(OP)).status_code == 400
+    assert httpx.get(f"{base}/api/v1/windows/zz%0A", headers=h(OP)).status_code == 400
     assert httpx.delete(f"{base}/api/v1/windows/a", headers=h(OP)).status_code == 200
 
 
