@@ -33,8 +33,9 @@ class InferenceConfig(_Strict):
 
 class TenantConfig(_Strict):
     name: str = Field(min_length=1, description="the tenant as the source names it (with Prometheus: a value of "
-                      "source.prometheus.tenant_label, by default the pod's namespace); a listed tenant with no GPUs "
-                      "is 0, not absent. Kubernetes: only listed tenants' namespaces are ever touched")
+                      "source.prometheus.tenant_label, by default the pod's namespace), without '@' (it separates a "
+                      "tenant from its GPU types in the forecast's series); a listed tenant with no GPUs is 0, not "
+                      "absent. Kubernetes: only listed tenants' namespaces are ever touched")
     tier: Tier = Field("normal", description="high: shares the guaranteed pool (policy.reserve_share) and gets GPUs "
                        "held for its forecast peak; each tier has its own req/s in ratelimits.levels. Unlisted "
                        "tenants are normal; which jobs may be preempted comes from the scheduler's job priority")
@@ -55,6 +56,17 @@ class TenantConfig(_Strict):
                                               "default 300) turns them into replicas "
                                               "(docs/own-cluster.md). The daemon forecasts it on its window "
                                               "means (forecaster.services)")
+
+    @field_validator("name")
+    @classmethod
+    def _no_series_separator(cls, v: str) -> str:
+        # "@" splits a forecast series "<tenant>@<GPU types>" (daemon/policy/fleet.py): the policy read a tenant
+        # "a@b"'s series as tenant a's (its forecast added to a's holds, none left for "a@b"), the skill gate and the
+        # start estimates did too, and on a mixed fleet with a type "b" a tenant token of "a@b" read a's series
+        if "@" in v:
+            raise ValueError(f"{v!r} holds '@', which separates a tenant from its GPU types in the forecast's series "
+                             "(<tenant>@<types>): rename it")
+        return v
 
 
 class CycleConfig(_Strict):

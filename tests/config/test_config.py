@@ -84,7 +84,7 @@ def test_tenants_whose_hold_names_would_be_one_are_refused_naming_both(tmp_cfg):
     # issue 36: only a clash of the six-digit hash can give two tenants one hold now; the config says which two
     import itertools
 
-    a, b = _same_hash("ml" + "".join(c) for c in itertools.product(" !@#$%^&", repeat=6))   # Slurm: "ml______-<h>"
+    a, b = _same_hash("ml" + "".join(c) for c in itertools.product(" !*#$%^&", repeat=6))   # Slurm: "ml______-<h>"
     with pytest.raises(ConfigError) as e:
         load_config(tmp_cfg(f"[[tenants]]\nname={a!r}\n[[tenants]]\nname={b!r}\n"))
     assert "Slurm hold" in str(e.value) and repr(a) in str(e.value) and repr(b) in str(e.value)
@@ -177,3 +177,22 @@ def test_a_key_this_version_does_not_read_is_accepted_and_said_once_per_load(cap
         parse_config({"source": {"prometheus": {"recording_rules": True}}})
         parse_config({})
     assert not [r for r in caplog.records if r.name == "gpu_autoscaler.config"]
+
+
+@pytest.mark.security
+def test_a_tenant_name_with_the_series_separator_is_refused():
+    """A forecast series is "<tenant>@<GPU types>" (daemon/policy/fleet.py), split at the last "@". Beside tenant
+    "a", a tenant "a@b" on a one-model cluster had its forecast summed into a's by the policy (fleet.tenant_values:
+    a's hold sized on both, "a@b" left without one); the skill gate and the start estimates read it as a's too. Now
+    the name is refused in one line."""
+    import numpy as np
+    import pandas as pd
+
+    from daemon.policy import fleet
+    from forecaster.types import Forecast
+
+    fc = Forecast(("a", "a@b"), (0.5,), np.array([[[4.0]], [[10.0]]]), pd.Timestamp("2026-01-01", tz="UTC"), 60, "m")
+    assert fleet.tenant_values(fc, ("a", "a@b"))[:, 0, 0].tolist()[0] == 14.0   # what the policy does with it
+    with pytest.raises(ConfigError) as e:
+        parse_config({"tenants": [{"name": "a"}, {"name": "a@b"}]})
+    assert "tenants.1.name" in str(e.value) and "holds '@'" in str(e.value) and "\n" not in str(e.value)
