@@ -138,3 +138,27 @@ def test_a_workload_list_the_api_refuses_is_one_line():
     with pytest.raises(QueueUnreadable) as e:
         act.queued_jobs(("team-a",))
     assert str(e.value) == "cannot list Kueue Workloads (kueue.x-k8s.io/v1beta1): 403 Forbidden"
+
+
+@pytest.mark.security
+def test_a_tenants_huge_gpu_quantity_leaves_the_other_workloads_estimated():
+    """`nvidia.com/gpu: 1e19` is a whole quantity the API server takes (tests/k8s/test_hostile_quantities.py): x 10
+    pods it overflowed the Jobs' int64 column, the read raised, and no start estimate was made for any tenant while
+    that Workload waited. Read now as MAX_POD_GPUS per pod (more than any node has); a quantity with a suffix (1Ki)
+    is its number."""
+    from daemon.actuators.k8s.objects import MAX_POD_GPUS
+
+    jobs = reader().jobs([wl("huge", gpus="1e19", count=10), wl("b", ns="ns-b", count=1, gpus="8"),
+                          wl("ki", gpus="1Ki", count=1)], ("team-a", "team-b"), now=NOW)
+    assert jobs.ids.tolist() == ["ns-a/workload/huge", "ns-b/workload/b", "ns-a/workload/ki"]
+    assert jobs.gpus.tolist() == [10 * MAX_POD_GPUS, 8, 1024]
+
+
+@pytest.mark.security
+def test_a_quantity_with_a_vast_exponent_is_bounded_before_it_becomes_an_integer():
+    """`1e999999999` parses as a Decimal; the whole-count check's int() of it built a billion-digit integer (the
+    cycle's estimate held up for minutes: over 300 s here). Compared with MAX_POD_GPUS first now."""
+    from daemon.actuators.k8s.objects import MAX_POD_GPUS, gpu_quantity
+
+    assert workload_gpus(wl("vast", gpus="1e999999999", count=1), "nvidia.com/gpu") == MAX_POD_GPUS
+    assert gpu_quantity("1e999999999") == MAX_POD_GPUS and gpu_quantity("1e400") == MAX_POD_GPUS

@@ -9,6 +9,8 @@ and ``node_holds`` use only this module, ``actuator`` uses this and ``view``, ``
 
 from __future__ import annotations
 
+from kubernetes.utils import parse_quantity
+
 from daemon.config.names import k8s_name_part
 
 BLOCKING = ("NoSchedule", "NoExecute")  # taint effects that keep new pods off a node
@@ -35,12 +37,25 @@ def name_part(tenant: str) -> str:
     return k8s_name_part(tenant)
 
 
+# more GPUs than one pod (or node) can have: a larger quantity is read as this many. The API server takes a tenant's pod
+# asking `nvidia.com/gpu: 1e19` (a whole quantity): read as it was, it overflowed the view's int64 columns, and every
+# cycle's read of the jobs failed (no plan from then on, for every tenant) while that pod waited
+MAX_POD_GPUS = 1 << 20
+
+
 def gpu_quantity(q) -> int:
-    """'8', 8, '8.0' -> 8 (GPU counts are whole); anything else 0."""
+    """A Kubernetes quantity of GPUs as a whole count: '8', 8, '8.0', '1e3', '1Ki' (GPU counts are whole: a fraction
+    is cut); at most MAX_POD_GPUS; anything else (not a quantity, negative, NaN) 0."""
+    text = str(q).strip()
+    if text.isdigit() and len(text) < 16:   # the usual '8', without a Decimal
+        return min(int(text), MAX_POD_GPUS)
     try:
-        return int(float(str(q)))
-    except (TypeError, ValueError):
+        v = parse_quantity(text)
+    except (TypeError, ValueError, ArithmeticError):
         return 0
+    if not v.is_finite() or v < 0:
+        return 0
+    return MAX_POD_GPUS if v > MAX_POD_GPUS else int(v)   # compared first: int() of 1e999999999 is a huge number
 
 
 def node_usable(node, hold_label: str | None) -> bool:
@@ -58,7 +73,7 @@ def pod_gpus(pod, resource: str) -> int:
         req = (res.requests or {}) if res else {}
         lim = (res.limits or {}) if res else {}
         total += gpu_quantity(req.get(resource, lim.get(resource, 0)))
-    return total
+    return min(total, MAX_POD_GPUS)   # one pod is on one node
 
 
 def holds_gpus(pod) -> bool:

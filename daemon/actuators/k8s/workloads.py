@@ -33,7 +33,7 @@ import numpy as np
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
-from daemon.actuators.k8s.objects import priority_class_name
+from daemon.actuators.k8s.objects import MAX_POD_GPUS, priority_class_name
 from daemon.policy.eta import moved as _moved
 from daemon.policy.state import PRIORITY, Jobs
 
@@ -82,10 +82,10 @@ def _gpus_per_pod(template: dict, resource: str, where: str) -> int:
             v = parse_quantity(q)
         except (ValueError, TypeError):
             raise Malformed(f"{where} container {c.get('name')!r} asks for {resource}={q!r}, not a quantity") from None
-        if v != int(v) or v < 0:
+        if not v.is_finite() or v < 0 or (v <= MAX_POD_GPUS and v != int(v)):
             raise Malformed(f"{where} container {c.get('name')!r} asks for {resource}={q!r}, not a whole count")
-        total += int(v)
-    return total
+        total += MAX_POD_GPUS if v > MAX_POD_GPUS else int(v)   # as a pod's (objects.py; int() of 1e999999999 is huge)
+    return min(total, MAX_POD_GPUS)
 
 
 def workload_gpus(wl: dict, resource: str) -> int:
@@ -102,7 +102,7 @@ def workload_gpus(wl: dict, resource: str) -> int:
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise Malformed(f"{where}.count is {count!r}, not a count of pods")
         total += count * _gpus_per_pod(ps.get("template"), resource, where)
-    return total
+    return min(total, MAX_POD_GPUS << 20)   # within the Jobs' int64 column, whatever the count
 
 
 def waits(wl: dict) -> bool:
