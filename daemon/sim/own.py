@@ -260,9 +260,19 @@ def read_history_store(path: Path, step_s: int) -> pd.DataFrame | None:
         return None
     if meta.get("step_s") != str(step_s) or not rows or not names:
         return None
+    # as History() loads it: up to the last step read, and no wider than the store's rows (a step far off them, in
+    # a damaged file, made this array terabytes; a row that is not float32s, or wider than the names, is refused)
+    until = int(meta["fetched_until"]) if str(meta.get("fetched_until", "")).lstrip("-").isdigit() else rows[-1][0]
+    rows = [(s, b) for s, b in rows if until - 4 * len(rows) < s <= until]
+    if not rows:
+        return None
     first, last = rows[0][0], rows[-1][0]
     vals = np.full((last - first + 1, len(names)), np.nan)
     for step, blob in rows:
+        if len(blob) % 4 or len(blob) // 4 > len(names):
+            log.warning("history store %s not read: step %s holds %d bytes for %d tenants", path, step, len(blob),
+                        len(names))
+            return None
         v = np.frombuffer(blob, dtype=np.float32)
         vals[step - first, :len(v)] = v
     idx = pd.date_range(pd.Timestamp(first * step_s, unit="s", tz="UTC"), periods=len(vals), freq=f"{step_s}s",

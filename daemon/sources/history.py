@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -75,10 +76,29 @@ class History:
         if path is not None:
             p = Path(path)
             p.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(p, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.executescript(SCHEMA)
-            self._load()
+            try:
+                self._open(p)
+            except (sqlite3.DatabaseError, ValueError, MemoryError) as exc:
+                # a cache of the source's history: a file that cannot be read is set aside (nothing deleted) and
+                # the history read again from the source, said in one line; it used to stop the daemon's start
+                if self._db is not None:
+                    self._db.close()
+                aside = p.with_name(f"{p.name}.unreadable-{int(time.time())}")
+                p.replace(aside)
+                for extra in ("-wal", "-shm"):
+                    Path(f"{p}{extra}").unlink(missing_ok=True)
+                log.warning("history on disk (%s) cannot be read (%s: %s): moved to %s, starting over from the "
+                            "source", p, type(exc).__name__, str(exc)[:200], aside.name)
+                self._names, self._saved_names, self._col = [], 0, {}
+                self._vals, self._off, self._n, self._first = np.full((0, 0), np.nan), 0, 0, 0
+                self.fetched_until = None
+                self._open(p)
+
+    def _open(self, p: Path) -> None:
+        self._db = sqlite3.connect(p, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(SCHEMA)
+        self._load()
 
     # ---- persistence ------------------------------------------------------------------------
     def _load(self) -> None:
@@ -95,16 +115,24 @@ class History:
             db.executescript("DELETE FROM steps; DELETE FROM tenants; DELETE FROM meta;")
             meta = {}
         names = [n for _, n in db.execute("SELECT col, name FROM tenants ORDER BY col")]
-        rows = db.execute("SELECT step, vals FROM steps ORDER BY step").fetchall()
         self._names = names
         self._saved_names = len(names)
         self._col = {n: i for i, n in enumerate(names)}
-        if not rows or "fetched_until" not in meta:
+        if "fetched_until" not in meta:
+            return
+        # only the window up to the last step read (a step far off it, written by no version, made the array
+        # from it to the last row: terabytes); a row wider than the names, or not float32s, is a ValueError
+        until = int(meta["fetched_until"])
+        rows = db.execute("SELECT step, vals FROM steps WHERE step BETWEEN ? AND ? ORDER BY step",
+                          (until - self.steps + 1, until)).fetchall()
+        if not rows:
             return
         first, last = rows[0][0], rows[-1][0]
         vals = np.full((last - first + 1 + self._slack(), len(names)), np.nan)
         for step, blob in rows:
             v = np.frombuffer(blob, dtype=np.float32)
+            if len(v) > len(names):
+                raise ValueError(f"step {step} holds {len(v)} values for {len(names)} tenants")
             vals[step - first, :len(v)] = v
         self._vals, self._first, self._n, self._off = vals, first, last - first + 1, 0
         self.fetched_until = int(meta["fetched_until"])

@@ -211,3 +211,71 @@ def test_a_tenant_idle_for_the_whole_window_is_forgotten_unless_configured(tmp_p
     src.tenants = ["a", "b", "gone"]                 # it comes back: a new column, unknown before
     again.update(src, (now + 41) * STEP, ["kept"])
     assert again.frame()["gone"].iloc[-1] == truth(now + 41, "gone") and again.frame()["gone"].iloc[:-2].isna().all()
+
+
+@pytest.mark.parametrize("damage", ["odd bytes", "wider than the names", "a step far off", "not a database"])
+def test_a_history_file_that_cannot_be_read_is_set_aside_and_read_again(tmp_path, caplog, damage):
+    """The history on disk is a cache of the source's: a damaged file stopped the daemon's start ("cannot start:
+    buffer size must be a multiple of element size"; a step far past the others asked numpy for terabytes). It is
+    moved aside (nothing deleted) with one WARNING line, and the history read again from the source; a step outside
+    the window is not loaded at all."""
+    import sqlite3
+
+    db = tmp_path / "history.sqlite"
+    src = Source()
+    h = History(STEP, 200, db)
+    now = T0 + 500
+    h.update(src, now * STEP)
+    h.close()
+    if damage == "not a database":
+        db.write_bytes(b"garbage" * 100)
+    else:
+        c = sqlite3.connect(db)
+        if damage == "a step far off":
+            c.execute("INSERT INTO steps VALUES (?, ?)", (now + 10**12, np.ones(2, np.float32).tobytes()))
+        else:
+            blob = b"abc" if damage == "odd bytes" else np.ones(5, np.float32).tobytes()
+            c.execute("UPDATE steps SET vals = ? WHERE step = ?", (blob, now))
+        c.commit()
+        c.close()
+    with caplog.at_level("WARNING", logger="gpu_autoscaler"):
+        again = History(STEP, 200, db)
+    if damage == "a step far off":   # outside the window: not read, the rest loaded as it was
+        expect(again, now, 200)
+        assert not caplog.records
+    else:
+        lines = [r.getMessage() for r in caplog.records]
+        assert len(lines) == 1 and "cannot be read" in lines[0] and "starting over from the source" in lines[0]
+        assert [p.name for p in tmp_path.glob("history.sqlite.unreadable-*")]
+        assert again.fetched_until is None
+        again.update(src, now * STEP)
+        expect(again, now, 200)
+    again.close()
+    assert History(STEP, 200, db).fetched_until == now
+
+
+@pytest.mark.parametrize("damage", ["odd bytes", "a step far off"])
+def test_the_store_read_for_replays_and_proposals_is_bounded_the_same_way(tmp_path, caplog, damage):
+    """daemon/sim/own.read_history_store (simulate --from-source, the window proposals' worker in the daemon) read
+    every row: a step far off the others allocated from it to the last row (terabytes), odd bytes raised."""
+    import sqlite3
+
+    from daemon.sim.own import read_history_store
+
+    db = tmp_path / "history.sqlite"
+    h = History(STEP, 200, db)
+    now = T0 + 500
+    h.update(Source(), now * STEP)
+    h.close()
+    c = sqlite3.connect(db)
+    if damage == "a step far off":
+        c.execute("INSERT INTO steps VALUES (?, ?)", (now + 10**12, np.ones(2, np.float32).tobytes()))
+    else:
+        c.execute("UPDATE steps SET vals = ? WHERE step = ?", (b"abc", now))
+    c.commit()
+    c.close()
+    frame = read_history_store(db, STEP)
+    if damage == "a step far off":
+        assert len(frame) == 200 and frame.index[-1] == pd.Timestamp(now * STEP, unit="s", tz="UTC")
+    else:
+        assert frame is None and "holds 3 bytes for 2 tenants" in caplog.text
