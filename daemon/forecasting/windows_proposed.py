@@ -70,9 +70,10 @@ class Proposal:
 
 
 def split_series(name: str) -> tuple[str, str | None]:
-    """A history column as (tenant, GPU type): ``team@a100|t4`` is team on a100 (its first accepted type)."""
-    tenant, sep, types = name.partition("@")
-    return tenant, (types.split("|")[0] or None) if sep else None
+    """A history column as (tenant, GPU type): ``team@a100|t4`` is team on a100 (its first accepted type). The last
+    "@" splits, as daemon/policy/fleet.split_series reads a series: type names never hold one."""
+    tenant, sep, types = name.rpartition("@")
+    return (tenant, types.split("|")[0] or None) if sep else (name, None)
 
 
 def _bins(s: pd.Series) -> pd.Series:

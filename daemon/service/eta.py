@@ -58,7 +58,7 @@ def peaks_of(fc: Forecast | None, quantiles=QUANTILES) -> dict[str, tuple[float,
     pk = np.stack(cols, axis=1) if cols else np.empty((len(fc.tenants), 0))
     out: dict[str, np.ndarray] = {}
     for i, s in enumerate(fc.tenants):
-        t = s.split("@", 1)[0]
+        t = s.rsplit("@", 1)[0]   # the last "@" splits, as daemon/policy/fleet.split_series reads a series
         prev = out.get(t)
         out[t] = pk[i] if prev is None else prev + pk[i]
     return {t: tuple(float(x) for x in v) for t, v in out.items()}

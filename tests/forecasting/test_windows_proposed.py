@@ -75,3 +75,22 @@ def test_two_weeks_of_history_are_decomposed_with_the_weekly_season_too():
     p = propose_series(s, "team-m")
     assert p is not None and p.method == "MSTL(daily, weekly)"
     assert p.at in ("19:45", "20:00") and 30 <= p.gpus <= 42
+
+
+def test_a_series_name_splits_at_its_last_at_sign_as_the_policy_reads_it():
+    """A tenant whose name holds '@' (one the source reports; the config refuses them) is read as the policy reads
+    its series (daemon/policy/fleet.split_series: the last '@'), by the proposals and by the start estimates."""
+    import numpy as np
+    import pandas as pd
+
+    from daemon.forecasting.windows_proposed import split_series
+    from daemon.policy.fleet import split_series as policy_split
+    from daemon.service.eta import peaks_of
+    from forecaster.types import Forecast
+
+    assert split_series("a@b@h100|a100") == ("a@b", "h100") == (policy_split("a@b@h100|a100")[0], "h100")
+    assert split_series("team") == ("team", None) and split_series("team@a100") == ("team", "a100")
+    v = np.ones((2, 3, 1))
+    fc = Forecast(("a@b@h100", "a@h100"), (0.9,), v * np.array([5.0, 7.0])[:, None, None],
+                  pd.Timestamp("2026-01-01", tz="UTC"), 60, "m")
+    assert peaks_of(fc, (0.9,)) == {"a@b": (5.0,), "a": (7.0,)}
