@@ -375,11 +375,7 @@ def main() -> None:
         print(f"cold start {c:g} min...", file=sys.stderr, flush=True)
         doc["cases"].append(run_case(c, a.days, a.seed, a.data_dir or default_data_dir(), a.workers,
                                      quantiles, a.history_days, a.epochs, a.window_forecaster))
-    doc = provenance.finished(doc)
-    a.out.mkdir(parents=True, exist_ok=True)
-    path = a.out / "inference_servegen.json"
-    path.write_text(json.dumps(doc, indent=2) + "\n")
-    print(f"wrote {path}", file=sys.stderr)
+    provenance.write(doc, a.out, "inference_servegen.json")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ docs/forecasting.md renders it ("Whom the gate trusts on ServeGen").
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -80,11 +79,7 @@ def main() -> None:
         print(f"cold start {c:g} min...", file=sys.stderr, flush=True)
         doc["cases"].append(run_case(c, a.replica_quantile, a.data_dir or default_data_dir(), a.days,
                                      a.history_days, a.seed))
-    doc = provenance.finished(doc)
-    a.out.mkdir(parents=True, exist_ok=True)
-    path = a.out / "inference_breakdown_servegen.json"
-    path.write_text(json.dumps(doc, indent=2) + "\n")
-    print(f"wrote {path}", file=sys.stderr)
+    provenance.write(doc, a.out, "inference_breakdown_servegen.json")
 
 
 if __name__ == "__main__":

@@ -4,8 +4,10 @@ Every bench JSON carries this, so a number in the README can be traced to the co
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -42,3 +44,15 @@ def finished(out: dict) -> dict:
     out["load_average_1min_at_end"] = load_average()
     out["bench_wall_seconds"] = round(time.monotonic() - t0, 1)
     return out
+
+
+def write(doc: dict, out_dir: Path, name: str) -> Path:
+    """`finished(doc)` written as indented JSON to `out_dir`/`name` (made if missing), and said on stderr: how a
+    bench that keeps one JSON ends."""
+    finished(doc)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / name
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"wrote {path}", file=sys.stderr)
+    return path
+
