@@ -187,7 +187,9 @@ def check_config(ctx: click.Context) -> None:
         click.echo(f"warning: {w}", err=True)
     if errors:
         _fail(f"config error: {errors[0]}")
-    click.echo(f"ok: source={source_text(cfg)} actuators={list(cfg.actuators.enabled)} "
+    from daemon.service.wiring import actuator_names
+
+    click.echo(f"ok: source={source_text(cfg)} actuators={actuator_names(cfg)} "
                f"dry_run={cfg.actuators.dry_run} tenants={len(cfg.tenants)} interval={cfg.cycle.interval_s:g}s "
                f"{note}")  # a one-off check: the whole note, with why this model (or none) is used
 

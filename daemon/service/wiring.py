@@ -124,6 +124,14 @@ def _cluster_view(cfg: Config):
     return ClusterView(api_client(cfg.actuators.kubernetes), request_timeout_s=cfg.actuators.kubernetes.timeout_s)
 
 
+def actuator_names(cfg: Config) -> list[str]:
+    """The actuators `build_runtime` makes for `cfg`, by name and in order, without making any: the simulated
+    cluster's own first where the source is the simulator (it is always there: it applies the plan to the cluster it
+    simulates), then `actuators.enabled`. What check-config names, so that it says what `run` will start."""
+    names = [n for n in cfg.actuators.enabled if n != "simulator"]
+    return (["simulator"] if cfg.source.kind == "simulator" else []) + names
+
+
 def _actuators(cfg: Config, sim) -> list[Actuator]:
     out: list[Actuator] = []
     view = None  # the Kubernetes view, made for the first Kubernetes actuator and shared

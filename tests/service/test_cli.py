@@ -110,6 +110,28 @@ def test_check_config(tmp_path):
     assert r.returncode == 2 and "needs source.kind" in r.stderr
 
 
+def test_check_config_names_the_actuators_run_starts(tmp_path):
+    """On the embedded simulator `run` always starts the simulated cluster's own actuator first; check-config named
+    only actuators.enabled (['log'] where run said ['simulator', 'log'])."""
+    from daemon.config import parse_config
+    from daemon.service.wiring import actuator_names, build_runtime
+
+    c = tmp_path / "c.toml"
+    c.write_text(f'[actuators]\nenabled = ["log"]\n[server]\nenabled = false\n[state]\npath = '
+                 f'{str(tmp_path / "s.sqlite")!r}\n')
+    r = run_cli("--config", str(c), "check-config", cwd=tmp_path)
+    assert r.returncode == 0 and "actuators=['simulator', 'log']" in r.stdout, (r.stdout, r.stderr)
+    cfg = parse_config({"actuators": {"enabled": ["simulator", "log"]}, "server": {"enabled": False},
+                        "state": {"path": str(tmp_path / "t.sqlite")}})
+    rt = build_runtime(cfg, with_store=False)
+    try:
+        assert actuator_names(cfg) == [a.name for a in rt.actuators] == ["simulator", "log"]
+    finally:
+        rt.close()
+    assert actuator_names(parse_config({"source": {"kind": "prometheus"}, "actuators": {"enabled": ["log"]}})) == [
+        "log"]
+
+
 def test_check_config_checks_the_state_file(tmp_path):
     # state.path was not looked at: a start then failed on it, or restored junk without a word
     base = '[source]\nkind = "prometheus"\n[actuators]\nenabled = ["log"]\n[server]\nenabled = false\n'
