@@ -154,7 +154,7 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     notes: list[str] = []
     clock = state.at.timestamp() if now is None else float(now)
     ag, aged_gpus, aged_since = _aging(state, view, memory, cfg, clock, notes)
-    reactive = _reactive_mask(view.tenants, acting, forecast, notes)
+    reactive = _reactive_mask(view.tenants, acting, forecast, notes, view.high)
     win = _window_demand(state, view, cfg, ops, notes)
     holds = _holds(forecast, state, view, memory, cfg, ops, aged_gpus, notes, reactive, win)
     typed = None
@@ -224,14 +224,17 @@ def _window_demand(state: ClusterState, view: _View, cfg: Config, ops: OperatorI
 
 
 def _reactive_mask(tenants: tuple[str, ...], acting: frozenset[str] | None, forecast: Forecast | None,
-                   notes: list[str]) -> np.ndarray | None:
-    """Which tenants the skill gate plans reactively (None: none of them), said in the notes."""
+                   notes: list[str], high: np.ndarray) -> np.ndarray | None:
+    """Which tenants the skill gate plans reactively (None: none of them), said in the notes, with the high tier's
+    own count: only its holds and preemptions are made on the forecast, so a verdict elsewhere changes no plan."""
     if acting is None or forecast is None:
         return None
     mask = np.array([t not in acting for t in tenants], dtype=bool)
     if mask.any():
         notes.append(f"skill gate: {plural(int(mask.sum()), 'tenant')} planned reactively (the forecast has not "
-                     "shown skill for them), " + f"{plural(int((~mask).sum()), 'tenant')} on the forecast")
+                     "shown skill for them), " + f"{plural(int((~mask).sum()), 'tenant')} on the forecast; the "
+                     f"high tier, whose holds and preemptions it decides: {int((~mask & high).sum())} of "
+                     f"{int(high.sum())} on the forecast")
     return mask
 
 

@@ -64,6 +64,9 @@ def test_a_tenant_whose_forecast_sees_its_rises_acts_on_it_one_without_skill_is_
     assert p.reservations["seen"] == 32          # ceil(30 x 1.05): the forecast peak with headroom
     assert p.reservations["blind"] == 11         # ceil(10 x 1.05): its demand now with headroom, as without one
     assert any("skill gate: 2 tenants planned reactively" in x for x in p.notes)
+    # of them only the high tier's verdicts change the plan: "blind" (high) reactive, "lo" (low) changes nothing
+    assert any(x.endswith("the high tier, whose holds and preemptions it decides: 1 of 2 on the forecast")
+               for x in p.notes), p.notes
     # None (the gate off): every tenant acts on the forecast, as before
     off = plan(fc, st, PolicyMemory(), cfg)
     assert off.reservations["blind"] == 32 and not any("skill gate" in x for x in off.notes)
