@@ -64,14 +64,7 @@ class History:
         # other kind is started over, so switching [fleet] types on or off leaves no columns that are never read
         self.series = series
         self._lock = threading.RLock()
-        self._names: list[str] = []
-        self._saved_names = 0                    # names[:_saved_names] are in the tenants table
-        self._col: dict[str, int] = {}
-        self._vals = np.full((0, 0), np.nan)     # rows [_off, _off + _n) hold steps _first .. _first + _n - 1
-        self._off = 0
-        self._n = 0
-        self._first = 0
-        self.fetched_until: int | None = None   # last step read from the source
+        self._empty()
         self._db: sqlite3.Connection | None = None
         if path is not None:
             p = Path(path)
@@ -89,10 +82,19 @@ class History:
                     Path(f"{p}{extra}").unlink(missing_ok=True)
                 log.warning("history on disk (%s) cannot be read (%s: %s): moved to %s, starting over from the "
                             "source", p, type(exc).__name__, str(exc)[:200], aside.name)
-                self._names, self._saved_names, self._col = [], 0, {}
-                self._vals, self._off, self._n, self._first = np.full((0, 0), np.nan), 0, 0, 0
-                self.fetched_until = None
+                self._empty()   # whatever _load read before it failed
                 self._open(p)
+
+    def _empty(self) -> None:
+        """No history: no tenant, no step, nothing read from the source yet."""
+        self._names: list[str] = []
+        self._saved_names = 0                    # names[:_saved_names] are in the tenants table
+        self._col: dict[str, int] = {}
+        self._vals = np.full((0, 0), np.nan)     # rows [_off, _off + _n) hold steps _first .. _first + _n - 1
+        self._off = 0
+        self._n = 0
+        self._first = 0
+        self.fetched_until: int | None = None   # last step read from the source
 
     def _open(self, p: Path) -> None:
         self._db = sqlite3.connect(p, check_same_thread=False, isolation_level=None)
