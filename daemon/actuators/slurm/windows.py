@@ -242,10 +242,11 @@ class SlurmWindows:
         if windows and not self.at_lead and not self._checked_partitions:
             self._warn_untimed()
         mine = {r.name: r for r in parse_window_reservations(res_out, self.prefix)}
-        others = {n for r in parse_reservations(res_out) if r.name not in mine for n in r.nodes}
+        every = parse_reservations(res_out)
+        others = {n for r in every if r.name not in mine for n in r.nodes}
         # with at_lead, the pool's reservation: a pooled tenant's window takes its nodes where it runs (_from_pool)
-        pools = {r.name: r for r in parse_reservations(res_out) if r.name == self.holds.pool_name} \
-            if self.at_lead and plan is not None and plan.pooled else {}
+        pool = next((r for r in every if r.name == self.holds.pool_name), None) \
+            if self.at_lead and plan is not None and plan.pooled else None
         want: dict[str, Wanted] = {}
         later: set[str] = set()
         local_now = now.astimezone().replace(tzinfo=None)
@@ -290,7 +291,6 @@ class SlurmWindows:
                 continue
             if r is not None:
                 self._delete(rep, r, jobs, "its window changed")
-            pool = next(iter(pools.values()), None)
             handed = self._from_pool(wt, plan, pool, nodes, jobs) if pool is not None and plan is not None else []
             rest_by = {typ: g - gpus_on([n for n in nodes if self.holds.node_type is not None
                                          and self.holds.node_type(n) == typ], handed)
@@ -337,7 +337,8 @@ class SlurmWindows:
                         own[n] = own.get(n, 0) + j.gpus
                     elif j.account not in preemptible:
                         firm[n] = firm.get(n, 0) + j.gpus
-        in_pool = sorted((n for n in nodes if n.name in set(pool.nodes) and n.healthy and n.gpus > 0),
+        pooled = set(pool.nodes)
+        in_pool = sorted((n for n in nodes if n.name in pooled and n.healthy and n.gpus > 0),
                          key=lambda n: n.name)
         typed = self.holds.node_type is not None and wt.by_type
         out: list[str] = []
