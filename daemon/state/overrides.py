@@ -84,6 +84,12 @@ class WindowRefused(Exception):
     document."""
 
 
+def _bad_change(exc: ValidationError) -> BadChange:
+    """A body's first validation error as the API answers it: the field's path and the validator's sentence."""
+    err = exc.errors()[0]
+    return BadChange(".".join(str(p) for p in err["loc"]) or "body", error_text(err, "unknown field"))
+
+
 def parse_window(name: str, body: Any) -> WindowConfig:
     """A PUT body as a window named `name` (the path's name wins; a body naming another is refused)."""
     if not isinstance(body, dict):
@@ -93,10 +99,7 @@ def parse_window(name: str, body: Any) -> WindowConfig:
     try:
         return WindowConfig.model_validate({**body, "name": name})
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "body"
-        msg = error_text(err, "unknown field")
-        raise BadChange(field, msg) from None
+        raise _bad_change(exc) from None
 
 
 def _parse(model: type[BaseModel], body: Any) -> BaseModel:
@@ -107,10 +110,7 @@ def _parse(model: type[BaseModel], body: Any) -> BaseModel:
     try:
         return model.model_validate(body)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "body"
-        msg = error_text(err, "unknown field")
-        raise BadChange(field, msg) from None
+        raise _bad_change(exc) from None
 
 
 def _applied(before: dict, change: BaseModel) -> dict:
