@@ -106,6 +106,21 @@ class SkillGateConfig(_Strict):
     window: int = Field(600, ge=1, description="the last scored forecasts the gate decides on (one is kept every "
                         "cycle.horizon_steps / 12 steps: by default 5 min, so 600 is 50 hours, and a daily rise the "
                         "forecast saw coming stays in the evidence until the next one)")
+    service_quantile: dict[Tier, float] = Field(
+        default_factory=lambda: {"high": 0.99},
+        description="per tier, the quantile whose pinball loss scores an inference service's holds (a tenant with a "
+        "`[tenants.inference]` table, or a replayed service); other tiers' services and every batch tenant are "
+        "scored at policy.quantile. A service's shortfall is requests refused (429s), not a job that waits, and the "
+        "high tier's SLO allows 0.1% of them: at 0.99 a GPU short weighs 99 GPUs idle (at 0.9, 9). {} scores every "
+        "tenant at policy.quantile")
+
+    @field_validator("service_quantile")
+    @classmethod
+    def _quantiles_inside(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = {t: q for t, q in v.items() if not 0 < q < 1}
+        if bad:
+            raise ValueError(f"each quantile must be between 0 and 1 (exclusive); got {bad}")
+        return v
 
 
 class PolicyConfig(_Strict):

@@ -15,9 +15,11 @@ read as zero).
 
 Beside each lead window's forecast peak, the same window is scored for the skill gate (daemon/forecasting/skill.py):
 the hold each rule would have made, at the policy's acting quantile (`act_quantile`, `policy.quantile`) against the
-realised peak. The forecast's hold is its peak with the policy's headroom, never under the demand at the forecast's
-origin (what reservation.targets holds); the reactive hold is that demand with the headroom. A window counts only
-where the realised peak, the forecast and the origin's demand are all known, so both rules are scored on the same
+realised peak, by that quantile's pinball loss (an inference service of a tier in
+`policy.skill_gate.service_quantile`: by that tier's quantile's, `score_quantile`). The forecast's hold is its peak
+with the policy's headroom, never under the demand at the forecast's origin (what reservation.targets holds); the
+reactive hold is that demand with the headroom. A window counts only where the realised peak, the forecast and the
+origin's demand are all known, so both rules are scored on the same
 windows (`skill()`).
 
 When the cluster's p90 coverage stays outside [coverage_min, coverage_max] for `fallback_after_cycles`
@@ -38,6 +40,7 @@ import numpy as np
 import pandas as pd
 from prometheus_client import CollectorRegistry, Gauge
 
+from daemon.policy.fleet import split_series
 from forecaster.metrics import DEFAULT_PEAK_WINDOWS, PEAK_MIN_OBSERVED, moves, realised_peaks
 from forecaster.types import Forecast
 
@@ -101,6 +104,10 @@ class ForecastQuality:
         with, over the last `skill_window` scored forecasts (`policy.skill_gate.window`: longer than `window`, so
         that a daily rise the forecast saw stays in the gate's evidence until the next one)."""
         self.act_quantile, self.headroom = float(act_quantile), float(headroom)
+        # tenant -> the quantile whose pinball loss scores its holds, where it is not act_quantile (the inference
+        # services of the tiers in policy.skill_gate.service_quantile: skill.score_quantiles); a mixed fleet's
+        # typed series are scored at their tenant's
+        self.score_quantile: dict[str, float] = {}
         # the skill gate's evidence: per scored forecast, its tenants and [tenant, 3] (forecast hold loss, reactive
         # hold loss, compared), and their running sums per tenant tuple (added and evicted, never re-summed)
         self.skill_scored: deque[tuple[tuple[str, ...], np.ndarray]] = deque()
@@ -266,6 +273,8 @@ class ForecastQuality:
         out = np.zeros((n, len(self.peak_windows), PEAK_COLS))
         qa = self.act_quantile
         react = last * (1.0 + self.headroom)            # the reactive hold: demand now with headroom
+        qs = np.array([self.score_quantile.get(split_series(t)[0], qa) for t in fc.tenants]) \
+            if self.score_quantile else np.full(n, qa)     # each tenant's holds are scored at this quantile
         for i, k in enumerate(self.peak_windows.values()):
             if k > actual.shape[1]:
                 continue
@@ -282,8 +291,8 @@ class ForecastQuality:
             both = np.isfinite(real) & np.isfinite(hold) & np.isfinite(react)
             a2 = np.where(both, real, 0.0)
             gain_f, gain_r = a2 - np.where(both, hold, 0.0), a2 - np.where(both, react, 0.0)
-            pin_f = np.where(both, np.maximum(qa * gain_f, (qa - 1) * gain_f), 0.0)
-            pin_r = np.where(both, np.maximum(qa * gain_r, (qa - 1) * gain_r), 0.0)
+            pin_f = np.where(both, np.maximum(qs * gain_f, (qs - 1) * gain_f), 0.0)
+            pin_r = np.where(both, np.maximum(qs * gain_r, (qs - 1) * gain_r), 0.0)
             out[:, i] = np.stack([np.where(ok, pin, 0.0), np.abs(a), cov, ok, cov & mv, mv, pin_f, pin_r, both],
                                  axis=1)
         return out

@@ -36,6 +36,13 @@ class Verdict:
                 "reactive_loss": self.reactive_loss, "scored": self.scored}
 
 
+def score_quantiles(services: Iterable[tuple[str, str]], gate: SkillGateConfig) -> dict[str, float]:
+    """Service tenant -> the quantile its holds are scored at (ForecastQuality.score_quantile), from `services`
+    ((tenant, tier) of each inference service) and `gate.service_quantile`: a shortfall there refuses requests, so
+    it weighs more than a batch tenant's, whose jobs wait. A service of a tier not listed is not in it."""
+    return {t: gate.service_quantile[tier] for t, tier in services if tier in gate.service_quantile}
+
+
 def per_tenant(scores: Mapping[str, tuple[float, float, int]]) -> dict[str, tuple[float, float, int]]:
     """Scores by forecast series summed per tenant: a mixed fleet's typed series of one tenant decide together
     (the fewest windows of any of its series count)."""
@@ -51,11 +58,13 @@ def per_tenant(scores: Mapping[str, tuple[float, float, int]]) -> dict[str, tupl
 
 
 def decide(scores: Mapping[str, tuple[float, float, int]], tenants: Iterable[str], previous: Mapping[str, bool],
-           gate: SkillGateConfig) -> dict[str, Verdict]:
+           gate: SkillGateConfig, scored_at: Mapping[str, float] | None = None) -> dict[str, Verdict]:
     """Per tenant of `tenants`: whether its plan acts on the forecast, from `scores` (tenant or typed series ->
     forecast hold loss, reactive hold loss, forecasts scored; ForecastQuality.skill) and `previous` (tenant ->
-    acting at the last decision; absent: not acting)."""
+    acting at the last decision; absent: not acting). `scored_at` (tenant -> quantile, the services scored at
+    another quantile than the acting one: score_quantiles) is named in the verdict's why."""
     by = per_tenant(scores)
+    scored_at = scored_at or {}
     out: dict[str, Verdict] = {}
     on_at, off_at = 1.0 - gate.margin, 1.0 - gate.margin + gate.hysteresis
     for t in tenants:
@@ -65,19 +74,20 @@ def decide(scores: Mapping[str, tuple[float, float, int]], tenants: Iterable[str
                              None if n == 0 else r, n)
             continue
         was = bool(previous.get(t, False))
+        theirs = "the reactive holds'" + (f" at p{scored_at[t] * 100:g}" if t in scored_at else "")
         ratio = f / r if r > 0 else (0.0 if f <= 0 else float("inf"))
         if r <= 0 and f <= 0:   # both perfect: nothing to gain from the forecast, and nothing to lose by reacting
             acting, why = was, "forecast and reactive both lost nothing: " + ("kept on the forecast" if was
                                                                              else "reactive")
         elif was:
             acting = ratio <= off_at
-            why = (f"forecast: its holds lose {ratio:.0%} of the reactive holds' (leaves at > {off_at:.0%})"
-                   if acting else f"reactive: the forecast's holds lose {ratio:.0%} of the reactive holds' "
+            why = (f"forecast: its holds lose {ratio:.0%} of {theirs} (leaves at > {off_at:.0%})"
+                   if acting else f"reactive: the forecast's holds lose {ratio:.0%} of {theirs} "
                    f"(> {off_at:.0%})")
         else:
             acting = ratio <= on_at
-            why = (f"forecast: its holds lose {ratio:.0%} of the reactive holds' (<= {on_at:.0%})" if acting
-                   else f"reactive: the forecast's holds lose {ratio:.0%} of the reactive holds' (needs "
+            why = (f"forecast: its holds lose {ratio:.0%} of {theirs} (<= {on_at:.0%})" if acting
+                   else f"reactive: the forecast's holds lose {ratio:.0%} of {theirs} (needs "
                    f"<= {on_at:.0%})")
         out[t] = Verdict(acting, why, f, r, n)
     return out

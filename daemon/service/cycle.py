@@ -18,7 +18,7 @@ from daemon.actuators.base import ActionReport, Actuator, ListsQueuedJobs, Shows
 from daemon.config import Config
 from daemon.forecasting.choose import WithFallback, baseline
 from daemon.forecasting.quality import ForecastQuality
-from daemon.forecasting.skill import Verdict, acting_set, decide
+from daemon.forecasting.skill import Verdict, acting_set, decide, score_quantiles
 from daemon.policy.events import plan_events
 from daemon.policy.safe import safe_default
 from daemon.policy.state import ClusterState
@@ -320,6 +320,15 @@ class CycleRunner:
                 log.error("baseline forecast failed too (%s): planning on current demand only", exc2)
                 return None, True
 
+    def _score_at(self, state) -> None:
+        """The configured inference services of this cycle's tiers that the skill gate scores at their tier's
+        policy.skill_gate.service_quantile (a shortfall there refuses requests); the others at policy.quantile."""
+        from daemon.forecasting.services import service_tenants
+
+        svc = set(service_tenants(self.cfg))
+        self.quality.score_quantile = score_quantiles(
+            ((t, tier) for t, tier in zip(state.tenants, state.tiers) if t in svc), self.cfg.policy.skill_gate)
+
     def _score_forecasts(self, fc: Forecast | None, history: pd.DataFrame) -> None:
         """Live quality (daemon/forecasting/quality.py); when it stays degraded, the best baseline takes over."""
         try:
@@ -348,7 +357,8 @@ class CycleRunner:
             self.skill = {}
             return None
         try:
-            self.skill = decide(self.quality.skill(), tenants, {t: v.acting for t, v in self.skill.items()}, gate)
+            self.skill = decide(self.quality.skill(), tenants, {t: v.acting for t, v in self.skill.items()}, gate,
+                                self.quality.score_quantile)
         except Exception:  # never stops the cycle: every tenant is planned reactively
             log.exception("skill gate failed: every tenant planned reactively this cycle")
             self.skill = {t: Verdict(False, "reactive: the skill gate failed (see the log)") for t in tenants}
@@ -436,6 +446,7 @@ class CycleRunner:
         m.staleness.set(state.staleness_s)
         fc, fell_back = self._forecast(collected.history)
         self.last_forecast, self.last_history = fc, collected.history
+        self._score_at(state)
         self._score_forecasts(fc, collected.history)
         fell_back = fell_back or self.quality.fallback
         ops = self.operator_inputs() if self.operator_inputs is not None else None

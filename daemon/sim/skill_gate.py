@@ -8,19 +8,24 @@ predictive strategy's plan acts on the forecast for; the others are planned reac
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pandas as pd
 
 from daemon.config import Config
 from daemon.forecasting.quality import ForecastQuality
-from daemon.forecasting.skill import Verdict, acting_set, decide
+from daemon.forecasting.skill import Verdict, acting_set, decide, score_quantiles
 from forecaster.types import Forecast
 
 
 class ReplayGate:
-    def __init__(self, cfg: Config, demand: pd.DataFrame, series: tuple[str, ...] | None = None) -> None:
+    def __init__(self, cfg: Config, demand: pd.DataFrame, series: tuple[str, ...] | None = None,
+                 services: Iterable[tuple[str, str]] = ()) -> None:
         """`demand`: the trace (one column per tenant); `series`: the forecast's series names of those columns, in
-        their order, where they differ (a mixed fleet's ``tenant@spec``)."""
+        their order, where they differ (a mixed fleet's ``tenant@spec``); `services`: (tenant, tier) of the
+        workload's inference services, scored as the daemon scores its configured ones (score_quantiles)."""
         self.cfg = cfg
+        self.scored_at = score_quantiles(services, cfg.policy.skill_gate)
         self.history = demand if series is None else demand.set_axis(list(series), axis=1)
         self.quality: ForecastQuality | None = None
         self.verdicts: dict[str, Verdict] = {}
@@ -35,13 +40,15 @@ class ReplayGate:
                                            peak_windows={"lead": pc.lead_time_steps, "preempt": pc.preempt_lead_steps},
                                            peak_min_observed=q.peak_min_observed, act_quantile=pc.quantile,
                                            headroom=pc.headroom, skill_window=pc.skill_gate.window)
+            self.quality.score_quantile = dict(self.scored_at)
         if self.quality is not None:
             self.quality.track(fc, self.history.iloc[: k + 1])
             newest = self.quality.scored[-1] if self.quality.scored else None
             if newest is not self._newest or not self.verdicts:   # the scores changed (or the first step)
                 self._newest = newest
                 self.verdicts = decide(self.quality.skill(), tenants,
-                                       {t: v.acting for t, v in self.verdicts.items()}, self.cfg.policy.skill_gate)
+                                       {t: v.acting for t, v in self.verdicts.items()}, self.cfg.policy.skill_gate,
+                                       self.scored_at)
         elif not self.verdicts:
             self.verdicts = decide({}, tenants, {}, self.cfg.policy.skill_gate)
         return acting_set(self.verdicts)
