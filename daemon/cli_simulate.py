@@ -99,7 +99,7 @@ def simulate(ctx, trace, cold_start, stabilization, data, from_source, history_d
     cfg = _load(ctx)
     from daemon.forecasting.retrain import DataError, default_data_dir
     from daemon.sim import recommend as rec, report, terminal, workloads
-    from daemon.sim.replay import STRATEGIES, default_sweep, replay_workers, run_replay
+    from daemon.sim.replay import STRATEGIES, ReplayWorkerError, default_sweep, replay_workers, run_replay
     from forecaster.baselines import SeasonalNaive
     from forecaster.progress import phase
     from forecaster.registry import ModelError
@@ -258,9 +258,12 @@ def simulate(ctx, trace, cold_start, stabilization, data, from_source, history_d
         _min_gpus(w, cfg, model, steps, chosen, slo, forecast_every, out)
         return
     # the settings run in one forked process per core (the meters are the same as in one process)
-    runs = run_replay(w, cfg, model, steps=steps, strategies=chosen,
-                      settings=default_sweep(chosen) if sweep else None, forecast_every=forecast_every,
-                      progress=True, workers=workers or replay_workers())
+    try:
+        runs = run_replay(w, cfg, model, steps=steps, strategies=chosen,
+                          settings=default_sweep(chosen) if sweep else None, forecast_every=forecast_every,
+                          progress=True, workers=workers or replay_workers())
+    except ReplayWorkerError as exc:  # a worker died or hung: which one, and what it ran (--workers 1 runs here)
+        _fail(f"{exc}; --workers 1 runs every setting in this process", 1)
     meta = {"workload": w.name, "tenants": len(w.tiers), "capacity": w.capacity, "gpus_per_node": w.gpus_per_node,
             "steps": steps, "forecaster": getattr(model, "name", None),
             "high_tier": sorted(str(c) for c, t in zip(w.demand.columns, w.tiers) if t == "high")}

@@ -76,6 +76,7 @@ __all__ = [
     "run_strategy",
     "seen_future",
     "static_plan",
+    "ReplayWorkerError",
     "replay_name",
     "replay_workers",
     "run_replay",
@@ -103,37 +104,181 @@ def _bank(model: Forecaster, w: Workload, cfg: Config, runs: list[tuple[str, dic
 
 
 _JOB: dict = {}  # what a worker process needs, inherited through fork (a DataFrame and a model are not re-pickled)
-PROGRESS_EVERY = 20  # a worker reports its steps to the parent's progress this often (a shared counter's lock)
+PROGRESS_EVERY = 20  # a worker reports its steps to the parent this often (its heartbeat too)
+# a worker that says nothing (no setting begun, no PROGRESS_EVERY steps done, no result) for this long is taken as
+# hung: run_replay stops the workers and fails naming it. A step takes milliseconds to seconds (a forecast of a
+# thousand tenants on one thread); ten minutes of silence is no slow step
+WORKER_SILENT_S = 600.0
 
 
-def _run_group(group: list[int]) -> list[tuple[int, Meter]]:
-    import torch
+class ReplayWorkerError(RuntimeError):
+    """A replay worker process died or stopped answering; the message names it and the setting it ran."""
 
-    torch.set_num_threads(1)  # one process per core: intra-op threads would only wait on each other
+
+def _run_group(group: list[int], say=None) -> list[tuple[int, Meter]]:
+    """Run the settings `group` (indexes into the job's runs) in this process. `say(message)`: tell the parent
+    (the setting begun, steps done), which is also how it knows this worker is alive."""
     j = _JOB
     runs = [j["runs"][i] for i in group]
     bank = _bank(j["model"], j["w"], j["cfg"], runs, j["forecast_every"], j["steps"]) \
         if any(s == "predictive" for s, _ in runs) else None
-    done = j.get("done")
 
     def tick(i: int) -> None:
         if (i + 1) % PROGRESS_EVERY == 0:
-            with done.get_lock():
-                done.value += PROGRESS_EVERY
+            say(("steps", PROGRESS_EVERY))
 
     try:
         out = []
         for i, (s, knobs) in zip(group, runs):
+            if say is not None:
+                say(("setting", i))
             out.append((i, run_strategy(s, j["w"], j["cfg"], bank if s == "predictive" else None, steps=j["steps"],
                                         knobs=knobs, check_invariants=j["check_invariants"],
-                                        count_rule=j["count_rule"], progress=tick if done is not None else None)))
-            if done is not None:
-                with done.get_lock():
-                    done.value += j["steps"] % PROGRESS_EVERY
+                                        count_rule=j["count_rule"], progress=tick if say is not None else None)))
+            if say is not None:
+                say(("steps", j["steps"] % PROGRESS_EVERY))
         return out
     finally:
         if bank is not None:
             bank.close()
+
+
+def _worker(conn) -> None:
+    """A forked worker: runs the groups the parent sends (their indexes into _groups' list) until it sends None,
+    answering each with its meters, or with the error it raised."""
+    import torch
+
+    # first, before any torch work: one process per core, so intra-op threads would only wait on each other; and
+    # a forked child must not start an OpenMP parallel region on its main thread once the parent has used one
+    # (libgomp's pool is inherited without its threads: the child waits on them for ever, pytorch#17199)
+    torch.set_num_threads(1)
+    while True:
+        g = conn.recv()
+        if g is None:
+            return
+        try:
+            part = _run_group(_JOB["groups"][g], conn.send)
+        except Exception as exc:  # the parent raises it (as Pool did), with this process's traceback
+            import traceback
+
+            text = traceback.format_exc()
+            try:
+                conn.send(("error", g, exc, text))
+            except Exception:  # not picklable: its text
+                conn.send(("error", g, RuntimeError(f"{type(exc).__name__}: {exc}"), text))
+            return
+        conn.send(("done", g, part))
+
+
+def _exit_text(code: int | None) -> str:
+    import signal
+
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def _run_workers(runs: list[tuple[str, dict]], groups: list[list[int]], n: int, bar, steps: int) -> dict[int, Meter]:
+    """Run `groups` in `n` forked worker processes, each given the next group when it answers the last. Every
+    message is drained as it comes (a result waits on no full pipe), and no wait is for ever: a worker that dies,
+    or says nothing for WORKER_SILENT_S, stops the others and raises ReplayWorkerError naming it and the setting
+    it was running."""
+    import multiprocessing as mp
+    import time
+    from multiprocessing.connection import wait
+
+    ctx = mp.get_context("fork")
+    label = [Meter(s, k).label for s, k in runs]
+    done: dict[int, Meter] = {}
+    procs, conns = [], []
+    running: dict[int, int] = {}       # worker -> the group it runs
+    setting: dict[int, int] = {}       # worker -> the setting it said it began
+    heard: dict[int, float] = {}       # worker -> when it last said anything
+    todo = list(range(len(groups)))
+    steps_done = 0
+
+    def lost(wid: int, what: str) -> ReplayWorkerError:
+        g = running[wid]
+        now = label[setting[wid]] if wid in setting else label[groups[g][0]]
+        share = ", ".join(label[i] for i in groups[g])
+        return ReplayWorkerError(f"replay worker {wid + 1} of {len(procs)} (pid {procs[wid].pid}) {what} while "
+                                 f"running setting {now!r} (its share: {share}); "
+                                 f"{len(done)}/{len(runs)} settings were done")
+
+    def give(wid: int) -> None:
+        g = todo.pop(0) if todo else None
+        if g is None:
+            running.pop(wid, None)
+            try:
+                conns[wid].send(None)
+            except OSError:  # it is gone after its last answer: nothing of it is missing
+                pass
+            return
+        running[wid], heard[wid] = g, time.monotonic()
+        setting.pop(wid, None)
+        conns[wid].send(g)
+
+    try:
+        for _ in range(n):
+            here, there = ctx.Pipe()
+            p = ctx.Process(target=_worker, args=(there,), daemon=True)
+            p.start()
+            there.close()
+            procs.append(p)
+            conns.append(here)
+        for wid in range(n):
+            give(wid)
+        while running:
+            ready = set(wait([conns[w] for w in running] + [procs[w].sentinel for w in running], timeout=1.0))
+            for wid in list(running):
+                c, gone, failed = conns[wid], procs[wid].sentinel in ready, None
+                if c in ready or gone:
+                    try:
+                        while wid in running and c.poll():
+                            msg = c.recv()
+                            heard[wid] = time.monotonic()
+                            if msg[0] == "steps":
+                                steps_done += msg[1]
+                            elif msg[0] == "setting":
+                                setting[wid] = msg[1]
+                            elif msg[0] == "error":
+                                failed = msg
+                                break
+                            else:
+                                for i, m in msg[2]:
+                                    done[i] = m
+                                    bar.set_phase(f"{len(done)}/{len(runs)} settings done, last {m.label}")
+                                give(wid)
+                    except (EOFError, OSError):  # its end of the pipe closed: it is gone
+                        gone = True
+                if failed is not None:  # the setting's own error, raised here as Pool did
+                    where = f"in replay worker {wid + 1} (pid {procs[wid].pid}):\n{failed[3]}"
+                    raise failed[2] from RuntimeError(where)
+                if wid in running and gone:
+                    procs[wid].join(5.0)
+                    raise lost(wid, f"died ({_exit_text(procs[wid].exitcode)})")
+                if wid in running and time.monotonic() - heard[wid] > WORKER_SILENT_S:
+                    raise lost(wid, f"said nothing for {WORKER_SILENT_S:g} s (hung?)")
+            bar.update(min(steps_done, steps * len(runs)) - bar.n)
+        for p in procs:  # reaped, so their CPU time shows in getrusage(RUSAGE_CHILDREN); every answer is in, so
+            p.join(60.0)  # one that does not end is stopped below
+    finally:
+        for p in procs:
+            if p.exitcode is None:
+                p.terminate()
+        for p in procs:
+            p.join(5.0)
+            if p.exitcode is None:
+                p.kill()
+                p.join()
+        for c in conns:
+            c.close()
+    return done
 
 
 def replay_workers() -> int:
@@ -169,35 +314,11 @@ def run_replay(w: Workload, cfg: Config, model: Forecaster | None, *, steps: int
     measured = min(steps, len(w.demand) - w.start)
     bar = Progress(replay_name(w, runs), measured * len(runs), unit="steps", enabled=progress)
     if workers > 1 and len(runs) > 1:
-        import multiprocessing as mp
-
-        ctx = mp.get_context("fork")
-        done_steps = ctx.Value("q", 0) if progress else None
-        _JOB.update(w=w, cfg=cfg, model=model, steps=measured, runs=runs, forecast_every=forecast_every,
-                    check_invariants=check_invariants, count_rule=count_rule, done=done_steps)
-        done: dict[int, Meter] = {}
         groups = _groups(runs, workers)
+        _JOB.update(w=w, cfg=cfg, model=model, steps=measured, runs=runs, forecast_every=forecast_every,
+                    check_invariants=check_invariants, count_rule=count_rule, groups=groups)
         try:
-            with ctx.Pool(min(workers, len(groups))) as pool:
-                it = pool.imap_unordered(_run_group, groups)
-                left = len(groups)
-                while left:
-                    try:
-                        part = it.next(timeout=1.0)
-                    except mp.TimeoutError:
-                        part = None
-                    except StopIteration:
-                        break
-                    if done_steps is not None:
-                        bar.update(done_steps.value - bar.n)
-                    if part is None:
-                        continue
-                    left -= 1
-                    for i, m in part:
-                        done[i] = m
-                        bar.set_phase(f"{len(done)}/{len(runs)} settings done, last {m.label}")
-                pool.close()
-                pool.join()  # reaped, so their CPU time shows in getrusage(RUSAGE_CHILDREN)
+            done = _run_workers(runs, groups, min(workers, len(groups)), bar, measured)
         finally:
             _JOB.clear()
             bar.close()
