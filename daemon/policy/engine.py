@@ -426,6 +426,15 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
     chosen = np.empty(0, dtype=np.int64)
     cleared_for: list[int] = []  # per chosen job (placement-aware choice): the tenant it is preempted for
     placed_view = state.nodes is not None and len(state.nodes) > 0
+    if not placed_view:  # GPU counts only: what a job larger than the whole cluster adds to the need is not cleared
+        big = preemption.never_fit(jobs, protected & view.known, capacity)
+        if big.size:
+            need_gpus = np.maximum(need_gpus - np.bincount(jobs.tenant[big], jobs.gpus[big], minlength=n), 0.0)
+            who = ", ".join(f"{tenants[t]}'s {g}-GPU job" for t, g in zip(jobs.tenant[big][:3], jobs.gpus[big][:3]))
+            notes.append(f"{plural(big.size, 'waiting protected job')} larger than the whole cluster "
+                         f"({plural(capacity, 'GPU')}): {who}{f' and {big.size - 3} more' if big.size > 3 else ''}; "
+                         f"{agree(big.size, 'it', 'they')} can never start, so nothing is preempted for "
+                         f"{agree(big.size, 'it', 'them')}")
     shortfall = int(need_gpus.sum()) - max(capacity - int(used.sum()) - int(state.draining), 0)
     # a job that started less than preempt_min_runtime_s ago is exempt (Slurm's PreemptExemptTime)
     # and a job started through aging is exempt until it has run aging_min_run_s

@@ -144,6 +144,15 @@ def choose(jobs: Jobs, shortfall: int, protected_tenants: np.ndarray, budget_gpu
     return order[:n]
 
 
+def never_fit(jobs: Jobs, protected: np.ndarray, capacity: int) -> np.ndarray:
+    """Indices of the waiting jobs of ``protected`` tenants that ask more GPUs than ``capacity``, the whole cluster.
+    Without a per-node view the cluster's GPUs are the only room there is, and such a job can never start in them:
+    preempting for it loses work and helps nobody (with a node view, ``choose_placed`` finds no node it fits)."""
+    if len(jobs) == 0 or not protected.any():
+        return np.empty(0, dtype=np.int64)
+    return np.flatnonzero(~jobs.running & protected[jobs.tenant] & (jobs.gpus > capacity))
+
+
 def room(nodes: Nodes) -> np.ndarray:
     """GPUs per node free now or once what drains there has drained (0 on a node that is down)."""
     avail = (nodes.free + nodes.draining).astype(np.int64)

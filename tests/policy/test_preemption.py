@@ -130,3 +130,23 @@ def test_in_the_simulator_the_high_job_starts_on_the_node_that_was_cleared():
         c.check_invariants()
     assert served[-1] == 8 and c.total_preemptions == 8      # exactly one node's worth, then the job ran
     assert c.preempted_retaken == 0                          # the freed node went to the high job, not back to low
+
+
+def test_without_a_node_view_a_waiting_job_larger_than_the_cluster_preempts_nothing():
+    # one GPU model and no nodes (GPU counts only): t0 (high) waits with a 128-GPU job on a 64-GPU cluster full of
+    # t1's low jobs. No preemption can ever let it start; the old plan preempted for it all the same
+    from tests.policy.test_engine import make_state
+
+    spec = [(1, 1, "low", True, 3600.0, 0.0)] * 64 + [(0, 128, "high", False, 0.0, 600.0)]
+    s = make_state(["high", "low"], spec, capacity=64)
+    cfg = Config(policy={"preempt_budget_share": 1.0, "headroom": 0.0})
+    for fc in (None, flat_forecast(s.tenants, [128, 64])):
+        p = plan(fc, s, PolicyMemory(), cfg)
+        assert p.preemptions == (), fc
+        assert ("1 waiting protected job larger than the whole cluster (64 GPUs): t0's 128-GPU job; it can never "
+                "start, so nothing is preempted for it") in p.notes
+    # a job that fits (64 GPUs: the whole cluster) is still cleared for, and no such note is made
+    fits = make_state(["high", "low"], spec[:-1] + [(0, 64, "high", False, 0.0, 600.0)], capacity=64)
+    p = plan(None, fits, PolicyMemory(), cfg)
+    assert sum(x.gpus for x in p.preemptions) == 64
+    assert not any("larger than the whole cluster" in x for x in p.notes)
