@@ -26,6 +26,13 @@ def _verdict(case: dict, t: str) -> dict | None:
     return g.get("verdict")
 
 
+def _scored_at(case: dict, t: str) -> str:
+    """" at p99" where the gate scored service `t` at its tier's policy.skill_gate.service_quantile (runs before
+    that key, or with its tier not listed: scored at policy.quantile, nothing said)."""
+    q = (case["skill_gate"].get("service_quantile") or {}).get(case["runs"]["reactive"]["services"][t]["tier"])
+    return f" at p{100 * q:g}" if q else ""
+
+
 def _case(case: dict) -> list[str]:
     runs = case["runs"]
     svc = runs["reactive"]["services"]
@@ -53,7 +60,8 @@ def _case(case: dict) -> list[str]:
                 f"forecast cuts them to {n(s['product']['throttled'])} with "
                 f"{s['product']['gpu_min'] / max(s['reactive']['gpu_min'], 1):.1f}x its reactive GPU-minutes; the "
                 f"gate kept it on the forecast {pct(_on_share(case, top), 0)} of the steps (its forecast's replicas "
-                f"lose {_ratio(_verdict(case, top))} of the reactive holds' at the end; it needs <= "
+                f"lose {_ratio(_verdict(case, top))} of the reactive holds'{_scored_at(case, top)} at the end; it "
+                f"needs <= "
                 f"{pct(1 - case['skill_gate']['margin'], 0)}), and gated it throttles "
                 f"{n(s['product_gated']['throttled'])}.", ""]
     out.append(table(["service", "tier", "throttled: reactive / product / gated / perfect",
