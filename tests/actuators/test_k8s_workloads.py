@@ -162,3 +162,19 @@ def test_a_quantity_with_a_vast_exponent_is_bounded_before_it_becomes_an_integer
 
     assert workload_gpus(wl("vast", gpus="1e999999999", count=1), "nvidia.com/gpu") == MAX_POD_GPUS
     assert gpu_quantity("1e999999999") == MAX_POD_GPUS and gpu_quantity("1e400") == MAX_POD_GPUS
+
+
+def test_a_workloads_gpus_in_an_init_container_or_a_sidecar_count_as_kueue_counts_them():
+    """Kueue admits a podSet on its pods' effective request (containers plus sidecars, or the largest init container
+    with the sidecars before it): a Workload asking for its GPUs in a sidecar read as 0 GPUs, no pending job, so its
+    wait was counted by no estimate of the others' jobs behind it."""
+    body = wl("w", gpus="0", count=2)
+    spec = body["spec"]["podSets"][0]["template"]["spec"]
+    spec["initContainers"] = [
+        {"name": "s", "restartPolicy": "Always", "resources": {"limits": {"nvidia.com/gpu": "3"}}},
+        {"name": "i", "resources": {"limits": {"nvidia.com/gpu": "5"}}}]
+    assert workload_gpus(body, "nvidia.com/gpu") == 2 * 8   # the init container (5) runs beside the sidecar (3)
+    spec["initContainers"][1]["resources"]["limits"]["nvidia.com/gpu"] = "1"
+    spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "2"
+    assert workload_gpus(body, "nvidia.com/gpu") == 2 * 5   # containers 2 + sidecar 3 over the init's 1 + 3
+    assert reader().jobs([body], ("team-a", "team-b"), NOW).gpus.tolist() == [10]

@@ -19,7 +19,7 @@ Pure: reads the official client's objects, sends nothing.
 
 from __future__ import annotations
 
-from daemon.actuators.k8s.objects import gpu_quantity
+from daemon.actuators.k8s.objects import container_request, effective_request, gpu_quantity, is_sidecar
 from daemon.config.fleet import ANY, TypeResolver
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -50,16 +50,17 @@ def node_gpus(node, resource: str, gpu_type: str) -> int:
 
 
 def pod_mig_gpus(pod) -> int:
-    """MIG instances a pod asks for (requests, else limits, of every ``nvidia.com/mig-*`` resource)."""
-    total = 0
-    for c in pod.spec.containers or []:
+    """MIG instances a pod asks for (requests, else limits, of every ``nvidia.com/mig-*`` resource), each resource
+    counted as Kubernetes counts a pod's request (objects.effective_request: init containers and sidecars too)."""
+    spec = pod.spec
+    containers, inits = spec.containers or [], getattr(spec, "init_containers", None) or []
+    kinds = set()
+    for c in [*containers, *inits]:
         res = c.resources
-        req = (res.requests or {}) if res else {}
-        lim = (res.limits or {}) if res else {}
-        for k in set(req) | set(lim):
-            if k.startswith(MIG_PREFIX):
-                total += gpu_quantity(req.get(k, lim.get(k, 0)))
-    return total
+        kinds |= {k for k in (*((res.requests or {}) if res else {}), *((res.limits or {}) if res else {}))
+                  if k.startswith(MIG_PREFIX)}
+    return sum(effective_request(containers, inits, lambda c, k=k: container_request(c, k), is_sidecar)
+               for k in sorted(kinds))
 
 
 def pod_accepts(resolver: TypeResolver, pod, label: str = PRODUCT_LABEL) -> tuple[str, ...]:

@@ -65,14 +65,45 @@ def node_usable(node, hold_label: str | None) -> bool:
     return ready and not node.spec.unschedulable and not foreign
 
 
+def effective_request(containers, init_containers, amount, sidecar) -> int:
+    """A pod's request of one resource as Kubernetes counts it (the scheduler's, quota's and Kueue's: the pod's
+    effective request, k8s.io/component-helpers resource.PodRequests): its containers' sum plus every sidecar's (an
+    init container with ``restartPolicy: Always``, which runs as long as the pod), or, if more, the largest init
+    container's with the sidecars started before it. ``amount(c)`` is a container's request, ``sidecar(c)`` whether
+    it is a sidecar. Counting the containers alone read a pod asking for its GPUs in an init container as none: the
+    scheduler gave it the GPUs, the view called them free, and the pod was no job to preempt."""
+    total = sum(amount(c) for c in containers)
+    sidecars = peak = 0
+    for c in init_containers:
+        a = amount(c)
+        if sidecar(c):
+            total += a
+            sidecars += a
+            peak = max(peak, sidecars)
+        else:
+            peak = max(peak, sidecars + a)
+    return max(total, peak)
+
+
+def is_sidecar(container) -> bool:
+    """An init container that runs as long as the pod (``restartPolicy: Always``)."""
+    return getattr(container, "restart_policy", None) == "Always"
+
+
+def container_request(container, resource: str) -> int:
+    """A container's request of `resource` as a whole count: its request, else its limit (gpu_quantity)."""
+    res = container.resources
+    req = (res.requests or {}) if res else {}
+    lim = (res.limits or {}) if res else {}
+    return gpu_quantity(req.get(resource, lim.get(resource, 0)))
+
+
 def pod_gpus(pod, resource: str) -> int:
-    """The GPUs a pod asks for: each container's request of the GPU resource, else its limit."""
-    total = 0
-    for c in pod.spec.containers or []:
-        res = c.resources
-        req = (res.requests or {}) if res else {}
-        lim = (res.limits or {}) if res else {}
-        total += gpu_quantity(req.get(resource, lim.get(resource, 0)))
+    """The GPUs a pod asks for: each container's request of the GPU resource, else its limit, counted as Kubernetes
+    counts a pod's request (effective_request: init containers and sidecars too)."""
+    spec = pod.spec
+    total = effective_request(spec.containers or [], getattr(spec, "init_containers", None) or [],
+                              lambda c: container_request(c, resource), is_sidecar)
     return min(total, MAX_POD_GPUS)   # one pod is on one node
 
 

@@ -4,7 +4,8 @@ Pods of all namespaces and nodes, from the daemon's watched view (informer.py: l
 snapshot per cycle), or listed through the official client where no view is given; read by both the plain
 Kubernetes actuator and the Kueue one (which holds nodes with a label and taint, node_holds.py):
 
-- a job is a pod of a tenant namespace that asks for GPUs (``requests``, else ``limits``, of the GPU resource),
+- a job is a pod of a tenant namespace that asks for GPUs (``requests``, else ``limits``, of the GPU resource,
+  counted as the scheduler counts a pod's request: init containers and sidecars too, objects.effective_request),
   Pending or Running and not being deleted; its id is ``namespace/pod``, its tier its PriorityClass
   (``gpu-autoscaler-<tier>``, any other class: normal), its node ``spec.nodeName`` once bound. A bound pod runs
   (it holds its GPUs, even while Pending pulling its image); an unbound one waits, unless it has scheduling gates

@@ -6,7 +6,8 @@ does not see it: a Kueue cluster's queue is invisible there. Here every Workload
 (``kueue.x-k8s.io/v1beta1``, in pages, each cycle) and each one that waits (no ``status.admission``, active, not
 finished, not being deleted) becomes a pending job: its id ``<namespace>/workload/<name>`` (a pod's name has no
 ``/``, so it never meets a pod's id), its tenant the namespace's, its GPUs the sum over its podSets of
-``count`` x the GPU resource each pod asks for (requests, else limits, of every container), its wait since its
+``count`` x the GPU resource each pod asks for (requests, else limits, of every container, init containers and sidecars
+counted as Kueue counts them), its wait since its
 ``creationTimestamp``, its tier its PriorityClass's (``gpu-autoscaler-<tier>``), else low on the tenant's low
 LocalQueue, else normal (as a pod's). A Workload asking for no GPU is not a job (as a pod). A malformed one (no
 podSets, a count or a GPU quantity that is not one) is skipped with one log line naming it and the field, once.
@@ -33,7 +34,7 @@ import numpy as np
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
-from daemon.actuators.k8s.objects import MAX_POD_GPUS, priority_class_name
+from daemon.actuators.k8s.objects import MAX_POD_GPUS, effective_request, priority_class_name
 from daemon.policy.eta import moved as _moved
 from daemon.policy.state import PRIORITY, Jobs
 
@@ -69,22 +70,29 @@ def workload_id(namespace: str, name: str) -> str:
 
 
 def _gpus_per_pod(template: dict, resource: str, where: str) -> int:
+    """GPUs one pod of a podSet asks for, counted as Kubernetes and Kueue count a pod's request (its containers, its
+    init containers and sidecars: objects.effective_request)."""
     spec = (template or {}).get("spec")
     if not isinstance(spec, dict) or not isinstance(spec.get("containers"), list):
         raise Malformed(f"{where}.template.spec.containers is missing")
-    total = 0
-    for c in spec["containers"]:
+    inits = spec.get("initContainers") or []
+    if not isinstance(inits, list):
+        raise Malformed(f"{where}.template.spec.initContainers is not a list")
+
+    def gpus(c) -> int:
         res = (c or {}).get("resources") or {}
         q = (res.get("requests") or {}).get(resource, (res.get("limits") or {}).get(resource))
         if q is None:
-            continue
+            return 0
         try:
             v = parse_quantity(q)
         except (ValueError, TypeError):
             raise Malformed(f"{where} container {c.get('name')!r} asks for {resource}={q!r}, not a quantity") from None
         if not v.is_finite() or v < 0 or (v <= MAX_POD_GPUS and v != int(v)):
             raise Malformed(f"{where} container {c.get('name')!r} asks for {resource}={q!r}, not a whole count")
-        total += MAX_POD_GPUS if v > MAX_POD_GPUS else int(v)   # as a pod's (objects.py; int() of 1e999999999 is huge)
+        return MAX_POD_GPUS if v > MAX_POD_GPUS else int(v)   # as a pod's (objects.py; int() of 1e999999999 is huge)
+
+    total = effective_request(spec["containers"], inits, gpus, lambda c: (c or {}).get("restartPolicy") == "Always")
     return min(total, MAX_POD_GPUS)
 
 
