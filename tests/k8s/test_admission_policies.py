@@ -25,7 +25,7 @@ from daemon.actuators.base import ActionReport
 from daemon.actuators.k8s.actuator import KubernetesActuator
 from daemon.actuators.k8s.admission import GROUP, KIND, PLURAL, VERSION
 from daemon.actuators.k8s.kueue import KueueActuator
-from daemon.actuators.k8s.objects import POOL_VALUE, priority_class_name
+from daemon.actuators.k8s.objects import POOL_VALUE, name_part, priority_class_name
 from daemon.config import KubernetesActuatorConfig, KueueActuatorConfig, TenantConfig
 from daemon.policy.types import Plan, PolicyMemory
 from tests.conftest import REPO
@@ -406,12 +406,45 @@ def test_the_rules_follow_the_parameters_the_daemon_writes(kube, admission_crd):
         adm.delete()
 
 
+def test_a_gpu_pod_or_job_in_a_tenant_namespace_may_not_name_its_node(admission, kueue, kube):
+    """A pod created with spec.nodeName is never scheduled: the kubelet starts it on that node, and checks only
+    NoExecute taints, so the node hold's NoSchedule taint did not keep a low tenant's pod (queued, tolerating
+    nothing) off the high tenant's held node, where it took the GPUs held for the high tier. Every other rule
+    admitted it. Refused now, as a Job whose template names a node (before Kueue admits it on quota)."""
+    adm = admission
+    low, q = adm.ns["team-low"], {QUEUE: "gpuas-low"}
+    (held,) = kube.tenants({"held": "high"}, nodes=1)[2]
+    try:
+        # the high tenant's hold on the node, as the Kueue actuator writes it (node_holds.py)
+        value = name_part("team-high")
+        adm.core.patch_node(held, {"metadata": {"labels": {HOLD: value}},
+                                   "spec": {"taints": [{"key": HOLD, "value": value, "effect": "NoSchedule"}]}})
+        pod = gpu_pod(low, "squat", 1, labels=q)
+        pod["spec"]["nodeName"] = held
+        msg = adm.refused(pod, "node-name")
+        assert (f"a Pod asking for nvidia.com/gpu in tenant namespace {low} may not name its node "
+                f"(spec.nodeName: {held})" in msg and "node holds' taints" in msg), msg
+        msg = adm.refused(job(low, "squat", q, nodeName=held), "node-name")
+        assert f"a Job asking for nvidia.com/gpu in tenant namespace {low} may not name its node" in msg, msg
+        # without nodeName, a CPU pod naming its node, and a namespace that is no tenant's: admitted
+        assert adm.refusal(gpu_pod(low, "queued", 1, labels=q)) is None
+        cpu = gpu_pod(low, "cpu", 1)
+        cpu["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+        cpu["spec"]["nodeName"] = held
+        assert adm.refusal(cpu) is None
+        other = gpu_pod(adm.other, "elsewhere", 1)
+        other["spec"]["nodeName"] = held
+        assert adm.refusal(other) is None
+    finally:
+        kube.delete_nodes([held])
+
+
 def test_the_shipped_bindings_spare_the_system_namespaces_and_read_the_daemons_params():
     bindings = {d["metadata"]["name"]: d for d in shipped() if d["kind"] == "ValidatingAdmissionPolicyBinding"}
     policies = {d["metadata"]["name"]: d for d in shipped() if d["kind"] == "ValidatingAdmissionPolicy"}
     assert set(bindings) == set(policies) == {f"gpu-autoscaler-{r}" for r in
                                               ("high-priority-class", "hold-tolerations", "queue-name",
-                                               "gpu-daemonsets")}
+                                               "gpu-daemonsets", "node-name")}
     (crd,) = [d for d in shipped() if d["kind"] == "CustomResourceDefinition"]
     for p in policies.values():  # the kind the daemon writes (daemon/actuators/k8s/admission.py)
         assert p["spec"]["paramKind"] == {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND}

@@ -1,7 +1,7 @@
 """The parameters of the admission policies (deploy/kubernetes/admission/): one cluster-scoped ``AdmissionParams``
 object (group ``gpu-autoscaler.io``, its CRD in params-crd.yaml) that the daemon writes, so that the apiserver itself
 refuses what a tenant must not do: use the high PriorityClass, tolerate another tenant's node hold, run GPU pods past
-Kueue.
+Kueue, or name a GPU pod's node (past the holds' taints).
 
 Why a cluster-scoped object of our own kind: only a ClusterRole can grant writing it, and a tenant's rights are
 namespace-scoped; a namespace label could be forged by a tenant whose RoleBinding grants updating its own Namespace
