@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from daemon.actuators.slurm.actuator import SlurmActuator, parse_elapsed, parse_gpus
+from daemon.actuators.slurm.actuator import SlurmActuator, SlurmError, parse_elapsed, parse_gpus, parse_job_gpus
 from daemon.config import SlurmActuatorConfig, TenantConfig
 from daemon.policy.types import Plan, PolicyMemory, Preemption
 from tests.support.services import slurm_cluster, wait_for
@@ -97,6 +97,37 @@ def test_reads_jobs_as_tenants_and_priorities(slurm, jobs):
         assert not js.running[i] and js.gpus[i] == 8 and 1 <= js.wait_s[i] < 120
     finally:
         subprocess.run(["scancel", waiting], env=slurm["env"], capture_output=True)
+
+
+def test_gpus_asked_per_job_or_per_task_are_the_jobs_gpus(slurm):
+    """squeue's %b is the GPUs asked per node only: a low tenant's jobs asking --gpus=2 or --gpus-per-task=1 -n2 read
+    as jobs of 0 GPUs on a node full of them, so none was ever preempted for the high tier (each freed nothing), a
+    pending --gpus=4 was no demand, and the tenant's metered demand was capped to 0. Now 2, 2 and 4 GPUs."""
+    env = slurm["env"]
+
+    def submit(*args):
+        return subprocess.run(["sbatch", "--parsable", "--partition=low", "--account=acct-low", *args, "--requeue",
+                               "-o", "/dev/null", "--wrap", "sleep 600"], env=env, capture_output=True, text=True,
+                              check=True).stdout.strip().split(";")[0]
+    ids = [submit("--gpus=2"), submit("--gpus-per-task=1", "-n2"), submit("--gpus=2"), submit("--gpus=2")]
+    try:
+        wait_for(lambda: all(state(slurm, j).startswith("RUNNING") for j in ids), what="jobs running", timeout=60)
+        ids.append(submit("--gpus=4"))   # the node's 8 GPUs are taken: it queues
+        time.sleep(2)
+        js = act(slurm).cluster_jobs(("team-high", "team-low"))
+        got = {i: (int(g), bool(r)) for i, g, r in zip(js.ids, js.gpus, js.running)}
+        assert [got[i] for i in ids] == [(2, True)] * 4 + [(4, False)]
+        assert [j.gpus for j in act(slurm).jobs(job_ids=ids[:2])] == [2, 2]   # the preemption's re-read too
+    finally:
+        subprocess.run(["scancel", *ids], env=env, capture_output=True)
+        wait_for(lambda: all(state(slurm, j) == "" for j in ids), what="jobs gone", timeout=60)
+
+
+def test_a_line_of_the_per_job_gpus_that_is_not_its_format_is_an_error():
+    assert parse_job_gpus("7;N/A;gres:gpu:1;3;\n8;gres/gpu:a100:2;N/A;1;\n9;N/A;N/A;1;\n") == {"7": 3, "8": 2}
+    for bad in ("7;N/A;gres:gpu:1;N/A;", "sbatch wrapper says hi", ";gres:gpu:1;N/A;1;"):
+        with pytest.raises(SlurmError, match="squeue: line 1"):
+            parse_job_gpus(bad)
 
 
 def test_a_pending_job_that_free_gpus_would_not_start_is_not_demand(slurm, jobs):

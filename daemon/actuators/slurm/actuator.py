@@ -19,6 +19,7 @@ actuator_preempt (preemption by requeue, its warning, and reclaim); SlurmActuato
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import os
@@ -49,6 +50,7 @@ from daemon.actuators.slurm.holds import (
 from daemon.actuators.slurm.squeue import (  # re-exported: the old import path keeps working
     BEGIN_SOON_S,
     FAILED_NODE_STATES,
+    JOB_GPUS_FMT,
     NOT_WAITING_FOR_GPUS,
     NOT_WAITING_PREFIXES,
     SQUEUE_FMT,
@@ -56,6 +58,7 @@ from daemon.actuators.slurm.squeue import (  # re-exported: the old import path 
     SlurmJob,
     parse_elapsed,
     parse_gpus,
+    parse_job_gpus,
     parse_squeue,
     parse_submit,
     parse_time_limit,
@@ -182,7 +185,24 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
             if job_ids and "Invalid job id" in r.stderr:
                 return []
             raise SlurmError(f"squeue: {r.stderr.strip()}")
-        return parse_squeue(r.stdout)
+        jobs = parse_squeue(r.stdout)
+        if any(j.gpus == 0 for j in jobs):
+            jobs = self._with_job_gpus(jobs, args[4:])
+        return jobs
+
+    def _with_job_gpus(self, jobs: list[SlurmJob], filters: list[str]) -> list[SlurmJob]:
+        """Jobs with no GPUs per node (%b) given the GPUs they ask per job or per task (parse_job_gpus; per node:
+        spread evenly over their nodes). One more squeue call, with the same filters. Read from %b alone, a job
+        asking --gpus=8 was a job of 0 GPUs: never preempted (it frees nothing), its pending GPUs no demand, and
+        its tenant's metered demand capped to 0 (scheduler_bounds.cap_demand)."""
+        r = self._run("squeue", "-h", "-O", JOB_GPUS_FMT, *filters)
+        if r.returncode != 0:
+            if "Invalid job id" in r.stderr:
+                return jobs
+            raise SlurmError(f"squeue: {r.stderr.strip()}")
+        asked = parse_job_gpus(r.stdout)
+        return [dataclasses.replace(j, gpus=-(-asked[j.job_id] // max(1, j.node_count)), job_gpus=asked[j.job_id])
+                if j.gpus == 0 and j.job_id in asked else j for j in jobs]
 
     def eligible_times(self) -> dict[str, float]:
         """Job id -> when each pending job became, or becomes, eligible to run (squeue's EligibleTime, the

@@ -10,6 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 
 SQUEUE_FMT = "%i|%a|%P|%q|%T|%N|%M|%b|%r|%V|%v|%D|%S|%l"
+# %b is only the GPUs asked per node (--gres, --gpus-per-node); a job asking per job (--gpus) or per task
+# (--gpus-per-task) prints N/A there, and squeue -o has no field for those: they are read with -O (job_gpus)
+JOB_GPUS_FMT = "JobArrayID:0;,tres-per-job:0;,tres-per-task:0;,NumTasks:0;"
 
 
 class SlurmError(Exception):
@@ -32,10 +35,12 @@ class SlurmJob:
     node_count: int = 1              # nodes the job runs on, or asks for while pending
     started: float = float("nan")    # a running job's start (%S; a requeued job that runs again starts anew)
     time_limit_s: float = float("nan")  # %l, its TimeLimit; NaN when UNLIMITED, not set or not read
+    job_gpus: int = 0                # GPUs asked for the whole job (--gpus, --gpus-per-task) when none per node; then
+    #                                  `gpus` is that spread evenly over its nodes
 
     @property
     def total_gpus(self) -> int:
-        return self.gpus * max(1, self.node_count)
+        return self.job_gpus or self.gpus * max(1, self.node_count)
 
 
 def parse_elapsed(text: str) -> float:
@@ -145,3 +150,23 @@ def parse_squeue(out: str) -> list[SlurmJob]:
                              parse_submit(f[12]) if len(f) > 12 else float("nan"),
                              limit))
     return jobs
+
+
+def parse_job_gpus(out: str) -> dict[str, int]:
+    """squeue -h -O JOB_GPUS_FMT's lines as {job id as %i prints it: GPUs the whole job asks for}: its tres-per-job
+    (--gpus), else its tres-per-task (--gpus-per-task) times its tasks. Jobs asking for none are left out. A line that
+    is not its format raises SlurmError naming it (as parse_squeue): read as 0, such a job's GPUs were nobody's."""
+    got: dict[str, int] = {}
+    for n, line in enumerate(out.splitlines(), 1):
+        if not line.strip():
+            continue
+        f = [x.strip() for x in line.split(";")]
+        if len(f) < 4 or not f[0]:
+            raise SlurmError(f"squeue: line {n} is not {JOB_GPUS_FMT}: {line[:120]!r}")
+        per_job, per_task = parse_gpus(f[1]), parse_gpus(f[2])
+        if per_task and not f[3].isdigit():
+            raise SlurmError(f"squeue: line {n}: NumTasks is {f[3][:40]!r}, not a count of tasks")
+        total = max(per_job, per_task * int(f[3]) if per_task else 0)
+        if total:
+            got[f[0]] = total
+    return got
