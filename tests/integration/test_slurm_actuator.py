@@ -123,6 +123,28 @@ def test_gpus_asked_per_job_or_per_task_are_the_jobs_gpus(slurm):
         wait_for(lambda: all(state(slurm, j) == "" for j in ids), what="jobs gone", timeout=60)
 
 
+def test_an_account_named_like_a_tenant_is_not_that_tenants(slurm):
+    """team-high's jobs run under acct-high. A job submitted under an account called team-high (any account the
+    site has, or makes, by that name) was read as team-high's: a job and demand of the high tier's, its warnings
+    team-high's notices. It is no tenant's now; acct-high's job stays team-high's."""
+    env = slurm["env"]
+
+    def submit(account):
+        return subprocess.run(["sbatch", "--parsable", "--partition=low", f"--account={account}", "--gres=gpu:1",
+                               "-o", "/dev/null", "--wrap", "sleep 600"], env=env, capture_output=True, text=True,
+                              check=True).stdout.strip().split(";")[0]
+    ids = [submit("team-high"), submit("acct-high")]
+    try:
+        wait_for(lambda: all(state(slurm, j).startswith("RUNNING") for j in ids), what="jobs running", timeout=60)
+        a = act(slurm)
+        js = a.cluster_jobs(("team-high", "team-low"))
+        assert ids[0] not in js.ids.tolist() and ids[1] in js.ids.tolist()
+        assert sorted(a.tenant(j) for j in a.jobs(job_ids=ids)) == ["@account:team-high", "team-high"]
+    finally:
+        subprocess.run(["scancel", *ids], env=env, capture_output=True)
+        wait_for(lambda: all(state(slurm, j) == "" for j in ids), what="jobs gone", timeout=60)
+
+
 def test_a_line_of_the_per_job_gpus_that_is_not_its_format_is_an_error():
     assert parse_job_gpus("7;N/A;gres:gpu:1;3;\n8;gres/gpu:a100:2;N/A;1;\n9;N/A;N/A;1;\n") == {"7": 3, "8": 2}
     for bad in ("7;N/A;gres:gpu:1;N/A;", "sbatch wrapper says hi", ";gres:gpu:1;N/A;1;"):

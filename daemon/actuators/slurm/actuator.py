@@ -169,7 +169,15 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         return self.cfg.priority_by_qos.get(job.qos) or self.cfg.priority_by_partition.get(job.partition) or "normal"
 
     def tenant(self, job: SlurmJob) -> str:
-        return self.tenant_of.get(job.account, job.account)
+        """The tenant whose slurm_account the job runs under. An account no tenant has is named as itself, unless it
+        is a tenant's name (that tenant's jobs run under another account): then ``@account:<account>``, which no
+        tenant is called ('@' is refused in a tenant's name). Named as itself, a job a user submitted under an
+        account called like tenant 'ml' (whose account is 'ml-prod') was ml's: its GPUs ml's demand (holds, and
+        preemptions for them), its warnings ml's notices."""
+        t = self.tenant_of.get(job.account)
+        if t is not None:
+            return t
+        return f"@account:{job.account}" if job.account in self.account_of else job.account
 
     def jobs(self, job_ids: list[str] | None = None, node: str | None = None,
              states: str | None = None) -> list[SlurmJob]:
