@@ -33,7 +33,9 @@ class InferenceConfig(_Strict):
 
 class TenantConfig(_Strict):
     name: str = Field(min_length=1, description="the tenant as the source names it (with Prometheus: a value of "
-                      "source.prometheus.tenant_label, by default the pod's namespace), without '@' (it separates a "
+                      "source.prometheus.tenant_label, by default the pod's namespace; beside a kubernetes or kueue "
+                      "actuator a namespace is read as the tenant whose k8s_namespace it is), without '@' (it "
+                      "separates a "
                       "tenant from its GPU types in the forecast's series); a listed tenant with no GPUs is 0, not "
                       "absent. Kubernetes: only listed tenants' namespaces are ever touched")
     tier: Tier = Field("normal", description="high: shares the guaranteed pool (policy.reserve_share) and gets GPUs "

@@ -42,6 +42,27 @@ MAX_POINTS = 10_000  # Prometheus refuses more than 11,000 points per series in 
 OVER_FACTOR, OVER_SLACK_GPUS = 2.0, 8.0
 
 
+# tenant_label values that are Kubernetes namespaces: the DCGM exporter's pod namespace, and the name a scrape without
+# honor_labels gives it beside the exporter's own namespace
+NAMESPACE_LABELS = ("namespace", "exported_namespace")
+K8S_ACTUATORS = ("kubernetes", "kueue")
+
+
+def namespace_tenants(cfg: Config) -> dict[str, str] | None:
+    """{namespace: tenant} where the tenant label's values are namespaces (NAMESPACE_LABELS) and a Kubernetes
+    actuator maps namespaces to tenants (tenants[].k8s_namespace, default the name; never kube-*, as the actuator);
+    None otherwise (the values are the tenants' names)."""
+    if cfg.source.prometheus.tenant_label not in NAMESPACE_LABELS or \
+            not set(K8S_ACTUATORS) & set(cfg.actuators.enabled):
+        return None
+    out = {}
+    for t in cfg.tenants:
+        ns = t.k8s_namespace or t.name
+        if not ns.startswith("kube-"):
+            out[ns] = t.name
+    return out
+
+
 class ResponseTooLarge(requests.RequestException):
     """The body ran past source.prometheus.max_response_mb (read in chunks, never held whole)."""
 
@@ -140,6 +161,7 @@ class PrometheusSource:
         self.step_s = cfg.cycle.resolution_s
         self.tiers = {t.name: t.tier for t in cfg.tenants}
         self.known: list[str] = [t.name for t in cfg.tenants]
+        self.tenant_of_ns = namespace_tenants(cfg)   # the label's namespaces as the Kubernetes actuator names them
         self.resolver = cfg.fleet.resolver()   # GPU model names -> [fleet] types (window_by_type)
         self.typed = cfg.fleet.typed           # a mixed fleet: history per (tenant, type), nodes with a type
         self._reported_unknown: set[str] = set()
@@ -238,7 +260,18 @@ class PrometheusSource:
         return int(max(1, min(MAX_POINTS, self.pc.chunk_steps, budget // series)))
 
     def _label(self, labels: dict[str, str]) -> str | None:
-        return labels.get(self.pc.tenant_label)
+        """The tenant a series names. Where its label is a namespace a Kubernetes actuator maps (namespace_tenants),
+        the namespace's tenant, as the actuator reads the pods; a namespace called like a tenant whose namespace is
+        another is ``@namespace:<name>``, no tenant ('@' is refused in a tenant's name). Read as the name it is, a
+        tenant 'team-a' on namespace 'ml-prod' had 0 GPUs of demand (its GPUs an unknown 'ml-prod''s) and a
+        namespace called 'team-a' passed its GPUs off as team-a's."""
+        v = labels.get(self.pc.tenant_label)
+        if v is None or self.tenant_of_ns is None:
+            return v
+        t = self.tenant_of_ns.get(v)
+        if t is not None:
+            return t
+        return f"@namespace:{v}" if v in self.tiers else v
 
     def _grid(self, query: str, start: float, end: float, n: int,
               key: Callable[[dict[str, str]], object] | None = None) -> tuple[dict, np.ndarray]:
