@@ -3,6 +3,8 @@ quantity), and the daemon's view must still read every tenant's jobs."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from kubernetes import client as k8s
 
@@ -37,6 +39,56 @@ def test_a_pod_asking_for_1e19_gpus_is_taken_and_leaves_the_view_readable(kube, 
         jobs = kub.cluster_jobs(names)
         got = dict(zip(jobs.ids.tolist(), jobs.gpus.tolist()))
         assert got[f"{ns['team-b']}/huge"] == MAX_POD_GPUS and got[f"{ns['team-a']}/fine"] == 2
+    finally:
+        rt.close()
+        kube.delete_nodes(nodes)
+
+
+def test_a_pending_pod_larger_than_any_node_is_no_demand_and_ages_into_no_hold(kube, tmp_path, caplog):
+    """A normal tenant's pod asking 9 GPUs where nodes have 8 waits forever (a pod runs on one node). Read as demand,
+    it aged (anti-starvation) into a hold of every GPU beyond the high tier's guarantee, kept from everyone else for
+    as long as it waited. Now it is no job (said once in the log), and the plan holds nothing for it; a pod that fits a
+    node still waits as demand."""
+    import logging
+
+    import numpy as np
+    import pandas as pd
+
+    from daemon.config import Config
+    from daemon.policy import PolicyMemory, plan
+    from daemon.policy.state import ClusterState
+    from forecaster.types import Forecast
+
+    core = k8s.CoreV1Api(kube.api())
+    tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=1)
+    names = tuple(t.name for t in tenants)
+    rt = _runtime(kube, tmp_path, [{"name": t.name, "tier": t.tier, "k8s_namespace": t.k8s_namespace}
+                                   for t in tenants])
+    kub = rt.actuators[-2]
+    try:
+        core.create_namespaced_pod(ns["team-b"], gpu_pod(ns["team-b"], "nine", 9))
+        core.create_namespaced_pod(ns["team-b"], gpu_pod(ns["team-b"], "busy", 8))
+        core.create_namespaced_pod(ns["team-a"], gpu_pod(ns["team-a"], "eight", 8))   # waits: the node is full
+        busy, eight = f"{ns['team-b']}/busy", f"{ns['team-a']}/eight"
+        wait_for(lambda: {busy, eight} <= set(kub.cluster_jobs(names).ids.tolist()), timeout=60,
+                 what="the pods in the view")
+        wait_for(lambda: kub.cluster_jobs(names).running.sum() == 1, timeout=60, what="one pod bound")
+        with caplog.at_level(logging.WARNING, logger="gpu_autoscaler.actuator.kubernetes"):
+            jobs = kub.cluster_jobs(names)
+            kub.cluster_jobs(names)
+        assert f"{ns['team-b']}/nine" not in jobs.ids.tolist()
+        said = [r.getMessage() for r in caplog.records if "more than any node has" in r.getMessage()]
+        assert len(said) == 1 and f"pod {ns['team-b']}/nine asks for 9 GPUs, more than any node has (8)" in said[0]
+        view = kub.cluster_nodes(names)
+        used = np.bincount(jobs.tenant[jobs.running], weights=jobs.gpus[jobs.running], minlength=2)
+        pending = np.bincount(jobs.tenant[~jobs.running], weights=jobs.gpus[~jobs.running], minlength=2)
+        # hours later for the policy: every waiting pod has aged (wait_s counts from its creation)
+        jobs = dataclasses.replace(jobs, wait_s=np.where(jobs.running, 0.0, 6 * 3600.0))
+        at = pd.Timestamp.now(tz="UTC").floor("min")
+        st = ClusterState(at, names, ("high", "normal"), 8, used, pending, jobs, nodes=view)
+        fc = Forecast(names, (0.5, 0.9, 0.99), np.zeros((2, 60, 3)), at, 60, "test")
+        p = plan(fc, st, PolicyMemory(), Config(tenants=[{"name": t.name, "tier": t.tier} for t in tenants]))
+        assert "team-b" not in p.reservations, p.reservations
     finally:
         rt.close()
         kube.delete_nodes(nodes)

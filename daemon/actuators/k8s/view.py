@@ -9,7 +9,8 @@ Kubernetes actuator and the Kueue one (which holds nodes with a label and taint,
   Pending or Running and not being deleted; its id is ``namespace/pod``, its tier its PriorityClass
   (``gpu-autoscaler-<tier>``, any other class: normal), its node ``spec.nodeName`` once bound. A bound pod runs
   (it holds its GPUs, even while Pending pulling its image); an unbound one waits, unless it has scheduling gates
-  (``spec.schedulingGates``: the scheduler will not place it, so it is not demand now). A Kueue workload that is not
+  (``spec.schedulingGates``: the scheduler will not place it, so it is not demand now) or asks for more GPUs than
+  any node has (it can never start: largest_node). A Kueue workload that is not
   admitted has no pod yet and so is not a job here.
 - a node's GPUs are its allocatable GPU resource; 0, and a place for no tenant (CLOSED), when it is cordoned,
   not Ready, or tainted NoSchedule/NoExecute by someone else. Used: the GPU requests of the pods bound to it
@@ -40,8 +41,20 @@ def _seconds_since(when, now: dt.datetime) -> float:
     return max(0.0, (now - when).total_seconds()) if when is not None else 0.0
 
 
+def largest_node(nodes: list, resource: str, resolver: TypeResolver | None = None) -> int:
+    """The most GPUs any node has (allocatable, usable now or not: a cordoned node may come back); 0 with none."""
+    if resolver is not None:
+        return max((flavors.node_gpus(n, resource, flavors.node_type(resolver, n)) for n in nodes), default=0)
+    return max((gpu_quantity((n.status.allocatable or {}).get(resource, 0)) for n in nodes if n.status), default=0)
+
+
 def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenants: tuple[str, ...],
-                 now: dt.datetime | None = None, resolver: TypeResolver | None = None) -> Jobs:
+                 now: dt.datetime | None = None, resolver: TypeResolver | None = None,
+                 largest: int = 0, too_big: dict[str, int] | None = None) -> Jobs:
+    """The pods as Jobs (module docstring). ``largest`` (largest_node; 0: not known): an unbound pod asking for more
+    GPUs than that can never start, as a pod runs on one node, and is no demand (put in ``too_big``, id -> GPUs).
+    Read as demand, one such pod of a normal tenant aged into a hold of every GPU beyond the high tier's guarantee,
+    held for it and kept from everyone else for as long as it waited."""
     now = now or dt.datetime.now(dt.timezone.utc)
     index = {t: i for i, t in enumerate(tenants)}
     rows = []
@@ -55,6 +68,10 @@ def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenant
             continue   # gated: the scheduler will not place it, so free GPUs would not start it (not demand now)
         g = pod_gpus(p, resource) + (flavors.pod_mig_gpus(p) if resolver is not None else 0)
         if g <= 0:
+            continue
+        if not bound and 0 < largest < g:
+            if too_big is not None:
+                too_big[f"{p.metadata.namespace}/{p.metadata.name}"] = g
             continue
         # a pod bound to a node has its GPUs there (the scheduler counted them), Running or still Pending (pulling
         # its image): it waits for no GPU, and making room for it would preempt for what it already has
