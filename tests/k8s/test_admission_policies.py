@@ -287,10 +287,11 @@ def test_a_gpu_pod_in_a_tenant_namespace_must_carry_a_kueue_queue_name(admission
     adm = admission
     low = adm.ns["team-low"]
     msg = adm.refused(gpu_pod(low, "bypass", 1), "queue-name")
-    assert (f"a Pod asking for nvidia.com/gpu in tenant namespace {low} must carry the label {QUEUE}" in msg
+    assert (f"a Pod asking for nvidia.com/gpu or MIG instances in tenant namespace {low} must carry the label "
+            f"{QUEUE}" in msg
             and "bypass Kueue" in msg), msg
     msg = adm.refused(job(low, "bypass"), "queue-name")
-    assert f"a Job asking for nvidia.com/gpu in tenant namespace {low}" in msg, msg
+    assert f"a Job asking for nvidia.com/gpu or MIG instances in tenant namespace {low}" in msg, msg
     # a tenant cannot pass its bare pod off as a Job's: only the Job controller's own pods need no queue name
     forged = gpu_pod(low, "forged", 1)
     forged["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j",
@@ -333,11 +334,12 @@ def test_a_tenant_may_not_run_a_gpu_daemonset(admission):
     adm, q = admission, {QUEUE: "gpuas"}
     low = adm.ns["team-low"]
     msg = adm.refused(daemonset(low, "squat", 1), "gpu-daemonsets")
-    assert (f"a DaemonSet may not ask for nvidia.com/gpu in tenant namespace {low}" in msg
+    assert (f"a DaemonSet may not ask for nvidia.com/gpu or MIG instances in tenant namespace {low}" in msg
             and "never preempted" in msg and "GPU DaemonSets are the cluster's" in msg), msg
     # a GPU pod claiming a DaemonSet owner, as the DaemonSet controller or a tenant would make one: refused too
     msg = adm.refused(owned_by_a_daemonset(gpu_pod(low, "forged", 1, labels=q)), "gpu-daemonsets")
-    assert f"a Pod owned by a DaemonSet may not ask for nvidia.com/gpu in tenant namespace {low}" in msg, msg
+    want = f"a Pod owned by a DaemonSet may not ask for nvidia.com/gpu or MIG instances in tenant namespace {low}"
+    assert want in msg, msg
     # a CPU DaemonSet in a tenant's namespace, and the cluster's GPU DaemonSet (an exporter's, in a namespace that
     # is no tenant's) and its pods: admitted
     assert adm.refusal(daemonset(low, "logs", 0)) is None
@@ -406,6 +408,31 @@ def test_the_rules_follow_the_parameters_the_daemon_writes(kube, admission_crd):
         adm.delete()
 
 
+def test_a_mig_instance_is_a_gpu_to_the_rules(admission, kueue):
+    """On a fleet with MIG, a MIG instance (nvidia.com/mig-<profile>) is a GPU to the daemon's view and has its own
+    quota in Kueue's queues. The rules checked only the GPU resource: a low tenant's pod asking for a MIG instance
+    without a queue name, or naming its node, was admitted, and ran past Kueue's quotas and the node holds. A
+    DaemonSet asking for one too."""
+    adm = admission
+    low = adm.ns["team-low"]
+
+    def mig(name: str, **spec) -> dict:
+        pod = gpu_pod(low, name, 0)
+        pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/mig-1g.10gb": "1"}}
+        pod["spec"].update(spec)
+        return pod
+    adm.refused(mig("bypass"), "queue-name")
+    queued = mig("queued")
+    queued["metadata"]["labels"] = {QUEUE: "gpuas-low"}
+    assert adm.refusal(queued) is None
+    queued["spec"]["nodeName"] = "some-node"
+    adm.refused(queued, "node-name")
+    ds = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "migs", "namespace": low},
+          "spec": {"selector": {"matchLabels": {"app": "migs"}},
+                   "template": {"metadata": {"labels": {"app": "migs"}}, "spec": mig("x")["spec"]}}}
+    adm.refused(ds, "gpu-daemonsets")
+
+
 def test_a_gpu_pod_or_job_in_a_tenant_namespace_may_not_name_its_node(admission, kueue, kube):
     """A pod created with spec.nodeName is never scheduled: the kubelet starts it on that node, and checks only
     NoExecute taints, so the node hold's NoSchedule taint did not keep a low tenant's pod (queued, tolerating
@@ -422,10 +449,11 @@ def test_a_gpu_pod_or_job_in_a_tenant_namespace_may_not_name_its_node(admission,
         pod = gpu_pod(low, "squat", 1, labels=q)
         pod["spec"]["nodeName"] = held
         msg = adm.refused(pod, "node-name")
-        assert (f"a Pod asking for nvidia.com/gpu in tenant namespace {low} may not name its node "
+        assert (f"a Pod asking for nvidia.com/gpu or MIG instances in tenant namespace {low} may not name its node "
                 f"(spec.nodeName: {held})" in msg and "node holds' taints" in msg), msg
         msg = adm.refused(job(low, "squat", q, nodeName=held), "node-name")
-        assert f"a Job asking for nvidia.com/gpu in tenant namespace {low} may not name its node" in msg, msg
+        want = f"a Job asking for nvidia.com/gpu or MIG instances in tenant namespace {low} may not name its node"
+        assert want in msg, msg
         # without nodeName, a CPU pod naming its node, and a namespace that is no tenant's: admitted
         assert adm.refusal(gpu_pod(low, "queued", 1, labels=q)) is None
         cpu = gpu_pod(low, "cpu", 1)
