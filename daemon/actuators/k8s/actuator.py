@@ -32,7 +32,7 @@ from daemon.actuators.k8s.admission import AdmissionParams, params_spec
 from daemon.actuators.k8s.informer import LIVE_PODS, ClusterView
 from daemon.actuators.k8s.objects import evictable, holds_gpus, priority_class_name
 from daemon.actuators.k8s.rbac import RbacRefusals
-from daemon.actuators.k8s.view import largest_node, nodes_view, pods_as_jobs
+from daemon.actuators.k8s.view import never_starts, nodes_view, pods_as_jobs
 from daemon.config import KubernetesActuatorConfig, TenantConfig
 from daemon.config.fleet import FleetConfig
 from daemon.policy.state import Jobs, Nodes
@@ -125,7 +125,7 @@ class KubernetesActuator(FencedApply):
         self.enforce_plan = enforce_plan  # False beside Kueue: quotas and reclaim are Kueue's, failover stays here
         self.hold_label = hold_label  # beside Kueue: the label and taint of its node holds (read back in cluster_nodes)
         self._retry: dict[str, str] = {}  # job id -> reason: failed-node evictions a PDB refused, retried each cycle
-        self._too_big: set[str] = set()   # pending pods asking more GPUs than any node has, as last logged
+        self._never: set[str] = set()   # pending pods that can never start (view.never_starts), as last logged
         # job id -> (pod UID, PriorityClass) as the last cluster_jobs read it: what decisions were made on
         self._seen: dict[str, tuple[str, str]] = {}
         # namespace -> GPUs our quota caps (None: we have none there), as this replica wrote or read it in this
@@ -430,14 +430,14 @@ class KubernetesActuator(FencedApply):
             nodes = self.core.list_node().items
         self._seen = {f"{p.metadata.namespace}/{p.metadata.name}": (p.metadata.uid, p.spec.priority_class_name or "")
                       for p in pods if p.metadata.namespace in self.tenant_of}
-        largest = largest_node(nodes, self.cfg.gpu_resource, self.resolver)
-        too_big: dict[str, int] = {}
+        left_out: dict[str, str] = {}
         jobs = pods_as_jobs(pods, self.tenant_of, self.cfg.gpu_resource, tenants, resolver=self.resolver,
-                            largest=largest, too_big=too_big)
-        for pod in sorted(too_big.keys() - self._too_big):   # once per pod
-            log.warning("pod %s asks for %d GPUs, more than any node has (%d): it can never start, so it is no "
-                        "demand (no hold, no preemption, no aging for it)", pod, too_big[pod], largest)
-        self._too_big = set(too_big)
+                            never=never_starts(nodes, self.cfg.gpu_resource, self.resolver, self.hold_label),
+                            left_out=left_out)
+        for pod in sorted(left_out.keys() - self._never):   # once per pod
+            log.warning("pod %s %s: it can never start, so it is no demand (no hold, no preemption, no aging for "
+                        "it)", pod, left_out[pod])
+        self._never = set(left_out)
         return jobs
 
     def cluster_nodes(self, tenants: tuple[str, ...]) -> Nodes:

@@ -9,8 +9,8 @@ Kubernetes actuator and the Kueue one (which holds nodes with a label and taint,
   Pending or Running and not being deleted; its id is ``namespace/pod``, its tier its PriorityClass
   (``gpu-autoscaler-<tier>``, any other class: normal), its node ``spec.nodeName`` once bound. A bound pod runs
   (it holds its GPUs, even while Pending pulling its image); an unbound one waits, unless it has scheduling gates
-  (``spec.schedulingGates``: the scheduler will not place it, so it is not demand now) or asks for more GPUs than
-  any node has (it can never start: largest_node). A Kueue workload that is not
+  (``spec.schedulingGates``: the scheduler will not place it, so it is not demand now) or can never start (more GPUs
+  than any node has, a nodeSelector no node matches: never_starts). A Kueue workload that is not
   admitted has no pod yet and so is not a job here.
 - a node's GPUs are its allocatable GPU resource; 0, and a place for no tenant (CLOSED), when it is cordoned,
   not Ready, or tainted NoSchedule/NoExecute by someone else. Used: the GPU requests of the pods bound to it
@@ -25,6 +25,7 @@ Kubernetes actuator and the Kueue one (which holds nodes with a label and taint,
 from __future__ import annotations
 
 import datetime as dt
+from typing import Callable
 
 import numpy as np
 
@@ -48,13 +49,34 @@ def largest_node(nodes: list, resource: str, resolver: TypeResolver | None = Non
     return max((gpu_quantity((n.status.allocatable or {}).get(resource, 0)) for n in nodes if n.status), default=0)
 
 
+def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = None,
+                 hold_label: str | None = None) -> Callable[[object, int], str | None]:
+    """Why an unbound pod asking for `g` GPUs can never start on these nodes (usable now or not: a cordoned node may
+    come back), or None: it asks for more GPUs than any node has (a pod runs on one node: largest_node), or its
+    nodeSelector matches no node's labels (but the node hold's label, which Kueue puts on the pods it admits on a
+    hold's flavor, and which comes and goes with the holds). With no node at all, nothing is judged."""
+    largest = largest_node(nodes, resource, resolver)
+    labels = [n.metadata.labels or {} for n in nodes]
+
+    def why(pod, g: int) -> str | None:
+        if 0 < largest < g:
+            return f"asks for {g} GPUs, more than any node has ({largest})"
+        sel = {k: v for k, v in (pod.spec.node_selector or {}).items() if k != hold_label}
+        if sel and labels and not any(all(lb.get(k) == v for k, v in sel.items()) for lb in labels):
+            shown = ", ".join(f"{k}={v}" for k, v in sorted(sel.items()))[:200]
+            return f"selects nodes by {shown}, which no node has"
+        return None
+    return why
+
+
 def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenants: tuple[str, ...],
                  now: dt.datetime | None = None, resolver: TypeResolver | None = None,
-                 largest: int = 0, too_big: dict[str, int] | None = None) -> Jobs:
-    """The pods as Jobs (module docstring). ``largest`` (largest_node; 0: not known): an unbound pod asking for more
-    GPUs than that can never start, as a pod runs on one node, and is no demand (put in ``too_big``, id -> GPUs).
-    Read as demand, one such pod of a normal tenant aged into a hold of every GPU beyond the high tier's guarantee,
-    held for it and kept from everyone else for as long as it waited."""
+                 never: Callable[[object, int], str | None] | None = None,
+                 left_out: dict[str, str] | None = None) -> Jobs:
+    """The pods as Jobs (module docstring). ``never`` (never_starts): an unbound pod it gives a reason for can never
+    start and is no demand (put in ``left_out``, id -> why). Read as demand, one such pod of a normal tenant (9 GPUs
+    where nodes have 8) aged into a hold of every GPU beyond the high tier's guarantee, held for it and kept from
+    everyone else for as long as it waited."""
     now = now or dt.datetime.now(dt.timezone.utc)
     index = {t: i for i, t in enumerate(tenants)}
     rows = []
@@ -69,9 +91,10 @@ def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenant
         g = pod_gpus(p, resource) + (flavors.pod_mig_gpus(p) if resolver is not None else 0)
         if g <= 0:
             continue
-        if not bound and 0 < largest < g:
-            if too_big is not None:
-                too_big[f"{p.metadata.namespace}/{p.metadata.name}"] = g
+        why = never(p, g) if never is not None and not bound else None
+        if why is not None:
+            if left_out is not None:
+                left_out[f"{p.metadata.namespace}/{p.metadata.name}"] = why
             continue
         # a pod bound to a node has its GPUs there (the scheduler counted them), Running or still Pending (pulling
         # its image): it waits for no GPU, and making room for it would preempt for what it already has
