@@ -61,12 +61,27 @@ def _sizing_row(case: str, z: dict, slo: dict) -> list[str]:
     below = {True: "misses", False: "**also meets** (not the smallest)", None: "–"}[z["one_node_less_misses"]]
     if z.get("monotone_in_tries") is False:
         below += "; **not monotone**: " + z["note"].split("here: ")[-1].split(" (")[0]
+        safe = _every_larger_meets(z.get("tries") or [])
+        if safe is not None and safe != z["nodes"]:
+            gpn = z["gpus"] // z["nodes"]
+            below += f"; every size tried from {safe} nodes ({n(safe * gpn)} GPUs) on meets"
     return [case, who, f"{n(z['gpus'])} ({z['nodes']} nodes)", n(z["gpu_hours"]),
             pct(z["allocated_utilization"]), pct(z["busy_utilization"]),
             f"{pct(z['high_unmet_share'], 3)} / {pct(z['normal_unmet_share'], 2)}"
             + ("" if z.get("high_throttled_share") is None else
                f"; high requests {pct(z['high_throttled_share'], 3)} throttled"), _binding(z, slo), below,
             str(z["replays"])]
+
+
+def _every_larger_meets(tries: list[dict]) -> int | None:
+    """The smallest size tried from which every larger size tried meets the SLO (None: the largest missed): the
+    answer to read where the SLO is not monotone in the size and bisection found a smaller one that meets."""
+    out = None
+    for t in sorted(tries, key=lambda t: -t["nodes"]):
+        if not t["met"]:
+            break
+        out = t["nodes"]
+    return out
 
 
 def _settings_table(d: dict) -> list[str]:
