@@ -13,14 +13,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+OUTPUTS = ("bench/out", "docs")   # what benches write and render: not code a bench measures
 
 
 def commit(root: Path = ROOT) -> str:
-    """`git describe`-like: the short commit id, with "+changes" when tracked files differ from it."""
+    """`git describe`-like: the short commit id, with "+changes" when tracked files differ from it. Files no
+    bench runs (OUTPUTS: other benches' JSON, the docs rendered from them) are left out: a bench started while
+    another's JSON waits to be committed measures the commit's code."""
     try:
         sha = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
                              text=True, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                *(f":(exclude){p}" for p in OUTPUTS)],
                                capture_output=True, text=True, timeout=10, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown (not a git checkout)"
