@@ -9,6 +9,7 @@ import time
 import pandas as pd
 
 from forecaster.baselines import Forecaster
+from forecaster.threads import carry_torch_threads
 from forecaster.types import Forecast
 
 
@@ -61,7 +62,9 @@ class ForecastBank:
         nxt = base + self.every
         if self._pool is not None and nxt < self.stop and nxt not in self.made:
             # in a copy of this context: a scope the caller opened (forecaster/memo.py) holds for it too
-            self._next = (nxt, self._pool.submit(contextvars.copy_context().run, self._make, nxt))
+            # with this thread's torch thread count (forecaster/threads.py: a new thread ran the LSTM on every core,
+            # 13x slower on a busy box, and every predictive step of a sweep waited on it)
+            self._next = (nxt, self._pool.submit(contextvars.copy_context().run, carry_torch_threads(self._make), nxt))
         return fc
 
     def close(self) -> None:

@@ -94,3 +94,34 @@ def test_lexorder_is_lexsort():
         flt = rng.integers(0, 50, n).astype(float)
         for keys in ((step, small), (wide, step), (flag,), (step, flag, small), (flt, step), (-step, small)):
             assert np.array_equal(lexorder(*keys), np.lexsort(keys)), (n, [k.dtype for k in keys])
+
+
+def test_the_prefetch_thread_forecasts_with_the_callers_torch_thread_count(monkeypatch):
+    """torch's thread count is per thread: the bank's prefetch thread ran the LSTM with one OpenMP thread per core
+    whatever the replay worker had set (456 ms a forecast instead of 34 on a busy 2-core box), and every predictive
+    step waited on it: `simulate --trace helios --days 2 --sweep` was at 2% after 17 minutes, ETA 18 hours. The
+    thread now sets the count of the thread that hands it the work before it forecasts."""
+    import threading
+
+    import torch
+
+    calls = []
+    real = torch.set_num_threads
+
+    def spy(n):
+        calls.append((threading.current_thread().name, n))
+        real(n)
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(torch, "set_num_threads", spy)
+    real(1)
+    try:
+        w = synthetic(10, 160, 1, seed=3)
+        bank = ForecastBank(SeasonalNaive(1440), w.demand, 5, 60, 2880, keep=False, prefetch=True, stop=w.start + 30)
+        for k in range(w.start, w.start + 30):
+            bank.at(k)
+        bank.close()
+    finally:
+        real(before)
+    made_there = [n for name, n in calls if name.startswith("forecast-prefetch")]
+    assert made_there and set(made_there) == {1}
