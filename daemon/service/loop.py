@@ -160,6 +160,9 @@ class Daemon:
             log.error("model manifest changed but the new model cannot be used (%s); keeping the old one", exc)
 
     def cycle(self) -> None:
+        # torch's thread count is per thread (forecaster/threads.py): set where the forecast runs, the cycles' thread
+        # (or an alert's), not only where the runtime was built; a retrain's widening does not reach it either
+        limit_torch_threads(self.cfg.forecaster.torch_threads)
         self._reload_model_if_changed()
         if self.cycles_done in self.fail_nodes:
             self._simulate_node_failure(self.fail_nodes[self.cycles_done])
