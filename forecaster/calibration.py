@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from forecaster.threads import carry_torch_threads
+
 
 def recent_origins(n_steps: int, horizon: int, *, first: int, window: int, max_origins: int) -> np.ndarray:
     """Exclusive history ends `t` (the model saw values[:t]) whose whole horizon is observed.
@@ -242,7 +244,10 @@ class SpreadRefresh:
         key, compute = self._pending
         self._pending = None
         box: dict = {}
-        th = threading.Thread(target=self._run, args=(compute, box), name="spread-refresh", daemon=True)
+        # with the releasing thread's torch thread count (forecaster/threads.py): a recalibrated LSTM's refresh
+        # replays it at 16 past origins, and a new thread ran each on one OpenMP thread per core
+        th = threading.Thread(target=carry_torch_threads(self._run), args=(compute, box), name="spread-refresh",
+                              daemon=True)
         self._job = (key, th, box)
         th.start()
 

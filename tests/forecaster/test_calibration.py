@@ -222,3 +222,28 @@ def test_a_recalibrated_blend_is_replayed_with_todays_inner_spreads_in_the_daemo
     for s in inner:
         s.wait()
     assert all(s.refreshes == 1 and s._job is None for s in inner)
+
+
+def test_a_background_refresh_runs_with_the_releasing_threads_torch_thread_count(monkeypatch):
+    """torch's thread count is per thread: a spread refresh (a recalibrated LSTM replayed at 16 past origins) ran
+    in its new thread with one OpenMP thread per core whatever the daemon's cycle had set (forecaster/threads.py)."""
+    import torch
+
+    calls = []
+    real = torch.set_num_threads
+
+    def spy(n):
+        calls.append((threading.current_thread().name, n))
+        real(n)
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(torch, "set_num_threads", spy)
+    real(1)
+    try:
+        s = SpreadRefresh(every=1, background=True)
+        s.get("k", lambda: 1)
+        s.get("k", lambda: 2)          # due: pending until released
+        s.wait(10)                     # released here, in this thread
+    finally:
+        real(before)
+    assert ("spread-refresh", 1) in calls and s.get("k", lambda: 3) == 2
