@@ -190,8 +190,16 @@ def check_config(ctx: click.Context) -> None:
     from daemon.service.wiring import actuator_names
 
     click.echo(f"ok: source={source_text(cfg)} actuators={actuator_names(cfg)} "
-               f"dry_run={cfg.actuators.dry_run} tenants={len(cfg.tenants)} interval={cfg.cycle.interval_s:g}s "
+               f"dry_run={cfg.actuators.dry_run} tenants={tenants_text(cfg)} interval={cfg.cycle.interval_s:g}s "
                f"{note}")  # a one-off check: the whole note, with why this model (or none) is used
+
+
+def tenants_text(cfg: Config) -> str:
+    """The tenants a run of this config plans for: the simulated source makes its own (`make run`'s 40), where
+    `[[tenants]]` (0 in the default config) only names some of them."""
+    if cfg.source.kind != "simulator":
+        return str(len(cfg.tenants))
+    return f"{cfg.source.simulator.tenants} (simulated; {len(cfg.tenants)} in [[tenants]])"
 
 
 def _warn_default_redis_user(cfg: Config) -> None:

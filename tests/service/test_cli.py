@@ -132,6 +132,20 @@ def test_check_config_names_the_actuators_run_starts(tmp_path):
         "log"]
 
 
+def test_check_config_counts_the_tenants_the_simulator_makes(tmp_path):
+    """On the simulated source check-config said tenants=0 (the [[tenants]] entries) where `make run` plans for its
+    40 simulated tenants; the count is of the tenants a run plans for."""
+    c = tmp_path / "c.toml"
+    c.write_text(f'[server]\nenabled = false\n[state]\npath = {str(tmp_path / "s.sqlite")!r}\n')
+    r = run_cli("--config", str(c), "check-config", cwd=tmp_path)
+    assert r.returncode == 0 and " tenants=40 (simulated; 0 in [[tenants]]) " in r.stdout, (r.stdout, r.stderr)
+    from daemon.cli import tenants_text
+    from daemon.config import parse_config
+
+    two = [{"name": "a", "tier": "high"}, {"name": "b"}]
+    assert tenants_text(parse_config({"source": {"kind": "prometheus"}, "tenants": two})) == "2"
+
+
 def test_check_config_checks_the_state_file(tmp_path):
     # state.path was not looked at: a start then failed on it, or restored junk without a word
     base = '[source]\nkind = "prometheus"\n[actuators]\nenabled = ["log"]\n[server]\nenabled = false\n'
