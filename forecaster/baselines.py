@@ -428,8 +428,9 @@ class HoltWinters:
         self.max_origins = max_origins
         self.name = "holt_winters"
         # smoothing parameters per tenant: optimising them is 15x the cost of filtering with them,
-        # so they are re-estimated only every `refit_every` forecasts
-        self._params: dict[str, tuple[dict, int]] = {}
+        # so they are re-estimated only every `refit_every` forecasts: (params, forecasts since, the last time of
+        # the newest history counted)
+        self._params: dict[str, tuple[dict, int, object]] = {}
 
     @staticmethod
     def agg_for(season: int) -> int:
@@ -450,8 +451,8 @@ class HoltWinters:
     def fits_in(n_steps: int, season: int, agg: int) -> bool:
         return n_steps >= HoltWinters.min_steps(season, agg)
 
-    def _one(self, y: np.ndarray, horizon: int, key: str = "") -> tuple[np.ndarray, np.ndarray]:
-        """Point forecast [horizon] and errors [origin, horizon] for one tenant."""
+    def _one(self, y: np.ndarray, horizon: int, key: str = "", at=None) -> tuple[np.ndarray, np.ndarray]:
+        """Point forecast [horizon] and errors [origin, horizon] for one tenant; `at`: the history's last time."""
         from statsmodels.tsa.holtwinters import ExponentialSmoothing
 
         a = self.agg
@@ -470,11 +471,15 @@ class HoltWinters:
             # too short for a season, or flat (the optimiser has nothing to fit): the last value
             return np.full(horizon, coarse[-1]), no_err
         cached = self._params.get(key)
-        if cached is not None and cached[1] < self.refit_every:
+        # a forecast from a newer history than the last one counted; not a replay at a past origin (a recalibration
+        # makes 16 per forecast: counting those re-estimated the parameters every 1.4 forecasts, not every 24)
+        new = cached is None or at is None or cached[2] is None or at > cached[2]
+        if cached is not None and (cached[1] < self.refit_every or not new):
             # the parameters known: statsmodels' filter with them, without building its model and results
             params = cached[0]
             lvl, tr, se = hw_filter(coarse, sp, params)
-            self._params[key] = (params, cached[1] + 1)
+            if new:
+                self._params[key] = (params, cached[1] + 1, at)
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -482,7 +487,7 @@ class HoltWinters:
                                              seasonal_periods=sp, initialization_method="heuristic")
                 fit = model.fit(optimized=True)
             params = {k: float(fit.params[k]) for k in self._PARAMS}
-            self._params[key] = (params, 1)
+            self._params[key] = (params, 1, at)
             lvl, tr, se = (np.asarray(x, dtype=float) for x in (fit.level, fit.trend, fit.season))
         phi = float(params["damping_trend"])
         nc = len(coarse)
@@ -504,10 +509,11 @@ class HoltWinters:
         vals = vals[:, -self.fit_window_seasons * self.season:]
         n = vals.shape[0]
         names = [str(c) for c in history.columns]
+        at = history.index[-1] if len(history) else None
         points = np.full((n, horizon), np.nan)
         errs: list[np.ndarray] = []
         for i in range(n):
-            points[i], e = self._one(vals[i], horizon, names[i])
+            points[i], e = self._one(vals[i], horizon, names[i], at)
             errs.append(e)
         o = max(e.shape[0] for e in errs) if errs else 1
         errors = np.full((o, n, horizon), np.nan)

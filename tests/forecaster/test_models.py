@@ -435,3 +435,26 @@ def test_holt_winters_builds_a_statsmodels_model_only_to_re_estimate(monkeypatch
     for end in range(48 * 6, 48 * 6 + 7):
         hw.predict(f.iloc[:end], 12)
     assert len(built) == 2 * 3      # two tenants, re-estimated at forecasts 1, 4 and 7
+
+
+def test_a_recalibrated_holt_winters_re_estimates_once_per_refit_every_forecasts(monkeypatch):
+    """A recalibrated Holt-Winters replays itself at 16 past origins per forecast, and those replays counted as
+    forecasts: the parameters were re-optimised (a second a tenant) every 1.4 forecasts instead of every
+    `refit_every` (24), in retrain's scoring (a refresh per forecast) as in the daemon (every 10: every 9 forecasts).
+    Only a forecast from a newer history counts now."""
+    from statsmodels.tsa.holtwinters import ExponentialSmoothing
+
+    built = []
+    real_init = ExponentialSmoothing.__init__
+
+    def counting_init(self, *a, **k):
+        built.append(1)
+        real_init(self, *a, **k)
+
+    monkeypatch.setattr(ExponentialSmoothing, "__init__", counting_init)
+    f = periodic_frame(n_tenants=2, steps=48 * 8)
+    m = make_baseline("holt_winters+conformal", 48, (0.5, 0.9))
+    m.model.agg = 4
+    for end in range(48 * 6, 48 * 6 + 5):
+        m.predict(f.iloc[:end], 12)
+    assert len(built) == 2          # one optimisation per tenant, at the first forecast
