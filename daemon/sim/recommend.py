@@ -200,7 +200,7 @@ def snippet(s: dict, helps: bool, exp: dict, reactive: dict | None, static: dict
             return f"#   {name:<12} (not replayed)"
         return (f"#   {name:<12} util {100 * f['utilization']:5.1f}%  high unmet {f['high_unmet']:9.0f}  "
                 f"normal unmet {f['normal_unmet']:9.0f}  low unmet {f['low_unmet']:9.0f}  "
-                f"preemptions {f['preemptions']:6d}  work lost {f['work_lost_gpu_min']:8.0f} GPU-min")
+                f"preemptions {f['preemptions']:6d} jobs  work lost {f['work_lost_gpu_min']:8.0f}")
 
     head = [f"# recommended by gpu-autoscaler from {source}", f"# objective: {obj.text()}"]
     if s["strategy"] == "predictive" and forecaster:
@@ -211,8 +211,9 @@ def snippet(s: dict, helps: bool, exp: dict, reactive: dict | None, static: dict
                     "reactive under the objective; recommended: reactive")
     if short:
         head.append(f"# {short}")
-    head += ["# expected over the replayed window (GPU-min):", line("recommended", exp), line("reactive", reactive),
-             line("static", static)]
+    # unmet demand and work lost in GPU-minutes, preemptions in jobs (the header named GPU-min for all of them)
+    head += ["# expected over the replayed window (unmet and work lost in GPU-min):", line("recommended", exp),
+             line("reactive", reactive), line("static", static)]
     knobs = s["knobs"]
     body = ['[forecaster]', 'kind = "none"   # reactive: the policy plans on current demand only', ""] \
         if s["strategy"] == "reactive" else []

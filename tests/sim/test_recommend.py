@@ -66,6 +66,18 @@ def test_when_predictive_does_not_help_it_says_so_and_recommends_reactive():
     assert r["expected"] == r["reactive"]
 
 
+def test_the_snippets_figures_say_their_units():
+    """The snippet's comment said '(GPU-min)' over utilization, unmet, preemptions and work lost alike: 33
+    preemptions read as 33 GPU-minutes. Preemptions are jobs, the others GPU-minutes (the table's units)."""
+    b = run("predictive", {"quantile": 0.5, "headroom": 0.05}, 0.81, 40, 50, 10)
+    r = rec.recommend(replay(REACTIVE, STATIC, b))
+    lines = r["snippet"].splitlines()
+    head = next(i for i, x in enumerate(lines) if x.startswith("# expected over the replayed window"))
+    assert lines[head] == "# expected over the replayed window (unmet and work lost in GPU-min):"
+    for x in lines[head + 1: head + 4]:
+        assert " preemptions     10 jobs  work lost      100" in x or " preemptions      0 jobs " in x, x
+
+
 def test_the_daemon_runs_reactive_as_the_snippet_says(tmp_path):
     # forecaster.kind = "none": cycles plan on current demand only (no forecast), as the replay's reactive does
     from daemon.service.wiring import build_runtime
