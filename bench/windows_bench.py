@@ -13,7 +13,14 @@ at the lead time (``_on_slurm_at_lead``, the default: the nodes lent before), ne
 (daemon/sim/cluster_holds.py _ahead); the GPUs a Slurm window's reservation keeps free before it is active count as
 held idle. For each windowed run,
 ``while_window_holds`` says per step why a 14:00 tenant still waited while its window held
-(daemon/sim/windows_breakdown.py), and sums the GPU-minutes per cause.
+(daemon/sim/windows_breakdown.py), and sums the GPU-minutes per cause; ``normal_unmet_delta`` splits the normal
+tier's unmet (the meter's: demand not served) against predictive without windows, step by step, into the steps
+where one of the run's windows held (from its lead time to its end) and the others.
+
+One more run is the noise of one replay (``predictive_with_a_null_window``): one window of 8 GPUs (one node) for 15
+minutes at 03:00 UTC, for a high-tier tenant without the 14:00 peak, hours from any peak. It asks for next to
+nothing, yet it moves where jobs land and what is preempted, and from there the rest of the day: what it moves
+each measure by is how far apart two replays can land for reasons that have nothing to do with the 14:00 windows.
 
     nice -n 10 python bench/windows_bench.py [--days 1] [--quick-forecaster] [--seed 7] [--out bench/out]
 
@@ -68,6 +75,16 @@ def left_steps(run, w, peaked_high: list[str], windows: list[WindowConfig]) -> l
     return out
 
 
+def in_place(windows: list[WindowConfig], times) -> np.ndarray:
+    """Per measured step: whether one of `windows` is held then (from its lead time to its end)."""
+    out = np.zeros(len(times), dtype=bool)
+    for i, t in enumerate(times):
+        now = t.to_pydatetime()
+        now = now if now.tzinfo is not None else now.replace(tzinfo=dt.timezone.utc)
+        out[i] = window_in_place(windows, now) is not None
+    return out
+
+
 def measure(run, w, peaked_high: list[str]) -> dict:
     s = run.meter.summary()
     cols = [list(w.demand.columns).index(t) for t in peaked_high]
@@ -119,6 +136,12 @@ def main() -> int:
         return ForecastBank(choice.model, w.demand, 1, cfg.cycle.horizon_steps, cfg.cycle.history_steps,
                             keep=False, prefetch=True, stop=w.start + steps)
 
+    # the noise of one replay: a window that asks next to nothing, hours from any peak (the module docstring)
+    other_high = [t for t, tier, p in zip(tenants, w.tiers, g.peaked) if tier == "high" and not p] or peaked_high
+    null = [{"name": "null-0300", "tenant": other_high[0], "gpus": 8, "every": "daily", "at": "03:00",
+             "timezone": "UTC", "duration_minutes": 15, "reclaim_before_minutes": 30, "borrowable_before": True}]
+    normal_by_step: dict[str, np.ndarray] = {}
+    held_by_step: dict[str, np.ndarray] = {}
     runs = {}
     for label, strategy, ws, base_cfg in (
             ("predictive", "predictive", [], cfg),
@@ -129,6 +152,7 @@ def main() -> int:
             ("predictive_with_high_tier_windows_on_slurm_at_lead", "predictive", variants["high"], at_lead),
             ("predictive_with_high_and_normal_tier_windows_on_slurm_at_lead", "predictive", variants["high_normal"],
              at_lead),
+            ("predictive_with_a_null_window", "predictive", null, cfg),
             ("perfect", "perfect", [], cfg)):
         b = bank() if strategy == "predictive" else None
         # why a 14:00 tenant still waits while its window holds (daemon/sim/windows_breakdown.py)
@@ -140,6 +164,9 @@ def main() -> int:
             step_min = run.meter.step_min
             runs[label]["left_at_1400_tenants"] = left_steps(run, w, peaked_high,
                                                              [WindowConfig.model_validate(x) for x in ws])
+            normal_by_step[label] = np.asarray(run.meter.unmet["normal"]) * run.meter.step_min   # the meter's own
+            held_by_step[label] = in_place([WindowConfig.model_validate(x) for x in ws],
+                                           w.demand.index[w.start: w.start + len(normal_by_step[label])])
             if look is not None:
                 runs[label]["while_window_holds"] = look.summary(run.meter.step_min)
         finally:
@@ -161,6 +188,13 @@ def main() -> int:
                 "normal_unmet_delta_gpu_min": round(win["normal_unmet_gpu_min"] - base["normal_unmet_gpu_min"], 1),
                 "preemptions_delta": win["preemptions"] - base["preemptions"]}
 
+    for label, r in runs.items():   # the normal tier's unmet against none, step by step: while a window held, or not
+        if label in ("predictive", "perfect"):
+            continue
+        d, held = normal_by_step[label] - normal_by_step["predictive"], held_by_step[label]
+        r["normal_unmet_delta"] = {"while_a_window_held_gpu_min": round(float(d[held].sum()), 1),
+                                   "at_other_times_gpu_min": round(float(d[~held].sum()), 1)}
+
     out.update({
         "workload": w.name, "seed": a.seed, "step_minutes": step_min, "history_days": HISTORY_DAYS,
         "measured_days": a.days,
@@ -173,7 +207,10 @@ def main() -> int:
         "accepted": {"high": "the proposals for high-tier tenants",
                      "high_normal": "the proposals for high- and normal-tier tenants (a low-tier tenant's window "
                                     "would hold GPUs for preemptible work)"},
-        "windows": variants, "runs": runs, "target": target,
+        "windows": variants, "null_window": null[0], "runs": runs, "target": target,
+        "noise": judge(runs["predictive_with_a_null_window"])
+        | {"high_unmet_delta_gpu_min_at_1400_tenants": round(
+            runs["predictive_with_a_null_window"][key] - base[key], 1)},
         "verdict": {"high": judge(runs["predictive_with_high_tier_windows"]),
                     "high_normal": judge(runs["predictive_with_high_and_normal_tier_windows"]),
                     "high_on_slurm": judge(runs["predictive_with_high_tier_windows_on_slurm"]),

@@ -32,6 +32,9 @@ def _synthetic(name: str) -> str:
                  "the high tier's windows, on Slurm, reserved at the lead time",
              "predictive_with_high_and_normal_tier_windows_on_slurm_at_lead":
                  "the high and normal tiers' windows, on Slurm, reserved at the lead time",
+             "predictive_with_a_null_window":
+                 f"predictive + one 8-GPU window at 03:00 UTC for {d.get('null_window', {}).get('tenant', '?')} "
+                 "(the noise of one replay)",
              "perfect": "perfect forecast, no windows"}
     rows = [[names[k], n(r["high_unmet_gpu_min_at_1400_tenants"]), n(r["of_which_12_16_utc"]),
              n(r["high_unmet_gpu_min"]), n(r["normal_unmet_gpu_min"]), n(r["preemptions"]), n(r["held_idle_gpu_min"]),
@@ -59,7 +62,18 @@ def _synthetic(name: str) -> str:
                      f"{v['normal_unmet_delta_gpu_min']:+,.0f} GPU-min, preemptions {v['preemptions_delta']:+d}."
                      + (f" Of what is left, {n(outside)} GPU-min falls outside 12:00-16:00 UTC, where no window is: "
                         f"with nothing left inside, the cut would be {pct(1 - outside / base)}."
-                        if base > 0 and outside > 0 and v["cut"] is not None and v["cut"] >= 0 else ""))
+                        if base > 0 and outside > 0 and v["cut"] is not None and v["cut"] >= 0 else "")
+                     + (f" Step by step, that normal-tier unmet: "
+                        f"{r['normal_unmet_delta']['while_a_window_held_gpu_min']:+,.0f} while a window held (its lead "
+                        f"time to its end), {r['normal_unmet_delta']['at_other_times_gpu_min']:+,.0f} at other times."
+                        if "normal_unmet_delta" in r and key in ("high", "high_on_slurm_at_lead") else ""))
+    if "noise" in d:
+        z = d["noise"]
+        lines.append(f"- the noise of one replay: one window of 8 GPUs for 15 minutes at 03:00 UTC for "
+                     f"{d['null_window']['tenant']}, hours from any peak, moved the 14:00 tenants' high-tier unmet by "
+                     f"{z['high_unmet_delta_gpu_min_at_1400_tenants']:+,.0f} GPU-min, the normal tier's by "
+                     f"{z['normal_unmet_delta_gpu_min']:+,.0f} GPU-min and preemptions by {z['preemptions_delta']:+d}: "
+                     "a difference of that size between two rows says nothing about the windows.")
     why = {"demand_above_window": "its demand above its window's GPUs (its nodes full of its own work, no place in "
                                   "the pool or unheld)", "draining": "GPUs of its window still draining",
            "low_not_cleared": "low work not yet cleared off its window's nodes",
