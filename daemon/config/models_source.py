@@ -107,7 +107,9 @@ class PrometheusConfig(_Strict):
                               "answers (their `by (...)`); its values are the tenant names. Default: the pod's "
                               "namespace, as DCGM exporter labels an allocated GPU. Beside a kubernetes or kueue "
                               "actuator, a namespace (namespace or exported_namespace) is read as the tenant whose "
-                              "k8s_namespace it is, and one called like a tenant of another namespace as no tenant's")
+                              "k8s_namespace it is, and one called like a tenant of another namespace as no tenant's; "
+                              "otherwise, beside a slurm actuator, a value is an account, read as the tenant whose "
+                              "slurm_account it is (one called like a tenant of another account: no tenant's)")
     node_label: str = Field("Hostname", description="label naming the node in known_nodes_query's answer (DCGM "
                             "exporter's Hostname): the names an alert's node is checked against")
     disable_ssl: bool = Field(False, description="do not verify Prometheus' TLS certificate (https URLs); for a "

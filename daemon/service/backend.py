@@ -21,7 +21,7 @@ from daemon.web.backend import NodesUnavailable, Snapshot
 class DaemonBackend:
     """Implements daemon.web.backend.Backend for a running daemon."""
 
-    def __init__(self, runtime: Runtime, health: Callable[[], dict],
+    def __init__(self, runtime: Runtime, health: Callable[[bool], dict],
                  submit_alerts: Callable[[Any, float], Future]) -> None:
         self._rt = runtime
         self._health = health
@@ -33,8 +33,8 @@ class DaemonBackend:
     def config(self) -> Config:
         return self._rt.cfg
 
-    def health(self) -> dict:
-        return self._health()
+    def health(self, detail: bool = False) -> dict:
+        return self._health(detail)
 
     def events(self, limit: int = 100, kind: str | None = None, tenant: str | None = None,
                before: int | None = None) -> list[dict]:

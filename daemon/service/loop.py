@@ -92,7 +92,8 @@ class Daemon:
         # failover runs in its own worker under its own lock: it never waits for a cycle (nor blocks HTTP)
         self.failover = Failover(runtime, lambda: self.cfg.failover, self.may_act, self.trigger_cycle)
         # what the web layer reads (daemon/web/backend.py): the published snapshot and a few calls, not this object
-        self.backend = DaemonBackend(runtime, lambda: self.health(), lambda p, at: self.submit_alerts(p, at))
+        self.backend = DaemonBackend(runtime, lambda detail=False: self.health(detail),
+                                     lambda p, at: self.submit_alerts(p, at))
 
     @property
     def cfg(self) -> Config:
@@ -251,8 +252,13 @@ class Daemon:
         return self.failover.handle_alerts(payload, received)
 
     # ---- health ------------------------------------------------------------------------------
-    def health(self) -> dict:
-        """ok | degraded (alive, with the reason) | unhealthy (the loop has not completed a cycle lately)."""
+    def health(self, detail: bool = False) -> dict:
+        """ok | degraded (alive, with the reason) | unhealthy (the loop has not completed a cycle lately).
+
+        Without `detail` (the open /healthz, a tenant's pages) a source error and a dead cycle thread are said
+        without their text: a scheduler's error may quote its output (a malformed squeue line names an account and
+        a job), and /healthz answers anyone. The text is in the log (one line, when it happened) and, with
+        `detail`, on the operator's views."""
         interval = self.cfg.cycle.interval_s
         now = time.monotonic()
         age = None if self.last_ok_cycle is None else now - self.last_ok_cycle
@@ -261,7 +267,8 @@ class Daemon:
         res = self.last_result
         reasons = []
         if res is not None and res.outcome == "source_error":
-            reasons.append(f"source unavailable: {res.error}")
+            reasons.append(f"source unavailable: {res.error}" if detail else
+                           "source unavailable (the error is in the daemon's log and on the operator's console)")
         elif res is not None and res.outcome == "stale" and res.plan is not None and res.plan.notes:
             reasons.append(res.plan.notes[0])
         if runner.safe_active:
@@ -277,7 +284,10 @@ class Daemon:
         if self.fatal is not None or (self._cycle_thread is not None and not self._cycle_thread.is_alive()
                                       and not self.stopped.is_set()):
             alive = False
-            reasons.insert(0, self.fatal or "the cycle thread is not running")
+            if self.fatal is not None and not detail:
+                reasons.insert(0, "the cycle thread died (the error is in the daemon's log)")
+            else:
+                reasons.insert(0, self.fatal or "the cycle thread is not running")
         status = "unhealthy" if not alive else ("degraded" if reasons else "ok")
         plan_age = runner.plan_age_s()
         return {"status": status, "reason": "; ".join(reasons) or None, "last_cycle_age_s": age,

@@ -63,6 +63,16 @@ def namespace_tenants(cfg: Config) -> dict[str, str] | None:
     return out
 
 
+def account_tenants(cfg: Config) -> dict[str, str] | None:
+    """{Slurm account: tenant} where a Slurm actuator reads jobs by account (tenants[].slurm_account, default the
+    name) and the tenant label's values are not namespaces a Kubernetes actuator maps (namespace_tenants): on Slurm
+    the exporter names a GPU by its job's account (node-exporter's `tenant`, or a site's relabelling); None
+    otherwise."""
+    if "slurm" not in cfg.actuators.enabled or namespace_tenants(cfg) is not None:
+        return None
+    return {t.slurm_account or t.name: t.name for t in cfg.tenants}
+
+
 class ResponseTooLarge(requests.RequestException):
     """The body ran past source.prometheus.max_response_mb (read in chunks, never held whole)."""
 
@@ -161,7 +171,10 @@ class PrometheusSource:
         self.step_s = cfg.cycle.resolution_s
         self.tiers = {t.name: t.tier for t in cfg.tenants}
         self.known: list[str] = [t.name for t in cfg.tenants]
-        self.tenant_of_ns = namespace_tenants(cfg)   # the label's namespaces as the Kubernetes actuator names them
+        # the label's values as the scheduler's actuator names them: namespaces (Kubernetes) or accounts (Slurm)
+        self.tenant_of_ns = namespace_tenants(cfg)
+        self.tenant_of_value, self.value_kind = ((self.tenant_of_ns, "namespace") if self.tenant_of_ns is not None
+                                                 else (account_tenants(cfg), "account"))
         self.resolver = cfg.fleet.resolver()   # GPU model names -> [fleet] types (window_by_type)
         self.typed = cfg.fleet.typed           # a mixed fleet: history per (tenant, type), nodes with a type
         self._reported_unknown: set[str] = set()
@@ -264,14 +277,16 @@ class PrometheusSource:
         the namespace's tenant, as the actuator reads the pods; a namespace called like a tenant whose namespace is
         another is ``@namespace:<name>``, no tenant ('@' is refused in a tenant's name). Read as the name it is, a
         tenant 'team-a' on namespace 'ml-prod' had 0 GPUs of demand (its GPUs an unknown 'ml-prod''s) and a
-        namespace called 'team-a' passed its GPUs off as team-a's."""
+        namespace called 'team-a' passed its GPUs off as team-a's. Beside a Slurm actuator (account_tenants) the
+        values are accounts, read as the actuator reads a job's: the account's tenant, ``@account:<name>`` for
+        an account called like a tenant whose account is another."""
         v = labels.get(self.pc.tenant_label)
-        if v is None or self.tenant_of_ns is None:
+        if v is None or self.tenant_of_value is None:
             return v
-        t = self.tenant_of_ns.get(v)
+        t = self.tenant_of_value.get(v)
         if t is not None:
             return t
-        return f"@namespace:{v}" if v in self.tiers else v
+        return f"@{self.value_kind}:{v}" if v in self.tiers else v
 
     def _grid(self, query: str, start: float, end: float, n: int,
               key: Callable[[dict[str, str]], object] | None = None) -> tuple[dict, np.ndarray]:

@@ -95,8 +95,10 @@ class Backend(Protocol):
         """The config in force now (access tokens, server settings): a reload applies to the next request."""
         ...
 
-    def health(self) -> dict:
-        """ok | degraded | unhealthy with the reason (the /healthz body)."""
+    def health(self, detail: bool = False) -> dict:
+        """ok | degraded | unhealthy with the reason (the /healthz body). Without `detail` the reason carries no
+        error text (a source's error may quote a scheduler's output: accounts, job ids): /healthz is open; the
+        operator's views ask for the detail."""
         ...
 
     def events(self, limit: int = 100, kind: str | None = None, tenant: str | None = None,

@@ -337,7 +337,8 @@ def cluster_view(snap: Snapshot, backend: Backend, history: int = HISTORY_STEPS)
                      "rate_level": s["rate_level"]} for s in hist],
         "demand": demand,
         "forecast": band,
-        "health": redact_json(backend.health()),  # a source error names the source's URL: never its password
+        # the operator's view (the console's cluster page): the reason with its error text, never a URL's password
+        "health": redact_json(backend.health(detail=True)),
         "types": types_view(snap),
     }
 

@@ -10,7 +10,7 @@ from kubernetes import client as k8s
 
 from daemon.actuators.k8s.objects import MAX_POD_GPUS
 from tests.k8s.test_view_watch import _runtime
-from tests.support.k8s_cluster import gpu_pod
+from tests.support.k8s_cluster import gpu_pod, unschedulable_because
 from tests.support.services import wait_for
 
 pytestmark = [pytest.mark.xdist_group("k8s"), pytest.mark.security]
@@ -97,6 +97,59 @@ def test_a_pending_pod_larger_than_any_node_is_no_demand_and_ages_into_no_hold(k
         fc = Forecast(names, (0.5, 0.9, 0.99), np.zeros((2, 60, 3)), at, 60, "test")
         p = plan(fc, st, PolicyMemory(), Config(tenants=[{"name": t.name, "tier": t.tier} for t in tenants]))
         assert "team-b" not in p.reservations, p.reservations
+    finally:
+        rt.close()
+        kube.delete_nodes(nodes)
+
+
+def _affinity(*terms: list[dict]) -> dict:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": exprs} for exprs in terms]}}}
+
+
+def test_a_pending_pod_whose_required_node_affinity_no_node_matches_is_no_demand(kube, tmp_path, caplog):
+    """A normal tenant's 8-GPU pod requiring (node affinity) a label no node has waits forever, as one selecting it
+    with a nodeSelector (which never_starts already judged): read as demand, it aged into a hold of a whole node,
+    idle. Now it is no job, said once; a pod whose affinity a node matches (NotIn a value the node has not,
+    DoesNotExist of a label it has not, one term of two), or whose only unmatched expression is on the node hold's
+    label, stays demand."""
+    import logging
+
+    core = k8s.CoreV1Api(kube.api())
+    tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=1)
+    names = tuple(t.name for t in tenants)
+    rt = _runtime(kube, tmp_path, [{"name": t.name, "tier": t.tier, "k8s_namespace": t.k8s_namespace}
+                                   for t in tenants])
+    kub = rt.actuators[-2]
+    b = ns["team-b"]
+    nowhere = [{"key": "gpu-autoscaler.io/nowhere", "operator": "In", "values": ["x"]}]
+    absent = [{"key": "type", "operator": "DoesNotExist"}]                # the kwok node has label type=kwok
+    fits = [{"key": "type", "operator": "NotIn", "values": ["other"]},
+            {"key": "gpu-autoscaler.io/nowhere", "operator": "DoesNotExist"}]
+    held = [{"key": kub.hold_label, "operator": "In", "values": ["team-b"]}, {"key": "type", "operator": "Exists"}]
+    try:
+        for name, aff in (("nowhere", _affinity(nowhere)), ("absent", _affinity(absent, nowhere)),
+                          ("fits", _affinity(fits)), ("either", _affinity(nowhere, fits)), ("held", _affinity(held))):
+            pod = gpu_pod(b, name, 8)
+            pod["spec"]["affinity"] = aff
+            core.create_namespaced_pod(b, pod)
+        core.create_namespaced_pod(b, gpu_pod(b, "busy", 8))
+        kept = {f"{b}/fits", f"{b}/either", f"{b}/held", f"{b}/busy"}
+        wait_for(lambda: kept <= set(kub.cluster_jobs(names).ids.tolist()), timeout=60, what="the pods in the view")
+        with caplog.at_level(logging.WARNING, logger="gpu_autoscaler.actuator.kubernetes"):
+            jobs = kub.cluster_jobs(names)
+            kub.cluster_jobs(names)
+        assert set(jobs.ids.tolist()) == kept, jobs.ids
+        # the scheduler's word: no node matches their affinity (the kept ones wait for the node's GPUs)
+        for name in ("nowhere", "absent"):
+            wait_for(lambda: "node affinity" in (unschedulable_because(core, b, name) or ""), timeout=60,
+                     what=f"{name} unschedulable for its affinity")
+        said = sorted(r.getMessage() for r in caplog.records if "can never start" in r.getMessage())
+        assert len(said) == 2, said
+        assert f"pod {b}/absent requires node affinity (type DoesNotExist) or (gpu-autoscaler.io/nowhere In x), " \
+               "which no node matches" in said[0], said
+        assert f"pod {b}/nowhere requires node affinity (gpu-autoscaler.io/nowhere In x), which no node matches" \
+            in said[1], said
     finally:
         rt.close()
         kube.delete_nodes(nodes)

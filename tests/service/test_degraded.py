@@ -50,7 +50,8 @@ def test_source_outage_is_degraded_not_dead(tmp_path):
         r = httpx.get(f"{base}/healthz", timeout=1)
         assert r.status_code == 200, r.text
         h = r.json()
-        assert h["status"] == "degraded" and h["reason"].startswith("source unavailable: simulated source blackout")
+        assert h["status"] == "degraded" and h["reason"].startswith("source unavailable (the error is in the daemon")
+        assert d.health(detail=True)["reason"].startswith("source unavailable: simulated source blackout")
         # the outage outlives the plan's maximum age: the safe default takes over, and says so
         wait_for(lambda: d.health()["safe_default"], what="safe default", timeout=10)
         h = httpx.get(f"{base}/healthz", timeout=1).json()
@@ -134,3 +135,37 @@ def test_restored_plan_has_a_maximum_age(tmp_path):
         if not safe:
             assert res.plan.to_dict() == saved.to_dict()
         rt2.close()
+
+
+def test_healthz_says_a_source_error_without_its_text(tmp_path, caplog):
+    """/healthz is open: a source error quoting a scheduler's output (here the error parse_squeue raises on a cut
+    squeue line, naming an account and a job) is said there without its text; the log line and the operator's
+    view keep it."""
+    import logging
+
+    from starlette.testclient import TestClient
+
+    from daemon.actuators.slurm.squeue import SlurmError, parse_squeue
+    from daemon.sources.base import SourceError
+    from daemon.web.app import build_app
+
+    try:
+        parse_squeue("4242|acct-secret-lab|normal|normal|PENDING\n")
+    except SlurmError as exc:
+        error = f"cannot read the scheduler's jobs: SlurmError: {exc}"
+
+    class Broken:
+        def collect(self, n):
+            raise SourceError(error)
+
+    d = Daemon(build_runtime(cfg_for(tmp_path)), serve_http=False)
+    d.runtime.runner.source = Broken()
+    with caplog.at_level(logging.ERROR, logger="gpu_autoscaler"):
+        d.cycle()
+    assert d.last_result.outcome == "source_error"
+    lines = [r.getMessage() for r in caplog.records if "acct-secret-lab" in r.getMessage()]
+    assert len(lines) == 1 and "4242" in lines[0] and "\n" not in lines[0], lines   # one clear log line
+    with TestClient(build_app(d.backend)) as c:
+        body = c.get("/healthz").text
+    assert "source unavailable" in body and "acct-secret-lab" not in body and "4242" not in body, body
+    assert "acct-secret-lab" in d.backend.health(detail=True)["reason"]   # the operator's views: the detail

@@ -174,7 +174,7 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
-GresTypes=gpu
+GresTypes={gres_types}
 JobRequeue=1
 KillWait=15
 ReturnToService=2
@@ -196,11 +196,13 @@ PartitionName=low Nodes={nodes} PriorityTier=1 MaxTime=INFINITE State=UP
 
 @contextlib.contextmanager
 def slurm_cluster(node: str = "gpunode1", nodes: tuple[str, ...] | None = None, gpus: int = 8,
-                  gres_types: dict[str, str] | None = None):
+                  gres_types: dict[str, str] | None = None, shared: dict[str, str] | None = None):
     """munged + slurmctld + one slurmd per node on 127.0.0.1; each node has `gpus` GPUs (empty device files
     as GRES). `gres_types` (node -> GRES type, e.g. {"gn1": "a100"}) makes a mixed fleet: those nodes' GPUs are
     typed (``Gres=gpu:a100:4``, ``Type=a100`` in gres.conf) and the node has its type as a feature too
-    (``Features=a100``, for ``--constraint``/``--prefer``). Yields conf, env, dir, node (the first) and nodes."""
+    (``Features=a100``, for ``--constraint``/``--prefer``). `shared` (node -> ``shard:<n>`` or ``mps:<n>``) gives
+    those nodes that GRES over their GPUs too (gres.conf ``Name=shard Count=<n>``; one kind per node, as Slurm
+    wants). Yields conf, env, dir, node (the first) and nodes."""
     import shutil as _sh
     import tempfile
 
@@ -219,17 +221,23 @@ def slurm_cluster(node: str = "gpunode1", nodes: tuple[str, ...] | None = None, 
         typ = (gres_types or {}).get(n)
         gres += (f"NodeName={n} Name=gpu" + (f" Type={typ}" if typ else "")
                  + f" File={d}/dev/{n}-gpu[0-{gpus - 1}]\n")
+        if n in (shared or {}):
+            kind, count = shared[n].split(":")
+            gres += f"NodeName={n} Name={kind} Count={count}\n"
     key = d / "munge.key"
     key.write_bytes(os.urandom(1024))
     key.chmod(0o400)
     conf = d / "slurm.conf"
     def gres_of(n: str) -> str:
         typ = (gres_types or {}).get(n)
-        return f"Gres=gpu:{typ}:{gpus} Features={typ}" if typ else f"Gres=gpu:{gpus}"
+        more = f",{shared[n]}" if n in (shared or {}) else ""
+        return f"Gres=gpu:{typ}:{gpus}{more} Features={typ}" if typ else f"Gres=gpu:{gpus}{more}"
 
     lines = "".join(f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={free_port()} CPUs=16 "
                     f"{gres_of(n)} RealMemory=1000 State=UNKNOWN\n" for n in names)
-    conf.write_text(SLURM_CONF.format(ctld_port=free_port(), d=d, node_lines=lines, nodes=",".join(names)))
+    kinds = ",".join(["gpu", *sorted({v.split(":")[0] for v in (shared or {}).values()})])
+    conf.write_text(SLURM_CONF.format(ctld_port=free_port(), d=d, node_lines=lines, nodes=",".join(names),
+                                      gres_types=kinds))
     (d / "gres.conf").write_text(gres)
     env = env_with_path()
     env["SLURM_CONF"] = str(conf)

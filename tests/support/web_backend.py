@@ -31,7 +31,7 @@ class SnapshotBackend:
     def config(self) -> Config:
         return self.snap.cfg
 
-    def health(self) -> dict:
+    def health(self, detail: bool = False) -> dict:
         return {"status": "ok", "reason": None}
 
     def events(self, limit: int = 100, kind: str | None = None, tenant: str | None = None,

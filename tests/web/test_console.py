@@ -157,6 +157,11 @@ def test_pages_say_when_the_source_is_down(ui):
         assert re.search(r'id="health-reason">Degraded: source unavailable: simulated source blackout', r.text)
         t = c.get("/ui/tenants/tenant-0001")
         assert 'id="stale">The daemon is holding its last good plan' in t.text and 'id="reason-text"' in t.text
+        assert "simulated source blackout" in t.text                         # an operator reads the error
+        own, _ = login(base, T1)                  # the tenant, on its own page: only that the source is down
+        mine = own.get("/ui/tenants/tenant-0001").text
+        assert "simulated source blackout" not in mine
+        assert 'id="stale">' in mine and "source unavailable (the error is in the daemon" in mine
     finally:
         d.runtime.sim.blackout = False
     wait_for(lambda: d.last_result.outcome == "ok", what="source back", timeout=30)

@@ -40,7 +40,7 @@ class _Backend:
     def plan_history(self, limit):
         return []
 
-    def health(self):
+    def health(self, detail=False):
         return {"status": "ok"}
 
     def overrides(self):

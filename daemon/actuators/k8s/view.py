@@ -10,7 +10,8 @@ Kubernetes actuator and the Kueue one (which holds nodes with a label and taint,
   (``gpu-autoscaler-<tier>``, any other class: normal), its node ``spec.nodeName`` once bound. A bound pod runs
   (it holds its GPUs, even while Pending pulling its image); an unbound one waits, unless it has scheduling gates
   (``spec.schedulingGates``: the scheduler will not place it, so it is not demand now) or can never start (more GPUs
-  than any node has, a nodeSelector no node matches: never_starts). A Kueue workload that is not
+  than any node has, a nodeSelector or required node affinity no node matches: never_starts). A Kueue workload
+  that is not
   admitted has no pod yet and so is not a job here.
 - a node's GPUs are its allocatable GPU resource; 0, and a place for no tenant (CLOSED), when it is cordoned,
   not Ready, or tainted NoSchedule/NoExecute by someone else. Used: the GPU requests of the pods bound to it
@@ -49,23 +50,78 @@ def largest_node(nodes: list, resource: str, resolver: TypeResolver | None = Non
     return max((gpu_quantity((n.status.allocatable or {}).get(resource, 0)) for n in nodes if n.status), default=0)
 
 
+def _requirement_holds(e, labels: dict, name: str) -> bool:
+    """One matchExpressions (or matchFields: the node's metadata.name) requirement on a node, as the scheduler reads
+    it; an operator it does not know is taken as met (never judged: a pod is left out only when it surely fits no
+    node)."""
+    have = labels.get(e.key) if labels is not None else name
+    values = e.values or []
+    if e.operator == "In":
+        return have is not None and have in values
+    if e.operator == "NotIn":
+        return have is None or have not in values
+    if e.operator == "Exists":
+        return have is not None
+    if e.operator == "DoesNotExist":
+        return have is None
+    if e.operator in ("Gt", "Lt") and len(values) == 1:
+        try:
+            a, b = int(have), int(values[0])
+        except (TypeError, ValueError):
+            return False
+        return a > b if e.operator == "Gt" else a < b
+    return True
+
+
+def required_terms(pod, hold_label: str | None) -> list | None:
+    """The pod's required node affinity as [(matchExpressions, matchFields)] per term (ORed), the hold label's
+    expressions left out as in its nodeSelector; None when it has none."""
+    aff = pod.spec.affinity.node_affinity if pod.spec.affinity and pod.spec.affinity.node_affinity else None
+    req = aff.required_during_scheduling_ignored_during_execution if aff else None
+    if req is None or not req.node_selector_terms:
+        return None
+    return [([e for e in (t.match_expressions or []) if e.key != hold_label], list(t.match_fields or []))
+            for t in req.node_selector_terms]
+
+
+def _affinity_holds(terms: list | None, labels: dict, name: str) -> bool:
+    if terms is None:
+        return True
+    return any(all(_requirement_holds(e, labels, name) for e in exprs)
+               and all(f.key != "metadata.name" or _requirement_holds(f, None, name) for f in fields)
+               for exprs, fields in terms)
+
+
+def _shown_terms(terms: list) -> str:
+    return " or ".join("(" + ", ".join(f"{e.key} {e.operator} {','.join(e.values or [])}".rstrip()
+                                       for e in [*exprs, *fields]) + ")" for exprs, fields in terms)[:200]
+
+
 def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = None,
                  hold_label: str | None = None) -> Callable[[object, int], str | None]:
     """Why an unbound pod asking for `g` GPUs can never start on these nodes (usable now or not: a cordoned node may
-    come back), or None: it asks for more GPUs than any node has (a pod runs on one node: largest_node), or its
-    nodeSelector matches no node's labels (but the node hold's label, which Kueue puts on the pods it admits on a
-    hold's flavor, and which comes and goes with the holds). With no node at all, nothing is judged."""
+    come back), or None: it asks for more GPUs than any node has (a pod runs on one node: largest_node), or no node
+    has labels that both its nodeSelector and its required node affinity (a term of In / NotIn / Exists /
+    DoesNotExist / Gt / Lt over the node's labels, or its name) match. The node hold's label is left out of both:
+    Kueue puts it on the pods it admits on a hold's flavor, and it comes and goes with the holds. With no node at
+    all, nothing is judged."""
     largest = largest_node(nodes, resource, resolver)
-    labels = [n.metadata.labels or {} for n in nodes]
+    named = [(n.metadata.labels or {}, n.metadata.name) for n in nodes]
 
     def why(pod, g: int) -> str | None:
         if 0 < largest < g:
             return f"asks for {g} GPUs, more than any node has ({largest})"
         sel = {k: v for k, v in (pod.spec.node_selector or {}).items() if k != hold_label}
-        if sel and labels and not any(all(lb.get(k) == v for k, v in sel.items()) for lb in labels):
-            shown = ", ".join(f"{k}={v}" for k, v in sorted(sel.items()))[:200]
+        terms = required_terms(pod, hold_label)
+        if not named or (not sel and terms is None):
+            return None
+        if any(all(lb.get(k) == v for k, v in sel.items()) and _affinity_holds(terms, lb, name) for lb, name in named):
+            return None
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(sel.items()))[:200]
+        if terms is None:
             return f"selects nodes by {shown}, which no node has"
-        return None
+        return ((f"selects nodes by {shown} and " if sel else "") + "requires node affinity "
+                f"{_shown_terms(terms)}, which no node matches")
     return why
 
 

@@ -10,9 +10,14 @@ from dataclasses import dataclass
 import numpy as np
 
 SQUEUE_FMT = "%i|%a|%P|%q|%T|%N|%M|%b|%r|%V|%v|%D|%S|%l"
-# %b is only the GPUs asked per node (--gres, --gpus-per-node); a job asking per job (--gpus) or per task
-# (--gpus-per-task) prints N/A there, and squeue -o has no field for those: they are read with -O (job_gpus)
-JOB_GPUS_FMT = "JobArrayID:0;,tres-per-job:0;,tres-per-task:0;,NumTasks:0;"
+# %b is only the GPUs asked per node (--gres, --gpus-per-node); a job asking per job (--gpus), per task
+# (--gpus-per-task) or per socket (--gpus-per-socket, which Slurm takes only with --sockets-per-node: squeue's
+# Sockets) prints N/A there, and squeue -o has no field for those: they are read with -O (job_gpus)
+JOB_GPUS_FMT = "JobArrayID:0;,tres-per-job:0;,tres-per-task:0;,NumTasks:0;,tres-per-socket:0;,Sockets:0;,NumNodes:0;"
+# GRES that share a GPU (Slurm's shard and MPS): a job's count of them is a fraction of a GPU's, but the GPU they
+# sit on is not Slurm's to give whole to another job while they run (a GPU is allocated as gpu or shared, not both),
+# and by default one job's shards or MPS share on a node come from one GPU
+SHARING_GRES = re.compile(r"(?:^|[:/])(?:shard|mps)(?::[A-Za-z][A-Za-z0-9_.-]*)?[:=](\d+)")
 
 
 class SlurmError(Exception):
@@ -76,6 +81,15 @@ def parse_gpus(tres: str) -> int:
         if m:
             total += int(m.group(1))
     return total
+
+
+def parse_node_gpus(tres: str) -> int:
+    """A job's GPUs per node from its tres-per-node (%b): its GPUs (parse_gpus), and one GPU for a shard or MPS
+    request (``gres:shard:2``, ``gres:mps:50``): the GPU its share sits on, which no job asking GPUs gets while it
+    runs, and which it waits for while pending. Read as 0, such a job was never preempted for the high tier and its
+    pending work no demand."""
+    shared = any(int(m.group(1)) > 0 for part in tres.split(",") if (m := SHARING_GRES.search(part.strip())))
+    return parse_gpus(tres) + (1 if shared else 0)
 
 
 def parse_submit(text: str) -> float:
@@ -143,7 +157,7 @@ def parse_squeue(out: str) -> list[SlurmJob]:
         except ValueError:
             raise SlurmError(f"squeue: line {n}: %l (time limit) is {f[13][:40]!r}, not a duration") from None
         jobs.append(SlurmJob(f[0].strip(), f[1].strip(), f[2].strip(), f[3].strip(), f[4].strip(), f[5].strip(),
-                             elapsed, parse_gpus(f[7]), f[8].strip(),
+                             elapsed, parse_node_gpus(f[7]), f[8].strip(),
                              parse_submit(f[9]) if len(f) > 9 else float("nan"),
                              f[10].strip() if len(f) > 10 and f[10].strip() != "(null)" else "",
                              int(f[11]) if len(f) > 11 and f[11].strip().isdigit() else 1,
@@ -154,8 +168,10 @@ def parse_squeue(out: str) -> list[SlurmJob]:
 
 def parse_job_gpus(out: str) -> dict[str, int]:
     """squeue -h -O JOB_GPUS_FMT's lines as {job id as %i prints it: GPUs the whole job asks for}: its tres-per-job
-    (--gpus), else its tres-per-task (--gpus-per-task) times its tasks. Jobs asking for none are left out. A line that
-    is not its format raises SlurmError naming it (as parse_squeue): read as 0, such a job's GPUs were nobody's."""
+    (--gpus), else its tres-per-task (--gpus-per-task) times its tasks, else its tres-per-socket (--gpus-per-socket)
+    times its sockets per node times its nodes (lines of the first four fields only: no per-socket). Jobs asking for
+    none are left out. A line that is not its format raises SlurmError naming it (as parse_squeue): read as 0, such a
+    job's GPUs were nobody's."""
     got: dict[str, int] = {}
     for n, line in enumerate(out.splitlines(), 1):
         if not line.strip():
@@ -167,6 +183,12 @@ def parse_job_gpus(out: str) -> dict[str, int]:
         if per_task and not f[3].isdigit():
             raise SlurmError(f"squeue: line {n}: NumTasks is {f[3][:40]!r}, not a count of tasks")
         total = max(per_job, per_task * int(f[3]) if per_task else 0)
+        per_socket = parse_gpus(f[4]) if len(f) > 4 else 0
+        if per_socket and not total:
+            if len(f) < 7 or not f[5].isdigit() or not f[6].isdigit():
+                raise SlurmError(f"squeue: line {n}: --gpus-per-socket with Sockets {f[5:6]!r} and NumNodes "
+                                 f"{f[6:7]!r}, not counts")
+            total = per_socket * int(f[5]) * max(1, int(f[6]))
         if total:
             got[f[0]] = total
     return got

@@ -230,7 +230,7 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
         t = views.tenant_view(snap, backend, name, p)
         t["override"] = t["override"] or {}
         pc = snap.cfg.policy
-        health = backend.health()
+        health = backend.health(detail=p.operator)  # a tenant reads no error text (it may quote other tenants' jobs)
         stale = None
         if health["status"] != "ok" and health["reason"]:
             stale = redact_text(health["reason"])  # a source error names the source's URL: never its password
