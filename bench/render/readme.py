@@ -115,6 +115,22 @@ def _product_row(rows: list[list[str]], cases: list[dict], tg: dict, starts: str
                  "reactive's", f"{verdict(min(gaps) >= tg['gap_closed_min'])}; {verdict(all(batch))}"])
 
 
+def _gated_row(rows: list[list[str]], cases: list[dict], tg: dict, starts: str) -> None:
+    """The product's default with the skill gate on (policy.skill_gate.enabled, off by default), where the JSON has
+    it (bench/inference_bench.py's predictive_product_gated)."""
+    got = [c.get("predictive_product_gated") for c in cases]
+    if not got or None in got:
+        return
+    gaps = [g["high_throttled_gap_closed_equal_gpu"] for g in got]
+    batch = [bool(g.get("batch_unmet_no_higher_equal_gpu")) for g in got]
+    q = got[0].get("replica_quantile")
+    rows.append([f"[the same, skill gate on](docs/forecasting.md#whom-the-gate-trusts-on-servegen) "
+                 f"(`policy.skill_gate.enabled`, replicas at p{float(q) * 100:g}), cold starts {starts} min",
+                 f"{'/'.join(pct(g, 0) for g in gaps)}; above reactive's at {batch.count(False)} of {len(batch)}",
+                 f">= {pct(tg['gap_closed_min'], 0)} (goal {pct(tg['gap_closed_goal'], 0)}); no more than "
+                 "reactive's", f"{verdict(min(gaps) >= tg['gap_closed_min'])}; {verdict(all(batch))}"])
+
+
 def _new_claims(shown) -> list[list[str]]:
     """Issues 38-40's headline goals: inference services (ServeGen), the GPUs for one SLO, the Kubernetes view at
     scale and the start-time estimate, each read from its bench JSON (absent JSON: no row)."""
@@ -136,6 +152,7 @@ def _new_claims(shown) -> list[list[str]]:
                      "reactive's",
                      f"{verdict(min(gaps) >= tg['gap_closed_min'])}; {verdict(all(batch))}"])
         _product_row(rows, cases, tg, starts)
+        _gated_row(rows, cases, tg, starts)
         ceil = [c["perfect_rate"]["gap_closed_at_predictive_gpu"] for c in cases if "perfect_rate" in c]
         if ceil and None not in ceil:  # the most any forecast of the rate closes (bench/inference_bench.py)
             rows.append([f"[the same, a perfect forecast of the services' rates](docs/replay.md#inference-services) "
