@@ -14,6 +14,7 @@ from forecaster import backtest, registry
 from forecaster.baselines import Naive
 from forecaster.calibration import Recalibrated, SpreadRefresh
 from forecaster.selection import make_baseline, resolve
+from tests.support.torch_threads import torch_thread_calls
 
 QS = (0.5, 0.9, 0.99)
 
@@ -227,23 +228,9 @@ def test_a_recalibrated_blend_is_replayed_with_todays_inner_spreads_in_the_daemo
 def test_a_background_refresh_runs_with_the_releasing_threads_torch_thread_count(monkeypatch):
     """torch's thread count is per thread: a spread refresh (a recalibrated LSTM replayed at 16 past origins) ran
     in its new thread with one OpenMP thread per core whatever the daemon's cycle had set (forecaster/threads.py)."""
-    import torch
-
-    calls = []
-    real = torch.set_num_threads
-
-    def spy(n):
-        calls.append((threading.current_thread().name, n))
-        real(n)
-
-    before = torch.get_num_threads()
-    monkeypatch.setattr(torch, "set_num_threads", spy)
-    real(1)
-    try:
+    with torch_thread_calls(monkeypatch, start=1) as calls:
         s = SpreadRefresh(every=1, background=True)
         s.get("k", lambda: 1)
         s.get("k", lambda: 2)          # due: pending until released
         s.wait(10)                     # released here, in this thread
-    finally:
-        real(before)
     assert ("spread-refresh", 1) in calls and s.get("k", lambda: 3) == 2

@@ -4,14 +4,11 @@ on a real Prometheus scraping the exporter."""
 
 from __future__ import annotations
 
-import time
-
-import httpx
 import pytest
 
 from daemon.config import Config
 from daemon.sources.prometheus import PrometheusSource
-from tests.support.services import metrics_target, prometheus_server, wait_for
+from tests.support.services import prometheus_scraping_gpus
 
 pytestmark = [pytest.mark.services, pytest.mark.security]
 
@@ -22,24 +19,8 @@ HELD = {0: "ml-prod", 1: "ml-prod", 2: "ml-prod", 3: "team-a", 4: "team-a", 5: "
 
 @pytest.fixture(scope="module")
 def prom(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("namespaces")
-    lines = [f'DCGM_FI_DEV_GPU_UTIL{{Hostname="node-a",gpu="{g}"'
-             + (f',namespace="{HELD[g]}"' if g in HELD else "") + "} 50" for g in range(8)]
-    real = metrics_target("# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n" + "\n".join(lines) + "\n")
-    target = f"127.0.0.1:{real.server_address[1]}"
-    cfg = ("global:\n  scrape_interval: 1s\n  scrape_timeout: 500ms\nscrape_configs:\n"
-           f"  - job_name: dcgm-exporter\n    static_configs:\n      - targets: ['{target}']\n")
-    try:
-        with prometheus_server(tmp, cfg) as (url, _):
-            def count() -> float:
-                r = httpx.get(f"{url}/api/v1/query", params={"query": "count(DCGM_FI_DEV_GPU_UTIL)"}).json()
-                return float(r["data"]["result"][0]["value"][1]) if r["data"]["result"] else 0.0
-            wait_for(lambda: count() == 8, what="the exporter scraped", timeout=30)
-            time.sleep(2.1)
-            yield url
-    finally:
-        real.shutdown()
-        real.server_close()
+    with prometheus_scraping_gpus(tmp_path_factory.mktemp("namespaces"), "namespace", HELD) as url:
+        yield url
 
 
 def config(url: str, actuators: list[str]) -> Config:

@@ -4,6 +4,7 @@ import torch
 
 from daemon.config import Config
 from daemon.service.wiring import build_runtime
+from tests.support.torch_threads import torch_thread_calls
 
 
 def test_runtime_sets_torch_threads():
@@ -45,20 +46,9 @@ def test_the_cycles_thread_forecasts_with_torch_threads(tmp_path, monkeypatch):
     """torch's thread count is per thread: build_runtime set forecaster.torch_threads in the thread that built the
     runtime, and the cycles ran in the daemon's "cycles" thread with one OpenMP thread per core (an LSTM forecast
     in such a thread: 456 ms instead of 34 on a busy 2-core box). Each cycle sets it where it runs."""
-    import threading
-
     from daemon.service.loop import Daemon
 
-    calls = []
-    real = torch.set_num_threads
-
-    def spy(n):
-        calls.append((threading.current_thread().name, n))
-        real(n)
-
-    before = torch.get_num_threads()
-    monkeypatch.setattr(torch, "set_num_threads", spy)
-    try:
+    with torch_thread_calls(monkeypatch) as calls:
         cfg = Config(forecaster={"torch_threads": 1}, state={"path": tmp_path / "s.sqlite"},
                      cycle={"interval_s": 0.05})
         d = Daemon(build_runtime(cfg), serve_http=False, max_cycles=2)
@@ -66,6 +56,4 @@ def test_the_cycles_thread_forecasts_with_torch_threads(tmp_path, monkeypatch):
         assert d.stopped.wait(60)
         d.stop()
         d.runtime.close()
-    finally:
-        real(before)
     assert ("cycles", 1) in calls

@@ -12,6 +12,7 @@ from daemon.sim.workloads import synthetic
 from forecaster.baselines import SeasonalNaive
 from forecaster.registry import load_current
 from tests.conftest import REPO
+from tests.support.torch_threads import torch_thread_calls
 
 ROOT = REPO
 SETTINGS = [("static", {}), ("reactive", {"headroom": 0.1}), ("predictive", {"quantile": 0.9}),
@@ -101,27 +102,11 @@ def test_the_prefetch_thread_forecasts_with_the_callers_torch_thread_count(monke
     whatever the replay worker had set (456 ms a forecast instead of 34 on a busy 2-core box), and every predictive
     step waited on it: `simulate --trace helios --days 2 --sweep` was at 2% after 17 minutes, ETA 18 hours. The
     thread now sets the count of the thread that hands it the work before it forecasts."""
-    import threading
-
-    import torch
-
-    calls = []
-    real = torch.set_num_threads
-
-    def spy(n):
-        calls.append((threading.current_thread().name, n))
-        real(n)
-
-    before = torch.get_num_threads()
-    monkeypatch.setattr(torch, "set_num_threads", spy)
-    real(1)
-    try:
+    with torch_thread_calls(monkeypatch, start=1) as calls:
         w = synthetic(10, 160, 1, seed=3)
         bank = ForecastBank(SeasonalNaive(1440), w.demand, 5, 60, 2880, keep=False, prefetch=True, stop=w.start + 30)
         for k in range(w.start, w.start + 30):
             bank.at(k)
         bank.close()
-    finally:
-        real(before)
     made_there = [n for name, n in calls if name.startswith("forecast-prefetch")]
     assert made_there and set(made_there) == {1}

@@ -125,6 +125,26 @@ def prometheus_server(tmp: Path, config: str, data_dir: Path | None = None, extr
 
 
 @contextlib.contextmanager
+def prometheus_scraping_gpus(tmp: Path, label: str, held: dict[int, str], gpus: int = 8):
+    """A real Prometheus scraping one DCGM exporter of `gpus` GPUs on node-a, GPU g labelled `label`="held[g]"
+    (no label where absent), waited on until every GPU's series is in and one more scrape; yields its url."""
+    lines = [f'DCGM_FI_DEV_GPU_UTIL{{Hostname="node-a",gpu="{g}"' + (f',{label}="{held[g]}"' if g in held else "")
+             + "} 50" for g in range(gpus)]
+    real = metrics_target("# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n" + "\n".join(lines) + "\n")
+    try:
+        with prometheus_server(tmp, scrape_config(real)) as (url, _):
+            def count() -> float:
+                r = httpx.get(f"{url}/api/v1/query", params={"query": "count(DCGM_FI_DEV_GPU_UTIL)"}).json()
+                return float(r["data"]["result"][0]["value"][1]) if r["data"]["result"] else 0.0
+            wait_for(lambda: count() == gpus, what="the exporter scraped", timeout=30)
+            time.sleep(2.1)
+            yield url
+    finally:
+        real.shutdown()
+        real.server_close()
+
+
+@contextlib.contextmanager
 def backfilled_prometheus(tmp: Path, openmetrics_text: str):
     """A real Prometheus serving only the history in ``openmetrics_text``, written into its TSDB by
     ``promtool tsdb create-blocks-from openmetrics`` (no scrapes); yields (url, process)."""
