@@ -32,6 +32,8 @@ def pod(ns, name, pclass, owner=None):
 
 
 ROUTES = {
+    # the cycle's read of the jobs (cluster_jobs) lists the nodes too: a pending pod no node can take is no demand
+    ("GET", r"/api/v1/nodes"): (200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": []}),
     ("GET", r"/api/v1/namespaces/batch/pods/train-1"): (200, pod("batch", "train-1", "gpu-autoscaler-low",
                                                                  owner="Job")),
     ("GET", r"/api/v1/namespaces/batch/pods/bare-1"): (200, pod("batch", "bare-1", "gpu-autoscaler-low")),
