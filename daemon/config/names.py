@@ -15,6 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Container, Iterable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from daemon.config.models_policy import TenantConfig
 
 POOL = "pool"   # the Slurm pool hold is <prefix>-pool: no tenant's hold may be named so
 _LOOKS_HASHED = re.compile(r"-[0-9a-f]{6}$")
@@ -53,3 +58,29 @@ def collisions(tenants: list[str]) -> list[str]:
                 out.append(f"tenants {seen[n]!r} and {t!r} would share the {what} {n.lstrip('-')!r}; rename one")
             seen.setdefault(n, t)
     return out
+
+
+def tenant_namespaces(tenants: Iterable[TenantConfig]) -> dict[str, str]:
+    """tenant -> namespace, for configured tenants only; kube-* namespaces are never a tenant's."""
+    out = {}
+    for t in tenants:
+        ns = t.k8s_namespace or t.name
+        if not ns.startswith("kube-"):
+            out[t.name] = ns
+    return out
+
+
+def tenant_accounts(tenants: Iterable[TenantConfig]) -> dict[str, str]:
+    """tenant -> the Slurm account its jobs run under (slurm_account, default its name)."""
+    return {t.name: (t.slurm_account or t.name) for t in tenants}
+
+
+def named_tenant(value: str, tenant_of: Mapping[str, str], tenants: Container[str], kind: str) -> str:
+    """The tenant a scheduler's name for work (a namespace, an account: `kind`) stands for: its tenant in
+    `tenant_of`; else the value itself, unless it is a tenant's name (that tenant's work runs under another):
+    then ``@<kind>:<value>``, which no tenant is called ('@' is refused in a tenant's name). Read as the name it
+    is, work under an account or namespace called like tenant 'ml' (whose own is 'ml-prod') was ml's."""
+    t = tenant_of.get(value)
+    if t is not None:
+        return t
+    return f"@{kind}:{value}" if value in tenants else value

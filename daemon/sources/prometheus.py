@@ -26,6 +26,7 @@ from typing_extensions import TypedDict  # pydantic needs this one before Python
 from urllib3.util.retry import Retry
 
 from daemon.config import Config
+from daemon.config.names import named_tenant, tenant_accounts, tenant_namespaces
 from daemon.policy.state import ClusterState, Jobs, Nodes
 from daemon.sources.base import Collected, SourceError
 from daemon.sources.history import History
@@ -55,12 +56,7 @@ def namespace_tenants(cfg: Config) -> dict[str, str] | None:
     if cfg.source.prometheus.tenant_label not in NAMESPACE_LABELS or \
             not set(K8S_ACTUATORS) & set(cfg.actuators.enabled):
         return None
-    out = {}
-    for t in cfg.tenants:
-        ns = t.k8s_namespace or t.name
-        if not ns.startswith("kube-"):
-            out[ns] = t.name
-    return out
+    return {ns: t for t, ns in tenant_namespaces(cfg.tenants).items()}
 
 
 def account_tenants(cfg: Config) -> dict[str, str] | None:
@@ -70,7 +66,7 @@ def account_tenants(cfg: Config) -> dict[str, str] | None:
     otherwise."""
     if "slurm" not in cfg.actuators.enabled or namespace_tenants(cfg) is not None:
         return None
-    return {t.slurm_account or t.name: t.name for t in cfg.tenants}
+    return {acct: t for t, acct in tenant_accounts(cfg.tenants).items()}
 
 
 class ResponseTooLarge(requests.RequestException):
@@ -283,10 +279,7 @@ class PrometheusSource:
         v = labels.get(self.pc.tenant_label)
         if v is None or self.tenant_of_value is None:
             return v
-        t = self.tenant_of_value.get(v)
-        if t is not None:
-            return t
-        return f"@{self.value_kind}:{v}" if v in self.tiers else v
+        return named_tenant(v, self.tenant_of_value, self.tiers, self.value_kind)
 
     def _grid(self, query: str, start: float, end: float, n: int,
               key: Callable[[dict[str, str]], object] | None = None) -> tuple[dict, np.ndarray]:

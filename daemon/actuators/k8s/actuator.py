@@ -35,6 +35,7 @@ from daemon.actuators.k8s.rbac import RbacRefusals
 from daemon.actuators.k8s.view import never_starts, nodes_view, pods_as_jobs
 from daemon.config import KubernetesActuatorConfig, TenantConfig
 from daemon.config.fleet import FleetConfig
+from daemon.config.names import tenant_namespaces
 from daemon.policy.state import Jobs, Nodes
 from daemon.policy.types import Notification, Plan
 
@@ -47,16 +48,6 @@ PRIORITY_CLASSES = {
     "normal": (10_000, "PreemptLowerPriority", "gpu-autoscaler: normal tier"),
     "low": (0, "Never", "gpu-autoscaler: preemptible batch work"),
 }
-
-
-def tenant_namespaces(tenants: list[TenantConfig]) -> dict[str, str]:
-    """tenant -> namespace, for configured tenants only; kube-* namespaces are never a tenant's."""
-    out = {}
-    for t in tenants:
-        ns = t.k8s_namespace or t.name
-        if not ns.startswith("kube-"):
-            out[t.name] = ns
-    return out
 
 
 class TimedApiClient(k8s.ApiClient):

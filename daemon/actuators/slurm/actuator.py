@@ -67,6 +67,7 @@ from daemon.actuators.slurm.squeue import (  # re-exported: the old import path 
 from daemon.actuators.slurm.windows import SlurmWindows, parse_window_reservations
 from daemon.config import SlurmActuatorConfig, TenantConfig, Tier
 from daemon.config.fleet import FleetConfig
+from daemon.config.names import named_tenant, tenant_accounts
 from daemon.config.windows import window_of
 from daemon.policy.eta import moved
 from daemon.policy.types import Notification, Plan
@@ -100,7 +101,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         self._retry_lock = threading.Lock()
         self._retry_seq = itertools.count()
         self.guard: FenceGuard = NO_FENCE
-        self.account_of = {t.name: (t.slurm_account or t.name) for t in tenants}
+        self.account_of = tenant_accounts(tenants)
         self.tenant_of = {acct: t for t, acct in self.account_of.items()}
         # a mixed fleet ([fleet] types): GPU types from typed GRES and node features (gres.py); None: one model
         self.resolver = fleet.resolver() if fleet is not None and fleet.typed else None
@@ -174,10 +175,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         tenant is called ('@' is refused in a tenant's name). Named as itself, a job a user submitted under an
         account called like tenant 'ml' (whose account is 'ml-prod') was ml's: its GPUs ml's demand (holds, and
         preemptions for them), its warnings ml's notices."""
-        t = self.tenant_of.get(job.account)
-        if t is not None:
-            return t
-        return f"@account:{job.account}" if job.account in self.account_of else job.account
+        return named_tenant(job.account, self.tenant_of, self.account_of, "account")
 
     def jobs(self, job_ids: list[str] | None = None, node: str | None = None,
              states: str | None = None) -> list[SlurmJob]:
