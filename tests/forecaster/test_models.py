@@ -415,11 +415,9 @@ def test_holt_winters_fixed_parameter_filter_is_statsmodels_bit_for_bit():
 
 
 
-def test_holt_winters_builds_a_statsmodels_model_only_to_re_estimate(monkeypatch):
-    """Between re-estimations Holt-Winters filtered with known parameters through statsmodels' fit(optimized=False):
-    a model, a heuristic start, pandas frames and a results object per tenant and forecast (20 ms a tenant), most
-    of retrain's time scoring holt_winters+conformal (1,780 such fits for 10 tenants at 24 origins). `hw_filter` does
-    the filter; statsmodels is built only for the optimisation, every `refit_every` forecasts."""
+def _count_statsmodels_models(monkeypatch) -> list:
+    """A list that gets one entry per statsmodels ExponentialSmoothing built from now on (the test's monkeypatch
+    undoes it)."""
     from statsmodels.tsa.holtwinters import ExponentialSmoothing
 
     built = []
@@ -430,6 +428,15 @@ def test_holt_winters_builds_a_statsmodels_model_only_to_re_estimate(monkeypatch
         real_init(self, *a, **k)
 
     monkeypatch.setattr(ExponentialSmoothing, "__init__", counting_init)
+    return built
+
+
+def test_holt_winters_builds_a_statsmodels_model_only_to_re_estimate(monkeypatch):
+    """Between re-estimations Holt-Winters filtered with known parameters through statsmodels' fit(optimized=False):
+    a model, a heuristic start, pandas frames and a results object per tenant and forecast (20 ms a tenant), most
+    of retrain's time scoring holt_winters+conformal (1,780 such fits for 10 tenants at 24 origins). `hw_filter` does
+    the filter; statsmodels is built only for the optimisation, every `refit_every` forecasts."""
+    built = _count_statsmodels_models(monkeypatch)
     f = periodic_frame(n_tenants=2, steps=48 * 8)
     hw = HoltWinters(48, (0.5, 0.9), agg=4, refit_every=3)
     for end in range(48 * 6, 48 * 6 + 7):
@@ -442,16 +449,7 @@ def test_a_recalibrated_holt_winters_re_estimates_once_per_refit_every_forecasts
     forecasts: the parameters were re-optimised (a second a tenant) every 1.4 forecasts instead of every
     `refit_every` (24), in retrain's scoring (a refresh per forecast) as in the daemon (every 10: every 9 forecasts).
     Only a forecast from a newer history counts now."""
-    from statsmodels.tsa.holtwinters import ExponentialSmoothing
-
-    built = []
-    real_init = ExponentialSmoothing.__init__
-
-    def counting_init(self, *a, **k):
-        built.append(1)
-        real_init(self, *a, **k)
-
-    monkeypatch.setattr(ExponentialSmoothing, "__init__", counting_init)
+    built = _count_statsmodels_models(monkeypatch)
     f = periodic_frame(n_tenants=2, steps=48 * 8)
     m = make_baseline("holt_winters+conformal", 48, (0.5, 0.9))
     m.model.agg = 4
