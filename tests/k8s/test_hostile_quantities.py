@@ -153,3 +153,55 @@ def test_a_pending_pod_whose_required_node_affinity_no_node_matches_is_no_demand
     finally:
         rt.close()
         kube.delete_nodes(nodes)
+
+
+def test_required_node_affinity_the_scheduler_cannot_parse_matches_no_node(kube, tmp_path, caplog):
+    """A term the scheduler cannot read matches no node (component-helpers' nodeaffinity: a term with a parse error,
+    or an empty one, selects nothing), while never_starts read it more leniently: an empty term as every node, a
+    Gt/Lt value Python's int() takes and Go's ParseInt refuses ('0_0', past int64) as a number. A normal tenant's
+    8-GPU pod so written waits forever (the apiserver takes it, a valid label value; the scheduler says its affinity
+    matches no node) and was demand: it aged into a hold of a whole node, idle. Now each is no job, said once; a Gt
+    the node's label meets stays demand. (A value with a space, or a NotIn value that is no label value, the
+    apiserver refuses.)"""
+    import logging
+
+    core = k8s.CoreV1Api(kube.api())
+    tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=1)
+    core.patch_node(nodes[0], {"metadata": {"labels": {"example.com/gpus": "8"}}})
+    names = tuple(t.name for t in tenants)
+    rt = _runtime(kube, tmp_path, [{"name": t.name, "tier": t.tier, "k8s_namespace": t.k8s_namespace}
+                                   for t in tenants])
+    kub = rt.actuators[-2]
+    b = ns["team-b"]
+    gpus = "example.com/gpus"
+    cases = {
+        "empty": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{}]}}},
+        "underscore": _affinity([{"key": gpus, "operator": "Gt", "values": ["0_0"]}]),
+        "huge": _affinity([{"key": gpus, "operator": "Lt", "values": ["99999999999999999999"]}]),
+        "fits": _affinity([{"key": gpus, "operator": "Gt", "values": ["1"]},
+                           {"key": "type", "operator": "NotIn", "values": ["other"]}]),
+    }
+    try:
+        for name, aff in cases.items():
+            pod = gpu_pod(b, name, 8)
+            pod["spec"]["affinity"] = aff
+            core.create_namespaced_pod(b, pod)
+        core.create_namespaced_pod(b, gpu_pod(b, "busy", 8))
+        kept = {f"{b}/fits", f"{b}/busy"}
+        wait_for(lambda: kept <= set(kub.cluster_jobs(names).ids.tolist()), timeout=60, what="the pods in the view")
+        # the scheduler's word: none of the others matches the node (the kept ones wait for its GPUs, or run)
+        for name in set(cases) - {"fits"}:
+            wait_for(lambda: "node affinity" in (unschedulable_because(core, b, name) or ""), timeout=60,
+                     what=f"{name} unschedulable for its affinity")
+        with caplog.at_level(logging.WARNING, logger="gpu_autoscaler.actuator.kubernetes"):
+            jobs = kub.cluster_jobs(names)
+            kub.cluster_jobs(names)
+        assert set(jobs.ids.tolist()) == kept, jobs.ids
+        said = sorted(r.getMessage() for r in caplog.records if "can never start" in r.getMessage())
+        assert len(said) == 3, said
+        assert f"pod {b}/empty requires node affinity of empty terms only, which no node matches" in said[0], said
+        assert f"pod {b}/huge requires node affinity ({gpus} Lt 99999999999999999999)" in said[1], said
+        assert f"pod {b}/underscore requires node affinity ({gpus} Gt 0_0)" in said[2], said
+    finally:
+        rt.close()
+        kube.delete_nodes(nodes)

@@ -26,6 +26,7 @@ Kubernetes actuator and the Kueue one (which holds nodes with a label and taint,
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Callable
 
 import numpy as np
@@ -65,12 +66,24 @@ def _requirement_holds(e, labels: dict, name: str) -> bool:
     if e.operator == "DoesNotExist":
         return have is None
     if e.operator in ("Gt", "Lt") and len(values) == 1:
-        try:
-            a, b = int(have), int(values[0])
-        except (TypeError, ValueError):
+        a, b = _go_int(have), _go_int(values[0])
+        if a is None or b is None:
             return False
         return a > b if e.operator == "Gt" else a < b
     return True
+
+
+_GO_INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+
+
+def _go_int(text: str | None) -> int | None:
+    """`text` as Go's strconv.ParseInt(text, 10, 64) reads a Gt / Lt value and the node's label (the scheduler's
+    labels.Requirement), None where it refuses it. Not int(): Python takes '0_0', ' 1' and numbers past int64,
+    which the scheduler refuses, and a term it cannot parse matches no node."""
+    if text is None or not _GO_INT.fullmatch(text):
+        return None
+    n = int(text)
+    return n if -2**63 <= n < 2**63 else None
 
 
 def required_terms(pod, hold_label: str | None) -> list | None:
@@ -80,8 +93,9 @@ def required_terms(pod, hold_label: str | None) -> list | None:
     req = aff.required_during_scheduling_ignored_during_execution if aff else None
     if req is None or not req.node_selector_terms:
         return None
+    # an empty term selects no node (the scheduler skips it), where all() of nothing would read it as every node
     return [([e for e in (t.match_expressions or []) if e.key != hold_label], list(t.match_fields or []))
-            for t in req.node_selector_terms]
+            for t in req.node_selector_terms if t.match_expressions or t.match_fields]
 
 
 def _affinity_holds(terms: list | None, labels: dict, name: str) -> bool:
@@ -93,6 +107,8 @@ def _affinity_holds(terms: list | None, labels: dict, name: str) -> bool:
 
 
 def _shown_terms(terms: list) -> str:
+    if not terms:
+        return "of empty terms only"
     return " or ".join("(" + ", ".join(f"{e.key} {e.operator} {','.join(e.values or [])}".rstrip()
                                        for e in [*exprs, *fields]) + ")" for exprs, fields in terms)[:200]
 
