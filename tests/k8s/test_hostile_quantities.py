@@ -69,11 +69,13 @@ def test_a_pending_pod_larger_than_any_node_is_no_demand_and_ages_into_no_hold(k
         core.create_namespaced_pod(ns["team-b"], gpu_pod(ns["team-b"], "nine", 9))
         core.create_namespaced_pod(ns["team-b"], gpu_pod(ns["team-b"], "busy", 8))
         core.create_namespaced_pod(ns["team-a"], gpu_pod(ns["team-a"], "eight", 8))   # waits: the node is full
-        # a nodeSelector no node matches can never start either; one on the node hold's label is Kueue's, kept
+        # a nodeSelector no node matches can never start either; one on the node hold's label is Kueue's (with the
+        # hold's toleration, as Kueue admits it on the hold's flavor), kept
         core.create_namespaced_pod(ns["team-b"], gpu_pod(ns["team-b"], "nowhere", 8,
                                                          node_selector={"gpu-autoscaler.io/nowhere": "x"}))
         core.create_namespaced_pod(ns["team-b"], gpu_pod(ns["team-b"], "held", 1,
-                                                         node_selector={kub.hold_label: "team-b", "type": "kwok"}))
+                                                         node_selector={kub.hold_label: "team-b", "type": "kwok"},
+                                                         tolerations=[hold_toleration(kub.hold_label, "team-b")]))
         busy, eight, held = f"{ns['team-b']}/busy", f"{ns['team-a']}/eight", f"{ns['team-b']}/held"
         wait_for(lambda: {busy, eight, held} <= set(kub.cluster_jobs(names).ids.tolist()), timeout=60,
                  what="the pods in the view")
@@ -100,6 +102,11 @@ def test_a_pending_pod_larger_than_any_node_is_no_demand_and_ages_into_no_hold(k
     finally:
         rt.close()
         kube.delete_nodes(nodes)
+
+
+def hold_toleration(key: str, value: str) -> dict:
+    """The toleration of a node hold's taint that Kueue injects, with the hold's nodeSelector, into what it admits."""
+    return {"key": key, "operator": "Equal", "value": value, "effect": "NoSchedule"}
 
 
 def _affinity(*terms: list[dict]) -> dict:
@@ -130,7 +137,8 @@ def test_a_pending_pod_whose_required_node_affinity_no_node_matches_is_no_demand
     try:
         for name, aff in (("nowhere", _affinity(nowhere)), ("absent", _affinity(absent, nowhere)),
                           ("fits", _affinity(fits)), ("either", _affinity(nowhere, fits)), ("held", _affinity(held))):
-            pod = gpu_pod(b, name, 8)
+            pod = gpu_pod(b, name, 8, tolerations=[hold_toleration(kub.hold_label, "team-b")] if name == "held"
+                          else None)
             pod["spec"]["affinity"] = aff
             core.create_namespaced_pod(b, pod)
         core.create_namespaced_pod(b, gpu_pod(b, "busy", 8))
@@ -202,6 +210,59 @@ def test_required_node_affinity_the_scheduler_cannot_parse_matches_no_node(kube,
         assert f"pod {b}/empty requires node affinity of empty terms only, which no node matches" in said[0], said
         assert f"pod {b}/huge requires node affinity ({gpus} Lt 99999999999999999999)" in said[1], said
         assert f"pod {b}/underscore requires node affinity ({gpus} Gt 0_0)" in said[2], said
+    finally:
+        rt.close()
+        kube.delete_nodes(nodes)
+
+
+def test_a_pod_selecting_a_hold_whose_taint_it_does_not_tolerate_is_no_demand(kube, tmp_path, caplog):
+    """The node hold's label was left out of a pod's nodeSelector and affinity (Kueue puts it on what it admits on a
+    hold, with the hold taint's toleration), whatever the pod tolerated. A normal tenant's pod selecting another
+    tenant's hold (nodeSelector, affinity In, or Exists of any hold) without tolerating its taint (the admission
+    policies refuse that toleration) starts on no node: the held node has the taint, the others not the label, and
+    the scheduler says so. Read as demand it aged into a hold of a whole node for its tenant, on which it cannot start
+    either. Now such a pod is no job, said once; one selecting its own hold with the toleration (as Kueue admits it),
+    or avoiding the holds (DoesNotExist), stays demand."""
+    import logging
+
+    from daemon.actuators.k8s.objects import name_part
+
+    core = k8s.CoreV1Api(kube.api())
+    tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=2)
+    names = tuple(t.name for t in tenants)
+    rt = _runtime(kube, tmp_path, [{"name": t.name, "tier": t.tier, "k8s_namespace": t.k8s_namespace}
+                                   for t in tenants])
+    kub = rt.actuators[-2]
+    key, a_hold, b_hold = kub.hold_label, name_part("team-a"), name_part("team-b")
+    core.patch_node(nodes[0], {"metadata": {"labels": {key: a_hold}},
+                               "spec": {"taints": [{"key": key, "value": a_hold, "effect": "NoSchedule"}]}})
+    b = ns["team-b"]
+    cases = {
+        "theirs": gpu_pod(b, "theirs", 8, node_selector={key: a_hold}),
+        "theirs-aff": gpu_pod(b, "theirs-aff", 8),
+        "any-hold": gpu_pod(b, "any-hold", 8),
+        "own": gpu_pod(b, "own", 8, node_selector={key: b_hold}, tolerations=[hold_toleration(key, b_hold)]),
+        "unheld": gpu_pod(b, "unheld", 8),
+    }
+    cases["theirs-aff"]["spec"]["affinity"] = _affinity([{"key": key, "operator": "In", "values": [a_hold]}])
+    cases["any-hold"]["spec"]["affinity"] = _affinity([{"key": key, "operator": "Exists"}])
+    cases["unheld"]["spec"]["affinity"] = _affinity([{"key": key, "operator": "DoesNotExist"}])
+    try:
+        for pod in cases.values():
+            core.create_namespaced_pod(b, pod)
+        kept = {f"{b}/own", f"{b}/unheld"}
+        wait_for(lambda: kept <= set(kub.cluster_jobs(names).ids.tolist()), timeout=60, what="the pods in the view")
+        for name in ("theirs", "theirs-aff", "any-hold"):   # the scheduler's word: no node for them
+            wait_for(lambda: unschedulable_because(core, b, name), timeout=60, what=f"{name} unschedulable")
+        with caplog.at_level(logging.WARNING, logger="gpu_autoscaler.actuator.kubernetes"):
+            jobs = kub.cluster_jobs(names)
+            kub.cluster_jobs(names)
+        assert set(jobs.ids.tolist()) == kept, jobs.ids
+        said = sorted(r.getMessage() for r in caplog.records if "can never start" in r.getMessage())
+        assert len(said) == 3, said
+        assert f"pod {b}/theirs selects the node hold {key}={a_hold}, whose taint ({key}={a_hold}:NoSchedule) it " \
+               "does not tolerate" in said[1], said
+        assert f"pod {b}/theirs-aff requires node affinity ({key} In {a_hold}), which no node matches" in said[2], said
     finally:
         rt.close()
         kube.delete_nodes(nodes)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -55,6 +56,8 @@ def _requirement_holds(e, labels: dict, name: str) -> bool:
     """One matchExpressions (or matchFields: the node's metadata.name) requirement on a node, as the scheduler reads
     it; an operator it does not know is taken as met (never judged: a pod is left out only when it surely fits no
     node)."""
+    if isinstance(e, _Untolerated):
+        return False
     have = labels.get(e.key) if labels is not None else name
     values = e.values or []
     if e.operator == "In":
@@ -86,16 +89,51 @@ def _go_int(text: str | None) -> int | None:
     return n if -2**63 <= n < 2**63 else None
 
 
+def tolerates_hold(pod, hold_label: str, value: str | None) -> bool:
+    """Whether the pod tolerates the node hold's taint ``<hold_label>=<value>:NoSchedule`` (node_holds.py), as the
+    scheduler matches a toleration (an empty key with Exists: every taint); `value` None: some hold's."""
+    for t in pod.spec.tolerations or []:
+        op = t.operator or "Equal"
+        if t.effect not in (None, "", "NoSchedule") or (t.key or "") not in ("", hold_label):
+            continue
+        if op == "Exists" or (t.key and (value is None or (t.value or "") == value)):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class _Untolerated:
+    """A requirement on the hold label that only held nodes meet, whose hold taint the pod does not tolerate: met by
+    no node, whatever the holds are now."""
+    key: str
+    operator: str
+    values: tuple[str, ...]
+
+
+def _hold_requirement(pod, e, hold_label: str):
+    """An expression on the hold label: left out (the holds come and go) where a node the pod may start on can meet
+    it (NotIn, DoesNotExist, or In / Exists of a hold whose taint it tolerates), else _Untolerated."""
+    if e.operator == "In" and not any(tolerates_hold(pod, hold_label, v) for v in e.values or []) or \
+            e.operator == "Exists" and not tolerates_hold(pod, hold_label, None):
+        return _Untolerated(e.key, e.operator, tuple(e.values or ()))
+    return None
+
+
 def required_terms(pod, hold_label: str | None) -> list | None:
     """The pod's required node affinity as [(matchExpressions, matchFields)] per term (ORed), the hold label's
-    expressions left out as in its nodeSelector; None when it has none."""
+    expressions left out (as in its nodeSelector) but where the pod could not start on the hold they select
+    (_hold_requirement); None when it has none."""
     aff = pod.spec.affinity.node_affinity if pod.spec.affinity and pod.spec.affinity.node_affinity else None
     req = aff.required_during_scheduling_ignored_during_execution if aff else None
     if req is None or not req.node_selector_terms:
         return None
-    # an empty term selects no node (the scheduler skips it), where all() of nothing would read it as every node
-    return [([e for e in (t.match_expressions or []) if e.key != hold_label], list(t.match_fields or []))
-            for t in req.node_selector_terms if t.match_expressions or t.match_fields]
+    out = []
+    for t in req.node_selector_terms:
+        if not (t.match_expressions or t.match_fields):
+            continue   # an empty term selects no node (the scheduler skips it): all() of nothing read it as every one
+        exprs = [e if e.key != hold_label else _hold_requirement(pod, e, hold_label) for e in t.match_expressions or []]
+        out.append(([e for e in exprs if e is not None], list(t.match_fields or [])))
+    return out
 
 
 def _affinity_holds(terms: list | None, labels: dict, name: str) -> bool:
@@ -119,17 +157,25 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
     come back), or None: it asks for more GPUs than any node has (a pod runs on one node: largest_node), or no node
     has labels that both its nodeSelector and its required node affinity (a term of In / NotIn / Exists /
     DoesNotExist / Gt / Lt over the node's labels, or its name) match. The node hold's label is left out of both:
-    Kueue puts it on the pods it admits on a hold's flavor, and it comes and goes with the holds. With no node at
-    all, nothing is judged."""
+    Kueue puts it on the pods it admits on a hold's flavor, and it comes and goes with the holds; but only where the
+    pod tolerates the hold taint that comes with that label (Kueue injects both): a pod selecting a hold whose taint
+    it does not tolerate (another tenant's: the admission policies refuse its toleration) starts on no node. With no
+    node at all, nothing is judged."""
     largest = largest_node(nodes, resource, resolver)
     named = [(n.metadata.labels or {}, n.metadata.name) for n in nodes]
 
     def why(pod, g: int) -> str | None:
         if 0 < largest < g:
             return f"asks for {g} GPUs, more than any node has ({largest})"
+        if not named:
+            return None
+        held = (pod.spec.node_selector or {}).get(hold_label) if hold_label else None
+        if held is not None and not tolerates_hold(pod, hold_label, held):
+            return (f"selects the node hold {hold_label}={held}, whose taint ({hold_label}={held}:NoSchedule) it does "
+                    "not tolerate")[:300]
         sel = {k: v for k, v in (pod.spec.node_selector or {}).items() if k != hold_label}
         terms = required_terms(pod, hold_label)
-        if not named or (not sel and terms is None):
+        if not sel and terms is None:
             return None
         if any(all(lb.get(k) == v for k, v in sel.items()) and _affinity_holds(terms, lb, name) for lb, name in named):
             return None
