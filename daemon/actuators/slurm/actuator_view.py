@@ -34,11 +34,14 @@ class ClusterView:
 
     def job_types(self, job_ids: list[str] | None = None) -> dict[str, tuple[str, ...]]:
         """Job id -> the GPU types it accepts, in order of preference (gres.job_accepts), from squeue's
-        tres-per-node / -job / -task (--gres or --gpus-per-node, --gpus, --gpus-per-task), Feature (--constraint)
-        and Prefer (--prefer; only a pending job has it). One squeue call; ';' ends each field (a constraint holds
-        '|' and '&'), and size 0 keeps squeue from cutting a field."""
+        tres-per-node / -job / -task / -socket (--gres or --gpus-per-node, --gpus, --gpus-per-task,
+        --gpus-per-socket), Feature (--constraint) and Prefer (--prefer; only a pending job has it). One squeue call;
+        ';' ends each field (a constraint holds '|' and '&'; Slurm refuses ';' in one), and size 0 keeps squeue from
+        cutting a field. Without tres-per-socket a job asking --gpus-per-socket=t4:1 took any type: held for, and
+        made room for, on a100 nodes it cannot run on."""
         assert self.resolver is not None
-        args = ["squeue", "-h", "-O", "JobID:0;,tres-per-node:0;,tres-per-job:0;,tres-per-task:0;,Prefer:0;,Feature:0"]
+        args = ["squeue", "-h", "-O", "JobID:0;,tres-per-node:0;,tres-per-job:0;,tres-per-task:0;,tres-per-socket:0;,"
+                "Prefer:0;,Feature:0"]
         if job_ids:
             args += ["-j", ",".join(job_ids)]
         r = self._run(*args)
@@ -48,12 +51,12 @@ class ClusterView:
             raise SlurmError(f"squeue: {r.stderr.strip()}")
         out: dict[str, tuple[str, ...]] = {}
         for line in r.stdout.splitlines():
-            f = line.split(";", 5)
-            if len(f) < 6 or not f[0].strip():
+            f = line.split(";", 6)
+            if len(f) < 7 or not f[0].strip():
                 continue
             c = ["" if x.strip() in ("(null)", "N/A") else x.strip() for x in f]
-            tres = ",".join(x for x in c[1:4] if x)
-            out[c[0]] = gres.job_accepts(self.resolver, tres, c[5], c[4])
+            tres = ",".join(x for x in c[1:5] if x)
+            out[c[0]] = gres.job_accepts(self.resolver, tres, c[6], c[5])
         self._report_unmatched()
         return out
 

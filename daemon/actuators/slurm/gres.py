@@ -8,7 +8,8 @@ restricts the nodes by feature, ``--constraint="a100|t4"``, and says which it wo
 ``--constraint`` alternatives are not an order: Slurm picks among them by its own node order (best fit, node
 Weight). So what a job accepts, in order of preference, is read from those three:
 
-- a typed GRES request: that type only;
+- a typed GRES request: that type only (a typed shard or MPS share too, ``shard:a100:2``: the type of the GPU it
+  sits on);
 - an untyped request with a constraint naming GPU types (node features that are configured types or aliases):
   those types, the preferred ones first, then in the constraint's order;
 - an untyped request with only ``--prefer``: every configured type, the preferred ones first (any type runs it);
@@ -28,6 +29,9 @@ import re
 from daemon.config.fleet import ANY, TypeResolver
 
 _GPU_GRES = re.compile(r"^(?:gres[:/])?gpu(?::([A-Za-z0-9_.-]+))?:(\d+)")
+# a typed share of a GPU (Slurm's shard and MPS take the type of the GPU they sit on: a node's gpu:a100:4,shard:16
+# shows as shard:a100:16, and a job may ask --gres=shard:a100:2 or mps:t4:50)
+_SHARED_GRES = re.compile(r"^(?:gres[:/])?(?:shard|mps):([A-Za-z][A-Za-z0-9_.-]*):(\d+)")
 _FEATURE_SPLIT = re.compile(r"[|&,\[\]()]+")
 _GRES_TOKEN = re.compile(r"[(),]|[^(),]+")
 
@@ -68,6 +72,17 @@ def gres_gpu_types(text: str) -> dict[str, int]:
     return out
 
 
+def gres_shared_types(text: str) -> list[str]:
+    """The GPU types a job's typed shard or MPS requests sit on, in order: ``gres:shard:a100:2,gres:mps:t4:50`` ->
+    ``["a100", "t4"]``; an untyped one (``gres:shard:2``) names none."""
+    out: list[str] = []
+    for part in gres_parts(text):
+        m = _SHARED_GRES.match(part)
+        if m and int(m.group(2)) > 0 and m.group(1) not in out:
+            out.append(m.group(1))
+    return out
+
+
 def known_type(resolver: TypeResolver, name: str) -> str | None:
     """The configured type `name` is (a type or an alias), None when it is none: a node feature or constraint
     term that is not a GPU type is another constraint, not an unknown GPU, so it is not reported."""
@@ -98,8 +113,9 @@ def node_type(resolver: TypeResolver, gres: str, features: str = "") -> str:
 
 
 def job_accepts(resolver: TypeResolver, tres_per_node: str, features: str = "", prefer: str = "") -> tuple[str, ...]:
-    """The types a job accepts, in order of preference (module docstring); ``ANY`` when it names none."""
-    typed = [t for t in gres_gpu_types(tres_per_node) if t]
+    """The types a job accepts, in order of preference (module docstring); ``ANY`` when it names none. `tres_per_node`:
+    its GRES requests, per node, job, task or socket, comma-separated."""
+    typed = [t for t in gres_gpu_types(tres_per_node) if t] + gres_shared_types(tres_per_node)
     if typed:
         out: list[str] = []
         for t in typed:
