@@ -94,3 +94,16 @@ def test_a_typed_share_or_per_socket_request_accepts_its_type_only():
         assert [got[j] for j in ids] == [("t4",), ("a100",), ("t4",), ("a100",), ()], got
         js = a.cluster_jobs(("team-low",))
         assert dict(zip(js.ids, js.accepts))[ids[0]] == ("t4",)
+
+
+def test_a_gres_whose_name_ends_in_gpu_is_no_gpu():
+    """A site's GRES called like a GPU's but not one (gn1: gpu:4 and vgpu:8; squeue's %b prints gres:vgpu:2):
+    parse_gpus searched each entry for 'gpu:<n>', so a low tenant's --gres=vgpu:2 job read as 2 GPUs, and pending,
+    as demand for them (holds for its tenant, room made for it). Now only the gpu GRES counts."""
+    with slurm_cluster(nodes=("gn1",), gpus=4, shared={"gn1": "vgpu:8"}) as s:
+        ids = [submit(s, "--gres=vgpu:2"), submit(s, "--gres=vgpu:8"), submit(s, "--gres=gpu:1,vgpu:2")]
+        wait_for(lambda: state(s, ids[0]) == "RUNNING" and state(s, ids[2]) == "RUNNING", what="jobs running",
+                 timeout=60)
+        js = act(s).cluster_jobs(TENANTS)
+        got = dict(zip(js.ids, js.gpus.tolist()))
+        assert [got.get(j) for j in ids] == [0, 0, 1], got

@@ -73,11 +73,18 @@ def parse_time_limit(text: str) -> float:
     return parse_elapsed(text)
 
 
+# the gpu GRES in a tres entry: 'gres:gpu:2', 'gres/gpu:a100:4', 'gpu:8', 'gres/gpu=2'; the name whole, so that a site's
+# GRES called like it ('vgpu', 'mygpu') is not read as GPUs
+GPU_GRES = re.compile(r"(?:^|[:/])gpu(?::[A-Za-z0-9_.-]+)?[:=](\d+)")
+
+
 def parse_gpus(tres: str) -> int:
-    """'gres:gpu:2', 'gres/gpu:a100:4', 'gpu:8' -> GPU count (0 when none)."""
+    """'gres:gpu:2', 'gres/gpu:a100:4', 'gpu:8' -> GPU count (0 when none). A GRES whose name only ends in 'gpu'
+    (gres:vgpu:2) is none: searched for 'gpu:<n>' anywhere, a tenant's job asking a site's vgpu GRES was that many
+    GPUs (held for, made room for)."""
     total = 0
     for part in tres.split(","):
-        m = re.search(r"gpu(?::[A-Za-z0-9_.-]+)?[:=](\d+)", part)
+        m = GPU_GRES.search(part.strip())
         if m:
             total += int(m.group(1))
     return total
