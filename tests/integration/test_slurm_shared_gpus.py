@@ -79,19 +79,21 @@ def test_a_typed_share_or_per_socket_request_accepts_its_type_only():
     """A mixed fleet (gn1: gpu:a100:4 and shard:16, which Slurm types as shard:a100:16; gn2: gpu:t4:4 and mps:400).
     job_types read tres-per-node, -job and -task only: a low tenant's --gpus-per-socket=t4:1 job (tres-per-socket)
     and its typed shard:a100:2 and mps:t4:50 jobs (not gpu GRES) accepted any type, so the plan held for them, and
-    made room for them, on nodes of the other type. Now each accepts its type; an untyped shard request any."""
+    made room for them, on nodes of the other type; so were its untyped shard:2 and mps:50 jobs, which run only where
+    shards (gn1) or MPS (gn2) are. Now each accepts its type, an untyped share the types of the nodes that have it."""
     from daemon.config.fleet import FleetConfig
 
     with slurm_cluster(nodes=("gn1", "gn2"), gpus=4, gres_types={"gn1": "a100", "gn2": "t4"},
                        shared={"gn1": "shard:16", "gn2": "mps:400"}) as s:
         ids = [submit(s, "--gpus-per-socket=t4:1", "--sockets-per-node=2"), submit(s, "--gres=shard:a100:2"),
-               submit(s, "--gres=mps:t4:50"), submit(s, "--gres=gpu:a100:1"), submit(s, "--gres=shard:2")]
+               submit(s, "--gres=mps:t4:50"), submit(s, "--gres=gpu:a100:1"), submit(s, "--gres=shard:2"),
+               submit(s, "--gres=mps:50")]
         wait_for(lambda: all(state(s, j) == "RUNNING" for j in ids), what="jobs running", timeout=60)
         a = SlurmActuator(SlurmActuatorConfig(slurm_conf=s["conf"], bin_dir="/usr/bin"),
                           [TenantConfig(name="team-low", tier="low", slurm_account="acct-low")],
                           fleet=FleetConfig(types=["a100", "t4"]))
         got = a.job_types()
-        assert [got[j] for j in ids] == [("t4",), ("a100",), ("t4",), ("a100",), ()], got
+        assert [got[j] for j in ids] == [("t4",), ("a100",), ("t4",), ("a100",), ("a100",), ("t4",)], got
         js = a.cluster_jobs(("team-low",))
         assert dict(zip(js.ids, js.accepts))[ids[0]] == ("t4",)
 

@@ -49,14 +49,24 @@ class ClusterView:
             if job_ids and "Invalid job id" in r.stderr:
                 return {}
             raise SlurmError(f"squeue: {r.stderr.strip()}")
-        out: dict[str, tuple[str, ...]] = {}
+        rows = []
         for line in r.stdout.splitlines():
             f = line.split(";", 6)
             if len(f) < 7 or not f[0].strip():
                 continue
             c = ["" if x.strip() in ("(null)", "N/A") else x.strip() for x in f]
-            tres = ",".join(x for x in c[1:5] if x)
-            out[c[0]] = gres.job_accepts(self.resolver, tres, c[6], c[5])
+            rows.append((c[0], ",".join(x for x in c[1:5] if x), c[6], c[5]))
+        # an untyped shard or MPS request runs only on the nodes with that GRES: their types (one more scontrol
+        # call, only when such a job is listed); read as any type, the plan made room for it where it cannot run
+        shares = None
+        if any(gres.gres_shares(tres) for _, tres, _, _ in rows):
+            shares = {}
+            for n in parse_nodes(self._read("scontrol", "-d", "-o", "show", "nodes")):
+                for kind in gres.gres_shares(n.gres):
+                    t = self._node_type(n)
+                    if t not in shares.setdefault(kind, []):
+                        shares[kind].append(t)
+        out = {jid: gres.job_accepts(self.resolver, tres, feat, pref, shares) for jid, tres, feat, pref in rows}
         self._report_unmatched()
         return out
 

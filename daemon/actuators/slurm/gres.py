@@ -9,7 +9,7 @@ restricts the nodes by feature, ``--constraint="a100|t4"``, and says which it wo
 Weight). So what a job accepts, in order of preference, is read from those three:
 
 - a typed GRES request: that type only (a typed shard or MPS share too, ``shard:a100:2``: the type of the GPU it
-  sits on);
+  sits on); an untyped shard or MPS request: the types of the nodes that have that GRES (only they run it);
 - an untyped request with a constraint naming GPU types (node features that are configured types or aliases):
   those types, the preferred ones first, then in the constraint's order;
 - an untyped request with only ``--prefer``: every configured type, the preferred ones first (any type runs it);
@@ -25,6 +25,7 @@ Pure: parsing only, no Slurm calls.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 
 from daemon.config.fleet import ANY, TypeResolver
 
@@ -32,6 +33,7 @@ _GPU_GRES = re.compile(r"^(?:gres[:/])?gpu(?::([A-Za-z0-9_.-]+))?:(\d+)")
 # a typed share of a GPU (Slurm's shard and MPS take the type of the GPU they sit on: a node's gpu:a100:4,shard:16
 # shows as shard:a100:16, and a job may ask --gres=shard:a100:2 or mps:t4:50)
 _SHARED_GRES = re.compile(r"^(?:gres[:/])?(?:shard|mps):([A-Za-z][A-Za-z0-9_.-]*):(\d+)")
+_SHARE_KIND = re.compile(r"^(?:gres[:/])?(shard|mps)[:=(]")
 _FEATURE_SPLIT = re.compile(r"[|&,\[\]()]+")
 _GRES_TOKEN = re.compile(r"[(),]|[^(),]+")
 
@@ -83,6 +85,12 @@ def gres_shared_types(text: str) -> list[str]:
     return out
 
 
+def gres_shares(text: str) -> set[str]:
+    """The GPU-sharing GRES kinds in a node's ``Gres=`` or a job's request: ``gpu:a100:4,shard:a100:16`` ->
+    ``{"shard"}``; ``gres:mps:50`` -> ``{"mps"}``."""
+    return {m.group(1) for part in gres_parts(text) if (m := _SHARE_KIND.match(part))}
+
+
 def known_type(resolver: TypeResolver, name: str) -> str | None:
     """The configured type `name` is (a type or an alias), None when it is none: a node feature or constraint
     term that is not a GPU type is another constraint, not an unknown GPU, so it is not reported."""
@@ -112,9 +120,11 @@ def node_type(resolver: TypeResolver, gres: str, features: str = "") -> str:
     return resolver(f"untyped gres {gres or '(none)'}")
 
 
-def job_accepts(resolver: TypeResolver, tres_per_node: str, features: str = "", prefer: str = "") -> tuple[str, ...]:
+def job_accepts(resolver: TypeResolver, tres_per_node: str, features: str = "", prefer: str = "",
+                share_types: Mapping[str, Sequence[str]] | None = None) -> tuple[str, ...]:
     """The types a job accepts, in order of preference (module docstring); ``ANY`` when it names none. `tres_per_node`:
-    its GRES requests, per node, job, task or socket, comma-separated."""
+    its GRES requests, per node, job, task or socket, comma-separated. `share_types`: for an untyped shard or MPS
+    request, the types of the nodes that have that GRES (where alone it runs; none known: not judged)."""
     typed = [t for t in gres_gpu_types(tres_per_node) if t] + gres_shared_types(tres_per_node)
     if typed:
         out: list[str] = []
@@ -125,6 +135,13 @@ def job_accepts(resolver: TypeResolver, tres_per_node: str, features: str = "", 
         return tuple(out)
     allowed = [t for t in (known_type(resolver, f) for f in feature_terms(features)) if t is not None]
     preferred = [t for t in (known_type(resolver, f) for f in feature_terms(prefer)) if t is not None]
+    shares = gres_shares(tres_per_node)
+    if shares and share_types:
+        on = [t for kind in sorted(shares) for t in share_types.get(kind, ())]
+        if on:   # only nodes with the share run it: of those, the ones its constraint allows
+            allowed = [t for t in allowed if t in on] if allowed else list(dict.fromkeys(on))
+            if not allowed:
+                return tuple(dict.fromkeys(on))   # a constraint no sharing node meets: it runs nowhere; say where
     if not allowed and not preferred:
         return ANY
     pool = allowed or list(resolver.types)
