@@ -266,3 +266,74 @@ def test_a_pod_selecting_a_hold_whose_taint_it_does_not_tolerate_is_no_demand(ku
     finally:
         rt.close()
         kube.delete_nodes(nodes)
+
+
+def test_mig_pods_are_judged_per_instance_profile(kube, tmp_path, caplog):
+    """On a fleet with MIG, a pod fits a node only where each resource it asks for is there (the scheduler's fit),
+    where never_starts compared its GPUs and MIG instances summed with each node's GPUs plus its most numerous
+    profile's instances. On a node of 7 mig-1g.10gb and 2 mig-3g.40gb, a normal tenant's pod asking 4 mig-3g.40gb
+    (4 <= 7) never starts and was demand (aged into a hold of the node, idle), and one asking 6 mig-1g.10gb and 2
+    mig-3g.40gb (8 > 7) fits but was no demand. Now the first is no job, said once, and the second is demand."""
+    import logging
+
+    from daemon.service.wiring import build_runtime
+    from tests.k8s.test_view_watch import parse_config
+
+    core = k8s.CoreV1Api(kube.api())
+    tenants, ns, _ = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=0)
+    name = f"{ns['team-a']}-mig"
+    cap = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/mig-1g.10gb": "7", "nvidia.com/mig-3g.40gb": "2"}
+    core.create_node(k8s.V1Node(metadata=k8s.V1ObjectMeta(name=name, annotations={"kwok.x-k8s.io/node": "fake"},
+                                                          labels={"type": "kwok", "kubernetes.io/hostname": name}),
+                                spec=k8s.V1NodeSpec(taints=[]), status=k8s.V1NodeStatus(capacity=cap, allocatable=cap)))
+    kube.made["nodes"].append(name)
+    wait_for(lambda: kube.node_ready(name), timeout=60, what="the MIG node Ready")
+    names = tuple(t.name for t in tenants)
+    cfg = parse_config({"cluster": {"gpus": 9}, "source": {"kind": "prometheus"},
+                        "forecaster": {"kind": "seasonal_naive"}, "server": {"enabled": False},
+                        "state": {"path": str(tmp_path / "s.db")}, "fleet": {"types": ["mig-1g.10gb", "mig-3g.40gb"]},
+                        "tenants": [{"name": t.name, "tier": t.tier, "k8s_namespace": t.k8s_namespace}
+                                    for t in tenants],
+                        "actuators": {"enabled": ["kubernetes", "kueue"], "dry_run": True,
+                                      "kubernetes": {"kubeconfig": str(kube.admin_kubeconfig)}}})
+    rt = build_runtime(cfg, with_store=False)
+    kub = rt.actuators[-2]
+    b = ns["team-b"]
+
+    def mig_pod(pod_name: str, limits: dict, namespace: str = b) -> dict:
+        pod = gpu_pod(namespace, pod_name, 1)
+        pod["spec"]["containers"][0]["resources"] = {"limits": limits}
+        return pod
+
+    try:
+        core.create_namespaced_pod(b, mig_pod("four-3g", {"nvidia.com/mig-3g.40gb": "4"}))
+        core.create_namespaced_pod(b, mig_pod("six-and-two", {"nvidia.com/mig-1g.10gb": "6",
+                                                              "nvidia.com/mig-3g.40gb": "2"}))
+        core.create_namespaced_pod(b, mig_pod("eight-1g", {"nvidia.com/mig-1g.10gb": "8"}))
+        wait_for(lambda: unschedulable_because(core, b, "four-3g"), timeout=60, what="four-3g unschedulable")
+        wait_for(lambda: unschedulable_because(core, b, "eight-1g"), timeout=60, what="eight-1g unschedulable")
+        wait_for(lambda: core.read_namespaced_pod("six-and-two", b).spec.node_name == name, timeout=60,
+                 what="six-and-two bound")
+        core.delete_namespaced_pod("six-and-two", b, grace_period_seconds=0)
+        wait_for(lambda: not any(p.metadata.name == "six-and-two" for p in core.list_namespaced_pod(b).items),
+                 timeout=60, what="six-and-two gone")
+        # the same pod while the node is full (the others of team-a hold its instances): it waits, as demand
+        core.create_namespaced_pod(ns["team-a"], mig_pod("all", {"nvidia.com/mig-1g.10gb": "7"}, ns["team-a"]))
+        wait_for(lambda: core.read_namespaced_pod("all", ns["team-a"]).spec.node_name == name, timeout=60,
+                 what="team-a's pod bound")
+        core.create_namespaced_pod(b, mig_pod("six-and-two", {"nvidia.com/mig-1g.10gb": "6",
+                                                              "nvidia.com/mig-3g.40gb": "2"}))
+        wait_for(lambda: unschedulable_because(core, b, "six-and-two"), timeout=60, what="six-and-two waits")
+        wait_for(lambda: kub.cluster_jobs(names).running.sum() == 1, timeout=60, what="team-a's pod in the view")
+        with caplog.at_level(logging.WARNING, logger="gpu_autoscaler.actuator.kubernetes"):
+            jobs = kub.cluster_jobs(names)
+            kub.cluster_jobs(names)
+        got = dict(zip(jobs.ids.tolist(), jobs.gpus.tolist()))
+        assert got == {f"{ns['team-a']}/all": 7, f"{b}/six-and-two": 8}, got
+        said = sorted(r.getMessage() for r in caplog.records if "can never start" in r.getMessage())
+        assert len(said) == 2, said
+        assert f"pod {b}/eight-1g asks for 8 nvidia.com/mig-1g.10gb, more than any node has (7)" in said[0], said
+        assert f"pod {b}/four-3g asks for 4 nvidia.com/mig-3g.40gb, more than any node has (2)" in said[1], said
+    finally:
+        rt.close()
+        kube.delete_nodes([name])

@@ -49,9 +49,9 @@ def node_gpus(node, resource: str, gpu_type: str) -> int:
     return gpu_quantity(alloc.get(resource, 0)) + mig
 
 
-def pod_mig_gpus(pod) -> int:
-    """MIG instances a pod asks for (requests, else limits, of every ``nvidia.com/mig-*`` resource), each resource
-    counted as Kubernetes counts a pod's request (objects.effective_request: init containers and sidecars too)."""
+def pod_mig_requests(pod) -> dict[str, int]:
+    """The MIG instances a pod asks for per ``nvidia.com/mig-*`` resource (requests, else limits), each counted as
+    Kubernetes counts a pod's request (objects.effective_request: init containers and sidecars too); none: {}."""
     spec = pod.spec
     containers, inits = spec.containers or [], getattr(spec, "init_containers", None) or []
     kinds = set()
@@ -59,8 +59,14 @@ def pod_mig_gpus(pod) -> int:
         res = c.resources
         kinds |= {k for k in (*((res.requests or {}) if res else {}), *((res.limits or {}) if res else {}))
                   if k.startswith(MIG_PREFIX)}
-    return sum(effective_request(containers, inits, lambda c, k=k: container_request(c, k), is_sidecar)
-               for k in sorted(kinds))
+    out = {k: effective_request(containers, inits, lambda c, k=k: container_request(c, k), is_sidecar)
+           for k in sorted(kinds)}
+    return {k: v for k, v in out.items() if v > 0}
+
+
+def pod_mig_gpus(pod) -> int:
+    """MIG instances a pod asks for, all profiles together (pod_mig_requests)."""
+    return sum(pod_mig_requests(pod).values())
 
 
 def pod_accepts(resolver: TypeResolver, pod, label: str = PRODUCT_LABEL) -> tuple[str, ...]:

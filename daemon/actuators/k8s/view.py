@@ -154,7 +154,8 @@ def _shown_terms(terms: list) -> str:
 def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = None,
                  hold_label: str | None = None) -> Callable[[object, int], str | None]:
     """Why an unbound pod asking for `g` GPUs can never start on these nodes (usable now or not: a cordoned node may
-    come back), or None: it asks for more GPUs than any node has (a pod runs on one node: largest_node), or no node
+    come back), or None: it asks for more GPUs than any node has (a pod runs on one node: largest_node; on a mixed
+    fleet, more of some GPU or MIG resource than any node that has the others it asks for), or no node
     has labels that both its nodeSelector and its required node affinity (a term of In / NotIn / Exists /
     DoesNotExist / Gt / Lt over the node's labels, or its name) match. The node hold's label is left out of both:
     Kueue puts it on the pods it admits on a hold's flavor, and it comes and goes with the holds; but only where the
@@ -163,10 +164,28 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
     node at all, nothing is judged."""
     largest = largest_node(nodes, resource, resolver)
     named = [(n.metadata.labels or {}, n.metadata.name) for n in nodes]
+    # a fleet with MIG: each node's allocatable GPUs and MIG instances per resource, for the scheduler's fit (every
+    # resource the pod asks for, on one node); summed, 4 mig-3g.40gb read as fitting a node of 7 mig-1g.10gb
+    sizes = [{r: gpu_quantity(q) for r, q in ((n.status.allocatable or {}) if n.status else {}).items()
+              if r == resource or r.startswith(flavors.MIG_PREFIX)} for n in nodes] if resolver is not None else []
+
+    def too_big(pod, g: int) -> str | None:
+        if resolver is None:
+            return f"asks for {g} GPUs, more than any node has ({largest})" if 0 < largest < g else None
+        asked = {r: q for r, q in {resource: pod_gpus(pod, resource), **flavors.pod_mig_requests(pod)}.items() if q}
+        if not sizes or not asked or any(all(sz.get(r, 0) >= q for r, q in asked.items()) for sz in sizes):
+            return None
+        if len(asked) == 1:
+            (r, q), = asked.items()
+            most = max(sz.get(r, 0) for sz in sizes)
+            return f"asks for {q} GPUs, more than any node has ({most})" if r == resource else \
+                f"asks for {q} {r}, more than any node has ({most})"
+        return "asks for " + ", ".join(f"{q} {r}" for r, q in sorted(asked.items())) + ", which no one node has"
 
     def why(pod, g: int) -> str | None:
-        if 0 < largest < g:
-            return f"asks for {g} GPUs, more than any node has ({largest})"
+        big = too_big(pod, g)
+        if big is not None:
+            return big[:300]
         if not named:
             return None
         held = (pod.spec.node_selector or {}).get(hold_label) if hold_label else None
