@@ -159,12 +159,14 @@ def _worker(conn) -> None:
         try:
             part = _run_group(_JOB["groups"][g], conn.send)
         except Exception as exc:  # the parent raises it (as Pool did), with this process's traceback
+            import pickle
             import traceback
 
             text = traceback.format_exc()
-            try:
+            try:   # one that does not come back whole (its args are not its constructor's) failed the parent's recv
+                pickle.loads(pickle.dumps(exc))
                 conn.send(("error", g, exc, text))
-            except Exception:  # not picklable: its text
+            except Exception:  # not picklable, or not unpicklable: its text
                 conn.send(("error", g, RuntimeError(f"{type(exc).__name__}: {exc}"), text))
             return
         conn.send(("done", g, part))

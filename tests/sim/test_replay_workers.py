@@ -78,3 +78,31 @@ def test_simulate_with_workers_prints_the_line_not_a_traceback(tmp_path, monkeyp
     assert len(line) == 1 and re.match(r"gpu-autoscaler: replay worker [12] of 2 \(pid \d+\) died \(exit code 3\) "
                                        r"while running setting 'reactive' .*; --workers 1 runs every setting in "
                                        r"this process$", line[0]), r.output
+
+
+class TwoArgError(Exception):
+    """An exception that pickles but does not unpickle (its args are not its constructor's: as
+    subprocess.TimeoutExpired's and many libraries' own)."""
+
+    def __init__(self, what: str, where: int) -> None:
+        super().__init__(f"{what} at {where}")
+
+
+@pytest.mark.timeout(120)
+def test_a_setting_error_the_parent_cannot_unpickle_is_still_said(small, monkeypatch):
+    """A setting's error was sent to the parent as the exception itself: one that pickles but does not unpickle
+    (TwoArgError(what, where) comes back as TwoArgError('... at 7') and fails) raised TypeError in the parent's
+    recv, a traceback about __init__'s arguments, with the setting's error, its worker and its traceback lost. Now
+    the worker sends the text of an error that does not come back whole."""
+    real = replay.run_strategy
+
+    def run(s, w, cfg, bank, **kw):
+        if s == "static":
+            raise TwoArgError("corrupt trace", 7)
+        return real(s, w, cfg, bank, **kw)
+
+    monkeypatch.setattr(replay, "run_strategy", run)
+    with pytest.raises(RuntimeError) as e:
+        replay.run_replay(small, Config(), None, steps=30, settings=SETTINGS, workers=2)
+    assert str(e.value) == "TwoArgError: corrupt trace at 7", repr(e.value)
+    assert "TwoArgError" in str(e.value.__cause__) and "in replay worker" in str(e.value.__cause__)
