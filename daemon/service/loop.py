@@ -277,7 +277,7 @@ class Daemon:
         if self.failover.breaker.is_open(now):
             reasons.append("failover circuit breaker open: mass node failure reported, monitoring problem?")
         ov = self.runtime.overrides
-        ov_problem = ov.problem() if ov is not None else None
+        ov_problem = ov.problem(detail) if ov is not None else None   # a malformed store's text names tenants
         if ov_problem:
             reasons.append(ov_problem)  # the shared store (HA) is unreadable: planning with the last overrides read
         alive = age is not None and age < max(3 * interval, 10)
@@ -295,7 +295,7 @@ class Daemon:
                 "plan_age_s": None if plan_age == float("inf") else round(plan_age, 1),
                 "plan_at": plan.at if plan else None, "cycles": self.cycles_done,
                 "forecaster": self.runtime.forecaster_note, "role": self.role(),
-                **({"overrides": ov.status()} if ov is not None and ov.shared is not None else {})}
+                **({"overrides": ov.status(detail)} if ov is not None and ov.shared is not None else {})}
 
     def role(self) -> str:
         """single (no HA), leader (holds the lease: acts) or standby (plans, never acts or fails over)."""

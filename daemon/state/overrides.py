@@ -53,6 +53,10 @@ APPLIES = "at the next cycle"
 APPLIES_HA = "at the leader's next cycle"
 
 
+# the shared store's error as the open /healthz says it (Overrides.status without detail)
+UNREADABLE = "unreadable (the error is in the daemon's log and on the operator's console)"
+
+
 class OverridesUnavailable(RuntimeError):
     """The shared store cannot be read or written: a change is refused rather than kept only on this replica."""
 
@@ -421,20 +425,26 @@ class Overrides:
         return self.inputs()
 
     # ---- the shared store (HA) -----------------------------------------------------------------
-    def status(self) -> dict | None:
-        """For /healthz: where the overrides are read from, when they last were, and what failed since."""
+    def status(self, detail: bool = True) -> dict | None:
+        """For /healthz: where the overrides are read from, when they last were, and what failed since. Without
+        `detail` (the open /healthz) the error is said without its text: a malformed document is said by what is
+        wrong in it, which names a tenant ("tenant 'x': not an object")."""
         if self.shared is None:
             return None
         at = self.read_at
-        return {"store": self.shared.where, "error": self.read_error,
+        err = self.read_error
+        if err is not None and not detail:
+            err = UNREADABLE
+        return {"store": self.shared.where, "error": err,
                 "read_at": dt.datetime.fromtimestamp(at, dt.timezone.utc).isoformat(timespec="seconds") if at else None}
 
-    def problem(self) -> str | None:
-        """A degraded-health reason while the shared store cannot be read, else None."""
-        st = self.status()
+    def problem(self, detail: bool = True) -> str | None:
+        """A degraded-health reason while the shared store cannot be read, else None (`detail`: as status)."""
+        st = self.status(detail)
         if st is None or st["error"] is None:
             return None
-        return (f"operator overrides: {st['error']}; planning with those last read "
+        what = st["error"] if detail else "the shared store is unreadable"
+        return (f"operator overrides: {what}; planning with those last read "
                 f"({st['read_at'] or 'never read: the local copy'})")
 
     def _adopt(self, doc: dict) -> None:

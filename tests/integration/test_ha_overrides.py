@@ -162,11 +162,12 @@ def test_shared_store_down_refuses_changes_and_the_cycle_keeps_the_last_pause(tm
             assert d.runtime.overrides.for_tenant("tenant-0001") == {}
             seen = d.cycles_done
             wait_for(lambda: d.cycles_done >= seen + 3, what="cycles without Redis", timeout=60)
-            health = httpx.get(f"{base}/healthz").json()
-            assert health["status"] == "degraded" and health["overrides"]["error"].startswith(
-                "cannot read the operator overrides from Redis")
-            assert "operator overrides: cannot read" in health["reason"] and "planning with those last read" in \
-                health["reason"]
+            health = httpx.get(f"{base}/healthz").json()   # open: the store's error without its text
+            assert health["status"] == "degraded" and health["overrides"]["error"].startswith("unreadable")
+            assert "operator overrides: the shared store is unreadable" in health["reason"] and \
+                "planning with those last read" in health["reason"]
+            detail = d.health(detail=True)   # the operator's console
+            assert "operator overrides: cannot read the operator overrides from Redis" in detail["reason"]
             assert d.runtime.overrides.inputs().paused_all
             assert d.last_result.plan is not None and d.last_result.plan.preemptions == ()
         # the same port, an empty Redis (no persistence): the pause this replica holds is put back
@@ -202,3 +203,27 @@ def test_two_writers_at_once_lose_neither_change(r, redis_url, tmp_path):
         assert ov.for_tenant("t1") == {"floor_gpus": 4, "rate_override": 5.0}
         assert [e["who"] for e in ov.store.events("operator_change")] == ["bob", "alice"]
         assert ov.refresh() and len(ov.store.events("operator_change")) == 2   # copied once, not every cycle
+
+
+def test_healthz_says_an_unreadable_overrides_store_without_its_text(r, redis_url, tmp_path):
+    """/healthz answers anyone (no token) and quoted the shared store's error whole: a malformed overrides document
+    is said by what is wrong in it ("tenant 'team-secret-lab': not an object"), so anyone reaching the port read a
+    tenant's name, where docs/security.md says /healthz carries none (bd06557 did this for a source's error). Now
+    /healthz says the store is unreadable, and the operator's console has the text."""
+    api = free_port()
+    base = f"http://127.0.0.1:{api}"
+    d = _daemon(tmp_path, redis_url, "solo", api)
+    try:
+        d.start()
+        wait_for(lambda: d.role() == "leader" and d.cycles_done >= 1, what="leading", timeout=60)
+        r.set("gpuas:overrides", json.dumps({"tenants": {"team-secret-lab": "x"}, "global": {}}))
+        wait_for(lambda: d.runtime.overrides.problem() is not None, what="the store read as malformed", timeout=30)
+        health = httpx.get(f"{base}/healthz").json()
+        assert health["status"] == "degraded", health
+        assert "team-secret-lab" not in json.dumps(health), health
+        assert "operator overrides: the shared store is unreadable" in health["reason"], health
+        assert health["overrides"]["error"] == "unreadable (the error is in the daemon's log and on the operator's " \
+                                               "console)", health
+        assert "team-secret-lab" in d.health(detail=True)["reason"]   # the operator's views
+    finally:
+        d.stop()
