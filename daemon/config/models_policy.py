@@ -42,7 +42,8 @@ class TenantConfig(_Strict):
                        "held for its forecast peak; each tier has its own req/s in ratelimits.levels. Unlisted "
                        "tenants are normal; which jobs may be preempted comes from the scheduler's job priority")
     slurm_account: str | None = Field(None, description="Slurm account whose jobs are this tenant's, and that its "
-                                      "hold reservations admit; default: the tenant's name. Beside a slurm "
+                                      "hold reservations admit; default: the tenant's name. Matched ignoring "
+                                      "case, as Slurm does (it prints its accounts lower-case). Beside a slurm "
                                       "actuator, Prometheus' tenant label values are read as accounts too")
     k8s_namespace: str | None = Field(None, description="namespace whose pods are this tenant's (its quota, queues "
                                       "and evictions); default: the tenant's name. A `kube-*` namespace is never "

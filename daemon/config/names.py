@@ -71,8 +71,10 @@ def tenant_namespaces(tenants: Iterable[TenantConfig]) -> dict[str, str]:
 
 
 def tenant_accounts(tenants: Iterable[TenantConfig]) -> dict[str, str]:
-    """tenant -> the Slurm account its jobs run under (slurm_account, default its name)."""
-    return {t.name: (t.slurm_account or t.name) for t in tenants}
+    """tenant -> the Slurm account its jobs run under (slurm_account, default its name), as Slurm spells it:
+    lower-case (its account names are case-insensitive; squeue prints 'team-big' for --account=Team-Big). As
+    written, a tenant named Team-Big matched none of its jobs: its work nobody's, its demand none."""
+    return {t.name: (t.slurm_account or t.name).lower() for t in tenants}
 
 
 def named_tenant(value: str, tenant_of: Mapping[str, str], tenants: Container[str], kind: str) -> str:

@@ -279,6 +279,8 @@ class PrometheusSource:
         v = labels.get(self.pc.tenant_label)
         if v is None or self.tenant_of_value is None:
             return v
+        if self.value_kind == "account":
+            v = v.lower()   # Slurm's accounts are case-insensitive (tenant_accounts: as Slurm spells them)
         return named_tenant(v, self.tenant_of_value, self.tiers, self.value_kind)
 
     def _grid(self, query: str, start: float, end: float, n: int,

@@ -673,3 +673,28 @@ def test_a_running_jobs_time_limit_moves_a_pending_jobs_start_estimate(slurm):
         assert later["p50_s"] - first["p50_s"] > 1100.0
     finally:
         subprocess.run(["scancel", run, *([wait] if wait else [])], env=slurm["env"], capture_output=True)
+
+
+def test_a_tenants_account_is_matched_as_slurm_spells_it(slurm):
+    """Slurm's account names are case-insensitive and it prints them lower-case (sbatch --account=Team-Big runs
+    under 'team-big'). A tenant named Team-Big (its account by default its name) or with slurm_account 'Acct-Big'
+    matched none of its jobs: its work was nobody's, its pending GPUs no demand, nothing held or preempted for it,
+    silently. Now the accounts are compared as Slurm spells them."""
+    env = slurm["env"]
+
+    def submit(account):
+        return subprocess.run(["sbatch", "--parsable", "--partition=low", f"--account={account}", "--gres=gpu:1",
+                               "-o", "/dev/null", "--wrap", "sleep 600"], env=env, capture_output=True, text=True,
+                              check=True).stdout.strip().split(";")[0]
+    ids = [submit("Team-Big"), submit("Acct-Big")]
+    try:
+        wait_for(lambda: all(state(slurm, j).startswith("RUNNING") for j in ids), what="jobs running", timeout=60)
+        a = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir="/usr/bin"),
+                          [TenantConfig(name="Team-Big", tier="high"),
+                           TenantConfig(name="team-other", tier="low", slurm_account="Acct-Big")])
+        js = a.cluster_jobs(("Team-Big", "team-other"))
+        assert dict(zip(js.ids.tolist(), js.tenant.tolist())) == {ids[0]: 0, ids[1]: 1}
+        assert [a.tenant(j) for j in a.jobs(job_ids=ids)] == ["Team-Big", "team-other"]
+    finally:
+        subprocess.run(["scancel", *ids], env=env, capture_output=True)
+        wait_for(lambda: all(state(slurm, j) == "" for j in ids), what="jobs gone", timeout=60)
