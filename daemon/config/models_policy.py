@@ -116,8 +116,16 @@ class SkillGateConfig(_Strict):
         "scored at policy.quantile. A service's shortfall is requests refused (429s), not a job that waits, and the "
         "high tier's SLO allows 0.1% of them: at 0.99 a GPU short weighs 99 GPUs idle (at 0.9, 9). {} scores every "
         "tenant at policy.quantile")
+    batch_quantile: dict[Tier, float] = Field(
+        default_factory=lambda: {"high": 0.5},
+        description="per tier, the quantile whose pinball loss scores a batch tenant's holds (a tenant that is no "
+        "inference service); tiers not listed are scored at policy.quantile. A batch hold's GPU held idle is a lower "
+        "tier's job kept waiting or preempted, a GPU short one of this tier's jobs waiting: at 0.5 both weigh one "
+        "GPU-minute, as the replay counts every tier (at 0.9 a GPU short weighs 9 idle, and a forecast that wins "
+        "there can still cost the lower tiers more than it saves). The holds are still made at policy.quantile. {} "
+        "scores them at policy.quantile")
 
-    @field_validator("service_quantile")
+    @field_validator("service_quantile", "batch_quantile")
     @classmethod
     def _quantiles_inside(cls, v: dict[str, float]) -> dict[str, float]:
         bad = {t: q for t, q in v.items() if not 0 < q < 1}
