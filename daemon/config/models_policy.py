@@ -238,7 +238,8 @@ class SimulatorConfig(_Strict):
     tenants: int = Field(40, gt=0, description="simulated tenants, named tenant-0000, tenant-0001, ...")
     high_share: float = Field(0.1, ge=0, le=1, description="share of the simulated tenants in the high tier (at least "
                               "one when above 0): the first ones by name, twice as big on average, and at least 60% "
-                              "of them with the 14:00 peak")
+                              "of them with the 14:00 peak; a simulated tenant listed in [[tenants]] takes the tier "
+                              "given there")
     low_priority_share: float = Field(0.5, ge=0, le=1, description="share of normal-tier demand that is preemptible")
     target_load: float = Field(0.85, gt=0, le=2, description="mean demand as a share of GPUs")
     peak_share: float = Field(0.3, ge=0, le=1, description="tenants with a daily 14:00 peak")
