@@ -67,15 +67,28 @@ def _case(case: dict) -> list[str]:
     out.append(table(["service", "tier", "throttled: reactive / product / gated / perfect",
                       "GPU-min: reactive / product / gated", "gated: steps on the forecast",
                       "gate's loss ratio at the end"], rows))
+    tiers = dict(case["tiers"]) if isinstance(case.get("tiers"), list) else (case.get("tiers") or {})
     batch = case["batch_tenants"]
-    on = [t for t in batch if (_verdict(case, t) or {}).get("acting")]
-    share = sum(_on_share(case, t) for t in batch) / max(len(batch), 1)
-    ratios = sorted(v["forecast_loss"] / v["reactive_loss"] for t in batch
-                    if (v := _verdict(case, t)) and v.get("scored") and v.get("reactive_loss"))
+    high = [t for t in batch if tiers.get(t) == "high"]
     unmet = "; ".join(f"{tier}: " + " / ".join(n(runs[r]["tiers"][tier]["unmet_gpu_min"]) for r in RUNS)
                       for tier in ("normal", "low"))
+    out += [""]
+    if high:   # the only batch verdicts the plan reads (a normal or low tenant's holds follow no forecast)
+        q = (case["skill_gate"].get("batch_quantile") or {}).get("high")
+        out += [f"High-tier batch tenants (the only batch verdicts the plan reads"
+                + (f"; scored at p{100 * q:g}" if q else "") + "): "
+                + "; ".join(f"{t} on the forecast {pct(_on_share(case, t), 0)} of the steps, its forecast's holds "
+                            f"losing {_ratio(_verdict(case, t))} of the reactive holds' at the end" for t in high)
+                + f" (it needs <= {pct(1 - case['skill_gate']['margin'], 0)}).", ""]
+    rest = [t for t in batch if t not in high]
+    on = [t for t in rest if (_verdict(case, t) or {}).get("acting")]
+    share = sum(_on_share(case, t) for t in rest) / max(len(rest), 1)
+    ratios = sorted(v["forecast_loss"] / v["reactive_loss"] for t in rest
+                    if (v := _verdict(case, t)) and v.get("scored") and v.get("reactive_loss"))
     mid = ratios[len(ratios) // 2] if ratios else None
-    out += ["", f"Batch tenants: {len(on)} of {len(batch)} end the day on the forecast ({pct(share, 0)} of their "
+    out += [(f"The other batch tenants (normal and low, whose verdicts change nothing): {len(on)} of {len(rest)} "
+             if high else f"Batch tenants: {len(on)} of {len(rest)} ")
+            + f"end the day on the forecast ({pct(share, 0)} of their "
             f"steps" + (f"; the forecast's holds lose {pct(ratios[0], 0)} to {pct(ratios[-1], 0)} of the reactive "
                         f"holds', median {pct(mid, 0)}" if ratios else "")
             + f"). Unmet GPU-minutes, reactive / product / gated / perfect: {unmet}; preemptions "

@@ -117,8 +117,16 @@ class SkillGateConfig(_Strict):
         "scored at policy.quantile. A service's shortfall is requests refused (429s), not a job that waits, and the "
         "high tier's SLO allows 0.1% of them: at 0.99 a GPU short weighs 99 GPUs idle (at 0.9, 9). {} scores every "
         "tenant at policy.quantile")
+    batch_quantile: dict[Tier, float] = Field(
+        default_factory=lambda: {"high": 0.5},
+        description="per tier, the quantile whose pinball loss scores a batch tenant's holds (a tenant that is no "
+        "inference service); tiers not listed are scored at policy.quantile. A batch hold's GPU held idle is a lower "
+        "tier's job kept waiting or preempted, a GPU short one of this tier's jobs waiting: at 0.5 both weigh one "
+        "GPU-minute, as the replay counts every tier (at 0.9 a GPU short weighs 9 idle, and a forecast that wins "
+        "there can still cost the lower tiers more than it saves). The holds are still made at policy.quantile. {} "
+        "scores them at policy.quantile")
 
-    @field_validator("service_quantile")
+    @field_validator("service_quantile", "batch_quantile")
     @classmethod
     def _quantiles_inside(cls, v: dict[str, float]) -> dict[str, float]:
         bad = {t: q for t, q in v.items() if not 0 < q < 1}
@@ -231,7 +239,8 @@ class SimulatorConfig(_Strict):
     tenants: int = Field(40, gt=0, description="simulated tenants, named tenant-0000, tenant-0001, ...")
     high_share: float = Field(0.1, ge=0, le=1, description="share of the simulated tenants in the high tier (at least "
                               "one when above 0): the first ones by name, twice as big on average, and at least 60% "
-                              "of them with the 14:00 peak")
+                              "of them with the 14:00 peak; a simulated tenant listed in [[tenants]] takes the tier "
+                              "given there")
     low_priority_share: float = Field(0.5, ge=0, le=1, description="share of normal-tier demand that is preemptible")
     target_load: float = Field(0.85, gt=0, le=2, description="mean demand as a share of GPUs")
     peak_share: float = Field(0.3, ge=0, le=1, description="tenants with a daily 14:00 peak")

@@ -36,11 +36,16 @@ class Verdict:
                 "reactive_loss": self.reactive_loss, "scored": self.scored}
 
 
-def score_quantiles(services: Iterable[tuple[str, str]], gate: SkillGateConfig) -> dict[str, float]:
-    """Service tenant -> the quantile its holds are scored at (ForecastQuality.score_quantile), from `services`
-    ((tenant, tier) of each inference service) and `gate.service_quantile`: a shortfall there refuses requests, so
-    it weighs more than a batch tenant's, whose jobs wait. A service of a tier not listed is not in it."""
-    return {t: gate.service_quantile[tier] for t, tier in services if tier in gate.service_quantile}
+def score_quantiles(services: Iterable[tuple[str, str]], gate: SkillGateConfig,
+                    batch: Iterable[tuple[str, str]] = ()) -> dict[str, float]:
+    """Tenant -> the quantile its holds are scored at (ForecastQuality.score_quantile), from `services` ((tenant,
+    tier) of each inference service) and `gate.service_quantile`, and `batch` (the other tenants, likewise) and
+    `gate.batch_quantile`: a service's shortfall refuses requests, so it weighs more than a batch tenant's, whose
+    jobs wait, while a batch hold held idle keeps a lower tier's job waiting. A tenant of a tier not listed is not
+    in it (scored at the acting quantile)."""
+    out = {t: gate.batch_quantile[tier] for t, tier in batch if tier in gate.batch_quantile}
+    out.update({t: gate.service_quantile[tier] for t, tier in services if tier in gate.service_quantile})
+    return out
 
 
 def per_tenant(scores: Mapping[str, tuple[float, float, int]]) -> dict[str, tuple[float, float, int]]:

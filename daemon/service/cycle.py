@@ -326,8 +326,10 @@ class CycleRunner:
         from daemon.forecasting.services import service_tenants
 
         svc = set(service_tenants(self.cfg))
+        pairs = list(zip(state.tenants, state.tiers))
         self.quality.score_quantile = score_quantiles(
-            ((t, tier) for t, tier in zip(state.tenants, state.tiers) if t in svc), self.cfg.policy.skill_gate)
+            ((t, tier) for t, tier in pairs if t in svc), self.cfg.policy.skill_gate,
+            ((t, tier) for t, tier in pairs if t not in svc))
 
     def _score_forecasts(self, fc: Forecast | None, history: pd.DataFrame) -> None:
         """Live quality (daemon/forecasting/quality.py); when it stays degraded, the best baseline takes over."""

@@ -20,12 +20,13 @@ from forecaster.types import Forecast
 
 class ReplayGate:
     def __init__(self, cfg: Config, demand: pd.DataFrame, series: tuple[str, ...] | None = None,
-                 services: Iterable[tuple[str, str]] = ()) -> None:
+                 services: Iterable[tuple[str, str]] = (), batch: Iterable[tuple[str, str]] = ()) -> None:
         """`demand`: the trace (one column per tenant); `series`: the forecast's series names of those columns, in
         their order, where they differ (a mixed fleet's ``tenant@spec``); `services`: (tenant, tier) of the
-        workload's inference services, scored as the daemon scores its configured ones (score_quantiles)."""
+        workload's inference services, and `batch` the same of its other tenants, scored as the daemon scores its own
+        (score_quantiles)."""
         self.cfg = cfg
-        self.scored_at = score_quantiles(services, cfg.policy.skill_gate)
+        self.scored_at = score_quantiles(services, cfg.policy.skill_gate, batch)
         self.history = demand if series is None else demand.set_axis(list(series), axis=1)
         self.quality: ForecastQuality | None = None
         self.verdicts: dict[str, Verdict] = {}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import threading
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -13,6 +15,8 @@ from daemon.policy.state import PRIORITY, ClusterState
 from daemon.sim.cluster import SimCluster
 from daemon.sim.workloads import fleet_accepts, generate
 from daemon.sources.base import Collected, SourceError
+
+log = logging.getLogger("gpu_autoscaler.sim")
 
 
 class SimulatedCluster:
@@ -34,6 +38,15 @@ class SimulatedCluster:
                              high_share=sc.high_share, low_share=sc.low_priority_share,
                              target_load=sc.target_load, peak_share=sc.peak_share, start=sc.start_time)
         self.tenants = tuple(self.work.demand.columns)
+        declared = {t.name: t.tier for t in cfg.tenants}
+        if declared:
+            # a tenant's tier is config, as with every other source: the simulator's own share only picks the rest
+            self.work = replace(self.work, tiers=tuple(declared.get(n, t) for n, t in zip(self.tenants,
+                                                                                         self.work.tiers)))
+            unknown = sorted(set(declared) - set(self.tenants))
+            if unknown:
+                log.warning("[[tenants]] %s: no such simulated tenant (the simulator has %s to %s); their tiers "
+                            "change nothing", ", ".join(unknown), self.tenants[0], self.tenants[-1])
         prio = np.array([PRIORITY[t] for t in self.work.tiers], dtype=np.int8)
         typed: dict = {}
         self.series = self.tenants   # the history's columns: tenants, or on a mixed fleet "tenant@accepted types"

@@ -150,7 +150,8 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
         res.rises_high = {"rises": int(up.sum()), "seen": int((up & (draws[win][:, high] < share)).sum())}
     # the skill gate runs on the forecasts scored so far (daemon/sim/skill_gate.py), as in the daemon
     gate = ReplayGate(cfg, w.demand, series if typed else None,
-                      services=[(t, w.tiers[i]) for i, t in enumerate(tenants) if t in (w.inference or {})]) \
+                      services=[(t, w.tiers[i]) for i, t in enumerate(tenants) if t in (w.inference or {})],
+                      batch=[(t, w.tiers[i]) for i, t in enumerate(tenants) if t not in (w.inference or {})]) \
         if name == "predictive" and cfg.policy.skill_gate.enabled else None
     acting = None
     read: frozenset[str] = frozenset()   # the tenants whose verdict this run reads (Meter.forecast_acting_read)

@@ -104,11 +104,13 @@ def test_the_daemon_scores_its_configured_high_tier_services_at_their_quantile(t
     rt = build_runtime(cfg)
     try:
         rt.runner.run_once()
-        assert rt.runner.quality.score_quantile == {"tenant-0000": 0.99}
+        # tenant-0002, a high-tier batch tenant, at policy.skill_gate.batch_quantile's
+        assert rt.runner.quality.score_quantile == {"tenant-0000": 0.99, "tenant-0002": 0.5}
         # a reload that lists no tier: every tenant scored at policy.quantile from the next cycle on
         with rt.runner.lock:
             rt.runner.use_config(cfg.model_copy(update={"policy": cfg.policy.model_copy(update={
-                "skill_gate": cfg.policy.skill_gate.model_copy(update={"service_quantile": {}})})}))
+                "skill_gate": cfg.policy.skill_gate.model_copy(update={"service_quantile": {},
+                                                                       "batch_quantile": {}})})}))
         rt.runner.run_once()
         assert rt.runner.quality.score_quantile == {}
     finally:
