@@ -75,7 +75,7 @@ def _case(case: dict) -> list[str]:
     out += [""]
     if high:   # the only batch verdicts the plan reads (a normal or low tenant's holds follow no forecast)
         q = (case["skill_gate"].get("batch_quantile") or {}).get("high")
-        out += [f"High-tier batch tenants (the only batch verdicts the plan reads"
+        out += ["High-tier batch tenants (the only batch verdicts the plan reads"
                 + (f"; scored at p{100 * q:g}" if q else "") + "): "
                 + "; ".join(f"{t} on the forecast {pct(_on_share(case, t), 0)} of the steps, its forecast's holds "
                             f"losing {_ratio(_verdict(case, t))} of the reactive holds' at the end" for t in high)
