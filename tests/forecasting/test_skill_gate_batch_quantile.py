@@ -86,27 +86,4 @@ def test_the_replay_gate_scores_the_workloads_high_tier_batch_tenants_at_their_q
         acting = gate.at(k, fc, tuple(demand.columns))
     assert acting == {"nrm"}, gate.verdicts              # the high tier's at p50: reactive; the normal's at p90
     assert "at p50" in gate.verdicts["hi"].why and "at p50" not in gate.verdicts["nrm"].why
-
-
-def test_the_daemon_scores_its_high_tier_batch_tenants_at_their_quantile(tmp_path):
-    from daemon.config import SimulatorConfig, SourceConfig
-    from daemon.service.wiring import build_runtime
-
-    cfg = Config(cluster={"gpus": 64}, cycle={"horizon_steps": 5},
-                 source=SourceConfig(simulator=SimulatorConfig(tenants=3, warmup_steps=30)),
-                 forecaster={"season_steps": 60, "model_dir": tmp_path / "none"},
-                 policy={"skill_gate": {"enabled": True}}, state={"path": tmp_path / "s.sqlite"})
-    rt = build_runtime(cfg)
-    try:
-        rt.runner.run_once()
-        s = rt.runner.last_state
-        high = [t for t, tier in zip(s.tenants, s.tiers) if tier == "high"]
-        assert high and rt.runner.quality.score_quantile == {t: 0.5 for t in high}
-        # a reload that lists no tier: every tenant scored at policy.quantile from the next cycle on
-        with rt.runner.lock:
-            rt.runner.use_config(cfg.model_copy(update={"policy": cfg.policy.model_copy(update={
-                "skill_gate": cfg.policy.skill_gate.model_copy(update={"batch_quantile": {}})})}))
-        rt.runner.run_once()
-        assert rt.runner.quality.score_quantile == {}
-    finally:
-        rt.close()
+    # the daemon's: tests/forecasting/test_skill_gate_service_quantile.py (its tenant-0002)

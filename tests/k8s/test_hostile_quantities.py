@@ -49,7 +49,6 @@ def test_a_pending_pod_larger_than_any_node_is_no_demand_and_ages_into_no_hold(k
     it aged (anti-starvation) into a hold of every GPU beyond the high tier's guarantee, kept from everyone else for
     as long as it waited. Now it is no job (said once in the log), and the plan holds nothing for it; a pod that fits a
     node still waits as demand."""
-    import logging
 
     import numpy as np
     import pandas as pd
@@ -80,11 +79,8 @@ def test_a_pending_pod_larger_than_any_node_is_no_demand_and_ages_into_no_hold(k
         wait_for(lambda: {busy, eight, held} <= set(kub.cluster_jobs(names).ids.tolist()), timeout=60,
                  what="the pods in the view")
         wait_for(lambda: kub.cluster_jobs(names).running.sum() == 1, timeout=60, what="one pod bound")
-        with caplog.at_level(logging.WARNING, logger="gpu_autoscaler.actuator.kubernetes"):
-            jobs = kub.cluster_jobs(names)
-            kub.cluster_jobs(names)
+        jobs, said = _read_twice(kub, names, caplog)
         assert f"{ns['team-b']}/nine" not in jobs.ids.tolist() and f"{ns['team-b']}/nowhere" not in jobs.ids.tolist()
-        said = sorted(r.getMessage() for r in caplog.records if "can never start" in r.getMessage())
         assert len(said) == 2, said
         assert f"pod {ns['team-b']}/nine asks for 9 GPUs, more than any node has (8)" in said[0]
         assert f"pod {ns['team-b']}/nowhere selects nodes by gpu-autoscaler.io/nowhere=x, which no node has" in said[1]
@@ -104,6 +100,17 @@ def test_a_pending_pod_larger_than_any_node_is_no_demand_and_ages_into_no_hold(k
         kube.delete_nodes(nodes)
 
 
+def _read_twice(kub, names: tuple[str, ...], caplog) -> tuple:
+    """The view's jobs, read twice, and the sorted "can never start" lines logged meanwhile: each such pod is said
+    once, not at every read."""
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="gpu_autoscaler.actuator.kubernetes"):
+        jobs = kub.cluster_jobs(names)
+        kub.cluster_jobs(names)
+    return jobs, sorted(r.getMessage() for r in caplog.records if "can never start" in r.getMessage())
+
+
 def hold_toleration(key: str, value: str) -> dict:
     """The toleration of a node hold's taint that Kueue injects, with the hold's nodeSelector, into what it admits."""
     return {"key": key, "operator": "Equal", "value": value, "effect": "NoSchedule"}
@@ -120,7 +127,6 @@ def test_a_pending_pod_whose_required_node_affinity_no_node_matches_is_no_demand
     idle. Now it is no job, said once; a pod whose affinity a node matches (NotIn a value the node has not,
     DoesNotExist of a label it has not, one term of two), or whose only unmatched expression is on the node hold's
     label, stays demand."""
-    import logging
 
     core = k8s.CoreV1Api(kube.api())
     tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=1)
@@ -144,15 +150,12 @@ def test_a_pending_pod_whose_required_node_affinity_no_node_matches_is_no_demand
         core.create_namespaced_pod(b, gpu_pod(b, "busy", 8))
         kept = {f"{b}/fits", f"{b}/either", f"{b}/held", f"{b}/busy"}
         wait_for(lambda: kept <= set(kub.cluster_jobs(names).ids.tolist()), timeout=60, what="the pods in the view")
-        with caplog.at_level(logging.WARNING, logger="gpu_autoscaler.actuator.kubernetes"):
-            jobs = kub.cluster_jobs(names)
-            kub.cluster_jobs(names)
+        jobs, said = _read_twice(kub, names, caplog)
         assert set(jobs.ids.tolist()) == kept, jobs.ids
         # the scheduler's word: no node matches their affinity (the kept ones wait for the node's GPUs)
         for name in ("nowhere", "absent"):
             wait_for(lambda: "node affinity" in (unschedulable_because(core, b, name) or ""), timeout=60,
                      what=f"{name} unschedulable for its affinity")
-        said = sorted(r.getMessage() for r in caplog.records if "can never start" in r.getMessage())
         assert len(said) == 2, said
         assert f"pod {b}/absent requires node affinity (type DoesNotExist) or (gpu-autoscaler.io/nowhere In x), " \
                "which no node matches" in said[0], said
@@ -171,7 +174,6 @@ def test_required_node_affinity_the_scheduler_cannot_parse_matches_no_node(kube,
     matches no node) and was demand: it aged into a hold of a whole node, idle. Now each is no job, said once; a Gt
     the node's label meets stays demand. (A value with a space, or a NotIn value that is no label value, the
     apiserver refuses.)"""
-    import logging
 
     core = k8s.CoreV1Api(kube.api())
     tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=1)
@@ -201,11 +203,8 @@ def test_required_node_affinity_the_scheduler_cannot_parse_matches_no_node(kube,
         for name in set(cases) - {"fits"}:
             wait_for(lambda: "node affinity" in (unschedulable_because(core, b, name) or ""), timeout=60,
                      what=f"{name} unschedulable for its affinity")
-        with caplog.at_level(logging.WARNING, logger="gpu_autoscaler.actuator.kubernetes"):
-            jobs = kub.cluster_jobs(names)
-            kub.cluster_jobs(names)
+        jobs, said = _read_twice(kub, names, caplog)
         assert set(jobs.ids.tolist()) == kept, jobs.ids
-        said = sorted(r.getMessage() for r in caplog.records if "can never start" in r.getMessage())
         assert len(said) == 3, said
         assert f"pod {b}/empty requires node affinity of empty terms only, which no node matches" in said[0], said
         assert f"pod {b}/huge requires node affinity ({gpus} Lt 99999999999999999999)" in said[1], said
@@ -223,7 +222,6 @@ def test_a_pod_selecting_a_hold_whose_taint_it_does_not_tolerate_is_no_demand(ku
     the scheduler says so. Read as demand it aged into a hold of a whole node for its tenant, on which it cannot start
     either. Now such a pod is no job, said once; one selecting its own hold with the toleration (as Kueue admits it),
     or avoiding the holds (DoesNotExist), stays demand."""
-    import logging
 
     from daemon.actuators.k8s.objects import name_part
 
@@ -254,11 +252,8 @@ def test_a_pod_selecting_a_hold_whose_taint_it_does_not_tolerate_is_no_demand(ku
         wait_for(lambda: kept <= set(kub.cluster_jobs(names).ids.tolist()), timeout=60, what="the pods in the view")
         for name in ("theirs", "theirs-aff", "any-hold"):   # the scheduler's word: no node for them
             wait_for(lambda: unschedulable_because(core, b, name), timeout=60, what=f"{name} unschedulable")
-        with caplog.at_level(logging.WARNING, logger="gpu_autoscaler.actuator.kubernetes"):
-            jobs = kub.cluster_jobs(names)
-            kub.cluster_jobs(names)
+        jobs, said = _read_twice(kub, names, caplog)
         assert set(jobs.ids.tolist()) == kept, jobs.ids
-        said = sorted(r.getMessage() for r in caplog.records if "can never start" in r.getMessage())
         assert len(said) == 3, said
         assert f"pod {b}/theirs selects the node hold {key}={a_hold}, whose taint ({key}={a_hold}:NoSchedule) it " \
                "does not tolerate" in said[1], said
@@ -274,7 +269,6 @@ def test_mig_pods_are_judged_per_instance_profile(kube, tmp_path, caplog):
     profile's instances. On a node of 7 mig-1g.10gb and 2 mig-3g.40gb, a normal tenant's pod asking 4 mig-3g.40gb
     (4 <= 7) never starts and was demand (aged into a hold of the node, idle), and one asking 6 mig-1g.10gb and 2
     mig-3g.40gb (8 > 7) fits but was no demand. Now the first is no job, said once, and the second is demand."""
-    import logging
 
     from daemon.service.wiring import build_runtime
     from tests.k8s.test_view_watch import parse_config
@@ -325,12 +319,9 @@ def test_mig_pods_are_judged_per_instance_profile(kube, tmp_path, caplog):
                                                               "nvidia.com/mig-3g.40gb": "2"}))
         wait_for(lambda: unschedulable_because(core, b, "six-and-two"), timeout=60, what="six-and-two waits")
         wait_for(lambda: kub.cluster_jobs(names).running.sum() == 1, timeout=60, what="team-a's pod in the view")
-        with caplog.at_level(logging.WARNING, logger="gpu_autoscaler.actuator.kubernetes"):
-            jobs = kub.cluster_jobs(names)
-            kub.cluster_jobs(names)
+        jobs, said = _read_twice(kub, names, caplog)
         got = dict(zip(jobs.ids.tolist(), jobs.gpus.tolist()))
         assert got == {f"{ns['team-a']}/all": 7, f"{b}/six-and-two": 8}, got
-        said = sorted(r.getMessage() for r in caplog.records if "can never start" in r.getMessage())
         assert len(said) == 2, said
         assert f"pod {b}/eight-1g asks for 8 nvidia.com/mig-1g.10gb, more than any node has (7)" in said[0], said
         assert f"pod {b}/four-3g asks for 4 nvidia.com/mig-3g.40gb, more than any node has (2)" in said[1], said
