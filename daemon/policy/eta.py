@@ -286,6 +286,10 @@ def _could_fit(free: dict[tuple[str, int], float], waiting: np.ndarray, jobs, t_
     return jobs.gpus[w] <= room + 1e-9
 
 
+# the basis of a start after GPUs that are draining now (preempted jobs' GPUs) come back, at the drain time
+_DRAINING = "GPUs draining now"
+
+
 def _add_bases(bases: set[str], by_limit: np.ndarray) -> None:
     if by_limit.any():
         bases.add("time limit")
@@ -322,6 +326,7 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
             if d > 0:
                 events.append((drain_s, seq, str(t), int(h), float(d)))
                 seq += 1
+                bases.add(_DRAINING)
         node_ix = nodes.index_of(jobs.node[running])
         placed = node_ix >= 0             # a job on a node the view does not have gives back nothing known
         unknown_ends = int((placed & ~known).sum())
@@ -341,6 +346,7 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
         if state.draining:
             events.append((drain_s, seq, ANY, UNHELD, float(state.draining)))
             seq += 1
+            bases.add(_DRAINING)
         unknown_ends = int((~known).sum())
         _add_bases(bases, by_limit[known])
         for end, g in zip(ends[known].tolist(), jobs.gpus[running][known].tolist()):

@@ -188,3 +188,19 @@ def test_the_rate_gpus_free_up_is_over_the_last_hour_or_since_the_first_observat
     assert r.rate(3720.0) == 0.0
     with pytest.raises(ValueError, match="window_s"):
         FreedRate(0.0)
+
+
+def test_a_start_after_draining_gpus_come_back_says_so():
+    """A job that starts once GPUs draining now come back (preempted jobs' GPUs, free after the drain) has that as
+    its basis, not an empty one: on `make run` the API's second job read `"basis": ""` at 120 s. Here the two free
+    unheld GPUs of n0 are draining, with no time limit or history: P1 starts at the drain time, and says why."""
+    st = _state()
+    st = ClusterState(at=st.at, tenants=st.tenants, tiers=st.tiers, capacity=st.capacity, used=st.used,
+                      pending=st.pending, jobs=st.jobs,
+                      nodes=Nodes(names=st.nodes.names, gpus=st.nodes.gpus, free=np.array([0, 2]),
+                                  draining=np.array([2, 0]), held_by=st.nodes.held_by))
+    got = {e.job_id: e for e in estimate(st, RunLengths(), drain_s=120.0)}
+    assert got["P1"].p50_s == 120.0 and got["P1"].basis == "GPUs draining now"
+    bare = ClusterState(at=st.at, tenants=st.tenants, tiers=st.tiers, capacity=8, used=st.used, pending=st.pending,
+                        jobs=st.jobs, draining=2.0)
+    assert {e.job_id: e for e in estimate(bare, RunLengths(), drain_s=120.0)}["P3"].basis == "GPUs draining now"
