@@ -342,8 +342,10 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
         # the work there that cannot be preempted has to end
         whole = (quantum >= int(np.max(state.nodes.gpus))) & (win[1] > 0)
         for i in np.flatnonzero(whole & (win[1] < win[0])):
-            notes.append(f"window of {tenants[i]}: its jobs take whole nodes, so all {plural(int(win[0][i]), 'GPU')} "
-                         "are cleared from the lead time")
+            # the window's own note said its drain spread over the lead: it now says all of it, once
+            mine = f" held for {tenants[i]}"
+            notes[:] = [windows.cleared_whole(n) if n.startswith("window ") and n.endswith(mine) else n
+                        for n in notes]
         win = (win[0], np.where(whole, win[0], win[1]), win[2])
     tgt = reservation.targets(peak, view.demand, prev, pc.headroom)
     # the band in whole jobs, since the hold is rounded to them below (a band under one job lets it flap)

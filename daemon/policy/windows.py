@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -52,6 +53,17 @@ def cleared_share(now: dt.datetime, start: dt.datetime, lead: dt.timedelta, drai
     span = max(lead.total_seconds() - drain_s, cycle_s, 1e-9)
     done = (now - (start - lead)).total_seconds() + cycle_s
     return min(max(done / span, 0.0), 1.0)
+
+
+# the clause of a window's reason that says its drain is spread over the lead (``demands``)
+_SPREAD = re.compile(r"\d+ of (\d+) cleared now, all by \d\d:\d\d\)")
+
+
+def cleared_whole(reason: str) -> str:
+    """A window's reason (``demands``) once the plan clears all its GPUs from the lead time, as it does for a tenant
+    whose jobs take whole nodes (daemon/policy/engine.py): the spread clause ("2 of 16 cleared now, all by 14:27")
+    no longer holds."""
+    return _SPREAD.sub(lambda m: f"all {m[1]} cleared from then, as its jobs take whole nodes)", reason)
 
 
 def demands(windows: Iterable[WindowConfig], now: dt.datetime, drain_s: float, cycle_s: float,
