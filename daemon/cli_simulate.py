@@ -255,7 +255,7 @@ def simulate(ctx, trace, cold_start, stabilization, data, from_source, history_d
         if slo is None and not w.inference and w.accepts is None:
             own_notes = _builtin_contention(w, cfg, steps, days, trace, recommend_) or own_notes
     if slo is not None:
-        _min_gpus(w, cfg, model, steps, chosen, slo, forecast_every, out)
+        _min_gpus(w, cfg, model, steps, chosen, slo, forecast_every, out, own_data=data is not None)
         return
     # the settings run in one forked process per core (the meters are the same as in one process)
     try:
@@ -337,9 +337,11 @@ def _slo(min_gpus: bool, high: float | None, normal: float | None, sweep: bool):
                high_requests=slo.high_requests if high is None else high)
 
 
-def _min_gpus(w, cfg: Config, model, steps: int, chosen: tuple[str, ...], slo, forecast_every: int, out: Path) -> None:
+def _min_gpus(w, cfg: Config, model, steps: int, chosen: tuple[str, ...], slo, forecast_every: int, out: Path, *,
+              own_data: bool = False) -> None:
     """simulate --min-gpus: each strategy's smallest cluster for the SLO, one line each and predictive's savings;
-    the JSON (every size tried) under --out."""
+    the JSON (every size tried) under --out. Where a strategy never meets it (its services' throttled floor), one
+    more line says which knobs move that floor: `own_data` (--data) names the config's, else the trace's flag."""
     from daemon.sim import sizing
 
     try:
@@ -361,6 +363,13 @@ def _min_gpus(w, cfg: Config, model, steps: int, chosen: tuple[str, ...], slo, f
                + f", normal <= {slo.normal:.2%}) over {steps} steps of {w.name}:")
     for line in sizing.lines(found):
         click.echo(line)
+    never = [s for s, z in found.items() if z.found is None and z.floor() is not None]
+    if never:
+        knobs = ("a larger `headroom` or `scale_down_stabilization_s` in each service's [tenants.inference]" if own_data
+                 else "a longer --scale-down-stabilization")
+        click.echo(f"{' and '.join(never)}: no size meets the SLO at these service settings, since each rise is "
+                   f"served one cold start late; replicas started ahead of it are what moves that: try {knobs} "
+                   "(bench/sizing_bench.py sizes every strategy over HPA headrooms 0.5 to 10: docs/replay.md)")
     click.echo(f"wrote {path}")
 
 def _duration_s(text: str, flag: str) -> float:
