@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from daemon.config import SkillGateConfig
+from daemon.policy.engine import GATE_WHY
 from daemon.policy.fleet import split_series
 
 
@@ -101,3 +102,18 @@ def decide(scores: Mapping[str, tuple[float, float, int]], tenants: Iterable[str
 def acting_set(verdicts: Mapping[str, Verdict]) -> frozenset[str]:
     """The tenants plan() acts on the forecast for."""
     return frozenset(t for t, v in verdicts.items() if v.acting)
+
+
+def reactive_why(notes: tuple[str, ...], verdicts: Mapping[str, Verdict], min_scored: int) -> tuple[str, ...]:
+    """The plan's notes with the skill gate's count of reactive tenants split by why (``GATE_WHY``, all the plan
+    knows): how many have fewer than `min_scored` forecasts scored yet, and how many a forecast that has not shown
+    skill. On the first cycles every tenant is of the first kind, and saying their forecast has shown no skill
+    would send an operator looking for a bad model."""
+    reactive = [v for v in verdicts.values() if not v.acting]
+    few = sum(1 for v in reactive if v.scored < min_scored)
+    parts = ([f"{few} with fewer than {min_scored} forecasts scored yet"] if few else []) + \
+        ([f"{len(reactive) - few} whose forecast has not shown skill"] if len(reactive) > few else [])
+    if not parts:
+        return notes
+    return tuple(n.replace(f"({GATE_WHY})", f"({', '.join(parts)})", 1) if n.startswith("skill gate: ") else n
+                 for n in notes)

@@ -223,6 +223,11 @@ def _window_demand(state: ClusterState, view: _View, cfg: Config, ops: OperatorI
     return h, c, typed
 
 
+# why the skill gate's note says a tenant is planned reactively: the plan knows only whom it acts for; the daemon's
+# cycle, which knows each tenant's scores, says how many of each (daemon/forecasting/skill.py reactive_why)
+GATE_WHY = "too few forecasts scored yet, or no skill shown"
+
+
 def _reactive_mask(tenants: tuple[str, ...], acting: frozenset[str] | None, forecast: Forecast | None,
                    notes: list[str], high: np.ndarray) -> np.ndarray | None:
     """Which tenants the skill gate plans reactively (None: none of them), said in the notes, with the high tier's
@@ -231,8 +236,8 @@ def _reactive_mask(tenants: tuple[str, ...], acting: frozenset[str] | None, fore
         return None
     mask = np.array([t not in acting for t in tenants], dtype=bool)
     if mask.any():
-        notes.append(f"skill gate: {plural(int(mask.sum()), 'tenant')} planned reactively (the forecast has not "
-                     "shown skill for them), " + f"{plural(int((~mask).sum()), 'tenant')} on the forecast; the "
+        notes.append(f"skill gate: {plural(int(mask.sum()), 'tenant')} planned reactively ({GATE_WHY}), "
+                     + f"{plural(int((~mask).sum()), 'tenant')} on the forecast; the "
                      f"high tier, whose holds and preemptions it decides: {int((~mask & high).sum())} of "
                      f"{int(high.sum())} on the forecast")
     return mask

@@ -18,7 +18,7 @@ from daemon.actuators.base import ActionReport, Actuator, ListsQueuedJobs, Shows
 from daemon.config import Config
 from daemon.forecasting.choose import WithFallback, baseline
 from daemon.forecasting.quality import ForecastQuality
-from daemon.forecasting.skill import Verdict, acting_set, decide, score_quantiles
+from daemon.forecasting.skill import Verdict, acting_set, decide, reactive_why, score_quantiles
 from daemon.policy.events import plan_events
 from daemon.policy.safe import safe_default
 from daemon.policy.state import ClusterState
@@ -460,7 +460,9 @@ class CycleRunner:
         plan = policy.plan(fc, with_idle(state, health), self.memory, self.cfg, self.last_plan, ops, now=now,
                            acting=acting)
         if self.skill:
-            plan = dataclasses.replace(plan, forecast_acting={t: v.to_dict() for t, v in self.skill.items()})
+            plan = dataclasses.replace(plan, forecast_acting={t: v.to_dict() for t, v in self.skill.items()},
+                                       notes=reactive_why(plan.notes, self.skill,
+                                                          self.cfg.policy.skill_gate.min_scored))
         if plan.stale and self.plan_too_old():
             plan = self._safe_default(state, "stale data")
         elif plan.stale:

@@ -154,10 +154,18 @@ def test_the_daemon_cycle_gates_each_tenant_and_shows_it_in_the_plan_api_console
                                              for v in first.forecast_acting.values())
         # and the plan is made so: the cycle gave plan() the gate's choice (a reactive tenant's forecast unread)
         assert any(x.startswith("skill gate: 6 tenants planned reactively") for x in first.notes), first.notes
+        # and the note says why: none scored yet, not a forecast without skill (make run's first hour said that)
+        assert any(x.startswith("skill gate: 6 tenants planned reactively (6 with fewer than 3 forecasts scored yet)")
+                   for x in first.notes), first.notes
         for _ in range(14):
             p = rt.runner.run_once().plan
         assert set(p.forecast_acting) == set(rt.runner.last_state.tenants)
         assert all(v["scored"] >= 3 for v in p.forecast_acting.values())     # now decided on the scores
+        off = sum(not v["acting"] for v in p.forecast_acting.values())
+        said = [x for x in p.notes if x.startswith("skill gate: ")]
+        assert (off == 0 and not said) or \
+            said[0].startswith(f"skill gate: {off} tenant{'s' if off > 1 else ''} planned reactively ({off} whose "
+                               "forecast has not shown skill)"), (off, said)
         assert all(v["why"].startswith("forecast: " if v["acting"] else "reactive: ")
                    for v in p.forecast_acting.values())
         text = generate_latest(rt.metrics.registry).decode()
