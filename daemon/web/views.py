@@ -332,7 +332,9 @@ def cluster_view(snap: Snapshot, backend: Backend, history: int = HISTORY_STEPS)
                                   "low": lvl_cfg[level].low} if level < len(lvl_cfg) else None),
                        "levels": len(lvl_cfg)},
         "model": {"in_use": plan.forecast_model if plan else None, "note": snap.forecaster_note,
-                  "fallback": snap.fallback_error, "quality": forecast_quality(snap)},
+                  "fallback": snap.fallback_error, "quality": forecast_quality(snap),
+                  # when the first scores come: a forecast is scored once its horizon has passed
+                  "horizon_min": cfg.cycle.horizon_steps * cfg.cycle.resolution_s / 60},
         "history": [{"at": s["at"], "capacity": s["capacity"], "load": s["load"], "held": s["reserved"],
                      "rate_level": s["rate_level"]} for s in hist],
         "demand": demand,

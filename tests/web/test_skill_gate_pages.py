@@ -110,3 +110,13 @@ def test_the_live_forecast_quality_card_says_yes_or_no_not_pythons_true_or_false
     assert "fallback to baseline no" in text and "False" not in text
     fell = dataclasses.replace(snap, quality_summary={"fallback to baseline": True})
     assert "fallback to baseline yes" in _text(_client(fell).get("/ui/").text)
+
+
+def test_the_live_forecast_quality_card_says_when_the_first_scores_come(first_cycle):
+    """make run's cluster page read "Live forecast quality: not scored yet on this daemon." for its first hour, with
+    nothing saying when that would change: a forecast is scored once its horizon (here 5 steps of 60 s) has passed."""
+    _, snap = first_cycle
+    assert snap.quality_summary is None
+    text = _text(_client(snap).get("/ui/").text)
+    assert ("Live forecast quality: not scored yet on this daemon (a forecast is scored once its horizon, 5 min of "
+            "the cluster's time, has passed)") in text, text
