@@ -56,11 +56,12 @@ def error_text(err: Any, unknown: str = "unknown key") -> str:
 
 
 def format_validation_error(exc: ValidationError, origin: str) -> str:
-    """One line: `origin: dotted.key: what is wrong; ...`."""
+    """One line: `origin: dotted.key: what is wrong; ...`. A check of the whole file (a model validator: no key)
+    names its keys in its own text, so it is said without a prefix (it read `<root>: windows.x.gpus: ...`)."""
     parts = []
     for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"]) or "<root>"
-        parts.append(f"{key}: {error_text(err)}")
+        key = ".".join(str(p) for p in err["loc"])
+        parts.append(f"{key}: {error_text(err)}" if key else error_text(err))
     return f"{origin}: " + "; ".join(parts)
 
 

@@ -35,6 +35,8 @@ def test_a_good_window_loads_with_its_slurm_flag():
 
 def test_a_window_larger_than_the_cluster_is_refused():
     assert "windows.x.gpus: 40 is more than the 32 GPUs the cluster has" in _refused([_w(gpus=40)])
+    # the file's name, then the key: no '<root>: ' between them (check-config printed 'w.toml: <root>: windows.x...')
+    assert _refused([_w(gpus=40)]).startswith("config: windows.x.gpus: 40 is more")
 
 
 def test_a_window_larger_than_its_type_is_refused_on_a_mixed_fleet():
