@@ -120,7 +120,11 @@ def comparison_lines(cmp_: dict) -> list[str]:
         if label is not None:
             out.append(f"  {name:<11} {label}  (util {100 * util:.1f}%)")
     if cmp_.get("predictive_point") is None:
-        return out + [f"  {cmp_.get('verdict', '')}"]
+        # how far it fell short, and how to get points nearer (a default run has one setting per strategy)
+        top = cmp_.get("predictive_top_utilization")
+        short = "" if top is None else \
+            f" (its highest runs at {100 * top:.1f}%; --sweep tries more settings, --recommend too)"
+        return out + [f"  {cmp_.get('verdict', '')}{short}"]
     # a point is matched at reactive's utilization or above: one far above is not "equal", so say how far, and how
     # to get nearer points, rather than let the header claim it (a default run has one setting per strategy)
     for name, label, util in pts[1:]:
@@ -222,6 +226,7 @@ def compare(summaries: list[dict], targets: dict | None = None) -> dict:
     if p is None:
         out["predictive_point"] = None
         out["verdict"] = "no predictive setting reaches the reactive point's utilization"
+        out["predictive_top_utilization"] = max(x["utilization"] for x in by["predictive"])
         return out
     f = _point(by["perfect"], r["utilization"])
     tg = targets or {}

@@ -449,3 +449,15 @@ def test_comparison_lines_say_when_the_matched_point_is_far_above_reactives_util
     assert note and "4.6 pt above reactive's utilization" in note[0] and "--sweep" in note[0]
     near = _pt("predictive", "q", 0.93, 40, 500, 9)
     assert not [ln for ln in report.comparison_lines(report.compare([r, near], TARGETS)) if "note:" in ln]
+
+
+def test_comparison_lines_say_how_far_below_a_predictive_point_that_reaches_no_comparison_fell():
+    """A user's own history replayed once per strategy: predictive ran at 75.0% and reactive at 75.9%, and the
+    comparison read only "no predictive setting reaches the reactive point's utilization", with nothing on how far
+    short it fell or what gives points nearer."""
+    r = _pt("reactive", "r", 0.759, 20, 0, 77)
+    low = _pt("predictive", "p", 0.750, 10, 0, 50)
+    lines = report.comparison_lines(report.compare([r, low], TARGETS))
+    said = [ln for ln in lines if "no predictive setting reaches" in ln]
+    assert len(said) == 1 and "(its highest runs at 75.0%; --sweep tries more settings, --recommend too)" in said[0], \
+        lines
