@@ -77,7 +77,9 @@ def spec(extra_paths: dict | None = None) -> dict:
             "age_s is how old the estimates are. A tenant token sees its own jobs only",
             {"type": "object", "required": ["made_at", "age_s", "jobs"], "properties": {
                 "made_at": {"type": ["string", "null"]}, "age_s": {"type": ["number", "null"]},
-                "jobs": {"type": "array", "items": obj}}},
+                "jobs": {"type": "array", "items": obj},
+                "why": {"type": "string", "description": "only when jobs is empty: why (none made yet, no "
+                                                         "pending job of that id)"}}},
             params=[{"name": "tenant", "in": "query", "schema": {"type": "string"}},
                     {"name": "job", "in": "query", "schema": {"type": "string", "maxLength": 256}}],
             extra={"400": {**_ERR, "description": "malformed tenant name or job id"},
