@@ -22,14 +22,24 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from daemon.sim import shortage
 from daemon.sim.report import METRICS, OPS, UTIL_TOLERANCE, frontier
 
+
+def _high_throttled(s: dict) -> float:
+    """The share of the high tier's inference requests throttled (0 where no service was replayed)."""
+    hi = s["tiers"]["high"]
+    n = hi.get("inf_requests") or 0
+    return float(hi.get("inf_throttled") or 0) / n if n else 0.0
+
+
 # what a recommendation prints and compares, read from one setting's summary, in the order printed: a target's
-# metrics (report.METRICS, read the same way) and two more
+# metrics (report.METRICS, read the same way) and three more
 _MORE = {
     "work_lost_gpu_min": lambda s: s["work_lost_gpu_min"],
     "high_wait_p99_min": lambda s: s["tiers"]["high"]["wait_p99_min"],
+    "high_throttled": _high_throttled,
 }
 FIGURES = {k: {**METRICS, **_MORE}[k] for k in ("utilization", "high_unmet", "normal_unmet", "low_unmet", "preemptions",
-                                                 "work_lost_gpu_min", "preempted_idle", "high_wait_p99_min")}
+                                                 "work_lost_gpu_min", "preempted_idle", "high_wait_p99_min",
+                                                 "high_throttled")}
 LOWER_IS_BETTER = {k for k in FIGURES if k != "utilization"}
 
 
@@ -191,7 +201,7 @@ def _toml_value(v) -> str:
     return repr(float(v))
 
 
-def snippet(s: dict, helps: bool, exp: dict, reactive: dict | None, static: dict | None, obj: Objective,
+def snippet(s: dict, helps: bool, exp: dict, reactive: dict | None, static: dict | None, obj: str,
             source: str, forecaster: str | None = None, short: str | None = None) -> str:
     """The recommended setting as a config snippet (the `[policy]` keys the replay swept), its expected figures
     and reactive's and static's beside them as comments."""
@@ -202,7 +212,7 @@ def snippet(s: dict, helps: bool, exp: dict, reactive: dict | None, static: dict
                 f"normal unmet {f['normal_unmet']:9.0f}  low unmet {f['low_unmet']:9.0f}  "
                 f"preemptions {f['preemptions']:6d} jobs  work lost {f['work_lost_gpu_min']:8.0f}")
 
-    head = [f"# recommended by gpu-autoscaler from {source}", f"# objective: {obj.text()}"]
+    head = [f"# recommended by gpu-autoscaler from {source}", f"# objective: {obj}"]
     if s["strategy"] == "predictive" and forecaster:
         head.append(f"# replayed with the forecaster {forecaster} (forecaster.kind = \"auto\" uses the one retrain "
                     "scores best on this cluster)")
@@ -223,8 +233,27 @@ def snippet(s: dict, helps: bool, exp: dict, reactive: dict | None, static: dict
     return "\n".join(head + body) + "\n"
 
 
+def _services(runs: list[dict]) -> bool:
+    """Whether the replay measured the high tier's inference requests (a service of that tier was replayed)."""
+    return any((x["tiers"]["high"].get("inf_requests") or 0) > 0 for x in runs)
+
+
+def _frontier_with_requests(points: list[dict]) -> list[dict]:
+    """report.frontier with the high tier's requests throttled as a third figure (lower is better): a setting
+    that leaves the same high-tier GPUs unmet at less utilization but throttles fewer of its requests stays on it."""
+    def fig(p: dict) -> tuple[float, float, float]:
+        return -p["utilization"], p["tiers"]["high"]["unmet_gpu_min"], _high_throttled(p)
+
+    out = [p for p in points
+           if not any(q is not p and all(a <= b for a, b in zip(fig(q), fig(p))) and fig(q) != fig(p) for q in points)]
+    return sorted(out, key=lambda p: p["utilization"])
+
+
 def recommend(replay: dict, obj: Objective | None = None) -> dict:
-    """The recommendation for one replay JSON (daemon.sim.report.to_json's output)."""
+    """The recommendation for one replay JSON (daemon.sim.report.to_json's output). Where the high tier's
+    inference requests were replayed, the high tier's unmet demand is its GPUs' and its requests throttled: when
+    minimizing high_unmet, a tie on it is decided by high_throttled (its requests throttled), so a forecast that
+    throttles fewer of the high tier's requests on the same GPUs is not called no help."""
     obj = obj or Objective()
     replay = parse_replay(replay)
     c = replay.get("contention")
@@ -236,11 +265,21 @@ def recommend(replay: dict, obj: Objective | None = None) -> dict:
         raise ObjectiveError("the replay has no reactive setting: replay with --strategies including reactive")
     static = static_point(runs, reactive["utilization"])
     pred = [x for x in runs if x["strategy"] == "predictive"]
-    front = frontier(pred) if pred else []
+    one = FIGURES[obj.minimize]
+    tie = obj.minimize == "high_unmet" and _services(runs)
+    front = (_frontier_with_requests(pred) if tie else frontier(pred)) if pred else []
     feasible = [p for p in front if all(c.ok(p, reactive) for c in obj.constraints)]
-    key = FIGURES[obj.minimize]
-    best = min(feasible, key=lambda p: (key(p), -p["utilization"], p["preemptions"])) if feasible else None
+
+    def key(p: dict) -> tuple[float, ...]:
+        return (one(p), _high_throttled(p)) if tie else (one(p),)
+
+    def said(p: dict) -> str:
+        return f"{one(p):g}" + (f" and high_throttled {_high_throttled(p):.3%}" if tie else "")
+
+    best = min(feasible, key=lambda p: (*key(p), -p["utilization"], p["preemptions"])) if feasible else None
     helps = best is not None and key(best) < key(reactive)
+    obj_text = obj.text() + (", then the least high_throttled (the share of the high tier's requests throttled)"
+                             if tie else "")
     if not pred:
         why = "no predictive setting was replayed (no forecaster, or --strategies without predictive)"
     elif not feasible:
@@ -248,9 +287,9 @@ def recommend(replay: dict, obj: Objective | None = None) -> dict:
                + ", ".join(c.text() for c in obj.constraints))
     elif not helps:
         why = (f"the best predictive setting that meets the constraints ({best['label']}) has {obj.minimize} "
-               f"{key(best):g}, reactive {key(reactive):g}")
+               f"{said(best)}, reactive {said(reactive)}")
     else:
-        why = (f"{best['label']}: {obj.minimize} {key(best):g} against reactive's {key(reactive):g}, "
+        why = (f"{best['label']}: {obj.minimize} {said(best)} against reactive's {said(reactive)}, "
                f"the least among the {len(feasible)} predictive settings on its frontier that meet the constraints")
     chosen = best if helps else reactive
     exp, rf, sf = figures(chosen), figures(reactive), figures(static)
@@ -258,11 +297,11 @@ def recommend(replay: dict, obj: Objective | None = None) -> dict:
     short = shortage.structural(runs)
     short_line = shortage.line(short)
     return {"recommended": chosen["label"], "strategy": chosen["strategy"], "knobs": dict(chosen["knobs"]),
-            "predictive_helps": helps, "objective": obj.text(), "why": why,
+            "predictive_helps": helps, "objective": obj_text, "why": why,
             "capacity_short": short, "capacity_short_line": short_line,
             "expected": exp, "reactive": rf, "static": sf,
             "predictive_frontier": [p["label"] for p in front], "feasible": [p["label"] for p in feasible],
-            "snippet": snippet(chosen, helps, exp, rf, sf, obj, source, replay.get("forecaster"), short_line)}
+            "snippet": snippet(chosen, helps, exp, rf, sf, obj_text, source, replay.get("forecaster"), short_line)}
 
 
 # the summary's figures: (header, unit, key in figures(), format)
@@ -280,12 +319,16 @@ def summary_lines(rec: dict) -> list[str]:
     verdict = (f"recommended: {rec['recommended']}" if rec["predictive_helps"]
                else f"predictive does not help on this history; recommended: {rec['recommended']}")
     # a unit under each head, as the replay's table has: the figures are over the whole replayed window
-    rows = [("", *(h for h, _, _, _ in _SUMMARY), "setting"), ("", *(u for _, u, _, _ in _SUMMARY), "")]
+    cols = _SUMMARY
+    if any((rec.get(n) or {}).get("high_throttled") for n in ("expected", "reactive", "static")):
+        # the high tier's services were replayed: their requests throttled are part of its figures
+        cols = (*_SUMMARY[:2], ("high thr", "% req", "high_throttled", lambda v: f"{100 * v:.3f}%"), *_SUMMARY[2:])
+    rows = [("", *(h for h, _, _, _ in cols), "setting"), ("", *(u for _, u, _, _ in cols), "")]
     for name in ("expected", "reactive", "static"):
         f = rec.get(name)
         if f is not None:
-            rows.append(("recommended" if name == "expected" else name, *(fmt(f[k]) for _, _, k, fmt in _SUMMARY),
-                         f["label"]))
+            rows.append(("recommended" if name == "expected" else name,
+                         *(fmt(f.get(k, 0.0)) for _, _, k, fmt in cols), f["label"]))
     w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     grid = ["  " + "  ".join([r[0].ljust(w[0]), *(x.rjust(n) for x, n in zip(r[1:-1], w[1:-1])), r[-1]]).rstrip()
             for r in rows]

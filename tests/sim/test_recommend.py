@@ -167,3 +167,33 @@ def test_a_malformed_replay_json_is_one_line_and_exit_2(tmp_path, text, where):
     assert r.exit_code == 2, (r.output, repr(r.exception))
     assert len(lines) == 1 and lines[0].startswith(f"gpu-autoscaler: recommend: {f}: "), r.output
     assert where in lines[0], lines[0]
+
+
+def _with_requests(r: dict, requests: float, throttled: float) -> dict:
+    return {**r, "tiers": {**r["tiers"], "high": {**r["tiers"]["high"], "inf_requests": requests,
+                                                  "inf_throttled": throttled}}}
+
+
+def test_with_the_high_tiers_services_a_tie_on_high_unmet_is_decided_by_its_requests_throttled():
+    """A user's own history with a high-tier service (--data, a [req/s] column): every setting left 0 high-tier
+    GPU-minutes unmet, predictive throttled 0.139% of the service's requests and reactive 0.529%, and
+    `--recommend` said "predictive does not help on this history" and recommended [forecaster] kind = "none". The
+    high tier's requests throttled now decide a tie on its unmet GPUs, and the summary shows them."""
+    r0 = _with_requests(run("reactive", {"headroom": 0.1}, 0.704, 0, 0, 0), 450_006, 2_380)
+    st = _with_requests(run("static", {"reserve_share": 0.1}, 0.71, 0, 0, 0), 450_006, 2_380)
+    p = _with_requests(run("predictive", {"quantile": 0.9, "headroom": 0.0}, 0.709, 0, 0, 0), 450_006, 624)
+    # the same GPUs unmet at less utilization, more requests throttled: off the frontier
+    q = _with_requests(run("predictive", {"quantile": 0.5, "headroom": 0.0}, 0.70, 0, 0, 0), 450_006, 900)
+    r = rec.recommend(replay(r0, st, p, q))
+    assert r["predictive_helps"] and r["recommended"] == p["label"], r["why"]
+    assert "high_throttled 0.139% against reactive's 0 and high_throttled 0.529%" in r["why"], r["why"]
+    assert r["objective"].endswith("then the least high_throttled (the share of the high tier's requests throttled)")
+    lines = rec.summary_lines(r)
+    assert "high thr" in lines[1] and "0.139%" in lines[3] and "0.529%" in lines[4], lines
+    # where the throttled requests do not differ, the tie stays a tie: reactive, as before
+    same = _with_requests(run("predictive", {"quantile": 0.9, "headroom": 0.0}, 0.709, 0, 0, 0), 450_006, 2_380)
+    assert not rec.recommend(replay(r0, st, same))["predictive_helps"]
+    # without services nothing changes: no column, no tie-break
+    plain = rec.recommend(replay(REACTIVE, STATIC, run("predictive", {"quantile": 0.9}, 0.8, 100, 50, 10)))
+    assert not plain["predictive_helps"] and "high thr" not in rec.summary_lines(plain)[1]
+    assert "high_throttled" not in plain["objective"]
