@@ -123,12 +123,16 @@ def test_capacity_not_forecasting_is_short_in_one_line():
     assert r["capacity_short_line"] == want and rec.summary_lines(r)[-1] == want
     assert f"# {want}" in r["snippet"]
     assert terminal.replay_lines(doc, sweep=True)[0] == want   # without --recommend: first, too
-    # one model (no types): the high tier as a whole
+    # one model (no types): the high tier as a whole, where every other setting left more unmet
     one = sweep_doc()
     one["runs"][-1]["tiers"]["high"]["unmet_gpu_min"] = 3000.0
+    for r in one["runs"][:-1]:
+        r["tiers"]["high"]["unmet_gpu_min"] += 3000.0
     assert shortage.line(shortage.structural(one["runs"])) == (
         "even the perfect forecast leaves 3,000 GPU-min of high-tier demand unmet: capacity, not forecasting, "
         "is short")
+    for r in one["runs"][:-1]:
+        r["tiers"]["high"]["unmet_gpu_min"] -= 3000.0
     # the perfect forecast serves the high tier (or leaves under 1% of its demand unmet): nothing is said
     assert shortage.structural(sweep_doc()["runs"]) == []
     one["runs"][-1]["tiers"]["high"]["unmet_gpu_min"] = 9.0   # of 1,000... no: 10 x 9 -> demand 1,000, 0.9%
@@ -249,3 +253,27 @@ def test_a_replay_with_the_skill_gate_says_how_much_it_acted_on_the_forecast():
     assert ("skill gate, predictive(quantile=0.5,headroom=0.05): acted on the forecast for 0.0% of the steps of "
             "all tenants; reactive for the rest") in terminal.replay_lines(doc, table=True)
     assert not any(x.startswith("skill gate") for x in terminal.replay_lines(sweep_doc(), table=True))
+
+
+def test_capacity_is_not_called_short_by_more_than_the_best_setting_replayed_left():
+    """`simulate --from-source` on the embedded simulator: the perfect forecast left 3,897 GPU-min of high-tier demand
+    unmet and predictive 1,865, and the line said "even the perfect forecast leaves 3,897 GPU-min ... capacity, not
+    forecasting, is short" above a table where a forecast served 2,032 GPU-min more of it. The line now gives the
+    least any setting left, and names that setting; nothing where one served it (below 1% of its demand)."""
+    from daemon.sim import shortage
+
+    doc = sweep_doc()
+    doc["runs"][-1]["tiers"]["high"]["unmet_gpu_min"] = 3897.0
+    for r in doc["runs"][:-1]:
+        r["tiers"]["high"]["unmet_gpu_min"] = 5817.0 if r["strategy"] != "predictive" else 1865.0
+        r["tiers"]["high"]["demand_gpu_min"] = doc["runs"][-1]["tiers"]["high"]["demand_gpu_min"]
+    short = shortage.structural(doc["runs"])
+    assert [(x["unmet_gpu_min"], x["strategy"]) for x in short] == [(1865.0, "predictive")]
+    got = shortage.line(short)
+    assert got.startswith("even the setting replayed that served the high tier best (predictive(") and \
+        "leaves 1,865 GPU-min of its demand unmet, and the perfect forecast more: capacity" in got, got
+    assert "3,897" not in got
+    # a setting that served it all: nothing is short
+    doc["runs"][2]["tiers"]["high"]["unmet_gpu_min"] = 0.0
+    assert shortage.structural(doc["runs"]) == []
+
