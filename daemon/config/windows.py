@@ -232,13 +232,15 @@ def cron_weekdays(field: str) -> str:
 
 
 def problems(windows: Iterable[WindowConfig], capacity: Mapping[str, int], typed: bool, tenants: Iterable[str] = (),
-             since: dt.datetime | None = None, default_type: str = "gpu") -> list[str]:
+             since: dt.datetime | None = None, default_type: str = "gpu",
+             tenants_are: str = "one of [[tenants]]") -> list[str]:
     """Why these windows cannot all be kept, one line each (empty: they can): a name twice, an unknown tenant or
     type, a number of GPUs on a mixed fleet (or types on a one-model cluster), a window larger than its type's
     capacity, one that overlaps itself, and windows whose holds overlap with more GPUs than the type has
     (both windows and the time named). `capacity`: GPUs per type (`default_type` on a one-model cluster); a type
     not in it is not checked for size (its capacity is known only to the scheduler). Holds count from
-    reclaim_before ahead of each start. `since`: where the check period starts (the caller's clock)."""
+    reclaim_before ahead of each start. `since`: where the check period starts (the caller's clock).
+    `tenants_are`: what `tenants` are, as an unknown tenant's line says it."""
     ws = list(windows)
     out: list[str] = []
     known_tenants = set(tenants)
@@ -250,7 +252,7 @@ def problems(windows: Iterable[WindowConfig], capacity: Mapping[str, int], typed
         if known_tenants and w.tenant not in known_tenants:
             known = sorted(known_tenants)
             shown = ", ".join(known[:10]) + (f" and {len(known) - 10} more" if len(known) > 10 else "")
-            out.append(f"{where}.tenant: {w.tenant[:64]!r} is not one of [[tenants]] ({shown})")
+            out.append(f"{where}.tenant: {w.tenant[:64]!r} is not {tenants_are} ({shown})")
         if typed and not isinstance(w.gpus, dict):
             out.append(f"{where}.gpus: a mixed fleet needs GPUs per type, for example {{h100 = {w.gpus}}}")
             continue

@@ -85,8 +85,10 @@ def change(backend: Backend, who: str, name: str, window: WindowConfig | None) -
         merged.update(ops)
         # the tenants the daemon knows: the config's, else (none listed) those its source and plan name, so that a
         # window for a tenant that does not exist ('tënant-0001') is refused, not stored to hold GPUs for no one
-        return problems(merged.values(), capacity_now(snap, cfg), cfg.fleet.typed,
-                        [t.name for t in cfg.tenants] or tenant_names(snap))
+        listed = [t.name for t in cfg.tenants]
+        return problems(merged.values(), capacity_now(snap, cfg), cfg.fleet.typed, listed or tenant_names(snap),
+                        tenants_are="one of [[tenants]]" if listed else
+                        "a tenant the daemon has seen (the config lists none in [[tenants]])")
 
     return backend.overrides().change_window(who, name, window, check)
 
