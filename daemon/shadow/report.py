@@ -397,8 +397,9 @@ LEGEND = (
     ("thrott", "% of cycles throttled: its limit tightened by the load level or fixed by an operator (the API's "
                "`throttled`)"),
     ("over", "% of cycles whose limit was below its request rate (- where the source reports no request rates)"),
-    ("cov1", "% of decisions whose forecast was at or above the demand seen one step later"),
-    ("covPk", "% of decisions whose forecast peak was at or above the peak seen over the horizon"),
+    ("cov1", "% of decisions whose forecast was at or above the demand seen one step later (- before one is seen)"),
+    ("covPk", "% of decisions whose forecast peak was at or above the peak seen over the horizon (- until a "
+              "decision's whole horizon is among the records read: a --last shorter than the horizon never has one)"),
     ("onFc", "% of the cycles the skill gate decided in which its plan acted on the forecast (- while the gate is "
              "off; a tier: of its tenants' cycles)"),
 )

@@ -76,6 +76,8 @@ def test_the_terminal_table_has_a_legend_of_every_column():
     assert {k for k, _ in getattr(report, "LEGEND", ())} == set(head[1:])
     row = next(line for line in text.splitlines() if line.startswith("tier high"))
     assert row.split()[3] == "4"                                 # the tier's cycles
+    # a '-' under covPk is said: `shadow-report --last 30` (horizon 60) showed '-' for every row, unexplained
+    assert "(- until a decision's whole horizon is among the records read" in legend
 
 
 def test_the_shadow_page_shows_throttled_as_the_api_says_and_tier_cycles():
