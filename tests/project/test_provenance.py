@@ -19,6 +19,7 @@ def test_only_code_changes_mark_a_commit_changed(tmp_path, monkeypatch):
                          check=True).stdout.strip()
     assert prov.commit(r) == sha
     (r / "docs" / "eta.md").write_text("rendered again\n")
+    (r / "README.md").write_text("its results table rendered again\n")
     next(iter((r / "bench" / "out").glob("*.json"))).write_text("{}\n")
     assert prov.commit(r) == sha                      # another bench's output and the docs: not measured code
     (r / "daemon" / "text.py").write_text((r / "daemon" / "text.py").read_text() + "# changed\n")
