@@ -26,6 +26,14 @@ each measure by is how far apart two replays can land for reasons that have noth
 
 Another seed than 7 (the generator's draw of tenants, peaks and bursts) writes windows_synthetic_seed<N>.json beside
 it, to show the result is not one draw's.
+
+    nice -n 10 python bench/windows_bench.py --days 1 --quick-forecaster --seeds 2,3,4,5,7,12,13
+
+replays several draws and writes windows_synthetic_seeds.json (never the per-seed files): per seed, only the two
+runs the target compares (predictive without windows, and with the high tier's proposed windows as Kueue carries
+them out, the published row), the target's three conditions, and the pooled figures (``pool``): a verdict on one
+draw is within the noise of one replay, one over several draws is less so. A seed whose 14:00 tenants have no
+high-tier unmet without windows has nothing to cut: it is skipped (``skipped``, with why), not counted.
 """
 
 from __future__ import annotations
@@ -53,6 +61,7 @@ from daemon.sim.windows_breakdown import WindowBreakdown, window_in_place  # noq
 from daemon.sim.windows_evidence import replay, with_windows  # noqa: E402
 
 SEED, TENANTS, GPUS, HISTORY_DAYS = 7, 40, 1024, 7
+KEY = "high_unmet_gpu_min_at_1400_tenants"   # the target's measure
 
 
 def left_steps(run, w, peaked_high: list[str], windows: list[WindowConfig]) -> list[dict]:
@@ -101,40 +110,149 @@ def measure(run, w, peaked_high: list[str]) -> dict:
             "wall_s": round(s["wall_s"], 1)}
 
 
+class Draw:
+    """One draw of the generator, made ready to replay: the workload, its 14:00 tenants, the windows proposed from
+    the 7 days of history (``variants``: the high tier's, the high and normal tiers') and the forecaster chosen."""
+
+    def __init__(self, seed: int, days: float, quick: bool):
+        per_day = 1440
+        self.hist, self.steps = HISTORY_DAYS * per_day, int(days * per_day)
+        g = workloads.generate(TENANTS, self.hist + self.steps + 61, GPUS, seed=seed, target_load=1.0)
+        self.g = g
+        self.w = w = workloads.Workload(f"synthetic-{TENANTS}x{GPUS}", g.demand, g.tiers, g.job_gpus, GPUS, self.hist)
+        self.tenants = tenants = [str(c) for c in w.demand.columns]
+        self.peaked_high = [t for t, tier, p in zip(tenants, w.tiers, g.peaked) if tier == "high" and p]
+        self.cfg = Config()
+        t0 = time.perf_counter()
+        self.props = propose(w.demand.iloc[:self.hist], timezone="UTC")
+        self.propose_s = time.perf_counter() - t0
+        self.tier_of = tier_of = dict(zip(tenants, w.tiers))
+        self.variants = {
+            "high": [p.to_window() for p in self.props if tier_of[p.tenant] == "high"],
+            "high_normal": [p.to_window() for p in self.props if tier_of[p.tenant] in ("high", "normal")]}
+        t1 = time.perf_counter()
+        self.choice = choose_forecaster(w.demand.iloc[:self.hist], self.cfg, 60, quick=quick)
+        self.fit_s = time.perf_counter() - t1
+
+    def bank(self) -> ForecastBank:
+        return ForecastBank(self.choice.model, self.w.demand, 1, self.cfg.cycle.horizon_steps,
+                            self.cfg.cycle.history_steps, keep=False, prefetch=True, stop=self.w.start + self.steps)
+
+    def run(self, strategy: str, ws: list[dict], base_cfg: Config, look=None):
+        b = self.bank() if strategy == "predictive" else None
+        try:
+            return replay(self.w, with_windows(base_cfg, ws), strategy, steps=self.steps, bank=b, hook=look)
+        finally:
+            if b is not None:
+                b.close()
+
+
+def judge(base: dict, win: dict, target: dict) -> dict:
+    """The target's verdict on a windowed run against predictive without windows (both ``measure``'s)."""
+    cut = 1 - win[KEY] / base[KEY] if base[KEY] > 0 else None
+    met = (cut is not None and cut >= target["cut"]
+           and win["normal_unmet_gpu_min"] <= base["normal_unmet_gpu_min"]
+           and win["preemptions"] <= base["preemptions"])
+    return {"met": bool(met), "cut": None if cut is None else round(cut, 4),
+            "normal_unmet_delta_gpu_min": round(win["normal_unmet_gpu_min"] - base["normal_unmet_gpu_min"], 1),
+            "preemptions_delta": win["preemptions"] - base["preemptions"]}
+
+
+def seed_row(seed: int, base: dict, win: dict, target: dict) -> dict:
+    """One draw of the multi-seed view: the 14:00 tenants' high-tier unmet without and with the high tier's
+    windows, the cut, the changes in the normal tier's unmet and the preemptions, the GPU-minutes held idle, and
+    each of the target's three conditions."""
+    v = judge(base, win, target)
+    conditions = {"cut": v["cut"] is not None and v["cut"] >= target["cut"],
+                  "normal_unmet": v["normal_unmet_delta_gpu_min"] <= 0, "preemptions": v["preemptions_delta"] <= 0}
+    return {"seed": seed, "high_unmet_at_1400_tenants_without": base[KEY], "high_unmet_at_1400_tenants_with": win[KEY],
+            "cut": v["cut"], "normal_unmet_without": base["normal_unmet_gpu_min"],
+            "normal_unmet_with": win["normal_unmet_gpu_min"],
+            "normal_unmet_delta_gpu_min": v["normal_unmet_delta_gpu_min"],
+            "preemptions_without": base["preemptions"], "preemptions_with": win["preemptions"],
+            "preemptions_delta": v["preemptions_delta"], "held_idle_gpu_min_without": base["held_idle_gpu_min"],
+            "held_idle_gpu_min_with": win["held_idle_gpu_min"],
+            "conditions": conditions | {"all": all(conditions.values())}}
+
+
+def pool(rows: list[dict], target: dict) -> dict:
+    """The seeds' rows pooled: the cut of the summed unmet (1 - sum(with) / sum(without)), the summed changes and
+    held idle, each condition on those sums, and how many seeds meet each condition and all three."""
+    without = sum(r["high_unmet_at_1400_tenants_without"] for r in rows)
+    with_ = sum(r["high_unmet_at_1400_tenants_with"] for r in rows)
+    cut = round(1 - with_ / without, 4) if without > 0 else None
+    normal = round(sum(r["normal_unmet_delta_gpu_min"] for r in rows), 1)
+    pre = sum(r["preemptions_delta"] for r in rows)
+    conditions = {"cut": cut is not None and cut >= target["cut"], "normal_unmet": normal <= 0, "preemptions": pre <= 0}
+    return {"seeds": len(rows), "high_unmet_at_1400_tenants_without": round(without, 1),
+            "high_unmet_at_1400_tenants_with": round(with_, 1), "cut": cut, "normal_unmet_delta_gpu_min": normal,
+            "preemptions_delta": pre,
+            "held_idle_gpu_min_without": round(sum(r["held_idle_gpu_min_without"] for r in rows), 1),
+            "held_idle_gpu_min_with": round(sum(r["held_idle_gpu_min_with"] for r in rows), 1),
+            "conditions": conditions | {"all": all(conditions.values())},
+            "seeds_meeting": {c: sum(r["conditions"][c] for r in rows)
+                              for c in ("cut", "normal_unmet", "preemptions", "all")}}
+
+
+def several(a) -> int:
+    """--seeds: per draw, predictive without windows and with the high tier's proposed windows (Kueue's way)."""
+    seeds = [int(x) for x in a.seeds.split(",") if x.strip()]
+    out, target = provenance.started(), targets.WINDOWS
+    rows, skipped, step_min = [], [], None
+    for seed in seeds:
+        t0 = time.perf_counter()
+        d = Draw(seed, a.days, a.quick_forecaster)
+        base_run = d.run("predictive", [], d.cfg)
+        base, step_min = measure(base_run, d.w, d.peaked_high), base_run.meter.step_min
+        about = {"seed": seed, "tenants_with_1400_peak_high": d.peaked_high, "forecaster": d.choice.name,
+                 "high_tier_windows": d.variants["high"]}
+        if base[KEY] <= 0:
+            why = ("no high-tier tenant has the 14:00 peak" if not d.peaked_high else
+                   "its 14:00 tenants have no high-tier unmet without windows: nothing to cut")
+            skipped.append(about | {"why": why})
+            print(f"seed {seed}: skipped, {why}", flush=True)
+            continue
+        win = measure(d.run("predictive", d.variants["high"], d.cfg), d.w, d.peaked_high)
+        rows.append(about | seed_row(seed, base, win, target) | {"wall_s": round(time.perf_counter() - t0, 1)})
+        print(f"seed {seed}:", {k: v for k, v in rows[-1].items() if k != "high_tier_windows"}, flush=True)
+    out.update({"workload": f"synthetic-{TENANTS}x{GPUS}", "seeds": seeds, "step_minutes": step_min,
+                "history_days": HISTORY_DAYS, "measured_days": a.days,
+                "forecaster_choice": "quick (baselines only)" if a.quick_forecaster else "as retrain chooses",
+                "compared": {"without": "predictive, no windows",
+                             "with": "predictive + the high tier's proposed windows, as Kueue carries them out"},
+                "per_seed": rows, "skipped": skipped, "pool": pool(rows, target), "target": target})
+    provenance.finished(out)
+    a.out.mkdir(parents=True, exist_ok=True)
+    path = a.out / "windows_synthetic_seeds.json"
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {path}: {out['pool']}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--days", type=float, default=1.0, help="measured days after the 7 days of history")
     ap.add_argument("--quick-forecaster", action="store_true",
                     help="the baseline-only choice (no LSTM trained on the history): what a loaded box can finish")
     ap.add_argument("--seed", type=int, default=SEED, help="the synthetic generator's seed (default 7)")
+    ap.add_argument("--seeds", default=None,
+                    help="several seeds, comma-separated (2,3,4,5,7,12,13): only the target's two runs per seed, "
+                         "pooled, into windows_synthetic_seeds.json")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "out")
     a = ap.parse_args()
+    if a.seeds is not None:
+        return several(a)
     out = provenance.started()
-    per_day = 1440
-    hist, steps = HISTORY_DAYS * per_day, int(a.days * per_day)
-    g = workloads.generate(TENANTS, hist + steps + 61, GPUS, seed=a.seed, target_load=1.0)
-    w = workloads.Workload(f"synthetic-{TENANTS}x{GPUS}", g.demand, g.tiers, g.job_gpus, GPUS, hist)
-    tenants = [str(c) for c in w.demand.columns]
-    peaked_high = [t for t, tier, p in zip(tenants, w.tiers, g.peaked) if tier == "high" and p]
-    cfg = Config()
+    d = Draw(a.seed, a.days, a.quick_forecaster)
+    w, g, tenants, peaked_high, cfg = d.w, d.g, d.tenants, d.peaked_high, d.cfg
+    hist, props, tier_of, variants, choice = d.hist, d.props, d.tier_of, d.variants, d.choice
+    fit_s, propose_s = d.fit_s, d.propose_s
+
     def slurm(reserved: str) -> Config:
         return cfg.model_copy(update={"actuators": cfg.actuators.model_copy(update={
             "enabled": ["slurm"], "slurm": cfg.actuators.slurm.model_copy(update={"windows_reserved": reserved})})})
 
     on_slurm, at_lead = slurm("ahead"), slurm("at_lead")
-    t0 = time.perf_counter()
-    props = propose(w.demand.iloc[:hist], timezone="UTC")
-    propose_s = time.perf_counter() - t0
-    tier_of = dict(zip(tenants, w.tiers))
-    variants = {"high": [p.to_window() for p in props if tier_of[p.tenant] == "high"],
-                "high_normal": [p.to_window() for p in props if tier_of[p.tenant] in ("high", "normal")]}
-    t1 = time.perf_counter()
-    choice = choose_forecaster(w.demand.iloc[:hist], cfg, 60, quick=a.quick_forecaster)
-    fit_s = time.perf_counter() - t1
-
-    def bank() -> ForecastBank:
-        return ForecastBank(choice.model, w.demand, 1, cfg.cycle.horizon_steps, cfg.cycle.history_steps,
-                            keep=False, prefetch=True, stop=w.start + steps)
 
     # the noise of one replay: a window that asks next to nothing, hours from any peak (the module docstring)
     other_high = [t for t, tier, p in zip(tenants, w.tiers, g.peaked) if tier == "high" and not p] or peaked_high
@@ -154,39 +272,28 @@ def main() -> int:
              at_lead),
             ("predictive_with_a_null_window", "predictive", null, cfg),
             ("perfect", "perfect", [], cfg)):
-        b = bank() if strategy == "predictive" else None
         # why a 14:00 tenant still waits while its window holds (daemon/sim/windows_breakdown.py)
         look = WindowBreakdown(len(tenants), tenants, [WindowConfig.model_validate(x) for x in ws],
                                peaked_high) if ws else None
-        try:
-            run = replay(w, with_windows(base_cfg, ws), strategy, steps=steps, bank=b, hook=look)
-            runs[label] = measure(run, w, peaked_high)
-            step_min = run.meter.step_min
-            runs[label]["left_at_1400_tenants"] = left_steps(run, w, peaked_high,
-                                                             [WindowConfig.model_validate(x) for x in ws])
-            normal_by_step[label] = np.asarray(run.meter.unmet["normal"]) * run.meter.step_min   # the meter's own
-            held_by_step[label] = in_place([WindowConfig.model_validate(x) for x in ws],
-                                           w.demand.index[w.start: w.start + len(normal_by_step[label])])
-            if look is not None:
-                runs[label]["while_window_holds"] = look.summary(run.meter.step_min)
-        finally:
-            if b is not None:
-                b.close()
+        run = d.run(strategy, ws, base_cfg, look)
+        runs[label] = measure(run, w, peaked_high)
+        step_min = run.meter.step_min
+        runs[label]["left_at_1400_tenants"] = left_steps(run, w, peaked_high,
+                                                         [WindowConfig.model_validate(x) for x in ws])
+        normal_by_step[label] = np.asarray(run.meter.unmet["normal"]) * run.meter.step_min   # the meter's own
+        held_by_step[label] = in_place([WindowConfig.model_validate(x) for x in ws],
+                                       w.demand.index[w.start: w.start + len(normal_by_step[label])])
+        if look is not None:
+            runs[label]["while_window_holds"] = look.summary(run.meter.step_min)
         print(label, runs[label], flush=True)
-    base, key, target = runs["predictive"], "high_unmet_gpu_min_at_1400_tenants", targets.WINDOWS
+    base, key, target = runs["predictive"], KEY, targets.WINDOWS
     without = {(x["at"], x["tenant"]) for x in base["left_at_1400_tenants"]}
     for r in runs.values():   # a step where the tenant also queued without windows
         for x in r["left_at_1400_tenants"]:
             x["also_without_windows"] = (x["at"], x["tenant"]) in without
 
-    def judge(win: dict) -> dict:
-        cut = 1 - win[key] / base[key] if base[key] > 0 else None
-        met = (cut is not None and cut >= target["cut"]
-               and win["normal_unmet_gpu_min"] <= base["normal_unmet_gpu_min"]
-               and win["preemptions"] <= base["preemptions"])
-        return {"met": bool(met), "cut": None if cut is None else round(cut, 4),
-                "normal_unmet_delta_gpu_min": round(win["normal_unmet_gpu_min"] - base["normal_unmet_gpu_min"], 1),
-                "preemptions_delta": win["preemptions"] - base["preemptions"]}
+    def judge_(win: dict) -> dict:
+        return judge(base, win, target)
 
     for label, r in runs.items():   # the normal tier's unmet against none, step by step: while a window held, or not
         if label in ("predictive", "perfect"):
@@ -208,16 +315,16 @@ def main() -> int:
                      "high_normal": "the proposals for high- and normal-tier tenants (a low-tier tenant's window "
                                     "would hold GPUs for preemptible work)"},
         "windows": variants, "null_window": null[0], "runs": runs, "target": target,
-        "noise": judge(runs["predictive_with_a_null_window"])
+        "noise": judge_(runs["predictive_with_a_null_window"])
         | {"high_unmet_delta_gpu_min_at_1400_tenants": round(
             runs["predictive_with_a_null_window"][key] - base[key], 1)},
-        "verdict": {"high": judge(runs["predictive_with_high_tier_windows"]),
-                    "high_normal": judge(runs["predictive_with_high_and_normal_tier_windows"]),
-                    "high_on_slurm": judge(runs["predictive_with_high_tier_windows_on_slurm"]),
-                    "high_normal_on_slurm": judge(runs["predictive_with_high_and_normal_tier_windows_on_slurm"]),
-                    "high_on_slurm_at_lead": judge(runs["predictive_with_high_tier_windows_on_slurm_at_lead"]),
+        "verdict": {"high": judge_(runs["predictive_with_high_tier_windows"]),
+                    "high_normal": judge_(runs["predictive_with_high_and_normal_tier_windows"]),
+                    "high_on_slurm": judge_(runs["predictive_with_high_tier_windows_on_slurm"]),
+                    "high_normal_on_slurm": judge_(runs["predictive_with_high_and_normal_tier_windows_on_slurm"]),
+                    "high_on_slurm_at_lead": judge_(runs["predictive_with_high_tier_windows_on_slurm_at_lead"]),
                     "high_normal_on_slurm_at_lead":
-                        judge(runs["predictive_with_high_and_normal_tier_windows_on_slurm_at_lead"])}})
+                        judge_(runs["predictive_with_high_and_normal_tier_windows_on_slurm_at_lead"])}})
     provenance.finished(out)
     a.out.mkdir(parents=True, exist_ok=True)
     path = a.out / ("windows_synthetic.json" if a.seed == SEED else f"windows_synthetic_seed{a.seed}.json")
