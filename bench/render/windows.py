@@ -20,6 +20,51 @@ def windows_synthetic_seed12() -> str:
     return _synthetic("windows_synthetic_seed12.json")
 
 
+@block("windows-synthetic-seeds")
+def windows_synthetic_seeds() -> str:
+    """bench/windows_bench.py --seeds: the target's two runs (predictive without windows, and with the high tier's
+    proposed windows as Kueue carries them out) on several draws of the generator, per seed and pooled."""
+    name = "windows_synthetic_seeds.json"
+    d = load(name)
+    t, p = d["target"], d["pool"]
+
+    rows = [_seeds_row(str(r["seed"]), listing(r["tenants_with_1400_peak_high"]), r) for r in d["per_seed"]]
+    rows.append(_seeds_row(f"pooled ({p['seeds']} seeds)", "", p))
+    k, m = p["seeds"], p["seeds_meeting"]
+    pooled = ("no seed had high-tier unmet at its 14:00 tenants to cut" if p["cut"] is None else
+              f"the 14:00 tenants' high-tier unmet cut by {pct(p['cut'])} (1 - the sum with windows / the sum "
+              f"without, target: cut >= {pct(t['cut'], 0)})")
+    lines = [f"- pooled over {k} seeds: {verdict(p['conditions']['all'])}: {pooled}; normal-tier unmet "
+             f"{p['normal_unmet_delta_gpu_min']:+,.0f} GPU-min, preemptions {p['preemptions_delta']:+d} (summed).",
+             f"- seeds meeting each condition: the cut {m['cut']} of {k}, no more normal-tier unmet "
+             f"{m['normal_unmet']} of {k}, no more preemptions {m['preemptions']} of {k}; all three {m['all']} of {k}."]
+    skipped = "; ".join(f"seed {x['seed']} ({x['why']})" for x in d["skipped"])
+    lines.append(f"- skipped: {skipped}." if skipped else
+                 "- no seed skipped: each had high-tier unmet at its 14:00 tenants without windows.")
+    return "\n".join([
+        f"Synthetic ({d['workload']}), seeds {', '.join(str(x) for x in d['seeds'])}, {d['measured_days']:g} "
+        f"measured day(s) after {d['history_days']} days of history, forecaster choice: {d['forecaster_choice']}; "
+        f"per seed {d['compared']['without']} against {d['compared']['with']}.", "",
+        table(["seed", "high-tier tenants with the 14:00 peak", "high unmet at 14:00 tenants without (GPU-min)",
+               "with windows", "cut", "normal unmet change (GPU-min)", "preemptions change",
+               "held idle without / with (GPU-min)", f"cut >= {pct(t['cut'], 0)}", "normal no more",
+               "preemptions no more", "all three"], rows), "",
+        f"Target: {t['what']}.", "", *lines, "",
+        source([name], d)])
+
+
+def _seeds_row(first: str, who: str, r: dict) -> list[str]:
+    """A row of the multi-seed table: one seed's figures, or the pooled ones (the same keys)."""
+    def yes(ok: bool) -> str:
+        return "yes" if ok else "**no**"
+
+    c = r["conditions"]
+    return [first, who, n(r["high_unmet_at_1400_tenants_without"]), n(r["high_unmet_at_1400_tenants_with"]),
+            "-" if r["cut"] is None else pct(r["cut"]), f"{r['normal_unmet_delta_gpu_min']:+,.0f}",
+            f"{r['preemptions_delta']:+d}", f"{n(r['held_idle_gpu_min_without'])} / {n(r['held_idle_gpu_min_with'])}",
+            yes(c["cut"]), yes(c["normal_unmet"]), yes(c["preemptions"]), yes(c["all"])]
+
+
 def _synthetic(name: str) -> str:
     d = load(name)
     names = {"predictive": "predictive, no windows",

@@ -1,0 +1,106 @@
+"""The windows bench's multi-seed view (bench/windows_bench.py --seeds, issue 39's windows target over several draws):
+each seed's three conditions, the pooled cut of the summed unmet (not a mean of cuts), a seed with nothing to cut
+skipped with why, its own JSON beside the per-seed ones, and the block docs/windows.md renders from it. No replay
+runs here: the draws and their measures are stand-ins."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from types import SimpleNamespace
+
+import pytest
+
+from tests.conftest import REPO
+from tests.support.bench_script import load_bench
+
+TARGET = {"what": "the cut", "cut": 0.8}
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    return load_bench(monkeypatch, "windows_bench")
+
+
+def _m(at_1400: float, normal: float, pre: int, idle: float = 0.0) -> dict:
+    """What the bench's measure() gives, the keys the target reads."""
+    return {"high_unmet_gpu_min_at_1400_tenants": at_1400, "normal_unmet_gpu_min": normal, "preemptions": pre,
+            "held_idle_gpu_min": idle}
+
+
+def test_each_seed_gets_its_three_conditions_and_the_pool_cuts_the_summed_unmet(bench):
+    a = bench.seed_row(2, _m(100, 1000, 50, 10), _m(10, 900, 50, 40), TARGET)    # cut 90%, no more of either
+    b = bench.seed_row(3, _m(900, 1000, 50, 20), _m(450, 1200, 49, 60), TARGET)  # cut 50%, normal +200
+    assert (a["cut"], a["normal_unmet_delta_gpu_min"], a["preemptions_delta"]) == (0.9, -100, 0)
+    assert a["conditions"] == {"cut": True, "normal_unmet": True, "preemptions": True, "all": True}
+    assert b["conditions"] == {"cut": False, "normal_unmet": False, "preemptions": True, "all": False}
+    assert (a["held_idle_gpu_min_without"], a["held_idle_gpu_min_with"]) == (10, 40)
+    p = bench.pool([a, b], TARGET)
+    # 1 - 460 / 1000, not the mean of 90% and 50%
+    assert p["cut"] == pytest.approx(0.54)
+    assert (p["normal_unmet_delta_gpu_min"], p["preemptions_delta"]) == (100, -1)
+    assert (p["held_idle_gpu_min_without"], p["held_idle_gpu_min_with"]) == (30, 100)
+    assert p["conditions"] == {"cut": False, "normal_unmet": False, "preemptions": True, "all": False}
+    assert p["seeds_meeting"] == {"cut": 1, "normal_unmet": 1, "preemptions": 2, "all": 1}
+    assert bench.pool([], TARGET)["cut"] is None
+
+
+def test_a_seed_with_nothing_to_cut_is_skipped_with_why_and_the_per_seed_files_are_left(bench, monkeypatch, tmp_path):
+    measured = {2: (_m(0, 500, 10), None), 3: (_m(80, 500, 10), _m(8, 400, 9)), 4: (_m(0, 500, 10), None)}
+    peaked = {2: ["tenant-0001"], 3: ["tenant-0002"], 4: []}
+
+    class Draw:   # a stand-in for one draw: its runs are the measures above, in order
+        def __init__(self, seed, days, quick):
+            self.seed, self.peaked_high, self.cfg, self.w = seed, peaked[seed], None, None
+            self.choice, self.variants, self.runs = SimpleNamespace(name="naive"), {"high": [{"name": "x"}]}, 0
+
+        def run(self, strategy, ws, cfg, look=None):
+            assert strategy == "predictive" and ws == ([] if self.runs == 0 else self.variants["high"])
+            self.runs += 1
+            return SimpleNamespace(meter=SimpleNamespace(step_min=1.0), m=measured[self.seed][self.runs - 1])
+
+    monkeypatch.setattr(bench, "Draw", Draw)
+    monkeypatch.setattr(bench, "measure", lambda run, w, peaked_high: run.m)
+    (tmp_path / "windows_synthetic.json").write_text("{}")
+    bench.several(argparse.Namespace(seeds="2,3,4", days=1.0, quick_forecaster=True, out=tmp_path))
+    d = json.loads((tmp_path / "windows_synthetic_seeds.json").read_text())
+    assert (tmp_path / "windows_synthetic.json").read_text() == "{}"
+    assert [r["seed"] for r in d["per_seed"]] == [3] and d["per_seed"][0]["cut"] == 0.9
+    assert [(x["seed"], x["why"]) for x in d["skipped"]] == [
+        (2, "its 14:00 tenants have no high-tier unmet without windows: nothing to cut"),
+        (4, "no high-tier tenant has the 14:00 peak")]
+    assert d["pool"]["seeds"] == 1 and d["pool"]["conditions"]["all"] is True and d["seeds"] == [2, 3, 4]
+
+
+def test_the_docs_block_gives_each_seed_the_pool_and_the_skipped(bench, monkeypatch, tmp_path):
+    from bench.render import common, windows
+
+    rows = [bench.seed_row(2, _m(100, 1000, 50, 10), _m(10, 900, 50, 40), TARGET) | {
+                "tenants_with_1400_peak_high": ["tenant-0002"]},
+            bench.seed_row(3, _m(900, 1000, 50, 20), _m(450, 1200, 49, 60), TARGET) | {
+                "tenants_with_1400_peak_high": ["tenant-0000", "tenant-0003"]}]
+    d = {"workload": "synthetic-40x1024", "seeds": [2, 3, 9], "measured_days": 1, "history_days": 7,
+         "forecaster_choice": "quick (baselines only)", "compared": {"without": "none", "with": "windows"},
+         "per_seed": rows, "skipped": [{"seed": 9, "why": "nothing to cut"}], "pool": bench.pool(rows, TARGET),
+         "target": TARGET, "commit": "abc1234"}
+    out = tmp_path / "out"
+    shutil.copytree(REPO / "bench" / "out", out)
+    (out / "windows_synthetic_seeds.json").write_text(json.dumps(d))
+    monkeypatch.setattr(common, "OUT", out)
+    common.load.cache_clear()
+    try:
+        text = windows.windows_synthetic_seeds()
+    finally:
+        common.load.cache_clear()
+    lines = text.splitlines()
+    assert "| 2 | tenant-0002 | 100 | 10 | 90.0% | -100 | +0 | 10 / 40 | yes | yes | yes | yes |" in lines
+    no = "| **no** | **no** | yes | **no** |"
+    assert f"| 3 | tenant-0000 and tenant-0003 | 900 | 450 | 50.0% | +200 | -1 | 20 / 60 {no}" in lines
+    assert f"| pooled (2 seeds) |  | 1,000 | 460 | 54.0% | +100 | -1 | 30 / 100 {no}" in lines
+    assert ("- pooled over 2 seeds: **not met**: the 14:00 tenants' high-tier unmet cut by 54.0% (1 - the sum with "
+            "windows / the sum without, target: cut >= 80%); normal-tier unmet +100 GPU-min, preemptions -1 "
+            "(summed).") in lines
+    assert ("- seeds meeting each condition: the cut 1 of 2, no more normal-tier unmet 1 of 2, no more preemptions "
+            "2 of 2; all three 1 of 2.") in lines
+    assert "- skipped: seed 9 (nothing to cut)." in lines
