@@ -10,20 +10,12 @@ holds `base` between them.
 import numpy as np
 import pandas as pd
 
-from daemon.config import Config, ConfigError, SkillGateConfig, parse_config
+from daemon.config import Config, SkillGateConfig
 from daemon.forecasting.quality import ForecastQuality
 from daemon.forecasting.skill import decide, score_quantiles
 from daemon.sim.skill_gate import ReplayGate
 from forecaster.types import Forecast
-
-QS = (0.5, 0.9, 0.99)
-H = 6
-N = 300
-
-
-def _demand() -> np.ndarray:
-    t = np.arange(N)
-    return np.where(t % 40 >= 35, 30.0, 10.0)
+from tests.forecasting.test_skill_gate_service_quantile import QS, H, N, _demand
 
 
 def _forecasts(names: tuple[str, ...], idx: pd.DatetimeIndex, base: float):
@@ -66,16 +58,6 @@ def test_the_batch_tenants_of_the_configured_tiers_are_scored_at_their_quantile_
     assert score_quantiles([], SkillGateConfig(batch_quantile={"normal": 0.7}), [("b", "normal")]) == {"b": 0.7}
 
 
-def test_a_batch_quantile_outside_0_1_is_refused_in_one_line():
-    try:
-        parse_config({"policy": {"skill_gate": {"batch_quantile": {"high": 0}}}})
-    except ConfigError as exc:
-        msg = str(exc)
-    else:
-        raise AssertionError("accepted")
-    assert "batch_quantile" in msg and "between 0 and 1" in msg and "\n" not in msg.strip(), msg
-
-
 def test_the_replay_gate_scores_the_workloads_high_tier_batch_tenants_at_their_quantile():
     d = _demand()
     idx = pd.date_range("2026-01-01", periods=N, freq="min", tz="UTC")
@@ -86,4 +68,4 @@ def test_the_replay_gate_scores_the_workloads_high_tier_batch_tenants_at_their_q
         acting = gate.at(k, fc, tuple(demand.columns))
     assert acting == {"nrm"}, gate.verdicts              # the high tier's at p50: reactive; the normal's at p90
     assert "at p50" in gate.verdicts["hi"].why and "at p50" not in gate.verdicts["nrm"].why
-    # the daemon's: tests/forecasting/test_skill_gate_service_quantile.py (its tenant-0002)
+    # the daemon's, and a quantile outside (0, 1): tests/forecasting/test_skill_gate_service_quantile.py

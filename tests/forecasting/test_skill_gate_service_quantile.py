@@ -8,6 +8,7 @@ steps in every 40, forecast flat at 30 (every rise covered, most windows over-he
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from daemon.config import Config, ConfigError, SkillGateConfig, parse_config
 from daemon.forecasting.quality import ForecastQuality
@@ -67,14 +68,15 @@ def test_only_the_services_of_the_configured_tiers_are_scored_at_their_quantile(
     assert score_quantiles([("b", "normal")], SkillGateConfig(service_quantile={"normal": 0.95})) == {"b": 0.95}
 
 
-def test_a_quantile_outside_0_1_is_refused_in_one_line():
+@pytest.mark.parametrize("key, q", [("service_quantile", 1.0), ("batch_quantile", 0)])
+def test_a_quantile_outside_0_1_is_refused_in_one_line(key, q):
     try:
-        parse_config({"policy": {"skill_gate": {"service_quantile": {"high": 1.0}}}})
+        parse_config({"policy": {"skill_gate": {key: {"high": q}}}})
     except ConfigError as exc:
         msg = str(exc)
     else:
         raise AssertionError("accepted")
-    assert "service_quantile" in msg and "between 0 and 1" in msg and "\n" not in msg.strip(), msg
+    assert key in msg and "between 0 and 1" in msg and "\n" not in msg.strip(), msg
 
 
 def test_the_replay_gate_scores_the_workloads_high_tier_services_at_their_quantile():
