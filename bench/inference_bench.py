@@ -240,6 +240,79 @@ def add_gated_product(path: Path, data: Path, q: float) -> None:
     print(f"wrote {path}", file=sys.stderr)
 
 
+def seed_checks(row: dict, gap_min: float) -> dict:
+    """The checks of one multi-seed run (a `gated_product_row` with `versus_reactive`'s figures): the gap closed
+    at equal GPU-hours at least ``gap_min``, each batch tier's unmet no higher than reactive's read off there, and
+    the two batch tiers' together no higher. None where reactive's headrooms do not span the row's GPU-hours."""
+    eq, un = row["high_throttled_gap_closed_equal_gpu"], row["reactive_unmet_gpu_min_at_predictive_gpu"]
+    spanned = all(un[t] is not None for t in BATCH_TIERS)
+    return {"gap_closed_min": None if eq is None else eq >= gap_min,
+            "each_batch_tier_no_higher": row["batch_unmet_no_higher_equal_gpu"],
+            "batch_tiers_together_no_higher": None if not spanned else sum(
+                row["tiers"][t]["unmet_gpu_min"] for t in BATCH_TIERS) <= sum(un[t] for t in BATCH_TIERS)}
+
+
+def seeds_summary(runs: list[dict]) -> dict:
+    """How many of the multi-seed runs meet each check, and all of them (a check that could not be read counts
+    as not met and is counted apart)."""
+    names = list(runs[0]["checks"]) if runs else []
+    return {"runs": len(runs), "met": {k: sum(r["checks"][k] is True for r in runs) for k in names},
+            "unreadable": {k: sum(r["checks"][k] is None for r in runs) for k in names},
+            "all_met": sum(all(v is True for v in r["checks"].values()) for r in runs)}
+
+
+def seed_run(seed: int, cold_min: float, days: float, history_days: float, data: Path, q: float,
+             workers: int) -> dict:
+    """The gated product (`gated_product_row` at replica quantile ``q``) on the workload drawn with ``seed`` at one
+    cold start, against reactive and the perfect forecast on the same draw: reactive at the workload's headroom
+    and at each of REACTIVE_HEADROOMS (its throttled requests and batch unmet depend on the draw, and its
+    throttled requests on the cold start, so they are run for each), read off at the product's service GPU-hours
+    by `versus_reactive`."""
+    t0 = time.perf_counter()
+    cfg = Config()
+    w, _ = servegen_workload(cold_min, days, seed, data, history_days, cfg)
+    steps = len(w.demand) - w.start
+    reactive, perfect = run_replay(w, with_replica_quantile(cfg, q), None, steps=steps,
+                                   strategies=("reactive", "perfect"), workers=workers)
+    case = {"runs": {"reactive": run_row(reactive), "perfect": run_row(perfect)}, "reactive_headrooms": {}}
+    for h in REACTIVE_HEADROOMS:
+        (m,) = run_replay(with_headroom(w, h), cfg, None, steps=steps, strategies=("reactive",), workers=1)
+        r = run_row(m)
+        case["reactive_headrooms"][f"{h:g}"] = {"service_gpu_min": service_gpu_min(r),
+                                               "high_inf_throttled": r["tiers"]["high"]["inf_throttled"],
+                                               "utilization": r["utilization"], "preemptions": r["preemptions"],
+                                               "unmet_gpu_min": {t: r["tiers"][t]["unmet_gpu_min"] for t in TIERS}}
+    row = gated_product_row(w, cfg, q)
+    row.update(versus_reactive(row, case["runs"]["perfect"], case["runs"]["reactive"], reactive_points(case)))
+    return {"seed": seed, "cold_start_min": cold_min, "capacity_gpus": w.capacity, "steps": steps, **case,
+            "predictive_product_gated": row, "checks": seed_checks(row, SEED_TARGETS["gap_closed_min"]),
+            "wall_s": time.perf_counter() - t0}
+
+
+SEED_TARGETS = {"gap_closed_min": 0.25, "gap_closed_goal": 0.5, "from_cold_start_min": 3}
+
+
+def run_seeds(seeds: list[int], colds: list[float], a, q: float) -> Path:
+    """The gated product over several seeds of the workload's draw (issue 40: checked on draws the bench does not
+    use), one run per seed and cold start, into its own JSON (inference_servegen_seeds.json), written after every
+    run so a stopped bench keeps what it measured."""
+    doc = {**provenance.started(), "bench": "inference_seeds", "days": a.days, "history_days": a.history_days,
+           "seeds": seeds, "cold_starts_min": colds, "replica_quantile": q,
+           "command": "python bench/inference_bench.py " + " ".join(sys.argv[1:]), "targets": SEED_TARGETS,
+           "runs": []}
+    path = a.out / "inference_servegen_seeds.json"
+    for seed in seeds:
+        for c in colds:
+            print(f"seed {seed}, cold start {c:g} min...", file=sys.stderr, flush=True)
+            doc["runs"].append(seed_run(seed, c, a.days, a.history_days, a.data_dir or default_data_dir(), q,
+                                        a.workers))
+            doc["summary"] = seeds_summary(doc["runs"])
+            a.out.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({k: v for k, v in doc.items() if k != "_t0"}, indent=2) + "\n")
+    doc["complete"] = True
+    return provenance.write(doc, a.out, path.name)
+
+
 def run_case(cold_min: float, days: float, seed: int, data: Path, workers: int, quantiles: list[float],
              history_days: float = 2.0, epochs: int | None = None, windows: bool = False) -> dict:
     """One cold start: reactive, perfect and predictive with its replica autoscaler at ``quantiles[0]`` (the runs
@@ -358,10 +431,20 @@ def main() -> None:
                     help="add predictive_product_gated (at the last --replica-quantiles) to the committed "
                          "inference_servegen.json in --out, run with its days, history and seed, its other rows "
                          "left as they are")
+    ap.add_argument("--seeds", default=None,
+                    help="with --only-gated-product: the gated product on the workload drawn with each of these "
+                         "seeds (comma-separated) at --cold-starts (default here 3,5,9), against reactive and the "
+                         "perfect forecast on the same draw, into inference_servegen_seeds.json")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
     a = ap.parse_args()
+    if a.seeds and not a.only_gated_product:
+        ap.error("--seeds goes with --only-gated-product")
     if a.only_gated_product:
         q = float(a.replica_quantiles.split(",")[-1]) if a.replica_quantiles else replica_quantile(Config())
+        if a.seeds:
+            colds = "3,5,9" if a.cold_starts == ap.get_default("cold_starts") else a.cold_starts
+            run_seeds([int(x) for x in a.seeds.split(",")], [float(x) for x in colds.split(",")], a, q)
+            return
         add_gated_product(a.out / "inference_servegen.json", a.data_dir or default_data_dir(), q)
         return
     doc = {**provenance.started(), "bench": "inference", "days": a.days, "history_days": a.history_days, "seed": a.seed,
