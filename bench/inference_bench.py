@@ -43,6 +43,8 @@ rate could close at predictive's budget. `perfect_rate.nowcast` knows the rate o
 
     nice -n 10 python bench/inference_bench.py [--days 1] [--cold-starts 1,3,5,9] [--seed 7] [--workers 2]
         [--replica-quantiles 0.5,0.9] [--history-days 2] [--window-forecaster [--epochs N]]
+    nice -n 10 python bench/inference_bench.py --only-gated-product --replica-quantiles 0.5,0.9 --seeds 7,8,9,10,11
+        [--cold-starts 3,5,9]    # the gated product per draw of the workload: inference_servegen_seeds.json
 """
 
 from __future__ import annotations

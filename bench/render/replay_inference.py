@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from bench.render.common import (
     block,
+    exists,
     load,
     n,
     pct,
@@ -269,3 +270,90 @@ def _rate_ceiling(d: dict) -> list[str]:
                     f"even a perfect forecast of the rate stays under the {pct(tg['gap_closed_min'], 0)} target: "
                     "the rest of the gap is the minutes' draws, which no forecast of the rate sees.")]
     return out
+
+
+SEEDS_JSON = "inference_servegen_seeds.json"
+
+
+def _read_off(points: list[tuple[float, float]], gpu: float) -> float | None:
+    """A value of reactive's at ``gpu`` service GPU-minutes, linear between its headrooms' (gpu, value) points, None
+    outside their span: bench/inference_bench.py's at_equal_gpu, for the figures the bench keeps as points only
+    (the high tier's batch unmet, the preemptions)."""
+    pts = sorted(points)
+    for (g0, v0), (g1, v1) in zip(pts, pts[1:]):
+        if g0 <= gpu <= g1:
+            return v0 if g1 == g0 else v0 + (v1 - v0) * (gpu - g0) / (g1 - g0)
+    return None
+
+
+def seed_verdicts(r: dict, gap_min: float) -> dict:
+    """One multi-seed run's checks, computed here from its figures and the JSON's goal: the gated product's gap
+    closed at equal GPU-hours at least ``gap_min``, each batch tier's (normal, low) unmet no higher than reactive's
+    read off there, and the two together no higher. None where reactive's headrooms do not span its GPU-hours."""
+    g = r["predictive_product_gated"]
+    eq, un = g.get("high_throttled_gap_closed_equal_gpu"), g.get("reactive_unmet_gpu_min_at_predictive_gpu") or {}
+    batch = ("normal", "low")
+    spanned = all(un.get(t) is not None for t in batch)
+    mine = {t: g["tiers"][t]["unmet_gpu_min"] for t in batch}
+    return {"gap": None if eq is None else eq >= gap_min,
+            "each": None if not spanned else all(mine[t] <= un[t] for t in batch),
+            "together": None if not spanned else sum(mine.values()) <= sum(un[t] for t in batch)}
+
+
+@block("replay-inference-seeds")
+def replay_inference_seeds() -> str:
+    """The gated product over several draws of ServeGen's workload (bench/inference_bench.py --only-gated-product
+    --seeds): per seed and cold start its high-tier throttled requests, the gap closed at equal GPU-hours, each
+    batch tier's unmet and preemptions against reactive's read off at its service GPU-hours, the three checks,
+    and how many runs meet each."""
+    if not exists(SEEDS_JSON):
+        return "*No multi-seed run committed yet: `bench/out/" + SEEDS_JSON + "` is missing.*"
+    d = load(SEEDS_JSON)
+    tg = d["targets"]
+
+    def v(ok: bool | None) -> str:
+        return "no point at equal GPU-hours" if ok is None else verdict(ok)
+
+    def vs(mine: float, theirs: float | None) -> str:
+        return f"{n(mine)} vs {'-' if theirs is None else n(theirs)}"
+
+    rows, got = [], []
+    for r in d["runs"]:
+        g, case = r["predictive_product_gated"], r
+        react = case["runs"]["reactive"]
+        pts = [(sum(t["inf_gpu_min"] for t in react["tiers"].values()), react["tiers"]["high"]["unmet_gpu_min"],
+                react["preemptions"])] + [(p["service_gpu_min"], p["unmet_gpu_min"]["high"], p["preemptions"])
+                                          for p in case["reactive_headrooms"].values()]
+        gpu = sum(t["inf_gpu_min"] for t in g["tiers"].values())
+        high_unmet = _read_off([(x, h) for x, h, _ in pts], gpu)
+        pre = _read_off([(x, k) for x, _, k in pts], gpu)
+        un = g.get("reactive_unmet_gpu_min_at_predictive_gpu") or {}
+        mine = {t: g["tiers"][t]["unmet_gpu_min"] for t in ("high", "normal", "low")}
+        both = None if any(un.get(t) is None for t in ("normal", "low")) else un["normal"] + un["low"]
+        eq = g.get("high_throttled_gap_closed_equal_gpu")
+        ok = seed_verdicts(r, tg["gap_closed_min"])
+        got.append(ok)
+        rows.append([str(r["seed"]), f"{r['cold_start_min']:g} min",
+                     vs(g["tiers"]["high"]["inf_throttled"], g.get("reactive_high_throttled_at_predictive_gpu"))
+                     + f" / {n(case['runs']['perfect']['tiers']['high']['inf_throttled'])}",
+                     "-" if eq is None else pct(eq), vs(mine["high"], high_unmet), vs(mine["normal"], un.get("normal")),
+                     vs(mine["low"], un.get("low")), vs(mine["normal"] + mine["low"], both), vs(g["preemptions"], pre),
+                     v(ok["gap"]), v(ok["each"]), v(ok["together"])])
+    total = len(got)
+    count = {k: sum(o[k] is True for o in got) for k in ("gap", "each", "together")}
+    every = sum(all(x is True for x in o.values()) for o in got)
+    complete = "" if d.get("complete") else " (the run stopped before its last seed: these are the runs it finished)"
+    q = d["replica_quantile"]
+    out = [table(["seed", "cold start", "high-tier throttled: gated vs reactive at equal GPU-hours / perfect",
+                  "gap closed at equal GPU-hours", "high-tier batch unmet GPU-min: gated vs reactive",
+                  "normal unmet: gated vs reactive", "low unmet: gated vs reactive",
+                  "normal + low: gated vs reactive", "preemptions: gated vs reactive",
+                  f"gap >= {pct(tg['gap_closed_min'], 0)}", "each batch tier no higher",
+                  "normal + low no higher"], rows), "",
+           f"Over seeds {', '.join(str(s) for s in d['seeds'])} at cold starts "
+           f"{' / '.join(f'{c:g}' for c in d['cold_starts_min'])} min, the product's choice at p{100 * q:g} replicas "
+           f"with the skill gate on meets the gap target (>= {pct(tg['gap_closed_min'], 0)} at equal GPU-hours) on "
+           f"{count['gap']} of {total} runs, each batch tier's unmet no higher than reactive's on {count['each']} of "
+           f"{total}, normal + low together no higher on {count['together']} of {total}, and all three on {every} "
+           f"of {total}{complete}.", "", source([SEEDS_JSON], d)]
+    return "\n".join(out)
