@@ -238,17 +238,6 @@ def _services(runs: list[dict]) -> bool:
     return any((x["tiers"]["high"].get("inf_requests") or 0) > 0 for x in runs)
 
 
-def _frontier_with_requests(points: list[dict]) -> list[dict]:
-    """report.frontier with the high tier's requests throttled as a third figure (lower is better): a setting
-    that leaves the same high-tier GPUs unmet at less utilization but throttles fewer of its requests stays on it."""
-    def fig(p: dict) -> tuple[float, float, float]:
-        return -p["utilization"], p["tiers"]["high"]["unmet_gpu_min"], _high_throttled(p)
-
-    out = [p for p in points
-           if not any(q is not p and all(a <= b for a, b in zip(fig(q), fig(p))) and fig(q) != fig(p) for q in points)]
-    return sorted(out, key=lambda p: p["utilization"])
-
-
 def recommend(replay: dict, obj: Objective | None = None) -> dict:
     """The recommendation for one replay JSON (daemon.sim.report.to_json's output). Where the high tier's
     inference requests were replayed, the high tier's unmet demand is its GPUs' and its requests throttled: when
@@ -267,7 +256,7 @@ def recommend(replay: dict, obj: Objective | None = None) -> dict:
     pred = [x for x in runs if x["strategy"] == "predictive"]
     one = FIGURES[obj.minimize]
     tie = obj.minimize == "high_unmet" and _services(runs)
-    front = (_frontier_with_requests(pred) if tie else frontier(pred)) if pred else []
+    front = frontier(pred, also=_high_throttled if tie else None) if pred else []
     feasible = [p for p in front if all(c.ok(p, reactive) for c in obj.constraints)]
 
     def key(p: dict) -> tuple[float, ...]:

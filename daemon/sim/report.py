@@ -149,19 +149,16 @@ def comparison_lines(cmp_: dict) -> list[str]:
     return out
 
 
-def frontier(points: list[dict], tier: str = "high") -> list[dict]:
+def frontier(points: list[dict], tier: str = "high", also=None) -> list[dict]:
     """The Pareto frontier: settings no other setting beats on both utilization (higher) and ``tier``'s unmet
-    GPU-minutes (lower). Sorted by utilization."""
-    def unmet(p: dict) -> float:
-        return p["tiers"][tier]["unmet_gpu_min"]
+    GPU-minutes (lower), and on ``also(point)`` (lower) where given (the recommendation's high-tier requests
+    throttled). Sorted by utilization."""
+    def figs(p: dict) -> tuple[float, ...]:
+        return (-p["utilization"], p["tiers"][tier]["unmet_gpu_min"], *((also(p),) if also is not None else ()))
 
-    out = []
-    for p in points:
-        u, x = p["utilization"], unmet(p)
-        dominated = any(q is not p and q["utilization"] >= u and unmet(q) <= x
-                        and (q["utilization"] > u or unmet(q) < x) for q in points)
-        if not dominated:
-            out.append(p)
+    fs = [figs(p) for p in points]
+    out = [p for p, f in zip(points, fs)
+           if not any(q is not p and g != f and all(a <= b for a, b in zip(g, f)) for q, g in zip(points, fs))]
     return sorted(out, key=lambda p: p["utilization"])
 
 
