@@ -41,6 +41,23 @@ def test_the_gate_margin_is_a_replay_knob_of_predictive_only(bench):
         assert [{a: b for a, b in k.items() if a != GATE_MARGIN} for k in pred if k.get(GATE_MARGIN) == m] == ungated
 
 
+def test_gate_quantiles_add_predictive_points_each_ungated_and_gated(bench, monkeypatch, capsys):
+    """--gate-quantiles 0.5,0.9: each quantile over the six headrooms, ungated and at every margin (on synthetic
+    only a p50 point reaches reactive's utilization, where the gain kept is measured); refused without margins."""
+    sweep = bench.gate_sweep([0.1], None, (0.5, 0.9))
+    pred = [k for s, k in sweep if s == "predictive"]
+    ungated = [k for k in pred if GATE_MARGIN not in k]
+    assert ungated == [{"quantile": q, "headroom": h} for q in (0.5, 0.9) for h in bench.GATE_HEADROOMS]
+    assert [{a: b for a, b in k.items() if a != GATE_MARGIN} for k in pred if GATE_MARGIN in k] == ungated
+    assert bench.gate_sweep([0.1]) == bench.gate_sweep([0.1], None, (0.9,))   # the default: the policy's p90
+    for argv in (["--gate-quantiles", "0.5"], ["--gate-margins", "0.1", "--suffix", "_g", "--gate-quantiles", "1.5"],
+                 ["--gate-margins", "0.1", "--suffix", "_g", "--gate-quantiles", "p50"]):
+        monkeypatch.setattr(sys, "argv", ["replay_bench.py", *argv])
+        with pytest.raises(SystemExit) as e:
+            bench.main()
+        assert "--gate-quantiles" in str(e.value)
+
+
 def test_each_gated_variant_is_compared_at_reactives_best_point_with_the_gain_it_keeps(bench):
     import targets  # bench/ is on sys.path while the fixture holds it
 
