@@ -34,6 +34,12 @@ runs the target compares (predictive without windows, and with the high tier's p
 them out, the published row), the target's three conditions, and the pooled figures (``pool``): a verdict on one
 draw is within the noise of one replay, one over several draws is less so. A seed whose 14:00 tenants have no
 high-tier unmet without windows has nothing to cut: it is skipped (``skipped``, with why), not counted.
+
+    nice -n 10 python bench/windows_bench.py --days 1 --quick-forecaster --seeds 2,3,4,5,7,12,13 --leads 30,120,240
+
+replays the same draws with the high tier's proposed windows at each lead time (reclaim_before) in turn, pooled per
+lead, into windows_synthetic_leads.json: what a longer lead buys on the 14:00 tenants and what it costs the normal
+tier and in GPUs held idle.
 """
 
 from __future__ import annotations
@@ -229,6 +235,52 @@ def several(a) -> int:
     return 0
 
 
+def leads(a) -> int:
+    """--seeds with --leads: per draw, predictive without windows and with the high tier's proposed windows, each
+    proposal's reclaim_before set to every lead in turn (30 min is the proposals' own), as Kueue carries them out.
+    What a longer lead buys on the 14:00 tenants and what it costs the normal tier (a hold's nodes are the tenant's
+    from its lead time: nothing else new starts there) and in GPU-minutes held idle: the price of the cut on the
+    draws whose 14:00 tenants take whole nodes, where the other tiers' work that cannot be preempted keeps the
+    window's nodes at the proposals' lead (seeds 4 and 13)."""
+    seeds = [int(x) for x in a.seeds.split(",") if x.strip()]
+    try:
+        minutes = sorted({int(x) for x in a.leads.split(",") if x.strip()})
+    except ValueError:
+        raise SystemExit(f"--leads: give minutes separated by commas, not {a.leads!r}") from None
+    if not minutes or minutes[0] <= 0:
+        raise SystemExit(f"--leads: each lead is a positive number of minutes, got {a.leads!r}")
+    out, target = provenance.started(), targets.WINDOWS
+    per_lead: dict[int, list[dict]] = {m: [] for m in minutes}
+    skipped = []
+    for seed in seeds:
+        d = Draw(seed, a.days, a.quick_forecaster)
+        base = measure(d.run("predictive", [], d.cfg), d.w, d.peaked_high)
+        if base[KEY] <= 0:
+            skipped.append({"seed": seed, "why": "its 14:00 tenants have no high-tier unmet without windows"})
+            continue
+        for m in minutes:
+            ws = [dict(x, reclaim_before_minutes=m) for x in d.variants["high"]]
+            win = measure(d.run("predictive", ws, d.cfg), d.w, d.peaked_high)
+            per_lead[m].append(seed_row(seed, base, win, target))
+            print(f"seed {seed} lead {m} min:", {k: v for k, v in per_lead[m][-1].items()
+                                                 if k not in ("conditions",)}, flush=True)
+    out.update({"workload": f"synthetic-{TENANTS}x{GPUS}", "seeds": seeds, "leads_minutes": minutes,
+                "history_days": HISTORY_DAYS, "measured_days": a.days,
+                "forecaster_choice": "quick (baselines only)" if a.quick_forecaster else "as retrain chooses",
+                "compared": {"without": "predictive, no windows",
+                             "with": "predictive + the high tier's proposed windows with reclaim_before set to the "
+                                     "lead, as Kueue carries them out"},
+                "by_lead": [{"lead_minutes": m, "per_seed": per_lead[m], "pool": pool(per_lead[m], target)}
+                            for m in minutes],
+                "skipped": skipped, "target": target})
+    provenance.finished(out)
+    a.out.mkdir(parents=True, exist_ok=True)
+    path = a.out / "windows_synthetic_leads.json"
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {path}: " + "; ".join(f"{x['lead_minutes']} min {x['pool']['cut']}" for x in out["by_lead"]))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--days", type=float, default=1.0, help="measured days after the 7 days of history")
@@ -239,7 +291,14 @@ def main() -> int:
                     help="several seeds, comma-separated (2,3,4,5,7,12,13): only the target's two runs per seed, "
                          "pooled, into windows_synthetic_seeds.json")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "out")
+    ap.add_argument("--leads", default=None, metavar="MIN,MIN,...",
+                    help="with --seeds: replay the high tier's proposed windows with reclaim_before set to each lead "
+                         "(minutes) in turn, into windows_synthetic_leads.json")
     a = ap.parse_args()
+    if a.leads is not None:
+        if a.seeds is None:
+            raise SystemExit("--leads goes with --seeds (the draws to replay at each lead)")
+        return leads(a)
     if a.seeds is not None:
         return several(a)
     out = provenance.started()

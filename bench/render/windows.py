@@ -53,6 +53,33 @@ def windows_synthetic_seeds() -> str:
         source([name], d)])
 
 
+@block("windows-synthetic-leads")
+def windows_synthetic_leads() -> str:
+    """bench/windows_bench.py --seeds --leads: the same draws with the high tier's proposed windows at each lead time
+    in turn, pooled per lead: what a longer lead buys and costs."""
+    name = "windows_synthetic_leads.json"
+    d = load(name)
+    t = d["target"]
+    rows = []
+    for x in d["by_lead"]:
+        p = x["pool"]
+        by_seed = ", ".join(f"{r['seed']}: {'-' if r['cut'] is None else pct(r['cut'], 0)}" for r in x["per_seed"])
+        rows.append([f"{x['lead_minutes']} min", "-" if p["cut"] is None else pct(p["cut"]),
+                     f"{p['normal_unmet_delta_gpu_min']:+,.0f}", f"{p['preemptions_delta']:+d}",
+                     f"{n(p['held_idle_gpu_min_without'])} / {n(p['held_idle_gpu_min_with'])}",
+                     verdict(p["conditions"]["all"]), by_seed])
+    skipped = "; ".join(f"seed {x['seed']} ({x['why']})" for x in d["skipped"])
+    return "\n".join([
+        f"Synthetic ({d['workload']}), seeds {', '.join(str(x) for x in d['seeds'])}, {d['measured_days']:g} "
+        f"measured day(s) after {d['history_days']} days of history, forecaster choice: {d['forecaster_choice']}; "
+        f"per seed {d['compared']['without']} against {d['compared']['with']}; pooled over the seeds.", "",
+        table(["lead (reclaim_before)", "cut at the 14:00 tenants (pooled)", "normal unmet change (GPU-min)",
+               "preemptions change", "held idle without / with (GPU-min)",
+               f"target (cut >= {pct(t['cut'], 0)}, normal and preemptions no more)", "cut per seed"], rows), "",
+        *([f"- skipped: {skipped}.", ""] if skipped else []),
+        source([name], d)])
+
+
 def _seeds_row(first: str, who: str, r: dict) -> list[str]:
     """A row of the multi-seed table: one seed's figures, or the pooled ones (the same keys)."""
     def yes(ok: bool) -> str:

@@ -104,3 +104,49 @@ def test_the_docs_block_gives_each_seed_the_pool_and_the_skipped(bench, monkeypa
     assert ("- seeds meeting each condition: the cut 1 of 2, no more normal-tier unmet 1 of 2, no more preemptions "
             "2 of 2; all three 1 of 2.") in lines
     assert "- skipped: seed 9 (nothing to cut)." in lines
+
+
+def test_leads_replay_each_seed_at_every_lead_and_pool_per_lead(bench, monkeypatch, tmp_path):
+    """--seeds with --leads: per draw one run without windows, then one per lead with every proposal's
+    reclaim_before set to it (nothing else changed), pooled per lead; the block shows each lead's pool."""
+    proposed = [{"name": "w", "tenant": "tenant-0002", "gpus": 8, "reclaim_before_minutes": 30}]
+    by_lead = {30: _m(50, 1000, 50, 40), 240: _m(10, 1300, 45, 400)}
+    seen = []
+
+    class Draw:
+        def __init__(self, seed, days, quick):
+            self.seed, self.peaked_high, self.cfg, self.w = seed, ["tenant-0002"], None, None
+            self.variants = {"high": proposed}
+
+        def run(self, strategy, ws, cfg, look=None):
+            seen.append((self.seed, [x.get("reclaim_before_minutes") for x in ws]))
+            m = _m(100, 1000, 50, 10) if not ws else by_lead[ws[0]["reclaim_before_minutes"]]
+            return SimpleNamespace(m=m)
+
+    monkeypatch.setattr(bench, "Draw", Draw)
+    monkeypatch.setattr(bench, "measure", lambda run, w, peaked_high: run.m)
+    bench.leads(argparse.Namespace(seeds="4,13", leads="240,30", days=1.0, quick_forecaster=True, out=tmp_path))
+    assert seen == [(4, []), (4, [30]), (4, [240]), (13, []), (13, [30]), (13, [240])]
+    assert proposed[0]["reclaim_before_minutes"] == 30          # the proposals themselves are left as they were
+    d = json.loads((tmp_path / "windows_synthetic_leads.json").read_text())
+    assert d["leads_minutes"] == [30, 240] and [x["lead_minutes"] for x in d["by_lead"]] == [30, 240]
+    long = d["by_lead"][1]["pool"]
+    assert (long["cut"], long["normal_unmet_delta_gpu_min"], long["preemptions_delta"]) == (0.9, 600, -10)
+    assert long["conditions"] == {"cut": True, "normal_unmet": False, "preemptions": True, "all": False}
+    for bad in ("0,30", "x"):
+        with pytest.raises(SystemExit, match="--leads"):
+            bench.leads(argparse.Namespace(seeds="4", leads=bad, days=1.0, quick_forecaster=True, out=tmp_path))
+
+    from bench.render import common, windows
+    d |= {"target": TARGET, "commit": "abc1234"}
+    out = tmp_path / "out"
+    shutil.copytree(REPO / "bench" / "out", out)
+    (out / "windows_synthetic_leads.json").write_text(json.dumps(d))
+    monkeypatch.setattr(common, "OUT", out)
+    common.load.cache_clear()
+    try:
+        lines = windows.windows_synthetic_leads().splitlines()
+    finally:
+        common.load.cache_clear()
+    assert "| 30 min | 50.0% | +0 | +0 | 20 / 80 | **not met** | 4: 50%, 13: 50% |" in lines
+    assert "| 240 min | 90.0% | +600 | -10 | 20 / 800 | **not met** | 4: 90%, 13: 90% |" in lines
