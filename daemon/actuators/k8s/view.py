@@ -154,27 +154,42 @@ def _shown_terms(terms: list) -> str:
 def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = None,
                  hold_label: str | None = None) -> Callable[[object, int], str | None]:
     """Why an unbound pod asking for `g` GPUs can never start on these nodes (usable now or not: a cordoned node may
-    come back), or None: it asks for more GPUs than any node has (a pod runs on one node: largest_node; on a mixed
-    fleet, more of some GPU or MIG resource than any node that has the others it asks for), or no node
-    has labels that both its nodeSelector and its required node affinity (a term of In / NotIn / Exists /
-    DoesNotExist / Gt / Lt over the node's labels, or its name) match. The node hold's label is left out of both:
-    Kueue puts it on the pods it admits on a hold's flavor, and it comes and goes with the holds; but only where the
-    pod tolerates the hold taint that comes with that label (Kueue injects both): a pod selecting a hold whose taint
-    it does not tolerate (another tenant's: the admission policies refuse its toleration) starts on no node. With no
-    node at all, nothing is judged."""
+    come back), or None. The scheduler places a pod on one node that passes every filter, so each node is judged
+    whole: the pod can start on none that has the GPUs it asks for (a pod runs on one node: largest_node; on a mixed
+    fleet, each GPU or MIG resource it asks for) and labels that both its nodeSelector and its required node affinity
+    (a term of In / NotIn / Exists / DoesNotExist / Gt / Lt over the node's labels, or its name) match. The node
+    hold's label is left out of both: Kueue puts it on the pods it admits on a hold's flavor, and it comes and goes
+    with the holds; but only where the pod tolerates the hold taint that comes with that label (Kueue injects both): a
+    pod selecting a hold whose taint it does not tolerate (another tenant's: the admission policies refuse its
+    toleration) starts on no node. With no node at all, nothing is judged. The reason names the first filter no node
+    passes (size, then labels), as before where one alone rules every node out."""
     largest = largest_node(nodes, resource, resolver)
     named = [(n.metadata.labels or {}, n.metadata.name) for n in nodes]
     # a fleet with MIG: each node's allocatable GPUs and MIG instances per resource, for the scheduler's fit (every
     # resource the pod asks for, on one node); summed, 4 mig-3g.40gb read as fitting a node of 7 mig-1g.10gb
     sizes = [{r: gpu_quantity(q) for r, q in ((n.status.allocatable or {}) if n.status else {}).items()
               if r == resource or r.startswith(flavors.MIG_PREFIX)} for n in nodes] if resolver is not None else []
+    plain = [gpu_quantity(((n.status.allocatable or {}) if n.status else {}).get(resource, 0)) for n in nodes]
 
-    def too_big(pod, g: int) -> str | None:
+    def asked_of(pod, g: int) -> dict[str, int]:
         if resolver is None:
-            return f"asks for {g} GPUs, more than any node has ({largest})" if 0 < largest < g else None
-        asked = {r: q for r, q in {resource: pod_gpus(pod, resource), **flavors.pod_mig_requests(pod)}.items() if q}
-        if not sizes or not asked or any(all(sz.get(r, 0) >= q for r, q in asked.items()) for sz in sizes):
+            return {resource: g}
+        return {r: q for r, q in {resource: pod_gpus(pod, resource), **flavors.pod_mig_requests(pod)}.items() if q}
+
+    def room(asked: dict[str, int]) -> list[bool]:
+        """Per node: whether it has every GPU and MIG resource the pod asks for (all True where nothing is judged:
+        no GPU on any node, or a pod asking none)."""
+        if resolver is None:
+            return [largest == 0 or have >= asked[resource] for have in plain]
+        if not sizes or not asked:
+            return [True] * len(nodes)
+        return [all(sz.get(r, 0) >= q for r, q in asked.items()) for sz in sizes]
+
+    def too_big(asked: dict[str, int], fits: list[bool]) -> str | None:
+        if any(fits):
             return None
+        if resolver is None:
+            return f"asks for {asked[resource]} GPUs, more than any node has ({largest})"
         if len(asked) == 1:
             (r, q), = asked.items()
             most = max(sz.get(r, 0) for sz in sizes)
@@ -183,11 +198,13 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
         return "asks for " + ", ".join(f"{q} {r}" for r, q in sorted(asked.items())) + ", which no one node has"
 
     def why(pod, g: int) -> str | None:
-        big = too_big(pod, g)
-        if big is not None:
-            return big[:300]
         if not named:
             return None
+        asked = asked_of(pod, g)
+        fits = room(asked)
+        big = too_big(asked, fits)
+        if big is not None:
+            return big[:300]
         held = (pod.spec.node_selector or {}).get(hold_label) if hold_label else None
         if held is not None and not tolerates_hold(pod, hold_label, held):
             return (f"selects the node hold {hold_label}={held}, whose taint ({hold_label}={held}:NoSchedule) it does "
@@ -196,13 +213,19 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
         terms = required_terms(pod, hold_label)
         if not sel and terms is None:
             return None
-        if any(all(lb.get(k) == v for k, v in sel.items()) and _affinity_holds(terms, lb, name) for lb, name in named):
+        match = [all(lb.get(k) == v for k, v in sel.items()) and _affinity_holds(terms, lb, name)
+                 for lb, name in named]
+        if any(m and f for m, f in zip(match, fits)):
             return None
+        # no node both matches and has room: where some node matches, only ones too small for it do
+        small = any(match)
         shown = ", ".join(f"{k}={v}" for k, v in sorted(sel.items()))[:200]
         if terms is None:
-            return f"selects nodes by {shown}, which no node has"
+            return f"selects nodes by {shown}, " + ("which only nodes too small for it have" if small else
+                                                    "which no node has")
         return ((f"selects nodes by {shown} and " if sel else "") + "requires node affinity "
-                f"{_shown_terms(terms)}, which no node matches")
+                f"{_shown_terms(terms)}, " + ("which only nodes too small for it match" if small else
+                                               "which no node matches"))
     return why
 
 
