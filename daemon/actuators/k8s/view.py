@@ -33,7 +33,8 @@ from typing import Callable
 import numpy as np
 
 from daemon.actuators.k8s import flavors
-from daemon.actuators.k8s.objects import POOL_VALUE, gpu_quantity, name_part, node_usable, pod_gpus, priority_class_name
+from daemon.actuators.k8s.objects import (BLOCKING, POOL_VALUE, gpu_quantity, name_part, node_usable, pod_gpus,
+                                         priority_class_name)
 from daemon.config.fleet import TypeResolver
 from daemon.policy.state import CLOSED, HELD_BY_POOL, PRIORITY, UNHELD, Jobs, Nodes
 
@@ -151,6 +152,54 @@ def _shown_terms(terms: list) -> str:
                                        for e in [*exprs, *fields]) + ")" for exprs, fields in terms)[:200]
 
 
+# taints a node's condition puts and lifts (the node lifecycle controller's not-ready, unreachable and pressure taints, a
+# cordon's unschedulable, a cloud provider's uninitialized and shutdown): a node with only these takes the pod once it
+# is back, so they never make a pod "never start"
+PASSING_TAINTS = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/")
+_DECIMAL = re.compile(r"0|-?[1-9][0-9]*", re.ASCII)
+
+
+def _decimal(text: str | None) -> int | None:
+    """A taint or toleration value as the scheduler reads it for Gt / Lt (content.IsDecimalInteger, then an int64),
+    None where it refuses it."""
+    if text is None or not _DECIMAL.fullmatch(text):
+        return None
+    n = int(text)
+    return n if -2**63 <= n < 2**63 else None
+
+
+def tolerates(tol, taint) -> bool:
+    """Whether toleration `tol` tolerates `taint`, as the scheduler matches them (core/v1 Toleration.ToleratesTaint):
+    an empty effect matches every effect, an empty key (with Exists) every key; Equal (or no operator) compares the
+    values, Exists matches any; Gt / Lt (alpha, TaintTolerationComparisonOperators) compare them as integers.
+    tolerationSeconds plays no part in scheduling. An operator the scheduler does not know is taken as tolerating
+    (never judged: a pod is left out only when it surely starts nowhere)."""
+    if tol.effect and tol.effect != taint.effect:
+        return False
+    if tol.key and tol.key != taint.key:
+        return False
+    op = tol.operator or "Equal"
+    if op == "Equal":
+        return (tol.value or "") == (taint.value or "")
+    if op in ("Gt", "Lt"):
+        want, have = _decimal(tol.value), _decimal(taint.value)
+        if want is None or have is None:
+            return False
+        return have > want if op == "Gt" else have < want
+    return True
+
+
+def _untolerated(pod, taints: list):
+    """The first of a node's standing taints the pod tolerates with none of its tolerations (the scheduler's
+    TaintToleration filter: NoSchedule and NoExecute; PreferNoSchedule only scores), or None."""
+    tols = pod.spec.tolerations or []
+    return next((t for t in taints if not any(tolerates(tol, t) for tol in tols)), None)
+
+
+def _shown_taint(t) -> str:
+    return f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
+
+
 def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = None,
                  hold_label: str | None = None) -> Callable[[object, int], str | None]:
     """Why an unbound pod asking for `g` GPUs can never start on these nodes (usable now or not: a cordoned node may
@@ -170,6 +219,10 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
     sizes = [{r: gpu_quantity(q) for r, q in ((n.status.allocatable or {}) if n.status else {}).items()
               if r == resource or r.startswith(flavors.MIG_PREFIX)} for n in nodes] if resolver is not None else []
     plain = [gpu_quantity(((n.status.allocatable or {}) if n.status else {}).get(resource, 0)) for n in nodes]
+    # each node's taints that keep a pod off it for good unless tolerated: NoSchedule / NoExecute, but the node hold's
+    # (it comes and goes with the holds; judged with the pod's hold selector) and those of the node's condition
+    standing = [[t for t in ((n.spec.taints if n.spec else None) or []) if t.effect in BLOCKING and t.key != hold_label
+                 and not (t.key or "").startswith(PASSING_TAINTS)] for n in nodes]
 
     def asked_of(pod, g: int) -> dict[str, int]:
         if resolver is None:
@@ -211,12 +264,10 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
                     "not tolerate")[:300]
         sel = {k: v for k, v in (pod.spec.node_selector or {}).items() if k != hold_label}
         terms = required_terms(pod, hold_label)
-        if not sel and terms is None:
-            return None
         match = [all(lb.get(k) == v for k, v in sel.items()) and _affinity_holds(terms, lb, name)
                  for lb, name in named]
         if any(m and f for m, f in zip(match, fits)):
-            return None
+            return _taints_why(pod, [st for st, m, f in zip(standing, match, fits) if m and f])
         # no node both matches and has room: where some node matches, only ones too small for it do
         small = any(match)
         shown = ", ".join(f"{k}={v}" for k, v in sorted(sel.items()))[:200]
@@ -227,6 +278,20 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
                 f"{_shown_terms(terms)}, " + ("which only nodes too small for it match" if small else
                                                "which no node matches"))
     return why
+
+
+def _taints_why(pod, taints_of: list[list]) -> str | None:
+    """Why the pod starts on none of the nodes it fits otherwise (their standing taints), or None: one of them has no
+    taint it does not tolerate."""
+    firsts = [_untolerated(pod, taints) for taints in taints_of]
+    if any(t is None for t in firsts):
+        return None
+    count: dict[str, int] = {}
+    for t in firsts:
+        count[_shown_taint(t)] = count.get(_shown_taint(t), 0) + 1
+    shown = ", ".join(f"{k} ({n} node{'s' if n > 1 else ''})" for k, n in sorted(count.items(), key=lambda kv:
+                                                                                    (-kv[1], kv[0])))
+    return ("is kept off every node it fits otherwise by a taint it does not tolerate: " + shown)[:300]
 
 
 def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenants: tuple[str, ...],
