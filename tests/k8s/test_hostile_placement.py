@@ -127,3 +127,45 @@ def test_a_pod_kept_off_every_node_it_fits_by_taints_it_does_not_tolerate_is_no_
     finally:
         rt.close()
         kube.delete_nodes([*nodes, back])
+
+
+def test_a_pod_bound_to_a_node_the_cluster_does_not_have_is_neither_running_nor_demand(kube, tmp_path, caplog):
+    """A tenant names its pod's node (spec.nodeName at creation) with a node that does not exist. The apiserver
+    takes it; it stays Pending with no condition (the scheduler leaves a bound pod alone, no kubelet runs it) until
+    the pod garbage collector deletes it. The view read it as running, its 8 GPUs used: the tenant's usage counted
+    work that runs nowhere. Now it is no job (neither running nor demand), said once; a pod bound by the scheduler
+    runs as before. (With Kueue's node holds the node-name admission policy refuses such a pod; this cluster has
+    none.)"""
+
+    import logging
+
+    core = k8s.CoreV1Api(kube.api())
+    tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=1)
+    names = tuple(t.name for t in tenants)
+    rt = _runtime(kube, tmp_path, [{"name": t.name, "tier": t.tier, "k8s_namespace": t.k8s_namespace}
+                                   for t in tenants])
+    kub = rt.actuators[-2]
+    b = ns["team-b"]
+    gone = f"{b}-gone"
+    caplog.set_level(logging.WARNING, logger="gpu_autoscaler.actuator.kubernetes")   # every read's lines: said once
+    try:
+        pod = gpu_pod(b, "nowhere", 8)
+        pod["spec"]["nodeName"] = gone
+        core.create_namespaced_pod(b, pod)
+        core.create_namespaced_pod(b, gpu_pod(b, "fine", 8))
+        wait_for(lambda: _bound(core, b, "fine"), timeout=60, what="fine bound")
+        # the watch gives a namespace's pods in order: with fine in the view, nowhere was read too
+        wait_for(lambda: f"{b}/fine" in kub.cluster_jobs(names).ids.tolist(), timeout=60, what="fine in the view")
+        jobs = kub.cluster_jobs(names)
+        kub.cluster_jobs(names)
+        live = core.read_namespaced_pod("nowhere", b)
+        assert live.spec.node_name == gone and live.status.phase == "Pending" and not live.status.conditions, live.status
+        assert live.metadata.deletion_timestamp is None
+        assert jobs.ids.tolist() == [f"{b}/fine"] and jobs.running.tolist() == [True], jobs.ids
+        said = [r.getMessage() for r in caplog.records if "nowhere" in r.getMessage()]
+        assert said == [f"pod {b}/nowhere is bound (spec.nodeName) to node {gone}, which the cluster does not have: "
+                        "no kubelet runs it and the scheduler leaves a bound pod alone, so it is neither running (its "
+                        "GPUs are used nowhere) nor demand"], said
+    finally:
+        rt.close()
+        kube.delete_nodes(nodes)
