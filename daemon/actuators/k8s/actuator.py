@@ -441,7 +441,8 @@ class KubernetesActuator(FencedApply):
         else:
             nodes = self.core.list_node().items
             pods = self.core.list_pod_for_all_namespaces(field_selector=LIVE_PODS).items
-        return nodes_view(nodes, pods, self.cfg.gpu_resource, tenants, self.hold_label, self.resolver)
+        return nodes_view(nodes, pods, self.cfg.gpu_resource, tenants, self.hold_label, self.resolver,
+                          drain_s=self.cfg.grace_period_s)
 
     def node_names(self) -> set[str]:
         if self.view is not None:

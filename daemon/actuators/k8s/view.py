@@ -16,7 +16,8 @@ Kubernetes actuator and the Kueue one (which holds nodes with a label and taint,
 - a node's GPUs are its allocatable GPU resource; 0, and a place for no tenant (CLOSED), when it is cordoned,
   not Ready, or tainted NoSchedule/NoExecute by someone else. Used: the GPU requests of the pods bound to it
   (``spec.nodeName``) that have not ended (the scheduler's own accounting), every namespace. Draining: those of
-  such pods being deleted (an eviction's grace period: ``metadata.deletionTimestamp`` set), free once they end.
+  such pods being deleted (an eviction's grace period: ``metadata.deletionTimestamp`` set) and due to end within
+  the daemon's own evictions' grace (drains_soon), free once they end; one due later still uses its GPUs.
   Held: our hold label's value (a tenant's ``name_part``: that tenant; the pool's value: HELD_BY_POOL; any
   other: CLOSED).
 - a mixed fleet (a ``resolver`` of [fleet] types): each node's GPU type and each pod's accepted types
@@ -354,15 +355,34 @@ def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenant
                 wait_s=np.array(wait, dtype=float), node=np.array(node, dtype=object), accepts=accepts)
 
 
+# the apiserver's clock, which sets a deletion's due time, may run ahead of the daemon's
+CLOCK_SLACK_S = 60.0
+
+
+def drains_soon(pod, drain_s: float | None, now: dt.datetime) -> bool:
+    """Whether a bound pod's GPUs are draining: it is being deleted and due to be gone (``deletionTimestamp``: when its
+    grace period ends) within ``drain_s`` (+ CLOCK_SLACK_S). The grace period is the deleter's: a tenant deleting its
+    own pod with a day's grace (or a pod whose terminationGracePeriodSeconds is a day) keeps its GPUs that long, and
+    read as draining they counted as room the preemptions need not make. None: every pod being deleted."""
+    when = pod.metadata.deletion_timestamp
+    if when is None:
+        return False
+    return drain_s is None or (when - now).total_seconds() <= drain_s + CLOCK_SLACK_S
+
+
 def nodes_view(nodes: list, pods: list, resource: str, tenants: tuple[str, ...], hold_label: str | None,
-               resolver: TypeResolver | None = None) -> Nodes:
+               resolver: TypeResolver | None = None, drain_s: float | None = None,
+               now: dt.datetime | None = None) -> Nodes:
+    """Every node as the policy's Nodes (module docstring); ``drain_s``: the longest a drain may take and still count
+    as one (draining)."""
+    now = now or dt.datetime.now(dt.timezone.utc)
     used: dict[str, int] = {}
     going: dict[str, int] = {}
     for p in pods:
         node = p.spec.node_name
         if not node or (p.status and p.status.phase in ENDED):
             continue
-        book = going if p.metadata.deletion_timestamp is not None else used
+        book = going if drains_soon(p, drain_s, now) else used
         book[node] = book.get(node, 0) + pod_gpus(p, resource) + (flavors.pod_mig_gpus(p) if resolver else 0)
     holder = {name_part(t): i for i, t in enumerate(tenants)} | {POOL_VALUE: HELD_BY_POOL}
     names, gpus, draining, free, held, types = [], [], [], [], [], []
