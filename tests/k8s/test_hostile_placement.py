@@ -169,3 +169,40 @@ def test_a_pod_bound_to_a_node_the_cluster_does_not_have_is_neither_running_nor_
     finally:
         rt.close()
         kube.delete_nodes(nodes)
+
+
+def test_a_pending_pod_naming_a_scheduler_nobody_runs_is_no_demand(kube, tmp_path, caplog):
+    """A tenant's pod naming a scheduler (spec.schedulerName) that no one runs is taken by the apiserver and left
+    alone by kube-scheduler: it stays Pending, unbound, with no condition, for ever. The view read it as demand: it
+    aged into a hold of a whole node, idle. Now a pending pod naming a scheduler not in
+    actuators.kubernetes.scheduler_names (default: default-scheduler) is no job, said once; one naming
+    default-scheduler itself is bound and runs as before."""
+
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="gpu_autoscaler.actuator.kubernetes")   # every read's lines: said once
+    core = k8s.CoreV1Api(kube.api())
+    tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=1)
+    names = tuple(t.name for t in tenants)
+    rt = _runtime(kube, tmp_path, [{"name": t.name, "tier": t.tier, "k8s_namespace": t.k8s_namespace}
+                                   for t in tenants])
+    kub = rt.actuators[-2]
+    b = ns["team-b"]
+    try:
+        for name, scheduler in (("nobody", "nobody-runs-this"), ("named", "default-scheduler")):
+            pod = gpu_pod(b, name, 8)
+            pod["spec"]["schedulerName"] = scheduler
+            core.create_namespaced_pod(b, pod)
+        wait_for(lambda: _bound(core, b, "named"), timeout=60, what="named bound")
+        wait_for(lambda: f"{b}/named" in kub.cluster_jobs(names).ids.tolist(), timeout=60, what="named in the view")
+        jobs, _ = _read_twice(kub, names, caplog)
+        live = core.read_namespaced_pod("nobody", b)   # created first, and still untouched by kube-scheduler
+        assert not live.spec.node_name and live.status.phase == "Pending" and not live.status.conditions, live.status
+        assert jobs.ids.tolist() == [f"{b}/named"], jobs.ids
+        said = [r.getMessage() for r in caplog.records if f"{b}/nobody" in r.getMessage()]
+        assert said == [f"pod {b}/nobody names scheduler nobody-runs-this (spec.schedulerName), not one of "
+                        "actuators.kubernetes.scheduler_names (default-scheduler): none places it, so it is no demand "
+                        "(if a scheduler of yours has that name, add it)"], said
+    finally:
+        rt.close()
+        kube.delete_nodes(nodes)

@@ -424,7 +424,8 @@ class KubernetesActuator(FencedApply):
         left_out: dict[str, str] = {}
         jobs = pods_as_jobs(pods, self.tenant_of, self.cfg.gpu_resource, tenants, resolver=self.resolver,
                             never=never_starts(nodes, self.cfg.gpu_resource, self.resolver, self.hold_label),
-                            left_out=left_out, node_names={n.metadata.name for n in nodes})
+                            left_out=left_out, node_names={n.metadata.name for n in nodes},
+                            schedulers=tuple(self.cfg.scheduler_names))
         for pod in sorted(left_out.keys() - self._never):   # once per pod
             log.warning("pod %s %s", pod, left_out[pod])
         self._never = set(left_out)

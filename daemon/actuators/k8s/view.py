@@ -298,14 +298,17 @@ def _taints_why(pod, taints_of: list[list]) -> str | None:
 def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenants: tuple[str, ...],
                  now: dt.datetime | None = None, resolver: TypeResolver | None = None,
                  never: Callable[[object, int], str | None] | None = None,
-                 left_out: dict[str, str] | None = None, node_names: set[str] | None = None) -> Jobs:
+                 left_out: dict[str, str] | None = None, node_names: set[str] | None = None,
+                 schedulers: tuple[str, ...] | None = None) -> Jobs:
     """The pods as Jobs (module docstring). ``never`` (never_starts): an unbound pod it gives a reason for can never
     start and is no demand. Read as demand, one such pod of a normal tenant (9 GPUs where nodes have 8) aged into a
     hold of every GPU beyond the high tier's guarantee, held for it and kept from everyone else for as long as it
     waited. ``node_names``: the nodes the cluster has; a pod bound (``spec.nodeName``, set by its tenant at creation)
     to another never runs (no kubelet has it, and the scheduler leaves a bound pod alone: it stays Pending until the
-    pod garbage collector deletes it) and is neither running nor demand. Each pod so left out is put in ``left_out``
-    (id -> what is wrong with it and what the view makes of it)."""
+    pod garbage collector deletes it) and is neither running nor demand. ``schedulers``: the schedulers that place
+    pods here (actuators.kubernetes.scheduler_names); an unbound pod naming another (``spec.schedulerName``) is placed
+    by none (kube-scheduler leaves it alone: Pending, no condition) and is no demand. Each pod so left out is put in
+    ``left_out`` (id -> what is wrong with it and what the view makes of it)."""
     now = now or dt.datetime.now(dt.timezone.utc)
     index = {t: i for i, t in enumerate(tenants)}
     rows = []
@@ -326,6 +329,14 @@ def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenant
                     f"is bound (spec.nodeName) to node {p.spec.node_name}, which the cluster does not have: no kubelet "
                     "runs it and the scheduler leaves a bound pod alone, so it is neither running (its GPUs are used "
                     "nowhere) nor demand")
+            continue
+        by = getattr(p.spec, "scheduler_name", None) or "default-scheduler"
+        if not bound and schedulers is not None and by not in schedulers:
+            if left_out is not None:
+                left_out[f"{p.metadata.namespace}/{p.metadata.name}"] = (
+                    f"names scheduler {by} (spec.schedulerName), not one of actuators.kubernetes.scheduler_names "
+                    f"({', '.join(schedulers)[:200]}): none places it, so it is no demand (if a scheduler of yours "
+                    "has that name, add it)")
             continue
         why = never(p, g) if never is not None and not bound else None
         if why is not None:
