@@ -206,3 +206,46 @@ def test_a_pending_pod_naming_a_scheduler_nobody_runs_is_no_demand(kube, tmp_pat
     finally:
         rt.close()
         kube.delete_nodes(nodes)
+
+
+def test_a_pod_spreading_over_a_topology_key_no_node_has_is_no_demand(kube, tmp_path, caplog):
+    """A topology spread constraint with whenUnsatisfiable: DoNotSchedule keeps a pod off every node without its
+    topologyKey label (PodTopologySpread's filter: 'missing required label'). A normal tenant's 8-GPU pod spreading
+    over a key no node has waits forever and was demand: it aged into a hold of a whole node, idle. Now it is no job,
+    said once; one spreading over kubernetes.io/hostname, or over the missing key with ScheduleAnyway, is bound."""
+
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="gpu_autoscaler.actuator.kubernetes")
+    core = k8s.CoreV1Api(kube.api())
+    tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=2)
+    names = tuple(t.name for t in tenants)
+    rt = _runtime(kube, tmp_path, [{"name": t.name, "tier": t.tier, "k8s_namespace": t.k8s_namespace}
+                                   for t in tenants])
+    kub = rt.actuators[-2]
+    b = ns["team-b"]
+
+    def spread(key: str, when: str) -> list[dict]:
+        return [{"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": when,
+                 "labelSelector": {"matchLabels": {"app": "train"}}}]
+    cases = {"rack": spread("example.com/rack", "DoNotSchedule"),
+             "host": spread("kubernetes.io/hostname", "DoNotSchedule"),
+             "anyway": spread("example.com/rack", "ScheduleAnyway")}
+    try:
+        for name, constraints in cases.items():
+            pod = gpu_pod(b, name, 8, labels={"app": "train"})
+            pod["spec"]["topologySpreadConstraints"] = constraints
+            core.create_namespaced_pod(b, pod)
+            if name == "rack":   # its verdict while the nodes are empty (a full node is said first: Insufficient)
+                wait_for(lambda: "missing required label" in (unschedulable_because(core, b, "rack") or ""),
+                         timeout=60, what="rack unschedulable for its spread key")
+        for name in ("host", "anyway"):
+            wait_for(lambda: _bound(core, b, name), timeout=60, what=f"{name} bound")
+        wait_for(lambda: kub.cluster_jobs(names).running.sum() == 2, timeout=60, what="the bound in the view")
+        jobs, said = _read_twice(kub, names, caplog)
+        assert set(jobs.ids.tolist()) == {f"{b}/host", f"{b}/anyway"}, jobs.ids
+        assert len(said) == 1 and f"pod {b}/rack spreads over example.com/rack (topologySpreadConstraints, " \
+            "DoNotSchedule), a node label none of the nodes it fits otherwise has" in said[0], said
+    finally:
+        rt.close()
+        kube.delete_nodes(nodes)

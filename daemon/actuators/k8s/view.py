@@ -211,8 +211,10 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
     hold's label is left out of both: Kueue puts it on the pods it admits on a hold's flavor, and it comes and goes
     with the holds; but only where the pod tolerates the hold taint that comes with that label (Kueue injects both): a
     pod selecting a hold whose taint it does not tolerate (another tenant's: the admission policies refuse its
-    toleration) starts on no node. With no node at all, nothing is judged. The reason names the first filter no node
-    passes (size, then labels), as before where one alone rules every node out."""
+    toleration) starts on no node. Of those, the pod needs one with every topology key of its DoNotSchedule spread
+    constraints, and one whose standing taints (NoSchedule / NoExecute, not the hold's nor the node condition's,
+    which go when the node is back) it all tolerates (tolerates: the TaintToleration filter). With no node at all,
+    nothing is judged. The reason names the first filter no node passes (size, labels, spread keys, taints)."""
     largest = largest_node(nodes, resource, resolver)
     named = [(n.metadata.labels or {}, n.metadata.name) for n in nodes]
     # a fleet with MIG: each node's allocatable GPUs and MIG instances per resource, for the scheduler's fit (every
@@ -268,7 +270,14 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
         match = [all(lb.get(k) == v for k, v in sel.items()) and _affinity_holds(terms, lb, name)
                  for lb, name in named]
         if any(m and f for m, f in zip(match, fits)):
-            return _taints_why(pod, [st for st, m, f in zip(standing, match, fits) if m and f])
+            # a DoNotSchedule topology spread constraint: the scheduler keeps the pod off a node without its key
+            keys = sorted({c.topology_key for c in getattr(pod.spec, "topology_spread_constraints", None) or []
+                           if c.when_unsatisfiable == "DoNotSchedule" and c.topology_key != hold_label})
+            ok = [m and f and all(k in lb for k in keys) for m, f, (lb, _) in zip(match, fits, named)]
+            if not any(ok):
+                return (f"spreads over {', '.join(keys)} (topologySpreadConstraints, DoNotSchedule), a node label "
+                        "none of the nodes it fits otherwise has")[:300]
+            return _taints_why(pod, [st for st, o in zip(standing, ok) if o])
         # no node both matches and has room: where some node matches, only ones too small for it do
         small = any(match)
         shown = ", ".join(f"{k}={v}" for k, v in sorted(sel.items()))[:200]
