@@ -159,7 +159,8 @@ def test_a_pod_bound_to_a_node_the_cluster_does_not_have_is_neither_running_nor_
         jobs = kub.cluster_jobs(names)
         kub.cluster_jobs(names)
         live = core.read_namespaced_pod("nowhere", b)
-        assert live.spec.node_name == gone and live.status.phase == "Pending" and not live.status.conditions, live.status
+        assert live.spec.node_name == gone and live.status.phase == "Pending", live.status
+        assert not live.status.conditions, live.status
         assert live.metadata.deletion_timestamp is None
         assert jobs.ids.tolist() == [f"{b}/fine"] and jobs.running.tolist() == [True], jobs.ids
         said = [r.getMessage() for r in caplog.records if "nowhere" in r.getMessage()]

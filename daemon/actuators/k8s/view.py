@@ -34,8 +34,15 @@ from typing import Callable
 import numpy as np
 
 from daemon.actuators.k8s import flavors
-from daemon.actuators.k8s.objects import (BLOCKING, POOL_VALUE, gpu_quantity, name_part, node_usable, pod_gpus,
-                                         priority_class_name)
+from daemon.actuators.k8s.objects import (
+    BLOCKING,
+    POOL_VALUE,
+    gpu_quantity,
+    name_part,
+    node_usable,
+    pod_gpus,
+    priority_class_name,
+)
 from daemon.config.fleet import TypeResolver
 from daemon.policy.state import CLOSED, HELD_BY_POOL, PRIORITY, UNHELD, Jobs, Nodes
 
@@ -153,9 +160,9 @@ def _shown_terms(terms: list) -> str:
                                        for e in [*exprs, *fields]) + ")" for exprs, fields in terms)[:200]
 
 
-# taints a node's condition puts and lifts (the node lifecycle controller's not-ready, unreachable and pressure taints, a
-# cordon's unschedulable, a cloud provider's uninitialized and shutdown): a node with only these takes the pod once it
-# is back, so they never make a pod "never start"
+# taints a node's condition puts and lifts (the node lifecycle controller's not-ready, unreachable and pressure
+# taints, a cordon's unschedulable, a cloud provider's uninitialized and shutdown): a node with only these takes the
+# pod once it is back, so they never make a pod "never start"
 PASSING_TAINTS = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/")
 _DECIMAL = re.compile(r"0|-?[1-9][0-9]*", re.ASCII)
 
