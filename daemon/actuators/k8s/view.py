@@ -9,10 +9,11 @@ Kubernetes actuator and the Kueue one (which holds nodes with a label and taint,
   Pending or Running and not being deleted; its id is ``namespace/pod``, its tier its PriorityClass
   (``gpu-autoscaler-<tier>``, any other class: normal), its node ``spec.nodeName`` once bound. A bound pod runs
   (it holds its GPUs, even while Pending pulling its image); an unbound one waits, unless it has scheduling gates
-  (``spec.schedulingGates``: the scheduler will not place it, so it is not demand now) or can never start (more GPUs
-  than any node has, a nodeSelector or required node affinity no node matches: never_starts). A Kueue workload
-  that is not
-  admitted has no pod yet and so is not a job here.
+  (``spec.schedulingGates``: the scheduler will not place it, so it is not demand now), names a scheduler nobody
+  here runs (``spec.schedulerName``), or can never start (no node passes the scheduler's filters for it: room for
+  its GPUs, its nodeSelector and required node affinity, its DoNotSchedule spread keys, the taints it must
+  tolerate: never_starts). A pod bound to a node the cluster does not have is neither running nor waiting. A Kueue
+  workload that is not admitted has no pod yet and so is not a job here.
 - a node's GPUs are its allocatable GPU resource; 0, and a place for no tenant (CLOSED), when it is cordoned,
   not Ready, or tainted NoSchedule/NoExecute by someone else. Used: the GPU requests of the pods bound to it
   (``spec.nodeName``) that have not ended (the scheduler's own accounting), every namespace. Draining: those of
