@@ -95,6 +95,11 @@ class KubernetesActuatorConfig(_Strict):
                                          "admission policies read (deploy/kubernetes/admission/, whose bindings name "
                                          "gpu-autoscaler): the daemon writes each tenant namespace's tier and the node "
                                          "holds its pods may tolerate. Unset: not written")
+    scheduler_names: list[str] = Field(["default-scheduler"], min_length=1,
+                                       description="the schedulers that place pods in this cluster (their "
+                                       "spec.schedulerName: kube-scheduler's profiles, a second scheduler): a tenant's "
+                                       "pending pod naming another is placed by none, so it is no demand (said once in "
+                                       "the log)")
 
 
 class KueueActuatorConfig(_Strict):

@@ -151,3 +151,45 @@ def test_kueue_plan_clears_one_whole_node_for_an_8_gpu_job_and_holds_it():
     # and read back: the cleared node is held for the high tier
     assert act.cluster_nodes(NAMES).held_by[list(nodes.names).index(node)] in (NAMES.index("team-high"),
                                                                                HELD_BY_POOL)
+
+
+def ahead(s):
+    return (NOW + dt.timedelta(seconds=s)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_a_pod_deleted_with_a_long_grace_period_still_uses_its_gpus():
+    """A pod being deleted is due to be gone at its deletionTimestamp, which the apiserver sets to the delete's time
+    plus the deleter's grace period (the real apiserver, a tenant's delete with grace_period_seconds=86400: a day
+    ahead, deletionGracePeriodSeconds 86400); the kubelet lets it run until then. Its GPUs read as draining, and
+    preemption counts draining GPUs as room (free or draining first, no preemption): a low tenant deleting its own
+    8-GPU pod with a day's grace kept a waiting high-tier 8-GPU job from any preemption for that day. Now a pod due
+    later than the daemon's own evictions' grace (actuators.kubernetes.grace_period_s) still uses its GPUs and the
+    plan preempts a whole node for the job; one due within it drains as before."""
+    c = FakeCluster()   # n1..n4 usable
+    c.run("batch", "slow", "n1", 8, "gpu-autoscaler-low")
+    started(c, 3600)
+    c.pods[-1]["metadata"]["deletionTimestamp"] = ahead(86400)
+    c.run("batch", "soon", "n2", 4, "gpu-autoscaler-low")
+    c.pods[-1]["metadata"]["deletionTimestamp"] = ahead(20)      # the default 30 s grace, 10 s in
+    c.run("batch", "half", "n2", 4, "gpu-autoscaler-low")
+    started(c, 600)
+    for n in ("n3", "n4"):
+        c.run("batch", f"busy-{n}", n, 8, "gpu-autoscaler-low")
+        started(c, 600)
+    c.pods.append({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": "big", "namespace": "serving", "creationTimestamp": ago(30)},
+                   "spec": {"priorityClassName": "gpu-autoscaler-high", "containers": [{"name": "c", "resources": {
+                       "requests": {"nvidia.com/gpu": "8"}}}]}, "status": {"phase": "Pending"}})
+    api, _ = served(c.routes())
+    k = KubernetesActuator(api, KubernetesActuatorConfig(), TENANTS, dry_run=True, hold_label=KEY)
+    jobs, nodes = k.cluster_jobs(NAMES), k.cluster_nodes(NAMES)
+    v = view(nodes)
+    assert v["n1"] == (8, 0, 0, UNHELD) and v["n2"] == (8, 0, 4, UNHELD), v
+    used = np.bincount(jobs.tenant[jobs.running], weights=jobs.gpus[jobs.running], minlength=len(NAMES))
+    pending = np.bincount(jobs.tenant[~jobs.running], weights=jobs.gpus[~jobs.running], minlength=len(NAMES))
+    state = ClusterState(at=pd.Timestamp(NOW), tenants=NAMES, tiers=tuple(t.tier for t in TENANTS),
+                         capacity=int(nodes.gpus.sum()), used=used, pending=pending, jobs=jobs, nodes=nodes)
+    cfg = Config(tenants=[t.model_dump() for t in TENANTS], policy={"headroom": 0.0, "preempt_budget_share": 1.0})
+    p = plan(None, state, PolicyMemory(), cfg)
+    assert not p.stale, p.notes
+    assert {q.job_id for q in p.preemptions} == {"batch/half"}, (p.preemptions, p.notes)

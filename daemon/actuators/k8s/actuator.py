@@ -116,7 +116,7 @@ class KubernetesActuator(FencedApply):
         self.enforce_plan = enforce_plan  # False beside Kueue: quotas and reclaim are Kueue's, failover stays here
         self.hold_label = hold_label  # beside Kueue: the label and taint of its node holds (read back in cluster_nodes)
         self._retry: dict[str, str] = {}  # job id -> reason: failed-node evictions a PDB refused, retried each cycle
-        self._never: set[str] = set()   # pending pods that can never start (view.never_starts), as last logged
+        self._never: set[str] = set()   # pods the view left out (never start, bound nowhere), as last logged
         # job id -> (pod UID, PriorityClass) as the last cluster_jobs read it: what decisions were made on
         self._seen: dict[str, tuple[str, str]] = {}
         # namespace -> GPUs our quota caps (None: we have none there), as this replica wrote or read it in this
@@ -424,10 +424,10 @@ class KubernetesActuator(FencedApply):
         left_out: dict[str, str] = {}
         jobs = pods_as_jobs(pods, self.tenant_of, self.cfg.gpu_resource, tenants, resolver=self.resolver,
                             never=never_starts(nodes, self.cfg.gpu_resource, self.resolver, self.hold_label),
-                            left_out=left_out)
+                            left_out=left_out, node_names={n.metadata.name for n in nodes},
+                            schedulers=tuple(self.cfg.scheduler_names))
         for pod in sorted(left_out.keys() - self._never):   # once per pod
-            log.warning("pod %s %s: it can never start, so it is no demand (no hold, no preemption, no aging for "
-                        "it)", pod, left_out[pod])
+            log.warning("pod %s %s", pod, left_out[pod])
         self._never = set(left_out)
         return jobs
 
@@ -442,7 +442,8 @@ class KubernetesActuator(FencedApply):
         else:
             nodes = self.core.list_node().items
             pods = self.core.list_pod_for_all_namespaces(field_selector=LIVE_PODS).items
-        return nodes_view(nodes, pods, self.cfg.gpu_resource, tenants, self.hold_label, self.resolver)
+        return nodes_view(nodes, pods, self.cfg.gpu_resource, tenants, self.hold_label, self.resolver,
+                          drain_s=self.cfg.grace_period_s)
 
     def node_names(self) -> set[str]:
         if self.view is not None:

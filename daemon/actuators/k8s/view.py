@@ -9,14 +9,16 @@ Kubernetes actuator and the Kueue one (which holds nodes with a label and taint,
   Pending or Running and not being deleted; its id is ``namespace/pod``, its tier its PriorityClass
   (``gpu-autoscaler-<tier>``, any other class: normal), its node ``spec.nodeName`` once bound. A bound pod runs
   (it holds its GPUs, even while Pending pulling its image); an unbound one waits, unless it has scheduling gates
-  (``spec.schedulingGates``: the scheduler will not place it, so it is not demand now) or can never start (more GPUs
-  than any node has, a nodeSelector or required node affinity no node matches: never_starts). A Kueue workload
-  that is not
-  admitted has no pod yet and so is not a job here.
+  (``spec.schedulingGates``: the scheduler will not place it, so it is not demand now), names a scheduler nobody
+  here runs (``spec.schedulerName``), or can never start (no node passes the scheduler's filters for it: room for
+  its GPUs, its nodeSelector and required node affinity, its DoNotSchedule spread keys, the taints it must
+  tolerate: never_starts). A pod bound to a node the cluster does not have is neither running nor waiting. A Kueue
+  workload that is not admitted has no pod yet and so is not a job here.
 - a node's GPUs are its allocatable GPU resource; 0, and a place for no tenant (CLOSED), when it is cordoned,
   not Ready, or tainted NoSchedule/NoExecute by someone else. Used: the GPU requests of the pods bound to it
   (``spec.nodeName``) that have not ended (the scheduler's own accounting), every namespace. Draining: those of
-  such pods being deleted (an eviction's grace period: ``metadata.deletionTimestamp`` set), free once they end.
+  such pods being deleted (an eviction's grace period: ``metadata.deletionTimestamp`` set) and due to end within
+  the daemon's own evictions' grace (drains_soon), free once they end; one due later still uses its GPUs.
   Held: our hold label's value (a tenant's ``name_part``: that tenant; the pool's value: HELD_BY_POOL; any
   other: CLOSED).
 - a mixed fleet (a ``resolver`` of [fleet] types): each node's GPU type and each pod's accepted types
@@ -33,7 +35,15 @@ from typing import Callable
 import numpy as np
 
 from daemon.actuators.k8s import flavors
-from daemon.actuators.k8s.objects import POOL_VALUE, gpu_quantity, name_part, node_usable, pod_gpus, priority_class_name
+from daemon.actuators.k8s.objects import (
+    BLOCKING,
+    POOL_VALUE,
+    gpu_quantity,
+    name_part,
+    node_usable,
+    pod_gpus,
+    priority_class_name,
+)
 from daemon.config.fleet import TypeResolver
 from daemon.policy.state import CLOSED, HELD_BY_POOL, PRIORITY, UNHELD, Jobs, Nodes
 
@@ -151,30 +161,99 @@ def _shown_terms(terms: list) -> str:
                                        for e in [*exprs, *fields]) + ")" for exprs, fields in terms)[:200]
 
 
+# taints a node's condition puts and lifts (the node lifecycle controller's not-ready, unreachable and pressure
+# taints, a cordon's unschedulable, a cloud provider's uninitialized and shutdown): a node with only these takes the
+# pod once it is back, so they never make a pod "never start"
+PASSING_TAINTS = ("node.kubernetes.io/", "node.cloudprovider.kubernetes.io/")
+_DECIMAL = re.compile(r"0|-?[1-9][0-9]*", re.ASCII)
+
+
+def _decimal(text: str | None) -> int | None:
+    """A taint or toleration value as the scheduler reads it for Gt / Lt (content.IsDecimalInteger, then an int64),
+    None where it refuses it."""
+    if text is None or not _DECIMAL.fullmatch(text):
+        return None
+    n = int(text)
+    return n if -2**63 <= n < 2**63 else None
+
+
+def tolerates(tol, taint) -> bool:
+    """Whether toleration `tol` tolerates `taint`, as the scheduler matches them (core/v1 Toleration.ToleratesTaint):
+    an empty effect matches every effect, an empty key (with Exists) every key; Equal (or no operator) compares the
+    values, Exists matches any; Gt / Lt (alpha, TaintTolerationComparisonOperators) compare them as integers.
+    tolerationSeconds plays no part in scheduling. An operator the scheduler does not know is taken as tolerating
+    (never judged: a pod is left out only when it surely starts nowhere)."""
+    if tol.effect and tol.effect != taint.effect:
+        return False
+    if tol.key and tol.key != taint.key:
+        return False
+    op = tol.operator or "Equal"
+    if op == "Equal":
+        return (tol.value or "") == (taint.value or "")
+    if op in ("Gt", "Lt"):
+        want, have = _decimal(tol.value), _decimal(taint.value)
+        if want is None or have is None:
+            return False
+        return have > want if op == "Gt" else have < want
+    return True
+
+
+def _untolerated(pod, taints: list):
+    """The first of a node's standing taints the pod tolerates with none of its tolerations (the scheduler's
+    TaintToleration filter: NoSchedule and NoExecute; PreferNoSchedule only scores), or None."""
+    tols = pod.spec.tolerations or []
+    return next((t for t in taints if not any(tolerates(tol, t) for tol in tols)), None)
+
+
+def _shown_taint(t) -> str:
+    return f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
+
+
 def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = None,
                  hold_label: str | None = None) -> Callable[[object, int], str | None]:
     """Why an unbound pod asking for `g` GPUs can never start on these nodes (usable now or not: a cordoned node may
-    come back), or None: it asks for more GPUs than any node has (a pod runs on one node: largest_node; on a mixed
-    fleet, more of some GPU or MIG resource than any node that has the others it asks for), or no node
-    has labels that both its nodeSelector and its required node affinity (a term of In / NotIn / Exists /
-    DoesNotExist / Gt / Lt over the node's labels, or its name) match. The node hold's label is left out of both:
-    Kueue puts it on the pods it admits on a hold's flavor, and it comes and goes with the holds; but only where the
-    pod tolerates the hold taint that comes with that label (Kueue injects both): a pod selecting a hold whose taint
-    it does not tolerate (another tenant's: the admission policies refuse its toleration) starts on no node. With no
-    node at all, nothing is judged."""
+    come back), or None. The scheduler places a pod on one node that passes every filter, so each node is judged
+    whole: the pod can start on none that has the GPUs it asks for (a pod runs on one node: largest_node; on a mixed
+    fleet, each GPU or MIG resource it asks for) and labels that both its nodeSelector and its required node affinity
+    (a term of In / NotIn / Exists / DoesNotExist / Gt / Lt over the node's labels, or its name) match. The node
+    hold's label is left out of both: Kueue puts it on the pods it admits on a hold's flavor, and it comes and goes
+    with the holds; but only where the pod tolerates the hold taint that comes with that label (Kueue injects both): a
+    pod selecting a hold whose taint it does not tolerate (another tenant's: the admission policies refuse its
+    toleration) starts on no node. Of those, the pod needs one with every topology key of its DoNotSchedule spread
+    constraints, and one whose standing taints (NoSchedule / NoExecute, not the hold's nor the node condition's,
+    which go when the node is back) it all tolerates (tolerates: the TaintToleration filter). With no node at all,
+    nothing is judged. The reason names the first filter no node passes (size, labels, spread keys, taints)."""
     largest = largest_node(nodes, resource, resolver)
     named = [(n.metadata.labels or {}, n.metadata.name) for n in nodes]
     # a fleet with MIG: each node's allocatable GPUs and MIG instances per resource, for the scheduler's fit (every
     # resource the pod asks for, on one node); summed, 4 mig-3g.40gb read as fitting a node of 7 mig-1g.10gb
     sizes = [{r: gpu_quantity(q) for r, q in ((n.status.allocatable or {}) if n.status else {}).items()
               if r == resource or r.startswith(flavors.MIG_PREFIX)} for n in nodes] if resolver is not None else []
+    plain = [gpu_quantity(((n.status.allocatable or {}) if n.status else {}).get(resource, 0)) for n in nodes]
+    # each node's taints that keep a pod off it for good unless tolerated: NoSchedule / NoExecute, but the node hold's
+    # (it comes and goes with the holds; judged with the pod's hold selector) and those of the node's condition
+    standing = [[t for t in ((n.spec.taints if n.spec else None) or []) if t.effect in BLOCKING and t.key != hold_label
+                 and not (t.key or "").startswith(PASSING_TAINTS)] for n in nodes]
 
-    def too_big(pod, g: int) -> str | None:
+    def asked_of(pod, g: int) -> dict[str, int]:
         if resolver is None:
-            return f"asks for {g} GPUs, more than any node has ({largest})" if 0 < largest < g else None
-        asked = {r: q for r, q in {resource: pod_gpus(pod, resource), **flavors.pod_mig_requests(pod)}.items() if q}
-        if not sizes or not asked or any(all(sz.get(r, 0) >= q for r, q in asked.items()) for sz in sizes):
+            return {resource: g}
+        return {r: q for r, q in {resource: pod_gpus(pod, resource), **flavors.pod_mig_requests(pod)}.items() if q}
+
+    def room(asked: dict[str, int]) -> list[bool]:
+        """Per node: whether it has every GPU and MIG resource the pod asks for (all True where nothing is judged:
+        no GPU on any node, or a pod asking none)."""
+        if resolver is None:
+            return [largest == 0 or have >= asked[resource] for have in plain]
+        if not sizes or not asked:
+            return [True] * len(nodes)
+        return [all(sz.get(r, 0) >= q for r, q in asked.items()) for sz in sizes]
+
+    def too_big(asked: dict[str, int], fits: list[bool]) -> str | None:
+        if any(fits):
             return None
+        if resolver is None:
+            return f"asks for {asked[resource]} GPUs, more than any node has ({largest})"
         if len(asked) == 1:
             (r, q), = asked.items()
             most = max(sz.get(r, 0) for sz in sizes)
@@ -183,37 +262,70 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
         return "asks for " + ", ".join(f"{q} {r}" for r, q in sorted(asked.items())) + ", which no one node has"
 
     def why(pod, g: int) -> str | None:
-        big = too_big(pod, g)
-        if big is not None:
-            return big[:300]
         if not named:
             return None
+        asked = asked_of(pod, g)
+        fits = room(asked)
+        big = too_big(asked, fits)
+        if big is not None:
+            return big[:300]
         held = (pod.spec.node_selector or {}).get(hold_label) if hold_label else None
         if held is not None and not tolerates_hold(pod, hold_label, held):
             return (f"selects the node hold {hold_label}={held}, whose taint ({hold_label}={held}:NoSchedule) it does "
                     "not tolerate")[:300]
         sel = {k: v for k, v in (pod.spec.node_selector or {}).items() if k != hold_label}
         terms = required_terms(pod, hold_label)
-        if not sel and terms is None:
-            return None
-        if any(all(lb.get(k) == v for k, v in sel.items()) and _affinity_holds(terms, lb, name) for lb, name in named):
-            return None
+        match = [all(lb.get(k) == v for k, v in sel.items()) and _affinity_holds(terms, lb, name)
+                 for lb, name in named]
+        if any(m and f for m, f in zip(match, fits)):
+            # a DoNotSchedule topology spread constraint: the scheduler keeps the pod off a node without its key
+            keys = sorted({c.topology_key for c in getattr(pod.spec, "topology_spread_constraints", None) or []
+                           if c.when_unsatisfiable == "DoNotSchedule" and c.topology_key != hold_label})
+            ok = [m and f and all(k in lb for k in keys) for m, f, (lb, _) in zip(match, fits, named)]
+            if not any(ok):
+                return (f"spreads over {', '.join(keys)} (topologySpreadConstraints, DoNotSchedule), a node label "
+                        "none of the nodes it fits otherwise has")[:300]
+            return _taints_why(pod, [st for st, o in zip(standing, ok) if o])
+        # no node both matches and has room: where some node matches, only ones too small for it do
+        small = any(match)
         shown = ", ".join(f"{k}={v}" for k, v in sorted(sel.items()))[:200]
         if terms is None:
-            return f"selects nodes by {shown}, which no node has"
+            return f"selects nodes by {shown}, " + ("which only nodes too small for it have" if small else
+                                                    "which no node has")
         return ((f"selects nodes by {shown} and " if sel else "") + "requires node affinity "
-                f"{_shown_terms(terms)}, which no node matches")
+                f"{_shown_terms(terms)}, " + ("which only nodes too small for it match" if small else
+                                               "which no node matches"))
     return why
+
+
+def _taints_why(pod, taints_of: list[list]) -> str | None:
+    """Why the pod starts on none of the nodes it fits otherwise (their standing taints), or None: one of them has no
+    taint it does not tolerate."""
+    firsts = [_untolerated(pod, taints) for taints in taints_of]
+    if any(t is None for t in firsts):
+        return None
+    count: dict[str, int] = {}
+    for t in firsts:
+        count[_shown_taint(t)] = count.get(_shown_taint(t), 0) + 1
+    shown = ", ".join(f"{k} ({n} node{'s' if n > 1 else ''})" for k, n in sorted(count.items(), key=lambda kv:
+                                                                                    (-kv[1], kv[0])))
+    return ("is kept off every node it fits otherwise by a taint it does not tolerate: " + shown)[:300]
 
 
 def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenants: tuple[str, ...],
                  now: dt.datetime | None = None, resolver: TypeResolver | None = None,
                  never: Callable[[object, int], str | None] | None = None,
-                 left_out: dict[str, str] | None = None) -> Jobs:
+                 left_out: dict[str, str] | None = None, node_names: set[str] | None = None,
+                 schedulers: tuple[str, ...] | None = None) -> Jobs:
     """The pods as Jobs (module docstring). ``never`` (never_starts): an unbound pod it gives a reason for can never
-    start and is no demand (put in ``left_out``, id -> why). Read as demand, one such pod of a normal tenant (9 GPUs
-    where nodes have 8) aged into a hold of every GPU beyond the high tier's guarantee, held for it and kept from
-    everyone else for as long as it waited."""
+    start and is no demand. Read as demand, one such pod of a normal tenant (9 GPUs where nodes have 8) aged into a
+    hold of every GPU beyond the high tier's guarantee, held for it and kept from everyone else for as long as it
+    waited. ``node_names``: the nodes the cluster has; a pod bound (``spec.nodeName``, set by its tenant at creation)
+    to another never runs (no kubelet has it, and the scheduler leaves a bound pod alone: it stays Pending until the
+    pod garbage collector deletes it) and is neither running nor demand. ``schedulers``: the schedulers that place
+    pods here (actuators.kubernetes.scheduler_names); an unbound pod naming another (``spec.schedulerName``) is placed
+    by none (kube-scheduler leaves it alone: Pending, no condition) and is no demand. Each pod so left out is put in
+    ``left_out`` (id -> what is wrong with it and what the view makes of it)."""
     now = now or dt.datetime.now(dt.timezone.utc)
     index = {t: i for i, t in enumerate(tenants)}
     rows = []
@@ -228,10 +340,26 @@ def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenant
         g = pod_gpus(p, resource) + (flavors.pod_mig_gpus(p) if resolver is not None else 0)
         if g <= 0:
             continue
+        if bound and node_names is not None and p.spec.node_name not in node_names:
+            if left_out is not None:
+                left_out[f"{p.metadata.namespace}/{p.metadata.name}"] = (
+                    f"is bound (spec.nodeName) to node {p.spec.node_name}, which the cluster does not have: no kubelet "
+                    "runs it and the scheduler leaves a bound pod alone, so it is neither running (its GPUs are used "
+                    "nowhere) nor demand")
+            continue
+        by = getattr(p.spec, "scheduler_name", None) or "default-scheduler"
+        if not bound and schedulers is not None and by not in schedulers:
+            if left_out is not None:
+                left_out[f"{p.metadata.namespace}/{p.metadata.name}"] = (
+                    f"names scheduler {by} (spec.schedulerName), not one of actuators.kubernetes.scheduler_names "
+                    f"({', '.join(schedulers)[:200]}): none places it, so it is no demand (if a scheduler of yours "
+                    "has that name, add it)")
+            continue
         why = never(p, g) if never is not None and not bound else None
         if why is not None:
             if left_out is not None:
-                left_out[f"{p.metadata.namespace}/{p.metadata.name}"] = why
+                left_out[f"{p.metadata.namespace}/{p.metadata.name}"] = (
+                    f"{why}: it can never start, so it is no demand (no hold, no preemption, no aging for it)")
             continue
         # a pod bound to a node has its GPUs there (the scheduler counted them), Running or still Pending (pulling
         # its image): it waits for no GPU, and making room for it would preempt for what it already has
@@ -255,15 +383,34 @@ def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenant
                 wait_s=np.array(wait, dtype=float), node=np.array(node, dtype=object), accepts=accepts)
 
 
+# the apiserver's clock, which sets a deletion's due time, may run ahead of the daemon's
+CLOCK_SLACK_S = 60.0
+
+
+def drains_soon(pod, drain_s: float | None, now: dt.datetime) -> bool:
+    """Whether a bound pod's GPUs are draining: it is being deleted and due to be gone (``deletionTimestamp``: when its
+    grace period ends) within ``drain_s`` (+ CLOCK_SLACK_S). The grace period is the deleter's: a tenant deleting its
+    own pod with a day's grace (or a pod whose terminationGracePeriodSeconds is a day) keeps its GPUs that long, and
+    read as draining they counted as room the preemptions need not make. None: every pod being deleted."""
+    when = pod.metadata.deletion_timestamp
+    if when is None:
+        return False
+    return drain_s is None or (when - now).total_seconds() <= drain_s + CLOCK_SLACK_S
+
+
 def nodes_view(nodes: list, pods: list, resource: str, tenants: tuple[str, ...], hold_label: str | None,
-               resolver: TypeResolver | None = None) -> Nodes:
+               resolver: TypeResolver | None = None, drain_s: float | None = None,
+               now: dt.datetime | None = None) -> Nodes:
+    """Every node as the policy's Nodes (module docstring); ``drain_s``: the longest a drain may take and still count
+    as one (draining)."""
+    now = now or dt.datetime.now(dt.timezone.utc)
     used: dict[str, int] = {}
     going: dict[str, int] = {}
     for p in pods:
         node = p.spec.node_name
         if not node or (p.status and p.status.phase in ENDED):
             continue
-        book = going if p.metadata.deletion_timestamp is not None else used
+        book = going if drains_soon(p, drain_s, now) else used
         book[node] = book.get(node, 0) + pod_gpus(p, resource) + (flavors.pod_mig_gpus(p) if resolver else 0)
     holder = {name_part(t): i for i, t in enumerate(tenants)} | {POOL_VALUE: HELD_BY_POOL}
     names, gpus, draining, free, held, types = [], [], [], [], [], []
