@@ -132,12 +132,7 @@ def test_kueue_plan_clears_one_whole_node_for_an_8_gpu_job_and_holds_it():
     api, cap = served(c.routes() | pod_routes(c))
     act = KueueActuator(api, KueueActuatorConfig(), TENANTS, dry_run=False, clock=Clock())
     jobs, nodes = act.cluster_jobs(NAMES), act.cluster_nodes(NAMES)
-    used = np.bincount(jobs.tenant[jobs.running], weights=jobs.gpus[jobs.running], minlength=len(NAMES))
-    pending = np.bincount(jobs.tenant[~jobs.running], weights=jobs.gpus[~jobs.running], minlength=len(NAMES))
-    state = ClusterState(at=pd.Timestamp(NOW), tenants=NAMES, tiers=tuple(t.tier for t in TENANTS),
-                         capacity=int(nodes.gpus.sum()), used=used, pending=pending, jobs=jobs, nodes=nodes)
-    cfg = Config(tenants=[t.model_dump() for t in TENANTS], policy={"headroom": 0.0, "preempt_budget_share": 1.0})
-    p = plan(None, state, PolicyMemory(), cfg)
+    p = _plan_on(jobs, nodes)
     assert not p.stale, p.notes
     cleared = {q.node for q in p.preemptions}
     assert len(cleared) == 1 and sum(q.gpus for q in p.preemptions) == 8, (p.preemptions, p.notes)
@@ -151,6 +146,16 @@ def test_kueue_plan_clears_one_whole_node_for_an_8_gpu_job_and_holds_it():
     # and read back: the cleared node is held for the high tier
     assert act.cluster_nodes(NAMES).held_by[list(nodes.names).index(node)] in (NAMES.index("team-high"),
                                                                                HELD_BY_POOL)
+
+
+def _plan_on(jobs, nodes):
+    """The policy's plan on the cluster as the view read it (no forecast, no headroom, the whole budget)."""
+    used = np.bincount(jobs.tenant[jobs.running], weights=jobs.gpus[jobs.running], minlength=len(NAMES))
+    pending = np.bincount(jobs.tenant[~jobs.running], weights=jobs.gpus[~jobs.running], minlength=len(NAMES))
+    state = ClusterState(at=pd.Timestamp(NOW), tenants=NAMES, tiers=tuple(t.tier for t in TENANTS),
+                         capacity=int(nodes.gpus.sum()), used=used, pending=pending, jobs=jobs, nodes=nodes)
+    cfg = Config(tenants=[t.model_dump() for t in TENANTS], policy={"headroom": 0.0, "preempt_budget_share": 1.0})
+    return plan(None, state, PolicyMemory(), cfg)
 
 
 def ahead(s):
@@ -185,11 +190,6 @@ def test_a_pod_deleted_with_a_long_grace_period_still_uses_its_gpus():
     jobs, nodes = k.cluster_jobs(NAMES), k.cluster_nodes(NAMES)
     v = view(nodes)
     assert v["n1"] == (8, 0, 0, UNHELD) and v["n2"] == (8, 0, 4, UNHELD), v
-    used = np.bincount(jobs.tenant[jobs.running], weights=jobs.gpus[jobs.running], minlength=len(NAMES))
-    pending = np.bincount(jobs.tenant[~jobs.running], weights=jobs.gpus[~jobs.running], minlength=len(NAMES))
-    state = ClusterState(at=pd.Timestamp(NOW), tenants=NAMES, tiers=tuple(t.tier for t in TENANTS),
-                         capacity=int(nodes.gpus.sum()), used=used, pending=pending, jobs=jobs, nodes=nodes)
-    cfg = Config(tenants=[t.model_dump() for t in TENANTS], policy={"headroom": 0.0, "preempt_budget_share": 1.0})
-    p = plan(None, state, PolicyMemory(), cfg)
+    p = _plan_on(jobs, nodes)
     assert not p.stale, p.notes
     assert {q.job_id for q in p.preemptions} == {"batch/half"}, (p.preemptions, p.notes)

@@ -8,7 +8,7 @@ import pytest
 from kubernetes import client as k8s
 
 from tests.k8s.test_hostile_quantities import _affinity, _read_twice
-from tests.k8s.test_view_watch import _runtime
+from tests.k8s.test_view_watch import tenant_view
 from tests.support.k8s_cluster import gpu_pod, unschedulable_because
 from tests.support.services import wait_for
 
@@ -30,10 +30,7 @@ def test_a_pod_whose_selector_only_nodes_too_small_for_it_match_is_no_demand(kub
     tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=1)
     small = kube.gpu_node(f"{ns['team-a']}-small", gpus=4, labels={"pool": "small"})
     wait_for(lambda: kube.node_ready(small), timeout=60, what="the small node Ready")
-    names = tuple(t.name for t in tenants)
-    rt = _runtime(kube, tmp_path, [{"name": t.name, "tier": t.tier, "k8s_namespace": t.k8s_namespace}
-                                   for t in tenants])
-    kub = rt.actuators[-2]
+    names, rt, kub = tenant_view(kube, tmp_path, tenants)
     b = ns["team-b"]
     try:
         core.create_namespaced_pod(b, gpu_pod(b, "eight-small", 8, node_selector={"pool": "small"}))
@@ -84,10 +81,7 @@ def test_a_pod_kept_off_every_node_it_fits_by_taints_it_does_not_tolerate_is_no_
                                 spec=k8s.V1NodeSpec(unschedulable=True),
                                 status=k8s.V1NodeStatus(capacity=cap, allocatable=cap)))
     kube.made["nodes"].append(back)
-    names = tuple(t.name for t in tenants)
-    rt = _runtime(kube, tmp_path, [{"name": t.name, "tier": t.tier, "k8s_namespace": t.k8s_namespace}
-                                   for t in tenants])
-    kub = rt.actuators[-2]
+    names, rt, kub = tenant_view(kube, tmp_path, tenants)
     b = ns["team-b"]
     never = {
         "none": None,
@@ -141,10 +135,7 @@ def test_a_pod_bound_to_a_node_the_cluster_does_not_have_is_neither_running_nor_
 
     core = k8s.CoreV1Api(kube.api())
     tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=1)
-    names = tuple(t.name for t in tenants)
-    rt = _runtime(kube, tmp_path, [{"name": t.name, "tier": t.tier, "k8s_namespace": t.k8s_namespace}
-                                   for t in tenants])
-    kub = rt.actuators[-2]
+    names, rt, kub = tenant_view(kube, tmp_path, tenants)
     b = ns["team-b"]
     gone = f"{b}-gone"
     caplog.set_level(logging.WARNING, logger="gpu_autoscaler.actuator.kubernetes")   # every read's lines: said once
@@ -184,10 +175,7 @@ def test_a_pending_pod_naming_a_scheduler_nobody_runs_is_no_demand(kube, tmp_pat
     caplog.set_level(logging.WARNING, logger="gpu_autoscaler.actuator.kubernetes")   # every read's lines: said once
     core = k8s.CoreV1Api(kube.api())
     tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=1)
-    names = tuple(t.name for t in tenants)
-    rt = _runtime(kube, tmp_path, [{"name": t.name, "tier": t.tier, "k8s_namespace": t.k8s_namespace}
-                                   for t in tenants])
-    kub = rt.actuators[-2]
+    names, rt, kub = tenant_view(kube, tmp_path, tenants)
     b = ns["team-b"]
     try:
         for name, scheduler in (("nobody", "nobody-runs-this"), ("named", "default-scheduler")):
@@ -220,10 +208,7 @@ def test_a_pod_spreading_over_a_topology_key_no_node_has_is_no_demand(kube, tmp_
     caplog.set_level(logging.WARNING, logger="gpu_autoscaler.actuator.kubernetes")
     core = k8s.CoreV1Api(kube.api())
     tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=2)
-    names = tuple(t.name for t in tenants)
-    rt = _runtime(kube, tmp_path, [{"name": t.name, "tier": t.tier, "k8s_namespace": t.k8s_namespace}
-                                   for t in tenants])
-    kub = rt.actuators[-2]
+    names, rt, kub = tenant_view(kube, tmp_path, tenants)
     b = ns["team-b"]
 
     def spread(key: str, when: str) -> list[dict]:

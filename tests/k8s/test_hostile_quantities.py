@@ -9,7 +9,7 @@ import pytest
 from kubernetes import client as k8s
 
 from daemon.actuators.k8s.objects import MAX_POD_GPUS
-from tests.k8s.test_view_watch import _runtime
+from tests.k8s.test_view_watch import tenant_view
 from tests.support.k8s_cluster import gpu_pod, unschedulable_because
 from tests.support.services import wait_for
 
@@ -22,10 +22,7 @@ def test_a_pod_asking_for_1e19_gpus_is_taken_and_leaves_the_view_readable(kube, 
     existed; after policy.max_plan_age_s, the safe default). Now it is MAX_POD_GPUS, more than any node has."""
     core = k8s.CoreV1Api(kube.api())
     tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=1)
-    names = tuple(t.name for t in tenants)
-    rt = _runtime(kube, tmp_path, [{"name": t.name, "tier": t.tier, "k8s_namespace": t.k8s_namespace}
-                                   for t in tenants])
-    kub = rt.actuators[-2]
+    names, rt, kub = tenant_view(kube, tmp_path, tenants)
     try:
         huge = gpu_pod(ns["team-b"], "huge", 1)
         huge["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1e19"
@@ -60,10 +57,7 @@ def test_a_pending_pod_larger_than_any_node_is_no_demand_and_ages_into_no_hold(k
 
     core = k8s.CoreV1Api(kube.api())
     tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=1)
-    names = tuple(t.name for t in tenants)
-    rt = _runtime(kube, tmp_path, [{"name": t.name, "tier": t.tier, "k8s_namespace": t.k8s_namespace}
-                                   for t in tenants])
-    kub = rt.actuators[-2]
+    names, rt, kub = tenant_view(kube, tmp_path, tenants)
     try:
         core.create_namespaced_pod(ns["team-b"], gpu_pod(ns["team-b"], "nine", 9))
         core.create_namespaced_pod(ns["team-b"], gpu_pod(ns["team-b"], "busy", 8))
@@ -130,10 +124,7 @@ def test_a_pending_pod_whose_required_node_affinity_no_node_matches_is_no_demand
 
     core = k8s.CoreV1Api(kube.api())
     tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=1)
-    names = tuple(t.name for t in tenants)
-    rt = _runtime(kube, tmp_path, [{"name": t.name, "tier": t.tier, "k8s_namespace": t.k8s_namespace}
-                                   for t in tenants])
-    kub = rt.actuators[-2]
+    names, rt, kub = tenant_view(kube, tmp_path, tenants)
     b = ns["team-b"]
     nowhere = [{"key": "gpu-autoscaler.io/nowhere", "operator": "In", "values": ["x"]}]
     absent = [{"key": "type", "operator": "DoesNotExist"}]                # the kwok node has label type=kwok
@@ -178,10 +169,7 @@ def test_required_node_affinity_the_scheduler_cannot_parse_matches_no_node(kube,
     core = k8s.CoreV1Api(kube.api())
     tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=1)
     core.patch_node(nodes[0], {"metadata": {"labels": {"example.com/gpus": "8"}}})
-    names = tuple(t.name for t in tenants)
-    rt = _runtime(kube, tmp_path, [{"name": t.name, "tier": t.tier, "k8s_namespace": t.k8s_namespace}
-                                   for t in tenants])
-    kub = rt.actuators[-2]
+    names, rt, kub = tenant_view(kube, tmp_path, tenants)
     b = ns["team-b"]
     gpus = "example.com/gpus"
     cases = {
@@ -227,10 +215,7 @@ def test_a_pod_selecting_a_hold_whose_taint_it_does_not_tolerate_is_no_demand(ku
 
     core = k8s.CoreV1Api(kube.api())
     tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=2)
-    names = tuple(t.name for t in tenants)
-    rt = _runtime(kube, tmp_path, [{"name": t.name, "tier": t.tier, "k8s_namespace": t.k8s_namespace}
-                                   for t in tenants])
-    kub = rt.actuators[-2]
+    names, rt, kub = tenant_view(kube, tmp_path, tenants)
     key, a_hold, b_hold = kub.hold_label, name_part("team-a"), name_part("team-b")
     core.patch_node(nodes[0], {"metadata": {"labels": {key: a_hold}},
                                "spec": {"taints": [{"key": key, "value": a_hold, "effect": "NoSchedule"}]}})

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client as k8s
 
-from tests.k8s.test_view_watch import _runtime
+from tests.k8s.test_view_watch import tenant_view
 from tests.support.k8s_cluster import gpu_pod, unschedulable_because
 from tests.support.services import wait_for
 
@@ -31,10 +31,7 @@ def test_gpus_asked_in_an_init_container_or_a_sidecar_are_a_job_and_not_free(kub
     none. Now they are the low tenant's running jobs, with their GPUs, and the node has none free."""
     core = k8s.CoreV1Api(kube.api())
     tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "low"}, nodes=1)
-    names = tuple(t.name for t in tenants)
-    rt = _runtime(kube, tmp_path, [{"name": t.name, "tier": t.tier, "k8s_namespace": t.k8s_namespace}
-                                   for t in tenants])
-    kub = rt.actuators[-2]
+    names, rt, kub = tenant_view(kube, tmp_path, tenants)
     try:
         core.create_namespaced_pod(ns["team-b"], _pod(ns["team-b"], "side", 6, sidecar=True))
         core.create_namespaced_pod(ns["team-b"], _pod(ns["team-b"], "init", 2, sidecar=False))

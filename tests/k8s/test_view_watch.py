@@ -37,6 +37,14 @@ def _runtime(kube, tmp_path, tenants: list[dict]):
     return build_runtime(cfg, with_store=False)
 
 
+def tenant_view(kube, tmp_path, tenants) -> tuple:
+    """(the tenants' names, the runtime over them, its Kubernetes actuator): the daemon's view of `tenants`
+    (kube.tenants' first value), as the view and hostile-pod tests read it; close the runtime after."""
+    rt = _runtime(kube, tmp_path, [{"name": t.name, "tier": t.tier, "k8s_namespace": t.k8s_namespace}
+                                   for t in tenants])
+    return tuple(t.name for t in tenants), rt, rt.actuators[-2]
+
+
 def test_cycles_read_the_watched_view_with_no_list_after_the_first_and_see_a_new_pod(kube, tmp_path):
     core = k8s.CoreV1Api(kube.api())
     tenants, ns, nodes = kube.tenants({"team-a": "high"}, nodes=1)

@@ -73,8 +73,23 @@ def test_a_seed_with_nothing_to_cut_is_skipped_with_why_and_the_per_seed_files_a
     assert d["pool"]["seeds"] == 1 and d["pool"]["conditions"]["all"] is True and d["seeds"] == [2, 3, 4]
 
 
+def _rendered(monkeypatch, tmp_path, name: str, d: dict, render) -> str:
+    """A docs block rendered from `d` written as bench/out/`name` (a copy of bench/out beside it)."""
+    from bench.render import common
+
+    out = tmp_path / "out"
+    shutil.copytree(REPO / "bench" / "out", out)
+    (out / name).write_text(json.dumps(d))
+    monkeypatch.setattr(common, "OUT", out)
+    common.load.cache_clear()
+    try:
+        return render()
+    finally:
+        common.load.cache_clear()
+
+
 def test_the_docs_block_gives_each_seed_the_pool_and_the_skipped(bench, monkeypatch, tmp_path):
-    from bench.render import common, windows
+    from bench.render import windows
 
     rows = [bench.seed_row(2, _m(100, 1000, 50, 10), _m(10, 900, 50, 40), TARGET) | {
                 "tenants_with_1400_peak_high": ["tenant-0002"]},
@@ -84,15 +99,7 @@ def test_the_docs_block_gives_each_seed_the_pool_and_the_skipped(bench, monkeypa
          "forecaster_choice": "quick (baselines only)", "compared": {"without": "none", "with": "windows"},
          "per_seed": rows, "skipped": [{"seed": 9, "why": "nothing to cut"}], "pool": bench.pool(rows, TARGET),
          "target": TARGET, "commit": "abc1234"}
-    out = tmp_path / "out"
-    shutil.copytree(REPO / "bench" / "out", out)
-    (out / "windows_synthetic_seeds.json").write_text(json.dumps(d))
-    monkeypatch.setattr(common, "OUT", out)
-    common.load.cache_clear()
-    try:
-        text = windows.windows_synthetic_seeds()
-    finally:
-        common.load.cache_clear()
+    text = _rendered(monkeypatch, tmp_path, "windows_synthetic_seeds.json", d, windows.windows_synthetic_seeds)
     lines = text.splitlines()
     assert "| 2 | tenant-0002 | 100 | 10 | 90.0% | -100 | +0 | 10 / 40 | yes | yes | yes | yes |" in lines
     no = "| **no** | **no** | yes | **no** |"
@@ -137,16 +144,9 @@ def test_leads_replay_each_seed_at_every_lead_and_pool_per_lead(bench, monkeypat
         with pytest.raises(SystemExit, match="--leads"):
             bench.leads(argparse.Namespace(seeds="4", leads=bad, days=1.0, quick_forecaster=True, out=tmp_path))
 
-    from bench.render import common, windows
+    from bench.render import windows
     d |= {"target": TARGET, "commit": "abc1234"}
-    out = tmp_path / "out"
-    shutil.copytree(REPO / "bench" / "out", out)
-    (out / "windows_synthetic_leads.json").write_text(json.dumps(d))
-    monkeypatch.setattr(common, "OUT", out)
-    common.load.cache_clear()
-    try:
-        lines = windows.windows_synthetic_leads().splitlines()
-    finally:
-        common.load.cache_clear()
+    lines = _rendered(monkeypatch, tmp_path, "windows_synthetic_leads.json", d,
+                      windows.windows_synthetic_leads).splitlines()
     assert "| 30 min | 50.0% | +0 | +0 | 20 / 80 | **not met** | 4: 50%, 13: 50% |" in lines
     assert "| 240 min | 90.0% | +600 | -10 | 20 / 800 | **not met** | 4: 90%, 13: 90% |" in lines
