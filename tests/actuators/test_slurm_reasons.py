@@ -80,3 +80,41 @@ def test_squeue_output_that_is_not_its_lines_is_an_error_never_no_jobs():
                                                          stderr="")
     with pytest.raises(SlurmError, match="line 1 has 1 fields"):
         act.jobs()
+
+
+def task(jid, state="PENDING", reason="Resources"):
+    return SlurmJob(jid, "acct", "p", "normal", state, "", 0.0, 1, reason)
+
+
+def test_an_arrays_pending_tasks_past_its_throttle_do_not_wait_for_gpus():
+    """squeue -r lists an array's pending tasks one each, all Resources until N run: of 1_[2-9%3] with task 1
+    running, 2 more start when GPUs free up (the lowest ids), the 6 others wait for the array's own tasks; an array
+    with no throttle (0) or none known, and a plain job, are left as they are."""
+    from daemon.actuators.slurm.squeue import arrays_to_throttle, throttle_arrays
+
+    jobs = [task("1_1", "RUNNING", "None"), *[task(f"1_{i}") for i in (9, 2, 3, 4, 5, 6, 7, 8)],
+            task("2_1"), task("2_2"), task("3_1"), task("3_2"), task("4"), task("5_1", reason="Dependency"),
+            task("5_2", reason="Dependency")]
+    assert arrays_to_throttle(jobs) == ["1", "2", "3"]
+    got = throttle_arrays(jobs, {"1": 3, "2": 0})
+    waiting = sorted(j.job_id for j in got if waits_for_gpus(j))
+    assert waiting == ["1_2", "1_3", "2_1", "2_2", "3_1", "3_2", "4"]
+    assert {j.reason for j in got if j.job_id.startswith("1_") and j.job_id not in ("1_1", "1_2", "1_3")} == \
+        {"JobArrayTaskLimit"}
+
+
+def test_an_arrays_throttle_is_read_from_squeue_json_never_lower_than_a_record_says():
+    """array_max_tasks per record (22.05: a number; later {"set", "number"}): the largest, 0 (no limit) above all,
+    so no record can lower another's; output that is not squeue's JSON is one clear error."""
+    from daemon.actuators.slurm.squeue import SlurmError, parse_array_throttles
+
+    out = ('{"jobs": [{"job_id": 1, "array_job_id": 1, "array_max_tasks": 3},'
+           ' {"job_id": 7, "array_job_id": 1, "array_max_tasks": 2},'
+           ' {"job_id": 2, "array_job_id": 2, "array_max_tasks": 2}, {"job_id": 8, "array_job_id": 2,'
+           ' "array_max_tasks": 0}, {"job_id": 3, "array_job_id": {"set": true, "number": 3},'
+           ' "array_max_tasks": {"set": true, "number": 5}}, {"job_id": 4, "array_job_id": 0},'
+           ' {"job_id": 5, "array_job_id": 5, "array_max_tasks": "x"}, "junk"]}')
+    assert parse_array_throttles(out) == {"1": 3, "2": 0, "3": 5, "5": 0}
+    for bad in ("squeue: error: x", "[]", '{"jobs": 3}'):
+        with pytest.raises(SlurmError, match="squeue --json: not a list of jobs"):
+            parse_array_throttles(bad)

@@ -48,6 +48,7 @@ from daemon.actuators.slurm.holds import (
     parse_nodes,
 )
 from daemon.actuators.slurm.squeue import (  # re-exported: the old import path keeps working
+    ARRAY_TASK,
     BEGIN_SOON_S,
     FAILED_NODE_STATES,
     JOB_GPUS_FMT,
@@ -179,7 +180,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
 
     def jobs(self, job_ids: list[str] | None = None, node: str | None = None,
              states: str | None = None) -> list[SlurmJob]:
-        args = ["squeue", "-h", "-o", SQUEUE_FMT]
+        args = ["squeue", "-h", "-r", "-o", SQUEUE_FMT]   # -r: an array's pending tasks one line each (1_3)
         if job_ids:
             args += ["-j", ",".join(job_ids)]
         if node:
@@ -193,7 +194,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
             raise SlurmError(f"squeue: {r.stderr.strip()}")
         jobs = parse_squeue(r.stdout)
         if any(j.gpus == 0 for j in jobs):
-            jobs = self._with_job_gpus(jobs, args[4:])
+            jobs = self._with_job_gpus(jobs, args[5:])
         return jobs
 
     def _with_job_gpus(self, jobs: list[SlurmJob], filters: list[str]) -> list[SlurmJob]:
@@ -201,7 +202,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         spread evenly over their nodes). One more squeue call, with the same filters. Read from %b alone, a job
         asking --gpus=8 was a job of 0 GPUs: never preempted (it frees nothing), its pending GPUs no demand, and
         its tenant's metered demand capped to 0 (scheduler_bounds.cap_demand)."""
-        r = self._run("squeue", "-h", "-O", JOB_GPUS_FMT, *filters)
+        r = self._run("squeue", "-h", "-r", "-O", JOB_GPUS_FMT, *filters)
         if r.returncode != 0:
             if "Invalid job id" in r.stderr:
                 return jobs
@@ -213,8 +214,9 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
     def eligible_times(self) -> dict[str, float]:
         """Job id -> when each pending job became, or becomes, eligible to run (squeue's EligibleTime, the
         controller's local time; NaN where it prints none): a job held, or submitted with --begin, waits for GPUs
-        only from then. One squeue call over the pending jobs (-O: squeue -o has no field for it)."""
-        out = self._read("squeue", "-h", "-t", "PENDING", "-O", "JobID:0;,EligibleTime:0;")
+        only from then. One squeue call over the pending jobs (-O: squeue -o has no field for it), under the id %i
+        gives with -r (JobArrayID: an array's task 1_3; JobID is the array's own id for its pending tasks)."""
+        out = self._read("squeue", "-h", "-r", "-t", "PENDING", "-O", "JobArrayID:0;,EligibleTime:0;")
         got: dict[str, float] = {}
         for line in out.splitlines():
             f = line.split(";")
@@ -283,7 +285,10 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         Slurm's own expected start (squeue %S, set by the backfill scheduler) when it has one. Written only when
         one of the three moved by eta.REWRITE_S or more (or became known or unknown) since this replica last wrote
         it: a queue of thousands is not rewritten every cycle, and Slurm's start appears once its backfill pass sets
-        it. One squeue of the pending jobs per call; each `scontrol update` is fenced."""
+        it. One squeue of the pending jobs per call; each `scontrol update` is fenced. Not on an array's pending
+        tasks (1_3): updating one task splits it off its array's record in slurmctld, each a job record of its own
+        (MaxJobCount counts them), so a tenant's arrays would have the daemon multiply its records by their tasks;
+        their estimates are in the API."""
         rep = ActionReport(self.name, self.dry_run)
         if not rows:
             return rep
@@ -299,7 +304,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
             return rep
         # a job started or gone since the cycle read it has nothing to show
         want = {str(r["job_id"]): (at(r.get("p50_s")), at(r.get("p90_s")), own[str(r["job_id"])]) for r in rows
-                if str(r["job_id"]) in own}
+                if str(r["job_id"]) in own and not ARRAY_TASK.match(str(r["job_id"]))}
         changed = [j for j, v in want.items() if moved(self._eta_written.get(j), v)]
         for j in [j for j in self._eta_written if j not in want]:
             del self._eta_written[j]

@@ -17,7 +17,15 @@ from daemon.actuators.slurm.holds import (
     parse_reservations,
     pool_hold_name,
 )
-from daemon.actuators.slurm.squeue import FAILED_NODE_STATES, SlurmError, waits_for_gpus
+from daemon.actuators.slurm.squeue import (
+    FAILED_NODE_STATES,
+    SlurmError,
+    SlurmJob,
+    arrays_to_throttle,
+    parse_array_throttles,
+    throttle_arrays,
+    waits_for_gpus,
+)
 from daemon.actuators.slurm.windows import parse_window_reservations
 from daemon.policy.state import CLOSED, HELD_BY_POOL, PRIORITY, UNHELD, Jobs, Nodes
 
@@ -38,9 +46,10 @@ class ClusterView:
         --gpus-per-socket), Feature (--constraint) and Prefer (--prefer; only a pending job has it). One squeue call;
         ';' ends each field (a constraint holds '|' and '&'; Slurm refuses ';' in one), and size 0 keeps squeue from
         cutting a field. Without tres-per-socket a job asking --gpus-per-socket=t4:1 took any type: held for, and
-        made room for, on a100 nodes it cannot run on."""
+        made room for, on a100 nodes it cannot run on. Jobs under the id %i gives with -r (JobArrayID): under JobID,
+        an array's tasks (1_3, running as job 7) were found under no id and took any type."""
         assert self.resolver is not None
-        args = ["squeue", "-h", "-O", "JobID:0;,tres-per-node:0;,tres-per-job:0;,tres-per-task:0;,tres-per-socket:0;,"
+        args = ["squeue", "-h", "-r", "-O", "JobArrayID:0;,tres-per-node:0;,tres-per-job:0;,tres-per-task:0;,tres-per-socket:0;,"
                 "Prefer:0;,Feature:0"]
         if job_ids:
             args += ["-j", ",".join(job_ids)]
@@ -89,7 +98,7 @@ class ClusterView:
         time, another job or an accounting limit), as the policy's columnar Jobs (unknown tenants are dropped)."""
         index = {t: i for i, t in enumerate(tenants)}
         now = time.time()
-        listed = self.jobs()
+        listed = self._throttled(self.jobs())
         eligible = self.eligible_times() if any(j.state == "PENDING" for j in listed) else {}
         rows = [j for j in listed if (j.state == "RUNNING" or waits_for_gpus(j, eligible.get(j.job_id), now))
                 and self.tenant(j) in index]
@@ -99,8 +108,7 @@ class ClusterView:
         # a pending job's wait runs from when it became eligible, not from its submission: held, or submitted with
         # --begin, it waited for nothing meanwhile, and counting that time would let it jump the queue by aging
         # (policy/aging.py). Eligible time not set yet (N/A: just released, not yet evaluated), or still ahead (a
-        # requeued job): no wait yet. A job squeue -O does not list under the id %i gives (an array's combined
-        # pending line): its submission
+        # requeued job): no wait yet. A job squeue -O does not list: its submission
         since = [j.submitted if j.job_id not in eligible else
                  (np.fmax(j.submitted, eligible[j.job_id]) if np.isfinite(eligible[j.job_id]) else now)
                  for j in rows]
@@ -120,6 +128,26 @@ class ClusterView:
                     node=np.array([j.nodes for j in rows], dtype=object), accepts=accepts,
                     # the start estimate ends a running job by its time limit (policy/eta.py)
                     time_limit_s=np.array([j.time_limit_s for j in rows], dtype=float))
+
+    def _throttled(self, listed: list[SlurmJob]) -> list[SlurmJob]:
+        """`listed` with each array's pending tasks past its throttle (--array=..%N) not waiting for GPUs
+        (squeue.throttle_arrays). One squeue --json call over those arrays, only when an array has two pending
+        tasks or more (squeue -o has no field for the throttle; -O's ArrayTaskID shows it only on a pending array's
+        combined line, and loses it once a task is split off the array's record, as an update of one task does).
+        Not read: every pending task is counted (a warning says why), never none."""
+        arrays = arrays_to_throttle(listed)
+        if not arrays:
+            return listed
+        r = self._run("squeue", "--json", "-j", ",".join(arrays))
+        try:
+            if r.returncode != 0:
+                raise SlurmError(f"squeue --json: {r.stderr.strip()[:200]}")
+            throttles = parse_array_throttles(r.stdout)
+        except SlurmError as exc:
+            log.warning("job arrays' throttles (%%N) not read, every pending task of %s counted: %s",
+                        ",".join(arrays)[:200], exc)
+            return listed
+        return throttle_arrays(listed, throttles)
 
     def cluster_nodes(self, tenants: tuple[str, ...]) -> Nodes:
         """Every node slurmctld knows, as the policy's Nodes (raises SlurmError when slurmctld does not answer).

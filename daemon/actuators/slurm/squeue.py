@@ -3,6 +3,8 @@ GPU counts, and whether a pending job waits for GPUs (and not for a limit GPUs c
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 import time
 from dataclasses import dataclass
@@ -133,8 +135,86 @@ def waits_for_gpus(job: "SlurmJob", eligible_at: float | None = None, now: float
     if reason == "BeginTime":
         now = time.time() if now is None else now
         return eligible_at is not None and bool(np.isfinite(eligible_at)) and eligible_at <= now + BEGIN_SOON_S
+    return reason_may_wait_for_gpus(reason)
+
+
+def reason_may_wait_for_gpus(reason: str) -> bool:
+    """A pending reason (%r) that free GPUs can end (BeginTime too: waits_for_gpus decides it by its time)."""
+    reason = reason.strip().strip("()")
     return (reason not in NOT_WAITING_FOR_GPUS and not reason.startswith(NOT_WAITING_PREFIXES)
             and "held" not in reason.lower())
+
+
+# squeue -r's id of one task of a job array: <array job id>_<task id> (without -r a pending array's tasks are one
+# line, 1_[3-10%3], which read as one job was one task's GPUs where all of them wait)
+ARRAY_TASK = re.compile(r"^(\d+)_(\d+)$")
+THROTTLED = "JobArrayTaskLimit"   # Slurm's reason for an array's tasks waiting on its %N (NOT_WAITING_FOR_GPUS)
+
+
+def _number(v) -> int | None:
+    """A count in squeue --json: a number (22.05) or {"set": .., "number": ..} (later versions)."""
+    if isinstance(v, dict):
+        v = v.get("number") if v.get("set", True) else None
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def parse_array_throttles(out: str) -> dict[str, int]:
+    """``squeue --json``'s records as {array job id: the most of its tasks Slurm runs at once (--array=..%N), 0 for
+    no limit}. Every record of an array carries it (array_max_tasks); where they differ the largest counts and 0
+    (none) above all, and an array none names is left out (no limit known): a throttle read too low would drop
+    demand that is there. Output that is not squeue's JSON raises SlurmError naming it."""
+    try:
+        recs = json.loads(out).get("jobs")
+    except (ValueError, AttributeError):
+        recs = None
+    if not isinstance(recs, list):
+        raise SlurmError(f"squeue --json: not a list of jobs: {out[:120]!r}")
+    got: dict[str, int] = {}
+    for rec in recs:
+        aid = _number(rec.get("array_job_id")) if isinstance(rec, dict) else None
+        if not aid:
+            continue
+        n = max(0, _number(rec.get("array_max_tasks")) or 0)
+        prev = got.get(str(aid))
+        got[str(aid)] = n if prev is None else (0 if 0 in (prev, n) else max(prev, n))
+    return got
+
+
+def throttle_arrays(jobs: list[SlurmJob], throttles: dict[str, int]) -> list[SlurmJob]:
+    """Jobs as squeue -r lists them, each pending task of an array past what Slurm starts at once given the reason
+    JobArrayTaskLimit (not demand): of an array run at most N at a time (``throttles``: parse_array_throttles), N
+    less its tasks not pending (running, suspended, completing) may start when GPUs free up, the lowest task ids
+    first (Slurm starts an array's tasks in order); the others wait for the array's own tasks to end, not for GPUs.
+    Slurm says so itself once N run; until then it gives every pending task Resources or Priority, and read as
+    such, a 100-task %10 array was demand for 100 tasks where free GPUs start 10."""
+    pending: dict[str, list[tuple[int, int]]] = {}
+    busy: dict[str, int] = {}
+    for i, j in enumerate(jobs):
+        m = ARRAY_TASK.match(j.job_id)
+        if not m:
+            continue
+        if j.state != "PENDING":
+            busy[m.group(1)] = busy.get(m.group(1), 0) + 1
+        elif reason_may_wait_for_gpus(j.reason):
+            pending.setdefault(m.group(1), []).append((int(m.group(2)), i))
+    out = list(jobs)
+    for aid, tasks in pending.items():
+        n = throttles.get(aid, 0)
+        if n:
+            for _, i in sorted(tasks)[max(0, n - busy.get(aid, 0)):]:
+                out[i] = dataclasses.replace(out[i], reason=THROTTLED)
+    return out
+
+
+def arrays_to_throttle(jobs: list[SlurmJob]) -> list[str]:
+    """The arrays whose throttle counts (throttle_arrays): those with two pending tasks or more that free GPUs could
+    start (one pending task starts whenever any may: Slurm gives it JobArrayTaskLimit otherwise)."""
+    count: dict[str, int] = {}
+    for j in jobs:
+        m = ARRAY_TASK.match(j.job_id)
+        if m and j.state == "PENDING" and reason_may_wait_for_gpus(j.reason):
+            count[m.group(1)] = count.get(m.group(1), 0) + 1
+    return sorted((a for a, c in count.items() if c > 1), key=int)
 
 
 # node states (sinfo %T, lower case) in which Slurm itself sees a node as failed; a trailing '*' is NOT_RESPONDING

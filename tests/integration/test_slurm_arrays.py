@@ -1,0 +1,61 @@
+"""A tenant's job arrays and jobs asking several GPU types, as the Slurm actuator's view reads them, on a real
+slurmctld: squeue prints a pending array as one line (``1_[3-10%3]``), and a job may ask two types at once."""
+
+import subprocess
+import time
+
+import pytest
+
+from daemon.actuators.slurm.actuator import SlurmActuator
+from daemon.config import SlurmActuatorConfig, TenantConfig
+from daemon.config.fleet import FleetConfig
+from tests.support.services import slurm_cluster, wait_for
+
+pytestmark = pytest.mark.services
+
+TENANTS = ("team-high", "team-low")
+
+
+def submit(s, *args, account="acct-low", partition="low"):
+    return subprocess.run(["sbatch", "--parsable", f"--partition={partition}", f"--account={account}", *args,
+                           "-o", "/dev/null", "--wrap", "sleep 600"], env=s["env"], capture_output=True,
+                          text=True, check=True).stdout.strip().split(";")[0]
+
+
+def act(s, fleet=None):
+    return SlurmActuator(SlurmActuatorConfig(slurm_conf=s["conf"], bin_dir="/usr/bin"),
+                         [TenantConfig(name="team-high", tier="high", slurm_account="acct-high"),
+                          TenantConfig(name="team-low", tier="low", slurm_account="acct-low")], fleet=fleet)
+
+
+def states(s):
+    out = subprocess.run(["squeue", "-h", "-r", "-o", "%i|%T|%r"], env=s["env"], capture_output=True,
+                         text=True).stdout
+    return {ln.split("|")[0]: ln.split("|")[1:] for ln in out.splitlines() if ln.strip()}
+
+
+def test_every_pending_task_of_an_array_is_demand_up_to_its_throttle():
+    """gn1 (a100:4): a high job takes 3 GPUs; a low tenant's --array=1-6%2 of a100:1 runs task 1 on the last GPU,
+    then --array=1-10 of a100:1 and --array=1-8%3 of a100:2 wait. squeue prints each pending array as one line
+    (2_[2-6%2]), read as one job of one task's GPUs: the tenant's demand 1 + 1 + 2 GPUs where 10 + 10 + 16 wait,
+    and the arrays' tasks (squeue -O's JobID, not %i's id) accepted any type. Now each pending task is a job
+    (squeue -r), up to what Slurm starts at once: of a %N array, N less its tasks running (the others wait for the
+    array's own tasks to end, as Slurm says once N run: JobArrayTaskLimit, not for GPUs): 1 task of the first,
+    10 of the second, 3 of the third (6 GPUs)."""
+    with slurm_cluster(nodes=("gn1",), gpus=4, gres_types={"gn1": "a100"}) as s:
+        high = submit(s, "--gres=gpu:a100:3", account="acct-high", partition="high")
+        wait_for(lambda: states(s).get(high, [""])[0] == "RUNNING", what="high job running", timeout=60)
+        a = submit(s, "--array=1-6%2", "--gres=gpu:a100:1")
+        wait_for(lambda: states(s).get(f"{a}_1", [""])[0] == "RUNNING", what="task 1 running", timeout=60)
+        b = submit(s, "--array=1-10", "--gres=gpu:a100:1")
+        c = submit(s, "--array=1-8%3", "--gres=gpu:a100:2")
+        time.sleep(2)
+        js = act(s, FleetConfig(types=["a100"])).cluster_jobs(TENANTS)
+        pending = {}
+        for jid, g, run, acc in zip(js.ids, js.gpus.tolist(), js.running, js.accepts):
+            if not run:
+                arr = jid.split("_")[0]
+                pending[arr] = pending.get(arr, 0) + g
+                assert acc == ("a100",), (jid, acc)
+        assert pending == {a: 1, b: 10, c: 6}, (pending, states(s))
+        assert dict(zip(js.ids, js.accepts))[f"{a}_1"] == ("a100",)
