@@ -64,6 +64,18 @@ def test_what_a_job_accepts_in_order_of_preference():
     assert job_accepts(r, "gres:gpu:h200:1") == ("unknown",) and r.unmatched == {"h200"}
 
 
+def test_a_job_naming_several_types_at_once_accepts_the_types_of_the_nodes_that_have_them_all():
+    """Not either of them (Slurm starts it only on a node with all): the nodes' types, None where no node has them
+    (it never starts); without the nodes, not judged (as before: either)."""
+    r = FLEET.resolver()
+    nodes = [("gpu:a100:4", "a100"), ("gpu:t4:4(S:0)", "t4"), ("gpu:T4:2,gpu:a100:2", "a100")]
+    assert job_accepts(r, "gres:gpu:a100:1,gres:gpu:t4:1", nodes=nodes) == ("a100",)
+    assert job_accepts(r, "gres:gpu:a100:1,gres:shard:t4:2", nodes=nodes) == ("a100",)
+    assert job_accepts(r, "gres:gpu:a100:1,gres:gpu:t4:1", nodes=nodes[:2]) is None
+    assert job_accepts(r, "gres:gpu:a100:1,gres:gpu:t4:1") == ("a100", "t4")
+    assert job_accepts(r, "gres:gpu:a100:1,gres:gpu:a100:1", nodes=nodes[:2]) == ("a100",)
+
+
 def test_node_type_from_gres_then_features_unknown_reported():
     r = FLEET.resolver()
     assert node_type(r, "gpu:a100:4(S:0)") == "a100"

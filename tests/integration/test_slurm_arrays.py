@@ -59,3 +59,42 @@ def test_every_pending_task_of_an_array_is_demand_up_to_its_throttle():
                 assert acc == ("a100",), (jid, acc)
         assert pending == {a: 1, b: 10, c: 6}, (pending, states(s))
         assert dict(zip(js.ids, js.accepts))[f"{a}_1"] == ("a100",)
+
+
+def test_a_job_asking_two_gpu_types_at_once_needs_a_node_with_both():
+    """--gres=gpu:a100:1,gpu:t4:1, --gpus=a100:1,t4:1 and --gpus-per-node=a100:1,t4:1 run only on a node that has
+    both types (slurmctld refuses them at sbatch where none has: 'Requested node configuration is not available';
+    --gpus=a100:2,t4:4 -N2 too, though gn1 and gn2 together have them). job_types read each as accepting either:
+    on gn1 (a100) + gn2 (t4) + gn3 (a100:3 and t4:3) the plan held for them, and made room for them, on gn1 or gn2,
+    which cannot start them. Now they accept gn3's type (a100: its GRES type with the most GPUs, a tie taken
+    alphabetically), and a plain a100 job a100 as before."""
+    with slurm_cluster(nodes=("gn1", "gn2", "gn3"), gpus=6,
+                       gres_types={"gn1": "a100", "gn2": "t4", "gn3": "a100+t4"}) as s:
+        ids = [submit(s, "--gres=gpu:a100:1,gpu:t4:1"), submit(s, "--gpus=a100:1,t4:1"),
+               submit(s, "--gpus-per-node=a100:1,t4:1"), submit(s, "--gres=gpu:t4:1", "-w", "gn2")]
+        wait_for(lambda: all(states(s).get(j, [""])[0] == "RUNNING" for j in ids), what="jobs running", timeout=60)
+        where = subprocess.run(["squeue", "-h", "-o", "%i %N"], env=s["env"], capture_output=True, text=True).stdout
+        assert {ln.split()[0]: ln.split()[1] for ln in where.splitlines()} == dict(zip(ids, ["gn3"] * 3 + ["gn2"]))
+        got = act(s, FleetConfig(types=["a100", "t4"])).job_types()
+        assert [got[j] for j in ids] == [("a100",), ("a100",), ("a100",), ("t4",)], got
+
+
+def test_a_job_asking_two_gpu_types_no_node_has_together_never_starts_and_is_no_demand(caplog):
+    """On gn1 (a100) + gn2 (t4) sbatch refuses --gres=gpu:a100:1,gpu:t4:1; a tenant's held job updated to it
+    (scontrol update, its own job) stays pending (BadConstraints once slurmctld looks at it). job_types read it as
+    accepting either type; now None: it never starts, and it is no demand whatever its reason says, said once."""
+    with slurm_cluster(nodes=("gn1", "gn2"), gpus=4, gres_types={"gn1": "a100", "gn2": "t4"}) as s:
+        refused = subprocess.run(["sbatch", "--partition=low", "--account=acct-low", "--gres=gpu:a100:1,gpu:t4:1",
+                                  "-o", "/dev/null", "--wrap", "sleep 600"], env=s["env"], capture_output=True,
+                                 text=True)
+        assert refused.returncode != 0 and "node configuration is not available" in refused.stderr
+        jid = submit(s, "--gres=gpu:a100:1", "--hold")
+        subprocess.run(["scontrol", "update", f"jobid={jid}", "gres=gpu:a100:1,gpu:t4:1"], env=s["env"],
+                       check=True, capture_output=True)
+        subprocess.run(["scontrol", "release", jid], env=s["env"], check=True, capture_output=True)
+        a = act(s, FleetConfig(types=["a100", "t4"]))
+        assert a.job_types()[jid] is None
+        js = a.cluster_jobs(TENANTS)
+        assert jid not in list(js.ids)
+        a.cluster_jobs(TENANTS)
+        assert sum(f"job {jid} asks several GPU types" in r.getMessage() for r in caplog.records) == 1

@@ -220,7 +220,8 @@ def slurm_cluster(node: str = "gpunode1", nodes: tuple[str, ...] | None = None, 
     """munged + slurmctld + one slurmd per node on 127.0.0.1; each node has `gpus` GPUs (empty device files
     as GRES). `gres_types` (node -> GRES type, e.g. {"gn1": "a100"}) makes a mixed fleet: those nodes' GPUs are
     typed (``Gres=gpu:a100:4``, ``Type=a100`` in gres.conf) and the node has its type as a feature too
-    (``Features=a100``, for ``--constraint``/``--prefer``). `shared` (node -> ``shard:<n>`` or ``mps:<n>``) gives
+    (``Features=a100``, for ``--constraint``/``--prefer``); ``"a100+t4"`` splits the node's GPUs evenly among
+    the types (``Gres=gpu:a100:2,gpu:t4:2``). `shared` (node -> ``shard:<n>`` or ``mps:<n>``) gives
     those nodes that GRES over their GPUs too (gres.conf ``Name=shard Count=<n>``; one kind per node, as Slurm
     wants). Yields conf, env, dir, node (the first) and nodes."""
     import shutil as _sh
@@ -238,9 +239,11 @@ def slurm_cluster(node: str = "gpunode1", nodes: tuple[str, ...] | None = None, 
         (d / "spool" / n).mkdir()
         for i in range(gpus):
             (d / "dev" / f"{n}-gpu{i}").touch()
-        typ = (gres_types or {}).get(n)
-        gres += (f"NodeName={n} Name=gpu" + (f" Type={typ}" if typ else "")
-                 + f" File={d}/dev/{n}-gpu[0-{gpus - 1}]\n")
+        typs = ((gres_types or {}).get(n) or "").split("+")
+        per = gpus // len(typs)   # a node of several types ('a100+t4'): its GPUs split evenly among them
+        for k, typ in enumerate(typs):
+            gres += (f"NodeName={n} Name=gpu" + (f" Type={typ}" if typ else "")
+                     + f" File={d}/dev/{n}-gpu[{k * per}-{(k + 1) * per - 1}]\n")
         if n in (shared or {}):
             kind, count = shared[n].split(":")
             gres += f"NodeName={n} Name={kind} Count={count}\n"
@@ -251,7 +254,11 @@ def slurm_cluster(node: str = "gpunode1", nodes: tuple[str, ...] | None = None, 
     def gres_of(n: str) -> str:
         typ = (gres_types or {}).get(n)
         more = f",{shared[n]}" if n in (shared or {}) else ""
-        return f"Gres=gpu:{typ}:{gpus}{more} Features={typ}" if typ else f"Gres=gpu:{gpus}{more}"
+        if not typ:
+            return f"Gres=gpu:{gpus}{more}"
+        typs = typ.split("+")
+        return ",".join(f"Gres=gpu:{t}:{gpus // len(typs)}" if not i else f"gpu:{t}:{gpus // len(typs)}"
+                        for i, t in enumerate(typs)) + f"{more} Features={','.join(typs)}"
 
     lines = "".join(f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={free_port()} CPUs=16 "
                     f"{gres_of(n)} RealMemory=1000 State=UNKNOWN\n" for n in names)

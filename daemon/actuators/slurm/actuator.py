@@ -119,6 +119,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
                                     guard=lambda: self.guard, at_lead=cfg.windows_reserved == "at_lead"
                                     ) if self.holds else None
         self._reported: set[str] = set()
+        self._never: set[str] = set()   # pending jobs that never start (cluster_jobs), as last logged
         self.env = dict(os.environ)
         if cfg.slurm_conf is not None:
             self.env["SLURM_CONF"] = str(cfg.slurm_conf)

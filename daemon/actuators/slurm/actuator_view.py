@@ -40,8 +40,9 @@ class ClusterView:
         assert self.resolver is not None
         return gres.node_type(self.resolver, node.gres, node.features)
 
-    def job_types(self, job_ids: list[str] | None = None) -> dict[str, tuple[str, ...]]:
-        """Job id -> the GPU types it accepts, in order of preference (gres.job_accepts), from squeue's
+    def job_types(self, job_ids: list[str] | None = None) -> dict[str, tuple[str, ...] | None]:
+        """Job id -> the GPU types it accepts, in order of preference (gres.job_accepts; None: it never starts, as a
+        job naming several GPU types at once where no node has them all), from squeue's
         tres-per-node / -job / -task / -socket (--gres or --gpus-per-node, --gpus, --gpus-per-task,
         --gpus-per-socket), Feature (--constraint) and Prefer (--prefer; only a pending job has it). One squeue call;
         ';' ends each field (a constraint holds '|' and '&'; Slurm refuses ';' in one), and size 0 keeps squeue from
@@ -65,17 +66,19 @@ class ClusterView:
                 continue
             c = ["" if x.strip() in ("(null)", "N/A") else x.strip() for x in f]
             rows.append((c[0], ",".join(x for x in c[1:5] if x), c[6], c[5]))
-        # an untyped shard or MPS request runs only on the nodes with that GRES: their types (one more scontrol
-        # call, only when such a job is listed); read as any type, the plan made room for it where it cannot run
-        shares = None
-        if any(gres.gres_shares(tres) for _, tres, _, _ in rows):
-            shares = {}
+        # an untyped shard or MPS request runs only on the nodes with that GRES, a request naming several types only
+        # on a node that has them all: the nodes' types (one more scontrol call, only when such a job is listed);
+        # read as any type, or either, the plan made room for it where it cannot run
+        shares = nodes = None
+        if any(gres.gres_shares(tres) or len(gres.job_gres_types(tres)) > 1 for _, tres, _, _ in rows):
+            shares, nodes = {}, []
             for n in parse_nodes(self._read("scontrol", "-d", "-o", "show", "nodes")):
+                t = self._node_type(n)
+                nodes.append((n.gres, t))
                 for kind in gres.gres_shares(n.gres):
-                    t = self._node_type(n)
                     if t not in shares.setdefault(kind, []):
                         shares[kind].append(t)
-        out = {jid: gres.job_accepts(self.resolver, tres, feat, pref, shares) for jid, tres, feat, pref in rows}
+        out = {jid: gres.job_accepts(self.resolver, tres, feat, pref, shares, nodes) for jid, tres, feat, pref in rows}
         self._report_unmatched()
         return out
 
@@ -102,6 +105,18 @@ class ClusterView:
         eligible = self.eligible_times() if any(j.state == "PENDING" for j in listed) else {}
         rows = [j for j in listed if (j.state == "RUNNING" or waits_for_gpus(j, eligible.get(j.job_id), now))
                 and self.tenant(j) in index]
+        types: dict[str, tuple[str, ...] | None] = {}
+        if self.resolver is not None:
+            types = self.job_types()
+            # a pending job naming several GPU types at once that no node has all of never starts (job_accepts),
+            # whatever its reason says (slurmctld gives it BadConstraints once it has looked at it)
+            never = {j.job_id for j in listed if j.state == "PENDING" and self.tenant(j) in index
+                     and j.job_id in types and types[j.job_id] is None}
+            for jid in sorted(never - self._never):   # once per job
+                log.warning("job %s asks several GPU types at once and no node has them all, so it never starts: "
+                            "no demand (no hold, no preemption, no aging for it)", jid)
+            self._never = never
+            rows = [j for j in rows if j.job_id not in never]
         # what the plan and the health step decide on: each job's identity and tier as read now (_changed)
         self._seen = {j.job_id: (j.submitted, j.started, self.priority(j)) for j in rows}
         run = np.array([j.state == "RUNNING" for j in rows], dtype=bool)
@@ -114,9 +129,8 @@ class ClusterView:
                  for j in rows]
         accepts = None
         if self.resolver is not None:
-            types = self.job_types()
             accepts = np.empty(len(rows), dtype=object)
-            accepts[:] = [types.get(j.job_id, ()) for j in rows]
+            accepts[:] = [types.get(j.job_id) or () for j in rows]
         return Jobs(ids=np.array([j.job_id for j in rows], dtype=object),
                     tenant=np.array([index[self.tenant(j)] for j in rows], dtype=np.int64),
                     gpus=np.array([j.total_gpus for j in rows], dtype=np.int64),  # a 2-node job: both nodes' GPUs

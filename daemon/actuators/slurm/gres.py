@@ -120,11 +120,36 @@ def node_type(resolver: TypeResolver, gres: str, features: str = "") -> str:
     return resolver(f"untyped gres {gres or '(none)'}")
 
 
+def job_gres_types(tres: str) -> list[str]:
+    """The GPU types a job's requests name, in order, each once: its typed gpu GRES and the types its typed shard or
+    MPS shares sit on (``gres:gpu:a100:1,gres:shard:t4:2`` -> ``["a100", "t4"]``)."""
+    return list(dict.fromkeys([t for t in gres_gpu_types(tres) if t] + gres_shared_types(tres)))
+
+
+def nodes_with_types(types: Sequence[str], nodes: Sequence[tuple[str, str]]) -> tuple[str, ...] | None:
+    """For a job naming several GPU types at once (``--gres=gpu:a100:1,gpu:t4:1``, ``--gpus=a100:1,t4:1``): Slurm
+    runs it only on a node that has all of them (seen on 22.05: sbatch refuses it where no node does, "Requested
+    node configuration is not available", and a pending job updated to it waits with BadConstraints; --gpus with
+    -N2 does not take them from two nodes either). `nodes`: (its GRES text, its type) of every node slurmctld
+    knows, down or not (it may come back). The types of the nodes that have them all, in node order; None when
+    none does: the job never starts. GRES types are compared as Slurm does, by name (case aside), not by alias."""
+    need = {t.casefold() for t in types}
+    on = [typ for text, typ in nodes if need <= {t.casefold() for t in gres_gpu_types(text) if t}]
+    return tuple(dict.fromkeys(on)) if on else None
+
+
 def job_accepts(resolver: TypeResolver, tres_per_node: str, features: str = "", prefer: str = "",
-                share_types: Mapping[str, Sequence[str]] | None = None) -> tuple[str, ...]:
+                share_types: Mapping[str, Sequence[str]] | None = None,
+                nodes: Sequence[tuple[str, str]] | None = None) -> tuple[str, ...] | None:
     """The types a job accepts, in order of preference (module docstring); ``ANY`` when it names none. `tres_per_node`:
     its GRES requests, per node, job, task or socket, comma-separated. `share_types`: for an untyped shard or MPS
-    request, the types of the nodes that have that GRES (where alone it runs; none known: not judged)."""
+    request, the types of the nodes that have that GRES (where alone it runs; none known: not judged). `nodes`:
+    (GRES text, type) of every node, for a job naming several types at once (nodes_with_types: the types of the
+    nodes that have them all; None, it never starts, when no node has; not given: not judged). Read as accepting
+    either, such a job was held for, and made room for, on nodes of one type that cannot start it."""
+    named = job_gres_types(tres_per_node)
+    if len(named) > 1 and nodes is not None:
+        return nodes_with_types(named, nodes)
     typed = [t for t in gres_gpu_types(tres_per_node) if t] + gres_shared_types(tres_per_node)
     if typed:
         out: list[str] = []
