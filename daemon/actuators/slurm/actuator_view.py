@@ -50,8 +50,8 @@ class ClusterView:
         made room for, on a100 nodes it cannot run on. Jobs under the id %i gives with -r (JobArrayID): under JobID,
         an array's tasks (1_3, running as job 7) were found under no id and took any type."""
         assert self.resolver is not None
-        args = ["squeue", "-h", "-r", "-O", "JobArrayID:0;,tres-per-node:0;,tres-per-job:0;,tres-per-task:0;,tres-per-socket:0;,"
-                "Prefer:0;,Feature:0"]
+        args = ["squeue", "-h", "-r", "-O", "JobArrayID:0;,tres-per-node:0;,tres-per-job:0;,tres-per-task:0;,"
+                "tres-per-socket:0;,Prefer:0;,Feature:0"]
         if job_ids:
             args += ["-j", ",".join(job_ids)]
         r = self._run(*args)
