@@ -109,3 +109,24 @@ def test_a_gres_whose_name_ends_in_gpu_is_no_gpu():
         js = act(s).cluster_jobs(TENANTS)
         got = dict(zip(js.ids, js.gpus.tolist()))
         assert [got.get(j) for j in ids] == [0, 0, 1], got
+
+
+def test_a_gpu_request_without_a_count_is_one_gpu():
+    """--gres=gpu, --gres=gpu:a100 and --gpus-per-node=a100 ask for one GPU (Slurm's default count), and squeue
+    prints them without one (gres:gpu, gres:gpu:a100): read as 0 GPUs, such a job running was never preempted for
+    the high tier (it freed nothing) and pending no demand, and the typed ones took any type on a mixed fleet.
+    gn1 has a100:4: the three run on one GPU each (GresUsed counts 3), and read so."""
+    from daemon.config.fleet import FleetConfig
+
+    with slurm_cluster(nodes=("gn1",), gpus=4, gres_types={"gn1": "a100"}) as s:
+        ids = [submit(s, "--gres=gpu"), submit(s, "--gres=gpu:a100"), submit(s, "--gpus-per-node=a100")]
+        wait_for(lambda: all(state(s, j) == "RUNNING" for j in ids), what="jobs running", timeout=60)
+        nodes = subprocess.run(["scontrol", "-d", "-o", "show", "nodes"], env=s["env"], capture_output=True,
+                               text=True).stdout
+        assert "GresUsed=gpu:a100:3(IDX:0-2)" in nodes
+        a = SlurmActuator(SlurmActuatorConfig(slurm_conf=s["conf"], bin_dir="/usr/bin"),
+                          [TenantConfig(name="team-low", tier="low", slurm_account="acct-low")],
+                          fleet=FleetConfig(types=["a100"]))
+        js = a.cluster_jobs(("team-low",))
+        assert [dict(zip(js.ids, js.gpus.tolist())).get(j) for j in ids] == [1, 1, 1]
+        assert [dict(zip(js.ids, js.accepts)).get(j) for j in ids] == [(), ("a100",), ("a100",)]

@@ -26,14 +26,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from daemon.config.fleet import ANY, TypeResolver
 
-_GPU_GRES = re.compile(r"^(?:gres[:/])?gpu(?::([A-Za-z0-9_.-]+))?:(\d+)")
-# a typed share of a GPU (Slurm's shard and MPS take the type of the GPU they sit on: a node's gpu:a100:4,shard:16
-# shows as shard:a100:16, and a job may ask --gres=shard:a100:2 or mps:t4:50)
-_SHARED_GRES = re.compile(r"^(?:gres[:/])?(?:shard|mps):([A-Za-z][A-Za-z0-9_.-]*):(\d+)")
-_SHARE_KIND = re.compile(r"^(?:gres[:/])?(shard|mps)[:=(]")
+# one GRES entry as Slurm writes it: name[:type][:count] (squeue's gres:gpu:a100:2, a node's gpu:a100:4(S:0-1),
+# GresUsed's gpu:a100:2(IDX:0-1)) or the tres form name[:type]=count (gres/gpu:a100=2), after an optional gres: or
+# gres/; a count left out is 1, as Slurm takes it (--gres=gpu and --gpus-per-node=a100 print gres:gpu and
+# gres:gpu:a100); a type is not all digits (gpu:4 is 4 untyped GPUs). Anything else (N/A, license/gpu=2, gpu:-1,
+# gpu:a100:x) is no entry
+_GRES_ENTRY = re.compile(r"(?:gres[:/])?([A-Za-z][A-Za-z0-9_-]*)"
+                         r"(?::((?!\d+(?:[:=(]|$))[A-Za-z0-9_][A-Za-z0-9_.-]*))?(?:[:=](\d+))?(?:\(.*\))?")
+# GRES that share a GPU (Slurm's shard and MPS): a job's count of them is a fraction of a GPU's, but the GPU they sit
+# on is not Slurm's to give whole to another job while they run (a GPU is allocated as gpu or shared, not both);
+# typed, they take the type of the GPU they sit on (a node's gpu:a100:4,shard:16 shows as shard:a100:16)
+SHARING_KINDS = ("shard", "mps")
 _FEATURE_SPLIT = re.compile(r"[|&,\[\]()]+")
 _GRES_TOKEN = re.compile(r"[(),]|[^(),]+")
 
@@ -61,34 +68,51 @@ def gres_parts(text: str) -> list[str]:
     return [p.strip() for p in out if p.strip()]
 
 
+@dataclass(frozen=True)
+class GresEntry:
+    name: str    # gpu, shard, mps, or a site's own (vgpu: no GPU)
+    type: str    # "" when untyped
+    count: int
+
+
+def gres_entries(text: str) -> list[GresEntry]:
+    """The GRES entries in a node's ``Gres=`` / ``GresUsed=`` or a job's tres-per-node / -job / -task / -socket, in
+    order: ``gres:gpu:a100:2(IDX:0-1),gres/shard=3,gres:gpu`` -> gpu a100 2, shard 3, gpu 1 (_GRES_ENTRY). The one
+    parser every reader of GRES text here uses (squeue.parse_gpus, holds' node GPUs, the types below)."""
+    out = []
+    for part in gres_parts(text):
+        m = _GRES_ENTRY.fullmatch(part)
+        if m:
+            out.append(GresEntry(m.group(1), m.group(2) or "", int(m.group(3)) if m.group(3) is not None else 1))
+    return out
+
+
+def gres_gpus(text: str) -> int:
+    """The GPUs in GRES text: the entries named gpu, whole (a site's vgpu is none)."""
+    return sum(e.count for e in gres_entries(text) if e.name == "gpu")
+
+
 def gres_gpu_types(text: str) -> dict[str, int]:
     """GPUs per GRES type in a node's ``Gres=`` or a job's tres-per-node: ``gpu:a100:4(S:0-1),gpu:t4:2`` ->
     ``{"a100": 4, "t4": 2}``; an untyped ``gpu:4`` / ``gres:gpu:2`` is under ``""``. Not a GPU (``gres:nvme:1``):
     not counted."""
     out: dict[str, int] = {}
-    for part in gres_parts(text):
-        m = _GPU_GRES.match(part)
-        if m and not (m.group(1) or "").isdigit():
-            typ = m.group(1) or ""
-            out[typ] = out.get(typ, 0) + int(m.group(2))
+    for e in gres_entries(text):
+        if e.name == "gpu":
+            out[e.type] = out.get(e.type, 0) + e.count
     return out
 
 
 def gres_shared_types(text: str) -> list[str]:
     """The GPU types a job's typed shard or MPS requests sit on, in order: ``gres:shard:a100:2,gres:mps:t4:50`` ->
     ``["a100", "t4"]``; an untyped one (``gres:shard:2``) names none."""
-    out: list[str] = []
-    for part in gres_parts(text):
-        m = _SHARED_GRES.match(part)
-        if m and int(m.group(2)) > 0 and m.group(1) not in out:
-            out.append(m.group(1))
-    return out
+    return list(dict.fromkeys(e.type for e in gres_entries(text) if e.name in SHARING_KINDS and e.type and e.count > 0))
 
 
 def gres_shares(text: str) -> set[str]:
     """The GPU-sharing GRES kinds in a node's ``Gres=`` or a job's request: ``gpu:a100:4,shard:a100:16`` ->
     ``{"shard"}``; ``gres:mps:50`` -> ``{"mps"}``."""
-    return {m.group(1) for part in gres_parts(text) if (m := _SHARE_KIND.match(part))}
+    return {e.name for e in gres_entries(text) if e.name in SHARING_KINDS}
 
 
 def known_type(resolver: TypeResolver, name: str) -> str | None:

@@ -51,7 +51,7 @@ from typing import Callable
 
 from daemon.actuators import whole_nodes
 from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, TermRecord
-from daemon.actuators.slurm.gres import gres_parts
+from daemon.actuators.slurm.gres import gres_gpus
 from daemon.config.names import POOL, slurm_hold_name
 from daemon.policy.types import Plan
 from daemon.text import plural
@@ -167,13 +167,8 @@ class Node:
 
 
 def _gres_gpus(text: str) -> int:
-    """'gpu:4', 'gpu:a100:4(S:0-1)', 'gpu:2(IDX:0-1)' -> 4, 4, 2."""
-    total = 0
-    for part in gres_parts(text):
-        m = re.match(r"gpu(?::[A-Za-z0-9_.-]+)?:(\d+)", part.strip())
-        if m:
-            total += int(m.group(1))
-    return total
+    """'gpu:4', 'gpu:a100:4(S:0-1)', 'gpu:2(IDX:0-1)' -> 4, 4, 2 (gres.gres_gpus, the one GRES parser)."""
+    return gres_gpus(text)
 
 
 def parse_nodes(out: str) -> list[Node]:

@@ -11,15 +11,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from daemon.actuators.slurm.gres import SHARING_KINDS, gres_entries, gres_gpus
+
 SQUEUE_FMT = "%i|%a|%P|%q|%T|%N|%M|%b|%r|%V|%v|%D|%S|%l"
 # %b is only the GPUs asked per node (--gres, --gpus-per-node); a job asking per job (--gpus), per task
 # (--gpus-per-task) or per socket (--gpus-per-socket, which Slurm takes only with --sockets-per-node: squeue's
 # Sockets) prints N/A there, and squeue -o has no field for those: they are read with -O (job_gpus)
 JOB_GPUS_FMT = "JobArrayID:0;,tres-per-job:0;,tres-per-task:0;,NumTasks:0;,tres-per-socket:0;,Sockets:0;,NumNodes:0;"
-# GRES that share a GPU (Slurm's shard and MPS): a job's count of them is a fraction of a GPU's, but the GPU they
-# sit on is not Slurm's to give whole to another job while they run (a GPU is allocated as gpu or shared, not both),
-# and by default one job's shards or MPS share on a node come from one GPU
-SHARING_GRES = re.compile(r"(?:^|[:/])(?:shard|mps)(?::[A-Za-z][A-Za-z0-9_.-]*)?[:=](\d+)")
 
 
 class SlurmError(Exception):
@@ -75,21 +73,11 @@ def parse_time_limit(text: str) -> float:
     return parse_elapsed(text)
 
 
-# the gpu GRES in a tres entry: 'gres:gpu:2', 'gres/gpu:a100:4', 'gpu:8', 'gres/gpu=2'; the name whole, so that a site's
-# GRES called like it ('vgpu', 'mygpu') is not read as GPUs
-GPU_GRES = re.compile(r"(?:^|[:/])gpu(?::[A-Za-z0-9_.-]+)?[:=](\d+)")
-
-
 def parse_gpus(tres: str) -> int:
-    """'gres:gpu:2', 'gres/gpu:a100:4', 'gpu:8' -> GPU count (0 when none). A GRES whose name only ends in 'gpu'
-    (gres:vgpu:2) is none: searched for 'gpu:<n>' anywhere, a tenant's job asking a site's vgpu GRES was that many
-    GPUs (held for, made room for)."""
-    total = 0
-    for part in tres.split(","):
-        m = GPU_GRES.search(part.strip())
-        if m:
-            total += int(m.group(1))
-    return total
+    """'gres:gpu:2', 'gres/gpu:a100:4', 'gpu:8', 'gres:gpu' -> GPU count (0 when none; gres.gres_entries, the one
+    GRES parser). A GRES whose name only ends in 'gpu' (gres:vgpu:2) is none: searched for 'gpu:<n>' anywhere, a
+    tenant's job asking a site's vgpu GRES was that many GPUs (held for, made room for)."""
+    return gres_gpus(tres)
 
 
 def parse_node_gpus(tres: str) -> int:
@@ -97,8 +85,9 @@ def parse_node_gpus(tres: str) -> int:
     request (``gres:shard:2``, ``gres:mps:50``): the GPU its share sits on, which no job asking GPUs gets while it
     runs, and which it waits for while pending. Read as 0, such a job was never preempted for the high tier and its
     pending work no demand."""
-    shared = any(int(m.group(1)) > 0 for part in tres.split(",") if (m := SHARING_GRES.search(part.strip())))
-    return parse_gpus(tres) + (1 if shared else 0)
+    entries = gres_entries(tres)   # by default one job's shards or MPS share on a node come from one GPU
+    shared = any(e.count > 0 for e in entries if e.name in SHARING_KINDS)
+    return sum(e.count for e in entries if e.name == "gpu") + (1 if shared else 0)
 
 
 def parse_submit(text: str) -> float:
