@@ -173,3 +173,81 @@ def test_a_lead_shorter_than_a_drain_is_lengthened_so_the_gpus_are_free_by_the_s
     first = at("13:49")
     assert len(first) == 1 and first[0].gpus == 8 and first[0].clear_gpus == 8
     assert "held from 13:49" in first[0].reason and "all by 13:49" in first[0].reason
+
+
+def test_a_window_open_now_asks_all_its_gpus_cleared_and_nothing_once_it_has_ended():
+    """An operator adds a window while it is open (or the daemon starts during one): its GPUs are to be free for
+    its tenant now, not spread over a lead already past. Low work on them is preempted at the first plan; at the
+    end the window asks nothing more until its next lead time."""
+    from daemon.policy.windows import demands
+    from daemon.sim.cluster import SimCluster
+
+    w = WindowConfig.model_validate({**WIN, "gpus": 8})
+
+    def at(hhmm: str):
+        return demands([w], dt.datetime.fromisoformat(f"2026-12-07T{hhmm}:00+00:00"), 120.0, 60.0)
+
+    for hhmm in ("14:00", "14:30", "14:59"):
+        (d,) = at(hhmm)
+        assert (d.gpus, d.clear_gpus) == (8, 8) and d.reason.endswith("open until 15:00"), (hhmm, d)
+    assert at("15:00") == []
+    cfg = parse_config({"cluster": {"gpus": 16, "gpus_per_node": 8},
+                        "tenants": [{"name": "win", "tier": "high"}, {"name": "lo", "tier": "low"}],
+                        "cycle": {"interval_s": 60, "resolution_s": 60},
+                        "policy": {"preempt_budget_share": 0.0, "preempt_min_runtime_s": 0},
+                        "windows": [{**WIN, "gpus": 8}]})
+    c = SimCluster(["win", "lo"], np.array([2, 0], dtype=np.int8), 16, np.array([8, 8]), gpus_per_node=8)
+    for _ in range(3):
+        c.step(np.array([0.0, 16.0]))          # lo runs on both nodes; win asks nothing yet
+    st = c.state(("win", "lo"), ("high", "low"), pd.Timestamp("2026-12-07T14:10:00+00:00"), 60)
+    p = plan(None, st, PolicyMemory(), cfg)
+    taken = [x for x in p.preemptions if x.for_tenant == "win"]
+    assert p.window_holds == {"win": 8} and sum(x.gpus for x in taken) == 8, p.preemptions
+
+
+def test_the_clearing_rises_by_one_cycles_share_each_cycle_of_the_lead():
+    """25 GPUs, a lead of 30 min, a drain of 5 and a cycle of 1: 25 cycles to clear them in, one GPU each, from one
+    at the lead time to all 25 a drain and a cycle before the start (no GPU a cycle early from rounding)."""
+    from daemon.policy.windows import demands
+
+    w = WindowConfig.model_validate({**WIN, "gpus": 25})
+    t0 = dt.datetime.fromisoformat("2026-12-07T13:30:00+00:00")
+    got = [demands([w], t0 + dt.timedelta(minutes=k), 300.0, 60.0)[0].clear_gpus for k in range(30)]
+    assert got == [*range(1, 26), 25, 25, 25, 25, 25], got
+
+
+def test_a_tenants_windows_that_overlap_are_held_and_cleared_together():
+    """Two windows of one tenant may overlap (the config refuses only those above the capacity): the tenant holds
+    both, per type too, and both are cleared, not the last one read."""
+    from daemon.policy.windows import demands, per_tenant
+
+    a = WindowConfig.model_validate({**WIN, "name": "a", "gpus": {"h100": 8}})
+    b = WindowConfig.model_validate({**WIN, "name": "b", "at": "14:30", "gpus": {"h100": 4, "a100": 8}})
+    ds = demands([a, b], dt.datetime.fromisoformat("2026-12-07T14:20:00+00:00"), 120.0, 60.0)
+    assert [(d.window, d.gpus, d.clear_gpus) for d in ds] == [("a", 8, 8), ("b", 12, 9)], ds
+    hold, clear, typed = per_tenant(ds)
+    assert hold == {"win": 20} and clear == {"win": 17} and typed == {"win": {"h100": 12, "a100": 8}}
+    cfg = parse_config({"tenants": [{"name": "win"}, {"name": "other", "tier": "low"}],
+                        "windows": [{**WIN, "name": "a", "gpus": 8}, {**WIN, "name": "b", "at": "14:30", "gpus": 4}]})
+    p = plan(None, _state("14:20", False), PolicyMemory(), cfg)
+    assert p.reservations["win"] == 12 and p.window_holds == {"win": 12}, p.reservations
+
+
+def test_a_snapshot_time_without_a_zone_is_read_as_utc():
+    from daemon.policy.windows import demands
+
+    w = WindowConfig.model_validate({**WIN, "gpus": 8, "timezone": "Europe/Paris"})   # 14:00 Paris: 13:00 UTC
+    naive, aware = dt.datetime(2026, 12, 7, 12, 45), dt.datetime(2026, 12, 7, 12, 45, tzinfo=dt.timezone.utc)
+    assert demands([w], naive, 120.0, 60.0) == demands([w], aware, 120.0, 60.0) != []
+
+
+def test_the_pool_gives_up_at_most_a_pooled_tenants_hold_for_its_window_and_nothing_for_others():
+    from daemon.policy.windows import pool_spare
+
+    p = Plan(at="2026-12-07T13:45:00+00:00", capacity=32, load=1.0, high_pool=12,
+             reservations={"pooled": 6, "apart": 8}, quotas={}, limits={}, preemptions=(), notifications=(),
+             stale=False, forecast_model="none", notes=(), memory=PolicyMemory(), pooled=("pooled",),
+             holds_by_type={"pooled": {"h100": 6}, "apart": {"h100": 8}})
+    assert pool_spare(p, "pooled", None, 8) == 6 and pool_spare(p, "pooled", None, 4) == 4
+    assert pool_spare(p, "pooled", "h100", 8) == 6 and pool_spare(p, "pooled", "a100", 8) == 0
+    assert pool_spare(p, "apart", None, 8) == 0 and pool_spare(p, "apart", "h100", 8) == 0
