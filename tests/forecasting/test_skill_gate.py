@@ -250,3 +250,45 @@ def test_the_shadow_report_counts_the_cycles_each_tenant_acted_on_the_forecast()
     assert t0["acting_share"] == pytest.approx(2 / 3) and rep["tiers"]["high"]["forecast_cycles"] == 2
     bad = dict(recs[0], cols={**recs[0]["cols"], "acting": [1]})
     assert problem(bad) == "'cols.acting' is not one value per tenant (2)"
+
+
+def test_a_tenant_whose_forecast_and_reactive_holds_both_lost_nothing_keeps_its_last_decision():
+    """Both perfect: nothing to gain from the forecast and nothing to lose by reacting, so the gate neither turns a
+    tenant on the forecast off (its plan would change for no evidence) nor turns a reactive one on."""
+    g = SkillGateConfig(enabled=True, margin=0.1, hysteresis=0.05, min_scored=10)
+    on = decide({"a": (0.0, 0.0, 10)}, ("a",), {"a": True}, g)["a"]
+    off = decide({"a": (0.0, 0.0, 10)}, ("a",), {}, g)["a"]
+    assert on.acting and on.why.endswith("kept on the forecast"), on
+    assert not off.acting and off.why.endswith(": reactive"), off
+
+
+def test_the_plans_note_counts_a_tenant_with_min_scored_forecasts_as_without_skill_not_as_too_few():
+    """reactive_why splits the reactive tenants by why: a tenant with exactly min_scored forecasts scored has
+    been judged (its forecast showed no skill); only one with fewer is waiting for scores."""
+    from daemon.forecasting.skill import Verdict, reactive_why
+    from daemon.policy.engine import GATE_WHY
+
+    vs = {"few": Verdict(False, "r", scored=9), "judged": Verdict(False, "r", 9.0, 1.0, 10),
+          "on": Verdict(True, "f", 1.0, 9.0, 10)}
+    notes = reactive_why((f"skill gate: 2 tenants planned reactively ({GATE_WHY})", "other"), vs, 10)
+    assert notes == ("skill gate: 2 tenants planned reactively (1 with fewer than 10 forecasts scored yet, 1 whose "
+                     "forecast has not shown skill)", "other"), notes
+
+
+def test_the_replay_gate_scores_a_mixed_fleets_typed_series_against_their_own_columns():
+    """On a mixed fleet the trace's columns are the forecast's typed series (tenant@spec) under other names: the
+    replay's gate reads the trace under the series' names, so each is scored and the tenant judged on both."""
+    from daemon.sim.skill_gate import ReplayGate
+
+    d = _rises()
+    n = len(d) - H - 1
+    idx = pd.date_range("2026-01-01", periods=n, freq="min", tz="UTC")
+    demand = pd.DataFrame({"c0": d[:n], "c1": d[:n] / 2}, index=idx)
+    names = ("a@h100", "a@a100")
+    cfg = Config(policy={"lead_time_steps": 4, "preempt_lead_steps": 2, "skill_gate": {"enabled": True}})
+    gate = ReplayGate(cfg, demand, names)
+    for k in range(n):
+        v = np.stack([d[k + 1: k + 1 + H], d[k + 1: k + 1 + H] / 2])
+        acting = gate.at(k, Forecast(names, QS, np.stack([v, v * 1.01, v * 1.02], axis=2), idx[k], 60, "m"), ("a",))
+    v = gate.verdicts["a"]
+    assert v.scored == n - H and "a" in acting, v
