@@ -14,11 +14,23 @@ p90: P1 at 0 runs 560 s; at 500 A's 2 GPUs come back: P3 starts (500), 1 left; a
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from daemon.policy.eta import Eta, FreedRate, RunLengths, estimate, forecast_growth, naive_waits, scheduler_order
+from daemon.policy.eta import (
+    Eta,
+    FreedRate,
+    RunLengths,
+    estimate,
+    forecast_growth,
+    free_to_pending,
+    moved,
+    naive_waits,
+    scheduler_order,
+)
 from daemon.policy.eta_calibration import Calibration, calibrate
 from daemon.policy.state import UNHELD, ClusterState, Jobs, Nodes
 
@@ -204,3 +216,114 @@ def test_a_start_after_draining_gpus_come_back_says_so():
     bare = ClusterState(at=st.at, tenants=st.tenants, tiers=st.tiers, capacity=8, used=st.used, pending=st.pending,
                         jobs=st.jobs, draining=2.0)
     assert {e.job_id: e for e in estimate(bare, RunLengths(), drain_s=120.0)}["P3"].basis == "GPUs draining now"
+
+
+def _n_holds_n1() -> ClusterState:
+    """_state with n1 (B's node, 2 GPUs free) held for tenant n instead of h."""
+    st = _state()
+    return dataclasses.replace(st, nodes=dataclasses.replace(st.nodes, held_by=np.array([UNHELD, 2])))
+
+
+def test_a_job_takes_its_tenants_own_hold_before_gpus_free_to_all():
+    """P1 (n) fits both n's own hold on n1 and n0's 2 unheld GPUs: it takes its own, so P3 (l) starts now on n0."""
+    got = {e.job_id: e.p50_s for e in estimate(_n_holds_n1(), _history(), time_limit_s=LIMITS)}
+    assert got["P1"] == 0.0 and got["P3"] == 0.0, got
+
+
+def test_the_highest_tiers_growth_eats_first_and_blocks_only_the_tiers_below_the_one_still_unserved():
+    """h (high) and a (normal) each forecast 2 GPUs more; n0's 2 unheld GPUs go to h's growth first, a's stays
+    unserved: the normal tier's P1 still starts on n's own hold now, the low tier's P3 waits behind a's growth."""
+    got = {e.job_id: e.p50_s for e in estimate(_n_holds_n1(), _history(), time_limit_s=LIMITS,
+                                               growth={"h": (2.0, 2.0), "a": (2.0, 2.0)})}
+    assert got["P1"] == 0.0 and got["P3"] != 0.0, got
+
+
+def test_a_running_job_ends_at_the_sooner_of_its_time_limit_and_its_tenants_history():
+    """A (tenant a) has a limit of 5,000 s, 100 s run, and a's history (n's runs) says 300 s more at the median:
+    its GPUs come back at 300, so P3 starts then and P2 (3 GPUs) at 400 with P1's, not at A's limit."""
+    rl = _history()
+    for r in (200, 300, 400, 500, 600):
+        rl.observe("a", r)
+    got = {e.job_id: e.p50_s for e in estimate(_state(), rl, time_limit_s={"A": 5000.0, "B": 1000.0})}
+    assert got == {"P1": 0.0, "P2": 400.0, "P3": 300.0}, got
+
+
+def test_the_p90_start_is_never_before_the_p50():
+    """Without a node view, 4 GPUs: R1 (tenant r, history: 70 s left at the median, 96 at the 90th percentile)
+    and R2 (a 96 s limit) run 2 each; Y (4 GPUs) is first in the queue, Z (2 GPUs, 1,000 s runs) second. At the
+    median R1 ends first and Z takes its 2 GPUs (Y then waits until 1,070); at the 90th percentile both end at 96
+    and Y starts then. A p90 start before the p50's is no p90: it is the p50's."""
+    jobs = Jobs(ids=np.array(["R1", "R2", "Y", "Z"], dtype=object), tenant=np.array([0, 1, 2, 3]),
+                gpus=np.array([2, 2, 4, 2]), priority=np.array([1, 1, 1, 1], dtype=np.int8),
+                running=np.array([True, True, False, False]), runtime_s=np.zeros(4),
+                wait_s=np.array([0, 0, 500.0, 100.0]), node=np.array(["", "", "", ""], dtype=object))
+    st = ClusterState(at=pd.Timestamp("2026-01-05T00:00:00Z"), tenants=("r", "q", "y", "z"), tiers=("normal",) * 4,
+                      capacity=4, used=np.array([2.0, 2, 0, 0]), pending=np.array([0.0, 0, 4, 2]), jobs=jobs)
+    rl = RunLengths(min_samples=5)
+    for r in (50, 60, 70, 96, 96):
+        rl.observe("r", r)
+    for _ in range(5):
+        rl.observe("z", 1000.0)
+    got = {e.job_id: e for e in estimate(st, rl, time_limit_s={"R2": 96.0})}
+    assert (got["Y"].p50_s, got["Y"].p90_s) == (1070.0, 1070.0), got["Y"]
+
+
+def test_without_a_node_view_only_a_holds_unused_gpus_are_kept_from_others():
+    """8 GPUs, h holds 4 and runs 2, n runs 2: 4 free, of which h's hold keeps 2. n's 2-GPU job starts now, its
+    3-GPU job does not (the hold's 2 are not its): not with n's running job's 2 at its limit (300 s) either, only
+    once h's job's 2 come back too (900 s; without a node view every release is unheld)."""
+    jobs = Jobs(ids=np.array(["H", "N", "P", "Q"], dtype=object), tenant=np.array([0, 1, 1, 1]),
+                gpus=np.array([2, 2, 2, 3]), priority=np.array([2, 1, 1, 1], dtype=np.int8),
+                running=np.array([True, True, False, False]), runtime_s=np.zeros(4),
+                wait_s=np.array([0, 0, 200.0, 100.0]), node=np.array(["", "", "", ""], dtype=object))
+    st = ClusterState(at=pd.Timestamp("2026-01-05T00:00:00Z"), tenants=("h", "n"), tiers=("high", "normal"),
+                      capacity=8, used=np.array([2.0, 2.0]), pending=np.array([0.0, 5.0]), jobs=jobs)
+    got = {e.job_id: e.p50_s for e in estimate(st, RunLengths(), reservations={"h": 4},
+                                               time_limit_s={"N": 300.0, "H": 900.0})}
+    assert got == {"P": 0.0, "Q": 900.0}, got
+
+
+def test_a_windows_hold_begun_already_is_the_snapshots_not_taken_again():
+    """A window's hold that begins now or began (0 or fewer seconds from now) is in the snapshot's holds already:
+    the estimate is the same as without it (taking it again would keep P1 off n0's 2 free GPUs)."""
+    base = [(e.p50_s, e.p90_s) for e in estimate(_state(), _history(), time_limit_s=LIMITS)]
+    for t in (0.0, -60.0):
+        got = [(e.p50_s, e.p90_s) for e in estimate(_state(), _history(), time_limit_s=LIMITS,
+                                                    windows=[(t, "a", 2.0)])]
+        assert got == base, (t, got)
+
+
+def test_releases_are_batched_from_exact_below_running_jobs_on():
+    """_state runs 2 jobs: at exact_below = 2 the releases a minute apart are one (P3's p90 560, as in
+    test_releases_within_a_minute_are_taken_together_at_the_last_of_them_on_a_big_cluster), at 3 they are not."""
+    at = {n: {e.job_id: e.p90_s for e in estimate(_state(), _history(), time_limit_s=LIMITS, exact_below=n)}["P3"]
+          for n in (2, 3)}
+    assert at == {2: 560.0, 3: 500.0}
+
+
+def test_low_work_that_waited_max_wait_exactly_is_aged_as_in_the_simulator():
+    assert list(scheduler_order(np.array([0, 1]), np.array([600.0, 10.0]), max_wait_s=600)) == [0, 1]
+
+
+def test_a_job_that_ended_at_once_is_a_run_of_zero_seconds():
+    rl = RunLengths(min_samples=3)
+    for r in (0.0, 0.0, 0.0, -1.0, float("nan")):
+        rl.observe("t", r)
+    assert rl.samples("t") == 3 and rl.usual("t", 0.5) == 0.0
+
+
+def test_gpus_free_to_pending_work_are_the_unheld_nodes_or_the_capacity_less_unused_holds():
+    st = _state()
+    st = dataclasses.replace(st, nodes=dataclasses.replace(st.nodes, free=np.array([2, 1])))
+    assert free_to_pending(st) == 2.0                  # n0's 2; n1's 1 is h's
+    bare = ClusterState(at=st.at, tenants=TENANTS, tiers=TIERS, capacity=8, used=np.array([2.0, 2, 0, 0]),
+                        pending=np.zeros(4), draining=1)
+    assert free_to_pending(bare, {"h": 3}) == 2.0      # 8 - 4 used - 1 draining - h's 1 unused
+    assert free_to_pending(bare, {"h": 2}) == 3.0
+
+
+def test_an_estimate_is_rewritten_when_a_side_moved_five_minutes_or_became_known_or_unknown():
+    assert moved(None, (0.0, 60.0))
+    assert not moved((100.0, 200.0), (399.0, 200.0)) and moved((100.0, 200.0), (400.0, 200.0))
+    assert moved((100.0, None), (100.0, 200.0)) and moved((100.0, 200.0), (100.0, None))
+    assert not moved((None, None), (None, None))

@@ -159,3 +159,50 @@ def test_a_blend_that_barely_wins_leaves_the_model():
     for waited in (750.0, 1200.0) * 50:
         cal.observe("normal", 0.0, waited, p90_model_s=1200.0, p50_model_s=700.0, naive_s=1000.0)
     assert cal.factors(1e9).blend["normal"] == 1.0
+
+
+def test_a_start_before_the_first_estimate_teaches_nothing():
+    cal = Calibration(min_tier=1, min_all=1)
+    cal.observe("normal", made_at=100.0, started_at=50.0, p90_model_s=100.0)
+    assert cal.factors(1e9).by_tier == {}
+
+
+def test_a_job_that_started_at_its_estimate_waited_one_cycle_and_teaches_a_scale_of_one():
+    """60 jobs that fit now (model p50 and p90 0) and started at the estimate's own time: each waited one cycle
+    (floor_s) against a model wait of one cycle, so both scales are 1 and a new job that fits now is told one cycle,
+    at the p90 and (scaled) at the p50, not 0."""
+    cal = Calibration(floor_s=60.0)
+    for _ in range(60):
+        cal.observe("normal", 1000.0, 1000.0, p90_model_s=0.0, p50_model_s=0.0)
+    f = cal.factors(1e9)
+    assert f.by_tier["normal"][:2] == (1.0, 1.0)
+    (a,) = calibrate([_eta("A", "n", 0.0, 0.0)], TIERS, f, p50=True)
+    assert (a.p50_s, a.p90_s) == (60.0, 60.0)
+
+
+def test_the_blend_replaces_the_model_at_exactly_blend_gain_of_its_error_and_a_tie_goes_to_the_larger_weight():
+    """'At most BLEND_GAIN of the model's own': every job waited 100 s, the model said 200 (off 100), the naive
+    estimate 180 (off 80 = 0.8 x 100, the naive estimate alone the best blend): w = 0. And where w = 0.25 and 0.5
+    err alike (waited 75, model 200, naive 0: both off 25), the larger weight (more of the model's) is taken."""
+    cal = Calibration()
+    for _ in range(100):
+        cal.observe("normal", 0.0, 100.0, p90_model_s=200.0, p50_model_s=200.0, naive_s=180.0)
+    assert cal.factors(1e9).blend["normal"] == 0.0
+    cal = Calibration()
+    for _ in range(100):
+        cal.observe("normal", 0.0, 75.0, p90_model_s=200.0, p50_model_s=200.0, naive_s=0.0)
+    assert cal.factors(1e9).blend["normal"] == 0.5
+
+
+def test_each_tier_blends_by_its_own_weight_once_it_has_enough_jobs():
+    """The low tier's started jobs the naive estimate got right, the normal tier's the model: every tier's together
+    err alike at any weight (the model stays, w = 1), but a low job's p50 is its naive estimate (its tier's w = 0)."""
+    cal = Calibration(floor_s=60.0)
+    for _ in range(100):
+        cal.observe("low", 0.0, 100.0, p90_model_s=300.0, p50_model_s=300.0, naive_s=100.0)
+        cal.observe("normal", 0.0, 100.0, p90_model_s=300.0, p50_model_s=100.0, naive_s=300.0)
+    f = cal.factors(1e9)
+    assert (f.blend[""], f.blend["low"], f.blend["normal"]) == (1.0, 0.0, 1.0)
+    low, normal = calibrate([_eta("L", "l", 900.0, 1800.0), _eta("N", "n", 900.0, 1800.0)], TIERS, f,
+                            naive={"L": 300.0, "N": 300.0})
+    assert low.p50_s == pytest.approx(300.0) and normal.p50_s == 900.0
