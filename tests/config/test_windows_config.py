@@ -162,3 +162,63 @@ def test_a_name_or_time_with_a_final_newline_is_refused():
     accepted, stored and made into the argument ReservationName=gpuas-win-x\\n of scontrol (and "14:00\\n" a time)."""
     assert "not a window name" in _refused([_w(name="x\n")])
     assert "is not a time of day" in _refused([_w(at="14:00\n")])
+
+
+def test_a_bad_count_a_day_without_weekly_a_negative_lead_or_no_tenant_is_refused():
+    assert "windows.0.gpus: must be > 0" in _refused([_w(gpus=0)])
+    fleet = {**BASE, "fleet": {"types": ["h100"], "pools": [{"type": "h100", "nodes": 4}]}}
+    assert "GPUs per type must be > 0: {'h100': 0}" in _refused([_w(gpus={"h100": 0})], fleet)
+    # a day on a daily window would be silently dropped: the window would run every day, not on that day
+    assert "day is read only with every = 'weekly'" in _refused([_w(day="mon")])
+    assert "windows.0.reclaim_before_minutes" in _refused([_w(reclaim_before_minutes=-5)])
+    assert "windows.0.tenant" in _refused([_w(tenant="")], {"cluster": {"gpus": 32}})
+
+
+def test_a_weekday_window_starts_monday_to_friday_only():
+    w = WindowConfig.model_validate(_w(every="weekdays", at="09:00", timezone="UTC"))
+    got = w.starts(dt.datetime(2026, 12, 6, tzinfo=dt.timezone.utc), dt.datetime(2026, 12, 13, tzinfo=dt.timezone.utc))
+    assert [s.strftime("%a %H:%M") for s in got] == [f"{d} 09:00" for d in ("Mon", "Tue", "Wed", "Thu", "Fri")]
+    assert w.crontab() == "0 9 * * mon-fri" and w.slurm_flag() == "WEEKDAY"
+
+
+def test_a_crontab_weekday_range_that_runs_backwards_is_refused_not_read_as_the_rest_of_its_list():
+    assert "weekday range '5-1' runs backwards" in _refused([_w(every=None, at=None, cron="0 9 * * 5-1,3")])
+
+
+def test_starts_are_up_to_but_not_at_the_end_of_the_span_asked():
+    w = WindowConfig.model_validate(_w(timezone="UTC"))
+    day = dt.datetime(2026, 12, 7, tzinfo=dt.timezone.utc)
+    assert w.starts(day, day.replace(hour=14)) == []
+    assert w.starts(day, day.replace(hour=14, minute=1)) == [day.replace(hour=14)]
+
+
+def test_the_next_lead_time_is_of_the_first_occurrence_not_yet_being_reclaimed_for():
+    """14:00 UTC with 30 min of lead: before 13:30 the next lead is today's 13:30; at 13:30 exactly and after (the
+    plan's hold has taken today's occurrence) it is tomorrow's."""
+    w = WindowConfig.model_validate(_w(timezone="UTC", reclaim_before_minutes=30))
+    at = dt.datetime(2026, 12, 7, 13, 0, tzinfo=dt.timezone.utc)
+    assert w.next_lead(at) == at.replace(minute=30)
+    for now in (at.replace(minute=30), at.replace(minute=40), at.replace(hour=14, minute=30)):
+        assert w.next_lead(now) == at.replace(day=8, minute=30), now
+
+
+def test_a_window_whose_hold_begins_as_its_last_occurrence_ends_does_not_overlap_itself():
+    # hourly, 30 min long, held 30 min ahead: each hold begins as the one before ends
+    parse_config({**BASE, "windows": [_w(every=None, at=None, cron="0 * * * *", duration_minutes=30,
+                                         reclaim_before_minutes=30)]})
+    assert "before the one before it" in _refused([_w(every=None, at=None, cron="0 * * * *", duration_minutes=31,
+                                                      reclaim_before_minutes=30)])
+
+
+def test_two_windows_over_the_capacity_every_day_are_one_line_not_one_per_occurrence():
+    out = problems([WindowConfig.model_validate(_w(gpus=20)), WindowConfig.model_validate(_w("y", "b", 20))],
+                   {"gpu": 32}, False, since=dt.datetime(2026, 12, 7, tzinfo=dt.timezone.utc))
+    assert len(out) == 1 and "x (20) and y (20) overlap" in out[0], out
+
+
+def test_a_crontabs_weekday_forms_slurm_can_repeat_get_its_flag():
+    def flag(dow: str) -> str | None:
+        return WindowConfig.model_validate(_w(every=None, at=None, cron=f"0 9 * * {dow}")).slurm_flag()
+
+    assert [flag(d) for d in ("*", "1-5", "mon-fri", "0", "7", "sun", "1,3")] == \
+        ["DAILY", "WEEKDAY", "WEEKDAY", "WEEKLY", "WEEKLY", "WEEKLY", None]
