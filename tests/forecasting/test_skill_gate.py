@@ -292,3 +292,26 @@ def test_the_replay_gate_scores_a_mixed_fleets_typed_series_against_their_own_co
         acting = gate.at(k, Forecast(names, QS, np.stack([v, v * 1.01, v * 1.02], axis=2), idx[k], 60, "m"), ("a",))
     v = gate.verdicts["a"]
     assert v.scored == n - H and "a" in acting, v
+
+
+def test_the_gates_evidence_scores_the_holds_the_plan_would_make_by_hand():
+    """One forecast of 4 tenants, scored at p90 over a 4-step and a 2-step lead window (headroom 5%): the forecast's
+    hold is max(forecast peak, demand now) x 1.05, the reactive hold demand now x 1.05, each lost at the pinball of
+    the realised peak. rise: 10 now, 20 after, forecast 20: holds 21 and 10.5, lost 0.1 and 8.55 per window. flat:
+    10 throughout, forecast 5: both hold 10.5, lost 0.05 per window. blind: demand now unknown: no reactive hold,
+    not scored. gap: its first 2 steps unknown: scored in the 4-step window only, so not counted as scored (a
+    forecast counts once scored in every lead window). A second forecast of rise alone (held 21 against 20 by both
+    rules) adds to its evidence: 2 forecasts scored."""
+    idx = pd.date_range("2026-01-01", periods=H + 2, freq="min", tz="UTC")
+    hist = pd.DataFrame({"rise": [10.0] + [20.0] * (H + 1), "flat": [10.0] * (H + 2),
+                         "blind": [np.nan] + [10.0] * (H + 1), "gap": [10.0, np.nan, np.nan] + [10.0] * (H - 1)},
+                        index=idx)
+    q = ForecastQuality(QS, H, stride=1, peak_windows={"lead": 4, "preempt": 2}, act_quantile=0.9, headroom=0.05)
+    v = np.array([20.0, 5.0, 10.0, 10.0])[:, None, None] * np.ones((4, H, len(QS)))
+    q.track(Forecast(tuple(hist.columns), QS, v, idx[0], 60, "m"), hist.iloc[:1])
+    q.track(Forecast(("rise",), QS, np.full((1, H, len(QS)), 20.0), idx[1], 60, "m"), hist.iloc[:2])
+    q.track(None, hist)
+    sk = q.skill()
+    assert sk["rise"] == (pytest.approx(2 * 0.1 + 2 * 0.1), pytest.approx(2 * 8.55 + 2 * 0.1), 2), sk
+    assert sk["flat"] == (pytest.approx(0.1), pytest.approx(0.1), 1), sk
+    assert sk["blind"] == (0.0, 0.0, 0) and sk["gap"][2] == 0, sk
