@@ -229,10 +229,23 @@ class Config(_Strict):
         # refused at start and reload: a window larger than its type's GPUs, or windows that overlap with more
         # GPUs than there are (each named, with the time); the API checks a change against the live capacity
         bad = window_problems(self.windows, self.known_capacity(), self.fleet.typed,
-                              [t.name for t in self.tenants])
+                              [t.name for t in self.tenants], min_lead_s=self.window_min_lead_s())
         if bad:
             raise ValueError("; ".join(bad))
         return self
+
+    def preempt_drain_s(self) -> float:
+        """Seconds a preempted job keeps its GPUs while it drains: ``policy.preempt_drain_s``, by default the
+        simulator's drain_steps times the cycle's resolution (so the replay and the daemon assume the same)."""
+        pc = self.policy
+        return float(pc.preempt_drain_s if pc.preempt_drain_s is not None
+                     else self.source.simulator.drain_steps * self.cycle.resolution_s)
+
+    def window_min_lead_s(self) -> float:
+        """The shortest lead a window's hold has in the plan (daemon/policy/windows.py ``demands``): a preemption's
+        drain and one cycle, so that what the plan preempts at the first plan of the lead has drained by the start.
+        A reclaim_before shorter than this is lengthened to it, in the plan and in the windows' overlap check."""
+        return self.preempt_drain_s() + float(self.cycle.interval_s)
 
     def known_capacity(self) -> dict[str, int]:
         """GPUs per type known from the config alone: the simulated cluster's (fleet.pools, else cluster.gpus);

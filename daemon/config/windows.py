@@ -233,14 +233,15 @@ def cron_weekdays(field: str) -> str:
 
 def problems(windows: Iterable[WindowConfig], capacity: Mapping[str, int], typed: bool, tenants: Iterable[str] = (),
              since: dt.datetime | None = None, default_type: str = "gpu",
-             tenants_are: str = "one of [[tenants]]") -> list[str]:
+             tenants_are: str = "one of [[tenants]]", min_lead_s: float = 0.0) -> list[str]:
     """Why these windows cannot all be kept, one line each (empty: they can): a name twice, an unknown tenant or
     type, a number of GPUs on a mixed fleet (or types on a one-model cluster), a window larger than its type's
     capacity, one that overlaps itself, and windows whose holds overlap with more GPUs than the type has
     (both windows and the time named). `capacity`: GPUs per type (`default_type` on a one-model cluster); a type
     not in it is not checked for size (its capacity is known only to the scheduler). Holds count from
-    reclaim_before ahead of each start. `since`: where the check period starts (the caller's clock).
-    `tenants_are`: what `tenants` are, as an unknown tenant's line says it."""
+    reclaim_before ahead of each start, at least `min_lead_s` (Config.window_min_lead_s: the plan lengthens a
+    shorter lead to a preemption's drain and a cycle, daemon/policy/windows.py). `since`: where the check period
+    starts (the caller's clock). `tenants_are`: what `tenants` are, as an unknown tenant's line says it."""
     ws = list(windows)
     out: list[str] = []
     known_tenants = set(tenants)
@@ -277,16 +278,19 @@ def problems(windows: Iterable[WindowConfig], capacity: Mapping[str, int], typed
                        f"than {most} times in the {CHECK_PERIOD.days} days checked: a window recurs at most "
                        f"{MAX_STARTS_PER_DAY} times a day (hourly)")
             continue
-        occ = w.starts(start - w.duration, end + w.lead)
+        lead = max(w.lead, dt.timedelta(seconds=min_lead_s))
+        occ = w.starts(start - w.duration, end + lead)
         for a, b in zip(occ, occ[1:]):
-            if b - a < w.duration + w.lead:
-                out.append(f"windows.{w.name}: an occurrence ({_fmt(b)}) starts, or is reclaimed for, before the "
-                           f"one before it ({_fmt(a)}) has ended: shorten duration_minutes or "
+            if b - a < w.duration + lead:
+                longer = "" if lead == w.lead else \
+                    f" (reclaimed for {lead.total_seconds() / 60:g} min ahead: a preemption's drain and a cycle)"
+                out.append(f"windows.{w.name}: an occurrence ({_fmt(b)}) starts, or is reclaimed for{longer}, before "
+                           f"the one before it ({_fmt(a)}) has ended: shorten duration_minutes or "
                            "reclaim_before_minutes")
                 break
         for s in occ:
             for t, g in w.gpus_by_type(default_type).items():
-                spans.setdefault(t, []).append((s - w.lead, s + w.duration, w, g))
+                spans.setdefault(t, []).append((s - lead, s + w.duration, w, g))
     if out:
         return out
     seen: set[tuple[str, ...]] = set()
@@ -320,7 +324,9 @@ def problems(windows: Iterable[WindowConfig], capacity: Mapping[str, int], typed
             lo, hi = max(x[0] for x in live), min(x[1] for x in live)
             who = " and ".join(f"{w2.name} ({g2})" for *_z, w2, g2 in sorted(live, key=lambda x: x[2].name))
             what = f"{t} GPUs" if typed else "GPUs"
-            out.append(f"windows: {who} overlap from {_fmt(lo)} to {_fmt(hi)} (holds from reclaim_before on) with "
+            held = "reclaim_before on" + (", or a preemption's drain and a cycle ahead where that is longer"
+                                          if any(w2.lead.total_seconds() < min_lead_s for *_y, w2, _g in live) else "")
+            out.append(f"windows: {who} overlap from {_fmt(lo)} to {_fmt(hi)} (holds from {held}) with "
                        f"{total} {what}, more than the {cap} the cluster has")
     return out
 

@@ -57,9 +57,8 @@ def drain_and_checkpoint_s(cfg: Config) -> tuple[float, float]:
     ``policy.preempt_drain_s`` and ``policy.checkpoint_interval_s``, by default the simulator's steps times the
     cycle's resolution (so the replay and the daemon assume the same)."""
     pc, sc, res = cfg.policy, cfg.source.simulator, cfg.cycle.resolution_s
-    drain = pc.preempt_drain_s if pc.preempt_drain_s is not None else float(sc.drain_steps * res)
     ckpt = pc.checkpoint_interval_s if pc.checkpoint_interval_s is not None else float(sc.checkpoint_steps * res)
-    return float(drain), float(ckpt)
+    return cfg.preempt_drain_s(), float(ckpt)
 
 
 def _rate_overrides(cfg: Config, ops: OperatorInputs) -> dict[str, TenantConfig]:

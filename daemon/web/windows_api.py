@@ -88,7 +88,8 @@ def change(backend: Backend, who: str, name: str, window: WindowConfig | None) -
         listed = [t.name for t in cfg.tenants]
         return problems(merged.values(), capacity_now(snap, cfg), cfg.fleet.typed, listed or tenant_names(snap),
                         tenants_are="one of [[tenants]]" if listed else
-                        "a tenant the daemon has seen (the config lists none in [[tenants]])")
+                        "a tenant the daemon has seen (the config lists none in [[tenants]])",
+                        min_lead_s=cfg.window_min_lead_s())
 
     return backend.overrides().change_window(who, name, window, check)
 

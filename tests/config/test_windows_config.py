@@ -222,3 +222,19 @@ def test_a_crontabs_weekday_forms_slurm_can_repeat_get_its_flag():
 
     assert [flag(d) for d in ("*", "1-5", "mon-fri", "0", "7", "sun", "1,3")] == \
         ["DAILY", "WEEKDAY", "WEEKDAY", "WEEKLY", "WEEKLY", "WEEKLY", None]
+
+
+def test_windows_are_checked_with_the_lead_the_plan_holds_them_from_when_reclaim_before_is_shorter():
+    """reclaim_before = 0, x until 16:00 and y from 16:00, 20 GPUs each on 32: they met end to start by the
+    config's count, but the plan holds a window at least a preemption's drain (120 s here) and a cycle (30 s) ahead,
+    so it held 40 GPUs from 15:57:30 (daemon/policy/windows.py demands). The check counts the same lead; a drain
+    of 0 still leaves a cycle."""
+    two = [_w(gpus=20, timezone="UTC", reclaim_before_minutes=0),
+           _w("y", "b", 20, timezone="UTC", at="16:00", duration_minutes=60, reclaim_before_minutes=0)]
+    msg = _refused(two)
+    assert "x (20) and y (20) overlap from" in msg and "a preemption's drain and a cycle ahead" in msg, msg
+    assert "overlap" in _refused(two, {**BASE, "policy": {"preempt_drain_s": 0}})
+    parse_config({**BASE, "windows": [two[0], {**two[1], "at": "16:03"}]})       # held from 16:00:30
+    # a window meeting its own next occurrence: hourly, 59 min long, no reclaim_before
+    msg = _refused([_w(every=None, at=None, cron="0 * * * *", duration_minutes=59, reclaim_before_minutes=0)])
+    assert "reclaimed for 2.5 min ahead: a preemption's drain and a cycle" in msg

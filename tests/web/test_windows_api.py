@@ -55,6 +55,10 @@ def test_a_window_the_cluster_cannot_take_is_refused_with_the_conflict_named(api
                   headers=h(OP))
     assert r.status_code == 409
     assert "a (200) and b (100) overlap from" in r.json()["error"] and "300 GPUs" in r.json()["error"]
+    # b at 16:00 (a's end) with no reclaim_before: the plan still holds it a drain and a cycle ahead, while a is open
+    r = httpx.put(f"{base}/api/v1/windows/b", json={**W, "tenant": "tenant-0002", "gpus": 100, "at": "16:00",
+                                                   "reclaim_before_minutes": 0}, headers=h(OP))
+    assert r.status_code == 409 and "a preemption's drain and a cycle ahead" in r.json()["error"], r.text
     assert [w["name"] for w in httpx.get(f"{base}/api/v1/windows", headers=h(OP)).json()["windows"]] == ["a"]
     r = httpx.put(f"{base}/api/v1/windows/c", json={**W, "at": "99:00"}, headers=h(OP))
     assert r.status_code == 400 and "not a time of day" in r.json()["error"]
