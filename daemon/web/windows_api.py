@@ -40,14 +40,16 @@ def capacity_now(snap: Snapshot, cfg: Config) -> dict[str, int]:
     return cfg.known_capacity()
 
 
-def window_view(w: WindowConfig, source: str, now: dt.datetime) -> dict[str, Any]:
+def window_view(w: WindowConfig, source: str, now: dt.datetime, min_lead_s: float = 0.0) -> dict[str, Any]:
     """The window as listed: `next_start` is the occurrence in progress at `now`, else the next one; `open_until`
-    its end while it is in progress (None otherwise), so a start already past is not read as one to come."""
+    its end while it is in progress (None otherwise), so a start already past is not read as one to come;
+    `held_from` its lead time as the plan holds it (reclaim_before, at least `min_lead_s`: Config.window_min_lead_s)."""
     nxt = w.occurrence(now)
+    lead = max(w.lead, dt.timedelta(seconds=min_lead_s))
     open_until = nxt + w.duration if nxt is not None and nxt <= now else None
     return {**w.model_dump(mode="json"), "source": source, "slurm_flag": w.slurm_flag(),
             "next_start": nxt.isoformat() if nxt is not None else None,
-            "held_from": (nxt - w.lead).isoformat() if nxt is not None else None,
+            "held_from": (nxt - lead).isoformat() if nxt is not None else None,
             "open_until": open_until.isoformat() if open_until is not None else None}
 
 
@@ -67,8 +69,9 @@ def visible(backend: Backend, p: Principal) -> list[dict[str, Any]]:
     cfg = backend.config()
     now = plan_clock(backend.snapshot(), cfg)
     ops = {k: WindowConfig.model_validate(v) for k, v in backend.overrides().windows().items()}
-    out = [window_view(w, "config", now) for w in cfg.windows if w.name not in ops]
-    out += [window_view(w, "api", now) for w in ops.values()]
+    lead = cfg.window_min_lead_s()
+    out = [window_view(w, "config", now, lead) for w in cfg.windows if w.name not in ops]
+    out += [window_view(w, "api", now, lead) for w in ops.values()]
     return sorted((w for w in out if p.may_see(w["tenant"])), key=lambda w: w["name"])
 
 

@@ -115,7 +115,7 @@ def test_a_windows_next_start_is_on_the_clock_the_plan_holds_it_by(api):
     plan was about to hold, so the window seemed not to be coming while its hold was already in place."""
     import datetime as dt
 
-    _, base = api
+    d, base = api
     w = {**W, "tenant": "tenant-0003", "gpus": 8, "at": "10:00", "timezone": "UTC", "duration_minutes": 60}
     assert httpx.put(f"{base}/api/v1/windows/clock", json=w, headers=h(OP)).status_code == 200
     try:
@@ -128,5 +128,11 @@ def test_a_windows_next_start_is_on_the_clock_the_plan_holds_it_by(api):
             assert plan_at - dt.timedelta(minutes=60) < start <= plan_at + dt.timedelta(days=1), (got, plan_at)
             assert start.hour == 10 and start.minute == 0
             assert dt.datetime.fromisoformat(got["held_from"]) == start - dt.timedelta(minutes=30)
+        # no reclaim_before: the plan still holds it a preemption's drain and a cycle ahead, and says so
+        assert httpx.put(f"{base}/api/v1/windows/clock", json={**w, "reclaim_before_minutes": 0},
+                         headers=h(OP)).status_code == 200
+        got = httpx.get(f"{base}/api/v1/windows/clock", headers=h(OP)).json()
+        lead = dt.datetime.fromisoformat(got["next_start"]) - dt.datetime.fromisoformat(got["held_from"])
+        assert lead >= dt.timedelta(seconds=1) and lead == dt.timedelta(seconds=d.cfg.window_min_lead_s()), got
     finally:
         assert httpx.delete(f"{base}/api/v1/windows/clock", headers=h(OP)).status_code == 200
