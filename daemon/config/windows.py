@@ -167,12 +167,20 @@ class WindowConfig(_Strict):
         """The start of the occurrence in progress at `now`, else of the next one (None: none ever again)."""
         return self.trigger().get_next_fire_time(None, now - self.duration + dt.timedelta(microseconds=1))
 
-    def next_lead(self, now: dt.datetime) -> dt.datetime | None:
-        """The lead time (start less reclaim_before) of the first occurrence whose lead time is still ahead of `now`
+    def next_lead(self, now: dt.datetime, min_lead_s: float = 0.0) -> dt.datetime | None:
+        """The lead time (start less ``held_lead``) of the first occurrence whose lead time is still ahead of `now`
         (an occurrence already being reclaimed for is the plan's hold's); None when it never starts again. When a
         Slurm reservation for the window is made for, and how soon it is made with ``windows_reserved = at_lead``."""
-        start = self.trigger().get_next_fire_time(None, now + self.lead + dt.timedelta(seconds=1))
-        return None if start is None else start - self.lead
+        lead = self.held_lead(min_lead_s)
+        start = self.trigger().get_next_fire_time(None, now + lead + dt.timedelta(seconds=1))
+        return None if start is None else start - lead
+
+    def held_lead(self, min_lead_s: float = 0.0) -> dt.timedelta:
+        """How long before each start the plan holds the window: reclaim_before, lengthened to `min_lead_s`
+        (Config.window_min_lead_s: a preemption's drain and a cycle) where it is shorter, so that what the first plan
+        of the lead preempts has drained by the start. The plan, the overlap check, Slurm's reservation and the start
+        estimates all count from it."""
+        return max(self.lead, dt.timedelta(seconds=min_lead_s))
 
     @property
     def duration(self) -> dt.timedelta:
@@ -278,7 +286,7 @@ def problems(windows: Iterable[WindowConfig], capacity: Mapping[str, int], typed
                        f"than {most} times in the {CHECK_PERIOD.days} days checked: a window recurs at most "
                        f"{MAX_STARTS_PER_DAY} times a day (hourly)")
             continue
-        lead = max(w.lead, dt.timedelta(seconds=min_lead_s))
+        lead = w.held_lead(min_lead_s)
         occ = w.starts(start - w.duration, end + lead)
         for a, b in zip(occ, occ[1:]):
             if b - a < w.duration + lead:

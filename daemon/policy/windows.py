@@ -77,7 +77,7 @@ def demands(windows: Iterable[WindowConfig], now: dt.datetime, drain_s: float, c
         start = w.occurrence(now)
         if start is None:
             continue
-        lead = max(w.lead, dt.timedelta(seconds=drain_s + cycle_s))
+        lead = w.held_lead(drain_s + cycle_s)
         end = start + w.duration
         gpus = w.total_gpus()
         opens = f"window {w.name} opens {start:%H:%M} {w.timezone}"

@@ -80,9 +80,10 @@ def with_queued(state: ClusterState, queued: list[Jobs]) -> ClusterState:
 WINDOW_AHEAD_S = 86400.0   # windows whose hold begins within this much are counted
 
 
-def windows_ahead(plan: Plan, at: pd.Timestamp) -> list[tuple[float, str, float]]:
+def windows_ahead(plan: Plan, at: pd.Timestamp, min_lead_s: float = 0.0) -> list[tuple[float, str, float]]:
     """The plan's recurring windows whose hold has not begun yet (one in force is already among the holds), as
-    (seconds after `at` the hold begins: the next start less reclaim_before, tenant, GPUs)."""
+    (seconds after `at` the hold begins: the next start less the lead the plan holds it from, reclaim_before or
+    `min_lead_s` where that is longer: Config.window_min_lead_s, tenant, GPUs)."""
     now = at.to_pydatetime()
     if now.tzinfo is None:
         now = now.replace(tzinfo=dt.timezone.utc)
@@ -92,7 +93,7 @@ def windows_ahead(plan: Plan, at: pd.Timestamp) -> list[tuple[float, str, float]
         start = w.occurrence(now)
         if start is None:
             continue
-        t = (start - w.lead - now).total_seconds()
+        t = (start - w.held_lead(min_lead_s) - now).total_seconds()
         if 0 < t <= WINDOW_AHEAD_S:
             out.append((t, w.tenant, float(w.total_gpus())))
     return out
@@ -101,8 +102,9 @@ def windows_ahead(plan: Plan, at: pd.Timestamp) -> list[tuple[float, str, float]
 class EtaTracker:
     def __init__(self, registry: CollectorRegistry, clock: Callable[[], float], *, max_wait_s: float | None = None,
                  keep: int = 500, min_samples: int = 5, floor_s: float = 60.0, state_time: bool = False,
-                 resolution_s: float | None = None) -> None:
+                 resolution_s: float | None = None, window_min_lead_s: float = 0.0) -> None:
         self.clock = clock
+        self.window_min_lead_s = window_min_lead_s   # Config.window_min_lead_s (windows_ahead)
         # releases within one cycle are one step of the estimate (daemon.policy.eta.RESOLUTION_S): a job starts at a
         # cycle, so finer is no truer, and a big cluster's queue is rescanned once a cycle of its future, not per job
         self.resolution_s = floor_s if resolution_s is None else float(resolution_s)
@@ -166,7 +168,7 @@ class EtaTracker:
         etas = estimate(state, self.runs, reservations=res, pooled=plan.pooled if plan is not None else (),
                         time_limit_s=limits,
                         growth=growth, max_wait_s=self.max_wait_s,
-                        windows=windows_ahead(plan, state.at) if plan is not None else (),
+                        windows=windows_ahead(plan, state.at, self.window_min_lead_s) if plan is not None else (),
                         resolution_s=self.resolution_s)
         naive = naive_waits(etas, free_to_pending(state, res), self.freed.rate(now))
         etas = calibrate(etas, tier_of, self.cal.factors(now), naive=naive)

@@ -157,7 +157,7 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
 
             out.append(SlurmActuator(a.slurm, cfg.tenants, dry_run=a.dry_run,
                                      min_runtime_s=cfg.policy.preempt_min_runtime_s, fleet=cfg.fleet,
-                                     cycle_s=cfg.cycle.interval_s))
+                                     cycle_s=cfg.cycle.interval_s, window_min_lead_s=cfg.window_min_lead_s()))
         elif name == "kubernetes":
             from daemon.actuators.k8s.actuator import KubernetesActuator
 

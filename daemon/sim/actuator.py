@@ -49,8 +49,10 @@ class SimulatorActuator:
     name = "simulator"
 
     def __init__(self, cluster: SimCluster, tenants: tuple[str, ...], dry_run: bool = False,
-                 node_index=None, lock=None, windows_ahead: bool = False, at_lead_s: float | None = None) -> None:
+                 node_index=None, lock=None, windows_ahead: bool = False, at_lead_s: float | None = None,
+                 min_lead_s: float = 0.0) -> None:
         self.cluster = cluster
+        self.min_lead_s = min_lead_s         # Config.window_min_lead_s: the Slurm actuator's reservation starts then
         self.windows_ahead = windows_ahead   # Slurm's windows: reservations made ahead (module docstring)
         self.at_lead_s = at_lead_s           # made only this close to the lead time (None: at the first plan)
         self.lock = lock or contextlib.nullcontext()  # shared with the simulated source when one drives it
@@ -161,7 +163,7 @@ class SimulatorActuator:
         for d in plan.windows:
             w = window_of(d)
             if self.at_lead_s is not None:
-                lead = w.next_lead(now)
+                lead = w.next_lead(now, self.min_lead_s)
                 if lead is None or (lead - now).total_seconds() > self.at_lead_s:
                     continue
             i = self.index.get(w.tenant)

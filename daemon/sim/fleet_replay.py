@@ -162,7 +162,7 @@ def run_fleet(fw: FleetWorkload, cfg: Config, mode: str, *, steps: int, knobs: d
                    checkpoint_steps=sc.checkpoint_steps, max_wait_steps=cfg.policy.max_wait_steps,
                    node_types=fw.node_types, node_gpus=fw.node_gpus, accepts=fw.accepts)
     act = SimulatorActuator(c, tenants, windows_ahead=replays_slurm(cfg.actuators.enabled),
-                            at_lead_s=windows_at_lead_s(cfg))
+                            at_lead_s=windows_at_lead_s(cfg), min_lead_s=cfg.window_min_lead_s())
     series = tuple(series_name(t, a) for t, a in zip(tenants, fw.accepts)) if mode == "aware" else tenants
     tier_of = np.array(w.tiers)
     specs = [fw.spec(i) for i in range(len(tenants))]

@@ -126,7 +126,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
         spec_wanted, spec_unmet = np.zeros(len(res_specs)), np.zeros(len(res_specs))
         spec_high_wanted, spec_high_unmet = np.zeros(len(res_specs)), np.zeros(len(res_specs))
     act = SimulatorActuator(c, tenants, windows_ahead=replays_slurm(cfg.actuators.enabled),
-                            at_lead_s=windows_at_lead_s(cfg))
+                            at_lead_s=windows_at_lead_s(cfg), min_lead_s=cfg.window_min_lead_s())
     index = {t: i for i, t in enumerate(tenants)}
     H = cfg.cycle.horizon_steps
     high = masks["high"]

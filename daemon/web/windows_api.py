@@ -45,7 +45,7 @@ def window_view(w: WindowConfig, source: str, now: dt.datetime, min_lead_s: floa
     its end while it is in progress (None otherwise), so a start already past is not read as one to come;
     `held_from` its lead time as the plan holds it (reclaim_before, at least `min_lead_s`: Config.window_min_lead_s)."""
     nxt = w.occurrence(now)
-    lead = max(w.lead, dt.timedelta(seconds=min_lead_s))
+    lead = w.held_lead(min_lead_s)
     open_until = nxt + w.duration if nxt is not None and nxt <= now else None
     return {**w.model_dump(mode="json"), "source": source, "slurm_flag": w.slurm_flag(),
             "next_start": nxt.isoformat() if nxt is not None else None,

@@ -23,6 +23,35 @@ def test_slurm_durations_in_minutes():
         [6, 1560, 90, -1, 1]
 
 
+def test_a_reservation_starts_when_the_plan_holds_the_window_even_when_reclaim_before_is_shorter():
+    """reclaim_before 0 (or under a preemption's drain and a cycle): the plan holds the window, and preempts for it,
+    from Config.window_min_lead_s ahead (daemon/policy/windows.py); the reservation starts then too (it started at
+    the window's start: for the plan's first two and a half minutes new work could start on the nodes it cleared)."""
+    from daemon.actuators.slurm.windows import wanted
+    from daemon.config import Config
+
+    cfg = Config()
+    w = window("w0", every="daily", at="14:00", duration_minutes=60, reclaim_before_minutes=0)
+    now = dt.datetime(2026, 1, 5, 12, 0, tzinfo=dt.timezone.utc)
+    start = dt.datetime(2026, 1, 5, 14, 0, tzinfo=dt.timezone.utc)
+    begin, minutes, flag = wanted(w, now, cfg.window_min_lead_s())
+    assert begin == (start - dt.timedelta(seconds=150)).astimezone().replace(tzinfo=None) and minutes == 63
+    assert flag == "DAILY"
+    assert wanted(w, now)[:2] == (start.astimezone().replace(tzinfo=None), 60)   # with no floor: reclaim_before
+    # a 30-minute reclaim_before is already longer: unchanged
+    w30 = window("w30", every="daily", at="14:00", duration_minutes=60, reclaim_before_minutes=30)
+    assert wanted(w30, now, cfg.window_min_lead_s())[:2] == \
+        ((start - dt.timedelta(minutes=30)).astimezone().replace(tzinfo=None), 90)
+    # the daemon's actuator is given the floor by the wiring
+    from daemon.service.wiring import _actuators
+
+    acts = _actuators(Config.model_validate({
+        "tenants": [t.model_dump() for t in TENANTS], "cluster": {"gpus": 12},
+        "actuators": {"enabled": ["slurm"], "dry_run": True, "slurm": {"bin_dir": "/usr/bin"}}}), None)
+    (act,) = [a for a in acts if a.name == "slurm"]
+    assert act.windows.min_lead_s == cfg.window_min_lead_s()
+
+
 @pytest.fixture(scope="module")
 def slurm():
     with slurm_cluster(nodes=NODES, gpus=4) as s:

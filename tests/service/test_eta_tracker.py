@@ -185,3 +185,19 @@ def test_forecast_peaks_per_tenant_sum_typed_series_and_keep_an_unforecast_one_u
     for t in want:
         assert got[t] == pytest.approx(tuple(want[t]), nan_ok=True)
     assert all(np.isnan(x) for x in got["c"])
+
+
+def test_a_window_whose_reclaim_before_is_shorter_than_a_drain_is_handed_on_from_when_the_plan_holds_it():
+    """reclaim_before 0: the plan holds the window from a preemption's drain and a cycle ahead
+    (Config.window_min_lead_s, 150 s by default), so the estimate counts its hold from then, not from the start."""
+    from daemon.config import Config
+
+    w = {"name": "eod", "tenant": "batch", "gpus": 16, "every": "daily", "at": "14:00", "timezone": "UTC",
+         "duration_minutes": 60, "reclaim_before_minutes": 0}
+    plan = Plan(at="2026-01-05T13:00:00+00:00", capacity=32, load=0.5, high_pool=0, reservations={}, quotas={},
+                limits={}, preemptions=(), notifications=(), stale=False, forecast_model="x", notes=(),
+                memory=PolicyMemory(), windows=(w,))
+    lead = Config().window_min_lead_s()
+    assert lead == 150.0
+    assert windows_ahead(plan, pd.Timestamp("2026-01-05T13:00:00Z"), lead) == [(3600.0 - lead, "batch", 16.0)]
+    assert windows_ahead(plan, pd.Timestamp("2026-01-05T13:58:00Z"), lead) == []   # held since 13:57:30

@@ -82,7 +82,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
 
     def __init__(self, cfg: SlurmActuatorConfig, tenants: list[TenantConfig], dry_run: bool = True,
                  min_runtime_s: float = 0.0, clock=time.monotonic, fleet: FleetConfig | None = None,
-                 cycle_s: float = 30.0) -> None:
+                 cycle_s: float = 30.0, window_min_lead_s: float = 0.0) -> None:
         self.cfg = cfg
         self.dry_run = dry_run
         self.min_runtime_s = min_runtime_s  # policy.preempt_min_runtime_s, re-checked on the live job
@@ -116,8 +116,8 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         self.windows = SlurmWindows(read=self._read, scontrol=self._scontrol, holds=self.holds,
                                     prefix=cfg.window_name_prefix, clock=time.time,
                                     repick_within_s=reserve_margin_s(cycle_s),
-                                    guard=lambda: self.guard, at_lead=cfg.windows_reserved == "at_lead"
-                                    ) if self.holds else None
+                                    guard=lambda: self.guard, at_lead=cfg.windows_reserved == "at_lead",
+                                    min_lead_s=window_min_lead_s) if self.holds else None
         self._reported: set[str] = set()
         self._never: set[str] = set()   # pending jobs that never start (cluster_jobs), as last logged
         self.env = dict(os.environ)

@@ -161,15 +161,17 @@ class Wanted:
     tenant: str = ""
 
 
-def wanted(w: WindowConfig, now: dt.datetime) -> tuple[dt.datetime, int, str | None] | None:
+def wanted(w: WindowConfig, now: dt.datetime, min_lead_s: float = 0.0) -> tuple[dt.datetime, int, str | None] | None:
     """(StartTime, Duration in minutes, flag) of the reservation for `w`: its first occurrence whose lead time
     is still ahead of `now` (an occurrence already being reclaimed for is the plan's hold's, not re-made here);
-    None when it never starts again."""
-    lead = w.next_lead(now)
+    None when it never starts again. The lead is the one the plan holds the window from (``held_lead``:
+    reclaim_before, at least `min_lead_s`), so the reservation keeps others off from when the plan clears."""
+    lead = w.next_lead(now, min_lead_s)
     if lead is None:
         return None
     begin = lead.astimezone().replace(tzinfo=None, microsecond=0)
-    return begin, int(math.ceil((w.lead + w.duration).total_seconds() / 60 - 1e-9)), w.slurm_flag()
+    return begin, int(math.ceil((w.held_lead(min_lead_s) + w.duration).total_seconds() / 60 - 1e-9)), \
+        w.slurm_flag()
 
 
 def gpus_on(nodes: list[Node], names: Iterable[str]) -> int:
@@ -184,8 +186,10 @@ class SlurmWindows:
 
     def __init__(self, *, read: Callable[..., str], scontrol: Callable[..., bool], holds: SlurmHolds,
                  prefix: str, clock: Callable[[], float], repick_within_s: float = 60.0,
-                 guard: Callable[[], FenceGuard] = lambda: NO_FENCE, at_lead: bool = False) -> None:
+                 guard: Callable[[], FenceGuard] = lambda: NO_FENCE, at_lead: bool = False,
+                 min_lead_s: float = 0.0) -> None:
         self.read = read
+        self.min_lead_s = min_lead_s      # Config.window_min_lead_s: a reclaim_before shorter is held from this
         self.scontrol = scontrol
         self.holds = holds                # its node choice and account map (the holds' rule for whole nodes)
         self.prefix = prefix
@@ -255,7 +259,7 @@ class SlurmWindows:
             if account is None:
                 rep.errors.append(f"window {w.name}: tenant {w.tenant} is not configured; no reservation")
                 continue
-            got = wanted(w, now)
+            got = wanted(w, now, self.min_lead_s)
             if got is None:
                 continue
             start, dur, flag = got
