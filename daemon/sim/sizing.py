@@ -493,13 +493,25 @@ def lines(found: dict[str, Sizing]) -> list[str]:
         out.append(f"{s:<10} {d['gpus']:>6} GPUs ({d['nodes']} nodes), {d['gpu_hours']:,.0f} GPU-h, utilization "
                    f"{d['allocated_utilization']:.1%} allocated / {d['busy_utilization']:.1%} busy; {fig}; "
                    f"{d['replays']} replays{mono}")
-    sv = savings(found)
-    parts = [f"{'saves' if v >= 0 else 'needs'} {abs(v):.1%} {'of' if v >= 0 else 'more than'} {s}'s GPUs"
-             if v is not None else f"no comparison with {s} (not met)" for s, v in sv.items() if s in ("static",
-                                                                                                   "reactive")]
-    if "predictive" in found and parts:
+    sv = savings(found) if "predictive" in found else {}
+    parts = [_saving(s, v, found) for s, v in sv.items() if s in ("static", "reactive")]
+    if parts:
         out.append("predictive " + ", ".join(parts))
     return out
+
+
+def _saving(other: str, v: float | None, found: dict[str, Sizing]) -> str:
+    """What predictive saves against `other`, or which of the two met the SLO where not both did: "not met" alone
+    read as predictive's miss where it met the SLO and the other never did (its best case)."""
+    if v is not None:
+        return f"{'saves' if v >= 0 else 'needs'} {abs(v):.1%} {'of' if v >= 0 else 'more than'} {other}'s GPUs"
+    me, z = found["predictive"].found, found[other].found
+    if me is not None:
+        return f"meets the SLO at {me.gpus} GPUs where {other} meets it at no size tried (up to " \
+               f"{found[other].largest_tried} nodes)"
+    if z is not None:
+        return f"meets the SLO at no size tried where {other} meets it at {z.gpus} GPUs"
+    return f"no comparison with {other}: neither meets the SLO"
 
 
 def swept_lines(swept: dict[str, Swept]) -> list[str]:

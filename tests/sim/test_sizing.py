@@ -279,3 +279,27 @@ def test_the_sweep_sizes_every_strategy_at_each_scale_down_window():
     assert z0.floor() is not None and z0.tried_nodes(2).figures["high_throttled_share"] > 0.05
     assert z300.found is not None and z300.found.nodes == 1 and z300.found.figures["high_throttled_share"] == 0.0
     assert swept["reactive"].best()[0] == {H: 0.0, B: 300.0}
+
+
+def test_the_savings_line_says_which_strategy_met_the_slo_where_only_one_did(monkeypatch):
+    # predictive meets the SLO from 3 nodes, static at no size up to 6, reactive from 2: on a user's own data (a
+    # service whose cold starts static and reactive never outrun) the line read "no comparison with static (not
+    # met)", as if predictive had missed, where predictive's case is the best it gets
+    first = {"predictive": 3, "static": 99, "reactive": 2}
+
+    def fake(strategy, w, cfg, bank=None, *, steps, knobs=None):
+        m = Meter(strategy, {})
+        ok = w.capacity // w.gpus_per_node >= first[strategy]
+        for t in ("high", "normal", "low"):
+            m.wanted[t], m.served[t], m.unmet[t] = [100.0], [100.0 if ok else 50.0], [0.0 if ok else 50.0]
+        m.util = [1.0]
+        return m
+    monkeypatch.setattr(sizing, "run_strategy", fake)
+    found = {s: sizing.min_size(_constant(20.0), Config(), s, steps=N - START, max_nodes=6) for s in first}
+    last = sizing.lines(found)[-1]
+    assert last == ("predictive meets the SLO at 24 GPUs where static meets it at no size tried (up to 6 nodes), "
+                    "needs 50.0% more than reactive's GPUs")
+    first["predictive"] = 99
+    found = {s: sizing.min_size(_constant(20.0), Config(), s, steps=N - START, max_nodes=6) for s in first}
+    assert sizing.lines(found)[-1] == ("predictive no comparison with static: neither meets the SLO, meets the SLO "
+                                       "at no size tried where reactive meets it at 16 GPUs")
