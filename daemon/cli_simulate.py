@@ -177,6 +177,8 @@ def simulate(ctx, trace, cold_start, stabilization, data, from_source, history_d
                 if recommend_:
                     raise DataError(own_notes["contention"]["message"])
                 click.echo(f"WARNING: {own_notes['contention']['message']}", err=True)
+            if own_notes["gaps"] is not None:
+                click.echo(f"WARNING: {where}: {own_notes['gaps']['message']}", err=True)
             unnamed = own_notes["tenants_unnamed"]
             if unnamed:  # all of them counted, the first six named
                 more = f" (+{len(unnamed) - 6} more)" if len(unnamed) > 6 else ""

@@ -28,6 +28,7 @@ from daemon.forecasting.retrain import read_history_file
 from daemon.forecasting.units import InferenceSpec, gpu_columns, split_unit
 from daemon.sim.contention import check as check_contention
 from daemon.sim.workloads import Workload
+from daemon.text import agree, plural
 from forecaster.baselines import Forecaster
 
 log = logging.getLogger("gpu_autoscaler.sim.own")
@@ -158,7 +159,8 @@ def own_workload(frame: pd.DataFrame, cfg: Config, *, days: float, step_s: int, 
     w = Workload(name or f"own-{Path(where).stem}", demand, tier_of, job, cap, start, gpus_per_node=gpn, **typed,
                  inference=specs or None, rates=rates)
     notes = {"tenants_unnamed": unknown, "job_gpus_clipped_to_node": clipped,
-             "tiers": {t: int(sum(x == t for x in tier_of)) for t in TIERS}, "contention": contention.to_dict()}
+             "tiers": {t: int(sum(x == t for x in tier_of)) for t in TIERS}, "contention": contention.to_dict(),
+             "gaps": gaps(demand, start)}
     if specs:
         notes["inference"] = {n: {"gpus_per_replica": s.gpus_per_replica, "replica_rps": s.replica_rps,
                                   "cold_start_s": s.cold_start_s, "headroom": s.headroom,
@@ -215,6 +217,34 @@ def _fleet_columns(cols: list[str], cfg: Config, where: str) -> list[tuple[str, 
     if twice:
         raise DataError(f"{where}: tenant(s) in more than one column: {_some(twice)}; the replay gives a tenant one "
                         "set of accepted types (sum or rename its series)")
+    return out
+
+
+def gaps(demand: pd.DataFrame, start: int) -> dict | None:
+    """The replayed window's steps with no sample of some tenant (None: every step has all of them). The simulator
+    holds a tenant's jobs as they were through a gap (no change, never read as zero) and counts none of its demand
+    unmet there, so those steps are not measured: the user is told, with the longest gap of every tenant at once."""
+    miss = np.isnan(demand.iloc[start:].to_numpy(dtype=float))
+    some = miss.any(axis=1)
+    if not some.any():
+        return None
+    every = miss.all(axis=1)
+    run, best, best_end = 0, 0, -1
+    for i, m in enumerate(every):
+        run = run + 1 if m else 0
+        if run > best:
+            best, best_end = run, i
+    tenants = [str(c) for c, m in zip(demand.columns, miss.any(axis=0)) if m]
+    out = {"steps": int(some.sum()), "of": int(len(some)), "tenants": tenants, "steps_no_tenant": int(every.sum()),
+           "longest_gap_steps": best,
+           "longest_gap_from": str(demand.index[start + best_end - best + 1]) if best else None}
+    every_ = "" if not best else (f"; of every tenant: {plural(out['steps_no_tenant'], 'step', fmt=',')}, the "
+                                  f"longest {best} from {out['longest_gap_from']}")
+    out["message"] = (f"{out['steps']:,} of the {out['of']:,} replayed steps ({out['steps'] / out['of']:.1%}) "
+                      f"{agree(out['steps'], 'has', 'have')} no sample of {plural(len(tenants), 'tenant')} "
+                      f"({_some(tenants)}{every_}): through a gap the replay holds a tenant's jobs as they were "
+                      "(never read as zero) and counts none of its demand unmet, so the figures measure the other "
+                      "steps")
     return out
 
 
