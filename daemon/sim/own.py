@@ -160,6 +160,10 @@ def own_workload(frame: pd.DataFrame, cfg: Config, *, days: float, step_s: int, 
                  inference=specs or None, rates=rates)
     notes = {"tenants_unnamed": unknown, "job_gpus_clipped_to_node": clipped,
              "tiers": {t: int(sum(x == t for x in tier_of)) for t in TIERS}, "contention": contention.to_dict(),
+             # named in the config or the flags but with no series here: not replayed (a typo'd name's column is
+             # replayed as tier normal, in tenants_unnamed)
+             "tenants_not_in_data": sorted(({t.name for t in cfg.tenants} | set(tier_flags or {})
+                                           | set(job_flags or {})) - set(cols)),
              "gaps": gaps(demand, start)}
     if specs:
         notes["inference"] = {n: {"gpus_per_replica": s.gpus_per_replica, "replica_rps": s.replica_rps,

@@ -1,9 +1,10 @@
 """`simulate --data` tells the user what of the file it did not replay: minutes missing in the replayed window (the
-simulator holds a tenant's jobs as they were through a gap, so those steps are not measured)."""
+simulator holds a tenant's jobs as they were through a gap, so those steps are not measured) and tenants the config
+names that have no series in the file (a newcomer's misspelt or absent tenant)."""
 
 import json
 
-from tests.sim.test_own_replay import CONFIG, DAYS, N, simulate, the_case, write
+from tests.sim.test_own_replay import CONFIG, DAYS, simulate, the_case, write
 
 
 def test_minutes_missing_in_the_replayed_window_are_said_with_the_longest_gap(tmp_path):
@@ -39,6 +40,17 @@ def test_a_file_with_every_step_says_nothing_of_gaps(tmp_path):
     r = simulate(toml, "--data", str(csv), "--days", str(DAYS), "--strategies", "reactive", "--out",
                  str(tmp_path / "o"))
     assert r.exit_code == 0, r.output
-    assert "replayed steps" not in r.output
+    assert "replayed steps" not in r.output and "no series in the file" not in r.output
     assert json.loads((tmp_path / "o" / "own-history.json").read_text())["gaps"] is None
 
+
+def test_a_config_tenant_with_no_column_in_the_file_is_named(tmp_path):
+    config = CONFIG + '\n[[tenants]]\nname = "ghost"\ntier = "high"\n'
+    csv, toml = write(tmp_path, the_case(), config=config)
+    r = simulate(toml, "--data", str(csv), "--days", str(DAYS), "--strategies", "reactive", "--tier", "gone=low",
+                 "--out", str(tmp_path / "o"))
+    assert r.exit_code == 0, r.output
+    assert "2 tenants named in the config or flags have no series in the file, not replayed: ghost, gone" \
+        in r.output
+    doc = json.loads((tmp_path / "o" / "own-history.json").read_text())
+    assert doc["tenants_not_in_data"] == ["ghost", "gone"]
