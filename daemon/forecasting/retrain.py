@@ -75,6 +75,11 @@ def read_history_file(path: Path, step_s: int, keep: Callable[[str], bool] | Non
         df = read_csv_columns(path) if csv else pd.read_parquet(path)
     except DataError:
         raise
+    except ImportError:  # pandas reads parquet through pyarrow, which the package does not install
+        if csv:
+            raise
+        raise DataError(f"{path}: reading parquet needs pyarrow, which is not installed: `pip install pyarrow` in "
+                        "the daemon's environment, or give the history as CSV") from None
     except Exception as exc:  # pandas' parser errors end in a newline and may span lines: one line
         raise DataError(f"{path}: cannot read history: {' '.join(str(exc).split())}") from None
     if "time" not in df.columns:
