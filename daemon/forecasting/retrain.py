@@ -80,6 +80,9 @@ def read_history_file(path: Path, step_s: int, keep: Callable[[str], bool] | Non
             raise
         raise DataError(f"{path}: reading parquet needs pyarrow, which is not installed: `pip install pyarrow` in "
                         "the daemon's environment, or give the history as CSV") from None
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{path}: the file is empty: a history starts with a header line (`time,<tenant>,...`, or "
+                        "`time,tenant,value`), then one line per sample") from None
     except Exception as exc:  # pandas' parser errors end in a newline and may span lines: one line
         raise DataError(f"{path}: cannot read history: {' '.join(str(exc).split())}") from None
     if "time" not in df.columns:
@@ -131,8 +134,11 @@ MAX_VALUE = 1e9
 def check_history(wide: pd.DataFrame, step_s: int, where: str) -> dict[str, float]:
     """Refuse input the models would silently mis-read; the message names the column and the problem. Returns
     the idle columns (constant, or with no value: column -> its value, NaN for none) for drop_idle."""
-    if wide.shape[1] == 0 or len(wide) == 0:
-        raise DataError(f"{where}: no tenant column or no row")
+    if wide.shape[1] == 0:
+        raise DataError(f"{where}: no tenant column: the header names only 'time' (one column per tenant beside it, "
+                        "or `time,tenant,value`)")
+    if len(wide) == 0:
+        raise DataError(f"{where}: a header but no data row: one line per sample under it")
     idle: dict[str, float] = {}
     for col in wide.columns:
         s = wide[col]

@@ -8,6 +8,20 @@ from daemon.forecasting.errors import DataError
 from daemon.forecasting.retrain import read_history_file
 
 
+@pytest.mark.parametrize("text, message", [
+    ("", "the file is empty: a history starts with a header line (`time,<tenant>,...`"),   # was 'No columns to parse'
+    ("\n\n", "the file is empty"),
+    ("time,team-a\n", "a header but no data row"),                                   # was 'no tenant column or no row'
+    ("time\n2026-01-01T00:00:00Z\n", "no tenant column: the header names only 'time'"),
+])
+def test_an_empty_file_a_header_alone_and_no_tenant_column_are_told_apart(tmp_path, text, message):
+    f = tmp_path / "h.csv"
+    f.write_text(text)
+    with pytest.raises(DataError) as e:
+        read_history_file(f, 60)
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
 def test_parquet_without_pyarrow_says_what_to_install(tmp_path, monkeypatch):
     # the package does not install pyarrow: pandas' answer was four sentences of its engines, in one line
     def no_engine(path, *a, **k):
