@@ -17,7 +17,7 @@ from daemon.config import Config
 from daemon.forecasting.errors import DataError
 from daemon.forecasting.history_csv import read_csv_columns
 from daemon.forecasting.replay_select import ReplayCluster, replay_scores
-from daemon.forecasting.times import TimeFormatError, parse_times, spacing_problem
+from daemon.forecasting.times import TimeFormatError, parse_times, spacing_problem, zone_missing
 from daemon.forecasting.units import gpu_columns
 from forecaster import backtest, registry
 from forecaster.baselines import standard_baselines
@@ -90,10 +90,15 @@ def read_history_file(path: Path, step_s: int, keep: Callable[[str], bool] | Non
             or "no names"
         sep = " (a CSV's columns are separated by commas)" if csv and df.shape[1] == 1 else ""
         raise DataError(f"{path}: needs a 'time' column; the header has {seen}{sep}")
+    naive = zone_missing(df["time"])
     try:  # epoch numbers by magnitude (s, ms, us, ns), text as pandas reads it: daemon/forecasting/times.py
-        df["time"], _ = parse_times(df["time"])
+        df["time"], unit = parse_times(df["time"])
     except TimeFormatError as exc:
         raise DataError(f"{path}: {exc}") from None
+    if unit is None and naive is not None:
+        log.warning("%s: 'time' names no zone (first value %r): read as UTC; if the file is in local time, give "
+                    "its offset (e.g. %s+01:00), or its daily peaks and windows come out shifted", path, naive[:40],
+                    naive[:40])
     long = {"tenant", "value"} <= set(df.columns)
     if long:
         wide = df.pivot_table(index="time", columns="tenant", values="value", aggfunc="mean") \

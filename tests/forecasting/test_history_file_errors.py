@@ -33,3 +33,24 @@ def test_parquet_without_pyarrow_says_what_to_install(tmp_path, monkeypatch):
         read_history_file(f, 60)
     assert str(e.value) == (f"{f}: reading parquet needs pyarrow, which is not installed: `pip install pyarrow` in "
                             "the daemon's environment, or give the history as CSV")
+
+
+@pytest.mark.parametrize("first, warned", [
+    ("2026-01-01 00:00:00", True),          # a newcomer's local-time export: read as UTC, now said
+    ("2026-01-01T00:00:00", True),
+    ("2026-01-01T00:00:00Z", False),
+    ("2026-01-01T00:00:00+01:00", False),
+])
+def test_a_time_with_no_zone_is_read_as_utc_and_said_once(tmp_path, caplog, first, warned):
+    t = pd.date_range("2026-01-01", periods=10, freq="min")
+    fmt = first[len("2026-01-01 00:00:00"):]
+    sep = "T" if "T" in first else " "
+    rows = [f"{x.strftime(f'%Y-%m-%d{sep}%H:%M:%S')}{fmt},{i % 3}" for i, x in enumerate(t)]
+    f = tmp_path / "h.csv"
+    f.write_text("time,team-a\n" + "\n".join(rows) + "\n")
+    with caplog.at_level("WARNING", logger="gpu_autoscaler.retrain"):
+        read_history_file(f, 60)
+    said = [r.getMessage() for r in caplog.records if "names no zone" in r.getMessage()]
+    assert len(said) == (1 if warned else 0)
+    if warned:
+        assert f"(first value '{first}'): read as UTC; if the file is in local time, give its offset" in said[0]
