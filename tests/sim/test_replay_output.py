@@ -253,6 +253,13 @@ def test_a_replay_with_the_skill_gate_says_how_much_it_acted_on_the_forecast():
     assert ("skill gate, predictive(quantile=0.5,headroom=0.05): acted on the forecast for 0.0% of the steps of "
             "all tenants; reactive for the rest") in terminal.replay_lines(doc, table=True)
     assert not any(x.startswith("skill gate") for x in terminal.replay_lines(sweep_doc(), table=True))
+    # on a user's history the high tier was one tenant, on the forecast at every step: 'the 1 tenants ...;
+    # reactive for the rest' (no rest)
+    doc["runs"][2]["skill_gate"] = {"read_tenants": 1, "read_tenant_steps_on_forecast": 1440,
+                                    "read_tenant_steps": 1440, "all_tenant_steps_on_forecast": 1440,
+                                    "all_tenant_steps": 4320}
+    assert ("skill gate, predictive(quantile=0.5,headroom=0.05): acted on the forecast for 100.0% of the steps of "
+            "the 1 tenant whose verdict the plan reads (the high tier)") in terminal.replay_lines(doc, table=True)
 
 
 def test_capacity_is_not_called_short_by_more_than_the_best_setting_replayed_left():
