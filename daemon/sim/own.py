@@ -13,6 +13,7 @@ Input that would make the replay mean nothing is refused with one line naming th
 from __future__ import annotations
 
 import logging
+import math
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -403,6 +404,22 @@ class Choice:
                 "scores": {k: (v if np.isfinite(v) else None) for k, v in self.scores.items()}}
 
 
+def quick_history_short(n: int, cfg: Config, step_s: int) -> str | None:
+    """Why `n` steps before the window are too few for --quick-forecaster's choice (a season and a horizon ahead of
+    the end the baselines are scored on), with how much more is needed; None when enough."""
+    from forecaster.selection import startup_holdout, steps_needed
+
+    season, horizon = cfg.forecaster.season_steps, cfg.cycle.horizon_steps
+    need = steps_needed(season + horizon, lambda m: startup_holdout(m, season, horizon))
+    if n >= need:
+        return None
+    more = need - n
+    return (f"--quick-forecaster chooses on the history before the window: it has {n} steps, the choice needs "
+            f"{need} (a season of {season}, the {horizon}-step horizon and the end the baselines are scored on): "
+            f"replay {math.ceil(more * step_s / 864) / 100:.2f} days fewer (--days), or give {more} more steps of "
+            "history")
+
+
 def choose_forecaster(before: pd.DataFrame, cfg: Config, step_s: int, *, quick: bool = False,
                       epochs: int | None = None, progress: bool = False, services: Iterable[str] = ()) -> Choice:
     """The forecaster for the replayed window, chosen on the history before it only, with the inference
@@ -432,6 +449,9 @@ def _choose_main(before: pd.DataFrame, cfg: Config, step_s: int, *, quick: bool 
 
     if quick:
         sel = StartupSelection(cfg.forecaster.season_steps, tuple(cfg.forecaster.quantiles))
+        short = quick_history_short(len(before), cfg, step_s)
+        if short is not None:   # before the phase: it said "done", then 'not selected yet: 1440 steps ...'
+            raise DataError(short)
         with phase("choosing the forecaster (quick: the baselines on the history's end)", enabled=progress):
             chosen = sel.select(before, cfg.cycle.horizon_steps)
         if chosen is None:

@@ -1,6 +1,7 @@
 """`simulate --data` tells the user what of the file it did not replay: minutes missing in the replayed window (the
 simulator holds a tenant's jobs as they were through a gap, so those steps are not measured) and tenants the config
-names that have no series in the file (a newcomer's misspelt or absent tenant)."""
+names that have no series in the file (a newcomer's misspelt or absent tenant); and, before it starts choosing, how
+much more history --quick-forecaster's choice needs."""
 
 import json
 
@@ -54,3 +55,18 @@ def test_a_config_tenant_with_no_column_in_the_file_is_named(tmp_path):
         in r.output
     doc = json.loads((tmp_path / "o" / "own-history.json").read_text())
     assert doc["tenants_not_in_data"] == ["ghost", "gone"]
+
+
+def test_too_little_history_for_the_quick_choice_says_how_many_days_fewer_to_replay(tmp_path):
+    # simulate --data on 3 days with --days 2 --quick-forecaster printed 'choosing the forecaster ...: done', then
+    # 'the history before the window cannot choose a forecaster: not selected yet: 1440 steps of history, need 1874'
+    csv, toml = write(tmp_path, the_case())
+    r = simulate(toml, "--data", str(csv), "--days", str(DAYS), "--quick-forecaster", "--strategies",
+                 "reactive,predictive", "--out", str(tmp_path / "o"))
+    assert r.exit_code == 1
+    # 100 steps before the 200 replayed; a season (100), the horizon (60) and a scored end of 240 are needed
+    assert r.output.strip().splitlines()[-1] == (
+        "gpu-autoscaler: simulate: --quick-forecaster chooses on the history before the window: it has 100 steps, "
+        "the choice needs 400 (a season of 100, the 60-step horizon and the end the baselines are scored on): "
+        "replay 0.21 days fewer (--days), or give 300 more steps of history")
+    assert "choosing the forecaster" not in r.output
