@@ -11,6 +11,7 @@ import click
 
 from daemon.cli_common import _as_sim, _fail, _load
 from daemon.cli_simulate import _objective_opts, simulate
+from daemon.cli_windows import propose_windows
 from daemon.config import Config, ConfigError
 from daemon.text import plural
 from gateway.configfile import MAX_DURATION_S
@@ -57,6 +58,7 @@ def cli(ctx: click.Context, config: Path | None, log_level: str) -> None:
 
 
 cli.add_command(simulate)
+cli.add_command(propose_windows)
 
 
 @cli.command()

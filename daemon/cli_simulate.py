@@ -177,6 +177,15 @@ def simulate(ctx, trace, cold_start, stabilization, data, from_source, history_d
                 if recommend_:
                     raise DataError(own_notes["contention"]["message"])
                 click.echo(f"WARNING: {own_notes['contention']['message']}", err=True)
+            if own_notes["gaps"] is not None:
+                click.echo(f"WARNING: {where}: {own_notes['gaps']['message']}", err=True)
+            absent = own_notes["tenants_not_in_data"]
+            if absent:  # a name in the config the file spells otherwise: its column is in the unnamed line below
+                it = "the file" if data is not None else "the source"
+                names = ", ".join(absent[:6])
+                click.echo(f"{plural(len(absent), 'tenant')} named in the config or flags "
+                           f"{agree(len(absent), 'has', 'have')} no series in {it}, not replayed: {names}"
+                           + (f" (+{len(absent) - 6} more)" if len(absent) > 6 else ""), err=True)
             unnamed = own_notes["tenants_unnamed"]
             if unnamed:  # all of them counted, the first six named
                 more = f" (+{len(unnamed) - 6} more)" if len(unnamed) > 6 else ""

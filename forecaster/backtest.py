@@ -195,14 +195,17 @@ def write_report(result: BacktestResult, out_dir: Path, name: str = "backtest",
 def table(report: dict) -> str:
     """One row per model, best wQL first; `< p90` is the share strictly under the p90 (ties with it excluded)."""
     wins = report.get("peak_windows", {})
-    head = "".join(f" {f'{w}{k} loss':>10} {'p90':>5} {'mv':>5}" for w, k in wins.items())
-    rows = [f"{'model':<30} {'wQL':>8} {'MASE':>7} {'p90 cov':>8} {'< p90':>6} {'peak p90':>9}{head} {'ms/fc':>8}"]
+    # each window's loss column as wide as its head ('preempt3 loss' is 13): 10 wide, every row sat left of it
+    lw = {w: max(10, len(f"{w}{k} loss")) for w, k in wins.items()}
+    head = "".join(f" {f'{w}{k} loss':>{lw[w]}} {'p90':>5} {'mv':>5}" for w, k in wins.items())
+    w0 = max([30, *(len(n) for n in report["models"])])   # retrain's 'seasonal_naive_daily+conformal+peak_all'
+    rows = [f"{'model':<{w0}} {'wQL':>8} {'MASE':>7} {'p90 cov':>8} {'< p90':>6} {'peak p90':>9}{head} {'ms/fc':>8}"]
     nan = float("nan")
     for name, m in sorted(report["models"].items(), key=lambda kv: kv[1]["wql"]):
         pk = m.get("peak", {})
-        cells = "".join(f" {pk.get(w, {}).get('loss', nan):>10.4f} {pk.get(w, {}).get('coverage_p90', nan):>5.3f}"
+        cells = "".join(f" {pk.get(w, {}).get('loss', nan):>{lw[w]}.4f} {pk.get(w, {}).get('coverage_p90', nan):>5.3f}"
                         f" {pk.get(w, {}).get('coverage_p90_moving', nan):>5.3f}" for w in wins)
-        rows.append(f"{name:<30} {m['wql']:>8.4f} {m['mase']:>7.3f} {m['coverage_p90']:>8.3f} "
+        rows.append(f"{name:<{w0}} {m['wql']:>8.4f} {m['mase']:>7.3f} {m['coverage_p90']:>8.3f} "
                     f"{m.get('coverage_p90_strict', float('nan')):>6.3f} "
                     f"{m.get('peak_coverage_p90', float('nan')):>9.3f}{cells} {m['seconds_per_forecast'] * 1000:>8.1f}")
     if wins:

@@ -17,7 +17,7 @@ from daemon.config import Config
 from daemon.forecasting.errors import DataError
 from daemon.forecasting.history_csv import read_csv_columns
 from daemon.forecasting.replay_select import ReplayCluster, replay_scores
-from daemon.forecasting.times import TimeFormatError, parse_times, spacing_problem
+from daemon.forecasting.times import TimeFormatError, parse_times, spacing_problem, zone_missing
 from daemon.forecasting.units import gpu_columns
 from forecaster import backtest, registry
 from forecaster.baselines import standard_baselines
@@ -75,6 +75,14 @@ def read_history_file(path: Path, step_s: int, keep: Callable[[str], bool] | Non
         df = read_csv_columns(path) if csv else pd.read_parquet(path)
     except DataError:
         raise
+    except ImportError:  # pandas reads parquet through pyarrow, which the package does not install
+        if csv:
+            raise
+        raise DataError(f"{path}: reading parquet needs pyarrow, which is not installed: `pip install pyarrow` in "
+                        "the daemon's environment, or give the history as CSV") from None
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{path}: the file is empty: a history starts with a header line (`time,<tenant>,...`, or "
+                        "`time,tenant,value`), then one line per sample") from None
     except Exception as exc:  # pandas' parser errors end in a newline and may span lines: one line
         raise DataError(f"{path}: cannot read history: {' '.join(str(exc).split())}") from None
     if "time" not in df.columns:
@@ -82,10 +90,15 @@ def read_history_file(path: Path, step_s: int, keep: Callable[[str], bool] | Non
             or "no names"
         sep = " (a CSV's columns are separated by commas)" if csv and df.shape[1] == 1 else ""
         raise DataError(f"{path}: needs a 'time' column; the header has {seen}{sep}")
+    naive = zone_missing(df["time"])
     try:  # epoch numbers by magnitude (s, ms, us, ns), text as pandas reads it: daemon/forecasting/times.py
-        df["time"], _ = parse_times(df["time"])
+        df["time"], unit = parse_times(df["time"])
     except TimeFormatError as exc:
         raise DataError(f"{path}: {exc}") from None
+    if unit is None and naive is not None:
+        log.warning("%s: 'time' names no zone (first value %r): read as UTC; if the file is in local time, give "
+                    "its offset (e.g. %s+01:00), or its daily peaks and windows come out shifted", path, naive[:40],
+                    naive[:40])
     long = {"tenant", "value"} <= set(df.columns)
     if long:
         wide = df.pivot_table(index="time", columns="tenant", values="value", aggfunc="mean") \
@@ -126,8 +139,11 @@ MAX_VALUE = 1e9
 def check_history(wide: pd.DataFrame, step_s: int, where: str) -> dict[str, float]:
     """Refuse input the models would silently mis-read; the message names the column and the problem. Returns
     the idle columns (constant, or with no value: column -> its value, NaN for none) for drop_idle."""
-    if wide.shape[1] == 0 or len(wide) == 0:
-        raise DataError(f"{where}: no tenant column or no row")
+    if wide.shape[1] == 0:
+        raise DataError(f"{where}: no tenant column: the header names only 'time' (one column per tenant beside it, "
+                        "or `time,tenant,value`)")
+    if len(wide) == 0:
+        raise DataError(f"{where}: a header but no data row: one line per sample under it")
     idle: dict[str, float] = {}
     for col in wide.columns:
         s = wide[col]

@@ -96,3 +96,17 @@ def spacing_problem(times: pd.DatetimeIndex, step_s: int) -> str | None:
                 f"resolution_s = {n}{season} to read this file at its own step, or give samples {step_s} s apart "
                 "or closer")
     return None
+
+
+def zone_missing(col: pd.Series) -> str | None:
+    """The first value of a text `time` column when it names no zone (read as UTC, as the docs say), else None. A
+    newcomer's export in local time was read as UTC without a word: its daily peaks, the replayed window and the
+    windows proposed from it came out shifted by the offset."""
+    first = col.dropna()
+    if first.empty or pd.api.types.is_numeric_dtype(col):
+        return None
+    v = str(first.iloc[0]).strip()
+    try:
+        return v if pd.Timestamp(v).tzinfo is None else None
+    except (ValueError, TypeError, OverflowError):
+        return None

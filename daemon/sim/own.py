@@ -13,6 +13,7 @@ Input that would make the replay mean nothing is refused with one line naming th
 from __future__ import annotations
 
 import logging
+import math
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -28,6 +29,7 @@ from daemon.forecasting.retrain import read_history_file
 from daemon.forecasting.units import InferenceSpec, gpu_columns, split_unit
 from daemon.sim.contention import check as check_contention
 from daemon.sim.workloads import Workload
+from daemon.text import agree, plural
 from forecaster.baselines import Forecaster
 
 log = logging.getLogger("gpu_autoscaler.sim.own")
@@ -158,7 +160,12 @@ def own_workload(frame: pd.DataFrame, cfg: Config, *, days: float, step_s: int, 
     w = Workload(name or f"own-{Path(where).stem}", demand, tier_of, job, cap, start, gpus_per_node=gpn, **typed,
                  inference=specs or None, rates=rates)
     notes = {"tenants_unnamed": unknown, "job_gpus_clipped_to_node": clipped,
-             "tiers": {t: int(sum(x == t for x in tier_of)) for t in TIERS}, "contention": contention.to_dict()}
+             "tiers": {t: int(sum(x == t for x in tier_of)) for t in TIERS}, "contention": contention.to_dict(),
+             # named in the config or the flags but with no series here: not replayed (a typo'd name's column is
+             # replayed as tier normal, in tenants_unnamed)
+             "tenants_not_in_data": sorted(({t.name for t in cfg.tenants} | set(tier_flags or {})
+                                           | set(job_flags or {})) - set(cols)),
+             "gaps": gaps(demand, start)}
     if specs:
         notes["inference"] = {n: {"gpus_per_replica": s.gpus_per_replica, "replica_rps": s.replica_rps,
                                   "cold_start_s": s.cold_start_s, "headroom": s.headroom,
@@ -215,6 +222,34 @@ def _fleet_columns(cols: list[str], cfg: Config, where: str) -> list[tuple[str, 
     if twice:
         raise DataError(f"{where}: tenant(s) in more than one column: {_some(twice)}; the replay gives a tenant one "
                         "set of accepted types (sum or rename its series)")
+    return out
+
+
+def gaps(demand: pd.DataFrame, start: int) -> dict | None:
+    """The replayed window's steps with no sample of some tenant (None: every step has all of them). The simulator
+    holds a tenant's jobs as they were through a gap (no change, never read as zero) and counts none of its demand
+    unmet there, so those steps are not measured: the user is told, with the longest gap of every tenant at once."""
+    miss = np.isnan(demand.iloc[start:].to_numpy(dtype=float))
+    some = miss.any(axis=1)
+    if not some.any():
+        return None
+    every = miss.all(axis=1)
+    run, best, best_end = 0, 0, -1
+    for i, m in enumerate(every):
+        run = run + 1 if m else 0
+        if run > best:
+            best, best_end = run, i
+    tenants = [str(c) for c, m in zip(demand.columns, miss.any(axis=0)) if m]
+    out = {"steps": int(some.sum()), "of": int(len(some)), "tenants": tenants, "steps_no_tenant": int(every.sum()),
+           "longest_gap_steps": best,
+           "longest_gap_from": str(demand.index[start + best_end - best + 1]) if best else None}
+    every_ = "" if not best else (f"; of every tenant: {plural(out['steps_no_tenant'], 'step', fmt=',')}, the "
+                                  f"longest {best} from {out['longest_gap_from']}")
+    out["message"] = (f"{out['steps']:,} of the {out['of']:,} replayed steps ({out['steps'] / out['of']:.1%}) "
+                      f"{agree(out['steps'], 'has', 'have')} no sample of {plural(len(tenants), 'tenant')} "
+                      f"({_some(tenants)}{every_}): through a gap the replay holds a tenant's jobs as they were "
+                      "(never read as zero) and counts none of its demand unmet, so the figures measure the other "
+                      "steps")
     return out
 
 
@@ -369,6 +404,22 @@ class Choice:
                 "scores": {k: (v if np.isfinite(v) else None) for k, v in self.scores.items()}}
 
 
+def quick_history_short(n: int, cfg: Config, step_s: int) -> str | None:
+    """Why `n` steps before the window are too few for --quick-forecaster's choice (a season and a horizon ahead of
+    the end the baselines are scored on), with how much more is needed; None when enough."""
+    from forecaster.selection import startup_holdout, steps_needed
+
+    season, horizon = cfg.forecaster.season_steps, cfg.cycle.horizon_steps
+    need = steps_needed(season + horizon, lambda m: startup_holdout(m, season, horizon))
+    if n >= need:
+        return None
+    more = need - n
+    return (f"--quick-forecaster chooses on the history before the window: it has {n} steps, the choice needs "
+            f"{need} (a season of {season}, the {horizon}-step horizon and the end the baselines are scored on): "
+            f"replay {math.ceil(more * step_s / 864) / 100:.2f} days fewer (--days), or give {more} more steps of "
+            "history")
+
+
 def choose_forecaster(before: pd.DataFrame, cfg: Config, step_s: int, *, quick: bool = False,
                       epochs: int | None = None, progress: bool = False, services: Iterable[str] = ()) -> Choice:
     """The forecaster for the replayed window, chosen on the history before it only, with the inference
@@ -398,6 +449,9 @@ def _choose_main(before: pd.DataFrame, cfg: Config, step_s: int, *, quick: bool 
 
     if quick:
         sel = StartupSelection(cfg.forecaster.season_steps, tuple(cfg.forecaster.quantiles))
+        short = quick_history_short(len(before), cfg, step_s)
+        if short is not None:   # before the phase: it said "done", then 'not selected yet: 1440 steps ...'
+            raise DataError(short)
         with phase("choosing the forecaster (quick: the baselines on the history's end)", enabled=progress):
             chosen = sel.select(before, cfg.cycle.horizon_steps)
         if chosen is None:

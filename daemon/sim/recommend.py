@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from daemon.sim import shortage
 from daemon.sim.report import METRICS, OPS, UTIL_TOLERANCE, frontier
+from daemon.text import plural
 
 
 def _high_throttled(s: dict) -> float:
@@ -201,8 +202,14 @@ def _toml_value(v) -> str:
     return repr(float(v))
 
 
+# a replay of one predictive setting (simulate --data without --sweep) is no ground for "does not help on this
+# history": on a user's day that one setting lost to reactive while simulate --recommend found one that beat it
+NOT_SWEPT = ("predictive did not beat reactive at the one predictive setting replayed, which does not say it cannot: "
+             "simulate --sweep (or --recommend) tries each strategy's settings")
+
+
 def snippet(s: dict, helps: bool, exp: dict, reactive: dict | None, static: dict | None, obj: str,
-            source: str, forecaster: str | None = None, short: str | None = None) -> str:
+            source: str, forecaster: str | None = None, short: str | None = None, one_setting: bool = False) -> str:
     """The recommended setting as a config snippet (the `[policy]` keys the replay swept), its expected figures
     and reactive's and static's beside them as comments."""
     def line(name: str, f: dict | None) -> str:
@@ -216,7 +223,9 @@ def snippet(s: dict, helps: bool, exp: dict, reactive: dict | None, static: dict
     if s["strategy"] == "predictive" and forecaster:
         head.append(f"# replayed with the forecaster {forecaster} (forecaster.kind = \"auto\" uses the one retrain "
                     "scores best on this cluster)")
-    if not helps:
+    if not helps and one_setting:
+        head.append(f"# {NOT_SWEPT}; recommended: reactive")
+    elif not helps:
         head.append("# predictive does not help on this history: no predictive setting on its frontier beats "
                     "reactive under the objective; recommended: reactive")
     if short:
@@ -272,7 +281,7 @@ def recommend(replay: dict, obj: Objective | None = None) -> dict:
     if not pred:
         why = "no predictive setting was replayed (no forecaster, or --strategies without predictive)"
     elif not feasible:
-        why = (f"none of the {len(front)} predictive settings on its frontier meets "
+        why = (f"none of the {plural(len(front), 'predictive setting')} on its frontier meets "
                + ", ".join(c.text() for c in obj.constraints))
     elif not helps:
         why = (f"the best predictive setting that meets the constraints ({best['label']}) has {obj.minimize} "
@@ -290,7 +299,9 @@ def recommend(replay: dict, obj: Objective | None = None) -> dict:
             "capacity_short": short, "capacity_short_line": short_line,
             "expected": exp, "reactive": rf, "static": sf,
             "predictive_frontier": [p["label"] for p in front], "feasible": [p["label"] for p in feasible],
-            "snippet": snippet(chosen, helps, exp, rf, sf, obj_text, source, replay.get("forecaster"), short_line)}
+            "predictive_settings": len(pred),
+            "snippet": snippet(chosen, helps, exp, rf, sf, obj_text, source, replay.get("forecaster"), short_line,
+                               one_setting=len(pred) == 1)}
 
 
 # the summary's figures: (header, unit, key in figures(), format)
@@ -306,6 +317,7 @@ def summary_lines(rec: dict) -> list[str]:
     """The short summary printed first: the verdict, the recommended setting's figures against reactive's and
     static's (GPU-minutes over the replayed window), why, and whether capacity rather than forecasting is short."""
     verdict = (f"recommended: {rec['recommended']}" if rec["predictive_helps"]
+               else f"{NOT_SWEPT}; recommended: {rec['recommended']}" if rec.get("predictive_settings") == 1
                else f"predictive does not help on this history; recommended: {rec['recommended']}")
     # a unit under each head, as the replay's table has: the figures are over the whole replayed window
     cols = _SUMMARY

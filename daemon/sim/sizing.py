@@ -129,6 +129,17 @@ def resize(w: Workload, nodes: int) -> Workload:
     return dataclasses.replace(w, capacity=int(node_gpus.sum()), node_types=node_types, node_gpus=node_gpus)
 
 
+def fleet_pools(w: Workload) -> dict[str, dict[str, int]] | None:
+    """A typed workload's pools as type -> {nodes, gpus_per_node} (None on a one-model cluster)."""
+    if w.node_types is None or w.node_gpus is None:
+        return None
+    out: dict[str, dict[str, int]] = {}
+    for t, g in zip(w.node_types, w.node_gpus):
+        p = out.setdefault(t, {"nodes": 0, "gpus_per_node": int(g)})
+        p["nodes"] += 1
+    return out
+
+
 @dataclass
 class Try:
     nodes: int
@@ -136,6 +147,9 @@ class Try:
     met: bool
     figures: dict
     meter: Meter = field(repr=False)
+    # a mixed fleet: each type's nodes and GPUs per node at this size (None: one model). "224 GPUs (28 nodes)"
+    # alone did not say how many of which GPU the fleet needs
+    pools: dict[str, dict[str, int]] | None = None
 
 
 @dataclass
@@ -193,6 +207,8 @@ class Sizing:
         steps = len(m.util)
         gpu_steps = self.found.gpus * steps
         served = sum(float(np.sum(m.served[t])) for t in m.served)
+        if self.found.pools is not None:
+            out["pools"] = self.found.pools
         out.update(nodes=self.found.nodes, gpus=self.found.gpus, gpu_hours=gpu_steps * m.step_min / 60.0,
                    allocated_utilization=s["utilization"], busy_utilization=_share(served, gpu_steps),
                    preemptions=s["preemptions"], **self.found.figures,
@@ -244,7 +260,7 @@ def min_size(w: Workload, cfg: Config, strategy: str, *, steps: int, bank: Forec
             r = resize(w, nodes)
             m = run_strategy(strategy, r, cfg, bank, steps=steps, knobs=knobs)
             fig = slo_figures(m)
-            tried[nodes] = Try(nodes, r.capacity, meets(fig, slo), fig, m)
+            tried[nodes] = Try(nodes, r.capacity, meets(fig, slo), fig, m, pools=fleet_pools(r))
             order.append(tried[nodes])
             if progress is not None:
                 t = tried[nodes]
@@ -490,16 +506,30 @@ def lines(found: dict[str, Sizing]) -> list[str]:
         if d["high_throttled_share"] is not None:
             fig += f", high requests {d['high_throttled_share']:.3%} throttled"
         mono = f" ({d['note']})" if "note" in d else ""
-        out.append(f"{s:<10} {d['gpus']:>6} GPUs ({d['nodes']} nodes), {d['gpu_hours']:,.0f} GPU-h, utilization "
+        pools = "" if "pools" not in d else ": " + ", ".join(
+            f"{t} {p['nodes']} x {p['gpus_per_node']}" for t, p in d["pools"].items())
+        out.append(f"{s:<10} {d['gpus']:>6} GPUs ({d['nodes']} nodes{pools}), {d['gpu_hours']:,.0f} GPU-h, utilization "
                    f"{d['allocated_utilization']:.1%} allocated / {d['busy_utilization']:.1%} busy; {fig}; "
                    f"{d['replays']} replays{mono}")
-    sv = savings(found)
-    parts = [f"{'saves' if v >= 0 else 'needs'} {abs(v):.1%} {'of' if v >= 0 else 'more than'} {s}'s GPUs"
-             if v is not None else f"no comparison with {s} (not met)" for s, v in sv.items() if s in ("static",
-                                                                                                   "reactive")]
-    if "predictive" in found and parts:
+    sv = savings(found) if "predictive" in found else {}
+    parts = [_saving(s, v, found) for s, v in sv.items() if s in ("static", "reactive")]
+    if parts:
         out.append("predictive " + ", ".join(parts))
     return out
+
+
+def _saving(other: str, v: float | None, found: dict[str, Sizing]) -> str:
+    """What predictive saves against `other`, or which of the two met the SLO where not both did: "not met" alone
+    read as predictive's miss where it met the SLO and the other never did (its best case)."""
+    if v is not None:
+        return f"{'saves' if v >= 0 else 'needs'} {abs(v):.1%} {'of' if v >= 0 else 'more than'} {other}'s GPUs"
+    me, z = found["predictive"].found, found[other].found
+    if me is not None:
+        return f"meets the SLO at {me.gpus} GPUs where {other} meets it at no size tried (up to " \
+               f"{found[other].largest_tried} nodes)"
+    if z is not None:
+        return f"meets the SLO at no size tried where {other} meets it at {z.gpus} GPUs"
+    return f"no comparison with {other}: neither meets the SLO"
 
 
 def swept_lines(swept: dict[str, Swept]) -> list[str]:

@@ -8,6 +8,7 @@ table of every setting (85 rows and more in a sweep) is printed on request (``ta
 from __future__ import annotations
 
 from daemon.sim import recommend as rec, report, shortage
+from daemon.text import plural
 
 
 def replay_lines(doc: dict, recommendation: dict | None = None, sweep: bool = False, table: bool = False,
@@ -58,13 +59,14 @@ def gate_lines(runs: list[dict], services: bool) -> list[str]:
             continue
         if "read_tenant_steps" in g:
             read, on = g["read_tenant_steps"], g["read_tenant_steps_on_forecast"]
-            whose = (f"the {g['read_tenants']} tenants whose verdict the plan reads (the high tier"
+            n = g["read_tenants"]
+            whose = (f"the {plural(n, 'tenant')} whose verdict the plan reads (the high tier"
                      f"{' and the inference services' if services else ''})")
         else:   # a JSON from before the read/all split: all tenants only
             read, on, whose = g.get("tenant_steps", 0), g.get("tenant_steps_on_forecast", 0), "all tenants"
         share = f"{on / read:.1%}" if read else "none"
-        out.append(f"skill gate, {s['label']}: acted on the forecast for {share} of the steps of {whose}; "
-                   f"reactive for the rest")
+        rest = "" if read and on == read else "; reactive for the rest"   # none left at 100%
+        out.append(f"skill gate, {s['label']}: acted on the forecast for {share} of the steps of {whose}{rest}")
     return out
 
 

@@ -94,4 +94,20 @@ def evidence(w: Workload, cfg: Config, windows: list[dict], *, steps: int) -> di
                                            - base.held_idle_gpu_min.get(t, 0.0), 0.0), 1),
             "preemptions_without": base.meter.summary()["preemptions"],
             "preemptions_with": withw.meter.summary()["preemptions"]}
+        out[win["name"]].update(verdict(out[win["name"]]))
     return out
+
+
+def verdict(ev: dict) -> dict:
+    """Whether the replay says the window helps its tenant (``helps``: fewer unmet GPU-minutes with it; None where
+    it had none to cut) and one line saying so. A proposal whose replay leaves its tenant more unmet was offered
+    with the figures alone and an accept button: the numbers said 'worse', nothing else did."""
+    without, with_ = ev["unmet_gpu_min_without"], ev["unmet_gpu_min_with"]
+    if without == 0 and with_ == 0:
+        return {"helps": None, "verdict": "the tenant had no unmet demand to cut in the replay"}
+    if with_ < without:
+        return {"helps": True, "verdict": f"cuts the tenant's unmet GPU-minutes by {1 - with_ / without:.0%}"}
+    if with_ == without:
+        return {"helps": False, "verdict": "leaves the tenant's unmet GPU-minutes as they were: it only holds GPUs"}
+    return {"helps": False, "verdict": f"leaves the tenant {with_ - without:,.0f} GPU-minutes more unmet than without "
+                                       "it in the replay: not worth accepting as proposed"}

@@ -44,6 +44,11 @@ def compute(frame: pd.DataFrame | None, cfg: Config, declared: list[dict], timez
     if frame is None or frame.empty:
         return {**base, "status": "no history", "proposals": [],
                 "why": "the history store holds no demand yet (history.path; the Prometheus source writes it)"}
+    span_days = len(frame) * cfg.cycle.resolution_s / 86400
+    if span_days < MIN_DAYS:   # no peak can have come on MIN_DAYS days: say so, not "no recurring peak"
+        return {**base, "status": "ready", "history_end": str(frame.index[-1]), "proposals": [],
+                "why": f"the history holds {span_days:.1f} days: a peak is proposed when it came on {MIN_DAYS} of "
+                       f"the last {DAYS} days, so {MIN_DAYS} days at least are needed"}
     known = {t.name for t in cfg.tenants}
     from daemon.policy.fleet import split_series
 

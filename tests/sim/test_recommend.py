@@ -56,14 +56,30 @@ def test_default_objective_least_high_unmet_within_reactives_normal_unmet_and_pr
 
 def test_when_predictive_does_not_help_it_says_so_and_recommends_reactive():
     worse = run("predictive", {"quantile": 0.9, "headroom": 0.05}, 0.82, 10, 90, 30)  # breaks both constraints
-    r = rec.recommend(replay(REACTIVE, STATIC, worse))
+    worse2 = run("predictive", {"quantile": 0.5, "headroom": 0.05}, 0.83, 20, 80, 20)  # the same (a sweep's)
+    r = rec.recommend(replay(REACTIVE, STATIC, worse, worse2))
     assert not r["predictive_helps"] and r["recommended"] == REACTIVE["label"] and r["strategy"] == "reactive"
     assert "predictive does not help" in r["snippet"] and "predictive does not help" in rec.text(r)
+    assert "none of the 2 predictive settings on its frontier meets" in r["why"]
     # reactive in the daemon: no forecast (forecaster.kind = "none"), reactive's headroom; a config that validates
     doc = tomllib.loads(r["snippet"])
     assert doc == {"forecaster": {"kind": "none"}, "policy": {"headroom": 0.1}}
     Config(**doc)
     assert r["expected"] == r["reactive"]
+
+
+def test_a_replay_of_one_predictive_setting_is_no_ground_for_does_not_help():
+    # recommend on simulate --data's JSON (each strategy once, no --sweep) said 'predictive does not help on this
+    # history' from its one predictive setting, where simulate --recommend on the same data found one that beat
+    # reactive: it now says only that the one setting did not, and what tries the others
+    worse = run("predictive", {"quantile": 0.9, "headroom": 0.05}, 0.82, 10, 90, 30)
+    r = rec.recommend(replay(REACTIVE, STATIC, worse))
+    assert not r["predictive_helps"] and r["recommended"] == REACTIVE["label"] and r["predictive_settings"] == 1
+    want = ("predictive did not beat reactive at the one predictive setting replayed, which does not say it cannot: "
+            "simulate --sweep (or --recommend) tries each strategy's settings")
+    assert rec.summary_lines(r)[0] == f"{want}; recommended: {REACTIVE['label']}"
+    assert f"# {want}; recommended: reactive" in r["snippet"] and "does not help" not in rec.text(r)
+    assert "none of the 1 predictive setting on its frontier meets" in r["why"]
 
 
 def test_the_snippets_figures_say_their_units():

@@ -91,7 +91,7 @@ def test_a_sweep_prints_the_summary_first_and_its_table_on_request():
     # the comparison as lines, not JSON; no table (a pointer to it instead), the snippet last
     assert "{" not in text and "comparison at equal utilization (80.0%, reactive's best point):" in lines
     assert any(re.fullmatch(r"\s+high-tier unmet, GPU-min\s+100\s+40\s+0", x) for x in lines)
-    assert any(re.fullmatch(r"\s+hold flaps\s+0\s+0\s+-", x) for x in lines)
+    assert any(re.fullmatch(r"\s+hold flaps\s+0\s+0\s+0", x) for x in lines)   # the perfect forecast's too
     assert not any(x.startswith("setting ") for x in lines)
     assert "the table of all 5 settings: --table (--legend says what each column is), or out.json" in lines
     assert "\n".join(lines).endswith("[policy]\nquantile = 0.5\nheadroom = 0.05")
@@ -253,6 +253,13 @@ def test_a_replay_with_the_skill_gate_says_how_much_it_acted_on_the_forecast():
     assert ("skill gate, predictive(quantile=0.5,headroom=0.05): acted on the forecast for 0.0% of the steps of "
             "all tenants; reactive for the rest") in terminal.replay_lines(doc, table=True)
     assert not any(x.startswith("skill gate") for x in terminal.replay_lines(sweep_doc(), table=True))
+    # on a user's history the high tier was one tenant, on the forecast at every step: 'the 1 tenants ...;
+    # reactive for the rest' (no rest)
+    doc["runs"][2]["skill_gate"] = {"read_tenants": 1, "read_tenant_steps_on_forecast": 1440,
+                                    "read_tenant_steps": 1440, "all_tenant_steps_on_forecast": 1440,
+                                    "all_tenant_steps": 4320}
+    assert ("skill gate, predictive(quantile=0.5,headroom=0.05): acted on the forecast for 100.0% of the steps of "
+            "the 1 tenant whose verdict the plan reads (the high tier)") in terminal.replay_lines(doc, table=True)
 
 
 def test_capacity_is_not_called_short_by_more_than_the_best_setting_replayed_left():
@@ -277,3 +284,16 @@ def test_capacity_is_not_called_short_by_more_than_the_best_setting_replayed_lef
     doc["runs"][2]["tiers"]["high"]["unmet_gpu_min"] = 0.0
     assert shortage.structural(doc["runs"]) == []
 
+
+
+def test_the_comparison_gives_the_perfect_forecasts_low_tier_unmet_and_hold_flaps():
+    # simulate --data on a user's history printed '-' under perfect for low-tier unmet and hold flaps, where its
+    # run had both (the table above gave its low-tier unmet): read as 'not measured'
+    runs = [summary("reactive", {"headroom": 0.1}, 0.88, 179.0), summary("predictive", {"quantile": 0.9}, 0.88, 84.0),
+            summary("perfect", {"headroom": 0.0}, 0.88, 37.0)]
+    for s, low, flaps in zip(runs, (8107.0, 8916.0, 8893.0), (677, 25, 3)):
+        s["tiers"]["low"]["unmet_gpu_min"], s["hold_flaps"] = low, flaps
+    lines = report.comparison_lines(report.compare(runs))
+    low = next(x for x in lines if "low-tier unmet" in x)
+    flaps = next(x for x in lines if "hold flaps" in x)
+    assert low.split()[-3:] == ["8,107", "8,916", "8,893"] and flaps.split()[-3:] == ["677", "25", "3"], lines

@@ -279,3 +279,41 @@ def test_the_sweep_sizes_every_strategy_at_each_scale_down_window():
     assert z0.floor() is not None and z0.tried_nodes(2).figures["high_throttled_share"] > 0.05
     assert z300.found is not None and z300.found.nodes == 1 and z300.found.figures["high_throttled_share"] == 0.0
     assert swept["reactive"].best()[0] == {H: 0.0, B: 300.0}
+
+
+def test_the_savings_line_says_which_strategy_met_the_slo_where_only_one_did(monkeypatch):
+    # predictive meets the SLO from 3 nodes, static at no size up to 6, reactive from 2: on a user's own data (a
+    # service whose cold starts static and reactive never outrun) the line read "no comparison with static (not
+    # met)", as if predictive had missed, where predictive's case is the best it gets
+    first = {"predictive": 3, "static": 99, "reactive": 2}
+
+    def fake(strategy, w, cfg, bank=None, *, steps, knobs=None):
+        m = Meter(strategy, {})
+        ok = w.capacity // w.gpus_per_node >= first[strategy]
+        for t in ("high", "normal", "low"):
+            m.wanted[t], m.served[t], m.unmet[t] = [100.0], [100.0 if ok else 50.0], [0.0 if ok else 50.0]
+        m.util = [1.0]
+        return m
+    monkeypatch.setattr(sizing, "run_strategy", fake)
+    found = {s: sizing.min_size(_constant(20.0), Config(), s, steps=N - START, max_nodes=6) for s in first}
+    last = sizing.lines(found)[-1]
+    assert last == ("predictive meets the SLO at 24 GPUs where static meets it at no size tried (up to 6 nodes), "
+                    "needs 50.0% more than reactive's GPUs")
+    first["predictive"] = 99
+    found = {s: sizing.min_size(_constant(20.0), Config(), s, steps=N - START, max_nodes=6) for s in first}
+    assert sizing.lines(found)[-1] == ("predictive no comparison with static: neither meets the SLO, meets the SLO "
+                                       "at no size tried where reactive meets it at 16 GPUs")
+
+
+def test_on_a_mixed_fleet_the_size_found_says_how_many_nodes_of_each_type():
+    # simulate --min-gpus on a user's two-model fleet printed 'static 224 GPUs (28 nodes)': how many of which GPU
+    # the fleet needs was in neither the line nor the JSON
+    w = Workload("f", _frame(hi=np.full(N, 30.0)), ("high",), np.array([1]), 64, start=START,
+                 node_types=["a100"] * 6 + ["t4"] * 2, node_gpus=np.array([8] * 6 + [4] * 2), accepts=[()])
+    z = sizing.min_size(w, Config(), "static", steps=N - START, knobs=sizing.SIZING_KNOBS["static"])
+    d = z.summary()
+    assert d["nodes"] == 5 and d["gpus"] == 36        # 4 a100 and 1 t4 hold 30 GPUs; 3 + 1 hold 28
+    assert d["pools"] == {"a100": {"nodes": 4, "gpus_per_node": 8}, "t4": {"nodes": 1, "gpus_per_node": 4}}
+    assert sizing.lines({"static": z})[0].startswith("static         36 GPUs (5 nodes: a100 4 x 8, t4 1 x 4), ")
+    one = sizing.min_size(_constant(20.0), Config(), "static", steps=N - START, knobs=sizing.SIZING_KNOBS["static"])
+    assert "pools" not in one.summary() and "(3 nodes)," in sizing.lines({"static": one})[0]
