@@ -1,7 +1,7 @@
 """The state store of a `run` on the embedded simulated cluster: its own, and started afresh each run.
 
 Why: the simulator is a new cluster every run, its clock starting again at the same simulated time (the cycle
-line's `sim 2026-01-06T13:30`). A store kept from an earlier run was restored into it (the last plan, the
+line's `sim 2026-01-12T13:30`). A store kept from an earlier run was restored into it (the last plan, the
 policy's memory: holds of a cluster that no longer exists) and its plans, events and shadow records were shown
 beside this run's under the same simulated times: a second `make run` drew the console's held-capacity chart
 zigzagging between two runs, listed a tenant's events twice and counted both runs' cycles in the shadow report.
