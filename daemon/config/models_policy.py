@@ -250,4 +250,7 @@ class SimulatorConfig(_Strict):
     start_time: str = Field("2026-01-04T13:30:00Z", description="simulated time (ISO 8601, UTC) of the first "
                             "generated step; the first cycle comes warmup_steps later, so with the defaults at 13:30, "
                             "half an hour before the 14:00 peak")
-    warmup_steps: int = Field(2880, ge=0, description="history generated before the first cycle")
+    warmup_steps: int = Field(11520, ge=0, description="history generated before the first cycle (8 days at the "
+                              "default step): the forecaster reads its cycle.history_steps, the history store keeps "
+                              "it whole, so the window proposals (7 days and a day before them) show from the "
+                              "first cycle")

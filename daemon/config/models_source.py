@@ -256,6 +256,11 @@ class HistoryConfig(_Strict):
     path: Path | None = Field(None, description="SQLite file; default: next to state.path, '<stem>-history.sqlite'")
     overlap_steps: int = Field(1, ge=1, description="already-read steps read again each cycle (late samples)")
     backfill_chunk_steps: int = Field(720, ge=1, description="steps per request while backfilling")
+    keep_steps: int | None = Field(None, ge=1, description="steps the store keeps (cycle.history_steps where that is "
+                                   "longer; the forecaster reads cycle.history_steps of it): window proposals need 8 "
+                                   "days (11520 at 60 s). Unset: cycle.history_steps on Prometheus (each step kept "
+                                   "costs memory per series and backfill at the first start), 8 days on the "
+                                   "embedded simulator")
 
 
 class SourceConfig(_Strict):

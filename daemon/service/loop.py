@@ -41,7 +41,7 @@ def summary_line(res: CycleResult, simulated: bool = False) -> str:
     """One line per cycle for a person watching the terminal or the journal.
 
     ``simulated``: the snapshot's time is the simulator's, not the clock's; it is labelled (``sim
-    2026-01-06T13:30``) so that it is not read as the wall-clock time the log lines beside it carry."""
+    2026-01-12T13:30``) so that it is not read as the wall-clock time the log lines beside it carry."""
     p = res.plan
     if p is None:
         return f"cycle {res.outcome}: {res.error or 'no plan'}"

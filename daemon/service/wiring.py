@@ -44,7 +44,7 @@ class Runtime:
     store: StateStore | None
     sim: object | None = None  # SimulatedCluster when the source is the embedded simulator
     overrides: Overrides | None = None  # operator changes at runtime, applied at the next cycle
-    history: History | None = None  # the Prometheus source's rolling demand history (read API: read(), tenants())
+    history: History | None = None  # the source's rolling demand history store (read API: read(), tenants())
     lease: object | None = None  # daemon.ha.lease.RedisLease when ha.enabled: only its holder acts
     _nodes: tuple[float, frozenset[str]] | None = field(default=None, repr=False)
     _nodes_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -217,13 +217,37 @@ def _shared_overrides(lease: Any, cfg: Config) -> SharedStore | None:
     return RedisOverrideStore(lease.client, cfg.ha.prefix)
 
 
+def _history_store(cfg: Config, with_store: bool, sim_steps: bool = False) -> History | None:
+    """The daemon's rolling history store (daemon/sources/history.py) at `history.path`, next to the state store by
+    default; without a store, Prometheus's in memory only and the simulator's none (nothing else reads it).
+
+    Its window is `history.keep_steps`, at least `cycle.history_steps` (the forecaster reads that much of it). Unset,
+    the simulator's is what the window proposals read whole (daemon/web/window_proposals.py), its warm-up
+    (`source.simulator.warmup_steps`) written there at the first cycle, and Prometheus's `cycle.history_steps`: a
+    longer one costs memory per series and backfill at the first start, which an operator chooses."""
+    hc = cfg.history
+    if sim_steps and not (with_store and hc.incremental):
+        return None
+    path = (hc.path or cfg.state.path.with_name(f"{cfg.state.path.stem}-history.sqlite")) if with_store else None
+    steps = cfg.cycle.history_steps
+    if hc.keep_steps is not None:
+        steps = max(steps, hc.keep_steps)
+    elif sim_steps:
+        from daemon.web.window_proposals import store_steps
+
+        steps = max(steps, store_steps(cfg))
+    return History(cfg.cycle.resolution_s, steps, path, overlap_steps=hc.overlap_steps,
+                   chunk_steps=hc.backfill_chunk_steps, series="typed" if cfg.fleet.typed else "plain")
+
+
 def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetrics | None = None) -> Runtime:
     sim = None
     history: History | None = None
     if cfg.source.kind == "simulator":
         from daemon.sim.source import SimulatedCluster
 
-        sim = SimulatedCluster(cfg)
+        history = _history_store(cfg, with_store, sim_steps=True)
+        sim = SimulatedCluster(cfg, history=history)
     actuators = _actuators(cfg, sim)
     metrics = metrics or DaemonMetrics()
     lease = None
@@ -256,14 +280,8 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
         lister = next((a for a in actuators if isinstance(a, ListsClusterJobs)), None)
         jobs_from = lister.cluster_jobs if lister is not None else None
         nodes_from = lister.cluster_nodes if isinstance(lister, ListsClusterNodes) else None
-        hc = cfg.history
-        if hc.incremental:
-            path = None
-            if with_store:
-                path = hc.path or cfg.state.path.with_name(f"{cfg.state.path.stem}-history.sqlite")
-            history = History(cfg.cycle.resolution_s, cfg.cycle.history_steps, path,
-                              overlap_steps=hc.overlap_steps, chunk_steps=hc.backfill_chunk_steps,
-                              series="typed" if cfg.fleet.typed else "plain")
+        if cfg.history.incremental:
+            history = _history_store(cfg, with_store)
         source = PrometheusSource(cfg, jobs_provider=jobs_from, history=history, nodes_provider=nodes_from)
     forecaster, note = build_forecaster(cfg)
     log.debug("%s", note)  # the CLI's start-up line says it, short; /api/v1/plan has it whole
@@ -273,7 +291,7 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
                        shadow_keep_s=cfg.state.shadow_keep_days * 86400,
                        shadow_max_rows=cfg.state.shadow_max_rows) if with_store else None
     runner = CycleRunner(cfg, source, forecaster, actuators, store, metrics, forecaster_note=note,
-                         history=history.frame(HISTORY_STEPS) if history is not None else None)
+                         history=history.frame(HISTORY_STEPS) if history is not None and sim is None else None)
     if lease is not None:
         runner.may_act = lease.is_leader
     if sim is not None:   # the simulator's jobs run and wait on its clock, a minute a cycle (daemon/service/eta.py)

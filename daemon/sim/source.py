@@ -15,6 +15,7 @@ from daemon.policy.state import PRIORITY, ClusterState
 from daemon.sim.cluster import SimCluster
 from daemon.sim.workloads import fleet_accepts, generate
 from daemon.sources.base import Collected, SourceError
+from daemon.sources.history import History
 
 log = logging.getLogger("gpu_autoscaler.sim")
 
@@ -22,11 +23,13 @@ log = logging.getLogger("gpu_autoscaler.sim")
 class SimulatedCluster:
     """Generates demand ahead of time and advances one step per collect().
 
-    ``warmup_steps`` of history exist before the first cycle so the forecaster
-    has a day or two to look at, as it would on a real cluster.
+    ``warmup_steps`` of history exist before the first cycle (the forecaster reads its ``cycle.history_steps``),
+    as they would on a real cluster. With ``history`` (the daemon's rolling history store, daemon/sources/history.py,
+    built by the wiring as for Prometheus) every collect() updates the store from the demand played so far, the
+    backfill of the first one included: the window proposals read it (daemon/web/window_proposals.py).
     """
 
-    def __init__(self, cfg: Config, extra_steps: int = 7 * 1440) -> None:
+    def __init__(self, cfg: Config, extra_steps: int = 7 * 1440, history: History | None = None) -> None:
         sc = cfg.source.simulator
         self.cfg = cfg
         self.step_s = cfg.cycle.resolution_s
@@ -69,6 +72,7 @@ class SimulatedCluster:
         for k in range(max(0, self.warmup - 240), self.warmup):
             self.cluster.step(self.values[k])
         self.blackout = False  # tests flip this to simulate an unreachable source
+        self.history = history
         # the cycle (collect, apply) and a node failover (in its own worker) both touch the cluster's arrays
         self.lock = threading.RLock()
 
@@ -102,11 +106,23 @@ class SimulatedCluster:
             self.advance()
             if self.blackout:
                 raise SourceError("simulated source blackout")
+            if self.history is not None:   # as the Prometheus source: what is new since the last read, to the store
+                self.history.update(self._played, self.now.timestamp(), self.series)
             lo = max(0, self.pos - history_steps)
-            history = self.work.demand.iloc[lo:self.pos]
-            if self.series is not self.tenants:
-                history = history.set_axis(pd.Index(self.series, name="tenant"), axis=1)
-            return Collected(history, self.snapshot())
+            return Collected(self._series(self.work.demand.iloc[lo:self.pos]), self.snapshot())
+
+    def _series(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """The demand's columns as the history names them (on a mixed fleet "tenant@accepted types")."""
+        if self.series is not self.tenants:
+            frame = frame.set_axis(pd.Index(self.series, name="tenant"), axis=1)
+        return frame
+
+    def _played(self, start_s: float, end_s: float, names) -> pd.DataFrame:
+        """The history store's Fetch: the demand played so far from start_s to end_s (none before the first generated
+        step, nothing of the future)."""
+        played = self.work.demand.iloc[:self.pos]
+        return self._series(played.loc[pd.Timestamp(start_s, unit="s", tz="UTC"):
+                                       pd.Timestamp(end_s, unit="s", tz="UTC")])
 
     def jobs_on_node(self, node: str) -> list[tuple[str, str]]:
         idx = self.node_index(node)

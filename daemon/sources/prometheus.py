@@ -178,7 +178,8 @@ class PrometheusSource:
         self._dropped: dict[str, int] = {}   # node -> GPUs left out of capacity, as last logged
         hc = cfg.history
         if history is None and hc.incremental:   # in memory only; the runtime passes one persisted on disk
-            history = History(self.step_s, cfg.cycle.history_steps, overlap_steps=hc.overlap_steps,
+            history = History(self.step_s, max(cfg.cycle.history_steps, hc.keep_steps or 0),
+                              overlap_steps=hc.overlap_steps,
                               chunk_steps=hc.backfill_chunk_steps, series="typed" if self.typed else "plain")
         self.history = history
         self.samples = 0        # samples read from Prometheus so far (bench, metrics)

@@ -1,14 +1,17 @@
 """The state store of a `run` on the embedded simulated cluster: its own, and started afresh each run.
 
 Why: the simulator is a new cluster every run, its clock starting again at the same simulated time (the cycle
-line's `sim 2026-01-06T13:30`). A store kept from an earlier run was restored into it (the last plan, the
+line's `sim 2026-01-12T13:30`). A store kept from an earlier run was restored into it (the last plan, the
 policy's memory: holds of a cluster that no longer exists) and its plans, events and shadow records were shown
 beside this run's under the same simulated times: a second `make run` drew the console's held-capacity chart
 zigzagging between two runs, listed a tenant's events twice and counted both runs' cycles in the shadow report.
 
-The earlier run's store is moved aside (`<stem>-previous<suffix>`, replacing an older one), not deleted. A store
-that belongs to a real cluster (`run --sim` over a config whose source is Prometheus) is never touched: the
-simulated run keeps its own beside it, `<stem>-sim<suffix>`.
+The earlier run's store is moved aside (`<stem>-previous<suffix>`, replacing an older one), not deleted, and so is
+its history store (`history.path`, which the simulator writes as Prometheus does: another cluster's demand under the
+same simulated times, read by the window proposals). A store that belongs to a real cluster (`run --sim` over a
+config whose source is Prometheus) is never touched: the simulated run keeps its own beside it,
+`<stem>-sim<suffix>`, its history store too (beside it by default; beside the configured `history.path` when one
+is set).
 
 A run holds an exclusive lock on `<store>.lock` for as long as it runs (the kernel drops it when the process ends,
 however it ends). A second run over the same store while the first still runs is refused with one line before
@@ -66,10 +69,24 @@ def fresh_sim_store(cfg: Config, configured_kind: str) -> tuple[Config, str | No
     if configured_kind != "simulator":
         path = _path_with(path, "sim")
         cfg = cfg.model_copy(update={"state": cfg.state.model_copy(update={"path": path})})
+        if cfg.history.path is not None:   # the real cluster's history store: the simulated run writes its own
+            cfg = cfg.model_copy(update={"history": cfg.history.model_copy(
+                update={"path": _path_with(cfg.history.path, "sim")})})
     _lock(path)
+    history = cfg.history.path or path.with_name(f"{path.stem}-history.sqlite")   # as the wiring places it
+    moved = _move_aside(path)
+    _move_aside(history)
+    if not moved:
+        return cfg, None
+    return cfg, (f"state: the simulated cluster starts afresh at {path} (the previous run's plans, events and "
+                 f"shadow records are kept in {_path_with(path, 'previous')})")
+
+
+def _move_aside(path: Path) -> bool:
+    """Move an SQLite store's files to `<stem>-previous<suffix>` (replacing an older one); False when it has none."""
     files = [Path(f"{path}{part}") for part in _PARTS]
     if not any(f.exists() for f in files):
-        return cfg, None
+        return False
     aside = _path_with(path, "previous")
     for f, part in zip(files, _PARTS):
         dest = Path(f"{aside}{part}")
@@ -77,5 +94,4 @@ def fresh_sim_store(cfg: Config, configured_kind: str) -> tuple[Config, str | No
             f.replace(dest)
         else:
             dest.unlink(missing_ok=True)  # never pair the earlier store with an older run's log
-    return cfg, (f"state: the simulated cluster starts afresh at {path} (the previous run's plans, events and "
-                 f"shadow records are kept in {aside})")
+    return True

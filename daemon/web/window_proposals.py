@@ -2,7 +2,8 @@
 only) and the console's windows page: computed on request in a worker of their own, never on the cycle's path, and
 kept for an hour (the history moves on) (or the windows in force changed).
 
-The history is the daemon's rolling history store (daemon/sources/history.py, ``history.path``), read read-only.
+The history is the daemon's rolling history store (daemon/sources/history.py, ``history.path``), read read-only;
+the Prometheus source and the embedded simulator write it every cycle (daemon/service/wiring.py).
 Each proposal (daemon/forecasting/windows_proposed.py) comes with its evidence: the days the peak came and, from a
 replay of the store's last days (daemon/sim/windows_evidence.py, the cluster and tenants of the config), the
 tenant's unmet GPU-minutes without and with the proposed windows and the GPU-minutes their holds left idle. Nothing
@@ -29,6 +30,12 @@ DAYS, MIN_DAYS = 7, 5
 REFRESH = pd.Timedelta(hours=1)
 
 
+def store_steps(cfg: Config) -> int:
+    """Steps of history the proposals read whole: DAYS days and, before them, the season the evidence's replay
+    starts from (8 days at the defaults). The embedded simulator's store keeps at least this many (wiring)."""
+    return DAYS * 86400 // cfg.cycle.resolution_s + cfg.forecaster.season_steps
+
+
 def read_store(cfg: Config) -> pd.DataFrame | None:
     """The daemon's history store as time x series, None when there is none yet."""
     from daemon.sim.own import history_store_path, read_history_store
@@ -43,12 +50,13 @@ def compute(frame: pd.DataFrame | None, cfg: Config, declared: list[dict], timez
             "computed_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
     if frame is None or frame.empty:
         return {**base, "status": "no history", "proposals": [],
-                "why": "the history store holds no demand yet (history.path; the Prometheus source writes it)"}
+                "why": "the history store holds no demand yet (history.path; the source writes it every cycle)"}
     span_days = len(frame) * cfg.cycle.resolution_s / 86400
     if span_days < MIN_DAYS:   # no peak can have come on MIN_DAYS days: say so, not "no recurring peak"
         return {**base, "status": "ready", "history_end": str(frame.index[-1]), "proposals": [],
                 "why": f"the history holds {span_days:.1f} days: a peak is proposed when it came on {MIN_DAYS} of "
-                       f"the last {DAYS} days, so {MIN_DAYS} days at least are needed"}
+                       f"the last {DAYS} days, so {MIN_DAYS} days at least are needed (history.keep_steps = "
+                       f"{store_steps(cfg)} keeps the {DAYS} days and the day before them the evidence replays)"}
     known = {t.name for t in cfg.tenants}
     from daemon.policy.fleet import split_series
 

@@ -1,45 +1,33 @@
-"""Windows proposed from the history (issue 39, item 2) on a daemon (real uvicorn, real HTTP) whose history store
-holds 8 days of tenant-0001 peaking at 14:00 UTC every day and tenant-0002 without a peak: the API lists the one
-proposal with its evidence to operators only, the console shows it with an accept button, and accepting it
-declares the window through the operator's path (audited); nothing is declared before."""
+"""Windows proposed from the history (issue 39, item 2) on a daemon on the embedded simulator (real uvicorn, real
+HTTP) that plays 8 days of warm-up, then a cycle a second, of tenant-0001 peaking at 14:00 UTC every day and
+tenant-0002 without a peak (tests/support/peaked_sim.py), and writes them to its history store as `make run` does:
+the API lists the one proposal with its evidence to operators only, the console shows it with an accept button, and
+accepting it declares the window through the operator's path (audited); nothing is declared before. (The store
+used to be written here by hand: the simulator wrote none.)"""
 
 import httpx
-import numpy as np
-import pandas as pd
 import pytest
 
 from daemon.service.loop import Daemon
 from daemon.service.wiring import build_runtime
-from daemon.sources.history import History
 from tests.conftest import free_port
 from tests.support.daemons import OP, T1, api_cfg, h
+from tests.support.peaked_sim import PEAKED, peaked_simulator
 from tests.support.services import wait_for
 
-STEP, DAYS = 60, 8
 # the evidence is two replays of 7 days (with and without the window) in the proposals' worker: minutes on a loaded box
 pytestmark = pytest.mark.timeout(900)
-
-
-def _fetch(start_s, end_s, known):
-    idx = pd.date_range(pd.Timestamp(start_s, unit="s", tz="UTC"), pd.Timestamp(end_s, unit="s", tz="UTC"),
-                        freq=f"{STEP}s")
-    rng = np.random.default_rng(int(start_s))
-    minute = idx.hour * 60 + idx.minute
-    peak = np.where((minute >= 14 * 60) & (minute < 15 * 60), 40.0, 0.0)
-    return pd.DataFrame({"tenant-0001": np.round(20 + peak + rng.normal(0, 2, len(idx))),
-                         "tenant-0002": np.round(30 + rng.normal(0, 3, len(idx)))}, index=idx)
 
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("proposals")
-    store = tmp / "history.sqlite"
-    now = (pd.Timestamp.now(tz="UTC").floor("D") - pd.Timedelta(minutes=1)).timestamp()
-    hist = History(STEP, DAYS * 1440, store)
-    hist.update(_fetch, now, ["tenant-0001", "tenant-0002"])
-    hist.close()
     port = free_port()
-    d = Daemon(build_runtime(api_cfg(tmp, port, history={"path": store})))
+    cfg = api_cfg(tmp, port)
+    cfg = cfg.model_copy(update={"source": cfg.source.model_copy(update={"simulator": cfg.source.simulator.model_copy(
+        update={"warmup_steps": 8 * 1440})})})
+    with peaked_simulator():
+        d = Daemon(build_runtime(cfg))
     d.start()
     base = f"http://127.0.0.1:{port}"
     wait_for(lambda: d.cycles_done >= 1, what="a cycle", timeout=60)
@@ -65,7 +53,7 @@ def test_proposals_are_listed_to_operators_only_and_accepting_one_declares_it(da
     res = _proposals(base)
     assert res["status"] == "ready", res
     [p] = res["proposals"]
-    assert p["tenant"] == "tenant-0001" and p["every"] == "daily" and p["at"] in ("13:45", "14:00")
+    assert p["tenant"] == PEAKED and p["every"] == "daily" and p["at"] in ("13:45", "14:00")
     assert 55 <= p["gpus"] <= 70 and p["days_seen"] >= 5
     ev = p["evidence"]
     assert "unmet_gpu_min_without" in ev, res.get("evidence_note")
