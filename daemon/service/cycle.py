@@ -146,7 +146,8 @@ class CycleRunner:
         # start-time estimates of pending jobs (daemon/service/eta.py): made after each good plan, served by the API
         self.eta = EtaTracker(self.metrics.registry, clock,
                               max_wait_s=cfg.policy.max_wait_steps * cfg.cycle.resolution_s,
-                              floor_s=cfg.cycle.interval_s, window_min_lead_s=cfg.window_min_lead_s())
+                              floor_s=cfg.cycle.interval_s, window_min_lead_s=cfg.window_min_lead_s(),
+                              drain_s=cfg.preempt_drain_s())
         self.last_eta: dict | None = None
         if self.last_plan is not None:
             log.info("restored last good plan from %s (%d reservations, rate level %d)", self.last_plan.at,
@@ -166,7 +167,8 @@ class CycleRunner:
         was, self.cfg = self.cfg.health.enabled, cfg
         # the skill gate scores holds as the policy in force makes them
         self.quality.act_quantile, self.quality.headroom = cfg.policy.quantile, cfg.policy.headroom
-        self.eta.window_min_lead_s = cfg.window_min_lead_s()   # the estimates count windows' holds as the plan does
+        # the estimates count windows' holds and the GPUs draining now as the plan does
+        self.eta.window_min_lead_s, self.eta.drain_s = cfg.window_min_lead_s(), cfg.preempt_drain_s()
         if cfg.health.enabled == was:
             return None
         if not cfg.health.enabled:

@@ -102,8 +102,9 @@ def windows_ahead(plan: Plan, at: pd.Timestamp, min_lead_s: float = 0.0) -> list
 class EtaTracker:
     def __init__(self, registry: CollectorRegistry, clock: Callable[[], float], *, max_wait_s: float | None = None,
                  keep: int = 500, min_samples: int = 5, floor_s: float = 60.0, state_time: bool = False,
-                 resolution_s: float | None = None, window_min_lead_s: float = 0.0) -> None:
+                 resolution_s: float | None = None, window_min_lead_s: float = 0.0, drain_s: float = 120.0) -> None:
         self.clock = clock
+        self.drain_s = drain_s   # Config.preempt_drain_s: when GPUs draining now come back (estimate's drain_s)
         self.window_min_lead_s = window_min_lead_s   # Config.window_min_lead_s (windows_ahead)
         # releases within one cycle are one step of the estimate (daemon.policy.eta.RESOLUTION_S): a job starts at a
         # cycle, so finer is no truer, and a big cluster's queue is rescanned once a cycle of its future, not per job
@@ -169,7 +170,7 @@ class EtaTracker:
                         time_limit_s=limits,
                         growth=growth, max_wait_s=self.max_wait_s,
                         windows=windows_ahead(plan, state.at, self.window_min_lead_s) if plan is not None else (),
-                        resolution_s=self.resolution_s)
+                        resolution_s=self.resolution_s, drain_s=self.drain_s)
         naive = naive_waits(etas, free_to_pending(state, res), self.freed.rate(now))
         etas = calibrate(etas, tier_of, self.cal.factors(now), naive=naive)
         rows = []

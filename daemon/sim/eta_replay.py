@@ -129,7 +129,8 @@ class EtaHook:
         pooled = tuple(t for t, m in zip(self.tenants, c.pool_members) if m)
         seen_now, runs, limits = self.model_inputs(now)
         model = estimate(seen_now, runs, pooled=pooled, time_limit_s=limits,
-                         max_wait_s=cfg.policy.max_wait_steps * self.step_s, resolution_s=self.step_s)
+                         max_wait_s=cfg.policy.max_wait_steps * self.step_s, resolution_s=self.step_s,
+                         drain_s=cfg.preempt_drain_s())
         factors = self.cal.factors(k * self.step_s)
         naive = naive_waits(model, free_to_pending(now), self.freed.rate(k * self.step_s))
         etas = calibrate(model, self.tier_of, factors, naive=naive)

@@ -201,3 +201,27 @@ def test_a_window_whose_reclaim_before_is_shorter_than_a_drain_is_handed_on_from
     assert lead == 150.0
     assert windows_ahead(plan, pd.Timestamp("2026-01-05T13:00:00Z"), lead) == [(3600.0 - lead, "batch", 16.0)]
     assert windows_ahead(plan, pd.Timestamp("2026-01-05T13:58:00Z"), lead) == []   # held since 13:57:30
+
+
+def test_gpus_draining_now_come_back_after_the_configs_drain_not_a_fixed_two_minutes(tmp_path):
+    """The tracker handed the estimate no drain, so GPUs draining now came back at its default 120 s whatever
+    policy.preempt_drain_s says (a site whose jobs checkpoint for 10 minutes was told its jobs start 8 minutes early);
+    the daemon now hands Config.preempt_drain_s, and a reload moves it."""
+    st = _state({}, {"P": 0.0})
+    st = ClusterState(at=st.at, tenants=st.tenants, tiers=st.tiers, capacity=1, used=np.zeros(2),
+                      pending=st.pending, jobs=st.jobs, draining=1.0)
+    cfg = Config.model_validate({"policy": {"preempt_drain_s": 600}})
+    t = EtaTracker(CollectorRegistry(), lambda: 0.0, drain_s=cfg.preempt_drain_s())
+    (row,) = t.update(st, None, None)["jobs"]
+    assert row["p50_s"] == 600.0 and row["basis"] == "GPUs draining now"
+    # the daemon's own tracker, and after a reload
+    run = Config(source=SourceConfig(simulator=SimulatorConfig(seed=5, tenants=4, warmup_steps=60)),
+                 state={"path": tmp_path / "state.sqlite"}, forecaster={"model_dir": tmp_path / "models"},
+                 policy={"preempt_drain_s": 600})
+    rt = build_runtime(run, with_store=False)
+    try:
+        assert rt.runner.eta.drain_s == 600.0
+        rt.runner.use_config(run.model_copy(update={"policy": run.policy.model_copy(update={"preempt_drain_s": 900})}))
+        assert rt.runner.eta.drain_s == 900.0
+    finally:
+        rt.close()
