@@ -295,14 +295,47 @@ def simulate(ctx, trace, cold_start, stabilization, data, from_source, history_d
     if recommend_:
         try:
             recommendation = rec.recommend(doc, obj)
+            if recommendation["predictive_helps"]:  # is the gain more than one replay's noise? (two more replays)
+                doc["noise_replay"] = _noise_replay(w, cfg, model, steps, doc, recommendation, forecast_every,
+                                                    workers or replay_workers())
+                if doc["noise_replay"] is not None:
+                    recommendation = rec.recommend(doc, obj)
+                else:
+                    del doc["noise_replay"]
         except rec.ObjectiveError as exc:
             _fail(f"recommend: {exc}", 1)
+        except ReplayWorkerError as exc:
+            _fail(f"{exc}; --workers 1 runs every setting in this process", 1)
         doc["recommendation"] = recommendation
         path.write_text(json.dumps(doc, indent=2) + "\n")
     for line in terminal.replay_lines(doc, recommendation, sweep=sweep, table=show_table, legend=legend,
                                       json_path=str(path)):
         click.echo(line)
     click.echo(f"wrote {path} and {png}")
+
+
+def _noise_replay(w, cfg, model, steps: int, doc: dict, recommendation: dict, forecast_every: int,
+                  workers: int) -> dict | None:
+    """The recommended predictive setting and reactive's point replayed once more on the history changed by next to
+    nothing (daemon/sim/noise.py: one more job of one tenant at the window's first step): how far they move is the
+    noise of one replay, which recommend weighs the gain against. None where nothing can be nudged."""
+    from daemon.sim.noise import nudged
+    from daemon.sim.replay import run_replay
+
+    got = nudged(w)
+    if got is None:
+        click.echo("the noise of one replay cannot be measured: no tenant's demand is known at the window's first step",
+                   err=True)
+        return None
+    w2, nudge = got
+    by = {x["label"]: x for x in doc["runs"]}
+    labels = [recommendation["reactive"]["label"], recommendation["recommended"]]
+    settings = [(by[x]["strategy"], dict(by[x]["knobs"])) for x in labels]
+    click.echo(f"the noise of one replay: {len(settings)} more replays ({', '.join(labels)}) with {nudge.text()}",
+               err=True)
+    runs = run_replay(w2, cfg, model, steps=steps, settings=settings, forecast_every=forecast_every, progress=True,
+                      workers=min(workers, len(settings)))
+    return {"perturbation": nudge.to_dict(), "runs": [m.summary() for m in runs]}
 
 
 def _builtin_contention(w, cfg, steps: int, days: float, trace: str, recommend_: bool) -> dict | None:

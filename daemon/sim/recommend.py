@@ -7,6 +7,12 @@ are its point in the comparison at equal utilization (report.compare: its fronti
 utilization). If no predictive setting meets the constraints, or the best one is no better than reactive on the
 minimized figure, predictive does not help on this history and reactive is recommended.
 
+A replay is chaotic (daemon/sim/noise.py): where the replay JSON carries ``noise_replay`` (simulate --recommend
+replays reactive's setting and the best predictive one once more on the history changed by next to nothing), the
+larger of how far those two moved on the deciding figure is the noise of one replay; a gain over reactive within it
+(or one the second replay does not repeat) is no reason to switch, and reactive, the setting with nothing to
+configure, is recommended, saying so and what would settle it.
+
 The objective is configurable: ``--minimize METRIC`` and any number of ``--subject-to "METRIC OP BOUND"``, where
 BOUND is a number, ``reactive`` or ``F*reactive`` (e.g. ``preemptions<=1.5*reactive``).
 """
@@ -83,9 +89,16 @@ class _Run(_Open):
     tiers: _Tiers
 
 
+class _NoiseReplay(_Open):
+    """Settings replayed once more on the history changed by next to nothing (daemon/sim/noise.py)."""
+    perturbation: dict[str, Any]
+    runs: list[_Run]
+
+
 class _Replay(_Open):
     """The fields of a replay JSON (daemon.sim.report.to_json) a recommendation reads; others pass through."""
     runs: list[_Run] = []
+    noise_replay: _NoiseReplay | None = None
     comparison: dict[str, Any] | None = None
     workload: str = "the replay"
     forecaster: str | None = None
@@ -209,7 +222,8 @@ NOT_SWEPT = ("predictive did not beat reactive at the one predictive setting rep
 
 
 def snippet(s: dict, helps: bool, exp: dict, reactive: dict | None, static: dict | None, obj: str,
-            source: str, forecaster: str | None = None, short: str | None = None, one_setting: bool = False) -> str:
+            source: str, forecaster: str | None = None, short: str | None = None, one_setting: bool = False,
+            noise: dict | None = None) -> str:
     """The recommended setting as a config snippet (the `[policy]` keys the replay swept), its expected figures
     and reactive's and static's beside them as comments."""
     def line(name: str, f: dict | None) -> str:
@@ -223,7 +237,9 @@ def snippet(s: dict, helps: bool, exp: dict, reactive: dict | None, static: dict
     if s["strategy"] == "predictive" and forecaster:
         head.append(f"# replayed with the forecaster {forecaster} (forecaster.kind = \"auto\" uses the one retrain "
                     "scores best on this cluster)")
-    if not helps and one_setting:
+    if noise and noise.get("within"):
+        head += [f"# {noise['verdict']}; recommended: reactive", f"# {noise['settle']}"]
+    elif not helps and one_setting:
         head.append(f"# {NOT_SWEPT}; recommended: reactive")
     elif not helps:
         head.append("# predictive does not help on this history: no predictive setting on its frontier beats "
@@ -240,6 +256,63 @@ def snippet(s: dict, helps: bool, exp: dict, reactive: dict | None, static: dict
     if not knobs:
         body.append("# the configured [policy] as it is")
     return "\n".join(head + body) + "\n"
+
+
+def value_text(metric: str, v: float) -> str:
+    """One figure with its unit, as the verdict says it."""
+    if metric == "high_throttled":
+        return f"{100 * v:.3f}% of requests"
+    if metric == "preemptions":
+        return f"{v:,.0f} jobs"
+    if metric == "high_wait_p99_min":
+        return f"{v:,.1f} min"
+    return f"{v:,.0f} GPU-min"
+
+
+def _noise_number(metric: str, v: float) -> str:
+    return f"{100 * v:.3f} points" if metric == "high_throttled" else value_text(metric, v)
+
+
+# what would settle a gain within the noise
+SETTLE = ("what would settle it: a longer history: replay more --days, or --recommend again on the next weeks' history "
+          "(a gain that is real adds up over every day replayed, the noise of one replay need not)")
+
+
+def noise_of(nr: dict | None, best: dict, reactive: dict, metric: str) -> dict:
+    """The noise of one replay on ``metric`` from the settings replayed once more (the replay JSON's ``noise_replay``,
+    daemon/sim/noise.py): the larger of how far reactive's point and ``best`` moved; ``within``: the gain of ``best``
+    over reactive is no larger, or the second replay does not have ``best`` ahead at all."""
+    fn = FIGURES[metric]
+    by = {x["label"]: x for x in (nr or {}).get("runs", ())}
+    b2, r2 = by.get(best["label"]), by.get(reactive["label"])
+    if b2 is None or r2 is None:
+        return {"measured": False, "metric": metric,
+                "line": (f"the noise of one replay was not measured ({reactive['label']} and {best['label']} not "
+                         "replayed once more): simulate --recommend measures it, and a gain within it is no reason "
+                         "to switch")}
+    rv, bv, rv2, bv2 = fn(reactive), fn(best), fn(r2), fn(b2)
+    noise = max(abs(rv2 - rv), abs(bv2 - bv))
+    gain, gain2 = rv - bv, rv2 - bv2
+    within = gain <= noise or gain2 <= 0
+    what = nr["perturbation"].get("text") or "the history changed by next to nothing"
+    n = len(nr["runs"])
+    line = (f"the noise of one replay: +-{_noise_number(metric, noise)} of {metric}, measured by "
+            f"{plural(n, 'more replay')} ({', '.join(x['label'] for x in nr['runs'])}) with {what}: "
+            f"reactive {value_text(metric, rv)} -> {value_text(metric, rv2)}, "
+            f"{best['label']} {value_text(metric, bv)} -> {value_text(metric, bv2)}")
+    if within:
+        verdict = (f"{best['label']} has {metric} {value_text(metric, bv)} against reactive's "
+                   f"{value_text(metric, rv)}: within the noise of one replay (+-{_noise_number(metric, noise)})"
+                   + ("" if gain <= noise else ", and the second replay has it behind")
+                   + ", so not a reason to switch")
+    else:
+        verdict = None
+        line += f"; the gain, {_noise_number(metric, gain)}, exceeds it"
+    return {"measured": True, "metric": metric, "noise": noise, "gain": gain, "gain_replayed_again": gain2,
+            "within": within, "perturbation": nr["perturbation"], "replays": n,
+            "settings": {"reactive": {"label": reactive["label"], "value": rv, "replayed_again": rv2},
+                         "predictive": {"label": best["label"], "value": bv, "replayed_again": bv2}},
+            "line": line, "verdict": verdict, "settle": SETTLE if within else None}
 
 
 def _services(runs: list[dict]) -> bool:
@@ -276,6 +349,10 @@ def recommend(replay: dict, obj: Objective | None = None) -> dict:
 
     best = min(feasible, key=lambda p: (*key(p), -p["utilization"], p["preemptions"])) if feasible else None
     helps = best is not None and key(best) < key(reactive)
+    noise = None
+    if helps:  # the figure that decides it (high_throttled where high_unmet ties), against one replay's noise
+        metric = obj.minimize if one(best) < one(reactive) else "high_throttled"
+        noise = noise_of(replay.get("noise_replay"), best, reactive, metric)
     obj_text = obj.text() + (", then the least high_throttled (the share of the high tier's requests throttled)"
                              if tie else "")
     if not pred:
@@ -289,19 +366,22 @@ def recommend(replay: dict, obj: Objective | None = None) -> dict:
     else:
         why = (f"{best['label']}: {obj.minimize} {said(best)} against reactive's {said(reactive)}, "
                f"the least among the {len(feasible)} predictive settings on its frontier that meet the constraints")
+    within = bool(noise and noise.get("within"))
+    if within:  # reactive, the setting with nothing to configure
+        helps = False
     chosen = best if helps else reactive
     exp, rf, sf = figures(chosen), figures(reactive), figures(static)
     source = replay.get("workload", "the replay")
     short = shortage.structural(runs)
     short_line = shortage.line(short)
     return {"recommended": chosen["label"], "strategy": chosen["strategy"], "knobs": dict(chosen["knobs"]),
-            "predictive_helps": helps, "objective": obj_text, "why": why,
+            "predictive_helps": helps, "within_noise": within, "noise": noise, "objective": obj_text, "why": why,
             "capacity_short": short, "capacity_short_line": short_line,
             "expected": exp, "reactive": rf, "static": sf,
             "predictive_frontier": [p["label"] for p in front], "feasible": [p["label"] for p in feasible],
             "predictive_settings": len(pred),
             "snippet": snippet(chosen, helps, exp, rf, sf, obj_text, source, replay.get("forecaster"), short_line,
-                               one_setting=len(pred) == 1)}
+                               one_setting=len(pred) == 1, noise=noise)}
 
 
 # the summary's figures: (header, unit, key in figures(), format)
@@ -316,7 +396,9 @@ _SUMMARY = (("util", "%", "utilization", lambda v: f"{100 * v:.1f}%"),
 def summary_lines(rec: dict) -> list[str]:
     """The short summary printed first: the verdict, the recommended setting's figures against reactive's and
     static's (GPU-minutes over the replayed window), why, and whether capacity rather than forecasting is short."""
+    noise = rec.get("noise") or {}
     verdict = (f"recommended: {rec['recommended']}" if rec["predictive_helps"]
+               else f"{noise['verdict']}; recommended: {rec['recommended']}" if noise.get("within")
                else f"{NOT_SWEPT}; recommended: {rec['recommended']}" if rec.get("predictive_settings") == 1
                else f"predictive does not help on this history; recommended: {rec['recommended']}")
     # a unit under each head, as the replay's table has: the figures are over the whole replayed window
@@ -334,6 +416,7 @@ def summary_lines(rec: dict) -> list[str]:
     grid = ["  " + "  ".join([r[0].ljust(w[0]), *(x.rjust(n) for x, n in zip(r[1:-1], w[1:-1])), r[-1]]).rstrip()
             for r in rows]
     out = [verdict, *grid, f"why: {rec['why']}"]
+    out += [x for x in (noise.get("line"), noise.get("settle")) if x]
     if rec.get("capacity_short_line"):
         out.append(rec["capacity_short_line"])
     return out
