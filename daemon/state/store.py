@@ -88,7 +88,7 @@ CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL, update
 CREATE TABLE IF NOT EXISTS plans (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, stale INTEGER NOT NULL,
                                   summary TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, kind TEXT NOT NULL,
-                                   detail TEXT NOT NULL);
+                                   detail TEXT NOT NULL, logged REAL);
 CREATE TABLE IF NOT EXISTS shadow (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, record TEXT NOT NULL,
                                    logged REAL NOT NULL);
 """
@@ -135,6 +135,20 @@ def connect_ro(path: Path | str) -> sqlite3.Connection:
         return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True)
 
 
+def add_column(db: sqlite3.Connection, table: str, column: str, decl: str) -> None:
+    """Add `column` to `table` of a store made before it existed. Two processes may open one store at once (the
+    daemon starting while `shadow-report` or a test reads it): both can find the column missing and the second
+    ALTER then fails with "duplicate column name", which stopped the daemon at start ('not usable as the daemon's
+    SQLite store'). The column being there is what was wanted: that error is success."""
+    if column in {r[1] for r in db.execute(f"PRAGMA table_info({table})")}:
+        return
+    try:
+        db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+    except sqlite3.OperationalError as exc:
+        if "duplicate column name" not in str(exc):
+            raise
+
+
 def read_shadow_records(path: Path | str, limit: int | None = None) -> list[dict]:
     """The newest `limit` shadow records (all when None) of the state store at `path`, oldest first, read-only."""
     q = "SELECT id, record FROM shadow ORDER BY id DESC" + (" LIMIT ?" if limit is not None else "")
@@ -164,9 +178,9 @@ class StateStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(SCHEMA)
-            # retention needs the wall-clock time each event was written (`at` may be simulated time)
-            if "logged" not in {r[1] for r in self._db.execute("PRAGMA table_info(events)")}:
-                self._db.execute("ALTER TABLE events ADD COLUMN logged REAL")
+            # retention needs the wall-clock time each event was written (`at` may be simulated time): a store
+            # made before that column gets it
+            add_column(self._db, "events", "logged", "REAL")
             self._db.execute("CREATE INDEX IF NOT EXISTS events_logged ON events(logged)")
         except sqlite3.DatabaseError as exc:
             raise StateError(f"state.path {self.path}: not usable as the daemon's SQLite store ({exc}); the daemon "

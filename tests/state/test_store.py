@@ -68,3 +68,37 @@ def test_a_file_that_is_not_sqlite_stops_the_start_naming_it(tmp_path):
                                          "database\\); the daemon does not start: move the file aside"):
         StateStore(path)
     assert path.read_bytes().startswith(b"this is not")     # never overwritten
+
+
+def test_a_store_opened_by_two_processes_at_once_is_not_refused_over_the_events_column(tmp_path):
+    """The daemon starting while another process opened the same fresh store (CI: a test polling the store of a
+    `run --sim` it started) failed at start with 'not usable as the daemon's SQLite store (duplicate column name:
+    logged)': both found events.logged missing and both added it. A fresh store now has it from its schema, and a
+    store made before it gets it once, the other opener's ALTER failing as 'duplicate column' read as done."""
+    import sqlite3
+
+    from daemon.state.store import SCHEMA, StateStore, add_column
+
+    fresh = sqlite3.connect(tmp_path / "fresh.sqlite")
+    fresh.executescript(SCHEMA)
+    assert "logged" in {r[1] for r in fresh.execute("PRAGMA table_info(events)")}   # no ALTER on a fresh store
+    fresh.close()
+    old = sqlite3.connect(tmp_path / "old.sqlite")
+    old.execute("CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, kind TEXT NOT NULL, "
+                "detail TEXT NOT NULL)")
+    old.commit()
+
+    class Stale:
+        """A connection whose look at the columns came before the other opener's ALTER."""
+        def __init__(self, db):
+            self.db = db
+
+        def execute(self, sql, *a):
+            return iter(()) if sql.startswith("PRAGMA table_info") else self.db.execute(sql, *a)
+
+    add_column(old, "events", "logged", "REAL")            # the first opener migrates
+    add_column(Stale(old), "events", "logged", "REAL")     # the second, a step behind: no error
+    assert [r[1] for r in old.execute("PRAGMA table_info(events)")].count("logged") == 1
+    old.close()
+    s = StateStore(tmp_path / "old.sqlite")                # and the daemon opens it
+    s.close()
