@@ -11,11 +11,9 @@ import tomllib
 import numpy as np
 import pandas as pd
 
-from daemon.config import Config
 from daemon.sim import recommend as rec
 from daemon.sim.noise import nudged
 from daemon.sim.workloads import Workload
-from tests.sim.test_own_replay import DAYS, WINDOW, long_case, simulate, write
 from tests.sim.test_recommend import REACTIVE, STATIC, replay, run
 
 PRED = run("predictive", {"quantile": 0.5, "headroom": 0.1}, 0.80, 90, 40, 9)   # 90 against reactive's 100
@@ -93,22 +91,3 @@ def test_the_nudge_is_one_more_job_of_the_lowest_tiers_largest_tenant_at_the_win
     diff = w2.demand - w.demand
     assert diff.loc[idx[2], "lo"] == 2 and diff.abs().to_numpy().sum() == 2   # one job (ceil(5.5 / 2) = 3, was 2)
     assert w.demand.loc[idx[2], "lo"] == 3.5   # the workload replayed first is untouched
-
-
-def test_simulate_recommend_on_a_history_replays_two_settings_once_more_and_the_json_carries_the_noise(tmp_path):
-    csv, toml = write(tmp_path, long_case(500 + WINDOW))   # seed 0: predictive 0 high-tier unmet, reactive 2
-    out = tmp_path / "o"
-    r = simulate(toml, "--data", str(csv), "--days", str(DAYS), "--tier", "lo=low", "--quick-forecaster",
-                 "--recommend", "--out", str(out))
-    assert r.exit_code == 0, r.output
-    doc = json.loads((out / "own-history.json").read_text())
-    got = doc["recommendation"]
-    nr = doc["noise_replay"]
-    assert [x["label"] for x in nr["runs"]] == [got["reactive"]["label"], got["recommended"]]
-    assert nr["perturbation"]["tenant"] == "lo" and nr["perturbation"]["step"] == 500
-    assert got["noise"]["measured"] and got["noise"]["replays"] == 2
-    # this small cluster is not chaotic: the gain stands, predictive is kept
-    assert got["strategy"] == "predictive" and not got["within_noise"] and got["noise"]["gain"] > got["noise"]["noise"]
-    assert "the noise of one replay: 2 more replays" in r.output and "the gain, 2 GPU-min, exceeds it" in r.output
-    assert got == rec.recommend({k: v for k, v in doc.items() if k != "recommendation"})
-    Config(**tomllib.loads(got["snippet"]))
