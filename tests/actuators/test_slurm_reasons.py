@@ -1,5 +1,7 @@
 """Which pending Slurm jobs are demand now: those that free GPUs would start (squeue's reason), read without Slurm."""
 
+import dataclasses
+
 import pytest
 
 from daemon.actuators.slurm.actuator import SlurmJob, waits_for_gpus
@@ -118,3 +120,21 @@ def test_an_arrays_throttle_is_read_from_squeue_json_never_lower_than_a_record_s
     for bad in ("squeue: error: x", "[]", '{"jobs": 3}'):
         with pytest.raises(SlurmError, match="squeue --json: not a list of jobs"):
             parse_array_throttles(bad)
+
+
+def test_an_arrays_record_is_its_tasks_lowest_first_up_to_its_throttle_and_a_bound_per_tenant():
+    """squeue without -r prints an array's pending tasks as one record (1_[3-5,8%2]): expand_arrays makes a job of
+    each, as -r printed them, but never more than what Slurm starts at once (%N) nor, of one tenant's records
+    together, more than the bound: an --array=0-3999999 is 10 jobs here, made at once (no 4*10^6-line read), and
+    another tenant's array is read whole. Brackets squeue never prints (a cut line, a reversed range) leave the
+    record as one job or none."""
+    from daemon.actuators.slurm.squeue import by_id, expand_arrays
+
+    jobs = [task("1_[3-5,8%2]"), task("2_[0-3999999]"), task("3_[0,4,8-9]"), task("4_[1-3]"),
+            dataclasses.replace(task("5_[2-4]"), account="other"), task("6"), task("7_[9-3]"), task("8_[1-3")]
+    got, cut = expand_arrays(jobs, lambda j: j.account, limit=10)
+    ids = [j.job_id for j in got]
+    assert ids == ["1_3", "1_4", *[f"2_{i}" for i in range(8)], "5_2", "5_3", "5_4", "6", "8_[1-3"], ids
+    assert cut == {"2_[0-3999999]": 3999992, "3_[0,4,8-9]": 4, "4_[1-3]": 3}
+    assert {j.record for j in got if j.job_id.startswith("2_")} == {"2_[0-3999999]"}
+    assert by_id({"2_[0-3999999]": 7.0}, got[2]) == 7.0 and by_id({}, got[2], "x") == "x"

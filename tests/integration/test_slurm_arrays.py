@@ -98,3 +98,43 @@ def test_a_job_asking_two_gpu_types_no_node_has_together_never_starts_and_is_no_
         assert jid not in list(js.ids)
         a.cluster_jobs(TENANTS)
         assert sum(f"job {jid} asks several GPU types" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_tenants_huge_array_is_read_per_record_and_at_most_the_bound_of_its_tasks(monkeypatch, caplog):
+    """squeue -r prints every task of an array a line: a tenant's --array=0-999999 (MaxArraySize goes to 4,000,001)
+    was 119 MB from each of the view's squeue reads (4.7 s of squeue, 33 s of parsing per read at 10^6 tasks), past
+    the command timeout from about 2*10^6 tasks: one tenant's array stalled, then failed, every tenant's view. Now the
+    reads list an array's pending tasks as its one record (1_[1-999]) and the view makes jobs of a tenant's first
+    MAX_ARRAY_TASKS of them (here 100, of a 1000-task array on this slurmctld's MaxArraySize), lowest ids first,
+    saying once how many it left out; another tenant's array is read whole."""
+    import logging
+
+    import daemon.actuators.slurm.actuator as mod
+
+    monkeypatch.setattr(mod, "MAX_ARRAY_TASKS", 100, raising=False)   # (the old code has no bound)
+    with slurm_cluster(nodes=("gn1",), gpus=4, gres_types={"gn1": "a100"}) as s:
+        big = submit(s, "--array=0-999", "--gres=gpu:a100:4", account="acct-high", partition="high")
+        wait_for(lambda: states(s).get(f"{big}_0", [""])[0] == "RUNNING", what="task 0 running", timeout=60)
+        small = submit(s, "--array=1-5", "--gres=gpu:a100:1")
+        time.sleep(2)
+        a = act(s, FleetConfig(types=["a100"]))
+        lines = []
+        run = a._run
+
+        def counted(*args):
+            r = run(*args)
+            if args[0] == "squeue" and "--json" not in args:   # (--json: a record each, pretty-printed)
+                lines.append(r.stdout.count("\n"))
+            return r
+
+        a._run = counted
+        with caplog.at_level(logging.WARNING, logger="gpu_autoscaler.actuator.slurm"):
+            js = a.cluster_jobs(TENANTS)
+        pending = {}
+        for jid, run_, acc in zip(js.ids, js.running, js.accepts):
+            if not run_:
+                pending.setdefault(jid.split("_")[0], []).append(int(jid.split("_")[1]))
+                assert acc == ("a100",), (jid, acc)
+        assert pending == {big: list(range(1, 101)), small: [1, 2, 3, 4, 5]}, {k: len(v) for k, v in pending.items()}
+        assert sum(lines) < 20, lines      # every squeue read: a line per record, not per task (old: 3000 and more)
+        assert f"job array {big}_[1-999]: 899 of its pending tasks are not read" in caplog.text

@@ -52,11 +52,13 @@ from daemon.actuators.slurm.squeue import (  # re-exported: the old import path 
     BEGIN_SOON_S,
     FAILED_NODE_STATES,
     JOB_GPUS_FMT,
+    MAX_ARRAY_TASKS,
     NOT_WAITING_FOR_GPUS,
     NOT_WAITING_PREFIXES,
     SQUEUE_FMT,
     SlurmError,
     SlurmJob,
+    expand_arrays,
     parse_elapsed,
     parse_gpus,
     parse_job_gpus,
@@ -120,6 +122,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
                                     min_lead_s=window_min_lead_s) if self.holds else None
         self._reported: set[str] = set()
         self._never: set[str] = set()   # pending jobs that never start (cluster_jobs), as last logged
+        self._cut: set[str] = set()     # array records whose pending tasks are not all read (jobs), as last logged
         self.env = dict(os.environ)
         if cfg.slurm_conf is not None:
             self.env["SLURM_CONF"] = str(cfg.slurm_conf)
@@ -181,7 +184,8 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
 
     def jobs(self, job_ids: list[str] | None = None, node: str | None = None,
              states: str | None = None) -> list[SlurmJob]:
-        args = ["squeue", "-h", "-r", "-o", SQUEUE_FMT]   # -r: an array's pending tasks one line each (1_3)
+        # without -r: an array's pending tasks are its one combined line (1_[3-10%3]), expanded here (expand_arrays)
+        args = ["squeue", "-h", "-o", SQUEUE_FMT]
         if job_ids:
             args += ["-j", ",".join(job_ids)]
         if node:
@@ -195,7 +199,12 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
             raise SlurmError(f"squeue: {r.stderr.strip()}")
         jobs = parse_squeue(r.stdout)
         if any(j.gpus == 0 for j in jobs):
-            jobs = self._with_job_gpus(jobs, args[5:])
+            jobs = self._with_job_gpus(jobs, args[4:])
+        jobs, cut = expand_arrays(jobs, self.tenant, MAX_ARRAY_TASKS)
+        for rec in sorted(cut.keys() - self._cut):   # once per record
+            log.warning("job array %s: %d of its pending tasks are not read (a tenant's first %d pending array tasks "
+                        "are, each cycle): no demand for them until fewer wait", rec, cut[rec], MAX_ARRAY_TASKS)
+        self._cut = (self._cut | set(cut)) if job_ids or node or states else set(cut)
         return jobs
 
     def _with_job_gpus(self, jobs: list[SlurmJob], filters: list[str]) -> list[SlurmJob]:
@@ -203,7 +212,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         spread evenly over their nodes). One more squeue call, with the same filters. Read from %b alone, a job
         asking --gpus=8 was a job of 0 GPUs: never preempted (it frees nothing), its pending GPUs no demand, and
         its tenant's metered demand capped to 0 (scheduler_bounds.cap_demand)."""
-        r = self._run("squeue", "-h", "-r", "-O", JOB_GPUS_FMT, *filters)
+        r = self._run("squeue", "-h", "-O", JOB_GPUS_FMT, *filters)
         if r.returncode != 0:
             if "Invalid job id" in r.stderr:
                 return jobs
@@ -216,8 +225,9 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         """Job id -> when each pending job became, or becomes, eligible to run (squeue's EligibleTime, the
         controller's local time; NaN where it prints none): a job held, or submitted with --begin, waits for GPUs
         only from then. One squeue call over the pending jobs (-O: squeue -o has no field for it), under the id %i
-        gives with -r (JobArrayID: an array's task 1_3; JobID is the array's own id for its pending tasks)."""
-        out = self._read("squeue", "-h", "-r", "-t", "PENDING", "-O", "JobArrayID:0;,EligibleTime:0;")
+        gives (JobArrayID: an array's task 1_3, its pending tasks' record 1_[3-10]: squeue.by_id; JobID is the
+        array's own id for its pending tasks)."""
+        out = self._read("squeue", "-h", "-t", "PENDING", "-O", "JobArrayID:0;,EligibleTime:0;")
         got: dict[str, float] = {}
         for line in out.splitlines():
             f = line.split(";")

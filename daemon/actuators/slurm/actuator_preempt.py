@@ -9,7 +9,7 @@ import numpy as np
 from daemon.actuators.base import ActionReport, stop_on_fence
 from daemon.actuators.slurm.comments import COMMENT_TAG, AdminComments
 from daemon.actuators.slurm.holds import expand_hostlist, parse_nodes
-from daemon.actuators.slurm.squeue import SlurmError, SlurmJob, waits_for_gpus
+from daemon.actuators.slurm.squeue import SlurmError, SlurmJob, by_id, waits_for_gpus
 from daemon.config.fleet import accepts_type
 from daemon.policy.types import Notification, Plan, Preemption
 from daemon.text import plural
@@ -35,8 +35,11 @@ class Requeue:
             pending = [j for j in self.jobs(states="PENDING") if self.tenant(j) in protected]
             if pending:
                 eligible = self.eligible_times()
-                pending = [j for j in pending if waits_for_gpus(j, eligible.get(j.job_id))]
-            accepts = self.job_types([j.job_id for j in pending]) if pending else {}
+                pending = [j for j in pending if waits_for_gpus(j, by_id(eligible, j))]
+            # an array's pending tasks by the array's id: squeue lists them under its record (by_id), one id not
+            # thousands on the command line
+            ids = list(dict.fromkeys(j.record.split("_")[0] if j.record else j.job_id for j in pending))
+            accepts = self.job_types(ids) if pending else {}
         except SlurmError as exc:
             rep.errors.append(f"GPU types: {exc}; no preemption for a protected tenant this cycle")
             return {jid: p for jid, p in wanted.items() if not p.for_tenant}
@@ -44,7 +47,7 @@ class Requeue:
                                       for t in protected}
         anything: set[str] = set()
         for j in pending:
-            acc = accepts.get(j.job_id, ())
+            acc = by_id(accepts, j, ())
             if not acc:
                 anything.add(self.tenant(j))
             takes[self.tenant(j)].update(acc)

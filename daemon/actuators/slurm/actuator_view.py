@@ -22,6 +22,7 @@ from daemon.actuators.slurm.squeue import (
     SlurmError,
     SlurmJob,
     arrays_to_throttle,
+    by_id,
     parse_array_throttles,
     throttle_arrays,
     waits_for_gpus,
@@ -47,10 +48,11 @@ class ClusterView:
         --gpus-per-socket), Feature (--constraint) and Prefer (--prefer; only a pending job has it). One squeue call;
         ';' ends each field (a constraint holds '|' and '&'; Slurm refuses ';' in one), and size 0 keeps squeue from
         cutting a field. Without tres-per-socket a job asking --gpus-per-socket=t4:1 took any type: held for, and
-        made room for, on a100 nodes it cannot run on. Jobs under the id %i gives with -r (JobArrayID): under JobID,
-        an array's tasks (1_3, running as job 7) were found under no id and took any type."""
+        made room for, on a100 nodes it cannot run on. Jobs under the id %i gives (JobArrayID; an array's pending
+        tasks under their record, 1_[3-10]: squeue.by_id): under JobID, an array's tasks (1_3, running as job 7)
+        were found under no id and took any type."""
         assert self.resolver is not None
-        args = ["squeue", "-h", "-r", "-O", "JobArrayID:0;,tres-per-node:0;,tres-per-job:0;,tres-per-task:0;,"
+        args = ["squeue", "-h", "-O", "JobArrayID:0;,tres-per-node:0;,tres-per-job:0;,tres-per-task:0;,"
                 "tres-per-socket:0;,Prefer:0;,Feature:0"]
         if job_ids:
             args += ["-j", ",".join(job_ids)]
@@ -103,7 +105,7 @@ class ClusterView:
         now = time.time()
         listed = self._throttled(self.jobs())
         eligible = self.eligible_times() if any(j.state == "PENDING" for j in listed) else {}
-        rows = [j for j in listed if (j.state == "RUNNING" or waits_for_gpus(j, eligible.get(j.job_id), now))
+        rows = [j for j in listed if (j.state == "RUNNING" or waits_for_gpus(j, by_id(eligible, j), now))
                 and self.tenant(j) in index]
         types: dict[str, tuple[str, ...] | None] = {}
         if self.resolver is not None:
@@ -111,7 +113,7 @@ class ClusterView:
             # a pending job naming several GPU types at once that no node has all of never starts (job_accepts),
             # whatever its reason says (slurmctld gives it BadConstraints once it has looked at it)
             never = {j.job_id for j in listed if j.state == "PENDING" and self.tenant(j) in index
-                     and j.job_id in types and types[j.job_id] is None}
+                     and by_id(types, j, ()) is None}
             for jid in sorted(never - self._never):   # once per job
                 log.warning("job %s asks several GPU types at once and no node has them all, so it never starts: "
                             "no demand (no hold, no preemption, no aging for it)", jid)
@@ -124,13 +126,13 @@ class ClusterView:
         # --begin, it waited for nothing meanwhile, and counting that time would let it jump the queue by aging
         # (policy/aging.py). Eligible time not set yet (N/A: just released, not yet evaluated), or still ahead (a
         # requeued job): no wait yet. A job squeue -O does not list: its submission
-        since = [j.submitted if j.job_id not in eligible else
-                 (np.fmax(j.submitted, eligible[j.job_id]) if np.isfinite(eligible[j.job_id]) else now)
+        since = [j.submitted if (e := by_id(eligible, j)) is None else
+                 (np.fmax(j.submitted, e) if np.isfinite(e) else now)
                  for j in rows]
         accepts = None
         if self.resolver is not None:
             accepts = np.empty(len(rows), dtype=object)
-            accepts[:] = [types.get(j.job_id) or () for j in rows]
+            accepts[:] = [by_id(types, j) or () for j in rows]
         return Jobs(ids=np.array([j.job_id for j in rows], dtype=object),
                     tenant=np.array([index[self.tenant(j)] for j in rows], dtype=np.int64),
                     gpus=np.array([j.total_gpus for j in rows], dtype=np.int64),  # a 2-node job: both nodes' GPUs
