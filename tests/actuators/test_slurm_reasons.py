@@ -117,7 +117,9 @@ def test_an_arrays_throttle_is_read_from_squeue_json_never_lower_than_a_record_s
            ' "array_max_tasks": {"set": true, "number": 5}}, {"job_id": 4, "array_job_id": 0},'
            ' {"job_id": 5, "array_job_id": 5, "array_max_tasks": "x"}, "junk"]}')
     assert parse_array_throttles(out) == {"1": 3, "2": 0, "3": 5, "5": 0}
-    for bad in ("squeue: error: x", "[]", '{"jobs": 3}'):
+    # (nested past Python's recursion limit, from a broken squeue or a wrapper: a RecursionError escaped the view's
+    # fallback, every pending task counted with a warning, and failed the whole cycle's read)
+    for bad in ("squeue: error: x", "[]", '{"jobs": 3}', "[" * 100_000, '{"jobs": [' + '{"a":' * 100_000):
         with pytest.raises(SlurmError, match="squeue --json: not a list of jobs"):
             parse_array_throttles(bad)
 

@@ -156,7 +156,7 @@ def parse_array_throttles(out: str) -> dict[str, int]:
     demand that is there. Output that is not squeue's JSON raises SlurmError naming it."""
     try:
         recs = json.loads(out).get("jobs")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):   # nested past the parser's depth: not squeue's either
         recs = None
     if not isinstance(recs, list):
         raise SlurmError(f"squeue --json: not a list of jobs: {out[:120]!r}")
