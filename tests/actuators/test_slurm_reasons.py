@@ -133,10 +133,12 @@ def test_an_arrays_record_is_its_tasks_lowest_first_up_to_its_throttle_and_a_bou
     from daemon.actuators.slurm.squeue import by_id, expand_arrays
 
     jobs = [task("1_[3-5,8%2]"), task("2_[0-3999999]"), task("3_[0,4,8-9]"), task("4_[1-3]"),
-            dataclasses.replace(task("5_[2-4]"), account="other"), task("6"), task("7_[9-3]"), task("8_[1-3")]
+            dataclasses.replace(task("5_[2-4]"), account="other"), task("6"), task("7_[9-3]"), task("8_[1-3"),
+            dataclasses.replace(task(f"9_[0-{10**20}]"), account="third")]
     got, cut = expand_arrays(jobs, lambda j: j.account, limit=10)
     ids = [j.job_id for j in got]
-    assert ids == ["1_3", "1_4", *[f"2_{i}" for i in range(8)], "5_2", "5_3", "5_4", "6", "8_[1-3"], ids
-    assert cut == {"2_[0-3999999]": 3999992, "3_[0,4,8-9]": 4, "4_[1-3]": 3}
+    assert ids == ["1_3", "1_4", *[f"2_{i}" for i in range(8)], "5_2", "5_3", "5_4", "6", "8_[1-3",
+                   *[f"9_{i}" for i in range(10)]], ids
+    assert cut == {"2_[0-3999999]": 3999992, "3_[0,4,8-9]": 4, "4_[1-3]": 3, f"9_[0-{10**20}]": 10**20 + 1 - 10}
     assert {j.record for j in got if j.job_id.startswith("2_")} == {"2_[0-3999999]"}
     assert by_id({"2_[0-3999999]": 7.0}, got[2]) == 7.0 and by_id({}, got[2], "x") == "x"

@@ -217,7 +217,7 @@ def expand_arrays(jobs: list[SlurmJob], owner, limit: int = MAX_ARRAY_TASKS) -> 
                 break
             ids.extend(r[:want - len(ids)])
         used[who] = used.get(who, 0) + len(ids)
-        total = sum(len(r) for r in ranges)
+        total = sum(max(0, (r.stop - r.start + r.step - 1) // r.step) for r in ranges)   # (len(): past 2**63)
         if len(ids) < min(total, throttle or total):
             cut[j.job_id] = min(total, throttle or total) - len(ids)
         out.extend(dataclasses.replace(j, job_id=f"{m.group(1)}_{k}", record=j.job_id) for k in ids)
