@@ -54,6 +54,11 @@ class SlurmActuatorConfig(_Strict):
     window_name_prefix: str = Field("gpuas-win", pattern=r"^[A-Za-z0-9_.-]+$",
                                     description="recurring windows' reservations are named <prefix>-<window> "
                                                 "(docs/windows.md); no other is touched by them")
+    max_array_tasks: int = Field(10_000, ge=1, description="the most pending job-array tasks of one tenant read as "
+                                 "jobs each cycle, lowest ids first (the rest are said once in the log and are no "
+                                 "demand until fewer wait): a bound on what one tenant's huge array costs every "
+                                 "cycle; raise it where a tenant's arrays can want more GPUs than this many tasks "
+                                 "hold")
     hold_shrink_delay_s: float = Field(300.0, ge=0,
                                        description="a hold shrinks only after wanting fewer nodes this long")
     # at_lead by default: a job without a time limit (INFINITE, the default of a partition with no DefaultTime)

@@ -22,8 +22,8 @@ def submit(s, *args, account="acct-low", partition="low"):
                           text=True, check=True).stdout.strip().split(";")[0]
 
 
-def act(s, fleet=None):
-    return SlurmActuator(SlurmActuatorConfig(slurm_conf=s["conf"], bin_dir="/usr/bin"),
+def act(s, fleet=None, **cfg):
+    return SlurmActuator(SlurmActuatorConfig(slurm_conf=s["conf"], bin_dir="/usr/bin", **cfg),
                          [TenantConfig(name="team-high", tier="high", slurm_account="acct-high"),
                           TenantConfig(name="team-low", tier="low", slurm_account="acct-low")], fleet=fleet)
 
@@ -100,24 +100,20 @@ def test_a_job_asking_two_gpu_types_no_node_has_together_never_starts_and_is_no_
         assert sum(f"job {jid} asks several GPU types" in r.getMessage() for r in caplog.records) == 1
 
 
-def test_a_tenants_huge_array_is_read_per_record_and_at_most_the_bound_of_its_tasks(monkeypatch, caplog):
+def test_a_tenants_huge_array_is_read_per_record_and_at_most_the_bound_of_its_tasks(caplog):
     """squeue -r prints every task of an array a line: a tenant's --array=0-999999 (MaxArraySize goes to 4,000,001)
     was 119 MB from each of the view's squeue reads (4.7 s of squeue, 33 s of parsing per read at 10^6 tasks), past
     the command timeout from about 2*10^6 tasks: one tenant's array stalled, then failed, every tenant's view. Now the
     reads list an array's pending tasks as its one record (1_[1-999]) and the view makes jobs of a tenant's first
-    MAX_ARRAY_TASKS of them (here 100, of a 1000-task array on this slurmctld's MaxArraySize), lowest ids first,
-    saying once how many it left out; another tenant's array is read whole."""
+    actuators.slurm.max_array_tasks of them (here 100, of a 1000-task array on this slurmctld's MaxArraySize), lowest
+    ids first, saying once how many it left out; another tenant's array is read whole."""
     import logging
-
-    import daemon.actuators.slurm.actuator as mod
-
-    monkeypatch.setattr(mod, "MAX_ARRAY_TASKS", 100, raising=False)   # (the old code has no bound)
     with slurm_cluster(nodes=("gn1",), gpus=4, gres_types={"gn1": "a100"}) as s:
         big = submit(s, "--array=0-999", "--gres=gpu:a100:4", account="acct-high", partition="high")
         wait_for(lambda: states(s).get(f"{big}_0", [""])[0] == "RUNNING", what="task 0 running", timeout=60)
         small = submit(s, "--array=1-5", "--gres=gpu:a100:1")
         time.sleep(2)
-        a = act(s, FleetConfig(types=["a100"]))
+        a = act(s, FleetConfig(types=["a100"]), max_array_tasks=100)
         lines = []
         run = a._run
 
@@ -138,3 +134,6 @@ def test_a_tenants_huge_array_is_read_per_record_and_at_most_the_bound_of_its_ta
         assert pending == {big: list(range(1, 101)), small: [1, 2, 3, 4, 5]}, {k: len(v) for k, v in pending.items()}
         assert sum(lines) < 20, lines      # every squeue read: a line per record, not per task (old: 3000 and more)
         assert f"job array {big}_[1-999]: 899 of its pending tasks are not read" in caplog.text
+        assert "actuators.slurm.max_array_tasks" in caplog.text
+        wide = act(s, FleetConfig(types=["a100"]), max_array_tasks=2000).cluster_jobs(TENANTS)   # a bigger cluster's
+        assert sum(1 for j, r in zip(wide.ids, wide.running) if not r and j.startswith(f"{big}_")) == 999

@@ -52,7 +52,6 @@ from daemon.actuators.slurm.squeue import (  # re-exported: the old import path 
     BEGIN_SOON_S,
     FAILED_NODE_STATES,
     JOB_GPUS_FMT,
-    MAX_ARRAY_TASKS,
     NOT_WAITING_FOR_GPUS,
     NOT_WAITING_PREFIXES,
     SQUEUE_FMT,
@@ -200,10 +199,11 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         jobs = parse_squeue(r.stdout)
         if any(j.gpus == 0 for j in jobs):
             jobs = self._with_job_gpus(jobs, args[4:])
-        jobs, cut = expand_arrays(jobs, self.tenant, MAX_ARRAY_TASKS)
+        jobs, cut = expand_arrays(jobs, self.tenant, self.cfg.max_array_tasks)
         for rec in sorted(cut.keys() - self._cut):   # once per record
             log.warning("job array %s: %d of its pending tasks are not read (a tenant's first %d pending array tasks "
-                        "are, each cycle): no demand for them until fewer wait", rec, cut[rec], MAX_ARRAY_TASKS)
+                        "are, each cycle; actuators.slurm.max_array_tasks): no demand for them until fewer wait", rec,
+                        cut[rec], self.cfg.max_array_tasks)
         self._cut = (self._cut | set(cut)) if job_ids or node or states else set(cut)
         return jobs
 

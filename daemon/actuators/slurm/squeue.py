@@ -173,7 +173,8 @@ def parse_array_throttles(out: str) -> dict[str, int]:
 
 # squeue's one line for the pending tasks of an array that share its record: 1_[3-10%3], 2_[0,4,8,40-42]
 ARRAY_RECORD = re.compile(r"^(\d+)_\[([0-9,:-]+)(?:%(\d+))?\]$")
-# the most pending array tasks of one tenant read as jobs each cycle (expand_arrays)
+# the most pending array tasks of one tenant read as jobs each cycle (expand_arrays): the default of
+# actuators.slurm.max_array_tasks
 MAX_ARRAY_TASKS = 10_000
 
 
