@@ -25,11 +25,16 @@ from __future__ import annotations
 import datetime as dt
 import math
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 import numpy as np
 import pandas as pd
 
+if TYPE_CHECKING:
+    from daemon.config import Config
+
+DAYS, MIN_DAYS = 7, 5         # the proposals' look-back: a peak on MIN_DAYS of the last DAYS days
 BIN = pd.Timedelta(minutes=15)
 PER_DAY = 96                  # 15-minute bins a day
 PRE_H = 2.0                   # hours before the window a day's peak is measured against
@@ -67,6 +72,13 @@ class Proposal:
 
     def as_dict(self) -> dict:
         return {**asdict(self), "window": self.to_window()}
+
+
+def store_steps(cfg: Config) -> int:
+    """Steps of history the proposals read whole: DAYS days and, before them, the season the evidence's replay
+    starts from (8 days at the defaults). The embedded simulator's history store keeps at least this many
+    (daemon/service/wiring.py), so it lives here, beside the look-back it follows, not in the web layer."""
+    return DAYS * 86400 // cfg.cycle.resolution_s + cfg.forecaster.season_steps
 
 
 def split_series(name: str) -> tuple[str, str | None]:

@@ -233,7 +233,7 @@ def _history_store(cfg: Config, with_store: bool, sim_steps: bool = False) -> Hi
     if hc.keep_steps is not None:
         steps = max(steps, hc.keep_steps)
     elif sim_steps:
-        from daemon.web.window_proposals import store_steps
+        from daemon.forecasting.windows_proposed import store_steps
 
         steps = max(steps, store_steps(cfg))
     return History(cfg.cycle.resolution_s, steps, path, overlap_steps=hc.overlap_steps,

@@ -22,18 +22,11 @@ from typing import Any, Callable
 import pandas as pd
 
 from daemon.config import Config
-from daemon.forecasting.windows_proposed import SIGNIFICANCE, propose
+from daemon.forecasting.windows_proposed import DAYS, MIN_DAYS, SIGNIFICANCE, propose, store_steps
 
 log = logging.getLogger("gpu_autoscaler.http")
 
-DAYS, MIN_DAYS = 7, 5
 REFRESH = pd.Timedelta(hours=1)
-
-
-def store_steps(cfg: Config) -> int:
-    """Steps of history the proposals read whole: DAYS days and, before them, the season the evidence's replay
-    starts from (8 days at the defaults). The embedded simulator's store keeps at least this many (wiring)."""
-    return DAYS * 86400 // cfg.cycle.resolution_s + cfg.forecaster.season_steps
 
 
 def read_store(cfg: Config) -> pd.DataFrame | None:

@@ -10,7 +10,8 @@ from daemon.forecasting.windows_proposed import propose
 from daemon.service.wiring import build_runtime
 from daemon.sources.base import SourceError
 from daemon.state.sim_store import fresh_sim_store
-from daemon.web.window_proposals import read_store, store_steps
+from daemon.forecasting.windows_proposed import store_steps
+from daemon.web.window_proposals import read_store
 from tests.support.peaked_sim import FLAT, PEAKED, peaked_simulator
 
 
@@ -97,7 +98,7 @@ def test_history_keep_steps_sizes_the_store_apart_from_what_the_forecaster_reads
     A store too short for proposals says which key to set."""
     from daemon.config import Config
     from daemon.service.wiring import _history_store
-    from daemon.web.window_proposals import compute, store_steps
+    from daemon.web.window_proposals import compute
 
     def cfg(**history):
         return Config.model_validate({"source": {"kind": "prometheus"}, "state": {"path": str(tmp_path / "s.db")},
