@@ -70,7 +70,7 @@ SEED, TENANTS, GPUS, HISTORY_DAYS = 7, 40, 1024, 7
 KEY = "high_unmet_gpu_min_at_1400_tenants"   # the target's measure
 
 
-def left_steps(run, w, peaked_high: list[str], windows: list[WindowConfig]) -> list[dict]:
+def left_steps(run, w, peaked_high: list[str], windows: list[WindowConfig], min_lead_s: float) -> list[dict]:
     """Each measured step where a 14:00 tenant still queued GPUs: when, who, how many, its demand then, and where
     that step falls against its window ("none": it has none; "outside" it, with the minutes to its next lead time;
     "lead": held, not open yet; "open"), so that what is left can be told apart from what a window could hold."""
@@ -81,22 +81,23 @@ def left_steps(run, w, peaked_high: list[str], windows: list[WindowConfig]) -> l
         t, now = peaked_high[j], times[i].to_pydatetime()
         now = now if now.tzinfo is not None else now.replace(tzinfo=dt.timezone.utc)
         mine = [x for x in windows if x.tenant == t]
-        got = window_in_place(mine, now)
+        got = window_in_place(mine, now, min_lead_s)
         where = got[1] if got else ("none" if not mine else "outside")
-        leads = [(x.occurrence(now) - x.lead - now).total_seconds() / 60 for x in mine if x.occurrence(now)]
+        leads = [(x.occurrence(now) - x.held_lead(min_lead_s) - now).total_seconds() / 60 for x in mine
+                 if x.occurrence(now)]
         out.append({"at": f"{now:%H:%M}", "tenant": t, "queued_gpus": float(run.unmet_by_step[i, cols[j]]),
                     "demand_gpus": float(w.demand.iloc[w.start + i, cols[j]]), "window": where,
                     "minutes_to_lead": round(min(leads)) if where == "outside" and leads else None})
     return out
 
 
-def in_place(windows: list[WindowConfig], times) -> np.ndarray:
+def in_place(windows: list[WindowConfig], times, min_lead_s: float) -> np.ndarray:
     """Per measured step: whether one of `windows` is held then (from its lead time to its end)."""
     out = np.zeros(len(times), dtype=bool)
     for i, t in enumerate(times):
         now = t.to_pydatetime()
         now = now if now.tzinfo is not None else now.replace(tzinfo=dt.timezone.utc)
-        out[i] = window_in_place(windows, now) is not None
+        out[i] = window_in_place(windows, now, min_lead_s) is not None
     return out
 
 
@@ -332,16 +333,17 @@ def main() -> int:
             ("predictive_with_a_null_window", "predictive", null, cfg),
             ("perfect", "perfect", [], cfg)):
         # why a 14:00 tenant still waits while its window holds (daemon/sim/windows_breakdown.py)
+        held_from = base_cfg.window_min_lead_s()   # a window is held from WindowConfig.held_lead, as in the plan
         look = WindowBreakdown(len(tenants), tenants, [WindowConfig.model_validate(x) for x in ws],
-                               peaked_high) if ws else None
+                               peaked_high, held_from) if ws else None
         run = d.run(strategy, ws, base_cfg, look)
         runs[label] = measure(run, w, peaked_high)
         step_min = run.meter.step_min
         runs[label]["left_at_1400_tenants"] = left_steps(run, w, peaked_high,
-                                                         [WindowConfig.model_validate(x) for x in ws])
+                                                         [WindowConfig.model_validate(x) for x in ws], held_from)
         normal_by_step[label] = np.asarray(run.meter.unmet["normal"]) * run.meter.step_min   # the meter's own
         held_by_step[label] = in_place([WindowConfig.model_validate(x) for x in ws],
-                                       w.demand.index[w.start: w.start + len(normal_by_step[label])])
+                                       w.demand.index[w.start: w.start + len(normal_by_step[label])], held_from)
         if look is not None:
             runs[label]["while_window_holds"] = look.summary(run.meter.step_min)
         print(label, runs[label], flush=True)

@@ -35,11 +35,13 @@ from daemon.sim.windows_evidence import TenantMeter
 CAUSES = ("demand_above_window", "draining", "low_not_cleared", "others_firm", "free_in_pieces", "other")
 
 
-def window_in_place(ws: list[WindowConfig], now: dt.datetime) -> tuple[WindowConfig, str] | None:
-    """The window of `ws` in place at `now` and its phase ("lead": held, not open yet; "open"), or None."""
+def window_in_place(ws: list[WindowConfig], now: dt.datetime,
+                    min_lead_s: float = 0.0) -> tuple[WindowConfig, str] | None:
+    """The window of `ws` in place at `now` and its phase ("lead": held, not open yet; "open"), or None. Held from
+    the plan's lead (WindowConfig.held_lead with `min_lead_s`, Config.window_min_lead_s), as the plan holds it."""
     for w in ws:
         start = w.occurrence(now)
-        if start is not None and start - w.lead <= now < start + w.duration:
+        if start is not None and start - w.held_lead(min_lead_s) <= now < start + w.duration:
             return w, ("open" if now >= start else "lead")
     return None
 
@@ -47,8 +49,10 @@ def window_in_place(ws: list[WindowConfig], now: dt.datetime) -> tuple[WindowCon
 class WindowBreakdown(TenantMeter):
     """A replay hook (TenantMeter's counts, plus per step the cause of each asked tenant's queued GPUs)."""
 
-    def __init__(self, n: int, tenants: list[str], windows: Iterable[WindowConfig], ask: Iterable[str]) -> None:
+    def __init__(self, n: int, tenants: list[str], windows: Iterable[WindowConfig], ask: Iterable[str],
+                 min_lead_s: float = 0.0) -> None:
         super().__init__(n)
+        self.min_lead_s = min_lead_s
         self.tenants = tenants
         ask = set(ask)
         self.windows = {t: [w for w in windows if w.tenant == t] for t in ask}
@@ -75,7 +79,7 @@ class WindowBreakdown(TenantMeter):
             i = self.tenants.index(t)
             if pending[i] <= 0 or not ws:
                 continue
-            got = window_in_place(ws, now)
+            got = window_in_place(ws, now, self.min_lead_s)
             if got is None:
                 continue
             w, phase = got

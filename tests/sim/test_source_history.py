@@ -6,11 +6,10 @@ import numpy as np
 import pytest
 
 from daemon.config import Config
-from daemon.forecasting.windows_proposed import propose
+from daemon.forecasting.windows_proposed import propose, store_steps
 from daemon.service.wiring import build_runtime
 from daemon.sources.base import SourceError
 from daemon.state.sim_store import fresh_sim_store
-from daemon.forecasting.windows_proposed import store_steps
 from daemon.web.window_proposals import read_store
 from tests.support.peaked_sim import FLAT, PEAKED, peaked_simulator
 

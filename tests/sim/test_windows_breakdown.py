@@ -55,3 +55,20 @@ def test_each_cause_of_a_wait_while_the_window_holds():
     assert s["gpu_min_by_cause"]["demand_above_window"] == 8.0 and s["gpu_min_by_tenant"] == {
         "a": {"demand_above_window": 8.0}}
     assert s["steps"][0]["phase"] == "open" and s["steps"][0]["own_on_held"] == 16
+
+
+def test_a_window_is_in_place_from_the_plans_held_lead_not_reclaim_before():
+    """With reclaim_before 0 the plan still holds a window a drain and a cycle ahead (WindowConfig.held_lead): a
+    wait at 13:55 is in the window's lead, not outside it."""
+    import datetime as dt
+
+    from daemon.sim.windows_breakdown import window_in_place
+
+    w = WindowConfig.model_validate({**WIN.model_dump(), "reclaim_before_minutes": 0})
+    at = dt.datetime(2026, 12, 7, 13, 55, tzinfo=dt.timezone.utc)
+    assert window_in_place([w], at) is None
+    assert window_in_place([w], at, min_lead_s=600)[1] == "lead"
+    look = WindowBreakdown(3, ["a", "b", "c"], [w], ["a"], min_lead_s=600)
+    look._look(_state("13:55", [(0, 8, 0), (0, 8, 1), (1, 8, 2), (1, 8, 3)], [0, 0, HELD_BY_POOL, UNHELD],
+                      [0, 0, 0, 0]))
+    assert [r["phase"] for r in look.rows] == ["lead"]
