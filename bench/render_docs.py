@@ -47,6 +47,7 @@ from bench.render import (  # noqa: E402  (after the sys.path line above)
     replay_sizing,
     replay_what_if,
     safety,
+    skill_gate_hours,
     skill_gate_services,
     windows,
 )
@@ -55,7 +56,8 @@ from bench.render.configuration import config_keys, undescribed  # noqa: E402
 from bench.render.replay import replay, replay_verdicts  # noqa: E402
 
 PAGES = (benchmarks, configuration, eta, fleet, forecasting, health, high_availability, kubernetes, own_cluster,
-         readme, replay_page, replay_inference, replay_sizing, replay_what_if, safety, skill_gate_services, windows)
+         readme, replay_page, replay_inference, replay_sizing, replay_what_if, safety, skill_gate_hours,
+         skill_gate_services, windows)
 # what other files (tests/project/test_docs.py) read from render_docs: kept importable from here. OUT is not: a
 # test points the pages at a copy of bench/out by patching common.OUT, and a patch of render_docs.OUT would move
 # nothing, so it fails (no such attribute) instead of silently reading the committed JSON
