@@ -312,6 +312,44 @@ def _taints_why(pod, taints_of: list[list]) -> str | None:
     return ("is kept off every node it fits otherwise by a taint it does not tolerate: " + shown)[:300]
 
 
+# kube-scheduler's verdicts at PreFilter on a pod's volumes (VolumeBinding, UnschedulableAndUnresolvable: no node is
+# tried), in the message of its PodScheduled=False condition, 'framework.FitError': "0/<n> nodes are available:
+# <PreFilter's message>. preemption: ...". Each holds until the tenant's own claim changes (the scheduler tries the
+# pod again on that event): a claim that does not exist, one being deleted, one whose volume is gone (Lost), and an
+# unbound claim of Immediate binding (its StorageClass absent: the scheduler reads a missing class as Immediate and
+# nothing provisions it; or present, while its provisioner is still at work). A claim of WaitForFirstConsumer is
+# bound after the scheduler picks a node: it passes PreFilter and is never said here, so such a pod stays demand.
+_VOLUME_VERDICT = re.compile(
+    r'0/[0-9]+ nodes are available: (persistentvolumeclaim "[^"]{1,253}" (?:not found|is being deleted|bound to '
+    r'non-existent persistentvolume "[^"]{0,253}")|pod has unbound immediate PersistentVolumeClaims)\.', re.ASCII)
+
+
+def scheduler_verdict(pod) -> str | None:
+    """Why kube-scheduler said it finds no node for an unbound pod for good, or None: its PodScheduled condition False
+    with reason Unschedulable and a volume verdict (_VOLUME_VERDICT) as the message's start.
+
+    Why the scheduler's word and not the view's own judgement (as never_starts judges node filters): whether a pod's
+    claims let it start is the VolumeBinding plugin's read of the tenant's PVCs, their StorageClasses, PVs and
+    ephemeral volumes, which the daemon would have to list and watch (an informer per kind, more RBAC, the
+    scheduler's rules copied) to say what the scheduler already wrote on the pod, in the same pod list the view keeps
+    (the informer keeps just this condition: informer.keep_verdict). It rejects such a pod before trying any node, so
+    the verdict holds however full the nodes are (a node's own filters, pod affinity among them, are said behind
+    'Insufficient nvidia.com/gpu' on a full node, which is why never_starts judges those itself). Stale: from the
+    change that fixes it (the tenant creates the claim, a class appears, the claim binds) until the scheduler tries
+    again, which it does on that very event (its queueing hints for PVCs, PVs and StorageClasses), at the latest
+    after 5 minutes; meanwhile the pod reads as no demand, as it cannot start then either. Forged: a tenant cannot
+    write its pod's status (pods/status is in neither the edit nor the admin role; on create and update the apiserver
+    drops the status it is sent: tests/k8s/test_pod_volumes.py checks both), and a verdict it could forge would only
+    hide its own demand. Another scheduler's condition (spec.schedulerName) is read only where its message has the
+    same words."""
+    for c in (pod.status.conditions if pod.status else None) or []:
+        if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":
+            m = _VOLUME_VERDICT.match(c.message or "")
+            if m:
+                return f"the scheduler finds no node for it: {m.group(1)}"
+    return None
+
+
 def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenants: tuple[str, ...],
                  now: dt.datetime | None = None, resolver: TypeResolver | None = None,
                  never: Callable[[object, int], str | None] | None = None,
@@ -355,7 +393,7 @@ def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenant
                     f"({', '.join(schedulers)[:200]}): none places it, so it is no demand (if a scheduler of yours "
                     "has that name, add it)")
             continue
-        why = never(p, g) if never is not None and not bound else None
+        why = None if bound else scheduler_verdict(p) or (never(p, g) if never is not None else None)
         if why is not None:
             if left_out is not None:
                 left_out[f"{p.metadata.namespace}/{p.metadata.name}"] = (
