@@ -11,7 +11,6 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from tests.k8s.test_hostile_placement import _bound
 from tests.k8s.test_hostile_quantities import _read_twice
 from tests.k8s.test_view_watch import tenant_view
 from tests.support.k8s_cluster import gpu_pod, kubeconfig, unschedulable_because

@@ -423,7 +423,8 @@ class KubernetesActuator(FencedApply):
                       for p in pods if p.metadata.namespace in self.tenant_of}
         left_out: dict[str, str] = {}
         jobs = pods_as_jobs(pods, self.tenant_of, self.cfg.gpu_resource, tenants, resolver=self.resolver,
-                            never=never_starts(nodes, self.cfg.gpu_resource, self.resolver, self.hold_label),
+                            never=never_starts(nodes, self.cfg.gpu_resource, self.resolver, self.hold_label,
+                                               pods),
                             left_out=left_out, node_names={n.metadata.name for n in nodes},
                             schedulers=tuple(self.cfg.scheduler_names))
         for pod in sorted(left_out.keys() - self._never):   # once per pod

@@ -11,9 +11,11 @@ Kubernetes actuator and the Kueue one (which holds nodes with a label and taint,
   (it holds its GPUs, even while Pending pulling its image); an unbound one waits, unless it has scheduling gates
   (``spec.schedulingGates``: the scheduler will not place it, so it is not demand now), names a scheduler nobody
   here runs (``spec.schedulerName``), or can never start (no node passes the scheduler's filters for it: room for
-  its GPUs, its nodeSelector and required node affinity, its DoNotSchedule spread keys, the taints it must
-  tolerate: never_starts). A pod bound to a node the cluster does not have is neither running nor waiting. A Kueue
-  workload that is not admitted has no pod yet and so is not a job here.
+  its GPUs, its nodeSelector and required node affinity, its DoNotSchedule spread keys, its required pod affinity
+  and anti-affinity over the bound pods (pod_affinity.py), the taints it must tolerate: never_starts), or the
+  scheduler rejected it for its volumes (a claim absent or that cannot bind: scheduler_verdict). A pod bound to a
+  node the cluster does not have is neither running nor waiting. A Kueue workload that is not admitted has no pod
+  yet and so is not a job here.
 - a node's GPUs are its allocatable GPU resource; 0, and a place for no tenant (CLOSED), when it is cordoned,
   not Ready, or tainted NoSchedule/NoExecute by someone else. Used: the GPU requests of the pods bound to it
   (``spec.nodeName``) that have not ended (the scheduler's own accounting), every namespace. Draining: those of
@@ -34,7 +36,7 @@ from typing import Callable
 
 import numpy as np
 
-from daemon.actuators.k8s import flavors
+from daemon.actuators.k8s import flavors, pod_affinity
 from daemon.actuators.k8s.objects import (
     BLOCKING,
     POOL_VALUE,
@@ -210,7 +212,7 @@ def _shown_taint(t) -> str:
 
 
 def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = None,
-                 hold_label: str | None = None) -> Callable[[object, int], str | None]:
+                 hold_label: str | None = None, pods: list | None = None) -> Callable[[object, int], str | None]:
     """Why an unbound pod asking for `g` GPUs can never start on these nodes (usable now or not: a cordoned node may
     come back), or None. The scheduler places a pod on one node that passes every filter, so each node is judged
     whole: the pod can start on none that has the GPUs it asks for (a pod runs on one node: largest_node; on a mixed
@@ -220,16 +222,20 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
     with the holds; but only where the pod tolerates the hold taint that comes with that label (Kueue injects both): a
     pod selecting a hold whose taint it does not tolerate (another tenant's: the admission policies refuse its
     toleration) starts on no node. Of those, the pod needs one with every topology key of its DoNotSchedule spread
-    constraints, and one whose standing taints (NoSchedule / NoExecute, not the hold's nor the node condition's,
-    which go when the node is back) it all tolerates (tolerates: the TaintToleration filter). With no node at all,
-    nothing is judged. The reason names the first filter no node passes (size, labels, spread keys, taints)."""
+    constraints, one its required pod affinity and anti-affinity let it start on, over `pods` (pod_affinity.py: the
+    pods bound to nodes; not judged without them), and one whose standing taints (NoSchedule / NoExecute, not the
+    hold's nor the node condition's, which go when the node is back) it all tolerates (tolerates: the
+    TaintToleration filter). With no node at all, nothing is judged. The reason names the first filter no node
+    passes (size, labels, spread keys, pod affinity, pod anti-affinity, taints)."""
     largest = largest_node(nodes, resource, resolver)
     named = [(n.metadata.labels or {}, n.metadata.name) for n in nodes]
+    named_by_name = [(name, lb) for lb, name in named]
     # a fleet with MIG: each node's allocatable GPUs and MIG instances per resource, for the scheduler's fit (every
     # resource the pod asks for, on one node); summed, 4 mig-3g.40gb read as fitting a node of 7 mig-1g.10gb
     sizes = [{r: gpu_quantity(q) for r, q in ((n.status.allocatable or {}) if n.status else {}).items()
               if r == resource or r.startswith(flavors.MIG_PREFIX)} for n in nodes] if resolver is not None else []
     plain = [gpu_quantity(((n.status.allocatable or {}) if n.status else {}).get(resource, 0)) for n in nodes]
+    placed: list[pod_affinity.Placed] = []   # the bound pods, indexed on the first pod with pod affinity
     # each node's taints that keep a pod off it for good unless tolerated: NoSchedule / NoExecute, but the node hold's
     # (it comes and goes with the holds; judged with the pod's hold selector) and those of the node's condition
     standing = [[t for t in ((n.spec.taints if n.spec else None) or []) if t.effect in BLOCKING and t.key != hold_label
@@ -285,6 +291,13 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
             if not any(ok):
                 return (f"spreads over {', '.join(keys)} (topologySpreadConstraints, DoNotSchedule), a node label "
                         "none of the nodes it fits otherwise has")[:300]
+            if pods is not None and (pod_affinity.required(pod, "pod_affinity") or
+                                     pod_affinity.required(pod, "pod_anti_affinity")):
+                if not placed:
+                    placed.append(pod_affinity.Placed(pods, dict(named_by_name)))
+                ok, near = pod_affinity.why_not(pod, ok, placed[0], named)
+                if near is not None:
+                    return near[:300]
             return _taints_why(pod, [st for st, o in zip(standing, ok) if o])
         # no node both matches and has room: where some node matches, only ones too small for it do
         small = any(match)

@@ -1,0 +1,203 @@
+"""A pending pod's required inter-pod affinity and anti-affinity, as kube-scheduler's InterPodAffinity filter reads
+them over the pods bound to nodes: which of the nodes it fits otherwise it may start on (view.never_starts).
+
+The view judges this itself rather than reading the scheduler's verdict on the pod (as it does for volumes:
+view.scheduler_verdict): InterPodAffinity is a node filter that runs after NodeResourcesFit, so on a full cluster the
+scheduler says 'Insufficient nvidia.com/gpu' of every node and never reaches the affinity, and a pod that will never
+start reads as waiting for GPUs: the plan preempts to make room and only then learns it was for nothing. The view
+holds every live pod with its labels, so it can judge it on any cluster.
+
+- Affinity (``podAffinity.requiredDuringSchedulingIgnoredDuringExecution``): a node passes where, for every term, it
+  has the term's topologyKey and a pod matching all the terms is bound to a node with the same value of it. The
+  scheduler's one exception (the first pod of a group): where no bound pod matches the terms at all and the pod
+  matches its own terms, it passes on every node with the keys. Read generously (never a pod that will start read as
+  never starting): a term's namespaceSelector, whose namespace labels the view does not read, is taken to select
+  every namespace, and the exception is granted wherever the pod matches its own terms.
+- Anti-affinity (``podAntiAffinity.required...``): a node fails where a pod matching a term is bound in its domain
+  (the node's value of the term's key). Read strictly: only the namespaces the term surely names (its list; an empty
+  namespaceSelector's every namespace; its own where neither is given), only pods not being deleted, and only pods
+  kube-scheduler would not preempt for it (priority at or above its own, any where its preemptionPolicy is Never):
+  a high-tier pod anti-affine to low-tier pods starts once the scheduler preempts them.
+
+Existing pods' anti-affinity against the pending pod is not judged (the pod stays demand). A pod whose judging would
+take more than MAX_CHECKS label checks this cycle (a tenant's many distinct selectors over 100,000 pods) is not judged
+either: it stays demand.
+"""
+
+from __future__ import annotations
+
+MAX_CHECKS = 2_000_000   # label-selector checks of placed pods per cycle, all pending pods together
+
+
+def selector_matches(sel, labels: dict) -> bool:
+    """A metav1.LabelSelector on `labels`, as the scheduler reads it: None selects nothing, an empty one everything;
+    matchLabels and matchExpressions (In / NotIn / Exists / DoesNotExist) all hold. The apiserver refuses any other
+    operator; one here selects nothing."""
+    if sel is None:
+        return False
+    for k, v in (sel.match_labels or {}).items():
+        if labels.get(k) != v:
+            return False
+    for e in sel.match_expressions or []:
+        have = labels.get(e.key)
+        if e.operator == "In":
+            ok = have is not None and have in (e.values or [])
+        elif e.operator == "NotIn":
+            ok = have is None or have not in (e.values or [])
+        elif e.operator == "Exists":
+            ok = e.key in labels
+        elif e.operator == "DoesNotExist":
+            ok = e.key not in labels
+        else:
+            ok = False
+        if not ok:
+            return False
+    return True
+
+
+def _shown(sel) -> str:
+    if sel is None:
+        return "no pod"
+    parts = [f"{k}={v}" for k, v in sorted((sel.match_labels or {}).items())]
+    parts += [f"{e.key} {e.operator} {','.join(e.values or [])}".rstrip() for e in sel.match_expressions or []]
+    return ", ".join(parts) or "any pod"
+
+
+def shown_terms(terms: list) -> str:
+    return " and ".join(f"({_shown(t.label_selector)} by {t.topology_key})" for t in terms)[:200]
+
+
+def _namespaces(term, own: str, surely: bool) -> frozenset | None:
+    """The namespaces a term's pods are looked for in; None: every one. `surely`: only those it surely names (a
+    namespaceSelector other than the empty one selects namespaces by labels the view does not read: none more);
+    else every namespace it may name."""
+    names = frozenset(term.namespaces or ())
+    sel = term.namespace_selector
+    if sel is None:
+        return names or frozenset((own,))
+    if not (sel.match_labels or sel.match_expressions):
+        return None
+    return names if surely else None
+
+
+def required(pod, kind: str) -> list:
+    aff = pod.spec.affinity
+    part = getattr(aff, kind, None) if aff is not None else None
+    return list((part.required_during_scheduling_ignored_during_execution if part is not None else None) or [])
+
+
+class Placed:
+    """The pods bound to the cluster's nodes (not ended), indexed by label for the selectors; one per cycle, built on
+    first use. ``checks`` counts the label checks made, up to MAX_CHECKS."""
+
+    def __init__(self, pods: list, node_labels: dict[str, dict]) -> None:
+        self.rows = []
+        for p in pods:
+            node = p.spec.node_name
+            if not node or node not in node_labels or (p.status and p.status.phase in ("Succeeded", "Failed")):
+                continue
+            self.rows.append((p.metadata.namespace, p.metadata.labels or {}, node_labels[node],
+                              p.spec.priority or 0, p.metadata.deletion_timestamp is not None))
+        self.by_pair: dict[tuple[str, str], list[int]] | None = None
+        self.by_key: dict[str, list[int]] = {}
+        self.checks = 0
+        self._cache: dict[tuple, list[int] | None] = {}
+
+    def _index(self) -> None:
+        self.by_pair = {}
+        for i, (_, labels, _, _, _) in enumerate(self.rows):
+            for k, v in labels.items():
+                self.by_pair.setdefault((k, v), []).append(i)
+                self.by_key.setdefault(k, []).append(i)
+
+    def _candidates(self, sel) -> list[int] | range:
+        """The rows a selector may match: those with its rarest required label, else all."""
+        if self.by_pair is None:
+            self._index()
+        options = [self.by_pair.get((k, v), []) for k, v in (sel.match_labels or {}).items()]
+        for e in sel.match_expressions or []:
+            if e.operator == "In":
+                options.append([i for v in e.values or [] for i in self.by_pair.get((e.key, v), [])])
+            elif e.operator == "Exists":
+                options.append(self.by_key.get(e.key, []))
+        return min(options, key=len) if options else range(len(self.rows))
+
+    def matching(self, terms: list, own: str, surely: bool) -> list[int] | None:
+        """The rows matching every term (selector and namespaces); None past the cycle's MAX_CHECKS."""
+        key = (surely, own, repr([(t.label_selector, t.namespaces, t.namespace_selector) for t in terms]))
+        if key in self._cache:
+            return self._cache[key]
+        if any(t.label_selector is None for t in terms):
+            out: list[int] | None = []
+        else:
+            spaces = [_namespaces(t, own, surely) for t in terms]
+            cands = self._candidates(terms[0].label_selector)
+            if self.checks + len(cands) * len(terms) > MAX_CHECKS:
+                out = None
+            else:
+                self.checks += len(cands) * len(terms)
+                out = [i for i in cands if all((ns is None or self.rows[i][0] in ns)
+                                               and selector_matches(t.label_selector, self.rows[i][1])
+                                               for t, ns in zip(terms, spaces))]
+        self._cache[key] = out
+        return out
+
+
+def affinity_passes(pod, terms: list, placed: Placed, named: list) -> list[bool] | None:
+    """Per node (`named`: (labels, name)): whether the pod's required pod affinity `terms` let it start there (module
+    docstring); None: not judged."""
+    ns = pod.metadata.namespace
+    near = placed.matching(terms, ns, surely=False)
+    if near is None:
+        return None
+    domains = {(t.topology_key, placed.rows[i][2][t.topology_key]) for i in near for t in terms
+               if t.topology_key in placed.rows[i][2]}
+    own = all(selector_matches(t.label_selector, pod.metadata.labels or {})
+              and (lambda s: s is None or ns in s)(_namespaces(t, ns, surely=False)) for t in terms)
+    return [all(t.topology_key in lb for t in terms)
+            and (own or all((t.topology_key, lb[t.topology_key]) in domains for t in terms)) for lb, _ in named]
+
+
+def anti_affinity_passes(pod, terms: list, placed: Placed, named: list) -> list[bool] | None:
+    """Per node: whether no pod the pending pod must keep away from (its required anti-affinity `terms`), and that
+    kube-scheduler would not preempt for it, is bound in that node's domain of a term (module docstring); None: not
+    judged."""
+    ns = pod.metadata.namespace
+    mine = pod.spec.priority or 0
+    never_preempts = (pod.spec.preemption_policy or "") == "Never"
+    taken: set[tuple[str, str]] = set()
+    for t in terms:
+        away = placed.matching([t], ns, surely=True)
+        if away is None:
+            return None
+        for i in away:
+            _, _, node_lb, prio, going = placed.rows[i]
+            if not going and (never_preempts or prio >= mine) and t.topology_key in node_lb:
+                taken.add((t.topology_key, node_lb[t.topology_key]))
+    return [not any(t.topology_key in lb and (t.topology_key, lb[t.topology_key]) in taken for t in terms)
+            for lb, _ in named]
+
+
+def why_not(pod, ok: list[bool], placed: Placed, named: list) -> tuple[list[bool], str | None]:
+    """The nodes of `ok` (those the pod fits otherwise) its required pod affinity and anti-affinity leave, and why
+    none is left (None while one is, or where it is not judged)."""
+    terms = required(pod, "pod_affinity")
+    if terms:
+        passes = affinity_passes(pod, terms, placed, named)
+        if passes is not None:
+            ok = [o and p for o, p in zip(ok, passes)]
+            if not any(ok):
+                return ok, (f"requires pod affinity {shown_terms(terms)} (podAffinity, required) that none of the "
+                            "nodes it fits otherwise meets: no pod it must run beside is bound in their domain, and it "
+                            "does not match those terms itself (the scheduler's exception for a group's first pod)")
+    anti = required(pod, "pod_anti_affinity")
+    if anti:
+        passes = anti_affinity_passes(pod, anti, placed, named)
+        if passes is not None:
+            ok = [o and p for o, p in zip(ok, passes)]
+            if not any(ok):
+                return ok, (f"requires pod anti-affinity {shown_terms(anti)} (podAntiAffinity, required) that every "
+                            "node it fits otherwise breaks: a pod it must keep away from, at its priority or above "
+                            "(which kube-scheduler preempts none of for it), is bound in each one's domain, until "
+                            "those end")
+    return ok, None
