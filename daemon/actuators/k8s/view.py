@@ -363,11 +363,25 @@ def scheduler_verdict(pod) -> str | None:
     return None
 
 
+def dra_line(pod, g: int, resource: str) -> str:
+    """What the view makes of a pod asking for devices through DRA (``spec.resourceClaims``, a ResourceClaim or a
+    ResourceClaimTemplate whose requests name a DeviceClass, ``gpu.nvidia.com`` for NVIDIA's DRA driver): nothing.
+    Counting its GPUs would take each claim's requests (its DeviceClass, ``count`` or ``allocationMode: All``) for the
+    demand, and for the supply the nodes' ResourceSlices and the claims' allocations, since a node whose GPUs are
+    published by a DRA driver has no allocatable GPU resource: counted on one side only, a DRA pod's demand would be
+    met by preempting device-plugin pods whose GPUs it cannot use. So its DRA devices are neither demand nor use,
+    and said once so nothing is silently zero."""
+    claims = ", ".join(c.name for c in pod.spec.resource_claims)[:200]
+    counted = f"only its {g} {resource} are" if g > 0 else f"it asks for no {resource}, so it is no job"
+    return (f"asks for devices through DRA (spec.resourceClaims: {claims}): GPUs asked through DRA are not counted, "
+            f"neither as demand nor as used; {counted}")
+
+
 def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenants: tuple[str, ...],
                  now: dt.datetime | None = None, resolver: TypeResolver | None = None,
                  never: Callable[[object, int], str | None] | None = None,
                  left_out: dict[str, str] | None = None, node_names: set[str] | None = None,
-                 schedulers: tuple[str, ...] | None = None) -> Jobs:
+                 schedulers: tuple[str, ...] | None = None, uncounted: dict[str, str] | None = None) -> Jobs:
     """The pods as Jobs (module docstring). ``never`` (never_starts): an unbound pod it gives a reason for can never
     start and is no demand. Read as demand, one such pod of a normal tenant (9 GPUs where nodes have 8) aged into a
     hold of every GPU beyond the high tier's guarantee, held for it and kept from everyone else for as long as it
@@ -376,7 +390,9 @@ def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenant
     pod garbage collector deletes it) and is neither running nor demand. ``schedulers``: the schedulers that place
     pods here (actuators.kubernetes.scheduler_names); an unbound pod naming another (``spec.schedulerName``) is placed
     by none (kube-scheduler leaves it alone: Pending, no condition) and is no demand. Each pod so left out is put in
-    ``left_out`` (id -> what is wrong with it and what the view makes of it)."""
+    ``left_out`` (id -> what is wrong with it and what the view makes of it). ``uncounted``: each pod asking for
+    devices through Dynamic Resource Allocation (``spec.resourceClaims``) -> a line saying its DRA devices are not
+    counted (dra_line)."""
     now = now or dt.datetime.now(dt.timezone.utc)
     index = {t: i for i, t in enumerate(tenants)}
     rows = []
@@ -389,6 +405,8 @@ def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenant
         if not bound and getattr(p.spec, "scheduling_gates", None):
             continue   # gated: the scheduler will not place it, so free GPUs would not start it (not demand now)
         g = pod_gpus(p, resource) + (flavors.pod_mig_gpus(p) if resolver is not None else 0)
+        if uncounted is not None and getattr(p.spec, "resource_claims", None):
+            uncounted[f"{p.metadata.namespace}/{p.metadata.name}"] = dra_line(p, g, resource)
         if g <= 0:
             continue
         if bound and node_names is not None and p.spec.node_name not in node_names:
