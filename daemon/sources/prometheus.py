@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from typing import Annotated, Any, Callable, Iterable
+from typing import Annotated, Any, Callable, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -220,17 +220,16 @@ class PrometheusSource:
         self.samples += len(values)
         return [(it["metric"], float(v)) for it, v in zip(items, values)]
 
-    def _range(self, query: str, start: float, end: float) -> tuple[list[dict[str, str]], np.ndarray, np.ndarray,
-                                                                    np.ndarray]:
-        """A range matrix, chunked under the point limit and checked like _instant.
+    def _range(self, query: str, start: float, end: float) -> Iterator[tuple[list[dict[str, str]], np.ndarray,
+                                                                            np.ndarray, np.ndarray]]:
+        """A range matrix, chunked under the point limit and checked like _instant, one answer at a time.
 
-        Flat, for speed at thousands of series: (labels of each series, series index of each sample,
-        sample times, sample values). A series split over chunks appears once per chunk.
+        Flat, for speed at thousands of series: per answer, (labels of each series, series index of each sample,
+        sample times, sample values). A series split over answers appears once in each. Yielded as each answer
+        is read, so that the caller folds it in before the next one is asked for: at 10,000 tenants a backfill
+        chunk is millions of samples, and holding them all (then their concatenation) at once was the daemon's
+        peak of memory.
         """
-        labels: list[dict[str, str]] = []
-        counts: list[int] = []
-        times: list[np.ndarray] = []
-        values: list[np.ndarray] = []
         steps = self._steps_per_request()
         t = start
         while t <= end:
@@ -247,20 +246,18 @@ class PrometheusSource:
             finally:
                 self.requests += 1
             items = self._shaped(_MATRIX, raw, "range matrix", query)
+            del raw   # the answer as parsed: its checked copy is what is read from here on
             flat = [p for it in items for p in it["values"]]
             self._series_seen = max(self._series_seen, len(items))
-            labels.extend(it["metric"] for it in items)
-            counts.extend(len(it["values"]) for it in items)
-            times.append(np.fromiter((p[0] for p in flat), dtype=float, count=len(flat)))
-            values.append(_numbers([p[1] for p in flat], query))
+            labels = [it["metric"] for it in items]
+            series = np.repeat(np.arange(len(items), dtype=np.int64), [len(it["values"]) for it in items])
+            times = np.fromiter((p[0] for p in flat), dtype=float, count=len(flat))
+            values = _numbers([p[1] for p in flat], query)
             self.samples += len(flat)
+            del items, flat
             t = hi + self.step_s
-        series = np.repeat(np.arange(len(labels), dtype=np.int64), counts)
-
-        def cat(xs: list[np.ndarray]) -> np.ndarray:
-            return np.concatenate(xs) if xs else np.zeros(0)
-
-        return labels, series, cat(times), cat(values)
+            yield labels, series, times, values
+            del labels, series, times, values   # the caller has summed them in: not held during the next read
 
     def _steps_per_request(self) -> int:
         """Steps per query_range request: at most chunk_steps, and few enough that the answer for the
@@ -291,17 +288,38 @@ class PrometheusSource:
         Series that share a tenant are summed; a step with no sample stays NaN. `key` groups the series
         another way (window_by_type: by (tenant, GPU type)).
         """
-        labels, series, ts, v = self._range(query, start, end)
         keys: dict = {}
         key = key or self._label
+        total, seen = np.zeros((0, n)), np.zeros((0, n), dtype=bool)
+        for answer in self._range(query, start, end):
+            total, seen = self._fold(answer, keys, key, total, seen, start)
+            del answer   # summed in: not held while the next one is read
+        total[~seen] = np.nan
+        return keys, total
+
+    def _fold(self, answer: tuple[list[dict[str, str]], np.ndarray, np.ndarray, np.ndarray], keys: dict,
+              key: Callable[[dict[str, str]], object], total: np.ndarray, seen: np.ndarray,
+              start: float) -> tuple[np.ndarray, np.ndarray]:
+        """One range answer summed into `total` (rows: `keys`, which it adds to) and marked in `seen`."""
+        labels, series, ts, v = answer
+        n = total.shape[1]
         row_of = np.array([keys.setdefault(key(lb), len(keys)) for lb in labels], dtype=np.int64)
+        if len(keys) > len(total):   # series of new keys in this answer (usually all in the first one)
+            more = len(keys) - len(total)
+            total = np.vstack([total, np.zeros((more, n))])
+            seen = np.vstack([seen, np.zeros((more, n), dtype=bool)])
         i = np.rint((ts - start) / self.step_s).astype(np.int64)
         ok = (i >= 0) & (i < n)
-        flat = row_of[series[ok]] * n + i[ok]
-        size = len(keys) * n
-        total = np.bincount(flat, weights=v[ok], minlength=size)
-        seen = np.bincount(flat, minlength=size)
-        return keys, np.where(seen > 0, total, np.nan).reshape(len(keys), n)
+        if not ok.any():
+            return total, seen
+        i, series, v = i[ok], series[ok], v[ok]
+        # the answer covers steps lo..hi-1 of the grid: summed on that part alone, then added in
+        lo, hi = int(i.min()), int(i.max()) + 1
+        flat = row_of[series] * (hi - lo) + (i - lo)
+        size = len(keys) * (hi - lo)
+        total[:, lo:hi] += np.bincount(flat, weights=v, minlength=size).reshape(len(keys), hi - lo)
+        seen[:, lo:hi] |= np.bincount(flat, minlength=size).reshape(len(keys), hi - lo) > 0
+        return total, seen
 
     def window(self, start: float, end: float, tenants: Iterable[str] = ()) -> pd.DataFrame:
         """Allocated GPUs per tenant on the step grid from start to end (inclusive).
@@ -323,7 +341,7 @@ class PrometheusSource:
         d = [(col[k], r) for k, r in d_keys.items() if k is not None]
         if d:
             cols, rows = map(list, zip(*d))
-            values[:, cols] = np.nan_to_num(demand[rows].T, nan=0.0)
+            values[:, cols] = np.nan_to_num(demand, nan=0.0, copy=False)[rows].T   # one copy of a window, not two
         m = [(col[k], r) for k, r in m_keys.items() if k is not None]
         if m:
             cols, rows = map(list, zip(*m))

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import threading
+import weakref
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
+import pandas as pd
 import pytest
 
 from daemon.config import Config, PrometheusConfig, SourceConfig
+from daemon.sources import prometheus
 from daemon.sources.base import SourceError
 from daemon.sources.prometheus import PrometheusSource
 
@@ -225,6 +228,48 @@ def test_a_range_answer_over_the_cap_is_asked_again_in_fewer_steps(fake):
     got = src.collect(60)
     assert len(got.history.columns) == 3001 and got.history.iloc[-1].drop("team-a").eq(1).all()
     assert max(asked) > 15 * 60 and asked[-1] <= 15 * 60     # it started bigger, then split
+
+
+def test_a_range_read_sums_each_answer_in_before_asking_for_the_next(fake, monkeypatch):
+    """A backfill chunk at 10,000 tenants is millions of samples, read in answers of max_response_mb. Every
+    answer's samples were held until the last came, then concatenated and gridded whole: the daemon's peak of
+    memory (1.8 GiB of the cycle bench's 10,000 tenants). Each answer is now summed into the grid before the next
+    is asked for, so when a request goes out no earlier answer's samples are alive; the history is the same."""
+    url, crafted = fake
+    made = []   # every answer's sample values, as read (weakly: alive only while something holds them)
+    real = prometheus._numbers
+
+    def numbers(raw, query):
+        v = real(raw, query)
+        made.append(weakref.ref(v))
+        return v
+
+    monkeypatch.setattr(prometheus, "_numbers", numbers)
+    alive_when_asked = []
+
+    def sized(q):
+        if q.startswith("count("):   # capacity: room for 300 tenants' GPUs
+            return (200, "application/json", ok([{"metric": {}, "values": [[NOW - 60 * i, "4096"] for i in range(60)]}],
+                                                "matrix"), True)
+        if q != PrometheusConfig().query("demand"):
+            return (200, "application/json", good_range(q), True)
+        alive_when_asked.append(sum(r() is not None for r in made))
+        lo, hi = crafted.last_range
+        series = [{"metric": {"namespace": f"t{i:03d}"}, "values": [[s, str(1 + (s // 60 + i) % 3)]
+                                                                     for s in range(lo, hi + 1, 60)]}
+                  for i in range(300)]
+        return (200, "application/json", ok(series, "matrix"), True)
+
+    crafted.range = sized
+    # 300 tenants in answers of about 10 steps (max_response_mb / 40 bytes a sample / 300 series)
+    cfg = Config(source=SourceConfig(kind="prometheus", prometheus=PrometheusConfig(
+        url=url, timeout_s=30, retries=0, max_response_mb=300 * 10 * 40 / 2**20)),
+        cycle={"history_steps": 60}, tenants=[{"name": f"t{i:03d}"} for i in range(300)])
+    got = PrometheusSource(cfg, clock=lambda: NOW + 1.0).collect(60).history
+    assert len(alive_when_asked) >= 6 and alive_when_asked == [0] * len(alive_when_asked)
+    steps = got.index.as_unit("s").asi8 // 60
+    want = 1 + (steps[:, None] + pd.RangeIndex(300).to_numpy()[None, :]) % 3
+    assert got.shape == (60, 300) and (got.to_numpy() == want).all()
 
 
 def test_demand_that_cannot_be_gpus_of_this_cluster_is_refused(fake):
