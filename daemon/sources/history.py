@@ -237,6 +237,7 @@ class History:
                 cols = np.array([self._col[n] for n in frame.columns], dtype=np.int64)
                 self._vals[rows, :] = np.nan          # a re-read row is replaced whole, gaps included
                 self._vals[np.ix_(rows, cols)] = frame.to_numpy(dtype=float)[ok]
+                del frame   # in the window now: a chunk's frame is not held while the next one is read
             self._persist(max(persist_lo, first_wanted), now, first_wanted)
             self.fetched_until = now
             if backfill or now % PRUNE_EVERY_STEPS == 0:

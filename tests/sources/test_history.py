@@ -3,6 +3,8 @@ read only what they missed. The source here is a recording fake; test_prometheus
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -69,6 +71,25 @@ def test_backfill_in_chunks_then_only_new_steps_plus_overlap():
         h.update(src, (now + k) * STEP + 1)
         assert src.calls[-1] == (now + k - 1, now + k)
     expect(h, now + 5, 2880)
+
+
+def test_a_backfill_holds_no_chunk_it_has_placed_while_reading_the_next():
+    """At 10,000 tenants a 720-step chunk is a 58 MB frame: the backfill kept the one it had placed while the source
+    read the next (the Prometheus answers' JSON, the daemon's peak of memory). It is dropped once in the window."""
+    src = Source()
+    made, alive_when_asked = [], []
+
+    def fetch(start_s, end_s, known):
+        alive_when_asked.append(sum(r() is not None for r in made))
+        frame = src(start_s, end_s, known)
+        made.append(weakref.ref(frame))
+        return frame
+
+    h = History(STEP, 2880, chunk_steps=720, overlap_steps=1)
+    now = T0 + 5000 + 1100
+    assert h.update(fetch, now * STEP).requests == 4
+    assert alive_when_asked == [0, 0, 0, 0]
+    expect(h, now, 2880)
 
 
 def test_overlap_catches_late_samples():
