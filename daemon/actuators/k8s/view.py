@@ -212,7 +212,8 @@ def _shown_taint(t) -> str:
 
 
 def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = None,
-                 hold_label: str | None = None, pods: list | None = None) -> Callable[[object, int], str | None]:
+                 hold_label: str | None = None, pods: list | None = None,
+                 bound: pod_affinity.BoundPods | None = None) -> Callable[[object, int], str | None]:
     """Why an unbound pod asking for `g` GPUs can never start on these nodes (usable now or not: a cordoned node may
     come back), or None. The scheduler places a pod on one node that passes every filter, so each node is judged
     whole: the pod can start on none that has the GPUs it asks for (a pod runs on one node: largest_node; on a mixed
@@ -223,7 +224,8 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
     pod selecting a hold whose taint it does not tolerate (another tenant's: the admission policies refuse its
     toleration) starts on no node. Of those, the pod needs one with every topology key of its DoNotSchedule spread
     constraints, one its required pod affinity and anti-affinity let it start on, over `pods` (pod_affinity.py: the
-    pods bound to nodes; not judged without them), and one whose standing taints (NoSchedule / NoExecute, not the
+    pods bound to nodes; not judged without them; `bound`: the actuator's BoundPods, kept from cycle to cycle, else
+    read afresh), and one whose standing taints (NoSchedule / NoExecute, not the
     hold's nor the node condition's, which go when the node is back) it all tolerates (tolerates: the
     TaintToleration filter). With no node at all, nothing is judged. The reason names the first filter no node
     passes (size, labels, spread keys, pod affinity, pod anti-affinity, taints)."""
@@ -294,7 +296,8 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
             if pods is not None and (pod_affinity.required(pod, "pod_affinity") or
                                      pod_affinity.required(pod, "pod_anti_affinity")):
                 if not placed:
-                    placed.append(pod_affinity.Placed(pods, dict(named_by_name)))
+                    placed.append(pod_affinity.Placed((bound or pod_affinity.BoundPods()).synced(pods),
+                                                      dict(named_by_name)))
                 ok, near = pod_affinity.why_not(pod, ok, placed[0], named)
                 if near is not None:
                     return near[:300]
