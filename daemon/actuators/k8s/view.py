@@ -284,12 +284,13 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
         sel = {k: v for k, v in (pod.spec.node_selector or {}).items() if k != hold_label}
         terms = required_terms(pod, hold_label)
         match = [all(lb.get(k) == v for k, v in sel.items()) and _affinity_holds(terms, lb, name)
-                 for lb, name in named]
+                 for lb, name in named] if sel or terms is not None else [True] * len(named)
         if any(m and f for m, f in zip(match, fits)):
             # a DoNotSchedule topology spread constraint: the scheduler keeps the pod off a node without its key
             keys = sorted({c.topology_key for c in getattr(pod.spec, "topology_spread_constraints", None) or []
                            if c.when_unsatisfiable == "DoNotSchedule" and c.topology_key != hold_label})
-            ok = [m and f and all(k in lb for k in keys) for m, f, (lb, _) in zip(match, fits, named)]
+            ok = [m and f and all(k in lb for k in keys) for m, f, (lb, _) in zip(match, fits, named)] if keys else \
+                [m and f for m, f in zip(match, fits)]
             if not any(ok):
                 return (f"spreads over {', '.join(keys)} (topologySpreadConstraints, DoNotSchedule), a node label "
                         "none of the nodes it fits otherwise has")[:300]
@@ -317,9 +318,9 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
 def _taints_why(pod, taints_of: list[list]) -> str | None:
     """Why the pod starts on none of the nodes it fits otherwise (their standing taints), or None: one of them has no
     taint it does not tolerate."""
-    firsts = [_untolerated(pod, taints) for taints in taints_of]
-    if any(t is None for t in firsts):
+    if any(_untolerated(pod, taints) is None for taints in taints_of):   # most often the first node
         return None
+    firsts = [_untolerated(pod, taints) for taints in taints_of]
     count: dict[str, int] = {}
     for t in firsts:
         count[_shown_taint(t)] = count.get(_shown_taint(t), 0) + 1
