@@ -137,3 +137,41 @@ def test_a_tenants_huge_array_is_read_per_record_and_at_most_the_bound_of_its_ta
         assert "actuators.slurm.max_array_tasks" in caplog.text
         wide = act(s, FleetConfig(types=["a100"]), max_array_tasks=2000).cluster_jobs(TENANTS)   # a bigger cluster's
         assert sum(1 for j, r in zip(wide.ids, wide.running) if not r and j.startswith(f"{big}_")) == 999
+
+
+def test_a_throttled_arrays_split_off_and_held_tasks_take_no_more_than_its_throttle_and_hide_no_other_array():
+    """gn1 (a100:4): a high job takes 3 GPUs; a low tenant's --array=1-100%3 runs task 1 on the last GPU, its
+    --array=1-10 waits too, the bound at 20 tasks. An update of task 5 (the tenant's own: scontrol update) splits it
+    off the array's record, and squeue without -r prints the record's line without its %3 (1_[2-100], reasons
+    joined): the old view made jobs of the bound's 20 of its tasks, then cut them to 2 by squeue --json's throttle,
+    and the other array got none of the bound: 2 tasks of demand where 12 wait. A hold of task 7 joins JobHeldAdmin
+    to the line's reasons: the old view read the whole array as held, and the other still had none: no demand at all.
+    Now the throttle, the line's or --json's, decides first what waits (3 less the one running), the bound counts
+    those, and --json's records say which task is held: 2 + 10 tasks both times."""
+    with slurm_cluster(nodes=("gn1",), gpus=4, gres_types={"gn1": "a100"}) as s:
+        high = submit(s, "--gres=gpu:a100:3", account="acct-high", partition="high")
+        wait_for(lambda: states(s).get(high, [""])[0] == "RUNNING", what="high job running", timeout=60)
+        a = submit(s, "--array=1-100%3", "--gres=gpu:a100:1")
+        wait_for(lambda: states(s).get(f"{a}_1", [""])[0] == "RUNNING", what="task 1 running", timeout=60)
+        b = submit(s, "--array=1-10", "--gres=gpu:a100:1")
+        subprocess.run(["scontrol", "update", f"jobid={a}_5", "comment=split"], env=s["env"], check=True,
+                       capture_output=True)
+        time.sleep(2)
+        line = subprocess.run(["squeue", "-h", "-t", "PENDING", "-o", "%i|%r"], env=s["env"], capture_output=True,
+                              text=True).stdout
+        assert f"{a}_[2-100]|" in line, line     # the %3 dropped (22.05)
+
+        def demand():
+            js = act(s, FleetConfig(types=["a100"]), max_array_tasks=20).cluster_jobs(TENANTS)
+            pending: dict[str, list[int]] = {}
+            for jid, run in zip(js.ids, js.running):
+                if not run:
+                    pending.setdefault(jid.split("_")[0], []).append(int(jid.split("_")[1]))
+            return {k: sorted(v) for k, v in pending.items()}
+
+        assert demand() == {a: [2, 3], b: list(range(1, 11))}, states(s)
+        subprocess.run(["scontrol", "hold", f"{a}_7"], env=s["env"], check=True, capture_output=True)
+        time.sleep(1)
+        assert "JobHeld" in subprocess.run(["squeue", "-h", "-t", "PENDING", "-j", a, "-o", "%r"], env=s["env"],
+                                           capture_output=True, text=True).stdout
+        assert demand() == {a: [2, 3], b: list(range(1, 11))}, states(s)

@@ -183,7 +183,12 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
 
     def jobs(self, job_ids: list[str] | None = None, node: str | None = None,
              states: str | None = None) -> list[SlurmJob]:
-        # without -r: an array's pending tasks are its one combined line (1_[3-10%3]), expanded here (expand_arrays)
+        """squeue's jobs, each array's pending tasks a job up to its throttle and the bound (expand_arrays)."""
+        return self._expanded(self._listed(job_ids, node, states), bool(job_ids or node or states))
+
+    def _listed(self, job_ids: list[str] | None = None, node: str | None = None,
+                states: str | None = None) -> list[SlurmJob]:
+        # without -r: an array's pending tasks are its one combined line (1_[3-10%3]), expanded by _expanded
         args = ["squeue", "-h", "-o", SQUEUE_FMT]
         if job_ids:
             args += ["-j", ",".join(job_ids)]
@@ -199,12 +204,18 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         jobs = parse_squeue(r.stdout)
         if any(j.gpus == 0 for j in jobs):
             jobs = self._with_job_gpus(jobs, args[4:])
-        jobs, cut = expand_arrays(jobs, self.tenant, self.cfg.max_array_tasks)
+        return jobs
+
+    def _expanded(self, listed: list[SlurmJob], filtered: bool, throttles: dict[str, int] | None = None
+                  ) -> list[SlurmJob]:
+        """`listed` (_listed) with each array's pending tasks made jobs (expand_arrays: the one rule for its throttle
+        and the bound), saying once per record line how many the bound left out."""
+        jobs, cut = expand_arrays(listed, self.tenant, self.cfg.max_array_tasks, throttles)
         for rec in sorted(cut.keys() - self._cut):   # once per record
             log.warning("job array %s: %d of its pending tasks are not read (a tenant's first %d pending array tasks "
                         "are, each cycle; actuators.slurm.max_array_tasks): no demand for them until fewer wait", rec,
                         cut[rec], self.cfg.max_array_tasks)
-        self._cut = (self._cut | set(cut)) if job_ids or node or states else set(cut)
+        self._cut = (self._cut | set(cut)) if filtered else set(cut)
         return jobs
 
     def _with_job_gpus(self, jobs: list[SlurmJob], filters: list[str]) -> list[SlurmJob]:

@@ -23,8 +23,8 @@ from daemon.actuators.slurm.squeue import (
     SlurmJob,
     arrays_to_throttle,
     by_id,
-    parse_array_throttles,
-    throttle_arrays,
+    parse_arrays,
+    split_records,
     waits_for_gpus,
 )
 from daemon.actuators.slurm.windows import parse_window_reservations
@@ -103,7 +103,7 @@ class ClusterView:
         time, another job or an accounting limit), as the policy's columnar Jobs (unknown tenants are dropped)."""
         index = {t: i for i, t in enumerate(tenants)}
         now = time.time()
-        listed = self._throttled(self.jobs())
+        listed = self._array_jobs()
         eligible = self.eligible_times() if any(j.state == "PENDING" for j in listed) else {}
         rows = [j for j in listed if (j.state == "RUNNING" or waits_for_gpus(j, by_id(eligible, j), now))
                 and self.tenant(j) in index]
@@ -145,25 +145,27 @@ class ClusterView:
                     # the start estimate ends a running job by its time limit (policy/eta.py)
                     time_limit_s=np.array([j.time_limit_s for j in rows], dtype=float))
 
-    def _throttled(self, listed: list[SlurmJob]) -> list[SlurmJob]:
-        """`listed` with each array's pending tasks past its throttle (--array=..%N) not waiting for GPUs
-        (squeue.throttle_arrays). One squeue --json call over those arrays, only when an array has two pending
-        tasks or more (squeue -o has no field for the throttle; -O's ArrayTaskID shows it only on a pending array's
-        combined line, and loses it once a task is split off the array's record, as an update of one task does).
-        Not read: every pending task is counted (a warning says why), never none."""
+    def _array_jobs(self) -> list[SlurmJob]:
+        """jobs(), each array's pending tasks read by the one rule (squeue.expand_arrays) from the source that has
+        its throttle: its record line's %N, else squeue --json, one call over the arrays that need it
+        (arrays_to_throttle: squeue -o has no field for the throttle, and the line drops its %N, and joins the
+        reasons, once a task is split off the array's record, as an update or hold of one task does): its
+        records, split apart (split_records), and its throttle. Not read: every pending task is counted (a warning
+        says why), never none."""
+        listed = self._listed()
         arrays = arrays_to_throttle(listed)
         if not arrays:
-            return listed
+            return self._expanded(listed, False)
         r = self._run("squeue", "--json", "-j", ",".join(arrays))
         try:
             if r.returncode != 0:
                 raise SlurmError(f"squeue --json: {r.stderr.strip()[:200]}")
-            throttles = parse_array_throttles(r.stdout)
+            got = parse_arrays(r.stdout)
         except SlurmError as exc:
             log.warning("job arrays' throttles (%%N) not read, every pending task of %s counted: %s",
                         ",".join(arrays)[:200], exc)
-            return listed
-        return throttle_arrays(listed, throttles)
+            return self._expanded(listed, False)
+        return self._expanded(split_records(listed, got), False, {a: v.throttle for a, v in got.items()})
 
     def cluster_nodes(self, tenants: tuple[str, ...]) -> Nodes:
         """Every node slurmctld knows, as the policy's Nodes (raises SlurmError when slurmctld does not answer).
