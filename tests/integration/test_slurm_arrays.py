@@ -22,10 +22,11 @@ def submit(s, *args, account="acct-low", partition="low"):
                           text=True, check=True).stdout.strip().split(";")[0]
 
 
-def act(s, fleet=None, **cfg):
+def act(s, fleet=None, dry_run=True, **cfg):
     return SlurmActuator(SlurmActuatorConfig(slurm_conf=s["conf"], bin_dir="/usr/bin", **cfg),
                          [TenantConfig(name="team-high", tier="high", slurm_account="acct-high"),
-                          TenantConfig(name="team-low", tier="low", slurm_account="acct-low")], fleet=fleet)
+                          TenantConfig(name="team-low", tier="low", slurm_account="acct-low")], fleet=fleet,
+                         dry_run=dry_run)
 
 
 def states(s):
@@ -175,3 +176,30 @@ def test_a_throttled_arrays_split_off_and_held_tasks_take_no_more_than_its_throt
         assert "JobHeld" in subprocess.run(["squeue", "-h", "-t", "PENDING", "-j", a, "-o", "%r"], env=s["env"],
                                            capture_output=True, text=True).stdout
         assert demand() == {a: [2, 3], b: list(range(1, 11))}, states(s)
+
+
+def test_a_hold_for_a_job_asking_two_gpu_types_takes_a_node_with_both():
+    """gn1 (a100:4) and gn2 (a100:2 + t4:2): both are a100 nodes to the plan (a node's type is its GRES type with
+    the most GPUs). The high tenant's --gres=gpu:a100:1,gpu:t4:1 waits while a low job fills gn2, and the plan holds
+    2 a100 GPUs for it. The hold took gn1 (free, so it ranked first), where Slurm cannot start the job: the low job
+    requeued, the job still waited for gn2 to be free of everyone else's. Now the GPUs held for a job asking several
+    types at once are taken from the nodes that have them all: gn2, and the job starts there once the low job goes."""
+    from daemon.policy.types import Plan, PolicyMemory
+
+    with slurm_cluster(nodes=("gn1", "gn2"), gpus=4, gres_types={"gn1": "a100", "gn2": "a100+t4"}) as s:
+        low = submit(s, "--gres=gpu:a100:2,gpu:t4:2", "-w", "gn2")
+        wait_for(lambda: states(s).get(low, [""])[0] == "RUNNING", what="low job running", timeout=60)
+        high = submit(s, "--gres=gpu:a100:1,gpu:t4:1", account="acct-high", partition="high")
+        a = act(s, FleetConfig(types=["a100", "t4"]), dry_run=False)
+        js = a.cluster_jobs(TENANTS)
+        assert dict(zip(js.ids, js.accepts))[high] == ("a100",)
+        plan = Plan(at="2026-01-01T00:00:00+00:00", capacity=8, load=1.0, high_pool=2,
+                    reservations={"team-high": 2}, quotas={}, limits={}, preemptions=(), notifications=(),
+                    stale=False, forecast_model="x", notes=(), memory=PolicyMemory(),
+                    holds_by_type={"team-high": {"a100": 2}})
+        a.apply(plan)
+        res = subprocess.run(["scontrol", "-o", "show", "reservation"], env=s["env"], capture_output=True,
+                             text=True).stdout
+        assert " Nodes=gn2 " in res, res
+        subprocess.run(["scancel", low], env=s["env"], check=True, capture_output=True)
+        wait_for(lambda: states(s).get(high, [""])[0] == "RUNNING", what="the two-type job running", timeout=60)

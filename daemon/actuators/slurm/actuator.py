@@ -121,6 +121,10 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
                                     min_lead_s=window_min_lead_s) if self.holds else None
         self._reported: set[str] = set()
         self._never: set[str] = set()   # pending jobs that never start (cluster_jobs), as last logged
+        # account -> (GPU types, GPUs) of its pending jobs asking several types at once, as cluster_jobs last read
+        # them: their holds go to nodes with them all (SlurmHolds.choose_typed)
+        self.together: dict[str, tuple[tuple[frozenset[str], int], ...]] = {}
+        self._several: dict[str, frozenset[str]] = {}
         self._cut: set[str] = set()     # array records whose pending tasks are not all read (jobs), as last logged
         self.env = dict(os.environ)
         if cfg.slurm_conf is not None:
@@ -256,7 +260,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
             try:
                 jobs = self._hold_jobs()
                 covered, covered_by_type = self._apply_windows(rep, plan, jobs)
-                self.holds.apply(plan, rep, jobs, covered, covered_by_type)
+                self.holds.apply(plan, rep, jobs, covered, covered_by_type, self.together)
             except SlurmError as exc:
                 rep.errors.append(f"hold: {exc}")
         wanted = {p.job_id: p for p in plan.preemptions}

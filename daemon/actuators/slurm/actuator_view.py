@@ -81,6 +81,9 @@ class ClusterView:
                     if t not in shares.setdefault(kind, []):
                         shares[kind].append(t)
         out = {jid: gres.job_accepts(self.resolver, tres, feat, pref, shares, nodes) for jid, tres, feat, pref in rows}
+        # the types of each job that asks several at once, for its hold (cluster_jobs: together)
+        self._several = {jid: frozenset(t.casefold() for t in named) for jid, tres, _, _ in rows
+                         if len(named := gres.job_gres_types(tres)) > 1}
         self._report_unmatched()
         return out
 
@@ -119,6 +122,13 @@ class ClusterView:
                             "no demand (no hold, no preemption, no aging for it)", jid)
             self._never = never
             rows = [j for j in rows if j.job_id not in never]
+            # the pending jobs that ask several GPU types at once, per account: their holds go where they start
+            # (SlurmHolds.choose_typed: a node with them all)
+            together: dict[str, list[tuple[frozenset[str], int]]] = {}
+            for j in rows:
+                if j.state == "PENDING" and (need := by_id(self._several, j)):
+                    together.setdefault(j.account, []).append((need, j.total_gpus))
+            self.together = {a: tuple(v) for a, v in together.items()}
         # what the plan and the health step decide on: each job's identity and tier as read now (_changed)
         self._seen = {j.job_id: (j.submitted, j.started, self.priority(j)) for j in rows}
         run = np.array([j.state == "RUNNING" for j in rows], dtype=bool)
