@@ -366,6 +366,19 @@ def expand_arrays(jobs: list[SlurmJob], owner, limit: int = MAX_ARRAY_TASKS,
     return out, cut
 
 
+def whole_job(jid: str) -> str:
+    """The id Slurm requeues or suspends a job by: a heterogeneous job's component (123+1, as squeue prints it) by
+    its job's (123), which acts on every component. slurmctld refuses the component's own ('Invalid job id
+    specified' for a requeue, 'Operation not permitted on individual component of heterogeneous job' for a
+    suspend; 22.05), so a tenant's low work submitted as a hetjob was never preempted: refused every cycle."""
+    return jid.split("+", 1)[0]
+
+
+def whole_jobs(job_ids) -> str:
+    """`job_ids` as one scontrol list of whole jobs (whole_job), each once."""
+    return ",".join(dict.fromkeys(whole_job(j) for j in job_ids))
+
+
 def by_id(got: dict, job: SlurmJob, default=None):
     """A per-job value read by squeue -O (without -r): under the job's id, or a pending array task's under its
     array's record line (expand_arrays)."""
