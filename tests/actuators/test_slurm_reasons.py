@@ -196,3 +196,26 @@ def test_an_arrays_record_is_its_tasks_lowest_first_up_to_its_throttle_and_a_bou
     assert cut == {"2_[0-3999999]": 3999992, "3_[0,4,8-9]": 4, "4_[1-3]": 3, f"9_[0-{10**20}]": 10**20 + 1 - 10}
     assert {j.record for j in got if j.job_id.startswith("2_")} == {"2_[0-3999999]"}
     assert by_id({"2_[0-3999999]": 7.0}, got[2]) == 7.0 and by_id({}, got[2], "x") == "x"
+
+
+def test_a_tenants_many_arrays_do_not_overflow_the_json_reads_command_line(tmp_path):
+    """squeue --json -j names the arrays whose throttle the view reads, in one argument, which Linux caps at 128 KiB:
+    a tenant's 20,000 pending arrays of two tasks (MaxJobCount raised, as a 100,000-GPU cluster's is) made the exec
+    fail (OSError E2BIG) and with it every tenant's view, each cycle. Past the cap every job's JSON is read (what
+    22.05 prints whatever -j names); squeue here is a script printing those lines."""
+    import os
+
+    from daemon.actuators.slurm.actuator import SlurmActuator
+    from daemon.config import SlurmActuatorConfig, TenantConfig
+
+    lines = "".join(f"{100000 + i}_[1-2]|acct|p|normal|PENDING||0:00|gres:gpu:1|Priority|2026-12-06T02:00:00|(null)|1"
+                    f"|N/A|UNLIMITED\n" for i in range(20_000))
+    (tmp_path / "jobs.txt").write_text(lines)
+    squeue = tmp_path / "squeue"
+    squeue.write_text(f"#!/bin/sh\ncase \"$*\" in\n  *--json*) echo '{{\"jobs\": []}}' ;;\n  *-O*) ;;\n"
+                      f"  *) cat {tmp_path}/jobs.txt ;;\nesac\n")
+    os.chmod(squeue, 0o755)
+    act = SlurmActuator(SlurmActuatorConfig(bin_dir=tmp_path, max_array_tasks=100),
+                        [TenantConfig(name="t", slurm_account="acct")], dry_run=True)
+    js = act.cluster_jobs(("t",))
+    assert len(js.ids) == 100 and list(js.ids[:3]) == ["100000_1", "100000_2", "100001_1"]

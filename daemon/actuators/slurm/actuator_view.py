@@ -31,6 +31,7 @@ from daemon.actuators.slurm.windows import parse_window_reservations
 from daemon.policy.state import CLOSED, HELD_BY_POOL, PRIORITY, UNHELD, Jobs, Nodes
 
 log = logging.getLogger("gpu_autoscaler.actuator.slurm")   # the actuator's logger (same name as actuator.py's)
+JSON_IDS_MAX = 100_000   # characters of job ids named on squeue --json's command line (one argument: 128 KiB at most)
 
 
 class ClusterView:
@@ -166,8 +167,12 @@ class ClusterView:
         arrays = arrays_to_throttle(listed)
         if not arrays:
             return self._expanded(listed, False)
-        r = self._run("squeue", "--json", "-j", ",".join(arrays))
+        ids = ",".join(arrays)
         try:
+            # -j is one argument, which Linux caps at 128 KiB (MAX_ARG_STRLEN): a tenant's 20,000 arrays made it an
+            # OSError (E2BIG) that failed every tenant's view. Past JSON_IDS_MAX every job's (22.05 lists every job
+            # whatever -j says anyway)
+            r = self._run("squeue", "--json", *(("-j", ids) if len(ids) <= JSON_IDS_MAX else ()))
             if r.returncode != 0:
                 raise SlurmError(f"squeue --json: {r.stderr.strip()[:200]}")
             got = parse_arrays(r.stdout)
