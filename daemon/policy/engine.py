@@ -745,7 +745,7 @@ def _assemble(state: ClusterState, view: _View, holds: _Holds, cleared: _Cleared
                 pooled=tuple(tenants[i] for i in np.flatnonzero(holds.pooled)),
                 hold_job_gpus={tenants[i]: int(holds.quantum[i]) for i in np.flatnonzero((res > 0) | holds.pooled)},
                 demand_capped=dict(state.capped), capacity_dropped=int(state.capacity_dropped),
-                held_for=held_for(res, high, holds.aged, holds.floored),
+                held_for=held_for(res, high, holds.aged, holds.floored, holds.own),
                 window_holds={} if holds.own is None else
                 {tenants[i]: int(holds.own[i]) for i in np.flatnonzero(holds.own > 0)},
                 window_holds_by_type={} if typed is None or typed.window is None else
@@ -754,13 +754,18 @@ def _assemble(state: ClusterState, view: _View, holds: _Holds, cleared: _Cleared
                 **(_typed_fields(tenants, typed, high, holds.aged | holds.floored) if typed is not None else {}))
 
 
-def held_for(res: np.ndarray, high: np.ndarray, aged: np.ndarray, floored: np.ndarray) -> dict[str, int]:
-    """The held GPUs split by why they are held (Plan.held_for): the high tier's forecast, aged tenants
-    (anti-starvation), operators' floors. The console shows it beside the high tier's pool, which the holds exceed
-    whenever the high tier borrows beyond its guarantee or other tenants are protected."""
+def held_for(res: np.ndarray, high: np.ndarray, aged: np.ndarray, floored: np.ndarray,
+             window: np.ndarray | None = None) -> dict[str, int]:
+    """The held GPUs split by why they are held (Plan.held_for): the high tier's forecast, recurring windows (the
+    GPUs a window holds now, `window`: Plan.window_holds), aged tenants (anti-starvation), operators' floors. The
+    console shows it beside the high tier's pool, which the holds exceed whenever the high tier borrows beyond its
+    guarantee or other tenants are protected. A window's GPUs are said as the window's, not as the forecast's (a
+    high-tier tenant's) nor as a floor (a tenant with a window is protected as a floored one is)."""
+    win = np.zeros(len(res)) if window is None else np.minimum(window, res)
+    rest = res - win
     is_aged = aged & ~high
-    return {"high": int(res[high].sum()), "aged": int(res[is_aged].sum()),
-            "floor": int(res[floored & ~high & ~is_aged].sum())}
+    return {"high": int(rest[high].sum()), "window": int(win.sum()), "aged": int(rest[is_aged].sum()),
+            "floor": int(rest[floored & ~high & ~is_aged].sum())}
 
 
 def _typed_fields(tenants: tuple[str, ...], typed: fleet.TypedHolds, high: np.ndarray, other: np.ndarray) -> dict:
