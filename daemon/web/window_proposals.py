@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, Callable
 
 import pandas as pd
@@ -91,12 +91,16 @@ def _evidence(frame: pd.DataFrame, cfg: Config, declared: list[dict], out: list[
 
 class WindowProposals:
     """One computation at a time in its own worker; the last result kept per (history end to the hour, time zone,
-    windows in force)."""
+    windows in force).
+
+    The worker is a daemon thread, not a ThreadPoolExecutor's: the replay behind the evidence runs for a minute or
+    more on a busy box, and an executor's worker is joined when the interpreter exits, so a daemon told to stop
+    (SIGTERM, Ctrl-C under make run, systemctl stop) waited for it after it had said it was stopping. The
+    computation reads the history store and changes nothing, so it is safe to drop at exit."""
 
     def __init__(self, config: Callable[[], Config], declared: Callable[[], list[dict]],
                  read: Callable[[Config], pd.DataFrame | None] = read_store) -> None:
         self._config, self._declared, self._read = config, declared, read
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="window-proposals")
         self._lock = threading.Lock()
         self._key: tuple | None = None
         self._job: Future | None = None
@@ -113,7 +117,7 @@ class WindowProposals:
                 if key == self._key and key[1] == timezone and key[2] == _names(declared) and not self._stale(res):
                     return res
             self._key = None
-            self._job = self._pool.submit(self._run, cfg, declared, timezone)
+            self._job = _in_daemon_thread(self._run, cfg, declared, timezone)
             return {"status": "computing"}
 
     @staticmethod
@@ -143,7 +147,23 @@ class WindowProposals:
         return None
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Nothing to wait for: a computation under way is dropped with the process (see the class)."""
+
+
+def _in_daemon_thread(fn: Callable, *args: Any) -> Future:
+    """`fn(*args)` in a daemon thread of its own, its result (or exception) in the Future returned."""
+    fut: Future = Future()
+
+    def work() -> None:
+        if not fut.set_running_or_notify_cancel():
+            return
+        try:
+            fut.set_result(fn(*args))
+        except BaseException as exc:  # handed to whoever reads the Future, as an executor would
+            fut.set_exception(exc)
+
+    threading.Thread(target=work, name="window-proposals", daemon=True).start()
+    return fut
 
 
 def _names(declared: list[dict]) -> tuple[str, ...]:
