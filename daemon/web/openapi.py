@@ -223,7 +223,10 @@ def spec(extra_paths: dict | None = None) -> dict:
                                  "is held for too), others_protected (never preempted), others_preemptible, "
                                  "draining, free"},
                     "pending_by_accepts": {"type": ["object", "null"], "description": "GPUs waiting per set of GPU "
-                                           "types the jobs accept (\"any\": every type)"}}}]},
+                                           "types the jobs accept (\"any\": every type)"},
+                    "window_hold": {"type": ["object", "null"], "description": "while the tenant's recurring windows "
+                                    "hold: {gpus (of `held`, the windows' own: the plan's window_holds), windows: "
+                                    "[{name, start, end, open}]}; null while none holds"}}}]},
                 "TenantChange": TenantChange.model_json_schema(),
                 "GlobalChange": GlobalChange.model_json_schema(),
                 "WindowChange": WindowConfig.model_json_schema(),

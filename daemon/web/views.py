@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
-from daemon.config import DEFAULT_TYPE
+from daemon.config import DEFAULT_TYPE, WindowConfig
 from daemon.policy import fleet
 from daemon.sources.redact import redact_json
 from daemon.text import plural
@@ -486,6 +486,7 @@ def tenant_view(snap: Snapshot, backend: Backend, tenant: str, viewer: "Principa
     out["types"] = tenant_types(snap, tenant)
     out["pending_by_accepts"] = _pending_by_accepts(snap, tenant)
     out["hold_use"] = _hold_use(snap, backend, tenant)
+    out["window_hold"] = window_hold(snap, tenant)
     typed = [n for n in fleet.tenant_series(fc.tenants, tenant) if fleet.SERIES_SEP in n] if fc is not None else []
     if typed:  # a mixed fleet's typed series (tenant@spec), per set of types; `forecast` is their sum
         k90 = fc.quantile_index(0.9)
@@ -494,3 +495,26 @@ def tenant_view(snap: Snapshot, backend: Backend, tenant: str, viewer: "Principa
                                       for n in typed}
     return out
 
+
+
+def window_hold(snap: Snapshot, tenant: str) -> dict | None:
+    """The GPUs of `tenant`'s hold its recurring windows hold now (Plan.window_holds) and which windows those are,
+    each with its occurrence's start and end (on the plan's clock) and whether it is open: the tenant's page said
+    its hold was for "the p90 peak over the next 10 minutes" while a window held it. None while none holds."""
+    plan = snap.plan
+    gpus = int(plan.window_holds.get(tenant, 0)) if plan is not None else 0
+    if not gpus:
+        return None
+    now = dt.datetime.fromisoformat(plan.at)
+    now = now if now.tzinfo is not None else now.replace(tzinfo=dt.timezone.utc)
+    lead_s = snap.cfg.window_min_lead_s()
+    holding = []
+    for d in plan.windows:
+        if d.get("tenant") != tenant:
+            continue
+        w = WindowConfig.model_validate(d)
+        start = w.occurrence(now)
+        if start is not None and start - w.held_lead(lead_s) <= now:
+            holding.append({"name": w.name, "start": start.isoformat(), "end": (start + w.duration).isoformat(),
+                            "open": start <= now})
+    return {"gpus": gpus, "windows": holding}
