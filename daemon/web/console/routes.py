@@ -355,6 +355,9 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
                 except ValueError:
                     raise BadChange(key, f"not a number: {raw[:32]!r}") from None
             change["preemption_paused"] = bool(form.get("preemption_paused"))
+            too_many = windows_api.floor_beyond_capacity(snap, backend.config(), change)
+            if too_many is not None:
+                raise BadChange("floor_gpus", too_many)
             await run_in_threadpool(backend.overrides().change_tenant, p.name, name, change)
         except BadChange as exc:
             return tenant_page(request, snap, p, name, 400, error=str(exc))
