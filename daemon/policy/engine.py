@@ -600,14 +600,17 @@ def _on_window_nodes(jobs, nodes, holds: _Holds, paused: np.ndarray) -> np.ndarr
     """Per job: low-priority work (of a tenant not paused) on the nodes held for a tenant whose window is being
     cleared. A window's nodes are its tenant's alone from the lead time and drained by the start, whoever's
     preemptible work is there (an aged tenant's too: only a job started through aging is exempt, and those are not
-    among the candidates); None without windows."""
+    among the candidates), but the window's own tenant's: that work already runs on the window's GPUs, and
+    preempting it cleared them for the same tenant (a low-tier tenant's job preempted "for protected tenants'
+    recurring windows", its own). None without windows."""
     if holds.known is None or not (holds.known > 0).any():
         return None
     held = np.asarray(nodes.held_by)
     win_node = (held >= 0) & (holds.known[np.clip(held, 0, holds.known.size - 1)] > 0)
     at = nodes.index_of(jobs.node)
     on = np.where(at >= 0, win_node[np.maximum(at, 0)], False)
-    return on & (jobs.priority == PRIORITY["low"]) & ~paused[jobs.tenant]
+    own = np.where(at >= 0, held[np.maximum(at, 0)] == jobs.tenant, False)
+    return on & ~own & (jobs.priority == PRIORITY["low"]) & ~paused[jobs.tenant]
 
 
 def _preempt_typed(jobs, nodes, typed: fleet.TypedHolds, holds: _Holds, need_gpus: np.ndarray,
