@@ -103,6 +103,7 @@ class WindowProposals:
         self._config, self._declared, self._read = config, declared, read
         self._lock = threading.Lock()
         self._key: tuple | None = None
+        self._last: dict[str, Any] | None = None   # the last proposals computed (find() while computing again)
         self._job: Future | None = None
 
     def get(self, timezone: str) -> dict[str, Any]:
@@ -136,15 +137,40 @@ class WindowProposals:
         key = (res.get("history_end"), timezone, _names(declared))
         with self._lock:
             self._key = key
+            if res.get("status") == "ready":
+                self._last = res
         return res, key
 
     def find(self, name: str, timezone: str) -> dict | None:
-        """A computed proposal's window by name (None: not among the current proposals)."""
-        res = self.get(timezone)
-        for p in res.get("proposals", []):
+        """A computed proposal's window by name (None: not among the current proposals).
+
+        While they are computed again (accepting one changes the windows in force, which the evidence replays),
+        the last ones computed for `timezone` serve, less those of a tenant that has a window now: the console's
+        accept buttons of the other proposals answered 404 "the proposals moved on" for the minute the replay
+        took, though the window each declares is read from the history alone. The window is still checked against
+        the capacity and the others when it is declared."""
+        for p in self.latest(timezone).get("proposals", []):
             if p["name"] == name:
                 return p["window"]
         return None
+
+    def latest(self, timezone: str) -> dict[str, Any]:
+        """get(), but while the proposals are computed again, the last ones computed for `timezone` (less those of a
+        tenant that has a window now) marked ``recomputing``: what the console's windows page lists, so that
+        accepting one proposal does not take the others' accept buttons away for the minute the replay takes."""
+        res = self.get(timezone)
+        if res.get("status") != "computing":
+            return res
+        last = self._last_ready(timezone)
+        return {**last, "recomputing": True} if last else res
+
+    def _last_ready(self, timezone: str) -> dict[str, Any]:
+        with self._lock:
+            last = self._last
+        if last is None or last.get("timezone") != timezone:
+            return {}
+        held = {w["tenant"] for w in self._declared()}
+        return {**last, "proposals": [p for p in last.get("proposals", []) if p["tenant"] not in held]}
 
     def close(self) -> None:
         """Nothing to wait for: a computation under way is dropped with the process (see the class)."""

@@ -407,7 +407,7 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
 
     def windows_page(request: Request, p: Principal, status: int = 200, **extra) -> Response:
         # an operator sees the windows proposed from the history (computed in their own worker, never here)
-        proposed = windows_api.proposals(backend).get(windows_api.proposal_zone(backend, None)) \
+        proposed = windows_api.proposals(backend).latest(windows_api.proposal_zone(backend, None)) \
             if p.operator else None
         return page(request, "windows.html", status, who=p, title="Windows",
                     windows=windows_api.visible(backend, p), proposed=proposed, **extra)
