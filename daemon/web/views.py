@@ -347,10 +347,10 @@ def cluster_view(snap: Snapshot, backend: Backend, history: int = HISTORY_STEPS)
 
 def held_split(plan, snap: Snapshot | None = None) -> dict | None:
     """Why the GPUs held exceed the high tier's pool (issue 37): the held GPUs per reason (Plan.held_for: the high
-    tier's forecast, recurring windows, aged tenants, operators' floors) and how far the high tier's holds go beyond its guarantee
-    (borrowed from GPUs nobody else needs now). None without a plan or for a plan from before the split was kept.
-    With the skill gate on (Plan.forecast_acting), `high_acting` of the `high_tenants` are held for their forecast,
-    the others for their demand now with headroom (the cycle's tiers, from `snap`)."""
+    tier's forecast, recurring windows, aged tenants, operators' floors) and how far the high tier's holds go beyond
+    its guarantee (borrowed from GPUs nobody else needs now). None without a plan or for a plan from before the
+    split was kept. With the skill gate on (Plan.forecast_acting), `high_acting` of the `high_tenants` are held for
+    their forecast, the others for their demand now with headroom (the cycle's tiers, from `snap`)."""
     if plan is None or not plan.held_for:
         return None
     hf = {k: int(plan.held_for.get(k, 0)) for k in ("high", "window", "aged", "floor")}

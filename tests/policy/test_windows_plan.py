@@ -270,7 +270,7 @@ def test_a_windows_drain_never_preempts_its_own_tenants_work_on_the_windows_node
     running = c.j_state[: c.size] == 2
     node_of = {t: [int(n) for n in c.j_node[: c.size][(c.j_tenant[: c.size] == t) & running]] for t in (0, 1)}
     own, others = node_of[0][0], node_of[1][0]
-    c.node_holder[[own, others]] = 0                            # the window's two nodes: win runs on one, lo on the other
+    c.node_holder[[own, others]] = 0             # the window's two nodes: win runs on one, lo on the other
     st = c.state(("win", "lo"), ("low", "low"), pd.Timestamp("2026-12-07T13:45:00+00:00"), 60)
     p = plan(None, st, PolicyMemory(), cfg)
     assert p.window_holds == {"win": 16} and p.preemptions, p.notes
