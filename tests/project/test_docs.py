@@ -203,6 +203,19 @@ def test_goals_in_the_json_give_the_verdicts_the_benches_computed():
         ha["within_two_intervals"] == len(ha["rounds"]))
 
 
+def test_the_results_at_a_glance_give_the_windows_target_beside_the_etas():
+    """Issue 39 has two targets: README's results at a glance gave the start-time estimate's and not the windows'.
+    Its row reads the seeds' pooled run (docs/windows.md's verdict): each condition's verdict from the JSON."""
+    glance = render_docs.BLOCKS["results-at-a-glance"]()
+    line = next((x for x in glance.splitlines() if x.startswith("| [recurring windows]")), None)
+    assert line is not None, glance
+    p = render_docs.load("windows_synthetic_seeds.json")["pool"]
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert f"{p['cut']:.1%}" in cells[1] and f"{p['normal_unmet_delta_gpu_min']:+,.0f}" in cells[1]
+    c = p["conditions"]
+    assert cells[3] == "; ".join("met" if c[k] else "**not met**" for k in ("cut", "normal_unmet", "preemptions"))
+
+
 def _toml_keys(d: dict, leaves: set[str], prefix: str = "") -> set[str]:
     """The dotted keys a TOML file sets; a table that is itself one key (a mapping such as priority_by_partition)
     counts as that key."""
