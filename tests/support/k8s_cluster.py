@@ -35,11 +35,12 @@ BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager
 # owner references, the workload controllers Kueue's jobs go through, DaemonSets (their pods on the nodes they
 # select), node lifecycle (it lifts the not-ready taint the TaintNodesByCondition admission puts on every new node
 # once kwok reports it Ready), and resource quota (a ResourceQuota's status, which quota admission needs before it
-# admits a pod against it)
+# admits a pod against it), and cluster role aggregation (the default edit and admin roles get their rules from it: a
+# test acts as a tenant holding them)
 CONTROLLERS = ",".join(f"{c}-controller" for c in (
     "serviceaccount", "serviceaccount-token", "disruption", "namespace", "garbage-collector", "replicaset",
     "deployment", "daemonset", "job", "pod-garbage-collector", "root-ca-certificate-publisher", "node-lifecycle",
-    "resourcequota"))
+    "resourcequota", "clusterrole-aggregation"))
 KWOK_NODE = "kwok.x-k8s.io/node"
 # kwok's own stages, from the pinned module (build-k8s.sh copies them beside the binaries): nodes become Ready and
 # renew their Lease, bound pods become Running, deleted pods go

@@ -27,7 +27,7 @@ from kubernetes import client as k8s, config as kcfg
 from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators.base import NO_FENCE, ActionReport, FencedApply, FenceGuard, TermRecord, stop_on_fence
-from daemon.actuators.k8s import rbac
+from daemon.actuators.k8s import pod_affinity, rbac
 from daemon.actuators.k8s.admission import AdmissionParams, params_spec
 from daemon.actuators.k8s.informer import LIVE_PODS, ClusterView
 from daemon.actuators.k8s.objects import evictable, holds_gpus, priority_class_name
@@ -117,6 +117,8 @@ class KubernetesActuator(FencedApply):
         self.hold_label = hold_label  # beside Kueue: the label and taint of its node holds (read back in cluster_nodes)
         self._retry: dict[str, str] = {}  # job id -> reason: failed-node evictions a PDB refused, retried each cycle
         self._never: set[str] = set()   # pods the view left out (never start, bound nowhere), as last logged
+        self._dra: set[str] = set()     # pods asking for devices through DRA, as last logged
+        self._bound = pod_affinity.BoundPods()   # the bound pods' rows for pod affinity, kept from cycle to cycle
         # job id -> (pod UID, PriorityClass) as the last cluster_jobs read it: what decisions were made on
         self._seen: dict[str, tuple[str, str]] = {}
         # namespace -> GPUs our quota caps (None: we have none there), as this replica wrote or read it in this
@@ -422,13 +424,18 @@ class KubernetesActuator(FencedApply):
         self._seen = {f"{p.metadata.namespace}/{p.metadata.name}": (p.metadata.uid, p.spec.priority_class_name or "")
                       for p in pods if p.metadata.namespace in self.tenant_of}
         left_out: dict[str, str] = {}
+        dra: dict[str, str] = {}
         jobs = pods_as_jobs(pods, self.tenant_of, self.cfg.gpu_resource, tenants, resolver=self.resolver,
-                            never=never_starts(nodes, self.cfg.gpu_resource, self.resolver, self.hold_label),
+                            never=never_starts(nodes, self.cfg.gpu_resource, self.resolver, self.hold_label,
+                                               pods, self._bound),
                             left_out=left_out, node_names={n.metadata.name for n in nodes},
-                            schedulers=tuple(self.cfg.scheduler_names))
+                            schedulers=tuple(self.cfg.scheduler_names), uncounted=dra)
         for pod in sorted(left_out.keys() - self._never):   # once per pod
             log.warning("pod %s %s", pod, left_out[pod])
         self._never = set(left_out)
+        for pod in sorted(dra.keys() - self._dra):
+            log.warning("pod %s %s", pod, dra[pod])
+        self._dra = set(dra)
         return jobs
 
     def cluster_nodes(self, tenants: tuple[str, ...]) -> Nodes:

@@ -40,10 +40,24 @@ NOT_LISTED = "not listed yet"
 
 
 # what the daemon never reads of a pod or a node (view.py, node_holds.py, objects.py, flavors.py), dropped from the
-# view: the server's field bookkeeping, a pod's conditions, container statuses and volumes, a node's image list
-POD_DROPPED = (("metadata", "managedFields"), ("status", "conditions"), ("status", "containerStatuses"),
+# view: the server's field bookkeeping, a pod's conditions (but the scheduler's verdict: keep_verdict), container
+# statuses and volumes, a node's image list
+POD_DROPPED = (("metadata", "managedFields"), ("status", "containerStatuses"),
                ("status", "initContainerStatuses"), ("status", "ephemeralContainerStatuses"), ("spec", "volumes"))
 NODE_DROPPED = (("metadata", "managedFields"), ("status", "images"))
+
+
+def keep_verdict(raw: dict) -> None:
+    """Of a pod's conditions, only the scheduler's verdict that it found no node (PodScheduled False: type, status,
+    reason, message; view.scheduler_verdict reads it), so the view holds one small condition per unplaced pod, none
+    for a placed one."""
+    st = raw.get("status")
+    if not isinstance(st, dict) or "conditions" not in st:
+        return
+    kept = [{k: c.get(k) for k in ("type", "status", "reason", "message")} for c in st.pop("conditions") or []
+            if isinstance(c, dict) and c.get("type") == "PodScheduled" and c.get("status") == "False"]
+    if kept:
+        st["conditions"] = kept
 
 
 def _newer(a: str | None, b: str | None) -> bool:
@@ -76,8 +90,10 @@ class Reflector:
 
     def __init__(self, kind: str, list_func: Callable, *, field_selector: str | None = None,
                  request_timeout_s: float = 10.0, watch_s: int = WATCH_S,
-                 dropped: tuple[tuple[str, ...], ...] = (("metadata", "managedFields"),)) -> None:
+                 dropped: tuple[tuple[str, ...], ...] = (("metadata", "managedFields"),),
+                 trim: Callable[[dict], None] | None = None) -> None:
         self.kind = kind
+        self.trim = trim
         self.dropped = dropped
         self.list_func = list_func
         self.field_selector = field_selector
@@ -105,6 +121,8 @@ class Reflector:
                 parent = parent.get(part) if isinstance(parent, dict) else None
             if isinstance(parent, dict):
                 parent.pop(path[-1], None)
+        if self.trim is not None:
+            self.trim(raw)
         return self.api_client.deserialize(json.dumps(raw), self.model_type, "application/json")
 
     @staticmethod
@@ -253,7 +271,8 @@ class ClusterView:
                  sync_timeout_s: float = 120.0, watch_s: int = WATCH_S) -> None:
         core = k8s.CoreV1Api(api_client)
         self.pods = Reflector("pods", core.list_pod_for_all_namespaces, field_selector=LIVE_PODS,
-                              request_timeout_s=request_timeout_s, watch_s=watch_s, dropped=POD_DROPPED)
+                              request_timeout_s=request_timeout_s, watch_s=watch_s, dropped=POD_DROPPED,
+                              trim=keep_verdict)
         self.nodes = Reflector("nodes", core.list_node, request_timeout_s=request_timeout_s, watch_s=watch_s,
                                dropped=NODE_DROPPED)
         self.lock = threading.Lock()

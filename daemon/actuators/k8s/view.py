@@ -11,9 +11,11 @@ Kubernetes actuator and the Kueue one (which holds nodes with a label and taint,
   (it holds its GPUs, even while Pending pulling its image); an unbound one waits, unless it has scheduling gates
   (``spec.schedulingGates``: the scheduler will not place it, so it is not demand now), names a scheduler nobody
   here runs (``spec.schedulerName``), or can never start (no node passes the scheduler's filters for it: room for
-  its GPUs, its nodeSelector and required node affinity, its DoNotSchedule spread keys, the taints it must
-  tolerate: never_starts). A pod bound to a node the cluster does not have is neither running nor waiting. A Kueue
-  workload that is not admitted has no pod yet and so is not a job here.
+  its GPUs, its nodeSelector and required node affinity, its DoNotSchedule spread keys, its required pod affinity
+  and anti-affinity over the bound pods (pod_affinity.py), the taints it must tolerate: never_starts), or the
+  scheduler rejected it for its volumes (a claim absent or that cannot bind: scheduler_verdict). A pod bound to a
+  node the cluster does not have is neither running nor waiting. A Kueue workload that is not admitted has no pod
+  yet and so is not a job here.
 - a node's GPUs are its allocatable GPU resource; 0, and a place for no tenant (CLOSED), when it is cordoned,
   not Ready, or tainted NoSchedule/NoExecute by someone else. Used: the GPU requests of the pods bound to it
   (``spec.nodeName``) that have not ended (the scheduler's own accounting), every namespace. Draining: those of
@@ -34,7 +36,7 @@ from typing import Callable
 
 import numpy as np
 
-from daemon.actuators.k8s import flavors
+from daemon.actuators.k8s import flavors, pod_affinity
 from daemon.actuators.k8s.objects import (
     BLOCKING,
     POOL_VALUE,
@@ -210,7 +212,8 @@ def _shown_taint(t) -> str:
 
 
 def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = None,
-                 hold_label: str | None = None) -> Callable[[object, int], str | None]:
+                 hold_label: str | None = None, pods: list | None = None,
+                 bound: pod_affinity.BoundPods | None = None) -> Callable[[object, int], str | None]:
     """Why an unbound pod asking for `g` GPUs can never start on these nodes (usable now or not: a cordoned node may
     come back), or None. The scheduler places a pod on one node that passes every filter, so each node is judged
     whole: the pod can start on none that has the GPUs it asks for (a pod runs on one node: largest_node; on a mixed
@@ -220,16 +223,21 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
     with the holds; but only where the pod tolerates the hold taint that comes with that label (Kueue injects both): a
     pod selecting a hold whose taint it does not tolerate (another tenant's: the admission policies refuse its
     toleration) starts on no node. Of those, the pod needs one with every topology key of its DoNotSchedule spread
-    constraints, and one whose standing taints (NoSchedule / NoExecute, not the hold's nor the node condition's,
-    which go when the node is back) it all tolerates (tolerates: the TaintToleration filter). With no node at all,
-    nothing is judged. The reason names the first filter no node passes (size, labels, spread keys, taints)."""
+    constraints, one its required pod affinity and anti-affinity let it start on, over `pods` (pod_affinity.py: the
+    pods bound to nodes; not judged without them; `bound`: the actuator's BoundPods, kept from cycle to cycle, else
+    read afresh), and one whose standing taints (NoSchedule / NoExecute, not the
+    hold's nor the node condition's, which go when the node is back) it all tolerates (tolerates: the
+    TaintToleration filter). With no node at all, nothing is judged. The reason names the first filter no node
+    passes (size, labels, spread keys, pod affinity, pod anti-affinity, taints)."""
     largest = largest_node(nodes, resource, resolver)
     named = [(n.metadata.labels or {}, n.metadata.name) for n in nodes]
+    named_by_name = [(name, lb) for lb, name in named]
     # a fleet with MIG: each node's allocatable GPUs and MIG instances per resource, for the scheduler's fit (every
     # resource the pod asks for, on one node); summed, 4 mig-3g.40gb read as fitting a node of 7 mig-1g.10gb
     sizes = [{r: gpu_quantity(q) for r, q in ((n.status.allocatable or {}) if n.status else {}).items()
               if r == resource or r.startswith(flavors.MIG_PREFIX)} for n in nodes] if resolver is not None else []
     plain = [gpu_quantity(((n.status.allocatable or {}) if n.status else {}).get(resource, 0)) for n in nodes]
+    placed: list[pod_affinity.Placed] = []   # the bound pods, indexed on the first pod with pod affinity
     # each node's taints that keep a pod off it for good unless tolerated: NoSchedule / NoExecute, but the node hold's
     # (it comes and goes with the holds; judged with the pod's hold selector) and those of the node's condition
     standing = [[t for t in ((n.spec.taints if n.spec else None) or []) if t.effect in BLOCKING and t.key != hold_label
@@ -276,15 +284,24 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
         sel = {k: v for k, v in (pod.spec.node_selector or {}).items() if k != hold_label}
         terms = required_terms(pod, hold_label)
         match = [all(lb.get(k) == v for k, v in sel.items()) and _affinity_holds(terms, lb, name)
-                 for lb, name in named]
+                 for lb, name in named] if sel or terms is not None else [True] * len(named)
         if any(m and f for m, f in zip(match, fits)):
             # a DoNotSchedule topology spread constraint: the scheduler keeps the pod off a node without its key
             keys = sorted({c.topology_key for c in getattr(pod.spec, "topology_spread_constraints", None) or []
                            if c.when_unsatisfiable == "DoNotSchedule" and c.topology_key != hold_label})
-            ok = [m and f and all(k in lb for k in keys) for m, f, (lb, _) in zip(match, fits, named)]
+            ok = [m and f and all(k in lb for k in keys) for m, f, (lb, _) in zip(match, fits, named)] if keys else \
+                [m and f for m, f in zip(match, fits)]
             if not any(ok):
                 return (f"spreads over {', '.join(keys)} (topologySpreadConstraints, DoNotSchedule), a node label "
                         "none of the nodes it fits otherwise has")[:300]
+            if pods is not None and (pod_affinity.required(pod, "pod_affinity") or
+                                     pod_affinity.required(pod, "pod_anti_affinity")):
+                if not placed:
+                    placed.append(pod_affinity.Placed((bound or pod_affinity.BoundPods()).synced(pods),
+                                                      dict(named_by_name)))
+                ok, near = pod_affinity.why_not(pod, ok, placed[0], named)
+                if near is not None:
+                    return near[:300]
             return _taints_why(pod, [st for st, o in zip(standing, ok) if o])
         # no node both matches and has room: where some node matches, only ones too small for it do
         small = any(match)
@@ -301,9 +318,9 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
 def _taints_why(pod, taints_of: list[list]) -> str | None:
     """Why the pod starts on none of the nodes it fits otherwise (their standing taints), or None: one of them has no
     taint it does not tolerate."""
-    firsts = [_untolerated(pod, taints) for taints in taints_of]
-    if any(t is None for t in firsts):
+    if any(_untolerated(pod, taints) is None for taints in taints_of):   # most often the first node
         return None
+    firsts = [_untolerated(pod, taints) for taints in taints_of]
     count: dict[str, int] = {}
     for t in firsts:
         count[_shown_taint(t)] = count.get(_shown_taint(t), 0) + 1
@@ -312,11 +329,63 @@ def _taints_why(pod, taints_of: list[list]) -> str | None:
     return ("is kept off every node it fits otherwise by a taint it does not tolerate: " + shown)[:300]
 
 
+# kube-scheduler's verdicts at PreFilter on a pod's volumes (VolumeBinding, UnschedulableAndUnresolvable: no node is
+# tried), in the message of its PodScheduled=False condition, 'framework.FitError': "0/<n> nodes are available:
+# <PreFilter's message>. preemption: ...". Each holds until the tenant's own claim changes (the scheduler tries the
+# pod again on that event): a claim that does not exist, one being deleted, one whose volume is gone (Lost), and an
+# unbound claim of Immediate binding (its StorageClass absent: the scheduler reads a missing class as Immediate and
+# nothing provisions it; or present, while its provisioner is still at work). A claim of WaitForFirstConsumer is
+# bound after the scheduler picks a node: it passes PreFilter and is never said here, so such a pod stays demand.
+_VOLUME_VERDICT = re.compile(
+    r'0/[0-9]+ nodes are available: (persistentvolumeclaim "[^"]{1,253}" (?:not found|is being deleted|bound to '
+    r'non-existent persistentvolume "[^"]{0,253}")|pod has unbound immediate PersistentVolumeClaims)\.', re.ASCII)
+
+
+def scheduler_verdict(pod) -> str | None:
+    """Why kube-scheduler said it finds no node for an unbound pod for good, or None: its PodScheduled condition False
+    with reason Unschedulable and a volume verdict (_VOLUME_VERDICT) as the message's start.
+
+    Why the scheduler's word and not the view's own judgement (as never_starts judges node filters): whether a pod's
+    claims let it start is the VolumeBinding plugin's read of the tenant's PVCs, their StorageClasses, PVs and
+    ephemeral volumes, which the daemon would have to list and watch (an informer per kind, more RBAC, the
+    scheduler's rules copied) to say what the scheduler already wrote on the pod, in the same pod list the view keeps
+    (the informer keeps just this condition: informer.keep_verdict). It rejects such a pod before trying any node, so
+    the verdict holds however full the nodes are (a node's own filters, pod affinity among them, are said behind
+    'Insufficient nvidia.com/gpu' on a full node, which is why never_starts judges those itself). Stale: from the
+    change that fixes it (the tenant creates the claim, a class appears, the claim binds) until the scheduler tries
+    again, which it does on that very event (its queueing hints for PVCs, PVs and StorageClasses), at the latest
+    after 5 minutes; meanwhile the pod reads as no demand, as it cannot start then either. Forged: a tenant cannot
+    write its pod's status (pods/status is in neither the edit nor the admin role; on create and update the apiserver
+    drops the status it is sent: tests/k8s/test_pod_volumes.py checks both), and a verdict it could forge would only
+    hide its own demand. Another scheduler's condition (spec.schedulerName) is read only where its message has the
+    same words."""
+    for c in (pod.status.conditions if pod.status else None) or []:
+        if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":
+            m = _VOLUME_VERDICT.match(c.message or "")
+            if m:
+                return f"the scheduler finds no node for it: {m.group(1)}"
+    return None
+
+
+def dra_line(pod, g: int, resource: str) -> str:
+    """What the view makes of a pod asking for devices through DRA (``spec.resourceClaims``, a ResourceClaim or a
+    ResourceClaimTemplate whose requests name a DeviceClass, ``gpu.nvidia.com`` for NVIDIA's DRA driver): nothing.
+    Counting its GPUs would take each claim's requests (its DeviceClass, ``count`` or ``allocationMode: All``) for the
+    demand, and for the supply the nodes' ResourceSlices and the claims' allocations, since a node whose GPUs are
+    published by a DRA driver has no allocatable GPU resource: counted on one side only, a DRA pod's demand would be
+    met by preempting device-plugin pods whose GPUs it cannot use. So its DRA devices are neither demand nor use,
+    and said once so nothing is silently zero."""
+    claims = ", ".join(c.name for c in pod.spec.resource_claims)[:200]
+    counted = f"only its {g} {resource} are" if g > 0 else f"it asks for no {resource}, so it is no job"
+    return (f"asks for devices through DRA (spec.resourceClaims: {claims}): GPUs asked through DRA are not counted, "
+            f"neither as demand nor as used; {counted}")
+
+
 def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenants: tuple[str, ...],
                  now: dt.datetime | None = None, resolver: TypeResolver | None = None,
                  never: Callable[[object, int], str | None] | None = None,
                  left_out: dict[str, str] | None = None, node_names: set[str] | None = None,
-                 schedulers: tuple[str, ...] | None = None) -> Jobs:
+                 schedulers: tuple[str, ...] | None = None, uncounted: dict[str, str] | None = None) -> Jobs:
     """The pods as Jobs (module docstring). ``never`` (never_starts): an unbound pod it gives a reason for can never
     start and is no demand. Read as demand, one such pod of a normal tenant (9 GPUs where nodes have 8) aged into a
     hold of every GPU beyond the high tier's guarantee, held for it and kept from everyone else for as long as it
@@ -325,7 +394,9 @@ def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenant
     pod garbage collector deletes it) and is neither running nor demand. ``schedulers``: the schedulers that place
     pods here (actuators.kubernetes.scheduler_names); an unbound pod naming another (``spec.schedulerName``) is placed
     by none (kube-scheduler leaves it alone: Pending, no condition) and is no demand. Each pod so left out is put in
-    ``left_out`` (id -> what is wrong with it and what the view makes of it)."""
+    ``left_out`` (id -> what is wrong with it and what the view makes of it). ``uncounted``: each pod asking for
+    devices through Dynamic Resource Allocation (``spec.resourceClaims``) -> a line saying its DRA devices are not
+    counted (dra_line)."""
     now = now or dt.datetime.now(dt.timezone.utc)
     index = {t: i for i, t in enumerate(tenants)}
     rows = []
@@ -338,6 +409,8 @@ def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenant
         if not bound and getattr(p.spec, "scheduling_gates", None):
             continue   # gated: the scheduler will not place it, so free GPUs would not start it (not demand now)
         g = pod_gpus(p, resource) + (flavors.pod_mig_gpus(p) if resolver is not None else 0)
+        if uncounted is not None and getattr(p.spec, "resource_claims", None):
+            uncounted[f"{p.metadata.namespace}/{p.metadata.name}"] = dra_line(p, g, resource)
         if g <= 0:
             continue
         if bound and node_names is not None and p.spec.node_name not in node_names:
@@ -355,7 +428,7 @@ def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenant
                     f"({', '.join(schedulers)[:200]}): none places it, so it is no demand (if a scheduler of yours "
                     "has that name, add it)")
             continue
-        why = never(p, g) if never is not None and not bound else None
+        why = None if bound else scheduler_verdict(p) or (never(p, g) if never is not None else None)
         if why is not None:
             if left_out is not None:
                 left_out[f"{p.metadata.namespace}/{p.metadata.name}"] = (

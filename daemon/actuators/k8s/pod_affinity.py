@@ -1,0 +1,301 @@
+"""A pending pod's required inter-pod affinity and anti-affinity, as kube-scheduler's InterPodAffinity filter reads
+them over the pods bound to nodes: which of the nodes it fits otherwise it may start on (view.never_starts).
+
+The view judges this itself rather than reading the scheduler's verdict on the pod (as it does for volumes:
+view.scheduler_verdict): InterPodAffinity is a node filter that runs after NodeResourcesFit, so on a full cluster the
+scheduler says 'Insufficient nvidia.com/gpu' of every node and never reaches the affinity, and a pod that will never
+start reads as waiting for GPUs: the plan preempts to make room and only then learns it was for nothing. The view
+holds every live pod with its labels, so it can judge it on any cluster.
+
+- Affinity (``podAffinity.requiredDuringSchedulingIgnoredDuringExecution``): a node passes where, for every term, it
+  has the term's topologyKey and a pod matching all the terms is bound to a node with the same value of it. The
+  scheduler's one exception (the first pod of a group): where no bound pod matches the terms at all and the pod
+  matches its own terms, it passes on every node with the keys. Read generously (never a pod that will start read as
+  never starting): a term's namespaceSelector, whose namespace labels the view does not read, is taken to select
+  every namespace, and the exception is granted wherever the pod matches its own terms.
+- Anti-affinity (``podAntiAffinity.required...``): a node fails where a pod matching a term is bound in its domain
+  (the node's value of the term's key). Read strictly: only the namespaces the term surely names (its list; an empty
+  namespaceSelector's every namespace; its own where neither is given), only pods not being deleted, and only pods
+  kube-scheduler would not preempt for it (priority at or above its own, any where its preemptionPolicy is Never):
+  a high-tier pod anti-affine to low-tier pods starts once the scheduler preempts them.
+
+Existing pods' anti-affinity against the pending pod is not judged (the pod stays demand). A pod whose judging would
+take more than MAX_CHECKS label checks this cycle (a tenant's many distinct selectors over 100,000 pods) is not judged
+either: it stays demand.
+"""
+
+from __future__ import annotations
+
+# label-selector checks of placed pods per cycle, all pending pods together (on the 2-core dev box, 100,000 took
+# 0.16 s and listing 100,000 bound pods for them 0.5 s, beside about 1 s for pods_as_jobs over them); a selector
+# with a required label (matchLabels, In, Exists) checks only the pods with it
+MAX_CHECKS = 300_000
+
+
+def selector_matches(sel, labels: dict) -> bool:
+    """A metav1.LabelSelector on `labels`, as the scheduler reads it: None selects nothing, an empty one everything;
+    matchLabels and matchExpressions (In / NotIn / Exists / DoesNotExist) all hold. The apiserver refuses any other
+    operator; one here selects nothing."""
+    if sel is None:
+        return False
+    for k, v in (sel.match_labels or {}).items():
+        if labels.get(k) != v:
+            return False
+    for e in sel.match_expressions or []:
+        have = labels.get(e.key)
+        if e.operator == "In":
+            ok = have is not None and have in (e.values or [])
+        elif e.operator == "NotIn":
+            ok = have is None or have not in (e.values or [])
+        elif e.operator == "Exists":
+            ok = e.key in labels
+        elif e.operator == "DoesNotExist":
+            ok = e.key not in labels
+        else:
+            ok = False
+        if not ok:
+            return False
+    return True
+
+
+def _shown(sel) -> str:
+    if sel is None:
+        return "no pod"
+    parts = [f"{k}={v}" for k, v in sorted((sel.match_labels or {}).items())]
+    parts += [f"{e.key} {e.operator} {','.join(e.values or [])}".rstrip() for e in sel.match_expressions or []]
+    return ", ".join(parts) or "any pod"
+
+
+def shown_terms(terms: list) -> str:
+    return " and ".join(f"({_shown(t.label_selector)} by {t.topology_key})" for t in terms)[:200]
+
+
+def _namespaces(term, own: str, surely: bool) -> frozenset | None:
+    """The namespaces a term's pods are looked for in; None: every one. `surely`: only those it surely names (a
+    namespaceSelector other than the empty one selects namespaces by labels the view does not read: none more);
+    else every namespace it may name."""
+    names = frozenset(term.namespaces or ())
+    sel = term.namespace_selector
+    if sel is None:
+        return names or frozenset((own,))
+    if not (sel.match_labels or sel.match_expressions):
+        return None
+    return names if surely else None
+
+
+def required(pod, kind: str) -> list:
+    aff = pod.spec.affinity
+    part = getattr(aff, kind, None) if aff is not None else None
+    return list((part.required_during_scheduling_ignored_during_execution if part is not None else None) or [])
+
+
+class BoundPods:
+    """The pods bound to nodes (not ended) as rows, and their label index, kept from cycle to cycle: the actuator holds
+    one and each cycle brings it up to date with that cycle's pods (``synced``). The view's objects are replaced,
+    never changed (informer.py), so a pod whose object is the one seen last time keeps its row; a new object (a new
+    pod, or a changed one) is read, and the rows of the objects gone are dropped, from the index too. At 100,000 bound
+    pods, reading every row took 0.46 s and the index 0.14-0.29 s each cycle; brought up to date, a cycle reads only
+    the pods that changed. Nothing is read before a pending pod has pod affinity, and the index is built on the first
+    selector with a required label. The objects seen are held (so an id is never another object's while here): at
+    most one snapshot's pods beyond the view's own, while pods change and no pending pod has pod affinity."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._seen: dict[int, object] = {}              # id -> the pod object, every pod of the last sync
+        self.rows: dict[int, tuple] = {}                # id -> (namespace, labels, node name, priority, being deleted)
+        self.nodes: dict[str, int] = {}                 # node name -> how many rows are on it
+        # (label, value) -> its rows (dicts as ordered sets); None: not built
+        self.by_pair: dict[tuple[str, str], dict[int, None]] | None = None
+        self.by_key: dict[str, dict[int, None]] = {}    # label -> rows
+
+    def synced(self, pods: list) -> BoundPods:
+        """Up to date with `pods` (this cycle's): rows read for the objects not seen last time, dropped for those
+        gone; read afresh where most are new (pods listed each cycle, not watched)."""
+        now = {id(p): p for p in pods}
+        gone = self._seen.keys() - now.keys()
+        if len(gone) > len(self._seen) // 2:
+            self._reset()
+        else:
+            for i in gone:
+                self._drop(i)
+        new = now.items() if not self._seen else ((i, now[i]) for i in now.keys() - self._seen.keys())
+        rows, nodes, by_pair, by_key = self.rows, self.nodes, self.by_pair, self.by_key
+        for i, p in new:
+            node = p.spec.node_name
+            if not node or (p.status and p.status.phase in ("Succeeded", "Failed")):
+                continue
+            labels = p.metadata.labels or {}
+            rows[i] = (p.metadata.namespace, labels, node, p.spec.priority or 0,
+                       p.metadata.deletion_timestamp is not None)
+            nodes[node] = nodes.get(node, 0) + 1
+            if by_pair is not None:
+                for kv in labels.items():
+                    by_pair.setdefault(kv, {})[i] = None
+                    by_key.setdefault(kv[0], {})[i] = None
+        self._seen = now
+        return self
+
+    def _drop(self, i: int) -> None:
+        row = self.rows.pop(i, None)
+        if row is None:
+            return
+        self.nodes[row[2]] -= 1
+        if not self.nodes[row[2]]:
+            del self.nodes[row[2]]
+        if self.by_pair is not None:
+            for kv in row[1].items():
+                _unset(self.by_pair, kv, i)
+                _unset(self.by_key, kv[0], i)
+
+    def index(self) -> None:
+        """The label index over the rows, once; kept up to date from then on."""
+        if self.by_pair is not None:
+            return
+        by_pair: dict[tuple[str, str], dict[int, None]] = {}
+        for i, row in self.rows.items():
+            for kv in row[1].items():
+                by_pair.setdefault(kv, {})[i] = None
+        self.by_pair, self.by_key = by_pair, {}
+        for (k, _), rows in by_pair.items():
+            self.by_key.setdefault(k, {}).update(rows)
+
+
+def _unset(index: dict, key, i: int) -> None:
+    rows = index.get(key)
+    if rows is not None:
+        rows.pop(i, None)
+        if not rows:
+            del index[key]
+
+
+class Placed:
+    """The pods bound to the cluster's nodes (not ended) this cycle: the BoundPods on a node the cluster has now,
+    each with its node's labels now (a node hold's label comes and goes). One per cycle, built on first use;
+    ``checks`` counts the label checks made, up to MAX_CHECKS."""
+
+    def __init__(self, bound: BoundPods, node_labels: dict[str, dict]) -> None:
+        self.bound = bound
+        self.rows = bound.rows
+        self.node_labels = node_labels
+        # pods bound to a node the cluster does not have (deleted, its pods not yet): not placed
+        self.off = {i for i, row in self.rows.items() if row[2] not in node_labels} \
+            if bound.nodes.keys() - node_labels.keys() else set()
+        self.checks = 0
+        self._cache: dict[tuple, list[int] | None] = {}
+        self._passes: dict[tuple, list[bool]] = {}   # per node, for pods whose terms match the same rows
+
+    def node_of(self, i: int) -> dict:
+        """The labels of row `i`'s node."""
+        return self.node_labels[self.rows[i][2]]
+
+    def _candidates(self, sel):
+        """The rows a selector may match: those with its rarest required label, else all (no index built)."""
+        if not (sel.match_labels or any(e.operator in ("In", "Exists") for e in sel.match_expressions or [])):
+            return [i for i in self.rows if i not in self.off] if self.off else self.rows.keys()
+        self.bound.index()
+        by_pair, by_key = self.bound.by_pair, self.bound.by_key
+        options = [by_pair.get((k, v), {}) for k, v in (sel.match_labels or {}).items()]
+        for e in sel.match_expressions or []:
+            if e.operator == "In":
+                options.append([i for v in e.values or [] for i in by_pair.get((e.key, v), {})])
+            elif e.operator == "Exists":
+                options.append(by_key.get(e.key, {}))
+        if self.off:
+            options = [[i for i in o if i not in self.off] for o in options]
+        return min(options, key=len)
+
+    def matching(self, terms: list, own: str, surely: bool) -> list[int] | None:
+        """The rows matching every term (selector and namespaces); None past the cycle's MAX_CHECKS."""
+        key = (surely, own, repr([(t.label_selector, t.namespaces, t.namespace_selector) for t in terms]))
+        if key in self._cache:
+            return self._cache[key]
+        if any(t.label_selector is None for t in terms):
+            out: list[int] | None = []
+        else:
+            spaces = [_namespaces(t, own, surely) for t in terms]
+            cands = self._candidates(terms[0].label_selector)
+            if self.checks + len(cands) * len(terms) > MAX_CHECKS:
+                out = None
+            else:
+                self.checks += len(cands) * len(terms)
+                out = [i for i in cands if all((ns is None or self.rows[i][0] in ns)
+                                               and selector_matches(t.label_selector, self.rows[i][1])
+                                               for t, ns in zip(terms, spaces))]
+        self._cache[key] = out
+        return out
+
+
+def affinity_passes(pod, terms: list, placed: Placed, named: list) -> list[bool] | None:
+    """Per node (`named`: (labels, name)): whether the pod's required pod affinity `terms` let it start there (module
+    docstring); None: not judged. The list is shared with other pods of the same terms this cycle: not to be changed."""
+    ns = pod.metadata.namespace
+    near = placed.matching(terms, ns, surely=False)
+    if near is None:
+        return None
+    own = all(selector_matches(t.label_selector, pod.metadata.labels or {})
+              and (lambda s: s is None or ns in s)(_namespaces(t, ns, surely=False)) for t in terms)
+    keys = tuple(t.topology_key for t in terms)
+    done = ("near", id(near), keys, own)   # `near` is the cycle's (Placed.matching keeps it): its id is its own
+    if done not in placed._passes:
+        domains = set()
+        for i in near:
+            node_lb = placed.node_of(i)
+            domains.update((k, node_lb[k]) for k in keys if k in node_lb)
+        placed._passes[done] = [all(k in lb for k in keys) and (own or all((k, lb[k]) in domains for k in keys))
+                                for lb, _ in named]
+    return placed._passes[done]
+
+
+def anti_affinity_passes(pod, terms: list, placed: Placed, named: list) -> list[bool] | None:
+    """Per node: whether no pod the pending pod must keep away from (its required anti-affinity `terms`), and that
+    kube-scheduler would not preempt for it, is bound in that node's domain of a term (module docstring); None: not
+    judged. The list is shared with other pods of the same terms and priority this cycle: not to be changed."""
+    ns = pod.metadata.namespace
+    mine = pod.spec.priority or 0
+    never_preempts = (pod.spec.preemption_policy or "") == "Never"
+    aways = []
+    for t in terms:
+        away = placed.matching([t], ns, surely=True)
+        if away is None:
+            return None
+        aways.append(away)
+    keys = tuple(t.topology_key for t in terms)
+    done = ("away", tuple(id(a) for a in aways), keys, None if never_preempts else mine)
+    if done not in placed._passes:
+        taken: set[tuple[str, str]] = set()
+        for k, away in zip(keys, aways):
+            for i in away:
+                _, _, _, prio, going = placed.rows[i]
+                if not going and (never_preempts or prio >= mine):
+                    node_lb = placed.node_of(i)
+                    if k in node_lb:
+                        taken.add((k, node_lb[k]))
+        placed._passes[done] = [not any(k in lb and (k, lb[k]) in taken for k in keys) for lb, _ in named]
+    return placed._passes[done]
+
+
+def why_not(pod, ok: list[bool], placed: Placed, named: list) -> tuple[list[bool], str | None]:
+    """The nodes of `ok` (those the pod fits otherwise) its required pod affinity and anti-affinity leave, and why
+    none is left (None while one is, or where it is not judged)."""
+    terms = required(pod, "pod_affinity")
+    if terms:
+        passes = affinity_passes(pod, terms, placed, named)
+        if passes is not None:
+            ok = [o and p for o, p in zip(ok, passes)]
+            if not any(ok):
+                return ok, (f"requires pod affinity {shown_terms(terms)} (podAffinity, required) that none of the "
+                            "nodes it fits otherwise meets: no pod it must run beside is bound in their domain, and it "
+                            "does not match those terms itself (the scheduler's exception for a group's first pod)")
+    anti = required(pod, "pod_anti_affinity")
+    if anti:
+        passes = anti_affinity_passes(pod, anti, placed, named)
+        if passes is not None:
+            ok = [o and p for o, p in zip(ok, passes)]
+            if not any(ok):
+                return ok, (f"requires pod anti-affinity {shown_terms(anti)} (podAntiAffinity, required) that every "
+                            "node it fits otherwise breaks: a pod it must keep away from, at its priority or above "
+                            "(which kube-scheduler preempts none of for it), is bound in each one's domain, until "
+                            "those end")
+    return ok, None

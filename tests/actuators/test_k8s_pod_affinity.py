@@ -1,0 +1,146 @@
+"""The view's reading of required pod affinity and anti-affinity (daemon/actuators/k8s/pod_affinity.py) where the real
+scheduler's test (tests/k8s/test_pod_affinity.py) cannot hold it still: a full node, kube-scheduler's own preemption
+for anti-affinity, namespaces by labels the view does not read, and the cycle's bound on checks."""
+
+import json
+
+from kubernetes import client as k8s
+
+from daemon.actuators.k8s import pod_affinity
+from daemon.actuators.k8s.view import never_starts
+
+API = k8s.ApiClient()
+HOST = "kubernetes.io/hostname"
+
+
+def _model(raw: dict, kind: str):
+    return API.deserialize(json.dumps(raw), kind, "application/json")
+
+
+def node(name: str, gpus: int = 8):
+    return _model({"metadata": {"name": name, "labels": {HOST: name}},
+                   "status": {"allocatable": {"nvidia.com/gpu": str(gpus)}}}, "V1Node")
+
+
+def pod(ns: str, name: str, gpus: int, labels=None, on=None, priority=0, near=None, away=None, policy=None,
+        deleting=False):
+    spec = {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
+            "priority": priority}
+    if on:
+        spec["nodeName"] = on
+    if policy:
+        spec["preemptionPolicy"] = policy
+    aff = {}
+    if near:
+        aff["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [near]}
+    if away:
+        aff["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [away]}
+    if aff:
+        spec["affinity"] = aff
+    meta = {"namespace": ns, "name": name, "labels": labels or {}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-07T00:00:00Z"
+    return _model({"metadata": meta, "spec": spec, "status": {"phase": "Running" if on else "Pending"}}, "V1Pod")
+
+
+def term(labels, key=HOST, namespaces=None, ns_selector=None):
+    t = {"labelSelector": {"matchLabels": labels}, "topologyKey": key}
+    if namespaces:
+        t["namespaces"] = namespaces
+    if ns_selector is not None:
+        t["namespaceSelector"] = ns_selector
+    return t
+
+
+def judge(pending, placed, nodes=None):
+    nodes = nodes or [node("n1")]
+    return never_starts(nodes, "nvidia.com/gpu", pods=[*placed, pending])(pending, 4)
+
+
+def test_pod_affinity_to_no_pod_is_judged_on_a_full_node_where_the_scheduler_says_insufficient_gpus():
+    """The scheduler's verdict on a full node is 'Insufficient nvidia.com/gpu' (NodeResourcesFit runs before
+    InterPodAffinity): the view judges the affinity itself, so the pod is no demand before the plan preempts for it."""
+    full = pod("a", "web", 8, labels={"app": "web"}, on="n1")
+    assert "requires pod affinity (app=ghost by kubernetes.io/hostname)" in judge(
+        pod("b", "ghost", 4, near=term({"app": "ghost"})), [full])
+    assert judge(pod("b", "near", 4, near=term({"app": "web"}, namespaces=["a"])), [full]) is None
+    # the first of a group: it matches its own term, no bound pod does
+    assert judge(pod("b", "first", 4, labels={"app": "g"}, near=term({"app": "g"})), [full]) is None
+    # a pod matching the term exists, but it is not the pod's own namespace (the term names none): no node passes
+    assert judge(pod("b", "other-ns", 4, near=term({"app": "web"})), [full]) is not None
+
+
+def test_anti_affinity_to_pods_kube_scheduler_would_preempt_for_it_is_demand():
+    """kube-scheduler preempts lower-priority pods that break a pending pod's anti-affinity: it starts, so it is
+    demand. At their priority or below, with preemptionPolicy Never, it is not; a pod being deleted blocks nothing."""
+    web = pod("a", "web", 1, labels={"app": "web"}, on="n1", priority=100)
+    away = term({"app": "web"}, namespaces=["a"])
+    assert judge(pod("b", "high", 4, priority=1000, away=away), [web]) is None
+    assert "requires pod anti-affinity (app=web by kubernetes.io/hostname)" in judge(
+        pod("b", "same", 4, priority=100, away=away), [web])
+    assert judge(pod("b", "never", 4, priority=1000, away=away, policy="Never"), [web]) is not None
+    going = pod("a", "web", 1, labels={"app": "web"}, on="n1", priority=100, deleting=True)
+    assert judge(pod("b", "same", 4, priority=100, away=away), [going]) is None
+    # a second node without such a pod: it starts there
+    assert judge(pod("b", "same", 4, priority=100, away=away), [web], [node("n1"), node("n2")]) is None
+
+
+def test_namespaces_chosen_by_labels_are_read_so_as_never_to_hide_a_pod_that_starts():
+    """A namespaceSelector other than {} names namespaces by labels the view does not read: for affinity it may name
+    any (a pod it may run beside counts), for anti-affinity only the namespaces it lists."""
+    web = pod("a", "web", 1, labels={"app": "web"}, on="n1")
+    some = {"matchLabels": {"team": "web"}}
+    assert judge(pod("b", "near", 4, near=term({"app": "web"}, ns_selector=some)), [web]) is None
+    assert judge(pod("b", "away", 4, away=term({"app": "web"}, ns_selector=some)), [web]) is None
+    assert judge(pod("b", "away-all", 4, away=term({"app": "web"}, ns_selector={})), [web]) is not None
+
+
+def test_past_the_cycles_bound_on_checks_a_pod_is_not_judged(monkeypatch):
+    monkeypatch.setattr(pod_affinity, "MAX_CHECKS", 0)
+    web = pod("a", "web", 1, labels={"app": "web"}, on="n1")
+    assert judge(pod("b", "ghost", 4, near={"labelSelector": {}, "topologyKey": "example.com/none"}), [web]) is None
+    monkeypatch.setattr(pod_affinity, "MAX_CHECKS", 10)
+    assert judge(pod("b", "ghost", 4, near={"labelSelector": {}, "topologyKey": "example.com/none"}), [web]) \
+        is not None
+
+
+def test_the_bound_pods_kept_from_cycle_to_cycle_judge_as_those_read_afresh():
+    """The actuator keeps the bound pods' rows and label index (BoundPods) from cycle to cycle, brought up to date by
+    object: after a pod is bound, gone, relabelled or ended, or a node loses a label or leaves, its verdicts are
+    those of rows read afresh (a stale cache keeps an earlier cycle's)."""
+    kept = pod_affinity.BoundPods()
+    near = pod("a", "near", 4, near=term({"app": "web"}))   # starts only beside a web pod
+    away = pod("a", "away", 4, away=term({"app": "web"}))   # starts only on a node without one
+
+    def starts(placed, nodes, pending=(near, away)):
+        pods = [*placed, *pending]
+        verdicts = [never_starts(nodes, "nvidia.com/gpu", pods=pods, bound=kept)(p, 4) for p in pending]
+        assert verdicts == [never_starts(nodes, "nvidia.com/gpu", pods=pods)(p, 4) for p in pending]
+        return [v is None for v in verdicts]
+
+    web, web2 = pod("a", "web", 1, labels={"app": "web"}, on="n1"), pod("a", "web2", 1, labels={"app": "web"}, on="n2")
+    both = [node("n1"), node("n2")]
+    assert starts([], both) == [False, True]
+    assert starts([web], both) == [True, True]                # bound
+    assert starts([web, web2], both) == [True, False]
+    assert starts([web], both) == [True, True]                # gone
+    assert starts([pod("a", "web", 1, labels={"app": "db"}, on="n1")], both) == [False, True]   # relabelled
+    assert starts([web], both) == [True, True]
+    unkeyed = _model({"metadata": {"name": "n1", "labels": {}}, "status": {"allocatable": {"nvidia.com/gpu": "8"}}},
+                     "V1Node")
+    assert starts([web], [unkeyed, node("n2")]) == [False, True]   # its node without the topology key
+    assert starts([web], [node("n2")]) == [False, True]            # its node gone
+    assert starts([web], both) == [True, True]
+    ended = pod("a", "web", 1, labels={"app": "web"}, on="n1")
+    ended.status.phase = "Succeeded"
+    assert starts([ended], both) == [False, True]
+    # the bound pod's node relabelled: its domain is the new zone (n1 is too small for the pending pod, n2 is not)
+    zoned = pod("a", "zoned", 4, near=term({"app": "web"}, key="zone"))
+
+    def zones(z1):
+        return [_model({"metadata": {"name": name, "labels": {"zone": z}}, "status": {"allocatable": {
+            "nvidia.com/gpu": gpus}}}, "V1Node") for name, z, gpus in (("n1", z1, "2"), ("n2", "z2", "8"))]
+
+    assert starts([web], zones("z1"), [zoned]) == [False]
+    assert starts([web], zones("z2"), [zoned]) == [True]
+    assert starts([web], zones("z1"), [zoned]) == [False]
