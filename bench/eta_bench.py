@@ -13,9 +13,10 @@ needed. One JSON per trace, rendered into docs/eta.md by bench/render_docs.py:
     nice -n 10 python bench/eta_bench.py --cases helios --days 3 --start 2020-05-04 --suffix _unseen --breakdown
 
 The default Helios window starts 2020-05-14; the second one (from 2020-05-24) was looked at while the p50's blend
-was chosen; the unseen one (from 2020-05-04) was run once, after: nothing was chosen on it (docs/eta.md). ``--breakdown`` adds where the error comes from (daemon/sim/eta_breakdown.py): the scored jobs'
-errors by tier, GPUs, wait, jobs that overtook them and jobs ahead that left, the running jobs' end errors, and
-the replay scored again with the unknowns made known (hindsight: evidence, not an estimator).
+was chosen; the unseen one (from 2020-05-04) was run once, after: nothing was chosen on it (docs/eta.md).
+``--breakdown`` adds where the error comes from (daemon/sim/eta_breakdown.py): the scored jobs' errors by tier,
+GPUs, wait, jobs that overtook them and jobs ahead that left, the running jobs' end errors, and the replay scored
+again with the unknowns made known (hindsight: evidence, not an estimator).
 """
 
 from __future__ import annotations
