@@ -160,7 +160,8 @@ def _gate_row(rows: list[list[str]]) -> None:
 
 def _new_claims(shown) -> list[list[str]]:
     """Issues 38-40's headline goals: inference services (ServeGen), the skill gate's checks, the GPUs for one SLO,
-    the Kubernetes view at scale and the start-time estimate, each read from its bench JSON (absent JSON: no row)."""
+    the Kubernetes view at scale, the recurring windows and the start-time estimate, each read from its bench JSON
+    (absent JSON: no row)."""
     rows = []
     if exists("inference_servegen.json"):
         d = load("inference_servegen.json")
@@ -210,6 +211,16 @@ def _new_claims(shown) -> list[list[str]]:
                      f"{n(d['input']['pods'])} pods: " + "; ".join(t["what"] for t in ts),
                      "; ".join(shown(value_at(d, t["metric"]), t["unit"]) for t in ts),
                      "; ".join(goal(t) for t in ts), "; ".join(verdict(met(t, d)) for t in ts)])
+    if exists("windows_synthetic_seeds.json"):   # docs/windows.md's verdict: the draws pooled
+        d = load("windows_synthetic_seeds.json")
+        p, c = d["pool"], d["pool"]["conditions"]
+        cut = "no unmet to cut" if p["cut"] is None else f"cut {pct(p['cut'])}"
+        rows.append([f"[recurring windows](docs/windows.md#windows-proposed-from-the-history), synthetic, "
+                     f"{p['seeds']} seeds pooled: the proposed windows against predictive without them, the 14:00 "
+                     "tenants' high-tier unmet; normal-tier unmet; preemptions",
+                     f"{cut}; {p['normal_unmet_delta_gpu_min']:+,.0f} GPU-min; {p['preemptions_delta']:+d}",
+                     f"cut >= {pct(d['target']['cut'], 0)}; no more; no more",
+                     "; ".join(verdict(c[k]) for k in ("cut", "normal_unmet", "preemptions"))])
     for case in ("synthetic", "helios", "helios_unseen"):
         f = f"eta_{case}.json"
         if not exists(f):
