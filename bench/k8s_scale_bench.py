@@ -4,7 +4,14 @@ The test suite's control plane (tests/support/k8s_cluster.py: etcd, kube-apiserv
 kube-controller-manager, kwok, and Kueue's manager) on 127.0.0.1, filled with KWOK GPU nodes of several models
 (A100, H100, T4; 8 GPUs each) and Running pods spread over the tenants' namespaces: per node 7 one-GPU pods and 3
 CPU-only ones, bound to their node at creation (``spec.nodeName``, so kube-scheduler has nothing to place; kwok
-makes them Running). Nodes and pods are created by parallel requests; the bench says how long each took.
+makes them Running); each pod is labelled app=<namespace>-svc<0-4> (a tenant's five services). Nodes and pods are
+created by parallel requests; the bench says how long each took.
+
+``--affinity-pods N`` adds N pending GPU pods over the tenants with required pod affinity or anti-affinity, for the
+view's own judging of it (daemon/actuators/k8s/pod_affinity.py) at scale: half run beside one of their tenant's
+services (podAffinity to its app label by hostname), half spread a service's replicas (podAntiAffinity to their own
+app label by hostname). Each asks 2 GPUs, which no node of 7 one-GPU pods has free, so it stays Pending; their class
+is the low tier's, so kube-scheduler preempts nothing for them.
 
 Then, in a child process (its RSS is the daemon's, not the bench's), the daemon's own objects: the Kubernetes view
 (daemon/actuators/k8s/informer.py: list then watch of pods and nodes), the kubernetes actuator (PriorityClasses,
@@ -22,6 +29,7 @@ Cohorts, LocalQueues), not in dry run. It measures:
 
     nice -n 10 python bench/k8s_scale_bench.py --nodes 1000 --pods 10000 --out bench/out/k8s_scale.json
     python bench/k8s_scale_bench.py --nodes 20 --pods 200 --cycles 3 --out /tmp/k8s_scale_small.json   # a try
+    nice -n 10 python bench/k8s_scale_bench.py --nodes 500 --pods 5000 --affinity-pods 200 --out /tmp/k8s_aff.json
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ sys.path.insert(0, str(REPO))
 MODELS = ("a100", "h100", "t4")
 TIERS = ("high", "normal", "normal", "low", "low")  # tenant i's tier: TIERS[i % 5]
 GPU_PODS, CPU_PODS = 7, 3                           # per node of 8 GPUs
+SERVICES = 5                                        # app labels per tenant: <namespace>-svc<0-4>
 
 
 def rss_mib() -> tuple[float, float]:
@@ -62,9 +71,14 @@ def pct(xs: list[float], q: float) -> float:
 
 
 # ------------------------------------------------------------------------------------------------ the cluster
-def fill(cp, nodes: int, pods: int, tenants: int, workers: int) -> tuple[dict, list[str]]:
+def app(ns: str, k: int) -> str:
+    return f"{ns}-svc{k % SERVICES}"
+
+
+def fill(cp, nodes: int, pods: int, tenants: int, workers: int, affinity_pods: int = 0) -> tuple[dict, list[str]]:
     """Tenant namespaces, PriorityClasses, `nodes` KWOK nodes and `pods` pods bound to them; waits for Ready and
-    Running. Returns the timings and the namespaces."""
+    Running; then `affinity_pods` pending pods with required pod (anti-)affinity. Returns the timings and the
+    namespaces."""
     from kubernetes import client as k8s, config as kcfg
 
     from daemon.actuators.base import ActionReport
@@ -105,7 +119,8 @@ def fill(cp, nodes: int, pods: int, tenants: int, workers: int) -> tuple[dict, l
         ns = names[t]
         res = {"limits": {"nvidia.com/gpu": "1"}} if j < GPU_PODS else {"requests": {"cpu": "1"}}
         core.create_namespaced_pod(ns, {
-            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{k:05d}", "namespace": ns},
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"p{k:05d}", "namespace": ns, "labels": {"app": app(ns, k // tenants)}},
             "spec": {"nodeName": f"gpu-{i % nodes:04d}", "priorityClassName": f"gpu-autoscaler-{TIERS[t % len(TIERS)]}",
                      "terminationGracePeriodSeconds": 5,
                      "tolerations": [{"operator": "Exists"}],  # bound before the node controller lifts its taints
@@ -126,6 +141,24 @@ def fill(cp, nodes: int, pods: int, tenants: int, workers: int) -> tuple[dict, l
     out["pods_running_after_create_s"] = round(time.monotonic() - t0, 1)
     left = core.list_pod_for_all_namespaces(field_selector="status.phase!=Running", limit=500)
     out["pods_not_running"] = len(left.items) + (left.metadata.remaining_item_count or 0)
+
+    def pending(i: int) -> None:
+        ns = names[i % tenants]
+        term = {"labelSelector": {"matchLabels": {"app": app(ns, i // tenants)}},
+                "topologyKey": "kubernetes.io/hostname"}
+        kind, labels = ("podAffinity", {"app": f"{app(ns, i // tenants)}-client"}) if i % 2 == 0 else \
+            ("podAntiAffinity", {"app": app(ns, i // tenants)})
+        core.create_namespaced_pod(ns, {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"aff{i:05d}", "namespace": ns, "labels": labels},
+            "spec": {"priorityClassName": "gpu-autoscaler-low",
+                     "affinity": {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [term]}},
+                     "containers": [{"name": "main", "image": "registry.invalid/serve:1",
+                                     "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}})
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(workers) as ex:
+        list(ex.map(pending, range(affinity_pods)))
+    out["affinity_pods_create_s"] = round(time.monotonic() - t0, 1)
     return out, names
 
 
@@ -281,6 +314,8 @@ def main() -> None:
     ap.add_argument("--tenants", type=int, default=20)
     ap.add_argument("--cycles", type=int, default=20)
     ap.add_argument("--workers", type=int, default=16, help="parallel create requests")
+    ap.add_argument("--affinity-pods", type=int, default=0,
+                    help="pending GPU pods with required pod affinity (half) or anti-affinity (half)")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "k8s_scale.json")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--tmp", help=argparse.SUPPRESS)
@@ -295,13 +330,14 @@ def main() -> None:
     res = provenance.started()
     res["targets"] = targets.K8S_SCALE
     res["input"] = {"nodes": a.nodes, "pods": a.pods, "tenants": a.tenants, "gpus_per_node": 8,
-                    "models": list(MODELS), "gpu_pods_per_node": GPU_PODS, "cpu_pods_per_node": CPU_PODS}
+                    "models": list(MODELS), "gpu_pods_per_node": GPU_PODS, "cpu_pods_per_node": CPU_PODS,
+                    "pod_labels": f"app=<namespace>-svc<0-{SERVICES - 1}>", "affinity_pods": a.affinity_pods}
     tmp = Path(tempfile.mkdtemp(prefix="k8s-scale-"))
     cp = start_control_plane(tmp)
     try:
         cp.start_kueue()
         res["control_plane_start_s"] = {k: round(v, 1) for k, v in cp.timings.items()}
-        fill_t, names = fill(cp, a.nodes, a.pods, a.tenants, a.workers)
+        fill_t, names = fill(cp, a.nodes, a.pods, a.tenants, a.workers, a.affinity_pods)
         res["cluster"] = fill_t
         print(f"cluster filled: {fill_t}", file=sys.stderr)
         res["load_average_1min_before_daemon"] = provenance.load_average()

@@ -54,6 +54,41 @@ def eta() -> str:
     return "\n".join(out).strip("\n") + "\n"
 
 
+@block("eta-later")
+def eta_later() -> str:
+    """The estimate a job still waiting was given at fixed times after it began to wait (daemon/sim/eta_replay.py
+    AGES_MIN), scored against the same start, per trace, with issue 39's goals applied to it too."""
+    rows, notes, used = [], [], []
+    for case, d in measured(ETA_CASES, notes, used):
+        ages = d["eta"].get("at_ages")
+        if not ages:
+            notes.append(f"- {case}: not measured at fixed times after (its JSON predates them).")
+            continue
+
+        def mins(x):
+            return "-" if x is None else f"{x:.1f}"
+
+        for age, e in ages.items():
+            cov, ratio = e["p90_coverage"], e["error_vs_naive"]
+            rows.append([case, f"{age} min", n(e["jobs_waited_and_started"]), mins(e["median_wait_min"]),
+                         mins(e["p50_median_abs_error_min"]), mins(e["naive_median_abs_error_min"]),
+                         "-" if ratio is None else f"{ratio:.2f}", "-" if cov is None else pct(cov)])
+            got = []
+            for t in d["targets"].values():
+                v = e.get(t["metric"])
+                if v is not None:
+                    shown = pct(v) if t["metric"] == "p90_coverage" else f"{v:.2f}"
+                    got.append(f"{t['what']} ({goal(t)}): {shown}, {verdict(met(t, e))}")
+            if got:
+                notes.append(f"- {case}, {age} min after: " + "; ".join(got) + ".")
+    out = [table(["trace", "estimate made, after the wait began", "jobs still waiting then, and started",
+                  "median wait left, min", "p50 median abs error, min", "naive median abs error, min",
+                  "p50 error / naive's", "p90 coverage"], rows) if rows else "", "", *notes]
+    if used:
+        out += ["", " ".join(source([f], load(f)) for f in used)]
+    return "\n".join(out).strip("\n") + "\n"
+
+
 @block("eta-breakdown")
 def eta_breakdown() -> str:
     """Where the p50's error comes from on each Helios window (bench/eta_bench.py --breakdown,

@@ -131,9 +131,37 @@ def _gated_row(rows: list[list[str]], cases: list[dict], tg: dict, starts: str) 
                  "reactive's", f"{verdict(min(gaps) >= tg['gap_closed_min'])}; {verdict(all(batch))}"])
 
 
+def _gate_row(rows: list[list[str]]) -> None:
+    """Issue 40's skill-gate checks per trace (predictive with the gate at reactive's utilization), at the margin
+    docs/forecasting.md chooses (bench/gate_docs.py, the same JSON and rule), where the JSON is committed."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import gate_docs
+
+    files = {f: load(f) for _, f, _ in gate_docs.GATE_FILES if exists(f)}
+    m = gate_docs.choose(files) if files else None
+    got = []
+    for case, f, role in gate_docs.GATE_FILES:
+        c = files.get(f, {}).get("comparison", {}).get(gate_docs.variant(m)) if m is not None else None
+        if not c or not c.get("predictive_point"):
+            continue
+        tg = c["targets"]
+        kept = "" if "keeps_gain" not in tg or c.get("high_gain_kept") is None else \
+            f" (high-tier gain kept {pct(c['high_gain_kept'], 0)})"
+        got.append((f"{case}{' (unseen window)' if role == 'unseen' else ''} "
+                    f"{sum(v is True for v in tg.values())} of {len(tg)}{kept}", verdict(bool(c["all_met"]))))
+    if got:
+        rows.append([f"[skill gate](docs/forecasting.md#the-gate-measured-in-the-replay) (`policy.skill_gate`, "
+                     f"margin {m:g}), predictive at reactive's utilization: checks met per trace",
+                     "; ".join(g for g, _ in got),
+                     "every tier's unmet <= 105% of reactive's, the high tier's no higher, preemptions <= 110%; "
+                     "where the forecast has skill (synthetic) >= 80% of the ungated high-tier gain kept",
+                     "; ".join(v for _, v in got)])
+
+
 def _new_claims(shown) -> list[list[str]]:
-    """Issues 38-40's headline goals: inference services (ServeGen), the GPUs for one SLO, the Kubernetes view at
-    scale and the start-time estimate, each read from its bench JSON (absent JSON: no row)."""
+    """Issues 38-40's headline goals: inference services (ServeGen), the skill gate's checks, the GPUs for one SLO,
+    the Kubernetes view at scale, the recurring windows and the start-time estimate, each read from its bench JSON
+    (absent JSON: no row)."""
     rows = []
     if exists("inference_servegen.json"):
         d = load("inference_servegen.json")
@@ -160,6 +188,7 @@ def _new_claims(shown) -> list[list[str]]:
                          "GPU-hours, the most a forecast of the rate can close",
                          "/".join(pct(g, 0) for g in ceil), f">= {pct(tg['gap_closed_min'], 0)}: the target within "
                          "a forecast's reach", verdict(min(ceil) >= tg["gap_closed_min"])])
+    _gate_row(rows)
     for case in ("synthetic", "servegen"):
         f = f"sizing_{case}.json"
         if not exists(f):
@@ -182,6 +211,16 @@ def _new_claims(shown) -> list[list[str]]:
                      f"{n(d['input']['pods'])} pods: " + "; ".join(t["what"] for t in ts),
                      "; ".join(shown(value_at(d, t["metric"]), t["unit"]) for t in ts),
                      "; ".join(goal(t) for t in ts), "; ".join(verdict(met(t, d)) for t in ts)])
+    if exists("windows_synthetic_seeds.json"):   # docs/windows.md's verdict: the draws pooled
+        d = load("windows_synthetic_seeds.json")
+        p, c = d["pool"], d["pool"]["conditions"]
+        cut = "no unmet to cut" if p["cut"] is None else f"cut {pct(p['cut'])}"
+        rows.append([f"[recurring windows](docs/windows.md#windows-proposed-from-the-history), synthetic, "
+                     f"{p['seeds']} seeds pooled: the proposed windows against predictive without them, the 14:00 "
+                     "tenants' high-tier unmet; normal-tier unmet; preemptions",
+                     f"{cut}; {p['normal_unmet_delta_gpu_min']:+,.0f} GPU-min; {p['preemptions_delta']:+d}",
+                     f"cut >= {pct(d['target']['cut'], 0)}; no more; no more",
+                     "; ".join(verdict(c[k]) for k in ("cut", "normal_unmet", "preemptions"))])
     for case in ("synthetic", "helios", "helios_unseen"):
         f = f"eta_{case}.json"
         if not exists(f):

@@ -189,9 +189,9 @@ def _product_gated(d: dict) -> str:
         r = c["predictive_product_gated"]
         eq, un, ok = (r.get("high_throttled_gap_closed_equal_gpu"), r.get("reactive_unmet_gpu_min_at_predictive_gpu"),
                       r.get("batch_unmet_no_higher_equal_gpu"))
-        if c["cold_start_min"] >= tg["from_cold_start_min"]:
+        if c["cold_start_min"] >= tg["from_cold_start_min"]:   # the targets hold from this cold start on
             gap_ok.append(eq is not None and eq >= tg["gap_closed_min"])
-        batch_ok.append(ok is True)
+            batch_ok.append(ok is True)
         unmet = "no point at equal GPU-hours" if un is None else " / ".join(
             f"{n(r['tiers'][t]['unmet_gpu_min'])} vs {'-' if un[t] is None else n(un[t])}" for t in ("normal", "low"))
         per.append(f"{c['cold_start_min']:g} min: gap {'-' if eq is None else pct(eq)}, batch unmet (normal / low) "
@@ -200,8 +200,9 @@ def _product_gated(d: dict) -> str:
             f"forecast-only-where-it-has-skill), the product's choice at p{100 * q:g} replicas: " + "; ".join(per)
             + f" (reactive's read off at its GPU-hours). Gap target >= "
             f"{pct(tg['gap_closed_min'], 0)} from {tg['from_cold_start_min']:g} min: "
-            f"{verdict(bool(gap_ok) and all(gap_ok))}; batch unmet no higher than reactive's at "
-            f"{batch_ok.count(True)} of {len(cases)} cold starts.")
+            f"{verdict(bool(gap_ok) and all(gap_ok))}; batch unmet no higher than reactive's from "
+            f"{tg['from_cold_start_min']:g} min at {batch_ok.count(True)} of {len(batch_ok)} cold starts: "
+            f"{verdict(bool(batch_ok) and all(batch_ok))}.")
 
 
 def _batch_split(d: dict) -> str:

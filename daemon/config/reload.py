@@ -45,7 +45,12 @@ def merge(running: Config, new: Config, origin: str = "config reload") -> tuple[
     try:
         merged = type(new).model_validate(sections)  # the cross-section validators run again on the whole
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, origin)) from None
+        msg = format_validation_error(exc, origin)
+        if kept:  # checked against what runs: a window for a tenant added in the same edit read as "not one of
+            # [[tenants]]" while the file lists it
+            msg += (f" (checked against the running {', '.join(kept)}: the file's differ, and apply only at a "
+                    "restart)")
+        raise ConfigError(msg) from None
     return merged, kept
 
 

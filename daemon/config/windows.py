@@ -16,6 +16,7 @@ import datetime as dt
 import functools
 import heapq
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Literal
@@ -38,6 +39,15 @@ MAX_STARTS_PER_DAY = 24
 # on it, and a fixed date keeps the model free of the clock)
 _EVER_FROM = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
 _TIME = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)\Z")
+
+
+def _a_count(v: object) -> bool:
+    """Whether `v` reads as a whole number of GPUs, as pydantic's int does (16, 16.0, "16")."""
+    if isinstance(v, int):
+        return True
+    if isinstance(v, float):
+        return v.is_integer()
+    return isinstance(v, str) and v.strip().lstrip("+-").isdigit()
 
 
 class WindowConfig(_Strict):
@@ -78,6 +88,18 @@ class WindowConfig(_Strict):
         # `gpus = true` would be read as 1 GPU (a bool is an int): a typo, not a count
         if isinstance(v, bool) or (isinstance(v, dict) and any(isinstance(n, bool) for n in v.values())):
             raise ValueError("must be a number of GPUs, not true or false")
+        # anything else that is not a count (gpus = "lots", 16.5, [8]) failed both of the union's branches, and the
+        # user read pydantic's two ("gpus.int: Input should be a valid integer, ...; gpus.dict[str,int]: Input should
+        # be a valid dictionary"): one line instead
+        if isinstance(v, dict):
+            bad = {t: n for t, n in v.items() if not _a_count(n)}
+            if bad:
+                raise ValueError(f"GPUs per type must be whole numbers: {bad}")
+        elif isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"must be a finite number of GPUs, not {v}")
+        elif not _a_count(v):
+            raise ValueError(f"must be a whole number of GPUs (gpus = 16), or GPUs per type on a mixed fleet "
+                             f"(gpus = {{h100 = 8}}), not {v!r}")
         return v
 
     @field_validator("gpus")

@@ -64,11 +64,15 @@ def per_tenant(scores: Mapping[str, tuple[float, float, int]]) -> dict[str, tupl
 
 
 def decide(scores: Mapping[str, tuple[float, float, int]], tenants: Iterable[str], previous: Mapping[str, bool],
-           gate: SkillGateConfig, scored_at: Mapping[str, float] | None = None) -> dict[str, Verdict]:
+           gate: SkillGateConfig, scored_at: Mapping[str, float] | None = None,
+           act_quantile: float | None = None) -> dict[str, Verdict]:
     """Per tenant of `tenants`: whether its plan acts on the forecast, from `scores` (tenant or typed series ->
     forecast hold loss, reactive hold loss, forecasts scored; ForecastQuality.skill) and `previous` (tenant ->
-    acting at the last decision; absent: not acting). `scored_at` (tenant -> quantile, the services scored at
-    another quantile than the acting one: score_quantiles) is named in the verdict's why."""
+    acting at the last decision; absent: not acting). `scored_at` (tenant -> quantile, the tenants scored at
+    another quantile than the acting one: score_quantiles) is named in the verdict's why, and beside it the acting
+    quantile (`act_quantile`, policy.quantile) the forecast's holds are made at: a tenant with a plain daily pattern
+    whose p90 holds lose at p50 (they stand above its demand all day, each idle GPU weighing one short) reads as
+    such, not as a forecast that missed its pattern."""
     by = per_tenant(scores)
     scored_at = scored_at or {}
     out: dict[str, Verdict] = {}
@@ -81,19 +85,21 @@ def decide(scores: Mapping[str, tuple[float, float, int]], tenants: Iterable[str
             continue
         was = bool(previous.get(t, False))
         theirs = "the reactive holds'" + (f" at p{scored_at[t] * 100:g}" if t in scored_at else "")
+        held = (f"p{act_quantile * 100:g} holds" if act_quantile is not None and t in scored_at
+                and scored_at[t] != act_quantile else "holds")
         ratio = f / r if r > 0 else (0.0 if f <= 0 else float("inf"))
         if r <= 0 and f <= 0:   # both perfect: nothing to gain from the forecast, and nothing to lose by reacting
             acting, why = was, "forecast and reactive both lost nothing: " + ("kept on the forecast" if was
                                                                              else "reactive")
         elif was:
             acting = ratio <= off_at
-            why = (f"forecast: its holds lose {ratio:.0%} of {theirs} (leaves at > {off_at:.0%})"
-                   if acting else f"reactive: the forecast's holds lose {ratio:.0%} of {theirs} "
+            why = (f"forecast: its {held} lose {ratio:.0%} of {theirs} (leaves at > {off_at:.0%})"
+                   if acting else f"reactive: the forecast's {held} lose {ratio:.0%} of {theirs} "
                    f"(> {off_at:.0%})")
         else:
             acting = ratio <= on_at
-            why = (f"forecast: its holds lose {ratio:.0%} of {theirs} (<= {on_at:.0%})" if acting
-                   else f"reactive: the forecast's holds lose {ratio:.0%} of {theirs} (needs "
+            why = (f"forecast: its {held} lose {ratio:.0%} of {theirs} (<= {on_at:.0%})" if acting
+                   else f"reactive: the forecast's {held} lose {ratio:.0%} of {theirs} (needs "
                    f"<= {on_at:.0%})")
         out[t] = Verdict(acting, why, f, r, n)
     return out

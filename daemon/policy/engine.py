@@ -600,14 +600,17 @@ def _on_window_nodes(jobs, nodes, holds: _Holds, paused: np.ndarray) -> np.ndarr
     """Per job: low-priority work (of a tenant not paused) on the nodes held for a tenant whose window is being
     cleared. A window's nodes are its tenant's alone from the lead time and drained by the start, whoever's
     preemptible work is there (an aged tenant's too: only a job started through aging is exempt, and those are not
-    among the candidates); None without windows."""
+    among the candidates), but the window's own tenant's: that work already runs on the window's GPUs, and
+    preempting it cleared them for the same tenant (a low-tier tenant's job preempted "for protected tenants'
+    recurring windows", its own). None without windows."""
     if holds.known is None or not (holds.known > 0).any():
         return None
     held = np.asarray(nodes.held_by)
     win_node = (held >= 0) & (holds.known[np.clip(held, 0, holds.known.size - 1)] > 0)
     at = nodes.index_of(jobs.node)
     on = np.where(at >= 0, win_node[np.maximum(at, 0)], False)
-    return on & (jobs.priority == PRIORITY["low"]) & ~paused[jobs.tenant]
+    own = np.where(at >= 0, held[np.maximum(at, 0)] == jobs.tenant, False)
+    return on & ~own & (jobs.priority == PRIORITY["low"]) & ~paused[jobs.tenant]
 
 
 def _preempt_typed(jobs, nodes, typed: fleet.TypedHolds, holds: _Holds, need_gpus: np.ndarray,
@@ -745,7 +748,7 @@ def _assemble(state: ClusterState, view: _View, holds: _Holds, cleared: _Cleared
                 pooled=tuple(tenants[i] for i in np.flatnonzero(holds.pooled)),
                 hold_job_gpus={tenants[i]: int(holds.quantum[i]) for i in np.flatnonzero((res > 0) | holds.pooled)},
                 demand_capped=dict(state.capped), capacity_dropped=int(state.capacity_dropped),
-                held_for=held_for(res, high, holds.aged, holds.floored),
+                held_for=held_for(res, high, holds.aged, holds.floored, holds.own),
                 window_holds={} if holds.own is None else
                 {tenants[i]: int(holds.own[i]) for i in np.flatnonzero(holds.own > 0)},
                 window_holds_by_type={} if typed is None or typed.window is None else
@@ -754,13 +757,18 @@ def _assemble(state: ClusterState, view: _View, holds: _Holds, cleared: _Cleared
                 **(_typed_fields(tenants, typed, high, holds.aged | holds.floored) if typed is not None else {}))
 
 
-def held_for(res: np.ndarray, high: np.ndarray, aged: np.ndarray, floored: np.ndarray) -> dict[str, int]:
-    """The held GPUs split by why they are held (Plan.held_for): the high tier's forecast, aged tenants
-    (anti-starvation), operators' floors. The console shows it beside the high tier's pool, which the holds exceed
-    whenever the high tier borrows beyond its guarantee or other tenants are protected."""
+def held_for(res: np.ndarray, high: np.ndarray, aged: np.ndarray, floored: np.ndarray,
+             window: np.ndarray | None = None) -> dict[str, int]:
+    """The held GPUs split by why they are held (Plan.held_for): the high tier's forecast, recurring windows (the
+    GPUs a window holds now, `window`: Plan.window_holds), aged tenants (anti-starvation), operators' floors. The
+    console shows it beside the high tier's pool, which the holds exceed whenever the high tier borrows beyond its
+    guarantee or other tenants are protected. A window's GPUs are said as the window's, not as the forecast's (a
+    high-tier tenant's) nor as a floor (a tenant with a window is protected as a floored one is)."""
+    win = np.zeros(len(res)) if window is None else np.minimum(window, res)
+    rest = res - win
     is_aged = aged & ~high
-    return {"high": int(res[high].sum()), "aged": int(res[is_aged].sum()),
-            "floor": int(res[floored & ~high & ~is_aged].sum())}
+    return {"high": int(rest[high].sum()), "window": int(win.sum()), "aged": int(rest[is_aged].sum()),
+            "floor": int(rest[floored & ~high & ~is_aged].sum())}
 
 
 def _typed_fields(tenants: tuple[str, ...], typed: fleet.TypedHolds, high: np.ndarray, other: np.ndarray) -> dict:

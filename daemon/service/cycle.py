@@ -363,7 +363,7 @@ class CycleRunner:
             return None
         try:
             self.skill = decide(self.quality.skill(), tenants, {t: v.acting for t, v in self.skill.items()}, gate,
-                                self.quality.score_quantile)
+                                self.quality.score_quantile, self.cfg.policy.quantile)
         except Exception:  # never stops the cycle: every tenant is planned reactively
             log.exception("skill gate failed: every tenant planned reactively this cycle")
             self.skill = {t: Verdict(False, "reactive: the skill gate failed (see the log)") for t in tenants}

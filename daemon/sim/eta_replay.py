@@ -6,7 +6,9 @@ the running jobs, the holds, and the run lengths of the jobs that finished so fa
 daemon's on the scored jobs that started so far (daemon/policy/eta_calibration.py). When the job starts, the
 estimate is scored: the p50's absolute error and whether the start came by the p90. Beside it, the naive estimate
 the issue compares with: the GPUs needed ahead in the queue (this job's included, less the GPUs free to it now)
-divided by the recent rate at which GPUs freed up.
+divided by the recent rate at which GPUs freed up. The estimate a job still waiting is given at fixed times after
+it began to wait (AGES_MIN: 10, 30 and 60 minutes) is scored the same way, against the same start (the issue's "at
+fixed times after"); the p90's calibration learns from the first estimates only, as the daemon's does.
 
 Nothing here reads the trace: the hook sees the simulated cluster after step k, which the replay built from the
 demand up to k (tests/sim/test_eta_replay.py changes the trace after k and checks the estimates up to k).
@@ -28,6 +30,8 @@ from daemon.policy.types import PolicyMemory
 from daemon.sim.cluster import SimCluster
 from daemon.sim.replay import ForecastBank, Meter, run_strategy
 from daemon.sim.workloads import Workload
+
+AGES_MIN = (10, 30, 60)   # the fixed times after a job began to wait at which its estimate is scored again
 
 
 @dataclass(frozen=True)
@@ -53,31 +57,44 @@ class EtaScore:
     step_s: int
     made: dict[int, Made] = field(default_factory=dict)
     started: dict[int, int] = field(default_factory=dict)
+    # minutes after the job began to wait -> job id -> the estimate it was given then (it was still waiting)
+    later: dict[int, dict[int, Made]] = field(default_factory=dict)
 
     def summary(self) -> dict:
-        """p50 absolute error (median, minutes), p90 coverage, the naive estimate's error; unknowns counted."""
-        m = self.step_s / 60.0
+        """p50 absolute error (median, minutes), p90 coverage, the naive estimate's error; unknowns counted; and the
+        same for the estimates made at fixed times after the wait began (``at_ages``, by minutes)."""
         done = [(self.made[j], s) for j, s in self.started.items() if j in self.made]
+        out = {"jobs_waited_and_started": len(done), "still_waiting_or_withdrawn": len(self.made) - len(done),
+               **self._scored(done)}
+        scaled = np.array([abs(s - e.p50_scaled) * self.step_s / 60.0 for e, s in done if e.p50_scaled is not None])
+        smed = float(np.median(scaled)) if scaled.size else None
+        nmed = out["naive_median_abs_error_min"]
+        out.update({"p50_scaled_median_abs_error_min": smed,
+                    "p50_scaled_error_vs_naive": (smed / nmed) if smed is not None and nmed else None})
+        out["at_ages"] = {}
+        for age, made in sorted(self.later.items()):
+            pairs = [(e, self.started[j]) for j, e in made.items() if j in self.started]
+            out["at_ages"][str(age)] = {"jobs_waited_and_started": len(pairs), **self._scored(pairs)}
+        return out
+
+    def _scored(self, done: list[tuple[Made, int]]) -> dict:
+        """The p50's and the naive estimate's absolute errors and the p90's coverage of (estimate, start) pairs."""
+        m = self.step_s / 60.0
         known = [(e, s) for e, s in done if e.p50 is not None]
         err = np.array([abs(s - e.p50) * m for e, s in known])
         p90 = [(e, s) for e, s in done if e.p90 is not None]
         cov = np.array([s <= e.p90 for e, s in p90], dtype=bool)
         naive = np.array([abs(s - e.naive) * m for e, s in done if e.naive is not None])
-        scaled = np.array([abs(s - e.p50_scaled) * m for e, s in done if e.p50_scaled is not None])
         wait = np.array([(s - e.at) * m for e, s in done])
         med = float(np.median(err)) if err.size else None
         nmed = float(np.median(naive)) if naive.size else None
-        smed = float(np.median(scaled)) if scaled.size else None
         return {
-            "jobs_waited_and_started": len(done), "still_waiting_or_withdrawn": len(self.made) - len(done),
             "p50_known": len(known), "p90_known": len(p90), "naive_known": int(naive.size),
             "median_wait_min": float(np.median(wait)) if wait.size else None,
             "p50_median_abs_error_min": med, "p50_mean_abs_error_min": float(err.mean()) if err.size else None,
             "p90_coverage": float(cov.mean()) if cov.size else None,
             "naive_median_abs_error_min": nmed,
             "error_vs_naive": (med / nmed) if med is not None and nmed else None,
-            "p50_scaled_median_abs_error_min": smed,
-            "p50_scaled_error_vs_naive": (smed / nmed) if smed is not None and nmed else None,
         }
 
 
@@ -95,6 +112,7 @@ class EtaHook:
         self._running: dict[int, tuple[int, float]] = {}    # job id -> (tenant, runtime_s) at the last step
         self.freed = FreedRate()   # the naive estimate's rate, as the daemon's (daemon/service/eta.py)
         self._seen: set[int] = set()
+        self._ages = {float(a) for a in AGES_MIN}
 
     def before_plan(self, c: SimCluster, k: int, state: ClusterState, measured: bool) -> ClusterState:
         jobs = state.jobs
@@ -121,9 +139,17 @@ class EtaHook:
                    measured: bool) -> PolicyMemory:
         jobs = state.jobs
         ids = jobs.ids.astype(np.int64)
-        new = [j for j in ids[~jobs.running].tolist() if j not in self._seen]
+        pending = ids[~jobs.running].tolist()
+        new = [j for j in pending if j not in self._seen]
         self._seen.update(new)
-        if not measured or not new:
+        due = {}   # job -> the minutes since it began to wait, where that is one of AGES_MIN (measured jobs only)
+        for j in pending:
+            e = self.score.made.get(j)
+            if e is not None and j not in self.score.started:
+                age = (k - e.at) * self.step_s / 60.0
+                if age in self._ages:
+                    due[j] = int(age)
+        if not measured or not (new or due):
             return mem
         now = dataclasses.replace(state, nodes=c.nodes_view())     # the holds the plan just placed
         pooled = tuple(t for t, m in zip(self.tenants, c.pool_members) if m)
@@ -142,7 +168,12 @@ class EtaHook:
                 self.score.made[j] = Made(k, e.tenant, self._step(k, e.p50_s), self._step(k, e.p90_s),
                                           self._step(k, naive[e.job_id]), e.p90_model_s, e.p50_model_s,
                                           self._step(k, p50_scaled[e.job_id]), naive[e.job_id])
-        self.record(k, seen_now, etas, new_set)
+            elif j in due:
+                self.score.later.setdefault(due[j], {})[j] = Made(
+                    k, e.tenant, self._step(k, e.p50_s), self._step(k, e.p90_s), self._step(k, naive[e.job_id]),
+                    e.p90_model_s, e.p50_model_s, None, naive[e.job_id])
+        if new_set:
+            self.record(k, seen_now, etas, new_set)
         return mem
 
     def model_inputs(self, state: ClusterState) -> tuple[ClusterState, RunLengths, dict[str, float]]:

@@ -520,10 +520,14 @@ def lines(found: dict[str, Sizing]) -> list[str]:
 
 def _saving(other: str, v: float | None, found: dict[str, Sizing]) -> str:
     """What predictive saves against `other`, or which of the two met the SLO where not both did: "not met" alone
-    read as predictive's miss where it met the SLO and the other never did (its best case)."""
+    read as predictive's miss where it met the SLO and the other never did (its best case); one that never
+    meets it at any size (``Sizing.floor``) is said so, not "at no size tried"."""
     if v is not None:
         return f"{'saves' if v >= 0 else 'needs'} {abs(v):.1%} {'of' if v >= 0 else 'more than'} {other}'s GPUs"
     me, z = found["predictive"].found, found[other].found
+    if me is not None and found[other].floor() is not None:   # no larger cluster would meet it either
+        return f"meets the SLO at {me.gpus} GPUs where {other} never meets it (the throttled floor: its " \
+               "replicas' cold-start lag, at any size)"
     if me is not None:
         return f"meets the SLO at {me.gpus} GPUs where {other} meets it at no size tried (up to " \
                f"{found[other].largest_tried} nodes)"

@@ -49,7 +49,7 @@ class ReplayGate:
                 self._newest = newest
                 self.verdicts = decide(self.quality.skill(), tenants,
                                        {t: v.acting for t, v in self.verdicts.items()}, self.cfg.policy.skill_gate,
-                                       self.scored_at)
+                                       self.scored_at, self.cfg.policy.quantile)
         elif not self.verdicts:
             self.verdicts = decide({}, tenants, {}, self.cfg.policy.skill_gate)
         return acting_set(self.verdicts)

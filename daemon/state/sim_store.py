@@ -78,8 +78,11 @@ def fresh_sim_store(cfg: Config, configured_kind: str) -> tuple[Config, str | No
     _move_aside(history)
     if not moved:
         return cfg, None
-    return cfg, (f"state: the simulated cluster starts afresh at {path} (the previous run's plans, events and "
-                 f"shadow records are kept in {_path_with(path, 'previous')})")
+    # the operator's changes live in the same store: a tenant's floor or a window declared through the API on the
+    # previous run is not in force on this one, and the line said only "plans, events and shadow records"
+    return cfg, (f"state: the simulated cluster starts afresh at {path}: the previous run's plans, events, shadow "
+                 f"records and operator changes (overrides, windows declared through the API) are not carried over; "
+                 f"they are kept in {_path_with(path, 'previous')}")
 
 
 def _move_aside(path: Path) -> bool:

@@ -150,6 +150,9 @@ def build(backend: Backend, holder: AccessHolder) -> tuple[list[Route], Callable
             return bad
         if request.method == "PATCH":
             body = await json_body(request)
+            too_many = windows_api.floor_beyond_capacity(snap, backend.config(), body)
+            if too_many is not None:
+                raise BadInput("floor_gpus", too_many)
             try:  # in a worker thread: under HA the change is a round trip to the shared store
                 return JSONResponse(await run_in_threadpool(overrides().change_tenant, p.name, t, body))
             except BadChange as exc:

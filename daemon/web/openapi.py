@@ -186,8 +186,9 @@ def spec(extra_paths: dict | None = None) -> dict:
                                              "holds: tenant -> {GPU type: GPUs of its holds_by_type there that its "
                                              "windows hold}"},
                     "held_for": {"type": "object", "description": "the held GPUs by why they are held: high (the high "
-                                 "tier's forecast peak, which may exceed high_pool, its guarantee), aged (anti-"
-                                 "starvation), floor (operators' floor_gpus)"},
+                                 "tier's forecast peak, which may exceed high_pool, its guarantee), window (what the "
+                                 "recurring windows hold now: window_holds), aged (anti-starvation), floor "
+                                 "(operators' floor_gpus)"},
                     "notes_by_type": {"type": "object", "description": "GPU type -> what the plan did there and why"},
                     "forecast_acting": {"type": "object", "description": "the skill gate (policy.skill_gate; empty "
                                         "while off): tenant -> {acting, why, forecast_loss, reactive_loss, scored}"},
@@ -222,7 +223,10 @@ def spec(extra_paths: dict | None = None) -> dict:
                                  "is held for too), others_protected (never preempted), others_preemptible, "
                                  "draining, free"},
                     "pending_by_accepts": {"type": ["object", "null"], "description": "GPUs waiting per set of GPU "
-                                           "types the jobs accept (\"any\": every type)"}}}]},
+                                           "types the jobs accept (\"any\": every type)"},
+                    "window_hold": {"type": ["object", "null"], "description": "while the tenant's recurring windows "
+                                    "hold: {gpus (of `held`, the windows' own: the plan's window_holds), windows: "
+                                    "[{name, start, end, open}]}; null while none holds"}}}]},
                 "TenantChange": TenantChange.model_json_schema(),
                 "GlobalChange": GlobalChange.model_json_schema(),
                 "WindowChange": WindowConfig.model_json_schema(),

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
-from daemon.config import DEFAULT_TYPE
+from daemon.config import DEFAULT_TYPE, WindowConfig
 from daemon.policy import fleet
 from daemon.sources.redact import redact_json
 from daemon.text import plural
@@ -347,13 +347,13 @@ def cluster_view(snap: Snapshot, backend: Backend, history: int = HISTORY_STEPS)
 
 def held_split(plan, snap: Snapshot | None = None) -> dict | None:
     """Why the GPUs held exceed the high tier's pool (issue 37): the held GPUs per reason (Plan.held_for: the high
-    tier's forecast, aged tenants, operators' floors) and how far the high tier's holds go beyond its guarantee
-    (borrowed from GPUs nobody else needs now). None without a plan or for a plan from before the split was kept.
-    With the skill gate on (Plan.forecast_acting), `high_acting` of the `high_tenants` are held for their forecast,
-    the others for their demand now with headroom (the cycle's tiers, from `snap`)."""
+    tier's forecast, recurring windows, aged tenants, operators' floors) and how far the high tier's holds go beyond
+    its guarantee (borrowed from GPUs nobody else needs now). None without a plan or for a plan from before the
+    split was kept. With the skill gate on (Plan.forecast_acting), `high_acting` of the `high_tenants` are held for
+    their forecast, the others for their demand now with headroom (the cycle's tiers, from `snap`)."""
     if plan is None or not plan.held_for:
         return None
-    hf = {k: int(plan.held_for.get(k, 0)) for k in ("high", "aged", "floor")}
+    hf = {k: int(plan.held_for.get(k, 0)) for k in ("high", "window", "aged", "floor")}
     out = {**hf, "high_beyond_pool": max(hf["high"] - int(plan.high_pool), 0)}
     st = snap.state if snap is not None else None
     if plan.forecast_acting and st is not None:
@@ -486,6 +486,7 @@ def tenant_view(snap: Snapshot, backend: Backend, tenant: str, viewer: "Principa
     out["types"] = tenant_types(snap, tenant)
     out["pending_by_accepts"] = _pending_by_accepts(snap, tenant)
     out["hold_use"] = _hold_use(snap, backend, tenant)
+    out["window_hold"] = window_hold(snap, tenant)
     typed = [n for n in fleet.tenant_series(fc.tenants, tenant) if fleet.SERIES_SEP in n] if fc is not None else []
     if typed:  # a mixed fleet's typed series (tenant@spec), per set of types; `forecast` is their sum
         k90 = fc.quantile_index(0.9)
@@ -494,3 +495,29 @@ def tenant_view(snap: Snapshot, backend: Backend, tenant: str, viewer: "Principa
                                       for n in typed}
     return out
 
+
+
+def window_hold(snap: Snapshot, tenant: str) -> dict | None:
+    """The GPUs of `tenant`'s hold its recurring windows hold now (Plan.window_holds) and which windows those are,
+    each with its occurrence's start and end (on the plan's clock) and whether it is open: the tenant's page said
+    its hold was for "the p90 peak over the next 10 minutes" while a window held it. None while none holds."""
+    plan = snap.plan
+    gpus = int(plan.window_holds.get(tenant, 0)) if plan is not None else 0
+    if not gpus:
+        return None
+    now = dt.datetime.fromisoformat(plan.at)
+    now = now if now.tzinfo is not None else now.replace(tzinfo=dt.timezone.utc)
+    lead_s = snap.cfg.window_min_lead_s()
+    holding = []
+    for d in plan.windows:
+        if d.get("tenant") != tenant:
+            continue
+        try:
+            w = WindowConfig.model_validate(d)
+        except ValueError:   # a plan stored by another version: the window is not named, the count still shown
+            continue
+        start = w.occurrence(now)
+        if start is not None and start - w.held_lead(lead_s) <= now:
+            holding.append({"name": w.name, "start": start.isoformat(), "end": (start + w.duration).isoformat(),
+                            "open": start <= now})
+    return {"gpus": gpus, "windows": holding}

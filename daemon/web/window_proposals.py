@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, Callable
 
 import pandas as pd
@@ -91,14 +91,19 @@ def _evidence(frame: pd.DataFrame, cfg: Config, declared: list[dict], out: list[
 
 class WindowProposals:
     """One computation at a time in its own worker; the last result kept per (history end to the hour, time zone,
-    windows in force)."""
+    windows in force).
+
+    The worker is a daemon thread, not a ThreadPoolExecutor's: the replay behind the evidence runs for a minute or
+    more on a busy box, and an executor's worker is joined when the interpreter exits, so a daemon told to stop
+    (SIGTERM, Ctrl-C under make run, systemctl stop) waited for it after it had said it was stopping. The
+    computation reads the history store and changes nothing, so it is safe to drop at exit."""
 
     def __init__(self, config: Callable[[], Config], declared: Callable[[], list[dict]],
                  read: Callable[[Config], pd.DataFrame | None] = read_store) -> None:
         self._config, self._declared, self._read = config, declared, read
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="window-proposals")
         self._lock = threading.Lock()
         self._key: tuple | None = None
+        self._last: dict[str, Any] | None = None   # the last proposals computed (find() while computing again)
         self._job: Future | None = None
 
     def get(self, timezone: str) -> dict[str, Any]:
@@ -113,7 +118,7 @@ class WindowProposals:
                 if key == self._key and key[1] == timezone and key[2] == _names(declared) and not self._stale(res):
                     return res
             self._key = None
-            self._job = self._pool.submit(self._run, cfg, declared, timezone)
+            self._job = _in_daemon_thread(self._run, cfg, declared, timezone)
             return {"status": "computing"}
 
     @staticmethod
@@ -132,18 +137,59 @@ class WindowProposals:
         key = (res.get("history_end"), timezone, _names(declared))
         with self._lock:
             self._key = key
+            if res.get("status") == "ready":
+                self._last = res
         return res, key
 
     def find(self, name: str, timezone: str) -> dict | None:
-        """A computed proposal's window by name (None: not among the current proposals)."""
-        res = self.get(timezone)
-        for p in res.get("proposals", []):
+        """A computed proposal's window by name (None: not among the current proposals).
+
+        While they are computed again (accepting one changes the windows in force, which the evidence replays),
+        the last ones computed for `timezone` serve, less those of a tenant that has a window now: the console's
+        accept buttons of the other proposals answered 404 "the proposals moved on" for the minute the replay
+        took, though the window each declares is read from the history alone. The window is still checked against
+        the capacity and the others when it is declared."""
+        for p in self.latest(timezone).get("proposals", []):
             if p["name"] == name:
                 return p["window"]
         return None
 
+    def latest(self, timezone: str) -> dict[str, Any]:
+        """get(), but while the proposals are computed again, the last ones computed for `timezone` (less those of a
+        tenant that has a window now) marked ``recomputing``: what the console's windows page lists, so that
+        accepting one proposal does not take the others' accept buttons away for the minute the replay takes."""
+        res = self.get(timezone)
+        if res.get("status") != "computing":
+            return res
+        last = self._last_ready(timezone)
+        return {**last, "recomputing": True} if last else res
+
+    def _last_ready(self, timezone: str) -> dict[str, Any]:
+        with self._lock:
+            last = self._last
+        if last is None or last.get("timezone") != timezone:
+            return {}
+        held = {w["tenant"] for w in self._declared()}
+        return {**last, "proposals": [p for p in last.get("proposals", []) if p["tenant"] not in held]}
+
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Nothing to wait for: a computation under way is dropped with the process (see the class)."""
+
+
+def _in_daemon_thread(fn: Callable, *args: Any) -> Future:
+    """`fn(*args)` in a daemon thread of its own, its result (or exception) in the Future returned."""
+    fut: Future = Future()
+
+    def work() -> None:
+        if not fut.set_running_or_notify_cancel():
+            return
+        try:
+            fut.set_result(fn(*args))
+        except BaseException as exc:  # handed to whoever reads the Future, as an executor would
+            fut.set_exception(exc)
+
+    threading.Thread(target=work, name="window-proposals", daemon=True).start()
+    return fut
 
 
 def _names(declared: list[dict]) -> tuple[str, ...]:

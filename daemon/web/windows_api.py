@@ -40,6 +40,20 @@ def capacity_now(snap: Snapshot, cfg: Config) -> dict[str, int]:
     return cfg.known_capacity()
 
 
+def floor_beyond_capacity(snap: Snapshot, cfg: Config, body: object) -> str | None:
+    """Why an operator's floor_gpus cannot be held (more GPUs than the cluster has, as the last plan saw it or the
+    config knows), else None. A floor of 100000 on a 1,024-GPU cluster was stored (200): the plan then held what
+    was left for that tenant, 496 GPUs, beside its other holds, and said nothing of the typo; a window that large is
+    refused, and so is this."""
+    floor = body.get("floor_gpus") if isinstance(body, dict) else None
+    if not isinstance(floor, int) or isinstance(floor, bool):
+        return None
+    cap = sum(capacity_now(snap, cfg).values())
+    if cap and floor > cap:
+        return f"{floor} is more than the {cap} GPUs the cluster has"
+    return None
+
+
 def window_view(w: WindowConfig, source: str, now: dt.datetime, min_lead_s: float = 0.0) -> dict[str, Any]:
     """The window as listed: `next_start` is the occurrence in progress at `now`, else the next one; `open_until`
     its end while it is in progress (None otherwise), so a start already past is not read as one to come;

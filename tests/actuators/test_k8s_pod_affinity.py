@@ -102,3 +102,45 @@ def test_past_the_cycles_bound_on_checks_a_pod_is_not_judged(monkeypatch):
     monkeypatch.setattr(pod_affinity, "MAX_CHECKS", 10)
     assert judge(pod("b", "ghost", 4, near={"labelSelector": {}, "topologyKey": "example.com/none"}), [web]) \
         is not None
+
+
+def test_the_bound_pods_kept_from_cycle_to_cycle_judge_as_those_read_afresh():
+    """The actuator keeps the bound pods' rows and label index (BoundPods) from cycle to cycle, brought up to date by
+    object: after a pod is bound, gone, relabelled or ended, or a node loses a label or leaves, its verdicts are
+    those of rows read afresh (a stale cache keeps an earlier cycle's)."""
+    kept = pod_affinity.BoundPods()
+    near = pod("a", "near", 4, near=term({"app": "web"}))   # starts only beside a web pod
+    away = pod("a", "away", 4, away=term({"app": "web"}))   # starts only on a node without one
+
+    def starts(placed, nodes, pending=(near, away)):
+        pods = [*placed, *pending]
+        verdicts = [never_starts(nodes, "nvidia.com/gpu", pods=pods, bound=kept)(p, 4) for p in pending]
+        assert verdicts == [never_starts(nodes, "nvidia.com/gpu", pods=pods)(p, 4) for p in pending]
+        return [v is None for v in verdicts]
+
+    web, web2 = pod("a", "web", 1, labels={"app": "web"}, on="n1"), pod("a", "web2", 1, labels={"app": "web"}, on="n2")
+    both = [node("n1"), node("n2")]
+    assert starts([], both) == [False, True]
+    assert starts([web], both) == [True, True]                # bound
+    assert starts([web, web2], both) == [True, False]
+    assert starts([web], both) == [True, True]                # gone
+    assert starts([pod("a", "web", 1, labels={"app": "db"}, on="n1")], both) == [False, True]   # relabelled
+    assert starts([web], both) == [True, True]
+    unkeyed = _model({"metadata": {"name": "n1", "labels": {}}, "status": {"allocatable": {"nvidia.com/gpu": "8"}}},
+                     "V1Node")
+    assert starts([web], [unkeyed, node("n2")]) == [False, True]   # its node without the topology key
+    assert starts([web], [node("n2")]) == [False, True]            # its node gone
+    assert starts([web], both) == [True, True]
+    ended = pod("a", "web", 1, labels={"app": "web"}, on="n1")
+    ended.status.phase = "Succeeded"
+    assert starts([ended], both) == [False, True]
+    # the bound pod's node relabelled: its domain is the new zone (n1 is too small for the pending pod, n2 is not)
+    zoned = pod("a", "zoned", 4, near=term({"app": "web"}, key="zone"))
+
+    def zones(z1):
+        return [_model({"metadata": {"name": name, "labels": {"zone": z}}, "status": {"allocatable": {
+            "nvidia.com/gpu": gpus}}}, "V1Node") for name, z, gpus in (("n1", z1, "2"), ("n2", "z2", "8"))]
+
+    assert starts([web], zones("z1"), [zoned]) == [False]
+    assert starts([web], zones("z2"), [zoned]) == [True]
+    assert starts([web], zones("z1"), [zoned]) == [False]

@@ -493,7 +493,7 @@ def test_a_job_started_anew_under_its_id_or_moved_to_another_tier_is_not_requeue
 
     a = SlurmActuator(SlurmActuatorConfig(priority_by_qos={"urgent": "high"}), TENANTS, dry_run=True)
     now = {"out": line()}
-    a.jobs = lambda job_ids=None, node=None, states=None: parse_squeue(now["out"])
+    a._listed = lambda job_ids=None, node=None, states=None: parse_squeue(now["out"])
     assert parse_squeue(line())[0].started == parse_squeue(line())[0].started > 0
     a.cluster_jobs(tuple(t.name for t in TENANTS))
     for changed, why in ((line(start="2026-12-06T02:30:00"), "not the job the cycle read"),

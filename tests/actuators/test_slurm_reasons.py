@@ -89,20 +89,74 @@ def task(jid, state="PENDING", reason="Resources"):
 
 
 def test_an_arrays_pending_tasks_past_its_throttle_do_not_wait_for_gpus():
-    """squeue -r lists an array's pending tasks one each, all Resources until N run: of 1_[2-9%3] with task 1
-    running, 2 more start when GPUs free up (the lowest ids), the 6 others wait for the array's own tasks; an array
-    with no throttle (0) or none known, and a plain job, are left as they are."""
-    from daemon.actuators.slurm.squeue import arrays_to_throttle, throttle_arrays
+    """One rule: of an array run at most N at a time (its line's %N, else squeue --json's), N less its tasks not
+    pending wait for GPUs, lowest ids first, its record's and its split-off tasks' together; a split-off task past
+    them waits for the array's own tasks (JobArrayTaskLimit), a record's are not made jobs. squeue --json is asked
+    only for arrays whose line has no %N (none, or dropped by a task split off: reasons joined by ',') and two
+    tasks or more that free GPUs could start; an array with no throttle (0) or none known, and a plain job, are
+    left as they are."""
+    from daemon.actuators.slurm.squeue import arrays_to_throttle, expand_arrays
 
-    jobs = [task("1_1", "RUNNING", "None"), *[task(f"1_{i}") for i in (9, 2, 3, 4, 5, 6, 7, 8)],
-            task("2_1"), task("2_2"), task("3_1"), task("3_2"), task("4"), task("5_1", reason="Dependency"),
-            task("5_2", reason="Dependency")]
-    assert arrays_to_throttle(jobs) == ["1", "2", "3"]
-    got = throttle_arrays(jobs, {"1": 3, "2": 0})
-    waiting = sorted(j.job_id for j in got if waits_for_gpus(j))
-    assert waiting == ["1_2", "1_3", "2_1", "2_2", "3_1", "3_2", "4"]
-    assert {j.reason for j in got if j.job_id.startswith("1_") and j.job_id not in ("1_1", "1_2", "1_3")} == \
-        {"JobArrayTaskLimit"}
+    jobs = [task("1_1", "RUNNING", "None"), task("1_[2-4,6-9]"), task("1_5"), task("2_[1-2]"), task("3_[1-2]"),
+            task("4"), task("5_[1-2]", reason="Dependency"), task("6_[1-4%3]"), task("7_[1-3]", reason="Priority,None"),
+            task("8_[3-9%2]"), task("8_1"), task("9_[1-9]", reason="Resources,JobHeldAdmin"), task("10_[4]")]
+    assert arrays_to_throttle(jobs) == ["1", "2", "3", "7", "9"]
+    got, cut = expand_arrays(jobs, lambda j: j.account, 100, {"1": 3, "2": 0})
+    waiting = sorted((j.job_id for j in got if waits_for_gpus(j)), key=lambda i: [int(x) for x in i.split("_")])
+    assert waiting == ["1_2", "1_3", "2_1", "2_2", "3_1", "3_2", "4", "6_1", "6_2", "6_3", "7_1", "7_2", "7_3", "8_1",
+                       "8_3", *[f"9_{i}" for i in range(1, 10)], "10_4"], waiting
+    assert [(j.job_id, j.reason) for j in got if j.job_id == "1_5"] == [("1_5", "JobArrayTaskLimit")]
+    assert cut == {}
+    # %1 with its one task running: none of the rest waits for GPUs, whatever the line's reason says (Slurm says
+    # JobArrayTaskLimit once its scheduler looks; until then Priority). The old double rule kept the line's first
+    # task (%1) and asked squeue --json only of arrays with two tasks or more: 1 task's GPUs of demand
+    got, _ = expand_arrays([task("11_1", "RUNNING", "None"), task("11_[2-10%1]", reason="Priority")],
+                           lambda j: j.account)
+    assert [j.job_id for j in got if waits_for_gpus(j)] == []
+
+
+def test_a_tenants_bound_is_spent_on_the_tasks_its_throttle_lets_wait_and_not_on_held_ones():
+    """The bound on one tenant's tasks made jobs counts the tasks the throttle lets wait for GPUs: an array whose
+    line lost its %N (a task split off it) and that squeue --json says runs 3 at once takes 3 of it, not the whole
+    bound, and a held array's tasks come after the waiting ones. The old code made jobs of the bound's 20 tasks of
+    the first array (then cut them to its %3) and none of the tenant's second array: 3 tasks of demand where 13
+    wait; a held array listed first took the bound and left the waiting one none."""
+    from daemon.actuators.slurm.squeue import expand_arrays
+
+    got, cut = expand_arrays([task("1_[1-100]", reason="Resources,None"), task("2_[1-10]")], lambda j: j.account,
+                             20, {"1": 3})
+    assert [j.job_id for j in got] == ["1_1", "1_2", "1_3", *[f"2_{i}" for i in range(1, 11)]] and cut == {}
+    got, cut = expand_arrays([task("3_[1-50]", reason="JobHeldUser"), task("4_[1-10]")], lambda j: j.account, 20)
+    assert [j.job_id for j in got if waits_for_gpus(j)] == [f"4_{i}" for i in range(1, 11)] and cut == {}
+    assert len(got) == 20                                   # the held one's 10 the bound leaves: never more
+
+
+def test_an_arrays_records_are_split_apart_from_squeue_json():
+    """squeue without -r prints a task split off an array's record in the record's line, reasons joined and %N
+    dropped (1_[1-10] Resources,JobHeldAdmin: task 5 held, on 22.05). squeue --json lists the records apart: the
+    array's own (1-4,6-10%3, Resources) and the task (5, JobHeldAdmin); split_records gives each its line, under the
+    line's id for the -O reads. Read as the line, every task was held (no demand) or, its reason read as waiting,
+    every task waiting with no throttle."""
+    from daemon.actuators.slurm.squeue import by_id, expand_arrays, parse_arrays, split_records
+
+    out = ('{"jobs": [{"job_id": 2, "array_job_id": 1, "array_task_id": null, "array_max_tasks": 3, '
+           '"array_task_string": "1-4,6-10%3", "job_state": "PENDING", "state_reason": "Resources"}, '
+           '{"job_id": 6, "array_job_id": 1, "array_task_id": 5, "array_max_tasks": 3, "array_task_string": "", '
+           '"job_state": ["PENDING"], "state_reason": "JobHeldAdmin"}, '
+           '{"job_id": 7, "array_job_id": 1, "array_task_id": 11, "array_max_tasks": 3, "job_state": "RUNNING", '
+           '"state_reason": "None"}, {"job_id": 8, "array_job_id": 1, "array_task_id": {"set": false}, '
+           '"array_max_tasks": 3, '
+           '"array_task_string": "1;rm", "job_state": "PENDING", "state_reason": "Resources"}]}')
+    arrays = parse_arrays(out)
+    assert arrays["1"].throttle == 3 and arrays["1"].pending == (("1-4,6-10", "Resources"), ("5", "JobHeldAdmin"))
+    line = task("1_[1-10]", reason="Resources,JobHeldAdmin")
+    split = split_records([task("1_11", "RUNNING", "None"), line, task("9_[1-2]")], arrays)
+    assert [(j.job_id, j.reason, j.record) for j in split] == [
+        ("1_11", "None", ""), ("1_[1-4,6-10%3]", "Resources", "1_[1-10]"), ("1_5", "JobHeldAdmin", "1_[1-10]"),
+        ("9_[1-2]", "Resources", "")]
+    got, _ = expand_arrays(split, lambda j: j.account)
+    assert [j.job_id for j in got if waits_for_gpus(j)] == ["1_1", "1_2", "9_1", "9_2"]
+    assert by_id({"1_[1-10]": 4.0}, got[1]) == 4.0
 
 
 def test_an_arrays_throttle_is_read_from_squeue_json_never_lower_than_a_record_says():
@@ -142,3 +196,26 @@ def test_an_arrays_record_is_its_tasks_lowest_first_up_to_its_throttle_and_a_bou
     assert cut == {"2_[0-3999999]": 3999992, "3_[0,4,8-9]": 4, "4_[1-3]": 3, f"9_[0-{10**20}]": 10**20 + 1 - 10}
     assert {j.record for j in got if j.job_id.startswith("2_")} == {"2_[0-3999999]"}
     assert by_id({"2_[0-3999999]": 7.0}, got[2]) == 7.0 and by_id({}, got[2], "x") == "x"
+
+
+def test_a_tenants_many_arrays_do_not_overflow_the_json_reads_command_line(tmp_path):
+    """squeue --json -j names the arrays whose throttle the view reads, in one argument, which Linux caps at 128 KiB:
+    a tenant's 20,000 pending arrays of two tasks (MaxJobCount raised, as a 100,000-GPU cluster's is) made the exec
+    fail (OSError E2BIG) and with it every tenant's view, each cycle. Past the cap every job's JSON is read (what
+    22.05 prints whatever -j names); squeue here is a script printing those lines."""
+    import os
+
+    from daemon.actuators.slurm.actuator import SlurmActuator
+    from daemon.config import SlurmActuatorConfig, TenantConfig
+
+    lines = "".join(f"{100000 + i}_[1-2]|acct|p|normal|PENDING||0:00|gres:gpu:1|Priority|2026-12-06T02:00:00|(null)|1"
+                    f"|N/A|UNLIMITED\n" for i in range(20_000))
+    (tmp_path / "jobs.txt").write_text(lines)
+    squeue = tmp_path / "squeue"
+    squeue.write_text(f"#!/bin/sh\ncase \"$*\" in\n  *--json*) echo '{{\"jobs\": []}}' ;;\n  *-O*) ;;\n"
+                      f"  *) cat {tmp_path}/jobs.txt ;;\nesac\n")
+    os.chmod(squeue, 0o755)
+    act = SlurmActuator(SlurmActuatorConfig(bin_dir=tmp_path, max_array_tasks=100),
+                        [TenantConfig(name="t", slurm_account="acct")], dry_run=True)
+    js = act.cluster_jobs(("t",))
+    assert len(js.ids) == 100 and list(js.ids[:3]) == ["100000_1", "100000_2", "100001_1"]

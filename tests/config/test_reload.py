@@ -60,6 +60,24 @@ def test_the_merged_config_is_checked_across_sections_as_at_start_up():
     assert str(err.value).startswith("config.toml")
 
 
+def test_a_window_for_a_tenant_added_in_the_same_edit_says_the_tenants_wait_for_a_restart():
+    """A reload of a file that adds a tenant and its window said only "windows.w.tenant: 'newt' is not one of
+    [[tenants]] (a)", while the file lists newt (and check-config passed on it): the merged whole is checked against
+    the running tenants, which change only at a restart."""
+    from daemon.config import parse_config
+
+    base = {"cluster": {"gpus": 64}, "tenants": [{"name": "a"}]}
+    new = parse_config({**base, "tenants": [{"name": "a"}, {"name": "newt"}],
+                        "windows": [{"name": "w", "tenant": "newt", "gpus": 8, "every": "daily", "at": "10:00",
+                                     "duration_minutes": 30}]})
+    with pytest.raises(ConfigError) as err:
+        merge(parse_config(base), new, "config.toml")
+    msg = str(err.value)
+    assert "'newt' is not one of [[tenants]] (a)" in msg
+    assert "(checked against the running tenants: the file's differ, and apply only at a restart)" in msg
+    assert "\n" not in msg
+
+
 def test_reread_returns_the_merged_config_and_changes_nothing(tmp_path):
     """The module is pure: it reads, validates and merges, and returns the result; the running config object
     is left as it was and nothing is swapped in (Daemon.use_config does that, daemon/service/loop.py)."""

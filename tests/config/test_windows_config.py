@@ -238,3 +238,18 @@ def test_windows_are_checked_with_the_lead_the_plan_holds_them_from_when_reclaim
     # a window meeting its own next occurrence: hourly, 59 min long, no reclaim_before
     msg = _refused([_w(every=None, at=None, cron="0 * * * *", duration_minutes=59, reclaim_before_minutes=0)])
     assert "reclaimed for 2.5 min ahead: a preemption's drain and a cycle" in msg
+
+
+def test_gpus_that_are_not_a_count_are_one_clause_not_the_unions_two():
+    """A reload of a window with gpus = "lots" logged 'windows.0.gpus.int: Input should be a valid integer, unable
+    to parse string as an integer; windows.0.gpus.dict[str,int]: Input should be a valid dictionary', and the API's
+    400 named the field 'gpus.int': pydantic's error for each branch of `int | dict[str, int]`."""
+    for bad in ("lots", 16.5, [8]):
+        msg = _refused([_w(gpus=bad)])
+        assert f"windows.0.gpus: must be a whole number of GPUs (gpus = 16), or GPUs per type on a mixed fleet " \
+               f"(gpus = {{h100 = 8}}), not {bad!r}" in msg, msg
+        assert "Input should be" not in msg and "gpus.int" not in msg and "gpus.dict" not in msg
+    fleet = {**BASE, "fleet": {"types": ["h100"], "pools": [{"type": "h100", "nodes": 4}]}}
+    msg = _refused([_w(gpus={"h100": "x"})], fleet)
+    assert "windows.0.gpus: GPUs per type must be whole numbers: {'h100': 'x'}" in msg and "Input should" not in msg
+    assert parse_config({**BASE, "windows": [_w(gpus="16")]}).windows[0].gpus == 16   # as pydantic reads it

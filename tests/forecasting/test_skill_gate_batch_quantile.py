@@ -69,3 +69,19 @@ def test_the_replay_gate_scores_the_workloads_high_tier_batch_tenants_at_their_q
     assert acting == {"nrm"}, gate.verdicts              # the high tier's at p50: reactive; the normal's at p90
     assert "at p50" in gate.verdicts["hi"].why and "at p50" not in gate.verdicts["nrm"].why
     # the daemon's, and a quantile outside (0, 1): tests/forecasting/test_skill_gate_service_quantile.py
+
+
+def test_the_why_names_the_quantile_the_holds_are_made_at_beside_the_one_they_are_scored_at():
+    """A tenant with a plain daily pattern, planned reactively because its p90 holds stand above its demand all day
+    and lose at p50, is told so: 'its p90 holds lose ... at p50', not a forecast that missed its pattern."""
+    gate = SkillGateConfig(enabled=True)
+    wide50 = _skill(13.0, {"batch": 0.5})["batch"]
+    v = decide({"batch": wide50}, ("batch",), {}, gate, {"batch": 0.5}, act_quantile=0.9)["batch"]
+    assert v.why.startswith("reactive: the forecast's p90 holds lose ") and v.why.endswith(
+        "of the reactive holds' at p50 (needs <= 90%)"), v.why
+    tight50 = _skill(10.2, {"batch": 0.5})["batch"]
+    on = decide({"batch": tight50}, ("batch",), {}, gate, {"batch": 0.5}, act_quantile=0.9)["batch"]
+    assert on.acting and on.why.startswith("forecast: its p90 holds lose "), on.why
+    # scored at the acting quantile itself: nothing to tell apart
+    same = decide({"batch": wide50}, ("batch",), {}, gate, {"batch": 0.9}, act_quantile=0.9)["batch"]
+    assert "p90 holds" not in same.why and "the forecast's holds lose" in same.why, same.why

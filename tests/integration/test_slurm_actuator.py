@@ -698,3 +698,20 @@ def test_a_tenants_account_is_matched_as_slurm_spells_it(slurm):
     finally:
         subprocess.run(["scancel", *ids], env=env, capture_output=True)
         wait_for(lambda: all(state(slurm, j) == "" for j in ids), what="jobs gone", timeout=60)
+
+
+def test_a_component_of_a_heterogeneous_job_is_preempted_by_its_jobs_id():
+    """A low tenant's hetjob (sbatch ... : ...) runs as 123+0 and 123+1 (on gn1 and gn2), each a job to the view.
+    slurmctld refuses a requeue of one component ('Invalid job id specified'; a suspend: 'Operation not permitted on
+    individual component of heterogeneous job'), so the plan's preemption of 123+1 failed every cycle and the
+    tenant's work was never preempted. Now the requeue names the hetjob (123), which requeues every component."""
+    with slurm_cluster(nodes=("gn1", "gn2"), gpus=4) as s:
+        part = ["--partition=low", "--account=acct-low", "--gres=gpu:1", "-o", "/dev/null"]
+        r = subprocess.run(["sbatch", "--parsable", *part, "-w", "gn1", "--requeue", "--wrap", "sleep 600", ":",
+                            *part, "-w", "gn2"], env=s["env"], capture_output=True, text=True, check=True)
+        het = r.stdout.strip().split(";")[0]
+        wait_for(lambda: state(s, f"{het}+1").count("RUNNING") == 2, what="hetjob running", timeout=60)
+        rep = act(s).apply(plan_for(Preemption(f"{het}+1", "team-low", 1, "gn2", "peak ahead for team-high")))
+        assert not rep.errors, rep.errors
+        assert f"scontrol requeue {het}" in rep.actions, rep.actions
+        wait_for(lambda: "RUNNING" not in state(s, het), what="both components requeued", timeout=30)

@@ -22,10 +22,11 @@ def submit(s, *args, account="acct-low", partition="low"):
                           text=True, check=True).stdout.strip().split(";")[0]
 
 
-def act(s, fleet=None, **cfg):
+def act(s, fleet=None, dry_run=True, **cfg):
     return SlurmActuator(SlurmActuatorConfig(slurm_conf=s["conf"], bin_dir="/usr/bin", **cfg),
                          [TenantConfig(name="team-high", tier="high", slurm_account="acct-high"),
-                          TenantConfig(name="team-low", tier="low", slurm_account="acct-low")], fleet=fleet)
+                          TenantConfig(name="team-low", tier="low", slurm_account="acct-low")], fleet=fleet,
+                         dry_run=dry_run)
 
 
 def states(s):
@@ -137,3 +138,68 @@ def test_a_tenants_huge_array_is_read_per_record_and_at_most_the_bound_of_its_ta
         assert "actuators.slurm.max_array_tasks" in caplog.text
         wide = act(s, FleetConfig(types=["a100"]), max_array_tasks=2000).cluster_jobs(TENANTS)   # a bigger cluster's
         assert sum(1 for j, r in zip(wide.ids, wide.running) if not r and j.startswith(f"{big}_")) == 999
+
+
+def test_a_throttled_arrays_split_off_and_held_tasks_take_no_more_than_its_throttle_and_hide_no_other_array():
+    """gn1 (a100:4): a high job takes 3 GPUs; a low tenant's --array=1-100%3 runs task 1 on the last GPU, its
+    --array=1-10 waits too, the bound at 20 tasks. An update of task 5 (the tenant's own: scontrol update) splits it
+    off the array's record, and squeue without -r prints the record's line without its %3 (1_[2-100], reasons
+    joined): the old view made jobs of the bound's 20 of its tasks, then cut them to 2 by squeue --json's throttle,
+    and the other array got none of the bound: 2 tasks of demand where 12 wait. A hold of task 7 joins JobHeldAdmin
+    to the line's reasons: the old view read the whole array as held, and the other still had none: no demand at all.
+    Now the throttle, the line's or --json's, decides first what waits (3 less the one running), the bound counts
+    those, and --json's records say which task is held: 2 + 10 tasks both times."""
+    with slurm_cluster(nodes=("gn1",), gpus=4, gres_types={"gn1": "a100"}) as s:
+        high = submit(s, "--gres=gpu:a100:3", account="acct-high", partition="high")
+        wait_for(lambda: states(s).get(high, [""])[0] == "RUNNING", what="high job running", timeout=60)
+        a = submit(s, "--array=1-100%3", "--gres=gpu:a100:1")
+        wait_for(lambda: states(s).get(f"{a}_1", [""])[0] == "RUNNING", what="task 1 running", timeout=60)
+        b = submit(s, "--array=1-10", "--gres=gpu:a100:1")
+        subprocess.run(["scontrol", "update", f"jobid={a}_5", "comment=split"], env=s["env"], check=True,
+                       capture_output=True)
+        time.sleep(2)
+        line = subprocess.run(["squeue", "-h", "-t", "PENDING", "-o", "%i|%r"], env=s["env"], capture_output=True,
+                              text=True).stdout
+        assert f"{a}_[2-100]|" in line, line     # the %3 dropped (22.05)
+
+        def demand():
+            js = act(s, FleetConfig(types=["a100"]), max_array_tasks=20).cluster_jobs(TENANTS)
+            pending: dict[str, list[int]] = {}
+            for jid, run in zip(js.ids, js.running):
+                if not run:
+                    pending.setdefault(jid.split("_")[0], []).append(int(jid.split("_")[1]))
+            return {k: sorted(v) for k, v in pending.items()}
+
+        assert demand() == {a: [2, 3], b: list(range(1, 11))}, states(s)
+        subprocess.run(["scontrol", "hold", f"{a}_7"], env=s["env"], check=True, capture_output=True)
+        time.sleep(1)
+        assert "JobHeld" in subprocess.run(["squeue", "-h", "-t", "PENDING", "-j", a, "-o", "%r"], env=s["env"],
+                                           capture_output=True, text=True).stdout
+        assert demand() == {a: [2, 3], b: list(range(1, 11))}, states(s)
+
+
+def test_a_hold_for_a_job_asking_two_gpu_types_takes_a_node_with_both():
+    """gn1 (a100:4) and gn2 (a100:2 + t4:2): both are a100 nodes to the plan (a node's type is its GRES type with
+    the most GPUs). The high tenant's --gres=gpu:a100:1,gpu:t4:1 waits while a low job fills gn2, and the plan holds
+    2 a100 GPUs for it. The hold took gn1 (free, so it ranked first), where Slurm cannot start the job: the low job
+    requeued, the job still waited for gn2 to be free of everyone else's. Now the GPUs held for a job asking several
+    types at once are taken from the nodes that have them all: gn2, and the job starts there once the low job goes."""
+    from daemon.policy.types import Plan, PolicyMemory
+
+    with slurm_cluster(nodes=("gn1", "gn2"), gpus=4, gres_types={"gn1": "a100", "gn2": "a100+t4"}) as s:
+        low = submit(s, "--gres=gpu:a100:2,gpu:t4:2", "-w", "gn2")
+        wait_for(lambda: states(s).get(low, [""])[0] == "RUNNING", what="low job running", timeout=60)
+        high = submit(s, "--gres=gpu:a100:1,gpu:t4:1", account="acct-high", partition="high")
+        a = act(s, FleetConfig(types=["a100", "t4"]), dry_run=False)
+        js = a.cluster_jobs(TENANTS)
+        assert dict(zip(js.ids, js.accepts))[high] == ("a100",)
+        plan = Plan(at="2026-01-01T00:00:00+00:00", capacity=8, load=1.0, high_pool=2,
+                    reservations={"team-high": 2}, quotas={}, limits={}, preemptions=(), notifications=(),
+                    stale=False, forecast_model="x", notes=(), memory=PolicyMemory(),
+                    holds_by_type={"team-high": {"a100": 2}})
+        a.apply(plan)
+        res = subprocess.run(["scontrol", "-o", "show", "reservation"], env=s["env"], capture_output=True,
+                             text=True).stdout
+        assert " Nodes=gn2 " in res, res
+        subprocess.run(["scancel", low], env=s["env"], check=True, capture_output=True)
+        wait_for(lambda: states(s).get(high, [""])[0] == "RUNNING", what="the two-type job running", timeout=60)

@@ -251,3 +251,27 @@ def test_the_pool_gives_up_at_most_a_pooled_tenants_hold_for_its_window_and_noth
     assert pool_spare(p, "pooled", None, 8) == 6 and pool_spare(p, "pooled", None, 4) == 4
     assert pool_spare(p, "pooled", "h100", 8) == 6 and pool_spare(p, "pooled", "a100", 8) == 0
     assert pool_spare(p, "apart", None, 8) == 0 and pool_spare(p, "apart", "h100", 8) == 0
+
+
+def test_a_windows_drain_never_preempts_its_own_tenants_work_on_the_windows_nodes():
+    """A run --sim with a low-tier tenant's window: its own low-priority job, running on a node held for that
+    window, was preempted "to clear GPUs for protected tenants' recurring windows", its own, while another tenant's
+    low work sat on the window's other node. The drain now takes the other tenant's job."""
+    from daemon.sim.cluster import SimCluster
+
+    cfg = parse_config({"cluster": {"gpus": 32, "gpus_per_node": 8},
+                        "tenants": [{"name": "win", "tier": "low"}, {"name": "lo", "tier": "low"}],
+                        "cycle": {"interval_s": 60, "resolution_s": 60},
+                        "policy": {"preempt_budget_share": 1.0, "preempt_min_runtime_s": 0},
+                        "windows": [{**WIN, "gpus": 16}]})
+    c = SimCluster(["win", "lo"], np.array([0, 0], dtype=np.int8), 32, np.array([8, 8]), gpus_per_node=8)
+    for _ in range(3):
+        c.step(np.array([16.0, 16.0]))                          # two 8-GPU low jobs each, a node per job
+    running = c.j_state[: c.size] == 2
+    node_of = {t: [int(n) for n in c.j_node[: c.size][(c.j_tenant[: c.size] == t) & running]] for t in (0, 1)}
+    own, others = node_of[0][0], node_of[1][0]
+    c.node_holder[[own, others]] = 0             # the window's two nodes: win runs on one, lo on the other
+    st = c.state(("win", "lo"), ("low", "low"), pd.Timestamp("2026-12-07T13:45:00+00:00"), 60)
+    p = plan(None, st, PolicyMemory(), cfg)
+    assert p.window_holds == {"win": 16} and p.preemptions, p.notes
+    assert {(x.tenant, int(x.node), x.for_tenant) for x in p.preemptions} == {("lo", others, "win")}, p.preemptions

@@ -203,6 +203,44 @@ def test_goals_in_the_json_give_the_verdicts_the_benches_computed():
         ha["within_two_intervals"] == len(ha["rounds"]))
 
 
+def test_the_results_at_a_glance_give_the_windows_target_beside_the_etas():
+    """Issue 39 has two targets: README's results at a glance gave the start-time estimate's and not the windows'.
+    Its row reads the seeds' pooled run (docs/windows.md's verdict): each condition's verdict from the JSON."""
+    glance = render_docs.BLOCKS["results-at-a-glance"]()
+    line = next((x for x in glance.splitlines() if x.startswith("| [recurring windows]")), None)
+    assert line is not None, glance
+    p = render_docs.load("windows_synthetic_seeds.json")["pool"]
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert f"{p['cut']:.1%}" in cells[1] and f"{p['normal_unmet_delta_gpu_min']:+,.0f}" in cells[1]
+    c = p["conditions"]
+    assert cells[3] == "; ".join("met" if c[k] else "**not met**" for k in ("cut", "normal_unmet", "preemptions"))
+
+
+def test_the_etas_scores_at_fixed_times_after_are_rendered_with_their_verdicts(tmp_path, monkeypatch):
+    """Issue 39 asks the estimate's error at the start of the wait and at fixed times after: docs/eta.md renders
+    the JSON's at_ages per trace, with the goals applied, and says so where a JSON has none."""
+    out = tmp_path / "out"
+    shutil.copytree(REPO / "bench" / "out", out)
+    d = json.loads((out / "eta_helios.json").read_text())
+    d["eta"]["at_ages"] = {"10": {"jobs_waited_and_started": 40, "median_wait_min": 30.0,
+                                  "p50_median_abs_error_min": 6.0, "naive_median_abs_error_min": 24.0,
+                                  "error_vs_naive": 0.25, "p90_coverage": 0.8}}
+    (out / "eta_helios.json").write_text(json.dumps(d))
+    e = json.loads((out / "eta_helios_second.json").read_text())
+    e["eta"].pop("at_ages", None)
+    (out / "eta_helios_second.json").write_text(json.dumps(e))
+    monkeypatch.setattr(render_docs.common, "OUT", out)
+    render_docs.load.cache_clear()
+    try:
+        text = render_docs.BLOCKS["eta-later"]()
+    finally:
+        render_docs.load.cache_clear()
+    assert "| helios | 10 min | 40 | 30.0 | 6.0 | 24.0 | 0.25 | 80.0% |" in text
+    assert "- helios, 10 min after: p90 covers 85-95% of actual starts (in 0.85-0.95): 80.0%, **not met**; " \
+           "median abs error <= half the naive estimate's (<= 0.5): 0.25, met." in text
+    assert "- helios, second window: not measured at fixed times after" in text
+
+
 def _toml_keys(d: dict, leaves: set[str], prefix: str = "") -> set[str]:
     """The dotted keys a TOML file sets; a table that is itself one key (a mapping such as priority_by_partition)
     counts as that key."""

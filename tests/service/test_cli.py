@@ -280,7 +280,8 @@ def test_each_run_of_the_simulated_cluster_starts_afresh_and_never_touches_a_rea
     assert len(plans1) == 3 and plans2 == plans1 and shadow2 == shadow1 == plans1   # the second run's alone
     assert changes2 == changes1                         # the same simulated cluster: the same holds, none twice
     assert "restored last good plan" not in second.stderr
-    assert "previous run's plans, events and shadow records are kept in" in second.stderr
+    assert "the previous run's plans, events, shadow records and operator changes (overrides, windows declared " \
+           "through the API) are not carried over; they are kept in" in second.stderr
     assert ats(tmp_path / "state" / "gpu-autoscaler-previous.sqlite")[0] == plans1
     # `--sim` over a real cluster's config: its store is that cluster's, never read or moved
     real = tmp_path / "real" / "state.sqlite"

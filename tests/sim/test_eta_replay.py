@@ -10,7 +10,7 @@ import pytest
 
 from daemon.config import Config
 from daemon.policy.eta_calibration import Calibration
-from daemon.sim.eta_replay import EtaScore, Made, run_eta
+from daemon.sim.eta_replay import AGES_MIN, EtaScore, Made, run_eta
 from daemon.sim.workloads import synthetic
 
 STEPS = 240
@@ -58,6 +58,10 @@ def test_the_eta_never_reads_the_future_in_the_replay(w):
     late_a = {j: m for j, m in a.score.made.items() if m.at > k}
     late_b = {j: m for j, m in b.score.made.items() if m.at > k}
     assert late_a != late_b
+    # the estimates made at fixed times after a job began to wait: those made up to k are identical too
+    again_a = {(age, j): m for age, made in a.score.later.items() for j, m in made.items() if m.at <= k}
+    again_b = {(age, j): m for age, made in b.score.later.items() for j, m in made.items() if m.at <= k}
+    assert len(again_a) > 5 and again_a == again_b
 
 
 def test_the_replay_scores_estimates_of_jobs_that_waited(w):
@@ -67,6 +71,22 @@ def test_the_replay_scores_estimates_of_jobs_that_waited(w):
     assert s["p50_median_abs_error_min"] is not None and 0 <= s["p90_coverage"] <= 1
     for j, start in h.score.started.items():
         assert start > h.score.made[j].at      # a job scored started after its estimate was made
+
+
+def test_a_job_still_waiting_is_estimated_again_at_fixed_times_after_it_began_to_wait(w):
+    """Issue 39 asks the error at the start of the wait and at fixed times after: each job still waiting 10, 30 and
+    60 minutes after its first estimate gets one more then, scored against the same start."""
+    _, h = run_eta(w, Config(), steps=STEPS)
+    assert set(h.score.later) == set(AGES_MIN)
+    for age, made in h.score.later.items():
+        assert made, age
+        for j, m in made.items():
+            first = h.score.made[j]
+            assert m.at - first.at == age * 60 // h.step_s           # made exactly `age` minutes after the first
+            assert j not in h.score.started or h.score.started[j] > m.at   # it was still waiting then
+    s = h.score.summary()["at_ages"]
+    assert set(s) == {str(a) for a in AGES_MIN}
+    assert all(0 < s[str(a)]["jobs_waited_and_started"] <= len(h.score.later[a]) for a in AGES_MIN)
 
 
 def test_the_score_by_hand():
@@ -85,3 +105,18 @@ def test_the_score_by_hand():
     assert got["naive_median_abs_error_min"] == 12.0
     assert got["error_vs_naive"] == pytest.approx(4 / 12)
     assert got["p50_scaled_median_abs_error_min"] == 3.0 and got["p50_scaled_error_vs_naive"] == pytest.approx(3 / 12)
+
+
+def test_the_score_at_fixed_times_after_by_hand():
+    """Jobs 1 and 2 estimated again 10 minutes (5 steps) into their wait, job 4 too but it never started: errors
+    |12-13|, |20-19| steps = 2, 2 min; the p90 covers job 1 (12 <= 14) not job 2 (20 > 18); naive |12-8| steps =
+    8 min, one unknown; the wait left from then |12-5|, |20-6| steps = 14, 28 min (median 21)."""
+    s = EtaScore(step_s=120)
+    s.made = {1: Made(0, "a", 10, 13, 2), 2: Made(1, "a", 14, 16, 18), 4: Made(3, "b", 9, 9, 9)}
+    s.later = {10: {1: Made(5, "a", 13, 14, 8), 2: Made(6, "a", 19, 18, None), 4: Made(8, "b", 9, 9, 9)}}
+    s.started = {1: 12, 2: 20}
+    got = s.summary()["at_ages"]["10"]
+    assert got["jobs_waited_and_started"] == 2
+    assert got["p50_median_abs_error_min"] == 2.0 and got["p90_coverage"] == 0.5
+    assert got["naive_median_abs_error_min"] == 8.0 and got["naive_known"] == 1
+    assert got["error_vs_naive"] == pytest.approx(2 / 8) and got["median_wait_min"] == 21.0

@@ -317,3 +317,16 @@ def test_on_a_mixed_fleet_the_size_found_says_how_many_nodes_of_each_type():
     assert sizing.lines({"static": z})[0].startswith("static         36 GPUs (5 nodes: a100 4 x 8, t4 1 x 4), ")
     one = sizing.min_size(_constant(20.0), Config(), "static", steps=N - START, knobs=sizing.SIZING_KNOBS["static"])
     assert "pools" not in one.summary() and "(3 nodes)," in sizing.lines({"static": one})[0]
+
+
+def test_the_savings_line_says_a_strategy_that_never_meets_the_slo_never_does():
+    # on a user's own data (a high-tier service, 1 day) static and reactive "never meet" the SLO (their replicas'
+    # cold-start lag, at any size), and the savings line under it read "where static meets it at no size tried (up
+    # to 96 nodes)", as if a larger cluster might
+    w = _service()
+    never = sizing.min_size(w, Config(), "reactive", steps=N - START, max_nodes=8, top_first=True)
+    met = sizing.min_size(w, Config(), "perfect", steps=N - START, max_nodes=8)
+    assert never.floor() is not None and met.found is not None
+    last = sizing.lines({"predictive": met, "static": never})[-1]
+    assert last == (f"predictive meets the SLO at {met.found.gpus} GPUs where static never meets it (the throttled "
+                    "floor: its replicas' cold-start lag, at any size)")

@@ -113,3 +113,14 @@ def test_history_keep_steps_sizes_the_store_apart_from_what_the_forecaster_reads
     two_days = pd.DataFrame({"t": 1.0}, index=pd.date_range("2026-01-01", periods=2880, freq="60s", tz="UTC"))
     why = compute(two_days, base, [], "UTC")["why"]
     assert "2.0 days" in why and "history.keep_steps = 11520" in why
+
+
+def test_a_simulated_runs_fresh_store_line_says_the_operators_changes_are_not_carried_over(tmp_path):
+    """make run, a floor and a window declared through the API, then a restart: both were gone, and the line said
+    only that "the previous run's plans, events and shadow records are kept in ...", while docs/console-and-api.md
+    says an operator's change survives a restart."""
+    cfg = _cfg(tmp_path)
+    cfg.state.path.write_bytes(b"the earlier run's store")
+    _, line = fresh_sim_store(cfg, "simulator")
+    assert "operator changes (overrides, windows declared through the API) are not carried over" in line
+    assert str(cfg.state.path.with_name(f"{cfg.state.path.stem}-previous.sqlite")) in line

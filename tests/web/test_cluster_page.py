@@ -68,7 +68,30 @@ def test_the_cluster_page_says_why_the_held_gpus_exceed_the_high_tier_pool():
     assert sum(got.values()) == held
     assert f"{p.reservations['hi'] - p.high_pool} beyond its guarantee (the high-tier pool, {p.high_pool})" in text
     client = TestClient(build_app(SnapshotBackend(snap)))
-    assert client.get("/api/v1/plan", headers=h(OP)).json()["held_for"] == got
+    assert client.get("/api/v1/plan", headers=h(OP)).json()["held_for"] == {**got, "window": 0}
+    assert 'id="held-window"' not in text                         # no window holds: no row for them
+
+
+def test_the_cluster_page_says_a_windows_gpus_are_held_for_the_window_not_as_a_floor():
+    """make run with a low-tier tenant's window (32 GPUs) and no floor set: the page said "for operators' floors
+    32 (floor_gpus set on a tenant)"; a high-tier tenant's window was said to be held for the forecast peak."""
+    from daemon.config import parse_config
+
+    snap = _snapshot()
+    win = {"every": "daily", "at": "12:15", "duration_minutes": 60, "reclaim_before_minutes": 30}
+    cfg = with_tokens(parse_config({
+        "policy": {"max_wait_steps": 10, "headroom": 0, "reserve_share": 0.1}, "ratelimits": {"levels": LEVELS},
+        "tenants": [{"name": "hi", "tier": "high"}, {"name": "lo", "tier": "low"}, {"name": "fl"}],
+        "windows": [{**win, "name": "lo-batch", "tenant": "lo", "gpus": 32},
+                    {**win, "name": "hi-peak", "tenant": "hi", "gpus": 96}]}))
+    p = plan(snap.forecast, snap.state, PolicyMemory(), cfg)
+    assert p.window_holds == {"lo": 32, "hi": 96}, p.notes
+    text = _page(dataclasses.replace(snap, cfg=cfg, plan=p))
+    got = {k: int(re.search(rf'id="held-{k}">(\d+)<', text).group(1)) for k in ("high", "window", "aged", "floor")}
+    assert got["window"] == 128 and got["floor"] == 0
+    assert got["high"] == p.reservations["hi"] - 96
+    assert sum(got.values()) == sum(p.reservations.values())
+    assert "for recurring windows" in text
 
 
 def test_a_rate_level_that_throttles_everyone_is_said_once_and_holders_are_listed():

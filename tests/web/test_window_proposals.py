@@ -68,6 +68,9 @@ def test_proposals_are_listed_to_operators_only_and_accepting_one_declares_it(da
         assert 'id="proposal-table"' not in t1.get("/ui/windows").text
         page = op.get("/ui/windows").text
         assert 'id="proposal-table"' in page and f'/ui/windows/proposals/{p["name"]}/accept' in page
+        # the evidence in GPU-minutes as the CLI prints it (103,306), not the JSON's float (103306.0)
+        assert f"{ev['unmet_gpu_min_without']:,.0f} / {ev['unmet_gpu_min_with']:,.0f}" in page, page
+        assert f"{ev['held_idle_gpu_min']:,.0f}</td>" in page
         assert t1.post(f"/ui/windows/proposals/{p['name']}/accept").status_code == 403
         r = op.post(f"/ui/windows/proposals/{p['name']}/accept")
         assert r.status_code == 303, r.text

@@ -27,7 +27,7 @@ from kubernetes import client as k8s, config as kcfg
 from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators.base import NO_FENCE, ActionReport, FencedApply, FenceGuard, TermRecord, stop_on_fence
-from daemon.actuators.k8s import rbac
+from daemon.actuators.k8s import pod_affinity, rbac
 from daemon.actuators.k8s.admission import AdmissionParams, params_spec
 from daemon.actuators.k8s.informer import LIVE_PODS, ClusterView
 from daemon.actuators.k8s.objects import evictable, holds_gpus, priority_class_name
@@ -118,6 +118,7 @@ class KubernetesActuator(FencedApply):
         self._retry: dict[str, str] = {}  # job id -> reason: failed-node evictions a PDB refused, retried each cycle
         self._never: set[str] = set()   # pods the view left out (never start, bound nowhere), as last logged
         self._dra: set[str] = set()     # pods asking for devices through DRA, as last logged
+        self._bound = pod_affinity.BoundPods()   # the bound pods' rows for pod affinity, kept from cycle to cycle
         # job id -> (pod UID, PriorityClass) as the last cluster_jobs read it: what decisions were made on
         self._seen: dict[str, tuple[str, str]] = {}
         # namespace -> GPUs our quota caps (None: we have none there), as this replica wrote or read it in this
@@ -426,7 +427,7 @@ class KubernetesActuator(FencedApply):
         dra: dict[str, str] = {}
         jobs = pods_as_jobs(pods, self.tenant_of, self.cfg.gpu_resource, tenants, resolver=self.resolver,
                             never=never_starts(nodes, self.cfg.gpu_resource, self.resolver, self.hold_label,
-                                               pods),
+                                               pods, self._bound),
                             left_out=left_out, node_names={n.metadata.name for n in nodes},
                             schedulers=tuple(self.cfg.scheduler_names), uncounted=dra)
         for pod in sorted(left_out.keys() - self._never):   # once per pod

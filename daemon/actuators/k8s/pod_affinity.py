@@ -89,43 +89,122 @@ def required(pod, kind: str) -> list:
     return list((part.required_during_scheduling_ignored_during_execution if part is not None else None) or [])
 
 
-class Placed:
-    """The pods bound to the cluster's nodes (not ended), indexed by label for the selectors; one per cycle, built on
-    first use. ``checks`` counts the label checks made, up to MAX_CHECKS."""
+class BoundPods:
+    """The pods bound to nodes (not ended) as rows, and their label index, kept from cycle to cycle: the actuator holds
+    one and each cycle brings it up to date with that cycle's pods (``synced``). The view's objects are replaced,
+    never changed (informer.py), so a pod whose object is the one seen last time keeps its row; a new object (a new
+    pod, or a changed one) is read, and the rows of the objects gone are dropped, from the index too. At 100,000 bound
+    pods, reading every row took 0.46 s and the index 0.14-0.29 s each cycle; brought up to date, a cycle reads only
+    the pods that changed. Nothing is read before a pending pod has pod affinity, and the index is built on the first
+    selector with a required label. The objects seen are held (so an id is never another object's while here): at
+    most one snapshot's pods beyond the view's own, while pods change and no pending pod has pod affinity."""
 
-    def __init__(self, pods: list, node_labels: dict[str, dict]) -> None:
-        self.rows = []
-        for p in pods:
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._seen: dict[int, object] = {}              # id -> the pod object, every pod of the last sync
+        self.rows: dict[int, tuple] = {}                # id -> (namespace, labels, node name, priority, being deleted)
+        self.nodes: dict[str, int] = {}                 # node name -> how many rows are on it
+        # (label, value) -> its rows (dicts as ordered sets); None: not built
+        self.by_pair: dict[tuple[str, str], dict[int, None]] | None = None
+        self.by_key: dict[str, dict[int, None]] = {}    # label -> rows
+
+    def synced(self, pods: list) -> BoundPods:
+        """Up to date with `pods` (this cycle's): rows read for the objects not seen last time, dropped for those
+        gone; read afresh where most are new (pods listed each cycle, not watched)."""
+        now = {id(p): p for p in pods}
+        gone = self._seen.keys() - now.keys()
+        if len(gone) > len(self._seen) // 2:
+            self._reset()
+        else:
+            for i in gone:
+                self._drop(i)
+        new = now.items() if not self._seen else ((i, now[i]) for i in now.keys() - self._seen.keys())
+        rows, nodes, by_pair, by_key = self.rows, self.nodes, self.by_pair, self.by_key
+        for i, p in new:
             node = p.spec.node_name
-            if not node or node not in node_labels or (p.status and p.status.phase in ("Succeeded", "Failed")):
+            if not node or (p.status and p.status.phase in ("Succeeded", "Failed")):
                 continue
-            self.rows.append((p.metadata.namespace, p.metadata.labels or {}, node_labels[node],
-                              p.spec.priority or 0, p.metadata.deletion_timestamp is not None))
-        self.by_pair: dict[tuple[str, str], list[int]] | None = None
-        self.by_key: dict[str, list[int]] = {}
+            labels = p.metadata.labels or {}
+            rows[i] = (p.metadata.namespace, labels, node, p.spec.priority or 0,
+                       p.metadata.deletion_timestamp is not None)
+            nodes[node] = nodes.get(node, 0) + 1
+            if by_pair is not None:
+                for kv in labels.items():
+                    by_pair.setdefault(kv, {})[i] = None
+                    by_key.setdefault(kv[0], {})[i] = None
+        self._seen = now
+        return self
+
+    def _drop(self, i: int) -> None:
+        row = self.rows.pop(i, None)
+        if row is None:
+            return
+        self.nodes[row[2]] -= 1
+        if not self.nodes[row[2]]:
+            del self.nodes[row[2]]
+        if self.by_pair is not None:
+            for kv in row[1].items():
+                _unset(self.by_pair, kv, i)
+                _unset(self.by_key, kv[0], i)
+
+    def index(self) -> None:
+        """The label index over the rows, once; kept up to date from then on."""
+        if self.by_pair is not None:
+            return
+        by_pair: dict[tuple[str, str], dict[int, None]] = {}
+        for i, row in self.rows.items():
+            for kv in row[1].items():
+                by_pair.setdefault(kv, {})[i] = None
+        self.by_pair, self.by_key = by_pair, {}
+        for (k, _), rows in by_pair.items():
+            self.by_key.setdefault(k, {}).update(rows)
+
+
+def _unset(index: dict, key, i: int) -> None:
+    rows = index.get(key)
+    if rows is not None:
+        rows.pop(i, None)
+        if not rows:
+            del index[key]
+
+
+class Placed:
+    """The pods bound to the cluster's nodes (not ended) this cycle: the BoundPods on a node the cluster has now,
+    each with its node's labels now (a node hold's label comes and goes). One per cycle, built on first use;
+    ``checks`` counts the label checks made, up to MAX_CHECKS."""
+
+    def __init__(self, bound: BoundPods, node_labels: dict[str, dict]) -> None:
+        self.bound = bound
+        self.rows = bound.rows
+        self.node_labels = node_labels
+        # pods bound to a node the cluster does not have (deleted, its pods not yet): not placed
+        self.off = {i for i, row in self.rows.items() if row[2] not in node_labels} \
+            if bound.nodes.keys() - node_labels.keys() else set()
         self.checks = 0
         self._cache: dict[tuple, list[int] | None] = {}
+        self._passes: dict[tuple, list[bool]] = {}   # per node, for pods whose terms match the same rows
 
-    def _index(self) -> None:
-        self.by_pair = {}
-        for i, (_, labels, _, _, _) in enumerate(self.rows):
-            for k, v in labels.items():
-                self.by_pair.setdefault((k, v), []).append(i)
-                self.by_key.setdefault(k, []).append(i)
+    def node_of(self, i: int) -> dict:
+        """The labels of row `i`'s node."""
+        return self.node_labels[self.rows[i][2]]
 
-    def _candidates(self, sel) -> list[int] | range:
+    def _candidates(self, sel):
         """The rows a selector may match: those with its rarest required label, else all (no index built)."""
         if not (sel.match_labels or any(e.operator in ("In", "Exists") for e in sel.match_expressions or [])):
-            return range(len(self.rows))
-        if self.by_pair is None:
-            self._index()
-        options = [self.by_pair.get((k, v), []) for k, v in (sel.match_labels or {}).items()]
+            return [i for i in self.rows if i not in self.off] if self.off else self.rows.keys()
+        self.bound.index()
+        by_pair, by_key = self.bound.by_pair, self.bound.by_key
+        options = [by_pair.get((k, v), {}) for k, v in (sel.match_labels or {}).items()]
         for e in sel.match_expressions or []:
             if e.operator == "In":
-                options.append([i for v in e.values or [] for i in self.by_pair.get((e.key, v), [])])
+                options.append([i for v in e.values or [] for i in by_pair.get((e.key, v), {})])
             elif e.operator == "Exists":
-                options.append(self.by_key.get(e.key, []))
-        return min(options, key=len) if options else range(len(self.rows))
+                options.append(by_key.get(e.key, {}))
+        if self.off:
+            options = [[i for i in o if i not in self.off] for o in options]
+        return min(options, key=len)
 
     def matching(self, terms: list, own: str, surely: bool) -> list[int] | None:
         """The rows matching every term (selector and namespaces); None past the cycle's MAX_CHECKS."""
@@ -150,37 +229,51 @@ class Placed:
 
 def affinity_passes(pod, terms: list, placed: Placed, named: list) -> list[bool] | None:
     """Per node (`named`: (labels, name)): whether the pod's required pod affinity `terms` let it start there (module
-    docstring); None: not judged."""
+    docstring); None: not judged. The list is shared with other pods of the same terms this cycle: not to be changed."""
     ns = pod.metadata.namespace
     near = placed.matching(terms, ns, surely=False)
     if near is None:
         return None
-    domains = {(t.topology_key, placed.rows[i][2][t.topology_key]) for i in near for t in terms
-               if t.topology_key in placed.rows[i][2]}
     own = all(selector_matches(t.label_selector, pod.metadata.labels or {})
               and (lambda s: s is None or ns in s)(_namespaces(t, ns, surely=False)) for t in terms)
-    return [all(t.topology_key in lb for t in terms)
-            and (own or all((t.topology_key, lb[t.topology_key]) in domains for t in terms)) for lb, _ in named]
+    keys = tuple(t.topology_key for t in terms)
+    done = ("near", id(near), keys, own)   # `near` is the cycle's (Placed.matching keeps it): its id is its own
+    if done not in placed._passes:
+        domains = set()
+        for i in near:
+            node_lb = placed.node_of(i)
+            domains.update((k, node_lb[k]) for k in keys if k in node_lb)
+        placed._passes[done] = [all(k in lb for k in keys) and (own or all((k, lb[k]) in domains for k in keys))
+                                for lb, _ in named]
+    return placed._passes[done]
 
 
 def anti_affinity_passes(pod, terms: list, placed: Placed, named: list) -> list[bool] | None:
     """Per node: whether no pod the pending pod must keep away from (its required anti-affinity `terms`), and that
     kube-scheduler would not preempt for it, is bound in that node's domain of a term (module docstring); None: not
-    judged."""
+    judged. The list is shared with other pods of the same terms and priority this cycle: not to be changed."""
     ns = pod.metadata.namespace
     mine = pod.spec.priority or 0
     never_preempts = (pod.spec.preemption_policy or "") == "Never"
-    taken: set[tuple[str, str]] = set()
+    aways = []
     for t in terms:
         away = placed.matching([t], ns, surely=True)
         if away is None:
             return None
-        for i in away:
-            _, _, node_lb, prio, going = placed.rows[i]
-            if not going and (never_preempts or prio >= mine) and t.topology_key in node_lb:
-                taken.add((t.topology_key, node_lb[t.topology_key]))
-    return [not any(t.topology_key in lb and (t.topology_key, lb[t.topology_key]) in taken for t in terms)
-            for lb, _ in named]
+        aways.append(away)
+    keys = tuple(t.topology_key for t in terms)
+    done = ("away", tuple(id(a) for a in aways), keys, None if never_preempts else mine)
+    if done not in placed._passes:
+        taken: set[tuple[str, str]] = set()
+        for k, away in zip(keys, aways):
+            for i in away:
+                _, _, _, prio, going = placed.rows[i]
+                if not going and (never_preempts or prio >= mine):
+                    node_lb = placed.node_of(i)
+                    if k in node_lb:
+                        taken.add((k, node_lb[k]))
+        placed._passes[done] = [not any(k in lb and (k, lb[k]) in taken for k in keys) for lb, _ in named]
+    return placed._passes[done]
 
 
 def why_not(pod, ok: list[bool], placed: Placed, named: list) -> tuple[list[bool], str | None]:

@@ -212,7 +212,8 @@ def _shown_taint(t) -> str:
 
 
 def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = None,
-                 hold_label: str | None = None, pods: list | None = None) -> Callable[[object, int], str | None]:
+                 hold_label: str | None = None, pods: list | None = None,
+                 bound: pod_affinity.BoundPods | None = None) -> Callable[[object, int], str | None]:
     """Why an unbound pod asking for `g` GPUs can never start on these nodes (usable now or not: a cordoned node may
     come back), or None. The scheduler places a pod on one node that passes every filter, so each node is judged
     whole: the pod can start on none that has the GPUs it asks for (a pod runs on one node: largest_node; on a mixed
@@ -223,7 +224,8 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
     pod selecting a hold whose taint it does not tolerate (another tenant's: the admission policies refuse its
     toleration) starts on no node. Of those, the pod needs one with every topology key of its DoNotSchedule spread
     constraints, one its required pod affinity and anti-affinity let it start on, over `pods` (pod_affinity.py: the
-    pods bound to nodes; not judged without them), and one whose standing taints (NoSchedule / NoExecute, not the
+    pods bound to nodes; not judged without them; `bound`: the actuator's BoundPods, kept from cycle to cycle, else
+    read afresh), and one whose standing taints (NoSchedule / NoExecute, not the
     hold's nor the node condition's, which go when the node is back) it all tolerates (tolerates: the
     TaintToleration filter). With no node at all, nothing is judged. The reason names the first filter no node
     passes (size, labels, spread keys, pod affinity, pod anti-affinity, taints)."""
@@ -282,19 +284,21 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
         sel = {k: v for k, v in (pod.spec.node_selector or {}).items() if k != hold_label}
         terms = required_terms(pod, hold_label)
         match = [all(lb.get(k) == v for k, v in sel.items()) and _affinity_holds(terms, lb, name)
-                 for lb, name in named]
+                 for lb, name in named] if sel or terms is not None else [True] * len(named)
         if any(m and f for m, f in zip(match, fits)):
             # a DoNotSchedule topology spread constraint: the scheduler keeps the pod off a node without its key
             keys = sorted({c.topology_key for c in getattr(pod.spec, "topology_spread_constraints", None) or []
                            if c.when_unsatisfiable == "DoNotSchedule" and c.topology_key != hold_label})
-            ok = [m and f and all(k in lb for k in keys) for m, f, (lb, _) in zip(match, fits, named)]
+            ok = [m and f and all(k in lb for k in keys) for m, f, (lb, _) in zip(match, fits, named)] if keys else \
+                [m and f for m, f in zip(match, fits)]
             if not any(ok):
                 return (f"spreads over {', '.join(keys)} (topologySpreadConstraints, DoNotSchedule), a node label "
                         "none of the nodes it fits otherwise has")[:300]
             if pods is not None and (pod_affinity.required(pod, "pod_affinity") or
                                      pod_affinity.required(pod, "pod_anti_affinity")):
                 if not placed:
-                    placed.append(pod_affinity.Placed(pods, dict(named_by_name)))
+                    placed.append(pod_affinity.Placed((bound or pod_affinity.BoundPods()).synced(pods),
+                                                      dict(named_by_name)))
                 ok, near = pod_affinity.why_not(pod, ok, placed[0], named)
                 if near is not None:
                     return near[:300]
@@ -314,9 +318,9 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
 def _taints_why(pod, taints_of: list[list]) -> str | None:
     """Why the pod starts on none of the nodes it fits otherwise (their standing taints), or None: one of them has no
     taint it does not tolerate."""
-    firsts = [_untolerated(pod, taints) for taints in taints_of]
-    if any(t is None for t in firsts):
+    if any(_untolerated(pod, taints) is None for taints in taints_of):   # most often the first node
         return None
+    firsts = [_untolerated(pod, taints) for taints in taints_of]
     count: dict[str, int] = {}
     for t in firsts:
         count[_shown_taint(t)] = count.get(_shown_taint(t), 0) + 1

@@ -121,6 +121,10 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
                                     min_lead_s=window_min_lead_s) if self.holds else None
         self._reported: set[str] = set()
         self._never: set[str] = set()   # pending jobs that never start (cluster_jobs), as last logged
+        # account -> (GPU types, GPUs) of its pending jobs asking several types at once, as cluster_jobs last read
+        # them: their holds go to nodes with them all (SlurmHolds.choose_typed)
+        self.together: dict[str, tuple[tuple[frozenset[str], int], ...]] = {}
+        self._several: dict[str, frozenset[str]] = {}
         self._cut: set[str] = set()     # array records whose pending tasks are not all read (jobs), as last logged
         self.env = dict(os.environ)
         if cfg.slurm_conf is not None:
@@ -183,7 +187,12 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
 
     def jobs(self, job_ids: list[str] | None = None, node: str | None = None,
              states: str | None = None) -> list[SlurmJob]:
-        # without -r: an array's pending tasks are its one combined line (1_[3-10%3]), expanded here (expand_arrays)
+        """squeue's jobs, each array's pending tasks a job up to its throttle and the bound (expand_arrays)."""
+        return self._expanded(self._listed(job_ids, node, states), bool(job_ids or node or states))
+
+    def _listed(self, job_ids: list[str] | None = None, node: str | None = None,
+                states: str | None = None) -> list[SlurmJob]:
+        # without -r: an array's pending tasks are its one combined line (1_[3-10%3]), expanded by _expanded
         args = ["squeue", "-h", "-o", SQUEUE_FMT]
         if job_ids:
             args += ["-j", ",".join(job_ids)]
@@ -199,12 +208,18 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         jobs = parse_squeue(r.stdout)
         if any(j.gpus == 0 for j in jobs):
             jobs = self._with_job_gpus(jobs, args[4:])
-        jobs, cut = expand_arrays(jobs, self.tenant, self.cfg.max_array_tasks)
+        return jobs
+
+    def _expanded(self, listed: list[SlurmJob], filtered: bool, throttles: dict[str, int] | None = None
+                  ) -> list[SlurmJob]:
+        """`listed` (_listed) with each array's pending tasks made jobs (expand_arrays: the one rule for its throttle
+        and the bound), saying once per record line how many the bound left out."""
+        jobs, cut = expand_arrays(listed, self.tenant, self.cfg.max_array_tasks, throttles)
         for rec in sorted(cut.keys() - self._cut):   # once per record
             log.warning("job array %s: %d of its pending tasks are not read (a tenant's first %d pending array tasks "
                         "are, each cycle; actuators.slurm.max_array_tasks): no demand for them until fewer wait", rec,
                         cut[rec], self.cfg.max_array_tasks)
-        self._cut = (self._cut | set(cut)) if job_ids or node or states else set(cut)
+        self._cut = (self._cut | set(cut)) if filtered else set(cut)
         return jobs
 
     def _with_job_gpus(self, jobs: list[SlurmJob], filters: list[str]) -> list[SlurmJob]:
@@ -245,7 +260,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
             try:
                 jobs = self._hold_jobs()
                 covered, covered_by_type = self._apply_windows(rep, plan, jobs)
-                self.holds.apply(plan, rep, jobs, covered, covered_by_type)
+                self.holds.apply(plan, rep, jobs, covered, covered_by_type, self.together)
             except SlurmError as exc:
                 rep.errors.append(f"hold: {exc}")
         wanted = {p.job_id: p for p in plan.preemptions}

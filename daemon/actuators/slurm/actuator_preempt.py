@@ -9,7 +9,7 @@ import numpy as np
 from daemon.actuators.base import ActionReport, stop_on_fence
 from daemon.actuators.slurm.comments import COMMENT_TAG, AdminComments
 from daemon.actuators.slurm.holds import expand_hostlist, parse_nodes
-from daemon.actuators.slurm.squeue import SlurmError, SlurmJob, by_id, waits_for_gpus
+from daemon.actuators.slurm.squeue import SlurmError, SlurmJob, by_id, waits_for_gpus, whole_job, whole_jobs
 from daemon.config.fleet import accepts_type
 from daemon.policy.types import Notification, Plan, Preemption
 from daemon.text import plural
@@ -158,7 +158,7 @@ class Requeue:
 
     def _preempt(self, rep: ActionReport, job: SlurmJob, reason: str, comments: "AdminComments") -> bool:
         self._annotate(rep, job.job_id, reason, comments)
-        return self._scontrol(rep, self.cfg.mode, job.job_id)
+        return self._scontrol(rep, self.cfg.mode, whole_job(job.job_id))   # a hetjob: all of its components
 
     def _annotate(self, rep: ActionReport, jid: str, reason: str, comments: "AdminComments") -> bool:
         """Say why in the job's AdminComment; the user's Comment is never touched. An AdminComment someone
@@ -187,7 +187,7 @@ class Requeue:
             for jid in job_ids:
                 if not self._annotate(rep, jid, reason, comments) and rep.errors and "timed out" in rep.errors[-1]:
                     break  # slurmctld is not answering: do not wait out a timeout per job before the requeue
-            if not self._scontrol(rep, "requeue", ",".join(job_ids)):
+            if not self._scontrol(rep, "requeue", whole_jobs(job_ids)):
                 with self._retry_lock:
                     self._requeue_retry.update({j: (reason, next(self._retry_seq)) for j in job_ids})
         return rep
@@ -221,7 +221,7 @@ class Requeue:
                     rep.actions.append(f"skip {jid}: {why}")
                     continue
                 self._annotate(rep, jid, reason, comments)
-                self._scontrol(rep, "requeue", jid)
+                self._scontrol(rep, "requeue", whole_job(jid))
         return rep
 
     def _retry_requeues(self, rep: ActionReport, entries: dict[str, tuple[str, int]]) -> None:
@@ -241,7 +241,7 @@ class Requeue:
         failed: set[str] = set()
         if todo:
             rep.actions.append(f"retry the requeue of {plural(len(todo), 'job')} of a failed node")
-            if not self._scontrol(rep, "requeue", ",".join(todo)):
+            if not self._scontrol(rep, "requeue", whole_jobs(todo)):
                 failed = set(todo)  # kept for the next pass
         with self._retry_lock:
             for j, entry in entries.items():

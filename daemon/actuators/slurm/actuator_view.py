@@ -23,14 +23,15 @@ from daemon.actuators.slurm.squeue import (
     SlurmJob,
     arrays_to_throttle,
     by_id,
-    parse_array_throttles,
-    throttle_arrays,
+    parse_arrays,
+    split_records,
     waits_for_gpus,
 )
 from daemon.actuators.slurm.windows import parse_window_reservations
 from daemon.policy.state import CLOSED, HELD_BY_POOL, PRIORITY, UNHELD, Jobs, Nodes
 
 log = logging.getLogger("gpu_autoscaler.actuator.slurm")   # the actuator's logger (same name as actuator.py's)
+JSON_IDS_MAX = 100_000   # characters of job ids named on squeue --json's command line (one argument: 128 KiB at most)
 
 
 class ClusterView:
@@ -81,6 +82,9 @@ class ClusterView:
                     if t not in shares.setdefault(kind, []):
                         shares[kind].append(t)
         out = {jid: gres.job_accepts(self.resolver, tres, feat, pref, shares, nodes) for jid, tres, feat, pref in rows}
+        # the types of each job that asks several at once, for its hold (cluster_jobs: together)
+        self._several = {jid: frozenset(t.casefold() for t in named) for jid, tres, _, _ in rows
+                         if len(named := gres.job_gres_types(tres)) > 1}
         self._report_unmatched()
         return out
 
@@ -103,7 +107,7 @@ class ClusterView:
         time, another job or an accounting limit), as the policy's columnar Jobs (unknown tenants are dropped)."""
         index = {t: i for i, t in enumerate(tenants)}
         now = time.time()
-        listed = self._throttled(self.jobs())
+        listed = self._array_jobs()
         eligible = self.eligible_times() if any(j.state == "PENDING" for j in listed) else {}
         rows = [j for j in listed if (j.state == "RUNNING" or waits_for_gpus(j, by_id(eligible, j), now))
                 and self.tenant(j) in index]
@@ -119,6 +123,13 @@ class ClusterView:
                             "no demand (no hold, no preemption, no aging for it)", jid)
             self._never = never
             rows = [j for j in rows if j.job_id not in never]
+            # the pending jobs that ask several GPU types at once, per account: their holds go where they start
+            # (SlurmHolds.choose_typed: a node with them all)
+            together: dict[str, list[tuple[frozenset[str], int]]] = {}
+            for j in rows:
+                if j.state == "PENDING" and (need := by_id(self._several, j)):
+                    together.setdefault(j.account, []).append((need, j.total_gpus))
+            self.together = {a: tuple(v) for a, v in together.items()}
         # what the plan and the health step decide on: each job's identity and tier as read now (_changed)
         self._seen = {j.job_id: (j.submitted, j.started, self.priority(j)) for j in rows}
         run = np.array([j.state == "RUNNING" for j in rows], dtype=bool)
@@ -145,25 +156,31 @@ class ClusterView:
                     # the start estimate ends a running job by its time limit (policy/eta.py)
                     time_limit_s=np.array([j.time_limit_s for j in rows], dtype=float))
 
-    def _throttled(self, listed: list[SlurmJob]) -> list[SlurmJob]:
-        """`listed` with each array's pending tasks past its throttle (--array=..%N) not waiting for GPUs
-        (squeue.throttle_arrays). One squeue --json call over those arrays, only when an array has two pending
-        tasks or more (squeue -o has no field for the throttle; -O's ArrayTaskID shows it only on a pending array's
-        combined line, and loses it once a task is split off the array's record, as an update of one task does).
-        Not read: every pending task is counted (a warning says why), never none."""
+    def _array_jobs(self) -> list[SlurmJob]:
+        """jobs(), each array's pending tasks read by the one rule (squeue.expand_arrays) from the source that has
+        its throttle: its record line's %N, else squeue --json, one call over the arrays that need it
+        (arrays_to_throttle: squeue -o has no field for the throttle, and the line drops its %N, and joins the
+        reasons, once a task is split off the array's record, as an update or hold of one task does): its
+        records, split apart (split_records), and its throttle. Not read: every pending task is counted (a warning
+        says why), never none."""
+        listed = self._listed()
         arrays = arrays_to_throttle(listed)
         if not arrays:
-            return listed
-        r = self._run("squeue", "--json", "-j", ",".join(arrays))
+            return self._expanded(listed, False)
+        ids = ",".join(arrays)
         try:
+            # -j is one argument, which Linux caps at 128 KiB (MAX_ARG_STRLEN): a tenant's 20,000 arrays made it an
+            # OSError (E2BIG) that failed every tenant's view. Past JSON_IDS_MAX every job's (22.05 lists every job
+            # whatever -j says anyway)
+            r = self._run("squeue", "--json", *(("-j", ids) if len(ids) <= JSON_IDS_MAX else ()))
             if r.returncode != 0:
                 raise SlurmError(f"squeue --json: {r.stderr.strip()[:200]}")
-            throttles = parse_array_throttles(r.stdout)
+            got = parse_arrays(r.stdout)
         except SlurmError as exc:
             log.warning("job arrays' throttles (%%N) not read, every pending task of %s counted: %s",
                         ",".join(arrays)[:200], exc)
-            return listed
-        return throttle_arrays(listed, throttles)
+            return self._expanded(listed, False)
+        return self._expanded(split_records(listed, got), False, {a: v.throttle for a, v in got.items()})
 
     def cluster_nodes(self, tenants: tuple[str, ...]) -> Nodes:
         """Every node slurmctld knows, as the policy's Nodes (raises SlurmError when slurmctld does not answer).

@@ -51,10 +51,13 @@ from typing import Callable
 
 from daemon.actuators import whole_nodes
 from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, TermRecord
-from daemon.actuators.slurm.gres import gres_gpus
+from daemon.actuators.slurm.gres import gres_gpu_types, gres_gpus
 from daemon.config.names import POOL, slurm_hold_name
 from daemon.policy.types import Plan
 from daemon.text import plural
+
+# (GPU types, GPUs) of pending jobs that ask several GPU types at once: the types casefolded, as Slurm compares them
+Together = tuple[tuple[frozenset[str], int], ...]
 
 BAD_NODE_STATES = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "POWER", "FUTURE", "INVAL", "REBOOT", "MAINT")
 
@@ -267,10 +270,14 @@ class SlurmHolds:
     def choose_typed(self, nodes: list[Node], jobs: list[RunningJob], current: tuple[str, ...], gpus: int,
                      accounts: tuple[str, ...], freed: dict[str, int], others: set[str], keep: bool,
                      job_gpus: int = 1, by_type: dict[str, int] | None = None,
-                     prefer: tuple[str, ...] = ()) -> list[str]:
+                     prefer: tuple[str, ...] = (), together: Together = ()) -> list[str]:
         """`choose`, per GPU type when the hold is typed (`by_type`: type -> GPUs): each type's GPUs in whole
         nodes of that type only (Slurm 22.05 cannot reserve a GRES type, so the node list is what makes a hold
-        an a100 hold). While a shrink waits (`keep`), the current nodes of a type no longer held stay too."""
+        an a100 hold). While a shrink waits (`keep`), the current nodes of a type no longer held stay too.
+        `together`: (GPU types, GPUs) of the held accounts' pending jobs that ask several types at once
+        (--gres=gpu:a100:1,gpu:t4:1): Slurm starts one only on a node that has them all, so a type's GPUs for them
+        are taken first from its nodes that have them all (of a100 nodes, the a100+t4 one, not an a100-only one
+        that cannot start them), the rest from any node of the type."""
         if not by_type or self.node_type is None:
             return self.choose(nodes, jobs, current, gpus, accounts, freed, others, keep, job_gpus, prefer)
         typ_of = {n.name: self.node_type(n) for n in nodes}
@@ -278,6 +285,17 @@ class SlurmHolds:
         for typ, g in sorted(by_type.items()):
             of_type = [n for n in nodes if typ_of[n.name] == typ]
             cur = tuple(c for c in current if typ_of.get(c) == typ)
+            has = {n.name: {t.casefold() for t in gres_gpu_types(n.gres) if t} for n in of_type}
+            both = [n for n in of_type if any(need <= has[n.name] for need, _ in together)]
+            g_both = min(g, sum(k for need, k in together if any(need <= has[n.name] for n in of_type)))
+            if g_both > 0 and both:
+                first = self.choose(both, jobs, tuple(c for c in cur if c in {n.name for n in both}), g_both,
+                                    accounts, freed, others, keep, job_gpus, prefer)
+                left = g - sum(n.gpus for n in both if n.name in first)
+                out += first + self.choose([n for n in of_type if n.name not in first], jobs,
+                                           tuple(c for c in cur if c not in first), max(0, left), accounts, freed,
+                                           others, keep, job_gpus, prefer)
+                continue
             out += self.choose(of_type, jobs, cur, g, accounts, freed, others, keep, job_gpus, prefer)
         if keep:
             out += [c for c in current if typ_of.get(c) not in by_type]
@@ -321,8 +339,10 @@ class SlurmHolds:
     # ---- doing it --------------------------------------------------------------------------------
     def apply(self, plan: Plan, rep: ActionReport, jobs: list[RunningJob],
               covered: dict[str, int] | None = None,
-              covered_by_type: dict[str, dict[str, int]] | None = None) -> None:
-        """`covered`: account -> GPUs its active windows' reservations hold (daemon/actuators/slurm/windows.py);
+              covered_by_type: dict[str, dict[str, int]] | None = None,
+              together: dict[str, Together] | None = None) -> None:
+        """`together`: account -> (GPU types, GPUs) of its pending jobs asking several types at once (choose_typed).
+        `covered`: account -> GPUs its active windows' reservations hold (daemon/actuators/slurm/windows.py);
         a hold for that account holds only the rest. `covered_by_type` (a mixed fleet): account -> GPU type -> GPUs
         of those reservations' nodes of that type; a typed hold for that account holds only the rest of each type
         (a pooled tenant's window on h100 leaves the pool its hold beyond the window, per type)."""
@@ -369,20 +389,20 @@ class SlurmHolds:
             gpus, accounts = wanted[name]
             target = self._apply_one(rep, name, gpus, accounts, ours.get(name), nodes, jobs, freed,
                                      foreign | claimed | later, job_gpus.get(name, 1), inherit.get(name, ()),
-                                     typed.get(name))
+                                     typed.get(name), tuple(x for a in accounts for x in (together or {}).get(a, ())))
             claimed |= set(target)
 
     def _apply_one(self, rep: ActionReport, name: str, gpus: int, accounts: tuple[str, ...], mine: Reservation | None,
                    nodes: list[Node], jobs: list[RunningJob], freed: dict[str, int], others: set[str],
                    job_gpus: int = 1, inherited: tuple[str, ...] = (),
-                   by_type: dict[str, int] | None = None) -> list[str]:
+                   by_type: dict[str, int] | None = None, together: Together = ()) -> list[str]:
         """`inherited`: the nodes of this tenant's hold under its old name (released just before), where a new
         hold starts. `by_type`: the hold's GPUs per type in a mixed fleet (nodes of each type only)."""
         current = tuple(n for n in (mine.nodes if mine else inherited) if n not in others)
         account = ",".join(accounts)
         size = {n.name: n.gpus for n in nodes}
         need_nodes = self.choose_typed(nodes, jobs, current, gpus, accounts, freed, others, keep=False,
-                                       job_gpus=job_gpus, by_type=by_type)
+                                       job_gpus=job_gpus, by_type=by_type, together=together)
         now = self.clock()
         fewer = gpus <= 0 or sum(size.get(n, 0) for n in need_nodes) < sum(size.get(n, 0) for n in current)
         if fewer and mine is not None:
@@ -395,7 +415,7 @@ class SlurmHolds:
             may_shrink = True
         target = need_nodes if may_shrink else self.choose_typed(nodes, jobs, current, gpus, accounts, freed,
                                                                  others, keep=True, job_gpus=job_gpus,
-                                                                 by_type=by_type)
+                                                                 by_type=by_type, together=together)
         if not target:
             if mine is not None and may_shrink:
                 self._delete(rep, mine, jobs, "the plan holds no GPUs for it now")

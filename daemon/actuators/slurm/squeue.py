@@ -4,6 +4,8 @@ GPU counts, and whether a pending job waits for GPUs (and not for a limit GPUs c
 from __future__ import annotations
 
 import dataclasses
+import heapq
+import itertools
 import json
 import re
 import time
@@ -130,14 +132,15 @@ def waits_for_gpus(job: "SlurmJob", eligible_at: float | None = None, now: float
 
 
 def reason_may_wait_for_gpus(reason: str) -> bool:
-    """A pending reason (%r) that free GPUs can end (BeginTime too: waits_for_gpus decides it by its time)."""
-    reason = reason.strip().strip("()")
-    return (reason not in NOT_WAITING_FOR_GPUS and not reason.startswith(NOT_WAITING_PREFIXES)
-            and "held" not in reason.lower())
+    """A pending reason (%r) that free GPUs can end (BeginTime too: waits_for_gpus decides it by its time). An
+    array's record line with a task split off it gives the reasons of both, joined by ',' (Resources,JobHeldAdmin:
+    one task held): some of its tasks wait when any of them may (split_records tells which)."""
+    return any(r not in NOT_WAITING_FOR_GPUS and not r.startswith(NOT_WAITING_PREFIXES) and "held" not in r.lower()
+               for r in (p.strip() for p in reason.strip().strip("()").split(",")))
 
 
-# squeue -r's id of one task of a job array: <array job id>_<task id> (without -r a pending array's tasks are one
-# line, 1_[3-10%3], which read as one job was one task's GPUs where all of them wait)
+# the id of one task of a job array as squeue prints it: <array job id>_<task id> (a running task, a pending one split
+# off the array's record); a pending array's other tasks are its one record line (ARRAY_RECORD)
 ARRAY_TASK = re.compile(r"^(\d+)_(\d+)$")
 THROTTLED = "JobArrayTaskLimit"   # Slurm's reason for an array's tasks waiting on its %N (NOT_WAITING_FOR_GPUS)
 
@@ -149,11 +152,26 @@ def _number(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def parse_array_throttles(out: str) -> dict[str, int]:
-    """``squeue --json``'s records as {array job id: the most of its tasks Slurm runs at once (--array=..%N), 0 for
-    no limit}. Every record of an array carries it (array_max_tasks); where they differ the largest counts and 0
-    (none) above all, and an array none names is left out (no limit known): a throttle read too low would drop
-    demand that is there. Output that is not squeue's JSON raises SlurmError naming it."""
+@dataclass(frozen=True)
+class ArrayRecords:
+    """What ``squeue --json`` says of one job array: the most of its tasks Slurm runs at once (--array=..%N; 0 for
+    no limit) and its pending records, each (task ids, reason): the array's own record ('1-4,6-10') and each task
+    split off it ('5', by an scontrol update or hold of that task)."""
+    throttle: int
+    pending: tuple[tuple[str, str], ...] = ()
+
+
+def _state(v) -> str:
+    """job_state in squeue --json: 'PENDING' (22.05) or ['PENDING'] (later versions)."""
+    if isinstance(v, list):
+        v = v[0] if len(v) == 1 else None
+    return v if isinstance(v, str) else ""
+
+
+def parse_arrays(out: str) -> dict[str, ArrayRecords]:
+    """``squeue --json``'s records as {array job id: ArrayRecords}. Every record of an array carries its throttle
+    (array_max_tasks); where they differ the largest counts and 0 (none) above all: a throttle read too low would
+    drop demand that is there. Output that is not squeue's JSON raises SlurmError naming it."""
     try:
         recs = json.loads(out).get("jobs")
     except (ValueError, AttributeError, RecursionError):   # nested past the parser's depth: not squeue's either
@@ -161,6 +179,7 @@ def parse_array_throttles(out: str) -> dict[str, int]:
     if not isinstance(recs, list):
         raise SlurmError(f"squeue --json: not a list of jobs: {out[:120]!r}")
     got: dict[str, int] = {}
+    pending: dict[str, list[tuple[str, str]]] = {}
     for rec in recs:
         aid = _number(rec.get("array_job_id")) if isinstance(rec, dict) else None
         if not aid:
@@ -168,10 +187,25 @@ def parse_array_throttles(out: str) -> dict[str, int]:
         n = max(0, _number(rec.get("array_max_tasks")) or 0)
         prev = got.get(str(aid))
         got[str(aid)] = n if prev is None else (0 if 0 in (prev, n) else max(prev, n))
-    return got
+        if _state(rec.get("job_state")) != "PENDING":
+            continue
+        task, spec = _number(rec.get("array_task_id")), rec.get("array_task_string")
+        ids = str(task) if task is not None else (spec.split("%")[0] if isinstance(spec, str) else "")
+        reason = rec.get("state_reason")
+        if re.fullmatch(r"[0-9,:-]+", ids) and isinstance(reason, str):
+            pending.setdefault(str(aid), []).append((ids, reason))
+    return {a: ArrayRecords(n, tuple(pending.get(a, ()))) for a, n in got.items()}
 
 
-# squeue's one line for the pending tasks of an array that share its record: 1_[3-10%3], 2_[0,4,8,40-42]
+def parse_array_throttles(out: str) -> dict[str, int]:
+    """``squeue --json``'s records as {array job id: its throttle, 0 for no limit} (parse_arrays)."""
+    return {a: r.throttle for a, r in parse_arrays(out).items()}
+
+
+# squeue's one line for the pending tasks of an array that share its record: 1_[3-10%3], 2_[0,4,8,40-42]. A task
+# split off the record (an scontrol update or hold of one task) is printed in the same line (22.05): its reason joins
+# the record's (Resources,JobHeldAdmin) and the %N is dropped (1_[1-10]); squeue --json tells them apart
+# (split_records)
 ARRAY_RECORD = re.compile(r"^(\d+)_\[([0-9,:-]+)(?:%(\d+))?\]$")
 # the most pending array tasks of one tenant read as jobs each cycle (expand_arrays): the default of
 # actuators.slurm.max_array_tasks
@@ -190,85 +224,167 @@ def _task_ranges(spec: str) -> list[range]:
     return sorted(out, key=lambda r: r.start)
 
 
-def expand_arrays(jobs: list[SlurmJob], owner, limit: int = MAX_ARRAY_TASKS) -> tuple[list[SlurmJob], dict[str, int]]:
-    """Jobs as squeue lists them without -r, each array's combined pending record (1_[3-10%3]) one job per task
-    (1_3, 1_4, ..: what -r prints, `record` the combined id), lowest task ids first (Slurm starts an array's tasks in
-    order): of a throttled one (%N) the first N (no more start while GPUs free up: throttle_arrays), and of one
-    tenant's (`owner`) records together no more than `limit` tasks; the others' count is returned ({record: tasks
-    left out}). squeue -r printed every task, a line each: a tenant's --array=0-999999 (MaxArraySize goes to
-    4,000,001) was 119 MB from each of squeue's reads, 4.7 s of squeue and 33 s of parsing at 10^6 tasks per read
-    on the test box, past the command timeout from about 2*10^6: every tenant's view stalled or failed for one
-    tenant's array. Past `limit` a tenant's pending tasks are more GPUs than its share of a cluster's can hold."""
+def _count(ranges: list[range]) -> int:
+    return sum(max(0, (r.stop - r.start + r.step - 1) // r.step) for r in ranges)   # (len(): past 2**63)
+
+
+def arrays_to_throttle(jobs: list[SlurmJob]) -> list[str]:
+    """The arrays whose squeue --json the view reads (split_records, expand_arrays), from squeue's lines without -r:
+    those whose record line has a task split off it (a reason of several, joined by ','), and those with two
+    pending tasks or more that free GPUs could start and no throttle on their line (%N: none, or dropped when a task
+    was split off). One pending task starts whenever any may (Slurm gives it JobArrayTaskLimit otherwise); a line
+    with its %N needs nothing more."""
+    count: dict[str, int] = {}
+    known: set[str] = set()
+    for j in jobs:
+        if j.state != "PENDING":
+            continue
+        if m := ARRAY_RECORD.match(j.job_id):
+            aid = m.group(1)
+            if "," in j.reason:
+                count[aid] = 2
+            elif m.group(3):
+                known.add(aid)
+            elif reason_may_wait_for_gpus(j.reason):
+                count[aid] = count.get(aid, 0) + min(2, _count(_task_ranges(m.group(2))))
+        elif (m := ARRAY_TASK.match(j.job_id)) and reason_may_wait_for_gpus(j.reason):
+            count[m.group(1)] = count.get(m.group(1), 0) + 1
+    return sorted((a for a, c in count.items() if c > 1 and a not in known), key=int)
+
+
+def split_records(jobs: list[SlurmJob], arrays: dict[str, ArrayRecords]) -> list[SlurmJob]:
+    """squeue's record lines of the arrays squeue --json read (``arrays``: parse_arrays) as the records it names:
+    the array's own (1_[1-4,6-10%3], its reason and its throttle) and each task split off it (1_5, its own reason),
+    each keeping the line's id as `record` (the -O reads list them under it: by_id). squeue without -r prints them
+    as one line (1_[1-10], Resources,JobHeldAdmin): one task held read as the whole array held, no demand, and the
+    throttle lost. An array --json did not list pending is left as its line."""
     out: list[SlurmJob] = []
-    used: dict[str, int] = {}
-    cut: dict[str, int] = {}
+    done: set[str] = set()
     for j in jobs:
         m = ARRAY_RECORD.match(j.job_id)
-        if not m:
+        a = arrays.get(m.group(1)) if m else None
+        if m is None or a is None or not a.pending:
             out.append(j)
             continue
-        who = owner(j)
-        ranges = _task_ranges(m.group(2))
-        throttle = int(m.group(3)) if m.group(3) else 0
-        room = max(0, limit - used.get(who, 0))
-        want = min(throttle, room) if throttle else room
+        aid = m.group(1)
+        if aid in done:   # (one line per array; were there more, --json's records are the array's all)
+            continue
+        done.add(aid)
+        for ids, reason in a.pending:
+            jid = f"{aid}_{ids}" if ids.isdigit() else f"{aid}_[{ids}" + (f"%{a.throttle}]" if a.throttle else "]")
+            out.append(dataclasses.replace(j, job_id=jid, reason=reason, record=j.record or j.job_id))
+    return out
+
+
+def expand_arrays(jobs: list[SlurmJob], owner, limit: int = MAX_ARRAY_TASKS,
+                  throttles: dict[str, int] | None = None) -> tuple[list[SlurmJob], dict[str, int]]:
+    """The one rule for a job array's pending tasks. Jobs as squeue lists them without -r (after split_records):
+    each array's pending record (1_[3-10%3]) becomes a job per task (1_3, 1_4, ..: what -r prints, `record` the
+    line's id), and of an array throttled to N (%N on its line, else ``throttles``: squeue --json) at most N less
+    its tasks not pending (running, suspended, completing) wait for GPUs, lowest ids first, its record's and its
+    split-off tasks' (1_5) together (Slurm starts an array's tasks in order); a split-off task past that is given
+    THROTTLED (waiting for the array's own tasks to end, not for GPUs: Slurm says so itself once N run, and gives
+    every pending task Resources or Priority until then), a record's tasks past it are not made jobs. Of one tenant's
+    (`owner`) records together no more than `limit` tasks are made jobs, its tasks waiting for GPUs first (a held
+    array does not take its waiting one's place), and the waiting ones left out are returned ({record line: tasks
+    left out}). squeue -r printed every task, a line each: a tenant's --array=0-999999 (MaxArraySize goes to
+    4,000,001) was 119 MB from each of squeue's reads, 4.7 s of squeue and 33 s of parsing at 10^6 tasks per read on
+    the test box, past the command timeout from about 2*10^6: every tenant's view stalled or failed for one tenant's
+    array. Past `limit` a tenant's pending tasks are more GPUs than its share of a cluster's can hold."""
+    throttle = dict(throttles or {})
+    busy: dict[str, int] = {}
+    split: dict[str, list[int]] = {}        # array -> its split-off pending tasks that may wait for GPUs
+    records: dict[str, list[int]] = {}      # array -> the indices of its record lines that may wait
+    idle: list[int] = []                    # record lines that do not wait for GPUs
+    for i, j in enumerate(jobs):
+        if m := ARRAY_RECORD.match(j.job_id):
+            if m.group(3):
+                throttle[m.group(1)] = int(m.group(3))
+            (records.setdefault(m.group(1), []) if reason_may_wait_for_gpus(j.reason) else idle).append(i)
+        elif m := ARRAY_TASK.match(j.job_id):
+            if j.state != "PENDING":
+                busy[m.group(1)] = busy.get(m.group(1), 0) + 1
+            elif reason_may_wait_for_gpus(j.reason):
+                split.setdefault(m.group(1), []).append(int(m.group(2)))
+    used: dict[str, int] = {}
+    made: dict[int, list[int]] = {}         # record line -> its task ids made jobs
+    kept: set[tuple[str, int]] = set()      # split-off tasks within the throttle
+    cut: dict[str, int] = {}
+    for aid in dict.fromkeys([*(ARRAY_RECORD.match(jobs[i].job_id).group(1) for i in sorted(
+            i for ix in records.values() for i in ix)), *split]):
+        n = throttle.get(aid, 0)
+        room = max(0, n - busy.get(aid, 0)) if n else None   # None: no throttle
+        lines = records.get(aid, [])
+        who = owner(jobs[lines[0]]) if lines else None
+        ranges = {i: _task_ranges(ARRAY_RECORD.match(jobs[i].job_id).group(2)) for i in lines}
+        own = sorted(split.get(aid, []))
+        budget = max(0, limit - used.get(who, 0)) if lines else 0
+        # lowest first: a line's ranges in order (squeue prints them sorted, apart), its lines and split tasks merged
+        stream = heapq.merge(*(((k, i) for k in itertools.chain.from_iterable(ranges[i])) for i in lines),
+                             ((k, -1) for k in own))
+        taken = took = 0
+        for k, i in stream:
+            if room is not None and taken >= room:
+                break
+            if i >= 0 and took >= budget:   # the tenant's bound: its split-off tasks still count, they are listed
+                rest = [x for x in own if x > k]
+                kept.update((aid, x) for x in rest[:None if room is None else room - taken])
+                break
+            if i < 0:
+                kept.add((aid, k))
+            else:
+                made.setdefault(i, []).append(k)
+                took += 1
+            taken += 1
+        if lines:
+            used[who] = used.get(who, 0) + took
+            total = sum(_count(r) for r in ranges.values())
+            want = total if room is None else min(total, max(0, room - sum(1 for x in own if (aid, x) in kept)))
+            if want > took:
+                cut[jobs[lines[0]].record or jobs[lines[0]].job_id] = want - took
+    for i in idle:   # tasks that do not wait for GPUs (held, a dependency, ...): what the bound leaves, up to %N
+        m = ARRAY_RECORD.match(jobs[i].job_id)
+        who, n = owner(jobs[i]), throttle.get(m.group(1), 0)
+        want = max(0, limit - used.get(who, 0)) if not n else min(n, max(0, limit - used.get(who, 0)))
         ids: list[int] = []
-        for r in ranges:
+        for r in _task_ranges(m.group(2)):
             if len(ids) >= want:
                 break
             ids.extend(r[:want - len(ids)])
+        made[i] = ids
         used[who] = used.get(who, 0) + len(ids)
-        total = sum(max(0, (r.stop - r.start + r.step - 1) // r.step) for r in ranges)   # (len(): past 2**63)
-        if len(ids) < min(total, throttle or total):
-            cut[j.job_id] = min(total, throttle or total) - len(ids)
-        out.extend(dataclasses.replace(j, job_id=f"{m.group(1)}_{k}", record=j.job_id) for k in ids)
+    out: list[SlurmJob] = []
+    for i, j in enumerate(jobs):
+        if m := ARRAY_RECORD.match(j.job_id):
+            out.extend(dataclasses.replace(j, job_id=f"{m.group(1)}_{k}", record=j.record or j.job_id)
+                       for k in made.get(i, []))
+        elif (m := ARRAY_TASK.match(j.job_id)) and j.state == "PENDING" and reason_may_wait_for_gpus(j.reason) \
+                and (m.group(1), int(m.group(2))) not in kept:
+            out.append(dataclasses.replace(j, reason=THROTTLED))
+        else:
+            out.append(j)
     return out, cut
+
+
+def whole_job(jid: str) -> str:
+    """The id Slurm requeues or suspends a job by: a heterogeneous job's component (123+1, as squeue prints it) by
+    its job's (123), which acts on every component. slurmctld refuses the component's own ('Invalid job id
+    specified' for a requeue, 'Operation not permitted on individual component of heterogeneous job' for a
+    suspend; 22.05), so a tenant's low work submitted as a hetjob was never preempted: refused every cycle."""
+    return jid.split("+", 1)[0]
+
+
+def whole_jobs(job_ids) -> str:
+    """`job_ids` as one scontrol list of whole jobs (whole_job), each once."""
+    return ",".join(dict.fromkeys(whole_job(j) for j in job_ids))
 
 
 def by_id(got: dict, job: SlurmJob, default=None):
     """A per-job value read by squeue -O (without -r): under the job's id, or a pending array task's under its
-    array's combined record (expand_arrays)."""
+    array's record line (expand_arrays)."""
     if job.job_id in got:
         return got[job.job_id]
     return got.get(job.record, default) if job.record else default
-
-
-def throttle_arrays(jobs: list[SlurmJob], throttles: dict[str, int]) -> list[SlurmJob]:
-    """Jobs as jobs() lists them (each array task a job: expand_arrays), each pending task of an array past what
-    Slurm starts at once given the reason JobArrayTaskLimit (not demand): of an array run at most N at a time
-    (``throttles``: parse_array_throttles), N less its tasks not pending (running, suspended, completing) may
-    start when GPUs free up, the lowest task ids first (Slurm starts an array's tasks in order); the others wait for
-    the array's own tasks to end, not for GPUs.
-    Slurm says so itself once N run; until then it gives every pending task Resources or Priority, and read as
-    such, a 100-task %10 array was demand for 100 tasks where free GPUs start 10."""
-    pending: dict[str, list[tuple[int, int]]] = {}
-    busy: dict[str, int] = {}
-    for i, j in enumerate(jobs):
-        m = ARRAY_TASK.match(j.job_id)
-        if not m:
-            continue
-        if j.state != "PENDING":
-            busy[m.group(1)] = busy.get(m.group(1), 0) + 1
-        elif reason_may_wait_for_gpus(j.reason):
-            pending.setdefault(m.group(1), []).append((int(m.group(2)), i))
-    out = list(jobs)
-    for aid, tasks in pending.items():
-        n = throttles.get(aid, 0)
-        if n:
-            for _, i in sorted(tasks)[max(0, n - busy.get(aid, 0)):]:
-                out[i] = dataclasses.replace(out[i], reason=THROTTLED)
-    return out
-
-
-def arrays_to_throttle(jobs: list[SlurmJob]) -> list[str]:
-    """The arrays whose throttle counts (throttle_arrays): those with two pending tasks or more that free GPUs could
-    start (one pending task starts whenever any may: Slurm gives it JobArrayTaskLimit otherwise)."""
-    count: dict[str, int] = {}
-    for j in jobs:
-        m = ARRAY_TASK.match(j.job_id)
-        if m and j.state == "PENDING" and reason_may_wait_for_gpus(j.reason):
-            count[m.group(1)] = count.get(m.group(1), 0) + 1
-    return sorted((a for a, c in count.items() if c > 1), key=int)
 
 
 # node states (sinfo %T, lower case) in which Slurm itself sees a node as failed; a trailing '*' is NOT_RESPONDING

@@ -355,6 +355,9 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
                 except ValueError:
                     raise BadChange(key, f"not a number: {raw[:32]!r}") from None
             change["preemption_paused"] = bool(form.get("preemption_paused"))
+            too_many = windows_api.floor_beyond_capacity(snap, backend.config(), change)
+            if too_many is not None:
+                raise BadChange("floor_gpus", too_many)
             await run_in_threadpool(backend.overrides().change_tenant, p.name, name, change)
         except BadChange as exc:
             return tenant_page(request, snap, p, name, 400, error=str(exc))
@@ -404,7 +407,7 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
 
     def windows_page(request: Request, p: Principal, status: int = 200, **extra) -> Response:
         # an operator sees the windows proposed from the history (computed in their own worker, never here)
-        proposed = windows_api.proposals(backend).get(windows_api.proposal_zone(backend, None)) \
+        proposed = windows_api.proposals(backend).latest(windows_api.proposal_zone(backend, None)) \
             if p.operator else None
         return page(request, "windows.html", status, who=p, title="Windows",
                     windows=windows_api.visible(backend, p), proposed=proposed, **extra)
