@@ -131,6 +131,15 @@ class EtaTracker:
         self.covered = Counter("gpuas_eta_p90_covered", "Jobs started, by whether they started by the p90 estimate "
                                "they were first given", ["tier", "covered"], registry=registry)
 
+    def on_snapshot_clock(self, step_s: float) -> None:
+        """Estimate on the snapshot's clock (``state_time``: the embedded simulator), where a cycle is `step_s` of
+        it (cycle.resolution_s) whatever the wall interval: the calibration's floor (a job that fits now starts at
+        the next cycle) and the releases' resolution are that step. Called before the first update (the
+        calibration is made anew). make run's demo cycles every 2 s of wall time, a minute of the simulation's."""
+        self.state_time = True
+        self.resolution_s = float(step_s)
+        self.cal = Calibration(floor_s=float(step_s))
+
     def update(self, state: ClusterState, plan: Plan | None, fc: Forecast | None,
                started: dict[str, float] | None = None) -> dict[str, Any]:
         """Learn from what finished and started since last cycle, estimate every pending job; returns the view the

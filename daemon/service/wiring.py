@@ -295,7 +295,7 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
     if lease is not None:
         runner.may_act = lease.is_leader
     if sim is not None:   # the simulator's jobs run and wait on its clock, a minute a cycle (daemon/service/eta.py)
-        runner.eta.state_time = True
+        runner.eta.on_snapshot_clock(cfg.cycle.resolution_s)
     if sim is None:   # the embedded simulator has no per-job telemetry (config validation refuses it)
         from daemon.service.health import HealthRunner
         from daemon.sources.job_telemetry import JobTelemetrySource

@@ -225,3 +225,17 @@ def test_gpus_draining_now_come_back_after_the_configs_drain_not_a_fixed_two_min
         assert rt.runner.eta.drain_s == 900.0
     finally:
         rt.close()
+
+
+def test_on_the_simulators_clock_a_job_that_fits_now_waits_one_simulated_minute_not_the_demos_wall_interval(tmp_path):
+    """make run's demo runs a cycle every 2 s of wall time, each a minute of the simulation's, and its estimates are
+    on the simulation's clock: the calibration's floor (the shortest wait: a job that fits now starts at the next
+    cycle) is that minute. It was cycle.interval_s, 2 s: a job told "fits now" (model p90 0 s, floored at 2 s) that
+    started a cycle later read as 30x late, and its p90 was 2 s times the scale."""
+    cfg = Config(cluster={"gpus": 64}, cycle={"interval_s": 2.0},
+                 source=SourceConfig(simulator=SimulatorConfig(seed=5, tenants=20, warmup_steps=1500)),
+                 state={"path": tmp_path / "state.sqlite"}, forecaster={"model_dir": tmp_path / "models"})
+    rt = build_runtime(cfg)
+    assert rt.runner.eta.state_time
+    assert rt.runner.eta.cal.floor_s == cfg.cycle.resolution_s == 60
+    rt.close()
