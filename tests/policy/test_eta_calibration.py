@@ -74,14 +74,29 @@ def test_a_tier_with_too_few_reads_every_tiers_and_too_few_in_all_keeps_the_mode
     assert c.p90_s is None and c.p50_s is None       # unknown stays unknown
 
 
-def test_the_p90_is_never_below_the_p50_and_a_job_that_fits_now_gets_a_cycle():
+def test_the_p90_keeps_the_models_spread_over_the_p50_and_a_job_that_fits_now_gets_a_cycle():
     cal = Calibration(min_all=20, min_tier=20, floor_s=60.0)
     for _ in range(20):
         cal.observe("normal", 0.0, 60.0, 6000.0)       # started after one cycle, told 100 min: ratio 0.01
         cal.observe("low", 0.0, 600.0, 0.0)            # told "fits now", started after 10 min: ratio 10
     a, b = calibrate([_eta("A", "n", 300.0, 1200.0), _eta("B", "l", 0.0, 0.0)], TIERS, cal.factors(1e9))
-    assert a.p90_s == 300.0                           # 1200 s x 0.01 = 12 s, floored at the p50
+    assert a.p90_s == 1200.0      # 1200 s x 0.01 = 12 s, floored at the p50 times the model's own 1200/300
     assert b.p90_s == pytest.approx(600.0)            # "now" counts as one cycle (60 s), x 10
+
+
+def test_a_scale_far_below_one_keeps_the_models_spread_over_the_p50():
+    """make run's case: the jobs started a cycle after an estimate whose model p90 said 50 min (the model serves
+    the high tier's whole forecast growth first), so the p90's scale is 0.02. A new job with model p50 20 min and
+    p90 40 min: its p90 was 48 s, clamped to the p50 (p90 = p50: nothing said about how sure). It keeps the model's
+    own p90/p50 of 2: 40 min. A job the model says fits now: a cycle times its ratio."""
+    cal = Calibration(floor_s=60.0)
+    for _ in range(24):
+        cal.observe("normal", 0.0, 60.0, p90_model_s=3000.0, p50_model_s=2000.0)
+    f = cal.factors(1e9)
+    assert f.by_tier[""][0] == pytest.approx(0.02)
+    a, b = calibrate([_eta("A", "n", 1200.0, 2400.0), _eta("B", "n", 0.0, 120.0)], TIERS, f)
+    assert a.p50_s == 1200.0 and a.p90_s == pytest.approx(2400.0)
+    assert b.p50_s == 0.0 and b.p90_s == pytest.approx(120.0)         # 60 s x 120 / 60
 
 
 def test_bad_settings_are_refused_with_one_line():
