@@ -15,6 +15,14 @@ What it missed on the jobs that have started says how far off it is. Online spli
   equal to the p50 tells a user nothing). Not where the p50 is blended: there the bound raised the Helios unseen
   window's coverage from 90% to 98% (and its p90 stays above the p50 on make run without it).
 
+An estimate made later in a job's wait (its age: 10, 30, 60 minutes or more since the first, ``AGE_BUCKETS_S``)
+is scaled the same way by the ratios of the started jobs' estimates made that far into their wait
+(``observe_aged``), or, with fewer than ``min_tier`` / ``min_all`` of them, by every later age's together, else by
+the first estimates'. The first estimates' scale held at the start and missed later (the model's p90 of the wait
+left is not as far off as that of a whole wait): on the replay the later p90s' coverage moved toward 90%
+(bench/out/eta_*.json, ``at_ages``; synthetic 86/87/92% -> 89/93/93% at 10/30/60 min, Helios' unseen window
+65/56/85% -> 72/71/95%), the first estimates' unchanged. The p50's blend is still the first estimates' only.
+
 A ratio, not a shift: the misses grow with the wait (a 2-minute estimate is a few minutes off, a 2-hour one an hour),
 and the tiers differ (the low tier waits behind everyone's new work at a median of well over 1, the others near 1).
 On the replay (bench/eta_bench.py, docs/eta.md) the scaled p90 came within the target on synthetic and Helios
@@ -59,6 +67,29 @@ class Factors:
     by_tier: Mapping[str, tuple[float, float, str]]    # (p90 scale, p50 scale, what it rests on)
     floor_s: float
     blend: Mapping[str, float] = dataclasses.field(default_factory=dict)   # tier ("" every tier) -> the p50's w
+    # an estimate's age bucket (AGE_BUCKETS_S, past 0) -> tier ("" every tier) -> its p90 scale, as by_tier, from the
+    # started jobs' estimates made that far into their wait; a bucket or tier absent reads by_tier
+    by_age: Mapping[int, Mapping[str, tuple[float, float, str]]] = dataclasses.field(default_factory=dict)
+
+    def scale(self, tier: str, age_s: float = 0.0) -> tuple[float, float, str] | None:
+        """The scale of an estimate of a `tier` job made `age_s` after it began to wait: its age bucket's (the
+        tier's, else every tier's), else the first estimates' (the tier's, else every tier's), else None."""
+        b = age_bucket(age_s)
+        aged = self.by_age.get(b, {}) if b else {}
+        later = self.by_age.get(LATER, {}) if b else {}
+        return aged.get(tier, aged.get("")) or later.get(tier, later.get("")) or \
+            self.by_tier.get(tier, self.by_tier.get(""))
+
+
+# the ages (seconds since a job began to wait) from which an estimate's p90 is scaled by the estimates made that far
+# into the wait: the first, 10, 30 and 60 minutes and later
+AGE_BUCKETS_S = (0, 600, 1800, 3600)
+LATER = -1   # Factors.by_age's key of every bucket past the first together (a bucket with too few reads it)
+
+
+def age_bucket(age_s: float) -> int:
+    """The bucket of AGE_BUCKETS_S an estimate made `age_s` into its job's wait falls in (the last one at most)."""
+    return max((b for b in AGE_BUCKETS_S if age_s >= b - 1e-9), default=0)
 
 
 BLEND_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)   # the model's share in the p50 (the rest is the naive estimate)
@@ -80,6 +111,8 @@ class Calibration:
         self.min_blend = int(min_blend)
         # tier -> (started_at, p90 ratio, p50 ratio, waited, model p50 wait, naive wait), oldest first (NaN: unknown)
         self._obs: dict[str, deque[tuple[float, float, float, float, float, float]]] = {}
+        # age bucket (past 0) -> tier -> (started_at, p90 ratio) of the estimates made that far into the wait
+        self._aged: dict[int, dict[str, deque[tuple[float, float]]]] = {}
 
     def observe(self, tier: str, made_at: float, started_at: float, p90_model_s: float | None,
                 p50_model_s: float | None = None, naive_s: float | None = None) -> None:
@@ -97,6 +130,19 @@ class Calibration:
             (float(started_at), waited / max(float(p90_model_s), self.floor_s), r50, float(started_at - made_at),
              nan if p50_model_s is None else float(p50_model_s), nan if naive_s is None else float(naive_s)))
 
+    def observe_aged(self, tier: str, age_s: float, made_at: float, started_at: float,
+                     p90_model_s: float | None) -> None:
+        """A job of `tier` estimated `age_s` after it began to wait (at `made_at`, model p90 `p90_model_s` after
+        that) started at `started_at`: one ratio for its age bucket's scale. The first estimate (bucket 0) goes to
+        ``observe``; here it is ignored."""
+        b = age_bucket(age_s)
+        if not b or p90_model_s is None or not np.isfinite(p90_model_s) or not np.isfinite(started_at) \
+                or started_at < made_at:
+            return
+        waited = max(started_at - made_at, self.floor_s)
+        self._aged.setdefault(b, {}).setdefault(tier, deque(maxlen=self.keep)).append(
+            (float(started_at), waited / max(float(p90_model_s), self.floor_s)))
+
     def factors(self, now: float) -> Factors:
         """Each tier's p90 scale from the jobs that started by `now` only (see the module's docstring)."""
         seen = {t: np.array([o[1:] for o in d if o[0] <= now], dtype=float).reshape(-1, 5)
@@ -113,7 +159,23 @@ class Calibration:
             w = self._blend(r)
             if w is not None:
                 blend[t] = w
-        return Factors(out, self.floor_s, blend)
+        by_age: dict[int, dict[str, tuple[float, float, str]]] = {}
+        pooled: dict[str, list] = {}
+        for tiers in self._aged.values():
+            for t, d in tiers.items():
+                pooled.setdefault(t, []).extend(d)
+        for b, tiers in [*self._aged.items(), (LATER, pooled)]:
+            seen_b = {t: np.array([o[1] for o in d if o[0] <= now], dtype=float) for t, d in tiers.items()}
+            all_b = np.concatenate([*seen_b.values()]) if seen_b else np.empty(0)
+            at = "10 min or more into their wait" if b == LATER else f"{b // 60} min into their wait"
+            if len(all_b) >= self.min_all:
+                by_age.setdefault(b, {})[""] = (float(np.quantile(all_b, self.q)), 1.0,
+                                                f"every tier's {len(all_b)} started jobs' estimates {at}")
+            for t, r in seen_b.items():
+                if len(r) >= self.min_tier:
+                    by_age.setdefault(b, {})[t] = (float(np.quantile(r, self.q)), 1.0,
+                                                   f"the tier's {len(r)} started jobs' estimates {at}")
+        return Factors(out, self.floor_s, blend, by_age)
 
     def _blend(self, r: np.ndarray) -> float | None:
         """The model's weight in the p50 (BLEND_WEIGHTS) whose blend with the naive estimate erred least (median
@@ -136,7 +198,8 @@ class Calibration:
 
 
 def calibrate(etas: Sequence[Eta], tier_of: Mapping[str, str], factors: Factors, *,
-              p50: bool = False, naive: Mapping[str, float | None] | None = None) -> list[Eta]:
+              p50: bool = False, naive: Mapping[str, float | None] | None = None,
+              age_s: Mapping[str, float] | None = None) -> list[Eta]:
     """The estimates with each p90 scaled by its tier's factor (or every tier's), the model's own p90 kept in
     ``p90_model_s``; with `naive` (job id -> the naive estimate's wait, ``naive_waits``) each p50 blended with it
     by its tier's weight (the model's own p50 kept in ``p50_model_s``); with `p50`, the p50 scaled by its median
@@ -145,20 +208,21 @@ def calibrate(etas: Sequence[Eta], tier_of: Mapping[str, str], factors: Factors,
     out = []
     for e in etas:
         tier = tier_of.get(e.tenant, "")
-        f = factors.by_tier.get(tier, factors.by_tier.get(""))
+        f = factors.scale(tier, 0.0 if age_s is None else float(age_s.get(e.job_id, 0.0)))
         if e.p50_s is None or e.p90_s is None or f is None:
             out.append(dataclasses.replace(e, p90_model_s=e.p90_s, p50_model_s=e.p50_s))
             continue
         w = factors.blend.get(tier, factors.blend.get("", 1.0))
         nv = None if naive is None else naive.get(e.job_id)
-        p50_s = max(e.p50_s, factors.floor_s) * f[1] if p50 else e.p50_s
+        f50 = factors.scale(tier) or f   # the p50's scale: the first estimates' (measured in the replay only)
+        p50_s = max(e.p50_s, factors.floor_s) * f50[1] if p50 else e.p50_s
         blended = nv is not None and w < 1.0
         if blended:
             p50_s = w * p50_s + (1.0 - w) * float(nv)
         p90 = max(max(e.p90_s, factors.floor_s) * f[0], p50_s)
         if not blended:   # never below the model's own p90-to-p50 ratio over its p50 ("now" counts one cycle)
             p90 = max(p90, max(p50_s, factors.floor_s) * max(e.p90_s, factors.floor_s) / max(e.p50_s, factors.floor_s))
-        what = f"p90 scaled x{f[0]:.2f}" + (f", p50 x{f[1]:.2f}" if p50 else "") + \
+        what = f"p90 scaled x{f[0]:.2f}" + (f", p50 x{f50[1]:.2f}" if p50 else "") + \
             (f", p50 {w:.2f} of the model's and {1 - w:.2f} of the queue's rate" if blended else "")
         out.append(dataclasses.replace(e, p50_s=p50_s, p90_s=p90, p90_model_s=e.p90_s, p50_model_s=e.p50_s,
                                        basis=f"{e.basis}; {what} by how late {f[2]} came"))

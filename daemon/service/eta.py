@@ -4,7 +4,9 @@
 What it keeps between cycles, in memory only (a restart relearns; no estimate is better than a wrong one): the
 tenants' finished run lengths (a job running last cycle and gone now finished; one requeued is still live), the
 first estimate of each pending job, so that when it starts the error of what it was told first is measured, and
-the p90's calibration (daemon/policy/eta_calibration.py), fed with each started job's first estimate. Every replica
+the p90's calibration (daemon/policy/eta_calibration.py), fed with each started job's first estimate and the ones it
+was given when its wait first reached 10, 30 and 60 minutes (the p90 of a job waiting that long is scaled by those:
+the first estimates' scale held at the start and missed later, docs/eta.md). Every replica
 updates them every good cycle, the standby too (only the acting one shows the estimates on Slurm), so a takeover
 keeps them; a replica that starts has all three empty: the p90 is the model's own until 20 jobs have started under
 it (the first estimates are not stored, so the calibration cannot be rebuilt from the history).
@@ -33,7 +35,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from daemon.config.windows import window_of
 from daemon.policy.eta import QUANTILES, FreedRate, RunLengths, estimate, forecast_growth, free_to_pending, naive_waits
-from daemon.policy.eta_calibration import Calibration, calibrate
+from daemon.policy.eta_calibration import Calibration, age_bucket, calibrate
 from daemon.policy.state import ClusterState, Jobs
 from daemon.policy.types import Plan
 from daemon.web.eta_view import iso
@@ -118,6 +120,9 @@ class EtaTracker:
         # `made at`)
         self._first: dict[str, tuple[str, float, float | None, float | None, float | None, float | None,
                                      float | None]] = {}
+        # job -> age bucket (eta_calibration.AGE_BUCKETS_S past 0) -> (made at, the model's p90 seconds after it): the
+        # estimate it was given when its wait first reached that age, scored against its start as the first is
+        self._aged: dict[str, dict[int, tuple[float, float | None]]] = {}
         self.freed = FreedRate()   # the naive estimate's rate: GPUs of the jobs seen ending, over the last hour
         self.made_at: float | None = None      # on the estimates' clock
         self.made_wall: float | None = None    # on the wall clock: the estimates' age
@@ -165,11 +170,11 @@ class EtaTracker:
             self._running[j] = (state.tenants[int(i)], float(run), float(g))
             first = self._first.pop(j, None)
             if first is not None:
-                self._score(first, now - float(run))
+                self._score(first, now - float(run), self._aged.pop(j, {}))
         for j, t in (started or {}).items():
             first = self._first.pop(j, None)
             if first is not None:
-                self._score(first, float(t))
+                self._score(first, float(t), self._aged.pop(j, {}))
         res = dict(plan.reservations) if plan is not None else {}
         # the growth is read only for pending jobs: none waiting, none computed
         growth = forecast_growth(peaks_of(fc), state, res) if fc is not None and (~jobs.running).any() else None
@@ -181,7 +186,9 @@ class EtaTracker:
                         windows=windows_ahead(plan, state.at, self.window_min_lead_s) if plan is not None else (),
                         resolution_s=self.resolution_s, drain_s=self.drain_s)
         naive = naive_waits(etas, free_to_pending(state, res), self.freed.rate(now))
-        etas = calibrate(etas, tier_of, self.cal.factors(now), naive=naive)
+        # how long each job has waited since its first estimate: its p90 is scaled by estimates made that far in
+        ages = {e.job_id: now - self._first[e.job_id][1] for e in etas if e.job_id in self._first}
+        etas = calibrate(etas, tier_of, self.cal.factors(now), naive=naive, age_s=ages)
         rows = []
         for e in etas:
             p50 = None if e.p50_s is None else now + e.p50_s
@@ -189,20 +196,28 @@ class EtaTracker:
             if e.job_id not in self._first:
                 self._first[e.job_id] = (tier_of.get(e.tenant, "normal"), now, p50, p90, e.p90_model_s,
                                          e.p50_model_s, naive.get(e.job_id))
+            else:
+                b = age_bucket(ages.get(e.job_id, 0.0))
+                if b and b not in self._aged.get(e.job_id, {}):
+                    self._aged.setdefault(e.job_id, {})[b] = (now, e.p90_model_s)
             rows.append({**e.to_dict(), "p50_at": iso(p50), "p90_at": iso(p90)})
         pending = {e.job_id for e in etas}
         for j in [j for j in self._first if j not in pending and j not in live]:
             del self._first[j]          # withdrawn while waiting: never started, nothing to score
+            self._aged.pop(j, None)
         while len(self._first) > KEEP_FIRST:
+            self._aged.pop(next(iter(self._first)), None)
             del self._first[next(iter(self._first))]
         self.made_at, self.made_wall = now, wall
         self.view = {"made_at": now, "made_wall": wall, "jobs": rows}
         return self.view
 
     def _score(self, first: tuple[str, float, float | None, float | None, float | None, float | None, float | None],
-               started: float) -> None:
+               started: float, aged: dict[int, tuple[float, float | None]]) -> None:
         tier, made_at, p50, p90, p90_model_s, p50_model_s, naive_s = first
         self.cal.observe(tier, made_at, started, p90_model_s, p50_model_s, naive_s)
+        for b, (at, p90_m) in aged.items():
+            self.cal.observe_aged(tier, float(b), at, started, p90_m)
         if p50 is not None:
             self.error.labels(tier).observe(abs(started - p50))
         if p90 is not None:

@@ -8,7 +8,8 @@ estimate is scored: the p50's absolute error and whether the start came by the p
 the issue compares with: the GPUs needed ahead in the queue (this job's included, less the GPUs free to it now)
 divided by the recent rate at which GPUs freed up. The estimate a job still waiting is given at fixed times after
 it began to wait (AGES_MIN: 10, 30 and 60 minutes) is scored the same way, against the same start (the issue's "at
-fixed times after"); the p90's calibration learns from the first estimates only, as the daemon's does.
+fixed times after"); the p90's calibration learns from the first estimates and, per age, from these, as the
+daemon's does (an estimate made that far into a wait is scaled by the started jobs' estimates made as far in).
 
 Nothing here reads the trace: the hook sees the simulated cluster after step k, which the replay built from the
 demand up to k (tests/sim/test_eta_replay.py changes the trace after k and checks the estimates up to k).
@@ -133,6 +134,11 @@ class EtaHook:
                 made = self.score.made[j]   # how late it came against its model p90: the p90's scale from now on
                 self.cal.observe(self.tier_of[made.tenant], made.at * self.step_s, k * self.step_s,
                                  made.p90_model_s, made.p50_model_s, made.naive_s)
+                for age, later in self.score.later.items():   # and the ones made later in its wait, per age
+                    e = later.get(j)
+                    if e is not None:
+                        self.cal.observe_aged(self.tier_of[made.tenant], age * 60.0, e.at * self.step_s,
+                                              k * self.step_s, e.p90_model_s)
         return state
 
     def after_plan(self, c: SimCluster, k: int, state: ClusterState, mem: PolicyMemory, cfg: Config,
@@ -159,7 +165,8 @@ class EtaHook:
                          drain_s=cfg.preempt_drain_s())
         factors = self.cal.factors(k * self.step_s)
         naive = naive_waits(model, free_to_pending(now), self.freed.rate(k * self.step_s))
-        etas = calibrate(model, self.tier_of, factors, naive=naive)
+        ages = {str(j): a * 60.0 for j, a in due.items()}   # new jobs: 0, their first estimate
+        etas = calibrate(model, self.tier_of, factors, naive=naive, age_s=ages)
         p50_scaled = {e.job_id: e.p50_s for e in calibrate(model, self.tier_of, factors, p50=True)}
         new_set = set(new)
         for e in etas:

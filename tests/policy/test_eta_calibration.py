@@ -221,3 +221,24 @@ def test_each_tier_blends_by_its_own_weight_once_it_has_enough_jobs():
     low, normal = calibrate([_eta("L", "l", 900.0, 1800.0), _eta("N", "n", 900.0, 1800.0)], TIERS, f,
                             naive={"L": 300.0, "N": 300.0})
     assert low.p50_s == pytest.approx(300.0) and normal.p50_s == 900.0
+
+
+def test_an_estimate_made_later_in_a_wait_is_scaled_by_the_estimates_made_that_far_in():
+    """60 jobs came 1x their model p90 from their first estimate, but 3x from the one made 30 minutes into their
+    wait (the model grows too sure as the wait goes on). An estimate 30 min (or 45) into a wait is scaled x3, a
+    first one x1. A bucket with too few (10 min: 5) reads every later age's together; with none at all, the
+    first estimates'. Only estimates of jobs started by the time of the factors count."""
+    cal = Calibration(floor_s=60.0)
+    for i in range(60):
+        cal.observe("normal", 0.0, 1000.0 + i, p90_model_s=1000.0 + i)
+        cal.observe_aged("normal", 1800.0, 1800.0, 1800.0 + 3 * 600.0, p90_model_s=600.0)
+    for _ in range(5):
+        cal.observe_aged("normal", 600.0, 600.0, 600.0 + 600.0, p90_model_s=600.0)    # 1x, too few alone
+    f = cal.factors(1e9)
+    first, at30, at45, at10 = calibrate([_eta(j, "n", 0.0, 600.0) for j in "ABCD"], TIERS, f,
+                                        age_s={"B": 1800.0, "C": 2700.0, "D": 600.0})
+    assert first.p90_s == pytest.approx(600.0) and at30.p90_s == pytest.approx(1800.0) == at45.p90_s
+    assert "estimates 30 min into their wait" in at30.basis
+    assert at10.p90_s == pytest.approx(1800.0) and "10 min or more" in at10.basis    # the 65 later ones' q90: 3
+    assert calibrate([_eta("E", "n", 0.0, 600.0)], TIERS, cal.factors(2000.0), age_s={"E": 1800.0})[0].p90_s \
+        == pytest.approx(600.0)       # at 2000 none of the 30-min estimates' jobs had started (3600): the first's

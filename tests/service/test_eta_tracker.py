@@ -239,3 +239,23 @@ def test_on_the_simulators_clock_a_job_that_fits_now_waits_one_simulated_minute_
     assert rt.runner.eta.state_time
     assert rt.runner.eta.cal.floor_s == cfg.cycle.resolution_s == 60
     rt.close()
+
+
+def test_a_job_waiting_ten_minutes_is_scaled_by_the_estimates_made_ten_minutes_into_a_wait():
+    """P and R wait from 1060; at 1660 (10 min in) each is estimated again and that estimate is kept; P starts at
+    1800 and teaches the 10-minute scale (min_all=1 here) beside the first estimates' one. R, still waiting at
+    1860 (13 min in), is scaled by the 10-minute estimates', not by the first ones'."""
+    now = [1000.0]
+    t = EtaTracker(CollectorRegistry(), lambda: now[0], min_samples=1)
+    t.cal = Calibration(min_all=1, min_tier=1, floor_s=30.0)
+    t.update(_state({"J0": 540.0, "J1": 100.0, "J2": 100.0, "J3": 100.0, "J4": 100.0}, {}), None, None)
+    now[0] = 1060.0
+    t.update(_state({"J1": 160.0, "J2": 160.0, "J3": 160.0, "J4": 160.0}, {"P": 0.0, "R": 0.0}), None, None)
+    now[0] = 1660.0
+    t.update(_state({"K1": 100.0, "K2": 100.0, "K3": 100.0, "K4": 100.0}, {"P": 600.0, "R": 600.0}), None, None)
+    assert set(t._aged) == {"P", "R"} and set(t._aged["P"]) == {600}
+    now[0] = 1860.0
+    (r,) = t.update(_state({"K1": 300.0, "K2": 300.0, "K3": 300.0, "P": 60.0}, {"R": 800.0}), None, None)["jobs"]
+    f = t.cal.factors(1860.0)
+    assert "" in f.by_age[600] and f.by_age[600][""][0] != f.by_tier[""][0]
+    assert "estimates 10 min into their wait" in r["basis"] and "P" not in t._aged
