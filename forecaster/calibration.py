@@ -130,8 +130,10 @@ def conformal_shift(pred: np.ndarray, actual: np.ndarray, quantiles: tuple[float
         shift[:, j] = sj[:, 0]
     thin = counts < min_count
     if thin.any():
-        scale = np.nanmean(np.abs(actual), axis=(0, 2))
-        scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
+        # a tenant with no actual seen has no scale (its mean would be NaN, and numpy warns): 1, as a scale of 0
+        seen = np.isfinite(actual).sum(axis=(0, 2))
+        scale = np.nansum(np.abs(actual), axis=(0, 2)) / np.maximum(seen, 1)
+        scale = np.where((seen > 0) & np.isfinite(scale) & (scale > 0), scale, 1.0)
         rel = flat / scale[:, None, None]
         pooled = np.array([nan_quantiles(rel[:, :, j].ravel(), (q,), axis=0)[0][0]
                            for j, q in enumerate(quantiles)])

@@ -321,6 +321,7 @@ def test_exp_smoothing_smooths_noise_and_stays_naive_on_a_walk():
     assert not np.allclose(at, Naive(qs).forecasts_at(noisy, np.array([len(noisy)]), 30)[0])
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")   # a tenant with nothing seen has no scale, not a warning
 def test_exp_smoothing_never_turns_missing_data_into_load():
     f = _counts(30, 400, 3, 3)
     f.iloc[:, 0] = np.nan                                  # never reported
