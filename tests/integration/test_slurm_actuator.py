@@ -9,6 +9,7 @@ import pytest
 
 from daemon.actuators.slurm.actuator import SlurmActuator, SlurmError, parse_elapsed, parse_gpus, parse_job_gpus
 from daemon.config import SlurmActuatorConfig, TenantConfig
+from daemon.policy.state import PRIORITY
 from daemon.policy.types import Plan, PolicyMemory, Preemption
 from tests.support.services import slurm_cluster, wait_for
 
@@ -715,3 +716,25 @@ def test_a_component_of_a_heterogeneous_job_is_preempted_by_its_jobs_id():
         assert not rep.errors, rep.errors
         assert f"scontrol requeue {het}" in rep.actions, rep.actions
         wait_for(lambda: "RUNNING" not in state(s, het), what="both components requeued", timeout=30)
+
+
+def test_a_heterogeneous_job_with_a_component_above_low_is_never_preempted_for_its_low_one():
+    """Each component of a hetjob has its own partition, QOS and account (Slurm's heterogeneous_jobs page), and a
+    component is requeued with every other (whole_job). Read at its own tier, the low component of a hetjob whose
+    other component runs in partition high (under another tenant's account here) was a low job: the plan's
+    preemption of it requeued the high component too. Now each component is read at its job's highest tier (at
+    least normal across accounts): the view does not offer it, and a plan that names it is refused."""
+    with slurm_cluster(nodes=("gn1", "gn2"), gpus=4) as s:
+        hi = ["--partition=high", "--account=acct-high", "--gres=gpu:1", "-o", "/dev/null"]
+        lo = ["--partition=low", "--account=acct-low", "--gres=gpu:1", "-o", "/dev/null"]
+        r = subprocess.run(["sbatch", "--parsable", *hi, "-w", "gn1", "--requeue", "--wrap", "sleep 600", ":",
+                            *lo, "-w", "gn2"], env=s["env"], capture_output=True, text=True, check=True)
+        het = r.stdout.strip().split(";")[0]
+        wait_for(lambda: state(s, f"{het}+1").count("RUNNING") == 2, what="hetjob running", timeout=60)
+        js = act(s).cluster_jobs(("team-high", "team-low"))
+        tiers = dict(zip(js.ids.tolist(), js.priority.tolist()))
+        assert tiers == {f"{het}+0": PRIORITY["high"], f"{het}+1": PRIORITY["high"]}, tiers
+        rep = act(s).apply(plan_for(Preemption(f"{het}+1", "team-low", 1, "gn2", "peak ahead for team-high")))
+        assert f"scontrol requeue {het}" not in rep.actions, rep.actions
+        assert any(f"refused to preempt {het}+1: priority high" in e for e in rep.errors), rep.errors
+        assert state(s, het).count("RUNNING") == 2

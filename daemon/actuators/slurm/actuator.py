@@ -65,6 +65,7 @@ from daemon.actuators.slurm.squeue import (  # re-exported: the old import path 
     parse_submit,
     parse_time_limit,
     waits_for_gpus,
+    whole_job,
 )
 from daemon.actuators.slurm.windows import SlurmWindows, parse_window_reservations
 from daemon.config import SlurmActuatorConfig, TenantConfig, Tier
@@ -72,6 +73,7 @@ from daemon.config.fleet import FleetConfig
 from daemon.config.names import named_tenant, tenant_accounts
 from daemon.config.windows import window_of
 from daemon.policy.eta import moved
+from daemon.policy.state import PRIORITY
 from daemon.policy.types import Notification, Plan
 from daemon.policy.windows import reserve_margin_s
 
@@ -96,6 +98,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         self._eta_written: TermRecord[str, tuple[float | None, ...]] = TermRecord(lambda: self.guard)
         # job id -> (submitted, started, tier) as the last cluster_jobs read it: what decisions were made on
         self._seen: dict[str, tuple[float, float, Tier]] = {}
+        self._het: dict[str, str] = {}   # hetjob id -> its components' tier, as last read (hetjob_tiers)
         # job id -> (reason, entry number): a failed node's jobs whose requeue failed. The failover worker adds
         # while a cycle's retry pass reads and removes, so both hold the lock; the number tells a pass that an
         # entry was added again while it waited on Slurm (it is not the pass's to remove)
@@ -175,6 +178,13 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         return self._cmd(rep, "scontrol", *args)
 
     def priority(self, job: SlurmJob) -> Tier:
+        """The job's tier; a heterogeneous job's component's: its whole job's as last read (hetjob_tiers), where
+        higher than its own."""
+        own = self.own_priority(job)
+        het = self._het.get(whole_job(job.job_id)) if "+" in job.job_id else None
+        return het if het is not None and PRIORITY[het] > PRIORITY[own] else own
+
+    def own_priority(self, job: SlurmJob) -> Tier:
         return self.cfg.priority_by_qos.get(job.qos) or self.cfg.priority_by_partition.get(job.partition) or "normal"
 
     def tenant(self, job: SlurmJob) -> str:
@@ -270,7 +280,12 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
                 self._warned.clear()
             return
         try:
-            live = {j.job_id: j for j in self.jobs(sorted(set(wanted) | set(self._warned)))}
+            named = set(wanted) | set(self._warned)
+            # a hetjob's component: its job's every component too (squeue -j 123), whose tiers its requeue takes
+            hets = {whole_job(j) for j in named if "+" in j}
+            listed = self.jobs(sorted(named | hets))
+            self._het = {**self._het, **self.hetjob_tiers(listed)} if hets else self._het
+            live = {j.job_id: j for j in listed}
         except SlurmError as exc:
             rep.errors.append(str(exc))
             return

@@ -26,6 +26,7 @@ from daemon.actuators.slurm.squeue import (
     parse_arrays,
     split_records,
     waits_for_gpus,
+    whole_job,
 )
 from daemon.actuators.slurm.windows import parse_window_reservations
 from daemon.policy.state import CLOSED, HELD_BY_POOL, PRIORITY, UNHELD, Jobs, Nodes
@@ -131,6 +132,7 @@ class ClusterView:
                     together.setdefault(j.account, []).append((need, j.total_gpus))
             self.together = {a: tuple(v) for a, v in together.items()}
         # what the plan and the health step decide on: each job's identity and tier as read now (_changed)
+        self._het = self.hetjob_tiers(listed)
         self._seen = {j.job_id: (j.submitted, j.started, self.priority(j)) for j in rows}
         run = np.array([j.state == "RUNNING" for j in rows], dtype=bool)
         # a pending job's wait runs from when it became eligible, not from its submission: held, or submitted with
@@ -155,6 +157,25 @@ class ClusterView:
                     node=np.array([j.nodes for j in rows], dtype=object), accepts=accepts,
                     # the start estimate ends a running job by its time limit (policy/eta.py)
                     time_limit_s=np.array([j.time_limit_s for j in rows], dtype=float))
+
+    def hetjob_tiers(self, listed: list[SlurmJob]) -> dict[str, str]:
+        """Heterogeneous job id -> the tier each of its components is read at (self.priority: het_tier): the highest
+        of its components' (each has its own partition, QOS and account), and at least normal where they run
+        under two accounts or more. A component is requeued or suspended with its job's every component (whole_job):
+        read at its own tier, a hetjob of a high component (partition high) and a low one (partition low) was a low
+        job to the plan, and its preemption requeued the high component too, and another tenant's where an account
+        of each ran it."""
+        comps: dict[str, list[SlurmJob]] = {}
+        for j in listed:
+            if "+" in j.job_id:
+                comps.setdefault(whole_job(j.job_id), []).append(j)
+        out: dict[str, str] = {}
+        for het, js in comps.items():
+            tier = max((self.own_priority(j) for j in js), key=PRIORITY.__getitem__)
+            if len({j.account for j in js}) > 1:
+                tier = max(tier, "normal", key=PRIORITY.__getitem__)
+            out[het] = tier
+        return out
 
     def _array_jobs(self) -> list[SlurmJob]:
         """jobs(), each array's pending tasks read by the one rule (squeue.expand_arrays) from the source that has
