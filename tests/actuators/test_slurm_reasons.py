@@ -219,3 +219,28 @@ def test_a_tenants_many_arrays_do_not_overflow_the_json_reads_command_line(tmp_p
                         [TenantConfig(name="t", slurm_account="acct")], dry_run=True)
     js = act.cluster_jobs(("t",))
     assert len(js.ids) == 100 and list(js.ids[:3]) == ["100000_1", "100000_2", "100001_1"]
+
+
+def test_a_json_read_that_times_out_is_one_short_line_not_its_command_line(tmp_path, caplog):
+    """squeue --json -j names up to 100,000 characters of array ids; when it timed out, the warning quoted
+    TimeoutExpired's text, the whole command line, every cycle. Now it names the command, cut, and the timeout."""
+    import logging
+    import os
+
+    from daemon.actuators.slurm.actuator import SlurmActuator
+    from daemon.config import SlurmActuatorConfig, TenantConfig
+
+    lines = "".join(f"{100000 + i}_[1-2]|acct|p|normal|PENDING||0:00|gres:gpu:1|Priority|2026-12-06T02:00:00|(null)|1"
+                    f"|N/A|UNLIMITED\n" for i in range(14_000))
+    (tmp_path / "jobs.txt").write_text(lines)
+    squeue = tmp_path / "squeue"
+    squeue.write_text(f"#!/bin/sh\ncase \"$*\" in\n  *--json*) exec sleep 30 ;;\n  *-O*) ;;\n"
+                      f"  *) cat {tmp_path}/jobs.txt ;;\nesac\n")
+    os.chmod(squeue, 0o755)
+    act = SlurmActuator(SlurmActuatorConfig(bin_dir=tmp_path, max_array_tasks=100, timeout_s=0.5),
+                        [TenantConfig(name="t", slurm_account="acct")], dry_run=True)
+    with caplog.at_level(logging.WARNING):
+        js = act.cluster_jobs(("t",))
+    assert len(js.ids) == 100
+    said = [r.getMessage() for r in caplog.records if "throttles" in r.getMessage()]
+    assert len(said) == 1 and "timed out after 0.5 seconds" in said[0] and len(said[0]) < 1_000, said

@@ -148,7 +148,12 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         try:
             return subprocess.run([exe, *args[1:]], capture_output=True, text=True, timeout=self.cfg.timeout_s,
                                   env=self.env)
-        except (OSError, subprocess.TimeoutExpired) as exc:
+        except subprocess.TimeoutExpired:
+            # not the exception's own text: it quotes the whole command line, up to 100,000 characters of job ids
+            # (squeue --json -j), in a line logged each cycle
+            raise SlurmError(f"{args[0]}: {' '.join(args)[:200]!r} timed out after {self.cfg.timeout_s:g} seconds") \
+                from None
+        except OSError as exc:
             raise SlurmError(f"{args[0]}: {exc}") from None
 
     def _read(self, *args: str) -> str:
