@@ -78,6 +78,29 @@ def test_node_choice_whole_nodes_prefers_current_then_useful():
     assert h.choose(nodes, jobs, ("a", "b"), 1, ("acct-high",), {}, set(), keep=True) == ["a", "b"]
 
 
+def test_many_pending_two_type_jobs_are_checked_once_per_set_of_types():
+    """A hold's nodes for its accounts' pending jobs that ask several GPU types at once (choose_typed's `together`):
+    each job was an entry checked against every node of the type, so a tenant's 20,000 such jobs took 2 s per type
+    and call over 1,000 nodes, each cycle. Entries of one set of types are one now, their GPUs summed."""
+    checks = [0]
+
+    class Need(frozenset):
+        def __le__(self, other):
+            checks[0] += 1
+            return frozenset.__le__(self, other)
+
+        __hash__ = frozenset.__hash__
+
+    h = SlurmHolds(read=None, scontrol=None, accounts={"h": "acct-high"}, tier_of={"h": "high"}, tiers=["high"],
+                   prefix="gpuas-hold", shrink_delay_s=0.0, node_type=lambda n: "a100")
+    nodes = [Node(f"n{i}", "IDLE", 4, 0, gres="gpu:a100:4" + (",gpu:t4:1" if i >= 95 else "")) for i in range(100)]
+    together = tuple((Need({"a100", "t4"}), 1) for _ in range(1_000))
+    got = h.choose_typed(nodes, [], (), 4, ("acct-high",), {}, set(), keep=False, by_type={"a100": 4},
+                         together=together)
+    assert len(got) == 1 and got[0] in {f"n{i}" for i in range(95, 100)}, got
+    assert checks[0] <= 2 * len(nodes), checks
+
+
 def test_node_choice_prefers_nodes_without_work_that_cannot_be_preempted():
     h = SlurmHolds(read=None, scontrol=None, accounts={"h": "acct-high", "n": "acct-norm", "l": "acct-low"},
                    tier_of={"h": "high", "n": "normal", "l": "low"}, tiers=["high"], prefix="gpuas-hold",
