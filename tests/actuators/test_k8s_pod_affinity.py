@@ -161,3 +161,20 @@ def test_a_selectors_values_count_against_the_cycles_bound(monkeypatch):
     assert "requires pod affinity (app In v0,v1" in judge(pod("a", "many", 4, near=many), [web])
     many["labelSelector"]["matchExpressions"][0]["values"].append("web")
     assert judge(pod("a", "many", 4, near=many), [web]) is None
+
+
+def test_one_namespaces_costly_selectors_leave_the_other_tenants_pods_judged(monkeypatch):
+    """The bound on checks was one budget for the cycle: a tenant's pods with costly selectors, judged first, spent it,
+    and every other tenant's pod that can never start counted as demand again (held and preempted for). A namespace
+    now spends at most its share; the others' pods are still judged."""
+    web = pod("a", "web", 1, labels={"app": "web"}, on="n1")
+    monkeypatch.setattr(pod_affinity, "MAX_CHECKS", 10_000)
+    monkeypatch.setattr(pod_affinity, "MAX_CHECKS_PER_NAMESPACE", 2_500)
+    costly = [pod("evil", f"e{k}", 4, near={"labelSelector": {"matchExpressions": [
+        {"key": "app", "operator": "In", "values": [f"v{k}-{i}" for i in range(1_990)]}]}, "topologyKey": HOST})
+        for k in range(6)]
+    ghost = pod("b", "ghost", 4, near=term({"app": "ghost"}))
+    why = never_starts([node("n1")], "nvidia.com/gpu", pods=[web, *costly, ghost])
+    judged = [why(p, 4) for p in costly]
+    assert judged[0] is not None and judged[1:] == [None] * 5   # its share spent on the first: the rest stay demand
+    assert "requires pod affinity (app=ghost by" in (why(ghost, 4) or ""), why(ghost, 4)

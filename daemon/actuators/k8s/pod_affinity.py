@@ -21,7 +21,10 @@ holds every live pod with its labels, so it can judge it on any cluster.
 
 Existing pods' anti-affinity against the pending pod is not judged (the pod stays demand). A pod whose judging would
 take more than MAX_CHECKS label checks this cycle (a tenant's many distinct selectors over 100,000 pods; a selector's
-values count too, so one In of 100,000 values costs as much) is not judged either: it stays demand.
+values count too, so one In of 100,000 values costs as much), or more than its namespace's share of them
+(MAX_CHECKS_PER_NAMESPACE), is not judged either: it stays demand. The share keeps one tenant's costly selectors from
+spending the cycle's whole bound, after which every other tenant's pods that can never start would count as demand
+again (and be preempted for).
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ from __future__ import annotations
 # 60,000 values (1.2 MB each), checked as lists, took 14 s a cycle for 10 of them over 1,000 bound pods (20,000 of
 # the 300,000 checks); 0.2 s now
 MAX_CHECKS = 300_000
+# one namespace's pods (a tenant's) spend at most this much of it: four tenants' pods must spend their whole share
+# before a fifth's go unjudged
+MAX_CHECKS_PER_NAMESPACE = MAX_CHECKS // 4
 
 
 def selector_matches(sel, labels: dict) -> bool:
@@ -209,6 +215,7 @@ class Placed:
         self.off = {i for i, row in self.rows.items() if row[2] not in node_labels} \
             if bound.nodes.keys() - node_labels.keys() else set()
         self.checks = 0
+        self.by_namespace: dict[str, int] = {}   # checks made for each namespace's pods (MAX_CHECKS_PER_NAMESPACE)
         self._cache: dict[tuple, list[int] | None] = {}
         self._passes: dict[tuple, list[bool]] = {}   # per node, for pods whose terms match the same rows
 
@@ -232,12 +239,22 @@ class Placed:
             options = [[i for i in o if i not in self.off] for o in options]
         return min(options, key=len)
 
+    def _spend(self, own: str, n: int) -> bool:
+        """Count `n` checks for a pod of namespace `own`, or False (none counted) past the cycle's bound or the
+        namespace's share of it."""
+        mine = self.by_namespace.get(own, 0)
+        if self.checks + n > MAX_CHECKS or mine + n > MAX_CHECKS_PER_NAMESPACE:
+            return False
+        self.checks += n
+        self.by_namespace[own] = mine + n
+        return True
+
     def matching(self, terms: list, own: str, surely: bool) -> list[int] | None:
-        """The rows matching every term (selector and namespaces); None past the cycle's MAX_CHECKS."""
+        """The rows matching every term (selector and namespaces) for a pod of namespace `own`; None past the cycle's
+        MAX_CHECKS or the namespace's share of it."""
         size, per_row = _size(terms)
-        if self.checks + size > MAX_CHECKS:   # before any value is read: reading the key costs the terms' size
+        if not self._spend(own, size):   # before any value is read: reading the key costs the terms' size
             return None
-        self.checks += size
         key = (surely, own, tuple((_compiled(t.label_selector) if t.label_selector is not None else None,
                                    tuple(t.namespaces or ()),
                                    _compiled(t.namespace_selector) if t.namespace_selector is not None else None)
@@ -249,10 +266,9 @@ class Placed:
         else:
             spaces = [_namespaces(t, own, surely) for t in terms]
             cands = self._candidates(terms[0].label_selector)
-            if self.checks + len(cands) * per_row > MAX_CHECKS:
+            if not self._spend(own, len(cands) * per_row):
                 out = None
             else:
-                self.checks += len(cands) * per_row
                 sels = [_compiled(t.label_selector) for t in terms]
                 out = [i for i in cands if all((ns is None or self.rows[i][0] in ns) and _holds(sel, self.rows[i][1])
                                                for sel, ns in zip(sels, spaces))]
