@@ -198,25 +198,31 @@ def test_an_arrays_record_is_its_tasks_lowest_first_up_to_its_throttle_and_a_bou
     assert by_id({"2_[0-3999999]": 7.0}, got[2]) == 7.0 and by_id({}, got[2], "x") == "x"
 
 
-def test_a_tenants_many_arrays_do_not_overflow_the_json_reads_command_line(tmp_path):
-    """squeue --json -j names the arrays whose throttle the view reads, in one argument, which Linux caps at 128 KiB:
-    a tenant's 20,000 pending arrays of two tasks (MaxJobCount raised, as a 100,000-GPU cluster's is) made the exec
-    fail (OSError E2BIG) and with it every tenant's view, each cycle. Past the cap every job's JSON is read (what
-    22.05 prints whatever -j names); squeue here is a script printing those lines."""
+def _many_arrays_actuator(tmp_path, arrays: int, on_json: str, **cfg):
+    """A SlurmActuator over a squeue script printing `arrays` pending arrays of two tasks of account acct (tenant t),
+    running `on_json` for --json."""
     import os
 
     from daemon.actuators.slurm.actuator import SlurmActuator
     from daemon.config import SlurmActuatorConfig, TenantConfig
 
     lines = "".join(f"{100000 + i}_[1-2]|acct|p|normal|PENDING||0:00|gres:gpu:1|Priority|2026-12-06T02:00:00|(null)|1"
-                    f"|N/A|UNLIMITED\n" for i in range(20_000))
+                    f"|N/A|UNLIMITED\n" for i in range(arrays))
     (tmp_path / "jobs.txt").write_text(lines)
     squeue = tmp_path / "squeue"
-    squeue.write_text(f"#!/bin/sh\ncase \"$*\" in\n  *--json*) echo '{{\"jobs\": []}}' ;;\n  *-O*) ;;\n"
+    squeue.write_text(f"#!/bin/sh\ncase \"$*\" in\n  *--json*) {on_json} ;;\n  *-O*) ;;\n"
                       f"  *) cat {tmp_path}/jobs.txt ;;\nesac\n")
     os.chmod(squeue, 0o755)
-    act = SlurmActuator(SlurmActuatorConfig(bin_dir=tmp_path, max_array_tasks=100),
-                        [TenantConfig(name="t", slurm_account="acct")], dry_run=True)
+    return SlurmActuator(SlurmActuatorConfig(bin_dir=tmp_path, max_array_tasks=100, **cfg),
+                         [TenantConfig(name="t", slurm_account="acct")], dry_run=True)
+
+
+def test_a_tenants_many_arrays_do_not_overflow_the_json_reads_command_line(tmp_path):
+    """squeue --json -j names the arrays whose throttle the view reads, in one argument, which Linux caps at 128 KiB:
+    a tenant's 20,000 pending arrays of two tasks (MaxJobCount raised, as a 100,000-GPU cluster's is) made the exec
+    fail (OSError E2BIG) and with it every tenant's view, each cycle. Past the cap every job's JSON is read (what
+    22.05 prints whatever -j names); squeue here is a script printing those lines."""
+    act = _many_arrays_actuator(tmp_path, 20_000, "echo '{\"jobs\": []}'")
     js = act.cluster_jobs(("t",))
     assert len(js.ids) == 100 and list(js.ids[:3]) == ["100000_1", "100000_2", "100001_1"]
 
@@ -225,20 +231,8 @@ def test_a_json_read_that_times_out_is_one_short_line_not_its_command_line(tmp_p
     """squeue --json -j names up to 100,000 characters of array ids; when it timed out, the warning quoted
     TimeoutExpired's text, the whole command line, every cycle. Now it names the command, cut, and the timeout."""
     import logging
-    import os
 
-    from daemon.actuators.slurm.actuator import SlurmActuator
-    from daemon.config import SlurmActuatorConfig, TenantConfig
-
-    lines = "".join(f"{100000 + i}_[1-2]|acct|p|normal|PENDING||0:00|gres:gpu:1|Priority|2026-12-06T02:00:00|(null)|1"
-                    f"|N/A|UNLIMITED\n" for i in range(14_000))
-    (tmp_path / "jobs.txt").write_text(lines)
-    squeue = tmp_path / "squeue"
-    squeue.write_text(f"#!/bin/sh\ncase \"$*\" in\n  *--json*) exec sleep 30 ;;\n  *-O*) ;;\n"
-                      f"  *) cat {tmp_path}/jobs.txt ;;\nesac\n")
-    os.chmod(squeue, 0o755)
-    act = SlurmActuator(SlurmActuatorConfig(bin_dir=tmp_path, max_array_tasks=100, timeout_s=0.5),
-                        [TenantConfig(name="t", slurm_account="acct")], dry_run=True)
+    act = _many_arrays_actuator(tmp_path, 14_000, "exec sleep 30", timeout_s=0.5)
     with caplog.at_level(logging.WARNING):
         js = act.cluster_jobs(("t",))
     assert len(js.ids) == 100

@@ -325,26 +325,22 @@ def anti_affinity_passes(pod, terms: list, placed: Placed, named: list) -> list[
     return placed._passes[done]
 
 
+_NEAR = ("pod_affinity", "requires pod affinity {terms} (podAffinity, required) that none of the nodes it fits "
+         "otherwise meets: no pod it must run beside is bound in their domain, and it does not match those terms "
+         "itself (the scheduler's exception for a group's first pod)")
+_AWAY = ("pod_anti_affinity", "requires pod anti-affinity {terms} (podAntiAffinity, required) that every node it fits "
+         "otherwise breaks: a pod it must keep away from, at its priority or above (which kube-scheduler preempts none "
+         "of for it), is bound in each one's domain, until those end")
+
+
 def why_not(pod, ok: list[bool], placed: Placed, named: list) -> tuple[list[bool], str | None]:
     """The nodes of `ok` (those the pod fits otherwise) its required pod affinity and anti-affinity leave, and why
     none is left (None while one is, or where it is not judged)."""
-    terms = required(pod, "pod_affinity")
-    if terms:
-        passes = affinity_passes(pod, terms, placed, named)
+    for (kind, said), judge in ((_NEAR, affinity_passes), (_AWAY, anti_affinity_passes)):
+        terms = required(pod, kind)
+        passes = judge(pod, terms, placed, named) if terms else None
         if passes is not None:
             ok = [o and p for o, p in zip(ok, passes)]
             if not any(ok):
-                return ok, (f"requires pod affinity {shown_terms(terms)} (podAffinity, required) that none of the "
-                            "nodes it fits otherwise meets: no pod it must run beside is bound in their domain, and it "
-                            "does not match those terms itself (the scheduler's exception for a group's first pod)")
-    anti = required(pod, "pod_anti_affinity")
-    if anti:
-        passes = anti_affinity_passes(pod, anti, placed, named)
-        if passes is not None:
-            ok = [o and p for o, p in zip(ok, passes)]
-            if not any(ok):
-                return ok, (f"requires pod anti-affinity {shown_terms(anti)} (podAntiAffinity, required) that every "
-                            "node it fits otherwise breaks: a pod it must keep away from, at its priority or above "
-                            "(which kube-scheduler preempts none of for it), is bound in each one's domain, until "
-                            "those end")
+                return ok, said.format(terms=shown_terms(terms))
     return ok, None
