@@ -35,6 +35,16 @@ def states(s):
     return {ln.split("|")[0]: ln.split("|")[1:] for ln in out.splitlines() if ln.strip()}
 
 
+
+def _first_task_running(s, array: str) -> str:
+    """A high-tier job on 3 of gn1's 4 GPUs, then a pending array (`array`) of one a100 each whose first task runs on
+    the fourth; the array's id."""
+    high = submit(s, "--gres=gpu:a100:3", account="acct-high", partition="high")
+    wait_for(lambda: states(s).get(high, [""])[0] == "RUNNING", what="high job running", timeout=60)
+    a = submit(s, array, "--gres=gpu:a100:1")
+    wait_for(lambda: states(s).get(f"{a}_1", [""])[0] == "RUNNING", what="task 1 running", timeout=60)
+    return a
+
 def test_every_pending_task_of_an_array_is_demand_up_to_its_throttle():
     """gn1 (a100:4): a high job takes 3 GPUs; a low tenant's --array=1-6%2 of a100:1 runs task 1 on the last GPU,
     then --array=1-10 of a100:1 and --array=1-8%3 of a100:2 wait. squeue prints each pending array as one line
@@ -44,10 +54,7 @@ def test_every_pending_task_of_an_array_is_demand_up_to_its_throttle():
     array's own tasks to end, as Slurm says once N run: JobArrayTaskLimit, not for GPUs): 1 task of the first,
     10 of the second, 3 of the third (6 GPUs)."""
     with slurm_cluster(nodes=("gn1",), gpus=4, gres_types={"gn1": "a100"}) as s:
-        high = submit(s, "--gres=gpu:a100:3", account="acct-high", partition="high")
-        wait_for(lambda: states(s).get(high, [""])[0] == "RUNNING", what="high job running", timeout=60)
-        a = submit(s, "--array=1-6%2", "--gres=gpu:a100:1")
-        wait_for(lambda: states(s).get(f"{a}_1", [""])[0] == "RUNNING", what="task 1 running", timeout=60)
+        a = _first_task_running(s, "--array=1-6%2")
         b = submit(s, "--array=1-10", "--gres=gpu:a100:1")
         c = submit(s, "--array=1-8%3", "--gres=gpu:a100:2")
         time.sleep(2)
@@ -150,10 +157,7 @@ def test_a_throttled_arrays_split_off_and_held_tasks_take_no_more_than_its_throt
     Now the throttle, the line's or --json's, decides first what waits (3 less the one running), the bound counts
     those, and --json's records say which task is held: 2 + 10 tasks both times."""
     with slurm_cluster(nodes=("gn1",), gpus=4, gres_types={"gn1": "a100"}) as s:
-        high = submit(s, "--gres=gpu:a100:3", account="acct-high", partition="high")
-        wait_for(lambda: states(s).get(high, [""])[0] == "RUNNING", what="high job running", timeout=60)
-        a = submit(s, "--array=1-100%3", "--gres=gpu:a100:1")
-        wait_for(lambda: states(s).get(f"{a}_1", [""])[0] == "RUNNING", what="task 1 running", timeout=60)
+        a = _first_task_running(s, "--array=1-100%3")
         b = submit(s, "--array=1-10", "--gres=gpu:a100:1")
         subprocess.run(["scontrol", "update", f"jobid={a}_5", "comment=split"], env=s["env"], check=True,
                        capture_output=True)
