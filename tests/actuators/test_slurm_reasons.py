@@ -162,7 +162,7 @@ def test_an_arrays_records_are_split_apart_from_squeue_json():
 def test_an_arrays_throttle_is_read_from_squeue_json_never_lower_than_a_record_says():
     """array_max_tasks per record (22.05: a number; later {"set", "number"}): the largest, 0 (no limit) above all,
     so no record can lower another's; output that is not squeue's JSON is one clear error."""
-    from daemon.actuators.slurm.squeue import SlurmError, parse_array_throttles
+    from daemon.actuators.slurm.squeue import SlurmError, parse_arrays
 
     out = ('{"jobs": [{"job_id": 1, "array_job_id": 1, "array_max_tasks": 3},'
            ' {"job_id": 7, "array_job_id": 1, "array_max_tasks": 2},'
@@ -170,12 +170,12 @@ def test_an_arrays_throttle_is_read_from_squeue_json_never_lower_than_a_record_s
            ' "array_max_tasks": 0}, {"job_id": 3, "array_job_id": {"set": true, "number": 3},'
            ' "array_max_tasks": {"set": true, "number": 5}}, {"job_id": 4, "array_job_id": 0},'
            ' {"job_id": 5, "array_job_id": 5, "array_max_tasks": "x"}, "junk"]}')
-    assert parse_array_throttles(out) == {"1": 3, "2": 0, "3": 5, "5": 0}
+    assert {a: r.throttle for a, r in parse_arrays(out).items()} == {"1": 3, "2": 0, "3": 5, "5": 0}
     # (nested past Python's recursion limit, from a broken squeue or a wrapper: a RecursionError escaped the view's
     # fallback, every pending task counted with a warning, and failed the whole cycle's read)
     for bad in ("squeue: error: x", "[]", '{"jobs": 3}', "[" * 100_000, '{"jobs": [' + '{"a":' * 100_000):
         with pytest.raises(SlurmError, match="squeue --json: not a list of jobs"):
-            parse_array_throttles(bad)
+            parse_arrays(bad)
 
 
 def test_an_arrays_record_is_its_tasks_lowest_first_up_to_its_throttle_and_a_bound_per_tenant():

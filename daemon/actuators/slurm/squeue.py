@@ -197,11 +197,6 @@ def parse_arrays(out: str) -> dict[str, ArrayRecords]:
     return {a: ArrayRecords(n, tuple(pending.get(a, ()))) for a, n in got.items()}
 
 
-def parse_array_throttles(out: str) -> dict[str, int]:
-    """``squeue --json``'s records as {array job id: its throttle, 0 for no limit} (parse_arrays)."""
-    return {a: r.throttle for a, r in parse_arrays(out).items()}
-
-
 # squeue's one line for the pending tasks of an array that share its record: 1_[3-10%3], 2_[0,4,8,40-42]. A task
 # split off the record (an scontrol update or hold of one task) is printed in the same line (22.05): its reason joins
 # the record's (Resources,JobHeldAdmin) and the %N is dropped (1_[1-10]); squeue --json tells them apart
