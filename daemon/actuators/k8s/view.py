@@ -318,9 +318,12 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
 def _taints_why(pod, taints_of: list[list]) -> str | None:
     """Why the pod starts on none of the nodes it fits otherwise (their standing taints), or None: one of them has no
     taint it does not tolerate."""
-    if any(_untolerated(pod, taints) is None for taints in taints_of):   # most often the first node
-        return None
-    firsts = [_untolerated(pod, taints) for taints in taints_of]
+    firsts = []
+    for taints in taints_of:   # most often the first node has none the pod does not tolerate
+        first = _untolerated(pod, taints)
+        if first is None:
+            return None
+        firsts.append(first)
     count: dict[str, int] = {}
     for t in firsts:
         count[_shown_taint(t)] = count.get(_shown_taint(t), 0) + 1
