@@ -55,13 +55,18 @@ def test_a_seed_with_nothing_to_cut_is_skipped_with_why_and_the_per_seed_files_a
             self.seed, self.peaked_high, self.cfg, self.w = seed, peaked[seed], None, None
             self.choice, self.variants, self.runs = SimpleNamespace(name="naive"), {"high": [{"name": "x"}]}, 0
 
+        def look(self, variant):
+            return variant
+
         def run(self, strategy, ws, cfg, look=None):
             assert strategy == "predictive" and ws == ([] if self.runs == 0 else self.variants["high"])
+            assert look == (None if self.runs == 0 else "high")   # the windowed run says why, step by step
             self.runs += 1
             return SimpleNamespace(meter=SimpleNamespace(step_min=1.0), m=measured[self.seed][self.runs - 1])
 
     monkeypatch.setattr(bench, "Draw", Draw)
     monkeypatch.setattr(bench, "measure", lambda run, w, peaked_high: run.m)
+    monkeypatch.setattr(bench, "explain", lambda d, base_run, win_run, look: _why(open_=70))
     (tmp_path / "windows_synthetic.json").write_text("{}")
     bench.several(argparse.Namespace(seeds="2,3,4", days=1.0, quick_forecaster=True, out=tmp_path))
     d = json.loads((tmp_path / "windows_synthetic_seeds.json").read_text())
@@ -71,6 +76,16 @@ def test_a_seed_with_nothing_to_cut_is_skipped_with_why_and_the_per_seed_files_a
         (2, "its 14:00 tenants have no high-tier unmet without windows: nothing to cut"),
         (4, "no high-tier tenant has the 14:00 peak")]
     assert d["pool"]["seeds"] == 1 and d["pool"]["conditions"]["all"] is True and d["seeds"] == [2, 3, 4]
+    assert d["per_seed"][0]["why"] == _why(open_=70)
+    assert d["pool"]["why"]["left_gpu_min_by_place"]["with"]["open"] == 70
+
+
+def _why(outside=0.0, lead=0.0, open_=0.0, firm=0.0, nodes=()) -> dict:
+    """What the bench's explain() gives for one draw (the same places without and with windows)."""
+    places = {"outside": outside, "lead": lead, "open": open_, "none": 0.0}
+    return {"left_gpu_min_by_place": {"without": dict(places), "with": dict(places)},
+            "while_window_holds_gpu_min_by_cause": {"others_firm": firm, "draining": 0.0},
+            "while_window_holds_gpu_min_by_tenant": {}, "window_nodes": list(nodes)}
 
 
 def _rendered(monkeypatch, tmp_path, name: str, d: dict, render) -> str:
