@@ -86,10 +86,14 @@ def _seeds_why(d: dict) -> list[str]:
         at = {(x["window"], x["phase"]): x for x in r["why"]["window_nodes"]}
         for x in (x for x in r["why"]["window_nodes"] if x["phase"] == "lead"):
             o = at.get((x["window"], "open"))
+            tiers = ", ".join(f"{t} {n(g)}" for t, g in x["others_firm_on_held_gpus_by_tier"].items())
+            ran = x["others_firm_on_held_run_minutes_median"]
+            e = x["its_jobs_fit_elsewhere_gpus"]
             table2.append([str(r["seed"]), x["window"], n(x["window_gpus"]), str(x["job_gpus"]), x["at"],
-                           n(x["held_gpus"]), f"{x['held_nodes_with_others_firm']} of {x['held_nodes']} "
-                           f"({n(x['others_firm_on_held_gpus'])} GPUs)", n(x["its_jobs_fit_on_held_gpus"]),
-                           n(x["its_jobs_fit_in_cluster_gpus"]),
+                           n(x["held_gpus"]), f"{x['held_nodes_with_others_firm']} of {x['held_nodes']}"
+                           + (f" ({tiers} GPUs; run {n(ran)} min, median)" if tiers else ""),
+                           n(x["its_jobs_fit_on_held_gpus"]), n(x["its_jobs_fit_in_cluster_gpus"]),
+                           f"{n(e['pool'])} / {n(e['unheld'])} / {n(e['other_holds'])}",
                            "-" if o is None else f"{n(o['its_jobs_fit_on_held_gpus'])} / "
                                                  f"{n(o['its_jobs_fit_in_cluster_gpus'])}"])
     w = p["left_gpu_min_by_place"]["with"]
@@ -124,8 +128,10 @@ def _seeds_why(d: dict) -> list[str]:
         "fit then, everything preemptible cleared: on the window's nodes and over the whole cluster, any holder's "
         "nodes (the most any choice of nodes could have held for them):", "",
         table(["seed", "window", "GPUs", "GPUs per job", "first held", "GPUs held",
-               "held nodes with others' work that cannot be preempted", "its jobs fit on held (GPUs)",
-               "its jobs fit in the cluster (GPUs)", "at its start: fit on held / in the cluster"], table2), "",
+               "held nodes with others' work that cannot be preempted (its GPUs per tier; how long it had run)",
+               "its jobs fit on held (GPUs)", "its jobs fit in the cluster (GPUs)",
+               "of which elsewhere: the pool's / unheld / other holds' nodes",
+               "at its start: fit on held / in the cluster"], table2), "",
         *lines, ""]
 
 

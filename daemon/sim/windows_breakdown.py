@@ -146,7 +146,8 @@ class WindowBreakdown(TenantMeter):
                    mine: np.ndarray) -> dict:
         """What window `w`'s nodes (`mine`) carry now, and where in the cluster a job of `size` GPUs of tenant `i`
         could run were everything preemptible cleared (per node: its GPUs less others' work that cannot be
-        preempted, in whole jobs)."""
+        preempted, in whole jobs), of which on the pool's, unheld and other holders' nodes; and the others' work
+        that cannot be preempted on its nodes, per tier, with the median of how long it has run."""
         jobs, nodes = state.jobs, state.nodes
         cap = np.asarray(nodes.gpus, dtype=np.int64)
         firm_j = run & (jobs.tenant != i) & (jobs.priority != PRIORITY["low"])
@@ -154,12 +155,23 @@ class WindowBreakdown(TenantMeter):
         firm = np.bincount(at[firm_j], weights=jobs.gpus[firm_j], minlength=cap.size).astype(np.int64)
         low = np.bincount(at[low_j], weights=jobs.gpus[low_j], minlength=cap.size).astype(np.int64)
         reach = np.maximum(cap - firm, 0) // size * size
+        held = np.asarray(nodes.held_by)
+        tier_of = np.asarray(state.tiers)[jobs.tenant[firm_j]]
+        on_held = mine[at[firm_j]]
+        mins = jobs.runtime_s[firm_j][on_held] / 60.0
+        g_held = jobs.gpus[firm_j][on_held]
         return {"window": w.name, "tenant": state.tenants[i], "at": state.at.strftime("%H:%M"), "phase": phase,
                 "window_gpus": w.total_gpus(), "job_gpus": size, "held_gpus": int(cap[mine].sum()),
                 "held_nodes": int(mine.sum()), "held_nodes_with_others_firm": int((mine & (firm > 0)).sum()),
                 "others_firm_on_held_gpus": int(firm[mine].sum()), "low_on_held_gpus": int(low[mine].sum()),
                 "its_jobs_fit_on_held_gpus": int(reach[mine].sum()),
                 "its_jobs_fit_in_cluster_gpus": int(reach.sum()),
+                "its_jobs_fit_elsewhere_gpus": {"pool": int(reach[held == HELD_BY_POOL].sum()),
+                                                "unheld": int(reach[held == UNHELD].sum()),
+                                                "other_holds": int(reach[(held >= 0) & ~mine].sum())},
+                "others_firm_on_held_gpus_by_tier": {str(t): int(g_held[tier_of[on_held] == t].sum())
+                                                     for t in sorted(set(tier_of[on_held].tolist()))},
+                "others_firm_on_held_run_minutes_median": round(float(np.median(mins)), 1) if mins.size else None,
                 "nodes_free_of_others_firm_in_cluster": int(((firm == 0) & (cap > 0)).sum())}
 
     def summary(self, step_min: float) -> dict:

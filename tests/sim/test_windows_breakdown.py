@@ -90,5 +90,7 @@ def test_what_the_windows_nodes_carry_when_its_hold_is_first_in_place_and_where_
     assert got[0] == {"window": "w", "tenant": "a", "at": "13:40", "phase": "lead", "window_gpus": 16, "job_gpus": 8,
                       "held_gpus": 16, "held_nodes": 2, "held_nodes_with_others_firm": 1,
                       "others_firm_on_held_gpus": 2, "low_on_held_gpus": 2, "its_jobs_fit_on_held_gpus": 8,
-                      "its_jobs_fit_in_cluster_gpus": 16, "nodes_free_of_others_firm_in_cluster": 2}
+                      "its_jobs_fit_in_cluster_gpus": 16, "nodes_free_of_others_firm_in_cluster": 2,
+                      "its_jobs_fit_elsewhere_gpus": {"pool": 0, "unheld": 8, "other_holds": 0},
+                      "others_firm_on_held_gpus_by_tier": {"normal": 2}, "others_firm_on_held_run_minutes_median": 0.0}
     assert look.rows == []   # it waited for nothing: no step's cause

@@ -176,7 +176,9 @@ def test_the_docs_block_says_where_the_unmet_falls_and_why_from_each_seeds_why(b
     lead = {"window": "t-1315", "tenant": "t", "at": "12:46", "phase": "lead", "window_gpus": 485, "job_gpus": 8,
             "held_gpus": 488, "held_nodes": 61, "held_nodes_with_others_firm": 27, "others_firm_on_held_gpus": 112,
             "low_on_held_gpus": 136, "its_jobs_fit_on_held_gpus": 272, "its_jobs_fit_in_cluster_gpus": 288,
-            "nodes_free_of_others_firm_in_cluster": 36}
+            "nodes_free_of_others_firm_in_cluster": 36,
+            "its_jobs_fit_elsewhere_gpus": {"pool": 16, "unheld": 0, "other_holds": 0},
+            "others_firm_on_held_gpus_by_tier": {"normal": 112}, "others_firm_on_held_run_minutes_median": 271.0}
     opened = dict(lead, at="13:15", phase="open", its_jobs_fit_on_held_gpus=280, its_jobs_fit_in_cluster_gpus=296)
     rows = [bench.seed_row(13, _m(1000, 1000, 50), _m(900, 1000, 50), TARGET) | {
         "tenants_with_1400_peak_high": ["t"], "why": _why(outside=100, lead=200, open_=600, firm=750,
@@ -188,7 +190,8 @@ def test_the_docs_block_says_where_the_unmet_falls_and_why_from_each_seeds_why(b
                       windows.windows_synthetic_seeds).splitlines()
     assert "| 13 | 100 / 200 / 600 | 100 / 200 / 600 | 750 / 0 / 0 / 0 / 0 |" in lines
     assert "| pooled (1 seeds) | 100 / 200 / 600 | 100 / 200 / 600 | 750 / 0 / 0 / 0 / 0 |" in lines
-    assert "| 13 | t-1315 | 485 | 8 | 12:46 | 488 | 27 of 61 (112 GPUs) | 272 | 288 | 280 / 296 |" in lines
+    assert ("| 13 | t-1315 | 485 | 8 | 12:46 | 488 | 27 of 61 (normal 112 GPUs; run 271 min, median) | 272 | 288 | "
+            "16 / 0 / 0 | 280 / 296 |") in lines
     assert ("- pooled, of the 900 GPU-min left at the 14:00 tenants with the windows, 800 (88.9%) falls in a "
             "window's lead or while it is open, 100 outside the windows.") in lines
     assert ("- of the 750 GPU-min the 14:00 tenants queued while their window held, 750 (100.0%) waited for "
