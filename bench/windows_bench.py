@@ -33,7 +33,10 @@ replays several draws and writes windows_synthetic_seeds.json (never the per-see
 runs the target compares (predictive without windows, and with the high tier's proposed windows as Kueue carries
 them out, the published row), the target's three conditions, and the pooled figures (``pool``): a verdict on one
 draw is within the noise of one replay, one over several draws is less so. A seed whose 14:00 tenants have no
-high-tier unmet without windows has nothing to cut: it is skipped (``skipped``, with why), not counted.
+high-tier unmet without windows has nothing to cut: it is skipped (``skipped``, with why), not counted. Each seed's
+``why`` (``explain``) says where its 14:00 tenants' unmet falls against the windows (without and with them), why
+they waited while a window held (per cause), and what each window's nodes carried when first held, against where
+the tenant's jobs fit in the whole cluster then; ``pool["why"]`` sums the places and causes.
 
     nice -n 10 python bench/windows_bench.py --days 1 --quick-forecaster --seeds 2,3,4,5,7,12,13 --leads 30,120,240
 
