@@ -274,6 +274,7 @@ def _rate_ceiling(d: dict) -> list[str]:
 
 
 SEEDS_JSON = "inference_servegen_seeds.json"
+SEEDS_FITTED_JSON = "inference_servegen_seeds_fitted.json"
 
 
 def _read_off(points: list[tuple[float, float]], gpu: float) -> float | None:
@@ -307,9 +308,21 @@ def replay_inference_seeds() -> str:
     --seeds): per seed and cold start its high-tier throttled requests, the gap closed at equal GPU-hours, each
     batch tier's unmet and preemptions against reactive's read off at its service GPU-hours, the three checks,
     and how many runs meet each."""
-    if not exists(SEEDS_JSON):
-        return "*No multi-seed run committed yet: `bench/out/" + SEEDS_JSON + "` is missing.*"
-    d = load(SEEDS_JSON)
+    return _seeds_table(SEEDS_JSON)
+
+
+@block("replay-inference-seeds-fitted")
+def replay_inference_seeds_fitted() -> str:
+    """The same runs with each request drawn from its window's fitted inter-arrival family (``--arrivals
+    fitted``), as ServeGen's own generator draws them."""
+    return _seeds_table(SEEDS_FITTED_JSON)
+
+
+def _seeds_table(name: str) -> str:
+    """One multi-seed JSON's table and counts (``replay_inference_seeds``)."""
+    if not exists(name):
+        return "*No multi-seed run committed yet: `bench/out/" + name + "` is missing.*"
+    d = load(name)
     tg = d["targets"]
 
     def v(ok: bool | None) -> str:
@@ -352,9 +365,11 @@ def replay_inference_seeds() -> str:
                   f"gap >= {pct(tg['gap_closed_min'], 0)}", "each batch tier no higher",
                   "normal + low no higher"], rows), "",
            f"Over seeds {', '.join(str(s) for s in d['seeds'])} at cold starts "
+           + ("" if d.get("arrivals", "moments") == "moments" else "(each request drawn from its window's fitted "
+              "inter-arrivals) ") +
            f"{' / '.join(f'{c:g}' for c in d['cold_starts_min'])} min, the product's choice at p{100 * q:g} replicas "
            f"with the skill gate on meets the gap target (>= {pct(tg['gap_closed_min'], 0)} at equal GPU-hours) on "
            f"{count['gap']} of {total} runs, each batch tier's unmet no higher than reactive's on {count['each']} of "
            f"{total}, normal + low together no higher on {count['together']} of {total}, and all three on {every} "
-           f"of {total}{complete}.", "", source([SEEDS_JSON], d)]
+           f"of {total}{complete}.", "", source([name], d)]
     return "\n".join(out)
