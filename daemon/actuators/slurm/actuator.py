@@ -128,6 +128,9 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         # them: their holds go to nodes with them all (SlurmHolds.choose_typed)
         self.together: dict[str, tuple[tuple[frozenset[str], int], ...]] = {}
         self._several: dict[str, frozenset[str]] = {}
+        # account -> (nodes, GPUs per node) of its largest job where it asks several nodes, as cluster_jobs last read
+        # it: its hold takes whole nodes per node asked (SlurmHolds.choose)
+        self.shapes: dict[str, tuple[int, int]] = {}
         self._cut: set[str] = set()     # array records whose pending tasks are not all read (jobs), as last logged
         self.env = dict(os.environ)
         if cfg.slurm_conf is not None:
@@ -275,7 +278,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
             try:
                 jobs = self._hold_jobs()
                 covered, covered_by_type = self._apply_windows(rep, plan, jobs)
-                self.holds.apply(plan, rep, jobs, covered, covered_by_type, self.together)
+                self.holds.apply(plan, rep, jobs, covered, covered_by_type, self.together, self.shapes)
             except SlurmError as exc:
                 rep.errors.append(f"hold: {exc}")
         wanted = {p.job_id: p for p in plan.preemptions}
