@@ -24,8 +24,10 @@ import itertools
 import logging
 import os
 import subprocess
+import tempfile
 import threading
 import time
+from typing import Callable, Iterable, TypeVar
 
 import numpy as np
 
@@ -78,6 +80,7 @@ from daemon.policy.types import Notification, Plan
 from daemon.policy.windows import reserve_margin_s
 
 log = logging.getLogger("gpu_autoscaler.actuator.slurm")
+T = TypeVar("T")
 
 
 class SlurmActuator(FencedApply, ClusterView, Requeue):
@@ -158,6 +161,51 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
                 from None
         except OSError as exc:
             raise SlurmError(f"{args[0]}: {exc}") from None
+
+    def _read_streamed(self, parse: Callable[[Iterable[str]], T], *args: str) -> T:
+        """`parse` over a read command's stdout as it comes, in pieces of 256 KiB (never all of it held at once: squeue
+        --json prints ~3 KB per job, every job's), within the command's timeout. SlurmError where it times out, exits
+        non-zero (its stderr's first 200 characters) or `parse` raises one."""
+        exe = str(self.cfg.bin_dir / args[0])
+        with tempfile.TemporaryFile("w+") as err:
+            try:
+                proc = subprocess.Popen([exe, *args[1:]], stdout=subprocess.PIPE, stderr=err, text=True,
+                                        env=self.env)
+            except OSError as exc:
+                raise SlurmError(f"{args[0]}: {exc}") from None
+            late = threading.Event()
+
+            def kill() -> None:
+                late.set()
+                proc.kill()
+
+            timer = threading.Timer(self.cfg.timeout_s, kill)
+            timer.start()
+            failed: SlurmError | None = None
+            try:
+                assert proc.stdout is not None
+                chunks = iter(lambda: proc.stdout.read(1 << 18), "")
+                try:
+                    got = parse(chunks)
+                except SlurmError as exc:
+                    failed = exc
+                for _ in chunks:   # the rest (a parse that stopped early): read and dropped, for the exit status
+                    pass
+                rc = proc.wait()
+            finally:
+                timer.cancel()
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                proc.stdout.close()   # type: ignore[union-attr]
+            if late.is_set():
+                raise SlurmError(f"{args[0]}: {' '.join(args)[:200]!r} timed out after {self.cfg.timeout_s:g} seconds")
+            if rc != 0:
+                err.seek(0)
+                raise SlurmError(f"{' '.join(args[:2])}: {err.read(4096).strip()[:200]}")
+            if failed is not None:
+                raise failed
+            return got
 
     def _read(self, *args: str) -> str:
         r = self._run(*args)
