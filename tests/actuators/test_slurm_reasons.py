@@ -227,6 +227,24 @@ def test_a_tenants_many_arrays_do_not_overflow_the_json_reads_command_line(tmp_p
     assert len(js.ids) == 100 and list(js.ids[:3]) == ["100000_1", "100000_2", "100001_1"]
 
 
+def test_a_tenants_many_arrays_past_the_bound_are_a_few_lines_of_warning_not_one_each(tmp_path, caplog):
+    """Each array record line the bound leaves out (max_array_tasks) was a warning of its own, once: a tenant's
+    5,000 pending arrays past the bound were 4,950 lines in the first cycle's log (10^5 arrays: 10^5 lines). Now the
+    first five are named and the rest counted in one line."""
+    import logging
+
+    act = _many_arrays_actuator(tmp_path, 5_000, "echo '{\"jobs\": []}'")
+    with caplog.at_level(logging.WARNING, logger="gpu_autoscaler.actuator.slurm"):
+        assert len(act.cluster_jobs(("t",)).ids) == 100
+        said = [r.getMessage() for r in caplog.records]
+        assert len(said) == 6, len(said)
+        assert said[0].startswith("job array 100050_[1-2]: 2 of its pending tasks are not read")
+        assert said[-1].startswith("4945 more job arrays: 9890 of their pending tasks are not read")
+        caplog.clear()
+        act.cluster_jobs(("t",))
+        assert caplog.records == []   # once
+
+
 def test_a_json_read_that_times_out_is_one_short_line_not_its_command_line(tmp_path, caplog):
     """squeue --json -j names up to 100,000 characters of array ids; when it timed out, the warning quoted
     TimeoutExpired's text, the whole command line, every cycle. Now it names the command, cut, and the timeout."""

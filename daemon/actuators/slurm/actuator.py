@@ -81,6 +81,7 @@ from daemon.policy.windows import reserve_margin_s
 
 log = logging.getLogger("gpu_autoscaler.actuator.slurm")
 T = TypeVar("T")
+CUT_NAMED = 5   # array record lines past the bound named in the log, each once; more are counted in one line
 
 
 class SlurmActuator(FencedApply, ClusterView, Requeue):
@@ -279,12 +280,17 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
     def _expanded(self, listed: list[SlurmJob], filtered: bool, throttles: dict[str, int] | None = None
                   ) -> list[SlurmJob]:
         """`listed` (_listed) with each array's pending tasks made jobs (expand_arrays: the one rule for its throttle
-        and the bound), saying once per record line how many the bound left out."""
+        and the bound), saying once per record line how many the bound left out: the first CUT_NAMED such lines by
+        name, the rest in one line (a tenant's 10^5 arrays past the bound were 10^5 lines of warning)."""
         jobs, cut = expand_arrays(listed, self.tenant, self.cfg.max_array_tasks, throttles)
-        for rec in sorted(cut.keys() - self._cut):   # once per record
+        new = sorted(cut.keys() - self._cut)   # once per record
+        for rec in new[:CUT_NAMED]:
             log.warning("job array %s: %d of its pending tasks are not read (a tenant's first %d pending array tasks "
                         "are, each cycle; actuators.slurm.max_array_tasks): no demand for them until fewer wait", rec,
                         cut[rec], self.cfg.max_array_tasks)
+        if rest := new[CUT_NAMED:]:
+            log.warning("%d more job arrays: %d of their pending tasks are not read (as above): no demand for them "
+                        "until fewer wait", len(rest), sum(cut[r] for r in rest))
         self._cut = (self._cut | set(cut)) if filtered else set(cut)
         return jobs
 
