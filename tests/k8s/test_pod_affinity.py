@@ -137,10 +137,17 @@ def test_a_pod_kept_off_every_node_by_a_bound_pods_anti_affinity_is_no_demand_un
 
         def judged(name: str, bound=None) -> str | None:
             """The view's verdict on team-b's pod `name` over the view's snapshot (as pending: the view judges only
-            pods not bound), with the actuator's kept bound pods or read afresh."""
+            pods not bound), with the actuator's kept bound pods and the pods with anti-affinity the view keeps (as
+            the cycle reads them), or read afresh from every pod."""
             snap = kub.view.snapshot()
             pod = next(p for p in snap.pods if p.metadata.namespace == b and p.metadata.name == name)
-            return never_starts(snap.nodes, "nvidia.com/gpu", pods=snap.pods, bound=bound)(pod, 2)
+            anti = snap.anti_pods if bound is not None else None
+            return never_starts(snap.nodes, "nvidia.com/gpu", pods=snap.pods, bound=bound, anti_pods=anti)(pod, 2)
+
+        def anti_pods() -> list[str]:
+            return sorted(f"{p.metadata.namespace}/{p.metadata.name}" for p in kub.view.snapshot().anti_pods)
+
+        assert anti_pods() == [f"{a}/wall"]   # the view keeps them as the watch goes: no cycle looks at every pod
 
         # the apiserver merged matchLabelKeys into the stored selector (ver In [v1]): the view honours it as it is
         assert judged("versioned") is None and judged("versioned", kub._bound) is None
@@ -149,7 +156,8 @@ def test_a_pod_kept_off_every_node_by_a_bound_pods_anti_affinity_is_no_demand_un
         for node in nodes:   # the scheduler places nothing now: the view's reads below race nothing
             core.patch_node(node, {"spec": {"unschedulable": True}})
         core.delete_namespaced_pod("wall", a, grace_period_seconds=0)
-        wait_for(lambda: f"{b}/victim" in kub.cluster_jobs(names).ids.tolist(), timeout=60, what="the victim as demand")
+        wait_for(lambda: not anti_pods(), timeout=60, what="the wall gone from the view")
+        assert f"{b}/victim" in kub.cluster_jobs(names).ids.tolist()
         assert judged("victim") is None and judged("victim", kub._bound) is None   # read afresh, and kept
         for node in nodes:
             core.patch_node(node, {"spec": {"unschedulable": False}})

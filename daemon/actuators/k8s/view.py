@@ -214,7 +214,8 @@ def _shown_taint(t) -> str:
 
 def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = None,
                  hold_label: str | None = None, pods: list | None = None,
-                 bound: pod_affinity.BoundPods | None = None) -> Callable[[object, int], str | None]:
+                 bound: pod_affinity.BoundPods | None = None,
+                 anti_pods: list | None = None) -> Callable[[object, int], str | None]:
     """Why an unbound pod asking for `g` GPUs can never start on these nodes (usable now or not: a cordoned node may
     come back), or None. The scheduler places a pod on one node that passes every filter, so each node is judged
     whole: the pod can start on none that has the GPUs it asks for (a pod runs on one node: largest_node; on a mixed
@@ -226,7 +227,8 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
     toleration) starts on no node. Of those, the pod needs one with every topology key of its DoNotSchedule spread
     constraints, one its required pod affinity and anti-affinity, and the bound pods' required anti-affinity, let it
     start on, over `pods` (pod_affinity.py: the pods bound to nodes; not judged without them; `bound`: the
-    actuator's BoundPods, kept from cycle to cycle, else read afresh), and one whose standing taints (NoSchedule /
+    actuator's BoundPods, kept from cycle to cycle, else read afresh; `anti_pods`: those of `pods` with pod
+    anti-affinity, as the watched view keeps them, else looked for), and one whose standing taints (NoSchedule /
     NoExecute, not the hold's nor the node condition's, which go when the node is back) it all tolerates (tolerates:
     the TaintToleration filter). With no node at all, nothing is judged. The reason names the first filter no node
     passes (size, labels, spread keys, pod affinity, pod anti-affinity, bound pods' anti-affinity, taints)."""
@@ -297,7 +299,8 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
                         "none of the nodes it fits otherwise has")[:300]
             if pods is not None:   # its own pod affinity, and bound pods' anti-affinity against it
                 if not placed:
-                    placed.append(pod_affinity.Placed(bound or pod_affinity.BoundPods(), dict(named_by_name), pods))
+                    placed.append(pod_affinity.Placed(bound or pod_affinity.BoundPods(), dict(named_by_name), pods,
+                                                      anti_pods))
                 ok, near = pod_affinity.why_not(pod, ok, placed[0], named)
                 if near is not None:
                     return near[:300]
