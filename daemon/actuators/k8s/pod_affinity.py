@@ -217,7 +217,9 @@ class BoundAnti:
     pod with pod affinity). Their terms are grouped by (selector, namespaces, topologyKey), which a service's
     replicas share, and each group is filed under a label a pod it matches must have (an anchor: a pair of
     matchLabels, else the key of an In or Exists; None where the selector requires none), so a pending pod looks only
-    at the groups filed under its labels or under none."""
+    at the groups filed under its labels or under none. A term reaching beyond its pod's namespace is refused in a
+    tenant's namespace at admission where the shipped policies are installed
+    (deploy/kubernetes/admission/pod-anti-affinity.yaml); the view does not rely on it."""
 
     def __init__(self) -> None:
         self._seen: dict[int, object] = {}             # id -> the pod object, every pod with it of the last sync
