@@ -315,7 +315,25 @@ def replay_inference_seeds() -> str:
 def replay_inference_seeds_fitted() -> str:
     """The same runs with each request drawn from its window's fitted inter-arrival family (``--arrivals
     fitted``), as ServeGen's own generator draws them."""
-    return _seeds_table(SEEDS_FITTED_JSON)
+    out = _seeds_table(SEEDS_FITTED_JSON)
+    if not exists(SEEDS_FITTED_JSON) or not exists(SEEDS_JSON):
+        return out
+    counts = {}
+    for name in (SEEDS_JSON, SEEDS_FITTED_JSON):
+        d = load(name)
+        got = [seed_verdicts(r, d["targets"]["gap_closed_min"]) for r in d["runs"]]
+        counts[name] = (len(got), *(sum(o[k] is True for o in got) for k in ("gap", "each", "together")))
+    (n0, *m), (n1, *f) = counts[SEEDS_JSON], counts[SEEDS_FITTED_JSON]
+    c0, c1 = load(SEEDS_JSON).get("commit"), load(SEEDS_FITTED_JSON).get("commit")
+    line = (f"Against the moment-matched draws (the table above, the same seeds and cold starts): the gap target met on "
+            f"{f[0]} of {n1} runs here and {m[0]} of {n0} there, each batch tier no higher on {f[1]} and {m[1]}, "
+            f"normal + low together on {f[2]} and {m[2]}"
+            + ("." if c0 == c1 else f" (the two runs are of commits {c0} and {c1}: the code differs too, not only "
+               "the draw).") + f" The counts differ by at most {max(abs(a - b) for a, b in zip(f, m))} runs of {n1}; "
+            "`--arrivals` stays `moments` by default (the other ServeGen tables are of that draw), `fitted` is there "
+            "to check a result on ServeGen's own.")
+    head, sep, tail = out.rpartition("\n\n*From ")
+    return head + "\n\n" + line + sep + tail
 
 
 def _seeds_table(name: str) -> str:
@@ -365,9 +383,10 @@ def _seeds_table(name: str) -> str:
                   f"gap >= {pct(tg['gap_closed_min'], 0)}", "each batch tier no higher",
                   "normal + low no higher"], rows), "",
            f"Over seeds {', '.join(str(s) for s in d['seeds'])} at cold starts "
-           + ("" if d.get("arrivals", "moments") == "moments" else "(each request drawn from its window's fitted "
-              "inter-arrivals) ") +
-           f"{' / '.join(f'{c:g}' for c in d['cold_starts_min'])} min, the product's choice at p{100 * q:g} replicas "
+           f"{' / '.join(f'{c:g}' for c in d['cold_starts_min'])} min"
+           + ("" if d.get("arrivals", "moments") == "moments" else ", each request drawn from its window's fitted "
+              "inter-arrivals") +
+           f", the product's choice at p{100 * q:g} replicas "
            f"with the skill gate on meets the gap target (>= {pct(tg['gap_closed_min'], 0)} at equal GPU-hours) on "
            f"{count['gap']} of {total} runs, each batch tier's unmet no higher than reactive's on {count['each']} of "
            f"{total}, normal + low together no higher on {count['together']} of {total}, and all three on {every} "
