@@ -325,8 +325,8 @@ def replay_inference_seeds_fitted() -> str:
         counts[name] = (len(got), *(sum(o[k] is True for o in got) for k in ("gap", "each", "together")))
     (n0, *m), (n1, *f) = counts[SEEDS_JSON], counts[SEEDS_FITTED_JSON]
     c0, c1 = load(SEEDS_JSON).get("commit"), load(SEEDS_FITTED_JSON).get("commit")
-    line = (f"Against the moment-matched draws (the table above, the same seeds and cold starts): the gap target met on "
-            f"{f[0]} of {n1} runs here and {m[0]} of {n0} there, each batch tier no higher on {f[1]} and {m[1]}, "
+    line = (f"Against the moment-matched draws (the table above, the same seeds and cold starts): the gap target met "
+            f"on {f[0]} of {n1} runs here and {m[0]} of {n0} there, each batch tier no higher on {f[1]} and {m[1]}, "
             f"normal + low together on {f[2]} and {m[2]}"
             + ("." if c0 == c1 else f" (the two runs are of commits {c0} and {c1}: the code differs too, not only "
                "the draw).") + f" The counts differ by at most {max(abs(a - b) for a, b in zip(f, m))} runs of {n1}; "
