@@ -272,3 +272,37 @@ def test_bound_pods_anti_affinity_counts_against_the_cycles_bound(monkeypatch):
     assert judge(victim, walls) is not None
     monkeypatch.setattr(pod_affinity, "MAX_CHECKS", 60)
     assert judge(victim, walls) is None
+
+
+def test_a_tenants_own_namespace_anti_affinity_terms_cost_other_tenants_pods_nothing(monkeypatch):
+    """Bound pods' anti-affinity groups were filed by label alone, so every pending pod paid for every anchorless
+    group (a selector of NotIn / DoesNotExist only), charged to its own namespace's share: one pod of a tenant with
+    many such terms in its own namespace (admitted: they reach no one) spent another tenant's share, and its pods that
+    a bound pod keeps off every node went unjudged, demand again (held and preempted for). Groups are now filed under
+    the namespaces they name: the others' pods never look at them."""
+    monkeypatch.setattr(pod_affinity, "MAX_CHECKS", 40_000)
+    monkeypatch.setattr(pod_affinity, "MAX_CHECKS_PER_NAMESPACE", 10_000)
+    both = [zoned("n1"), zoned("n2")]
+    terms = [{"labelSelector": {"matchExpressions": [{"key": "k", "operator": "NotIn", "values": [f"v{i}"]}]},
+              "topologyKey": "zone"} for i in range(1_000)]
+    costly = pod("evil", "costly", 0, on="n2")
+    costly.spec.affinity = _model({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms}},
+                                  "V1Affinity")
+    wall = pod("b", "wall", 0, on="n1", away=term({"app": "victim"}, key="zone"))
+    victims = [pod("b", f"v{k}", 4, labels={"app": "victim", "job-name": f"j{k}"}) for k in range(10)]
+    why = never_starts(both, "nvidia.com/gpu", pods=[costly, wall, *victims])
+    judged = [why(v, 4) for v in victims]
+    assert all(w is not None and "b/wall (app=victim by zone)" in w for w in judged), judged
+
+
+def test_a_term_naming_many_namespaces_is_filed_once_and_still_judged():
+    """A bound pod's term group is filed under each namespace it names, up to FILED_NAMESPACES; one naming more is
+    filed once, as if it named every one, and each pending pod checks its own namespace against it."""
+    both = [zoned("n1"), zoned("n2")]
+    many = [f"ns{i}" for i in range(1_000)]
+    kept = pod_affinity.BoundPods()
+    wall = pod("a", "wall", 0, on="n1", away=term({"app": "victim"}, key="zone", namespaces=[*many, "b"]))
+    victim, elsewhere = (pod(ns, "victim", 4, labels={"app": "victim"}) for ns in ("b", "c"))
+    why = never_starts(both, "nvidia.com/gpu", pods=[wall, victim, elsewhere], bound=kept)
+    assert why(victim, 4) is not None and why(elsewhere, 4) is None
+    assert len(kept.anti.anchors) == 1

@@ -50,6 +50,9 @@ MAX_CHECKS = 300_000
 # one namespace's pods (a tenant's) spend at most this much of it: four tenants' pods must spend their whole share
 # before a fifth's go unjudged
 MAX_CHECKS_PER_NAMESPACE = MAX_CHECKS // 4
+# a bound pod's term group naming more namespaces than this is filed as if it named every one (and each pending pod
+# checks its namespace): filed under each, one pod's 100,000 names were as many entries
+FILED_NAMESPACES = 64
 
 
 def selector_matches(sel, labels: dict) -> bool:
@@ -215,17 +218,21 @@ class BoundAnti:
     pod anti-affinity (Snapshot.anti_pods; without the view, of every pod: 0.1 s a cycle at 100,000 pods), and reads
     only those whose objects are new since the last cycle, as BoundPods does (whose rows are read only for a pending
     pod with pod affinity). Their terms are grouped by (selector, namespaces, topologyKey), which a service's
-    replicas share, and each group is filed under a label a pod it matches must have (an anchor: a pair of
-    matchLabels, else the key of an In or Exists; None where the selector requires none), so a pending pod looks only
-    at the groups filed under its labels or under none. A term reaching beyond its pod's namespace is refused in a
-    tenant's namespace at admission where the shipped policies are installed
-    (deploy/kubernetes/admission/pod-anti-affinity.yaml); the view does not rely on it."""
+    replicas share, and each group is filed under each namespace it names (None: every one) and a label a pod it
+    matches must have (an anchor: a pair of matchLabels, else the key of an In or Exists; None where the selector
+    requires none), so a pending pod looks only at the groups that may reach its namespace, filed under its labels
+    or under none: a tenant's own-namespace terms, however many, cost another namespace's pods nothing (filed by
+    label alone, one pod's 1,000 anchorless terms in its own namespace cost each of another tenant's pending pods
+    2,000 checks of its share, past which its pods went unjudged: demand again, held and preempted for). A term
+    reaching beyond its pod's namespace is refused in a tenant's namespace at admission where the shipped policies
+    are installed (deploy/kubernetes/admission/pod-anti-affinity.yaml); the view does not rely on it."""
 
     def __init__(self) -> None:
         self._seen: dict[int, object] = {}             # id -> the pod object, every pod with it of the last sync
         self.pods: dict[int, tuple] = {}               # id -> (namespace, name, node, priority, being deleted, groups)
         self.groups: dict[tuple, dict[int, None]] = {}   # (selector compiled, namespaces or None, key) -> its pods
-        self.anchors: dict[object, dict[tuple, None]] = {}   # anchor -> its groups
+        # (a namespace the group names, or None: every one; anchor) -> its groups
+        self.anchors: dict[tuple, dict[tuple, None]] = {}
 
     def synced(self, pods: list) -> BoundAnti:
         """Up to date with `pods` (this cycle's, every one, or at least every one with pod anti-affinity: the watched
@@ -257,7 +264,8 @@ class BoundAnti:
                         p.metadata.deletion_timestamp is not None, groups)
         for g in groups:
             if g not in self.groups:
-                self.anchors.setdefault(_anchor(g[0]), {})[g] = None
+                for where in _filed(g):
+                    self.anchors.setdefault(where, {})[g] = None
             self.groups.setdefault(g, {})[i] = None
 
     def _drop(self, i: int) -> None:
@@ -267,7 +275,17 @@ class BoundAnti:
         for g in row[5]:
             _unset(self.groups, g, i)
             if g not in self.groups:
-                _unset(self.anchors, _anchor(g[0]), g)
+                for where in _filed(g):
+                    _unset(self.anchors, where, g)
+
+
+def _filed(group: tuple) -> list[tuple]:
+    """Where a term group is filed in BoundAnti.anchors: (namespace, anchor) for each namespace it names, or (None,
+    anchor) where it names every one, or more than FILED_NAMESPACES (each pod it may match checks its namespace)."""
+    anchor = _anchor(group[0])
+    if group[1] is None or len(group[1]) > FILED_NAMESPACES:
+        return [(None, anchor)]
+    return [(n, anchor) for n in group[1]]
 
 
 def _anchor(compiled: tuple):
@@ -390,7 +408,8 @@ class Placed:
             return {}
         ns, labels = pod.metadata.namespace, pod.metadata.labels or {}
         anchors = anti.anchors
-        looked = (None, *(("pair", k, v) for k, v in labels.items()), *(("key", k) for k in labels))
+        looked = [(n, a) for n in (ns, None)
+                  for a in (None, *(("pair", k, v) for k, v in labels.items()), *(("key", k) for k in labels))]
         if not self._spend(ns, len(looked)):
             return None
         mine = pod.spec.priority or 0
@@ -399,7 +418,7 @@ class Placed:
         if key in self._kept:
             return self._kept[key]
         out: dict[tuple[str, str], tuple] | None = None
-        # the term groups that may match: filed under a label the pod has, or under none
+        # the term groups that may match: filed under the pod's namespace or every one, and a label it has or none
         if self._spend(ns, sum(len(anchors.get(a, ())) for a in looked)):
             groups = [g for a in looked for g in anchors.get(a, ())]
             if self._spend(ns, sum(max(1, len(g[0][0]) + len(g[0][1])) for g in groups)):
