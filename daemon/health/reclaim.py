@@ -237,14 +237,17 @@ def decide(findings: list[Finding], jobs: dict[str, JobInfo], cfg: Config,
             warnings.append(Warning_(f.job, f.scheduler, info.tenant, f.kind, msg))
     # A component's requeue requeues its whole heterogeneous job (Slurm refuses one component's; the actuator sends
     # the job's id), each component another job to the health policy, of its own account, tier and GPUs: one is
-    # requeued only when every component of its job is due now by its own finding and its own tenant's policy, and
-    # then the job is one reclaim of all their GPUs. Else an idle low component requeued a busy one beside it,
-    # another tenant's where two accounts ran the job, while only the idle one's tenant was told.
+    # requeued only when every component of its job with GPUs is due now by its own finding and its own tenant's
+    # policy, and then the job is one reclaim of all their GPUs. Else an idle low component requeued a busy one
+    # beside it, another tenant's where two accounts ran the job, while only the idle one's tenant was told.
     ready = {f.job for _, f, _, _, _ in due_now}
     for at, f, info, action, msg in due_now:
         het = hetjob(f.job) if f.scheduler == "slurm" else None
         group = components.get(het, [f.job]) if het is not None else [f.job]
-        waiting = [c for c in group if c not in ready]
+        # a component with no GPUs has no finding (the policy watches GPUs): it goes with the job, as a plain job's
+        # CPUs go with its idle GPUs; waited for, a tenant's idle GPUs beside a CPU component (sbatch ... : -n1) were
+        # never requeued
+        waiting = [c for c in group if c not in ready and jobs[c].gpus > 0]
         gpus = sum(jobs[c].gpus for c in group)
         if f.job in reclaimed:   # its other finding, or another component, was reclaimed this cycle
             with_ = "" if len(group) == 1 else f" with heterogeneous job {het}"
@@ -265,7 +268,7 @@ def decide(findings: list[Finding], jobs: dict[str, JobInfo], cfg: Config,
             reclaimed.update(group)
             reason = f"health: {f.kind} for {mins(f.minutes)} ({f.summary})"
             if len(group) > 1:
-                reason += f"; with every component of heterogeneous job {het} ({', '.join(group)}), each due"
+                reason += f"; with every component of heterogeneous job {het} ({', '.join(group)}), each with GPUs due"
             reclaims.append(Reclaim(f.job, f.scheduler, info.tenant, info.tier, f.kind, gpus, reason, tuple(group)))
             with_ = "" if len(group) == 1 else f" with every component of heterogeneous job {het}"
             outcomes[at] = Outcome(f, info.tenant, info.tier, "requeue", action, 0.0,

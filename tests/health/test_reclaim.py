@@ -166,6 +166,17 @@ def test_an_idle_component_of_a_heterogeneous_job_is_not_requeued_while_another_
     assert o.verdict == "held" and "1 other component of heterogeneous job 7 (7+0) is not due" in o.message
 
 
+def test_a_heterogeneous_jobs_component_without_gpus_does_not_keep_its_idle_gpus_from_reclaim():
+    """A component with no GPUs (sbatch --gres=gpu:8 ... : -n1 ...) has no finding: the health policy watches GPUs.
+    Waited for as a component not yet due, it kept the job's idle GPUs from ever being requeued; it now goes with
+    the job, as a plain job's CPUs go with its idle GPUs."""
+    mem = HealthMemory({("7+0", "idle"): NOW - 3600})
+    jobs = {"7+0": info(gpus=4), "7+1": info(gpus=0)}
+    d = run([finding("7+0", 90, gpus=4)], jobs, memory=mem)
+    assert [(r.job, r.job_ids, r.gpus) for r in d.reclaims] == [("7+0", ["7+0", "7+1"], 4)], d.outcomes
+    assert d.outcomes[0].verdict == "requeue"
+
+
 def test_a_heterogeneous_job_whose_every_component_is_due_is_one_reclaim_of_all_their_gpus():
     mem = HealthMemory({("7+0", "idle"): NOW - 3600, ("7+1", "hung"): NOW - 3600})
     jobs = {"7+0": info(gpus=4), "7+1": info(gpus=2), "8": info(gpus=1)}

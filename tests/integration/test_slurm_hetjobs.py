@@ -45,3 +45,18 @@ def test_a_health_reclaim_of_one_component_requeues_the_job_only_when_every_comp
             f"scontrol requeue {low}"], rep
         wait_for(lambda: "RUNNING" not in state(s, low), what="both components requeued", timeout=30)
         assert state(s, mixed).count("RUNNING") == 2
+
+
+def test_a_component_without_gpus_does_not_keep_a_hetjobs_idle_gpus_from_reclaim():
+    """A tenant's idle GPU component beside a component with no GPUs (sbatch --gres=gpu:1 ... : -n1 ...): the
+    health policy has no finding for the latter (it watches GPUs) and names it only where its account is a
+    tenant's, so the actuator, waiting for every component to be named, never requeued the idle GPUs. A component
+    with no GPUs now goes with the job, as a plain job's CPUs go with its idle GPUs."""
+    with slurm_cluster(nodes=("gn1", "gn2"), gpus=4) as s:
+        lo = ["--partition=low", "--account=acct-low", "--gres=gpu:1", "-w", "gn1"]
+        cpu = ["--partition=low", "--account=acct-low", "-n1", "-w", "gn2"]
+        het = hetjob(s, lo, cpu)
+        rep = act(s).reclaim([f"{het}+0"], "health: idle for 90 min")
+        assert not rep.errors and [a for a in rep.actions if a.startswith("scontrol requeue")] == [
+            f"scontrol requeue {het}"], rep
+        wait_for(lambda: "RUNNING" not in state(s, het), what="both components requeued", timeout=30)

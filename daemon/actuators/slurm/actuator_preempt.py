@@ -196,8 +196,8 @@ class Requeue:
         """Requeue jobs the health policy found idle or hung: each re-read live first, and only a running job
         past policy.preempt_min_runtime_s, still the job the cycle read in the tier it read (_changed), is
         requeued, its reason in the AdminComment. A heterogeneous job's component is requeued with every other
-        (by the job's id, whole_job): only when `job_ids` names every component Slurm lists for the job (the
-        health policy names them all when each is due, daemon/health/reclaim.py) and each passes those checks;
+        (by the job's id, whole_job): only when `job_ids` names every component with GPUs Slurm lists for the job
+        (the health policy names them all when each is due, daemon/health/reclaim.py) and each passes those checks;
         else none is, in one line (one idle component, beside a busy one of another account's, requeued both).
         Nothing is retried: the next cycle decides again on fresh telemetry."""
         rep = ActionReport(self.name, self.dry_run)
@@ -223,7 +223,9 @@ class Requeue:
                 ok.append(jid)
         for het in hets:
             comps = sorted(j for j in live if "+" in j and whole_job(j) == het)
-            left = [c for c in comps if c not in ok]
+            # a component with no GPUs goes with the job (the health policy watches GPUs only: it has no finding,
+            # and is named only where its account is a tenant's); waited for, idle GPUs beside one were never requeued
+            left = [c for c in comps if c not in ok and live[c].total_gpus > 0]
             if left:
                 rep.actions.append(f"skip heterogeneous job {het}: a requeue requeues every component, and "
                                    f"{', '.join(left)} {'is' if len(left) == 1 else 'are'} not to be reclaimed")
