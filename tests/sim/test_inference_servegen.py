@@ -135,6 +135,10 @@ def test_a_window_without_a_fitted_family_is_drawn_from_its_rate_and_cv():
     ("0,1,1,Pareto,1,1", "pat_name 'Pareto'"),
     ("0,1,1,Gamma,-2,1", "pat_arg1 '-2'"),
     ("0,1,1,Weibull,x,1", "pat_arg1 'x'"),
+    # numbers > 0 whose draws overflow a float (the drawn window was numpy's 'list' argument must have no negative
+    # elements, naming nothing)
+    ("0,1,1,Weibull,0.001,1", "pat_arg1 '0.001' is not a Weibull shape from 0.02"),
+    ("0,1,1,Gamma,1e308,1", "is not a Gamma shape from 0 to 1e+06"),
 ])
 def test_a_malformed_fitted_pattern_is_one_line_naming_file_and_row(tmp_path, row, text):
     root = tmp_path / "servegen-2025" / "m-small"
