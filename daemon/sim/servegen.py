@@ -80,8 +80,9 @@ def draw_arrivals_fitted(rate: pd.DataFrame, cv: pd.DataFrame, family: pd.DataFr
     a window of rate r holds ceil(r x window) requests, whose inter-arrival times are drawn from the window's fitted
     family (``family``: Gamma or Weibull, shape ``shape``) and scaled to fill the window, so the window's count is
     its rate and the family's shape decides how they bunch into its minutes. A window without a fitted family (the
-    trace's gaps, filled by interpolation) is drawn from its rate and CV (``draw_arrivals``). Deterministic per
-    seed; the fitted windows use their own stream, so adding them leaves the others' draws as they were."""
+    trace's gaps, filled by interpolation), or of more than CHUNK_REQUESTS requests (drawn one by one, GiBs; the
+    real trace's most is 1.5 x 10^6), is drawn from its rate and CV (``draw_arrivals``). Deterministic per seed;
+    the fitted windows use their own stream, so adding them leaves the others' draws as they were."""
     win_s = int((rate.index[1] - rate.index[0]).total_seconds()) if len(rate) > 1 else traces.SERVEGEN_WINDOW_S
     per = max(1, win_s // step_s)
     out = draw_arrivals(rate, cv, seed, step_s)
@@ -91,7 +92,9 @@ def draw_arrivals_fitted(rate: pd.DataFrame, cv: pd.DataFrame, family: pd.DataFr
     r = np.maximum(rate.to_numpy(dtype=float), 0.0)
     rng = np.random.default_rng([seed, 1])
     for j in range(r.shape[1]):
-        fitted = np.isin(fam[:, j], traces.SERVEGEN_FAMILIES) & (r[:, j] > 0)
+        # a window of more than CHUNK_REQUESTS requests is drawn from its rate and CV too: drawn one by one, a
+        # trace's window of 10^5 requests a second (6 x 10^7) took arrays of GiBs (the real trace's most: 1.5 x 10^6)
+        fitted = np.isin(fam[:, j], traces.SERVEGEN_FAMILIES) & (r[:, j] > 0) & (r[:, j] * win_s <= CHUNK_REQUESTS)
         wins = np.flatnonzero(fitted)
         if not wins.size:
             continue

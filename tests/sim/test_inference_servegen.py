@@ -131,6 +131,27 @@ def test_a_window_without_a_fitted_family_is_drawn_from_its_rate_and_cv():
     assert (a[0] == moments[0]).all() and a[1].sum() == 1200 and (a[2] == 0).all()
 
 
+def test_a_window_of_more_requests_than_a_draw_holds_is_drawn_from_its_rate_and_cv(monkeypatch):
+    """A trace's window of many requests (10^5 a second: 6 x 10^7) was drawn request by request, alone in its chunk:
+    arrays of GiBs. Past CHUNK_REQUESTS it is drawn as a window without a fitted family (memory, not time: 60,000
+    requests past a bound of 1,000)."""
+    import tracemalloc
+
+    from daemon.sim import servegen as sg
+    monkeypatch.setattr(sg, "CHUNK_REQUESTS", 1_000)
+    rate, cv = _windows([100.0, 1.5], [1.0, 1.0])
+    fam, shp = _patterns(rate, ["Gamma", "Gamma"], [0.5, 0.5])
+    tracemalloc.start()
+    try:
+        a = draw_arrivals_fitted(rate, cv, fam, shp, seed=5).to_numpy().reshape(-1, 10)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 400_000, peak                                    # 60,000 requests: 3.4 MB drawn one by one
+    moments = draw_arrivals(rate, cv, seed=5).to_numpy().reshape(-1, 10)
+    assert (a[0] == moments[0]).all() and a[1].sum() == 900        # the small window is still drawn by its family
+
+
 @pytest.mark.parametrize("row,text", [
     ("0,1,1,Pareto,1,1", "pat_name 'Pareto'"),
     ("0,1,1,Gamma,-2,1", "pat_arg1 '-2'"),
