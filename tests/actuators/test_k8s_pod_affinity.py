@@ -306,3 +306,25 @@ def test_a_term_naming_many_namespaces_is_filed_once_and_still_judged():
     why = never_starts(both, "nvidia.com/gpu", pods=[wall, victim, elsewhere], bound=kept)
     assert why(victim, 4) is not None and why(elsewhere, 4) is None
     assert len(kept.anti.anchors) == 1
+
+
+def test_a_namespace_selector_by_the_namespaces_name_label_names_those_namespaces_surely():
+    """The apiserver labels every namespace kubernetes.io/metadata.name=<its name> and refuses changing it, so a
+    namespaceSelector by that label alone names its namespaces as surely as a list: a bound pod's term selecting
+    another tenant's namespace so kept its pods off every node while the view read it as naming none (demand: held
+    and preempted for). Other labels, or NotIn, are still not read."""
+    victim = pod("b", "victim", 4, labels={"app": "victim"})
+    both = [zoned("n1"), zoned("n2")]
+    name = pod_affinity.NAME_LABEL
+
+    def wall(sel):
+        return pod("a", "wall", 0, on="n1", away=term({"app": "victim"}, key="zone", ns_selector=sel))
+    for sel in ({"matchLabels": {name: "b"}},
+                {"matchExpressions": [{"key": name, "operator": "In", "values": ["b", "c"]}]},
+                {"matchExpressions": [{"key": name, "operator": "Exists"}]}):
+        assert "a/wall (app=victim by zone)" in (judge(victim, [wall(sel)], both) or ""), sel
+    for sel in ({"matchLabels": {name: "c"}},
+                {"matchExpressions": [{"key": name, "operator": "NotIn", "values": ["c"]}]},
+                {"matchLabels": {name: "b", "team": "b"}},
+                {"matchLabels": {name: "b"}, "matchExpressions": [{"key": name, "operator": "DoesNotExist"}]}):
+        assert judge(victim, [wall(sel)], both) is None, sel

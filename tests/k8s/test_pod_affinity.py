@@ -165,3 +165,35 @@ def test_a_pod_kept_off_every_node_by_a_bound_pods_anti_affinity_is_no_demand_un
     finally:
         rt.close()
         kube.delete_nodes(nodes)
+
+
+def test_a_bound_pods_anti_affinity_selecting_a_namespace_by_its_name_label_keeps_its_pods_off(kube, tmp_path,
+                                                                                              caplog):
+    """The apiserver labels every namespace kubernetes.io/metadata.name=<its name>: team-a's pod whose anti-affinity
+    term selects team-b's namespace by that label (namespaceSelector, no namespaces list) keeps team-b's app=victim
+    pods off both nodes of the zone, as the scheduler says, while the view read a namespaceSelector by labels as
+    naming no namespace surely: the victim was demand (held and preempted for). Now it is no job, said once."""
+    core = k8s.CoreV1Api(kube.api())
+    tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=2)
+    for node in nodes:
+        core.patch_node(node, {"metadata": {"labels": {ZONE: "z1"}}})
+    names, rt, kub = tenant_view(kube, tmp_path, tenants)
+    a, b = ns["team-a"], ns["team-b"]
+    try:
+        wall = gpu_pod(a, "wall", 1, node_selector={HOST: nodes[0]})
+        wall["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {**_term({"app": "victim"}, ZONE), "namespaceSelector": {
+                "matchLabels": {"kubernetes.io/metadata.name": b}}}]}}
+        core.create_namespaced_pod(a, wall)
+        wait_for(lambda: _bound(core, a, "wall"), timeout=60, what="wall bound")
+        core.create_namespaced_pod(b, gpu_pod(b, "victim", 2, labels={"app": "victim"}))
+        wait_for(lambda: "didn't satisfy existing pods anti-affinity rules" in (
+            unschedulable_because(core, b, "victim") or ""), timeout=60, what="victim unschedulable")   # the scheduler
+        wait_for(lambda: kub.cluster_jobs(names).running.sum() == 1, timeout=60, what="the wall in the view")
+        jobs, said = _read_twice(kub, names, caplog)
+        assert jobs.ids.tolist() == [f"{a}/wall"], jobs.ids
+        assert len(said) == 1 and f"pod {b}/victim is kept off every node" in said[0], said
+        assert f"1 pod: {a}/wall (app=victim by {ZONE})" in said[0], said
+    finally:
+        rt.close()
+        kube.delete_nodes(nodes)

@@ -12,10 +12,12 @@ holds every live pod with its labels, so it can judge it on any cluster.
   scheduler's one exception (the first pod of a group): where no bound pod matches the terms at all and the pod
   matches its own terms, it passes on every node with the keys. Read generously (never a pod that will start read as
   never starting): a term's namespaceSelector, whose namespace labels the view does not read, is taken to select
-  every namespace, and the exception is granted wherever the pod matches its own terms.
+  every namespace (one by ``kubernetes.io/metadata.name`` alone, the name the apiserver gives every namespace as a
+  label, selects those it names), and the exception is granted wherever the pod matches its own terms.
 - Anti-affinity (``podAntiAffinity.required...``): a node fails where a pod matching a term is bound in its domain
   (the node's value of the term's key). Read strictly: only the namespaces the term surely names (its list; an empty
-  namespaceSelector's every namespace; its own where neither is given), only pods not being deleted, and only pods
+  namespaceSelector's every namespace, one by kubernetes.io/metadata.name those it names; its own where neither is
+  given), only pods not being deleted, and only pods
   kube-scheduler would not preempt for it (priority at or above its own, any where its preemptionPolicy is Never):
   a high-tier pod anti-affine to low-tier pods starts once the scheduler preempts them.
 - Bound pods' anti-affinity (kube-scheduler's filter on existing pods' anti-affinity, symmetric to the pod's own): a
@@ -99,7 +101,10 @@ def _size(terms: list) -> tuple[int, int]:
         sel = t.label_selector
         exprs = (sel.match_expressions or []) if sel is not None else []
         pairs = len(sel.match_labels or {}) if sel is not None else 0
-        size += pairs + sum(1 + len(e.values or ()) for e in exprs) + len(t.namespaces or ())
+        nsel = t.namespace_selector
+        size += pairs + sum(1 + len(e.values or ()) for e in exprs) + len(t.namespaces or ()) + (
+            len(nsel.match_labels or {}) + sum(1 + len(e.values or ()) for e in nsel.match_expressions or [])
+            if nsel is not None else 0)
         per_row += max(1, pairs + len(exprs))
     return size, per_row
 
@@ -116,16 +121,38 @@ def shown_terms(terms: list) -> str:
     return " and ".join(f"({_shown(t.label_selector)} by {t.topology_key})" for t in terms)[:200]
 
 
+# the label the apiserver sets on every namespace, to its name, and refuses to change (since 1.21)
+NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def _by_name(sel) -> frozenset | None | bool:
+    """The namespaces a namespaceSelector selects where it reads NAME_LABEL alone (matchLabels, In, Exists,
+    DoesNotExist): their names; None: every one; False: not known without the namespaces' labels (another label,
+    or NotIn: every namespace but some)."""
+    sets = [frozenset((v,)) for k, v in (sel.match_labels or {}).items() if k == NAME_LABEL]
+    if len(sets) < len(sel.match_labels or {}):
+        return False
+    for e in sel.match_expressions or []:
+        if e.key != NAME_LABEL or e.operator not in ("In", "Exists", "DoesNotExist"):
+            return False
+        if e.operator != "Exists":
+            sets.append(frozenset(e.values or ()) if e.operator == "In" else frozenset())
+    return frozenset.intersection(*sets) if sets else None
+
+
 def _namespaces(term, own: str, surely: bool) -> frozenset | None:
     """The namespaces a term's pods are looked for in; None: every one. `surely`: only those it surely names (a
-    namespaceSelector other than the empty one selects namespaces by labels the view does not read: none more);
-    else every namespace it may name."""
+    namespaceSelector by other labels than NAME_LABEL selects namespaces by labels the view does not read: none more);
+    else every namespace it may name. A selector by NAME_LABEL alone names its namespaces as surely as the list
+    does: read as other labels, a bound pod's term selecting another tenant's namespace by its name kept that
+    tenant's pods off every node while they counted as demand (held and preempted for)."""
     names = frozenset(term.namespaces or ())
     sel = term.namespace_selector
     if sel is None:
         return names or frozenset((own,))
-    if not (sel.match_labels or sel.match_expressions):
-        return None
+    by_name = _by_name(sel)
+    if by_name is not False:
+        return None if by_name is None else names | by_name
     return names if surely else None
 
 
