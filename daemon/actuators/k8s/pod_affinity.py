@@ -260,6 +260,7 @@ class BoundAnti:
         self.groups: dict[tuple, dict[int, None]] = {}   # (selector compiled, namespaces or None, key) -> its pods
         # (a namespace the group names, or None: every one; anchor) -> its groups
         self.anchors: dict[tuple, dict[tuple, None]] = {}
+        self.canon: dict[tuple, tuple] = {}              # group -> the one object of it the pods share
 
     def synced(self, pods: list) -> BoundAnti:
         """Up to date with `pods` (this cycle's, every one, or at least every one with pod anti-affinity: the watched
@@ -287,6 +288,9 @@ class BoundAnti:
                                      if t.label_selector is not None and t.topology_key))
         if not groups:
             return
+        # a group already filed is held once: each pod's own copy of its terms' selectors, a service's 10,000
+        # replicas' In of 1,000 values, held 10,000 sets of them beside the view's pods
+        groups = tuple(self.canon.setdefault(g, g) for g in groups)
         self.pods[i] = (ns, p.metadata.name, p.spec.node_name, p.spec.priority or 0,
                         p.metadata.deletion_timestamp is not None, groups)
         for g in groups:
@@ -302,6 +306,7 @@ class BoundAnti:
         for g in row[5]:
             _unset(self.groups, g, i)
             if g not in self.groups:
+                del self.canon[g]
                 for where in _filed(g):
                     _unset(self.anchors, where, g)
 
