@@ -303,3 +303,51 @@ def test_a_tenants_many_arrays_json_is_read_as_it_comes_not_held_whole(tmp_path)
 
     extra = peak(f"cat {tmp_path}/jobs.json") - peak("echo '{\"jobs\": []}'")
     assert extra < len(text) / 4, (extra, len(text))
+
+
+def test_a_record_with_a_large_string_over_many_pieces_is_read_in_linear_work(monkeypatch):
+    """A job's record with a large string (its comment or name: a tenant sets them) over many of the pipe's pieces:
+    the hand-written reader decoded the record again from its start after each piece (json's raw_decode: 64 MiB in
+    256 KiB pieces, 256 decodes of up to 64 MiB), and yajl too lexes a token cut at a piece's end again from its
+    start with the next piece. Counted, not timed: the text the parser is handed from the record's start, summed over
+    each time it is handed more (what it may read again), stays within a few times the record, not pieces times it."""
+    import json
+
+    from daemon.actuators.slurm import squeue
+    from daemon.actuators.slurm.squeue import ArrayRecords, parse_arrays
+
+    text = '{"jobs": [{"array_job_id": 7, "array_max_tasks": 2, "comment": "' + "x" * (1 << 20) + '"}]}'
+    scanned: list[int] = []
+    decode = json.JSONDecoder.raw_decode
+
+    def raw_decode(self, s, idx=0):   # the hand-written reader (json_stream): from the record's start each time
+        scanned.append(len(s) - idx)
+        return decode(self, s, idx)
+
+    monkeypatch.setattr(json.JSONDecoder, "raw_decode", raw_decode)
+    backend = getattr(squeue, "IJSON", None)
+
+    class Counted:   # ijson: each piece handed to yajl, which may lex again from the record's start
+        def __init__(self, coro):
+            self.coro, self.sent = coro, 0
+
+        def send(self, data):
+            self.sent += len(data)
+            scanned.append(self.sent)
+            self.coro.send(data)
+
+        def close(self):
+            self.coro.close()
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(backend, name)
+
+        def basic_parse_basecoro(self, target, **kw):
+            return Counted(backend.basic_parse_basecoro(target, **kw))
+
+    if backend is not None:
+        monkeypatch.setattr(squeue, "IJSON", Counting())
+    pieces = [text[i:i + 4096] for i in range(0, len(text), 4096)]
+    assert parse_arrays(pieces) == {"7": ArrayRecords(2)}
+    assert sum(scanned) < 4 * len(text), (sum(scanned), len(text), len(scanned), len(pieces))

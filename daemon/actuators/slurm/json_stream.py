@@ -27,16 +27,22 @@ class _Text:
         self.head = ""          # the text's first characters, for an error that names it
         self.max_item = max_item
 
-    def more(self) -> bool:
-        if self.done:
+    def more(self, at_least: int = 1) -> bool:
+        """Reads on, `at_least` characters (or to the end) in one step: False where nothing was left."""
+        got: list[str] = []
+        n = 0
+        while n < at_least and not self.done:
+            c = next(self.chunks, None)
+            if c is None:
+                self.done = True
+                break
+            if len(self.head) < 120:
+                self.head = (self.head + c)[:120]
+            got.append(c)
+            n += len(c)
+        if not got:
             return False
-        c = next(self.chunks, None)
-        if c is None:
-            self.done = True
-            return False
-        if len(self.head) < 120:
-            self.head = (self.head + c)[:120]
-        self.s = self.s[self.i:] + c   # what was consumed is dropped: the text held is one chunk and one item
+        self.s = self.s[self.i:] + "".join(got)   # what was consumed is dropped: the text held is one item and more
         self.i = 0
         return True
 
@@ -67,9 +73,12 @@ class _Text:
             except json.JSONDecodeError:
                 if self.done:
                     raise ValueError("not JSON") from None
-            if len(self.s) - self.i > self.max_item:
+            held = len(self.s) - self.i
+            if held > self.max_item:
                 raise ValueError(f"an item past {self.max_item} characters")
-            self.more()
+            # each try decodes from the item's start: tried again once what is held has doubled, an item cut over
+            # many pieces is decoded (and copied) in work linear in its size, not pieces times it
+            self.more(min(held, self.max_item + 1 - held) or 1)
 
 
 def array_items(chunks: Iterable[str], key: str, max_item: int = MAX_ITEM_CHARS) -> Iterator[Any]:
