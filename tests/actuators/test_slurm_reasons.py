@@ -354,9 +354,10 @@ def test_a_record_with_a_large_string_over_many_pieces_is_read_in_linear_work(mo
 
 
 def test_bytes_that_are_not_utf8_in_a_tenants_job_do_not_blind_the_view(tmp_path):
-    """A tenant sets its job's comment or name (sbatch --comment, -J) and Slurm prints those bytes as given: one byte
-    that is not UTF-8 made the strict decode of squeue's whole output raise, for every tenant's jobs, in the lines and
-    in --json (where the arrays' throttles are read). Read with the byte replaced, the other jobs are as they were."""
+    """A tenant sets its job's comment or name (sbatch --comment, -J); where squeue prints those bytes as given, one
+    byte that is not UTF-8 made the strict decode of its whole output raise, for every tenant's jobs, in the lines and
+    in --json (where the arrays' throttles are read). Read with the byte replaced, the other jobs are as they were.
+    squeue here is a script printing such bytes (whether 22.05 passes them through is not what is tested)."""
     act = _many_arrays_actuator(tmp_path, 2, f"cat {tmp_path}/jobs.json")
     lines = (tmp_path / "jobs.txt").read_bytes().replace(b"|(null)|", b"|bad \xff\xfe comment|", 1)
     lines += b"7|acct|p|normal|RUNNING|gn1|5:00|gres/gpu:2|None|2026-12-06T02:00:00|x\xc3|1|N/A|UNLIMITED\n"
