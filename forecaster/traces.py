@@ -98,12 +98,18 @@ def helios_demand(data_dir: Path, step_s: int = 300) -> pd.DataFrame:
 SERVEGEN_EPOCH = pd.Timestamp("2025-01-06T00:00:00Z")  # t = 0 is a midnight; the weekday is unknown
 
 
-def servegen_rates(data_dir: Path) -> pd.DataFrame:
-    """Mean requests/s per ServeGen m-small client per 10-minute window (14 days); idle windows are 0."""
+def _servegen_files(data_dir: Path) -> list[Path]:
+    """ServeGen m-small's per-client files in client order (OSError where there are none)."""
     root = Path(data_dir) / "servegen-2025" / "m-small"
     files = sorted(root.glob("chunk-*-trace.csv"), key=lambda p: int(p.name.split("-")[1]))
     if not files:
         raise OSError(f"no ServeGen files under {root}")
+    return files
+
+
+def servegen_rates(data_dir: Path) -> pd.DataFrame:
+    """Mean requests/s per ServeGen m-small client per 10-minute window (14 days); idle windows are 0."""
+    files = _servegen_files(data_dir)
     cols = {}
     for f in files:
         d = pd.read_csv(f, header=None, usecols=[0, 1], names=["t", "rate"])
@@ -127,10 +133,7 @@ def servegen_windows(data_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     windows (from 04:00 on the 8th day: 0 for 10 to 70 minutes between two windows of ordinary load); one client
     at 0 is idle, as data/README.md says, but all of them at once is missing data, and missing data is never zero
     load."""
-    root = Path(data_dir) / "servegen-2025" / "m-small"
-    files = sorted(root.glob("chunk-*-trace.csv"), key=lambda p: int(p.name.split("-")[1]))
-    if not files:
-        raise OSError(f"no ServeGen files under {root}")
+    files = _servegen_files(data_dir)
     rates, cvs = {}, {}
     for f in files:
         try:
@@ -178,10 +181,7 @@ def servegen_patterns(data_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     ``_sample_iats``) rescales a window's draws to fill it at its rate, so only the family and shape shape the
     arrivals. A family other than those two, or a shape that is not a number > 0 within the family's
     SERVEGEN_SHAPES, is refused with one line naming the file and row (ValueError)."""
-    root = Path(data_dir) / "servegen-2025" / "m-small"
-    files = sorted(root.glob("chunk-*-trace.csv"), key=lambda p: int(p.name.split("-")[1]))
-    if not files:
-        raise OSError(f"no ServeGen files under {root}")
+    files = _servegen_files(data_dir)
     fams, shapes = {}, {}
     for f in files:
         try:

@@ -64,3 +64,26 @@ class SnapshotBackend:
 def with_tokens(cfg: Config) -> Config:
     """`cfg` with the test tokens (tests/support/daemons.py TOKENS: an operator, tenant-0001, tenant-0002)."""
     return cfg.model_copy(update={"access": type(cfg.access)(tokens=TOKENS)})
+
+
+def gated_cycle(tmp, tenants: int, high_share: float):
+    """One cycle of the simulator (`tenants` tenants, `high_share` of them high tier) with the skill gate on, run
+    and closed: its plan and the snapshot the app serves, with the test tokens. Nothing is scored after one cycle,
+    so every tenant is planned reactively."""
+    import dataclasses
+
+    from daemon.config import SimulatorConfig, SourceConfig
+    from daemon.service.wiring import build_runtime
+
+    cfg = Config(cluster={"gpus": 128}, cycle={"horizon_steps": 5, "history_steps": 600},
+                 source=SourceConfig(simulator=SimulatorConfig(tenants=tenants, high_share=high_share,
+                                                               warmup_steps=800)),
+                 forecaster={"season_steps": 60, "model_dir": tmp / "none"},
+                 policy={"skill_gate": {"enabled": True, "min_scored": 3, "window": 50}},
+                 state={"path": tmp / "s.sqlite"})
+    rt = build_runtime(cfg)
+    try:
+        plan = rt.runner.run_once().plan
+        return plan, dataclasses.replace(rt.runner.snapshot, cfg=with_tokens(rt.runner.snapshot.cfg))
+    finally:
+        rt.close()

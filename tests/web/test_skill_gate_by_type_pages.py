@@ -8,12 +8,10 @@ import re
 import pytest
 from starlette.testclient import TestClient
 
-from daemon.config import Config, SimulatorConfig, SourceConfig
 from daemon.forecasting.skill import decide
-from daemon.service.wiring import build_runtime
 from daemon.web.app import build_app
 from tests.support.daemons import OP, T1, T2, h
-from tests.support.web_backend import SnapshotBackend, with_tokens
+from tests.support.web_backend import SnapshotBackend, gated_cycle
 
 
 def _text(page: str) -> str:
@@ -24,21 +22,10 @@ def _text(page: str) -> str:
 def typed_snap(tmp_path_factory):
     """One simulated cycle with the gate on, its plan's verdicts replaced by the gate's on scores of two typed
     series per tenant (a100: skill; t4: none), as the cycle decides them on a mixed fleet."""
-    tmp = tmp_path_factory.mktemp("gate-types")
-    cfg = Config(cluster={"gpus": 128}, cycle={"horizon_steps": 5, "history_steps": 600},
-                 source=SourceConfig(simulator=SimulatorConfig(tenants=4, high_share=1.0, warmup_steps=800)),
-                 forecaster={"season_steps": 60, "model_dir": tmp / "none"},
-                 policy={"skill_gate": {"enabled": True, "min_scored": 3, "window": 50}},
-                 state={"path": tmp / "s.sqlite"})
-    rt = build_runtime(cfg)
-    try:
-        plan = rt.runner.run_once().plan
-        snap = dataclasses.replace(rt.runner.snapshot, cfg=with_tokens(rt.runner.snapshot.cfg))
-    finally:
-        rt.close()
+    plan, snap = gated_cycle(tmp_path_factory.mktemp("gate-types"), tenants=4, high_share=1.0)
     tenants = snap.state.tenants
     scores = {f"{t}@{k}": sc for t in tenants for k, sc in (("a100", (1.0, 10.0, 12)), ("t4", (8.0, 1.0, 12)))}
-    verdicts = decide(scores, tenants, {}, cfg.policy.skill_gate)
+    verdicts = decide(scores, tenants, {}, snap.cfg.policy.skill_gate)
     plan = dataclasses.replace(plan, forecast_acting={t: v.to_dict() for t, v in verdicts.items()})
     return dataclasses.replace(snap, plan=plan)
 

@@ -10,11 +10,9 @@ import re
 import pytest
 from starlette.testclient import TestClient
 
-from daemon.config import Config, SimulatorConfig, SourceConfig
-from daemon.service.wiring import build_runtime
 from daemon.web.app import build_app
 from tests.support.daemons import OP
-from tests.support.web_backend import SnapshotBackend, with_tokens
+from tests.support.web_backend import SnapshotBackend, gated_cycle
 
 
 def _text(page: str) -> str:
@@ -24,19 +22,7 @@ def _text(page: str) -> str:
 @pytest.fixture(scope="module")
 def first_cycle(tmp_path_factory):
     """One cycle of the simulator with the gate on: nothing scored yet, so every tenant is planned reactively."""
-    tmp = tmp_path_factory.mktemp("gate")
-    cfg = Config(cluster={"gpus": 128}, cycle={"horizon_steps": 5, "history_steps": 600},
-                 source=SourceConfig(simulator=SimulatorConfig(tenants=6, high_share=0.4, warmup_steps=800)),
-                 forecaster={"season_steps": 60, "model_dir": tmp / "none"},
-                 policy={"skill_gate": {"enabled": True, "min_scored": 3, "window": 50}},
-                 state={"path": tmp / "s.sqlite"})
-    rt = build_runtime(cfg)
-    try:
-        plan = rt.runner.run_once().plan
-        snap = dataclasses.replace(rt.runner.snapshot, cfg=with_tokens(rt.runner.snapshot.cfg))
-        yield plan, snap
-    finally:
-        rt.close()
+    yield gated_cycle(tmp_path_factory.mktemp("gate"), tenants=6, high_share=0.4)
 
 
 def _client(snap) -> TestClient:
