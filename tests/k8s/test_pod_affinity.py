@@ -96,6 +96,17 @@ def test_a_pod_whose_required_pod_affinity_or_anti_affinity_no_node_meets_is_no_
 ZONE = "topology.kubernetes.io/zone"
 
 
+
+def _two_tenants_one_zone(kube, tmp_path):
+    """team-a (high) and team-b (normal) on two GPU nodes of one zone, and the daemon's view of them: the core
+    client, the nodes, the view's names, runtime and client, and the two namespaces."""
+    core = k8s.CoreV1Api(kube.api())
+    tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=2)
+    for node in nodes:
+        core.patch_node(node, {"metadata": {"labels": {ZONE: "z1"}}})
+    names, rt, kub = tenant_view(kube, tmp_path, tenants)
+    return core, nodes, names, rt, kub, ns["team-a"], ns["team-b"]
+
 def test_a_pod_kept_off_every_node_by_a_bound_pods_anti_affinity_is_no_demand_until_that_pod_goes(kube, tmp_path,
                                                                                                    caplog):
     """kube-scheduler also keeps a pod off a node where a bound pod's required anti-affinity term matches it, in that
@@ -106,12 +117,7 @@ def test_a_pod_kept_off_every_node_by_a_bound_pods_anti_affinity_is_no_demand_un
     merges them into the selector), are bound. Once team-a's pod is deleted the kept bound pods judge as a fresh read:
     the victim is demand again (the nodes cordoned meanwhile, so the scheduler does not race the reads), and it is
     bound once they are uncordoned."""
-    core = k8s.CoreV1Api(kube.api())
-    tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=2)
-    for node in nodes:
-        core.patch_node(node, {"metadata": {"labels": {ZONE: "z1"}}})
-    names, rt, kub = tenant_view(kube, tmp_path, tenants)
-    a, b = ns["team-a"], ns["team-b"]
+    core, nodes, names, rt, kub, a, b = _two_tenants_one_zone(kube, tmp_path)
     try:
         wall = gpu_pod(a, "wall", 1, labels={"ver": "v1"}, node_selector={HOST: nodes[0]})
         wall["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
@@ -173,12 +179,7 @@ def test_a_bound_pods_anti_affinity_selecting_a_namespace_by_its_name_label_keep
     term selects team-b's namespace by that label (namespaceSelector, no namespaces list) keeps team-b's app=victim
     pods off both nodes of the zone, as the scheduler says, while the view read a namespaceSelector by labels as
     naming no namespace surely: the victim was demand (held and preempted for). Now it is no job, said once."""
-    core = k8s.CoreV1Api(kube.api())
-    tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=2)
-    for node in nodes:
-        core.patch_node(node, {"metadata": {"labels": {ZONE: "z1"}}})
-    names, rt, kub = tenant_view(kube, tmp_path, tenants)
-    a, b = ns["team-a"], ns["team-b"]
+    core, nodes, names, rt, kub, a, b = _two_tenants_one_zone(kube, tmp_path)
     try:
         wall = gpu_pod(a, "wall", 1, node_selector={HOST: nodes[0]})
         wall["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
