@@ -44,7 +44,7 @@ rate could close at predictive's budget. `perfect_rate.nowcast` knows the rate o
     nice -n 10 python bench/inference_bench.py [--days 1] [--cold-starts 1,3,5,9] [--seed 7] [--workers 2]
         [--replica-quantiles 0.5,0.9] [--history-days 2] [--window-forecaster [--epochs N]]
     nice -n 10 python bench/inference_bench.py --only-gated-product --replica-quantiles 0.5,0.9 --seeds 7,8,9,10,11
-        [--cold-starts 3,5,9]    # the gated product per draw of the workload: inference_servegen_seeds.json
+        [--cold-starts 3,5,9] [--arrivals fitted]   # the gated product per draw: inference_servegen_seeds[_fitted].json
 """
 
 from __future__ import annotations
@@ -216,11 +216,13 @@ def gated_product_row(w, cfg: Config, q: float) -> dict:
             "skill_gate": m.summary().get("skill_gate")}
 
 
-def servegen_workload(cold_min: float, days: float, seed: int, data: Path, history_days: float, cfg: Config):
-    """The bench's workload at one cold start: ServeGen's services beside the synthetic batch tenants."""
+def servegen_workload(cold_min: float, days: float, seed: int, data: Path, history_days: float, cfg: Config,
+                      arrivals: str = "moments"):
+    """The bench's workload at one cold start: ServeGen's services beside the synthetic batch tenants, the requests
+    drawn by ``arrivals`` (daemon/sim/servegen.py: "moments" or "fitted")."""
     tight = {t: min(lvl.rate(t) for lvl in cfg.ratelimits.levels) for t in ("high", "normal")}
     return servegen(data, days=days, history_days=history_days, seed=seed, cold_start_s=cold_min * 60,
-                    tight_limits=tight, gpus_per_node=cfg.cluster.gpus_per_node)
+                    tight_limits=tight, gpus_per_node=cfg.cluster.gpus_per_node, arrivals=arrivals)
 
 
 def add_gated_product(path: Path, data: Path, q: float) -> None:
@@ -264,7 +266,7 @@ def seeds_summary(runs: list[dict]) -> dict:
 
 
 def seed_run(seed: int, cold_min: float, days: float, history_days: float, data: Path, q: float,
-             workers: int) -> dict:
+             workers: int, arrivals: str = "moments") -> dict:
     """The gated product (`gated_product_row` at replica quantile ``q``) on the workload drawn with ``seed`` at one
     cold start, against reactive and the perfect forecast on the same draw: reactive at the workload's headroom
     and at each of REACTIVE_HEADROOMS (its throttled requests and batch unmet depend on the draw, and its
@@ -272,7 +274,7 @@ def seed_run(seed: int, cold_min: float, days: float, history_days: float, data:
     by `versus_reactive`."""
     t0 = time.perf_counter()
     cfg = Config()
-    w, _ = servegen_workload(cold_min, days, seed, data, history_days, cfg)
+    w, _ = servegen_workload(cold_min, days, seed, data, history_days, cfg, arrivals)
     steps = len(w.demand) - w.start
     reactive, perfect = run_replay(w, with_replica_quantile(cfg, q), None, steps=steps,
                                    strategies=("reactive", "perfect"), workers=workers)
@@ -299,15 +301,16 @@ def run_seeds(seeds: list[int], colds: list[float], a, q: float) -> Path:
     use), one run per seed and cold start, into its own JSON (inference_servegen_seeds.json), written after every
     run so a stopped bench keeps what it measured."""
     doc = {**provenance.started(), "bench": "inference_seeds", "days": a.days, "history_days": a.history_days,
-           "seeds": seeds, "cold_starts_min": colds, "replica_quantile": q,
+           "seeds": seeds, "cold_starts_min": colds, "replica_quantile": q, "arrivals": a.arrivals,
            "command": "python bench/inference_bench.py " + " ".join(sys.argv[1:]), "targets": SEED_TARGETS,
            "runs": []}
-    path = a.out / "inference_servegen_seeds.json"
+    path = a.out / ("inference_servegen_seeds.json" if a.arrivals == "moments"
+                    else f"inference_servegen_seeds_{a.arrivals}.json")
     for seed in seeds:
         for c in colds:
             print(f"seed {seed}, cold start {c:g} min...", file=sys.stderr, flush=True)
             doc["runs"].append(seed_run(seed, c, a.days, a.history_days, a.data_dir or default_data_dir(), q,
-                                        a.workers))
+                                        a.workers, a.arrivals))
             doc["summary"] = seeds_summary(doc["runs"])
             a.out.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps({k: v for k, v in doc.items() if k != "_t0"}, indent=2) + "\n")
@@ -437,10 +440,15 @@ def main() -> None:
                     help="with --only-gated-product: the gated product on the workload drawn with each of these "
                          "seeds (comma-separated) at --cold-starts (default here 3,5,9), against reactive and the "
                          "perfect forecast on the same draw, into inference_servegen_seeds.json")
+    ap.add_argument("--arrivals", choices=("moments", "fitted"), default="moments",
+                    help="with --seeds: how the requests are drawn (daemon/sim/servegen.py); fitted writes "
+                         "inference_servegen_seeds_fitted.json")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
     a = ap.parse_args()
     if a.seeds and not a.only_gated_product:
         ap.error("--seeds goes with --only-gated-product")
+    if a.arrivals != "moments" and not a.seeds:
+        ap.error("--arrivals goes with --seeds")
     if a.only_gated_product:
         q = float(a.replica_quantiles.split(",")[-1]) if a.replica_quantiles else replica_quantile(Config())
         if a.seeds:

@@ -33,7 +33,10 @@ replays several draws and writes windows_synthetic_seeds.json (never the per-see
 runs the target compares (predictive without windows, and with the high tier's proposed windows as Kueue carries
 them out, the published row), the target's three conditions, and the pooled figures (``pool``): a verdict on one
 draw is within the noise of one replay, one over several draws is less so. A seed whose 14:00 tenants have no
-high-tier unmet without windows has nothing to cut: it is skipped (``skipped``, with why), not counted.
+high-tier unmet without windows has nothing to cut: it is skipped (``skipped``, with why), not counted. Each seed's
+``why`` (``explain``) says where its 14:00 tenants' unmet falls against the windows (without and with them), why
+they waited while a window held (per cause), and what each window's nodes carried when first held, against where
+the tenant's jobs fit in the whole cluster then; ``pool["why"]`` sums the places and causes.
 
     nice -n 10 python bench/windows_bench.py --days 1 --quick-forecaster --seeds 2,3,4,5,7,12,13 --leads 30,120,240
 
@@ -63,7 +66,7 @@ from daemon.forecasting.windows_proposed import SIGNIFICANCE, propose  # noqa: E
 from daemon.sim import workloads  # noqa: E402
 from daemon.sim.own import choose_forecaster  # noqa: E402
 from daemon.sim.replay import ForecastBank  # noqa: E402
-from daemon.sim.windows_breakdown import WindowBreakdown, window_in_place  # noqa: E402
+from daemon.sim.windows_breakdown import CAUSES, WindowBreakdown, window_in_place  # noqa: E402
 from daemon.sim.windows_evidence import replay, with_windows  # noqa: E402
 
 SEED, TENANTS, GPUS, HISTORY_DAYS = 7, 40, 1024, 7
@@ -145,6 +148,12 @@ class Draw:
         return ForecastBank(self.choice.model, self.w.demand, 1, self.cfg.cycle.horizon_steps,
                             self.cfg.cycle.history_steps, keep=False, prefetch=True, stop=self.w.start + self.steps)
 
+    def look(self, variant: str) -> WindowBreakdown:
+        """The replay hook that says why a 14:00 tenant waited while one of the `variant` windows held."""
+        return WindowBreakdown(len(self.tenants), self.tenants,
+                               [WindowConfig.model_validate(x) for x in self.variants[variant]], self.peaked_high,
+                               self.cfg.window_min_lead_s())
+
     def run(self, strategy: str, ws: list[dict], base_cfg: Config, look=None):
         b = self.bank() if strategy == "predictive" else None
         try:
@@ -191,7 +200,15 @@ def pool(rows: list[dict], target: dict) -> dict:
     normal = round(sum(r["normal_unmet_delta_gpu_min"] for r in rows), 1)
     pre = sum(r["preemptions_delta"] for r in rows)
     conditions = {"cut": cut is not None and cut >= target["cut"], "normal_unmet": normal <= 0, "preemptions": pre <= 0}
-    return {"seeds": len(rows), "high_unmet_at_1400_tenants_without": round(without, 1),
+    why = {}
+    if rows and all("why" in r for r in rows):   # --seeds: where the unmet falls and why, summed
+        why = {"why": {"left_gpu_min_by_place": {
+                           k: {p: round(sum(r["why"]["left_gpu_min_by_place"][k][p] for r in rows), 1) for p in PLACES}
+                           for k in ("without", "with")},
+                       "while_window_holds_gpu_min_by_cause": {
+                           c: round(sum(r["why"]["while_window_holds_gpu_min_by_cause"].get(c, 0.0) for r in rows), 1)
+                           for c in CAUSES}}}
+    return why | {"seeds": len(rows), "high_unmet_at_1400_tenants_without": round(without, 1),
             "high_unmet_at_1400_tenants_with": round(with_, 1), "cut": cut, "normal_unmet_delta_gpu_min": normal,
             "preemptions_delta": pre,
             "held_idle_gpu_min_without": round(sum(r["held_idle_gpu_min_without"] for r in rows), 1),
@@ -199,6 +216,34 @@ def pool(rows: list[dict], target: dict) -> dict:
             "conditions": conditions | {"all": all(conditions.values())},
             "seeds_meeting": {c: sum(r["conditions"][c] for r in rows)
                               for c in ("cut", "normal_unmet", "preemptions", "all")}}
+
+
+PLACES = ("outside", "lead", "open", "none")   # left_steps' "window": where a step falls against the tenant's windows
+
+
+def by_place(left: list[dict], step_min: float) -> dict:
+    """The GPU-minutes of ``left_steps`` per place against the windows: outside them, in their lead, open (or
+    "none": a tenant without a window)."""
+    out = dict.fromkeys(PLACES, 0.0)
+    for x in left:
+        out[x["window"]] += x["queued_gpus"] * step_min
+    return {k: round(v, 1) for k, v in out.items()}
+
+
+def explain(d: "Draw", base_run, win_run, look: WindowBreakdown) -> dict:
+    """Why one draw's windows cut what they cut: where the 14:00 tenants' unmet falls against the high tier's
+    windows, without and with them (``left_gpu_min_by_place``, the same windows' times for both runs); the
+    GPU-minutes queued while a window held, per cause (daemon/sim/windows_breakdown.py, the windowed run); and
+    what each window's nodes carried when its hold was first in place and when it opened (``window_nodes``)."""
+    ws = [WindowConfig.model_validate(x) for x in d.variants["high"]]
+    lead = d.cfg.window_min_lead_s()
+    s = look.summary(win_run.meter.step_min)
+    return {"left_gpu_min_by_place": {
+                "without": by_place(left_steps(base_run, d.w, d.peaked_high, ws, lead), base_run.meter.step_min),
+                "with": by_place(left_steps(win_run, d.w, d.peaked_high, ws, lead), win_run.meter.step_min)},
+            "while_window_holds_gpu_min_by_cause": s["gpu_min_by_cause"],
+            "while_window_holds_gpu_min_by_tenant": s["gpu_min_by_tenant"],
+            "window_nodes": s["window_nodes"]}
 
 
 def several(a) -> int:
@@ -219,9 +264,14 @@ def several(a) -> int:
             skipped.append(about | {"why": why})
             print(f"seed {seed}: skipped, {why}", flush=True)
             continue
-        win = measure(d.run("predictive", d.variants["high"], d.cfg), d.w, d.peaked_high)
-        rows.append(about | seed_row(seed, base, win, target) | {"wall_s": round(time.perf_counter() - t0, 1)})
-        print(f"seed {seed}:", {k: v for k, v in rows[-1].items() if k != "high_tier_windows"}, flush=True)
+        look = d.look("high")
+        win_run = d.run("predictive", d.variants["high"], d.cfg, look)
+        win = measure(win_run, d.w, d.peaked_high)
+        rows.append(about | seed_row(seed, base, win, target) | {"why": explain(d, base_run, win_run, look)}
+                    | {"wall_s": round(time.perf_counter() - t0, 1)})
+        print(f"seed {seed}:", {k: v for k, v in rows[-1].items() if k not in ("high_tier_windows", "why")},
+              rows[-1]["why"]["left_gpu_min_by_place"], rows[-1]["why"]["while_window_holds_gpu_min_by_cause"],
+              flush=True)
     out.update({"workload": f"synthetic-{TENANTS}x{GPUS}", "seeds": seeds, "step_minutes": step_min,
                 "history_days": HISTORY_DAYS, "measured_days": a.days,
                 "forecaster_choice": "quick (baselines only)" if a.quick_forecaster else "as retrain chooses",

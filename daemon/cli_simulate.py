@@ -35,6 +35,10 @@ def _objective_opts(f):
 @click.option("--scale-down-stabilization", "stabilization", default=None, metavar="DURATION",
               help="servegen: the services' HPA scale-down stabilization window, e.g. 5m or 0s (scale down at once; "
                    "replicas are the max of the window's recommendations)  [default: 300s]")
+@click.option("--arrivals", type=click.Choice(["moments", "fitted"]), default=None,
+              help="servegen: each minute's requests drawn from its 10-minute window's rate and CV (moments), or "
+                   "each request from the window's fitted Gamma or Weibull inter-arrivals, as ServeGen's own "
+                   "generator draws them (fitted: about 10 s more per day)  [default: moments]")
 @click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Replay this cluster's own history (the formats of retrain --data: time + one column per tenant "
                    "of GPU demand, or long time,tenant,value); the last --days are replayed.")
@@ -90,10 +94,10 @@ def _objective_opts(f):
 @click.option("--slo-normal", "slo_normal", type=float, default=None,
               help="--min-gpus: share of the normal tier's demand allowed unmet  [default: 0.02]")
 @click.pass_context
-def simulate(ctx, trace, cold_start, stabilization, data, from_source, history_days, until, tier_flags, job_flags,
-             default_job_gpus, quick_forecaster, epochs, recommend_, minimize, subject_to, tenants, gpus, days, seed,
-             strategies, sweep, show_table, legend, forecast_every, high_vcs, high_vc, data_dir, workers, out, min_gpus,
-             slo_high, slo_normal) -> None:
+def simulate(ctx, trace, cold_start, stabilization, arrivals, data, from_source, history_days, until, tier_flags,
+             job_flags, default_job_gpus, quick_forecaster, epochs, recommend_, minimize, subject_to, tenants, gpus,
+             days, seed, strategies, sweep, show_table, legend, forecast_every, high_vcs, high_vc, data_dir, workers,
+             out, min_gpus, slo_high, slo_normal) -> None:
     """Replay a trace (built-in, or this cluster's own history with --data/--from-source) through static, reactive,
     predictive and perfect-forecast strategies on the same physics."""
     cfg = _load(ctx)
@@ -131,6 +135,8 @@ def simulate(ctx, trace, cold_start, stabilization, data, from_source, history_d
         if trace != "servegen" or own:
             _fail("--cold-start is the inference services' cold start: use it with --trace servegen")
         cold_s = _duration_s(cold_start, "--cold-start")
+    if arrivals is not None and (trace != "servegen" or own):
+        _fail("--arrivals is how the inference services' requests are drawn: use it with --trace servegen")
     stab_s = 300.0
     if stabilization is not None:
         if trace != "servegen" or own:
@@ -225,12 +231,14 @@ def simulate(ctx, trace, cold_start, stabilization, data, from_source, history_d
             tight = {t: min(lvl.rate(t) for lvl in cfg.ratelimits.levels) for t in ("high", "normal")}
             try:
                 w, sg_notes = servegen(data_root, days=days, seed=seed, cold_start_s=cold_s, tight_limits=tight,
-                                       gpus_per_node=cfg.cluster.gpus_per_node, scale_down_stabilization_s=stab_s)
+                                       gpus_per_node=cfg.cluster.gpus_per_node, scale_down_stabilization_s=stab_s,
+                                       arrivals=arrivals or "moments")
             except OSError as exc:
                 _fail(f"cannot read the servegen trace: {exc}", 1)
             except ValueError as exc:
                 _fail(f"servegen: {exc}", 1)
-            own_notes = {"inference": {"cold_start_s": cold_s, **sg_notes.to_dict()}}
+            own_notes = {"inference": {"cold_start_s": cold_s, "arrivals": arrivals or "moments",
+                                       **sg_notes.to_dict()}}
         else:
             try:
                 w = workloads.helios(data_root, days=days, high_vcs=2 if high_vcs is None else high_vcs,

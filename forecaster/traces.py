@@ -164,6 +164,60 @@ def servegen_windows(data_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return out[0].mask(gap, axis=0), out[1].mask(gap, axis=0)
 
 
+SERVEGEN_FAMILIES = ("Gamma", "Weibull")
+# the shapes a family's draw stays finite over (daemon/sim/servegen.py, draw_arrivals_fitted): a Weibull's draws are
+# E^(1/shape) of exponential E, past a float from shape ~0.005 (E to ~50); a Gamma's about its shape, a window's
+# millions of them summed. The trace's own fits: Gamma 0.01-364, Weibull 0.16-2.3
+SERVEGEN_SHAPES = {"Gamma": (0.0, 1e6), "Weibull": (0.02, np.inf)}
+
+
+def servegen_patterns(data_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """ServeGen m-small per client and 10-minute window: the inter-arrival family ServeGen fitted (``Gamma`` or
+    ``Weibull``; ``""`` where the client was idle) and its shape parameter (NaN there), as two time x client frames
+    on ``servegen_windows``' index. The fitted scale is not kept: ServeGen's own generator (servegen/construct.py,
+    ``_sample_iats``) rescales a window's draws to fill it at its rate, so only the family and shape shape the
+    arrivals. A family other than those two, or a shape that is not a number > 0 within the family's
+    SERVEGEN_SHAPES, is refused with one line naming the file and row (ValueError)."""
+    root = Path(data_dir) / "servegen-2025" / "m-small"
+    files = sorted(root.glob("chunk-*-trace.csv"), key=lambda p: int(p.name.split("-")[1]))
+    if not files:
+        raise OSError(f"no ServeGen files under {root}")
+    fams, shapes = {}, {}
+    for f in files:
+        try:
+            d = pd.read_csv(f, header=None, usecols=[0, 3, 4], names=["t", "pat", "arg1"], dtype={"pat": str})
+        except (ValueError, pd.errors.ParserError) as exc:
+            raise ValueError(f"{f}: not a ServeGen trace (timestamp,rate,cv,pat_name,pat_arg1,pat_arg2): {exc}") \
+                from None
+        pat = d["pat"].fillna("").str.strip()
+        shape = pd.to_numeric(d["arg1"], errors="coerce").to_numpy(dtype=float)
+        named = (pat != "").to_numpy()
+        lo = pat.map(lambda p: SERVEGEN_SHAPES.get(p, (0.0, np.inf))[0]).to_numpy(dtype=float)
+        hi = pat.map(lambda p: SERVEGEN_SHAPES.get(p, (0.0, np.inf))[1]).to_numpy(dtype=float)
+        with np.errstate(invalid="ignore"):
+            off = ~np.isfinite(shape) | ~(shape > 0) | (shape < lo) | (shape > hi)
+        bad = named & (~pat.isin(SERVEGEN_FAMILIES).to_numpy() | off)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            p, arg = pat.iloc[i], str(d["arg1"].iloc[i])
+            if p not in SERVEGEN_FAMILIES:
+                what = f"pat_name {p!r} is not one of {', '.join(SERVEGEN_FAMILIES)}"
+            elif not (np.isfinite(shape[i]) and shape[i] > 0):
+                what = f"pat_arg1 {arg!r} is not a number > 0"
+            else:
+                what = (f"pat_arg1 {arg!r} is not a {p} shape from {lo[i]:g} to {hi[i]:g} (past them its drawn "
+                        "inter-arrivals overflow a float)")
+            raise ValueError(f"{f}: row {i + 1}: {what}")
+        at = SERVEGEN_EPOCH + pd.to_timedelta(pd.to_numeric(d["t"], errors="coerce"), unit="s")
+        name = f"servegen-{f.name.split('-')[1]}"
+        fams[name] = pd.Series(pat.to_numpy(dtype=object), index=at)
+        shapes[name] = pd.Series(np.where(named, shape, np.nan), index=at)
+    fam, shp = pd.DataFrame(fams).sort_index(), pd.DataFrame(shapes).sort_index()
+    for frame in (fam, shp):
+        frame.index.name, frame.columns.name = "time", "tenant"
+    return fam.fillna(""), shp
+
+
 def servegen_gaps(rate: pd.DataFrame) -> pd.Series:
     """Per window: True where every client's rate is 0 at once (a gap in the collection), in a trace that has load
     elsewhere (``servegen_windows``' docstring)."""

@@ -274,6 +274,7 @@ def _rate_ceiling(d: dict) -> list[str]:
 
 
 SEEDS_JSON = "inference_servegen_seeds.json"
+SEEDS_FITTED_JSON = "inference_servegen_seeds_fitted.json"
 
 
 def _read_off(points: list[tuple[float, float]], gpu: float) -> float | None:
@@ -307,9 +308,39 @@ def replay_inference_seeds() -> str:
     --seeds): per seed and cold start its high-tier throttled requests, the gap closed at equal GPU-hours, each
     batch tier's unmet and preemptions against reactive's read off at its service GPU-hours, the three checks,
     and how many runs meet each."""
-    if not exists(SEEDS_JSON):
-        return "*No multi-seed run committed yet: `bench/out/" + SEEDS_JSON + "` is missing.*"
-    d = load(SEEDS_JSON)
+    return _seeds_table(SEEDS_JSON)
+
+
+@block("replay-inference-seeds-fitted")
+def replay_inference_seeds_fitted() -> str:
+    """The same runs with each request drawn from its window's fitted inter-arrival family (``--arrivals
+    fitted``), as ServeGen's own generator draws them."""
+    out = _seeds_table(SEEDS_FITTED_JSON)
+    if not exists(SEEDS_FITTED_JSON) or not exists(SEEDS_JSON):
+        return out
+    counts = {}
+    for name in (SEEDS_JSON, SEEDS_FITTED_JSON):
+        d = load(name)
+        got = [seed_verdicts(r, d["targets"]["gap_closed_min"]) for r in d["runs"]]
+        counts[name] = (len(got), *(sum(o[k] is True for o in got) for k in ("gap", "each", "together")))
+    (n0, *m), (n1, *f) = counts[SEEDS_JSON], counts[SEEDS_FITTED_JSON]
+    c0, c1 = load(SEEDS_JSON).get("commit"), load(SEEDS_FITTED_JSON).get("commit")
+    line = (f"Against the moment-matched draws (the table above, the same seeds and cold starts): the gap target met "
+            f"on {f[0]} of {n1} runs here and {m[0]} of {n0} there, each batch tier no higher on {f[1]} and {m[1]}, "
+            f"normal + low together on {f[2]} and {m[2]}"
+            + ("." if c0 == c1 else f" (the two runs are of commits {c0} and {c1}: the code differs too, not only "
+               "the draw).") + f" The counts differ by at most {max(abs(a - b) for a, b in zip(f, m))} runs of {n1}; "
+            "`--arrivals` stays `moments` by default (the other ServeGen tables are of that draw), `fitted` is there "
+            "to check a result on ServeGen's own.")
+    head, sep, tail = out.rpartition("\n\n*From ")
+    return head + "\n\n" + line + sep + tail
+
+
+def _seeds_table(name: str) -> str:
+    """One multi-seed JSON's table and counts (``replay_inference_seeds``)."""
+    if not exists(name):
+        return "*No multi-seed run committed yet: `bench/out/" + name + "` is missing.*"
+    d = load(name)
     tg = d["targets"]
 
     def v(ok: bool | None) -> str:
@@ -352,9 +383,12 @@ def replay_inference_seeds() -> str:
                   f"gap >= {pct(tg['gap_closed_min'], 0)}", "each batch tier no higher",
                   "normal + low no higher"], rows), "",
            f"Over seeds {', '.join(str(s) for s in d['seeds'])} at cold starts "
-           f"{' / '.join(f'{c:g}' for c in d['cold_starts_min'])} min, the product's choice at p{100 * q:g} replicas "
+           f"{' / '.join(f'{c:g}' for c in d['cold_starts_min'])} min"
+           + ("" if d.get("arrivals", "moments") == "moments" else ", each request drawn from its window's fitted "
+              "inter-arrivals") +
+           f", the product's choice at p{100 * q:g} replicas "
            f"with the skill gate on meets the gap target (>= {pct(tg['gap_closed_min'], 0)} at equal GPU-hours) on "
            f"{count['gap']} of {total} runs, each batch tier's unmet no higher than reactive's on {count['each']} of "
            f"{total}, normal + low together no higher on {count['together']} of {total}, and all three on {every} "
-           f"of {total}{complete}.", "", source([SEEDS_JSON], d)]
+           f"of {total}{complete}.", "", source([name], d)]
     return "\n".join(out)

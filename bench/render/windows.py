@@ -50,7 +50,89 @@ def windows_synthetic_seeds() -> str:
                "held idle without / with (GPU-min)", f"cut >= {pct(t['cut'], 0)}", "normal no more",
                "preemptions no more", "all three"], rows), "",
         f"Target: {t['what']}.", "", *lines, "",
+        *_seeds_why(d),
         source([name], d)])
+
+
+# the causes of a wait while a window held (daemon/sim/windows_breakdown.py), as the why table's columns
+_CAUSES = (("others_firm", "others' work that cannot be preempted on its nodes"),
+           ("low_not_cleared", "low work not cleared"), ("draining", "draining"),
+           ("demand_above_window", "its demand above the window"), ("other", "other"))
+
+
+def _seeds_why(d: dict) -> list[str]:
+    """The seeds' ``why`` (bench/windows_bench.py explain): where the 14:00 tenants' unmet falls against the high
+    tier's windows without and with them, why they waited while a window held, and what each window's nodes
+    carried when its hold was first in place. Nothing for a JSON from before it was measured."""
+    rows = d["per_seed"]
+    if not rows or not all("why" in r for r in rows):
+        return []
+
+    def places(x: dict) -> str:
+        return f"{n(x['outside'])} / {n(x['lead'])} / {n(x['open'])}"
+
+    def causes(c: dict) -> str:
+        c = dict(c, other=c.get("other", 0.0) + c.get("free_in_pieces", 0.0))
+        return " / ".join(n(c.get(k, 0.0)) for k, _ in _CAUSES)
+
+    p = d["pool"]["why"]
+    table1 = [[str(r["seed"]), places(r["why"]["left_gpu_min_by_place"]["without"]),
+               places(r["why"]["left_gpu_min_by_place"]["with"]),
+               causes(r["why"]["while_window_holds_gpu_min_by_cause"])] for r in rows]
+    table1.append([f"pooled ({len(rows)} seeds)", places(p["left_gpu_min_by_place"]["without"]),
+                   places(p["left_gpu_min_by_place"]["with"]), causes(p["while_window_holds_gpu_min_by_cause"])])
+    table2 = []
+    for r in rows:
+        at = {(x["window"], x["phase"]): x for x in r["why"]["window_nodes"]}
+        for x in (x for x in r["why"]["window_nodes"] if x["phase"] == "lead"):
+            o = at.get((x["window"], "open"))
+            tiers = ", ".join(f"{t} {n(g)}" for t, g in x["others_firm_on_held_gpus_by_tier"].items())
+            ran = x["others_firm_on_held_run_minutes_median"]
+            e = x["its_jobs_fit_elsewhere_gpus"]
+            table2.append([str(r["seed"]), x["window"], n(x["window_gpus"]), str(x["job_gpus"]), x["at"],
+                           n(x["held_gpus"]), f"{x['held_nodes_with_others_firm']} of {x['held_nodes']}"
+                           + (f" ({tiers} GPUs; run {n(ran)} min, median)" if tiers else ""),
+                           n(x["its_jobs_fit_on_held_gpus"]), n(x["its_jobs_fit_in_cluster_gpus"]),
+                           f"{n(e['pool'])} / {n(e['unheld'])} / {n(e['other_holds'])}",
+                           "-" if o is None else f"{n(o['its_jobs_fit_on_held_gpus'])} / "
+                                                 f"{n(o['its_jobs_fit_in_cluster_gpus'])}"])
+    w = p["left_gpu_min_by_place"]["with"]
+    left = sum(w.values())
+    c = p["while_window_holds_gpu_min_by_cause"]
+    held = sum(c.values())
+    short = [(r["seed"], x) for r in rows for x in r["why"]["window_nodes"]
+             if x["phase"] == "lead" and x["its_jobs_fit_in_cluster_gpus"] < x["window_gpus"]]
+    lines = []
+    if left > 0:
+        lines.append(f"- pooled, of the {n(left)} GPU-min left at the 14:00 tenants with the windows, "
+                     f"{n(w['lead'] + w['open'])} ({pct((w['lead'] + w['open']) / left)}) falls in a window's lead "
+                     f"or while it is open, {n(w['outside'] + w['none'])} outside the windows.")
+    if held > 0:
+        lines.append(f"- of the {n(held)} GPU-min the 14:00 tenants queued while their window held, "
+                     f"{n(c.get('others_firm', 0.0))} ({pct(c.get('others_firm', 0.0) / held)}) waited for others' "
+                     "work that cannot be preempted on the window's nodes.")
+    if short:
+        lines.append("- windows whose tenant's jobs fit, at its lead time, on fewer GPUs in the whole cluster than the "
+                     "window asks (any holder's nodes, everything preemptible cleared; no choice of nodes could have "
+                     "held the window for its jobs then): " + "; ".join(
+                         f"seed {s} {x['window']} ({n(x['its_jobs_fit_in_cluster_gpus'])} of {n(x['window_gpus'])})"
+                         for s, x in short) + ".")
+    return [
+        "Where the 14:00 tenants' unmet falls against the high tier's windows (the same windows' times without and "
+        "with them), and why they waited while a window held, from its lead time to its end (each seed's `why`):",
+        "",
+        table(["seed", "without windows: outside / in the lead / open (GPU-min)", "with windows: outside / in the "
+               "lead / open", "queued while a window held, for: " + " / ".join(x for _, x in _CAUSES)
+               + " (GPU-min)"], table1), "",
+        "What each window's nodes carried when its hold was first in place (its lead), and where its tenant's jobs "
+        "fit then, everything preemptible cleared: on the window's nodes and over the whole cluster, any holder's "
+        "nodes (the most any choice of nodes could have held for them):", "",
+        table(["seed", "window", "GPUs", "GPUs per job", "first held", "GPUs held",
+               "held nodes with others' work that cannot be preempted (its GPUs per tier; how long it had run)",
+               "its jobs fit on held (GPUs)", "its jobs fit in the cluster (GPUs)",
+               "of which elsewhere: the pool's / unheld / other holds' nodes",
+               "at its start: fit on held / in the cluster"], table2), "",
+        *lines, ""]
 
 
 @block("windows-synthetic-leads")

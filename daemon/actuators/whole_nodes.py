@@ -41,15 +41,32 @@ def rank(nodes: Sequence[SizedNode], current: set[str] | tuple[str, ...], firm: 
                                         n.name not in prefer, n.name))
 
 
-def pick(order: Sequence[SizedNode], current: set[str] | tuple[str, ...], gpus: int, keep: bool) -> list[str]:
+def pick(order: Sequence[SizedNode], current: set[str] | tuple[str, ...], gpus: int, keep: bool,
+         shape: tuple[int, int] | None = None) -> list[str]:
     """Names of whole nodes from `order` covering `gpus`: every current node first when `keep` (a hold that
-    may not shrink yet keeps all it has), then nodes in `order` until the GPUs are covered. Sorted."""
+    may not shrink yet keeps all it has), then nodes in `order` until the GPUs are covered. Sorted.
+
+    `shape` (nodes, GPUs per node): the hold is for jobs on several nodes each (Slurm's ``-N 3 --gpus-per-node=4``):
+    it covers ``ceil(gpus / (nodes * per node))`` such jobs, each on `nodes` distinct nodes with room for its GPUs
+    per node, so it takes at least `nodes` nodes with at least that many GPUs, and enough of them for every job's
+    parts (a node of 8 takes two parts of 4), and only such nodes. Covered by GPUs alone, 12 GPUs for a job of
+    3 nodes x 4 were two nodes of 8, where it never starts."""
+    n_per, g_per = (1, 0) if shape is None else (max(int(shape[0]), 1), max(int(shape[1]), 1))
+    parts = n_per * -(-max(int(gpus), 0) // (n_per * g_per)) if g_per else 0
+
+    def slots(n: SizedNode) -> int:
+        return n.gpus // g_per if g_per else 0
+
     picked = [n.name for n in order if keep and n.name in current]
     have = sum(n.gpus for n in order if n.name in picked)
+    room = sum(slots(n) for n in order if n.name in picked)
+    wide = sum(1 for n in order if n.name in picked and slots(n) > 0)
     for n in order:
-        if have >= gpus:
+        if have >= gpus and room >= parts and (not g_per or gpus <= 0 or wide >= n_per):
             break
-        if n.name not in picked:
+        if n.name not in picked and (not g_per or slots(n) > 0):
             picked.append(n.name)
             have += n.gpus
+            room += slots(n)
+            wide += slots(n) > 0
     return sorted(picked)

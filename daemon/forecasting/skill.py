@@ -8,18 +8,25 @@ what the reactive hold (demand now with headroom) loses. It stays on the forecas
 (1 - margin + hysteresis) times the reactive loss. A tenant with fewer than `min_scored` forecasts scored for both is
 planned reactively: the safe side, as the policy is without a forecast.
 
+On a mixed fleet the forecast's series are typed (``tenant@spec``, daemon/policy/fleet.py) and each series decides
+alone, with its own hysteresis and `min_scored`: a tenant whose a100 demand has a daily pattern its forecast sees
+and whose t4 demand is bursts acts on the forecast for its a100 work only. Its verdict then lists one per type
+(``Verdict.by_type``) and says in one line which types act; `acting_set` names the acting series, so the plan holds
+and preempts on the forecast for those and on the demand now for the tenant's other types.
+
 `decide` is pure: scores and the previous decisions in, decisions out. The cycle keeps the decisions beside the
 quality scorer (in memory); the replay runs the same function on the forecasts it has scored so far.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import dataclasses
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from daemon.config import SkillGateConfig
 from daemon.policy.engine import GATE_WHY
-from daemon.policy.fleet import split_series
+from daemon.policy.fleet import ANY_SPEC, SERIES_SEP, split_series
 
 
 @dataclass(frozen=True)
@@ -31,10 +38,16 @@ class Verdict:
     forecast_loss: float | None = None   # acting quantile's pinball loss of the forecast's holds (summed)
     reactive_loss: float | None = None   # the same of the reactive holds, on the same windows
     scored: int = 0                      # forecasts both were scored on (in every lead window)
+    # a mixed fleet's tenant: its typed series' own verdicts, by type spec ("a100", "v100m16|v100m32", "any"), the
+    # tenant's `acting` true when any of them acts; None for a plain tenant series (a one-model cluster's)
+    by_type: Mapping[str, "Verdict"] | None = None
 
     def to_dict(self) -> dict:
-        return {"acting": self.acting, "why": self.why, "forecast_loss": self.forecast_loss,
-                "reactive_loss": self.reactive_loss, "scored": self.scored}
+        out = {"acting": self.acting, "why": self.why, "forecast_loss": self.forecast_loss,
+               "reactive_loss": self.reactive_loss, "scored": self.scored}
+        if self.by_type is not None:
+            out["by_type"] = {k: v.to_dict() for k, v in self.by_type.items()}
+        return out
 
 
 def score_quantiles(services: Iterable[tuple[str, str]], gate: SkillGateConfig,
@@ -49,65 +62,136 @@ def score_quantiles(services: Iterable[tuple[str, str]], gate: SkillGateConfig,
     return out
 
 
-def per_tenant(scores: Mapping[str, tuple[float, float, int]]) -> dict[str, tuple[float, float, int]]:
-    """Scores by forecast series summed per tenant: a mixed fleet's typed series of one tenant decide together
-    (the fewest windows of any of its series count)."""
-    out: dict[str, tuple[float, float, int]] = {}
-    for name, (f, r, n) in scores.items():
-        t = split_series(name)[0]
-        if t in out:
-            f0, r0, n0 = out[t]
-            out[t] = (f0 + f, r0 + r, min(n0, n))
-        else:
-            out[t] = (f, r, n)
+def type_label(spec: tuple[str, ...]) -> str:
+    """How a typed series' set of types is named in a verdict, the API and the metric: "a100", "v100m16|v100m32",
+    or "any" (work that runs on any type)."""
+    return "|".join(spec) or "any"
+
+
+def by_tenant(scores: Mapping[str, tuple[float, float, int]], plain: Collection[str] = ()
+              ) -> dict[str, dict[str | None, tuple[float, float, int]]]:
+    """Scores by forecast series grouped per tenant: tenant -> type label (None for a plain tenant series) ->
+    scores. A mixed fleet's typed series of one tenant stay apart: each decides alone. A name in `plain` (the
+    tenants) is a tenant's plain series, "@" or not (a one-model cluster's tenant may be named "a@b")."""
+    out: dict[str, dict[str | None, tuple[float, float, int]]] = {}
+    for name, sc in scores.items():
+        t, spec = (name, None) if name in plain else split_series(name)
+        out.setdefault(t, {})[None if spec is None else type_label(spec)] = sc
     return out
+
+
+def series_of(tenant: str, label: str | None) -> str:
+    """The forecast series name of a tenant's verdict for one type label (None: the tenant's plain series)."""
+    if label is None:
+        return tenant
+    return f"{tenant}{SERIES_SEP}{ANY_SPEC if label == 'any' else label}"
 
 
 def decide(scores: Mapping[str, tuple[float, float, int]], tenants: Iterable[str], previous: Mapping[str, bool],
            gate: SkillGateConfig, scored_at: Mapping[str, float] | None = None,
            act_quantile: float | None = None) -> dict[str, Verdict]:
     """Per tenant of `tenants`: whether its plan acts on the forecast, from `scores` (tenant or typed series ->
-    forecast hold loss, reactive hold loss, forecasts scored; ForecastQuality.skill) and `previous` (tenant ->
-    acting at the last decision; absent: not acting). `scored_at` (tenant -> quantile, the tenants scored at
+    forecast hold loss, reactive hold loss, forecasts scored; ForecastQuality.skill) and `previous` (tenant or
+    typed series -> acting at the last decision; absent: not acting; ``previous_of``). A tenant with typed series
+    gets one verdict per series (``Verdict.by_type``), each with its own hysteresis and `min_scored`, and acts on
+    the forecast for those that pass. `scored_at` (tenant -> quantile, the tenants scored at
     another quantile than the acting one: score_quantiles) is named in the verdict's why, and beside it the acting
     quantile (`act_quantile`, policy.quantile) the forecast's holds are made at: a tenant with a plain daily pattern
     whose p90 holds lose at p50 (they stand above its demand all day, each idle GPU weighing one short) reads as
     such, not as a forecast that missed its pattern."""
-    by = per_tenant(scores)
+    tenants = tuple(tenants)
+    groups = by_tenant(scores, frozenset(tenants))
     scored_at = scored_at or {}
     out: dict[str, Verdict] = {}
-    on_at, off_at = 1.0 - gate.margin, 1.0 - gate.margin + gate.hysteresis
     for t in tenants:
-        f, r, n = by.get(t, (0.0, 0.0, 0))
-        if n < gate.min_scored:
-            out[t] = Verdict(False, f"reactive: {n} of {gate.min_scored} forecasts scored", None if n == 0 else f,
-                             None if n == 0 else r, n)
+        mine = groups.get(t, {})
+        typed = {k: v for k, v in mine.items() if k is not None}
+        if not typed or None in mine:   # a plain tenant series (or none scored yet): one verdict, as on one model
+            out[t] = _one(mine.get(None, (0.0, 0.0, 0)), bool(previous.get(t, False)), gate, scored_at.get(t),
+                          act_quantile)
             continue
-        was = bool(previous.get(t, False))
-        theirs = "the reactive holds'" + (f" at p{scored_at[t] * 100:g}" if t in scored_at else "")
-        held = (f"p{act_quantile * 100:g} holds" if act_quantile is not None and t in scored_at
-                and scored_at[t] != act_quantile else "holds")
-        ratio = f / r if r > 0 else (0.0 if f <= 0 else float("inf"))
-        if r <= 0 and f <= 0:   # both perfect: nothing to gain from the forecast, and nothing to lose by reacting
-            acting, why = was, "forecast and reactive both lost nothing: " + ("kept on the forecast" if was
-                                                                             else "reactive")
-        elif was:
-            acting = ratio <= off_at
-            why = (f"forecast: its {held} lose {ratio:.0%} of {theirs} (leaves at > {off_at:.0%})"
-                   if acting else f"reactive: the forecast's {held} lose {ratio:.0%} of {theirs} "
-                   f"(> {off_at:.0%})")
-        else:
-            acting = ratio <= on_at
-            why = (f"forecast: its {held} lose {ratio:.0%} of {theirs} (<= {on_at:.0%})" if acting
-                   else f"reactive: the forecast's {held} lose {ratio:.0%} of {theirs} (needs "
-                   f"<= {on_at:.0%})")
-        out[t] = Verdict(acting, why, f, r, n)
+        each = {k: _one(typed[k], bool(previous.get(series_of(t, k), False)), gate, scored_at.get(t), act_quantile)
+                for k in sorted(typed)}
+        out[t] = _summary(each)
     return out
 
 
+def _one(score: tuple[float, float, int], was: bool, gate: SkillGateConfig, at: float | None,
+         act_quantile: float | None) -> Verdict:
+    """One series' verdict (a tenant's, or one type's of a mixed fleet's tenant)."""
+    f, r, n = score
+    if n < gate.min_scored:
+        return Verdict(False, f"reactive: {n} of {gate.min_scored} forecasts scored", None if n == 0 else f,
+                       None if n == 0 else r, n)
+    on_at, off_at = 1.0 - gate.margin, 1.0 - gate.margin + gate.hysteresis
+    theirs = "the reactive holds'" + (f" at p{at * 100:g}" if at is not None else "")
+    held = (f"p{act_quantile * 100:g} holds" if act_quantile is not None and at is not None
+            and at != act_quantile else "holds")
+    ratio = f / r if r > 0 else (0.0 if f <= 0 else float("inf"))
+    if r <= 0 and f <= 0:   # both perfect: nothing to gain from the forecast, and nothing to lose by reacting
+        acting, why = was, "forecast and reactive both lost nothing: " + ("kept on the forecast" if was
+                                                                         else "reactive")
+    elif was:
+        acting = ratio <= off_at
+        why = (f"forecast: its {held} lose {ratio:.0%} of {theirs} (leaves at > {off_at:.0%})"
+               if acting else f"reactive: the forecast's {held} lose {ratio:.0%} of {theirs} "
+               f"(> {off_at:.0%})")
+    else:
+        acting = ratio <= on_at
+        why = (f"forecast: its {held} lose {ratio:.0%} of {theirs} (<= {on_at:.0%})" if acting
+               else f"reactive: the forecast's {held} lose {ratio:.0%} of {theirs} (needs "
+               f"<= {on_at:.0%})")
+    return Verdict(acting, why, f, r, n)
+
+
+def _summary(each: dict[str, Verdict]) -> Verdict:
+    """A mixed fleet's tenant: acting when any of its types acts; its why names which (each type's own why is in
+    ``by_type``); the losses summed, the fewest scored of any type. One type: that type's verdict."""
+    if len(each) == 1:
+        v = next(iter(each.values()))
+        return dataclasses.replace(v, by_type=each)
+    on = [k for k, v in each.items() if v.acting]
+    off = [k for k, v in each.items() if not v.acting]
+    why = ("forecast for " + ", ".join(on) + ("; reactive for " + ", ".join(off) if off else "") if on
+           else "reactive for " + ", ".join(off))
+    losses = [v for v in each.values() if v.forecast_loss is not None]
+    return Verdict(bool(on), why, sum(v.forecast_loss for v in losses) if losses else None,   # type: ignore[misc]
+                   sum(v.reactive_loss for v in losses) if losses else None,   # type: ignore[misc]
+                   min(v.scored for v in each.values()), each)
+
+
 def acting_set(verdicts: Mapping[str, Verdict]) -> frozenset[str]:
-    """The tenants plan() acts on the forecast for."""
-    return frozenset(t for t, v in verdicts.items() if v.acting)
+    """The names plan() acts on the forecast for: a plain tenant's name, a mixed fleet's acting typed series
+    (``tenant@spec``; the plan holds the tenant's other types on their demand now)."""
+    out: set[str] = set()
+    for t, v in verdicts.items():
+        if v.by_type is None:
+            if v.acting:
+                out.add(t)
+        else:
+            out.update(series_of(t, k) for k, x in v.by_type.items() if x.acting)
+    return frozenset(out)
+
+
+def previous_of(verdicts: Mapping[str, Verdict]) -> dict[str, bool]:
+    """The `previous` of the next ``decide``: each tenant's, and each typed series' by its series name."""
+    out: dict[str, bool] = {}
+    for t, v in verdicts.items():
+        out[t] = v.acting
+        for k, x in (v.by_type or {}).items():
+            out[series_of(t, k)] = x.acting
+    return out
+
+
+def acting_tenants(acting: Iterable[str], plain: Collection[str] = ()) -> frozenset[str]:
+    """The tenants of an acting set (``acting_set``): those acting on the forecast for at least one type. A name
+    in `plain` (the tenants) is a tenant's own, "@" or not."""
+    return frozenset(a if a in plain else split_series(a)[0] for a in acting)
+
+
+def restrict(acting: frozenset[str], tenants: frozenset[str]) -> frozenset[str]:
+    """The names of `acting` (tenants or typed series) whose tenant is in `tenants`."""
+    return frozenset(a for a in acting if a in tenants or split_series(a)[0] in tenants)
 
 
 def reactive_why(notes: tuple[str, ...], verdicts: Mapping[str, Verdict], min_scored: int) -> tuple[str, ...]:

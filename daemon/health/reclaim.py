@@ -29,6 +29,7 @@ from typing import Literal, Mapping
 from daemon.config import Config, Tier
 from daemon.health.detect import detect, mins
 from daemon.health.types import Finding, JobStatus, Scheduler, Telemetry
+from daemon.text import plural
 
 Verdict = Literal["warn", "requeue", "report", "protected", "over_budget", "held", "unknown_job", "not_running",
                   "partial_telemetry"]
@@ -111,6 +112,12 @@ class Reclaim:
     kind: str
     gpus: int
     reason: str
+    # every job id the reclaim requeues: a Slurm heterogeneous job's components (each due), else the job alone
+    jobs: tuple[str, ...] = ()
+
+    @property
+    def job_ids(self) -> list[str]:
+        return list(self.jobs) or [self.job]
 
 
 @dataclass(frozen=True)
@@ -139,6 +146,12 @@ class Decision:
     memory: HealthMemory
 
 
+def hetjob(job: str) -> str | None:
+    """The Slurm heterogeneous job a component id names ("123" for squeue's "123+1"), else None (a pod's
+    "namespace/pod" never holds a '+')."""
+    return job.split("+", 1)[0] if "+" in job and "/" not in job else None
+
+
 def _threshold(kind: str, cfg: Config) -> tuple[float | None, dict[Tier, str] | None]:
     hc = cfg.health
     if kind == "idle":
@@ -161,6 +174,12 @@ def decide(findings: list[Finding], jobs: dict[str, JobInfo], cfg: Config,
     reclaims: list[Reclaim] = []
     warned = dict(memory.warned)
     reclaimed: set[str] = set()
+    # a Slurm heterogeneous job's components ("123+0", "123+1"): a requeue of one is a requeue of all (below)
+    components: dict[str, list[str]] = {}
+    for jid in sorted(jobs):
+        if (het := hetjob(jid)) is not None:
+            components.setdefault(het, []).append(jid)
+    due_now: list[tuple[int, Finding, JobInfo, str, str]] = []   # (outcome index, finding, info, action, message)
     for f in sorted(findings, key=lambda f: (-f.minutes, f.job, f.kind)):
         info = jobs.get(f.job)
         if info is None:
@@ -192,6 +211,10 @@ def decide(findings: list[Finding], jobs: dict[str, JobInfo], cfg: Config,
         plan = {"report": "it is reported only", "warn only": "it is reported only",
                 "requeue": f"it will be requeued{when}" if held is None
                 else f"it would be requeued{when}, but not while {held}"}[action]
+        het = hetjob(f.job) if f.scheduler == "slurm" else None
+        if het is not None and action == "requeue" and len(components.get(het, ())) > 1:
+            plan += (f" with every component of heterogeneous job {het}, so only once each of them is due to be "
+                     "requeued too")
         msg = f"{f.summary}; tier {info.tier}: {plan}"
         if held is not None and due == 0:
             outcomes.append(Outcome(f, info.tenant, info.tier, "held", action, due, msg))
@@ -200,27 +223,56 @@ def decide(findings: list[Finding], jobs: dict[str, JobInfo], cfg: Config,
             # past the threshold at once): the warning goes out now, the requeue at the next cycle
             msg = f"{f.summary}; tier {info.tier}: it will be requeued at the next cycle if it stays so"
             outcomes.append(Outcome(f, info.tenant, info.tier, "warn", action, due, msg))
-        elif action != "requeue" or due is None or due > 0 or f.job in reclaimed:
+        elif action != "requeue" or due is None or due > 0:
             outcomes.append(Outcome(f, info.tenant, info.tier, "warn" if action == "requeue" else "report",
                                     action, due, msg))
         elif info.runtime_s < min_run:
             outcomes.append(Outcome(f, info.tenant, info.tier, "protected", action, due,
                                     f"{f.summary}; ran {info.runtime_s:.0f} s, under policy.preempt_min_runtime_s "
                                     f"= {min_run:g}: not requeued yet"))
-        elif info.gpus > budget_gpus or budget_jobs < 1:
-            outcomes.append(Outcome(f, info.tenant, info.tier, "over_budget", action, due,
-                                    f"{f.summary}; the preemption budget is spent this cycle: requeued when it "
-                                    "refills"))
-        else:
-            budget_gpus -= info.gpus
-            budget_jobs -= 1
-            reclaimed.add(f.job)
-            reason = f"health: {f.kind} for {mins(f.minutes)} ({f.summary})"
-            reclaims.append(Reclaim(f.job, f.scheduler, info.tenant, info.tier, f.kind, info.gpus, reason))
-            outcomes.append(Outcome(f, info.tenant, info.tier, "requeue", action, 0.0,
-                                    f"{f.summary}; tier {info.tier}: requeued now"))
+        else:   # due now: the budget, and a hetjob's other components, decide below (in the same order)
+            due_now.append((len(outcomes), f, info, action, msg))
+            outcomes.append(None)   # type: ignore[arg-type]
         if first_warning:
             warnings.append(Warning_(f.job, f.scheduler, info.tenant, f.kind, msg))
+    # A component's requeue requeues its whole heterogeneous job (Slurm refuses one component's; the actuator sends
+    # the job's id), each component another job to the health policy, of its own account, tier and GPUs: one is
+    # requeued only when every component of its job with GPUs is due now by its own finding and its own tenant's
+    # policy, and then the job is one reclaim of all their GPUs. Else an idle low component requeued a busy one
+    # beside it, another tenant's where two accounts ran the job, while only the idle one's tenant was told.
+    ready = {f.job for _, f, _, _, _ in due_now}
+    for at, f, info, action, msg in due_now:
+        het = hetjob(f.job) if f.scheduler == "slurm" else None
+        group = components.get(het, [f.job]) if het is not None else [f.job]
+        # a component with no GPUs has no finding (the policy watches GPUs): it goes with the job, as a plain job's
+        # CPUs go with its idle GPUs; waited for, a tenant's idle GPUs beside a CPU component (sbatch ... : -n1) were
+        # never requeued
+        waiting = [c for c in group if c not in ready and jobs[c].gpus > 0]
+        gpus = sum(jobs[c].gpus for c in group)
+        if f.job in reclaimed:   # its other finding, or another component, was reclaimed this cycle
+            with_ = "" if len(group) == 1 else f" with heterogeneous job {het}"
+            outcomes[at] = Outcome(f, info.tenant, info.tier, "requeue" if with_ else "warn", action, 0.0,
+                                   f"{f.summary}; tier {info.tier}: requeued now{with_}" if with_ else msg)
+        elif waiting:
+            outcomes[at] = Outcome(f, info.tenant, info.tier, "held", action, 0.0,
+                                   f"{f.summary}; tier {info.tier}: it would be requeued now, but not while "
+                                   f"{plural(len(waiting), 'other component')} of heterogeneous job {het} "
+                                   f"({', '.join(waiting)}) {'is' if len(waiting) == 1 else 'are'} not due to be "
+                                   "requeued: a requeue of one requeues every component")
+        elif gpus > budget_gpus or budget_jobs < 1:
+            outcomes[at] = Outcome(f, info.tenant, info.tier, "over_budget", action, 0.0,
+                                   f"{f.summary}; the preemption budget is spent this cycle: requeued when it refills")
+        else:
+            budget_gpus -= gpus
+            budget_jobs -= 1
+            reclaimed.update(group)
+            reason = f"health: {f.kind} for {mins(f.minutes)} ({f.summary})"
+            if len(group) > 1:
+                reason += f"; with every component of heterogeneous job {het} ({', '.join(group)}), each with GPUs due"
+            reclaims.append(Reclaim(f.job, f.scheduler, info.tenant, info.tier, f.kind, gpus, reason, tuple(group)))
+            with_ = "" if len(group) == 1 else f" with every component of heterogeneous job {het}"
+            outcomes[at] = Outcome(f, info.tenant, info.tier, "requeue", action, 0.0,
+                                   f"{f.summary}; tier {info.tier}: requeued now{with_}")
     # a warning is remembered while its finding lasts: a job that got busy again, or was requeued, is warned
     # afresh if it goes idle again
     current = {(f.job, f.kind) for f in findings}

@@ -136,7 +136,9 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
 
     ``acting``: the tenants whose holds and preemptions act on the forecast (the skill gate's choice,
     daemon/forecasting/skill.py, made outside the policy); every other tenant is planned reactively, as without a
-    forecast (its current demand with headroom). None: every tenant acts on the forecast.
+    forecast (its current demand with headroom). None: every tenant acts on the forecast. On a mixed fleet it may
+    name typed series (``tenant@spec``): the tenant acts on the forecast for those types only, and its other
+    types are held for their demand now (fleet.gate_series).
 
     In order: operator tier changes, the staleness check (a stale snapshot keeps the last good plan), aging,
     the holds, the preemptions that clear room for them, the rate limits, then the plan as a whole.
@@ -153,7 +155,7 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     notes: list[str] = []
     clock = state.at.timestamp() if now is None else float(now)
     ag, aged_gpus, aged_since = _aging(state, view, memory, cfg, clock, notes)
-    reactive = _reactive_mask(view.tenants, acting, forecast, notes, view.high)
+    forecast, reactive = _reactive_mask(state, view.tenants, acting, forecast, notes, view.high)
     win = _window_demand(state, view, cfg, ops, notes)
     holds = _holds(forecast, state, view, memory, cfg, ops, aged_gpus, notes, reactive, win)
     typed = None
@@ -227,19 +229,26 @@ def _window_demand(state: ClusterState, view: _View, cfg: Config, ops: OperatorI
 GATE_WHY = "too few forecasts scored yet, or no skill shown"
 
 
-def _reactive_mask(tenants: tuple[str, ...], acting: frozenset[str] | None, forecast: Forecast | None,
-                   notes: list[str], high: np.ndarray) -> np.ndarray | None:
+def _reactive_mask(state: ClusterState, tenants: tuple[str, ...], acting: frozenset[str] | None,
+                   forecast: Forecast | None, notes: list[str], high: np.ndarray
+                   ) -> tuple[Forecast | None, np.ndarray | None]:
     """Which tenants the skill gate plans reactively (None: none of them), said in the notes, with the high tier's
-    own count: only its holds and preemptions are made on the forecast, so a verdict elsewhere changes no plan."""
+    own count: only its holds and preemptions are made on the forecast, so a verdict elsewhere changes no plan.
+    On a mixed fleet the gate decides per typed series (fleet.gate_series): the forecast returned reads a tenant's
+    series that do not act as their demand now."""
     if acting is None or forecast is None:
-        return None
-    mask = np.array([t not in acting for t in tenants], dtype=bool)
+        return forecast, None
+    forecast, on, series, of = fleet.gate_series(forecast, state, tenants, acting)
+    mask = ~on
     if mask.any():
         notes.append(f"skill gate: {plural(int(mask.sum()), 'tenant')} planned reactively ({GATE_WHY}), "
                      + f"{plural(int((~mask).sum()), 'tenant')} on the forecast; the "
                      f"high tier, whose holds and preemptions it decides: {int((~mask & high).sum())} of "
                      f"{int(high.sum())} on the forecast")
-    return mask
+    if series:
+        notes.append(f"skill gate: {plural(series, 'GPU-type series')} of {plural(of, 'tenant')} on the forecast "
+                     "planned on their demand now (no skill shown for those types)")
+    return forecast, mask
 
 
 def _typed_peaks(forecast: Forecast | None, tenants: tuple[str, ...],

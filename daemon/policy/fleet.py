@@ -329,3 +329,53 @@ def typed_peaks(names: tuple[str, ...], peak: np.ndarray, tenants: tuple[str, ..
         acc = accs[r]
         d[acc] = d.get(acc, 0.0) + p   # type: ignore[index]
     return total, by
+
+
+def gate_series(forecast: Forecast, state: ClusterState, tenants: tuple[str, ...], acting: frozenset[str]
+                ) -> tuple[Forecast, np.ndarray, int, int]:
+    """The skill gate's choice per typed series (daemon/forecasting/skill.py): `acting` names tenants (every
+    series of theirs acts) or typed series (``tenant@spec``: that series only). Returns the forecast the plan
+    reads, which tenants act on it for at least one series, and how many series (of how many such tenants) are
+    planned on their demand now instead: a tenant acting for its a100 series and not for its t4 one is held the
+    a100 forecast plus its t4 work's GPUs now (running and waiting, its jobs that accept that set), so its t4
+    hold is demand now with headroom and nothing is preempted for its t4 forecast. A plain (untyped) forecast is
+    read per tenant."""
+    names = tuple(forecast.tenants)
+    if not any(SERIES_SEP in t for t in names):
+        return forecast, np.array([t in acting for t in tenants], dtype=bool), 0, 0
+    of, accs = series_index(names, tuple(tenants))
+    on = np.array([nm in acting or (i >= 0 and tenants[i] in acting) for nm, i in zip(names, of.tolist())],
+                  dtype=bool)
+    tenant_on = np.array([t in acting for t in tenants], dtype=bool)
+    tenant_on[of[on & (of >= 0)]] = True
+    off = np.flatnonzero(~on & (of >= 0) & tenant_on[np.maximum(of, 0)])
+    if not off.size:
+        return forecast, tenant_on, 0, 0
+    now = _series_demand(state, {(int(of[r]), accs[r] or ANY) for r in off.tolist()})
+    level = np.array([now[(int(of[r]), accs[r] or ANY)] for r in off.tolist()])
+    values = np.array(forecast.values, dtype=float, copy=True)
+    values[off] = level[:, None, None]
+    peaks = None
+    if forecast.peaks is not None:   # the series' own peak quantiles, where the forecast carries them: the same
+        peaks = {k: np.array(p, dtype=float, copy=True) for k, p in forecast.peaks.items()}
+        for p in peaks.values():
+            p[off] = level[:, None]
+    gated = dataclasses.replace(forecast, values=values, peaks=peaks)
+    return gated, tenant_on, int(off.size), len(set(of[off].tolist()))
+
+
+def _series_demand(state: ClusterState, want: set[tuple[int, tuple[str, ...]]]) -> dict[tuple[int, tuple[str, ...]],
+                                                                                        float]:
+    """GPUs now (running and waiting) of each (tenant index, accept set) in `want`, from the snapshot's jobs (a
+    job without an accept set accepts any type)."""
+    jobs = state.jobs
+    out = {k: 0.0 for k in want}
+    if not len(jobs):
+        return out
+    mine = np.isin(jobs.tenant, np.array(sorted({t for t, _ in want}), dtype=np.int64))
+    acc = jobs.accepts[mine] if jobs.accepts is not None else [ANY] * int(mine.sum())
+    for t, a, g in zip(jobs.tenant[mine].tolist(), acc, jobs.gpus[mine].tolist()):
+        k = (t, tuple(a) if a else ANY)
+        if k in out:
+            out[k] += float(g)
+    return out

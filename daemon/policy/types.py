@@ -124,7 +124,8 @@ class Plan:
     # aged and floored counts as aged. Sums to the held GPUs; empty in a plan from before it was recorded
     held_for: dict[str, int] = field(default_factory=dict)
     # The skill gate (policy.skill_gate; daemon/forecasting/skill.py), empty while it is off: tenant -> {"acting":
-    # whether its holds and preemptions act on the forecast, "why", "forecast_loss", "reactive_loss", "scored"}
+    # whether its holds and preemptions act on the forecast, "why", "forecast_loss", "reactive_loss", "scored"}, and
+    # on a mixed fleet "by_type": GPU type -> the same for that type's series, each decided alone
     forecast_acting: dict[str, dict[str, Any]] = field(default_factory=dict)
     # the recurring windows in force (issue 39; the config's and the operator's, as their config dicts): what a
     # scheduler that can hold ahead reserves by itself (Slurm's recurring reservations)

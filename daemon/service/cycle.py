@@ -18,7 +18,7 @@ from daemon.actuators.base import ActionReport, Actuator, ListsQueuedJobs, Shows
 from daemon.config import Config
 from daemon.forecasting.choose import WithFallback, baseline
 from daemon.forecasting.quality import ForecastQuality
-from daemon.forecasting.skill import Verdict, acting_set, decide, reactive_why, score_quantiles
+from daemon.forecasting.skill import Verdict, acting_set, decide, previous_of, reactive_why, score_quantiles
 from daemon.policy.events import plan_events
 from daemon.policy.safe import safe_default
 from daemon.policy.state import ClusterState
@@ -356,13 +356,14 @@ class CycleRunner:
             self.quality.reset()
 
     def _skill_gate(self, tenants) -> frozenset[str] | None:
-        """The tenants this plan acts on the forecast for (None: all, the gate being off), from the live scores."""
+        """The tenants this plan acts on the forecast for (None: all, the gate being off), from the live scores; on a
+        mixed fleet the typed series (``tenant@spec``) acting, each decided alone (skill.acting_set)."""
         gate = self.cfg.policy.skill_gate
         if not gate.enabled:
             self.skill = {}
             return None
         try:
-            self.skill = decide(self.quality.skill(), tenants, {t: v.acting for t, v in self.skill.items()}, gate,
+            self.skill = decide(self.quality.skill(), tenants, previous_of(self.skill), gate,
                                 self.quality.score_quantile, self.cfg.policy.quantile)
         except Exception:  # never stops the cycle: every tenant is planned reactively
             log.exception("skill gate failed: every tenant planned reactively this cycle")

@@ -30,7 +30,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from daemon.actuators.base import ActionReport, CommentsJobs, ReclaimsJobs
 from daemon.actuators.slurm.holds import expand_hostlist
 from daemon.config import Config
-from daemon.health.reclaim import FREE, Decision, HealthMemory, JobInfo, Restraints, assess
+from daemon.health.reclaim import FREE, Decision, HealthMemory, JobInfo, Restraints, assess, hetjob
 from daemon.health.types import JobStatus, Telemetry
 from daemon.policy import budget
 from daemon.policy.state import PRIORITY, ClusterState
@@ -229,8 +229,9 @@ class HealthRunner:
             for w in d.warnings:
                 self.metrics.warnings.labels(w.kind, jobs[w.job].tier).inc()
             for r in d.reclaims:
+                named = {r.job, hetjob(r.job) or r.job}   # a hetjob's component is requeued by its job's id
                 sent = any(rep.ok and any((a.startswith("scontrol requeue ") or a.startswith("evict "))
-                                          and r.job in a.split() for a in rep.actions) for rep in reports)
+                                          and named & set(a.split()) for a in rep.actions) for rep in reports)
                 if sent:
                     self.metrics.reclaims.labels(r.kind, r.tier).inc()
             if log_events is not None:   # "finding", not "kind": an event row's kind is the event's
@@ -273,7 +274,7 @@ class HealthRunner:
                 ours = [r for r in d.reclaims if ACTUATOR_OF[r.scheduler] == act.name]
                 if ours and isinstance(act, ReclaimsJobs):
                     for r in ours:
-                        reports.append(act.reclaim([r.job], r.reason))
+                        reports.append(act.reclaim(r.job_ids, r.reason))
             except Exception as exc:  # one broken actuator must not stop the others
                 reports.append(ActionReport(act.name, act.dry_run, errors=[f"health: {exc}"]))
         for rep in reports:

@@ -51,7 +51,8 @@ class DaemonMetrics:
         self.limit = Gauge("gpuas_rate_limit_rps", "Token-bucket rate per tenant", ["tenant"], registry=r)
         self.forecast_acting = Gauge("gpuas_forecast_acting", "1 while the skill gate (policy.skill_gate) plans the "
                                      "tenant on the forecast, 0 while it plans it reactively; absent while the gate "
-                                     "is off", ["tenant"], registry=r)
+                                     "is off. On a mixed fleet one per GPU type the tenant's work asks for "
+                                     "(gpu_type; empty on a one-model cluster)", ["tenant", "gpu_type"], registry=r)
         self.preemptions = Counter("gpuas_preemptions", "Jobs preempted", ["tenant"], registry=r)
         self.actuator_errors = Counter("gpuas_actuator_errors", "Actuator failures", ["actuator"], registry=r)
         self.alerts = Counter("gpuas_alerts", "Alertmanager alerts received", ["alertname", "outcome"], registry=r)
@@ -102,10 +103,13 @@ class DaemonMetrics:
         for t in gone:
             del self._last_seen[t]
             self._tenants.discard(t)
-            for m in (self.reservation, self.limit, self.preemptions, self.forecast_acting):
+            for m in (self.reservation, self.limit, self.preemptions):
                 m.remove(t)  # a no-op when the tenant never had that series
-            for name in ("reservation", "limit", "forecast_acting"):
+            for name in ("reservation", "limit"):
                 self._kids[name].pop((t,), None)
+            for key in [k for k in self._kids["forecast_acting"] if k[0] == t]:
+                self.forecast_acting.remove(*key)
+                del self._kids["forecast_acting"][key]
             for q in self._forecast_labels.pop(t, ()):
                 self.forecast.remove(t, q)
                 self._kids["forecast"].pop((t, q), None)
@@ -153,12 +157,20 @@ class DaemonMetrics:
             self._set("limit", (t,), lim.rate)
         for p in plan.preemptions:
             self.preemptions.labels(p.tenant).inc()
-        if not plan.forecast_acting and self._kids["forecast_acting"]:   # the gate was turned off
-            for (t,) in list(self._kids["forecast_acting"]):
-                self.forecast_acting.remove(t)
-            self._kids["forecast_acting"].clear()
+        # one series per verdict: a tenant's, or on a mixed fleet one per type it has (by_type); a series whose
+        # verdict is gone (the gate turned off, a type the tenant no longer asks for) is dropped
+        acting = {}
         for t, v in plan.forecast_acting.items():
-            self._set("forecast_acting", (t,), 1.0 if v.get("acting") else 0.0)
+            by = v.get("by_type")
+            if by:
+                acting.update({(t, k): 1.0 if x.get("acting") else 0.0 for k, x in by.items()})
+            else:
+                acting[(t, "")] = 1.0 if v.get("acting") else 0.0
+        for key in [k for k in self._kids["forecast_acting"] if k not in acting]:
+            self.forecast_acting.remove(*key)
+            del self._kids["forecast_acting"][key]
+        for key, value in acting.items():
+            self._set("forecast_acting", key, value)
         if forecast is not None:
             tenants = forecast.tenants
             for q in forecast.quantiles:

@@ -74,6 +74,12 @@ def make_record(plan: Plan, state: ClusterState, fc: Forecast | None, history: p
         # the skill gate (policy.skill_gate): 1 the tenant's plan acts on the forecast, 0 reactive, -1 gate off
         "acting": [(1 if plan.forecast_acting[t].get("acting") else 0) if t in plan.forecast_acting else -1
                    for t in names],
+        # and its series (one per GPU type on a mixed fleet, the tenant's own on one model): how many it decided
+        # and how many of them act on the forecast (-1 gate off)
+        "gated_series": [len(plan.forecast_acting[t].get("by_type") or (None,)) if t in plan.forecast_acting
+                         else -1 for t in names],
+        "acting_series": [_acting_series(plan.forecast_acting[t]) if t in plan.forecast_acting else -1
+                          for t in names],
     }
     jobs = state.jobs
     where = {str(j): k for k, j in enumerate(jobs.ids)} if len(jobs) and plan.preemptions else {}
@@ -167,9 +173,10 @@ def problem(record: Any) -> str | None:
             col = cols.get(key)
             if not isinstance(col, list) or len(col) != len(names):
                 return f"'cols.{key}' is not one value per tenant ({len(names)})"
-        acting = cols.get("acting")   # optional: records written before the skill gate have none
-        if acting is not None and (not isinstance(acting, list) or len(acting) != len(names)):
-            return f"'cols.acting' is not one value per tenant ({len(names)})"
+        for key in ("acting", "gated_series", "acting_series"):   # optional: older records have none
+            col = cols.get(key)
+            if col is not None and (not isinstance(col, list) or len(col) != len(names)):
+                return f"'cols.{key}' is not one value per tenant ({len(names)})"
         if not isinstance(record.get("reasons", []), list):
             return "'reasons' is not a list"
     pre = record.get("preemptions", [])
@@ -181,3 +188,11 @@ def problem(record: Any) -> str | None:
                 or not isinstance(p.get("lost_gpu_min") or 0.0, (int, float)):
             return f"a preemption without a tenant and a whole number of GPUs: {str(p)[:80]}"
     return None
+
+
+def _acting_series(verdict: dict) -> int:
+    """How many of a tenant's gate series act on the forecast: its types' (by_type) on a mixed fleet, else 0 or 1."""
+    by = verdict.get("by_type")
+    if by:
+        return sum(1 for v in by.values() if v.get("acting"))
+    return 1 if verdict.get("acting") else 0

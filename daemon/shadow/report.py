@@ -55,7 +55,8 @@ def _new() -> dict[str, Any]:
     return {"cycles": 0, "hold_cycles": 0, "held_gpu_cycles": 0, "waits_avoided_gpu_min": 0.0,
             "preemptions": 0, "preempted_gpus": 0, "work_lost_gpu_min": 0.0, "preemptions_for": 0,
             "throttled_cycles": 0, "rate_known_cycles": 0, "tightened_cycles": 0,
-            "gated_cycles": 0, "forecast_cycles": 0, "cov_next": [0, 0], "cov_peak": [0, 0]}
+            "gated_cycles": 0, "forecast_cycles": 0, "gated_series_cycles": 0, "forecast_series_cycles": 0,
+            "cov_next": [0, 0], "cov_peak": [0, 0]}
 
 
 def _finish(a: dict[str, Any]) -> dict[str, Any]:
@@ -66,6 +67,9 @@ def _finish(a: dict[str, Any]) -> dict[str, Any]:
     out["tightened_share"] = a["tightened_cycles"] / a["cycles"] if a["cycles"] else None
     # the skill gate: the share of the cycles it decided in which the plan acted on the forecast
     out["acting_share"] = a["forecast_cycles"] / a["gated_cycles"] if a["gated_cycles"] else None
+    # and of its series' cycles (one series per GPU type the tenant has on a mixed fleet, else the tenant's own)
+    gs = a.get("gated_series_cycles") or 0
+    out["acting_series_share"] = a.get("forecast_series_cycles", 0) / gs if gs else None
     for k in ("next", "peak"):
         ok, n = a[f"cov_{k}"]
         out[f"coverage_{k}"] = ok / n if n else None
@@ -102,6 +106,7 @@ def _columns(r: dict, only: str | None) -> tuple[list[str], list[str], dict[str,
         f = {k: np.array([rows[n].get(k) for n in names], dtype=float) for k in FIELDS}
         f["fixed"] = np.array([_fixed(rows[n].get("limit_reason")) for n in names], dtype=bool)
         f["acting"] = np.full(len(names), -1.0)
+        f["gated_series"], f["acting_series"] = f["acting"].copy(), f["acting"].copy()
     else:
         cols = r["cols"]
         i = range(len(names)) if only is None else ([r["names"].index(only)] if names else [])
@@ -120,6 +125,10 @@ def _columns(r: dict, only: str | None) -> tuple[list[str], list[str], dict[str,
         acting = cols.get("acting")   # the skill gate's choice (-1: off; absent in older records)
         f["acting"] = np.full(len(names), -1.0) if acting is None else \
             np.array(acting if only is None else [acting[j] for j in i], dtype=float)
+        for key in ("gated_series", "acting_series"):   # the gate's series (per GPU type on a mixed fleet); a
+            col = cols.get(key)                         # record from before them: the tenant's own, one series
+            f[key] = (np.where(f["acting"] >= 0, 1.0 if key == "gated_series" else f["acting"], -1.0)
+                      if col is None else np.array(col if only is None else [col[j] for j in i], dtype=float))
     return names, tiers, f
 
 
@@ -231,7 +240,7 @@ def count(records: list[dict], demand: pd.DataFrame | None = None, tenant: str |
     z = np.zeros(nt, dtype=np.int64)
     cyc, hold_c, held, rate_known, thr, tight = z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
     cn_ok, cn_n, cp_ok, cp_n = z.copy(), z.copy(), z.copy(), z.copy()
-    gated, on_fc = z.copy(), z.copy()
+    gated, on_fc, gated_s, on_fc_s = z.copy(), z.copy(), z.copy(), z.copy()
     waits = np.zeros(nt)
     pre_n, pre_g, pre_for = z.copy(), z.copy(), z.copy()
     lost = np.zeros(nt)
@@ -282,6 +291,8 @@ def count(records: list[dict], demand: pd.DataFrame | None = None, tenant: str |
             _tier_cycle(tier_cycles, tiers, hold > 0, tightened, m, over)
             gated[g] += f["acting"] >= 0
             on_fc[g] += f["acting"] == 1
+            np.add.at(gated_s, g, np.maximum(f["gated_series"], 0).astype(np.int64))
+            np.add.at(on_fc_s, g, np.maximum(f["acting_series"], 0).astype(np.int64))
             fn, fp = f["fc_next"], f["fc_peak"]
             if one is not None:
                 v = np.where(has, vals[one][np.where(has, c, 0)] if vals.shape[1] else np.nan, np.nan)
@@ -319,6 +330,7 @@ def count(records: list[dict], demand: pd.DataFrame | None = None, tenant: str |
             "work_lost_gpu_min": float(lost[j]), "preemptions_for": int(pre_for[j]),
             "throttled_cycles": int(thr[j]), "rate_known_cycles": int(rate_known[j]),
             "tightened_cycles": int(tight[j]), "gated_cycles": int(gated[j]), "forecast_cycles": int(on_fc[j]),
+            "gated_series_cycles": int(gated_s[j]), "forecast_series_cycles": int(on_fc_s[j]),
             "cov_next": [int(cn_ok[j]), int(cn_n[j])],
             "cov_peak": [int(cp_ok[j]), int(cp_n[j])]}
     return Totals(len(recs), recs[0]["at"], recs[-1]["at"], recs[-1].get("quantile"), per, tier_of, tuple(skipped),

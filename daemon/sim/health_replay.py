@@ -227,7 +227,7 @@ class HealthHook:
         if d.reclaims:
             pre0, lost0 = c.preempted_per_tenant.copy(), c.lost_per_tenant.copy()
             for r in d.reclaims:
-                self._act.reclaim([r.job], r.reason)
+                self._act.reclaim(r.job_ids, r.reason)
             if measured:
                 pre, lost = c.preempted_per_tenant - pre0, c.lost_per_tenant - lost0
                 for t in TIERS:

@@ -5,6 +5,10 @@ beside synthetic batch tenants on the same cluster (`simulate --trace servegen`;
   T seconds has mean rate x T and variance ~ rate x T x cv^2; a minute's count can at most be the whole window's,
   so the variance is capped at 9 x mean^2 (all of a window's requests in one of its ten minutes). Over-dispersed
   counts are negative-binomial draws with that mean and variance, the others Poisson. Deterministic per seed.
+  With ``arrivals="fitted"`` (`simulate --arrivals fitted`) each request is drawn instead, as ServeGen's own
+  generator draws them: a window's ceil(rate x 600) requests spaced by its fitted Gamma or Weibull inter-arrival
+  times, scaled to fill the window (``draw_arrivals_fitted``): the same rate, and the family's shape, not only its
+  CV, decides how a window's requests bunch into its minutes.
 - Gaps: a 10-minute window where every client is at 0 at once is missing data (forecaster/traces.py), not idle
   load; each client's rate and CV there are interpolated in time between the windows either side (the edges
   carried), and the workload's notes count the windows filled. Replaying them as 0 would scale every service to no
@@ -37,6 +41,7 @@ from daemon.sim.workloads import Workload, generate
 from forecaster import traces
 
 IDLE_MAX = 0.9
+ARRIVALS = ("moments", "fitted")
 
 
 def per_step(rate: pd.DataFrame, step_s: int = 60) -> pd.DataFrame:
@@ -66,6 +71,59 @@ def draw_arrivals(rate: pd.DataFrame, cv: pd.DataFrame, seed: int, step_s: int =
     return pd.DataFrame(out, index=steps.index, columns=rate.columns)
 
 
+CHUNK_REQUESTS = 4_000_000   # requests drawn at once (a few arrays of this many floats: about 100 MB)
+
+
+def draw_arrivals_fitted(rate: pd.DataFrame, cv: pd.DataFrame, family: pd.DataFrame, shape: pd.DataFrame,
+                         seed: int, step_s: int = 60) -> pd.DataFrame:
+    """Requests arriving per step, as ServeGen's own generator makes them (servegen/construct.py, ``_sample_iats``):
+    a window of rate r holds ceil(r x window) requests, whose inter-arrival times are drawn from the window's fitted
+    family (``family``: Gamma or Weibull, shape ``shape``) and scaled to fill the window, so the window's count is
+    its rate and the family's shape decides how they bunch into its minutes. A window without a fitted family (the
+    trace's gaps, filled by interpolation), or of more than CHUNK_REQUESTS requests (drawn one by one, GiBs; the
+    real trace's most is 1.5 x 10^6), is drawn from its rate and CV (``draw_arrivals``). Deterministic per seed;
+    the fitted windows use their own stream, so adding them leaves the others' draws as they were."""
+    win_s = int((rate.index[1] - rate.index[0]).total_seconds()) if len(rate) > 1 else traces.SERVEGEN_WINDOW_S
+    per = max(1, win_s // step_s)
+    out = draw_arrivals(rate, cv, seed, step_s)
+    counts = out.to_numpy(copy=True)
+    fam = family.reindex(index=rate.index, columns=rate.columns).fillna("").to_numpy(dtype=object)
+    shp = shape.reindex(index=rate.index, columns=rate.columns).to_numpy(dtype=float)
+    r = np.maximum(rate.to_numpy(dtype=float), 0.0)
+    rng = np.random.default_rng([seed, 1])
+    for j in range(r.shape[1]):
+        # a window of more than CHUNK_REQUESTS requests is drawn from its rate and CV too: drawn one by one, a
+        # trace's window of 10^5 requests a second (6 x 10^7) took arrays of GiBs (the real trace's most: 1.5 x 10^6)
+        fitted = np.isin(fam[:, j], traces.SERVEGEN_FAMILIES) & (r[:, j] > 0) & (r[:, j] * win_s <= CHUNK_REQUESTS)
+        wins = np.flatnonzero(fitted)
+        if not wins.size:
+            continue
+        n = np.ceil(r[wins, j] * win_s - 1e-9).astype(np.int64)
+        col = counts[:, j].reshape(-1, per).copy()
+        group = (np.cumsum(n) - n) // CHUNK_REQUESTS    # windows drawn together: about CHUNK_REQUESTS requests
+        for g in np.unique(group):
+            part = np.flatnonzero(group == g)
+            w, k = wins[part], n[part]
+            a = np.repeat(shp[w, j], k)
+            gamma = np.repeat(fam[w, j] == "Gamma", k)
+            iat = np.empty(a.size)
+            iat[gamma] = rng.gamma(a[gamma])
+            iat[~gamma] = rng.weibull(a[~gamma])
+            seg = np.repeat(np.arange(part.size), k)
+            total = np.bincount(seg, weights=iat, minlength=part.size)
+            before = np.repeat(np.r_[0.0, np.cumsum(total)[:-1]], k)
+            cum = np.cumsum(iat) - before
+            span = np.repeat(total, k)
+            # all of a window's draws underflowing to 0 (a Gamma shape near 0.01): its requests spread evenly
+            first = np.repeat(np.r_[0, np.cumsum(k)[:-1]], k)
+            even = (np.arange(a.size) - first + 1) / np.repeat(k, k)
+            frac = np.where(span > 0, cum / np.where(span > 0, span, 1.0), even)
+            minute = np.minimum((frac * per).astype(np.int64), per - 1)
+            col[w] = np.bincount(seg * per + minute, minlength=part.size * per).reshape(part.size, per)
+        counts[:, j] = col.reshape(-1)
+    return pd.DataFrame(counts, index=out.index, columns=out.columns)
+
+
 @dataclass(frozen=True)
 class ServeGenNotes:
     """What the workload chose: the clients left out as idle, the high tier, each client's rate factor, the gap
@@ -88,8 +146,13 @@ def servegen(data_dir: Path, *, days: float = 1.0, history_days: float = 2.0, se
              cold_start_s: float = 180.0, gpus_per_replica: int = 1, replica_rps: float = 5.0, headroom: float = 0.1,
              high_share: float = 0.15, tight_limits: dict[str, float] | None = None, batch_tenants: int = 20,
              batch_ratio: float = 2.0, capacity_quantile: float = 0.9, gpus_per_node: int = 8,
-             step_s: int = 60, scale_down_stabilization_s: float = 300.0) -> tuple[Workload, ServeGenNotes]:
-    """The last ``history_days + days`` of the 14-day trace, per ``step_s``; the last ``days`` are measured."""
+             step_s: int = 60, scale_down_stabilization_s: float = 300.0,
+             arrivals: str = "moments") -> tuple[Workload, ServeGenNotes]:
+    """The last ``history_days + days`` of the 14-day trace, per ``step_s``; the last ``days`` are measured.
+    ``arrivals``: "moments" (each minute's count from its window's rate and CV, ``draw_arrivals``) or "fitted"
+    (each request from its window's fitted family, as ServeGen generates them, ``draw_arrivals_fitted``)."""
+    if arrivals not in ARRIVALS:
+        raise ValueError(f"arrivals {arrivals!r}: one of {', '.join(ARRIVALS)}")
     rate, cv = traces.servegen_windows(data_dir)
     total_days = (len(rate) * traces.SERVEGEN_WINDOW_S) / 86400
     if history_days + days > total_days + 1e-9:
@@ -108,8 +171,12 @@ def servegen(data_dir: Path, *, days: float = 1.0, history_days: float = 2.0, se
     limits = tight_limits or {"high": 200.0, "normal": 50.0}
     factor = {c: float(min(1.0, 0.9 * limits["high" if c in high else "normal"] / max(rate[c].quantile(0.99), 1e-9)))
               for c in rate.columns}
-    arrivals = draw_arrivals(rate * pd.Series(factor), cv, seed, step_s)
-    rates = arrivals / step_s
+    if arrivals == "fitted":
+        family, shape = traces.servegen_patterns(data_dir)
+        drawn = draw_arrivals_fitted(rate * pd.Series(factor), cv, family, shape, seed, step_s)
+    else:
+        drawn = draw_arrivals(rate * pd.Series(factor), cv, seed, step_s)
+    rates = drawn / step_s
     expected = per_step(rate * pd.Series(factor), step_s)
     specs = {c: InferenceSpec(gpus_per_replica, replica_rps, cold_start_s, headroom, scale_down_stabilization_s)
              for c in rates.columns}

@@ -3,7 +3,8 @@
 At step k the forecast made then is kept, and every kept forecast whose whole horizon has passed by step k is
 scored against the trace up to step k, by the daemon's scorer (ForecastQuality), never against a later step: the
 gate at step k reads no demand after it. The tenants whose forecasts have shown skill are then the ones the
-predictive strategy's plan acts on the forecast for; the others are planned reactively, as in the daemon.
+predictive strategy's plan acts on the forecast for; the others are planned reactively, as in the daemon. On a
+mixed fleet each typed series (``tenant@spec``) is scored and decided alone, as in the daemon.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pandas as pd
 
 from daemon.config import Config
 from daemon.forecasting.quality import ForecastQuality
-from daemon.forecasting.skill import Verdict, acting_set, decide, score_quantiles
+from daemon.forecasting.skill import Verdict, acting_set, decide, previous_of, score_quantiles
 from forecaster.types import Forecast
 
 
@@ -34,7 +35,8 @@ class ReplayGate:
 
     def at(self, k: int, fc: Forecast | None, tenants: tuple[str, ...]) -> frozenset[str]:
         """The tenants acting on the forecast at trace step `k` (0-based row of the trace), `fc` the forecast made
-        at that step."""
+        at that step; on a mixed fleet the typed series (``tenant@spec``) acting, each decided alone
+        (skill.acting_set)."""
         if self.quality is None and fc is not None:
             q, pc = self.cfg.forecaster.quality, self.cfg.policy
             self.quality = ForecastQuality(fc.quantiles, fc.horizon, window=q.window, min_scored=q.min_scored,
@@ -47,8 +49,8 @@ class ReplayGate:
             newest = self.quality.scored[-1] if self.quality.scored else None
             if newest is not self._newest or not self.verdicts:   # the scores changed (or the first step)
                 self._newest = newest
-                self.verdicts = decide(self.quality.skill(), tenants,
-                                       {t: v.acting for t, v in self.verdicts.items()}, self.cfg.policy.skill_gate,
+                self.verdicts = decide(self.quality.skill(), tenants, previous_of(self.verdicts),
+                                       self.cfg.policy.skill_gate,
                                        self.scored_at, self.cfg.policy.quantile)
         elif not self.verdicts:
             self.verdicts = decide({}, tenants, {}, self.cfg.policy.skill_gate)

@@ -15,6 +15,7 @@ from typing import Callable
 import numpy as np
 
 from daemon.config import Config
+from daemon.forecasting.skill import acting_tenants, restrict
 from daemon.policy import Plan, PolicyMemory, plan
 from daemon.policy.fleet import series_name
 from daemon.policy.ratelimits import tenant_limits
@@ -231,15 +232,16 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
             if typed:  # the model forecasts the tenants' columns; on a fleet each is its typed series
                 fc = dataclasses.replace(fc, tenants=series)
             if gate is not None:
-                acting = gate.at(k, fc, tenants)
+                acting = gate.at(k, fc, tenants)   # tenants, or on a mixed fleet typed series (skill.acting_set)
                 if measured:
-                    res.forecast_acting.append(len(acting))
-                    res.forecast_acting_read.append(len(acting & read))
-                    for t in acting:
+                    on = acting_tenants(acting, index)   # counted per tenant: those acting for at least one type
+                    res.forecast_acting.append(len(on))
+                    res.forecast_acting_read.append(len(on & read))
+                    for t in on:
                         res.gate_by_tenant[t]["steps_on_forecast"] += 1
-            inf_fc, inf_acting = fc, acting
+            inf_fc, inf_acting = fc, None if acting is None else acting_tenants(acting, index)
             if only_services is not None:    # FORECAST_FOR: the batch tenants' plan as the gate's reactive one
-                acting = only_services if acting is None else acting & only_services
+                acting = only_services if acting is None else restrict(acting, only_services)
             if inf is not None:  # the services' holds and preemptions at their autoscaler's quantile
                 fc = inf.plan_forecast(fc)
             p = plan(fc, state, mem, cfg, last, acting=acting)

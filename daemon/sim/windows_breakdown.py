@@ -17,6 +17,12 @@ than the tenant's job. Each step's queued GPU-minutes go to one cause, the first
 - ``free_in_pieces``: free GPUs on the window's nodes, none a place for a whole job, and nothing else there;
 - ``other``: anything else (a place existed after the step: the scheduler's order).
 
+Per window occurrence it also keeps what its nodes carried when its hold was first in place (``nodes_at``: the
+first step of its lead with nodes held, and its first open step), whether or not the tenant waited then: the GPUs
+held, those where a job of the tenant fits once everything preemptible there is cleared (others' work that cannot
+be preempted leaves room for it), and the same over the whole cluster, any holder's nodes: the most that any choice
+of nodes could have held for the tenant's jobs then, while the work that cannot be preempted keeps running.
+
 It reads the snapshot the plan reads (ClusterState: jobs, nodes, holders), after the step's scheduling, and changes
 nothing the replay does.
 """
@@ -57,6 +63,7 @@ class WindowBreakdown(TenantMeter):
         ask = set(ask)
         self.windows = {t: [w for w in windows if w.tenant == t] for t in ask}
         self.rows: list[dict] = []
+        self.nodes_at: dict[tuple[str, str, str], dict] = {}   # (window, its start, "lead"/"open") -> _nodes_row
 
     def before_plan(self, c, k, state, measured):
         state = super().before_plan(c, k, state, measured)
@@ -77,14 +84,17 @@ class WindowBreakdown(TenantMeter):
         free = np.asarray(nodes.free, dtype=np.int64)
         for t, ws in self.windows.items():
             i = self.tenants.index(t)
-            if pending[i] <= 0 or not ws:
-                continue
-            got = window_in_place(ws, now, self.min_lead_s)
+            got = window_in_place(ws, now, self.min_lead_s) if ws else None
             if got is None:
                 continue
             w, phase = got
             mine = held == i
             size = int(jobs.gpus[jobs.tenant == i].max()) if (jobs.tenant == i).any() else 1
+            key = (w.name, f"{w.occurrence(now):%Y-%m-%d %H:%M}", phase)
+            if key not in self.nodes_at and mine.any():
+                self.nodes_at[key] = self._nodes_row(state, i, w, phase, size, at, run, mine)
+            if pending[i] <= 0:
+                continue
             theirs = run & (on == i) & (jobs.tenant != i)
             low = int(jobs.gpus[theirs & (jobs.priority == PRIORITY["low"])].sum())
             firm = int(jobs.gpus[theirs & (jobs.priority != PRIORITY["low"])].sum())
@@ -131,8 +141,42 @@ class WindowBreakdown(TenantMeter):
                               "places_in_pool": pool_places, "places_unheld": unheld_places,
                               "window_nodes_not_all_its_own": shared, "cause": cause})
 
+    @staticmethod
+    def _nodes_row(state, i: int, w: WindowConfig, phase: str, size: int, at: np.ndarray, run: np.ndarray,
+                   mine: np.ndarray) -> dict:
+        """What window `w`'s nodes (`mine`) carry now, and where in the cluster a job of `size` GPUs of tenant `i`
+        could run were everything preemptible cleared (per node: its GPUs less others' work that cannot be
+        preempted, in whole jobs), of which on the pool's, unheld and other holders' nodes; and the others' work
+        that cannot be preempted on its nodes, per tier, with the median of how long it has run."""
+        jobs, nodes = state.jobs, state.nodes
+        cap = np.asarray(nodes.gpus, dtype=np.int64)
+        firm_j = run & (jobs.tenant != i) & (jobs.priority != PRIORITY["low"])
+        low_j = run & (jobs.tenant != i) & (jobs.priority == PRIORITY["low"])
+        firm = np.bincount(at[firm_j], weights=jobs.gpus[firm_j], minlength=cap.size).astype(np.int64)
+        low = np.bincount(at[low_j], weights=jobs.gpus[low_j], minlength=cap.size).astype(np.int64)
+        reach = np.maximum(cap - firm, 0) // size * size
+        held = np.asarray(nodes.held_by)
+        tier_of = np.asarray(state.tiers)[jobs.tenant[firm_j]]
+        on_held = mine[at[firm_j]]
+        mins = jobs.runtime_s[firm_j][on_held] / 60.0
+        g_held = jobs.gpus[firm_j][on_held]
+        return {"window": w.name, "tenant": state.tenants[i], "at": state.at.strftime("%H:%M"), "phase": phase,
+                "window_gpus": w.total_gpus(), "job_gpus": size, "held_gpus": int(cap[mine].sum()),
+                "held_nodes": int(mine.sum()), "held_nodes_with_others_firm": int((mine & (firm > 0)).sum()),
+                "others_firm_on_held_gpus": int(firm[mine].sum()), "low_on_held_gpus": int(low[mine].sum()),
+                "its_jobs_fit_on_held_gpus": int(reach[mine].sum()),
+                "its_jobs_fit_in_cluster_gpus": int(reach.sum()),
+                "its_jobs_fit_elsewhere_gpus": {"pool": int(reach[held == HELD_BY_POOL].sum()),
+                                                "unheld": int(reach[held == UNHELD].sum()),
+                                                "other_holds": int(reach[(held >= 0) & ~mine].sum())},
+                "others_firm_on_held_gpus_by_tier": {str(t): int(g_held[tier_of[on_held] == t].sum())
+                                                     for t in sorted(set(tier_of[on_held].tolist()))},
+                "others_firm_on_held_run_minutes_median": round(float(np.median(mins)), 1) if mins.size else None,
+                "nodes_free_of_others_firm_in_cluster": int(((firm == 0) & (cap > 0)).sum())}
+
     def summary(self, step_min: float) -> dict:
-        """GPU-minutes queued per cause (all tenants asked), per tenant and cause, and the steps."""
+        """GPU-minutes queued per cause (all tenants asked), per tenant and cause, what each window's nodes carried
+        when its hold was first in place and when it opened (``window_nodes``), and the steps."""
         by: dict[str, float] = dict.fromkeys(CAUSES, 0.0)
         per: dict[str, dict[str, float]] = {}
         for r in self.rows:
@@ -142,4 +186,4 @@ class WindowBreakdown(TenantMeter):
             per[r["tenant"]][r["cause"]] += g
         return {"causes": CAUSES, "gpu_min_by_cause": {k: round(v, 1) for k, v in by.items()},
                 "gpu_min_by_tenant": {t: {k: round(v, 1) for k, v in d.items()} for t, d in sorted(per.items())},
-                "steps": self.rows}
+                "window_nodes": list(self.nodes_at.values()), "steps": self.rows}

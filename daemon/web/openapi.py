@@ -191,7 +191,9 @@ def spec(extra_paths: dict | None = None) -> dict:
                                  "(operators' floor_gpus)"},
                     "notes_by_type": {"type": "object", "description": "GPU type -> what the plan did there and why"},
                     "forecast_acting": {"type": "object", "description": "the skill gate (policy.skill_gate; empty "
-                                        "while off): tenant -> {acting, why, forecast_loss, reactive_loss, scored}"},
+                                        "while off): tenant -> {acting, why, forecast_loss, reactive_loss, "
+                                        "scored}, and on a mixed fleet by_type: GPU type -> the same for that "
+                                        "type's series, each decided alone (acting: any type acts)"},
                     "forecaster_note": {"type": "string", "description": "which forecaster is in use and why "
                                         "(the whole note; the start-up line names it short)"},
                     "forecast_quality": {"type": "object", "description": "live scores of past forecasts against "
@@ -204,7 +206,8 @@ def spec(extra_paths: dict | None = None) -> dict:
                     "rate": nullable_num, "throttled": {"type": ["boolean", "null"]},
                     "acting_on_forecast": {"type": ["object", "null"], "description": "the skill gate: whether the "
                                            "tenant's holds and preemptions act on the forecast ({acting, why, "
-                                           "forecast_loss, reactive_loss, scored}); null while the gate is off"}}},
+                                           "forecast_loss, reactive_loss, scored}, on a mixed fleet with "
+                                           "by_type: GPU type -> the same per type); null while the gate is off"}}},
                 "Tenant": {"allOf": [{"$ref": "#/components/schemas/TenantSummary"}, {"type": "object", "properties": {
                     "pending": nullable_num,
                     "limit": {"anyOf": [{"$ref": "#/components/schemas/Limit"}, {"type": "null"}]},  # null: no plan yet

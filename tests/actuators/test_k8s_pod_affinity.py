@@ -178,3 +178,177 @@ def test_one_namespaces_costly_selectors_leave_the_other_tenants_pods_judged(mon
     judged = [why(p, 4) for p in costly]
     assert judged[0] is not None and judged[1:] == [None] * 5   # its share spent on the first: the rest stay demand
     assert "requires pod affinity (app=ghost by" in (why(ghost, 4) or ""), why(ghost, 4)
+
+
+def zoned(name: str, zone: str = "z1", gpus: int = 8):
+    return _model({"metadata": {"name": name, "labels": {HOST: name, "zone": zone}},
+                   "status": {"allocatable": {"nvidia.com/gpu": str(gpus)}}}, "V1Node")
+
+
+def test_a_bound_pods_anti_affinity_keeps_a_pending_pod_it_matches_off_its_domain():
+    """kube-scheduler's InterPodAffinity filter also keeps a pod off a node where a bound pod's required anti-affinity
+    term matches it (by that pod's node's value of the term's key): a tenant's one pod with anti-affinity by a zone
+    every GPU node shares, matching another tenant's pods, kept them off every node, and they were demand (held and
+    preempted for). Read as the pod's own anti-affinity: lower-priority pods are preempted for it, a pod being
+    deleted blocks nothing, and the term's own namespace where it names none."""
+    victim = pod("b", "victim", 4, labels={"app": "victim"})
+    both = [zoned("n1"), zoned("n2")]
+    wall = pod("a", "wall", 0, on="n1", away=term({"app": "victim"}, key="zone", namespaces=["b"]))
+    why = judge(victim, [wall], both)
+    assert why is not None and why.startswith("is kept off every node it fits otherwise by bound pods' required "
+                                              "anti-affinity (podAntiAffinity), at its priority or above"), why
+    assert "a/wall (app=victim by zone)" in why, why
+    # by hostname, it keeps the pod off its own node only
+    assert judge(victim, [pod("a", "wall", 0, on="n1", away=term({"app": "victim"}, namespaces=["b"]))], both) is None
+    # another zone, other labels, its own namespace (it names none) or a node without the key: it starts
+    assert judge(victim, [wall], [zoned("n1"), zoned("n2", "z2")]) is None
+    assert judge(pod("b", "other", 4, labels={"app": "other"}), [wall], both) is None
+    assert judge(victim, [pod("a", "wall", 0, on="n1", away=term({"app": "victim"}, key="zone"))], both) is None
+    assert judge(victim, [pod("a", "wall", 0, on="n1", away=term({"app": "victim"}, key="rack", namespaces=["b"]))],
+                 both) is None
+    # kube-scheduler preempts a lower-priority pod for it (not with preemptionPolicy Never); one being deleted goes
+    assert judge(pod("b", "victim", 4, labels={"app": "victim"}, priority=10), [wall], both) is None
+    assert judge(pod("b", "victim", 4, labels={"app": "victim"}, priority=10, policy="Never"), [wall], both) \
+        is not None
+    going = pod("a", "wall", 0, on="n1", away=term({"app": "victim"}, key="zone", namespaces=["b"]), deleting=True)
+    assert judge(victim, [going], both) is None
+    # by hostname on each node: one pod per node, counted, the first named
+    walls = [pod("a", f"wall{k}", 0, on=f"n{k}", away=term({"app": "victim"}, namespaces=["b"])) for k in (1, 2, 3)]
+    why = judge(victim, walls, [zoned("n1"), zoned("n2"), zoned("n3")])
+    assert why is not None and "until those end, 3 pods: a/wall1 (app=victim by kubernetes.io/hostname), " in why, why
+
+
+def test_a_bound_pods_anti_affinity_by_namespace_selector_counts_only_the_namespaces_it_surely_names():
+    """A bound pod's term with a namespaceSelector: {} names every namespace (it keeps another tenant's pods away);
+    one by labels names namespaces by labels the view does not read, so only those it lists count (a pod that may
+    start is never hidden)."""
+    victim = pod("b", "victim", 4, labels={"app": "victim"})
+    both = [zoned("n1"), zoned("n2")]
+
+    def wall(**kw):
+        return pod("a", "wall", 0, on="n1", away=term({"app": "victim"}, key="zone", **kw))
+    assert "a/wall (app=victim by zone)" in (judge(victim, [wall(ns_selector={})], both) or "")
+    assert judge(victim, [wall(ns_selector={"matchLabels": {"team": "b"}})], both) is None
+    assert judge(victim, [wall(ns_selector={"matchLabels": {"team": "b"}}, namespaces=["b"])], both) is not None
+    assert judge(victim, [wall(ns_selector={"matchLabels": {"team": "c"}}, namespaces=["c"])], both) is None
+
+
+def test_the_kept_bound_pods_anti_affinity_judges_as_read_afresh_once_the_pod_is_gone():
+    """The actuator's BoundPods keeps the pods with required anti-affinity from cycle to cycle: once such a pod is
+    deleted, ends, or its node leaves, the pending pod it kept away is demand again, as rows read afresh say."""
+    kept = pod_affinity.BoundPods()
+    victim = pod("b", "victim", 4, labels={"app": "victim"})
+    other = pod("a", "web", 1, labels={"app": "web"}, on="n2")
+
+    def starts(placed, nodes):
+        pods = [*placed, other, victim]
+        verdict = never_starts(nodes, "nvidia.com/gpu", pods=pods, bound=kept)(victim, 4)
+        assert verdict == never_starts(nodes, "nvidia.com/gpu", pods=pods)(victim, 4)
+        return verdict is None
+
+    wall = pod("a", "wall", 0, on="n1", away=term({"app": "victim"}, key="zone", namespaces=["b"]))
+    both = [zoned("n1"), zoned("n2")]
+    assert starts([], both)
+    assert not starts([wall], both)                  # bound
+    assert starts([], both)                          # deleted
+    assert not starts([wall], both)
+    assert starts([pod("a", "wall", 0, on="n1", away=term({"app": "db"}, key="zone", namespaces=["b"]))], both)
+    assert not starts([wall], both)
+    assert starts([wall], [zoned("n1", "z0"), zoned("n2")])   # its node in another zone now
+    assert starts([wall], [zoned("n2")])                      # its node gone
+    assert not starts([wall], both)
+    ended = pod("a", "wall", 0, on="n1", away=term({"app": "victim"}, key="zone", namespaces=["b"]))
+    ended.status.phase = "Succeeded"
+    assert starts([ended], both)
+    assert kept.anti.pods == {} and kept.anti.groups == {} and kept.anti.anchors == {}
+
+
+def test_bound_pods_anti_affinity_counts_against_the_cycles_bound(monkeypatch):
+    """A tenant's many bound pods with distinct anti-affinity terms cost each pending pod a check apiece: past the
+    cycle's bound (or its namespace's share) the pod is not judged, and stays demand."""
+    victim = pod("b", "victim", 4, labels={"app": "victim"})
+    walls = [pod("a", f"wall{k}", 0, on="n1", away=term({"app": "victim", "k": str(k)}, namespaces=["b"]))
+             for k in range(50)] + [pod("a", "wall", 0, on="n1", away=term({"app": "victim"}, namespaces=["b"]))]
+    assert judge(victim, walls) is not None
+    monkeypatch.setattr(pod_affinity, "MAX_CHECKS", 60)
+    assert judge(victim, walls) is None
+
+
+def test_a_tenants_own_namespace_anti_affinity_terms_cost_other_tenants_pods_nothing(monkeypatch):
+    """Bound pods' anti-affinity groups were filed by label alone, so every pending pod paid for every anchorless
+    group (a selector of NotIn / DoesNotExist only), charged to its own namespace's share: one pod of a tenant with
+    many such terms in its own namespace (admitted: they reach no one) spent another tenant's share, and its pods that
+    a bound pod keeps off every node went unjudged, demand again (held and preempted for). Groups are now filed under
+    the namespaces they name: the others' pods never look at them."""
+    monkeypatch.setattr(pod_affinity, "MAX_CHECKS", 40_000)
+    monkeypatch.setattr(pod_affinity, "MAX_CHECKS_PER_NAMESPACE", 10_000)
+    both = [zoned("n1"), zoned("n2")]
+    terms = [{"labelSelector": {"matchExpressions": [{"key": "k", "operator": "NotIn", "values": [f"v{i}"]}]},
+              "topologyKey": "zone"} for i in range(1_000)]
+    costly = pod("evil", "costly", 0, on="n2")
+    costly.spec.affinity = _model({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms}},
+                                  "V1Affinity")
+    wall = pod("b", "wall", 0, on="n1", away=term({"app": "victim"}, key="zone"))
+    victims = [pod("b", f"v{k}", 4, labels={"app": "victim", "job-name": f"j{k}"}) for k in range(10)]
+    why = never_starts(both, "nvidia.com/gpu", pods=[costly, wall, *victims])
+    judged = [why(v, 4) for v in victims]
+    assert all(w is not None and "b/wall (app=victim by zone)" in w for w in judged), judged
+
+
+def test_a_term_naming_many_namespaces_is_filed_once_and_still_judged():
+    """A bound pod's term group is filed under each namespace it names, up to FILED_NAMESPACES; one naming more is
+    filed once, as if it named every one, and each pending pod checks its own namespace against it."""
+    both = [zoned("n1"), zoned("n2")]
+    many = [f"ns{i}" for i in range(1_000)]
+    kept = pod_affinity.BoundPods()
+    wall = pod("a", "wall", 0, on="n1", away=term({"app": "victim"}, key="zone", namespaces=[*many, "b"]))
+    victim, elsewhere = (pod(ns, "victim", 4, labels={"app": "victim"}) for ns in ("b", "c"))
+    why = never_starts(both, "nvidia.com/gpu", pods=[wall, victim, elsewhere], bound=kept)
+    assert why(victim, 4) is not None and why(elsewhere, 4) is None
+    assert len(kept.anti.anchors) == 1
+
+
+def test_a_namespace_selector_by_the_namespaces_name_label_names_those_namespaces_surely():
+    """The apiserver labels every namespace kubernetes.io/metadata.name=<its name> and refuses changing it, so a
+    namespaceSelector by that label alone names its namespaces as surely as a list: a bound pod's term selecting
+    another tenant's namespace so kept its pods off every node while the view read it as naming none (demand: held
+    and preempted for). Other labels, or NotIn, are still not read."""
+    victim = pod("b", "victim", 4, labels={"app": "victim"})
+    both = [zoned("n1"), zoned("n2")]
+    name = pod_affinity.NAME_LABEL
+
+    def wall(sel):
+        return pod("a", "wall", 0, on="n1", away=term({"app": "victim"}, key="zone", ns_selector=sel))
+    for sel in ({"matchLabels": {name: "b"}},
+                {"matchExpressions": [{"key": name, "operator": "In", "values": ["b", "c"]}]},
+                {"matchExpressions": [{"key": name, "operator": "Exists"}]}):
+        assert "a/wall (app=victim by zone)" in (judge(victim, [wall(sel)], both) or ""), sel
+    for sel in ({"matchLabels": {name: "c"}},
+                {"matchExpressions": [{"key": name, "operator": "NotIn", "values": ["c"]}]},
+                {"matchLabels": {name: "b", "team": "b"}},
+                {"matchLabels": {name: "b"}, "matchExpressions": [{"key": name, "operator": "DoesNotExist"}]}):
+        assert judge(victim, [wall(sel)], both) is None, sel
+
+
+def test_a_services_replicas_share_one_copy_of_their_anti_affinity_terms():
+    """Each bound pod with required anti-affinity held its own compiled copy of its terms (a set of an In's values):
+    a service's replicas with one term of many values held as many sets beside the view's pods. They now share the
+    group's one (memory, not time: 100 replicas of a 1,000-value term)."""
+    import tracemalloc
+
+    away = {"labelSelector": {"matchExpressions": [
+        {"key": "app", "operator": "In", "values": [f"v{i}" for i in range(1_000)]}]}, "topologyKey": "zone"}
+    replicas = [pod("a", f"r{k}", 0, on="n1", away=away) for k in range(100)]
+    anti = pod_affinity.BoundAnti()
+    tracemalloc.start()
+    try:
+        anti.synced(replicas)
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert len(anti.groups) == 1 and len(anti.pods) == 100
+    assert held < 1_000_000, held     # a set of 1,000 values is about 32 KB: 100 of them 3.4 MB
+    for p in replicas:
+        assert anti.pods[id(p)][5][0] is next(iter(anti.groups))
+    anti.synced([])
+    assert anti.canon == {} and anti.groups == {} and anti.anchors == {}

@@ -527,3 +527,21 @@ def test_a_job_started_anew_under_its_id_or_moved_to_another_tier_is_not_requeue
         assert not any("requeue" in x for x in rep.actions) and any(why in x for x in rep.actions), rep.actions
     now["out"] = line()
     assert "scontrol requeue 77" in a.reclaim(["77"], "health: idle").actions
+
+
+def test_a_hold_for_a_job_on_several_nodes_keeps_its_nodes_and_takes_one_per_node_asked():
+    """A hold sized for -N 2 --gres=gpu:4 (Plan.hold_job_gpus 8) on 4-GPU nodes: read as one job of 8 GPUs, no node
+    could ever hold it (whole_nodes.usable), so the hold kept none of its nodes and moved whenever another ranked
+    first. With the job's shape its nodes stay; and 12 GPUs for 3 nodes x 4 are 3 nodes of 8, not 2."""
+    h = holds()
+    small = [Node("a", "IDLE", 4, 0), Node("b", "MIXED", 4, 4), Node("c", "MIXED", 4, 4)]
+    assert h.choose(small, [], ("b", "c"), 8, ("acct-high",), {}, set(), keep=False, job_gpus=8) == ["a", "b"]
+    assert h.choose(small, [], ("b", "c"), 8, ("acct-high",), {}, set(), keep=False, job_gpus=8,
+                    shape=(2, 4)) == ["b", "c"]
+    big = [Node(n, "IDLE", 8, 0) for n in "xyz"]
+    assert h.choose(big, [], (), 12, ("acct-high",), {}, set(), keep=False, job_gpus=12) == ["x", "y"]
+    assert h.choose(big, [], (), 12, ("acct-high",), {}, set(), keep=False, job_gpus=12,
+                    shape=(3, 4)) == ["x", "y", "z"]
+    # two such jobs fit on the same 3 nodes of 8; a node of 2 GPUs holds no part of one
+    assert h.choose([*big, Node("w", "IDLE", 2, 0)], [], (), 24, ("acct-high",), {}, set(), keep=False,
+                    job_gpus=12, shape=(3, 4)) == ["x", "y", "z"]

@@ -100,9 +100,11 @@ def test_min_scored_and_hysteresis():
     assert decide({"a": (10.0, 10.0, 10)}, ("a",), {"a": True}, g)["a"].acting
     assert not decide({"a": (10.0, 10.0, 10)}, ("a",), {}, g)["a"].acting
     g = SkillGateConfig(enabled=True, margin=0.1, hysteresis=0.05, min_scored=10)
-    # a mixed fleet's typed series of one tenant decide together
+    # a mixed fleet's typed series of one tenant decide each alone (tests/forecasting/test_skill_gate_by_type.py);
+    # the tenant's line sums their losses and acts where any type does
     v = decide({"a@h100": (1.0, 10.0, 12), "a@*": (8.0, 1.0, 10)}, ("a",), {}, g)["a"]
     assert v.acting and v.scored == 10 and v.forecast_loss == 9.0 and v.reactive_loss == 11.0
+    assert v.by_type["h100"].acting and not v.by_type["any"].acting and v.why == "forecast for h100; reactive for any"
 
 
 def test_the_gates_evidence_is_the_last_window_of_scored_forecasts_and_a_new_forecaster_starts_reactive():
@@ -169,7 +171,9 @@ def test_the_daemon_cycle_gates_each_tenant_and_shows_it_in_the_plan_api_console
         assert all(v["why"].startswith("forecast: " if v["acting"] else "reactive: ")
                    for v in p.forecast_acting.values())
         text = generate_latest(rt.metrics.registry).decode()
-        got = {m[0]: float(m[1]) for m in re.findall(r'gpuas_forecast_acting\{tenant="([^"]+)"\} (\S+)', text)}
+        # a one-model cluster: one series per tenant, its gpu_type empty
+        got = {m[0]: float(m[1])
+               for m in re.findall(r'gpuas_forecast_acting\{gpu_type="",tenant="([^"]+)"\} (\S+)', text)}
         assert got == {t: float(v["acting"]) for t, v in p.forecast_acting.items()}
         rt.metrics.forget_tenants([], -1.0)   # every tenant gone: its series goes with the others
         assert "gpuas_forecast_acting{" not in generate_latest(rt.metrics.registry).decode()
@@ -277,7 +281,7 @@ def test_the_plans_note_counts_a_tenant_with_min_scored_forecasts_as_without_ski
 
 def test_the_replay_gate_scores_a_mixed_fleets_typed_series_against_their_own_columns():
     """On a mixed fleet the trace's columns are the forecast's typed series (tenant@spec) under other names: the
-    replay's gate reads the trace under the series' names, so each is scored and the tenant judged on both."""
+    replay's gate reads the trace under the series' names, so each is scored and judged on its own."""
     from daemon.sim.skill_gate import ReplayGate
 
     d = _rises()
@@ -291,7 +295,9 @@ def test_the_replay_gate_scores_a_mixed_fleets_typed_series_against_their_own_co
         v = np.stack([d[k + 1: k + 1 + H], d[k + 1: k + 1 + H] / 2])
         acting = gate.at(k, Forecast(names, QS, np.stack([v, v * 1.01, v * 1.02], axis=2), idx[k], 60, "m"), ("a",))
     v = gate.verdicts["a"]
-    assert v.scored == n - H and "a" in acting, v
+    # each typed series scored against its own column and decided alone: both see their rises, both act
+    assert v.scored == n - H and set(v.by_type) == {"h100", "a100"}, v
+    assert all(x.scored == n - H and x.acting for x in v.by_type.values()) and acting == set(names), v
 
 
 def test_the_gates_evidence_scores_the_holds_the_plan_would_make_by_hand():

@@ -152,3 +152,39 @@ def test_restraints_come_from_the_operators_inputs_and_the_plans_freshness():
     tenants = st.tenants
     infos = job_infos(st, Config(), OperatorInputs(tiers={tenants[0]: "high", tenants[1]: "high"}))
     assert sorted(i.tier for i in infos.values()) == ["high", "low"]
+
+
+def test_an_idle_component_of_a_heterogeneous_job_is_not_requeued_while_another_is_busy():
+    """A Slurm hetjob's components (7+0, 7+1) are a job each to the health policy, each of its own account and tier,
+    and a requeue of one is a requeue of all (the actuator sends 7). A low tenant's idle 7+1 beside team-b's busy
+    7+0 (no finding) was requeued, and team-b's work with it, untold. Now it waits, and says for what."""
+    mem = HealthMemory({("7+1", "idle"): NOW - 3600})
+    jobs = {"7+0": info("high", gpus=4, tenant="team-b"), "7+1": info("low", gpus=4)}
+    d = run([finding("7+1", 90, gpus=4)], jobs, memory=mem)
+    assert d.reclaims == [] and d.budget_gpus == 100
+    o = d.outcomes[0]
+    assert o.verdict == "held" and "1 other component of heterogeneous job 7 (7+0) is not due" in o.message
+
+
+def test_a_heterogeneous_jobs_component_without_gpus_does_not_keep_its_idle_gpus_from_reclaim():
+    """A component with no GPUs (sbatch --gres=gpu:8 ... : -n1 ...) has no finding: the health policy watches GPUs.
+    Waited for as a component not yet due, it kept the job's idle GPUs from ever being requeued; it now goes with
+    the job, as a plain job's CPUs go with its idle GPUs."""
+    mem = HealthMemory({("7+0", "idle"): NOW - 3600})
+    jobs = {"7+0": info(gpus=4), "7+1": info(gpus=0)}
+    d = run([finding("7+0", 90, gpus=4)], jobs, memory=mem)
+    assert [(r.job, r.job_ids, r.gpus) for r in d.reclaims] == [("7+0", ["7+0", "7+1"], 4)], d.outcomes
+    assert d.outcomes[0].verdict == "requeue"
+
+
+def test_a_heterogeneous_job_whose_every_component_is_due_is_one_reclaim_of_all_their_gpus():
+    mem = HealthMemory({("7+0", "idle"): NOW - 3600, ("7+1", "hung"): NOW - 3600})
+    jobs = {"7+0": info(gpus=4), "7+1": info(gpus=2), "8": info(gpus=1)}
+    d = run([finding("7+0", 90, gpus=4), finding("7+1", 70, kind="hung", gpus=2)], jobs, memory=mem)
+    assert [(r.job, r.job_ids, r.gpus) for r in d.reclaims] == [("7+0", ["7+0", "7+1"], 6)]
+    assert (d.budget_gpus, d.budget_jobs) == (94, 9)
+    assert {o.finding.job: o.verdict for o in d.outcomes} == {"7+0": "requeue", "7+1": "requeue"}
+    assert "with every component of heterogeneous job 7" in d.outcomes[0].message
+    # warned, the tenant reads that the whole job goes, and only once every component is due
+    w = run([finding("7+0", 35, gpus=4)], jobs).warnings[0].message
+    assert "with every component of heterogeneous job 7, so only once each of them is due" in w

@@ -467,12 +467,66 @@ def test_a_gpu_pod_or_job_in_a_tenant_namespace_may_not_name_its_node(admission,
         kube.delete_nodes([held])
 
 
+def anti(namespaces: list[str] | None = None, selector: dict | None = None, key: str = "topology.kubernetes.io/zone",
+         kind: str = "podAntiAffinity", how: str = "required") -> dict:
+    """A pod spec's affinity of one pod (anti-)affinity term against pods labelled app=train, by `key`; `how`
+    required or preferred (weight 100)."""
+    term: dict = {"labelSelector": {"matchLabels": {"app": "train"}}, "topologyKey": key}
+    if namespaces is not None:
+        term["namespaces"] = namespaces
+    if selector is not None:
+        term["namespaceSelector"] = selector
+    if how == "preferred":
+        return {kind: {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]}}
+    return {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+def test_a_tenants_required_pod_anti_affinity_may_not_reach_other_namespaces(admission, kueue):
+    """kube-scheduler keeps every pod a bound pod's required anti-affinity term matches off the nodes of that pod's
+    domain: a low tenant's one pod with anti-affinity by a zone every GPU node shares, naming the high tenant's
+    namespace (or namespaceSelector {}), kept the high tenant's GPU pods off every node, and every other rule admitted
+    it. Refused now, on a pod (GPU or CPU) and a Job's template; a term kept to its own namespace, a preferred term,
+    required pod affinity, and a namespace that is no tenant's are admitted."""
+    adm, q = admission, {QUEUE: "gpuas-low"}
+    low, high = adm.ns["team-low"], adm.ns["team-high"]
+
+    def pod(name: str, ns: str = low, gpus: int = 1, **affinity) -> dict:
+        p = gpu_pod(ns, name, gpus, labels=q)
+        p["spec"]["affinity"] = anti(**affinity)
+        if not gpus:
+            p["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+        return p
+    msg = adm.refused(pod("wall", selector={}), "pod-anti-affinity")
+    assert (f"a Pod in tenant namespace {low} may not carry a required pod anti-affinity term reaching other "
+            "namespaces (topologyKey topology.kubernetes.io/zone: namespaceSelector)" in msg
+            and "other tenants' pods, off every node of its topology domain" in msg
+            and f"list no namespace but {low} in namespaces" in msg), msg
+    msg = adm.refused(pod("wall", namespaces=[low, high], key="kubernetes.io/hostname"), "pod-anti-affinity")
+    assert f"(topologyKey kubernetes.io/hostname: namespaces {high})" in msg, msg
+    adm.refused(pod("cpu-wall", gpus=0, namespaces=[high]), "pod-anti-affinity")
+    # a namespaceSelector by labels: the policy cannot tell which namespaces it names, even its own alone
+    adm.refused(pod("own-by-label", selector={"matchLabels": {"kubernetes.io/metadata.name": low}}),
+                "pod-anti-affinity")
+    # a Job is refused when it is created (its pod template), before Kueue admits it
+    msg = adm.refused(job(low, "wall", q, affinity=anti(selector={})), "pod-anti-affinity")
+    assert f"a Job in tenant namespace {low} may not carry a required pod anti-affinity term" in msg, msg
+    adm.refused(job(low, "wall", q, affinity=anti(namespaces=[high])), "pod-anti-affinity")
+    # its own namespace (no namespaces, or only its own), a preferred term, required pod affinity (it keeps only
+    # its own pod off nodes), and a namespace that is no tenant's: admitted
+    assert adm.refusal(pod("spread")) is None
+    assert adm.refusal(pod("spread-own", namespaces=[low])) is None
+    assert adm.refusal(pod("prefer", selector={}, how="preferred")) is None
+    assert adm.refusal(pod("near", selector={}, kind="podAffinity")) is None
+    assert adm.refusal(job(low, "spread", q, affinity=anti(namespaces=[low]))) is None
+    assert adm.refusal(pod("system", ns=adm.other, selector={})) is None
+
+
 def test_the_shipped_bindings_spare_the_system_namespaces_and_read_the_daemons_params():
     bindings = {d["metadata"]["name"]: d for d in shipped() if d["kind"] == "ValidatingAdmissionPolicyBinding"}
     policies = {d["metadata"]["name"]: d for d in shipped() if d["kind"] == "ValidatingAdmissionPolicy"}
     assert set(bindings) == set(policies) == {f"gpu-autoscaler-{r}" for r in
                                               ("high-priority-class", "hold-tolerations", "queue-name",
-                                               "gpu-daemonsets", "node-name")}
+                                               "gpu-daemonsets", "node-name", "pod-anti-affinity")}
     (crd,) = [d for d in shipped() if d["kind"] == "CustomResourceDefinition"]
     for p in policies.values():  # the kind the daemon writes (daemon/actuators/k8s/admission.py)
         assert p["spec"]["paramKind"] == {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND}

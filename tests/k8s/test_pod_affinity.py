@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client as k8s
 
+from daemon.actuators.k8s.view import never_starts
 from tests.k8s.test_hostile_placement import _bound
 from tests.k8s.test_hostile_quantities import _read_twice
 from tests.k8s.test_view_watch import tenant_view
@@ -87,6 +88,112 @@ def test_a_pod_whose_required_pod_affinity_or_anti_affinity_no_node_meets_is_no_
         assert f"pod {b}/ghost requires pod affinity (app=ghost by {HOST}) (podAffinity, required) that none of the " \
                "nodes it fits otherwise meets" in said[1], said
         assert f"pod {b}/no-key requires pod affinity (app=grp2 by example.com/rack)" in said[2], said
+    finally:
+        rt.close()
+        kube.delete_nodes(nodes)
+
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def test_a_pod_kept_off_every_node_by_a_bound_pods_anti_affinity_is_no_demand_until_that_pod_goes(kube, tmp_path,
+                                                                                                   caplog):
+    """kube-scheduler also keeps a pod off a node where a bound pod's required anti-affinity term matches it, in that
+    pod's domain of the term's key (symmetric anti-affinity): team-a's one pod with anti-affinity by a zone both GPU
+    nodes share, matching team-b's app=victim pods, keeps them off both ('didn't satisfy existing pods anti-affinity
+    rules'), and they were demand (holds and preemptions for another tenant's pods that never start). Now such a pod
+    is no job, said once; team-b's other pods, and one the term would match but for its matchLabelKeys (the apiserver
+    merges them into the selector), are bound. Once team-a's pod is deleted the kept bound pods judge as a fresh read:
+    the victim is demand again (the nodes cordoned meanwhile, so the scheduler does not race the reads), and it is
+    bound once they are uncordoned."""
+    core = k8s.CoreV1Api(kube.api())
+    tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=2)
+    for node in nodes:
+        core.patch_node(node, {"metadata": {"labels": {ZONE: "z1"}}})
+    names, rt, kub = tenant_view(kube, tmp_path, tenants)
+    a, b = ns["team-a"], ns["team-b"]
+    try:
+        wall = gpu_pod(a, "wall", 1, labels={"ver": "v1"}, node_selector={HOST: nodes[0]})
+        wall["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            _term({"app": "victim"}, ZONE, namespaces=[b]),
+            {**_term({"app": "versioned"}, ZONE, namespaces=[b]), "matchLabelKeys": ["ver"]}]}}
+        core.create_namespaced_pod(a, wall)
+        wait_for(lambda: _bound(core, a, "wall"), timeout=60, what="wall bound")
+        core.create_namespaced_pod(b, gpu_pod(b, "victim", 2, labels={"app": "victim"}))
+        core.create_namespaced_pod(b, gpu_pod(b, "other", 2, labels={"app": "other"}))
+        core.create_namespaced_pod(b, gpu_pod(b, "versioned", 2, labels={"app": "versioned", "ver": "v2"}))
+        wait_for(lambda: "didn't satisfy existing pods anti-affinity rules" in (
+            unschedulable_because(core, b, "victim") or ""), timeout=60, what="victim unschedulable")   # the scheduler
+        for name in ("other", "versioned"):
+            wait_for(lambda: _bound(core, b, name), timeout=60, what=f"{name} bound")
+        kept = {f"{a}/wall", f"{b}/other", f"{b}/versioned"}
+        wait_for(lambda: kub.cluster_jobs(names).running.sum() == len(kept), timeout=60, what="the bound in the view")
+        jobs, said = _read_twice(kub, names, caplog)
+        assert set(jobs.ids.tolist()) == kept, jobs.ids
+        assert len(said) == 1, said
+        assert f"pod {b}/victim is kept off every node it fits otherwise by bound pods' required anti-affinity " \
+               f"(podAntiAffinity), at its priority or above" in said[0], said
+        assert f"until those end, 1 pod: {a}/wall (app=victim by {ZONE})" in said[0], said
+
+        def judged(name: str, bound=None) -> str | None:
+            """The view's verdict on team-b's pod `name` over the view's snapshot (as pending: the view judges only
+            pods not bound), with the actuator's kept bound pods and the pods with anti-affinity the view keeps (as
+            the cycle reads them), or read afresh from every pod."""
+            snap = kub.view.snapshot()
+            pod = next(p for p in snap.pods if p.metadata.namespace == b and p.metadata.name == name)
+            anti = snap.anti_pods if bound is not None else None
+            return never_starts(snap.nodes, "nvidia.com/gpu", pods=snap.pods, bound=bound, anti_pods=anti)(pod, 2)
+
+        def anti_pods() -> list[str]:
+            return sorted(f"{p.metadata.namespace}/{p.metadata.name}" for p in kub.view.snapshot().anti_pods)
+
+        assert anti_pods() == [f"{a}/wall"]   # the view keeps them as the watch goes: no cycle looks at every pod
+
+        # the apiserver merged matchLabelKeys into the stored selector (ver In [v1]): the view honours it as it is
+        assert judged("versioned") is None and judged("versioned", kub._bound) is None
+        assert judged("victim") is not None and judged("victim", kub._bound) is not None
+
+        for node in nodes:   # the scheduler places nothing now: the view's reads below race nothing
+            core.patch_node(node, {"spec": {"unschedulable": True}})
+        core.delete_namespaced_pod("wall", a, grace_period_seconds=0)
+        wait_for(lambda: not anti_pods(), timeout=60, what="the wall gone from the view")
+        assert f"{b}/victim" in kub.cluster_jobs(names).ids.tolist()
+        assert judged("victim") is None and judged("victim", kub._bound) is None   # read afresh, and kept
+        for node in nodes:
+            core.patch_node(node, {"spec": {"unschedulable": False}})
+        wait_for(lambda: _bound(core, b, "victim"), timeout=60, what="victim bound")
+    finally:
+        rt.close()
+        kube.delete_nodes(nodes)
+
+
+def test_a_bound_pods_anti_affinity_selecting_a_namespace_by_its_name_label_keeps_its_pods_off(kube, tmp_path,
+                                                                                              caplog):
+    """The apiserver labels every namespace kubernetes.io/metadata.name=<its name>: team-a's pod whose anti-affinity
+    term selects team-b's namespace by that label (namespaceSelector, no namespaces list) keeps team-b's app=victim
+    pods off both nodes of the zone, as the scheduler says, while the view read a namespaceSelector by labels as
+    naming no namespace surely: the victim was demand (held and preempted for). Now it is no job, said once."""
+    core = k8s.CoreV1Api(kube.api())
+    tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=2)
+    for node in nodes:
+        core.patch_node(node, {"metadata": {"labels": {ZONE: "z1"}}})
+    names, rt, kub = tenant_view(kube, tmp_path, tenants)
+    a, b = ns["team-a"], ns["team-b"]
+    try:
+        wall = gpu_pod(a, "wall", 1, node_selector={HOST: nodes[0]})
+        wall["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {**_term({"app": "victim"}, ZONE), "namespaceSelector": {
+                "matchLabels": {"kubernetes.io/metadata.name": b}}}]}}
+        core.create_namespaced_pod(a, wall)
+        wait_for(lambda: _bound(core, a, "wall"), timeout=60, what="wall bound")
+        core.create_namespaced_pod(b, gpu_pod(b, "victim", 2, labels={"app": "victim"}))
+        wait_for(lambda: "didn't satisfy existing pods anti-affinity rules" in (
+            unschedulable_because(core, b, "victim") or ""), timeout=60, what="victim unschedulable")   # the scheduler
+        wait_for(lambda: kub.cluster_jobs(names).running.sum() == 1, timeout=60, what="the wall in the view")
+        jobs, said = _read_twice(kub, names, caplog)
+        assert jobs.ids.tolist() == [f"{a}/wall"], jobs.ids
+        assert len(said) == 1 and f"pod {b}/victim is kept off every node" in said[0], said
+        assert f"1 pod: {a}/wall (app=victim by {ZONE})" in said[0], said
     finally:
         rt.close()
         kube.delete_nodes(nodes)

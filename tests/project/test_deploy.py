@@ -204,7 +204,7 @@ def test_the_kubernetes_manifests_parse_and_agree_with_the_config_they_ship():
     param_kind = {"apiVersion": f"{crd['group']}/{crd['versions'][0]['name']}", "kind": crd["names"]["kind"]}
     policies = [x for f in admission for x in docs[f] if x["kind"] == "ValidatingAdmissionPolicy"]
     bindings = [x for f in admission for x in docs[f] if x["kind"] == "ValidatingAdmissionPolicyBinding"]
-    assert len(policies) == len(bindings) == 5
+    assert len(policies) == len(bindings) == 6
     assert all(x["spec"]["paramKind"] == param_kind for x in policies)
     assert {b["spec"]["policyName"] for b in bindings} == {x["metadata"]["name"] for x in policies}
     for b in bindings:

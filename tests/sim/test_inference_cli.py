@@ -24,7 +24,7 @@ def _simulate(tmp_path, *args: str) -> subprocess.CompletedProcess:
 @pytest.mark.skipif(not SERVEGEN.exists(), reason="ServeGen m-small not in ../shared/data")
 def test_simulate_servegen_prints_the_requests_per_tier(tmp_path):
     r = _simulate(tmp_path, "--trace", "servegen", "--days", "0.25", "--cold-start", "5m",
-                  "--scale-down-stabilization", "2m", "--strategies", "reactive,perfect")
+                  "--scale-down-stabilization", "2m", "--strategies", "reactive,perfect", "--arrivals", "fitted")
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout
     assert "inference requests per tier (arrived = served + throttled + late):" in out
@@ -33,6 +33,7 @@ def test_simulate_servegen_prints_the_requests_per_tier(tmp_path):
     doc = json.loads((tmp_path / "servegen-m-small-cold5m.json").read_text())
     assert doc["inference"]["cold_start_s"] == 300.0 and doc["inference"]["high_tier"]
     assert doc["inference"]["scale_down_stabilization_s"] == 120.0      # --scale-down-stabilization
+    assert doc["inference"]["arrivals"] == "fitted"                       # --arrivals
     rows = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.split()[:1] in (["reactive"], ["perfect"])}
     for run in doc["runs"]:
         for tier in ("high", "normal"):
@@ -54,6 +55,7 @@ def test_simulate_servegen_prints_the_requests_per_tier(tmp_path):
      "--scale-down-stabilization '300': a duration with its unit"),
     (("--trace", "helios", "--scale-down-stabilization", "5m"),
      "--scale-down-stabilization is the inference services' HPA window"),
+    (("--trace", "helios", "--arrivals", "fitted"), "--arrivals is how the inference services' requests are drawn"),
 ])
 def test_a_bad_cold_start_or_stabilization_is_one_line(args, line):
     from click.testing import CliRunner

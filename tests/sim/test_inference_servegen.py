@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from daemon.sim.servegen import draw_arrivals, servegen
+from daemon.sim.servegen import draw_arrivals, draw_arrivals_fitted, servegen
 from forecaster import traces
 from tests.conftest import SHARED_DATA
 
@@ -99,3 +99,83 @@ def test_the_workload_fills_the_traces_gaps_between_the_windows_either_side():
     assert len(gaps) > 0 and notes.to_dict()["gap_windows_filled"]       # the last day has gaps (02:00, 05:00)
     total = w.rates.sum(axis=1).resample("10min").mean()
     assert (total.loc[gaps] > 0.5 * total.median()).all()               # the services' load goes on through them
+
+
+def _patterns(rate: pd.DataFrame, family: list[str], shape: list[float]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return (pd.DataFrame({"c": family}, index=rate.index),
+            pd.DataFrame({"c": [np.nan if s is None else s for s in shape]}, index=rate.index))
+
+
+def test_fitted_arrivals_hold_each_window_s_requests_and_bunch_by_the_family_s_shape():
+    """As ServeGen's generator: a window of rate r holds ceil(r x 600) requests, spread over its minutes by the
+    fitted family's shape (Gamma shape 0.1: inter-arrival CV ~3.2, bunched; shape 10: CV ~0.3, near even);
+    deterministic per seed."""
+    n = 400
+    rate, cv = _windows([1.5] * (2 * n) + [0.7] * n, [3.2] * n + [0.3] * n + [2.0] * n)
+    fam, shp = _patterns(rate, ["Gamma"] * (2 * n) + ["Weibull"] * n, [0.1] * n + [10.0] * n + [0.5] * n)
+    a = draw_arrivals_fitted(rate, cv, fam, shp, seed=3)
+    assert a.equals(draw_arrivals_fitted(rate, cv, fam, shp, seed=3))
+    assert not a.equals(draw_arrivals_fitted(rate, cv, fam, shp, seed=4))
+    per_window = a["c"].to_numpy().reshape(-1, 10)
+    assert (per_window[: 2 * n].sum(axis=1) == 900).all() and (per_window[2 * n:].sum(axis=1) == 420).all()
+    bunched, even = per_window[:n].var(axis=1).mean(), per_window[n: 2 * n].var(axis=1).mean()
+    assert bunched > 20 * even and even < 90 / 4     # a Poisson minute of 90 would vary by 90
+
+
+def test_a_window_without_a_fitted_family_is_drawn_from_its_rate_and_cv():
+    """The trace's gap windows (interpolated, no family) and a client's windows without one: the moments' draw."""
+    rate, cv = _windows([2.0, 2.0, 0.0], [1.0, 1.0, 0.0])
+    fam, shp = _patterns(rate, ["", "Gamma", ""], [None, 1.0, None])
+    a = draw_arrivals_fitted(rate, cv, fam, shp, seed=5).to_numpy().reshape(-1, 10)
+    moments = draw_arrivals(rate, cv, seed=5).to_numpy().reshape(-1, 10)
+    assert (a[0] == moments[0]).all() and a[1].sum() == 1200 and (a[2] == 0).all()
+
+
+def test_a_window_of_more_requests_than_a_draw_holds_is_drawn_from_its_rate_and_cv(monkeypatch):
+    """A trace's window of many requests (10^5 a second: 6 x 10^7) was drawn request by request, alone in its chunk:
+    arrays of GiBs. Past CHUNK_REQUESTS it is drawn as a window without a fitted family (memory, not time: 60,000
+    requests past a bound of 1,000)."""
+    import tracemalloc
+
+    from daemon.sim import servegen as sg
+    monkeypatch.setattr(sg, "CHUNK_REQUESTS", 1_000)
+    rate, cv = _windows([100.0, 1.5], [1.0, 1.0])
+    fam, shp = _patterns(rate, ["Gamma", "Gamma"], [0.5, 0.5])
+    tracemalloc.start()
+    try:
+        a = draw_arrivals_fitted(rate, cv, fam, shp, seed=5).to_numpy().reshape(-1, 10)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 400_000, peak                                    # 60,000 requests: 3.4 MB drawn one by one
+    moments = draw_arrivals(rate, cv, seed=5).to_numpy().reshape(-1, 10)
+    assert (a[0] == moments[0]).all() and a[1].sum() == 900        # the small window is still drawn by its family
+
+
+@pytest.mark.parametrize("row,text", [
+    ("0,1,1,Pareto,1,1", "pat_name 'Pareto'"),
+    ("0,1,1,Gamma,-2,1", "pat_arg1 '-2'"),
+    ("0,1,1,Weibull,x,1", "pat_arg1 'x'"),
+    # numbers > 0 whose draws overflow a float (the drawn window was numpy's 'list' argument must have no negative
+    # elements, naming nothing)
+    ("0,1,1,Weibull,0.001,1", "pat_arg1 '0.001' is not a Weibull shape from 0.02"),
+    ("0,1,1,Gamma,1e308,1", "is not a Gamma shape from 0 to 1e+06"),
+])
+def test_a_malformed_fitted_pattern_is_one_line_naming_file_and_row(tmp_path, row, text):
+    root = tmp_path / "servegen-2025" / "m-small"
+    root.mkdir(parents=True)
+    (root / "chunk-0-trace.csv").write_text("600,0,0,,0,0\n" + row.replace("0,", "1200,", 1) + "\n")
+    with pytest.raises(ValueError) as e:
+        traces.servegen_patterns(tmp_path)
+    msg = str(e.value)
+    assert "\n" not in msg and "chunk-0-trace.csv" in msg and "row 2" in msg and text in msg
+
+
+def test_the_real_trace_s_patterns_line_up_with_its_rates():
+    """Every window with load has a fitted family and every idle one none, on the trace's own index."""
+    rate, _ = traces.servegen_windows(SHARED_DATA)
+    fam, shp = traces.servegen_patterns(SHARED_DATA)
+    assert fam.index.equals(rate.index) and list(fam.columns) == list(rate.columns)
+    loaded = rate.fillna(0.0).to_numpy() > 0
+    assert (fam.to_numpy()[loaded] != "").all() and (fam.to_numpy()[~loaded] == "").all()
+    assert (shp.to_numpy()[loaded] > 0).all()

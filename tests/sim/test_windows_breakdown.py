@@ -72,3 +72,25 @@ def test_a_window_is_in_place_from_the_plans_held_lead_not_reclaim_before():
     look._look(_state("13:55", [(0, 8, 0), (0, 8, 1), (1, 8, 2), (1, 8, 3)], [0, 0, HELD_BY_POOL, UNHELD],
                       [0, 0, 0, 0]))
     assert [r["phase"] for r in look.rows] == ["lead"]
+
+
+def test_what_the_windows_nodes_carry_when_its_hold_is_first_in_place_and_where_else_its_jobs_could_fit():
+    """Whether or not the tenant waits then: at the first step of its lead with nodes held and at its first open
+    step, the window's nodes, others' work that cannot be preempted there, and where in the whole cluster a job of
+    the tenant fits once the preemptible work is cleared (the most any choice of nodes could hold for it)."""
+    held = [0, 0, UNHELD, UNHELD]
+    # node 0 its own; node 1 normal work (2) beside low (2); node 2 low alone; node 3 normal alone
+    running = [(0, 8, 0), (1, 2, 1), (2, 2, 1), (2, 8, 2), (1, 8, 3)]
+    look = WindowBreakdown(3, ["a", "b", "c"], [WIN], ["a"])
+    look._look(_state("13:20", running, held, [0, 4, 0, 0], queued=0))     # before the lead time: nothing
+    for hhmm in ("13:40", "13:45", "14:05"):
+        look._look(_state(hhmm, running, held, [0, 4, 0, 0], queued=0))
+    got = look.summary(1.0)["window_nodes"]
+    assert [(x["at"], x["phase"]) for x in got] == [("13:40", "lead"), ("14:05", "open")]
+    assert got[0] == {"window": "w", "tenant": "a", "at": "13:40", "phase": "lead", "window_gpus": 16, "job_gpus": 8,
+                      "held_gpus": 16, "held_nodes": 2, "held_nodes_with_others_firm": 1,
+                      "others_firm_on_held_gpus": 2, "low_on_held_gpus": 2, "its_jobs_fit_on_held_gpus": 8,
+                      "its_jobs_fit_in_cluster_gpus": 16, "nodes_free_of_others_firm_in_cluster": 2,
+                      "its_jobs_fit_elsewhere_gpus": {"pool": 0, "unheld": 8, "other_holds": 0},
+                      "others_firm_on_held_gpus_by_tier": {"normal": 2}, "others_firm_on_held_run_minutes_median": 0.0}
+    assert look.rows == []   # it waited for nothing: no step's cause

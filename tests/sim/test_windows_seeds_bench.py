@@ -55,13 +55,18 @@ def test_a_seed_with_nothing_to_cut_is_skipped_with_why_and_the_per_seed_files_a
             self.seed, self.peaked_high, self.cfg, self.w = seed, peaked[seed], None, None
             self.choice, self.variants, self.runs = SimpleNamespace(name="naive"), {"high": [{"name": "x"}]}, 0
 
+        def look(self, variant):
+            return variant
+
         def run(self, strategy, ws, cfg, look=None):
             assert strategy == "predictive" and ws == ([] if self.runs == 0 else self.variants["high"])
+            assert look == (None if self.runs == 0 else "high")   # the windowed run says why, step by step
             self.runs += 1
             return SimpleNamespace(meter=SimpleNamespace(step_min=1.0), m=measured[self.seed][self.runs - 1])
 
     monkeypatch.setattr(bench, "Draw", Draw)
     monkeypatch.setattr(bench, "measure", lambda run, w, peaked_high: run.m)
+    monkeypatch.setattr(bench, "explain", lambda d, base_run, win_run, look: _why(open_=70))
     (tmp_path / "windows_synthetic.json").write_text("{}")
     bench.several(argparse.Namespace(seeds="2,3,4", days=1.0, quick_forecaster=True, out=tmp_path))
     d = json.loads((tmp_path / "windows_synthetic_seeds.json").read_text())
@@ -71,6 +76,16 @@ def test_a_seed_with_nothing_to_cut_is_skipped_with_why_and_the_per_seed_files_a
         (2, "its 14:00 tenants have no high-tier unmet without windows: nothing to cut"),
         (4, "no high-tier tenant has the 14:00 peak")]
     assert d["pool"]["seeds"] == 1 and d["pool"]["conditions"]["all"] is True and d["seeds"] == [2, 3, 4]
+    assert d["per_seed"][0]["why"] == _why(open_=70)
+    assert d["pool"]["why"]["left_gpu_min_by_place"]["with"]["open"] == 70
+
+
+def _why(outside=0.0, lead=0.0, open_=0.0, firm=0.0, nodes=()) -> dict:
+    """What the bench's explain() gives for one draw (the same places without and with windows)."""
+    places = {"outside": outside, "lead": lead, "open": open_, "none": 0.0}
+    return {"left_gpu_min_by_place": {"without": dict(places), "with": dict(places)},
+            "while_window_holds_gpu_min_by_cause": {"others_firm": firm, "draining": 0.0},
+            "while_window_holds_gpu_min_by_tenant": {}, "window_nodes": list(nodes)}
 
 
 def _rendered(monkeypatch, tmp_path, name: str, d: dict, render) -> str:
@@ -150,3 +165,35 @@ def test_leads_replay_each_seed_at_every_lead_and_pool_per_lead(bench, monkeypat
                       windows.windows_synthetic_leads).splitlines()
     assert "| 30 min | 50.0% | +0 | +0 | 20 / 80 | **not met** | 4: 50%, 13: 50% |" in lines
     assert "| 240 min | 90.0% | +600 | -10 | 20 / 800 | **not met** | 4: 90%, 13: 90% |" in lines
+
+
+def test_the_docs_block_says_where_the_unmet_falls_and_why_from_each_seeds_why(bench, monkeypatch, tmp_path):
+    """Issue 39: the seeds with the most unmet are cut least, and the block said why from no JSON. It renders each
+    seed's why: where the 14:00 tenants' unmet falls against the windows, the causes while a window held, what the
+    window's nodes carried when first held, and which windows no choice of nodes could have held for whole jobs."""
+    from bench.render import windows
+
+    lead = {"window": "t-1315", "tenant": "t", "at": "12:46", "phase": "lead", "window_gpus": 485, "job_gpus": 8,
+            "held_gpus": 488, "held_nodes": 61, "held_nodes_with_others_firm": 27, "others_firm_on_held_gpus": 112,
+            "low_on_held_gpus": 136, "its_jobs_fit_on_held_gpus": 272, "its_jobs_fit_in_cluster_gpus": 288,
+            "nodes_free_of_others_firm_in_cluster": 36,
+            "its_jobs_fit_elsewhere_gpus": {"pool": 16, "unheld": 0, "other_holds": 0},
+            "others_firm_on_held_gpus_by_tier": {"normal": 112}, "others_firm_on_held_run_minutes_median": 271.0}
+    opened = dict(lead, at="13:15", phase="open", its_jobs_fit_on_held_gpus=280, its_jobs_fit_in_cluster_gpus=296)
+    rows = [bench.seed_row(13, _m(1000, 1000, 50), _m(900, 1000, 50), TARGET) | {
+        "tenants_with_1400_peak_high": ["t"], "why": _why(outside=100, lead=200, open_=600, firm=750,
+                                                          nodes=[lead, opened])}]
+    d = {"workload": "synthetic-40x1024", "seeds": [13], "measured_days": 1, "history_days": 7,
+         "forecaster_choice": "quick (baselines only)", "compared": {"without": "none", "with": "windows"},
+         "per_seed": rows, "skipped": [], "pool": bench.pool(rows, TARGET), "target": TARGET, "commit": "abc1234"}
+    lines = _rendered(monkeypatch, tmp_path, "windows_synthetic_seeds.json", d,
+                      windows.windows_synthetic_seeds).splitlines()
+    assert "| 13 | 100 / 200 / 600 | 100 / 200 / 600 | 750 / 0 / 0 / 0 / 0 |" in lines
+    assert "| pooled (1 seeds) | 100 / 200 / 600 | 100 / 200 / 600 | 750 / 0 / 0 / 0 / 0 |" in lines
+    assert ("| 13 | t-1315 | 485 | 8 | 12:46 | 488 | 27 of 61 (normal 112 GPUs; run 271 min, median) | 272 | 288 | "
+            "16 / 0 / 0 | 280 / 296 |") in lines
+    assert ("- pooled, of the 900 GPU-min left at the 14:00 tenants with the windows, 800 (88.9%) falls in a "
+            "window's lead or while it is open, 100 outside the windows.") in lines
+    assert ("- of the 750 GPU-min the 14:00 tenants queued while their window held, 750 (100.0%) waited for "
+            "others' work that cannot be preempted on the window's nodes.") in lines
+    assert any(x.endswith("held the window for its jobs then): seed 13 t-1315 (288 of 485).") for x in lines)

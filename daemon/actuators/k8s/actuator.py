@@ -415,9 +415,10 @@ class KubernetesActuator(FencedApply):
         """Pods of tenant namespaces that ask for GPUs, Pending or Running, as the policy's Jobs (view.py).
         Raises ApiException when the API does not answer, ViewStale when the watched view is stale. With a view,
         this is the read that takes the cycle's snapshot."""
+        anti_pods = None   # the pods with pod anti-affinity, as the view keeps them; listed: looked for in `pods`
         if self.view is not None:
             snap = self.view.snapshot()
-            pods, nodes = snap.pods, snap.nodes
+            pods, nodes, anti_pods = snap.pods, snap.nodes, snap.anti_pods
         else:
             pods = self.core.list_pod_for_all_namespaces(field_selector=LIVE_PODS).items
             nodes = self.core.list_node().items
@@ -427,7 +428,7 @@ class KubernetesActuator(FencedApply):
         dra: dict[str, str] = {}
         jobs = pods_as_jobs(pods, self.tenant_of, self.cfg.gpu_resource, tenants, resolver=self.resolver,
                             never=never_starts(nodes, self.cfg.gpu_resource, self.resolver, self.hold_label,
-                                               pods, self._bound),
+                                               pods, self._bound, anti_pods),
                             left_out=left_out, node_names={n.metadata.name for n in nodes},
                             schedulers=tuple(self.cfg.scheduler_names), uncounted=dra)
         for pod in sorted(left_out.keys() - self._never):   # once per pod

@@ -60,6 +60,13 @@ def keep_verdict(raw: dict) -> None:
         st["conditions"] = kept
 
 
+def has_pod_anti_affinity(pod) -> bool:
+    """Whether a pod has pod anti-affinity: the pods the view marks (Snapshot.anti_pods), normally few, whose required
+    anti-affinity keeps a pending pod it matches out of their domains (pod_affinity.BoundAnti)."""
+    aff = pod.spec.affinity if pod.spec is not None else None
+    return aff is not None and aff.pod_anti_affinity is not None
+
+
 def _newer(a: str | None, b: str | None) -> bool:
     """Whether version `a` is newer than `b`: etcd's revisions are numbers; anything else counts as not newer."""
     return bool(a and b and a.isdigit() and b.isdigit() and int(a) > int(b))
@@ -80,6 +87,9 @@ class Snapshot:
     pods: list
     nodes: list
     at: float  # time.time() when taken
+    # the pods with pod anti-affinity (has_pod_anti_affinity), kept as the watch goes: a cycle that needs them need
+    # not look at every pod (at 100,000 pods that took 0.1 s a cycle)
+    anti_pods: list | None = None
 
 
 class Reflector:
@@ -91,8 +101,10 @@ class Reflector:
     def __init__(self, kind: str, list_func: Callable, *, field_selector: str | None = None,
                  request_timeout_s: float = 10.0, watch_s: int = WATCH_S,
                  dropped: tuple[tuple[str, ...], ...] = (("metadata", "managedFields"),),
-                 trim: Callable[[dict], None] | None = None) -> None:
+                 trim: Callable[[dict], None] | None = None, mark: Callable[[object], bool] | None = None) -> None:
         self.kind = kind
+        self.mark = mark
+        self.marked: dict[str, object] = {}   # key -> object, those of the store `mark` says yes to
         self.trim = trim
         self.dropped = dropped
         self.list_func = list_func
@@ -149,7 +161,16 @@ class Reflector:
             have = self.store.get(key)
             if have is not None and _newer(have.metadata.resource_version, obj.metadata.resource_version):
                 return
-            self.store[key] = obj
+            self._put(key, obj)
+
+    def _put(self, key: str, obj) -> None:
+        """`obj` into the store, and into ``marked`` or out of it (under the lock)."""
+        self.store[key] = obj
+        if self.mark is not None:
+            if self.mark(obj):
+                self.marked[key] = obj
+            else:
+                self.marked.pop(key, None)
 
     def relist(self) -> None:
         """A full list, in pages of PAGE, replacing the store; the watch resumes from its resourceVersion."""
@@ -168,8 +189,10 @@ class Reflector:
         rv = page["metadata"].get("resourceVersion")
         if not rv:  # a watch could not resume from anything: not an answer a Kubernetes apiserver gives
             raise ValueError(f"the list of {self.kind} has no metadata.resourceVersion to watch from")
+        store = {self.key(o): o for o in items}
+        marked = {k: o for k, o in store.items() if self.mark(o)} if self.mark is not None else {}
         with self.lock:
-            self.store = {self.key(o): o for o in items}
+            self.store, self.marked = store, marked
             self.rv = rv
             self.lists += 1
             self.fresh = True
@@ -204,8 +227,9 @@ class Reflector:
                 with self.lock:
                     if kind == "DELETED":
                         self.store.pop(self.key(obj), None)
+                        self.marked.pop(self.key(obj), None)
                     else:
-                        self.store[self.key(obj)] = obj
+                        self._put(self.key(obj), obj)
                     self.rv = obj.metadata.resource_version
         finally:
             self._resp = None
@@ -272,7 +296,7 @@ class ClusterView:
         core = k8s.CoreV1Api(api_client)
         self.pods = Reflector("pods", core.list_pod_for_all_namespaces, field_selector=LIVE_PODS,
                               request_timeout_s=request_timeout_s, watch_s=watch_s, dropped=POD_DROPPED,
-                              trim=keep_verdict)
+                              trim=keep_verdict, mark=has_pod_anti_affinity)
         self.nodes = Reflector("nodes", core.list_node, request_timeout_s=request_timeout_s, watch_s=watch_s,
                                dropped=NODE_DROPPED)
         self.lock = threading.Lock()
@@ -327,7 +351,7 @@ class ClusterView:
             stale = [r for r in self.reflectors if not r.fresh]
             if not stale:
                 self._last = Snapshot(pods=list(self.pods.store.values()), nodes=list(self.nodes.store.values()),
-                                      at=time.time())
+                                      at=time.time(), anti_pods=list(self.pods.marked.values()))
                 return self._last
             why = "; ".join(f"{r.kind}: {r.why_stale} (for {max(0.0, time.time() - r.stale_since):.0f} s)"
                             for r in stale)

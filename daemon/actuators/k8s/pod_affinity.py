@@ -12,22 +12,35 @@ holds every live pod with its labels, so it can judge it on any cluster.
   scheduler's one exception (the first pod of a group): where no bound pod matches the terms at all and the pod
   matches its own terms, it passes on every node with the keys. Read generously (never a pod that will start read as
   never starting): a term's namespaceSelector, whose namespace labels the view does not read, is taken to select
-  every namespace, and the exception is granted wherever the pod matches its own terms.
+  every namespace (one by ``kubernetes.io/metadata.name`` alone, the name the apiserver gives every namespace as a
+  label, selects those it names), and the exception is granted wherever the pod matches its own terms.
 - Anti-affinity (``podAntiAffinity.required...``): a node fails where a pod matching a term is bound in its domain
   (the node's value of the term's key). Read strictly: only the namespaces the term surely names (its list; an empty
-  namespaceSelector's every namespace; its own where neither is given), only pods not being deleted, and only pods
+  namespaceSelector's every namespace, one by kubernetes.io/metadata.name those it names; its own where neither is
+  given), only pods not being deleted, and only pods
   kube-scheduler would not preempt for it (priority at or above its own, any where its preemptionPolicy is Never):
   a high-tier pod anti-affine to low-tier pods starts once the scheduler preempts them.
+- Bound pods' anti-affinity (kube-scheduler's filter on existing pods' anti-affinity, symmetric to the pod's own): a
+  node fails where a bound pod has a required anti-affinity term matching the pending pod (its labelSelector, which
+  the apiserver has merged the term's matchLabelKeys / mismatchLabelKeys into, on the pod's labels; its namespaces
+  on the pod's namespace) and that pod's node has the same value of the term's key. Read as the pod's own
+  anti-affinity: only namespaces the term surely names (its own namespace where it names none), not pods being
+  deleted, and only pods kube-scheduler would not preempt for the pending pod. Any pending pod is judged so, with pod
+  affinity of its own or not (BoundAnti keeps the bound pods with such terms, normally few, from cycle to cycle).
+  A tenant's one pod with anti-affinity by a zone every GPU node shares, matching another tenant's pods, keeps them
+  off every node: they wait forever ('didn't satisfy existing pods anti-affinity rules').
 
-Existing pods' anti-affinity against the pending pod is not judged (the pod stays demand). A pod whose judging would
-take more than MAX_CHECKS label checks this cycle (a tenant's many distinct selectors over 100,000 pods; a selector's
-values count too, so one In of 100,000 values costs as much), or more than its namespace's share of them
-(MAX_CHECKS_PER_NAMESPACE), is not judged either: it stays demand. The share keeps one tenant's costly selectors from
-spending the cycle's whole bound, after which every other tenant's pods that can never start would count as demand
-again (and be preempted for).
+A pod whose judging would take more than MAX_CHECKS label checks this cycle (a tenant's many distinct selectors over
+100,000 pods; a selector's values count too, so one In of 100,000 values costs as much; for bound pods'
+anti-affinity, one per label of the pod, term group it may match, and bound pod of a group it matches), or more
+than its namespace's share of them (MAX_CHECKS_PER_NAMESPACE), is not judged: it stays demand. The share keeps one
+tenant's costly selectors from spending the cycle's whole bound, after which every other tenant's pods that can never
+start would count as demand again (and be preempted for).
 """
 
 from __future__ import annotations
+
+import itertools
 
 # label-selector checks of placed pods per cycle, all pending pods together (on the 2-core dev box, 100,000 took
 # 0.16 s and listing 100,000 bound pods for them 0.5 s, beside about 1 s for pods_as_jobs over them); a selector
@@ -39,6 +52,9 @@ MAX_CHECKS = 300_000
 # one namespace's pods (a tenant's) spend at most this much of it: four tenants' pods must spend their whole share
 # before a fifth's go unjudged
 MAX_CHECKS_PER_NAMESPACE = MAX_CHECKS // 4
+# a bound pod's term group naming more namespaces than this is filed as if it named every one (and each pending pod
+# checks its namespace): filed under each, one pod's 100,000 names were as many entries
+FILED_NAMESPACES = 64
 
 
 def selector_matches(sel, labels: dict) -> bool:
@@ -85,7 +101,10 @@ def _size(terms: list) -> tuple[int, int]:
         sel = t.label_selector
         exprs = (sel.match_expressions or []) if sel is not None else []
         pairs = len(sel.match_labels or {}) if sel is not None else 0
-        size += pairs + sum(1 + len(e.values or ()) for e in exprs) + len(t.namespaces or ())
+        nsel = t.namespace_selector
+        size += pairs + sum(1 + len(e.values or ()) for e in exprs) + len(t.namespaces or ()) + (
+            len(nsel.match_labels or {}) + sum(1 + len(e.values or ()) for e in nsel.match_expressions or [])
+            if nsel is not None else 0)
         per_row += max(1, pairs + len(exprs))
     return size, per_row
 
@@ -102,16 +121,38 @@ def shown_terms(terms: list) -> str:
     return " and ".join(f"({_shown(t.label_selector)} by {t.topology_key})" for t in terms)[:200]
 
 
+# the label the apiserver sets on every namespace, to its name, and refuses to change (since 1.21)
+NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def _by_name(sel) -> frozenset | None | bool:
+    """The namespaces a namespaceSelector selects where it reads NAME_LABEL alone (matchLabels, In, Exists,
+    DoesNotExist): their names; None: every one; False: not known without the namespaces' labels (another label,
+    or NotIn: every namespace but some)."""
+    sets = [frozenset((v,)) for k, v in (sel.match_labels or {}).items() if k == NAME_LABEL]
+    if len(sets) < len(sel.match_labels or {}):
+        return False
+    for e in sel.match_expressions or []:
+        if e.key != NAME_LABEL or e.operator not in ("In", "Exists", "DoesNotExist"):
+            return False
+        if e.operator != "Exists":
+            sets.append(frozenset(e.values or ()) if e.operator == "In" else frozenset())
+    return frozenset.intersection(*sets) if sets else None
+
+
 def _namespaces(term, own: str, surely: bool) -> frozenset | None:
     """The namespaces a term's pods are looked for in; None: every one. `surely`: only those it surely names (a
-    namespaceSelector other than the empty one selects namespaces by labels the view does not read: none more);
-    else every namespace it may name."""
+    namespaceSelector by other labels than NAME_LABEL selects namespaces by labels the view does not read: none more);
+    else every namespace it may name. A selector by NAME_LABEL alone names its namespaces as surely as the list
+    does: read as other labels, a bound pod's term selecting another tenant's namespace by its name kept that
+    tenant's pods off every node while they counted as demand (held and preempted for)."""
     names = frozenset(term.namespaces or ())
     sel = term.namespace_selector
     if sel is None:
         return names or frozenset((own,))
-    if not (sel.match_labels or sel.match_expressions):
-        return None
+    by_name = _by_name(sel)
+    if by_name is not False:
+        return None if by_name is None else names | by_name
     return names if surely else None
 
 
@@ -127,12 +168,14 @@ class BoundPods:
     never changed (informer.py), so a pod whose object is the one seen last time keeps its row; a new object (a new
     pod, or a changed one) is read, and the rows of the objects gone are dropped, from the index too. At 100,000 bound
     pods, reading every row took 0.46 s and the index 0.14-0.29 s each cycle; brought up to date, a cycle reads only
-    the pods that changed. Nothing is read before a pending pod has pod affinity, and the index is built on the first
-    selector with a required label. The objects seen are held (so an id is never another object's while here): at
-    most one snapshot's pods beyond the view's own, while pods change and no pending pod has pod affinity."""
+    the pods that changed. No row is read before a pending pod has pod affinity, and the index is built on the first
+    selector with a required label (the pods with anti-affinity are kept apart: BoundAnti). The objects seen are held
+    (so an id is never another object's while here): at most one snapshot's pods beyond the view's own, while pods
+    change and no pending pod has pod affinity."""
 
     def __init__(self) -> None:
         self._reset()
+        self.anti = BoundAnti()   # those with required anti-affinity, kept apart (read in any cycle with a pending pod)
 
     def _reset(self) -> None:
         self._seen: dict[int, object] = {}              # id -> the pod object, every pod of the last sync
@@ -194,7 +237,99 @@ class BoundPods:
             self.by_key.setdefault(k, {}).update(rows)
 
 
-def _unset(index: dict, key, i: int) -> None:
+class BoundAnti:
+    """The pods bound to nodes (not ended) with required pod anti-affinity, normally few: a pending pod a term of one
+    matches is kept out of its node's domain of the term's key (kube-scheduler's InterPodAffinity filter on existing
+    pods' anti-affinity). Any pending pod may be, with pod affinity of its own or not, so these are looked for in every
+    cycle with a pending pod to judge: each cycle looks at the affinity of the pods the watched view marked as having
+    pod anti-affinity (Snapshot.anti_pods; without the view, of every pod: 0.1 s a cycle at 100,000 pods), and reads
+    only those whose objects are new since the last cycle, as BoundPods does (whose rows are read only for a pending
+    pod with pod affinity). Their terms are grouped by (selector, namespaces, topologyKey), which a service's
+    replicas share, and each group is filed under each namespace it names (None: every one) and a label a pod it
+    matches must have (an anchor: a pair of matchLabels, else the key of an In or Exists; None where the selector
+    requires none), so a pending pod looks only at the groups that may reach its namespace, filed under its labels
+    or under none: a tenant's own-namespace terms, however many, cost another namespace's pods nothing (filed by
+    label alone, one pod's 1,000 anchorless terms in its own namespace cost each of another tenant's pending pods
+    2,000 checks of its share, past which its pods went unjudged: demand again, held and preempted for). A term
+    reaching beyond its pod's namespace is refused in a tenant's namespace at admission where the shipped policies
+    are installed (deploy/kubernetes/admission/pod-anti-affinity.yaml); the view does not rely on it."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, object] = {}             # id -> the pod object, every pod with it of the last sync
+        self.pods: dict[int, tuple] = {}               # id -> (namespace, name, node, priority, being deleted, groups)
+        self.groups: dict[tuple, dict[int, None]] = {}   # (selector compiled, namespaces or None, key) -> its pods
+        # (a namespace the group names, or None: every one; anchor) -> its groups
+        self.anchors: dict[tuple, dict[tuple, None]] = {}
+        self.canon: dict[tuple, tuple] = {}              # group -> the one object of it the pods share
+
+    def synced(self, pods: list) -> BoundAnti:
+        """Up to date with `pods` (this cycle's, every one, or at least every one with pod anti-affinity: the watched
+        view's Snapshot.anti_pods): the pods with anti-affinity read where new, dropped where gone."""
+        now = {}
+        for p in pods:
+            spec = p.spec
+            aff = spec.affinity
+            if aff is not None and aff.pod_anti_affinity is not None and spec.node_name:
+                now[id(p)] = p
+        for i in self._seen.keys() - now.keys():
+            self._drop(i)
+        for i in now.keys() - self._seen.keys():
+            self._file(i, now[i])
+        self._seen = now
+        return self
+
+    def _file(self, i: int, p) -> None:
+        """Pod `i`'s required anti-affinity terms into their groups (a term without a selector matches no pod)."""
+        if p.status and p.status.phase in ("Succeeded", "Failed"):
+            return
+        ns = p.metadata.namespace
+        groups = tuple(dict.fromkeys((_compiled(t.label_selector), _namespaces(t, ns, surely=True), t.topology_key)
+                                     for t in required(p, "pod_anti_affinity")
+                                     if t.label_selector is not None and t.topology_key))
+        if not groups:
+            return
+        # a group already filed is held once: each pod's own copy of its terms' selectors, a service's 10,000
+        # replicas' In of 1,000 values, held 10,000 sets of them beside the view's pods
+        groups = tuple(self.canon.setdefault(g, g) for g in groups)
+        self.pods[i] = (ns, p.metadata.name, p.spec.node_name, p.spec.priority or 0,
+                        p.metadata.deletion_timestamp is not None, groups)
+        for g in groups:
+            if g not in self.groups:
+                for where in _filed(g):
+                    self.anchors.setdefault(where, {})[g] = None
+            self.groups.setdefault(g, {})[i] = None
+
+    def _drop(self, i: int) -> None:
+        row = self.pods.pop(i, None)
+        if row is None:
+            return
+        for g in row[5]:
+            _unset(self.groups, g, i)
+            if g not in self.groups:
+                del self.canon[g]
+                for where in _filed(g):
+                    _unset(self.anchors, where, g)
+
+
+def _filed(group: tuple) -> list[tuple]:
+    """Where a term group is filed in BoundAnti.anchors: (namespace, anchor) for each namespace it names, or (None,
+    anchor) where it names every one, or more than FILED_NAMESPACES (each pod it may match checks its namespace)."""
+    anchor = _anchor(group[0])
+    if group[1] is None or len(group[1]) > FILED_NAMESPACES:
+        return [(None, anchor)]
+    return [(n, anchor) for n in group[1]]
+
+
+def _anchor(compiled: tuple):
+    """A label a pod must have for the compiled selector to match it: ('pair', key, value) of matchLabels, else
+    ('key', key) of an In or Exists; None where it requires none."""
+    pairs, exprs = compiled
+    if pairs:
+        return ("pair", *pairs[0])
+    return next((("key", key) for key, op, _ in exprs if op in ("In", "Exists")), None)
+
+
+def _unset(index: dict, key, i) -> None:
     rows = index.get(key)
     if rows is not None:
         rows.pop(i, None)
@@ -207,17 +342,30 @@ class Placed:
     each with its node's labels now (a node hold's label comes and goes). One per cycle, built on first use;
     ``checks`` counts the label checks made, up to MAX_CHECKS."""
 
-    def __init__(self, bound: BoundPods, node_labels: dict[str, dict]) -> None:
+    def __init__(self, bound: BoundPods, node_labels: dict[str, dict], pods: list,
+                 anti_pods: list | None = None) -> None:
         self.bound = bound
-        self.rows = bound.rows
         self.node_labels = node_labels
-        # pods bound to a node the cluster does not have (deleted, its pods not yet): not placed
-        self.off = {i for i, row in self.rows.items() if row[2] not in node_labels} \
-            if bound.nodes.keys() - node_labels.keys() else set()
+        self.pods = pods
+        self.anti_pods = anti_pods   # those of `pods` with pod anti-affinity (the watched view's); None: look
+        self.rows: dict[int, tuple] = {}
+        self.off: set[int] = set()   # pods bound to a node the cluster does not have (deleted, its pods not yet)
+        self._rows_read = self._anti_read = False   # bound brought up to date with `pods`: its rows, its anti-affinity
         self.checks = 0
         self.by_namespace: dict[str, int] = {}   # checks made for each namespace's pods (MAX_CHECKS_PER_NAMESPACE)
         self._cache: dict[tuple, list[int] | None] = {}
         self._passes: dict[tuple, list[bool]] = {}   # per node, for pods whose terms match the same rows
+        self._kept: dict[tuple, dict | None] = {}     # kept_off's, per namespace, labels and priority
+
+    def _read_rows(self) -> None:
+        """The bound pods' rows, up to date with the cycle's pods: on first use (a pending pod with pod affinity)."""
+        if self._rows_read:
+            return
+        self._rows_read = True
+        bound = self.bound.synced(self.pods)
+        self.rows = bound.rows
+        self.off = {i for i, row in self.rows.items() if row[2] not in self.node_labels} \
+            if bound.nodes.keys() - self.node_labels.keys() else set()
 
     def node_of(self, i: int) -> dict:
         """The labels of row `i`'s node."""
@@ -252,6 +400,7 @@ class Placed:
     def matching(self, terms: list, own: str, surely: bool) -> list[int] | None:
         """The rows matching every term (selector and namespaces) for a pod of namespace `own`; None past the cycle's
         MAX_CHECKS or the namespace's share of it."""
+        self._read_rows()
         size, per_row = _size(terms)
         if not self._spend(own, size):   # before any value is read: reading the key costs the terms' size
             return None
@@ -274,6 +423,60 @@ class Placed:
                                                for sel, ns in zip(sels, spaces))]
         self._cache[key] = out
         return out
+
+
+    def kept_off(self, pod) -> dict[tuple[str, str], tuple] | None:
+        """The domains ((topologyKey, value)) a bound pod's required anti-affinity keeps `pod` out of, each with one
+        such pod (its row and term group): a term of it matching the pod's labels and namespace, its node with the
+        key (kube-scheduler's InterPodAffinity filter on existing pods' anti-affinity). Read strictly, as the pod's own
+        anti-affinity: only namespaces the term surely names, not pods being deleted, and only pods kube-scheduler
+        would not preempt for it. None: not judged (past the bound on checks). Pods of the same namespace, labels and
+        priority share it this cycle: not to be changed."""
+        anti = self.bound.anti
+        if not self._anti_read:
+            self._anti_read = True
+            anti.synced(self.pods if self.anti_pods is None else self.anti_pods)
+        if not anti.pods:
+            return {}
+        ns, labels = pod.metadata.namespace, pod.metadata.labels or {}
+        anchors = anti.anchors
+        looked = [(n, a) for n in (ns, None)
+                  for a in (None, *(("pair", k, v) for k, v in labels.items()), *(("key", k) for k in labels))]
+        if not self._spend(ns, len(looked)):
+            return None
+        mine = pod.spec.priority or 0
+        never_preempts = (pod.spec.preemption_policy or "") == "Never"
+        key = (ns, frozenset(labels.items()), None if never_preempts else mine)
+        if key in self._kept:
+            return self._kept[key]
+        out: dict[tuple[str, str], tuple] | None = None
+        # the term groups that may match: filed under the pod's namespace or every one, and a label it has or none
+        if self._spend(ns, sum(len(anchors.get(a, ())) for a in looked)):
+            groups = [g for a in looked for g in anchors.get(a, ())]
+            if self._spend(ns, sum(max(1, len(g[0][0]) + len(g[0][1])) for g in groups)):
+                hit = [g for g in groups if (g[1] is None or ns in g[1]) and _holds(g[0], labels)]
+                if self._spend(ns, sum(len(anti.groups[g]) for g in hit)):
+                    out = {}
+                    for g in hit:
+                        k = g[2]
+                        for i in anti.groups[g]:
+                            _, _, node, prio, going, _ = anti.pods[i]
+                            node_lb = self.node_labels.get(node)   # None: a node the cluster does not have
+                            if going or not (never_preempts or prio >= mine) or node_lb is None:
+                                continue
+                            v = node_lb.get(k)
+                            if v is not None and (k, v) not in out:
+                                out[(k, v)] = (i, g)
+        self._kept[key] = out
+        return out
+
+    def shown_pod(self, i: int, group: tuple) -> str:
+        """A bound pod with required anti-affinity and its term, for the log."""
+        (pairs, exprs), _, key = group
+        parts = [f"{k}={v}" for k, v in sorted(pairs)]
+        parts += [f"{k} {op} {','.join(sorted(itertools.islice(values, 10)))}".rstrip() for k, op, values in exprs]
+        ns, name = self.bound.anti.pods[i][:2]
+        return f"{ns}/{name} ({', '.join(parts)[:100] or 'any pod'} by {key})"
 
 
 def affinity_passes(pod, terms: list, placed: Placed, named: list) -> list[bool] | None:
@@ -333,9 +536,39 @@ _AWAY = ("pod_anti_affinity", "requires pod anti-affinity {terms} (podAntiAffini
          "of for it), is bound in each one's domain, until those end")
 
 
+_KEPT = ("is kept off every node it fits otherwise by bound pods' required anti-affinity (podAntiAffinity), at its "
+         "priority or above (kube-scheduler preempts none of them for it), until those end, {n}: {pods}")
+
+
+def kept_off_passes(pod, placed: Placed, named: list) -> tuple[list[bool], dict] | None:
+    """Per node: whether no bound pod's required anti-affinity keeps the pod out of its domain (Placed.kept_off),
+    with those domains; None: no such pod, or not judged. The list is shared with other pods of the same domains this
+    cycle: not to be changed."""
+    taken = placed.kept_off(pod)
+    if not taken:
+        return None
+    done = ("kept", id(taken))   # `taken` is the cycle's (Placed.kept_off keeps it): its id is its own
+    if done not in placed._passes:
+        keys = {k for k, _ in taken}
+        placed._passes[done] = [not any((k, lb.get(k)) in taken for k in keys) for lb, _ in named]
+    return placed._passes[done], taken
+
+
+def _kept_why(placed: Placed, taken: dict, ok: list[bool], named: list) -> str:
+    """The message for a pod bound pods' anti-affinity keeps off every node of `ok`: the pods that do (a few)."""
+    keys = sorted({k for k, _ in taken})
+    who = set()
+    for o, (lb, _) in zip(ok, named):
+        k = next((k for k in keys if (k, lb.get(k)) in taken), None) if o else None
+        if k is not None:
+            who.add(placed.shown_pod(*taken[(k, lb[k])]))
+    shown = sorted(who)
+    return _KEPT.format(n=f"{len(shown)} pod{'s' if len(shown) > 1 else ''}", pods=", ".join(shown[:3]))
+
+
 def why_not(pod, ok: list[bool], placed: Placed, named: list) -> tuple[list[bool], str | None]:
-    """The nodes of `ok` (those the pod fits otherwise) its required pod affinity and anti-affinity leave, and why
-    none is left (None while one is, or where it is not judged)."""
+    """The nodes of `ok` (those the pod fits otherwise) its required pod affinity and anti-affinity leave, then the
+    bound pods' required anti-affinity, and why none is left (None while one is, or where it is not judged)."""
     for (kind, said), judge in ((_NEAR, affinity_passes), (_AWAY, anti_affinity_passes)):
         terms = required(pod, kind)
         passes = judge(pod, terms, placed, named) if terms else None
@@ -343,4 +576,11 @@ def why_not(pod, ok: list[bool], placed: Placed, named: list) -> tuple[list[bool
             ok = [o and p for o, p in zip(ok, passes)]
             if not any(ok):
                 return ok, said.format(terms=shown_terms(terms))
+    kept = kept_off_passes(pod, placed, named)
+    if kept is not None:
+        passes, taken = kept
+        left = [o and p for o, p in zip(ok, passes)]
+        if not any(left):
+            return left, _kept_why(placed, taken, ok, named)
+        ok = left
     return ok, None

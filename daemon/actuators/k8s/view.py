@@ -12,7 +12,8 @@ Kubernetes actuator and the Kueue one (which holds nodes with a label and taint,
   (``spec.schedulingGates``: the scheduler will not place it, so it is not demand now), names a scheduler nobody
   here runs (``spec.schedulerName``), or can never start (no node passes the scheduler's filters for it: room for
   its GPUs, its nodeSelector and required node affinity, its DoNotSchedule spread keys, its required pod affinity
-  and anti-affinity over the bound pods (pod_affinity.py), the taints it must tolerate: never_starts), or the
+  and anti-affinity over the bound pods and theirs against it (pod_affinity.py), the taints it must tolerate:
+  never_starts), or the
   scheduler rejected it for its volumes (a claim absent or that cannot bind: scheduler_verdict). A pod bound to a
   node the cluster does not have is neither running nor waiting. A Kueue workload that is not admitted has no pod
   yet and so is not a job here.
@@ -213,7 +214,8 @@ def _shown_taint(t) -> str:
 
 def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = None,
                  hold_label: str | None = None, pods: list | None = None,
-                 bound: pod_affinity.BoundPods | None = None) -> Callable[[object, int], str | None]:
+                 bound: pod_affinity.BoundPods | None = None,
+                 anti_pods: list | None = None) -> Callable[[object, int], str | None]:
     """Why an unbound pod asking for `g` GPUs can never start on these nodes (usable now or not: a cordoned node may
     come back), or None. The scheduler places a pod on one node that passes every filter, so each node is judged
     whole: the pod can start on none that has the GPUs it asks for (a pod runs on one node: largest_node; on a mixed
@@ -223,12 +225,13 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
     with the holds; but only where the pod tolerates the hold taint that comes with that label (Kueue injects both): a
     pod selecting a hold whose taint it does not tolerate (another tenant's: the admission policies refuse its
     toleration) starts on no node. Of those, the pod needs one with every topology key of its DoNotSchedule spread
-    constraints, one its required pod affinity and anti-affinity let it start on, over `pods` (pod_affinity.py: the
-    pods bound to nodes; not judged without them; `bound`: the actuator's BoundPods, kept from cycle to cycle, else
-    read afresh), and one whose standing taints (NoSchedule / NoExecute, not the
-    hold's nor the node condition's, which go when the node is back) it all tolerates (tolerates: the
-    TaintToleration filter). With no node at all, nothing is judged. The reason names the first filter no node
-    passes (size, labels, spread keys, pod affinity, pod anti-affinity, taints)."""
+    constraints, one its required pod affinity and anti-affinity, and the bound pods' required anti-affinity, let it
+    start on, over `pods` (pod_affinity.py: the pods bound to nodes; not judged without them; `bound`: the
+    actuator's BoundPods, kept from cycle to cycle, else read afresh; `anti_pods`: those of `pods` with pod
+    anti-affinity, as the watched view keeps them, else looked for), and one whose standing taints (NoSchedule /
+    NoExecute, not the hold's nor the node condition's, which go when the node is back) it all tolerates (tolerates:
+    the TaintToleration filter). With no node at all, nothing is judged. The reason names the first filter no node
+    passes (size, labels, spread keys, pod affinity, pod anti-affinity, bound pods' anti-affinity, taints)."""
     largest = largest_node(nodes, resource, resolver)
     named = [(n.metadata.labels or {}, n.metadata.name) for n in nodes]
     named_by_name = [(name, lb) for lb, name in named]
@@ -294,11 +297,10 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
             if not any(ok):
                 return (f"spreads over {', '.join(keys)} (topologySpreadConstraints, DoNotSchedule), a node label "
                         "none of the nodes it fits otherwise has")[:300]
-            if pods is not None and (pod_affinity.required(pod, "pod_affinity") or
-                                     pod_affinity.required(pod, "pod_anti_affinity")):
+            if pods is not None:   # its own pod affinity, and bound pods' anti-affinity against it
                 if not placed:
-                    placed.append(pod_affinity.Placed((bound or pod_affinity.BoundPods()).synced(pods),
-                                                      dict(named_by_name)))
+                    placed.append(pod_affinity.Placed(bound or pod_affinity.BoundPods(), dict(named_by_name), pods,
+                                                      anti_pods))
                 ok, near = pod_affinity.why_not(pod, ok, placed[0], named)
                 if near is not None:
                     return near[:300]

@@ -24,8 +24,10 @@ import itertools
 import logging
 import os
 import subprocess
+import tempfile
 import threading
 import time
+from typing import Callable, Iterable, TypeVar
 
 import numpy as np
 
@@ -78,6 +80,8 @@ from daemon.policy.types import Notification, Plan
 from daemon.policy.windows import reserve_margin_s
 
 log = logging.getLogger("gpu_autoscaler.actuator.slurm")
+T = TypeVar("T")
+CUT_NAMED = 5   # array record lines past the bound named in the log, each once; more are counted in one line
 
 
 class SlurmActuator(FencedApply, ClusterView, Requeue):
@@ -128,6 +132,9 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         # them: their holds go to nodes with them all (SlurmHolds.choose_typed)
         self.together: dict[str, tuple[tuple[frozenset[str], int], ...]] = {}
         self._several: dict[str, frozenset[str]] = {}
+        # account -> (nodes, GPUs per node) of its largest job where it asks several nodes, as cluster_jobs last read
+        # it: its hold takes whole nodes per node asked (SlurmHolds.choose)
+        self.shapes: dict[str, tuple[int, int]] = {}
         self._cut: set[str] = set()     # array records whose pending tasks are not all read (jobs), as last logged
         self.env = dict(os.environ)
         if cfg.slurm_conf is not None:
@@ -155,6 +162,51 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
                 from None
         except OSError as exc:
             raise SlurmError(f"{args[0]}: {exc}") from None
+
+    def _read_streamed(self, parse: Callable[[Iterable[str]], T], *args: str) -> T:
+        """`parse` over a read command's stdout as it comes, in pieces of 256 KiB (never all of it held at once: squeue
+        --json prints ~3 KB per job, every job's), within the command's timeout. SlurmError where it times out, exits
+        non-zero (its stderr's first 200 characters) or `parse` raises one."""
+        exe = str(self.cfg.bin_dir / args[0])
+        with tempfile.TemporaryFile("w+") as err:
+            try:
+                proc = subprocess.Popen([exe, *args[1:]], stdout=subprocess.PIPE, stderr=err, text=True,
+                                        env=self.env)
+            except OSError as exc:
+                raise SlurmError(f"{args[0]}: {exc}") from None
+            late = threading.Event()
+
+            def kill() -> None:
+                late.set()
+                proc.kill()
+
+            timer = threading.Timer(self.cfg.timeout_s, kill)
+            timer.start()
+            failed: SlurmError | None = None
+            try:
+                assert proc.stdout is not None
+                chunks = iter(lambda: proc.stdout.read(1 << 18), "")
+                try:
+                    got = parse(chunks)
+                except SlurmError as exc:
+                    failed = exc
+                for _ in chunks:   # the rest (a parse that stopped early): read and dropped, for the exit status
+                    pass
+                rc = proc.wait()
+            finally:
+                timer.cancel()
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                proc.stdout.close()   # type: ignore[union-attr]
+            if late.is_set():
+                raise SlurmError(f"{args[0]}: {' '.join(args)[:200]!r} timed out after {self.cfg.timeout_s:g} seconds")
+            if rc != 0:
+                err.seek(0)
+                raise SlurmError(f"{' '.join(args[:2])}: {err.read(4096).strip()[:200]}")
+            if failed is not None:
+                raise failed
+            return got
 
     def _read(self, *args: str) -> str:
         r = self._run(*args)
@@ -228,12 +280,17 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
     def _expanded(self, listed: list[SlurmJob], filtered: bool, throttles: dict[str, int] | None = None
                   ) -> list[SlurmJob]:
         """`listed` (_listed) with each array's pending tasks made jobs (expand_arrays: the one rule for its throttle
-        and the bound), saying once per record line how many the bound left out."""
+        and the bound), saying once per record line how many the bound left out: the first CUT_NAMED such lines by
+        name, the rest in one line (a tenant's 10^5 arrays past the bound were 10^5 lines of warning)."""
         jobs, cut = expand_arrays(listed, self.tenant, self.cfg.max_array_tasks, throttles)
-        for rec in sorted(cut.keys() - self._cut):   # once per record
+        new = sorted(cut.keys() - self._cut)   # once per record
+        for rec in new[:CUT_NAMED]:
             log.warning("job array %s: %d of its pending tasks are not read (a tenant's first %d pending array tasks "
                         "are, each cycle; actuators.slurm.max_array_tasks): no demand for them until fewer wait", rec,
                         cut[rec], self.cfg.max_array_tasks)
+        if rest := new[CUT_NAMED:]:
+            log.warning("%d more job arrays: %d of their pending tasks are not read (as above): no demand for them "
+                        "until fewer wait", len(rest), sum(cut[r] for r in rest))
         self._cut = (self._cut | set(cut)) if filtered else set(cut)
         return jobs
 
@@ -275,7 +332,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
             try:
                 jobs = self._hold_jobs()
                 covered, covered_by_type = self._apply_windows(rep, plan, jobs)
-                self.holds.apply(plan, rep, jobs, covered, covered_by_type, self.together)
+                self.holds.apply(plan, rep, jobs, covered, covered_by_type, self.together, self.shapes)
             except SlurmError as exc:
                 rep.errors.append(f"hold: {exc}")
         wanted = {p.job_id: p for p in plan.preemptions}

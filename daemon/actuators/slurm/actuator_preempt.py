@@ -195,33 +195,47 @@ class Requeue:
     def reclaim(self, job_ids: list[str], reason: str) -> ActionReport:
         """Requeue jobs the health policy found idle or hung: each re-read live first, and only a running job
         past policy.preempt_min_runtime_s, still the job the cycle read in the tier it read (_changed), is
-        requeued, its reason in the AdminComment. Nothing is retried: the
-        next cycle decides again on fresh telemetry."""
+        requeued, its reason in the AdminComment. A heterogeneous job's component is requeued with every other
+        (by the job's id, whole_job): only when `job_ids` names every component with GPUs Slurm lists for the job
+        (the health policy names them all when each is due, daemon/health/reclaim.py) and each passes those checks;
+        else none is, in one line (one idle component, beside a busy one of another account's, requeued both).
+        Nothing is retried: the next cycle decides again on fresh telemetry."""
         rep = ActionReport(self.name, self.dry_run)
         if not job_ids:
             return rep
-        try:
-            live = {j.job_id: j for j in self.jobs(job_ids)}
+        hets = sorted({whole_job(j) for j in job_ids if "+" in j})
+        try:   # a hetjob's id lists every component (123+0, 123+1)
+            live = {j.job_id: j for j in self.jobs(list(dict.fromkeys([*job_ids, *hets])))}
         except SlurmError as exc:
             rep.errors.append(f"reclaim: {exc}")
             return rep
+        ok: list[str] = []
+        for jid in dict.fromkeys(job_ids):
+            job = live.get(jid)
+            if job is None or job.state != "RUNNING":
+                rep.actions.append(f"skip {jid}: {'gone' if job is None else job.state.lower()}, not running")
+            elif job.elapsed_s < self.min_runtime_s:
+                rep.actions.append(f"skip {jid}: ran {job.elapsed_s:.0f} s, under "
+                                   f"policy.preempt_min_runtime_s = {self.min_runtime_s:g}")
+            elif (why := self._changed(job)) is not None:
+                rep.actions.append(f"skip {jid}: {why}")
+            else:
+                ok.append(jid)
+        for het in hets:
+            comps = sorted(j for j in live if "+" in j and whole_job(j) == het)
+            # a component with no GPUs goes with the job (the health policy watches GPUs only: it has no finding,
+            # and is named only where its account is a tenant's); waited for, idle GPUs beside one were never requeued
+            left = [c for c in comps if c not in ok and live[c].total_gpus > 0]
+            if left:
+                rep.actions.append(f"skip heterogeneous job {het}: a requeue requeues every component, and "
+                                   f"{', '.join(left)} {'is' if len(left) == 1 else 'are'} not to be reclaimed")
+                ok = [j for j in ok if whole_job(j) != het]
         with stop_on_fence(rep):
-            comments = AdminComments(self._run, job_ids)
-            for jid in job_ids:
-                job = live.get(jid)
-                if job is None or job.state != "RUNNING":
-                    rep.actions.append(f"skip {jid}: {'gone' if job is None else job.state.lower()}, not running")
-                    continue
-                if job.elapsed_s < self.min_runtime_s:
-                    rep.actions.append(f"skip {jid}: ran {job.elapsed_s:.0f} s, under "
-                                       f"policy.preempt_min_runtime_s = {self.min_runtime_s:g}")
-                    continue
-                why = self._changed(job)
-                if why is not None:
-                    rep.actions.append(f"skip {jid}: {why}")
-                    continue
+            comments = AdminComments(self._run, ok)
+            for jid in ok:
                 self._annotate(rep, jid, reason, comments)
-                self._scontrol(rep, "requeue", whole_job(jid))
+            for target in dict.fromkeys(whole_job(j) for j in ok):
+                self._scontrol(rep, "requeue", target)
         return rep
 
     def _retry_requeues(self, rep: ActionReport, entries: dict[str, tuple[str, int]]) -> None:

@@ -186,6 +186,15 @@ def parse_nodes(out: str) -> list[Node]:
     return nodes
 
 
+def shape_of(accounts: tuple[str, ...], job_gpus: int, shapes: dict[str, tuple[int, int]]
+             ) -> tuple[int, int] | None:
+    """(nodes, GPUs per node) of the job a hold of `accounts` is sized for (`job_gpus`, Plan.hold_job_gpus: its
+    GPUs in all), where one of them runs such a job on several nodes (`shapes`: account -> its largest job's);
+    None: a job on one node."""
+    fits = [s for a in accounts if (s := shapes.get(a)) is not None and s[0] > 1 and s[0] * s[1] == job_gpus]
+    return max(fits, default=None)
+
+
 @dataclass(frozen=True)
 class RunningJob:
     """What node choice needs to know about one job: whose, where, how many GPUs per node, in which reservation."""
@@ -270,16 +279,18 @@ class SlurmHolds:
     def choose_typed(self, nodes: list[Node], jobs: list[RunningJob], current: tuple[str, ...], gpus: int,
                      accounts: tuple[str, ...], freed: dict[str, int], others: set[str], keep: bool,
                      job_gpus: int = 1, by_type: dict[str, int] | None = None,
-                     prefer: tuple[str, ...] = (), together: Together = ()) -> list[str]:
+                     prefer: tuple[str, ...] = (), together: Together = (),
+                     shape: tuple[int, int] | None = None) -> list[str]:
         """`choose`, per GPU type when the hold is typed (`by_type`: type -> GPUs): each type's GPUs in whole
         nodes of that type only (Slurm 22.05 cannot reserve a GRES type, so the node list is what makes a hold
         an a100 hold). While a shrink waits (`keep`), the current nodes of a type no longer held stay too.
         `together`: (GPU types, GPUs) of the held accounts' pending jobs that ask several types at once
         (--gres=gpu:a100:1,gpu:t4:1): Slurm starts one only on a node that has them all, so a type's GPUs for them
         are taken first from its nodes that have them all (of a100 nodes, the a100+t4 one, not an a100-only one
-        that cannot start them), the rest from any node of the type."""
+        that cannot start them), the rest from any node of the type. `shape`: the hold's job asks several nodes
+        (choose)."""
         if not by_type or self.node_type is None:
-            return self.choose(nodes, jobs, current, gpus, accounts, freed, others, keep, job_gpus, prefer)
+            return self.choose(nodes, jobs, current, gpus, accounts, freed, others, keep, job_gpus, prefer, shape)
         # one entry per set of types, GPUs summed: each entry is checked against every node of a type, and a
         # tenant's 20,000 pending two-type jobs, an entry each, took 2 s per type and call over 1,000 nodes
         merged: dict[frozenset[str], int] = {}
@@ -296,13 +307,13 @@ class SlurmHolds:
             g_both = min(g, sum(k for need, k in together if any(need <= has[n.name] for n in of_type)))
             if g_both > 0 and both:
                 first = self.choose(both, jobs, tuple(c for c in cur if c in {n.name for n in both}), g_both,
-                                    accounts, freed, others, keep, job_gpus, prefer)
+                                    accounts, freed, others, keep, job_gpus, prefer, shape)
                 left = g - sum(n.gpus for n in both if n.name in first)
                 out += first + self.choose([n for n in of_type if n.name not in first], jobs,
                                            tuple(c for c in cur if c not in first), max(0, left), accounts, freed,
-                                           others, keep, job_gpus, prefer)
+                                           others, keep, job_gpus, prefer, shape)
                 continue
-            out += self.choose(of_type, jobs, cur, g, accounts, freed, others, keep, job_gpus, prefer)
+            out += self.choose(of_type, jobs, cur, g, accounts, freed, others, keep, job_gpus, prefer, shape)
         if keep:
             out += [c for c in current if typ_of.get(c) not in by_type]
         return sorted(set(out))
@@ -318,14 +329,19 @@ class SlurmHolds:
 
     def choose(self, nodes: list[Node], jobs: list[RunningJob], current: tuple[str, ...], gpus: int,
                accounts: tuple[str, ...], freed: dict[str, int], others: set[str], keep: bool,
-               job_gpus: int = 1, prefer: tuple[str, ...] = ()) -> list[str]:
+               job_gpus: int = 1, prefer: tuple[str, ...] = (), shape: tuple[int, int] | None = None) -> list[str]:
         """Whole nodes covering `gpus`: the current ones first (no churn; all of them when `keep`), then
         nodes that can be cleared (no job there of another account that cannot be preempted: as the hold
         stops new starts they empty, and the rest can be preempted), then those with the least such work;
         among equals, where the held accounts already run, GPUs are free or the plan's preemptions free them.
         Never a node in someone else's reservation, never a down or drained one, and a current node kept only while
         a job of `job_gpus` GPUs still fits beside that work (whole_nodes.usable). `prefer`: nodes that win a tie
-        before the name does (a window's nodes picked again at its lead time stay where they are among equals)."""
+        before the name does (a window's nodes picked again at its lead time stay where they are among equals).
+        `shape` (nodes, GPUs per node): the job the hold is sized for runs on several nodes (-N 2 --gres=gpu:4: 8
+        GPUs, 4 on each of 2 nodes): whole nodes with room for its GPUs per node, as many as its nodes per job
+        (whole_nodes.pick), and a current node is kept while its GPUs per node fit there. Sized as one job of 8
+        GPUs, no node of 4 was ever kept (the hold moved whenever another ranked first), and 12 GPUs for one of 3
+        nodes x 4 were 2 nodes of 8, where it cannot start."""
         preemptible = {self.account_of[t] for t, tier in self.tier_of.items() if tier == "low"}
         held_here: dict[str, int] = {}
         firm: dict[str, int] = {}  # GPUs of other accounts' jobs that cannot be preempted, per node
@@ -339,15 +355,19 @@ class SlurmHolds:
                     firm[n] = firm.get(n, 0) + j.gpus
         usable = [n for n in nodes if n.healthy and n.gpus > 0 and n.name not in others]
         score = {n.name: held_here.get(n.name, 0) + (n.gpus - n.gpus_used) + freed.get(n.name, 0) for n in usable}
-        current = tuple(c for c in current if c in whole_nodes.usable(usable, current, firm, job_gpus))
-        return whole_nodes.pick(whole_nodes.rank(usable, current, firm, score, prefer), current, gpus, keep)
+        per_node = job_gpus if shape is None else shape[1]
+        current = tuple(c for c in current if c in whole_nodes.usable(usable, current, firm, per_node))
+        return whole_nodes.pick(whole_nodes.rank(usable, current, firm, score, prefer), current, gpus, keep, shape)
 
     # ---- doing it --------------------------------------------------------------------------------
     def apply(self, plan: Plan, rep: ActionReport, jobs: list[RunningJob],
               covered: dict[str, int] | None = None,
               covered_by_type: dict[str, dict[str, int]] | None = None,
-              together: dict[str, Together] | None = None) -> None:
+              together: dict[str, Together] | None = None,
+              shapes: dict[str, tuple[int, int]] | None = None) -> None:
         """`together`: account -> (GPU types, GPUs) of its pending jobs asking several types at once (choose_typed).
+        `shapes`: account -> (nodes, GPUs per node) of its largest job where that asks several nodes: a hold sized
+        for it (Plan.hold_job_gpus = nodes x GPUs per node) takes whole nodes per node asked (choose).
         `covered`: account -> GPUs its active windows' reservations hold (daemon/actuators/slurm/windows.py);
         a hold for that account holds only the rest. `covered_by_type` (a mixed fleet): account -> GPU type -> GPUs
         of those reservations' nodes of that type; a typed hold for that account holds only the rest of each type
@@ -395,20 +415,23 @@ class SlurmHolds:
             gpus, accounts = wanted[name]
             target = self._apply_one(rep, name, gpus, accounts, ours.get(name), nodes, jobs, freed,
                                      foreign | claimed | later, job_gpus.get(name, 1), inherit.get(name, ()),
-                                     typed.get(name), tuple(x for a in accounts for x in (together or {}).get(a, ())))
+                                     typed.get(name), tuple(x for a in accounts for x in (together or {}).get(a, ())),
+                                     shape_of(accounts, job_gpus.get(name, 1), shapes or {}))
             claimed |= set(target)
 
     def _apply_one(self, rep: ActionReport, name: str, gpus: int, accounts: tuple[str, ...], mine: Reservation | None,
                    nodes: list[Node], jobs: list[RunningJob], freed: dict[str, int], others: set[str],
                    job_gpus: int = 1, inherited: tuple[str, ...] = (),
-                   by_type: dict[str, int] | None = None, together: Together = ()) -> list[str]:
+                   by_type: dict[str, int] | None = None, together: Together = (),
+                   shape: tuple[int, int] | None = None) -> list[str]:
         """`inherited`: the nodes of this tenant's hold under its old name (released just before), where a new
-        hold starts. `by_type`: the hold's GPUs per type in a mixed fleet (nodes of each type only)."""
+        hold starts. `by_type`: the hold's GPUs per type in a mixed fleet (nodes of each type only). `shape`: the
+        hold's job asks several nodes (choose)."""
         current = tuple(n for n in (mine.nodes if mine else inherited) if n not in others)
         account = ",".join(accounts)
         size = {n.name: n.gpus for n in nodes}
         need_nodes = self.choose_typed(nodes, jobs, current, gpus, accounts, freed, others, keep=False,
-                                       job_gpus=job_gpus, by_type=by_type, together=together)
+                                       job_gpus=job_gpus, by_type=by_type, together=together, shape=shape)
         now = self.clock()
         fewer = gpus <= 0 or sum(size.get(n, 0) for n in need_nodes) < sum(size.get(n, 0) for n in current)
         if fewer and mine is not None:
@@ -421,7 +444,7 @@ class SlurmHolds:
             may_shrink = True
         target = need_nodes if may_shrink else self.choose_typed(nodes, jobs, current, gpus, accounts, freed,
                                                                  others, keep=True, job_gpus=job_gpus,
-                                                                 by_type=by_type, together=together)
+                                                                 by_type=by_type, together=together, shape=shape)
         if not target:
             if mine is not None and may_shrink:
                 self._delete(rep, mine, jobs, "the plan holds no GPUs for it now")
@@ -429,8 +452,9 @@ class SlurmHolds:
         if gpus > sum(size.get(n, 0) for n in target):
             rep.actions.append(f"hold {name}: only {plural(len(target), 'usable node')} for {plural(gpus, 'GPU')}")
         if mine is None:
+            per = "" if shape is None else f" (its jobs ask {plural(shape[0], 'node')} of {shape[1]} GPUs each)"
             rep.actions.append(f"hold {plural(gpus, 'GPU')} as {plural(len(target), 'whole node')} for account "
-                               f"{account}")
+                               f"{account}{per}")
             self.scontrol(rep, "create", "reservation", f"ReservationName={name}", "StartTime=now",
                           "Duration=UNLIMITED", f"Accounts={account}", f"Nodes={','.join(target)}",
                           "Flags=IGNORE_JOBS,MAGNETIC")

@@ -6,14 +6,15 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import itertools
-import json
 import re
 import time
 from dataclasses import dataclass
+from typing import Iterable
 
 import numpy as np
 
 from daemon.actuators.slurm.gres import SHARING_KINDS, gres_entries, gres_gpus
+from daemon.actuators.slurm.json_stream import array_items
 
 SQUEUE_FMT = "%i|%a|%P|%q|%T|%N|%M|%b|%r|%V|%v|%D|%S|%l"
 # %b is only the GPUs asked per node (--gres, --gpus-per-node); a job asking per job (--gpus), per task
@@ -168,16 +169,21 @@ def _state(v) -> str:
     return v if isinstance(v, str) else ""
 
 
-def parse_arrays(out: str) -> dict[str, ArrayRecords]:
+def parse_arrays(out: str | Iterable[str]) -> dict[str, ArrayRecords]:
     """``squeue --json``'s records as {array job id: ArrayRecords}. Every record of an array carries its throttle
     (array_max_tasks); where they differ the largest counts and 0 (none) above all: a throttle read too low would
-    drop demand that is there. Output that is not squeue's JSON raises SlurmError naming it."""
+    drop demand that is there. Output that is not squeue's JSON raises SlurmError naming it.
+
+    `out`: the text, or its pieces as they come (the command's pipe: ClusterView._array_jobs): each job's record is
+    decoded alone and dropped once read (json_stream), so a tenant's many arrays are never all held at once."""
     try:
-        recs = json.loads(out).get("jobs")
-    except (ValueError, AttributeError, RecursionError):   # nested past the parser's depth: not squeue's either
-        recs = None
-    if not isinstance(recs, list):
-        raise SlurmError(f"squeue --json: not a list of jobs: {out[:120]!r}")
+        got, pending = _array_records(array_items((out,) if isinstance(out, str) else out, "jobs"))
+    except (ValueError, RecursionError) as exc:   # nested past the parser's depth: not squeue's either
+        raise SlurmError(f"squeue --json: not a list of jobs: {str(exc)[-200:]}") from None
+    return {a: ArrayRecords(n, tuple(pending.get(a, ()))) for a, n in got.items()}
+
+
+def _array_records(recs: Iterable) -> tuple[dict[str, int], dict[str, list[tuple[str, str]]]]:
     got: dict[str, int] = {}
     pending: dict[str, list[tuple[str, str]]] = {}
     for rec in recs:
@@ -194,7 +200,7 @@ def parse_arrays(out: str) -> dict[str, ArrayRecords]:
         reason = rec.get("state_reason")
         if re.fullmatch(r"[0-9,:-]+", ids) and isinstance(reason, str):
             pending.setdefault(str(aid), []).append((ids, reason))
-    return {a: ArrayRecords(n, tuple(pending.get(a, ()))) for a, n in got.items()}
+    return got, pending
 
 
 # squeue's one line for the pending tasks of an array that share its record: 1_[3-10%3], 2_[0,4,8,40-42]. A task

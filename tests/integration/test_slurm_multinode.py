@@ -1,0 +1,77 @@
+"""A protected tenant's job on several nodes (-N 2 --gres=gpu:4, --gpus-per-node=4 -N 3) on a real slurmctld with
+three 8-GPU nodes: its demand is its GPUs per node times its nodes, and its hold is whole nodes per node asked."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from daemon.actuators.slurm.actuator import SlurmActuator
+from daemon.actuators.slurm.holds import expand_hostlist, parse_reservations
+from daemon.config import SlurmActuatorConfig, TenantConfig
+from daemon.policy.types import Plan, PolicyMemory
+from tests.support.services import slurm_cluster, slurm_jobs as jobs, slurm_reset, slurm_run, wait_for
+
+pytestmark = pytest.mark.services
+NODES = ("gn1", "gn2", "gn3")
+TENANTS = [TenantConfig(name="team-high", tier="high", slurm_account="acct-high"),
+           TenantConfig(name="team-low", tier="low", slurm_account="acct-low")]
+
+
+def sbatch(s, *opts: str) -> str:
+    return slurm_run(s["env"], "sbatch", "--parsable", "--requeue", "-o", "/dev/null", *opts,
+                     "--wrap", "sleep 600").strip().split(";")[0]
+
+
+def hold_nodes(s) -> list[tuple[str, ...]]:
+    return [r.nodes for r in parse_reservations(slurm_run(s["env"], "scontrol", "-o", "show", "reservation"))
+            if r.name.startswith("gpuas-hold")]
+
+
+def plan(gpus: int) -> Plan:
+    return dataclasses.replace(
+        Plan(at="2026-01-01T00:00:00+00:00", capacity=24, load=1.0, high_pool=0, reservations={"team-high": gpus},
+             quotas={}, limits={}, preemptions=(), notifications=(), stale=False, forecast_model="x", notes=(),
+             memory=PolicyMemory()), hold_job_gpus={"team-high": gpus})   # the plan's quantum: its largest job
+
+
+def waiting_on_full_nodes(s, *opts: str) -> tuple[SlurmActuator, str]:
+    """Each node full of a low job; team-high's job asking `opts` pending; the cycle's read of the jobs done."""
+    low = [sbatch(s, "--partition=low", "--account=acct-low", "--gres=gpu:8", "-w", n) for n in NODES]
+    wait_for(lambda: all(jobs(s).get(j, ("",))[0] == "RUNNING" for j in low), what="low jobs running", timeout=60)
+    high = sbatch(s, "--partition=high", "--account=acct-high", *opts)
+    wait_for(lambda: jobs(s).get(high, ("",))[0] == "PENDING", what="high job pending", timeout=30)
+    a = SlurmActuator(SlurmActuatorConfig(slurm_conf=s["conf"], bin_dir="/usr/bin", warn_lead_s=0), TENANTS,
+                      dry_run=False)
+    js = a.cluster_jobs(("team-high", "team-low"))
+    assert dict(zip(js.ids.tolist(), js.gpus.tolist()))[high] == 4 * int(opts[opts.index("-N") + 1])
+    return a, high
+
+
+def test_a_job_on_several_nodes_is_held_as_whole_nodes_per_node_it_asks():
+    """The plan holds a tenant's GPUs in jobs of its largest job's GPUs in all (8 for -N 2 --gres=gpu:4), and the
+    hold took whole nodes covering that many GPUs: one node of 8, where a job asking 2 nodes never starts, and for
+    --gpus-per-node=4 -N 3 (12 GPUs) two nodes of 8. Now the hold takes a node per node asked, with room for the
+    job's GPUs per node: the job starts in it once the low jobs there are gone, and no low job starts there."""
+    with slurm_cluster(nodes=NODES, gpus=8) as s:
+        a, high = waiting_on_full_nodes(s, "--gres=gpu:4", "-N", "2")
+        assert a.shapes == {"acct-high": (2, 4)}
+        rep = a.apply(plan(8))
+        assert rep.ok, rep.errors
+        (held,) = hold_nodes(s)
+        assert len(held) == 2, rep.actions
+        assert any("(its jobs ask 2 nodes of 4 GPUs each)" in x for x in rep.actions), rep.actions
+        for j, (st, node, _) in jobs(s).items():
+            if j != high and node in held:
+                slurm_run(s["env"], "scancel", j)
+        wait_for(lambda: jobs(s)[high][0] == "RUNNING", what="high job running in its hold", timeout=60)
+        assert set(expand_hostlist(jobs(s)[high][1])) == set(held) and jobs(s)[high][2] == "gpuas-hold-team-high"
+        assert a.apply(plan(8)).actions == []             # kept as it is: no churn
+        slurm_reset(s)
+
+        a, high = waiting_on_full_nodes(s, "--gpus-per-node=4", "-N", "3")
+        assert a.shapes == {"acct-high": (3, 4)}
+        rep = a.apply(plan(12))
+        assert rep.ok, rep.errors
+        assert [len(n) for n in hold_nodes(s)] == [3], rep.actions
