@@ -351,3 +351,19 @@ def test_a_record_with_a_large_string_over_many_pieces_is_read_in_linear_work(mo
     pieces = [text[i:i + 4096] for i in range(0, len(text), 4096)]
     assert parse_arrays(pieces) == {"7": ArrayRecords(2)}
     assert sum(scanned) < 4 * len(text), (sum(scanned), len(text), len(scanned), len(pieces))
+
+
+def test_bytes_that_are_not_utf8_in_a_tenants_job_do_not_blind_the_view(tmp_path):
+    """A tenant sets its job's comment or name (sbatch --comment, -J); where squeue prints those bytes as given, one
+    byte that is not UTF-8 made the strict decode of its whole output raise, for every tenant's jobs, in the lines and
+    in --json (where the arrays' throttles are read). Read with the byte replaced, the other jobs are as they were.
+    squeue here is a script printing such bytes (whether 22.05 passes them through is not what is tested)."""
+    act = _many_arrays_actuator(tmp_path, 2, f"cat {tmp_path}/jobs.json")
+    lines = (tmp_path / "jobs.txt").read_bytes().replace(b"|(null)|", b"|bad \xff\xfe comment|", 1)
+    lines += b"7|acct|p|normal|RUNNING|gn1|5:00|gres/gpu:2|None|2026-12-06T02:00:00|x\xc3|1|N/A|UNLIMITED\n"
+    (tmp_path / "jobs.txt").write_bytes(lines)
+    (tmp_path / "jobs.json").write_bytes(
+        b'{"jobs": [{"job_id": 100000, "array_job_id": 100000, "array_task_id": null, "name": "n\xff",'
+        b' "array_max_tasks": 1, "job_state": "PENDING", "account": "acct"}]}')
+    js = act.cluster_jobs(("t",))
+    assert "7" in list(js.ids) and sum(1 for i in js.ids if str(i).startswith("10000")) >= 2

@@ -153,8 +153,10 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
     def _run(self, *args: str) -> subprocess.CompletedProcess:
         exe = str(self.cfg.bin_dir / args[0])
         try:
-            return subprocess.run([exe, *args[1:]], capture_output=True, text=True, timeout=self.cfg.timeout_s,
-                                  env=self.env)
+            # errors="replace": a tenant's job name or comment is printed as the bytes it gave; one that is not
+            # UTF-8 must not make the whole output unreadable (every tenant's jobs) but be that one field's U+FFFD
+            return subprocess.run([exe, *args[1:]], capture_output=True, encoding="utf-8", errors="replace",
+                                  timeout=self.cfg.timeout_s, env=self.env)
         except subprocess.TimeoutExpired:
             # not the exception's own text: it quotes the whole command line, up to 100,000 characters of job ids
             # (squeue --json -j), in a line logged each cycle
@@ -168,10 +170,10 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         --json prints ~3 KB per job, every job's), within the command's timeout. SlurmError where it times out, exits
         non-zero (its stderr's first 200 characters) or `parse` raises one."""
         exe = str(self.cfg.bin_dir / args[0])
-        with tempfile.TemporaryFile("w+") as err:
+        with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as err:
             try:
-                proc = subprocess.Popen([exe, *args[1:]], stdout=subprocess.PIPE, stderr=err, text=True,
-                                        env=self.env)
+                proc = subprocess.Popen([exe, *args[1:]], stdout=subprocess.PIPE, stderr=err, encoding="utf-8",
+                                        errors="replace", env=self.env)   # as _run: a tenant's bytes, one field
             except OSError as exc:
                 raise SlurmError(f"{args[0]}: {exc}") from None
             late = threading.Event()
