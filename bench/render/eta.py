@@ -68,11 +68,15 @@ def eta_later() -> str:
         def mins(x):
             return "-" if x is None else f"{x:.1f}"
 
+        def ratio(x):
+            return "-" if x is None else f"{x:.2f}"
+
         for age, e in ages.items():
-            cov, ratio = e["p90_coverage"], e["error_vs_naive"]
+            cov = e["p90_coverage"]
             rows.append([case, f"{age} min", n(e["jobs_waited_and_started"]), mins(e["median_wait_min"]),
                          mins(e["p50_median_abs_error_min"]), mins(e["naive_median_abs_error_min"]),
-                         "-" if ratio is None else f"{ratio:.2f}", "-" if cov is None else pct(cov)])
+                         ratio(e["error_vs_naive"]), ratio(e.get("p50_aged_blend_error_vs_naive")),
+                         ratio(e.get("p50_scaled_error_vs_naive")), "-" if cov is None else pct(cov)])
             got = []
             for t in d["targets"].values():
                 v = e.get(t["metric"])
@@ -83,7 +87,9 @@ def eta_later() -> str:
                 notes.append(f"- {case}, {age} min after: " + "; ".join(got) + ".")
     out = [table(["trace", "estimate made, after the wait began", "jobs still waiting then, and started",
                   "median wait left, min", "p50 median abs error, min", "naive median abs error, min",
-                  "p50 error / naive's", "p90 coverage"], rows) if rows else "", "", *notes]
+                  "p50 error / naive's", "measured, not shown: p50 blended by its age's weight, error / naive's",
+                  "measured, not shown: p50 scaled by its age's ratio, error / naive's", "p90 coverage"], rows)
+           if rows else "", "", *notes]
     if used:
         out += ["", " ".join(source([f], load(f)) for f in used)]
     return "\n".join(out).strip("\n") + "\n"

@@ -21,7 +21,13 @@ is scaled the same way by the ratios of the started jobs' estimates made that fa
 the first estimates'. The first estimates' scale held at the start and missed later (the model's p90 of the wait
 left is not as far off as that of a whole wait): on the replay the later p90s' coverage moved toward 90%
 (bench/out/eta_*.json, ``at_ages``; synthetic 86/87/92% -> 89/93/93% at 10/30/60 min, Helios' unseen window
-65/56/85% -> 72/71/95%), the first estimates' unchanged. The p50's blend is still the first estimates' only.
+65/56/85% -> 72/71/95%), the first estimates' unchanged.
+
+The p50's blend weight is learned per age bucket too (``Factors.weight``, the same fallbacks, from the rows
+``observe_aged`` keeps) but only measured (``calibrate(aged_blend=True)``), off in the daemon: on the replay it
+lowered the later estimates' error on one trace at one age and raised it elsewhere (bench/out/eta_*.json,
+``at_ages``, ``p50_aged_blend_error_vs_naive``; docs/eta.md). A later estimate's p50 blends by the first estimates'
+weight.
 
 A ratio, not a shift: the misses grow with the wait (a 2-minute estimate is a few minutes off, a 2-hour one an hour),
 and the tiers differ (the low tier waits behind everyone's new work at a median of well over 1, the others near 1).
@@ -67,18 +73,34 @@ class Factors:
     by_tier: Mapping[str, tuple[float, float, str]]    # (p90 scale, p50 scale, what it rests on)
     floor_s: float
     blend: Mapping[str, float] = dataclasses.field(default_factory=dict)   # tier ("" every tier) -> the p50's w
-    # an estimate's age bucket (AGE_BUCKETS_S, past 0) -> tier ("" every tier) -> its p90 scale, as by_tier, from the
+    # an estimate's age bucket (AGE_BUCKETS_S, past 0) -> tier ("" every tier) -> its scales, as by_tier, from the
     # started jobs' estimates made that far into their wait; a bucket or tier absent reads by_tier
     by_age: Mapping[int, Mapping[str, tuple[float, float, str]]] = dataclasses.field(default_factory=dict)
+    # the same for the p50's blend weight: age bucket -> tier -> w; a bucket or tier absent reads blend
+    blend_by_age: Mapping[int, Mapping[str, float]] = dataclasses.field(default_factory=dict)
 
     def scale(self, tier: str, age_s: float = 0.0) -> tuple[float, float, str] | None:
         """The scale of an estimate of a `tier` job made `age_s` after it began to wait: its age bucket's (the
-        tier's, else every tier's), else the first estimates' (the tier's, else every tier's), else None."""
-        b = age_bucket(age_s)
-        aged = self.by_age.get(b, {}) if b else {}
-        later = self.by_age.get(LATER, {}) if b else {}
-        return aged.get(tier, aged.get("")) or later.get(tier, later.get("")) or \
-            self.by_tier.get(tier, self.by_tier.get(""))
+        tier's, else every tier's), else every later age's together (the same), else the first estimates' (the
+        tier's, else every tier's), else None."""
+        return _aged_lookup(self.by_age, self.by_tier, tier, age_s)
+
+    def weight(self, tier: str, age_s: float = 0.0) -> float:
+        """The model's share in the p50 of a `tier` job estimated `age_s` into its wait, looked up as ``scale``;
+        1 (the model alone) where nothing is learned yet."""
+        w = _aged_lookup(self.blend_by_age, self.blend, tier, age_s)
+        return 1.0 if w is None else w
+
+
+def _aged_lookup(by_age, first, tier: str, age_s: float):
+    b = age_bucket(age_s)
+    aged = by_age.get(b, {}) if b else {}
+    later = by_age.get(LATER, {}) if b else {}
+    for m in (aged, later, first):
+        v = m.get(tier, m.get(""))
+        if v is not None:
+            return v
+    return None
 
 
 # the ages (seconds since a job began to wait) from which an estimate's p90 is scaled by the estimates made that far
@@ -111,8 +133,8 @@ class Calibration:
         self.min_blend = int(min_blend)
         # tier -> (started_at, p90 ratio, p50 ratio, waited, model p50 wait, naive wait), oldest first (NaN: unknown)
         self._obs: dict[str, deque[tuple[float, float, float, float, float, float]]] = {}
-        # age bucket (past 0) -> tier -> (started_at, p90 ratio) of the estimates made that far into the wait
-        self._aged: dict[int, dict[str, deque[tuple[float, float]]]] = {}
+        # age bucket (past 0) -> tier -> the same, of the estimates made that far into the wait
+        self._aged: dict[int, dict[str, deque[tuple[float, float, float, float, float, float]]]] = {}
 
     def observe(self, tier: str, made_at: float, started_at: float, p90_model_s: float | None,
                 p50_model_s: float | None = None, naive_s: float | None = None) -> None:
@@ -120,62 +142,71 @@ class Calibration:
         `p50_model_s`, the naive estimate `naive_s`) started at `started_at` (same clock). Unknown p90s and starts
         before the estimate teach nothing; an unknown p50 gives the p50 no ratio (NaN, skipped) and no blend, as an
         unknown naive estimate gives no blend."""
+        o = self._row(made_at, started_at, p90_model_s, p50_model_s, naive_s)
+        if o is not None:
+            self._obs.setdefault(tier, deque(maxlen=self.keep)).append(o)
+
+    def observe_aged(self, tier: str, age_s: float, made_at: float, started_at: float,
+                     p90_model_s: float | None, p50_model_s: float | None = None,
+                     naive_s: float | None = None) -> None:
+        """A job of `tier` estimated `age_s` after it began to wait (at `made_at`, model p90 `p90_model_s` after
+        that, its p50 `p50_model_s`, the naive estimate `naive_s`) started at `started_at`: one row for its age
+        bucket's scales and blend. The first estimate (bucket 0) goes to ``observe``; here it is ignored."""
+        b = age_bucket(age_s)
+        o = self._row(made_at, started_at, p90_model_s, p50_model_s, naive_s) if b else None
+        if o is not None:
+            self._aged.setdefault(b, {}).setdefault(tier, deque(maxlen=self.keep)).append(o)
+
+    def _row(self, made_at: float, started_at: float, p90_model_s: float | None, p50_model_s: float | None,
+             naive_s: float | None) -> tuple[float, float, float, float, float, float] | None:
+        """(started_at, p90 ratio, p50 ratio, waited, model p50 wait, naive wait); None where it teaches nothing."""
         if p90_model_s is None or not np.isfinite(p90_model_s) or not np.isfinite(started_at) \
                 or started_at < made_at:
-            return
+            return None
         waited = max(started_at - made_at, self.floor_s)
         r50 = float("nan") if p50_model_s is None else waited / max(float(p50_model_s), self.floor_s)
         nan = float("nan")
-        self._obs.setdefault(tier, deque(maxlen=self.keep)).append(
-            (float(started_at), waited / max(float(p90_model_s), self.floor_s), r50, float(started_at - made_at),
-             nan if p50_model_s is None else float(p50_model_s), nan if naive_s is None else float(naive_s)))
-
-    def observe_aged(self, tier: str, age_s: float, made_at: float, started_at: float,
-                     p90_model_s: float | None) -> None:
-        """A job of `tier` estimated `age_s` after it began to wait (at `made_at`, model p90 `p90_model_s` after
-        that) started at `started_at`: one ratio for its age bucket's scale. The first estimate (bucket 0) goes to
-        ``observe``; here it is ignored."""
-        b = age_bucket(age_s)
-        if not b or p90_model_s is None or not np.isfinite(p90_model_s) or not np.isfinite(started_at) \
-                or started_at < made_at:
-            return
-        waited = max(started_at - made_at, self.floor_s)
-        self._aged.setdefault(b, {}).setdefault(tier, deque(maxlen=self.keep)).append(
-            (float(started_at), waited / max(float(p90_model_s), self.floor_s)))
+        return (float(started_at), waited / max(float(p90_model_s), self.floor_s), r50, float(started_at - made_at),
+                nan if p50_model_s is None else float(p50_model_s), nan if naive_s is None else float(naive_s))
 
     def factors(self, now: float) -> Factors:
-        """Each tier's p90 scale from the jobs that started by `now` only (see the module's docstring)."""
-        seen = {t: np.array([o[1:] for o in d if o[0] <= now], dtype=float).reshape(-1, 5)
-                for t, d in self._obs.items()}
-        everyone = np.concatenate([*seen.values()]) if seen else np.empty((0, 5))
-        out: dict[str, tuple[float, float, str]] = {}
-        blend: dict[str, float] = {}
-        if len(everyone) >= self.min_all:
-            out[""] = (*self._scales(everyone), f"every tier's {len(everyone)} started jobs")
-        for t, r in seen.items():
-            if len(r) >= self.min_tier:
-                out[t] = (*self._scales(r), f"the tier's {len(r)} started jobs")
-        for t, r in [("", everyone), *seen.items()]:
-            w = self._blend(r)
-            if w is not None:
-                blend[t] = w
+        """Each tier's p90 scale and p50 blend from the jobs that started by `now` only (see the module's
+        docstring), for the first estimates and per age bucket."""
+        out, blend = self._fit(self._obs, now, "started jobs")
         by_age: dict[int, dict[str, tuple[float, float, str]]] = {}
+        blend_by_age: dict[int, dict[str, float]] = {}
         pooled: dict[str, list] = {}
         for tiers in self._aged.values():
             for t, d in tiers.items():
                 pooled.setdefault(t, []).extend(d)
         for b, tiers in [*self._aged.items(), (LATER, pooled)]:
-            seen_b = {t: np.array([o[1] for o in d if o[0] <= now], dtype=float) for t, d in tiers.items()}
-            all_b = np.concatenate([*seen_b.values()]) if seen_b else np.empty(0)
             at = "10 min or more into their wait" if b == LATER else f"{b // 60} min into their wait"
-            if len(all_b) >= self.min_all:
-                by_age.setdefault(b, {})[""] = (float(np.quantile(all_b, self.q)), 1.0,
-                                                f"every tier's {len(all_b)} started jobs' estimates {at}")
-            for t, r in seen_b.items():
-                if len(r) >= self.min_tier:
-                    by_age.setdefault(b, {})[t] = (float(np.quantile(r, self.q)), 1.0,
-                                                   f"the tier's {len(r)} started jobs' estimates {at}")
-        return Factors(out, self.floor_s, blend, by_age)
+            sc, bl = self._fit(tiers, now, f"started jobs' estimates {at}")
+            if sc:
+                by_age[b] = sc
+            if bl:
+                blend_by_age[b] = bl
+        return Factors(out, self.floor_s, blend, by_age, blend_by_age)
+
+    def _fit(self, rows: Mapping[str, Sequence[tuple]], now: float,
+             what: str) -> tuple[dict[str, tuple[float, float, str]], dict[str, float]]:
+        """Per tier ("" every tier's together) the scales (with ``min_tier`` / ``min_all`` rows) and the blend
+        weight (``min_blend``) from the `rows` of jobs started by `now`."""
+        seen = {t: np.array([o[1:] for o in d if o[0] <= now], dtype=float).reshape(-1, 5)
+                for t, d in rows.items()}
+        everyone = np.concatenate([*seen.values()]) if seen else np.empty((0, 5))
+        out: dict[str, tuple[float, float, str]] = {}
+        blend: dict[str, float] = {}
+        if len(everyone) >= self.min_all:
+            out[""] = (*self._scales(everyone), f"every tier's {len(everyone)} {what}")
+        for t, r in seen.items():
+            if len(r) >= self.min_tier:
+                out[t] = (*self._scales(r), f"the tier's {len(r)} {what}")
+        for t, r in [("", everyone), *seen.items()]:
+            w = self._blend(r)
+            if w is not None:
+                blend[t] = w
+        return out, blend
 
     def _blend(self, r: np.ndarray) -> float | None:
         """The model's weight in the p50 (BLEND_WEIGHTS) whose blend with the naive estimate erred least (median
@@ -199,30 +230,32 @@ class Calibration:
 
 def calibrate(etas: Sequence[Eta], tier_of: Mapping[str, str], factors: Factors, *,
               p50: bool = False, naive: Mapping[str, float | None] | None = None,
-              age_s: Mapping[str, float] | None = None) -> list[Eta]:
-    """The estimates with each p90 scaled by its tier's factor (or every tier's), the model's own p90 kept in
-    ``p90_model_s``; with `naive` (job id -> the naive estimate's wait, ``naive_waits``) each p50 blended with it
-    by its tier's weight (the model's own p50 kept in ``p50_model_s``); with `p50`, the p50 scaled by its median
-    ratio too (measured in the replay, off in the daemon). An unknown p50 or p90 stays unknown, as does a p50 with no
-    naive estimate to blend with; with no factor the model's estimate stands."""
+              age_s: Mapping[str, float] | None = None, aged_blend: bool = False) -> list[Eta]:
+    """The estimates with each p90 scaled by its tier's factor (or every tier's) for its age (`age_s`: job id ->
+    seconds since its first estimate; absent: 0), the model's own p90 kept in ``p90_model_s``; with `naive` (job id
+    -> the naive estimate's wait, ``naive_waits``) each p50 blended with it by its tier's weight, the first
+    estimates' (the model's own p50 kept in ``p50_model_s``), or with `aged_blend` its age bucket's; with `p50`, the
+    p50 scaled by its age's median ratio too. `p50` and `aged_blend` are measured in the replay and off in the
+    daemon (docs/eta.md). An unknown p50 or p90 stays unknown, as does a p50 with no naive estimate to blend with;
+    with no factor the model's estimate stands."""
     out = []
     for e in etas:
         tier = tier_of.get(e.tenant, "")
-        f = factors.scale(tier, 0.0 if age_s is None else float(age_s.get(e.job_id, 0.0)))
+        age = 0.0 if age_s is None else float(age_s.get(e.job_id, 0.0))
+        f = factors.scale(tier, age)
         if e.p50_s is None or e.p90_s is None or f is None:
             out.append(dataclasses.replace(e, p90_model_s=e.p90_s, p50_model_s=e.p50_s))
             continue
-        w = factors.blend.get(tier, factors.blend.get("", 1.0))
+        w = factors.weight(tier, age if aged_blend else 0.0)
         nv = None if naive is None else naive.get(e.job_id)
-        f50 = factors.scale(tier) or f   # the p50's scale: the first estimates' (measured in the replay only)
-        p50_s = max(e.p50_s, factors.floor_s) * f50[1] if p50 else e.p50_s
+        p50_s = max(e.p50_s, factors.floor_s) * f[1] if p50 else e.p50_s
         blended = nv is not None and w < 1.0
         if blended:
             p50_s = w * p50_s + (1.0 - w) * float(nv)
         p90 = max(max(e.p90_s, factors.floor_s) * f[0], p50_s)
         if not blended:   # never below the model's own p90-to-p50 ratio over its p50 ("now" counts one cycle)
             p90 = max(p90, max(p50_s, factors.floor_s) * max(e.p90_s, factors.floor_s) / max(e.p50_s, factors.floor_s))
-        what = f"p90 scaled x{f[0]:.2f}" + (f", p50 x{f50[1]:.2f}" if p50 else "") + \
+        what = f"p90 scaled x{f[0]:.2f}" + (f", p50 x{f[1]:.2f}" if p50 else "") + \
             (f", p50 {w:.2f} of the model's and {1 - w:.2f} of the queue's rate" if blended else "")
         out.append(dataclasses.replace(e, p50_s=p50_s, p90_s=p90, p90_model_s=e.p90_s, p50_model_s=e.p50_s,
                                        basis=f"{e.basis}; {what} by how late {f[2]} came"))

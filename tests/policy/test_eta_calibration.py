@@ -242,3 +242,25 @@ def test_an_estimate_made_later_in_a_wait_is_scaled_by_the_estimates_made_that_f
     assert at10.p90_s == pytest.approx(1800.0) and "10 min or more" in at10.basis    # the 65 later ones' q90: 3
     assert calibrate([_eta("E", "n", 0.0, 600.0)], TIERS, cal.factors(2000.0), age_s={"E": 1800.0})[0].p90_s \
         == pytest.approx(600.0)       # at 2000 none of the 30-min estimates' jobs had started (3600): the first's
+
+
+def test_a_later_estimates_p50_blends_by_the_weight_learned_that_far_into_a_wait_only_when_asked():
+    """100 started jobs the model got right from their first estimate (w = 1) and the naive estimate from the one
+    made 30 minutes into their wait (the model 3x late there: w = 0). With `aged_blend` (measured in the replay) a
+    job 30 min (or 45) into its wait takes its naive estimate, a first estimate the model's p50; without it (the
+    daemon's) every age blends by the first estimates' weight. A bucket with none reads every later age's together
+    (10 min: w = 0 too); only jobs started by the time of the factors count (at 2000 s none of the later estimates'
+    had: the first estimates' weight)."""
+    cal = Calibration(floor_s=60.0)
+    for _ in range(100):
+        cal.observe("normal", 0.0, 600.0, p90_model_s=1200.0, p50_model_s=600.0, naive_s=1800.0)
+        cal.observe_aged("normal", 1800.0, 1800.0, 2400.0, p90_model_s=1200.0, p50_model_s=1800.0, naive_s=600.0)
+    f = cal.factors(1e9)
+    assert f.weight("normal") == 1.0
+    assert f.weight("normal", 1800.0) == f.weight("normal", 2700.0) == f.weight("normal", 600.0) == 0.0
+    etas = [_eta("A", "n", 900.0, 1800.0), _eta("B", "n", 900.0, 1800.0)]
+    naive, ages = {"A": 300.0, "B": 300.0}, {"B": 1800.0}
+    first, at30 = calibrate(etas, TIERS, f, naive=naive, age_s=ages, aged_blend=True)
+    assert first.p50_s == 900.0 and at30.p50_s == pytest.approx(300.0) and "queue's rate" in at30.basis
+    assert [e.p50_s for e in calibrate(etas, TIERS, f, naive=naive, age_s=ages)] == [900.0, 900.0]
+    assert cal.factors(2000.0).weight("normal", 1800.0) == 1.0

@@ -218,13 +218,15 @@ def test_the_results_at_a_glance_give_the_windows_target_beside_the_etas():
 
 def test_the_etas_scores_at_fixed_times_after_are_rendered_with_their_verdicts(tmp_path, monkeypatch):
     """Issue 39 asks the estimate's error at the start of the wait and at fixed times after: docs/eta.md renders
-    the JSON's at_ages per trace, with the goals applied, and says so where a JSON has none."""
+    the JSON's at_ages per trace, with the goals applied (and the p50s measured beside), and says so where a JSON
+    has none."""
     out = tmp_path / "out"
     shutil.copytree(REPO / "bench" / "out", out)
     d = json.loads((out / "eta_helios.json").read_text())
     d["eta"]["at_ages"] = {"10": {"jobs_waited_and_started": 40, "median_wait_min": 30.0,
                                   "p50_median_abs_error_min": 6.0, "naive_median_abs_error_min": 24.0,
-                                  "error_vs_naive": 0.25, "p90_coverage": 0.8}}
+                                  "error_vs_naive": 0.25, "p90_coverage": 0.8, "p50_aged_blend_error_vs_naive": 0.3,
+                                  "p50_scaled_error_vs_naive": 0.9}}
     (out / "eta_helios.json").write_text(json.dumps(d))
     e = json.loads((out / "eta_helios_second.json").read_text())
     e["eta"].pop("at_ages", None)
@@ -235,7 +237,8 @@ def test_the_etas_scores_at_fixed_times_after_are_rendered_with_their_verdicts(t
         text = render_docs.BLOCKS["eta-later"]()
     finally:
         render_docs.load.cache_clear()
-    assert "| helios | 10 min | 40 | 30.0 | 6.0 | 24.0 | 0.25 | 80.0% |" in text
+    # beside the served p50's ratio, the two measured and not served: blended by its age's weight, scaled by its ratio
+    assert "| helios | 10 min | 40 | 30.0 | 6.0 | 24.0 | 0.25 | 0.30 | 0.90 | 80.0% |" in text
     assert "- helios, 10 min after: p90 covers 85-95% of actual starts (in 0.85-0.95): 80.0%, **not met**; " \
            "median abs error <= half the naive estimate's (<= 0.5): 0.25, met." in text
     assert "- helios, second window: not measured at fixed times after" in text

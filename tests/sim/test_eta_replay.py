@@ -29,6 +29,11 @@ def _eager() -> Calibration:
     # and the p50's blend with the naive estimate from the first started job on, seeded with one that the naive
     # estimate got right and the model did not (so that the weight is not 1)
     cal.observe("normal", made_at=0.0, started_at=180.0, p90_model_s=60.0, p50_model_s=1800.0, naive_s=180.0)
+    # and one estimate made 30 minutes into a wait that the naive estimate got right and the model did not (w = 0
+    # there), where by the measured step the first estimates' started jobs weigh the model (w = 1): a later
+    # estimate's p50 measured blended by its age's weight differs from the one shown
+    cal.observe_aged("normal", 1800.0, made_at=0.0, started_at=180.0, p90_model_s=60.0, p50_model_s=1800.0,
+                     naive_s=180.0)
     return cal
 
 
@@ -62,6 +67,11 @@ def test_the_eta_never_reads_the_future_in_the_replay(w):
     again_a = {(age, j): m for age, made in a.score.later.items() for j, m in made.items() if m.at <= k}
     again_b = {(age, j): m for age, made in b.score.later.items() for j, m in made.items() if m.at <= k}
     assert len(again_a) > 5 and again_a == again_b
+    # so are their p50s measured beside, blended by the weight learned from the started jobs' estimates made that far
+    # into their wait (by k: those jobs started by then) and scaled by their age's median ratio
+    assert a.cal.factors(k * a.step_s).blend_by_age
+    assert any(m.p50_aged_blend not in (None, m.p50) for m in again_a.values())
+    assert all(m.p50_scaled is not None for m in again_a.values() if m.p50 is not None)
 
 
 def test_the_replay_scores_estimates_of_jobs_that_waited(w):
