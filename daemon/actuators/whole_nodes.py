@@ -70,3 +70,13 @@ def pick(order: Sequence[SizedNode], current: set[str] | tuple[str, ...], gpus: 
             room += slots(n)
             wide += slots(n) > 0
     return sorted(picked)
+
+
+def fits(order: Sequence[SizedNode], picked: Sequence[str], gpus: int) -> bool:
+    """Whether `picked` takes no more than `gpus` rounded up to whole nodes: no node of it could go with the rest
+    still covering `gpus` (on nodes of one size, at most ceil(gpus / their GPUs) nodes). A hold shaped for jobs on
+    several nodes (``pick``'s `shape`) may take more (a node per node a job asks, -N 10 --gres=gpu:1: 10 nodes for
+    10 GPUs); it takes that shape only where this holds, as the plan counts a hold at its GPUs."""
+    size = {n.name: n.gpus for n in order}
+    have = [size.get(p, 0) for p in picked]
+    return not have or sum(have) - min(have) < int(gpus)

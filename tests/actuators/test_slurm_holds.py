@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from daemon.actuators.base import ActionReport
 from daemon.actuators.slurm.actuator import SlurmActuator
 from daemon.actuators.slurm.holds import (
     Node,
@@ -540,8 +541,36 @@ def test_a_hold_for_a_job_on_several_nodes_keeps_its_nodes_and_takes_one_per_nod
                     shape=(2, 4)) == ["b", "c"]
     big = [Node(n, "IDLE", 8, 0) for n in "xyz"]
     assert h.choose(big, [], (), 12, ("acct-high",), {}, set(), keep=False, job_gpus=12) == ["x", "y"]
-    assert h.choose(big, [], (), 12, ("acct-high",), {}, set(), keep=False, job_gpus=12,
+    # where the plan counts the hold at its nodes' GPUs (24 for 3 nodes of 8): never more than it counted
+    assert h.choose(big, [], (), 24, ("acct-high",), {}, set(), keep=False, job_gpus=12,
                     shape=(3, 4)) == ["x", "y", "z"]
     # two such jobs fit on the same 3 nodes of 8; a node of 2 GPUs holds no part of one
     assert h.choose([*big, Node("w", "IDLE", 2, 0)], [], (), 24, ("acct-high",), {}, set(), keep=False,
                     job_gpus=12, shape=(3, 4)) == ["x", "y", "z"]
+
+
+def test_a_hold_shaped_for_a_job_on_many_nodes_takes_no_more_than_the_plan_counted():
+    """One account's -N 10 --gres=gpu:1 job sizes its hold as a job of 10 GPUs (Plan.hold_job_gpus), and a node per
+    node it asks took 10 nodes of 8: 80 GPUs the plan counted as 10, unseen by the capacity, the pool and the other
+    holds (with -N <all nodes>, the whole cluster). The hold takes whole nodes for the GPUs the plan counted (2 of
+    8) and says once per cycle that the job's shape does not fit it; a shape that fits is still taken."""
+    h = holds()
+    many = [Node(f"n{i:02d}", "IDLE", 8, 0) for i in range(16)]
+    assert h.choose(many, [], (), 10, ("acct-high",), {}, set(), keep=False, job_gpus=10,
+                    shape=(10, 1)) == ["n00", "n01"]
+    assert h.choose(many, [], (), 16, ("acct-high",), {}, set(), keep=False, job_gpus=8,
+                    shape=(2, 4)) == ["n00", "n01"]                 # 2 x 4 where the plan counted 2 nodes' GPUs
+    assert h.choose(many, [], (), 8, ("acct-high",), {}, set(), keep=False, job_gpus=8,
+                    shape=(2, 4)) == ["n00"]                        # not where it counted 8
+    text = "\n".join(f"NodeName={n.name} Gres=gpu:8 GresUsed=gpu:0 State=IDLE" for n in many)
+    sent: list[tuple[str, ...]] = []
+    h = SlurmHolds(read=lambda *a: text if "nodes" in a else "", scontrol=lambda rep, *a: sent.append(a) or True,
+                   accounts={"team-high": "acct-high"}, tier_of={"team-high": "high"}, tiers=["high"],
+                   prefix="gpuas-hold", shrink_delay_s=0.0)
+    rep = ActionReport("slurm", False)
+    h.apply(dataclasses.replace(plan(10), hold_job_gpus={"team-high": 10}), rep, [], shapes={"acct-high": (10, 1)})
+    (create,) = sent
+    assert "Nodes=n00,n01" in create, create
+    said = [x for x in rep.actions if "shape" in x]
+    assert said == ["hold gpuas-hold-team-high: its jobs' shape (10 nodes of 1 GPU each) does not fit its hold "
+                    "(10 GPUs): it holds whole nodes for those GPUs"], rep.actions

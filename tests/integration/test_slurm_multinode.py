@@ -29,11 +29,12 @@ def hold_nodes(s) -> list[tuple[str, ...]]:
             if r.name.startswith("gpuas-hold")]
 
 
-def plan(gpus: int) -> Plan:
+def plan(gpus: int, job: int) -> Plan:
+    """The plan holds `gpus` for team-high in jobs of `job` GPUs (its quantum: its largest job's GPUs in all)."""
     return dataclasses.replace(
         Plan(at="2026-01-01T00:00:00+00:00", capacity=24, load=1.0, high_pool=0, reservations={"team-high": gpus},
              quotas={}, limits={}, preemptions=(), notifications=(), stale=False, forecast_model="x", notes=(),
-             memory=PolicyMemory()), hold_job_gpus={"team-high": gpus})   # the plan's quantum: its largest job
+             memory=PolicyMemory()), hold_job_gpus={"team-high": job})
 
 
 def waiting_on_full_nodes(s, *opts: str) -> tuple[SlurmActuator, str]:
@@ -53,11 +54,13 @@ def test_a_job_on_several_nodes_is_held_as_whole_nodes_per_node_it_asks():
     """The plan holds a tenant's GPUs in jobs of its largest job's GPUs in all (8 for -N 2 --gres=gpu:4), and the
     hold took whole nodes covering that many GPUs: one node of 8, where a job asking 2 nodes never starts, and for
     --gpus-per-node=4 -N 3 (12 GPUs) two nodes of 8. Now the hold takes a node per node asked, with room for the
-    job's GPUs per node: the job starts in it once the low jobs there are gone, and no low job starts there."""
+    job's GPUs per node: the job starts in it once the low jobs there are gone, and no low job starts there, where
+    the plan counts those nodes' GPUs; where it counts fewer, the hold takes no more than it counted (whole nodes
+    for its GPUs) and says so."""
     with slurm_cluster(nodes=NODES, gpus=8) as s:
         a, high = waiting_on_full_nodes(s, "--gres=gpu:4", "-N", "2")
         assert a.shapes == {"acct-high": (2, 4)}
-        rep = a.apply(plan(8))
+        rep = a.apply(plan(16, 8))
         assert rep.ok, rep.errors
         (held,) = hold_nodes(s)
         assert len(held) == 2, rep.actions
@@ -67,11 +70,16 @@ def test_a_job_on_several_nodes_is_held_as_whole_nodes_per_node_it_asks():
                 slurm_run(s["env"], "scancel", j)
         wait_for(lambda: jobs(s)[high][0] == "RUNNING", what="high job running in its hold", timeout=60)
         assert set(expand_hostlist(jobs(s)[high][1])) == set(held) and jobs(s)[high][2] == "gpuas-hold-team-high"
-        assert a.apply(plan(8)).actions == []             # kept as it is: no churn
+        assert a.apply(plan(16, 8)).actions == []         # kept as it is: no churn
         slurm_reset(s)
 
         a, high = waiting_on_full_nodes(s, "--gpus-per-node=4", "-N", "3")
         assert a.shapes == {"acct-high": (3, 4)}
-        rep = a.apply(plan(12))
+        rep = a.apply(plan(12, 12))                       # 3 nodes of 8 would be 24 GPUs held for 12 counted
+        assert rep.ok, rep.errors
+        assert [len(n) for n in hold_nodes(s)] == [2], rep.actions
+        assert any("shape (3 nodes of 4 GPUs each) does not fit its hold (12 GPUs)" in x for x in rep.actions)
+        rep = a.apply(plan(24, 12))
         assert rep.ok, rep.errors
         assert [len(n) for n in hold_nodes(s)] == [3], rep.actions
+        assert not any("shape" in x for x in rep.actions), rep.actions

@@ -228,6 +228,9 @@ class SlurmHolds:
         self._fewer_since: TermRecord[str, float] = TermRecord(guard)
         # a mixed fleet: the GPU type of a node (its GRES type); None: one model, any node holds any tenant's GPUs
         self.node_type = node_type
+        # accounts of holds whose jobs' shape (choose's `shape`) did not fit the GPUs the plan gave them, since
+        # _apply_one last looked: it says so once per hold and cycle
+        self.unfit: set[tuple[str, ...]] = set()
 
     # ---- what the plan asks for ----------------------------------------------------------------
     def hold_name(self, tenant: str) -> str:
@@ -341,7 +344,10 @@ class SlurmHolds:
         GPUs, 4 on each of 2 nodes): whole nodes with room for its GPUs per node, as many as its nodes per job
         (whole_nodes.pick), and a current node is kept while its GPUs per node fit there. Sized as one job of 8
         GPUs, no node of 4 was ever kept (the hold moved whenever another ranked first), and 12 GPUs for one of 3
-        nodes x 4 were 2 nodes of 8, where it cannot start."""
+        nodes x 4 were 2 nodes of 8, where it cannot start. It takes that shape only while those nodes take no more
+        than `gpus` rounded up to whole nodes (whole_nodes.fits), as the plan counts the hold at `gpus`: -N 10
+        --gres=gpu:1 on nodes of 8 would take 80 GPUs for a hold of 10. Where they would, it takes whole nodes for
+        `gpus` as without a shape and adds the accounts to `unfit` (_apply_one says so)."""
         preemptible = {self.account_of[t] for t, tier in self.tier_of.items() if tier == "low"}
         held_here: dict[str, int] = {}
         firm: dict[str, int] = {}  # GPUs of other accounts' jobs that cannot be preempted, per node
@@ -357,7 +363,14 @@ class SlurmHolds:
         score = {n.name: held_here.get(n.name, 0) + (n.gpus - n.gpus_used) + freed.get(n.name, 0) for n in usable}
         per_node = job_gpus if shape is None else shape[1]
         current = tuple(c for c in current if c in whole_nodes.usable(usable, current, firm, per_node))
-        return whole_nodes.pick(whole_nodes.rank(usable, current, firm, score, prefer), current, gpus, keep, shape)
+        order = whole_nodes.rank(usable, current, firm, score, prefer)
+        if shape is not None and not whole_nodes.fits(order, whole_nodes.pick(order, current, gpus, False, shape),
+                                                      gpus):
+            # the plan counts the hold at `gpus`: whole nodes per node asked would take more than it counted
+            # (-N 16 --gres=gpu:1 sized 16 GPUs: 16 nodes), unseen by the capacity, the pool and other holds
+            self.unfit.add(accounts)
+            shape = None
+        return whole_nodes.pick(order, current, gpus, keep, shape)
 
     # ---- doing it --------------------------------------------------------------------------------
     def apply(self, plan: Plan, rep: ActionReport, jobs: list[RunningJob],
@@ -429,6 +442,7 @@ class SlurmHolds:
         hold's job asks several nodes (choose)."""
         current = tuple(n for n in (mine.nodes if mine else inherited) if n not in others)
         account = ",".join(accounts)
+        self.unfit.discard(accounts)
         size = {n.name: n.gpus for n in nodes}
         need_nodes = self.choose_typed(nodes, jobs, current, gpus, accounts, freed, others, keep=False,
                                        job_gpus=job_gpus, by_type=by_type, together=together, shape=shape)
@@ -445,6 +459,14 @@ class SlurmHolds:
         target = need_nodes if may_shrink else self.choose_typed(nodes, jobs, current, gpus, accounts, freed,
                                                                  others, keep=True, job_gpus=job_gpus,
                                                                  by_type=by_type, together=together, shape=shape)
+        if shape is not None and accounts in self.unfit:
+            # one line per hold and cycle: the plan counted `gpus`, and the hold takes no more than that in whole
+            # nodes; the job may not start in it (the plan would have to count its nodes' GPUs)
+            self.unfit.discard(accounts)
+            rep.actions.append(f"hold {name}: its jobs' shape ({plural(shape[0], 'node')} of "
+                               f"{plural(shape[1], 'GPU')} each) does not fit its hold ({plural(gpus, 'GPU')}): it "
+                               "holds whole nodes for those GPUs")
+            shape = None
         if not target:
             if mine is not None and may_shrink:
                 self._delete(rep, mine, jobs, "the plan holds no GPUs for it now")
