@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from daemon.config import Config, SkillGateConfig
-from daemon.forecasting.skill import acting_set, acting_tenants, decide, previous_of
+from daemon.forecasting.skill import acting_set, acting_tenants, decide, previous_of, restrict
 from daemon.policy import PolicyMemory, plan
 from daemon.sim.skill_gate import ReplayGate
 from forecaster.baselines import SeasonalNaive
@@ -174,3 +174,34 @@ def test_the_shadow_report_counts_each_tenants_series_on_the_forecast():
     assert (t0["gated_cycles"], t0["forecast_cycles"]) == (2, 2)                    # per tenant: any type acts
     assert (t0["gated_series_cycles"], t0["forecast_series_cycles"]) == (4, 3)     # per series: 1 of 2, then 2
     assert t0["acting_series_share"] == 0.75
+
+
+def test_a_typed_series_hysteresis_reads_its_own_previous_not_its_tenants():
+    # the tenant acts (for a100), its t4 series did not: t4 at 93% of the reactive loss has not earned the forecast
+    # (needs <= 90%), whatever the tenant's own previous says
+    prev = {"a": True, "a@a100": True, "a@t4": False}
+    v = decide({"a@a100": (9.3, 10.0, 12), "a@t4": (9.3, 10.0, 12)}, ("a",), prev, G)["a"]
+    assert v.by_type["a100"].acting and not v.by_type["t4"].acting
+    assert acting_set({"a": v}) == frozenset({"a@a100"})
+
+
+def test_the_any_type_series_acts_under_its_own_series_name():
+    # work that runs on any type is the series "a@*": acting, that name is in the acting set (the plan looks it up)
+    v = decide({"a@*": (1.0, 10.0, 12), "a@t4": (8.0, 1.0, 12)}, ("a",), {}, G)
+    assert set(v["a"].by_type) == {"any", "t4"} and v["a"].by_type["any"].acting
+    assert acting_set(v) == frozenset({"a@*"})
+    assert previous_of(v)["a@*"] is True
+
+
+def test_a_one_model_tenant_named_with_an_at_sign_is_scored_as_itself():
+    # a tenant's name may hold "@" on a one-model cluster: its plain series is its own, not tenant "a" of type "b"
+    v = decide({"a@b": (1.0, 10.0, 12)}, ("a@b",), {}, G)["a@b"]
+    assert v.acting and v.by_type is None and v.scored == 12
+    assert acting_tenants(acting_set({"a@b": v}), ("a@b",)) == {"a@b"}
+
+
+def test_restricting_an_acting_set_to_some_tenants_keeps_their_typed_series():
+    # the replay plans its inference services apart (daemon/sim/strategy.py): their acting typed series stay
+    assert restrict(frozenset({"svc@a100", "svc@*", "b@t4", "c", "b"}), frozenset({"svc", "c"})) == {
+        "svc@a100", "svc@*", "c"}
+
