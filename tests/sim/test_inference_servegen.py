@@ -122,6 +122,19 @@ def test_fitted_arrivals_hold_each_window_s_requests_and_bunch_by_the_family_s_s
     assert bunched > 20 * even and even < 90 / 4     # a Poisson minute of 90 would vary by 90
 
 
+def test_a_windows_requests_are_spaced_by_its_own_family_not_the_other_one():
+    """The same shape 0.5 is a Gamma of inter-arrival CV^2 2 and a Weibull of CV^2 5 (Gamma(5) / Gamma(2)^2 - 1):
+    a minute's count of a window of 1,200 requests varies about CV^2 x 0.9 times its mean (its window's total is
+    fixed), 1.8 and 4.5, so a draw that read one family as the other would show the other's."""
+    n = 300
+    rate, cv = _windows([2.0] * (2 * n), [1.5] * (2 * n))
+    fam, shp = _patterns(rate, ["Gamma"] * n + ["Weibull"] * n, [0.5] * (2 * n))
+    w = draw_arrivals_fitted(rate, cv, fam, shp, seed=3)["c"].to_numpy().reshape(-1, 10)
+    dispersion = w.var(axis=1) / w.mean(axis=1)
+    assert 1.3 < dispersion[:n].mean() < 2.4, dispersion[:n].mean()
+    assert 3.5 < dispersion[n:].mean() < 5.5, dispersion[n:].mean()
+
+
 def test_a_window_without_a_fitted_family_is_drawn_from_its_rate_and_cv():
     """The trace's gap windows (interpolated, no family) and a client's windows without one: the moments' draw."""
     rate, cv = _windows([2.0, 2.0, 0.0], [1.0, 1.0, 0.0])
