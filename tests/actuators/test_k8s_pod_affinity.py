@@ -352,3 +352,26 @@ def test_a_services_replicas_share_one_copy_of_their_anti_affinity_terms():
         assert anti.pods[id(p)][5][0] is next(iter(anti.groups))
     anti.synced([])
     assert anti.canon == {} and anti.groups == {} and anti.anchors == {}
+
+
+def test_a_bound_pods_anti_affinity_by_not_in_keeps_off_pods_without_the_label():
+    """A selector of NotIn alone requires no label (a pod without the key matches it), so its term group is filed
+    under no anchor: filed under the key, a tenant's wall 'tier NotIn (system)' by zone missed every pod of another
+    tenant that has no tier label, and those pods, kept off every node, were demand (held and preempted for)."""
+    both = [zoned("n1"), zoned("n2")]
+    away = {"labelSelector": {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["system"]}]},
+            "topologyKey": "zone", "namespaces": ["b"]}
+    wall = pod("a", "wall", 0, on="n1", away=away)
+    assert "a/wall (tier NotIn system by zone)" in (judge(pod("b", "victim", 4, labels={"app": "x"}), [wall], both)
+                                                    or "")
+    assert judge(pod("b", "victim", 4, labels={"tier": "batch"}), [wall], both) is not None
+    assert judge(pod("b", "victim", 4, labels={"tier": "system"}), [wall], both) is None
+
+
+def test_pod_affinity_by_not_in_the_namespaces_name_label_may_name_any_namespace():
+    """NotIn on kubernetes.io/metadata.name selects every namespace but those: read generously for the pod's own
+    affinity (a pod it may run beside counts), so a pod asking to run beside 'app=web in any namespace but c' starts
+    beside a's web pod. Read as naming no namespace, it was a pod that never starts: not demand, never held for."""
+    web = pod("a", "web", 1, labels={"app": "web"}, on="n1")
+    sel = {"matchExpressions": [{"key": pod_affinity.NAME_LABEL, "operator": "NotIn", "values": ["c"]}]}
+    assert judge(pod("b", "near", 4, near=term({"app": "web"}, ns_selector=sel)), [web]) is None
