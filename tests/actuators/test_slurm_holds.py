@@ -574,3 +574,45 @@ def test_a_hold_shaped_for_a_job_on_many_nodes_takes_no_more_than_the_plan_count
     said = [x for x in rep.actions if "shape" in x]
     assert said == ["hold gpuas-hold-team-high: its jobs' shape (10 nodes of 1 GPU each) does not fit its hold "
                     "(10 GPUs): it holds whole nodes for those GPUs"], rep.actions
+
+
+def test_a_hold_is_shaped_for_its_accounts_job_on_several_nodes_only_where_that_job_is_the_one_it_is_sized_for():
+    """shape_of: the hold takes a job's shape where one of its accounts runs a job on several nodes of exactly the
+    GPUs the plan sized the hold for; a one-node job, or a shape of other GPUs in all, is no shape (a hold sized for
+    one job of 12 is not made of 2 nodes x 4)."""
+    from daemon.actuators.slurm.holds import shape_of
+
+    assert shape_of(("a",), 8, {"a": (2, 4)}) == (2, 4)
+    assert shape_of(("a", "b"), 8, {"b": (2, 4)}) == (2, 4)
+    assert shape_of(("a",), 8, {"a": (1, 8)}) is None
+    assert shape_of(("a",), 12, {"a": (2, 4)}) is None
+    assert shape_of(("a",), 8, {}) is None
+
+
+def test_a_shaped_holds_nodes_have_room_for_a_part_each_even_where_a_smaller_node_ranks_first():
+    """whole_nodes.pick with a shape: a node with fewer GPUs than a part is never taken, even where it ranks first
+    (here by name among equal scores): 24 GPUs for jobs of 3 nodes x 4 are the three nodes of 8, not the node of 2
+    beside them, which holds no part (and takes GPUs the plan did not count)."""
+    h = holds()
+    busy = [Node("a", "IDLE", 2, 0), *(Node(n, "MIXED", 8, 6) for n in "xyz")]
+    assert h.choose(busy, [], (), 24, ("acct-high",), {}, set(), keep=False, job_gpus=12,
+                    shape=(3, 4)) == ["x", "y", "z"]
+
+
+def test_apply_sizes_a_hold_by_its_accounts_job_shape():
+    """SlurmHolds.apply passes each hold its job's shape (shapes: account -> nodes, GPUs per node): as above, 24
+    GPUs for -N 3 --gres=gpu:4 are the three nodes of 8, not the node of 2 first by name and three of 8."""
+    from daemon.actuators.base import ActionReport
+
+    nodes = "\n".join(["NodeName=a Gres=gpu:2 GresUsed=gpu:0 State=IDLE",
+                       *(f"NodeName={n} Gres=gpu:8 GresUsed=gpu:6 State=MIXED" for n in "xyz")])
+    made: list[tuple] = []
+    h = SlurmHolds(read=lambda *a: nodes if "nodes" in a else "", scontrol=lambda rep, *a: made.append(a) or True,
+                   accounts={"h": "acct-high"}, tier_of={"h": "high"}, tiers=["high"], prefix="gpuas-hold",
+                   shrink_delay_s=0.0, clock=time.monotonic)
+    p = dataclasses.replace(plan(), reservations={"h": 24}, hold_job_gpus={"h": 12})
+    rep = ActionReport("slurm", False)
+    h.apply(p, rep, [], shapes={"acct-high": (3, 4)})
+    (create,) = [a for a in made if a[:2] == ("create", "reservation")]
+    assert "Nodes=x,y,z" in create, create
+    assert any("its jobs ask 3 nodes of 4 GPUs each" in x for x in rep.actions), rep.actions
