@@ -278,6 +278,31 @@ def test_squeue_json_read_in_pieces_is_the_same_records_and_errors():
             parse_arrays(bad[i:i + 5] for i in range(0, len(bad), 5))
 
 
+def test_a_number_cut_at_a_pieces_end_is_read_whole_at_the_objects_top():
+    """A bare number beside the jobs (a timestamp or count a Slurm version prints at the top) cut at the end of one
+    of the pipe's pieces goes on in the next: read at the cut, "12" of 12345 was a whole value, and the next piece's
+    "345" failed the whole read (every tenant's jobs)."""
+    from daemon.actuators.slurm.json_stream import array_items
+
+    text = '{"last_update": 1765000000, "jobs": [678, 9, {"a": 1}], "n": 2}'
+    for size in range(1, len(text) + 1):
+        assert list(array_items((text[i:i + size] for i in range(0, len(text), size)), "jobs")) == [
+            678, 9, {"a": 1}], size
+
+
+def test_one_record_past_the_bound_is_an_error_not_held():
+    """One item (a job's record) longer than max_item characters is not squeue's output: an error naming it, before
+    more of it is held (a tenant's job comment or name is text it gives). One under the bound is read."""
+    from daemon.actuators.slurm.json_stream import array_items
+
+    def items(comment: int):
+        text = '{"jobs": [{"comment": "' + "x" * comment + '"}]}'
+        return list(array_items((text[i:i + 7] for i in range(0, len(text), 7)), "jobs", max_item=1000))
+    assert items(900) == [{"comment": "x" * 900}]
+    with pytest.raises(ValueError, match="an item past 1000 characters"):
+        items(1500)
+
+
 def test_a_tenants_many_arrays_json_is_read_as_it_comes_not_held_whole(tmp_path):
     """squeue --json prints ~3 KB per job (22.05: every job's, whatever -j names), and the view held all of it, the
     text and its parsed objects: 1.05 GiB peak RSS for one read with a tenant's 10^5 pending arrays (0.2 without the
