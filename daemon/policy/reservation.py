@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from daemon.policy.state import Jobs, Nodes
+
+FOOTPRINT_MAX = 2   # a multi-node job's hold is counted at its whole nodes up to this many times its GPUs
+
 
 def targets(peak: np.ndarray, demand: np.ndarray, previous: np.ndarray, headroom: float) -> np.ndarray:
     """What each tenant should hold by the end of the lead time.
@@ -67,3 +71,31 @@ def fit_to_capacity(res: np.ndarray, first: np.ndarray, capacity: int) -> np.nda
 
 def high_pool(capacity: int, reserve_share: float) -> int:
     return int(np.floor(capacity * reserve_share))
+
+
+def hold_footprint(quantum: np.ndarray, jobs: Jobs, mine: np.ndarray | None, nodes: Nodes | None) -> np.ndarray:
+    """Per tenant, the GPUs a hold takes per job: its largest job's GPUs (``quantum``), or, for a job on several
+    nodes (Slurm -N), a whole node per node it asks, the smallest node that has room for its GPUs per node. The
+    scheduler's hold is whole nodes (Slurm reserves nodes): counted at its jobs' GPUs in all, a -N 2 x 4 job's hold
+    was one 8-GPU node, where it cannot start, and a -N 16 x 1 job's sixteen nodes were counted as 16 GPUs, past the
+    capacity fitting, the pool and aging_max_share (the actuator holds no more than the plan counts: ba3e553). A job
+    whose whole nodes are more than ``FOOTPRINT_MAX`` times its GPUs (-N 16 --gres=gpu:1: 128 GPUs of nodes for
+    16) is counted at its GPUs: rounding a hold up to its nodes would hold eight times what it runs on; the actuator
+    then holds whole nodes for those GPUs and says its shape does not fit."""
+    out = quantum.copy()
+    if mine is None or jobs.nodes_asked is None or nodes is None or not len(nodes):
+        return out
+    multi = mine & (jobs.nodes_asked > 1) & (jobs.gpus > 0)
+    if not multi.any():
+        return out
+    sizes = np.unique(nodes.gpus[nodes.gpus > 0])
+    if not sizes.size:
+        return out
+    asked = jobs.nodes_asked[multi]
+    per = -(-jobs.gpus[multi] // asked)
+    at = np.searchsorted(sizes, per)
+    node = np.where(at < sizes.size, sizes[np.minimum(at, sizes.size - 1)], per)
+    foot = asked * node
+    foot = np.where(foot <= FOOTPRINT_MAX * jobs.gpus[multi], foot, jobs.gpus[multi])
+    np.maximum.at(out, jobs.tenant[multi], foot.astype(float))
+    return out

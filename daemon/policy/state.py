@@ -37,6 +37,8 @@ class Jobs:
     time_limit_s: np.ndarray | None = None  # per job, float seconds it may run in all (Slurm's TimeLimit), NaN when
                                             # it has none or it is unknown; None: no scheduler limits (Kubernetes,
                                             # the simulator). The start estimate ends a running job by it
+    nodes_asked: np.ndarray | None = None   # per job, int nodes it runs on or asks for (Slurm -N); None: one each.
+                                            # A hold for a job on several nodes takes a node per node asked
 
     @staticmethod
     def empty() -> "Jobs":
@@ -52,7 +54,8 @@ class Jobs:
                                                           "runtime_s", "wait_s", "node")),
                     accepts=None if self.accepts is None else self.accepts[mask],
                     idle=None if self.idle is None else self.idle[mask],
-                    time_limit_s=None if self.time_limit_s is None else self.time_limit_s[mask])
+                    time_limit_s=None if self.time_limit_s is None else self.time_limit_s[mask],
+                    nodes_asked=None if self.nodes_asked is None else self.nodes_asked[mask])
 
     @staticmethod
     def concat(parts: "list[Jobs]") -> "Jobs":
@@ -77,7 +80,8 @@ class Jobs:
 
         return Jobs(*(np.concatenate([getattr(p, f) for p in parts]) for f in
                       ("ids", "tenant", "gpus", "priority", "running", "runtime_s", "wait_s", "node")),
-                    accepts=col("accepts", ()), idle=col("idle", False), time_limit_s=col("time_limit_s", np.nan))
+                    accepts=col("accepts", ()), idle=col("idle", False), time_limit_s=col("time_limit_s", np.nan),
+                    nodes_asked=col("nodes_asked", 1))
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,8 @@ def waiting_on_full_nodes(s, *opts: str) -> tuple[SlurmActuator, str]:
                       dry_run=False)
     js = a.cluster_jobs(("team-high", "team-low"))
     assert dict(zip(js.ids.tolist(), js.gpus.tolist()))[high] == 4 * int(opts[opts.index("-N") + 1])
+    # the nodes it asks, which the plan counts its hold at (a whole node each: reservation.hold_footprint)
+    assert dict(zip(js.ids.tolist(), js.nodes_asked.tolist()))[high] == int(opts[opts.index("-N") + 1])
     return a, high
 
 

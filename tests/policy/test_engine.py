@@ -334,3 +334,33 @@ def test_a_preemption_reason_names_no_other_tenant():
     for n in p.notifications:
         if n.kind == "preempted":
             assert "t0" not in n.message
+
+
+def _multi_node_state(job_gpus: int, nodes_asked: int, node_gpus: int = 8, n_nodes: int = 16):
+    """A high tenant t0 with one pending job of `job_gpus` GPUs over `nodes_asked` nodes (Slurm -N), on
+    `n_nodes` idle nodes of `node_gpus`."""
+    from daemon.policy.state import Nodes
+
+    s = make_state(["high", "low"], [(0, job_gpus, "high", False, 0, 60)], capacity=n_nodes * node_gpus)
+    jobs = dataclasses.replace(s.jobs, nodes_asked=np.array([nodes_asked], dtype=np.int64))
+    names = np.array([f"n{i:02d}" for i in range(n_nodes)], dtype=object)
+    nodes = Nodes(names, np.full(n_nodes, node_gpus), np.full(n_nodes, node_gpus), np.zeros(n_nodes, dtype=int),
+                  np.full(n_nodes, -1))
+    return dataclasses.replace(s, jobs=jobs, nodes=nodes)
+
+
+def test_a_hold_for_a_job_on_several_nodes_is_counted_at_a_whole_node_per_node_asked():
+    """Slurm holds whole nodes, and the actuator holds no more GPUs than the plan counts (ba3e553): a -N 2 x 4 job's
+    hold counted at its 8 GPUs was one 8-GPU node, where it cannot start; counted at two nodes' 16 it is the two
+    nodes it can start in. A -N 16 x 1 job's nodes are 128 GPUs for its 16: counted at its 16 (no hold of eight
+    times what it runs on; the actuator says its shape does not fit)."""
+    cfg = Config(policy={"headroom": 0.0})
+    two = _multi_node_state(8, 2)
+    p = plan(flat_forecast(two.tenants, [7, 0]), two, PolicyMemory(), cfg)
+    assert p.hold_job_gpus["t0"] == 16 and p.reservations["t0"] == 16
+    one = dataclasses.replace(two, jobs=dataclasses.replace(two.jobs, nodes_asked=None))
+    q = plan(flat_forecast(one.tenants, [7, 0]), one, PolicyMemory(), cfg)
+    assert q.hold_job_gpus["t0"] == 8 and q.reservations["t0"] == 8        # one node each: as before
+    wide = _multi_node_state(16, 16)
+    w = plan(flat_forecast(wide.tenants, [14, 0]), wide, PolicyMemory(), cfg)
+    assert w.hold_job_gpus["t0"] == 16 and w.reservations["t0"] == 16

@@ -169,7 +169,9 @@ class ClusterView:
                                      for t, r in zip(since, run)]),
                     node=np.array([j.nodes for j in rows], dtype=object), accepts=accepts,
                     # the start estimate ends a running job by its time limit (policy/eta.py)
-                    time_limit_s=np.array([j.time_limit_s for j in rows], dtype=float))
+                    time_limit_s=np.array([j.time_limit_s for j in rows], dtype=float),
+                    # a hold for a job on several nodes is sized at a node per node asked (the plan's hold_job_gpus)
+                    nodes_asked=np.array([max(1, j.node_count) for j in rows], dtype=np.int64))
 
     def hetjob_tiers(self, listed: list[SlurmJob]) -> dict[str, str]:
         """Heterogeneous job id -> the tier each of its components is read at (self.priority: het_tier): the highest
