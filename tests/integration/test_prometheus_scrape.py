@@ -57,6 +57,10 @@ def test_idle_is_zero_and_a_failed_scrape_is_missing(tmp_path, rules):
                 return float(r[0]["value"][1]) if r else 0
 
             wait_for(lambda: count(pc.query("capacity")) == 6, what="both exporters scraped", timeout=30)
+            # the demand series too: with recording rules the capacity's may be evaluated before the demand's
+            # (a busy box made the cycle read no demand at all once: used [0, 0, 0])
+            wait_for(lambda: count(f"count({pc.query('demand')})") == 2, what="team-a's and team-b's demand",
+                     timeout=30)
             time.sleep(1.1)   # one more step on the grid
             st = src.collect(60).state
             assert st.tenants == ("team-a", "team-b", "team-c")
