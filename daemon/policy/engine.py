@@ -116,9 +116,6 @@ class _Holds:
     # GPUs per tenant its windows hold now, its alone (a Slurm reservation for its account); a pooled tenant's
     # hold beyond them stays in the high tier's pool (None without windows)
     own: np.ndarray | None = None
-    # GPUs a hold takes per job of each tenant (reservation.hold_footprint: a whole node per node a job on several
-    # nodes asks); None: quantum
-    hold_q: np.ndarray | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -352,6 +349,8 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
             ts = t[order]
             last = np.r_[ts[1:] != ts[:-1], True]
             quantum[ts[last]] = g[order][last]
+    # what the hold is rounded up to: a whole node per node a job on several nodes asks (the actuators still size
+    # a hold's jobs by `quantum`, their GPUs in all: Plan.hold_job_gpus)
     hold_q = reservation.hold_footprint(quantum, jobs, mine if len(jobs) else None, state.nodes)
     if win is not None and state.nodes is not None and len(state.nodes):
         # a window whose tenant's jobs take whole nodes is cleared whole from its lead time, not spread over the
@@ -409,8 +408,7 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
     # the high tier's holds as one pool (policy.pool_high_tier): one tenant's idle reserve serves another's peak
     pooled = high.copy() if pc.pool_high_tier else np.zeros(n, dtype=bool)
     return _Holds(res, soon, quantum, aged, floored, pooled, pool, model, path, soon_steps, drain_steps, step_min,
-                  known=None if win is None else win[1], own=None if win is None else wheld.astype(np.int64),
-                  hold_q=hold_q)
+                  known=None if win is None else win[1], own=None if win is None else wheld.astype(np.int64))
 
 
 def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Aging, memory: PolicyMemory,
@@ -748,7 +746,6 @@ def _assemble(state: ClusterState, view: _View, holds: _Holds, cleared: _Cleared
               typed: fleet.TypedHolds | None = None) -> Plan:
     """The plan: holds, the quotas that keep other work out of them, limits, preemptions, and the memory."""
     tenants, high, res = view.tenants, view.high, holds.res
-    hq = holds.quantum if holds.hold_q is None else holds.hold_q
     res_list = res.tolist()
     reserved = {tenants[i]: res_list[i] for i in np.flatnonzero(res > 0)}
     # non-preemptible work outside the high tier may not eat into the high tier's guarantee;
@@ -761,7 +758,7 @@ def _assemble(state: ClusterState, view: _View, holds: _Holds, cleared: _Cleared
                 reservations=reserved, quotas=quotas, limits=limits, preemptions=cleared.preemptions,
                 notifications=notifs, stale=False, forecast_model=holds.model, notes=tuple(notes), memory=mem,
                 pooled=tuple(tenants[i] for i in np.flatnonzero(holds.pooled)),
-                hold_job_gpus={tenants[i]: int(hq[i]) for i in np.flatnonzero((res > 0) | holds.pooled)},
+                hold_job_gpus={tenants[i]: int(holds.quantum[i]) for i in np.flatnonzero((res > 0) | holds.pooled)},
                 demand_capped=dict(state.capped), capacity_dropped=int(state.capacity_dropped),
                 held_for=held_for(res, high, holds.aged, holds.floored, holds.own),
                 window_holds={} if holds.own is None else

@@ -357,7 +357,11 @@ def test_a_hold_for_a_job_on_several_nodes_is_counted_at_a_whole_node_per_node_a
     cfg = Config(policy={"headroom": 0.0})
     two = _multi_node_state(8, 2)
     p = plan(flat_forecast(two.tenants, [7, 0]), two, PolicyMemory(), cfg)
-    assert p.hold_job_gpus["t0"] == 16 and p.reservations["t0"] == 16
+    # the hold is 16, its job still 8 GPUs to the actuator (Plan.hold_job_gpus: holds.shape_of matches the job's
+    # shape to it, and a kept node needs room for its GPUs per node, not for 16)
+    assert p.hold_job_gpus["t0"] == 8 and p.reservations["t0"] == 16
+    from daemon.actuators.slurm.holds import shape_of
+    assert shape_of(("acct",), p.hold_job_gpus["t0"], {"acct": (2, 4)}) == (2, 4)    # so Slurm's hold takes it
     one = dataclasses.replace(two, jobs=dataclasses.replace(two.jobs, nodes_asked=None))
     q = plan(flat_forecast(one.tenants, [7, 0]), one, PolicyMemory(), cfg)
     assert q.hold_job_gpus["t0"] == 8 and q.reservations["t0"] == 8        # one node each: as before

@@ -170,7 +170,7 @@ class ClusterView:
                     node=np.array([j.nodes for j in rows], dtype=object), accepts=accepts,
                     # the start estimate ends a running job by its time limit (policy/eta.py)
                     time_limit_s=np.array([j.time_limit_s for j in rows], dtype=float),
-                    # a hold for a job on several nodes is sized at a node per node asked (the plan's hold_job_gpus)
+                    # the plan rounds a hold for a job on several nodes up to a node per node asked
                     nodes_asked=np.array([max(1, j.node_count) for j in rows], dtype=np.int64))
 
     def hetjob_tiers(self, listed: list[SlurmJob]) -> dict[str, str]:
