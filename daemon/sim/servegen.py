@@ -44,11 +44,17 @@ IDLE_MAX = 0.9
 ARRIVALS = ("moments", "fitted")
 
 
+def _window(rate: pd.DataFrame, step_s: int) -> tuple[int, int]:
+    """Seconds of ``rate``'s windows (its index's spacing; ServeGen's 10 minutes for one window) and steps of
+    ``step_s`` in each (at least one)."""
+    win_s = int((rate.index[1] - rate.index[0]).total_seconds()) if len(rate) > 1 else traces.SERVEGEN_WINDOW_S
+    return win_s, max(1, win_s // step_s)
+
+
 def per_step(rate: pd.DataFrame, step_s: int = 60) -> pd.DataFrame:
     """Each window's value on every ``step_s`` step it spans (a window's rate is the mean of each of its steps'
     draws: the expected rate ``Workload.expected_rates`` keeps)."""
-    win_s = int((rate.index[1] - rate.index[0]).total_seconds()) if len(rate) > 1 else traces.SERVEGEN_WINDOW_S
-    per = max(1, win_s // step_s)
+    per = _window(rate, step_s)[1]
     idx = pd.date_range(rate.index[0], periods=len(rate) * per, freq=pd.Timedelta(seconds=step_s), name="time")
     return pd.DataFrame(np.repeat(rate.to_numpy(dtype=float), per, axis=0), index=idx, columns=rate.columns)
 
@@ -56,8 +62,7 @@ def per_step(rate: pd.DataFrame, step_s: int = 60) -> pd.DataFrame:
 def draw_arrivals(rate: pd.DataFrame, cv: pd.DataFrame, seed: int, step_s: int = 60) -> pd.DataFrame:
     """Requests arriving per step (counts), one column per client, from windows of mean rate ``rate`` (req/s)
     and inter-arrival CV ``cv`` (same shape), each window spread over its steps (the module's docstring)."""
-    win_s = int((rate.index[1] - rate.index[0]).total_seconds()) if len(rate) > 1 else traces.SERVEGEN_WINDOW_S
-    per = max(1, win_s // step_s)
+    per = _window(rate, step_s)[1]
     steps = per_step(rate, step_s)
     r, c = steps.to_numpy(), per_step(cv, step_s).to_numpy()
     mean = np.maximum(r, 0.0) * step_s
@@ -83,8 +88,7 @@ def draw_arrivals_fitted(rate: pd.DataFrame, cv: pd.DataFrame, family: pd.DataFr
     trace's gaps, filled by interpolation), or of more than CHUNK_REQUESTS requests (drawn one by one, GiBs; the
     real trace's most is 1.5 x 10^6), is drawn from its rate and CV (``draw_arrivals``). Deterministic per seed;
     the fitted windows use their own stream, so adding them leaves the others' draws as they were."""
-    win_s = int((rate.index[1] - rate.index[0]).total_seconds()) if len(rate) > 1 else traces.SERVEGEN_WINDOW_S
-    per = max(1, win_s // step_s)
+    win_s, per = _window(rate, step_s)
     out = draw_arrivals(rate, cv, seed, step_s)
     counts = out.to_numpy(copy=True)
     fam = family.reindex(index=rate.index, columns=rate.columns).fillna("").to_numpy(dtype=object)
