@@ -81,6 +81,19 @@ class _Text:
             self.more(min(held, self.max_item + 1 - held) or 1)
 
 
+def _elements(t: _Text, brackets: str) -> Iterator[None]:
+    """Once per element of the object or array that opens here (`brackets`: "{}" or "[]"), for the caller to read
+    it; the opening bracket, the commas between and the closing one are consumed here."""
+    t.take(brackets[0])
+    if t.peek() == brackets[1]:
+        t.take(brackets[1])
+        return
+    while True:
+        yield
+        if t.take("," + brackets[1]) == brackets[1]:
+            return
+
+
 def array_items(chunks: Iterable[str], key: str, max_item: int = MAX_ITEM_CHARS) -> Iterator[Any]:
     """Each item of the array under `key` of the JSON object that `chunks` (pieces of its text) make, in order;
     the object's other values are read and dropped. Raises ValueError (or RecursionError, nested past Python's
@@ -88,27 +101,15 @@ def array_items(chunks: Iterable[str], key: str, max_item: int = MAX_ITEM_CHARS)
     t = _Text(chunks, max_item)
     try:
         found = False
-        t.take("{")
-        if t.peek() == "}":
-            t.take("}")
-        else:
-            while True:
-                k = t.value()
-                t.take(":")
-                if k == key and not found:
-                    found = True
-                    t.take("[")
-                    if t.peek() == "]":
-                        t.take("]")
-                    else:
-                        while True:
-                            yield t.value()
-                            if t.take(",]") == "]":
-                                break
-                else:
-                    t.value()
-                if t.take(",}") == "}":
-                    break
+        for _ in _elements(t, "{}"):
+            k = t.value()
+            t.take(":")
+            if k == key and not found:
+                found = True
+                for _ in _elements(t, "[]"):
+                    yield t.value()
+            else:
+                t.value()
         if not found:
             raise ValueError(f"no {key!r}")
     except ValueError as exc:
