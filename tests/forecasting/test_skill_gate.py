@@ -137,18 +137,12 @@ def test_the_daemon_cycle_gates_each_tenant_and_shows_it_in_the_plan_api_console
     from prometheus_client import generate_latest
     from starlette.testclient import TestClient
 
-    from daemon.config import SimulatorConfig, SourceConfig
     from daemon.service.wiring import build_runtime
     from daemon.web.app import build_app
     from tests.support.daemons import OP, h
-    from tests.support.web_backend import SnapshotBackend, with_tokens
+    from tests.support.web_backend import SnapshotBackend, gated_config, with_tokens
 
-    cfg = Config(cluster={"gpus": 128}, cycle={"horizon_steps": 5, "history_steps": 600},
-                 source=SourceConfig(simulator=SimulatorConfig(tenants=6, warmup_steps=800)),
-                 forecaster={"season_steps": 60, "model_dir": tmp_path / "none"},
-                 policy={"skill_gate": {"enabled": True, "min_scored": 3, "window": 50}},
-                 state={"path": tmp_path / "s.sqlite"})
-    rt = build_runtime(cfg)
+    rt = build_runtime(gated_config(tmp_path, tenants=6))
     try:
         first = rt.runner.run_once().plan
         # nothing scored yet: every tenant is planned reactively, and says why

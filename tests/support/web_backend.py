@@ -66,22 +66,27 @@ def with_tokens(cfg: Config) -> Config:
     return cfg.model_copy(update={"access": type(cfg.access)(tokens=TOKENS)})
 
 
+def gated_config(tmp, tenants: int, high_share: float | None = None) -> Config:
+    """A small simulated cluster (`tenants` tenants, `high_share` of them high tier; None: the simulator's default)
+    with the skill gate on, deciding after 3 scored forecasts: the config of the gate's cycle tests."""
+    from daemon.config import SimulatorConfig, SourceConfig
+
+    sim = SimulatorConfig(tenants=tenants, warmup_steps=800, **({} if high_share is None else
+                                                               {"high_share": high_share}))
+    return Config(cluster={"gpus": 128}, cycle={"horizon_steps": 5, "history_steps": 600},
+                  source=SourceConfig(simulator=sim), forecaster={"season_steps": 60, "model_dir": tmp / "none"},
+                  policy={"skill_gate": {"enabled": True, "min_scored": 3, "window": 50}},
+                  state={"path": tmp / "s.sqlite"})
+
+
 def gated_cycle(tmp, tenants: int, high_share: float):
-    """One cycle of the simulator (`tenants` tenants, `high_share` of them high tier) with the skill gate on, run
-    and closed: its plan and the snapshot the app serves, with the test tokens. Nothing is scored after one cycle,
-    so every tenant is planned reactively."""
+    """One cycle of `gated_config`'s cluster, run and closed: its plan and the snapshot the app serves, with the
+    test tokens. Nothing is scored after one cycle, so every tenant is planned reactively."""
     import dataclasses
 
-    from daemon.config import SimulatorConfig, SourceConfig
     from daemon.service.wiring import build_runtime
 
-    cfg = Config(cluster={"gpus": 128}, cycle={"horizon_steps": 5, "history_steps": 600},
-                 source=SourceConfig(simulator=SimulatorConfig(tenants=tenants, high_share=high_share,
-                                                               warmup_steps=800)),
-                 forecaster={"season_steps": 60, "model_dir": tmp / "none"},
-                 policy={"skill_gate": {"enabled": True, "min_scored": 3, "window": 50}},
-                 state={"path": tmp / "s.sqlite"})
-    rt = build_runtime(cfg)
+    rt = build_runtime(gated_config(tmp, tenants, high_share))
     try:
         plan = rt.runner.run_once().plan
         return plan, dataclasses.replace(rt.runner.snapshot, cfg=with_tokens(rt.runner.snapshot.cfg))
