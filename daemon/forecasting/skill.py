@@ -75,9 +75,15 @@ def by_tenant(scores: Mapping[str, tuple[float, float, int]], plain: Collection[
     tenants) is a tenant's plain series, "@" or not (a one-model cluster's tenant may be named "a@b")."""
     out: dict[str, dict[str | None, tuple[float, float, int]]] = {}
     for name, sc in scores.items():
-        t, spec = (name, None) if name in plain else split_series(name)
+        t, spec = _series(name, plain)
         out.setdefault(t, {})[None if spec is None else type_label(spec)] = sc
     return out
+
+
+def _series(name: str, plain: Collection[str]) -> tuple[str, tuple[str, ...] | None]:
+    """(tenant, type spec or None) of a forecast series name; a name in `plain` (the tenants) is a tenant's own
+    series, "@" or not (a one-model cluster's tenant may be named "a@b")."""
+    return (name, None) if name in plain else split_series(name)
 
 
 def series_of(tenant: str, label: str | None) -> str:
@@ -186,12 +192,12 @@ def previous_of(verdicts: Mapping[str, Verdict]) -> dict[str, bool]:
 def acting_tenants(acting: Iterable[str], plain: Collection[str] = ()) -> frozenset[str]:
     """The tenants of an acting set (``acting_set``): those acting on the forecast for at least one type. A name
     in `plain` (the tenants) is a tenant's own, "@" or not."""
-    return frozenset(a if a in plain else split_series(a)[0] for a in acting)
+    return frozenset(_series(a, plain)[0] for a in acting)
 
 
 def restrict(acting: frozenset[str], tenants: frozenset[str]) -> frozenset[str]:
     """The names of `acting` (tenants or typed series) whose tenant is in `tenants`."""
-    return frozenset(a for a in acting if a in tenants or split_series(a)[0] in tenants)
+    return frozenset(a for a in acting if _series(a, tenants)[0] in tenants)
 
 
 def reactive_why(notes: tuple[str, ...], verdicts: Mapping[str, Verdict], min_scored: int) -> tuple[str, ...]:
