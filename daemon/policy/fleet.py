@@ -355,12 +355,8 @@ def gate_series(forecast: Forecast, state: ClusterState, tenants: tuple[str, ...
     level = np.array([now[(int(of[r]), accs[r] or ANY)] for r in off.tolist()])
     values = np.array(forecast.values, dtype=float, copy=True)
     values[off] = level[:, None, None]
-    peaks = None
-    if forecast.peaks is not None:   # the series' own peak quantiles, where the forecast carries them: the same
-        peaks = {k: np.array(p, dtype=float, copy=True) for k, p in forecast.peaks.items()}
-        for p in peaks.values():
-            p[off] = level[:, None]
-    gated = dataclasses.replace(forecast, values=values, peaks=peaks)
+    # the plan reads a typed forecast's values only; its peak quantiles are dropped, not copied and gated too
+    gated = dataclasses.replace(forecast, values=values, peaks=None)
     return gated, tenant_on, int(off.size), len(set(of[off].tolist()))
 
 
