@@ -116,6 +116,8 @@ class _Holds:
     # GPUs per tenant its windows hold now, its alone (a Slurm reservation for its account); a pooled tenant's
     # hold beyond them stays in the high tier's pool (None without windows)
     own: np.ndarray | None = None
+    # per tenant, the nodes its largest job (``quantum``) asks (Slurm -N): its place is that many nodes (None: one)
+    nodes: np.ndarray | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -339,16 +341,20 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
         model = "none"
         notes.append("no forecast: reserving for current demand only")
     # reservations come in whole jobs: holding 6 GPUs for a tenant whose jobs take 8 holds nothing usable
-    quantum = np.ones(n)
+    quantum, job_nodes = np.ones(n), None
     jobs = state.jobs
     if len(jobs):
         mine = (high | aged)[jobs.tenant]  # only protected tenants hold reservations
         t, g = jobs.tenant[mine], jobs.gpus[mine]
-        if t.size:  # largest job per tenant (a sort is far quicker than np.maximum.at here)
-            order = np.lexsort((g, t))
+        k = None if jobs.nodes_asked is None else jobs.nodes_asked[mine]
+        if t.size:  # largest job per tenant, then most nodes (a sort is far quicker than np.maximum.at here)
+            order = np.lexsort((g, t) if k is None else (k, g, t))
             ts = t[order]
             last = np.r_[ts[1:] != ts[:-1], True]
             quantum[ts[last]] = g[order][last]
+            if k is not None and (k > 1).any():
+                job_nodes = np.ones(n, dtype=np.int64)
+                job_nodes[ts[last]] = k[order][last]
     # what the hold is rounded up to: a whole node per node a job on several nodes asks (the actuators still size
     # a hold's jobs by `quantum`, their GPUs in all: Plan.hold_job_gpus)
     hold_q = reservation.hold_footprint(quantum, jobs, mine if len(jobs) else None, state.nodes)
@@ -408,7 +414,8 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
     # the high tier's holds as one pool (policy.pool_high_tier): one tenant's idle reserve serves another's peak
     pooled = high.copy() if pc.pool_high_tier else np.zeros(n, dtype=bool)
     return _Holds(res, soon, quantum, aged, floored, pooled, pool, model, path, soon_steps, drain_steps, step_min,
-                  known=None if win is None else win[1], own=None if win is None else wheld.astype(np.int64))
+                  known=None if win is None else win[1], own=None if win is None else wheld.astype(np.int64),
+                  nodes=job_nodes)
 
 
 def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Aging, memory: PolicyMemory,
@@ -469,7 +476,7 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
         chosen = cand_index[_preempt_typed(cand_jobs, state.nodes, typed, holds, need_gpus, protected | paused,
                                            budget_gpus, budget_jobs, pc.min_preempt_gpus, cleared_for, notes, own_t)]
     elif placed_view:
-        # placement-aware: preempt only what makes room, on one node, for a whole job of a protected tenant
+        # placement-aware: preempt only what makes room, on one node (or each it asks), for a protected tenant's job
         refused: list[int] = []
         chosen, unplaced = _choose_placed(cand_jobs, state.nodes, holds, win_used, need_jobs, protected | paused,
                                           budget_gpus, budget_jobs, pc.min_preempt_gpus, cleared_for, gate, refused,
@@ -552,13 +559,13 @@ def _choose_placed(jobs, nodes, holds: _Holds, used: np.ndarray, need_jobs: np.n
         win_jobs = np.where(apart, np.minimum(need_jobs, np.ceil(np.maximum(known - used, 0) / holds.quantum - 1e-9)),
                             0).astype(np.int64)
     return _window_first(jobs, nodes, win_jobs, need_jobs, holds.quantum.astype(np.int64), protected, budget_gpus,
-                         budget_jobs, min_gpus, holds.pooled, cleared_for, gate, refused, takeable)
+                         budget_jobs, min_gpus, holds.pooled, cleared_for, gate, refused, takeable, holds.nodes)
 
 
 def _window_first(jobs, nodes, win_jobs: np.ndarray, need_jobs: np.ndarray, q: np.ndarray, protected: np.ndarray,
                   budget_gpus: int, budget_jobs: int, min_gpus: int, pooled: np.ndarray, cleared_for: list[int],
                   gate: preemption.Gate | None = None, refused: list[int] | None = None,
-                  takeable: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+                  takeable: np.ndarray | None = None, job_nodes: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """preemption.choose_placed in two passes over one view of the room and one budget: first each window's jobs
     (``win_jobs``, at most ``need_jobs``) on its tenant's own nodes or unheld ones, never the pool's (what is free
     or cleared there goes to whichever pooled tenant starts first: it is not the window's); then the rest of
@@ -571,7 +578,8 @@ def _window_first(jobs, nodes, win_jobs: np.ndarray, need_jobs: np.ndarray, q: n
     if win_jobs.any():
         first, _, left1 = preemption.choose_placed(jobs, nodes, win_jobs, q, protected, budget_gpus, budget_jobs,
                                                    min_gpus, pooled=pooled & (win_jobs <= 0),
-                                                   cleared_for=cleared_for, takeable=takeable, avail=avail)
+                                                   cleared_for=cleared_for, takeable=takeable, avail=avail,
+                                                   job_nodes=job_nodes)
         if gate is not None:  # the window's jobs were the first of the tenant's jobs waiting now
             gate = dataclasses.replace(gate, now_jobs=np.maximum(gate.now_jobs - win_jobs, 0))
     rest_jobs, rest_at = jobs, np.arange(len(jobs))
@@ -583,7 +591,7 @@ def _window_first(jobs, nodes, win_jobs: np.ndarray, need_jobs: np.ndarray, q: n
     second, _, left2 = preemption.choose_placed(
         rest_jobs, nodes, need_jobs - win_jobs, q, protected, budget_gpus - int(jobs.gpus[first].sum()),
         budget_jobs - int(first.size), min_gpus, pooled=pooled, cleared_for=cleared_for, gate=gate, refused=refused,
-        takeable=takeable, avail=avail)
+        takeable=takeable, avail=avail, job_nodes=job_nodes)
     return np.concatenate([first, rest_at[second]]).astype(np.int64), left1 + left2
 
 
@@ -656,7 +664,8 @@ def _preempt_typed(jobs, nodes, typed: fleet.TypedHolds, holds: _Holds, need_gpu
         # first on its tenant's own nodes or unheld ones, never counting the pool's room as the window's, then the
         # rest of its need may use the pool as before (_window_first, as on one model)
         got, left = _window_first(jobs, typed.nodes_of(nodes, t), wj, need_jobs, q.astype(np.int64), keep,
-                                  budget_gpus, budget_jobs, min_gpus, holds.pooled & (typed.hold[:, t] > 0), who)
+                                  budget_gpus, budget_jobs, min_gpus, holds.pooled & (typed.hold[:, t] > 0), who,
+                                  job_nodes=holds.nodes)
         if got.size:
             out.append(got)
             cleared_for.extend(who)

@@ -164,7 +164,8 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
                   budget_gpus: int, budget_jobs: int, min_gpus: int = 1, pooled: np.ndarray | None = None,
                   cleared_for: list[int] | None = None, gate: Gate | None = None,
                   refused: list[int] | None = None, takeable: np.ndarray | None = None,
-                  avail: np.ndarray | None = None) -> tuple[np.ndarray, int, int]:
+                  avail: np.ndarray | None = None, job_nodes: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, int, int]:
     """Placement-aware choice: preempt only what makes room, on one node, for a protected tenant's job.
 
     ``need_jobs[t]`` jobs of ``job_gpus[t]`` GPUs each must find a place for protected tenant ``t`` (waiting
@@ -190,6 +191,11 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
 
     ``avail`` (per node, GPUs free or draining; ``room(nodes)``): the room to start from, updated in place with what
     this call places and frees, so that a second call for other jobs sees what the first took.
+
+    ``job_nodes`` (per tenant, None: 1 each): the nodes each of its jobs asks (Slurm -N); such a job's place is that
+    many distinct nodes with room for its GPUs per node (``job_gpus`` spread evenly, rounded up), all in one of the
+    node sets a job may span (``_spans``), found whole or not at all (``_place_multi``): GPUs cleared on one node
+    for a 2 x 4 job start nothing.
     """
     empty = np.empty(0, dtype=np.int64)
     need = np.asarray(need_jobs, dtype=np.int64).copy()
@@ -204,11 +210,20 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
         return (h == t) | ((h == HELD_BY_POOL) & pooled[t])
 
     gpus_of = np.asarray(job_gpus, dtype=np.int64)
+    k_of = np.maximum(np.ones(need.size, dtype=np.int64) if job_nodes is None else np.asarray(job_nodes, np.int64), 1)
+    per_of = -(-gpus_of // k_of)              # GPUs per node asked: a one-node job's all
     placed = 0
     done = np.zeros(need.size, dtype=np.int64)  # jobs placed per tenant so far (the waiting ones come first)
     # 1. free room first, tenant by tenant (largest jobs first): the tenant's own held nodes, then open ones
     for t in np.flatnonzero(need > 0)[np.argsort(-gpus_of[need > 0], kind="stable")]:
         g = gpus_of[t]
+        if k_of[t] > 1:   # a job on several nodes, one at a time: k nodes with room in one set, or none
+            while need[t] > 0 and _free_multi(avail, _spans(held, int(t), pooled[t]), int(per_of[t]),
+                                              int(k_of[t])) is not None:
+                need[t] -= 1
+                done[t] += 1
+                placed += 1
+            continue
         elig = np.flatnonzero(((held == UNHELD) | mine(held, t)) & (avail >= g))
         if elig.size == 0:
             continue
@@ -249,11 +264,44 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
     taken = np.zeros(idx.size, dtype=bool)
     chosen: list[np.ndarray] = []
     used_gpus = used_jobs = 0
+
+    def clear(b: int, last: int, t: int, g: int) -> tuple[int, int]:
+        """Preempt, for tenant t, the candidates not yet taken on node ``b`` (of ``g_nodes``) up to ``last``, where
+        a part of ``g`` GPUs then starts; (GPUs, jobs) taken."""
+        sl = np.arange(starts[b], last + 1)
+        sl = sl[~taken[sl]]
+        taken[sl] = True
+        chosen.append(idx[sl])
+        if cleared_for is not None:
+            cleared_for.extend([t] * int(sl.size))
+        freed = int(c_g[sl].sum())
+        avail[g_nodes[b]] += freed - g
+        return freed, int(sl.size)
+
     # one waiting job at a time (largest first); each round clears the cheapest node that then fits it
     order = np.flatnonzero(need > 0)[np.argsort(-gpus_of[need > 0], kind="stable")]
     for t in order:
         g = int(gpus_of[t])
-        while need[t] > 0:
+        if k_of[t] > 1:   # a job on several nodes: all its nodes found, or none cleared
+            g, spans = int(per_of[t]), _spans(held, int(t), pooled[t])
+        while need[t] > 0 and k_of[t] > 1:
+            if _free_multi(avail, spans, g, int(k_of[t])) is None:
+                worth = float("inf") if c_loss is None else gate.worth_of(int(t), int(done[t]))
+                fit, pick, at, no = _clear_multi(avail, spans, g, int(k_of[t]), (starts, ends, g_nodes), taken,
+                                                 (c_g, c_cost, c_loss, c_idle), (budget_gpus - used_gpus,
+                                                                                 budget_jobs - used_jobs), worth)
+                if fit is None:
+                    if no and refused is not None:  # not worth it on any nodes (nor the further forecast jobs)
+                        refused.extend([int(t)] * int(need[t]))
+                    break
+                avail[fit] -= g
+                for b, p in zip(pick.tolist(), at.tolist()):
+                    gpus, n_taken = clear(b, p, int(t), g)
+                    used_gpus, used_jobs = used_gpus + gpus, used_jobs + n_taken
+            need[t] -= 1
+            done[t] += 1
+            placed += 1
+        while need[t] > 0 and k_of[t] == 1:
             fits = np.flatnonzero(((held == UNHELD) | mine(held, t)) & (avail >= g))  # room left by earlier rounds
             if fits.size:
                 avail[fits[np.argmin(avail[fits])]] -= g
@@ -301,17 +349,84 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
                 cum_b = np.cumsum(busy)
                 cb = np.where(np.isfinite(c), cum_b[last] - (cum_b[starts] - busy[starts]), np.inf)
                 best = int(np.lexsort((c, cb))[0])
-            sl = np.arange(starts[best], pos[best] + 1)
-            sl = sl[~taken[sl]]
-            taken[sl] = True
-            chosen.append(idx[sl])
-            if cleared_for is not None:
-                cleared_for.extend([int(t)] * int(sl.size))
-            used_gpus += int(c_g[sl].sum())
-            used_jobs += int(sl.size)
-            avail[g_nodes[best]] += int(c_g[sl].sum()) - g
+            gpus, n_taken = clear(best, int(pos[best]), int(t), g)
+            used_gpus, used_jobs = used_gpus + gpus, used_jobs + n_taken
             need[t] -= 1
             done[t] += 1
             placed += 1
     out = np.concatenate(chosen) if chosen else empty
     return out, placed, int(need.sum())
+
+
+def _spans(held: np.ndarray, t: int, pooled_t: bool) -> list[np.ndarray]:
+    """The sets of nodes one job on several nodes may span, in the order they are tried: those held for tenant t
+    alone, its pool's (when it is pooled), those nobody holds. Slurm starts a job inside one reservation or outside
+    all of them, never across: one node of t's hold and one unheld node start no -N 2 job."""
+    out = [held == t]
+    if pooled_t:
+        out.append(held == HELD_BY_POOL)
+    return out + [held == UNHELD]
+
+
+def _free_multi(avail: np.ndarray, spans: list[np.ndarray], g: int, k: int) -> np.ndarray | None:
+    """Place one job of ``k`` nodes of ``g`` GPUs each in free room (no preemption): the first of ``spans`` with k
+    nodes that have room, the k fullest of them (best fit, so whole nodes stay whole); ``avail`` is updated. None
+    where no span has k such nodes (nothing is taken)."""
+    for span in spans:
+        fit = np.flatnonzero(span & (avail >= g))
+        if fit.size >= k:
+            fit = fit[np.argsort(avail[fit], kind="stable")[:k]]
+            avail[fit] -= g
+            return fit
+    return None
+
+
+def _clear_multi(avail: np.ndarray, spans: list[np.ndarray], g: int, k: int, groups: tuple, taken: np.ndarray,
+                 cols: tuple, left: tuple[int, int], worth: float
+                 ) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, bool]:
+    """Where to clear room for one job of ``k`` nodes of ``g`` GPUs each: in the first of ``spans`` where it can
+    be, its nodes with room as they are and ``m`` more (k less those) cleared, each of its cheapest candidates until
+    the part fits (choose_placed's rule for one node, per node). The m nodes are the cheapest (the fewest
+    GPU-seconds of busy jobs, then in all) whose clearing together fits the GPUs and jobs left of the budgets
+    (``left``) and loses less than the job is worth (``worth``; the loss of all the nodes it clears); where the m
+    cheapest do not, the m freeing the fewest GPUs, then jobs, then losing the least. ``groups``: the candidate
+    nodes' (starts, ends, node); ``cols``: per candidate (GPUs, GPU-seconds, loss or None, idle or None).
+
+    Returns (nodes placed on as they are, positions in ``groups`` of the nodes to clear, the last candidate taken on
+    each, False); (None, .., .., refused) where no span has all k: nothing is cleared for it, and ``refused`` says
+    that a span had them within the budgets but even its least-losing m lose what the job is worth or more."""
+    starts, ends, g_nodes = groups
+    c_g, c_cost, c_loss, c_idle = cols
+    n = taken.size
+    cg = np.where(taken, 0, c_g)
+    cum_g = np.cumsum(cg)
+    d = g - avail[g_nodes]                                  # GPUs to clear on each node
+    pos = np.searchsorted(cum_g, cum_g[starts] - cg[starts] + d, side="left")
+    last = np.minimum(pos, n - 1)
+
+    def upto(v: np.ndarray) -> np.ndarray:   # per node, the sum of v over its untaken candidates up to the last
+        v = np.where(taken, 0, v)
+        cum = np.cumsum(v)
+        return cum[last] - (cum[starts] - v[starts])
+
+    freed, jobs = upto(c_g), upto(np.ones(n, dtype=np.int64))
+    cost = upto(c_cost)
+    busy = cost if c_idle is None else upto(np.where(c_idle, 0.0, c_cost))
+    loss = np.zeros(g_nodes.size) if c_loss is None else upto(c_loss)
+    refused = False
+    for span in spans:
+        fit = np.flatnonzero(span & (avail >= g))
+        m = k - fit.size
+        at = np.flatnonzero(span[g_nodes] & (d > 0) & (pos < ends) & (freed <= left[0]) & (jobs <= left[1]))
+        if m <= 0 or at.size < m:   # m <= 0: placed in free room before this is called
+            continue
+        if np.sort(freed[at])[:m].sum() > left[0] or np.sort(jobs[at])[:m].sum() > left[1]:
+            continue                # no m of them fit the budgets
+        if np.sort(loss[at])[:m].sum() >= worth:
+            refused = True          # no m of them lose less than the job is worth
+            continue
+        for key in ((cost, busy), (cost, jobs, freed), (cost, freed, jobs), (cost, loss)):
+            pick = at[np.lexsort(tuple(x[at] for x in key))[:m]]
+            if freed[pick].sum() <= left[0] and jobs[pick].sum() <= left[1] and loss[pick].sum() < worth:
+                return fit, pick, pos[pick], False
+    return None, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), refused

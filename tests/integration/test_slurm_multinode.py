@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from daemon.actuators.slurm.actuator import SlurmActuator
 from daemon.actuators.slurm.holds import expand_hostlist, parse_reservations
-from daemon.config import SlurmActuatorConfig, TenantConfig
+from daemon.config import Config, SlurmActuatorConfig, TenantConfig
 from daemon.policy.types import Plan, PolicyMemory
 from tests.support.services import slurm_cluster, slurm_jobs as jobs, slurm_reset, slurm_run, wait_for
 
@@ -85,3 +87,37 @@ def test_a_job_on_several_nodes_is_held_as_whole_nodes_per_node_it_asks():
         assert rep.ok, rep.errors
         assert [len(n) for n in hold_nodes(s)] == [3], rep.actions
         assert not any("shape" in x for x in rep.actions), rep.actions
+
+
+def test_the_plan_requeues_one_low_job_on_each_of_two_nodes_and_the_2_x_4_job_starts():
+    """Three 8-GPU nodes, each running two low 4-GPU jobs; team-high's -N 2 --gres=gpu:4 job waits. The plan made
+    room for it as one job of 8 GPUs on one node, where it cannot start (both low jobs of a node lost for
+    nothing); now one low job on each of two nodes (preemption.choose_placed with the job's nodes asked), and
+    Slurm starts the job on those two nodes, in its hold, while every other low job runs on."""
+    from daemon.policy import PolicyMemory, plan as make_plan
+    from daemon.policy.state import ClusterState
+
+    with slurm_cluster(nodes=NODES, gpus=8) as s:
+        low = [sbatch(s, "--partition=low", "--account=acct-low", "--gres=gpu:4", "-w", n) for n in NODES * 2]
+        wait_for(lambda: all(jobs(s).get(j, ("",))[0] == "RUNNING" for j in low), what="low jobs running", timeout=60)
+        high = sbatch(s, "--partition=high", "--account=acct-high", "--gres=gpu:4", "-N", "2")
+        wait_for(lambda: jobs(s).get(high, ("",))[0] == "PENDING", what="high job pending", timeout=30)
+        a = SlurmActuator(SlurmActuatorConfig(slurm_conf=s["conf"], bin_dir="/usr/bin", warn_lead_s=0), TENANTS,
+                          dry_run=False)
+        tenants = ("team-high", "team-low")
+        js, nodes = a.cluster_jobs(tenants), a.cluster_nodes(tenants)
+        used = np.array([float(js.gpus[js.running & (js.tenant == i)].sum()) for i in range(2)])
+        pending = np.array([float(js.gpus[~js.running & (js.tenant == i)].sum()) for i in range(2)])
+        st = ClusterState(at=pd.Timestamp.now(tz="UTC"), tenants=tenants, tiers=("high", "low"), capacity=24,
+                          used=used, pending=pending, jobs=js, nodes=nodes)
+        p = make_plan(None, st, PolicyMemory(), Config(tenants=[t.model_dump() for t in TENANTS],
+                                                       policy={"preempt_budget_share": 1.0, "headroom": 0.0}))
+        pre = sorted((x.node, x.gpus) for x in p.preemptions)
+        assert len(pre) == 2 and len({n for n, _ in pre}) == 2 and all(g == 4 for _, g in pre), p.notes
+        rep = a.apply(p)
+        assert rep.ok, rep.errors
+        wait_for(lambda: jobs(s)[high][0] == "RUNNING", what="the 2 x 4 job running", timeout=90)
+        assert set(expand_hostlist(jobs(s)[high][1])) == {n for n, _ in pre}
+        gone = {x.job_id for x in p.preemptions}
+        assert all(jobs(s)[j][0] == "RUNNING" for j in low if j not in gone)   # the other four run on
+        a.release_holds()

@@ -1,0 +1,120 @@
+"""Placement-feasible preemption for a protected job on several nodes (Slurm -N): its place is a node per node it
+asks, each with room for its GPUs per node, all found or nothing preempted for it."""
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+
+from daemon.config import Config
+from daemon.policy import PolicyMemory, plan
+from daemon.policy.preemption import Gate, choose_placed
+from daemon.policy.state import HELD_BY_POOL, PRIORITY, ClusterState, Jobs
+from tests.policy.test_engine import flat_forecast
+from tests.policy.test_preemption import jobs_on, nodes_of
+
+AT = pd.Timestamp("2026-01-06T13:50:00Z")
+NAMES = ("n0", "n1", "n2")
+CFG = Config(policy={"preempt_budget_share": 1.0, "headroom": 0.0})
+
+# three 8-GPU nodes, each full of two low 4-GPU jobs; the younger job per node is the cheaper one
+FULL = [(1, 4, "low", "n0", 900.0), (1, 4, "low", "n0", 100.0), (1, 4, "low", "n1", 800.0),
+        (1, 4, "low", "n1", 200.0), (1, 4, "low", "n2", 700.0), (1, 4, "low", "n2", 300.0)]
+
+
+def place(spec, k, budget_gpus=100, budget_jobs=100, held=None, pooled=None, gate=None, refused=None):
+    """choose_placed for one waiting job of tenant 0 of 8 GPUs over `k` nodes (per tenant nodes asked: k, 1)."""
+    jobs = jobs_on(spec)
+    return jobs, choose_placed(jobs, nodes_of(jobs, NAMES, held=held), np.array([1, 0]), np.array([8, 1]),
+                               np.array([True, False]), budget_gpus, budget_jobs, pooled=pooled, gate=gate,
+                               refused=refused, job_nodes=np.array([k, 1]))
+
+
+def test_a_2_x_4_job_is_made_room_for_on_two_nodes_not_8_gpus_on_one():
+    """Cleared as one job of 8 GPUs, one node (two jobs) was preempted where a -N 2 --gres=gpu:4 job cannot start;
+    now the cheapest job on each of two nodes: 4 free on each."""
+    jobs, (chosen, placed, left) = place(FULL, 2)
+    assert placed == 1 and left == 0
+    assert sorted(jobs.ids[chosen].tolist()) == ["j1", "j3"]          # the younger job of n0 and of n1
+    assert sorted(jobs.node[chosen].tolist()) == ["n0", "n1"]
+    # one node each: as before (one whole node cleared)
+    jobs, (chosen, placed, _) = place(FULL, 1)
+    assert placed == 1 and set(jobs.node[chosen]) == {"n0"} and len(chosen) == 2
+
+
+def test_nothing_is_preempted_when_the_budget_clears_one_of_the_two_nodes():
+    """n0 has 4 free beside a low 4-GPU job, n1 one low 8-GPU job: within 6 GPUs of budget only n0's job can go.
+    One node of 8 would then be free, where a 2 x 4 job does not start; n1 is past the budget: nothing preempted,
+    and the job has no place."""
+    spec = [(1, 4, "low", "n0", 100.0), (1, 8, "low", "n1", 100.0), (0, 8, "high", "n2", 100.0)]
+    jobs, (chosen, placed, left) = place(spec, 2, budget_gpus=6)
+    assert chosen.size == 0 and placed == 0 and left == 1
+    jobs, (chosen, placed, left) = place(spec, 2, budget_gpus=12)        # n1 fits the budget too: its job goes
+    assert jobs.ids[chosen].tolist() == ["j1"] and placed == 1          # (n0's 4 free are its other part)
+    # the job budget: n1 of four 1-GPU jobs needs all four cleared; 3 jobs of budget clear n0 alone: nothing
+    ones = spec[:1] + [(1, 1, "low", "n1", 100.0)] * 4 + [(1, 4, "low", "n1", 100.0), spec[2]]
+    jobs, (chosen, placed, left) = place(ones, 2, budget_jobs=3)
+    assert chosen.size == 0 and left == 1
+    jobs, (chosen, placed, left) = place(ones, 2, budget_jobs=4)
+    assert sorted(jobs.ids[chosen].tolist()) == ["j1", "j2", "j3", "j4"] and placed == 1
+
+
+def test_free_room_on_two_nodes_places_the_job_without_preempting():
+    """Two nodes with 4 free each: the job's place as they are (one node of 8 free is not needed)."""
+    spec = [(1, 4, "low", "n0", 100.0), (1, 4, "low", "n1", 100.0), (1, 8, "low", "n2", 100.0)]
+    jobs, (chosen, placed, left) = place(spec, 2)
+    assert chosen.size == 0 and placed == 1 and left == 0
+    _, (chosen, placed, _) = place(spec, 1)                             # 8 on one node: n0's job goes, as before
+    assert placed == 1 and jobs.ids[chosen].tolist() == ["j0"]
+
+
+def test_its_nodes_are_in_one_reservation_or_none():
+    """Slurm starts a job in one reservation or outside all: a node held for the tenant and an unheld one are no
+    place for one -N 2 job. Held n0 (4 free once its young job goes) and unheld n1, n2: the two unheld are
+    cleared."""
+    jobs, (chosen, placed, _) = place(FULL, 2, held=[0, -1, -1])
+    assert placed == 1 and sorted(jobs.node[chosen].tolist()) == ["n1", "n2"]
+    # all three held for it (its own hold): the two cheapest of them
+    jobs, (chosen, _, _) = place(FULL, 2, held=[0, 0, 0])
+    assert sorted(jobs.ids[chosen].tolist()) == ["j1", "j3"]
+    # the pool's node with the tenant's own: neither set has two, the unheld one alone: no place
+    jobs, (chosen, placed, left) = place(FULL, 2, held=[0, HELD_BY_POOL, -1], pooled=np.array([True, False]))
+    assert chosen.size == 0 and left == 1
+
+
+def test_the_cost_aware_gate_weighs_the_loss_of_all_the_nodes_it_clears():
+    """A forecast 2 x 4 job worth 300 GPU-minutes: each node's cheapest job loses 4 GPUs x (its work since its
+    checkpoint + the drain); two of them together must lose less than it is worth, not each one."""
+    gate = Gate(now_jobs=np.array([0, 0]), worth=np.array([300.0]), first=np.array([0, 1]), drain_s=0.0,
+                checkpoint_s=1e9)
+    # the cheapest per node lose 4 x 100 s and 4 x 200 s: 6.7 + 13.3 = 20 GPU-min in all
+    refused: list[int] = []
+    jobs, (chosen, placed, _) = place(FULL, 2, gate=gate, refused=refused)
+    assert placed == 1 and sorted(jobs.ids[chosen].tolist()) == ["j1", "j3"] and refused == []
+    # worth 15: each node alone loses less (6.7 or 13.3), both together more: refused, nothing preempted
+    cheap = dataclasses.replace(gate, worth=np.array([15.0]))
+    jobs, (chosen, placed, left) = place(FULL, 2, gate=cheap, refused=refused)
+    assert chosen.size == 0 and left == 1 and refused == [0]
+
+
+def _waiting(k: int) -> ClusterState:
+    """FULL's low jobs of t1 and t0's 8-GPU job waiting over `k` nodes (Slurm's nodes asked)."""
+    run = jobs_on(FULL)
+    def obj(a, v):
+        return np.concatenate([a, np.array([v], dtype=object)])
+
+    jobs = Jobs(obj(run.ids, "hi"), np.r_[run.tenant, 0], np.r_[run.gpus, 8],
+                np.r_[run.priority, PRIORITY["high"]].astype(np.int8), np.r_[run.running, False],
+                np.r_[run.runtime_s, 0.0], np.r_[run.wait_s, 60.0], obj(run.node, ""),
+                nodes_asked=np.r_[np.ones(len(run), dtype=np.int64), k])
+    return ClusterState(AT, ("t0", "t1"), ("high", "low"), 24, np.array([0.0, 24.0]), np.array([8.0, 0.0]), jobs,
+                        nodes=nodes_of(run, NAMES))
+
+
+def test_the_plan_preempts_for_a_waiting_2_x_4_job_on_two_nodes():
+    """The engine carries the job's shape (Jobs.nodes_asked of the tenant's largest job) to the choice: two
+    preemptions of 4 GPUs on two nodes, where it cleared one node of 8."""
+    p = plan(flat_forecast(("t0", "t1"), [0, 24]), _waiting(2), PolicyMemory(), CFG)
+    assert sorted((x.job_id, x.node, x.gpus) for x in p.preemptions) == [("j1", "n0", 4), ("j3", "n1", 4)]
+    one = plan(flat_forecast(("t0", "t1"), [0, 24]), _waiting(1), PolicyMemory(), CFG)
+    assert sorted(x.job_id for x in one.preemptions) == ["j0", "j1"]   # one node of 8: as before
