@@ -616,3 +616,44 @@ def test_apply_sizes_a_hold_by_its_accounts_job_shape():
     (create,) = [a for a in made if a[:2] == ("create", "reservation")]
     assert "Nodes=x,y,z" in create, create
     assert any("its jobs ask 3 nodes of 4 GPUs each" in x for x in rep.actions), rep.actions
+
+
+def test_a_shape_that_does_not_fit_its_hold_is_said_when_it_starts_and_when_it_ends_not_every_cycle():
+    """The hold's jobs' shape that does not fit the GPUs the plan counts (-N 10 --gres=gpu:1, a hold of 10 GPUs)
+    was said every cycle, through a set SlurmHolds.choose filled for _apply_one; it is now choose's return value,
+    and the line comes once when it starts and once when it ends (a shape of 2 x 5 fits the same 10 GPUs)."""
+    many = [Node(f"n{i:02d}", "IDLE", 8, 0) for i in range(16)]
+    text = "\n".join(f"NodeName={n.name} Gres=gpu:8 GresUsed=gpu:0 State=IDLE" for n in many)
+    res: dict[str, str] = {}
+
+    def scontrol(rep, *a):   # a reservation the fake slurmctld keeps: made, resized, deleted
+        kv = dict(x.split("=", 1) for x in a if "=" in x)
+        if a[0] == "delete":
+            res.pop(kv["ReservationName"], None)
+        else:
+            res[kv["ReservationName"]] = kv.get("Nodes", res.get(kv["ReservationName"], ""))
+        return True
+
+    def read(*a):
+        if "nodes" in a:
+            return text
+        return "\n".join(f"ReservationName={k} Nodes={v} Accounts=acct-high Flags=IGNORE_JOBS,MAGNETIC"
+                         for k, v in res.items())
+
+    h = SlurmHolds(read=read, scontrol=scontrol, accounts={"team-high": "acct-high"}, tier_of={"team-high": "high"},
+                   tiers=["high"], prefix="gpuas-hold", shrink_delay_s=0.0)
+    p = dataclasses.replace(plan(10), hold_job_gpus={"team-high": 10})
+
+    def cycle(shape):
+        rep = ActionReport("slurm", False)
+        h.apply(p, rep, [], shapes={"acct-high": shape})
+        return [x for x in rep.actions if "shape" in x]
+
+    said = [cycle((10, 1)) for _ in range(3)]
+    assert said == [["hold gpuas-hold-team-high: its jobs' shape (10 nodes of 1 GPU each) does not fit its hold "
+                     "(10 GPUs): it holds whole nodes for those GPUs"], [], []], said
+    assert res == {"gpuas-hold-team-high": "n00,n01"}
+    said = [cycle((2, 5)) for _ in range(3)]
+    assert said == [["hold gpuas-hold-team-high: its jobs' shape (10 nodes of 1 GPU each) fits its hold (10 GPUs) "
+                     "again: it holds a node per node they ask"], [], []], said
+    assert cycle((10, 1)) != []                                          # and again when it starts again

@@ -86,6 +86,11 @@ def test_a_job_on_several_nodes_is_held_as_whole_nodes_per_node_it_asks():
         rep = a.apply(plan(24, 12))
         assert rep.ok, rep.errors
         assert [len(n) for n in hold_nodes(s)] == [3], rep.actions
+        # said once when it ends (and not again while it fits)
+        assert [x for x in rep.actions if "shape" in x] == [
+            "hold gpuas-hold-team-high: its jobs' shape (3 nodes of 4 GPUs each) fits its hold (24 GPUs) again: it "
+            "holds a node per node they ask"], rep.actions
+        rep = a.apply(plan(24, 12))
         assert not any("shape" in x for x in rep.actions), rep.actions
 
 

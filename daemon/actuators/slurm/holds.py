@@ -228,9 +228,9 @@ class SlurmHolds:
         self._fewer_since: TermRecord[str, float] = TermRecord(guard)
         # a mixed fleet: the GPU type of a node (its GRES type); None: one model, any node holds any tenant's GPUs
         self.node_type = node_type
-        # accounts of holds whose jobs' shape (choose's `shape`) did not fit the GPUs the plan gave them, since
-        # _apply_one last looked: it says so once per hold and cycle
-        self.unfit: set[tuple[str, ...]] = set()
+        # hold name -> the shape of its jobs (choose's `shape`) that does not fit the GPUs the plan gives it, as
+        # _apply_one last said: it says so when that starts and when it ends, not every cycle
+        self._unfit_said: dict[str, tuple[int, int]] = {}
 
     # ---- what the plan asks for ----------------------------------------------------------------
     def hold_name(self, tenant: str) -> str:
@@ -284,16 +284,25 @@ class SlurmHolds:
                      job_gpus: int = 1, by_type: dict[str, int] | None = None,
                      prefer: tuple[str, ...] = (), together: Together = (),
                      shape: tuple[int, int] | None = None) -> list[str]:
-        """`choose`, per GPU type when the hold is typed (`by_type`: type -> GPUs): each type's GPUs in whole
+        """_choose_typed's nodes."""
+        return self._choose_typed(nodes, jobs, current, gpus, accounts, freed, others, keep, job_gpus, by_type,
+                                  prefer, together, shape)[0]
+
+    def _choose_typed(self, nodes: list[Node], jobs: list[RunningJob], current: tuple[str, ...], gpus: int,
+                      accounts: tuple[str, ...], freed: dict[str, int], others: set[str], keep: bool,
+                      job_gpus: int = 1, by_type: dict[str, int] | None = None,
+                      prefer: tuple[str, ...] = (), together: Together = (),
+                      shape: tuple[int, int] | None = None) -> tuple[list[str], bool]:
+        """`_choose`, per GPU type when the hold is typed (`by_type`: type -> GPUs): each type's GPUs in whole
         nodes of that type only (Slurm 22.05 cannot reserve a GRES type, so the node list is what makes a hold
         an a100 hold). While a shrink waits (`keep`), the current nodes of a type no longer held stay too.
         `together`: (GPU types, GPUs) of the held accounts' pending jobs that ask several types at once
         (--gres=gpu:a100:1,gpu:t4:1): Slurm starts one only on a node that has them all, so a type's GPUs for them
         are taken first from its nodes that have them all (of a100 nodes, the a100+t4 one, not an a100-only one
         that cannot start them), the rest from any node of the type. `shape`: the hold's job asks several nodes
-        (choose)."""
+        (_choose); (the nodes, whether a type's choice dropped it)."""
         if not by_type or self.node_type is None:
-            return self.choose(nodes, jobs, current, gpus, accounts, freed, others, keep, job_gpus, prefer, shape)
+            return self._choose(nodes, jobs, current, gpus, accounts, freed, others, keep, job_gpus, prefer, shape)
         # one entry per set of types, GPUs summed: each entry is checked against every node of a type, and a
         # tenant's 20,000 pending two-type jobs, an entry each, took 2 s per type and call over 1,000 nodes
         merged: dict[frozenset[str], int] = {}
@@ -302,6 +311,14 @@ class SlurmHolds:
         together = tuple(merged.items())
         typ_of = {n.name: self.node_type(n) for n in nodes}
         out: list[str] = []
+        dropped = False
+
+        def pick(of: list[Node], cur: tuple[str, ...], g: int) -> list[str]:
+            nonlocal dropped
+            got, lost = self._choose(of, jobs, cur, g, accounts, freed, others, keep, job_gpus, prefer, shape)
+            dropped |= lost
+            return got
+
         for typ, g in sorted(by_type.items()):
             of_type = [n for n in nodes if typ_of[n.name] == typ]
             cur = tuple(c for c in current if typ_of.get(c) == typ)
@@ -309,17 +326,15 @@ class SlurmHolds:
             both = [n for n in of_type if any(need <= has[n.name] for need, _ in together)]
             g_both = min(g, sum(k for need, k in together if any(need <= has[n.name] for n in of_type)))
             if g_both > 0 and both:
-                first = self.choose(both, jobs, tuple(c for c in cur if c in {n.name for n in both}), g_both,
-                                    accounts, freed, others, keep, job_gpus, prefer, shape)
+                first = pick(both, tuple(c for c in cur if c in {n.name for n in both}), g_both)
                 left = g - sum(n.gpus for n in both if n.name in first)
-                out += first + self.choose([n for n in of_type if n.name not in first], jobs,
-                                           tuple(c for c in cur if c not in first), max(0, left), accounts, freed,
-                                           others, keep, job_gpus, prefer, shape)
+                rest = [n for n in of_type if n.name not in first]
+                out += first + pick(rest, tuple(c for c in cur if c not in first), max(0, left))
                 continue
-            out += self.choose(of_type, jobs, cur, g, accounts, freed, others, keep, job_gpus, prefer, shape)
+            out += pick(of_type, cur, g)
         if keep:
             out += [c for c in current if typ_of.get(c) not in by_type]
-        return sorted(set(out))
+        return sorted(set(out)), dropped
 
     def job_gpus(self, plan: Plan) -> dict[str, int]:
         """hold name -> GPUs of the job it is sized for (the pool: its smallest member's), from the plan."""
@@ -333,6 +348,13 @@ class SlurmHolds:
     def choose(self, nodes: list[Node], jobs: list[RunningJob], current: tuple[str, ...], gpus: int,
                accounts: tuple[str, ...], freed: dict[str, int], others: set[str], keep: bool,
                job_gpus: int = 1, prefer: tuple[str, ...] = (), shape: tuple[int, int] | None = None) -> list[str]:
+        """_choose's nodes."""
+        return self._choose(nodes, jobs, current, gpus, accounts, freed, others, keep, job_gpus, prefer, shape)[0]
+
+    def _choose(self, nodes: list[Node], jobs: list[RunningJob], current: tuple[str, ...], gpus: int,
+                accounts: tuple[str, ...], freed: dict[str, int], others: set[str], keep: bool,
+                job_gpus: int = 1, prefer: tuple[str, ...] = (), shape: tuple[int, int] | None = None
+                ) -> tuple[list[str], bool]:
         """Whole nodes covering `gpus`: the current ones first (no churn; all of them when `keep`), then
         nodes that can be cleared (no job there of another account that cannot be preempted: as the hold
         stops new starts they empty, and the rest can be preempted), then those with the least such work;
@@ -347,7 +369,7 @@ class SlurmHolds:
         nodes x 4 were 2 nodes of 8, where it cannot start. It takes that shape only while those nodes take no more
         than `gpus` rounded up to whole nodes (whole_nodes.fits), as the plan counts the hold at `gpus`: -N 10
         --gres=gpu:1 on nodes of 8 would take 80 GPUs for a hold of 10. Where they would, it takes whole nodes for
-        `gpus` as without a shape and adds the accounts to `unfit` (_apply_one says so)."""
+        `gpus` as without a shape. Returns (the nodes, whether the shape was dropped so: _apply_one says so)."""
         preemptible = {self.account_of[t] for t, tier in self.tier_of.items() if tier == "low"}
         held_here: dict[str, int] = {}
         firm: dict[str, int] = {}  # GPUs of other accounts' jobs that cannot be preempted, per node
@@ -368,9 +390,8 @@ class SlurmHolds:
                                                       gpus):
             # the plan counts the hold at `gpus`: whole nodes per node asked would take more than it counted
             # (-N 16 --gres=gpu:1 sized 16 GPUs: 16 nodes), unseen by the capacity, the pool and other holds
-            self.unfit.add(accounts)
-            shape = None
-        return whole_nodes.pick(order, current, gpus, keep, shape)
+            return whole_nodes.pick(order, current, gpus, keep, None), True
+        return whole_nodes.pick(order, current, gpus, keep, shape), False
 
     # ---- doing it --------------------------------------------------------------------------------
     def apply(self, plan: Plan, rep: ActionReport, jobs: list[RunningJob],
@@ -420,6 +441,8 @@ class SlurmHolds:
         foreign = {n for r in all_res if r.name not in ours for n in r.nodes}
         freed = freed_by(plan)
         todo = [name for name in wanted if wanted[name][0] > 0 or name in ours]
+        for gone in set(self._unfit_said) - set(todo):   # no hold now: one made again says its shape again
+            del self._unfit_said[gone]
         has = {name: ours[name].nodes if name in ours else inherit.get(name, ()) for name in todo}
         claimed: set[str] = set()
         for i, name in enumerate(todo):
@@ -442,10 +465,9 @@ class SlurmHolds:
         hold's job asks several nodes (choose)."""
         current = tuple(n for n in (mine.nodes if mine else inherited) if n not in others)
         account = ",".join(accounts)
-        self.unfit.discard(accounts)
         size = {n.name: n.gpus for n in nodes}
-        need_nodes = self.choose_typed(nodes, jobs, current, gpus, accounts, freed, others, keep=False,
-                                       job_gpus=job_gpus, by_type=by_type, together=together, shape=shape)
+        need_nodes, unfit = self._choose_typed(nodes, jobs, current, gpus, accounts, freed, others, keep=False,
+                                               job_gpus=job_gpus, by_type=by_type, together=together, shape=shape)
         now = self.clock()
         fewer = gpus <= 0 or sum(size.get(n, 0) for n in need_nodes) < sum(size.get(n, 0) for n in current)
         if fewer and mine is not None:
@@ -456,17 +478,14 @@ class SlurmHolds:
         else:
             self._fewer_since.pop(name, None)
             may_shrink = True
-        target = need_nodes if may_shrink else self.choose_typed(nodes, jobs, current, gpus, accounts, freed,
-                                                                 others, keep=True, job_gpus=job_gpus,
-                                                                 by_type=by_type, together=together, shape=shape)
-        if shape is not None and accounts in self.unfit:
-            # one line per hold and cycle: the plan counted `gpus`, and the hold takes no more than that in whole
-            # nodes; the job may not start in it (the plan would have to count its nodes' GPUs)
-            self.unfit.discard(accounts)
-            rep.actions.append(f"hold {name}: its jobs' shape ({plural(shape[0], 'node')} of "
-                               f"{plural(shape[1], 'GPU')} each) does not fit its hold ({plural(gpus, 'GPU')}): it "
-                               "holds whole nodes for those GPUs")
-            shape = None
+        if not may_shrink:
+            target, kept_unfit = self._choose_typed(nodes, jobs, current, gpus, accounts, freed, others, keep=True,
+                                                    job_gpus=job_gpus, by_type=by_type, together=together,
+                                                    shape=shape)
+            unfit |= kept_unfit
+        else:
+            target = need_nodes
+        shape = self._say_unfit(rep, name, gpus, shape if unfit and gpus > 0 else None, shape)
         if not target:
             if mine is not None and may_shrink:
                 self._delete(rep, mine, jobs, "the plan holds no GPUs for it now")
@@ -496,6 +515,26 @@ class SlurmHolds:
             self.scontrol(rep, "update", f"ReservationName={name}", *args)
         return target
 
+    def _say_unfit(self, rep: ActionReport, name: str, gpus: int, unfit: tuple[int, int] | None,
+                   shape: tuple[int, int] | None) -> tuple[int, int] | None:
+        """Say when a hold's jobs' shape (`unfit`: the shape that does not fit; None: none) starts not to fit the
+        GPUs the plan counts for it (it then holds whole nodes for those GPUs, and the job may not start in it: the
+        plan would have to count its nodes' GPUs), and when that ends; not every cycle. The shape the hold is
+        made with: None while it does not fit."""
+        said = self._unfit_said.get(name)
+        if unfit is not None and unfit != said:
+            self._unfit_said[name] = unfit
+            rep.actions.append(f"hold {name}: its jobs' shape ({plural(unfit[0], 'node')} of "
+                               f"{plural(unfit[1], 'GPU')} each) does not fit its hold ({plural(gpus, 'GPU')}): it "
+                               "holds whole nodes for those GPUs")
+        elif unfit is None and said is not None:
+            del self._unfit_said[name]
+            if gpus > 0:
+                rep.actions.append(f"hold {name}: its jobs' shape ({plural(said[0], 'node')} of "
+                                   f"{plural(said[1], 'GPU')} each) fits its hold ({plural(gpus, 'GPU')}) "
+                                   "again: it holds a node per node they ask")
+        return None if unfit is not None else shape
+
     def release(self, rep: ActionReport, jobs: list[RunningJob]) -> None:
         """Delete every hold this daemon made (by name prefix); no job is stopped."""
         try:
@@ -506,6 +545,7 @@ class SlurmHolds:
         for r in ours:
             self._delete(rep, r, jobs, "the daemon stops")
         self._fewer_since.clear()
+        self._unfit_said.clear()
 
     def _detach(self, rep: ActionReport, jobs: list[RunningJob]) -> None:
         for j in jobs:
