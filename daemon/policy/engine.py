@@ -341,23 +341,12 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
         model = "none"
         notes.append("no forecast: reserving for current demand only")
     # reservations come in whole jobs: holding 6 GPUs for a tenant whose jobs take 8 holds nothing usable
-    quantum, job_nodes = np.ones(n), None
     jobs = state.jobs
-    if len(jobs):
-        mine = (high | aged)[jobs.tenant]  # only protected tenants hold reservations
-        t, g = jobs.tenant[mine], jobs.gpus[mine]
-        k = None if jobs.nodes_asked is None else jobs.nodes_asked[mine]
-        if t.size:  # largest job per tenant, then most nodes (a sort is far quicker than np.maximum.at here)
-            order = np.lexsort((g, t) if k is None else (k, g, t))
-            ts = t[order]
-            last = np.r_[ts[1:] != ts[:-1], True]
-            quantum[ts[last]] = g[order][last]
-            if k is not None and (k > 1).any():
-                job_nodes = np.ones(n, dtype=np.int64)
-                job_nodes[ts[last]] = k[order][last]
+    mine = (high | aged)[jobs.tenant] if len(jobs) else None  # only protected tenants hold reservations
+    quantum, job_nodes = reservation.largest_jobs(jobs, mine, n)
     # what the hold is rounded up to: a whole node per node a job on several nodes asks (the actuators still size
     # a hold's jobs by `quantum`, their GPUs in all: Plan.hold_job_gpus)
-    hold_q = reservation.hold_footprint(quantum, jobs, mine if len(jobs) else None, state.nodes)
+    hold_q = reservation.hold_footprint(quantum, jobs, mine, state.nodes)
     if win is not None and state.nodes is not None and len(state.nodes):
         # a window whose tenant's jobs take whole nodes is cleared whole from its lead time, not spread over the
         # lead (daemon/policy/windows.py): a node cleared in part holds none of its jobs, and the lead is the time

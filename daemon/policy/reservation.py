@@ -73,6 +73,25 @@ def high_pool(capacity: int, reserve_share: float) -> int:
     return int(np.floor(capacity * reserve_share))
 
 
+def largest_jobs(jobs: Jobs, mine: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Per tenant (of ``n``), the GPUs in all of its largest job among ``mine`` (1 without one): holds come in whole
+    jobs of it; and the nodes that job asks (Slurm -N; the most, among its largest jobs), where one asks several
+    (None: every job runs on one node): a place for it is that many nodes (preemption.choose_placed)."""
+    quantum, nodes = np.ones(n), None
+    if mine is None or not mine.any():
+        return quantum, nodes
+    t, g = jobs.tenant[mine], jobs.gpus[mine]
+    k = None if jobs.nodes_asked is None else jobs.nodes_asked[mine]
+    order = np.lexsort((g, t) if k is None else (k, g, t))   # a sort is far quicker than np.maximum.at here
+    ts = t[order]
+    last = np.r_[ts[1:] != ts[:-1], True]
+    quantum[ts[last]] = g[order][last]
+    if k is not None and (k > 1).any():
+        nodes = np.ones(n, dtype=np.int64)
+        nodes[ts[last]] = k[order][last]
+    return quantum, nodes
+
+
 def hold_footprint(quantum: np.ndarray, jobs: Jobs, mine: np.ndarray | None, nodes: Nodes | None) -> np.ndarray:
     """Per tenant, the GPUs a hold takes per job: its largest job's GPUs (``quantum``), or, for a job on several
     nodes (Slurm -N), a whole node per node it asks, the smallest node that has room for its GPUs per node. The
