@@ -59,10 +59,13 @@ class SimCluster(FleetTypes, Holds, Preemption, Placement, Invariants):
     def __init__(self, tenants: list[str], tier_priority: np.ndarray, capacity: int, job_gpus: np.ndarray,
                  *, gpus_per_node: int = 8, drain_steps: int = 2, checkpoint_steps: int = 30,
                  max_wait_steps: int = 120, node_types: Sequence[str] | None = None,
-                 node_gpus: Sequence[int] | None = None, accepts: Sequence[tuple[str, ...]] | None = None) -> None:
+                 node_gpus: Sequence[int] | None = None, accepts: Sequence[tuple[str, ...]] | None = None,
+                 streams: Sequence[tuple[int, tuple[str, ...]]] | None = None) -> None:
         """``node_types`` (one GPU type per node) with ``node_gpus`` (GPUs per node) builds a mixed fleet and
         replaces ``capacity`` / ``gpus_per_node``; ``accepts`` gives per tenant the types its jobs accept, in order
-        of preference (() or None = any type)."""
+        of preference (() or None = any type). ``streams`` instead (a mixed fleet): the demand's columns, each
+        (tenant index, accepted types), so that one tenant's jobs ask different types (``step`` then takes and
+        reports demand per stream; holds, the state's tenants and the meters per tenant stay the tenant's)."""
         self.tenants = list(tenants)
         self.n = len(self.tenants)
         self.prio_of_tenant = np.asarray(tier_priority, dtype=np.int8)
@@ -83,7 +86,8 @@ class SimCluster(FleetTypes, Holds, Preemption, Placement, Invariants):
         self.n_nodes = int(np.ceil(capacity / gpn))
         self.node_cap = np.full(self.n_nodes, gpn, dtype=np.int64)
         self.node_cap[-1] = capacity - gpn * (self.n_nodes - 1)
-        self._init_types(node_types, caps if self.typed else None, accepts)
+        self._init_types(node_types, caps if self.typed else None, accepts, streams)
+        self.n_streams = int(self.stream_owner.size)
         self.node_free = self.node_cap.copy()
         self.node_ok = np.ones(self.n_nodes, dtype=bool)
         self.node_holder = np.full(self.n_nodes, UNHELD, dtype=np.int64)  # tenant index, n = the shared pool
@@ -178,6 +182,16 @@ class SimCluster(FleetTypes, Holds, Preemption, Placement, Invariants):
         warm = (self.step_no - self.j_started_at[r]) >= np.asarray(warm_steps, dtype=np.int64)[ten]
         return np.bincount(ten[warm], minlength=self.n).astype(np.int64)
 
+    def running_per_stream(self) -> np.ndarray:
+        """GPUs running per demand stream on healthy nodes (per tenant where the cluster has no ``streams``)."""
+        r = np.flatnonzero(self.j_state[: self.size] == RUNNING)
+        r = r[self.node_ok[self.j_node[r]]]
+        return np.bincount(self.j_stream[r], weights=self.j_gpus[r], minlength=self.n_streams).astype(np.int64)
+
+    def queued_per_stream(self) -> np.ndarray:
+        q = np.flatnonzero(self.j_state[: self.size] == QUEUED)
+        return np.bincount(self.j_stream[q], weights=self.j_gpus[q], minlength=self.n_streams).astype(np.int64)
+
     def queued_per_tenant(self) -> np.ndarray:
         q = np.flatnonzero(self.j_state[: self.size] == QUEUED)
         return np.bincount(self.j_tenant[q], weights=self.j_gpus[q], minlength=self.n).astype(np.int64)
@@ -196,7 +210,8 @@ class SimCluster(FleetTypes, Holds, Preemption, Placement, Invariants):
 
     # ---- one step ----------------------------------------------------------------------------
     def step(self, wanted_gpus: np.ndarray) -> StepStats:
-        """Advance one step: drains finish, demand is reconciled into jobs, the queue is scheduled."""
+        """Advance one step: drains finish, demand is reconciled into jobs, the queue is scheduled. ``wanted_gpus``
+        and the StepStats' served, wanted and queued are per demand stream (per tenant without ``streams``)."""
         self.step_no += 1
         # finished jobs are dropped from the table once they are a third of it: every scan of the table per step
         # then reads about live jobs only (order kept, so nothing else changes)
@@ -212,9 +227,10 @@ class SimCluster(FleetTypes, Holds, Preemption, Placement, Invariants):
                 self.d_until, self.d_node, self.d_gpus = self.d_until[keep], self.d_node[keep], self.d_gpus[keep]
         # 2. demand -> jobs (NaN demand = no change: a gap in the trace is not a drop to zero)
         wanted = np.asarray(wanted_gpus, dtype=float)
-        want_jobs = np.where(np.isfinite(wanted), np.ceil(np.maximum(wanted, 0) / self.job_size), -1).astype(np.int64)
+        size = self.job_size[self.stream_owner] if self.streamed else self.job_size
+        want_jobs = np.where(np.isfinite(wanted), np.ceil(np.maximum(wanted, 0) / size), -1).astype(np.int64)
         act = self.active()
-        have = np.bincount(self.j_tenant[act], minlength=self.n)
+        have = np.bincount(self.j_stream[act], minlength=self.n_streams)
         want_jobs = np.where(want_jobs < 0, have, want_jobs)
         add = np.maximum(want_jobs - have, 0)
         drop = np.maximum(have - want_jobs, 0)
@@ -225,20 +241,23 @@ class SimCluster(FleetTypes, Holds, Preemption, Placement, Invariants):
         # 3. schedule
         started = self._schedule()
         self.preempted_idle += int(self.node_pre[self.node_ok].sum())
-        run = self.running_per_tenant()
+        run = self.running_per_stream() if self.streamed else self.running_per_tenant()
         free = int(self.node_free[self.node_ok].sum())
         return StepStats(running_gpus=int(run.sum()), draining_gpus=self.draining_gpus(), capacity=self.capacity,
                          free_gpus=free, served=run, wanted=np.where(np.isfinite(wanted), wanted, run),
-                         queued=self.queued_per_tenant(), started=started)
+                         queued=self.queued_per_stream() if self.streamed else self.queued_per_tenant(),
+                         started=started)
 
     def _submit(self, add: np.ndarray) -> None:
-        tenants = np.repeat(np.arange(self.n), add)
+        streams = np.repeat(np.arange(self.n_streams), add)
+        tenants = self.stream_owner[streams]
         k = tenants.size
         self._grow(k)
         s = slice(self.size, self.size + k)
         self.j_id[s] = np.arange(self.next_id, self.next_id + k)
         self.next_id += k
         self.j_tenant[s] = tenants
+        self.j_stream[s] = streams
         self.j_gpus[s] = self.job_size[tenants]
         self.j_state[s] = QUEUED
         self.j_queued_at[s] = self.step_no
@@ -249,8 +268,9 @@ class SimCluster(FleetTypes, Holds, Preemption, Placement, Invariants):
 
     def _finish(self, act: np.ndarray, drop: np.ndarray) -> None:
         """Tenants whose demand fell lose queued jobs first (newest), then running ones (oldest: done; for a
-        `newest_first` tenant the newest, so an inference service keeps its warm replicas)."""
-        sel = act[drop[self.j_tenant[act]] > 0]
+        `newest_first` tenant the newest, so an inference service keeps its warm replicas); `drop` is per demand
+        stream (a tenant's jobs that ask the types whose demand fell)."""
+        sel = act[drop[self.j_stream[act]] > 0]
         if sel.size == 0:
             return
         queued = self.j_state[sel] == QUEUED
@@ -259,9 +279,9 @@ class SimCluster(FleetTypes, Holds, Preemption, Placement, Invariants):
         started = self.j_started_at[sel]
         run_key = np.where(self.newest_first[self.j_tenant[sel]], self.step_no - started, started)
         key = np.where(queued, -self.j_queued_at[sel], self.step_no + 1 + run_key)
-        order = lexorder(key, self.j_tenant[sel])
+        order = lexorder(key, self.j_stream[sel])
         sel = sel[order]
-        ten = self.j_tenant[sel]
+        ten = self.j_stream[sel]
         first = np.r_[0, np.flatnonzero(np.diff(ten)) + 1]
         rank = np.arange(sel.size) - np.repeat(first, np.diff(np.r_[first, sel.size]))
         gone = sel[rank < drop[ten]]
@@ -320,7 +340,7 @@ class SimCluster(FleetTypes, Holds, Preemption, Placement, Invariants):
                     runtime_s=np.where(running, (self.step_no - self.j_started_at[live]) * step_s, 0.0),
                     wait_s=np.where(~running, (self.step_no - self.j_queued_at[live]) * step_s, 0.0),
                     node=node_name(nodes) if node_name else nodes,
-                    accepts=self._accepts_obj()[self.j_tenant[live]] if self.typed else None)
+                    accepts=self._accepts_obj()[self.j_stream[live]] if self.typed else None)
         failed = np.flatnonzero(~self.node_ok)
         used = np.bincount(jobs.tenant[running], weights=jobs.gpus[running], minlength=self.n)
         pending = np.bincount(jobs.tenant[~running], weights=jobs.gpus[~running], minlength=self.n)
@@ -331,8 +351,8 @@ class SimCluster(FleetTypes, Holds, Preemption, Placement, Invariants):
                             nodes=self.nodes_view(node_name))
 
     def _accepts_obj(self) -> np.ndarray:
-        out = np.empty(self.n, dtype=object)
-        out[:] = [tuple(a) for a in self.tenant_accepts]
+        out = np.empty(len(self.stream_accepts), dtype=object)
+        out[:] = [tuple(a) for a in self.stream_accepts]
         return out
 
 

@@ -15,14 +15,35 @@ class FleetTypes:
 
     # ---- a mixed fleet -----------------------------------------------------------------------
     def _init_types(self, node_types: Sequence[str] | None, caps: np.ndarray | None,
-                    accepts: Sequence[tuple[str, ...]] | None) -> None:
+                    accepts: Sequence[tuple[str, ...]] | None,
+                    streams: Sequence[tuple[int, tuple[str, ...]]] | None = None) -> None:
         """Type tables: ``type_names`` (sorted), ``node_type`` (index per node), ``acc_rank[tenant, type]`` (the
-        type's place in the tenant's preference, 0 first; ``NOT_ACCEPTED`` where it may not run there)."""
+        type's place in the tenant's preference, 0 first; ``NOT_ACCEPTED`` where it may not run there).
+
+        ``streams`` (a mixed fleet only): the demand streams, each (tenant index, accepted types), where a tenant's
+        jobs ask different types (one stream per set of types its jobs accept, as a trace's per-job constraint);
+        ``stream_rank[stream, type]`` is then each stream's preference and ``acc_rank`` a tenant's over its streams
+        (a type any of its jobs accepts, at the best place any gives it: where a hold of the tenant can serve).
+        Without them stream i is tenant i with its ``accepts`` (``stream_rank`` is ``acc_rank``)."""
+        if streams is not None:
+            if not self.typed:
+                raise ValueError("streams: a tenant's jobs ask GPU types on a mixed fleet only (node_types)")
+            if accepts is not None:
+                raise ValueError("streams or accepts, not both: with streams each stream says what it accepts")
+            owner = np.array([int(o) for o, _ in streams], dtype=np.int64)
+            if owner.size == 0 or owner.min() < 0 or owner.max() >= self.n:
+                raise ValueError("streams: each stream's tenant is an index into tenants")
+        else:
+            owner = np.arange(self.n, dtype=np.int64)
+        self.stream_owner = owner
+        self.streamed = streams is not None
         if not self.typed:
             self.type_names: tuple[str, ...] = ()
             self.node_type = np.zeros(self.n_nodes, dtype=np.int64)
             self.acc_rank = np.zeros((self.n, 1), dtype=np.int64)
+            self.stream_rank = self.acc_rank
             self.tenant_accepts: list[tuple[str, ...]] = [()] * self.n
+            self.stream_accepts = self.tenant_accepts
             self.runnable = np.ones(self.n, dtype=bool)
             self.pool_types: np.ndarray | None = None
             self.normal_cap_by_type: np.ndarray | None = None
@@ -33,10 +54,15 @@ class FleetTypes:
         self.type_names = tuple(sorted(set(node_types)))
         self.node_type = np.searchsorted(np.array(self.type_names), np.asarray(node_types)).astype(np.int64)
         T = len(self.type_names)
-        self.tenant_accepts = [tuple(a) if a else () for a in (accepts or [()] * self.n)]
-        if len(self.tenant_accepts) != self.n:
-            raise ValueError("accepts: one entry per tenant")
-        rank = np.full((self.n, T), NOT_ACCEPTED, dtype=np.int64)
+        if streams is not None:
+            self.stream_accepts = [tuple(a) if a else () for _, a in streams]
+            self.tenant_accepts = [()] * self.n   # a tenant's jobs ask per stream (stream_accepts)
+        else:
+            self.tenant_accepts = [tuple(a) if a else () for a in (accepts or [()] * self.n)]
+            if len(self.tenant_accepts) != self.n:
+                raise ValueError("accepts: one entry per tenant")
+            self.stream_accepts = self.tenant_accepts
+        rank = np.full((len(self.stream_accepts), T), NOT_ACCEPTED, dtype=np.int64)
         pos = {t: i for i, t in enumerate(self.type_names)}
         # work that accepts any type tries the largest pool first (most GPUs; ties by name), as an operator orders
         # a scheduler's node weights or a ClusterQueue's flavors so that untyped work fills the general-purpose
@@ -44,17 +70,22 @@ class FleetTypes:
         gpus_of_type = np.bincount(self.node_type, weights=caps, minlength=T)
         any_rank = np.empty(T, dtype=np.int64)
         any_rank[np.lexsort((np.arange(T), -gpus_of_type))] = np.arange(T)
-        for i, acc in enumerate(self.tenant_accepts):
+        for i, acc in enumerate(self.stream_accepts):
             if not acc:
                 rank[i] = any_rank
             for r, t in enumerate(acc):
                 if t in pos:  # a type no node has: accepted, never available (the job waits, and is counted)
                     rank[i, pos[t]] = min(rank[i, pos[t]], r)
-        self.acc_rank = rank
+        self.stream_rank = rank
+        if streams is None:
+            self.acc_rank = rank
+        else:
+            self.acc_rank = np.full((self.n, T), NOT_ACCEPTED, dtype=np.int64)
+            np.minimum.at(self.acc_rank, owner, rank)
         self.pool_types = None
         self.normal_cap_by_type = None
         # the largest job each tenant can run at all: on the biggest node of a type it accepts
-        best = np.array([caps[rank[i, self.node_type] < NOT_ACCEPTED].max(initial=0) for i in range(self.n)])
+        best = np.array([caps[self.acc_rank[i, self.node_type] < NOT_ACCEPTED].max(initial=0) for i in range(self.n)])
         self.runnable = self.job_size <= best
 
     def type_capacity(self) -> np.ndarray:

@@ -52,7 +52,7 @@ class Invariants:
     def _check_types(self, run: np.ndarray, on: np.ndarray, drain: np.ndarray) -> None:
         """Per type: no job runs on a type its tenant does not accept; running + draining + free = that type's
         healthy GPUs; the per-type views sum to the cluster's."""
-        bad = self.acc_rank[self.j_tenant[run], self.node_type[self.j_node[run]]] >= NOT_ACCEPTED
+        bad = self.stream_rank[self.j_stream[run], self.node_type[self.j_node[run]]] >= NOT_ACCEPTED
         if bad.any():
             p = int(run[np.flatnonzero(bad)[0]])
             raise AssertionError(f"job {int(self.j_id[p])} of tenant {int(self.j_tenant[p])} runs on type "
@@ -83,7 +83,7 @@ class Invariants:
         ten, need = self.j_tenant[q], self.j_gpus[q]
         holder, n = self.node_holder, self.n
         ok = self.node_ok[None, :] & (self.node_free[None, :] >= need[:, None])
-        ok &= self.acc_rank[ten][:, self.node_type] < NOT_ACCEPTED
+        ok &= self.stream_rank[self.j_stream[q]][:, self.node_type] < NOT_ACCEPTED
         own = holder[None, :] == ten[:, None]
         pool = (holder[None, :] == n) & self.pool_members[ten][:, None]
         if self.typed and self.pool_types is not None:

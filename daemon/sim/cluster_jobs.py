@@ -10,7 +10,7 @@ import numpy as np
 QUEUED, RUNNING, DONE = 1, 2, 3
 UNHELD = -1
 NOT_ACCEPTED = 1 << 20   # acc_rank of a type a tenant's jobs may not run on
-_COLS = ("j_id", "j_tenant", "j_gpus", "j_state", "j_queued_at", "j_started_at", "j_node", "j_wait")
+_COLS = ("j_id", "j_tenant", "j_gpus", "j_state", "j_queued_at", "j_started_at", "j_node", "j_wait", "j_stream")
 
 
 def lexorder(*keys: np.ndarray) -> np.ndarray:

@@ -32,7 +32,7 @@ class Placement:
         gpus = self.j_gpus[q]
         node_of = np.full(q.size, -1, dtype=np.int64)
         if self.typed:
-            node_of = self._place_typed(q, ten, prio, cls, gpus, free)
+            node_of = self._place_typed(q, ten, prio, cls, gpus, free, self.j_stream[q])
         else:
             self._place(q, ten, prio, cls, gpus, free, node_of)
         placed = node_of >= 0
@@ -123,32 +123,45 @@ class Placement:
             np.subtract.at(free, where, gpus[jq])
 
     def _place_typed(self, q: np.ndarray, ten: np.ndarray, prio: np.ndarray, cls: np.ndarray, gpus: np.ndarray,
-                     free: np.ndarray) -> np.ndarray:
-        """A mixed fleet's placement: as ``_place``, but a job only goes to nodes of a type its tenant accepts, and
-        its preferred types first (every class's first choices before anyone's second)."""
+                     free: np.ndarray, strm: np.ndarray) -> np.ndarray:
+        """A mixed fleet's placement: as ``_place``, but a job only goes to nodes of a type its stream (its tenant,
+        without ``streams``) accepts, and its preferred types first (every class's first choices before anyone's
+        second). A tenant whose jobs ask different types (several streams) fills its held nodes job by job, each
+        on a type it accepts, as a reservation for the account serves any of its jobs that can run there."""
         node_of = np.full(q.size, -1, dtype=np.int64)
         holder, n, rank = self.node_holder, self.n, self.acc_rank
         held_free = self.node_ok & (holder >= 0) & (free > 0)
         own = held_free & (holder < n)
         own[own] = rank[holder[own], self.node_type[own]] < NOT_ACCEPTED
+        multi = np.bincount(self.stream_owner, minlength=n) > 1 if self.streamed else np.zeros(n, dtype=bool)
+        mixed = own & multi[np.minimum(np.maximum(holder, 0), max(n - 1, 0))] if multi.any() else None
+        if mixed is not None:
+            own &= ~mixed
         hn = np.flatnonzero(own)
         if hn.size:  # the holder's jobs on its held nodes, preferred types first, fullest node first
             hh = holder[hn]
             o = lexorder(free[hn], rank[hh, self.node_type[hn]], hh)
             hn, hh = hn[o], hh[o]
-            self._fill_held(hn, hh, ten, gpus, free, node_of)
+            self._fill_held(hn, hh, ten, gpus, free, node_of)   # a mixed holder's total is 0: none of its jobs
+        if mixed is not None and mixed.any():
+            for h in np.unique(holder[mixed]).tolist():
+                jobs = np.flatnonzero((ten == h) & (node_of < 0))
+                if jobs.size:
+                    mine = np.flatnonzero(mixed & (holder == h))
+                    node_of[jobs] = self._fit_typed(gpus[jobs], cls[jobs], ten[jobs], mine, free, strm=strm[jobs])
         if (held_free & (holder == n)).any():
             nodes = np.flatnonzero(held_free & (holder == n) & (free > 0))
             if self.pool_types is None:
                 jobs = np.flatnonzero(self.pool_members[ten] & (node_of < 0))
                 if jobs.size:
-                    node_of[jobs] = self._fit_typed(gpus[jobs], cls[jobs], ten[jobs], nodes, free)
+                    node_of[jobs] = self._fit_typed(gpus[jobs], cls[jobs], ten[jobs], nodes, free, strm=strm[jobs])
             else:  # per type, the members the plan holds there
                 for t in np.unique(self.node_type[nodes]).tolist():
                     jobs = np.flatnonzero(self.pool_members[ten] & self.pool_types[ten, t] & (node_of < 0))
                     if jobs.size:
                         on_t = nodes[self.node_type[nodes] == t]
-                        node_of[jobs] = self._fit_typed(gpus[jobs], cls[jobs], ten[jobs], on_t, free)
+                        node_of[jobs] = self._fit_typed(gpus[jobs], cls[jobs], ten[jobs], on_t, free,
+                                                        strm=strm[jobs])
         rest = np.flatnonzero(node_of < 0)
         open_nodes = np.flatnonzero(self.node_ok & (holder == UNHELD) & (self.node_ahead == UNHELD) & (free > 0))
         if rest.size and open_nodes.size:
@@ -158,18 +171,19 @@ class Placement:
                 run_t = self.running_per_type()[self.prio_of_tenant == PRIORITY["normal"]].sum(axis=0)
                 room = np.maximum(self.normal_cap_by_type - run_t, 0)
             if rest.size:
-                node_of[rest] = self._fit_typed(gpus[rest], cls[rest], ten[rest], open_nodes, free, room)
+                node_of[rest] = self._fit_typed(gpus[rest], cls[rest], ten[rest], open_nodes, free, room,
+                                                strm=strm[rest])
         return node_of
 
     def _fit_typed(self, gpus: np.ndarray, cls: np.ndarray, ten: np.ndarray, nodes: np.ndarray,
-                   free: np.ndarray, room: np.ndarray | None = None) -> np.ndarray:
-        """``_fit`` on a mixed fleet: class by class, preference rank by rank, per set of accepted types, only on
-        nodes of the types at that rank of the set. ``room`` (GPUs per type, updated in place) caps what
-        non-preemptible normal work may start on each type (the plan's ``shared_cap_by_type``)."""
+                   free: np.ndarray, room: np.ndarray | None = None, *, strm: np.ndarray) -> np.ndarray:
+        """``_fit`` on a mixed fleet: class by class, preference rank by rank, per set of accepted types (each job's
+        stream's: ``strm``), only on nodes of the types at that rank of the set. ``room`` (GPUs per type, updated
+        in place) caps what non-preemptible normal work may start on each type (the plan's ``shared_cap_by_type``)."""
         out = np.full(gpus.size, -1, dtype=np.int64)
         if nodes.size == 0:
             return out
-        rows, set_of = np.unique(self.acc_rank[ten], axis=0, return_inverse=True)
+        rows, set_of = np.unique(self.stream_rank[strm], axis=0, return_inverse=True)
         set_of = set_of.reshape(-1)
         nt = self.node_type[nodes]
         for c in np.unique(cls):

@@ -42,9 +42,19 @@ class FleetWorkload:
     node_types: list[str]
     node_gpus: np.ndarray
     accepts: list[tuple[str, ...]]       # per tenant, in order of preference; () = any type
+    # per demand column its tenant, where a tenant's jobs ask several types (one column per (tenant, types));
+    # None: each column is a tenant (Workload.owners)
+    owners: list[str] | None = None
 
     def spec(self, i: int) -> str:
         return "|".join(self.accepts[i]) or "any"
+
+    def workload(self) -> Workload:
+        """The replay's Workload (daemon/sim/strategy.py run_strategy) on this fleet: each column's accepted types,
+        and with ``owners`` each column's tenant, so that the strategies (reactive, predictive with the skill gate,
+        perfect) replay it with the forecast per (tenant, types) series."""
+        return dataclasses.replace(self.w, node_types=list(self.node_types), node_gpus=self.node_gpus,
+                                   accepts=list(self.accepts), owners=None if self.owners is None else list(self.owners))
 
 
 def synthetic_fleet(tenants: int = 30, days: float = 1.0, history_days: float = 0.5, seed: int = 7,
@@ -69,7 +79,8 @@ def synthetic_fleet(tenants: int = 30, days: float = 1.0, history_days: float = 
 
 
 def alibaba_fleet(data_dir: Path, days: float = 2.0, history_days: float = 0.5,
-                  capacity_quantile: float = 0.9, whole_fleet: bool = True) -> FleetWorkload:
+                  capacity_quantile: float = 0.9, whole_fleet: bool = True, per_job_types: bool = False
+                  ) -> FleetWorkload:
     """Alibaba GPU 2023 with its GPU-type constraints (``openb_pod_list_gpuspec33.csv``) on the node list's fleet
     mix (``openb_node_list_gpu_node.csv``). A tenant is a (QoS class, gpu_spec) pair: its demand is the GPUs its
     pods hold (a GPU-sharing pod occupies one GPU), its tier the QoS class's, it accepts the spec's models in the
@@ -77,7 +88,12 @@ def alibaba_fleet(data_dir: Path, days: float = 2.0, history_days: float = 0.5,
     brought together at ``capacity_quantile`` of total demand: with ``whole_fleet`` every node of the list is
     kept and every tenant's demand is scaled up by one factor (the mix and the trace's shape both kept); without
     it each (model, GPUs per node) group of nodes is scaled down to the demand (at least one node per model: a
-    coarse fleet of a dozen nodes)."""
+    coarse fleet of a dozen nodes).
+
+    ``per_job_types``: a tenant is the QoS class, and its pods keep their own spec (the trace's per-pod GPU-type
+    constraint): one demand column per (QoS class, spec) as before, each now the class's (``owners``), so a class
+    whose pods asked T4 and G2 asks both, in one tenant's holds, preemptions and forecast series (``LS@t4``,
+    ``LS@g2``, ``LS@*``). The demand, the fleet and the scaling are the same as without it."""
     base = Path(data_dir) / "alibaba-gpu-2023"
     pods = pd.read_csv(base / "openb_pod_list_gpuspec33.csv")
     pods = pods[pods["num_gpu"] > 0].copy()
@@ -110,9 +126,10 @@ def alibaba_fleet(data_dir: Path, days: float = 2.0, history_days: float = 0.5,
             node_gpus.append(g)
     tiers = tuple(traces.QOS_TIER.get(n.split("/")[0], "normal") for n in names)
     accepts = [tuple() if n.split("/", 1)[1] == "any" else tuple(n.split("/", 1)[1].split("|")) for n in names]
-    w = Workload("fleet-alibaba-gpuspec33", frame, tiers, np.ones(len(names), dtype=np.int64),
-                 int(sum(node_gpus)), hist)
-    return FleetWorkload(w, node_types, np.array(node_gpus, dtype=np.int64), accepts)
+    w = Workload("fleet-alibaba-gpuspec33" + ("-per-job-types" if per_job_types else ""), frame, tiers,
+                 np.ones(len(names), dtype=np.int64), int(sum(node_gpus)), hist)
+    owners = [n.split("/", 1)[0] for n in names] if per_job_types else None
+    return FleetWorkload(w, node_types, np.array(node_gpus, dtype=np.int64), accepts, owners)
 
 
 def guarantee_from_history(fw: FleetWorkload) -> dict[str, float]:
@@ -148,6 +165,9 @@ def run_fleet(fw: FleetWorkload, cfg: Config, mode: str, *, steps: int, knobs: d
     run's variant in the report (``mode`` by default; e.g. a type-aware run with a per-type guarantee)."""
     if mode not in MODES:
         raise ValueError(f"mode {mode!r}: choose from {MODES}")
+    if fw.owners is not None:
+        raise ValueError("run_fleet replays one set of types per tenant; a fleet whose tenants ask several types "
+                         "replays with run_strategy (FleetWorkload.workload())")
     w = fw.w
     steps = min(steps, len(w.demand) - w.start - 1)
     demand = w.demand.to_numpy(dtype=float)

@@ -107,19 +107,27 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
     if policy_knobs:   # before the per-step scaling: a budget knob is scaled to the step as the configured budget is
         cfg = cfg.model_copy(update={"policy": cfg.policy.model_copy(update=policy_knobs)})
     cfg = per_step_config(cfg, step_s)
-    tenants = tuple(map(str, w.demand.columns))
-    prio = np.array([PRIORITY[t] for t in w.tiers], dtype=np.int8)
+    # a typed workload replays on its fleet, with the same physics as the fleet replay (daemon/sim/fleet_replay.py):
+    # nodes of several types, jobs that run only on types they accept, forecasts per `tenant@accepted types`; with
+    # `owners` a tenant's jobs ask different types, one demand column (stream) per (tenant, types): the meters count
+    # per column, the plan, holds and preemption counts per tenant (`tenants`, `tiers`, `own`: each column's tenant)
+    typed = w.accepts is not None
+    tenants, tiers, own, job = streams_of(w)
+    cols = tuple(map(str, w.demand.columns))
+    prio = np.array([PRIORITY[t] for t in tiers], dtype=np.int8)
     tier_of = np.array(w.tiers)
     masks = {t: tier_of == t for t in TIERS}
+    own_masks = {t: np.array(tiers) == t for t in TIERS}
     sc = cfg.source.simulator
-    # a typed workload replays on its fleet, with the same physics as the fleet replay (daemon/sim/fleet_replay.py):
-    # nodes of several types, jobs that run only on types they accept, forecasts per `tenant@accepted types`
-    typed = w.accepts is not None
-    c = SimCluster(list(tenants), prio, w.capacity, w.job_gpus, gpus_per_node=w.gpus_per_node,
+    fleet = {}
+    if typed:
+        fleet = dict(node_types=w.node_types, node_gpus=w.node_gpus)
+        fleet.update(dict(streams=list(zip(own.tolist(), w.accepts))) if w.owners is not None
+                     else dict(accepts=w.accepts))
+    c = SimCluster(list(tenants), prio, w.capacity, job, gpus_per_node=w.gpus_per_node,
                    drain_steps=sc.drain_steps, checkpoint_steps=sc.checkpoint_steps,
-                   max_wait_steps=cfg.policy.max_wait_steps,
-                   **(dict(node_types=w.node_types, node_gpus=w.node_gpus, accepts=w.accepts) if typed else {}))
-    series = tuple(series_name(t, a) for t, a in zip(tenants, w.accepts)) if typed else tenants
+                   max_wait_steps=cfg.policy.max_wait_steps, **fleet)
+    series = tuple(series_name(tenants[o], a) for o, a in zip(own.tolist(), w.accepts)) if typed else cols
     if typed:
         specs = ["|".join(a) or "any" for a in w.accepts]
         res_specs = sorted(set(specs))
@@ -131,6 +139,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
     index = {t: i for i, t in enumerate(tenants)}
     H = cfg.cycle.horizon_steps
     high = masks["high"]
+    own_high = own_masks["high"]
     mem = PolicyMemory()
     last: Plan | None = None
     res = Meter(name, knobs, step_min=step_s / 60.0)
@@ -151,13 +160,14 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
         res.rises_high = {"rises": int(up.sum()), "seen": int((up & (draws[win][:, high] < share)).sum())}
     # the skill gate runs on the forecasts scored so far (daemon/sim/skill_gate.py), as in the daemon
     gate = ReplayGate(cfg, w.demand, series if typed else None,
-                      services=[(t, w.tiers[i]) for i, t in enumerate(tenants) if t in (w.inference or {})],
-                      batch=[(t, w.tiers[i]) for i, t in enumerate(tenants) if t not in (w.inference or {})]) \
+                      services=[(t, tiers[i]) for i, t in enumerate(tenants) if t in (w.inference or {})],
+                      batch=[(t, tiers[i]) for i, t in enumerate(tenants) if t not in (w.inference or {})]) \
         if name == "predictive" and cfg.policy.skill_gate.enabled else None
     acting = None
     read: frozenset[str] = frozenset()   # the tenants whose verdict this run reads (Meter.forecast_acting_read)
     if gate is not None:
-        read = frozenset(tenants[i] for i in np.flatnonzero(high)) | (inf.ahead if inf is not None else frozenset())
+        read = frozenset(tenants[i] for i in np.flatnonzero(own_high)) \
+            | (inf.ahead if inf is not None else frozenset())
         res.forecast_acting, res.tenants = [], len(tenants)
         res.gate_by_tenant = {t: {"steps_on_forecast": 0} for t in tenants}
         res.forecast_acting_read, res.tenants_read = [], len(read)
@@ -205,7 +215,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
                 res.unmet[t].append(float(unmet[m].sum()))
                 if stats.started.size:
                     res.waits[t].append(stats.started[stats.started[:, 2] == PRIORITY[t], 0])
-        state = c.state(tenants, w.tiers, w.demand.index[k], step_s)
+        state = c.state(tenants, tiers, w.demand.index[k], step_s)
         if hook is not None:
             state = hook.before_plan(c, k, state, measured)
         t0 = time.perf_counter()
@@ -255,7 +265,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
             refused_ids |= off - on
             res.rule["jobs_refused"] = len(refused_ids)
         if name == "static":  # no per-tenant holds, no preemption: the one pool only
-            c.set_reservations(np.zeros(len(tenants), dtype=np.int64), None, pool=(high, p.high_pool))
+            c.set_reservations(np.zeros(len(tenants), dtype=np.int64), None, pool=(own_high, p.high_pool))
         else:
             act.apply(p)
         mem, last = p.memory, p
@@ -267,12 +277,12 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
             for x in p.preemptions:
                 i = index.get(x.for_tenant)
                 if i is not None:
-                    res.preempted_for[w.tiers[i]] += 1
-            res.high_reserved.append(float(c.held_gpus()[np.r_[high, True]].sum()))
+                    res.preempted_for[tiers[i]] += 1
+            res.high_reserved.append(float(c.held_gpus()[np.r_[own_high, True]].sum()))
             # requests: volume follows GPUs asked for (and the trace's shape); limits come from the plan
             shape = 1.0 if w.request_shape is None else float(w.request_shape[k % len(w.request_shape)])
             vol = np.maximum(stats.wanted, 0) * req_scale * shape
-            rate = np.array([p.limits[t].rate for t in tenants]) * step_s
+            rate = np.array([p.limits[tenants[o]].rate for o in own.tolist()]) * step_s
             thr = np.maximum(vol - rate, 0)
             for t, m in vol_masks.items():
                 res.requests[t] += float(vol[m].sum())
@@ -283,7 +293,7 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
         pre = c.preempted_per_tenant - pre0
         lost = c.lost_per_tenant - lost0
         starve = c.starvation()
-        for t, m in masks.items():
+        for t, m in own_masks.items():
             res.preempted[t] = int(pre[m].sum())
             res.lost[t] = float(lost[m].sum())
             res.starvation[t] = float(starve[PRIORITY[t]] * step_s / 60.0)
@@ -307,6 +317,30 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
     res.wall_s = time.perf_counter() - t_start
     res.cpu_s = time.process_time() - cpu_start
     return res
+
+
+def streams_of(w: Workload) -> tuple[tuple[str, ...], tuple, np.ndarray, np.ndarray]:
+    """The replay's tenants, their tiers, each demand column's tenant (index) and each tenant's job size: the
+    columns themselves without ``Workload.owners``; with it the owners in order of their first column, each with
+    its first column's tier and job size (a tenant's columns must agree on its tier)."""
+    cols = tuple(map(str, w.demand.columns))
+    if w.owners is None:
+        return cols, tuple(w.tiers), np.arange(len(cols)), np.asarray(w.job_gpus)
+    if w.accepts is None or w.inference:
+        raise ValueError(f"workload {w.name}: owners (a tenant's jobs asking several types) need a mixed fleet's "
+                         "accepts per column and no inference services")
+    if len(w.owners) != len(cols):
+        raise ValueError(f"workload {w.name}: owners: one tenant per demand column")
+    tenants = tuple(dict.fromkeys(map(str, w.owners)))
+    pos = {t: i for i, t in enumerate(tenants)}
+    own = np.array([pos[str(o)] for o in w.owners], dtype=np.int64)
+    first = np.array([int(np.flatnonzero(own == i)[0]) for i in range(len(tenants))])
+    tiers = tuple(w.tiers[j] for j in first.tolist())
+    for j, o in enumerate(own.tolist()):
+        if w.tiers[j] != tiers[o]:
+            raise ValueError(f"workload {w.name}: tenant {tenants[o]!r} has columns of tiers {tiers[o]!r} and "
+                             f"{w.tiers[j]!r}")
+    return tenants, tiers, own, np.asarray(w.job_gpus)[first]
 
 
 def replica_quantile(cfg: Config) -> float:

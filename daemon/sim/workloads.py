@@ -113,6 +113,10 @@ class Workload:
     node_types: list[str] | None = None
     node_gpus: np.ndarray | None = None
     accepts: list[tuple[str, ...]] | None = None
+    # a mixed fleet whose tenants' jobs ask different types: per demand column the tenant whose jobs they are (one
+    # column per (tenant, accepted types): its demand stream, `accepts` per column; each column's tier and job size
+    # its tenant's). None: each column is a tenant of its own, as before
+    owners: list[str] | None = None
     # inference services (daemon/sim/inference.py): per inference tenant its replica spec, and the requests/s
     # that arrive per step (same index as demand, one column per inference tenant; their demand columns are
     # their GPU need at the previous step's rate)
