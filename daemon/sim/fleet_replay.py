@@ -53,8 +53,9 @@ class FleetWorkload:
         """The replay's Workload (daemon/sim/strategy.py run_strategy) on this fleet: each column's accepted types,
         and with ``owners`` each column's tenant, so that the strategies (reactive, predictive with the skill gate,
         perfect) replay it with the forecast per (tenant, types) series."""
+        owners = None if self.owners is None else list(self.owners)
         return dataclasses.replace(self.w, node_types=list(self.node_types), node_gpus=self.node_gpus,
-                                   accepts=list(self.accepts), owners=None if self.owners is None else list(self.owners))
+                                   accepts=list(self.accepts), owners=owners)
 
 
 def synthetic_fleet(tenants: int = 30, days: float = 1.0, history_days: float = 0.5, seed: int = 7,
