@@ -79,6 +79,9 @@ class Meter:
     # per tenant (gate on): measured steps on the forecast, and the verdict the window ended on (skill.Verdict's
     # dict): which tenants the gate trusted, and why, beside what acting on them cost or bought
     gate_by_tenant: dict[str, dict] | None = None
+    # per typed series (``tenant@spec``: a mixed fleet's tenant per set of GPU types its jobs accept; gate on):
+    # measured steps on the forecast, so the gate's per-type decisions are counted, not only its tenants'
+    gate_by_series: dict[str, int] | None = None
     # per inference service: tier, requests arrived and throttled, GPU-minutes of its replicas over the measured
     # window (the tiers' figures above, not summed): where a strategy's throttled requests come from
     inf_by_service: dict[str, dict] | None = None
@@ -144,5 +147,6 @@ class Meter:
             **({"rises_high": dict(self.rises_high)} if self.rises_high is not None else {}),
             **({"skill_gate": self.gate_counts()} if self.forecast_acting is not None else {}),
             **({"skill_gate_by_tenant": self.gate_by_tenant} if self.gate_by_tenant is not None else {}),
+            **({"skill_gate_by_series": self.gate_by_series} if self.gate_by_series is not None else {}),
             **({"services": self.inf_by_service} if self.inf_by_service is not None else {}),
         }

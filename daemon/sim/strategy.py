@@ -170,6 +170,8 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
             | (inf.ahead if inf is not None else frozenset())
         res.forecast_acting, res.tenants = [], len(tenants)
         res.gate_by_tenant = {t: {"steps_on_forecast": 0} for t in tenants}
+        if typed:
+            res.gate_by_series = dict.fromkeys(series, 0)
         res.forecast_acting_read, res.tenants_read = [], len(read)
     only_services = None if FORECAST_FOR not in knobs else frozenset(inf.names if inf is not None else ())
     if only_services is not None and not only_services:
@@ -249,6 +251,10 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
                     res.forecast_acting_read.append(len(on & read))
                     for t in on:
                         res.gate_by_tenant[t]["steps_on_forecast"] += 1
+                    if res.gate_by_series is not None:   # a series acts when named, or when its tenant is
+                        for j, s_ in enumerate(series):
+                            if s_ in acting or tenants[own[j]] in acting:
+                                res.gate_by_series[s_] += 1
             inf_fc, inf_acting = fc, None if acting is None else acting_tenants(acting, index)
             if only_services is not None:    # FORECAST_FOR: the batch tenants' plan as the gate's reactive one
                 acting = only_services if acting is None else restrict(acting, only_services)

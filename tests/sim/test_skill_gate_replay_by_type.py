@@ -65,6 +65,8 @@ def test_the_gate_acts_on_the_type_with_skill_and_the_plan_holds_the_other_at_it
     assert verdict["why"] == "forecast for a; reactive for b"
     measured = range(WARM, len(plans))
     assert all("t@a" in plans[i][1] and "t@b" not in plans[i][1] for i in measured)
+    # counted per series: a on the forecast at every measured step, b at none
+    assert r.gate_by_series == {"t@a": N - START - 1, "t@b": 0, "lo@*": 0}
     # the 10 minutes before each rise of a (lead_time_steps): a is held ahead on its forecast while none of its
     # jobs is there yet; b is held no more than its jobs' GPUs now (nothing held for its forecast)
     before = [i for i in measured if 35 <= (START - WARM + i) % 60 < 45]
