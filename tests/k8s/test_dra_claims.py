@@ -214,3 +214,50 @@ def test_the_claims_kept_are_capped_and_the_view_says_the_counts_are_partial(kub
     assert said == ["DRA GPUs are partial: 1 resourceclaims beyond actuators.kubernetes.dra_max_objects (2) not "
                     "read"], said
     kube.delete_nodes(nodes)
+
+
+def test_an_eviction_of_a_dra_pod_frees_its_devices_for_the_pod_that_waits(kube):
+    """The Eviction API works for a DRA pod as for any (the actuator's evict: low PriorityClass, the UID as its
+    precondition): the evicted pod goes, the resourceclaim controller lets its claim go, the scheduler gives the
+    devices to the pod that waited, and the view reads it so. (The plan sends none for DRA demand: read only.)"""
+    from daemon.actuators.base import ActionReport
+    from daemon.actuators.k8s.actuator import KubernetesActuator
+    from daemon.config import KubernetesActuatorConfig
+
+    api = kube.api()
+    core, resource = k8s.CoreV1Api(api), k8s.ResourceV1Api(api)
+    tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "low"}, nodes=1, gpus=0)
+    a, b = ns["team-a"], ns["team-b"]
+    uid = uuid.uuid4().hex[:6]
+    driver = cls = f"gpu-{uid}.nvidia.com"
+    slices = [_slice(f"{nodes[0]}-{uid}", driver, nodes[0], H100)]
+    kub = KubernetesActuator(api, KubernetesActuatorConfig(dra_device_classes={cls: driver}, grace_period_s=0),
+                             tenants, dry_run=False)
+    names = tuple(t.name for t in tenants)
+    resource.create_device_class({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": cls},
+                                  "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}})
+    try:
+        resource.create_resource_slice(slices[0])
+        rep = ActionReport("kubernetes", False)
+        kub.ensure_priority_classes(rep)
+        assert rep.ok, rep.errors
+        two = {"deviceClassName": cls, "count": 2}
+        for n in (a, b):
+            resource.create_namespaced_resource_claim_template(n, _template("two-gpus", two))
+        low = _dra_pod(b, "low", "two-gpus")
+        low["spec"]["priorityClassName"] = "gpu-autoscaler-low"
+        core.create_namespaced_pod(b, low)
+        wait_for(lambda: core.read_namespaced_pod("low", b).status.phase == "Running", timeout=90, what="low Running")
+        core.create_namespaced_pod(a, _dra_pod(a, "high", "two-gpus"))
+        kub.cluster_jobs(names)
+        assert kub.dra.running == {f"{b}/low": (nodes[0], 2)} and kub.dra.pending == {f"{a}/high": 2}, kub.dra
+        rep = ActionReport("kubernetes", False)
+        kub.evict(rep, f"{b}/low", "room for team-a")
+        assert rep.ok and rep.actions == [f"evict {b}/low (grace 0 s)"], (rep.actions, rep.errors)
+        wait_for(lambda: kub.cluster_jobs(names) is not None and kub.dra.running == {f"{a}/high": (nodes[0], 2)},
+                 timeout=90, what="the waiting pod bound to the freed devices")
+        assert kub.dra.pending == {} and kub.dra.used == {nodes[0]: 2}, kub.dra
+    finally:
+        resource.delete_resource_slice(slices[0]["metadata"]["name"])
+        resource.delete_device_class(cls)
+        kube.delete_nodes(nodes)
