@@ -11,7 +11,9 @@ A view whose watch is down is **stale**: ``ClusterView.snapshot`` raises ``ViewS
 when and why, so the cycle keeps its last plan and preempts nothing new (the source reports a SourceError, as for
 an apiserver that does not answer). Missing data is never an empty cluster.
 
-Pods: live ones only (``LIVE_PODS``, as the lists before); nodes: all. Objects are the official client's models
+Pods: live ones only (``LIVE_PODS``, as the lists before); nodes: all. With ``dra_max_objects``, the DRA kinds too
+(DRA_KINDS, read by dra.py), at most that many of each, in reflectors whose staleness the snapshot says
+(``Snapshot.dra_why``) but never refuses the cycle for. Objects are the official client's models
 without the fields the daemon never reads (POD_DROPPED, NODE_DROPPED: most of their size), and are replaced, never
 changed, so a snapshot stays consistent while the watch goes on.
 """
