@@ -106,3 +106,17 @@ def test_supply_types_by_product_through_the_fleet_counts_newest_generation_and_
                         other], [], [], {CLASS: DRIVER}, {}, resolver)
     assert got.supply == {"n1": {"dra:h100": 2}}, got.supply
     assert read_dra([], [_slice("n1", 2)], [], [], {CLASS: DRIVER}, {}).supply == {"n1": {"dra:gpu": 2}}
+
+
+def test_with_the_dra_kinds_not_read_a_dra_pod_is_said_naming_the_setting_that_turned_them_off():
+    """actuators.kubernetes.dra_device_classes = {}: the view reads no DRA kind, and a DRA pod is said as before,
+    naming the setting (the old line did not say why its GPUs went uncounted)."""
+    from daemon.actuators.k8s.view import pods_as_jobs
+
+    said: dict[str, str] = {}
+    jobs = pods_as_jobs([_pod("a", "dra", template="two")], {"a": "team-a"}, "nvidia.com/gpu", ("team-a",),
+                        uncounted=said)
+    assert len(jobs) == 0
+    assert said == {"a/dra": "asks for devices through DRA (spec.resourceClaims: gpus): GPUs asked through DRA are "
+                             "not counted (actuators.kubernetes.dra_device_classes is empty), neither as demand nor as "
+                             "used; it asks for no nvidia.com/gpu, so it is no job"}, said
