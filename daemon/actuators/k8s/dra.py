@@ -153,10 +153,12 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
         alloc[key] = n
     tmpl = {f"{t.metadata.namespace}/{t.metadata.name}": t for t in templates}
     for p in pods:
-        refs = getattr(p.spec, "resource_claims", None)
+        refs = p.spec.resource_claims   # first: most pods have none, and this loop sees every pod each cycle
+        if not refs:
+            continue
         tenant = tenant_of_ns.get(p.metadata.namespace)
         phase = p.status.phase if p.status else None
-        if not refs or tenant is None or phase not in ("Pending", "Running") or p.metadata.deletion_timestamp:
+        if tenant is None or phase not in ("Pending", "Running") or p.metadata.deletion_timestamp:
             continue
         pid = f"{p.metadata.namespace}/{p.metadata.name}"
         made = {s.name: s.resource_claim_name for s in (getattr(p.status, "resource_claim_statuses", None) or [])}
