@@ -14,7 +14,9 @@ With Kueue, see kueue.py: quotas become ClusterQueues and Kueue reclaims.
 Every write (a PriorityClass, a quota, an eviction, a cordon, an Event) is checked against the fence right
 before it is sent (``FenceGuard``, see daemon/ha/fencing.py); a batch stops at the first refusal.
 The daemon's view of jobs and of where GPUs are (pods, nodes, node holds) is read here too: view.py; built by
-from_config, it is kept by list-then-watch (informer.py), so a cycle reads a snapshot instead of listing.
+from_config, it is kept by list-then-watch (informer.py), so a cycle reads a snapshot instead of listing. GPUs asked
+through Dynamic Resource Allocation are read beside it, read only (dra.py: ``KubernetesActuator.dra``), never in the
+Jobs and Nodes the plan reads.
 """
 
 from __future__ import annotations
