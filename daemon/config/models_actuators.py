@@ -105,6 +105,17 @@ class KubernetesActuatorConfig(_Strict):
                                        "spec.schedulerName: kube-scheduler's profiles, a second scheduler): a tenant's "
                                        "pending pod naming another is placed by none, so it is no demand (said once in "
                                        "the log)")
+    dra_device_classes: dict[str, str] = Field({"gpu.nvidia.com": "gpu.nvidia.com"},
+                                               description="GPUs asked through Dynamic Resource Allocation "
+                                               "(resource.k8s.io/v1): each DeviceClass whose devices are GPUs -> the "
+                                               "driver whose ResourceSlices publish them (NVIDIA's DRA driver: "
+                                               "gpu.nvidia.com for both). Read only: supply, allocated and pending "
+                                               "DRA GPUs are logged and exported (gpuas_dra_gpus), never planned "
+                                               "for (docs/kubernetes.md). Empty: the DRA kinds are not watched")
+    dra_max_objects: int = Field(20000, ge=1, description="the most ResourceSlices, ResourceClaims and "
+                                 "ResourceClaimTemplates (each kind) the view keeps: tenants create claims, and "
+                                 "each one kept is memory; those beyond are not read, and the DRA counts say they "
+                                 "are partial")
 
 
 class KueueActuatorConfig(_Strict):

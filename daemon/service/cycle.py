@@ -248,6 +248,20 @@ class CycleRunner:
             self.metrics.state_write_errors.inc()
             log.warning("shadow record not saved: %s", exc)
 
+    def _observe_dra(self) -> None:
+        """The DRA GPUs a Kubernetes actuator's view read in this cycle's collect (dra.py; read only), exported."""
+        from daemon.actuators.k8s.dra import DraGpus
+
+        for act in self.actuators:
+            d = getattr(act, "dra", None)
+            if isinstance(d, DraGpus):
+                self.metrics.observe_dra(sum(sum(t.values()) for t in d.supply.values()), sum(d.used.values()),
+                                         sum(d.pending.values()), len(d.uncounted))
+                return
+            if d is None and getattr(act, "name", None) == "kubernetes":
+                self.metrics.observe_dra(None)
+                return
+
     def _apply(self, plan: Plan) -> list[ActionReport]:
         m = self.metrics
         reports: list[ActionReport] = []
@@ -450,6 +464,7 @@ class CycleRunner:
         state = collected.state
         self.last_state = state
         m.staleness.set(state.staleness_s)
+        self._observe_dra()
         fc, fell_back = self._forecast(collected.history)
         self.last_forecast, self.last_history = fc, collected.history
         self._score_at(state)

@@ -43,6 +43,12 @@ class DaemonMetrics:
                                    "whose)", registry=r)
         self.capacity_dropped = Gauge("gpuas_capacity_dropped_gpus", "GPUs the metrics report on nodes the "
                                       "scheduler does not list, left out of capacity", registry=r)
+        self.dra_gpus = Gauge("gpuas_dra_gpus", "GPUs asked through Dynamic Resource Allocation, read only (never "
+                              "planned for: docs/kubernetes.md): the drivers' devices (supply), those allocated to "
+                              "claims (allocated), those the pending pods' claims ask (pending); absent while not "
+                              "read", ["state"], registry=r)
+        self.dra_uncounted = Gauge("gpuas_dra_uncounted_pods", "Pods whose DRA requests the daemon cannot judge (All, "
+                                   "CEL selectors, a class not configured), said once each in the log", registry=r)
         self.rate_level = Gauge("gpuas_rate_level", "Index of the load level in force", registry=r)
         self.fallback = Gauge("gpuas_forecaster_fallback", "1 when a baseline stands in for the model", registry=r)
         self.forecast = Gauge("gpuas_forecast_peak_gpus", "Peak forecast over the lead time", ["tenant", "quantile"],
@@ -128,6 +134,16 @@ class DaemonMetrics:
         elif hit[1] != value:
             hit[0].set(value)
             hit[1] = value
+
+    def observe_dra(self, supply: int | None, allocated: int = 0, pending: int = 0, uncounted: int = 0) -> None:
+        """The DRA GPUs the Kubernetes view read this cycle; `supply` None: not read (the series go)."""
+        if supply is None:
+            self.dra_gpus.clear()
+            self.dra_uncounted.set(0)
+            return
+        for state, v in (("supply", supply), ("allocated", allocated), ("pending", pending)):
+            self.dra_gpus.labels(state).set(v)
+        self.dra_uncounted.set(uncounted)
 
     def observe_plan(self, plan: Plan, forecast: Forecast | None, lead: int, fallback: bool,
                      forget_after_s: float = FORGET_AFTER_S) -> list[str]:

@@ -121,7 +121,9 @@ def _cluster_view(cfg: Config):
     from daemon.actuators.k8s.actuator import api_client
     from daemon.actuators.k8s.informer import ClusterView
 
-    return ClusterView(api_client(cfg.actuators.kubernetes), request_timeout_s=cfg.actuators.kubernetes.timeout_s)
+    k = cfg.actuators.kubernetes
+    return ClusterView(api_client(k), request_timeout_s=k.timeout_s,
+                       dra_max_objects=k.dra_max_objects if k.dra_device_classes else None)
 
 
 def actuator_names(cfg: Config) -> list[str]:

@@ -258,6 +258,7 @@ def test_a_full_cycle_with_every_kubernetes_actuator_runs_on_the_shipped_rbac_an
         # second cycle: the view, the plan (its preemption, a tenant told), job health, failover, as the cycle does
         jobs = rt.runner.source.jobs_provider(("team-high", "batchy"))
         assert sorted(jobs.ids.tolist()) == [f"{batch}/idle", f"{batch}/stranded", f"{batch}/victim"]
+        assert kube_act.dra is not None   # the DRA kinds (ResourceSlices, claims, templates) read with the role
         view = rt.runner.source.nodes_provider(("team-high", "batchy"))
         assert dict(zip(view.names.tolist(), view.free.tolist()))[free] == 2
         note = Notification("batchy", "preempted", "victim makes room for team-high")
@@ -322,6 +323,12 @@ def test_a_full_cycle_with_every_kubernetes_actuator_runs_on_the_shipped_rbac_an
         assert not may("update", "configmaps", inst.ns, name="gpu-autoscaler-config")  # its own config: mounted only
         assert not may("get", "configmaps", batch)
         assert not may("update", "priorityclasses", group="scheduling.k8s.io")
+        # DRA: its kinds listed and watched, nothing of them written, no DeviceClass read
+        for kind in ("resourceslices", "resourceclaims", "resourceclaimtemplates"):
+            assert may("list", kind, group="resource.k8s.io") and may("watch", kind, group="resource.k8s.io")
+            for verb in ("create", "update", "patch", "delete"):
+                assert not may(verb, kind, batch, group="resource.k8s.io")
+        assert not may("list", "deviceclasses", group="resource.k8s.io")
         # Kueue's Workloads: listed and patched (their start estimate), never updated, deleted or made
         assert may("patch", "workloads", batch, group="kueue.x-k8s.io")
         for verb in ("update", "delete", "create", "get"):

@@ -1,6 +1,9 @@
-"""A tenant's pods asking for GPUs through Dynamic Resource Allocation (resource.k8s.io/v1: a ResourceClaimTemplate
-whose request names the NVIDIA DRA driver's DeviceClass), on the real apiserver and kube-scheduler: the view does not
-count such GPUs (it reads neither claims nor ResourceSlices) and says so once per pod, so nothing is silently zero."""
+"""A tenant's pods asking for GPUs through Dynamic Resource Allocation (resource.k8s.io/v1), on the real apiserver,
+kube-scheduler and kube-controller-manager (its resourceclaim controller makes each pod's claim from its template):
+the test publishes ResourceSlices for two fake nodes as a driver would, the scheduler allocates their devices to
+the pods' claims and binds the pods, and the daemon's view (daemon/actuators/k8s/dra.py) reads the supply per node
+by type, the GPUs allocated, and the pending pods' demand; a request it cannot judge is said once per pod. All read
+only: DRA pods are no Jobs and DRA nodes have no GPUs in the Nodes the plan reads."""
 
 from __future__ import annotations
 
@@ -10,11 +13,13 @@ import uuid
 import pytest
 from kubernetes import client as k8s
 
-from tests.k8s.test_view_watch import tenant_view
+from daemon.config import parse_config
 from tests.support.k8s_cluster import gpu_pod
 from tests.support.services import wait_for
 
 pytestmark = [pytest.mark.xdist_group("k8s"), pytest.mark.security]
+
+A100, H100 = "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"
 
 
 def _dra_pod(ns: str, name: str, template: str, gpus: int = 0) -> dict:
@@ -27,44 +32,232 @@ def _dra_pod(ns: str, name: str, template: str, gpus: int = 0) -> dict:
     return pod
 
 
-def test_a_pod_asking_for_gpus_through_dra_is_said_once_not_silently_zero(kube, tmp_path, caplog):
-    """The apiserver serves resource.k8s.io/v1 (DeviceClass, ResourceClaim, ResourceClaimTemplate). A tenant's pod
-    whose only GPUs are two asked through a claim template of class gpu.nvidia.com read as 0 GPUs without a word: no
-    demand, never preempted, its GPUs invisible. It is still no job (counting claims needs the nodes' ResourceSlices
-    too), but said once: 'GPUs asked through DRA are not counted'; one asking for 1 nvidia.com/gpu beside its claim
-    counts that one, and says the rest is not."""
+def _runtime(kube, tmp_path, tenants, classes: dict[str, str]):
+    """The daemon wired as `run` wires it (the watched view, the kubernetes and kueue actuators), with a mixed fleet
+    whose aliases type the DRA devices' productName, and `classes` as its GPU DeviceClasses."""
+    from daemon.service.wiring import build_runtime
 
-    caplog.set_level(logging.WARNING, logger="gpu_autoscaler.actuator.kubernetes")
+    cfg = parse_config({"cluster": {"gpus": 16}, "source": {"kind": "prometheus"},
+                        "forecaster": {"kind": "seasonal_naive"}, "server": {"enabled": False},
+                        "state": {"path": str(tmp_path / "s.db")},
+                        "fleet": {"types": ["a100", "h100"], "aliases": {A100: "a100", H100: "h100"}},
+                        "tenants": [{"name": t.name, "tier": t.tier, "k8s_namespace": t.k8s_namespace}
+                                    for t in tenants],
+                        "actuators": {"enabled": ["kubernetes", "kueue"], "dry_run": True,
+                                      "kubernetes": {"kubeconfig": str(kube.admin_kubeconfig),
+                                                     "dra_device_classes": classes}}})
+    rt = build_runtime(cfg, with_store=False)
+    return rt, rt.actuators[-2]
+
+
+def _slice(name: str, driver: str, node: str, product: str, generation: int = 1, devices: int = 2) -> dict:
+    """A node's devices as a DRA driver publishes them: one pool per node, whole GPUs typed by productName, and a
+    MIG device (type mig), which is no whole GPU."""
+    devs = [{"name": f"gpu-{i}", "attributes": {"type": {"string": "gpu"}, "productName": {"string": product}}}
+            for i in range(devices)]
+    devs.append({"name": "mig-0", "attributes": {"type": {"string": "mig"}, "productName": {"string": product}}})
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+            "spec": {"driver": driver, "nodeName": node, "devices": devs,
+                     "pool": {"name": node, "generation": generation, "resourceSliceCount": 1}}}
+
+
+def _template(name: str, request: dict) -> dict:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": request}]}}}}
+
+
+def test_the_view_reads_dra_supply_used_and_pending_demand_and_says_what_it_cannot_judge(kube, tmp_path, caplog):
+    """Two fake nodes whose driver publishes 2 GPUs each (an A100 node, an H100 node; each with a MIG device beside,
+    and the A100 pool's older generation of 4 GPUs left behind), a DeviceClass of the driver's whole GPUs, and pods
+    whose claim templates ask for 2 of them: the scheduler allocates and binds two, one per node; a third (another
+    tenant's) waits. The view reads supply {A100 node: 2 dra:a100, H100 node: 2 dra:h100}, 4 allocated, both bound
+    pods at 2, the waiting one's 2 as its tenant's demand. A pod asking for All the class's devices, one selecting
+    them by CEL and one of a class that is not a GPU class are not counted, each said once over two cycles. None of
+    it is a Job, and the DRA nodes have no GPUs in the Nodes the plan reads (read only). The old code read none of
+    it (no dra, the pods only said as 'not counted')."""
+    caplog.set_level(logging.INFO, logger="gpu_autoscaler.actuator.kubernetes")
     api = kube.api()
-    served = {r.name for r in k8s.ResourceV1Api(api).get_api_resources().resources}
+    core, resource = k8s.CoreV1Api(api), k8s.ResourceV1Api(api)
+    tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "low"}, nodes=2, gpus=0)
+    a, b = ns["team-a"], ns["team-b"]
+    uid = uuid.uuid4().hex[:6]
+    driver, cls = f"gpu-{uid}.example.com", f"gpu-{uid}.nvidia.com"   # unique: slices and classes are cluster-wide
+    rt, kub = _runtime(kube, tmp_path, tenants, {cls: driver})
+    names = tuple(t.name for t in tenants)
+    slices = [_slice(f"{nodes[0]}-{uid}", driver, nodes[0], A100), _slice(f"{nodes[1]}-{uid}", driver, nodes[1], H100),
+              _slice(f"{nodes[0]}-{uid}-old", driver, nodes[0], A100, generation=0, devices=4)]
+    whole = f'device.driver == "{driver}" && device.attributes["{driver}"].type == "gpu"'
+    resource.create_device_class({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": cls},
+                                  "spec": {"selectors": [{"cel": {"expression": whole}}]}})
+    try:
+        for s in slices:
+            resource.create_resource_slice(s)
+        two = {"deviceClassName": cls, "allocationMode": "ExactCount", "count": 2}
+        for n in (a, b):
+            resource.create_namespaced_resource_claim_template(n, _template("two-gpus", two))
+        resource.create_namespaced_resource_claim_template(b, _template("all-gpus", {"deviceClassName": cls,
+                                                                                     "allocationMode": "All"}))
+        resource.create_namespaced_resource_claim_template(b, _template("h100-by-cel", {
+            "deviceClassName": cls, "count": 1,
+            "selectors": [{"cel": {"expression": f'device.attributes["{driver}"].productName == "{H100}"'}}]}))
+        resource.create_namespaced_resource_claim_template(b, _template("a-nic", {"deviceClassName": f"nic-{uid}"}))
+        for name in ("train-1", "train-2"):
+            core.create_namespaced_pod(b, _dra_pod(b, name, "two-gpus"))
+        bound = lambda: {core.read_namespaced_pod(p, b).spec.node_name for p in ("train-1", "train-2")}  # noqa: E731
+        wait_for(lambda: bound() == set(nodes), timeout=90, what="both DRA pods bound, one per node")
+        core.create_namespaced_pod(a, _dra_pod(a, "waits", "two-gpus"))
+        core.create_namespaced_pod(b, _dra_pod(b, "all", "all-gpus"))
+        core.create_namespaced_pod(b, _dra_pod(b, "by-cel", "h100-by-cel"))
+        core.create_namespaced_pod(b, _dra_pod(b, "nic", "a-nic"))
+        wait_for(lambda: kub.cluster_jobs(names) is not None and kub.dra is not None
+                 and f"{b}/nic" in kub.dra.uncounted and f"{a}/waits" in kub.dra.pending
+                 and len(kub.dra.running) == 2, timeout=60, what="the DRA pods in the view")
+        jobs = kub.cluster_jobs(names)
+        kub.cluster_jobs(names)
+        dra = kub.dra
+        assert dra.supply == {nodes[0]: {"dra:a100": 2}, nodes[1]: {"dra:h100": 2}}, dra.supply
+        assert dra.used == {nodes[0]: 2, nodes[1]: 2}, dra.used
+        assert sorted(dra.running.values()) == [(nodes[0], 2), (nodes[1], 2)], dra.running
+        assert dra.pending == {f"{a}/waits": 2} and dra.pending_by_tenant() == {"team-a": 2}, dra.pending
+        assert sorted(dra.uncounted) == [f"{b}/all", f"{b}/by-cel", f"{b}/nic"], dra.uncounted
+        # read only: no Job, and the DRA nodes are no GPUs of the plan's
+        assert jobs.ids.tolist() == [], jobs.ids
+        view = kub.cluster_nodes(names)
+        assert {n: int(g) for n, g in zip(view.names, view.gpus) if n in nodes} == {nodes[0]: 0, nodes[1]: 0}
+        said = sorted(r.getMessage() for r in caplog.records if "that the daemon does not count" in r.getMessage())
+        assert said == [
+            f"pod {b}/all asks for devices through DRA that the daemon does not count: request gpu asks for All "
+            f"devices of {cls}, not a count",
+            f"pod {b}/by-cel asks for devices through DRA that the daemon does not count: request gpu selects devices "
+            f"of {cls} by CEL, which the daemon cannot judge",
+            f"pod {b}/nic asks for devices through DRA that the daemon does not count: request gpu names DeviceClass "
+            f"nic-{uid}, not one of the GPU classes (actuators.kubernetes.dra_device_classes)"], said
+        summary = [r.getMessage() for r in caplog.records if r.getMessage().startswith("DRA GPUs (read only")]
+        assert summary[-1] == ("DRA GPUs (read only, not planned for): 4 on 2 nodes (2 dra:a100, 2 dra:h100), 4 "
+                               "allocated, pending per tenant: team-a 2"), summary
+        assert len(summary) == len(set(summary)), summary   # said when it changes, not each cycle
+    finally:
+        rt.close()
+        for s in slices:
+            resource.delete_resource_slice(s["metadata"]["name"])
+        resource.delete_device_class(cls)
+        kube.delete_nodes(nodes)
+
+
+def test_a_pod_asking_for_one_device_plugin_gpu_beside_its_claim_is_a_job_of_that_one(kube, tmp_path):
+    """The device-plugin GPU a DRA pod asks for beside its claims stays a Job of that many GPUs (its DRA GPUs are
+    read apart); a DRA-only pod is no Job."""
+    api = kube.api()
+    core, resource = k8s.CoreV1Api(api), k8s.ResourceV1Api(api)
+    served = {r.name for r in resource.get_api_resources().resources}
     assert {"deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"} <= served, served
-    core = k8s.CoreV1Api(api)
-    resource = k8s.ResourceV1Api(api)
     tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "normal"}, nodes=1)
-    names, rt, kub = tenant_view(kube, tmp_path, tenants)
     b = ns["team-b"]
-    cls = f"gpu.nvidia.com-{uuid.uuid4().hex[:6]}"   # the driver's class name, unique for this run
+    cls = f"gpu-{uuid.uuid4().hex[:6]}.nvidia.com"
+    rt, kub = _runtime(kube, tmp_path, tenants, {cls: cls})
+    names = tuple(t.name for t in tenants)
     resource.create_device_class({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
                                   "metadata": {"name": cls}, "spec": {}})
     try:
-        resource.create_namespaced_resource_claim_template(b, {
-            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "two-gpus"},
-            "spec": {"spec": {"devices": {"requests": [
-                {"name": "gpu", "exactly": {"deviceClassName": cls, "allocationMode": "ExactCount", "count": 2}}]}}}})
+        resource.create_namespaced_resource_claim_template(b, _template("two-gpus", {
+            "deviceClassName": cls, "allocationMode": "ExactCount", "count": 2}))
         core.create_namespaced_pod(b, _dra_pod(b, "dra-only", "two-gpus"))
         core.create_namespaced_pod(b, _dra_pod(b, "dra-and-one", "two-gpus", gpus=1))
         wait_for(lambda: f"{b}/dra-and-one" in kub.cluster_jobs(names).ids.tolist(), timeout=60,
                  what="dra-and-one in the view")
+        wait_for(lambda: kub.cluster_jobs(names) is not None and len(kub.dra.pending) == 2, timeout=60,
+                 what="both pods' claims read")
         jobs = kub.cluster_jobs(names)
-        kub.cluster_jobs(names)
         assert jobs.ids.tolist() == [f"{b}/dra-and-one"] and jobs.gpus.tolist() == [1], (jobs.ids, jobs.gpus)
-        said = sorted(r.getMessage() for r in caplog.records if "through DRA" in r.getMessage())
-        assert said == [
-            f"pod {b}/dra-and-one asks for devices through DRA (spec.resourceClaims: gpus): GPUs asked through DRA "
-            "are not counted, neither as demand nor as used; only its 1 nvidia.com/gpu are",
-            f"pod {b}/dra-only asks for devices through DRA (spec.resourceClaims: gpus): GPUs asked through DRA are "
-            "not counted, neither as demand nor as used; it asks for no nvidia.com/gpu, so it is no job"], said
+        assert kub.dra.pending == {f"{b}/dra-only": 2, f"{b}/dra-and-one": 2}, kub.dra.pending
     finally:
         rt.close()
+        resource.delete_device_class(cls)
+        kube.delete_nodes(nodes)
+
+
+def test_the_claims_kept_are_capped_and_the_view_says_the_counts_are_partial(kube, caplog):
+    """A tenant can create claims without end, and each one the view keeps is memory: the view keeps at most
+    actuators.kubernetes.dra_max_objects of each DRA kind, counts those beyond (at the list and as the watch goes),
+    and the actuator says the DRA counts are partial. The old code kept no claim at all (no DRA watch)."""
+    from daemon.actuators.k8s.actuator import KubernetesActuator
+    from daemon.actuators.k8s.informer import Reflector
+    from daemon.config import KubernetesActuatorConfig
+
+    caplog.set_level(logging.WARNING, logger="gpu_autoscaler.actuator.kubernetes")
+    api = kube.api()
+    resource = k8s.ResourceV1Api(api)
+    tenants, ns, nodes = kube.tenants({"team-a": "normal"}, nodes=1)
+    a = ns["team-a"]
+
+    def claim(name: str) -> None:
+        resource.create_namespaced_resource_claim(a, {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}})
+    for name in ("c1", "c2", "c3"):
+        claim(name)
+    r = Reflector("resourceclaims", resource.list_resource_claim_for_all_namespaces, watch_s=2,
+                  field_selector=f"metadata.namespace={a}", max_objects=2, model=k8s.ResourceV1ResourceClaim)
+    assert r.step() and sorted(r.store) == [f"{a}/c1", f"{a}/c2"] and r.over == 1, (sorted(r.store), r.over)
+    claim("c4")
+    resource.delete_namespaced_resource_claim("c3", a)
+    resource.delete_namespaced_resource_claim("c1", a)
+    r.step()   # the watch, until the server ends it (2 s): c4 beyond the cap, c3 (not kept) and c1 gone
+    assert sorted(r.store) == [f"{a}/c2"] and r.over == 1, (sorted(r.store), r.over)
+    assert isinstance(r.store[f"{a}/c2"], k8s.ResourceV1ResourceClaim)
+    # the actuator's line, once while it holds
+    kub = KubernetesActuator(api, KubernetesActuatorConfig(dra_max_objects=2), tenants)
+    objs = {"resourceslices": [], "resourceclaims": list(r.store.values()), "resourceclaimtemplates": []}
+    for _ in range(2):
+        kub._read_dra([], objs, "", {"resourceclaims": r.over})
+    said = [m.getMessage() for m in caplog.records if "partial" in m.getMessage()]
+    assert said == ["DRA GPUs are partial: 1 resourceclaims beyond actuators.kubernetes.dra_max_objects (2) not "
+                    "read"], said
+    kube.delete_nodes(nodes)
+
+
+def test_an_eviction_of_a_dra_pod_frees_its_devices_for_the_pod_that_waits(kube):
+    """The Eviction API works for a DRA pod as for any (the actuator's evict: low PriorityClass, the UID as its
+    precondition): the evicted pod goes, the resourceclaim controller lets its claim go, the scheduler gives the
+    devices to the pod that waited, and the view reads it so. (The plan sends none for DRA demand: read only.)"""
+    from daemon.actuators.base import ActionReport
+    from daemon.actuators.k8s.actuator import KubernetesActuator
+    from daemon.config import KubernetesActuatorConfig
+
+    api = kube.api()
+    core, resource = k8s.CoreV1Api(api), k8s.ResourceV1Api(api)
+    tenants, ns, nodes = kube.tenants({"team-a": "high", "team-b": "low"}, nodes=1, gpus=0)
+    a, b = ns["team-a"], ns["team-b"]
+    uid = uuid.uuid4().hex[:6]
+    driver = cls = f"gpu-{uid}.nvidia.com"
+    slices = [_slice(f"{nodes[0]}-{uid}", driver, nodes[0], H100)]
+    kub = KubernetesActuator(api, KubernetesActuatorConfig(dra_device_classes={cls: driver}, grace_period_s=0),
+                             tenants, dry_run=False)
+    names = tuple(t.name for t in tenants)
+    resource.create_device_class({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": cls},
+                                  "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}})
+    try:
+        resource.create_resource_slice(slices[0])
+        rep = ActionReport("kubernetes", False)
+        kub.ensure_priority_classes(rep)
+        assert rep.ok, rep.errors
+        two = {"deviceClassName": cls, "count": 2}
+        for n in (a, b):
+            resource.create_namespaced_resource_claim_template(n, _template("two-gpus", two))
+        low = _dra_pod(b, "low", "two-gpus")
+        low["spec"]["priorityClassName"] = "gpu-autoscaler-low"
+        core.create_namespaced_pod(b, low)
+        wait_for(lambda: core.read_namespaced_pod("low", b).status.phase == "Running", timeout=90, what="low Running")
+        core.create_namespaced_pod(a, _dra_pod(a, "high", "two-gpus"))
+        kub.cluster_jobs(names)
+        assert kub.dra.running == {f"{b}/low": (nodes[0], 2)} and kub.dra.pending == {f"{a}/high": 2}, kub.dra
+        rep = ActionReport("kubernetes", False)
+        kub.evict(rep, f"{b}/low", "room for team-a")
+        assert rep.ok and rep.actions == [f"evict {b}/low (grace 0 s)"], (rep.actions, rep.errors)
+        wait_for(lambda: kub.cluster_jobs(names) is not None and kub.dra.running == {f"{a}/high": (nodes[0], 2)},
+                 timeout=90, what="the waiting pod bound to the freed devices")
+        assert kub.dra.pending == {} and kub.dra.used == {nodes[0]: 2}, kub.dra
+    finally:
+        resource.delete_resource_slice(slices[0]["metadata"]["name"])
         resource.delete_device_class(cls)
         kube.delete_nodes(nodes)

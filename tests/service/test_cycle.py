@@ -101,3 +101,33 @@ def test_a_spread_refresh_found_due_starts_after_the_cycle_not_inside_its_foreca
     assert f.started_in_forecast == [False, False] and not f.spread.pending and f.spread._job is not None
     f.spread._job[1].join(10)
     assert rt.runner.run_once().outcome == "ok" and f.spread.refreshes == 2
+
+
+def test_a_cycle_exports_the_dra_gpus_the_kubernetes_view_read(tmp_path):
+    """The DRA GPUs (read only, never planned for) are on /metrics: supply, allocated, pending, and the pods whose
+    requests are not judged; the series go when the view stops reading them."""
+    from daemon.actuators.base import ActionReport
+    from daemon.actuators.k8s.dra import DraGpus
+
+    rt = build_runtime(sim_cfg(tmp_path))
+
+    class Kube:
+        name, dry_run = "kubernetes", True
+        dra = DraGpus(supply={"n1": {"dra:gpu": 8}, "n2": {"dra:gpu": 4}}, used={"n1": 6},
+                      pending={"a/p": 2, "b/q": 3}, tenant_of={"a/p": "a", "b/q": "b"}, uncounted={"b/all": "All"})
+
+        def apply(self, plan):
+            return ActionReport(self.name, True)
+
+        def notify(self, notes):
+            return ActionReport(self.name, True)
+
+    kube = Kube()
+    rt.runner.actuators.append(kube)
+    assert rt.runner.run_once().outcome == "ok"
+    reg = rt.metrics.registry
+    got = {s: reg.get_sample_value("gpuas_dra_gpus", {"state": s}) for s in ("supply", "allocated", "pending")}
+    assert got == {"supply": 12, "allocated": 6, "pending": 5} and reg.get_sample_value("gpuas_dra_uncounted_pods") == 1
+    kube.dra = None
+    assert rt.runner.run_once().outcome == "ok"
+    assert reg.get_sample_value("gpuas_dra_gpus", {"state": "supply"}) is None

@@ -36,11 +36,12 @@ BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager
 # select), node lifecycle (it lifts the not-ready taint the TaintNodesByCondition admission puts on every new node
 # once kwok reports it Ready), and resource quota (a ResourceQuota's status, which quota admission needs before it
 # admits a pod against it), and cluster role aggregation (the default edit and admin roles get their rules from it: a
-# test acts as a tenant holding them)
+# test acts as a tenant holding them), and resource claims (a pod's ResourceClaim made from its ResourceClaimTemplate,
+# which the scheduler allocates devices to: DRA)
 CONTROLLERS = ",".join(f"{c}-controller" for c in (
     "serviceaccount", "serviceaccount-token", "disruption", "namespace", "garbage-collector", "replicaset",
     "deployment", "daemonset", "job", "pod-garbage-collector", "root-ca-certificate-publisher", "node-lifecycle",
-    "resourcequota", "clusterrole-aggregation"))
+    "resourcequota", "clusterrole-aggregation", "resourceclaim"))
 KWOK_NODE = "kwok.x-k8s.io/node"
 # kwok's own stages, from the pinned module (build-k8s.sh copies them beside the binaries): nodes become Ready and
 # renew their Lease, bound pods become Running, deleted pods go

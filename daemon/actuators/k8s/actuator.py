@@ -14,7 +14,9 @@ With Kueue, see kueue.py: quotas become ClusterQueues and Kueue reclaims.
 Every write (a PriorityClass, a quota, an eviction, a cordon, an Event) is checked against the fence right
 before it is sent (``FenceGuard``, see daemon/ha/fencing.py); a batch stops at the first refusal.
 The daemon's view of jobs and of where GPUs are (pods, nodes, node holds) is read here too: view.py; built by
-from_config, it is kept by list-then-watch (informer.py), so a cycle reads a snapshot instead of listing.
+from_config, it is kept by list-then-watch (informer.py), so a cycle reads a snapshot instead of listing. GPUs asked
+through Dynamic Resource Allocation are read beside it, read only (dra.py: ``KubernetesActuator.dra``), never in the
+Jobs and Nodes the plan reads.
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ from kubernetes import client as k8s, config as kcfg
 from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators.base import NO_FENCE, ActionReport, FencedApply, FenceGuard, TermRecord, stop_on_fence
-from daemon.actuators.k8s import pod_affinity, rbac
+from daemon.actuators.k8s import dra as dra_gpus, pod_affinity, rbac
 from daemon.actuators.k8s.admission import AdmissionParams, params_spec
-from daemon.actuators.k8s.informer import LIVE_PODS, ClusterView
+from daemon.actuators.k8s.informer import DRA_KINDS, LIVE_PODS, ClusterView
 from daemon.actuators.k8s.objects import evictable, holds_gpus, priority_class_name
 from daemon.actuators.k8s.rbac import RbacRefusals
 from daemon.actuators.k8s.view import never_starts, nodes_view, pods_as_jobs
@@ -118,6 +120,10 @@ class KubernetesActuator(FencedApply):
         self._retry: dict[str, str] = {}  # job id -> reason: failed-node evictions a PDB refused, retried each cycle
         self._never: set[str] = set()   # pods the view left out (never start, bound nowhere), as last logged
         self._dra: set[str] = set()     # pods asking for devices through DRA, as last logged
+        # the DRA GPUs as the last cluster_jobs read them (dra.py; read only), and what was last said of them
+        self.dra: dra_gpus.DraGpus | None = None
+        self._dra_said: dict[str, str] = {}
+        self.resource_api = k8s.ResourceV1Api(api_client)
         self._bound = pod_affinity.BoundPods()   # the bound pods' rows for pod affinity, kept from cycle to cycle
         # job id -> (pod UID, PriorityClass) as the last cluster_jobs read it: what decisions were made on
         self._seen: dict[str, tuple[str, str]] = {}
@@ -419,9 +425,11 @@ class KubernetesActuator(FencedApply):
         if self.view is not None:
             snap = self.view.snapshot()
             pods, nodes, anti_pods = snap.pods, snap.nodes, snap.anti_pods
+            dra_objs, dra_why, dra_over = snap.dra, snap.dra_why, snap.dra_over
         else:
             pods = self.core.list_pod_for_all_namespaces(field_selector=LIVE_PODS).items
             nodes = self.core.list_node().items
+            dra_objs, dra_why, dra_over = self._list_dra()
         self._seen = {f"{p.metadata.namespace}/{p.metadata.name}": (p.metadata.uid, p.spec.priority_class_name or "")
                       for p in pods if p.metadata.namespace in self.tenant_of}
         left_out: dict[str, str] = {}
@@ -430,14 +438,54 @@ class KubernetesActuator(FencedApply):
                             never=never_starts(nodes, self.cfg.gpu_resource, self.resolver, self.hold_label,
                                                pods, self._bound, anti_pods),
                             left_out=left_out, node_names={n.metadata.name for n in nodes},
-                            schedulers=tuple(self.cfg.scheduler_names), uncounted=dra)
+                            schedulers=tuple(self.cfg.scheduler_names),
+                            uncounted=None if self.cfg.dra_device_classes else dra)
         for pod in sorted(left_out.keys() - self._never):   # once per pod
             log.warning("pod %s %s", pod, left_out[pod])
         self._never = set(left_out)
+        if self.cfg.dra_device_classes:
+            dra.update(self._read_dra(pods, dra_objs, dra_why, dra_over))
         for pod in sorted(dra.keys() - self._dra):
             log.warning("pod %s %s", pod, dra[pod])
         self._dra = set(dra)
         return jobs
+
+    def _list_dra(self) -> tuple[dict[str, list] | None, str, dict[str, int] | None]:
+        """Without a watched view: the DRA kinds listed (each read), or why not (the API's answer)."""
+        if not self.cfg.dra_device_classes:
+            return None, "", None
+        try:
+            objs = dict(zip(DRA_KINDS, (self.resource_api.list_resource_slice().items,
+                                        self.resource_api.list_resource_claim_for_all_namespaces().items,
+                                        self.resource_api.list_resource_claim_template_for_all_namespaces().items)))
+        except ApiException as exc:
+            return None, f"{exc.status} {exc.reason}", None
+        return objs, "", None
+
+    def _read_dra(self, pods: list, objs: dict[str, list] | None, why: str,
+                  over: dict[str, int] | None) -> dict[str, str]:
+        """The DRA GPUs (dra.py) into ``self.dra``, read only: never in the Jobs or Nodes the plan reads. Said in the
+        log when it changes: the counts, why they are not read (a kind not served, not permitted, a watch down),
+        and that they are partial (more objects than actuators.kubernetes.dra_max_objects). The pods whose DRA GPUs
+        are not counted, and why (pod id -> line)."""
+        said: dict[str, str] = {}
+        if objs is None:
+            self.dra = None
+            said["why"] = f"DRA GPUs are not read: {why} (resource.k8s.io/v1 {', '.join(DRA_KINDS)})"
+        else:
+            self.dra = dra_gpus.read_dra(pods, objs["resourceslices"], objs["resourceclaims"],
+                                         objs["resourceclaimtemplates"], dict(self.cfg.dra_device_classes),
+                                         self.tenant_of, self.resolver)
+            said["summary"] = self.dra.summary()
+            if over:
+                said["over"] = ("DRA GPUs are partial: " + ", ".join(f"{n} {k}" for k, n in sorted(over.items()))
+                                + f" beyond actuators.kubernetes.dra_max_objects ({self.cfg.dra_max_objects}) "
+                                "not read")
+        for k, line in said.items():
+            if self._dra_said.get(k) != line:
+                log.log(logging.INFO if k == "summary" else logging.WARNING, "%s", line)
+        self._dra_said = said
+        return dict(self.dra.uncounted) if self.dra is not None else {}
 
     def cluster_nodes(self, tenants: tuple[str, ...]) -> Nodes:
         """Every node as the policy's Nodes: allocatable GPUs, the GPUs of the pods bound there, those of pods

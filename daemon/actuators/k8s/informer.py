@@ -11,7 +11,9 @@ A view whose watch is down is **stale**: ``ClusterView.snapshot`` raises ``ViewS
 when and why, so the cycle keeps its last plan and preempts nothing new (the source reports a SourceError, as for
 an apiserver that does not answer). Missing data is never an empty cluster.
 
-Pods: live ones only (``LIVE_PODS``, as the lists before); nodes: all. Objects are the official client's models
+Pods: live ones only (``LIVE_PODS``, as the lists before); nodes: all. With ``dra_max_objects``, the DRA kinds too
+(DRA_KINDS, read by dra.py), at most that many of each, in reflectors whose staleness the snapshot says
+(``Snapshot.dra_why``) but never refuses the cycle for. Objects are the official client's models
 without the fields the daemon never reads (POD_DROPPED, NODE_DROPPED: most of their size), and are replaced, never
 changed, so a snapshot stays consistent while the watch goes on.
 """
@@ -45,6 +47,9 @@ NOT_LISTED = "not listed yet"
 POD_DROPPED = (("metadata", "managedFields"), ("status", "containerStatuses"),
                ("status", "initContainerStatuses"), ("status", "ephemeralContainerStatuses"), ("spec", "volumes"))
 NODE_DROPPED = (("metadata", "managedFields"), ("status", "images"))
+# a ResourceClaim's devices' status (what the driver writes of each: network data and the like) is never read
+CLAIM_DROPPED = (("metadata", "managedFields"), ("status", "devices"))
+DRA_KINDS = ("resourceslices", "resourceclaims", "resourceclaimtemplates")
 
 
 def keep_verdict(raw: dict) -> None:
@@ -90,6 +95,11 @@ class Snapshot:
     # the pods with pod anti-affinity (has_pod_anti_affinity), kept as the watch goes: a cycle that needs them need
     # not look at every pod (at 100,000 pods that took 0.1 s a cycle)
     anti_pods: list | None = None
+    # the DRA kinds (DRA_KINDS -> their objects) when the view keeps them and all are fresh; else None, and
+    # dra_why says why (not kept: ""); dra_over: the kinds with objects beyond the cap, and how many
+    dra: dict[str, list] | None = None
+    dra_why: str = ""
+    dra_over: dict[str, int] | None = None
 
 
 class Reflector:
@@ -101,8 +111,13 @@ class Reflector:
     def __init__(self, kind: str, list_func: Callable, *, field_selector: str | None = None,
                  request_timeout_s: float = 10.0, watch_s: int = WATCH_S,
                  dropped: tuple[tuple[str, ...], ...] = (("metadata", "managedFields"),),
-                 trim: Callable[[dict], None] | None = None, mark: Callable[[object], bool] | None = None) -> None:
+                 trim: Callable[[dict], None] | None = None, mark: Callable[[object], bool] | None = None,
+                 max_objects: int | None = None, model: type | None = None) -> None:
         self.kind = kind
+        # at most this many objects kept (a kind tenants create, such as ResourceClaims: each one is memory here);
+        # those beyond it are counted in `over`, not kept
+        self.max_objects = max_objects
+        self.over = 0
         self.mark = mark
         self.marked: dict[str, object] = {}   # key -> object, those of the store `mark` says yes to
         self.trim = trim
@@ -112,7 +127,9 @@ class Reflector:
         self.request_timeout_s = request_timeout_s
         self.watch_s = watch_s
         self.api_client = list_func.__self__.api_client  # a bound method of CoreV1Api: its client deserializes
-        self.model_type = kwatch.Watch().get_return_type(list_func)  # V1Pod, V1Node
+        # V1Pod, V1Node; `model` where the client's name for it is not the list's less 'List' (ResourceClaim's
+        # model is ResourceV1ResourceClaim)
+        self.model_type = model or kwatch.Watch().get_return_type(list_func)
         self.store: dict[str, object] = {}
         self.rv: str | None = None      # resume the watch from here; None: list first
         self.lists = 0                  # full lists done (a test and the bench count them)
@@ -175,6 +192,7 @@ class Reflector:
     def relist(self) -> None:
         """A full list, in pages of PAGE, replacing the store; the watch resumes from its resourceVersion."""
         items: list = []
+        over = 0
         cont = None
         while True:
             resp = self.list_func(limit=PAGE, _continue=cont, _request_timeout=self.request_timeout_s,
@@ -182,7 +200,12 @@ class Reflector:
             if not 200 <= resp.status <= 299:
                 raise ApiException(status=resp.status, reason=f"{resp.reason}: {_body(resp)[:300]!r}")
             page = json.loads(_body(resp))
-            items += [self._model(o) for o in page.get("items") or []]
+            raws = page.get("items") or []
+            if self.max_objects is not None and len(items) + len(raws) > self.max_objects:
+                keep = max(self.max_objects - len(items), 0)
+                over += len(raws) - keep
+                raws = raws[:keep]
+            items += [self._model(o) for o in raws]
             cont = page["metadata"].get("continue")
             if not cont:
                 break
@@ -193,6 +216,7 @@ class Reflector:
         marked = {k: o for k, o in store.items() if self.mark(o)} if self.mark is not None else {}
         with self.lock:
             self.store, self.marked = store, marked
+            self.over = over
             self.rv = rv
             self.lists += 1
             self.fresh = True
@@ -226,8 +250,13 @@ class Reflector:
                 obj = self._model(raw)
                 with self.lock:
                     if kind == "DELETED":
-                        self.store.pop(self.key(obj), None)
+                        if self.store.pop(self.key(obj), None) is None and self.over:
+                            self.over -= 1   # one of those beyond the cap went
                         self.marked.pop(self.key(obj), None)
+                    elif self.max_objects is not None and self.key(obj) not in self.store and \
+                            len(self.store) >= self.max_objects:
+                        if kind == "ADDED":
+                            self.over += 1
                     else:
                         self._put(self.key(obj), obj)
                     self.rv = obj.metadata.resource_version
@@ -292,7 +321,9 @@ class ClusterView:
     to ``sync_timeout_s``, 10,000 pods take seconds) unless one fails; stopped with the daemon."""
 
     def __init__(self, api_client: k8s.ApiClient, *, request_timeout_s: float = 10.0,
-                 sync_timeout_s: float = 120.0, watch_s: int = WATCH_S) -> None:
+                 sync_timeout_s: float = 120.0, watch_s: int = WATCH_S, dra_max_objects: int | None = None) -> None:
+        """`dra_max_objects`: also keep the DRA kinds (DRA_KINDS: ResourceSlices, ResourceClaims and their
+        templates, for dra.py), at most this many of each; None: not kept."""
         core = k8s.CoreV1Api(api_client)
         self.pods = Reflector("pods", core.list_pod_for_all_namespaces, field_selector=LIVE_PODS,
                               request_timeout_s=request_timeout_s, watch_s=watch_s, dropped=POD_DROPPED,
@@ -301,6 +332,20 @@ class ClusterView:
                                dropped=NODE_DROPPED)
         self.lock = threading.Lock()
         self.pods.lock = self.nodes.lock = self.lock
+        # the DRA kinds: their staleness is said in the snapshot (dra_why) and never stops the cycle, as a cluster
+        # without resource.k8s.io/v1 (before 1.34), or a role without them, must still be planned for
+        self.dra: tuple[Reflector, ...] = ()
+        if dra_max_objects is not None:
+            res = k8s.ResourceV1Api(api_client)
+            self.dra = tuple(Reflector(kind, f, request_timeout_s=request_timeout_s, watch_s=watch_s,
+                                       dropped=CLAIM_DROPPED if kind == "resourceclaims" else
+                                       (("metadata", "managedFields"),), max_objects=dra_max_objects,
+                                       model=k8s.ResourceV1ResourceClaim if kind == "resourceclaims" else None)
+                             for kind, f in zip(DRA_KINDS, (res.list_resource_slice,
+                                                            res.list_resource_claim_for_all_namespaces,
+                                                            res.list_resource_claim_template_for_all_namespaces)))
+            for r in self.dra:
+                r.lock = self.lock
         self.sync_timeout_s = sync_timeout_s
         self._threads: list[threading.Thread] = []
         self._start_lock = threading.Lock()
@@ -315,13 +360,13 @@ class ClusterView:
         with self._start_lock:
             if self._threads:
                 return
-            for r in self.reflectors:
+            for r in (*self.reflectors, *self.dra):
                 t = threading.Thread(target=r.run, name=f"k8s-watch-{r.kind}", daemon=True)
                 t.start()
                 self._threads.append(t)
 
     def stop(self) -> None:
-        for r in self.reflectors:
+        for r in (*self.reflectors, *self.dra):
             r.stop()
         for t in self._threads:
             t.join(timeout=5)
@@ -338,8 +383,16 @@ class ClusterView:
         """Before the first lists: wait for them (up to sync_timeout_s), so a cycle at start-up reads the cluster
         rather than failing for a list still on its way; not once a list failed (the apiserver down: said now)."""
         deadline = time.monotonic() + self.sync_timeout_s
-        while time.monotonic() < deadline and not all(r.fresh for r in self.reflectors) and \
-                all(r.fresh or (r.lists == 0 and r.why_stale == NOT_LISTED) for r in self.reflectors):
+
+        def waiting(rs) -> bool:
+            return all(r.fresh or (r.lists == 0 and r.why_stale == NOT_LISTED) for r in rs)
+        # the DRA kinds are waited for until listed or failed (a cluster without them answers 404 at once), never
+        # beyond the pods' and nodes' own wait
+        while time.monotonic() < deadline and (
+                (not all(r.fresh for r in self.reflectors) and waiting(self.reflectors))
+                or any(not r.fresh and r.lists == 0 and r.why_stale == NOT_LISTED for r in self.dra)):
+            if not waiting(self.reflectors):
+                break
             time.sleep(0.05)
 
     def snapshot(self) -> Snapshot:
@@ -350,12 +403,24 @@ class ClusterView:
         with self.lock:
             stale = [r for r in self.reflectors if not r.fresh]
             if not stale:
+                dra, why, over = self._dra()
                 self._last = Snapshot(pods=list(self.pods.store.values()), nodes=list(self.nodes.store.values()),
-                                      at=time.time(), anti_pods=list(self.pods.marked.values()))
+                                      at=time.time(), anti_pods=list(self.pods.marked.values()), dra=dra,
+                                      dra_why=why, dra_over=over)
                 return self._last
             why = "; ".join(f"{r.kind}: {r.why_stale} (for {max(0.0, time.time() - r.stale_since):.0f} s)"
                             for r in stale)
         raise ViewStale(f"the Kubernetes view is stale, not used this cycle: {why}")
+
+    def _dra(self) -> tuple[dict[str, list] | None, str, dict[str, int] | None]:
+        """The DRA kinds' objects, why they are not given, and those beyond the cap (under the lock)."""
+        if not self.dra:
+            return None, "", None
+        stale = [r for r in self.dra if not r.fresh]
+        if stale:
+            return None, "; ".join(f"{r.kind}: {r.why_stale}" for r in stale), None
+        return ({r.kind: list(r.store.values()) for r in self.dra}, "",
+                {r.kind: r.over for r in self.dra if r.over})
 
     def current(self, reuse_s: float = 10.0) -> Snapshot:
         """The cycle's snapshot: the one the cycle's job read took (``snapshot``), so the jobs and the nodes the

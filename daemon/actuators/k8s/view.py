@@ -374,16 +374,13 @@ def scheduler_verdict(pod) -> str | None:
 
 def dra_line(pod, g: int, resource: str) -> str:
     """What the view makes of a pod asking for devices through DRA (``spec.resourceClaims``, a ResourceClaim or a
-    ResourceClaimTemplate whose requests name a DeviceClass, ``gpu.nvidia.com`` for NVIDIA's DRA driver): nothing.
-    Counting its GPUs would take each claim's requests (its DeviceClass, ``count`` or ``allocationMode: All``) for the
-    demand, and for the supply the nodes' ResourceSlices and the claims' allocations, since a node whose GPUs are
-    published by a DRA driver has no allocatable GPU resource: counted on one side only, a DRA pod's demand would be
-    met by preempting device-plugin pods whose GPUs it cannot use. So its DRA devices are neither demand nor use,
-    and said once so nothing is silently zero."""
+    ResourceClaimTemplate whose requests name a DeviceClass, ``gpu.nvidia.com`` for NVIDIA's DRA driver) where the
+    DRA kinds are not read (actuators.kubernetes.dra_device_classes empty; else dra.py reads them): nothing. Its DRA
+    devices are neither demand nor use, and said once so nothing is silently zero."""
     claims = ", ".join(c.name for c in pod.spec.resource_claims)[:200]
     counted = f"only its {g} {resource} are" if g > 0 else f"it asks for no {resource}, so it is no job"
-    return (f"asks for devices through DRA (spec.resourceClaims: {claims}): GPUs asked through DRA are not counted, "
-            f"neither as demand nor as used; {counted}")
+    return (f"asks for devices through DRA (spec.resourceClaims: {claims}): GPUs asked through DRA are not counted "
+            f"(actuators.kubernetes.dra_device_classes is empty), neither as demand nor as used; {counted}")
 
 
 def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenants: tuple[str, ...],

@@ -1,0 +1,202 @@
+"""GPUs asked through Dynamic Resource Allocation (resource.k8s.io/v1, GA since Kubernetes 1.34), read only.
+
+A DRA driver (NVIDIA's: ``gpu.nvidia.com``) publishes each node's devices in ResourceSlices; a pod asks for them
+through ``spec.resourceClaims``, each naming a ResourceClaim or a ResourceClaimTemplate (the resourceclaim controller
+makes a claim per pod from it) whose requests name a DeviceClass; the scheduler allocates devices to the claim
+(``status.allocation.devices.results``) and binds the pod. Such a node has no allocatable ``nvidia.com/gpu`` and
+such a pod asks for none, so the device-plugin view (view.py) sees neither. Here, per the GPU DeviceClasses the
+config names (actuators.kubernetes.dra_device_classes: class -> the driver whose ResourceSlices publish its
+devices):
+
+- supply: per node, the devices of those drivers' ResourceSlices (the newest generation of each pool; a device
+  whose ``type`` attribute says it is no whole GPU, such as a MIG device, is not one), typed by their
+  ``productName`` attribute through [fleet] as the nodes' product labels are, under the DRA kind (``dra:<type>``:
+  never the same type as a device-plugin node's);
+- used: per node, the devices of those drivers allocated to claims; per bound pod of a tenant, those of its claims;
+- demand: per pending pod of a tenant (not bound, not gated), the GPUs its claims ask: each request of exactly
+  ``count`` devices (allocationMode ExactCount, the default) of a GPU class. A request the daemon cannot judge (of
+  allocationMode All, with CEL selectors, a prioritized list ``firstAvailable``, of a class that is no configured GPU
+  class, or a claim or template that does not exist) makes the pod's DRA GPUs uncounted, said once per pod
+  (``uncounted``).
+
+Kept apart from the device-plugin Jobs and Nodes: the plan neither preempts for this demand nor counts on holds
+for it (docs/kubernetes.md). Pure: reads the official client's objects, sends nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from daemon.config.fleet import TypeResolver
+
+DRA_KIND = "dra:"   # the type key's mark: a DRA GPU type is never a device-plugin node's type
+PRODUCT_ATTRIBUTE = "productName"
+TYPE_ATTRIBUTE = "type"
+
+
+@dataclass
+class DraGpus:
+    """What the DRA objects say of GPUs at one instant."""
+
+    supply: dict[str, dict[str, int]] = field(default_factory=dict)   # node -> DRA type -> devices
+    used: dict[str, int] = field(default_factory=dict)                # node -> devices allocated
+    running: dict[str, tuple[str, int]] = field(default_factory=dict)  # bound pod id -> (node, its claims' GPUs)
+    pending: dict[str, int] = field(default_factory=dict)             # pending pod id -> GPUs its claims ask
+    tenant_of: dict[str, str] = field(default_factory=dict)           # pod id (running or pending) -> tenant
+    uncounted: dict[str, str] = field(default_factory=dict)           # pod id -> why its DRA GPUs are not counted
+
+    def pending_by_tenant(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for pod, g in self.pending.items():
+            out[self.tenant_of[pod]] = out.get(self.tenant_of[pod], 0) + g
+        return out
+
+    def summary(self) -> str:
+        """One line: supply, used and pending demand (what the log says when it changes)."""
+        types: dict[str, int] = {}
+        for per in self.supply.values():
+            for t, n in per.items():
+                types[t] = types.get(t, 0) + n
+        shown = ", ".join(f"{n} {t}" for t, n in sorted(types.items())) or "none"
+        pend = ", ".join(f"{t} {g}" for t, g in sorted(self.pending_by_tenant().items())) or "none"
+        return (f"DRA GPUs (read only, not planned for): {sum(types.values())} on {len(self.supply)} nodes ({shown}), "
+                f"{sum(self.used.values())} allocated, pending per tenant: {pend}")
+
+
+def _attr(device, name: str, driver: str) -> str | None:
+    """A device's string attribute by its short name, or qualified by the driver's domain."""
+    attrs = device.attributes or {}
+    a = attrs.get(name) or attrs.get(f"{driver}/{name}")
+    return a.string if a is not None else None
+
+
+def _whole_gpu(device, driver: str) -> bool:
+    kind = _attr(device, TYPE_ATTRIBUTE, driver)
+    return kind is None or kind == "gpu"
+
+
+def dra_type(resolver: TypeResolver | None, product: str | None, node: str) -> str:
+    """The DRA kind's type key of a device: ``dra:`` and its [fleet] type (``dra:gpu`` on a one-model cluster)."""
+    if resolver is None:
+        return DRA_KIND + "gpu"
+    return DRA_KIND + resolver(product if product else f"node {node}: a DRA GPU without {PRODUCT_ATTRIBUTE}")
+
+
+def newest_slices(slices: list, drivers: set[str]) -> list:
+    """The slices of `drivers` with a node, of each pool's newest generation only (a driver replacing a pool's
+    slices leaves the old generation behind for a while; the scheduler ignores it)."""
+    newest: dict[tuple[str, str], int] = {}
+    mine = [s for s in slices if s.spec.driver in drivers and s.spec.pool is not None]
+    for s in mine:
+        k = (s.spec.driver, s.spec.pool.name)
+        newest[k] = max(newest.get(k, 0), int(s.spec.pool.generation or 0))
+    return [s for s in mine if int(s.spec.pool.generation or 0) == newest[(s.spec.driver, s.spec.pool.name)]]
+
+
+def _request_why(req, classes: dict[str, str]) -> tuple[int, str | None]:
+    """(GPUs, None) a claim's request asks for, or (0, why it is not judged). A class the config does not name is
+    said too: the daemon cannot tell a GPU class it was not told of from another kind of device."""
+    if req.exactly is None:
+        return 0, f"request {req.name} asks for the first available of a list (firstAvailable), not judged"
+    ex = req.exactly
+    if ex.device_class_name not in classes:
+        return 0, (f"request {req.name} names DeviceClass {ex.device_class_name}, not one of the GPU classes "
+                   "(actuators.kubernetes.dra_device_classes)")
+    if (ex.allocation_mode or "ExactCount") != "ExactCount":
+        return 0, f"request {req.name} asks for {ex.allocation_mode} devices of {ex.device_class_name}, not a count"
+    if ex.selectors:
+        return 0, f"request {req.name} selects devices of {ex.device_class_name} by CEL, which the daemon cannot judge"
+    return int(ex.count or 1), None
+
+
+def claim_gpus(requests: list, classes: dict[str, str]) -> tuple[int, list[str]]:
+    """The GPUs a claim's requests ask for, and why any of them is not judged."""
+    total, why = 0, []
+    for req in requests or []:
+        g, w = _request_why(req, classes)
+        total += g
+        if w is not None:
+            why.append(w)
+    return total, why
+
+
+def read_dra(pods: list, slices: list, claims: list, templates: list, classes: dict[str, str],
+             tenant_of_ns: dict[str, str], resolver: TypeResolver | None = None) -> DraGpus:
+    """The DRA GPUs of the cluster (module docstring): `pods` as the view keeps them (live ones), the ResourceSlices,
+    ResourceClaims and ResourceClaimTemplates of every namespace."""
+    out = DraGpus()
+    drivers = set(classes.values())
+    where: dict[tuple[str, str, str], str] = {}   # (driver, pool, device) -> node
+    for s in newest_slices(slices, drivers):
+        node = s.spec.node_name
+        if not node:
+            continue   # devices of several nodes (a nodeSelector, allNodes): no node of the view's to count them on
+        for d in s.spec.devices or []:
+            if not _whole_gpu(d, s.spec.driver):
+                continue
+            where[(s.spec.driver, s.spec.pool.name, d.name)] = node
+            t = dra_type(resolver, _attr(d, PRODUCT_ATTRIBUTE, s.spec.driver), node)
+            per = out.supply.setdefault(node, {})
+            per[t] = per.get(t, 0) + 1
+    alloc: dict[str, int] = {}   # claim ns/name -> GPUs allocated to it
+    by_name = {f"{c.metadata.namespace}/{c.metadata.name}": c for c in claims}
+    for key, c in by_name.items():
+        results = (c.status.allocation.devices.results or []) if c.status and c.status.allocation and \
+            c.status.allocation.devices else []
+        n = 0
+        for r in results:
+            if r.driver in drivers:
+                n += 1
+                node = where.get((r.driver, r.pool, r.device))
+                if node is not None:
+                    out.used[node] = out.used.get(node, 0) + 1
+        alloc[key] = n
+    tmpl = {f"{t.metadata.namespace}/{t.metadata.name}": t for t in templates}
+    for p in pods:
+        refs = p.spec.resource_claims   # first: most pods have none, and this loop sees every pod each cycle
+        if not refs:
+            continue
+        tenant = tenant_of_ns.get(p.metadata.namespace)
+        phase = p.status.phase if p.status else None
+        if tenant is None or phase not in ("Pending", "Running") or p.metadata.deletion_timestamp:
+            continue
+        pid = f"{p.metadata.namespace}/{p.metadata.name}"
+        made = {s.name: s.resource_claim_name for s in (getattr(p.status, "resource_claim_statuses", None) or [])}
+        if p.spec.node_name:   # bound: its claims are allocated; its GPUs are theirs
+            g = sum(alloc.get(f"{p.metadata.namespace}/{made.get(r.name) or r.resource_claim_name}", 0)
+                    for r in refs if made.get(r.name) or r.resource_claim_name)
+            if g:
+                out.running[pid] = (p.spec.node_name, g)
+                out.tenant_of[pid] = tenant
+            continue
+        if getattr(p.spec, "scheduling_gates", None):
+            continue   # gated: not placed, so not demand now (as view.pods_as_jobs)
+        total, why = 0, []
+        for r in refs:
+            if r.resource_claim_name:
+                key = f"{p.metadata.namespace}/{r.resource_claim_name}"
+                c = by_name.get(key)
+                if c is None:
+                    why.append(f"claim {r.resource_claim_name} does not exist")
+                    continue
+                if alloc.get(key):
+                    continue   # allocated already (a claim shared with a running pod): it asks for no more GPUs
+                g, w = claim_gpus(c.spec.devices.requests if c.spec and c.spec.devices else [], classes)
+            elif r.resource_claim_template_name:
+                t = tmpl.get(f"{p.metadata.namespace}/{r.resource_claim_template_name}")
+                if t is None:
+                    why.append(f"template {r.resource_claim_template_name} does not exist")
+                    continue
+                spec = t.spec.spec if t.spec else None
+                g, w = claim_gpus(spec.devices.requests if spec and spec.devices else [], classes)
+            else:
+                continue
+            total += g
+            why += w
+        if why:
+            out.uncounted[pid] = ("asks for devices through DRA that the daemon does not count: "
+                                  + "; ".join(why))[:400]
+        elif total:
+            out.pending[pid] = total
+            out.tenant_of[pid] = tenant
+    return out

@@ -1,0 +1,122 @@
+"""daemon/actuators/k8s/dra.py on the official client's models (deserialized from the JSON the apiserver serves):
+the cases the real-cluster test (tests/k8s/test_dra_claims.py) does not reach."""
+
+from __future__ import annotations
+
+import json
+
+from kubernetes import client as k8s
+
+from daemon.actuators.k8s.dra import read_dra
+from daemon.config.fleet import FleetConfig
+
+API = k8s.ApiClient()
+DRIVER = CLASS = "gpu.nvidia.com"
+
+
+def _model(raw: dict, kind):
+    return API.deserialize(json.dumps(raw), kind, "application/json")
+
+
+def _slice(node: str | None, n: int = 2, generation: int = 1, qualified: bool = False) -> object:
+    key = f"{DRIVER}/productName" if qualified else "productName"
+    spec = {"driver": DRIVER, "pool": {"name": node or "shared", "generation": generation, "resourceSliceCount": 1},
+            "devices": [{"name": f"gpu-{i}", "attributes": {key: {"string": "NVIDIA H100 80GB HBM3"}}}
+                        for i in range(n)]}
+    if node:
+        spec["nodeName"] = node
+    else:
+        spec["allNodes"] = True
+    return _model({"metadata": {"name": f"s-{node}-{generation}"}, "spec": spec}, "V1ResourceSlice")
+
+
+def _claim(ns: str, name: str, request: dict, allocated: list[str] | None = None, pool: str = "n1") -> object:
+    raw = {"metadata": {"namespace": ns, "name": name},
+           "spec": {"devices": {"requests": [{"name": "gpu", **request}]}}}
+    if allocated is not None:
+        raw["status"] = {"allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": DRIVER, "pool": pool, "device": d} for d in allocated]}}}
+    return _model(raw, "ResourceV1ResourceClaim")
+
+
+def _pod(ns: str, name: str, claim: str | None = None, template: str | None = None, node: str | None = None,
+         gated: bool = False, made: str | None = None) -> object:
+    ref = {"name": "gpus", **({"resourceClaimName": claim} if claim else {}),
+           **({"resourceClaimTemplateName": template} if template else {})}
+    spec = {"containers": [{"name": "main", "image": "x"}], "resourceClaims": [ref]}
+    if node:
+        spec["nodeName"] = node
+    if gated:
+        spec["schedulingGates"] = [{"name": "wait"}]
+    status = {"phase": "Running" if node else "Pending"}
+    if made:
+        status["resourceClaimStatuses"] = [{"name": "gpus", "resourceClaimName": made}]
+    return _model({"metadata": {"namespace": ns, "name": name}, "spec": spec, "status": status}, "V1Pod")
+
+
+def _template(ns: str, name: str, request: dict) -> object:
+    return _model({"metadata": {"namespace": ns, "name": name},
+                   "spec": {"spec": {"devices": {"requests": [{"name": "gpu", **request}]}}}},
+                  "V1ResourceClaimTemplate")
+
+
+def test_a_shared_claim_already_allocated_asks_for_no_more_and_its_gpus_are_on_the_running_pod():
+    """Two pods of one tenant share a ResourceClaim (resourceClaimName): the bound one holds its 2 devices; the
+    pending one needs no new device (the claim is allocated), so it is no demand. Read as a fresh claim it was 2."""
+    shared = _claim("a", "shared", {"exactly": {"deviceClassName": CLASS, "count": 2}}, ["gpu-0", "gpu-1"])
+    got = read_dra([_pod("a", "runs", claim="shared", node="n1"), _pod("a", "joins", claim="shared")],
+                   [_slice("n1")], [shared], [], {CLASS: DRIVER}, {"a": "team-a"})
+    assert got.running == {"a/runs": ("n1", 2)} and got.used == {"n1": 2}
+    assert got.pending == {} and got.uncounted == {}
+
+
+def test_a_bound_pod_reads_its_claim_made_from_a_template_by_the_name_the_pod_status_gives():
+    """A template's claim is named by the resourceclaim controller (pod.status.resourceClaimStatuses): its
+    allocation is the bound pod's."""
+    made = _claim("a", "runs-gpus-x7", {"exactly": {"deviceClassName": CLASS, "count": 1}}, ["gpu-1"])
+    got = read_dra([_pod("a", "runs", template="one", node="n1", made="runs-gpus-x7")], [_slice("n1")], [made],
+                   [_template("a", "one", {"exactly": {"deviceClassName": CLASS}})], {CLASS: DRIVER},
+                   {"a": "team-a"})
+    assert got.running == {"a/runs": ("n1", 1)} and got.used == {"n1": 1}
+
+
+def test_pending_demand_leaves_out_gated_pods_other_namespaces_and_says_a_missing_template_or_first_available():
+    tmpl = [_template("a", "two", {"exactly": {"deviceClassName": CLASS, "count": 2}}),
+            _template("a", "either", {"firstAvailable": [{"name": "big", "deviceClassName": CLASS, "count": 2}]}),
+            _template("kube-system", "two", {"exactly": {"deviceClassName": CLASS, "count": 2}})]
+    pods = [_pod("a", "waits", template="two"), _pod("a", "gated", template="two", gated=True),
+            _pod("a", "nowhere", template="gone"), _pod("a", "either", template="either"),
+            _pod("kube-system", "sys", template="two")]
+    got = read_dra(pods, [], [], tmpl, {CLASS: DRIVER}, {"a": "team-a"})
+    assert got.pending == {"a/waits": 2} and got.pending_by_tenant() == {"team-a": 2}
+    assert sorted(got.uncounted) == ["a/either", "a/nowhere"], got.uncounted
+    assert "template gone does not exist" in got.uncounted["a/nowhere"]
+    assert "firstAvailable" in got.uncounted["a/either"]
+
+
+def test_supply_types_by_product_through_the_fleet_counts_newest_generation_and_no_slice_without_a_node():
+    """productName qualified by the driver's domain is read too; a pool's older generation and a slice of devices
+    of several nodes (allNodes) are not counted; another driver's slices are not either."""
+    resolver = FleetConfig(types=["h100"], aliases={"NVIDIA H100 80GB HBM3": "h100"}).resolver()
+    other = _model({"metadata": {"name": "nic"}, "spec": {"driver": "nic.example.com", "nodeName": "n1",
+                                                          "pool": {"name": "n1", "generation": 1,
+                                                                   "resourceSliceCount": 1},
+                                                          "devices": [{"name": "eth0"}]}}, "V1ResourceSlice")
+    got = read_dra([], [_slice("n1", 2, generation=3, qualified=True), _slice("n1", 8, generation=2), _slice(None, 4),
+                        other], [], [], {CLASS: DRIVER}, {}, resolver)
+    assert got.supply == {"n1": {"dra:h100": 2}}, got.supply
+    assert read_dra([], [_slice("n1", 2)], [], [], {CLASS: DRIVER}, {}).supply == {"n1": {"dra:gpu": 2}}
+
+
+def test_with_the_dra_kinds_not_read_a_dra_pod_is_said_naming_the_setting_that_turned_them_off():
+    """actuators.kubernetes.dra_device_classes = {}: the view reads no DRA kind, and a DRA pod is said as before,
+    naming the setting (the old line did not say why its GPUs went uncounted)."""
+    from daemon.actuators.k8s.view import pods_as_jobs
+
+    said: dict[str, str] = {}
+    jobs = pods_as_jobs([_pod("a", "dra", template="two")], {"a": "team-a"}, "nvidia.com/gpu", ("team-a",),
+                        uncounted=said)
+    assert len(jobs) == 0
+    assert said == {"a/dra": "asks for devices through DRA (spec.resourceClaims: gpus): GPUs asked through DRA are "
+                             "not counted (actuators.kubernetes.dra_device_classes is empty), neither as demand nor as "
+                             "used; it asks for no nvidia.com/gpu, so it is no job"}, said
