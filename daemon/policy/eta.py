@@ -17,7 +17,9 @@ The model is meant to be explained in one paragraph to a tenant:
 4. Pending jobs are served in the scheduler's order (high; normal and aged low; low; then longest-waiting first,
    as the simulator and Slurm's priority order), each taking the first accepted type with room, at the first
    release after which it fits. A job started in this simulation releases its GPUs again after its tenant's
-   unconditional run-length quantile.
+   unconditional run-length quantile. A job that asks k nodes (Slurm -N k) fits only where k distinct nodes it
+   may use each have its GPUs per node free (4 + 4 on two nodes starts a -N 2 --gres=gpu:4 job; 8 on one does
+   not); one-node jobs fit in their pools' free GPUs, as always.
 
 The p90 this model gives is then calibrated on how late the jobs that already started came against theirs
 (daemon/policy/eta_calibration.py): the model cannot see work that arrives after the estimate.
@@ -307,7 +309,8 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
     tix = {t: i for i, t in enumerate(tenants)}
     pool_ids = {tix[t] for t in pooled if t in tix}
     free: dict[tuple[str, int], float] = {}
-    events: list[tuple[float, int, str, int, float]] = []   # (time, seq, type, holder, gpus)
+    # (time, seq, type, holder, gpus, per node: ((node, gpus), ...) where the scan follows nodes, see `track`)
+    events: list[tuple[float, int, str, int, float, tuple]] = []
     seq = 0
     running = np.flatnonzero(jobs.running)
 
@@ -315,16 +318,29 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
     known = np.isfinite(ends)
 
     bases: set[str] = set()
+    # a pending job on several nodes needs its GPUs per node on that many distinct nodes: only then the scan follows
+    # each node's free GPUs beside the pools' (one-node jobs fit in their pools, as without it)
+    track = state.nodes is not None and jobs.nodes_asked is not None and bool((jobs.nodes_asked[order] > 1).any())
+    node_free = np.zeros(0)
     if state.nodes is not None:
         types, holders = _types_of(state)
         nodes = state.nodes
+        if track:
+            node_free = np.asarray(nodes.free, dtype=float).copy()
+            node_t = types.astype(str)
+            node_h = holders.astype(np.int64)
+            drains: dict[tuple[str, int], list[tuple[int, float]]] = {}
+            for ni in np.flatnonzero(np.asarray(nodes.draining) > 0).tolist():
+                drains.setdefault((str(node_t[ni]), int(node_h[ni])), []).append(
+                    (ni, float(nodes.draining[ni])))
         by_pool = pd.DataFrame({"t": types.astype(str), "h": holders.astype(np.int64),
                                 "free": np.asarray(nodes.free, dtype=float),
                                 "drain": np.asarray(nodes.draining, dtype=float)}).groupby(["t", "h"], sort=False).sum()
         for (t, h), f, d in zip(by_pool.index.tolist(), by_pool["free"].tolist(), by_pool["drain"].tolist()):
             free[(str(t), int(h))] = float(f)
             if d > 0:
-                events.append((drain_s, seq, str(t), int(h), float(d)))
+                events.append((drain_s, seq, str(t), int(h), float(d),
+                               tuple(drains.get((str(t), int(h)), ())) if track else ()))
                 seq += 1
                 bases.add(_DRAINING)
         node_ix = nodes.index_of(jobs.node[running])
@@ -333,7 +349,7 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
         use = placed & known
         _add_bases(bases, by_limit[use])
         for end, ni, g in zip(ends[use].tolist(), node_ix[use].tolist(), jobs.gpus[running][use].tolist()):
-            events.append((end, seq, str(types[ni]), int(holders[ni]), float(g)))
+            events.append((end, seq, str(types[ni]), int(holders[ni]), float(g), ((ni, float(g)),) if track else ()))
             seq += 1
     else:
         # no placement: one pool per holder; a tenant's unused hold is its own, the rest unheld
@@ -344,18 +360,18 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
             free[(ANY, h)] = g
         free[(ANY, UNHELD)] = max(total_free - sum(held.values()), 0.0)
         if state.draining:
-            events.append((drain_s, seq, ANY, UNHELD, float(state.draining)))
+            events.append((drain_s, seq, ANY, UNHELD, float(state.draining), ()))
             seq += 1
             bases.add(_DRAINING)
         unknown_ends = int((~known).sum())
         _add_bases(bases, by_limit[known])
         for end, g in zip(ends[known].tolist(), jobs.gpus[running][known].tolist()):
-            events.append((end, seq, ANY, UNHELD, float(g)))
+            events.append((end, seq, ANY, UNHELD, float(g), ()))
             seq += 1
     # windows' holds to come: a release of nothing at each, so that the simulation stops there
     pending_windows = sorted((float(t), tix[tn], float(g)) for t, tn, g in windows if tn in tix and t > 0)
     for t_w, _, _ in pending_windows:
-        events.append((t_w, seq, ANY, UNHELD, 0.0))
+        events.append((t_w, seq, ANY, UNHELD, 0.0, ()))
         seq += 1
     debt: dict[int, float] = {}        # tenant -> window GPUs still to take from unheld pools
     heapq.heapify(events)
@@ -367,6 +383,7 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
     waiting = [int(j) for j in order]
     # plain lists: the scan below reads them per job and per release, where numpy scalars cost more than the work
     cols_tenant, cols_prio, cols_gpus = jobs.tenant.tolist(), jobs.priority.tolist(), jobs.gpus.tolist()
+    cols_nodes = jobs.nodes_asked.tolist() if track else None
     min_gpus = min((float(cols_gpus[j]) for j in waiting), default=0.0)
     starts: dict[int, float] = {}
     job_basis: dict[int, str] = {}
@@ -399,7 +416,8 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
         # the highest tier whose growth is still unserved: pending jobs of lower tiers wait for it
         blocking = max((p for p, g in ahead.items() if g > 1e-9), default=-1)
         total = sum(free.values())
-        no_room: dict[tuple[int, tuple], float] = {}   # (tenant, types) -> smallest job that found no room
+        # (tenant, types, nodes asked) -> smallest job that found no room
+        no_room: dict[tuple[int, tuple, int], float] = {}
         w_arr = np.asarray(waiting, dtype=np.int64)
         keep = np.ones(w_arr.shape[0], dtype=bool)       # still waiting after this scan
         # only the jobs that fit in all the GPUs they may use are checked (placing others only takes from those);
@@ -418,7 +436,8 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
                 continue           # a higher tier's forecast growth is still unserved: it comes first
             acc = () if jobs.accepts is None else tuple(jobs.accepts[j] or ())
             g = float(cols_gpus[j])
-            if g >= no_room.get((tn, acc), float("inf")):
+            k_nodes = max(int(cols_nodes[j]), 1) if cols_nodes is not None else 1
+            if g >= no_room.get((tn, acc, k_nodes), float("inf")):
                 continue           # a job as large of the same tenant and types did not fit in this scan
             owners = [tn, UNHELD] + ([HELD_BY_POOL] if tn in pool_ids else [])
             cand = [t for t in (acc or types_all) if t in types_all] if acc else types_all
@@ -427,6 +446,13 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
                 room = sum(free.get((t, o), 0.0) for o in owners)
                 if room + 1e-9 < g:
                     continue
+                parts: tuple = ()
+                if track:   # the nodes it takes: k distinct with its GPUs per node, or room for a one-node job
+                    parts = _on_nodes(node_free, node_t == t, node_h, owners, g, k_nodes)
+                    if k_nodes > 1 and not parts:
+                        continue
+                    for ni, a in parts:
+                        node_free[ni] -= a
                 took_from: int | None = None
                 for o in owners:    # own hold first, then unheld GPUs, then the pooled hold
                     take = min(g, free.get((t, o), 0.0))
@@ -444,7 +470,7 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
                 run = usual[tn]
                 if run is not None:   # it runs its tenant's usual length, then frees its GPUs where it took them
                     heapq.heappush(events, (now + run, seq, t, UNHELD if took_from is None else took_from,
-                                            float(cols_gpus[j])))
+                                            float(cols_gpus[j]), parts))
                     seq += 1
                     bases.add("run-length history")
                 placed = True
@@ -453,7 +479,7 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
                 keep[i] = False
                 placed_since = True
             else:
-                no_room[(tn, acc)] = min(g, no_room.get((tn, acc), float("inf")))
+                no_room[(tn, acc, k_nodes)] = min(g, no_room.get((tn, acc, k_nodes), float("inf")))
                 if placed_since:
                     rest = _could_fit(free, w_arr[i + 1:], jobs, t_ix, accepts_type, in_pool)
                     cands, k, placed_since = (i + 1 + np.flatnonzero(rest)).tolist(), 0, False
@@ -467,14 +493,51 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
             until = min(until, max(pending_windows[0][0], events[0][0]))
         now = events[0][0]
         while events and events[0][0] <= until + 1e-9:
-            t_e, _, t, h, g = heapq.heappop(events)
+            t_e, _, t, h, g, parts = heapq.heappop(events)
             now = max(now, t_e)
             free[(t, h)] = free.get((t, h), 0.0) + g
+            for ni, a in parts:
+                node_free[ni] += a
     if unknown_ends:
         why = f"unknown: {unknown_ends} running job(s) have neither a time limit nor a run-length history"
     else:
         why = "unknown: not enough GPUs this job may use free up within the running jobs' known ends"
     return starts, why, job_basis
+
+
+def _on_nodes(node_free: np.ndarray, of_type: np.ndarray, node_h: np.ndarray, owners: list[int], gpus: float,
+              k: int) -> tuple[tuple[int, float], ...]:
+    """The nodes a job the scan starts takes, as ((node, GPUs), ...); () where it does not fit. `of_type`: the
+    nodes of the type it starts on; `owners`: the holders whose GPUs it may use, in the order it takes them (its
+    own hold, unheld, the pool). A job on k > 1 nodes takes its GPUs per node on k distinct nodes that each have
+    them free, the holders' order first, then the fullest of those (the best fit leaves the larger holes for
+    others). A one-node job has fit its pools' room already (the pools decide, as without nodes): it takes the
+    fullest node with room for all of it, or else the GPUs free node by node, emptiest first."""
+    rank = np.full(node_h.shape[0], len(owners), dtype=np.int64)
+    for r, o in enumerate(owners):
+        rank[node_h == o] = r
+    ok = of_type & (rank < len(owners)) & (node_free > 1e-9)
+    if k > 1:
+        per = float(np.ceil(gpus / k - 1e-9))
+        cand = np.flatnonzero(ok & (node_free + 1e-9 >= per))
+        if cand.shape[0] < k:
+            return ()
+        pick = cand[np.lexsort((cand, node_free[cand], rank[cand]))[:k]]
+        return tuple((int(ni), per) for ni in pick.tolist())
+    cand = np.flatnonzero(ok)
+    whole = cand[node_free[cand] + 1e-9 >= gpus]
+    if whole.shape[0]:
+        ni = int(whole[np.lexsort((whole, node_free[whole], rank[whole]))[0]])
+        return ((ni, float(gpus)),)
+    out, left = [], float(gpus)
+    for ni in cand[np.lexsort((cand, -node_free[cand], rank[cand]))].tolist():
+        a = min(left, float(node_free[ni]))
+        out.append((int(ni), a))
+        left -= a
+        if left <= 1e-9:
+            break
+    # the pools had room; the nodes may have less where a window's hold moved GPUs between pools (not nodes)
+    return tuple(out)
 
 
 def free_to_pending(state: ClusterState, reservations: Mapping[str, int] | None = None) -> float:

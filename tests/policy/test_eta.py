@@ -327,3 +327,41 @@ def test_an_estimate_is_rewritten_when_a_side_moved_five_minutes_or_became_known
     assert not moved((100.0, 200.0), (399.0, 200.0)) and moved((100.0, 200.0), (400.0, 200.0))
     assert moved((100.0, None), (100.0, 200.0)) and moved((100.0, 200.0), (100.0, None))
     assert not moved((None, None), (None, None))
+
+
+def _multinode(free: tuple[int, int, int], asked: tuple[int, ...] = (2, 2)) -> ClusterState:
+    """Three 8-GPU nodes, none held. Running (time limits, no history): R1 fills n1 to its `free` (ends at 300),
+    R2 fills n2 (ends at 600); n0 has `free[0]` free. Pending in order: M then Q, tenant n, 8 GPUs each, asking
+    `asked` nodes (-N 2 --gres=gpu:4 for 2)."""
+    used = [8 - f for f in free]
+    jobs = Jobs(ids=np.array(["R0", "R1", "R2", "M", "Q"], dtype=object), tenant=np.array([0, 0, 0, 2, 2]),
+                gpus=np.array([max(used[0], 0), used[1], used[2], 8, 8]), priority=np.array([1, 1, 1, 1, 1],
+                                                                                          dtype=np.int8),
+                running=np.array([True, True, True, False, False]), runtime_s=np.array([0.0, 100.0, 100.0, 0, 0]),
+                wait_s=np.array([0, 0, 0, 300.0, 200.0]), node=np.array(["n0", "n1", "n2", "", ""], dtype=object),
+                nodes_asked=np.array([1, 1, 1, *asked]))
+    nodes = Nodes(names=np.array(["n0", "n1", "n2"], dtype=object), gpus=np.array([8, 8, 8]),
+                  free=np.array(free), draining=np.array([0, 0, 0]), held_by=np.array([UNHELD] * 3))
+    return ClusterState(at=pd.Timestamp("2026-01-05T00:00:00Z"), tenants=TENANTS, tiers=TIERS, capacity=24,
+                        used=np.array([float(sum(used)), 0, 0, 0]), pending=np.array([0.0, 0, 16, 0]), jobs=jobs,
+                        nodes=nodes)
+
+
+MULTI_LIMITS = {"R0": 900.0, "R1": 400.0, "R2": 700.0}
+
+
+def test_a_job_on_several_nodes_starts_only_where_that_many_nodes_have_its_gpus_per_node():
+    """-N 2 --gres=gpu:4 jobs M and Q (8 GPUs each, 4 per node) on 8-GPU nodes, by hand:
+    8 free on n0 alone (n1, n2 full): M does not start at 0 (counted as 8 free GPUs, it did); at 300 R1 frees n1,
+    and M takes 4 on n0 and 4 on n1, leaving 4 + 4: Q starts then too (p50 = p90: time limits only).
+    4 + 4 free on n0 and n1: M starts at once on them; Q waits for two nodes with 4 free: n1's 4 at 300 is one,
+    n2's 8 at 600 the second: Q starts at 600.
+    The same queue of one-node 8-GPU jobs keeps the pools' rule (one-node jobs exactly as before): 8 free now, M
+    at 0."""
+    got = {e.job_id: e for e in estimate(_multinode((8, 0, 0)), RunLengths(), time_limit_s=MULTI_LIMITS)}
+    assert {j: (got[j].p50_s, got[j].p90_s) for j in ("M", "Q")} == {"M": (300.0, 300.0), "Q": (300.0, 300.0)}
+    got = {e.job_id: e for e in estimate(_multinode((4, 4, 0)), RunLengths(), time_limit_s=MULTI_LIMITS)}
+    assert {j: (got[j].p50_s, got[j].p90_s) for j in ("M", "Q")} == {"M": (0.0, 0.0), "Q": (600.0, 600.0)}
+    one = {e.job_id: e for e in estimate(_multinode((8, 0, 0), asked=(1, 1)), RunLengths(),
+                                         time_limit_s=MULTI_LIMITS)}
+    assert {j: one[j].p50_s for j in ("M", "Q")} == {"M": 0.0, "Q": 300.0}
