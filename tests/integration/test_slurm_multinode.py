@@ -4,6 +4,7 @@ three 8-GPU nodes: its demand is its GPUs per node times its nodes, and its hold
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 
 import numpy as np
 import pandas as pd
@@ -11,7 +12,7 @@ import pytest
 
 from daemon.actuators.slurm.actuator import SlurmActuator
 from daemon.actuators.slurm.holds import expand_hostlist, parse_reservations
-from daemon.config import Config, SlurmActuatorConfig, TenantConfig
+from daemon.config import Config, SlurmActuatorConfig, TenantConfig, WindowConfig
 from daemon.policy.types import Plan, PolicyMemory
 from tests.support.services import slurm_cluster, slurm_jobs as jobs, slurm_reset, slurm_run, wait_for
 
@@ -126,3 +127,41 @@ def test_the_plan_requeues_one_low_job_on_each_of_two_nodes_and_the_2_x_4_job_st
         gone = {x.job_id for x in p.preemptions}
         assert all(jobs(s)[j][0] == "RUNNING" for j in low if j not in gone)   # the other four run on
         a.release_holds()
+def test_a_window_for_a_tenant_whose_jobs_ask_several_nodes_takes_nodes_its_job_starts_in():
+    """Nodes of two sizes: gn1 of 16 GPUs, gn2 and gn3 of 8, each full of a low job; team-high's -N 2 --gres=gpu:4
+    job pending, and a window of 16 GPUs for team-high, reserved ahead. The window took gn1 alone (the node with the
+    most GPUs ranks first), where a job on 2 nodes never starts; now gn2 and gn3, and once the window's reservation
+    is active and the low jobs there are gone (the plan's preemptions; cancelled here), the job starts in the
+    window's reservation."""
+    with slurm_cluster(nodes=NODES, gpus=8, node_gpus={"gn1": 16}) as s:
+        low = [sbatch(s, "--partition=low", "--account=acct-low", f"--gres=gpu:{g}", "-w", n)
+               for n, g in (("gn1", 16), ("gn2", 8), ("gn3", 8))]
+        wait_for(lambda: all(jobs(s).get(j, ("",))[0] == "RUNNING" for j in low), what="low jobs running", timeout=60)
+        high = sbatch(s, "--partition=high", "--account=acct-high", "--gres=gpu:4", "-N", "2")
+        wait_for(lambda: jobs(s).get(high, ("",))[0] == "PENDING", what="high job pending", timeout=30)
+        a = SlurmActuator(SlurmActuatorConfig(slurm_conf=s["conf"], bin_dir="/usr/bin", warn_lead_s=0,
+                                              windows_reserved="ahead"), TENANTS, dry_run=False)
+        a.cluster_jobs(("team-high", "team-low"))
+        assert a.shapes == {"acct-high": (2, 4)}
+        # the reservation starts at the first whole minute at least 40 s ahead; the window opens a minute later
+        begin = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=100)).replace(second=0, microsecond=0)
+        start = begin + dt.timedelta(minutes=1)
+        w = WindowConfig.model_validate({"name": "multi", "tenant": "team-high", "gpus": 16, "timezone": "UTC",
+                                         "cron": f"{start.minute} {start.hour} * * *", "duration_minutes": 10,
+                                         "reclaim_before_minutes": 1})
+        rep = a.apply(dataclasses.replace(plan(0, 8), windows=(w.model_dump(mode="json"),)))
+        assert rep.ok, rep.errors
+        (r,) = [r for r in parse_reservations(slurm_run(s["env"], "scontrol", "-o", "show", "reservation"))
+                if r.name == "gpuas-win-multi"]
+        assert sorted(r.nodes) == ["gn2", "gn3"], rep.actions
+        assert not any("cannot start" in x for x in rep.actions), rep.actions
+
+        def active() -> bool:
+            out = slurm_run(s["env"], "scontrol", "-o", "show", "reservation", "gpuas-win-multi")
+            return "State=ACTIVE" in out
+
+        wait_for(active, what="the window's reservation active", timeout=200)
+        for j in low:
+            slurm_run(s["env"], "scancel", j)
+        wait_for(lambda: jobs(s)[high][0] == "RUNNING", what="high job running in its window", timeout=60)
+        assert set(expand_hostlist(jobs(s)[high][1])) == {"gn2", "gn3"} and jobs(s)[high][2] == "gpuas-win-multi"

@@ -216,14 +216,16 @@ PartitionName=low Nodes={nodes} PriorityTier=1 MaxTime=INFINITE State=UP
 
 @contextlib.contextmanager
 def slurm_cluster(node: str = "gpunode1", nodes: tuple[str, ...] | None = None, gpus: int = 8,
-                  gres_types: dict[str, str] | None = None, shared: dict[str, str] | None = None):
+                  gres_types: dict[str, str] | None = None, shared: dict[str, str] | None = None,
+                  node_gpus: dict[str, int] | None = None):
     """munged + slurmctld + one slurmd per node on 127.0.0.1; each node has `gpus` GPUs (empty device files
     as GRES). `gres_types` (node -> GRES type, e.g. {"gn1": "a100"}) makes a mixed fleet: those nodes' GPUs are
     typed (``Gres=gpu:a100:4``, ``Type=a100`` in gres.conf) and the node has its type as a feature too
     (``Features=a100``, for ``--constraint``/``--prefer``); ``"a100+t4"`` splits the node's GPUs evenly among
     the types (``Gres=gpu:a100:2,gpu:t4:2``). `shared` (node -> ``shard:<n>`` or ``mps:<n>``) gives
     those nodes that GRES over their GPUs too (gres.conf ``Name=shard Count=<n>``; one kind per node, as Slurm
-    wants). Yields conf, env, dir, node (the first) and nodes."""
+    wants). `node_gpus` (node -> GPUs) gives those nodes another count than `gpus` (nodes of two sizes). Yields
+    conf, env, dir, node (the first) and nodes."""
     import shutil as _sh
     import tempfile
 
@@ -235,12 +237,15 @@ def slurm_cluster(node: str = "gpunode1", nodes: tuple[str, ...] | None = None, 
     for sub in ("state", "spool", "dev"):
         (d / sub).mkdir()
     gres = ""
+    def gpus_of(n: str) -> int:
+        return (node_gpus or {}).get(n, gpus)
+
     for n in names:
         (d / "spool" / n).mkdir()
-        for i in range(gpus):
+        for i in range(gpus_of(n)):
             (d / "dev" / f"{n}-gpu{i}").touch()
         typs = ((gres_types or {}).get(n) or "").split("+")
-        per = gpus // len(typs)   # a node of several types ('a100+t4'): its GPUs split evenly among them
+        per = gpus_of(n) // len(typs)   # a node of several types ('a100+t4'): its GPUs split evenly among them
         for k, typ in enumerate(typs):
             gres += (f"NodeName={n} Name=gpu" + (f" Type={typ}" if typ else "")
                      + f" File={d}/dev/{n}-gpu[{k * per}-{(k + 1) * per - 1}]\n")
@@ -255,9 +260,10 @@ def slurm_cluster(node: str = "gpunode1", nodes: tuple[str, ...] | None = None, 
         typ = (gres_types or {}).get(n)
         more = f",{shared[n]}" if n in (shared or {}) else ""
         if not typ:
-            return f"Gres=gpu:{gpus}{more}"
+            return f"Gres=gpu:{gpus_of(n)}{more}"
         typs = typ.split("+")
-        return ",".join(f"Gres=gpu:{t}:{gpus // len(typs)}" if not i else f"gpu:{t}:{gpus // len(typs)}"
+        per = gpus_of(n) // len(typs)
+        return ",".join(f"Gres=gpu:{t}:{per}" if not i else f"gpu:{t}:{per}"
                         for i, t in enumerate(typs)) + f"{more} Features={','.join(typs)}"
 
     lines = "".join(f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={free_port()} CPUs=16 "

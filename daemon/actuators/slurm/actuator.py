@@ -369,7 +369,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         if not ws and not parse_window_reservations(res_out, self.cfg.window_name_prefix):
             return {}, {}
         nodes: list[Node] = parse_nodes(self._read("scontrol", "-d", "-o", "show", "nodes"))
-        self.windows.apply(ws, rep, jobs, res_out, nodes, freed_by(plan), plan)
+        self.windows.apply(ws, rep, jobs, res_out, nodes, freed_by(plan), plan, self.shapes)
         return self.windows.active_gpus(self._read("scontrol", "-o", "show", "reservation"), nodes, plan)
 
     # ---- job health (daemon/health/, daemon/service/health.py) ----------------------------------------------

@@ -33,6 +33,13 @@ occurrence whose lead time is still ahead:
   time limit reaches into the window. The plan clears what still runs there at the lead time (the preemptions:
   the window's nodes are the tenant's held nodes once the reservation is active, ``SlurmActuator.cluster_nodes``).
 - ``MAGNETIC``: the tenant's jobs use it without asking.
+- A tenant whose largest job asks several nodes (``-N 2 --gres=gpu:4``: the view's job shapes) gets nodes where that
+  job starts: a node per node it asks, each with room for its GPUs per node (the holds' ``shape``), where those
+  nodes take no more than the window's GPUs rounded up to whole nodes (nodes of one size tried in turn where the
+  ranking's first pick is larger: 16 GPUs for a 2 x 4 job are two nodes of 8, not one of 16). The window's GPUs
+  are the operator's: the tenant's jobs never make it larger. Where no such nodes fit (8 GPUs for 2 x 4 on 8-GPU
+  nodes: one node), the window takes whole nodes for its GPUs as before and the report says the tenant's jobs
+  cannot start in it, and how many GPUs would (``_unfit``).
 
 When the nodes are picked: twice. At creation (up to a day ahead, so that the window holds even if the daemon is
 down at its lead time), and again at the lead time of each occurrence, as the simulator and Kueue pick a window's
@@ -237,10 +244,13 @@ class SlurmWindows:
         return out, by_type
 
     def apply(self, windows: Iterable[WindowConfig], rep: ActionReport, jobs: list[RunningJob], res_out: str,
-              nodes: list[Node], freed: dict[str, int] | None = None, plan: Plan | None = None) -> None:
+              nodes: list[Node], freed: dict[str, int] | None = None, plan: Plan | None = None,
+              shapes: dict[str, tuple[int, int]] | None = None) -> None:
         """`freed`: node -> GPUs this plan's preemptions free there (holds.freed_by), counted as free when a
         window's nodes are picked again at its lead time, as the simulator counts draining GPUs. `plan`: with
-        ``at_lead``, a pooled tenant's reservation takes first the pool's nodes where it runs (``_from_pool``)."""
+        ``at_lead``, a pooled tenant's reservation takes first the pool's nodes where it runs (``_from_pool``).
+        `shapes`: account -> (nodes, GPUs per node) of its largest job where it asks several nodes
+        (actuator_view.job_shapes): its window's nodes are picked where that job starts (``_choose``)."""
         now = dt.datetime.fromtimestamp(self.clock(), dt.timezone.utc)
         windows = list(windows)
         if windows and not self.at_lead and not self._checked_partitions:
@@ -289,7 +299,8 @@ class SlurmWindows:
                 if r.state != "ACTIVE" and 0 < (r.start - local_now).total_seconds() <= self.repick_within_s:
                     # every other reservation's nodes as they are now (the ones moved earlier in this pass too)
                     busy = others | {n for o in mine.values() if o.name != name for n in o.nodes}
-                    r = self._pick_at_lead(rep, r, wt, nodes, jobs, busy, freed or {})
+                    r = self._pick_at_lead(rep, r, wt, nodes, jobs, busy, freed or {},
+                                           (shapes or {}).get(wt.account))
                     mine[name] = r
                 taken |= set(r.nodes)
                 continue
@@ -300,8 +311,9 @@ class SlurmWindows:
                                          and self.holds.node_type(n) == typ], handed)
                        for typ, g in wt.by_type.items()}
             rest = wt.gpus - gpus_on(nodes, handed)
-            targets = handed + (self.holds.choose_typed(nodes, jobs, (), rest, (wt.account,), {}, taken, keep=False,
-                                                        by_type={t: g for t, g in rest_by.items() if g > 0} or None)
+            targets = handed + (self._choose(rep, name, nodes, jobs, rest, wt.account, {}, taken,
+                                             {t: g for t, g in rest_by.items() if g > 0} or None, (),
+                                             (shapes or {}).get(wt.account))
                                 if rest > 0 else [])
             if gpus_on(nodes, targets) < wt.gpus:
                 rep.errors.append(f"window {name}: only {plural(len(targets), 'free node')} for "
@@ -387,8 +399,54 @@ class SlurmWindows:
                         "give a job without --time no time limit: none of those starts on a window's nodes between "
                         "its occurrences; give them a DefaultTime, or use at_lead", ",".join(untimed))
 
+    def _choose(self, rep: ActionReport, name: str, nodes: list[Node], jobs: list[RunningJob], gpus: int,
+                account: str, freed: dict[str, int], busy: set[str], by_type: dict[str, int] | None,
+                prefer: tuple[str, ...], shape: tuple[int, int] | None) -> list[str]:
+        """The window's nodes for `gpus` (the holds' rule, ``SlurmHolds.choose_typed``, from scratch, never a node
+        in `busy`). `shape`: the tenant's largest job asks several nodes (nodes, GPUs per node): the nodes are picked
+        where it starts, a node per node it asks with room for its GPUs per node, only where they take no more than
+        `gpus` rounded up to whole nodes (whole_nodes.fits); where the ranking's first pick takes more (a node of 16
+        first, then one of 8, for 16 GPUs) the nodes of each size with room for its parts are tried in turn,
+        smallest first. Where none fits: whole nodes for `gpus` as without a shape, and the report says the job
+        cannot start in the window (``_unfit``)."""
+        def pick(among: list[Node], shp: tuple[int, int] | None) -> tuple[list[str], bool]:
+            # (the nodes, whether they fit the shape): the holds' choice says when it dropped the shape
+            if shp is None:
+                return self.holds.choose_typed(among, jobs, (), gpus, (account,), freed, busy, keep=False,
+                                               by_type=by_type, prefer=prefer), True
+            got, dropped = self.holds._choose_typed(among, jobs, (), gpus, (account,), freed, busy, keep=False,
+                                                    by_type=by_type, prefer=prefer, shape=shp)
+            return got, not dropped
+
+        if shape is None or shape[0] <= 1:
+            return pick(nodes, None)[0]
+        targets, fitted = pick(nodes, shape)
+        if fitted:
+            return targets
+        if not by_type:
+            for size in sorted({n.gpus for n in nodes if n.gpus >= shape[1]}):
+                same = [n for n in nodes if n.gpus == size]
+                got, ok = pick(same, shape)
+                if ok and gpus_on(same, got) >= gpus and len(got) >= shape[0]:
+                    return got
+        self._unfit(rep, name, nodes, gpus, shape, targets)
+        return targets
+
+    @staticmethod
+    def _unfit(rep: ActionReport, name: str, nodes: list[Node], gpus: int, shape: tuple[int, int],
+               targets: list[str]) -> None:
+        """Says that the window's tenant's largest job cannot start in its nodes, and how many GPUs would let it:
+        a node per node it asks, of the smallest size with room for its GPUs per node."""
+        sizes = [n.gpus for n in nodes if n.healthy and n.gpus >= shape[1]]
+        need = f"; a window of {plural(shape[0] * min(sizes), 'GPU')} would hold one" \
+            if len(sizes) >= shape[0] else "; no window here can hold one"
+        rep.actions.append(f"window {name}: its tenant's jobs ask {plural(shape[0], 'node')} of "
+                           f"{plural(shape[1], 'GPU')} each, which {plural(gpus, 'GPU')} in whole nodes "
+                           f"({plural(len(targets), 'node')}) cannot start{need}")
+
     def _pick_at_lead(self, rep: ActionReport, r: WindowReservation, wt: Wanted, nodes: list[Node],
-                      jobs: list[RunningJob], busy: set[str], freed: dict[str, int]) -> WindowReservation:
+                      jobs: list[RunningJob], busy: set[str], freed: dict[str, int],
+                      shape: tuple[int, int] | None = None) -> WindowReservation:
         """The nodes of `r`'s coming occurrence picked again at its lead time, as the simulator picks a window's
         nodes then: the rule the reservation was made with (choose_typed, from scratch, never a node of another
         reservation in `busy`), from the cluster as it is now and the GPUs this plan frees (`freed`), its own nodes
@@ -398,8 +456,8 @@ class SlurmWindows:
         if self._picked.get(r.name) == r.start:
             return r
         self._picked[r.name] = r.start
-        targets = self.holds.choose_typed(nodes, jobs, (), wt.gpus, (wt.account,), freed, busy, keep=False,
-                                          by_type=wt.by_type or None, prefer=r.nodes)
+        targets = self._choose(rep, r.name, nodes, jobs, wt.gpus, wt.account, freed, busy, wt.by_type or None,
+                               r.nodes, shape)
         if sorted(targets) == sorted(r.nodes):
             return r
         if gpus_on(nodes, targets) < wt.gpus:
