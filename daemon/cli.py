@@ -25,6 +25,9 @@ def _setup_logging(level: str) -> None:
     for h in logging.getLogger().handlers:  # no URL's user and password in the journal, whoever logs it
         h.addFilter(RedactingFilter())
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    # urllib3 warns once per retry of a request ("Retrying (Retry(total=1, ...))"); what failed is said once, by the
+    # caller's own line (the source's "source unavailable: ..."): the retries only at debug
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.DEBUG if level.lower() == "debug" else logging.ERROR)
 
 
 def short_note(note: str) -> str:
