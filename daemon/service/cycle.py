@@ -288,7 +288,8 @@ class CycleRunner:
                 rep = dataclasses.replace(rep, actions=rep.actions + extra, errors=rep.errors + errs)
             if rep.errors:
                 m.actuator_errors.labels(rep.actuator).inc(len(rep.errors))
-                log.error("actuator %s: %s", rep.actuator, "; ".join(rep.errors))
+                # one line, whatever the errors quote (squeue's stderr is several "squeue: error: ..." lines)
+                log.error("actuator %s: %s", rep.actuator, "; ".join(" ".join(e.split()) for e in rep.errors))
             if rep.not_freed:
                 m.not_freed.labels(rep.actuator).inc(len(rep.not_freed))
                 log.warning("actuator %s: %d eviction(s) refused, their GPUs not freed: %s", rep.actuator,
