@@ -56,3 +56,17 @@ def test_a_configured_cluster_size_still_gives_the_static_pool(tmp_path):
     assert d.last_result.reports   # applied, as before
     assert "no good plan yet" in p.notes[0] and "51 GPUs for the high tier" in p.notes[0], p.notes
     d.runtime.close()
+
+
+def test_metrics_before_any_snapshot_are_unknown_not_zero_load(tmp_path):
+    """gpuas_cluster_load_ratio 0.0 reads as an idle cluster (missing data is never zero load): before the first
+    snapshot the load, the capacity and the data's staleness are NaN, as the forecast's unscored figures are."""
+    from prometheus_client import generate_latest
+
+    d = daemon(tmp_path, gpus_per_node=8)
+    d.cycle()
+    text = generate_latest(d.runtime.metrics.registry).decode()
+    for name in ("gpuas_cluster_load_ratio", "gpuas_cluster_capacity_gpus", "gpuas_data_staleness_seconds"):
+        assert f"\n{name} NaN\n" in text, [ln for ln in text.splitlines() if ln.startswith(name)]
+    assert "\ngpuas_source_up 0.0\n" in text
+    d.runtime.close()
