@@ -280,7 +280,8 @@ def _history_opts(f):
 def retrain(ctx, data, trace, data_dir, days, epochs, model_dir, report_dir, quiet, this_cluster, select_by) -> None:
     """Train a new LSTM, score it, the current model and every baseline on the most recent held-out window;
     the best becomes the model in use (models/manifest.json `in_use`). --trace/--data write to trained/
-    unless --model-dir says otherwise."""
+    unless --model-dir says otherwise; --data with --this-cluster writes to forecaster.model_dir, the models the
+    daemon uses."""
     cfg = _load(ctx)
     from daemon.forecasting.retrain import DataError, retrain_from_config
     from daemon.sources.base import SourceError
