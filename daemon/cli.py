@@ -450,7 +450,8 @@ def shadow_report_cmd(ctx: click.Context, tenant: str | None, last: int | None, 
             _fail(f"shadow-report: cannot read {path}: {exc}", 1)
     if not records:
         _fail(f"shadow-report: {where} holds no shadow record: the daemon records them only while "
-              "actuators.dry_run = true (and state.shadow_records), on the acting replica", 1)
+              "actuators.dry_run = true (and state.shadow_records), on the acting replica, from cycles that read "
+              "fresh data (while the source is down or its data stale, a cycle records nothing)", 1)
     rep = shadow_report(records, tenant=tenant)
     for line in skipped_lines(rep):  # a corrupt record costs its own cycle, one line each, never the report
         click.echo(f"shadow-report: {where}: {line}", err=True)
