@@ -29,3 +29,15 @@ def test_a_tenant_page_before_the_first_plan_says_there_is_none_yet():
     assert "No good plan yet" in r.text and "Name or service not known" in r.text
     assert "The source reports no job queue" not in r.text
     assert "queue is unknown" in r.text
+
+
+def test_the_cluster_page_before_the_first_plan_says_why_it_is_empty():
+    """Its charts were drawn empty and the rate level table said level 0 was "in force", where no plan had set any
+    (with no plan nothing is applied): now the level is –, and one line says why the charts are empty."""
+    cfg = with_tokens(Config(tenants=[{"name": "llm-serving", "tier": "high"}]))
+    client = TestClient(build_app(DegradedBackend(Snapshot(cfg=cfg, cycle=2))))
+    client.cookies.set("gpuas_token", OP)
+    text = client.get("/ui/").text
+    assert "◀ in force" not in text
+    assert '<div class="v" id="rate-level">–</div>' in text
+    assert 'id="no-plan-yet"' in text and "first cycle that reads the source" in text
