@@ -25,6 +25,9 @@ def _setup_logging(level: str) -> None:
     for h in logging.getLogger().handlers:  # no URL's user and password in the journal, whoever logs it
         h.addFilter(RedactingFilter())
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    # urllib3 warns once per retry of a request ("Retrying (Retry(total=1, ...))"); what failed is said once, by the
+    # caller's own line (the source's "source unavailable: ..."): the retries only at debug
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.DEBUG if level.lower() == "debug" else logging.ERROR)
 
 
 def short_note(note: str) -> str:
@@ -277,7 +280,8 @@ def _history_opts(f):
 def retrain(ctx, data, trace, data_dir, days, epochs, model_dir, report_dir, quiet, this_cluster, select_by) -> None:
     """Train a new LSTM, score it, the current model and every baseline on the most recent held-out window;
     the best becomes the model in use (models/manifest.json `in_use`). --trace/--data write to trained/
-    unless --model-dir says otherwise."""
+    unless --model-dir says otherwise; --data with --this-cluster writes to forecaster.model_dir, the models the
+    daemon uses."""
     cfg = _load(ctx)
     from daemon.forecasting.retrain import DataError, retrain_from_config
     from daemon.sources.base import SourceError
@@ -446,7 +450,8 @@ def shadow_report_cmd(ctx: click.Context, tenant: str | None, last: int | None, 
             _fail(f"shadow-report: cannot read {path}: {exc}", 1)
     if not records:
         _fail(f"shadow-report: {where} holds no shadow record: the daemon records them only while "
-              "actuators.dry_run = true (and state.shadow_records), on the acting replica", 1)
+              "actuators.dry_run = true (and state.shadow_records), on the acting replica, from cycles that read "
+              "fresh data (while the source is down or its data stale, a cycle records nothing)", 1)
     rep = shadow_report(records, tenant=tenant)
     for line in skipped_lines(rep):  # a corrupt record costs its own cycle, one line each, never the report
         click.echo(f"shadow-report: {where}: {line}", err=True)

@@ -14,7 +14,8 @@ class ClusterConfig(_Strict):
                       "on (`<source.kind>:<name>`; the shipped one on \"simulator:default\"), so renaming makes "
                       "forecaster.kind = auto score the baselines until retrain scores a model here")
     gpus: int = Field(1024, gt=0,
-                      description="GPUs in the cluster (simulator, or a fallback when the source cannot tell)")
+                      description="GPUs in the cluster (simulator, or a fallback when the source cannot tell; "
+                                  "unset, a daemon whose source is down from the start sizes nothing from it)")
     gpus_per_node: int = Field(8, gt=0, description="GPUs per node of the simulated cluster and of the synthetic "
                                "replay: holds take whole nodes of this size and a job fits on one node. With "
                                "Slurm or Kubernetes the nodes are the scheduler's own and this is not read")

@@ -23,9 +23,14 @@ def safe_default(at: str, capacity: int, tenants: tuple[str, ...], tiers: tuple[
     shared = capacity - pool
     limits = tenant_limits(tenants, tiers, memory.rate_level, float("nan"), cfg.ratelimits,
                            {t.name: t for t in cfg.tenants})
-    quotas = {t: shared for t, tier in zip(tenants, tiers) if tier != "high"}
-    note = (f"{why}: safe default in force: no holds beyond the static pool ({plural(pool, 'GPU')} for the high tier), "
-            f"no preemptions")
+    if capacity:
+        quotas = {t: shared for t, tier in zip(tenants, tiers) if tier != "high"}
+        note = (f"{why}: safe default in force: no holds beyond the static pool ({plural(pool, 'GPU')} for the high "
+                f"tier), no preemptions")
+    else:  # the cluster's size is unknown (no snapshot, no plan, cluster.gpus not set): nothing sized from a guess
+        quotas = {}
+        note = (f"{why}: safe default in force: the cluster's size is unknown until the source answers (cluster.gpus "
+                f"is not set): nothing applied, no holds, no quotas, no preemptions")
     mem = replace(memory, reservations={})
     return Plan(at=at, capacity=capacity, load=float("nan"), high_pool=pool, reservations={}, quotas=quotas,
                 limits=limits, preemptions=(), notifications=(), stale=True, forecast_model="none", notes=(note,),

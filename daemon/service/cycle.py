@@ -203,13 +203,17 @@ class CycleRunner:
             at, capacity, tenants, tiers = state.at.isoformat(), state.capacity, state.tenants, state.tiers
         else:
             names = tuple(sorted(set(last.limits) if last else {t.name for t in self.cfg.tenants}))
-            at = pd.Timestamp(self.clock(), unit="s", tz="UTC").isoformat()
-            capacity = last.capacity if last and last.capacity > 0 else self.cfg.cluster.gpus
+            at = pd.Timestamp(self.clock(), unit="s", tz="UTC").floor("s").isoformat()
+            # no snapshot and no plan: the size the config says, if it says one (its default, 1024, describes
+            # no cluster: a static pool and quotas sized from it would be a plan the daemon does not have)
+            configured = self.cfg.cluster.gpus if "gpus" in self.cfg.cluster.model_fields_set else 0
+            capacity = last.capacity if last and last.capacity > 0 else configured
             tenants, tiers = names, tuple(self.cfg.tier_of(t) for t in names)
         age = self.plan_age_s()
-        old = "no good plan" if age == float("inf") else f"last good plan is {age:.0f}s old"
-        plan = safe_default(at, capacity, tenants, tiers, self.memory, self.cfg,
-                            f"{why}; {old} (> max {self.cfg.cycle.max_plan_age_s:g}s)")
+        old = "no good plan yet" if last is None else \
+            (f"last good plan is {age:.0f}s old" if age != float("inf") else "last good plan of unknown age") \
+            + f" (> max {self.cfg.cycle.max_plan_age_s:g}s)"
+        plan = safe_default(at, capacity, tenants, tiers, self.memory, self.cfg, f"{why}; {old}")
         if not self.safe_active:
             log.warning("%s", plan.notes[0])
         self.safe_active = True
@@ -267,6 +271,8 @@ class CycleRunner:
         reports: list[ActionReport] = []
         if not self._check_acting():  # a standby plans (and stays warm) but never acts
             return reports
+        if plan.safe_default and not plan.capacity:  # the cluster's size unknown (no snapshot, no plan): nothing
+            return reports                            # sized from it reaches an actuator (a zero quota blocks all)
         notes = list(plan.notifications)
         for act in self.actuators:
             try:
@@ -282,7 +288,8 @@ class CycleRunner:
                 rep = dataclasses.replace(rep, actions=rep.actions + extra, errors=rep.errors + errs)
             if rep.errors:
                 m.actuator_errors.labels(rep.actuator).inc(len(rep.errors))
-                log.error("actuator %s: %s", rep.actuator, "; ".join(rep.errors))
+                # one line, whatever the errors quote (squeue's stderr is several "squeue: error: ..." lines)
+                log.error("actuator %s: %s", rep.actuator, "; ".join(" ".join(e.split()) for e in rep.errors))
             if rep.not_freed:
                 m.not_freed.labels(rep.actuator).inc(len(rep.not_freed))
                 log.warning("actuator %s: %d eviction(s) refused, their GPUs not freed: %s", rep.actuator,

@@ -49,7 +49,8 @@ def summary_line(res: CycleResult, simulated: bool = False) -> str:
     load = f"{s['load']:.1%}" if s["load"] is not None else "?"
     head = ("STALE " if res.outcome != "ok" else "") + ("STANDBY " if not res.acted else "")
     at = f"sim {p.at[:16]}" if simulated else p.at
-    return (f"{head}{at} load={load} cap={p.capacity} reserved={s['reserved']} "
+    cap = "?" if p.stale and not p.capacity else p.capacity   # no snapshot yet: the size is unknown, not 0
+    return (f"{head}{at} load={load} cap={cap} reserved={s['reserved']} "
             f"({plural(s['reserved_tenants'], 'tenant')}) preempt={s['preemptions']}/{s['preempted_gpus']}gpu "
             f"level={s['rate_level']} model={p.forecast_model} {res.seconds * 1000:.0f}ms"
             + (f" | {'; '.join(p.notes)}" if p.notes else ""))
@@ -272,8 +273,9 @@ class Daemon:
         elif res is not None and res.outcome == "stale" and res.plan is not None and res.plan.notes:
             reasons.append(res.plan.notes[0])
         if runner.safe_active:
-            reasons.append(f"last good plan older than {self.cfg.cycle.max_plan_age_s:g}s: safe default in force "
-                           "(no holds beyond the static pool, no preemptions)")
+            reasons.append(("no good plan yet" if runner.last_plan is None else
+                            f"last good plan older than {self.cfg.cycle.max_plan_age_s:g}s")
+                           + ": safe default in force (no holds beyond the static pool, no preemptions)")
         if self.failover.breaker.is_open(now):
             reasons.append("failover circuit breaker open: mass node failure reported, monitoring problem?")
         ov = self.runtime.overrides

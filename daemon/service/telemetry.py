@@ -50,6 +50,9 @@ class DaemonMetrics:
         self.dra_uncounted = Gauge("gpuas_dra_uncounted_pods", "Pods whose DRA requests the daemon cannot judge (All, "
                                    "CEL selectors, a class not configured), said once each in the log", registry=r)
         self.rate_level = Gauge("gpuas_rate_level", "Index of the load level in force", registry=r)
+        # unknown until the first snapshot (a source down from the start): NaN, never 0 (an idle, empty cluster)
+        for g in (self.load, self.capacity, self.staleness):
+            g.set(float("nan"))
         self.fallback = Gauge("gpuas_forecaster_fallback", "1 when a baseline stands in for the model", registry=r)
         self.forecast = Gauge("gpuas_forecast_peak_gpus", "Peak forecast over the lead time", ["tenant", "quantile"],
                               registry=r)

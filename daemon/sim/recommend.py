@@ -107,6 +107,11 @@ class _Replay(_Open):
 def parse_replay(doc: Any) -> dict:
     """The replay document checked for the shape `recommend` reads (a hand-edited or truncated file fails here
     with the path of the first bad field, not with a TypeError deep in the frontier)."""
+    if isinstance(doc, dict) and "runs" not in doc and "savings" in doc and "slo" in doc:
+        # simulate --min-gpus writes its report beside the replay's JSON (<name>_min_gpus.json): no runs to rank
+        raise ReplayError("not a replay JSON: a --min-gpus report (the smallest cluster each strategy needs for one "
+                          "SLO), which has no settings to recommend from; recommend reads the JSON of a replay "
+                          "(simulate without --min-gpus, e.g. --sweep)")
     try:
         return _Replay.model_validate(doc).model_dump()
     except ValidationError as exc:

@@ -122,3 +122,30 @@ def test_an_eviction_the_cluster_refused_is_counted_as_not_freed_and_said(tmp_pa
     assert "actuator pdb: 1 eviction(s) refused, their GPUs not freed: batch/train-1" in caplog.text
     assert b'gpuas_evictions_refused_total{actuator="pdb"} 2.0' in generate_latest(rt.metrics.registry)
     rt.close()
+
+
+class SqueueDown(LogActuator):
+    """An actuator whose scheduler command failed with several lines of stderr, as squeue does with no slurmctld
+    to find ("squeue: error: resolve_ctls_from_dns_srv: ...", "squeue: error: fetch_config: ...", "squeue: fatal:
+    ...")."""
+
+    name = "slurm"
+
+    def apply(self, plan):
+        return ActionReport(self.name, True, errors=[
+            "hold: squeue: squeue: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host\n"
+            "squeue: error: fetch_config: DNS SRV lookup failed\nsqueue: fatal: Could not establish a configuration "
+            "source"])
+
+
+def test_an_actuator_error_of_several_lines_is_logged_as_one(tmp_path, caplog):
+    import logging
+
+    rt = build_runtime(sim_cfg(tmp_path))
+    rt.runner.actuators.append(SqueueDown())
+    with caplog.at_level(logging.ERROR, logger="gpu_autoscaler"):
+        rt.runner.run_once()
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("actuator slurm:")]
+    assert len(lines) == 1 and "\n" not in lines[0], lines
+    assert "Unknown host" in lines[0] and "Could not establish a configuration source" in lines[0]
+    rt.close()

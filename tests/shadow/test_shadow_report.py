@@ -351,3 +351,19 @@ def test_a_report_read_from_the_counts_is_the_report_computed_for_the_viewer():
         assert view(tot, name, private=True) == shadow_report(records, tenant=name, private=True)
         assert view(tot, name) == shadow_report(records, tenant=name)
     assert view(tot, "nobody", private=True) == shadow_report(records, tenant="nobody", private=True)
+
+
+def test_shadow_report_on_a_store_with_no_record_says_a_source_down_records_nothing(tmp_path):
+    """The README's minimal config started with its source down: every cycle was a dry run, yet the store holds no
+    record, and the line gave only dry_run and shadow_records as the reasons (both were on). A cycle that read no
+    fresh data (source down, stale data) records nothing: the line says so."""
+    from click.testing import CliRunner
+
+    from daemon.cli import cli
+
+    StateStore(tmp_path / "s.sqlite").close()
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(CONFIG.format(dry="true", state=tmp_path / "s.sqlite"))
+    r = CliRunner().invoke(cli, ["-c", str(cfg), "shadow-report"])
+    assert r.exit_code == 1 and "holds no shadow record" in r.output, r.output
+    assert "source" in r.output.split("holds no shadow record", 1)[1], r.output

@@ -213,3 +213,19 @@ def test_with_the_high_tiers_services_a_tie_on_high_unmet_is_decided_by_its_requ
     plain = rec.recommend(replay(REACTIVE, STATIC, run("predictive", {"quantile": 0.9}, 0.8, 100, 50, 10)))
     assert not plain["predictive_helps"] and "high thr" not in rec.summary_lines(plain)[1]
     assert "high_throttled" not in plain["objective"]
+
+
+def test_recommend_on_a_min_gpus_report_says_what_it_is(tmp_path):
+    """`simulate --data ... --min-gpus` writes reports/replay/own-<file>_min_gpus.json beside the replay's JSON; a
+    day-one `recommend` on it said "the replay has no reactive setting: replay with --strategies including reactive"
+    (exit 1), though reactive was sized in it: it has no runs, it is a report of another kind. Now one line says so,
+    exit 2 (bad input), and which JSON recommend reads."""
+    doc = {"workload": "own-hist", "steps": 1440, "gpus_per_node": 8, "own_nodes": 12,
+           "slo": {"high": 0.001, "normal": 0.02}, "forecaster": "seasonal_naive_1440",
+           "strategies": {"reactive": {"gpus": 88}, "predictive": {"gpus": 88}}, "savings": {}}
+    f = tmp_path / "own-hist_min_gpus.json"
+    f.write_text(json.dumps(doc))
+    r = CliRunner().invoke(cli, ["recommend", str(f)])
+    lines = [x for x in r.output.strip().splitlines() if x]
+    assert r.exit_code == 2, (r.output, repr(r.exception))
+    assert len(lines) == 1 and "--min-gpus" in lines[0] and "no reactive setting" not in lines[0], r.output

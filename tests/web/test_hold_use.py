@@ -154,3 +154,20 @@ def test_in_the_browser_a_pooled_tenant_sees_the_pool_counted_as_a_pool(tmp_path
             text = page.eval("document.querySelector('#hold-use').innerText")
             assert "of your held" not in text, text
             page.screenshot(REPO_REPORTS / f"tenant-pool-{'tenant' if token == T1 else 'operator'}.png")
+
+
+def test_on_a_one_model_cluster_the_page_does_not_name_the_default_type():
+    """`make run`'s tenant page (no [fleet] types, every GPU of the default type "gpu") read "98 of the pool's gpu
+    GPUs run other tenants' work ...": the type is named only where there are types to tell apart."""
+    st = _state()
+    one = dataclasses.replace(st, nodes=dataclasses.replace(st.nodes, gpu_type=None),
+                              jobs=dataclasses.replace(st.jobs, accepts=None))
+    snap = _snapshot()
+    snap = dataclasses.replace(snap, cfg=with_tokens(Config()), state=one,
+                               plan=dataclasses.replace(snap.plan, holds_by_type={}, capacity_by_type={},
+                                                        high_pool_by_type={}))
+    client = TestClient(build_app(SnapshotBackend(snap)))
+    client.cookies.set("gpuas_token", OP)
+    text = client.get("/ui/tenants/tenant-0001").text
+    assert "of your held GPUs run other tenants' work that is never preempted" in text, text[-3000:]
+    assert "gpu GPUs" not in text

@@ -235,6 +235,7 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
         if health["status"] != "ok" and health["reason"]:
             stale = redact_text(health["reason"])  # a source error names the source's URL: never its password
         return page(request, "tenant.html", status, who=p, title=name, t=t, chart=tenant_chart(t).svg(), stale=stale,
+                    snapshot=snap.state is not None,
                     quantile=int(pc.quantile * 100),
                     lead=pc.lead_time_steps * snap.cfg.cycle.resolution_s // 60,
                     health=health_for(snap, p, name), eta=eta_for(snap.eta, time.time(), name), **extra)
