@@ -118,6 +118,8 @@ class _Holds:
     own: np.ndarray | None = None
     # per tenant, the nodes its largest job (``quantum``) asks (Slurm -N): its place is that many nodes (None: one)
     nodes: np.ndarray | None = None
+    # per tenant, whether those are pods that may share a node (a Kubernetes gang, Jobs.packed; None: none is)
+    packed: np.ndarray | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -343,7 +345,7 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
     # reservations come in whole jobs: holding 6 GPUs for a tenant whose jobs take 8 holds nothing usable
     jobs = state.jobs
     mine = (high | aged)[jobs.tenant] if len(jobs) else None  # only protected tenants hold reservations
-    quantum, job_nodes = reservation.largest_jobs(jobs, mine, n)
+    quantum, job_nodes, job_packed = reservation.largest_jobs(jobs, mine, n)
     # what the hold is rounded up to: a whole node per node a job on several nodes asks (the actuators still size
     # a hold's jobs by `quantum`, their GPUs in all: Plan.hold_job_gpus)
     hold_q = reservation.hold_footprint(quantum, jobs, mine, state.nodes)
@@ -404,7 +406,7 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
     pooled = high.copy() if pc.pool_high_tier else np.zeros(n, dtype=bool)
     return _Holds(res, soon, quantum, aged, floored, pooled, pool, model, path, soon_steps, drain_steps, step_min,
                   known=None if win is None else win[1], own=None if win is None else wheld.astype(np.int64),
-                  nodes=job_nodes)
+                  nodes=job_nodes, packed=job_packed)
 
 
 def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Aging, memory: PolicyMemory,
@@ -548,13 +550,15 @@ def _choose_placed(jobs, nodes, holds: _Holds, used: np.ndarray, need_jobs: np.n
         win_jobs = np.where(apart, np.minimum(need_jobs, np.ceil(np.maximum(known - used, 0) / holds.quantum - 1e-9)),
                             0).astype(np.int64)
     return _window_first(jobs, nodes, win_jobs, need_jobs, holds.quantum.astype(np.int64), protected, budget_gpus,
-                         budget_jobs, min_gpus, holds.pooled, cleared_for, gate, refused, takeable, holds.nodes)
+                         budget_jobs, min_gpus, holds.pooled, cleared_for, gate, refused, takeable, holds.nodes,
+                         holds.packed)
 
 
 def _window_first(jobs, nodes, win_jobs: np.ndarray, need_jobs: np.ndarray, q: np.ndarray, protected: np.ndarray,
                   budget_gpus: int, budget_jobs: int, min_gpus: int, pooled: np.ndarray, cleared_for: list[int],
                   gate: preemption.Gate | None = None, refused: list[int] | None = None,
-                  takeable: np.ndarray | None = None, job_nodes: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+                  takeable: np.ndarray | None = None, job_nodes: np.ndarray | None = None,
+                  job_packed: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """preemption.choose_placed in two passes over one view of the room and one budget: first each window's jobs
     (``win_jobs``, at most ``need_jobs``) on its tenant's own nodes or unheld ones, never the pool's (what is free
     or cleared there goes to whichever pooled tenant starts first: it is not the window's); then the rest of
@@ -568,7 +572,7 @@ def _window_first(jobs, nodes, win_jobs: np.ndarray, need_jobs: np.ndarray, q: n
         first, _, left1 = preemption.choose_placed(jobs, nodes, win_jobs, q, protected, budget_gpus, budget_jobs,
                                                    min_gpus, pooled=pooled & (win_jobs <= 0),
                                                    cleared_for=cleared_for, takeable=takeable, avail=avail,
-                                                   job_nodes=job_nodes)
+                                                   job_nodes=job_nodes, job_packed=job_packed)
         if gate is not None:  # the window's jobs were the first of the tenant's jobs waiting now
             gate = dataclasses.replace(gate, now_jobs=np.maximum(gate.now_jobs - win_jobs, 0))
     rest_jobs, rest_at = jobs, np.arange(len(jobs))
@@ -580,7 +584,7 @@ def _window_first(jobs, nodes, win_jobs: np.ndarray, need_jobs: np.ndarray, q: n
     second, _, left2 = preemption.choose_placed(
         rest_jobs, nodes, need_jobs - win_jobs, q, protected, budget_gpus - int(jobs.gpus[first].sum()),
         budget_jobs - int(first.size), min_gpus, pooled=pooled, cleared_for=cleared_for, gate=gate, refused=refused,
-        takeable=takeable, avail=avail, job_nodes=job_nodes)
+        takeable=takeable, avail=avail, job_nodes=job_nodes, job_packed=job_packed)
     return np.concatenate([first, rest_at[second]]).astype(np.int64), left1 + left2
 
 
@@ -654,7 +658,7 @@ def _preempt_typed(jobs, nodes, typed: fleet.TypedHolds, holds: _Holds, need_gpu
         # rest of its need may use the pool as before (_window_first, as on one model)
         got, left = _window_first(jobs, typed.nodes_of(nodes, t), wj, need_jobs, q.astype(np.int64), keep,
                                   budget_gpus, budget_jobs, min_gpus, holds.pooled & (typed.hold[:, t] > 0), who,
-                                  job_nodes=holds.nodes)
+                                  job_nodes=holds.nodes, job_packed=holds.packed)
         if got.size:
             out.append(got)
             cleared_for.extend(who)

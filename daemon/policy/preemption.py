@@ -164,8 +164,8 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
                   budget_gpus: int, budget_jobs: int, min_gpus: int = 1, pooled: np.ndarray | None = None,
                   cleared_for: list[int] | None = None, gate: Gate | None = None,
                   refused: list[int] | None = None, takeable: np.ndarray | None = None,
-                  avail: np.ndarray | None = None, job_nodes: np.ndarray | None = None
-                  ) -> tuple[np.ndarray, int, int]:
+                  avail: np.ndarray | None = None, job_nodes: np.ndarray | None = None,
+                  job_packed: np.ndarray | None = None) -> tuple[np.ndarray, int, int]:
     """Placement-aware choice: preempt only what makes room, on one node, for a protected tenant's job.
 
     ``need_jobs[t]`` jobs of ``job_gpus[t]`` GPUs each must find a place for protected tenant ``t`` (waiting
@@ -196,6 +196,12 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
     many distinct nodes with room for its GPUs per node (``job_gpus`` spread evenly, rounded up), all in one of the
     node sets a job may span (``_spans``), found whole or not at all (``_place_multi``): GPUs cleared on one node
     for a 2 x 4 job start nothing.
+
+    ``job_packed`` (per tenant, None: none): its ``job_nodes`` are pods that may share a node (a Kubernetes gang: a
+    Kueue Workload of k pods), not distinct nodes: its place is room for k pods of its GPUs per pod, bin-packed
+    (fullest nodes first, several on one node where they fit), all in one of the node sets (``_spans``: Kueue
+    gives a podSet's pods one flavor, and a hold is a flavor of its own), found whole or not at all
+    (``_free_packed``, ``_clear_packed``): room cleared for 3 of a 4 x 8 gang's pods starts none of them.
     """
     empty = np.empty(0, dtype=np.int64)
     need = np.asarray(need_jobs, dtype=np.int64).copy()
@@ -212,14 +218,16 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
     gpus_of = np.asarray(job_gpus, dtype=np.int64)
     k_of = np.maximum(np.ones(need.size, dtype=np.int64) if job_nodes is None else np.asarray(job_nodes, np.int64), 1)
     per_of = -(-gpus_of // k_of)              # GPUs per node asked: a one-node job's all
+    packs = np.zeros(need.size, dtype=bool) if job_packed is None else np.asarray(job_packed, dtype=bool)
     placed = 0
     done = np.zeros(need.size, dtype=np.int64)  # jobs placed per tenant so far (the waiting ones come first)
     # 1. free room first, tenant by tenant (largest jobs first): the tenant's own held nodes, then open ones
     for t in np.flatnonzero(need > 0)[np.argsort(-gpus_of[need > 0], kind="stable")]:
         g = gpus_of[t]
         if k_of[t] > 1:   # a job on several nodes, one at a time: k nodes with room in one set, or none
-            while need[t] > 0 and _free_multi(avail, _spans(held, int(t), pooled[t]), int(per_of[t]),
-                                              int(k_of[t])) is not None:
+            free = _free_packed if packs[t] else _free_multi   # (a gang: room for k pods in one set)
+            while need[t] > 0 and free(avail, _spans(held, int(t), pooled[t]), int(per_of[t]),
+                                       int(k_of[t])) is not None:
                 need[t] -= 1
                 done[t] += 1
                 placed += 1
@@ -284,7 +292,27 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
         g = int(gpus_of[t])
         if k_of[t] > 1:   # a job on several nodes: all its nodes found, or none cleared
             g, spans = int(per_of[t]), _spans(held, int(t), pooled[t])
-        while need[t] > 0 and k_of[t] > 1:
+        while need[t] > 0 and k_of[t] > 1 and packs[t]:   # a gang's k pods: room for all, or none cleared
+            if _free_packed(avail, spans, g, int(k_of[t])) is None:
+                worth = float("inf") if c_loss is None else gate.worth_of(int(t), int(done[t]))
+                after, parts, no = _clear_packed(avail, spans, g, int(k_of[t]), (starts, ends, g_nodes), taken,
+                                                 (c_g, c_cost, c_loss, c_idle), (budget_gpus - used_gpus,
+                                                                                 budget_jobs - used_jobs), worth)
+                if after is None:
+                    if no and refused is not None:
+                        refused.extend([int(t)] * int(need[t]))
+                    break
+                avail[:] = after
+                for sl in parts:
+                    taken[sl] = True
+                    chosen.append(idx[sl])
+                    if cleared_for is not None:
+                        cleared_for.extend([int(t)] * int(sl.size))
+                    used_gpus, used_jobs = used_gpus + int(c_g[sl].sum()), used_jobs + int(sl.size)
+            need[t] -= 1
+            done[t] += 1
+            placed += 1
+        while need[t] > 0 and k_of[t] > 1 and not packs[t]:
             if _free_multi(avail, spans, g, int(k_of[t])) is None:
                 worth = float("inf") if c_loss is None else gate.worth_of(int(t), int(done[t]))
                 fit, pick, at, no = _clear_multi(avail, spans, g, int(k_of[t]), (starts, ends, g_nodes), taken,
@@ -430,3 +458,79 @@ def _clear_multi(avail: np.ndarray, spans: list[np.ndarray], g: int, k: int, gro
             if freed[pick].sum() <= left[0] and jobs[pick].sum() <= left[1] and loss[pick].sum() < worth:
                 return fit, pick, pos[pick], False
     return None, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), refused
+
+
+def _free_packed(avail: np.ndarray, spans: list[np.ndarray], g: int, k: int) -> np.ndarray | None:
+    """Place one gang of ``k`` pods of ``g`` GPUs each in free room (no preemption), several on one node where they
+    fit: the first of ``spans`` with room for all k, its fullest nodes first (best fit, so whole nodes stay whole);
+    ``avail`` is updated. None where no span has room for k (nothing is taken)."""
+    for span in spans:
+        fit = np.flatnonzero(span & (avail >= g))
+        fit = fit[np.argsort(avail[fit], kind="stable")]
+        cum = np.cumsum(avail[fit] // g)
+        if cum.size and cum[-1] >= k:
+            where = fit[np.searchsorted(cum, np.arange(k), side="right")]
+            np.subtract.at(avail, where, g)
+            return where
+    return None
+
+
+def _clear_packed(avail: np.ndarray, spans: list[np.ndarray], g: int, k: int, groups: tuple, taken: np.ndarray,
+                  cols: tuple, left: tuple[int, int], worth: float
+                  ) -> tuple[np.ndarray | None, list[np.ndarray], bool]:
+    """Where to clear room for one gang of ``k`` pods of ``g`` GPUs each (several may share a node): in the first
+    of ``spans`` where all k find room, pod by pod, each in room as it is (the fullest node with room) or else on
+    the node whose cheapest candidates, cleared until the pod fits, lose the fewest GPU-seconds of busy jobs (then
+    in all): choose_placed's rule for a one-node job, per pod, so a node cleared for one pod takes the next where
+    it fits. Within the GPUs and jobs left of the budgets (``left``), and losing less in all than the gang is worth
+    (``worth``). ``groups`` and ``cols`` as _clear_multi's.
+
+    Returns (the room per node once the gang is placed, the candidates to preempt (positions, one array per node
+    cleared), False); (None, [], refused) where no span has room for all k: nothing is cleared for it, and
+    ``refused`` says that a span had it within the budgets but what it loses is what the gang is worth or more."""
+    starts, ends, g_nodes = groups
+    c_g, c_cost, c_loss, c_idle = cols
+    n = taken.size
+    refused = False
+    for span in spans:
+        room, tk = avail.copy(), taken.copy()
+        parts: list[np.ndarray] = []
+        got_g = got_j = 0
+        lost = 0.0
+        for _ in range(k):
+            fits = np.flatnonzero(span & (room >= g))
+            if fits.size:
+                room[fits[np.argmin(room[fits])]] -= g
+                continue
+            cg = np.where(tk, 0, c_g)
+            cum_g = np.cumsum(cg)
+            d = g - room[g_nodes]
+            pos = np.searchsorted(cum_g, cum_g[starts] - cg[starts] + d, side="left")
+            last = np.minimum(pos, n - 1)
+            freed, jobs = _upto(c_g, tk, starts, last), _upto(np.ones(n, dtype=np.int64), tk, starts, last)
+            ok = span[g_nodes] & (d > 0) & (pos < ends) & (got_g + freed <= left[0]) & (got_j + jobs <= left[1])
+            if not ok.any():
+                break
+            cost = np.where(ok, _upto(c_cost, tk, starts, last), np.inf)
+            busy = cost if c_idle is None else np.where(ok, _upto(np.where(c_idle, 0.0, c_cost), tk, starts, last),
+                                                        np.inf)
+            b = int(np.lexsort((cost, busy))[0])
+            sl = np.arange(starts[b], int(pos[b]) + 1)
+            sl = sl[~tk[sl]]
+            tk[sl] = True
+            parts.append(sl)
+            got_g, got_j = got_g + int(freed[b]), got_j + int(jobs[b])
+            lost += 0.0 if c_loss is None else float(c_loss[sl].sum())
+            room[g_nodes[b]] += int(freed[b]) - g
+        else:
+            if lost < worth:
+                return room, parts, False
+            refused = True
+    return None, [], refused
+
+
+def _upto(v: np.ndarray, taken: np.ndarray, starts: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """Per candidate node (its candidates from ``starts``), ``v`` summed over those not ``taken`` up to ``last``."""
+    v = np.where(taken, 0, v)
+    cum = np.cumsum(v)
+    return cum[last] - (cum[starts] - v[starts])

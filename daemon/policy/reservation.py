@@ -73,13 +73,15 @@ def high_pool(capacity: int, reserve_share: float) -> int:
     return int(np.floor(capacity * reserve_share))
 
 
-def largest_jobs(jobs: Jobs, mine: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray | None]:
+def largest_jobs(jobs: Jobs, mine: np.ndarray | None, n: int
+                 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Per tenant (of ``n``), the GPUs in all of its largest job among ``mine`` (1 without one): holds come in whole
     jobs of it; and the nodes that job asks (Slurm -N; the most, among its largest jobs), where one asks several
-    (None: every job runs on one node): a place for it is that many nodes (preemption.choose_placed)."""
-    quantum, nodes = np.ones(n), None
+    (None: every job runs on one node): a place for it is that many nodes (preemption.choose_placed); and whether
+    those are pods that may share a node (``Jobs.packed``: a Kubernetes gang; None where no such job is chosen)."""
+    quantum, nodes, packed = np.ones(n), None, None
     if mine is None or not mine.any():
-        return quantum, nodes
+        return quantum, nodes, packed
     t, g = jobs.tenant[mine], jobs.gpus[mine]
     k = None if jobs.nodes_asked is None else jobs.nodes_asked[mine]
     order = np.lexsort((g, t) if k is None else (k, g, t))   # a sort is far quicker than np.maximum.at here
@@ -89,22 +91,30 @@ def largest_jobs(jobs: Jobs, mine: np.ndarray | None, n: int) -> tuple[np.ndarra
     if k is not None and (k > 1).any():
         nodes = np.ones(n, dtype=np.int64)
         nodes[ts[last]] = k[order][last]
-    return quantum, nodes
+        if jobs.packed is not None:
+            p = np.asarray(jobs.packed[mine], dtype=bool)[order][last]
+            if p.any():
+                packed = np.zeros(n, dtype=bool)
+                packed[ts[last]] = p
+    return quantum, nodes, packed
 
 
 def hold_footprint(quantum: np.ndarray, jobs: Jobs, mine: np.ndarray | None, nodes: Nodes | None) -> np.ndarray:
     """Per tenant, the GPUs a hold takes per job: its largest job's GPUs (``quantum``), or, for a job on several
-    nodes (Slurm -N), a whole node per node it asks, the smallest node that has room for its GPUs per node. The
-    scheduler's hold is whole nodes (Slurm reserves nodes): counted at its jobs' GPUs in all, a -N 2 x 4 job's hold
-    was one 8-GPU node, where it cannot start, and a -N 16 x 1 job's sixteen nodes were counted as 16 GPUs, past the
-    capacity fitting, the pool and aging_max_share (the actuator holds no more than the plan counts: ba3e553). A job
-    whose whole nodes are more than ``FOOTPRINT_MAX`` times its GPUs (-N 16 --gres=gpu:1: 128 GPUs of nodes for
-    16) is counted at its GPUs: rounding a hold up to its nodes would hold eight times what it runs on; the actuator
-    then holds whole nodes for those GPUs and says its shape does not fit."""
+    nodes (Slurm -N; not a Kubernetes gang, whose pods may share nodes: ``Jobs.packed``), a whole node per node it
+    asks, the smallest node that has room for its GPUs per node. The scheduler's hold is whole nodes (Slurm reserves
+    nodes): counted at its jobs' GPUs in all, a -N 2 x 4 job's hold was one 8-GPU node, where it cannot start, and a
+    -N 16 x 1 job's sixteen nodes were counted as 16 GPUs, past the capacity fitting, the pool and aging_max_share
+    (the actuator holds no more than the plan counts: ba3e553). A job whose whole nodes are more than
+    ``FOOTPRINT_MAX`` times its GPUs (-N 16 --gres=gpu:1: 128 GPUs of nodes for 16) is counted at its GPUs: rounding
+    a hold up to its nodes would hold eight times what it runs on; the actuator then holds whole nodes for those GPUs
+    and says its shape does not fit."""
     out = quantum.copy()
     if mine is None or jobs.nodes_asked is None or nodes is None or not len(nodes):
         return out
     multi = mine & (jobs.nodes_asked > 1) & (jobs.gpus > 0)
+    if jobs.packed is not None:   # a gang's pods may share nodes (Kubernetes): held at its GPUs, as a one-node job
+        multi &= ~np.asarray(jobs.packed, dtype=bool)
     if not multi.any():
         return out
     sizes = np.unique(nodes.gpus[nodes.gpus > 0])

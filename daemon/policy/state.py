@@ -39,6 +39,9 @@ class Jobs:
                                             # the simulator). The start estimate ends a running job by it
     nodes_asked: np.ndarray | None = None   # per job, int nodes it runs on or asks for (Slurm -N); None: one each.
                                             # A hold for a job on several nodes takes a node per node asked
+    packed: np.ndarray | None = None        # per job, bool: its nodes_asked are pods that may share a node (a
+                                            # Kubernetes gang: a Kueue Workload of k pods of gpus/k each), not k
+                                            # distinct nodes (Slurm -N); None or False: distinct nodes
 
     @staticmethod
     def empty() -> "Jobs":
@@ -55,7 +58,8 @@ class Jobs:
                     accepts=None if self.accepts is None else self.accepts[mask],
                     idle=None if self.idle is None else self.idle[mask],
                     time_limit_s=None if self.time_limit_s is None else self.time_limit_s[mask],
-                    nodes_asked=None if self.nodes_asked is None else self.nodes_asked[mask])
+                    nodes_asked=None if self.nodes_asked is None else self.nodes_asked[mask],
+                    packed=None if self.packed is None else self.packed[mask])
 
     @staticmethod
     def concat(parts: "list[Jobs]") -> "Jobs":
@@ -81,7 +85,7 @@ class Jobs:
         return Jobs(*(np.concatenate([getattr(p, f) for p in parts]) for f in
                       ("ids", "tenant", "gpus", "priority", "running", "runtime_s", "wait_s", "node")),
                     accepts=col("accepts", ()), idle=col("idle", False), time_limit_s=col("time_limit_s", np.nan),
-                    nodes_asked=col("nodes_asked", 1))
+                    nodes_asked=col("nodes_asked", 1), packed=col("packed", False))
 
 
 @dataclass(frozen=True)
