@@ -178,3 +178,24 @@ def test_a_workloads_gpus_in_an_init_container_or_a_sidecar_count_as_kueue_count
     spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "2"
     assert workload_gpus(body, "nvidia.com/gpu") == 2 * 5   # containers 2 + sidecar 3 over the init's 1 + 3
     assert reader().jobs([body], ("team-a", "team-b"), NOW).gpus.tolist() == [10]
+
+
+def test_a_waiting_workloads_shape_is_its_pods_which_may_share_a_node():
+    """A gang of 4 pods of 8 is 4 parts of 8 that may share nodes (Jobs.nodes_asked, packed), not one 32-GPU job
+    on one node; one pod is a one-node job as before. A master of 8 beside 3 workers of 8: 4 of 8. Pods asking
+    different GPUs: packed, largest first, into parts of the largest (a launcher of 8 and four workers of 1: two
+    parts of 8, its GPUs 16); a podSet asking no GPU (an MPI launcher) needs no room."""
+    def sets(*shape):
+        body = wl("x")
+        pod = body["spec"]["podSets"][0]
+        body["spec"]["podSets"] = [{**pod, "name": f"s{i}", "count": c, "template": {"spec": {"containers": [
+            {"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(g)}}}]}}} for i, (c, g) in enumerate(shape)]
+        body["metadata"]["name"] = "-".join(f"{c}x{g}" for c, g in shape)
+        return body
+
+    jobs = reader().jobs([sets((4, 8)), sets((1, 8)), sets((1, 8), (3, 8)), sets((1, 8), (4, 1)),
+                          sets((1, 0), (2, 4)), sets((1, 8), (2, 5), (1, 3))], ("team-a",), now=NOW)
+    assert jobs.gpus.tolist() == [32, 8, 32, 16, 8, 24]
+    assert jobs.nodes_asked.tolist() == [4, 1, 4, 2, 2, 3]
+    assert jobs.packed.tolist() == [True, False, True, True, True, True]
+    assert workload_gpus(sets((2, 4)), "nvidia.com/gpu") == 8

@@ -7,7 +7,9 @@ does not see it: a Kueue cluster's queue is invisible there. Here every Workload
 finished, not being deleted) becomes a pending job: its id ``<namespace>/workload/<name>`` (a pod's name has no
 ``/``, so it never meets a pod's id), its tenant the namespace's, its GPUs the sum over its podSets of
 ``count`` x the GPU resource each pod asks for (requests, else limits, of every container, init containers and sidecars
-counted as Kueue counts them), its wait since its
+counted as Kueue counts them), its shape its pods that ask GPUs (``Jobs.nodes_asked``, ``Jobs.packed``: a gang whose
+pods may share a node; podSets whose pods ask different GPUs: packed into parts of the largest pod's GPUs,
+workload_shape), its wait since its
 ``creationTimestamp``, its tier its PriorityClass's (``gpu-autoscaler-<tier>``), else low on the tenant's low
 LocalQueue, else normal (as a pod's). A Workload asking for no GPU is not a job (as a pod). A malformed one (no
 podSets, a count or a GPU quantity that is not one) is skipped with one log line naming it and the field, once.
@@ -97,11 +99,22 @@ def _gpus_per_pod(template: dict, resource: str, where: str) -> int:
 
 
 def workload_gpus(wl: dict, resource: str) -> int:
-    """GPUs a Workload asks for: over its podSets, count x each pod's GPUs. Raises Malformed naming the field."""
+    """GPUs a Workload asks for: over its podSets, count x each pod's GPUs (where its pods ask different GPUs, those
+    of the parts they are packed in: workload_shape). Raises Malformed naming the field."""
+    return workload_shape(wl, resource)[0]
+
+
+def workload_shape(wl: dict, resource: str) -> tuple[int, int, int]:
+    """(GPUs, parts, GPUs per part) of a Workload: a gang of that many parts, which the scheduler may put several to a
+    node. Where its pods ask the same GPUs (one podSet, or a master and workers alike), a part is a pod: a 4 x 8
+    indexed Job is 4 parts of 8. Where its podSets' pods ask different GPUs, its pods are packed, largest first, into
+    parts of the largest pod's GPUs (a launcher of 8 and four workers of 1: two parts of 8), and its GPUs are the
+    parts' (16): room for the parts is room for every pod. Pods asking no GPU need no GPU room and are not counted.
+    Raises Malformed naming the field."""
     sets = (wl.get("spec") or {}).get("podSets")
     if not isinstance(sets, list) or not sets:
         raise Malformed("spec.podSets is missing or empty")
-    total = 0
+    groups: list[tuple[int, int]] = []   # (GPUs per pod, pods) of each podSet that asks GPUs
     for i, ps in enumerate(sets):
         where = f"spec.podSets[{i}]"
         if not isinstance(ps, dict):
@@ -109,8 +122,45 @@ def workload_gpus(wl: dict, resource: str) -> int:
         count = ps.get("count", 1)
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise Malformed(f"{where}.count is {count!r}, not a count of pods")
-        total += count * _gpus_per_pod(ps.get("template"), resource, where)
-    return min(total, MAX_POD_GPUS << 20)   # within the Jobs' int64 column, whatever the count
+        g = _gpus_per_pod(ps.get("template"), resource, where)
+        if g > 0 and count > 0:
+            groups.append((g, count))
+    if not groups:
+        return 0, 0, 0
+    most = max(g for g, _ in groups)
+    parts = _parts(groups, most)
+    cap = MAX_POD_GPUS << 20   # within the Jobs' int64 column, whatever the count
+    return min(parts * most, cap), min(parts, cap), most
+
+
+def _parts(groups: list[tuple[int, int]], size: int) -> int:
+    """How many parts of ``size`` GPUs hold pods of these (GPUs per pod, pods), each pod whole in one part: the pods
+    largest first, each group into the parts with the least room that takes them, then into new parts. A packing,
+    not always the fewest parts: room for more never starts fewer pods. Counted per group, not per pod."""
+    room: dict[int, int] = {}   # GPUs left in a part -> parts with that much left
+    total = 0
+    for g, c in sorted(groups, reverse=True):
+        for r in sorted(k for k in room if k >= g):
+            if c <= 0:
+                break
+            per, have = r // g, room[r]
+            full = min(have, c // per)
+            if full:
+                room[r] -= full
+                room[r - per * g] = room.get(r - per * g, 0) + full
+                c -= full * per
+            if 0 < c < per and room[r]:
+                room[r] -= 1
+                room[r - c * g] = room.get(r - c * g, 0) + 1
+                c = 0
+        if c > 0:
+            per = size // g
+            full, rest = divmod(c, per)
+            total += full + (rest > 0)
+            room[size - per * g] = room.get(size - per * g, 0) + full
+            if rest:
+                room[size - rest * g] = room.get(size - rest * g, 0) + 1
+    return total
 
 
 def waits(wl: dict) -> bool:
@@ -197,7 +247,7 @@ class Workloads:
                         admitted.append((ns, name))
                 continue
             try:
-                g = workload_gpus(wl, self.resource)
+                g, pods, _ = workload_shape(wl, self.resource)
             except Malformed as exc:
                 key = meta.get("uid") or f"{ns}/{name}"
                 if key not in self._said:
@@ -214,16 +264,17 @@ class Workloads:
                 tier = "low" if spec.get("queueName") == self.low_queue else "normal"
             created = _epoch(meta.get("creationTimestamp"))
             wait = max(now.timestamp() - created, 0.0) if created is not None else 0.0
-            rows.append((jid, index[t], g, PRIORITY[tier], wait))
+            rows.append((jid, index[t], g, PRIORITY[tier], wait, max(pods, 1)))
         self.queued, self.admitted, self.started = queued, admitted, started
         if not rows:
             return Jobs.empty()
-        ids, ten, gpus, prio, wait = zip(*rows)
+        ids, ten, gpus, prio, wait, pods = zip(*rows)
         n = len(ids)
+        asked = np.array(pods, dtype=np.int64)
         return Jobs(ids=np.array(ids, dtype=object), tenant=np.array(ten, dtype=np.int64),
                     gpus=np.array(gpus, dtype=np.int64), priority=np.array(prio, dtype=np.int8),
                     running=np.zeros(n, dtype=bool), runtime_s=np.zeros(n), wait_s=np.array(wait, dtype=float),
-                    node=np.array([""] * n, dtype=object))
+                    node=np.array([""] * n, dtype=object), nodes_asked=asked, packed=asked > 1)
 
     def changes(self, rows: list[dict], made_at: float, dry_run: bool = False) -> list[tuple[str, str, dict]]:
         """The patches to send: (namespace, name, annotations; None removes one) for each waiting Workload whose
