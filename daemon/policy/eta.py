@@ -384,6 +384,8 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
     # plain lists: the scan below reads them per job and per release, where numpy scalars cost more than the work
     cols_tenant, cols_prio, cols_gpus = jobs.tenant.tolist(), jobs.priority.tolist(), jobs.gpus.tolist()
     cols_nodes = jobs.nodes_asked.tolist() if track else None
+    # a Kubernetes gang's k pods may share a node (Jobs.packed), Slurm's k parts may not
+    cols_packed = jobs.packed.tolist() if track and jobs.packed is not None else None
     min_gpus = min((float(cols_gpus[j]) for j in waiting), default=0.0)
     starts: dict[int, float] = {}
     job_basis: dict[int, str] = {}
@@ -416,7 +418,7 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
         # the highest tier whose growth is still unserved: pending jobs of lower tiers wait for it
         blocking = max((p for p, g in ahead.items() if g > 1e-9), default=-1)
         total = sum(free.values())
-        # (tenant, types, nodes asked) -> smallest job that found no room
+        # (tenant, types, nodes asked; a gang's pods negative) -> smallest job that found no room
         no_room: dict[tuple[int, tuple, int], float] = {}
         w_arr = np.asarray(waiting, dtype=np.int64)
         keep = np.ones(w_arr.shape[0], dtype=bool)       # still waiting after this scan
@@ -437,7 +439,8 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
             acc = () if jobs.accepts is None else tuple(jobs.accepts[j] or ())
             g = float(cols_gpus[j])
             k_nodes = max(int(cols_nodes[j]), 1) if cols_nodes is not None else 1
-            if g >= no_room.get((tn, acc, k_nodes), float("inf")):
+            packed = bool(cols_packed[j]) if cols_packed is not None else False
+            if g >= no_room.get((tn, acc, -k_nodes if packed else k_nodes), float("inf")):
                 continue           # a job as large of the same tenant and types did not fit in this scan
             owners = [tn, UNHELD] + ([HELD_BY_POOL] if tn in pool_ids else [])
             cand = [t for t in (acc or types_all) if t in types_all] if acc else types_all
@@ -448,7 +451,7 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
                     continue
                 parts: tuple = ()
                 if track:   # the nodes it takes: k distinct with its GPUs per node, or room for a one-node job
-                    parts = _on_nodes(node_free, node_t == t, node_h, owners, g, k_nodes)
+                    parts = _on_nodes(node_free, node_t == t, node_h, owners, g, k_nodes, packed)
                     if k_nodes > 1 and not parts:
                         continue
                     for ni, a in parts:
@@ -479,7 +482,8 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
                 keep[i] = False
                 placed_since = True
             else:
-                no_room[(tn, acc, k_nodes)] = min(g, no_room.get((tn, acc, k_nodes), float("inf")))
+                key = (tn, acc, -k_nodes if packed else k_nodes)
+                no_room[key] = min(g, no_room.get(key, float("inf")))
                 if placed_since:
                     rest = _could_fit(free, w_arr[i + 1:], jobs, t_ix, accepts_type, in_pool)
                     cands, k, placed_since = (i + 1 + np.flatnonzero(rest)).tolist(), 0, False
@@ -506,13 +510,14 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
 
 
 def _on_nodes(node_free: np.ndarray, of_type: np.ndarray, node_h: np.ndarray, owners: list[int], gpus: float,
-              k: int) -> tuple[tuple[int, float], ...]:
+              k: int, packed: bool = False) -> tuple[tuple[int, float], ...]:
     """The nodes a job the scan starts takes, as ((node, GPUs), ...); () where it does not fit. `of_type`: the
     nodes of the type it starts on; `owners`: the holders whose GPUs it may use, in the order it takes them (its
     own hold, unheld, the pool). A job on k > 1 nodes takes its GPUs per node on k distinct nodes that each have
     them free, the holders' order first, then the fullest of those (the best fit leaves the larger holes for
-    others). A one-node job has fit its pools' room already (the pools decide, as without nodes): it takes the
-    fullest node with room for all of it, or else the GPUs free node by node, emptiest first."""
+    others). A Kubernetes gang of k pods (``packed``) takes its GPUs per pod where they are free, several pods to a
+    node, the same order. A one-node job has fit its pools' room already (the pools decide, as without nodes): it
+    takes the fullest node with room for all of it, or else the GPUs free node by node, emptiest first."""
     rank = np.full(node_h.shape[0], len(owners), dtype=np.int64)
     for r, o in enumerate(owners):
         rank[node_h == o] = r
@@ -520,6 +525,15 @@ def _on_nodes(node_free: np.ndarray, of_type: np.ndarray, node_h: np.ndarray, ow
     if k > 1:
         per = float(np.ceil(gpus / k - 1e-9))
         cand = np.flatnonzero(ok & (node_free + 1e-9 >= per))
+        if packed:
+            cand = cand[np.lexsort((cand, node_free[cand], rank[cand]))]
+            pods = np.minimum(np.floor((node_free[cand] + 1e-9) / per), k).astype(np.int64)
+            got = np.cumsum(pods)
+            if not got.shape[0] or got[-1] < k:
+                return ()
+            n = int(np.searchsorted(got, k)) + 1
+            pods[n - 1] -= int(got[n - 1]) - k
+            return tuple((int(ni), per * int(c)) for ni, c in zip(cand[:n].tolist(), pods[:n].tolist()))
         if cand.shape[0] < k:
             return ()
         pick = cand[np.lexsort((cand, node_free[cand], rank[cand]))[:k]]
