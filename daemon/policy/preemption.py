@@ -433,9 +433,7 @@ def _clear_multi(avail: np.ndarray, spans: list[np.ndarray], g: int, k: int, gro
     last = np.minimum(pos, n - 1)
 
     def upto(v: np.ndarray) -> np.ndarray:   # per node, the sum of v over its untaken candidates up to the last
-        v = np.where(taken, 0, v)
-        cum = np.cumsum(v)
-        return cum[last] - (cum[starts] - v[starts])
+        return _upto(v, taken, starts, last)
 
     freed, jobs = upto(c_g), upto(np.ones(n, dtype=np.int64))
     cost = upto(c_cost)
