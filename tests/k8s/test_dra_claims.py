@@ -261,3 +261,35 @@ def test_an_eviction_of_a_dra_pod_frees_its_devices_for_the_pod_that_waits(kube)
         resource.delete_resource_slice(slices[0]["metadata"]["name"])
         resource.delete_device_class(cls)
         kube.delete_nodes(nodes)
+
+
+def test_a_tenants_claim_of_more_gpus_than_any_node_has_is_no_demand_and_is_said(kube):
+    """The apiserver takes a request of any count up to 2^63-1 (a tenant may create the template and the pod): a
+    pod asking for more DRA GPUs than any node's slices publish never starts (its devices are all on one node), so
+    it is said and not counted; the old code read 2^63-1 GPUs of pending demand for it (gpuas_dra_gpus{pending})."""
+    from daemon.actuators.k8s.actuator import KubernetesActuator
+    from daemon.config import KubernetesActuatorConfig
+
+    api = kube.api()
+    core, resource = k8s.CoreV1Api(api), k8s.ResourceV1Api(api)
+    tenants, ns, nodes = kube.tenants({"team-a": "normal", "team-b": "normal"}, nodes=1, gpus=0)
+    a, b = ns["team-a"], ns["team-b"]
+    uid = uuid.uuid4().hex[:6]
+    driver = cls = f"gpu-{uid}.nvidia.com"
+    slices = [_slice(f"{nodes[0]}-{uid}", driver, nodes[0], H100)]
+    kub = KubernetesActuator(api, KubernetesActuatorConfig(dra_device_classes={cls: driver}), tenants)
+    try:
+        resource.create_resource_slice(slices[0])
+        resource.create_namespaced_resource_claim_template(a, _template("huge", {"deviceClassName": cls,
+                                                                                "count": 2 ** 63 - 1}))
+        resource.create_namespaced_resource_claim_template(b, _template("two", {"deviceClassName": cls, "count": 2}))
+        core.create_namespaced_pod(a, _dra_pod(a, "huge", "huge"))
+        core.create_namespaced_pod(b, _dra_pod(b, "fits", "two"))
+        kub.cluster_jobs(tuple(t.name for t in tenants))
+        assert kub.dra.supply == {nodes[0]: {"dra:gpu": 2}}, kub.dra.supply
+        assert kub.dra.pending == {f"{b}/fits": 2}, kub.dra.pending
+        assert kub.dra.uncounted == {f"{a}/huge": f"asks for {2 ** 63 - 1} GPUs through DRA, more than any node's "
+                                                  "slices publish (2): it never starts, not counted"}, kub.dra.uncounted
+    finally:
+        resource.delete_resource_slice(slices[0]["metadata"]["name"])
+        kube.delete_nodes(nodes)

@@ -17,7 +17,9 @@ devices):
   ``count`` devices (allocationMode ExactCount, the default) of a GPU class. A request the daemon cannot judge (of
   allocationMode All, with CEL selectors, a prioritized list ``firstAvailable``, of a class that is no configured GPU
   class, or a claim or template that does not exist) makes the pod's DRA GPUs uncounted, said once per pod
-  (``uncounted``).
+  (``uncounted``); so does asking for more GPUs than any node's slices publish (a pod's devices are all on its one
+  node: it never starts, as view.never_starts says of a device-plugin pod; the apiserver takes any count up to
+  2^63-1, so one tenant's pod would otherwise be demand beyond any cluster). With no DRA node, nothing is judged.
 
 Kept apart from the device-plugin Jobs and Nodes: the plan neither preempts for this demand nor counts on holds
 for it (docs/kubernetes.md). Pure: reads the official client's objects, sends nothing.
@@ -138,6 +140,7 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
             t = dra_type(resolver, _attr(d, PRODUCT_ATTRIBUTE, s.spec.driver), node)
             per = out.supply.setdefault(node, {})
             per[t] = per.get(t, 0) + 1
+    largest = max((sum(per.values()) for per in out.supply.values()), default=0)   # a pod's GPUs are on one node
     alloc: dict[str, int] = {}   # claim ns/name -> GPUs allocated to it
     by_name = {f"{c.metadata.namespace}/{c.metadata.name}": c for c in claims}
     for key, c in by_name.items():
@@ -196,6 +199,9 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
         if why:
             out.uncounted[pid] = ("asks for devices through DRA that the daemon does not count: "
                                   + "; ".join(why))[:400]
+        elif largest and total > largest:
+            out.uncounted[pid] = (f"asks for {total} GPUs through DRA, more than any node's slices publish "
+                                  f"({largest}): it never starts, not counted")
         elif total:
             out.pending[pid] = total
             out.tenant_of[pid] = tenant
