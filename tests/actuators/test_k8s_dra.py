@@ -70,6 +70,21 @@ def test_a_shared_claim_already_allocated_asks_for_no_more_and_its_gpus_are_on_t
     assert got.pending == {} and got.uncounted == {}
 
 
+
+def test_a_claim_shared_by_many_pods_is_counted_once_running_or_pending():
+    """A tenant's ResourceClaim named by several pods (resourceClaimName) holds or asks for its devices once: 3 bound
+    pods of one allocated claim of 2 are 2 GPUs running (on the first pod), 3 pending pods of one claim not yet
+    allocated are 2 GPUs of demand. The old code read 6 and 6: one claim and cheap pods, N times the GPUs."""
+    held = _claim("a", "held", {"exactly": {"deviceClassName": CLASS, "count": 2}}, ["gpu-0", "gpu-1"])
+    asked = _claim("a", "asked", {"exactly": {"deviceClassName": CLASS, "count": 2}})
+    pods = [_pod("a", f"runs-{i}", claim="held", node="n1") for i in (2, 0, 1)] + \
+        [_pod("a", f"waits-{i}", claim="asked") for i in (1, 2, 0)]
+    got = read_dra(pods, [_slice("n1", 4)], [held, asked], [], {CLASS: DRIVER}, {"a": "team-a"})
+    assert got.running == {"a/runs-0": ("n1", 2)} and got.used == {"n1": 2}, got.running
+    assert got.pending == {"a/waits-0": 2} and got.pending_by_tenant() == {"team-a": 2}, got.pending
+    assert got.uncounted == {}
+
+
 def test_a_bound_pod_reads_its_claim_made_from_a_template_by_the_name_the_pod_status_gives():
     """A template's claim is named by the resourceclaim controller (pod.status.resourceClaimStatuses): its
     allocation is the bound pod's."""

@@ -155,10 +155,14 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
                     out.used[node] = out.used.get(node, 0) + 1
         alloc[key] = n
     tmpl = {f"{t.metadata.namespace}/{t.metadata.name}": t for t in templates}
-    for p in pods:
-        refs = p.spec.resource_claims   # first: most pods have none, and this loop sees every pod each cycle
-        if not refs:
-            continue
+    # a claim named by several pods (resourceClaimName: shared) holds or asks for its devices once: counted on the
+    # first of its pods (by id) and on no other, so a tenant's N pods of one claim are not N times its GPUs
+    counted: set[str] = set()
+    # first: most pods have no resourceClaims, and this loop sees every pod each cycle
+    dra_pods = sorted((p for p in pods if p.spec.resource_claims),
+                      key=lambda p: (p.metadata.namespace, p.metadata.name))
+    for p in dra_pods:
+        refs = p.spec.resource_claims
         tenant = tenant_of_ns.get(p.metadata.namespace)
         phase = p.status.phase if p.status else None
         if tenant is None or phase not in ("Pending", "Running") or p.metadata.deletion_timestamp:
@@ -166,15 +170,17 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
         pid = f"{p.metadata.namespace}/{p.metadata.name}"
         made = {s.name: s.resource_claim_name for s in (getattr(p.status, "resource_claim_statuses", None) or [])}
         if p.spec.node_name:   # bound: its claims are allocated; its GPUs are theirs
-            g = sum(alloc.get(f"{p.metadata.namespace}/{made.get(r.name) or r.resource_claim_name}", 0)
-                    for r in refs if made.get(r.name) or r.resource_claim_name)
+            keys = {f"{p.metadata.namespace}/{made.get(r.name) or r.resource_claim_name}"
+                    for r in refs if made.get(r.name) or r.resource_claim_name} - counted
+            counted |= keys
+            g = sum(alloc.get(k, 0) for k in keys)
             if g:
                 out.running[pid] = (p.spec.node_name, g)
                 out.tenant_of[pid] = tenant
             continue
         if getattr(p.spec, "scheduling_gates", None):
             continue   # gated: not placed, so not demand now (as view.pods_as_jobs)
-        total, why = 0, []
+        total, why, mine = 0, [], set()
         for r in refs:
             if r.resource_claim_name:
                 key = f"{p.metadata.namespace}/{r.resource_claim_name}"
@@ -182,8 +188,9 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
                 if c is None:
                     why.append(f"claim {r.resource_claim_name} does not exist")
                     continue
-                if alloc.get(key):
-                    continue   # allocated already (a claim shared with a running pod): it asks for no more GPUs
+                if alloc.get(key) or key in counted or key in mine:
+                    continue   # allocated already (a claim shared with a running pod), or counted on another pod
+                mine.add(key)
                 g, w = claim_gpus(c.spec.devices.requests if c.spec and c.spec.devices else [], classes)
             elif r.resource_claim_template_name:
                 t = tmpl.get(f"{p.metadata.namespace}/{r.resource_claim_template_name}")
@@ -205,4 +212,5 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
         elif total:
             out.pending[pid] = total
             out.tenant_of[pid] = tenant
+            counted |= mine
     return out
