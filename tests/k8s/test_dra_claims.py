@@ -293,3 +293,56 @@ def test_a_tenants_claim_of_more_gpus_than_any_node_has_is_no_demand_and_is_said
     finally:
         resource.delete_resource_slice(slices[0]["metadata"]["name"])
         kube.delete_nodes(nodes)
+
+
+def test_the_view_keeps_of_a_tenants_claims_and_templates_only_what_it_reads(kube):
+    """A tenant with edit may write a ResourceClaim or a template up to the apiserver's object size (here ~1 MB: 32
+    requests of CEL selectors of 10 KB, annotations, opaque driver config, constraints), and the view keeps up to
+    dra_max_objects (20,000) of each: 20 GB. It keeps of each only what dra.py reads (requests' class, mode and count,
+    that there are selectors; the allocation's results): a few KB, and the pod's request is still said to be judged
+    by CEL. The old code kept the whole object."""
+    import json
+
+    from daemon.actuators.k8s.dra import read_dra
+    from daemon.actuators.k8s.informer import ClusterView
+
+    api = kube.api()
+    resource = k8s.ResourceV1Api(api)
+    tenants, ns, nodes = kube.tenants({"team-a": "normal"}, nodes=1, gpus=0)
+    a = ns["team-a"]
+    cel = "device.driver == 'gpu.nvidia.com' " + "&& true " * 1240   # just under the 10,240 bytes allowed
+    spec = {"devices": {
+        "requests": [{"name": f"r{i}", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 1,
+                                                   "selectors": [{"cel": {"expression": cel}}] * 3}}
+                     for i in range(32)],
+        "constraints": [{"requests": [f"r{i}" for i in range(32)], "matchAttribute": "gpu.nvidia.com/uuid"}],
+        "config": [{"opaque": {"driver": "gpu.nvidia.com", "parameters": {"x": "y" * 9000}}}] * 8}}
+    meta = {"name": "fat", "annotations": {"x": "y" * 100_000}, "labels": {"l": "v"}}
+    resource.create_namespaced_resource_claim(a, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                                                  "metadata": meta, "spec": spec})
+    resource.create_namespaced_resource_claim_template(a, {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": meta,
+        "spec": {"metadata": {"annotations": {"x": "y" * 100_000}}, "spec": spec}})
+    view = ClusterView(api, dra_max_objects=10)
+    for r in view.dra:
+        r.relist()
+    kept = {r.kind: r.store[f"{a}/fat"] for r in view.dra if r.kind != "resourceslices"}
+    size = {k: len(json.dumps(api.sanitize_for_serialization(o))) for k, o in kept.items()}
+    assert all(n < 8000 for n in size.values()), size
+    pods = [_model_pod(a, "by-claim", {"resourceClaimName": "fat"}), _model_pod(a, "by-template",
+                                                                            {"resourceClaimTemplateName": "fat"})]
+    got = read_dra(pods, [], [kept["resourceclaims"]], [kept["resourceclaimtemplates"]],
+                   {"gpu.nvidia.com": "gpu.nvidia.com"}, {a: "team-a"})
+    assert sorted(got.uncounted) == [f"{a}/by-claim", f"{a}/by-template"], got.uncounted
+    assert all("request r0 selects devices of gpu.nvidia.com by CEL" in w for w in got.uncounted.values()), got
+    kube.delete_nodes(nodes)
+
+
+def _model_pod(ns: str, name: str, ref: dict):
+    """A pending pod naming a claim or a template, as the client's model (read_dra reads the view's models)."""
+    import json
+
+    raw = {"metadata": {"namespace": ns, "name": name},
+           "spec": {"containers": [{"name": "main", "image": "x"}], "resourceClaims": [{"name": "gpus", **ref}]},
+           "status": {"phase": "Pending"}}
+    return k8s.ApiClient().deserialize(json.dumps(raw), "V1Pod", "application/json")

@@ -50,6 +50,53 @@ NODE_DROPPED = (("metadata", "managedFields"), ("status", "images"))
 # a ResourceClaim's devices' status (what the driver writes of each: network data and the like) is never read
 CLAIM_DROPPED = (("metadata", "managedFields"), ("status", "devices"))
 DRA_KINDS = ("resourceslices", "resourceclaims", "resourceclaimtemplates")
+# what a tenant writes in its claims and templates that dra.py never reads: up to the apiserver's object size each
+# (1.5 MB: annotations, opaque driver config, constraints, 32 requests of 32 CEL selectors of 10 KB), times
+# dra_max_objects (20,000) kept
+DRA_UNREAD = (("metadata", "annotations"), ("metadata", "labels"), ("metadata", "ownerReferences"))
+CLAIM_SPEC_UNREAD = ("config", "constraints")
+REQUEST_UNREAD = ("tolerations", "capacity")
+SELECTORS_KEPT = [{"cel": {"expression": "(not kept: dra.py reads only that there are selectors)"}}]
+
+
+def trim_claim_spec(spec) -> None:
+    """Of a ResourceClaimSpec (a claim's, or a template's claim), only what dra.py reads: each request's name,
+    class, allocation mode and count, and whether it has selectors (one short one stands for them all)."""
+    devices = spec.get("devices") if isinstance(spec, dict) else None
+    if not isinstance(devices, dict):
+        return
+    for k in CLAIM_SPEC_UNREAD:
+        devices.pop(k, None)
+    for req in devices.get("requests") or []:
+        if not isinstance(req, dict):
+            continue
+        for part in (req.get("exactly"), *(req.get("firstAvailable") or [])):
+            if isinstance(part, dict):
+                for k in REQUEST_UNREAD:
+                    part.pop(k, None)
+                if part.get("selectors"):
+                    part["selectors"] = SELECTORS_KEPT
+
+
+def trim_claim(raw: dict) -> None:
+    """A ResourceClaim as the view keeps it: its requests (trim_claim_spec) and its allocation's results only."""
+    trim_claim_spec(raw.get("spec"))
+    st = raw.get("status")
+    if isinstance(st, dict):
+        st.pop("reservedFor", None)
+        alloc = st.get("allocation")
+        if isinstance(alloc, dict):
+            alloc.pop("nodeSelector", None)
+            if isinstance(alloc.get("devices"), dict):
+                alloc["devices"].pop("config", None)
+
+
+def trim_template(raw: dict) -> None:
+    """A ResourceClaimTemplate as the view keeps it: the requests of the claim it makes (trim_claim_spec)."""
+    spec = raw.get("spec")
+    if isinstance(spec, dict):
+        spec.pop("metadata", None)
+        trim_claim_spec(spec.get("spec"))
 
 
 def keep_verdict(raw: dict) -> None:
@@ -338,8 +385,10 @@ class ClusterView:
         if dra_max_objects is not None:
             res = k8s.ResourceV1Api(api_client)
             self.dra = tuple(Reflector(kind, f, request_timeout_s=request_timeout_s, watch_s=watch_s,
-                                       dropped=CLAIM_DROPPED if kind == "resourceclaims" else
-                                       (("metadata", "managedFields"),), max_objects=dra_max_objects,
+                                       dropped=CLAIM_DROPPED + DRA_UNREAD if kind == "resourceclaims" else
+                                       (("metadata", "managedFields"), *DRA_UNREAD), max_objects=dra_max_objects,
+                                       trim={"resourceclaims": trim_claim,
+                                             "resourceclaimtemplates": trim_template}.get(kind),
                                        model=k8s.ResourceV1ResourceClaim if kind == "resourceclaims" else None)
                              for kind, f in zip(DRA_KINDS, (res.list_resource_slice,
                                                             res.list_resource_claim_for_all_namespaces,
