@@ -116,6 +116,11 @@ class KubernetesActuatorConfig(_Strict):
                                  "ResourceClaimTemplates (each kind) the view keeps: tenants create claims, and "
                                  "each one kept is memory; those beyond are not read, and the DRA counts say they "
                                  "are partial")
+    dra_max_objects_per_namespace: int = Field(1000, ge=1, description="the most ResourceClaims and "
+                                               "ResourceClaimTemplates (each kind) of one namespace the view keeps, "
+                                               "so one tenant's objects never fill dra_max_objects and push another "
+                                               "tenant's out; the DRA GPUs of a pod whose claim or template is beyond "
+                                               "it are said not read, not counted")
 
 
 class KueueActuatorConfig(_Strict):

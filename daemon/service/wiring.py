@@ -123,7 +123,8 @@ def _cluster_view(cfg: Config):
 
     k = cfg.actuators.kubernetes
     return ClusterView(api_client(k), request_timeout_s=k.timeout_s,
-                       dra_max_objects=k.dra_max_objects if k.dra_device_classes else None)
+                       dra_max_objects=k.dra_max_objects if k.dra_device_classes else None,
+                       dra_max_per_namespace=k.dra_max_objects_per_namespace)
 
 
 def actuator_names(cfg: Config) -> list[str]:

@@ -346,3 +346,73 @@ def _model_pod(ns: str, name: str, ref: dict):
            "spec": {"containers": [{"name": "main", "image": "x"}], "resourceClaims": [{"name": "gpus", **ref}]},
            "status": {"phase": "Pending"}}
     return k8s.ApiClient().deserialize(json.dumps(raw), "V1Pod", "application/json")
+
+
+def test_one_tenants_claims_never_push_another_tenants_out_of_the_view(kube, caplog):
+    """The view keeps at most dra_max_objects claims cluster-wide; a tenant may create claims without end. Here the
+    cap is 4, and team-a (its namespace lists first) creates 6 claims: with at most 2 of one namespace kept
+    (dra_max_objects_per_namespace), team-b's claim is still read and its pending pod's 1 GPU counted, while team-a's
+    pod whose claim is beyond its namespace's cap is said not read (not 'does not exist') and the partial line names
+    the namespace. The old code filled the cap with team-a's claims: team-b's pod read as naming a claim that does
+    not exist, its GPU uncounted."""
+    from daemon.actuators.k8s.actuator import KubernetesActuator
+    from daemon.actuators.k8s.informer import ClusterView
+    from daemon.service.wiring import _cluster_view
+
+    caplog.set_level(logging.WARNING, logger="gpu_autoscaler.actuator.kubernetes")
+    api = kube.api()
+    core, resource = k8s.CoreV1Api(api), k8s.ResourceV1Api(api)
+    tenants, ns, nodes = kube.tenants({"team-a": "normal", "team-b": "normal"}, nodes=1, gpus=0)
+    a, b = ns["team-a"], ns["team-b"]
+    assert a < b   # the list is in key order: team-a's claims come first
+    # the cap is cluster-wide: the claims of the tests before (their namespaces being deleted) gone first
+    wait_for(lambda: not resource.list_resource_claim_for_all_namespaces().items, timeout=60,
+             what="no claim left of the tests before")
+    cls = "gpu.nvidia.com"
+
+    def claim(n: str, name: str) -> None:
+        resource.create_namespaced_resource_claim(n, {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": cls}}]}}})
+
+    def pod(n: str, name: str, claim_name: str) -> None:
+        p = _dra_pod(n, name, "unused")
+        p["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": claim_name}]
+        core.create_namespaced_pod(n, p)
+    for i in range(6):
+        claim(a, f"c{i}")
+    claim(b, "mine")
+    pod(a, "beyond", "c5")
+    pod(b, "waits", "mine")
+    full = parse_config({"cluster": {"gpus": 8}, "source": {"kind": "prometheus"},
+                         "forecaster": {"kind": "seasonal_naive"}, "server": {"enabled": False},
+                         "tenants": [{"name": t.name, "tier": t.tier, "k8s_namespace": t.k8s_namespace}
+                                     for t in tenants],
+                         "actuators": {"enabled": ["kubernetes"], "kubernetes": {
+                             "kubeconfig": str(kube.admin_kubeconfig), "dra_device_classes": {cls: cls},
+                             "dra_max_objects": 4, "dra_max_objects_per_namespace": 2}}})
+    view = _cluster_view(full)
+    assert isinstance(view, ClusterView)
+    for r in (view.pods, view.nodes, *view.dra):
+        r.relist()
+    kub = KubernetesActuator(api, full.actuators.kubernetes, tenants, view=view)
+    kub.cluster_jobs(tuple(t.name for t in tenants))
+    assert kub.dra.pending == {f"{b}/waits": 1}, (kub.dra.pending, kub.dra.uncounted)
+    assert kub.dra.uncounted == {f"{a}/beyond": "asks for devices through DRA that the daemon does not count: claim "
+                                                "c5 is not read (its namespace has more resourceclaims than the view "
+                                                "keeps: actuators.kubernetes.dra_max_objects_per_namespace)"}, \
+        kub.dra.uncounted
+    said = [m.getMessage() for m in caplog.records if "partial" in m.getMessage()]
+    assert said == ["DRA GPUs are partial: 4 resourceclaims beyond actuators.kubernetes.dra_max_objects (4) or "
+                    f"dra_max_objects_per_namespace (2) not read, by namespace: {a} 4"], said
+    # as the watch goes: a kept claim and one beyond go, team-a's new claim takes the room, team-b's is kept
+    r = next(r for r in view.dra if r.kind == "resourceclaims")
+    resource.delete_namespaced_resource_claim("c0", a)
+    resource.delete_namespaced_resource_claim("c5", a)
+    claim(a, "c6")
+    claim(b, "also")
+    r.watch_s = 2
+    r.step()   # the watch, until the server ends it (2 s)
+    assert sorted(r.store) == [f"{a}/c1", f"{a}/c6", f"{b}/also", f"{b}/mine"], sorted(r.store)
+    assert r.over_ns == {a: 3} and r.over == 3 and r.kept_ns == {a: 2, b: 2}, (r.over_ns, r.kept_ns)
+    kube.delete_nodes(nodes)

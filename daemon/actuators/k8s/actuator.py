@@ -425,11 +425,12 @@ class KubernetesActuator(FencedApply):
         if self.view is not None:
             snap = self.view.snapshot()
             pods, nodes, anti_pods = snap.pods, snap.nodes, snap.anti_pods
-            dra_objs, dra_why, dra_over = snap.dra, snap.dra_why, snap.dra_over
+            dra_objs, dra_why, dra_over, dra_over_ns = snap.dra, snap.dra_why, snap.dra_over, snap.dra_over_ns
         else:
             pods = self.core.list_pod_for_all_namespaces(field_selector=LIVE_PODS).items
             nodes = self.core.list_node().items
             dra_objs, dra_why, dra_over = self._list_dra()
+            dra_over_ns = None
         self._seen = {f"{p.metadata.namespace}/{p.metadata.name}": (p.metadata.uid, p.spec.priority_class_name or "")
                       for p in pods if p.metadata.namespace in self.tenant_of}
         left_out: dict[str, str] = {}
@@ -444,7 +445,7 @@ class KubernetesActuator(FencedApply):
             log.warning("pod %s %s", pod, left_out[pod])
         self._never = set(left_out)
         if self.cfg.dra_device_classes:
-            dra.update(self._read_dra(pods, dra_objs, dra_why, dra_over))
+            dra.update(self._read_dra(pods, dra_objs, dra_why, dra_over, dra_over_ns))
         for pod in sorted(dra.keys() - self._dra):
             log.warning("pod %s %s", pod, dra[pod])
         self._dra = set(dra)
@@ -463,11 +464,12 @@ class KubernetesActuator(FencedApply):
         return objs, "", None
 
     def _read_dra(self, pods: list, objs: dict[str, list] | None, why: str,
-                  over: dict[str, int] | None) -> dict[str, str]:
+                  over: dict[str, int] | None, over_ns: dict[str, dict[str, int]] | None = None) -> dict[str, str]:
         """The DRA GPUs (dra.py) into ``self.dra``, read only: never in the Jobs or Nodes the plan reads. Said in the
         log when it changes: the counts, why they are not read (a kind not served, not permitted, a watch down),
-        and that they are partial (more objects than actuators.kubernetes.dra_max_objects). The pods whose DRA GPUs
-        are not counted, and why (pod id -> line)."""
+        and that they are partial (more objects than actuators.kubernetes.dra_max_objects, or of one namespace than
+        dra_max_objects_per_namespace: `over_ns`, whose namespaces' pods are said not read rather than counted
+        short). The pods whose DRA GPUs are not counted, and why (pod id -> line)."""
         said: dict[str, str] = {}
         if objs is None:
             self.dra = None
@@ -475,12 +477,16 @@ class KubernetesActuator(FencedApply):
         else:
             self.dra = dra_gpus.read_dra(pods, objs["resourceslices"], objs["resourceclaims"],
                                          objs["resourceclaimtemplates"], dict(self.cfg.dra_device_classes),
-                                         self.tenant_of, self.resolver)
+                                         self.tenant_of, self.resolver,
+                                         partial_ns=dra_gpus.partial_namespaces(over_ns))
             said["summary"] = self.dra.summary()
             if over:
+                per_ns = (f" or dra_max_objects_per_namespace ({self.cfg.dra_max_objects_per_namespace})"
+                          if over_ns else "")
                 said["over"] = ("DRA GPUs are partial: " + ", ".join(f"{n} {k}" for k, n in sorted(over.items()))
-                                + f" beyond actuators.kubernetes.dra_max_objects ({self.cfg.dra_max_objects}) "
-                                "not read")
+                                + f" beyond actuators.kubernetes.dra_max_objects ({self.cfg.dra_max_objects})"
+                                + per_ns + " not read"
+                                + (f", by namespace: {dra_gpus.over_by_namespace(over_ns)}" if over_ns else ""))
         for k, line in said.items():
             if self._dra_said.get(k) != line:
                 log.log(logging.INFO if k == "summary" else logging.WARNING, "%s", line)

@@ -122,10 +122,38 @@ def claim_gpus(requests: list, classes: dict[str, str]) -> tuple[int, list[str]]
     return total, why
 
 
+SHOWN_NAMESPACES = 10   # the partial line names at most this many namespaces, those with the most objects beyond
+
+
+def partial_namespaces(over_ns: dict[str, dict[str, int]] | None) -> dict[str, str]:
+    """Namespace -> the kinds of which the view keeps not all its objects (informer.Reflector.over_ns)."""
+    out: dict[str, list[str]] = {}
+    for kind, per in sorted((over_ns or {}).items()):
+        for ns in per:
+            if ns:
+                out.setdefault(ns, []).append(kind)
+    return {ns: ", ".join(kinds) for ns, kinds in out.items()}
+
+
+def over_by_namespace(over_ns: dict[str, dict[str, int]]) -> str:
+    """The namespaces with the most objects beyond the caps, and how many (a bounded part of one line)."""
+    tot: dict[str, int] = {}
+    for per in over_ns.values():
+        for ns, n in per.items():
+            tot[ns or "(cluster)"] = tot.get(ns or "(cluster)", 0) + n
+    top = sorted(tot.items(), key=lambda x: (-x[1], x[0]))
+    shown = ", ".join(f"{ns} {n}" for ns, n in top[:SHOWN_NAMESPACES])
+    return shown + (f" and {len(top) - SHOWN_NAMESPACES} more namespaces" if len(top) > SHOWN_NAMESPACES else "")
+
+
 def read_dra(pods: list, slices: list, claims: list, templates: list, classes: dict[str, str],
-             tenant_of_ns: dict[str, str], resolver: TypeResolver | None = None) -> DraGpus:
+             tenant_of_ns: dict[str, str], resolver: TypeResolver | None = None,
+             partial_ns: dict[str, str] | None = None) -> DraGpus:
     """The DRA GPUs of the cluster (module docstring): `pods` as the view keeps them (live ones), the ResourceSlices,
-    ResourceClaims and ResourceClaimTemplates of every namespace."""
+    ResourceClaims and ResourceClaimTemplates of every namespace. `partial_ns`: namespace -> the kinds of which the
+    view keeps not all its objects (beyond its caps): a claim or template missing there is not read, not gone, so
+    the pod is said not counted, bound or not."""
+    partial_ns = partial_ns or {}
     out = DraGpus()
     drivers = set(classes.values())
     where: dict[tuple[str, str, str], str] = {}   # (driver, pool, device) -> node
@@ -169,9 +197,14 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
             continue
         pid = f"{p.metadata.namespace}/{p.metadata.name}"
         made = {s.name: s.resource_claim_name for s in (getattr(p.status, "resource_claim_statuses", None) or [])}
+        kept_not_all = partial_ns.get(p.metadata.namespace)
         if p.spec.node_name:   # bound: its claims are allocated; its GPUs are theirs
             keys = {f"{p.metadata.namespace}/{made.get(r.name) or r.resource_claim_name}"
                     for r in refs if made.get(r.name) or r.resource_claim_name} - counted
+            if kept_not_all and any(k not in by_name for k in keys):
+                out.uncounted[pid] = (f"its ResourceClaims are not all read: its namespace has more {kept_not_all} "
+                                      "than the view keeps (actuators.kubernetes.dra_max_objects_per_namespace)")
+                continue
             counted |= keys
             g = sum(alloc.get(k, 0) for k in keys)
             if g:
@@ -186,7 +219,9 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
                 key = f"{p.metadata.namespace}/{r.resource_claim_name}"
                 c = by_name.get(key)
                 if c is None:
-                    why.append(f"claim {r.resource_claim_name} does not exist")
+                    why.append(f"claim {r.resource_claim_name} " + (
+                        f"is not read (its namespace has more {kept_not_all} than the view keeps: "
+                        "actuators.kubernetes.dra_max_objects_per_namespace)" if kept_not_all else "does not exist"))
                     continue
                 if alloc.get(key) or key in counted or key in mine:
                     continue   # allocated already (a claim shared with a running pod), or counted on another pod
@@ -195,7 +230,9 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
             elif r.resource_claim_template_name:
                 t = tmpl.get(f"{p.metadata.namespace}/{r.resource_claim_template_name}")
                 if t is None:
-                    why.append(f"template {r.resource_claim_template_name} does not exist")
+                    why.append(f"template {r.resource_claim_template_name} " + (
+                        f"is not read (its namespace has more {kept_not_all} than the view keeps: "
+                        "actuators.kubernetes.dra_max_objects_per_namespace)" if kept_not_all else "does not exist"))
                     continue
                 spec = t.spec.spec if t.spec else None
                 g, w = claim_gpus(spec.devices.requests if spec and spec.devices else [], classes)

@@ -147,6 +147,7 @@ class Snapshot:
     dra: dict[str, list] | None = None
     dra_why: str = ""
     dra_over: dict[str, int] | None = None
+    dra_over_ns: dict[str, dict[str, int]] | None = None   # kind -> namespace -> its objects beyond the caps
 
 
 class Reflector:
@@ -159,12 +160,17 @@ class Reflector:
                  request_timeout_s: float = 10.0, watch_s: int = WATCH_S,
                  dropped: tuple[tuple[str, ...], ...] = (("metadata", "managedFields"),),
                  trim: Callable[[dict], None] | None = None, mark: Callable[[object], bool] | None = None,
-                 max_objects: int | None = None, model: type | None = None) -> None:
+                 max_objects: int | None = None, model: type | None = None,
+                 max_per_namespace: int | None = None) -> None:
         self.kind = kind
-        # at most this many objects kept (a kind tenants create, such as ResourceClaims: each one is memory here);
-        # those beyond it are counted in `over`, not kept
+        # at most this many objects kept (a kind tenants create, such as ResourceClaims: each one is memory here),
+        # and at most `max_per_namespace` of one namespace (so one tenant's objects never fill the cap and push
+        # another's out); those beyond are counted in `over`, per namespace in `over_ns`, not kept
         self.max_objects = max_objects
+        self.max_per_namespace = max_per_namespace
         self.over = 0
+        self.over_ns: dict[str, int] = {}
+        self.kept_ns: dict[str, int] = {}
         self.mark = mark
         self.marked: dict[str, object] = {}   # key -> object, those of the store `mark` says yes to
         self.trim = trim
@@ -236,10 +242,24 @@ class Reflector:
             else:
                 self.marked.pop(key, None)
 
+    def _fits(self, kept: int, kept_ns: dict[str, int], ns: str) -> bool:
+        """Whether one more object of namespace `ns` is kept, with `kept` kept of which `kept_ns` per namespace."""
+        if self.max_objects is not None and kept >= self.max_objects:
+            return False
+        return not (self.max_per_namespace is not None and ns and kept_ns.get(ns, 0) >= self.max_per_namespace)
+
+    def _count(self, counts: dict[str, int], ns: str, by: int) -> None:
+        n = counts.get(ns, 0) + by
+        if n > 0:
+            counts[ns] = n
+        else:
+            counts.pop(ns, None)
+
     def relist(self) -> None:
         """A full list, in pages of PAGE, replacing the store; the watch resumes from its resourceVersion."""
         items: list = []
-        over = 0
+        over_ns: dict[str, int] = {}
+        kept_ns: dict[str, int] = {}
         cont = None
         while True:
             resp = self.list_func(limit=PAGE, _continue=cont, _request_timeout=self.request_timeout_s,
@@ -247,12 +267,13 @@ class Reflector:
             if not 200 <= resp.status <= 299:
                 raise ApiException(status=resp.status, reason=f"{resp.reason}: {_body(resp)[:300]!r}")
             page = json.loads(_body(resp))
-            raws = page.get("items") or []
-            if self.max_objects is not None and len(items) + len(raws) > self.max_objects:
-                keep = max(self.max_objects - len(items), 0)
-                over += len(raws) - keep
-                raws = raws[:keep]
-            items += [self._model(o) for o in raws]
+            for o in page.get("items") or []:
+                ns = (o.get("metadata") or {}).get("namespace") or ""
+                if self._fits(len(items), kept_ns, ns):
+                    items.append(self._model(o))
+                    self._count(kept_ns, ns, 1)
+                else:
+                    self._count(over_ns, ns, 1)
             cont = page["metadata"].get("continue")
             if not cont:
                 break
@@ -263,7 +284,8 @@ class Reflector:
         marked = {k: o for k, o in store.items() if self.mark(o)} if self.mark is not None else {}
         with self.lock:
             self.store, self.marked = store, marked
-            self.over = over
+            self.over_ns, self.kept_ns = over_ns, kept_ns
+            self.over = sum(over_ns.values())
             self.rv = rv
             self.lists += 1
             self.fresh = True
@@ -295,17 +317,24 @@ class Reflector:
                     self.rv = raw["metadata"]["resourceVersion"]
                     continue
                 obj = self._model(raw)
+                key, ns = self.key(obj), obj.metadata.namespace or ""
                 with self.lock:
                     if kind == "DELETED":
-                        if self.store.pop(self.key(obj), None) is None and self.over:
-                            self.over -= 1   # one of those beyond the cap went
-                        self.marked.pop(self.key(obj), None)
-                    elif self.max_objects is not None and self.key(obj) not in self.store and \
-                            len(self.store) >= self.max_objects:
+                        if self.store.pop(key, None) is None:
+                            self._count(self.over_ns, ns, -1)   # one of those beyond the cap went
+                        else:
+                            self._count(self.kept_ns, ns, -1)
+                        self.marked.pop(key, None)
+                    elif key not in self.store and not self._fits(len(self.store), self.kept_ns, ns):
                         if kind == "ADDED":
-                            self.over += 1
+                            self._count(self.over_ns, ns, 1)
                     else:
-                        self._put(self.key(obj), obj)
+                        if key not in self.store:
+                            self._count(self.kept_ns, ns, 1)
+                            if kind != "ADDED":   # one beyond the cap when it came, kept now there is room
+                                self._count(self.over_ns, ns, -1)
+                        self._put(key, obj)
+                    self.over = sum(self.over_ns.values())
                     self.rv = obj.metadata.resource_version
         finally:
             self._resp = None
@@ -368,9 +397,11 @@ class ClusterView:
     to ``sync_timeout_s``, 10,000 pods take seconds) unless one fails; stopped with the daemon."""
 
     def __init__(self, api_client: k8s.ApiClient, *, request_timeout_s: float = 10.0,
-                 sync_timeout_s: float = 120.0, watch_s: int = WATCH_S, dra_max_objects: int | None = None) -> None:
+                 sync_timeout_s: float = 120.0, watch_s: int = WATCH_S, dra_max_objects: int | None = None,
+                 dra_max_per_namespace: int | None = None) -> None:
         """`dra_max_objects`: also keep the DRA kinds (DRA_KINDS: ResourceSlices, ResourceClaims and their
-        templates, for dra.py), at most this many of each; None: not kept."""
+        templates, for dra.py), at most this many of each, and of one namespace at most `dra_max_per_namespace`
+        (ResourceSlices have none); None: not kept."""
         core = k8s.CoreV1Api(api_client)
         self.pods = Reflector("pods", core.list_pod_for_all_namespaces, field_selector=LIVE_PODS,
                               request_timeout_s=request_timeout_s, watch_s=watch_s, dropped=POD_DROPPED,
@@ -389,7 +420,8 @@ class ClusterView:
                                        (("metadata", "managedFields"), *DRA_UNREAD), max_objects=dra_max_objects,
                                        trim={"resourceclaims": trim_claim,
                                              "resourceclaimtemplates": trim_template}.get(kind),
-                                       model=k8s.ResourceV1ResourceClaim if kind == "resourceclaims" else None)
+                                       model=k8s.ResourceV1ResourceClaim if kind == "resourceclaims" else None,
+                                       max_per_namespace=dra_max_per_namespace)
                              for kind, f in zip(DRA_KINDS, (res.list_resource_slice,
                                                             res.list_resource_claim_for_all_namespaces,
                                                             res.list_resource_claim_template_for_all_namespaces)))
@@ -452,24 +484,25 @@ class ClusterView:
         with self.lock:
             stale = [r for r in self.reflectors if not r.fresh]
             if not stale:
-                dra, why, over = self._dra()
+                dra, why, over, over_ns = self._dra()
                 self._last = Snapshot(pods=list(self.pods.store.values()), nodes=list(self.nodes.store.values()),
                                       at=time.time(), anti_pods=list(self.pods.marked.values()), dra=dra,
-                                      dra_why=why, dra_over=over)
+                                      dra_why=why, dra_over=over, dra_over_ns=over_ns)
                 return self._last
             why = "; ".join(f"{r.kind}: {r.why_stale} (for {max(0.0, time.time() - r.stale_since):.0f} s)"
                             for r in stale)
         raise ViewStale(f"the Kubernetes view is stale, not used this cycle: {why}")
 
-    def _dra(self) -> tuple[dict[str, list] | None, str, dict[str, int] | None]:
-        """The DRA kinds' objects, why they are not given, and those beyond the cap (under the lock)."""
+    def _dra(self) -> tuple[dict[str, list] | None, str, dict[str, int] | None, dict[str, dict[str, int]] | None]:
+        """The DRA kinds' objects, why they are not given, and those beyond the caps, per namespace too (under the
+        lock)."""
         if not self.dra:
-            return None, "", None
+            return None, "", None, None
         stale = [r for r in self.dra if not r.fresh]
         if stale:
-            return None, "; ".join(f"{r.kind}: {r.why_stale}" for r in stale), None
+            return None, "; ".join(f"{r.kind}: {r.why_stale}" for r in stale), None, None
         return ({r.kind: list(r.store.values()) for r in self.dra}, "",
-                {r.kind: r.over for r in self.dra if r.over})
+                {r.kind: r.over for r in self.dra if r.over}, {r.kind: dict(r.over_ns) for r in self.dra if r.over})
 
     def current(self, reuse_s: float = 10.0) -> Snapshot:
         """The cycle's snapshot: the one the cycle's job read took (``snapshot``), so the jobs and the nodes the
