@@ -85,6 +85,27 @@ def test_a_claim_shared_by_many_pods_is_counted_once_running_or_pending():
     assert got.uncounted == {}
 
 
+
+def test_a_device_is_one_in_use_however_many_claims_name_it():
+    """A claim of admin access (a monitoring pod's, in a namespace the cluster admin labelled for it) is allocated
+    a device another claim holds, and a device of shared capacity (shareID) is allocated to several claims: each
+    such device is one GPU in use on its node, and the admin-access pod holds none. The old code read 4 used of 2."""
+    def claim(name: str, devices: list[str], admin: bool = False, share: str | None = None) -> object:
+        raw = {"metadata": {"namespace": "a", "name": name},
+               "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": CLASS}}]}},
+               "status": {"allocation": {"devices": {"results": [
+                   {"request": "gpu", "driver": DRIVER, "pool": "n1", "device": d,
+                    **({"adminAccess": True} if admin else {}), **({"shareID": share} if share else {})}
+                   for d in devices]}}}}
+        return _model(raw, "ResourceV1ResourceClaim")
+    claims = [claim("holds", ["gpu-0"]), claim("watches", ["gpu-0"], admin=True),
+              claim("share-1", ["gpu-1"], share="1"), claim("share-2", ["gpu-1"], share="2")]
+    pods = [_pod("a", "holds", claim="holds", node="n1"), _pod("a", "watches", claim="watches", node="n1")]
+    got = read_dra(pods, [_slice("n1", 2)], claims, [], {CLASS: DRIVER}, {"a": "team-a"})
+    assert got.used == {"n1": 2}, got.used
+    assert got.running == {"a/holds": ("n1", 1)}, got.running
+
+
 def test_a_bound_pod_reads_its_claim_made_from_a_template_by_the_name_the_pod_status_gives():
     """A template's claim is named by the resourceclaim controller (pod.status.resourceClaimStatuses): its
     allocation is the bound pod's."""

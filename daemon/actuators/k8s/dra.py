@@ -12,7 +12,8 @@ devices):
   whose ``type`` attribute says it is no whole GPU, such as a MIG device, is not one), typed by their
   ``productName`` attribute through [fleet] as the nodes' product labels are, under the DRA kind (``dra:<type>``:
   never the same type as a device-plugin node's);
-- used: per node, the devices of those drivers allocated to claims; per bound pod of a tenant, those of its claims;
+- used: per node, the devices of those drivers allocated to claims, each device once (a device several claims share,
+  or one a claim of admin access also names, is one in use); per bound pod of a tenant, those of its claims;
 - demand: per pending pod of a tenant (not bound, not gated), the GPUs its claims ask: each request of exactly
   ``count`` devices (allocationMode ExactCount, the default) of a GPU class. A request the daemon cannot judge (of
   allocationMode All, with CEL selectors, a prioritized list ``firstAvailable``, of a class that is no configured GPU
@@ -170,16 +171,21 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
             per[t] = per.get(t, 0) + 1
     largest = max((sum(per.values()) for per in out.supply.values()), default=0)   # a pod's GPUs are on one node
     alloc: dict[str, int] = {}   # claim ns/name -> GPUs allocated to it
+    taken: set[tuple[str, str, str]] = set()   # the devices counted in `used`
     by_name = {f"{c.metadata.namespace}/{c.metadata.name}": c for c in claims}
     for key, c in by_name.items():
         results = (c.status.allocation.devices.results or []) if c.status and c.status.allocation and \
             c.status.allocation.devices else []
         n = 0
         for r in results:
-            if r.driver in drivers:
+            # a result of admin access (a monitoring claim, in a namespace the cluster admin labelled for it) is a
+            # device another claim holds, not one more in use
+            if r.driver in drivers and not getattr(r, "admin_access", None):
                 n += 1
-                node = where.get((r.driver, r.pool, r.device))
-                if node is not None:
+                dev = (r.driver, r.pool, r.device)
+                node = where.get(dev)
+                if node is not None and dev not in taken:   # a device in use is one, however many claims share it
+                    taken.add(dev)
                     out.used[node] = out.used.get(node, 0) + 1
         alloc[key] = n
     tmpl = {f"{t.metadata.namespace}/{t.metadata.name}": t for t in templates}
