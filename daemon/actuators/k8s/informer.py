@@ -168,6 +168,7 @@ class Reflector:
         # another's out); those beyond are counted in `over`, per namespace in `over_ns`, not kept
         self.max_objects = max_objects
         self.max_per_namespace = max_per_namespace
+        self.capped = max_objects is not None or max_per_namespace is not None
         self.over = 0
         self.over_ns: dict[str, int] = {}
         self.kept_ns: dict[str, int] = {}
@@ -267,13 +268,16 @@ class Reflector:
             if not 200 <= resp.status <= 299:
                 raise ApiException(status=resp.status, reason=f"{resp.reason}: {_body(resp)[:300]!r}")
             page = json.loads(_body(resp))
-            for o in page.get("items") or []:
-                ns = (o.get("metadata") or {}).get("namespace") or ""
-                if self._fits(len(items), kept_ns, ns):
-                    items.append(self._model(o))
-                    self._count(kept_ns, ns, 1)
-                else:
-                    self._count(over_ns, ns, 1)
+            if not self.capped:   # pods, nodes: every one kept, nothing counted
+                items += [self._model(o) for o in page.get("items") or []]
+            else:
+                for o in page.get("items") or []:
+                    ns = (o.get("metadata") or {}).get("namespace") or ""
+                    if self._fits(len(items), kept_ns, ns):
+                        items.append(self._model(o))
+                        self._count(kept_ns, ns, 1)
+                    else:
+                        self._count(over_ns, ns, 1)
             cont = page["metadata"].get("continue")
             if not cont:
                 break
@@ -322,14 +326,14 @@ class Reflector:
                     if kind == "DELETED":
                         if self.store.pop(key, None) is None:
                             self._count(self.over_ns, ns, -1)   # one of those beyond the cap went
-                        else:
+                        elif self.capped:
                             self._count(self.kept_ns, ns, -1)
                         self.marked.pop(key, None)
-                    elif key not in self.store and not self._fits(len(self.store), self.kept_ns, ns):
+                    elif self.capped and key not in self.store and not self._fits(len(self.store), self.kept_ns, ns):
                         if kind == "ADDED":
                             self._count(self.over_ns, ns, 1)
                     else:
-                        if key not in self.store:
+                        if self.capped and key not in self.store:
                             self._count(self.kept_ns, ns, 1)
                             if kind != "ADDED":   # one beyond the cap when it came, kept now there is room
                                 self._count(self.over_ns, ns, -1)
