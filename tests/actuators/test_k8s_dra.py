@@ -156,3 +156,20 @@ def test_with_the_dra_kinds_not_read_a_dra_pod_is_said_naming_the_setting_that_t
     assert said == {"a/dra": "asks for devices through DRA (spec.resourceClaims: gpus): GPUs asked through DRA are "
                              "not counted (actuators.kubernetes.dra_device_classes is empty), neither as demand nor as "
                              "used; it asks for no nvidia.com/gpu, so it is no job"}, said
+
+
+def test_a_claim_or_template_beyond_the_views_cap_is_said_not_read_and_one_that_is_gone_said_gone():
+    """In a namespace with more ResourceClaims than the view keeps, a missing claim is not read (a bound pod's too),
+    but a missing template, a kind kept whole there, does not exist."""
+    from daemon.actuators.k8s.dra import partial_namespaces
+
+    partial = partial_namespaces({"resourceclaims": {"a": 3}})
+    pods = [_pod("a", "by-claim", claim="beyond"), _pod("a", "by-template", template="gone"),
+            _pod("a", "runs", claim="beyond", node="n1")]
+    got = read_dra(pods, [_slice("n1")], [], [], {CLASS: DRIVER}, {"a": "team-a"}, partial_ns=partial)
+    cap = "than the view keeps: actuators.kubernetes.dra_max_objects_per_namespace)"
+    beyond = f"claim beyond is not read (its namespace has more resourceclaims {cap}"
+    assert got.uncounted["a/by-claim"].endswith(beyond), got.uncounted
+    assert got.uncounted["a/by-template"].endswith("template gone does not exist"), got.uncounted
+    assert got.uncounted["a/runs"].startswith("its ResourceClaims are not all read"), got.uncounted
+    assert got.running == {} and got.pending == {}

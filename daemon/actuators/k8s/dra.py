@@ -126,14 +126,22 @@ def claim_gpus(requests: list, classes: dict[str, str]) -> tuple[int, list[str]]
 SHOWN_NAMESPACES = 10   # the partial line names at most this many namespaces, those with the most objects beyond
 
 
-def partial_namespaces(over_ns: dict[str, dict[str, int]] | None) -> dict[str, str]:
+def partial_namespaces(over_ns: dict[str, dict[str, int]] | None) -> dict[str, set[str]]:
     """Namespace -> the kinds of which the view keeps not all its objects (informer.Reflector.over_ns)."""
-    out: dict[str, list[str]] = {}
-    for kind, per in sorted((over_ns or {}).items()):
+    out: dict[str, set[str]] = {}
+    for kind, per in (over_ns or {}).items():
         for ns in per:
             if ns:
-                out.setdefault(ns, []).append(kind)
-    return {ns: ", ".join(kinds) for ns, kinds in out.items()}
+                out.setdefault(ns, set()).add(kind)
+    return out
+
+
+def _missing(what: str, name: str, kind: str, partial: set[str]) -> str:
+    """Why a pod's claim or template is not there: beyond the view's caps (not read), or gone."""
+    if kind in partial:
+        return (f"{what} {name} is not read (its namespace has more {kind} than the view keeps: "
+                "actuators.kubernetes.dra_max_objects_per_namespace)")
+    return f"{what} {name} does not exist"
 
 
 def over_by_namespace(over_ns: dict[str, dict[str, int]]) -> str:
@@ -149,7 +157,7 @@ def over_by_namespace(over_ns: dict[str, dict[str, int]]) -> str:
 
 def read_dra(pods: list, slices: list, claims: list, templates: list, classes: dict[str, str],
              tenant_of_ns: dict[str, str], resolver: TypeResolver | None = None,
-             partial_ns: dict[str, str] | None = None) -> DraGpus:
+             partial_ns: dict[str, set[str]] | None = None) -> DraGpus:
     """The DRA GPUs of the cluster (module docstring): `pods` as the view keeps them (live ones), the ResourceSlices,
     ResourceClaims and ResourceClaimTemplates of every namespace. `partial_ns`: namespace -> the kinds of which the
     view keeps not all its objects (beyond its caps): a claim or template missing there is not read, not gone, so
@@ -203,12 +211,12 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
             continue
         pid = f"{p.metadata.namespace}/{p.metadata.name}"
         made = {s.name: s.resource_claim_name for s in (getattr(p.status, "resource_claim_statuses", None) or [])}
-        kept_not_all = partial_ns.get(p.metadata.namespace)
+        kept_not_all = partial_ns.get(p.metadata.namespace, set())
         if p.spec.node_name:   # bound: its claims are allocated; its GPUs are theirs
             keys = {f"{p.metadata.namespace}/{made.get(r.name) or r.resource_claim_name}"
                     for r in refs if made.get(r.name) or r.resource_claim_name} - counted
-            if kept_not_all and any(k not in by_name for k in keys):
-                out.uncounted[pid] = (f"its ResourceClaims are not all read: its namespace has more {kept_not_all} "
+            if "resourceclaims" in kept_not_all and any(k not in by_name for k in keys):
+                out.uncounted[pid] = ("its ResourceClaims are not all read: its namespace has more resourceclaims "
                                       "than the view keeps (actuators.kubernetes.dra_max_objects_per_namespace)")
                 continue
             counted |= keys
@@ -225,9 +233,7 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
                 key = f"{p.metadata.namespace}/{r.resource_claim_name}"
                 c = by_name.get(key)
                 if c is None:
-                    why.append(f"claim {r.resource_claim_name} " + (
-                        f"is not read (its namespace has more {kept_not_all} than the view keeps: "
-                        "actuators.kubernetes.dra_max_objects_per_namespace)" if kept_not_all else "does not exist"))
+                    why.append(_missing("claim", r.resource_claim_name, "resourceclaims", kept_not_all))
                     continue
                 if alloc.get(key) or key in counted or key in mine:
                     continue   # allocated already (a claim shared with a running pod), or counted on another pod
@@ -236,9 +242,8 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
             elif r.resource_claim_template_name:
                 t = tmpl.get(f"{p.metadata.namespace}/{r.resource_claim_template_name}")
                 if t is None:
-                    why.append(f"template {r.resource_claim_template_name} " + (
-                        f"is not read (its namespace has more {kept_not_all} than the view keeps: "
-                        "actuators.kubernetes.dra_max_objects_per_namespace)" if kept_not_all else "does not exist"))
+                    why.append(_missing("template", r.resource_claim_template_name, "resourceclaimtemplates",
+                                        kept_not_all))
                     continue
                 spec = t.spec.spec if t.spec else None
                 g, w = claim_gpus(spec.devices.requests if spec and spec.devices else [], classes)
