@@ -173,3 +173,30 @@ def test_a_claim_or_template_beyond_the_views_cap_is_said_not_read_and_one_that_
     assert got.uncounted["a/by-template"].endswith("template gone does not exist"), got.uncounted
     assert got.uncounted["a/runs"].startswith("its ResourceClaims are not all read"), got.uncounted
     assert got.running == {} and got.pending == {}
+
+
+def test_a_dra_object_the_reader_cannot_read_leaves_the_counts_unknown_said_once_and_the_pods_read(caplog,
+                                                                                                 monkeypatch):
+    """The DRA read is read only: an object it cannot read (none found on a real apiserver, whose client models
+    validate each field: read_dra made to raise stands in for one) must not take the cycle's pod read with it; the
+    counts are unknown that cycle and the line is said once, not per cycle."""
+    import logging
+
+    from daemon.actuators.k8s import actuator as k8s_actuator
+    from daemon.actuators.k8s.actuator import KubernetesActuator
+    from daemon.config import KubernetesActuatorConfig
+
+    act = KubernetesActuator(k8s.ApiClient(k8s.Configuration(host="https://k8s.invalid")),
+                             KubernetesActuatorConfig(), [], dry_run=True)
+
+    def unreadable(*_a, **_k):
+        raise TypeError("'int' object is not iterable")
+
+    monkeypatch.setattr(k8s_actuator.dra_gpus, "read_dra", unreadable)
+    objs = {"resourceslices": [_slice("n1")], "resourceclaims": [], "resourceclaimtemplates": []}
+    with caplog.at_level(logging.WARNING, logger="daemon.actuators.k8s.actuator"):
+        for _ in range(2):
+            assert act._read_dra([], objs, "", None) == {}
+            assert act.dra is None
+    lines = [r.getMessage() for r in caplog.records if "could not be read" in r.getMessage()]
+    assert len(lines) == 1 and "DRA GPUs are not read this cycle" in lines[0], lines

@@ -475,12 +475,18 @@ class KubernetesActuator(FencedApply):
             self.dra = None
             said["why"] = f"DRA GPUs are not read: {why} (resource.k8s.io/v1 {', '.join(DRA_KINDS)})"
         else:
-            self.dra = dra_gpus.read_dra(pods, objs["resourceslices"], objs["resourceclaims"],
-                                         objs["resourceclaimtemplates"], dict(self.cfg.dra_device_classes),
-                                         self.tenant_of, self.resolver,
-                                         partial_ns=dra_gpus.partial_namespaces(over_ns))
-            said["summary"] = self.dra.summary()
-            if over:
+            try:
+                self.dra = dra_gpus.read_dra(pods, objs["resourceslices"], objs["resourceclaims"],
+                                             objs["resourceclaimtemplates"], dict(self.cfg.dra_device_classes),
+                                             self.tenant_of, self.resolver,
+                                             partial_ns=dra_gpus.partial_namespaces(over_ns))
+            except Exception as exc:   # noqa: BLE001 - read only: one object it cannot read never stops the pods'
+                self.dra = None        # read the plan needs; the counts are unknown this cycle, said once
+                said["why"] = (f"DRA GPUs are not read this cycle: an object could not be read "
+                               f"({type(exc).__name__}: {str(exc)[:200]})")
+            else:
+                said["summary"] = self.dra.summary()
+            if over and self.dra is not None:
                 per_ns = (f" or dra_max_objects_per_namespace ({self.cfg.dra_max_objects_per_namespace})"
                           if over_ns else "")
                 said["over"] = ("DRA GPUs are partial: " + ", ".join(f"{n} {k}" for k, n in sorted(over.items()))
