@@ -13,6 +13,7 @@ node view (the policy then counts GPUs), never with "no nodes".
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import time
 from typing import Annotated, Any, Callable, Iterable, Iterator
@@ -27,6 +28,7 @@ from urllib3.util.retry import Retry
 
 from daemon.config import Config
 from daemon.config.names import named_tenant, tenant_accounts, tenant_namespaces
+from daemon.config.promql_selectors import label_matchers
 from daemon.policy.state import ClusterState, Jobs, Nodes
 from daemon.sources.base import Collected, SourceError
 from daemon.sources.history import History
@@ -67,6 +69,35 @@ def account_tenants(cfg: Config) -> dict[str, str] | None:
     if "slurm" not in cfg.actuators.enabled or namespace_tenants(cfg) is not None:
         return None
     return {acct: t for t, acct in tenant_accounts(cfg.tenants).items()}
+
+
+# A Pushgateway's series pass any selector: it is scraped with honor_labels (its documented setup), so a pushed
+# series keeps the job label its push names (POST /metrics/job/dcgm-exporter gives job="dcgm-exporter"), and anyone
+# who can reach it (a tenant's batch job, which is what it is for) can push DCGM names with any namespace, node and
+# GPU. The Pushgateway adds push_time_seconds to every group it holds, with the group's labels (job, instance and
+# the rest of the push's path); a push cannot leave it out, replace it, or give its series another job than the
+# group's. A group whose labels pass the exporter's job and instance matchers is one whose series pass as the
+# exporter's.
+PUSHED_METRIC = "push_time_seconds"
+PUSH_GROUP_LABELS = ("job", "instance")   # the labels a push group and each of its series surely share
+
+
+def pushed_selector(exporter_selector: str) -> str:
+    """The PromQL selector of the Pushgateway groups whose series pass `exporter_selector` as the exporter's: its
+    matchers on job and instance (every pushed series has its group's), or all of them where it has none of those
+    (then a group whose series carry more labels than its path may go unseen: select the exporter by job)."""
+    ms = sorted(label_matchers(exporter_selector))
+    kept = [m for m in ms if m.name in PUSH_GROUP_LABELS] or ms
+    return PUSHED_METRIC + "{" + ", ".join(f"{m.name}{m.op}{json.dumps(m.value)}" for m in kept) + "}"
+
+
+def pushed_refusal(shown_url: str, exporter_selector: str, groups: list[dict[str, str]], what: str) -> str:
+    """The one line saying that Pushgateway groups pass as the exporter, naming the first and what is refused."""
+    first = ", ".join(f'{k}="{v}"' for k, v in sorted(groups[0].items()) if k != "__name__")
+    return (f"prometheus {shown_url}: {len(groups)} Pushgateway group(s) push series that the exporter selector "
+            f"{exporter_selector!r} takes for the DCGM exporter's (first: {{{first}}}): whoever can push there can "
+            f"forge GPUs, demand and nodes for any tenant; {what}. Drop the DCGM names (and the recording rules' "
+            "names) on the Pushgateway's scrape job (metric_relabel_configs) and delete the group")
 
 
 class ResponseTooLarge(requests.RequestException):
@@ -171,6 +202,7 @@ class PrometheusSource:
         self.tenant_of_ns = namespace_tenants(cfg)
         self.tenant_of_value, self.value_kind = ((self.tenant_of_ns, "namespace") if self.tenant_of_ns is not None
                                                  else (account_tenants(cfg), "account"))
+        self.pushed = pushed_selector(pc.exporter_selector)   # Pushgateway groups that pass as the exporter
         self.resolver = cfg.fleet.resolver()   # GPU model names -> [fleet] types (window_by_type)
         self.typed = cfg.fleet.typed           # a mixed fleet: history per (tenant, type), nodes with a type
         self._reported_unknown: set[str] = set()
@@ -332,8 +364,9 @@ class PrometheusSource:
         n = int(round((end - start) / self.step_s)) + 1
         d_keys, demand = self._grid(self.pc.query("demand"), start, end, n)
         _, capacity = self._grid(self.pc.query("capacity"), start, end, n)
-        fresh = (np.nan_to_num(capacity) > 0).any(axis=0)
-        self._within_capacity(demand, capacity, start, "demand")
+        pushed = self._pushed_steps(start, end, n)
+        fresh = (np.nan_to_num(capacity) > 0).any(axis=0) & ~pushed
+        self._within_capacity(demand, capacity, start, "demand", ~pushed)
         m_keys, missing = self._grid(self.pc.query("missing"), start, end, n)
         names = sorted((set(d_keys) | set(m_keys) | set(self.known) | set(tenants)) - {None})
         col = {t: j for j, t in enumerate(names)}
@@ -352,16 +385,36 @@ class PrometheusSource:
         idx = pd.date_range(pd.Timestamp(start, unit="s", tz="UTC"), periods=n, freq=f"{self.step_s}s", name="time")
         return pd.DataFrame(values, index=idx, columns=pd.Index(names, name="tenant"))
 
-    def _within_capacity(self, demand: np.ndarray, capacity: np.ndarray, start: float, what: str) -> None:
+    def _pushed_steps(self, start: float, end: float, n: int) -> np.ndarray:
+        """Per step, whether a Pushgateway group passed as the exporter there (pushed_selector): the exporter's
+        series cannot be told from the pushed ones at such a step, so it is read as not scraped (every tenant
+        missing, never the pushed GPUs). A group deleted since still has its steps in Prometheus, which a history
+        read after it (the gap the refused cycles left, a backfill) would otherwise take in."""
+        _, pushed = self._grid(f"count({self.pushed})", start, end, n, key=lambda _: None)
+        return (np.nan_to_num(pushed) > 0).any(axis=0) if len(pushed) else np.zeros(n, dtype=bool)
+
+    def _refuse_pushed(self, at: float) -> None:
+        """A SourceError (the plan is kept, nothing new preempted) while a Pushgateway group passes as the exporter
+        now (pushed_selector): its series would be read as GPUs, demand, capacity and nodes of any tenant."""
+        groups = [labels for labels, _ in self._instant(self.pushed, at)]
+        if groups:
+            raise SourceError(pushed_refusal(self.shown_url, self.pc.exporter_selector, groups,
+                                             "refusing the answers"))
+
+    def _within_capacity(self, demand: np.ndarray, capacity: np.ndarray, start: float, what: str,
+                         judged: np.ndarray | None = None) -> None:
         """Refuse (SourceError naming the step and both totals) answers whose tenants hold more GPUs at a scraped
         step than OVER_FACTOR x capacity_query's count there (+ OVER_SLACK_GPUS): the two do not count the same
         GPUs (a query that sums memory or a percentage), and a plan on them would hold, and preempt, for GPUs that
-        do not exist. Steps without a capacity sample are not judged (they are missing anyway)."""
+        do not exist. Steps without a capacity sample are not judged (they are missing anyway), nor those `judged`
+        leaves out (False)."""
         if demand.size == 0 or capacity.size == 0:
             return
         cap = np.nansum(capacity, axis=0)
         used = np.nansum(demand, axis=0)
         bad = (cap > 0) & (used > OVER_FACTOR * cap + OVER_SLACK_GPUS)
+        if judged is not None:   # steps a Pushgateway group passed as the exporter are missing, not judged
+            bad &= judged
         if bad.any():
             i = int(np.argmax(bad))
             at = pd.Timestamp(start + i * self.step_s, unit="s", tz="UTC")
@@ -396,8 +449,9 @@ class PrometheusSource:
         d_keys, demand = self._grid(query or self.pc.query("demand_by_type"), start, end, n,
                                     key=lambda lb: (self._label(lb), self._type_of(lb)))
         _, capacity = self._grid(self.pc.query("capacity"), start, end, n)
-        fresh = (np.nan_to_num(capacity) > 0).any(axis=0)
-        self._within_capacity(demand, capacity, start, "usage_by_type" if query else "demand_by_type")
+        pushed = self._pushed_steps(start, end, n)
+        fresh = (np.nan_to_num(capacity) > 0).any(axis=0) & ~pushed
+        self._within_capacity(demand, capacity, start, "usage_by_type" if query else "demand_by_type", ~pushed)
         m_keys, missing = self._grid(self.pc.query("missing"), start, end, n)
         d_keys = {k: r for k, r in d_keys.items() if k[0] is not None}
         names = sorted((set(k[0] for k in d_keys) | set(m_keys) | set(self.known) | set(tenants)) - {None})
@@ -499,6 +553,7 @@ class PrometheusSource:
         `now`), so a cycle reads each tenant's demand once; capacity and freshness are two instant queries.
         """
         now = self._aligned(self.clock())
+        self._refuse_pushed(now)   # before the history takes in this window
         fetch, names = (self._typed_window, []) if self.typed else (self.window, self.known)
         if self.history is not None:
             self.history.update(fetch, now, names)

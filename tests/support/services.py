@@ -158,6 +158,17 @@ def backfilled_prometheus(tmp: Path, openmetrics_text: str):
         yield url, proc
 
 
+@contextlib.contextmanager
+def pushgateway_server(tmp: Path):
+    """A Prometheus Pushgateway on 127.0.0.1 (a free port); yields its url. What is pushed is kept in `tmp` (Debian's
+    build keeps it in /var/lib/prometheus by default, for every run after)."""
+    exe = need_binary("prometheus-pushgateway")
+    port = free_port()
+    argv = [exe, f"--web.listen-address=127.0.0.1:{port}", f"--persistence.file={tmp / 'pushgateway.data'}"]
+    with _http_server(tmp, "pushgateway", argv, port) as (url, _):
+        yield url
+
+
 def alertmanager_server(tmp: Path, config: str):
     exe = need_binary("prometheus-alertmanager")
     port = free_port()

@@ -1,0 +1,125 @@
+"""A tenant's series pushed to a Pushgateway are not the DCGM exporter's, on a real Prometheus and Pushgateway.
+
+A Pushgateway is scraped with honor_labels (its documented setup: a pushed series keeps its own job and instance),
+and tenants' batch jobs push to it, which is what it is for. A push to /metrics/job/dcgm-exporter gives its series
+job="dcgm-exporter", the exporter selector's default: 200 GPUs pushed for team-a on invented nodes were team-a's
+demand, capacity and history like the exporter's own. The Pushgateway marks each group it holds with
+push_time_seconds and the group's labels, which a push cannot leave out: while such a group passes the exporter
+selector the source is refused in one line naming it (the plan is kept, nothing new preempted), and the steps where
+one did are read as missing, never as the pushed GPUs, also once the group is gone.
+"""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import numpy as np
+import pytest
+
+from daemon.config import Config
+from daemon.sources.base import SourceError
+from daemon.sources.prometheus import PrometheusSource, pushed_selector
+from tests.support.services import metrics_target, prometheus_server, pushgateway_server, wait_for
+
+TENANTS = [{"name": "team-a"}, {"name": "team-b"}]
+PUSHED = 200
+GROUP = "/metrics/job/dcgm-exporter/tenant/team-a"
+
+pytestmark = [pytest.mark.services, pytest.mark.security]
+
+
+def exporter_text() -> str:
+    """node-a's 8 GPUs: team-a holds two, team-b one."""
+    held = {0: "team-a", 1: "team-a", 2: "team-b"}
+    return "# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n" + "".join(
+        f'DCGM_FI_DEV_GPU_UTIL{{Hostname="node-a",gpu="{g}"' + (f',namespace="{held[g]}"' if g in held else "")
+        + "} 50\n" for g in range(8))
+
+
+def pushed_text() -> str:
+    return "# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n" + "".join(
+        f'DCGM_FI_DEV_GPU_UTIL{{Hostname="forged-{i // 8}",gpu="{i % 8}",namespace="team-a"}} 100\n'
+        for i in range(PUSHED))
+
+
+@pytest.fixture
+def prom(tmp_path):
+    """(Prometheus url, Pushgateway url): Prometheus scrapes the exporter (job dcgm-exporter) and the Pushgateway
+    (job pushgateway, honor_labels), every second."""
+    real = metrics_target(exporter_text())
+    try:
+        with pushgateway_server(tmp_path) as pgw:
+            cfg = ("global:\n  scrape_interval: 1s\n  scrape_timeout: 500ms\nscrape_configs:\n"
+                   f"  - job_name: dcgm-exporter\n    static_configs:\n"
+                   f"      - targets: ['127.0.0.1:{real.server_address[1]}']\n"
+                   f"  - job_name: pushgateway\n    honor_labels: true\n    static_configs:\n"
+                   f"      - targets: ['{pgw.removeprefix('http://')}']\n")
+            with prometheus_server(tmp_path, cfg) as (url, _):
+                wait_for(lambda: count(url, 'count(DCGM_FI_DEV_GPU_UTIL{job="dcgm-exporter"})') == 8,
+                         what="the exporter scraped")
+                yield url, pgw
+    finally:
+        real.shutdown()
+        real.server_close()
+
+
+def count(url: str, q: str) -> float:
+    r = httpx.get(f"{url}/api/v1/query", params={"query": q}).json()["data"]["result"]
+    return float(r[0]["value"][1]) if r else 0.0
+
+
+def config(url: str) -> Config:
+    return Config(source={"kind": "prometheus", "prometheus": {"url": url, "timeout_s": 5, "retries": 0}},
+                  cycle={"history_steps": 60, "resolution_s": 1}, tenants=TENANTS)
+
+
+def push(url: str, pgw: str) -> None:
+    """team-a's job pushes 200 GPUs' series under the exporter's job, and Prometheus scrapes them for 3 s."""
+    assert httpx.put(f"{pgw}{GROUP}", content=pushed_text()).status_code == 200
+    wait_for(lambda: count(url, 'count(DCGM_FI_DEV_GPU_UTIL{job="dcgm-exporter"})') == 8 + PUSHED,
+             what="the pushed series scraped")
+    time.sleep(3)
+
+
+def test_a_group_pushed_under_the_exporters_job_refuses_the_source_in_one_line(prom):
+    url, pgw = prom
+    push(url, pgw)
+    # the pushed series really pass the exporter's selector: read as it is, team-a holds 202 GPUs
+    assert count(url, 'count by (namespace) (DCGM_FI_DEV_GPU_UTIL{job="dcgm-exporter", namespace="team-a"})') \
+        == 2 + PUSHED
+    src = PrometheusSource(config(url))
+    with pytest.raises(SourceError) as got:
+        src.collect(60)
+    msg = str(got.value)
+    assert "\n" not in msg and "1 Pushgateway group(s)" in msg and 'job="dcgm-exporter"' in msg
+    assert 'tenant="team-a"' in msg and "metric_relabel_configs" in msg
+
+
+def test_steps_a_pushed_group_passed_as_the_exporter_are_missing_once_it_is_gone(prom):
+    """The group deleted, the source answers again; the history it reads over the time the group was there has no
+    step with the pushed GPUs (the refused cycles left that gap, and a backfill reads it too): those steps are
+    missing (NaN) for every tenant, the others the exporter's 2 and 1. (team-a stays missing after, for the
+    missing query's lookback: the pushed GPUs named it and are gone, so they read as its stale GPUs, never as 0.)"""
+    url, pgw = prom
+    time.sleep(4)   # a few steps of the exporter alone first
+    push(url, pgw)
+    assert httpx.delete(f"{pgw}{GROUP}").status_code in (200, 202)
+    wait_for(lambda: count(url, 'count(DCGM_FI_DEV_GPU_UTIL{job="dcgm-exporter"})') == 8
+             and count(url, 'count(push_time_seconds{job="dcgm-exporter"})') == 0, what="the group gone")
+    time.sleep(2)
+    hist = PrometheusSource(config(url)).collect(60).history
+    a, b = hist["team-a"].to_numpy(), hist["team-b"].to_numpy()
+    assert np.isfinite(a).sum() >= 3 and set(a[np.isfinite(a)]) == {2.0}, f"team-a's history: {a.tolist()}"
+    scraped = b[int(np.argmax(np.isfinite(b))):]   # from Prometheus' first scrape on
+    assert set(scraped[np.isfinite(scraped)]) == {1.0}
+    assert np.isnan(scraped).sum() >= 3, f"the steps the pushed group was there are not missing: {b.tolist()}"
+
+
+def test_the_pushed_groups_selector_keeps_the_exporters_job_and_instance_matchers():
+    assert pushed_selector('job="dcgm-exporter"') == 'push_time_seconds{job="dcgm-exporter"}'
+    # a label the push's path need not carry is left out: a group under the exporter's job is enough
+    assert pushed_selector('job="dcgm", container="exporter"') == 'push_time_seconds{job="dcgm"}'
+    assert pushed_selector('instance=~"10\\\\..*", job!="x"') == \
+        'push_time_seconds{instance=~"10\\\\..*", job!="x"}'
+    assert pushed_selector('service="dcgm"') == 'push_time_seconds{service="dcgm"}'
