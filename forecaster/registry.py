@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 # the daemon reads the manifest at start-up on every forecaster kind (forecasting/choose.py), and a daemon that runs
 # a baseline never needs torch, whose import alone is about 450 MiB of RSS (bench/cycle_bench.py)
 FORMAT = 1
+# the most steps a model's spec may read back (context, season) or ahead (horizon): 10 weeks of 1-minute steps. No
+# weight bounds context or season, and each forecast holds a window of them per series
+MAX_SPEC_STEPS = 100_800
 MANIFEST = "manifest.json"
 
 
@@ -135,12 +138,39 @@ def load_version(model_dir: Path, version: str) -> LSTMForecaster:
                          f"metadata {str(meta.get('sha256'))[:12]}): the weights file is corrupt or was replaced")
     try:
         spec = LSTMSpec.from_dict(meta["spec"])
-        model = QuantileLSTM(spec)
         state = torch.load(io.BytesIO(weights), map_location="cpu", weights_only=True)
+        with torch.device("meta"):   # the network the metadata describes, shaped but not allocated
+            shaped = QuantileLSTM(spec)
+    except Exception as exc:
+        raise ModelError(f"model {version}: does not match this code's network: {exc}") from None
+    _check_shapes(version, spec, shaped, state)
+    try:
+        model = QuantileLSTM(spec)
         model.load_state_dict(state, strict=True)
     except Exception as exc:
         raise ModelError(f"model {version}: does not match this code's network: {exc}") from None
     return LSTMForecaster(model, version)
+
+
+def _check_shapes(version: str, spec: Any, shaped: Any, state: Any) -> None:
+    """ModelError unless the weights are exactly the tensors of the network meta.json describes, checked before that
+    network is built: the metadata is not under the checksum, and its spec sizes what is allocated (hidden 20,000
+    is a 10 GB network, made and initialised before load_state_dict found that the weights are another's); and
+    unless the steps it reads (context, season), which no weight bounds, are within MAX_SPEC_STEPS."""
+    for key in ("context", "season", "horizon"):
+        v = getattr(spec, key)
+        if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_SPEC_STEPS:
+            raise ModelError(f"model {version}: meta.json spec.{key} = {v!r} is not a number of steps from 1 to "
+                             f"{MAX_SPEC_STEPS:,}")
+    want = {k: tuple(t.shape) for k, t in shaped.state_dict().items()}
+    got = ({k: tuple(t.shape) for k, t in state.items() if hasattr(t, "shape")}
+           if isinstance(state, dict) else {})
+    if want != got:
+        diff = sorted(set(want) ^ set(got)) or sorted(k for k in want if want[k] != got[k])
+        k = diff[0]
+        raise ModelError(f"model {version}: does not match this code's network: meta.json's spec (hidden "
+                         f"{spec.hidden}, horizon {spec.horizon}) makes {k} {want.get(k, 'absent')}, model.pt has "
+                         f"{got.get(k, 'none')}")
 
 
 def load_current(model_dir: Path) -> LSTMForecaster:

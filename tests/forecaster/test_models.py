@@ -457,3 +457,37 @@ def test_a_recalibrated_holt_winters_re_estimates_once_per_refit_every_forecasts
     for end in range(48 * 6, 48 * 6 + 5):
         m.predict(f.iloc[:end], 12)
     assert len(built) == 2          # one optimisation per tenant, at the first forecast
+
+
+@pytest.mark.security
+def test_a_model_whose_metadata_sizes_another_network_is_refused_before_it_is_built(tmp_path, monkeypatch):
+    """meta.json is not under the checksum (it holds it), and its spec sizes the network load_version builds before
+    load_state_dict compares it with the weights: hidden 20,000 made a 10 GB network, allocated and initialised, to
+    be refused after. Now the spec is shaped on torch's meta device and compared with model.pt first, in one line;
+    context and season, which no weight bounds, are at most registry.MAX_SPEC_STEPS."""
+    import forecaster.lstm as lstm
+
+    v = _saved(tmp_path)
+    meta_p = tmp_path / v / "meta.json"
+    meta = json.loads(meta_p.read_text())
+    built = []
+    real = lstm.QuantileLSTM
+
+    def spy(spec):
+        if torch.get_default_device().type != "meta":
+            built.append(spec.hidden)
+        return real(spec)
+
+    monkeypatch.setattr(lstm, "QuantileLSTM", spy)
+    # hidden 4,000: about 400 MB built on the old code
+    meta_p.write_text(json.dumps({**meta, "spec": {**meta["spec"], "hidden": 4_000}}))
+    with pytest.raises(registry.ModelError) as got:
+        registry.load_current(tmp_path)
+    assert "\n" not in str(got.value) and "hidden 4000" in str(got.value) and "model.pt has" in str(got.value)
+    assert built == [], "the network of the metadata's spec was built"
+    for key in ("context", "season"):
+        meta_p.write_text(json.dumps({**meta, "spec": {**meta["spec"], key: 10**9}}))
+        with pytest.raises(registry.ModelError, match=rf"spec\.{key} = 1000000000 is not a number of steps"):
+            registry.load_current(tmp_path)
+    meta_p.write_text(json.dumps(meta))
+    assert registry.load_current(tmp_path).version == v and built == [SPEC.hidden]
