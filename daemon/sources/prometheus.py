@@ -91,13 +91,18 @@ def pushed_selector(exporter_selector: str) -> str:
     return PUSHED_METRIC + "{" + ", ".join(f"{m.name}{m.op}{json.dumps(m.value)}" for m in kept) + "}"
 
 
-def pushed_refusal(shown_url: str, exporter_selector: str, groups: list[dict[str, str]], what: str) -> str:
-    """The one line saying that Pushgateway groups pass as the exporter, naming the first and what is refused."""
+def pushed_refusal(shown_url: str, selector: str, groups: list[dict[str, str]], what: str,
+                   whose: str = "the DCGM exporter") -> str:
+    """The one line saying that Pushgateway groups pass as the exporter's (or the ingress') series, naming the
+    first and what is refused."""
     first = ", ".join(f'{k}="{v}"' for k, v in sorted(groups[0].items()) if k != "__name__")
-    return (f"prometheus {shown_url}: {len(groups)} Pushgateway group(s) push series that the exporter selector "
-            f"{exporter_selector!r} takes for the DCGM exporter's (first: {{{first}}}): whoever can push there can "
-            f"forge GPUs, demand and nodes for any tenant; {what}. Drop the DCGM names (and the recording rules' "
-            "names) on the Pushgateway's scrape job (metric_relabel_configs) and delete the group")
+    forged = "GPUs, demand and nodes" if whose == "the DCGM exporter" else "request rates"
+    names = "the DCGM names (and the recording rules' names)" if whose == "the DCGM exporter" else \
+        "the ingress' metric names"
+    return (f"prometheus {shown_url}: {len(groups)} Pushgateway group(s) push series that the selector "
+            f"{selector!r} takes for {whose}'s (first: {{{first}}}): whoever can push there can forge {forged} for "
+            f"any tenant; {what}. Drop {names} on the Pushgateway's scrape job (metric_relabel_configs) and delete "
+            "the group")
 
 
 class ResponseTooLarge(requests.RequestException):
@@ -654,6 +659,10 @@ class PrometheusSource:
             return None
         query = self.pc.query("request_rate")
         try:
+            pushed = [labels for labels, _ in self._instant(pushed_selector(self.pc.ingress_selector), now)]
+            if pushed:   # a Pushgateway group passes as the ingress: its pushes would be any tenant's requests
+                raise SourceError(pushed_refusal(self.shown_url, self.pc.ingress_selector, pushed,
+                                                 "the request rates are unknown while it does", "the ingress"))
             answer = self._instant(query, now)
         except SourceError as exc:
             log.warning("request rates unknown this cycle: %s", exc)

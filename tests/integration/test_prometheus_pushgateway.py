@@ -48,11 +48,14 @@ def prom(tmp_path):
     """(Prometheus url, Pushgateway url): Prometheus scrapes the exporter (job dcgm-exporter) and the Pushgateway
     (job pushgateway, honor_labels), every second."""
     real = metrics_target(exporter_text())
+    ingress = metrics_target('# TYPE ingress_rps gauge\ningress_rps{namespace="team-a"} 12\n')
     try:
         with pushgateway_server(tmp_path) as pgw:
             cfg = ("global:\n  scrape_interval: 1s\n  scrape_timeout: 500ms\nscrape_configs:\n"
                    f"  - job_name: dcgm-exporter\n    static_configs:\n"
                    f"      - targets: ['127.0.0.1:{real.server_address[1]}']\n"
+                   f"  - job_name: ingress-nginx\n    static_configs:\n"
+                   f"      - targets: ['127.0.0.1:{ingress.server_address[1]}']\n"
                    f"  - job_name: pushgateway\n    honor_labels: true\n    static_configs:\n"
                    f"      - targets: ['{pgw.removeprefix('http://')}']\n")
             with prometheus_server(tmp_path, cfg) as (url, _):
@@ -60,8 +63,9 @@ def prom(tmp_path):
                          what="the exporter scraped")
                 yield url, pgw
     finally:
-        real.shutdown()
-        real.server_close()
+        for srv in (real, ingress):
+            srv.shutdown()
+            srv.server_close()
 
 
 def count(url: str, q: str) -> float:
@@ -69,8 +73,9 @@ def count(url: str, q: str) -> float:
     return float(r[0]["value"][1]) if r else 0.0
 
 
-def config(url: str) -> Config:
-    return Config(source={"kind": "prometheus", "prometheus": {"url": url, "timeout_s": 5, "retries": 0}},
+def config(url: str, **prometheus) -> Config:
+    return Config(source={"kind": "prometheus", "prometheus": {"url": url, "timeout_s": 5, "retries": 0,
+                                                               **prometheus}},
                   cycle={"history_steps": 60, "resolution_s": 1}, tenants=TENANTS)
 
 
@@ -114,6 +119,26 @@ def test_steps_a_pushed_group_passed_as_the_exporter_are_missing_once_it_is_gone
     scraped = b[int(np.argmax(np.isfinite(b))):]   # from Prometheus' first scrape on
     assert set(scraped[np.isfinite(scraped)]) == {1.0}
     assert np.isnan(scraped).sum() >= 3, f"the steps the pushed group was there are not missing: {b.tolist()}"
+
+
+def test_a_group_pushed_under_the_ingress_job_leaves_the_request_rates_unknown(prom, caplog):
+    """The same for the ingress' series: team-a pushes 700 req/s of the ingress' metric under its job, and its rate
+    read 12 + 700 in the shadow report (its limit read as far below its requests). While the group is there the rates
+    are unknown (None, never a guess), said in one line; the cycle goes on."""
+    url, pgw = prom
+    cfg = config(url, request_rate_query="sum by (namespace) (ingress_rps{$ingress})")
+    wait_for(lambda: count(url, 'sum(ingress_rps{job="ingress-nginx"})') == 12, what="the ingress scraped")
+    time.sleep(2.1)   # a sample at or before the aligned step the source reads
+    assert PrometheusSource(cfg).collect(60).state.request_rate.tolist()[0] == 12
+    assert httpx.put(f"{pgw}/metrics/job/ingress-nginx",
+                     content='# TYPE ingress_rps gauge\ningress_rps{namespace="team-a"} 700\n').status_code == 200
+    wait_for(lambda: count(url, 'sum(ingress_rps{job="ingress-nginx"})') == 712, what="the pushed rate scraped")
+    time.sleep(2.1)
+    st = PrometheusSource(cfg).collect(60).state
+    assert st.request_rate is None, f"the pushed requests were read: {st.request_rate}"
+    said = [r.getMessage() for r in caplog.records if "Pushgateway" in r.getMessage()]
+    assert len(said) == 1 and 'job="ingress-nginx"' in said[0] and "\n" not in said[0]
+    assert st.used.tolist() == [2, 1]
 
 
 def test_the_pushed_groups_selector_keeps_the_exporters_job_and_instance_matchers():
