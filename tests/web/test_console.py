@@ -55,6 +55,25 @@ def test_login_sets_a_strict_httponly_cookie(ui):
     assert c.post("/ui/logout").headers["set-cookie"].startswith('gpuas_token="";')
 
 
+@pytest.mark.security
+def test_another_sites_page_cannot_sign_the_browser_in_or_out(ui):
+    """The sign-in and sign-out forms check the Origin as the operator's forms do. A page elsewhere posting the
+    sign-in form with a tenant's token got a 303 and that token's cookie, replacing an operator's in the browser
+    (SameSite does not stop a cookie set by a top-level navigation's answer): the console then showed the tenant's
+    view. The console's own forms (its origin, or no Origin) still work."""
+    _, base = ui
+    evil = {"Origin": "http://evil.example"}
+    r = httpx.post(f"{base}/ui/login", data={"token": T1, "next": "/ui/"}, headers=evil)
+    assert r.status_code == 403 and "set-cookie" not in r.headers and "Cross-site form" in r.text
+    c, _ = login(base, OP)
+    r = c.post("/ui/logout", headers=evil)
+    assert r.status_code == 403 and "set-cookie" not in r.headers
+    assert c.get("/ui/").status_code == 200   # still signed in
+    r = httpx.post(f"{base}/ui/login", data={"token": T1, "next": "/ui/"}, headers={"Origin": base})
+    assert r.status_code == 303 and r.headers["set-cookie"].startswith("gpuas_token=")
+    assert c.post("/ui/logout", headers={"Origin": base}).status_code == 303
+
+
 def test_pages_load_nothing_from_outside(ui):
     _, base = ui
     c, _ = login(base, OP)

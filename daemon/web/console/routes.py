@@ -258,6 +258,9 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
         nxt = request.query_params.get("next", "/ui/")
         if request.method == "GET":
             return page(request, "login.html", who=None, title="Sign in", next=nxt)
+        cross = cross_site(request)
+        if cross is not None:
+            return cross
         form = await read_form(request)
         if form is None:
             return problem(request, None, 413, "Form too large", f"A sign-in form is at most {FORM_CAP} bytes.")
@@ -274,6 +277,9 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
         return resp
 
     async def logout(request: Request) -> Response:
+        cross = cross_site(request)
+        if cross is not None:
+            return cross
         resp = RedirectResponse("/ui/login", status_code=303, headers=HEADERS)
         resp.delete_cookie(COOKIE, path="/")
         return resp
@@ -300,6 +306,16 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
         notice = "Change saved; it applies at the next cycle." if request.query_params.get("saved") else None
         return tenant_page(request, snap, p, name, notice=notice)
 
+    def cross_site(request: Request, who: Principal | None = None) -> Response | None:
+        """The refusal of a form another site's page sent (its Origin is not the console's), else None. The sign-in
+        and sign-out forms are checked too: a page elsewhere could sign the operator's browser in with a tenant's
+        token (its cookie then replaces the operator's; SameSite does not stop a cookie set by a top-level
+        navigation's answer), or out."""
+        origin = request.headers.get("origin")
+        if origin is not None and not same_origin(origin, request, backend.config().server.public_url):
+            return problem(request, who, 403, "Cross-site form", "This form must be sent from the console itself.")
+        return None
+
     def operator_form(request: Request) -> Principal | Response:
         """The operator sending one of the console's forms, or the answer for anyone else."""
         p = who(request)
@@ -307,10 +323,8 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
             return to_login(request)
         if not p.operator:
             return problem(request, p, 403, "Operators only", "Only an operator token can change this.")
-        origin = request.headers.get("origin")
-        if origin is not None and not same_origin(origin, request, backend.config().server.public_url):
-            return problem(request, p, 403, "Cross-site form", "This form must be sent from the console itself.")
-        return p
+        cross = cross_site(request, p)
+        return p if cross is None else cross
 
     async def operator_form_body(request: Request) -> tuple[Principal, dict[str, list[str]]] | Response:
         """operator_form, then the form's fields (a form over FORM_CAP is refused unread: 413)."""
