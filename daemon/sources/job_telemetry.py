@@ -30,7 +30,7 @@ from urllib3.util.retry import Retry
 from daemon.config import Config
 from daemon.health.types import GpuTrace, Scheduler, Telemetry
 from daemon.sources.base import SourceError
-from daemon.sources.prometheus import CappedSession, ResponseTooLarge
+from daemon.sources.prometheus import CappedSession, ResponseTooLarge, pushed_selector
 from daemon.sources.redact import redact_text, redact_url
 
 log = logging.getLogger("gpu_autoscaler.source.job_telemetry")
@@ -44,6 +44,22 @@ class _MatrixItem(TypedDict):
 
 
 _MATRIX = TypeAdapter(list[_MatrixItem])
+
+
+class _VectorItem(TypedDict):
+    metric: dict[StrictStr, StrictStr]
+    value: tuple[float, StrictStr]
+
+
+_VECTOR = TypeAdapter(list[_VectorItem])
+
+
+def from_push(labels: dict[str, str], groups: list[dict[str, str]]) -> bool:
+    """Whether a series carries every label of one of the Pushgateway `groups` (its instance too, absent as absent):
+    it is that group's, or one of the exporter's the group's labels cannot be told from; either way not the
+    exporter's telemetry."""
+    return any(all(labels.get(k, "") == v for k, v in g.items()) and labels.get("instance", "") == g.get("instance", "")
+               for g in groups)
 
 Key = tuple[str, str, str]   # (job, host, gpu)
 
@@ -75,9 +91,24 @@ class JobTelemetrySource:
         self.step_s = float(cfg.cycle.resolution_s)
 
     def _range(self, query: str, start: float, end: float) -> list[_MatrixItem]:
+        return self._ask(query, lambda: self.prom.custom_query_range(
+            query, dt.datetime.fromtimestamp(start, dt.timezone.utc), dt.datetime.fromtimestamp(end, dt.timezone.utc),
+            f"{self.step_s:g}s"), _MATRIX, "range matrix")
+
+    def _pushed_groups(self, start: float, end: float) -> list[dict[str, str]]:
+        """The labels of the Pushgateway groups that passed the exporter selector from `start` to `end`
+        (daemon/sources/prometheus.py pushed_selector): a push keeps the job its path names, so their series read as
+        the exporter's, and a tenant could push its own idle job's GPUs busy (the series then disagreed: refused,
+        never reclaimed) or another job's under its labels."""
+        sel = pushed_selector(self.cfg.source.prometheus.exporter_selector)
+        query = f"last_over_time({sel}[{int(np.ceil(end - start + self.step_s))}s])"
+        items = self._ask(query, lambda: self.prom.custom_query(query, params={"time": f"{end:.3f}"}), _VECTOR,
+                          "instant vector")
+        return [{k: v for k, v in it["metric"].items() if k != "__name__"} for it in items]
+
+    def _ask(self, query: str, call: Callable[[], object], shape: TypeAdapter, what: str) -> list:
         try:
-            raw = self.prom.custom_query_range(query, dt.datetime.fromtimestamp(start, dt.timezone.utc),
-                                               dt.datetime.fromtimestamp(end, dt.timezone.utc), f"{self.step_s:g}s")
+            raw = call()
         except ResponseTooLarge as exc:
             why = str(exc)
         except requests.exceptions.JSONDecodeError:
@@ -88,10 +119,10 @@ class JobTelemetrySource:
             why = f"the answer has no data.result ({type(exc).__name__}: {exc})"
         else:
             try:
-                return _MATRIX.validate_python(raw)
+                return shape.validate_python(raw)
             except ValidationError as exc:
                 e = exc.errors(include_url=False)[0]
-                why = f"malformed range matrix at result.{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                why = f"malformed {what} at result.{'.'.join(map(str, e['loc']))}: {e['msg']}"
         raise SourceError(redact_text(f"prometheus {self.shown_url}: {why} [query {query!r}]"))
 
     def _job_of(self, labels: dict[str, str]) -> tuple[str, Scheduler, str | None] | None:
@@ -113,9 +144,17 @@ class JobTelemetrySource:
         grids: dict[str, dict[Key, np.ndarray]] = {}
         meta: dict[Key, tuple[Scheduler, str | None]] = {}
         problems: dict[str, list[str]] = defaultdict(list)
+        pushed = self._pushed_groups(start, end)
+        dropped: dict[str, int] = defaultdict(int)
         for name in FIELDS:
             query = self.cfg.source.prometheus.selects(getattr(hc, f"{name}_query"))
-            grids[name] = self._grid(name, query, start, n, meta, problems)
+            grids[name] = self._grid(name, query, start, n, meta, problems, pushed, dropped)
+        if pushed:
+            first = ", ".join(f'{k}="{v}"' for k, v in sorted(pushed[0].items()))
+            log.warning("per-job telemetry: %d Pushgateway group(s) pass the exporter selector (first: {%s}); their "
+                        "%d series (of %d jobs) are not read as the exporter's. Drop the DCGM names on the "
+                        "Pushgateway's scrape job (metric_relabel_configs)", len(pushed), first, sum(dropped.values()),
+                        len(dropped))
         keys = sorted(grids["activity"])   # a GPU without activity is not telemetry of a job
         self._conflicts(keys, grids["activity"], problems)
         nan = np.full(n, np.nan)
@@ -128,7 +167,8 @@ class JobTelemetrySource:
             log.warning("job %s: telemetry refused, nothing acts on it: %s", job, why)
         return Telemetry(end, self.step_s, n, gpus, rejected)
 
-    def _grid(self, name: str, query: str, start: float, n: int, meta: dict, problems: dict) -> dict[Key, np.ndarray]:
+    def _grid(self, name: str, query: str, start: float, n: int, meta: dict, problems: dict,
+              pushed: list[dict[str, str]] = (), dropped: dict[str, int] | None = None) -> dict[Key, np.ndarray]:
         """{(job, host, gpu): values on the grid}. The same GPU of the same job in several series (two scrape jobs
         of one exporter) is kept only while the series agree (within DUPLICATE_TOLERANCE wherever two have a
         sample); series that disagree are refused, never averaged: an average lets extra series (a tenant's pod
@@ -142,6 +182,10 @@ class JobTelemetrySource:
             if who is None:
                 continue   # a free GPU
             job, sched, tenant = who
+            if pushed and from_push(labels, pushed):
+                if dropped is not None:
+                    dropped[job] += 1
+                continue   # a pushed series: whatever it says of the job is not telemetry
             host, gpu = labels.get(hc.host_label, ""), labels.get(hc.gpu_label, "")
             if not host or not gpu:
                 problems[job].append(f"a {name} series without the {hc.host_label!r} or {hc.gpu_label!r} label")

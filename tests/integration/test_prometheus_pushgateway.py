@@ -141,6 +141,44 @@ def test_a_group_pushed_under_the_ingress_job_leaves_the_request_rates_unknown(p
     assert st.used.tolist() == [2, 1]
 
 
+def test_a_tenant_cannot_push_its_idle_jobs_gpu_busy_to_keep_it_from_reclaim(tmp_path):
+    """Per-job health reads the exporter's per-GPU series. Slurm job 101 is idle on node-a:0; its tenant pushes that
+    GPU at 90% under the exporter's job (same job, node and GPU labels). The two series disagreed, so the job was
+    refused ("a second exporter?"): never idle, never reclaimed, for as long as the push stayed. The pushed group's
+    series are not the exporter's: the job is idle on the exporter's numbers, and the read says so once."""
+    from daemon.health.detect import detect
+    from daemon.sources.job_telemetry import JobTelemetrySource
+
+    lb = 'Hostname="node-a",gpu="0",hpc_job="101"'
+    real = metrics_target(f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{lb},UUID=\"GPU-a-0\"}} 0\n"
+                          f"DCGM_FI_DEV_FB_USED{{{lb},UUID=\"GPU-a-0\"}} 1000\n"
+                          f"DCGM_FI_DEV_FB_FREE{{{lb},UUID=\"GPU-a-0\"}} 79000\n"
+                          f"DCGM_FI_DEV_XID_ERRORS{{{lb},UUID=\"GPU-a-0\"}} 0\n")
+    try:
+        with pushgateway_server(tmp_path) as pgw:
+            cfg = ("global:\n  scrape_interval: 1s\n  scrape_timeout: 500ms\nscrape_configs:\n"
+                   f"  - job_name: dcgm-exporter\n    static_configs:\n"
+                   f"      - targets: ['127.0.0.1:{real.server_address[1]}']\n"
+                   f"  - job_name: pushgateway\n    honor_labels: true\n    static_configs:\n"
+                   f"      - targets: ['{pgw.removeprefix('http://')}']\n")
+            with prometheus_server(tmp_path, cfg) as (url, _):
+                assert httpx.put(f"{pgw}/metrics/job/dcgm-exporter",
+                                 content=f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{lb}}} 0.9\n").status_code == 200
+                wait_for(lambda: count(url, 'count(DCGM_FI_PROF_GR_ENGINE_ACTIVE{job="dcgm-exporter"})') == 2,
+                         what="the exporter and the push scraped")
+                time.sleep(10)   # past idle_warn_minutes (6 s)
+                hc = {"enabled": True, "idle_warn_minutes": 0.1, "idle_action_minutes": 0.1, "max_gap_s": 2}
+                c = Config(source={"kind": "prometheus", "prometheus": {"url": url, "timeout_s": 2, "retries": 0}},
+                           cycle={"history_steps": 60, "resolution_s": 1, "stale_after_s": 3}, health=hc)
+                statuses, found = detect(JobTelemetrySource(c).read(), c.health, c.cycle.stale_after_s)
+                st = {s.job: s for s in statuses}
+                assert st["101"].state != "rejected", st["101"].why
+                assert [(f.kind, f.job) for f in found] == [("idle", "101")]
+    finally:
+        real.shutdown()
+        real.server_close()
+
+
 def test_the_pushed_groups_selector_keeps_the_exporters_job_and_instance_matchers():
     assert pushed_selector('job="dcgm-exporter"') == 'push_time_seconds{job="dcgm-exporter"}'
     # a label the push's path need not carry is left out: a group under the exporter's job is enough
