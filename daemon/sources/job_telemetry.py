@@ -101,6 +101,8 @@ class JobTelemetrySource:
         the exporter's, and a tenant could push its own idle job's GPUs busy (the series then disagreed: refused,
         never reclaimed) or another job's under its labels."""
         sel = pushed_selector(self.cfg.source.prometheus.exporter_selector)
+        if sel is None:   # the selector takes every scrape job's series, knowingly
+            return []
         query = f"last_over_time({sel}[{int(np.ceil(end - start + self.step_s))}s])"
         items = self._ask(query, lambda: self.prom.custom_query(query, params={"time": f"{end:.3f}"}), _VECTOR,
                           "instant vector")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import re
 import time
 from typing import Annotated, Any, Callable, Iterable, Iterator
 
@@ -82,11 +83,29 @@ PUSHED_METRIC = "push_time_seconds"
 PUSH_GROUP_LABELS = ("job", "instance")   # the labels a push group and each of its series surely share
 
 
-def pushed_selector(exporter_selector: str) -> str:
+ANY_JOB = "gpuas-probe-any-scrape-job"   # a job no site names: a selector passing it takes every scrape job's series
+
+
+def _passes(m: Any, value: str) -> bool:
+    """Whether matcher `m` passes a label `value`, as Prometheus reads it (a regex is anchored at both ends)."""
+    if m.op in ("=", "!="):
+        return (value == m.value) == (m.op == "=")
+    try:
+        return bool(re.fullmatch(m.value, value)) == (m.op == "=~")
+    except re.error:
+        return False
+
+
+def pushed_selector(exporter_selector: str) -> str | None:
     """The PromQL selector of the Pushgateway groups whose series pass `exporter_selector` as the exporter's: its
     matchers on job and instance (every pushed series has its group's), or all of them where it has none of those
-    (then a group whose series carry more labels than its path may go unseen: select the exporter by job)."""
+    (then a group whose series carry more labels than its path may go unseen: select the exporter by job). None where
+    its job matchers pass any job and none names the instance (`job=~".+"`, the documented way of counting every
+    scrape job knowingly): every group would pass, a backup job's metrics too, and the site has chosen to count them."""
     ms = sorted(label_matchers(exporter_selector))
+    jobs = [m for m in ms if m.name == "job"]
+    if jobs and all(_passes(m, ANY_JOB) for m in jobs) and not any(m.name == "instance" for m in ms):
+        return None
     kept = [m for m in ms if m.name in PUSH_GROUP_LABELS] or ms
     return PUSHED_METRIC + "{" + ", ".join(f"{m.name}{m.op}{json.dumps(m.value)}" for m in kept) + "}"
 
@@ -395,13 +414,15 @@ class PrometheusSource:
         series cannot be told from the pushed ones at such a step, so it is read as not scraped (every tenant
         missing, never the pushed GPUs). A group deleted since still has its steps in Prometheus, which a history
         read after it (the gap the refused cycles left, a backfill) would otherwise take in."""
+        if self.pushed is None:
+            return np.zeros(n, dtype=bool)
         _, pushed = self._grid(f"count({self.pushed})", start, end, n, key=lambda _: None)
         return (np.nan_to_num(pushed) > 0).any(axis=0) if len(pushed) else np.zeros(n, dtype=bool)
 
     def _refuse_pushed(self, at: float) -> None:
         """A SourceError (the plan is kept, nothing new preempted) while a Pushgateway group passes as the exporter
         now (pushed_selector): its series would be read as GPUs, demand, capacity and nodes of any tenant."""
-        groups = [labels for labels, _ in self._instant(self.pushed, at)]
+        groups = [labels for labels, _ in self._instant(self.pushed, at)] if self.pushed is not None else []
         if groups:
             raise SourceError(pushed_refusal(self.shown_url, self.pc.exporter_selector, groups,
                                              "refusing the answers"))
@@ -659,7 +680,8 @@ class PrometheusSource:
             return None
         query = self.pc.query("request_rate")
         try:
-            pushed = [labels for labels, _ in self._instant(pushed_selector(self.pc.ingress_selector), now)]
+            sel = pushed_selector(self.pc.ingress_selector)
+            pushed = [labels for labels, _ in self._instant(sel, now)] if sel is not None else []
             if pushed:   # a Pushgateway group passes as the ingress: its pushes would be any tenant's requests
                 raise SourceError(pushed_refusal(self.shown_url, self.pc.ingress_selector, pushed,
                                                  "the request rates are unknown while it does", "the ingress"))

@@ -186,3 +186,8 @@ def test_the_pushed_groups_selector_keeps_the_exporters_job_and_instance_matcher
     assert pushed_selector('instance=~"10\\\\..*", job!="x"') == \
         'push_time_seconds{instance=~"10\\\\..*", job!="x"}'
     assert pushed_selector('service="dcgm"') == 'push_time_seconds{service="dcgm"}'
+    # a selector that takes every scrape job's series (the documented opt-out) takes the Pushgateway's knowingly:
+    # every group would pass it, a backup job's metrics too
+    for every in ('job=~".+"', 'job!="x"', 'job!~"tenant-.*"', 'job=~".*", namespace!=""'):
+        assert pushed_selector(every) is None, every
+    assert pushed_selector('job=~"dcgm-exporter|dcgm"') == 'push_time_seconds{job=~"dcgm-exporter|dcgm"}'
