@@ -107,7 +107,7 @@ def test_steps_a_pushed_group_passed_as_the_exporter_are_missing_once_it_is_gone
     missing (NaN) for every tenant, the others the exporter's 2 and 1. (team-a stays missing after, for the
     missing query's lookback: the pushed GPUs named it and are gone, so they read as its stale GPUs, never as 0.)"""
     url, pgw = prom
-    time.sleep(4)   # a few steps of the exporter alone first
+    time.sleep(6)   # a few steps of the exporter alone first
     push(url, pgw)
     assert httpx.delete(f"{pgw}{GROUP}").status_code in (200, 202)
     wait_for(lambda: count(url, 'count(DCGM_FI_DEV_GPU_UTIL{job="dcgm-exporter"})') == 8
@@ -115,10 +115,10 @@ def test_steps_a_pushed_group_passed_as_the_exporter_are_missing_once_it_is_gone
     time.sleep(2)
     hist = PrometheusSource(config(url)).collect(60).history
     a, b = hist["team-a"].to_numpy(), hist["team-b"].to_numpy()
-    assert np.isfinite(a).sum() >= 3 and set(a[np.isfinite(a)]) == {2.0}, f"team-a's history: {a.tolist()}"
+    assert np.isfinite(a).sum() >= 2 and set(a[np.isfinite(a)]) == {2.0}, f"team-a's history: {a.tolist()}"
     scraped = b[int(np.argmax(np.isfinite(b))):]   # from Prometheus' first scrape on
     assert set(scraped[np.isfinite(scraped)]) == {1.0}
-    assert np.isnan(scraped).sum() >= 3, f"the steps the pushed group was there are not missing: {b.tolist()}"
+    assert np.isnan(scraped).sum() >= 2, f"the steps the pushed group was there are not missing: {b.tolist()}"
 
 
 def test_a_group_pushed_under_the_ingress_job_leaves_the_request_rates_unknown(prom, caplog):
@@ -166,8 +166,8 @@ def test_a_tenant_cannot_push_its_idle_jobs_gpu_busy_to_keep_it_from_reclaim(tmp
                                  content=f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{lb}}} 0.9\n").status_code == 200
                 wait_for(lambda: count(url, 'count(DCGM_FI_PROF_GR_ENGINE_ACTIVE{job="dcgm-exporter"})') == 2,
                          what="the exporter and the push scraped")
-                time.sleep(10)   # past idle_warn_minutes (6 s)
-                hc = {"enabled": True, "idle_warn_minutes": 0.1, "idle_action_minutes": 0.1, "max_gap_s": 2}
+                time.sleep(12)   # past idle_warn_minutes (6 s)
+                hc = {"enabled": True, "idle_warn_minutes": 0.1, "idle_action_minutes": 0.1, "max_gap_s": 5}
                 c = Config(source={"kind": "prometheus", "prometheus": {"url": url, "timeout_s": 2, "retries": 0}},
                            cycle={"history_steps": 60, "resolution_s": 1, "stale_after_s": 3}, health=hc)
                 statuses, found = detect(JobTelemetrySource(c).read(), c.health, c.cycle.stale_after_s)
