@@ -34,7 +34,7 @@ from daemon.policy.state import ClusterState, Jobs, Nodes
 from daemon.sources.base import Collected, SourceError
 from daemon.sources.history import History
 from daemon.sources.redact import redact_text, redact_url
-from daemon.sources.scheduler_bounds import bound_capacity, cap_demand
+from daemon.sources.scheduler_bounds import bound_capacity, cap_demand, mark_silent
 from daemon.text import one_line, plural
 
 log = logging.getLogger("gpu_autoscaler.source.prometheus")
@@ -232,6 +232,7 @@ class PrometheusSource:
         self._reported_unknown: set[str] = set()
         self._capped: dict[str, int] = {}    # tenant -> GPUs of demand capped, as last logged
         self._dropped: dict[str, int] = {}   # node -> GPUs left out of capacity, as last logged
+        self._silent: tuple[str, ...] = ()   # nodes read as silent (mark_silent), as last logged
         hc = cfg.history
         if history is None and hc.incremental:   # in memory only; the runtime passes one persisted on disk
             history = History(self.step_s, max(cfg.cycle.history_steps, hc.keep_steps or 0),
@@ -606,14 +607,20 @@ class PrometheusSource:
                 used = np.where(gaps, np.nan, total)
         else:
             used = np.full(len(tenants), np.nan)
-        missing = tuple(t for t, u in zip(tenants, used) if not np.isfinite(u))
         jobs = self._jobs(tenants)
+        nodes = self._nodes(tenants, now)
+        silent: tuple[str, ...] = ()
+        if self.jobs_provider is not None and self.nodes_provider is not None:   # exporters silent past 15 min
+            before = used
+            used, silent = mark_silent(used, cap, self.pc.node_label, nodes, jobs)
+            history = self._history_silent(history, owner, tenants, np.isnan(used) & ~np.isnan(before), last_is_now)
+        self._report_silent(silent)
+        missing = tuple(t for t, u in zip(tenants, used) if not np.isfinite(u))
         capped: dict[str, int] = {}
         if self.jobs_provider is not None:   # the scheduler's jobs bound each tenant's demand
             used, excess = cap_demand(used, jobs, covered=self._covered(tenants, jobs))
             capped = {tenants[i]: int(round(excess[i])) for i in np.flatnonzero(excess > 0)}
         self._report_capped(capped)
-        nodes = self._nodes(tenants, now)
         dropped: dict[str, int] = {}
         if self.nodes_provider is not None and nodes is not None:   # the scheduler's nodes bound the capacity
             capacity, dropped = bound_capacity(cap, self.pc.node_label, nodes)
@@ -630,6 +637,29 @@ class PrometheusSource:
         if missing:
             log.warning("no fresh sample for %s: %s", plural(len(missing), "tenant"), ", ".join(missing[:10]))
         return Collected(history, state)
+
+    @staticmethod
+    def _history_silent(history: pd.DataFrame, owner: list[str], tenants: tuple[str, ...], silent: np.ndarray,
+                        last_is_now: bool) -> pd.DataFrame:
+        """The history with its last step (this cycle's `used`) NaN for the tenants mark_silent made missing, in a
+        copy (the History's frame is read-only). Older steps stay as Prometheus says: which nodes the scheduler
+        listed then is not known, so a silent node's tenants read 0 there once the missing query forgets them."""
+        if not silent.any() or not last_is_now:
+            return history
+        gone = {tenants[i] for i in np.flatnonzero(silent)}
+        vals = history.to_numpy(dtype=float, copy=True)
+        vals[-1, [i for i, o in enumerate(owner) if o in gone]] = np.nan
+        return pd.DataFrame(vals, index=history.index, columns=history.columns, copy=False)
+
+    def _report_silent(self, silent: tuple[str, ...]) -> None:
+        """One log line when the nodes read as silent change, not every cycle."""
+        if silent != self._silent and silent:
+            log.warning("no GPU series from %s the scheduler lists up with running GPU jobs (%s): their tenants "
+                        "are missing, not idle (exporter down or its scrape broken?)", plural(len(silent), "node"),
+                        ", ".join(silent[:10]))
+        elif silent != self._silent:
+            log.info("every node the scheduler lists with running GPU jobs reports GPU series again")
+        self._silent = silent
 
     def _covered(self, tenants: tuple[str, ...], jobs: Jobs) -> np.ndarray:
         """Per tenant, whether the scheduler's view covers it: a configured tenant, or one it lists a job for. A

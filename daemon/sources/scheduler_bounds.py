@@ -11,6 +11,9 @@ are the second line, for whatever still gets through (a relabelling mistake, a t
   reported (the plan's demand_capped, gpuas_demand_capped_gpus, one log line per tenant per change). A name the
   scheduler's view does not cover (no configured tenant, no job listed: on Kubernetes, pods of other namespaces
   are not listed) is left as it is.
+- silence: a node the scheduler lists up (GPUs > 0) with running GPU jobs, that has no series in a capacity answer
+  naming nodes, has a silent exporter (crashed, its scrape broken); past the missing query's 15 minutes its tenants'
+  GPUs would read as 0. Each tenant with a running GPU job there is missing (NaN), never idle.
 
 Pure functions: no I/O, no clock. Only applied where a scheduler view exists (a Slurm or Kubernetes actuator
 lists the jobs and nodes); without one the metrics are all there is.
@@ -67,3 +70,32 @@ def cap_demand(used: np.ndarray, jobs: Jobs, covered: np.ndarray | None = None) 
     if covered is not None:
         excess = np.where(covered, excess, 0.0)
     return used - excess, excess
+
+
+def mark_silent(used: np.ndarray, answer: list[tuple[dict[str, str], float]], node_label: str,
+                nodes: Nodes | None, jobs: Jobs) -> tuple[np.ndarray, tuple[str, ...]]:
+    """(used with NaN for each tenant running a GPU job on a silent node, the silent nodes sorted).
+
+    A node is silent where the scheduler lists it up (GPUs > 0) with a running GPU job on it (the job's node
+    column names it) and the capacity ``answer`` has no series for it at this step. Only judged where the
+    answer says nodes as bound_capacity reads them (every series names its node, at least one the scheduler's):
+    an answer that names none (the default ``count(...)``), or spells every name otherwise, cannot tell a silent
+    node, so nothing changes. ``used`` is indexed like the jobs' tenant column; its GPUs read elsewhere are not
+    added back: a silent tenant is unknown, not its other GPUs plus a guess. A job on several nodes (a Slurm
+    hostlist in the node column) names no listed node and is not judged here."""
+    used = np.asarray(used, dtype=float)
+    if nodes is None or not answer or not all(labels.get(node_label) for labels, _ in answer):
+        return used, ()
+    reported = {labels[node_label] for labels, _ in answer}
+    up = {str(n) for n, g in zip(nodes.names.tolist(), nodes.gpus.tolist()) if int(g) > 0}
+    if not reported & {str(n) for n in nodes.names.tolist()}:
+        return used, ()
+    run = jobs.running & (jobs.gpus > 0)
+    on = np.array([str(n) for n in jobs.node[run]], dtype=object)
+    quiet = np.array([n in up and n not in reported for n in on], dtype=bool)
+    if not quiet.any():
+        return used, ()
+    out = used.copy()
+    tenants = jobs.tenant[run][quiet]
+    out[tenants[tenants < len(out)]] = np.nan
+    return out, tuple(sorted(set(on[quiet].tolist())))

@@ -1,0 +1,89 @@
+"""An exporter silent past the missing query's 15 minutes reads as missing, not zero load (security read hsec8).
+
+missing_query lists a tenant only while its GPUs were seen in the last 15 minutes; after that a node whose DCGM
+exporter crashed has no series at all, and its tenants' GPUs would read 0 while the scheduler still runs their jobs
+there. mark_silent: a node the scheduler lists up with running GPU jobs and no series in a capacity answer naming
+nodes is silent, and each tenant running a GPU job on it is unknown (NaN)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from daemon.policy.state import Jobs, Nodes
+from daemon.sources.prometheus import PrometheusSource
+from daemon.sources.scheduler_bounds import mark_silent
+
+pytestmark = pytest.mark.security
+
+
+def nodes(**gpus: int) -> Nodes:
+    n = len(gpus)
+    return Nodes(names=np.array(list(gpus), dtype=object), gpus=np.array(list(gpus.values()), dtype=np.int64),
+                 free=np.zeros(n, dtype=np.int64), draining=np.zeros(n, dtype=np.int64),
+                 held_by=np.full(n, -1, dtype=np.int64))
+
+
+def jobs(rows: list[tuple[int, int, bool, str]]) -> Jobs:
+    """(tenant index, GPUs, running, node) per job."""
+    n = len(rows)
+    t, g, r, on = zip(*rows)
+    return Jobs(ids=np.array([str(i) for i in range(n)], dtype=object), tenant=np.array(t, dtype=np.int64),
+                gpus=np.array(g, dtype=np.int64), priority=np.ones(n, dtype=np.int8), running=np.array(r, bool),
+                runtime_s=np.zeros(n), wait_s=np.zeros(n), node=np.array(on, dtype=object))
+
+
+def by_node(**gpus: float) -> list[tuple[dict[str, str], float]]:
+    return [({"Hostname": n}, v) for n, v in gpus.items()]
+
+
+VIEW = nodes(n1=8, n2=8, n3=8)
+# team 0 runs 8 GPUs on n2, whose exporter is silent; team 1 runs 2 on n1; team 2 runs 1 on n1 and 1 on n2
+JOBS = jobs([(0, 8, True, "n2"), (1, 2, True, "n1"), (2, 1, True, "n1"), (2, 1, True, "n2")])
+
+
+def test_a_tenant_running_on_a_node_absent_from_the_answer_is_missing_not_idle():
+    used = np.array([0.0, 2.0, 1.0])   # what Prometheus says once missing_query forgot n2's GPUs
+    out, silent = mark_silent(used, by_node(n1=8, n3=8), "Hostname", VIEW, JOBS)
+    assert np.isnan(out[0]), "an 8-GPU job runs on n2, whose exporter says nothing: not 0 GPUs"
+    assert np.isnan(out[2])            # a GPU on n2 too: its 1 GPU on n1 is not all it uses
+    assert out[1] == 2 and silent == ("n2",)
+    assert used[0] == 0                # the caller's array is left as it was
+
+
+def test_only_an_up_node_with_running_gpu_jobs_and_no_series_is_silent():
+    """A node the scheduler has down (0 GPUs), one with only pending or GPU-less jobs, one in the answer: none is
+    silent; an unknown tenant stays unknown."""
+    view = nodes(n1=8, n2=0, n3=8, n4=8)
+    js = jobs([(0, 4, True, "n2"), (1, 4, False, ""), (1, 0, True, "n3"), (2, 4, True, "n1")])
+    used = np.array([0.0, 0.0, np.nan])
+    out, silent = mark_silent(used, by_node(n1=8), "Hostname", view, js)
+    assert out[:2].tolist() == [0, 0] and np.isnan(out[2]) and silent == ()
+
+
+@pytest.mark.parametrize("answer", [[({}, 16.0)], by_node(**{"n1.example.org": 8, "n3.example.org": 8}), []],
+                         ids=["names-no-node", "names-spelt-otherwise", "empty"])
+def test_an_answer_that_cannot_tell_a_silent_node_changes_nothing(answer):
+    """The default count(...) names no node, FQDNs name none the scheduler lists: no way to tell, nothing new."""
+    used = np.array([0.0, 2.0, 1.0])
+    out, silent = mark_silent(used, answer, "Hostname", VIEW, JOBS)
+    assert out.tolist() == used.tolist() and silent == ()
+
+
+def test_without_a_node_view_nothing_changes():
+    out, silent = mark_silent(np.array([0.0, 2.0, 1.0]), by_node(n1=8), "Hostname", None, JOBS)
+    assert out.tolist() == [0, 2, 1] and silent == ()
+
+
+def test_only_the_historys_last_step_of_a_silent_tenant_is_made_missing_every_type_of_it():
+    """The last step is this cycle's `used`; the older steps stay as Prometheus says (which nodes the scheduler
+    listed then is not known). On a mixed fleet each of the tenant's types is missing; the History's own frame
+    (read-only) is not written to."""
+    idx = pd.date_range("2026-12-07", periods=3, freq="60s", tz="UTC")
+    vals = np.array([[8.0, 1.0, 2.0]] * 3)
+    vals.flags.writeable = False
+    hist = pd.DataFrame(vals, index=idx, columns=["a@h100", "a@a100", "b@h100"], copy=False)
+    out = PrometheusSource._history_silent(hist, ["a", "a", "b"], ("a", "b"), np.array([True, False]), True)
+    assert out.iloc[:-1].to_numpy().tolist() == [[8, 1, 2]] * 2
+    assert np.isnan(out.iloc[-1, :2]).all() and out.iloc[-1, 2] == 2 and hist.iloc[-1, 0] == 8
