@@ -609,12 +609,11 @@ class PrometheusSource:
             used = np.full(len(tenants), np.nan)
         jobs = self._jobs(tenants)
         nodes = self._nodes(tenants, now)
-        silent: tuple[str, ...] = ()
-        if self.jobs_provider is not None and self.nodes_provider is not None:   # exporters silent past 15 min
-            before = used
+        if self.jobs_provider is not None and self.nodes_provider is not None and nodes is not None:
+            before = used   # exporters silent past the missing query's 15 minutes: their tenants are missing
             used, silent = mark_silent(used, cap, self.pc.node_label, nodes, jobs)
             history = self._history_silent(history, owner, tenants, np.isnan(used) & ~np.isnan(before), last_is_now)
-        self._report_silent(silent)
+            self._report_silent(silent)
         missing = tuple(t for t, u in zip(tenants, used) if not np.isfinite(u))
         capped: dict[str, int] = {}
         if self.jobs_provider is not None:   # the scheduler's jobs bound each tenant's demand
