@@ -343,12 +343,15 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
                                tuple(drains.get((str(t), int(h)), ())) if track else ()))
                 seq += 1
                 bases.add(_DRAINING)
-        node_ix = nodes.index_of(jobs.node[running])
-        placed = node_ix >= 0             # a job on a node the view does not have gives back nothing known
+        # a part per job and node: a job on several nodes gives back its GPUs on each (Jobs.parts)
+        p_pos, p_ix, p_g = jobs.parts(nodes, running)
+        placed = np.zeros(running.size, dtype=bool)   # a job on no node the view has gives back nothing known
+        placed[p_pos[p_ix >= 0]] = True
         unknown_ends = int((placed & ~known).sum())
         use = placed & known
         _add_bases(bases, by_limit[use])
-        for end, ni, g in zip(ends[use].tolist(), node_ix[use].tolist(), jobs.gpus[running][use].tolist()):
+        p_use = (p_ix >= 0) & use[p_pos]
+        for end, ni, g in zip(ends[p_pos[p_use]].tolist(), p_ix[p_use].tolist(), p_g[p_use].tolist()):
             events.append((end, seq, str(types[ni]), int(holders[ni]), float(g), ((ni, float(g)),) if track else ()))
             seq += 1
     else:

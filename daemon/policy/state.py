@@ -42,6 +42,10 @@ class Jobs:
     packed: np.ndarray | None = None        # per job, bool: its nodes_asked are pods that may share a node (a
                                             # Kubernetes gang: a Kueue Workload of k pods of gpus/k each), not k
                                             # distinct nodes (Slurm -N); None or False: distinct nodes
+    on_nodes: np.ndarray | None = None      # per job, a tuple of the node names a running job runs on where they
+                                            # are several (Slurm's expanded %N; `node` is then the hostlist, which
+                                            # names no node), () otherwise; None: every job on its `node`. Read
+                                            # through `parts`, which gives its GPUs on each
 
     @staticmethod
     def empty() -> "Jobs":
@@ -59,7 +63,8 @@ class Jobs:
                     idle=None if self.idle is None else self.idle[mask],
                     time_limit_s=None if self.time_limit_s is None else self.time_limit_s[mask],
                     nodes_asked=None if self.nodes_asked is None else self.nodes_asked[mask],
-                    packed=None if self.packed is None else self.packed[mask])
+                    packed=None if self.packed is None else self.packed[mask],
+                    on_nodes=None if self.on_nodes is None else self.on_nodes[mask])
 
     @staticmethod
     def concat(parts: "list[Jobs]") -> "Jobs":
@@ -85,7 +90,30 @@ class Jobs:
         return Jobs(*(np.concatenate([getattr(p, f) for p in parts]) for f in
                       ("ids", "tenant", "gpus", "priority", "running", "runtime_s", "wait_s", "node")),
                     accepts=col("accepts", ()), idle=col("idle", False), time_limit_s=col("time_limit_s", np.nan),
-                    nodes_asked=col("nodes_asked", 1), packed=col("packed", False))
+                    nodes_asked=col("nodes_asked", 1), packed=col("packed", False),
+                    on_nodes=col("on_nodes", ()))
+
+    def parts(self, nodes: "Nodes", rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Where the jobs ``rows`` (indices) run, a part per job and node: each part's position in ``rows``, its
+        node's index in ``nodes`` (-1: not in the view) and its GPUs there. A job on several nodes (``on_nodes``)
+        has a part on each, its GPUs split evenly (what Slurm gives a --gres=gpu:N job on each node; a --gpus job's
+        remainder is counted on its first nodes); any other job one part, all its GPUs, on its ``node``. Without
+        ``on_nodes``, exactly ``(arange, index_of(node), gpus)``."""
+        rows = np.asarray(rows, dtype=np.int64)
+        pos, at, g = np.arange(rows.size), nodes.index_of(self.node[rows]), self.gpus[rows].astype(np.int64)
+        if self.on_nodes is None or rows.size == 0:
+            return pos, at, g
+        multi = [(p, names) for p, names in enumerate(self.on_nodes[rows].tolist()) if names and len(names) > 1]
+        if not multi:
+            return pos, at, g
+        keep = np.ones(rows.size, dtype=bool)
+        keep[[p for p, _ in multi]] = False
+        m_pos = np.concatenate([np.full(len(names), p) for p, names in multi])
+        m_at = nodes.index_of(np.array([n for _, names in multi for n in names], dtype=object))
+        m_g = np.concatenate([int(g[p]) // len(names) + (np.arange(len(names)) < int(g[p]) % len(names))
+                              for p, names in multi]).astype(np.int64)
+        order = np.argsort(np.r_[pos[keep], m_pos], kind="stable")
+        return (np.r_[pos[keep], m_pos][order], np.r_[at[keep], m_at][order], np.r_[g[keep], m_g][order])
 
 
 @dataclass(frozen=True)

@@ -365,3 +365,38 @@ def test_a_job_on_several_nodes_starts_only_where_that_many_nodes_have_its_gpus_
     one = {e.job_id: e for e in estimate(_multinode((8, 0, 0), asked=(1, 1)), RunLengths(),
                                          time_limit_s=MULTI_LIMITS)}
     assert {j: one[j].p50_s for j in ("M", "Q")} == {"M": 0.0, "Q": 300.0}
+
+
+def _running_on_two_nodes(asked: int) -> ClusterState:
+    """Two 8-GPU nodes, both full with R (tenant a, -N 2 --gres=gpu:8: 16 GPUs, squeue's node 'gn[1-2]', time
+    limit 100 s, just started); pending P of tenant n, 8 GPUs on ``asked`` nodes."""
+    on = np.empty(2, dtype=object)
+    on[0], on[1] = ("gn1", "gn2"), ()
+    jobs = Jobs(ids=np.array(["R", "P"], dtype=object), tenant=np.array([0, 2]), gpus=np.array([16, 8]),
+                priority=np.array([1, 1], dtype=np.int8), running=np.array([True, False]),
+                runtime_s=np.array([0.0, 0.0]), wait_s=np.array([0.0, 60.0]),
+                node=np.array(["gn[1-2]", ""], dtype=object), nodes_asked=np.array([2, asked]),
+                on_nodes=on)
+    nodes = Nodes(names=np.array(["gn1", "gn2"], dtype=object), gpus=np.array([8, 8]), free=np.array([0, 0]),
+                  draining=np.array([0, 0]), held_by=np.array([UNHELD, UNHELD]))
+    return ClusterState(at=pd.Timestamp("2026-01-05T00:00:00Z"), tenants=TENANTS, tiers=TIERS, capacity=16,
+                        used=np.array([16.0, 0, 0, 0]), pending=np.array([0.0, 0, 8, 0]), jobs=jobs, nodes=nodes)
+
+
+def test_a_running_job_on_several_nodes_gives_back_its_gpus_on_each_of_its_nodes_at_its_end():
+    """By hand: R (2 x 8 on gn1, gn2) ends at its 100 s limit, giving back 8 on gn1 and 8 on gn2; P (8 GPUs on one
+    node, or -N 2 x 4) starts then, at 100 (p50 = p90: the limit alone). The old code found R on no node (its
+    node is the hostlist 'gn[1-2]'): it gave back nothing and P was 'unknown: not enough GPUs'."""
+    for asked in (1, 2):
+        got = {e.job_id: e for e in estimate(_running_on_two_nodes(asked), RunLengths(), time_limit_s={"R": 100.0})}
+        assert (got["P"].p50_s, got["P"].p90_s) == (100.0, 100.0), asked
+
+
+def test_jobs_parts_splits_a_job_on_several_nodes_over_them():
+    st = _running_on_two_nodes(1)
+    pos, at, g = st.jobs.parts(st.nodes, np.array([0]))
+    assert (pos.tolist(), at.tolist(), g.tolist()) == ([0, 0], [0, 1], [8, 8])
+    odd = dataclasses.replace(st.jobs, gpus=np.array([5, 8]), node=np.array(["gn1", ""], dtype=object),
+                              on_nodes=None)   # no column: the job on its node, as before
+    pos, at, g = odd.parts(st.nodes, np.array([0, 1]))
+    assert (pos.tolist(), at.tolist(), g.tolist()) == ([0, 1], [0, -1], [5, 8])

@@ -155,6 +155,11 @@ class ClusterView:
         since = [j.submitted if (e := by_id(eligible, j)) is None else
                  (np.fmax(j.submitted, e) if np.isfinite(e) else now)
                  for j in rows]
+        # a running job on several nodes: its nodes, where its GPUs are given back (the start estimate) and freed
+        # by its requeue (the plan's preemption); `node` keeps squeue's hostlist, which names no node
+        on_nodes = np.empty(len(rows), dtype=object)
+        for i, (j, r) in enumerate(zip(rows, run)):   # one by one: numpy reads a list of equal tuples as 2-D
+            on_nodes[i] = tuple(expand_hostlist(j.nodes)) if r and j.node_count > 1 else ()
         accepts = None
         if self.resolver is not None:
             accepts = np.empty(len(rows), dtype=object)
@@ -171,7 +176,8 @@ class ClusterView:
                     # the start estimate ends a running job by its time limit (policy/eta.py)
                     time_limit_s=np.array([j.time_limit_s for j in rows], dtype=float),
                     # the plan rounds a hold for a job on several nodes up to a node per node asked
-                    nodes_asked=np.array([max(1, j.node_count) for j in rows], dtype=np.int64))
+                    nodes_asked=np.array([max(1, j.node_count) for j in rows], dtype=np.int64),
+                    on_nodes=on_nodes if any(on_nodes) else None)   # none on several nodes: no column to scan
 
     def hetjob_tiers(self, listed: list[SlurmJob]) -> dict[str, str]:
         """Heterogeneous job id -> the tier each of its components is read at (self.priority: het_tier): the highest
@@ -222,8 +228,8 @@ class ClusterView:
         """Every node slurmctld knows, as the policy's Nodes (raises SlurmError when slurmctld does not answer).
 
         - names: ``NodeName`` of ``scontrol -d -o show nodes``, as squeue's %N spells a single-node job's node
-          (cluster_jobs' node column). A job on several nodes has a hostlist there, which names no node: the
-          policy does not pick it to clear one node, but its GPUs count as used on each of its nodes (below).
+          (cluster_jobs' node column). A job on several nodes has a hostlist there, which names no node: its
+          nodes are in Jobs.on_nodes (Jobs.parts), and its GPUs count as used on each of them (below).
         - gpus: the configured GPUs (``Gres=gpu:N``); 0 when the node is DOWN, DRAIN(ING/ED), FAIL,
           NOT_RESPONDING (``*``), powered down, in maintenance or rebooting: it takes no new job.
         - free: configured minus allocated (``GresUsed``, Slurm's own count over every job on the node,
