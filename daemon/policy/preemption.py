@@ -249,21 +249,28 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
     left = int(need.sum())
     if left == 0 or budget_gpus <= 0 or budget_jobs <= 0 or int((need * gpus_of).sum()) < min_gpus:
         return empty, placed, left
-    # 2. preemption candidates: running low-priority jobs of unprotected tenants, by node, cheapest first
-    node_of = nodes.index_of(jobs.node)
-    cand = jobs.running & (jobs.priority == PRIORITY["low"]) & (node_of >= 0)
+    # 2. preemption candidates: running low-priority jobs of unprotected tenants, by node, cheapest first. A job on
+    # several nodes is a candidate on each (a part per node, Jobs.parts), at its whole cost: taken on one, it is
+    # requeued whole and frees its GPUs on all of them (`clear`), counted once in the budgets
+    cand = jobs.running & (jobs.priority == PRIORITY["low"])
     if protected.size:
         cand &= ~protected[jobs.tenant] | (False if takeable is None else np.asarray(takeable, dtype=bool))
     idx = np.flatnonzero(cand)
+    p_pos, node_of, part_g = jobs.parts(nodes, idx)
+    on = node_of >= 0
+    idx, node_of, part_g = idx[p_pos[on]], node_of[on], part_g[on]
     if idx.size == 0:
         return empty, placed, left
+    multi = jobs.on_nodes is not None and np.unique(idx).size < idx.size   # a job has parts on several nodes
     cost = jobs.gpus[idx] * jobs.runtime_s[idx]
     idle = idle_of(jobs, idx)
-    idx = idx[np.lexsort((jobs.runtime_s[idx], cost, node_of[idx]) if idle is None
-                         else (jobs.runtime_s[idx], cost, ~idle, node_of[idx]))]
+    o = np.lexsort((jobs.runtime_s[idx], cost, node_of) if idle is None
+                   else (jobs.runtime_s[idx], cost, ~idle, node_of))
+    idx = idx[o]
     c_idle = None if idle is None else np.asarray(jobs.idle[idx], dtype=bool)
-    c_node = node_of[idx]
-    c_g = jobs.gpus[idx].astype(np.int64)
+    c_node = node_of[o]
+    c_g = part_g[o].astype(np.int64)      # GPUs freed on its node; the budget counts the job's in all (c_all)
+    c_all = jobs.gpus[idx].astype(np.int64)
     c_cost = (jobs.gpus[idx] * jobs.runtime_s[idx]).astype(float)
     c_loss = gate.loss(jobs, idx) if gate is not None else None
     starts = np.r_[0, np.flatnonzero(np.diff(c_node)) + 1]
@@ -284,6 +291,11 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
             cleared_for.extend([t] * int(sl.size))
         freed = int(c_g[sl].sum())
         avail[g_nodes[b]] += freed - g
+        if multi:   # the same jobs' parts on their other nodes: freed there too, candidates no more
+            sib = np.flatnonzero(~taken & np.isin(idx, idx[sl]))
+            taken[sib] = True
+            np.add.at(avail, c_node[sib], c_g[sib])
+            freed += int(c_g[sib].sum())
         return freed, int(sl.size)
 
     # one waiting job at a time (largest first); each round clears the cheapest node that then fits it
@@ -350,6 +362,8 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
             if not ok.any():
                 break
             freed = np.where(ok, cum_g[np.minimum(pos, idx.size - 1)] - base_g, 0)
+            if multi:   # the budget: a job on several nodes frees its GPUs on all of them
+                freed = np.where(ok, _upto(c_all, taken, starts, np.minimum(pos, idx.size - 1)), 0)
             n_jobs = np.where(ok, pos - starts + 1, 0)       # upper bound (taken ones inside count too)
             ok &= (used_gpus + freed <= budget_gpus) & (used_jobs + n_jobs <= budget_jobs)
             if not ok.any():

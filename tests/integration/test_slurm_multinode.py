@@ -127,6 +127,39 @@ def test_the_plan_requeues_one_low_job_on_each_of_two_nodes_and_the_2_x_4_job_st
         gone = {x.job_id for x in p.preemptions}
         assert all(jobs(s)[j][0] == "RUNNING" for j in low if j not in gone)   # the other four run on
         a.release_holds()
+def test_the_plan_requeues_a_low_job_on_two_nodes_and_a_waiting_8_gpu_job_starts():
+    """Two 8-GPU nodes, both running one low -N 2 --gres=gpu:8 job; team-high's 8-GPU job waits. The view read the
+    low job's node as squeue's hostlist (gn[1-2]), which names no node, so the plan never took it as a candidate
+    and preempted nothing; now its nodes are read (Jobs.on_nodes), the plan requeues it, freeing 8 GPUs on each
+    node, and Slurm starts the high job."""
+    from daemon.policy import PolicyMemory, plan as make_plan
+    from daemon.policy.state import ClusterState
+
+    with slurm_cluster(nodes=NODES[:2], gpus=8) as s:
+        low = sbatch(s, "--partition=low", "--account=acct-low", "--gres=gpu:8", "-N", "2")
+        wait_for(lambda: jobs(s).get(low, ("",))[0] == "RUNNING", what="low job running", timeout=60)
+        high = sbatch(s, "--partition=high", "--account=acct-high", "--gres=gpu:8")
+        wait_for(lambda: jobs(s).get(high, ("",))[0] == "PENDING", what="high job pending", timeout=30)
+        a = SlurmActuator(SlurmActuatorConfig(slurm_conf=s["conf"], bin_dir="/usr/bin", warn_lead_s=0), TENANTS,
+                          dry_run=False)
+        tenants = ("team-high", "team-low")
+        js, nodes = a.cluster_jobs(tenants), a.cluster_nodes(tenants)
+        row = js.ids.tolist().index(low)
+        assert js.gpus[row] == 16 and js.on_nodes[row] == ("gn1", "gn2") and js.node[row] == "gn[1-2]"
+        used = np.array([float(js.gpus[js.running & (js.tenant == i)].sum()) for i in range(2)])
+        pending = np.array([float(js.gpus[~js.running & (js.tenant == i)].sum()) for i in range(2)])
+        st = ClusterState(at=pd.Timestamp.now(tz="UTC"), tenants=tenants, tiers=("high", "low"), capacity=16,
+                          used=used, pending=pending, jobs=js, nodes=nodes)
+        p = make_plan(None, st, PolicyMemory(), Config(tenants=[t.model_dump() for t in TENANTS],
+                                                       policy={"preempt_budget_share": 1.0, "headroom": 0.0}))
+        assert [(x.job_id, x.gpus) for x in p.preemptions] == [(low, 16)], p.notes
+        rep = a.apply(p)
+        assert rep.ok, rep.errors
+        wait_for(lambda: jobs(s)[high][0] == "RUNNING", what="the 8-GPU job running", timeout=90)
+        assert jobs(s)[low][0] != "RUNNING"
+        a.release_holds()
+
+
 def test_a_window_for_a_tenant_whose_jobs_ask_several_nodes_takes_nodes_its_job_starts_in():
     """Nodes of two sizes: gn1 of 16 GPUs, gn2 and gn3 of 8, each full of a low job; team-high's -N 2 --gres=gpu:4
     job pending, and a window of 16 GPUs for team-high, reserved ahead. The window took gn1 alone (the node with the

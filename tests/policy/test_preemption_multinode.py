@@ -118,3 +118,51 @@ def test_the_plan_preempts_for_a_waiting_2_x_4_job_on_two_nodes():
     assert sorted((x.job_id, x.node, x.gpus) for x in p.preemptions) == [("j1", "n0", 4), ("j3", "n1", 4)]
     one = plan(flat_forecast(("t0", "t1"), [0, 24]), _waiting(1), PolicyMemory(), CFG)
     assert sorted(x.job_id for x in one.preemptions) == ["j0", "j1"]   # one node of 8: as before
+
+
+def _low_on_two_nodes():
+    """L: a low -N 2 --gres=gpu:8 job of t1 on n0 and n1 (16 GPUs, squeue's node 'n[0-1]'), 100 s old; n2 full with
+    a low 8-GPU job of t1, 300 s old (2,400 GPU-s against L's 1,600)."""
+    on = np.empty(2, dtype=object)
+    on[0], on[1] = ("n0", "n1"), ()
+    jobs = dataclasses.replace(jobs_on([(1, 16, "low", "n[0-1]", 100.0), (1, 8, "low", "n2", 300.0)]),
+                               nodes_asked=np.array([2, 1]), on_nodes=on)
+    nodes = nodes_of(jobs, NAMES)
+    return jobs, dataclasses.replace(nodes, free=np.array([0, 0, 0]))
+
+
+def test_a_low_job_on_several_nodes_is_a_candidate_and_its_requeue_frees_all_its_nodes():
+    """By hand: one 8-GPU high job: L is the cheapest candidate (1,600 GPU-s on n0, and on n1), requeued; the old
+    code took only jobs whose node is a node name, so it cleared n2. Two 8-GPU high jobs: L alone makes room for
+    both (8 freed on n0 and 8 on n1), counted once: one job and 16 GPUs of the budgets. Within 8 GPUs of budget L
+    (16 in all) is not taken: n2's job is."""
+    jobs, nodes = _low_on_two_nodes()
+    chosen, placed, left = choose_placed(jobs, nodes, np.array([1, 0]), np.array([8, 1]), np.array([True, False]),
+                                         100, 100)
+    assert jobs.ids[chosen].tolist() == ["j0"] and (placed, left) == (1, 0)
+    chosen, placed, left = choose_placed(jobs, nodes, np.array([2, 0]), np.array([8, 1]), np.array([True, False]),
+                                         16, 1)
+    assert jobs.ids[chosen].tolist() == ["j0"] and (placed, left) == (2, 0)
+    chosen, placed, left = choose_placed(jobs, nodes, np.array([1, 0]), np.array([8, 1]), np.array([True, False]),
+                                         8, 100)
+    assert jobs.ids[chosen].tolist() == ["j1"] and (placed, left) == (1, 0)
+
+
+def test_the_plan_requeues_a_low_job_on_two_nodes_for_a_waiting_high_job():
+    """The same through the engine: t0's 8-GPU job waits, three full nodes; the plan requeues L (its node is
+    squeue's hostlist, which the actuator expands), not n2's older job."""
+    run, nodes = _low_on_two_nodes()
+
+    def obj(a, v):
+        return np.concatenate([a, np.array([v], dtype=object)])
+
+    jobs = Jobs(obj(run.ids, "hi"), np.r_[run.tenant, 0], np.r_[run.gpus, 8],
+                np.r_[run.priority, PRIORITY["high"]].astype(np.int8), np.r_[run.running, False],
+                np.r_[run.runtime_s, 0.0], np.r_[run.wait_s, 60.0], obj(run.node, ""),
+                nodes_asked=np.r_[run.nodes_asked, 1], on_nodes=np.r_[run.on_nodes, None])
+    jobs.on_nodes[-1] = ()
+    st = ClusterState(AT, ("t0", "t1"), ("high", "low"), 24, np.array([0.0, 24.0]), np.array([8.0, 0.0]), jobs,
+                      nodes=nodes)
+    p = plan(flat_forecast(("t0", "t1"), [8, 24]), st, PolicyMemory(), CFG)
+    assert [(x.job_id, x.node, x.gpus) for x in p.preemptions] == [("j0", "n[0-1]", 16)]
+
