@@ -594,19 +594,22 @@ def _on_own_nodes(state: ClusterState, n: int, used: np.ndarray) -> np.ndarray:
     mine = _running_on_own_node(state)
     if mine is None:
         return used
-    jobs, own = state.jobs, mine[0]
-    return np.bincount(jobs.tenant[own], weights=jobs.gpus[own], minlength=n).astype(float)
+    ten, g, _ = mine
+    return np.bincount(ten, weights=g, minlength=n).astype(float)
 
 
-def _running_on_own_node(state: ClusterState) -> tuple[np.ndarray, np.ndarray] | None:
-    """Per job: whether it runs on a node its own tenant holds, and its node's index (-1: not in the view); None
-    without a per-node view or jobs. The one test behind _on_own_nodes and _on_own_nodes_typed."""
+def _running_on_own_node(state: ClusterState) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The running jobs' parts on nodes their own tenant holds (a job on several nodes has a part on each,
+    Jobs.parts): each one's tenant, GPUs there and node index; None without a per-node view or jobs. The one test
+    behind _on_own_nodes and _on_own_nodes_typed."""
     jobs, nodes = state.jobs, state.nodes
     if nodes is None or not len(nodes) or not len(jobs):
         return None
-    at = nodes.index_of(jobs.node)
-    held = np.asarray(nodes.held_by)
-    return jobs.running & (at >= 0) & (np.where(at >= 0, held[np.maximum(at, 0)], -1) == jobs.tenant), at
+    run = np.flatnonzero(jobs.running)
+    pos, at, g = jobs.parts(nodes, run)
+    ten = jobs.tenant[run[pos]]
+    own = (at >= 0) & (np.where(at >= 0, np.asarray(nodes.held_by)[np.maximum(at, 0)], -1) == ten)
+    return ten[own], g[own], at[own]
 
 
 def _on_window_nodes(jobs, nodes, holds: _Holds, paused: np.ndarray) -> np.ndarray | None:
@@ -620,10 +623,12 @@ def _on_window_nodes(jobs, nodes, holds: _Holds, paused: np.ndarray) -> np.ndarr
         return None
     held = np.asarray(nodes.held_by)
     win_node = (held >= 0) & (holds.known[np.clip(held, 0, holds.known.size - 1)] > 0)
-    at = nodes.index_of(jobs.node)
-    on = np.where(at >= 0, win_node[np.maximum(at, 0)], False)
-    own = np.where(at >= 0, held[np.maximum(at, 0)] == jobs.tenant, False)
-    return on & ~own & (jobs.priority == PRIORITY["low"]) & ~paused[jobs.tenant]
+    pos, at, _ = jobs.parts(nodes, np.arange(len(jobs)))   # a job on several nodes: on any of them
+    at_ok = np.maximum(at, 0)
+    part = (at >= 0) & win_node[at_ok] & (held[at_ok] != jobs.tenant[pos])
+    on = np.zeros(len(jobs), dtype=bool)
+    on[pos[part]] = True
+    return on & (jobs.priority == PRIORITY["low"]) & ~paused[jobs.tenant]
 
 
 def _preempt_typed(jobs, nodes, typed: fleet.TypedHolds, holds: _Holds, need_gpus: np.ndarray,
@@ -694,8 +699,8 @@ def _on_own_nodes_typed(state: ClusterState, typed: fleet.TypedHolds, n: int) ->
     mine = _running_on_own_node(state)
     if mine is None:
         return out
-    jobs, (own, at) = state.jobs, mine
-    np.add.at(out, (jobs.tenant[own], typed.node_type[at[own]]), jobs.gpus[own])
+    ten, g, at = mine
+    np.add.at(out, (ten, typed.node_type[at]), g)
     return out
 
 

@@ -126,10 +126,11 @@ def split(state: ClusterState, res: np.ndarray, protected: np.ndarray, cfg: Conf
     jobs = state.jobs
     used = np.zeros((n, T), dtype=np.int64)
     if len(jobs):
-        node_of = nodes.index_of(jobs.node)
-        on = jobs.running & (node_of >= 0)
-        key = jobs.tenant[on] * T + node_type[node_of[on]]
-        used = np.bincount(key, weights=jobs.gpus[on], minlength=n * T).reshape(n, T).astype(np.int64)
+        run = np.flatnonzero(jobs.running)
+        pos, node_of, g = jobs.parts(nodes, run)   # a job on several nodes: its GPUs on each of them
+        on = node_of >= 0
+        key = jobs.tenant[run[pos[on]]] * T + node_type[node_of[on]]
+        used = np.bincount(key, weights=g[on], minlength=n * T).reshape(n, T).astype(np.int64)
     # demand per (held tenant, accept set)
     held = np.flatnonzero((res > 0) & protected)
     sets: dict[int, dict[tuple[str, ...], float]] = {}

@@ -49,19 +49,21 @@ def hold_use(state: ClusterState, tenant: int, pool: np.ndarray, protected: np.n
         row["free"] += int(nodes.free[k])
     jobs = state.jobs
     if len(jobs):
-        node_of = nodes.index_of(jobs.node)
-        on = jobs.running & (node_of >= 0)
+        run = np.flatnonzero(jobs.running)
+        pos, node_of, gpus = jobs.parts(nodes, run)   # a job on several nodes: its GPUs on each of them
+        on = node_of >= 0
         on[on] = held[node_of[on]]
         prot = np.asarray(protected, dtype=bool)
-        for j in np.flatnonzero(on):
+        for p in np.flatnonzero(on):
+            j, k = run[pos[p]], node_of[p]
             t = int(jobs.tenant[j])
             if t == tenant:
                 part = "own"
-            elif pool[t] and on_pool[node_of[j]]:
+            elif pool[t] and on_pool[k]:
                 part = "pool_others"
             elif jobs.priority[j] == PRIORITY["low"] and not prot[t]:
                 part = "others_preemptible"
             else:
                 part = "others_protected"
-            out[str(types[node_of[j]])][part] += int(jobs.gpus[j])
+            out[str(types[k])][part] += int(gpus[p])
     return dict(sorted(out.items()))

@@ -212,13 +212,12 @@ def _in_use_by_type(snap: Snapshot, tenant_index: int | None = None) -> dict[str
     if st is None or st.nodes is None or st.nodes.gpu_type is None or len(st.jobs) == 0:
         return {}
     j = st.jobs
-    node_of = st.nodes.index_of(j.node)
-    on = j.running & (node_of >= 0)
-    if tenant_index is not None:
-        on &= j.tenant == tenant_index
+    run = np.flatnonzero(j.running if tenant_index is None else j.running & (j.tenant == tenant_index))
+    _, node_of, gpus = j.parts(st.nodes, run)   # a job on several nodes: its GPUs on each of them
+    on = node_of >= 0
     types = st.nodes.gpu_type[node_of[on]].astype(str)
     out: dict[str, int] = {}
-    for t, g in zip(types.tolist(), j.gpus[on].tolist()):
+    for t, g in zip(types.tolist(), gpus[on].tolist()):
         out[t] = out.get(t, 0) + int(g)
     return out
 

@@ -166,3 +166,40 @@ def test_the_plan_requeues_a_low_job_on_two_nodes_for_a_waiting_high_job():
     p = plan(flat_forecast(("t0", "t1"), [8, 24]), st, PolicyMemory(), CFG)
     assert [(x.job_id, x.node, x.gpus) for x in p.preemptions] == [("j0", "n[0-1]", 16)]
 
+
+def test_a_job_on_several_nodes_counts_on_each_of_its_nodes_where_the_plan_maps_jobs_to_nodes():
+    """n0 held by t0 (a window of t0's), n1 and n2 unheld, 8 GPUs each. t0 runs A, -N 2 x 4 on n0 and n2, and B,
+    4 GPUs on n0; t1 (low) runs L, -N 2 x 4 on n0 and n1. By hand: t0 runs 8 GPUs on its own node n0 (A's 4 and
+    B's; the old code found A on no node: 4), and L is low work on a window's node of another tenant's (takeable by
+    the window's drain; the old code: not)."""
+    from types import SimpleNamespace
+
+    from daemon.policy.engine import _on_own_nodes, _on_window_nodes
+
+    on = np.empty(3, dtype=object)
+    on[0], on[1], on[2] = ("n0", "n2"), (), ("n0", "n1")
+    jobs = dataclasses.replace(jobs_on([(0, 8, "high", "n[0,2]", 100.0), (0, 4, "high", "n0", 100.0),
+                                        (1, 8, "low", "n[0-1]", 100.0)]), on_nodes=on)
+    nodes = dataclasses.replace(nodes_of(jobs, NAMES), free=np.array([0, 4, 4]), held_by=np.array([0, -1, -1]))
+    st = ClusterState(AT, ("t0", "t1"), ("high", "low"), 24, np.array([12.0, 8.0]), np.array([0.0, 0.0]), jobs,
+                      nodes=nodes)
+    assert _on_own_nodes(st, 2, st.used).tolist() == [8.0, 0.0]
+    take = _on_window_nodes(jobs, nodes, SimpleNamespace(known=np.array([4, 0])), np.zeros(2, dtype=bool))
+    assert take.tolist() == [False, False, True]
+
+
+def test_a_job_on_several_nodes_runs_its_gpus_on_each_of_its_nodes_types():
+    """A mixed fleet: n0 and n1 a100, n2 t4. t0 (high) runs -N 2 x 4 on n1 and n2 (squeue's 'n[1-2]'): by hand 4
+    on a100 and 4 on t4 (fleet.split's used per type, what its hold per type is short of); the old code found it on
+    no node: none on either."""
+    from daemon.policy import fleet
+
+    on = np.empty(1, dtype=object)
+    on[0] = ("n1", "n2")
+    jobs = dataclasses.replace(jobs_on([(0, 8, "high", "n[1-2]", 100.0)]), on_nodes=on)
+    nodes = dataclasses.replace(nodes_of(jobs, NAMES), free=np.array([8, 4, 4]),
+                                gpu_type=np.array(["a100", "a100", "t4"], dtype=object))
+    st = ClusterState(AT, ("t0", "t1"), ("high", "low"), 24, np.array([8.0, 0.0]), np.array([0.0, 0.0]), jobs,
+                      nodes=nodes)
+    typed = fleet.split(st, np.array([8, 0]), np.array([True, False]), Config(fleet={"types": ["a100", "t4"]}))
+    assert typed.types == ("a100", "t4") and typed.used.tolist() == [[4, 4], [0, 0]]

@@ -171,3 +171,30 @@ def test_on_a_one_model_cluster_the_page_does_not_name_the_default_type():
     text = client.get("/ui/tenants/tenant-0001").text
     assert "of your held GPUs run other tenants' work that is never preempted" in text, text[-3000:]
     assert "gpu GPUs" not in text
+
+
+def test_a_job_on_several_nodes_occupies_its_gpus_on_each_of_its_nodes():
+    """other-low's -N 2 --gres=gpu:4 job runs on n3 (t4, held for tenant-0001) and n4 (g2, not held): squeue's node
+    is the hostlist 'n[3-4]'. By hand: 4 of n3's 8 are other tenants' preemptible work, 4 free; the GPUs in use per
+    type count it on both (t4: 4, g2: 22 + 4). The old code found it on no node: n3 read 0 in use."""
+    from daemon.web.views import _in_use_by_type
+
+    st = _state()
+    j = st.jobs
+    on = np.empty(len(j) + 1, dtype=object)
+    on[:] = [()] * (len(j) + 1)
+    on[-1] = ("n3", "n4")
+
+    def add(a, v):
+        return np.concatenate([a, np.array([v], dtype=a.dtype)])
+
+    jobs = Jobs(add(j.ids, "l2"), add(j.tenant, 2), add(j.gpus, 8), add(j.priority, PRIORITY["low"]),
+                add(j.running, True), add(j.runtime_s, 600.0), add(j.wait_s, 0.0), add(j.node, "n[3-4]"),
+                accepts=np.concatenate([j.accepts, np.array([None], dtype=object)]), on_nodes=on)
+    jobs.accepts[-1] = ()
+    st = dataclasses.replace(st, jobs=jobs, nodes=dataclasses.replace(st.nodes, free=np.array([0, 0, 4, 4])))
+    protected = np.array([True, True, False, True])
+    t4 = hold_use(st, 0, np.zeros(4, dtype=bool), protected)["t4"]
+    assert (t4["others_preemptible"], t4["free"]) == (4, 4)
+    snap = dataclasses.replace(_snapshot(), state=st)
+    assert _in_use_by_type(snap) == {"g2": 6 + 2 + 4 + 2 + 4, "t4": 4}
