@@ -81,8 +81,8 @@ def mark_silent(used: np.ndarray, answer: list[tuple[dict[str, str], float]], no
     answer says nodes as bound_capacity reads them (every series names its node, at least one the scheduler's):
     an answer that names none (the default ``count(...)``), or spells every name otherwise, cannot tell a silent
     node, so nothing changes. ``used`` is indexed like the jobs' tenant column; its GPUs read elsewhere are not
-    added back: a silent tenant is unknown, not its other GPUs plus a guess. A job on several nodes (a Slurm
-    hostlist in the node column) names no listed node and is not judged here."""
+    added back: a silent tenant is unknown, not its other GPUs plus a guess. A job on several nodes (Slurm's
+    ``Jobs.on_nodes``) is judged on each of them (``Jobs.parts``): one silent node of its makes its tenant unknown."""
     used = np.asarray(used, dtype=float)
     if nodes is None or not answer or not all(labels.get(node_label) for labels, _ in answer):
         return used, ()
@@ -90,12 +90,14 @@ def mark_silent(used: np.ndarray, answer: list[tuple[dict[str, str], float]], no
     up = {str(n) for n, g in zip(nodes.names.tolist(), nodes.gpus.tolist()) if int(g) > 0}
     if not reported & {str(n) for n in nodes.names.tolist()}:
         return used, ()
-    run = jobs.running & (jobs.gpus > 0)
-    on = np.array([str(n) for n in jobs.node[run]], dtype=object)
+    rows = np.flatnonzero(jobs.running & (jobs.gpus > 0))
+    pos, at, _ = jobs.parts(nodes, rows)
+    names = nodes.names
+    on = np.array([str(names[a]) if a >= 0 else "" for a in at.tolist()], dtype=object)
     quiet = np.array([n in up and n not in reported for n in on], dtype=bool)
     if not quiet.any():
         return used, ()
     out = used.copy()
-    tenants = jobs.tenant[run][quiet]
+    tenants = jobs.tenant[rows[pos[quiet]]]
     out[tenants[tenants < len(out)]] = np.nan
     return out, tuple(sorted(set(on[quiet].tolist())))

@@ -87,3 +87,14 @@ def test_only_the_historys_last_step_of_a_silent_tenant_is_made_missing_every_ty
     out = PrometheusSource._history_silent(hist, ["a", "a", "b"], ("a", "b"), np.array([True, False]), True)
     assert out.iloc[:-1].to_numpy().tolist() == [[8, 1, 2]] * 2
     assert np.isnan(out.iloc[-1, :2]).all() and out.iloc[-1, 2] == 2 and hist.iloc[-1, 0] == 8
+
+
+def test_a_job_on_several_nodes_is_judged_on_each_of_them():
+    """A Slurm job on n1 and n2 (its node column squeue's hostlist, its nodes in Jobs.on_nodes): n2 silent makes
+    its tenant unknown, though the hostlist names no listed node."""
+    js = jobs([(0, 16, True, "n[1-2]"), (1, 2, True, "n3")])
+    js = Jobs(**{**js.__dict__, "on_nodes": np.array([("n1", "n2"), ()], dtype=object)})
+    out, silent = mark_silent(np.array([8.0, 2.0]), by_node(n1=8, n3=8), "Hostname", VIEW, js)
+    assert np.isnan(out[0]) and out[1] == 2 and silent == ("n2",)
+    out, silent = mark_silent(np.array([16.0, 2.0]), by_node(n1=8, n2=8, n3=8), "Hostname", VIEW, js)
+    assert out[0] == 16 and silent == ()
