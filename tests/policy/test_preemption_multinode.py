@@ -203,3 +203,17 @@ def test_a_job_on_several_nodes_runs_its_gpus_on_each_of_its_nodes_types():
                       nodes=nodes)
     typed = fleet.split(st, np.array([8, 0]), np.array([True, False]), Config(fleet={"types": ["a100", "t4"]}))
     assert typed.types == ("a100", "t4") and typed.used.tolist() == [[4, 4], [0, 0]]
+
+
+def test_a_protected_tenant_whose_jobs_ask_no_gpus_does_not_stop_the_plan():
+    """A high-tier tenant's only job asks no GPUs (a CPU job, -N 1 with no --gres: Slurm lists it, running or
+    pending, with 0 GPUs). Read as its largest job, its hold came in jobs of 0 GPUs: the hold divided by 0 and
+    the plan raised (cannot convert float NaN to integer) every cycle that job ran, for every tenant. A job without
+    GPUs is no size for a hold: the tenant's holds come in GPUs (1), and the low tenant's work is left alone."""
+    run = jobs_on([(1, 4, "low", "n0", 900.0), (1, 4, "low", "n0", 100.0), (0, 0, "high", "n1", 100.0)])
+    for k in (1, 2):
+        jobs = dataclasses.replace(run, nodes_asked=np.array([1, 1, k]))
+        state = ClusterState(AT, ("t0", "t1"), ("high", "low"), 16, np.array([0.0, 8.0]), np.array([0.0, 0.0]),
+                             jobs, nodes=nodes_of(jobs, ("n0", "n1")))
+        p = plan(flat_forecast(("t0", "t1"), [4, 8]), state, PolicyMemory(), CFG)
+        assert p.hold_job_gpus["t0"] == 1 and p.reservations["t0"] >= 4 and not p.preemptions
