@@ -78,9 +78,11 @@ def largest_jobs(jobs: Jobs, mine: np.ndarray | None, n: int
     """Per tenant (of ``n``), the GPUs in all of its largest job among ``mine`` (1 without one): holds come in whole
     jobs of it; and the nodes that job asks (Slurm -N; the most, among its largest jobs), where one asks several
     (None: every job runs on one node): a place for it is that many nodes (preemption.choose_placed); and whether
-    those are pods that may share a node (``Jobs.packed``: a Kubernetes gang; None where no such job is chosen)."""
+    those are pods that may share a node (``Jobs.packed``: a Kubernetes gang; None where no such job is chosen). A
+    job that asks no GPUs (a CPU job) is no size for a hold: a tenant with only those holds in GPUs (1), not in jobs
+    of 0."""
     quantum, nodes, packed = np.ones(n), None, None
-    if mine is None or not mine.any():
+    if mine is None or not (mine := mine & (jobs.gpus > 0)).any():
         return quantum, nodes, packed
     t, g = jobs.tenant[mine], jobs.gpus[mine]
     k = None if jobs.nodes_asked is None else jobs.nodes_asked[mine]
