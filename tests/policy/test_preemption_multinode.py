@@ -217,3 +217,43 @@ def test_a_protected_tenant_whose_jobs_ask_no_gpus_does_not_stop_the_plan():
                              jobs, nodes=nodes_of(jobs, ("n0", "n1")))
         p = plan(flat_forecast(("t0", "t1"), [4, 8]), state, PolicyMemory(), CFG)
         assert p.hold_job_gpus["t0"] == 1 and p.reservations["t0"] >= 4 and not p.preemptions
+
+
+def _one_at_a_time(avail, held, g, k, need):
+    """The rule for jobs on several nodes in free room, one job after another: the tenant's own nodes, then
+    unheld ones, the first with k nodes of room; there the k with the least room (then the lowest index)."""
+    avail, got = avail.copy(), 0
+    for span in (held == 0, held == -1):
+        while got < need:
+            fit = np.flatnonzero(span & (avail >= g))
+            if fit.size < k:
+                break
+            avail[fit[np.lexsort((fit, avail[fit]))[:k]]] -= g
+            got += 1
+    return got, avail
+
+
+def test_jobs_on_several_nodes_in_free_room_are_placed_as_one_at_a_time_and_too_wide_ones_never():
+    """choose_placed places a tenant's jobs on several nodes in free room in one pass per set of nodes, not a pass
+    over every node per job (20,000 waiting -N 2 jobs took 2 s over 10,000 nodes); the nodes each takes are those
+    the one-at-a-time rule takes. A job asking more nodes than the cluster has is never placed, and nothing is
+    preempted for it."""
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n = int(rng.integers(2, 40))
+        free = rng.integers(0, 9, n)
+        held = rng.choice([-1, 0, 1], n, p=[0.6, 0.3, 0.1])
+        names = tuple(f"n{i}" for i in range(n))
+        spec = [(1, 8 - int(f), "low", names[i], 100.0) for i, f in enumerate(free) if f < 8]
+        jobs = jobs_on(spec)
+        g, k, need = int(rng.integers(1, 5)), int(rng.integers(2, 5)), int(rng.integers(1, 30))
+        nodes = nodes_of(jobs, names, held=held)
+        avail = nodes.free.astype(np.int64)
+        chosen, placed, left = choose_placed(jobs, nodes, np.array([need, 0]), np.array([g * k, 1]),
+                                             np.array([True, False]), 0, 0, avail=avail, job_nodes=np.array([k, 1]))
+        want, room = _one_at_a_time(nodes.free.astype(np.int64), held, g, k, need)
+        assert (placed, left) == (want, need - want) and chosen.size == 0
+        assert avail.tolist() == room.tolist()
+    # -N 4 on three nodes, one of them empty, within any budget: no place, nothing preempted
+    jobs, (chosen, placed, left) = place(FULL[:4], 4)
+    assert chosen.size == 0 and placed == 0 and left == 1
