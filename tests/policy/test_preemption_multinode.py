@@ -257,3 +257,23 @@ def test_jobs_on_several_nodes_in_free_room_are_placed_as_one_at_a_time_and_too_
     # -N 4 on three nodes, one of them empty, within any budget: no place, nothing preempted
     jobs, (chosen, placed, left) = place(FULL[:4], 4)
     assert chosen.size == 0 and placed == 0 and left == 1
+
+
+# mutants of b6afa79 no test caught (hmut3); each test below fails with its mutant and passes on main
+
+
+def test_one_empty_node_is_no_place_for_a_2_x_4_job_without_a_second():
+    """n0 empty (8 free), n1 and n2 full: one node of 8 free is one node, where a -N 2 x 4 job does not start
+    (read as 8 GPUs on one node in the free-room pass, it was placed there and nothing was cleared). A second node
+    is cleared: the younger job of n1."""
+    jobs, (chosen, placed, left) = place(FULL[2:], 2)
+    assert placed == 1 and left == 0 and jobs.ids[chosen].tolist() == ["j1"]
+
+
+def test_gpus_not_divisible_by_the_nodes_asked_are_rounded_up_per_node():
+    """--gpus=9 -N 2: a node of 4 free and another of 4 free are 8 GPUs, where 9 do not start; its place is two
+    nodes of 5 (9 spread evenly, rounded up): the 4-GPU low job on each of n0 and n1 is cleared."""
+    jobs = jobs_on([(1, 4, "low", "n0", 100.0), (1, 4, "low", "n1", 200.0), (0, 8, "high", "n2", 100.0)])
+    chosen, placed, left = choose_placed(jobs, nodes_of(jobs, NAMES), np.array([1, 0]), np.array([9, 1]),
+                                         np.array([True, False]), 100, 100, job_nodes=np.array([2, 1]))
+    assert placed == 1 and sorted(jobs.ids[chosen].tolist()) == ["j0", "j1"]
