@@ -277,3 +277,177 @@ def test_gpus_not_divisible_by_the_nodes_asked_are_rounded_up_per_node():
     chosen, placed, left = choose_placed(jobs, nodes_of(jobs, NAMES), np.array([1, 0]), np.array([9, 1]),
                                          np.array([True, False]), 100, 100, job_nodes=np.array([2, 1]))
     assert placed == 1 and sorted(jobs.ids[chosen].tolist()) == ["j0", "j1"]
+
+
+def test_a_job_on_several_nodes_takes_the_fullest_nodes_with_room_and_leaves_an_empty_one_whole():
+    """Best fit, as for one-node jobs: n0 and n1 with 4 free each take a 2 x 4 job, and n2 stays empty for an
+    8-GPU job (taking the emptiest, n2 and n0, left 4 on two nodes: no 8-GPU job starts anywhere)."""
+    jobs = jobs_on([(1, 4, "low", "n0", 100.0), (1, 4, "low", "n1", 100.0)])
+    nodes = nodes_of(jobs, NAMES)
+    avail = nodes.free.astype(np.int64)
+    chosen, placed, _ = choose_placed(jobs, nodes, np.array([1, 0]), np.array([8, 1]), np.array([True, False]),
+                                      100, 100, avail=avail, job_nodes=np.array([2, 1]))
+    assert placed == 1 and chosen.size == 0 and avail.tolist() == [0, 0, 8]
+
+
+def test_a_second_job_on_several_nodes_does_not_reuse_the_free_room_the_first_took():
+    """Two 2 x 4 jobs: n0 and n1 with 4 free each are the first one's place; the second needs room cleared, on
+    two distinct nodes (counted again, the same 4 free placed both and nothing was cleared)."""
+    spec = [(1, 4, "low", "n0", 100.0), (1, 4, "low", "n1", 100.0), (1, 4, "low", "n2", 500.0),
+            (1, 4, "low", "n2", 600.0)]
+    jobs = jobs_on(spec)
+    chosen, placed, left = choose_placed(jobs, nodes_of(jobs, NAMES), np.array([2, 0]), np.array([8, 1]),
+                                         np.array([True, False]), 100, 100, job_nodes=np.array([2, 1]))
+    assert placed == 2 and left == 0 and len(chosen) == 2 and len(set(jobs.node[chosen])) == 2
+
+
+def test_a_pooled_tenant_s_job_on_several_nodes_may_take_the_pool_s_nodes():
+    """n0 and n1 held by the tier's pool (the tenant is pooled), n2 unheld: the pool's two nodes are its place
+    (its jobs start in the pool's reservation); the unheld node alone is none."""
+    jobs, (chosen, placed, left) = place(FULL, 2, held=[HELD_BY_POOL, HELD_BY_POOL, -1],
+                                         pooled=np.array([True, False]))
+    assert placed == 1 and sorted(jobs.ids[chosen].tolist()) == ["j1", "j3"]
+
+
+def test_its_own_hold_is_tried_before_unheld_nodes():
+    """n0, n1 held for the tenant and n2, n3 unheld with cheaper jobs: its hold first (what is freed there waits
+    for it), as for one-node jobs."""
+    names = ("n0", "n1", "n2", "n3")
+    spec = [(1, 4, "low", "n0", 900.0), (1, 4, "low", "n0", 800.0), (1, 4, "low", "n1", 900.0),
+            (1, 4, "low", "n1", 800.0), (1, 4, "low", "n2", 10.0), (1, 4, "low", "n2", 20.0),
+            (1, 4, "low", "n3", 10.0), (1, 4, "low", "n3", 20.0)]
+    jobs = jobs_on(spec)
+    chosen, placed, _ = choose_placed(jobs, nodes_of(jobs, names, held=[0, 0, -1, -1]), np.array([1, 0]),
+                                      np.array([8, 1]), np.array([True, False]), 100, 100,
+                                      job_nodes=np.array([2, 1]))
+    assert placed == 1 and sorted(jobs.node[chosen].tolist()) == ["n0", "n1"]
+
+
+def _choose(spec, names, need=1, job_gpus=8, k=2, budget_gpus=100, budget_jobs=100, gate=None, refused=None,
+            idle=None):
+    jobs = jobs_on(spec)
+    if idle is not None:
+        jobs = dataclasses.replace(jobs, idle=np.array(idle, dtype=bool))
+    return jobs, choose_placed(jobs, nodes_of(jobs, names), np.array([need, 0]), np.array([job_gpus, 1]),
+                               np.array([True, False]), budget_gpus, budget_jobs, gate=gate, refused=refused,
+                               job_nodes=np.array([k, 1]))
+
+
+N4 = ("n0", "n1", "n2", "n3")
+
+
+def test_the_nodes_cleared_together_stay_within_the_gpu_budget():
+    """The cheapest two nodes (n0's young 8-GPU job, n1's 4-GPU one) free 12 GPUs, past a budget of 8: the two
+    that free 4 each are cleared (n1, n2), not the cheapest pair."""
+    spec = [(1, 8, "low", "n0", 10.0), (1, 4, "low", "n1", 50.0), (1, 4, "low", "n1", 900.0),
+            (1, 4, "low", "n2", 70.0), (1, 4, "low", "n2", 900.0)]
+    jobs, (chosen, placed, _) = _choose(spec, NAMES, budget_gpus=8)
+    assert placed == 1 and sorted(jobs.node[chosen].tolist()) == ["n1", "n2"] and jobs.gpus[chosen].sum() <= 8
+
+
+def test_the_nodes_cleared_together_stay_within_the_job_budget():
+    """n0's four young 1-GPU jobs are the cheapest room, and with n1's one job are 5 jobs, past a budget of 4: n1
+    and n2 (a job each) are cleared."""
+    spec = ([(1, 1, "low", "n0", 1.0)] * 8 + [(1, 4, "low", "n1", 50.0), (1, 4, "low", "n1", 900.0),
+                                               (1, 4, "low", "n2", 70.0), (1, 4, "low", "n2", 900.0)])
+    jobs, (chosen, placed, _) = _choose(spec, NAMES, budget_jobs=4)
+    assert placed == 1 and sorted(jobs.node[chosen].tolist()) == ["n1", "n2"]
+
+
+def test_the_cost_aware_gate_takes_nodes_whose_loss_together_is_below_the_worth():
+    """Worth 15 GPU-minutes: the cheapest pair (n0, n1: 100 s and 200 s since their checkpoints) lose 20 in all,
+    though each loses less than 15; n2 and n3's jobs checkpointed 10 s and 20 s ago lose 2: they are cleared."""
+    gate = Gate(now_jobs=np.array([0, 0]), worth=np.array([15.0]), first=np.array([0, 1]), drain_s=0.0,
+                checkpoint_s=600.0)
+    spec = [(1, 4, "low", "n0", 100.0), (1, 4, "low", "n0", 5000.0), (1, 4, "low", "n1", 200.0),
+            (1, 4, "low", "n1", 5000.0), (1, 4, "low", "n2", 610.0), (1, 4, "low", "n2", 5000.0),
+            (1, 4, "low", "n3", 620.0), (1, 4, "low", "n3", 5000.0)]
+    refused: list[int] = []
+    jobs, (chosen, placed, _) = _choose(spec, N4, gate=gate, refused=refused)
+    assert placed == 1 and sorted(jobs.node[chosen].tolist()) == ["n2", "n3"] and refused == []
+
+
+def test_an_idle_job_s_node_is_cleared_first_for_a_job_on_several_nodes():
+    """n0's job is idle (the health step): its GPUs do no work, so n0 is cleared first though its job ran longest,
+    and then the cheapest busy node, n1."""
+    spec = [(1, 4, "low", "n0", 5000.0), (1, 4, "low", "n0", 9000.0), (1, 4, "low", "n1", 100.0),
+            (1, 4, "low", "n1", 9000.0), (1, 4, "low", "n2", 200.0), (1, 4, "low", "n2", 9000.0)]
+    jobs, (chosen, placed, _) = _choose(spec, NAMES, idle=[True] + [False] * 5)
+    assert placed == 1 and sorted(jobs.ids[chosen].tolist()) == ["j0", "j2"]
+
+
+def test_room_on_a_node_as_it_is_is_taken_once():
+    """Two 2 x 4 jobs; n0 has 4 free: the first job takes them and n1's cleared 4; the second then clears n0 and
+    n2 (three jobs in all); counted free again, n0's 4 served both and n0's job was left."""
+    spec = [(1, 4, "low", "n0", 300.0), (1, 4, "low", "n1", 100.0), (1, 4, "low", "n1", 900.0),
+            (1, 4, "low", "n2", 200.0), (1, 4, "low", "n2", 900.0)]
+    jobs, (chosen, placed, _) = _choose(spec, NAMES, need=2)
+    assert placed == 2 and sorted(jobs.ids[chosen].tolist()) == ["j0", "j1", "j3"]
+
+
+def test_the_budget_spent_on_one_job_is_not_spent_again_on_the_next():
+    """Two 2 x 4 jobs on FULL and a budget of 8 GPUs (or 2 jobs): the first job's two preemptions spend it, the
+    second has no place (with the budget counted afresh per job, four jobs went)."""
+    for budget in ({"budget_gpus": 8}, {"budget_jobs": 2}):
+        jobs, (chosen, placed, left) = _choose(FULL, NAMES, need=2, **budget)
+        assert placed == 1 and left == 1 and len(chosen) == 2
+
+
+def test_a_job_the_budget_cannot_make_room_for_is_not_called_refused_by_the_gate():
+    """Worth 15 GPU-minutes, less than any two nodes lose, but 4 GPUs of budget clear no two nodes anyway: the job
+    has no place for the budget, not 'not worth it' (the plan's note tells an operator which)."""
+    gate = Gate(now_jobs=np.array([0, 0]), worth=np.array([15.0]), first=np.array([0, 1]), drain_s=0.0,
+                checkpoint_s=1e9)
+    refused: list[int] = []
+    _, (chosen, placed, left) = _choose(FULL, NAMES, budget_gpus=4, gate=gate, refused=refused)
+    assert chosen.size == 0 and left == 1 and refused == []
+
+
+def test_each_forecast_job_is_weighed_at_its_own_worth_and_each_refused_is_counted():
+    """Two forecast 2 x 4 jobs worth 300 and 1 GPU-minutes: the first is made room for, the second (worth less
+    than any two nodes lose) is refused: once per job refused."""
+    gate = Gate(now_jobs=np.array([0, 0]), worth=np.array([300.0, 1.0]), first=np.array([0, 2]), drain_s=0.0,
+                checkpoint_s=1e9)
+    refused: list[int] = []
+    jobs, (chosen, placed, left) = _choose(FULL, NAMES, need=2, gate=gate, refused=refused)
+    assert placed == 1 and left == 1 and sorted(jobs.ids[chosen].tolist()) == ["j1", "j3"] and refused == [0]
+    many = dataclasses.replace(gate, worth=np.array([1.0, 1.0]))
+    refused = []
+    _choose(FULL, NAMES, need=2, gate=many, refused=refused)
+    assert refused == [0, 0]
+
+
+def test_a_tenant_s_hold_is_sized_for_its_largest_job_then_the_most_nodes_among_those():
+    """reservation.largest_jobs: t0 runs a -N 1 x 8 job and a -N 4 x 1 job: its largest is the 8 GPUs on one node
+    (not the one asking the most nodes); t1's two 8-GPU jobs, -N 1 and -N 2: the -N 2 one (its place is the
+    wider). A tenant not among `mine` stays at 1 GPU, one node."""
+    from daemon.policy.reservation import largest_jobs
+    jobs = dataclasses.replace(jobs_on([(0, 8, "high", "", 0.0), (0, 4, "high", "", 0.0), (1, 8, "high", "", 0.0),
+                                        (1, 8, "high", "", 0.0), (2, 16, "low", "", 0.0)]),
+                               nodes_asked=np.array([1, 4, 1, 2, 8]))
+    quantum, nodes, _ = largest_jobs(jobs, np.array([True, True, True, True, False]), 3)
+    assert quantum.tolist() == [8, 8, 1] and nodes.tolist() == [1, 2, 1]
+
+
+def test_a_window_s_own_pass_places_a_job_on_several_nodes_too():
+    """engine._window_first: a pooled tenant's window clears its jobs first, apart from the pool: the 2 x 4 job's
+    place there is two nodes too (one 4-GPU job on each of two), not one node cleared whole."""
+    from daemon.policy.engine import _window_first
+    jobs = jobs_on(FULL)
+    chosen, left = _window_first(jobs, nodes_of(jobs, NAMES), np.array([1, 0]), np.array([1, 0]), np.array([8, 1]),
+                                 np.array([True, False]), 100, 100, 1, np.array([True, False]), [],
+                                 job_nodes=np.array([2, 1]))
+    assert left == 0 and sorted(jobs.ids[chosen].tolist()) == ["j1", "j3"]
+
+
+def test_on_a_mixed_fleet_a_job_on_several_nodes_is_made_room_for_on_nodes_of_its_type():
+    """The typed preemption (engine._preempt_typed) carries the job's shape too: a -N 2 x 4 job that accepts v100
+    on three v100 nodes full of two low 4-GPU jobs each: the younger job of two of them, not one node whole."""
+    from tests.policy.test_fleet_policy import CFG as TYPED, typed_state
+    nodes = [("t4-0", "t4", 8), ("v100-0", "v100", 8), ("v100-1", "v100", 8), ("v100-2", "v100", 8)]
+    spec = [(0, 8, "high", "", 0, ("v100",))] + [
+        (1, 4, "low", f"v100-{i}", r, ()) for i in range(3) for r in (900.0 - 100 * i, 100.0 + 100 * i)]
+    s = typed_state(["high", "low"], nodes, spec)
+    s = dataclasses.replace(s, jobs=dataclasses.replace(s.jobs, nodes_asked=np.array([2, 1, 1, 1, 1, 1, 1])))
+    p = plan(None, s, PolicyMemory(), TYPED)
+    assert sorted((x.job_id, x.node) for x in p.preemptions) == [("j2", "v100-0"), ("j4", "v100-1")]
