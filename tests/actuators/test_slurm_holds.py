@@ -618,15 +618,15 @@ def test_apply_sizes_a_hold_by_its_accounts_job_shape():
     assert any("its jobs ask 3 nodes of 4 GPUs each" in x for x in rep.actions), rep.actions
 
 
-def test_a_shape_that_does_not_fit_its_hold_is_said_when_it_starts_and_when_it_ends_not_every_cycle():
-    """The hold's jobs' shape that does not fit the GPUs the plan counts (-N 10 --gres=gpu:1, a hold of 10 GPUs)
-    was said every cycle, through a set SlurmHolds.choose filled for _apply_one; it is now choose's return value,
-    and the line comes once when it starts and once when it ends (a shape of 2 x 5 fits the same 10 GPUs)."""
+def _holds_on_16_idle_nodes(typed: bool = False):
+    """SlurmHolds over a fake slurmctld of 16 idle 8-GPU nodes (all a100 where `typed`, the plan's holds by type
+    too) that keeps its reservations (made, resized, deleted): (the holds, the reservations by name, a cycle: apply
+    a plan of `gpus` held for team-high's jobs of `shape`, the report's actions)."""
     many = [Node(f"n{i:02d}", "IDLE", 8, 0) for i in range(16)]
     text = "\n".join(f"NodeName={n.name} Gres=gpu:8 GresUsed=gpu:0 State=IDLE" for n in many)
     res: dict[str, str] = {}
 
-    def scontrol(rep, *a):   # a reservation the fake slurmctld keeps: made, resized, deleted
+    def scontrol(rep, *a):
         kv = dict(x.split("=", 1) for x in a if "=" in x)
         if a[0] == "delete":
             res.pop(kv["ReservationName"], None)
@@ -641,13 +641,27 @@ def test_a_shape_that_does_not_fit_its_hold_is_said_when_it_starts_and_when_it_e
                          for k, v in res.items())
 
     h = SlurmHolds(read=read, scontrol=scontrol, accounts={"team-high": "acct-high"}, tier_of={"team-high": "high"},
-                   tiers=["high"], prefix="gpuas-hold", shrink_delay_s=0.0)
-    p = dataclasses.replace(plan(10), hold_job_gpus={"team-high": 10})
+                   tiers=["high"], prefix="gpuas-hold", shrink_delay_s=0.0,
+                   node_type=(lambda n: "a100") if typed else None)
+
+    def cycle(shape, gpus=10):
+        rep = ActionReport("slurm", False)
+        p = dataclasses.replace(plan(gpus), hold_job_gpus={"team-high": 10} if gpus else {},
+                                holds_by_type={"team-high": {"a100": gpus}} if typed and gpus else {})
+        h.apply(p, rep, [], shapes={"acct-high": shape})
+        return rep.actions
+
+    return h, res, cycle
+
+
+def test_a_shape_that_does_not_fit_its_hold_is_said_when_it_starts_and_when_it_ends_not_every_cycle():
+    """The hold's jobs' shape that does not fit the GPUs the plan counts (-N 10 --gres=gpu:1, a hold of 10 GPUs)
+    was said every cycle, through a set SlurmHolds.choose filled for _apply_one; it is now choose's return value,
+    and the line comes once when it starts and once when it ends (a shape of 2 x 5 fits the same 10 GPUs)."""
+    _, res, run = _holds_on_16_idle_nodes()
 
     def cycle(shape):
-        rep = ActionReport("slurm", False)
-        h.apply(p, rep, [], shapes={"acct-high": shape})
-        return [x for x in rep.actions if "shape" in x]
+        return [x for x in run(shape) if "shape" in x]
 
     said = [cycle((10, 1)) for _ in range(3)]
     assert said == [["hold gpuas-hold-team-high: its jobs' shape (10 nodes of 1 GPU each) does not fit its hold "
@@ -657,3 +671,26 @@ def test_a_shape_that_does_not_fit_its_hold_is_said_when_it_starts_and_when_it_e
     assert said == [["hold gpuas-hold-team-high: its jobs' shape (10 nodes of 1 GPU each) fits its hold (10 GPUs) "
                      "again: it holds a node per node they ask"], [], []], said
     assert cycle((10, 1)) != []                                          # and again when it starts again
+
+
+def test_a_shape_that_does_not_fit_is_said_again_for_a_hold_made_anew_and_not_as_the_hold_s_shape():
+    """Said when it starts, for a hold that is then gone (deleted by hand, the plan holding nothing for it a cycle):
+    the hold made anew says it again. The line that makes the hold names no per-node shape while it does not fit
+    (it holds whole nodes for the GPUs, not a node per node asked). A hold the plan ends says nothing of its shape;
+    a hold by GPU type says it as one of any type."""
+    _, res, cycle = _holds_on_16_idle_nodes()
+    first = cycle((10, 1))
+    assert [x for x in first if "does not fit" in x] and not [x for x in first if "its jobs ask" in x], first
+    res.clear()                                                          # gone: an operator deleted it
+    assert not [x for x in cycle((10, 1), gpus=0) if "shape" in x]
+    assert [x for x in cycle((10, 1)) if "does not fit" in x]
+    # a hold the plan ends (0 GPUs) says neither that the shape fits it again nor that it does not
+    assert not [x for x in cycle((10, 1), gpus=0) if "shape" in x] and not res
+    assert not [x for x in cycle((2, 5)) if "shape" in x] and res
+    assert not [x for x in cycle((10, 1), gpus=0) if "shape" in x] and not res
+    # a hold by GPU type (a mixed fleet) says it the same way
+    _, res, cycle = _holds_on_16_idle_nodes(typed=True)
+    said = [[x for x in cycle((10, 1)) if "shape" in x] for _ in range(2)]
+    assert said == [["hold gpuas-hold-team-high: its jobs' shape (10 nodes of 1 GPU each) does not fit its hold "
+                     "(10 GPUs): it holds whole nodes for those GPUs"], []], said
+    assert len(res["gpuas-hold-team-high"].split(",")) == 2
