@@ -451,3 +451,22 @@ def test_on_a_mixed_fleet_a_job_on_several_nodes_is_made_room_for_on_nodes_of_it
     s = dataclasses.replace(s, jobs=dataclasses.replace(s.jobs, nodes_asked=np.array([2, 1, 1, 1, 1, 1, 1])))
     p = plan(None, s, PolicyMemory(), TYPED)
     assert sorted((x.job_id, x.node) for x in p.preemptions) == [("j2", "v100-0"), ("j4", "v100-1")]
+
+
+def test_a_node_past_the_budget_alone_does_not_turn_the_choice_from_the_idle_job():
+    """n0 is empty (one part), the other is cleared within 4 GPUs of budget: n2's idle 2-GPU job, not n3's busy
+    one. n1's idle 8-GPU job is past the budget alone: it is no candidate, and does not make the rule fall back
+    from the fewest busy GPU-seconds to the fewest GPUs (n3)."""
+    spec = [(1, 8, "low", "n1", 10.0), (1, 2, "low", "n2", 500.0), (0, 4, "high", "n2", 100.0),
+            (1, 1, "low", "n3", 100.0), (0, 4, "high", "n3", 100.0)]
+    jobs, (chosen, placed, _) = _choose(spec, N4, budget_gpus=4, idle=[True, True, False, False, False])
+    assert placed == 1 and jobs.ids[chosen].tolist() == ["j1"]
+
+
+def test_a_node_whose_candidates_cannot_free_its_part_is_not_cleared():
+    """Two -N 2 jobs of 6 GPUs per node on two 8-GPU nodes, each with a low 4-GPU job and 4 free: the first job
+    clears both; for the second nothing is left to clear on either node (2 free each): no place. A node's room is
+    never read past its own candidates (the last node's then reached past the end of the candidates)."""
+    jobs, (chosen, placed, left) = _choose([(1, 4, "low", "n0", 100.0), (1, 4, "low", "n1", 900.0)], ("n0", "n1"),
+                                           need=2, job_gpus=12)
+    assert placed == 1 and left == 1 and sorted(jobs.ids[chosen].tolist()) == ["j0", "j1"]
