@@ -470,3 +470,20 @@ def test_a_node_whose_candidates_cannot_free_its_part_is_not_cleared():
     jobs, (chosen, placed, left) = _choose([(1, 4, "low", "n0", 100.0), (1, 4, "low", "n1", 900.0)], ("n0", "n1"),
                                            need=2, job_gpus=12)
     assert placed == 1 and left == 1 and sorted(jobs.ids[chosen].tolist()) == ["j0", "j1"]
+
+
+def test_the_nodes_cleared_for_a_job_on_several_nodes_count_a_low_job_on_several_nodes_at_its_gpus_in_all():
+    """A protected -N 2 x 4 job within 8 GPUs of budget; L, a low -N 2 x 4 job on n0 and n1 (8 GPUs), beside an
+    older 4-GPU job on each; n2's young 4-GPU job is the cheapest. _clear_multi counted L at its 4 GPUs on the node
+    it cleared, so n2 and n0 were 8 GPUs: requeued, L freed n1 too, 12 GPUs went, past the budget (and n2's job for
+    nothing). Counted at its 8 GPUs in all, only L fits the budget: it alone, its two nodes the job's place."""
+    on = np.empty(6, dtype=object)
+    on[:] = [("n0", "n1"), (), (), (), (), ()]
+    jobs = dataclasses.replace(
+        jobs_on([(1, 8, "low", "n[0-1]", 100.0), (1, 4, "low", "n0", 5000.0), (1, 4, "low", "n1", 5000.0),
+                 (1, 4, "low", "n2", 150.0), (1, 4, "low", "n2", 5000.0), (0, 8, "high", "n3", 100.0)]),
+        nodes_asked=np.array([2, 1, 1, 1, 1, 1]), on_nodes=on)
+    nodes = dataclasses.replace(nodes_of(jobs, N4), free=np.array([0, 0, 0, 0]))
+    chosen, placed, left = choose_placed(jobs, nodes, np.array([1, 0]), np.array([8, 1]), np.array([True, False]),
+                                         8, 100, job_nodes=np.array([2, 1]))
+    assert jobs.ids[chosen].tolist() == ["j0"] and (placed, left) == (1, 0)
