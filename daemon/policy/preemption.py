@@ -333,7 +333,8 @@ def choose_placed(jobs: Jobs, nodes: Nodes, need_jobs: np.ndarray, job_gpus: np.
                 worth = float("inf") if c_loss is None else gate.worth_of(int(t), int(done[t]))
                 fit, pick, at, no = _clear_multi(avail, spans, g, int(k_of[t]), (starts, ends, g_nodes), taken,
                                                  (c_g, c_cost, c_loss, c_idle), (budget_gpus - used_gpus,
-                                                                                 budget_jobs - used_jobs), worth)
+                                                                                 budget_jobs - used_jobs), worth,
+                                                 (idx, c_all) if multi else None)
                 if fit is None:
                     if no and refused is not None:  # not worth it on any nodes (nor the further forecast jobs)
                         refused.extend([int(t)] * int(need[t]))
@@ -460,7 +461,7 @@ def _free_multi_all(avail: np.ndarray, spans: list[np.ndarray], g: int, k: int, 
 
 
 def _clear_multi(avail: np.ndarray, spans: list[np.ndarray], g: int, k: int, groups: tuple, taken: np.ndarray,
-                 cols: tuple, left: tuple[int, int], worth: float
+                 cols: tuple, left: tuple[int, int], worth: float, whole: tuple | None = None
                  ) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, bool]:
     """Where to clear room for one job of ``k`` nodes of ``g`` GPUs each: in the first of ``spans`` where it can
     be, its nodes with room as they are and ``m`` more (k less those) cleared, each of its cheapest candidates until
@@ -509,9 +510,35 @@ def _clear_multi(avail: np.ndarray, spans: list[np.ndarray], g: int, k: int, gro
             continue
         for key in ((cost, busy), (cost, jobs, freed), (cost, freed, jobs), (cost, loss)):
             pick = at[np.lexsort(tuple(x[at] for x in key))[:m]]
-            if freed[pick].sum() <= left[0] and jobs[pick].sum() <= left[1] and loss[pick].sum() < worth:
+            if _in_all(pick, freed, jobs, loss, (starts, last, taken, c_loss), whole, left, worth):
                 return fit, pick, pos[pick], False
+        if whole is not None:   # a low job on several of them frees them together: its nodes first (a few tries)
+            for b0 in at[np.lexsort((cost[at], busy[at]))][:8].tolist():
+                sel = np.arange(starts[b0], last[b0] + 1)
+                same = np.flatnonzero(np.isin(whole[0], whole[0][sel[~taken[sel]]]) & ~taken)
+                with_it = np.isin(at, np.searchsorted(starts, same, side="right") - 1)
+                rest = at[np.lexsort((cost[at], busy[at], ~with_it, at != b0))]
+                pick = rest[:m]
+                if _in_all(pick, freed, jobs, loss, (starts, last, taken, c_loss), whole, left, worth):
+                    return fit, pick, pos[pick], False
     return none[:3] + (refused,)
+
+
+def _in_all(pick: np.ndarray, freed: np.ndarray, jobs: np.ndarray, loss: np.ndarray, at: tuple,
+            whole: tuple | None, left: tuple[int, int], worth: float) -> bool:
+    """Whether clearing the nodes ``pick`` (of _clear_multi's) fits the budgets left and loses less than ``worth``.
+    Per node sums where every candidate is a job on one node; with ``whole`` (per candidate, its job's index and
+    GPUs in all: a job on several nodes has a part on each), each job once, at its GPUs in all: a low -N 2 job
+    cleared on one node frees its other node too, and counted at its part there a pick took past the budget."""
+    if whole is None:
+        return bool(freed[pick].sum() <= left[0] and jobs[pick].sum() <= left[1] and loss[pick].sum() < worth)
+    starts, last, taken, c_loss = at
+    sel = np.concatenate([np.arange(starts[b], last[b] + 1) for b in pick.tolist()])
+    sel = sel[~taken[sel]]
+    _, one = np.unique(whole[0][sel], return_index=True)
+    sel = sel[one]
+    lost = 0.0 if c_loss is None else float(c_loss[sel].sum())
+    return bool(whole[1][sel].sum() <= left[0] and sel.size <= left[1] and lost < worth)
 
 
 def _free_packed(avail: np.ndarray, spans: list[np.ndarray], g: int, k: int) -> np.ndarray | None:
