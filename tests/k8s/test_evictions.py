@@ -6,12 +6,11 @@ request shapes are pinned against recorded requests in tests/actuators/test_k8s_
 
 import pytest
 from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators.k8s.actuator import KubernetesActuator
 from daemon.config import KubernetesActuatorConfig, TenantConfig
 from daemon.policy.types import Plan, PolicyMemory, Preemption
-from tests.support.k8s_cluster import gpu_pod, pod_running
+from tests.support.k8s_cluster import gpu_pod, pod_gone, pod_running
 from tests.support.services import wait_for
 
 # meant to share one worker, and so one control plane (--dist loadgroup); pytest-xdist 3.8.0 does not group them
@@ -23,14 +22,6 @@ def _plan(preemptions=()):
     return Plan(at="2026-01-01T00:00:00+00:00", capacity=8, load=0.9, high_pool=0, reservations={}, quotas={},
                 limits={}, preemptions=tuple(preemptions), notifications=(), stale=False, forecast_model="x",
                 notes=(), memory=PolicyMemory())
-
-
-def _gone(core, ns, name):
-    try:
-        core.read_namespaced_pod(name, ns)
-    except ApiException as exc:
-        return exc.status == 404
-    return False
 
 
 def test_a_pdb_refuses_an_eviction_429_its_gpus_stay_used_and_an_evicted_pods_gpus_are_free_next_cycle(kube):
@@ -64,7 +55,7 @@ def test_a_pdb_refuses_an_eviction_429_its_gpus_stay_used_and_an_evicted_pods_gp
         assert rep.errors == [f"evict {ns}/guarded: 429 a PodDisruptionBudget refused it, retried next cycle"]
         assert rep.not_freed == [f"{ns}/guarded"]                        # counted as not freed (cycle.py)
         # the refused pod runs on, never deleted; the evicted one goes
-        wait_for(lambda: _gone(core, ns, "plain"), timeout=60, what="the evicted pod gone")
+        wait_for(lambda: pod_gone(core, ns, "plain"), timeout=60, what="the evicted pod gone")
         live = core.read_namespaced_pod("guarded", ns)
         assert live.status.phase == "Running" and live.metadata.deletion_timestamp is None
         # the next cycle's view: the evicted pod's 4 GPUs are free, the refused one's are not
@@ -142,4 +133,4 @@ def test_a_pod_younger_than_the_minimum_run_time_is_not_evicted_an_older_one_is(
     act.min_runtime_s = 0
     rep = act.apply(preempt)
     assert f"evict {ns}/young (grace 5 s)" in rep.actions, rep.actions
-    wait_for(lambda: _gone(core, ns, "young"), timeout=60, what="the pod evicted")
+    wait_for(lambda: pod_gone(core, ns, "young"), timeout=60, what="the pod evicted")

@@ -12,7 +12,6 @@ import dataclasses
 import pandas as pd
 import pytest
 from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators.k8s.actuator import KubernetesActuator
 from daemon.actuators.k8s.kueue import KueueActuator
@@ -22,7 +21,7 @@ from daemon.policy.state import ClusterState
 from daemon.policy.types import Plan
 from daemon.service.eta import with_queued
 from tests.policy.test_engine import AT, flat_forecast
-from tests.support.k8s_cluster import gpu_pod, pod_running
+from tests.support.k8s_cluster import gpu_pod, pod_gone, pod_running
 from tests.support.services import wait_for
 
 pytestmark = pytest.mark.xdist_group("k8s")
@@ -39,14 +38,6 @@ def _gang(ns, name, queue, pods, gpus):
             "spec": {"queueName": queue, "priorityClassName": "gpu-autoscaler-high", "priority": 1_000_000,
                      "priorityClassSource": "scheduling.k8s.io/priorityclass",
                      "podSets": [{"name": "workers", "count": pods, "template": {"spec": worker}}]}}
-
-
-def _gone(core, ns, name):
-    try:
-        core.read_namespaced_pod(name, ns)
-    except ApiException as exc:
-        return exc.status == 404
-    return False
 
 
 def test_the_plans_evictions_for_a_4_x_8_gang_let_its_four_pods_bind(kueue):
@@ -83,7 +74,7 @@ def test_the_plans_evictions_for_a_4_x_8_gang_let_its_four_pods_bind(kueue):
         assert rep.ok, rep.errors
         evicted = [x.job_id.split("/")[1] for x in p.preemptions]
         for name in evicted:
-            wait_for(lambda n=name: _gone(core, batch, n), timeout=60, what=f"{name} evicted and gone")
+            wait_for(lambda n=name: pod_gone(core, batch, n), timeout=60, what=f"{name} evicted and gone")
         # Kueue, once it admits the Workload, creates its 4 pods: the real scheduler binds them where room was made
         for i in range(4):
             core.create_namespaced_pod(serving, gpu_pod(serving, f"trainer-{i}", 8, "gpu-autoscaler-high"))

@@ -11,18 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from daemon.policy.state import Jobs, Nodes
+from daemon.policy.state import Jobs
 from daemon.sources.prometheus import PrometheusSource
 from daemon.sources.scheduler_bounds import mark_silent
+from tests.sources.test_scheduler_bounds import nodes
 
 pytestmark = pytest.mark.security
-
-
-def nodes(**gpus: int) -> Nodes:
-    n = len(gpus)
-    return Nodes(names=np.array(list(gpus), dtype=object), gpus=np.array(list(gpus.values()), dtype=np.int64),
-                 free=np.zeros(n, dtype=np.int64), draining=np.zeros(n, dtype=np.int64),
-                 held_by=np.full(n, -1, dtype=np.int64))
 
 
 def jobs(rows: list[tuple[int, int, bool, str]]) -> Jobs:

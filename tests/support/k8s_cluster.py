@@ -438,6 +438,15 @@ def pod_running(core: k8s.CoreV1Api, ns: str, name: str) -> bool:
     return bool(p.spec.node_name) and p.status.phase == "Running"
 
 
+def pod_gone(core: k8s.CoreV1Api, ns: str, name: str) -> bool:
+    """Whether the pod is deleted (404); an evicted pod is gone once its grace period has run."""
+    try:
+        core.read_namespaced_pod(name, ns)
+    except ApiException as exc:
+        return exc.status == 404
+    return False
+
+
 def unschedulable_because(core: k8s.CoreV1Api, ns: str, name: str) -> str | None:
     """The scheduler's message when it found no node for the pod (PodScheduled False, Unschedulable); None while it
     has not said so. A pod it bound is an error here: the caller expected it never to be."""
