@@ -29,8 +29,8 @@ from gateway.configfile import Strict as _Strict
 
 log = logging.getLogger("gpu_autoscaler.config")
 
-# queries read each cycle, checked to select the exporter (util_query and nodes_query are read by no version)
-PROMETHEUS_QUERIES = ("demand", "missing", "capacity", "known_nodes", "freshness", "demand_by_type",
+# queries read each cycle, checked to select the exporter (util_query is read by no version)
+PROMETHEUS_QUERIES = ("demand", "missing", "capacity", "nodes", "known_nodes", "freshness", "demand_by_type",
                       "usage_by_type", "capacity_by_type", "nodes_by_type")
 
 
@@ -142,9 +142,10 @@ class PrometheusConfig(_Strict):
                                 "counts as not scraped, every "
                                 "tenant missing there")
     nodes_query: str = Field("count by (Hostname) (DCGM_FI_DEV_GPU_UTIL{$exporter})",
-                             description="not read by this version: "
-                             "the nodes come from the scheduler, else from known_nodes_query; accepted so that files "
-                             "which set it stay valid (one WARNING line at load says so)")
+                             description="PromQL, by node_label: GPUs reporting per node now. Read once per cycle "
+                             "beside a scheduler's node view where capacity_query's answer names no node: a node the "
+                             "scheduler runs GPU jobs on with no series here has a silent exporter, and its tenants "
+                             "are missing, not idle (the missing query forgets a GPU after 15 minutes)")
     # nodes seen within a day: a node that just died is still known (alerts may only name known nodes)
     known_nodes_query: str = Field("count by (Hostname) (max_over_time(DCGM_FI_DEV_GPU_UTIL{$exporter}[1d]))",
                                    description="PromQL, by node_label: nodes seen within a day, so one that just "
@@ -204,10 +205,9 @@ class PrometheusConfig(_Strict):
     def _unread_keys_are_said(self) -> "PrometheusConfig":
         """A key this version does not read is accepted (files that set it stay valid) but said, once per load:
         an operator who tunes it would otherwise wait for an effect that never comes."""
-        for key in sorted({"util_query", "nodes_query"} & self.model_fields_set):
+        for key in sorted({"util_query"} & self.model_fields_set):
             log.warning("source.prometheus.%s is set but not read by this version (%s); remove it", key,
-                        "demand is GPUs allocated, no utilization is used" if key == "util_query"
-                        else "the nodes come from the scheduler, else from known_nodes_query")
+                        "demand is GPUs allocated, no utilization is used")
         return self
 
     @model_validator(mode="after")

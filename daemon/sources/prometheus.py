@@ -611,7 +611,7 @@ class PrometheusSource:
         nodes = self._nodes(tenants, now)
         if self.jobs_provider is not None and self.nodes_provider is not None and nodes is not None:
             before = used   # exporters silent past the missing query's 15 minutes: their tenants are missing
-            used, silent = mark_silent(used, cap, self.pc.node_label, nodes, jobs)
+            used, silent = mark_silent(used, self._reporting(cap, now), self.pc.node_label, nodes, jobs)
             history = self._history_silent(history, owner, tenants, np.isnan(used) & ~np.isnan(before), last_is_now)
             self._report_silent(silent)
         missing = tuple(t for t, u in zip(tenants, used) if not np.isfinite(u))
@@ -649,6 +649,15 @@ class PrometheusSource:
         vals = history.to_numpy(dtype=float, copy=True)
         vals[-1, [i for i, o in enumerate(owner) if o in gone]] = np.nan
         return pd.DataFrame(vals, index=history.index, columns=history.columns, copy=False)
+
+    def _reporting(self, cap: list[tuple[dict[str, str], float]], at: float) -> list[tuple[dict[str, str], float]]:
+        """GPUs reporting per node now, for mark_silent: the capacity answer where it names nodes (node_label on
+        every series), else nodes_query's (one instant query; the default capacity_query, `count(...)`, and the
+        recorded `cluster:gpuas_gpus:count` name none, and without this an exporter silent past the missing query's
+        15 minutes read its tenants as idle). A failure raises as any query's does: the cycle is stale."""
+        if cap and all(labels.get(self.pc.node_label) for labels, _ in cap):
+            return cap
+        return self._instant(self.pc.query("nodes"), at)
 
     def _report_silent(self, silent: tuple[str, ...]) -> None:
         """One log line when the nodes read as silent change, not every cycle."""

@@ -77,7 +77,8 @@ def mark_silent(used: np.ndarray, answer: list[tuple[dict[str, str], float]], no
     """(used with NaN for each tenant running a GPU job on a silent node, the silent nodes sorted).
 
     A node is silent where the scheduler lists it up (GPUs > 0) with a running GPU job on it (the job's node
-    column names it) and the capacity ``answer`` has no series for it at this step. Only judged where the
+    column names it) and the ``answer`` (capacity_query's where it names nodes, else nodes_query's: the caller,
+    PrometheusSource._reporting) has no series for it at this step. Only judged where the
     answer says nodes as bound_capacity reads them (every series names its node, at least one the scheduler's):
     an answer that names none (the default ``count(...)``), or spells every name otherwise, cannot tell a silent
     node, so nothing changes. ``used`` is indexed like the jobs' tenant column; its GPUs read elsewhere are not

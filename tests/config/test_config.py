@@ -164,8 +164,8 @@ def test_every_actuator_takes_a_pooled_high_tier_hold():
 
 
 def test_a_key_this_version_does_not_read_is_accepted_and_said_once_per_load(caplog):
-    """source.prometheus.util_query and nodes_query stay valid (old files load) but do nothing: setting one says
-    so in one WARNING line naming it; leaving them out says nothing."""
+    """source.prometheus.util_query stays valid (old files load) but does nothing: setting it says so in one
+    WARNING line naming it; leaving it out says nothing. (nodes_query is read: silent exporters, mark_silent.)"""
     from daemon.config import parse_config
 
     with caplog.at_level("WARNING", logger="gpu_autoscaler.config"):

@@ -103,8 +103,19 @@ def test_a_tenant_on_a_node_without_series_is_missing_and_nothing_is_preempted_f
     assert {x.tenant for x in plan(fc, blind, mem, cfg).preemptions} == {"team-b"}
 
 
-def test_an_answer_that_names_no_node_says_nothing_new(prom):
-    """The default capacity_query, count(...), names no node: a silent node cannot be told (team-a reads 0)."""
+def test_with_the_default_capacity_query_the_nodes_query_tells_the_silent_node(prom):
+    """The default capacity_query, count(...), names no node: the nodes reporting now are read from nodes_query
+    (its default, by Hostname), so team-a is missing there too, not 0 (it read 0 before nodes_query was read)."""
     jobs, nodes = scheduler()
     st = PrometheusSource(config(prom), jobs_provider=jobs, nodes_provider=nodes).collect(60).state
+    assert np.isnan(st.used[0]) and st.used[1] == 8 and st.missing == ("team-a",)
+
+
+def test_a_nodes_answer_whose_names_are_none_of_the_schedulers_says_nothing_new(prom):
+    """nodes_query grouped by a label the scheduler's names are not (the GPU index here): a silent node cannot be
+    told, and team-a reads as Prometheus says (0), as before."""
+    jobs, nodes = scheduler()
+    cfg = config(prom, nodes_query="count by (Hostname) (label_replace(DCGM_FI_DEV_GPU_UTIL{$exporter}, "
+                                   '"Hostname", "$1", "gpu", "(.*)"))')
+    st = PrometheusSource(cfg, jobs_provider=jobs, nodes_provider=nodes).collect(60).state
     assert st.used.tolist() == [0, 8] and st.missing == ()
