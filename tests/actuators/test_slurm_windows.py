@@ -254,7 +254,7 @@ def test_a_recurring_reservation_just_after_its_occurrence_ended_is_left_for_slu
     def apply_at(t: dt.datetime) -> list[tuple]:
         calls: list[tuple] = []
         holds = SimpleNamespace(account_of={"team-norm": "acct-norm"}, node_type=None,
-                                choose_typed=lambda *a, **k: ["gn2"])
+                                choose_typed_fit=lambda *a, **k: (["gn2"], False))
         sw = SlurmWindows(read=lambda *a: "", scontrol=lambda rep, *a: calls.append(a) or True, holds=holds,
                           prefix="gpuas-win", clock=t.timestamp)
         sw.apply([w], ActionReport("slurm", False), jobs, line, nodes)

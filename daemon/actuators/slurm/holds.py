@@ -284,15 +284,15 @@ class SlurmHolds:
                      job_gpus: int = 1, by_type: dict[str, int] | None = None,
                      prefer: tuple[str, ...] = (), together: Together = (),
                      shape: tuple[int, int] | None = None) -> list[str]:
-        """_choose_typed's nodes."""
-        return self._choose_typed(nodes, jobs, current, gpus, accounts, freed, others, keep, job_gpus, by_type,
-                                  prefer, together, shape)[0]
+        """choose_typed_fit's nodes alone."""
+        return self.choose_typed_fit(nodes, jobs, current, gpus, accounts, freed, others, keep, job_gpus, by_type,
+                                     prefer, together, shape)[0]
 
-    def _choose_typed(self, nodes: list[Node], jobs: list[RunningJob], current: tuple[str, ...], gpus: int,
-                      accounts: tuple[str, ...], freed: dict[str, int], others: set[str], keep: bool,
-                      job_gpus: int = 1, by_type: dict[str, int] | None = None,
-                      prefer: tuple[str, ...] = (), together: Together = (),
-                      shape: tuple[int, int] | None = None) -> tuple[list[str], bool]:
+    def choose_typed_fit(self, nodes: list[Node], jobs: list[RunningJob], current: tuple[str, ...], gpus: int,
+                         accounts: tuple[str, ...], freed: dict[str, int], others: set[str], keep: bool,
+                         job_gpus: int = 1, by_type: dict[str, int] | None = None,
+                         prefer: tuple[str, ...] = (), together: Together = (),
+                         shape: tuple[int, int] | None = None) -> tuple[list[str], bool]:
         """`_choose`, per GPU type when the hold is typed (`by_type`: type -> GPUs): each type's GPUs in whole
         nodes of that type only (Slurm 22.05 cannot reserve a GRES type, so the node list is what makes a hold
         an a100 hold). While a shrink waits (`keep`), the current nodes of a type no longer held stay too.
@@ -466,8 +466,9 @@ class SlurmHolds:
         current = tuple(n for n in (mine.nodes if mine else inherited) if n not in others)
         account = ",".join(accounts)
         size = {n.name: n.gpus for n in nodes}
-        need_nodes, unfit = self._choose_typed(nodes, jobs, current, gpus, accounts, freed, others, keep=False,
-                                               job_gpus=job_gpus, by_type=by_type, together=together, shape=shape)
+        need_nodes, unfit = self.choose_typed_fit(nodes, jobs, current, gpus, accounts, freed, others, keep=False,
+                                                  job_gpus=job_gpus, by_type=by_type, together=together,
+                                                  shape=shape)
         now = self.clock()
         fewer = gpus <= 0 or sum(size.get(n, 0) for n in need_nodes) < sum(size.get(n, 0) for n in current)
         if fewer and mine is not None:
@@ -479,9 +480,9 @@ class SlurmHolds:
             self._fewer_since.pop(name, None)
             may_shrink = True
         if not may_shrink:
-            target, kept_unfit = self._choose_typed(nodes, jobs, current, gpus, accounts, freed, others, keep=True,
-                                                    job_gpus=job_gpus, by_type=by_type, together=together,
-                                                    shape=shape)
+            target, kept_unfit = self.choose_typed_fit(nodes, jobs, current, gpus, accounts, freed, others,
+                                                       keep=True, job_gpus=job_gpus, by_type=by_type,
+                                                       together=together, shape=shape)
             unfit |= kept_unfit
         else:
             target = need_nodes

@@ -410,12 +410,10 @@ class SlurmWindows:
         smallest first. Where none fits: whole nodes for `gpus` as without a shape, and the report says the job
         cannot start in the window (``_unfit``)."""
         def pick(among: list[Node], shp: tuple[int, int] | None) -> tuple[list[str], bool]:
-            # (the nodes, whether they fit the shape): the holds' choice says when it dropped the shape
-            if shp is None:
-                return self.holds.choose_typed(among, jobs, (), gpus, (account,), freed, busy, keep=False,
-                                               by_type=by_type, prefer=prefer), True
-            got, dropped = self.holds._choose_typed(among, jobs, (), gpus, (account,), freed, busy, keep=False,
-                                                    by_type=by_type, prefer=prefer, shape=shp)
+            # (the nodes, whether they fit the shape): the holds' choice says when it dropped the shape (never
+            # without one)
+            got, dropped = self.holds.choose_typed_fit(among, jobs, (), gpus, (account,), freed, busy, keep=False,
+                                                       by_type=by_type, prefer=prefer, shape=shp)
             return got, not dropped
 
         if shape is None or shape[0] <= 1:
