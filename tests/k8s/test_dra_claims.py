@@ -366,8 +366,9 @@ def test_one_tenants_claims_never_push_another_tenants_out_of_the_view(kube, cap
     a, b = ns["team-a"], ns["team-b"]
     assert a < b   # the list is in key order: team-a's claims come first
     # the cap is cluster-wide: the claims of the tests before (their namespaces being deleted) gone first
-    wait_for(lambda: not resource.list_resource_claim_for_all_namespaces().items, timeout=60,
-             what="no claim left of the tests before")
+    wait_for(lambda: not resource.list_resource_claim_for_all_namespaces().items
+             and not resource.list_resource_claim_template_for_all_namespaces().items, timeout=60,
+             what="no claim or claim template left of the tests before")
     cls = "gpu.nvidia.com"
 
     def claim(n: str, name: str) -> None:
