@@ -144,8 +144,10 @@ class PrometheusConfig(_Strict):
     nodes_query: str = Field("count by (Hostname) (DCGM_FI_DEV_GPU_UTIL{$exporter})",
                              description="PromQL, by node_label: GPUs reporting per node now. Read once per cycle "
                              "beside a scheduler's node view where capacity_query's answer names no node: a node the "
-                             "scheduler runs GPU jobs on with no series here has a silent exporter, and its tenants "
-                             "are missing, not idle (the missing query forgets a GPU after 15 minutes)")
+                             "scheduler runs GPU jobs on that counts fewer GPUs here than those jobs hold (none: a "
+                             "silent exporter; some: a lost GPU) has its tenants missing, not idle (the missing query "
+                             "forgets a GPU after 15 minutes). Count what the scheduler counts: MIG instances where "
+                             "it lists instances")
     # nodes seen within a day: a node that just died is still known (alerts may only name known nodes)
     known_nodes_query: str = Field("count by (Hostname) (max_over_time(DCGM_FI_DEV_GPU_UTIL{$exporter}[1d]))",
                                    description="PromQL, by node_label: nodes seen within a day, so one that just "

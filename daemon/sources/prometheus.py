@@ -232,7 +232,7 @@ class PrometheusSource:
         self._reported_unknown: set[str] = set()
         self._capped: dict[str, int] = {}    # tenant -> GPUs of demand capped, as last logged
         self._dropped: dict[str, int] = {}   # node -> GPUs left out of capacity, as last logged
-        self._silent: tuple[str, ...] = ()   # nodes read as silent (mark_silent), as last logged
+        self._silent: dict[str, int] = {}   # GPUs unseen per node read as silent (mark_silent), as last logged
         hc = cfg.history
         if history is None and hc.incremental:   # in memory only; the runtime passes one persisted on disk
             history = History(self.step_s, max(cfg.cycle.history_steps, hc.keep_steps or 0),
@@ -610,7 +610,7 @@ class PrometheusSource:
         jobs = self._jobs(tenants)
         nodes = self._nodes(tenants, now)
         if self.jobs_provider is not None and self.nodes_provider is not None and nodes is not None:
-            before = used   # exporters silent past the missing query's 15 minutes: their tenants are missing
+            before = used   # exporters silent (all or some GPUs) past the missing query's 15 minutes: tenants missing
             used, silent = mark_silent(used, self._reporting(cap, now), self.pc.node_label, nodes, jobs)
             history = self._history_silent(history, owner, tenants, np.isnan(used) & ~np.isnan(before), last_is_now)
             self._report_silent(silent)
@@ -659,15 +659,19 @@ class PrometheusSource:
             return cap
         return self._instant(self.pc.query("nodes"), at)
 
-    def _report_silent(self, silent: tuple[str, ...]) -> None:
-        """One log line when the nodes read as silent change, not every cycle."""
-        if silent != self._silent and silent:
-            log.warning("no GPU series from %s the scheduler lists up with running GPU jobs (%s): their tenants "
-                        "are missing, not idle (exporter down or its scrape broken?)", plural(len(silent), "node"),
-                        ", ".join(silent[:10]))
-        elif silent != self._silent:
+    def _report_silent(self, silent: dict[str, tuple[int, int]]) -> None:
+        """One log line when the silent nodes or their unseen GPUs change, not every cycle (a job starting or ending
+        there moves only the GPUs in use, shown but not a change)."""
+        unseen = {n: u for n, (u, _) in silent.items()}
+        if unseen != self._silent and unseen:
+            shown = ", ".join(f"{n}: {u} of {g} unseen" for n, (u, g) in list(silent.items())[:10])
+            log.warning("no GPU series for %s in use by running jobs on %s the scheduler lists up (%s): their "
+                        "tenants are missing, not idle (exporter down or its scrape broken, or a GPU lost: off the "
+                        "bus, excluded, MIG re-partitioned?)", plural(sum(unseen.values()), "GPU"),
+                        plural(len(unseen), "node"), shown)
+        elif unseen != self._silent:
             log.info("every node the scheduler lists with running GPU jobs reports GPU series again")
-        self._silent = silent
+        self._silent = unseen
 
     def _covered(self, tenants: tuple[str, ...], jobs: Jobs) -> np.ndarray:
         """Per tenant, whether the scheduler's view covers it: a configured tenant, or one it lists a job for. A

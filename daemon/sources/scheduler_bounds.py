@@ -11,9 +11,10 @@ are the second line, for whatever still gets through (a relabelling mistake, a t
   reported (the plan's demand_capped, gpuas_demand_capped_gpus, one log line per tenant per change). A name the
   scheduler's view does not cover (no configured tenant, no job listed: on Kubernetes, pods of other namespaces
   are not listed) is left as it is.
-- silence: a node the scheduler lists up (GPUs > 0) with running GPU jobs, that has no series in a capacity answer
-  naming nodes, has a silent exporter (crashed, its scrape broken); past the missing query's 15 minutes its tenants'
-  GPUs would read as 0. Each tenant with a running GPU job there is missing (NaN), never idle.
+- silence: a node the scheduler lists up (GPUs > 0) with running GPU jobs, that counts fewer GPUs in an answer
+  naming nodes than those jobs hold there, has a silent exporter, wholly (crashed, its scrape broken: no series) or
+  in part (a GPU lost off the bus, excluded, re-partitioned); past the missing query's 15 minutes its tenants' GPUs
+  would read as fewer than they run, or 0. Each tenant with a running GPU job there is missing (NaN), never idle.
 
 Pure functions: no I/O, no clock. Only applied where a scheduler view exists (a Slurm or Kubernetes actuator
 lists the jobs and nodes); without one the metrics are all there is.
@@ -73,32 +74,49 @@ def cap_demand(used: np.ndarray, jobs: Jobs, covered: np.ndarray | None = None) 
 
 
 def mark_silent(used: np.ndarray, answer: list[tuple[dict[str, str], float]], node_label: str,
-                nodes: Nodes | None, jobs: Jobs) -> tuple[np.ndarray, tuple[str, ...]]:
-    """(used with NaN for each tenant running a GPU job on a silent node, the silent nodes sorted).
+                nodes: Nodes | None, jobs: Jobs) -> tuple[np.ndarray, dict[str, tuple[int, int]]]:
+    """(used with NaN for each tenant running a GPU job on a silent node, {silent node: (GPUs unseen, in use)}).
 
-    A node is silent where the scheduler lists it up (GPUs > 0) with a running GPU job on it (the job's node
-    column names it) and the ``answer`` (capacity_query's where it names nodes, else nodes_query's: the caller,
-    PrometheusSource._reporting) has no series for it at this step. Only judged where the
-    answer says nodes as bound_capacity reads them (every series names its node, at least one the scheduler's):
-    an answer that names none (the default ``count(...)``), or spells every name otherwise, cannot tell a silent
-    node, so nothing changes. ``used`` is indexed like the jobs' tenant column; its GPUs read elsewhere are not
-    added back: a silent tenant is unknown, not its other GPUs plus a guess. A job on several nodes (Slurm's
-    ``Jobs.on_nodes``) is judged on each of them (``Jobs.parts``): one silent node of its makes its tenant unknown."""
+    A node is silent where the scheduler lists it up (GPUs > 0) with running GPU jobs on it and the ``answer``
+    (capacity_query's where it names nodes, else nodes_query's: the caller, PrometheusSource._reporting) counts
+    fewer GPUs there at this step than those jobs hold: none (its exporter crashed, its scrape broke) or some (a GPU
+    fallen off the bus, DCGM restarted with a GPU excluded, a MIG re-partition). In use there: the running jobs'
+    parts (``Jobs.parts``: a job on several nodes has its share on each), at most the node's GPUs (shard or MPS
+    jobs sharing a GPU count one each, never more than the node has); reported: the sum of the node's series'
+    values. Only a count below what is in use tells: a MIG node's exporter reports each instance (more series than
+    GPUs where the scheduler counts whole GPUs), which is neither silent nor extra here (bound_capacity caps it),
+    and where a node has free GPUs the lost one may be one of them (nothing hidden).
+
+    Which tenants: each one running a GPU job on a silent node, not only the one on the lost GPU. The rule that
+    matches a lost GPU's index to the job holding it needs the scheduler to name each job's GPU indices, and no
+    view read here does (squeue's %b counts GPUs, a pod lists its requests; Slurm's IDX is in ``scontrol -d`` only
+    and a device's ID in the kubelet's node-local PodResources API), so the job on the lost GPU cannot be told and
+    every tenant there is unknown (NaN), never idle. Their GPUs read on other nodes are not kept: unknown, not a
+    partial count.
+
+    Only judged where the answer says nodes as bound_capacity reads them (every series names its node, at least one
+    the scheduler's): an answer that names none (the default ``count(...)``), or spells every name otherwise,
+    cannot tell a silent node, so nothing changes. ``used`` is indexed like the jobs' tenant column."""
     used = np.asarray(used, dtype=float)
     if nodes is None or not answer or not all(labels.get(node_label) for labels, _ in answer):
-        return used, ()
-    reported = {labels[node_label] for labels, _ in answer}
-    up = {str(n) for n, g in zip(nodes.names.tolist(), nodes.gpus.tolist()) if int(g) > 0}
-    if not reported & {str(n) for n in nodes.names.tolist()}:
-        return used, ()
+        return used, {}
+    names = [str(n) for n in nodes.names.tolist()]
+    reported: dict[str, float] = defaultdict(float)
+    for labels, v in answer:
+        reported[labels[node_label]] += v
+    if not reported.keys() & set(names):
+        return used, {}
     rows = np.flatnonzero(jobs.running & (jobs.gpus > 0))
-    pos, at, _ = jobs.parts(nodes, rows)
-    names = nodes.names
-    on = np.array([str(names[a]) if a >= 0 else "" for a in at.tolist()], dtype=object)
-    quiet = np.array([n in up and n not in reported for n in on], dtype=bool)
+    pos, at, g = jobs.parts(nodes, rows)
+    on = at >= 0
+    in_use = np.minimum(np.bincount(at[on], weights=g[on], minlength=len(names)), nodes.gpus).astype(np.int64)
+    seen = np.floor([reported.get(n, 0.0) for n in names]).astype(np.int64)
+    unseen = np.maximum(in_use - seen, 0)   # a node down (0 GPUs) has none in use: never silent
+    quiet = on & (unseen[np.where(on, at, 0)] > 0)
     if not quiet.any():
-        return used, ()
+        return used, {}
     out = used.copy()
     tenants = jobs.tenant[rows[pos[quiet]]]
     out[tenants[tenants < len(out)]] = np.nan
-    return out, tuple(sorted(set(on[quiet].tolist())))
+    return out, {names[i]: (int(unseen[i]), int(in_use[i])) for i in sorted(np.flatnonzero(unseen > 0),
+                                                                           key=lambda i: names[i])}

@@ -2,18 +2,22 @@
 
 missing_query lists a tenant only while its GPUs were seen in the last 15 minutes; after that a node whose DCGM
 exporter crashed has no series at all, and its tenants' GPUs would read 0 while the scheduler still runs their jobs
-there. mark_silent: a node the scheduler lists up with running GPU jobs and no series in a capacity answer naming
-nodes is silent, and each tenant running a GPU job on it is unknown (NaN)."""
+there. mark_silent: a node the scheduler lists up with running GPU jobs that counts fewer GPUs in an answer naming
+nodes than those jobs hold (none: a silent exporter; some: a GPU's series lost) is silent, and each tenant running a
+GPU job on it is unknown (NaN)."""
 
 from __future__ import annotations
+
+import logging
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from daemon.config import Config
 from daemon.policy.state import Jobs
 from daemon.sources.prometheus import PrometheusSource
-from daemon.sources.scheduler_bounds import mark_silent
+from daemon.sources.scheduler_bounds import bound_capacity, mark_silent
 from tests.sources.test_scheduler_bounds import nodes
 
 pytestmark = pytest.mark.security
@@ -42,7 +46,7 @@ def test_a_tenant_running_on_a_node_absent_from_the_answer_is_missing_not_idle()
     out, silent = mark_silent(used, by_node(n1=8, n3=8), "Hostname", VIEW, JOBS)
     assert np.isnan(out[0]), "an 8-GPU job runs on n2, whose exporter says nothing: not 0 GPUs"
     assert np.isnan(out[2])            # a GPU on n2 too: its 1 GPU on n1 is not all it uses
-    assert out[1] == 2 and silent == ("n2",)
+    assert out[1] == 2 and silent == {"n2": (8, 8)}   # jobs of 8 + 1 GPUs, at most its 8
     assert used[0] == 0                # the caller's array is left as it was
 
 
@@ -53,7 +57,7 @@ def test_only_an_up_node_with_running_gpu_jobs_and_no_series_is_silent():
     js = jobs([(0, 4, True, "n2"), (1, 4, False, ""), (1, 0, True, "n3"), (2, 4, True, "n1")])
     used = np.array([0.0, 0.0, np.nan])
     out, silent = mark_silent(used, by_node(n1=8), "Hostname", view, js)
-    assert out[:2].tolist() == [0, 0] and np.isnan(out[2]) and silent == ()
+    assert out[:2].tolist() == [0, 0] and np.isnan(out[2]) and silent == {}
 
 
 @pytest.mark.parametrize("answer", [[({}, 16.0)], by_node(**{"n1.example.org": 8, "n3.example.org": 8}), []],
@@ -62,12 +66,12 @@ def test_an_answer_that_cannot_tell_a_silent_node_changes_nothing(answer):
     """The default count(...) names no node, FQDNs name none the scheduler lists: no way to tell, nothing new."""
     used = np.array([0.0, 2.0, 1.0])
     out, silent = mark_silent(used, answer, "Hostname", VIEW, JOBS)
-    assert out.tolist() == used.tolist() and silent == ()
+    assert out.tolist() == used.tolist() and silent == {}
 
 
 def test_without_a_node_view_nothing_changes():
     out, silent = mark_silent(np.array([0.0, 2.0, 1.0]), by_node(n1=8), "Hostname", None, JOBS)
-    assert out.tolist() == [0, 2, 1] and silent == ()
+    assert out.tolist() == [0, 2, 1] and silent == {}
 
 
 def test_only_the_historys_last_step_of_a_silent_tenant_is_made_missing_every_type_of_it():
@@ -89,6 +93,51 @@ def test_a_job_on_several_nodes_is_judged_on_each_of_them():
     js = jobs([(0, 16, True, "n[1-2]"), (1, 2, True, "n3")])
     js = Jobs(**{**js.__dict__, "on_nodes": np.array([("n1", "n2"), ()], dtype=object)})
     out, silent = mark_silent(np.array([8.0, 2.0]), by_node(n1=8, n3=8), "Hostname", VIEW, js)
-    assert np.isnan(out[0]) and out[1] == 2 and silent == ("n2",)
+    assert np.isnan(out[0]) and out[1] == 2 and silent == {"n2": (8, 8)}
     out, silent = mark_silent(np.array([16.0, 2.0]), by_node(n1=8, n2=8, n3=8), "Hostname", VIEW, js)
-    assert out[0] == 16 and silent == ()
+    assert out[0] == 16 and silent == {}
+
+
+def test_a_node_counting_fewer_gpus_than_its_running_jobs_hold_makes_each_of_their_tenants_missing():
+    """n2's exporter lost one GPU's series (8 in use, 7 reported): team 0's 1-GPU job sat on it and reads 0 once
+    the missing query forgets it. Which job held the lost GPU is not known (no scheduler view names GPU indices),
+    so team 1's 7 GPUs there are unknown too; team 2 on n1 is as read. n1's surplus (9 series on 8 GPUs) does not
+    make up n2's loss."""
+    js = jobs([(0, 1, True, "n2"), (1, 7, True, "n2"), (2, 2, True, "n1")])
+    out, silent = mark_silent(np.array([0.0, 7.0, 2.0]), by_node(n1=9, n2=7, n3=8), "Hostname", VIEW, js)
+    assert np.isnan(out[0]), "team 0's job runs on n2's lost GPU: not 0 GPUs"
+    assert np.isnan(out[1]) and out[2] == 2 and silent == {"n2": (1, 8)}
+
+
+def test_a_job_on_several_nodes_is_judged_at_its_share_on_a_node_that_lost_a_gpu():
+    js = jobs([(0, 16, True, "n[1-2]"), (1, 2, True, "n3")])
+    js = Jobs(**{**js.__dict__, "on_nodes": np.array([("n1", "n2"), ()], dtype=object)})
+    out, silent = mark_silent(np.array([15.0, 2.0]), by_node(n1=8, n2=7, n3=8), "Hostname", VIEW, js)
+    assert np.isnan(out[0]) and out[1] == 2 and silent == {"n2": (1, 8)}
+
+
+def test_a_count_at_or_above_the_gpus_in_use_is_not_silent():
+    """A MIG node whose exporter reports each instance (n1: 7 series per GPU, 56 for the 8 whole GPUs the scheduler
+    lists) is neither silent nor extra capacity; a node with free GPUs may have lost a free one (n2: 4 in use, 7
+    reported); 12 shard jobs on n3 each read as a GPU are at most its 8 GPUs, all reported."""
+    js = jobs([(0, 1, True, "n1")] * 8 + [(1, 4, True, "n2")] + [(2, 1, True, "n3")] * 12)
+    answer = by_node(n1=56, n2=7, n3=8)
+    out, silent = mark_silent(np.array([8.0, 4.0, 8.0]), answer, "Hostname", VIEW, js)
+    assert out.tolist() == [8, 4, 8] and silent == {}
+    assert bound_capacity(answer, "Hostname", VIEW)[0] == 8 + 7 + 8
+
+
+def test_the_silent_nodes_are_logged_once_per_change_of_their_unseen_gpus(caplog):
+    """One line naming each node and its unseen GPUs; the same again, or only the GPUs in use there moving (a job
+    starting beside the lost GPU), says nothing; a new loss says it again, and every node reporting once."""
+    cfg = Config(source={"kind": "prometheus", "prometheus": {"url": "http://127.0.0.1:9"}}, tenants=[{"name": "a"}])
+    src = PrometheusSource(cfg)
+    with caplog.at_level(logging.INFO, logger="gpu_autoscaler.source.prometheus"):
+        for silent in ({"n2": (1, 8)}, {"n2": (1, 8)}, {"n2": (1, 7)}, {"n2": (1, 8), "n3": (8, 8)},
+                       {"n2": (1, 8), "n3": (8, 8)}, {}, {}):
+            src._report_silent(silent)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 3, said
+    assert "1 GPU in use by running jobs on 1 node" in said[0] and "(n2: 1 of 8 unseen)" in said[0]
+    assert "(n2: 1 of 8 unseen, n3: 8 of 8 unseen)" in said[1] and "missing, not idle" in said[1]
+    assert "reports GPU series again" in said[2]
