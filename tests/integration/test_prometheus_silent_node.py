@@ -158,11 +158,7 @@ def lost_gpu_scheduler():
                     gpus=np.ones(n, dtype=np.int64), priority=np.array([2] + [0] * 8 + [1] * 7, dtype=np.int8),
                     running=np.ones(n, dtype=bool), runtime_s=np.full(n, 600.0), wait_s=np.zeros(n),
                     node=np.array(["node-b"] + ["node-a"] * 8 + ["node-b"] * 7, dtype=object))
-
-    def nodes(tenants: tuple[str, ...]) -> Nodes:
-        return Nodes(names=np.array(["node-a", "node-b"], dtype=object), gpus=np.array([8, 8]),
-                     free=np.array([0, 0]), draining=np.zeros(2, dtype=np.int64), held_by=np.array([-1, -1]))
-    return jobs, nodes
+    return jobs, scheduler()[1]
 
 
 @pytest.mark.parametrize("capacity_query", [BY_NODE, None], ids=["capacity-by-node", "default-nodes-query"])
