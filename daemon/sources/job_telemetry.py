@@ -30,7 +30,8 @@ from urllib3.util.retry import Retry
 from daemon.config import Config
 from daemon.health.types import GpuTrace, Scheduler, Telemetry
 from daemon.sources.base import SourceError
-from daemon.sources.prometheus import CappedSession, ResponseTooLarge, pushed_selector
+from daemon.sources.prometheus import CappedSession, ResponseTooLarge
+from daemon.sources.pushgateway import pushed_selector
 from daemon.sources.redact import redact_text, redact_url
 
 log = logging.getLogger("gpu_autoscaler.source.job_telemetry")
@@ -55,11 +56,12 @@ _VECTOR = TypeAdapter(list[_VectorItem])
 
 
 def from_push(labels: dict[str, str], groups: list[dict[str, str]]) -> bool:
-    """Whether a series carries every label of one of the Pushgateway `groups` (its instance too, absent as absent):
-    it is that group's, or one of the exporter's the group's labels cannot be told from; either way not the
-    exporter's telemetry."""
-    return any(all(labels.get(k, "") == v for k, v in g.items()) and labels.get("instance", "") == g.get("instance", "")
-               for g in groups)
+    """Whether a series may be one of the Pushgateway `groups`': it carries every label of one (its instance too,
+    where the group's path names one). A group whose path names no instance gives its series whatever instance the
+    push's body names, a real exporter's too (daemon/sources/pushgateway.py), so any instance passes it. Either way
+    the series is not the exporter's telemetry: that group's, or one of the exporter's it cannot be told from."""
+    return any(all(labels.get(k, "") == v for k, v in g.items() if k != "instance")
+               and (not g.get("instance") or labels.get("instance", "") == g["instance"]) for g in groups)
 
 Key = tuple[str, str, str]   # (job, host, gpu)
 
@@ -153,10 +155,13 @@ class JobTelemetrySource:
             grids[name] = self._grid(name, query, start, n, meta, problems, pushed, dropped)
         if pushed:
             first = ", ".join(f'{k}="{v}"' for k, v in sorted(pushed[0].items()))
-            log.warning("per-job telemetry: %d Pushgateway group(s) pass the exporter selector (first: {%s}); their "
-                        "%d series (of %d jobs) are not read as the exporter's. Drop the DCGM names on the "
-                        "Pushgateway's scrape job (metric_relabel_configs)", len(pushed), first, sum(dropped.values()),
-                        len(dropped))
+            bare = sum(not g.get("instance") for g in pushed)
+            log.warning("per-job telemetry: %d Pushgateway group(s) pass the exporter selector (first: {%s}); %d "
+                        "series (of %d jobs) that may be theirs are not read as the exporter's%s. Drop the DCGM names "
+                        "on the Pushgateway's scrape job (metric_relabel_configs)", len(pushed), first,
+                        sum(dropped.values()), len(dropped),
+                        f" ({bare} name no instance in their path, so any series with their other labels may be "
+                        "theirs, the exporter's own too)" if bare else "")
         keys = sorted(grids["activity"])   # a GPU without activity is not telemetry of a job
         self._conflicts(keys, grids["activity"], problems)
         nan = np.full(n, np.nan)

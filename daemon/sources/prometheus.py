@@ -12,10 +12,9 @@ node view (the policy then counts GPUs), never with "no nodes".
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-import json
 import logging
-import re
 import time
 from typing import Annotated, Any, Callable, Iterable, Iterator
 
@@ -29,10 +28,11 @@ from urllib3.util.retry import Retry
 
 from daemon.config import Config
 from daemon.config.names import named_tenant, tenant_accounts, tenant_namespaces
-from daemon.config.promql_selectors import label_matchers
+from daemon.config.promql_selectors import EXPORTER, INGRESS, substitute
 from daemon.policy.state import ClusterState, Jobs, Nodes
 from daemon.sources.base import Collected, SourceError
 from daemon.sources.history import History
+from daemon.sources.pushgateway import Pushed, add_back, left_out_line, pushed_refusal, pushed_selector
 from daemon.sources.redact import redact_text, redact_url
 from daemon.sources.scheduler_bounds import bound_capacity, cap_demand, mark_silent
 from daemon.text import one_line, plural
@@ -70,58 +70,6 @@ def account_tenants(cfg: Config) -> dict[str, str] | None:
     if "slurm" not in cfg.actuators.enabled or namespace_tenants(cfg) is not None:
         return None
     return {acct: t for t, acct in tenant_accounts(cfg.tenants).items()}
-
-
-# A Pushgateway's series pass any selector: it is scraped with honor_labels (its documented setup), so a pushed
-# series keeps the job label its push names (POST /metrics/job/dcgm-exporter gives job="dcgm-exporter"), and anyone
-# who can reach it (a tenant's batch job, which is what it is for) can push DCGM names with any namespace, node and
-# GPU. The Pushgateway adds push_time_seconds to every group it holds, with the group's labels (job, instance and
-# the rest of the push's path); a push cannot leave it out, replace it, or give its series another job than the
-# group's. A group whose labels pass the exporter's job and instance matchers is one whose series pass as the
-# exporter's.
-PUSHED_METRIC = "push_time_seconds"
-PUSH_GROUP_LABELS = ("job", "instance")   # the labels a push group and each of its series surely share
-
-
-ANY_JOB = "gpuas-probe-any-scrape-job"   # a job no site names: a selector passing it takes every scrape job's series
-
-
-def _passes(m: Any, value: str) -> bool:
-    """Whether matcher `m` passes a label `value`, as Prometheus reads it (a regex is anchored at both ends)."""
-    if m.op in ("=", "!="):
-        return (value == m.value) == (m.op == "=")
-    try:
-        return bool(re.fullmatch(m.value, value)) == (m.op == "=~")
-    except re.error:
-        return False
-
-
-def pushed_selector(exporter_selector: str) -> str | None:
-    """The PromQL selector of the Pushgateway groups whose series pass `exporter_selector` as the exporter's: its
-    matchers on job and instance (every pushed series has its group's), or all of them where it has none of those
-    (then a group whose series carry more labels than its path may go unseen: select the exporter by job). None where
-    its job matchers pass any job and none names the instance (`job=~".+"`, the documented way of counting every
-    scrape job knowingly): every group would pass, a backup job's metrics too, and the site has chosen to count them."""
-    ms = sorted(label_matchers(exporter_selector))
-    jobs = [m for m in ms if m.name == "job"]
-    if jobs and all(_passes(m, ANY_JOB) for m in jobs) and not any(m.name == "instance" for m in ms):
-        return None
-    kept = [m for m in ms if m.name in PUSH_GROUP_LABELS] or ms
-    return PUSHED_METRIC + "{" + ", ".join(f"{m.name}{m.op}{json.dumps(m.value)}" for m in kept) + "}"
-
-
-def pushed_refusal(shown_url: str, selector: str, groups: list[dict[str, str]], what: str,
-                   whose: str = "the DCGM exporter") -> str:
-    """The one line saying that Pushgateway groups pass as the exporter's (or the ingress') series, naming the
-    first and what is refused."""
-    first = ", ".join(f'{k}="{v}"' for k, v in sorted(groups[0].items()) if k != "__name__")
-    forged = "GPUs, demand and nodes" if whose == "the DCGM exporter" else "request rates"
-    names = "the DCGM names (and the recording rules' names)" if whose == "the DCGM exporter" else \
-        "the ingress' metric names"
-    return (f"prometheus {shown_url}: {len(groups)} Pushgateway group(s) push series that the selector "
-            f"{selector!r} takes for {whose}'s (first: {{{first}}}): whoever can push there can forge {forged} for "
-            f"any tenant; {what}. Drop {names} on the Pushgateway's scrape job (metric_relabel_configs) and delete "
-            "the group")
 
 
 class ResponseTooLarge(requests.RequestException):
@@ -227,6 +175,9 @@ class PrometheusSource:
         self.tenant_of_value, self.value_kind = ((self.tenant_of_ns, "namespace") if self.tenant_of_ns is not None
                                                  else (account_tenants(cfg), "account"))
         self.pushed = pushed_selector(pc.exporter_selector)   # Pushgateway groups that pass as the exporter
+        self._push = Pushed()   # those standing at this cycle's time: their series are left out of its reads
+        self._push_said: tuple = ()      # the groups' instances and their nodes, as last logged
+        self._ingress_said: tuple = ()   # the ingress' groups' instances, as last logged
         self.resolver = cfg.fleet.resolver()   # GPU model names -> [fleet] types (window_by_type)
         self.typed = cfg.fleet.typed           # a mixed fleet: history per (tenant, type), nodes with a type
         self._reported_unknown: set[str] = set()
@@ -387,12 +338,12 @@ class PrometheusSource:
         tenant at a step with no scrape at all. Columns: every tenant seen, configured or in `tenants`.
         """
         n = int(round((end - start) / self.step_s)) + 1
-        d_keys, demand = self._grid(self.pc.query("demand"), start, end, n)
-        _, capacity = self._grid(self.pc.query("capacity"), start, end, n)
-        pushed = self._pushed_steps(start, end, n)
-        fresh = (np.nan_to_num(capacity) > 0).any(axis=0) & ~pushed
-        self._within_capacity(demand, capacity, start, "demand", ~pushed)
-        m_keys, missing = self._grid(self.pc.query("missing"), start, end, n)
+        push, stood, refused = self._pushed_window(start, end, n)
+        d_keys, demand, touched = self._read("demand", start, end, n, push, stood)
+        _, capacity, _ = self._read("capacity", start, end, n, push, stood)
+        fresh = (np.nan_to_num(capacity) > 0).any(axis=0) & ~refused
+        self._within_capacity(demand, capacity, start, "demand", ~refused)
+        m_keys, missing, m_touched = self._read("missing", start, end, n, push, stood)
         names = sorted((set(d_keys) | set(m_keys) | set(self.known) | set(tenants)) - {None})
         col = {t: j for j, t in enumerate(names)}
         values = np.zeros((n, len(names)))
@@ -406,27 +357,91 @@ class PrometheusSource:
             part = values[:, cols]
             part[np.nan_to_num(missing[rows].T) > 0] = np.nan
             values[:, cols] = part
+        for t, hit in [*touched.items(), *m_touched.items()]:   # on a pushed group's instance while it stood
+            if t in col:
+                values[hit, col[t]] = np.nan
         values[~fresh, :] = np.nan
         idx = pd.date_range(pd.Timestamp(start, unit="s", tz="UTC"), periods=n, freq=f"{self.step_s}s", name="time")
         return pd.DataFrame(values, index=idx, columns=pd.Index(names, name="tenant"))
 
-    def _pushed_steps(self, start: float, end: float, n: int) -> np.ndarray:
-        """Per step, whether a Pushgateway group passed as the exporter there (pushed_selector): the exporter's
-        series cannot be told from the pushed ones at such a step, so it is read as not scraped (every tenant
-        missing, never the pushed GPUs). A group deleted since still has its steps in Prometheus, which a history
-        read after it (the gap the refused cycles left, a backfill) would otherwise take in."""
-        if self.pushed is None:
-            return np.zeros(n, dtype=bool)
-        _, pushed = self._grid(f"count({self.pushed})", start, end, n, key=lambda _: None)
-        return (np.nan_to_num(pushed) > 0).any(axis=0) if len(pushed) else np.zeros(n, dtype=bool)
+    def _query(self, which: str, push: Pushed | None = None, only: bool = False, placeholder: str = EXPORTER) -> str:
+        """``<which>_query`` as sent, its placeholder's selector (the exporter's, or the ingress') narrowed by the
+        Pushgateway groups `push` (default: this cycle's): their series left out, or (`only`) only the series at their
+        instances read."""
+        push = self._push if push is None else push
+        sel = {EXPORTER: self.pc.exporter_selector, INGRESS: self.pc.ingress_selector}
+        if push.instances:
+            sel[placeholder] += ", " + (push.only() if only else push.excluded())
+        return substitute(getattr(self.pc, f"{which}_query"), sel)
 
-    def _refuse_pushed(self, at: float) -> None:
-        """A SourceError (the plan is kept, nothing new preempted) while a Pushgateway group passes as the exporter
-        now (pushed_selector): its series would be read as GPUs, demand, capacity and nodes of any tenant."""
-        groups = [labels for labels, _ in self._instant(self.pushed, at)] if self.pushed is not None else []
-        if groups:
-            raise SourceError(pushed_refusal(self.shown_url, self.pc.exporter_selector, groups,
-                                             "refusing the answers"))
+    def _read(self, which: str, start: float, end: float, n: int, push: Pushed, stood: np.ndarray,
+              key: Callable[[dict[str, str]], object] | None = None) -> tuple[dict, np.ndarray, dict]:
+        """(keys, rows, touched): _grid of ``<which>_query`` with the groups' series left out, and the series at their
+        instances read apart: added back where no group stood, their keys `touched` where one did (add_back)."""
+        keys, rows = self._grid(self._query(which, push), start, end, n, key)
+        if not push.instances:
+            return keys, rows, {}
+        at_keys, at_rows = self._grid(self._query(which, push, only=True), start, end, n, key)
+        rows, touched = add_back(keys, rows, at_keys, at_rows, stood)
+        return keys, rows, touched
+
+    def _unselectable(self, push: Pushed) -> Pushed:
+        """`push` with a reason (Pushed.whole) where a query this source reads has no $exporter to narrow: a
+        recorded series (recording_rules) has the job and instance aggregated away, pushed GPUs and all."""
+        reads = ("demand_by_type", "capacity_by_type", "nodes_by_type") if self.typed else ("demand",)
+        blind = [q for q in reads + ("missing", "capacity", "freshness", "nodes")
+                 if EXPORTER not in getattr(self.pc, f"{q}_query")]
+        if push.instances and not push.whole and blind:
+            return dataclasses.replace(push, whole=f"{blind[0]}_query reads series without {EXPORTER} (recording "
+                                       "rules aggregate the job and instance away), so their series cannot be left "
+                                       "out of it")
+        return push
+
+    def _pushed_window(self, start: float, end: float, n: int) -> tuple[Pushed, np.ndarray, np.ndarray]:
+        """(the groups that passed as the exporter from start to end, the steps where one stood, the steps read as not
+        scraped). The groups' series are left out by their instances (Pushed). Where one whose series cannot be
+        (Pushed.whole: no instance in its path, or past the bounds) stood, every tenant is missing, never the pushed
+        GPUs. A group deleted since still has its steps in Prometheus, which a history read after it (the gap refused
+        cycles left, a backfill) takes in."""
+        none = np.zeros(n, dtype=bool)
+        if self.pushed is None:
+            return Pushed(), none, none
+        keys, rows = self._grid(f"count({self.pushed}) by (instance)", start, end, n,
+                                key=lambda lb: lb.get("instance", ""))
+        here = {k: np.nan_to_num(rows[r]) > 0 for k, r in keys.items()}
+        bare = here.pop("", none)
+        stood = np.logical_or.reduce([none, *here.values()])
+        push = self._unselectable(Pushed.of([{"instance": k} for k in here]))
+        if push.whole:
+            return Pushed(), none, stood | bare
+        return push, stood, bare
+
+    def _pushed_now(self, at: float) -> Pushed:
+        """The groups passing as the exporter now, whose series this cycle's reads leave out. A SourceError (the plan
+        is kept, nothing new preempted) where they cannot be left out (Pushed.whole, _unselectable): their series
+        would be read as GPUs, demand, capacity and nodes of any tenant."""
+        if self.pushed is None:
+            return Pushed()
+        push = self._unselectable(Pushed.of([labels for labels, _ in self._instant(self.pushed, at)]))
+        if push.whole:
+            raise SourceError(pushed_refusal(self.shown_url, self.pc.exporter_selector, list(push.groups),
+                                             "refusing the answers", why=push.whole))
+        self._report_pushed(push, at)
+        return push
+
+    def _report_pushed(self, push: Pushed, at: float) -> None:
+        """One WARNING line when the groups left out, or the nodes their instances name, change (INFO once none
+        stands): the nodes' GPUs are not counted while they stand, and their tenants read as missing."""
+        nodes: tuple[str, ...] = ()
+        if push.instances:
+            nodes = tuple(sorted({n for labels, _ in self._instant(self._query("nodes", push, only=True), at)
+                                  if (n := labels.get(self.pc.node_label))}))
+        said = (push.instances, nodes)
+        if said != self._push_said and push.instances:
+            log.warning("%s", left_out_line(push, nodes))
+        elif said != self._push_said:
+            log.info("no Pushgateway group passes as the exporter's series any more")
+        self._push_said = said
 
     def _within_capacity(self, demand: np.ndarray, capacity: np.ndarray, start: float, what: str,
                          judged: np.ndarray | None = None) -> None:
@@ -462,9 +477,9 @@ class PrometheusSource:
         return sorted(self.resolver.unmatched)
 
     def window_by_type(self, start: float, end: float, tenants: Iterable[str] = (),
-                       query: str | None = None, flat: bool = False, types: Iterable[str] = ()) -> pd.DataFrame:
-        """GPUs per (tenant, GPU type) on the step grid from start to end (inclusive): demand_by_type_query, or
-        `query` (usage_by_type). Columns: a two-level MultiIndex (tenant, type) over every tenant (as window)
+                       which: str = "demand_by_type", flat: bool = False, types: Iterable[str] = ()) -> pd.DataFrame:
+        """GPUs per (tenant, GPU type) on the step grid from start to end (inclusive): ``<which>_query``
+        (demand_by_type, or usage_by_type). Columns: a two-level MultiIndex (tenant, type) over every tenant (as window)
         and every type, the configured ones and any seen (``unknown`` included); in a one-model cluster the one
         type is ``gpu``. As in window: idle is 0 at a scraped step (a tenant with no GPU of a type has 0 of it),
         a tenant that missing_query lists is NaN on every type there, and a step with no scrape is NaN.
@@ -473,13 +488,16 @@ class PrometheusSource:
         none is configured or seen in this window (the history's older columns: 0 at a scraped step, not NaN)."""
         n = int(round((end - start) / self.step_s)) + 1
         types_extra = set(types)
-        d_keys, demand = self._grid(query or self.pc.query("demand_by_type"), start, end, n,
-                                    key=lambda lb: (self._label(lb), self._type_of(lb)))
-        _, capacity = self._grid(self.pc.query("capacity"), start, end, n)
-        pushed = self._pushed_steps(start, end, n)
-        fresh = (np.nan_to_num(capacity) > 0).any(axis=0) & ~pushed
-        self._within_capacity(demand, capacity, start, "usage_by_type" if query else "demand_by_type", ~pushed)
-        m_keys, missing = self._grid(self.pc.query("missing"), start, end, n)
+        push, stood, refused = self._pushed_window(start, end, n)
+        d_keys, demand, touched = self._read(which, start, end, n, push, stood,
+                                             key=lambda lb: (self._label(lb), self._type_of(lb)))
+        _, capacity, _ = self._read("capacity", start, end, n, push, stood)
+        fresh = (np.nan_to_num(capacity) > 0).any(axis=0) & ~refused
+        self._within_capacity(demand, capacity, start, which, ~refused)
+        m_keys, missing, m_touched = self._read("missing", start, end, n, push, stood)
+        gone: dict = {}   # tenants on a pushed group's instance while it stood, any type
+        for t, hit in [*((k[0], h) for k, h in touched.items()), *m_touched.items()]:
+            gone[t] = gone.get(t, False) | hit
         d_keys = {k: r for k, r in d_keys.items() if k[0] is not None}
         names = sorted((set(k[0] for k in d_keys) | set(m_keys) | set(self.known) | set(tenants)) - {None})
         types = list(self.cfg.fleet.types) or [self.resolver(None)]
@@ -495,6 +513,9 @@ class PrometheusSource:
             stale = np.nan_to_num(missing[r]) > 0
             for typ in types:
                 values[stale, at[(t, typ)]] = np.nan
+        for t, hit in gone.items():
+            for typ in (types if t in names else ()):
+                values[hit, at[(t, typ)]] = np.nan
         values[~fresh, :] = np.nan
         self._report_unknown()
         idx = pd.date_range(pd.Timestamp(start, unit="s", tz="UTC"), periods=n, freq=f"{self.step_s}s", name="time")
@@ -533,7 +554,7 @@ class PrometheusSource:
         node's GPUs, its type (its GPUs' model; the most common one if it reports several) and its free GPUs (those
         no tenant holds). Nothing is held or draining as far as Prometheus knows."""
         book: dict[str, dict] = {}
-        for labels, v in self._instant(self.pc.query("nodes_by_type"), at):
+        for labels, v in self._instant(self._query("nodes_by_type"), at):
             node = labels.get(self.pc.node_label)
             if not node:
                 continue
@@ -555,12 +576,12 @@ class PrometheusSource:
 
     def usage_by_type(self, start: float, end: float, tenants: Iterable[str] = ()) -> pd.DataFrame:
         """GPUs in use (utilization above 0) per (tenant, type): usage_by_type_query, framed as window_by_type."""
-        return self.window_by_type(start, end, tenants, query=self.pc.query("usage_by_type"))
+        return self.window_by_type(start, end, tenants, which="usage_by_type")
 
     def capacity_by_type(self, at: float | None = None) -> dict[str, int]:
         """Healthy GPUs per type now (capacity_by_type_query); every configured type is listed, 0 when none."""
         out = {t: 0 for t in self.cfg.fleet.types}
-        for labels, v in self._instant(self.pc.query("capacity_by_type"), self.clock() if at is None else at):
+        for labels, v in self._instant(self._query("capacity_by_type"), self.clock() if at is None else at):
             typ = self._type_of(labels)
             out[typ] = out.get(typ, 0) + int(v)
         return out
@@ -580,7 +601,7 @@ class PrometheusSource:
         `now`), so a cycle reads each tenant's demand once; capacity and freshness are two instant queries.
         """
         now = self._aligned(self.clock())
-        self._refuse_pushed(now)   # before the history takes in this window
+        self._push = self._pushed_now(now)   # before the history takes in this window
         fetch, names = (self._typed_window, []) if self.typed else (self.window, self.known)
         if self.history is not None:
             self.history.update(fetch, now, names)
@@ -591,9 +612,9 @@ class PrometheusSource:
         # (a configured tenant with no GPU of any type in the window has no series but is in the state, at 0)
         owner = [c.rpartition(SERIES_SEP)[0] for c in history.columns] if self.typed else list(history.columns)
         tenants = tuple(dict.fromkeys(owner + self.known)) if self.typed else tuple(owner)
-        cap = self._instant(self.pc.query("capacity"), now)
+        cap = self._instant(self._query("capacity"), now)
         capacity = int(sum(v for _, v in cap))   # "this step was scraped"; the plan's capacity is bounded below
-        fresh = self._instant(self.pc.query("freshness"), now)
+        fresh = self._instant(self._query("freshness"), now)
         newest = max((v for _, v in fresh), default=float("-inf"))
         staleness = max(0.0, self.clock() - newest) if np.isfinite(newest) else float("inf")
         scraped = capacity > 0 and staleness <= self.cfg.cycle.stale_after_s
@@ -657,7 +678,7 @@ class PrometheusSource:
         15 minutes read its tenants as idle). A failure raises as any query's does: the cycle is stale."""
         if cap and all(labels.get(self.pc.node_label) for labels, _ in cap):
             return cap
-        return self._instant(self.pc.query("nodes"), at)
+        return self._instant(self._query("nodes"), at)
 
     def _report_silent(self, silent: dict[str, tuple[int, int]]) -> None:
         """One log line when the silent nodes or their unseen GPUs change, not every cycle (a job starting or ending
@@ -720,23 +741,32 @@ class PrometheusSource:
         """
         if self.pc.request_rate_query is None:
             return None
-        query = self.pc.query("request_rate")
         try:
             sel = pushed_selector(self.pc.ingress_selector)
-            pushed = [labels for labels, _ in self._instant(sel, now)] if sel is not None else []
-            if pushed:   # a Pushgateway group passes as the ingress: its pushes would be any tenant's requests
-                raise SourceError(pushed_refusal(self.shown_url, self.pc.ingress_selector, pushed,
-                                                 "the request rates are unknown while it does", "the ingress"))
-            answer = self._instant(query, now)
+            push = Pushed.of([labels for labels, _ in self._instant(sel, now)]) if sel is not None else Pushed()
+            if push.whole:   # a Pushgateway group passes as the ingress: its pushes would be any tenant's requests
+                raise SourceError(pushed_refusal(self.shown_url, self.pc.ingress_selector, list(push.groups),
+                                                 "the request rates are unknown while it does", "the ingress",
+                                                 why=push.whole))
+            answer = self._instant(self._query("request_rate", push, placeholder=INGRESS), now)
+            # the series at a group's instance: its pushes, or an ingress scraped under that instance
+            at = self._instant(self._query("request_rate", push, only=True, placeholder=INGRESS), now) \
+                if push.instances else []
         except SourceError as exc:
             log.warning("request rates unknown this cycle: %s", exc)
             return None
+        if push.instances != self._ingress_said and push.instances:
+            log.warning("%s", left_out_line(push))
+        self._ingress_said = push.instances
         col = {t: i for i, t in enumerate(tenants)}
         rate = np.full(len(tenants), np.nan)
         for labels, v in answer:
             i = col.get(self._label(labels))
             if i is not None:
                 rate[i] = v if np.isnan(rate[i]) else rate[i] + v
+        for labels, _ in at:
+            if (i := col.get(self._label(labels))) is not None:
+                rate[i] = np.nan
         return rate
 
     def _jobs(self, tenants: tuple[str, ...]) -> Jobs:
@@ -764,5 +794,5 @@ class PrometheusSource:
 
     def node_names(self) -> set[str]:
         """Nodes that reported GPUs within a day (``known_nodes_query``, grouped by ``node_label``)."""
-        return {n for labels, _ in self._instant(self.pc.query("known_nodes"), self.clock())
+        return {n for labels, _ in self._instant(self._query("known_nodes"), self.clock())
                 if (n := labels.get(self.pc.node_label))}

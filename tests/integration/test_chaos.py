@@ -32,7 +32,8 @@ from daemon.forecasting.choose import build as build_forecaster
 from daemon.policy.types import Plan, PolicyMemory, Preemption
 from daemon.service.cycle import CycleRunner
 from daemon.sources.base import SourceError
-from daemon.sources.prometheus import PUSHED_METRIC, PrometheusSource
+from daemon.sources.prometheus import PrometheusSource
+from daemon.sources.pushgateway import PUSHED_METRIC
 from daemon.state.store import StateStore
 from tests.conftest import free_port, need_binary
 from tests.support.actuators import QuietActuator

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from daemon.config import Config, PrometheusConfig, SourceConfig
-from daemon.sources import prometheus
+from daemon.sources import prometheus, pushgateway
 from daemon.sources.base import SourceError
 from daemon.sources.prometheus import PrometheusSource
 
@@ -67,7 +67,7 @@ def fake():
                 qs = parse_qs(u.query)
                 crafted.last_range = (int(qs["start"][0]), int(qs["end"][0]))
             status, ctype, body, with_length = (crafted.range if u.path.endswith("query_range") else crafted.instant)(q)
-            if q.startswith(prometheus.PUSHED_METRIC) or q.startswith(f"count({prometheus.PUSHED_METRIC}"):
+            if q.startswith(pushgateway.PUSHED_METRIC) or q.startswith(f"count({pushgateway.PUSHED_METRIC}"):
                 # no Pushgateway group passes as the exporter here, as on a Prometheus without one: the crafted
                 # answers are for the queries the source reads the GPUs with
                 kind = "matrix" if u.path.endswith("query_range") else "vector"
