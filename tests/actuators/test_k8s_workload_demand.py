@@ -230,3 +230,45 @@ def test_beside_kueue_the_source_reads_the_jobs_from_the_kueue_actuator():
     pods, queue = Pods(), Queue()
     assert isinstance(queue, ListsQueuedJobs)
     assert jobs_lister([pods, queue]) is queue and jobs_lister([pods]) is pods and jobs_lister([]) is None
+
+
+def test_a_workload_whose_pods_no_node_takes_is_never_demand(caplog):
+    """A podSet selecting a GPU model no node has, or a label no node has, starts nowhere (the pod view's never_starts
+    over the nodes, as kube-scheduler filters the pods Kueue would make), nor one selecting a node hold whose taint it
+    does not tolerate (another tenant's: Kueue adds both only on that tenant's hold flavor): said once; one selecting
+    the nodes' model, or a hold it tolerates, is demand."""
+    from kubernetes import client as k8s
+
+    from daemon.actuators.k8s.view import never_starts
+
+    def node(name):
+        cap = {"nvidia.com/gpu": "8"}
+        return k8s.V1Node(metadata=k8s.V1ObjectMeta(name=name, labels={"nvidia.com/gpu.product": "A100"}),
+                          spec=k8s.V1NodeSpec(taints=[]), status=k8s.V1NodeStatus(capacity=cap, allocatable=cap))
+
+    def selecting(name, selector, tolerations=None):
+        body = wl(name)
+        body["spec"]["podSets"][0]["template"]["spec"]["nodeSelector"] = selector
+        if tolerations:
+            body["spec"]["podSets"][0]["template"]["spec"]["tolerations"] = tolerations
+        return body
+
+    KEY = "gpu-autoscaler.io/hold"
+    starts = never_starts([node("n1"), node("n2")], "nvidia.com/gpu", None, KEY)
+    items = [selecting("h100", {"nvidia.com/gpu.product": "H100"}), selecting("zone", {"zone": "moon"}),
+             selecting("a100", {"nvidia.com/gpu.product": "A100"}), selecting("other-hold", {KEY: "x"}),
+             selecting("own-hold", {KEY: "x"}, [{"key": KEY, "operator": "Equal", "value": "x",
+                                                 "effect": "NoSchedule"}]), wl("plain")]
+    r = reader()
+    caplog.set_level(logging.WARNING)
+    for _ in range(2):
+        jobs = r.demand(items, ("team-a",), [8, 8], set(), now=NOW, starts=starts)
+        assert jobs.ids.tolist() == ["ns-a/workload/a100", "ns-a/workload/own-hold", "ns-a/workload/plain"]
+    tail = ": it can never be admitted, so it is no demand (no hold, no preemption, no aging for it)"
+    assert sorted(x.getMessage() for x in caplog.records) == [
+        "Kueue Workload ns-a/h100 has pods (podSet main) that no node takes: selects nodes by "
+        "nvidia.com/gpu.product=H100, which no node has" + tail,
+        "Kueue Workload ns-a/other-hold has pods (podSet main) that no node takes: selects the node hold "
+        f"{KEY}=x, whose taint ({KEY}=x:NoSchedule) it does not tolerate" + tail,
+        "Kueue Workload ns-a/zone has pods (podSet main) that no node takes: selects nodes by zone=moon, which no "
+        "node has" + tail]

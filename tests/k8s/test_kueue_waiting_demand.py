@@ -4,8 +4,8 @@ batch/job integration, so the low Jobs take the queues' quota and a high-tier 2 
 The Kueue actuator reads it beside the pods (KueueActuator.cluster_jobs: workloads.Workloads.demand), the plan clears
 two nodes for the gang and holds them, the actuator (dry run off) taints them and evicts their low pods, Kueue admits
 the Workload on the hold, and the Job's two pods bind where room was made. A Workload Kueue finds inadmissible (its
-LocalQueue missing) or that asks more than the cluster has is no demand: beside an admissible 1 x 8 Workload, only
-its node is cleared. The old reading (pods only) cleared nothing in either."""
+LocalQueue missing), that asks more than the cluster has, or whose pods select a GPU model no node has is no demand:
+beside an admissible 1 x 8 Workload, only its node is cleared. The old reading (pods only) cleared nothing in either."""
 
 from __future__ import annotations
 
@@ -50,15 +50,16 @@ def _job(ns: str, name: str, queue: str, pods: int, gpus: int, tier: str) -> dic
                                                        "limits": {"nvidia.com/gpu": str(gpus)}}}]}}}}
 
 
-def _workload(ns: str, name: str, queue: str, pods: int, gpus: int) -> dict:
+def _workload(ns: str, name: str, queue: str, pods: int, gpus: int, selector: dict | None = None) -> dict:
     """A Workload made by hand (as an integration Kueue runs would make one), high tier."""
+    spec: dict = {"restartPolicy": "Never", "containers": [{"name": "main", "image": "registry.invalid/train:1",
+                                                            "resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}]}
+    if selector:
+        spec["nodeSelector"] = selector
     return {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload", "metadata": {"name": name, "namespace": ns},
             "spec": {"queueName": queue, "priorityClassName": "gpu-autoscaler-high", "priority": 1_000_000,
                      "priorityClassSource": "scheduling.k8s.io/priorityclass",
-                     "podSets": [{"name": "main", "count": pods, "template": {"spec": {
-                         "restartPolicy": "Never", "containers": [{
-                             "name": "main", "image": "registry.invalid/train:1",
-                             "resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}]}}}]}}
+                     "podSets": [{"name": "main", "count": pods, "template": {"spec": spec}}]}}
 
 
 def _workload_of(custom, ns: str, job: str) -> dict | None:
@@ -175,7 +176,11 @@ def test_inadmissible_workloads_cause_no_eviction_beside_one_kueue_may_admit(kue
         create(*KQ, c.serving, "workloads", _workload(c.serving, "past-cluster", c.act.cfg.queue_prefix, 4, 8))
         # and one Kueue may admit: 1 x 8, waiting for quota
         create(*KQ, c.serving, "workloads", _workload(c.serving, "one", c.act.cfg.queue_prefix, 1, 8))
-        for name, why in (("no-queue", "Inadmissible"), ("past-cluster", "Pending"), ("one", "Pending")):
+        # 2 x 8 whose pods select a GPU model no node has (the nodes are A100s): kube-scheduler places them nowhere
+        create(*KQ, c.serving, "workloads", _workload(c.serving, "h100", c.act.cfg.queue_prefix, 2, 8,
+                                                      {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}))
+        for name, why in (("no-queue", "Inadmissible"), ("past-cluster", "Pending"), ("one", "Pending"),
+                          ("h100", "Pending")):
             wait_for(lambda n=name, w=why: _verdict(c.custom.get_namespaced_custom_object(*KQ, c.serving, "workloads",
                                                                                         n)) == w,
                      timeout=60, what=f"Kueue's verdict on {name}: {why}")
@@ -195,7 +200,9 @@ def test_inadmissible_workloads_cause_no_eviction_beside_one_kueue_may_admit(kue
                    for x in lines), lines
         assert any(f"{c.serving}/past-cluster asks for 32 GPUs in all, more than the cluster has (24)" in x
                    for x in lines), lines
-        assert len(lines) == 2, lines
+        assert any(f"{c.serving}/h100 has pods (podSet main) that no node takes: selects nodes by "
+                   "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3, which no node has" in x for x in lines), lines
+        assert len(lines) == 3, lines
     finally:
         c.act.release_holds()
         kueue.delete_nodes(c.nodes)

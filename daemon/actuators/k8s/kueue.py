@@ -73,6 +73,7 @@ from daemon.actuators.k8s.flavors import MIG_PREFIX, PRODUCT_LABEL
 from daemon.actuators.k8s.informer import ClusterView
 from daemon.actuators.k8s.node_holds import NodeHolds
 from daemon.actuators.k8s.objects import POOL_VALUE, gpu_quantity, name_part
+from daemon.actuators.k8s.view import never_starts
 from daemon.actuators.k8s.workloads import Workloads, pod_owners
 from daemon.config import KubernetesActuatorConfig, KueueActuatorConfig, TenantConfig
 from daemon.config.fleet import FleetConfig
@@ -658,7 +659,11 @@ class KueueActuator(FencedApply):
         # each node's GPUs, usable now or not (a cordoned node may come back): what a Workload must fit in
         sizes = [gpu_quantity((n.status.allocatable or {}).get(self.cfg.gpu_resource, 0)) if n.status else 0
                  for n in nodes]
-        waiting = self.workloads.demand(items, tenants, sizes, pod_owners(pods, self.workloads.tenant_of))
+        # where the Workloads' pods could start: the pod view's rule for a pending pod (nodeSelector, required node
+        # affinity, spread keys, taints), with Kueue's hold label and taint left out as the view leaves them
+        starts = never_starts(nodes, self.cfg.gpu_resource, self.pods.resolver, self.cfg.hold_label)
+        waiting = self.workloads.demand(items, tenants, sizes, pod_owners(pods, self.workloads.tenant_of),
+                                        starts=starts)
         return Jobs.concat([jobs, waiting]) if len(waiting) else jobs
 
     @property

@@ -19,7 +19,9 @@ those Kueue can admit: a Workload Kueue has not looked at yet (no ``QuotaReserve
 scheduler write one within a second) is not demand yet; one Kueue finds inadmissible (``QuotaReserved=False``, reason
 ``Inadmissible``: its LocalQueue or ClusterQueue missing, stopped or terminating) is never demand, nor one whose pod
 asks more GPUs than any node has or whose GPUs in all are more than the cluster has (no quota the daemon writes is
-ever more than the cluster's GPUs, so Kueue never admits it): said once per Workload, in one line. Kueue's own
+ever more than the cluster's GPUs, so Kueue never admits it), nor one with a podSet whose pods no node takes (the pod
+view's never_starts: its node selectors, spread keys and tolerations over the nodes): said once per Workload, in one
+line. Kueue's own
 "Pending ... > maximum capacity" is not taken as never: that capacity is the quotas the plan writes, which grow with
 the holds the plan makes for this very demand. A waiting Workload whose pods the pod view counts (their owner is the
 Workload's owner, the requeued Workload of a Job whose pods still run) is counted once, as its pods. A tenant's
@@ -43,8 +45,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
+from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
@@ -62,6 +66,7 @@ P50, P90, REASON = "gpu-autoscaler.io/eta-p50", "gpu-autoscaler.io/eta-p90", "gp
 OURS = (P50, P90, REASON)
 PAGE = 500
 TIER_OF_CLASS = {priority_class_name(t): t for t in PRIORITY}
+_DECODE = k8s.ApiClient()   # reads a podSet's template as the client's V1Pod (no request is ever sent with it)
 
 
 class Malformed(ValueError):
@@ -276,6 +281,7 @@ class Workloads:
         self.max_per_tenant = max_per_tenant   # actuators.kueue.max_workloads_per_tenant: the plan's read of each
         self._never: dict[str, str] = {}        # Workloads that can never be admitted (uid -> line), as last said
         self._over: dict[str, int] = {}         # tenant -> its waiting Workloads past max_per_tenant, as last said
+        self._pods: dict[tuple[str, int], object] = {}   # (uid, podSet) -> its template read as a V1Pod, while waiting
         self.queued: dict[str, Queued] = {}     # job id -> the Workload, as the last read found it
         self.admitted: list[tuple[str, str]] = []   # (namespace, name): admitted, still carrying our estimate
         self.started: dict[str, float] = {}     # job id -> when Kueue admitted it (epoch), for the admitted ones
@@ -352,16 +358,47 @@ class Workloads:
         return (workload_id(meta.get("namespace", ""), meta.get("name", "")), tenant, shape[0], PRIORITY[tier], wait,
                 max(shape[1], 1))
 
+    def _placed_nowhere(self, wl: dict, starts: Callable[[object, int], str | None],
+                        seen: dict[tuple[str, int], object]) -> str | None:
+        """Why a podSet of the Workload starts on no node (`starts`, the pod view's never_starts: its nodeSelector and
+        required node affinity, spread keys and tolerations against the nodes' labels and taints, as kube-scheduler
+        filters the pods Kueue makes; Kueue itself finds no flavor for such a podSet on a mixed fleet, whose flavors
+        select GPU types), or None. Only podSets that select nodes, tolerate or spread are judged (the rest start
+        wherever their GPUs fit: _never_why). Each podSet's template is read as a pod once per Workload (its podSets
+        do not change) and kept in `seen` while the Workload waits."""
+        uid = str((wl.get("metadata") or {}).get("uid") or "")
+        for i, ps in enumerate((wl.get("spec") or {}).get("podSets") or []):
+            spec = ((ps.get("template") or {}).get("spec")) or {}
+            if not any(spec.get(k) for k in ("nodeSelector", "affinity", "topologySpreadConstraints", "tolerations")):
+                continue
+            key = (uid, i)
+            pod = seen.get(key) or self._pods.get(key)
+            if pod is None:
+                try:
+                    pod = _DECODE._ApiClient__deserialize(  # the official client's own reading of a pod
+                        {"metadata": (ps.get("template") or {}).get("metadata") or {}, "spec": spec}, "V1Pod")
+                except (ValueError, TypeError, AttributeError):
+                    continue   # not read as a pod: never judged, so never hidden
+            seen[key] = pod
+            g = _gpus_per_pod(ps.get("template"), self.resource, f"spec.podSets[{i}]")
+            why = starts(pod, g) if g > 0 else None
+            if why is not None:
+                return f"has pods (podSet {ps.get('name') or i}) that no node takes: {why}"
+        return None
+
     def demand(self, items: list[dict], tenants: tuple[str, ...], sizes: list[int], owners: set[str],
-               now: dt.datetime | None = None) -> Jobs:
+               now: dt.datetime | None = None, starts: Callable[[object, int], str | None] | None = None) -> Jobs:
         """The waiting Workloads among `items` the plan counts as pending jobs, each with its shape (module
         docstring): only those Kueue has tried and does not find inadmissible, that fit the cluster (`sizes`: each
-        node's GPUs, usable now or not: a cordoned node may come back), and that are not counted as pods already
-        (`owners`: pod_owners); per tenant at most max_per_tenant, in Kueue's order (priority, then the oldest)."""
+        node's GPUs, usable now or not: a cordoned node may come back), whose pods some node takes (`starts`: the
+        pod view's never_starts over the nodes, asked of each podSet that selects nodes, keeps off taints or spreads),
+        and that are not counted as pods already (`owners`: pod_owners); per tenant at most max_per_tenant, in
+        Kueue's order (priority, then the oldest)."""
         now = now or dt.datetime.now(dt.timezone.utc)
         index = {t: i for i, t in enumerate(tenants)}
         largest, total = max(sizes, default=0), sum(sizes)
         never: dict[str, str] = {}
+        pods: dict[tuple[str, int], object] = {}
         per_tenant: dict[int, list[tuple[int, float, tuple]]] = {}
         for wl in items:
             meta = wl.get("metadata") or {}
@@ -379,6 +416,8 @@ class Workloads:
             if verdict is None:
                 continue   # Kueue has not tried it yet: demand once it has (within a second), if it may be admitted
             why = _never_why(verdict, shape, largest, total)
+            if why is None and starts is not None:
+                why = self._placed_nowhere(wl, starts, pods)
             if why is not None:
                 never[meta.get("uid") or f"{ns}/{name}"] = f"Kueue Workload {ns}/{name} {why}"
                 continue
@@ -390,7 +429,7 @@ class Workloads:
         for key in sorted(never.keys() - self._never.keys()):
             log.warning("%s: it can never be admitted, so it is no demand (no hold, no preemption, no aging for it)",
                         never[key])
-        self._never = never
+        self._never, self._pods = never, pods
         rows, over = [], {}
         for i, got in per_tenant.items():
             if len(got) > self.max_per_tenant:
