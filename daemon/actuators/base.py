@@ -199,8 +199,10 @@ class CommentsJobs(Protocol):
 
 @runtime_checkable
 class ListsQueuedJobs(Protocol):
-    """Knows pending jobs that have no pod or job of their own yet, for the start-time estimates only (Kueue: the
-    Workloads it has not admitted), as the policy's columnar Jobs (all pending)."""
+    """Knows pending jobs that have no pod or job of their own yet, for the start-time estimates (Kueue: the
+    Workloads it has not admitted), as the policy's columnar Jobs (all pending). Where such an actuator also lists the
+    cluster's jobs, its cluster_jobs has those the plan counts among them (Kueue: those it may admit), and the
+    service takes the cluster's jobs from it (daemon/service/wiring.py)."""
 
     def queued_jobs(self, tenants: tuple[str, ...]) -> "Jobs": ...
 

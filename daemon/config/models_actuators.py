@@ -141,6 +141,12 @@ class KueueActuatorConfig(_Strict):
                                                 "(docs/windows.md); no other is touched by them")
     hold_shrink_delay_s: float = Field(300.0, ge=0,
                                        description="a node hold shrinks only after wanting fewer nodes this long")
+    max_workloads_per_tenant: int = Field(1000, ge=1,
+                                          description="the most waiting Kueue Workloads of one tenant the plan reads "
+                                                      "as demand each cycle, in Kueue's order (priority, then the "
+                                                      "oldest); the rest are said once in the log and are no demand "
+                                                      "until fewer wait: a bound on what one tenant's queue costs "
+                                                      "every cycle")
 
 
 class ActuatorsConfig(_Strict):

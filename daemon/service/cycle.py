@@ -253,18 +253,16 @@ class CycleRunner:
             log.warning("shadow record not saved: %s", exc)
 
     def _observe_dra(self) -> None:
-        """The DRA GPUs a Kubernetes actuator's view read in this cycle's collect (dra.py; read only), exported."""
+        """The DRA GPUs a Kubernetes actuator's view read in this cycle's collect (dra.py; read only), exported: the
+        one whose pods the source read (beside Kueue, the Kueue actuator's), absent where none read them."""
         from daemon.actuators.k8s.dra import DraGpus
 
-        for act in self.actuators:
-            d = getattr(act, "dra", None)
-            if isinstance(d, DraGpus):
-                self.metrics.observe_dra(sum(sum(t.values()) for t in d.supply.values()), sum(d.used.values()),
-                                         sum(d.pending.values()), len(d.uncounted))
-                return
-            if d is None and getattr(act, "name", None) == "kubernetes":
-                self.metrics.observe_dra(None)
-                return
+        d = next((x for x in (getattr(a, "dra", None) for a in self.actuators) if isinstance(x, DraGpus)), None)
+        if d is not None:
+            self.metrics.observe_dra(sum(sum(t.values()) for t in d.supply.values()), sum(d.used.values()),
+                                     sum(d.pending.values()), len(d.uncounted))
+        elif any(getattr(a, "name", None) in ("kubernetes", "kueue") for a in self.actuators):
+            self.metrics.observe_dra(None)
 
     def _apply(self, plan: Plan) -> list[ActionReport]:
         m = self.metrics

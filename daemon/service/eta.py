@@ -68,8 +68,12 @@ def peaks_of(fc: Forecast | None, quantiles=QUANTILES) -> dict[str, tuple[float,
 
 def with_queued(state: ClusterState, queued: list[Jobs]) -> ClusterState:
     """`state` with pending jobs that have no pod yet (Kueue's Workloads that wait: ListsQueuedJobs) added to its
-    jobs and to its tenants' pending GPUs, for the estimator only: the plan was made on `state` as it was."""
-    extra = [q for q in queued if len(q)]
+    jobs and to its tenants' pending GPUs, for the estimator only: the plan was made on `state` as it was. Those
+    `state` has already (the Workloads the plan read as demand: same ids) are not added again."""
+    have = set(state.jobs.ids.tolist()) if any(len(q) for q in queued) else set()
+    # a job the plan's state has already (a waiting Workload the Kueue actuator read as demand) is not added twice
+    extra = [q.select(~np.isin(q.ids, list(have))) if have else q for q in queued if len(q)]
+    extra = [q for q in extra if len(q)]
     if not extra:
         return state
     jobs = Jobs.concat([state.jobs, *extra])

@@ -15,6 +15,7 @@ from daemon.actuators.base import (
     ListsClusterJobs,
     ListsClusterNodes,
     ListsNodeJobs,
+    ListsQueuedJobs,
     NodeDirectory,
 )
 from daemon.actuators.log import LogActuator
@@ -186,6 +187,14 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
     return out
 
 
+def jobs_lister(actuators: list) -> Any:
+    """The actuator the source reads the cluster's jobs (and nodes) from: the first that lists them, but one that
+    also knows the jobs with no pod yet comes first (beside Kueue, the Kueue actuator: its jobs are the pods and the
+    Workloads that wait for admission, the plan's demand too); None when none lists jobs."""
+    listers = [a for a in actuators if isinstance(a, ListsClusterJobs)]
+    return next((a for a in listers if isinstance(a, ListsQueuedJobs)), listers[0] if listers else None)
+
+
 def limit_torch_threads(n: int) -> None:
     """Size torch's intra-op pool for the cycle's forecast, when a torch model is loaded.
 
@@ -280,7 +289,7 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
 
         # the scheduler knows the jobs, the queue and where GPUs are (from the same actuator, so node names
         # match); Prometheus knows the GPUs
-        lister = next((a for a in actuators if isinstance(a, ListsClusterJobs)), None)
+        lister = jobs_lister(actuators)
         jobs_from = lister.cluster_jobs if lister is not None else None
         nodes_from = lister.cluster_nodes if isinstance(lister, ListsClusterNodes) else None
         if cfg.history.incremental:

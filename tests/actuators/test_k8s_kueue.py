@@ -133,6 +133,7 @@ class FakeCluster:
     def __init__(self):
         self.nodes = {}
         self.pods = []
+        self.workloads = []      # Kueue Workloads (the waiting ones are the plan's demand beside the pods)
         self.objs = {}           # (plural, namespace, name) -> body
         self.fail_patch = {}     # node -> HTTP status to answer instead
         self.lost = set()        # nodes whose patch is applied but answered 504 (the answer was lost)
@@ -249,6 +250,8 @@ class FakeCluster:
                                                for p in ("resourceflavors", "clusterqueues", "cohorts",
                                                          "localqueues")]}),
             ("GET", API + r"/(resourceflavors|clusterqueues|cohorts|localqueues)"): self.listing,
+            ("GET", API + r"/workloads"): (200, {"apiVersion": API[6:], "kind": "WorkloadList", "metadata": {},
+                                                 "items": self.workloads}),
             ("GET", API + r"/.+"): self.get, ("PUT", API + r"/.+"): self.put,
             ("POST", API + r"/.+"): self.post, ("DELETE", API + r"/.+"): self.delete,
             ("GET", r"/api/v1/namespaces/batch/pods/low-1"): (200, {

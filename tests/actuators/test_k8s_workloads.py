@@ -75,7 +75,7 @@ def test_a_malformed_workload_is_one_line_and_skipped_once(caplog):
         jobs = r.jobs([bad, wl("good")], ("team-a",), now=NOW)
         assert jobs.ids.tolist() == [workload_id("ns-a", "good")]
     assert [x.getMessage() for x in caplog.records] == [
-        "Kueue Workload ns-a/bad skipped for the start-time estimates: spec.podSets is missing or empty"]
+        "Kueue Workload ns-a/bad skipped (no demand, no start-time estimate): spec.podSets is missing or empty"]
 
 
 def test_annotations_are_written_first_then_only_when_moved_5_minutes_and_cleared_once_admitted():

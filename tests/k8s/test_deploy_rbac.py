@@ -258,7 +258,9 @@ def test_a_full_cycle_with_every_kubernetes_actuator_runs_on_the_shipped_rbac_an
         # second cycle: the view, the plan (its preemption, a tenant told), job health, failover, as the cycle does
         jobs = rt.runner.source.jobs_provider(("team-high", "batchy"))
         assert sorted(jobs.ids.tolist()) == [f"{batch}/idle", f"{batch}/stranded", f"{batch}/victim"]
-        assert kube_act.dra is not None   # the DRA kinds (ResourceSlices, claims, templates) read with the role
+        # the DRA kinds (ResourceSlices, claims, templates) read with the role, by the actuator the jobs are read from
+        # (beside Kueue, the Kueue one: its jobs are the pods and the waiting Workloads)
+        assert kueue_act.dra is not None
         view = rt.runner.source.nodes_provider(("team-high", "batchy"))
         assert dict(zip(view.names.tolist(), view.free.tolist()))[free] == 2
         note = Notification("batchy", "preempted", "victim makes room for team-high")

@@ -127,6 +127,7 @@ class KubernetesActuator(FencedApply):
         self._bound = pod_affinity.BoundPods()   # the bound pods' rows for pod affinity, kept from cycle to cycle
         # job id -> (pod UID, PriorityClass) as the last cluster_jobs read it: what decisions were made on
         self._seen: dict[str, tuple[str, str]] = {}
+        self.last_read: tuple[list, list] | None = None   # (pods, nodes) the last cluster_jobs read
         # namespace -> GPUs our quota caps (None: we have none there), as this replica wrote or read it in this
         # fencing term only (TermRecord): a replica leading again must not skip a cap another leader changed since
         self._quotas: TermRecord[str, int | None] = TermRecord(lambda: self.guard)
@@ -433,6 +434,7 @@ class KubernetesActuator(FencedApply):
             dra_over_ns = None
         self._seen = {f"{p.metadata.namespace}/{p.metadata.name}": (p.metadata.uid, p.spec.priority_class_name or "")
                       for p in pods if p.metadata.namespace in self.tenant_of}
+        self.last_read = (pods, nodes)   # what this read took: the Kueue actuator reads its waiting Workloads beside it
         left_out: dict[str, str] = {}
         dra: dict[str, str] = {}
         jobs = pods_as_jobs(pods, self.tenant_of, self.cfg.gpu_resource, tenants, resolver=self.resolver,

@@ -72,8 +72,9 @@ from daemon.actuators.k8s.actuator import KubernetesActuator, api_client, tenant
 from daemon.actuators.k8s.flavors import MIG_PREFIX, PRODUCT_LABEL
 from daemon.actuators.k8s.informer import ClusterView
 from daemon.actuators.k8s.node_holds import NodeHolds
-from daemon.actuators.k8s.objects import POOL_VALUE, name_part
-from daemon.actuators.k8s.workloads import Workloads
+from daemon.actuators.k8s.objects import POOL_VALUE, gpu_quantity, name_part
+from daemon.actuators.k8s.view import never_starts
+from daemon.actuators.k8s.workloads import Workloads, pod_owners
 from daemon.config import KubernetesActuatorConfig, KueueActuatorConfig, TenantConfig
 from daemon.config.fleet import FleetConfig
 from daemon.policy.state import Jobs, Nodes
@@ -137,9 +138,11 @@ class KueueActuator(FencedApply):
         self._api_ok = False  # discovery said Kueue's CRDs are served (api_problem); asked until it does
         self._last: Plan | None = None
         self.guard: FenceGuard = NO_FENCE
-        # the Workloads that wait for admission: read for the start-time estimates, which go back on them
+        # the Workloads that wait for admission: the plan's demand beside the pods (those Kueue may admit), and the
+        # start-time estimates, which go back on them
         self.workloads = Workloads(self.custom, {ns: t for t, ns in self.ns_of.items()}, cfg.gpu_resource,
-                                   self.queue_name("low"))
+                                   self.queue_name("low"), cfg.max_workloads_per_tenant)
+        self._no_workloads = ""                  # why Workloads are not served (said once), "" while they are
 
     def use_fence(self, guard: FenceGuard) -> None:
         """Check `guard` right before each write (ChecksFence): the Kueue objects, the node holds, the evictions."""
@@ -634,12 +637,47 @@ class KueueActuator(FencedApply):
                 self._ensure(rep, plural, body)
 
     def cluster_jobs(self, tenants: tuple[str, ...]) -> Jobs:
-        return self.pods.cluster_jobs(tenants)
+        """The pods (view.py) and, beside them, the waiting Workloads Kueue may admit (workloads.Workloads.demand:
+        they have no pod yet), each a pending job of its tenant and tier with its shape, so the plan makes room and
+        holds for a gang before Kueue admits it. Raises what the pods' read raises, and QueueUnreadable when the
+        Workloads cannot be listed (the cycle keeps its last plan: a queue unread is not an empty one); where Kueue
+        serves no Workloads at all (404) there are none, said once."""
+        jobs = self.pods.cluster_jobs(tenants)
+        pods, nodes = self.pods.last_read or ([], [])
+        try:
+            items = self.workloads.list()
+        except ApiException as exc:
+            if exc.status != 404:
+                raise QueueUnreadable(f"cannot list Kueue Workloads ({GROUP}/{VERSION}): {exc.status} "
+                                      f"{exc.reason}") from None
+            if not self._no_workloads:
+                log.warning("Kueue serves no Workloads (%s/%s workloads: 404): the plan reads the pods only", GROUP,
+                            VERSION)
+            self._no_workloads = "404"
+            return jobs
+        self._no_workloads = ""
+        # each node's GPUs, usable now or not (a cordoned node may come back): what a Workload must fit in
+        sizes = [gpu_quantity((n.status.allocatable or {}).get(self.cfg.gpu_resource, 0)) if n.status else 0
+                 for n in nodes]
+        # where the Workloads' pods could start: the pod view's rule for a pending pod (nodeSelector, required node
+        # affinity, spread keys, taints), with Kueue's hold label and taint left out as the view leaves them
+        starts = never_starts(nodes, self.cfg.gpu_resource, self.pods.resolver, self.cfg.hold_label)
+        waiting = self.workloads.demand(items, tenants, sizes, pod_owners(pods, self.workloads.tenant_of),
+                                        starts=starts)
+        return Jobs.concat([jobs, waiting]) if len(waiting) else jobs
+
+    @property
+    def dra(self):
+        """The DRA GPUs the pods' read took (read only, dra.py), which the cycle exports: this actuator's read is the
+        cycle's beside Kueue (cluster_jobs)."""
+        return self.pods.dra
 
     def queued_jobs(self, tenants: tuple[str, ...]) -> Jobs:
         """The Workloads Kueue has not admitted, as pending jobs for the start-time estimates (workloads.py; they
-        have no pod, so cluster_jobs does not see them). Raises QueueUnreadable, in one line, when the API does not
-        answer or refuses (an ApiException's text holds the whole answer, headers and body)."""
+        have no pod, so the pods' read does not see them; every one that waits, as before, admissible or not).
+        Listed afresh: the estimate comes after the plan and its actions, and a Workload made since the plan's read
+        waits too. Raises QueueUnreadable, in one line, when the
+        API does not answer or refuses (an ApiException's text holds the whole answer, headers and body)."""
         try:
             items = self.workloads.list()
         except ApiException as exc:

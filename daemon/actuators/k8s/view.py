@@ -16,7 +16,7 @@ Kubernetes actuator and the Kueue one (which holds nodes with a label and taint,
   never_starts), or the
   scheduler rejected it for its volumes (a claim absent or that cannot bind: scheduler_verdict). A pod bound to a
   node the cluster does not have is neither running nor waiting. A Kueue workload that is not admitted has no pod
-  yet and so is not a job here.
+  yet and so is not a job here (the Kueue actuator reads it beside these: workloads.py, Workloads.demand).
 - a node's GPUs are its allocatable GPU resource; 0, and a place for no tenant (CLOSED), when it is cordoned,
   not Ready, or tainted NoSchedule/NoExecute by someone else. Used: the GPU requests of the pods bound to it
   (``spec.nodeName``) that have not ended (the scheduler's own accounting), every namespace. Draining: those of

@@ -14,8 +14,22 @@ workload_shape), its wait since its
 LocalQueue, else normal (as a pod's). A Workload asking for no GPU is not a job (as a pod). A malformed one (no
 podSets, a count or a GPU quantity that is not one) is skipped with one log line naming it and the field, once.
 
-Only the estimator reads these: the plan does not (it plans on pods, as before). An admitted Workload's admission
-time is its start for the estimate's error metrics (what it was first told is scored against it).
+The plan reads them too (``Workloads.demand``, through the Kueue actuator's cluster_jobs, beside the pods), but only
+those Kueue can admit: a Workload Kueue has not looked at yet (no ``QuotaReserved`` condition: its controller and
+scheduler write one within a second) is not demand yet; one Kueue finds inadmissible (``QuotaReserved=False``, reason
+``Inadmissible``: its LocalQueue or ClusterQueue missing, stopped or terminating) is never demand, nor one whose pod
+asks more GPUs than any node has or whose GPUs in all are more than the cluster has (no quota the daemon writes is
+ever more than the cluster's GPUs, so Kueue never admits it), nor one with a podSet whose pods no node takes (the pod
+view's never_starts: its node selectors, spread keys and tolerations over the nodes): said once per Workload, in one
+line. Kueue's own
+"Pending ... > maximum capacity" is not taken as never: that capacity is the quotas the plan writes, which grow with
+the holds the plan makes for this very demand. A waiting Workload whose pods the pod view counts (their owner is the
+Workload's owner, the requeued Workload of a Job whose pods still run) is counted once, as its pods. A tenant's
+waiting Workloads are read in Kueue's order (priority, then age) up to ``actuators.kueue.max_workloads_per_tenant``;
+the rest are no demand until fewer wait (said once per tenant per change).
+
+An admitted Workload's admission time is its start for the estimate's error metrics (what it was first told is
+scored against it).
 
 The estimate goes back on the Workload, where ``kubectl get workload -o yaml`` shows it, as annotations (one merge
 patch, fenced like every write): ``gpu-autoscaler.io/eta-p50`` and ``eta-p90`` (RFC 3339, UTC, to the second;
@@ -31,8 +45,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
+from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
@@ -50,6 +66,7 @@ P50, P90, REASON = "gpu-autoscaler.io/eta-p50", "gpu-autoscaler.io/eta-p90", "gp
 OURS = (P50, P90, REASON)
 PAGE = 500
 TIER_OF_CLASS = {priority_class_name(t): t for t in PRIORITY}
+_DECODE = k8s.ApiClient()   # reads a podSet's template as the client's V1Pod (no request is ever sent with it)
 
 
 class Malformed(ValueError):
@@ -163,6 +180,37 @@ def _parts(groups: list[tuple[int, int]], size: int) -> int:
     return total
 
 
+INADMISSIBLE = "Inadmissible"   # Kueue's reason (WorkloadInadmissible) on QuotaReserved=False: no queue to admit it
+
+
+def quota_verdict(wl: dict) -> tuple[str, str] | None:
+    """Kueue's last word on reserving quota for a waiting Workload: (reason, message) of its ``QuotaReserved=False``
+    condition (``Inadmissible``: its queues do not let it in; ``Pending``: no room now), None while it has none
+    (Kueue has not tried it yet). Written by Kueue's controller through workloads/status, which Kueue's roles give a
+    tenant only to read."""
+    for c in (wl.get("status") or {}).get("conditions") or []:
+        if isinstance(c, dict) and c.get("type") == "QuotaReserved" and c.get("status") == "False":
+            return str(c.get("reason") or ""), " ".join(str(c.get("message") or "").split())[:300]
+    return None
+
+
+def pod_owners(pods: list, tenant_of_ns: dict[str, str]) -> set[str]:
+    """UIDs of the live tenant pods the pod view may count (Pending or Running, not being deleted, not gated) and of
+    their owners (a Job's pods: the Job), the UIDs a Workload already counted as pods names as its owner."""
+    out: set[str] = set()
+    for p in pods:
+        m = p.metadata
+        if m.namespace not in tenant_of_ns or m.deletion_timestamp is not None:
+            continue
+        if (p.status.phase if p.status else None) not in ("Pending", "Running"):
+            continue
+        if not p.spec.node_name and getattr(p.spec, "scheduling_gates", None):
+            continue   # gated (Kueue's pod integration before admission): not counted as a pod, so not here
+        out.add(m.uid)
+        out.update(r.uid for r in m.owner_references or [])
+    return out
+
+
 def waits(wl: dict) -> bool:
     """Whether Kueue holds the Workload back: not admitted (no quota reserved), active, not finished, not going."""
     st = wl.get("status") or {}
@@ -191,6 +239,32 @@ def _epoch(text: str | None) -> float | None:
     return (t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)).timestamp()
 
 
+def _never_why(verdict: tuple[str, str], shape: tuple[int, int, int], largest: int, total: int) -> str | None:
+    """Why a waiting Workload Kueue has tried can never be admitted, or None: Kueue's own ``Inadmissible``, a pod
+    larger than any node, or more GPUs in all than the cluster has (``largest``, ``total``: 0 with no node read)."""
+    reason, message = verdict
+    if reason == INADMISSIBLE:
+        return f"is inadmissible to Kueue ({message or 'no message'})"
+    if largest and shape[2] > largest:
+        return f"asks for pods of {shape[2]} GPUs, more than any node has ({largest})"
+    if total and shape[0] > total:
+        return f"asks for {shape[0]} GPUs in all, more than the cluster has ({total})"
+    return None
+
+
+def _as_jobs(rows: list[tuple]) -> Jobs:
+    """Rows of (id, tenant, GPUs, priority, wait, pods) as pending Jobs, each a gang of its pods (Jobs.packed)."""
+    if not rows:
+        return Jobs.empty()
+    ids, ten, gpus, prio, wait, pods = zip(*rows)
+    n = len(ids)
+    asked = np.array(pods, dtype=np.int64)
+    return Jobs(ids=np.array(ids, dtype=object), tenant=np.array(ten, dtype=np.int64),
+                gpus=np.array(gpus, dtype=np.int64), priority=np.array(prio, dtype=np.int8),
+                running=np.zeros(n, dtype=bool), runtime_s=np.zeros(n), wait_s=np.array(wait, dtype=float),
+                node=np.array([""] * n, dtype=object), nodes_asked=asked, packed=asked > 1)
+
+
 def rfc3339(t: float | None) -> str | None:
     return None if t is None else dt.datetime.fromtimestamp(round(t), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -198,11 +272,16 @@ def rfc3339(t: float | None) -> str | None:
 class Workloads:
     """The pending Workloads of the tenants' namespaces, read each cycle; the estimates written back on them."""
 
-    def __init__(self, custom, tenant_of_ns: dict[str, str], resource: str, low_queue: str) -> None:
+    def __init__(self, custom, tenant_of_ns: dict[str, str], resource: str, low_queue: str,
+                 max_per_tenant: int = 1000) -> None:
         self.custom = custom
         self.tenant_of = tenant_of_ns
         self.resource = resource
         self.low_queue = low_queue
+        self.max_per_tenant = max_per_tenant   # actuators.kueue.max_workloads_per_tenant: the plan's read of each
+        self._never: dict[str, str] = {}        # Workloads that can never be admitted (uid -> line), as last said
+        self._over: dict[str, int] = {}         # tenant -> its waiting Workloads past max_per_tenant, as last said
+        self._pods: dict[tuple[str, int], object] = {}   # (uid, podSet) -> its template read as a V1Pod, while waiting
         self.queued: dict[str, Queued] = {}     # job id -> the Workload, as the last read found it
         self.admitted: list[tuple[str, str]] = []   # (namespace, name): admitted, still carrying our estimate
         self.started: dict[str, float] = {}     # job id -> when Kueue admitted it (epoch), for the admitted ones
@@ -246,35 +325,125 @@ class Workloads:
                     if any(k in notes for k in OURS):
                         admitted.append((ns, name))
                 continue
-            try:
-                g, pods, _ = workload_shape(wl, self.resource)
-            except Malformed as exc:
-                key = meta.get("uid") or f"{ns}/{name}"
-                if key not in self._said:
-                    self._said.add(key)
-                    log.warning("Kueue Workload %s/%s skipped for the start-time estimates: %s", ns, name, exc)
-                continue
-            if g <= 0:
+            shape = self._shape(wl)
+            if shape is None or shape[0] <= 0:
                 continue
             jid = workload_id(ns, name)
             queued[jid] = Queued(ns, name, _epoch(notes.get(P50)), _epoch(notes.get(P90)), REASON in notes)
-            spec = wl.get("spec") or {}
-            tier = TIER_OF_CLASS.get(spec.get("priorityClassName") or "")
-            if tier is None:
-                tier = "low" if spec.get("queueName") == self.low_queue else "normal"
-            created = _epoch(meta.get("creationTimestamp"))
-            wait = max(now.timestamp() - created, 0.0) if created is not None else 0.0
-            rows.append((jid, index[t], g, PRIORITY[tier], wait, max(pods, 1)))
+            rows.append(self._row(wl, index[t], shape, now))
         self.queued, self.admitted, self.started = queued, admitted, started
-        if not rows:
-            return Jobs.empty()
-        ids, ten, gpus, prio, wait, pods = zip(*rows)
-        n = len(ids)
-        asked = np.array(pods, dtype=np.int64)
-        return Jobs(ids=np.array(ids, dtype=object), tenant=np.array(ten, dtype=np.int64),
-                    gpus=np.array(gpus, dtype=np.int64), priority=np.array(prio, dtype=np.int8),
-                    running=np.zeros(n, dtype=bool), runtime_s=np.zeros(n), wait_s=np.array(wait, dtype=float),
-                    node=np.array([""] * n, dtype=object), nodes_asked=asked, packed=asked > 1)
+        return _as_jobs(rows)
+
+    def _shape(self, wl: dict) -> tuple[int, int, int] | None:
+        """workload_shape, or None for a malformed Workload (said once per Workload, naming the field)."""
+        try:
+            return workload_shape(wl, self.resource)
+        except Malformed as exc:
+            meta = wl.get("metadata") or {}
+            ns, name = meta.get("namespace", ""), meta.get("name", "")
+            key = meta.get("uid") or f"{ns}/{name}"
+            if key not in self._said:
+                self._said.add(key)
+                log.warning("Kueue Workload %s/%s skipped (no demand, no start-time estimate): %s", ns, name, exc)
+            return None
+
+    def _row(self, wl: dict, tenant: int, shape: tuple[int, int, int], now: dt.datetime) -> tuple:
+        """A waiting Workload's row: (id, tenant, GPUs, priority, wait, pods) (module docstring)."""
+        meta, spec = wl.get("metadata") or {}, wl.get("spec") or {}
+        tier = TIER_OF_CLASS.get(spec.get("priorityClassName") or "")
+        if tier is None:
+            tier = "low" if spec.get("queueName") == self.low_queue else "normal"
+        created = _epoch(meta.get("creationTimestamp"))
+        wait = max(now.timestamp() - created, 0.0) if created is not None else 0.0
+        return (workload_id(meta.get("namespace", ""), meta.get("name", "")), tenant, shape[0], PRIORITY[tier], wait,
+                max(shape[1], 1))
+
+    def _placed_nowhere(self, wl: dict, starts: Callable[[object, int], str | None],
+                        seen: dict[tuple[str, int], object]) -> str | None:
+        """Why a podSet of the Workload starts on no node (`starts`, the pod view's never_starts: its nodeSelector and
+        required node affinity, spread keys and tolerations against the nodes' labels and taints, as kube-scheduler
+        filters the pods Kueue makes; Kueue itself finds no flavor for such a podSet on a mixed fleet, whose flavors
+        select GPU types), or None. Only podSets that select nodes, tolerate or spread are judged (the rest start
+        wherever their GPUs fit: _never_why). Each podSet's template is read as a pod once per Workload (its podSets
+        do not change) and kept in `seen` while the Workload waits."""
+        uid = str((wl.get("metadata") or {}).get("uid") or "")
+        for i, ps in enumerate((wl.get("spec") or {}).get("podSets") or []):
+            spec = ((ps.get("template") or {}).get("spec")) or {}
+            if not any(spec.get(k) for k in ("nodeSelector", "affinity", "topologySpreadConstraints", "tolerations")):
+                continue
+            key = (uid, i)
+            pod = seen.get(key) or self._pods.get(key)
+            if pod is None:
+                try:
+                    pod = _DECODE._ApiClient__deserialize(  # the official client's own reading of a pod
+                        {"metadata": (ps.get("template") or {}).get("metadata") or {}, "spec": spec}, "V1Pod")
+                except (ValueError, TypeError, AttributeError):
+                    continue   # not read as a pod: never judged, so never hidden
+            seen[key] = pod
+            g = _gpus_per_pod(ps.get("template"), self.resource, f"spec.podSets[{i}]")
+            why = starts(pod, g) if g > 0 else None
+            if why is not None:
+                return f"has pods (podSet {ps.get('name') or i}) that no node takes: {why}"
+        return None
+
+    def demand(self, items: list[dict], tenants: tuple[str, ...], sizes: list[int], owners: set[str],
+               now: dt.datetime | None = None, starts: Callable[[object, int], str | None] | None = None) -> Jobs:
+        """The waiting Workloads among `items` the plan counts as pending jobs, each with its shape (module
+        docstring): only those Kueue has tried and does not find inadmissible, that fit the cluster (`sizes`: each
+        node's GPUs, usable now or not: a cordoned node may come back), whose pods some node takes (`starts`: the
+        pod view's never_starts over the nodes, asked of each podSet that selects nodes, keeps off taints or spreads),
+        and that are not counted as pods already (`owners`: pod_owners); per tenant at most max_per_tenant, in
+        Kueue's order (priority, then the oldest)."""
+        now = now or dt.datetime.now(dt.timezone.utc)
+        index = {t: i for i, t in enumerate(tenants)}
+        largest, total = max(sizes, default=0), sum(sizes)
+        never: dict[str, str] = {}
+        pods: dict[tuple[str, int], object] = {}
+        per_tenant: dict[int, list[tuple[int, float, tuple]]] = {}
+        for wl in items:
+            meta = wl.get("metadata") or {}
+            ns, name = meta.get("namespace", ""), meta.get("name", "")
+            t = self.tenant_of.get(ns)
+            if t not in index or not waits(wl):
+                continue
+            refs = meta.get("ownerReferences") or []
+            if owners and any(isinstance(r, dict) and r.get("uid") in owners for r in refs):
+                continue   # its pods are in the pod view (a requeued Workload whose pods still run): counted there
+            shape = self._shape(wl)
+            if shape is None or shape[0] <= 0:
+                continue
+            verdict = quota_verdict(wl)
+            if verdict is None:
+                continue   # Kueue has not tried it yet: demand once it has (within a second), if it may be admitted
+            why = _never_why(verdict, shape, largest, total)
+            if why is None and starts is not None:
+                why = self._placed_nowhere(wl, starts, pods)
+            if why is not None:
+                never[meta.get("uid") or f"{ns}/{name}"] = f"Kueue Workload {ns}/{name} {why}"
+                continue
+            prio = (wl.get("spec") or {}).get("priority")
+            prio = prio if isinstance(prio, int) and not isinstance(prio, bool) else 0
+            created = _epoch(meta.get("creationTimestamp"))
+            per_tenant.setdefault(index[t], []).append(
+                (-prio, created if created is not None else float("inf"), self._row(wl, index[t], shape, now)))
+        for key in sorted(never.keys() - self._never.keys()):
+            log.warning("%s: it can never be admitted, so it is no demand (no hold, no preemption, no aging for it)",
+                        never[key])
+        self._never, self._pods = never, pods
+        rows, over = [], {}
+        for i, got in per_tenant.items():
+            if len(got) > self.max_per_tenant:
+                got.sort(key=lambda r: r[:2])
+                over[tenants[i]] = len(got) - self.max_per_tenant
+                got = got[:self.max_per_tenant]
+            rows += [r[2] for r in got]
+        for t in sorted(over):
+            if self._over.get(t) != over[t]:
+                log.warning("tenant %s has %d waiting Kueue Workloads beyond actuators.kueue.max_workloads_per_tenant "
+                            "(%d): those, the last in Kueue's order, are no demand until fewer wait", t, over[t],
+                            self.max_per_tenant)
+        self._over = over
+        return _as_jobs(rows)
 
     def changes(self, rows: list[dict], made_at: float, dry_run: bool = False) -> list[tuple[str, str, dict]]:
         """The patches to send: (namespace, name, annotations; None removes one) for each waiting Workload whose

@@ -1,0 +1,274 @@
+"""Kueue's waiting Workloads as the plan's demand (daemon/actuators/k8s/workloads.py Workloads.demand): only those Kueue
+may admit, each once, bounded per tenant. On Workload objects as the API server returns them; on the real control
+plane with Kueue: tests/k8s/test_kueue_waiting_demand.py."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+
+from daemon.actuators.k8s.workloads import Workloads, pod_owners, workload_id
+from daemon.config import Config
+from daemon.policy import PolicyMemory, plan
+from daemon.policy.state import PRIORITY, UNHELD, ClusterState, Jobs, Nodes
+from daemon.service.eta import with_queued
+from tests.actuators.test_k8s_actuator import _capture_servers  # noqa: F401 (autouse fixture: the capture servers)
+from tests.policy.test_engine import AT, flat_forecast
+
+NOW = dt.datetime(2026, 1, 5, 10, 0, tzinfo=dt.timezone.utc)
+PENDING = {"type": "QuotaReserved", "status": "False", "reason": "Pending",
+           "message": "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor "
+                      "default-flavor, 16 more needed"}
+SIZES = [8, 8, 8]   # three 8-GPU nodes
+
+
+def wl(name, ns="ns-a", gpus="8", count=2, verdict=PENDING, owner=None, priority=None, created="2026-01-05T09:50:00Z",
+       pclass="gpu-autoscaler-high"):
+    body = {"metadata": {"name": name, "namespace": ns, "uid": f"u-{name}", "creationTimestamp": created},
+            "spec": {"queueName": "gpuas", "priorityClassName": pclass, "podSets": [{"name": "main", "count": count,
+                     "template": {"spec": {"containers": [{"name": "c", "resources": {
+                         "limits": {"nvidia.com/gpu": gpus}}}]}}}]},
+            "status": {"conditions": [verdict] if verdict else []}}
+    if owner:
+        body["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": owner}]
+    if priority is not None:
+        body["spec"]["priority"] = priority
+    return body
+
+
+def reader(cap=1000):
+    return Workloads(None, {"ns-a": "team-a", "ns-b": "team-b"}, "nvidia.com/gpu", "gpuas-low", cap)
+
+
+def inadmissible(message):
+    return {"type": "QuotaReserved", "status": "False", "reason": "Inadmissible", "message": message}
+
+
+def test_only_workloads_kueue_may_admit_are_demand_each_with_its_shape(caplog):
+    r = reader()
+    items = [wl("gang"),                                                             # 2 x 8, waits for room
+             wl("max-capacity", verdict={**PENDING, "message": "couldn't assign flavors to pod set main: insufficient "
+                                         "quota for nvidia.com/gpu in flavor default-flavor, previously considered "
+                                         "podsets requests (0) + current podset request (16) > maximum capacity "
+                                         "(8)"}),                                     # the plan's quota: may grow
+             wl("no-queue", verdict=inadmissible("LocalQueue gpuas doesn't exist")),
+             wl("cq-stopped", verdict=inadmissible("ClusterQueue gpuas-tenant-team-a is inactive")),
+             wl("unseen", verdict=None),                                              # Kueue has not tried it yet
+             wl("huge-pod", count=1, gpus="16"),                                      # no node has 16
+             wl("past-cluster", count=4, gpus="8")]                                   # 32 of the cluster's 24
+    caplog.set_level(logging.WARNING)
+    for _ in range(3):
+        jobs = r.demand(items, ("team-a", "team-b"), SIZES, set(), now=NOW)
+        assert jobs.ids.tolist() == [workload_id("ns-a", "gang"), workload_id("ns-a", "max-capacity")]
+        assert jobs.gpus.tolist() == [16, 16] and jobs.nodes_asked.tolist() == [2, 2] and jobs.packed.all()
+        assert jobs.priority.tolist() == [PRIORITY["high"]] * 2 and not jobs.running.any()
+        assert jobs.wait_s.tolist() == [600.0, 600.0]
+    lines = sorted(x.getMessage() for x in caplog.records)   # once per Workload, one line each
+    tail = ": it can never be admitted, so it is no demand (no hold, no preemption, no aging for it)"
+    assert lines == sorted([
+        "Kueue Workload ns-a/no-queue is inadmissible to Kueue (LocalQueue gpuas doesn't exist)" + tail,
+        "Kueue Workload ns-a/cq-stopped is inadmissible to Kueue (ClusterQueue gpuas-tenant-team-a is inactive)"
+        + tail,
+        "Kueue Workload ns-a/huge-pod asks for pods of 16 GPUs, more than any node has (8)" + tail,
+        "Kueue Workload ns-a/past-cluster asks for 32 GPUs in all, more than the cluster has (24)" + tail])
+
+
+def test_a_workload_becomes_demand_once_kueue_has_tried_it_and_not_when_its_queue_goes():
+    r = reader()
+    assert len(r.demand([wl("w", verdict=None)], ("team-a",), SIZES, set(), now=NOW)) == 0
+    assert r.demand([wl("w")], ("team-a",), SIZES, set(), now=NOW).ids.tolist() == ["ns-a/workload/w"]
+    gone = wl("w", verdict=inadmissible("LocalQueue gpuas is terminating or missing"))
+    assert len(r.demand([gone], ("team-a",), SIZES, set(), now=NOW)) == 0
+
+
+def _pod(ns, uid, owner, phase="Running", node="n1", deleting=False, gates=None):
+    return SimpleNamespace(
+        metadata=SimpleNamespace(namespace=ns, uid=uid, deletion_timestamp=NOW if deleting else None,
+                                 owner_references=[SimpleNamespace(uid=owner)] if owner else None),
+        status=SimpleNamespace(phase=phase), spec=SimpleNamespace(node_name=node, scheduling_gates=gates))
+
+
+def test_a_waiting_workload_whose_pods_the_pod_view_counts_is_counted_once_as_its_pods():
+    """A Job's Workload requeued while its pods still run (Kueue evicted it, the Job controller has not deleted them
+    yet): its pods are jobs already, so the Workload is not added; once they are being deleted it is demand again."""
+    tenant_of = {"ns-a": "team-a"}
+    live = [_pod("ns-a", "p1", "job-1"), _pod("ns-a", "p2", "job-1", phase="Pending", node="")]
+    owners = pod_owners(live, tenant_of)
+    assert {"job-1", "p1", "p2"} <= owners
+    r = reader()
+    jobs = r.demand([wl("requeued", owner="job-1"), wl("other", owner="job-2")], ("team-a",), SIZES, owners,
+                    now=NOW)
+    assert jobs.ids.tolist() == ["ns-a/workload/other"]
+    going = [_pod("ns-a", "p1", "job-1", deleting=True), _pod("ns-a", "p3", "job-1", phase="Succeeded"),
+             _pod("ns-a", "p4", "job-1", node="", gates=[{"name": "kueue.x-k8s.io/admission"}]),
+             _pod("ns-z", "p5", "job-1")]                                   # not a tenant's namespace
+    assert "job-1" not in pod_owners(going, tenant_of)
+
+
+def test_the_estimator_does_not_add_a_workload_the_plan_already_reads():
+    r = reader()
+    waiting = r.demand([wl("gang")], ("team-a",), SIZES, set(), now=NOW)
+    state = ClusterState(at=AT, tenants=("team-a",), tiers=("high",), capacity=24, used=np.array([0.0]),
+                         pending=np.array([16.0]), jobs=waiting)
+    queued = r.jobs([wl("gang"), wl("unseen", verdict=None)], ("team-a",), now=NOW)
+    both = with_queued(state, [queued])
+    assert both.jobs.ids.tolist() == ["ns-a/workload/gang", "ns-a/workload/unseen"]
+    assert both.pending.tolist() == [32.0]                       # 16 of the plan's + 16 of the one it did not read
+
+
+def _nodes(n, gpus=8):
+    names = np.array([f"n{i}" for i in range(n)], dtype=object)
+    return Nodes(names=names, gpus=np.full(n, gpus), free=np.zeros(n, dtype=np.int64),
+                 draining=np.zeros(n, dtype=np.int64), held_by=np.full(n, UNHELD))
+
+
+def _low_pods(tenant, n, gpus=8):
+    return Jobs(ids=np.array([f"b/low-{i}" for i in range(n)], dtype=object), tenant=np.full(n, tenant),
+                gpus=np.full(n, gpus), priority=np.full(n, PRIORITY["low"], dtype=np.int8),
+                running=np.ones(n, dtype=bool), runtime_s=np.full(n, 600.0), wait_s=np.zeros(n),
+                node=np.array([f"n{i}" for i in range(n)], dtype=object))
+
+
+def test_one_tenants_10000_workloads_are_read_in_kueues_order_up_to_the_cap_quickly_and_starve_no_one(caplog):
+    """A normal tenant's 10,000 waiting Workloads: read up to max_workloads_per_tenant, highest priority then oldest
+    first (those Kueue admits first), in well under a second, said once; the high tenant's 2 x 8 gang beside them
+    still gets its two nodes cleared by the plan."""
+    r = reader(cap=1000)
+    flood = [wl(f"f{i:05d}", ns="ns-b", count=1, gpus="1", pclass="", priority=i % 3,
+                created=f"2026-01-05T09:5{i % 9}:00Z") for i in range(10_000)]
+    items = [*flood, wl("gang")]
+    caplog.set_level(logging.WARNING)
+    t0 = time.perf_counter()
+    jobs = r.demand(items, ("team-a", "team-b"), [8] * 4, set(), now=NOW)
+    took = time.perf_counter() - t0
+    assert took < 1.0, took
+    assert (jobs.tenant == 1).sum() == 1000 and "ns-a/workload/gang" in jobs.ids.tolist()
+    kept = {i.rsplit("/", 1)[1] for i in jobs.ids[jobs.tenant == 1].tolist()}
+    best = sorted(flood, key=lambda w: (-w["spec"]["priority"], w["metadata"]["creationTimestamp"]))[:1000]
+    assert kept == {w["metadata"]["name"] for w in best}
+    r.demand(items, ("team-a", "team-b"), [8] * 4, set(), now=NOW)
+    assert [x.getMessage() for x in caplog.records] == [
+        "tenant team-b has 9000 waiting Kueue Workloads beyond actuators.kueue.max_workloads_per_tenant (1000): "
+        "those, the last in Kueue's order, are no demand until fewer wait"]
+    names = ("team-a", "team-b", "batch")
+    low = _low_pods(2, 4)
+    all_jobs = Jobs.concat([low, jobs])
+    pending = np.bincount(all_jobs.tenant[~all_jobs.running], weights=all_jobs.gpus[~all_jobs.running], minlength=3)
+    state = ClusterState(at=AT, tenants=names, tiers=("high", "normal", "low"), capacity=32,
+                         used=pd.Series([0.0, 0.0, 32.0]).to_numpy(), pending=pending.astype(float),
+                         jobs=all_jobs, nodes=_nodes(4))
+    t0 = time.perf_counter()
+    p = plan(flat_forecast(names, [0, 0, 32]), state, PolicyMemory(),
+             Config(policy={"preempt_budget_share": 1.0, "headroom": 0.0}))
+    assert time.perf_counter() - t0 < 2.0
+    assert len({x.node for x in p.preemptions}) == 2, p.notes
+
+
+def _served_cluster(workloads_route=None):
+    from tests.actuators.test_k8s_actuator import served
+    from tests.actuators.test_k8s_kueue import API, TENANTS, FakeCluster
+
+    c = FakeCluster()   # n1..n7, 8 GPUs each (n5 cordoned, n6 tainted, n7 NotReady)
+    c.run("batch", "low-1", "n1", 8, "gpu-autoscaler-low")
+    routes = c.routes()
+    if workloads_route is not None:
+        routes[("GET", API + r"/workloads")] = workloads_route
+    api, _ = served(routes)
+    from daemon.actuators.k8s.kueue import KueueActuator
+    from daemon.config import KueueActuatorConfig
+
+    return c, KueueActuator(api, KueueActuatorConfig(), TENANTS, dry_run=True), tuple(t.name for t in TENANTS)
+
+
+def test_the_kueue_actuators_jobs_are_the_pods_and_the_workloads_kueue_may_admit():
+    c, act, names = _served_cluster()
+    c.workloads += [wl("gang", ns="serving"), wl("no-queue", ns="serving", verdict=inadmissible("LocalQueue x "
+                                                                                             "doesn't exist"))]
+    jobs = act.cluster_jobs(names)
+    assert jobs.ids.tolist() == ["batch/low-1", "serving/workload/gang"]
+    assert jobs.running.tolist() == [True, False] and jobs.nodes_asked.tolist() == [1, 2]
+    # the estimator reads every waiting Workload, admissible or not
+    assert act.queued_jobs(names).ids.tolist() == ["serving/workload/gang", "serving/workload/no-queue"]
+
+
+def test_workloads_kueue_does_not_serve_are_none_said_once_and_a_refused_list_fails_the_read(caplog):
+    import pytest
+
+    from daemon.actuators.k8s.kueue import QueueUnreadable
+
+    _, act, names = _served_cluster((404, {"kind": "Status", "code": 404}))
+    caplog.set_level(logging.WARNING, logger="gpu_autoscaler.actuator.kueue")
+    for _ in range(2):
+        assert act.cluster_jobs(names).ids.tolist() == ["batch/low-1"]
+    assert [x.getMessage() for x in caplog.records if x.name == "gpu_autoscaler.actuator.kueue"] == [
+        "Kueue serves no Workloads (kueue.x-k8s.io/v1beta1 workloads: 404): the plan reads the pods only"]
+    _, act, names = _served_cluster((503, {"kind": "Status", "code": 503}))
+    with pytest.raises(QueueUnreadable, match="cannot list Kueue Workloads .*503"):
+        act.cluster_jobs(names)
+
+
+def test_beside_kueue_the_source_reads_the_jobs_from_the_kueue_actuator():
+    from daemon.actuators.base import ListsQueuedJobs
+    from daemon.service.wiring import jobs_lister
+
+    class Pods:
+        def cluster_jobs(self, tenants):
+            return Jobs.empty()
+
+    class Queue(Pods):
+        def queued_jobs(self, tenants):
+            return Jobs.empty()
+
+        def queued_starts(self):
+            return {}
+
+    pods, queue = Pods(), Queue()
+    assert isinstance(queue, ListsQueuedJobs)
+    assert jobs_lister([pods, queue]) is queue and jobs_lister([pods]) is pods and jobs_lister([]) is None
+
+
+def test_a_workload_whose_pods_no_node_takes_is_never_demand(caplog):
+    """A podSet selecting a GPU model no node has, or a label no node has, starts nowhere (the pod view's never_starts
+    over the nodes, as kube-scheduler filters the pods Kueue would make), nor one selecting a node hold whose taint it
+    does not tolerate (another tenant's: Kueue adds both only on that tenant's hold flavor): said once; one selecting
+    the nodes' model, or a hold it tolerates, is demand."""
+    from kubernetes import client as k8s
+
+    from daemon.actuators.k8s.view import never_starts
+
+    def node(name):
+        cap = {"nvidia.com/gpu": "8"}
+        return k8s.V1Node(metadata=k8s.V1ObjectMeta(name=name, labels={"nvidia.com/gpu.product": "A100"}),
+                          spec=k8s.V1NodeSpec(taints=[]), status=k8s.V1NodeStatus(capacity=cap, allocatable=cap))
+
+    def selecting(name, selector, tolerations=None):
+        body = wl(name)
+        body["spec"]["podSets"][0]["template"]["spec"]["nodeSelector"] = selector
+        if tolerations:
+            body["spec"]["podSets"][0]["template"]["spec"]["tolerations"] = tolerations
+        return body
+
+    KEY = "gpu-autoscaler.io/hold"
+    starts = never_starts([node("n1"), node("n2")], "nvidia.com/gpu", None, KEY)
+    items = [selecting("h100", {"nvidia.com/gpu.product": "H100"}), selecting("zone", {"zone": "moon"}),
+             selecting("a100", {"nvidia.com/gpu.product": "A100"}), selecting("other-hold", {KEY: "x"}),
+             selecting("own-hold", {KEY: "x"}, [{"key": KEY, "operator": "Equal", "value": "x",
+                                                 "effect": "NoSchedule"}]), wl("plain")]
+    r = reader()
+    caplog.set_level(logging.WARNING)
+    for _ in range(2):
+        jobs = r.demand(items, ("team-a",), [8, 8], set(), now=NOW, starts=starts)
+        assert jobs.ids.tolist() == ["ns-a/workload/a100", "ns-a/workload/own-hold", "ns-a/workload/plain"]
+    tail = ": it can never be admitted, so it is no demand (no hold, no preemption, no aging for it)"
+    assert sorted(x.getMessage() for x in caplog.records) == [
+        "Kueue Workload ns-a/h100 has pods (podSet main) that no node takes: selects nodes by "
+        "nvidia.com/gpu.product=H100, which no node has" + tail,
+        "Kueue Workload ns-a/other-hold has pods (podSet main) that no node takes: selects the node hold "
+        f"{KEY}=x, whose taint ({KEY}=x:NoSchedule) it does not tolerate" + tail,
+        "Kueue Workload ns-a/zone has pods (podSet main) that no node takes: selects nodes by zone=moon, which no "
+        "node has" + tail]
