@@ -200,3 +200,80 @@ def test_a_dra_object_the_reader_cannot_read_leaves_the_counts_unknown_said_once
             assert act.dra is None
     lines = [r.getMessage() for r in caplog.records if "could not be read" in r.getMessage()]
     assert len(lines) == 1 and "DRA GPUs are not read this cycle" in lines[0], lines
+
+
+def test_a_pod_fits_the_largest_node_not_the_smallest_and_asking_all_of_it_is_demand():
+    """Nodes of 2 and 4 DRA GPUs: pods asking 3 and 4 fit the 4-GPU node (a pod's devices are on one node), so both
+    are demand; 5 fits none and is said. Judged on the smallest node, 3 and 4 read as never starting; 'at least the
+    largest' left the pod asking all of n2 out."""
+    tmpl = [_template("a", f"t{g}", {"exactly": {"deviceClassName": CLASS, "count": g}}) for g in (3, 4, 5)]
+    pods = [_pod("a", f"asks-{g}", template=f"t{g}") for g in (3, 4, 5)]
+    got = read_dra(pods, [_slice("n1", 2), _slice("n2", 4)], [], tmpl, {CLASS: DRIVER}, {"a": "team-a"})
+    assert got.pending == {"a/asks-3": 3, "a/asks-4": 4}, (got.pending, got.uncounted)
+    assert list(got.uncounted) == ["a/asks-5"], got.uncounted
+    assert "more than any node's slices publish (4)" in got.uncounted["a/asks-5"]
+
+
+def test_a_pods_gpus_are_the_sum_of_its_claims_and_requests_each_claim_once():
+    """A pod naming two templates (2 GPUs and 1 + 2 in two requests) asks 5; one naming the same claim in two of its
+    resourceClaims entries asks the claim's 2 once."""
+    two = _template("a", "two", {"exactly": {"deviceClassName": CLASS, "count": 2}})
+    both = _model({"metadata": {"namespace": "a", "name": "both"}, "spec": {"spec": {"devices": {"requests": [
+        {"name": "one", "exactly": {"deviceClassName": CLASS, "count": 1}},
+        {"name": "two", "exactly": {"deviceClassName": CLASS, "count": 2}}]}}}}, "V1ResourceClaimTemplate")
+    many = _pod("a", "many", template="two")
+    many.spec.resource_claims.append(_model({"name": "more", "resourceClaimTemplateName": "both"},
+                                            "V1PodResourceClaim"))
+    twice = _pod("a", "twice", claim="mine")
+    twice.spec.resource_claims.append(_model({"name": "again", "resourceClaimName": "mine"}, "V1PodResourceClaim"))
+    mine = _claim("a", "mine", {"exactly": {"deviceClassName": CLASS, "count": 2}})
+    got = read_dra([many, twice], [_slice("n1", 8)], [mine], [two, both], {CLASS: DRIVER}, {"a": "team-a"})
+    assert got.pending == {"a/many": 5, "a/twice": 2} and got.uncounted == {}, (got.pending, got.uncounted)
+
+
+def test_a_pending_pod_being_deleted_asks_for_nothing():
+    """A pending pod with a deletionTimestamp (held by a finalizer) will not start: no demand."""
+    tmpl = [_template("a", "two", {"exactly": {"deviceClassName": CLASS, "count": 2}})]
+    going = _pod("a", "going", template="two")
+    going.metadata.deletion_timestamp = "2026-12-07T00:00:00Z"
+    got = read_dra([going, _pod("a", "stays", template="two")], [_slice("n1", 4)], [], tmpl, {CLASS: DRIVER},
+                   {"a": "team-a"})
+    assert got.pending == {"a/stays": 2} and got.uncounted == {}
+
+
+def test_a_bound_pods_gpus_are_its_drivers_devices_and_a_claim_not_all_read_is_said_not_counted_short():
+    """A bound pod's claim allocated a GPU and a NIC of another driver holds 1 GPU, not 2. A bound pod with one claim
+    read and one beyond its namespace's cap is said not read (its 1 GPU read would be a short count); a bound pod
+    whose claim is gone in a namespace the view reads whole holds nothing and is not said to be beyond the cap."""
+    from daemon.actuators.k8s.dra import partial_namespaces
+
+    raw = {"metadata": {"namespace": "a", "name": "gpu-and-nic"},
+           "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": CLASS}}]}},
+           "status": {"allocation": {"devices": {"results": [
+               {"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "gpu-0"},
+               {"request": "nic", "driver": "nic.example.com", "pool": "n1", "device": "eth0"}]}}}}
+    nic = _model(raw, "ResourceV1ResourceClaim")
+    got = read_dra([_pod("a", "runs", claim="gpu-and-nic", node="n1")], [_slice("n1")], [nic], [],
+                   {CLASS: DRIVER}, {"a": "team-a"})
+    assert got.running == {"a/runs": ("n1", 1)} and got.used == {"n1": 1}, (got.running, got.used)
+
+    held = _claim("b", "held", {"exactly": {"deviceClassName": CLASS}}, ["gpu-1"])
+    half = _pod("b", "half", claim="held", node="n1")
+    half.spec.resource_claims.append(_model({"name": "more", "resourceClaimName": "beyond"}, "V1PodResourceClaim"))
+    got = read_dra([half, _pod("a", "gone", claim="deleted", node="n1")], [_slice("n1")], [held], [],
+                   {CLASS: DRIVER}, {"a": "team-a", "b": "team-b"},
+                   partial_ns=partial_namespaces({"resourceclaims": {"b": 1}}))
+    assert list(got.uncounted) == ["b/half"] and got.uncounted["b/half"].startswith("its ResourceClaims are not all")
+    assert got.running == {}, got.running
+
+
+def test_the_partial_line_names_the_namespaces_with_the_most_objects_beyond_first_and_counts_the_rest():
+    from daemon.actuators.k8s.dra import SHOWN_NAMESPACES, over_by_namespace
+
+    """The line is bounded: the 10 with the most objects beyond the caps, most first (cluster-scoped slices under
+    '(cluster)'), then how many more namespaces."""
+    over = {"resourceclaims": {f"ns-{i:02d}": i for i in range(1, 13)}, "resourceslices": {"": 20}}
+    line = over_by_namespace(over)
+    shown = ["(cluster) 20"] + [f"ns-{i:02d} {i}" for i in range(12, 3, -1)]
+    assert SHOWN_NAMESPACES == 10 and line == ", ".join(shown) + " and 3 more namespaces", line
+    assert over_by_namespace({"resourceclaims": {f"ns-{i}": 1 for i in range(10)}}).count(" more") == 0

@@ -180,22 +180,59 @@ def test_a_workloads_gpus_in_an_init_container_or_a_sidecar_count_as_kueue_count
     assert reader().jobs([body], ("team-a", "team-b"), NOW).gpus.tolist() == [10]
 
 
+def sets(*shape: tuple[int, int]) -> dict:
+    """A waiting Workload of podSets of (pods, GPUs per pod), in that order."""
+    body = wl("x")
+    pod = body["spec"]["podSets"][0]
+    body["spec"]["podSets"] = [{**pod, "name": f"s{i}", "count": c, "template": {"spec": {"containers": [
+        {"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(g)}}}]}}} for i, (c, g) in enumerate(shape)]
+    body["metadata"]["name"] = "-".join(f"{c}x{g}" for c, g in shape)
+    return body
+
+
 def test_a_waiting_workloads_shape_is_its_pods_which_may_share_a_node():
     """A gang of 4 pods of 8 is 4 parts of 8 that may share nodes (Jobs.nodes_asked, packed), not one 32-GPU job
     on one node; one pod is a one-node job as before. A master of 8 beside 3 workers of 8: 4 of 8. Pods asking
     different GPUs: packed, largest first, into parts of the largest (a launcher of 8 and four workers of 1: two
     parts of 8, its GPUs 16); a podSet asking no GPU (an MPI launcher) needs no room."""
-    def sets(*shape):
-        body = wl("x")
-        pod = body["spec"]["podSets"][0]
-        body["spec"]["podSets"] = [{**pod, "name": f"s{i}", "count": c, "template": {"spec": {"containers": [
-            {"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(g)}}}]}}} for i, (c, g) in enumerate(shape)]
-        body["metadata"]["name"] = "-".join(f"{c}x{g}" for c, g in shape)
-        return body
-
     jobs = reader().jobs([sets((4, 8)), sets((1, 8)), sets((1, 8), (3, 8)), sets((1, 8), (4, 1)),
                           sets((1, 0), (2, 4)), sets((1, 8), (2, 5), (1, 3))], ("team-a",), now=NOW)
     assert jobs.gpus.tolist() == [32, 8, 32, 16, 8, 24]
     assert jobs.nodes_asked.tolist() == [4, 1, 4, 2, 2, 3]
     assert jobs.packed.tolist() == [True, False, True, True, True, True]
     assert workload_gpus(sets((2, 4)), "nvidia.com/gpu") == 8
+
+
+@pytest.mark.parametrize("shape, parts, size", [
+    (((1, 8), (1, 6), (1, 2)), 2, 8),            # 8 | 6 + 2
+    (((1, 2), (1, 6), (1, 1)), 2, 6),            # 6 | 2 + 1
+    (((4, 1), (1, 6), (1, 3)), 3, 6),            # 13 GPUs: more than two parts of 6 hold
+    (((5, 1), (1, 8), (2, 6)), 4, 8),            # 25 GPUs: more than three parts of 8 hold
+    (((2, 1), (1, 6), (2, 8)), 3, 8),            # 8 | 8 | 6 + 1 + 1
+    (((2, 4), (1, 7), (2, 2)), 3, 7),            # 7 | 4 + 2 | 4 + 2
+    (((1, 4), (2, 1), (2, 3)), 3, 4),            # 4 | 3 + 1 | 3 + 1, the small pods listed before the 3s
+    (((2, 4), (3, 6), (2, 3), (6, 16)), 8, 16),  # six of 16 | 6 + 6 + 4 | 6 + 4 + 3 + 3
+    (((1, 3), (1, 13), (2, 1), (2, 2)), 2, 13),  # 13 | 3 + 1 + 1 + 2 + 2
+], ids=lambda v: "+".join(f"{c}x{g}" for c, g in v) if isinstance(v, tuple) else str(v))
+def test_pods_of_different_gpus_are_packed_into_as_few_parts_as_hold_them_on_shapes_worked_by_hand(shape, parts, size):
+    """Each shape by hand (the comment: the parts, or why no fewer hold its pods): the packing puts every pod whole
+    in a part of the largest pod's GPUs, and on these no more parts than needed. A part too many is a gang's GPUs
+    over-asked (its estimate waits for room it does not need); one too few is room its pods do not fit in (an
+    estimate too soon). Mutants of _parts that broke the order (as listed, smallest first, the roomiest part first),
+    the room a part keeps (a part's rest dropped, a full part's room or a partial one's counted as a whole one's) or
+    the pods a part takes (all of a room's parts, one part per room, a partial part with no room) each got one of
+    these wrong, and none the shapes before."""
+    from daemon.actuators.k8s.workloads import workload_shape
+
+    assert workload_shape(sets(*shape), "nvidia.com/gpu") == (parts * size, parts, size)
+
+
+def test_a_podset_of_no_pods_asks_no_room_and_is_no_malformed_workload():
+    """Kueue 0.17's PodSet count has minimum 0 (a JobSet's replicated job scaled to none): a launcher podSet of 0
+    pods of 8 beside 4 workers of 1 is 4 GPUs in 4 parts of 1, not parts of 8 (the absent launcher's size) and not
+    a Workload skipped as malformed (no estimate)."""
+    from daemon.actuators.k8s.workloads import workload_shape
+
+    assert workload_shape(sets((0, 8), (4, 1)), "nvidia.com/gpu") == (4, 4, 1)
+    jobs = reader().jobs([sets((0, 8), (4, 1))], ("team-a",), now=NOW)
+    assert jobs.gpus.tolist() == [4] and jobs.nodes_asked.tolist() == [4] and jobs.packed.tolist() == [True]

@@ -86,3 +86,35 @@ def test_the_plans_evictions_for_a_4_x_8_gang_let_its_four_pods_bind(kueue):
         assert len(kept) == 1 and pod_running(core, batch, kept[0])     # the fifth node's pod runs on
     finally:
         kueue.delete_nodes(nodes)
+
+
+def test_a_podset_of_no_pods_is_taken_by_kueue_and_read_as_asking_no_room(kueue):
+    """Kueue 0.17 takes a podSet of count 0 (its CRD: minimum 0; a JobSet's replicated job scaled to none) and
+    defaults an absent count to 1. A Workload of 0 launchers of 8 GPUs and 4 workers of 1 is read as 4 GPUs in 4
+    parts of 1 (not parts of 8 for launchers that do not exist, nor skipped as malformed: no estimate); one whose
+    launcher set names no count is that 1 launcher of 8 and the 4 workers, packed into one part of 8 beside a
+    second of 8: 16 GPUs in 2 parts."""
+    tenants, ns, nodes = kueue.tenants({"team-high": "high"}, nodes=0)
+    serving = ns["team-high"]
+    custom = k8s.CustomObjectsApi(kueue.api())
+
+    def workload(name: str, launchers: int | None) -> dict:
+        body = _gang(serving, name, "no-such-queue", 4, 1)
+        launcher = {"name": "launcher", "template": body["spec"]["podSets"][0]["template"]}
+        launcher["template"] = {"spec": {**launcher["template"]["spec"], "containers": [{
+            **launcher["template"]["spec"]["containers"][0], "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}}
+        if launchers is not None:
+            launcher["count"] = launchers
+        body["spec"]["podSets"].insert(0, launcher)
+        return body
+
+    for name, launchers in (("no-launcher", 0), ("one-launcher", None)):
+        custom.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", serving, "workloads",
+                                               workload(name, launchers))
+    stored = custom.get_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", serving, "workloads", "one-launcher")
+    assert stored["spec"]["podSets"][0]["count"] == 1, stored["spec"]["podSets"]
+    waiting = KueueActuator(kueue.api(), KueueActuatorConfig(), tenants, dry_run=True).queued_jobs(("team-high",))
+    got = {i: (g, k, bool(p)) for i, g, k, p in zip(waiting.ids.tolist(), waiting.gpus.tolist(),
+                                                  waiting.nodes_asked.tolist(), waiting.packed.tolist())}
+    assert got == {f"{serving}/workload/no-launcher": (4, 4, True),
+                   f"{serving}/workload/one-launcher": (16, 2, True)}, got

@@ -60,10 +60,13 @@ def test_only_an_up_node_with_running_gpu_jobs_and_no_series_is_silent():
     assert out[:2].tolist() == [0, 0] and np.isnan(out[2]) and silent == {}
 
 
-@pytest.mark.parametrize("answer", [[({}, 16.0)], by_node(**{"n1.example.org": 8, "n3.example.org": 8}), []],
-                         ids=["names-no-node", "names-spelt-otherwise", "empty"])
+@pytest.mark.parametrize("answer", [[({}, 16.0)], by_node(**{"n1.example.org": 8, "n3.example.org": 8}), [],
+                                    [({"Hostname": "n1"}, 8.0), ({}, 8.0)]],
+                         ids=["names-no-node", "names-spelt-otherwise", "empty", "one-series-names-no-node"])
 def test_an_answer_that_cannot_tell_a_silent_node_changes_nothing(answer):
-    """The default count(...) names no node, FQDNs name none the scheduler lists: no way to tell, nothing new."""
+    """The default count(...) names no node, FQDNs name none the scheduler lists: no way to tell, nothing new. Nor
+    where one series names no node (an exporter without the Hostname label, counted under an empty one): the answer
+    does not say nodes as bound_capacity reads them (a mutant judging on any series named raised KeyError)."""
     used = np.array([0.0, 2.0, 1.0])
     out, silent = mark_silent(used, answer, "Hostname", VIEW, JOBS)
     assert out.tolist() == used.tolist() and silent == {}
@@ -141,3 +144,31 @@ def test_the_silent_nodes_are_logged_once_per_change_of_their_unseen_gpus(caplog
     assert "1 GPU in use by running jobs on 1 node" in said[0] and "(n2: 1 of 8 unseen)" in said[0]
     assert "(n2: 1 of 8 unseen, n3: 8 of 8 unseen)" in said[1] and "missing, not idle" in said[1]
     assert "reports GPU series again" in said[2]
+
+
+def test_the_first_node_listed_can_be_silent_and_a_job_on_a_node_the_view_lacks_is_judged_on_none():
+    """n1, the scheduler's first node (index 0), is silent: its tenant is missing. Team 1's job runs on n9, a node
+    the view does not list (Jobs.parts: -1): it is on no silent node, so its 2 GPUs stay as read (a job off the view
+    is not read as on node 0; and node 0 is judged like any other)."""
+    js = jobs([(0, 4, True, "n1"), (1, 2, True, "n9"), (2, 2, True, "n2")])
+    out, silent = mark_silent(np.array([0.0, 2.0, 2.0]), by_node(n2=8, n3=8), "Hostname", VIEW, js)
+    assert np.isnan(out[0]) and out[1:].tolist() == [2, 2] and silent == {"n1": (4, 4)}
+
+
+def test_a_tenant_whose_job_on_a_silent_node_asks_no_gpu_stays_as_read():
+    """Team 1 runs a CPU-only job (0 GPUs) beside team 0's 8 on silent n2, and 2 GPUs on n1: none of its GPUs can be
+    unseen on n2, so its 2 stay as read (missing would keep its demand out of the plan for nothing)."""
+    js = jobs([(0, 8, True, "n2"), (1, 0, True, "n2"), (1, 2, True, "n1")])
+    out, silent = mark_silent(np.array([0.0, 2.0]), by_node(n1=8, n3=8), "Hostname", VIEW, js)
+    assert np.isnan(out[0]) and out[1] == 2 and silent == {"n2": (8, 8)}
+
+
+def test_an_answer_with_several_series_per_node_is_summed_per_node():
+    """A capacity_query by node and GPU (`count by (Hostname, gpu) (...)`: a series per GPU) says n2's 8 GPUs in 8
+    series: n2 reports 8, not 1, so nothing is silent; with one GPU's series gone, 1 of 8 is unseen."""
+    per_gpu = [({"Hostname": n, "gpu": str(i)}, 1.0) for n in ("n1", "n2", "n3") for i in range(8)]
+    out, silent = mark_silent(np.array([8.0, 2.0, 2.0]), per_gpu, "Hostname", VIEW, JOBS)
+    assert out.tolist() == [8, 2, 2] and silent == {}
+    lost = [s for s in per_gpu if s[0] != {"Hostname": "n2", "gpu": "3"}]
+    out, silent = mark_silent(np.array([8.0, 2.0, 2.0]), lost, "Hostname", VIEW, JOBS)
+    assert np.isnan(out[0]) and np.isnan(out[2]) and out[1] == 2 and silent == {"n2": (1, 8)}
