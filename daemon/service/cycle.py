@@ -495,7 +495,8 @@ class CycleRunner:
         elif plan.stale:
             log.warning("%s", "; ".join(plan.notes))
         reports = self._apply(plan)
-        self._record_shadow(plan, state, fc, collected.history)
+        # the tiers the plan was made with: a tenant an operator moved to high is counted with the high tier
+        self._record_shadow(plan, state.with_tiers(ops.tiers if ops else {}), fc, collected.history)
         outcome = "stale" if plan.stale else "ok"
         if not plan.stale:
             previous = self.last_plan
