@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,7 +62,11 @@ def seasonal_scale(frame: pd.DataFrame, season: int) -> np.ndarray:
     v = frame.to_numpy(dtype=float)
     if v.shape[0] <= season:
         season = 1
-    with np.errstate(all="ignore"):
+    # a tenant with no pair of samples a season apart (new, or silent) has no scale: NaN, said by the caller. The
+    # errstate alone let numpy's "Mean of empty slice" warning through, and a daemon on a young Prometheus printed
+    # it, with the source line, among its log lines
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
         s = np.nanmean(np.abs(v[season:] - v[:-season]), axis=0)
     return np.where(np.isfinite(s) & (s > 0), s, np.nan)
 

@@ -164,6 +164,12 @@ def steps_needed(before: int, holdout: Callable[[int], int]) -> int:
     return n
 
 
+def from_first_sample(history: pd.DataFrame) -> pd.DataFrame:
+    """`history` from its first step with a value for any tenant (empty if it has none)."""
+    seen = np.flatnonzero(np.isfinite(history.to_numpy(dtype=float)).any(axis=1))
+    return history.iloc[seen[0]:] if len(seen) else history.iloc[:0]
+
+
 def startup_holdout(n: int, season: int, horizon: int) -> int:
     """The held-out end StartupSelection scores on, for `n` steps of history."""
     return max(4 * horizon, min(season, n // 5))
@@ -185,6 +191,7 @@ class StartupSelection:
         self.chosen: Forecaster | None = None
         self.scores: dict[str, float] = {}
         self.why = "not selected yet: no history seen"
+        self._waiting_said = False
         self.interim: Forecaster = make_baseline("seasonal_naive_daily", self.season, self.quantiles, refresh=10,
                                                  background=True)
 
@@ -199,6 +206,11 @@ class StartupSelection:
         return {n: make_baseline(n, self.season, self.quantiles) for b in names for n in (b, b + RECAL)}
 
     def select(self, history: pd.DataFrame, horizon: int) -> Forecaster | None:
+        # the history counts from its first sample: the daemon's window is as long as it keeps whatever the source
+        # has, so on a Prometheus that began scraping an hour ago it is 2 days of gaps and an hour of data. Counted
+        # whole, it passed the length check, and every cycle backtested the baselines on gaps (seconds per cycle
+        # at 40 tenants) until a day of data let it choose, on less than the held-out window it says it needs
+        history = from_first_sample(history)
         n = len(history)
         holdout = startup_holdout(n, self.season, horizon)
         if n - holdout < self.season + horizon or history.shape[1] == 0:
@@ -225,6 +237,8 @@ class StartupSelection:
         return self.chosen
 
     def predict(self, history: pd.DataFrame, horizon: int) -> Forecast:
-        if self.chosen is None:
-            self.select(history, horizon)
+        if self.chosen is None and self.select(history, horizon) is None and not self._waiting_said:
+            # once: the cycle line names the interim model, not that it is one
+            log.info("start-up selection: %s; forecasting with %s until then", self.why, self.interim.name)
+            self._waiting_said = True
         return (self.chosen or self.interim).predict(history, horizon)

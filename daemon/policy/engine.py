@@ -148,9 +148,7 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     the holds, the preemptions that clear room for them, the rate limits, then the plan as a whole.
     """
     ops = ops or OperatorInputs()
-    if ops.tiers:
-        state = dataclasses.replace(state, tiers=tuple(ops.tiers.get(t, tier)  # type: ignore[misc]
-                                                       for t, tier in zip(state.tenants, state.tiers)))
+    state = state.with_tiers(ops.tiers)  # type: ignore[arg-type]
     in_force = tuple(w.model_dump(mode="json") for w in _windows_in_force(cfg, ops).values())
     why = staleness_reason(state, cfg)
     if why is not None:

@@ -6,6 +6,8 @@ thousands of them within a few milliseconds; a list of objects would not do.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -165,6 +167,13 @@ class ClusterState:
 
     def tier_array(self) -> np.ndarray:
         return np.array([PRIORITY[t] for t in self.tiers], dtype=np.int8)
+
+    def with_tiers(self, changes: Mapping[str, Tier]) -> ClusterState:
+        """This state with the operators' tier changes (tenant -> tier) in place of the source's: the tiers a plan is
+        made with, and what a record of that plan (the shadow report's) says the tenant was."""
+        if not changes:
+            return self
+        return dataclasses.replace(self, tiers=tuple(changes.get(t, tier) for t, tier in zip(self.tenants, self.tiers)))
 
     @property
     def demand(self) -> np.ndarray:

@@ -132,6 +132,7 @@ class CycleRunner:
         self.last_history: pd.DataFrame | None = history
         self.forecaster_note = forecaster_note  # which forecaster is in use and why (a model reload replaces it)
         self.operator_inputs: Callable[[], OperatorInputs] | None = None  # daemon/state/overrides.py
+        self.plan_tiers: dict[str, str] | None = None   # the operators' tiers the plan in force was made with
         self.may_act: Callable[[], bool] | None = None  # the leader lease (daemon/ha/lease.py); None: always
         self.acting = True  # whether the last cycle's plan went to the actuators (False on a standby)
         # where dry-run cycles' shadow records go (daemon/shadow/log.py); None: the state store, if any
@@ -431,7 +432,7 @@ class CycleRunner:
             history=hist.iloc[-HISTORY_STEPS:].copy() if hist is not None else None,
             quality=q.current().to_dict(), quality_summary=q.summary(), forecaster_note=self.forecaster_note,
             fallback_error=fallback_error(f), cycle=self.cycles,
-            health=self.last_health, eta=self.last_eta)
+            health=self.last_health, eta=self.last_eta, plan_tiers=self.plan_tiers)
 
     def run_once(self) -> CycleResult:
         try:
@@ -492,12 +493,14 @@ class CycleRunner:
         elif plan.stale:
             log.warning("%s", "; ".join(plan.notes))
         reports = self._apply(plan)
-        self._record_shadow(plan, state, fc, collected.history)
+        # the tiers the plan was made with: a tenant an operator moved to high is counted with the high tier
+        self._record_shadow(plan, state.with_tiers(ops.tiers if ops else {}), fc, collected.history)
         outcome = "stale" if plan.stale else "ok"
         if not plan.stale:
             previous = self.last_plan
             self.memory = plan.memory
             self.last_plan = plan
+            self.plan_tiers = dict(ops.tiers) if ops is not None else {}
             self.last_good_at = self.clock()
             if self.safe_active:
                 log.warning("fresh plan made: safe default lifted")

@@ -25,6 +25,8 @@ def replay_lines(doc: dict, recommendation: dict | None = None, sweep: bool = Fa
     out += report.comparison_lines(doc.get("comparison") or {})
     if table or legend or not sweep:
         out.append(report.table(doc["runs"], legend=legend))
+        if not legend:   # a first run prints the table alone: "idleQ", "forHi", "preIdle" said nothing
+            out.append("(--legend says what each column is)")
         for s in doc["runs"]:  # a typed replay: unmet GPU-minutes per accepted-type set
             if s.get("by_spec") is not None:
                 out.append(f"{s['label']} unmet by accepted types: " + ", ".join(

@@ -243,9 +243,22 @@ class History:
             if backfill or now % PRUNE_EVERY_STEPS == 0:
                 self._prune(set(tenants))
             if backfill:
-                log.info("history: backfilled %s x %s in %s", plural(now - lo + 1, "step"),
-                         plural(len(self._names), "tenant"), plural(requests, "request"))
+                log.info("history: backfilled %s x %s in %s%s", plural(now - lo + 1, "step"),
+                         plural(len(self._names), "tenant"), plural(requests, "request"), self._first_sample(lo, now))
             return UpdateStats(lo, now - lo + 1, requests, backfill)
+
+    def _first_sample(self, lo: int, now: int) -> str:
+        """Where the source's samples begin in a backfilled window, when later than the window: on a Prometheus that
+        began scraping an hour ago "backfilled 11520 steps" alone read as 8 days of demand read."""
+        rows = self._vals[self._off + max(0, lo - self._first): self._off + self._n]
+        seen = np.flatnonzero(np.isfinite(rows).any(axis=1))
+        if not len(seen):
+            return "; the source has no sample in it"
+        if seen[0] == 0:
+            return ""
+        first = max(lo, self._first) + int(seen[0])
+        at = pd.Timestamp(first * self.step_s, unit="s", tz="UTC").isoformat()
+        return f"; the source's samples start at {at}: the last {plural(now - first + 1, 'step')}"
 
     def _zero_fill(self, new: list[str]) -> int:
         """Typed series (tenant@type) are sparse: the source sends a (tenant, type) only once it has GPUs there, so

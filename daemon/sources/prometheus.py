@@ -34,7 +34,7 @@ from daemon.sources.base import Collected, SourceError
 from daemon.sources.history import History
 from daemon.sources.pushgateway import Pushed, add_back, left_out_line, pushed_refusal, pushed_selector
 from daemon.sources.redact import redact_text, redact_url
-from daemon.sources.scheduler_bounds import bound_capacity, cap_demand, mark_silent
+from daemon.sources.scheduler_bounds import bound_capacity, cap_demand, dropped_line, mark_silent, uncovered_use
 from daemon.text import one_line, plural
 
 log = logging.getLogger("gpu_autoscaler.source.prometheus")
@@ -637,14 +637,17 @@ class PrometheusSource:
             self._report_silent(silent)
         missing = tuple(t for t, u in zip(tenants, used) if not np.isfinite(u))
         capped: dict[str, int] = {}
+        stray: dict[str, int] = {}
         if self.jobs_provider is not None:   # the scheduler's jobs bound each tenant's demand
-            used, excess = cap_demand(used, jobs, covered=self._covered(tenants, jobs))
+            covered = self._covered(tenants, jobs)
+            used, excess = cap_demand(used, jobs, covered=covered)
             capped = {tenants[i]: int(round(excess[i])) for i in np.flatnonzero(excess > 0)}
+            stray = uncovered_use(tenants, used, covered)
         self._report_capped(capped)
         dropped: dict[str, int] = {}
         if self.nodes_provider is not None and nodes is not None:   # the scheduler's nodes bound the capacity
             capacity, dropped = bound_capacity(cap, self.pc.node_label, nodes)
-            self._report_dropped(dropped)
+            self._report_dropped(dropped, stray)
         pending = np.zeros(len(tenants))
         if len(jobs):
             q = ~jobs.running
@@ -713,12 +716,10 @@ class PrometheusSource:
                 log.info("tenant %s: demand no longer above its jobs' GPUs on the scheduler", t)
         self._capped = capped
 
-    def _report_dropped(self, dropped: dict[str, int]) -> None:
+    def _report_dropped(self, dropped: dict[str, int], stray: dict[str, int]) -> None:
         """One log line when the GPUs left out of capacity (nodes the scheduler does not list) change."""
         if dropped != self._dropped and dropped:
-            shown = ", ".join(f"{n or 'over the scheduler total'}: {g}" for n, g in sorted(dropped.items())[:10])
-            log.warning("%d GPU(s) the metrics report are not capacity, not on the scheduler's nodes (%s)",
-                        sum(dropped.values()), shown)
+            log.warning("%s", dropped_line(dropped, stray))
         elif dropped != self._dropped:
             log.info("every GPU the metrics report is on a node the scheduler lists again")
         self._dropped = dropped

@@ -27,6 +27,7 @@ from collections import defaultdict
 import numpy as np
 
 from daemon.policy.state import Jobs, Nodes
+from daemon.text import plural
 
 UNNAMED = ""   # bound_capacity's key for GPUs over the scheduler's total when the answer names no node
 
@@ -55,6 +56,26 @@ def bound_capacity(answer: list[tuple[dict[str, str], float]], node_label: str,
             return int(sum(kept.values())), dropped
     capacity = min(total, sum(listed.values()))
     return capacity, ({UNNAMED: total - capacity} if total > capacity else {})
+
+
+def uncovered_use(tenants: tuple[str, ...], used: np.ndarray, covered: np.ndarray) -> dict[str, int]:
+    """GPUs in use per name the scheduler's view does not cover (cap_demand leaves them in the load), where any."""
+    return {tenants[i]: int(round(used[i])) for i in np.flatnonzero(~covered & (np.nan_to_num(used) > 0))}
+
+
+def dropped_line(dropped: dict[str, int], stray: dict[str, int]) -> str:
+    """The warning for GPUs left out of capacity (bound_capacity's ``dropped``). Where names the scheduler runs no
+    job for still hold GPUs (``stray``, uncovered_use), it names them and the key that leaves them out: a Prometheus
+    scraping another cluster's exporters under the same job read "load=1500%" with a line that said only that the
+    GPUs were not capacity."""
+    shown = ", ".join(f"{n or 'over the scheduler total'}: {g}" for n, g in sorted(dropped.items())[:10])
+    out = f"{sum(dropped.values())} GPU(s) the metrics report are not capacity, not on the scheduler's nodes ({shown})"
+    if stray:
+        names = ", ".join(sorted(stray)[:5]) + (", ..." if len(stray) > 5 else "")
+        out += (f"; {sum(stray.values())} GPU(s) of {plural(len(stray), 'name')} the scheduler runs no job for "
+                f"({names}) still count as load: if those nodes are another cluster's, select this cluster's "
+                "exporter with source.prometheus.exporter_selector")
+    return out
 
 
 def cap_demand(used: np.ndarray, jobs: Jobs, covered: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -55,6 +55,9 @@ class Snapshot:
     health: Mapping[str, Any] | None = None
     # pending jobs' start estimates (daemon/service/eta.py): made_at (epoch s) and one row per job; None before
     eta: Mapping[str, Any] | None = None
+    # the operators' tier changes the plan in force was made with (tenant -> tier; None: not known, a plan restored
+    # from the store): a change applies at the next cycle, so until then a tenant's record keeps the plan's tier
+    plan_tiers: Mapping[str, str] | None = None
 
 
 class OverridesView(Protocol):

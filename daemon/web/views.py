@@ -158,8 +158,11 @@ def _state_index(snap: Snapshot, tenant: str) -> int | None:
 
 
 def tier_of(snap: Snapshot, backend: Backend, tenant: str) -> str:
-    """The operator's tier for `tenant` when one is set (it applies at the next cycle), else the cycle's."""
-    t = backend.overrides().inputs().tiers.get(tenant)
+    """The tier the plan in force gave `tenant`: an operator's tier change with it, or the cycle's. A change not yet
+    planned (it applies at the next cycle) is the record's `override`: read as the tier at once, it put a "high
+    tier" beside the plan's normal-tier limit, quota and reason until the next cycle. A plan restored from the
+    store does not say which changes made it: there the operator's tier now stands."""
+    t = (snap.plan_tiers if snap.plan_tiers is not None else backend.overrides().inputs().tiers).get(tenant)
     if t:
         return t
     st = snap.state

@@ -20,3 +20,20 @@ def test_every_rows_figures_end_under_their_heads_with_long_model_names():
     for row in rows:
         row_ends = {i + 1 for i, (a, b) in enumerate(zip(row, row[1:] + " ")) if a != " " and b == " "}
         assert set(ends) <= row_ends and len(row) == len(head), (head, row)
+
+
+def test_a_tenant_without_a_season_of_samples_scores_without_a_numpy_warning():
+    """A daemon on a Prometheus scraping for less than a day printed numpy's "RuntimeWarning: Mean of empty slice"
+    with the source line among its log lines: the MASE scale of a tenant with no two samples a season apart. Its
+    scale is NaN, quietly."""
+    import warnings
+
+    import numpy as np
+    import pandas as pd
+
+    idx = pd.date_range("2026-01-01", periods=96, freq="min", tz="UTC")
+    f = pd.DataFrame({"old": np.arange(96.0), "new": np.r_[np.full(60, np.nan), np.ones(36)]}, index=idx)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = backtest.seasonal_scale(f, 48)
+    assert s[0] == 48.0 and np.isnan(s[1])

@@ -160,6 +160,38 @@ def test_the_history_a_refusal_says_is_needed_is_enough():
         assert (sel.chosen is not None) is chooses, (steps, sel.why)
 
 
+def test_the_start_up_history_counts_from_its_first_sample(monkeypatch):
+    """A daemon started on a Prometheus that began scraping recently reads a window of gaps ending in the little
+    data there is (its history is as long as it keeps, not as long as the source has). The gaps counted as history:
+    every cycle backtested the baselines on them (seconds a cycle at 40 tenants), and it chose once a season of data
+    came, short of the count it says it needs. Now the gaps before the first sample do not count, and nothing is
+    scored until that count of real steps is there."""
+    import re
+
+    from forecaster import backtest
+
+    season, horizon = 144, 6
+    short = StartupSelection(season, (0.5, 0.9, 0.99))
+    short.predict(random_walks(steps=170), horizon)
+    need = int(re.search(r"need (\d+)", short.why).group(1))
+    walks = random_walks(steps=3 * season + need)
+    real_run = backtest.run
+    for steps, chooses in ((need - 1, False), (need, True)):
+        f = walks.copy()
+        f.iloc[: len(f) - steps] = np.nan                       # the source's first sample: `steps` from the end
+        sel = StartupSelection(season, (0.5, 0.9, 0.99))
+        scored = []
+        monkeypatch.setattr(backtest, "run", lambda *a, **k: scored.append(1) or real_run(*a, **k))
+        sel.predict(f, horizon)
+        assert (sel.chosen is not None) is chooses, (steps, sel.why)
+        assert bool(scored) is chooses, steps                   # nothing backtested before then
+        if not chooses:
+            assert f"{steps} steps of history, need {need}" in sel.why, sel.why
+    gaps = StartupSelection(season, (0.5, 0.9, 0.99))
+    gaps.predict(walks * np.nan, horizon)
+    assert gaps.chosen is None and "0 steps of history" in gaps.why
+
+
 def test_a_losing_lstm_is_said_not_to_beat_the_baseline_without_a_zero_margin(tmp_path):
     """With retrain.min_improvement = 0 (the default) `retrain` said "the new LSTM did not beat X by 0%"."""
     cfg = small_cfg(min_improvement=0.0)

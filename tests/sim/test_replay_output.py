@@ -190,6 +190,8 @@ def test_simulate_titles_durations_humanly_and_says_no_contention(figures, tmp_p
         assert ax.get_ylim() == (-1, 1) and labels(ax) == ["0"]
     assert "comparison at equal utilization (" in r.output and '{"reactive_point"' not in r.output
     assert "setting " in r.output and "columns:" not in r.output   # not a sweep: the table; no legend unasked
+    # but where to find it: the abbreviated heads (idleQ, forHi, preIdle) are not explained anywhere in the output
+    assert "(--legend says what each column is)" in r.output.splitlines()
 
 
 def test_simulate_legend_names_the_columns_under_the_table(tmp_path):

@@ -330,3 +330,32 @@ def test_the_savings_line_says_a_strategy_that_never_meets_the_slo_never_does():
     last = sizing.lines({"predictive": met, "static": never})[-1]
     assert last == (f"predictive meets the SLO at {met.found.gpus} GPUs where static never meets it (the throttled "
                     "floor: its replicas' cold-start lag, at any size)")
+
+
+@pytest.mark.parametrize("acting, said", [
+    (0, "acted on the forecast for 0.0% of the steps of the 2 tenants whose verdict the plan reads: planned as "
+        "reactive plans, so its sizes are reactive's)"),
+    (1, "acted on the forecast for 50.0% of the steps of the 2 tenants whose verdict the plan reads; planned as "
+        "reactive plans for the rest)"),
+    (2, "acted on the forecast for 100.0% of the steps of the 2 tenants whose verdict the plan reads)")])
+def test_predictive_says_what_the_skill_gate_it_is_sized_with_did(monkeypatch, acting, said):
+    """`simulate --trace synthetic --days 1 --min-gpus` printed predictive's replays with the same figures as
+    reactive's at every size and "predictive saves 0.0% of reactive's GPUs", with nothing to say why: predictive is
+    sized with the skill gate on, which trusted no forecast there. The line under predictive's size says what the
+    gate did (the JSON has the counts)."""
+    def fake(strategy, w, cfg, bank=None, *, steps, knobs=None):
+        m = Meter(strategy, {})
+        for t in ("high", "normal", "low"):
+            m.wanted[t], m.served[t], m.unmet[t] = [100.0], [100.0], [0.0]
+        m.util = [1.0]
+        if strategy == "predictive":    # two tenants read, over 4 steps
+            m.forecast_acting, m.forecast_acting_read, m.tenants, m.tenants_read = [acting] * 4, [acting] * 4, 3, 2
+        return m
+    monkeypatch.setattr(sizing, "run_strategy", fake)
+    found = {s: sizing.min_size(_constant(20.0), Config(), s, steps=N - START, max_nodes=6)
+             for s in ("reactive", "predictive")}
+    out = sizing.lines(found)
+    at = next(i for i, x in enumerate(out) if x.startswith("predictive ") and " GPUs (" in x)
+    assert out[at + 1] == f"{'':<10} (skill gate on, policy.skill_gate: {said}"
+    assert found["predictive"].summary()["skill_gate"]["read_tenant_steps_on_forecast"] == 4 * acting
+    assert not any("skill gate" in x for x in sizing.lines({"reactive": found["reactive"]}))

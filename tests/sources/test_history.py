@@ -300,3 +300,32 @@ def test_the_store_read_for_replays_and_proposals_is_bounded_the_same_way(tmp_pa
         assert len(frame) == 200 and frame.index[-1] == pd.Timestamp(now * STEP, unit="s", tz="UTC")
     else:
         assert frame is None and "holds 3 bytes for 2 tenants" in caplog.text
+
+
+def test_the_backfill_line_says_where_the_sources_samples_start(caplog):
+    """On a Prometheus that began scraping minutes ago, "history: backfilled 11520 steps x 2 tenants" read as 8 days
+    of demand read. The line now says where the samples begin when that is inside the window, or that there are
+    none; a window full from its start reads as before."""
+    now = T0 + 6000
+
+    class Young(Source):
+        def __init__(self, since):
+            super().__init__()
+            self.since = since
+
+        def __call__(self, start_s, end_s, known):
+            f = super().__call__(start_s, end_s, known)
+            steps = f.index.as_unit("s").asi8 // STEP
+            f.loc[steps < self.since] = np.nan
+            return f
+
+    lines = {}
+    for name, since in (("young", now - 2), ("silent", now + 1), ("full", 0)):
+        caplog.clear()
+        with caplog.at_level("INFO", logger="gpu_autoscaler"):
+            History(STEP, 2880, chunk_steps=720).update(Young(since), now * STEP, ["a", "b"])
+        lines[name] = next(r.getMessage() for r in caplog.records if "backfilled" in r.getMessage())
+    start = pd.Timestamp((now - 2) * STEP, unit="s", tz="UTC").isoformat()
+    assert lines["young"].endswith(f"in 4 requests; the source's samples start at {start}: the last 3 steps")
+    assert lines["silent"].endswith("in 4 requests; the source has no sample in it")
+    assert lines["full"] == "history: backfilled 2880 steps x 2 tenants in 4 requests"

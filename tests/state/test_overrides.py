@@ -143,6 +143,49 @@ token = "{token}"
         stop(proc)
 
 
+def test_a_tier_change_shows_as_pending_until_the_plan_made_with_it(tmp_path):
+    """A tier change applies at the next cycle, but the tenant's record and page read it at once: on `make run` a
+    normal-tier tenant set to high read "high tier" beside the plan's "normal tier limited to 50 req/s" and its
+    quota (the high tier has none) until the next cycle. The record keeps the plan's tier, the change is its
+    `override`, and the page says "high tier from the next cycle"; once a plan is made with it, the tier is high."""
+    from daemon.shadow.record import tenants as shadow_tenants
+    from tests.support.daemons import between_cycles
+
+    port = free_port()
+    cfg = Config(cluster={"gpus": 256}, cycle={"interval_s": 0.5},
+                 source={"simulator": {"seed": 3, "tenants": 16, "warmup_steps": 600}},
+                 state={"path": tmp_path / "state.sqlite"}, forecaster={"kind": "seasonal_naive"},
+                 server={"port": port}, access={"tokens": [{"name": "ops", "role": "operator", "token": OP}]})
+    d = Daemon(build_runtime(cfg))
+    d.start()
+    base, op = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {OP}"}
+    try:
+        wait_for(lambda: d.cycles_done >= 2, what="two cycles", timeout=60)
+        rows = httpx.get(f"{base}/api/v1/tenants", headers=op).json()["tenants"]
+        name = next(r["tenant"] for r in rows if r["tier"] != "high")
+        url = f"{base}/api/v1/tenants/{name}"
+        with between_cycles(d):                          # no cycle runs in the block: the change is not planned yet
+            before = httpx.get(url, headers=op).json()
+            assert httpx.patch(url, json={"tier": "high"}, headers=op).json()["applies"] == "at the next cycle"
+            t = httpx.get(url, headers=op).json()
+            assert t["tier"] == before["tier"] and t["override"]["tier"] == "high"
+            assert (t["quota"], t["limit"]) == (before["quota"], before["limit"])
+            page = httpx.get(f"{base}/ui/tenants/{name}", headers=op).text
+            assert f'{before["tier"]} tier</span>' in page and "high tier from the next cycle" in page
+        seen = d.cycles_done
+        wait_for(lambda: d.cycles_done >= seen + 2, what="the next cycles", timeout=30)
+        t = httpx.get(url, headers=op).json()
+        assert t["tier"] == "high" and t["quota"] is None and "high tier" in t["limit"]["reason"], t["limit"]
+        assert "from the next cycle" not in httpx.get(f"{base}/ui/tenants/{name}", headers=op).text
+        # the shadow report counts the tenant with the tier its plans gave it (it said the source's tier, so a
+        # tenant held as high-tier sat in the normal tier's row)
+        with between_cycles(d):
+            newest = StateStore(tmp_path / "state.sqlite").shadow_records(limit=1)[-1]
+        assert shadow_tenants(newest, name)[name]["tier"] == "high"
+    finally:
+        d.stop()
+
+
 def test_operator_changes_through_the_api_apply_at_the_next_cycle(tmp_path):
     port = free_port()
     cfg = Config(cluster={"gpus": 256}, cycle={"interval_s": 0.5},

@@ -197,6 +197,26 @@ def test_chart_breaks_lines_at_missing_values_and_draws_the_band():
     assert "<svg" in empty and "polyline" not in empty
 
 
+def test_chart_axis_tops_fit_the_values_with_round_gridlines():
+    """The cluster page of `make run` drew a 1,024-GPU cluster's capacity under a 2,000 top (its upper half empty),
+    and the demand chart's gridlines read 625 and 1,875. The top is four round steps just above the values."""
+    import re
+
+    def ticks(top_value: float) -> list[str]:
+        svg = str(Chart("c", "t", [Line("capacity", [-2, -1, 0], [top_value] * 3, "s-cap")]).svg())
+        return re.findall(r'<text class="tick" x="[0-9.]+" y="[0-9.]+" text-anchor="end">([^<]+)</text>', svg)
+
+    assert ticks(1024) == ["0", "300", "600", "900", "1,200"]          # 1,024 + 8%: 1,106
+    assert ticks(1740) == ["0", "500", "1,000", "1,500", "2,000"]       # the demand chart's peak
+    assert ticks(130) == ["0", "40", "80", "120", "160"]
+    assert ticks(0.5) == ["0", "0.15", "0.3", "0.45", "0.6"]           # not rounded to 0.2 and 0.5
+    assert ticks(5) == ["0", "1.5", "3", "4.5", "6"]
+    for v in (1, 7, 64, 99, 100, 333, 1024, 5000, 99_999):
+        tops = ticks(v)
+        top = float(tops[-1].replace(",", ""))
+        assert v * 1.08 <= top * (1 + 1e-9) <= v * 1.08 * 1.5 + 1e-9 or v < 10, (v, tops)
+
+
 # ---- in a real browser: headless Chromium against `run --sim` --------------------------------------------------
 
 ARTEFACTS = REPO / "reports" / "browser"

@@ -117,17 +117,21 @@ def _segments(xs: list[float], ys: list) -> list[list[tuple[float, object]]]:
 
 
 def _nice(v: float) -> float:
+    """The axis top for values up to `v`: four gridline steps of a round size (1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times
+    a power of ten). A top from (1, 2, 2.5, 5, 10) alone put a 1,024-GPU cluster (1,106 with the margin) under a
+    2,000 top, the chart's upper half empty, and labelled a 2,500 top's gridlines 625 and 1,875."""
     if v <= 0 or not math.isfinite(v):
         return 1.0
-    mag = 10 ** math.floor(math.log10(v))
-    for m in (1, 2, 2.5, 5, 10):
-        if v <= m * mag:
-            return m * mag
-    return 10 * mag
+    step = v / 4
+    mag = 10 ** math.floor(math.log10(step))
+    for m in (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10):
+        if step <= m * mag * (1 + 1e-9):
+            return 4 * m * mag
+    return 40 * mag
 
 
 def _fmt(v: float) -> str:
-    return f"{v:,.0f}" if v >= 10 or v == 0 else f"{v:.1f}"
+    return f"{v:,.0f}" if v >= 10 or v == 0 else f"{v:.2f}".rstrip("0").rstrip(".")
 
 
 def _x_ticks(x0: float, x1: float) -> list[float]:

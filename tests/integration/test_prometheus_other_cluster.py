@@ -1,0 +1,76 @@
+"""A Prometheus that scrapes another cluster's exporters under the same job, on a real Prometheus: the other nodes'
+GPUs are not capacity, and the line that says so names the GPUs still counted as load and the setting that
+leaves them out.
+
+The README's minimal config (the default exporter_selector, `job="dcgm-exporter"`) against a Prometheus scraping a
+second cluster's nodes too printed "load=1500.0% cap=16" with a warning that said only "304 GPU(s) the metrics
+report are not capacity, not on the scheduler's nodes": the other cluster's tenants, for whom this scheduler runs no
+job, stay in the load (a Kubernetes view lists only the tenants' pods, so such names are left as they are), and
+nothing told the operator what to change.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import httpx
+import numpy as np
+import pytest
+
+from daemon.config import Config
+from daemon.policy.state import Jobs, Nodes
+from daemon.sources.prometheus import PrometheusSource
+from tests.support.services import metrics_target, prometheus_server, wait_for
+
+pytestmark = [pytest.mark.services]
+
+BY_NODE = "count by (Hostname) (DCGM_FI_DEV_GPU_UTIL{$exporter})"
+
+
+@pytest.fixture(scope="module")
+def prom(tmp_path_factory):
+    """One exporter target: node-a (this cluster: 8 GPUs of team-a) and node-x (the other cluster: 8 of team-x)."""
+    tmp = tmp_path_factory.mktemp("other-cluster")
+    lines = [f'DCGM_FI_DEV_GPU_UTIL{{Hostname="node-{n}",gpu="{g}",namespace="team-{n}"}} 80'
+             for n in ("a", "x") for g in range(8)]
+    target = metrics_target("# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n" + "\n".join(lines) + "\n")
+    cfg = ("global:\n  scrape_interval: 1s\n  scrape_timeout: 500ms\nscrape_configs:\n"
+           f"  - job_name: dcgm-exporter\n    static_configs:\n"
+           f"      - targets: ['127.0.0.1:{target.server_address[1]}']\n")
+    try:
+        with prometheus_server(tmp, cfg) as (url, _):
+            def count() -> float:
+                r = httpx.get(f"{url}/api/v1/query", params={"query": "count(DCGM_FI_DEV_GPU_UTIL)"}).json()
+                return sum(float(s["value"][1]) for s in r["data"]["result"])
+            wait_for(lambda: count() == 16, what="both nodes scraped", timeout=30)
+            time.sleep(2.1)   # a fresh step or two after the first scrape
+            yield url
+    finally:
+        target.shutdown()
+        target.server_close()
+
+
+def test_the_other_clusters_gpus_are_named_with_the_setting_that_leaves_them_out(prom, caplog):
+    def jobs(tenants: tuple[str, ...]) -> Jobs:       # this scheduler: team-a's one 8-GPU job on node-a
+        a = tenants.index("team-a")
+        return Jobs(ids=np.array(["1"], dtype=object), tenant=np.array([a]), gpus=np.array([8]),
+                    priority=np.array([2], dtype=np.int8), running=np.ones(1, dtype=bool),
+                    runtime_s=np.full(1, 600.0), wait_s=np.zeros(1), node=np.array(["node-a"], dtype=object))
+
+    def nodes(tenants: tuple[str, ...]) -> Nodes:
+        return Nodes(names=np.array(["node-a"], dtype=object), gpus=np.array([8]), free=np.array([0]),
+                     draining=np.zeros(1, dtype=np.int64), held_by=np.array([-1]))
+
+    cfg = Config(source={"kind": "prometheus", "prometheus": {"url": prom, "timeout_s": 5, "retries": 0,
+                                                              "capacity_query": BY_NODE}},
+                 cycle={"history_steps": 60, "resolution_s": 1}, tenants=[{"name": "team-a", "tier": "high"}])
+    src = PrometheusSource(cfg, jobs_provider=jobs, nodes_provider=nodes)
+    with caplog.at_level(logging.INFO, logger="gpu_autoscaler.source.prometheus"):
+        st = src.collect(60).state
+        src.collect(60)
+    assert st.capacity == 8 and dict(zip(st.tenants, st.used.tolist())) == {"team-a": 8, "team-x": 8}
+    said = [r.getMessage() for r in caplog.records if "not capacity" in r.getMessage()]
+    assert said == ["8 GPU(s) the metrics report are not capacity, not on the scheduler's nodes (node-x: 8); 8 GPU(s) "
+                    "of 1 name the scheduler runs no job for (team-x) still count as load: if those nodes are another "
+                    "cluster's, select this cluster's exporter with source.prometheus.exporter_selector"], said
