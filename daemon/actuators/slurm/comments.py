@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import math
 import time
+from typing import Mapping, Sequence
 
 from daemon.actuators.slurm.squeue import SlurmError
 
@@ -85,3 +87,47 @@ class AdminComments:
                 self._failed = exc
                 raise
         return self._known.get(job_id, "")
+
+
+Estimate = Sequence[float | None]   # (p50, p90, Slurm's own) epoch times of a job's start estimate
+
+
+def _off_by(old: Estimate | None, new: Estimate) -> float:
+    """How far the estimate a job shows is from the new one: inf where it shows none of ours (never written by
+    this replica in this term) or a side became known or unknown, else the largest move of a side, in seconds."""
+    if old is None:
+        return math.inf
+    worst = 0.0
+    for a, b in zip(old, new):
+        if (a is None) != (b is None):
+            return math.inf
+        if a is not None and b is not None:
+            worst = max(worst, abs(a - b))
+    return worst
+
+
+def eta_writes_in_turn(changed: Sequence[str], want: Mapping[str, Estimate], written: Mapping[str, Estimate],
+                       account_of: Mapping[str, str], most: int) -> list[str]:
+    """Up to `most` of the `changed` jobs' estimates to write this cycle (each one fenced `scontrol update`), the
+    accounts taken in turn: one job of each account, then a second of each, ...; so a tenant's flood of pending jobs
+    costs the other tenants' jobs no more than one turn each. Within an account the furthest off first (_off_by: a
+    job that shows none of ours, or a side that became known or unknown, then the most moved), then the soonest
+    p50 (the estimate its owner needs first), then the lowest job id (the longest waiting). The accounts go in the
+    order of their first job by the same key. The rest stay changed (their written estimate untouched) and are
+    taken in later cycles."""
+    def key(jid: str) -> tuple:
+        p50 = want[jid][0]
+        return (-_off_by(written.get(jid), want[jid]), math.inf if p50 is None else p50, len(jid), jid)
+
+    by_account: dict[str, list[str]] = {}
+    for jid in sorted(changed, key=key):
+        by_account.setdefault(account_of.get(jid, ""), []).append(jid)
+    queues = sorted(by_account.values(), key=lambda q: key(q[0]))
+    out: list[str] = []
+    for turn in range(max((len(q) for q in queues), default=0)):
+        for q in queues:
+            if len(out) >= most:
+                return out
+            if turn < len(q):
+                out.append(q[turn])
+    return out
