@@ -73,3 +73,41 @@ def test_the_jobs_not_written_in_a_cycle_are_written_in_the_next_each_once(tmp_p
     assert "8 pending jobs' start estimates left" in cut[0].getMessage()
     rows[0]["p50_s"] = 6000.0      # moved: written again, alone
     assert written(a.show_eta(rows, MADE)) == ["100"]
+
+
+def test_the_admin_comments_of_a_batch_are_read_as_they_come_not_every_jobs_json_held(tmp_path):
+    """Slurm 22.05's squeue --json prints every job's record (~3 KB each) whatever -j names, and AdminComments held
+    the text and its parsed objects whole to find a batch's few comments: each cycle that writes an estimate, beside
+    a tenant's 10^5 pending jobs. Now each record is decoded as it comes and only the batch's comments kept; what the
+    read holds beyond one of an empty queue stays a fraction of the text (4,000 records of 4 KB, tracemalloc: not a
+    timing), and the site's comment is still kept beside ours."""
+    import json
+    import tracemalloc
+
+    recs = [{"job_id": i, "admin_comment": "site: billing ok" if i == 5 else "", "command": "x" * 4000}
+            for i in range(4000)]
+    text = json.dumps({"meta": {}, "errors": [], "jobs": recs})
+    (tmp_path / "jobs.json").write_text(text)
+    (tmp_path / "empty.json").write_text('{"jobs": []}')
+
+    def peak(listing: str) -> tuple[int, str]:
+        bin_dir = tmp_path / f"bin-{listing}"
+        bin_dir.mkdir()
+        (bin_dir / "squeue").write_text(f"#!/bin/sh\ncat {tmp_path / listing}\n")
+        (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" > {bin_dir / "sent"}\n')
+        for b in ("squeue", "scontrol"):
+            (bin_dir / b).chmod(0o755)
+        a = SlurmActuator(SlurmActuatorConfig(bin_dir=bin_dir), [TenantConfig(name="t", tier="low")], dry_run=False)
+        tracemalloc.start()
+        try:
+            rep = a.comment(["5"], "health: a note")
+            got = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert rep.ok, rep.errors
+        return got, (bin_dir / "sent").read_text().strip()
+
+    extra, sent = peak("jobs.json")
+    assert sent == "update JobId=5 AdminComment=site: billing ok | gpu-autoscaler: health: a note"
+    extra -= peak("empty.json")[0]
+    assert extra < len(text) / 4, (extra, len(text))

@@ -357,7 +357,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
             return
         if self.resolver is not None:
             wanted = self._for_a_type_they_take(rep, plan, wanted, live)
-        self._preempt_warned(rep, wanted, live, AdminComments(self._run, sorted(live)))
+        self._preempt_warned(rep, wanted, live, AdminComments(self._read_streamed, sorted(live)))
 
     def _apply_windows(self, rep: ActionReport, plan: Plan, jobs: list[RunningJob]
                        ) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
@@ -382,7 +382,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         if not job_ids:
             return rep
         with stop_on_fence(rep):
-            comments = AdminComments(self._run, job_ids)
+            comments = AdminComments(self._read_streamed, job_ids)
             for jid in job_ids:
                 self._annotate(rep, jid, text, comments)
         return rep
@@ -424,7 +424,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         if not chosen:
             return rep
         with stop_on_fence(rep):
-            comments = AdminComments(self._run, chosen)   # read for the jobs written only
+            comments = AdminComments(self._read_streamed, chosen)   # read for the jobs written only
             for jid in chosen:
                 p50, p90, slurm = want[jid]
                 part = f"{ETA_TAG} p50={_utc(p50)} p90={_utc(p90)}"

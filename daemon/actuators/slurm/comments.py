@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import math
 import time
-from typing import Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from daemon.actuators.slurm.squeue import SlurmError
+from daemon.actuators.slurm.json_stream import array_items
+from daemon.actuators.slurm.squeue import JSON_IDS_MAX, SlurmError
 
 COMMENT_TAG = "gpu-autoscaler:"
 # the start estimate's own part of the AdminComment (not COMMENT_TAG: a reason written later keeps it, and it
@@ -29,16 +30,25 @@ def admin_comments_of(squeue_json: str) -> dict[str, str]:
     data = json.loads(squeue_json)
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
         raise ValueError("no 'jobs' list in squeue --json")
+    return _comments_of(data["jobs"], None)
+
+
+def _comments_of(jobs: Iterable, wanted: set[str] | None) -> dict[str, str]:
+    """Job id -> AdminComment of squeue --json's `jobs` (admin_comments_of's ids), only those in `wanted` (None:
+    all)."""
     out: dict[str, str] = {}
-    for j in data["jobs"]:
+    for j in jobs:
         if not isinstance(j, dict) or j.get("job_id") is None:
             continue
         text = j.get("admin_comment") or ""
-        out[str(j["job_id"])] = text
+        ids = [str(j["job_id"])]
         if j.get("array_task_id") is not None and j.get("array_job_id"):
-            out[f"{j['array_job_id']}_{j['array_task_id']}"] = text
+            ids.append(f"{j['array_job_id']}_{j['array_task_id']}")
         if j.get("het_job_id"):
-            out[f"{j['het_job_id']}+{j.get('het_job_offset', 0)}"] = text
+            ids.append(f"{j['het_job_id']}+{j.get('het_job_offset', 0)}")
+        for k in ids:
+            if wanted is None or k in wanted:
+                out[k] = text
     return out
 
 
@@ -60,10 +70,15 @@ def _utc(t: float | None) -> str:
 class AdminComments:
     """The AdminComment of a batch's jobs, read once per batch (on first need) with `squeue --json` (see
     admin_comments_of); a failed read is remembered for the batch, so a controller that does not answer is
-    not asked again per job. A job Slurm does not list has none."""
+    not asked again per job. A job Slurm does not list has none.
 
-    def __init__(self, run, job_ids: list[str]) -> None:
-        self.run = run  # run(*args) -> CompletedProcess, raises SlurmError
+    Read as it comes (`read_streamed`: SlurmActuator._read_streamed, json_stream), each job's record decoded alone
+    and only the batch's comments kept: Slurm 22.05 prints every job's JSON (~3 KB each) whatever -j names, and a
+    batch of two jobs held all of it, text and parsed, beside a tenant's 10^5 pending jobs. -j names the batch while
+    its ids fit one argument (JSON_IDS_MAX; Linux's cap is 128 KiB), else every job is read."""
+
+    def __init__(self, read_streamed: Callable[..., Any], job_ids: list[str]) -> None:
+        self.read_streamed = read_streamed   # read_streamed(parse, *args) -> parse(stdout's pieces); SlurmError
         self.job_ids = list(job_ids)
         self._known: dict[str, str] | None = None
         self._failed: SlurmError | None = None
@@ -73,20 +88,28 @@ class AdminComments:
             raise self._failed
         if self._known is None:
             try:
-                r = self.run("squeue", "--json", "-j", ",".join(self.job_ids or [job_id]))
-                if r.returncode != 0 and "Invalid job id" in r.stderr:
-                    self._known = {}  # a Slurm that honours -j with --json: none of them is queued any more
-                elif r.returncode != 0:
-                    raise SlurmError(f"squeue --json: {(r.stderr or r.stdout).strip()}")
-                else:
-                    self._known = admin_comments_of(r.stdout)
-            except ValueError as exc:
-                self._failed = SlurmError(f"squeue --json: unreadable output: {exc}")
-                raise self._failed from None
+                self._known = self._read(self.job_ids or [job_id])
             except SlurmError as exc:
                 self._failed = exc
                 raise
         return self._known.get(job_id, "")
+
+    def _read(self, job_ids: list[str]) -> dict[str, str]:
+        wanted = set(job_ids)
+
+        def parse(chunks: Iterable[str]) -> dict[str, str]:
+            try:
+                return _comments_of(array_items(chunks, "jobs"), wanted)
+            except (ValueError, RecursionError) as exc:   # nested past the parser's depth: not squeue's either
+                raise SlurmError(f"squeue --json: unreadable output: {str(exc)[-200:]}") from None
+
+        ids = ",".join(job_ids)
+        try:
+            return self.read_streamed(parse, "squeue", "--json", *(("-j", ids) if len(ids) <= JSON_IDS_MAX else ()))
+        except SlurmError as exc:
+            if "Invalid job id" in str(exc):
+                return {}   # a Slurm that honours -j with --json: none of them is queued any more
+            raise
 
 
 Estimate = Sequence[float | None]   # (p50, p90, Slurm's own) epoch times of a job's start estimate
