@@ -59,6 +59,12 @@ class SlurmActuatorConfig(_Strict):
                                  "demand until fewer wait): a bound on what one tenant's huge array costs every "
                                  "cycle; raise it where a tenant's arrays can want more GPUs than this many tasks "
                                  "hold")
+    max_eta_writes: int = Field(200, ge=1, description="the most start estimates written into pending jobs' "
+                                "AdminComment each cycle (one fenced scontrol update each), the accounts taken in "
+                                "turn, within one the furthest off first (never written, or a side became known or "
+                                "unknown, then the most moved), then the soonest to start: a tenant's 10,000 new "
+                                "pending jobs were 10,000 updates in one cycle, ahead of the other tenants' "
+                                "estimates and the next plan; the rest are written in the next cycles")
     hold_shrink_delay_s: float = Field(300.0, ge=0,
                                        description="a hold shrinks only after wanting fewer nodes this long")
     # at_lead by default: a job without a time limit (INFINITE, the default of a partition with no DefaultTime)

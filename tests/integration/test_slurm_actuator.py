@@ -738,3 +738,44 @@ def test_a_heterogeneous_job_with_a_component_above_low_is_never_preempted_for_i
         assert f"scontrol requeue {het}" not in rep.actions, rep.actions
         assert any(f"refused to preempt {het}+1: priority high" in e for e in rep.errors), rep.errors
         assert state(s, het).count("RUNNING") == 2
+
+
+def test_a_cycle_writes_at_most_max_eta_writes_estimates_and_each_account_gets_its_turn(slurm):
+    """On the real slurmctld: one account's 300 pending jobs beside another's 3, max_eta_writes 50. The first
+    cycle writes 50, the other account's 3 among them (before, all 303 were updated in one cycle, the other's after
+    the flood's); the flood's rest follow, 50 a cycle, each job once, and then nothing is rewritten."""
+    cfg = SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir="/usr/bin", max_eta_writes=50)
+    a = SlurmActuator(cfg, [TenantConfig(name="flood", tier="low", slurm_account="acct-flood"),
+                            TenantConfig(name="other", tier="low", slurm_account="acct-other")], dry_run=False)
+
+    def submit(account, n):   # held: pending whatever the GPUs, in one shell (300 sbatch from Python took long)
+        out = subprocess.run(["sh", "-c", f'for i in $(seq {n}); do sbatch --parsable -H --partition=low '
+                              f'--account={account} --gres=gpu:1 -o /dev/null --wrap "sleep 600" || exit 1; done'],
+                             env=slurm["env"], capture_output=True, text=True, check=True).stdout
+        return [line.split(";")[0] for line in out.split()]
+
+    flood, other = submit("acct-flood", 300), submit("acct-other", 3)
+    try:
+        assert len(flood) == 300 and len(other) == 3
+        rows = [{"job_id": j, "p50_s": 600.0, "p90_s": None} for j in flood + other]
+
+        def with_eta():   # of these jobs (squeue --json lists the earlier tests' ended jobs too)
+            out = subprocess.run(["squeue", "--json"], env=slurm["env"], capture_output=True, text=True,
+                                 check=True).stdout
+            return {str(j["job_id"]) for j in json.loads(out)["jobs"] if str(j["job_id"]) in set(flood + other)
+                    and "gpu-autoscaler-eta: p50=2026-01-05T10:10Z" in (j.get("admin_comment") or "")}
+
+        rep = a.show_eta(rows, MADE)
+        assert rep.ok and len(rep.actions) == 50, (len(rep.actions), rep.errors[:3])
+        shown = with_eta()
+        assert set(other) <= shown and len(shown) == 50
+        sent = [act.split()[2] for act in rep.actions]
+        for _ in range(6):   # 253 left: 50 a cycle
+            rep = a.show_eta(rows, MADE)
+            assert rep.ok and 0 < len(rep.actions) <= 50, rep.errors[:3]
+            sent += [act.split()[2] for act in rep.actions]
+        assert sorted(sent) == sorted(f"JobId={j}" for j in flood + other)   # each once
+        assert with_eta() == set(flood + other)
+        assert a.show_eta(rows, MADE).actions == []
+    finally:
+        subprocess.run(["scancel", *flood, *other], env=slurm["env"], capture_output=True)

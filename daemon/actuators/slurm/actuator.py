@@ -40,6 +40,7 @@ from daemon.actuators.slurm.comments import (  # re-exported: the old import pat
     AdminComments,
     _utc,
     admin_comments_of,
+    eta_writes_in_turn,
     with_eta,
 )
 from daemon.actuators.slurm.holds import (
@@ -135,6 +136,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         # account -> (nodes, GPUs per node) of its largest job where it asks several nodes, as cluster_jobs last read
         # it: its hold takes whole nodes per node asked (SlurmHolds.choose)
         self.shapes: dict[str, tuple[int, int]] = {}
+        self._eta_cut = False           # whether max_eta_writes left estimates for later cycles, as last logged
         self._cut: set[str] = set()     # array records whose pending tasks are not all read (jobs), as last logged
         self.env = dict(os.environ)
         if cfg.slurm_conf is not None:
@@ -355,7 +357,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
             return
         if self.resolver is not None:
             wanted = self._for_a_type_they_take(rep, plan, wanted, live)
-        self._preempt_warned(rep, wanted, live, AdminComments(self._run, sorted(live)))
+        self._preempt_warned(rep, wanted, live, AdminComments(self._read_streamed, sorted(live)))
 
     def _apply_windows(self, rep: ActionReport, plan: Plan, jobs: list[RunningJob]
                        ) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
@@ -380,7 +382,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         if not job_ids:
             return rep
         with stop_on_fence(rep):
-            comments = AdminComments(self._run, job_ids)
+            comments = AdminComments(self._read_streamed, job_ids)
             for jid in job_ids:
                 self._annotate(rep, jid, text, comments)
         return rep
@@ -393,7 +395,9 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         it. One squeue of the pending jobs per call; each `scontrol update` is fenced. Not on an array's pending
         tasks (1_3): updating one task splits it off its array's record in slurmctld, each a job record of its own
         (MaxJobCount counts them), so a tenant's arrays would have the daemon multiply its records by their tasks;
-        their estimates are in the API."""
+        their estimates are in the API. At most `max_eta_writes` a cycle, the accounts in turn (eta_writes_in_turn):
+        a tenant's 10,000 new pending jobs were 10,000 updates in the cycle's thread, ahead of the other tenants'
+        estimates; the AdminComments are read for those written only."""
         rep = ActionReport(self.name, self.dry_run)
         if not rows:
             return rep
@@ -402,22 +406,26 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
             return None if s is None else made_at + float(s)
 
         try:   # one squeue: Slurm's own start of each, which backfill may set after ours was written
-            own = {j.job_id: (float(j.started) if np.isfinite(j.started) else None)
-                   for j in self.jobs(states="PENDING")}
+            pending = self.jobs(states="PENDING")
         except SlurmError as exc:
             rep.errors.append(str(exc))
             return rep
+        own = {j.job_id: (float(j.started) if np.isfinite(j.started) else None) for j in pending}
+        account = {j.job_id: j.account for j in pending}
         # a job started or gone since the cycle read it has nothing to show
         want = {str(r["job_id"]): (at(r.get("p50_s")), at(r.get("p90_s")), own[str(r["job_id"])]) for r in rows
                 if str(r["job_id"]) in own and not ARRAY_TASK.match(str(r["job_id"]))}
         changed = [j for j, v in want.items() if moved(self._eta_written.get(j), v)]
         for j in [j for j in self._eta_written if j not in want]:
             del self._eta_written[j]
-        if not changed:
+        # at most max_eta_writes, the accounts in turn; the rest keep their record (still changed: next cycle's)
+        chosen = eta_writes_in_turn(changed, want, self._eta_written, account, self.cfg.max_eta_writes)
+        self._say_eta_cut(len(changed) - len(chosen))
+        if not chosen:
             return rep
         with stop_on_fence(rep):
-            comments = AdminComments(self._run, changed)
-            for jid in changed:
+            comments = AdminComments(self._read_streamed, chosen)   # read for the jobs written only
+            for jid in chosen:
                 p50, p90, slurm = want[jid]
                 part = f"{ETA_TAG} p50={_utc(p50)} p90={_utc(p90)}"
                 if slurm is not None:
@@ -431,6 +439,17 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
                 if self._scontrol(rep, "update", f"JobId={jid}", f"AdminComment={text[:900]}"):
                     self._eta_written[jid] = want[jid]
         return rep
+
+    def _say_eta_cut(self, left: int) -> None:
+        """One log line when max_eta_writes starts to leave estimates for later cycles, one when it no longer does:
+        not a line per cycle while a tenant's flood keeps it cut."""
+        if left and not self._eta_cut:
+            log.warning("%d pending jobs' start estimates left for the next cycles: at most %d are written into "
+                        "AdminComments a cycle (actuators.slurm.max_eta_writes), the accounts in turn", left,
+                        self.cfg.max_eta_writes)
+        elif not left and self._eta_cut:
+            log.info("every pending job's start estimate is written again (actuators.slurm.max_eta_writes)")
+        self._eta_cut = bool(left)
 
     def release_holds(self) -> ActionReport:
         """Delete this daemon's reservations (jobs in them keep running)."""

@@ -183,7 +183,7 @@ class Requeue:
         if not job_ids:
             return rep
         with stop_on_fence(rep):  # a refusal stops the batch: no annotation, no requeue after it
-            comments = AdminComments(self._run, job_ids)
+            comments = AdminComments(self._read_streamed, job_ids)
             for jid in job_ids:
                 if not self._annotate(rep, jid, reason, comments) and rep.errors and "timed out" in rep.errors[-1]:
                     break  # slurmctld is not answering: do not wait out a timeout per job before the requeue
@@ -231,7 +231,7 @@ class Requeue:
                                    f"{', '.join(left)} {'is' if len(left) == 1 else 'are'} not to be reclaimed")
                 ok = [j for j in ok if whole_job(j) != het]
         with stop_on_fence(rep):
-            comments = AdminComments(self._run, ok)
+            comments = AdminComments(self._read_streamed, ok)
             for jid in ok:
                 self._annotate(rep, jid, reason, comments)
             for target in dict.fromkeys(whole_job(j) for j in ok):

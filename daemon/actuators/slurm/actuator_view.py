@@ -19,6 +19,7 @@ from daemon.actuators.slurm.holds import (
 )
 from daemon.actuators.slurm.squeue import (
     FAILED_NODE_STATES,
+    JSON_IDS_MAX,
     SlurmError,
     SlurmJob,
     arrays_to_throttle,
@@ -32,7 +33,6 @@ from daemon.actuators.slurm.windows import parse_window_reservations
 from daemon.policy.state import CLOSED, HELD_BY_POOL, PRIORITY, UNHELD, Jobs, Nodes
 
 log = logging.getLogger("gpu_autoscaler.actuator.slurm")   # the actuator's logger (same name as actuator.py's)
-JSON_IDS_MAX = 100_000   # characters of job ids named on squeue --json's command line (one argument: 128 KiB at most)
 
 
 def job_shapes(rows: list[SlurmJob]) -> dict[str, tuple[int, int]]:

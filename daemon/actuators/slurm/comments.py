@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import json
+import math
 import time
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from daemon.actuators.slurm.squeue import SlurmError
+from daemon.actuators.slurm.json_stream import array_items
+from daemon.actuators.slurm.squeue import JSON_IDS_MAX, SlurmError
 
 COMMENT_TAG = "gpu-autoscaler:"
 # the start estimate's own part of the AdminComment (not COMMENT_TAG: a reason written later keeps it, and it
@@ -27,16 +30,25 @@ def admin_comments_of(squeue_json: str) -> dict[str, str]:
     data = json.loads(squeue_json)
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
         raise ValueError("no 'jobs' list in squeue --json")
+    return _comments_of(data["jobs"], None)
+
+
+def _comments_of(jobs: Iterable, wanted: set[str] | None) -> dict[str, str]:
+    """Job id -> AdminComment of squeue --json's `jobs` (admin_comments_of's ids), only those in `wanted` (None:
+    all)."""
     out: dict[str, str] = {}
-    for j in data["jobs"]:
+    for j in jobs:
         if not isinstance(j, dict) or j.get("job_id") is None:
             continue
         text = j.get("admin_comment") or ""
-        out[str(j["job_id"])] = text
+        ids = [str(j["job_id"])]
         if j.get("array_task_id") is not None and j.get("array_job_id"):
-            out[f"{j['array_job_id']}_{j['array_task_id']}"] = text
+            ids.append(f"{j['array_job_id']}_{j['array_task_id']}")
         if j.get("het_job_id"):
-            out[f"{j['het_job_id']}+{j.get('het_job_offset', 0)}"] = text
+            ids.append(f"{j['het_job_id']}+{j.get('het_job_offset', 0)}")
+        for k in ids:
+            if wanted is None or k in wanted:
+                out[k] = text
     return out
 
 
@@ -58,10 +70,15 @@ def _utc(t: float | None) -> str:
 class AdminComments:
     """The AdminComment of a batch's jobs, read once per batch (on first need) with `squeue --json` (see
     admin_comments_of); a failed read is remembered for the batch, so a controller that does not answer is
-    not asked again per job. A job Slurm does not list has none."""
+    not asked again per job. A job Slurm does not list has none.
 
-    def __init__(self, run, job_ids: list[str]) -> None:
-        self.run = run  # run(*args) -> CompletedProcess, raises SlurmError
+    Read as it comes (`read_streamed`: SlurmActuator._read_streamed, json_stream), each job's record decoded alone
+    and only the batch's comments kept: Slurm 22.05 prints every job's JSON (~3 KB each) whatever -j names, and a
+    batch of two jobs held all of it, text and parsed, beside a tenant's 10^5 pending jobs. -j names the batch while
+    its ids fit one argument (JSON_IDS_MAX; Linux's cap is 128 KiB), else every job is read."""
+
+    def __init__(self, read_streamed: Callable[..., Any], job_ids: list[str]) -> None:
+        self.read_streamed = read_streamed   # read_streamed(parse, *args) -> parse(stdout's pieces); SlurmError
         self.job_ids = list(job_ids)
         self._known: dict[str, str] | None = None
         self._failed: SlurmError | None = None
@@ -71,17 +88,69 @@ class AdminComments:
             raise self._failed
         if self._known is None:
             try:
-                r = self.run("squeue", "--json", "-j", ",".join(self.job_ids or [job_id]))
-                if r.returncode != 0 and "Invalid job id" in r.stderr:
-                    self._known = {}  # a Slurm that honours -j with --json: none of them is queued any more
-                elif r.returncode != 0:
-                    raise SlurmError(f"squeue --json: {(r.stderr or r.stdout).strip()}")
-                else:
-                    self._known = admin_comments_of(r.stdout)
-            except ValueError as exc:
-                self._failed = SlurmError(f"squeue --json: unreadable output: {exc}")
-                raise self._failed from None
+                self._known = self._read(self.job_ids or [job_id])
             except SlurmError as exc:
                 self._failed = exc
                 raise
         return self._known.get(job_id, "")
+
+    def _read(self, job_ids: list[str]) -> dict[str, str]:
+        wanted = set(job_ids)
+
+        def parse(chunks: Iterable[str]) -> dict[str, str]:
+            try:
+                return _comments_of(array_items(chunks, "jobs"), wanted)
+            except (ValueError, RecursionError) as exc:   # nested past the parser's depth: not squeue's either
+                raise SlurmError(f"squeue --json: unreadable output: {str(exc)[-200:]}") from None
+
+        ids = ",".join(job_ids)
+        try:
+            return self.read_streamed(parse, "squeue", "--json", *(("-j", ids) if len(ids) <= JSON_IDS_MAX else ()))
+        except SlurmError as exc:
+            if "Invalid job id" in str(exc):
+                return {}   # a Slurm that honours -j with --json: none of them is queued any more
+            raise
+
+
+Estimate = Sequence[float | None]   # (p50, p90, Slurm's own) epoch times of a job's start estimate
+
+
+def _off_by(old: Estimate | None, new: Estimate) -> float:
+    """How far the estimate a job shows is from the new one: inf where it shows none of ours (never written by
+    this replica in this term) or a side became known or unknown, else the largest move of a side, in seconds."""
+    if old is None:
+        return math.inf
+    worst = 0.0
+    for a, b in zip(old, new):
+        if (a is None) != (b is None):
+            return math.inf
+        if a is not None and b is not None:
+            worst = max(worst, abs(a - b))
+    return worst
+
+
+def eta_writes_in_turn(changed: Sequence[str], want: Mapping[str, Estimate], written: Mapping[str, Estimate],
+                       account_of: Mapping[str, str], most: int) -> list[str]:
+    """Up to `most` of the `changed` jobs' estimates to write this cycle (each one fenced `scontrol update`), the
+    accounts taken in turn: one job of each account, then a second of each, ...; so a tenant's flood of pending jobs
+    costs the other tenants' jobs no more than one turn each. Within an account the furthest off first (_off_by: a
+    job that shows none of ours, or a side that became known or unknown, then the most moved), then the soonest
+    p50 (the estimate its owner needs first), then the lowest job id (the longest waiting). The accounts go in the
+    order of their first job by the same key. The rest stay changed (their written estimate untouched) and are
+    taken in later cycles."""
+    def key(jid: str) -> tuple:
+        p50 = want[jid][0]
+        return (-_off_by(written.get(jid), want[jid]), math.inf if p50 is None else p50, len(jid), jid)
+
+    by_account: dict[str, list[str]] = {}
+    for jid in sorted(changed, key=key):
+        by_account.setdefault(account_of.get(jid, ""), []).append(jid)
+    queues = sorted(by_account.values(), key=lambda q: key(q[0]))
+    out: list[str] = []
+    for turn in range(max((len(q) for q in queues), default=0)):
+        for q in queues:
+            if len(out) >= most:
+                return out
+            if turn < len(q):
+                out.append(q[turn])
+    return out

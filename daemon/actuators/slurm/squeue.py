@@ -16,6 +16,7 @@ import numpy as np
 from daemon.actuators.slurm.gres import SHARING_KINDS, gres_entries, gres_gpus
 from daemon.actuators.slurm.json_stream import array_items
 
+JSON_IDS_MAX = 100_000   # characters of job ids named on squeue --json's command line (one argument: 128 KiB at most)
 SQUEUE_FMT = "%i|%a|%P|%q|%T|%N|%M|%b|%r|%V|%v|%D|%S|%l"
 # %b is only the GPUs asked per node (--gres, --gpus-per-node); a job asking per job (--gpus), per task
 # (--gpus-per-task) or per socket (--gpus-per-socket, which Slurm takes only with --sockets-per-node: squeue's
