@@ -115,9 +115,10 @@ class KubernetesActuatorConfig(_Strict):
                                                description="GPUs asked through Dynamic Resource Allocation "
                                                "(resource.k8s.io/v1): each DeviceClass whose devices are GPUs -> the "
                                                "driver whose ResourceSlices publish them (NVIDIA's DRA driver: "
-                                               "gpu.nvidia.com for both). Read only: supply, allocated and pending "
-                                               "DRA GPUs are logged and exported (gpuas_dra_gpus), never planned "
-                                               "for (docs/kubernetes.md). Empty: the DRA kinds are not watched")
+                                               "gpu.nvidia.com for both). Their nodes, bound pods and pending pods are "
+                                               "the plan's Nodes and Jobs, preempted for and held as device-plugin "
+                                               "ones; the counts are logged and exported (gpuas_dra_gpus; "
+                                               "docs/kubernetes.md). Empty: the DRA kinds are not watched")
     dra_max_objects: int = Field(20000, ge=1, description="the most ResourceSlices, ResourceClaims and "
                                  "ResourceClaimTemplates (each kind) the view keeps: tenants create claims, and "
                                  "each one kept is memory; those beyond are not read, and the DRA counts say they "

@@ -254,7 +254,7 @@ class CycleRunner:
             log.warning("shadow record not saved: %s", exc)
 
     def _observe_dra(self) -> None:
-        """The DRA GPUs a Kubernetes actuator's view read in this cycle's collect (dra.py; read only), exported: the
+        """The DRA GPUs a Kubernetes actuator's view read in this cycle's collect (dra.py), exported: the
         one whose pods the source read (beside Kueue, the Kueue actuator's), absent where none read them."""
         from daemon.actuators.k8s.dra import DraGpus
 

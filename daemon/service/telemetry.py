@@ -43,8 +43,8 @@ class DaemonMetrics:
                                    "whose)", registry=r)
         self.capacity_dropped = Gauge("gpuas_capacity_dropped_gpus", "GPUs the metrics report on nodes the "
                                       "scheduler does not list, left out of capacity", registry=r)
-        self.dra_gpus = Gauge("gpuas_dra_gpus", "GPUs asked through Dynamic Resource Allocation, read only (never "
-                              "planned for: docs/kubernetes.md): the drivers' devices (supply), those allocated to "
+        self.dra_gpus = Gauge("gpuas_dra_gpus", "GPUs asked through Dynamic Resource Allocation (in the plan's "
+                              "Jobs and Nodes: docs/kubernetes.md): the drivers' devices (supply), those allocated to "
                               "claims (allocated), those the pending pods' claims ask (pending); absent while not "
                               "read", ["state"], registry=r)
         self.dra_uncounted = Gauge("gpuas_dra_uncounted_pods", "Pods whose DRA requests the daemon cannot judge (All, "

@@ -123,7 +123,7 @@ def test_pending_demand_leaves_out_gated_pods_other_namespaces_and_says_a_missin
     pods = [_pod("a", "waits", template="two"), _pod("a", "gated", template="two", gated=True),
             _pod("a", "nowhere", template="gone"), _pod("a", "either", template="either"),
             _pod("kube-system", "sys", template="two")]
-    got = read_dra(pods, [], [], tmpl, {CLASS: DRIVER}, {"a": "team-a"})
+    got = read_dra(pods, [_slice("n1")], [], tmpl, {CLASS: DRIVER}, {"a": "team-a"})
     assert got.pending == {"a/waits": 2} and got.pending_by_tenant() == {"team-a": 2}
     assert sorted(got.uncounted) == ["a/either", "a/nowhere"], got.uncounted
     assert "template gone does not exist" in got.uncounted["a/nowhere"]

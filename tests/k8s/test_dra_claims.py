@@ -2,8 +2,8 @@
 kube-scheduler and kube-controller-manager (its resourceclaim controller makes each pod's claim from its template):
 the test publishes ResourceSlices for two fake nodes as a driver would, the scheduler allocates their devices to
 the pods' claims and binds the pods, and the daemon's view (daemon/actuators/k8s/dra.py) reads the supply per node
-by type, the GPUs allocated, and the pending pods' demand; a request it cannot judge is said once per pod. All read
-only: DRA pods are no Jobs and DRA nodes have no GPUs in the Nodes the plan reads."""
+by type, the GPUs allocated, and the pending pods' demand; a request it cannot judge is said once per pod. The DRA
+nodes are the plan's Nodes and the DRA pods its Jobs (the plan making room for them: test_dra_preemption.py)."""
 
 from __future__ import annotations
 
@@ -73,8 +73,9 @@ def test_the_view_reads_dra_supply_used_and_pending_demand_and_says_what_it_cann
     tenant's) waits. The view reads supply {A100 node: 2 dra:a100, H100 node: 2 dra:h100}, 4 allocated, both bound
     pods at 2, the waiting one's 2 as its tenant's demand. A pod asking for All the class's devices, one selecting
     them by CEL and one of a class that is not a GPU class are not counted, each said once over two cycles. None of
-    it is a Job, and the DRA nodes have no GPUs in the Nodes the plan reads (read only). The old code read none of
-    it (no dra, the pods only said as 'not counted')."""
+    the plan reads: the bound pods are running Jobs of 2 on their nodes, the waiting one a pending Job of 2 of its
+    tenant accepting the class's DRA types, the DRA nodes 2 GPUs each of their DRA type; the uncounted pods are no
+    Jobs. The old code read none of it as the plan's (read only: no Job, no GPU on a DRA node)."""
     caplog.set_level(logging.INFO, logger="gpu_autoscaler.actuator.kubernetes")
     api = kube.api()
     core, resource = k8s.CoreV1Api(api), k8s.ResourceV1Api(api)
@@ -120,10 +121,16 @@ def test_the_view_reads_dra_supply_used_and_pending_demand_and_says_what_it_cann
         assert sorted(dra.running.values()) == [(nodes[0], 2), (nodes[1], 2)], dra.running
         assert dra.pending == {f"{a}/waits": 2} and dra.pending_by_tenant() == {"team-a": 2}, dra.pending
         assert sorted(dra.uncounted) == [f"{b}/all", f"{b}/by-cel", f"{b}/nic"], dra.uncounted
-        # read only: no Job, and the DRA nodes are no GPUs of the plan's
-        assert jobs.ids.tolist() == [], jobs.ids
+        # the plan's: the DRA pods are Jobs, the DRA nodes' whole GPUs its Nodes', typed by their DRA type
+        rows = {i: (names[t], g, r, n, a_) for i, t, g, r, n, a_ in zip(jobs.ids, jobs.tenant, jobs.gpus, jobs.running,
+                                                                         jobs.node, jobs.accepts)}
+        on = {p: core.read_namespaced_pod(p, b).spec.node_name for p in ("train-1", "train-2")}
+        assert rows == {f"{b}/{p}": ("team-b", 2, True, on[p], ()) for p in on} | {
+            f"{a}/waits": ("team-a", 2, False, "", ("dra:a100", "dra:h100"))}, rows
         view = kub.cluster_nodes(names)
-        assert {n: int(g) for n, g in zip(view.names, view.gpus) if n in nodes} == {nodes[0]: 0, nodes[1]: 0}
+        got = {n: (int(g), int(f), t) for n, g, f, t in zip(view.names, view.gpus, view.free, view.gpu_type)
+               if n in nodes}
+        assert got == {nodes[0]: (2, 0, "dra:a100"), nodes[1]: (2, 0, "dra:h100")}, got
         said = sorted(r.getMessage() for r in caplog.records if "that the daemon does not count" in r.getMessage())
         assert said == [
             f"pod {b}/all asks for devices through DRA that the daemon does not count: request gpu asks for All "
@@ -132,8 +139,8 @@ def test_the_view_reads_dra_supply_used_and_pending_demand_and_says_what_it_cann
             f"of {cls} by CEL, which the daemon cannot judge",
             f"pod {b}/nic asks for devices through DRA that the daemon does not count: request gpu names DeviceClass "
             f"nic-{uid}, not one of the GPU classes (actuators.kubernetes.dra_device_classes)"], said
-        summary = [r.getMessage() for r in caplog.records if r.getMessage().startswith("DRA GPUs (read only")]
-        assert summary[-1] == ("DRA GPUs (read only, not planned for): 4 on 2 nodes (2 dra:a100, 2 dra:h100), 4 "
+        summary = [r.getMessage() for r in caplog.records if r.getMessage().startswith("DRA GPUs: ")]
+        assert summary[-1] == ("DRA GPUs: 4 on 2 nodes (2 dra:a100, 2 dra:h100), 4 "
                                "allocated, pending per tenant: team-a 2"), summary
         assert len(summary) == len(set(summary)), summary   # said when it changes, not each cycle
     finally:
@@ -144,9 +151,10 @@ def test_the_view_reads_dra_supply_used_and_pending_demand_and_says_what_it_cann
         kube.delete_nodes(nodes)
 
 
-def test_a_pod_asking_for_one_device_plugin_gpu_beside_its_claim_is_a_job_of_that_one(kube, tmp_path):
-    """The device-plugin GPU a DRA pod asks for beside its claims stays a Job of that many GPUs (its DRA GPUs are
-    read apart); a DRA-only pod is no Job."""
+def test_a_pod_asking_for_a_device_plugin_gpu_beside_its_claim_is_a_job_of_both(kube, tmp_path):
+    """A DRA pod asking for one device-plugin GPU beside its claim of 2 is a Job of 3 (the scheduler needs both), a
+    DRA-only pod one of 2, counted once each; a node with device-plugin GPUs is no DRA node. The old code read the
+    first as a Job of 1 and the second as no Job."""
     api = kube.api()
     core, resource = k8s.CoreV1Api(api), k8s.ResourceV1Api(api)
     served = {r.name for r in resource.get_api_resources().resources}
@@ -158,20 +166,28 @@ def test_a_pod_asking_for_one_device_plugin_gpu_beside_its_claim_is_a_job_of_tha
     names = tuple(t.name for t in tenants)
     resource.create_device_class({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
                                   "metadata": {"name": cls}, "spec": {}})
+    dra_node = kube.gpu_node(f"{nodes[0]}-dra", gpus=0)   # a DRA node: 2 GPUs in its slice, no nvidia.com/gpu
+    nodes.append(dra_node)
+    wait_for(lambda: kube.node_ready(dra_node), timeout=60, what="the DRA node Ready")
+    dra_slice = _slice(f"{dra_node}-s", cls, dra_node, A100)
     try:
+        resource.create_resource_slice(dra_slice)
         resource.create_namespaced_resource_claim_template(b, _template("two-gpus", {
             "deviceClassName": cls, "allocationMode": "ExactCount", "count": 2}))
         core.create_namespaced_pod(b, _dra_pod(b, "dra-only", "two-gpus"))
         core.create_namespaced_pod(b, _dra_pod(b, "dra-and-one", "two-gpus", gpus=1))
         wait_for(lambda: f"{b}/dra-and-one" in kub.cluster_jobs(names).ids.tolist(), timeout=60,
                  what="dra-and-one in the view")
-        wait_for(lambda: kub.cluster_jobs(names) is not None and len(kub.dra.pending) == 2, timeout=60,
-                 what="both pods' claims read")
+        wait_for(lambda: len(kub.cluster_jobs(names)) == 2, timeout=60, what="both pods' claims read")
         jobs = kub.cluster_jobs(names)
-        assert jobs.ids.tolist() == [f"{b}/dra-and-one"] and jobs.gpus.tolist() == [1], (jobs.ids, jobs.gpus)
-        assert kub.dra.pending == {f"{b}/dra-only": 2, f"{b}/dra-and-one": 2}, kub.dra.pending
+        assert dict(zip(jobs.ids.tolist(), jobs.gpus.tolist())) == {f"{b}/dra-and-one": 3, f"{b}/dra-only": 2}, \
+            (jobs.ids, jobs.gpus)
+        # dra-and-one waits (no node has both); dra-only waits or runs on the DRA node, 2 either way
+        assert kub.dra.job_gpus() == {f"{b}/dra-only": 2, f"{b}/dra-and-one": 2}, kub.dra
+        assert kub.dra.supply == {dra_node: {"dra:a100": 2}}, kub.dra.supply
     finally:
         rt.close()
+        resource.delete_resource_slice(dra_slice["metadata"]["name"])
         resource.delete_device_class(cls)
         kube.delete_nodes(nodes)
 
@@ -219,7 +235,7 @@ def test_the_claims_kept_are_capped_and_the_view_says_the_counts_are_partial(kub
 def test_an_eviction_of_a_dra_pod_frees_its_devices_for_the_pod_that_waits(kube):
     """The Eviction API works for a DRA pod as for any (the actuator's evict: low PriorityClass, the UID as its
     precondition): the evicted pod goes, the resourceclaim controller lets its claim go, the scheduler gives the
-    devices to the pod that waited, and the view reads it so. (The plan sends none for DRA demand: read only.)"""
+    devices to the pod that waited, and the view reads it so."""
     from daemon.actuators.base import ActionReport
     from daemon.actuators.k8s.actuator import KubernetesActuator
     from daemon.config import KubernetesActuatorConfig
@@ -383,6 +399,9 @@ def test_one_tenants_claims_never_push_another_tenants_out_of_the_view(kube, cap
     for i in range(6):
         claim(a, f"c{i}")
     claim(b, "mine")
+    # the node's GPUs, published by the class's driver: a claim of a driver without any is no demand
+    caps_slice = _slice(f"{nodes[0]}-caps", cls, nodes[0], H100)
+    resource.create_resource_slice(caps_slice)
     pod(a, "beyond", "c5")
     pod(b, "waits", "mine")
     full = parse_config({"cluster": {"gpus": 8}, "source": {"kind": "prometheus"},
@@ -416,4 +435,5 @@ def test_one_tenants_claims_never_push_another_tenants_out_of_the_view(kube, cap
     r.step()   # the watch, until the server ends it (2 s)
     assert sorted(r.store) == [f"{a}/c1", f"{a}/c6", f"{b}/also", f"{b}/mine"], sorted(r.store)
     assert r.over_ns == {a: 3} and r.over == 3 and r.kept_ns == {a: 2, b: 2}, (r.over_ns, r.kept_ns)
+    resource.delete_resource_slice(caps_slice["metadata"]["name"])
     kube.delete_nodes(nodes)

@@ -104,7 +104,7 @@ def test_a_spread_refresh_found_due_starts_after_the_cycle_not_inside_its_foreca
 
 
 def test_a_cycle_exports_the_dra_gpus_the_kubernetes_view_read(tmp_path):
-    """The DRA GPUs (read only, never planned for) are on /metrics: supply, allocated, pending, and the pods whose
+    """The DRA GPUs are on /metrics: supply, allocated, pending, and the pods whose
     requests are not judged; the series go when the view stops reading them."""
     from daemon.actuators.base import ActionReport
     from daemon.actuators.k8s.dra import DraGpus

@@ -15,8 +15,9 @@ Every write (a PriorityClass, a quota, an eviction, a cordon, an Event) is check
 before it is sent (``FenceGuard``, see daemon/ha/fencing.py); a batch stops at the first refusal.
 The daemon's view of jobs and of where GPUs are (pods, nodes, node holds) is read here too: view.py; built by
 from_config, it is kept by list-then-watch (informer.py), so a cycle reads a snapshot instead of listing. GPUs asked
-through Dynamic Resource Allocation are read beside it, read only (dra.py: ``KubernetesActuator.dra``), never in the
-Jobs and Nodes the plan reads.
+through Dynamic Resource Allocation are read beside it (dra.py: ``KubernetesActuator.dra``) and put in the
+Jobs and Nodes the plan reads: a DRA node's whole GPUs are its GPUs, a DRA pod's claims its running or pending
+GPUs, so the plan preempts DRA pods (the same Eviction API calls) and holds DRA nodes as it does device-plugin ones.
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ from kubernetes.client.exceptions import ApiException
 from daemon.actuators.base import NO_FENCE, ActionReport, FencedApply, FenceGuard, TermRecord, stop_on_fence
 from daemon.actuators.k8s import dra as dra_gpus, pod_affinity, rbac
 from daemon.actuators.k8s.admission import AdmissionParams, params_spec
+from daemon.actuators.k8s.flavors import MIG_PREFIX, node_type
 from daemon.actuators.k8s.informer import DRA_KINDS, LIVE_PODS, ClusterView
-from daemon.actuators.k8s.objects import evictable, holds_gpus, priority_class_name
+from daemon.actuators.k8s.objects import evictable, gpu_quantity, holds_gpus, priority_class_name
 from daemon.actuators.k8s.rbac import RbacRefusals
-from daemon.actuators.k8s.view import never_starts, nodes_view, pods_as_jobs
+from daemon.actuators.k8s.view import drains_soon, never_starts, nodes_view, pods_as_jobs
 from daemon.config import KubernetesActuatorConfig, TenantConfig
 from daemon.config.fleet import FleetConfig
 from daemon.config.names import tenant_namespaces
@@ -120,7 +122,7 @@ class KubernetesActuator(FencedApply):
         self._retry: dict[str, str] = {}  # job id -> reason: failed-node evictions a PDB refused, retried each cycle
         self._never: set[str] = set()   # pods the view left out (never start, bound nowhere), as last logged
         self._dra: set[str] = set()     # pods asking for devices through DRA, as last logged
-        # the DRA GPUs as the last cluster_jobs read them (dra.py; read only), and what was last said of them
+        # the DRA GPUs the last cluster_jobs read (dra.py; in its Jobs and Nodes), and what was last said of them
         self.dra: dra_gpus.DraGpus | None = None
         self._dra_said: dict[str, str] = {}
         self.resource_api = k8s.ResourceV1Api(api_client)
@@ -437,21 +439,37 @@ class KubernetesActuator(FencedApply):
         self.last_read = (pods, nodes)   # what this read took: the Kueue actuator reads its waiting Workloads beside it
         left_out: dict[str, str] = {}
         dra: dict[str, str] = {}
+        plugin = self._plugin_nodes(nodes)
+        if self.cfg.dra_device_classes:   # first: the DRA GPUs are in the Jobs
+            dra.update(self._read_dra(pods, dra_objs, dra_why, dra_over, dra_over_ns, set(plugin)))
+        counted = self.dra if self.dra is not None and self.dra.supply else None
         jobs = pods_as_jobs(pods, self.tenant_of, self.cfg.gpu_resource, tenants, resolver=self.resolver,
                             never=never_starts(nodes, self.cfg.gpu_resource, self.resolver, self.hold_label,
                                                pods, self._bound, anti_pods),
                             left_out=left_out, node_names={n.metadata.name for n in nodes},
                             schedulers=tuple(self.cfg.scheduler_names),
-                            uncounted=None if self.cfg.dra_device_classes else dra)
+                            uncounted=None if self.cfg.dra_device_classes else dra,
+                            dra_gpus=counted.job_gpus() if counted else None,
+                            dra_accepts=counted.accepts if counted else None,
+                            plugin_types=tuple(sorted(set(plugin.values()))) if counted and self.resolver else None)
         for pod in sorted(left_out.keys() - self._never):   # once per pod
             log.warning("pod %s %s", pod, left_out[pod])
         self._never = set(left_out)
-        if self.cfg.dra_device_classes:
-            dra.update(self._read_dra(pods, dra_objs, dra_why, dra_over, dra_over_ns))
         for pod in sorted(dra.keys() - self._dra):
             log.warning("pod %s %s", pod, dra[pod])
         self._dra = set(dra)
         return jobs
+
+    def _plugin_nodes(self, nodes: list) -> dict[str, str]:
+        """The nodes whose device plugin publishes GPUs (the GPU resource, or MIG instances), and their type ('' on a
+        one-model cluster): dra.py leaves their slices out, and a device-plugin pod naming no type accepts these."""
+        out = {}
+        for n in nodes:
+            alloc = (n.status.allocatable or {}) if n.status else {}
+            if any(gpu_quantity(q) > 0 for r, q in alloc.items() if r == self.cfg.gpu_resource or
+                   r.startswith(MIG_PREFIX)):
+                out[n.metadata.name] = node_type(self.resolver, n) if self.resolver is not None else ""
+        return out
 
     def _list_dra(self) -> tuple[dict[str, list] | None, str, dict[str, int] | None]:
         """Without a watched view: the DRA kinds listed (each read), or why not (the API's answer)."""
@@ -466,13 +484,16 @@ class KubernetesActuator(FencedApply):
         return objs, "", None
 
     def _read_dra(self, pods: list, objs: dict[str, list] | None, why: str,
-                  over: dict[str, int] | None, over_ns: dict[str, dict[str, int]] | None = None) -> dict[str, str]:
-        """The DRA GPUs (dra.py) into ``self.dra``, read only: never in the Jobs or Nodes the plan reads. Said in the
+                  over: dict[str, int] | None, over_ns: dict[str, dict[str, int]] | None = None,
+                  plugin_nodes: set[str] | None = None) -> dict[str, str]:
+        """The DRA GPUs (dra.py) into ``self.dra``, which cluster_jobs and cluster_nodes put in the plan's Jobs and
+        Nodes; `plugin_nodes`: the nodes whose device plugin publishes GPUs (read as it has them). Said in the
         log when it changes: the counts, why they are not read (a kind not served, not permitted, a watch down),
         and that they are partial (more objects than actuators.kubernetes.dra_max_objects, or of one namespace than
         dra_max_objects_per_namespace: `over_ns`, whose namespaces' pods are said not read rather than counted
         short). The pods whose DRA GPUs are not counted, and why (pod id -> line)."""
         said: dict[str, str] = {}
+        now = dt.datetime.now(dt.timezone.utc)
         if objs is None:
             self.dra = None
             said["why"] = f"DRA GPUs are not read: {why} (resource.k8s.io/v1 {', '.join(DRA_KINDS)})"
@@ -481,7 +502,9 @@ class KubernetesActuator(FencedApply):
                 self.dra = dra_gpus.read_dra(pods, objs["resourceslices"], objs["resourceclaims"],
                                              objs["resourceclaimtemplates"], dict(self.cfg.dra_device_classes),
                                              self.tenant_of, self.resolver,
-                                             partial_ns=dra_gpus.partial_namespaces(over_ns))
+                                             partial_ns=dra_gpus.partial_namespaces(over_ns),
+                                             plugin_nodes=plugin_nodes or set(),
+                                             drains=lambda p: drains_soon(p, self.cfg.grace_period_s, now))
             except Exception as exc:   # noqa: BLE001 - read only: one object it cannot read never stops the pods'
                 self.dra = None        # read the plan needs; the counts are unknown this cycle, said once
                 said["why"] = (f"DRA GPUs are not read this cycle: an object could not be read "
@@ -513,7 +536,7 @@ class KubernetesActuator(FencedApply):
             nodes = self.core.list_node().items
             pods = self.core.list_pod_for_all_namespaces(field_selector=LIVE_PODS).items
         return nodes_view(nodes, pods, self.cfg.gpu_resource, tenants, self.hold_label, self.resolver,
-                          drain_s=self.cfg.grace_period_s)
+                          drain_s=self.cfg.grace_period_s, dra_nodes=self.dra.node_rows() if self.dra else None)
 
     def node_names(self) -> set[str]:
         if self.view is not None:

@@ -1,4 +1,4 @@
-"""GPUs asked through Dynamic Resource Allocation (resource.k8s.io/v1, GA since Kubernetes 1.34), read only.
+"""GPUs asked through Dynamic Resource Allocation (resource.k8s.io/v1, GA since Kubernetes 1.34), for the plan.
 
 A DRA driver (NVIDIA's: ``gpu.nvidia.com``) publishes each node's devices in ResourceSlices; a pod asks for them
 through ``spec.resourceClaims``, each naming a ResourceClaim or a ResourceClaimTemplate (the resourceclaim controller
@@ -22,13 +22,18 @@ devices):
   node: it never starts, as view.never_starts says of a device-plugin pod; the apiserver takes any count up to
   2^63-1, so one tenant's pod would otherwise be demand beyond any cluster). With no DRA node, nothing is judged.
 
-Kept apart from the device-plugin Jobs and Nodes: the plan neither preempts for this demand nor counts on holds
-for it (docs/kubernetes.md). Pure: reads the official client's objects, sends nothing.
+The plan reads them (actuator.py, view.py): a DRA node is a node of its slices' whole GPUs, typed by its most
+numerous DRA type; a bound pod's claims' GPUs are its running GPUs there, a pending pod's its demand, accepting the DRA
+types of the drivers of the classes it asks; a bound pod being deleted and due to end soon (``drains``) frees its
+claims' GPUs as a drain. A node whose device plugin also publishes GPUs (``plugin_nodes``) is read as the device
+plugin has it: its slices and the DRA GPUs of pods bound there are not counted (said once per pod), as NVIDIA's DRA
+driver wants the device plugin off for the GPUs it manages. Pure: reads the official client's objects, sends nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from daemon.config.fleet import TypeResolver
 
@@ -47,6 +52,22 @@ class DraGpus:
     pending: dict[str, int] = field(default_factory=dict)             # pending pod id -> GPUs its claims ask
     tenant_of: dict[str, str] = field(default_factory=dict)           # pod id (running or pending) -> tenant
     uncounted: dict[str, str] = field(default_factory=dict)           # pod id -> why its DRA GPUs are not counted
+    accepts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # pending pod id -> the DRA types it may get
+    draining: dict[str, int] = field(default_factory=dict)            # node -> GPUs of pods being deleted, due soon
+
+    def node_rows(self) -> dict[str, tuple[str, int, int, int]]:
+        """Node -> (its DRA type, whole GPUs, allocated, of those draining): what a node's row in the plan's Nodes
+        is made of. A node of several DRA types is typed by its most numerous (the plan knows one type per node)."""
+        out = {}
+        for node, per in self.supply.items():
+            typ = min(per, key=lambda t: (-per[t], t))
+            used = self.used.get(node, 0)
+            out[node] = (typ, sum(per.values()), used, min(self.draining.get(node, 0), used))
+        return out
+
+    def job_gpus(self) -> dict[str, int]:
+        """Pod id -> the DRA GPUs counted for it: its claims' allocated GPUs when bound, those asked when pending."""
+        return {pid: g for pid, (_, g) in self.running.items()} | dict(self.pending)
 
     def pending_by_tenant(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -62,7 +83,7 @@ class DraGpus:
                 types[t] = types.get(t, 0) + n
         shown = ", ".join(f"{n} {t}" for t, n in sorted(types.items())) or "none"
         pend = ", ".join(f"{t} {g}" for t, g in sorted(self.pending_by_tenant().items())) or "none"
-        return (f"DRA GPUs (read only, not planned for): {sum(types.values())} on {len(self.supply)} nodes ({shown}), "
+        return (f"DRA GPUs: {sum(types.values())} on {len(self.supply)} nodes ({shown}), "
                 f"{sum(self.used.values())} allocated, pending per tenant: {pend}")
 
 
@@ -112,6 +133,11 @@ def _request_why(req, classes: dict[str, str]) -> tuple[int, str | None]:
     return int(ex.count or 1), None
 
 
+def asked_classes(requests: list) -> set[str]:
+    """The DeviceClasses a claim's requests name (of those asking exactly a class)."""
+    return {r.exactly.device_class_name for r in requests or [] if r.exactly is not None}
+
+
 def claim_gpus(requests: list, classes: dict[str, str]) -> tuple[int, list[str]]:
     """The GPUs a claim's requests ask for, and why any of them is not judged."""
     total, why = 0, []
@@ -157,18 +183,22 @@ def over_by_namespace(over_ns: dict[str, dict[str, int]]) -> str:
 
 def read_dra(pods: list, slices: list, claims: list, templates: list, classes: dict[str, str],
              tenant_of_ns: dict[str, str], resolver: TypeResolver | None = None,
-             partial_ns: dict[str, set[str]] | None = None) -> DraGpus:
+             partial_ns: dict[str, set[str]] | None = None, plugin_nodes: set[str] | frozenset = frozenset(),
+             drains: Callable[[object], bool] | None = None) -> DraGpus:
     """The DRA GPUs of the cluster (module docstring): `pods` as the view keeps them (live ones), the ResourceSlices,
     ResourceClaims and ResourceClaimTemplates of every namespace. `partial_ns`: namespace -> the kinds of which the
     view keeps not all its objects (beyond its caps): a claim or template missing there is not read, not gone, so
-    the pod is said not counted, bound or not."""
+    the pod is said not counted, bound or not. `plugin_nodes`: the nodes whose device plugin publishes GPUs (read as it
+    has them, module docstring). `drains`: whether a bound pod being deleted is due to end soon (view.drains_soon);
+    None: none is."""
     partial_ns = partial_ns or {}
     out = DraGpus()
     drivers = set(classes.values())
     where: dict[tuple[str, str, str], str] = {}   # (driver, pool, device) -> node
+    driver_types: dict[str, set[str]] = {}        # driver -> the DRA types of its devices
     for s in newest_slices(slices, drivers):
         node = s.spec.node_name
-        if not node:
+        if not node or node in plugin_nodes:
             continue   # devices of several nodes (a nodeSelector, allNodes): no node of the view's to count them on
         for d in s.spec.devices or []:
             if not _whole_gpu(d, s.spec.driver):
@@ -177,6 +207,7 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
             t = dra_type(resolver, _attr(d, PRODUCT_ATTRIBUTE, s.spec.driver), node)
             per = out.supply.setdefault(node, {})
             per[t] = per.get(t, 0) + 1
+            driver_types.setdefault(s.spec.driver, set()).add(t)
     largest = max((sum(per.values()) for per in out.supply.values()), default=0)   # a pod's GPUs are on one node
     alloc: dict[str, int] = {}   # claim ns/name -> GPUs allocated to it
     taken: set[tuple[str, str, str]] = set()   # the devices counted in `used`
@@ -207,7 +238,8 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
         refs = p.spec.resource_claims
         tenant = tenant_of_ns.get(p.metadata.namespace)
         phase = p.status.phase if p.status else None
-        if tenant is None or phase not in ("Pending", "Running") or p.metadata.deletion_timestamp:
+        deleting = p.metadata.deletion_timestamp is not None
+        if tenant is None or phase not in ("Pending", "Running") or (deleting and not p.spec.node_name):
             continue
         pid = f"{p.metadata.namespace}/{p.metadata.name}"
         made = {s.name: s.resource_claim_name for s in (getattr(p.status, "resource_claim_statuses", None) or [])}
@@ -221,13 +253,21 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
                 continue
             counted |= keys
             g = sum(alloc.get(k, 0) for k in keys)
-            if g:
+            if p.spec.node_name in plugin_nodes:
+                if g and not deleting:
+                    out.uncounted[pid] = (f"is bound to node {p.spec.node_name}, whose device plugin publishes GPUs "
+                                          "too: the node is read as the device plugin has it, its DRA GPUs are not "
+                                          "counted")
+            elif deleting:   # not running: its GPUs are in use until it ends, draining if it is due to end soon
+                if g and drains is not None and drains(p):
+                    out.draining[p.spec.node_name] = out.draining.get(p.spec.node_name, 0) + g
+            elif g:
                 out.running[pid] = (p.spec.node_name, g)
                 out.tenant_of[pid] = tenant
             continue
         if getattr(p.spec, "scheduling_gates", None):
             continue   # gated: not placed, so not demand now (as view.pods_as_jobs)
-        total, why, mine = 0, [], set()
+        total, why, mine, kinds = 0, [], set(), set()
         for r in refs:
             if r.resource_claim_name:
                 key = f"{p.metadata.namespace}/{r.resource_claim_name}"
@@ -238,7 +278,8 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
                 if alloc.get(key) or key in counted or key in mine:
                     continue   # allocated already (a claim shared with a running pod), or counted on another pod
                 mine.add(key)
-                g, w = claim_gpus(c.spec.devices.requests if c.spec and c.spec.devices else [], classes)
+                reqs = c.spec.devices.requests if c.spec and c.spec.devices else []
+                g, w = claim_gpus(reqs, classes)
             elif r.resource_claim_template_name:
                 t = tmpl.get(f"{p.metadata.namespace}/{r.resource_claim_template_name}")
                 if t is None:
@@ -246,11 +287,13 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
                                         kept_not_all))
                     continue
                 spec = t.spec.spec if t.spec else None
-                g, w = claim_gpus(spec.devices.requests if spec and spec.devices else [], classes)
+                reqs = spec.devices.requests if spec and spec.devices else []
+                g, w = claim_gpus(reqs, classes)
             else:
                 continue
             total += g
             why += w
+            kinds |= {classes[k] for k in asked_classes(reqs) if k in classes}
         if why:
             out.uncounted[pid] = ("asks for devices through DRA that the daemon does not count: "
                                   + "; ".join(why))[:400]
@@ -258,7 +301,13 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
             out.uncounted[pid] = (f"asks for {total} GPUs through DRA, more than any node's slices publish "
                                   f"({largest}): it never starts, not counted")
         elif total:
+            types = tuple(sorted(set().union(*(driver_types.get(d, set()) for d in kinds))))
+            if not types:   # demand no node can take: read as any type's, the plan would preempt other GPUs for it
+                out.uncounted[pid] = (f"asks for {total} GPUs through DRA of drivers ({', '.join(sorted(kinds))}) that "
+                                      "publish no GPU on any node: it never starts, not counted")
+                continue
             out.pending[pid] = total
             out.tenant_of[pid] = tenant
+            out.accepts[pid] = types
             counted |= mine
     return out

@@ -123,6 +123,7 @@ class KueueActuator(FencedApply):
         self.pods = KubernetesActuator(api_client, conn or KubernetesActuatorConfig(), tenants, dry_run,
                                        enforce_plan=False, min_runtime_s=min_runtime_s, hold_label=cfg.hold_label,
                                        fleet=fleet, view=view)
+        self.nodes.dra = lambda: self.pods.dra   # the DRA GPUs its cluster_jobs read: DRA nodes are held too
         # hold label value (name_part of a tenant, or POOL_VALUE) -> GPUs on its nodes, and -> {type: GPUs}, as read
         # in this fencing term only (TermRecord): the quotas are written from these. Another term's figures (a
         # replica that leads again) or none (a new process) are guesses: until the nodes are read in this term no
@@ -668,8 +669,8 @@ class KueueActuator(FencedApply):
 
     @property
     def dra(self):
-        """The DRA GPUs the pods' read took (read only, dra.py), which the cycle exports: this actuator's read is the
-        cycle's beside Kueue (cluster_jobs)."""
+        """The DRA GPUs the pods' read took (dra.py, in its Jobs and Nodes), which the cycle exports: this actuator's
+        read is the cycle's beside Kueue (cluster_jobs)."""
         return self.pods.dra
 
     def queued_jobs(self, tenants: tuple[str, ...]) -> Jobs:

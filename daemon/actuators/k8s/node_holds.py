@@ -83,6 +83,9 @@ class NodeHolds:
         self.products: dict[str, str] = {}  # GPU type -> its nodes' product label value, as last read
         self.capacity_by_type: dict[str, int] = {}  # GPU type -> GPUs of its usable nodes, as last read
         self.guard: FenceGuard = NO_FENCE  # the Kueue actuator's (use_fence): raises FencingLost before a patch
+        # the DRA GPUs the cycle read (dra.py's DraGpus, from the kubernetes actuator): a DRA node's whole GPUs and its
+        # pods' claims count as a device-plugin node's GPUs and pods', so a hold takes DRA nodes too; None: none read
+        self.dra: Callable[[], object | None] = lambda: None
 
     # ---- reading ---------------------------------------------------------------------------------
     def read(self) -> tuple[list[HoldNode], dict[str, dict[str, int]], dict[str | None, dict[str, int]]]:
@@ -100,9 +103,14 @@ class NodeHolds:
         by_tenant: dict[str, dict[str, int]] = {}
         firm: dict[str | None, dict[str, int]] = {}
         low = priority_class_name("low")
+        dra = self.dra()
+        dra_running = dra.running if dra is not None else {}
+        dra_rows = dra.node_rows() if dra is not None else {}
         for p in pods:
             node = p.spec.node_name
             g = pod_gpus(p, self.resource) + (flavors.pod_mig_gpus(p) if self.resolver is not None else 0)
+            on, claimed = dra_running.get(f"{p.metadata.namespace}/{p.metadata.name}", (None, 0))
+            g += claimed if on == node else 0
             if not node or not g:
                 continue
             used[node] = used.get(node, 0) + g
@@ -117,12 +125,14 @@ class NodeHolds:
         nodes = []
         for n in nodes_raw:
             taints = tuple(self.api.sanitize_for_serialization(t) for t in (n.spec.taints or []))
-            typ = flavors.node_type(self.resolver, n) if self.resolver is not None else ""
+            dra_type, dra_gpus, _, _ = dra_rows.get(n.metadata.name, ("", 0, 0, 0))
+            typ = ((dra_type if dra_gpus else flavors.node_type(self.resolver, n)) if self.resolver is not None
+                   else "")
             product = (n.metadata.labels or {}).get(flavors.PRODUCT_LABEL)
             if typ and product:
                 self.products.setdefault(typ, product)
             gpus = (flavors.node_gpus(n, self.resource, typ) if typ
-                    else gpu_quantity((n.status.allocatable or {}).get(self.resource, 0)))
+                    else gpu_quantity((n.status.allocatable or {}).get(self.resource, 0))) + dra_gpus
             nodes.append(HoldNode(n.metadata.name, gpus, used.get(n.metadata.name, 0), node_usable(n, self.label),
                                   (n.metadata.labels or {}).get(self.label), n.metadata.resource_version or "",
                                   taints, typ))

@@ -26,6 +26,9 @@ Kubernetes actuator and the Kueue one (which holds nodes with a label and taint,
   other: CLOSED).
 - a mixed fleet (a ``resolver`` of [fleet] types): each node's GPU type and each pod's accepted types
   (flavors.py: the product label, MIG resources, node selector and affinity); MIG instances count as GPUs.
+- GPUs asked through Dynamic Resource Allocation, as dra.py counts them (given here as plain maps): a DRA node's
+  whole GPUs are its GPUs (typed by its DRA type), its claims' allocated devices used, a pod's claims' GPUs added to
+  its own (``dra_gpus``), so the plan preempts DRA pods and makes room for DRA demand as for device-plugin pods.
 """
 
 from __future__ import annotations
@@ -387,7 +390,9 @@ def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenant
                  now: dt.datetime | None = None, resolver: TypeResolver | None = None,
                  never: Callable[[object, int], str | None] | None = None,
                  left_out: dict[str, str] | None = None, node_names: set[str] | None = None,
-                 schedulers: tuple[str, ...] | None = None, uncounted: dict[str, str] | None = None) -> Jobs:
+                 schedulers: tuple[str, ...] | None = None, uncounted: dict[str, str] | None = None,
+                 dra_gpus: dict[str, int] | None = None, dra_accepts: dict[str, tuple[str, ...]] | None = None,
+                 plugin_types: tuple[str, ...] | None = None) -> Jobs:
     """The pods as Jobs (module docstring). ``never`` (never_starts): an unbound pod it gives a reason for can never
     start and is no demand. Read as demand, one such pod of a normal tenant (9 GPUs where nodes have 8) aged into a
     hold of every GPU beyond the high tier's guarantee, held for it and kept from everyone else for as long as it
@@ -398,7 +403,12 @@ def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenant
     by none (kube-scheduler leaves it alone: Pending, no condition) and is no demand. Each pod so left out is put in
     ``left_out`` (id -> what is wrong with it and what the view makes of it). ``uncounted``: each pod asking for
     devices through Dynamic Resource Allocation (``spec.resourceClaims``) -> a line saying its DRA devices are not
-    counted (dra_line)."""
+    counted (dra_line). ``dra_gpus``: pod id -> the GPUs dra.py counts for it through DRA (its claims' allocation when
+    bound, what they ask when pending), added to its device-plugin GPUs (the scheduler needs both); with a mixed fleet,
+    a pod asking DRA GPUs accepts ``dra_accepts``' types (its classes' DRA types) and one asking none accepts only
+    ``plugin_types`` where it names no type (None: any), so neither kind's demand preempts the other's pods. The
+    never-starts judgement of a DRA pod's size is dra.py's (no node's slices): here only its device-plugin GPUs are
+    judged against the nodes, with its selectors, affinity and taints."""
     now = now or dt.datetime.now(dt.timezone.utc)
     index = {t: i for i, t in enumerate(tenants)}
     rows = []
@@ -410,7 +420,9 @@ def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenant
         bound = bool(p.spec.node_name)
         if not bound and getattr(p.spec, "scheduling_gates", None):
             continue   # gated: the scheduler will not place it, so free GPUs would not start it (not demand now)
-        g = pod_gpus(p, resource) + (flavors.pod_mig_gpus(p) if resolver is not None else 0)
+        plugin = pod_gpus(p, resource) + (flavors.pod_mig_gpus(p) if resolver is not None else 0)
+        dra = (dra_gpus or {}).get(f"{p.metadata.namespace}/{p.metadata.name}", 0)
+        g = plugin + dra
         if uncounted is not None and getattr(p.spec, "resource_claims", None):
             uncounted[f"{p.metadata.namespace}/{p.metadata.name}"] = dra_line(p, g, resource)
         if g <= 0:
@@ -430,7 +442,7 @@ def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenant
                     f"({', '.join(schedulers)[:200]}): none places it, so it is no demand (if a scheduler of yours "
                     "has that name, add it)")
             continue
-        why = None if bound else scheduler_verdict(p) or (never(p, g) if never is not None else None)
+        why = None if bound else scheduler_verdict(p) or (never(p, plugin) if never is not None else None)
         if why is not None:
             if left_out is not None:
                 left_out[f"{p.metadata.namespace}/{p.metadata.name}"] = (
@@ -439,7 +451,7 @@ def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenant
         # a pod bound to a node has its GPUs there (the scheduler counted them), Running or still Pending (pulling
         # its image): it waits for no GPU, and making room for it would preempt for what it already has
         run = bound
-        rows.append((flavors.pod_accepts(resolver, p) if resolver is not None else None,
+        rows.append((_accepts(resolver, p, dra, dra_accepts, plugin_types),
                      f"{p.metadata.namespace}/{p.metadata.name}", index[t], g,
                      PRIORITY[TIER_OF_CLASS.get(p.spec.priority_class_name or "", "normal")], run,
                      _seconds_since(p.status.start_time, now) if run else 0.0,
@@ -456,6 +468,17 @@ def pods_as_jobs(pods: list, tenant_of_ns: dict[str, str], resource: str, tenant
                 gpus=np.array(gpus, dtype=np.int64), priority=np.array(prio, dtype=np.int8),
                 running=np.array(run, dtype=bool), runtime_s=np.array(rt, dtype=float),
                 wait_s=np.array(wait, dtype=float), node=np.array(node, dtype=object), accepts=accepts)
+
+
+def _accepts(resolver: TypeResolver | None, pod, dra: int, dra_accepts: dict[str, tuple[str, ...]] | None,
+             plugin_types: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """The GPU types a job accepts (pods_as_jobs): None on a one-model cluster."""
+    if resolver is None:
+        return None
+    if dra:
+        return (dra_accepts or {}).get(f"{pod.metadata.namespace}/{pod.metadata.name}", ())
+    named = flavors.pod_accepts(resolver, pod)
+    return named if named or plugin_types is None else plugin_types
 
 
 # the apiserver's clock, which sets a deletion's due time, may run ahead of the daemon's
@@ -475,9 +498,12 @@ def drains_soon(pod, drain_s: float | None, now: dt.datetime) -> bool:
 
 def nodes_view(nodes: list, pods: list, resource: str, tenants: tuple[str, ...], hold_label: str | None,
                resolver: TypeResolver | None = None, drain_s: float | None = None,
-               now: dt.datetime | None = None) -> Nodes:
+               now: dt.datetime | None = None, dra_nodes: dict[str, tuple[str, int, int, int]] | None = None) -> Nodes:
     """Every node as the policy's Nodes (module docstring); ``drain_s``: the longest a drain may take and still count
-    as one (draining)."""
+    as one (draining). ``dra_nodes``: node -> (DRA type, whole GPUs, allocated, of those draining) as dra.py reads
+    its ResourceSlices and claims (DraGpus.node_rows), added to what its device plugin publishes, typed by its DRA
+    type (dra.py leaves out the nodes whose device plugin publishes GPUs)."""
+    dra_nodes = dra_nodes or {}
     now = now or dt.datetime.now(dt.timezone.utc)
     used: dict[str, int] = {}
     going: dict[str, int] = {}
@@ -492,13 +518,15 @@ def nodes_view(nodes: list, pods: list, resource: str, tenants: tuple[str, ...],
     for n in nodes:
         name = n.metadata.name
         ok = node_usable(n, hold_label)
+        dra_type, dra_g, dra_used, dra_going = dra_nodes.get(name, ("", 0, 0, 0))
         if resolver is not None:
-            types.append(flavors.node_type(resolver, n))
+            types.append(dra_type if dra_g else flavors.node_type(resolver, n))
             g = flavors.node_gpus(n, resource, types[-1]) if ok else 0
         else:
             g = gpu_quantity((n.status.allocatable or {}).get(resource, 0)) if ok else 0
-        room = max(g - used.get(name, 0), 0)
-        d = min(going.get(name, 0), room)
+        g += dra_g if ok else 0
+        room = max(g - used.get(name, 0) - (dra_used - dra_going), 0)
+        d = min(going.get(name, 0) + dra_going, room)
         value = (n.metadata.labels or {}).get(hold_label) if hold_label else None
         names.append(name)
         gpus.append(g)
