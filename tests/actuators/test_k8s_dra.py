@@ -177,9 +177,9 @@ def test_a_claim_or_template_beyond_the_views_cap_is_said_not_read_and_one_that_
 
 def test_a_dra_object_the_reader_cannot_read_leaves_the_counts_unknown_said_once_and_the_pods_read(caplog,
                                                                                                  monkeypatch):
-    """The DRA read is read only: an object it cannot read (none found on a real apiserver, whose client models
-    validate each field: read_dra made to raise stands in for one) must not take the cycle's pod read with it; the
-    counts are unknown that cycle and the line is said once, not per cycle."""
+    """An object the DRA reader cannot read (none found on a real apiserver, whose client models validate each
+    field: read_dra made to raise stands in for one) does not escape _read_dra: the counts are unknown that cycle
+    and the line is said once, not per cycle (cluster_jobs then refuses the read: the next test)."""
     import logging
 
     from daemon.actuators.k8s import actuator as k8s_actuator
@@ -277,3 +277,46 @@ def test_the_partial_line_names_the_namespaces_with_the_most_objects_beyond_firs
     shown = ["(cluster) 20"] + [f"ns-{i:02d} {i}" for i in range(12, 3, -1)]
     assert SHOWN_NAMESPACES == 10 and line == ", ".join(shown) + " and 3 more namespaces", line
     assert over_by_namespace({"resourceclaims": {f"ns-{i}": 1 for i in range(10)}}).count(" more") == 0
+
+
+def test_a_dra_read_that_fails_refuses_the_clusters_read_rather_than_read_its_dra_tenants_as_running_nothing(
+        monkeypatch):
+    """With GPU DeviceClasses configured the DRA nodes and pods are the plan's Nodes and Jobs: a DRA read refused
+    (403 here; not served, a watch down, an object unreadable alike) must fail the cycle's read in one line (the
+    source's SourceError: the last plan kept, nothing new preempted), not give a cluster whose DRA tenants run
+    nothing and whose DRA nodes have no GPUs (missing read as zero). The old code returned the device-plugin pods
+    alone."""
+    import pytest
+    from kubernetes.client.exceptions import ApiException
+
+    from daemon.actuators.k8s.actuator import KubernetesActuator
+    from daemon.config import KubernetesActuatorConfig
+
+    act = KubernetesActuator(k8s.ApiClient(k8s.Configuration(host="https://k8s.invalid")),
+                             KubernetesActuatorConfig(dra_device_classes={CLASS: DRIVER}), [], dry_run=True)
+    empty = k8s.V1PodList(items=[])
+    monkeypatch.setattr(act.core, "list_pod_for_all_namespaces", lambda **_k: empty)
+    monkeypatch.setattr(act.core, "list_node", lambda **_k: k8s.V1NodeList(items=[]))
+
+    def forbidden(**_k):
+        raise ApiException(status=403, reason="Forbidden")
+
+    monkeypatch.setattr(act.resource_api, "list_resource_slice", forbidden)
+    with pytest.raises(RuntimeError, match="DRA GPUs are not read: 403 Forbidden") as refused:
+        act.cluster_jobs(())
+    assert type(refused.value).__name__ == "DraUnread"
+    assert "dra_device_classes = {}" in str(refused.value)
+
+    def not_served(**_k):
+        raise ApiException(status=404, reason="Not Found")
+
+    # a cluster that serves no resource.k8s.io/v1 (before 1.34) has no GPU asked through DRA: nothing is missing
+    monkeypatch.setattr(act.resource_api, "list_resource_slice", not_served)
+    assert len(act.cluster_jobs(())) == 0 and act.dra is None
+    # read, the same cluster is a cluster (no DRA object yet is no failure)
+    monkeypatch.setattr(act.resource_api, "list_resource_slice", lambda **_k: k8s.V1ResourceSliceList(items=[]))
+    monkeypatch.setattr(act.resource_api, "list_resource_claim_for_all_namespaces",
+                        lambda **_k: k8s.V1ResourceClaimList(items=[]))
+    monkeypatch.setattr(act.resource_api, "list_resource_claim_template_for_all_namespaces",
+                        lambda **_k: k8s.V1ResourceClaimTemplateList(items=[]))
+    assert len(act.cluster_jobs(())) == 0

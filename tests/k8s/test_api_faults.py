@@ -123,6 +123,8 @@ def test_the_apiserver_down_mid_run_keeps_the_plan_and_preempts_nothing(world):
     gate.open()
     live = core.read_namespaced_pod(pod, low)
     assert live.metadata.deletion_timestamp is None and live.status.phase == "Running"
-    wait_for(lambda: view.wait_synced(0.1), timeout=60, what="the view up again (its reconnect backoff)")
+    # the DRA kinds too: with DRA GPU classes configured (the default) a cycle refuses a view without them
+    wait_for(lambda: view.wait_synced(0.1) and all(r.fresh for r in view.dra), timeout=60,
+             what="the view up again (its reconnect backoff)")
     back = rt.runner.run_once()
     assert back.outcome == "ok", back.error

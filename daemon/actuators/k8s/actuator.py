@@ -54,6 +54,21 @@ PRIORITY_CLASSES = {
 }
 
 
+class DraUnread(RuntimeError):
+    """The DRA kinds could not be read while the config names GPU DeviceClasses: the DRA nodes and pods are the
+    plan's Nodes and Jobs, so a read without them is not the cluster (its DRA tenants would read as running
+    nothing, their GPUs as no capacity): the cycle keeps its last plan and preempts nothing new. Not raised where
+    the API answers 404 for them (_not_served: no DRA there, nothing missing)."""
+
+
+def _not_served(why: str) -> bool:
+    """Whether every DRA kind unread answered 404: the cluster serves no resource.k8s.io/v1 (before Kubernetes
+    1.34, or the API turned off), so no GPU is asked through DRA there and none is missing. Any other answer (403
+    not permitted, a watch down, an object unreadable) leaves GPUs that may be there unknown."""
+    parts = [p for p in why.split("; ") if p]
+    return bool(parts) and all(p.partition(": ")[2].startswith("404") or p.startswith("404") for p in parts)
+
+
 class TimedApiClient(k8s.ApiClient):
     """The official ApiClient with a timeout on every request and no retries of its own (the next cycle is
     the retry). The client has no default timeout, so an API server that stops answering would hang the
@@ -422,8 +437,10 @@ class KubernetesActuator(FencedApply):
 
     def cluster_jobs(self, tenants: tuple[str, ...]) -> Jobs:
         """Pods of tenant namespaces that ask for GPUs, Pending or Running, as the policy's Jobs (view.py).
-        Raises ApiException when the API does not answer, ViewStale when the watched view is stale. With a view,
-        this is the read that takes the cycle's snapshot."""
+        Raises ApiException when the API does not answer, ViewStale when the watched view is stale, DraUnread when
+        DRA GPU classes are configured and the DRA kinds could not be read (not served, not permitted, a watch
+        down, an object unreadable: said in one line by _read_dra). With a view, this is the read that takes the
+        cycle's snapshot."""
         anti_pods = None   # the pods with pod anti-affinity, as the view keeps them; listed: looked for in `pods`
         if self.view is not None:
             snap = self.view.snapshot()
@@ -442,6 +459,13 @@ class KubernetesActuator(FencedApply):
         plugin = self._plugin_nodes(nodes)
         if self.cfg.dra_device_classes:   # first: the DRA GPUs are in the Jobs
             dra.update(self._read_dra(pods, dra_objs, dra_why, dra_over, dra_over_ns, set(plugin)))
+            # unread: an object the reader could not read, or the kinds failed but for 404 (a view built without
+            # the DRA kinds, dra_why "", never is with DRA classes configured: wiring.py)
+            if self.dra is None and (dra_objs is not None or (dra_why and not _not_served(dra_why))):
+                raise DraUnread(self._dra_said.get("why", "DRA GPUs are not read") + ": the cluster's read is "
+                                "refused (a cluster without its DRA GPUs is not the cluster); grant list and watch "
+                                "on them (deploy/kubernetes/clusterrole.yaml), or set "
+                                "actuators.kubernetes.dra_device_classes = {} where no GPU is asked through DRA")
         counted = self.dra if self.dra is not None and self.dra.supply else None
         jobs = pods_as_jobs(pods, self.tenant_of, self.cfg.gpu_resource, tenants, resolver=self.resolver,
                             never=never_starts(nodes, self.cfg.gpu_resource, self.resolver, self.hold_label,

@@ -13,7 +13,8 @@ an apiserver that does not answer). Missing data is never an empty cluster.
 
 Pods: live ones only (``LIVE_PODS``, as the lists before); nodes: all. With ``dra_max_objects``, the DRA kinds too
 (DRA_KINDS, read by dra.py), at most that many of each, in reflectors whose staleness the snapshot says
-(``Snapshot.dra_why``) but never refuses the cycle for. Objects are the official client's models
+(``Snapshot.dra_why``) rather than raise ViewStale for (the actuator refuses the read for it unless the kinds are
+not served: actuator.DraUnread). Objects are the official client's models
 without the fields the daemon never reads (POD_DROPPED, NODE_DROPPED: most of their size), and are replaced, never
 changed, so a snapshot stays consistent while the watch goes on.
 """
@@ -414,8 +415,8 @@ class ClusterView:
                                dropped=NODE_DROPPED)
         self.lock = threading.Lock()
         self.pods.lock = self.nodes.lock = self.lock
-        # the DRA kinds: their staleness is said in the snapshot (dra_why) and never stops the cycle, as a cluster
-        # without resource.k8s.io/v1 (before 1.34), or a role without them, must still be planned for
+        # the DRA kinds: their staleness is said in the snapshot (dra_why), not raised here: a cluster without
+        # resource.k8s.io/v1 (before 1.34, 404) is still planned for; the actuator refuses any other (DraUnread)
         self.dra: tuple[Reflector, ...] = ()
         if dra_max_objects is not None:
             res = k8s.ResourceV1Api(api_client)
