@@ -487,3 +487,27 @@ def test_the_nodes_cleared_for_a_job_on_several_nodes_count_a_low_job_on_several
     chosen, placed, left = choose_placed(jobs, nodes, np.array([1, 0]), np.array([8, 1]), np.array([True, False]),
                                          8, 100, job_nodes=np.array([2, 1]))
     assert jobs.ids[chosen].tolist() == ["j0"] and (placed, left) == (1, 0)
+
+
+def test_an_aged_tenants_hold_is_for_its_admitted_job_not_its_largest_jobs_shape():
+    """Aging admits one job per starving tenant within aging_max_share of the GPUs (here 3 of 32): t0's 1-GPU job
+    that waited 2 hours. Its hold was rounded up to whole jobs of t0's largest job, a -N 2 --gres=gpu:8 job queued a
+    moment ago: a 16-GPU hold (two whole nodes on Slurm) and t1's four jobs on two nodes requeued for a 1-GPU job,
+    five times the cap. Now the hold is the admitted job's 1 GPU, and one 4-GPU job (the cheapest) makes room."""
+    names = ("n0", "n1", "n2", "n3")
+    run = jobs_on([(1, 4, "low", n, 900.0 + 100 * i + 10 * h) for i, n in enumerate(names) for h in range(2)])
+
+    def obj(a, *v):
+        return np.concatenate([a, np.array(v, dtype=object)])
+
+    jobs = Jobs(obj(run.ids, "old", "big"), np.r_[run.tenant, 0, 0], np.r_[run.gpus, 1, 16],
+                np.r_[run.priority, PRIORITY["normal"], PRIORITY["normal"]].astype(np.int8),
+                np.r_[run.running, False, False], np.r_[run.runtime_s, 0.0, 0.0], np.r_[run.wait_s, 7200.0, 0.0],
+                obj(run.node, "", ""), nodes_asked=np.r_[np.ones(len(run), dtype=np.int64), 1, 2])
+    st = ClusterState(AT, ("t0", "t1"), ("normal", "low"), 32, np.array([0.0, 32.0]), np.array([17.0, 0.0]), jobs,
+                      nodes=nodes_of(run, names))
+    cfg = Config(policy={"preempt_budget_share": 1.0, "headroom": 0.0, "max_wait_steps": 10, "aging_max_share": 0.1})
+    p = plan(flat_forecast(("t0", "t1"), [0, 32]), st, PolicyMemory(), cfg)
+    assert p.reservations == {"t0": 1}
+    assert [(x.job_id, x.node, x.gpus) for x in p.preemptions] == [("j0", "n0", 4)]
+    assert p.hold_job_gpus == {"t0": 1}
