@@ -30,8 +30,9 @@ def wl(name, ns="ns-a", gpus="4", count=2, queue="q", pclass=None, admitted=Fals
                 "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus}}},
                                {"name": "side", "resources": {}}]}}}], **spec},
             "status": {"admission": {"clusterQueue": "cq"}} if admitted else {}}
-    if pclass:
+    if pclass:   # a pod PriorityClass, as the API serves v1beta2's priorityClassRef at v1beta1
         body["spec"]["priorityClassName"] = pclass
+        body["spec"]["priorityClassSource"] = "scheduling.k8s.io/priorityclass"
     return body
 
 
@@ -199,3 +200,45 @@ def test_a_waiting_workloads_shape_is_its_pods_which_may_share_a_node():
     assert jobs.nodes_asked.tolist() == [4, 1, 4, 2, 2, 3]
     assert jobs.packed.tolist() == [True, False, True, True, True, True]
     assert workload_gpus(sets((2, 4)), "nvidia.com/gpu") == 8
+
+
+def test_a_workload_priority_class_named_like_the_high_class_is_not_the_high_tier():
+    """A normal tenant's Workload on a WorkloadPriorityClass named gpu-autoscaler-high (the admission rule refuses
+    that name only as a pod PriorityClass, and no such WorkloadPriorityClass need exist) read as high-tier work,
+    served in the estimate before every other tenant's; it is its queue's tier now. The pod class still counts."""
+    r = reader()
+    forged = wl("jump", pclass="gpu-autoscaler-high")
+    forged["spec"]["priorityClassSource"] = "kueue.x-k8s.io/workloadpriorityclass"
+    low = wl("low-jump", queue="q-low", pclass="gpu-autoscaler-high")
+    low["spec"]["priorityClassSource"] = "kueue.x-k8s.io/workloadpriorityclass"
+    jobs = r.jobs([forged, low, wl("real", pclass="gpu-autoscaler-high")], ("team-a",), now=NOW)
+    assert jobs.priority.tolist() == [PRIORITY["normal"], PRIORITY["low"], PRIORITY["high"]]
+
+
+def test_a_workload_kueue_will_never_admit_is_no_pending_job_and_loses_our_estimate():
+    """A Workload without a queue (Kueue leaves it alone) or one Kueue found inadmissible (its LocalQueue missing or
+    stopped, its ClusterQueue inactive) waits for no quota: read as pending, a tenant's such Workload of the whole
+    cluster was served in the estimate ahead of later work, every other tenant's estimate after it. An estimate it
+    carries from when it waited is cleared."""
+    r = reader()
+    noq = wl("no-queue", queue="")
+    gone = wl("gone-queue", queue="nope", notes={P50: "2026-01-05T11:00:00Z", REASON: "x"})
+    gone["status"] = {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Inadmissible",
+                                      "message": "LocalQueue nope doesn't exist"}]}
+    waiting = wl("waits")
+    waiting["status"] = {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                                         "message": "couldn't assign flavors to pod set main: insufficient quota"}]}
+    jobs = r.jobs([noq, gone, waiting], ("team-a",), now=NOW)
+    assert jobs.ids.tolist() == [workload_id("ns-a", "waits")]
+    assert r.changes([], T) == [("ns-a", "gone-queue", dict.fromkeys(OURS))]
+
+
+def test_the_malformed_workloads_remembered_are_those_still_listed():
+    """Each malformed Workload is said once while it is listed; one created and deleted every second (each under a
+    new uid) was remembered for as long as the daemon ran."""
+    r = reader()
+    for i in range(50):
+        bad = wl(f"bad-{i}")
+        del bad["spec"]["podSets"]
+        r.jobs([bad, wl("good")], ("team-a",), now=NOW)
+    assert r._said == {"u-bad-49"}

@@ -4,15 +4,16 @@ annotations (issue 39, item 3).
 A Workload Kueue has not admitted has no pod (its Job is suspended, its pods are gated), so the pod view (view.py)
 does not see it: a Kueue cluster's queue is invisible there. Here every Workload of a tenant namespace is listed
 (``kueue.x-k8s.io/v1beta1``, in pages, each cycle) and each one that waits (no ``status.admission``, active, not
-finished, not being deleted) becomes a pending job: its id ``<namespace>/workload/<name>`` (a pod's name has no
-``/``, so it never meets a pod's id), its tenant the namespace's, its GPUs the sum over its podSets of
-``count`` x the GPU resource each pod asks for (requests, else limits, of every container, init containers and sidecars
-counted as Kueue counts them), its shape its pods that ask GPUs (``Jobs.nodes_asked``, ``Jobs.packed``: a gang whose
-pods may share a node; podSets whose pods ask different GPUs: packed into parts of the largest pod's GPUs,
-workload_shape), its wait since its
-``creationTimestamp``, its tier its PriorityClass's (``gpu-autoscaler-<tier>``), else low on the tenant's low
-LocalQueue, else normal (as a pod's). A Workload asking for no GPU is not a job (as a pod). A malformed one (no
-podSets, a count or a GPU quantity that is not one) is skipped with one log line naming it and the field, once.
+finished, not being deleted, in a queue Kueue has not found inadmissible: waits) becomes a pending job: its id
+``<namespace>/workload/<name>`` (a pod's name has no ``/``, so it never meets a pod's id), its tenant the
+namespace's, its GPUs the sum over its podSets of ``count`` x the GPU resource each pod asks for (requests, else
+limits, of every container, init containers and sidecars counted as Kueue counts them), its shape its pods that ask
+GPUs (``Jobs.nodes_asked``, ``Jobs.packed``: a gang whose pods may share a node; podSets whose pods ask different
+GPUs: packed into parts of the largest pod's GPUs, workload_shape), its wait since its ``creationTimestamp``, its
+tier its pod PriorityClass's (``gpu-autoscaler-<tier>``; not a WorkloadPriorityClass's: tier_of), else low on the
+tenant's low LocalQueue, else normal (as a pod's). A Workload asking for no GPU is not a job (as a pod). A malformed
+one (no podSets, a count or a GPU quantity that is not one) is skipped with one log line naming it and the field,
+once while it is listed.
 
 Only the estimator reads these: the plan does not (it plans on pods, as before). An admitted Workload's admission
 time is its start for the estimate's error metrics (what it was first told is scored against it).
@@ -21,9 +22,9 @@ The estimate goes back on the Workload, where ``kubectl get workload -o yaml`` s
 patch, fenced like every write): ``gpu-autoscaler.io/eta-p50`` and ``eta-p90`` (RFC 3339, UTC, to the second;
 absent while unknown) and ``eta-reason`` (what it rests on, or why it is unknown). Rewritten only when the p50 or
 p90 moved 5 minutes or more or became (un)known, compared with what the Workload carries now (so a replica that
-takes over does not rewrite them all); once Kueue admits the Workload, they are removed. Annotations rather than an
-Event: an Event per move would pile up beside the Workload and expire in an hour; an annotation is the one current
-estimate.
+takes over does not rewrite them all); once Kueue admits the Workload (or it waits no more), they are removed.
+Annotations rather than an Event: an Event per move would pile up beside the Workload and expire in an hour; an
+annotation is the one current estimate.
 """
 
 from __future__ import annotations
@@ -50,6 +51,13 @@ P50, P90, REASON = "gpu-autoscaler.io/eta-p50", "gpu-autoscaler.io/eta-p90", "gp
 OURS = (P50, P90, REASON)
 PAGE = 500
 TIER_OF_CLASS = {priority_class_name(t): t for t in PRIORITY}
+# spec.priorityClassSource at v1beta1 of a Workload whose class is a pod PriorityClass (v1beta2's priorityClassRef of
+# group scheduling.k8s.io), the one the high-priority-class admission rule checks; a WorkloadPriorityClass
+# (kueue.x-k8s.io/workloadpriorityclass) may carry any name, gpu-autoscaler-high too
+POD_CLASS_SOURCE = "scheduling.k8s.io/priorityclass"
+# QuotaReserved=False reasons for a Workload Kueue will not admit as it is: its LocalQueue or ClusterQueue missing,
+# stopped or inactive (Inadmissible; Misconfigured in later versions)
+NEVER_ADMITTED = frozenset({"Inadmissible", "Misconfigured"})
 
 
 class Malformed(ValueError):
@@ -164,13 +172,37 @@ def _parts(groups: list[tuple[int, int]], size: int) -> int:
 
 
 def waits(wl: dict) -> bool:
-    """Whether Kueue holds the Workload back: not admitted (no quota reserved), active, not finished, not going."""
+    """Whether Kueue holds the Workload back for quota: not admitted (no quota reserved), active, not finished, not
+    going, and one Kueue may admit: it names a queue (Kueue leaves a Workload without one alone) and Kueue has not
+    found it inadmissible (NEVER_ADMITTED: its LocalQueue missing or stopped, its ClusterQueue missing or inactive).
+    A tenant may create Workloads itself: one that no quota can start was a pending job all the same, in the
+    scheduler's order ahead of later work, and the estimate gave it GPUs it will never take."""
     st = wl.get("status") or {}
     if st.get("admission") or (wl.get("metadata") or {}).get("deletionTimestamp"):
         return False
-    if (wl.get("spec") or {}).get("active") is False:
+    spec = wl.get("spec") or {}
+    if spec.get("active") is False or not spec.get("queueName"):
         return False
-    return not any(c.get("type") == "Finished" and c.get("status") == "True" for c in st.get("conditions") or [])
+    for c in st.get("conditions") or []:
+        if c.get("type") == "Finished" and c.get("status") == "True":
+            return False
+        if c.get("type") == "QuotaReserved" and c.get("status") == "False" and c.get("reason") in NEVER_ADMITTED:
+            return False
+    return True
+
+
+def tier_of(spec: dict, low_queue: str) -> str:
+    """A waiting Workload's tier: its pod PriorityClass's (``gpu-autoscaler-<tier>``), else low on the tenant's low
+    LocalQueue, else normal (as a pod's). A WorkloadPriorityClass is not read: the high-priority-class admission
+    rule refuses ``gpu-autoscaler-high`` outside the high tier only as a pod PriorityClass, and a Workload a normal
+    tenant made on a WorkloadPriorityClass of that name (none need exist: Kueue's webhook does not look) read as
+    high-tier work, served in the estimate before every other tenant's."""
+    tier = None
+    if spec.get("priorityClassSource") == POD_CLASS_SOURCE:
+        tier = TIER_OF_CLASS.get(spec.get("priorityClassName") or "")
+    if tier is None:
+        tier = "low" if spec.get("queueName") == low_queue else "normal"
+    return tier
 
 
 def admitted_at(wl: dict) -> float | None:
@@ -204,9 +236,9 @@ class Workloads:
         self.resource = resource
         self.low_queue = low_queue
         self.queued: dict[str, Queued] = {}     # job id -> the Workload, as the last read found it
-        self.admitted: list[tuple[str, str]] = []   # (namespace, name): admitted, still carrying our estimate
+        self.admitted: list[tuple[str, str]] = []   # (namespace, name): waiting no more, still carrying our estimate
         self.started: dict[str, float] = {}     # job id -> when Kueue admitted it (epoch), for the admitted ones
-        self._said: set[str] = set()            # malformed Workloads already logged (uid)
+        self._said: set[str] = set()            # malformed Workloads logged and still listed (uid)
         self._write_version: str | None = None  # STORED where the API server serves it, else VERSION
         # a dry run writes nothing, so the Workloads never carry what it would have written: what it said it would
         # write is kept here instead, so that its reports do not list every waiting Workload every cycle
@@ -231,6 +263,7 @@ class Workloads:
         queued: dict[str, Queued] = {}
         admitted = []
         started: dict[str, float] = {}
+        malformed: set[str] = set()
         for wl in items:
             meta = wl.get("metadata") or {}
             ns, name = meta.get("namespace", ""), meta.get("name", "")
@@ -243,29 +276,29 @@ class Workloads:
                     at = admitted_at(wl)
                     if at is not None:
                         started[workload_id(ns, name)] = at
-                    if any(k in notes for k in OURS):
-                        admitted.append((ns, name))
+                if any(k in notes for k in OURS) and not meta.get("deletionTimestamp"):
+                    admitted.append((ns, name))   # admitted, or waiting no more (inadmissible, deactivated)
                 continue
             try:
                 g, pods, _ = workload_shape(wl, self.resource)
             except Malformed as exc:
                 key = meta.get("uid") or f"{ns}/{name}"
+                malformed.add(key)
                 if key not in self._said:
-                    self._said.add(key)
                     log.warning("Kueue Workload %s/%s skipped for the start-time estimates: %s", ns, name, exc)
                 continue
             if g <= 0:
                 continue
             jid = workload_id(ns, name)
             queued[jid] = Queued(ns, name, _epoch(notes.get(P50)), _epoch(notes.get(P90)), REASON in notes)
-            spec = wl.get("spec") or {}
-            tier = TIER_OF_CLASS.get(spec.get("priorityClassName") or "")
-            if tier is None:
-                tier = "low" if spec.get("queueName") == self.low_queue else "normal"
+            tier = tier_of(wl.get("spec") or {}, self.low_queue)
             created = _epoch(meta.get("creationTimestamp"))
             wait = max(now.timestamp() - created, 0.0) if created is not None else 0.0
             rows.append((jid, index[t], g, PRIORITY[tier], wait, max(pods, 1)))
         self.queued, self.admitted, self.started = queued, admitted, started
+        # only the malformed ones still listed: a tenant creating one a second, each under a new uid, grew the set
+        # for as long as the daemon ran
+        self._said = malformed
         if not rows:
             return Jobs.empty()
         ids, ten, gpus, prio, wait, pods = zip(*rows)
