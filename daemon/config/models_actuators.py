@@ -141,6 +141,9 @@ class KueueActuatorConfig(_Strict):
                                                 "(docs/windows.md); no other is touched by them")
     hold_shrink_delay_s: float = Field(300.0, ge=0,
                                        description="a node hold shrinks only after wanting fewer nodes this long")
+    max_queued_per_namespace: int = Field(10_000, ge=1, description="the most waiting Workloads of one namespace read "
+                                          "as pending jobs for the start-time estimates each cycle, the longest "
+                                          "waiting first (the rest are said in one log line and get no estimate)")
 
 
 class ActuatorsConfig(_Strict):

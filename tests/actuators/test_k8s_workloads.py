@@ -242,3 +242,53 @@ def test_the_malformed_workloads_remembered_are_those_still_listed():
         del bad["spec"]["podSets"]
         r.jobs([bad, wl("good")], ("team-a",), now=NOW)
     assert r._said == {"u-bad-49"}
+
+
+@pytest.mark.security
+def test_a_namespace_s_waiting_workloads_are_read_up_to_the_bound_longest_waiting_first(caplog):
+    """A tenant's Workloads were all jobs of every estimate, each cycle, and all held at once from the list. Of one
+    namespace at most max_per_namespace are read, the longest waiting; the rest are said in one line while their
+    number stays; another tenant's are all read."""
+    r = Workloads(None, {"ns-a": "team-a", "ns-b": "team-b"}, "nvidia.com/gpu", "q-low", max_per_namespace=3)
+    many = [wl(f"w{i}") for i in range(6)]
+    for i, w in enumerate(many):   # w0 made last, w5 first: w5, w4, w3 waited longest
+        w["metadata"]["creationTimestamp"] = f"2026-01-05T09:{50 - i:02d}:00Z"
+    caplog.set_level(logging.INFO, logger="gpu_autoscaler.actuator.kueue.workloads")
+    for _ in range(2):
+        jobs = r.jobs(iter([*many, wl("b", ns="ns-b")]), ("team-a", "team-b"), now=NOW)
+        assert jobs.ids.tolist() == [workload_id("ns-a", f"w{i}") for i in (3, 4, 5)] + [workload_id("ns-b", "b")]
+        assert set(r.queued) == set(jobs.ids.tolist())
+    assert [x.getMessage() for x in caplog.records] == [
+        "Kueue Workloads: 3 waiting in namespace ns-a past the 3 read for the start-time estimates (the longest "
+        "waiting are read; the rest have no estimate)"]
+
+
+def test_the_workloads_are_read_a_page_at_a_time():
+    """The list was held whole (every page's Workloads, each up to the apiserver's object size) before one was read:
+    now each page is read into the jobs as it comes and let go before the next is asked for. A page refused midway is
+    the one line of a list refused."""
+    import gc
+    import weakref
+
+    class Doc(dict):   # a Workload as the client returns it, which a weak reference can watch
+        pass
+    pages, alive = [], []
+
+    class Paged:
+        def list_cluster_custom_object(self, *a, _continue=None, **k):
+            gc.collect()
+            alive.append(sum(ref() is not None for ref in refs))
+            pages.append(_continue)
+            if _continue == "3":
+                raise ApiException(status=410, reason="Gone")
+            items = [Doc(wl(f"p{_continue or 0}-{i}")) for i in range(50)]
+            refs.extend(weakref.ref(x) for x in items)
+            return {"items": items, "metadata": {"continue": str(int(_continue or 0) + 1)}}
+    refs: list = []
+    act = KueueActuator(k8s.ApiClient(), KueueActuatorConfig(), [TenantConfig(name="team-a", tier="normal",
+                                                                              k8s_namespace="ns-a")])
+    act.workloads.custom = Paged()
+    with pytest.raises(QueueUnreadable, match="410 Gone"):
+        act.queued_jobs(("team-a",))
+    assert pages == [None, "1", "2", "3"]
+    assert alive[1:] == [1, 1, 1]   # the Workload being read, not the pages before (old: 50, 100, 150)

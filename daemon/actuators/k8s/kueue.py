@@ -139,7 +139,7 @@ class KueueActuator(FencedApply):
         self.guard: FenceGuard = NO_FENCE
         # the Workloads that wait for admission: read for the start-time estimates, which go back on them
         self.workloads = Workloads(self.custom, {ns: t for t, ns in self.ns_of.items()}, cfg.gpu_resource,
-                                   self.queue_name("low"))
+                                   self.queue_name("low"), cfg.max_queued_per_namespace)
 
     def use_fence(self, guard: FenceGuard) -> None:
         """Check `guard` right before each write (ChecksFence): the Kueue objects, the node holds, the evictions."""
@@ -640,12 +640,11 @@ class KueueActuator(FencedApply):
         """The Workloads Kueue has not admitted, as pending jobs for the start-time estimates (workloads.py; they
         have no pod, so cluster_jobs does not see them). Raises QueueUnreadable, in one line, when the API does not
         answer or refuses (an ApiException's text holds the whole answer, headers and body)."""
-        try:
-            items = self.workloads.list()
+        try:   # read a page at a time (Workloads.list), so a page refused midway raises here too
+            return self.workloads.jobs(self.workloads.list(), tenants)
         except ApiException as exc:
             raise QueueUnreadable(f"cannot list Kueue Workloads ({GROUP}/{VERSION}): {exc.status} {exc.reason}") \
                 from None
-        return self.workloads.jobs(items, tenants)
 
     def queued_starts(self) -> dict[str, float]:
         """The admitted Workloads as the last queued_jobs read found them: job id -> when admitted (epoch)."""

@@ -30,7 +30,9 @@ annotation is the one current estimate.
 from __future__ import annotations
 
 import datetime as dt
+import heapq
 import logging
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,6 +52,8 @@ STORED = "v1beta2"
 P50, P90, REASON = "gpu-autoscaler.io/eta-p50", "gpu-autoscaler.io/eta-p90", "gpu-autoscaler.io/eta-reason"
 OURS = (P50, P90, REASON)
 PAGE = 500
+# the most waiting Workloads of one namespace read for the estimates (actuators.kueue.max_queued_per_namespace)
+MAX_PER_NAMESPACE = 10_000
 TIER_OF_CLASS = {priority_class_name(t): t for t in PRIORITY}
 # spec.priorityClassSource at v1beta1 of a Workload whose class is a pod PriorityClass (v1beta2's priorityClassRef of
 # group scheduling.k8s.io), the one the high-priority-class admission rule checks; a WorkloadPriorityClass
@@ -230,8 +234,11 @@ def rfc3339(t: float | None) -> str | None:
 class Workloads:
     """The pending Workloads of the tenants' namespaces, read each cycle; the estimates written back on them."""
 
-    def __init__(self, custom, tenant_of_ns: dict[str, str], resource: str, low_queue: str) -> None:
+    def __init__(self, custom, tenant_of_ns: dict[str, str], resource: str, low_queue: str,
+                 max_per_namespace: int = MAX_PER_NAMESPACE) -> None:
         self.custom = custom
+        self.max_per_namespace = max_per_namespace
+        self.over: dict[str, int] = {}          # namespace -> waiting Workloads past max_per_namespace, as last said
         self.tenant_of = tenant_of_ns
         self.resource = resource
         self.low_queue = low_queue
@@ -244,23 +251,29 @@ class Workloads:
         # write is kept here instead, so that its reports do not list every waiting Workload every cycle
         self.told: dict[tuple[str, str], tuple[float | None, float | None] | None] = {}   # None: cleared
 
-    def list(self) -> list[dict]:
-        """Every Workload of every namespace, in pages (an ApiException when the API does not answer)."""
-        out: list[dict] = []
+    def list(self) -> Iterator[dict]:
+        """Every Workload of every namespace, a page at a time as it is read (an ApiException when the API does not
+        answer): jobs() keeps of each only what it reads, so a tenant's many Workloads are never all held at once."""
         cont = None
         while True:
             page = self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, limit=PAGE, _continue=cont)
-            out += page.get("items") or []
-            cont = (page.get("metadata") or {}).get("continue")
+            items, cont = page.get("items") or [], (page.get("metadata") or {}).get("continue")
+            del page
+            yield from items
+            del items   # let the page go before the next is asked for
             if not cont:
-                return out
+                return
 
-    def jobs(self, items: list[dict], tenants: tuple[str, ...], now: dt.datetime | None = None) -> Jobs:
-        """The waiting Workloads among `items` as pending Jobs (module docstring); remembers them for write()."""
+    def jobs(self, items: Iterable[dict], tenants: tuple[str, ...], now: dt.datetime | None = None) -> Jobs:
+        """The waiting Workloads among `items` as pending Jobs (module docstring); remembers them for write(). Of
+        one namespace at most ``max_per_namespace``, the longest waiting (the first Kueue serves): a tenant's 100,000
+        Workloads were as many jobs in every estimate, each cycle; the rest are said in one line when their number
+        changes."""
         now = now or dt.datetime.now(dt.timezone.utc)
         index = {t: i for i, t in enumerate(tenants)}
-        rows = []
-        queued: dict[str, Queued] = {}
+        rows: dict[str, list] = {}   # namespace -> a heap of its waiting ones: (wait, -seq, row), the newest on top
+        over: dict[str, int] = {}
+        seq = 0
         admitted = []
         started: dict[str, float] = {}
         malformed: set[str] = set()
@@ -290,24 +303,47 @@ class Workloads:
             if g <= 0:
                 continue
             jid = workload_id(ns, name)
-            queued[jid] = Queued(ns, name, _epoch(notes.get(P50)), _epoch(notes.get(P90)), REASON in notes)
             tier = tier_of(wl.get("spec") or {}, self.low_queue)
             created = _epoch(meta.get("creationTimestamp"))
             wait = max(now.timestamp() - created, 0.0) if created is not None else 0.0
-            rows.append((jid, index[t], g, PRIORITY[tier], wait, max(pods, 1)))
+            row = ((jid, index[t], g, PRIORITY[tier], wait, max(pods, 1)),
+                   Queued(ns, name, _epoch(notes.get(P50)), _epoch(notes.get(P90)), REASON in notes))
+            heap = rows.setdefault(ns, [])
+            seq += 1
+            if len(heap) < self.max_per_namespace:
+                heapq.heappush(heap, (wait, -seq, row))
+            else:
+                over[ns] = over.get(ns, 0) + 1
+                heapq.heappushpop(heap, (wait, -seq, row))
+        kept = [row for _, _, row in sorted((x for heap in rows.values() for x in heap), key=lambda x: -x[1])]
+        queued = {r[0][0]: r[1] for r in kept}
         self.queued, self.admitted, self.started = queued, admitted, started
+        self._report_over(over)
         # only the malformed ones still listed: a tenant creating one a second, each under a new uid, grew the set
         # for as long as the daemon ran
         self._said = malformed
-        if not rows:
+        if not kept:
             return Jobs.empty()
-        ids, ten, gpus, prio, wait, pods = zip(*rows)
+        ids, ten, gpus, prio, wait, pods = zip(*(r[0] for r in kept))
         n = len(ids)
         asked = np.array(pods, dtype=np.int64)
         return Jobs(ids=np.array(ids, dtype=object), tenant=np.array(ten, dtype=np.int64),
                     gpus=np.array(gpus, dtype=np.int64), priority=np.array(prio, dtype=np.int8),
                     running=np.zeros(n, dtype=bool), runtime_s=np.zeros(n), wait_s=np.array(wait, dtype=float),
                     node=np.array([""] * n, dtype=object), nodes_asked=asked, packed=asked > 1)
+
+    def _report_over(self, over: dict[str, int]) -> None:
+        """One line when a namespace's waiting Workloads past the bound change (appear, move, go), not each cycle."""
+        for ns in sorted(set(over) | set(self.over)):
+            if over.get(ns, 0) != self.over.get(ns, 0):
+                if over.get(ns):
+                    log.warning("Kueue Workloads: %d waiting in namespace %s past the %d read for the start-time "
+                                "estimates (the longest waiting are read; the rest have no estimate)", over[ns], ns,
+                                self.max_per_namespace)
+                else:
+                    log.info("Kueue Workloads: namespace %s has no more than %d waiting again", ns,
+                             self.max_per_namespace)
+        self.over = over
 
     def changes(self, rows: list[dict], made_at: float, dry_run: bool = False) -> list[tuple[str, str, dict]]:
         """The patches to send: (namespace, name, annotations; None removes one) for each waiting Workload whose
