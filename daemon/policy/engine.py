@@ -283,7 +283,8 @@ def _aging(state: ClusterState, view: _View, memory: PolicyMemory, cfg: Config, 
     else:  # the current queue stint only (the scheduler's own clock), no grace period, nothing remembered
         ag = aging.age(jobs, {}, {}, {}, max_wait_s, 0.0, now_iso)
         ag = dataclasses.replace(ag, waited={}, stint={}, aged_jobs={})
-    adm = aging.admit(ag, jobs, view.n, ~view.high, max_wait_s, int(math.floor(pc.aging_max_share * view.capacity)))
+    adm = aging.admit(ag, jobs, view.n, ~view.high, max_wait_s, int(math.floor(pc.aging_max_share * view.capacity)),
+                      reservation.job_footprint(jobs, state.nodes))   # a -N job's hold: its whole nodes
     if adm.waiting:
         notes.append(f"aging: {plural(adm.waiting, 'tenant')} waited over {plural(pc.max_wait_steps, 'step')} and "
                      f"{agree(adm.waiting, 'waits', 'wait')} for a slot (one job per tenant, "

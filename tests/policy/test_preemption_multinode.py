@@ -511,3 +511,28 @@ def test_an_aged_tenants_hold_is_for_its_admitted_job_not_its_largest_jobs_shape
     assert p.reservations == {"t0": 1}
     assert [(x.job_id, x.node, x.gpus) for x in p.preemptions] == [("j0", "n0", 4)]
     assert p.hold_job_gpus == {"t0": 1}
+
+
+def test_aging_s_bound_counts_the_whole_nodes_an_aged_jobs_hold_takes():
+    """aging_max_share 0.375 of 64 GPUs: 24 for aged work. t0's 1-GPU job waited longest (admitted); t2's -N 4
+    --gres=gpu:4 job (16 GPUs) next: 1 + 16 fit the 24, so it was admitted too, and its hold is four whole 8-GPU
+    nodes (32, as Slurm reserves them): 33 GPUs held for aged work, and 20 GPUs of t1's jobs requeued. Its admission
+    counts the 32 its hold takes now: it waits for a slot, and only t0's job is made room for."""
+    names = tuple(f"n{i}" for i in range(8))
+    run = jobs_on([(1, 4, "low", n, 900.0 + 100 * i + 10 * h) for i, n in enumerate(names) for h in range(2)])
+
+    def obj(a, *v):
+        return np.concatenate([a, np.array(v, dtype=object)])
+
+    jobs = Jobs(obj(run.ids, "first", "wide"), np.r_[run.tenant, 0, 2], np.r_[run.gpus, 1, 16],
+                np.r_[run.priority, PRIORITY["normal"], PRIORITY["normal"]].astype(np.int8),
+                np.r_[run.running, False, False], np.r_[run.runtime_s, 0.0, 0.0], np.r_[run.wait_s, 9000.0, 7200.0],
+                obj(run.node, "", ""), nodes_asked=np.r_[np.ones(len(run), dtype=np.int64), 1, 4])
+    st = ClusterState(AT, ("t0", "t1", "t2"), ("normal", "low", "normal"), 64, np.array([0.0, 64.0, 0.0]),
+                      np.array([1.0, 0.0, 16.0]), jobs, nodes=nodes_of(run, names))
+    cfg = Config(policy={"preempt_budget_share": 1.0, "headroom": 0.0, "max_wait_steps": 10,
+                         "aging_max_share": 0.375})
+    p = plan(flat_forecast(("t0", "t1", "t2"), [0, 64, 0]), st, PolicyMemory(), cfg)
+    assert p.reservations == {"t0": 1}
+    assert [(x.job_id, x.gpus) for x in p.preemptions] == [("j0", 4)]
+    assert any(n.startswith("aging: 1 tenant waited over 10 steps and waits for a slot") for n in p.notes), p.notes
