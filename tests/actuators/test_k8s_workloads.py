@@ -292,3 +292,21 @@ def test_the_workloads_are_read_a_page_at_a_time():
         act.queued_jobs(("team-a",))
     assert pages == [None, "1", "2", "3"]
     assert alive[1:] == [1, 1, 1]   # the Workload being read, not the pages before (old: 50, 100, 150)
+
+
+@pytest.mark.security
+def test_a_cycle_sends_at_most_max_patches_taking_the_namespaces_in_turn(monkeypatch):
+    """A tenant's 10,000 new Workloads were 10,000 fenced patches in one cycle, the other tenants' estimates after
+    them. With 4 a cycle: ns-b's one Workload is among the first 4 (the namespaces in turn), and ns-a's rest follow
+    in later cycles, each once, in the scheduler's order (a dry run: what it said it would write)."""
+    from daemon.actuators.k8s import workloads
+    monkeypatch.setattr(workloads, "MAX_PATCHES", 4)
+    r = reader()
+    items = [wl(f"a{i}") for i in range(10)] + [wl("b", ns="ns-b")]
+    r.jobs(items, ("team-a", "team-b"), now=NOW)
+    rows = [{"job_id": workload_id(w["metadata"]["namespace"], w["metadata"]["name"]), "p50_s": 600.0,
+             "p90_s": None, "basis": "time limit"} for w in items]
+    sent = [[(ns, name) for ns, name, _ in r.changes(rows, T, dry_run=True)] for _ in range(4)]
+    assert sent[0] == [("ns-a", "a0"), ("ns-b", "b"), ("ns-a", "a1"), ("ns-a", "a2")]
+    assert sent[1] == [("ns-a", f"a{i}") for i in range(3, 7)]
+    assert sent[2] == [("ns-a", f"a{i}") for i in range(7, 10)] and sent[3] == []

@@ -54,6 +54,8 @@ OURS = (P50, P90, REASON)
 PAGE = 500
 # the most waiting Workloads of one namespace read for the estimates (actuators.kueue.max_queued_per_namespace)
 MAX_PER_NAMESPACE = 10_000
+# the most estimate patches (annotations written or cleared) a cycle sends; the rest follow in later cycles
+MAX_PATCHES = 200
 TIER_OF_CLASS = {priority_class_name(t): t for t in PRIORITY}
 # spec.priorityClassSource at v1beta1 of a Workload whose class is a pod PriorityClass (v1beta2's priorityClassRef of
 # group scheduling.k8s.io), the one the high-priority-class admission rule checks; a WorkloadPriorityClass
@@ -227,6 +229,24 @@ def _epoch(text: str | None) -> float | None:
     return (t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)).timestamp()
 
 
+def _in_turn(cands: list, most: int) -> list:
+    """Up to `most` of `cands` ((namespace, name), ...), one namespace's after another's in turn, each namespace's
+    in their order."""
+    by_ns: dict[str, list] = {}
+    for c in cands:
+        by_ns.setdefault(c[0][0], []).append(c)
+    out: list = []
+    queues = [iter(v) for v in by_ns.values()]
+    while queues and len(out) < most:
+        for it in list(queues):
+            nxt = next(it, None)
+            if nxt is None:
+                queues.remove(it)
+            elif len(out) < most:
+                out.append(nxt)
+    return out
+
+
 def rfc3339(t: float | None) -> str | None:
     return None if t is None else dt.datetime.fromtimestamp(round(t), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -349,8 +369,10 @@ class Workloads:
         """The patches to send: (namespace, name, annotations; None removes one) for each waiting Workload whose
         estimate moved (daemon.policy.eta.moved: REWRITE_S or more, or became (un)known) against what it carries (or
         that carries none yet), and for each admitted one that still carries ours. In a dry run, against what it
-        last said it would write."""
-        out = []
+        last said it would write. At most MAX_PATCHES a cycle, taken from the namespaces in turn (each in the
+        scheduler's order): a tenant's 10,000 new Workloads were 10,000 fenced patches in one cycle, the cycle's
+        thread busy with them and the other tenants' estimates behind them; the rest are sent in later cycles."""
+        cands: list[tuple[tuple[str, str], dict, tuple[float | None, float | None] | None]] = []
         told: dict[tuple[str, str], tuple[float | None, float | None] | None] = {}
         for r in rows:
             q = self.queued.get(str(r.get("job_id")))
@@ -366,13 +388,18 @@ class Workloads:
                     continue
             elif q.written and not _moved((q.p50, q.p90), (p50, p90)):
                 continue
-            told[key] = (p50, p90)
-            out.append((q.namespace, q.name, {P50: rfc3339(p50), P90: rfc3339(p90),
-                                              REASON: str(r.get("basis") or "")[:500]}))
+            cands.append((key, {P50: rfc3339(p50), P90: rfc3339(p90), REASON: str(r.get("basis") or "")[:500]},
+                          (p50, p90)))
         for key in self.admitted:
-            told[key] = None
-            if not (dry_run and key in self.told and self.told[key] is None):
-                out.append((*key, dict.fromkeys(OURS)))
+            if dry_run and key in self.told:
+                told[key] = self.told[key]
+                if self.told[key] is None:
+                    continue
+            cands.append((key, dict.fromkeys(OURS), None))
+        out = []
+        for key, notes, says in _in_turn(cands, MAX_PATCHES):
+            told[key] = says
+            out.append((*key, notes))
         if dry_run:
             self.told = told
         return out
