@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from daemon.policy.state import PRIORITY, Jobs
+from daemon.policy.types import Notification
+from daemon.text import plural
 
 
 @dataclass(frozen=True)
@@ -117,3 +119,13 @@ def admit(ag: Aging, jobs: Jobs, n_tenants: int, eligible: np.ndarray, max_wait_
     job[jobs.tenant[took]] = took
     gpus[jobs.tenant[took]] = g[:k]
     return Admission(gpus, job, in_grace, int(first.size - k))
+
+
+def protected_notices(aged_since: dict[str, str], told: dict[str, str], max_wait_steps: int,
+                      min_run_s: float) -> list[Notification]:
+    """Tell a tenant once, when aging starts protecting it (`aged_since`: the tenants aging protects now; `told`:
+    those it already protected last cycle, PolicyMemory.aged_since)."""
+    return [Notification(t, "protected", f"a job waited over {plural(max_wait_steps, 'step')}: it is held for "
+                                         "ahead of normal work and of the high tier beyond its "
+                                         f"guarantee, and once started not preempted for {min_run_s:g}s")
+            for t in aged_since if t not in told]

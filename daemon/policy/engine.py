@@ -176,7 +176,9 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
         if holds.own is not None and typed.window is not None:
             holds = dataclasses.replace(holds, own=typed.window.sum(axis=1).astype(np.int64))
     cleared = _preemptions(state, view, holds, ag, memory, cfg, ops, clock, notes, typed)
-    notifs = list(cleared.notifications) + _protected_notices(aged_since, memory, cfg)
+    notifs = list(cleared.notifications) + aging.protected_notices(aged_since, memory.aged_since,
+                                                                   cfg.policy.max_wait_steps,
+                                                                   cfg.policy.aging_min_run_s)
     # --- rate limits follow load with hysteresis
     load = float(view.used.sum()) / view.capacity
     level = rate_level(load, memory.rate_level, cfg.ratelimits)
@@ -740,16 +742,6 @@ def _gate(state: ClusterState, view: _View, holds: _Holds, need_gpus: np.ndarray
     worth = worth * cfg.policy.preempt_worth_weight
     drain_s, ckpt_s = drain_and_checkpoint_s(cfg)
     return preemption.Gate(now_jobs, worth, first, drain_s, ckpt_s)
-
-
-def _protected_notices(aged_since: dict[str, str], memory: PolicyMemory, cfg: Config) -> list[Notification]:
-    """Tell a tenant once, when aging starts protecting it."""
-    pc = cfg.policy
-    return [Notification(t, "protected", f"a job waited over {plural(pc.max_wait_steps, 'step')}: it is held for "
-                                         "ahead of normal work and of the high tier beyond its "
-                                         f"guarantee, and once started not preempted for "
-                                         f"{pc.aging_min_run_s:g}s")
-            for t in aged_since if t not in memory.aged_since]
 
 
 def _assemble(state: ClusterState, view: _View, holds: _Holds, cleared: _Cleared, notifs: tuple[Notification, ...],
