@@ -253,12 +253,6 @@ def kueue_refuses(wl: dict) -> str | None:
     return None
 
 
-def waits(wl: dict) -> bool:
-    """Whether the Workload waits for quota Kueue may give it, as far as the Workload alone says (_held_back, not
-    kueue_refuses); the rules that need the nodes (too big, placed nowhere) are Workloads._scan's."""
-    return _held_back(wl) and kueue_refuses(wl) is None
-
-
 def tier_of(spec: dict, low_queue: str) -> str:
     """A waiting Workload's tier: its pod PriorityClass's (``gpu-autoscaler-<tier>``), else low on the tenant's low
     LocalQueue, else normal (as a pod's). A WorkloadPriorityClass is not read: the high-priority-class admission
