@@ -149,11 +149,19 @@ class KueueActuatorConfig(_Strict):
     hold_shrink_delay_s: float = Field(300.0, ge=0,
                                        description="a node hold shrinks only after wanting fewer nodes this long")
     max_workloads_per_tenant: int = Field(1000, ge=1,
-                                          description="the most waiting Kueue Workloads of one tenant the plan reads "
-                                                      "as demand each cycle, in Kueue's order (priority, then the "
+                                          description="the plan's bound: the most waiting Kueue Workloads of one "
+                                                      "tenant the plan counts as demand (holds, preemption, aging) "
+                                                      "each cycle, those Kueue serves first (priority, then the "
                                                       "oldest); the rest are said once in the log and are no demand "
-                                                      "until fewer wait: a bound on what one tenant's queue costs "
-                                                      "every cycle")
+                                                      "until fewer wait. Smaller than max_queued_per_namespace: the "
+                                                      "plan needs only the work that could start soon")
+    max_queued_per_namespace: int = Field(10_000, ge=1,
+                                          description="the estimate's bound: the most waiting Kueue Workloads of one "
+                                                      "tenant namespace read as pending jobs for the start-time "
+                                                      "estimates each cycle, those Kueue serves first (priority, then "
+                                                      "the oldest); the rest are said in one log line and get no "
+                                                      "estimate. Not the plan's demand: "
+                                                      "max_workloads_per_tenant")
 
 
 class ActuatorsConfig(_Strict):

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from daemon.policy.state import PRIORITY, Jobs
+from daemon.policy.types import Notification
+from daemon.text import plural
 
 
 @dataclass(frozen=True)
@@ -80,14 +82,17 @@ class Admission:
     waiting: int          # tenants with a job over max_wait that were not admitted (the bound held them back)
 
 
-def admit(ag: Aging, jobs: Jobs, n_tenants: int, eligible: np.ndarray, max_wait_s: float, room: int) -> Admission:
+def admit(ag: Aging, jobs: Jobs, n_tenants: int, eligible: np.ndarray, max_wait_s: float, room: int,
+          size: np.ndarray | None = None) -> Admission:
     """Bounded aged admission: which waiting jobs go ahead of the high tier's borrowing and of normal work.
 
     At most one job per starving tenant at a time: a tenant whose aged job is still running its grace period
     gets no second one, so one tenant's backlog cannot take the cluster. Across tenants, the longest wait
     goes first, and aged work (running in its grace period plus admitted) stays within ``room`` GPUs; the
     longest waiter is admitted even when its job alone is larger, so the bound delays nobody for ever.
-    ``eligible``: per tenant, may age (not the high tier).
+    ``eligible``: per tenant, may age (not the high tier). ``size`` (per job; default its GPUs): what admitting a
+    waiting job takes, counted against ``room`` and returned in ``gpus``: the whole nodes of its hold for a Slurm -N
+    job (reservation.job_footprint), which a -N 4 --gres=gpu:4 job's 16 GPUs alone put at half of what is held (32).
     """
     n = n_tenants
     gpus, job = np.zeros(n), np.full(n, -1, dtype=np.int64)
@@ -103,7 +108,7 @@ def admit(ag: Aging, jobs: Jobs, n_tenants: int, eligible: np.ndarray, max_wait_
     ten = jobs.tenant[o]
     first = o[np.r_[True, ten[1:] != ten[:-1]]]
     first = first[np.argsort(-ag.total_wait_s[first], kind="stable")]
-    g = jobs.gpus[first].astype(float)
+    g = (jobs.gpus if size is None else size)[first].astype(float)
     left = room - float(in_grace.sum())
     fits = np.cumsum(g) <= left
     if not in_grace.any():
@@ -112,5 +117,15 @@ def admit(ag: Aging, jobs: Jobs, n_tenants: int, eligible: np.ndarray, max_wait_
     k = int(stop[0]) if stop.size else first.size
     took = first[:k]
     job[jobs.tenant[took]] = took
-    gpus[jobs.tenant[took]] = jobs.gpus[took]
+    gpus[jobs.tenant[took]] = g[:k]
     return Admission(gpus, job, in_grace, int(first.size - k))
+
+
+def protected_notices(aged_since: dict[str, str], told: dict[str, str], max_wait_steps: int,
+                      min_run_s: float) -> list[Notification]:
+    """Tell a tenant once, when aging starts protecting it (`aged_since`: the tenants aging protects now; `told`:
+    those it already protected last cycle, PolicyMemory.aged_since)."""
+    return [Notification(t, "protected", f"a job waited over {plural(max_wait_steps, 'step')}: it is held for "
+                                         "ahead of normal work and of the high tier beyond its "
+                                         f"guarantee, and once started not preempted for {min_run_s:g}s")
+            for t in aged_since if t not in told]

@@ -156,10 +156,10 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     view = _View.of(state)
     notes: list[str] = []
     clock = state.at.timestamp() if now is None else float(now)
-    ag, aged_gpus, aged_since = _aging(state, view, memory, cfg, clock, notes)
+    ag, adm, aged_since = _aging(state, view, memory, cfg, clock, notes)
     forecast, reactive = _reactive_mask(state, view.tenants, acting, forecast, notes, view.high)
     win = _window_demand(state, view, cfg, ops, notes)
-    holds = _holds(forecast, state, view, memory, cfg, ops, aged_gpus, notes, reactive, win)
+    holds = _holds(forecast, state, view, memory, cfg, ops, adm, notes, reactive, win)
     typed = None
     if fleet.is_typed(state):  # a mixed fleet: the holds said per type (daemon/policy/fleet.py)
         peaks = _typed_peaks(forecast, view.tenants, cfg)
@@ -174,7 +174,9 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
         if holds.own is not None and typed.window is not None:
             holds = dataclasses.replace(holds, own=typed.window.sum(axis=1).astype(np.int64))
     cleared = _preemptions(state, view, holds, ag, memory, cfg, ops, clock, notes, typed)
-    notifs = list(cleared.notifications) + _protected_notices(aged_since, memory, cfg)
+    notifs = list(cleared.notifications) + aging.protected_notices(aged_since, memory.aged_since,
+                                                                   cfg.policy.max_wait_steps,
+                                                                   cfg.policy.aging_min_run_s)
     # --- rate limits follow load with hysteresis
     load = float(view.used.sum()) / view.capacity
     level = rate_level(load, memory.rate_level, cfg.ratelimits)
@@ -264,12 +266,12 @@ def _typed_peaks(forecast: Forecast | None, tenants: tuple[str, ...],
 
 
 def _aging(state: ClusterState, view: _View, memory: PolicyMemory, cfg: Config, clock: float,
-           notes: list[str]) -> tuple[aging.Aging, np.ndarray, dict[str, str]]:
+           notes: list[str]) -> tuple[aging.Aging, aging.Admission, dict[str, str]]:
     """Anti-starvation (daemon/policy/aging.py): a job's wait is summed over its queue stints (requeues
     included). A job that waited max_wait is admitted ahead of the high tier's borrowing beyond its guarantee
     and of all normal work, one job per starving tenant at a time and within aging_max_share of the GPUs, and
-    is not preempted before it has run aging_min_run_s. Returns the aging state, the GPUs admitted per tenant
-    and since when each admitted tenant has been protected."""
+    is not preempted before it has run aging_min_run_s. Returns the aging state, the jobs admitted (per tenant:
+    their GPUs and index) and since when each admitted tenant has been protected."""
     pc = cfg.policy
     jobs = state.jobs
     now_iso = state.at.isoformat()
@@ -281,18 +283,19 @@ def _aging(state: ClusterState, view: _View, memory: PolicyMemory, cfg: Config, 
     else:  # the current queue stint only (the scheduler's own clock), no grace period, nothing remembered
         ag = aging.age(jobs, {}, {}, {}, max_wait_s, 0.0, now_iso)
         ag = dataclasses.replace(ag, waited={}, stint={}, aged_jobs={})
-    adm = aging.admit(ag, jobs, view.n, ~view.high, max_wait_s, int(math.floor(pc.aging_max_share * view.capacity)))
+    adm = aging.admit(ag, jobs, view.n, ~view.high, max_wait_s, int(math.floor(pc.aging_max_share * view.capacity)),
+                      reservation.job_footprint(jobs, state.nodes))   # a -N job's hold: its whole nodes
     if adm.waiting:
         notes.append(f"aging: {plural(adm.waiting, 'tenant')} waited over {plural(pc.max_wait_steps, 'step')} and "
                      f"{agree(adm.waiting, 'waits', 'wait')} for a slot (one job per tenant, "
                      f"{pc.aging_max_share:.0%} of the GPUs)")
     aged_since = {view.tenants[i]: memory.aged_since.get(view.tenants[i], now_iso)
                   for i in np.flatnonzero(adm.gpus > 0)}
-    return ag, adm.gpus, aged_since
+    return ag, adm, aged_since
 
 
 def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: PolicyMemory, cfg: Config,
-           ops: OperatorInputs, aged_gpus: np.ndarray, notes: list[str],
+           ops: OperatorInputs, adm: aging.Admission, notes: list[str],
            reactive: np.ndarray | None = None,
            win: tuple[np.ndarray, np.ndarray, dict] | None = None) -> _Holds:
     """Reservations for the high tier (its forecast peak over the lead time), aged tenants and operator floors,
@@ -300,6 +303,7 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
     demand with headroom and nothing is preempted for its forecast (the skill gate)."""
     pc = cfg.policy
     tenants, n, high, used = view.tenants, view.n, view.high, view.used
+    aged_gpus = adm.gpus
     aged = aged_gpus > 0
     prev = np.array([memory.reservations.get(t, 0) for t in tenants], dtype=float)
     path, drain_steps, step_min = None, 0, 1.0
@@ -342,7 +346,9 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
         notes.append("no forecast: reserving for current demand only")
     # reservations come in whole jobs: holding 6 GPUs for a tenant whose jobs take 8 holds nothing usable
     jobs = state.jobs
-    mine = (high | aged)[jobs.tenant] if len(jobs) else None  # only protected tenants hold reservations
+    # only protected tenants hold reservations, in whole jobs of the high tier's jobs and of an aged tenant's admitted
+    # one: its others' shape (a 2 x 8 job queued beside its aged 1-GPU one) made its hold and preemptions 16 GPUs
+    mine = None if not len(jobs) else high[jobs.tenant] | np.isin(np.arange(len(jobs)), adm.job[aged])
     quantum, job_nodes, job_packed = reservation.largest_jobs(jobs, mine, n)
     # what the hold is rounded up to: a whole node per node a job on several nodes asks (the actuators still size
     # a hold's jobs by `quantum`, their GPUs in all: Plan.hold_job_gpus)
@@ -734,16 +740,6 @@ def _gate(state: ClusterState, view: _View, holds: _Holds, need_gpus: np.ndarray
     worth = worth * cfg.policy.preempt_worth_weight
     drain_s, ckpt_s = drain_and_checkpoint_s(cfg)
     return preemption.Gate(now_jobs, worth, first, drain_s, ckpt_s)
-
-
-def _protected_notices(aged_since: dict[str, str], memory: PolicyMemory, cfg: Config) -> list[Notification]:
-    """Tell a tenant once, when aging starts protecting it."""
-    pc = cfg.policy
-    return [Notification(t, "protected", f"a job waited over {plural(pc.max_wait_steps, 'step')}: it is held for "
-                                         "ahead of normal work and of the high tier beyond its "
-                                         f"guarantee, and once started not preempted for "
-                                         f"{pc.aging_min_run_s:g}s")
-            for t in aged_since if t not in memory.aged_since]
 
 
 def _assemble(state: ClusterState, view: _View, holds: _Holds, cleared: _Cleared, notifs: tuple[Notification, ...],

@@ -263,10 +263,13 @@ def _ends(jobs, running: np.ndarray, tenants: tuple[str, ...], rl: RunLengths, q
 
 
 def _could_fit(free: dict[tuple[str, int], float], waiting: np.ndarray, jobs, t_ix: dict[str, int],
-               accepts_type: np.ndarray, in_pool: np.ndarray) -> np.ndarray:
+               accepts_type: np.ndarray, in_pool: np.ndarray, shapes: "_Shapes | None" = None,
+               node_free: np.ndarray | None = None) -> np.ndarray:
     """Per waiting job, whether it fits in the GPUs it may use (its own hold, unheld, the pooled hold if it shares
     it) on some type it accepts, all free now: a bound the scan checks first, in one pass, since placing other jobs
-    only takes GPUs away. A big queue then costs one array operation per release, not a Python loop over it."""
+    only takes GPUs away. A big queue then costs one array operation per release, not a Python loop over it. With
+    `shapes` (a queue with jobs on several nodes), such a job must also find its parts' room on the nodes
+    (``node_free``): _Shapes."""
     w = np.asarray(waiting, dtype=np.int64)
     n_types = len(t_ix)
     own = np.zeros((n_types, in_pool.shape[0]))
@@ -285,7 +288,53 @@ def _could_fit(free: dict[tuple[str, int], float], waiting: np.ndarray, jobs, t_
     tn = jobs.tenant[w]
     room = own[:, tn] + unheld[:, None] + np.where(in_pool[tn][None, :], pool[:, None], 0.0)
     room = np.where(accepts_type[w].T, room, -np.inf).max(axis=0) if n_types else np.full(w.shape[0], -np.inf)
-    return jobs.gpus[w] <= room + 1e-9
+    fits = jobs.gpus[w] <= room + 1e-9
+    if shapes is not None and fits.any():   # of those, the jobs on several nodes: their parts' room on the nodes
+        at = np.flatnonzero(fits)
+        fits[at] = shapes.could_fit(node_free, w[at], accepts_type, in_pool)
+    return fits
+
+
+class _Shapes:
+    """_on_nodes' test for every waiting job on several nodes at once, on the nodes' free GPUs now: k nodes with its
+    GPUs per node (`per`) free, or, for a gang (``packed``), room for k pods of `per`, several to a node, on the
+    nodes it may use (its own hold, unheld, the pool where it shares it) of a type it accepts. The pools' bound
+    (_could_fit) counts GPUs only, and a queue of jobs whose GPUs fit the pools but whose parts fit no node was
+    tried one by one at each release: one tenant's 10,000 gangs, each of its own shape, took minutes per estimate
+    (bench/eta_shapes_bench.py). Made once per estimate; each call costs an array pass per distinct `per` waiting."""
+
+    def __init__(self, jobs, node_type: np.ndarray, node_h: np.ndarray, t_ix: dict[str, int], n_tenants: int) -> None:
+        self.k = np.maximum(np.asarray(jobs.nodes_asked, dtype=np.int64), 1)
+        self.per = np.ceil(jobs.gpus / self.k - 1e-9)
+        self.packed = np.zeros(len(jobs), dtype=bool) if jobs.packed is None else np.asarray(jobs.packed, dtype=bool)
+        self.tenant = np.asarray(jobs.tenant, dtype=np.int64)
+        self.n_types, self.n_slots = len(t_ix), n_tenants + 2
+        # each node's (type, holder) cell: slot 0 unheld, 1 the pool, 2 + t tenant t's hold; closed nodes none
+        slot = np.where(node_h == UNHELD, 0, np.where(node_h == HELD_BY_POOL, 1, np.where(node_h >= 0, node_h + 2, -1)))
+        tix = np.array([t_ix.get(str(t), -1) for t in node_type.tolist()], dtype=np.int64)
+        self.ok = (slot >= 0) & (tix >= 0)
+        self.cell = np.where(self.ok, tix * self.n_slots + slot, 0)
+
+    def could_fit(self, node_free: np.ndarray, w: np.ndarray, accepts_type: np.ndarray,
+                  in_pool: np.ndarray) -> np.ndarray:
+        out = np.ones(w.shape[0], dtype=bool)
+        multi = np.flatnonzero(self.k[w] > 1)
+        if not multi.size or not self.n_types:
+            return out
+        wm = w[multi]
+        pers, inv = np.unique(self.per[wm], return_inverse=True)
+        size = self.n_types * self.n_slots
+        cells = np.empty((pers.shape[0], 2, size))
+        for i, per in enumerate(pers.tolist()):
+            has = self.ok & (node_free > 1e-9) & (node_free + 1e-9 >= per)
+            cells[i, 0] = np.bincount(self.cell[has], minlength=size)   # nodes with `per` free
+            cells[i, 1] = np.bincount(self.cell[has], weights=np.floor((node_free[has] + 1e-9) / per), minlength=size)
+        cells = cells.reshape(pers.shape[0], 2, self.n_types, self.n_slots)
+        tn, pk = self.tenant[wm], self.packed[wm].astype(np.int64)
+        room = cells[inv, pk, :, 0] + cells[inv, pk, :, tn + 2] + np.where(in_pool[tn][:, None], cells[inv, pk, :, 1],
+                                                                             0.0)
+        out[multi] = ((room >= self.k[wm][:, None]) & accepts_type[wm]).any(axis=1)
+        return out
 
 
 # the basis of a start after GPUs that are draining now (preempted jobs' GPUs) come back, at the drain time
@@ -389,6 +438,9 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
     cols_nodes = jobs.nodes_asked.tolist() if track else None
     # a Kubernetes gang's k pods may share a node (Jobs.packed), Slurm's k parts may not
     cols_packed = jobs.packed.tolist() if track and jobs.packed is not None else None
+    if track:   # a job on several nodes asking more per node than any node has never starts: not tried per release
+        most = float(np.max(state.nodes.gpus)) if len(state.nodes) else 0.0
+        waiting = [j for j in waiting if cols_nodes[j] <= 1 or np.ceil(cols_gpus[j] / cols_nodes[j] - 1e-9) <= most]
     min_gpus = min((float(cols_gpus[j]) for j in waiting), default=0.0)
     starts: dict[int, float] = {}
     job_basis: dict[int, str] = {}
@@ -397,6 +449,7 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
     t_ix = {t: i for i, t in enumerate(types_all)}
     in_pool = np.zeros(len(tenants), dtype=bool)
     in_pool[list(pool_ids)] = True
+    shapes = _Shapes(jobs, node_t, node_h, t_ix, len(tenants)) if track else None
     now = 0.0
     while True:
         while pending_windows and pending_windows[0][0] <= now + 1e-9:
@@ -421,13 +474,14 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
         # the highest tier whose growth is still unserved: pending jobs of lower tiers wait for it
         blocking = max((p for p, g in ahead.items() if g > 1e-9), default=-1)
         total = sum(free.values())
-        # (tenant, types, nodes asked; a gang's pods negative) -> smallest job that found no room
-        no_room: dict[tuple[int, tuple, int], float] = {}
+        # (tenant, types) -> the jobs that found no room in this scan (_NoRoom): a job they dominate has none either
+        no_room: dict[tuple[int, tuple], _NoRoom] = {}
         w_arr = np.asarray(waiting, dtype=np.int64)
         keep = np.ones(w_arr.shape[0], dtype=bool)       # still waiting after this scan
         # only the jobs that fit in all the GPUs they may use are checked (placing others only takes from those);
         # after a placement the bound is out of date, and made again for the rest at the next job that fails
-        cands = np.flatnonzero(_could_fit(free, w_arr, jobs, t_ix, accepts_type, in_pool)).tolist()
+        cands = np.flatnonzero(_could_fit(free, w_arr, jobs, t_ix, accepts_type, in_pool, shapes,
+                                          node_free)).tolist()
         placed_since = False
         k = 0
         while k < len(cands):
@@ -443,8 +497,10 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
             g = float(cols_gpus[j])
             k_nodes = max(int(cols_nodes[j]), 1) if cols_nodes is not None else 1
             packed = bool(cols_packed[j]) if cols_packed is not None else False
-            if g >= no_room.get((tn, acc, -k_nodes if packed else k_nodes), float("inf")):
-                continue           # a job as large of the same tenant and types did not fit in this scan
+            per = float(np.ceil(g / k_nodes - 1e-9))
+            seen = no_room.get((tn, acc))
+            if seen is not None and seen.dominates(k_nodes, per, g, packed):
+                continue           # a job no larger, of the same tenant and types, did not fit in this scan
             owners = [tn, UNHELD] + ([HELD_BY_POOL] if tn in pool_ids else [])
             cand = [t for t in (acc or types_all) if t in types_all] if acc else types_all
             placed = False
@@ -485,10 +541,9 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
                 keep[i] = False
                 placed_since = True
             else:
-                key = (tn, acc, -k_nodes if packed else k_nodes)
-                no_room[key] = min(g, no_room.get(key, float("inf")))
+                no_room.setdefault((tn, acc), _NoRoom()).add(k_nodes, per, float(cols_gpus[j]), packed)
                 if placed_since:
-                    rest = _could_fit(free, w_arr[i + 1:], jobs, t_ix, accepts_type, in_pool)
+                    rest = _could_fit(free, w_arr[i + 1:], jobs, t_ix, accepts_type, in_pool, shapes, node_free)
                     cands, k, placed_since = (i + 1 + np.flatnonzero(rest)).tolist(), 0, False
         waiting = w_arr[keep].tolist()
         if not waiting or not events:
@@ -510,6 +565,38 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
     else:
         why = "unknown: not enough GPUs this job may use free up within the running jobs' known ends"
     return starts, why, job_basis
+
+
+class _NoRoom:
+    """The jobs of one tenant and accepted types that found no room in one scan of the queue (placing others there
+    only takes room away, so what did not fit will not fit later in the scan): a job dominated by one of them is not
+    tried. A one-node job fails on its pools' GPUs alone (fewer than it asks), which fails every job asking as many or
+    more; a job on k nodes of `per` GPUs each (Slurm -N) fails where fewer than k nodes have `per` free, which fails
+    one asking at least k nodes of at least `per` (and at least its GPUs in all: the pools come first); a gang of k
+    pods (``packed``) where k pods of `per` do not fit, several to a node, which fails such a gang and such a -N job
+    too. Kept as a frontier of the shapes not dominated by another: for one `per` a larger k asks more GPUs, so there
+    are at most as many as the distinct `per` that fit a node (the scan drops the others first), and a queue of one
+    tenant's jobs each of its own shape costs one node search per shape kept, not one per job per release (10,000
+    gangs of 64 shapes took minutes per estimate: bench/eta_shapes_bench.py)."""
+
+    __slots__ = ("pool", "shapes")
+
+    def __init__(self) -> None:
+        self.pool = float("inf")                          # the smallest one-node job that did not fit its pools
+        self.shapes: list[tuple[int, float, float, bool]] = []   # (k, per, GPUs, packed) of jobs on several nodes
+
+    def dominates(self, k: int, per: float, g: float, packed: bool) -> bool:
+        if g >= self.pool:
+            return True
+        return k > 1 and any(k0 <= k and p0 <= per and g0 <= g and (p_0 or not packed)
+                             for k0, p0, g0, p_0 in self.shapes)
+
+    def add(self, k: int, per: float, g: float, packed: bool) -> None:
+        if k <= 1:
+            self.pool = min(self.pool, g)
+            return
+        self.shapes = [s for s in self.shapes if not (k <= s[0] and per <= s[1] and g <= s[2] and (packed or not s[3]))]
+        self.shapes.append((k, per, g, packed))
 
 
 def _on_nodes(node_free: np.ndarray, of_type: np.ndarray, node_h: np.ndarray, owners: list[int], gpus: float,
@@ -598,13 +685,20 @@ class FreedRate:
         return sum(g for _, g in self._freed) / span if span > 0 else 0.0
 
 
-def naive_waits(etas: Sequence[Eta], free_gpus: float, rate_gpus_per_s: float) -> dict[str, float | None]:
+def naive_waits(etas: Sequence[Eta], free_gpus: float, rate_gpus_per_s: float,
+                capacity: float | None = None) -> dict[str, float | None]:
     """The naive estimate issue 39 compares with, per pending job: the GPUs needed ahead of it in the scheduler's
     order (its own included, `etas` in that order) less `free_gpus` (free to pending work now), over the recent rate
-    at which GPUs freed up. 0 when they fit now; None (unknown) when nothing freed up lately."""
+    at which GPUs freed up. 0 when they fit now; None (unknown) when nothing freed up lately. A job asking more than
+    the `capacity` never starts: it is unknown and ahead of nobody. A tenant's one Kueue Workload of a million pods
+    (the apiserver takes any count) was millions of GPUs ahead of every later job, whose p50, blended with this where
+    the blend erred least, became centuries."""
     out: dict[str, float | None] = {}
     ahead = 0.0
     for e in etas:
+        if capacity is not None and e.gpus > capacity:
+            out[e.job_id] = None
+            continue
         ahead += e.gpus
         need = max(ahead - float(free_gpus), 0.0)
         out[e.job_id] = 0.0 if need <= 0 else (need / rate_gpus_per_s if rate_gpus_per_s > 0 else None)

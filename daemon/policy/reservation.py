@@ -112,21 +112,30 @@ def hold_footprint(quantum: np.ndarray, jobs: Jobs, mine: np.ndarray | None, nod
     a hold up to its nodes would hold eight times what it runs on; the actuator then holds whole nodes for those GPUs
     and says its shape does not fit."""
     out = quantum.copy()
-    if mine is None or jobs.nodes_asked is None or nodes is None or not len(nodes):
+    if mine is None or not mine.any():
         return out
-    multi = mine & (jobs.nodes_asked > 1) & (jobs.gpus > 0)
+    foot = job_footprint(jobs, nodes)
+    np.maximum.at(out, jobs.tenant[mine], foot[mine].astype(float))
+    return out
+
+
+def job_footprint(jobs: Jobs, nodes: Nodes | None) -> np.ndarray:
+    """Per job, the GPUs a hold for it takes (hold_footprint's rule, job by job): its GPUs, or for a job on several
+    nodes (Slurm -N; not a Kubernetes gang) a whole node per node it asks, the smallest with room for its GPUs per
+    node, up to ``FOOTPRINT_MAX`` times its GPUs. Aging's bound counts an admitted job so (aging.admit)."""
+    out = jobs.gpus.astype(np.int64).copy()
+    if jobs.nodes_asked is None or nodes is None or not len(nodes):
+        return out
+    multi = (jobs.nodes_asked > 1) & (jobs.gpus > 0)
     if jobs.packed is not None:   # a gang's pods may share nodes (Kubernetes): held at its GPUs, as a one-node job
         multi &= ~np.asarray(jobs.packed, dtype=bool)
-    if not multi.any():
-        return out
     sizes = np.unique(nodes.gpus[nodes.gpus > 0])
-    if not sizes.size:
+    if not multi.any() or not sizes.size:
         return out
     asked = jobs.nodes_asked[multi]
     per = -(-jobs.gpus[multi] // asked)
     at = np.searchsorted(sizes, per)
     node = np.where(at < sizes.size, sizes[np.minimum(at, sizes.size - 1)], per)
     foot = asked * node
-    foot = np.where(foot <= FOOTPRINT_MAX * jobs.gpus[multi], foot, jobs.gpus[multi])
-    np.maximum.at(out, jobs.tenant[multi], foot.astype(float))
+    out[multi] = np.where(foot <= FOOTPRINT_MAX * jobs.gpus[multi], foot, jobs.gpus[multi])
     return out

@@ -189,7 +189,7 @@ class EtaTracker:
                         growth=growth, max_wait_s=self.max_wait_s,
                         windows=windows_ahead(plan, state.at, self.window_min_lead_s) if plan is not None else (),
                         resolution_s=self.resolution_s, drain_s=self.drain_s)
-        naive = naive_waits(etas, free_to_pending(state, res), self.freed.rate(now))
+        naive = naive_waits(etas, free_to_pending(state, res), self.freed.rate(now), state.capacity)
         # how long each job has waited since its first estimate: its p90 is scaled by estimates made that far in
         ages = {e.job_id: now - self._first[e.job_id][1] for e in etas if e.job_id in self._first}
         etas = calibrate(etas, tier_of, self.cal.factors(now), naive=naive, age_s=ages)

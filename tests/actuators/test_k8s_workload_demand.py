@@ -34,6 +34,8 @@ def wl(name, ns="ns-a", gpus="8", count=2, verdict=PENDING, owner=None, priority
                      "template": {"spec": {"containers": [{"name": "c", "resources": {
                          "limits": {"nvidia.com/gpu": gpus}}}]}}}]},
             "status": {"conditions": [verdict] if verdict else []}}
+    if pclass:   # a pod PriorityClass, as the API serves v1beta2's priorityClassRef at v1beta1
+        body["spec"]["priorityClassSource"] = "scheduling.k8s.io/priorityclass"
     if owner:
         body["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": owner}]
     if priority is not None:
@@ -69,7 +71,8 @@ def test_only_workloads_kueue_may_admit_are_demand_each_with_its_shape(caplog):
         assert jobs.priority.tolist() == [PRIORITY["high"]] * 2 and not jobs.running.any()
         assert jobs.wait_s.tolist() == [600.0, 600.0]
     lines = sorted(x.getMessage() for x in caplog.records)   # once per Workload, one line each
-    tail = ": it can never be admitted, so it is no demand (no hold, no preemption, no aging for it)"
+    tail = (": it can never be admitted, so it is no demand (no hold, no preemption, no aging for it) and has no "
+            "start-time estimate")
     assert lines == sorted([
         "Kueue Workload ns-a/no-queue is inadmissible to Kueue (LocalQueue gpuas doesn't exist)" + tail,
         "Kueue Workload ns-a/cq-stopped is inadmissible to Kueue (ClusterQueue gpuas-tenant-team-a is inactive)"
@@ -192,8 +195,8 @@ def test_the_kueue_actuators_jobs_are_the_pods_and_the_workloads_kueue_may_admit
     jobs = act.cluster_jobs(names)
     assert jobs.ids.tolist() == ["batch/low-1", "serving/workload/gang"]
     assert jobs.running.tolist() == [True, False] and jobs.nodes_asked.tolist() == [1, 2]
-    # the estimator reads every waiting Workload, admissible or not
-    assert act.queued_jobs(names).ids.tolist() == ["serving/workload/gang", "serving/workload/no-queue"]
+    # the estimator reads them by the same rule: the one Kueue will never admit has no estimate either
+    assert act.queued_jobs(names).ids.tolist() == ["serving/workload/gang"]
 
 
 def test_workloads_kueue_does_not_serve_are_none_said_once_and_a_refused_list_fails_the_read(caplog):
@@ -264,7 +267,8 @@ def test_a_workload_whose_pods_no_node_takes_is_never_demand(caplog):
     for _ in range(2):
         jobs = r.demand(items, ("team-a",), [8, 8], set(), now=NOW, starts=starts)
         assert jobs.ids.tolist() == ["ns-a/workload/a100", "ns-a/workload/own-hold", "ns-a/workload/plain"]
-    tail = ": it can never be admitted, so it is no demand (no hold, no preemption, no aging for it)"
+    tail = (": it can never be admitted, so it is no demand (no hold, no preemption, no aging for it) and has no "
+            "start-time estimate")
     assert sorted(x.getMessage() for x in caplog.records) == [
         "Kueue Workload ns-a/h100 has pods (podSet main) that no node takes: selects nodes by "
         "nvidia.com/gpu.product=H100, which no node has" + tail,
@@ -272,3 +276,81 @@ def test_a_workload_whose_pods_no_node_takes_is_never_demand(caplog):
         f"{KEY}=x, whose taint ({KEY}=x:NoSchedule) it does not tolerate" + tail,
         "Kueue Workload ns-a/zone has pods (podSet main) that no node takes: selects nodes by zone=moon, which no "
         "node has" + tail]
+
+
+# --- one rule for both reads: the plan's demand and the start-time estimate's queue
+
+
+def test_a_workload_kueue_will_never_admit_is_neither_demand_nor_estimated_and_loses_its_estimate(caplog):
+    """One never-admitted rule for the plan's read (cluster_jobs) and the estimate's (queued_jobs, listed afresh):
+    a pod of 16 GPUs on 8-GPU nodes, 64 GPUs of the cluster's 56, a podSet selecting a label no node has, and a
+    Workload Kueue found inadmissible are neither demand nor pending jobs of the estimate, and the estimate each
+    carries is cleared; each is said once for both reads, cycle after cycle. Before, the estimate read every one but
+    the inadmissible (main: that one too) as a pending job ahead of later work and left their estimates on them. One
+    Kueue has not tried yet is estimated at once, and demand once Kueue has tried it."""
+    from daemon.actuators.k8s.workloads import OURS, P50, P90, REASON
+
+    c, act, names = _served_cluster()   # seven 8-GPU nodes: 56 GPUs
+
+    def carrying(body):
+        body["metadata"]["annotations"] = {P50: "2026-01-05T11:00:00Z", P90: "2026-01-05T12:00:00Z", REASON: "x"}
+        return body
+
+    zone = wl("zone", ns="serving")
+    zone["spec"]["podSets"][0]["template"]["spec"]["nodeSelector"] = {"zone": "moon"}
+    c.workloads += [wl("gang", ns="serving"), carrying(wl("huge-pod", ns="serving", count=1, gpus="16")),
+                    carrying(wl("past-cluster", ns="serving", count=8, gpus="8")), carrying(zone),
+                    carrying(wl("no-queue", ns="serving", verdict=inadmissible("LocalQueue x doesn't exist"))),
+                    wl("unseen", ns="serving", count=1, verdict=None)]
+    caplog.set_level(logging.WARNING, logger="gpu_autoscaler.actuator.kueue.workloads")
+    for _ in range(2):
+        jobs = act.cluster_jobs(names)
+        assert jobs.ids[~jobs.running].tolist() == ["serving/workload/gang"]
+        assert act.queued_jobs(names).ids.tolist() == ["serving/workload/gang", "serving/workload/unseen"]
+        assert sorted(act.workloads.changes([], NOW.timestamp())) == sorted(
+            ("serving", n, dict.fromkeys(OURS)) for n in ("huge-pod", "past-cluster", "zone", "no-queue"))
+    said = [x.getMessage().split(":")[0] for x in caplog.records if x.name.endswith(".workloads")]
+    assert sorted(said) == [
+        "Kueue Workload serving/huge-pod asks for pods of 16 GPUs, more than any node has (8)",
+        "Kueue Workload serving/no-queue is inadmissible to Kueue (LocalQueue x doesn't exist)",
+        "Kueue Workload serving/past-cluster asks for 64 GPUs in all, more than the cluster has (56)",
+        "Kueue Workload serving/zone has pods (podSet main) that no node takes"]
+
+
+def test_the_plan_reads_a_workloads_tier_from_its_pod_priority_class_only():
+    """A normal tenant's Workload on a WorkloadPriorityClass named gpu-autoscaler-high was high-tier demand (the
+    plan cleared and held nodes for it ahead of every other tenant's work); the plan now reads the tier as the
+    estimate does, from the pod PriorityClass only."""
+    forged = wl("jump")
+    forged["spec"]["priorityClassSource"] = "kueue.x-k8s.io/workloadpriorityclass"
+    jobs = reader().demand([forged, wl("real")], ("team-a",), SIZES, set(), now=NOW)
+    assert jobs.priority.tolist() == [PRIORITY["normal"], PRIORITY["high"]]
+
+
+def test_both_bounds_keep_the_workloads_kueue_serves_first():
+    """The plan's bound (max_workloads_per_tenant) and the estimate's (max_queued_per_namespace) are two sizes of
+    one choice: those Kueue serves first, the higher priority, then the older. The estimate's kept the longest
+    waiting whatever their priority (the Workload Kueue admits next had no estimate)."""
+    r = Workloads(None, {"ns-a": "team-a"}, "nvidia.com/gpu", "gpuas-low", 2, 2)
+    items = [wl("old", count=1, created="2026-01-05T09:00:00Z"), wl("mid", count=1, created="2026-01-05T09:30:00Z"),
+             wl("urgent", count=1, priority=100, created="2026-01-05T09:55:00Z")]
+    want = ["ns-a/workload/old", "ns-a/workload/urgent"]
+    assert r.demand(items, ("team-a",), SIZES, set(), now=NOW).ids.tolist() == want
+    assert r.jobs(items, ("team-a",), now=NOW).ids.tolist() == want
+
+
+def test_the_plans_read_takes_the_workloads_a_page_at_a_time():
+    """The plan's read held every page of every namespace before reading one (Workloads.list returned them all);
+    it takes them a page at a time as the estimate's does, each page let go before the next is asked for, and a
+    page refused midway fails the read in one line (the last plan kept)."""
+    import pytest
+
+    from daemon.actuators.k8s.kueue import QueueUnreadable
+    from tests.actuators.test_k8s_workloads import Paged
+
+    _, act, names = _served_cluster()
+    act.workloads.custom = paged = Paged("serving")
+    with pytest.raises(QueueUnreadable, match="410 Gone"):
+        act.cluster_jobs(names)
+    assert paged.pages == [None, "1", "2", "3"]
+    assert paged.alive[1:] == [1, 1, 1]   # the Workload being read, not the pages before (old: 50, 100, 150)

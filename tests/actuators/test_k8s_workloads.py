@@ -30,8 +30,9 @@ def wl(name, ns="ns-a", gpus="4", count=2, queue="q", pclass=None, admitted=Fals
                 "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus}}},
                                {"name": "side", "resources": {}}]}}}], **spec},
             "status": {"admission": {"clusterQueue": "cq"}} if admitted else {}}
-    if pclass:
+    if pclass:   # a pod PriorityClass, as the API serves v1beta2's priorityClassRef at v1beta1
         body["spec"]["priorityClassName"] = pclass
+        body["spec"]["priorityClassSource"] = "scheduling.k8s.io/priorityclass"
     return body
 
 
@@ -236,3 +237,118 @@ def test_a_podset_of_no_pods_asks_no_room_and_is_no_malformed_workload():
     assert workload_shape(sets((0, 8), (4, 1)), "nvidia.com/gpu") == (4, 4, 1)
     jobs = reader().jobs([sets((0, 8), (4, 1))], ("team-a",), now=NOW)
     assert jobs.gpus.tolist() == [4] and jobs.nodes_asked.tolist() == [4] and jobs.packed.tolist() == [True]
+
+
+def test_a_workload_priority_class_named_like_the_high_class_is_not_the_high_tier():
+    """A normal tenant's Workload on a WorkloadPriorityClass named gpu-autoscaler-high (the admission rule refuses
+    that name only as a pod PriorityClass, and no such WorkloadPriorityClass need exist) read as high-tier work,
+    served in the estimate before every other tenant's; it is its queue's tier now. The pod class still counts."""
+    r = reader()
+    forged = wl("jump", pclass="gpu-autoscaler-high")
+    forged["spec"]["priorityClassSource"] = "kueue.x-k8s.io/workloadpriorityclass"
+    low = wl("low-jump", queue="q-low", pclass="gpu-autoscaler-high")
+    low["spec"]["priorityClassSource"] = "kueue.x-k8s.io/workloadpriorityclass"
+    jobs = r.jobs([forged, low, wl("real", pclass="gpu-autoscaler-high")], ("team-a",), now=NOW)
+    assert jobs.priority.tolist() == [PRIORITY["normal"], PRIORITY["low"], PRIORITY["high"]]
+
+
+def test_a_workload_kueue_will_never_admit_is_no_pending_job_and_loses_our_estimate():
+    """A Workload without a queue (Kueue leaves it alone) or one Kueue found inadmissible (its LocalQueue missing or
+    stopped, its ClusterQueue inactive) waits for no quota: read as pending, a tenant's such Workload of the whole
+    cluster was served in the estimate ahead of later work, every other tenant's estimate after it. An estimate it
+    carries from when it waited is cleared."""
+    r = reader()
+    noq = wl("no-queue", queue="")
+    gone = wl("gone-queue", queue="nope", notes={P50: "2026-01-05T11:00:00Z", REASON: "x"})
+    gone["status"] = {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Inadmissible",
+                                      "message": "LocalQueue nope doesn't exist"}]}
+    waiting = wl("waits")
+    waiting["status"] = {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                                         "message": "couldn't assign flavors to pod set main: insufficient quota"}]}
+    jobs = r.jobs([noq, gone, waiting], ("team-a",), now=NOW)
+    assert jobs.ids.tolist() == [workload_id("ns-a", "waits")]
+    assert r.changes([], T) == [("ns-a", "gone-queue", dict.fromkeys(OURS))]
+
+
+def test_the_malformed_workloads_remembered_are_those_still_listed():
+    """Each malformed Workload is said once while it is listed; one created and deleted every second (each under a
+    new uid) was remembered for as long as the daemon ran."""
+    r = reader()
+    for i in range(50):
+        bad = wl(f"bad-{i}")
+        del bad["spec"]["podSets"]
+        r.jobs([bad, wl("good")], ("team-a",), now=NOW)
+    assert r._said == {"u-bad-49"}
+
+
+@pytest.mark.security
+def test_a_namespace_s_waiting_workloads_are_read_up_to_the_bound_longest_waiting_first(caplog):
+    """A tenant's Workloads were all jobs of every estimate, each cycle, and all held at once from the list. Of one
+    namespace at most max_per_namespace are read, the longest waiting; the rest are said in one line while their
+    number stays; another tenant's are all read."""
+    r = Workloads(None, {"ns-a": "team-a", "ns-b": "team-b"}, "nvidia.com/gpu", "q-low", max_per_namespace=3)
+    many = [wl(f"w{i}") for i in range(6)]
+    for i, w in enumerate(many):   # w0 made last, w5 first: w5, w4, w3 waited longest
+        w["metadata"]["creationTimestamp"] = f"2026-01-05T09:{50 - i:02d}:00Z"
+    caplog.set_level(logging.INFO, logger="gpu_autoscaler.actuator.kueue.workloads")
+    for _ in range(2):
+        jobs = r.jobs(iter([*many, wl("b", ns="ns-b")]), ("team-a", "team-b"), now=NOW)
+        assert jobs.ids.tolist() == [workload_id("ns-a", f"w{i}") for i in (3, 4, 5)] + [workload_id("ns-b", "b")]
+        assert set(r.queued) == set(jobs.ids.tolist())
+    assert [x.getMessage() for x in caplog.records] == [
+        "Kueue Workloads: 3 waiting in namespace ns-a past the 3 read for the start-time estimates (those Kueue "
+        "serves first are read: priority, then the longest waiting; the rest have no estimate)"]
+
+
+class Paged:
+    """A Workload list served in pages of 50, the fourth refused (410), which counts the Workloads of earlier pages
+    still alive each time a page is asked for (`alive`): held pages show there."""
+
+    def __init__(self, ns: str = "ns-a") -> None:
+        self.ns, self.pages, self.alive, self.refs = ns, [], [], []
+
+    def list_cluster_custom_object(self, *a, _continue=None, **k):
+        import gc
+        import weakref
+
+        class Doc(dict):   # a Workload as the client returns it, which a weak reference can watch
+            pass
+        gc.collect()
+        self.alive.append(sum(ref() is not None for ref in self.refs))
+        self.pages.append(_continue)
+        if _continue == "3":
+            raise ApiException(status=410, reason="Gone")
+        items = [Doc(wl(f"p{_continue or 0}-{i}", ns=self.ns)) for i in range(50)]
+        self.refs.extend(weakref.ref(x) for x in items)
+        return {"items": items, "metadata": {"continue": str(int(_continue or 0) + 1)}}
+
+
+def test_the_workloads_are_read_a_page_at_a_time():
+    """The list was held whole (every page's Workloads, each up to the apiserver's object size) before one was read:
+    now each page is read into the jobs as it comes and let go before the next is asked for. A page refused midway is
+    the one line of a list refused."""
+    act = KueueActuator(k8s.ApiClient(), KueueActuatorConfig(), [TenantConfig(name="team-a", tier="normal",
+                                                                              k8s_namespace="ns-a")])
+    act.workloads.custom = paged = Paged()
+    with pytest.raises(QueueUnreadable, match="410 Gone"):
+        act.queued_jobs(("team-a",))
+    assert paged.pages == [None, "1", "2", "3"]
+    assert paged.alive[1:] == [1, 1, 1]   # the Workload being read, not the pages before (old: 50, 100, 150)
+
+
+@pytest.mark.security
+def test_a_cycle_sends_at_most_max_patches_taking_the_namespaces_in_turn(monkeypatch):
+    """A tenant's 10,000 new Workloads were 10,000 fenced patches in one cycle, the other tenants' estimates after
+    them. With 4 a cycle: ns-b's one Workload is among the first 4 (the namespaces in turn), and ns-a's rest follow
+    in later cycles, each once, in the scheduler's order (a dry run: what it said it would write)."""
+    from daemon.actuators.k8s import workloads
+    monkeypatch.setattr(workloads, "MAX_PATCHES", 4)
+    r = reader()
+    items = [wl(f"a{i}") for i in range(10)] + [wl("b", ns="ns-b")]
+    r.jobs(items, ("team-a", "team-b"), now=NOW)
+    rows = [{"job_id": workload_id(w["metadata"]["namespace"], w["metadata"]["name"]), "p50_s": 600.0,
+             "p90_s": None, "basis": "time limit"} for w in items]
+    sent = [[(ns, name) for ns, name, _ in r.changes(rows, T, dry_run=True)] for _ in range(4)]
+    assert sent[0] == [("ns-a", "a0"), ("ns-b", "b"), ("ns-a", "a1"), ("ns-a", "a2")]
+    assert sent[1] == [("ns-a", f"a{i}") for i in range(3, 7)]
+    assert sent[2] == [("ns-a", f"a{i}") for i in range(7, 10)] and sent[3] == []

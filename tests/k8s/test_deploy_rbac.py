@@ -32,7 +32,6 @@ from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators.k8s import rbac
 from daemon.actuators.k8s.objects import POOL_VALUE
-from daemon.actuators.k8s.workloads import workload_id
 from daemon.config import TenantConfig
 from daemon.config.models import parse_config
 from daemon.policy.types import Notification, Plan, PolicyMemory, Preemption
@@ -270,20 +269,19 @@ def test_a_full_cycle_with_every_kubernetes_actuator_runs_on_the_shipped_rbac_an
         for act in (kube_act, kueue_act):
             _ok(act.apply(plan))
             _ok(act.notify([note]))
-        # a Workload Kueue cannot admit (more GPUs than there are) waits with no pod: read as a queued job, and its
-        # start estimate patched onto it
+        # a Workload Kueue can never admit (more GPUs than there are) carrying an estimate of ours from before: not a
+        # queued job, and the estimate patched off it
         custom.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", batch, "workloads", {
-            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload", "metadata": {"name": "huge"},
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload", "metadata": {"name": "huge", "annotations": {
+                "gpu-autoscaler.io/eta-p50": "2027-01-15T08:10:00Z", "gpu-autoscaler.io/eta-reason": "time limit"}},
             "spec": {"queueName": f"{prefix}-low", "podSets": [{"name": "main", "count": 8, "template": {"spec": {
                 "restartPolicy": "Never", "containers": [{"name": "main", "image": "registry.invalid/train:1",
                                                           "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}}}]}})
-        queued = kueue_act.queued_jobs(("team-high", "batchy"))
-        assert queued.ids.tolist() == [workload_id(batch, "huge")] and queued.gpus.tolist() == [64]
-        _ok(kueue_act.show_eta([{"job_id": workload_id(batch, "huge"), "p50_s": 600.0, "p90_s": None,
-                                 "basis": "time limit"}], 1_800_000_000.0))
+        assert len(kueue_act.queued_jobs(("team-high", "batchy"))) == 0
+        _ok(kueue_act.show_eta([], 1_800_000_000.0))
         notes = custom.get_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", batch, "workloads",
-                                                    "huge")["metadata"]["annotations"]
-        assert notes["gpu-autoscaler.io/eta-p50"] == "2027-01-15T08:10:00Z" and "gpu-autoscaler.io/eta-p90" not in notes
+                                                    "huge")["metadata"].get("annotations") or {}
+        assert not any(k.startswith("gpu-autoscaler.io/eta-") for k in notes), notes
         _ok(kube_act.reclaim([f"{batch}/idle"], "idle for an hour"))
         assert free in kube_act.node_names() and kube_act.node_down_confirmed(free) is False
         assert (f"{batch}/stranded", "batchy") in kube_act.jobs_on_node(free)   # (with idle, while it goes)

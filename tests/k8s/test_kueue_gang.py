@@ -40,6 +40,43 @@ def _gang(ns, name, queue, pods, gpus):
                      "podSets": [{"name": "workers", "count": pods, "template": {"spec": worker}}]}}
 
 
+KQ = ("kueue.x-k8s.io", "v1beta1")
+
+
+def _zero_quota_queue(custom, ns: str) -> str:
+    """A LocalQueue in `ns` on a ClusterQueue of this test's own with no GPU quota, active: a Workload in it waits
+    for quota Kueue may give it later (QuotaReserved=False, reason Pending), one Kueue may admit. A Workload in a
+    queue that does not exist is one Kueue will never admit, which neither the plan nor the estimate reads."""
+    name = f"zero-{ns}"
+    custom.create_cluster_custom_object(*KQ, "resourceflavors", {
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": {}})
+    custom.create_cluster_custom_object(*KQ, "clusterqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": name},
+        "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+            {"name": name, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 0}]}]}]}})
+    custom.create_namespaced_custom_object(*KQ, ns, "localqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue", "metadata": {"name": name, "namespace": ns},
+        "spec": {"clusterQueue": name}})
+    wait_for(lambda: any(c["type"] == "Active" and c["status"] == "True" for c in custom.get_cluster_custom_object(
+        *KQ, "clusterqueues", name).get("status", {}).get("conditions", [])), timeout=60, what=f"{name} active")
+    return name
+
+
+def _waits_for_quota(custom, ns: str, name: str) -> bool:
+    """Kueue has tried the Workload and found no quota for it now (reason Pending), not that it may never admit it."""
+    wl = custom.get_namespaced_custom_object(*KQ, ns, "workloads", name)
+    return any(c.get("type") == "QuotaReserved" and c.get("reason") == "Pending"
+               for c in (wl.get("status") or {}).get("conditions") or [])
+
+
+def _drop_zero_quota_queue(custom, name: str) -> None:
+    for plural in ("clusterqueues", "resourceflavors"):
+        try:
+            custom.delete_cluster_custom_object(*KQ, plural, name)
+        except k8s.ApiException:
+            pass
+
+
 def test_the_plans_evictions_for_a_4_x_8_gang_let_its_four_pods_bind(kueue):
     tenants, ns, nodes = kueue.tenants({"team-high": "high", "batchy": "low"}, nodes=5)
     serving, batch = ns["team-high"], ns["batchy"]
@@ -54,10 +91,12 @@ def test_the_plans_evictions_for_a_4_x_8_gang_let_its_four_pods_bind(kueue):
             core.create_namespaced_pod(batch, gpu_pod(batch, f"low-{i}", 8, "gpu-autoscaler-low",
                                                       {"kubernetes.io/hostname": node}))
             wait_for(lambda i=i: pod_running(core, batch, f"low-{i}"), timeout=60, what=f"low-{i} Running")
-        # the gang waits for admission: no LocalQueue of that name, so Kueue leaves it waiting
+        # the gang waits for admission: a queue with no quota, so Kueue leaves it waiting (one it may admit later)
         custom = k8s.CustomObjectsApi(kueue.api())
+        zero = _zero_quota_queue(custom, serving)
         custom.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", serving, "workloads",
-                                               _gang(serving, "trainer", "no-such-queue", 4, 8))
+                                               _gang(serving, "trainer", zero, 4, 8))
+        wait_for(lambda: _waits_for_quota(custom, serving, "trainer"), timeout=60, what="Kueue finds no quota now")
         queue = KueueActuator(kueue.api(), KueueActuatorConfig(), tenants, dry_run=True)
         waiting = queue.queued_jobs(names)
         assert waiting.ids.tolist() == [f"{serving}/workload/trainer"]
@@ -86,6 +125,7 @@ def test_the_plans_evictions_for_a_4_x_8_gang_let_its_four_pods_bind(kueue):
         assert len(kept) == 1 and pod_running(core, batch, kept[0])     # the fifth node's pod runs on
     finally:
         kueue.delete_nodes(nodes)
+        _drop_zero_quota_queue(k8s.CustomObjectsApi(kueue.api()), f"zero-{serving}")
 
 
 def test_a_podset_of_no_pods_is_taken_by_kueue_and_read_as_asking_no_room(kueue):
@@ -99,7 +139,7 @@ def test_a_podset_of_no_pods_is_taken_by_kueue_and_read_as_asking_no_room(kueue)
     custom = k8s.CustomObjectsApi(kueue.api())
 
     def workload(name: str, launchers: int | None) -> dict:
-        body = _gang(serving, name, "no-such-queue", 4, 1)
+        body = _gang(serving, name, zero, 4, 1)
         launcher = {"name": "launcher", "template": body["spec"]["podSets"][0]["template"]}
         launcher["template"] = {"spec": {**launcher["template"]["spec"], "containers": [{
             **launcher["template"]["spec"]["containers"][0], "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}}
@@ -108,12 +148,18 @@ def test_a_podset_of_no_pods_is_taken_by_kueue_and_read_as_asking_no_room(kueue)
         body["spec"]["podSets"].insert(0, launcher)
         return body
 
-    for name, launchers in (("no-launcher", 0), ("one-launcher", None)):
-        custom.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", serving, "workloads",
-                                               workload(name, launchers))
-    stored = custom.get_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", serving, "workloads", "one-launcher")
-    assert stored["spec"]["podSets"][0]["count"] == 1, stored["spec"]["podSets"]
-    waiting = KueueActuator(kueue.api(), KueueActuatorConfig(), tenants, dry_run=True).queued_jobs(("team-high",))
+    zero = _zero_quota_queue(custom, serving)
+    try:
+        for name, launchers in (("no-launcher", 0), ("one-launcher", None)):
+            custom.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", serving, "workloads",
+                                                   workload(name, launchers))
+            wait_for(lambda n=name: _waits_for_quota(custom, serving, n), timeout=60, what=f"{name} waits")
+        stored = custom.get_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", serving, "workloads",
+                                                     "one-launcher")
+        assert stored["spec"]["podSets"][0]["count"] == 1, stored["spec"]["podSets"]
+        waiting = KueueActuator(kueue.api(), KueueActuatorConfig(), tenants, dry_run=True).queued_jobs(("team-high",))
+    finally:
+        _drop_zero_quota_queue(custom, zero)
     got = {i: (g, k, bool(p)) for i, g, k, p in zip(waiting.ids.tolist(), waiting.gpus.tolist(),
                                                   waiting.nodes_asked.tolist(), waiting.packed.tolist())}
     assert got == {f"{serving}/workload/no-launcher": (4, 4, True),

@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 from daemon.actuators.k8s.kueue import KueueActuator
 from daemon.actuators.k8s.workloads import OURS, P50, P90, REASON, workload_id
 from daemon.config import KueueActuatorConfig
-from daemon.policy.state import ClusterState
+from daemon.policy.state import PRIORITY, ClusterState
 from daemon.policy.types import Plan, PolicyMemory
 from daemon.service.eta import EtaTracker, with_queued
 from tests.support.services import wait_for
@@ -155,4 +155,52 @@ def test_a_waiting_workload_carries_its_start_estimate_until_kueue_admits_it(kue
     view, _ = cycle()
     assert act.show_eta(view["jobs"], view["made_at"]).actions == []
     assert len(caplog.records) == 1                                       # the bad Workload was said once
+    kueue.delete_nodes(nodes)
+
+
+def _gpu_podset(gpus: int) -> list[dict]:
+    return [{"name": "main", "count": 1, "template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "main", "image": "registry.invalid/train:1",
+                                                  "resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}]}}}]
+
+
+def test_a_tenants_own_workloads_are_read_as_kueue_treats_them(kueue):
+    """A tenant with edit creates Workloads itself (no Job owns them). One on a WorkloadPriorityClass named
+    gpu-autoscaler-high: the high-priority-class rule checks only a pod PriorityClass of that name, Kueue's webhook
+    does not look for the class, and read at v1beta1 it is priorityClassName gpu-autoscaler-high (its source
+    kueue.x-k8s.io/workloadpriorityclass): it was high-tier work to the estimate, served before every other tenant's;
+    it is its queue's tier now. One on a LocalQueue that does not exist: Kueue marks it Inadmissible and never admits
+    it, where the estimate read it as a pending job ahead of later work; it is none now."""
+    tenants, ns, nodes = kueue.tenants({"batchy": "low"}, nodes=1)
+    batch = ns["batchy"]
+    uid = batch[-8:]
+    act = KueueActuator(kueue.api(), KueueActuatorConfig(queue_prefix=f"q{uid}", cohort=f"c{uid}",
+                                                         hold_shrink_delay_s=0), tenants, dry_run=False)
+    custom = k8s.CustomObjectsApi(kueue.api())
+    assert act.apply(_plan()).ok
+    low = act.queue_name("low")
+    wait_for(lambda: any(c["type"] == "Active" and c["status"] == "True" for c in custom.get_cluster_custom_object(
+        *KQ, "clusterqueues", low).get("status", {}).get("conditions", [])), timeout=60, what="low queue active")
+    # 64 GPUs: more than the queue may ever have, so it waits for quota for as long as the test runs
+    custom.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", batch, "workloads", {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "jump", "namespace": batch},
+        "spec": {"queueName": low, "priority": 1000000, "podSets": _gpu_podset(64),
+                 "priorityClassRef": {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
+                                      "name": "gpu-autoscaler-high"}}})
+    custom.create_namespaced_custom_object(*KQ, batch, "workloads", {
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload", "metadata": {"name": "lost", "namespace": batch},
+        "spec": {"queueName": "no-such-queue", "podSets": _gpu_podset(8)}})
+
+    def reason(name: str) -> str | None:
+        conds = custom.get_namespaced_custom_object(*KQ, batch, "workloads", name).get("status", {}).get(
+            "conditions") or []
+        return next((c.get("reason") for c in conds if c["type"] == "QuotaReserved" and c["status"] == "False"), None)
+    wait_for(lambda: reason("lost") == "Inadmissible" and reason("jump") is not None, timeout=60,
+             what="Kueue judged both Workloads")
+    spec = custom.get_namespaced_custom_object(*KQ, batch, "workloads", "jump")["spec"]
+    assert (spec.get("priorityClassName"), spec.get("priorityClassSource")) == (
+        "gpu-autoscaler-high", "kueue.x-k8s.io/workloadpriorityclass"), spec
+    queued = act.queued_jobs(("batchy",))
+    assert queued.ids.tolist() == [workload_id(batch, "jump")]
+    assert queued.priority.tolist() == [PRIORITY["low"]] and queued.gpus.tolist() == [64]
     kueue.delete_nodes(nodes)

@@ -184,6 +184,15 @@ def test_the_naive_estimate_by_hand():
     assert naive_waits(etas, 3.0, 0.0) == {"a": 0.0, "b": None, "c": None}
 
 
+def test_a_job_larger_than_the_cluster_is_ahead_of_nobody_in_the_naive_estimate():
+    """A tenant's Workload of a million 8-GPU pods, first in the order (it has waited longest, as it never starts):
+    the jobs after it needed 8 million GPUs more in the naive estimate, a p50 of centuries wherever the calibration
+    blends it in. On a 64-GPU cluster it is unknown and the others' waits are as without it."""
+    etas = [Eta("huge", "x", 8_000_000, 0, None, None, ""), Eta("a", "n", 2, 1, 0.0, 0.0, ""),
+            Eta("b", "n", 4, 2, 0.0, 0.0, "")]
+    assert naive_waits(etas, 3.0, 1 / 60, capacity=64) == pytest.approx({"huge": None, "a": 0.0, "b": 180.0})
+
+
 def test_the_rate_gpus_free_up_is_over_the_last_hour_or_since_the_first_observation():
     """The naive estimate's rate (one helper for the daemon and the replay): observed at 0 (nothing), 60 (2 GPUs)
     and 120 s (4): 6 GPUs in 120 s before an hour has passed. At 3660 the 2 of 60 s are an hour old and out (an hour

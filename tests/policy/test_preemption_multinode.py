@@ -487,3 +487,46 @@ def test_the_nodes_cleared_for_a_job_on_several_nodes_count_a_low_job_on_several
     chosen, placed, left = choose_placed(jobs, nodes, np.array([1, 0]), np.array([8, 1]), np.array([True, False]),
                                          8, 100, job_nodes=np.array([2, 1]))
     assert jobs.ids[chosen].tolist() == ["j0"] and (placed, left) == (1, 0)
+
+
+def _aged(n_nodes: int, pending: list[tuple[str, int, int, float, int]], tenants: tuple[str, ...],
+          aging_max_share: float):
+    """`n_nodes` 8-GPU nodes, each full of two of t1's low 4-GPU jobs (the cheapest on n0), and `pending` normal jobs
+    (id, tenant, GPUs, waited s, nodes asked), tenants' tiers normal but t1's: the plan with max_wait 10 steps."""
+    names = tuple(f"n{i}" for i in range(n_nodes))
+    run = jobs_on([(1, 4, "low", n, 900.0 + 100 * i + 10 * h) for i, n in enumerate(names) for h in range(2)])
+    ids, ten, g, wait, k = zip(*pending)
+    m = len(pending)
+    jobs = Jobs(np.r_[run.ids, np.array(ids, dtype=object)], np.r_[run.tenant, ten], np.r_[run.gpus, g],
+                np.r_[run.priority, [PRIORITY["normal"]] * m].astype(np.int8), np.r_[run.running, [False] * m],
+                np.r_[run.runtime_s, [0.0] * m], np.r_[run.wait_s, wait], np.r_[run.node, np.array([""] * m, object)],
+                nodes_asked=np.r_[np.ones(len(run), dtype=np.int64), k])
+    used = np.array([8.0 * n_nodes if t == "t1" else 0.0 for t in tenants])
+    pend = np.array([float(sum(x[2] for x in pending if x[1] == i)) for i in range(len(tenants))])
+    st = ClusterState(AT, tenants, tuple("low" if t == "t1" else "normal" for t in tenants), 8 * n_nodes, used, pend,
+                      jobs, nodes=nodes_of(run, names))
+    cfg = Config(policy={"preempt_budget_share": 1.0, "headroom": 0.0, "max_wait_steps": 10,
+                         "aging_max_share": aging_max_share})
+    return plan(flat_forecast(tenants, used.tolist()), st, PolicyMemory(), cfg)
+
+
+def test_an_aged_tenants_hold_is_for_its_admitted_job_not_its_largest_jobs_shape():
+    """Aging admits one job per starving tenant within aging_max_share of the GPUs (here 3 of 32): t0's 1-GPU job
+    that waited 2 hours. Its hold was rounded up to whole jobs of t0's largest job, a -N 2 --gres=gpu:8 job queued a
+    moment ago: a 16-GPU hold (two whole nodes on Slurm) and t1's four jobs on two nodes requeued for a 1-GPU job,
+    five times the cap. Now the hold is the admitted job's 1 GPU, and one 4-GPU job (the cheapest) makes room."""
+    p = _aged(4, [("old", 0, 1, 7200.0, 1), ("big", 0, 16, 0.0, 2)], ("t0", "t1"), 0.1)
+    assert p.reservations == {"t0": 1}
+    assert [(x.job_id, x.node, x.gpus) for x in p.preemptions] == [("j0", "n0", 4)]
+    assert p.hold_job_gpus == {"t0": 1}
+
+
+def test_aging_s_bound_counts_the_whole_nodes_an_aged_jobs_hold_takes():
+    """aging_max_share 0.375 of 64 GPUs: 24 for aged work. t0's 1-GPU job waited longest (admitted); t2's -N 4
+    --gres=gpu:4 job (16 GPUs) next: 1 + 16 fit the 24, so it was admitted too, and its hold is four whole 8-GPU
+    nodes (32, as Slurm reserves them): 33 GPUs held for aged work, and 20 GPUs of t1's jobs requeued. Its admission
+    counts the 32 its hold takes now: it waits for a slot, and only t0's job is made room for."""
+    p = _aged(8, [("first", 0, 1, 9000.0, 1), ("wide", 2, 16, 7200.0, 4)], ("t0", "t1", "t2"), 0.375)
+    assert p.reservations == {"t0": 1}
+    assert [(x.job_id, x.gpus) for x in p.preemptions] == [("j0", 4)]
+    assert any(n.startswith("aging: 1 tenant waited over 10 steps and waits for a slot") for n in p.notes), p.notes

@@ -142,7 +142,7 @@ class KueueActuator(FencedApply):
         # the Workloads that wait for admission: the plan's demand beside the pods (those Kueue may admit), and the
         # start-time estimates, which go back on them
         self.workloads = Workloads(self.custom, {ns: t for t, ns in self.ns_of.items()}, cfg.gpu_resource,
-                                   self.queue_name("low"), cfg.max_workloads_per_tenant)
+                                   self.queue_name("low"), cfg.max_workloads_per_tenant, cfg.max_queued_per_namespace)
         self._no_workloads = ""                  # why Workloads are not served (said once), "" while they are
 
     def use_fence(self, guard: FenceGuard) -> None:
@@ -641,12 +641,13 @@ class KueueActuator(FencedApply):
         """The pods (view.py) and, beside them, the waiting Workloads Kueue may admit (workloads.Workloads.demand:
         they have no pod yet), each a pending job of its tenant and tier with its shape, so the plan makes room and
         holds for a gang before Kueue admits it. Raises what the pods' read raises, and QueueUnreadable when the
-        Workloads cannot be listed (the cycle keeps its last plan: a queue unread is not an empty one); where Kueue
-        serves no Workloads at all (404) there are none, said once."""
+        Workloads cannot be listed, a page refused midway too (the cycle keeps its last plan: a queue unread is not an
+        empty one); where Kueue serves no Workloads at all (404) there are none, said once."""
         jobs = self.pods.cluster_jobs(tenants)
-        pods, nodes = self.pods.last_read or ([], [])
-        try:
-            items = self.workloads.list()
+        pods, sizes, starts = self._fleet()
+        try:   # a page at a time (Workloads.list): a page refused midway raises here too
+            waiting = self.workloads.demand(self.workloads.list(), tenants, sizes,
+                                            pod_owners(pods, self.workloads.tenant_of), starts=starts)
         except ApiException as exc:
             if exc.status != 404:
                 raise QueueUnreadable(f"cannot list Kueue Workloads ({GROUP}/{VERSION}): {exc.status} "
@@ -657,15 +658,18 @@ class KueueActuator(FencedApply):
             self._no_workloads = "404"
             return jobs
         self._no_workloads = ""
-        # each node's GPUs, usable now or not (a cordoned node may come back): what a Workload must fit in
+        return Jobs.concat([jobs, waiting]) if len(waiting) else jobs
+
+    def _fleet(self) -> tuple[list, list[int], Callable[[object, int], str | None]]:
+        """What the Workloads are judged against, from this cycle's pod read: the live pods (whose owners' Workloads
+        are counted as them), each node's GPUs, usable now or not (a cordoned node may come back: what a Workload
+        must fit in), and where their pods could start (the pod view's rule for a pending pod: nodeSelector, required
+        node affinity, spread keys, taints, with Kueue's hold label and taint left out as the view leaves them). No
+        nodes read: no size rule (workloads._too_big)."""
+        pods, nodes = self.pods.last_read or ([], [])
         sizes = [gpu_quantity((n.status.allocatable or {}).get(self.cfg.gpu_resource, 0)) if n.status else 0
                  for n in nodes]
-        # where the Workloads' pods could start: the pod view's rule for a pending pod (nodeSelector, required node
-        # affinity, spread keys, taints), with Kueue's hold label and taint left out as the view leaves them
-        starts = never_starts(nodes, self.cfg.gpu_resource, self.pods.resolver, self.cfg.hold_label)
-        waiting = self.workloads.demand(items, tenants, sizes, pod_owners(pods, self.workloads.tenant_of),
-                                        starts=starts)
-        return Jobs.concat([jobs, waiting]) if len(waiting) else jobs
+        return pods, sizes, never_starts(nodes, self.cfg.gpu_resource, self.pods.resolver, self.cfg.hold_label)
 
     @property
     def dra(self):
@@ -675,16 +679,17 @@ class KueueActuator(FencedApply):
 
     def queued_jobs(self, tenants: tuple[str, ...]) -> Jobs:
         """The Workloads Kueue has not admitted, as pending jobs for the start-time estimates (workloads.py; they
-        have no pod, so the pods' read does not see them; every one that waits, as before, admissible or not).
+        have no pod, so the pods' read does not see them), by the plan's never-admitted rule (a Workload Kueue will
+        never admit has no estimate, and the one it carries is cleared), judged against this cycle's nodes (_fleet).
         Listed afresh: the estimate comes after the plan and its actions, and a Workload made since the plan's read
-        waits too. Raises QueueUnreadable, in one line, when the
-        API does not answer or refuses (an ApiException's text holds the whole answer, headers and body)."""
-        try:
-            items = self.workloads.list()
+        waits too. Raises QueueUnreadable, in one line, when the API does not answer or refuses, a page midway too
+        (an ApiException's text holds the whole answer, headers and body)."""
+        _, sizes, starts = self._fleet()
+        try:   # read a page at a time (Workloads.list), so a page refused midway raises here too
+            return self.workloads.jobs(self.workloads.list(), tenants, sizes=sizes, starts=starts)
         except ApiException as exc:
             raise QueueUnreadable(f"cannot list Kueue Workloads ({GROUP}/{VERSION}): {exc.status} {exc.reason}") \
                 from None
-        return self.workloads.jobs(items, tenants)
 
     def queued_starts(self) -> dict[str, float]:
         """The admitted Workloads as the last queued_jobs read found them: job id -> when admitted (epoch)."""

@@ -3,30 +3,35 @@ annotations (issue 39, item 3).
 
 A Workload Kueue has not admitted has no pod (its Job is suspended, its pods are gated), so the pod view (view.py)
 does not see it: a Kueue cluster's queue is invisible there. Here every Workload of a tenant namespace is listed
-(``kueue.x-k8s.io/v1beta1``, in pages, each cycle) and each one that waits (no ``status.admission``, active, not
-finished, not being deleted) becomes a pending job: its id ``<namespace>/workload/<name>`` (a pod's name has no
-``/``, so it never meets a pod's id), its tenant the namespace's, its GPUs the sum over its podSets of
-``count`` x the GPU resource each pod asks for (requests, else limits, of every container, init containers and sidecars
-counted as Kueue counts them), its shape its pods that ask GPUs (``Jobs.nodes_asked``, ``Jobs.packed``: a gang whose
-pods may share a node; podSets whose pods ask different GPUs: packed into parts of the largest pod's GPUs,
-workload_shape), its wait since its
-``creationTimestamp``, its tier its PriorityClass's (``gpu-autoscaler-<tier>``), else low on the tenant's low
-LocalQueue, else normal (as a pod's). A Workload asking for no GPU is not a job (as a pod). A malformed one (no
-podSets, a count or a GPU quantity that is not one) is skipped with one log line naming it and the field, once.
+(``kueue.x-k8s.io/v1beta1``, a page at a time, never all held) and each one that waits becomes a pending job: its id
+``<namespace>/workload/<name>`` (a pod's name has no ``/``, so it never meets a pod's id), its tenant the
+namespace's, its GPUs the sum over its podSets of ``count`` x the GPU resource each pod asks for (requests, else
+limits, of every container, init containers and sidecars counted as Kueue counts them), its shape its pods that ask
+GPUs (``Jobs.nodes_asked``, ``Jobs.packed``: a gang whose pods may share a node; podSets whose pods ask different
+GPUs: packed into parts of the largest pod's GPUs, workload_shape), its wait since its ``creationTimestamp``, its
+tier its pod PriorityClass's (``gpu-autoscaler-<tier>``; not a WorkloadPriorityClass's, whose name a tenant picks:
+tier_of), else low on the tenant's low LocalQueue, else normal (as a pod's). A Workload asking for no GPU is not a
+job (as a pod). A malformed one (no podSets, a count or a GPU quantity that is not one) is skipped with one log line
+naming it and the field, once while it is listed.
 
-The plan reads them too (``Workloads.demand``, through the Kueue actuator's cluster_jobs, beside the pods), but only
-those Kueue can admit: a Workload Kueue has not looked at yet (no ``QuotaReserved`` condition: its controller and
-scheduler write one within a second) is not demand yet; one Kueue finds inadmissible (``QuotaReserved=False``, reason
-``Inadmissible``: its LocalQueue or ClusterQueue missing, stopped or terminating) is never demand, nor one whose pod
-asks more GPUs than any node has or whose GPUs in all are more than the cluster has (no quota the daemon writes is
-ever more than the cluster's GPUs, so Kueue never admits it), nor one with a podSet whose pods no node takes (the pod
-view's never_starts: its node selectors, spread keys and tolerations over the nodes): said once per Workload, in one
-line. Kueue's own
-"Pending ... > maximum capacity" is not taken as never: that capacity is the quotas the plan writes, which grow with
-the holds the plan makes for this very demand. A waiting Workload whose pods the pod view counts (their owner is the
-Workload's owner, the requeued Workload of a Job whose pods still run) is counted once, as its pods. A tenant's
-waiting Workloads are read in Kueue's order (priority, then age) up to ``actuators.kueue.max_workloads_per_tenant``;
-the rest are no demand until fewer wait (said once per tenant per change).
+Two reads, one rule (Workloads._scan). The plan's (``Workloads.demand``, through the Kueue actuator's cluster_jobs,
+beside the pods) and the estimate's (``Workloads.jobs``, queued_jobs, listed afresh after the plan's actions) both
+take a Workload as waiting only while Kueue holds it back (not admitted, active, not finished, not being deleted) and
+may ever admit it: not one naming no queue or that Kueue finds inadmissible (``QuotaReserved=False``, reason
+``Inadmissible``, ``Misconfigured`` in later versions: its LocalQueue or ClusterQueue missing, stopped or inactive),
+nor one whose pod asks more GPUs than any node has or whose GPUs in all are more than the cluster has (no quota the
+daemon writes is ever more than the cluster's GPUs), nor one with a podSet whose pods no node takes (the pod view's
+never_starts: its node selectors, spread keys and tolerations over the nodes). Such a Workload is no demand and no
+pending job of the estimate, and an estimate it carries is cleared; it is said once per Workload, in one line.
+Kueue's own "Pending ... > maximum capacity" is not taken as never: that capacity is the quotas the plan writes,
+which grow with the holds the plan makes for this very demand. The plan alone also leaves out a Workload Kueue has
+not looked at yet (no ``QuotaReserved`` condition: its controller and scheduler write one within a second; the
+estimate gives it one at once) and one whose pods the pod view counts (their owner is the Workload's owner, the
+requeued Workload of a Job whose pods still run: counted once, as its pods). Each read is bounded per tenant (one
+namespace each), keeping those Kueue serves first (priority, then age): the plan's at
+``actuators.kueue.max_workloads_per_tenant`` (what it holds and preempts for; the rest are no demand until fewer
+wait), the estimate's at ``actuators.kueue.max_queued_per_namespace`` (which get an estimate): each said once per
+change.
 
 An admitted Workload's admission time is its start for the estimate's error metrics (what it was first told is
 scored against it).
@@ -35,15 +40,17 @@ The estimate goes back on the Workload, where ``kubectl get workload -o yaml`` s
 patch, fenced like every write): ``gpu-autoscaler.io/eta-p50`` and ``eta-p90`` (RFC 3339, UTC, to the second;
 absent while unknown) and ``eta-reason`` (what it rests on, or why it is unknown). Rewritten only when the p50 or
 p90 moved 5 minutes or more or became (un)known, compared with what the Workload carries now (so a replica that
-takes over does not rewrite them all); once Kueue admits the Workload, they are removed. Annotations rather than an
-Event: an Event per move would pile up beside the Workload and expire in an hour; an annotation is the one current
-estimate.
+takes over does not rewrite them all); once Kueue admits the Workload (or it waits no more), they are removed.
+Annotations rather than an Event: an Event per move would pile up beside the Workload and expire in an hour; an
+annotation is the one current estimate.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import heapq
 import logging
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Callable
 
@@ -65,8 +72,21 @@ STORED = "v1beta2"
 P50, P90, REASON = "gpu-autoscaler.io/eta-p50", "gpu-autoscaler.io/eta-p90", "gpu-autoscaler.io/eta-reason"
 OURS = (P50, P90, REASON)
 PAGE = 500
+# the most waiting Workloads of one tenant the plan counts as demand (actuators.kueue.max_workloads_per_tenant)
+MAX_PER_TENANT = 1000
+# the most waiting Workloads of one namespace read for the estimates (actuators.kueue.max_queued_per_namespace)
+MAX_PER_NAMESPACE = 10_000
+# the most estimate patches (annotations written or cleared) a cycle sends; the rest follow in later cycles
+MAX_PATCHES = 200
 TIER_OF_CLASS = {priority_class_name(t): t for t in PRIORITY}
 _DECODE = k8s.ApiClient()   # reads a podSet's template as the client's V1Pod (no request is ever sent with it)
+# spec.priorityClassSource at v1beta1 of a Workload whose class is a pod PriorityClass (v1beta2's priorityClassRef of
+# group scheduling.k8s.io), the one the high-priority-class admission rule checks; a WorkloadPriorityClass
+# (kueue.x-k8s.io/workloadpriorityclass) may carry any name, gpu-autoscaler-high too
+POD_CLASS_SOURCE = "scheduling.k8s.io/priorityclass"
+# QuotaReserved=False reasons for a Workload Kueue will not admit as it is: its LocalQueue or ClusterQueue missing,
+# stopped or inactive (Inadmissible; Misconfigured in later versions)
+NEVER_ADMITTED = frozenset({"Inadmissible", "Misconfigured"})
 
 
 class Malformed(ValueError):
@@ -180,9 +200,6 @@ def _parts(groups: list[tuple[int, int]], size: int) -> int:
     return total
 
 
-INADMISSIBLE = "Inadmissible"   # Kueue's reason (WorkloadInadmissible) on QuotaReserved=False: no queue to admit it
-
-
 def quota_verdict(wl: dict) -> tuple[str, str] | None:
     """Kueue's last word on reserving quota for a waiting Workload: (reason, message) of its ``QuotaReserved=False``
     condition (``Inadmissible``: its queues do not let it in; ``Pending``: no room now), None while it has none
@@ -211,14 +228,43 @@ def pod_owners(pods: list, tenant_of_ns: dict[str, str]) -> set[str]:
     return out
 
 
-def waits(wl: dict) -> bool:
-    """Whether Kueue holds the Workload back: not admitted (no quota reserved), active, not finished, not going."""
+def _held_back(wl: dict) -> bool:
+    """Whether Kueue still holds the Workload back: not admitted (no quota reserved), active, not finished, not
+    going. One that is not waits no more: any estimate it carries is cleared."""
     st = wl.get("status") or {}
     if st.get("admission") or (wl.get("metadata") or {}).get("deletionTimestamp"):
         return False
     if (wl.get("spec") or {}).get("active") is False:
         return False
-    return not any(c.get("type") == "Finished" and c.get("status") == "True" for c in st.get("conditions") or [])
+    return not any(isinstance(c, dict) and c.get("type") == "Finished" and c.get("status") == "True"
+                   for c in st.get("conditions") or [])
+
+
+def kueue_refuses(wl: dict) -> str | None:
+    """Why Kueue itself will never admit the Workload as it is, or None: it names no queue (Kueue leaves a Workload
+    without one alone), or Kueue marked it ``QuotaReserved=False`` for a reason in NEVER_ADMITTED (its LocalQueue
+    missing or stopped, its ClusterQueue missing or inactive). A tenant may create Workloads itself: one no quota can
+    start was a pending job all the same, ahead of later work, given GPUs it will never take."""
+    if not (wl.get("spec") or {}).get("queueName"):
+        return "names no queue (Kueue leaves it alone)"
+    verdict = quota_verdict(wl)
+    if verdict is not None and verdict[0] in NEVER_ADMITTED:
+        return f"is inadmissible to Kueue ({verdict[1] or 'no message'})"
+    return None
+
+
+def tier_of(spec: dict, low_queue: str) -> str:
+    """A waiting Workload's tier: its pod PriorityClass's (``gpu-autoscaler-<tier>``), else low on the tenant's low
+    LocalQueue, else normal (as a pod's). A WorkloadPriorityClass is not read: the high-priority-class admission
+    rule refuses ``gpu-autoscaler-high`` outside the high tier only as a pod PriorityClass, and a Workload a normal
+    tenant made on a WorkloadPriorityClass of that name (none need exist: Kueue's webhook does not look) read as
+    high-tier work, served in the estimate before every other tenant's."""
+    tier = None
+    if spec.get("priorityClassSource") == POD_CLASS_SOURCE:
+        tier = TIER_OF_CLASS.get(spec.get("priorityClassName") or "")
+    if tier is None:
+        tier = "low" if spec.get("queueName") == low_queue else "normal"
+    return tier
 
 
 def admitted_at(wl: dict) -> float | None:
@@ -239,12 +285,10 @@ def _epoch(text: str | None) -> float | None:
     return (t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)).timestamp()
 
 
-def _never_why(verdict: tuple[str, str], shape: tuple[int, int, int], largest: int, total: int) -> str | None:
-    """Why a waiting Workload Kueue has tried can never be admitted, or None: Kueue's own ``Inadmissible``, a pod
-    larger than any node, or more GPUs in all than the cluster has (``largest``, ``total``: 0 with no node read)."""
-    reason, message = verdict
-    if reason == INADMISSIBLE:
-        return f"is inadmissible to Kueue ({message or 'no message'})"
+def _too_big(shape: tuple[int, int, int], largest: int, total: int) -> str | None:
+    """Why a Workload of this shape never fits the cluster, or None: a pod larger than any node, or more GPUs in all
+    than the cluster has (no quota the daemon writes is more, so Kueue never admits it; ``largest``, ``total``: 0
+    with no node read, and then no rule)."""
     if largest and shape[2] > largest:
         return f"asks for pods of {shape[2]} GPUs, more than any node has ({largest})"
     if total and shape[0] > total:
@@ -265,6 +309,54 @@ def _as_jobs(rows: list[tuple]) -> Jobs:
                 node=np.array([""] * n, dtype=object), nodes_asked=asked, packed=asked > 1)
 
 
+def _in_turn(cands: list, most: int) -> list:
+    """Up to `most` of `cands` ((namespace, name), ...), one namespace's after another's in turn, each namespace's
+    in their order."""
+    by_ns: dict[str, list] = {}
+    for c in cands:
+        by_ns.setdefault(c[0][0], []).append(c)
+    out: list = []
+    queues = [iter(v) for v in by_ns.values()]
+    while queues and len(out) < most:
+        for it in list(queues):
+            nxt = next(it, None)
+            if nxt is None:
+                queues.remove(it)
+            elif len(out) < most:
+                out.append(nxt)
+    return out
+
+
+class _FirstServed:
+    """Of each group's (a tenant's, a namespace's) waiting Workloads, the `most` Kueue serves first (the higher
+    ``spec.priority``, then the older; equal ones as listed), kept in a heap as the list is read a page at a time, so
+    none of the rest is held; and how many of each were past the bound."""
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        self.heaps: dict[str, list] = {}
+        self.over: dict[str, int] = {}
+        self._seq = 0
+
+    def add(self, group: str, wl: dict, item: object) -> None:
+        prio = (wl.get("spec") or {}).get("priority")
+        prio = prio if isinstance(prio, int) and not isinstance(prio, bool) else 0
+        created = _epoch((wl.get("metadata") or {}).get("creationTimestamp"))
+        self._seq += 1
+        # the heap's top is the one Kueue serves last: the lowest priority, the newest, the last listed
+        entry = (prio, -(created if created is not None else float("inf")), -self._seq, item)
+        heap = self.heaps.setdefault(group, [])
+        if len(heap) < self.most:
+            heapq.heappush(heap, entry)
+        else:
+            self.over[group] = self.over.get(group, 0) + 1
+            heapq.heappushpop(heap, entry)
+
+    def kept(self) -> list:
+        """The items kept, in the order they were listed."""
+        return [e[3] for e in sorted((e for h in self.heaps.values() for e in h), key=lambda e: -e[2])]
+
+
 def rfc3339(t: float | None) -> str | None:
     return None if t is None else dt.datetime.fromtimestamp(round(t), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -273,86 +365,128 @@ class Workloads:
     """The pending Workloads of the tenants' namespaces, read each cycle; the estimates written back on them."""
 
     def __init__(self, custom, tenant_of_ns: dict[str, str], resource: str, low_queue: str,
-                 max_per_tenant: int = 1000) -> None:
+                 max_per_tenant: int = MAX_PER_TENANT, max_per_namespace: int = MAX_PER_NAMESPACE) -> None:
         self.custom = custom
         self.tenant_of = tenant_of_ns
         self.resource = resource
         self.low_queue = low_queue
-        self.max_per_tenant = max_per_tenant   # actuators.kueue.max_workloads_per_tenant: the plan's read of each
+        self.max_per_tenant = max_per_tenant   # actuators.kueue.max_workloads_per_tenant: the plan's demand of each
+        self.max_per_namespace = max_per_namespace   # actuators.kueue.max_queued_per_namespace: the estimate's queue
+        self.over: dict[str, int] = {}          # namespace -> waiting Workloads past max_per_namespace, as last said
         self._never: dict[str, str] = {}        # Workloads that can never be admitted (uid -> line), as last said
         self._over: dict[str, int] = {}         # tenant -> its waiting Workloads past max_per_tenant, as last said
         self._pods: dict[tuple[str, int], object] = {}   # (uid, podSet) -> its template read as a V1Pod, while waiting
         self.queued: dict[str, Queued] = {}     # job id -> the Workload, as the last read found it
-        self.admitted: list[tuple[str, str]] = []   # (namespace, name): admitted, still carrying our estimate
+        self.admitted: list[tuple[str, str]] = []   # (namespace, name): waiting no more or never to be admitted,
+        #                                            still carrying our estimate
         self.started: dict[str, float] = {}     # job id -> when Kueue admitted it (epoch), for the admitted ones
-        self._said: set[str] = set()            # malformed Workloads already logged (uid)
+        self._said: set[str] = set()            # malformed Workloads logged and still listed (uid)
         self._write_version: str | None = None  # STORED where the API server serves it, else VERSION
         # a dry run writes nothing, so the Workloads never carry what it would have written: what it said it would
         # write is kept here instead, so that its reports do not list every waiting Workload every cycle
         self.told: dict[tuple[str, str], tuple[float | None, float | None] | None] = {}   # None: cleared
 
-    def list(self) -> list[dict]:
-        """Every Workload of every namespace, in pages (an ApiException when the API does not answer)."""
-        out: list[dict] = []
+    def list(self) -> Iterator[dict]:
+        """Every Workload of every namespace, a page at a time as it is read (an ApiException when the API does not
+        answer): jobs() and demand() keep of each only what they read, so a tenant's many Workloads are never all held
+        at once."""
         cont = None
         while True:
             page = self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, limit=PAGE, _continue=cont)
-            out += page.get("items") or []
-            cont = (page.get("metadata") or {}).get("continue")
+            items, cont = page.get("items") or [], (page.get("metadata") or {}).get("continue")
+            del page
+            yield from items
+            del items   # let the page go before the next is asked for
             if not cont:
-                return out
+                return
 
-    def jobs(self, items: list[dict], tenants: tuple[str, ...], now: dt.datetime | None = None) -> Jobs:
-        """The waiting Workloads among `items` as pending Jobs (module docstring); remembers them for write()."""
-        now = now or dt.datetime.now(dt.timezone.utc)
+    def _scan(self, items: Iterable[dict], tenants: tuple[str, ...], sizes: Iterable[int],
+              starts: Callable[[object, int], str | None] | None) -> Iterator[tuple[str, dict, int, tuple | None]]:
+        """Each tenant Workload among `items` (read as they come, a page at a time) as (what, Workload, tenant index,
+        shape). The one never-admitted rule of both reads, the plan's demand and the estimate's queue: 'gone' (Kueue
+        holds it back no more: admitted, finished, deactivated, being deleted), 'never' (Kueue will never admit it:
+        kueue_refuses; _too_big for `sizes`, each node's GPUs, usable now or not, a cordoned node may come back; or a
+        podSet no node takes, `starts`: _placed_nowhere), said once per Workload in one line, or 'waits' (asking
+        GPUs, with its shape). A malformed one (said once while it is listed) and one asking no GPU are neither."""
         index = {t: i for i, t in enumerate(tenants)}
-        rows = []
-        queued: dict[str, Queued] = {}
-        admitted = []
-        started: dict[str, float] = {}
+        sizes = list(sizes)
+        largest, total = max(sizes, default=0), sum(sizes)
+        never: dict[str, str] = {}
+        seen: dict[tuple[str, int], object] = {}
+        malformed: set[str] = set()
         for wl in items:
             meta = wl.get("metadata") or {}
             ns, name = meta.get("namespace", ""), meta.get("name", "")
             t = self.tenant_of.get(ns)
             if t not in index:
                 continue
-            notes = meta.get("annotations") or {}
-            if not waits(wl):
-                if (wl.get("status") or {}).get("admission"):
-                    at = admitted_at(wl)
-                    if at is not None:
-                        started[workload_id(ns, name)] = at
-                    if any(k in notes for k in OURS):
-                        admitted.append((ns, name))
+            if not _held_back(wl):
+                yield "gone", wl, index[t], None
                 continue
-            shape = self._shape(wl)
-            if shape is None or shape[0] <= 0:
+            key = meta.get("uid") or f"{ns}/{name}"
+            why = kueue_refuses(wl)
+            shape = None
+            if why is None:
+                try:
+                    shape = workload_shape(wl, self.resource)
+                except Malformed as exc:
+                    malformed.add(key)
+                    if key not in self._said:
+                        log.warning("Kueue Workload %s/%s skipped (no demand, no start-time estimate): %s", ns, name,
+                                    exc)
+                    continue
+                if shape[0] <= 0:
+                    continue
+                why = _too_big(shape, largest, total)
+                if why is None and starts is not None:
+                    why = self._placed_nowhere(wl, starts, seen)
+            if why is not None:
+                never[key] = f"Kueue Workload {ns}/{name} {why}"
+                yield "never", wl, index[t], shape
                 continue
-            jid = workload_id(ns, name)
-            queued[jid] = Queued(ns, name, _epoch(notes.get(P50)), _epoch(notes.get(P90)), REASON in notes)
-            rows.append(self._row(wl, index[t], shape, now))
-        self.queued, self.admitted, self.started = queued, admitted, started
-        return _as_jobs(rows)
+            yield "waits", wl, index[t], shape
+        for key in sorted(never.keys() - self._never.keys()):
+            log.warning("%s: it can never be admitted, so it is no demand (no hold, no preemption, no aging for it) "
+                        "and has no start-time estimate", never[key])
+        # only those still listed: a tenant creating a malformed one a second, each under a new uid, grew the set for
+        # as long as the daemon ran
+        self._never, self._pods, self._said = never, seen, malformed
 
-    def _shape(self, wl: dict) -> tuple[int, int, int] | None:
-        """workload_shape, or None for a malformed Workload (said once per Workload, naming the field)."""
-        try:
-            return workload_shape(wl, self.resource)
-        except Malformed as exc:
+    def jobs(self, items: Iterable[dict], tenants: tuple[str, ...], now: dt.datetime | None = None,
+             sizes: Iterable[int] = (), starts: Callable[[object, int], str | None] | None = None) -> Jobs:
+        """The waiting Workloads among `items` as pending Jobs for the estimate (module docstring), by the plan's
+        never-admitted rule (_scan: a Workload Kueue will never admit is not estimated, and an estimate it carries is
+        cleared), Kueue not having tried one yet or not; remembers them for changes(). Of one namespace at most
+        ``max_per_namespace``, those Kueue serves first (_FirstServed): a tenant's 100,000 Workloads were as many
+        jobs in every estimate, each cycle; the rest are said in one line when their number changes."""
+        now = now or dt.datetime.now(dt.timezone.utc)
+        first = _FirstServed(self.max_per_namespace)
+        clear: list[tuple[str, str]] = []
+        started: dict[str, float] = {}
+        for what, wl, t, shape in self._scan(items, tenants, sizes, starts):
             meta = wl.get("metadata") or {}
             ns, name = meta.get("namespace", ""), meta.get("name", "")
-            key = meta.get("uid") or f"{ns}/{name}"
-            if key not in self._said:
-                self._said.add(key)
-                log.warning("Kueue Workload %s/%s skipped (no demand, no start-time estimate): %s", ns, name, exc)
-            return None
+            notes = meta.get("annotations") or {}
+            if what == "waits":
+                first.add(ns, wl, (self._row(wl, t, shape, now),
+                                   Queued(ns, name, _epoch(notes.get(P50)), _epoch(notes.get(P90)), REASON in notes)))
+                continue
+            if what == "gone" and (wl.get("status") or {}).get("admission"):
+                at = admitted_at(wl)
+                if at is not None:
+                    started[workload_id(ns, name)] = at
+            if any(k in notes for k in OURS) and not meta.get("deletionTimestamp"):
+                clear.append((ns, name))   # admitted, waiting no more, or never to be admitted
+        kept = first.kept()
+        self.queued = {row[0]: q for row, q in kept}
+        self.admitted, self.started = clear, started
+        self._report_over(first.over)
+        return _as_jobs([row for row, _ in kept])
 
     def _row(self, wl: dict, tenant: int, shape: tuple[int, int, int], now: dt.datetime) -> tuple:
         """A waiting Workload's row: (id, tenant, GPUs, priority, wait, pods) (module docstring)."""
         meta, spec = wl.get("metadata") or {}, wl.get("spec") or {}
-        tier = TIER_OF_CLASS.get(spec.get("priorityClassName") or "")
-        if tier is None:
-            tier = "low" if spec.get("queueName") == self.low_queue else "normal"
+        tier = tier_of(spec, self.low_queue)
         created = _epoch(meta.get("creationTimestamp"))
         wait = max(now.timestamp() - created, 0.0) if created is not None else 0.0
         return (workload_id(meta.get("namespace", ""), meta.get("name", "")), tenant, shape[0], PRIORITY[tier], wait,
@@ -364,7 +498,7 @@ class Workloads:
         required node affinity, spread keys and tolerations against the nodes' labels and taints, as kube-scheduler
         filters the pods Kueue makes; Kueue itself finds no flavor for such a podSet on a mixed fleet, whose flavors
         select GPU types), or None. Only podSets that select nodes, tolerate or spread are judged (the rest start
-        wherever their GPUs fit: _never_why). Each podSet's template is read as a pod once per Workload (its podSets
+        wherever their GPUs fit: _too_big). Each podSet's template is read as a pod once per Workload (its podSets
         do not change) and kept in `seen` while the Workload waits."""
         uid = str((wl.get("metadata") or {}).get("uid") or "")
         for i, ps in enumerate((wl.get("spec") or {}).get("podSets") or []):
@@ -386,71 +520,50 @@ class Workloads:
                 return f"has pods (podSet {ps.get('name') or i}) that no node takes: {why}"
         return None
 
-    def demand(self, items: list[dict], tenants: tuple[str, ...], sizes: list[int], owners: set[str],
+    def demand(self, items: Iterable[dict], tenants: tuple[str, ...], sizes: list[int], owners: set[str],
                now: dt.datetime | None = None, starts: Callable[[object, int], str | None] | None = None) -> Jobs:
         """The waiting Workloads among `items` the plan counts as pending jobs, each with its shape (module
-        docstring): only those Kueue has tried and does not find inadmissible, that fit the cluster (`sizes`: each
-        node's GPUs, usable now or not: a cordoned node may come back), whose pods some node takes (`starts`: the
-        pod view's never_starts over the nodes, asked of each podSet that selects nodes, keeps off taints or spreads),
-        and that are not counted as pods already (`owners`: pod_owners); per tenant at most max_per_tenant, in
-        Kueue's order (priority, then the oldest)."""
+        docstring): by the never-admitted rule (_scan), those Kueue has tried (a QuotaReserved condition: one it has
+        not is demand within a second, if it may be admitted) and that are not counted as pods already (`owners`:
+        pod_owners); per tenant at most max_per_tenant, those Kueue serves first (_FirstServed)."""
         now = now or dt.datetime.now(dt.timezone.utc)
-        index = {t: i for i, t in enumerate(tenants)}
-        largest, total = max(sizes, default=0), sum(sizes)
-        never: dict[str, str] = {}
-        pods: dict[tuple[str, int], object] = {}
-        per_tenant: dict[int, list[tuple[int, float, tuple]]] = {}
-        for wl in items:
-            meta = wl.get("metadata") or {}
-            ns, name = meta.get("namespace", ""), meta.get("name", "")
-            t = self.tenant_of.get(ns)
-            if t not in index or not waits(wl):
+        first = _FirstServed(self.max_per_tenant)
+        for what, wl, t, shape in self._scan(items, tenants, sizes, starts):
+            if what != "waits" or quota_verdict(wl) is None:
                 continue
-            refs = meta.get("ownerReferences") or []
+            refs = (wl.get("metadata") or {}).get("ownerReferences") or []
             if owners and any(isinstance(r, dict) and r.get("uid") in owners for r in refs):
                 continue   # its pods are in the pod view (a requeued Workload whose pods still run): counted there
-            shape = self._shape(wl)
-            if shape is None or shape[0] <= 0:
-                continue
-            verdict = quota_verdict(wl)
-            if verdict is None:
-                continue   # Kueue has not tried it yet: demand once it has (within a second), if it may be admitted
-            why = _never_why(verdict, shape, largest, total)
-            if why is None and starts is not None:
-                why = self._placed_nowhere(wl, starts, pods)
-            if why is not None:
-                never[meta.get("uid") or f"{ns}/{name}"] = f"Kueue Workload {ns}/{name} {why}"
-                continue
-            prio = (wl.get("spec") or {}).get("priority")
-            prio = prio if isinstance(prio, int) and not isinstance(prio, bool) else 0
-            created = _epoch(meta.get("creationTimestamp"))
-            per_tenant.setdefault(index[t], []).append(
-                (-prio, created if created is not None else float("inf"), self._row(wl, index[t], shape, now)))
-        for key in sorted(never.keys() - self._never.keys()):
-            log.warning("%s: it can never be admitted, so it is no demand (no hold, no preemption, no aging for it)",
-                        never[key])
-        self._never, self._pods = never, pods
-        rows, over = [], {}
-        for i, got in per_tenant.items():
-            if len(got) > self.max_per_tenant:
-                got.sort(key=lambda r: r[:2])
-                over[tenants[i]] = len(got) - self.max_per_tenant
-                got = got[:self.max_per_tenant]
-            rows += [r[2] for r in got]
-        for t in sorted(over):
-            if self._over.get(t) != over[t]:
+            first.add(tenants[t], wl, self._row(wl, t, shape, now))
+        for t in sorted(first.over):
+            if self._over.get(t) != first.over[t]:
                 log.warning("tenant %s has %d waiting Kueue Workloads beyond actuators.kueue.max_workloads_per_tenant "
-                            "(%d): those, the last in Kueue's order, are no demand until fewer wait", t, over[t],
-                            self.max_per_tenant)
-        self._over = over
-        return _as_jobs(rows)
+                            "(%d): those, the last in Kueue's order, are no demand until fewer wait", t,
+                            first.over[t], self.max_per_tenant)
+        self._over = first.over
+        return _as_jobs(first.kept())
+
+    def _report_over(self, over: dict[str, int]) -> None:
+        """One line when a namespace's waiting Workloads past the bound change (appear, move, go), not each cycle."""
+        for ns in sorted(set(over) | set(self.over)):
+            if over.get(ns, 0) != self.over.get(ns, 0):
+                if over.get(ns):
+                    log.warning("Kueue Workloads: %d waiting in namespace %s past the %d read for the start-time "
+                                "estimates (those Kueue serves first are read: priority, then the longest waiting; "
+                                "the rest have no estimate)", over[ns], ns, self.max_per_namespace)
+                else:
+                    log.info("Kueue Workloads: namespace %s has no more than %d waiting again", ns,
+                             self.max_per_namespace)
+        self.over = over
 
     def changes(self, rows: list[dict], made_at: float, dry_run: bool = False) -> list[tuple[str, str, dict]]:
         """The patches to send: (namespace, name, annotations; None removes one) for each waiting Workload whose
         estimate moved (daemon.policy.eta.moved: REWRITE_S or more, or became (un)known) against what it carries (or
         that carries none yet), and for each admitted one that still carries ours. In a dry run, against what it
-        last said it would write."""
-        out = []
+        last said it would write. At most MAX_PATCHES a cycle, taken from the namespaces in turn (each in the
+        scheduler's order): a tenant's 10,000 new Workloads were 10,000 fenced patches in one cycle, the cycle's
+        thread busy with them and the other tenants' estimates behind them; the rest are sent in later cycles."""
+        cands: list[tuple[tuple[str, str], dict, tuple[float | None, float | None] | None]] = []
         told: dict[tuple[str, str], tuple[float | None, float | None] | None] = {}
         for r in rows:
             q = self.queued.get(str(r.get("job_id")))
@@ -466,13 +579,18 @@ class Workloads:
                     continue
             elif q.written and not _moved((q.p50, q.p90), (p50, p90)):
                 continue
-            told[key] = (p50, p90)
-            out.append((q.namespace, q.name, {P50: rfc3339(p50), P90: rfc3339(p90),
-                                              REASON: str(r.get("basis") or "")[:500]}))
+            cands.append((key, {P50: rfc3339(p50), P90: rfc3339(p90), REASON: str(r.get("basis") or "")[:500]},
+                          (p50, p90)))
         for key in self.admitted:
-            told[key] = None
-            if not (dry_run and key in self.told and self.told[key] is None):
-                out.append((*key, dict.fromkeys(OURS)))
+            if dry_run and key in self.told:
+                told[key] = self.told[key]
+                if self.told[key] is None:
+                    continue
+            cands.append((key, dict.fromkeys(OURS), None))
+        out = []
+        for key, notes, says in _in_turn(cands, MAX_PATCHES):
+            told[key] = says
+            out.append((*key, notes))
         if dry_run:
             self.told = told
         return out
