@@ -731,12 +731,14 @@ def _gate(state: ClusterState, view: _View, holds: _Holds, need_gpus: np.ndarray
 
 
 def _protected_notices(aged_since: dict[str, str], memory: PolicyMemory, cfg: Config) -> list[Notification]:
-    """Tell a tenant once, when aging starts protecting it."""
+    """Tell a tenant once, when aging starts protecting it, and for how long: the hold lasts until the job starts and
+    the grace period covers that job alone (its other jobs may be preempted the next minute, and were on `make run`)."""
     pc = cfg.policy
     return [Notification(t, "protected", f"a job waited over {plural(pc.max_wait_steps, 'step')}: it is held for "
                                          "ahead of normal work and of the high tier beyond its "
                                          f"guarantee, and once started not preempted for "
-                                         f"{pc.aging_min_run_s:g}s")
+                                         f"{pc.aging_min_run_s:g}s (that job only: other jobs of the tenant "
+                                         "stay preemptible)")
             for t in aged_since if t not in memory.aged_since]
 
 
