@@ -40,11 +40,12 @@ class LogActuator:
             for a in rep.actions:
                 log.info("decision: %s", a)
         elif plan.preemptions:
-            # one line per cycle: which jobs, and the reason they share
+            # one line per cycle: which jobs, and their reasons (each job's says what its GPUs were cleared for: a
+            # plan that clears for the high tier's forecast and for an aged tenant's waiting job has two)
             jobs = ", ".join(f"{p.job_id} ({p.tenant}, {plural(p.gpus, 'GPU')})" for p in plan.preemptions[:8])
             more = f" and {len(plan.preemptions) - 8} more" if len(plan.preemptions) > 8 else ""
             log.info("decision: preempt %s: %s%s; %s", plural(len(plan.preemptions), "job"), jobs, more,
-                     plan.preemptions[0].reason)
+                     "; ".join(dict.fromkeys(p.reason for p in plan.preemptions)))
         return rep
 
     def requeue(self, job_ids: list[str], reason: str) -> ActionReport:

@@ -124,8 +124,11 @@ def admit(ag: Aging, jobs: Jobs, n_tenants: int, eligible: np.ndarray, max_wait_
 def protected_notices(aged_since: dict[str, str], told: dict[str, str], max_wait_steps: int,
                       min_run_s: float) -> list[Notification]:
     """Tell a tenant once, when aging starts protecting it (`aged_since`: the tenants aging protects now; `told`:
-    those it already protected last cycle, PolicyMemory.aged_since)."""
+    those it already protected last cycle, PolicyMemory.aged_since), and for how long: the hold lasts until the job
+    starts and the grace period covers that job alone (its other jobs may be preempted the next minute, and were on
+    `make run`)."""
     return [Notification(t, "protected", f"a job waited over {plural(max_wait_steps, 'step')}: it is held for "
                                          "ahead of normal work and of the high tier beyond its "
-                                         f"guarantee, and once started not preempted for {min_run_s:g}s")
+                                         f"guarantee, and once started not preempted for {min_run_s:g}s (that job "
+                                         "only: other jobs of the tenant stay preemptible)")
             for t in aged_since if t not in told]

@@ -510,28 +510,22 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
         # the preempted tenant reads this (notices, Slurm comments, Kubernetes Events in its namespace): it names
         # no other tenant; whom each job made room for is the operator's, in Preemption.for_tenant
         ahead = f"ahead of forecast peak (p{int(pc.quantile * 100)} within {plural(pc.preempt_lead_steps, 'step')})"
-        # for what: the forecast only where the need of those the jobs were cleared for is the forecast's
-        # (daemon/policy/preempt_reason.py); the cluster's free GPUs may cover the GPUs short and a protected job
-        # still not fit on one node: the placement-aware choice then clears room on one, and a count of GPUs short
-        # (0 or below) would say nothing
-        of = protected & view.known
-        if len(cleared_for) == chosen.size:
-            of = np.zeros(n, dtype=bool)
-            of[np.asarray(cleared_for, dtype=np.int64)] = True
-        kinds = preempt_reason.needs(need_gpus, state.pending, holds.quantum, view.high, holds.aged, holds.floored,
-                                     None if holds.known is None else holds.known - win_used, of)
-        what = preempt_reason.cleared_for(kinds, plural(shortfall, "GPU") if shortfall > 0 else None, ahead)
-        reason = f"low-priority job preempted {what}"
-        # a job the health step found idle or hung was taken before busy ones (preemption.choose): its reason says so
-        idle_reason = ("low-priority job found idle by the job health check (its GPUs doing no work), so preempted "
-                       f"before busy jobs, {what}")
+        # for what: the forecast only where the need of the tenant each job was cleared for is the forecast's
+        # (daemon/policy/preempt_reason.py: per_job); the cluster's free GPUs may cover the GPUs short and a protected
+        # job still not fit on one node: the placement-aware choice then clears room on one, and a count of GPUs
+        # short (0 or below) would say nothing
+        whats = preempt_reason.per_job(need_gpus, state.pending, holds.quantum, view.high, holds.aged, holds.floored,
+                                       None if holds.known is None else holds.known - win_used, cleared_for,
+                                       protected & view.known, shortfall, ahead, chosen.size)
         idle = jobs.idle[chosen].tolist() if jobs.idle is not None else [False] * chosen.size
         beneficiary = [tenants[i] for i in cleared_for] if len(cleared_for) == chosen.size else [""] * chosen.size
-        for jid, ti, g, node, who, was_idle in zip(jobs.ids[chosen].tolist(), jobs.tenant[chosen].tolist(),
-                                                   jobs.gpus[chosen].tolist(), jobs.node[chosen].tolist(),
-                                                   beneficiary, idle):
+        for jid, ti, g, node, who, was_idle, what in zip(jobs.ids[chosen].tolist(), jobs.tenant[chosen].tolist(),
+                                                         jobs.gpus[chosen].tolist(), jobs.node[chosen].tolist(),
+                                                         beneficiary, idle, whats):
             t = tenants[ti]
-            why = idle_reason if was_idle else reason
+            # a job the health step found idle or hung was taken before busy ones (preemption.choose): it says so
+            why = ("low-priority job found idle by the job health check (its GPUs doing no work), so preempted "
+                   f"before busy jobs, {what}") if was_idle else f"low-priority job preempted {what}"
             preempts.append(Preemption(str(jid), t, int(g), str(node), why, who))
             notifs.append(Notification(t, "preempted", f"job {jid} preempted and requeued: {why}"))
     spent = float(jobs.gpus[chosen].sum()) if chosen.size else 0.0

@@ -211,3 +211,12 @@ def test_events_table_has_retention(tmp_path):
     st.save_cycle(p, "x")
     assert [e["kind"] for e in st.events()] == ["latest"]            # older than events_keep_s: gone
     st.close()
+
+
+def test_the_protected_notice_says_the_grace_period_is_that_jobs_alone():
+    # `make run`: tenant-0007 read "once started not preempted for 1800s", then its other jobs were preempted the
+    # minutes after its aged job started; the notice now says whose protection it is
+    cfg = Config(policy={"max_wait_steps": 10})
+    st = state([("lo-1", 1, 8, "low", False, 0.0, 900.0)], [0, 0])
+    (n,) = [x for x in plan(None, st, PolicyMemory(), cfg).notifications if x.kind == "protected"]
+    assert n.tenant == "lo" and n.message.endswith("(that job only: other jobs of the tenant stay preemptible)")
