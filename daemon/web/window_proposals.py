@@ -29,6 +29,12 @@ log = logging.getLogger("gpu_autoscaler.http")
 REFRESH = pd.Timedelta(hours=1)
 
 
+def _iso(at) -> str:
+    """A time as ISO 8601 (2026-01-12T14:05:00+00:00), as computed_at and every other time the API gives; str() of a
+    pandas Timestamp put a space where the T goes."""
+    return at.isoformat() if hasattr(at, "isoformat") else str(at)
+
+
 def read_store(cfg: Config) -> pd.DataFrame | None:
     """The daemon's history store as time x series, None when there is none yet."""
     from daemon.sim.own import history_store_path, read_history_store
@@ -46,7 +52,7 @@ def compute(frame: pd.DataFrame | None, cfg: Config, declared: list[dict], timez
                 "why": "the history store holds no demand yet (history.path; the source writes it every cycle)"}
     span_days = len(frame) * cfg.cycle.resolution_s / 86400
     if span_days < MIN_DAYS:   # no peak can have come on MIN_DAYS days: say so, not "no recurring peak"
-        return {**base, "status": "ready", "history_end": str(frame.index[-1]), "proposals": [],
+        return {**base, "status": "ready", "history_end": _iso(frame.index[-1]), "proposals": [],
                 "why": f"the history holds {span_days:.1f} days: a peak is proposed when it came on {MIN_DAYS} of "
                        f"the last {DAYS} days, so {MIN_DAYS} days at least are needed (history.keep_steps = "
                        f"{store_steps(cfg)} keeps the {DAYS} days and the day before them the evidence replays)"}
@@ -60,7 +66,7 @@ def compute(frame: pd.DataFrame | None, cfg: Config, declared: list[dict], timez
     note = None
     if props:
         note = _evidence(frame, cfg, declared, out)
-    return {**base, "status": "ready", "history_end": str(frame.index[-1]), "proposals": out,
+    return {**base, "status": "ready", "history_end": _iso(frame.index[-1]), "proposals": out,
             **({"evidence_note": note} if note else {})}
 
 

@@ -5,6 +5,8 @@ the API lists the one proposal with its evidence to operators only, the console 
 accepting it declares the window through the operator's path (audited); nothing is declared before. (The store
 used to be written here by hand: the simulator wrote none.)"""
 
+import datetime as dt
+
 import httpx
 import pytest
 
@@ -52,6 +54,7 @@ def test_proposals_are_listed_to_operators_only_and_accepting_one_declares_it(da
     assert httpx.get(f"{base}/api/v1/windows/proposals?timezone=Mars/Base", headers=h(OP)).status_code == 400
     res = _proposals(base)
     assert res["status"] == "ready", res
+    assert dt.datetime.fromisoformat(res["history_end"]).tzinfo and "T" in res["history_end"], res["history_end"]
     [p] = res["proposals"]
     assert p["tenant"] == PEAKED and p["every"] == "daily" and p["at"] in ("13:45", "14:00")
     assert 55 <= p["gpus"] <= 70 and p["days_seen"] >= 5
