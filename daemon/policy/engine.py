@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from daemon.config import Config, TenantConfig
-from daemon.policy import aging, budget, fleet, preempt_reason, preemption, reservation, windows
+from daemon.policy import aging, budget, fleet, hold_reason, preempt_reason, preemption, reservation, windows
 from daemon.policy.ratelimits import rate_level, tenant_limits
 from daemon.policy.state import PRIORITY, ClusterState
 from daemon.policy.types import Notification, OperatorInputs, Plan, PolicyMemory, Preemption
@@ -120,6 +120,7 @@ class _Holds:
     nodes: np.ndarray | None = None
     # per tenant, whether those are pods that may share a node (a Kubernetes gang, Jobs.packed; None: none is)
     packed: np.ndarray | None = None
+    basis: hold_reason.HoldBasis | None = None   # what each hold was sized on: why it changed (Plan.hold_why)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,8 +189,10 @@ def plan(forecast: Forecast | None, state: ClusterState, memory: PolicyMemory, c
     mem = PolicyMemory(reservations={}, rate_level=level, aged_since=aged_since, waited=ag.waited, stint=ag.stint,
                        aged_jobs=ag.aged_jobs, budget_gpus=cleared.budget_gpus, budget_jobs=cleared.budget_jobs,
                        budget_at=clock)
+    why = hold_reason.hold_why(view.tenants, memory.reservations, holds.res, holds.basis, memory.aged_since,
+                               memory.aged_jobs, state.jobs, last.window_holds if last else {})
     return dataclasses.replace(_assemble(state, view, holds, cleared, tuple(notifs), limits, load, mem, notes, typed),
-                               windows=in_force)
+                               windows=in_force, hold_why=why)
 
 
 def _windows_in_force(cfg: Config, ops: OperatorInputs) -> dict:
@@ -341,7 +344,7 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
         model = forecast.model
     else:
         peak = peak_soon = np.full(n, np.nan)
-        soon_steps = 0
+        soon_steps = steps = 0
         model = "none"
         notes.append("no forecast: reserving for current demand only")
     # reservations come in whole jobs: holding 6 GPUs for a tenant whose jobs take 8 holds nothing usable
@@ -396,7 +399,7 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
     # (policy.aging_before_high, default on; off: the high tier is served first and aged jobs get what is left)
     # a window's GPUs are held first, whole: declared, and checked against the capacity when declared
     # (daemon/config/windows.py); the rest (the forecast, aged jobs, floors) is fitted into what they leave
-    wheld = np.zeros(n) if win is None else np.minimum(win[0], res)
+    want, wheld = res, np.zeros(n) if win is None else np.minimum(win[0], res)
     res, room = res - wheld, max(capacity - int(wheld.sum()), 0)
     if pc.aging_before_high:
         aged_room = max(room - min(pool, int(np.where(high, res, 0.0).sum())), 0)
@@ -410,7 +413,8 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
     pooled = high.copy() if pc.pool_high_tier else np.zeros(n, dtype=bool)
     return _Holds(res, soon, quantum, aged, floored, pooled, pool, model, path, soon_steps, drain_steps, step_min,
                   known=None if win is None else win[1], own=None if win is None else wheld.astype(np.int64),
-                  nodes=job_nodes, packed=job_packed)
+                  nodes=job_nodes, packed=job_packed, basis=hold_reason.HoldBasis(
+                      high, aged, floor, wheld, peak, view.demand, want, pc.quantile, steps))
 
 
 def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Aging, memory: PolicyMemory,

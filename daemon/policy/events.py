@@ -27,6 +27,9 @@ def plan_events(previous: Plan | None, plan: Plan) -> list[tuple[str, dict]]:
     for t in sorted(set(old) | set(plan.reservations)):
         a, b = int(old.get(t, 0)), int(plan.reservations.get(t, 0))
         if a != b:
-            out.append(("plan_change", {"what": "held", "tenant": t, "from": a, "to": b,
-                                        "message": f"held capacity for {t}: {a} -> {plural(b, 'GPU')}"}))
+            # its cause, where the plan says one (Plan.hold_why): a number alone gives the tenant nothing to act on
+            why = plan.hold_why.get(t, "")
+            out.append(("plan_change", {"what": "held", "tenant": t, "from": a, "to": b, "why": why,
+                                        "message": f"held capacity for {t}: {a} -> {plural(b, 'GPU')}"
+                                                   + (f": {why}" if why else "")}))
     return out

@@ -136,6 +136,9 @@ class Plan:
     # a mixed fleet: tenant -> {GPU type: GPUs of its window_holds on that type} (each at most its holds_by_type
     # there); a pooled tenant's holds_by_type beyond them is the pool's on that type. Empty on a one-model cluster
     window_holds_by_type: dict[str, dict[str, int]] = field(default_factory=dict)
+    # tenant -> the main cause of its hold's change in this plan, in a few words (daemon/policy/hold_reason.py),
+    # for each tenant whose hold differs from the last plan's: what the `held` plan_change event tells it
+    hold_why: dict[str, str] = field(default_factory=dict)
 
     def job_gpus(self, tenants: Iterable[str]) -> int:
         """GPUs of the smallest job the holds of `tenants` are sized for (one tenant's hold, or a pool's), 1 when
@@ -174,6 +177,7 @@ class Plan:
             **({"window_holds": dict(self.window_holds)} if self.window_holds else {}),
             **({"window_holds_by_type": {t: dict(v) for t, v in self.window_holds_by_type.items()}}
                if self.window_holds_by_type else {}),
+            **({"hold_why": dict(self.hold_why)} if self.hold_why else {}),
         }
 
     @staticmethod
@@ -205,6 +209,7 @@ class Plan:
             window_holds={str(k): int(v) for k, v in d.get("window_holds", {}).items()},
             window_holds_by_type={str(t): {str(k): int(v) for k, v in h.items()}
                                   for t, h in d.get("window_holds_by_type", {}).items()},
+            hold_why={str(k): str(v) for k, v in d.get("hold_why", {}).items()},
         )
 
 

@@ -62,6 +62,7 @@ def _plan_record(p: Plan) -> str:
                 "window_holds_by_type"):
         if not d.get(key):
             d.pop(key, None)
+    d.pop("hold_why", None)  # why a hold changed: words about `reservations` (tests/policy/test_hold_why.py)
     d.pop("held_for", None)  # the held GPUs by reason: a reading of `reservations` (tests/policy/test_held_for.py)
 
     def fix(x):

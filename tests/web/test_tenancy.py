@@ -4,6 +4,7 @@ Events are written once for the operator (a failed node's every job and tenant, 
 cleared GPUs for); the API and the console hand a tenant its own part of each.
 """
 
+import dataclasses
 import json
 import re
 
@@ -196,3 +197,22 @@ def test_the_other_tenant_sees_only_its_own_side(planned):
     text = json.dumps(ev)
     assert names_in(text, {"tenant-0001", "tenant-0007"}) == set(), text
     assert "sim-41" not in text and "sim-90" not in text
+
+
+def test_a_tenant_reads_why_its_own_hold_changed(planned):
+    """First day: a tenant's events said "held capacity for tenant-0007: 12 -> 0 GPUs" and nothing more. The plan's
+    cause (Plan.hold_why) rides in the event (`why`, and the message the console shows), to its own tenant only."""
+    from daemon.policy.events import plan_events
+
+    d, base = planned
+    before = d.runtime.runner.last_plan
+    before = dataclasses.replace(before, reservations={"tenant-0001": 12, "tenant-0002": 24})
+    why = "its aged job started (aging no longer protects it)"
+    after = dataclasses.replace(before, reservations={"tenant-0002": 32},
+                                hold_why={"tenant-0001": why, "tenant-0002": "its window's lead time began"})
+    for kind, row in plan_events(before, after):
+        d.runtime.store.log_event(after.at, kind, row)
+    ev = httpx.get(f"{base}/api/v1/events?kind=plan_change", headers=h(TA)).json()["events"]
+    assert [(e["why"], e["message"]) for e in ev] == [(why, f"held capacity for tenant-0001: 12 -> 0 GPUs: {why}")]
+    page = httpx.get(f"{base}/ui/events?kind=plan_change", headers=h(TA)).text
+    assert f"12 -&gt; 0 GPUs: {why}" in page and "lead time" not in page   # tenant-0002's cause is not a's
