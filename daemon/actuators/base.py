@@ -182,6 +182,13 @@ class ListsClusterJobs(Protocol):
 
     def cluster_jobs(self, tenants: tuple[str, ...]) -> "Jobs": ...
 
+    def lists_every_job(self) -> bool:
+        """Whether cluster_jobs lists every job of the cluster, whoever runs it (Slurm: squeue lists every
+        account's), so a name it lists no job for runs none here: its GPUs in the metrics are another cluster's or a
+        stale series, and its demand is capped to 0 (PrometheusSource._covered). False where the view lists only the
+        tenants' jobs (Kubernetes: their namespaces' pods), where another name's jobs are unknown, not absent."""
+        ...
+
 
 @runtime_checkable
 class ReclaimsJobs(Protocol):

@@ -294,7 +294,8 @@ def build_runtime(cfg: Config, *, with_store: bool = True, metrics: DaemonMetric
         nodes_from = lister.cluster_nodes if isinstance(lister, ListsClusterNodes) else None
         if cfg.history.incremental:
             history = _history_store(cfg, with_store)
-        source = PrometheusSource(cfg, jobs_provider=jobs_from, history=history, nodes_provider=nodes_from)
+        source = PrometheusSource(cfg, jobs_provider=jobs_from, history=history, nodes_provider=nodes_from,
+                                  jobs_whole=lister is not None and lister.lists_every_job())
     forecaster, note = build_forecaster(cfg)
     log.debug("%s", note)  # the CLI's start-up line says it, short; /api/v1/plan has it whole
     limit_torch_threads(cfg.forecaster.torch_threads)

@@ -34,7 +34,7 @@ from daemon.sources.base import Collected, SourceError
 from daemon.sources.history import History
 from daemon.sources.pushgateway import Pushed, add_back, left_out_line, pushed_refusal, pushed_selector
 from daemon.sources.redact import redact_text, redact_url
-from daemon.sources.scheduler_bounds import bound_capacity, cap_demand, dropped_line, mark_silent, uncovered_use
+from daemon.sources.scheduler_bounds import bound_capacity, bound_demand, dropped_line, mark_silent, unlisted_line
 from daemon.text import one_line, plural
 
 log = logging.getLogger("gpu_autoscaler.source.prometheus")
@@ -153,7 +153,7 @@ class PrometheusSource:
     def __init__(self, cfg: Config, clock: Callable[[], float] = time.time,
                  jobs_provider: Callable[[tuple[str, ...]], Jobs] | None = None,
                  history: History | None = None,
-                 nodes_provider: Callable[[tuple[str, ...]], Nodes] | None = None) -> None:
+                 nodes_provider: Callable[[tuple[str, ...]], Nodes] | None = None, jobs_whole: bool = False) -> None:
         self.cfg = cfg
         pc = cfg.source.prometheus
         self.pc = pc
@@ -166,6 +166,7 @@ class PrometheusSource:
                                       timeout=pc.timeout_s, session=session)
         self.clock = clock
         self.jobs_provider = jobs_provider
+        self.jobs_whole = jobs_whole   # the provider lists every job of the cluster (ListsClusterJobs.lists_every_job)
         self.nodes_provider = nodes_provider
         self.step_s = cfg.cycle.resolution_s
         self.tiers = {t.name: t.tier for t in cfg.tenants}
@@ -181,7 +182,8 @@ class PrometheusSource:
         self.resolver = cfg.fleet.resolver()   # GPU model names -> [fleet] types (window_by_type)
         self.typed = cfg.fleet.typed           # a mixed fleet: history per (tenant, type), nodes with a type
         self._reported_unknown: set[str] = set()
-        self._capped: dict[str, int] = {}    # tenant -> GPUs of demand capped, as last logged
+        self._capped: dict[str, int] = {}    # tenant -> GPUs of demand capped, as last logged (one line each)
+        self._unlisted: dict[str, int] = {}  # names with no job on a whole view -> GPUs capped, as logged (one line)
         self._dropped: dict[str, int] = {}   # node -> GPUs left out of capacity, as last logged
         self._silent: dict[str, int] = {}   # GPUs unseen per node read as silent (mark_silent), as last logged
         hc = cfg.history
@@ -636,14 +638,9 @@ class PrometheusSource:
             history = self._history_silent(history, owner, tenants, np.isnan(used) & ~np.isnan(before), last_is_now)
             self._report_silent(silent)
         missing = tuple(t for t, u in zip(tenants, used) if not np.isfinite(u))
-        capped: dict[str, int] = {}
-        stray: dict[str, int] = {}
-        if self.jobs_provider is not None:   # the scheduler's jobs bound each tenant's demand
-            covered = self._covered(tenants, jobs)
-            used, excess = cap_demand(used, jobs, covered=covered)
-            capped = {tenants[i]: int(round(excess[i])) for i in np.flatnonzero(excess > 0)}
-            stray = uncovered_use(tenants, used, covered)
-        self._report_capped(capped)
+        used, capped, stray, unlisted = (bound_demand(used, tenants, jobs, self._covered(tenants, jobs), self.tiers)
+                                         if self.jobs_provider is not None else (used, {}, {}, {}))   # by the jobs
+        self._report_capped(capped, unlisted)
         dropped: dict[str, int] = {}
         if self.nodes_provider is not None and nodes is not None:   # the scheduler's nodes bound the capacity
             capacity, dropped = bound_capacity(cap, self.pc.node_label, nodes)
@@ -700,21 +697,25 @@ class PrometheusSource:
     def _covered(self, tenants: tuple[str, ...], jobs: Jobs) -> np.ndarray:
         """Per tenant, whether the scheduler's view covers it: a configured tenant, or one it lists a job for. A
         namespace that is no tenant may have pods a Kubernetes view does not list (it lists tenants' pods only);
-        its GPUs stay in the load, uncapped, and it gets no hold."""
-        covered = np.array([t in self.tiers for t in tenants], dtype=bool)
+        its GPUs stay in the load, uncapped, and it gets no hold. A view listing every job (jobs_whole: squeue) covers
+        every name: one with no job runs none here (another cluster's, a stale series; counted, "load=1500%")."""
+        covered = np.array([self.jobs_whole or t in self.tiers for t in tenants], dtype=bool)
         covered[np.unique(jobs.tenant)] = True
         return covered
 
-    def _report_capped(self, capped: dict[str, int]) -> None:
-        """One log line per tenant whose capped demand changed (appeared, moved or went away), not every cycle."""
-        for t in sorted(set(capped) | set(self._capped)):
-            now, before = capped.get(t, 0), self._capped.get(t, 0)
+    def _report_capped(self, capped: dict[str, int], unlisted: dict[str, int]) -> None:
+        """One log line per tenant whose capped demand changed, not every cycle; ``unlisted`` in one (unlisted_line)."""
+        per = {t: g for t, g in capped.items() if t not in unlisted}
+        for t in sorted(set(per) | set(self._capped)):
+            now, before = per.get(t, 0), self._capped.get(t, 0)
             if now != before and now:
                 log.warning("tenant %s: Prometheus reports %d GPU(s) more than its running jobs on the scheduler "
                             "hold; demand capped at its jobs' GPUs (series from outside the exporter?)", t, now)
             elif now != before:
                 log.info("tenant %s: demand no longer above its jobs' GPUs on the scheduler", t)
-        self._capped = capped
+        if unlisted != self._unlisted:
+            log.log(logging.WARNING if unlisted else logging.INFO, "%s", unlisted_line(unlisted))
+        self._capped, self._unlisted = per, unlisted
 
     def _report_dropped(self, dropped: dict[str, int], stray: dict[str, int]) -> None:
         """One log line when the GPUs left out of capacity (nodes the scheduler does not list) change."""

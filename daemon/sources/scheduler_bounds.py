@@ -10,7 +10,9 @@ are the second line, for whatever still gets through (a relabelling mistake, a t
 - demand: a tenant uses at most the GPUs of its own running jobs on the scheduler; the rest is capped and
   reported (the plan's demand_capped, gpuas_demand_capped_gpus, one log line per tenant per change). A name the
   scheduler's view does not cover (no configured tenant, no job listed: on Kubernetes, pods of other namespaces
-  are not listed) is left as it is.
+  are not listed) is left as it is. Where the view lists every job of the cluster (Slurm's squeue:
+  ListsClusterJobs.lists_every_job) it covers every name: one with no job listed runs none here (another cluster's
+  exporter, a stale series) and is capped to 0, all such names said in one line per change (unlisted_line).
 - silence: a node the scheduler lists up (GPUs > 0) with running GPU jobs, that counts fewer GPUs in an answer
   naming nodes than those jobs hold there, has a silent exporter, wholly (crashed, its scrape broken: no series) or
   in part (a GPU lost off the bus, excluded, re-partitioned); past the missing query's 15 minutes its tenants' GPUs
@@ -23,6 +25,7 @@ lists the jobs and nodes); without one the metrics are all there is.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Container
 
 import numpy as np
 
@@ -78,6 +81,19 @@ def dropped_line(dropped: dict[str, int], stray: dict[str, int]) -> str:
     return out
 
 
+def unlisted_line(unlisted: dict[str, int]) -> str:
+    """The warning for names capped to 0 because a view that lists every job of the cluster lists none of theirs
+    (``unlisted``: name -> GPUs capped): it names them and the key that leaves their series out. Counted, another
+    cluster's tenants read "load=1500%" and tightened every tenant's rate limits. None left: the line that says so."""
+    if not unlisted:
+        return "no GPUs in the metrics of names the scheduler runs no job for any more"
+    names = ", ".join(sorted(unlisted)[:5]) + (", ..." if len(unlisted) > 5 else "")
+    return (f"{sum(unlisted.values())} GPU(s) of {plural(len(unlisted), 'name')} the scheduler runs no job for "
+            f"({names}) are not this cluster's load: demand capped to 0 (the scheduler lists every job of the cluster, "
+            "so these series are another cluster's or stale); select this cluster's exporter with "
+            "source.prometheus.exporter_selector")
+
+
 def cap_demand(used: np.ndarray, jobs: Jobs, covered: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(used capped, GPUs capped) per tenant: at most the GPUs of the tenant's running jobs on the scheduler.
 
@@ -92,6 +108,19 @@ def cap_demand(used: np.ndarray, jobs: Jobs, covered: np.ndarray | None = None) 
     if covered is not None:
         excess = np.where(covered, excess, 0.0)
     return used - excess, excess
+
+
+def bound_demand(used: np.ndarray, tenants: tuple[str, ...], jobs: Jobs, covered: np.ndarray,
+                 configured: Container[str]) -> tuple[np.ndarray, dict[str, int], dict[str, int], dict[str, int]]:
+    """(used capped, GPUs capped per name, uncovered_use, unlisted): cap_demand with its reports. ``unlisted`` (name
+    -> GPUs capped) holds the capped names that are no ``configured`` tenant and have no job listed: capped only where
+    the view covers them because it lists every job of the cluster (PrometheusSource._covered), said in one line
+    (unlisted_line) rather than one per name as a tenant's."""
+    used, excess = cap_demand(used, jobs, covered=covered)
+    capped = {tenants[i]: int(round(excess[i])) for i in np.flatnonzero(excess > 0)}
+    listed = set(np.unique(jobs.tenant).tolist())
+    unlisted = {t: capped[t] for i, t in enumerate(tenants) if t in capped and i not in listed and t not in configured}
+    return used, capped, uncovered_use(tenants, used, covered), unlisted
 
 
 def mark_silent(used: np.ndarray, answer: list[tuple[dict[str, str], float]], node_label: str,

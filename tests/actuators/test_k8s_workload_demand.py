@@ -223,6 +223,9 @@ def test_beside_kueue_the_source_reads_the_jobs_from_the_kueue_actuator():
         def cluster_jobs(self, tenants):
             return Jobs.empty()
 
+        def lists_every_job(self):
+            return False
+
     class Queue(Pods):
         def queued_jobs(self, tenants):
             return Jobs.empty()

@@ -18,10 +18,13 @@ import httpx
 import numpy as np
 import pytest
 
-from daemon.config import Config
+from daemon.actuators.base import ListsClusterJobs
+from daemon.actuators.slurm.actuator import SlurmActuator
+from daemon.config import Config, SlurmActuatorConfig, TenantConfig
 from daemon.policy.state import Jobs, Nodes
+from daemon.sources.base import SourceError
 from daemon.sources.prometheus import PrometheusSource
-from tests.support.services import metrics_target, prometheus_server, wait_for
+from tests.support.services import metrics_target, prometheus_server, slurm_cluster, slurm_run, wait_for
 
 pytestmark = [pytest.mark.services]
 
@@ -74,3 +77,54 @@ def test_the_other_clusters_gpus_are_named_with_the_setting_that_leaves_them_out
     assert said == ["8 GPU(s) the metrics report are not capacity, not on the scheduler's nodes (node-x: 8); 8 GPU(s) "
                     "of 1 name the scheduler runs no job for (team-x) still count as load: if those nodes are another "
                     "cluster's, select this cluster's exporter with source.prometheus.exporter_selector"], said
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    """A real slurmctld with one slurmd: node-a, 8 GPUs (this cluster; node-x is the other one's)."""
+    with slurm_cluster(nodes=("node-a",), gpus=8) as s:
+        yield s
+
+
+def test_on_slurm_an_account_with_no_job_is_not_this_clusters_load(prom, slurm, tmp_path, caplog):
+    """squeue lists every job of the cluster (SlurmActuator.lists_every_job): team-x has GPUs in Prometheus and no
+    job in squeue, so it runs none here: its demand is capped to 0 (the load reads team-a's 8 GPUs of 8, not 16),
+    said once in one line naming it and exporter_selector. A squeue that cannot be read fails the cycle
+    (SourceError), never an empty queue that would cap everyone to 0. On the old code team-x counted 8."""
+    tenants = [TenantConfig(name="team-a", tier="high")]
+    act = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir="/usr/bin"), tenants, dry_run=True)
+    assert isinstance(act, ListsClusterJobs) and act.lists_every_job()
+    job = slurm_run(slurm["env"], "sbatch", "--parsable", "--account=team-a", "--gres=gpu:8", "-o", "/dev/null",
+                    "--wrap", "sleep 600").strip()
+    try:
+        wait_for(lambda: "RUNNING" in slurm_run(slurm["env"], "squeue", "-h", "-j", job, "-o", "%T"),
+                 what="team-a's job running", timeout=60)
+        cfg = Config(source={"kind": "prometheus", "prometheus": {"url": prom, "timeout_s": 5, "retries": 0,
+                                                                  "capacity_query": BY_NODE}},
+                     cycle={"history_steps": 60, "resolution_s": 1}, tenants=[t.model_dump() for t in tenants])
+        src = PrometheusSource(cfg, jobs_provider=act.cluster_jobs, nodes_provider=act.cluster_nodes,
+                               jobs_whole=act.lists_every_job())
+        with caplog.at_level(logging.INFO, logger="gpu_autoscaler.source.prometheus"):
+            st = src.collect(60).state
+            src.collect(60)
+        assert st.capacity == 8 and dict(zip(st.tenants, st.used.tolist())) == {"team-a": 8, "team-x": 0}
+        assert st.capped == {"team-x": 8} and float(np.nansum(st.used)) / st.capacity == 1.0
+        said = [r.getMessage() for r in caplog.records if "runs no job for" in r.getMessage()]
+        assert said == ["8 GPU(s) of 1 name the scheduler runs no job for (team-x) are not this cluster's load: "
+                        "demand capped to 0 (the scheduler lists every job of the cluster, so these series are "
+                        "another cluster's or stale); select this cluster's exporter with "
+                        "source.prometheus.exporter_selector"], said
+        assert not [r for r in caplog.records if r.getMessage().startswith("tenant team-x")]   # one line, not two
+        bad = tmp_path / "bin"
+        bad.mkdir()
+        (bad / "squeue").write_text("#!/bin/sh\necho 'slurm_load_jobs error: Unable to contact slurm controller' >&2\n"
+                                    "exit 1\n")
+        (bad / "squeue").chmod(0o755)
+        (bad / "scontrol").symlink_to("/usr/bin/scontrol")
+        broken = SlurmActuator(SlurmActuatorConfig(slurm_conf=slurm["conf"], bin_dir=str(bad)), tenants, dry_run=True)
+        src = PrometheusSource(cfg, jobs_provider=broken.cluster_jobs, nodes_provider=broken.cluster_nodes,
+                               jobs_whole=broken.lists_every_job())
+        with pytest.raises(SourceError, match="cannot read the scheduler's jobs"):
+            src.collect(60)
+    finally:
+        slurm_run(slurm["env"], "scancel", job)

@@ -12,7 +12,7 @@ from daemon.policy.engine import plan
 from daemon.policy.state import ClusterState, Jobs, Nodes
 from daemon.policy.types import Plan, PolicyMemory
 from daemon.service.telemetry import DaemonMetrics
-from daemon.sources.scheduler_bounds import UNNAMED, bound_capacity, cap_demand
+from daemon.sources.scheduler_bounds import UNNAMED, bound_capacity, bound_demand, cap_demand, unlisted_line
 
 pytestmark = pytest.mark.security
 
@@ -107,3 +107,37 @@ def test_the_plan_and_the_metrics_say_whose_demand_was_capped_and_what_capacity_
     assert m.registry.get_sample_value("gpuas_capacity_dropped_gpus") == 400
     m.observe_plan(plan(None, state({}, 0), PolicyMemory(), cfg), None, 1, False)
     assert m.registry.get_sample_value("gpuas_demand_capped_gpus") == 0
+
+
+def test_on_a_view_listing_every_job_a_name_with_none_is_capped_and_named_apart_from_tenants():
+    """squeue lists every job of the cluster: an account with GPUs in the metrics and no job there (x: another
+    cluster's exporter, a stale series) runs none here, capped to 0 like a configured tenant with none (b), and said
+    in one line with the key that leaves it out; a tenant's excess stays its own line (not in ``unlisted``)."""
+    tenants = ("a", "b", "x")
+    used, capped, stray, unlisted = bound_demand(np.array([3.0, 2.0, 8.0]), tenants, jobs([(0, 2, True)]),
+                                                 np.ones(3, dtype=bool), {"a": "high", "b": "normal"})
+    assert used.tolist() == [2, 0, 0] and capped == {"a": 1, "b": 2, "x": 8} and stray == {} and unlisted == {"x": 8}
+    assert "(x) are not this cluster's load" in unlisted_line(unlisted)
+    assert unlisted_line(unlisted).endswith("source.prometheus.exporter_selector")
+
+
+def test_only_slurm_says_its_view_lists_every_job():
+    from daemon.actuators.base import ListsClusterJobs
+    from daemon.actuators.k8s.actuator import KubernetesActuator
+    from daemon.actuators.k8s.kueue import KueueActuator
+    from daemon.actuators.slurm.actuator import SlurmActuator
+    from daemon.config import SlurmActuatorConfig
+
+    assert SlurmActuator(SlurmActuatorConfig(), []).lists_every_job() is True
+    assert KubernetesActuator.lists_every_job(None) is False and KueueActuator.lists_every_job(None) is False
+    assert isinstance(SlurmActuator(SlurmActuatorConfig(), []), ListsClusterJobs)
+
+
+def test_the_daemon_wires_slurms_whole_view_to_the_source():
+    """build_runtime hands the lister's lists_every_job to the Prometheus source: Slurm's, not without a lister."""
+    from daemon.service.wiring import build_runtime
+
+    prom = {"kind": "prometheus", "prometheus": {"url": "http://127.0.0.1:9"}}
+    slurm = build_runtime(Config(source=prom, actuators={"enabled": ["slurm"]}), with_store=False)
+    alone = build_runtime(Config(source=prom, actuators={"enabled": []}), with_store=False)
+    assert slurm.source.jobs_whole is True and alone.source.jobs_whole is False

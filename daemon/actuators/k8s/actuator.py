@@ -435,6 +435,10 @@ class KubernetesActuator(FencedApply):
                     self.drop_quota(rep, ns, "the daemon stops")
         return rep
 
+    def lists_every_job(self) -> bool:
+        """No: cluster_jobs lists the tenant namespaces' pods only; another namespace's are unknown, not absent."""
+        return False
+
     def cluster_jobs(self, tenants: tuple[str, ...]) -> Jobs:
         """Pods of tenant namespaces that ask for GPUs, Pending or Running, as the policy's Jobs (view.py).
         Raises ApiException when the API does not answer, ViewStale when the watched view is stale, DraUnread when

@@ -637,6 +637,10 @@ class KueueActuator(FencedApply):
             if plural in QUOTAS:
                 self._ensure(rep, plural, body)
 
+    def lists_every_job(self) -> bool:
+        """No: the tenant namespaces' pods and Workloads only; another namespace's are unknown, not absent."""
+        return False
+
     def cluster_jobs(self, tenants: tuple[str, ...]) -> Jobs:
         """The pods (view.py) and, beside them, the waiting Workloads Kueue may admit (workloads.Workloads.demand:
         they have no pod yet), each a pending job of its tenant and tier with its shape, so the plan makes room and

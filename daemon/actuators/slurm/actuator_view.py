@@ -115,6 +115,12 @@ class ClusterView:
         return sorted(self.resolver.unmatched) if self.resolver is not None else []
 
     # ---- for the daemon's state ---------------------------------------------------------------
+    def lists_every_job(self) -> bool:
+        """Yes: squeue lists every account's jobs (a failed read raises SlurmError, never an empty queue), so an
+        account with no job listed runs none on this cluster. Not a hidden partition's (squeue without --all): those
+        were a configured tenant's unseen jobs already, and are an account's now."""
+        return True
+
     def cluster_jobs(self, tenants: tuple[str, ...]) -> Jobs:
         """Running jobs, and pending ones that wait for GPUs (``waits_for_gpus``: not held, not waiting for a begin
         time, another job or an accounting limit), as the policy's columnar Jobs (unknown tenants are dropped)."""
