@@ -118,7 +118,10 @@ class KubernetesActuatorConfig(_Strict):
                                                "gpu.nvidia.com for both). Their nodes, bound pods and pending pods are "
                                                "the plan's Nodes and Jobs, preempted for and held as device-plugin "
                                                "ones; the counts are logged and exported (gpuas_dra_gpus; "
-                                               "docs/kubernetes.md). Empty: the DRA kinds are not watched")
+                                               "docs/kubernetes.md). While they cannot be read (403, a watch down) "
+                                               "the cluster's read is refused and the last plan kept; a cluster "
+                                               "serving no resource.k8s.io/v1 (404) has none. Empty: the DRA kinds "
+                                               "are not watched")
     dra_max_objects: int = Field(20000, ge=1, description="the most ResourceSlices, ResourceClaims and "
                                  "ResourceClaimTemplates (each kind) the view keeps: tenants create claims, and "
                                  "each one kept is memory; those beyond are not read, and the DRA counts say they "
