@@ -68,6 +68,7 @@ NO_FENCE = FenceGuard()
 
 K = TypeVar("K")
 V = TypeVar("V")
+T = TypeVar("T")
 _NO_TERM_YET = object()
 
 
@@ -287,3 +288,17 @@ class NodeDirectory(Protocol):
     """Knows the cluster's node names (a scheduler, or a source): alerts may only name one of these."""
 
     def node_names(self) -> set[str]: ...
+
+
+def in_turn(queues: Sequence[Sequence[T]], most: int) -> list[T]:
+    """Up to `most` items, one from each queue in turn (the first of each, then the second of each, ...), each queue
+    in its order: how a bounded write per cycle (start estimates on Slurm jobs or Kueue Workloads) is shared between
+    tenants, so one tenant's flood costs another's items no more than one turn each."""
+    out: list[T] = []
+    for turn in range(max((len(q) for q in queues), default=0)):
+        for q in queues:
+            if len(out) >= most:
+                return out
+            if turn < len(q):
+                out.append(q[turn])
+    return out

@@ -59,6 +59,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
+from daemon.actuators.base import in_turn
 from daemon.actuators.k8s.objects import MAX_POD_GPUS, effective_request, priority_class_name
 from daemon.policy.eta import moved as _moved
 from daemon.policy.state import PRIORITY, Jobs
@@ -315,16 +316,7 @@ def _in_turn(cands: list, most: int) -> list:
     by_ns: dict[str, list] = {}
     for c in cands:
         by_ns.setdefault(c[0][0], []).append(c)
-    out: list = []
-    queues = [iter(v) for v in by_ns.values()]
-    while queues and len(out) < most:
-        for it in list(queues):
-            nxt = next(it, None)
-            if nxt is None:
-                queues.remove(it)
-            elif len(out) < most:
-                out.append(nxt)
-    return out
+    return in_turn(list(by_ns.values()), most)
 
 
 class _FirstServed:

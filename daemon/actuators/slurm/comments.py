@@ -8,6 +8,7 @@ import math
 import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from daemon.actuators.base import in_turn
 from daemon.actuators.slurm.json_stream import array_items
 from daemon.actuators.slurm.squeue import JSON_IDS_MAX, SlurmError
 
@@ -145,12 +146,4 @@ def eta_writes_in_turn(changed: Sequence[str], want: Mapping[str, Estimate], wri
     by_account: dict[str, list[str]] = {}
     for jid in sorted(changed, key=key):
         by_account.setdefault(account_of.get(jid, ""), []).append(jid)
-    queues = sorted(by_account.values(), key=lambda q: key(q[0]))
-    out: list[str] = []
-    for turn in range(max((len(q) for q in queues), default=0)):
-        for q in queues:
-            if len(out) >= most:
-                return out
-            if turn < len(q):
-                out.append(q[turn])
-    return out
+    return in_turn(sorted(by_account.values(), key=lambda q: key(q[0])), most)
