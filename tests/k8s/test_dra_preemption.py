@@ -120,6 +120,7 @@ def test_a_node_hold_takes_a_dra_node_and_the_real_scheduler_keeps_another_tenan
         act.cluster_jobs(("team-high", "batchy"))                       # the cycle's read: the DRA GPUs
         assert act.cluster_nodes(("team-high", "batchy")).gpus.tolist() == [8, 8]
         rep = ActionReport("kueue", False)
+        act.pods.ensure_priority_classes(rep)            # the classes the pods name: this test may run first
         assert act.nodes.apply(rep, {"team-high": 8, "batchy": 0}, {}) == {"team-high": 8, "batchy": 0}
         assert rep.ok, rep.errors
         label = KueueActuatorConfig().hold_label
