@@ -37,7 +37,7 @@ if [[ ${1:-} == --bin-dir ]]; then
 fi
 
 bins_complete() { for b in "${BINARIES[@]}"; do [[ -x $BIN/$b ]] || return 1; done; }
-share_complete() { [[ -f $DIR/share/.complete ]]; }
+share_complete() { [[ -f $DIR/share/.complete && -f $DIR/share/jobset/jobsets.yaml ]]; }
 
 start=$(date +%s)
 mkdir -p "$CACHE_ROOT"
@@ -56,8 +56,9 @@ src() { # the pinned module's directory in the module cache (downloaded from the
 }
 if ! share_complete; then
 	# what the fixture needs beside the binaries, from the same pinned modules: kwok's stages (nodes Ready, pods
-	# Running, deleted pods gone), Kueue's CRDs, its webhook configurations and the CRDs' conversion patches
-	mkdir -p "$tmp/share/kwok-stages" "$tmp/share/kueue"
+	# Running, deleted pods gone), Kueue's CRDs, its webhook configurations and the CRDs' conversion patches, and the
+	# JobSet CRD of the JobSet release Kueue's go.sum pins (Kueue's jobset integration makes a JobSet's Workload)
+	mkdir -p "$tmp/share/kwok-stages" "$tmp/share/kueue" "$tmp/share/jobset"
 	kwok_src=$(src kwok sigs.k8s.io/kwok)
 	for s in "${KWOK_STAGES[@]}"; do cp "$kwok_src/kustomize/stage/$s" "$tmp/share/kwok-stages/"; done
 	kueue_src=$(src kueue sigs.k8s.io/kueue)/config/components
@@ -65,6 +66,8 @@ if ! share_complete; then
 	cp -r "$kueue_src/crd/patches" "$tmp/share/kueue/crd-patches"
 	cp "$kueue_src/crd/kustomization.yaml" "$tmp/share/kueue/crd-kustomization.yaml"
 	cp "$kueue_src/webhook/manifests.yaml" "$tmp/share/kueue/webhooks.yaml"
+	jobset_src=$(src kueue sigs.k8s.io/jobset)
+	cp "$jobset_src/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml" "$tmp/share/jobset/jobsets.yaml"
 	chmod -R u+w "$tmp/share"
 	touch "$tmp/share/.complete"
 	rm -rf "$DIR/share"

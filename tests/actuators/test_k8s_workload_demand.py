@@ -4,6 +4,7 @@ plane with Kueue: tests/k8s/test_kueue_waiting_demand.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import time
@@ -89,10 +90,10 @@ def test_a_workload_becomes_demand_once_kueue_has_tried_it_and_not_when_its_queu
     assert len(r.demand([gone], ("team-a",), SIZES, set(), now=NOW)) == 0
 
 
-def _pod(ns, uid, owner, phase="Running", node="n1", deleting=False, gates=None):
+def _pod(ns, uid, owner, phase="Running", node="n1", deleting=False, gates=None, labels=None):
     return SimpleNamespace(
         metadata=SimpleNamespace(namespace=ns, uid=uid, deletion_timestamp=NOW if deleting else None,
-                                 owner_references=[SimpleNamespace(uid=owner)] if owner else None),
+                                 owner_references=[SimpleNamespace(uid=owner)] if owner else None, labels=labels),
         status=SimpleNamespace(phase=phase), spec=SimpleNamespace(node_name=node, scheduling_gates=gates))
 
 
@@ -102,7 +103,7 @@ def test_a_waiting_workload_whose_pods_the_pod_view_counts_is_counted_once_as_it
     tenant_of = {"ns-a": "team-a"}
     live = [_pod("ns-a", "p1", "job-1"), _pod("ns-a", "p2", "job-1", phase="Pending", node="")]
     owners = pod_owners(live, tenant_of)
-    assert {"job-1", "p1", "p2"} <= owners
+    assert {("ns-a", "job-1"), ("ns-a", "p1"), ("ns-a", "p2")} <= owners
     r = reader()
     jobs = r.demand([wl("requeued", owner="job-1"), wl("other", owner="job-2")], ("team-a",), SIZES, owners,
                     now=NOW)
@@ -110,7 +111,37 @@ def test_a_waiting_workload_whose_pods_the_pod_view_counts_is_counted_once_as_it
     going = [_pod("ns-a", "p1", "job-1", deleting=True), _pod("ns-a", "p3", "job-1", phase="Succeeded"),
              _pod("ns-a", "p4", "job-1", node="", gates=[{"name": "kueue.x-k8s.io/admission"}]),
              _pod("ns-z", "p5", "job-1")]                                   # not a tenant's namespace
-    assert "job-1" not in pod_owners(going, tenant_of)
+    assert ("ns-a", "job-1") not in pod_owners(going, tenant_of)
+
+
+def jobset_wl(name, ns="ns-a", uid="js-1"):
+    """A Workload as Kueue's jobset integration makes it: its owner the JobSet, a podSet per replicated job."""
+    body = wl(name, ns=ns)
+    body["metadata"]["ownerReferences"] = [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                                            "name": "trainer", "uid": uid, "controller": True}]
+    return body
+
+
+def test_a_requeued_jobsets_workload_is_counted_once_as_its_pods_which_name_their_child_job():
+    """A JobSet's pods are owned by its child Jobs (the JobSet controller makes them), while Kueue's Workload is owned
+    by the JobSet: matching owners alone, a requeued JobSet whose pods still ran was counted twice, as its pods and as
+    a waiting gang. Its pods carry the JobSet's UID (label jobset.sigs.k8s.io/jobset-uid), bound to their namespace:
+    a pod of another tenant naming that UID hides nothing."""
+    tenant_of = {"ns-a": "team-a", "ns-b": "team-b"}
+    label = {"jobset.sigs.k8s.io/jobset-uid": "js-1", "jobset.sigs.k8s.io/jobset-name": "trainer"}
+    mine = [_pod("ns-a", "p1", "child-job-0", labels=label), _pod("ns-a", "p2", "child-job-1", labels=label)]
+    r = reader()
+    tenants = ("team-a", "team-b")
+    jobs = r.demand([jobset_wl("jobset-trainer")], tenants, SIZES, pod_owners(mine, tenant_of), now=NOW)
+    assert len(jobs) == 0                                                    # counted as its two pods
+    forged = [_pod("ns-b", "p9", None, labels=label)]                        # another tenant's pod claims it
+    jobs = r.demand([jobset_wl("jobset-trainer")], tenants, SIZES, pod_owners(forged, tenant_of), now=NOW)
+    assert jobs.ids.tolist() == ["ns-a/workload/jobset-trainer"]
+    assert (jobs.gpus.tolist(), jobs.nodes_asked.tolist()) == ([16], [2])  # the gang's shape
+    # an owner UID of another namespace (a Job of ns-b with the JobSet's UID) does not match either
+    jobs = r.demand([jobset_wl("jobset-trainer")], tenants, SIZES, pod_owners([_pod("ns-b", "p8", "js-1")],
+                                                                              tenant_of), now=NOW)
+    assert len(jobs) == 1
 
 
 def test_the_estimator_does_not_add_a_workload_the_plan_already_reads():
@@ -357,3 +388,64 @@ def test_the_plans_read_takes_the_workloads_a_page_at_a_time():
         act.cluster_jobs(names)
     assert paged.pages == [None, "1", "2", "3"]
     assert paged.alive[1:] == [1, 1, 1]   # the Workload being read, not the pages before (old: 50, 100, 150)
+
+
+H100, A100 = "NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB"
+
+
+def typed_reader():
+    from daemon.config.fleet import FleetConfig
+    fleet = FleetConfig(types=["h100", "a100"], aliases={H100: "h100", A100: "a100"})
+    return Workloads(None, {"ns-a": "team-a", "ns-b": "team-b"}, "nvidia.com/gpu", "gpuas-low",
+                     resolver=fleet.resolver())
+
+
+def _select(body, selector=None, affinity=None, podset=0):
+    spec = body["spec"]["podSets"][podset]["template"]["spec"]
+    if selector:
+        spec["nodeSelector"] = selector
+    if affinity:
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In", "values": affinity}]}]}}}
+    return body
+
+
+def test_a_waiting_workloads_gang_accepts_the_gpu_types_its_podsets_select():
+    """On a mixed fleet a waiting Workload is planned on the types its pods can run on (its podSets' nodeSelector or
+    required node affinity on the product label, as Kueue picks a flavor by its nodeLabels): it was read as any type.
+    A launcher naming no type and workers naming H100: the gang is H100's; podSets naming no common type: those of
+    the one asking the most GPUs. A one-model cluster reads no types."""
+    r = typed_reader()
+    two = wl("two-sets")
+    two["spec"]["podSets"].insert(0, {"name": "launcher", "count": 1, "template": {"spec": {"containers": [
+        {"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}})
+    split = wl("split", count=1)
+    split["spec"]["podSets"].append({"name": "big", "count": 2, "template": {"spec": {"containers": [
+        {"name": "c", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}})
+    items = [_select(wl("h100"), {"nvidia.com/gpu.product": H100}), wl("any"),
+             _select(wl("either"), affinity=[A100, H100]), _select(two, {"nvidia.com/gpu.product": H100}, podset=1),
+             _select(_select(split, {"nvidia.com/gpu.product": A100}), {"nvidia.com/gpu.product": H100}, podset=1)]
+    jobs = r.demand(items, ("team-a",), [8] * 6, set(), now=NOW)
+    assert dict(zip(jobs.ids.tolist(), jobs.accepts.tolist())) == {
+        "ns-a/workload/h100": ("h100",), "ns-a/workload/any": (), "ns-a/workload/either": ("a100", "h100"),
+        "ns-a/workload/two-sets": ("h100",), "ns-a/workload/split": ("h100",)}
+    assert r.jobs(items, ("team-a",), now=NOW).accepts.tolist()[0] == ("h100",)   # the estimate reads the same
+    assert reader().demand(items, ("team-a",), [8] * 6, set(), now=NOW).accepts is None
+
+
+def test_the_plan_makes_room_for_an_h100_gang_on_h100_nodes_only():
+    """Three A100 nodes and two H100 nodes full of low pods (the A100 ones younger: cheaper to preempt), a high-tier
+    2 x 8 gang asking H100 waits: the plan preempts on the two H100 nodes. Read as any type, it cleared A100 nodes,
+    where its pods never start."""
+    r = typed_reader()
+    gang = r.demand([_select(wl("gang"), {"nvidia.com/gpu.product": H100})], ("team-a", "team-b", "batch"),
+                    [8] * 5, set(), now=NOW)
+    low = dataclasses.replace(_low_pods(2, 5), runtime_s=np.array([60.0, 60.0, 60.0, 7200.0, 7200.0]))
+    jobs = Jobs.concat([low, gang])
+    nodes = dataclasses.replace(_nodes(5), gpu_type=np.array(["a100", "a100", "a100", "h100", "h100"], dtype=object))
+    names = ("team-a", "team-b", "batch")
+    state = ClusterState(at=AT, tenants=names, tiers=("high", "normal", "low"), capacity=40,
+                         used=np.array([0.0, 0.0, 40.0]), pending=np.array([16.0, 0.0, 0.0]), jobs=jobs, nodes=nodes)
+    p = plan(flat_forecast(names, [0, 0, 40]), state, PolicyMemory(),
+             Config(policy={"preempt_budget_share": 1.0, "headroom": 0.0}))
+    assert sorted(x.node for x in p.preemptions) == ["n3", "n4"], (p.preemptions, p.notes)

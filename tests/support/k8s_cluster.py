@@ -225,7 +225,10 @@ class ControlPlane:
 
     def start_kueue(self, timeout: float = 240.0) -> None:
         """Kueue's manager on this control plane: its CRDs (the converted ones with its conversion webhook), its
-        webhooks for Kueue's own objects and batch Jobs, served on 127.0.0.1 with a certificate of this CA."""
+        webhooks for Kueue's own objects, batch Jobs and JobSets, served on 127.0.0.1 with a certificate of this CA,
+        and its batch/job and jobset integrations. The JobSet CRD (the release Kueue's go.sum pins,
+        build-k8s.sh) is installed first, so Kueue makes a JobSet's Workload; no JobSet controller runs (a test
+        makes a JobSet's child Jobs as that controller does, and the Job controller their pods)."""
         t0 = time.monotonic()
         d = self.tmp / "kueue"
         d.mkdir()
@@ -241,6 +244,11 @@ class ControlPlane:
                      for x in kust.get("patches", []) if "webhook_in_" in x["path"]}
         ext = k8s.ApiextensionsV1Api(self.api())
         names: list[str] = []
+        jobset = self.bins.parent / "share" / "jobset" / "jobsets.yaml"
+        if not jobset.exists():
+            raise ControlPlaneMissing(f"{jobset} is missing: run `bash {BUILD}` (`make test` does)")
+        ext.create_custom_resource_definition(yaml.safe_load(jobset.read_text()))
+        names.append("jobsets.jobset.x-k8s.io")
         for f in sorted((share / "crds").glob("*.yaml")):
             crd = yaml.safe_load(f.read_text())
             if crd["metadata"]["name"] in converted:
@@ -261,7 +269,7 @@ class ControlPlane:
             hooks = []
             for w in doc["webhooks"]:
                 path = w["clientConfig"]["service"]["path"]
-                if "kueue-x-k8s-io" in path or path.endswith("-batch-v1-job"):
+                if "kueue-x-k8s-io" in path or path.endswith(("-batch-v1-job", "-jobset-x-k8s-io-v1alpha2-jobset")):
                     w["clientConfig"] = {"url": base + path, "caBundle": ca}
                     hooks.append(w)
             doc["webhooks"] = hooks
@@ -276,7 +284,7 @@ class ControlPlane:
             "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"}, "metrics": {"bindAddress": "0"},
             "webhook": {"port": port, "host": "127.0.0.1", "certDir": str(d)},
             "leaderElection": {"leaderElect": False}, "internalCertManagement": {"enable": False},
-            "integrations": {"frameworks": ["batch/job"]}}))
+            "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]}}))
         # Kueue 0.17 reads its metrics certificate from /etc/kueue/metrics/certs when it does not manage its own
         # (and its own would be for a Service's DNS name, not 127.0.0.1): it runs in a mount namespace of its own
         # where an overlay on /etc adds that directory, so nothing is written to this machine's /etc

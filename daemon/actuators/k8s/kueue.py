@@ -142,7 +142,8 @@ class KueueActuator(FencedApply):
         # the Workloads that wait for admission: the plan's demand beside the pods (those Kueue may admit), and the
         # start-time estimates, which go back on them
         self.workloads = Workloads(self.custom, {ns: t for t, ns in self.ns_of.items()}, cfg.gpu_resource,
-                                   self.queue_name("low"), cfg.max_workloads_per_tenant, cfg.max_queued_per_namespace)
+                                   self.queue_name("low"), cfg.max_workloads_per_tenant, cfg.max_queued_per_namespace,
+                                   resolver=self.pods.resolver)
         self._no_workloads = ""                  # why Workloads are not served (said once), "" while they are
 
     def use_fence(self, guard: FenceGuard) -> None:

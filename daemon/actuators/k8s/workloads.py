@@ -8,7 +8,8 @@ does not see it: a Kueue cluster's queue is invisible there. Here every Workload
 namespace's, its GPUs the sum over its podSets of ``count`` x the GPU resource each pod asks for (requests, else
 limits, of every container, init containers and sidecars counted as Kueue counts them), its shape its pods that ask
 GPUs (``Jobs.nodes_asked``, ``Jobs.packed``: a gang whose pods may share a node; podSets whose pods ask different
-GPUs: packed into parts of the largest pod's GPUs, workload_shape), its wait since its ``creationTimestamp``, its
+GPUs: packed into parts of the largest pod's GPUs, workload_shape), on a mixed fleet the GPU types its podSets'
+selectors accept (Workloads._types), its wait since its ``creationTimestamp``, its
 tier its pod PriorityClass's (``gpu-autoscaler-<tier>``; not a WorkloadPriorityClass's, whose name a tenant picks:
 tier_of), else low on the tenant's low LocalQueue, else normal (as a pod's). A Workload asking for no GPU is not a
 job (as a pod). A malformed one (no podSets, a count or a GPU quantity that is not one) is skipped with one log line
@@ -27,7 +28,8 @@ Kueue's own "Pending ... > maximum capacity" is not taken as never: that capacit
 which grow with the holds the plan makes for this very demand. The plan alone also leaves out a Workload Kueue has
 not looked at yet (no ``QuotaReserved`` condition: its controller and scheduler write one within a second; the
 estimate gives it one at once) and one whose pods the pod view counts (their owner is the Workload's owner, the
-requeued Workload of a Job whose pods still run: counted once, as its pods). Each read is bounded per tenant (one
+requeued Workload of a Job whose pods still run; a JobSet's pods name it by label: pod_owners; counted once, as its
+pods). Each read is bounded per tenant (one
 namespace each), keeping those Kueue serves first (priority, then age): the plan's at
 ``actuators.kueue.max_workloads_per_tenant`` (what it holds and preempts for; the rest are no demand until fewer
 wait), the estimate's at ``actuators.kueue.max_queued_per_namespace`` (which get an estimate): each said once per
@@ -60,7 +62,9 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
 from daemon.actuators.base import in_turn
+from daemon.actuators.k8s.flavors import MIG_PREFIX, pod_accepts
 from daemon.actuators.k8s.objects import MAX_POD_GPUS, effective_request, priority_class_name
+from daemon.config.fleet import ANY, TypeResolver
 from daemon.policy.eta import moved as _moved
 from daemon.policy.state import PRIORITY, Jobs
 
@@ -88,6 +92,9 @@ POD_CLASS_SOURCE = "scheduling.k8s.io/priorityclass"
 # QuotaReserved=False reasons for a Workload Kueue will not admit as it is: its LocalQueue or ClusterQueue missing,
 # stopped or inactive (Inadmissible; Misconfigured in later versions)
 NEVER_ADMITTED = frozenset({"Inadmissible", "Misconfigured"})
+# the label the JobSet controller (sigs.k8s.io/jobset) puts on its child Jobs and their pod templates: the JobSet's
+# UID, which owns the Workload Kueue makes for the JobSet; a pod's own owner is the child Job
+JOBSET_UID = "jobset.sigs.k8s.io/jobset-uid"
 
 
 class Malformed(ValueError):
@@ -212,10 +219,16 @@ def quota_verdict(wl: dict) -> tuple[str, str] | None:
     return None
 
 
-def pod_owners(pods: list, tenant_of_ns: dict[str, str]) -> set[str]:
-    """UIDs of the live tenant pods the pod view may count (Pending or Running, not being deleted, not gated) and of
-    their owners (a Job's pods: the Job), the UIDs a Workload already counted as pods names as its owner."""
-    out: set[str] = set()
+def pod_owners(pods: list, tenant_of_ns: dict[str, str]) -> set[tuple[str, str]]:
+    """(namespace, UID) of the live tenant pods the pod view may count (Pending or Running, not being deleted, not
+    gated) and of the objects that own them, the owners a Workload already counted as pods names: a Job's pods name
+    their Job (ownerReferences); a JobSet's pods name their child Job, whose owner, the JobSet, owns the Workload
+    Kueue made for it (Kueue's jobset integration), so they count through the ``jobset.sigs.k8s.io/jobset-uid`` label
+    the JobSet controller puts on each child Job's pod template (JOBSET_UID). Each UID is bound to the pod's
+    namespace: an owner, JobSet or Job, is in its pods' namespace (the garbage collector deletes a pod whose owner
+    is not there), and a label is the tenant's to write, so a pod of one namespace naming another namespace's JobSet
+    hides no one's waiting Workload; one naming its own tenant's hides only that tenant's demand."""
+    out: set[tuple[str, str]] = set()
     for p in pods:
         m = p.metadata
         if m.namespace not in tenant_of_ns or m.deletion_timestamp is not None:
@@ -224,8 +237,11 @@ def pod_owners(pods: list, tenant_of_ns: dict[str, str]) -> set[str]:
             continue
         if not p.spec.node_name and getattr(p.spec, "scheduling_gates", None):
             continue   # gated (Kueue's pod integration before admission): not counted as a pod, so not here
-        out.add(m.uid)
-        out.update(r.uid for r in m.owner_references or [])
+        out.add((m.namespace, m.uid))
+        out.update((m.namespace, r.uid) for r in m.owner_references or [])
+        jobset = (getattr(m, "labels", None) or {}).get(JOBSET_UID)
+        if jobset:
+            out.add((m.namespace, jobset))
     return out
 
 
@@ -297,17 +313,34 @@ def _too_big(shape: tuple[int, int, int], largest: int, total: int) -> str | Non
     return None
 
 
+def _may_name_type(spec: dict) -> bool:
+    """Whether a podSet's pod spec may name a GPU type (flavors.pod_accepts): a node selector or affinity, or a
+    container asking a MIG resource."""
+    if spec.get("nodeSelector") or spec.get("affinity"):
+        return True
+    for c in spec.get("containers") or []:
+        res = (c.get("resources") or {}) if isinstance(c, dict) else {}
+        if any(str(k).startswith(MIG_PREFIX) for part in ("requests", "limits") for k in (res.get(part) or {})):
+            return True
+    return False
+
+
 def _as_jobs(rows: list[tuple]) -> Jobs:
-    """Rows of (id, tenant, GPUs, priority, wait, pods) as pending Jobs, each a gang of its pods (Jobs.packed)."""
+    """Rows of (id, tenant, GPUs, priority, wait, pods, accepted types) as pending Jobs, each a gang of its pods
+    (Jobs.packed); accepts None where every row's is (a one-model cluster)."""
     if not rows:
         return Jobs.empty()
-    ids, ten, gpus, prio, wait, pods = zip(*rows)
+    ids, ten, gpus, prio, wait, pods, acc = zip(*rows)
     n = len(ids)
     asked = np.array(pods, dtype=np.int64)
+    accepts = None
+    if any(a is not None for a in acc):
+        accepts = np.empty(n, dtype=object)
+        accepts[:] = [ANY if a is None else a for a in acc]
     return Jobs(ids=np.array(ids, dtype=object), tenant=np.array(ten, dtype=np.int64),
                 gpus=np.array(gpus, dtype=np.int64), priority=np.array(prio, dtype=np.int8),
                 running=np.zeros(n, dtype=bool), runtime_s=np.zeros(n), wait_s=np.array(wait, dtype=float),
-                node=np.array([""] * n, dtype=object), nodes_asked=asked, packed=asked > 1)
+                node=np.array([""] * n, dtype=object), nodes_asked=asked, packed=asked > 1, accepts=accepts)
 
 
 def _in_turn(cands: list, most: int) -> list:
@@ -357,8 +390,10 @@ class Workloads:
     """The pending Workloads of the tenants' namespaces, read each cycle; the estimates written back on them."""
 
     def __init__(self, custom, tenant_of_ns: dict[str, str], resource: str, low_queue: str,
-                 max_per_tenant: int = MAX_PER_TENANT, max_per_namespace: int = MAX_PER_NAMESPACE) -> None:
+                 max_per_tenant: int = MAX_PER_TENANT, max_per_namespace: int = MAX_PER_NAMESPACE,
+                 resolver: TypeResolver | None = None) -> None:
         self.custom = custom
+        self.resolver = resolver   # a mixed fleet's [fleet] types: each waiting Workload's accepted types (_types)
         self.tenant_of = tenant_of_ns
         self.resource = resource
         self.low_queue = low_queue
@@ -436,7 +471,7 @@ class Workloads:
                 never[key] = f"Kueue Workload {ns}/{name} {why}"
                 yield "never", wl, index[t], shape
                 continue
-            yield "waits", wl, index[t], shape
+            yield "waits", wl, index[t], (*shape, self._types(wl, seen))
         for key in sorted(never.keys() - self._never.keys()):
             log.warning("%s: it can never be admitted, so it is no demand (no hold, no preemption, no aging for it) "
                         "and has no start-time estimate", never[key])
@@ -475,14 +510,56 @@ class Workloads:
         self._report_over(first.over)
         return _as_jobs([row for row, _ in kept])
 
-    def _row(self, wl: dict, tenant: int, shape: tuple[int, int, int], now: dt.datetime) -> tuple:
-        """A waiting Workload's row: (id, tenant, GPUs, priority, wait, pods) (module docstring)."""
+    def _row(self, wl: dict, tenant: int, shape: tuple, now: dt.datetime) -> tuple:
+        """A waiting Workload's row: (id, tenant, GPUs, priority, wait, pods, accepted types) (module docstring;
+        `shape`: _scan's, its accepted types last)."""
         meta, spec = wl.get("metadata") or {}, wl.get("spec") or {}
         tier = tier_of(spec, self.low_queue)
         created = _epoch(meta.get("creationTimestamp"))
         wait = max(now.timestamp() - created, 0.0) if created is not None else 0.0
         return (workload_id(meta.get("namespace", ""), meta.get("name", "")), tenant, shape[0], PRIORITY[tier], wait,
-                max(shape[1], 1))
+                max(shape[1], 1), shape[3])
+
+    def _template(self, wl: dict, i: int, seen: dict[tuple[str, int], object]) -> object | None:
+        """PodSet `i`'s template read as the client's V1Pod (the official client's own reading of a pod), once per
+        Workload while it waits (its podSets do not change: kept in `seen`, and in self._pods from cycle to cycle);
+        None where it does not read as a pod."""
+        key = (str((wl.get("metadata") or {}).get("uid") or ""), i)
+        pod = seen.get(key) or self._pods.get(key)
+        if pod is None:
+            tpl = ((wl.get("spec") or {}).get("podSets") or [])[i].get("template") or {}
+            try:
+                pod = _DECODE._ApiClient__deserialize({"metadata": tpl.get("metadata") or {},
+                                                       "spec": tpl.get("spec") or {}}, "V1Pod")
+            except (ValueError, TypeError, AttributeError):
+                return None
+        seen[key] = pod
+        return pod
+
+    def _types(self, wl: dict, seen: dict[tuple[str, int], object]) -> tuple[str, ...] | None:
+        """The GPU types a waiting Workload's gang can run on, in order of preference, on a mixed fleet (None on a
+        one-model cluster): its pods' as a pending pod's are read (flavors.pod_accepts: a MIG resource, else a
+        ``nodeSelector`` or required node affinity on the product label, ordered by the preferred affinity), over the
+        podSets that ask GPUs. Kueue assigns a podSet a flavor whose ``nodeLabels`` its selectors accept (a flavor
+        per type on a mixed fleet: fleet-schedulers.md), so a gang asking H100 is admitted on the H100 flavor only and
+        its pods bind on H100 nodes: read as any type, the plan made its room on whichever type was cheaper to clear,
+        where it never starts. Where podSets name different types, the types all of them accept (the plan places a
+        gang on one type); none in common: those of the podSet asking the most GPUs. ANY where none names one."""
+        if self.resolver is None:
+            return None
+        named: list[tuple[int, tuple[str, ...]]] = []
+        for i, ps in enumerate((wl.get("spec") or {}).get("podSets") or []):
+            if not _may_name_type(((ps.get("template") or {}).get("spec")) or {}):
+                continue   # names no type: takes any (read as a pod only where it may name one)
+            g = _gpus_per_pod(ps.get("template"), self.resource, f"spec.podSets[{i}]")
+            pod = self._template(wl, i, seen) if g > 0 else None
+            acc = pod_accepts(self.resolver, pod) if pod is not None else ANY
+            if acc:
+                named.append((g * int(ps.get("count") or 0), acc))
+        if not named:
+            return ANY
+        common = [t for t in named[0][1] if all(t in acc for _, acc in named[1:])]
+        return tuple(common) if common else max(named, key=lambda x: x[0])[1]
 
     def _placed_nowhere(self, wl: dict, starts: Callable[[object, int], str | None],
                         seen: dict[tuple[str, int], object]) -> str | None:
@@ -492,27 +569,20 @@ class Workloads:
         select GPU types), or None. Only podSets that select nodes, tolerate or spread are judged (the rest start
         wherever their GPUs fit: _too_big). Each podSet's template is read as a pod once per Workload (its podSets
         do not change) and kept in `seen` while the Workload waits."""
-        uid = str((wl.get("metadata") or {}).get("uid") or "")
         for i, ps in enumerate((wl.get("spec") or {}).get("podSets") or []):
             spec = ((ps.get("template") or {}).get("spec")) or {}
             if not any(spec.get(k) for k in ("nodeSelector", "affinity", "topologySpreadConstraints", "tolerations")):
                 continue
-            key = (uid, i)
-            pod = seen.get(key) or self._pods.get(key)
+            pod = self._template(wl, i, seen)
             if pod is None:
-                try:
-                    pod = _DECODE._ApiClient__deserialize(  # the official client's own reading of a pod
-                        {"metadata": (ps.get("template") or {}).get("metadata") or {}, "spec": spec}, "V1Pod")
-                except (ValueError, TypeError, AttributeError):
-                    continue   # not read as a pod: never judged, so never hidden
-            seen[key] = pod
+                continue   # not read as a pod: never judged, so never hidden
             g = _gpus_per_pod(ps.get("template"), self.resource, f"spec.podSets[{i}]")
             why = starts(pod, g) if g > 0 else None
             if why is not None:
                 return f"has pods (podSet {ps.get('name') or i}) that no node takes: {why}"
         return None
 
-    def demand(self, items: Iterable[dict], tenants: tuple[str, ...], sizes: list[int], owners: set[str],
+    def demand(self, items: Iterable[dict], tenants: tuple[str, ...], sizes: list[int], owners: set[tuple[str, str]],
                now: dt.datetime | None = None, starts: Callable[[object, int], str | None] | None = None) -> Jobs:
         """The waiting Workloads among `items` the plan counts as pending jobs, each with its shape (module
         docstring): by the never-admitted rule (_scan), those Kueue has tried (a QuotaReserved condition: one it has
@@ -523,8 +593,9 @@ class Workloads:
         for what, wl, t, shape in self._scan(items, tenants, sizes, starts):
             if what != "waits" or quota_verdict(wl) is None:
                 continue
-            refs = (wl.get("metadata") or {}).get("ownerReferences") or []
-            if owners and any(isinstance(r, dict) and r.get("uid") in owners for r in refs):
+            meta = wl.get("metadata") or {}
+            refs = meta.get("ownerReferences") or []
+            if owners and any(isinstance(r, dict) and (meta.get("namespace"), r.get("uid")) in owners for r in refs):
                 continue   # its pods are in the pod view (a requeued Workload whose pods still run): counted there
             first.add(tenants[t], wl, self._row(wl, t, shape, now))
         for t in sorted(first.over):
