@@ -449,3 +449,57 @@ def test_the_plan_makes_room_for_an_h100_gang_on_h100_nodes_only():
     p = plan(flat_forecast(names, [0, 0, 40]), state, PolicyMemory(),
              Config(policy={"preempt_budget_share": 1.0, "headroom": 0.0}))
     assert sorted(x.node for x in p.preemptions) == ["n3", "n4"], (p.preemptions, p.notes)
+
+
+class _Queues:
+    """Kueue's queue objects as the API server lists them (list_cluster_custom_object), or a refusal."""
+
+    def __init__(self, flavors: dict[str, dict | None], queues: dict[str, list[str]], fail: bool = False):
+        self.fail, self.lists = fail, 0
+        self.items = {
+            "resourceflavors": [{"metadata": {"name": f}, "spec": {"nodeLabels": {"nvidia.com/gpu.product": p}}
+                                 if p else {}} for f, p in flavors.items()],
+            "clusterqueues": [{"metadata": {"name": q}, "spec": {"resourceGroups": [
+                {"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": f} for f in fl]}]}}
+                for q, fl in queues.items()],
+            "localqueues": [{"metadata": {"name": q, "namespace": "ns-a"}, "spec": {"clusterQueue": q}}
+                            for q in queues]}
+
+    def list_cluster_custom_object(self, group, version, plural, **kw):
+        from kubernetes.client.exceptions import ApiException
+        self.lists += 1
+        if self.fail:
+            raise ApiException(status=403, reason="Forbidden")
+        return {"items": self.items[plural]}
+
+
+def test_a_waiting_workload_is_narrowed_to_the_types_its_queues_flavors_select(caplog):
+    """A site's queue whose only GPU flavor is H100's admits a Workload naming no type on H100 only; the daemon's own
+    queues (a flavor per type) and a flavor without a product label narrow nothing; pods selecting a type the queue
+    lacks keep their own. The queues are read once per read of the Workloads; a refused read narrows nothing, said
+    once."""
+    from daemon.config.fleet import FleetConfig
+    fleet = FleetConfig(types=["h100", "a100"], aliases={H100: "h100", A100: "a100"})
+    api = _Queues({"site-h100": H100, "t.h100": H100, "t.a100": A100, "plain": None},
+                  {"site": ["site-h100"], "daemon": ["t.h100", "t.a100"], "any": ["plain"]})
+    r = Workloads(api, {"ns-a": "team-a"}, "nvidia.com/gpu", "gpuas-low", resolver=fleet.resolver())
+
+    def queued(name, queue, selector=None):
+        body = _select(wl(name), {"nvidia.com/gpu.product": selector} if selector else None)
+        body["spec"]["queueName"] = queue
+        return body
+    items = [queued("site", "site"), queued("daemon", "daemon"), queued("any", "any"), queued("gone", "no-such"),
+             queued("a100-in-site", "site", A100)]
+    jobs = r.demand(items, ("team-a",), [8] * 6, set(), now=NOW)
+    assert dict(zip(jobs.ids.tolist(), jobs.accepts.tolist())) == {
+        "ns-a/workload/site": ("h100",), "ns-a/workload/daemon": (), "ns-a/workload/any": (),
+        "ns-a/workload/gone": (), "ns-a/workload/a100-in-site": ("a100",)}
+    assert api.lists == 3                                            # one read of the three kinds
+    api.fail = True
+    caplog.set_level(logging.WARNING)
+    for _ in range(2):
+        jobs = r.demand(items, ("team-a",), [8] * 6, set(), now=NOW)
+        assert jobs.accepts.tolist()[0] == ()
+    assert [x.getMessage() for x in caplog.records] == [
+        "Kueue queues unread (kueue.x-k8s.io/v1beta1: 403 Forbidden): the waiting Workloads' GPU types are read from "
+        "their pods' selectors only, not from their queues' flavors"]

@@ -1,11 +1,12 @@
 """A waiting Kueue gang planned on the GPU type it can run on, on the real control plane (tests/support/k8s_cluster.py:
 kube-apiserver, kube-scheduler, KWOK nodes of two models, Kueue 0.17's manager) with a mixed fleet ([fleet] types
 h100 and a100). Three A100 nodes and two H100 nodes are full of low pods, the A100 ones younger (cheaper to
-preempt); a high-tier 2 x 8 Workload whose pods select H100 (nodeSelector on nvidia.com/gpu.product, as Kueue's
-per-type flavors' nodeLabels do) waits. The Kueue actuator reads it as a gang that accepts h100
-(workloads.Workloads._types), the plan clears the two H100 nodes, and the Kubernetes actuator evicts exactly their
-pods through the Eviction API while every A100 pod runs on. Read as any type (the old reading), the plan cleared two
-A100 nodes, where the gang's pods never start."""
+preempt); a high-tier 2 x 8 Workload that can run on H100 only waits: its pods select H100 (nodeSelector on
+nvidia.com/gpu.product), or they name no type and its queue's only GPU flavor is H100's (a ResourceFlavor whose
+nodeLabels select H100 nodes: Kueue admits it there only). The Kueue actuator reads it as a gang that accepts h100
+(workloads.Workloads._types, queue_types.QueueTypes), the plan clears the two H100 nodes, and the Kubernetes actuator
+evicts exactly their pods through the Eviction API while every A100 pod runs on. Read as any type (the old reading),
+the plan cleared two A100 nodes, where the gang's pods never start."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from daemon.config import Config, KubernetesActuatorConfig, KueueActuatorConfig
 from daemon.config.fleet import FleetConfig
 from daemon.policy import PolicyMemory, plan
 from daemon.policy.state import ClusterState
-from tests.k8s.test_kueue_gang import EMPTY, _drop_zero_quota_queue, _gang, _waits_for_quota, _zero_quota_queue
+from tests.k8s.test_kueue_gang import EMPTY, KQ, _drop_zero_quota_queue, _gang, _waits_for_quota, _zero_quota_queue
 from tests.policy.test_engine import AT, flat_forecast
 from tests.support.k8s_cluster import GPU_MODELS, PRODUCT_LABEL, gpu_pod, pod_gone, pod_running
 from tests.support.services import wait_for
@@ -34,7 +35,30 @@ pytestmark = pytest.mark.xdist_group("k8s")
 FLEET = FleetConfig(types=["h100", "a100"], aliases={GPU_MODELS["h100"]: "h100", GPU_MODELS["a100"]: "a100"})
 
 
-def test_a_waiting_h100_gang_gets_room_made_on_h100_nodes_only(kueue):
+def _h100_queue(custom, ns: str) -> str:
+    """A site's own queue for H100 work: a ClusterQueue whose only GPU flavor selects H100 nodes (nodeLabels on the
+    product label), no quota now (a Workload in it waits, one Kueue may admit later), and its LocalQueue in `ns`."""
+    name = f"h100-{ns}"
+    custom.create_cluster_custom_object(*KQ, "resourceflavors", {
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": name},
+        "spec": {"nodeLabels": {PRODUCT_LABEL: GPU_MODELS["h100"]}}})
+    custom.create_cluster_custom_object(*KQ, "clusterqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": name},
+        "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+            {"name": name, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 0}]}]}]}})
+    custom.create_namespaced_custom_object(*KQ, ns, "localqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue", "metadata": {"name": name, "namespace": ns},
+        "spec": {"clusterQueue": name}})
+    wait_for(lambda: any(c["type"] == "Active" and c["status"] == "True" for c in custom.get_cluster_custom_object(
+        *KQ, "clusterqueues", name).get("status", {}).get("conditions", [])), timeout=60, what=f"{name} active")
+    return name
+
+
+@pytest.mark.parametrize("asks", ["selector", "flavor"])
+def test_a_waiting_h100_gang_gets_room_made_on_h100_nodes_only(kueue, asks):
+    """`selector`: the gang's pods select H100 (nodeSelector), in a queue of any type. `flavor`: its pods name no
+    type, in a site's queue whose only GPU flavor is H100's (Kueue admits it there only and adds the flavor's node
+    labels to its pods)."""
     tenants, ns, nodes = kueue.tenants({"team-high": "high", "batchy": "low"}, nodes=2, model="h100")
     serving, batch = ns["team-high"], ns["batchy"]
     names = ("team-high", "batchy")
@@ -54,9 +78,10 @@ def test_a_waiting_h100_gang_gets_room_made_on_h100_nodes_only(kueue):
             core.create_namespaced_pod(batch, gpu_pod(batch, f"low-{i}", 8, "gpu-autoscaler-low",
                                                       {"kubernetes.io/hostname": node}))
             wait_for(lambda i=i: pod_running(core, batch, f"low-{i}"), timeout=60, what=f"low-{i} Running")
-        zero = _zero_quota_queue(custom, serving)
-        body = _gang(serving, "trainer", zero, 2, 8)
-        body["spec"]["podSets"][0]["template"]["spec"]["nodeSelector"] = {PRODUCT_LABEL: GPU_MODELS["h100"]}
+        queue = _zero_quota_queue(custom, serving) if asks == "selector" else _h100_queue(custom, serving)
+        body = _gang(serving, "trainer", queue, 2, 8)
+        if asks == "selector":
+            body["spec"]["podSets"][0]["template"]["spec"]["nodeSelector"] = {PRODUCT_LABEL: GPU_MODELS["h100"]}
         custom.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta1", serving, "workloads", body)
         wait_for(lambda: _waits_for_quota(custom, serving, "trainer"), timeout=60, what="the H100 gang waits")
 
@@ -82,4 +107,5 @@ def test_a_waiting_h100_gang_gets_room_made_on_h100_nodes_only(kueue):
             assert pod_running(core, batch, f"low-{i}")                     # every A100 pod runs on
     finally:
         kueue.delete_nodes(nodes)
-        _drop_zero_quota_queue(custom, f"zero-{serving}")
+        for name in (f"zero-{serving}", f"h100-{serving}"):
+            _drop_zero_quota_queue(custom, name)

@@ -64,6 +64,7 @@ from kubernetes.utils import parse_quantity
 from daemon.actuators.base import in_turn
 from daemon.actuators.k8s.flavors import MIG_PREFIX, pod_accepts
 from daemon.actuators.k8s.objects import MAX_POD_GPUS, effective_request, priority_class_name
+from daemon.actuators.k8s.queue_types import QueueTypes
 from daemon.config.fleet import ANY, TypeResolver
 from daemon.policy.eta import moved as _moved
 from daemon.policy.state import PRIORITY, Jobs
@@ -394,6 +395,8 @@ class Workloads:
                  resolver: TypeResolver | None = None) -> None:
         self.custom = custom
         self.resolver = resolver   # a mixed fleet's [fleet] types: each waiting Workload's accepted types (_types)
+        # and the types its queue's flavors select (read when a Workload waits on a mixed fleet)
+        self.queues = QueueTypes(custom, resource, resolver) if resolver is not None and custom is not None else None
         self.tenant_of = tenant_of_ns
         self.resource = resource
         self.low_queue = low_queue
@@ -436,6 +439,8 @@ class Workloads:
         podSet no node takes, `starts`: _placed_nowhere), said once per Workload in one line, or 'waits' (asking
         GPUs, with its shape). A malformed one (said once while it is listed) and one asking no GPU are neither."""
         index = {t: i for i, t in enumerate(tenants)}
+        if self.queues is not None:
+            self.queues.reset()
         sizes = list(sizes)
         largest, total = max(sizes, default=0), sum(sizes)
         never: dict[str, str] = {}
@@ -544,9 +549,21 @@ class Workloads:
         per type on a mixed fleet: fleet-schedulers.md), so a gang asking H100 is admitted on the H100 flavor only and
         its pods bind on H100 nodes: read as any type, the plan made its room on whichever type was cheaper to clear,
         where it never starts. Where podSets name different types, the types all of them accept (the plan places a
-        gang on one type); none in common: those of the podSet asking the most GPUs. ANY where none names one."""
+        gang on one type); none in common: those of the podSet asking the most GPUs. ANY where none names one. Then
+        narrowed to the types its queue's flavors select (queue_types.QueueTypes: a site's queue whose only GPU flavor
+        is H100's admits it on H100 only, whatever its pods select), where the two have a type in common."""
         if self.resolver is None:
             return None
+        pods = self._pod_types(wl, seen)
+        spec = wl.get("spec") or {}
+        queue = self.queues(str((wl.get("metadata") or {}).get("namespace") or ""),
+                            str(spec.get("queueName") or "")) if self.queues is not None else ANY
+        if not queue or not pods:
+            return queue or pods
+        return tuple(t for t in pods if t in queue) or pods
+
+    def _pod_types(self, wl: dict, seen: dict[tuple[str, int], object]) -> tuple[str, ...]:
+        """The types the Workload's pods select (_types), ANY where none names one."""
         named: list[tuple[int, tuple[str, ...]]] = []
         for i, ps in enumerate((wl.get("spec") or {}).get("podSets") or []):
             if not _may_name_type(((ps.get("template") or {}).get("spec")) or {}):
