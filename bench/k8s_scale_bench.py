@@ -20,7 +20,9 @@ Cohorts, LocalQueues), not in dry run. It measures:
 
   - the initial list + watch (view start to both kinds listed and watched), and one snapshot;
   - ``--cycles`` cycles back to back, each the cycle's Kubernetes part with the real policy in between: the
-    source's two reads (cluster_jobs, cluster_nodes), ``plan()`` on that state (no forecast: reactive holds, as a
+    source's two reads through the Kueue actuator, as the daemon's source reads beside Kueue (wiring.jobs_lister):
+    cluster_jobs (the view's pods, and the Kueue Workloads listed a page at a time: the waiting ones are demand)
+    and cluster_nodes, ``plan()`` on that state (no forecast: reactive holds, as a
     daemon whose forecaster is not ready; the forecast itself is bench/cycle_bench.py's), and both actuators'
     ``apply``. The first cycle writes the Kueue objects and holds nodes; the rest are the steady state;
   - API requests per cycle: counted by the daemon's client (method and resource), and the apiserver's own
@@ -211,7 +213,7 @@ def child(a) -> None:
             res = parts[-1]
             for i, p in enumerate(parts):  # .../namespaces/<ns>/<resource>[/<name>[/<sub>]]
                 if p in ("pods", "nodes", "events", "priorityclasses", "resourcequotas", "resourceflavors",
-                         "clusterqueues", "localqueues", "cohorts"):
+                         "clusterqueues", "localqueues", "cohorts", "workloads"):
                     # the collection (a list), one object, or one object's subresource (eviction, status)
                     res = p if i == len(parts) - 1 else f"{p} (one)" if i == len(parts) - 2 else \
                         f"{p}/{parts[i + 2]}"
@@ -262,8 +264,8 @@ def child(a) -> None:
     for c in range(a.cycles):
         calls.clear()
         t0 = time.perf_counter()
-        jobs = kub.cluster_jobs(names_t)
-        nodes = kub.cluster_nodes(names_t)
+        jobs = kueue.cluster_jobs(names_t)     # the daemon's source reads through this one (wiring.jobs_lister)
+        nodes = kueue.cluster_nodes(names_t)
         t_read = time.perf_counter()
         run = jobs.running
         used = np.bincount(jobs.tenant[run], weights=jobs.gpus[run], minlength=len(names_t)).astype(float)
