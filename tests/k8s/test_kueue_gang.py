@@ -43,17 +43,23 @@ def _gang(ns, name, queue, pods, gpus):
 KQ = ("kueue.x-k8s.io", "v1beta1")
 
 
-def _zero_quota_queue(custom, ns: str) -> str:
-    """A LocalQueue in `ns` on a ClusterQueue of this test's own with no GPU quota, active: a Workload in it waits
-    for quota Kueue may give it later (QuotaReserved=False, reason Pending), one Kueue may admit. A Workload in a
-    queue that does not exist is one Kueue will never admit, which neither the plan nor the estimate reads."""
-    name = f"zero-{ns}"
+def _zero_quota_queue(custom, ns: str, prefix: str = "zero", gpus: int = 0, node_labels: dict | None = None,
+                      preemption: dict | None = None) -> str:
+    """A LocalQueue in `ns` on a ClusterQueue of this test's own (named <prefix>-<ns>, one flavor of that name) with
+    no GPU quota by default, active: a Workload in it waits for quota Kueue may give it later (QuotaReserved=False,
+    reason Pending), one Kueue may admit. A Workload in a queue that does not exist is one Kueue will never admit,
+    which neither the plan nor the estimate reads. `gpus`: its quota; `node_labels`: its flavor's (the nodes it
+    admits on); `preemption`: the ClusterQueue's."""
+    name = f"{prefix}-{ns}"
     custom.create_cluster_custom_object(*KQ, "resourceflavors", {
-        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": {}})
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": name},
+        "spec": {"nodeLabels": node_labels} if node_labels else {}})
+    spec: dict = {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+        {"name": name, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": gpus}]}]}]}
+    if preemption:
+        spec["preemption"] = preemption
     custom.create_cluster_custom_object(*KQ, "clusterqueues", {
-        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": name},
-        "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
-            {"name": name, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 0}]}]}]}})
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec})
     custom.create_namespaced_custom_object(*KQ, ns, "localqueues", {
         "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue", "metadata": {"name": name, "namespace": ns},
         "spec": {"clusterQueue": name}})

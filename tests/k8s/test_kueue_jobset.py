@@ -26,7 +26,7 @@ from daemon.actuators.k8s.kueue import KueueActuator
 from daemon.actuators.k8s.workloads import workload_id
 from daemon.config import KubernetesActuatorConfig, KueueActuatorConfig
 from daemon.policy.state import PRIORITY
-from tests.k8s.test_kueue_gang import EMPTY, KQ, _drop_zero_quota_queue, _waits_for_quota
+from tests.k8s.test_kueue_gang import EMPTY, KQ, _drop_zero_quota_queue, _waits_for_quota, _zero_quota_queue
 from tests.support.k8s_cluster import gpu_pod, pod_running
 from tests.support.services import wait_for
 
@@ -82,25 +82,6 @@ def _workload_of(custom, ns: str, jobset: str) -> dict | None:
     return None
 
 
-def _queue(custom, ns: str, gpus: int) -> str:
-    """A LocalQueue in `ns` on a ClusterQueue of this test's own with `gpus` GPUs of quota that Kueue may preempt in
-    for higher priority (withinClusterQueue: LowerPriority), active."""
-    name = f"js-{ns}"
-    custom.create_cluster_custom_object(*KQ, "resourceflavors", {
-        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": {}})
-    custom.create_cluster_custom_object(*KQ, "clusterqueues", {
-        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": name},
-        "spec": {"namespaceSelector": {}, "preemption": {"withinClusterQueue": "LowerPriority"},
-                 "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
-                     {"name": name, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": gpus}]}]}]}})
-    custom.create_namespaced_custom_object(*KQ, ns, "localqueues", {
-        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue", "metadata": {"name": name, "namespace": ns},
-        "spec": {"clusterQueue": name}})
-    wait_for(lambda: any(c["type"] == "Active" and c["status"] == "True" for c in custom.get_cluster_custom_object(
-        *KQ, "clusterqueues", name).get("status", {}).get("conditions", [])), timeout=60, what=f"{name} active")
-    return name
-
-
 def _urgent(ns: str, queue: str) -> dict:
     """A high-priority 2 x 8 Workload in the same ClusterQueue: Kueue preempts the JobSet for it."""
     spec = {"restartPolicy": "Never", "containers": [{"name": "main", "image": "registry.invalid/train:1",
@@ -132,7 +113,8 @@ def test_a_requeued_jobsets_pods_are_not_counted_again_as_its_waiting_gang_of_th
     try:
         assert KubernetesActuator(api, KubernetesActuatorConfig(), tenants, dry_run=False,
                                   enforce_plan=False).apply(EMPTY).ok                   # the PriorityClasses
-        queue = _queue(custom, serving, 16)
+        queue = _zero_quota_queue(custom, serving, "js", gpus=16,   # Kueue may preempt in it for higher priority
+                                  preemption={"withinClusterQueue": "LowerPriority"})
         js = custom.create_namespaced_custom_object(*JS, serving, "jobsets", _jobset(serving, "trainer", queue))
         wait_for(lambda: _workload_of(custom, serving, "trainer") is not None, timeout=60,
                  what="Kueue makes the JobSet's Workload")

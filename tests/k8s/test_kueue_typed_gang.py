@@ -25,7 +25,7 @@ from daemon.config import Config, KubernetesActuatorConfig, KueueActuatorConfig
 from daemon.config.fleet import FleetConfig
 from daemon.policy import PolicyMemory, plan
 from daemon.policy.state import ClusterState
-from tests.k8s.test_kueue_gang import EMPTY, KQ, _drop_zero_quota_queue, _gang, _waits_for_quota, _zero_quota_queue
+from tests.k8s.test_kueue_gang import EMPTY, _drop_zero_quota_queue, _gang, _waits_for_quota, _zero_quota_queue
 from tests.policy.test_engine import AT, flat_forecast
 from tests.support.k8s_cluster import GPU_MODELS, PRODUCT_LABEL, gpu_pod, pod_gone, pod_running
 from tests.support.services import wait_for
@@ -33,25 +33,6 @@ from tests.support.services import wait_for
 pytestmark = pytest.mark.xdist_group("k8s")
 
 FLEET = FleetConfig(types=["h100", "a100"], aliases={GPU_MODELS["h100"]: "h100", GPU_MODELS["a100"]: "a100"})
-
-
-def _h100_queue(custom, ns: str) -> str:
-    """A site's own queue for H100 work: a ClusterQueue whose only GPU flavor selects H100 nodes (nodeLabels on the
-    product label), no quota now (a Workload in it waits, one Kueue may admit later), and its LocalQueue in `ns`."""
-    name = f"h100-{ns}"
-    custom.create_cluster_custom_object(*KQ, "resourceflavors", {
-        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": name},
-        "spec": {"nodeLabels": {PRODUCT_LABEL: GPU_MODELS["h100"]}}})
-    custom.create_cluster_custom_object(*KQ, "clusterqueues", {
-        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": name},
-        "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
-            {"name": name, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 0}]}]}]}})
-    custom.create_namespaced_custom_object(*KQ, ns, "localqueues", {
-        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue", "metadata": {"name": name, "namespace": ns},
-        "spec": {"clusterQueue": name}})
-    wait_for(lambda: any(c["type"] == "Active" and c["status"] == "True" for c in custom.get_cluster_custom_object(
-        *KQ, "clusterqueues", name).get("status", {}).get("conditions", [])), timeout=60, what=f"{name} active")
-    return name
 
 
 @pytest.mark.parametrize("asks", ["selector", "flavor"])
@@ -78,7 +59,8 @@ def test_a_waiting_h100_gang_gets_room_made_on_h100_nodes_only(kueue, asks):
             core.create_namespaced_pod(batch, gpu_pod(batch, f"low-{i}", 8, "gpu-autoscaler-low",
                                                       {"kubernetes.io/hostname": node}))
             wait_for(lambda i=i: pod_running(core, batch, f"low-{i}"), timeout=60, what=f"low-{i} Running")
-        queue = _zero_quota_queue(custom, serving) if asks == "selector" else _h100_queue(custom, serving)
+        queue = _zero_quota_queue(custom, serving) if asks == "selector" else _zero_quota_queue(
+            custom, serving, "h100", node_labels={PRODUCT_LABEL: GPU_MODELS["h100"]})   # a site's H100-only queue
         body = _gang(serving, "trainer", queue, 2, 8)
         if asks == "selector":
             body["spec"]["podSets"][0]["template"]["spec"]["nodeSelector"] = {PRODUCT_LABEL: GPU_MODELS["h100"]}
