@@ -152,9 +152,11 @@ def test_the_view_reads_dra_supply_used_and_pending_demand_and_says_what_it_cann
 
 
 def test_a_pod_asking_for_a_device_plugin_gpu_beside_its_claim_is_a_job_of_both(kube, tmp_path):
-    """A DRA pod asking for one device-plugin GPU beside its claim of 2 is a Job of 3 (the scheduler needs both), a
-    DRA-only pod one of 2, counted once each; a node with device-plugin GPUs is no DRA node. The old code read the
-    first as a Job of 1 and the second as no Job."""
+    """A DRA pod asking for one device-plugin GPU beside its claim of 2 asks for both on one node (the scheduler
+    needs both there): here no node has both, so it never starts and is no Job (said once; where a node has both it is
+    a Job of 3: tests/actuators/test_k8s_dra_rows.py); a DRA-only pod is one of 2, counted once; a node with
+    device-plugin GPUs is no DRA node. The first code read the first as a Job of 1 and the second as no Job; the
+    next read the first as a Job of 3 waiting for a node no cluster here has."""
     api = kube.api()
     core, resource = k8s.CoreV1Api(api), k8s.ResourceV1Api(api)
     served = {r.name for r in resource.get_api_resources().resources}
@@ -176,14 +178,13 @@ def test_a_pod_asking_for_a_device_plugin_gpu_beside_its_claim_is_a_job_of_both(
             "deviceClassName": cls, "allocationMode": "ExactCount", "count": 2}))
         core.create_namespaced_pod(b, _dra_pod(b, "dra-only", "two-gpus"))
         core.create_namespaced_pod(b, _dra_pod(b, "dra-and-one", "two-gpus", gpus=1))
-        wait_for(lambda: f"{b}/dra-and-one" in kub.cluster_jobs(names).ids.tolist(), timeout=60,
-                 what="dra-and-one in the view")
-        wait_for(lambda: len(kub.cluster_jobs(names)) == 2, timeout=60, what="both pods' claims read")
+        wait_for(lambda: kub.cluster_jobs(names) is not None and f"{b}/dra-and-one" in kub._never, timeout=60,
+                 what="dra-and-one read as never starting")
+        wait_for(lambda: len(kub.cluster_jobs(names)) == 1, timeout=60, what="dra-only's claim read")
         jobs = kub.cluster_jobs(names)
-        assert dict(zip(jobs.ids.tolist(), jobs.gpus.tolist())) == {f"{b}/dra-and-one": 3, f"{b}/dra-only": 2}, \
-            (jobs.ids, jobs.gpus)
-        # dra-and-one waits (no node has both); dra-only waits or runs on the DRA node, 2 either way
-        assert kub.dra.job_gpus() == {f"{b}/dra-only": 2, f"{b}/dra-and-one": 2}, kub.dra
+        assert dict(zip(jobs.ids.tolist(), jobs.gpus.tolist())) == {f"{b}/dra-only": 2}, (jobs.ids, jobs.gpus)
+        # dra-and-one waits for good (no node has both); dra-only waits or runs on the DRA node, 2 either way
+        assert kub.dra.job_gpus() == {f"{b}/dra-only": 2}, kub.dra
         assert kub.dra.supply == {dra_node: {"dra:a100": 2}}, kub.dra.supply
     finally:
         rt.close()
@@ -437,3 +438,66 @@ def test_one_tenants_claims_never_push_another_tenants_out_of_the_view(kube, cap
     assert r.over_ns == {a: 3} and r.over == 3 and r.kept_ns == {a: 2, b: 2}, (r.over_ns, r.kept_ns)
     resource.delete_resource_slice(caps_slice["metadata"]["name"])
     kube.delete_nodes(nodes)
+
+
+def test_a_dra_pod_whose_node_filters_keep_it_off_every_node_with_its_devices_is_no_demand(kube, caplog):
+    """A tenant's pending DRA pod asking 1 GPU the cluster's slices publish, but selecting (nodeSelector) a node
+    whose slices publish none, or not tolerating the taint of the one node that has them, never starts: the scheduler
+    allocates a pod's claims on the node it picks, and no node passes both. Each is said once and is no demand (no
+    hold, no preemption, no aging for it, not in the DRA pending count); a pod that tolerates the taint and asks what
+    the node publishes is demand (here 2, while the devices are taken: it waits). The old code judged a DRA pod's
+    node filters by its device-plugin GPUs only (none: any node passed, the GPU-less node too), so both read as
+    pending demand of 1 of their tenant's tier, for the plan to make room and hold GPUs for."""
+    from daemon.actuators.k8s.actuator import KubernetesActuator
+    from daemon.config import KubernetesActuatorConfig
+
+    caplog.set_level(logging.INFO, logger="gpu_autoscaler.actuator.kubernetes")
+    api = kube.api()
+    core, resource = k8s.CoreV1Api(api), k8s.ResourceV1Api(api)
+    tenants, ns, nodes = kube.tenants({"team-a": "normal"}, nodes=1, gpus=0)   # nodes[0]: no GPU of either kind
+    a = ns["team-a"]
+    uid = uuid.uuid4().hex[:6]
+    driver = cls = f"gpu-{uid}.nvidia.com"
+    dra_node = kube.gpu_node(f"{nodes[0]}-dra", gpus=0)
+    nodes.append(dra_node)
+    core.patch_node(dra_node, {"spec": {"taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]}})
+    wait_for(lambda: kube.node_ready(dra_node), timeout=60, what="the DRA node Ready")
+    dra_slice = _slice(f"{dra_node}-{uid}", driver, dra_node, H100)
+    kub = KubernetesActuator(api, KubernetesActuatorConfig(dra_device_classes={cls: driver}), tenants)
+    names = tuple(t.name for t in tenants)
+    tolerates = [{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]
+    try:
+        resource.create_device_class({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                                      "metadata": {"name": cls}, "spec": {}})
+        resource.create_resource_slice(dra_slice)
+        for t, n in (("one", 1), ("two", 2)):
+            resource.create_namespaced_resource_claim_template(a, _template(t, {"deviceClassName": cls, "count": n}))
+        pods = {"runs": ("two", tolerates, None), "waits": ("two", tolerates, None),
+                "on-the-cpu-node": ("one", tolerates, {"kubernetes.io/hostname": nodes[0]}),
+                "untolerated": ("one", None, None)}
+        for name, (template, tols, selector) in pods.items():
+            p = _dra_pod(a, name, template)
+            p["spec"]["tolerations"], p["spec"]["nodeSelector"] = tols, selector
+            core.create_namespaced_pod(a, p)
+        wait_for(lambda: kub.cluster_jobs(names) is not None and len(kub.dra.running) == 1, timeout=90,
+                 what="one of the 2-GPU pods bound to the DRA node")
+        for _ in range(2):   # said once, not each cycle
+            jobs = kub.cluster_jobs(names)
+        (bound, _), = kub.dra.running.items()
+        waiting = ({f"{a}/runs", f"{a}/waits"} - {bound}).pop()
+        assert {i: (int(g), bool(r)) for i, g, r in zip(jobs.ids, jobs.gpus, jobs.running)} == \
+            {bound: (2, True), waiting: (2, False)}, (jobs.ids, jobs.gpus)
+        assert kub.dra.pending == {waiting: 2}, kub.dra.pending
+        said = sorted(m.getMessage() for m in caplog.records if "can never start" in m.getMessage())
+        assert said == [
+            f"pod {a}/on-the-cpu-node selects nodes by kubernetes.io/hostname={nodes[0]}, which only nodes too small "
+            "for it have: it can never start, so it is no demand (no hold, no preemption, no aging for it)",
+            f"pod {a}/untolerated is kept off every node it fits otherwise by a taint it does not tolerate: "
+            "dedicated=gpu:NoSchedule (1 node): it can never start, so it is no demand (no hold, no preemption, no "
+            "aging for it)"], said
+        summary = [m.getMessage() for m in caplog.records if m.getMessage().startswith("DRA GPUs: ")]
+        assert summary[-1] == "DRA GPUs: 2 on 1 nodes (2 dra:gpu), 2 allocated, pending per tenant: team-a 2", summary
+    finally:
+        resource.delete_resource_slice(dra_slice["metadata"]["name"])
+        resource.delete_device_class(cls)
+        kube.delete_nodes(nodes)

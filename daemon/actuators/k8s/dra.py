@@ -21,6 +21,9 @@ devices):
   (``uncounted``); so does asking for more GPUs than any node's slices publish (a pod's devices are all on its one
   node: it never starts, as view.never_starts says of a device-plugin pod; the apiserver takes any count up to
   2^63-1, so one tenant's pod would otherwise be demand beyond any cluster). With no DRA node, nothing is judged.
+  Beyond that, where a pending pod may start is view.never_starts's, with its node filters (selectors, affinity,
+  taints) over the nodes whose slices publish what it asks of each driver (``devices``, ``asks``: DraGpus.fits); one
+  that can start nowhere is dropped from the counts (DraGpus.drop).
 
 The plan reads them (actuator.py, view.py): a DRA node is a node of its slices' whole GPUs, typed by its most
 numerous DRA type; a bound pod's claims' GPUs are its running GPUs there, a pending pod's its demand, accepting the DRA
@@ -54,6 +57,26 @@ class DraGpus:
     uncounted: dict[str, str] = field(default_factory=dict)           # pod id -> why its DRA GPUs are not counted
     accepts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # pending pod id -> the DRA types it may get
     draining: dict[str, int] = field(default_factory=dict)            # node -> GPUs of pods being deleted, due soon
+    # where a pending pod's devices may be allocated (the scheduler allocates a pod's claims on the one node it picks):
+    devices: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> driver -> whole GPUs its slices publish
+    asks: dict[str, dict[str, int]] = field(default_factory=dict)     # pending pod id -> driver -> GPUs it asks
+    unplaced: set[str] = field(default_factory=set)                   # drivers with slices of no one node: not judged
+
+    def fits(self, pod: str, node: str) -> bool:
+        """Whether `node`'s slices publish as many whole GPUs of each driver as the pending pod asks (view.never_starts
+        judges them with the pod's node filters; usable now or not). A node whose device plugin publishes GPUs too is
+        judged by its slices all the same: the scheduler allocates there. A pod asking nothing counted fits anywhere,
+        and so does a driver that publishes devices of several nodes (a slice of no nodeName: not judged)."""
+        have = self.devices.get(node, {})
+        return all(d in self.unplaced or have.get(d, 0) >= n for d, n in self.asks.get(pod, {}).items())
+
+    def drop(self, pods) -> None:
+        """These pending pods are no demand (view.never_starts found no node for them): out of the counts too."""
+        for pid in pods:
+            if self.pending.pop(pid, None) is not None:
+                self.tenant_of.pop(pid, None)
+                self.accepts.pop(pid, None)
+                self.asks.pop(pid, None)
 
     def node_rows(self) -> dict[str, tuple[str, int, int, int]]:
         """Node -> (its DRA type, whole GPUs, allocated, of those draining): what a node's row in the plan's Nodes
@@ -138,6 +161,17 @@ def asked_classes(requests: list) -> set[str]:
     return {r.exactly.device_class_name for r in requests or [] if r.exactly is not None}
 
 
+def claim_asks(requests: list, classes: dict[str, str]) -> dict[str, int]:
+    """Driver -> the GPUs a claim's judged requests ask of it (those claim_gpus counts)."""
+    out: dict[str, int] = {}
+    for req in requests or []:
+        g, why = _request_why(req, classes)
+        if why is None and g:
+            d = classes[req.exactly.device_class_name]
+            out[d] = out.get(d, 0) + g
+    return out
+
+
 def claim_gpus(requests: list, classes: dict[str, str]) -> tuple[int, list[str]]:
     """The GPUs a claim's requests ask for, and why any of them is not judged."""
     total, why = 0, []
@@ -198,6 +232,12 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
     driver_types: dict[str, set[str]] = {}        # driver -> the DRA types of its devices
     for s in newest_slices(slices, drivers):
         node = s.spec.node_name
+        if not node:
+            out.unplaced.add(s.spec.driver)
+        else:
+            per_driver = out.devices.setdefault(node, {})
+            per_driver[s.spec.driver] = per_driver.get(s.spec.driver, 0) + sum(
+                _whole_gpu(d, s.spec.driver) for d in s.spec.devices or [])
         if not node or node in plugin_nodes:
             continue   # devices of several nodes (a nodeSelector, allNodes): no node of the view's to count them on
         for d in s.spec.devices or []:
@@ -267,7 +307,7 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
             continue
         if getattr(p.spec, "scheduling_gates", None):
             continue   # gated: not placed, so not demand now (as view.pods_as_jobs)
-        total, why, mine, kinds = 0, [], set(), set()
+        total, why, mine, kinds, asks = 0, [], set(), set(), {}
         for r in refs:
             if r.resource_claim_name:
                 key = f"{p.metadata.namespace}/{r.resource_claim_name}"
@@ -294,6 +334,8 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
             total += g
             why += w
             kinds |= {classes[k] for k in asked_classes(reqs) if k in classes}
+            for d, n in claim_asks(reqs, classes).items():
+                asks[d] = asks.get(d, 0) + n
         if why:
             out.uncounted[pid] = ("asks for devices through DRA that the daemon does not count: "
                                   + "; ".join(why))[:400]
@@ -309,5 +351,6 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
             out.pending[pid] = total
             out.tenant_of[pid] = tenant
             out.accepts[pid] = types
+            out.asks[pid] = asks
             counted |= mine
     return out
