@@ -501,3 +501,76 @@ def test_a_dra_pod_whose_node_filters_keep_it_off_every_node_with_its_devices_is
         resource.delete_resource_slice(dra_slice["metadata"]["name"])
         resource.delete_device_class(cls)
         kube.delete_nodes(nodes)
+
+
+def test_a_pending_pods_claim_held_in_deletion_by_its_tenants_finalizer_is_no_demand(kube):
+    """A tenant may put a finalizer of its own on its claim and delete it: the claim stays, being deleted, for as long
+    as the tenant likes, and kube-scheduler allocates no device to a claim being deleted, so a pending pod naming it
+    (resourceClaimName), or whose claim made from its template (status.resourceClaimStatuses) is, never starts. Each
+    is said (not counted) and no demand; the pod beside them whose claim is whole stays demand. The old code read
+    the claim's request (or the template's) as the pod's pending demand, for as long as the finalizer stayed."""
+    from daemon.actuators.k8s.actuator import KubernetesActuator
+    from daemon.config import KubernetesActuatorConfig
+
+    api = kube.api()
+    core, resource = k8s.CoreV1Api(api), k8s.ResourceV1Api(api)
+    tenants, ns, nodes = kube.tenants({"team-a": "normal"}, nodes=1, gpus=0)
+    a = ns["team-a"]
+    uid = uuid.uuid4().hex[:6]
+    driver = cls = f"gpu-{uid}.nvidia.com"
+    dra_slice = _slice(f"{nodes[0]}-{uid}", driver, nodes[0], H100)
+    kub = KubernetesActuator(api, KubernetesActuatorConfig(dra_device_classes={cls: driver}), tenants)
+    names = tuple(t.name for t in tenants)
+    keep = {"metadata": {"finalizers": ["example.com/keep"]}}
+    going: list[str] = []
+    try:
+        resource.create_device_class({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                                      "metadata": {"name": cls}, "spec": {}})
+        resource.create_resource_slice(dra_slice)
+        resource.create_namespaced_resource_claim_template(a, _template("two", {"deviceClassName": cls, "count": 2}))
+        core.create_namespaced_pod(a, _dra_pod(a, "runs", "two"))   # takes the node's 2 devices
+        wait_for(lambda: core.read_namespaced_pod("runs", a).spec.node_name, timeout=60, what="runs bound")
+        # a claim of its own, finalized and deleted, then a pod naming it
+        resource.create_namespaced_resource_claim(a, {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "going", "finalizers": ["example.com/keep"]},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": cls, "count": 1}}]}}})
+        going.append("going")
+        resource.delete_namespaced_resource_claim("going", a)
+        named = _dra_pod(a, "named", "unused")
+        named["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": "going"}]
+        core.create_namespaced_pod(a, named)
+        # two pods of the template waiting for the devices: one's made claim is finalized and deleted
+        core.create_namespaced_pod(a, _dra_pod(a, "made", "two"))
+        core.create_namespaced_pod(a, _dra_pod(a, "waits", "two"))
+
+        def made_claim() -> str | None:
+            st = core.read_namespaced_pod("made", a).status.resource_claim_statuses or []
+            return st[0].resource_claim_name if st else None
+        wait_for(made_claim, timeout=60, what="the made pod's claim made from its template")
+        claim = made_claim()
+        resource.patch_namespaced_resource_claim(claim, a, keep)
+        going.append(claim)
+        resource.delete_namespaced_resource_claim(claim, a)
+        wait_for(lambda: kub.cluster_jobs(names) is not None and f"{a}/made" in kub.dra.uncounted
+                 and f"{a}/named" in kub.dra.uncounted, timeout=60, what="both read as being deleted")
+        assert kub.dra.pending == {f"{a}/waits": 2}, kub.dra.pending
+        assert kub.dra.uncounted == {
+            f"{a}/named": "asks for devices through DRA that the daemon does not count: claim going is being deleted "
+                          "(the scheduler allocates no device to it: the pod never starts while it is)",
+            f"{a}/made": f"asks for devices through DRA that the daemon does not count: claim {claim} is being deleted "
+                         "(the scheduler allocates no device to it: the pod never starts while it is)"}, \
+            kub.dra.uncounted
+        jobs = kub.cluster_jobs(names)
+        assert sorted(jobs.ids.tolist()) == [f"{a}/runs", f"{a}/waits"], jobs.ids
+        # kube-scheduler's PreEnqueue holds both back ("resourceclaim ... is being deleted"): never placed
+        assert all(core.read_namespaced_pod(n, a).spec.node_name is None for n in ("named", "made"))
+    finally:
+        for c in going:   # the tenant's finalizer off, so the claims and the namespace go
+            try:
+                resource.patch_namespaced_resource_claim(c, a, {"metadata": {"finalizers": None}})
+            except k8s.exceptions.ApiException:
+                pass
+        resource.delete_resource_slice(dra_slice["metadata"]["name"])
+        resource.delete_device_class(cls)
+        kube.delete_nodes(nodes)

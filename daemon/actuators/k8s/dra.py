@@ -17,7 +17,8 @@ devices):
 - demand: per pending pod of a tenant (not bound, not gated), the GPUs its claims ask: each request of exactly
   ``count`` devices (allocationMode ExactCount, the default) of a GPU class. A request the daemon cannot judge (of
   allocationMode All, with CEL selectors, a prioritized list ``firstAvailable``, of a class that is no configured GPU
-  class, or a claim or template that does not exist) makes the pod's DRA GPUs uncounted, said once per pod
+  class, or a claim or template that does not exist, or a claim being deleted: a tenant's own finalizer keeps it
+  so, and the scheduler allocates it nothing) makes the pod's DRA GPUs uncounted, said once per pod
   (``uncounted``); so does asking for more GPUs than any node's slices publish (a pod's devices are all on its one
   node: it never starts, as view.never_starts says of a device-plugin pod; the apiserver takes any count up to
   2^63-1, so one tenant's pod would otherwise be demand beyond any cluster). With no DRA node, nothing is judged.
@@ -204,6 +205,12 @@ def _missing(what: str, name: str, kind: str, partial: set[str]) -> str:
     return f"{what} {name} does not exist"
 
 
+def _deleting(name: str) -> str:
+    """Why a pending pod's claim being deleted is not counted: a tenant's own finalizer keeps it so for as long as the
+    tenant likes, and kube-scheduler allocates no device to a claim being deleted."""
+    return f"claim {name} is being deleted (the scheduler allocates no device to it: the pod never starts while it is)"
+
+
 def over_by_namespace(over_ns: dict[str, dict[str, int]]) -> str:
     """The namespaces with the most objects beyond the caps, and how many (a bounded part of one line)."""
     tot: dict[str, int] = {}
@@ -317,10 +324,17 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
                     continue
                 if alloc.get(key) or key in counted or key in mine:
                     continue   # allocated already (a claim shared with a running pod), or counted on another pod
+                if c.metadata.deletion_timestamp is not None:
+                    why.append(_deleting(r.resource_claim_name))
+                    continue
                 mine.add(key)
                 reqs = c.spec.devices.requests if c.spec and c.spec.devices else []
                 g, w = claim_gpus(reqs, classes)
             elif r.resource_claim_template_name:
+                c = by_name.get(f"{p.metadata.namespace}/{made.get(r.name)}") if made.get(r.name) else None
+                if c is not None and c.metadata.deletion_timestamp is not None:   # the claim made from it
+                    why.append(_deleting(made[r.name]))
+                    continue
                 t = tmpl.get(f"{p.metadata.namespace}/{r.resource_claim_template_name}")
                 if t is None:
                     why.append(_missing("template", r.resource_claim_template_name, "resourceclaimtemplates",
