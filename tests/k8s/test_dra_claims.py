@@ -574,3 +574,48 @@ def test_a_pending_pods_claim_held_in_deletion_by_its_tenants_finalizer_is_no_de
         resource.delete_resource_slice(dra_slice["metadata"]["name"])
         resource.delete_device_class(cls)
         kube.delete_nodes(nodes)
+
+
+def test_a_pod_naming_the_claim_made_for_another_pods_template_is_not_counted_twice(kube):
+    """The resourceclaim controller makes a claim from a pending pod's template (its name in the pod's
+    status.resourceClaimStatuses, which any reader of the namespace sees); a second pod of the tenant may name that
+    claim (resourceClaimName): both wait for the one claim's devices, which it is allocated once. The claim is
+    counted once, on the first pod; the old code counted the first pod's template and the second pod's claim by name,
+    twice the devices (and a third pod of another template made its own claim: counted, as it asks for its own)."""
+    from daemon.actuators.k8s.actuator import KubernetesActuator
+    from daemon.config import KubernetesActuatorConfig
+
+    api = kube.api()
+    core, resource = k8s.CoreV1Api(api), k8s.ResourceV1Api(api)
+    tenants, ns, nodes = kube.tenants({"team-a": "normal"}, nodes=1, gpus=0)
+    a = ns["team-a"]
+    uid = uuid.uuid4().hex[:6]
+    driver = cls = f"gpu-{uid}.nvidia.com"
+    dra_slice = _slice(f"{nodes[0]}-{uid}", driver, nodes[0], H100)
+    kub = KubernetesActuator(api, KubernetesActuatorConfig(dra_device_classes={cls: driver}), tenants)
+    names = tuple(t.name for t in tenants)
+    try:
+        resource.create_device_class({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                                      "metadata": {"name": cls}, "spec": {}})
+        resource.create_resource_slice(dra_slice)
+        resource.create_namespaced_resource_claim_template(a, _template("two", {"deviceClassName": cls, "count": 2}))
+        core.create_namespaced_pod(a, _dra_pod(a, "a-runs", "two"))   # takes the node's 2 devices
+        wait_for(lambda: core.read_namespaced_pod("a-runs", a).spec.node_name, timeout=60, what="a-runs bound")
+        core.create_namespaced_pod(a, _dra_pod(a, "b-waits", "two"))
+        core.create_namespaced_pod(a, _dra_pod(a, "d-own", "two"))
+
+        def made() -> str | None:
+            st = core.read_namespaced_pod("b-waits", a).status.resource_claim_statuses or []
+            return st[0].resource_claim_name if st else None
+        wait_for(made, timeout=60, what="b-waits' claim made from its template")
+        twin = _dra_pod(a, "c-twin", "unused")
+        twin["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": made()}]
+        core.create_namespaced_pod(a, twin)
+        wait_for(lambda: core.read_namespaced_pod("d-own", a).status.resource_claim_statuses, timeout=60,
+                 what="d-own's claim made")
+        kub.cluster_jobs(names)
+        assert kub.dra.pending == {f"{a}/b-waits": 2, f"{a}/d-own": 2}, kub.dra.pending
+    finally:
+        resource.delete_resource_slice(dra_slice["metadata"]["name"])
+        resource.delete_device_class(cls)
+        kube.delete_nodes(nodes)

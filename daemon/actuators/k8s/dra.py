@@ -275,8 +275,9 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
                     out.used[node] = out.used.get(node, 0) + 1
         alloc[key] = n
     tmpl = {f"{t.metadata.namespace}/{t.metadata.name}": t for t in templates}
-    # a claim named by several pods (resourceClaimName: shared) holds or asks for its devices once: counted on the
-    # first of its pods (by id) and on no other, so a tenant's N pods of one claim are not N times its GPUs
+    # a claim named by several pods (resourceClaimName: shared; or made from one pod's template and named by
+    # another) holds or asks for its devices once: counted on the first of its pods (by id) and on no other, so a
+    # tenant's N pods of one claim are not N times its GPUs
     counted: set[str] = set()
     # first: most pods have no resourceClaims, and this loop sees every pod each cycle
     dra_pods = sorted((p for p in pods if p.spec.resource_claims),
@@ -316,25 +317,25 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
             continue   # gated: not placed, so not demand now (as view.pods_as_jobs)
         total, why, mine, kinds, asks = 0, [], set(), set(), {}
         for r in refs:
-            if r.resource_claim_name:
-                key = f"{p.metadata.namespace}/{r.resource_claim_name}"
+            # a template's claim, once the resourceclaim controller made it (status.resourceClaimStatuses), is read as
+            # a claim: another pod may name it (resourceClaimName), and one claim asks for its devices once
+            name = r.resource_claim_name or (made.get(r.name) if r.resource_claim_template_name and
+                                             f"{p.metadata.namespace}/{made.get(r.name)}" in by_name else None)
+            if name:
+                key = f"{p.metadata.namespace}/{name}"
                 c = by_name.get(key)
                 if c is None:
-                    why.append(_missing("claim", r.resource_claim_name, "resourceclaims", kept_not_all))
+                    why.append(_missing("claim", name, "resourceclaims", kept_not_all))
                     continue
                 if alloc.get(key) or key in counted or key in mine:
                     continue   # allocated already (a claim shared with a running pod), or counted on another pod
                 if c.metadata.deletion_timestamp is not None:
-                    why.append(_deleting(r.resource_claim_name))
+                    why.append(_deleting(name))
                     continue
                 mine.add(key)
                 reqs = c.spec.devices.requests if c.spec and c.spec.devices else []
                 g, w = claim_gpus(reqs, classes)
             elif r.resource_claim_template_name:
-                c = by_name.get(f"{p.metadata.namespace}/{made.get(r.name)}") if made.get(r.name) else None
-                if c is not None and c.metadata.deletion_timestamp is not None:   # the claim made from it
-                    why.append(_deleting(made[r.name]))
-                    continue
                 t = tmpl.get(f"{p.metadata.namespace}/{r.resource_claim_template_name}")
                 if t is None:
                     why.append(_missing("template", r.resource_claim_template_name, "resourceclaimtemplates",
