@@ -7,6 +7,7 @@ nodes are the plan's Nodes and the DRA pods its Jobs (the plan making room for t
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 
@@ -503,12 +504,22 @@ def test_a_dra_pod_whose_node_filters_keep_it_off_every_node_with_its_devices_is
         kube.delete_nodes(nodes)
 
 
-def test_a_pending_pods_claim_held_in_deletion_by_its_tenants_finalizer_is_no_demand(kube):
-    """A tenant may put a finalizer of its own on its claim and delete it: the claim stays, being deleted, for as long
-    as the tenant likes, and kube-scheduler allocates no device to a claim being deleted, so a pending pod naming it
-    (resourceClaimName), or whose claim made from its template (status.resourceClaimStatuses) is, never starts. Each
-    is said (not counted) and no demand; the pod beside them whose claim is whole stays demand. The old code read
-    the claim's request (or the template's) as the pod's pending demand, for as long as the finalizer stayed."""
+def _made_claim(core, ns: str, pod: str) -> str:
+    """The claim the resourceclaim controller made from the pod's template (its status.resourceClaimStatuses), once
+    made."""
+    def made() -> str | None:
+        st = core.read_namespaced_pod(pod, ns).status.resource_claim_statuses or []
+        return st[0].resource_claim_name if st else None
+    wait_for(made, timeout=60, what=f"{pod}'s claim made from its template")
+    return made()
+
+
+@contextlib.contextmanager
+def _full_dra_node(kube):
+    """One normal tenant, one node whose slice publishes 2 GPUs of a driver of the test's own (its DeviceClass), a
+    claim template of 2 (`two`) and a pod of it (`a-runs`) bound there, taking both; yields (core, resource API,
+    the tenant's namespace, a dry-run actuator, the tenant names, the class, a list the test adds the claims it
+    finalized to). After: those claims' finalizers go (so the namespace can), then the slice, the class, the node."""
     from daemon.actuators.k8s.actuator import KubernetesActuator
     from daemon.config import KubernetesActuatorConfig
 
@@ -516,20 +527,37 @@ def test_a_pending_pods_claim_held_in_deletion_by_its_tenants_finalizer_is_no_de
     core, resource = k8s.CoreV1Api(api), k8s.ResourceV1Api(api)
     tenants, ns, nodes = kube.tenants({"team-a": "normal"}, nodes=1, gpus=0)
     a = ns["team-a"]
-    uid = uuid.uuid4().hex[:6]
-    driver = cls = f"gpu-{uid}.nvidia.com"
-    dra_slice = _slice(f"{nodes[0]}-{uid}", driver, nodes[0], H100)
+    driver = cls = f"gpu-{uuid.uuid4().hex[:6]}.nvidia.com"
+    dra_slice = _slice(f"{nodes[0]}-{cls[4:10]}", driver, nodes[0], H100)
     kub = KubernetesActuator(api, KubernetesActuatorConfig(dra_device_classes={cls: driver}), tenants)
-    names = tuple(t.name for t in tenants)
-    keep = {"metadata": {"finalizers": ["example.com/keep"]}}
-    going: list[str] = []
+    finalized: list[str] = []
     try:
         resource.create_device_class({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
                                       "metadata": {"name": cls}, "spec": {}})
         resource.create_resource_slice(dra_slice)
         resource.create_namespaced_resource_claim_template(a, _template("two", {"deviceClassName": cls, "count": 2}))
-        core.create_namespaced_pod(a, _dra_pod(a, "runs", "two"))   # takes the node's 2 devices
-        wait_for(lambda: core.read_namespaced_pod("runs", a).spec.node_name, timeout=60, what="runs bound")
+        core.create_namespaced_pod(a, _dra_pod(a, "a-runs", "two"))
+        wait_for(lambda: core.read_namespaced_pod("a-runs", a).spec.node_name, timeout=60, what="a-runs bound")
+        yield core, resource, a, kub, tuple(t.name for t in tenants), cls, finalized
+    finally:
+        for c in finalized:
+            try:
+                resource.patch_namespaced_resource_claim(c, a, {"metadata": {"finalizers": None}})
+            except k8s.exceptions.ApiException:
+                pass
+        resource.delete_resource_slice(dra_slice["metadata"]["name"])
+        resource.delete_device_class(cls)
+        kube.delete_nodes(nodes)
+
+
+def test_a_pending_pods_claim_held_in_deletion_by_its_tenants_finalizer_is_no_demand(kube):
+    """A tenant may put a finalizer of its own on its claim and delete it: the claim stays, being deleted, for as long
+    as the tenant likes, and kube-scheduler allocates no device to a claim being deleted, so a pending pod naming it
+    (resourceClaimName), or whose claim made from its template (status.resourceClaimStatuses) is, never starts. Each
+    is said (not counted) and no demand; the pod beside them whose claim is whole stays demand. The old code read
+    the claim's request (or the template's) as the pod's pending demand, for as long as the finalizer stayed."""
+    keep = {"metadata": {"finalizers": ["example.com/keep"]}}
+    with _full_dra_node(kube) as (core, resource, a, kub, names, cls, going):
         # a claim of its own, finalized and deleted, then a pod naming it
         resource.create_namespaced_resource_claim(a, {
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
@@ -543,12 +571,7 @@ def test_a_pending_pods_claim_held_in_deletion_by_its_tenants_finalizer_is_no_de
         # two pods of the template waiting for the devices: one's made claim is finalized and deleted
         core.create_namespaced_pod(a, _dra_pod(a, "made", "two"))
         core.create_namespaced_pod(a, _dra_pod(a, "waits", "two"))
-
-        def made_claim() -> str | None:
-            st = core.read_namespaced_pod("made", a).status.resource_claim_statuses or []
-            return st[0].resource_claim_name if st else None
-        wait_for(made_claim, timeout=60, what="the made pod's claim made from its template")
-        claim = made_claim()
+        claim = _made_claim(core, a, "made")
         resource.patch_namespaced_resource_claim(claim, a, keep)
         going.append(claim)
         resource.delete_namespaced_resource_claim(claim, a)
@@ -562,18 +585,9 @@ def test_a_pending_pods_claim_held_in_deletion_by_its_tenants_finalizer_is_no_de
                          "(the scheduler allocates no device to it: the pod never starts while it is)"}, \
             kub.dra.uncounted
         jobs = kub.cluster_jobs(names)
-        assert sorted(jobs.ids.tolist()) == [f"{a}/runs", f"{a}/waits"], jobs.ids
+        assert sorted(jobs.ids.tolist()) == [f"{a}/a-runs", f"{a}/waits"], jobs.ids
         # kube-scheduler's PreEnqueue holds both back ("resourceclaim ... is being deleted"): never placed
         assert all(core.read_namespaced_pod(n, a).spec.node_name is None for n in ("named", "made"))
-    finally:
-        for c in going:   # the tenant's finalizer off, so the claims and the namespace go
-            try:
-                resource.patch_namespaced_resource_claim(c, a, {"metadata": {"finalizers": None}})
-            except k8s.exceptions.ApiException:
-                pass
-        resource.delete_resource_slice(dra_slice["metadata"]["name"])
-        resource.delete_device_class(cls)
-        kube.delete_nodes(nodes)
 
 
 def test_a_pod_naming_the_claim_made_for_another_pods_template_is_not_counted_twice(kube):
@@ -582,40 +596,12 @@ def test_a_pod_naming_the_claim_made_for_another_pods_template_is_not_counted_tw
     claim (resourceClaimName): both wait for the one claim's devices, which it is allocated once. The claim is
     counted once, on the first pod; the old code counted the first pod's template and the second pod's claim by name,
     twice the devices (and a third pod of another template made its own claim: counted, as it asks for its own)."""
-    from daemon.actuators.k8s.actuator import KubernetesActuator
-    from daemon.config import KubernetesActuatorConfig
-
-    api = kube.api()
-    core, resource = k8s.CoreV1Api(api), k8s.ResourceV1Api(api)
-    tenants, ns, nodes = kube.tenants({"team-a": "normal"}, nodes=1, gpus=0)
-    a = ns["team-a"]
-    uid = uuid.uuid4().hex[:6]
-    driver = cls = f"gpu-{uid}.nvidia.com"
-    dra_slice = _slice(f"{nodes[0]}-{uid}", driver, nodes[0], H100)
-    kub = KubernetesActuator(api, KubernetesActuatorConfig(dra_device_classes={cls: driver}), tenants)
-    names = tuple(t.name for t in tenants)
-    try:
-        resource.create_device_class({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-                                      "metadata": {"name": cls}, "spec": {}})
-        resource.create_resource_slice(dra_slice)
-        resource.create_namespaced_resource_claim_template(a, _template("two", {"deviceClassName": cls, "count": 2}))
-        core.create_namespaced_pod(a, _dra_pod(a, "a-runs", "two"))   # takes the node's 2 devices
-        wait_for(lambda: core.read_namespaced_pod("a-runs", a).spec.node_name, timeout=60, what="a-runs bound")
+    with _full_dra_node(kube) as (core, _, a, kub, names, _, _):
         core.create_namespaced_pod(a, _dra_pod(a, "b-waits", "two"))
         core.create_namespaced_pod(a, _dra_pod(a, "d-own", "two"))
-
-        def made() -> str | None:
-            st = core.read_namespaced_pod("b-waits", a).status.resource_claim_statuses or []
-            return st[0].resource_claim_name if st else None
-        wait_for(made, timeout=60, what="b-waits' claim made from its template")
         twin = _dra_pod(a, "c-twin", "unused")
-        twin["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": made()}]
+        twin["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": _made_claim(core, a, "b-waits")}]
         core.create_namespaced_pod(a, twin)
-        wait_for(lambda: core.read_namespaced_pod("d-own", a).status.resource_claim_statuses, timeout=60,
-                 what="d-own's claim made")
+        _made_claim(core, a, "d-own")
         kub.cluster_jobs(names)
         assert kub.dra.pending == {f"{a}/b-waits": 2, f"{a}/d-own": 2}, kub.dra.pending
-    finally:
-        resource.delete_resource_slice(dra_slice["metadata"]["name"])
-        resource.delete_device_class(cls)
-        kube.delete_nodes(nodes)
