@@ -54,8 +54,8 @@ def _runtime(kube, tmp_path, tenants, classes: dict[str, str]):
 def _slice(name: str, driver: str, node: str, product: str, generation: int = 1, devices: int = 2) -> dict:
     """A node's devices as a DRA driver publishes them: one pool per node, whole GPUs typed by productName, and a
     MIG device (type mig), which is no whole GPU."""
-    devs = [{"name": f"gpu-{i}", "attributes": {"type": {"string": "gpu"}, "productName": {"string": product}}}
-            for i in range(devices)]
+    devs = [{"name": f"gpu-{i}", "attributes": {"type": {"string": "gpu"}, "productName": {"string": product},
+                                                "uuid": {"string": f"GPU-{node}-{i}"}}} for i in range(devices)]
     devs.append({"name": "mig-0", "attributes": {"type": {"string": "mig"}, "productName": {"string": product}}})
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
             "spec": {"driver": driver, "nodeName": node, "devices": devs,
@@ -515,11 +515,12 @@ def _made_claim(core, ns: str, pod: str) -> str:
 
 
 @contextlib.contextmanager
-def _full_dra_node(kube):
+def _full_dra_node(kube, taken: bool = True):
     """One normal tenant, one node whose slice publishes 2 GPUs of a driver of the test's own (its DeviceClass), a
-    claim template of 2 (`two`) and a pod of it (`a-runs`) bound there, taking both; yields (core, resource API,
-    the tenant's namespace, a dry-run actuator, the tenant names, the class, a list the test adds the claims it
-    finalized to). After: those claims' finalizers go (so the namespace can), then the slice, the class, the node."""
+    claim template of 2 (`two`) and, if `taken`, a pod of it (`a-runs`) bound there, taking both; yields (core,
+    resource API, the tenant's namespace, a dry-run actuator, the tenant names, the class, a list the test adds the
+    claims it finalized to). After: those claims' finalizers go (so the namespace can), then the slice, the class,
+    the node."""
     from daemon.actuators.k8s.actuator import KubernetesActuator
     from daemon.config import KubernetesActuatorConfig
 
@@ -536,8 +537,9 @@ def _full_dra_node(kube):
                                       "metadata": {"name": cls}, "spec": {}})
         resource.create_resource_slice(dra_slice)
         resource.create_namespaced_resource_claim_template(a, _template("two", {"deviceClassName": cls, "count": 2}))
-        core.create_namespaced_pod(a, _dra_pod(a, "a-runs", "two"))
-        wait_for(lambda: core.read_namespaced_pod("a-runs", a).spec.node_name, timeout=60, what="a-runs bound")
+        if taken:
+            core.create_namespaced_pod(a, _dra_pod(a, "a-runs", "two"))
+            wait_for(lambda: core.read_namespaced_pod("a-runs", a).spec.node_name, timeout=60, what="a-runs bound")
         yield core, resource, a, kub, tuple(t.name for t in tenants), cls, finalized
     finally:
         for c in finalized:
@@ -605,3 +607,40 @@ def test_a_pod_naming_the_claim_made_for_another_pods_template_is_not_counted_tw
         _made_claim(core, a, "d-own")
         kub.cluster_jobs(names)
         assert kub.dra.pending == {f"{a}/b-waits": 2, f"{a}/d-own": 2}, kub.dra.pending
+
+
+def test_a_claim_whose_devices_must_share_an_attribute_no_node_has_enough_of_is_no_demand(kube, caplog):
+    """A claim's constraint (matchAttribute) has kube-scheduler allocate its requests' devices only where that many
+    share one value of the attribute; a device without it shares none. A tenant's claim of 2 GPUs that must share
+    their uuid (each device its own), or an attribute no device publishes, is never allocated: those pods stay
+    unbound while one whose 2 GPUs must share their productName binds on the node's 2 free devices. The two are said
+    once and no demand; the old code dropped the constraints unread and counted each as 2 GPUs of pending demand."""
+    caplog.set_level(logging.WARNING, logger="gpu_autoscaler.actuator.kubernetes")
+    with _full_dra_node(kube, taken=False) as (core, resource, a, kub, names, cls, _):
+        def pod(name: str, attribute: str) -> None:
+            resource.create_namespaced_resource_claim_template(a, {
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
+                "spec": {"spec": {"devices": {
+                    "requests": [{"name": "gpu", "exactly": {"deviceClassName": cls, "count": 2}}],
+                    "constraints": [{"matchAttribute": f"{cls}/{attribute}"}]}}}})
+            core.create_namespaced_pod(a, _dra_pod(a, name, name))
+        pod("same-uuid", "uuid")
+        pod("same-nvlink", "nvlinkDomain")
+        for name in ("same-uuid", "same-nvlink"):   # the scheduler tried them and found no node
+            wait_for(lambda n=name: any(c.type == "PodScheduled" and c.status == "False" for c in
+                                        core.read_namespaced_pod(n, a).status.conditions or []),
+                     timeout=60, what=f"the scheduler's verdict on {name}")
+        pod("same-product", "productName")
+        wait_for(lambda: core.read_namespaced_pod("same-product", a).spec.node_name, timeout=60,
+                 what="same-product bound on the free devices")
+        for _ in range(2):
+            jobs = kub.cluster_jobs(names)
+        assert {i: (int(g), bool(r)) for i, g, r in zip(jobs.ids, jobs.gpus, jobs.running)} == \
+            {f"{a}/same-product": (2, True)}, (jobs.ids, jobs.gpus)
+        assert all(core.read_namespaced_pod(n, a).spec.node_name is None for n in ("same-uuid", "same-nvlink"))
+        said = sorted(m.getMessage() for m in caplog.records if "can never start" in m.getMessage())
+        assert said == [
+            f"pod {a}/same-{w} asks for GPUs through DRA (2 of {cls}, 2 sharing one value of {cls}/{attr}) that no "
+            "node's slices publish (its devices are all on its one node): it can never start, so it is no demand (no "
+            "hold, no preemption, no aging for it)" for w, attr in (("nvlink", "nvlinkDomain"), ("uuid", "uuid"))], \
+            said

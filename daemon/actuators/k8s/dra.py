@@ -23,8 +23,10 @@ devices):
   node: it never starts, as view.never_starts says of a device-plugin pod; the apiserver takes any count up to
   2^63-1, so one tenant's pod would otherwise be demand beyond any cluster). With no DRA node, nothing is judged.
   Beyond that, where a pending pod may start is view.never_starts's, with its node filters (selectors, affinity,
-  taints) over the nodes whose slices publish what it asks of each driver (``devices``, ``asks``: DraGpus.fits); one
-  that can start nowhere is dropped from the counts (DraGpus.drop).
+  taints) over the nodes whose slices publish what it asks of each driver (``devices``, ``asks``) and, for each
+  constraint of its claims (``matchAttribute``), as many GPUs sharing one value of that attribute (``groups``,
+  ``matches``: DraGpus.fits; a device without the attribute shares none, as the scheduler's allocator has it; a
+  ``distinctAttribute`` is not judged); one that can start nowhere is dropped from the counts (DraGpus.drop).
 
 The plan reads them (actuator.py, view.py): a DRA node is a node of its slices' whole GPUs, typed by its most
 numerous DRA type; a bound pod's claims' GPUs are its running GPUs there, a pending pod's its demand, accepting the DRA
@@ -62,14 +64,25 @@ class DraGpus:
     devices: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> driver -> whole GPUs its slices publish
     asks: dict[str, dict[str, int]] = field(default_factory=dict)     # pending pod id -> driver -> GPUs it asks
     unplaced: set[str] = field(default_factory=set)                   # drivers with slices of no one node: not judged
+    # node -> qualified attribute -> the most whole GPUs there sharing one value of it (a claim's matchAttribute)
+    groups: dict[str, dict[str, int]] = field(default_factory=dict)
+    matches: dict[str, list[tuple[str, int]]] = field(default_factory=dict)   # pending pod -> (attribute, GPUs)
 
     def fits(self, pod: str, node: str) -> bool:
         """Whether `node`'s slices publish as many whole GPUs of each driver as the pending pod asks (view.never_starts
         judges them with the pod's node filters; usable now or not). A node whose device plugin publishes GPUs too is
         judged by its slices all the same: the scheduler allocates there. A pod asking nothing counted fits anywhere,
         and so does a driver that publishes devices of several nodes (a slice of no nodeName: not judged)."""
-        have = self.devices.get(node, {})
-        return all(d in self.unplaced or have.get(d, 0) >= n for d, n in self.asks.get(pod, {}).items())
+        have, grouped = self.devices.get(node, {}), self.groups.get(node, {})
+        if self.unplaced & set(self.asks.get(pod, {})):
+            return True
+        return all(have.get(d, 0) >= n for d, n in self.asks.get(pod, {}).items()) and \
+            all(grouped.get(a, 0) >= n for a, n in self.matches.get(pod, ()))
+
+    def asked(self, pod: str) -> str:
+        """What the pending pod asks, in words (view.never_starts's line)."""
+        out = ", ".join(f"{n} of {d}" for d, n in sorted(self.asks.get(pod, {}).items()))
+        return out + "".join(f", {n} sharing one value of {a}" for a, n in self.matches.get(pod, ()))
 
     def drop(self, pods) -> None:
         """These pending pods are no demand (view.never_starts found no node for them): out of the counts too."""
@@ -78,6 +91,7 @@ class DraGpus:
                 self.tenant_of.pop(pid, None)
                 self.accepts.pop(pid, None)
                 self.asks.pop(pid, None)
+                self.matches.pop(pid, None)
 
     def node_rows(self) -> dict[str, tuple[str, int, int, int]]:
         """Node -> (its DRA type, whole GPUs, allocated, of those draining): what a node's row in the plan's Nodes
@@ -173,6 +187,35 @@ def claim_asks(requests: list, classes: dict[str, str]) -> dict[str, int]:
     return out
 
 
+def claim_matches(devices, classes: dict[str, str]) -> tuple[list[tuple[str, int]], list[str]]:
+    """A claim's constraints (``spec.devices.constraints``) as (attribute, GPUs that must share one value of it):
+    kube-scheduler allocates the devices of the requests a matchAttribute names (all, where it names none) only
+    where that many share a value, and a device without the attribute shares none; and why any is not judged (a
+    distinctAttribute)."""
+    out, why = [], []
+    reqs = {r.name: r for r in (devices.requests if devices else None) or []}
+    for c in (devices.constraints if devices else None) or []:
+        if c.distinct_attribute:
+            why.append(f"a constraint asks devices of distinct {c.distinct_attribute}, which the daemon cannot judge")
+        elif c.match_attribute:
+            named = [reqs[n] for n in c.requests or reqs if n in reqs]
+            n = sum(_request_why(r, classes)[0] for r in named)
+            if n > 1:
+                out.append((c.match_attribute, n))
+    return out, why
+
+
+def _attr_groups(devices: list, driver: str, into: dict[str, dict[tuple, int]]) -> None:
+    """Count a node's whole GPUs by (qualified attribute, value) into `into` (attribute -> value -> devices)."""
+    for d in devices:
+        for k, v in (d.attributes or {}).items():
+            name = k if "/" in k else f"{driver}/{k}"
+            val = tuple((f, tuple(x) if isinstance(x, list) else x) for f, x in sorted(v.to_dict().items())
+                        if x is not None)
+            per = into.setdefault(name, {})
+            per[val] = per.get(val, 0) + 1
+
+
 def claim_gpus(requests: list, classes: dict[str, str]) -> tuple[int, list[str]]:
     """The GPUs a claim's requests ask for, and why any of them is not judged."""
     total, why = 0, []
@@ -237,14 +280,16 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
     drivers = set(classes.values())
     where: dict[tuple[str, str, str], str] = {}   # (driver, pool, device) -> node
     driver_types: dict[str, set[str]] = {}        # driver -> the DRA types of its devices
+    by_value: dict[str, dict[str, dict[tuple, int]]] = {}   # node -> attribute -> value -> whole GPUs
     for s in newest_slices(slices, drivers):
         node = s.spec.node_name
         if not node:
             out.unplaced.add(s.spec.driver)
         else:
+            whole = [d for d in s.spec.devices or [] if _whole_gpu(d, s.spec.driver)]
             per_driver = out.devices.setdefault(node, {})
-            per_driver[s.spec.driver] = per_driver.get(s.spec.driver, 0) + sum(
-                _whole_gpu(d, s.spec.driver) for d in s.spec.devices or [])
+            per_driver[s.spec.driver] = per_driver.get(s.spec.driver, 0) + len(whole)
+            _attr_groups(whole, s.spec.driver, by_value.setdefault(node, {}))
         if not node or node in plugin_nodes:
             continue   # devices of several nodes (a nodeSelector, allNodes): no node of the view's to count them on
         for d in s.spec.devices or []:
@@ -255,6 +300,7 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
             per = out.supply.setdefault(node, {})
             per[t] = per.get(t, 0) + 1
             driver_types.setdefault(s.spec.driver, set()).add(t)
+    out.groups = {node: {a: max(vals.values()) for a, vals in per.items()} for node, per in by_value.items()}
     largest = max((sum(per.values()) for per in out.supply.values()), default=0)   # a pod's GPUs are on one node
     alloc: dict[str, int] = {}   # claim ns/name -> GPUs allocated to it
     taken: set[tuple[str, str, str]] = set()   # the devices counted in `used`
@@ -315,7 +361,7 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
             continue
         if getattr(p.spec, "scheduling_gates", None):
             continue   # gated: not placed, so not demand now (as view.pods_as_jobs)
-        total, why, mine, kinds, asks = 0, [], set(), set(), {}
+        total, why, mine, kinds, asks, matches = 0, [], set(), set(), {}, []
         for r in refs:
             # a template's claim, once the resourceclaim controller made it (status.resourceClaimStatuses), is read as
             # a claim: another pod may name it (resourceClaimName), and one claim asks for its devices once
@@ -333,8 +379,12 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
                     why.append(_deleting(name))
                     continue
                 mine.add(key)
-                reqs = c.spec.devices.requests if c.spec and c.spec.devices else []
+                devs = c.spec.devices if c.spec else None
+                reqs = devs.requests if devs else []
                 g, w = claim_gpus(reqs, classes)
+                m, mw = claim_matches(devs, classes)
+                matches += m
+                w += mw
             elif r.resource_claim_template_name:
                 t = tmpl.get(f"{p.metadata.namespace}/{r.resource_claim_template_name}")
                 if t is None:
@@ -344,6 +394,9 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
                 spec = t.spec.spec if t.spec else None
                 reqs = spec.devices.requests if spec and spec.devices else []
                 g, w = claim_gpus(reqs, classes)
+                m, mw = claim_matches(spec.devices if spec else None, classes)
+                matches += m
+                w += mw
             else:
                 continue
             total += g
@@ -367,5 +420,7 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
             out.tenant_of[pid] = tenant
             out.accepts[pid] = types
             out.asks[pid] = asks
+            if matches:
+                out.matches[pid] = matches
             counted |= mine
     return out

@@ -290,8 +290,7 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
         if dra is not None and dra.asks.get(pid):
             fits = [f and dra.fits(pid, name) for f, (_, name) in zip(fits, named)]
             if not any(fits):
-                shown = ", ".join(f"{n} of {d}" for d, n in sorted(dra.asks[pid].items()))
-                return (f"asks for GPUs through DRA ({shown}) that no node's slices publish"
+                return (f"asks for GPUs through DRA ({dra.asked(pid)}) that no node's slices publish"
                         + (f" beside its {g} {resource}" if g else "") + " (its devices are all on its one node)")[:300]
         held = (pod.spec.node_selector or {}).get(hold_label) if hold_label else None
         if held is not None and not tolerates_hold(pod, hold_label, held):
