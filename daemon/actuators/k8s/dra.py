@@ -45,6 +45,7 @@ from daemon.config.fleet import TypeResolver
 
 DRA_KIND = "dra:"   # the type key's mark: a DRA GPU type is never a device-plugin node's type
 PRODUCT_ATTRIBUTE = "productName"
+ATTRIBUTE_FIELDS = ("bool", "int", "string", "version", "bools", "ints", "strings", "versions")   # a value's kinds
 TYPE_ATTRIBUTE = "type"
 
 
@@ -64,20 +65,39 @@ class DraGpus:
     devices: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> driver -> whole GPUs its slices publish
     asks: dict[str, dict[str, int]] = field(default_factory=dict)     # pending pod id -> driver -> GPUs it asks
     unplaced: set[str] = field(default_factory=set)                   # drivers with slices of no one node: not judged
-    # node -> qualified attribute -> the most whole GPUs there sharing one value of it (a claim's matchAttribute)
-    groups: dict[str, dict[str, int]] = field(default_factory=dict)
     matches: dict[str, list[tuple[str, int]]] = field(default_factory=dict)   # pending pod -> (attribute, GPUs)
+    whole: dict[str, list[tuple[str, object]]] = field(default_factory=dict, repr=False)   # node -> (driver, device)
+    # node -> qualified attribute -> the most whole GPUs there sharing one value of it (a claim's matchAttribute),
+    # counted when a pending pod's constraint first asks (most attributes no claim names)
+    groups: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
+
+    def group(self, node: str, attribute: str) -> int:
+        """The most whole GPUs of `node` sharing one value of `attribute` (qualified: ``<domain>/<name>``); a device
+        without it shares none, as kube-scheduler's allocator has it."""
+        per = self.groups.setdefault(node, {})
+        if attribute not in per:
+            count: dict[tuple, int] = {}
+            for driver, d in self.whole.get(node, ()):
+                attrs = d.attributes or {}
+                short = attribute.split("/", 1)[1] if attribute.startswith(f"{driver}/") else None
+                v = attrs.get(attribute) or (attrs.get(short) if short else None)
+                if v is not None:
+                    key = tuple(getattr(v, f, None) if not isinstance(getattr(v, f, None), list)
+                                else tuple(getattr(v, f)) for f in ATTRIBUTE_FIELDS)
+                    count[key] = count.get(key, 0) + 1
+            per[attribute] = max(count.values(), default=0)
+        return per[attribute]
 
     def fits(self, pod: str, node: str) -> bool:
         """Whether `node`'s slices publish as many whole GPUs of each driver as the pending pod asks (view.never_starts
         judges them with the pod's node filters; usable now or not). A node whose device plugin publishes GPUs too is
         judged by its slices all the same: the scheduler allocates there. A pod asking nothing counted fits anywhere,
         and so does a driver that publishes devices of several nodes (a slice of no nodeName: not judged)."""
-        have, grouped = self.devices.get(node, {}), self.groups.get(node, {})
+        have = self.devices.get(node, {})
         if self.unplaced & set(self.asks.get(pod, {})):
             return True
         return all(have.get(d, 0) >= n for d, n in self.asks.get(pod, {}).items()) and \
-            all(grouped.get(a, 0) >= n for a, n in self.matches.get(pod, ()))
+            all(self.group(node, a) >= n for a, n in self.matches.get(pod, ()))
 
     def asked(self, pod: str) -> str:
         """What the pending pod asks, in words (view.never_starts's line)."""
@@ -205,17 +225,6 @@ def claim_matches(devices, classes: dict[str, str]) -> tuple[list[tuple[str, int
     return out, why
 
 
-def _attr_groups(devices: list, driver: str, into: dict[str, dict[tuple, int]]) -> None:
-    """Count a node's whole GPUs by (qualified attribute, value) into `into` (attribute -> value -> devices)."""
-    for d in devices:
-        for k, v in (d.attributes or {}).items():
-            name = k if "/" in k else f"{driver}/{k}"
-            val = tuple((f, tuple(x) if isinstance(x, list) else x) for f, x in sorted(v.to_dict().items())
-                        if x is not None)
-            per = into.setdefault(name, {})
-            per[val] = per.get(val, 0) + 1
-
-
 def claim_gpus(requests: list, classes: dict[str, str]) -> tuple[int, list[str]]:
     """The GPUs a claim's requests ask for, and why any of them is not judged."""
     total, why = 0, []
@@ -280,7 +289,6 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
     drivers = set(classes.values())
     where: dict[tuple[str, str, str], str] = {}   # (driver, pool, device) -> node
     driver_types: dict[str, set[str]] = {}        # driver -> the DRA types of its devices
-    by_value: dict[str, dict[str, dict[tuple, int]]] = {}   # node -> attribute -> value -> whole GPUs
     for s in newest_slices(slices, drivers):
         node = s.spec.node_name
         if not node:
@@ -289,7 +297,7 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
             whole = [d for d in s.spec.devices or [] if _whole_gpu(d, s.spec.driver)]
             per_driver = out.devices.setdefault(node, {})
             per_driver[s.spec.driver] = per_driver.get(s.spec.driver, 0) + len(whole)
-            _attr_groups(whole, s.spec.driver, by_value.setdefault(node, {}))
+            out.whole.setdefault(node, []).extend((s.spec.driver, d) for d in whole)
         if not node or node in plugin_nodes:
             continue   # devices of several nodes (a nodeSelector, allNodes): no node of the view's to count them on
         for d in s.spec.devices or []:
@@ -300,7 +308,6 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
             per = out.supply.setdefault(node, {})
             per[t] = per.get(t, 0) + 1
             driver_types.setdefault(s.spec.driver, set()).add(t)
-    out.groups = {node: {a: max(vals.values()) for a, vals in per.items()} for node, per in by_value.items()}
     largest = max((sum(per.values()) for per in out.supply.values()), default=0)   # a pod's GPUs are on one node
     alloc: dict[str, int] = {}   # claim ns/name -> GPUs allocated to it
     taken: set[tuple[str, str, str]] = set()   # the devices counted in `used`
