@@ -24,6 +24,9 @@ from daemon.actuators.k8s.workloads import Malformed, workload_gpus
 log = logging.getLogger("gpu_autoscaler.actuator.kueue.workloads")
 
 PODLESS_S = 600.0   # how long an admitted Workload has no live pod before it is said (pods are made within seconds)
+# the owners whose pods name them directly (a batch Job's pods, a plain pod Kueue queues): a Workload of another
+# owner (a JobSet's pods are its child Jobs', a RayJob's its RayCluster's) has pods the daemon cannot tie to it
+JUDGED_OWNERS = frozenset({("batch/v1", "Job"), ("v1", "Pod")})
 
 
 def admitted_live(wl: dict) -> bool:
@@ -51,16 +54,19 @@ class Podless:
 
     def watch(self, items: Iterable[dict], owners: set[str]) -> Iterator[dict]:
         """`items` passed on as they come; each admitted tenant Workload neither it nor its owner among `owners`
-        (workloads.pod_owners: the UIDs of the live pods and their owners) is podless. Once the list is read through,
-        those podless for `after_s` are said, each once while it stays so."""
+        (workloads.pod_owners: the UIDs of the live pods and their owners) is podless, where its owners are those
+        whose pods name them (JUDGED_OWNERS: a batch Job, a pod; or none); another's is not judged. Once the list
+        is read through, those podless for `after_s` are said, each once while it stays so."""
         now = self.clock()
         podless: dict[str, float] = {}
         lines: dict[str, str] = {}
         for wl in items:
             meta = wl.get("metadata") or {}
             uid = str(meta.get("uid") or "")
-            if uid and meta.get("namespace") in self.tenant_of and admitted_live(wl):
-                refs = {str(r.get("uid")) for r in meta.get("ownerReferences") or [] if isinstance(r, dict)}
+            owned = [r for r in meta.get("ownerReferences") or [] if isinstance(r, dict)]
+            judged = all((r.get("apiVersion"), r.get("kind")) in JUDGED_OWNERS for r in owned)
+            if uid and judged and meta.get("namespace") in self.tenant_of and admitted_live(wl):
+                refs = {str(r.get("uid")) for r in owned}
                 if not ({uid} | refs) & owners:
                     podless[uid] = self.since.get(uid, now)
                     if now - podless[uid] >= self.after_s and uid not in self.said:
