@@ -66,6 +66,11 @@ def uncovered_use(tenants: tuple[str, ...], used: np.ndarray, covered: np.ndarra
     return {tenants[i]: int(round(used[i])) for i in np.flatnonzero(~covered & (np.nan_to_num(used) > 0))}
 
 
+def _first_names(names: dict[str, int]) -> str:
+    """The first five names in order, "..." after them when there are more: a line names a sample, not thousands."""
+    return ", ".join(sorted(names)[:5]) + (", ..." if len(names) > 5 else "")
+
+
 def dropped_line(dropped: dict[str, int], stray: dict[str, int]) -> str:
     """The warning for GPUs left out of capacity (bound_capacity's ``dropped``). Where names the scheduler runs no
     job for still hold GPUs (``stray``, uncovered_use), it names them and the key that leaves them out: a Prometheus
@@ -74,10 +79,9 @@ def dropped_line(dropped: dict[str, int], stray: dict[str, int]) -> str:
     shown = ", ".join(f"{n or 'over the scheduler total'}: {g}" for n, g in sorted(dropped.items())[:10])
     out = f"{sum(dropped.values())} GPU(s) the metrics report are not capacity, not on the scheduler's nodes ({shown})"
     if stray:
-        names = ", ".join(sorted(stray)[:5]) + (", ..." if len(stray) > 5 else "")
         out += (f"; {sum(stray.values())} GPU(s) of {plural(len(stray), 'name')} the scheduler runs no job for "
-                f"({names}) still count as load: if those nodes are another cluster's, select this cluster's "
-                "exporter with source.prometheus.exporter_selector")
+                f"({_first_names(stray)}) still count as load: if those nodes are another cluster's, select this "
+                "cluster's exporter with source.prometheus.exporter_selector")
     return out
 
 
@@ -87,11 +91,10 @@ def unlisted_line(unlisted: dict[str, int]) -> str:
     cluster's tenants read "load=1500%" and tightened every tenant's rate limits. None left: the line that says so."""
     if not unlisted:
         return "no GPUs in the metrics of names the scheduler runs no job for any more"
-    names = ", ".join(sorted(unlisted)[:5]) + (", ..." if len(unlisted) > 5 else "")
     return (f"{sum(unlisted.values())} GPU(s) of {plural(len(unlisted), 'name')} the scheduler runs no job for "
-            f"({names}) are not this cluster's load: demand capped to 0 (the scheduler lists every job of the cluster, "
-            "so these series are another cluster's or stale); select this cluster's exporter with "
-            "source.prometheus.exporter_selector")
+            f"({_first_names(unlisted)}) are not this cluster's load: demand capped to 0 (the scheduler lists every "
+            "job of the cluster, so these series are another cluster's or stale); select this cluster's exporter "
+            "with source.prometheus.exporter_selector")
 
 
 def cap_demand(used: np.ndarray, jobs: Jobs, covered: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -12,9 +12,7 @@ nothing told the operator what to change.
 from __future__ import annotations
 
 import logging
-import time
 
-import httpx
 import numpy as np
 import pytest
 
@@ -24,7 +22,8 @@ from daemon.config import Config, SlurmActuatorConfig, TenantConfig
 from daemon.policy.state import Jobs, Nodes
 from daemon.sources.base import SourceError
 from daemon.sources.prometheus import PrometheusSource
-from tests.support.services import metrics_target, prometheus_server, slurm_cluster, slurm_run, wait_for
+from tests.support.dcgm import scraped_gpus
+from tests.support.services import slurm_cluster, slurm_run, wait_for
 
 pytestmark = [pytest.mark.services]
 
@@ -34,24 +33,9 @@ BY_NODE = "count by (Hostname) (DCGM_FI_DEV_GPU_UTIL{$exporter})"
 @pytest.fixture(scope="module")
 def prom(tmp_path_factory):
     """One exporter target: node-a (this cluster: 8 GPUs of team-a) and node-x (the other cluster: 8 of team-x)."""
-    tmp = tmp_path_factory.mktemp("other-cluster")
-    lines = [f'DCGM_FI_DEV_GPU_UTIL{{Hostname="node-{n}",gpu="{g}",namespace="team-{n}"}} 80'
-             for n in ("a", "x") for g in range(8)]
-    target = metrics_target("# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n" + "\n".join(lines) + "\n")
-    cfg = ("global:\n  scrape_interval: 1s\n  scrape_timeout: 500ms\nscrape_configs:\n"
-           f"  - job_name: dcgm-exporter\n    static_configs:\n"
-           f"      - targets: ['127.0.0.1:{target.server_address[1]}']\n")
-    try:
-        with prometheus_server(tmp, cfg) as (url, _):
-            def count() -> float:
-                r = httpx.get(f"{url}/api/v1/query", params={"query": "count(DCGM_FI_DEV_GPU_UTIL)"}).json()
-                return sum(float(s["value"][1]) for s in r["data"]["result"])
-            wait_for(lambda: count() == 16, what="both nodes scraped", timeout=30)
-            time.sleep(2.1)   # a fresh step or two after the first scrape
-            yield url
-    finally:
-        target.shutdown()
-        target.server_close()
+    owners = {"node-a": ["team-a"] * 8, "node-x": ["team-x"] * 8}
+    with scraped_gpus(tmp_path_factory.mktemp("other-cluster"), owners) as url:
+        yield url
 
 
 def test_the_other_clusters_gpus_are_named_with_the_setting_that_leaves_them_out(prom, caplog):

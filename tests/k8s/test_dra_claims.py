@@ -7,6 +7,7 @@ nodes are the plan's Nodes and the DRA pods its Jobs (the plan making room for t
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 
@@ -53,8 +54,8 @@ def _runtime(kube, tmp_path, tenants, classes: dict[str, str]):
 def _slice(name: str, driver: str, node: str, product: str, generation: int = 1, devices: int = 2) -> dict:
     """A node's devices as a DRA driver publishes them: one pool per node, whole GPUs typed by productName, and a
     MIG device (type mig), which is no whole GPU."""
-    devs = [{"name": f"gpu-{i}", "attributes": {"type": {"string": "gpu"}, "productName": {"string": product}}}
-            for i in range(devices)]
+    devs = [{"name": f"gpu-{i}", "attributes": {"type": {"string": "gpu"}, "productName": {"string": product},
+                                                "uuid": {"string": f"GPU-{node}-{i}"}}} for i in range(devices)]
     devs.append({"name": "mig-0", "attributes": {"type": {"string": "mig"}, "productName": {"string": product}}})
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
             "spec": {"driver": driver, "nodeName": node, "devices": devs,
@@ -152,9 +153,11 @@ def test_the_view_reads_dra_supply_used_and_pending_demand_and_says_what_it_cann
 
 
 def test_a_pod_asking_for_a_device_plugin_gpu_beside_its_claim_is_a_job_of_both(kube, tmp_path):
-    """A DRA pod asking for one device-plugin GPU beside its claim of 2 is a Job of 3 (the scheduler needs both), a
-    DRA-only pod one of 2, counted once each; a node with device-plugin GPUs is no DRA node. The old code read the
-    first as a Job of 1 and the second as no Job."""
+    """A DRA pod asking for one device-plugin GPU beside its claim of 2 asks for both on one node (the scheduler
+    needs both there): here no node has both, so it never starts and is no Job (said once; where a node has both it is
+    a Job of 3: tests/actuators/test_k8s_dra_rows.py); a DRA-only pod is one of 2, counted once; a node with
+    device-plugin GPUs is no DRA node. The first code read the first as a Job of 1 and the second as no Job; the
+    next read the first as a Job of 3 waiting for a node no cluster here has."""
     api = kube.api()
     core, resource = k8s.CoreV1Api(api), k8s.ResourceV1Api(api)
     served = {r.name for r in resource.get_api_resources().resources}
@@ -176,14 +179,13 @@ def test_a_pod_asking_for_a_device_plugin_gpu_beside_its_claim_is_a_job_of_both(
             "deviceClassName": cls, "allocationMode": "ExactCount", "count": 2}))
         core.create_namespaced_pod(b, _dra_pod(b, "dra-only", "two-gpus"))
         core.create_namespaced_pod(b, _dra_pod(b, "dra-and-one", "two-gpus", gpus=1))
-        wait_for(lambda: f"{b}/dra-and-one" in kub.cluster_jobs(names).ids.tolist(), timeout=60,
-                 what="dra-and-one in the view")
-        wait_for(lambda: len(kub.cluster_jobs(names)) == 2, timeout=60, what="both pods' claims read")
+        wait_for(lambda: kub.cluster_jobs(names) is not None and f"{b}/dra-and-one" in kub._never, timeout=60,
+                 what="dra-and-one read as never starting")
+        wait_for(lambda: len(kub.cluster_jobs(names)) == 1, timeout=60, what="dra-only's claim read")
         jobs = kub.cluster_jobs(names)
-        assert dict(zip(jobs.ids.tolist(), jobs.gpus.tolist())) == {f"{b}/dra-and-one": 3, f"{b}/dra-only": 2}, \
-            (jobs.ids, jobs.gpus)
-        # dra-and-one waits (no node has both); dra-only waits or runs on the DRA node, 2 either way
-        assert kub.dra.job_gpus() == {f"{b}/dra-only": 2, f"{b}/dra-and-one": 2}, kub.dra
+        assert dict(zip(jobs.ids.tolist(), jobs.gpus.tolist())) == {f"{b}/dra-only": 2}, (jobs.ids, jobs.gpus)
+        # dra-and-one waits for good (no node has both); dra-only waits or runs on the DRA node, 2 either way
+        assert kub.dra.job_gpus() == {f"{b}/dra-only": 2}, kub.dra
         assert kub.dra.supply == {dra_node: {"dra:a100": 2}}, kub.dra.supply
     finally:
         rt.close()
@@ -437,3 +439,208 @@ def test_one_tenants_claims_never_push_another_tenants_out_of_the_view(kube, cap
     assert r.over_ns == {a: 3} and r.over == 3 and r.kept_ns == {a: 2, b: 2}, (r.over_ns, r.kept_ns)
     resource.delete_resource_slice(caps_slice["metadata"]["name"])
     kube.delete_nodes(nodes)
+
+
+def test_a_dra_pod_whose_node_filters_keep_it_off_every_node_with_its_devices_is_no_demand(kube, caplog):
+    """A tenant's pending DRA pod asking 1 GPU the cluster's slices publish, but selecting (nodeSelector) a node
+    whose slices publish none, or not tolerating the taint of the one node that has them, never starts: the scheduler
+    allocates a pod's claims on the node it picks, and no node passes both. Each is said once and is no demand (no
+    hold, no preemption, no aging for it, not in the DRA pending count); a pod that tolerates the taint and asks what
+    the node publishes is demand (here 2, while the devices are taken: it waits). The old code judged a DRA pod's
+    node filters by its device-plugin GPUs only (none: any node passed, the GPU-less node too), so both read as
+    pending demand of 1 of their tenant's tier, for the plan to make room and hold GPUs for."""
+    from daemon.actuators.k8s.actuator import KubernetesActuator
+    from daemon.config import KubernetesActuatorConfig
+
+    caplog.set_level(logging.INFO, logger="gpu_autoscaler.actuator.kubernetes")
+    api = kube.api()
+    core, resource = k8s.CoreV1Api(api), k8s.ResourceV1Api(api)
+    tenants, ns, nodes = kube.tenants({"team-a": "normal"}, nodes=1, gpus=0)   # nodes[0]: no GPU of either kind
+    a = ns["team-a"]
+    uid = uuid.uuid4().hex[:6]
+    driver = cls = f"gpu-{uid}.nvidia.com"
+    dra_node = kube.gpu_node(f"{nodes[0]}-dra", gpus=0)
+    nodes.append(dra_node)
+    core.patch_node(dra_node, {"spec": {"taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]}})
+    wait_for(lambda: kube.node_ready(dra_node), timeout=60, what="the DRA node Ready")
+    dra_slice = _slice(f"{dra_node}-{uid}", driver, dra_node, H100)
+    kub = KubernetesActuator(api, KubernetesActuatorConfig(dra_device_classes={cls: driver}), tenants)
+    names = tuple(t.name for t in tenants)
+    tolerates = [{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]
+    try:
+        resource.create_device_class({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                                      "metadata": {"name": cls}, "spec": {}})
+        resource.create_resource_slice(dra_slice)
+        for t, n in (("one", 1), ("two", 2)):
+            resource.create_namespaced_resource_claim_template(a, _template(t, {"deviceClassName": cls, "count": n}))
+        pods = {"runs": ("two", tolerates, None), "waits": ("two", tolerates, None),
+                "on-the-cpu-node": ("one", tolerates, {"kubernetes.io/hostname": nodes[0]}),
+                "untolerated": ("one", None, None)}
+        for name, (template, tols, selector) in pods.items():
+            p = _dra_pod(a, name, template)
+            p["spec"]["tolerations"], p["spec"]["nodeSelector"] = tols, selector
+            core.create_namespaced_pod(a, p)
+        wait_for(lambda: kub.cluster_jobs(names) is not None and len(kub.dra.running) == 1, timeout=90,
+                 what="one of the 2-GPU pods bound to the DRA node")
+        for _ in range(2):   # said once, not each cycle
+            jobs = kub.cluster_jobs(names)
+        (bound, _), = kub.dra.running.items()
+        waiting = ({f"{a}/runs", f"{a}/waits"} - {bound}).pop()
+        assert {i: (int(g), bool(r)) for i, g, r in zip(jobs.ids, jobs.gpus, jobs.running)} == \
+            {bound: (2, True), waiting: (2, False)}, (jobs.ids, jobs.gpus)
+        assert kub.dra.pending == {waiting: 2}, kub.dra.pending
+        said = sorted(m.getMessage() for m in caplog.records if "can never start" in m.getMessage())
+        assert said == [
+            f"pod {a}/on-the-cpu-node selects nodes by kubernetes.io/hostname={nodes[0]}, which only nodes too small "
+            "for it have: it can never start, so it is no demand (no hold, no preemption, no aging for it)",
+            f"pod {a}/untolerated is kept off every node it fits otherwise by a taint it does not tolerate: "
+            "dedicated=gpu:NoSchedule (1 node): it can never start, so it is no demand (no hold, no preemption, no "
+            "aging for it)"], said
+        summary = [m.getMessage() for m in caplog.records if m.getMessage().startswith("DRA GPUs: ")]
+        assert summary[-1] == "DRA GPUs: 2 on 1 nodes (2 dra:gpu), 2 allocated, pending per tenant: team-a 2", summary
+    finally:
+        resource.delete_resource_slice(dra_slice["metadata"]["name"])
+        resource.delete_device_class(cls)
+        kube.delete_nodes(nodes)
+
+
+def _made_claim(core, ns: str, pod: str) -> str:
+    """The claim the resourceclaim controller made from the pod's template (its status.resourceClaimStatuses), once
+    made."""
+    def made() -> str | None:
+        st = core.read_namespaced_pod(pod, ns).status.resource_claim_statuses or []
+        return st[0].resource_claim_name if st else None
+    wait_for(made, timeout=60, what=f"{pod}'s claim made from its template")
+    return made()
+
+
+@contextlib.contextmanager
+def _full_dra_node(kube, taken: bool = True):
+    """One normal tenant, one node whose slice publishes 2 GPUs of a driver of the test's own (its DeviceClass), a
+    claim template of 2 (`two`) and, if `taken`, a pod of it (`a-runs`) bound there, taking both; yields (core,
+    resource API, the tenant's namespace, a dry-run actuator, the tenant names, the class, a list the test adds the
+    claims it finalized to). After: those claims' finalizers go (so the namespace can), then the slice, the class,
+    the node."""
+    from daemon.actuators.k8s.actuator import KubernetesActuator
+    from daemon.config import KubernetesActuatorConfig
+
+    api = kube.api()
+    core, resource = k8s.CoreV1Api(api), k8s.ResourceV1Api(api)
+    tenants, ns, nodes = kube.tenants({"team-a": "normal"}, nodes=1, gpus=0)
+    a = ns["team-a"]
+    driver = cls = f"gpu-{uuid.uuid4().hex[:6]}.nvidia.com"
+    dra_slice = _slice(f"{nodes[0]}-{cls[4:10]}", driver, nodes[0], H100)
+    kub = KubernetesActuator(api, KubernetesActuatorConfig(dra_device_classes={cls: driver}), tenants)
+    finalized: list[str] = []
+    try:
+        resource.create_device_class({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                                      "metadata": {"name": cls}, "spec": {}})
+        resource.create_resource_slice(dra_slice)
+        resource.create_namespaced_resource_claim_template(a, _template("two", {"deviceClassName": cls, "count": 2}))
+        if taken:
+            core.create_namespaced_pod(a, _dra_pod(a, "a-runs", "two"))
+            wait_for(lambda: core.read_namespaced_pod("a-runs", a).spec.node_name, timeout=60, what="a-runs bound")
+        yield core, resource, a, kub, tuple(t.name for t in tenants), cls, finalized
+    finally:
+        for c in finalized:
+            try:
+                resource.patch_namespaced_resource_claim(c, a, {"metadata": {"finalizers": None}})
+            except k8s.exceptions.ApiException:
+                pass
+        resource.delete_resource_slice(dra_slice["metadata"]["name"])
+        resource.delete_device_class(cls)
+        kube.delete_nodes(nodes)
+
+
+def test_a_pending_pods_claim_held_in_deletion_by_its_tenants_finalizer_is_no_demand(kube):
+    """A tenant may put a finalizer of its own on its claim and delete it: the claim stays, being deleted, for as long
+    as the tenant likes, and kube-scheduler allocates no device to a claim being deleted, so a pending pod naming it
+    (resourceClaimName), or whose claim made from its template (status.resourceClaimStatuses) is, never starts. Each
+    is said (not counted) and no demand; the pod beside them whose claim is whole stays demand. The old code read
+    the claim's request (or the template's) as the pod's pending demand, for as long as the finalizer stayed."""
+    keep = {"metadata": {"finalizers": ["example.com/keep"]}}
+    with _full_dra_node(kube) as (core, resource, a, kub, names, cls, going):
+        # a claim of its own, finalized and deleted, then a pod naming it
+        resource.create_namespaced_resource_claim(a, {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "going", "finalizers": ["example.com/keep"]},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": cls, "count": 1}}]}}})
+        going.append("going")
+        resource.delete_namespaced_resource_claim("going", a)
+        named = _dra_pod(a, "named", "unused")
+        named["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": "going"}]
+        core.create_namespaced_pod(a, named)
+        # two pods of the template waiting for the devices: one's made claim is finalized and deleted
+        core.create_namespaced_pod(a, _dra_pod(a, "made", "two"))
+        core.create_namespaced_pod(a, _dra_pod(a, "waits", "two"))
+        claim = _made_claim(core, a, "made")
+        resource.patch_namespaced_resource_claim(claim, a, keep)
+        going.append(claim)
+        resource.delete_namespaced_resource_claim(claim, a)
+        wait_for(lambda: kub.cluster_jobs(names) is not None and f"{a}/made" in kub.dra.uncounted
+                 and f"{a}/named" in kub.dra.uncounted, timeout=60, what="both read as being deleted")
+        assert kub.dra.pending == {f"{a}/waits": 2}, kub.dra.pending
+        assert kub.dra.uncounted == {
+            f"{a}/named": "asks for devices through DRA that the daemon does not count: claim going is being deleted "
+                          "(the scheduler allocates no device to it: the pod never starts while it is)",
+            f"{a}/made": f"asks for devices through DRA that the daemon does not count: claim {claim} is being deleted "
+                         "(the scheduler allocates no device to it: the pod never starts while it is)"}, \
+            kub.dra.uncounted
+        jobs = kub.cluster_jobs(names)
+        assert sorted(jobs.ids.tolist()) == [f"{a}/a-runs", f"{a}/waits"], jobs.ids
+        # kube-scheduler's PreEnqueue holds both back ("resourceclaim ... is being deleted"): never placed
+        assert all(core.read_namespaced_pod(n, a).spec.node_name is None for n in ("named", "made"))
+
+
+def test_a_pod_naming_the_claim_made_for_another_pods_template_is_not_counted_twice(kube):
+    """The resourceclaim controller makes a claim from a pending pod's template (its name in the pod's
+    status.resourceClaimStatuses, which any reader of the namespace sees); a second pod of the tenant may name that
+    claim (resourceClaimName): both wait for the one claim's devices, which it is allocated once. The claim is
+    counted once, on the first pod; the old code counted the first pod's template and the second pod's claim by name,
+    twice the devices (and a third pod of another template made its own claim: counted, as it asks for its own)."""
+    with _full_dra_node(kube) as (core, _, a, kub, names, _, _):
+        core.create_namespaced_pod(a, _dra_pod(a, "b-waits", "two"))
+        core.create_namespaced_pod(a, _dra_pod(a, "d-own", "two"))
+        twin = _dra_pod(a, "c-twin", "unused")
+        twin["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": _made_claim(core, a, "b-waits")}]
+        core.create_namespaced_pod(a, twin)
+        _made_claim(core, a, "d-own")
+        kub.cluster_jobs(names)
+        assert kub.dra.pending == {f"{a}/b-waits": 2, f"{a}/d-own": 2}, kub.dra.pending
+
+
+def test_a_claim_whose_devices_must_share_an_attribute_no_node_has_enough_of_is_no_demand(kube, caplog):
+    """A claim's constraint (matchAttribute) has kube-scheduler allocate its requests' devices only where that many
+    share one value of the attribute; a device without it shares none. A tenant's claim of 2 GPUs that must share
+    their uuid (each device its own), or an attribute no device publishes, is never allocated: those pods stay
+    unbound while one whose 2 GPUs must share their productName binds on the node's 2 free devices. The two are said
+    once and no demand; the old code dropped the constraints unread and counted each as 2 GPUs of pending demand."""
+    caplog.set_level(logging.WARNING, logger="gpu_autoscaler.actuator.kubernetes")
+    with _full_dra_node(kube, taken=False) as (core, resource, a, kub, names, cls, _):
+        def pod(name: str, attribute: str) -> None:
+            resource.create_namespaced_resource_claim_template(a, {
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
+                "spec": {"spec": {"devices": {
+                    "requests": [{"name": "gpu", "exactly": {"deviceClassName": cls, "count": 2}}],
+                    "constraints": [{"matchAttribute": f"{cls}/{attribute}"}]}}}})
+            core.create_namespaced_pod(a, _dra_pod(a, name, name))
+        pod("same-uuid", "uuid")
+        pod("same-nvlink", "nvlinkDomain")
+        for name in ("same-uuid", "same-nvlink"):   # the scheduler tried them and found no node
+            wait_for(lambda n=name: any(c.type == "PodScheduled" and c.status == "False" for c in
+                                        core.read_namespaced_pod(n, a).status.conditions or []),
+                     timeout=60, what=f"the scheduler's verdict on {name}")
+        pod("same-product", "productName")
+        wait_for(lambda: core.read_namespaced_pod("same-product", a).spec.node_name, timeout=60,
+                 what="same-product bound on the free devices")
+        for _ in range(2):
+            jobs = kub.cluster_jobs(names)
+        assert {i: (int(g), bool(r)) for i, g, r in zip(jobs.ids, jobs.gpus, jobs.running)} == \
+            {f"{a}/same-product": (2, True)}, (jobs.ids, jobs.gpus)
+        assert all(core.read_namespaced_pod(n, a).spec.node_name is None for n in ("same-uuid", "same-nvlink"))
+        said = sorted(m.getMessage() for m in caplog.records if "can never start" in m.getMessage())
+        assert said == [
+            f"pod {a}/same-{w} asks for GPUs through DRA (2 of {cls}, 2 sharing one value of {cls}/{attr}) that no "
+            "node's slices publish (its devices are all on its one node): it can never start, so it is no demand (no "
+            "hold, no preemption, no aging for it)" for w, attr in (("nvlink", "nvlinkDomain"), ("uuid", "uuid"))], \
+            said

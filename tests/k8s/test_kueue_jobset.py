@@ -149,6 +149,8 @@ def test_a_requeued_jobsets_pods_are_not_counted_again_as_its_waiting_gang_of_th
             custom.create_namespaced_custom_object(*KQ, serving, "workloads", _urgent(serving, queue))
             wait_for(lambda: _waits_for_quota(custom, serving, name) and not _wl(custom, serving, name).get(
                 "status", {}).get("admission"), timeout=60, what="Kueue preempts the JobSet and requeues it")
+            wait_for(lambda: _wl(custom, serving, "urgent").get("status", {}).get("admission"), timeout=60,
+                     what="Kueue admits the higher Workload in its place")
             assert len(running()) == 3                                          # its pods have not gone yet
             again = act.cluster_jobs(names)
             assert gang not in again.ids.tolist()                               # counted once: as its pods

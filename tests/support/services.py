@@ -221,21 +221,24 @@ MailProg=/bin/true
 {node_lines}PartitionName=high Nodes={nodes} PriorityTier=10 MaxTime=INFINITE State=UP
 PartitionName=normal Nodes={nodes} PriorityTier=5 Default=YES MaxTime=INFINITE State=UP
 PartitionName=low Nodes={nodes} PriorityTier=1 MaxTime=INFINITE State=UP
-"""
+{extra}"""
 # several slurmd on one host: each NodeName has its own Port; `slurmd -N name` picks its line
 
 
 @contextlib.contextmanager
 def slurm_cluster(node: str = "gpunode1", nodes: tuple[str, ...] | None = None, gpus: int = 8,
                   gres_types: dict[str, str] | None = None, shared: dict[str, str] | None = None,
-                  node_gpus: dict[str, int] | None = None):
+                  node_gpus: dict[str, int] | None = None, extra_conf: str = "",
+                  partition_nodes: tuple[str, ...] | None = None):
     """munged + slurmctld + one slurmd per node on 127.0.0.1; each node has `gpus` GPUs (empty device files
     as GRES). `gres_types` (node -> GRES type, e.g. {"gn1": "a100"}) makes a mixed fleet: those nodes' GPUs are
     typed (``Gres=gpu:a100:4``, ``Type=a100`` in gres.conf) and the node has its type as a feature too
     (``Features=a100``, for ``--constraint``/``--prefer``); ``"a100+t4"`` splits the node's GPUs evenly among
     the types (``Gres=gpu:a100:2,gpu:t4:2``). `shared` (node -> ``shard:<n>`` or ``mps:<n>``) gives
     those nodes that GRES over their GPUs too (gres.conf ``Name=shard Count=<n>``; one kind per node, as Slurm
-    wants). `node_gpus` (node -> GPUs) gives those nodes another count than `gpus` (nodes of two sizes). Yields
+    wants). `node_gpus` (node -> GPUs) gives those nodes another count than `gpus` (nodes of two sizes).
+    `extra_conf`: slurm.conf lines added at its end (PrivateData, another partition); `partition_nodes`: the nodes
+    of the partitions high, normal and low (default: every node; a node left out is only in `extra_conf`'s). Yields
     conf, env, dir, node (the first) and nodes."""
     import shutil as _sh
     import tempfile
@@ -280,8 +283,8 @@ def slurm_cluster(node: str = "gpunode1", nodes: tuple[str, ...] | None = None, 
     lines = "".join(f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={free_port()} CPUs=16 "
                     f"{gres_of(n)} RealMemory=1000 State=UNKNOWN\n" for n in names)
     kinds = ",".join(["gpu", *sorted({v.split(":")[0] for v in (shared or {}).values()})])
-    conf.write_text(SLURM_CONF.format(ctld_port=free_port(), d=d, node_lines=lines, nodes=",".join(names),
-                                      gres_types=kinds))
+    conf.write_text(SLURM_CONF.format(ctld_port=free_port(), d=d, node_lines=lines,
+                                      nodes=",".join(partition_nodes or names), gres_types=kinds, extra=extra_conf))
     (d / "gres.conf").write_text(gres)
     env = env_with_path()
     env["SLURM_CONF"] = str(conf)

@@ -473,13 +473,18 @@ class KubernetesActuator(FencedApply):
         counted = self.dra if self.dra is not None and self.dra.supply else None
         jobs = pods_as_jobs(pods, self.tenant_of, self.cfg.gpu_resource, tenants, resolver=self.resolver,
                             never=never_starts(nodes, self.cfg.gpu_resource, self.resolver, self.hold_label,
-                                               pods, self._bound, anti_pods),
+                                               pods, self._bound, anti_pods, dra=counted),
                             left_out=left_out, node_names={n.metadata.name for n in nodes},
                             schedulers=tuple(self.cfg.scheduler_names),
                             uncounted=None if self.cfg.dra_device_classes else dra,
                             dra_gpus=counted.job_gpus() if counted else None,
                             dra_accepts=counted.accepts if counted else None,
                             plugin_types=tuple(sorted(set(plugin.values()))) if counted and self.resolver else None)
+        if counted is not None:   # a DRA pod that never starts is no DRA demand either (the summary, the gauge)
+            counted.drop(left_out)
+        if self.dra is not None and self._dra_said.get("summary") != (line := self.dra.summary()):
+            log.info("%s", line)
+            self._dra_said["summary"] = line
         for pod in sorted(left_out.keys() - self._never):   # once per pod
             log.warning("pod %s %s", pod, left_out[pod])
         self._never = set(left_out)
@@ -516,10 +521,11 @@ class KubernetesActuator(FencedApply):
                   plugin_nodes: set[str] | None = None) -> dict[str, str]:
         """The DRA GPUs (dra.py) into ``self.dra``, which cluster_jobs and cluster_nodes put in the plan's Jobs and
         Nodes; `plugin_nodes`: the nodes whose device plugin publishes GPUs (read as it has them). Said in the
-        log when it changes: the counts, why they are not read (a kind not served, not permitted, a watch down),
-        and that they are partial (more objects than actuators.kubernetes.dra_max_objects, or of one namespace than
-        dra_max_objects_per_namespace: `over_ns`, whose namespaces' pods are said not read rather than counted
-        short). The pods whose DRA GPUs are not counted, and why (pod id -> line)."""
+        log when it changes (the counts by cluster_jobs, once the pods that never start are out of them): why they
+        are not read (a kind not served, not permitted, a watch down), and that they are partial (more objects
+        than actuators.kubernetes.dra_max_objects, or of one namespace than dra_max_objects_per_namespace:
+        `over_ns`, whose namespaces' pods are said not read rather than counted short). The pods whose DRA GPUs are
+        not counted, and why (pod id -> line)."""
         said: dict[str, str] = {}
         now = dt.datetime.now(dt.timezone.utc)
         if objs is None:
@@ -537,8 +543,9 @@ class KubernetesActuator(FencedApply):
                 self.dra = None        # read the plan needs; the counts are unknown this cycle, said once
                 said["why"] = (f"DRA GPUs are not read this cycle: an object could not be read "
                                f"({type(exc).__name__}: {str(exc)[:200]})")
-            else:
-                said["summary"] = self.dra.summary()
+            else:   # the counts' line is cluster_jobs's, once the pods that never start are out of them
+                if "summary" in self._dra_said:
+                    said["summary"] = self._dra_said["summary"]
             if over and self.dra is not None:
                 per_ns = (f" or dra_max_objects_per_namespace ({self.cfg.dra_max_objects_per_namespace})"
                           if over_ns else "")
@@ -548,7 +555,7 @@ class KubernetesActuator(FencedApply):
                                 + (f", by namespace: {dra_gpus.over_by_namespace(over_ns)}" if over_ns else ""))
         for k, line in said.items():
             if self._dra_said.get(k) != line:
-                log.log(logging.INFO if k == "summary" else logging.WARNING, "%s", line)
+                log.warning("%s", line)
         self._dra_said = said
         return dict(self.dra.uncounted) if self.dra is not None else {}
 

@@ -17,10 +17,16 @@ devices):
 - demand: per pending pod of a tenant (not bound, not gated), the GPUs its claims ask: each request of exactly
   ``count`` devices (allocationMode ExactCount, the default) of a GPU class. A request the daemon cannot judge (of
   allocationMode All, with CEL selectors, a prioritized list ``firstAvailable``, of a class that is no configured GPU
-  class, or a claim or template that does not exist) makes the pod's DRA GPUs uncounted, said once per pod
+  class, or a claim or template that does not exist, or a claim being deleted: a tenant's own finalizer keeps it
+  so, and the scheduler allocates it nothing) makes the pod's DRA GPUs uncounted, said once per pod
   (``uncounted``); so does asking for more GPUs than any node's slices publish (a pod's devices are all on its one
   node: it never starts, as view.never_starts says of a device-plugin pod; the apiserver takes any count up to
   2^63-1, so one tenant's pod would otherwise be demand beyond any cluster). With no DRA node, nothing is judged.
+  Beyond that, where a pending pod may start is view.never_starts's, with its node filters (selectors, affinity,
+  taints) over the nodes whose slices publish what it asks of each driver (``devices``, ``asks``) and, for each
+  constraint of its claims (``matchAttribute``), as many GPUs sharing one value of that attribute (``groups``,
+  ``matches``: DraGpus.fits; a device without the attribute shares none, as the scheduler's allocator has it; a
+  ``distinctAttribute`` is not judged); one that can start nowhere is dropped from the counts (DraGpus.drop).
 
 The plan reads them (actuator.py, view.py): a DRA node is a node of its slices' whole GPUs, typed by its most
 numerous DRA type; a bound pod's claims' GPUs are its running GPUs there, a pending pod's its demand, accepting the DRA
@@ -39,6 +45,7 @@ from daemon.config.fleet import TypeResolver
 
 DRA_KIND = "dra:"   # the type key's mark: a DRA GPU type is never a device-plugin node's type
 PRODUCT_ATTRIBUTE = "productName"
+ATTRIBUTE_FIELDS = ("bool", "int", "string", "version", "bools", "ints", "strings", "versions")   # a value's kinds
 TYPE_ATTRIBUTE = "type"
 
 
@@ -54,6 +61,57 @@ class DraGpus:
     uncounted: dict[str, str] = field(default_factory=dict)           # pod id -> why its DRA GPUs are not counted
     accepts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # pending pod id -> the DRA types it may get
     draining: dict[str, int] = field(default_factory=dict)            # node -> GPUs of pods being deleted, due soon
+    # where a pending pod's devices may be allocated (the scheduler allocates a pod's claims on the one node it picks):
+    devices: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> driver -> whole GPUs its slices publish
+    asks: dict[str, dict[str, int]] = field(default_factory=dict)     # pending pod id -> driver -> GPUs it asks
+    unplaced: set[str] = field(default_factory=set)                   # drivers with slices of no one node: not judged
+    matches: dict[str, list[tuple[str, int]]] = field(default_factory=dict)   # pending pod -> (attribute, GPUs)
+    whole: dict[str, list[tuple[str, object]]] = field(default_factory=dict, repr=False)   # node -> (driver, device)
+    # node -> qualified attribute -> the most whole GPUs there sharing one value of it (a claim's matchAttribute),
+    # counted when a pending pod's constraint first asks (most attributes no claim names)
+    groups: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
+
+    def group(self, node: str, attribute: str) -> int:
+        """The most whole GPUs of `node` sharing one value of `attribute` (qualified: ``<domain>/<name>``); a device
+        without it shares none, as kube-scheduler's allocator has it."""
+        per = self.groups.setdefault(node, {})
+        if attribute not in per:
+            count: dict[tuple, int] = {}
+            for driver, d in self.whole.get(node, ()):
+                attrs = d.attributes or {}
+                short = attribute.split("/", 1)[1] if attribute.startswith(f"{driver}/") else None
+                v = attrs.get(attribute) or (attrs.get(short) if short else None)
+                if v is not None:
+                    key = tuple(getattr(v, f, None) if not isinstance(getattr(v, f, None), list)
+                                else tuple(getattr(v, f)) for f in ATTRIBUTE_FIELDS)
+                    count[key] = count.get(key, 0) + 1
+            per[attribute] = max(count.values(), default=0)
+        return per[attribute]
+
+    def fits(self, pod: str, node: str) -> bool:
+        """Whether `node`'s slices publish as many whole GPUs of each driver as the pending pod asks (view.never_starts
+        judges them with the pod's node filters; usable now or not). A node whose device plugin publishes GPUs too is
+        judged by its slices all the same: the scheduler allocates there. A pod asking nothing counted fits anywhere,
+        and so does a driver that publishes devices of several nodes (a slice of no nodeName: not judged)."""
+        have = self.devices.get(node, {})
+        if self.unplaced & set(self.asks.get(pod, {})):
+            return True
+        return all(have.get(d, 0) >= n for d, n in self.asks.get(pod, {}).items()) and \
+            all(self.group(node, a) >= n for a, n in self.matches.get(pod, ()))
+
+    def asked(self, pod: str) -> str:
+        """What the pending pod asks, in words (view.never_starts's line)."""
+        out = ", ".join(f"{n} of {d}" for d, n in sorted(self.asks.get(pod, {}).items()))
+        return out + "".join(f", {n} sharing one value of {a}" for a, n in self.matches.get(pod, ()))
+
+    def drop(self, pods) -> None:
+        """These pending pods are no demand (view.never_starts found no node for them): out of the counts too."""
+        for pid in pods:
+            if self.pending.pop(pid, None) is not None:
+                self.tenant_of.pop(pid, None)
+                self.accepts.pop(pid, None)
+                self.asks.pop(pid, None)
+                self.matches.pop(pid, None)
 
     def node_rows(self) -> dict[str, tuple[str, int, int, int]]:
         """Node -> (its DRA type, whole GPUs, allocated, of those draining): what a node's row in the plan's Nodes
@@ -138,6 +196,35 @@ def asked_classes(requests: list) -> set[str]:
     return {r.exactly.device_class_name for r in requests or [] if r.exactly is not None}
 
 
+def claim_asks(requests: list, classes: dict[str, str]) -> dict[str, int]:
+    """Driver -> the GPUs a claim's judged requests ask of it (those claim_gpus counts)."""
+    out: dict[str, int] = {}
+    for req in requests or []:
+        g, why = _request_why(req, classes)
+        if why is None and g:
+            d = classes[req.exactly.device_class_name]
+            out[d] = out.get(d, 0) + g
+    return out
+
+
+def claim_matches(devices, classes: dict[str, str]) -> tuple[list[tuple[str, int]], list[str]]:
+    """A claim's constraints (``spec.devices.constraints``) as (attribute, GPUs that must share one value of it):
+    kube-scheduler allocates the devices of the requests a matchAttribute names (all, where it names none) only
+    where that many share a value, and a device without the attribute shares none; and why any is not judged (a
+    distinctAttribute)."""
+    out, why = [], []
+    reqs = {r.name: r for r in (devices.requests if devices else None) or []}
+    for c in (devices.constraints if devices else None) or []:
+        if c.distinct_attribute:
+            why.append(f"a constraint asks devices of distinct {c.distinct_attribute}, which the daemon cannot judge")
+        elif c.match_attribute:
+            named = [reqs[n] for n in c.requests or reqs if n in reqs]
+            n = sum(_request_why(r, classes)[0] for r in named)
+            if n > 1:
+                out.append((c.match_attribute, n))
+    return out, why
+
+
 def claim_gpus(requests: list, classes: dict[str, str]) -> tuple[int, list[str]]:
     """The GPUs a claim's requests ask for, and why any of them is not judged."""
     total, why = 0, []
@@ -170,6 +257,12 @@ def _missing(what: str, name: str, kind: str, partial: set[str]) -> str:
     return f"{what} {name} does not exist"
 
 
+def _deleting(name: str) -> str:
+    """Why a pending pod's claim being deleted is not counted: a tenant's own finalizer keeps it so for as long as the
+    tenant likes, and kube-scheduler allocates no device to a claim being deleted."""
+    return f"claim {name} is being deleted (the scheduler allocates no device to it: the pod never starts while it is)"
+
+
 def over_by_namespace(over_ns: dict[str, dict[str, int]]) -> str:
     """The namespaces with the most objects beyond the caps, and how many (a bounded part of one line)."""
     tot: dict[str, int] = {}
@@ -198,6 +291,13 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
     driver_types: dict[str, set[str]] = {}        # driver -> the DRA types of its devices
     for s in newest_slices(slices, drivers):
         node = s.spec.node_name
+        if not node:
+            out.unplaced.add(s.spec.driver)
+        else:
+            whole = [d for d in s.spec.devices or [] if _whole_gpu(d, s.spec.driver)]
+            per_driver = out.devices.setdefault(node, {})
+            per_driver[s.spec.driver] = per_driver.get(s.spec.driver, 0) + len(whole)
+            out.whole.setdefault(node, []).extend((s.spec.driver, d) for d in whole)
         if not node or node in plugin_nodes:
             continue   # devices of several nodes (a nodeSelector, allNodes): no node of the view's to count them on
         for d in s.spec.devices or []:
@@ -228,8 +328,9 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
                     out.used[node] = out.used.get(node, 0) + 1
         alloc[key] = n
     tmpl = {f"{t.metadata.namespace}/{t.metadata.name}": t for t in templates}
-    # a claim named by several pods (resourceClaimName: shared) holds or asks for its devices once: counted on the
-    # first of its pods (by id) and on no other, so a tenant's N pods of one claim are not N times its GPUs
+    # a claim named by several pods (resourceClaimName: shared; or made from one pod's template and named by
+    # another) holds or asks for its devices once: counted on the first of its pods (by id) and on no other, so a
+    # tenant's N pods of one claim are not N times its GPUs
     counted: set[str] = set()
     # first: most pods have no resourceClaims, and this loop sees every pod each cycle
     dra_pods = sorted((p for p in pods if p.spec.resource_claims),
@@ -267,19 +368,30 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
             continue
         if getattr(p.spec, "scheduling_gates", None):
             continue   # gated: not placed, so not demand now (as view.pods_as_jobs)
-        total, why, mine, kinds = 0, [], set(), set()
+        total, why, mine, kinds, asks, matches = 0, [], set(), set(), {}, []
         for r in refs:
-            if r.resource_claim_name:
-                key = f"{p.metadata.namespace}/{r.resource_claim_name}"
+            # a template's claim, once the resourceclaim controller made it (status.resourceClaimStatuses), is read as
+            # a claim: another pod may name it (resourceClaimName), and one claim asks for its devices once
+            name = r.resource_claim_name or (made.get(r.name) if r.resource_claim_template_name and
+                                             f"{p.metadata.namespace}/{made.get(r.name)}" in by_name else None)
+            if name:
+                key = f"{p.metadata.namespace}/{name}"
                 c = by_name.get(key)
                 if c is None:
-                    why.append(_missing("claim", r.resource_claim_name, "resourceclaims", kept_not_all))
+                    why.append(_missing("claim", name, "resourceclaims", kept_not_all))
                     continue
                 if alloc.get(key) or key in counted or key in mine:
                     continue   # allocated already (a claim shared with a running pod), or counted on another pod
+                if c.metadata.deletion_timestamp is not None:
+                    why.append(_deleting(name))
+                    continue
                 mine.add(key)
-                reqs = c.spec.devices.requests if c.spec and c.spec.devices else []
+                devs = c.spec.devices if c.spec else None
+                reqs = devs.requests if devs else []
                 g, w = claim_gpus(reqs, classes)
+                m, mw = claim_matches(devs, classes)
+                matches += m
+                w += mw
             elif r.resource_claim_template_name:
                 t = tmpl.get(f"{p.metadata.namespace}/{r.resource_claim_template_name}")
                 if t is None:
@@ -289,11 +401,16 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
                 spec = t.spec.spec if t.spec else None
                 reqs = spec.devices.requests if spec and spec.devices else []
                 g, w = claim_gpus(reqs, classes)
+                m, mw = claim_matches(spec.devices if spec else None, classes)
+                matches += m
+                w += mw
             else:
                 continue
             total += g
             why += w
             kinds |= {classes[k] for k in asked_classes(reqs) if k in classes}
+            for d, n in claim_asks(reqs, classes).items():
+                asks[d] = asks.get(d, 0) + n
         if why:
             out.uncounted[pid] = ("asks for devices through DRA that the daemon does not count: "
                                   + "; ".join(why))[:400]
@@ -309,5 +426,8 @@ def read_dra(pods: list, slices: list, claims: list, templates: list, classes: d
             out.pending[pid] = total
             out.tenant_of[pid] = tenant
             out.accepts[pid] = types
+            out.asks[pid] = asks
+            if matches:
+                out.matches[pid] = matches
             counted |= mine
     return out

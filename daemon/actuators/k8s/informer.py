@@ -55,19 +55,24 @@ DRA_KINDS = ("resourceslices", "resourceclaims", "resourceclaimtemplates")
 # (1.5 MB: annotations, opaque driver config, constraints, 32 requests of 32 CEL selectors of 10 KB), times
 # dra_max_objects (20,000) kept
 DRA_UNREAD = (("metadata", "annotations"), ("metadata", "labels"), ("metadata", "ownerReferences"))
-CLAIM_SPEC_UNREAD = ("config", "constraints")
+CLAIM_SPEC_UNREAD = ("config",)
+CONSTRAINT_KEPT = ("matchAttribute", "distinctAttribute", "requests")   # of each constraint (dra.py judges them)
 REQUEST_UNREAD = ("tolerations", "capacity")
 SELECTORS_KEPT = [{"cel": {"expression": "(not kept: dra.py reads only that there are selectors)"}}]
 
 
 def trim_claim_spec(spec) -> None:
     """Of a ResourceClaimSpec (a claim's, or a template's claim), only what dra.py reads: each request's name,
-    class, allocation mode and count, and whether it has selectors (one short one stands for them all)."""
+    class, allocation mode and count, whether it has selectors (one short one stands for them all), and of each
+    constraint the attribute it matches and the requests it names."""
     devices = spec.get("devices") if isinstance(spec, dict) else None
     if not isinstance(devices, dict):
         return
     for k in CLAIM_SPEC_UNREAD:
         devices.pop(k, None)
+    if isinstance(devices.get("constraints"), list):   # at most 32, of names only
+        devices["constraints"] = [{k: c[k] for k in CONSTRAINT_KEPT if k in c}
+                                  for c in devices["constraints"] if isinstance(c, dict)]
     for req in devices.get("requests") or []:
         if not isinstance(req, dict):
             continue

@@ -73,6 +73,7 @@ from daemon.actuators.k8s.flavors import MIG_PREFIX, PRODUCT_LABEL
 from daemon.actuators.k8s.informer import ClusterView
 from daemon.actuators.k8s.node_holds import NodeHolds
 from daemon.actuators.k8s.objects import POOL_VALUE, gpu_quantity, name_part
+from daemon.actuators.k8s.podless import Podless
 from daemon.actuators.k8s.view import never_starts
 from daemon.actuators.k8s.workloads import Workloads, pod_owners
 from daemon.config import KubernetesActuatorConfig, KueueActuatorConfig, TenantConfig
@@ -145,6 +146,8 @@ class KueueActuator(FencedApply):
                                    self.queue_name("low"), cfg.max_workloads_per_tenant, cfg.max_queued_per_namespace,
                                    resolver=self.pods.resolver)
         self._no_workloads = ""                  # why Workloads are not served (said once), "" while they are
+        # admitted Workloads with no live pod: quota Kueue holds for nothing, said (podless.py)
+        self.podless = Podless(self.workloads.tenant_of, cfg.gpu_resource)
 
     def use_fence(self, guard: FenceGuard) -> None:
         """Check `guard` right before each write (ChecksFence): the Kueue objects, the node holds, the evictions."""
@@ -645,14 +648,16 @@ class KueueActuator(FencedApply):
     def cluster_jobs(self, tenants: tuple[str, ...]) -> Jobs:
         """The pods (view.py) and, beside them, the waiting Workloads Kueue may admit (workloads.Workloads.demand:
         they have no pod yet), each a pending job of its tenant and tier with its shape, so the plan makes room and
-        holds for a gang before Kueue admits it. Raises what the pods' read raises, and QueueUnreadable when the
-        Workloads cannot be listed, a page refused midway too (the cycle keeps its last plan: a queue unread is not an
-        empty one); where Kueue serves no Workloads at all (404) there are none, said once."""
+        holds for a gang before Kueue admits it; an admitted one with no live pod is said (podless.py). Raises what the
+        pods' read raises, and QueueUnreadable when the Workloads cannot be listed, a page refused midway too (the cycle
+        keeps its last plan: a queue unread is not an empty one); where Kueue serves no Workloads at all (404) there are
+        none, said once."""
         jobs = self.pods.cluster_jobs(tenants)
         pods, sizes, starts = self._fleet()
+        owners = pod_owners(pods, self.workloads.tenant_of)
         try:   # a page at a time (Workloads.list): a page refused midway raises here too
-            waiting = self.workloads.demand(self.workloads.list(), tenants, sizes,
-                                            pod_owners(pods, self.workloads.tenant_of), starts=starts)
+            waiting = self.workloads.demand(self.podless.watch(self.workloads.list(), owners), tenants, sizes,
+                                            owners, starts=starts)
         except ApiException as exc:
             if exc.status != 404:
                 raise QueueUnreadable(f"cannot list Kueue Workloads ({GROUP}/{VERSION}): {exc.status} "

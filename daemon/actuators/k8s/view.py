@@ -218,7 +218,7 @@ def _shown_taint(t) -> str:
 def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = None,
                  hold_label: str | None = None, pods: list | None = None,
                  bound: pod_affinity.BoundPods | None = None,
-                 anti_pods: list | None = None) -> Callable[[object, int], str | None]:
+                 anti_pods: list | None = None, dra=None) -> Callable[[object, int], str | None]:
     """Why an unbound pod asking for `g` GPUs can never start on these nodes (usable now or not: a cordoned node may
     come back), or None. The scheduler places a pod on one node that passes every filter, so each node is judged
     whole: the pod can start on none that has the GPUs it asks for (a pod runs on one node: largest_node; on a mixed
@@ -234,7 +234,10 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
     anti-affinity, as the watched view keeps them, else looked for), and one whose standing taints (NoSchedule /
     NoExecute, not the hold's nor the node condition's, which go when the node is back) it all tolerates (tolerates:
     the TaintToleration filter). With no node at all, nothing is judged. The reason names the first filter no node
-    passes (size, labels, spread keys, pod affinity, pod anti-affinity, bound pods' anti-affinity, taints)."""
+    passes (size, labels, spread keys, pod affinity, pod anti-affinity, bound pods' anti-affinity, taints). `dra`
+    (dra.DraGpus): a pending pod's GPUs asked through DRA need a node whose slices publish them (DraGpus.fits), judged
+    with the same filters: a DRA pod selecting a node without its devices, or kept by a taint off every node with
+    them, never starts (judged by its device-plugin GPUs alone, a node without a GPU of either kind passed for it)."""
     largest = largest_node(nodes, resource, resolver)
     named = [(n.metadata.labels or {}, n.metadata.name) for n in nodes]
     named_by_name = [(name, lb) for lb, name in named]
@@ -283,6 +286,12 @@ def never_starts(nodes: list, resource: str, resolver: TypeResolver | None = Non
         big = too_big(asked, fits)
         if big is not None:
             return big[:300]
+        pid = f"{pod.metadata.namespace}/{pod.metadata.name}"
+        if dra is not None and dra.asks.get(pid):
+            fits = [f and dra.fits(pid, name) for f, (_, name) in zip(fits, named)]
+            if not any(fits):
+                return (f"asks for GPUs through DRA ({dra.asked(pid)}) that no node's slices publish"
+                        + (f" beside its {g} {resource}" if g else "") + " (its devices are all on its one node)")[:300]
         held = (pod.spec.node_selector or {}).get(hold_label) if hold_label else None
         if held is not None and not tolerates_hold(pod, hold_label, held):
             return (f"selects the node hold {hold_label}={held}, whose taint ({hold_label}={held}:NoSchedule) it does "

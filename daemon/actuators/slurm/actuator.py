@@ -70,6 +70,7 @@ from daemon.actuators.slurm.squeue import (  # re-exported: the old import path 
     waits_for_gpus,
     whole_job,
 )
+from daemon.actuators.slurm.visibility import ALL_JOBS, ALL_NODES
 from daemon.actuators.slurm.windows import SlurmWindows, parse_window_reservations
 from daemon.config import SlurmActuatorConfig, TenantConfig, Tier
 from daemon.config.fleet import FleetConfig
@@ -264,21 +265,22 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
     def _listed(self, job_ids: list[str] | None = None, node: str | None = None,
                 states: str | None = None) -> list[SlurmJob]:
         # without -r: an array's pending tasks are its one combined line (1_[3-10%3]), expanded by _expanded
-        args = ["squeue", "-h", "-o", SQUEUE_FMT]
+        # --all: a hidden partition's jobs too (visibility.ALL_JOBS), which read as absent were its account idle
+        filters = [ALL_JOBS]
         if job_ids:
-            args += ["-j", ",".join(job_ids)]
+            filters += ["-j", ",".join(job_ids)]
         if node:
-            args += ["-w", node]
+            filters += ["-w", node]
         if states:
-            args += ["-t", states]
-        r = self._run(*args)
+            filters += ["-t", states]
+        r = self._run("squeue", "-h", "-o", SQUEUE_FMT, *filters)
         if r.returncode != 0:
             if job_ids and "Invalid job id" in r.stderr:
                 return []
             raise SlurmError(f"squeue: {r.stderr.strip()}")
         jobs = parse_squeue(r.stdout)
         if any(j.gpus == 0 for j in jobs):
-            jobs = self._with_job_gpus(jobs, args[4:])
+            jobs = self._with_job_gpus(jobs, filters)
         return jobs
 
     def _expanded(self, listed: list[SlurmJob], filtered: bool, throttles: dict[str, int] | None = None
@@ -318,7 +320,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         only from then. One squeue call over the pending jobs (-O: squeue -o has no field for it), under the id %i
         gives (JobArrayID: an array's task 1_3, its pending tasks' record 1_[3-10]: squeue.by_id; JobID is the
         array's own id for its pending tasks)."""
-        out = self._read("squeue", "-h", "-t", "PENDING", "-O", "JobArrayID:0;,EligibleTime:0;")
+        out = self._read("squeue", ALL_JOBS, "-h", "-t", "PENDING", "-O", "JobArrayID:0;,EligibleTime:0;")
         got: dict[str, float] = {}
         for line in out.splitlines():
             f = line.split(";")
@@ -370,7 +372,7 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
         res_out = self._read("scontrol", "-o", "show", "reservation")
         if not ws and not parse_window_reservations(res_out, self.cfg.window_name_prefix):
             return {}, {}
-        nodes: list[Node] = parse_nodes(self._read("scontrol", "-d", "-o", "show", "nodes"))
+        nodes: list[Node] = parse_nodes(self._read("scontrol", ALL_NODES, "-d", "-o", "show", "nodes"))
         self.windows.apply(ws, rep, jobs, res_out, nodes, freed_by(plan), plan, self.shapes)
         return self.windows.active_gpus(self._read("scontrol", "-o", "show", "reservation"), nodes, plan)
 

@@ -10,6 +10,7 @@ from daemon.actuators.base import ActionReport, stop_on_fence
 from daemon.actuators.slurm.comments import COMMENT_TAG, AdminComments
 from daemon.actuators.slurm.holds import expand_hostlist, parse_nodes
 from daemon.actuators.slurm.squeue import SlurmError, SlurmJob, by_id, waits_for_gpus, whole_job, whole_jobs
+from daemon.actuators.slurm.visibility import ALL_NODES
 from daemon.config.fleet import accepts_type
 from daemon.policy.types import Notification, Plan, Preemption
 from daemon.text import plural
@@ -246,7 +247,8 @@ class Requeue:
         removed: the failover worker may add new ones while the pass waits on Slurm."""
         try:
             live = {j.job_id: j for j in self.jobs(sorted(entries))}
-            healthy = {n.name for n in parse_nodes(self._read("scontrol", "-d", "-o", "show", "nodes")) if n.healthy}
+            shown = self._read("scontrol", ALL_NODES, "-d", "-o", "show", "nodes")
+            healthy = {n.name for n in parse_nodes(shown) if n.healthy}
         except SlurmError as exc:
             rep.errors.append(f"retry requeue: {exc}")
             return

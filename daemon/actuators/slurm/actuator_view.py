@@ -4,6 +4,8 @@ and node's GPU type (a mixed fleet), and whether a node is really down."""
 from __future__ import annotations
 
 import logging
+import os
+import pwd
 import time
 
 import numpy as np
@@ -28,6 +30,16 @@ from daemon.actuators.slurm.squeue import (
     split_records,
     waits_for_gpus,
     whole_job,
+)
+from daemon.actuators.slurm.visibility import (
+    ALL_JOBS,
+    ALL_NODES,
+    CtldConfig,
+    hides,
+    parse_admin_level,
+    parse_config,
+    privileged,
+    sees_all_line,
 )
 from daemon.actuators.slurm.windows import parse_window_reservations
 from daemon.policy.state import CLOSED, HELD_BY_POOL, PRIORITY, UNHELD, Jobs, Nodes
@@ -66,7 +78,7 @@ class ClusterView:
         tasks under their record, 1_[3-10]: squeue.by_id): under JobID, an array's tasks (1_3, running as job 7)
         were found under no id and took any type."""
         assert self.resolver is not None
-        args = ["squeue", "-h", "-O", "JobArrayID:0;,tres-per-node:0;,tres-per-job:0;,tres-per-task:0;,"
+        args = ["squeue", ALL_JOBS, "-h", "-O", "JobArrayID:0;,tres-per-node:0;,tres-per-job:0;,tres-per-task:0;,"
                 "tres-per-socket:0;,Prefer:0;,Feature:0"]
         if job_ids:
             args += ["-j", ",".join(job_ids)]
@@ -88,7 +100,7 @@ class ClusterView:
         shares = nodes = None
         if any(gres.gres_shares(tres) or len(gres.job_gres_types(tres)) > 1 for _, tres, _, _ in rows):
             shares, nodes = {}, []
-            for n in parse_nodes(self._read("scontrol", "-d", "-o", "show", "nodes")):
+            for n in parse_nodes(self._read("scontrol", ALL_NODES, "-d", "-o", "show", "nodes")):
                 t = self._node_type(n)
                 nodes.append((n.gres, t))
                 for kind in gres.gres_shares(n.gres):
@@ -116,14 +128,46 @@ class ClusterView:
 
     # ---- for the daemon's state ---------------------------------------------------------------
     def lists_every_job(self) -> bool:
-        """Yes: squeue lists every account's jobs (a failed read raises SlurmError, never an empty queue), so an
-        account with no job listed runs none on this cluster. Not a hidden partition's (squeue without --all): those
-        were a configured tenant's unseen jobs already, and are an account's now."""
+        """Yes: squeue lists every account's jobs, so an account with no job listed runs none on this cluster. A
+        failed read raises SlurmError, never an empty queue; a hidden partition's jobs are read (--all); and where
+        slurmctld would show the daemon's user only its own (PrivateData=jobs), cluster_jobs refuses the read
+        (check_sees_all)."""
         return True
+
+    _ctld: CtldConfig | None = None   # scontrol show config, as last read (check_sees_all)
+
+    def check_sees_all(self) -> None:
+        """Raises SlurmError, one line naming the setting and the fix (visibility.sees_all_line), where slurmctld
+        shows the daemon's user only its own jobs or reservations (PrivateData): every other tenant would read as
+        idle and its nodes as free. root sees everything and is asked nothing; another user costs one
+        ``scontrol show config`` a cycle, and where PrivateData hides something from a user that is not SlurmUser,
+        one ``scontrol show assoc_mgr`` (its AdminLevel as slurmctld holds it: what slurmctld decides by). Where the
+        config cannot be read, the last read decides; never read, the jobs are not read either."""
+        uid = os.geteuid()
+        if uid == 0:
+            return
+        try:
+            self._ctld = parse_config(self._read("scontrol", "show", "config"))
+        except SlurmError as exc:
+            if self._ctld is None:
+                raise SlurmError(f"cannot tell whether slurmctld shows this user every job ({exc}): the jobs are not "
+                                 "read") from None
+        cfg = self._ctld
+        if not hides(cfg) or privileged(cfg, uid):
+            return
+        try:
+            user = pwd.getpwuid(uid).pw_name
+        except KeyError:   # a uid with no name here (a container): Slurm knows it by its number
+            user = str(uid)
+        level = parse_admin_level(self._read("scontrol", "show", "assoc_mgr", "flags=users", f"users={user}"), user)
+        if (line := sees_all_line(cfg, uid, user, level)) is not None:
+            raise SlurmError(line)
 
     def cluster_jobs(self, tenants: tuple[str, ...]) -> Jobs:
         """Running jobs, and pending ones that wait for GPUs (``waits_for_gpus``: not held, not waiting for a begin
-        time, another job or an accounting limit), as the policy's columnar Jobs (unknown tenants are dropped)."""
+        time, another job or an accounting limit), as the policy's columnar Jobs (unknown tenants are dropped).
+        Refused (SlurmError) where slurmctld would not show the daemon's user every job (check_sees_all)."""
+        self.check_sees_all()
         index = {t: i for i, t in enumerate(tenants)}
         now = time.time()
         listed = self._array_jobs()
@@ -222,7 +266,7 @@ class ClusterView:
             # whatever -j says anyway)
             # read as it comes (parse_arrays over the pipe, a record at a time): held whole, the JSON of a tenant's
             # 10^5 pending arrays (310 MB of 22.05's text) took one read to 1.05 GiB peak RSS, 0.2 without it
-            got = self._read_streamed(parse_arrays, "squeue", "--json",
+            got = self._read_streamed(parse_arrays, "squeue", "--json", ALL_JOBS,
                                       *(("-j", ids) if len(ids) <= JSON_IDS_MAX else ()))
         except SlurmError as exc:
             log.warning("job arrays' throttles (%%N) not read, every pending task of %s counted: %s",
@@ -252,7 +296,7 @@ class ClusterView:
         """
         index = {hold_name(self.cfg.hold_name_prefix, t): i for i, t in enumerate(tenants)}
         index[pool_hold_name(self.cfg.hold_name_prefix)] = HELD_BY_POOL
-        nodes = parse_nodes(self._read("scontrol", "-d", "-o", "show", "nodes"))
+        nodes = parse_nodes(self._read("scontrol", ALL_NODES, "-d", "-o", "show", "nodes"))
         holder: dict[str, int] = {}
         res_out = self._read("scontrol", "-o", "show", "reservation")
         # an active window's reservation holds its nodes for the window's tenant (windows.py)
@@ -284,7 +328,7 @@ class ClusterView:
 
     def node_names(self) -> set[str]:
         """Every node slurmctld knows, one name each (sinfo -N never prints a range)."""
-        r = self._run("sinfo", "-h", "-N", "-o", "%N")
+        r = self._run("sinfo", ALL_NODES, "-h", "-N", "-o", "%N")
         if r.returncode != 0:
             raise SlurmError(f"sinfo: {r.stderr.strip()}")
         return {line.strip() for line in r.stdout.splitlines() if line.strip()}
@@ -294,7 +338,7 @@ class ClusterView:
         NOT_RESPONDING ('*') is True, any other state False; None when Slurm does not answer or does not know
         the node (then the alert is acted on alone)."""
         try:
-            r = self._run("sinfo", "-h", "-N", "-n", node, "-o", "%T")
+            r = self._run("sinfo", ALL_NODES, "-h", "-N", "-n", node, "-o", "%T")
         except SlurmError as exc:
             log.warning("cannot ask Slurm about node %s: %s", node, exc)
             return None

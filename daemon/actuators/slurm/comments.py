@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from daemon.actuators.base import in_turn
 from daemon.actuators.slurm.json_stream import array_items
 from daemon.actuators.slurm.squeue import JSON_IDS_MAX, SlurmError
+from daemon.actuators.slurm.visibility import ALL_JOBS
 
 COMMENT_TAG = "gpu-autoscaler:"
 # the start estimate's own part of the AdminComment (not COMMENT_TAG: a reason written later keeps it, and it
@@ -106,7 +107,8 @@ class AdminComments:
 
         ids = ",".join(job_ids)
         try:
-            return self.read_streamed(parse, "squeue", "--json", *(("-j", ids) if len(ids) <= JSON_IDS_MAX else ()))
+            return self.read_streamed(parse, "squeue", "--json", ALL_JOBS,
+                                      *(("-j", ids) if len(ids) <= JSON_IDS_MAX else ()))
         except SlurmError as exc:
             if "Invalid job id" in str(exc):
                 return {}   # a Slurm that honours -j with --json: none of them is queued any more

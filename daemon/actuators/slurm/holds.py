@@ -52,6 +52,7 @@ from typing import Callable
 from daemon.actuators import whole_nodes
 from daemon.actuators.base import NO_FENCE, ActionReport, FenceGuard, TermRecord
 from daemon.actuators.slurm.gres import gres_gpu_types, gres_gpus
+from daemon.actuators.slurm.visibility import ALL_NODES
 from daemon.config.names import POOL, slurm_hold_name
 from daemon.policy.types import Plan
 from daemon.text import plural
@@ -408,7 +409,7 @@ class SlurmHolds:
         (a pooled tenant's window on h100 leaves the pool its hold beyond the window, per type)."""
         try:
             all_res = parse_reservations(self.read("scontrol", "-o", "show", "reservation"))
-            nodes = parse_nodes(self.read("scontrol", "-d", "-o", "show", "nodes"))
+            nodes = parse_nodes(self.read("scontrol", ALL_NODES, "-d", "-o", "show", "nodes"))
         except Exception as exc:  # the next cycle reads again; nothing was changed
             rep.errors.append(f"hold: cannot read reservations/nodes: {exc}")
             return
