@@ -414,7 +414,8 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
     return _Holds(res, soon, quantum, aged, floored, pooled, pool, model, path, soon_steps, drain_steps, step_min,
                   known=None if win is None else win[1], own=None if win is None else wheld.astype(np.int64),
                   nodes=job_nodes, packed=job_packed, basis=hold_reason.HoldBasis(
-                      high, aged, floor, wheld, peak, view.demand, want, pc.quantile, steps))
+                      high, aged, floor, wheld, peak, view.demand, want, pc.quantile, steps, pc.headroom,
+                      hold_q if len(jobs) else None))
 
 
 def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Aging, memory: PolicyMemory,
