@@ -490,8 +490,9 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
                          + (f"; demand weighted x{wt:g}, policy.preempt_worth_weight)" if wt != 1 else ")"))
         if unplaced > len(refused):
             left = unplaced - len(refused)
-            notes.append(f"{plural(left, 'protected job')} {agree(left, 'has', 'have')} no place yet (budget, "
-                         "candidates or topology)")
+            sizes = holds.quantum[(need_jobs > 0) & protected]
+            notes.append(preempt_reason.no_place(left, int(sizes.min()) if sizes.size else 0, pc.preempt_budget_share,
+                                                 capacity, pc.preempt_budget_window_s))
     elif shortfall >= pc.min_preempt_gpus:  # no per-node view from this source: GPU counts only
         gated, worth = 0, float("inf")
         if gate is not None:
