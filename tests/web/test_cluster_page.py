@@ -147,3 +147,15 @@ def test_the_tenant_tables_name_their_units():
             text = text[text.index(f'id="{table_id}"'):]
         heads = re.findall(r"<th[^>]*>([^<]*)</th>", text[:text.index("</tr>")])
         assert heads[2:6] == ["GPUs used", "GPUs held", "quota, GPUs", "req/s"], (path, heads)
+
+
+def test_rate_limits_no_gateway_applies_are_said_not_enforced():
+    """First-day walk (hday3, Kubernetes with Kueue and no Redis gateway): the page read "All tenants throttled at rate
+    level 2 ..." with nothing applying a limit; it now says they are not enforced, and only where no redis actuator
+    is enabled."""
+    snap = _snapshot()
+    text = _page(snap)
+    assert 'id="limits-unenforced"' in text and "Not enforced on this cluster" in text
+    gw = dataclasses.replace(snap, cfg=snap.cfg.model_copy(update={"actuators": snap.cfg.actuators.model_copy(
+        update={"enabled": ["log", "redis"]})}))
+    assert 'id="limits-unenforced"' not in _page(gw)
