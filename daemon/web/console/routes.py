@@ -195,6 +195,10 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
 
     def page(request: Request, name: str, status: int = 200, **ctx) -> Response:
         ctx.setdefault("title", name.split(".")[0].capitalize())
+        # a dry run on a real cluster: every preemption, hold and event the pages show is what it would have done
+        # (the embedded simulator's cluster obeys the plan whatever dry_run says)
+        cfg = backend.snapshot().cfg
+        ctx.setdefault("dry_run_banner", cfg.actuators.dry_run and cfg.source.kind != "simulator")
         return templates.TemplateResponse(request, name, ctx, status_code=status, headers=HEADERS)
 
     def problem(request: Request, who: Principal | None, status: int, title: str, message: str) -> Response:
