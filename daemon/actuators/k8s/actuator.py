@@ -37,7 +37,7 @@ from daemon.actuators.k8s.informer import DRA_KINDS, LIVE_PODS, ClusterView
 from daemon.actuators.k8s.objects import evictable, gpu_quantity, holds_gpus, priority_class_name
 from daemon.actuators.k8s.rbac import RbacRefusals
 from daemon.actuators.k8s.view import drains_soon, never_starts, nodes_view, pods_as_jobs
-from daemon.config import KubernetesActuatorConfig, TenantConfig
+from daemon.config import ConfigError, KubernetesActuatorConfig, TenantConfig
 from daemon.config.fleet import FleetConfig
 from daemon.config.names import tenant_namespaces
 from daemon.policy.state import Jobs, Nodes
@@ -109,11 +109,24 @@ class TimedApiClient(k8s.ApiClient):
 
 
 def api_client(cfg: KubernetesActuatorConfig) -> k8s.ApiClient:
-    """An API client from the in-cluster service account or a kubeconfig (actuators.kubernetes)."""
-    if cfg.in_cluster:
-        kcfg.load_incluster_config()
-    else:
-        kcfg.load_kube_config(config_file=str(cfg.kubeconfig) if cfg.kubeconfig else None)
+    """An API client from the in-cluster service account or a kubeconfig (actuators.kubernetes). A connection that
+    cannot be set up is a ConfigError naming the key: the client's own words alone ("Service host/port is not set.",
+    "Invalid kube-config file. No configuration found.") left a first-day user who ran the shipped ConfigMap's config
+    outside the cluster, or named a kubeconfig that is not there, guessing which setting they came from."""
+    try:
+        if cfg.in_cluster:
+            kcfg.load_incluster_config()
+        else:
+            kcfg.load_kube_config(config_file=str(cfg.kubeconfig) if cfg.kubeconfig else None)
+    except kcfg.ConfigException as exc:
+        if cfg.in_cluster:
+            raise ConfigError(f"actuators.kubernetes.in_cluster = true, but this process is not in a pod with a "
+                              f"ServiceAccount ({exc}); outside the cluster, set actuators.kubernetes.kubeconfig "
+                              f"instead and in_cluster = false (docs/kubernetes.md, Try it from outside the cluster "
+                              f"first)") from None
+        where = (f"actuators.kubernetes.kubeconfig {cfg.kubeconfig}" if cfg.kubeconfig else
+                 "actuators.kubernetes.kubeconfig unset, so $KUBECONFIG or ~/.kube/config")
+        raise ConfigError(f"{where}: {exc}") from None
     return TimedApiClient(timeout_s=cfg.timeout_s)
 
 
