@@ -241,6 +241,10 @@ def plan(ctx: click.Context, sim: bool, as_json: bool) -> None:
         rt = build_runtime(cfg, with_store=False)
     except ConfigError as exc:
         _fail(f"config error: {exc}")
+    # every actuator is in dry run here: each says what it would do (the log's `dry run: ... would:` lines) whoever
+    # holds an HA lease; under the lease this one-off cycle was a standby's, and said nothing of them
+    rt.runner.may_act = None
+    rt.runner.shadow_log = None   # nor is a one-off cycle a dry run's record (HA with Redis keeps them there)
     res = rt.runner.run_once()
     if res.plan is None:
         _fail(f"no plan: {res.error}", 1)

@@ -372,3 +372,23 @@ def test_a_kubernetes_connection_that_cannot_be_set_up_names_its_key(tmp_path):
                        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
     assert r.returncode == 2 and "actuators.kubernetes.in_cluster = true, but this process is not in a pod" in \
         r.stderr and "set actuators.kubernetes.kubeconfig instead" in r.stderr, r.stderr
+
+
+def test_plan_says_what_each_dry_run_actuator_would_do_under_an_ha_config(tmp_path):
+    """`plan` forces every actuator into dry run, but with [ha] on (the shipped Kubernetes config) its one cycle was a
+    standby's, which never reaches the actuators: nothing of what they would do was said (first-day walk, hday3).
+    Against a real Redis, the redis actuator's dry-run line is in plan's log now, and nothing is written."""
+    import redis
+
+    from tests.support.services import redis_server
+
+    with redis_server(tmp_path) as (url, _):
+        c = tmp_path / "c.toml"
+        c.write_text(f'[actuators]\nenabled = ["log", "redis"]\n[actuators.redis]\nurl = "{url}"\n'
+                     f'[ha]\nenabled = true\nbackend = "redis"\n[server]\nenabled = false\n')
+        r = run_cli("--config", str(c), "plan", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "dry run: redis would: set gpuas:limit:tenant-0000 rate=" in r.stderr, r.stderr[-2000:]
+        assert "shadow record" not in r.stderr
+        db = redis.Redis.from_url(url)
+        assert db.keys("gpuas:limit:*") == [] and db.keys("*shadow*") == []     # nothing written, no record
