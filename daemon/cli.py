@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -169,6 +170,12 @@ def check_config(ctx: click.Context) -> None:
         _fail(f"config error: forecaster.kind = 'lstm' but {exc}")
     if cfg.source.kind != "simulator" and "simulator" in cfg.actuators.enabled:
         _fail("config error: actuators.enabled: 'simulator' needs source.kind = 'simulator'")
+    kc = cfg.actuators.kubernetes
+    uses_kube = {"kubernetes", "kueue"} & set(cfg.actuators.enabled) or (cfg.ha.enabled and cfg.ha.backend ==
+                                                                           "kubernetes")
+    if uses_kube and not kc.in_cluster and kc.kubeconfig is not None and not os.access(kc.kubeconfig, os.R_OK):
+        # a file it names, as the token files: run would stop on it ("Invalid kube-config file")
+        _fail(f"config error: actuators.kubernetes.kubeconfig: {kc.kubeconfig}: no such file, or not readable")
     try:
         if cfg.server.enabled:
             if cfg.server.token() is None and not cfg.server.allow_unauthenticated_webhook:  # unreadable: error
@@ -234,6 +241,10 @@ def plan(ctx: click.Context, sim: bool, as_json: bool) -> None:
         rt = build_runtime(cfg, with_store=False)
     except ConfigError as exc:
         _fail(f"config error: {exc}")
+    # every actuator is in dry run here: each says what it would do (the log's `dry run: ... would:` lines) whoever
+    # holds an HA lease; under the lease this one-off cycle was a standby's, and said nothing of them
+    rt.runner.may_act = None
+    rt.runner.shadow_log = None   # nor is a one-off cycle a dry run's record (HA with Redis keeps them there)
     res = rt.runner.run_once()
     if res.plan is None:
         _fail(f"no plan: {res.error}", 1)

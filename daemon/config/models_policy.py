@@ -141,9 +141,13 @@ class PolicyConfig(_Strict):
     lead_time_steps: int = Field(10, ge=0, description="how far ahead capacity is held for a predicted peak")
     preempt_lead_steps: int = Field(3, ge=1, description="how far ahead jobs are preempted (>= checkpoint drain)")
     quantile: float = Field(0.9, gt=0, lt=1, description="forecast quantile that is reserved for")
-    headroom: float = Field(0.05, ge=0, le=1)
+    headroom: float = Field(0.05, ge=0, le=1, description="a high-tier hold is the larger of its forecast peak and "
+                            "its demand now, plus this share, rounded up to whole jobs of its largest job: with "
+                            "8-GPU jobs a peak of 8 holds 16 (the hold_why event says so); 0: no headroom")
     preempt_budget_share: float = Field(0.02, ge=0, le=1,
-                                        description="GPUs preempted per budget window, share of cluster")
+                                        description="GPUs preempted per budget window, share of cluster, in whole "
+                                        "GPUs: below one job's GPUs no such job is ever preempted (2% of 32 GPUs "
+                                        "is 0; the plan's note says so)")
     preempt_budget_jobs: int = Field(500, ge=0, description="jobs preempted per budget window")
     preempt_budget_window_s: float = Field(30.0, gt=0, description="the budget refills over this much time, "
                                            "whatever triggers cycles (a token bucket holding one window)")

@@ -414,7 +414,8 @@ def _holds(forecast: Forecast | None, state: ClusterState, view: _View, memory: 
     return _Holds(res, soon, quantum, aged, floored, pooled, pool, model, path, soon_steps, drain_steps, step_min,
                   known=None if win is None else win[1], own=None if win is None else wheld.astype(np.int64),
                   nodes=job_nodes, packed=job_packed, basis=hold_reason.HoldBasis(
-                      high, aged, floor, wheld, peak, view.demand, want, pc.quantile, steps))
+                      high, aged, floor, wheld, peak, view.demand, want, pc.quantile, steps, pc.headroom,
+                      hold_q if len(jobs) else None))
 
 
 def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Aging, memory: PolicyMemory,
@@ -489,8 +490,9 @@ def _preemptions(state: ClusterState, view: _View, holds: _Holds, ag: aging.Agin
                          + (f"; demand weighted x{wt:g}, policy.preempt_worth_weight)" if wt != 1 else ")"))
         if unplaced > len(refused):
             left = unplaced - len(refused)
-            notes.append(f"{plural(left, 'protected job')} {agree(left, 'has', 'have')} no place yet (budget, "
-                         "candidates or topology)")
+            sizes = holds.quantum[(need_jobs > 0) & protected]
+            notes.append(preempt_reason.no_place(left, int(sizes.min()) if sizes.size else 0, pc.preempt_budget_share,
+                                                 capacity, pc.preempt_budget_window_s))
     elif shortfall >= pc.min_preempt_gpus:  # no per-node view from this source: GPU counts only
         gated, worth = 0, float("inf")
         if gate is not None:

@@ -31,18 +31,29 @@ class HoldBasis:
     want: np.ndarray        # the hold before it was fitted to the capacity
     quantile: float
     steps: int
+    headroom: float = 0.0   # policy.headroom, added over the larger of peak and demand
+    whole: np.ndarray | None = None   # GPUs of the whole jobs (or nodes) a hold is rounded up to (None: 1)
 
 
-def _sizing(i: int, b: HoldBasis, grew: bool) -> str:
-    """The high tier's hold follows the larger of its forecast peak and its demand now (reservation.targets)."""
+def _sizing(i: int, b: HoldBasis, grew: bool, after: int) -> str:
+    """The high tier's hold follows the larger of its forecast peak and its demand now (reservation.targets), with
+    the headroom, rounded up to whole jobs: where that lands above the figure named, the line says so (a forecast
+    of one 8-GPU job read "rose to 8 GPUs" over a hold of 16, 5% headroom being a whole job more)."""
     peak, demand = float(b.peak[i]), float(b.demand[i])
     way = "rose" if grew else "fell"
     if np.isfinite(peak) and not (np.isfinite(demand) and demand > peak):
-        return (f"its forecast peak {way} to {peak:.3g} GPUs "
-                f"(p{round(b.quantile * 100)} within {plural(b.steps, 'step')})")
-    if np.isfinite(demand):   # the plan knows the demand now, not what it was: no "rose" or "fell" here
-        return f"its demand now: {plural(int(round(demand)), 'GPU')} (running + queued)"
-    return ""
+        why, base = (f"its forecast peak {way} to {peak:.3g} GPUs "
+                     f"(p{round(b.quantile * 100)} within {plural(b.steps, 'step')})"), peak
+    elif np.isfinite(demand):   # the plan knows the demand now, not what it was: no "rose" or "fell" here
+        why, base = f"its demand now: {plural(int(round(demand)), 'GPU')} (running + queued)", demand
+    else:
+        return ""
+    whole = 1 if b.whole is None else int(b.whole[i])
+    extra = ([f"{b.headroom:.0%} headroom (policy.headroom)"] if b.headroom > 0 else []) + \
+        ([f"in whole jobs of {plural(whole, 'GPU')}"] if whole > 1 else [])
+    if after > np.ceil(base - 1e-9) and extra:
+        why += f"; held {after}: {', '.join(extra)}"
+    return why
 
 
 AGED_JOB = {"started": "its aged job started (aging no longer protects it)",
@@ -64,7 +75,7 @@ def cause(i: int, before: int, after: int, b: HoldBasis, was_aged: bool, aged_jo
         elif b.window[i] > 0 and not b.high[i]:
             why = f"its window holds {plural(int(b.window[i]), 'GPU')}"
         elif b.high[i]:
-            why = _sizing(i, b, grew)
+            why = _sizing(i, b, grew, after)
         elif b.floor[i] > 0:
             why = f"an operator's floor of {plural(int(b.floor[i]), 'GPU')}"
         else:
@@ -80,7 +91,7 @@ def cause(i: int, before: int, after: int, b: HoldBasis, was_aged: bool, aged_jo
     if b.want[i] > 0:
         return "the cluster is full (capped at 0)"
     if b.high[i]:
-        return _sizing(i, b, grew)
+        return _sizing(i, b, grew, after)
     return "it is no longer protected (not in the high tier, aged or under a floor)"
 
 

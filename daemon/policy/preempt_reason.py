@@ -16,6 +16,8 @@ import math
 
 import numpy as np
 
+from daemon.text import agree, plural
+
 NEEDS = ("waiting", "aged", "window", "floor", "forecast")
 # "aged": a tenant aging protects, its job waiting past policy.max_wait_steps; the preempted tenant learns its job made
 # room for starving work (anti-starvation), not for the high tier
@@ -80,3 +82,18 @@ def per_job(need: np.ndarray, pending: np.ndarray, quantum: np.ndarray, high: np
         of[t] = True
         said[t] = what(of, float(np.nan_to_num(need[t])))
     return [said[t] for t in beneficiary]
+
+
+def no_place(left: int, smallest_job: int, share: float, capacity: int, window_s: float) -> str:
+    """The note for protected jobs the placement found no room for. Where the preemption budget's whole bucket
+    (``share`` of ``capacity`` GPUs, whole GPUs) is smaller than the smallest job needing room, that is why, and
+    nothing else will change it: on a 32-GPU cluster 2% is 0 GPUs, so no 8-GPU job was ever preempted for, and the
+    note said only "budget, candidates or topology" (a first-day walk on a small Kubernetes cluster)."""
+    head = f"{plural(left, 'protected job')} {agree(left, 'has', 'have')} no place yet"
+    bucket = int(math.floor(share * capacity + 1e-9))
+    if 0 < smallest_job and bucket < smallest_job:
+        need = math.ceil(smallest_job / max(capacity, 1) * 100)
+        return (f"{head}: the preemption budget ({share:.0%} of {plural(capacity, 'GPU')}, policy.preempt_budget_share:"
+                f" {plural(bucket, 'GPU')} per {window_s:g} s) is less than one {smallest_job}-GPU job, so nothing is "
+                f"preempted for it; at least {need}% lets one through")
+    return f"{head} (budget, candidates or topology)"

@@ -34,6 +34,7 @@ from forecaster.composite import ServicesComposite
 from forecaster.types import Forecast
 
 log = logging.getLogger("gpu_autoscaler.cycle")
+DRY_SAID_MAX = 30   # a dry run's new actions said in one log line per actuator and cycle; the rest are counted
 
 
 IDLE_KINDS = ("idle", "hung")   # health findings whose job's GPUs do no work (docs/health.md)
@@ -138,6 +139,7 @@ class CycleRunner:
         # where dry-run cycles' shadow records go (daemon/shadow/log.py); None: the state store, if any
         self.shadow_log = None
         self.cycles = 0
+        self._dry_said: dict[str, frozenset[str]] = {}   # per actuator, the dry-run actions said last (_say_dry_run)
         self.health = None  # daemon/service/health.py HealthRunner; wiring sets it when health.enabled
         # builds the HealthRunner when a reload turns health on and none was built yet (wiring sets it)
         self.health_factory: Callable[[Config], object] | None = None
@@ -289,6 +291,7 @@ class CycleRunner:
                 m.actuator_errors.labels(rep.actuator).inc(len(rep.errors))
                 # one line, whatever the errors quote (squeue's stderr is several "squeue: error: ..." lines)
                 log.error("actuator %s: %s", rep.actuator, "; ".join(" ".join(e.split()) for e in rep.errors))
+            self._say_dry_run(rep)
             if rep.not_freed:
                 m.not_freed.labels(rep.actuator).inc(len(rep.not_freed))
                 log.warning("actuator %s: %d eviction(s) refused, their GPUs not freed: %s", rep.actuator,
@@ -303,6 +306,20 @@ class CycleRunner:
                 except Exception as exc:
                     log.error("actuator %s: notify: %s", act.name, exc)
         return reports
+
+    def _say_dry_run(self, rep: ActionReport) -> None:
+        """In a dry run, what an actuator would have done and did not do last cycle, in one log line: the node holds,
+        the Kueue objects, the evictions, the Events and PriorityClasses (the log actuator's own decisions are its
+        lines). "Flip dry_run once the logged decisions look right" needs them logged, and a dry run's report was
+        dropped; each action is said when it first appears, not every cycle it stays the same."""
+        if not rep.dry_run or rep.actuator == "log":
+            return
+        said = self._dry_said.get(rep.actuator, frozenset())
+        new = list(dict.fromkeys(a for a in rep.actions if a not in said))
+        self._dry_said[rep.actuator] = frozenset(rep.actions)
+        if new:
+            more = f"; and {len(new) - DRY_SAID_MAX} more" if len(new) > DRY_SAID_MAX else ""
+            log.info("dry run: %s would: %s%s", rep.actuator, "; ".join(new[:DRY_SAID_MAX]), more)
 
     def _health(self, state, plan: Plan, ops: OperatorInputs | None) -> list[ActionReport]:
         """Job health after the plan (daemon/service/health.py): its reclaims spend what the plan left of the

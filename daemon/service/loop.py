@@ -438,8 +438,8 @@ class Daemon:
             except Exception as exc:
                 log.error("releasing holds of %s failed: %s", act.name, exc)
                 continue
-            for a in rep.actions:
-                log.info("%s: %s", act.name, a)
+            for a in rep.actions:   # a dry run released nothing: it says what it would have
+                log.info("dry run: %s would: %s" if rep.dry_run else "%s: %s", act.name, a)
             if rep.errors:
                 log.error("releasing holds of %s: %s", act.name, "; ".join(rep.errors))
 

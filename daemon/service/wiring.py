@@ -171,7 +171,8 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
                                                       enforce_plan="kueue" not in a.enabled,
                                                       min_runtime_s=cfg.policy.preempt_min_runtime_s,
                                                       hold_label=a.kueue.hold_label if "kueue" in a.enabled else None,
-                                                      fleet=cfg.fleet, view=view))
+                                                      fleet=cfg.fleet, view=view,
+                                                      limits_enforced="redis" in a.enabled))
         elif name == "kueue":
             from daemon.actuators.k8s.kueue import KueueActuator
 

@@ -92,7 +92,7 @@ def make_record(plan: Plan, state: ClusterState, fc: Forecast | None, history: p
         runtime = float(jobs.runtime_s[k]) if k is not None else 0.0
         pre.append({"job_id": str(p.job_id), "tenant": p.tenant, "gpus": int(p.gpus), "node": p.node,
                     "reason": p.reason, "for_tenant": p.for_tenant,
-                    "lost_gpu_min": round(work_lost_gpu_min(p.gpus, runtime, ck), 3)})
+                    "lost_gpu_min": round(work_lost_gpu_min(p.gpus, runtime, ck), 3), "runtime_s": round(runtime, 1)})
     return {"v": VERSION, "at": plan.at, "cycle": int(cycle), "seen_at": pd.Timestamp(seen_at).isoformat(),
             "step_s": int(step_s), "horizon_steps": int(cfg.cycle.horizon_steps),
             "lead_time_steps": int(cfg.policy.lead_time_steps), "quantile": q, "model": plan.forecast_model,

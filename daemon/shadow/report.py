@@ -247,6 +247,7 @@ def count(records: list[dict], demand: pd.DataFrame | None = None, tenant: str |
     touched = np.zeros(nt, dtype=bool)
     tier_of: dict[str, str] = {}
     tier_cycles: dict[str, dict[str, int]] = {}
+    ran: dict[tuple[str, str], tuple[pd.Timestamp, float]] = {}   # a preempted job's last record (_again)
     nxts = _next_times(ats)
     for k, r in enumerate(recs):
         at = ats[k]
@@ -310,6 +311,8 @@ def count(records: list[dict], demand: pd.DataFrame | None = None, tenant: str |
                         cp_ok[gm] += ahead[:, fin].max(axis=0) <= fp[m][fin] + EPS
         rt = dict(zip(names, tiers)) if r.get("preemptions") else {}
         for p in r.get("preemptions", []):
+            if _again(ran, p, at, step):
+                continue
             if tenant is None or p["tenant"] == tenant:
                 j = gi[p["tenant"]]
                 touched[j] = True
@@ -390,6 +393,23 @@ def view(tot: Totals, tenant: str | None = None, private: bool = False) -> dict:
             "tenants": out_t, "tiers": tiers, **skipped}
 
 
+
+
+def _again(ran: dict, p: dict, at: pd.Timestamp, step: pd.Timedelta) -> bool:
+    """Whether preemption `p` is one an earlier record already counted: the same job, not restarted since. A dry run
+    evicts nothing, so a job the plan picks stays and the next cycles pick it again (a first-day walk on Kubernetes
+    counted one 8-GPU pod twice, its lost work twice); a job preempted and started again (the embedded simulator
+    acts) has run less than the time since, and counts again. Records without the runtime count each time."""
+    rt = p.get("runtime_s")
+    if rt is None:
+        return False
+    key = (p["tenant"], str(p["job_id"]))
+    last = ran.get(key)
+    ran[key] = (at, float(rt))
+    if last is None:
+        return False
+    since = max((at - last[0]).total_seconds(), 0.0)
+    return float(rt) + step.total_seconds() >= last[1] + since or float(rt) == last[1] == 0.0
 
 
 def shadow_report(records: list[dict], demand: pd.DataFrame | None = None, tenant: str | None = None,

@@ -13,6 +13,7 @@ import re
 from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
+import pandas as pd
 
 from daemon.config import DEFAULT_TYPE, WindowConfig
 from daemon.policy import fleet
@@ -39,6 +40,12 @@ def hide_beneficiaries(text: str) -> str:
 # daemon/state/overrides.py): the console's filters, and what /api/v1/events and /ui/events accept as `kind`
 EVENT_KINDS = ("node_down", "node_down_unconfirmed", "mass_node_failure", "preemption", "notification", "plan_change",
                "operator_change", "health_warning", "health_reclaim")
+
+
+def _iso(t: Any) -> str:
+    """A time as ISO 8601 with the T, as `at` and every other time of the API: str() of a pandas Timestamp puts a
+    space there (`2026-12-07 23:04:00+00:00`: a tenant's forecast.issued_at on the first-day walk, hday3)."""
+    return pd.Timestamp(t).isoformat()
 
 
 def num(x: Any) -> float | int | None:
@@ -311,13 +318,13 @@ def cluster_view(snap: Snapshot, backend: Backend, history: int = HISTORY_STEPS)
     if fc is not None and len(fc.tenants):
         p50 = fc.quantile(0.5).sum(axis=0)
         p90 = fc.quantile(0.9).sum(axis=0)
-        band = {"issued_at": str(fc.issued_at), "step_s": fc.step_s,
+        band = {"issued_at": _iso(fc.issued_at), "step_s": fc.step_s,
                 "p50": [num(v) for v in p50], "p90": [num(v) for v in p90]}
     demand = None
     h = snap.history
     if h is not None and len(h):
         tail = h.iloc[-history:]
-        demand = {"start": str(tail.index[0]), "step_s": cfg.cycle.resolution_s,
+        demand = {"start": _iso(tail.index[0]), "step_s": cfg.cycle.resolution_s,
                   "values": [num(v) for v in tail.sum(axis=1, min_count=1).to_numpy()]}
     return {
         "at": plan.at if plan else None,
@@ -473,7 +480,7 @@ def tenant_view(snap: Snapshot, backend: Backend, tenant: str, viewer: "Principa
     out["forecast"] = None
     vals = _tenant_forecast(fc, tenant)
     if vals is not None:
-        out["forecast"] = {"model": _tenant_model(fc, tenant), "issued_at": str(fc.issued_at), "step_s": fc.step_s,
+        out["forecast"] = {"model": _tenant_model(fc, tenant), "issued_at": _iso(fc.issued_at), "step_s": fc.step_s,
                            "p50": [num(v) for v in vals[:, fc.quantile_index(0.5)]],
                            "p90": [num(v) for v in vals[:, fc.quantile_index(0.9)]]}
     h = snap.history
@@ -481,7 +488,7 @@ def tenant_view(snap: Snapshot, backend: Backend, tenant: str, viewer: "Principa
     mine = fleet.tenant_series([str(c) for c in h.columns], tenant) if h is not None and len(h) else []
     if mine:  # a mixed fleet: the sum of the tenant's typed series, as the policy reads them
         tail = h[mine].iloc[-history:].sum(axis=1, min_count=1)
-        out["usage"] = {"start": str(tail.index[0]), "step_s": snap.cfg.cycle.resolution_s,
+        out["usage"] = {"start": _iso(tail.index[0]), "step_s": snap.cfg.cycle.resolution_s,
                         "values": [num(v) for v in tail.to_numpy()]}
     out["override"] = backend.overrides().for_tenant(tenant)
     out["plan_at"] = plan.at if plan else None

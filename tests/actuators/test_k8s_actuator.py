@@ -355,3 +355,23 @@ def test_a_node_the_api_cannot_say_about_does_not_block_the_failover():
                                                      "status": {}})}
     act, _ = actuator(routes)
     assert act.node_down_confirmed("gone") is None and act.node_down_confirmed("odd") is None
+
+
+def test_no_throttled_event_where_no_gateway_applies_the_limits():
+    """First-day walk (hday3, Kubernetes with Kueue, no Redis gateway): at load 100% the plan's rate level rose and the
+    Kubernetes actuator would tell every tenant, as a Warning Event in its namespace, "cluster load 100% ...: high
+    tier limited to 200 req/s", a limit nothing applies without the redis actuator. Without it the rate-limit
+    notifications send no Event; the others still do."""
+    routes = {("POST", r"/api/v1/namespaces/.+/events"): lambda path, body: (
+        201, {**body, "metadata": {"name": "e1", **body["metadata"]}})}
+    notes = [Notification("team-low", "throttled", "cluster load 100%: low tier limited to 50 req/s"),
+             Notification("team-low", "relaxed", "cluster load 70%: low tier limited to 100 req/s"),
+             Notification("team-low", "preempted", "your job was preempted")]
+    sent = {}
+    for enforced in (True, False):
+        api, cap = served(routes)
+        act = KubernetesActuator(api, KubernetesActuatorConfig(), [TenantConfig(name="team-low", tier="low",
+                                 k8s_namespace="batch")], dry_run=False, limits_enforced=enforced)
+        assert act.notify(notes).ok
+        sent[enforced] = [r["body"]["reason"] for r in cap.sent if r["path"].endswith("/events")]
+    assert sent == {True: ["Throttled", "Relaxed", "Preempted"], False: ["Preempted"]}

@@ -52,9 +52,10 @@ ADM = ("gpu-autoscaler.io", "v1alpha1", "admissionparams")
 
 def manifests() -> dict[str, dict]:
     """The documents kustomization.yaml lists, by kind (one of each), but the admission policies' (admission/: their
-    CRD is the admission_crd fixture's, the policies are test_admission_policies.py's)."""
+    CRD is the admission_crd fixture's, the policies are test_admission_policies.py's) and the tiers' PriorityClasses
+    (cluster-wide, the same for every test: test_the_shipped_priority_classes_...)."""
     kust = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
-    docs = [d for f in kust["resources"] if not f.startswith("admission/")
+    docs = [d for f in kust["resources"] if not f.startswith("admission/") and f != "priorityclasses.yaml"
             for d in yaml.safe_load_all((MANIFESTS / f).read_text()) if d]
     by_kind = {d["kind"]: d for d in docs}
     assert len(by_kind) == len(docs), "one document of each kind"

@@ -116,3 +116,38 @@ def _workloads(custom, ns):
 
 def _cq_status(custom, name):
     return custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", name).get("status", {})
+
+
+def test_a_sites_own_kueue_object_of_one_of_our_names_is_left_alone_and_said_in_the_dry_run_too(kueue):
+    """First-day walk (hday3): a Kueue site's own ResourceFlavor `default-flavor` (the name Kueue's docs give it and
+    the daemon's default) was in the dry run's plan as "apply ResourceFlavor default-flavor": going live would have
+    replaced its spec (the site's node labels gone from under its own ClusterQueue) and put our label on it, so a later
+    start-up sweep could delete it. An object of our names without our label is now reported and never written, and
+    the dry run says so before going live."""
+    tenants, ns, nodes = kueue.tenants({"team-high": "high", "batchy": "low"})
+    uid = ns["team-high"][-8:]
+    custom = k8s.CustomObjectsApi(kueue.api())
+    theirs = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": f"site-{uid}"},
+              "spec": {"nodeLabels": {"site.example/pool": "gpu"}}}
+    custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "resourceflavors", theirs)
+    cfg = KueueActuatorConfig(queue_prefix=f"q{uid}", cohort=f"c{uid}", flavor=f"site-{uid}")
+    plan = Plan(at="2026-01-01T00:00:00+00:00", capacity=16, load=0.5, high_pool=8, reservations={"team-high": 8},
+                quotas={}, limits={}, preemptions=(), notifications=(), stale=False, forecast_model="x", notes=(),
+                memory=PolicyMemory())
+    said = ("ResourceFlavor site-{} exists without the label app.kubernetes.io/managed-by=gpu-autoscaler: not the "
+            "daemon's, left alone").format(uid)
+    try:
+        for dry in (True, False):
+            act = KueueActuator(kueue.api(), cfg, tenants, dry_run=dry)
+            rep = act.apply(plan)
+            assert [e for e in rep.errors if e.startswith(said)] == [rep.errors[0]] and len(rep.errors) == 1, \
+                rep.errors
+            assert f"apply ResourceFlavor site-{uid}" not in rep.actions
+            assert f"apply ClusterQueue {act.tenant_queue('team-high')}" in rep.actions   # the rest is written
+            now = custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "resourceflavors", f"site-{uid}")
+            assert now["spec"] == theirs["spec"] and "app.kubernetes.io/managed-by" not in \
+                (now["metadata"].get("labels") or {})
+        act.release_holds()
+    finally:
+        custom.delete_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "resourceflavors", f"site-{uid}")
+        kueue.delete_nodes(nodes)

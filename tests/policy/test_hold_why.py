@@ -141,3 +141,16 @@ def test_an_aged_job_still_queued_but_not_admitted_says_it_waits_for_a_slot():
     assert "lo" not in p2.reservations
     assert p2.hold_why["lo"] == "its aged job waits for an aging slot (aged work is bounded: aging_max_share)"
     assert "fl" not in p2.hold_why["lo"].split()
+
+
+def test_a_hold_the_headroom_rounds_up_a_whole_job_says_so():
+    """First-day walk (hday3, a Kubernetes cluster of 8-GPU jobs): "held capacity for llm-serving: 0 -> 16 GPUs: its
+    forecast peak rose to 8 GPUs": the 5% headroom over one 8-GPU job is rounded up to a whole job more, which nothing
+    said, so 16 read as a wrong number. The cause now says what the hold is and why it is more than the peak."""
+    cfg = Config(policy={**CFG.policy.model_dump(), "headroom": 0.05})
+    p = plan(_fc(8), _state(), PolicyMemory(), cfg)
+    assert p.reservations["hi"] == 16
+    assert p.hold_why["hi"] == ("its forecast peak rose to 8 GPUs (p90 within 12 steps); held 16: 5% headroom "
+                                "(policy.headroom), in whole jobs of 8 GPUs")
+    assert plan(_fc(8), _state(), PolicyMemory(), CFG).hold_why["hi"] == \
+        "its forecast peak rose to 8 GPUs (p90 within 12 steps)"          # no headroom: 8 held, nothing to add

@@ -165,11 +165,23 @@ def test_the_kubernetes_manifests_parse_and_agree_with_the_config_they_ship():
     assert sorted(kust["resources"]) == sorted(docs), "kustomization.yaml lists every manifest"
     admission = [f for f in kust["resources"] if f.startswith("admission/")]
     assert admission[0] == "admission/params-crd.yaml", "the CRD before the policies that read its object"
-    by_kind = {}
+    by_kind, classes = {}, {}
     for name, ds in docs.items():
         for x in ds:
             assert x.get("apiVersion") and x.get("kind") and x["metadata"].get("name"), name
             by_kind[x["kind"]] = x
+            if x["kind"] == "PriorityClass":
+                classes[x["metadata"]["name"]] = x
+    # the tiers' PriorityClasses ship with the manifests (a dry run writes none, and a Job naming a class that does
+    # not exist gets no Kueue Workload), as the daemon would write them: it creates a class only where none exists
+    from daemon.actuators.k8s.actuator import PRIORITY_CLASSES
+    from daemon.actuators.k8s.objects import priority_class_name
+
+    assert classes == {priority_class_name(t): {
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": priority_class_name(t), "labels": {"app.kubernetes.io/managed-by": "gpu-autoscaler"}},
+        "value": value, "preemptionPolicy": policy, "globalDefault": False, "description": desc}
+        for t, (value, policy, desc) in PRIORITY_CLASSES.items()}
     ns = by_kind["Namespace"]["metadata"]["name"]
     assert kust["namespace"] == ns
     raw = by_kind["ConfigMap"]["data"]["config.toml"]

@@ -350,3 +350,45 @@ def test_the_start_line_names_the_inference_services_model(tmp_path):
     start = next(ln for ln in r.stderr.splitlines() if ln.startswith("gpu-autoscaler: source="))
     assert "; services (1): seasonal_naive_144+conformal@600s interval=" in start, start
     assert len(start) < 250, start
+
+
+def test_a_kubernetes_connection_that_cannot_be_set_up_names_its_key(tmp_path):
+    """First-day walk (hday3): check-config said "ok" for a kubeconfig that is not there, and run then stopped with
+    "cannot start: Invalid kube-config file. No configuration found."; the shipped ConfigMap's config run outside the
+    cluster stopped with "cannot start: Service host/port is not set." Both now name the key and what to do
+    (exit status 2, a config error); check-config catches the missing file before run."""
+    base = (f'[source]\nkind = "prometheus"\n[actuators]\nenabled = ["log", "kubernetes"]\n[server]\nenabled = false\n'
+            f'[state]\npath = {str(tmp_path / "s.sqlite")!r}\n')
+    missing = tmp_path / "no.kubeconfig"
+    c = tmp_path / "c.toml"
+    c.write_text(base + f"[actuators.kubernetes]\nkubeconfig = {str(missing)!r}\n")
+    r = run_cli("--config", str(c), "check-config", cwd=tmp_path)
+    assert r.returncode == 2 and f"actuators.kubernetes.kubeconfig: {missing}: no such file" in r.stderr, r.stderr
+    r = run_cli("--config", str(c), "run", "--cycles", "1", "--no-http", cwd=tmp_path)
+    assert r.returncode == 2 and f"config error: actuators.kubernetes.kubeconfig {missing}: " in r.stderr, r.stderr
+    c.write_text(base + "[actuators.kubernetes]\nin_cluster = true\n")
+    env = {k: v for k, v in cli_env().items() if not k.startswith("KUBERNETES_SERVICE")}
+    r = subprocess.run([sys.executable, "-m", "daemon.cli", "--config", str(c), "run", "--cycles", "1", "--no-http"],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    assert r.returncode == 2 and "actuators.kubernetes.in_cluster = true, but this process is not in a pod" in \
+        r.stderr and "set actuators.kubernetes.kubeconfig instead" in r.stderr, r.stderr
+
+
+def test_plan_says_what_each_dry_run_actuator_would_do_under_an_ha_config(tmp_path):
+    """`plan` forces every actuator into dry run, but with [ha] on (the shipped Kubernetes config) its one cycle was a
+    standby's, which never reaches the actuators: nothing of what they would do was said (first-day walk, hday3).
+    Against a real Redis, the redis actuator's dry-run line is in plan's log now, and nothing is written."""
+    import redis
+
+    from tests.support.services import redis_server
+
+    with redis_server(tmp_path) as (url, _):
+        c = tmp_path / "c.toml"
+        c.write_text(f'[actuators]\nenabled = ["log", "redis"]\n[actuators.redis]\nurl = "{url}"\n'
+                     f'[ha]\nenabled = true\nbackend = "redis"\n[server]\nenabled = false\n')
+        r = run_cli("--config", str(c), "plan", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "dry run: redis would: set gpuas:limit:tenant-0000 rate=" in r.stderr, r.stderr[-2000:]
+        assert "shadow record" not in r.stderr
+        db = redis.Redis.from_url(url)
+        assert db.keys("gpuas:limit:*") == [] and db.keys("*shadow*") == []     # nothing written, no record

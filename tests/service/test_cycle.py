@@ -131,3 +131,38 @@ def test_a_cycle_exports_the_dra_gpus_the_kubernetes_view_read(tmp_path):
     kube.dra = None
     assert rt.runner.run_once().outcome == "ok"
     assert reg.get_sample_value("gpuas_dra_gpus", {"state": "supply"}) is None
+
+
+def test_a_dry_run_logs_what_each_actuator_would_do_once_when_it_first_appears(tmp_path, caplog):
+    """The shipped configs say to turn dry_run off "once the logged decisions look right", but a dry-run actuator's
+    report (the Kueue actuator's node holds and queues, the Kubernetes one's Events and PriorityClasses) was dropped:
+    a first-day walk on a real control plane read nothing of the three nodes the plan would have tainted. Each action
+    is said in one line per actuator the cycle it first appears, not again while it stays the same."""
+    import logging
+
+    from daemon.actuators.base import ActionReport
+
+    class WouldHold:
+        name, dry_run = "kueue", True
+
+        def __init__(self) -> None:
+            self.actions = ["hold gpu-1 (8 GPUs) for team-a", "apply ClusterQueue gpuas-high"]
+
+        def apply(self, plan):
+            return ActionReport(self.name, True, list(self.actions))
+
+        def notify(self, notes):
+            return ActionReport(self.name, True)
+
+    rt = build_runtime(sim_cfg(tmp_path))
+    act = WouldHold()
+    rt.runner.actuators.append(act)
+    said = []
+    for actions in (act.actions, act.actions, [*act.actions, "hold gpu-2 (8 GPUs) for team-a"]):
+        act.actions = actions
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="gpu_autoscaler.cycle"):
+            assert rt.runner.run_once().outcome == "ok"
+        said.append([r.getMessage() for r in caplog.records if r.getMessage().startswith("dry run:")])
+    assert said == [["dry run: kueue would: hold gpu-1 (8 GPUs) for team-a; apply ClusterQueue gpuas-high"], [],
+                    ["dry run: kueue would: hold gpu-2 (8 GPUs) for team-a"]]

@@ -249,3 +249,32 @@ def test_run_refuses_an_infinite_interval(tmp_path):
     r = subprocess.run([sys.executable, "-m", "daemon.cli", "run", "--sim", "--no-http", "--interval", "inf"],
                        cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--interval" in r.stderr   # refused before anything starts
+
+
+def test_a_dry_run_stop_says_what_it_would_have_released_not_that_it_did(tmp_path, caplog):
+    """First-day walk (hday3, Kueue in dry run): stopping the daemon logged "kueue: apply ClusterQueue gpuas-high"
+    and five more such lines after "releasing scheduler holds", as if it had written them; a dry run writes nothing."""
+    import logging
+
+    from daemon.actuators.base import ActionReport
+
+    class Holds:
+        name = "kueue"
+
+        def __init__(self, dry_run: bool) -> None:
+            self.dry_run = dry_run
+
+        def release_holds(self) -> ActionReport:
+            return ActionReport(self.name, self.dry_run, ["apply ClusterQueue gpuas-high"])
+
+    rt = build_runtime(sim_cfg(tmp_path, free_port()))
+    d = Daemon(rt, serve_http=False)
+    said = []
+    for dry in (True, False):
+        rt.actuators[:] = [Holds(dry)]
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="gpu_autoscaler.service"):
+            d.release_holds()
+        said += [r.getMessage() for r in caplog.records]
+    assert said == ["dry run: kueue would: apply ClusterQueue gpuas-high", "kueue: apply ClusterQueue gpuas-high"]
+    rt.close()

@@ -367,3 +367,25 @@ def test_shadow_report_on_a_store_with_no_record_says_a_source_down_records_noth
     r = CliRunner().invoke(cli, ["-c", str(cfg), "shadow-report"])
     assert r.exit_code == 1 and "holds no shadow record" in r.output, r.output
     assert "source" in r.output.split("holds no shadow record", 1)[1], r.output
+
+
+def test_a_job_a_dry_run_picks_again_and_again_is_one_preemption_until_it_restarts():
+    """First-day walk (hday3, Kubernetes in dry run): the plan picked the same low 8-GPU pod in two cycles (a dry run
+    evicts nothing, so it stays), and shadow-report counted 2 preemptions and twice its lost work. A job counts once
+    while it runs on; once preempted for real and started again (the simulator acts) it counts again."""
+    def pre(job, runtime_s, lost):
+        return {"job_id": job, "tenant": "lo", "gpus": 8, "node": "n1", "reason": "r", "for_tenant": "hi",
+                "lost_gpu_min": lost, "runtime_s": runtime_s}
+
+    tens = {"hi": t("high", 8, hold=16), "lo": t("low", 8)}
+    # j1 running since 300 s before minute 0: picked at minutes 0, 1 and 2 (its runtime grows with the clock), then
+    # restarted (runtime 30 s at minute 4) and picked again; j2 picked once
+    pres = {0: [pre("j1", 300.0, 40.0)], 1: [pre("j1", 360.0, 48.0), pre("j2", 60.0, 8.0)],
+            2: [pre("j1", 420.0, 56.0)], 4: [pre("j1", 30.0, 4.0)]}
+    rep = shadow_report([rec(k, tens, pres.get(k, ())) for k in range(5)])
+    lo, hi = rep["tenants"]["lo"], rep["tenants"]["hi"]
+    assert (lo["preemptions"], lo["preempted_gpus"], lo["work_lost_gpu_min"]) == (3, 24, 40.0 + 8.0 + 4.0)
+    assert hi["preemptions_for"] == 3 and rep["preemptions"] == 3
+    # records written before the runtime was kept count each preemption, as they did
+    old = {k: [{x: v for x, v in p.items() if x != "runtime_s"} for p in ps] for k, ps in pres.items()}
+    assert shadow_report([rec(k, tens, old.get(k, ())) for k in range(5)])["preemptions"] == 5

@@ -147,3 +147,33 @@ def test_the_tenant_tables_name_their_units():
             text = text[text.index(f'id="{table_id}"'):]
         heads = re.findall(r"<th[^>]*>([^<]*)</th>", text[:text.index("</tr>")])
         assert heads[2:6] == ["GPUs used", "GPUs held", "quota, GPUs", "req/s"], (path, heads)
+
+
+def test_rate_limits_no_gateway_applies_are_said_not_enforced():
+    """First-day walk (hday3, Kubernetes with Kueue and no Redis gateway): the page read "All tenants throttled at rate
+    level 2 ..." with nothing applying a limit; it now says they are not enforced, and only where no redis actuator
+    is enabled."""
+    snap = _snapshot()
+    text = _page(snap)
+    assert 'id="limits-unenforced"' in text and "Not enforced on this cluster" in text
+    gw = dataclasses.replace(snap, cfg=snap.cfg.model_copy(update={"actuators": snap.cfg.actuators.model_copy(
+        update={"enabled": ["log", "redis"]})}))
+    assert 'id="limits-unenforced"' not in _page(gw)
+
+
+def test_every_page_of_a_dry_run_on_a_real_cluster_says_nothing_was_done():
+    """First-day walk (hday3, Kubernetes in dry run): the events page listed "preemption job research-batch/... (8
+    GPUs)" eleven times and the tenant's page "preempted and requeued", with nothing on any page saying it was a dry
+    run and the pod still running. Each page now says so; not on the embedded simulator (its cluster obeys the
+    plan), nor once the actuators act."""
+    snap = _snapshot()
+
+    def pages(source: str, dry: bool) -> list[str]:
+        cfg = snap.cfg.model_copy(update={"source": snap.cfg.source.model_copy(update={"kind": source}),
+                                          "actuators": snap.cfg.actuators.model_copy(update={"dry_run": dry})})
+        client = TestClient(build_app(SnapshotBackend(dataclasses.replace(snap, cfg=cfg))))
+        client.cookies.set("gpuas_token", OP)
+        return [client.get(u).text for u in ("/ui/", "/ui/tenants/lo", "/ui/events", "/ui/shadow")]
+
+    assert all('id="dry-run"' in t and "no pod was evicted" in t for t in pages("prometheus", True))
+    assert not any('id="dry-run"' in t for t in pages("simulator", True) + pages("prometheus", False))

@@ -148,3 +148,18 @@ def test_api_and_console_tenant_page_on_a_mixed_fleet_show_the_forecast():
     page = client.get("/ui/tenants/lo-any")
     assert page.status_code == 200
     assert 'id="no-forecast"' not in page.text and "polyline" in page.text and 'class="s-p50"' in page.text
+
+
+def test_the_forecasts_and_histories_times_are_iso_8601_as_every_other_time_of_the_api():
+    """First-day walk (hday3): a tenant's forecast.issued_at read "2026-12-07 23:04:00+00:00" (str() of a pandas
+    Timestamp, a space for the T) beside the plan's at "2026-12-07T23:04:00+00:00"."""
+    import datetime as dt
+
+    snap = _typed_forecast_and_history(_snapshot())
+    page = views.tenant_view(snap, _Backend(), "lo-any", Principal("op", "operator", None))
+    cluster = views.cluster_view(snap, _Backend())
+    times = [page["forecast"]["issued_at"], page["usage"]["start"]] + \
+        [v[k] for v in cluster.values() if isinstance(v, dict) for k in ("issued_at", "start") if k in v]
+    assert len(times) == 4, times
+    for t in times:
+        assert "T" in t and dt.datetime.fromisoformat(t).tzinfo is not None, t

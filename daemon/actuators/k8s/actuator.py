@@ -37,7 +37,7 @@ from daemon.actuators.k8s.informer import DRA_KINDS, LIVE_PODS, ClusterView
 from daemon.actuators.k8s.objects import evictable, gpu_quantity, holds_gpus, priority_class_name
 from daemon.actuators.k8s.rbac import RbacRefusals
 from daemon.actuators.k8s.view import drains_soon, never_starts, nodes_view, pods_as_jobs
-from daemon.config import KubernetesActuatorConfig, TenantConfig
+from daemon.config import ConfigError, KubernetesActuatorConfig, TenantConfig
 from daemon.config.fleet import FleetConfig
 from daemon.config.names import tenant_namespaces
 from daemon.policy.state import Jobs, Nodes
@@ -52,6 +52,9 @@ PRIORITY_CLASSES = {
     "normal": (10_000, "PreemptLowerPriority", "gpu-autoscaler: normal tier"),
     "low": (0, "Never", "gpu-autoscaler: preemptible batch work"),
 }
+
+
+RATE_KINDS = ("throttled", "relaxed")   # the notifications of a rate-limit change (policy/engine.py)
 
 
 class DraUnread(RuntimeError):
@@ -106,11 +109,24 @@ class TimedApiClient(k8s.ApiClient):
 
 
 def api_client(cfg: KubernetesActuatorConfig) -> k8s.ApiClient:
-    """An API client from the in-cluster service account or a kubeconfig (actuators.kubernetes)."""
-    if cfg.in_cluster:
-        kcfg.load_incluster_config()
-    else:
-        kcfg.load_kube_config(config_file=str(cfg.kubeconfig) if cfg.kubeconfig else None)
+    """An API client from the in-cluster service account or a kubeconfig (actuators.kubernetes). A connection that
+    cannot be set up is a ConfigError naming the key: the client's own words alone ("Service host/port is not set.",
+    "Invalid kube-config file. No configuration found.") left a first-day user who ran the shipped ConfigMap's config
+    outside the cluster, or named a kubeconfig that is not there, guessing which setting they came from."""
+    try:
+        if cfg.in_cluster:
+            kcfg.load_incluster_config()
+        else:
+            kcfg.load_kube_config(config_file=str(cfg.kubeconfig) if cfg.kubeconfig else None)
+    except kcfg.ConfigException as exc:
+        if cfg.in_cluster:
+            raise ConfigError(f"actuators.kubernetes.in_cluster = true, but this process is not in a pod with a "
+                              f"ServiceAccount ({exc}); outside the cluster, set actuators.kubernetes.kubeconfig "
+                              f"instead and in_cluster = false (docs/kubernetes.md, Try it from outside the cluster "
+                              f"first)") from None
+        where = (f"actuators.kubernetes.kubeconfig {cfg.kubeconfig}" if cfg.kubeconfig else
+                 "actuators.kubernetes.kubeconfig unset, so $KUBECONFIG or ~/.kube/config")
+        raise ConfigError(f"{where}: {exc}") from None
     return TimedApiClient(timeout_s=cfg.timeout_s)
 
 
@@ -120,8 +136,11 @@ class KubernetesActuator(FencedApply):
     def __init__(self, api_client: k8s.ApiClient, cfg: KubernetesActuatorConfig, tenants: list[TenantConfig],
                  dry_run: bool = True, enforce_plan: bool = True, min_runtime_s: float = 0.0,
                  hold_label: str | None = None, fleet: FleetConfig | None = None,
-                 view: ClusterView | None = None) -> None:
+                 view: ClusterView | None = None, limits_enforced: bool = True) -> None:
         self.core = k8s.CoreV1Api(api_client)
+        # whether anything enforces the plan's rate limits (the redis actuator, for the gateways): without, a
+        # tenant's "throttled" Event would claim a limit nothing applies (_events)
+        self.limits_enforced = limits_enforced
         # pods and nodes kept by list-then-watch (informer.py); None: listed on each read, as before
         self.view = view
         # a mixed fleet: node and pod GPU types (flavors.py); None: one model, as before
@@ -160,9 +179,9 @@ class KubernetesActuator(FencedApply):
     def from_config(cfg: KubernetesActuatorConfig, tenants: list[TenantConfig], dry_run: bool = True,
                     enforce_plan: bool = True, min_runtime_s: float = 0.0,
                     hold_label: str | None = None, fleet: FleetConfig | None = None,
-                    view: ClusterView | None = None) -> "KubernetesActuator":
+                    view: ClusterView | None = None, limits_enforced: bool = True) -> "KubernetesActuator":
         return KubernetesActuator(api_client(cfg), cfg, tenants, dry_run, enforce_plan, min_runtime_s, hold_label,
-                                  fleet, view=view)
+                                  fleet, view=view, limits_enforced=limits_enforced)
 
     def start_view(self) -> None:
         """The service starts: the watches of the view begin (KeepsClusterView)."""
@@ -653,6 +672,8 @@ class KubernetesActuator(FencedApply):
         return rep
 
     def _events(self, rep: ActionReport, notes: list[Notification]) -> None:
+        if not self.limits_enforced:   # no gateway applies the limits: telling tenants they are throttled is false
+            notes = [n for n in notes if n.kind not in RATE_KINDS]
         for n in notes[:200]:
             ns = self.namespace(n.tenant)
             if ns is None:

@@ -86,6 +86,20 @@ log = logging.getLogger("gpu_autoscaler.actuator.kueue")
 CONFLICT_TRIES = 3  # reads and writes of one Kueue object per cycle when the API answers 409 Conflict
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta1"
 MANAGED = {"app.kubernetes.io/managed-by": "gpu-autoscaler"}
+MANAGED_KEY = "app.kubernetes.io/managed-by"
+
+
+class NotOurs(Exception):
+    """An object of one of the daemon's names that it did not make (no managed-by label): a site's own Kueue setup
+    (Kueue's own docs name their flavor ``default-flavor``, the daemon's default). Replacing it would drop its spec
+    (node labels, taints) from under the site's queues, and our label on it would let a later start-up sweep delete
+    it: it is left alone and reported."""
+
+
+def not_ours(kind: str, where: str) -> str:
+    return (f"{kind} {where} exists without the label app.kubernetes.io/managed-by=gpu-autoscaler: not the daemon's, "
+            f"left alone (your own Kueue objects keep their names: give the daemon's others with "
+            f"actuators.kueue.flavor, queue_prefix or cohort; or label it to hand it over)")
 TIERS = ("high", "normal", "low")
 PLURALS = ("localqueues", "clusterqueues", "cohorts", "resourceflavors")  # deletion order: users first
 QUOTAS = ("clusterqueues", "cohorts")  # the objects whose quotas follow the GPUs on held nodes
@@ -136,6 +150,7 @@ class KueueActuator(FencedApply):
         # leads again after another led must not skip a write because it once sent that spec; the other leader
         # may have written another one since (a window's quota)
         self._sent: TermRecord[tuple[str, str, str], dict] = TermRecord(lambda: self.guard)
+        self._foreign_read: dict[tuple[str, str, str], bool] = {}   # a dry run's reads of our names (_foreign)
         self._swept = False
         self._api_ok = False  # discovery said Kueue's CRDs are served (api_problem); asked until it does
         self._last: Plan | None = None
@@ -425,23 +440,31 @@ class KueueActuator(FencedApply):
     # ---- writing ------------------------------------------------------------------------------
     def _ensure(self, rep: ActionReport, plural: str, body: dict) -> None:
         """Create the object, or replace its spec when it differs from what was last applied. A LocalQueue
-        whose clusterQueue must change (immutable in Kueue) is deleted and created again."""
+        whose clusterQueue must change (immutable in Kueue) is deleted and created again. One of that name without
+        our label is not ours (NotOurs): reported, never written, in a dry run too."""
         meta = body["metadata"]
         key = (plural, meta.get("namespace", ""), meta["name"])
         if self._sent.get(key) == body["spec"]:
             return
         where = f"{meta['namespace']}/{meta['name']}" if "namespace" in meta else meta["name"]
+        ns = meta.get("namespace")
+        if self.dry_run and self._foreign(key, plural, ns, meta["name"]):
+            rep.errors.append(not_ours(body["kind"], where))   # what going live would refuse, said in the dry run
+            return
         self._may(f"apply {body['kind']} {where}")
         rep.actions.append(f"apply {body['kind']} {where}")
         if self.dry_run:
             return
-        ns = meta.get("namespace")
         # a 409 is the object moving under us between the read and the write (Kueue's controller adds its
         # finalizer to a new flavor or queue and updates their status): read again and write again, a few times
         for attempt in range(CONFLICT_TRIES):
             try:
                 self._write(rep, plural, ns, body, where)
                 self._sent[key] = body["spec"]
+                return
+            except NotOurs:
+                rep.actions.remove(f"apply {body['kind']} {where}")
+                rep.errors.append(not_ours(body["kind"], where))
                 return
             except ApiException as exc:  # reported; the next cycle tries again
                 if exc.status == 409 and attempt + 1 < CONFLICT_TRIES:
@@ -460,6 +483,9 @@ class KueueActuator(FencedApply):
             if exc.status != 404:
                 raise
             cur = None
+        if cur is not None and ((cur.get("metadata") or {}).get("labels") or {}).get(MANAGED_KEY) != \
+                MANAGED[MANAGED_KEY]:
+            raise NotOurs(where)
         if cur is not None and plural == "localqueues" and \
                 (cur.get("spec") or {}).get("clusterQueue") != body["spec"]["clusterQueue"]:
             self._may(f"re-create LocalQueue {where}")
@@ -479,6 +505,19 @@ class KueueActuator(FencedApply):
             self.custom.replace_namespaced_custom_object(GROUP, VERSION, ns, plural, meta["name"], new)
         else:
             self.custom.replace_cluster_custom_object(GROUP, VERSION, plural, meta["name"], new)
+
+    def _foreign(self, key: tuple[str, str, str], plural: str, ns: str | None, name: str) -> bool:
+        """In a dry run: whether an object of this name exists without our label (read once per object: the dry
+        run writes nothing, so what it found stays true enough to say; a failed read says nothing)."""
+        if key not in self._foreign_read:
+            try:
+                cur = (self.custom.get_namespaced_custom_object(GROUP, VERSION, ns, plural, name) if ns else
+                       self.custom.get_cluster_custom_object(GROUP, VERSION, plural, name))
+                labels = (cur.get("metadata") or {}).get("labels") or {}
+                self._foreign_read[key] = labels.get(MANAGED_KEY) != MANAGED[MANAGED_KEY]
+            except ApiException:
+                self._foreign_read[key] = False
+        return self._foreign_read[key]
 
     def _delete(self, plural: str, ns: str | None, name: str) -> None:
         try:

@@ -195,6 +195,10 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
 
     def page(request: Request, name: str, status: int = 200, **ctx) -> Response:
         ctx.setdefault("title", name.split(".")[0].capitalize())
+        # a dry run on a real cluster: every preemption, hold and event the pages show is what it would have done
+        # (the embedded simulator's cluster obeys the plan whatever dry_run says)
+        cfg = backend.snapshot().cfg
+        ctx.setdefault("dry_run_banner", cfg.actuators.dry_run and cfg.source.kind != "simulator")
         return templates.TemplateResponse(request, name, ctx, status_code=status, headers=HEADERS)
 
     def problem(request: Request, who: Principal | None, status: int, title: str, message: str) -> Response:
@@ -251,7 +255,7 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
         notice = "Change saved; it applies at the next cycle." if request.query_params.get("saved") else None
         return page(request, "cluster.html", who=p, title="Cluster", c=c, load_chart=load_chart(c).svg(),
                     band_chart=band_chart(c).svg(), levels=snap.cfg.ratelimits.levels, tenants=shown,
-                    throttled_all=throttled_all,
+                    throttled_all=throttled_all, limits_enforced="redis" in snap.cfg.actuators.enabled,
                     paused=backend.overrides().inputs().paused_all, notice=notice, health=health_for(snap, p))
 
     async def login(request: Request) -> Response:
