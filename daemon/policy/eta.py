@@ -19,7 +19,8 @@ The model is meant to be explained in one paragraph to a tenant:
    release after which it fits. A job started in this simulation releases its GPUs again after its tenant's
    unconditional run-length quantile. A job that asks k nodes (Slurm -N k) fits only where k distinct nodes it
    may use each have its GPUs per node free (4 + 4 on two nodes starts a -N 2 --gres=gpu:4 job; 8 on one does
-   not); one-node jobs fit in their pools' free GPUs, as always.
+   not; Slurm's --gpus=6 -N 4 fits where 4 nodes have one free each and 6 together, as Slurm fills them); one-node
+   jobs fit in their pools' free GPUs, as always.
 
 The p90 this model gives is then calibrated on how late the jobs that already started came against theirs
 (daemon/policy/eta_calibration.py): the model cannot see work that arrives after the estimate.
@@ -305,7 +306,9 @@ class _Shapes:
 
     def __init__(self, jobs, node_type: np.ndarray, node_h: np.ndarray, t_ix: dict[str, int], n_tenants: int) -> None:
         self.k = np.maximum(np.asarray(jobs.nodes_asked, dtype=np.int64), 1)
-        self.per = np.ceil(jobs.gpus / self.k - 1e-9)
+        # a --gpus job's parts need one GPU a node at least (_on_nodes); the pools' bound counts the rest
+        spread = np.zeros(len(jobs), dtype=bool) if jobs.spread is None else np.asarray(jobs.spread, dtype=bool)
+        self.per = np.where(spread, 1.0, np.ceil(jobs.gpus / self.k - 1e-9))
         self.packed = np.zeros(len(jobs), dtype=bool) if jobs.packed is None else np.asarray(jobs.packed, dtype=bool)
         self.tenant = np.asarray(jobs.tenant, dtype=np.int64)
         self.n_types, self.n_slots = len(t_ix), n_tenants + 2
@@ -438,6 +441,7 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
     cols_nodes = jobs.nodes_asked.tolist() if track else None
     # a Kubernetes gang's k pods may share a node (Jobs.packed), Slurm's k parts may not
     cols_packed = jobs.packed.tolist() if track and jobs.packed is not None else None
+    cols_spread = jobs.spread.tolist() if track and jobs.spread is not None else None   # Slurm --gpus -N k
     if track:   # a job on several nodes asking more per node than any node has never starts: not tried per release
         most = float(np.max(state.nodes.gpus)) if len(state.nodes) else 0.0
         waiting = [j for j in waiting if cols_nodes[j] <= 1 or np.ceil(cols_gpus[j] / cols_nodes[j] - 1e-9) <= most]
@@ -497,9 +501,10 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
             g = float(cols_gpus[j])
             k_nodes = max(int(cols_nodes[j]), 1) if cols_nodes is not None else 1
             packed = bool(cols_packed[j]) if cols_packed is not None else False
+            spread = bool(cols_spread[j]) if cols_spread is not None else False
             per = float(np.ceil(g / k_nodes - 1e-9))
             seen = no_room.get((tn, acc))
-            if seen is not None and seen.dominates(k_nodes, per, g, packed):
+            if seen is not None and seen.dominates(k_nodes, per, g, packed, spread):
                 continue           # a job no larger, of the same tenant and types, did not fit in this scan
             owners = [tn, UNHELD] + ([HELD_BY_POOL] if tn in pool_ids else [])
             cand = [t for t in (acc or types_all) if t in types_all] if acc else types_all
@@ -510,7 +515,7 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
                     continue
                 parts: tuple = ()
                 if track:   # the nodes it takes: k distinct with its GPUs per node, or room for a one-node job
-                    parts = _on_nodes(node_free, node_t == t, node_h, owners, g, k_nodes, packed)
+                    parts = _on_nodes(node_free, node_t == t, node_h, owners, g, k_nodes, packed, spread)
                     if k_nodes > 1 and not parts:
                         continue
                     for ni, a in parts:
@@ -541,7 +546,7 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
                 keep[i] = False
                 placed_since = True
             else:
-                no_room.setdefault((tn, acc), _NoRoom()).add(k_nodes, per, float(cols_gpus[j]), packed)
+                no_room.setdefault((tn, acc), _NoRoom()).add(k_nodes, per, float(cols_gpus[j]), packed, spread)
                 if placed_since:
                     rest = _could_fit(free, w_arr[i + 1:], jobs, t_ix, accepts_type, in_pool, shapes, node_free)
                     cands, k, placed_since = (i + 1 + np.flatnonzero(rest)).tolist(), 0, False
@@ -579,39 +584,60 @@ class _NoRoom:
     tenant's jobs each of its own shape costs one node search per shape kept, not one per job per release (10,000
     gangs of 64 shapes took minutes per estimate: bench/eta_shapes_bench.py)."""
 
-    __slots__ = ("pool", "shapes")
+    __slots__ = ("pool", "shapes", "spread")
 
     def __init__(self) -> None:
         self.pool = float("inf")                          # the smallest one-node job that did not fit its pools
         self.shapes: list[tuple[int, float, float, bool]] = []   # (k, per, GPUs, packed) of jobs on several nodes
+        # k -> the fewest GPUs a --gpus job on k nodes did not fit (the k fullest nodes hold fewer, or fewer than k
+        # have one free): one asking more on as many nodes does not fit either; on more nodes it may
+        self.spread: dict[int, float] = {}
 
-    def dominates(self, k: int, per: float, g: float, packed: bool) -> bool:
+    def dominates(self, k: int, per: float, g: float, packed: bool, spread: bool = False) -> bool:
         if g >= self.pool:
             return True
+        if spread:
+            return g >= self.spread.get(k, float("inf"))
         return k > 1 and any(k0 <= k and p0 <= per and g0 <= g and (p_0 or not packed)
                              for k0, p0, g0, p_0 in self.shapes)
 
-    def add(self, k: int, per: float, g: float, packed: bool) -> None:
+    def add(self, k: int, per: float, g: float, packed: bool, spread: bool = False) -> None:
         if k <= 1:
             self.pool = min(self.pool, g)
+            return
+        if spread:
+            self.spread[k] = min(self.spread.get(k, float("inf")), g)
             return
         self.shapes = [s for s in self.shapes if not (k <= s[0] and per <= s[1] and g <= s[2] and (packed or not s[3]))]
         self.shapes.append((k, per, g, packed))
 
 
 def _on_nodes(node_free: np.ndarray, of_type: np.ndarray, node_h: np.ndarray, owners: list[int], gpus: float,
-              k: int, packed: bool = False) -> tuple[tuple[int, float], ...]:
+              k: int, packed: bool = False, spread: bool = False) -> tuple[tuple[int, float], ...]:
     """The nodes a job the scan starts takes, as ((node, GPUs), ...); () where it does not fit. `of_type`: the
     nodes of the type it starts on; `owners`: the holders whose GPUs it may use, in the order it takes them (its
     own hold, unheld, the pool). A job on k > 1 nodes takes its GPUs per node on k distinct nodes that each have
     them free, the holders' order first, then the fullest of those (the best fit leaves the larger holes for
     others). A Kubernetes gang of k pods (``packed``) takes its GPUs per pod where they are free, several pods to a
     node, the same order. A one-node job has fit its pools' room already (the pools decide, as without nodes): it
-    takes the fullest node with room for all of it, or else the GPUs free node by node, emptiest first."""
+    takes the fullest node with room for all of it, or else the GPUs free node by node, emptiest first. A Slurm
+    --gpus job on k nodes (``spread``) takes the k nodes with the most free (the holders' order on ties), if they
+    hold its GPUs, as Slurm's cons_tres fills them: as many as free on each in turn, one left for each node after."""
     rank = np.full(node_h.shape[0], len(owners), dtype=np.int64)
     for r, o in enumerate(owners):
         rank[node_h == o] = r
     ok = of_type & (rank < len(owners)) & (node_free > 1e-9)
+    if k > 1 and spread:
+        cand = np.flatnonzero(ok & (node_free + 1e-9 >= 1.0))
+        pick = cand[np.lexsort((cand, rank[cand], -node_free[cand]))[:k]]
+        if pick.shape[0] < k or float(node_free[pick].sum()) + 1e-9 < gpus:
+            return ()
+        out, left = [], float(gpus)
+        for i, ni in enumerate(pick.tolist()):
+            a = min(float(node_free[ni]), left - (k - 1 - i))
+            out.append((int(ni), a))
+            left -= a
+        return tuple(out)
     if k > 1:
         per = float(np.ceil(gpus / k - 1e-9))
         cand = np.flatnonzero(ok & (node_free + 1e-9 >= per))

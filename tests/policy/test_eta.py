@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from daemon.policy import eta
 from daemon.policy.eta import (
     Eta,
     FreedRate,
@@ -409,3 +410,49 @@ def test_jobs_parts_splits_a_job_on_several_nodes_over_them():
                               on_nodes=None)   # no column: the job on its node, as before
     pos, at, g = odd.parts(st.nodes, np.array([0, 1]))
     assert (pos.tolist(), at.tolist(), g.tolist()) == ([0, 1], [0, -1], [5, 8])
+
+
+def _gpus_over_four_nodes(spread: bool) -> ClusterState:
+    """Four 4-GPU nodes, none held: R0 uses 1 GPU of n0 (time limit: ends at 900), R1-R3 3 of n1-n3 (end at 300, 400,
+    500). Pending in order: P asks 6 GPUs on 4 nodes, then Q 5 on 4 (tenant n), Slurm's --gpus=6 -N 4 and --gpus=5
+    -N 4 where `spread`, else as the per-node column had them (each node its share, rounded up: 2 each)."""
+    jobs = Jobs(ids=np.array(["R0", "R1", "R2", "R3", "P", "Q"], dtype=object), tenant=np.array([0, 0, 0, 0, 2, 2]),
+                gpus=np.array([1, 3, 3, 3, 6, 5]), priority=np.ones(6, dtype=np.int8),
+                running=np.array([True] * 4 + [False] * 2), runtime_s=np.zeros(6),
+                wait_s=np.array([0, 0, 0, 0, 300.0, 200.0]),
+                node=np.array(["n0", "n1", "n2", "n3", "", ""], dtype=object), nodes_asked=np.array([1, 1, 1, 1, 4, 4]),
+                spread=np.array([False] * 4 + [True] * 2) if spread else None)
+    nodes = Nodes(names=np.array(["n0", "n1", "n2", "n3"], dtype=object), gpus=np.full(4, 4),
+                  free=np.array([3, 1, 1, 1]), draining=np.zeros(4, dtype=int), held_by=np.full(4, UNHELD))
+    return ClusterState(at=pd.Timestamp("2026-01-05T00:00:00Z"), tenants=TENANTS, tiers=TIERS, capacity=16,
+                        used=np.array([10.0, 0, 0, 0]), pending=np.array([0.0, 0, 11, 0]), jobs=jobs, nodes=nodes)
+
+
+def test_a_slurm_gpus_job_on_several_nodes_starts_where_each_node_has_one_and_together_they_have_its_gpus():
+    """Slurm's --gpus=6 -N 4 is not 2 GPUs on each of 4 nodes: cons_tres gives each node one at least and the first
+    as many as are free (on slurmctld 22.05, 3 + 1 + 1 + 1 free starts it as gpu:3 and gpu:1 x 3:
+    tests/integration/test_slurm_multinode.py). By hand, free 3, 1, 1, 1: P starts now, taking every free GPU; Q
+    (5 on 4 nodes) waits for a fourth node with one free: n1, n2, n3 free 3 each by 500, n0 its 1 at 900, when Q
+    starts. Read as 2 per node (the old rule), P waited for R3's end at 500 (a fourth node with 2 free) and Q for
+    900 too."""
+    limits = {"R0": 900.0, "R1": 300.0, "R2": 400.0, "R3": 500.0}
+    got = {e.job_id: e for e in estimate(_gpus_over_four_nodes(True), RunLengths(), time_limit_s=limits)}
+    assert (got["P"].p50_s, got["P"].basis) == (0.0, "fits the GPUs free now")
+    assert got["Q"].p50_s == 900.0 and got["Q"].p90_s == 900.0
+    even = {e.job_id: e for e in estimate(_gpus_over_four_nodes(False), RunLengths(), time_limit_s=limits)}
+    assert (even["P"].p50_s, even["Q"].p50_s) == (500.0, 900.0)
+
+
+def test_a_slurm_gpus_job_takes_one_gpu_on_each_node_and_the_rest_where_most_are_free():
+    """_on_nodes for --gpus=6 -N 4 (``spread``): the 4 nodes with the most free, as many as free on each in turn,
+    one left for each node after (3 + 1 + 1 + 1 of 3, 1, 1, 1 free; 3 + 1 + 1 + 1 of 4 free each, as Slurm starts it
+    on empty nodes); 2 + 1 + 1 (4 GPUs) of 2, 1, 1 and a node with none is no place for -N 4; 9 on 2 nodes of 4 free
+    each is none."""
+    def on(free, g, k):
+        f = np.array(free, dtype=float)
+        return eta._on_nodes(f, np.ones(f.shape[0], bool), np.full(f.shape[0], UNHELD), [2, UNHELD], g, k,
+                             spread=True)
+    assert on([3, 1, 1, 1], 6, 4) == ((0, 3.0), (1, 1.0), (2, 1.0), (3, 1.0))
+    assert on([4, 4, 4, 4], 6, 4) == ((0, 3.0), (1, 1.0), (2, 1.0), (3, 1.0))
+    assert on([1, 2, 1, 0], 4, 4) == () and on([1, 2, 1, 0], 4, 3) == ((1, 2.0), (0, 1.0), (2, 1.0))
+    assert on([4, 4], 9, 2) == ()
