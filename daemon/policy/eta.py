@@ -10,8 +10,9 @@ The model is meant to be explained in one paragraph to a tenant:
    for another tenant are never free for this job.
 2. Each running job releases its GPUs into its node's pool at its expected end: the time limit less the time run
    (Slurm) when known, or else the quantile of the remaining run of its tenant's finished jobs that ran at least
-   as long (``RunLengths``, learned from history). The p50 estimate uses every job's median end, the p90 estimate
-   every job's 90th-percentile end.
+   as long (``RunLengths``, learned from history). The p50 estimate has every job give back its GPUs in five equal
+   parts at its remaining run's 10th to 90th percentiles (P50_LEVELS: its expected release curve), the p90
+   estimate every job's 90th-percentile end.
 3. Higher tiers' forecast growth (GPUs above what they ask now and hold) is served first: it eats free unheld GPUs
    as they appear before any pending job of a lower tier.
 4. Pending jobs are served in the scheduler's order (high; normal and aged low; low; then longest-waiting first,
@@ -56,6 +57,12 @@ REWRITE_S = 300.0
 # batching made the p50 a minute later and its error 0.60 of the naive estimate's instead of 0.50
 RESOLUTION_S = 60.0
 EXACT_BELOW = 2000
+# the p50's releases: each running job gives back its GPUs in equal parts at these quantiles of its remaining run
+# (its expected release curve), not all of them at its median end. Why: a job waits for the first few of many ends,
+# and the first of N ends comes well before any one's median (with N jobs of one tenant alike, every median end is
+# the same minute, and the model's p50 said all N end then); on the Helios replay the jobs at the head of the queue
+# started a median 10-28 min before that p50 (docs/eta.md). The p90 keeps each job's 90th-percentile end
+P50_LEVELS = (0.1, 0.3, 0.5, 0.7, 0.9)
 RATE_WINDOW_S = 3600.0   # the naive estimate's "recent" (FreedRate): the GPUs freed over the last hour
 ANY = ""   # the GPU type of every node in a one-model cluster
 
@@ -106,13 +113,15 @@ class RunLengths:
         v = float(a[i]) if i + 1 >= a.shape[0] else float(a[i]) + (pos - i) * float(a[i + 1] - a[i])
         return max(v, 0.0)
 
-    def remaining_many(self, tenant: str, elapsed_s: np.ndarray, q: float) -> np.ndarray:
+    def remaining_many(self, tenant: str, elapsed_s: np.ndarray, q: float | np.ndarray) -> np.ndarray:
         """`remaining` for many runs of one tenant at once (NaN where it is None): a big cluster has tens of
-        thousands of running jobs, each asked every cycle for each quantile."""
+        thousands of running jobs, each asked every cycle for each quantile. `q` an array of quantiles: one row each
+        (the p50's levels, P50_LEVELS, in one pass)."""
         e = np.asarray(elapsed_s, dtype=float)
         a = self._arr(tenant)
+        q = np.asarray(q, dtype=float).reshape(-1, *([1] * e.ndim)) if np.ndim(q) else q
         if a is None:
-            return np.full(e.shape, np.nan)
+            return np.full(np.broadcast_shapes(np.shape(q), e.shape), np.nan)
         lo = np.searchsorted(a, e, side="left")
         n = a.shape[0] - lo
         ok = n > 0
@@ -242,18 +251,18 @@ def _accepted_types(state: ClusterState, order: np.ndarray,
     return types_all, accepts_type
 
 
-def _ends(jobs, running: np.ndarray, tenants: tuple[str, ...], rl: RunLengths, q: float,
+def _ends(jobs, running: np.ndarray, tenants: tuple[str, ...], rl: RunLengths, q: float | np.ndarray,
           limits: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
-    """Each running job's expected end (seconds from now; NaN: no basis) at quantile q, and whether its time limit
-    gave it: the limit less the time run, the sooner of that and its tenant's history when both say, else the
-    history's quantile of the remaining run."""
+    """Each running job's expected end (seconds from now; NaN: no basis) at quantile q (an array: a row per
+    quantile), and whether its time limit gave it: the limit less the time run, the sooner of that and its tenant's
+    history when both say, else the history's quantile of the remaining run."""
     elapsed = jobs.runtime_s[running].astype(float)
     tn = jobs.tenant[running]
-    ends = np.full(running.shape[0], np.nan)
+    ends = np.full((*np.shape(q), running.shape[0]), np.nan)
     by_tenant = np.argsort(tn, kind="stable")     # each tenant's jobs in one slice, not a mask per tenant
     cuts = np.flatnonzero(np.diff(tn[by_tenant])) + 1
     for part in np.split(by_tenant, cuts) if by_tenant.size else ():
-        ends[part] = rl.remaining_many(tenants[int(tn[part[0]])], elapsed[part], q)
+        ends[..., part] = rl.remaining_many(tenants[int(tn[part[0]])], elapsed[part], q)
     by_limit = np.zeros(running.shape[0], dtype=bool)
     if limits:
         lim = np.array([limits.get(str(x), np.nan) for x in jobs.ids[running]], dtype=float)
@@ -368,6 +377,10 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
 
     ends, by_limit = _ends(jobs, running, tenants, rl, q, limits)
     known = np.isfinite(ends)
+    # the end per running job of each part it gives back (P50_LEVELS); one whole at q for the other passes.
+    # Where one level is known they all are (the same finished runs, or the time limit)
+    levels = list(_ends(jobs, running, tenants, rl, np.array(P50_LEVELS), limits)[0]) if q == 0.5 else [ends]
+    share = 1.0 / len(levels)
 
     bases: set[str] = set()
     # a pending job on several nodes needs its GPUs per node on that many distinct nodes: only then the scan follows
@@ -403,9 +416,7 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
         use = placed & known
         _add_bases(bases, by_limit[use])
         p_use = (p_ix >= 0) & use[p_pos]
-        for end, ni, g in zip(ends[p_pos[p_use]].tolist(), p_ix[p_use].tolist(), p_g[p_use].tolist()):
-            events.append((end, seq, str(types[ni]), int(holders[ni]), float(g), ((ni, float(g)),) if track else ()))
-            seq += 1
+        rel = _Releases([e[p_pos[p_use]] for e in levels], p_ix[p_use], p_g[p_use] * share, types, holders, track)
     else:
         # no placement: one pool per holder; a tenant's unused hold is its own, the rest unheld
         used = np.nan_to_num(state.used)
@@ -420,9 +431,8 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
             bases.add(_DRAINING)
         unknown_ends = int((~known).sum())
         _add_bases(bases, by_limit[known])
-        for end, g in zip(ends[known].tolist(), jobs.gpus[running][known].tolist()):
-            events.append((end, seq, ANY, UNHELD, float(g), ()))
-            seq += 1
+        rel = _Releases([e[known] for e in levels], np.full(int(known.sum()), -1),
+                        jobs.gpus[running][known] * share, np.array([ANY]), np.array([UNHELD]), False)
     # windows' holds to come: a release of nothing at each, so that the simulation stops there
     pending_windows = sorted((float(t), tix[tn], float(g)) for t, tn, g in windows if tn in tix and t > 0)
     for t_w, _, _ in pending_windows:
@@ -430,6 +440,7 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
         seq += 1
     debt: dict[int, float] = {}        # tenant -> window GPUs still to take from unheld pools
     heapq.heapify(events)
+    rel.heap = events
     # higher tiers' forecast growth: per priority, GPUs still to be eaten from unheld pools
     ahead = {p: 0.0 for p in PRIORITY.values()}
     for t, g in growth.items():
@@ -551,16 +562,17 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
                     rest = _could_fit(free, w_arr[i + 1:], jobs, t_ix, accepts_type, in_pool, shapes, node_free)
                     cands, k, placed_since = (i + 1 + np.flatnonzero(rest)).tolist(), 0, False
         waiting = w_arr[keep].tolist()
-        if not waiting or not events:
+        first = rel.first()
+        if not waiting or first is None:
             break
         # the next release, and every other within resolution_s of it (not past a window's hold to come): all
         # at the last of them
-        until = events[0][0] + max(resolution_s, 0.0)
+        until = first + max(resolution_s, 0.0)
         if pending_windows:
-            until = min(until, max(pending_windows[0][0], events[0][0]))
-        now = events[0][0]
-        while events and events[0][0] <= until + 1e-9:
-            t_e, _, t, h, g, parts = heapq.heappop(events)
+            until = min(until, max(pending_windows[0][0], first))
+        now = first
+        while (first := rel.first()) is not None and first <= until + 1e-9:
+            t_e, t, h, g, parts = rel.pop()
             now = max(now, t_e)
             free[(t, h)] = free.get((t, h), 0.0) + g
             for ni, a in parts:
@@ -570,6 +582,38 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
     else:
         why = "unknown: not enough GPUs this job may use free up within the running jobs' known ends"
     return starts, why, job_basis
+
+
+class _Releases:
+    """The releases to come, soonest first: the running jobs' (`ends`: per level, an array over the parts; sorted
+    once by numpy, read by index) and the heap of the rest (drains, windows' holds, the jobs the scan starts, as
+    (time, seq, type, holder, GPUs, parts)). The p50 gives back every running job's GPUs at five levels
+    (P50_LEVELS): a heap of tuples for them all cost 3 s per estimate on the big cluster (bench/eta_scale_bench.py),
+    where the scan reaches a fraction of them."""
+
+    def __init__(self, ends: list[np.ndarray], node: np.ndarray, gpus: np.ndarray, types: np.ndarray,
+                 holders: np.ndarray, track: bool) -> None:
+        t = np.concatenate(ends) if ends else np.zeros(0)
+        o = np.argsort(t, kind="stable")
+        n = len(ends)
+        self.t, self.node = t[o].tolist(), np.tile(np.asarray(node), n)[o].tolist()
+        self.g = np.tile(np.asarray(gpus, dtype=float), n)[o].tolist()
+        self.types, self.holders, self.track = types.astype(str).tolist(), holders.astype(int).tolist(), track
+        self.i, self.heap = 0, []
+
+    def first(self) -> float | None:
+        a = self.t[self.i] if self.i < len(self.t) else None
+        b = self.heap[0][0] if self.heap else None
+        return a if b is None or (a is not None and a <= b) else b
+
+    def pop(self) -> tuple[float, str, int, float, tuple]:
+        """The soonest release as (time, type, holder, GPUs, parts); a running job's before the heap's at a tie."""
+        if self.i < len(self.t) and (not self.heap or self.t[self.i] <= self.heap[0][0]):
+            i, self.i = self.i, self.i + 1
+            ni, g = self.node[i], self.g[i]
+            return self.t[i], self.types[ni], self.holders[ni], g, ((ni, g),) if self.track else ()
+        t, _, typ, h, g, parts = heapq.heappop(self.heap)
+        return t, typ, h, g, parts
 
 
 class _NoRoom:

@@ -249,20 +249,22 @@ def test_the_highest_tiers_growth_eats_first_and_blocks_only_the_tiers_below_the
 
 
 def test_a_running_job_ends_at_the_sooner_of_its_time_limit_and_its_tenants_history():
-    """A (tenant a) has a limit of 5,000 s, 100 s run, and a's history (n's runs) says 300 s more at the median:
-    its GPUs come back at 300, so P3 starts then and P2 (3 GPUs) at 400 with P1's, not at A's limit."""
+    """A (tenant a) has a limit of 5,000 s, 100 s run, and a's history (n's runs) says 140, 220, 300, 380 and 460 s
+    more at the p50's levels (P50_LEVELS): its GPUs come back in fifths then, so P3 (1 GPU) starts at 300 and P2
+    (3 GPUs) at 460 with the rest and P1's (back at n's median run, 400), not at A's limit."""
     rl = _history()
     for r in (200, 300, 400, 500, 600):
         rl.observe("a", r)
     got = {e.job_id: e.p50_s for e in estimate(_state(), rl, time_limit_s={"A": 5000.0, "B": 1000.0})}
-    assert got == {"P1": 0.0, "P2": 400.0, "P3": 300.0}, got
+    assert got == {"P1": 0.0, "P2": 460.0, "P3": 300.0}, got
 
 
 def test_the_p90_start_is_never_before_the_p50():
-    """Without a node view, 4 GPUs: R1 (tenant r, history: 70 s left at the median, 96 at the 90th percentile)
-    and R2 (a 96 s limit) run 2 each; Y (4 GPUs) is first in the queue, Z (2 GPUs, 1,000 s runs) second. At the
-    median R1 ends first and Z takes its 2 GPUs (Y then waits until 1,070); at the 90th percentile both end at 96
-    and Y starts then. A p90 start before the p50's is no p90: it is the p50's."""
+    """Without a node view, 4 GPUs: R1 and R2 (tenants r and q, each with runs of 50-96 s: its GPUs back in fifths
+    at 54, 62, 70, 91 and 96 s at the p50's levels, all at 96 at the 90th percentile) run 2 each; Y (4 GPUs) is
+    first in the queue, Z (2 GPUs, 1,000 s runs) second. At the p50 three fifths of each are back at 70 and Z takes
+    those 2 GPUs (Y then waits until Z's end, 1,070); at the 90th percentile both end at 96 and Y starts then. A p90
+    start before the p50's is no p90: it is the p50's."""
     jobs = Jobs(ids=np.array(["R1", "R2", "Y", "Z"], dtype=object), tenant=np.array([0, 1, 2, 3]),
                 gpus=np.array([2, 2, 4, 2]), priority=np.array([1, 1, 1, 1], dtype=np.int8),
                 running=np.array([True, True, False, False]), runtime_s=np.zeros(4),
@@ -272,9 +274,10 @@ def test_the_p90_start_is_never_before_the_p50():
     rl = RunLengths(min_samples=5)
     for r in (50, 60, 70, 96, 96):
         rl.observe("r", r)
+        rl.observe("q", r)
     for _ in range(5):
         rl.observe("z", 1000.0)
-    got = {e.job_id: e for e in estimate(st, rl, time_limit_s={"R2": 96.0})}
+    got = {e.job_id: e for e in estimate(st, rl)}
     assert (got["Y"].p50_s, got["Y"].p90_s) == (1070.0, 1070.0), got["Y"]
 
 
@@ -456,3 +459,23 @@ def test_a_slurm_gpus_job_takes_one_gpu_on_each_node_and_the_rest_where_most_are
     assert on([4, 4, 4, 4], 6, 4) == ((0, 3.0), (1, 1.0), (2, 1.0), (3, 1.0))
     assert on([1, 2, 1, 0], 4, 4) == () and on([1, 2, 1, 0], 4, 3) == ((1, 2.0), (0, 1.0), (2, 1.0))
     assert on([4, 4], 9, 2) == ()
+
+
+def test_the_p50_waits_for_the_first_of_many_ends_not_for_every_jobs_median_end():
+    """Without a node view, 4 GPUs run four 1-GPU jobs of tenant a, just started, whose runs lasted 100, 200, 300,
+    400 and 500 s; P (1 GPU) waits. Each job's median end is 300 s, and the p50 said P starts then, as if all four
+    ended at their median together; but P needs only the first of four ends (for runs spread evenly over 100-500 s,
+    that comes at 164 s at the median). Now each gives back its GPU in fifths at its run's 10th-90th percentiles
+    (140, 220, 300, 380, 460 s): 1.6 GPUs are back by 220, when P starts. The p90 stays every job's 90th percentile
+    end (460)."""
+    jobs = Jobs(ids=np.array(["R0", "R1", "R2", "R3", "P"], dtype=object), tenant=np.array([0, 0, 0, 0, 2]),
+                gpus=np.ones(5, dtype=np.int64), priority=np.ones(5, dtype=np.int8),
+                running=np.array([True] * 4 + [False]), runtime_s=np.zeros(5), wait_s=np.array([0, 0, 0, 0, 60.0]),
+                node=np.array([""] * 5, dtype=object))
+    st = ClusterState(at=pd.Timestamp("2026-01-05T00:00:00Z"), tenants=TENANTS, tiers=TIERS, capacity=4,
+                      used=np.array([4.0, 0, 0, 0]), pending=np.array([0.0, 0, 1, 0]), jobs=jobs)
+    rl = RunLengths(min_samples=5)
+    for r in (100, 200, 300, 400, 500):
+        rl.observe("a", r)
+    (p,) = estimate(st, rl)
+    assert (p.p50_s, p.p90_s) == (220.0, 460.0)
