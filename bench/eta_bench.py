@@ -11,9 +11,12 @@ needed. One JSON per trace, rendered into docs/eta.md by bench/render_docs.py:
     nice -n 10 python bench/eta_bench.py --cases helios --days 3 --breakdown   # a day of Helios has few waits (42)
     nice -n 10 python bench/eta_bench.py --cases helios --days 3 --start 2020-05-24 --suffix _second --breakdown
     nice -n 10 python bench/eta_bench.py --cases helios --days 3 --start 2020-05-04 --suffix _unseen --breakdown
+    nice -n 10 python bench/eta_bench.py --cases helios --days 3 --start 2020-05-09 --suffix _heldout_a --breakdown
+    nice -n 10 python bench/eta_bench.py --cases helios --days 3 --start 2020-05-19 --suffix _heldout_b --breakdown
 
 The default Helios window starts 2020-05-14; the second one (from 2020-05-24) was looked at while the p50's blend
-was chosen; the unseen one (from 2020-05-04) was run once, after: nothing was chosen on it (docs/eta.md).
+was chosen; the unseen one (from 2020-05-04) was run once, after: nothing was chosen on it (docs/eta.md). The
+held-out ones (from 2020-05-09 and 2020-05-19) were first run once the p50's release levels were fixed.
 ``--breakdown`` adds where the error comes from (daemon/sim/eta_breakdown.py): the scored jobs' errors by tier,
 GPUs, wait, jobs that overtook them and jobs ahead that left, the running jobs' end errors, and the replay scored
 again with the unknowns made known (hindsight: evidence, not an estimator).

@@ -10,8 +10,9 @@ The model is meant to be explained in one paragraph to a tenant:
    for another tenant are never free for this job.
 2. Each running job releases its GPUs into its node's pool at its expected end: the time limit less the time run
    (Slurm) when known, or else the quantile of the remaining run of its tenant's finished jobs that ran at least
-   as long (``RunLengths``, learned from history). The p50 estimate uses every job's median end, the p90 estimate
-   every job's 90th-percentile end.
+   as long (``RunLengths``, learned from history). The p50 estimate has every job give back its GPUs in five equal
+   parts at its remaining run's 10th to 90th percentiles (P50_LEVELS: its expected release curve), the p90
+   estimate every job's 90th-percentile end.
 3. Higher tiers' forecast growth (GPUs above what they ask now and hold) is served first: it eats free unheld GPUs
    as they appear before any pending job of a lower tier.
 4. Pending jobs are served in the scheduler's order (high; normal and aged low; low; then longest-waiting first,
@@ -19,7 +20,8 @@ The model is meant to be explained in one paragraph to a tenant:
    release after which it fits. A job started in this simulation releases its GPUs again after its tenant's
    unconditional run-length quantile. A job that asks k nodes (Slurm -N k) fits only where k distinct nodes it
    may use each have its GPUs per node free (4 + 4 on two nodes starts a -N 2 --gres=gpu:4 job; 8 on one does
-   not); one-node jobs fit in their pools' free GPUs, as always.
+   not; Slurm's --gpus=6 -N 4 fits where 4 nodes have one free each and 6 together, as Slurm fills them); one-node
+   jobs fit in their pools' free GPUs, as always.
 
 The p90 this model gives is then calibrated on how late the jobs that already started came against theirs
 (daemon/policy/eta_calibration.py): the model cannot see work that arrives after the estimate.
@@ -55,6 +57,12 @@ REWRITE_S = 300.0
 # batching made the p50 a minute later and its error 0.60 of the naive estimate's instead of 0.50
 RESOLUTION_S = 60.0
 EXACT_BELOW = 2000
+# the p50's releases: each running job gives back its GPUs in equal parts at these quantiles of its remaining run
+# (its expected release curve), not all of them at its median end. Why: a job waits for the first few of many ends,
+# and the first of N ends comes well before any one's median (with N jobs of one tenant alike, every median end is
+# the same minute, and the model's p50 said all N end then); on the Helios replay the jobs at the head of the queue
+# started a median 10-28 min before that p50 (docs/eta.md). The p90 keeps each job's 90th-percentile end
+P50_LEVELS = (0.1, 0.3, 0.5, 0.7, 0.9)
 RATE_WINDOW_S = 3600.0   # the naive estimate's "recent" (FreedRate): the GPUs freed over the last hour
 ANY = ""   # the GPU type of every node in a one-model cluster
 
@@ -105,13 +113,15 @@ class RunLengths:
         v = float(a[i]) if i + 1 >= a.shape[0] else float(a[i]) + (pos - i) * float(a[i + 1] - a[i])
         return max(v, 0.0)
 
-    def remaining_many(self, tenant: str, elapsed_s: np.ndarray, q: float) -> np.ndarray:
+    def remaining_many(self, tenant: str, elapsed_s: np.ndarray, q: float | np.ndarray) -> np.ndarray:
         """`remaining` for many runs of one tenant at once (NaN where it is None): a big cluster has tens of
-        thousands of running jobs, each asked every cycle for each quantile."""
+        thousands of running jobs, each asked every cycle for each quantile. `q` an array of quantiles: one row each
+        (the p50's levels, P50_LEVELS, in one pass)."""
         e = np.asarray(elapsed_s, dtype=float)
         a = self._arr(tenant)
+        q = np.asarray(q, dtype=float).reshape(-1, *([1] * e.ndim)) if np.ndim(q) else q
         if a is None:
-            return np.full(e.shape, np.nan)
+            return np.full(np.broadcast_shapes(np.shape(q), e.shape), np.nan)
         lo = np.searchsorted(a, e, side="left")
         n = a.shape[0] - lo
         ok = n > 0
@@ -241,18 +251,18 @@ def _accepted_types(state: ClusterState, order: np.ndarray,
     return types_all, accepts_type
 
 
-def _ends(jobs, running: np.ndarray, tenants: tuple[str, ...], rl: RunLengths, q: float,
+def _ends(jobs, running: np.ndarray, tenants: tuple[str, ...], rl: RunLengths, q: float | np.ndarray,
           limits: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
-    """Each running job's expected end (seconds from now; NaN: no basis) at quantile q, and whether its time limit
-    gave it: the limit less the time run, the sooner of that and its tenant's history when both say, else the
-    history's quantile of the remaining run."""
+    """Each running job's expected end (seconds from now; NaN: no basis) at quantile q (an array: a row per
+    quantile), and whether its time limit gave it: the limit less the time run, the sooner of that and its tenant's
+    history when both say, else the history's quantile of the remaining run."""
     elapsed = jobs.runtime_s[running].astype(float)
     tn = jobs.tenant[running]
-    ends = np.full(running.shape[0], np.nan)
+    ends = np.full((*np.shape(q), running.shape[0]), np.nan)
     by_tenant = np.argsort(tn, kind="stable")     # each tenant's jobs in one slice, not a mask per tenant
     cuts = np.flatnonzero(np.diff(tn[by_tenant])) + 1
     for part in np.split(by_tenant, cuts) if by_tenant.size else ():
-        ends[part] = rl.remaining_many(tenants[int(tn[part[0]])], elapsed[part], q)
+        ends[..., part] = rl.remaining_many(tenants[int(tn[part[0]])], elapsed[part], q)
     by_limit = np.zeros(running.shape[0], dtype=bool)
     if limits:
         lim = np.array([limits.get(str(x), np.nan) for x in jobs.ids[running]], dtype=float)
@@ -305,7 +315,9 @@ class _Shapes:
 
     def __init__(self, jobs, node_type: np.ndarray, node_h: np.ndarray, t_ix: dict[str, int], n_tenants: int) -> None:
         self.k = np.maximum(np.asarray(jobs.nodes_asked, dtype=np.int64), 1)
-        self.per = np.ceil(jobs.gpus / self.k - 1e-9)
+        # a --gpus job's parts need one GPU a node at least (_on_nodes); the pools' bound counts the rest
+        spread = np.zeros(len(jobs), dtype=bool) if jobs.spread is None else np.asarray(jobs.spread, dtype=bool)
+        self.per = np.where(spread, 1.0, np.ceil(jobs.gpus / self.k - 1e-9))
         self.packed = np.zeros(len(jobs), dtype=bool) if jobs.packed is None else np.asarray(jobs.packed, dtype=bool)
         self.tenant = np.asarray(jobs.tenant, dtype=np.int64)
         self.n_types, self.n_slots = len(t_ix), n_tenants + 2
@@ -365,6 +377,10 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
 
     ends, by_limit = _ends(jobs, running, tenants, rl, q, limits)
     known = np.isfinite(ends)
+    # the end per running job of each part it gives back (P50_LEVELS); one whole at q for the other passes.
+    # Where one level is known they all are (the same finished runs, or the time limit)
+    levels = list(_ends(jobs, running, tenants, rl, np.array(P50_LEVELS), limits)[0]) if q == 0.5 else [ends]
+    share = 1.0 / len(levels)
 
     bases: set[str] = set()
     # a pending job on several nodes needs its GPUs per node on that many distinct nodes: only then the scan follows
@@ -400,9 +416,7 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
         use = placed & known
         _add_bases(bases, by_limit[use])
         p_use = (p_ix >= 0) & use[p_pos]
-        for end, ni, g in zip(ends[p_pos[p_use]].tolist(), p_ix[p_use].tolist(), p_g[p_use].tolist()):
-            events.append((end, seq, str(types[ni]), int(holders[ni]), float(g), ((ni, float(g)),) if track else ()))
-            seq += 1
+        rel = _Releases([e[p_pos[p_use]] for e in levels], p_ix[p_use], p_g[p_use] * share, types, holders, track)
     else:
         # no placement: one pool per holder; a tenant's unused hold is its own, the rest unheld
         used = np.nan_to_num(state.used)
@@ -417,9 +431,8 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
             bases.add(_DRAINING)
         unknown_ends = int((~known).sum())
         _add_bases(bases, by_limit[known])
-        for end, g in zip(ends[known].tolist(), jobs.gpus[running][known].tolist()):
-            events.append((end, seq, ANY, UNHELD, float(g), ()))
-            seq += 1
+        rel = _Releases([e[known] for e in levels], np.full(int(known.sum()), -1),
+                        jobs.gpus[running][known] * share, np.array([ANY]), np.array([UNHELD]), False)
     # windows' holds to come: a release of nothing at each, so that the simulation stops there
     pending_windows = sorted((float(t), tix[tn], float(g)) for t, tn, g in windows if tn in tix and t > 0)
     for t_w, _, _ in pending_windows:
@@ -427,6 +440,7 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
         seq += 1
     debt: dict[int, float] = {}        # tenant -> window GPUs still to take from unheld pools
     heapq.heapify(events)
+    rel.heap = events
     # higher tiers' forecast growth: per priority, GPUs still to be eaten from unheld pools
     ahead = {p: 0.0 for p in PRIORITY.values()}
     for t, g in growth.items():
@@ -438,6 +452,7 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
     cols_nodes = jobs.nodes_asked.tolist() if track else None
     # a Kubernetes gang's k pods may share a node (Jobs.packed), Slurm's k parts may not
     cols_packed = jobs.packed.tolist() if track and jobs.packed is not None else None
+    cols_spread = jobs.spread.tolist() if track and jobs.spread is not None else None   # Slurm --gpus -N k
     if track:   # a job on several nodes asking more per node than any node has never starts: not tried per release
         most = float(np.max(state.nodes.gpus)) if len(state.nodes) else 0.0
         waiting = [j for j in waiting if cols_nodes[j] <= 1 or np.ceil(cols_gpus[j] / cols_nodes[j] - 1e-9) <= most]
@@ -497,9 +512,10 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
             g = float(cols_gpus[j])
             k_nodes = max(int(cols_nodes[j]), 1) if cols_nodes is not None else 1
             packed = bool(cols_packed[j]) if cols_packed is not None else False
+            spread = bool(cols_spread[j]) if cols_spread is not None else False
             per = float(np.ceil(g / k_nodes - 1e-9))
             seen = no_room.get((tn, acc))
-            if seen is not None and seen.dominates(k_nodes, per, g, packed):
+            if seen is not None and seen.dominates(k_nodes, per, g, packed, spread):
                 continue           # a job no larger, of the same tenant and types, did not fit in this scan
             owners = [tn, UNHELD] + ([HELD_BY_POOL] if tn in pool_ids else [])
             cand = [t for t in (acc or types_all) if t in types_all] if acc else types_all
@@ -510,7 +526,7 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
                     continue
                 parts: tuple = ()
                 if track:   # the nodes it takes: k distinct with its GPUs per node, or room for a one-node job
-                    parts = _on_nodes(node_free, node_t == t, node_h, owners, g, k_nodes, packed)
+                    parts = _on_nodes(node_free, node_t == t, node_h, owners, g, k_nodes, packed, spread)
                     if k_nodes > 1 and not parts:
                         continue
                     for ni, a in parts:
@@ -541,21 +557,22 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
                 keep[i] = False
                 placed_since = True
             else:
-                no_room.setdefault((tn, acc), _NoRoom()).add(k_nodes, per, float(cols_gpus[j]), packed)
+                no_room.setdefault((tn, acc), _NoRoom()).add(k_nodes, per, float(cols_gpus[j]), packed, spread)
                 if placed_since:
                     rest = _could_fit(free, w_arr[i + 1:], jobs, t_ix, accepts_type, in_pool, shapes, node_free)
                     cands, k, placed_since = (i + 1 + np.flatnonzero(rest)).tolist(), 0, False
         waiting = w_arr[keep].tolist()
-        if not waiting or not events:
+        first = rel.first()
+        if not waiting or first is None:
             break
         # the next release, and every other within resolution_s of it (not past a window's hold to come): all
         # at the last of them
-        until = events[0][0] + max(resolution_s, 0.0)
+        until = first + max(resolution_s, 0.0)
         if pending_windows:
-            until = min(until, max(pending_windows[0][0], events[0][0]))
-        now = events[0][0]
-        while events and events[0][0] <= until + 1e-9:
-            t_e, _, t, h, g, parts = heapq.heappop(events)
+            until = min(until, max(pending_windows[0][0], first))
+        now = first
+        while (first := rel.first()) is not None and first <= until + 1e-9:
+            t_e, t, h, g, parts = rel.pop()
             now = max(now, t_e)
             free[(t, h)] = free.get((t, h), 0.0) + g
             for ni, a in parts:
@@ -565,6 +582,38 @@ def _run(state: ClusterState, rl: RunLengths, order: np.ndarray, q: float, res: 
     else:
         why = "unknown: not enough GPUs this job may use free up within the running jobs' known ends"
     return starts, why, job_basis
+
+
+class _Releases:
+    """The releases to come, soonest first: the running jobs' (`ends`: per level, an array over the parts; sorted
+    once by numpy, read by index) and the heap of the rest (drains, windows' holds, the jobs the scan starts, as
+    (time, seq, type, holder, GPUs, parts)). The p50 gives back every running job's GPUs at five levels
+    (P50_LEVELS): a heap of tuples for them all cost 3 s per estimate on the big cluster (bench/eta_scale_bench.py),
+    where the scan reaches a fraction of them."""
+
+    def __init__(self, ends: list[np.ndarray], node: np.ndarray, gpus: np.ndarray, types: np.ndarray,
+                 holders: np.ndarray, track: bool) -> None:
+        t = np.concatenate(ends) if ends else np.zeros(0)
+        o = np.argsort(t, kind="stable")
+        n = len(ends)
+        self.t, self.node = t[o].tolist(), np.tile(np.asarray(node), n)[o].tolist()
+        self.g = np.tile(np.asarray(gpus, dtype=float), n)[o].tolist()
+        self.types, self.holders, self.track = types.astype(str).tolist(), holders.astype(int).tolist(), track
+        self.i, self.heap = 0, []
+
+    def first(self) -> float | None:
+        a = self.t[self.i] if self.i < len(self.t) else None
+        b = self.heap[0][0] if self.heap else None
+        return a if b is None or (a is not None and a <= b) else b
+
+    def pop(self) -> tuple[float, str, int, float, tuple]:
+        """The soonest release as (time, type, holder, GPUs, parts); a running job's before the heap's at a tie."""
+        if self.i < len(self.t) and (not self.heap or self.t[self.i] <= self.heap[0][0]):
+            i, self.i = self.i, self.i + 1
+            ni, g = self.node[i], self.g[i]
+            return self.t[i], self.types[ni], self.holders[ni], g, ((ni, g),) if self.track else ()
+        t, _, typ, h, g, parts = heapq.heappop(self.heap)
+        return t, typ, h, g, parts
 
 
 class _NoRoom:
@@ -579,39 +628,60 @@ class _NoRoom:
     tenant's jobs each of its own shape costs one node search per shape kept, not one per job per release (10,000
     gangs of 64 shapes took minutes per estimate: bench/eta_shapes_bench.py)."""
 
-    __slots__ = ("pool", "shapes")
+    __slots__ = ("pool", "shapes", "spread")
 
     def __init__(self) -> None:
         self.pool = float("inf")                          # the smallest one-node job that did not fit its pools
         self.shapes: list[tuple[int, float, float, bool]] = []   # (k, per, GPUs, packed) of jobs on several nodes
+        # k -> the fewest GPUs a --gpus job on k nodes did not fit (the k fullest nodes hold fewer, or fewer than k
+        # have one free): one asking more on as many nodes does not fit either; on more nodes it may
+        self.spread: dict[int, float] = {}
 
-    def dominates(self, k: int, per: float, g: float, packed: bool) -> bool:
+    def dominates(self, k: int, per: float, g: float, packed: bool, spread: bool = False) -> bool:
         if g >= self.pool:
             return True
+        if spread:
+            return g >= self.spread.get(k, float("inf"))
         return k > 1 and any(k0 <= k and p0 <= per and g0 <= g and (p_0 or not packed)
                              for k0, p0, g0, p_0 in self.shapes)
 
-    def add(self, k: int, per: float, g: float, packed: bool) -> None:
+    def add(self, k: int, per: float, g: float, packed: bool, spread: bool = False) -> None:
         if k <= 1:
             self.pool = min(self.pool, g)
+            return
+        if spread:
+            self.spread[k] = min(self.spread.get(k, float("inf")), g)
             return
         self.shapes = [s for s in self.shapes if not (k <= s[0] and per <= s[1] and g <= s[2] and (packed or not s[3]))]
         self.shapes.append((k, per, g, packed))
 
 
 def _on_nodes(node_free: np.ndarray, of_type: np.ndarray, node_h: np.ndarray, owners: list[int], gpus: float,
-              k: int, packed: bool = False) -> tuple[tuple[int, float], ...]:
+              k: int, packed: bool = False, spread: bool = False) -> tuple[tuple[int, float], ...]:
     """The nodes a job the scan starts takes, as ((node, GPUs), ...); () where it does not fit. `of_type`: the
     nodes of the type it starts on; `owners`: the holders whose GPUs it may use, in the order it takes them (its
     own hold, unheld, the pool). A job on k > 1 nodes takes its GPUs per node on k distinct nodes that each have
     them free, the holders' order first, then the fullest of those (the best fit leaves the larger holes for
     others). A Kubernetes gang of k pods (``packed``) takes its GPUs per pod where they are free, several pods to a
     node, the same order. A one-node job has fit its pools' room already (the pools decide, as without nodes): it
-    takes the fullest node with room for all of it, or else the GPUs free node by node, emptiest first."""
+    takes the fullest node with room for all of it, or else the GPUs free node by node, emptiest first. A Slurm
+    --gpus job on k nodes (``spread``) takes the k nodes with the most free (the holders' order on ties), if they
+    hold its GPUs, as Slurm's cons_tres fills them: as many as free on each in turn, one left for each node after."""
     rank = np.full(node_h.shape[0], len(owners), dtype=np.int64)
     for r, o in enumerate(owners):
         rank[node_h == o] = r
     ok = of_type & (rank < len(owners)) & (node_free > 1e-9)
+    if k > 1 and spread:
+        cand = np.flatnonzero(ok & (node_free + 1e-9 >= 1.0))
+        pick = cand[np.lexsort((cand, rank[cand], -node_free[cand]))[:k]]
+        if pick.shape[0] < k or float(node_free[pick].sum()) + 1e-9 < gpus:
+            return ()
+        out, left = [], float(gpus)
+        for i, ni in enumerate(pick.tolist()):
+            a = min(float(node_free[ni]), left - (k - 1 - i))
+            out.append((int(ni), a))
+            left -= a
+        return tuple(out)
     if k > 1:
         per = float(np.ceil(gpus / k - 1e-9))
         cand = np.flatnonzero(ok & (node_free + 1e-9 >= per))

@@ -44,6 +44,10 @@ class Jobs:
     packed: np.ndarray | None = None        # per job, bool: its nodes_asked are pods that may share a node (a
                                             # Kubernetes gang: a Kueue Workload of k pods of gpus/k each), not k
                                             # distinct nodes (Slurm -N); None or False: distinct nodes
+    spread: np.ndarray | None = None        # per job, bool: its GPUs are asked for the whole job (Slurm --gpus)
+                                            # over nodes_asked distinct nodes, which Slurm fills at least one each
+                                            # and as many as free on the first (cons_tres), not evenly: --gpus=6
+                                            # -N 4 starts on 3 + 1 + 1 + 1 free; None or False: per node
     on_nodes: np.ndarray | None = None      # per job, a tuple of the node names a running job runs on where they
                                             # are several (Slurm's expanded %N; `node` is then the hostlist, which
                                             # names no node), () otherwise; None: every job on its `node`. Read
@@ -66,6 +70,7 @@ class Jobs:
                     time_limit_s=None if self.time_limit_s is None else self.time_limit_s[mask],
                     nodes_asked=None if self.nodes_asked is None else self.nodes_asked[mask],
                     packed=None if self.packed is None else self.packed[mask],
+                    spread=None if self.spread is None else self.spread[mask],
                     on_nodes=None if self.on_nodes is None else self.on_nodes[mask])
 
     @staticmethod
@@ -92,7 +97,7 @@ class Jobs:
         return Jobs(*(np.concatenate([getattr(p, f) for p in parts]) for f in
                       ("ids", "tenant", "gpus", "priority", "running", "runtime_s", "wait_s", "node")),
                     accepts=col("accepts", ()), idle=col("idle", False), time_limit_s=col("time_limit_s", np.nan),
-                    nodes_asked=col("nodes_asked", 1), packed=col("packed", False),
+                    nodes_asked=col("nodes_asked", 1), packed=col("packed", False), spread=col("spread", False),
                     on_nodes=col("on_nodes", ()))
 
     def parts(self, nodes: "Nodes", rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

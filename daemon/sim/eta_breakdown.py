@@ -1,7 +1,8 @@
 """Where the start estimate's error comes from, on the replay (issue 39's ETA target; bench/eta_bench.py --breakdown).
 
-The scored jobs' errors broken down by what the job was (tier, GPUs asked, how long it waited) and by what
-happened while it waited that the estimate could not see when it was made:
+The scored jobs' errors broken down by what the job was (tier, GPUs asked, its place in the scheduler's order at
+its estimate: ``position``, how long it waited) and by what happened while it waited that the estimate could not
+see when it was made:
 
 - ``overtaken``: jobs first seen waiting after the estimate that started before the job (new work of a higher
   class, or work that fit a hold the job may not use): demand the estimate does not know of;
@@ -28,6 +29,9 @@ from daemon.policy.state import ClusterState
 from daemon.sim.eta_replay import EtaHook
 
 WAIT_EDGES_MIN = (0, 5, 15, 30, 60, 120, float("inf"))
+# the job's place in the scheduler's order at its estimate (0: next to start): the head of the queue waits for the
+# first few releases, the rest for many (the p50's release levels, daemon/policy/eta.py P50_LEVELS)
+POSITION_EDGES = (0, 5, 20, float("inf"))
 
 
 @dataclasses.dataclass
@@ -135,11 +139,12 @@ def breakdown(h: BreakdownHook) -> dict:
         run_err.extend(errs)
         rows.append({"tier": h.tier_of[e.tenant], "gpus": ctx["gpus"], "wait": (s - e.at) * m,
                      "err": (s - e.p50) * m, "naive_err": None if e.naive is None else (s - e.naive) * m,
-                     "overtaken": len(overtaken), "ahead_withdrawn": withdrawn})
+                     "overtaken": len(overtaken), "ahead_withdrawn": withdrawn, "position": len(ctx["ahead"])})
     for r in rows:
         r["wait_bucket"] = _bucket(r["wait"], WAIT_EDGES_MIN)
         r["overtaken_bucket"] = _bucket(r["overtaken"], (0, 2, 5, 20, float("inf")))
         r["withdrawn_bucket"] = _bucket(r["ahead_withdrawn"], (0, 2, 5, 20, float("inf")))
+        r["position_bucket"] = _bucket(r["position"], POSITION_EDGES)
     wait_labels = [_bucket(hi, WAIT_EDGES_MIN) for hi in WAIT_EDGES_MIN[1:-1]] + [f">{WAIT_EDGES_MIN[-2]:g}"]
     n_lab = ["0", "0-2", "2-5", "5-20", ">20"]
     return {
@@ -149,6 +154,7 @@ def breakdown(h: BreakdownHook) -> dict:
         "by_wait_min": _group(rows, "wait_bucket", wait_labels),
         "by_overtaken_by_later_arrivals": _group(rows, "overtaken_bucket", n_lab),
         "by_jobs_ahead_withdrawn": _group(rows, "withdrawn_bucket", n_lab),
+        "by_position": _group(rows, "position_bucket", ["0", "0-5", "5-20", ">20"]),
         "overtaking_jobs_by_tier": overtakers,
         "running_end_error_min": {"median": float(np.median(run_err)) if run_err else None,
                                   "p10": float(np.quantile(run_err, 0.1)) if run_err else None,

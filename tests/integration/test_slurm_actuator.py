@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from daemon.actuators.slurm.actuator import SlurmActuator, SlurmError, parse_elapsed, parse_gpus, parse_job_gpus
+from daemon.actuators.slurm.squeue import spread_jobs
 from daemon.config import SlurmActuatorConfig, TenantConfig
 from daemon.policy.state import PRIORITY
 from daemon.policy.types import Plan, PolicyMemory, Preemption
@@ -151,6 +152,13 @@ def test_a_line_of_the_per_job_gpus_that_is_not_its_format_is_an_error():
     for bad in ("7;N/A;gres:gpu:1;N/A;", "sbatch wrapper says hi", ";gres:gpu:1;N/A;1;"):
         with pytest.raises(SlurmError, match="squeue: line 1"):
             parse_job_gpus(bad)
+
+
+def test_only_gpus_asked_for_the_whole_job_are_spread_over_its_nodes():
+    """--gpus (tres-per-job) is what Slurm spreads one a node at least, not evenly (Jobs.spread); --gpus-per-task
+    follows its tasks."""
+    assert spread_jobs("7;N/A;gres:gpu:1;3;\n8;gres/gpu:a100:2;N/A;1;\n9;N/A;N/A;1;\n10;gres:gpu:6;N/A;4;\n") == \
+        {"8", "10"}
 
 
 def test_a_pending_job_that_free_gpus_would_not_start_is_not_demand(slurm, jobs):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import re
+import time
 
 import numpy as np
 import pandas as pd
@@ -198,3 +200,42 @@ def test_a_window_for_a_tenant_whose_jobs_ask_several_nodes_takes_nodes_its_job_
             slurm_run(s["env"], "scancel", j)
         wait_for(lambda: jobs(s)[high][0] == "RUNNING", what="high job running in its window", timeout=60)
         assert set(expand_hostlist(jobs(s)[high][1])) == {"gn2", "gn3"} and jobs(s)[high][2] == "gpuas-win-multi"
+
+
+def test_a_gpus_job_on_several_nodes_is_estimated_to_start_where_slurm_starts_it():
+    """What Slurm does with --gpus=6 -N 4 (GPUs not divisible by the nodes): four 4-GPU nodes with 3, 1, 1, 1 free.
+    cons_tres gives each node one GPU at least and the first node as many as are free: it starts the job there as
+    gpu:3 + gpu:1 x 3 (scontrol -d show job). Read from squeue (tres-per-job, -N 4: Jobs.spread) while it waits
+    for its --begin time, the start estimate says it fits the GPUs free now; with the GPUs split evenly (2 per
+    node, rounded up, the old rule) only one node had room, and it was estimated to wait for another job's end."""
+    from prometheus_client import CollectorRegistry
+
+    from daemon.policy.state import ClusterState
+    from daemon.service.eta import EtaTracker
+
+    nodes4 = ("gn1", "gn2", "gn3", "gn4")
+    with slurm_cluster(nodes=nodes4, gpus=4) as s:
+        fill = [sbatch(s, "--partition=low", "--account=acct-low", "--gres=gpu:1", "--time=30", "-w", "gn1")]
+        fill += [sbatch(s, "--partition=low", "--account=acct-low", "--gres=gpu:3", "--time=30", "-w", n)
+                 for n in nodes4[1:]]
+        wait_for(lambda: all(jobs(s).get(j, ("",))[0] == "RUNNING" for j in fill), what="fill running", timeout=60)
+        job = sbatch(s, "--partition=high", "--account=acct-high", "--gpus=6", "-N", "4", "--begin=now+45")
+        a = SlurmActuator(SlurmActuatorConfig(slurm_conf=s["conf"], bin_dir="/usr/bin", warn_lead_s=0), TENANTS,
+                          dry_run=True)
+        tenants = ("team-high", "team-low")
+        js, nodes = a.cluster_jobs(tenants), a.cluster_nodes(tenants)
+        assert jobs(s)[job][0] == "PENDING" and sorted(nodes.free.tolist()) == [1, 1, 1, 3]
+        row = js.ids.tolist().index(job)
+        assert (js.gpus[row], js.nodes_asked[row], js.spread[row]) == (6, 4, True)
+        used = np.array([float(js.gpus[js.running & (js.tenant == i)].sum()) for i in range(2)])
+        pending = np.array([float(js.gpus[~js.running & (js.tenant == i)].sum()) for i in range(2)])
+        st = ClusterState(at=pd.Timestamp.now(tz="UTC"), tenants=tenants, tiers=("high", "low"), capacity=16,
+                          used=used, pending=pending, jobs=js, nodes=nodes)
+        got = next(r for r in EtaTracker(CollectorRegistry(), time.time).update(st, None, None)["jobs"]
+                   if r["job_id"] == job)
+        assert got["p50_s"] == 0.0 and got["basis"] == "fits the GPUs free now", got
+        wait_for(lambda: jobs(s)[job][0] == "RUNNING", what="the --gpus=6 -N 4 job running", timeout=120)
+        shown = slurm_run(s["env"], "scontrol", "-d", "show", "job", job)
+        per_node = sorted(int(g) for g in re.findall(r"GRES=gpu:(\d+)\(IDX", shown))
+        # one line per node, or a line for nodes alike (Nodes=gn[2-4] ... gpu:1): 3 on one node, 1 on the others
+        assert per_node in ([1, 1, 1, 3], [1, 3]) and "JOB_GRES=gpu:6" in shown, shown

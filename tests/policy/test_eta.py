@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from daemon.policy import eta
 from daemon.policy.eta import (
     Eta,
     FreedRate,
@@ -248,20 +249,22 @@ def test_the_highest_tiers_growth_eats_first_and_blocks_only_the_tiers_below_the
 
 
 def test_a_running_job_ends_at_the_sooner_of_its_time_limit_and_its_tenants_history():
-    """A (tenant a) has a limit of 5,000 s, 100 s run, and a's history (n's runs) says 300 s more at the median:
-    its GPUs come back at 300, so P3 starts then and P2 (3 GPUs) at 400 with P1's, not at A's limit."""
+    """A (tenant a) has a limit of 5,000 s, 100 s run, and a's history (n's runs) says 140, 220, 300, 380 and 460 s
+    more at the p50's levels (P50_LEVELS): its GPUs come back in fifths then, so P3 (1 GPU) starts at 300 and P2
+    (3 GPUs) at 460 with the rest and P1's (back at n's median run, 400), not at A's limit."""
     rl = _history()
     for r in (200, 300, 400, 500, 600):
         rl.observe("a", r)
     got = {e.job_id: e.p50_s for e in estimate(_state(), rl, time_limit_s={"A": 5000.0, "B": 1000.0})}
-    assert got == {"P1": 0.0, "P2": 400.0, "P3": 300.0}, got
+    assert got == {"P1": 0.0, "P2": 460.0, "P3": 300.0}, got
 
 
 def test_the_p90_start_is_never_before_the_p50():
-    """Without a node view, 4 GPUs: R1 (tenant r, history: 70 s left at the median, 96 at the 90th percentile)
-    and R2 (a 96 s limit) run 2 each; Y (4 GPUs) is first in the queue, Z (2 GPUs, 1,000 s runs) second. At the
-    median R1 ends first and Z takes its 2 GPUs (Y then waits until 1,070); at the 90th percentile both end at 96
-    and Y starts then. A p90 start before the p50's is no p90: it is the p50's."""
+    """Without a node view, 4 GPUs: R1 and R2 (tenants r and q, each with runs of 50-96 s: its GPUs back in fifths
+    at 54, 62, 70, 91 and 96 s at the p50's levels, all at 96 at the 90th percentile) run 2 each; Y (4 GPUs) is
+    first in the queue, Z (2 GPUs, 1,000 s runs) second. At the p50 three fifths of each are back at 70 and Z takes
+    those 2 GPUs (Y then waits until Z's end, 1,070); at the 90th percentile both end at 96 and Y starts then. A p90
+    start before the p50's is no p90: it is the p50's."""
     jobs = Jobs(ids=np.array(["R1", "R2", "Y", "Z"], dtype=object), tenant=np.array([0, 1, 2, 3]),
                 gpus=np.array([2, 2, 4, 2]), priority=np.array([1, 1, 1, 1], dtype=np.int8),
                 running=np.array([True, True, False, False]), runtime_s=np.zeros(4),
@@ -271,9 +274,10 @@ def test_the_p90_start_is_never_before_the_p50():
     rl = RunLengths(min_samples=5)
     for r in (50, 60, 70, 96, 96):
         rl.observe("r", r)
+        rl.observe("q", r)
     for _ in range(5):
         rl.observe("z", 1000.0)
-    got = {e.job_id: e for e in estimate(st, rl, time_limit_s={"R2": 96.0})}
+    got = {e.job_id: e for e in estimate(st, rl)}
     assert (got["Y"].p50_s, got["Y"].p90_s) == (1070.0, 1070.0), got["Y"]
 
 
@@ -409,3 +413,69 @@ def test_jobs_parts_splits_a_job_on_several_nodes_over_them():
                               on_nodes=None)   # no column: the job on its node, as before
     pos, at, g = odd.parts(st.nodes, np.array([0, 1]))
     assert (pos.tolist(), at.tolist(), g.tolist()) == ([0, 1], [0, -1], [5, 8])
+
+
+def _gpus_over_four_nodes(spread: bool) -> ClusterState:
+    """Four 4-GPU nodes, none held: R0 uses 1 GPU of n0 (time limit: ends at 900), R1-R3 3 of n1-n3 (end at 300, 400,
+    500). Pending in order: P asks 6 GPUs on 4 nodes, then Q 5 on 4 (tenant n), Slurm's --gpus=6 -N 4 and --gpus=5
+    -N 4 where `spread`, else as the per-node column had them (each node its share, rounded up: 2 each)."""
+    jobs = Jobs(ids=np.array(["R0", "R1", "R2", "R3", "P", "Q"], dtype=object), tenant=np.array([0, 0, 0, 0, 2, 2]),
+                gpus=np.array([1, 3, 3, 3, 6, 5]), priority=np.ones(6, dtype=np.int8),
+                running=np.array([True] * 4 + [False] * 2), runtime_s=np.zeros(6),
+                wait_s=np.array([0, 0, 0, 0, 300.0, 200.0]),
+                node=np.array(["n0", "n1", "n2", "n3", "", ""], dtype=object), nodes_asked=np.array([1, 1, 1, 1, 4, 4]),
+                spread=np.array([False] * 4 + [True] * 2) if spread else None)
+    nodes = Nodes(names=np.array(["n0", "n1", "n2", "n3"], dtype=object), gpus=np.full(4, 4),
+                  free=np.array([3, 1, 1, 1]), draining=np.zeros(4, dtype=int), held_by=np.full(4, UNHELD))
+    return ClusterState(at=pd.Timestamp("2026-01-05T00:00:00Z"), tenants=TENANTS, tiers=TIERS, capacity=16,
+                        used=np.array([10.0, 0, 0, 0]), pending=np.array([0.0, 0, 11, 0]), jobs=jobs, nodes=nodes)
+
+
+def test_a_slurm_gpus_job_on_several_nodes_starts_where_each_node_has_one_and_together_they_have_its_gpus():
+    """Slurm's --gpus=6 -N 4 is not 2 GPUs on each of 4 nodes: cons_tres gives each node one at least and the first
+    as many as are free (on slurmctld 22.05, 3 + 1 + 1 + 1 free starts it as gpu:3 and gpu:1 x 3:
+    tests/integration/test_slurm_multinode.py). By hand, free 3, 1, 1, 1: P starts now, taking every free GPU; Q
+    (5 on 4 nodes) waits for a fourth node with one free: n1, n2, n3 free 3 each by 500, n0 its 1 at 900, when Q
+    starts. Read as 2 per node (the old rule), P waited for R3's end at 500 (a fourth node with 2 free) and Q for
+    900 too."""
+    limits = {"R0": 900.0, "R1": 300.0, "R2": 400.0, "R3": 500.0}
+    got = {e.job_id: e for e in estimate(_gpus_over_four_nodes(True), RunLengths(), time_limit_s=limits)}
+    assert (got["P"].p50_s, got["P"].basis) == (0.0, "fits the GPUs free now")
+    assert got["Q"].p50_s == 900.0 and got["Q"].p90_s == 900.0
+    even = {e.job_id: e for e in estimate(_gpus_over_four_nodes(False), RunLengths(), time_limit_s=limits)}
+    assert (even["P"].p50_s, even["Q"].p50_s) == (500.0, 900.0)
+
+
+def test_a_slurm_gpus_job_takes_one_gpu_on_each_node_and_the_rest_where_most_are_free():
+    """_on_nodes for --gpus=6 -N 4 (``spread``): the 4 nodes with the most free, as many as free on each in turn,
+    one left for each node after (3 + 1 + 1 + 1 of 3, 1, 1, 1 free; 3 + 1 + 1 + 1 of 4 free each, as Slurm starts it
+    on empty nodes); 2 + 1 + 1 (4 GPUs) of 2, 1, 1 and a node with none is no place for -N 4; 9 on 2 nodes of 4 free
+    each is none."""
+    def on(free, g, k):
+        f = np.array(free, dtype=float)
+        return eta._on_nodes(f, np.ones(f.shape[0], bool), np.full(f.shape[0], UNHELD), [2, UNHELD], g, k,
+                             spread=True)
+    assert on([3, 1, 1, 1], 6, 4) == ((0, 3.0), (1, 1.0), (2, 1.0), (3, 1.0))
+    assert on([4, 4, 4, 4], 6, 4) == ((0, 3.0), (1, 1.0), (2, 1.0), (3, 1.0))
+    assert on([1, 2, 1, 0], 4, 4) == () and on([1, 2, 1, 0], 4, 3) == ((1, 2.0), (0, 1.0), (2, 1.0))
+    assert on([4, 4], 9, 2) == ()
+
+
+def test_the_p50_waits_for_the_first_of_many_ends_not_for_every_jobs_median_end():
+    """Without a node view, 4 GPUs run four 1-GPU jobs of tenant a, just started, whose runs lasted 100, 200, 300,
+    400 and 500 s; P (1 GPU) waits. Each job's median end is 300 s, and the p50 said P starts then, as if all four
+    ended at their median together; but P needs only the first of four ends (for runs spread evenly over 100-500 s,
+    that comes at 164 s at the median). Now each gives back its GPU in fifths at its run's 10th-90th percentiles
+    (140, 220, 300, 380, 460 s): 1.6 GPUs are back by 220, when P starts. The p90 stays every job's 90th percentile
+    end (460)."""
+    jobs = Jobs(ids=np.array(["R0", "R1", "R2", "R3", "P"], dtype=object), tenant=np.array([0, 0, 0, 0, 2]),
+                gpus=np.ones(5, dtype=np.int64), priority=np.ones(5, dtype=np.int8),
+                running=np.array([True] * 4 + [False]), runtime_s=np.zeros(5), wait_s=np.array([0, 0, 0, 0, 60.0]),
+                node=np.array([""] * 5, dtype=object))
+    st = ClusterState(at=pd.Timestamp("2026-01-05T00:00:00Z"), tenants=TENANTS, tiers=TIERS, capacity=4,
+                      used=np.array([4.0, 0, 0, 0]), pending=np.array([0.0, 0, 1, 0]), jobs=jobs)
+    rl = RunLengths(min_samples=5)
+    for r in (100, 200, 300, 400, 500):
+        rl.observe("a", r)
+    (p,) = estimate(st, rl)
+    assert (p.p50_s, p.p90_s) == (220.0, 460.0)

@@ -67,6 +67,7 @@ from daemon.actuators.slurm.squeue import (  # re-exported: the old import path 
     parse_squeue,
     parse_submit,
     parse_time_limit,
+    spread_jobs,
     waits_for_gpus,
     whole_job,
 )
@@ -310,8 +311,9 @@ class SlurmActuator(FencedApply, ClusterView, Requeue):
             if "Invalid job id" in r.stderr:
                 return jobs
             raise SlurmError(f"squeue: {r.stderr.strip()}")
-        asked = parse_job_gpus(r.stdout)
-        return [dataclasses.replace(j, gpus=-(-asked[j.job_id] // max(1, j.node_count)), job_gpus=asked[j.job_id])
+        asked, spread = parse_job_gpus(r.stdout), spread_jobs(r.stdout)
+        return [dataclasses.replace(j, gpus=-(-asked[j.job_id] // max(1, j.node_count)), job_gpus=asked[j.job_id],
+                                    spread=j.job_id in spread)
                 if j.gpus == 0 and j.job_id in asked else j for j in jobs]
 
     def eligible_times(self) -> dict[str, float]:

@@ -227,6 +227,8 @@ class ClusterView:
                     time_limit_s=np.array([j.time_limit_s for j in rows], dtype=float),
                     # the plan rounds a hold for a job on several nodes up to a node per node asked
                     nodes_asked=np.array([max(1, j.node_count) for j in rows], dtype=np.int64),
+                    # --gpus -N k: at least one on each of k nodes, not evenly (the start estimate's placement)
+                    spread=np.array([j.spread for j in rows], dtype=bool) if any(j.spread for j in rows) else None,
                     on_nodes=on_nodes if any(on_nodes) else None)   # none on several nodes: no column to scan
 
     def hetjob_tiers(self, listed: list[SlurmJob]) -> dict[str, str]:

@@ -46,6 +46,8 @@ class SlurmJob:
     time_limit_s: float = float("nan")  # %l, its TimeLimit; NaN when UNLIMITED, not set or not read
     job_gpus: int = 0                # GPUs asked for the whole job (--gpus, --gpus-per-task) when none per node; then
     #                                  `gpus` is that spread evenly over its nodes
+    spread: bool = False             # `job_gpus` is its --gpus (tres-per-job): Slurm fills its nodes at least one
+    #                                  each and as many as free on the first, not evenly (Jobs.spread)
     record: str = ""                 # a pending array task's combined record as squeue prints it (1_[3-10%3]):
     #                                  the id the -O reads list it under (expand_arrays, by_id)
 
@@ -451,3 +453,11 @@ def parse_job_gpus(out: str) -> dict[str, int]:
         if total:
             got[f[0]] = total
     return got
+
+
+def spread_jobs(out: str) -> set[str]:
+    """The ids of squeue -h -O JOB_GPUS_FMT's lines (parse_job_gpus read them first) whose GPUs are asked for the
+    whole job (--gpus, tres-per-job): Slurm spreads those over the job's nodes at least one each, as many as free on
+    the first (cons_tres' gres_select_filter), where --gpus-per-task and --gpus-per-socket follow tasks and sockets."""
+    return {f[0] for f in (x.split(";") for x in out.splitlines()) if len(f) > 1 and f[0].strip()
+            and parse_gpus(f[1].strip())}
