@@ -88,3 +88,22 @@ def test_the_seeds_block_reads_reactive_off_and_computes_its_verdicts_from_the_j
         assert "on 2 of 2 runs" in replay_inference.replay_inference_seeds()
     finally:
         common.load.cache_clear()
+
+
+def test_the_services_part_of_reactives_unmet_is_read_off_where_every_point_has_it(bench):
+    """Reactive's points with the services' part of each tier's unmet (inf_unmet_gpu_min): the part is read off at
+    the gated run's service GPU-hours as the whole is (normal 10 -> 30 between 100 and 300 GPU-min: 20 at 200);
+    a JSON of before the split (a point without it) gives no part rather than a wrong one."""
+    reactive, perfect = _row(100, 1000, 10, 100, 1000, 10), _row(100, 200, 0, 0, 0, 0)
+    for t, u in (("high", 1), ("normal", 10), ("low", 0)):
+        reactive["tiers"][t]["inf_unmet_gpu_min"] = u
+    head = {"service_gpu_min": 300, "high_inf_throttled": 600, "utilization": 0.8, "preemptions": 30,
+            "unmet_gpu_min": {"high": 30, "normal": 300, "low": 3000},
+            "inf_unmet_gpu_min": {"high": 3, "normal": 30, "low": 0}}
+    case = {"runs": {"reactive": reactive, "perfect": perfect}, "reactive_headrooms": {"0.5": head}}
+    got = bench.versus_reactive(EACH_FLIPS, perfect, reactive, bench.reactive_points(case))
+    assert got["reactive_services_unmet_gpu_min_at_predictive_gpu"] == {"normal": 20.0, "low": 0.0}
+    assert got["reactive_unmet_gpu_min_at_predictive_gpu"] == {"normal": 200.0, "low": 2000.0}
+    del head["inf_unmet_gpu_min"]
+    got = bench.versus_reactive(EACH_FLIPS, perfect, reactive, bench.reactive_points(case))
+    assert "reactive_services_unmet_gpu_min_at_predictive_gpu" not in got
