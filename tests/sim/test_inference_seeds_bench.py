@@ -107,3 +107,28 @@ def test_the_services_part_of_reactives_unmet_is_read_off_where_every_point_has_
     del head["inf_unmet_gpu_min"]
     got = bench.versus_reactive(EACH_FLIPS, perfect, reactive, bench.reactive_points(case))
     assert "reactive_services_unmet_gpu_min_at_predictive_gpu" not in got
+
+
+def test_the_noise_paragraph_sets_each_miss_against_the_spread_from_run_to_run_and_within_a_draw(bench):
+    """Two draws at two cold starts each, reactive read off at 200 GPU-min (normal 200, low 2,000, the same at
+    both cold starts). The gated runs' normal unmet: +10%, -10% (seed 7), -20%, 0% (seed 8): mean -5.0%, sd 12.9
+    pt, one run above; within a draw sd 14.1 pt pooled (2 degrees of freedom), so the one miss, +20 GPU-min, is
+    0.7 of it, while the low tier is 200 GPU-min below in that run. Low: -10%, -10%, 0%, -20%, never above (0%
+    is no miss), within a draw sd 10.0 pt (variances 0 and 0.02 pooled)."""
+    from bench.render.replay_inference_noise import seeds_noise
+
+    runs = []
+    for seed, cold, normal, low in ((7, 3.0, 220, 1800), (7, 5.0, 180, 1800), (8, 3.0, 160, 2000),
+                                    (8, 5.0, 200, 1600)):
+        r = _run(bench, _row(200, 500, 20, normal, low, 20), seed)
+        r["cold_start_min"] = cold
+        runs.append(r)
+    text = seeds_noise({"runs": runs})
+    assert "over the 4 runs" in text
+    assert "normal -5.0% (sd 12.9 pt, above 0 in 1); low -10.0% (sd 8.2 pt, above 0 in 0)" in text
+    assert "Reactive's batch unmet is the same at every cold start of a draw" in text
+    assert "pooled sd of 14.1 pt (normal, 2 degrees of freedom) and 10.0 pt (low, 2 degrees of freedom)" in text
+    assert ("The misses: seed 7 at 3 min, normal +20 GPU-min (+10.0%, 0.7 within-draw sd; low -200 in the same "
+            "run).") in text
+    assert "The read-off" not in text       # two reactive points a draw: no inner point to set against a line
+    assert seeds_noise({"runs": runs[:1]}) == ""
