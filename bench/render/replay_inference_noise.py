@@ -108,11 +108,19 @@ def seeds_noise(d: dict) -> str:
     name = {"normal": "normal", "low": "low", None: "normal + low"}
     spread = "; ".join(f"{name[t]} {_signed(statistics.mean(v))} (sd {100 * statistics.stdev(v):.1f} pt, above 0 "
                        f"in {sum(x > 0 for x in v)})" for t, v in rel.items())
+    # how many runs above 0 a normal spread with each tier's mean and sd gives: what the per-run check can expect
+    expect = {t: len(v) * 0.5 * (1 + math.erf(statistics.mean(v) / (statistics.stdev(v) * math.sqrt(2))))
+              for t, v in rel.items() if statistics.stdev(v) > 0}
     within = {t: _within_draw_sd(runs, t) for t in BATCH}
     same = _reactive_same_each_cold_start(runs)
     parts = [f"**How far the misses are from noise.** Each batch tier's unmet relative to reactive's read-off, over "
              f"the {len(rel[None])} runs (mean, its standard deviation from run to run, and the runs above "
              f"reactive's): {spread}."]
+    if len(expect) == len(rel):
+        parts.append("A normal spread with those means and sds puts "
+                     + ", ".join(f"{expect[t]:.1f}" for t in rel) + f" of {len(rel[None])} runs above 0 ("
+                     + ", ".join(name[t] for t in rel)
+                     + "): the misses a per-run check should expect of a mean gain of that size and spread.")
     if all(w is not None for w in within.values()):
         parts.append(
             ("Reactive's batch unmet is the same at every cold start of a draw (its replicas serve later, they take "

@@ -126,6 +126,9 @@ def test_the_noise_paragraph_sets_each_miss_against_the_spread_from_run_to_run_a
     text = seeds_noise({"runs": runs})
     assert "over the 4 runs" in text
     assert "normal -5.0% (sd 12.9 pt, above 0 in 1); low -10.0% (sd 8.2 pt, above 0 in 0)" in text
+    # 4 x Phi(mean / sd): normal 4 x Phi(-0.387) = 1.4, low 4 x Phi(-1.225) = 0.4, together (-8.2%, -10%, -1.8%,
+    # -18.2%) 4 x Phi(-1.45) = 0.3
+    assert "puts 1.4, 0.4, 0.3 of 4 runs above 0 (normal, low, normal + low)" in text
     assert "Reactive's batch unmet is the same at every cold start of a draw" in text
     assert "pooled sd of 14.1 pt (normal, 2 degrees of freedom) and 10.0 pt (low, 2 degrees of freedom)" in text
     assert ("The misses: seed 7 at 3 min, normal +20 GPU-min (+10.0%, 0.7 within-draw sd; low -200 in the same "
