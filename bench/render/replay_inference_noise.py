@@ -99,6 +99,23 @@ def _where(r: dict, t: str) -> str:
             if mine or svc[t] else "")
 
 
+def _normal_split(runs: list[dict]) -> tuple[int, int, int] | None:
+    """Over the runs with the services' split: how many, in how many the normal tier's batch jobs' unmet is above
+    reactive's read-off, and in how many its services' is below (None: no run has the split)."""
+    k = above = below = 0
+    for r in runs:
+        g = _gated(r)
+        svc = (g.get("reactive_services_unmet_gpu_min_at_predictive_gpu") or {}).get("normal")
+        whole = (g.get("reactive_unmet_gpu_min_at_predictive_gpu") or {}).get("normal")
+        mine = g["tiers"]["normal"].get("inf_unmet_gpu_min")
+        if svc is None or whole is None or mine is None:
+            continue
+        k += 1
+        above += g["tiers"]["normal"]["unmet_gpu_min"] - mine > whole - svc
+        below += mine < svc
+    return (k, above, below) if k else None
+
+
 def seeds_noise(d: dict) -> str:
     """The block's paragraph (empty with fewer than two readable runs)."""
     runs = d["runs"]
@@ -145,6 +162,12 @@ def seeds_noise(d: dict) -> str:
                 + f"{_where(r, t)}; {other} {d_other:+,.0f} in the same run)")
     if misses:
         parts.append("The misses: " + "; ".join(misses) + ".")
+    split = _normal_split(runs)
+    if split is not None:
+        k, above, below = split
+        parts.append(f"Split, the normal tier's batch jobs' unmet is above reactive's in {above} of {k} runs, its "
+                     f"services' below reactive's in {below} of {k}: where the normal tier's batch jobs pay for the "
+                     "services' replicas ahead, its services' gain can hide it from the tier's check.")
     err = {t: _read_off_error(runs, t) for t in BATCH}
     if all(e is not None for e in err.values()):
         parts.append("The read-off: reactive's own points depart from the straight line through the points either "

@@ -135,3 +135,31 @@ def test_the_noise_paragraph_sets_each_miss_against_the_spread_from_run_to_run_a
             "run).") in text
     assert "The read-off" not in text       # two reactive points a draw: no inner point to set against a line
     assert seeds_noise({"runs": runs[:1]}) == ""
+
+
+def test_with_the_services_split_a_normal_miss_says_whose_unmet_it_is(bench):
+    """Reactive's normal unmet 100 (40 of it its services') at 100 GPU-min and 300 (60) at 300: read off at 200,
+    200 of which 50 the services' and 150 the batch jobs'. A gated run at 220 (20 its services'): its batch jobs
+    200 vs 150, its services 20 vs 50, so the tier's miss is its batch jobs'. A second at 180 (40): batch 140,
+    services 40. Counted: batch above reactive's in 1 of 2, services below in 2 of 2."""
+    from bench.render.replay_inference_noise import seeds_noise
+
+    runs = []
+    for seed, normal, svc in ((7, 220, 20), (8, 180, 40)):
+        reactive, perfect = _row(100, 1000, 10, 100, 1000, 10), _row(100, 200, 0, 0, 0, 0)
+        for t, u in (("high", 0), ("normal", 40), ("low", 0)):
+            reactive["tiers"][t]["inf_unmet_gpu_min"] = u
+        head = {"service_gpu_min": 300, "high_inf_throttled": 600, "utilization": 0.8, "preemptions": 30,
+                "unmet_gpu_min": {"high": 30, "normal": 300, "low": 3000},
+                "inf_unmet_gpu_min": {"high": 0, "normal": 60, "low": 0}}
+        case = {"runs": {"reactive": reactive, "perfect": perfect}, "reactive_headrooms": {"0.5": head}}
+        gated = _row(200, 500, 20, normal, 1900, 20)
+        for t, u in (("high", 0), ("normal", svc), ("low", 0)):
+            gated["tiers"][t]["inf_unmet_gpu_min"] = u
+        gated.update(bench.versus_reactive(gated, perfect, reactive, bench.reactive_points(case)))
+        runs.append({"seed": seed, "cold_start_min": 3.0, **case, "predictive_product_gated": gated})
+    text = seeds_noise({"runs": runs})
+    assert ("seed 7 at 3 min, normal +20 GPU-min (+10.0%; its batch jobs' 200 vs 150, its services' 20 vs 50; "
+            "low -100 in the same run)") in text
+    assert ("the normal tier's batch jobs' unmet is above reactive's in 1 of 2 runs, its services' below "
+            "reactive's in 2 of 2") in text
