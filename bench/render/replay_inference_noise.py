@@ -165,9 +165,9 @@ def seeds_noise(d: dict) -> str:
     split = _normal_split(runs)
     if split is not None:
         k, above, below = split
-        parts.append(f"Split, the normal tier's batch jobs' unmet is above reactive's in {above} of {k} runs, its "
-                     f"services' below reactive's in {below} of {k}: where the normal tier's batch jobs pay for the "
-                     "services' replicas ahead, its services' gain can hide it from the tier's check.")
+        parts.append(f"Taken apart, the normal tier's batch jobs' unmet is above reactive's in {above} of {k} runs "
+                     f"and its services' below reactive's in {below} of {k}: where the normal tier's batch jobs pay "
+                     "for the services' replicas ahead, its services' gain can hide it from the tier's check.")
     err = {t: _read_off_error(runs, t) for t in BATCH}
     if all(e is not None for e in err.values()):
         parts.append("The read-off: reactive's own points depart from the straight line through the points either "

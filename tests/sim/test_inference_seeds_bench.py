@@ -161,5 +161,5 @@ def test_with_the_services_split_a_normal_miss_says_whose_unmet_it_is(bench):
     text = seeds_noise({"runs": runs})
     assert ("seed 7 at 3 min, normal +20 GPU-min (+10.0%; its batch jobs' 200 vs 150, its services' 20 vs 50; "
             "low -100 in the same run)") in text
-    assert ("the normal tier's batch jobs' unmet is above reactive's in 1 of 2 runs, its services' below "
+    assert ("the normal tier's batch jobs' unmet is above reactive's in 1 of 2 runs and its services' below "
             "reactive's in 2 of 2") in text
