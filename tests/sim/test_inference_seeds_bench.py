@@ -90,17 +90,25 @@ def test_the_seeds_block_reads_reactive_off_and_computes_its_verdicts_from_the_j
         common.load.cache_clear()
 
 
+def _split_case(at_100: tuple[int, int, int], at_300: tuple[int, int, int]) -> dict:
+    """`_run`'s reactive case (100 and 300 GPU-min) with the services' part of each tier's unmet (high, normal,
+    low) at each point, as the seeds bench keeps it since the split."""
+    reactive, perfect = _row(100, 1000, 10, 100, 1000, 10), _row(100, 200, 0, 0, 0, 0)
+    for t, u in zip(("high", "normal", "low"), at_100):
+        reactive["tiers"][t]["inf_unmet_gpu_min"] = u
+    head = {"service_gpu_min": 300, "high_inf_throttled": 600, "utilization": 0.8, "preemptions": 30,
+            "unmet_gpu_min": {"high": 30, "normal": 300, "low": 3000},
+            "inf_unmet_gpu_min": dict(zip(("high", "normal", "low"), at_300))}
+    return {"runs": {"reactive": reactive, "perfect": perfect}, "reactive_headrooms": {"0.5": head}}
+
+
 def test_the_services_part_of_reactives_unmet_is_read_off_where_every_point_has_it(bench):
     """Reactive's points with the services' part of each tier's unmet (inf_unmet_gpu_min): the part is read off at
     the gated run's service GPU-hours as the whole is (normal 10 -> 30 between 100 and 300 GPU-min: 20 at 200);
     a JSON of before the split (a point without it) gives no part rather than a wrong one."""
-    reactive, perfect = _row(100, 1000, 10, 100, 1000, 10), _row(100, 200, 0, 0, 0, 0)
-    for t, u in (("high", 1), ("normal", 10), ("low", 0)):
-        reactive["tiers"][t]["inf_unmet_gpu_min"] = u
-    head = {"service_gpu_min": 300, "high_inf_throttled": 600, "utilization": 0.8, "preemptions": 30,
-            "unmet_gpu_min": {"high": 30, "normal": 300, "low": 3000},
-            "inf_unmet_gpu_min": {"high": 3, "normal": 30, "low": 0}}
-    case = {"runs": {"reactive": reactive, "perfect": perfect}, "reactive_headrooms": {"0.5": head}}
+    case = _split_case((1, 10, 0), (3, 30, 0))
+    reactive, perfect = case["runs"]["reactive"], case["runs"]["perfect"]
+    head = case["reactive_headrooms"]["0.5"]
     got = bench.versus_reactive(EACH_FLIPS, perfect, reactive, bench.reactive_points(case))
     assert got["reactive_services_unmet_gpu_min_at_predictive_gpu"] == {"normal": 20.0, "low": 0.0}
     assert got["reactive_unmet_gpu_min_at_predictive_gpu"] == {"normal": 200.0, "low": 2000.0}
@@ -146,13 +154,8 @@ def test_with_the_services_split_a_normal_miss_says_whose_unmet_it_is(bench):
 
     runs = []
     for seed, normal, svc in ((7, 220, 20), (8, 180, 40)):
-        reactive, perfect = _row(100, 1000, 10, 100, 1000, 10), _row(100, 200, 0, 0, 0, 0)
-        for t, u in (("high", 0), ("normal", 40), ("low", 0)):
-            reactive["tiers"][t]["inf_unmet_gpu_min"] = u
-        head = {"service_gpu_min": 300, "high_inf_throttled": 600, "utilization": 0.8, "preemptions": 30,
-                "unmet_gpu_min": {"high": 30, "normal": 300, "low": 3000},
-                "inf_unmet_gpu_min": {"high": 0, "normal": 60, "low": 0}}
-        case = {"runs": {"reactive": reactive, "perfect": perfect}, "reactive_headrooms": {"0.5": head}}
+        case = _split_case((0, 40, 0), (0, 60, 0))
+        reactive, perfect = case["runs"]["reactive"], case["runs"]["perfect"]
         gated = _row(200, 500, 20, normal, 1900, 20)
         for t, u in (("high", 0), ("normal", svc), ("low", 0)):
             gated["tiers"][t]["inf_unmet_gpu_min"] = u
