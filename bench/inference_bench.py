@@ -168,7 +168,8 @@ def run_row(m) -> dict:
     s = m.summary()
     return {"utilization": s["utilization"], "preemptions": s["preemptions"],
             "tiers": {t: {k: s["tiers"][t][k] for k in ("inf_requests", "inf_served", "inf_throttled", "inf_late",
-                                                         "inf_gpu_min", "demand_gpu_min", "unmet_gpu_min")}
+                                                         "inf_gpu_min", "inf_unmet_gpu_min", "demand_gpu_min",
+                                                         "unmet_gpu_min")}
                       for t in TIERS}}
 
 
@@ -186,10 +187,15 @@ def versus_reactive(pred: dict, perfect: dict, reactive: dict, points: list[dict
     eq = at_equal_gpu([(p["service_gpu_min"], p["high_inf_throttled"]) for p in points], gpu)
     unmet = {t: at_equal_gpu([(p["service_gpu_min"], p["unmet_gpu_min"][t]) for p in points], gpu)
              for t in BATCH_TIERS}
+    # the services' part of it, where every point has it (the rest is the tier's batch jobs'): whether a tier's
+    # unmet above reactive's is its batch's or its services'
+    svc = None if any("inf_unmet_gpu_min" not in p for p in points) else {
+        t: at_equal_gpu([(p["service_gpu_min"], p["inf_unmet_gpu_min"][t]) for p in points], gpu) for t in BATCH_TIERS}
     return {"high_throttled_gap_closed": gap_closed(thr["r"], thr["p"], thr["o"]),
             "reactive_high_throttled_at_predictive_gpu": eq,
             "high_throttled_gap_closed_equal_gpu": None if eq is None else gap_closed(eq, thr["p"], thr["o"]),
             "reactive_unmet_gpu_min_at_predictive_gpu": unmet,
+            **({"reactive_services_unmet_gpu_min_at_predictive_gpu": svc} if svc is not None else {}),
             "batch_unmet_no_higher_equal_gpu": None if any(v is None for v in unmet.values()) else all(
                 pred["tiers"][t]["unmet_gpu_min"] <= unmet[t] for t in BATCH_TIERS)}
 
@@ -199,9 +205,11 @@ def reactive_points(case: dict) -> list[dict]:
     of REACTIVE_HEADROOMS, from a case's ``runs.reactive`` and ``reactive_headrooms``: the points `versus_reactive`
     reads off between."""
     reactive = case["runs"]["reactive"]
-    return [{"service_gpu_min": service_gpu_min(reactive), "high_inf_throttled": reactive["tiers"]["high"][
-        "inf_throttled"], "unmet_gpu_min": {t: reactive["tiers"][t]["unmet_gpu_min"] for t in TIERS}},
-        *case["reactive_headrooms"].values()]
+    own = {"service_gpu_min": service_gpu_min(reactive), "high_inf_throttled": reactive["tiers"]["high"][
+        "inf_throttled"], "unmet_gpu_min": {t: reactive["tiers"][t]["unmet_gpu_min"] for t in TIERS}}
+    if all("inf_unmet_gpu_min" in reactive["tiers"][t] for t in TIERS):
+        own["inf_unmet_gpu_min"] = {t: reactive["tiers"][t]["inf_unmet_gpu_min"] for t in TIERS}
+    return [own, *case["reactive_headrooms"].values()]
 
 
 def gated_product_row(w, cfg: Config, q: float) -> dict:
@@ -285,7 +293,9 @@ def seed_run(seed: int, cold_min: float, days: float, history_days: float, data:
         case["reactive_headrooms"][f"{h:g}"] = {"service_gpu_min": service_gpu_min(r),
                                                "high_inf_throttled": r["tiers"]["high"]["inf_throttled"],
                                                "utilization": r["utilization"], "preemptions": r["preemptions"],
-                                               "unmet_gpu_min": {t: r["tiers"][t]["unmet_gpu_min"] for t in TIERS}}
+                                               "unmet_gpu_min": {t: r["tiers"][t]["unmet_gpu_min"] for t in TIERS},
+                                               "inf_unmet_gpu_min": {t: r["tiers"][t]["inf_unmet_gpu_min"]
+                                                                     for t in TIERS}}
     row = gated_product_row(w, cfg, q)
     row.update(versus_reactive(row, case["runs"]["perfect"], case["runs"]["reactive"], reactive_points(case)))
     return {"seed": seed, "cold_start_min": cold_min, "capacity_gpus": w.capacity, "steps": steps, **case,

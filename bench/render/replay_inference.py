@@ -14,6 +14,7 @@ from bench.render.common import (
     table,
     verdict,
 )
+from bench.render.replay_inference_noise import seeds_noise
 
 
 @block("replay-inference")
@@ -390,5 +391,8 @@ def _seeds_table(name: str) -> str:
            f"with the skill gate on meets the gap target (>= {pct(tg['gap_closed_min'], 0)} at equal GPU-hours) on "
            f"{count['gap']} of {total} runs, each batch tier's unmet no higher than reactive's on {count['each']} of "
            f"{total}, normal + low together no higher on {count['together']} of {total}, and all three on {every} "
-           f"of {total}{complete}.", "", source([name], d)]
+           f"of {total}{complete}."]
+    noise = seeds_noise(d)
+    out += ["", noise] if noise else []
+    out += ["", source([name], d)]
     return "\n".join(out)

@@ -58,6 +58,9 @@ class Meter:
     # GPU-steps the services' replicas ran (cold ones included): what their requests cost, to compare strategies at
     # equal GPU-hours
     inf_gpu: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
+    # GPU-steps of the services' need their running replicas did not cover: the part of each tier's unmet that is
+    # the services' (the rest is its batch jobs'), so a tier's unmet can be read as the batch's and the services'
+    inf_unmet: dict[str, float] = field(default_factory=lambda: {t: 0.0 for t in TIERS})
     step_min: float = 1.0
     wall_s: float = 0.0
     cpu_s: float = 0.0                                         # CPU of its process meanwhile (forecast thread too)
@@ -120,7 +123,8 @@ class Meter:
             "throttled_share": self.throttled[t] / self.requests[t] if self.requests[t] else 0.0,
             **({"inf_requests": self.inf_requests[t], "inf_served": self.inf_served[t],
                 "inf_throttled": self.inf_throttled[t], "inf_late": self.inf_late[t],
-                "inf_gpu_min": float(self.inf_gpu[t] * m)} if self.inference else {}),
+                "inf_gpu_min": float(self.inf_gpu[t] * m), "inf_unmet_gpu_min": float(self.inf_unmet[t] * m)}
+               if self.inference else {}),
         }
 
     def summary(self) -> dict:

@@ -215,6 +215,8 @@ def run_strategy(name: str, w: Workload, cfg: Config, bank: ForecastBank | None 
                 res.wanted[t].append(float(stats.wanted[m].sum()))
                 res.served[t].append(float(served[m].sum()))
                 res.unmet[t].append(float(unmet[m].sum()))
+                if inf is not None:   # the services' part of the tier's unmet (the rest is its batch jobs')
+                    res.inf_unmet[t] += float(unmet[m & ~batch].sum())
                 if stats.started.size:
                     res.waits[t].append(stats.started[stats.started[:, 2] == PRIORITY[t], 0])
         state = c.state(tenants, tiers, w.demand.index[k], step_s)

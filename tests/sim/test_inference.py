@@ -145,3 +145,20 @@ def test_need_is_the_previous_steps_rate_in_whole_replicas():
     # 10 x 1.1 / 10 = 1.1 -> 2 replicas = 4 GPUs; 31 x 1.1 / 10 = 3.41 -> 4 replicas = 8 GPUs; a gap stays a gap
     assert need["svc"].iloc[:3].tolist() == [4.0, 4.0, 4.0] and need["svc"].iloc[3] == 8.0
     assert np.isnan(need_frame(rates.shift(1), {"svc": InferenceSpec(1, 1.0, 0.0)})["svc"].iloc[1])
+
+
+def test_a_tiers_unmet_is_split_into_its_services_and_its_batch_jobs():
+    """A 4-GPU cluster full of a normal batch tenant's four 1-GPU jobs from the first step; a normal service
+    needs 2 replicas from step 13 (20 req/s from step 12, seen a step late, replicas of 10 req/s) and a low batch
+    tenant 1 GPU from the first step. Nothing is ever preempted for them (neither is protected; 30 measured
+    steps are short of aging), so over steps 10..39 the service's need is unmet 2 x 27 GPU-min and the low
+    job's 30: the normal tier's unmet is all its service's (inf_unmet_gpu_min), the low tier's all its batch's."""
+    rates = _step_rise(40, 12, 20.0)
+    spec = {"svc": InferenceSpec(1, 10.0, 180.0, headroom=0.0)}
+    demand = need_frame(rates, spec).assign(batch=4.0, low=1.0)
+    w = Workload("split-test", demand, ("normal", "normal", "low"), np.array([1, 1, 1]), 4, 10, inference=spec,
+                 rates=rates)
+    t = run_strategy("reactive", w, Config(), steps=30).summary()["tiers"]
+    assert (t["normal"]["unmet_gpu_min"], t["normal"]["inf_unmet_gpu_min"]) == (54.0, 54.0)
+    assert (t["low"]["unmet_gpu_min"], t["low"]["inf_unmet_gpu_min"]) == (30.0, 0.0)
+    assert t["high"]["inf_unmet_gpu_min"] == 0.0
