@@ -106,6 +106,12 @@ class KubernetesActuatorConfig(_Strict):
                                          "admission policies read (deploy/kubernetes/admission/, whose bindings name "
                                          "gpu-autoscaler): the daemon writes each tenant namespace's tier and the node "
                                          "holds its pods may tolerate. Unset: not written")
+    jobset_controller: str = Field("system:serviceaccount:jobset-system:jobset-controller-manager", min_length=1,
+                                   description="the user the JobSet controller's requests come as (its "
+                                   "ServiceAccount's): written in the AdmissionParams object beside Kueue, so the "
+                                   "queue-name rule admits the child Jobs it makes for a JobSet (the JobSet carries "
+                                   "the queue name, they do not); a tenant's own Job claiming a JobSet owner is "
+                                   "still refused")
     scheduler_names: list[str] = Field(["default-scheduler"], min_length=1,
                                        description="the schedulers that place pods in this cluster (their "
                                        "spec.schedulerName: kube-scheduler's profiles, a second scheduler): a tenant's "

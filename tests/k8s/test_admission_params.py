@@ -17,6 +17,7 @@ from daemon.policy.types import Plan, PolicyMemory
 pytestmark = pytest.mark.xdist_group("k8s")
 
 HOLD = "gpu-autoscaler.io/hold"
+JOBSET = KubernetesActuatorConfig().jobset_controller  # the JobSet controller's user: its child Jobs need no queue
 TENANTS = [TenantConfig(name="serving", tier="high"), TenantConfig(name="web", tier="normal", k8s_namespace="shared"),
            TenantConfig(name="Team_X", tier="low", k8s_namespace="shared"), TenantConfig(name="batch", tier="low"),
            TenantConfig(name="sys", tier="high", k8s_namespace="kube-system")]
@@ -29,15 +30,16 @@ def _plan() -> Plan:
 
 
 def test_each_tenant_namespace_gets_its_tier_and_the_holds_its_pods_may_tolerate():
-    spec = params_spec(TENANTS, tenant_namespaces(TENANTS), "nvidia.com/gpu", HOLD)
-    assert spec == {"gpuResource": "nvidia.com/gpu", "kueue": True, "holdKey": HOLD, "namespaces": {
+    spec = params_spec(TENANTS, tenant_namespaces(TENANTS), "nvidia.com/gpu", HOLD, JOBSET)
+    assert spec == {"gpuResource": "nvidia.com/gpu", "kueue": True, "holdKey": HOLD, "jobsetController": JOBSET,
+                    "namespaces": {
         "serving": {"tier": "high", "holds": sorted(["serving", POOL_VALUE])},  # the pool is the high tier's
         # two tenants in one namespace: the higher tier, both holds (a hashed name's value, as node_holds writes it)
         "shared": {"tier": "normal", "holds": sorted(["web", name_part("Team_X")])},
         "batch": {"tier": "low", "holds": ["batch"]}}}  # never a kube-* namespace
     assert name_part("Team_X") != "Team_X"
     # plain namespaces (no Kueue): no holds, and GPU pods need no queue name
-    plain = params_spec(TENANTS, tenant_namespaces(TENANTS), "example.com/gpu", None)
+    plain = params_spec(TENANTS, tenant_namespaces(TENANTS), "example.com/gpu", None, JOBSET)
     assert plain == {"gpuResource": "example.com/gpu", "kueue": False,
                      "namespaces": {"serving": {"tier": "high"}, "shared": {"tier": "normal"},
                                     "batch": {"tier": "low"}}}
@@ -69,7 +71,7 @@ class Refuse(FenceGuard):
 def test_the_daemon_keeps_its_admission_params_on_the_apiserver(kube, admission_crd):
     custom = k8s.CustomObjectsApi(kube.api())
     name = "gpuas-params-test"
-    want = params_spec(TENANTS, tenant_namespaces(TENANTS), "nvidia.com/gpu", HOLD)
+    want = params_spec(TENANTS, tenant_namespaces(TENANTS), "nvidia.com/gpu", HOLD, JOBSET)
     try:
         # a replica that lost its fence writes nothing (and says why); a dry run says what it would write
         standby = _actuator(kube, name)

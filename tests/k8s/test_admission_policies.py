@@ -29,6 +29,7 @@ from daemon.actuators.k8s.objects import POOL_VALUE, name_part, priority_class_n
 from daemon.config import KubernetesActuatorConfig, KueueActuatorConfig, TenantConfig
 from daemon.policy.types import Plan, PolicyMemory
 from tests.conftest import REPO
+from tests.k8s.test_kueue_jobset import JS, _child_job, _jobset
 from tests.support.k8s_cluster import gpu_pod
 from tests.support.services import wait_for
 
@@ -140,20 +141,23 @@ class Admission:
             "spec": {"clusterQueue": cq}})
 
     # ---- asking the apiserver ----------------------------------------------------------------------------------
-    def refusal(self, body: dict) -> str | None:
-        """Create `body` (a Pod, a Job, a DaemonSet or a Kueue Workload) with dryRun=All: None when admitted, else the
-        message of a policy's refusal. Any other error fails the test."""
+    def refusal(self, body: dict, api: k8s.ApiClient | None = None) -> str | None:
+        """Create `body` (a Pod, a Job, a DaemonSet, a Kueue Workload or a JobSet) with dryRun=All: None when admitted,
+        else the message of a policy's refusal. Any other error fails the test. `api`: sent by another user than the
+        admin."""
         ns = body["metadata"]["namespace"]
+        api = api or self.kube.api()
         try:
             if body["kind"] == "Pod":
-                self.core.create_namespaced_pod(ns, body, dry_run="All")
-            elif body["kind"] == "Workload":
-                k8s.CustomObjectsApi(self.kube.api()).create_namespaced_custom_object(
-                    "kueue.x-k8s.io", "v1beta2", ns, "workloads", body, dry_run="All")
+                k8s.CoreV1Api(api).create_namespaced_pod(ns, body, dry_run="All")
+            elif body["kind"] in ("Workload", "JobSet"):
+                group = ("kueue.x-k8s.io", "v1beta2", ns, "workloads") if body["kind"] == "Workload" else (
+                    "jobset.x-k8s.io", "v1alpha2", ns, "jobsets")
+                k8s.CustomObjectsApi(api).create_namespaced_custom_object(*group, body, dry_run="All")
             elif body["kind"] == "DaemonSet":
-                self.apps.create_namespaced_daemon_set(ns, body, dry_run="All")
+                k8s.AppsV1Api(api).create_namespaced_daemon_set(ns, body, dry_run="All")
             else:
-                self.batch.create_namespaced_job(ns, body, dry_run="All")
+                k8s.BatchV1Api(api).create_namespaced_job(ns, body, dry_run="All")
         except ApiException as exc:
             msg = json.loads(exc.body)["message"]
             if exc.status == 403 and "ValidatingAdmissionPolicy" in msg:
@@ -161,13 +165,13 @@ class Admission:
             raise
         return None
 
-    def refused(self, body: dict, rule: str) -> str:
+    def refused(self, body: dict, rule: str, api: k8s.ApiClient | None = None) -> str:
         """Wait until `body` is refused by the policy `rule` (a new policy, binding or parameter takes effect once
         the apiserver's informers have it); its message."""
         got: list[str] = []
 
         def check() -> bool:
-            msg = self.refusal(body)
+            msg = self.refusal(body, api)
             if msg:
                 got.append(msg)
             return bool(msg)
@@ -309,6 +313,77 @@ def test_a_gpu_pod_in_a_tenant_namespace_must_carry_a_kueue_queue_name(admission
     wait_for(lambda: adm.core.list_namespaced_pod(low, label_selector="job-name=train").items, timeout=120,
              what="the Job controller's pod")
     assert not any("gpu-autoscaler" in m for m in job_events(adm, low, "train"))
+
+
+JOBSET_CONTROLLER = KubernetesActuatorConfig().jobset_controller
+
+
+def as_user(adm: Admission, ns: str, *users: str) -> list[k8s.ApiClient]:
+    """A client of the admin's that impersonates each user (Impersonate-User), with a Role in `ns` letting them create
+    Jobs and JobSets, as the JobSet controller's ClusterRole and a tenant's rights do."""
+    rbac = k8s.RbacAuthorizationV1Api(adm.kube.api())
+    rbac.create_namespaced_role(ns, {"metadata": {"name": "makes-jobs"}, "rules": [
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create"]},
+        {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create"]}]})
+    subjects = [{"kind": "ServiceAccount", "name": u.split(":")[3], "namespace": u.split(":")[2]}
+                if u.startswith("system:serviceaccount:") else
+                {"kind": "User", "name": u, "apiGroup": "rbac.authorization.k8s.io"} for u in users]
+    rbac.create_namespaced_role_binding(ns, {"metadata": {"name": "makes-jobs"}, "subjects": subjects, "roleRef": {
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "makes-jobs"}})
+    clients = []
+    for u in users:
+        client = adm.kube.api(adm.kube.admin_kubeconfig)  # a client of its own
+        client.set_default_header("Impersonate-User", u)
+        clients.append(client)
+    return clients
+
+
+def test_a_jobset_queued_on_itself_runs_its_child_jobs_made_by_the_jobset_controller(admission, kueue):
+    """Kueue's docs put the queue name on the JobSet, and the JobSet controller copies only its replicated jobs'
+    template labels onto the child Jobs it makes: the rule refused every one of them (a GPU Job without a queue
+    name), so a JobSet queued as Kueue says never started. A child Job is admitted when the JobSet controller's user
+    sends it (actuators.kubernetes.jobset_controller, in the daemon's params): the JobSet was checked."""
+    adm = admission
+    low = adm.ns["team-low"]
+    controller, = as_user(adm, low, JOBSET_CONTROLLER)
+    try:
+        adm.refused(job(low, "bare"), "queue-name")  # the rule is in force
+        js = _jobset(low, "train", "gpuas")
+        assert adm.refusal(js) is None
+        # created for real (Kueue suspends it and makes its Workload): its child Job names its real UID
+        made = k8s.CustomObjectsApi(adm.kube.api()).create_namespaced_custom_object(*JS, low, "jobsets", js)
+        workers = made["spec"]["replicatedJobs"][1]
+        child = _child_job(made, workers, 0)
+        assert QUEUE not in child["metadata"]["labels"] and adm.refusal(child, controller) is None
+    finally:
+        controller.close()
+
+
+def test_a_gpu_jobset_needs_the_queue_name_and_a_tenant_cannot_claim_a_jobset_owner(admission, kueue):
+    """A GPU JobSet without the queue name is refused like a Job (before, JobSets were not judged: it ran past
+    Kueue once the JobSet controller's Jobs were exempt). A tenant's own Job naming a JobSet as its controller, with
+    no queue name, is still refused: an ownerReference is the tenant's to write, the request's user is not."""
+    adm = admission
+    low = adm.ns["team-low"]
+    tenant, controller = as_user(adm, low, "alice", JOBSET_CONTROLLER)
+    try:
+        bare = _jobset(low, "bypass", "gpuas")
+        del bare["metadata"]["labels"][QUEUE]
+        msg = adm.refused(bare, "queue-name", tenant)
+        assert f"a JobSet asking for nvidia.com/gpu or MIG instances in tenant namespace {low}" in msg, msg
+        cpu = [r for r in bare["spec"]["replicatedJobs"] if r["name"] == "launcher"]
+        bare["spec"]["replicatedJobs"] = cpu
+        assert adm.refusal(bare, tenant) is None  # a CPU JobSet needs none
+        # the tenant's own CPU JobSet, created for real, and a GPU Job of its own naming it as controller (Kueue's
+        # Job webhook refuses an owner that does not exist), as the JobSet controller's child would look
+        made = k8s.CustomObjectsApi(tenant).create_namespaced_custom_object(*JS, low, "jobsets", bare)
+        child = _child_job(made, _jobset(low, "x", "gpuas")["spec"]["replicatedJobs"][1], 0)
+        adm.refused(child, "queue-name", tenant)
+        # the controller's user alone is not enough either: a Job of no JobSet needs its queue name
+        adm.refused(job(low, "no-owner"), "queue-name", controller)
+    finally:
+        tenant.close()
+        controller.close()
 
 
 def daemonset(ns: str, name: str, gpus: int) -> dict:

@@ -172,7 +172,8 @@ class KubernetesActuator(FencedApply):
         self.guard: FenceGuard = NO_FENCE
         # the admission policies' parameters (deploy/kubernetes/admission/), when the config names their object
         self.admission = (AdmissionParams(api_client, cfg.admission_params,
-                                          params_spec(tenants, self.ns_of, cfg.gpu_resource, hold_label), dry_run)
+                                          params_spec(tenants, self.ns_of, cfg.gpu_resource, hold_label,
+                                                      cfg.jobset_controller), dry_run)
                           if cfg.admission_params else None)
 
     @staticmethod

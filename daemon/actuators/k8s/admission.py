@@ -16,7 +16,10 @@ change with its config.
   their tiers, as their pods cannot be told apart) and ``holds``: the hold values its pods may tolerate (its
   tenants' ``name_part``; for a high-tier tenant also the pool's value, as the high tier's pooled hold is theirs);
 - ``gpuResource``: ``actuators.kubernetes.gpu_resource``;
-- ``kueue``: true beside Kueue (node holds on), with ``holdKey``: the hold label, which is the taint key too.
+- ``kueue``: true beside Kueue (node holds on), with ``holdKey``: the hold label, which is the taint key too, and
+  ``jobsetController``: the JobSet controller's user (``actuators.kubernetes.jobset_controller``), whose child Jobs
+  of a JobSet need no queue name of their own (the JobSet carries it; a user is what a tenant cannot forge, an
+  ownerReference it can).
 
 Written when it differs from what the API shows (one read a cycle, so a deleted or edited object is put back); each
 write is checked against the fence right before it is sent. An object of that name without our managed-by label is
@@ -40,7 +43,7 @@ RANK = {"low": 0, "normal": 1, "high": 2}
 
 
 def params_spec(tenants: list[TenantConfig], ns_of: dict[str, str], gpu_resource: str,
-                hold_label: str | None) -> dict:
+                hold_label: str | None, jobset_controller: str) -> dict:
     """The object's spec for these tenants (`ns_of`: tenant -> namespace, configured ones only); `hold_label` None:
     no node holds and no Kueue (plain namespaces)."""
     tier_of = {t.name: t.tier for t in tenants}
@@ -57,6 +60,7 @@ def params_spec(tenants: list[TenantConfig], ns_of: dict[str, str], gpu_resource
             del entry["holds"]
     else:
         spec["holdKey"] = hold_label
+        spec["jobsetController"] = jobset_controller
     return spec
 
 
