@@ -188,3 +188,17 @@ class ActuatorsConfig(_Strict):
     slurm: SlurmActuatorConfig = Field(default_factory=SlurmActuatorConfig)
     kubernetes: KubernetesActuatorConfig = Field(default_factory=KubernetesActuatorConfig)
     kueue: KueueActuatorConfig = Field(default_factory=KueueActuatorConfig)
+
+    @property
+    def gateway_limits(self) -> bool:
+        """Whether anything applies the plan's rate limits once the daemon acts: only the redis actuator does (the
+        gateways read its limits). The one rule for "throttled": without it a tenant told it is throttled, or an
+        API or report that says so, claims a limit nothing applies (the Kubernetes Events, the API, the shadow
+        report)."""
+        return "redis" in self.enabled
+
+    @property
+    def limits_enforced(self) -> bool:
+        """Whether a gateway applies the plan's rate limits now: `gateway_limits`, and not in dry run (where the
+        redis actuator writes nothing)."""
+        return self.gateway_limits and not self.dry_run

@@ -39,6 +39,10 @@ class Notification:
     message: str
 
 
+RATE_KINDS = ("throttled", "relaxed")   # the notifications of a rate-limit change (engine.py): true only where a
+                                        # gateway applies the limits (ActuatorsConfig.gateway_limits)
+
+
 @dataclass(frozen=True)
 class PolicyMemory:
     """What the policy must remember: it is persisted so a restart does not reset hysteresis or aging."""

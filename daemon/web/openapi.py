@@ -168,7 +168,14 @@ def spec(extra_paths: dict | None = None) -> dict:
                           "properties": {"error": {"type": "string"}, "field": {"type": "string"}}},
                 "Limit": {"type": "object", "properties": {"rate": nullable_num, "burst": nullable_num,
                                                            "level": {"type": "integer"}, "reason": {"type": "string"},
-                                                           "throttled": {"type": "boolean"}}},
+                                                           "throttled": {"type": "boolean", "description": "the "
+                                                                         "limit is tightened by the load level or "
+                                                                         "fixed by an operator, and a gateway "
+                                                                         "applies it (the redis actuator; in dry "
+                                                                         "run: once acting); false without one"},
+                                                           "enforced": {"type": "boolean", "description": "a "
+                                                                        "gateway applies the limit now: the redis "
+                                                                        "actuator enabled and not in dry run"}}},
                 "Plan": {"type": "object", "properties": {
                     "at": {"type": ["string", "null"]}, "capacity": {"type": "integer"}, "load": nullable_num,
                     "high_pool": {"type": "integer"}, "reservations": obj, "quotas": obj,

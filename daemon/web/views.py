@@ -17,6 +17,7 @@ import pandas as pd
 
 from daemon.config import DEFAULT_TYPE, WindowConfig
 from daemon.policy import fleet
+from daemon.policy.types import RATE_KINDS
 from daemon.sources.redact import redact_json
 from daemon.text import plural
 from daemon.web.backend import HISTORY_STEPS, Backend, Snapshot
@@ -179,12 +180,25 @@ def tier_of(snap: Snapshot, backend: Backend, tenant: str) -> str:
     return snap.cfg.tier_of(tenant)
 
 
-def _limit(plan, tenant: str) -> dict | None:
+def _limit(snap: Snapshot, tenant: str) -> dict | None:
+    """A tenant's limit in the plan: the rate the plan sets, and whether it throttles. Throttled only where a gateway
+    applies the limits (the redis actuator: ActuatorsConfig.gateway_limits): on a first-day Kubernetes cluster
+    without one the API said `throttled: true` of a limit nothing applied. `enforced`: a gateway applies it now
+    (not in dry run)."""
+    plan = snap.plan
     lim = plan.limits.get(tenant) if plan is not None else None
     if lim is None:
         return None
+    act = snap.cfg.actuators
     return {"rate": num(lim.rate), "burst": num(lim.burst), "level": lim.level, "reason": lim.reason,
-            "throttled": lim.level > 0 or lim.reason.startswith("fixed limit")}
+            "throttled": act.gateway_limits and (lim.level > 0 or lim.reason.startswith("fixed limit")),
+            "enforced": act.limits_enforced}
+
+
+def _told(snap: Snapshot, kind: str) -> bool:
+    """Whether a notification of `kind` is true to show: a rate-limit change ("throttled", "relaxed") only where a
+    gateway applies the limits, as the Kubernetes actuator sends its Events."""
+    return kind not in RATE_KINDS or snap.cfg.actuators.gateway_limits
 
 
 def plan_view(snap: Snapshot) -> dict:
@@ -202,7 +216,8 @@ def plan_view(snap: Snapshot) -> dict:
     out.pop("memory", None)
     out["load"] = num(plan.load)
     out["rate_level"] = plan.memory.rate_level
-    out["limits"] = {t: _limit(plan, t) for t in plan.limits}
+    out["limits"] = {t: _limit(snap, t) for t in plan.limits}
+    out["notifications"] = [n for n in out["notifications"] if _told(snap, n["kind"])]
     out["forecast_quality"] = snap.quality  # live scores of past forecasts, per tenant too
     return out
 
@@ -395,7 +410,7 @@ def tenant_summary(snap: Snapshot, backend: Backend, tenant: str) -> dict:
     st = snap.state
     i = _state_index(snap, tenant)
     used = num(st.used[i]) if st is not None and i is not None else None
-    lim = _limit(plan, tenant)
+    lim = _limit(snap, tenant)
     return {"tenant": tenant, "tier": tier_of(snap, backend, tenant), "used": used,
             "held": int(plan.reservations.get(tenant, 0)) if plan else None,
             "quota": plan.quotas.get(tenant) if plan else None,
@@ -463,11 +478,11 @@ def tenant_view(snap: Snapshot, backend: Backend, tenant: str, viewer: "Principa
     i = _state_index(snap, tenant)
     out = tenant_summary(snap, backend, tenant)
     out["pending"] = num(st.pending[i]) if st is not None and i is not None else None
-    out["limit"] = _limit(plan, tenant)
+    out["limit"] = _limit(snap, tenant)
     out["preemptions"] = [{"job_id": p.job_id, "gpus": p.gpus, "node": p.node, "reason": p.reason}
                           for p in (plan.preemptions if plan else ()) if p.tenant == tenant]
     out["notifications"] = [{"type": n.kind, "message": n.message}
-                            for n in (plan.notifications if plan else ()) if n.tenant == tenant]
+                            for n in (plan.notifications if plan else ()) if n.tenant == tenant and _told(snap, n.kind)]
     events = backend.events(50, tenant=tenant)
     out["recent_events"] = for_viewer(snap, viewer, events)
     if not viewer.operator:  # the plan's own reasons name the tenants a preemption cleared GPUs for

@@ -177,3 +177,31 @@ def test_every_page_of_a_dry_run_on_a_real_cluster_says_nothing_was_done():
 
     assert all('id="dry-run"' in t and "no pod was evicted" in t for t in pages("prometheus", True))
     assert not any('id="dry-run"' in t for t in pages("simulator", True) + pages("prometheus", False))
+
+
+def test_the_api_says_no_tenant_is_throttled_where_no_gateway_applies_the_limits():
+    """First-day walk (hday3, no Redis gateway): the API said `throttled: true` of every tenant at rate level 2, a
+    limit nothing applied. It now gives the plan's limit with `throttled: false` and `enforced: false`, and no
+    "throttled" notification; with the redis actuator the limit throttles (enforced once out of dry run)."""
+    snap = _snapshot()
+
+    def api(s: Snapshot) -> tuple[dict, dict]:
+        client = TestClient(build_app(SnapshotBackend(s)))
+        hdr = h(OP)
+        return client.get("/api/v1/plan", headers=hdr).json(), client.get("/api/v1/tenants/lo", headers=hdr).json()
+
+    def acting(enabled: list[str], dry: bool) -> Snapshot:
+        return dataclasses.replace(snap, cfg=snap.cfg.model_copy(update={"actuators": snap.cfg.actuators.model_copy(
+            update={"enabled": enabled, "dry_run": dry})}))
+
+    p, lo = api(snap)
+    assert lo["limit"]["level"] == 2 and lo["limit"]["rate"] == LEVELS[2]["low"]   # the limit the plan would set
+    assert lo["throttled"] is False and lo["limit"]["throttled"] is False and lo["limit"]["enforced"] is False
+    assert not any(x["limits"][t]["throttled"] for x in (p,) for t in x["limits"])
+    assert not [n for n in lo["notifications"] if n["type"] == "throttled"]
+    assert not [n for n in p["notifications"] if n["kind"] == "throttled"]
+    p, lo = api(acting(["log", "redis"], True))   # a gateway, in dry run: it would throttle, enforced not yet
+    assert lo["throttled"] is True and lo["limit"]["enforced"] is False
+    assert [n for n in lo["notifications"] if n["type"] == "throttled"]
+    p, lo = api(acting(["log", "redis"], False))
+    assert lo["throttled"] is True and lo["limit"]["enforced"] is True and p["limits"]["lo"]["enforced"] is True

@@ -239,15 +239,17 @@ levels = [{load = 0.0, high = 1000, normal = 100, low = 100}, {load = 0.3, high 
 
 
 @pytest.fixture(scope="module")
-def sim_daemon(tmp_path_factory):
-    """`gpu-autoscaler run --sim` as a process; rate levels that throttle from 30% load, so tenants are throttled."""
+def sim_daemon(tmp_path_factory, redis_url):
+    """`gpu-autoscaler run --sim` as a process; rate levels that throttle from 30% load, so tenants are throttled: the
+    redis actuator beside it (a real redis-server) is the gateway that applies them, without which no tenant is."""
     tmp = tmp_path_factory.mktemp("browser")
+    settings = f'{BROWSER_SETTINGS}[actuators]\nenabled = ["log", "redis"]\n[actuators.redis]\nurl = "{redis_url}"\n'
 
     def throttled(base: str) -> bool:
         r = httpx.get(f"{base}/api/v1/tenants/tenant-0001", headers={"Authorization": f"Bearer {OP}"})
         return r.status_code == 200 and r.json()["limit"]["throttled"] and r.json()["forecast"] is not None
 
-    with sim_process(tmp, BROWSER_SETTINGS, throttled, "daemon with a throttled tenant", timeout=120) as base:
+    with sim_process(tmp, settings, throttled, "daemon with a throttled tenant", timeout=120) as base:
         yield base
 
 

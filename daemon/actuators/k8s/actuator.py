@@ -41,7 +41,7 @@ from daemon.config import ConfigError, KubernetesActuatorConfig, TenantConfig
 from daemon.config.fleet import FleetConfig
 from daemon.config.names import tenant_namespaces
 from daemon.policy.state import Jobs, Nodes
-from daemon.policy.types import Notification, Plan
+from daemon.policy.types import RATE_KINDS, Notification, Plan
 
 log = logging.getLogger("gpu_autoscaler.actuator.kubernetes")
 
@@ -52,9 +52,6 @@ PRIORITY_CLASSES = {
     "normal": (10_000, "PreemptLowerPriority", "gpu-autoscaler: normal tier"),
     "low": (0, "Never", "gpu-autoscaler: preemptible batch work"),
 }
-
-
-RATE_KINDS = ("throttled", "relaxed")   # the notifications of a rate-limit change (policy/engine.py)
 
 
 class DraUnread(RuntimeError):
