@@ -98,7 +98,10 @@ def make_record(plan: Plan, state: ClusterState, fc: Forecast | None, history: p
             "lead_time_steps": int(cfg.policy.lead_time_steps), "quantile": q, "model": plan.forecast_model,
             "capacity": int(plan.capacity), "load": float(plan.load), "rate_level": int(plan.memory.rate_level),
             "notes": list(plan.notes), "names": list(names), "cols": cols, "reasons": list(reasons),
-            "preemptions": pre}
+            "preemptions": pre,
+            # whether a gateway would apply the plan's limits once acting (the redis actuator): without one no
+            # tenant would have been throttled, whatever the level (report.py counts none)
+            "limits_enforced": cfg.actuators.gateway_limits}
 
 
 def tenants(record: dict, only: str | None = None) -> dict[str, dict[str, Any]]:

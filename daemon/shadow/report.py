@@ -8,8 +8,10 @@ Pure: records in, figures out. Per tenant and per tier:
   only demand that really came, so a hold for a peak that never came avoids nothing;
 - preemptions: the jobs that would have been preempted (suffered by the tenant), their GPUs and the work they
   would have lost (GPU-minutes since their last checkpoint), and those made for the tenant;
-- limits: the cycles whose rate limit was below the tenant's request rate (throttled; only where the source
-  reports request rates) and those whose limit was tightened by load (level > 0);
+- limits: the cycles whose rate limit was below the tenant's request rate (only where the source reports
+  request rates) and those whose limit was tightened by load (level > 0) or fixed by an operator, where a gateway
+  would have applied it (the record's `limits_enforced`: the redis actuator enabled; older records: assumed);
+  cycles without one count as `unenforced_cycles` and throttle nobody;
 - the forecast's realised coverage: the share of decisions whose forecast (at the policy's quantile) was at or
   above the demand seen one step later (next step), and whose peak over the horizon was at or above the peak
   seen over that horizon (peak; only decisions whose whole horizon has been seen).
@@ -33,7 +35,8 @@ TIERS = ("high", "normal", "low")
 SKIPPED_LISTED = 20   # skipped records listed by id in a report (all are counted)
 EPS = 1e-9
 # a tier's counts that are of cycles: a cycle counts once for the tier however many of its tenants it names
-TIER_CYCLES = ("cycles", "hold_cycles", "tightened_cycles", "rate_known_cycles", "throttled_cycles")
+TIER_CYCLES = ("cycles", "hold_cycles", "tightened_cycles", "rate_known_cycles", "throttled_cycles",
+               "unenforced_cycles")
 
 
 def demand_seen(records: Iterable[dict], tenant: str | None = None) -> pd.DataFrame:
@@ -54,7 +57,7 @@ def demand_seen(records: Iterable[dict], tenant: str | None = None) -> pd.DataFr
 def _new() -> dict[str, Any]:
     return {"cycles": 0, "hold_cycles": 0, "held_gpu_cycles": 0, "waits_avoided_gpu_min": 0.0,
             "preemptions": 0, "preempted_gpus": 0, "work_lost_gpu_min": 0.0, "preemptions_for": 0,
-            "throttled_cycles": 0, "rate_known_cycles": 0, "tightened_cycles": 0,
+            "throttled_cycles": 0, "rate_known_cycles": 0, "tightened_cycles": 0, "unenforced_cycles": 0,
             "gated_cycles": 0, "forecast_cycles": 0, "gated_series_cycles": 0, "forecast_series_cycles": 0,
             "cov_next": [0, 0], "cov_peak": [0, 0]}
 
@@ -64,7 +67,9 @@ def _finish(a: dict[str, Any]) -> dict[str, Any]:
     out["waits_avoided_gpu_min"] = round(out["waits_avoided_gpu_min"], 3)
     out["work_lost_gpu_min"] = round(out["work_lost_gpu_min"], 3)
     out["throttled_share"] = a["throttled_cycles"] / a["rate_known_cycles"] if a["rate_known_cycles"] else None
-    out["tightened_share"] = a["tightened_cycles"] / a["cycles"] if a["cycles"] else None
+    # of the cycles whose limits a gateway would have applied: None (the table's "-") where none would
+    enforced = a["cycles"] - a["unenforced_cycles"]
+    out["tightened_share"] = a["tightened_cycles"] / enforced if enforced > 0 else None
     # the skill gate: the share of the cycles it decided in which the plan acted on the forecast
     out["acting_share"] = a["forecast_cycles"] / a["gated_cycles"] if a["gated_cycles"] else None
     # and of its series' cycles (one series per GPU type the tenant has on a mixed fleet, else the tenant's own)
@@ -153,6 +158,7 @@ class Totals:
     # tier -> its counts of cycles (records), not of tenant-cycles: cycles naming a tenant of the tier, with a
     # hold for one, with one's limit tightened, with a request rate known for one, with one throttled (TIER_CYCLES)
     tier_cycles: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+    unenforced: int = 0   # the records whose limits no gateway would have applied (no redis actuator)
 
 
 def skipped_lines(rep: dict) -> list[str]:
@@ -239,6 +245,8 @@ def count(records: list[dict], demand: pd.DataFrame | None = None, tenant: str |
         gcol = np.arange(nt, dtype=np.int64)
     z = np.zeros(nt, dtype=np.int64)
     cyc, hold_c, held, rate_known, thr, tight = z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
+    unenf = z.copy()
+    n_unenf = 0
     cn_ok, cn_n, cp_ok, cp_n = z.copy(), z.copy(), z.copy(), z.copy()
     gated, on_fc, gated_s, on_fc_s = z.copy(), z.copy(), z.copy(), z.copy()
     waits = np.zeros(nt)
@@ -264,6 +272,8 @@ def count(records: list[dict], demand: pd.DataFrame | None = None, tenant: str |
         j1 = int(times.searchsorted(at + step, side="left"))
         one = j1 if j1 < len(times) and times[j1] == at + step else None  # the row seen one step later
         names, tiers, f = kept[k] if kept else _columns(r, tenant)
+        applied = bool(r.get("limits_enforced", True))   # older records: as they were counted
+        n_unenf += not applied
         if names:
             g = index(names)
             c = gcol[g]
@@ -286,10 +296,12 @@ def count(records: list[dict], demand: pd.DataFrame | None = None, tenant: str |
             rate_known[g[m]] += 1
             over = m & (np.nan_to_num(rr, nan=0.0) > np.nan_to_num(rate, nan=np.inf) + EPS)
             thr[g] += over
-            # throttled as the API says it: the limit tightened by the load level, or fixed by an operator
-            tightened = (np.nan_to_num(f["level"], nan=0.0) > 0) | f["fixed"]
+            # throttled as the API says it: the limit tightened by the load level, or fixed by an operator, where
+            # a gateway would have applied it (a first-day walk without one read 100%)
+            tightened = ((np.nan_to_num(f["level"], nan=0.0) > 0) | f["fixed"]) & applied
             tight[g] += tightened
-            _tier_cycle(tier_cycles, tiers, hold > 0, tightened, m, over)
+            unenf[g] += not applied
+            _tier_cycle(tier_cycles, tiers, hold > 0, tightened, m, over, applied)
             gated[g] += f["acting"] >= 0
             on_fc[g] += f["acting"] == 1
             np.add.at(gated_s, g, np.maximum(f["gated_series"], 0).astype(np.int64))
@@ -332,16 +344,17 @@ def count(records: list[dict], demand: pd.DataFrame | None = None, tenant: str |
             "waits_avoided_gpu_min": float(waits[j]), "preemptions": int(pre_n[j]), "preempted_gpus": int(pre_g[j]),
             "work_lost_gpu_min": float(lost[j]), "preemptions_for": int(pre_for[j]),
             "throttled_cycles": int(thr[j]), "rate_known_cycles": int(rate_known[j]),
-            "tightened_cycles": int(tight[j]), "gated_cycles": int(gated[j]), "forecast_cycles": int(on_fc[j]),
+            "tightened_cycles": int(tight[j]), "unenforced_cycles": int(unenf[j]), "gated_cycles": int(gated[j]),
+            "forecast_cycles": int(on_fc[j]),
             "gated_series_cycles": int(gated_s[j]), "forecast_series_cycles": int(on_fc_s[j]),
             "cov_next": [int(cn_ok[j]), int(cn_n[j])],
             "cov_peak": [int(cp_ok[j]), int(cp_n[j])]}
     return Totals(len(recs), recs[0]["at"], recs[-1]["at"], recs[-1].get("quantile"), per, tier_of, tuple(skipped),
-                  tier_cycles)
+                  tier_cycles, n_unenf)
 
 
 def _tier_cycle(acc: dict[str, dict[str, int]], tiers: list[str], hold: np.ndarray, tightened: np.ndarray,
-                known: np.ndarray, over: np.ndarray) -> None:
+                known: np.ndarray, over: np.ndarray, applied: bool = True) -> None:
     """Add one record to each tier's counts of cycles (TIER_CYCLES): once per tier it names, whatever the number
     of its tenants (a tier's "cycles" summed over tenants read 40,000 for 2,000 cycles of 20 tenants)."""
     tarr = np.asarray(tiers)
@@ -353,6 +366,7 @@ def _tier_cycle(acc: dict[str, dict[str, int]], tiers: list[str], hold: np.ndarr
         a["tightened_cycles"] += bool(tightened[m].any())
         a["rate_known_cycles"] += bool(known[m].any())
         a["throttled_cycles"] += bool(over[m].any())
+        a["unenforced_cycles"] += not applied
 
 
 def view(tot: Totals, tenant: str | None = None, private: bool = False) -> dict:
@@ -364,7 +378,7 @@ def view(tot: Totals, tenant: str | None = None, private: bool = False) -> dict:
     skipped = {"skipped_records": len(tot.skipped), "skipped": list(tot.skipped[:SKIPPED_LISTED])}
     if not tot.cycles:
         return {"cycles": 0, "tenants": {}, "tiers": {}, "from": None, "to": None, "quantile": None,
-                "preemptions": 0, "hold_cycles": 0, **skipped}
+                "preemptions": 0, "hold_cycles": 0, "unenforced_cycles": 0, **skipped}
     if private:  # nor a row for a tenant that appears only as the one others' jobs were preempted for
         per = {t: {**a, "preemptions_for": None} for t, a in per.items() if a["cycles"] or a["preemptions"]}
     tier_of = tot.tier_of
@@ -390,6 +404,7 @@ def view(tot: Totals, tenant: str | None = None, private: bool = False) -> dict:
     return {"cycles": tot.cycles, "from": tot.first, "to": tot.last, "quantile": tot.quantile,
             "preemptions": sum(a["preemptions"] for a in out_t.values()),
             "hold_cycles": sum(a["hold_cycles"] for a in out_t.values()),
+            "unenforced_cycles": tot.unenforced,
             "tenants": out_t, "tiers": tiers, **skipped}
 
 
@@ -427,7 +442,7 @@ LEGEND = (
     ("lost", "GPU-minutes of work those preemptions would have lost (since each job's last checkpoint)"),
     ("forIt", "other tenants' jobs that would have been preempted to make room for it"),
     ("thrott", "% of cycles throttled: its limit tightened by the load level or fixed by an operator (the API's "
-               "`throttled`)"),
+               "`throttled`), of those a gateway would have applied it in (- where none: no redis actuator)"),
     ("over", "% of cycles whose limit was below its request rate (- where the source reports no request rates)"),
     ("cov1", "% of decisions whose forecast was at or above the demand seen one step later (- before one is seen)"),
     ("covPk", "% of decisions whose forecast peak was at or above the peak seen over the horizon (- until a "
@@ -464,7 +479,11 @@ def table(rep: dict) -> str:
 
     lines = [f"shadow report: {rep['cycles']} dry-run cycles from {rep['from']} to {rep['to']}, forecast quantile "
              f"{rep['quantile']}" + (f" ({rep['skipped_records']} corrupt records skipped)"
-                                    if rep.get("skipped_records") else ""), head, unit]
+                                    if rep.get("skipped_records") else "")]
+    if rep.get("unenforced_cycles"):
+        lines.append(f"rate limits: no gateway would have applied them in {rep['unenforced_cycles']} of these cycles "
+                     "(actuators.enabled has no redis): the limits are the plan's, no tenant throttled (thrott)")
+    lines += [head, unit]
     lines += [row(f"tier {t}", t, a) for t, a in rep["tiers"].items()]
     lines += [row(n[:28], a["tier"], a) for n, a in rep["tenants"].items()]
     return "\n".join(lines + ["", legend()])

@@ -389,3 +389,32 @@ def test_a_job_a_dry_run_picks_again_and_again_is_one_preemption_until_it_restar
     # records written before the runtime was kept count each preemption, as they did
     old = {k: [{x: v for x, v in p.items() if x != "runtime_s"} for p in ps] for k, ps in pres.items()}
     assert shadow_report([rec(k, tens, old.get(k, ())) for k in range(5)])["preemptions"] == 5
+
+
+def test_no_cycle_counts_as_throttled_where_no_gateway_would_apply_the_limits(tmp_path):
+    """First-day walk (hday3, no Redis gateway): `shadow-report`'s "thrott" read 100% for every tenant, of limits
+    nothing would have applied. A dry run without the redis actuator records that no gateway applies the limits;
+    the report then counts nobody throttled ("-"), says why in one line, and keeps the plan's levels in the
+    records. Records that say a gateway applies them (or older ones, which do not say) count as before."""
+    cfg, out, _ = daemon(tmp_path, 3)   # the embedded simulator at 100% load: the rate level rises at once
+    assert " level=2 " in out
+    store = StateStore(tmp_path / "state.sqlite")
+    records = store.shadow_records()
+    store.close()
+    assert [r["limits_enforced"] for r in records] == [False] * 3
+    assert any(d["level"] for r in records for d in tenants(r).values())   # the plan's limits were tightened
+    rep = json.loads(subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(cfg), "shadow-report", "--json"],
+                                    cwd=ROOT, capture_output=True, text=True, check=True).stdout)
+    assert rep["unenforced_cycles"] == 3
+    assert {a["tightened_share"] for a in [*rep["tenants"].values(), *rep["tiers"].values()]} == {None}
+    text = subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(cfg), "shadow-report"], cwd=ROOT,
+                          capture_output=True, text=True, check=True).stdout
+    assert "no gateway would have applied them in 3 of these cycles" in text
+    row = next(x for x in text.splitlines() if x.startswith("tier low"))
+    assert row.split()[9] == "-", row   # thrott
+    # with a gateway (the redis actuator) the same limits throttle; a record from before the field counts as then
+    gw = [{**r, "limits_enforced": True} for r in records]
+    old = [{k: v for k, v in r.items() if k != "limits_enforced"} for r in records]
+    for rs in (gw, old):
+        got = shadow_report(rs)
+        assert got["unenforced_cycles"] == 0 and got["tiers"]["low"]["tightened_share"] == 1.0
