@@ -102,8 +102,11 @@ def test_a_rate_level_that_throttles_everyone_is_said_once_and_holders_are_liste
     table = table[:table.index("</table>")]
     listed = set(re.findall(r'/ui/tenants/([\w.-]+)"', table))
     assert listed == {"hi", "lo", "fl"}                         # the holders; no idle tenant
-    assert text.count("All tenants throttled at rate level 2") == 1
+    assert text.count("The plan limits all tenants (no gateway applies it) at rate level 2") == 1   # no redis
     assert "(from load 5%): high 300, normal 60, low 30 req/s" in text
+    gw = dataclasses.replace(snap, cfg=snap.cfg.model_copy(update={"actuators": snap.cfg.actuators.model_copy(
+        update={"enabled": ["log", "redis"]})}))
+    assert _page(gw).count("All tenants throttled at rate level 2") == 1        # a gateway applies the limits
     # an operator's fixed limit throttles one tenant its own way: it is listed, and the level line says so
     fixed = dataclasses.replace(snap.plan, limits={**snap.plan.limits, "idle-3": dataclasses.replace(
         snap.plan.limits["idle-3"], reason="fixed limit for idle-3: 5 req/s")})
