@@ -89,6 +89,48 @@ def test_a_workload_becomes_demand_once_kueue_has_tried_it_and_not_when_its_queu
     assert len(r.demand([gone], ("team-a",), SIZES, set(), now=NOW)) == 0
 
 
+def test_a_finished_going_or_misconfigured_workload_waits_no_more_and_one_not_finished_still_does():
+    """Kueue holds back only a Workload not finished, not being deleted and not misconfigured (Kueue 0.17's later
+    reason for a missing ClusterQueue): neither read takes the rest as waiting (mutation testing: each of these rules
+    could be dropped, or Finished=False read as finished, with every test passing)."""
+    done = wl("done")
+    done["status"]["conditions"].append({"type": "Finished", "status": "True", "reason": "Succeeded"})
+    not_done = wl("not-done")
+    not_done["status"]["conditions"].append({"type": "Finished", "status": "False", "reason": "Pending"})
+    going = wl("going")
+    going["metadata"]["deletionTimestamp"] = "2026-01-05T09:59:00Z"
+    misconfigured = wl("misconfigured", verdict={"type": "QuotaReserved", "status": "False", "reason": "Misconfigured",
+                                                 "message": "ClusterQueue gpuas-tenant-team-a doesn't exist"})
+    items = [done, not_done, going, misconfigured]
+    r = reader()
+    assert r.demand(items, ("team-a",), SIZES, set(), now=NOW).ids.tolist() == [workload_id("ns-a", "not-done")]
+    assert r.jobs(items, ("team-a",), now=NOW, sizes=SIZES).ids.tolist() == [workload_id("ns-a", "not-done")]
+
+
+def test_a_workload_stamped_ahead_of_the_daemons_clock_has_waited_nothing_not_less():
+    """The apiserver's clock may run ahead of the daemon's: a wait is never negative (mutation testing)."""
+    jobs = reader().demand([wl("ahead", created="2026-01-05T10:05:00Z")], ("team-a",), SIZES, set(), now=NOW)
+    assert jobs.wait_s.tolist() == [0.0]
+
+
+def test_a_waiting_workloads_pod_template_is_read_once_while_it_waits():
+    """Each cycle judges the podSets of every waiting Workload that select nodes (starts: never_starts); the template
+    is read as the client's V1Pod once and kept while the Workload waits, not decoded again each cycle for each of a
+    tenant's thousand Workloads (mutation testing: the kept pod unused passed every test)."""
+    judged = []
+
+    def starts(pod, gpus):
+        judged.append(pod)
+        return None
+
+    body = wl("selects")
+    body["spec"]["podSets"][0]["template"]["spec"]["nodeSelector"] = {"zone": "a"}
+    r = reader()
+    for _ in range(2):
+        assert r.demand([body], ("team-a",), SIZES, set(), now=NOW, starts=starts).ids.tolist() == [
+            workload_id("ns-a", "selects")]
+    assert len(judged) == 2 and judged[0] is judged[1]
+
 def _pod(ns, uid, owner, phase="Running", node="n1", deleting=False, gates=None):
     return SimpleNamespace(
         metadata=SimpleNamespace(namespace=ns, uid=uid, deletion_timestamp=NOW if deleting else None,
