@@ -241,6 +241,15 @@ def test_the_kueue_actuators_jobs_are_the_pods_and_the_workloads_kueue_may_admit
     assert act.queued_jobs(names).ids.tolist() == ["serving/workload/gang"]
 
 
+def test_the_kueue_actuator_counts_a_requeued_workload_whose_pods_still_run_once_as_its_pods():
+    """The actuator hands its pod read's owners to the Workloads' read (pod_owners): a Job's Workload requeued while
+    its pods still run is those pods, not a second, waiting, 16 GPUs (mutation testing: owners not handed passed)."""
+    c, act, names = _served_cluster()
+    c.pods[-1]["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j",
+                                                  "uid": "job-1", "controller": True}]
+    c.workloads.append(wl("requeued", ns="batch", owner="job-1"))
+    assert act.cluster_jobs(names).ids.tolist() == ["batch/low-1"]
+
 def test_workloads_kueue_does_not_serve_are_none_said_once_and_a_refused_list_fails_the_read(caplog):
     import pytest
 
