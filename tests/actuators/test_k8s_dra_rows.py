@@ -125,3 +125,38 @@ def test_a_node_hold_counts_a_dra_nodes_gpus_and_its_dra_pods():
     read, by_tenant, firm = holds.read()
     assert {n.name: (n.gpus, n.used) for n in read} == {"n1": (8, 8), "n2": (8, 0)}
     assert by_tenant == {"team-a": {"n1": 4}, "team-b": {"n1": 4}} and firm == {"team-b": {"n1": 4}}, firm
+
+
+def test_on_one_model_a_dra_pod_is_judged_by_its_device_plugin_gpus_and_a_closed_dra_node_has_no_room():
+    """Mutation testing found both rules untested off a mixed fleet: without a resolver, a pending pod asking 1
+    nvidia.com/gpu and 8 through DRA judged at 9 against the device-plugin nodes (4 at most) read as never starting,
+    no demand; and a cordoned DRA node's slices counted as GPUs the plan may hold and make room on."""
+    from daemon.actuators.k8s.view import never_starts
+
+    nodes = [_node("n1"), _node("n2", gpus=4)]
+    pods = [_pod("b", "both", template="eight", gpus=1, tier="high")]
+    jobs = pods_as_jobs(pods, {"b": "team-b"}, "nvidia.com/gpu", ("team-b",), now=NOW,
+                        never=never_starts(nodes, "nvidia.com/gpu"), node_names={"n1", "n2"},
+                        dra_gpus={"b/both": 8})
+    assert jobs.ids.tolist() == ["b/both"] and jobs.gpus.tolist() == [9]
+    nodes[0].spec.unschedulable = True
+    view = nodes_view(nodes, [], "nvidia.com/gpu", ("team-b",), None, now=NOW, dra_nodes={"n1": ("dra:gpu", 8, 2, 0)})
+    assert view.gpus.tolist() == [0, 4] and view.free.tolist() == [0, 4], (view.gpus, view.free)
+
+
+def test_a_dra_node_of_several_types_is_its_most_numerous_and_drains_no_more_than_it_uses_and_a_hold_types_it_so():
+    """Mutation testing found three rules untested: a node with 6 DRA GPUs of one type and 2 of another is the
+    first's (not the least numerous); its draining GPUs are at most those allocated; and on a mixed fleet the Kueue
+    node holds type a DRA node by its DRA type, as the plan's Nodes do, not by its device-plugin product label (a hold
+    of dra:a100 GPUs would otherwise find none there)."""
+    from daemon.actuators.k8s.dra import DraGpus
+
+    rows = DraGpus(supply={"n1": {"dra:b": 2, "dra:a": 6}}, used={"n1": 2}, draining={"n1": 4}).node_rows()
+    assert rows == {"n1": ("dra:a", 8, 2, 2)}, rows
+    resolver = FleetConfig(types=["a100"], aliases={A100: "a100"}).resolver()
+    snap = SimpleNamespace(nodes=[_node("n1"), _node("n2", gpus=8)], pods=[])
+    holds = NodeHolds(API, label="gpu-autoscaler/hold", gpu_resource="nvidia.com/gpu", tenants_ns={"team-a": "a"},
+                      shrink_delay_s=0, dry_run=True, resolver=resolver, view=SimpleNamespace(snapshot=lambda: snap))
+    holds.dra = lambda: SimpleNamespace(running={}, node_rows=lambda: {"n1": ("dra:a100", 8, 0, 0)})
+    read, _, _ = holds.read()
+    assert {n.name: (n.gpu_type, n.gpus) for n in read} == {"n1": ("dra:a100", 8), "n2": ("a100", 8)}
