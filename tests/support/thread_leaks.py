@@ -2,17 +2,17 @@
 
 A pytest worker carries the threads of every test it ran: at the end of a CI run a Kubernetes view was still
 "retrying with backoff" against a control plane that had stopped (a test never stopped the view its actuator's
-first read had started), and a fork from such a worker once hung 300 s. So, loaded for every test by
-``pytest_plugins`` in tests/conftest.py:
+first read had started), and a fork from such a worker once hung 300 s. Loaded with
+``pytest -p tests.support.thread_leaks`` (docs/testing.md, "Threads a test leaves running"):
 
 - the check: when a module's last test has been torn down (its module-scoped fixtures with it), a thread started
   during the module that is still running a second later (GRACE_S) and is non-daemon or of a kind the daemon starts
   (KINDS: the Kubernetes view's watches, the leader lease, the HTTP server, the cycle loop, APScheduler, the pools)
   is that last test's teardown error, naming the test it was started in and what it is doing. Costs a
   ``threading.enumerate()`` per test, and the grace only where such a thread is still there.
-- the report, ``pytest --thread-leaks -n 0 tests/k8s``: after the run, every thread any test (or a module- or
-  session-scoped fixture it was the first to use) left running after its own teardown, of any kind, with its
-  innermost frames; then those still alive at the end.
+- the report, ``--thread-leaks``: after the run, every thread any test (or a module- or session-scoped fixture it
+  was the first to use) left running after its own teardown, of any kind, with its innermost frames; then those
+  still alive at the end, and the time the check took.
 """
 
 from __future__ import annotations
