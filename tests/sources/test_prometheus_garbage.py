@@ -51,6 +51,7 @@ class Crafted:
     def __init__(self):
         self.instant = lambda q: (200, "application/json", good_instant(q), True)
         self.range = lambda q: (200, "application/json", good_range(q), True)
+        self.pushed: list | None = None   # the Pushgateway groups' push_time_seconds (None: none stands)
 
 
 @pytest.fixture
@@ -71,7 +72,8 @@ def fake():
                 # no Pushgateway group passes as the exporter here, as on a Prometheus without one: the crafted
                 # answers are for the queries the source reads the GPUs with
                 kind = "matrix" if u.path.endswith("query_range") else "vector"
-                status, ctype, body, with_length = 200, "application/json", ok([], kind), True
+                pushed = crafted.pushed if crafted.pushed is not None and kind == "vector" else []
+                status, ctype, body, with_length = 200, "application/json", ok(pushed, kind), True
             data = body.encode() if isinstance(body, str) else body
             self.send_response(status)
             self.send_header("Content-Type", ctype)
@@ -298,3 +300,15 @@ def test_demand_that_cannot_be_gpus_of_this_cluster_is_refused(fake):
     # up to twice the capacity and 8 (a custom capacity_query that leaves out unhealthy GPUs still allocated) reads
     crafted.range = demand_of("40")
     assert source(url).collect(60).state.used.tolist() == [40.0]
+
+
+def test_with_recording_rules_a_pushed_group_naming_an_instance_refuses_the_read(fake):
+    """The recorded series have the job and instance aggregated away, so a Pushgateway group's series cannot be left
+    out of them by its instance (pushgateway.Pushed): the read is refused in one line saying so, as for a group naming
+    no instance, never read with the pushed GPUs in it (mutation testing: the rule dropped passed every test; with raw
+    queries the same group is left out instead, tests/integration/test_prometheus_pushgateway.py)."""
+    url, crafted = fake
+    crafted.pushed = [{"metric": {"__name__": pushgateway.PUSHED_METRIC, "job": "dcgm-exporter", "instance": "x"},
+                       "value": [NOW, str(NOW)]}]
+    with pytest.raises(SourceError, match="recording rules aggregate the job and instance away"):
+        source(url, recording_rules=True).collect(60)
