@@ -24,7 +24,7 @@ import pytest
 from daemon.config import Config
 from daemon.sources.base import SourceError
 from daemon.sources.prometheus import PrometheusSource
-from daemon.sources.pushgateway import MAX_GROUPS, pushed_selector
+from daemon.sources.pushgateway import MAX_GROUPS, MAX_REGEX_CHARS, Pushed, pushed_selector
 from tests.support.services import metrics_target, prometheus_server, pushgateway_server, wait_for
 
 TENANTS = [{"name": "team-a"}, {"name": "team-b"}]
@@ -338,3 +338,14 @@ def test_the_pushed_groups_selector_keeps_the_exporters_job_and_instance_matcher
     for every in ('job=~".+"', 'job!="x"', 'job!~"tenant-.*"', 'job=~".*", namespace!=""'):
         assert pushed_selector(every) is None, every
     assert pushed_selector('job=~"dcgm-exporter|dcgm"') == 'push_time_seconds{job=~"dcgm-exporter|dcgm"}'
+
+
+def test_groups_whose_instance_names_make_a_regex_past_the_bound_refuse_the_read_whole():
+    """Under MAX_GROUPS groups, but with instance names (any a push's path gives) whose regex, carried by every query,
+    is past MAX_REGEX_CHARS: not left out one by one, the read refused whole and saying why (mutation testing: the
+    bound dropped passed every test)."""
+    long = [{"job": "dcgm-exporter", "instance": f"{i}-" + "x" * 300} for i in range(10)]
+    push = Pushed.of(long)
+    assert len(push.instances) < MAX_GROUPS and len(push.excluded()) > MAX_REGEX_CHARS
+    assert push.whole == f"their instances' names are over the {MAX_REGEX_CHARS} characters left out one by one"
+    assert Pushed.of(long[:2]).whole is None
