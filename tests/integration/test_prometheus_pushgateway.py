@@ -349,3 +349,6 @@ def test_groups_whose_instance_names_make_a_regex_past_the_bound_refuse_the_read
     assert len(push.instances) < MAX_GROUPS and len(push.excluded()) > MAX_REGEX_CHARS
     assert push.whole == f"their instances' names are over the {MAX_REGEX_CHARS} characters left out one by one"
     assert Pushed.of(long[:2]).whole is None
+    # and the count's bound is MAX_GROUPS itself: that many are left out one by one, one more is refused
+    assert Pushed.of([{"instance": f"i{i}"} for i in range(MAX_GROUPS)]).whole is None
+    assert Pushed.of([{"instance": f"i{i}"} for i in range(MAX_GROUPS + 1)]).whole is not None
