@@ -4,6 +4,7 @@ the cases the real-cluster test (tests/k8s/test_dra_claims.py) does not reach.""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 from kubernetes import client as k8s
 
@@ -320,3 +321,22 @@ def test_a_dra_read_that_fails_refuses_the_clusters_read_rather_than_read_its_dr
     monkeypatch.setattr(act.resource_api, "list_resource_claim_template_for_all_namespaces",
                         lambda **_k: k8s.V1ResourceClaimTemplateList(items=[]))
     assert len(act.cluster_jobs(())) == 0
+    # listed, but an object the reader cannot read (a slice without its spec): refused as well, not read as no DRA
+    # GPU (mutation testing: this case dropped from the refusal passed every test)
+    monkeypatch.setattr(act.resource_api, "list_resource_slice",
+                        lambda **_k: SimpleNamespace(items=[SimpleNamespace(spec=None)]))
+    with pytest.raises(RuntimeError, match="an object could not be read"):
+        act.cluster_jobs(())
+
+
+def test_only_a_dra_api_that_answers_404_for_every_kind_is_not_served():
+    """The watched view says each DRA kind's failure as 'kind: why' (the snapshot's dra_why), a listing as the bare
+    answer: the cluster serves no resource.k8s.io/v1 only where every kind answered 404; one kind refused (403) beside
+    404s is a DRA read that failed (mutation testing: any 404, or the bare form only, passed every test)."""
+    from daemon.actuators.k8s.actuator import _not_served
+
+    assert _not_served("404 Not Found")
+    assert _not_served("resourceslices: 404 Not Found; resourceclaims: 404 Not Found; "
+                       "resourceclaimtemplates: 404 Not Found")
+    assert not _not_served("resourceslices: 404 Not Found; resourceclaims: 403 Forbidden")
+    assert not _not_served("")

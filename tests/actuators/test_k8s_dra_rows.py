@@ -125,3 +125,113 @@ def test_a_node_hold_counts_a_dra_nodes_gpus_and_its_dra_pods():
     read, by_tenant, firm = holds.read()
     assert {n.name: (n.gpus, n.used) for n in read} == {"n1": (8, 8), "n2": (8, 0)}
     assert by_tenant == {"team-a": {"n1": 4}, "team-b": {"n1": 4}} and firm == {"team-b": {"n1": 4}}, firm
+
+
+def test_on_one_model_a_dra_pod_is_judged_by_its_device_plugin_gpus_and_a_closed_dra_node_has_no_room():
+    """Mutation testing found both rules untested off a mixed fleet: without a resolver, a pending pod asking 1
+    nvidia.com/gpu and 8 through DRA judged at 9 against the device-plugin nodes (4 at most) read as never starting,
+    no demand; and a cordoned DRA node's slices counted as GPUs the plan may hold and make room on."""
+    from daemon.actuators.k8s.view import never_starts
+
+    nodes = [_node("n1"), _node("n2", gpus=4)]
+    pods = [_pod("b", "both", template="eight", gpus=1, tier="high")]
+    jobs = pods_as_jobs(pods, {"b": "team-b"}, "nvidia.com/gpu", ("team-b",), now=NOW,
+                        never=never_starts(nodes, "nvidia.com/gpu"), node_names={"n1", "n2"},
+                        dra_gpus={"b/both": 8})
+    assert jobs.ids.tolist() == ["b/both"] and jobs.gpus.tolist() == [9]
+    nodes[0].spec.unschedulable = True
+    view = nodes_view(nodes, [], "nvidia.com/gpu", ("team-b",), None, now=NOW, dra_nodes={"n1": ("dra:gpu", 8, 2, 0)})
+    assert view.gpus.tolist() == [0, 4] and view.free.tolist() == [0, 4], (view.gpus, view.free)
+
+
+def test_a_dra_node_of_several_types_is_its_most_numerous_and_drains_no_more_than_it_uses_and_a_hold_types_it_so():
+    """Mutation testing found three rules untested: a node with 6 DRA GPUs of one type and 2 of another is the
+    first's (not the least numerous); its draining GPUs are at most those allocated; and on a mixed fleet the Kueue
+    node holds type a DRA node by its DRA type, as the plan's Nodes do, not by its device-plugin product label (a hold
+    of dra:a100 GPUs would otherwise find none there)."""
+    from daemon.actuators.k8s.dra import DraGpus
+
+    rows = DraGpus(supply={"n1": {"dra:b": 2, "dra:a": 6}}, used={"n1": 2}, draining={"n1": 4}).node_rows()
+    assert rows == {"n1": ("dra:a", 8, 2, 2)}, rows
+    resolver = FleetConfig(types=["a100"], aliases={A100: "a100"}).resolver()
+    snap = SimpleNamespace(nodes=[_node("n1"), _node("n2", gpus=8)], pods=[])
+    holds = NodeHolds(API, label="gpu-autoscaler/hold", gpu_resource="nvidia.com/gpu", tenants_ns={"team-a": "a"},
+                      shrink_delay_s=0, dry_run=True, resolver=resolver, view=SimpleNamespace(snapshot=lambda: snap))
+    holds.dra = lambda: SimpleNamespace(running={}, node_rows=lambda: {"n1": ("dra:a100", 8, 0, 0)})
+    read, _, _ = holds.read()
+    assert {n.name: (n.gpu_type, n.gpus) for n in read} == {"n1": ("dra:a100", 8), "n2": ("a100", 8)}
+
+
+def test_the_actuator_reads_a_node_whose_device_plugin_publishes_gpus_as_the_device_plugin_has_it(monkeypatch):
+    """The actuator hands the nodes whose device plugin publishes GPUs (or MIG instances) to the DRA read: a node of 4
+    nvidia.com/gpu whose DRA driver also publishes its 4 is 4 GPUs, not 8, and a MIG node's slices are not counted
+    beside its instances (mutation testing: the plugin nodes not handed, or MIG left out of them, passed every unit
+    test; read_dra's own rule was tested alone)."""
+    from kubernetes import client as k8s
+
+    from daemon.actuators.k8s.actuator import KubernetesActuator
+    from daemon.config import KubernetesActuatorConfig
+
+    act = KubernetesActuator(k8s.ApiClient(k8s.Configuration(host="https://k8s.invalid")),
+                             KubernetesActuatorConfig(dra_device_classes={CLASS: DRIVER}), [], dry_run=True)
+    monkeypatch.setattr(act.core, "list_pod_for_all_namespaces", lambda **_k: SimpleNamespace(items=[]))
+    mig = _model({"metadata": {"name": "n2"}, "spec": {}, "status": {
+        "allocatable": {"nvidia.com/mig-1g.10gb": "7"}, "conditions": [{"type": "Ready", "status": "True"}]}}, "V1Node")
+    monkeypatch.setattr(act.core, "list_node", lambda **_k: SimpleNamespace(items=[_node("n1", gpus=4), mig]))
+    monkeypatch.setattr(act.resource_api, "list_resource_slice",
+                        lambda **_k: SimpleNamespace(items=[_slice("n1", 4), _slice("n2", 1)]))
+    monkeypatch.setattr(act.resource_api, "list_resource_claim_for_all_namespaces",
+                        lambda **_k: SimpleNamespace(items=[]))
+    monkeypatch.setattr(act.resource_api, "list_resource_claim_template_for_all_namespaces",
+                        lambda **_k: SimpleNamespace(items=[]))
+    act.cluster_jobs(())
+    assert act.dra is not None and act.dra.supply == {}, act.dra
+    assert act.cluster_nodes(()).gpus.tolist() == [4, 0]
+
+
+def test_the_actuator_reads_a_dra_pod_being_deleted_within_the_grace_as_draining(monkeypatch):
+    """The actuator hands the DRA read its drain rule (view.drains_soon over the grace period): a DRA pod being
+    deleted and due now frees its claim's 2 GPUs as a drain (mutation testing: no rule handed, so none drained, passed
+    every test, the real control plane's too)."""
+    from kubernetes import client as k8s
+
+    from daemon.actuators.k8s.actuator import KubernetesActuator
+    from daemon.config import KubernetesActuatorConfig, TenantConfig
+
+    act = KubernetesActuator(k8s.ApiClient(k8s.Configuration(host="https://k8s.invalid")),
+                             KubernetesActuatorConfig(dra_device_classes={CLASS: DRIVER}),
+                             [TenantConfig(name="team-a", tier="low", k8s_namespace="a")], dry_run=True)
+    going = _pod("a", "going", template="four", node="n3", deleting=True)
+    lists = {(act.core, "list_pod_for_all_namespaces"): [going], (act.core, "list_node"): [_node("n3")],
+             (act.resource_api, "list_resource_slice"): [_slice("n3", 8)],
+             (act.resource_api, "list_resource_claim_for_all_namespaces"): [_held("a", "going-gpus", 2, "n3")],
+             (act.resource_api, "list_resource_claim_template_for_all_namespaces"): []}
+    for (api, name), items in lists.items():
+        monkeypatch.setattr(api, name, lambda items=items, **_k: SimpleNamespace(items=items))
+    act.cluster_jobs(("team-a",))
+    assert act.dra.draining == {"n3": 2} and act.dra.node_rows() == {"n3": ("dra:gpu", 8, 2, 2)}, act.dra
+
+
+def test_on_a_mixed_fleet_the_actuator_gives_a_device_plugin_pod_naming_no_type_the_device_plugin_types(monkeypatch):
+    """With DRA nodes read, a pending device-plugin pod that names no GPU type accepts the device-plugin nodes' types
+    only: read as any type, its demand would preempt DRA pods whose GPUs it cannot use (mutation testing: the plugin
+    types not handed by the actuator passed every test; pods_as_jobs' own rule was tested alone)."""
+    from kubernetes import client as k8s
+
+    from daemon.actuators.k8s.actuator import KubernetesActuator
+    from daemon.config import KubernetesActuatorConfig, TenantConfig
+
+    fleet = FleetConfig(types=["a100", "h100"], aliases={A100: "a100", "NVIDIA H100 80GB HBM3": "h100"})
+    act = KubernetesActuator(k8s.ApiClient(k8s.Configuration(host="https://k8s.invalid")),
+                             KubernetesActuatorConfig(dra_device_classes={CLASS: DRIVER}),
+                             [TenantConfig(name="team-b", tier="high", k8s_namespace="b")], dry_run=True, fleet=fleet)
+    lists = {(act.core, "list_pod_for_all_namespaces"): [_pod("b", "plain", gpus=2, tier="high")],
+             (act.core, "list_node"): [_node("n1", gpus=8), _node("n3")],
+             (act.resource_api, "list_resource_slice"): [_slice("n3", 8)],
+             (act.resource_api, "list_resource_claim_for_all_namespaces"): [],
+             (act.resource_api, "list_resource_claim_template_for_all_namespaces"): []}
+    for (api, name), items in lists.items():
+        monkeypatch.setattr(api, name, lambda items=items, **_k: SimpleNamespace(items=items))
+    jobs = act.cluster_jobs(("team-b",))
+    assert act.dra.node_rows() == {"n3": ("dra:h100", 8, 0, 0)}, act.dra
+    assert jobs.ids.tolist() == ["b/plain"] and list(jobs.accepts) == [("a100",)], jobs.accepts

@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
-import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -90,6 +89,49 @@ def test_a_workload_becomes_demand_once_kueue_has_tried_it_and_not_when_its_queu
     assert len(r.demand([gone], ("team-a",), SIZES, set(), now=NOW)) == 0
 
 
+def test_a_finished_going_or_misconfigured_workload_waits_no_more_and_one_not_finished_still_does():
+    """Kueue holds back only a Workload not finished, not being deleted and not misconfigured (Kueue 0.17's later
+    reason for a missing ClusterQueue): neither read takes the rest as waiting (mutation testing: each of these rules
+    could be dropped, or Finished=False read as finished, with every test passing)."""
+    done = wl("done")
+    done["status"]["conditions"].append({"type": "Finished", "status": "True", "reason": "Succeeded"})
+    not_done = wl("not-done")
+    not_done["status"]["conditions"].append({"type": "Finished", "status": "False", "reason": "Pending"})
+    going = wl("going")
+    going["metadata"]["deletionTimestamp"] = "2026-01-05T09:59:00Z"
+    misconfigured = wl("misconfigured", verdict={"type": "QuotaReserved", "status": "False", "reason": "Misconfigured",
+                                                 "message": "ClusterQueue gpuas-tenant-team-a doesn't exist"})
+    items = [done, not_done, going, misconfigured]
+    r = reader()
+    assert r.demand(items, ("team-a",), SIZES, set(), now=NOW).ids.tolist() == [workload_id("ns-a", "not-done")]
+    assert r.jobs(items, ("team-a",), now=NOW, sizes=SIZES).ids.tolist() == [workload_id("ns-a", "not-done")]
+
+
+def test_a_workload_stamped_ahead_of_the_daemons_clock_has_waited_nothing_not_less():
+    """The apiserver's clock may run ahead of the daemon's: a wait is never negative (mutation testing)."""
+    jobs = reader().demand([wl("ahead", created="2026-01-05T10:05:00Z")], ("team-a",), SIZES, set(), now=NOW)
+    assert jobs.wait_s.tolist() == [0.0]
+
+
+def test_a_waiting_workloads_pod_template_is_read_once_while_it_waits():
+    """Each cycle judges the podSets of every waiting Workload that select nodes (starts: never_starts); the template
+    is read as the client's V1Pod once and kept while the Workload waits, not decoded again each cycle for each of a
+    tenant's thousand Workloads (mutation testing: the kept pod unused passed every test)."""
+    judged = []
+
+    def starts(pod, gpus):
+        judged.append(pod)
+        return None
+
+    body = wl("selects")
+    body["spec"]["podSets"][0]["template"]["spec"]["nodeSelector"] = {"zone": "a"}
+    r = reader()
+    for _ in range(2):
+        assert r.demand([body], ("team-a",), SIZES, set(), now=NOW, starts=starts).ids.tolist() == [
+            workload_id("ns-a", "selects")]
+    assert len(judged) == 2 and judged[0] is judged[1]
+
+
 def _pod(ns, uid, owner, phase="Running", node="n1", deleting=False, gates=None, labels=None):
     return SimpleNamespace(
         metadata=SimpleNamespace(namespace=ns, uid=uid, deletion_timestamp=NOW if deleting else None,
@@ -168,19 +210,16 @@ def _low_pods(tenant, n, gpus=8):
                 node=np.array([f"n{i}" for i in range(n)], dtype=object))
 
 
-def test_one_tenants_10000_workloads_are_read_in_kueues_order_up_to_the_cap_quickly_and_starve_no_one(caplog):
+def test_one_tenants_10000_workloads_are_read_in_kueues_order_up_to_the_cap_and_starve_no_one(caplog):
     """A normal tenant's 10,000 waiting Workloads: read up to max_workloads_per_tenant, highest priority then oldest
-    first (those Kueue admits first), in well under a second, said once; the high tenant's 2 x 8 gang beside them
-    still gets its two nodes cleared by the plan."""
+    first (those Kueue admits first), said once; the high tenant's 2 x 8 gang beside them still gets its two nodes
+    cleared by the plan. (How long the read takes is bench/k8s_scale_bench.py's to measure, not a timed test's.)"""
     r = reader(cap=1000)
     flood = [wl(f"f{i:05d}", ns="ns-b", count=1, gpus="1", pclass="", priority=i % 3,
                 created=f"2026-01-05T09:5{i % 9}:00Z") for i in range(10_000)]
     items = [*flood, wl("gang")]
     caplog.set_level(logging.WARNING)
-    t0 = time.perf_counter()
     jobs = r.demand(items, ("team-a", "team-b"), [8] * 4, set(), now=NOW)
-    took = time.perf_counter() - t0
-    assert took < 1.0, took
     assert (jobs.tenant == 1).sum() == 1000 and "ns-a/workload/gang" in jobs.ids.tolist()
     kept = {i.rsplit("/", 1)[1] for i in jobs.ids[jobs.tenant == 1].tolist()}
     best = sorted(flood, key=lambda w: (-w["spec"]["priority"], w["metadata"]["creationTimestamp"]))[:1000]
@@ -196,10 +235,8 @@ def test_one_tenants_10000_workloads_are_read_in_kueues_order_up_to_the_cap_quic
     state = ClusterState(at=AT, tenants=names, tiers=("high", "normal", "low"), capacity=32,
                          used=pd.Series([0.0, 0.0, 32.0]).to_numpy(), pending=pending.astype(float),
                          jobs=all_jobs, nodes=_nodes(4))
-    t0 = time.perf_counter()
     p = plan(flat_forecast(names, [0, 0, 32]), state, PolicyMemory(),
              Config(policy={"preempt_budget_share": 1.0, "headroom": 0.0}))
-    assert time.perf_counter() - t0 < 2.0
     assert len({x.node for x in p.preemptions}) == 2, p.notes
 
 
@@ -229,6 +266,15 @@ def test_the_kueue_actuators_jobs_are_the_pods_and_the_workloads_kueue_may_admit
     # the estimator reads them by the same rule: the one Kueue will never admit has no estimate either
     assert act.queued_jobs(names).ids.tolist() == ["serving/workload/gang"]
 
+
+def test_the_kueue_actuator_counts_a_requeued_workload_whose_pods_still_run_once_as_its_pods():
+    """The actuator hands its pod read's owners to the Workloads' read (pod_owners): a Job's Workload requeued while
+    its pods still run is those pods, not a second, waiting, 16 GPUs (mutation testing: owners not handed passed)."""
+    c, act, names = _served_cluster()
+    c.pods[-1]["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j",
+                                                  "uid": "job-1", "controller": True}]
+    c.workloads.append(wl("requeued", ns="batch", owner="job-1"))
+    assert act.cluster_jobs(names).ids.tolist() == ["batch/low-1"]
 
 def test_workloads_kueue_does_not_serve_are_none_said_once_and_a_refused_list_fails_the_read(caplog):
     import pytest

@@ -51,6 +51,10 @@ class HungListener:
 
     def close(self) -> None:
         self._closed = True
+        try:   # a close alone leaves the accept thread blocked for the worker's life; a shutdown ends the accept
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.sock.close()
         for c in self.held:
             c.close()

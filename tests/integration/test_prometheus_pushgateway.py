@@ -24,7 +24,7 @@ import pytest
 from daemon.config import Config
 from daemon.sources.base import SourceError
 from daemon.sources.prometheus import PrometheusSource
-from daemon.sources.pushgateway import MAX_GROUPS, pushed_selector
+from daemon.sources.pushgateway import MAX_GROUPS, MAX_REGEX_CHARS, Pushed, add_back, pushed_selector
 from tests.support.services import metrics_target, prometheus_server, pushgateway_server, wait_for
 
 TENANTS = [{"name": "team-a"}, {"name": "team-b"}]
@@ -338,3 +338,28 @@ def test_the_pushed_groups_selector_keeps_the_exporters_job_and_instance_matcher
     for every in ('job=~".+"', 'job!="x"', 'job!~"tenant-.*"', 'job=~".*", namespace!=""'):
         assert pushed_selector(every) is None, every
     assert pushed_selector('job=~"dcgm-exporter|dcgm"') == 'push_time_seconds{job=~"dcgm-exporter|dcgm"}'
+
+
+def test_groups_whose_instance_names_make_a_regex_past_the_bound_refuse_the_read_whole():
+    """Under MAX_GROUPS groups, but with instance names (any a push's path gives) whose regex, carried by every query,
+    is past MAX_REGEX_CHARS: not left out one by one, the read refused whole and saying why (mutation testing: the
+    bound dropped passed every test)."""
+    long = [{"job": "dcgm-exporter", "instance": f"{i}-" + "x" * 300} for i in range(10)]
+    push = Pushed.of(long)
+    assert len(push.instances) < MAX_GROUPS and len(push.excluded()) > MAX_REGEX_CHARS
+    assert push.whole == f"their instances' names are over the {MAX_REGEX_CHARS} characters left out one by one"
+    assert Pushed.of(long[:2]).whole is None
+    # and the count's bound is MAX_GROUPS itself: that many are left out one by one, one more is refused
+    assert Pushed.of([{"instance": f"i{i}"} for i in range(MAX_GROUPS)]).whole is None
+    assert Pushed.of([{"instance": f"i{i}"} for i in range(MAX_GROUPS + 1)]).whole is not None
+
+
+def test_the_series_at_a_groups_instance_are_added_back_only_where_no_group_stood():
+    """add_back on a grid worked by hand: team-a runs 2 GPUs off the instance and 1 at it (a real exporter scraped
+    under a group's instance), team-b 0 at it. Where no group stood the 1 is added to the 2 (not put in its place);
+    where one stood it is left out and team-a's step is touched (its numbers unknown there), team-b's 0 not (mutation
+    testing: adding back at every step, replacing instead of adding, and touching zeros passed every test)."""
+    keys, at = {"team-a": 0}, np.array([[1.0, 1.0], [0.0, 0.0]])   # rows of team-a, team-b at the instance
+    rows, touched = add_back(keys, np.array([[2.0, 2.0]]), {"team-a": 0, "team-b": 1}, at, np.array([False, True]))
+    assert rows[keys["team-a"]].tolist() == [3.0, 2.0] and rows[keys["team-b"]].tolist()[0] == 0.0
+    assert set(touched) == {"team-a"} and touched["team-a"].tolist() == [False, True]

@@ -109,22 +109,25 @@ def test_the_apiserver_down_mid_run_keeps_the_plan_and_preempts_nothing(world):
     cfg, gate, core, low, pod = world["cfg"], world["gate"], world["core"], world["low"], world["pod"]
     gate.open()
     rt = build_runtime(cfg, with_store=False)
-    good = rt.runner.run_once()
-    assert good.outcome == "ok", good.error
-    assert f"{low}/{pod}" in set(good.collected.state.jobs.ids)          # the real pod, read through the gate
-    view = next(a for a in rt.actuators if getattr(a, "view", None) is not None).view
-    gate.close()
-    # the watched view's connections are cut: it says so before the cycle reads it (not a race with the cycle)
-    wait_for(lambda: not view.pods.fresh and not view.nodes.fresh, timeout=30, what="the view stale")
-    down = rt.runner.run_once()
-    assert down.outcome == "source_error" and "cannot read the scheduler's jobs" in down.error, down.error
-    assert down.plan is good.plan and rt.runner.last_plan is good.plan  # the last good plan is kept
-    assert down.reports == [] or not any(a.startswith("evict ") for r in down.reports for a in r.actions)
-    gate.open()
-    live = core.read_namespaced_pod(pod, low)
-    assert live.metadata.deletion_timestamp is None and live.status.phase == "Running"
-    # the DRA kinds too: with DRA GPU classes configured (the default) a cycle refuses a view without them
-    wait_for(lambda: view.wait_synced(0.1) and all(r.fresh for r in view.dra), timeout=60,
-             what="the view up again (its reconnect backoff)")
-    back = rt.runner.run_once()
-    assert back.outcome == "ok", back.error
+    try:
+        good = rt.runner.run_once()
+        assert good.outcome == "ok", good.error
+        assert f"{low}/{pod}" in set(good.collected.state.jobs.ids)          # the real pod, read through the gate
+        view = next(a for a in rt.actuators if getattr(a, "view", None) is not None).view
+        gate.close()
+        # the watched view's connections are cut: it says so before the cycle reads it (not a race with the cycle)
+        wait_for(lambda: not view.pods.fresh and not view.nodes.fresh, timeout=30, what="the view stale")
+        down = rt.runner.run_once()
+        assert down.outcome == "source_error" and "cannot read the scheduler's jobs" in down.error, down.error
+        assert down.plan is good.plan and rt.runner.last_plan is good.plan  # the last good plan is kept
+        assert down.reports == [] or not any(a.startswith("evict ") for r in down.reports for a in r.actions)
+        gate.open()
+        live = core.read_namespaced_pod(pod, low)
+        assert live.metadata.deletion_timestamp is None and live.status.phase == "Running"
+        # the DRA kinds too: with DRA GPU classes configured (the default) a cycle refuses a view without them
+        wait_for(lambda: view.wait_synced(0.1) and all(r.fresh for r in view.dra), timeout=60,
+                 what="the view up again (its reconnect backoff)")
+        back = rt.runner.run_once()
+        assert back.outcome == "ok", back.error
+    finally:
+        rt.close()   # its view's watch threads: else they retry the stopped apiserver for the worker's life

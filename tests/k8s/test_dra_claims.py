@@ -417,26 +417,30 @@ def test_one_tenants_claims_never_push_another_tenants_out_of_the_view(kube, cap
     assert isinstance(view, ClusterView)
     for r in (view.pods, view.nodes, *view.dra):
         r.relist()
-    kub = KubernetesActuator(api, full.actuators.kubernetes, tenants, view=view)
-    kub.cluster_jobs(tuple(t.name for t in tenants))
-    assert kub.dra.pending == {f"{b}/waits": 1}, (kub.dra.pending, kub.dra.uncounted)
-    assert kub.dra.uncounted == {f"{a}/beyond": "asks for devices through DRA that the daemon does not count: claim "
-                                                "c5 is not read (its namespace has more resourceclaims than the view "
-                                                "keeps: actuators.kubernetes.dra_max_objects_per_namespace)"}, \
-        kub.dra.uncounted
-    said = [m.getMessage() for m in caplog.records if "partial" in m.getMessage()]
-    assert said == ["DRA GPUs are partial: 4 resourceclaims beyond actuators.kubernetes.dra_max_objects (4) or "
-                    f"dra_max_objects_per_namespace (2) not read, by namespace: {a} 4"], said
-    # as the watch goes: a kept claim and one beyond go, team-a's new claim takes the room, team-b's is kept
-    r = next(r for r in view.dra if r.kind == "resourceclaims")
-    resource.delete_namespaced_resource_claim("c0", a)
-    resource.delete_namespaced_resource_claim("c5", a)
-    claim(a, "c6")
-    claim(b, "also")
-    r.watch_s = 2
-    r.step()   # the watch, until the server ends it (2 s)
-    assert sorted(r.store) == [f"{a}/c1", f"{a}/c6", f"{b}/also", f"{b}/mine"], sorted(r.store)
-    assert r.over_ns == {a: 3} and r.over == 3 and r.kept_ns == {a: 2, b: 2}, (r.over_ns, r.kept_ns)
+    try:
+        kub = KubernetesActuator(api, full.actuators.kubernetes, tenants, view=view)
+        kub.cluster_jobs(tuple(t.name for t in tenants))
+        assert kub.dra.pending == {f"{b}/waits": 1}, (kub.dra.pending, kub.dra.uncounted)
+        assert kub.dra.uncounted == {f"{a}/beyond": "asks for devices through DRA that the daemon does not count: "
+                                                    "claim c5 is not read (its namespace has more resourceclaims than "
+                                                    "the view keeps: "
+                                                    "actuators.kubernetes.dra_max_objects_per_namespace)"}, \
+            kub.dra.uncounted
+        said = [m.getMessage() for m in caplog.records if "partial" in m.getMessage()]
+        assert said == ["DRA GPUs are partial: 4 resourceclaims beyond actuators.kubernetes.dra_max_objects (4) or "
+                        f"dra_max_objects_per_namespace (2) not read, by namespace: {a} 4"], said
+        # as the watch goes: a kept claim and one beyond go, team-a's new claim takes the room, team-b's is kept
+        r = next(r for r in view.dra if r.kind == "resourceclaims")
+        resource.delete_namespaced_resource_claim("c0", a)
+        resource.delete_namespaced_resource_claim("c5", a)
+        claim(a, "c6")
+        claim(b, "also")
+        r.watch_s = 2
+        r.step()   # the watch, until the server ends it (2 s)
+        assert sorted(r.store) == [f"{a}/c1", f"{a}/c6", f"{b}/also", f"{b}/mine"], sorted(r.store)
+        assert r.over_ns == {a: 3} and r.over == 3 and r.kept_ns == {a: 2, b: 2}, (r.over_ns, r.kept_ns)
+    finally:
+        view.stop()   # cluster_jobs started its watch threads: else they outlive the test and the apiserver
     resource.delete_resource_slice(caps_slice["metadata"]["name"])
     kube.delete_nodes(nodes)
 

@@ -8,7 +8,8 @@ import pandas as pd
 from daemon.config import Config, parse_config
 from daemon.policy import PolicyMemory, plan
 from daemon.policy.events import plan_events
-from daemon.policy.state import ClusterState
+from daemon.policy.hold_reason import HoldBasis, cause, hold_why
+from daemon.policy.state import ClusterState, Jobs
 from daemon.policy.types import OperatorInputs, Plan
 from forecaster.types import Forecast
 from tests.policy.test_aging import jobs
@@ -154,3 +155,37 @@ def test_a_hold_the_headroom_rounds_up_a_whole_job_says_so():
                                 "(policy.headroom), in whole jobs of 8 GPUs")
     assert plan(_fc(8), _state(), PolicyMemory(), CFG).hold_why["hi"] == \
         "its forecast peak rose to 8 GPUs (p90 within 12 steps)"          # no headroom: 8 held, nothing to add
+
+
+def _basis(**per) -> HoldBasis:
+    """One tenant's HoldBasis: nothing held for it unless `per` says (each a scalar for its one row)."""
+    row = {"high": False, "aged": False, "floor": 0, "window": 0, "peak": np.nan, "demand": np.nan, "want": 0, **per}
+    return HoldBasis(**{k: np.array([v]) for k, v in row.items()}, quantile=0.9, steps=12)
+
+
+def test_a_hold_gone_to_zero_names_its_cause_not_the_last_one_it_had():
+    """Where a hold falls to 0 the cause is read from what the plan holds for now: a full cluster is not the aged
+    job starting nor the tenant losing its protection, and a high tier's zero is its forecast (mutation testing: each
+    of these rules could be dropped with the tests above passing)."""
+    full = _basis(aged=True, want=8)   # still aged, but nothing left to hold it in
+    assert cause(0, 8, 0, full, True, "queued", False) == "the cluster is full (capped at 0)"
+    assert cause(0, 8, 0, _basis(high=True, want=24, peak=24.0), False, "gone", False) == \
+        "the cluster is full (capped at 0)"
+    assert cause(0, 16, 0, _basis(high=True, peak=0.0, demand=0.0), False, "gone", False) == \
+        "its forecast peak fell to 0 GPUs (p90 within 12 steps)"
+
+
+def test_a_window_holding_more_says_so_and_a_capped_hold_that_fell_names_the_cap_alone():
+    """A low tenant's window growing its hold over the lead time says the window's GPUs; a hold that fell because the
+    cluster filled says the cap, not the forecast it was sized on (which alone would have kept it)."""
+    assert cause(0, 8, 16, _basis(window=16, want=16), False, "gone", True) == "its window holds 16 GPUs"
+    capped = _basis(high=True, peak=48.0, want=48)
+    assert cause(0, 64, 40, capped, False, "gone", False) == "the cluster is full (capped at 40 of 48)"
+
+
+def test_a_tenant_whose_hold_stays_zero_or_has_no_cause_gets_no_reason():
+    """No hold before (absent from the last plan) and none now is no change: nothing said, each cycle, for every
+    unprotected tenant; and a change the plan cannot explain (no forecast, no reading) is left out, not said as ''."""
+    b = HoldBasis(high=np.array([False, True]), aged=np.zeros(2, bool), floor=np.zeros(2), window=np.zeros(2),
+                  peak=np.full(2, np.nan), demand=np.full(2, np.nan), want=np.array([0, 8]), quantile=0.9, steps=12)
+    assert hold_why(("idle", "hi"), {"hi": 16}, np.array([0, 8]), b, {}, {}, Jobs.empty(), {}) == {}

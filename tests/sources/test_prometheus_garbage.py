@@ -51,6 +51,8 @@ class Crafted:
     def __init__(self):
         self.instant = lambda q: (200, "application/json", good_instant(q), True)
         self.range = lambda q: (200, "application/json", good_range(q), True)
+        self.pushed: list | None = None   # the Pushgateway groups' push_time_seconds (None: none stands)
+        self.pushed_range: list | None = None   # and their count by instance over a window
 
 
 @pytest.fixture
@@ -71,7 +73,8 @@ def fake():
                 # no Pushgateway group passes as the exporter here, as on a Prometheus without one: the crafted
                 # answers are for the queries the source reads the GPUs with
                 kind = "matrix" if u.path.endswith("query_range") else "vector"
-                status, ctype, body, with_length = 200, "application/json", ok([], kind), True
+                pushed = (crafted.pushed if kind == "vector" else crafted.pushed_range) or []
+                status, ctype, body, with_length = 200, "application/json", ok(pushed, kind), True
             data = body.encode() if isinstance(body, str) else body
             self.send_response(status)
             self.send_header("Content-Type", ctype)
@@ -298,3 +301,28 @@ def test_demand_that_cannot_be_gpus_of_this_cluster_is_refused(fake):
     # up to twice the capacity and 8 (a custom capacity_query that leaves out unhealthy GPUs still allocated) reads
     crafted.range = demand_of("40")
     assert source(url).collect(60).state.used.tolist() == [40.0]
+
+
+def test_with_recording_rules_a_pushed_group_naming_an_instance_refuses_the_read(fake):
+    """The recorded series have the job and instance aggregated away, so a Pushgateway group's series cannot be left
+    out of them by its instance (pushgateway.Pushed): the read is refused in one line saying so, as for a group naming
+    no instance, never read with the pushed GPUs in it (mutation testing: the rule dropped passed every test; with raw
+    queries the same group is left out instead, tests/integration/test_prometheus_pushgateway.py)."""
+    url, crafted = fake
+    crafted.pushed = [{"metric": {"__name__": pushgateway.PUSHED_METRIC, "job": "dcgm-exporter", "instance": "x"},
+                       "value": [NOW, str(NOW)]}]
+    with pytest.raises(SourceError, match="recording rules aggregate the job and instance away"):
+        source(url, recording_rules=True).collect(60)
+
+
+def test_a_window_where_groups_past_the_bound_stood_is_missing_for_every_tenant(fake):
+    """Past MAX_GROUPS the groups' series are not left out one by one, so a window read (the history, a backfill) has
+    the steps where they stood missing for every tenant, never read with the pushed GPUs in them (mutation testing:
+    only the steps of a group naming no instance refused passed every test)."""
+    url, crafted = fake
+    crafted.pushed_range = [{"metric": {"instance": f"made-up-{i}"}, "values": [[NOW - 60, "1"], [NOW, "1"]]}
+                            for i in range(pushgateway.MAX_GROUPS + 1)]
+    got = source(url).window(NOW - 60, NOW)
+    assert got["team-a"].isna().all(), got
+    crafted.pushed_range = None
+    assert source(url).window(NOW - 60, NOW)["team-a"].tolist() == [2.0, 3.0]
