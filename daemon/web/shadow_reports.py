@@ -8,7 +8,9 @@ Concurrent requests for the same cycle wait on the one count.
 
 The counting runs in this module's own thread pool (one worker), never in the default one that the operator's
 writes (PATCH of overrides, the console's forms: `run_in_threadpool`) use: however many tenants load the page,
-an operator's pause never queues behind them.
+an operator's pause never queues behind them. The pool lives only while a count is queued or running: an idle
+worker kept for the process's life was a thread every app built in a test left behind (helper hleak's leak check),
+and a fork from such a process copies it; nothing shuts the app's pool down otherwise.
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ class ShadowReports:
 
     def __init__(self, read: Callable[[int], list[dict]], workers: int = 1) -> None:
         self._read = read
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="shadow-report")
+        self._workers = workers
+        self._pool: ThreadPoolExecutor | None = None   # while a count is queued or running (module docstring)
+        self._queued = 0
         self._lock = threading.Lock()
         self._counts: OrderedDict[tuple[int, int], Future] = OrderedDict()
         self._logged: OrderedDict[object, None] = OrderedDict()
@@ -47,6 +51,9 @@ class ShadowReports:
             if f is not None and not (f.done() and f.exception() is not None):  # a failed read is tried again
                 self._counts.move_to_end(key)
                 return f
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="shadow-report")
+            self._queued += 1
             f = self._pool.submit(self._count, limit)
             self._counts[key] = f
             for k in [k for k in self._counts if k[0] != cycle]:  # a newer cycle: the older counts are out of date
@@ -56,7 +63,14 @@ class ShadowReports:
             return f
 
     def _count(self, limit: int) -> Totals:
-        tot = count(self._read(limit))
+        try:
+            tot = count(self._read(limit))
+        finally:
+            with self._lock:
+                self._queued -= 1
+                if self._queued == 0 and self._pool is not None:
+                    self._pool.shutdown(wait=False)   # its worker ends after this count; the next one makes a pool
+                    self._pool = None
         with self._lock:
             self.counted += 1
             for s in tot.skipped:
