@@ -172,7 +172,7 @@ def _actuators(cfg: Config, sim) -> list[Actuator]:
                                                       min_runtime_s=cfg.policy.preempt_min_runtime_s,
                                                       hold_label=a.kueue.hold_label if "kueue" in a.enabled else None,
                                                       fleet=cfg.fleet, view=view,
-                                                      limits_enforced=a.gateway_limits))
+                                                      gateway_limits=a.gateway_limits))
         elif name == "kueue":
             from daemon.actuators.k8s.kueue import KueueActuator
 

@@ -371,7 +371,7 @@ def test_no_throttled_event_where_no_gateway_applies_the_limits():
     for enforced in (True, False):
         api, cap = served(routes)
         act = KubernetesActuator(api, KubernetesActuatorConfig(), [TenantConfig(name="team-low", tier="low",
-                                 k8s_namespace="batch")], dry_run=False, limits_enforced=enforced)
+                                 k8s_namespace="batch")], dry_run=False, gateway_limits=enforced)
         assert act.notify(notes).ok
         sent[enforced] = [r["body"]["reason"] for r in cap.sent if r["path"].endswith("/events")]
     assert sent == {True: ["Throttled", "Relaxed", "Preempted"], False: ["Preempted"]}

@@ -133,11 +133,11 @@ class KubernetesActuator(FencedApply):
     def __init__(self, api_client: k8s.ApiClient, cfg: KubernetesActuatorConfig, tenants: list[TenantConfig],
                  dry_run: bool = True, enforce_plan: bool = True, min_runtime_s: float = 0.0,
                  hold_label: str | None = None, fleet: FleetConfig | None = None,
-                 view: ClusterView | None = None, limits_enforced: bool = True) -> None:
+                 view: ClusterView | None = None, gateway_limits: bool = True) -> None:
         self.core = k8s.CoreV1Api(api_client)
-        # whether anything enforces the plan's rate limits (the redis actuator, for the gateways): without, a
-        # tenant's "throttled" Event would claim a limit nothing applies (_events)
-        self.limits_enforced = limits_enforced
+        # whether a gateway applies the plan's rate limits (ActuatorsConfig.gateway_limits): without, a tenant's
+        # "throttled" Event would claim a limit nothing applies (_events)
+        self.gateway_limits = gateway_limits
         # pods and nodes kept by list-then-watch (informer.py); None: listed on each read, as before
         self.view = view
         # a mixed fleet: node and pod GPU types (flavors.py); None: one model, as before
@@ -177,9 +177,9 @@ class KubernetesActuator(FencedApply):
     def from_config(cfg: KubernetesActuatorConfig, tenants: list[TenantConfig], dry_run: bool = True,
                     enforce_plan: bool = True, min_runtime_s: float = 0.0,
                     hold_label: str | None = None, fleet: FleetConfig | None = None,
-                    view: ClusterView | None = None, limits_enforced: bool = True) -> "KubernetesActuator":
+                    view: ClusterView | None = None, gateway_limits: bool = True) -> "KubernetesActuator":
         return KubernetesActuator(api_client(cfg), cfg, tenants, dry_run, enforce_plan, min_runtime_s, hold_label,
-                                  fleet, view=view, limits_enforced=limits_enforced)
+                                  fleet, view=view, gateway_limits=gateway_limits)
 
     def start_view(self) -> None:
         """The service starts: the watches of the view begin (KeepsClusterView)."""
@@ -670,7 +670,7 @@ class KubernetesActuator(FencedApply):
         return rep
 
     def _events(self, rep: ActionReport, notes: list[Notification]) -> None:
-        if not self.limits_enforced:   # no gateway applies the limits: telling tenants they are throttled is false
+        if not self.gateway_limits:   # no gateway applies the limits: telling tenants they are throttled is false
             notes = [n for n in notes if n.kind not in RATE_KINDS]
         for n in notes[:200]:
             ns = self.namespace(n.tenant)

@@ -72,7 +72,7 @@ from daemon.actuators.k8s.actuator import KubernetesActuator, api_client, tenant
 from daemon.actuators.k8s.flavors import MIG_PREFIX, PRODUCT_LABEL
 from daemon.actuators.k8s.informer import ClusterView
 from daemon.actuators.k8s.node_holds import NodeHolds
-from daemon.actuators.k8s.objects import POOL_VALUE, gpu_quantity, name_part
+from daemon.actuators.k8s.objects import KUEUE_GROUP, KUEUE_VERSION, POOL_VALUE, gpu_quantity, name_part
 from daemon.actuators.k8s.podless import Podless
 from daemon.actuators.k8s.view import never_starts
 from daemon.actuators.k8s.workloads import Workloads, pod_owners
@@ -84,7 +84,7 @@ from daemon.policy.types import Notification, Plan
 log = logging.getLogger("gpu_autoscaler.actuator.kueue")
 
 CONFLICT_TRIES = 3  # reads and writes of one Kueue object per cycle when the API answers 409 Conflict
-GROUP, VERSION = "kueue.x-k8s.io", "v1beta1"
+GROUP, VERSION = KUEUE_GROUP, KUEUE_VERSION
 MANAGED = {"app.kubernetes.io/managed-by": "gpu-autoscaler"}
 MANAGED_KEY = "app.kubernetes.io/managed-by"
 

@@ -13,6 +13,9 @@ from kubernetes.utils import parse_quantity
 
 from daemon.config.names import k8s_name_part
 
+# Kueue's API group and version, for every module that reads or writes its objects (one place to move it)
+KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta1"
+
 BLOCKING = ("NoSchedule", "NoExecute")  # taint effects that keep new pods off a node
 POOL_VALUE = "gpu-autoscaler.pool"  # the pool's hold label value: has a '.', which name_part never gives
 

@@ -22,11 +22,12 @@ import logging
 from kubernetes.client.exceptions import ApiException
 
 from daemon.actuators.k8s.flavors import PRODUCT_LABEL
+from daemon.actuators.k8s.objects import KUEUE_GROUP, KUEUE_VERSION
 from daemon.config.fleet import ANY, TypeResolver
 
 log = logging.getLogger("gpu_autoscaler.actuator.kueue.workloads")
 
-GROUP, VERSION = "kueue.x-k8s.io", "v1beta1"
+GROUP, VERSION = KUEUE_GROUP, KUEUE_VERSION
 
 
 class QueueTypes:

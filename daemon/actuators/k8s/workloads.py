@@ -63,7 +63,13 @@ from kubernetes.utils import parse_quantity
 
 from daemon.actuators.base import in_turn
 from daemon.actuators.k8s.flavors import MIG_PREFIX, pod_accepts
-from daemon.actuators.k8s.objects import MAX_POD_GPUS, effective_request, priority_class_name
+from daemon.actuators.k8s.objects import (
+    KUEUE_GROUP,
+    KUEUE_VERSION,
+    MAX_POD_GPUS,
+    effective_request,
+    priority_class_name,
+)
 from daemon.actuators.k8s.queue_types import QueueTypes
 from daemon.config.fleet import ANY, TypeResolver
 from daemon.policy.eta import moved as _moved
@@ -71,7 +77,7 @@ from daemon.policy.state import PRIORITY, Jobs
 
 log = logging.getLogger("gpu_autoscaler.actuator.kueue.workloads")
 
-GROUP, VERSION, PLURAL = "kueue.x-k8s.io", "v1beta1", "workloads"
+GROUP, VERSION, PLURAL = KUEUE_GROUP, KUEUE_VERSION, "workloads"
 # the version Kueue 0.17 stores Workloads in: a patch sent at v1beta1 is converted there and back, and the round trip
 # changes priorityClassSource, which Kueue's CRD forbids while quota is reserved (a 422 on an admitted Workload)
 STORED = "v1beta2"

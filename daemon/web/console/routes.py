@@ -255,7 +255,7 @@ def build(backend: Backend, holder: AccessHolder) -> list[Route]:
         notice = "Change saved; it applies at the next cycle." if request.query_params.get("saved") else None
         return page(request, "cluster.html", who=p, title="Cluster", c=c, load_chart=load_chart(c).svg(),
                     band_chart=band_chart(c).svg(), levels=snap.cfg.ratelimits.levels, tenants=shown,
-                    throttled_all=throttled_all, limits_enforced=snap.cfg.actuators.gateway_limits,
+                    throttled_all=throttled_all, gateway_limits=snap.cfg.actuators.gateway_limits,
                     paused=backend.overrides().inputs().paused_all, notice=notice, health=health_for(snap, p))
 
     async def login(request: Request) -> Response:
