@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Callable
 
-from daemon.actuators.k8s.workloads import Malformed, workload_gpus
+from daemon.actuators.k8s.workloads import Malformed, workload_gpus, workload_live
 
 log = logging.getLogger("gpu_autoscaler.actuator.kueue.workloads")
 
@@ -31,14 +31,9 @@ JUDGED_OWNERS = frozenset({("batch/v1", "Job"), ("v1", "Pod"), ("jobset.x-k8s.io
 
 
 def admitted_live(wl: dict) -> bool:
-    """Whether Kueue holds quota for the Workload now: admitted, active, not finished, not being deleted."""
-    st = wl.get("status") or {}
-    if not st.get("admission") or (wl.get("metadata") or {}).get("deletionTimestamp"):
-        return False
-    if (wl.get("spec") or {}).get("active") is False:
-        return False
-    return not any(isinstance(c, dict) and c.get("type") == "Finished" and c.get("status") == "True"
-                   for c in st.get("conditions") or [])
+    """Whether Kueue holds quota for the Workload now: admitted, and live (active, not finished, not being
+    deleted: workloads.workload_live)."""
+    return bool((wl.get("status") or {}).get("admission")) and workload_live(wl)
 
 
 class Podless:

@@ -252,16 +252,19 @@ def pod_owners(pods: list, tenant_of_ns: dict[str, str]) -> set[tuple[str, str]]
     return out
 
 
-def _held_back(wl: dict) -> bool:
-    """Whether Kueue still holds the Workload back: not admitted (no quota reserved), active, not finished, not
-    going. One that is not waits no more: any estimate it carries is cleared."""
-    st = wl.get("status") or {}
-    if st.get("admission") or (wl.get("metadata") or {}).get("deletionTimestamp"):
-        return False
-    if (wl.get("spec") or {}).get("active") is False:
+def workload_live(wl: dict) -> bool:
+    """Whether the Workload is still Kueue's to admit or run: active, not finished, not being deleted (the rule
+    _held_back and podless.admitted_live share; they differ only in whether it is admitted)."""
+    if (wl.get("metadata") or {}).get("deletionTimestamp") or (wl.get("spec") or {}).get("active") is False:
         return False
     return not any(isinstance(c, dict) and c.get("type") == "Finished" and c.get("status") == "True"
-                   for c in st.get("conditions") or [])
+                   for c in (wl.get("status") or {}).get("conditions") or [])
+
+
+def _held_back(wl: dict) -> bool:
+    """Whether Kueue still holds the Workload back: not admitted (no quota reserved), and live (workload_live). One
+    that is not waits no more: any estimate it carries is cleared."""
+    return not (wl.get("status") or {}).get("admission") and workload_live(wl)
 
 
 def kueue_refuses(wl: dict) -> str | None:
